@@ -1,0 +1,51 @@
+/*
+ * alloc/allocator.h - the caching allocator as the rest of the library sees it.
+ *
+ * The public entry points (vt_malloc, vt_free, ... in vramtrace.h) and the
+ * CUDA hooks both call these. Return values are CUDA runtime error codes
+ * (cudaError_t values: 0 success, 2 cudaErrorMemoryAllocation,
+ * 1 cudaErrorInvalidValue); the driver-layer hooks map them to CUresult.
+ * Streams are raw cudaStream_t/CUstream values as integers.
+ */
+#ifndef VT_ALLOC_ALLOCATOR_H
+#define VT_ALLOC_ALLOCATOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a free knows the streams that may still use the block. */
+enum vt_free_mode {
+    VT_FREE_ON_STREAM = 0,   /* vt_free / cudaFreeAsync: ordered on `stream` */
+    VT_FREE_UNKNOWN_STREAM = 1, /* plain cudaFree/cuMemFree: fence on every known stream */
+};
+
+/* Allocate `size` bytes on `device` for use on `stream`. size 0 gives NULL
+ * and success, as cudaMalloc does. */
+int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out);
+
+/* Free a pointer. A pointer the cache does not own returns
+ * VT_ALLOC_NOT_OWNED without any report (the hooks hand it to the real free);
+ * an interior pointer or a double free is reported once and returns
+ * cudaErrorInvalidValue. */
+#define VT_ALLOC_NOT_OWNED (-1)
+int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode);
+
+/* Does the cache own the block starting at (or containing) ptr? */
+bool vt__alloc_owns(const void *ptr);
+
+/* The block containing ptr is used on `stream` too (vt_record_stream). */
+int vt__alloc_record_stream(void *ptr, uint64_t stream);
+
+/* Streams known to the process, for fencing frees of unknown stream. */
+void vt__alloc_stream_created(int device, uint64_t stream);
+void vt__alloc_stream_destroyed(uint64_t stream);
+
+/* Bytes reserved by the cache on `device` but not handed out (for
+ * cudaMemGetInfo, which reports them as free). */
+uint64_t vt__alloc_cached_free_bytes(int device);
+
+/* Return every fully free segment of `device` to the device (-1: all). */
+int vt__alloc_empty_cache(int device);
+
+#endif /* VT_ALLOC_ALLOCATOR_H */

@@ -1,0 +1,280 @@
+/*
+ * alloc/config.c - VRAMTRACE_CONF: every key, its default and its parser in
+ * one table.
+ *
+ * Parsed once, on first use, from the environment. Parsing never calls CUDA
+ * and never allocates device memory, so it is safe from any hook. A bad key
+ * or value is reported on stderr in one line and leaves that key at its
+ * default: a typo must never take the host program down.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL };
+
+struct key {
+    const char *name;
+    enum key_type type;
+    size_t offset;               /* of the field in vt_config */
+    double min, max;             /* accepted range for numbers */
+    const char *choices;         /* what the error message offers */
+};
+
+#define FIELD(f) offsetof(vt_config, f)
+
+/* Defaults are in vt__config_defaults() right below; keep the two in step. */
+static const struct key keys[] = {
+    { "cache", KEY_BOOL, FIELD(cache), 0, 1, "0 or 1" },
+    { "max_split_size_mb", KEY_MIB, FIELD(max_split_size), 1, 1 << 30,
+      "a size in MiB >= 1, or 'unlimited'" },
+    { "roundup_power2_divisions", KEY_UINT, FIELD(roundup_power2_divisions), 0, 64,
+      "0 (off) or a power of two from 1 to 64" },
+    { "garbage_collection_threshold", KEY_FRACTION, FIELD(garbage_collection_threshold), 0, 1,
+      "a fraction strictly between 0 and 1 (0 = off)" },
+    { "per_process_memory_fraction", KEY_FRACTION, FIELD(per_process_memory_fraction), 0, 1,
+      "a fraction in (0, 1]" },
+    { "free_sync", KEY_BOOL, FIELD(free_sync), 0, 1, "0 or 1" },
+    { "trace", KEY_BOOL, FIELD(trace), 0, 1, "0 or 1" },
+    { "max_events", KEY_U64, FIELD(max_events), 1024, 1e10,
+      "an event count from 1024 to 10000000000" },
+    { "stack_depth", KEY_UINT, FIELD(stack_depth), 0, 256, "0 (no stacks) to 256" },
+    { "free_stacks", KEY_BOOL, FIELD(free_stacks), 0, 1, "0 or 1" },
+    { "signal", KEY_SIGNAL, FIELD(signal), 0, 0, "none, SIGUSR1, SIGUSR2, SIGPROF, SIGRTMIN+N" },
+    { "dump_on_oom", KEY_BOOL, FIELD(dump_on_oom), 0, 1, "0 or 1" },
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+void vt__config_defaults(vt_config *c)
+{
+    *c = (vt_config){
+        .cache = true,
+        .max_split_size = UINT64_MAX,
+        .roundup_power2_divisions = 0,
+        .garbage_collection_threshold = 0.0,
+        .per_process_memory_fraction = 1.0,
+        .free_sync = false,
+        .trace = true,
+        .max_events = 1000000,
+        .stack_depth = 48,
+        .free_stacks = true,
+        .signal = 0,
+        .dump_on_oom = false,
+    };
+}
+
+static int parse_signal(const char *v, int *out)
+{
+    static const struct { const char *name; int sig; } names[] = {
+        { "SIGUSR1", SIGUSR1 }, { "SIGUSR2", SIGUSR2 }, { "SIGPROF", SIGPROF },
+    };
+    if (!strcasecmp(v, "none") || !strcmp(v, "0")) {
+        *out = 0;
+        return 0;
+    }
+    const char *bare = strncasecmp(v, "SIG", 3) == 0 ? v + 3 : v;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcasecmp(bare, names[i].name + 3)) {
+            *out = names[i].sig;
+            return 0;
+        }
+    if (!strncasecmp(bare, "RTMIN+", 6)) {
+        char *end;
+        long n = strtol(bare + 6, &end, 10);
+        if (*end == '\0' && end != bare + 6 && n >= 0 && SIGRTMIN + n <= SIGRTMAX) {
+            *out = SIGRTMIN + (int)n;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Parse one value into the field; -EINVAL (or -ERANGE) when it is not valid. */
+static int parse_value(const struct key *k, const char *v, vt_config *c)
+{
+    char *field = (char *)c + k->offset;
+    char *end = NULL;
+    if (*v == '\0')
+        return -EINVAL;
+    switch (k->type) {
+    case KEY_BOOL:
+        if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+            *(bool *)field = true;
+        else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+            *(bool *)field = false;
+        else
+            return -EINVAL;
+        return 0;
+    case KEY_U64:
+    case KEY_UINT: {
+        if (!isdigit((unsigned char)*v))
+            return -EINVAL;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || *end)
+            return -EINVAL;
+        if ((double)n < k->min || (double)n > k->max)
+            return -ERANGE;
+        if (k->type == KEY_U64) {
+            *(uint64_t *)field = n;
+        } else {
+            /* roundup_power2_divisions must be a power of two (or 0). */
+            if (k->offset == FIELD(roundup_power2_divisions) && n && (n & (n - 1)))
+                return -EINVAL;
+            *(unsigned *)field = (unsigned)n;
+        }
+        return 0;
+    }
+    case KEY_MIB: {
+        if (!strcasecmp(v, "unlimited") || !strcasecmp(v, "max")) {
+            *(uint64_t *)field = UINT64_MAX;
+            return 0;
+        }
+        if (!isdigit((unsigned char)*v))
+            return -EINVAL;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || *end)
+            return -EINVAL;
+        if ((double)n < k->min || (double)n > k->max)
+            return -ERANGE;
+        *(uint64_t *)field = (uint64_t)n << 20;
+        return 0;
+    }
+    case KEY_FRACTION: {
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || *end || d != d)
+            return -EINVAL;
+        /* per_process_memory_fraction may be 1; the GC threshold may not. */
+        bool ok = k->offset == FIELD(per_process_memory_fraction) ? (d > 0 && d <= 1)
+                                                                    : (d >= 0 && d < 1);
+        if (!ok)
+            return -ERANGE;
+        *(double *)field = d;
+        return 0;
+    }
+    case KEY_SIGNAL:
+        return parse_signal(v, (int *)field);
+    }
+    return -EINVAL;
+}
+
+static void report(FILE *err, const char *fmt, const char *a, const char *b, const char *c)
+{
+    if (err)
+        fprintf(err, fmt, a, b, c);
+}
+
+int vt__config_parse(const char *text, vt_config *out, FILE *err)
+{
+    int problems = 0;
+    if (!text)
+        return 0;
+    char buf[4096];
+    size_t len = strlen(text);
+    if (len >= sizeof buf) {
+        report(err, "vramtrace: VRAMTRACE_CONF is longer than %s bytes%s%s; ignored, using defaults\n",
+               "4095", "", "");
+        return 1;
+    }
+    memcpy(buf, text, len + 1);
+
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*item))
+            item++;
+        char *tail = item + strlen(item);
+        while (tail > item && isspace((unsigned char)tail[-1]))
+            *--tail = '\0';
+        if (*item == '\0')
+            continue;
+        char *colon = strchr(item, ':');
+        if (!colon) {
+            report(err, "vramtrace: VRAMTRACE_CONF item '%s' is not key:value%s%s; ignored\n",
+                   item, "", "");
+            problems++;
+            continue;
+        }
+        *colon = '\0';
+        const char *value = colon + 1;
+        const struct key *k = NULL;
+        for (size_t i = 0; i < NKEYS; i++)
+            if (!strcmp(item, keys[i].name))
+                k = &keys[i];
+        if (!k) {
+            if (err) {
+                fprintf(err, "vramtrace: unknown VRAMTRACE_CONF key '%s'; valid keys:", item);
+                for (size_t i = 0; i < NKEYS; i++)
+                    fprintf(err, "%s %s", i ? "," : "", keys[i].name);
+                fputc('\n', err);
+            }
+            problems++;
+            continue;
+        }
+        vt_config trial = *out;
+        if (parse_value(k, value, &trial) != 0) {
+            report(err, "vramtrace: bad value '%s' for VRAMTRACE_CONF key '%s' (expected %s); "
+                        "keeping the default\n", value, k->name, k->choices);
+            problems++;
+            continue;
+        }
+        *out = trial;
+    }
+    return problems;
+}
+
+static void signal_name(int sig, char *buf, size_t len)
+{
+    if (sig == 0)
+        snprintf(buf, len, "none");
+    else if (sig == SIGUSR1)
+        snprintf(buf, len, "SIGUSR1");
+    else if (sig == SIGUSR2)
+        snprintf(buf, len, "SIGUSR2");
+    else if (sig == SIGPROF)
+        snprintf(buf, len, "SIGPROF");
+    else
+        snprintf(buf, len, "SIGRTMIN+%d", sig - SIGRTMIN);
+}
+
+size_t vt__config_format(const vt_config *c, char *buf, size_t len)
+{
+    char msm[32], sig[32];
+    signal_name(c->signal, sig, sizeof sig);
+    if (c->max_split_size == UINT64_MAX)
+        snprintf(msm, sizeof msm, "unlimited");
+    else
+        snprintf(msm, sizeof msm, "%llu", (unsigned long long)(c->max_split_size >> 20));
+    int n = snprintf(buf, len,
+        "cache:%d,max_split_size_mb:%s,roundup_power2_divisions:%u,"
+        "garbage_collection_threshold:%g,per_process_memory_fraction:%g,free_sync:%d,"
+        "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,signal:%s,dump_on_oom:%d",
+        c->cache, msm, c->roundup_power2_divisions, c->garbage_collection_threshold,
+        c->per_process_memory_fraction, c->free_sync, c->trace,
+        (unsigned long long)c->max_events, c->stack_depth, c->free_stacks, sig,
+        c->dump_on_oom);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+static vt_config global;
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+static void global_init(void)
+{
+    vt__config_defaults(&global);
+    vt__config_parse(getenv("VRAMTRACE_CONF"), &global, stderr);
+}
+
+const vt_config *vt__config(void)
+{
+    pthread_once(&global_once, global_init);
+    return &global;
+}

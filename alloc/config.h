@@ -1,0 +1,49 @@
+/*
+ * alloc/config.h - the one configuration of vramtrace.
+ *
+ * Read once from VRAMTRACE_CONF="key:value,key:value" (the syntax of
+ * PYTORCH_CUDA_ALLOC_CONF). All keys and their defaults live in one table in
+ * config.c. An unknown key or a bad value prints one line on stderr naming it
+ * and the valid choices; the key keeps its default and nothing else changes.
+ */
+#ifndef VT_ALLOC_CONFIG_H
+#define VT_ALLOC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct vt_config {
+    /* allocator */
+    bool cache;                        /* false: every call goes to the device */
+    uint64_t max_split_size;           /* bytes; UINT64_MAX = unlimited */
+    unsigned roundup_power2_divisions; /* 0 = off */
+    double garbage_collection_threshold; /* 0 = off, else fraction of the cap */
+    double per_process_memory_fraction;  /* cap on reserved bytes, of device total */
+    /* hooks */
+    bool free_sync;                    /* plain cudaFree synchronizes like CUDA */
+    /* tracing */
+    bool trace;                        /* record events */
+    uint64_t max_events;               /* ring capacity */
+    unsigned stack_depth;              /* frames captured per stack */
+    bool free_stacks;                  /* capture stacks on free too */
+    int signal;                        /* snapshot on this signal, 0 = none */
+    bool dump_on_oom;                  /* snapshot when an allocation fails */
+} vt_config;
+
+/* The process-wide configuration, parsed from VRAMTRACE_CONF on first call
+ * (thread-safe, never calls CUDA). Never NULL. */
+const vt_config *vt__config(void);
+
+/* Parse `text` over the defaults into *out. Problems are reported on `err`
+ * (one line each, may be NULL). @return the number of problems. */
+int vt__config_parse(const char *text, vt_config *out, FILE *err);
+
+/* The defaults. */
+void vt__config_defaults(vt_config *out);
+
+/* Normalized "key:value,..." of every key, for snapshots. @return length. */
+size_t vt__config_format(const vt_config *c, char *buf, size_t len);
+
+#endif /* VT_ALLOC_CONFIG_H */

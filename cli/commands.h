@@ -1,0 +1,16 @@
+/*
+ * cli/commands.h - the subcommands of the `vramtrace` command.
+ * Each takes the arguments after its own name (argv[0] is the subcommand)
+ * and returns the process exit status. One file per subcommand.
+ */
+#ifndef VT_CLI_COMMANDS_H
+#define VT_CLI_COMMANDS_H
+
+int vt_cmd_run(int argc, char **argv);      /* cmd_run.c */
+int vt_cmd_summary(int argc, char **argv);  /* cmd_summary.c */
+int vt_cmd_leaks(int argc, char **argv);    /* cmd_leaks.c */
+int vt_cmd_json(int argc, char **argv);     /* cmd_json.c */
+int vt_cmd_check(int argc, char **argv);    /* cmd_check.c */
+int vt_cmd_viz(int argc, char **argv);      /* cmd_viz.c */
+
+#endif /* VT_CLI_COMMANDS_H */

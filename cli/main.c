@@ -1,0 +1,61 @@
+/* cli/main.c - `vramtrace`: dispatch to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "vramtrace.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *usage;
+    const char *what;
+};
+
+static const struct command commands[] = {
+    { "run", vt_cmd_run, "run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]",
+      "run a program with the vramtrace allocator preloaded" },
+    { "summary", vt_cmd_summary, "summary FILE",
+      "peak and current memory, counts, fragmentation, top call sites" },
+    { "leaks", vt_cmd_leaks, "leaks FILE",
+      "allocations alive at the snapshot, grouped by stack" },
+    { "json", vt_cmd_json, "json FILE", "the whole snapshot as JSON" },
+    { "check", vt_cmd_check, "check FILE [--json] [--grace ...] [--ignore PATTERN]",
+      "storages alive after their last use, and what holds them" },
+    { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check]",
+      "render the snapshot as one self-contained HTML timeline" },
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: vramtrace COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].what);
+    fprintf(out, "\nusage of each:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  vramtrace %s\n", commands[i].usage);
+    fprintf(out, "\n`vramtrace COMMAND --help` explains a command's options.\n"
+                 "vramtrace %s\n", VRAMTRACE_VERSION_STRING);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("vramtrace %s\n", VRAMTRACE_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "vramtrace: unknown command '%s' (try vramtrace --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,133 @@
+/* tests/config/test_config.c - VRAMTRACE_CONF parsing: every key, every
+ * kind of mistake, and that mistakes never change anything else. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "harness.h"
+
+/* Parse `text` and capture what was reported on stderr. */
+static int parse(const char *text, vt_config *c, char *msg, size_t msglen)
+{
+    vt__config_defaults(c);
+    FILE *err = fmemopen(msg, msglen, "w");
+    int n = vt__config_parse(text, c, err);
+    fclose(err);
+    return n;
+}
+
+/* Field by field: the struct has padding that memcmp would read. */
+static int config_equal(const vt_config *a, const vt_config *b)
+{
+    return a->cache == b->cache && a->max_split_size == b->max_split_size &&
+           a->roundup_power2_divisions == b->roundup_power2_divisions &&
+           a->garbage_collection_threshold == b->garbage_collection_threshold &&
+           a->per_process_memory_fraction == b->per_process_memory_fraction &&
+           a->free_sync == b->free_sync && a->trace == b->trace &&
+           a->max_events == b->max_events && a->stack_depth == b->stack_depth &&
+           a->free_stacks == b->free_stacks && a->signal == b->signal &&
+           a->dump_on_oom == b->dump_on_oom;
+}
+
+TEST(defaults_match_the_documented_table)
+{
+    vt_config c;
+    vt__config_defaults(&c);
+    ASSERT(c.cache);
+    ASSERT_EQ(c.max_split_size, UINT64_MAX);
+    ASSERT_EQ(c.roundup_power2_divisions, 0);
+    ASSERT(c.per_process_memory_fraction == 1.0);
+    ASSERT(c.garbage_collection_threshold == 0.0);
+    ASSERT(!c.free_sync);
+    ASSERT(c.trace);
+    ASSERT_EQ(c.max_events, 1000000);
+    ASSERT_EQ(c.stack_depth, 48);
+    ASSERT(c.free_stacks);
+    ASSERT_EQ(c.signal, 0);
+    ASSERT(!c.dump_on_oom);
+}
+
+TEST(every_key_parses)
+{
+    char msg[512] = "";
+    vt_config c;
+    int n = parse("cache:0, max_split_size_mb:128,roundup_power2_divisions:4,"
+                  "garbage_collection_threshold:0.8,per_process_memory_fraction:0.5,"
+                  "free_sync:1,trace:off,max_events:2048,stack_depth:16,free_stacks:false,"
+                  "signal:SIGUSR2,dump_on_oom:true", &c, msg, sizeof msg);
+    ASSERT_MSG(n == 0, "unexpected problems: %s", msg);
+    ASSERT(!c.cache);
+    ASSERT_EQ(c.max_split_size, 128ull << 20);
+    ASSERT_EQ(c.roundup_power2_divisions, 4);
+    ASSERT(c.garbage_collection_threshold == 0.8);
+    ASSERT(c.per_process_memory_fraction == 0.5);
+    ASSERT(c.free_sync);
+    ASSERT(!c.trace);
+    ASSERT_EQ(c.max_events, 2048);
+    ASSERT_EQ(c.stack_depth, 16);
+    ASSERT(!c.free_stacks);
+    ASSERT_EQ(c.signal, SIGUSR2);
+    ASSERT(c.dump_on_oom);
+}
+
+TEST(unknown_key_is_named_with_the_valid_keys_and_the_rest_still_applies)
+{
+    char msg[512] = "";
+    vt_config c;
+    int n = parse("max_split_size_mb:64,bogus_key:3,cache:0", &c, msg, sizeof msg);
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_CONTAINS(msg, "unknown VRAMTRACE_CONF key 'bogus_key'");
+    ASSERT_STR_CONTAINS(msg, "max_split_size_mb");
+    ASSERT_EQ(strchr(msg, '\n') - msg + 1, (long)strlen(msg)); /* one line */
+    ASSERT_EQ(c.max_split_size, 64ull << 20);
+    ASSERT(!c.cache);
+}
+
+TEST(bad_values_keep_the_default_and_name_the_choices)
+{
+    static const struct { const char *text; const char *expect; } cases[] = {
+        { "cache:maybe", "0 or 1" },
+        { "max_split_size_mb:-5", "MiB" },
+        { "roundup_power2_divisions:3", "power of two" },
+        { "garbage_collection_threshold:1.5", "fraction" },
+        { "per_process_memory_fraction:0", "fraction" },
+        { "max_events:12", "event count" },
+        { "stack_depth:999", "256" },
+        { "signal:SIGFOO", "SIGUSR2" },
+        { "max_events:", "event count" },
+        { "nocolon", "not key:value" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[512] = "";
+        vt_config c, d;
+        vt__config_defaults(&d);
+        int n = parse(cases[i].text, &c, msg, sizeof msg);
+        ASSERT_MSG(n == 1, "%s: %d problems", cases[i].text, n);
+        ASSERT_STR_CONTAINS(msg, cases[i].expect);
+        ASSERT_MSG(config_equal(&c, &d), "%s changed the config", cases[i].text);
+    }
+}
+
+TEST(format_round_trips_through_parse)
+{
+    char msg[512] = "", text[512];
+    vt_config c, back;
+    parse("cache:0,max_split_size_mb:256,signal:SIGRTMIN+2,stack_depth:8", &c, msg, sizeof msg);
+    vt__config_format(&c, text, sizeof text);
+    ASSERT_EQ(parse(text, &back, msg, sizeof msg), 0);
+    ASSERT(config_equal(&c, &back));
+    ASSERT_STR_CONTAINS(text, "max_split_size_mb:256");
+}
+
+TEST(environment_is_read_once)
+{
+    setenv("VRAMTRACE_CONF", "stack_depth:7", 1);
+    const vt_config *c = vt__config();
+    ASSERT_EQ(c->stack_depth, 7);
+    setenv("VRAMTRACE_CONF", "stack_depth:9", 1);
+    ASSERT_EQ(vt__config()->stack_depth, 7);
+}
+
+TEST_MAIN()
