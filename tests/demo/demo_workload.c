@@ -1,0 +1,158 @@
+/*
+ * tests/demo/demo_workload.c - the example CUDA program ./scripts/demo runs.
+ *
+ * An ordinary CUDA runtime program, linked against the toolkit's
+ * libcudart.so and knowing nothing of vramtrace: a small "training loop"
+ * with a forward pass that allocates activations, a backward pass that
+ * frees them on a second stream, and weights that live for the whole run.
+ * It has one deliberate bug, the kind vramtrace exists to find: every step
+ * it keeps the last activation in a "history" array and only releases it
+ * when the history wraps around, so a slice of memory stays alive long
+ * after its last use; and at exit it forgets the history altogether.
+ *
+ * When vramtrace is preloaded the program also labels its steps and its
+ * tensors through the optional C API, looked up with dlsym so the program
+ * still runs without it.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define STEPS 12
+#define LAYERS 6
+#define HISTORY 8
+
+static int (*vt_mark_fn)(const char *);
+static uint64_t (*vt_tensor_new_fn)(const void *, size_t, uint64_t, const char *);
+static void (*vt_tensor_use_fn)(uint64_t);
+static void (*vt_tensor_drop_fn)(uint64_t);
+static uint64_t (*vt_holder_new_fn)(const char *);
+static int (*vt_ref_fn)(uint64_t, uint64_t, const char *);
+static int (*vt_unref_fn)(uint64_t, uint64_t);
+
+static void find_vramtrace(void)
+{
+    vt_mark_fn = (int (*)(const char *))dlsym(RTLD_DEFAULT, "vt_mark");
+    vt_tensor_new_fn = (uint64_t (*)(const void *, size_t, uint64_t, const char *))
+        dlsym(RTLD_DEFAULT, "vt_tensor_new");
+    vt_tensor_use_fn = (void (*)(uint64_t))dlsym(RTLD_DEFAULT, "vt_tensor_use");
+    vt_tensor_drop_fn = (void (*)(uint64_t))dlsym(RTLD_DEFAULT, "vt_tensor_drop");
+    vt_holder_new_fn = (uint64_t (*)(const char *))dlsym(RTLD_DEFAULT, "vt_holder_new");
+    vt_ref_fn = (int (*)(uint64_t, uint64_t, const char *))dlsym(RTLD_DEFAULT, "vt_ref");
+    vt_unref_fn = (int (*)(uint64_t, uint64_t))dlsym(RTLD_DEFAULT, "vt_unref");
+}
+
+static void mark(const char *label) { if (vt_mark_fn) vt_mark_fn(label); }
+static uint64_t tensor_new(const void *p, size_t n, const char *name)
+{
+    return vt_tensor_new_fn ? vt_tensor_new_fn(p, n, 0, name) : 0;
+}
+static void tensor_use(uint64_t id) { if (vt_tensor_use_fn && id) vt_tensor_use_fn(id); }
+static void tensor_drop(uint64_t id) { if (vt_tensor_drop_fn && id) vt_tensor_drop_fn(id); }
+
+#define CHECK(call)                                                          \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess) {                                             \
+            fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));      \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+struct buffer { void *ptr; size_t bytes; uint64_t tensor; };
+
+static struct buffer make(size_t bytes, const char *name, cudaStream_t s)
+{
+    struct buffer b = { NULL, bytes, 0 };
+    CHECK(cudaMalloc(&b.ptr, bytes));
+    CHECK(cudaMemsetAsync(b.ptr, 0, bytes, s));
+    b.tensor = tensor_new(b.ptr, bytes, name);
+    tensor_use(b.tensor);
+    return b;
+}
+
+static void release(struct buffer *b)
+{
+    tensor_drop(b->tensor);
+    CHECK(cudaFree(b->ptr));
+    b->ptr = NULL;
+}
+
+/* Kept out of line so the call sites show up as their own frames. */
+__attribute__((noinline)) static void forward(struct buffer *acts, struct buffer *weights,
+                                              cudaStream_t s)
+{
+    for (int l = 0; l < LAYERS; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer%d out", l);
+        acts[l] = make((size_t)(l + 1) << 20, name, s);
+        tensor_use(weights[l].tensor);
+    }
+}
+
+__attribute__((noinline)) static void backward(struct buffer *acts, struct buffer *weights,
+                                               cudaStream_t s)
+{
+    for (int l = LAYERS - 1; l >= 0; l--) {
+        struct buffer grad = make(acts[l].bytes, "grad", s);
+        tensor_use(acts[l].tensor);
+        tensor_use(weights[l].tensor);
+        release(&grad);
+    }
+}
+
+int main(void)
+{
+    find_vramtrace();
+    int ndev = 0;
+    CHECK(cudaGetDeviceCount(&ndev));
+    cudaStream_t compute;
+    CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+
+    struct buffer weights[LAYERS];
+    for (int l = 0; l < LAYERS; l++)
+        weights[l] = make(4u << 20, "weight", compute);
+
+    /* The bug: the last activation of every step is kept in `history`. */
+    struct buffer history[HISTORY] = { 0 };
+    uint64_t history_holder = vt_holder_new_fn ? vt_holder_new_fn("Trainer.history") : 0;
+
+    for (int step = 0; step < STEPS; step++) {
+        char label[32];
+        snprintf(label, sizeof label, "step %d", step);
+        mark(label);
+
+        struct buffer acts[LAYERS];
+        forward(acts, weights, compute);
+        backward(acts, weights, compute);
+        for (int l = 0; l < LAYERS - 1; l++)
+            release(&acts[l]);
+
+        struct buffer *slot = &history[step % HISTORY];
+        if (slot->ptr) {
+            if (vt_unref_fn) vt_unref_fn(history_holder, slot->tensor);
+            release(slot);
+        }
+        *slot = acts[LAYERS - 1];
+        if (vt_ref_fn) {
+            char idx[16];
+            snprintf(idx, sizeof idx, "[%d]", step % HISTORY);
+            vt_ref_fn(history_holder, slot->tensor, idx);
+        }
+        CHECK(cudaStreamSynchronize(compute));
+    }
+    mark("end");
+
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("demo: %d steps on %d device(s), %zu MiB free of %zu MiB at the end\n",
+           STEPS, ndev, free_b >> 20, total_b >> 20);
+
+    /* The history is never released: the second bug, a plain leak. */
+    for (int l = 0; l < LAYERS; l++)
+        release(&weights[l]);
+    CHECK(cudaStreamDestroy(compute));
+    return 0;
+}

@@ -1,0 +1,396 @@
+/* tests/sim/driver_memory.c - driver entry points for memory: allocation,
+ * copies, sets, pointer queries.
+ *
+ * Synchronisation follows the CUDA documentation ("API synchronization
+ * behavior"): cuMemFree waits for the whole device unless the pointer came
+ * from cuMemAllocAsync; synchronous copies to or from the host return when
+ * the copy is done; device-to-device copies and memsets on device memory are
+ * asynchronous with respect to the host, ordered on the default stream.
+ */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocation --------------------------------------------------------- */
+
+SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(c->dev, mem_alloc_calls);
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p;
+    rc = sim_mem_alloc(c->dev, bytesize, SIM_MEM_DEVICE, &p);
+    if (rc == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr)p;
+    return rc;
+}
+
+SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(c->dev, mem_alloc_managed_calls);
+    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p;
+    rc = sim_mem_alloc(c->dev, bytesize, SIM_MEM_MANAGED, &p);
+    if (rc == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr)p;
+    return rc;
+}
+
+SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(c->dev, mem_free_calls);
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
+    if (!dev) {
+        SIM_COUNT(c->dev, bad_frees);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* Stream-ordered allocations are freed without a device-wide wait. */
+    if (atomic_load_explicit(&dev->inflight, memory_order_relaxed) != 0 &&
+        !sim_mem_is_async(dev, (uintptr_t)dptr)) {
+        SIM_COUNT(dev, device_syncs);
+        sim_device_sync(dev);
+    }
+    return sim_mem_free(dev, (uintptr_t)dptr, SIM_FREE_PLAIN);
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(s->dev, mem_alloc_async_calls);
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Simplified pool: the memory is taken now. Being unused until the
+     * stream reaches this point is indistinguishable from being taken then. */
+    uintptr_t p;
+    rc = sim_mem_alloc(s->dev, bytesize, SIM_MEM_ASYNC, &p);
+    if (rc == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr)p;
+    return rc;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(s->dev, mem_free_async_calls);
+    if (dptr == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
+    if (!dev) {
+        SIM_COUNT(s->dev, bad_frees);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((rc = sim_mem_mark_free_pending(dev, (uintptr_t)dptr)) != CUDA_SUCCESS)
+        return rc;
+    sim_op *op = sim_op_new(SIM_OP_FREE);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.free.ptr = (uintptr_t)dptr;
+    op->u.free.dev = dev;               /* may differ from the stream's */
+    return sim_stream_enqueue(s, op, NULL);
+}
+
+SIM_API CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return alloc_async(p, n, s, false); }
+SIM_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { return alloc_async(p, n, s, true); }
+SIM_API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return free_async(p, s, false); }
+SIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return free_async(p, s, true); }
+
+SIM_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!free_b || !total_b)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_mem_info(c->dev, free_b, total_b);
+    return CUDA_SUCCESS;
+}
+
+/* ---- pinned host memory ------------------------------------------------- */
+
+static CUresult host_alloc(void **pp, size_t bytesize)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(c->dev, mem_alloc_host_calls);
+    if (!pp || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytesize) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (sim_mem_host_track(p, bytesize, true) != 0) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { return host_alloc(pp, bytesize); }
+
+SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    (void)flags;  /* portable / mapped / write-combined: all the same here */
+    return host_alloc(pp, bytesize);
+}
+
+SIM_API CUresult cuMemFreeHost(void *p)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(c->dev, mem_free_host_calls);
+    if (!p)
+        return CUDA_SUCCESS;
+    /* Pinned memory may still be the target of queued copies. */
+    sim_device_sync(c->dev);
+    if (sim_mem_host_track(p, 0, false) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pdptr || flags != 0 || !sim_mem_host_lookup(p, NULL, NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;   /* unified addressing */
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies and sets ---------------------------------------------------- */
+
+static CUresult copy(void *dst, const void *src, size_t n, CUstream h, bool ptsz, bool async)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(s->dev, memcpys);
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op *op = sim_op_new(SIM_OP_MEMCPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.n = n;
+    if (async)
+        return sim_stream_enqueue(s, op, NULL);
+    /* Synchronous device-to-device copies do not block the host. */
+    if (sim_mem_owner((uintptr_t)dst) && sim_mem_owner((uintptr_t)src))
+        return sim_stream_enqueue(s, op, NULL);
+    return sim_stream_run_sync(s, op);
+}
+
+#define P(x) ((void *)(uintptr_t)(x))
+
+SIM_API CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n)        { return copy(P(d), P(s), n, 0, false, false); }
+SIM_API CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)   { return copy(P(d), P(s), n, 0, true, false); }
+SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { return copy(P(d), s, n, 0, false, false); }
+SIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return copy(P(d), s, n, 0, true, false); }
+SIM_API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)       { return copy(d, P(s), n, 0, false, false); }
+SIM_API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n)  { return copy(d, P(s), n, 0, true, false); }
+SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(P(d), P(s), n, 0, false, false); }
+SIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(P(d), P(s), n, 0, true, false); }
+
+SIM_API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)      { return copy(P(d), P(s), n, h, false, true); }
+SIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { return copy(P(d), P(s), n, h, true, true); }
+SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h)      { return copy(P(d), s, n, h, false, true); }
+SIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h) { return copy(P(d), s, n, h, true, true); }
+SIM_API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h)      { return copy(d, P(s), n, h, false, true); }
+SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h) { return copy(d, P(s), n, h, true, true); }
+SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)      { return copy(P(d), P(s), n, h, false, true); }
+SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { return copy(P(d), P(s), n, h, true, true); }
+
+static CUresult set8(CUdeviceptr d, unsigned char v, size_t n, CUstream h, bool ptsz, bool async)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(s->dev, memsets);
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op *op = sim_op_new(SIM_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.set.dst = P(d);
+    op->u.set.value = v;
+    op->u.set.n = n;
+    /* Synchronous memsets are asynchronous to the host unless the target is
+     * host memory (pinned or managed). */
+    if (async || sim_mem_owner((uintptr_t)d))
+        return sim_stream_enqueue(s, op, NULL);
+    return sim_stream_run_sync(s, op);
+}
+
+SIM_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)      { return set8(d, v, n, 0, false, false); }
+SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { return set8(d, v, n, 0, true, false); }
+SIM_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream h)      { return set8(d, v, n, h, false, true); }
+SIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream h) { return set8(d, v, n, h, true, true); }
+
+/* ---- pointer attributes ------------------------------------------------- */
+
+static CUresult pointer_attr(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    sim_device *dev = NULL;
+    uintptr_t base = 0;
+    size_t size = 0;
+    sim_mem_kind kind = 0;
+    void *hbase = NULL;
+    bool is_dev = sim_mem_lookup((uintptr_t)ptr, &dev, &base, &size, &kind) == CUDA_SUCCESS;
+    bool is_host = !is_dev && sim_mem_host_lookup(P(ptr), &hbase, &size);
+    if (is_host)
+        base = (uintptr_t)hbase;
+    if (!is_dev && !is_host) {
+        /* Unknown memory: CUDA answers a few attributes and fails the rest. */
+        switch (attr) {
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = 0; return CUDA_ERROR_INVALID_VALUE;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:  *(int *)data = 0; return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MAPPED:      *(int *)data = 0; return CUDA_SUCCESS;
+        default: return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = is_dev ? (CUcontext)&dev->primary : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = is_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (is_dev && kind != SIM_MEM_MANAGED)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = P(ptr);
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(int *)data = is_dev && kind == SIM_MEM_MANAGED;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = is_dev ? dev->ordinal : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = size;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(int *)data = 1;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = (unsigned long long)base;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    return pointer_attr(data, attribute, ptr);
+}
+
+/* Unlike the single query, unknown memory is not an error here: unsupported
+ * answers are left zeroed. */
+SIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
+                                        void **data, CUdeviceptr ptr)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!attrs || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i])
+            return CUDA_ERROR_INVALID_VALUE;
+        if (pointer_attr(data[i], attrs[i], ptr) != CUDA_SUCCESS) {
+            /* unknown attribute values read as zero */
+            switch (attrs[i]) {
+            case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data[i] = 0; break;
+            case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = -2; break;
+            case CU_POINTER_ATTRIBUTE_CONTEXT:
+            case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+            case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+            case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(void **)data[i] = NULL; break;
+            default: *(int *)data[i] = 0; break;
+            }
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uintptr_t base;
+    size_t size;
+    rc = sim_mem_lookup((uintptr_t)dptr, NULL, &base, &size, NULL);
+    if (rc != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase) *pbase = (CUdeviceptr)base;
+    if (psize) *psize = size;
+    return CUDA_SUCCESS;
+}

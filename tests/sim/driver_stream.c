@@ -1,0 +1,175 @@
+/* tests/sim/driver_stream.c - driver entry points for streams, host functions
+ * and kernel launches. The machinery is in sim_stream.c. */
+#include "sim_internal.h"
+
+static CUresult create(CUstream *ph, unsigned flags, int priority)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Priorities are clamped to the range cuCtxGetStreamPriorityRange gives. */
+    if (priority > 0)
+        priority = 0;
+    if (priority < -5)
+        priority = -5;
+    sim_stream *s;
+    rc = sim_stream_create(c->dev, flags, priority, SIM_STREAM_USER, &s);
+    if (rc == CUDA_SUCCESS)
+        *ph = (CUstream)s;
+    return rc;
+}
+
+SIM_API CUresult cuStreamCreate(CUstream *ph, unsigned int flags) { return create(ph, flags, 0); }
+SIM_API CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
+{
+    return create(ph, flags, priority);
+}
+
+SIM_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamDestroy_v2(CUstream h)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uintptr_t v = (uintptr_t)h;
+    if (v <= 2)
+        return CUDA_ERROR_INVALID_HANDLE;   /* default streams are not destroyed */
+    sim_stream *s = (sim_stream *)h;
+    if (s->magic != SIM_MAGIC_STREAM || s->kind != SIM_STREAM_USER)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return sim_stream_destroy(s);
+}
+
+static CUresult stream_sync(CUstream h, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(s->dev, stream_syncs);
+    return sim_stream_sync(s);
+}
+
+static CUresult stream_query(CUstream h, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    return sim_stream_query(s);
+}
+
+SIM_API CUresult cuStreamSynchronize(CUstream h)      { return stream_sync(h, false); }
+SIM_API CUresult cuStreamSynchronize_ptsz(CUstream h) { return stream_sync(h, true); }
+SIM_API CUresult cuStreamQuery(CUstream h)            { return stream_query(h, false); }
+SIM_API CUresult cuStreamQuery_ptsz(CUstream h)       { return stream_query(h, true); }
+
+static CUresult get_priority(CUstream h, int *priority, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    *priority = s->priority;
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_flags(CUstream h, unsigned *flags, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    *flags = s->flags;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetPriority(CUstream h, int *p)           { return get_priority(h, p, false); }
+SIM_API CUresult cuStreamGetPriority_ptsz(CUstream h, int *p)      { return get_priority(h, p, true); }
+SIM_API CUresult cuStreamGetFlags(CUstream h, unsigned int *f)     { return get_flags(h, f, false); }
+SIM_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *f) { return get_flags(h, f, true); }
+
+static CUresult host_func(CUstream h, CUhostFn fn, void *arg, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_COUNT(s->dev, host_funcs);
+    sim_op *op = sim_op_new(SIM_OP_HOSTFN);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.host.fn = fn;
+    op->u.host.arg = arg;
+    return sim_stream_enqueue(s, op, NULL);
+}
+
+SIM_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *arg)      { return host_func(h, fn, arg, false); }
+SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *arg) { return host_func(h, fn, arg, true); }
+
+/* Device code cannot run here: a launch is validated, ordered in its stream
+ * like any other work, and counted. `f` is not checked against a module. */
+static CUresult launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, CUstream h, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
+        return rc;
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+        (unsigned long long)bx * by * bz > 1024 || by > 1024 || bz > 64 ||
+        gy > 65535 || gz > 65535)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_COUNT(s->dev, kernel_launches);
+    sim_op *op = sim_op_new(SIM_OP_KERNEL);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return sim_stream_enqueue(s, op, NULL);
+}
+
+SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                CUstream h, void **params, void **extra)
+{
+    (void)f; (void)shmem; (void)params; (void)extra;
+    return launch(gx, gy, gz, bx, by, bz, h, false);
+}
+
+SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                     CUstream h, void **params, void **extra)
+{
+    (void)f; (void)shmem; (void)params; (void)extra;
+    return launch(gx, gy, gz, bx, by, bz, h, true);
+}

@@ -1,0 +1,272 @@
+/* tests/sim/sim_internal.h - the simulated driver's types and cross-file map.
+ *
+ * All device state lives in libcuda.so.1 (the driver). The runtime
+ * (libcudart) never includes this header: it reaches the driver only through
+ * cuGetProcAddress, like the real one.
+ *
+ * Locking, in the order they may nest:
+ *   sim_device.lock       streams, events, contexts of one device, and the
+ *                         `progress` condition every waiter sleeps on
+ *   sim_device.mem_lock   the address-range allocator of one device
+ * A thread never holds two device locks at once: cross-device waits take the
+ * other device's lock alone.
+ */
+#ifndef VT_SIM_INTERNAL_H
+#define VT_SIM_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "simcuda.h"
+
+#define SIM_API __attribute__((visibility("default")))
+#define sim_unlikely(x) __builtin_expect(!!(x), 0)
+#define sim_likely(x)   __builtin_expect(!!(x), 1)
+
+#define SIM_MAX_DEVICES   16
+#define SIM_DRIVER_VERSION 13000         /* cuDriverGetVersion */
+#define SIM_GRANULE       4096u          /* address carving unit: a page, so
+                                            decommit never hits a neighbour */
+#define SIM_VMM_GRANULE   (2u << 20)     /* cuMemGetAllocationGranularity */
+
+#define SIM_MAGIC_STREAM  0x5354524du    /* 'STRM' */
+#define SIM_MAGIC_EVENT   0x45564e54u    /* 'EVNT' */
+#define SIM_MAGIC_CTX     0x43545854u    /* 'CTXT' */
+
+typedef struct sim_device sim_device;
+typedef struct sim_stream sim_stream;
+typedef struct sim_event  sim_event;
+typedef struct sim_ctx    sim_ctx;
+
+/* ---- memory (sim_memory.c) ---------------------------------------------- */
+
+typedef enum sim_mem_kind {
+    SIM_MEM_DEVICE = 1,                  /* cuMemAlloc */
+    SIM_MEM_ASYNC,                       /* cuMemAllocAsync */
+    SIM_MEM_MANAGED,                     /* cuMemAllocManaged */
+    SIM_MEM_VA,                          /* cuMemAddressReserve: never committed */
+} sim_mem_kind;
+
+typedef struct sim_block {
+    uintptr_t         addr;              /* start, SIM_GRANULE aligned */
+    size_t            span;              /* bytes of address range, granules */
+    size_t            req;               /* bytes asked for (capacity is counted by these) */
+    struct sim_block *prev_phys;         /* address-order neighbours, for coalescing */
+    struct sim_block *next_phys;
+    struct sim_block *prev_free;         /* size-class list, while free */
+    struct sim_block *next_free;
+    uint8_t           is_free;
+    uint8_t           kind;              /* sim_mem_kind while used */
+    uint8_t           free_pending;      /* a stream-ordered free is queued */
+} sim_block;
+
+#define SIM_FL_COUNT 48
+#define SIM_SL_COUNT 16
+
+typedef struct sim_heap {
+    uintptr_t   base;                    /* reserved range [base, base+size) */
+    size_t      size;
+    sim_block  *free_heads[SIM_FL_COUNT][SIM_SL_COUNT];
+    uint64_t    fl_bitmap;
+    uint32_t    sl_bitmap[SIM_FL_COUNT];
+    void       *used_tree;               /* tsearch tree of used blocks, by range */
+} sim_heap;
+
+/* ---- streams and work (sim_stream.c) ------------------------------------ */
+
+typedef enum sim_op_type {
+    SIM_OP_NOP = 0,                      /* carries only dependencies (stream wait) */
+    SIM_OP_MEMCPY,
+    SIM_OP_MEMSET,
+    SIM_OP_HOSTFN,
+    SIM_OP_EVENT_RECORD,
+    SIM_OP_KERNEL,                       /* device code cannot run: a no-op in order */
+    SIM_OP_FREE,                         /* stream-ordered free */
+} sim_op_type;
+
+typedef struct sim_dep {
+    sim_stream *stream;                  /* holds a reference */
+    uint64_t    seq;                     /* wait until stream->completed >= seq */
+} sim_dep;
+
+typedef struct sim_op {
+    struct sim_op *next;
+    uint64_t       seq;
+    sim_op_type    type;
+    int            ndeps;
+    int            cap_deps;
+    sim_dep       *deps;
+    sim_dep        dep_inline[2];        /* most ops need at most two */
+    union {
+        struct { void *dst; const void *src; size_t n; } copy;
+        struct { void *dst; int value; size_t n; } set;
+        struct { CUhostFn fn; void *arg; } host;
+        struct { sim_event *ev; uint64_t gen; } rec;
+        struct { uintptr_t ptr; sim_device *dev; } free;
+    } u;
+} sim_op;
+
+typedef enum sim_stream_kind {
+    SIM_STREAM_USER = 0,
+    SIM_STREAM_LEGACY,                   /* handle 0 / CU_STREAM_LEGACY */
+    SIM_STREAM_PER_THREAD,               /* CU_STREAM_PER_THREAD, or 0 in _ptsz calls */
+} sim_stream_kind;
+
+struct sim_stream {
+    uint32_t        magic;
+    sim_stream_kind kind;
+    sim_device     *dev;
+    unsigned        flags;               /* CU_STREAM_NON_BLOCKING ... */
+    int             priority;
+    atomic_int      refs;                /* handle + worker + deps + event records */
+    /* under dev->lock: */
+    sim_op         *head, *tail;         /* queue; head stays until it completes */
+    uint64_t        submitted;           /* seq of the last op enqueued */
+    uint64_t        completed;           /* seq of the last op finished */
+    bool            destroyed;           /* handle gone: drain then exit */
+    bool            inline_busy;         /* a synchronous op runs on the caller */
+    pthread_cond_t  wake;                /* worker sleeps here */
+    pthread_t       thread;
+    sim_stream     *prev_live, *next_live; /* dev->streams, until the worker exits */
+};
+
+/* ---- events (sim_event.c) ----------------------------------------------- */
+
+struct sim_event {
+    uint32_t     magic;
+    unsigned     flags;                  /* CU_EVENT_DISABLE_TIMING ... */
+    sim_device  *dev;
+    atomic_int   refs;                   /* handle + pending record ops */
+    /* under dev->lock: */
+    bool         recorded;
+    uint64_t     gen;                    /* bumped by every record */
+    sim_stream  *rec_stream;             /* holds a reference while set */
+    uint64_t     rec_seq;
+    uint64_t     time_ns;                /* CLOCK_MONOTONIC at completion */
+    bool         time_valid;
+};
+
+/* ---- contexts and devices (sim_device.c) -------------------------------- */
+
+struct sim_ctx {
+    uint32_t     magic;
+    sim_device  *dev;
+    atomic_int   retains;                /* cuDevicePrimaryCtxRetain count */
+    unsigned     flags;
+};
+
+struct sim_device {
+    int               ordinal;
+    size_t            capacity;          /* SIMCUDA_MEM */
+    pthread_mutex_t   lock;
+    pthread_cond_t    progress;          /* broadcast whenever any op completes */
+    sim_stream       *streams;           /* live + draining streams */
+    sim_stream       *legacy;            /* created with the device */
+    atomic_long       inflight;          /* ops enqueued, not completed: 0 = idle */
+    sim_ctx           primary;
+    pthread_mutex_t   mem_lock;
+    sim_heap          heap;
+    size_t            used;              /* under mem_lock: bytes counted */
+    size_t            peak;
+    simcuda_counters  stats;             /* fields updated with relaxed atomics */
+};
+
+extern sim_device  sim_devices[SIM_MAX_DEVICES];
+extern int         sim_device_count;
+extern atomic_bool sim_initialized;
+
+#define SIM_COUNT(dev, field) \
+    __atomic_fetch_add(&(dev)->stats.field, 1, __ATOMIC_RELAXED)
+
+/* ---- cross-file prototypes ---------------------------------------------- */
+
+/* sim_device.c */
+CUresult sim_check_init(void);
+CUresult sim_current_ctx(sim_ctx **out);     /* CUDA_ERROR_INVALID_CONTEXT if none */
+sim_device *sim_device_get(int ordinal);     /* NULL if out of range */
+void sim_device_reset(sim_device *dev);
+
+/* sim_memory.c */
+int  sim_heap_init(sim_device *dev);
+CUresult sim_mem_alloc(sim_device *dev, size_t bytes, sim_mem_kind kind, uintptr_t *out);
+CUresult sim_mem_alloc_aligned(sim_device *dev, size_t bytes, size_t align,
+                               sim_mem_kind kind, uintptr_t *out);
+typedef enum sim_free_mode {
+    SIM_FREE_PLAIN,                      /* cuMemFree */
+    SIM_FREE_QUEUED,                     /* the op a cuMemFreeAsync queued */
+    SIM_FREE_VA,                         /* cuMemAddressFree */
+} sim_free_mode;
+CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode);
+CUresult sim_mem_charge(sim_device *dev, size_t bytes);
+void sim_mem_uncharge(sim_device *dev, size_t bytes);
+CUresult sim_mem_mark_free_pending(sim_device *dev, uintptr_t ptr);
+CUresult sim_mem_lookup(uintptr_t ptr, sim_device **dev_out, uintptr_t *base,
+                        size_t *size, sim_mem_kind *kind);
+sim_device *sim_mem_owner(uintptr_t ptr);    /* device whose range holds ptr, or NULL */
+bool sim_mem_is_async(sim_device *dev, uintptr_t ptr);
+void sim_mem_release_all(sim_device *dev);
+void sim_mem_info(sim_device *dev, size_t *free_b, size_t *total_b);
+int  sim_mem_host_track(void *p, size_t n, bool add);  /* pinned host allocations */
+bool sim_mem_host_lookup(const void *p, void **base, size_t *size);
+
+/* sim_stream.c */
+CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out);
+CUresult sim_stream_create(sim_device *dev, unsigned flags, int priority,
+                           sim_stream_kind kind, sim_stream **out);
+CUresult sim_stream_destroy(sim_stream *s);
+void     sim_stream_ref(sim_stream *s);
+void     sim_stream_unref(sim_stream *s);
+sim_op  *sim_op_new(sim_op_type type);
+int      sim_op_add_dep(sim_op *op, sim_stream *s, uint64_t seq); /* takes a ref */
+CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out);
+CUresult sim_stream_run_sync(sim_stream *s, sim_op *op);
+void     sim_stream_wait(sim_stream *s, uint64_t seq);
+CUresult sim_stream_sync(sim_stream *s);
+CUresult sim_stream_query(sim_stream *s);
+void     sim_device_sync(sim_device *dev);
+void     sim_device_destroy_user_streams(sim_device *dev);
+uint64_t sim_now_ns(void);
+
+/* sim_event.c */
+void sim_event_record_done(sim_event *ev, uint64_t gen); /* called by workers */
+void sim_event_unref(sim_event *ev);
+
+/* driver_procaddr.c */
+CUresult sim_procaddr_lookup(const char *symbol, void **pfn, int cuda_version,
+                             cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
+/* Exported symbols the public header hides behind macros or the
+ * per-thread-stream build: declared here so the definitions have prototypes. */
+#undef cuGetProcAddress
+#undef cuEventElapsedTime
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n);
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h);
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n);
+CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n);
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n);
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream h);
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream h);
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h);
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n);
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream h);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream h);
+CUresult cuStreamSynchronize_ptsz(CUstream h);
+CUresult cuStreamQuery_ptsz(CUstream h);
+CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent ev, unsigned int flags);
+CUresult cuEventRecord_ptsz(CUevent ev, CUstream h);
+CUresult cuEventRecordWithFlags_ptsz(CUevent ev, CUstream h, unsigned int flags);
+CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *userData);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                             unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                             CUstream h, void **params, void **extra);
+CUresult cuStreamGetPriority_ptsz(CUstream h, int *priority);
+CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags);
+
+#endif /* VT_SIM_INTERNAL_H */

@@ -1,0 +1,531 @@
+/* tests/sim/sim_memory.c - device memory: a reserved address range per device.
+ *
+ * Each device reserves a large PROT_NONE, MAP_NORESERVE range at start-up.
+ * An allocation carves a page-aligned piece (so it is at least 256-byte
+ * aligned, as cudaMalloc promises) and makes it readable and writable; a free
+ * drops the pages (MADV_DONTNEED) and makes them PROT_NONE again, so a
+ * use-after-free faults the way an illegal address would on a GPU.
+ *
+ * Capacity is counted by the requested sizes, not by the page-rounded spans.
+ * The address range is four times the capacity (at least 64 GiB), so that
+ * fragmentation of the range is not what makes an allocation fail.
+ *
+ * The free ranges are kept TLSF-style: size classes of 16 sub-classes per
+ * power of two, with bitmaps, so finding a fitting block is O(1); used blocks
+ * are in a glibc tsearch tree keyed by address range, O(log n), which also
+ * answers "which allocation contains this interior pointer".
+ */
+#include "sim_internal.h"
+
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Where the ranges go when the kernel honours the hint: far from the brk heap
+ * and from the usual mmap area, one TiB apart per device. */
+#define RANGE_HINT_BASE  ((uintptr_t)0x500000000000ull)
+#define RANGE_HINT_STEP  ((uintptr_t)1 << 40)
+
+/* ---- size classes ------------------------------------------------------- */
+
+static inline int log2_floor(size_t n) { return 63 - __builtin_clzll((unsigned long long)n); }
+
+/* n in granules, n >= 1. Below 16 granules every size has its own class. */
+static void mapping(size_t n, int *fl, int *sl)
+{
+    if (n < SIM_SL_COUNT) {
+        *fl = 0;
+        *sl = (int)n;
+        return;
+    }
+    int l = log2_floor(n);
+    *fl = l - 3;
+    *sl = (int)((n >> (l - 4)) - SIM_SL_COUNT);
+}
+
+/* The class whose every block is >= n granules. */
+static void mapping_search(size_t n, int *fl, int *sl)
+{
+    if (n >= SIM_SL_COUNT) {
+        int l = log2_floor(n);
+        n += ((size_t)1 << (l - 4)) - 1;
+    }
+    mapping(n, fl, sl);
+}
+
+static void free_list_insert(sim_heap *h, sim_block *b)
+{
+    int fl, sl;
+    mapping(b->span / SIM_GRANULE, &fl, &sl);
+    b->is_free = 1;
+    b->prev_free = NULL;
+    b->next_free = h->free_heads[fl][sl];
+    if (b->next_free)
+        b->next_free->prev_free = b;
+    h->free_heads[fl][sl] = b;
+    h->fl_bitmap |= 1ull << fl;
+    h->sl_bitmap[fl] |= 1u << sl;
+}
+
+static void free_list_remove(sim_heap *h, sim_block *b)
+{
+    int fl, sl;
+    mapping(b->span / SIM_GRANULE, &fl, &sl);
+    if (b->prev_free)
+        b->prev_free->next_free = b->next_free;
+    else
+        h->free_heads[fl][sl] = b->next_free;
+    if (b->next_free)
+        b->next_free->prev_free = b->prev_free;
+    if (!h->free_heads[fl][sl]) {
+        h->sl_bitmap[fl] &= ~(1u << sl);
+        if (!h->sl_bitmap[fl])
+            h->fl_bitmap &= ~(1ull << fl);
+    }
+    b->is_free = 0;
+    b->prev_free = b->next_free = NULL;
+}
+
+static sim_block *find_free(sim_heap *h, size_t n)
+{
+    int fl, sl;
+    mapping_search(n, &fl, &sl);
+    if (fl >= SIM_FL_COUNT)
+        return NULL;
+    uint32_t sl_map = sl < 32 ? h->sl_bitmap[fl] & (~0u << sl) : 0;
+    if (!sl_map) {
+        uint64_t fl_map = fl + 1 < 64 ? h->fl_bitmap & (~0ull << (fl + 1)) : 0;
+        if (!fl_map)
+            return NULL;
+        fl = __builtin_ctzll(fl_map);
+        sl_map = h->sl_bitmap[fl];
+    }
+    sl = __builtin_ctz(sl_map);
+    return h->free_heads[fl][sl];
+}
+
+/* ---- used-block tree ---------------------------------------------------- */
+
+/* Ranges never overlap, so "overlaps" is "equal": a probe of one byte finds
+ * the block that contains it. */
+static int range_cmp(const void *a, const void *b)
+{
+    const sim_block *x = a, *y = b;
+    if (x->addr + x->span <= y->addr)
+        return -1;
+    if (y->addr + y->span <= x->addr)
+        return 1;
+    return 0;
+}
+
+static sim_block *tree_find(sim_heap *h, uintptr_t p)
+{
+    sim_block probe = { .addr = p, .span = 1, .req = 1 };
+    void *node = tfind(&probe, &h->used_tree, range_cmp);
+    return node ? *(sim_block **)node : NULL;
+}
+
+/* ---- commit / decommit -------------------------------------------------- */
+
+static void commit(uintptr_t addr, size_t span)
+{
+    /* Failure (ENOMEM from too many mappings) leaves the pages inaccessible;
+     * make it loud rather than a mysterious fault later. */
+    if (mprotect((void *)addr, span, PROT_READ | PROT_WRITE) != 0)
+        abort();
+}
+
+static void decommit(uintptr_t addr, size_t span)
+{
+    madvise((void *)addr, span, MADV_DONTNEED);
+    mprotect((void *)addr, span, PROT_NONE);
+}
+
+/* A VA reservation may have shared (VMM) mappings in it: put a fresh
+ * inaccessible anonymous mapping over the whole range. */
+static void unreserve(uintptr_t addr, size_t span)
+{
+    mmap((void *)addr, span, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+/* ---- heap --------------------------------------------------------------- */
+
+int sim_heap_init(sim_device *dev)
+{
+    sim_heap *h = &dev->heap;
+    size_t size = dev->capacity * 4;
+    if (size < ((size_t)64 << 30))
+        size = (size_t)64 << 30;
+    size = (size + SIM_VMM_GRANULE - 1) & ~((size_t)SIM_VMM_GRANULE - 1);
+    void *hint = (void *)(RANGE_HINT_BASE + RANGE_HINT_STEP * (uintptr_t)dev->ordinal);
+    /* One extra VMM granule so the base can be 2 MiB aligned, like real
+     * device allocations of that size. */
+    void *p = mmap(hint, size + SIM_VMM_GRANULE, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    uintptr_t base = ((uintptr_t)p + SIM_VMM_GRANULE - 1) & ~((uintptr_t)SIM_VMM_GRANULE - 1);
+    h->base = base;
+    h->size = size;
+    sim_block *b = calloc(1, sizeof *b);
+    if (!b)
+        return -1;
+    b->addr = base;
+    b->span = size;
+    free_list_insert(h, b);
+    return 0;
+}
+
+sim_device *sim_mem_owner(uintptr_t ptr)
+{
+    for (int i = 0; i < sim_device_count; i++) {
+        sim_heap *h = &sim_devices[i].heap;
+        if (ptr >= h->base && ptr < h->base + h->size)
+            return &sim_devices[i];
+    }
+    return NULL;
+}
+
+/* Carve `span` bytes (granule multiple) with the given alignment; under mem_lock. */
+static sim_block *carve(sim_heap *h, size_t span, size_t align)
+{
+    size_t need = span + (align > SIM_GRANULE ? align - SIM_GRANULE : 0);
+    sim_block *b = find_free(h, need / SIM_GRANULE);
+    if (!b)
+        return NULL;
+    free_list_remove(h, b);
+    uintptr_t start = (b->addr + align - 1) & ~(uintptr_t)(align - 1);
+    if (start != b->addr) {            /* split off the misaligned head */
+        sim_block *head = b;
+        b = calloc(1, sizeof *b);
+        if (!b) {
+            free_list_insert(h, head);
+            return NULL;
+        }
+        b->addr = start;
+        b->span = head->span - (start - head->addr);
+        head->span = start - head->addr;
+        b->prev_phys = head;
+        b->next_phys = head->next_phys;
+        if (b->next_phys)
+            b->next_phys->prev_phys = b;
+        head->next_phys = b;
+        free_list_insert(h, head);
+    }
+    if (b->span > span) {              /* split off the tail */
+        sim_block *tail = calloc(1, sizeof *tail);
+        if (tail) {
+            tail->addr = b->addr + span;
+            tail->span = b->span - span;
+            b->span = span;
+            tail->prev_phys = b;
+            tail->next_phys = b->next_phys;
+            if (tail->next_phys)
+                tail->next_phys->prev_phys = tail;
+            b->next_phys = tail;
+            free_list_insert(h, tail);
+        }
+    }
+    return b;
+}
+
+/* Return a block to the free lists, merging with free neighbours; under mem_lock. */
+static void release(sim_heap *h, sim_block *b)
+{
+    b->req = 0;
+    b->kind = 0;
+    b->free_pending = 0;
+    sim_block *prev = b->prev_phys, *next = b->next_phys;
+    if (prev && prev->is_free) {
+        free_list_remove(h, prev);
+        prev->span += b->span;
+        prev->next_phys = next;
+        if (next)
+            next->prev_phys = prev;
+        free(b);
+        b = prev;
+    }
+    if (next && next->is_free) {
+        free_list_remove(h, next);
+        b->span += next->span;
+        b->next_phys = next->next_phys;
+        if (b->next_phys)
+            b->next_phys->prev_phys = b;
+        free(next);
+    }
+    free_list_insert(h, b);
+}
+
+CUresult sim_mem_alloc(sim_device *dev, size_t bytes, sim_mem_kind kind, uintptr_t *out)
+{
+    /* Big allocations come 2 MiB aligned, as from the real driver. */
+    return sim_mem_alloc_aligned(dev, bytes, bytes >= SIM_VMM_GRANULE ? SIM_VMM_GRANULE : SIM_GRANULE,
+                                 kind, out);
+}
+
+CUresult sim_mem_alloc_aligned(sim_device *dev, size_t bytes, size_t align,
+                               sim_mem_kind kind, uintptr_t *out)
+{
+    size_t span = (bytes + SIM_GRANULE - 1) & ~((size_t)SIM_GRANULE - 1);
+    if (span < bytes || align == 0 || (align & (align - 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (align < SIM_GRANULE)
+        align = SIM_GRANULE;
+    bool counted = kind != SIM_MEM_VA;
+
+    pthread_mutex_lock(&dev->mem_lock);
+    if (counted && bytes > dev->capacity - dev->used) {
+        pthread_mutex_unlock(&dev->mem_lock);
+        SIM_COUNT(dev, failed_allocs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sim_block *b = carve(&dev->heap, span, align);
+    if (!b) {
+        pthread_mutex_unlock(&dev->mem_lock);
+        SIM_COUNT(dev, failed_allocs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    b->req = bytes;
+    b->kind = (uint8_t)kind;
+    if (!tsearch(b, &dev->heap.used_tree, range_cmp)) {
+        release(&dev->heap, b);
+        pthread_mutex_unlock(&dev->mem_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (counted) {
+        dev->used += bytes;
+        if (dev->used > dev->peak)
+            dev->peak = dev->used;
+    }
+    uintptr_t addr = b->addr;
+    pthread_mutex_unlock(&dev->mem_lock);
+
+    /* The range is ours until freed: commit outside the lock. */
+    if (counted)
+        commit(addr, span);
+    if (counted) {
+        SIM_COUNT(dev, allocs);
+        if (kind == SIM_MEM_DEVICE)
+            SIM_COUNT(dev, allocs_device);
+        else if (kind == SIM_MEM_ASYNC)
+            SIM_COUNT(dev, allocs_async);
+        else if (kind == SIM_MEM_MANAGED)
+            SIM_COUNT(dev, allocs_managed);
+    }
+    *out = addr;
+    return CUDA_SUCCESS;
+}
+
+/* Free the allocation that starts at ptr. Interior pointers, unknown ones
+ * and second frees are CUDA_ERROR_INVALID_VALUE and change nothing. A
+ * pointer with a stream-ordered free queued is only freed by that op; a VA
+ * reservation only by cuMemAddressFree, and nothing else by it. */
+CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    if (!b || b->addr != ptr ||
+        (b->free_pending && mode != SIM_FREE_QUEUED) ||
+        ((b->kind == SIM_MEM_VA) != (mode == SIM_FREE_VA))) {
+        pthread_mutex_unlock(&dev->mem_lock);
+        SIM_COUNT(dev, bad_frees);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    tdelete(b, &dev->heap.used_tree, range_cmp);
+    bool counted = b->kind != SIM_MEM_VA;
+    if (counted)
+        dev->used -= b->req;
+    size_t span = b->span;
+    /* Decommit before the range can be handed out again. */
+    if (counted)
+        decommit(b->addr, span);
+    else
+        unreserve(b->addr, span);
+    release(&dev->heap, b);
+    pthread_mutex_unlock(&dev->mem_lock);
+    if (counted)
+        SIM_COUNT(dev, frees);
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_mem_mark_free_pending(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    CUresult rc = CUDA_SUCCESS;
+    if (!b || b->addr != ptr || b->free_pending || b->kind == SIM_MEM_VA)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        b->free_pending = 1;
+    pthread_mutex_unlock(&dev->mem_lock);
+    if (rc != CUDA_SUCCESS)
+        SIM_COUNT(dev, bad_frees);
+    return rc;
+}
+
+bool sim_mem_is_async(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    bool async = b && b->addr == ptr && b->kind == SIM_MEM_ASYNC;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return async;
+}
+
+CUresult sim_mem_lookup(uintptr_t ptr, sim_device **dev_out, uintptr_t *base,
+                        size_t *size, sim_mem_kind *kind)
+{
+    sim_device *dev = sim_mem_owner(ptr);
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (b && ptr < b->addr + (b->req ? b->req : 1)) {
+        if (dev_out) *dev_out = dev;
+        if (base) *base = b->addr;
+        if (size) *size = b->req;
+        if (kind) *kind = (sim_mem_kind)b->kind;
+        rc = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+    return rc;
+}
+
+static __thread sim_device *release_all_dev;
+static void collect_block(const void *node, VISIT which, int depth)
+{
+    (void)depth;
+    if (which != postorder && which != leaf)
+        return;
+    sim_block *b = *(sim_block *const *)node;
+    sim_device *dev = release_all_dev;
+    if (b->kind != SIM_MEM_VA) {
+        decommit(b->addr, b->span);
+        SIM_COUNT(dev, frees);
+    } else {
+        unreserve(b->addr, b->span);
+    }
+}
+
+static void no_free(void *p) { (void)p; }
+
+/* cudaDeviceReset: every allocation of the device goes, VA reservations too. */
+void sim_mem_release_all(sim_device *dev)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    release_all_dev = dev;
+    twalk(dev->heap.used_tree, collect_block);
+    /* Collect the blocks first: tdestroy frees tree nodes, not our blocks. */
+    size_t n = 0, cap = 64;
+    sim_block **list = malloc(cap * sizeof *list);
+    while (dev->heap.used_tree && list) {
+        sim_block *b = *(sim_block **)dev->heap.used_tree;
+        tdelete(b, &dev->heap.used_tree, range_cmp);
+        if (n == cap) {
+            sim_block **grown = realloc(list, 2 * cap * sizeof *list);
+            if (!grown)
+                break;
+            list = grown;
+            cap *= 2;
+        }
+        list[n++] = b;
+    }
+    for (size_t i = 0; i < n; i++)
+        release(&dev->heap, list[i]);
+    free(list);
+    tdestroy(dev->heap.used_tree, no_free);
+    dev->heap.used_tree = NULL;
+    dev->used = 0;
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+/* VMM physical memory: counted against capacity, backed elsewhere. */
+CUresult sim_mem_charge(sim_device *dev, size_t bytes)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    if (bytes > dev->capacity - dev->used) {
+        pthread_mutex_unlock(&dev->mem_lock);
+        SIM_COUNT(dev, failed_allocs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    dev->used += bytes;
+    if (dev->used > dev->peak)
+        dev->peak = dev->used;
+    pthread_mutex_unlock(&dev->mem_lock);
+    SIM_COUNT(dev, allocs);
+    return CUDA_SUCCESS;
+}
+
+void sim_mem_uncharge(sim_device *dev, size_t bytes)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    dev->used = bytes > dev->used ? 0 : dev->used - bytes;
+    pthread_mutex_unlock(&dev->mem_lock);
+    SIM_COUNT(dev, frees);
+}
+
+void sim_mem_info(sim_device *dev, size_t *free_b, size_t *total_b)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    *free_b = dev->capacity - dev->used;
+    *total_b = dev->capacity;
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+/* ---- pinned host memory ------------------------------------------------- */
+/* Plain host memory, remembered so cuMemFreeHost can reject strangers and
+ * pointer attributes can say "host". A small locked list: rare calls. */
+
+typedef struct host_alloc {
+    void              *p;
+    size_t             n;
+    struct host_alloc *next;
+} host_alloc;
+
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static host_alloc     *host_list;
+
+int sim_mem_host_track(void *p, size_t n, bool add)
+{
+    pthread_mutex_lock(&host_lock);
+    int rc = -1;
+    if (add) {
+        host_alloc *a = malloc(sizeof *a);
+        if (a) {
+            *a = (host_alloc){ p, n, host_list };
+            host_list = a;
+            rc = 0;
+        }
+    } else {
+        for (host_alloc **pp = &host_list; *pp; pp = &(*pp)->next) {
+            if ((*pp)->p == p) {
+                host_alloc *a = *pp;
+                *pp = a->next;
+                free(a);
+                rc = 0;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&host_lock);
+    return rc;
+}
+
+bool sim_mem_host_lookup(const void *p, void **base, size_t *size)
+{
+    bool found = false;
+    pthread_mutex_lock(&host_lock);
+    for (host_alloc *a = host_list; a; a = a->next) {
+        if ((const char *)p >= (char *)a->p && (const char *)p < (char *)a->p + (a->n ? a->n : 1)) {
+            if (base) *base = a->p;
+            if (size) *size = a->n;
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&host_lock);
+    return found;
+}

@@ -1,0 +1,466 @@
+/* tests/sim/sim_stream.c - streams: in-order queues, each run by a worker thread.
+ *
+ * Every op gets a sequence number in its stream; a stream's `completed` is
+ * the seq of its last finished op, so "has X happened" is one comparison
+ * and an event is just a (stream, seq) pair. Dependencies are (stream, seq)
+ * pairs captured when the op is enqueued; since they always point to ops
+ * enqueued earlier, waits can never form a cycle.
+ *
+ * Legacy default stream semantics are dependencies too: an op on the legacy
+ * stream depends on the last op of every blocking stream of the device, and
+ * an op on a blocking stream depends on the last op of the legacy stream.
+ * Non-blocking streams get neither.
+ *
+ * Workers sleep on their stream's condition variable when idle; host-side
+ * waiters sleep on the device's `progress` condition, broadcast on every
+ * completion. Nothing spins.
+ */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t sim_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- references --------------------------------------------------------- */
+
+void sim_stream_ref(sim_stream *s)
+{
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+void sim_stream_unref(sim_stream *s)
+{
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_cond_destroy(&s->wake);
+    s->magic = 0;
+    free(s);
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+sim_op *sim_op_new(sim_op_type type)
+{
+    sim_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return NULL;
+    op->type = type;
+    op->deps = op->dep_inline;
+    op->cap_deps = 2;
+    return op;
+}
+
+int sim_op_add_dep(sim_op *op, sim_stream *s, uint64_t seq)
+{
+    for (int i = 0; i < op->ndeps; i++) {
+        if (op->deps[i].stream == s) {
+            if (op->deps[i].seq < seq)
+                op->deps[i].seq = seq;
+            return 0;
+        }
+    }
+    if (op->ndeps == op->cap_deps) {
+        int cap = op->cap_deps * 2;
+        sim_dep *d = malloc((size_t)cap * sizeof *d);
+        if (!d)
+            return -1;
+        memcpy(d, op->deps, (size_t)op->ndeps * sizeof *d);
+        if (op->deps != op->dep_inline)
+            free(op->deps);
+        op->deps = d;
+        op->cap_deps = cap;
+    }
+    sim_stream_ref(s);
+    op->deps[op->ndeps++] = (sim_dep){ s, seq };
+    return 0;
+}
+
+static void op_free(sim_op *op)
+{
+    for (int i = 0; i < op->ndeps; i++)
+        sim_stream_unref(op->deps[i].stream);
+    if (op->deps != op->dep_inline)
+        free(op->deps);
+    if (op->type == SIM_OP_EVENT_RECORD)
+        sim_event_unref(op->u.rec.ev);
+    free(op);
+}
+
+static void op_execute(sim_op *op)
+{
+    switch (op->type) {
+    case SIM_OP_NOP:
+    case SIM_OP_KERNEL:
+        break;
+    case SIM_OP_MEMCPY:
+        memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+        break;
+    case SIM_OP_MEMSET:
+        memset(op->u.set.dst, op->u.set.value, op->u.set.n);
+        break;
+    case SIM_OP_HOSTFN:
+        op->u.host.fn(op->u.host.arg);
+        break;
+    case SIM_OP_EVENT_RECORD:
+        sim_event_record_done(op->u.rec.ev, op->u.rec.gen);
+        break;
+    case SIM_OP_FREE:
+        sim_mem_free(op->u.free.dev, op->u.free.ptr, SIM_FREE_QUEUED);
+        break;
+    }
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+/* Block until s->completed >= seq. Takes s->dev->lock: call without any
+ * device lock held. */
+void sim_stream_wait(sim_stream *s, uint64_t seq)
+{
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    while (s->completed < seq)
+        pthread_cond_wait(&dev->progress, &dev->lock);
+    pthread_mutex_unlock(&dev->lock);
+}
+
+static void wait_deps(sim_op *op)
+{
+    for (int i = 0; i < op->ndeps; i++)
+        sim_stream_wait(op->deps[i].stream, op->deps[i].seq);
+}
+
+/* ---- worker ------------------------------------------------------------- */
+
+static void *worker_main(void *arg)
+{
+    sim_stream *s = arg;
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    for (;;) {
+        while ((!s->head && !s->destroyed) || s->inline_busy)
+            pthread_cond_wait(&s->wake, &dev->lock);
+        if (!s->head)
+            break;                      /* destroyed and drained */
+        sim_op *op = s->head;           /* stays queued until done: keeps
+                                           synchronous ops from running inline */
+        pthread_mutex_unlock(&dev->lock);
+
+        wait_deps(op);
+        op_execute(op);
+
+        pthread_mutex_lock(&dev->lock);
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->completed = op->seq;
+        atomic_fetch_sub_explicit(&dev->inflight, 1, memory_order_release);
+        pthread_cond_broadcast(&dev->progress);
+        pthread_mutex_unlock(&dev->lock);
+        op_free(op);
+        pthread_mutex_lock(&dev->lock);
+    }
+    /* Leave the device list: nothing can depend on us any more except
+     * through references, which keep the memory alive. */
+    if (s->prev_live)
+        s->prev_live->next_live = s->next_live;
+    else
+        dev->streams = s->next_live;
+    if (s->next_live)
+        s->next_live->prev_live = s->prev_live;
+    s->prev_live = s->next_live = NULL;
+    pthread_mutex_unlock(&dev->lock);
+    sim_stream_unref(s);
+    return NULL;
+}
+
+/* ---- creation and destruction ------------------------------------------- */
+
+CUresult sim_stream_create(sim_device *dev, unsigned flags, int priority,
+                           sim_stream_kind kind, sim_stream **out)
+{
+    sim_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->magic = SIM_MAGIC_STREAM;
+    s->kind = kind;
+    s->dev = dev;
+    s->flags = flags;
+    s->priority = priority;
+    atomic_init(&s->refs, 2);           /* the handle and the worker */
+    pthread_cond_init(&s->wake, NULL);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    pthread_mutex_lock(&dev->lock);
+    int err = pthread_create(&s->thread, &attr, worker_main, s);
+    if (err == 0) {
+        s->next_live = dev->streams;
+        if (dev->streams)
+            dev->streams->prev_live = s;
+        dev->streams = s;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        pthread_cond_destroy(&s->wake);
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (kind == SIM_STREAM_USER)
+        SIM_COUNT(dev, streams_created);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* Returns at once; the worker finishes the queued work, then exits and
+ * drops its reference (real semantics: resources go when the work is done). */
+CUresult sim_stream_destroy(sim_stream *s)
+{
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (s->destroyed) {
+        pthread_mutex_unlock(&dev->lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    s->destroyed = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&dev->lock);
+    sim_stream_unref(s);                /* the handle's reference */
+    return CUDA_SUCCESS;
+}
+
+void sim_device_destroy_user_streams(sim_device *dev)
+{
+    for (;;) {
+        sim_stream *victim = NULL;
+        pthread_mutex_lock(&dev->lock);
+        for (sim_stream *s = dev->streams; s; s = s->next_live) {
+            if (s->kind == SIM_STREAM_USER && !s->destroyed) {
+                victim = s;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&dev->lock);
+        if (!victim)
+            return;
+        sim_stream_destroy(victim);
+    }
+}
+
+/* ---- per-thread default streams ----------------------------------------- */
+
+static pthread_key_t  ptds_key;
+static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
+static __thread sim_stream *ptds[SIM_MAX_DEVICES];
+
+static void ptds_exit(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SIM_MAX_DEVICES; i++) {
+        if (ptds[i]) {
+            sim_stream_destroy(ptds[i]);
+            ptds[i] = NULL;
+        }
+    }
+}
+
+static void ptds_key_init(void)
+{
+    pthread_key_create(&ptds_key, ptds_exit);
+}
+
+static CUresult ptds_get(sim_device *dev, sim_stream **out)
+{
+    sim_stream *s = ptds[dev->ordinal];
+    if (sim_likely(s != NULL)) {
+        *out = s;
+        return CUDA_SUCCESS;
+    }
+    pthread_once(&ptds_once, ptds_key_init);
+    CUresult rc = sim_stream_create(dev, 0, 0, SIM_STREAM_PER_THREAD, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    ptds[dev->ordinal] = s;
+    pthread_setspecific(ptds_key, (void *)1);   /* arm the exit hook */
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* 0 is the legacy stream, or the per-thread stream in a _ptsz/_ptds call;
+ * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are explicit. They all belong
+ * to the current context's device. */
+CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out)
+{
+    uintptr_t v = (uintptr_t)h;
+    if (v > 2) {
+        sim_stream *s = (sim_stream *)h;
+        if (sim_unlikely(s->magic != SIM_MAGIC_STREAM || s->destroyed))
+            return CUDA_ERROR_INVALID_HANDLE;
+        *out = s;
+        return CUDA_SUCCESS;
+    }
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (v == 2 || (v == 0 && ptsz))
+        return ptds_get(c->dev, out);
+    *out = c->dev->legacy;
+    return CUDA_SUCCESS;
+}
+
+/* ---- enqueue ------------------------------------------------------------ */
+
+static bool is_blocking(const sim_stream *s)
+{
+    return s->kind == SIM_STREAM_PER_THREAD ||
+           (s->kind == SIM_STREAM_USER && !(s->flags & CU_STREAM_NON_BLOCKING));
+}
+
+/* Under dev->lock: the implicit dependencies of the legacy stream. */
+static int add_legacy_deps(sim_stream *s, sim_op *op)
+{
+    sim_device *dev = s->dev;
+    if (s->kind == SIM_STREAM_LEGACY) {
+        for (sim_stream *o = dev->streams; o; o = o->next_live)
+            if (o != s && is_blocking(o) && o->completed < o->submitted)
+                if (sim_op_add_dep(op, o, o->submitted) != 0)
+                    return -1;
+    } else if (is_blocking(s)) {
+        sim_stream *l = dev->legacy;
+        if (l->completed < l->submitted)
+            if (sim_op_add_dep(op, l, l->submitted) != 0)
+                return -1;
+    }
+    return 0;
+}
+
+CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
+{
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (add_legacy_deps(s, op) != 0) {
+        pthread_mutex_unlock(&dev->lock);
+        op_free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->seq = ++s->submitted;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
+    if (seq_out)
+        *seq_out = op->seq;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+/* A synchronous op (cudaMemcpy to the host, say): when the stream is idle
+ * and nothing it must wait for is pending, run it on the calling thread,
+ * which saves two thread hand-offs; otherwise queue it and wait. */
+CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
+{
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (add_legacy_deps(s, op) != 0) {
+        pthread_mutex_unlock(&dev->lock);
+        op_free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!s->head && !s->inline_busy && op->ndeps == 0) {
+        s->inline_busy = true;
+        uint64_t seq = ++s->submitted;
+        atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&dev->lock);
+
+        op_execute(op);
+
+        pthread_mutex_lock(&dev->lock);
+        s->completed = seq;
+        s->inline_busy = false;
+        atomic_fetch_sub_explicit(&dev->inflight, 1, memory_order_release);
+        pthread_cond_broadcast(&dev->progress);
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&dev->lock);
+        op_free(op);
+        return CUDA_SUCCESS;
+    }
+    op->seq = ++s->submitted;
+    uint64_t seq = op->seq;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
+    pthread_cond_signal(&s->wake);
+    while (s->completed < seq)
+        pthread_cond_wait(&dev->progress, &dev->lock);
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- host-side synchronisation ------------------------------------------ */
+
+CUresult sim_stream_sync(sim_stream *s)
+{
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    uint64_t target = s->submitted;
+    while (s->completed < target)
+        pthread_cond_wait(&dev->progress, &dev->lock);
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_query(sim_stream *s)
+{
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    bool done = s->completed >= s->submitted;
+    pthread_mutex_unlock(&dev->lock);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+/* Wait for everything enqueued on the device before the call. Work enqueued
+ * by other threads meanwhile is not waited for: a snapshot of targets. */
+void sim_device_sync(sim_device *dev)
+{
+    if (atomic_load_explicit(&dev->inflight, memory_order_acquire) == 0)
+        return;
+    pthread_mutex_lock(&dev->lock);
+    size_t n = 0, cap = 16;
+    sim_dep *targets = malloc(cap * sizeof *targets);
+    for (sim_stream *s = dev->streams; s && targets; s = s->next_live) {
+        if (s->completed >= s->submitted)
+            continue;
+        if (n == cap) {
+            sim_dep *grown = realloc(targets, 2 * cap * sizeof *targets);
+            if (!grown)
+                break;
+            targets = grown;
+            cap *= 2;
+        }
+        sim_stream_ref(s);
+        targets[n++] = (sim_dep){ s, s->submitted };
+    }
+    for (size_t i = 0; i < n; i++)
+        while (targets[i].stream->completed < targets[i].seq)
+            pthread_cond_wait(&dev->progress, &dev->lock);
+    pthread_mutex_unlock(&dev->lock);
+    for (size_t i = 0; i < n; i++)
+        sim_stream_unref(targets[i].stream);
+    free(targets);
+}

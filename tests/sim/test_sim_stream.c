@@ -1,0 +1,130 @@
+/* tests/sim/test_sim_stream.c - work runs asynchronously, in stream order. */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "harness.h"
+#include "simcuda.h"
+#include "test_sim_util.h"
+
+TEST(host_func_runs_in_order_after_slow_write)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    static int host_buf = 1;
+    slow_store job = { &host_buf, 2, 50 };
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    ASSERT_EQ(load_flag(&host_buf), 1);              /* the old value, meanwhile */
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(host_buf, 2);
+    ASSERT_OK(cudaStreamQuery(s));
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+TEST(memset_memcpy_in_stream_order)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    unsigned char *d = NULL, *d2 = NULL;
+    static unsigned char host[1 << 16];
+    static int gate;
+    ASSERT_OK(cudaMalloc((void **)&d, sizeof host));
+    ASSERT_OK(cudaMalloc((void **)&d2, sizeof host));
+    memset(host, 0x11, sizeof host);
+    slow_store job = { &gate, 1, 30 };               /* holds the queue back */
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(cudaMemsetAsync(d, 0xab, sizeof host, s));
+    ASSERT_OK(cudaMemcpyAsync(d2, d, sizeof host, cudaMemcpyDeviceToDevice, s));
+    ASSERT_OK(cudaMemsetAsync(d, 0x00, sizeof host, s));
+    ASSERT_OK(cudaMemcpyAsync(host, d2, sizeof host, cudaMemcpyDeviceToHost, s));
+    ASSERT_EQ(host[100], 0x11);                      /* nothing ran yet */
+    ASSERT_OK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < sizeof host; i++)
+        ASSERT_EQ(host[i], 0xab);
+    ASSERT_OK(cudaFree(d));
+    ASSERT_OK(cudaFree(d2));
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+typedef struct fifo_rec { int *log; int *next; int i; } fifo_rec;
+
+static void CUDART_CB fifo_fn(void *arg)
+{
+    fifo_rec *r = arg;
+    r->log[(*r->next)++] = r->i;                    /* one worker: no race */
+}
+
+TEST(host_funcs_run_in_fifo_order)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    static int log[256], next;
+    static fifo_rec recs[256];
+    for (int i = 0; i < 256; i++) {
+        recs[i] = (fifo_rec){ log, &next, i };
+        ASSERT_OK(cudaLaunchHostFunc(s, fifo_fn, &recs[i]));
+    }
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(next, 256);
+    for (int i = 0; i < 256; i++)
+        ASSERT_EQ(log[i], i);
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+TEST(destroyed_stream_finishes_its_work)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    static int done;
+    slow_store job = { &done, 7, 50 };
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    double t0 = now_ms();
+    ASSERT_OK(cudaStreamDestroy(s));                 /* returns at once */
+    ASSERT_LT(now_ms() - t0, 40);
+    ASSERT_EQ(load_flag(&done), 0);
+    ASSERT_OK(cudaDeviceSynchronize());
+    ASSERT_EQ(load_flag(&done), 7);
+}
+
+TEST(free_async_is_stream_ordered)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    simcuda_counters c0, c1;
+    void *p;
+    ASSERT_OK(cudaMallocAsync(&p, 1 << 20, s));
+    ASSERT_EQ(simcuda_stats(0, &c0), 0);
+    static int gate;
+    slow_store job = { &gate, 1, 50 };
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(cudaFreeAsync(p, s));
+    ASSERT_EQ(cudaFreeAsync(p, s), cudaErrorInvalidValue);   /* second free */
+    (void)cudaGetLastError();
+    ASSERT_EQ(simcuda_stats(0, &c1), 0);
+    ASSERT_EQ(c1.bytes_in_use, c0.bytes_in_use);     /* not reached yet */
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(simcuda_stats(0, &c1), 0);
+    ASSERT_EQ(c1.bytes_in_use, c0.bytes_in_use - (1 << 20));
+    ASSERT_EQ(c1.allocs_async, c0.allocs_async);
+    ASSERT_GE(c1.mem_free_async_calls, 1);
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+TEST(kernel_launch_is_an_ordered_noop)
+{
+    /* cuLaunchKernel through the driver: counted, ordered, nothing runs. */
+    simcuda_counters c0, c1;
+    ASSERT_OK(cudaFree(NULL));                        /* runtime up, context current */
+    ASSERT_EQ(simcuda_stats(0, &c0), 0);
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    ASSERT_OK(cuLaunchKernel((CUfunction)(uintptr_t)0x1234, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, NULL, NULL));
+    ASSERT_EQ(cuLaunchKernel((CUfunction)(uintptr_t)0x1234, 1, 1, 1, 2048, 1, 1, 0, (CUstream)s, NULL, NULL),
+              CUDA_ERROR_INVALID_VALUE);
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(simcuda_stats(0, &c1), 0);
+    ASSERT_EQ(c1.kernel_launches - c0.kernel_launches, 1);
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+TEST_MAIN()
