@@ -96,6 +96,8 @@ static inline void harness_register(const char *name, harness_fn fn)
 
 static inline int harness_run_forked(const struct harness_test *t, int timeout_s)
 {
+    fflush(stdout);   /* or the child would print our buffered lines again */
+    fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
         alarm((unsigned)timeout_s);
