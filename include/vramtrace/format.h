@@ -102,6 +102,126 @@ enum vt_passthrough_call {
 /*  File layout                                                             */
 /* ------------------------------------------------------------------------ */
 /* @@FILE-LAYOUT@@ (owned by the format engineer: magic, version and
- * compatibility rule, header, section table, section encodings) */
+ * compatibility rule, header, section table, section encodings)
+ *
+ * All integers are little-endian. "varint" is unsigned LEB128 (7 bits per
+ * byte, low group first, high bit = more follows, at most 10 bytes);
+ * "svarint" is a varint of the zigzag encoding ((v << 1) ^ (v >> 63)).
+ * CRC32C is the Castagnoli CRC (polynomial 0x1EDC6F41, reflected, initial
+ * and final XOR 0xFFFFFFFF; CRC32C("123456789") = 0xE3069283).
+ *
+ * Versions and compatibility
+ *   A file carries major.minor. A reader accepts every file whose major equals
+ *   its own and rejects any other major with "written by a newer vramtrace
+ *   (format 2.x); this reader understands 1.x". Minor versions only ADD:
+ *   readers skip unknown sections, ignore trailing bytes at the end of the
+ *   metadata section, ignore event columns beyond the ones they know, honour
+ *   larger header_size / table_entry_size, and (for files of a NEWER minor
+ *   only) accept event kinds they do not know; views ignore those events.
+ *
+ * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
+ *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
+ *    8  2  major version (VT_FORMAT_MAJOR)
+ *   10  2  minor version (VT_FORMAT_MINOR)
+ *   12  4  header_size (>= 64)
+ *   16  8  file_size (the whole file; a shorter file is truncated)
+ *   24  8  table_offset (the section table; the writer puts it at header_size)
+ *   32  4  section_count
+ *   36  4  table_entry_size (>= 48)
+ *   40  4  table_crc: CRC32C of the section table (count * entry size bytes)
+ *   44 16  reserved, zero
+ *   60  4  header_crc: CRC32C of bytes 0..59
+ *
+ * Section table entry (VT_FILE_ENTRY_SIZE = 48 bytes)
+ *    0  4  id (VT_SECTION_*)          4  4  flags (bit 0: zstd-compressed)
+ *    8  8  offset of the stored bytes 16  8  stored_size
+ *   24  8  raw_size (after decompression; = stored_size when not compressed)
+ *   32  8  count (items in the section, see each section)
+ *   40  4  crc: CRC32C of the stored bytes    44  4  reserved, zero
+ * A compressed section is exactly one zstd frame (with its content size).
+ * Every section of this version appears exactly once; order is free.
+ *
+ * Section encodings (the raw bytes after decompression):
+ *
+ *   META (count 1): svarint pid, svarint rank, varint host, command_line,
+ *     config, library_version (string indexes), varint clock_base_monotonic_ns,
+ *     clock_base_realtime_ns, snapshot_time_ns, events_recorded,
+ *     events_overwritten, stacks_dropped, varint ndevices, then per device
+ *     svarint ordinal, varint name (string), varint total_bytes.
+ *
+ *   STRINGS (count = number of strings, >= 1): string 0 is "" and is not
+ *     stored; then for each string 1..count-1: varint length, that many bytes
+ *     (UTF-8 as recorded, no NUL).
+ *
+ *   FRAMES (count = frames): per frame svarint (ip - previous ip), svarint
+ *     (module_offset - previous module_offset), varint module, build_id,
+ *     function, file (string indexes), varint line.
+ *
+ *   STACKS (count = nodes, >= 1): node 0 is the root and is not stored; for
+ *     each node i in 1..count-1: varint (i - parent) (>= 1, so a parent always
+ *     precedes its children), varint frame (< number of frames).
+ *
+ *   STATE (count = segments): varint nsegments, varint nblocks, then per
+ *     segment: svarint (addr - end of the previous segment), varint size,
+ *     varint stream, svarint device, byte pool, varint nblocks, followed by its
+ *     blocks: varint size (> 0), varint req_size, svarint (stream - segment's
+ *     stream), varint alloc_seq, varint stack, byte state. Block addresses are
+ *     implied: the blocks tile the segment in address order, so their sizes
+ *     must add up to the segment size exactly.
+ *
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0), varint
+ *     byte length of each column, then the columns back to back. Column c
+ *     holds field f of every event in seq order:
+ *      0 kind      1 byte
+ *      1 seq       varint (seq - (previous seq + 1)); the first: seq itself,
+ *                  so sequence numbers are strictly increasing by construction
+ *      2 time_ns   svarint (time - previous time), first against 0
+ *      3 thread    svarint (thread - previous thread)
+ *      4 device    1 byte (int8)
+ *      5 stream    1 byte: 0..7 = position in a move-to-front list of the 8
+ *                  most recent streams (initially all 0), 8 = the stream is
+ *                  the next varint of column 6; either way it then moves to
+ *                  the front of the list
+ *      6 stream literals (varints)
+ *      7 addr      svarint (addr - previous addr of an event of the same kind)
+ *      8 size      1 byte: 0..15 = move-to-front list of 16 recent sizes
+ *                  (initially all 0), 16 = next varint of column 9
+ *      9 size literals (varints)
+ *     10 req_size  svarint (size - req_size)
+ *     11 stack     varint       12 aux  varint     13 aux2  varint
+ *     14 str       varint
+ *   Columns of fixed width (0, 4, 5, 8) hold exactly n bytes; every column is
+ *   consumed exactly.
+ *
+ * A reader validates all of it (magic, version, CRCs, sizes, and every
+ * index: strings, frames, stack nodes, block tiling, event kinds) and names
+ * the file, the section and the byte offset of the first problem.
+ */
+#define VT_FILE_MAGIC "\x89VTSNAP\n"
+#define VT_FILE_MAGIC_SIZE 8
+#define VT_FORMAT_MAJOR 1
+#define VT_FORMAT_MINOR 0
+/* vt_snapshot_meta.format_version = major << 16 | minor */
+#define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
+#define VT_FILE_HEADER_SIZE 64
+#define VT_FILE_ENTRY_SIZE 48
+#define VT_SECTION_FLAG_ZSTD 1u
+
+enum vt_section_id {
+    VT_SECTION_META = 1,
+    VT_SECTION_STRINGS = 2,
+    VT_SECTION_FRAMES = 3,
+    VT_SECTION_STACKS = 4,
+    VT_SECTION_STATE = 5,
+    VT_SECTION_EVENTS = 6,
+};
+
+/* Event columns of format 1.0 (EVENTS section). */
+enum vt_event_column {
+    VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
+    VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,
+    VT_COL_REQ_SIZE, VT_COL_STACK, VT_COL_AUX, VT_COL_AUX2, VT_COL_STR,
+    VT_COL_COUNT
+};
 
 #endif /* VRAMTRACE_FORMAT_H */

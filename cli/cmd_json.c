@@ -1,0 +1,261 @@
+/*
+ * cli/cmd_json.c - `vramtrace json FILE [--events]`: the snapshot and its
+ * reconstructed timeline as one JSON document (schema: docs/json-schema.md).
+ *
+ * Streamed straight to stdout, item by item: memory use is the snapshot's,
+ * never a string of the whole output.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "report_util.h"
+
+#define JSON_SCHEMA_VERSION 1
+
+static const char usage_text[] =
+    "usage: vramtrace json FILE [--events]\n"
+    "\n"
+    "Print the snapshot as JSON (schema: docs/json-schema.md): metadata,\n"
+    "devices with peaks, counts, frames, stacks, segments and blocks,\n"
+    "allocation lifetimes, marks.\n"
+    "  --events   also list every event (large: one object per event)\n";
+
+static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
+
+static void flags_list(FILE *o, uint32_t f)
+{
+    static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
+                                   "from_state" };
+    fputc('[', o);
+    int first = 1;
+    for (int i = 0; i < 5; i++)
+        if (f & (1u << i)) {
+            fprintf(o, "%s\"%s\"", first ? "" : ",", names[i]);
+            first = 0;
+        }
+    fputc(']', o);
+}
+
+static void opt_u64(FILE *o, const char *key, uint64_t v, int known)
+{
+    if (known)
+        fprintf(o, ",\"%s\":%" PRIu64, key, v);
+    else
+        fprintf(o, ",\"%s\":null", key);
+}
+
+static void emit(FILE *o, const char *path, const vt_snapshot *s, const vt_timeline *tl,
+                 int with_events)
+{
+    const vt_snapshot_meta *m = &s->meta;
+    char kb[32];
+    fprintf(o, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":%d,\"file\":",
+            JSON_SCHEMA_VERSION);
+    vt__json_str(o, path);
+    fprintf(o, ",\n\"meta\":{\"format_version\":\"%u.%u\",\"pid\":%d,\"rank\":%d,\"host\":",
+            m->format_version >> 16, m->format_version & 0xffff, m->pid, m->rank);
+    vt__json_str(o, vt_snapshot_string(s, m->host));
+    fputs(",\"command_line\":", o);
+    vt__json_str(o, vt_snapshot_string(s, m->command_line));
+    fputs(",\"config\":", o);
+    vt__json_str(o, vt_snapshot_string(s, m->config));
+    fputs(",\"library_version\":", o);
+    vt__json_str(o, vt_snapshot_string(s, m->library_version));
+    fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
+               ",\"snapshot_time_ns\":%" PRIu64 ",\"events_recorded\":%" PRIu64
+               ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64 "},\n",
+            m->clock_base_monotonic_ns, m->clock_base_realtime_ns, m->snapshot_time_ns,
+            m->events_recorded, m->events_overwritten, m->stacks_dropped);
+
+    fprintf(o, "\"window\":{\"events\":%zu,\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64
+               ",\"first_time_ns\":%" PRIu64 ",\"last_time_ns\":%" PRIu64 "},\n",
+            s->nevents, tl->first_seq, tl->last_seq, tl->first_time_ns, tl->last_time_ns);
+    fputs("\"counts\":{", o);
+    int first = 1;
+    for (unsigned k = 0; k < 256; k++)
+        if (tl->kind_counts[k]) {
+            fprintf(o, "%s\"%s\":%" PRIu64, first ? "" : ",", vt__kind_name(k, kb, sizeof kb),
+                    tl->kind_counts[k]);
+            first = 0;
+        }
+    fputs("},\n", o);
+
+    fputs("\"devices\":[", o);
+    for (size_t i = 0; i < tl->ndevices; i++) {
+        const vt_tl_device *d = &tl->devices[i];
+        const vt_device_info *info = NULL;
+        for (size_t j = 0; j < s->ndevices; j++)
+            if (s->devices[j].ordinal == d->device)
+                info = &s->devices[j];
+        fprintf(o, "%s\n {\"ordinal\":%d,\"name\":", i ? "," : "", d->device);
+        vt__json_str(o, info ? vt_snapshot_string(s, info->name) : "");
+        opt_u64(o, "total_bytes", info ? info->total_bytes : 0, info != NULL);
+        const vt_tl_point *pa = &d->points[d->peak_allocated_point];
+        const vt_tl_point *pr = &d->points[d->peak_reserved_point];
+        fprintf(o, ",\"peak_allocated\":%" PRIu64 ",\"peak_allocated_seq\":%" PRIu64
+                   ",\"peak_reserved\":%" PRIu64 ",\"peak_reserved_seq\":%" PRIu64
+                   ",\"reserved_at_allocated_peak\":%" PRIu64
+                   ",\"initial_allocated\":%" PRIu64 ",\"initial_reserved\":%" PRIu64
+                   ",\"final_allocated\":%" PRIu64 ",\"final_reserved\":%" PRIu64
+                   ",\"curve\":[",
+                d->peak_allocated, pa->seq, d->peak_reserved, pr->seq, pa->reserved,
+                d->initial_allocated, d->initial_reserved, d->final_allocated, d->final_reserved);
+        for (size_t p = 0; p < d->npoints; p++) {
+            const vt_tl_point *pt = &d->points[p];
+            fprintf(o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", p ? "," : "",
+                    pt->seq, pt->time_ns, pt->allocated, pt->reserved);
+        }
+        fputs("]}", o);
+    }
+    fputs("],\n", o);
+
+    fputs("\"frames\":[", o);
+    for (size_t i = 0; i < s->nframes; i++) {
+        const vt_frame *f = &s->frames[i];
+        fprintf(o, "%s\n {\"ip\":", i ? "," : "");
+        hex(o, f->ip);
+        fputs(",\"module\":", o);
+        vt__json_str(o, vt_snapshot_string(s, f->module));
+        fputs(",\"module_offset\":", o);
+        hex(o, f->module_offset);
+        fputs(",\"build_id\":", o);
+        vt__json_str(o, vt_snapshot_string(s, f->build_id));
+        fputs(",\"function\":", o);
+        vt__json_str(o, vt_snapshot_string(s, f->function));
+        fputs(",\"file\":", o);
+        vt__json_str(o, vt_snapshot_string(s, f->file));
+        fprintf(o, ",\"line\":%u}", f->line);
+    }
+    fputs("],\n\"stacks\":[", o);
+    for (size_t i = 0; i < s->nstack_nodes; i++) {
+        if (i == 0)
+            fputs("null", o);
+        else
+            fprintf(o, ",[%u,%u]", s->stack_nodes[i].parent, s->stack_nodes[i].frame);
+    }
+    fputs("],\n", o);
+
+    fputs("\"segments\":[", o);
+    static const char *states[] = { "active_allocated", "active_pending_free", "inactive" };
+    static const char *pools[] = { "small", "large", "uncached" };
+    for (size_t i = 0; i < s->nsegments; i++) {
+        const vt_segment *g = &s->segments[i];
+        fprintf(o, "%s\n {\"addr\":", i ? "," : "");
+        hex(o, g->addr);
+        fprintf(o, ",\"size\":%" PRIu64 ",\"stream\":", g->size);
+        hex(o, g->stream);
+        fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"blocks\":[", g->device,
+                g->pool <= 2 ? pools[g->pool] : "?");
+        for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
+            const vt_block *b = &s->blocks[g->first_block + k];
+            fprintf(o, "%s{\"addr\":", k ? "," : "");
+            hex(o, b->addr);
+            fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"stream\":", b->size,
+                    b->req_size);
+            hex(o, b->stream);
+            fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"stack\":%u,\"state\":\"%s\"}", b->alloc_seq,
+                    b->stack, b->state <= 2 ? states[b->state] : "?");
+        }
+        fputs("]}", o);
+    }
+    fputs("],\n", o);
+
+    fputs("\"lifetimes\":[", o);
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        fprintf(o, "%s\n {\"addr\":", i ? "," : "");
+        hex(o, l->addr);
+        fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d,\"stream\":",
+                l->size, l->req_size, l->device);
+        hex(o, l->stream);
+        int known = l->alloc_event != VT_TL_NONE;
+        opt_u64(o, "alloc_seq", l->alloc_seq, known || l->alloc_seq);
+        opt_u64(o, "alloc_time_ns", l->alloc_time_ns, known);
+        opt_u64(o, "free_seq", l->free_seq, l->free_event != VT_TL_NONE);
+        opt_u64(o, "free_time_ns", l->free_time_ns, l->free_event != VT_TL_NONE);
+        opt_u64(o, "release_seq", l->release_seq, l->release_event != VT_TL_NONE);
+        fprintf(o, ",\"alloc_stack\":%u,\"free_stack\":%u,\"flags\":", l->alloc_stack,
+                l->free_stack);
+        flags_list(o, l->flags);
+        fputs(",\"streams\":[", o);
+        for (uint32_t k = 0; k < l->nstreams; k++) {
+            if (k)
+                fputc(',', o);
+            hex(o, tl->streams[l->first_stream + k]);
+        }
+        fputs("]}", o);
+    }
+    fputs("],\n", o);
+
+    fputs("\"marks\":[", o);
+    for (size_t i = 0; i < tl->nmarks; i++) {
+        fprintf(o, "%s{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"label\":", i ? "," : "",
+                tl->marks[i].seq, tl->marks[i].time_ns);
+        vt__json_str(o, vt_snapshot_string(s, tl->marks[i].label));
+        fputc('}', o);
+    }
+    fputs("]", o);
+
+    if (with_events) {
+        fputs(",\n\"events\":[", o);
+        for (size_t i = 0; i < s->nevents; i++) {
+            const vt_event *e = &s->events[i];
+            fprintf(o, "%s\n {\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"kind\":\"%s\""
+                       ",\"thread\":%u,\"device\":%d,\"stream\":",
+                    i ? "," : "", e->seq, e->time_ns, vt__kind_name(e->kind, kb, sizeof kb),
+                    e->thread, e->device);
+            hex(o, e->stream);
+            fputs(",\"addr\":", o);
+            hex(o, e->addr);
+            fprintf(o, ",\"req_size\":%" PRIu64 ",\"size\":%" PRIu64 ",\"stack\":%u,\"aux\":%"
+                       PRIu64 ",\"aux2\":%" PRIu64 ",\"str\":",
+                    e->req_size, e->size, e->stack, e->aux, e->aux2);
+            vt__json_str(o, vt_snapshot_string(s, e->str));
+            fputc('}', o);
+        }
+        fputs("]", o);
+    }
+    fputs("}\n", o);
+}
+
+int vt_cmd_json(int argc, char **argv)
+{
+    const char *path = NULL;
+    int with_events = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--events")) {
+            with_events = 1;
+            continue;
+        }
+        if ((argv[i][0] == '-' && argv[i][1]) || path) {
+            fprintf(stderr, "vramtrace json: unexpected argument '%s'\n%s", argv[i], usage_text);
+            return 2;
+        }
+        path = argv[i];
+    }
+    if (!path) {
+        fprintf(stderr, "vramtrace json: missing FILE\n%s", usage_text);
+        return 2;
+    }
+    vt_snapshot *s;
+    vt_timeline *tl;
+    int rc = vt__report_load("json", path, &s, &tl);
+    if (rc)
+        return rc;
+    static char buf[1 << 16];
+    setvbuf(stdout, buf, _IOFBF, sizeof buf);
+    emit(stdout, path, s, tl, with_events);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "vramtrace json: cannot write output\n");
+        return 1;
+    }
+    return 0;
+}

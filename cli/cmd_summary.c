@@ -1,0 +1,198 @@
+/*
+ * cli/cmd_summary.c - `vramtrace summary FILE`: the one-screen overview.
+ *
+ * Output (stable; tests and scripts read it):
+ *   snapshot FILE
+ *     format 1.0, pid P, rank R, host H
+ *     command: CMD
+ *     events: N in the window (seq A..B, T s), R recorded, O overwritten, D stacks dropped
+ *     counts: allocs N, frees N, segment allocs N, segment frees N, segments alive N,
+ *             OOMs N, bad frees N, marks N
+ *   device D (NAME, TOTAL):
+ *     allocated: peak X (seq S), current Y
+ *     reserved:  peak X (seq S), current Y
+ *     fragmentation: X reserved but unallocated at the allocated peak (P%), Y now (Q%)
+ *     top call sites by bytes at peak (seq S):
+ *       BYTES  N allocation(s)  FN FILE:LINE (MODULE+0xOFF)
+ * Sizes are human-readable (B, KiB, MiB, GiB: powers of 1024).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "report_util.h"
+
+#define TOP_SITES 10
+
+static const char usage_text[] =
+    "usage: vramtrace summary FILE\n"
+    "\n"
+    "Peak and current allocated/reserved bytes per device, event counts,\n"
+    "fragmentation (reserved but unallocated bytes at the allocated peak and\n"
+    "at the snapshot) and the call sites holding the most bytes at the peak.\n";
+
+struct site {
+    uint64_t key;            /* frame index + 1, 0 = no stack */
+    uint64_t bytes, count;
+    uint32_t stack;          /* one representative stack */
+};
+
+static int cmp_site_key(const void *a, const void *b)
+{
+    const struct site *x = a, *y = b;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+static int cmp_site_bytes(const void *a, const void *b)
+{
+    const struct site *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static void top_sites(const vt_snapshot *s, const vt_timeline *tl, const vt_tl_device *d)
+{
+    const vt_tl_point *pk = &d->points[d->peak_allocated_point];
+    struct site *v = malloc((tl->nlifetimes + 1) * sizeof *v);
+    if (!v)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (l->device != d->device || !vt_lifetime_allocated_at(l, pk->event))
+            continue;
+        const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
+        v[n++] = (struct site){ f ? (uint64_t)(f - s->frames) + 1 : 0, l->size, 1,
+                                l->alloc_stack };
+    }
+    qsort(v, n, sizeof *v, cmp_site_key);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && v[m - 1].key == v[i].key) {
+            v[m - 1].bytes += v[i].bytes;
+            v[m - 1].count++;
+        } else {
+            v[m++] = v[i];
+        }
+    }
+    qsort(v, m, sizeof *v, cmp_site_bytes);
+    char b[32];
+    if (pk->event == VT_TL_NONE)
+        printf("  top call sites by bytes at peak (before the first event):\n");
+    else
+        printf("  top call sites by bytes at peak (seq %" PRIu64 "):\n", pk->seq);
+    if (!m)
+        printf("    (none)\n");
+    for (size_t i = 0; i < m && i < TOP_SITES; i++) {
+        printf("    %10s  %" PRIu64 " allocation%s  ", vt__fmt_bytes(v[i].bytes, b), v[i].count,
+               v[i].count == 1 ? " " : "s");
+        if (v[i].key)
+            vt__report_frame_text(stdout, s, &s->frames[v[i].key - 1]);
+        else
+            fputs("<no stack recorded>", stdout);
+        putchar('\n');
+    }
+    if (m > TOP_SITES)
+        printf("    ... %zu more call sites\n", m - TOP_SITES);
+    free(v);
+}
+
+static void print_summary(const char *path, const vt_snapshot *s, const vt_timeline *tl)
+{
+    const vt_snapshot_meta *m = &s->meta;
+    char b1[32], b2[32];
+    printf("snapshot %s\n", path);
+    printf("  format %u.%u, pid %d, rank %d, host %s\n", m->format_version >> 16,
+           m->format_version & 0xffff, m->pid, m->rank, vt_snapshot_string(s, m->host));
+    printf("  command: %s\n", vt_snapshot_string(s, m->command_line));
+    double span = (double)(tl->last_time_ns - tl->first_time_ns) * 1e-9;
+    printf("  events: %zu in the window (seq %" PRIu64 "..%" PRIu64 ", %.3f s), %" PRIu64
+           " recorded, %" PRIu64 " overwritten, %" PRIu64 " stacks dropped\n",
+           s->nevents, tl->first_seq, tl->last_seq, span, m->events_recorded,
+           m->events_overwritten, m->stacks_dropped);
+    const uint64_t *k = tl->kind_counts;
+    size_t alive = 0;
+    for (size_t i = 0; i < tl->nsegments; i++)
+        alive += (tl->segments[i].flags & VT_LT_ALIVE) != 0;
+    printf("  counts: allocs %" PRIu64 ", frees %" PRIu64 ", segment allocs %" PRIu64
+           ", segment frees %" PRIu64 ", segments alive %zu, OOMs %" PRIu64 ", bad frees %" PRIu64
+           ", marks %" PRIu64 "\n",
+           k[VT_EV_ALLOC], k[VT_EV_FREE_REQUESTED], k[VT_EV_SEGMENT_ALLOC], k[VT_EV_SEGMENT_FREE],
+           alive, k[VT_EV_OOM], k[VT_EV_BAD_FREE], k[VT_EV_MARK]);
+    if (!tl->ndevices)
+        printf("no device memory recorded\n");
+    for (size_t i = 0; i < tl->ndevices; i++) {
+        const vt_tl_device *d = &tl->devices[i];
+        const char *name = "";
+        uint64_t total = 0;
+        for (size_t j = 0; j < s->ndevices; j++)
+            if (s->devices[j].ordinal == d->device) {
+                name = vt_snapshot_string(s, s->devices[j].name);
+                total = s->devices[j].total_bytes;
+            }
+        printf("device %d", d->device);
+        if (*name || total)
+            printf(" (%s%s%s)", name, *name && total ? ", " : "",
+                   total ? vt__fmt_bytes(total, b1) : "");
+        printf(":\n");
+        const vt_tl_point *pa = &d->points[d->peak_allocated_point];
+        const vt_tl_point *pr = &d->points[d->peak_reserved_point];
+        printf("  allocated: peak %s (seq %" PRIu64 "), current %s\n",
+               vt__fmt_bytes(d->peak_allocated, b1), pa->seq,
+               vt__fmt_bytes(d->final_allocated, b2));
+        printf("  reserved:  peak %s (seq %" PRIu64 "), current %s\n",
+               vt__fmt_bytes(d->peak_reserved, b1), pr->seq,
+               vt__fmt_bytes(d->final_reserved, b2));
+        uint64_t fp = pa->reserved > pa->allocated ? pa->reserved - pa->allocated : 0;
+        uint64_t fe = d->final_reserved > d->final_allocated
+                          ? d->final_reserved - d->final_allocated : 0;
+        printf("  fragmentation: %s reserved but unallocated at the allocated peak (%.1f%%), "
+               "%s now (%.1f%%)\n", vt__fmt_bytes(fp, b1), pct(fp, pa->reserved),
+               vt__fmt_bytes(fe, b2), pct(fe, d->final_reserved));
+        top_sites(s, tl, d);
+    }
+}
+
+int vt_cmd_summary(int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "vramtrace summary: unknown option '%s'\n%s", argv[i], usage_text);
+            return 2;
+        }
+        if (path) {
+            fprintf(stderr, "vramtrace summary: one FILE only\n%s", usage_text);
+            return 2;
+        }
+        path = argv[i];
+    }
+    if (!path) {
+        fprintf(stderr, "vramtrace summary: missing FILE\n%s", usage_text);
+        return 2;
+    }
+    vt_snapshot *s;
+    vt_timeline *tl;
+    int rc = vt__report_load("summary", path, &s, &tl);
+    if (rc)
+        return rc;
+    print_summary(path, s, tl);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "vramtrace summary: cannot write output\n");
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,186 @@
+/* cli/report_util.c - helpers shared by the summary, leaks and json views. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_util.h"
+#include "snapfile.h"
+
+int vt__report_load(const char *cmd, const char *path, vt_snapshot **s, vt_timeline **tl)
+{
+    char err[1024];
+    *s = NULL;
+    if (tl)
+        *tl = NULL;
+    if (vt_snapfile_read(path, s, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
+        return 1;
+    }
+    if (tl && vt_timeline_build(*s, tl, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, err);
+        vt_snapshot_free(*s);
+        *s = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+const char *vt__fmt_bytes(uint64_t b, char *buf)
+{
+    static const char *units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    if (b < 1024) {
+        snprintf(buf, 32, "%" PRIu64 " B", b);
+        return buf;
+    }
+    double v = (double)b / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, 32, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+static const char *basename_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Modules whose frames are plumbing between the program and the memory. */
+static int boring_module(const char *module)
+{
+    static const char *prefixes[] = { "libvramtrace", "libcudart", "libcuda.", "libc.so",
+                                      "libc-", "libstdc++", "ld-linux", "libc10_cuda",
+                                      "libsimcuda" };
+    const char *b = basename_of(module);
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
+            return 1;
+    return 0;
+}
+
+const vt_frame *vt__report_site_frame(const vt_snapshot *s, uint32_t id)
+{
+    const vt_frame *fr[256];
+    size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
+    if (n > 256)
+        n = 256;
+    for (size_t i = 0; i < n; i++)
+        if (!boring_module(vt_snapshot_string(s, fr[i]->module)))
+            return fr[i];
+    return n ? fr[0] : NULL;
+}
+
+void vt__report_frame_text(FILE *out, const vt_snapshot *s, const vt_frame *f)
+{
+    const char *fn = vt_snapshot_string(s, f->function);
+    const char *file = vt_snapshot_string(s, f->file);
+    const char *mod = vt_snapshot_string(s, f->module);
+    fputs(*fn ? fn : "??", out);
+    if (*file) {
+        fprintf(out, " %s", file);
+        if (f->line)
+            fprintf(out, ":%u", f->line);
+    }
+    if (*mod)
+        fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
+}
+
+void vt__report_stack(FILE *out, const vt_snapshot *s, uint32_t stack, const char *indent)
+{
+    const vt_frame *fr[512];
+    size_t n = vt_snapshot_stack_frames(s, stack, fr, 512);
+    if (n == 0) {
+        fprintf(out, "%s<no stack recorded>\n", indent);
+        return;
+    }
+    size_t shown = n > 512 ? 512 : n;
+    for (size_t i = 0; i < shown; i++) {
+        fprintf(out, "%s#%zu 0x%016" PRIx64 " in ", indent, i, fr[i]->ip);
+        vt__report_frame_text(out, s, fr[i]);
+        fputc('\n', out);
+    }
+    if (n > shown)
+        fprintf(out, "%s... %zu more frames\n", indent, n - shown);
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
+static int utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (!n)
+        return 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
+        return 0;
+    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
+void vt__json_str(FILE *out, const char *str)
+{
+    const unsigned char *p = (const unsigned char *)str;
+    putc('"', out);
+    while (*p) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') {
+            putc('\\', out);
+            putc(c, out);
+            p++;
+        } else if (c < 0x20) {
+            switch (c) {
+            case '\n': fputs("\\n", out); break;
+            case '\t': fputs("\\t", out); break;
+            case '\r': fputs("\\r", out); break;
+            default: fprintf(out, "\\u%04x", c); break;
+            }
+            p++;
+        } else {
+            int n = utf8_len(p);
+            if (n == 0) {
+                fputs("\\ufffd", out);
+                p++;
+            } else {
+                fwrite(p, 1, (size_t)n, out);
+                p += n;
+            }
+        }
+    }
+    putc('"', out);
+}
+
+const char *vt__kind_name(unsigned kind, char *buf, size_t len)
+{
+    static const char *names[VT_EV_KIND_COUNT] = {
+        [VT_EV_ALLOC] = "ALLOC",
+        [VT_EV_FREE_REQUESTED] = "FREE_REQUESTED",
+        [VT_EV_FREE_COMPLETED] = "FREE_COMPLETED",
+        [VT_EV_SEGMENT_ALLOC] = "SEGMENT_ALLOC",
+        [VT_EV_SEGMENT_FREE] = "SEGMENT_FREE",
+        [VT_EV_STREAM_USE] = "STREAM_USE",
+        [VT_EV_OOM] = "OOM",
+        [VT_EV_MARK] = "MARK",
+        [VT_EV_BAD_FREE] = "BAD_FREE",
+        [VT_EV_PASSTHROUGH] = "PASSTHROUGH",
+        [VT_EV_TENSOR_NEW] = "TENSOR_NEW",
+        [VT_EV_TENSOR_USE] = "TENSOR_USE",
+        [VT_EV_TENSOR_DROP] = "TENSOR_DROP",
+        [VT_EV_STORAGE_EXTERNAL] = "STORAGE_EXTERNAL",
+        [VT_EV_STORAGE_EXTERNAL_FREE] = "STORAGE_EXTERNAL_FREE",
+        [VT_EV_HOLDER_NEW] = "HOLDER_NEW",
+        [VT_EV_REF] = "REF",
+        [VT_EV_UNREF] = "UNREF",
+        [VT_EV_FINDING] = "FINDING",
+    };
+    if (kind < VT_EV_KIND_COUNT && names[kind])
+        return names[kind];
+    snprintf(buf, len, "KIND_%u", kind);
+    return buf;
+}

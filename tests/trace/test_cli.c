@@ -1,0 +1,201 @@
+/*
+ * tests/trace/test_cli.c - run the built `vramtrace` (VRAMTRACE_EXE) on
+ * generated snapshots and check summary/leaks/json output and exit codes.
+ */
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "snapfile.h"
+#include "test_format_gen.h"
+
+static char dir[64];
+static char out[1 << 20];
+static char errout[1 << 16];
+
+static const char *exe(void)
+{
+    const char *e = getenv("VRAMTRACE_EXE");
+    ASSERT_MSG(e && *e, "VRAMTRACE_EXE is not set");
+    return e;
+}
+
+static void cleanup(void)
+{
+    char cmd[128];
+    if (dir[0] && strncmp(dir, "/tmp/vt-test-cli-", 17) == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+    }
+}
+
+static const char *write_snap(vt_snapshot *s, const char *name)
+{
+    static char path[256];
+    char err[512];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/vt-test-cli-XXXXXX");
+        ASSERT(mkdtemp(dir));
+        atexit(cleanup);
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_free(s);
+    return path;
+}
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    if (f)
+        fclose(f);
+}
+
+/* Run `vramtrace ARGS` (a shell-quoted string); stdout -> out, stderr ->
+ * errout; returns the exit status. */
+static int run(const char *args)
+{
+    char cmd[2048], o[128], e[128];
+    snprintf(o, sizeof o, "%s/stdout", dir[0] ? dir : "/tmp");
+    snprintf(e, sizeof e, "%s/stderr", dir[0] ? dir : "/tmp");
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", exe(), args, o, e);
+    int st = system(cmd);
+    slurp(o, out, sizeof out);
+    slurp(e, errout, sizeof errout);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
+{
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    ASSERT_STR_CONTAINS(out, "format 1.0, pid 4242, rank 3, host node-7\n");
+    ASSERT_STR_CONTAINS(out, "  command: python train.py --epochs 3\n");
+    ASSERT_STR_CONTAINS(out, "  events: 15 in the window (seq 10..24, 0.000 s), 120 recorded, "
+                             "107 overwritten, 2 stacks dropped\n");
+    ASSERT_STR_CONTAINS(out, "  counts: allocs 3, frees 3, segment allocs 2, segment frees 1, "
+                             "segments alive 2, OOMs 1, bad frees 1, marks 1\n");
+    ASSERT_STR_CONTAINS(out, "device 0 (Simulated GPU 0, 80.0 GiB):\n"
+                             "  allocated: peak 13.0 MiB (seq 18), current 12.0 MiB\n"
+                             "  reserved:  peak 22.0 MiB (seq 23), current 20.0 MiB\n"
+                             "  fragmentation: 7.00 MiB reserved but unallocated at the "
+                             "allocated peak (35.0%), 8.00 MiB now (40.0%)\n"
+                             "  top call sites by bytes at peak (seq 18):\n"
+                             "      9.00 MiB  2 allocations  backward model.c:77 "
+                             "(/usr/bin/train+0x400300)\n"
+                             "      4.00 MiB  1 allocation   forward model.c:42 "
+                             "(/usr/bin/train+0x400200)\n");
+    ASSERT_STR_CONTAINS(out, "device 1 (Simulated GPU 1, 40.0 GiB):\n"
+                             "  allocated: peak 512 KiB (seq 14), current 512 KiB\n");
+}
+
+TEST(cli_leaks_groups_alive_allocations_by_stack)
+{
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    const char *want =
+        "Leak of 8.00 MiB in 1 allocation from:\n"
+        "    #0 0x00007f0000001000 in cudaMalloc (/usr/lib/libvramtrace.so.0+0x1000)\n"
+        "    #1 0x0000000000400300 in backward model.c:77 (/usr/bin/train+0x400300)\n"
+        "    #2 0x0000000000400100 in main train.c:10 (/usr/bin/train+0x400100)\n"
+        "  (allocated before the retained window)\n"
+        "\n"
+        "Leak of 4.00 MiB in 1 allocation from:\n"
+        "    #0 0x00007f0000001000 in cudaMalloc (/usr/lib/libvramtrace.so.0+0x1000)\n"
+        "    #1 0x0000000000400200 in forward model.c:42 (/usr/bin/train+0x400200)\n"
+        "    #2 0x0000000000400100 in main train.c:10 (/usr/bin/train+0x400100)\n"
+        "\n"
+        "SUMMARY: vramtrace: 12.0 MiB alive in 2 allocations from 2 stacks.\n";
+    ASSERT_STR_EQ(out, want);
+}
+
+TEST(cli_leaks_of_clean_run_says_none)
+{
+    struct gen g = gen_begin();
+    vt_event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
+    e->addr = 0x1000; e->size = 512;
+    e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 200);
+    e->addr = 0x1000; e->size = 512;
+    const char *p = write_snap(g.s, "clean.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(out, "SUMMARY: vramtrace: no allocations alive at the snapshot.\n");
+}
+
+TEST(cli_json_is_valid_and_complete)
+{
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    char args[1024];
+    snprintf(args, sizeof args, "json '%s' --events", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":1,");
+    ASSERT_STR_CONTAINS(out, "\"host\":\"node-7\"");
+    ASSERT_STR_CONTAINS(out, "\"str\":\"weights \\\"w\\\"\\n\"");
+    ASSERT_STR_CONTAINS(out, "\"peak_allocated\":13631488,\"peak_allocated_seq\":18");
+    ASSERT_STR_CONTAINS(out, "\"flags\":[\"alive\",\"pending_free\"],\"streams\":[\"0x99\"]");
+    ASSERT_STR_CONTAINS(out, "\"kind\":\"STREAM_USE\"");
+    /* a real JSON parser agrees, when python3 is around */
+    if (system("command -v python3 >/dev/null 2>&1") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                 "assert len(d[\"events\"])==15 and len(d[\"lifetimes\"])==5 and "
+                 "d[\"devices\"][0][\"final_allocated\"]==12*2**20' '%s/stdout'", dir);
+        ASSERT_EQ(system(cmd), 0);
+    }
+    /* without --events: no events list */
+    snprintf(args, sizeof args, "json '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT(strstr(out, "\"events\":[") == NULL);
+}
+
+TEST(cli_bad_input_exits_nonzero_with_one_message)
+{
+    char args[512];
+    ASSERT_EQ(run("summary /nonexistent.vtsnap"), 1);
+    ASSERT_STR_EQ(out, "");
+    ASSERT_STR_CONTAINS(errout, "vramtrace summary: /nonexistent.vtsnap: cannot open");
+    write_snap(gen_small(), "x");   /* creates dir */
+    char path[256];
+    snprintf(path, sizeof path, "%s/garbage.vtsnap", dir);
+    FILE *f = fopen(path, "w");
+    fputs("hello, not a snapshot\n", f);
+    fclose(f);
+    const char *cmds[] = { "summary", "leaks", "json" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "%s '%s'", cmds[i], path);
+        ASSERT_EQ(run(args), 1);
+        ASSERT_STR_CONTAINS(errout, "not a vramtrace snapshot");
+        ASSERT_EQ(strchr(errout, '\n') - errout + 1, (long)strlen(errout)); /* one line */
+        snprintf(args, sizeof args, "%s", cmds[i]);
+        ASSERT_EQ(run(args), 2);
+        ASSERT_STR_CONTAINS(errout, "missing FILE");
+        snprintf(args, sizeof args, "%s --bogus x", cmds[i]);
+        ASSERT_EQ(run(args), 2);
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        ASSERT_EQ(run(args), 0);
+        ASSERT_STR_CONTAINS(out, "usage: vramtrace ");
+    }
+}
+
+TEST(cli_summary_of_training_loop)
+{
+    const char *p = write_snap(gen_training(50000, 3), "train.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "top call sites by bytes at peak");
+    ASSERT_STR_CONTAINS(out, "layer");
+    ASSERT_STR_CONTAINS(out, "_fwd model.cc:");
+}
+
+TEST_MAIN()

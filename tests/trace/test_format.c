@@ -1,0 +1,610 @@
+/*
+ * tests/trace/test_format.c - the .vtsnap writer and reader: round trips,
+ * every kind of damage rejected with a message naming the section, version
+ * rules, and the size/speed targets on a training-like loop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <zstd.h>
+
+#include "harness.h"
+#include "checksum.h"
+#include "snapfile.h"
+#include "snapfile_encode.h"
+#include "varint.h"
+#include "test_format_gen.h"
+
+static char err[1024];
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void tmpdir(char *out, size_t n)
+{
+    snprintf(out, n, "/tmp/vt-test-format-XXXXXX");
+    ASSERT(mkdtemp(out) != NULL);
+}
+
+static void *encode(const vt_snapshot *s, size_t *size)
+{
+    void *data;
+    int rc = vt__snapfile_encode(s, &data, size, err, sizeof err);
+    ASSERT_MSG(rc == 0, "encode failed: %s", err);
+    return data;
+}
+
+/* ---- field-by-field comparison ------------------------------------------ */
+
+static void same_snapshot(const vt_snapshot *a, const vt_snapshot *b)
+{
+    ASSERT_EQ(b->meta.format_version, VT_FORMAT_VERSION);
+    ASSERT_EQ(a->meta.pid, b->meta.pid);
+    ASSERT_EQ(a->meta.rank, b->meta.rank);
+    ASSERT_STR_EQ(vt_snapshot_string(a, a->meta.host), vt_snapshot_string(b, b->meta.host));
+    ASSERT_EQ(a->meta.host, b->meta.host);
+    ASSERT_EQ(a->meta.command_line, b->meta.command_line);
+    ASSERT_EQ(a->meta.config, b->meta.config);
+    ASSERT_EQ(a->meta.library_version, b->meta.library_version);
+    ASSERT_EQ(a->meta.clock_base_monotonic_ns, b->meta.clock_base_monotonic_ns);
+    ASSERT_EQ(a->meta.clock_base_realtime_ns, b->meta.clock_base_realtime_ns);
+    ASSERT_EQ(a->meta.snapshot_time_ns, b->meta.snapshot_time_ns);
+    ASSERT_EQ(a->meta.events_recorded, b->meta.events_recorded);
+    ASSERT_EQ(a->meta.events_overwritten, b->meta.events_overwritten);
+    ASSERT_EQ(a->meta.stacks_dropped, b->meta.stacks_dropped);
+
+    ASSERT_EQ(a->nstrings, b->nstrings);
+    for (size_t i = 0; i < a->nstrings; i++)
+        ASSERT_STR_EQ(vt_snapshot_string(a, (uint32_t)i), vt_snapshot_string(b, (uint32_t)i));
+    ASSERT_EQ(a->ndevices, b->ndevices);
+    for (size_t i = 0; i < a->ndevices; i++) {
+        ASSERT_EQ(a->devices[i].ordinal, b->devices[i].ordinal);
+        ASSERT_EQ(a->devices[i].name, b->devices[i].name);
+        ASSERT_EQ(a->devices[i].total_bytes, b->devices[i].total_bytes);
+    }
+    ASSERT_EQ(a->nframes, b->nframes);
+    for (size_t i = 0; i < a->nframes; i++) {
+        const vt_frame *x = &a->frames[i], *y = &b->frames[i];
+        ASSERT_EQ(x->ip, y->ip);
+        ASSERT_EQ(x->module_offset, y->module_offset);
+        ASSERT_EQ(x->module, y->module);
+        ASSERT_EQ(x->build_id, y->build_id);
+        ASSERT_EQ(x->function, y->function);
+        ASSERT_EQ(x->file, y->file);
+        ASSERT_EQ(x->line, y->line);
+    }
+    ASSERT_EQ(a->nstack_nodes, b->nstack_nodes);
+    for (size_t i = 0; i < a->nstack_nodes; i++) {
+        ASSERT_EQ(a->stack_nodes[i].parent, b->stack_nodes[i].parent);
+        ASSERT_EQ(a->stack_nodes[i].frame, b->stack_nodes[i].frame);
+    }
+    ASSERT_EQ(a->nsegments, b->nsegments);
+    for (size_t i = 0; i < a->nsegments; i++) {
+        const vt_segment *x = &a->segments[i], *y = &b->segments[i];
+        ASSERT_EQ(x->addr, y->addr);
+        ASSERT_EQ(x->size, y->size);
+        ASSERT_EQ(x->stream, y->stream);
+        ASSERT_EQ(x->first_block, y->first_block);
+        ASSERT_EQ(x->nblocks, y->nblocks);
+        ASSERT_EQ(x->device, y->device);
+        ASSERT_EQ(x->pool, y->pool);
+    }
+    ASSERT_EQ(a->nblocks, b->nblocks);
+    for (size_t i = 0; i < a->nblocks; i++) {
+        const vt_block *x = &a->blocks[i], *y = &b->blocks[i];
+        ASSERT_EQ(x->addr, y->addr);
+        ASSERT_EQ(x->size, y->size);
+        ASSERT_EQ(x->req_size, y->req_size);
+        ASSERT_EQ(x->stream, y->stream);
+        ASSERT_EQ(x->alloc_seq, y->alloc_seq);
+        ASSERT_EQ(x->stack, y->stack);
+        ASSERT_EQ(x->state, y->state);
+    }
+    ASSERT_EQ(a->nevents, b->nevents);
+    for (size_t i = 0; i < a->nevents; i++) {
+        const vt_event *x = &a->events[i], *y = &b->events[i];
+        ASSERT_EQ(x->seq, y->seq);
+        ASSERT_EQ(x->time_ns, y->time_ns);
+        ASSERT_EQ(x->stream, y->stream);
+        ASSERT_EQ(x->addr, y->addr);
+        ASSERT_EQ(x->req_size, y->req_size);
+        ASSERT_EQ(x->size, y->size);
+        ASSERT_EQ(x->aux, y->aux);
+        ASSERT_EQ(x->aux2, y->aux2);
+        ASSERT_EQ(x->thread, y->thread);
+        ASSERT_EQ(x->stack, y->stack);
+        ASSERT_EQ(x->str, y->str);
+        ASSERT_EQ(x->kind, y->kind);
+        ASSERT_EQ(x->device, y->device);
+    }
+}
+
+TEST(crc32c_matches_the_standard_check_value)
+{
+    ASSERT_EQ(vt__crc32c(0, "123456789", 9), 0xE3069283u);
+    ASSERT_EQ(vt__crc32c(vt__crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
+}
+
+TEST(round_trip_small_snapshot_keeps_every_field)
+{
+    vt_snapshot *s = gen_small();
+    char dir[64], path[128];
+    tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/small.vtsnap", dir);
+    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt_snapshot *r;
+    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    same_snapshot(s, r);
+    /* stack accessor: innermost first */
+    const vt_frame *fr[8];
+    size_t n = vt_snapshot_stack_frames(r, r->events[3].stack, fr, 8);
+    ASSERT_EQ(n, 3);
+    ASSERT_STR_EQ(vt_snapshot_string(r, fr[0]->function), "cudaMalloc");
+    ASSERT_STR_EQ(vt_snapshot_string(r, fr[1]->function), "forward");
+    ASSERT_STR_EQ(vt_snapshot_string(r, fr[2]->function), "main");
+    ASSERT_STR_EQ(vt_snapshot_string(r, 999999), "");
+    /* no temporary file left behind */
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int files = 0;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            files++;
+            ASSERT(strstr(de->d_name, ".tmp") == NULL);
+        }
+    closedir(d);
+    ASSERT_EQ(files, 1);
+    unlink(path);
+    rmdir(dir);
+    vt_snapshot_free(r);
+    vt_snapshot_free(s);
+}
+
+TEST(round_trip_empty_snapshot)
+{
+    vt_snapshot *s = calloc(1, sizeof *s);
+    size_t size;
+    void *data = encode(s, &size);
+    vt_snapshot *r;
+    ASSERT_MSG(vt_snapfile_decode(data, size, "empty", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->nstrings, 1);       /* string 0 always exists */
+    ASSERT_EQ(r->nstack_nodes, 1);   /* so does the root */
+    ASSERT_EQ(r->nevents, 0);
+    ASSERT_STR_EQ(vt_snapshot_string(r, 0), "");
+    free(data);
+    vt_snapshot_free(r);
+    vt_snapshot_free(s);
+}
+
+TEST(round_trip_training_loop_with_extreme_values)
+{
+    vt_snapshot *s = gen_training(20000, 7);
+    /* edge values every encoder must survive */
+    vt_event *e = &s->events[5];
+    e->addr = UINT64_MAX; e->size = UINT64_MAX; e->req_size = 0; e->time_ns = 0;
+    e->stream = UINT64_MAX - 1; e->aux = UINT64_MAX; e->aux2 = 1ull << 63;
+    e->thread = UINT32_MAX; e->device = -1;
+    s->events[6].time_ns = UINT64_MAX;
+    s->events[s->nevents - 1].seq = UINT64_MAX;
+    size_t size;
+    void *data = encode(s, &size);
+    vt_snapshot *r;
+    ASSERT_MSG(vt_snapfile_decode(data, size, "t", &r, err, sizeof err) == 0, "%s", err);
+    same_snapshot(s, r);
+    free(data);
+    vt_snapshot_free(r);
+    vt_snapshot_free(s);
+}
+
+/* ---- damage ------------------------------------------------------------- */
+
+/* Offset and size of the stored bytes of section `id` in an encoded file. */
+static void find_section(const unsigned char *d, uint32_t id, uint64_t *off, uint64_t *len)
+{
+    uint64_t toff = vt__rd_le(d + 24, 8);
+    uint32_t n = (uint32_t)vt__rd_le(d + 32, 4);
+    for (uint32_t i = 0; i < n; i++) {
+        const unsigned char *e = d + toff + 48 * i;
+        if (vt__rd_le(e, 4) == id) {
+            *off = vt__rd_le(e + 8, 8);
+            *len = vt__rd_le(e + 16, 8);
+            return;
+        }
+    }
+    HARNESS_FAIL("no section %u", id);
+}
+
+static void expect_reject(const void *d, size_t n, const char *needle)
+{
+    vt_snapshot *r = NULL;
+    int rc = vt_snapfile_decode(d, n, "bad.vtsnap", &r, err, sizeof err);
+    ASSERT_MSG(rc < 0, "accepted a damaged file (expected: %s)", needle);
+    ASSERT(r == NULL);
+    ASSERT_STR_CONTAINS(err, "bad.vtsnap: ");
+    ASSERT_STR_CONTAINS(err, needle);
+    ASSERT(strchr(err, '\n') == NULL);
+}
+
+TEST(flipped_byte_in_every_section_is_rejected_naming_it)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    static const char *names[] = { "", "meta", "strings", "frames", "stacks", "state", "events" };
+    for (uint32_t id = 1; id <= 6; id++) {
+        uint64_t off, len;
+        find_section(data, id, &off, &len);
+        ASSERT_GT(len, 0);
+        size_t at = (size_t)(off + len / 2);
+        data[at] ^= 0x10;
+        char want[64];
+        snprintf(want, sizeof want, "section '%s' at byte offset %llu: checksum mismatch",
+                 names[id], (unsigned long long)off);
+        expect_reject(data, size, want);
+        data[at] ^= 0x10;
+    }
+    /* header and table too */
+    data[20] ^= 1;
+    expect_reject(data, size, "header at byte offset 0: checksum mismatch");
+    data[20] ^= 1;
+    data[64 + 5] ^= 1;
+    expect_reject(data, size, "section table at byte offset 64: checksum mismatch");
+    data[64 + 5] ^= 1;
+    vt_snapshot *r;
+    ASSERT(vt_snapfile_decode(data, size, "ok", &r, err, sizeof err) == 0);
+    vt_snapshot_free(r);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(truncated_file_is_rejected)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    expect_reject(data, size - 1, "the file is truncated");
+    expect_reject(data, 40, "the file is truncated");
+    expect_reject(data, 10, "the file is truncated");
+    expect_reject(data, 0, "not a vramtrace snapshot");
+    /* a file on disk cut short */
+    char dir[64], path[128];
+    tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/cut.vtsnap", dir);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    ASSERT(write(fd, data, size / 2) == (ssize_t)(size / 2));
+    close(fd);
+    vt_snapshot *r;
+    ASSERT(vt_snapfile_read(path, &r, err, sizeof err) < 0);
+    ASSERT_STR_CONTAINS(err, path);
+    ASSERT_STR_CONTAINS(err, "truncated");
+    unlink(path);
+    rmdir(dir);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(future_major_version_is_rejected)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    data[8] = 2;
+    data[9] = 0;
+    expect_reject(data, size, "written by a newer vramtrace (format 2.x); this reader "
+                              "understands 1.x");
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(file_that_is_not_a_snapshot_is_rejected)
+{
+    const char *text = "{\"this\": \"is json\"}\n";
+    expect_reject(text, strlen(text), "not a vramtrace snapshot");
+    vt_snapshot *r;
+    ASSERT(vt_snapfile_read("/nonexistent/x.vtsnap", &r, err, sizeof err) == -ENOENT);
+    ASSERT_STR_CONTAINS(err, "/nonexistent/x.vtsnap: cannot open");
+    ASSERT(vt_snapfile_read("/tmp", &r, err, sizeof err) < 0);
+    ASSERT_STR_CONTAINS(err, "not a regular file");
+}
+
+/* Rebuild a file from (id, flags, raw bytes) sections, all stored
+ * uncompressed, with a chosen minor version: lets tests craft content that
+ * the writer would refuse. */
+struct raw_section { uint32_t id; unsigned char *raw; size_t n; uint64_t count; };
+
+static void unpack(const unsigned char *d, struct raw_section out[6])
+{
+    uint64_t toff = vt__rd_le(d + 24, 8);
+    for (uint32_t i = 0; i < 6; i++) {
+        const unsigned char *e = d + toff + 48 * i;
+        out[i].id = (uint32_t)vt__rd_le(e, 4);
+        uint64_t off = vt__rd_le(e + 8, 8), st = vt__rd_le(e + 16, 8);
+        out[i].n = (size_t)vt__rd_le(e + 24, 8);
+        out[i].count = vt__rd_le(e + 32, 8);
+        out[i].raw = malloc(out[i].n + 1);
+        ASSERT_EQ(ZSTD_decompress(out[i].raw, out[i].n, d + off, st), out[i].n);
+    }
+}
+
+static unsigned char *repack(struct raw_section *secs, size_t nsec, unsigned minor, size_t *size)
+{
+    vt__buf tab = { 0 }, body = { 0 };
+    uint64_t off = 64 + 48 * nsec;
+    for (size_t i = 0; i < nsec; i++) {
+        vt__put_le(&tab, secs[i].id, 4);
+        vt__put_le(&tab, 0, 4);
+        vt__put_le(&tab, off, 8);
+        vt__put_le(&tab, secs[i].n, 8);
+        vt__put_le(&tab, secs[i].n, 8);
+        vt__put_le(&tab, secs[i].count, 8);
+        vt__put_le(&tab, vt__crc32c(0, secs[i].raw, secs[i].n), 4);
+        vt__put_le(&tab, 0, 4);
+        vt__put_bytes(&body, secs[i].raw, secs[i].n);
+        off += secs[i].n;
+    }
+    vt__buf h = { 0 };
+    vt__put_bytes(&h, VT_FILE_MAGIC, 8);
+    vt__put_le(&h, 1, 2);
+    vt__put_le(&h, minor, 2);
+    vt__put_le(&h, 64, 4);
+    vt__put_le(&h, off, 8);
+    vt__put_le(&h, 64, 8);
+    vt__put_le(&h, nsec, 4);
+    vt__put_le(&h, 48, 4);
+    vt__put_le(&h, vt__crc32c(0, tab.p, tab.n), 4);
+    vt__put_le(&h, 0, 8);
+    vt__put_le(&h, 0, 8);
+    vt__put_le(&h, vt__crc32c(0, h.p, h.n), 4);
+    vt__put_bytes(&h, tab.p, tab.n);
+    vt__put_bytes(&h, body.p, body.n);
+    free(tab.p);
+    free(body.p);
+    *size = h.n;
+    return h.p;
+}
+
+static struct raw_section *by_id(struct raw_section *secs, uint32_t id)
+{
+    for (int i = 0; i < 6; i++)
+        if (secs[i].id == id)
+            return &secs[i];
+    HARNESS_FAIL("no section %u", id);
+}
+
+TEST(newer_minor_version_unknown_section_is_skipped)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[7];
+    unpack(data, secs);
+    secs[6] = (struct raw_section){ 99, (unsigned char *)strdup("future stuff"), 12, 1 };
+    /* trailing metadata bytes are future fields too */
+    struct raw_section *m = by_id(secs, VT_SECTION_META);
+    m->raw = realloc(m->raw, m->n + 3);
+    memcpy(m->raw + m->n, "\x01\x02\x03", 3);
+    m->n += 3;
+    size_t n2;
+    unsigned char *f = repack(secs, 7, VT_FORMAT_MINOR + 1, &n2);
+    vt_snapshot *r;
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "minor", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, (1u << 16) | (VT_FORMAT_MINOR + 1));
+    r->meta.format_version = VT_FORMAT_VERSION;
+    same_snapshot(s, r);
+    vt_snapshot_free(r);
+    for (int i = 0; i < 7; i++)
+        free(secs[i].raw);
+    free(f);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+/* Damage inside a section whose checksum is right: index checks catch it. */
+TEST(bad_indexes_are_rejected_naming_section)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    size_t n2;
+    unsigned char *f;
+
+    /* a stack node whose parent comes after it: first node encodes i - parent
+     * = 1; make it 0 */
+    unpack(data, secs);
+    by_id(secs, VT_SECTION_STACKS)->raw[0] = 0;
+    f = repack(secs, 6, 0, &n2);
+    expect_reject(f, n2, "section 'stacks'");
+    ASSERT_STR_CONTAINS(err, "does not precede it");
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+
+    /* an event of unknown kind (kind column starts after n, ncols, 15 lengths) */
+    unpack(data, secs);
+    struct raw_section *ev = by_id(secs, VT_SECTION_EVENTS);
+    vt__cur c = vt__cur_make(ev->raw, ev->n);
+    for (int i = 0; i < 2 + VT_COL_COUNT; i++)
+        vt__get_varint(&c);
+    ev->raw[vt__cur_off(&c) + 2] = 13; /* reserved kind */
+    f = repack(secs, 6, 0, &n2);
+    expect_reject(f, n2, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "unknown kind 13");
+    free(f);
+    /* the same kind in a file of a newer minor version is accepted */
+    f = repack(secs, 6, VT_FORMAT_MINOR + 1, &n2);
+    vt_snapshot *r;
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->events[2].kind, 13);
+    vt_snapshot_free(r);
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+
+    /* blocks not tiling their segment: first segment's first block size is at
+     * a known place: after nseg, nblk, addr delta, size, stream, device, pool,
+     * nblocks */
+    unpack(data, secs);
+    struct raw_section *st = by_id(secs, VT_SECTION_STATE);
+    c = vt__cur_make(st->raw, st->n);
+    for (int i = 0; i < 6; i++)
+        vt__get_varint(&c);
+    vt__get_u8(&c);
+    vt__get_varint(&c);
+    /* first block size is 8 MiB = varint 80 80 80 04; make it 4 MiB */
+    ASSERT_EQ(st->raw[vt__cur_off(&c) + 3], 4);
+    st->raw[vt__cur_off(&c) + 3] = 2;
+    f = repack(secs, 6, 0, &n2);
+    expect_reject(f, n2, "section 'state'");
+    ASSERT_STR_CONTAINS(err, "cover");
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+
+    /* a frame naming a string that does not exist: count strings down by
+     * removing the last ones from the table's count */
+    unpack(data, secs);
+    by_id(secs, VT_SECTION_STRINGS)->count = 3;
+    f = repack(secs, 6, 0, &n2);
+    expect_reject(f, n2, "section 'strings'");
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(writer_refuses_inconsistent_snapshots)
+{
+    vt_snapshot *s = gen_small();
+    void *d;
+    size_t n;
+    s->events[3].stack = 1000;
+    ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "event 3 names stack 1000");
+    s->events[3].stack = 0;
+    s->blocks[0].size -= 1;
+    ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "does not tile");
+    s->blocks[0].size += 1;
+    s->events[4].seq = s->events[3].seq;
+    ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "strictly increase");
+    ASSERT(vt_snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -EINVAL);
+    s->events[4].seq = s->events[3].seq + 1;
+    ASSERT(vt_snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -ENOENT);
+    ASSERT_STR_CONTAINS(err, "cannot create");
+    vt_snapshot_free(s);
+}
+
+/* Every single-byte flip and every truncation of a small file is rejected
+ * (everything is under a CRC) and never crashes; run under ASan/UBSan too. */
+TEST(mutations_at_every_offset_are_rejected_without_crash)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    unsigned char *copy = malloc(size);
+    uint64_t rnd = 12345;
+    for (size_t off = 0; off < size; off++) {
+        memcpy(copy, data, size);
+        copy[off] ^= (unsigned char)(1u << (gen_rand(&rnd) % 8));
+        vt_snapshot *r = NULL;
+        int rc = vt_snapfile_decode(copy, size, "m", &r, err, sizeof err);
+        ASSERT_MSG(rc < 0, "flip at %zu accepted", off);
+        ASSERT(err[0] != 0);
+        copy[off] = data[off];
+        r = NULL;
+        rc = vt_snapfile_decode(copy, off, "m", &r, err, sizeof err);
+        ASSERT_MSG(rc < 0, "truncation to %zu accepted", off);
+    }
+    /* random multi-byte garbage after a valid header */
+    for (int k = 0; k < 2000; k++) {
+        memcpy(copy, data, size);
+        for (int j = 0; j < 4; j++)
+            copy[64 + gen_rand(&rnd) % (size - 64)] = (unsigned char)gen_rand(&rnd);
+        vt_snapshot *r = NULL;
+        if (vt_snapfile_decode(copy, size, "m", &r, err, sizeof err) == 0)
+            vt_snapshot_free(r);
+    }
+    free(copy);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+/* Structural mutation of decoded content under valid CRCs: the decoders'
+ * own bounds and index checks, not the checksums, must stop these. */
+TEST(mutations_inside_sections_never_crash)
+{
+    vt_snapshot *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    uint64_t rnd = 777;
+    int rejected = 0;
+    for (int k = 0; k < 3000; k++) {
+        struct raw_section secs[6];
+        unpack(data, secs);
+        struct raw_section *t = &secs[gen_rand(&rnd) % 6];
+        int what = (int)(gen_rand(&rnd) % 4);
+        if (t->n && what < 2)
+            t->raw[gen_rand(&rnd) % t->n] ^= (unsigned char)(1 + gen_rand(&rnd) % 255);
+        else if (t->n && what == 2)
+            t->n = gen_rand(&rnd) % t->n;
+        else
+            t->count += (gen_rand(&rnd) % 5) - 2;
+        size_t n2;
+        unsigned char *f = repack(secs, 6, 0, &n2);
+        vt_snapshot *r = NULL;
+        if (vt_snapfile_decode(f, n2, "m", &r, err, sizeof err) == 0)
+            vt_snapshot_free(r);
+        else
+            rejected++;
+        free(f);
+        for (int i = 0; i < 6; i++) free(secs[i].raw);
+    }
+    ASSERT_GT(rejected, 1000);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+/* ---- size and speed ----------------------------------------------------- */
+
+TEST(one_million_training_events_small_and_fast)
+{
+    const size_t N = 1000000;
+    vt_snapshot *s = gen_training(N, 99);
+    char dir[64], path[128];
+    tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/big.vtsnap", dir);
+    double t0 = now_s();
+    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    double t1 = now_s();
+    vt_snapshot *r;
+    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    double t2 = now_s();
+    struct stat st;
+    ASSERT(stat(path, &st) == 0);
+    double bpe = (double)st.st_size / (double)s->nevents;
+    printf("%zu events: %lld bytes (%.2f bytes/event), write %.3f s, read %.3f s\n",
+           s->nevents, (long long)st.st_size, bpe, t1 - t0, t2 - t1);
+    ASSERT_EQ(r->nevents, s->nevents);
+    for (size_t i = 0; i < N; i += 997)
+        ASSERT(r->events[i].addr == s->events[i].addr && r->events[i].time_ns == s->events[i].time_ns);
+    ASSERT_MSG(bpe <= 8.0, "%.2f bytes per event", bpe);
+    /* targets are 1 s each on the 2-core dev box; leave slack for sanitizers
+     * and loaded CI machines */
+    double limit = getenv("VT_SLOW_OK") ? 30.0 : 3.0;
+    ASSERT_MSG(t1 - t0 < limit, "write took %.3f s", t1 - t0);
+    ASSERT_MSG(t2 - t1 < limit, "read took %.3f s", t2 - t1);
+    unlink(path);
+    rmdir(dir);
+    vt_snapshot_free(r);
+    vt_snapshot_free(s);
+}
+
+TEST_MAIN()

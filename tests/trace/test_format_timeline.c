@@ -1,0 +1,192 @@
+/*
+ * tests/trace/test_format_timeline.c - timeline reconstruction: lifetimes,
+ * allocations from before the retained window, segments, curves, lookups.
+ */
+#include <time.h>
+
+#include "harness.h"
+#include "timeline.h"
+#include "test_format_gen.h"
+
+static char err[512];
+
+static const vt_lifetime *at_addr(const vt_timeline *tl, uint64_t addr, int nth)
+{
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        if (tl->lifetimes[i].addr == addr && nth-- == 0)
+            return &tl->lifetimes[i];
+    HARNESS_FAIL("no lifetime at 0x%llx", (unsigned long long)addr);
+}
+
+TEST(timeline_small_lifetimes_and_window)
+{
+    vt_snapshot *s = gen_small();
+    vt_timeline *tl;
+    ASSERT_MSG(vt_timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(tl->nlifetimes, 5);
+    /* before-window ones come first */
+    ASSERT(tl->lifetimes[0].flags & VT_LT_BEFORE_WINDOW);
+    ASSERT(tl->lifetimes[1].flags & VT_LT_BEFORE_WINDOW);
+    ASSERT(!(tl->lifetimes[2].flags & VT_LT_BEFORE_WINDOW));
+
+    const vt_lifetime *old = at_addr(tl, 0x7000, 0);     /* freed in window, alloc unknown */
+    ASSERT_EQ(old->flags, VT_LT_BEFORE_WINDOW);
+    ASSERT_EQ(old->alloc_event, VT_TL_NONE);
+    ASSERT_EQ(old->free_event, 0);
+    ASSERT_EQ(old->size, 1 * MiB);
+
+    const vt_lifetime *a1 = at_addr(tl, 0x10000000, 0);  /* from the state only */
+    ASSERT_EQ(a1->flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);
+    ASSERT_EQ(a1->alloc_seq, 3);
+    ASSERT_EQ(a1->req_size, 8 * MiB - 100);
+    ASSERT_EQ(a1->alloc_stack, s->blocks[0].stack);
+
+    const vt_lifetime *a2 = at_addr(tl, 0x10000000 + 8 * MiB, 0);
+    ASSERT_EQ(a2->flags, VT_LT_ALIVE);
+    ASSERT_EQ(a2->alloc_seq, 13);
+    ASSERT_EQ(a2->alloc_event, 3);
+
+    const vt_lifetime *b1 = at_addr(tl, 0x20000000, 0);  /* pending free at the end */
+    ASSERT_EQ(b1->flags, VT_LT_ALIVE | VT_LT_PENDING_FREE);
+    ASSERT_EQ(b1->free_seq, 17);
+    ASSERT_EQ(b1->release_event, VT_TL_NONE);
+    ASSERT_EQ(b1->nstreams, 1);
+    ASSERT_EQ(tl->streams[b1->first_stream], 0x99);
+    ASSERT_EQ(b1->device, 1);
+
+    const vt_lifetime *tmp = at_addr(tl, 0x10000000 + 12 * MiB, 0);
+    ASSERT_EQ(tmp->flags, 0);
+    ASSERT_EQ(tmp->release_seq, 19);
+    ASSERT_EQ(tmp->free_stack, s->events[9].stack);
+
+    /* event -> lifetime */
+    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 5), b1);   /* STREAM_USE */
+    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 7), b1);   /* FREE_REQUESTED */
+    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 1), NULL); /* MARK */
+    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 99), NULL);
+
+    /* segments: A from state, B in window, a short-lived third */
+    ASSERT_EQ(tl->nsegments, 3);
+    ASSERT_EQ(tl->segments[0].addr, 0x10000000);
+    ASSERT_EQ(tl->segments[0].flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);
+    ASSERT_EQ(tl->segments[0].state_segment, 0);
+    const vt_segment_span *sb = vt_timeline_event_segment(tl, s, 2);
+    ASSERT(sb && sb->addr == 0x20000000 && sb->flags == VT_LT_ALIVE && sb->state_segment == 1);
+    const vt_segment_span *sc = vt_timeline_event_segment(tl, s, 13);
+    ASSERT(sc && sc->free_seq == 24 && !(sc->flags & VT_LT_ALIVE));
+
+    /* marks and counts */
+    ASSERT_EQ(tl->nmarks, 1);
+    ASSERT_EQ(tl->marks[0].seq, 11);
+    ASSERT_EQ(tl->kind_counts[VT_EV_ALLOC], 3);
+    ASSERT_EQ(tl->kind_counts[VT_EV_OOM], 1);
+    ASSERT_EQ(tl->first_seq, 10);
+    ASSERT_EQ(tl->last_seq, 24);
+
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+}
+
+TEST(timeline_curves_start_at_before_window_bytes)
+{
+    vt_snapshot *s = gen_small();
+    vt_timeline *tl;
+    ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
+    ASSERT_EQ(tl->ndevices, 2);
+    const vt_tl_device *d0 = vt_timeline_device(tl, 0), *d1 = vt_timeline_device(tl, 1);
+    ASSERT(d0 && d1 && !vt_timeline_device(tl, 5));
+    ASSERT_EQ(d0->initial_allocated, 9 * MiB);
+    ASSERT_EQ(d0->initial_reserved, 20 * MiB);
+    ASSERT_EQ(d0->peak_allocated, 13 * MiB);
+    ASSERT_EQ(d0->points[d0->peak_allocated_point].seq, 18);
+    ASSERT_EQ(d0->final_allocated, 12 * MiB);
+    ASSERT_EQ(d0->peak_reserved, 22 * MiB);
+    ASSERT_EQ(d0->final_reserved, 20 * MiB);
+    /* points: initial, free@10, alloc@13, alloc@18, free@19, seg@23, seg@24 */
+    ASSERT_EQ(d0->npoints, 7);
+    ASSERT_EQ(d0->points[0].event, VT_TL_NONE);
+    ASSERT_EQ(d0->points[1].allocated, 8 * MiB);
+    ASSERT_EQ(d1->initial_allocated, 0);
+    ASSERT_EQ(d1->peak_allocated, 512 * 1024);
+    ASSERT_EQ(d1->final_allocated, 512 * 1024); /* pending free still counts */
+    ASSERT_EQ(d1->final_reserved, 2 * MiB);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+}
+
+TEST(timeline_pending_free_released_at_completion_and_lost_frees)
+{
+    struct gen g = gen_begin();
+    vt_event *e;
+    e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 100;
+    e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 20); e->addr = 0x1000; e->size = 100; e->aux = 1;
+    e = gen_ev(&g, VT_EV_ALLOC, 3, 30); e->addr = 0x2000; e->size = 50;
+    e = gen_ev(&g, VT_EV_FREE_COMPLETED, 4, 40); e->addr = 0x1000; e->size = 100;
+    /* 0x2000 allocated again without a recorded free */
+    e = gen_ev(&g, VT_EV_ALLOC, 5, 50); e->addr = 0x2000; e->size = 70;
+    /* plain free followed by a FREE_COMPLETED: linked, no double count */
+    e = gen_ev(&g, VT_EV_FREE_REQUESTED, 6, 60); e->addr = 0x2000; e->size = 70;
+    e = gen_ev(&g, VT_EV_FREE_COMPLETED, 7, 70); e->addr = 0x2000; e->size = 70;
+    vt_timeline *tl;
+    ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
+    ASSERT_EQ(tl->nlifetimes, 3);
+    const vt_lifetime *a = at_addr(tl, 0x1000, 0);
+    ASSERT_EQ(a->release_seq, 4);
+    ASSERT_EQ(a->complete_event, 3);
+    ASSERT_EQ(a->flags, 0);
+    const vt_lifetime *lost = at_addr(tl, 0x2000, 0);
+    ASSERT_EQ(lost->flags, VT_LT_FREE_LOST);
+    ASSERT_EQ(lost->release_seq, 5);
+    const vt_lifetime *c = at_addr(tl, 0x2000, 1);
+    ASSERT_EQ(c->release_seq, 6);
+    ASSERT_EQ(c->complete_event, 6);
+    const vt_tl_device *d = vt_timeline_device(tl, 0);
+    uint64_t want[] = { 0, 100, 150, 50, 70, 0 };   /* after 1, 3, 4, 5(+70-50), 6 */
+    ASSERT_EQ(d->npoints, 6);
+    for (int i = 0; i < 6; i++)
+        ASSERT_EQ(d->points[i].allocated, want[i]);
+    ASSERT_EQ(d->peak_allocated, 150);
+    /* find: by interior address, at a point in time */
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000 + 99, 0), a);
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000 + 100, 0), NULL);
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 3), NULL);     /* released at event 3 */
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 2), a);        /* pending: still allocated */
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000 + 60, 4), c);
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000 + 10, 3), lost);
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000, VT_TL_NONE), NULL);
+    vt_timeline_free(tl);
+    vt_snapshot_free(g.s);
+}
+
+TEST(timeline_of_one_million_events_is_fast)
+{
+    vt_snapshot *s = gen_training(1000000, 5);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    vt_timeline *tl;
+    ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("timeline of %zu events: %.3f s, %zu lifetimes\n", s->nevents, dt, tl->nlifetimes);
+    ASSERT_MSG(dt < (getenv("VT_SLOW_OK") ? 20.0 : 1.0), "took %.3f s", dt);
+    /* every allocation freed within its step except the last step's tail */
+    const vt_tl_device *d = vt_timeline_device(tl, 0);
+    ASSERT(d->peak_allocated > 0 && d->peak_allocated <= d->peak_reserved);
+    ASSERT_EQ(tl->kind_counts[VT_EV_MARK], tl->nmarks);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+}
+
+TEST(timeline_of_empty_snapshot)
+{
+    vt_snapshot *s = calloc(1, sizeof *s);
+    vt_timeline *tl;
+    ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
+    ASSERT_EQ(tl->nlifetimes, 0);
+    ASSERT_EQ(tl->ndevices, 0);
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0, 0), NULL);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+}
+
+TEST_MAIN()

@@ -1,0 +1,194 @@
+/*
+ * trace/timeline.h - the whole memory timeline reconstructed from a snapshot.
+ *
+ * A vt_snapshot holds raw events (ALLOC, FREE_REQUESTED, ...) plus the
+ * allocator's state at snapshot time. Every view wants the same derived
+ * picture: which allocation lived when, which segments existed when, how many
+ * bytes were allocated and reserved after each event. vt_timeline_build()
+ * computes it once, in O(n log n) for n events (hash maps for matching, one
+ * sort for the stream lists), so views never rescan events quadratically.
+ *
+ * Pure function of the snapshot: no allocator, no CUDA, no globals. The
+ * timeline keeps no pointer into the snapshot except what is documented
+ * (none): you may free the snapshot after the timeline, or before it.
+ *
+ * Matching rules (the ones every view then agrees on):
+ *  - An ALLOC opens a lifetime at its addr. A FREE_REQUESTED at the same addr
+ *    (same device or not: device addresses are unique under UVA) closes it.
+ *  - FREE_REQUESTED with aux = 1 (must wait for stream events) leaves the
+ *    bytes allocated until the matching FREE_COMPLETED; with aux = 0 the
+ *    bytes are released at the FREE_REQUESTED itself. A FREE_COMPLETED that
+ *    follows a plain free is linked to the lifetime but changes no counts.
+ *  - A FREE_REQUESTED with no open lifetime at its addr is an allocation made
+ *    before the retained window (events overwritten, or tracing started late):
+ *    it gets a lifetime flagged VT_LT_BEFORE_WINDOW whose alloc_* fields are
+ *    unknown (size/stack taken from the free event).
+ *  - Every ACTIVE block of the allocator-state section that no ALLOC in the
+ *    window explains is a lifetime alive at the end and allocated before the
+ *    window (VT_LT_ALIVE | VT_LT_BEFORE_WINDOW), with the block's stack and
+ *    alloc_seq. The same for segments of the state with no SEGMENT_ALLOC.
+ *  - An ALLOC at an addr whose previous lifetime is still open (the free was
+ *    not recorded) closes that lifetime with VT_LT_FREE_LOST at the new ALLOC.
+ *  - The bytes allocated/reserved before the first event are the sums of the
+ *    sizes of the VT_LT_BEFORE_WINDOW lifetimes / segment spans, per device,
+ *    so the step curves start at the right height.
+ *
+ * "allocated" counts block sizes (vt_event.size, the rounded size) of
+ * lifetimes that are allocated or pending free; "reserved" counts segment
+ * sizes (SEGMENT_ALLOC .. SEGMENT_FREE).
+ */
+#ifndef VT_TRACE_TIMELINE_H
+#define VT_TRACE_TIMELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+/* "No such event / lifetime / segment" in the uint32 index fields below. */
+#define VT_TL_NONE UINT32_MAX
+
+/* vt_lifetime.flags */
+enum vt_lifetime_flag {
+    VT_LT_ALIVE = 1u << 0,         /* still allocated (or pending free) at the snapshot */
+    VT_LT_BEFORE_WINDOW = 1u << 1, /* allocated before the first retained event */
+    VT_LT_PENDING_FREE = 1u << 2,  /* freed, waiting for stream events at the snapshot */
+    VT_LT_FREE_LOST = 1u << 3,     /* its free was never recorded (addr reused) */
+    VT_LT_FROM_STATE = 1u << 4,    /* reconstructed from the allocator-state section */
+};
+
+/* One allocation (block handed to the program) from alloc to free. */
+typedef struct vt_lifetime {
+    uint64_t addr;
+    uint64_t size;           /* block size (rounded) */
+    uint64_t req_size;       /* bytes asked for, 0 if unknown */
+    uint64_t stream;         /* allocating stream */
+    uint64_t alloc_seq;      /* 0 if unknown (before the window) */
+    uint64_t alloc_time_ns;  /* 0 if unknown */
+    uint64_t free_seq;       /* FREE_REQUESTED seq, 0 if never freed in the window */
+    uint64_t free_time_ns;   /* 0 if never freed */
+    uint64_t release_seq;    /* when the bytes stopped counting as allocated:
+                                free_seq for a plain free, FREE_COMPLETED seq for
+                                a pending one, 0 while alive/pending at the end */
+    uint64_t release_time_ns;/* likewise */
+    uint32_t alloc_stack;    /* stack id, 0 if none/unknown */
+    uint32_t free_stack;     /* stack id of the FREE_REQUESTED, 0 if none */
+    uint32_t alloc_event;    /* index into s->events, VT_TL_NONE if before window */
+    uint32_t free_event;     /* FREE_REQUESTED event index, VT_TL_NONE if none */
+    uint32_t complete_event; /* FREE_COMPLETED event index, VT_TL_NONE if none */
+    uint32_t release_event;  /* event at which the bytes stopped counting as
+                                allocated (see release_seq), VT_TL_NONE if never */
+    uint32_t first_stream;   /* its extra streams: tl->streams[first_stream ..
+                                first_stream + nstreams), sorted, unique */
+    uint32_t nstreams;       /* from STREAM_USE events (vt_record_stream) */
+    uint32_t flags;          /* enum vt_lifetime_flag */
+    int8_t device;
+} vt_lifetime;
+
+/* One segment (backend allocation) from SEGMENT_ALLOC to SEGMENT_FREE. */
+typedef struct vt_segment_span {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t stream;         /* from the state section when known, else 0 */
+    uint64_t alloc_seq;      /* 0 if before the window */
+    uint64_t alloc_time_ns;
+    uint64_t free_seq;       /* 0 if alive at the snapshot */
+    uint64_t free_time_ns;
+    uint32_t alloc_event;    /* VT_TL_NONE if before the window */
+    uint32_t free_event;     /* VT_TL_NONE if alive */
+    uint32_t state_segment;  /* index into s->segments if alive at the end, else VT_TL_NONE */
+    uint32_t flags;          /* VT_LT_ALIVE, VT_LT_BEFORE_WINDOW, VT_LT_FROM_STATE */
+    int8_t device;
+    uint8_t pool;            /* enum vt_pool (SEGMENT_ALLOC aux or the state) */
+} vt_segment_span;
+
+/* One step of a device's memory curve: the values right AFTER event `event`.
+ * The first point of each curve has event = VT_TL_NONE: the state before the
+ * first retained event (it carries that first event's seq and time). */
+typedef struct vt_tl_point {
+    uint64_t seq;            /* seq of the event (first point: first event's seq, or 0) */
+    uint64_t time_ns;        /* its time (first point: first event's time, or 0) */
+    uint64_t allocated;      /* bytes allocated on the device after it */
+    uint64_t reserved;       /* bytes reserved (segments) on the device after it */
+    uint32_t event;          /* index into s->events, VT_TL_NONE for the first point */
+} vt_tl_point;
+
+/* The curve and its extremes for one device. A point is added only for
+ * events that change allocated or reserved on this device. */
+typedef struct vt_tl_device {
+    int device;                 /* CUDA ordinal (-1 for host/unknown) */
+    vt_tl_point *points;        /* npoints >= 1, in event order */
+    size_t npoints;
+    uint64_t peak_allocated;    /* max allocated over the curve */
+    uint32_t peak_allocated_point; /* index into points of its FIRST occurrence */
+    uint64_t peak_reserved;     /* max reserved */
+    uint32_t peak_reserved_point;
+    uint64_t final_allocated;   /* at the snapshot (last point) */
+    uint64_t final_reserved;
+    uint64_t initial_allocated; /* before the window (first point) */
+    uint64_t initial_reserved;
+} vt_tl_device;
+
+/* A MARK event. */
+typedef struct vt_tl_mark {
+    uint64_t seq;
+    uint64_t time_ns;
+    uint32_t event;          /* index into s->events */
+    uint32_t label;          /* string index */
+} vt_tl_mark;
+
+typedef struct vt_timeline {
+    vt_lifetime *lifetimes;      size_t nlifetimes;  /* by alloc order: before-window
+                                                        ones (in event/state order) first,
+                                                        then in ALLOC order */
+    vt_segment_span *segments;   size_t nsegments;   /* same ordering rule */
+    vt_tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
+    vt_tl_mark *marks;           size_t nmarks;      /* in event order */
+    uint64_t *streams;           size_t nstreams;    /* backing store of lifetimes' streams */
+
+    /* For each event index: the lifetime (ALLOC, FREE_REQUESTED,
+     * FREE_COMPLETED, STREAM_USE) or segment span (SEGMENT_ALLOC,
+     * SEGMENT_FREE) it belongs to, VT_TL_NONE otherwise. nevents entries. */
+    uint32_t *event_owner;       size_t nevents;
+
+    uint64_t kind_counts[256];   /* events per kind (index = vt_event.kind) */
+    uint64_t first_seq, last_seq;        /* 0 when there are no events */
+    uint64_t first_time_ns, last_time_ns;
+
+    /* Lifetimes sorted by addr (then alloc order), for vt_timeline_find(). */
+    uint32_t *by_addr;
+    uint64_t max_lifetime_size;
+} vt_timeline;
+
+/* Build the timeline of `s`.
+ * @return 0 and *out (free with vt_timeline_free), or a negative errno
+ *         (-ENOMEM, -EOVERFLOW beyond 4G events/lifetimes) with a one-line
+ *         message in err. Inconsistent event streams never fail: they are
+ *         reconciled by the matching rules above. */
+int vt_timeline_build(const vt_snapshot *s, vt_timeline **out, char *err, size_t errlen);
+
+/* Release a timeline. NULL is fine. */
+void vt_timeline_free(vt_timeline *tl);
+
+/* The lifetime an event belongs to, or NULL (not an allocation event or out
+ * of range). For SEGMENT_* events use vt_timeline_event_segment(). */
+const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot *s,
+                                              size_t event_index);
+
+/* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
+const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot *s,
+                                                 size_t event_index);
+
+/* Is lifetime `l` counted as allocated right after event index `ev`?
+ * (ev = VT_TL_NONE asks about the state before the first event.) */
+int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev);
+
+/* The lifetime whose block [addr, addr+size) contains `addr` and which is
+ * allocated right after event `ev` (VT_TL_NONE: before the first event;
+ * tl->nevents - 1 or more: at the snapshot). NULL if none. O(log n + k). */
+const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev);
+
+/* The device curve of ordinal `device`, or NULL. */
+const vt_tl_device *vt_timeline_device(const vt_timeline *tl, int device);
+
+#endif /* VT_TRACE_TIMELINE_H */
