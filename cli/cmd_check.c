@@ -1,0 +1,174 @@
+/*
+ * cli/cmd_check.c - `vramtrace check FILE`: storages alive after their last
+ * use, and the chain of references that holds them (trace/check.h).
+ *
+ * Exit status: 0 clean, 1 something was flagged, 2 bad usage or a file that
+ * cannot be read (the reader's one-line message is printed).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "commands.h"
+#include "snapfile.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: vramtrace check FILE [--json] [--grace G] [--ignore PATTERN]...\n"
+        "                            [--rules LIST] [--top N] [--paths N]\n"
+        "\n"
+        "Flags every storage still alive after the last use of the tensors on it\n"
+        "(or, for a trace without tensor annotations, call sites that accumulate\n"
+        "never-freed memory or whose allocations outlive their siblings), with the\n"
+        "chain of references that keeps it alive. Findings are ranked by\n"
+        "bytes x seconds held.\n"
+        "\n"
+        "options:\n"
+        "  --json            the whole report as JSON on stdout (schema: trace/check.h)\n"
+        "  --grace G         how long a storage may outlive its last use:\n"
+        "                      Nsteps (or N)  N complete steps between marks\n"
+        "                      2.5s, 300ms    a fixed time\n"
+        "                      auto           default: with marks, max(1, its usual gap\n"
+        "                                     between uses) complete steps; without,\n"
+        "                                     max(1 s, 10x its median use gap, 5%% of\n"
+        "                                     the trace)\n"
+        "  --ignore PATTERN  skip storages whose tensor name or any function of the\n"
+        "                    allocation / last-use stack matches (fnmatch; repeatable)\n"
+        "  --rules LIST      linger,never-freed,outlier,all (default: linger when the\n"
+        "                    trace has tensor annotations, the two others otherwise)\n"
+        "  --top N           findings shown in the text report (default 20, 0 = all)\n"
+        "  --paths N         retention paths per finding (default 3)\n"
+        "  -h, --help        this help\n"
+        "\n"
+        "exit status: 0 nothing flagged, 1 findings, 2 bad usage or unreadable file\n");
+}
+
+/* "--opt VALUE" or "--opt=VALUE"; advances *i. NULL if not this option. */
+static const char *optval(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] != 0)
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_count(const char *v, size_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || x > 1000000000ull)
+        return -EINVAL;
+    *out = (size_t)x;
+    return 0;
+}
+
+int vt_cmd_check(int argc, char **argv)
+{
+    vt_check_options opt;
+    vt_check_options_init(&opt);
+    const char *path = NULL;
+    int json = 0;
+    size_t top = 20;
+    const char **ignore = calloc((size_t)(argc > 0 ? argc : 1), sizeof *ignore);
+    size_t nignore = 0;
+    int rc = 2;
+    if (!ignore) {
+        fprintf(stderr, "vramtrace check: out of memory\n");
+        return 2;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int missing = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            rc = 0;
+            goto out;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if ((v = optval(argc, argv, &i, "--grace", &missing))) {
+            if (vt_check_parse_grace(v, &opt) < 0) {
+                fprintf(stderr, "vramtrace check: bad --grace '%s' (want Nsteps, 2.5s, 300ms"
+                                " or auto)\n", v);
+                goto out;
+            }
+        } else if ((v = optval(argc, argv, &i, "--ignore", &missing))) {
+            ignore[nignore++] = v;
+        } else if ((v = optval(argc, argv, &i, "--rules", &missing))) {
+            if (vt_check_parse_rules(v, &opt.rules) < 0) {
+                fprintf(stderr, "vramtrace check: bad --rules '%s' (want a comma-separated"
+                                " list of linger, never-freed, outlier, all)\n", v);
+                goto out;
+            }
+        } else if ((v = optval(argc, argv, &i, "--top", &missing))) {
+            if (parse_count(v, &top) < 0) {
+                fprintf(stderr, "vramtrace check: bad --top '%s'\n", v);
+                goto out;
+            }
+        } else if ((v = optval(argc, argv, &i, "--paths", &missing))) {
+            size_t np;
+            if (parse_count(v, &np) < 0 || np == 0 || np > 64) {
+                fprintf(stderr, "vramtrace check: bad --paths '%s' (1..64)\n", v);
+                goto out;
+            }
+            opt.max_paths = (unsigned)np;
+        } else if (missing) {
+            fprintf(stderr, "vramtrace check: %s needs a value\n", a);
+            goto out;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "vramtrace check: unknown option '%s' (try vramtrace check --help)\n",
+                    a);
+            goto out;
+        } else if (path) {
+            fprintf(stderr, "vramtrace check: one FILE only ('%s' and '%s')\n", path, a);
+            goto out;
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "vramtrace check: missing FILE (try vramtrace check --help)\n");
+        goto out;
+    }
+    opt.ignore = ignore;
+    opt.nignore = nignore;
+
+    char err[512] = "";
+    vt_snapshot *s = NULL;
+    if (vt_snapfile_read(path, &s, err, sizeof err) < 0) {
+        fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
+        goto out;
+    }
+    vt_check_report *r = NULL;
+    if (vt_check_run(s, &opt, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "vramtrace check: %s\n", err);
+        vt_snapshot_free(s);
+        goto out;
+    }
+    int wrc = json ? vt_check_report_write_json(stdout, r, s)
+                   : vt_check_report_print(stdout, r, s, top);
+    if (wrc < 0) {
+        fprintf(stderr, "vramtrace check: cannot write the report\n");
+        rc = 2;
+    } else {
+        rc = r->nfindings ? 1 : 0;
+    }
+    vt_check_report_free(r);
+    vt_snapshot_free(s);
+out:
+    free(ignore);
+    return rc;
+}

@@ -1,0 +1,250 @@
+/* tests/check/synth.h - build synthetic snapshots in memory for the checker.
+ *
+ * A `synth` owns a vt_snapshot whose arrays it grows as events are added.
+ * Every event gets the next seq (from 1) and advances the clock by `dt`
+ * (default 1 ms); synth_tick() moves the clock further. Stacks are built from
+ * function names (innermost first). Everything aborts on out-of-memory: tests
+ * only.
+ */
+#ifndef VT_TESTS_CHECK_SYNTH_H
+#define VT_TESTS_CHECK_SYNTH_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot.h"
+
+typedef struct synth {
+    vt_snapshot s;
+    size_t capev, capoff, capblob, capnodes, capframes, capblocks;
+    uint64_t seq;       /* last seq used */
+    uint64_t time;      /* current clock, ns */
+    uint64_t dt;        /* clock advance per event */
+} synth;
+
+static inline void *synth_grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t n = *cap ? *cap * 2 : 16;
+    while (n < need)
+        n *= 2;
+    p = realloc(p, n * elem);
+    if (!p) {
+        fprintf(stderr, "synth: out of memory\n");
+        exit(99);
+    }
+    *cap = n;
+    return p;
+}
+
+static inline uint32_t synth_str(synth *y, const char *str)
+{
+    vt_snapshot *s = &y->s;
+    for (size_t i = 0; i < s->nstrings; i++)
+        if (!strcmp(s->strings_blob + s->string_offsets[i], str))
+            return (uint32_t)i;
+    size_t len = strlen(str) + 1;
+    s->strings_blob = synth_grow(s->strings_blob, &y->capblob, s->strings_blob_size + len, 1);
+    s->string_offsets = synth_grow(s->string_offsets, &y->capoff, s->nstrings + 1,
+                                   sizeof *s->string_offsets);
+    memcpy(s->strings_blob + s->strings_blob_size, str, len);
+    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
+    s->strings_blob_size += len;
+    return (uint32_t)s->nstrings++;
+}
+
+/* A string interned without the linear search (for big traces). */
+static inline uint32_t synth_str_fast(synth *y, const char *str)
+{
+    vt_snapshot *s = &y->s;
+    size_t len = strlen(str) + 1;
+    s->strings_blob = synth_grow(s->strings_blob, &y->capblob, s->strings_blob_size + len, 1);
+    s->string_offsets = synth_grow(s->string_offsets, &y->capoff, s->nstrings + 1,
+                                   sizeof *s->string_offsets);
+    memcpy(s->strings_blob + s->strings_blob_size, str, len);
+    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
+    s->strings_blob_size += len;
+    return (uint32_t)s->nstrings++;
+}
+
+static inline void synth_init(synth *y)
+{
+    memset(y, 0, sizeof *y);
+    y->dt = 1000000;
+    y->time = 1000000000;
+    synth_str_fast(y, "");
+    vt_snapshot *s = &y->s;
+    s->stack_nodes = synth_grow(NULL, &y->capnodes, 1, sizeof *s->stack_nodes);
+    s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
+    s->nstack_nodes = 1;
+    s->meta.format_version = 1;
+    s->meta.pid = 4242;
+    s->meta.rank = -1;
+    s->meta.host = synth_str(y, "synthhost");
+    s->meta.command_line = synth_str(y, "python train.py");
+    s->meta.library_version = synth_str(y, "0.1.0");
+}
+
+/* Stack of the given functions, innermost first, NULL-terminated. Frames
+ * are not shared between stacks (fine for tests). */
+static inline uint32_t synth_stack(synth *y, const char *fn, ...)
+{
+    const char *names[32];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, fn);
+    for (const char *f = fn; f && n < 32; f = va_arg(ap, const char *))
+        names[n++] = f;
+    va_end(ap);
+    vt_snapshot *s = &y->s;
+    uint32_t parent = 0;
+    for (size_t i = n; i-- > 0;) {   /* outermost first */
+        s->frames = synth_grow(s->frames, &y->capframes, s->nframes + 1, sizeof *s->frames);
+        vt_frame *fr = &s->frames[s->nframes];
+        memset(fr, 0, sizeof *fr);
+        fr->ip = 0x400000 + 16 * s->nframes;
+        fr->module_offset = 16 * s->nframes;
+        fr->module = synth_str(y, "/usr/bin/train");
+        fr->function = synth_str(y, names[i]);
+        fr->file = synth_str(y, "train.c");
+        fr->line = (uint32_t)(10 + i);
+        s->stack_nodes = synth_grow(s->stack_nodes, &y->capnodes, s->nstack_nodes + 1,
+                                    sizeof *s->stack_nodes);
+        s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, (uint32_t)s->nframes };
+        s->nframes++;
+        parent = (uint32_t)s->nstack_nodes++;
+    }
+    return parent;
+}
+
+static inline vt_event *synth_ev(synth *y, uint8_t kind)
+{
+    vt_snapshot *s = &y->s;
+    s->events = synth_grow(s->events, &y->capev, s->nevents + 1, sizeof *s->events);
+    vt_event *e = &s->events[s->nevents++];
+    memset(e, 0, sizeof *e);
+    e->seq = ++y->seq;
+    y->time += y->dt;
+    e->time_ns = y->time;
+    e->kind = kind;
+    e->thread = 1;
+    e->device = 0;
+    s->meta.events_recorded = s->nevents;
+    s->meta.snapshot_time_ns = y->time;
+    return e;
+}
+
+static inline void synth_tick(synth *y, uint64_t ns) { y->time += ns; y->s.meta.snapshot_time_ns = y->time; }
+
+static inline vt_event *synth_alloc(synth *y, uint64_t addr, uint64_t size, uint32_t stack)
+{
+    vt_event *e = synth_ev(y, VT_EV_ALLOC);
+    e->addr = addr;
+    e->req_size = size;
+    e->size = (size + 511) / 512 * 512;
+    e->stack = stack;
+    return e;
+}
+
+static inline void synth_free(synth *y, uint64_t addr)
+{
+    vt_event *e = synth_ev(y, VT_EV_FREE_REQUESTED);
+    e->addr = addr;
+}
+
+static inline void synth_mark(synth *y, const char *label)
+{
+    uint32_t l = synth_str(y, label);
+    synth_ev(y, VT_EV_MARK)->str = l;
+}
+
+static inline void synth_tensor(synth *y, uint64_t id, uint64_t addr, uint64_t nbytes, uint64_t base,
+                         const char *name)
+{
+    uint32_t n = name ? synth_str(y, name) : 0;
+    vt_event *e = synth_ev(y, VT_EV_TENSOR_NEW);
+    e->aux = id;
+    e->aux2 = base;
+    e->addr = addr;
+    e->size = nbytes;
+    e->str = n;
+}
+
+static inline void synth_use_at(synth *y, uint64_t id, uint32_t stack)
+{
+    vt_event *e = synth_ev(y, VT_EV_TENSOR_USE);
+    e->aux = id;
+    e->stack = stack;
+}
+
+static inline void synth_use(synth *y, uint64_t id) { synth_use_at(y, id, 0); }
+
+static inline void synth_drop(synth *y, uint64_t id) { synth_ev(y, VT_EV_TENSOR_DROP)->aux = id; }
+
+static inline void synth_ext(synth *y, uint64_t addr, uint64_t size)
+{
+    vt_event *e = synth_ev(y, VT_EV_STORAGE_EXTERNAL);
+    e->addr = addr;
+    e->size = size;
+    e->device = -1;
+}
+
+static inline void synth_ext_free(synth *y, uint64_t addr)
+{
+    vt_event *e = synth_ev(y, VT_EV_STORAGE_EXTERNAL_FREE);
+    e->addr = addr;
+    e->device = -1;
+}
+
+static inline void synth_holder(synth *y, uint64_t id, const char *name)
+{
+    uint32_t n = synth_str(y, name);
+    vt_event *e = synth_ev(y, VT_EV_HOLDER_NEW);
+    e->aux = id;
+    e->str = n;
+}
+
+static inline void synth_ref(synth *y, uint64_t from, uint64_t to, const char *label)
+{
+    uint32_t l = label ? synth_str(y, label) : 0;
+    vt_event *e = synth_ev(y, VT_EV_REF);
+    e->aux = from;
+    e->aux2 = to;
+    e->str = l;
+}
+
+static inline void synth_unref(synth *y, uint64_t from, uint64_t to)
+{
+    vt_event *e = synth_ev(y, VT_EV_UNREF);
+    e->aux = from;
+    e->aux2 = to;
+}
+
+/* Shortcut: allocation + tensor on it (+ the tensor's creation is a use). */
+static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64_t nbytes,
+                             const char *name, uint32_t stack)
+{
+    synth_alloc(y, addr, nbytes, stack);
+    synth_tensor(y, id, addr, nbytes, 0, name);
+}
+
+/* Release everything (the arrays are the synth's own). */
+static inline void synth_fini(synth *y)
+{
+    vt_snapshot *s = &y->s;
+    free(s->devices);
+    free(s->segments);
+    free(s->blocks);
+    free(s->events);
+    free(s->stack_nodes);
+    free(s->frames);
+    free(s->strings_blob);
+    free(s->string_offsets);
+    memset(y, 0, sizeof *y);
+}
+
+#endif /* VT_TESTS_CHECK_SYNTH_H */

@@ -1,0 +1,307 @@
+/* tests/check/test_check_cli.c - the built `vramtrace check` (VRAMTRACE_EXE)
+ * on synthetic snapshots written with vt_snapfile_write: exit codes, text,
+ * --json, --grace, --ignore, --rules, --top, --help and bad usage. */
+#include <sys/stat.h>
+
+#include "../harness.h"
+#include "json_valid.h"
+#include "snapfile.h"
+#include "synth.h"
+
+#define MiB (1024ull * 1024)
+
+static const char *exe(void)
+{
+    const char *e = getenv("VRAMTRACE_EXE");
+    ASSERT_MSG(e && *e, "VRAMTRACE_EXE is not set");
+    return e;
+}
+
+static char dir[256];
+
+static void tmpdir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/vtcheck-cli-XXXXXX");
+    ASSERT(mkdtemp(dir));
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ASSERT(b);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = 0;
+    fclose(f);
+    return b;
+}
+
+/* Run `vramtrace check ARGS`; *out / *err get stdout / stderr (free them). */
+static int run(const char *args, char **out, char **err)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' check %s >'%s/out' 2>'%s/err'", exe(), args, dir, dir);
+    int st = system(cmd);
+    ASSERT_MSG(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
+    char p[400];
+    snprintf(p, sizeof p, "%s/out", dir);
+    *out = slurp(p);
+    snprintf(p, sizeof p, "%s/err", dir);
+    *err = slurp(p);
+    return WEXITSTATUS(st);
+}
+
+static void write_snap(synth *y, const char *name)
+{
+    char p[400], err[512] = "";
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int rc = vt_snapfile_write(&y->s, p, err, sizeof err);
+    ASSERT_MSG(rc == 0, "vt_snapfile_write: %d %s", rc, err);
+}
+
+/* A training loop of 8 steps with a pipeline context that keeps its two
+ * send buffers (16 and 32 MiB) from step 2 to step 5 (leak) or releases
+ * them after backward (clean). */
+static void pipeline(synth *y, int fixed)
+{
+    synth_init(y);
+    uint32_t s_init = synth_stack(y, "init_weights", "main", NULL);
+    uint32_t s_fwd = synth_stack(y, "send_forward", "pipeline_step", "main", NULL);
+    synth_alloc(y, 0x7f0000000000ull, 4 * MiB, s_init);
+    synth_tensor(y, 1, 0x7f0000000000ull, 4 * MiB, 0, "fc.weight");
+    for (int i = 1; i <= 8; i++) {
+        synth_tick(y, 100000000);
+        synth_mark(y, "step");
+        synth_use(y, 1);
+        if (i == 2) {
+            synth_holder(y, 800, "Context");
+            synth_holder(y, 801, "list");
+            synth_ref(y, 800, 801, ".output_tensors");
+            synth_new_tensor(y, 20, 0x7f6000000000ull, 16 * MiB, "send 0", s_fwd);
+            synth_new_tensor(y, 21, 0x7f6001000000ull, 32 * MiB, "send 1", s_fwd);
+            synth_ref(y, 801, 20, "[0]");
+            synth_ref(y, 801, 21, "[1]");
+            synth_use(y, 20);
+            synth_use(y, 21);
+        }
+        if ((i == 2 && fixed) || (i == 5 && !fixed)) {
+            synth_unref(y, 801, 20);
+            synth_unref(y, 801, 21);
+            synth_drop(y, 20);
+            synth_drop(y, 21);
+            synth_free(y, 0x7f6000000000ull);
+            synth_free(y, 0x7f6001000000ull);
+        }
+    }
+}
+
+static void setup_files(void)
+{
+    tmpdir();
+    synth y;
+    pipeline(&y, 0);
+    write_snap(&y, "leak.vtsnap");
+    synth_fini(&y);
+    pipeline(&y, 1);
+    write_snap(&y, "clean.vtsnap");
+    synth_fini(&y);
+
+    /* Native: one call site allocating 1 MiB per step, never freed. */
+    synth_init(&y);
+    uint32_t s_leak = synth_stack(&y, "append_history", "main", NULL);
+    for (int i = 1; i <= 6; i++) {
+        synth_tick(&y, 100000000);
+        synth_mark(&y, "step");
+        synth_alloc(&y, 0x7fc000000000ull + (uint64_t)i * 0x1000000, MiB, s_leak);
+    }
+    write_snap(&y, "native.vtsnap");
+    synth_fini(&y);
+
+    char p[400];
+    snprintf(p, sizeof p, "%s/garbage.vtsnap", dir);
+    FILE *f = fopen(p, "wb");
+    ASSERT(f);
+    fputs("this is not a snapshot at all, just text long enough to have a header\n", f);
+    fclose(f);
+}
+
+static void cleanup(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+}
+
+TEST(cli_check_leak_exits_1_and_names_the_path)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "vramtrace check: 2 findings, 48 MiB held after last use");
+    ASSERT_STR_CONTAINS(out, "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB");
+    ASSERT_STR_CONTAINS(out, "at send_forward (train.c:10)");
+    ASSERT_STR_CONTAINS(out, "Context.output_tensors \xe2\x86\x92 list[1] \xe2\x86\x92 "
+                             "tensor 'send 1' \xe2\x86\x92 storage 0x7f6001000000 32 MiB");
+    ASSERT_STR_EQ(err, "");
+    free(out);
+    free(err);
+    cleanup();
+}
+
+TEST(cli_check_clean_exits_0)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/clean.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, "vramtrace check: 0 findings");
+    free(out);
+    free(err);
+    cleanup();
+}
+
+TEST(cli_check_json_is_valid)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "--json '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    const char *why = json_validate(out);
+    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
+    ASSERT_STR_CONTAINS(out, "\"vramtrace_check\":1");
+    ASSERT_STR_CONTAINS(out, "\"addr\":\"0x7f6001000000\"");
+    ASSERT_STR_CONTAINS(out, "\"bytes\":33554432");
+    free(out);
+    free(err);
+    /* The same through Python's parser when there is one. */
+    if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "'%s' check --json '%s/leak.vtsnap' | python3 -c 'import json,sys; "
+                 "d=json.load(sys.stdin); assert len(d[\"findings\"])==2; "
+                 "assert d[\"findings\"][0][\"paths\"][0][\"steps\"][0][\"name\"]==\"Context\"'",
+                 exe(), dir);
+        ASSERT_EQ(system(cmd), 0);
+        snprintf(cmd, sizeof cmd, "'%s' check --json '%s/clean.vtsnap' | python3 -m json.tool "
+                 ">/dev/null", exe(), dir);
+        ASSERT_EQ(system(cmd), 0);
+    }
+    cleanup();
+}
+
+TEST(cli_check_grace_option)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "--grace 3steps '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);   /* 2 complete steps unused */
+    free(out); free(err);
+    snprintf(args, sizeof args, "--grace=2 '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "grace: 2 complete steps");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--grace 50ms '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    free(out); free(err);
+    snprintf(args, sizeof args, "--grace 2.5s '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    snprintf(args, sizeof args, "--grace soon '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "bad --grace 'soon'");
+    free(out); free(err);
+    cleanup();
+}
+
+TEST(cli_check_ignore_option)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "--ignore 'send 1' '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "1 finding,");
+    ASSERT_STR_CONTAINS(out, "1 ignored");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--ignore 'send*' '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    snprintf(args, sizeof args, "--ignore nomatch --ignore 'send_forw*' '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    cleanup();
+}
+
+TEST(cli_check_native_rules_and_top)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/native.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "[never-freed]");
+    ASSERT_STR_CONTAINS(out, "in 5 allocations");
+    ASSERT_STR_CONTAINS(out, "at append_history");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--rules outlier '%s/native.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    snprintf(args, sizeof args, "--top 1 '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "... 1 more finding");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--rules nonsense '%s/leak.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    free(out); free(err);
+    cleanup();
+}
+
+TEST(cli_check_help_and_bad_usage)
+{
+    tmpdir();
+    char *out, *err;
+    ASSERT_EQ(run("--help", &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, "usage: vramtrace check FILE");
+    ASSERT_STR_CONTAINS(out, "--grace");
+    ASSERT_STR_CONTAINS(out, "--ignore");
+    free(out); free(err);
+    ASSERT_EQ(run("--frobnicate x.vtsnap", &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "unknown option '--frobnicate'");
+    free(out); free(err);
+    ASSERT_EQ(run("", &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "missing FILE");
+    free(out); free(err);
+    ASSERT_EQ(run("a.vtsnap b.vtsnap", &out, &err), 2);
+    free(out); free(err);
+    ASSERT_EQ(run("--grace", &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "--grace needs a value");
+    free(out); free(err);
+    cleanup();
+}
+
+TEST(cli_check_bad_file_exits_2_with_one_message)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/does-not-exist.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "vramtrace check: ");
+    ASSERT_STR_CONTAINS(err, "does-not-exist.vtsnap");
+    ASSERT_STR_EQ(out, "");
+    free(out); free(err);
+    snprintf(args, sizeof args, "'%s/garbage.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "vramtrace check: ");
+    ASSERT_STR_CONTAINS(err, "garbage.vtsnap");
+    /* one line */
+    char *nl = strchr(err, '\n');
+    ASSERT(nl && nl[1] == 0);
+    free(out); free(err);
+    cleanup();
+}
+
+TEST_MAIN()

@@ -1,0 +1,114 @@
+/*
+ * trace/check_internal.h - the checker's model, shared by its files:
+ *   check.c        the model (pass 1 over the events) and the rules
+ *   check_paths.c  the time-varying reference graph (pass 2) and path search
+ *   check_report.c formatting, the text report and the JSON writer
+ */
+#ifndef VT_TRACE_CHECK_INTERNAL_H
+#define VT_TRACE_CHECK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "check.h"
+
+#define CK_NONE UINT32_MAX
+
+/* One storage: an allocation, an external storage, or an implicit one
+ * (a tensor whose data lives in nothing we saw allocated). */
+typedef struct ck_storage {
+    uint64_t addr;
+    uint64_t size;          /* block size / external nbytes / tensor nbytes */
+    uint64_t req_size;      /* bytes asked for, 0 if unknown */
+    uint64_t alloc_seq;     /* 0 if before the window */
+    uint64_t alloc_time;
+    uint64_t free_seq;      /* 0 while alive at the end */
+    uint64_t free_time;
+    uint32_t alloc_stack;
+    uint32_t free_stack;
+    uint32_t owner;         /* node index of the owning tensor, CK_NONE */
+    uint32_t first_tensor;  /* bound tensors, linked by ck_node.next_bound */
+    uint32_t ntensors;
+    uint32_t first_use;     /* its uses: m->uses[first_use .. first_use + nuses) */
+    uint32_t nuses;
+    uint32_t tl, tr, prio;  /* treap of live storages (pass 1 only) */
+    int8_t device;
+    uint8_t external;       /* STORAGE_EXTERNAL */
+    uint8_t implicit;       /* assumed from a TENSOR_NEW */
+    uint8_t before_window;  /* allocated before the first event */
+    uint8_t freed;          /* free_seq is valid */
+    uint8_t claimed;        /* already part of a native finding */
+} ck_storage;
+
+/* A holder or a tensor (one per HOLDER_NEW / TENSOR_NEW, plus implicit
+ * holders for ids that a REF names before any NEW). */
+typedef struct ck_node {
+    uint64_t id;
+    uint32_t name;          /* string index */
+    uint8_t kind;           /* VT_CHECK_NODE_HOLDER / _TENSOR */
+    uint8_t alive;          /* pass 2: tensor between NEW and DROP; holders 1 */
+    uint32_t storage;       /* tensor: bound storage, CK_NONE */
+    uint64_t base_id;       /* tensor: base tensor id (TENSOR_NEW aux2), 0: not a view */
+    uint32_t base;          /* tensor: base tensor node, CK_NONE if unknown */
+    uint32_t next_bound;    /* next tensor bound to the same storage */
+    uint32_t in_head;       /* pass 2: first live incoming edge */
+    uint32_t gen;           /* path search: visited when == current generation */
+    uint32_t parent;        /* path search: next node toward the storage, CK_NONE:
+                               the storage itself */
+    uint32_t plabel;        /* path search: label of the edge to parent */
+    uint32_t depth;
+} ck_node;
+
+/* One use of a storage (a TENSOR_NEW or TENSOR_USE of a bound tensor). */
+typedef struct ck_use {
+    uint64_t seq;
+    uint64_t time;
+    uint32_t storage;
+    uint32_t node;
+    uint32_t stack;
+} ck_use;
+
+/* A graph operation, in event order (pass 2 replays only these). */
+enum { CK_OP_NEW = 1, CK_OP_DROP, CK_OP_REF, CK_OP_UNREF };
+typedef struct ck_gop {
+    uint64_t seq;
+    uint32_t a, b;          /* NEW/DROP: a = node; REF/UNREF: a = from, b = to */
+    uint32_t label;         /* REF: string index */
+    uint8_t op;
+} ck_gop;
+
+/* u64 -> u32 open-addressing map (linear probing, no deletion). */
+typedef struct ck_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint8_t *used;
+    size_t cap, n;
+} ck_map;
+
+typedef struct ck_model {
+    const vt_snapshot *s;
+    ck_storage *st;   size_t nst, capst;
+    ck_node *nodes;   size_t nnodes, capnodes;
+    ck_use *uses;     size_t nuses, capuses;
+    ck_gop *gops;     size_t ngops, capgops;
+    uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
+    ck_map ids;             /* id -> node (latest NEW) */
+    uint32_t root;          /* treap root, CK_NONE */
+    uint64_t start_time, end_time;
+    size_t ntensors, nholders, nrefs;
+} ck_model;
+
+/* check.c */
+int vt__ck_map_init(ck_map *m, size_t cap);
+void vt__ck_map_free(ck_map *m);
+uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
+int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
+const char *vt__ck_string(const vt_snapshot *s, uint32_t idx);
+
+/* check_paths.c: compute the retention paths of the LINGER findings of `r`
+ * (those with rule == VT_CHECK_RULE_LINGER; storage index of finding i in
+ * fst[i]) by replaying the graph operations once. */
+int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
+                 const vt_check_options *opt);
+
+#endif /* VT_TRACE_CHECK_INTERNAL_H */
