@@ -1,0 +1,178 @@
+/*
+ * cli/cmd_viz.c - `vramtrace viz FILE [-o OUT.html] [--check]`: render a
+ * snapshot as one self-contained HTML timeline (viz/render.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "commands.h"
+#include "render.h"
+#include "snapfile.h"
+#include "timeline.h"
+
+static void viz_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--quiet]\n"
+            "\n"
+            "Write the snapshot FILE as one self-contained HTML page (script, style\n"
+            "and data inline; it opens offline, from file://): the active memory\n"
+            "timeline, segments and fragmentation, the largest allocations at a\n"
+            "chosen moment, and live bytes by call path at the peak.\n"
+            "\n"
+            "  -o OUT.html   output file (default: FILE with its extension replaced by .html)\n"
+            "  --check       run the checker and mark what it finds on the timeline\n"
+            "  --grace G     the checker's grace (implies --check): N steps or a duration (2.5s)\n"
+            "  -q, --quiet   print nothing on success\n");
+}
+
+static char *default_output(const char *in)
+{
+    size_t n = strlen(in);
+    const char *slash = strrchr(in, '/');
+    const char *dot = strrchr(in, '.');
+    if (dot && (!slash || dot > slash + 1))
+        n = (size_t)(dot - in);
+    char *out = malloc(n + 6);
+    if (out) {
+        memcpy(out, in, n);
+        memcpy(out + n, ".html", 6);
+    }
+    return out;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int vt_cmd_viz(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    int check = 0, quiet = 0;
+    vt_check_options opt;
+    vt_check_options_init(&opt);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            viz_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (++i >= argc) {
+                fprintf(stderr, "vramtrace viz: %s needs a file name\n", a);
+                return 2;
+            }
+            out = argv[i];
+        } else if (!strncmp(a, "--output=", 9)) {
+            out = a + 9;
+        } else if (!strcmp(a, "--check")) {
+            check = 1;
+        } else if (!strcmp(a, "--grace") || !strncmp(a, "--grace=", 8)) {
+            const char *g = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!g || vt_check_parse_grace(g, &opt) != 0) {
+                fprintf(stderr, "vramtrace viz: bad --grace '%s' (N steps or a duration like 2.5s)\n",
+                        g ? g : "");
+                return 2;
+            }
+            check = 1;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "vramtrace viz: unknown option '%s' (try --help)\n", a);
+            return 2;
+        } else if (!in) {
+            in = a;
+        } else {
+            fprintf(stderr, "vramtrace viz: one snapshot at a time ('%s' and '%s')\n", in, a);
+            return 2;
+        }
+    }
+    if (!in) {
+        viz_usage(stderr);
+        return 2;
+    }
+
+    double t_start = now_s();
+    char err[512] = "";
+    char *def_out = NULL;
+    char *tmp = NULL;
+    vt_snapshot *s = NULL;
+    vt_timeline *tl = NULL;
+    vt_check_report *rep = NULL;
+    FILE *f = NULL;
+    int status = 1;
+
+    if (!out) {
+        def_out = default_output(in);
+        if (!def_out) {
+            fprintf(stderr, "vramtrace viz: out of memory\n");
+            return 1;
+        }
+        out = def_out;
+    }
+    if (vt_snapfile_read(in, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
+        goto done;
+    }
+    if (vt_timeline_build(s, &tl, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace viz: %s: %s\n", in, err);
+        goto done;
+    }
+    if (check && vt_check_run(s, &opt, &rep, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace viz: check: %s: %s\n", in, err);
+        goto done;
+    }
+
+    /* Write next to the target and rename: never a half-written page. */
+    size_t tl_len = strlen(out) + 32;
+    tmp = malloc(tl_len);
+    if (!tmp) {
+        fprintf(stderr, "vramtrace viz: out of memory\n");
+        goto done;
+    }
+    snprintf(tmp, tl_len, "%s.tmp.%d", out, (int)getpid());
+    f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "vramtrace viz: cannot create %s: %s\n", tmp, strerror(errno));
+        goto done;
+    }
+    static char iobuf[1 << 16];
+    setvbuf(f, iobuf, _IOFBF, sizeof iobuf);
+    vt__viz_stats st = { 0 };
+    int rc = vt__viz_render(f, s, tl, rep, &st, err, sizeof err);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -EIO, snprintf(err, sizeof err, "viz: write failed");
+    f = NULL;
+    if (rc != 0) {
+        fprintf(stderr, "vramtrace viz: %s: %s\n", out, err);
+        unlink(tmp);
+        goto done;
+    }
+    if (rename(tmp, out) != 0) {
+        fprintf(stderr, "vramtrace viz: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    if (!quiet)
+        printf("wrote %s: %.2f MB, %zu allocations, %zu events, %zu finding%s, %.2f s\n", out,
+               (double)st.html_bytes / 1e6, st.nlifetimes, st.naxis, st.nfindings,
+               st.nfindings == 1 ? "" : "s", now_s() - t_start);
+    status = 0;
+done:
+    if (f)
+        fclose(f);
+    free(tmp);
+    free(def_out);
+    vt_check_report_free(rep);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+    return status;
+}

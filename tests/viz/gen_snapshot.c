@@ -1,0 +1,295 @@
+/*
+ * tests/viz/gen_snapshot.c - synthetic snapshots for the timeline tests and
+ * the viz benchmark, written with vt_snapfile_write (no recorder, no CUDA).
+ *
+ *   gen_snapshot small OUT.vtsnap
+ *       A short training run with known facts the browser test checks:
+ *       weights "fc1.weight" (8 MiB) ... allocated by make_weights(), five
+ *       steps separated by marks "step 1".."step 5", activations from
+ *       Linear.forward, temporaries from relu, gradients from backward, and a
+ *       leak: Cache.remember() keeps "cache.1".. (2 MiB each) in the dict
+ *       "Cache.entries" after their only use, so `--check` finds them.
+ *   gen_snapshot big OUT.vtsnap NEVENTS
+ *       The same shape repeated until NEVENTS events (benchmark input).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapfile.h"
+#include "snapshot.h"
+
+#define MiB (1024ull * 1024ull)
+
+static vt_snapshot *S;
+static size_t cap_ev, cap_str, cap_blob;
+static uint64_t seq, now_ns = 1000000000ull, bump = 0x7f0000000000ull, reserved, reserved_used;
+static uint64_t next_tensor = 1;
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t n = *cap ? *cap * 2 : 256;
+    while (n < need)
+        n *= 2;
+    p = realloc(p, n * elem);
+    if (!p) {
+        fprintf(stderr, "gen_snapshot: out of memory\n");
+        exit(1);
+    }
+    *cap = n;
+    return p;
+}
+
+static uint32_t str(const char *text)
+{
+    /* Linear dedup is fine: the generator interns a few hundred strings. */
+    for (size_t i = 0; i < S->nstrings; i++)
+        if (!strcmp(S->strings_blob + S->string_offsets[i], text))
+            return (uint32_t)i;
+    size_t len = strlen(text) + 1;
+    S->strings_blob = grow(S->strings_blob, &cap_blob, S->strings_blob_size + len, 1);
+    memcpy(S->strings_blob + S->strings_blob_size, text, len);
+    S->string_offsets = grow(S->string_offsets, &cap_str, S->nstrings + 1, sizeof(uint32_t));
+    S->string_offsets[S->nstrings++] = (uint32_t)S->strings_blob_size;
+    S->strings_blob_size += len;
+    return (uint32_t)(S->nstrings - 1);
+}
+
+/* A stack from outermost to innermost "function@line" names; returns its id.
+ * Nodes are shared by prefix like the recorder's prefix tree. */
+static uint32_t stack(const char *const *fns, size_t n)
+{
+    static size_t cap_nodes, cap_frames;
+    uint32_t parent = 0;
+    for (size_t i = 0; i < n; i++) {
+        char fn[128];
+        unsigned line = 10 + 7 * (unsigned)i;
+        snprintf(fn, sizeof fn, "%s", fns[i]);
+        uint32_t fname = str(fn);
+        uint32_t frame = UINT32_MAX;
+        for (size_t f = 0; f < S->nframes; f++)
+            if (S->frames[f].function == fname)
+                frame = (uint32_t)f;
+        if (frame == UINT32_MAX) {
+            S->frames = grow(S->frames, &cap_frames, S->nframes + 1, sizeof *S->frames);
+            frame = (uint32_t)S->nframes++;
+            S->frames[frame] = (vt_frame){
+                .ip = 0x400000 + 0x40 * frame, .module_offset = 0x40 * frame,
+                .module = str("/usr/bin/python3.11"), .build_id = 0,
+                .function = fname, .file = str(i == 0 ? "train.py" : "model.py"), .line = line,
+            };
+        }
+        uint32_t found = 0;
+        for (size_t k = 1; k < S->nstack_nodes; k++)
+            if (S->stack_nodes[k].parent == parent && S->stack_nodes[k].frame == frame)
+                found = (uint32_t)k;
+        if (!found) {
+            if (S->nstack_nodes == 0) {
+                S->stack_nodes = grow(S->stack_nodes, &cap_nodes, 1, sizeof *S->stack_nodes);
+                S->stack_nodes[S->nstack_nodes++] = (vt_stack_node){ 0, 0 };
+            }
+            S->stack_nodes = grow(S->stack_nodes, &cap_nodes, S->nstack_nodes + 1, sizeof *S->stack_nodes);
+            found = (uint32_t)S->nstack_nodes++;
+            S->stack_nodes[found] = (vt_stack_node){ parent, frame };
+        }
+        parent = found;
+    }
+    return parent;
+}
+#define STACK(...) stack((const char *const[]){ __VA_ARGS__ }, sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(const char *))
+
+static vt_event *ev(uint8_t kind)
+{
+    S->events = grow(S->events, &cap_ev, S->nevents + 1, sizeof *S->events);
+    vt_event *e = &S->events[S->nevents++];
+    now_ns += 20000 + (seq * 7919) % 30000;   /* 20-50 us apart, deterministic */
+    *e = (vt_event){ .seq = ++seq, .time_ns = now_ns, .thread = 1, .kind = kind, .device = 0 };
+    return e;
+}
+
+static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
+{
+    size = (size + 511) & ~511ull;
+    if (reserved_used + size > reserved) {
+        uint64_t seg = size > 32 * MiB ? size : 32 * MiB;
+        vt_event *e = ev(VT_EV_SEGMENT_ALLOC);
+        e->addr = bump + reserved;
+        e->size = seg;
+        e->aux = VT_POOL_LARGE;
+        e->stream = stream;
+        reserved += seg;
+    }
+    uint64_t addr = bump + reserved_used;
+    reserved_used += size;
+    vt_event *e = ev(VT_EV_ALLOC);
+    e->addr = addr;
+    e->size = size;
+    e->req_size = size - 100;
+    e->stack = stk;
+    e->stream = stream;
+    return addr;
+}
+
+/* Frees never hand space back to the bump pointer: addresses stay unique,
+ * which is all the timeline needs (reserved grows like a cache that never
+ * releases; the gap is the "unused in cache" the segments view shows). */
+static void release(uint64_t addr, uint64_t size, uint32_t stk, uint64_t stream)
+{
+    vt_event *e = ev(VT_EV_FREE_REQUESTED);
+    e->addr = addr;
+    e->size = (size + 511) & ~511ull;
+    e->stack = stk;
+    e->stream = stream;
+}
+
+static uint64_t tensor(const char *name, uint64_t addr, uint64_t size)
+{
+    vt_event *e = ev(VT_EV_TENSOR_NEW);
+    e->aux = next_tensor++;
+    e->addr = addr;
+    e->size = size;
+    e->str = str(name);
+    return e->aux;
+}
+
+static void mark(const char *label)
+{
+    ev(VT_EV_MARK)->str = str(label);
+}
+
+/* Reuse the space of a finished step in the big run (everything above the
+ * weights and leaks is free again), or reserved would grow without bound. */
+static void reuse_step_space(uint64_t live_floor)
+{
+    reserved_used = live_floor;
+}
+
+static void generate(int big, size_t target_events)
+{
+    S = calloc(1, sizeof *S);
+    str("");
+    S->meta.format_version = 1;
+    S->meta.pid = 4242;
+    S->meta.rank = -1;
+    S->meta.host = str("testhost");
+    S->meta.command_line = str(big ? "python bench_train.py --events many" : "python train.py --demo");
+    S->meta.config = str("cache:1");
+    S->meta.library_version = str("0.1.0");
+    S->meta.clock_base_monotonic_ns = now_ns;
+    S->meta.clock_base_realtime_ns = 1700000000000000000ull;
+    S->devices = calloc(1, sizeof *S->devices);
+    S->ndevices = 1;
+    S->devices[0] = (vt_device_info){ 0, str("Simulated GPU"), 16384 * MiB };
+
+    const uint64_t s_main = 0, s_side = 0x5000;
+    uint32_t st_w = STACK("main", "setup", "make_weights");
+    uint32_t st_act = STACK("main", "train_step", "forward", "Linear.forward");
+    uint32_t st_relu = STACK("main", "train_step", "forward", "relu");
+    uint32_t st_grad = STACK("main", "train_step", "backward", "autograd_engine");
+    uint32_t st_free = STACK("main", "train_step", "backward", "free_activations");
+    uint32_t st_leak = STACK("main", "train_step", "Cache.remember");
+    uint32_t st_opt = STACK("main", "train_step", "optimizer_step");
+    uint32_t st_use = STACK("main", "train_step", "forward", "matmul");
+
+    /* Weights. */
+    static const char *const wnames[] = { "fc1.weight", "fc2.weight", "fc3.weight", "fc4.weight" };
+    uint64_t wt[4];
+    for (int i = 0; i < 4; i++) {
+        uint64_t a = alloc(8 * MiB - 512 * (uint64_t)i, st_w, s_main);
+        wt[i] = tensor(wnames[i], a, 8 * MiB - 512 * (uint64_t)i);
+    }
+    uint64_t holder = next_tensor++;
+    {
+        vt_event *e = ev(VT_EV_HOLDER_NEW);
+        e->aux = holder;
+        e->str = str("Cache.entries");
+    }
+    uint64_t live_floor = reserved_used;
+
+    size_t nacts = big ? 60 : 3;
+    uint64_t *acts = calloc(nacts, sizeof *acts), *asz = calloc(nacts, sizeof *asz);
+    for (unsigned step = 1;; step++) {
+        if (!big && step > 5)
+            break;
+        if (big && S->nevents >= target_events)
+            break;
+        char label[64];
+        snprintf(label, sizeof label, "step %u", step);
+        mark(label);
+        for (int i = 0; i < 4 && (!big || step % 50 == 1); i++) {
+            vt_event *u = ev(VT_EV_TENSOR_USE);   /* weights are used every step */
+            u->aux = wt[i];
+            u->stack = st_use;
+        }
+        /* The leak: remembered after its only use. */
+        {
+            char n[32];
+            snprintf(n, sizeof n, "cache.%u", step);
+            uint64_t a = alloc(2 * MiB, st_leak, s_main);
+            if (!big || step % 50 == 1) {
+                uint64_t t = tensor(n, a, 2 * MiB);
+                vt_event *r = ev(VT_EV_REF);
+                r->aux = holder;
+                r->aux2 = t;
+                char lab[48];
+                snprintf(lab, sizeof lab, "['%s']", n);
+                r->str = str(lab);   /* only the dict keeps it after this */
+            }
+            live_floor = reserved_used;
+        }
+        for (size_t i = 0; i < nacts; i++) {
+            asz[i] = (big ? (256 + 97 * ((i * 31 + step) % 64)) * 1024ull : 4 * MiB);
+            acts[i] = alloc(asz[i], st_act, s_main);
+            if (!big) {
+                char n[32];
+                snprintf(n, sizeof n, "act%zu", i + 1);
+                uint64_t t = tensor(n, acts[i], asz[i]);
+                vt_event *u = ev(VT_EV_TENSOR_USE);
+                u->aux = t;
+                u->stack = st_use;
+            }
+            uint64_t tmp = alloc(1 * MiB, st_relu, s_main);
+            release(tmp, 1 * MiB, st_relu, s_main);
+        }
+        uint64_t g = alloc(big ? 3 * MiB : 6 * MiB, st_grad, s_side);
+        {
+            vt_event *e = ev(VT_EV_STREAM_USE);
+            e->addr = g;
+            e->stream = s_main;
+        }
+        for (size_t i = nacts; i-- > 0;)
+            release(acts[i], asz[i], st_free, s_main);
+        uint64_t o = alloc(big ? 512 * 1024 : 2 * MiB, st_opt, s_main);
+        release(o, big ? 512 * 1024 : 2 * MiB, st_opt, s_main);
+        release(g, big ? 3 * MiB : 6 * MiB, st_grad, s_side);
+        if (big)
+            reuse_step_space(live_floor);
+    }
+    mark("end");
+    free(acts);
+    free(asz);
+    S->meta.snapshot_time_ns = now_ns + 1000000;
+    S->meta.events_recorded = S->nevents;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || (strcmp(argv[1], "small") && strcmp(argv[1], "big"))) {
+        fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS\n");
+        return 2;
+    }
+    int big = !strcmp(argv[1], "big");
+    generate(big, big && argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 0);
+    char err[512];
+    int rc = vt_snapfile_write(S, argv[2], err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "gen_snapshot: %s\n", err);
+        return 1;
+    }
+    printf("%s: %zu events, %zu stack nodes, %zu strings\n", argv[2], S->nevents, S->nstack_nodes, S->nstrings);
+    vt_snapshot_free(S);
+    return 0;
+}

@@ -1,0 +1,59 @@
+#!/bin/sh
+# tests/viz/test_cli.sh - `vramtrace viz` without a browser: it writes one
+# self-contained page (no URL that could make a request), names the default
+# output after the input, and fails cleanly on a bad snapshot.
+set -eu
+: "${VT_CLI:?}" "${VT_GEN:?}" "${VT_ARTIFACTS:?}"
+dir="$VT_ARTIFACTS/cli"
+rm -rf "$dir"
+mkdir -p "$dir"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$VT_GEN" small "$dir/run.vtsnap" >/dev/null
+"$VT_CLI" viz "$dir/run.vtsnap" >"$dir/out.txt" || fail "viz failed"
+[ -s "$dir/run.html" ] || fail "default output run.html missing"
+grep -q "wrote $dir/run.html" "$dir/out.txt" || fail "no 'wrote' line: $(cat "$dir/out.txt")"
+
+page="$dir/run.html"
+grep -q '<script type="application/octet-stream" id="vt-data">' "$page" || fail "no data tag"
+grep -q "Content-Security-Policy" "$page" || fail "no CSP"
+# Nothing that loads anything: no src=, no href= other than the data: icon,
+# no URL schemes, no leftover template markers.
+if grep -Eo '(src|href)="[^"]*"' "$page" | grep -v 'href="data:,"' | grep -q .; then
+    fail "page references a resource: $(grep -Eo '(src|href)="[^"]*"' "$page" | head -3)"
+fi
+grep -Eq 'https?://' "$page" && fail "page contains a URL: $(grep -Eo 'https?://[^ "]*' "$page" | head -3)"
+grep -q '@@VT_' "$page" && fail "template marker left in the page"
+grep -q 'fc1.weight' "$page" || fail "tensor name missing"
+grep -q 'make_weights' "$page" || fail "function name missing"
+
+"$VT_CLI" viz "$dir/run.vtsnap" -o "$dir/checked.html" --check -q >"$dir/out2.txt" || fail "viz --check failed"
+[ -s "$dir/out2.txt" ] && fail "--quiet printed: $(cat "$dir/out2.txt")"
+grep -q '"src":"check"' "$dir/checked.html" || fail "--check page has no checker finding"
+grep -q 'Cache.entries' "$dir/checked.html" || fail "retention path missing"
+
+# A bad snapshot: one clear message, exit 1, no output file left behind.
+printf 'not a snapshot' >"$dir/bad.vtsnap"
+if "$VT_CLI" viz "$dir/bad.vtsnap" -o "$dir/bad.html" 2>"$dir/err.txt"; then fail "bad snapshot accepted"; fi
+[ -e "$dir/bad.html" ] && fail "output written for a bad snapshot"
+[ "$(wc -l <"$dir/err.txt")" -eq 1 ] || fail "expected one error line, got: $(cat "$dir/err.txt")"
+grep -q "vramtrace viz" "$dir/err.txt" || fail "error does not name the command"
+ls "$dir" | grep -q '\.tmp\.' && fail "temporary file left behind"
+
+# Usage errors.
+"$VT_CLI" viz 2>/dev/null && fail "no arguments accepted"
+"$VT_CLI" viz --bogus x 2>/dev/null && fail "unknown option accepted"
+"$VT_CLI" viz --help | grep -q "self-contained" || fail "--help"
+
+
+# The wrapper script: via VRAMTRACE_CLI, and from a source tree layout
+# (scripts/ next to build*/cli/vramtrace).
+wrapper="$VT_VIZ_TESTS/../../scripts/vramtrace-viz"
+VRAMTRACE_CLI="$VT_CLI" "$wrapper" "$dir/run.vtsnap" -o "$dir/wrapped.html" -q || fail "wrapper failed"
+[ -s "$dir/wrapped.html" ] || fail "wrapper wrote nothing"
+mkdir -p "$dir/tree/scripts" "$dir/tree/build-x/cli"
+cp "$wrapper" "$dir/tree/scripts/"
+ln -s "$VT_CLI" "$dir/tree/build-x/cli/vramtrace"
+env -u VRAMTRACE_CLI "$dir/tree/scripts/vramtrace-viz" "$dir/run.vtsnap" -o "$dir/tree.html" -q || fail "wrapper in a source tree failed"
+[ -s "$dir/tree.html" ] || fail "wrapper (source tree) wrote nothing"
+echo "ok: wrapper"

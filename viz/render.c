@@ -1,0 +1,831 @@
+/*
+ * viz/render.c - a snapshot as one self-contained HTML page (see render.h).
+ *
+ * The page draws from the timeline (trace/timeline.h), never from raw
+ * events, so it agrees with every other view on what lived when. What it
+ * needs is reduced here to compact columns:
+ *   - the x axis: the allocator events (alloc, free, segment, mark, OOM);
+ *     per axis event its time as a delta from the previous one;
+ *   - per lifetime, in allocation order (the stacking order): axis position
+ *     of alloc and release, size, requested size, call site (stack node),
+ *     free stack, tensor name, stream, device, address, flags;
+ *   - reserved bytes per device as (axis position, value) steps;
+ *   - only the stack nodes, frames and strings those refer to.
+ * Deltas and varints keep 1M events around 10 MB of data before base64.
+ */
+#include "render.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+extern const char vt__viz_template_html[];
+extern const char vt__viz_timeline_js[];
+extern const char vt__viz_style_css[];
+
+#define NONE VT_TL_NONE
+
+struct render {
+    const vt_snapshot *s;
+    const vt_timeline *tl;
+    uint64_t t0;             /* time origin: the first event */
+
+    uint32_t *axis_of;       /* event index -> axis position, NONE if off the axis */
+    uint32_t naxis;
+
+    uint32_t *order;         /* page position -> timeline lifetime */
+    uint32_t *rank;          /* timeline lifetime -> page position */
+    uint32_t *name;          /* per timeline lifetime: tensor name string */
+
+    uint32_t *node_map;      /* snapshot stack node -> page node (0 = dropped) */
+    uint32_t nnodes;
+    uint32_t *frame_map;     /* snapshot frame -> page frame + 1 (0 = unused) */
+    uint32_t *frames;        /* page frame -> snapshot frame */
+    uint32_t nframes;
+    uint32_t *str_map;       /* snapshot string -> page string (0 = unused/"") */
+    uint32_t *strs;          /* page string -> snapshot string */
+    uint32_t nstrs;
+
+    uint64_t *streams;       /* page stream table */
+    uint32_t nstreams;
+    uint64_t *skeys;         /* stream value -> index hash (open addressing) */
+    uint32_t *svals;
+    size_t smask;
+
+    int dev_index[256];      /* ordinal + 128 -> index into tl->devices */
+
+    vt__buf findings;        /* JSON array items */
+    size_t nfindings;
+    int checked;
+};
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static uint64_t rel(const struct render *r, uint64_t t)
+{
+    return t > r->t0 ? t - r->t0 : 0;
+}
+
+/* ---- interning of the strings, frames and stack nodes the page uses ----- */
+
+static uint32_t use_str(struct render *r, uint32_t idx)
+{
+    if (idx == 0 || idx >= r->s->nstrings)
+        return 0;
+    if (!r->str_map[idx]) {
+        r->str_map[idx] = r->nstrs;
+        r->strs[r->nstrs++] = idx;
+    }
+    return r->str_map[idx];
+}
+
+/* Keep stack `id` and its callers. Walks stop at a node already kept, so the
+ * total work is linear in the nodes kept. */
+static void keep_stack(struct render *r, uint32_t id)
+{
+    size_t guard = 0;
+    while (id > 0 && id < r->s->nstack_nodes && !r->node_map[id] && guard++ < r->s->nstack_nodes) {
+        r->node_map[id] = 1;   /* numbered later, in snapshot order */
+        id = r->s->stack_nodes[id].parent;
+    }
+}
+
+static uint32_t page_node(const struct render *r, uint32_t id)
+{
+    return id < r->s->nstack_nodes ? r->node_map[id] : 0;
+}
+
+static uint32_t stream_index(struct render *r, uint64_t v)
+{
+    size_t i = (size_t)((v * 0x9e3779b97f4a7c15ull) >> 17) & r->smask;
+    while (r->svals[i] != NONE) {
+        if (r->skeys[i] == v)
+            return r->svals[i];
+        i = (i + 1) & r->smask;
+    }
+    r->skeys[i] = v;
+    r->svals[i] = r->nstreams;
+    r->streams[r->nstreams] = v;
+    return r->nstreams++;
+}
+
+/* ---- the x axis and the stacking order ---------------------------------- */
+
+static int on_axis_kind(uint8_t kind)
+{
+    switch (kind) {
+    case VT_EV_ALLOC: case VT_EV_FREE_REQUESTED: case VT_EV_FREE_COMPLETED:
+    case VT_EV_SEGMENT_ALLOC: case VT_EV_SEGMENT_FREE: case VT_EV_OOM: case VT_EV_MARK:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void put_axis(struct render *r, uint32_t ev)
+{
+    if (ev < r->s->nevents)
+        r->axis_of[ev] = 1;
+}
+
+static void build_axis(struct render *r)
+{
+    const vt_snapshot *s = r->s;
+    const vt_timeline *tl = r->tl;
+    for (size_t i = 0; i < s->nevents; i++)
+        r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        put_axis(r, tl->lifetimes[i].alloc_event);
+        put_axis(r, tl->lifetimes[i].release_event);
+    }
+    for (size_t d = 0; d < tl->ndevices; d++)
+        for (size_t k = 0; k < tl->devices[d].npoints; k++)
+            put_axis(r, tl->devices[d].points[k].event);
+    uint32_t n = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        r->axis_of[i] = r->axis_of[i] ? n++ : NONE;
+    r->naxis = n;
+}
+
+/* Axis position of an event, +1 (0 = before the first event / unknown). */
+static uint64_t axis_p1(const struct render *r, uint32_t ev)
+{
+    if (ev >= r->s->nevents || r->axis_of[ev] == NONE)
+        return 0;
+    return (uint64_t)r->axis_of[ev] + 1;
+}
+
+static const vt_lifetime *g_sort_lt; /* qsort has no context argument */
+
+static int cmp_alloc_order(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint64_t kx = g_sort_lt[x].alloc_event == NONE ? 0 : (uint64_t)g_sort_lt[x].alloc_event + 1;
+    uint64_t ky = g_sort_lt[y].alloc_event == NONE ? 0 : (uint64_t)g_sort_lt[y].alloc_event + 1;
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* The timeline promises allocation order; sort anyway (stable, cheap when
+ * already sorted) because the page's sweep relies on it. */
+static void build_order(struct render *r)
+{
+    const vt_timeline *tl = r->tl;
+    int sorted = 1;
+    g_sort_lt = tl->lifetimes;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        r->order[i] = (uint32_t)i;
+        if (i && cmp_alloc_order(&(uint32_t){ (uint32_t)i - 1 }, &(uint32_t){ (uint32_t)i }) > 0)
+            sorted = 0;
+    }
+    if (!sorted)
+        qsort(r->order, tl->nlifetimes, sizeof *r->order, cmp_alloc_order);
+    g_sort_lt = NULL;
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        r->rank[r->order[i]] = (uint32_t)i;
+}
+
+/* Name each allocation after the first tensor created on it: a base tensor
+ * (not a view) wins over views. */
+static void bind_names(struct render *r)
+{
+    const vt_snapshot *s = r->s;
+    uint8_t *by_view = calloc(r->tl->nlifetimes ? r->tl->nlifetimes : 1, 1);
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        if (e->kind != VT_EV_TENSOR_NEW || e->str == 0)
+            continue;
+        const vt_lifetime *lt = vt_timeline_find(r->tl, e->addr, (uint32_t)i);
+        if (!lt)
+            continue;
+        size_t li = (size_t)(lt - r->tl->lifetimes);
+        int view = e->aux2 != 0;
+        if (r->name[li] == 0 || (!view && by_view && by_view[li])) {
+            r->name[li] = e->str;
+            if (by_view)
+                by_view[li] = (uint8_t)view;
+        }
+    }
+    free(by_view);
+}
+
+/* ---- findings ------------------------------------------------------------ */
+
+static uint32_t event_by_seq(const vt_snapshot *s, uint64_t seq)
+{
+    size_t lo = 0, hi = s->nevents;
+    while (lo < hi) {
+        size_t m = lo + (hi - lo) / 2;
+        if (s->events[m].seq < seq)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo < s->nevents && s->events[lo].seq == seq ? (uint32_t)lo : NONE;
+}
+
+static uint32_t finding_lifetime(const struct render *r, const vt_check_finding *f)
+{
+    const vt_timeline *tl = r->tl;
+    if (f->alloc_seq) {
+        uint32_t ev = event_by_seq(r->s, f->alloc_seq);
+        if (ev != NONE && tl->event_owner && ev < tl->nevents && tl->event_owner[ev] < tl->nlifetimes)
+            return tl->event_owner[ev];
+    }
+    uint32_t at = NONE;
+    if (f->last_use_seq)
+        at = event_by_seq(r->s, f->last_use_seq);
+    if (at == NONE && r->s->nevents)
+        at = (uint32_t)r->s->nevents - 1;
+    const vt_lifetime *lt = vt_timeline_find(tl, f->addr, at);
+    if (!lt)
+        lt = vt_timeline_find(tl, f->addr, NONE);
+    return lt ? (uint32_t)(lt - tl->lifetimes) : NONE;
+}
+
+static void fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+    vt_check_format_bytes(b, buf, len);
+}
+
+static void fmt_secs(uint64_t ns, char *buf, size_t len)
+{
+    if (ns >= 1000000000ull)
+        snprintf(buf, len, "%.3g s", (double)ns / 1e9);
+    else if (ns >= 1000000ull)
+        snprintf(buf, len, "%.3g ms", (double)ns / 1e6);
+    else
+        snprintf(buf, len, "%.3g us", (double)ns / 1e3);
+}
+
+static void add_check_finding(struct render *r, const vt_check_finding *f)
+{
+    const vt_timeline *tl = r->tl;
+    uint32_t li = finding_lifetime(r, f);
+    vt__buf *b = &r->findings;
+    char bytes[32], dur[32], title[512];
+    fmt_bytes(f->bytes, bytes, sizeof bytes);
+    fmt_secs(f->linger_ns, dur, sizeof dur);
+    const char *rule = vt_check_rule_name(f->rule);
+    if (f->rule == VT_CHECK_RULE_LINGER)
+        snprintf(title, sizeof title, "%s: %s%s%s (%s) alive %s after its last use%s", rule,
+                 f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
+                 f->owner_name[0] ? "'" : "", bytes, dur, f->freed ? "" : ", never freed");
+    else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
+        snprintf(title, sizeof title, "%s: %u allocation%s (%s) from one call site never freed", rule,
+                 f->nallocs, f->nallocs == 1 ? "" : "s", bytes);
+    else
+        snprintf(title, sizeof title, "%s: %s outlived its call site's siblings by %s", rule, bytes, dur);
+
+    if (r->nfindings++)
+        vt__buf_puts(b, ",");
+    vt__buf_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", li == NONE ? (int64_t)-1 : (int64_t)r->rank[li]);
+    vt__buf_json_str(b, rule);
+    vt__buf_puts(b, ",\"title\":");
+    vt__buf_json_str(b, title);
+    if (f->rule == VT_CHECK_RULE_LINGER) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%u use%s; last by tensor '%s'%s", f->nuses, f->nuses == 1 ? "" : "s",
+                 f->last_use_name, f->steps_unused ? "" : "");
+        if (f->steps_unused)
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %u complete step%s unused after it",
+                     f->steps_unused, f->steps_unused == 1 ? "" : "s");
+        vt__buf_puts(b, ",\"msg\":");
+        vt__buf_json_str(b, msg);
+        if (f->last_use_seq)
+            vt__buf_printf(b, ",\"lastUse\":%" PRIu64, rel(r, f->last_use_time_ns));
+    }
+    if (f->linger_from_seq || f->linger_from_time_ns)
+        vt__buf_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));
+    /* A call-site finding covers every allocation of the site still alive. */
+    if (f->rule == VT_CHECK_RULE_NEVER_FREED && f->nallocs > 1 && f->alloc_stack) {
+        vt__buf_puts(b, ",\"ls\":[");
+        size_t n = 0;
+        for (size_t i = 0; i < tl->nlifetimes; i++) {
+            const vt_lifetime *l = &tl->lifetimes[i];
+            if (l->alloc_stack != f->alloc_stack || !(l->flags & VT_LT_ALIVE) || l->alloc_event == NONE)
+                continue;
+            vt__buf_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", n++ ? "," : "", r->rank[i],
+                           rel(r, l->alloc_time_ns));
+        }
+        vt__buf_puts(b, "]");
+    }
+    if (f->npaths) {
+        vt__buf_puts(b, ",\"path\":[");
+        for (size_t p = 0; p < f->npaths; p++) {
+            char line[2048];
+            vt_check_path_format(&f->paths[p], line, sizeof line);
+            if (p)
+                vt__buf_puts(b, ",");
+            vt__buf_json_str(b, line);
+        }
+        vt__buf_puts(b, "]");
+    }
+    vt__buf_puts(b, "}");
+}
+
+static void add_event_findings(struct render *r)
+{
+    const vt_snapshot *s = r->s;
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        if (e->kind != VT_EV_FINDING)
+            continue;
+        const vt_lifetime *lt = vt_timeline_find(r->tl, e->addr, (uint32_t)i);
+        vt__buf *b = &r->findings;
+        if (r->nfindings++)
+            vt__buf_puts(b, ",");
+        vt__buf_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
+                       lt ? (int64_t)r->rank[lt - r->tl->lifetimes] : (int64_t)-1);
+        const char *text = vt_snapshot_string(s, e->str);
+        vt__buf_json_str(b, text[0] ? text : "finding recorded in the snapshot");
+        vt__buf_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
+    }
+}
+
+/* ---- the binary columns -------------------------------------------------- */
+
+struct section {
+    const char *name;
+    size_t start;
+    int rle;                 /* (value, run length) pairs instead of plain values */
+};
+
+struct columns {
+    vt__buf *blob;
+    struct section sec[20];
+    size_t nsec;
+    uint64_t *tmp;           /* one column's values, then its run-length form */
+    unsigned size_shift;     /* sizes are multiples of 2^size_shift */
+    unsigned addr_shift;     /* addresses likewise */
+    uint64_t tq;             /* time quantum in ns */
+    size_t nxs;              /* lifetimes with extra streams */
+};
+
+static void begin(struct columns *c, const char *name, int rle)
+{
+    c->sec[c->nsec].name = name;
+    c->sec[c->nsec].start = c->blob->len;
+    c->sec[c->nsec].rle = rle;
+    c->nsec++;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Write n values as a column, run-length encoded when that is smaller
+ * (names, devices, streams, flags are mostly long runs). */
+static void put_column(struct columns *c, const char *name, const uint64_t *v, size_t n)
+{
+    size_t plain = 0, rle = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && v[j] == v[i])
+            j++;
+        for (size_t k = i; k < j; k++)
+            plain += varint_len(v[k]);
+        rle += varint_len(v[i]) + varint_len(j - i);
+        i = j;
+    }
+    begin(c, name, rle < plain);
+    if (rle < plain) {
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1;
+            while (j < n && v[j] == v[i])
+                j++;
+            vt__buf_varint(c->blob, v[i]);
+            vt__buf_varint(c->blob, j - i);
+            i = j;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            vt__buf_varint(c->blob, v[i]);
+    }
+}
+
+static uint64_t zigzag(int64_t v)
+{
+    return v >= 0 ? (uint64_t)v << 1 : (((uint64_t)(-(v + 1))) << 1) | 1;
+}
+
+static unsigned common_shift(uint64_t acc)
+{
+    unsigned sh = 0;
+    if (!acc)
+        return 0;
+    while (!(acc & 1) && sh < 40) {
+        acc >>= 1;
+        sh++;
+    }
+    return sh;
+}
+
+static void write_columns(struct render *r, struct columns *c, size_t *npoints_total)
+{
+    const vt_snapshot *s = r->s;
+    const vt_timeline *tl = r->tl;
+    size_t n = tl->nlifetimes;
+    vt__buf *blob = c->blob;
+    uint64_t *v = c->tmp;
+
+    /* Time: quantized to a power of two about 1/64 of the mean gap, which
+     * keeps most deltas in one byte and is far below what a pixel shows. */
+    uint64_t span = tl->last_time_ns > r->t0 ? tl->last_time_ns - r->t0 : 0;
+    c->tq = 1;
+    if (r->naxis)
+        while (c->tq * 2 <= span / r->naxis / 64)
+            c->tq *= 2;
+    size_t k = 0;
+    uint64_t prevq = 0;
+    for (size_t i = 0; i < s->nevents; i++) {
+        if (r->axis_of[i] == NONE)
+            continue;
+        uint64_t q = rel(r, s->events[i].time_ns) / c->tq;
+        v[k++] = q > prevq ? q - prevq : 0;
+        if (q > prevq)
+            prevq = q;
+    }
+    put_column(c, "ev_dt", v, k);
+
+    int64_t last = 0;
+    for (k = 0; k < n; k++) {
+        int64_t p1 = (int64_t)axis_p1(r, tl->lifetimes[r->order[k]].alloc_event);
+        v[k] = zigzag(p1 - last);
+        last = p1;
+    }
+    put_column(c, "l_pos", v, n);
+    for (k = 0; k < n; k++) {
+        const vt_lifetime *l = &tl->lifetimes[r->order[k]];
+        uint64_t p1 = axis_p1(r, l->alloc_event);
+        uint64_t e1 = axis_p1(r, l->release_event);
+        /* release position = value + p1 - 2; 0 = never released */
+        v[k] = e1 == 0 ? 0 : (e1 >= p1 ? e1 - p1 + 1 : 1);
+    }
+    put_column(c, "l_end", v, n);
+    uint64_t acc = 0, aacc = 0;
+    for (k = 0; k < n; k++) {
+        acc |= tl->lifetimes[k].size;
+        aacc |= tl->lifetimes[k].addr;
+    }
+    c->size_shift = common_shift(acc);
+    c->addr_shift = common_shift(aacc);
+    for (k = 0; k < n; k++)
+        v[k] = tl->lifetimes[r->order[k]].size >> c->size_shift;
+    put_column(c, "l_size", v, n);
+    for (k = 0; k < n; k++) {
+        const vt_lifetime *l = &tl->lifetimes[r->order[k]];
+        v[k] = l->req_size && l->req_size <= l->size ? l->size - l->req_size + 1 : 0;
+    }
+    put_column(c, "l_req", v, n);
+    for (k = 0; k < n; k++)
+        v[k] = page_node(r, tl->lifetimes[r->order[k]].alloc_stack);
+    put_column(c, "l_site", v, n);
+    for (k = 0; k < n; k++)
+        v[k] = page_node(r, tl->lifetimes[r->order[k]].free_stack);
+    put_column(c, "l_fstk", v, n);
+    for (k = 0; k < n; k++)
+        v[k] = use_str(r, r->name[r->order[k]]);
+    put_column(c, "l_name", v, n);
+    for (k = 0; k < n; k++)
+        v[k] = stream_index(r, tl->lifetimes[r->order[k]].stream);
+    put_column(c, "l_stream", v, n);
+    for (k = 0; k < n; k++) {
+        int d = r->dev_index[tl->lifetimes[r->order[k]].device + 128];
+        v[k] = d < 0 ? 0 : (uint64_t)d;
+    }
+    put_column(c, "l_dev", v, n);
+    uint64_t pa = 0;
+    for (k = 0; k < n; k++) {
+        uint64_t a = tl->lifetimes[r->order[k]].addr >> c->addr_shift;
+        v[k] = zigzag((int64_t)(a - pa));
+        pa = a;
+    }
+    put_column(c, "l_addr", v, n);
+    for (k = 0; k < n; k++)
+        v[k] = tl->lifetimes[r->order[k]].flags & 0x1f;
+    put_column(c, "l_flags", v, n);
+
+    begin(c, "l_xs", 0);
+    size_t lastk = 0;
+    for (k = 0; k < n; k++) {
+        const vt_lifetime *l = &tl->lifetimes[r->order[k]];
+        if (!l->nstreams || l->first_stream + (size_t)l->nstreams > tl->nstreams)
+            continue;
+        vt__buf_varint(blob, k - lastk);
+        lastk = k;
+        vt__buf_varint(blob, l->nstreams);
+        for (uint32_t j = 0; j < l->nstreams; j++)
+            vt__buf_varint(blob, stream_index(r, tl->streams[l->first_stream + j]));
+        c->nxs++;
+    }
+    begin(c, "stk", 0);
+    for (size_t i = 0; i < s->nstack_nodes; i++) {
+        if (i && !r->node_map[i])
+            continue;
+        const vt_stack_node *nd = &s->stack_nodes[i];
+        vt__buf_varint(blob, i ? page_node(r, nd->parent) : 0);
+        vt__buf_varint(blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
+    }
+    /* Reserved bytes: only the points where it changes (the timeline has a
+     * point for every allocation too). */
+    begin(c, "curves", 0);
+    for (size_t d = 0; d < tl->ndevices; d++) {
+        uint64_t lp = 0, lv = 0;
+        size_t kept = 0;
+        for (size_t j = 0; j < tl->devices[d].npoints; j++) {
+            const vt_tl_point *pt = &tl->devices[d].points[j];
+            if (j && pt->reserved == lv)
+                continue;
+            uint64_t p1 = pt->event == NONE ? 0 : axis_p1(r, pt->event);
+            vt__buf_varint(blob, p1 >= lp ? p1 - lp : 0);
+            if (p1 > lp)
+                lp = p1;
+            vt__buf_varint(blob, pt->reserved);
+            lv = pt->reserved;
+            kept++;
+        }
+        npoints_total[d] = kept;
+    }
+}
+
+/* ---- the JSON metadata ---------------------------------------------------- */
+
+static void json_key_str(vt__buf *b, const char *key, const char *val)
+{
+    vt__buf_printf(b, "\"%s\":", key);
+    vt__buf_json_str(b, val);
+}
+
+static void write_meta(struct render *r, vt__buf *m, const struct columns *c, const size_t *npoints)
+{
+    const vt__buf *blob = c->blob;
+    const struct section *sec = c->sec;
+    size_t nsec = c->nsec, nxs = c->nxs;
+    const vt_snapshot *s = r->s;
+    const vt_timeline *tl = r->tl;
+    vt__buf_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
+                   ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
+                   r->naxis, tl->nlifetimes, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
+                   c->tq, c->size_shift, c->addr_shift);
+    vt__buf_puts(m, "\"info\":{");
+    json_key_str(m, "command", vt_snapshot_string(s, s->meta.command_line));
+    vt__buf_puts(m, ",");
+    json_key_str(m, "host", vt_snapshot_string(s, s->meta.host));
+    vt__buf_puts(m, ",");
+    json_key_str(m, "version", vt_snapshot_string(s, s->meta.library_version));
+    vt__buf_puts(m, ",");
+    json_key_str(m, "config", vt_snapshot_string(s, s->meta.config));
+    vt__buf_printf(m, ",\"pid\":%" PRId32 ",\"rank\":%" PRId32 ",\"snapshotTime\":%" PRIu64
+                   ",\"eventsRecorded\":%" PRIu64 ",\"eventsOverwritten\":%" PRIu64 "},",
+                   s->meta.pid, s->meta.rank,
+                   s->meta.snapshot_time_ns > r->t0 ? s->meta.snapshot_time_ns - r->t0 : 0,
+                   s->meta.events_recorded, s->meta.events_overwritten);
+
+    vt__buf_puts(m, "\"devices\":[");
+    for (size_t d = 0; d < tl->ndevices; d++) {
+        uint32_t name = 0;
+        uint64_t total = 0;
+        for (size_t i = 0; i < s->ndevices; i++)
+            if (s->devices[i].ordinal == tl->devices[d].device) {
+                name = use_str(r, s->devices[i].name);
+                total = s->devices[i].total_bytes;
+            }
+        vt__buf_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu}",
+                       d ? "," : "", tl->devices[d].device, name, total, npoints[d]);
+    }
+    vt__buf_puts(m, "],\"marks\":[");
+    for (size_t k = 0; k < tl->nmarks; k++) {
+        uint64_t p1 = axis_p1(r, tl->marks[k].event);
+        vt__buf_printf(m, "%s[%" PRId64 ",%" PRIu32 "]", k ? "," : "", (int64_t)p1 - 1,
+                       use_str(r, tl->marks[k].label));
+    }
+    vt__buf_puts(m, "],\"streams\":[");
+    for (uint32_t i = 0; i < r->nstreams; i++)
+        vt__buf_printf(m, "%s\"0x%" PRIx64 "\"", i ? "," : "", r->streams[i]);
+    vt__buf_puts(m, "],\"frames\":{\"fn\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].function));
+    vt__buf_puts(m, "],\"file\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].file));
+    vt__buf_puts(m, "],\"line\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", s->frames[r->frames[i]].line);
+    vt__buf_puts(m, "],\"mod\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));
+    vt__buf_puts(m, "],\"off\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__buf_printf(m, "%s%" PRIu64, i ? "," : "", (uint64_t)(s->frames[r->frames[i]].module_offset & ((1ull << 53) - 1)));
+    vt__buf_puts(m, "]},\"findings\":[");
+    vt__buf_put(m, r->findings.data, r->findings.len);
+    vt__buf_puts(m, "],\"sec\":[");
+    for (size_t i = 0; i < nsec; i++) {
+        size_t end = i + 1 < nsec ? sec[i + 1].start : blob->len;
+        vt__buf_printf(m, "%s[\"%s\",%zu,%d]", i ? "," : "", sec[i].name, end - sec[i].start, sec[i].rle);
+    }
+    /* Strings last: everything above may have added some. */
+    vt__buf_puts(m, "],\"strings\":[\"\"");
+    for (uint32_t i = 1; i < r->nstrs; i++) {
+        vt__buf_puts(m, ",");
+        vt__buf_json_str(m, vt_snapshot_string(s, r->strs[i]));
+    }
+    vt__buf_puts(m, "]}");
+}
+
+/* ---- the page ------------------------------------------------------------- */
+
+/* Copy the template, replacing each @@VT_NAME@@ marker. */
+static int write_page(FILE *out, const struct render *r, const vt__buf *meta, const vt__buf *blob)
+{
+    const char *t = vt__viz_template_html;
+    while (*t) {
+        const char *m = strstr(t, "@@VT_");
+        size_t n = m ? (size_t)(m - t) : strlen(t);
+        if (n && fwrite(t, 1, n, out) != n)
+            return -EIO;
+        if (!m)
+            break;
+        const char *end = strstr(m + 5, "@@");
+        if (!end)
+            return -EINVAL;
+        size_t klen = (size_t)(end - (m + 5));
+        const char *key = m + 5;
+        int rc = 0;
+        if (klen == 5 && !strncmp(key, "TITLE", 5)) {
+            const char *cmd = vt_snapshot_string(r->s, r->s->meta.command_line);
+            char title[160];
+            snprintf(title, sizeof title, "%s", cmd[0] ? cmd : "snapshot");
+            rc = vt__write_html_text(out, title);
+        } else if (klen == 5 && !strncmp(key, "STYLE", 5)) {
+            rc = fputs(vt__viz_style_css, out) < 0 ? -EIO : 0;
+        } else if (klen == 6 && !strncmp(key, "SCRIPT", 6)) {
+            rc = fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
+        } else if (klen == 4 && !strncmp(key, "META", 4)) {
+            rc = fwrite(meta->data, 1, meta->len, out) == meta->len ? 0 : -EIO;
+        } else if (klen == 4 && !strncmp(key, "DATA", 4)) {
+            rc = vt__write_base64(out, blob->data, blob->len);
+        } else {
+            return -EINVAL;
+        }
+        if (rc)
+            return rc;
+        t = end + 2;
+    }
+    return ferror(out) ? -EIO : 0;
+}
+
+static void render_free(struct render *r)
+{
+    free(r->axis_of);
+    free(r->order);
+    free(r->rank);
+    free(r->name);
+    free(r->node_map);
+    free(r->frame_map);
+    free(r->frames);
+    free(r->str_map);
+    free(r->strs);
+    free(r->streams);
+    free(r->skeys);
+    free(r->svals);
+    vt__buf_free(&r->findings);
+}
+
+int vt__viz_render(FILE *out, const vt_snapshot *s, const vt_timeline *tl,
+                   const vt_check_report *report, vt__viz_stats *stats,
+                   char *err, size_t errlen)
+{
+    struct render r = { .s = s, .tl = tl };
+    vt__buf blob = { 0 }, meta = { 0 };
+    int rc = 0;
+    size_t nl = tl->nlifetimes;
+
+    if (s->nevents >= NONE || nl >= NONE)
+        return fail(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
+    r.t0 = tl->first_time_ns;
+    r.checked = report != NULL;
+    size_t nstreams_max = nl * 2 + tl->nstreams + 2;
+    size_t scap = 64;
+    while (scap < nstreams_max * 2 && scap < ((size_t)1 << 40))
+        scap *= 2;
+    r.smask = scap - 1;
+    r.axis_of = calloc(s->nevents + 1, sizeof *r.axis_of);
+    r.order = calloc(nl + 1, sizeof *r.order);
+    r.rank = calloc(nl + 1, sizeof *r.rank);
+    r.name = calloc(nl + 1, sizeof *r.name);
+    r.node_map = calloc(s->nstack_nodes + 1, sizeof *r.node_map);
+    r.frame_map = calloc(s->nframes + 1, sizeof *r.frame_map);
+    r.frames = calloc(s->nframes + 1, sizeof *r.frames);
+    r.str_map = calloc(s->nstrings + 1, sizeof *r.str_map);
+    r.strs = calloc(s->nstrings + 1, sizeof *r.strs);
+    r.streams = calloc(nstreams_max, sizeof *r.streams);
+    r.skeys = calloc(scap, sizeof *r.skeys);
+    r.svals = malloc(scap * sizeof *r.svals);
+    if (!r.axis_of || !r.order || !r.rank || !r.name || !r.node_map || !r.frame_map || !r.frames ||
+        !r.str_map || !r.strs || !r.streams || !r.skeys || !r.svals) {
+        rc = fail(err, errlen, -ENOMEM, "viz: out of memory");
+        goto out;
+    }
+    memset(r.svals, 0xff, scap * sizeof *r.svals);
+    r.nstrs = 1;   /* page string 0 is "" */
+    for (int i = 0; i < 256; i++)
+        r.dev_index[i] = -1;
+    for (size_t d = 0; d < tl->ndevices; d++) {
+        int o = tl->devices[d].device;
+        if (o >= -128 && o < 128)
+            r.dev_index[o + 128] = (int)d;
+    }
+
+    build_axis(&r);
+    build_order(&r);
+    bind_names(&r);
+
+    /* Stacks: the allocations' and the findings', with their callers. */
+    for (size_t i = 0; i < nl; i++) {
+        keep_stack(&r, tl->lifetimes[i].alloc_stack);
+        keep_stack(&r, tl->lifetimes[i].free_stack);
+    }
+    r.nnodes = 1;
+    for (size_t i = 1; i < s->nstack_nodes; i++) {
+        if (!r.node_map[i])
+            continue;
+        r.node_map[i] = r.nnodes++;
+        uint32_t f = s->stack_nodes[i].frame;
+        if (f < s->nframes && !r.frame_map[f]) {
+            r.frames[r.nframes] = f;
+            r.frame_map[f] = ++r.nframes;
+        }
+    }
+    if (s->nstack_nodes == 0)
+        r.nnodes = 0;
+
+    if (report)
+        for (size_t i = 0; i < report->nfindings; i++)
+            add_check_finding(&r, &report->findings[i]);
+    add_event_findings(&r);
+
+    struct columns cols = { .blob = &blob };
+    size_t ntmp = s->nevents > nl ? s->nevents : nl;
+    cols.tmp = malloc((ntmp + 1) * sizeof *cols.tmp);
+    size_t *npoints = calloc(tl->ndevices + 1, sizeof *npoints);
+    if (!cols.tmp || !npoints) {
+        free(cols.tmp);
+        free(npoints);
+        rc = fail(err, errlen, -ENOMEM, "viz: out of memory");
+        goto out;
+    }
+    write_columns(&r, &cols, npoints);
+    write_meta(&r, &meta, &cols, npoints);
+    free(cols.tmp);
+    free(npoints);
+    if (blob.failed || meta.failed || r.findings.failed) {
+        rc = fail(err, errlen, -ENOMEM, "viz: out of memory");
+        goto out;
+    }
+    long start = ftell(out);
+    rc = write_page(out, &r, &meta, &blob);
+    if (rc == 0 && fflush(out) != 0)
+        rc = -EIO;
+    if (rc) {
+        fail(err, errlen, rc, "viz: %s", rc == -EIO ? "write failed" : "bad page template");
+        goto out;
+    }
+    if (stats) {
+        long end = ftell(out);
+        stats->html_bytes = start >= 0 && end >= start ? (size_t)(end - start) : 0;
+        stats->data_bytes = blob.len;
+        stats->meta_bytes = meta.len;
+        stats->nlifetimes = nl;
+        stats->naxis = r.naxis;
+        stats->nfindings = r.nfindings;
+    }
+out:
+    vt__buf_free(&blob);
+    vt__buf_free(&meta);
+    render_free(&r);
+    return rc;
+}

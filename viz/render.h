@@ -1,0 +1,40 @@
+/*
+ * viz/render.h - render a snapshot as one self-contained HTML page.
+ *
+ * The page is viz/template.html with viz/style.css, viz/timeline.js and the
+ * data inlined (the assets are compiled into the binary by viz/embed.py).
+ * Data is columnar: per allocation and per event, unsigned LEB128 varints
+ * (deltas where values grow), base64 in one <script type=
+ * "application/octet-stream"> tag; strings, frames, marks and findings as
+ * JSON. The page makes no network request.
+ */
+#ifndef VT_VIZ_RENDER_H
+#define VT_VIZ_RENDER_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "check.h"
+#include "snapshot.h"
+#include "timeline.h"
+
+/* What a render produced (for messages and benchmarks). */
+typedef struct vt__viz_stats {
+    size_t html_bytes;     /* bytes written */
+    size_t data_bytes;     /* binary data before base64 */
+    size_t meta_bytes;     /* JSON metadata */
+    size_t nlifetimes;     /* allocations drawn */
+    size_t naxis;          /* events on the x axis */
+    size_t nfindings;      /* findings shown (checker + FINDING events) */
+} vt__viz_stats;
+
+/* Write the page for snapshot `s` (with its timeline `tl`, built by
+ * vt_timeline_build) to `out`. `report` (may be NULL) adds the checker's
+ * findings; VT_EV_FINDING events of the snapshot are always shown.
+ * @return 0, or a negative errno (-ENOMEM, -EIO) with a one-line message in
+ *         err. `stats` may be NULL. */
+int vt__viz_render(FILE *out, const vt_snapshot *s, const vt_timeline *tl,
+                   const vt_check_report *report, vt__viz_stats *stats,
+                   char *err, size_t errlen);
+
+#endif /* VT_VIZ_RENDER_H */

@@ -1,0 +1,1069 @@
+/*
+ * viz/timeline.js - the vramtrace timeline page (inlined by `vramtrace viz`).
+ *
+ * Plain, dependency-free JavaScript. The data comes from two tags the
+ * renderer (viz/render.c) fills: #vt-meta (JSON: strings, frames, marks,
+ * findings, section sizes) and #vt-data (base64 of little-endian unsigned
+ * LEB128 varint columns, one section per column). Everything is decoded into
+ * typed arrays once; nothing per allocation ever becomes a DOM node.
+ *
+ * Drawing is a raster sweep: for each pixel column the renderer picks the
+ * moment inside that column with the most bytes allocated (so peaks never
+ * vanish when zoomed out), brings a list of live allocations up to that
+ * moment and stacks them bottom-up in allocation order. Allocations smaller
+ * than a pixel merge into the pixel of the band that crosses it; neighbours
+ * from one call site merge into one summary band of that site's colour, and
+ * at high zoom every band is exact. An id buffer remembers which allocation
+ * owns each pixel, so hover and click are O(1).
+ */
+'use strict';
+
+(function () {
+  // ------------------------------------------------------------------ data
+  const meta = JSON.parse(document.getElementById('vt-meta').textContent);
+  const S = meta.strings;
+  const str = (i) => (i > 0 && i < S.length ? S[i] : '');
+
+  function base64Bytes(text) {
+    if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(text);
+    const bin = atob(text);
+    const n = bin.length;
+    const u = new Uint8Array(n);
+    for (let i = 0; i < n; i++) u[i] = bin.charCodeAt(i);
+    return u;
+  }
+
+  const blob = base64Bytes(document.getElementById('vt-data').textContent);
+  const sections = {};
+  {
+    let p = 0;
+    for (const [name, len, rle] of meta.sec) {
+      sections[name] = [p, p + len, rle];
+      p += len;
+    }
+    if (p !== blob.length) throw new Error('vramtrace: data size ' + blob.length + ' != ' + p);
+  }
+
+  /* Decode `count` values of column `name` into `out`: unsigned varints,
+   * or (value, run length) varint pairs for a run-length column. Values up
+   * to 2^53 stay exact (no 32-bit shifts). Returns out. */
+  function varints(name, count, out) {
+    const u = blob;
+    const [start, end, rle] = sections[name];
+    let p = start;
+    let i = 0;
+    while (i < count && p < end) {
+      let b = u[p++];
+      let v = b & 127;
+      if (b >= 128) {
+        let mul = 128;
+        do {
+          b = u[p++];
+          v += (b & 127) * mul;
+          mul *= 128;
+        } while (b >= 128);
+      }
+      if (!rle) {
+        out[i++] = v;
+        continue;
+      }
+      b = u[p++];
+      let run = b & 127;
+      for (let mul = 128; b >= 128; mul *= 128) {
+        b = u[p++];
+        run += (b & 127) * mul;
+      }
+      const stop = Math.min(count, i + run);
+      out.fill(v, i, stop);
+      i = stop;
+    }
+    if (p > end || i < count) throw new Error('vramtrace: column ' + name + ' is damaged');
+    return out;
+  }
+  const unzig = (v) => (v % 2 === 0 ? v / 2 : -(v + 1) / 2);
+
+  const nE = meta.nAxis;           // events on the x axis (allocator events)
+  const nL = meta.nLife;           // allocations (lifetimes)
+  const nK = meta.nStack;          // stack nodes
+
+  // Axis: time of each event, ns since the first one.
+  const evT = new Float64Array(nE);
+  varints('ev_dt', nE, evT);
+  for (let i = 1; i < nE; i++) evT[i] += evT[i - 1];
+  if (meta.tq > 1) for (let i = 0; i < nE; i++) evT[i] *= meta.tq;
+  const lastT = Math.max(nE ? evT[nE - 1] : 0, meta.info.snapshotTime || 0, 1);
+
+  // Lifetimes, columnar.
+  const lAlloc = new Int32Array(nL);    // axis index of the alloc, -1 before the window
+  const lEnd = new Int32Array(nL);      // axis index of the release, nE if never
+  const lSize = new Float64Array(nL);
+  const lReq = new Float64Array(nL);
+  const lSite = new Uint32Array(nL);    // allocation stack node
+  const lFree = new Uint32Array(nL);    // free stack node
+  const lName = new Uint32Array(nL);    // tensor name (string)
+  const lStream = new Uint32Array(nL);  // index into meta.streams
+  const lDev = new Uint32Array(nL);     // index into meta.devices
+  const lAddr = new Float64Array(nL);
+  const lFlags = new Uint8Array(nL);
+  const lLinger = new Float64Array(nL).fill(Infinity); // time from which a band is hatched
+  const lFinding = new Int32Array(nL).fill(-1);
+  {
+    const tmp = new Float64Array(nL);
+    varints('l_pos', nL, tmp);
+    let p1 = 0;
+    for (let i = 0; i < nL; i++) {
+      p1 += unzig(tmp[i]);
+      lAlloc[i] = p1 - 1;
+    }
+    varints('l_end', nL, tmp);
+    for (let i = 0; i < nL; i++) lEnd[i] = tmp[i] === 0 ? nE : tmp[i] + lAlloc[i] - 1;
+    varints('l_size', nL, lSize);
+    const sizeMul = Math.pow(2, meta.sizeShift || 0);
+    if (sizeMul > 1) for (let i = 0; i < nL; i++) lSize[i] *= sizeMul;
+    varints('l_req', nL, tmp);
+    for (let i = 0; i < nL; i++) lReq[i] = tmp[i] === 0 ? 0 : lSize[i] - tmp[i] + 1;
+    varints('l_site', nL, lSite);
+    varints('l_fstk', nL, lFree);
+    varints('l_name', nL, lName);
+    varints('l_stream', nL, lStream);
+    varints('l_dev', nL, lDev);
+    varints('l_addr', nL, tmp);
+    let a = 0;
+    const addrMul = Math.pow(2, meta.addrShift || 0);
+    for (let i = 0; i < nL; i++) {
+      a += unzig(tmp[i]);
+      lAddr[i] = a * addrMul;
+    }
+    varints('l_flags', nL, tmp);
+    for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
+  }
+  const FL_ALIVE = 1, FL_BEFORE = 2, FL_PENDING = 4, FL_FREE_LOST = 8;
+
+  // Extra streams (record_stream), sparse: lifetime -> [stream index...].
+  const extraStreams = new Map();
+  {
+    const sec = sections.l_xs;
+    const vals = [];
+    for (let p = sec[0]; p < sec[1];) {
+      let b = blob[p++], v = b & 127, mul = 128;
+      while (b >= 128) { b = blob[p++]; v += (b & 127) * mul; mul *= 128; }
+      vals.push(v);
+    }
+    let p = 0, l = 0;
+    for (let k = 0; k < meta.nXs && p < vals.length; k++) {
+      l += vals[p++];
+      const cnt = vals[p++];
+      extraStreams.set(l, vals.slice(p, p + cnt));
+      p += cnt;
+    }
+  }
+
+  // Stack prefix tree: node -> (parent, frame).
+  const kParent = new Uint32Array(nK);
+  const kFrame = new Uint32Array(nK);
+  {
+    const tmp = new Float64Array(2 * nK);
+    varints('stk', 2 * nK, tmp);
+    for (let i = 0; i < nK; i++) {
+      kParent[i] = tmp[2 * i];
+      kFrame[i] = tmp[2 * i + 1];
+    }
+  }
+  const F = meta.frames;
+
+  // Reserved bytes per device: sparse steps (axis position, value).
+  const devCurves = [];
+  {
+    let total = 0;
+    for (const d of meta.devices) total += d.npoints;
+    const tmp = new Float64Array(2 * total);
+    varints('curves', 2 * total, tmp);
+    let p = 0;
+    for (const d of meta.devices) {
+      const pos = new Int32Array(d.npoints);
+      const val = new Float64Array(d.npoints);
+      let ax = 0;
+      for (let k = 0; k < d.npoints; k++) {
+        ax += tmp[p++];
+        pos[k] = ax - 1;   // -1: the state before the first event
+        val[k] = tmp[p++];
+      }
+      devCurves.push({ pos, val });
+    }
+  }
+
+  // Findings: mark the part of each band after its last use. A call-site
+  // finding (`ls`) covers several allocations, each from its own moment.
+  const findings = meta.findings;
+  findings.forEach((f, i) => {
+    const from = f.from != null ? f.from : (f.lastUse != null ? f.lastUse : null);
+    const members = f.ls ? f.ls : (f.l >= 0 ? [[f.l, from]] : []);
+    for (const [l, t] of members) {
+      if (l < 0 || l >= nL) continue;
+      if (lFinding[l] < 0) lFinding[l] = i;
+      if (t != null) lLinger[l] = Math.min(lLinger[l], t);
+    }
+  });
+
+  // Sweep index: which lifetimes start / end at each axis event.
+  let nBefore = 0;
+  while (nBefore < nL && lAlloc[nBefore] < 0) nBefore++;
+  const startOff = new Int32Array(nE + 1);   // lifetimes are in alloc order
+  {
+    let l = nBefore;
+    for (let e = 0; e <= nE; e++) {
+      while (l < nL && lAlloc[l] < e) l++;
+      startOff[e] = l;
+    }
+  }
+  const endOff = new Int32Array(nE + 1);     // counting sort by end event
+  const endL = new Int32Array(nL);
+  {
+    for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endOff[lEnd[l] + 1]++;
+    for (let e = 0; e < nE; e++) endOff[e + 1] += endOff[e];
+    const fill = endOff.slice();
+    for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endL[fill[lEnd[l]]++] = l;
+  }
+
+  // ---------------------------------------------------------------- helpers
+  function fmtBytes(b) {
+    const a = Math.abs(b);
+    if (a < 1024) return b + ' B';
+    const u = ['KiB', 'MiB', 'GiB', 'TiB'];
+    let v = b / 1024, i = 0;
+    while (Math.abs(v) >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+    return (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)) + ' ' + u[i];
+  }
+  function fmtTime(ns) {
+    const a = Math.abs(ns);
+    if (a < 1e3) return ns.toFixed(0) + ' ns';
+    if (a < 1e6) return (ns / 1e3).toPrecision(3) + ' µs';
+    if (a < 1e9) return (ns / 1e6).toPrecision(4) + ' ms';
+    return (ns / 1e9).toPrecision(5) + ' s';
+  }
+  /* A time tick label precise enough to tell ticks `step` ns apart. */
+  function fmtTick(ns, step) {
+    const units = [[1e9, 's'], [1e6, 'ms'], [1e3, 'µs'], [1, 'ns']];
+    const scale = view.v1 >= 1e9 ? 0 : view.v1 >= 1e6 ? 1 : view.v1 >= 1e3 ? 2 : 3;
+    const [div, name] = units[scale];
+    const decimals = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / div) - 1e-9)));
+    return (ns / div).toFixed(decimals) + ' ' + name;
+  }
+  const hex = (v) => '0x' + v.toString(16);
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+
+  function frameText(fr) {
+    const fn = str(F.fn[fr]);
+    const file = str(F.file[fr]);
+    const mod = str(F.mod[fr]);
+    const where = file ? file + (F.line[fr] ? ':' + F.line[fr] : '')
+      : (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '');
+    return { fn: fn || (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '??'), where };
+  }
+  function stackFrames(node) {
+    const out = [];
+    for (let k = node, guard = 0; k > 0 && k < nK && guard < 4096; k = kParent[k], guard++) out.push(kFrame[k]);
+    return out;
+  }
+  const siteCache = new Map();
+  function siteLabel(node) {
+    if (node === 0) return '(no stack)';
+    let s = siteCache.get(node);
+    if (s) return s;
+    const frs = stackFrames(node);
+    let pick = frs.find((fr) => F.fn[fr] > 0);
+    if (pick === undefined) pick = frs[0];
+    const t = frameText(pick);
+    s = t.fn + (t.where ? ' (' + t.where + ')' : '');
+    siteCache.set(node, s);
+    return s;
+  }
+  function lifetimeTitle(l) {
+    return lName[l] ? str(lName[l]) : 'allocation #' + l;
+  }
+
+  // Site colours: a stable hue per call site (stack node), packed ABGR.
+  const siteRGBA = new Uint32Array(Math.max(nK, 1));
+  const siteDark = new Uint32Array(Math.max(nK, 1));
+  function hsl2abgr(h, s, l) {
+    const k = (n) => (n + h / 30) % 12;
+    const a = s * Math.min(l, 1 - l);
+    const f = (n) => l - a * Math.max(-1, Math.min(k(n) - 3, Math.min(9 - k(n), 1)));
+    const r = Math.round(255 * f(0)), g = Math.round(255 * f(8)), b = Math.round(255 * f(4));
+    return (0xff000000 | (b << 16) | (g << 8) | r) >>> 0;
+  }
+  for (let k = 0; k < nK; k++) {
+    let h = Math.imul(k ^ 0x9e3779b9, 0x85ebca6b) >>> 0;
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+    const hue = (h % 360 + 360) % 360;
+    const sat = 0.45 + ((h >>> 9) % 30) / 100;
+    const lig = 0.55 + ((h >>> 17) % 15) / 100;
+    siteRGBA[k] = hsl2abgr(hue, sat, lig);
+    siteDark[k] = hsl2abgr(hue, sat, lig - 0.18);
+  }
+  if (nK) { siteRGBA[0] = hsl2abgr(0, 0, 0.72); siteDark[0] = hsl2abgr(0, 0, 0.55); }
+  const HATCH_A = 0xff2f2fd3 >>> 0, HATCH_B = 0xff00007f >>> 0;   // reds (ABGR)
+  const SEL = 0xff00d7ff >>> 0, SEL_DARK = 0xff0090b0 >>> 0;         // amber
+
+  // ----------------------------------------------------------------- state
+  const view = {
+    mode: 'time',          // 'time' | 'event'
+    v0: 0, v1: lastT,      // visible x range (ns or event index)
+    device: -1,            // index into meta.devices, -1 = all
+    selected: -1,          // lifetime
+    moment: -2,            // axis state shown in the table (-1 initial, -2 none)
+    flameRoot: 0,
+  };
+  const use = new Uint8Array(nL);   // lifetime passes the device filter
+  let allocCurve = new Float64Array(nE);
+  let resvCurve = new Float64Array(nE);
+  let initAlloc = 0, initResv = 0;
+  let peakState = -1;
+
+  function applyFilter() {
+    for (let l = 0; l < nL; l++) use[l] = view.device < 0 || lDev[l] === view.device ? 1 : 0;
+    const d = new Float64Array(nE + 1);
+    initAlloc = 0;
+    for (let l = 0; l < nL; l++) {
+      if (!use[l]) continue;
+      if (lAlloc[l] < 0) initAlloc += lSize[l]; else d[lAlloc[l]] += lSize[l];
+      if (lEnd[l] < nE) d[lEnd[l]] -= lSize[l];
+    }
+    let v = initAlloc, best = initAlloc;
+    peakState = -1;
+    for (let e = 0; e < nE; e++) {
+      v += d[e];
+      allocCurve[e] = v;
+      if (v > best) { best = v; peakState = e; }
+    }
+    d.fill(0);
+    initResv = 0;
+    meta.devices.forEach((dev, i) => {
+      if (view.device >= 0 && view.device !== i) return;
+      const c = devCurves[i];
+      let prev = 0;
+      for (let k = 0; k < c.pos.length; k++) {
+        if (c.pos[k] < 0) initResv += c.val[k] - prev;
+        else d[c.pos[k]] += c.val[k] - prev;
+        prev = c.val[k];
+      }
+    });
+    v = initResv;
+    for (let e = 0; e < nE; e++) { v += d[e]; resvCurve[e] = v; }
+  }
+  const allocAt = (s) => (s < 0 ? initAlloc : allocCurve[s]);
+  const resvAt = (s) => (s < 0 ? initResv : resvCurve[s]);
+  const timeAt = (s) => (s < 0 ? 0 : evT[s]);
+
+  /* The live allocations in allocation order, brought forward event by event.
+   * Freed ones are flagged dead and squeezed out once they are the majority. */
+  const sweep = {
+    list: new Int32Array(nL),
+    on: new Uint8Array(nL),
+    len: 0, dead: 0, pos: 0,
+    reset() {
+      this.on.fill(0);
+      this.len = 0; this.dead = 0; this.pos = 0;
+      for (let l = 0; l < nBefore; l++) if (use[l]) { this.list[this.len++] = l; this.on[l] = 1; }
+    },
+    /* State right after axis event s (s = -1: before the first event). */
+    to(s) {
+      if (s + 1 < this.pos) this.reset();
+      const list = this.list, on = this.on;
+      for (let e = this.pos; e <= s; e++) {
+        for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) {
+          if (use[j]) { list[this.len++] = j; on[j] = 1; }
+        }
+        for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
+          const l = endL[j];
+          if (on[l]) { on[l] = 0; this.dead++; }
+        }
+      }
+      if (s + 1 > this.pos) this.pos = s + 1;
+      if (this.dead > 256 && this.dead * 2 > this.len) {
+        let n = 0;
+        for (let i = 0; i < this.len; i++) if (on[list[i]]) list[n++] = list[i];
+        this.len = n; this.dead = 0;
+      }
+    },
+    alive() {
+      const out = [];
+      for (let i = 0; i < this.len; i++) if (this.on[this.list[i]]) out.push(this.list[i]);
+      return out;
+    },
+  };
+
+  function lowerBound(arr, n, x) {
+    let lo = 0, hi = n;
+    while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < x) lo = m + 1; else hi = m; }
+    return lo;
+  }
+  const domainMax = () => (view.mode === 'time' ? lastT : Math.max(nE, 1));
+
+  // ------------------------------------------------------------- canvases
+  const $ = (id) => document.getElementById(id);
+  const tl = $('tl'), seg = $('seg'), flame = $('flame');
+  const tip = $('tooltip');
+  const M = { l: 66, r: 10, t: 16, b: 20 };   // plot margins, CSS px
+  let dpr = 1;
+  let plot = null;   // geometry + per-column states + id buffer of the last draw
+
+  function sizeCanvas(c) {
+    const r = c.parentElement.getBoundingClientRect();
+    const w = Math.max(100, Math.round(r.width * dpr)), h = Math.max(60, Math.round(r.height * dpr));
+    if (c.width !== w) c.width = w;
+    if (c.height !== h) c.height = h;
+  }
+
+  /* Pick, for each pixel column, the axis state it shows: the moment inside
+   * the column with the most bytes allocated. -2 = no data there. */
+  function columnStates(PW) {
+    const st = new Int32Array(PW);
+    const span = view.v1 - view.v0;
+    for (let c = 0; c < PW; c++) {
+      const xa = view.v0 + (c / PW) * span, xb = view.v0 + ((c + 1) / PW) * span;
+      let e0, e1, best;
+      if (view.mode === 'event') {
+        if (xb <= 0 || xa >= nE) { st[c] = -2; continue; }
+        e0 = Math.max(0, Math.floor(xa));
+        e1 = Math.min(nE, Math.max(e0 + 1, Math.ceil(xb)));
+        best = e0;
+      } else {
+        if (xb < 0 || xa > lastT) { st[c] = -2; continue; }
+        e0 = lowerBound(evT, nE, xa);
+        e1 = lowerBound(evT, nE, xb);
+        best = e0 - 1;                      // the state carried into the column
+      }
+      let bv = allocAt(best);
+      for (let e = e0; e < e1; e++) if (allocCurve[e] > bv) { bv = allocCurve[e]; best = e; }
+      st[c] = best;
+    }
+    return st;
+  }
+  const xOf = (s) => (view.mode === 'time' ? timeAt(s) : s + 0.5);
+
+  function niceStep(span, n) {
+    const raw = span / n;
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const m = raw / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+  }
+  function niceBytesStep(max, n) {
+    let step = 1;
+    while (max / step > n) step *= 2;
+    return step;
+  }
+
+  let drawCount = 0, firstPaint = 0, lastDrawMs = 0;
+
+  function drawTimeline() {
+    const t0 = performance.now();
+    sizeCanvas(tl);
+    const W = tl.width, H = tl.height;
+    const L = Math.round(M.l * dpr), R = Math.round(M.r * dpr), T = Math.round(M.t * dpr), B = Math.round(M.b * dpr);
+    const PW = Math.max(1, W - L - R), PH = Math.max(1, H - T - B);
+    const ctx = tl.getContext('2d');
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+
+    const st = columnStates(PW);
+    let ymax = 1;
+    for (let c = 0; c < PW; c++) {
+      if (st[c] === -2) continue;
+      ymax = Math.max(ymax, allocAt(st[c]), resvAt(st[c]));
+    }
+    ymax *= 1.04;
+    const ys = PH / ymax;
+
+    const img = ctx.createImageData(PW, PH);
+    const px = new Uint32Array(img.data.buffer);
+    const ids = new Int32Array(PW * PH);
+    sweep.reset();
+    const list = sweep.list, on = sweep.on;
+    const sel = view.selected;
+    for (let c = 0; c < PW; c++) {
+      const s = st[c];
+      if (s === -2) continue;
+      sweep.to(s);
+      const t = timeAt(s);
+      let off = 0, yPrev = PH;
+      const n = sweep.len;
+      for (let i = 0; i < n && yPrev > 0; i++) {
+        const l = list[i];
+        if (!on[l]) continue;
+        off += lSize[l];
+        let top = Math.round(PH - off * ys);
+        if (top < 0) top = 0;
+        if (top >= yPrev) continue;         // thinner than a pixel: merged
+        const site = lSite[l];
+        const linger = lLinger[l] <= t;
+        let col = l === sel ? SEL : siteRGBA[site];
+        const edge = yPrev - top >= 4 ? (l === sel ? SEL_DARK : siteDark[site]) : col;
+        for (let y = top; y < yPrev; y++) {
+          const p = y * PW + c;
+          if (linger) px[p] = ((c + y) & 7) < 4 ? HATCH_A : (l === sel ? SEL : HATCH_B);
+          else px[p] = y === top ? edge : col;
+          ids[p] = l + 1;
+        }
+        yPrev = top;
+      }
+    }
+    ctx.putImageData(img, L, T);
+
+    // Reserved memory as a line.
+    ctx.strokeStyle = '#111';
+    ctx.lineWidth = Math.max(1, dpr * 1.2);
+    ctx.beginPath();
+    let pen = false;
+    for (let c = 0; c < PW; c++) {
+      if (st[c] === -2) { pen = false; continue; }
+      const y = T + PH - resvAt(st[c]) * ys;
+      if (!pen) { ctx.moveTo(L + c, y); pen = true; } else ctx.lineTo(L + c, y);
+      ctx.lineTo(L + c + 1, y);
+    }
+    ctx.stroke();
+
+    drawAxes(ctx, L, T, PW, PH, ymax, dpr);
+    drawMarks(ctx, L, T, PW, PH);
+    if (view.moment > -2) {
+      const x = pxOfX(xOf(view.moment), L, PW);
+      if (x >= L && x <= L + PW) {
+        ctx.save();
+        ctx.setLineDash([4 * dpr, 3 * dpr]);
+        ctx.strokeStyle = '#2962ff';
+        ctx.lineWidth = dpr;
+        ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + PH); ctx.stroke();
+        ctx.restore();
+      }
+    }
+    plot = { L, T, PW, PH, st, ids, ys, ymax };
+    drawSegments(st, PW, L, R);
+    drawCount++;
+    lastDrawMs = performance.now() - t0;
+    if (!firstPaint) {
+      firstPaint = performance.now();
+      performance.mark('vt-first-paint');
+    }
+  }
+
+  function pxOfX(x, L, PW) { return L + ((x - view.v0) / (view.v1 - view.v0)) * PW; }
+
+  function drawAxes(ctx, L, T, PW, PH, ymax, k) {
+    ctx.fillStyle = '#6b6b70';
+    ctx.strokeStyle = '#e3e3e8';
+    ctx.lineWidth = 1;
+    ctx.font = (11 * k) + 'px system-ui, sans-serif';
+    ctx.textBaseline = 'middle';
+    ctx.textAlign = 'right';
+    const step = niceBytesStep(ymax, Math.max(2, Math.floor(PH / (40 * k))));
+    for (let v = 0; v <= ymax; v += step) {
+      const y = Math.round(T + PH - (v / ymax) * PH) + 0.5;
+      ctx.beginPath(); ctx.moveTo(L - 4 * k, y); ctx.lineTo(L, y); ctx.stroke();
+      ctx.fillText(fmtBytes(v), L - 6 * k, y);
+    }
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'top';
+    const span = view.v1 - view.v0;
+    const xs = niceStep(span, Math.max(2, Math.floor(PW / (110 * k))));
+    for (let v = Math.ceil(view.v0 / xs) * xs; v <= view.v1; v += xs) {
+      const x = Math.round(pxOfX(v, L, PW)) + 0.5;
+      ctx.beginPath(); ctx.moveTo(x, T + PH); ctx.lineTo(x, T + PH + 4 * k); ctx.stroke();
+      ctx.fillText(view.mode === 'time' ? fmtTick(v, xs) : '#' + Math.round(v), x, T + PH + 5 * k);
+    }
+    ctx.strokeStyle = '#999';
+    ctx.strokeRect(L - 0.5, T - 0.5, PW + 1, PH + 1);
+  }
+
+  function drawMarks(ctx, L, T, PW, PH) {
+    ctx.save();
+    ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
+    ctx.textBaseline = 'bottom';
+    ctx.textAlign = 'left';
+    const xs = [];
+    for (const [ax, label] of meta.marks) {
+      const x = Math.round(pxOfX(xOf(ax), L, PW)) + 0.5;
+      if (x >= L && x <= L + PW) xs.push([x, label]);
+    }
+    // Thousands of marks (one per step) would paint the plot over: then
+    // draw ticks along the top edge and lines only where there is room.
+    const dense = xs.length > PW / (8 * dpr);
+    let lastLine = -1e9, lastRight = -1e9;
+    for (const [x, label] of xs) {
+      ctx.strokeStyle = 'rgba(90, 30, 160, 0.75)';
+      ctx.lineWidth = dpr;
+      ctx.beginPath();
+      ctx.moveTo(x, T);
+      if (!dense || x - lastLine >= 60 * dpr) {
+        ctx.lineTo(x, T + PH);
+        lastLine = x;
+      } else {
+        ctx.lineTo(x, T + 5 * dpr);
+      }
+      ctx.stroke();
+      const text = str(label);
+      if (x > lastRight + 4 * dpr) {
+        ctx.fillStyle = '#5a1ea0';
+        ctx.fillText(text, x + 2 * dpr, T - 1 * dpr);
+        lastRight = x + ctx.measureText(text).width;
+      }
+    }
+    ctx.restore();
+  }
+
+  function drawSegments(st, PW, L, R) {
+    sizeCanvas(seg);
+    const W = seg.width, H = seg.height;
+    const T = Math.round(6 * dpr), B = Math.round(18 * dpr);
+    const PH = Math.max(1, H - T - B);
+    const ctx = seg.getContext('2d');
+    ctx.clearRect(0, 0, W, H);
+    let ymax = 1;
+    for (let c = 0; c < PW; c++) if (st[c] !== -2) ymax = Math.max(ymax, resvAt(st[c]), allocAt(st[c]));
+    ymax *= 1.05;
+    const ys = PH / ymax;
+    for (let c = 0; c < PW; c++) {
+      const s = st[c];
+      if (s === -2) continue;
+      const a = allocAt(s), r = Math.max(resvAt(s), a);
+      const ya = ys * a, yr = ys * r;
+      ctx.fillStyle = '#4f7fd8';
+      ctx.fillRect(L + c, T + PH - ya, 1, ya);
+      ctx.fillStyle = '#f0b35a';
+      ctx.fillRect(L + c, T + PH - yr, 1, yr - ya);
+    }
+    drawAxes(ctx, L, T, PW, PH, ymax, dpr);
+    segPlot = { L, T, PW, PH, st };
+  }
+  let segPlot = null;
+
+  // -------------------------------------------------------------- icicle
+  let flameRects = [];
+  function drawFlame() {
+    sweep.reset();
+    sweep.to(peakState);
+    const bytes = new Float64Array(Math.max(nK, 1));
+    let total = 0;
+    for (const l of sweep.alive()) { bytes[lSite[l] < nK ? lSite[l] : 0] += lSize[l]; total += lSize[l]; }
+    // Parents are not promised to come before children: order by depth.
+    const depth = new Int32Array(nK).fill(-1);
+    if (nK) depth[0] = 0;
+    let maxDepth = 0;
+    for (let k = 1; k < nK; k++) {
+      const path = [];
+      let j = k;
+      while (j > 0 && depth[j] < 0 && path.length < 4096) { path.push(j); j = kParent[j]; }
+      let d = j > 0 ? depth[j] : 0;
+      for (let i = path.length - 1; i >= 0; i--) depth[path[i]] = ++d;
+      maxDepth = Math.max(maxDepth, depth[k]);
+    }
+    const order = Array.from({ length: nK }, (_, i) => i).filter((k) => bytes[k] > 0 || k === 0);
+    const cum = bytes.slice();
+    const byDepth = Array.from({ length: nK }, (_, i) => i).sort((a, b) => depth[b] - depth[a]);
+    for (const k of byDepth) if (k > 0 && cum[k] > 0) cum[kParent[k]] += cum[k];
+    const children = new Map();
+    for (let k = 1; k < nK; k++) {
+      if (cum[k] <= 0) continue;
+      const p = kParent[k];
+      if (!children.has(p)) children.set(p, []);
+      children.get(p).push(k);
+    }
+    void order;
+    const root = cum[view.flameRoot] > 0 ? view.flameRoot : 0;
+    const wrap = $('flame-wrap');
+    const rowH = 17;
+    let rows = 1;
+    (function depthOf(k, d) {
+      rows = Math.max(rows, d + 1);
+      if (d > 60) return;
+      for (const c of children.get(k) || []) depthOf(c, d + 1);
+    })(root, 0);
+    wrap.style.height = Math.min(rows * rowH + 4, 640) + 'px';
+    sizeCanvas(flame);
+    const ctx = flame.getContext('2d');
+    const W = flame.width;
+    ctx.clearRect(0, 0, W, flame.height);
+    ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
+    ctx.textBaseline = 'middle';
+    flameRects = [];
+    const rh = rowH * dpr;
+    const rootBytes = cum[root] || 1;
+    $('flame-label').textContent = peakState >= -1 && total > 0
+      ? '(' + fmtBytes(total) + ' live at ' + (peakState < 0 ? 'start' : fmtTime(evT[peakState])) + ')' : '';
+    function box(k, x, w, d) {
+      if (w < 0.5) return;
+      const y = d * rh;
+      const frLabel = k === 0 ? 'all live allocations' : (() => { const t = frameText(kFrame[k]); return t.fn; })();
+      ctx.fillStyle = k === 0 ? '#c9c9d1' : '#' + (siteRGBA[k] & 0xffffff).toString(16).padStart(6, '0').replace(/(..)(..)(..)/, '$3$2$1');
+      ctx.fillRect(x, y, Math.max(w - 1, 0.5), rh - 1);
+      if (w > 40 * dpr) {
+        ctx.fillStyle = '#111';
+        const label = frLabel + ' ' + fmtBytes(cum[k]);
+        ctx.save();
+        ctx.beginPath(); ctx.rect(x, y, w - 2, rh); ctx.clip();
+        ctx.fillText(label, x + 3 * dpr, y + rh / 2);
+        ctx.restore();
+      }
+      flameRects.push({ k, x, y, w, h: rh, bytes: cum[k], self: bytes[k] });
+      if (d > 60) return;
+      const ch = (children.get(k) || []).slice().sort((a, b) => cum[b] - cum[a]);
+      let cx = x;
+      for (const c of ch) {
+        const cw = (cum[c] / cum[k]) * w;
+        box(c, cx, cw, d + 1);
+        cx += cw;
+      }
+    }
+    if (total > 0) box(root, 0, (cum[root] / rootBytes) * W, 0);
+    else { ctx.fillStyle = '#6b6b70'; ctx.fillText('nothing allocated', 6 * dpr, rh / 2); }
+  }
+
+  // ------------------------------------------------------------- panels
+  function stackHTML(node) {
+    if (!node) return '<div class="none">no stack recorded</div>';
+    const frs = stackFrames(node);
+    return '<ol class="stack">' + frs.map((fr) => {
+      const t = frameText(fr);
+      return '<li>' + esc(t.fn) + (t.where ? ' <span class="loc">' + esc(t.where) + '</span>' : '') + '</li>';
+    }).join('') + '</ol>';
+  }
+  function streamName(i) { return meta.streams[i] === '0x0' ? 'default (0x0)' : meta.streams[i]; }
+
+  function findingHTML(fi) {
+    const f = findings[fi];
+    let h = '<div class="t">' + esc(f.title || f.kind || 'finding') + '</div>';
+    if (f.msg) h += '<div>' + esc(f.msg) + '</div>';
+    if (f.lastUse != null) h += '<div>last use at ' + fmtTime(f.lastUse) + '</div>';
+    if (f.from != null) h += '<div>alive after its last use since ' + fmtTime(f.from) + '</div>';
+    if (f.path && f.path.length) {
+      h += '<div>held by:</div><ol class="path">' + f.path.map((p) => '<li>' + esc(p) + '</li>').join('') + '</ol>';
+    }
+    return h;
+  }
+
+  function showDetail(l) {
+    const el = $('detail');
+    if (l < 0) { el.innerHTML = 'Click a band in the timeline.'; return; }
+    const alive = lEnd[l] >= nE;
+    const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
+    const te = alive ? null : evT[lEnd[l]];
+    const fl = [];
+    if (lFlags[l] & FL_ALIVE) fl.push('alive at the snapshot');
+    if (lFlags[l] & FL_BEFORE) fl.push('allocated before the recorded window');
+    if (lFlags[l] & FL_PENDING) fl.push('free pending stream events');
+    if (lFlags[l] & FL_FREE_LOST) fl.push('free never recorded');
+    const streams = [streamName(lStream[l])].concat((extraStreams.get(l) || []).map(streamName));
+    const dev = meta.devices[lDev[l]];
+    let h = '<dl>';
+    h += '<dt>allocation</dt><dd>' + esc(lifetimeTitle(l)) + '</dd>';
+    h += '<dt>size</dt><dd>' + fmtBytes(lSize[l]) + ' (' + lSize[l] + ' B' + (lReq[l] ? ', requested ' + lReq[l] + ' B' : '') + ')</dd>';
+    h += '<dt>address</dt><dd>' + hex(lAddr[l]) + (dev ? ' on cuda:' + dev.ord : '') + '</dd>';
+    h += '<dt>allocated</dt><dd>' + (ta == null ? 'before the window' : fmtTime(ta) + ' (event #' + lAlloc[l] + ')') + '</dd>';
+    h += '<dt>released</dt><dd>' + (te == null ? 'never (alive at the end)' : fmtTime(te) + ' (event #' + lEnd[l] + ')') + '</dd>';
+    h += '<dt>lifetime</dt><dd>' + (ta == null ? '?' : fmtTime((te == null ? lastT : te) - ta)) + (te == null ? '+' : '') + '</dd>';
+    h += '<dt>streams</dt><dd>' + esc(streams.join(', ')) + '</dd>';
+    if (fl.length) h += '<dt>state</dt><dd>' + esc(fl.join('; ')) + '</dd>';
+    h += '</dl>';
+    if (lFinding[l] >= 0) {
+      h += '<h3>Checker finding</h3><div class="finding">';
+      h += findingHTML(lFinding[l]);
+      h += '</div>';
+    }
+    h += '<h3>Allocation stack</h3>' + stackHTML(lSite[l]);
+    h += '<h3>Free stack</h3>' + (alive ? '<div class="none">not freed</div>' : stackHTML(lFree[l]));
+    el.innerHTML = h;
+  }
+
+  function showTop() {
+    const tbl = $('top');
+    const m = view.moment > -2 ? view.moment : peakState;
+    $('moment-label').textContent = (m < 0 ? 'the start' : fmtTime(evT[m]) + ' (event #' + m + ')') +
+      (view.moment > -2 ? '' : ', the peak');
+    sweep.reset();
+    sweep.to(m);
+    const alive = sweep.alive();
+    alive.sort((a, b) => lSize[b] - lSize[a] || a - b);
+    let sum = 0;
+    for (const l of alive) sum += lSize[l];
+    let h = '<tr><th class="num">size</th><th>name</th><th>call site</th><th class="num">age</th></tr>';
+    for (const l of alive.slice(0, 40)) {
+      const age = lAlloc[l] < 0 ? '?' : fmtTime(timeAt(m) - evT[lAlloc[l]]);
+      h += '<tr class="row' + (l === view.selected ? ' sel' : '') + '" data-l="' + l + '"><td class="num">' + fmtBytes(lSize[l]) +
+        '</td><td>' + esc(lName[l] ? str(lName[l]) : '') + (lFinding[l] >= 0 ? ' <b style="color:#d32f2f">!</b>' : '') +
+        '</td><td class="site" title="' + esc(siteLabel(lSite[l])) + '">' + esc(siteLabel(lSite[l])) +
+        '</td><td class="num">' + age + '</td></tr>';
+    }
+    h += '<tr><td class="num"><b>' + fmtBytes(sum) + '</b></td><td colspan="3">' + alive.length + ' allocations alive</td></tr>';
+    tbl.innerHTML = h;
+  }
+
+  function showFindings() {
+    $('nfindings').textContent = '(' + findings.length + ')';
+    const el = $('findings');
+    if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>'; return; }
+    el.innerHTML = findings.map((f, i) => '<div class="finding' + (f.l === view.selected ? ' sel' : '') + '" data-f="' + i + '">' +
+      '<div class="t">' + esc(f.title || f.kind) + '</div>' +
+      (f.l >= 0 ? '<div>' + esc(lifetimeTitle(f.l)) + ', ' + fmtBytes(lSize[f.l]) + ' &middot; ' + esc(siteLabel(lSite[f.l])) + '</div>' : '') +
+      '</div>').join('');
+  }
+
+  function select(l, moment) {
+    view.selected = l;
+    if (moment !== undefined) view.moment = moment;
+    showDetail(l);
+    showTop();
+    showFindings();
+    schedule();
+  }
+
+  // ------------------------------------------------------------- tooltip
+  function showTip(ev, html) {
+    if (!html) { tip.hidden = true; return; }
+    tip.innerHTML = html;
+    tip.hidden = false;
+    const pad = 14;
+    let x = ev.clientX + pad, y = ev.clientY + pad;
+    const r = tip.getBoundingClientRect();
+    if (x + r.width > innerWidth) x = ev.clientX - r.width - pad;
+    if (y + r.height > innerHeight) y = ev.clientY - r.height - pad;
+    tip.style.left = x + 'px';
+    tip.style.top = y + 'px';
+  }
+  function lifetimeAtEvent(ev) {
+    if (!plot) return -1;
+    const r = tl.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) * dpr) - plot.L;
+    const y = Math.floor((ev.clientY - r.top) * dpr) - plot.T;
+    if (x < 0 || y < 0 || x >= plot.PW || y >= plot.PH) return -1;
+    return plot.ids[y * plot.PW + x] - 1;
+  }
+  function columnState(ev, p, canvas) {
+    if (!p) return -2;
+    const r = canvas.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) * dpr) - p.L;
+    if (x < 0 || x >= p.PW) return -2;
+    return p.st[x];
+  }
+  function tipFor(l, s) {
+    let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(lName[l] ? str(lName[l]) : 'allocation #' + l);
+    h += '\n' + esc(siteLabel(lSite[l]));
+    const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
+    h += '\nallocated ' + (ta == null ? 'before the window' : 'at ' + fmtTime(ta)) + ', ' +
+      (lEnd[l] >= nE ? 'never freed' : 'freed at ' + fmtTime(evT[lEnd[l]]));
+    if (lFinding[l] >= 0) {
+      const f = findings[lFinding[l]];
+      h += '\n<span class="warn">' + esc(f.title || f.kind) + (lLinger[l] <= timeAt(s) ? ' (past its last use here)' : '') + '</span>';
+    }
+    return h;
+  }
+
+  // ------------------------------------------------------------ interaction
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; drawTimeline(); });
+  }
+  function clampView() {
+    const dm = domainMax();
+    const minSpan = view.mode === 'time' ? Math.min(dm, 200) : Math.min(dm, 8);
+    let span = Math.max(minSpan, Math.min(dm * 1.02, view.v1 - view.v0));
+    let v0 = view.v0;
+    if (v0 < -dm * 0.01) v0 = -dm * 0.01;
+    if (v0 + span > dm * 1.01) v0 = dm * 1.01 - span;
+    view.v0 = v0; view.v1 = v0 + span;
+  }
+  function resetView() {
+    view.v0 = 0; view.v1 = domainMax();
+    schedule();
+  }
+
+  function attachPlotInteraction(canvas, getPlot) {
+    let drag = null;
+    canvas.addEventListener('wheel', (ev) => {
+      ev.preventDefault();
+      const p = getPlot();
+      if (!p) return;
+      const r = canvas.getBoundingClientRect();
+      const fx = Math.min(1, Math.max(0, ((ev.clientX - r.left) * dpr - p.L) / p.PW));
+      const anchor = view.v0 + fx * (view.v1 - view.v0);
+      const k = Math.exp((ev.deltaY || ev.deltaX) * 0.0015);
+      const span = (view.v1 - view.v0) * k;
+      view.v0 = anchor - fx * span;
+      view.v1 = view.v0 + span;
+      clampView();
+      schedule();
+    }, { passive: false });
+    canvas.addEventListener('mousedown', (ev) => {
+      drag = { x: ev.clientX, v0: view.v0, v1: view.v1, moved: false };
+    });
+    window.addEventListener('mousemove', (ev) => {
+      if (!drag) return;
+      const p = getPlot();
+      const dx = ev.clientX - drag.x;
+      if (Math.abs(dx) > 3) drag.moved = true;
+      if (!drag.moved || !p) return;
+      const shift = (-dx * dpr / p.PW) * (drag.v1 - drag.v0);
+      view.v0 = drag.v0 + shift; view.v1 = drag.v1 + shift;
+      clampView();
+      schedule();
+    });
+    window.addEventListener('mouseup', () => { setTimeout(() => { drag = null; }, 0); });
+    return () => drag && drag.moved;
+  }
+
+  const tlDragging = attachPlotInteraction(tl, () => plot);
+  const segDragging = attachPlotInteraction(seg, () => segPlot);
+
+  tl.addEventListener('mousemove', (ev) => {
+    const l = lifetimeAtEvent(ev);
+    if (l < 0) { showTip(ev, null); return; }
+    showTip(ev, tipFor(l, columnState(ev, plot, tl)));
+  });
+  tl.addEventListener('mouseleave', () => { tip.hidden = true; });
+  tl.addEventListener('click', (ev) => {
+    if (tlDragging()) return;
+    const s = columnState(ev, plot, tl);
+    select(lifetimeAtEvent(ev), s === -2 ? view.moment : s);
+  });
+  seg.addEventListener('mousemove', (ev) => {
+    const s = columnState(ev, segPlot, seg);
+    if (s === -2) { showTip(ev, null); return; }
+    const a = allocAt(s), r = resvAt(s);
+    showTip(ev, '<b>' + (s < 0 ? 'start' : fmtTime(evT[s])) + '</b>\nreserved ' + fmtBytes(r) + '\nallocated ' + fmtBytes(a) +
+      '\nunused in cache ' + fmtBytes(Math.max(0, r - a)) + (r > 0 ? ' (' + (100 * Math.max(0, r - a) / r).toFixed(1) + '%)' : ''));
+  });
+  seg.addEventListener('mouseleave', () => { tip.hidden = true; });
+  seg.addEventListener('click', (ev) => {
+    if (segDragging()) return;
+    const s = columnState(ev, segPlot, seg);
+    if (s !== -2) select(view.selected, s);
+  });
+  function flameAt(ev) {
+    const r = flame.getBoundingClientRect();
+    const x = (ev.clientX - r.left) * dpr, y = (ev.clientY - r.top) * dpr;
+    return flameRects.find((b) => x >= b.x && x < b.x + b.w && y >= b.y && y < b.y + b.h);
+  }
+  flame.addEventListener('mousemove', (ev) => {
+    const b = flameAt(ev);
+    if (!b) { showTip(ev, null); return; }
+    let h;
+    if (b.k === 0) h = '<b>' + fmtBytes(b.bytes) + '</b> live at the peak';
+    else {
+      const t = frameText(kFrame[b.k]);
+      h = '<b>' + esc(fmtBytes(b.bytes)) + '</b> ' + esc(t.fn) + (t.where ? '\n' + esc(t.where) : '') +
+        (b.self ? '\nallocated right here: ' + fmtBytes(b.self) : '');
+    }
+    showTip(ev, h + '\n(click: zoom in/out)');
+  });
+  flame.addEventListener('mouseleave', () => { tip.hidden = true; });
+  flame.addEventListener('click', (ev) => {
+    const b = flameAt(ev);
+    if (!b) return;
+    view.flameRoot = b.k === view.flameRoot && b.k !== 0 ? kParent[b.k] : b.k;
+    drawFlame();
+  });
+  $('top').addEventListener('click', (ev) => {
+    const tr = ev.target.closest('tr[data-l]');
+    if (tr) select(+tr.dataset.l);
+  });
+  $('findings').addEventListener('click', (ev) => {
+    const d = ev.target.closest('[data-f]');
+    if (!d) return;
+    const f = findings[+d.dataset.f];
+    if (f.l < 0) return;
+    const end = lEnd[f.l] >= nE ? nE - 1 : lEnd[f.l] - 1;
+    select(f.l, Math.max(-1, end));
+  });
+  $('xmode').addEventListener('click', () => {
+    // Keep the same stretch of history in view across the switch.
+    if (view.mode === 'time') {
+      const a = lowerBound(evT, nE, view.v0), b = lowerBound(evT, nE, view.v1);
+      view.mode = 'event'; view.v0 = a; view.v1 = Math.max(b, a + 8);
+    } else {
+      const a = evT[Math.max(0, Math.min(nE - 1, Math.floor(view.v0)))] || 0;
+      const b = evT[Math.max(0, Math.min(nE - 1, Math.ceil(view.v1)))] || lastT;
+      view.mode = 'time'; view.v0 = a; view.v1 = Math.max(b, a + 200);
+    }
+    $('xmode').textContent = 'x: ' + (view.mode === 'time' ? 'time' : 'event index');
+    clampView();
+    schedule();
+  });
+  $('reset').addEventListener('click', resetView);
+  const devSel = $('device');
+  devSel.innerHTML = '<option value="-1">all</option>' + meta.devices.map((d, i) =>
+    '<option value="' + i + '">cuda:' + d.ord + (d.name ? ' ' + esc(str(d.name)) : '') + '</option>').join('');
+  if (meta.devices.length === 1) { devSel.value = '0'; view.device = 0; }
+  devSel.addEventListener('change', () => {
+    view.device = +devSel.value;
+    applyFilter();
+    view.flameRoot = 0;
+    drawFlame();
+    select(view.selected);
+  });
+  window.addEventListener('resize', () => { dpr = window.devicePixelRatio || 1; schedule(); drawFlame(); });
+
+  // ------------------------------------------------------------------ start
+  function header() {
+    const i = meta.info;
+    $('cmd').textContent = i.command || '';
+    $('cmd').title = i.command || '';
+    let peakA = 0, peakR = 0;
+    for (let e = 0; e < nE; e++) { peakA = Math.max(peakA, allocCurve[e]); peakR = Math.max(peakR, resvCurve[e]); }
+    peakA = Math.max(peakA, initAlloc); peakR = Math.max(peakR, initResv);
+    const parts = [
+      '<b>' + fmtBytes(peakA) + '</b> peak allocated',
+      '<b>' + fmtBytes(peakR) + '</b> peak reserved',
+      '<b>' + nL.toLocaleString() + '</b> allocations',
+      '<b>' + nE.toLocaleString() + '</b> events',
+    ];
+    if (i.eventsOverwritten) parts.push('<span style="color:#d32f2f">' + i.eventsOverwritten.toLocaleString() + ' events lost</span>');
+    if (i.host) parts.push(esc(i.host) + (i.pid ? ':' + i.pid : ''));
+    $('stats').innerHTML = parts.join(' &middot; ');
+  }
+
+  dpr = window.devicePixelRatio || 1;
+  applyFilter();
+  header();
+  resetView();
+  drawTimeline();   // first paint right away, not a frame later
+  showFindings();
+  showTop();
+  requestAnimationFrame(() => drawFlame());
+
+  // For tests and benchmarks: read-only facts about the page.
+  window.__vt = {
+    get firstPaintMs() { return firstPaint; },
+    get drawCount() { return drawCount; },
+    get lastDrawMs() { return lastDrawMs; },
+    nLifetimes: nL,
+    nEvents: nE,
+    findLifetime(name) {
+      for (let l = 0; l < nL; l++) if (lName[l] && str(lName[l]) === name) return l;
+      return -1;
+    },
+    /* Client coordinates of a pixel the timeline drew for lifetime l (the
+     * middle of its tallest column run), or null if it is not visible. */
+    locate(l) {
+      if (!plot) return null;
+      let best = null;
+      for (let x = 0; x < plot.PW; x++) {
+        let run = 0, y0 = -1;
+        for (let y = 0; y < plot.PH; y++) {
+          if (plot.ids[y * plot.PW + x] === l + 1) { if (run === 0) y0 = y; run++; }
+        }
+        if (run && (!best || run > best.run)) best = { run, x, y: y0 + run / 2 };
+      }
+      if (!best) return null;
+      const r = tl.getBoundingClientRect();
+      return { x: r.left + (plot.L + best.x + 0.5) / dpr, y: r.top + (plot.T + best.y) / dpr };
+    },
+    /* The decoded facts of lifetime l, and the one drawn at a canvas pixel. */
+    lifetime(l) {
+      return { size: lSize[l], alloc: lAlloc[l], end: lEnd[l], site: lSite[l], name: str(lName[l]),
+        addr: lAddr[l], flags: lFlags[l], finding: lFinding[l] };
+    },
+    idAt(x, y) { return plot ? plot.ids[y * plot.PW + x] - 1 : -1; },
+    view,
+    redraw: drawTimeline,
+  };
+})();
