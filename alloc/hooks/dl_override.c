@@ -1,0 +1,197 @@
+/*
+ * alloc/hooks/dl_override.c - our dlsym and dlopen.
+ *
+ * Why override dlsym: dlsym(handle, name) on a specific handle searches that
+ * object and its dependencies, never the preloaded libvramtrace, so a runtime
+ * or library that dlopens libcuda.so.1 and dlsyms cuGetProcAddress_v2 or
+ * cuMemAllocAsync (the static CUDA runtime, CuPy, XLA, cudarc) would never
+ * see the hooks. Our dlsym asks the real one and hands out the hook when the
+ * answer is a hooked driver function (procaddr.c decides, by identity).
+ *
+ * Why the entry points are assembly: glibc's dlsym and dlopen look at their
+ * return address. dlsym(RTLD_NEXT, ...) means "after the CALLER's object",
+ * dlsym(RTLD_DEFAULT, ...) searches the caller's scope, and dlopen uses the
+ * caller's RUNPATH and namespace. A C wrapper that calls the real function
+ * would make every answer relative to libvramtrace. So the entry decides in C
+ * (vt__hk_dlsym_route) and then JUMPS to the chosen function with the
+ * caller's return address still on the stack: the real dlsym sees the
+ * original caller. Only the handful of hooked names take the C path.
+ *
+ * Both glibc symbol versions are defined (dlsym@GLIBC_2.2.5 for binaries
+ * built before glibc 2.34, dlsym@@GLIBC_2.34 after); the version nodes come
+ * from hooks.map. The real functions come from dlvsym(RTLD_NEXT, ...), which
+ * we do not override, so resolving them never re-enters our dlsym.
+ */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hooks_internal.h"
+
+/* Bounds of libvramtrace in memory, defined by the linker. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern char _end[] __attribute__((visibility("hidden")));
+
+bool vt__hk_is_self(const void *addr)
+{
+    return (const char *)addr >= __ehdr_start && (const char *)addr < _end;
+}
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlopen_fn)(const char *, int);
+
+/* Read by the assembly entries: the real functions, once resolved. */
+__attribute__((visibility("hidden"))) _Atomic(dlsym_fn) vt__hk_real_dlsym_fn;
+__attribute__((visibility("hidden"))) _Atomic(dlopen_fn) vt__hk_real_dlopen_fn;
+
+/* dlvsym hands back a data pointer; ISO C converts to function pointers only
+ * through memcpy. A result inside libvramtrace is our own entry (an odd libc
+ * search order) and would recurse: refuse it. */
+static void *real_by_version(const char *name)
+{
+    static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5" };
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        void *p = dlvsym(RTLD_NEXT, name, versions[i]);
+        if (p && !vt__hk_is_self(p))
+            return p;
+    }
+    return NULL;
+}
+
+static dlsym_fn real_dlsym(void)
+{
+    dlsym_fn f = atomic_load_explicit(&vt__hk_real_dlsym_fn, memory_order_acquire);
+    if (hk_likely(f != NULL))
+        return f;
+    void *p = real_by_version("dlsym");
+    if (!p)
+        return NULL;
+    memcpy(&f, &p, sizeof f);
+    atomic_store_explicit(&vt__hk_real_dlsym_fn, f, memory_order_release);
+    return f;
+}
+
+static dlopen_fn real_dlopen(void)
+{
+    dlopen_fn f = atomic_load_explicit(&vt__hk_real_dlopen_fn, memory_order_acquire);
+    if (hk_likely(f != NULL))
+        return f;
+    void *p = real_by_version("dlopen");
+    if (!p)
+        return NULL;
+    memcpy(&f, &p, sizeof f);
+    atomic_store_explicit(&vt__hk_real_dlopen_fn, f, memory_order_release);
+    return f;
+}
+
+void *vt__hk_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn f = real_dlsym();
+    return f ? f(handle, name) : NULL;
+}
+
+/* The C half of a dlsym whose name is hooked: ask the real dlsym (relative to
+ * libvramtrace; for RTLD_NEXT that finds the driver's function, which is the
+ * one to replace) and hand out the hook if the answer is a hooked one. */
+__attribute__((visibility("hidden"))) void *vt__hk_dlsym_hooked(void *handle, const char *name);
+void *vt__hk_dlsym_hooked(void *handle, const char *name)
+{
+    void *p = vt__hk_real_dlsym(handle, name);
+    if (!p)
+        return NULL;
+    return vt__hk_substitute(name, p, 0, false);
+}
+
+/* Called by the dlsym entry. @return the function to jump to with the
+ * caller's arguments and return address: the real dlsym, or
+ * vt__hk_dlsym_hooked; NULL when there is no real dlsym (dlsym returns NULL). */
+__attribute__((visibility("hidden"))) void *vt__hk_dlsym_route(void *handle, const char *name,
+                                                               const void *caller);
+void *vt__hk_dlsym_route(void *handle, const char *name, const void *caller)
+{
+    (void)handle;
+    dlsym_fn f = real_dlsym();
+    if (hk_unlikely(f == NULL))
+        return NULL;
+    void *target;
+    /* vramtrace itself (the allocator's driver table) always gets the truth. */
+    if (name && vt__hk_is_hooked_name(name) && !vt__hk_is_self(caller)) {
+        dlsym_fn h = vt__hk_dlsym_hooked;
+        memcpy(&target, &h, sizeof target);
+    } else {
+        memcpy(&target, &f, sizeof target);
+    }
+    return target;
+}
+
+/* A library loaded with RTLD_DEEPBIND resolves its own dependencies before the
+ * global scope: its cudaMalloc binds to its libcudart, its dlsym to libc's, and
+ * the preload never sees its allocations. We cannot undo that (the flag is the
+ * library's explicit wish); we say so once. */
+static atomic_int deepbind_warned;
+
+__attribute__((visibility("hidden"))) void *vt__hk_dlopen_route(const char *file, int flags,
+                                                                const void *caller);
+void *vt__hk_dlopen_route(const char *file, int flags, const void *caller)
+{
+    dlopen_fn f = real_dlopen();
+    if ((flags & RTLD_DEEPBIND) && file && !vt__hk_is_self(caller)
+        && !atomic_exchange(&deepbind_warned, 1))
+        fprintf(stderr, "vramtrace: %s is loaded with RTLD_DEEPBIND: the CUDA calls it and "
+                        "its dependencies make may bypass vramtrace (not cached, not traced)\n",
+                file);
+    void *target;
+    memcpy(&target, &f, sizeof target);
+    return target;
+}
+
+#if defined(__x86_64__)
+/* Both entries: keep the arguments, ask the route (C) with the caller's return
+ * address, restore the arguments and jump. At entry %rsp is 8 mod 16; two
+ * pushes and 8 more bytes align it for the call. */
+#define HK_DL_ENTRY(entry, route)                                              \
+    "    .p2align 4\n"                                                          \
+    "    .globl " entry "\n"                                                    \
+    "    .type " entry ", @function\n"                                          \
+    entry ":\n"                                                                 \
+    "    .cfi_startproc\n"                                                      \
+    "    pushq %rdi\n"                                                          \
+    "    .cfi_adjust_cfa_offset 8\n"                                            \
+    "    pushq %rsi\n"                                                          \
+    "    .cfi_adjust_cfa_offset 8\n"                                            \
+    "    subq $8, %rsp\n"                                                       \
+    "    .cfi_adjust_cfa_offset 8\n"                                            \
+    "    movq 24(%rsp), %rdx\n"                                                 \
+    "    call " route "\n"                                                      \
+    "    addq $8, %rsp\n"                                                       \
+    "    .cfi_adjust_cfa_offset -8\n"                                           \
+    "    popq %rsi\n"                                                           \
+    "    .cfi_adjust_cfa_offset -8\n"                                           \
+    "    popq %rdi\n"                                                           \
+    "    .cfi_adjust_cfa_offset -8\n"                                           \
+    "    testq %rax, %rax\n"                                                    \
+    "    jz 1f\n"                                                               \
+    "    jmp *%rax\n"                                                           \
+    "1:  xorl %eax, %eax\n"                                                     \
+    "    ret\n"                                                                 \
+    "    .cfi_endproc\n"                                                        \
+    "    .size " entry ", .-" entry "\n"
+
+__asm__(
+    "    .pushsection .text\n"
+    HK_DL_ENTRY("vt__hk_dlsym_entry", "vt__hk_dlsym_route")
+    HK_DL_ENTRY("vt__hk_dlsym_entry_old", "vt__hk_dlsym_route")
+    HK_DL_ENTRY("vt__hk_dlopen_entry", "vt__hk_dlopen_route")
+    HK_DL_ENTRY("vt__hk_dlopen_entry_old", "vt__hk_dlopen_route")
+    "    .symver vt__hk_dlsym_entry, dlsym@@GLIBC_2.34\n"
+    "    .symver vt__hk_dlsym_entry_old, dlsym@GLIBC_2.2.5\n"
+    "    .symver vt__hk_dlopen_entry, dlopen@@GLIBC_2.34\n"
+    "    .symver vt__hk_dlopen_entry_old, dlopen@GLIBC_2.2.5\n"
+    "    .popsection\n");
+#else
+/* Other architectures: no dlsym/dlopen override yet (a C wrapper would make
+ * RTLD_NEXT and dlopen's RUNPATH relative to libvramtrace). Programs that
+ * reach the driver through dlsym then bypass the cache there. */
+#endif

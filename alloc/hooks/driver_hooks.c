@@ -1,0 +1,480 @@
+/*
+ * alloc/hooks/driver_hooks.c - the driver layer: cuMemAlloc_v2 and friends.
+ *
+ * Every program reaches the driver, whether it links the runtime
+ * dynamically, statically (the runtime then gets these through our
+ * cuGetProcAddress), or dlopens libcuda.so.1 itself (through our dlsym). So
+ * this layer alone already puts every device allocation under the cache; the
+ * runtime layer exists for programs that call cudaMalloc of a shared runtime
+ * and to keep the runtime's device and error semantics.
+ *
+ * Each hook passes straight through when the thread is already inside
+ * vramtrace (the guard: a runtime hook calling the real runtime, the
+ * allocator calling the driver) or when the caller is libvramtrace itself
+ * (a driver that handed the allocator our own address for a name), so a
+ * call is served and counted once. Arguments the allocator would not see the
+ * way the driver does (NULL output, size 0) also go to the real driver, for
+ * its exact error code.
+ *
+ * Device of a driver call: the current context's (cuCtxGetDevice). The
+ * allocator allocates in that device's primary context; with unified
+ * addressing the memory is usable from any context of the device.
+ *
+ * cuMemGetInfo_v2 reports the device's numbers with the bytes the cache holds
+ * but has not handed out counted as free (vt__alloc_cached_free_bytes): to the
+ * program they are as available as memory the device never gave away.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "allocator.h"
+#include "config.h"
+#include "cuda_driver.h"
+#include "hooks_internal.h"
+#include "recorder.h"
+#include "vramtrace/format.h"
+
+/* cuda.h maps these names to their _v2 ABI; we define the old names too. */
+#undef cuGetProcAddress
+#undef cuStreamDestroy
+
+__thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
+
+#define SELF_CALLER() vt__hk_is_self(__builtin_return_address(0))
+#define PASS() (hk_unlikely(vt__hk_guard != 0) || hk_unlikely(SELF_CALLER()))
+
+/* The real function of entry e, as a function pointer of var's type. */
+#define REAL(var, e)                                                           \
+    do {                                                                       \
+        void *p_ = vt__hk_drv_real(e);                                         \
+        memcpy(&(var), &p_, sizeof p_);                                        \
+    } while (0)
+
+/* A real driver call, under the guard so whatever it calls back passes. */
+#define GUARDED(expr) (HK_ENTER(), r_ = (expr), HK_LEAVE(), r_)
+
+/* The allocator speaks cudaError_t; the numbers the driver layer can see
+ * mostly coincide, except those two which are spelled out. */
+static CUresult to_cu(int e)
+{
+    switch (e) {
+    case 0: return CUDA_SUCCESS;
+    case 1: return CUDA_ERROR_INVALID_VALUE;        /* cudaErrorInvalidValue */
+    case 2: return CUDA_ERROR_OUT_OF_MEMORY;        /* cudaErrorMemoryAllocation */
+    default: return (CUresult)e;                    /* backend: driver codes */
+    }
+}
+
+static CUresult ctx_device(int *dev)
+{
+    const vt__driver_api *d = vt__driver();
+    if (!d || !d->cuCtxGetDevice)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUdevice cd = 0;
+    CUresult r = d->cuCtxGetDevice(&cd);
+    if (r == CUDA_SUCCESS)
+        *dev = (int)cd;
+    return r;
+}
+
+static int device_or_zero(void)
+{
+    int dev = 0;
+    return ctx_device(&dev) == CUDA_SUCCESS ? dev : 0;
+}
+
+void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t size,
+                        unsigned which, bool release)
+{
+    if (!vt__trace_enabled())
+        return;
+    uint32_t stack = release ? vt__stack_capture_free() : vt__stack_capture();
+    vt__trace(VT_EV_PASSTHROUGH, device, stream, addr, size, size, stack, which,
+              release ? 1 : 0, 0);
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+static CUresult alloc_common(CUdeviceptr *dptr, size_t bytes, uint64_t stream)
+{
+    int dev;
+    CUresult r = ctx_device(&dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    void *p = NULL;
+    HK_ENTER();
+    int e = vt__alloc_malloc(dev, bytes, stream, &p);
+    HK_LEAVE();
+    if (e == 0)
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    return to_cu(e);
+}
+
+HK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUresult (*real)(CUdeviceptr *, size_t);
+    REAL(real, HK_cuMemAlloc_v2);
+    if (PASS() || !dptr || bytesize == 0) {
+        CUresult r_;
+        return real ? GUARDED(real(dptr, bytesize)) : CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return alloc_common(dptr, bytesize, 0);
+}
+
+static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, CUstream s,
+                            bool ptsz, bool pass)
+{
+    CUresult (*real)(CUdeviceptr *, size_t, CUstream);
+    REAL(real, e);
+    if (pass || !dptr || bytes == 0) {
+        CUresult r_;
+        return real ? GUARDED(real(dptr, bytes, s)) : CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return alloc_common(dptr, bytes, hk_stream(s, ptsz));
+}
+
+HK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(HK_cuMemAllocAsync, dptr, bytesize, hStream, false, PASS());
+}
+
+HK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+HK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(HK_cuMemAllocAsync_ptsz, dptr, bytesize, hStream, true, PASS());
+}
+
+/* ---- free ---------------------------------------------------------------- */
+
+/* A pointer the cache does not own goes to the real free, unchanged. */
+static CUresult free_foreign(CUresult (*real1)(CUdeviceptr), CUresult (*real2)(CUdeviceptr, CUstream),
+                             CUdeviceptr ptr, CUstream s, uint64_t stream)
+{
+    vt__hk_passthrough(device_or_zero(), stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
+    CUresult r_;
+    if (real1)
+        return GUARDED(real1(ptr));
+    if (real2)
+        return GUARDED(real2(ptr, s));
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult (*real)(CUdeviceptr);
+    REAL(real, HK_cuMemFree_v2);
+    if (PASS() || dptr == 0) {
+        CUresult r_;
+        return real ? GUARDED(real(dptr)) : CUDA_ERROR_NOT_INITIALIZED;
+    }
+    HK_ENTER();
+    if (vt__config()->free_sync) {
+        /* Exactly what cuMemFree does: wait for the device, then free. */
+        const vt__driver_api *d = vt__driver();
+        if (d && d->cuCtxSynchronize)
+            d->cuCtxSynchronize();
+    }
+    int e = vt__alloc_free((void *)(uintptr_t)dptr, 0, VT_FREE_UNKNOWN_STREAM);
+    HK_LEAVE();
+    if (e == VT_ALLOC_NOT_OWNED)
+        return free_foreign(real, NULL, dptr, NULL, 0);
+    return to_cu(e);
+}
+
+static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool ptsz, bool pass)
+{
+    CUresult (*real)(CUdeviceptr, CUstream);
+    REAL(real, e);
+    if (pass || dptr == 0) {
+        CUresult r_;
+        return real ? GUARDED(real(dptr, s)) : CUDA_ERROR_NOT_INITIALIZED;
+    }
+    uint64_t stream = hk_stream(s, ptsz);
+    HK_ENTER();
+    int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
+    HK_LEAVE();
+    if (rc == VT_ALLOC_NOT_OWNED)
+        return free_foreign(NULL, real, dptr, s, stream);
+    return to_cu(rc);
+}
+
+HK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(HK_cuMemFreeAsync, dptr, hStream, false, PASS());
+}
+
+HK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+HK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(HK_cuMemFreeAsync_ptsz, dptr, hStream, true, PASS());
+}
+
+/* ---- memory info --------------------------------------------------------- */
+
+HK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    CUresult (*real)(size_t *, size_t *);
+    REAL(real, HK_cuMemGetInfo_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r_;
+    CUresult r = GUARDED(real(free_bytes, total_bytes));
+    if (PASS() || r != CUDA_SUCCESS || !free_bytes)
+        return r;
+    int dev;
+    if (ctx_device(&dev) == CUDA_SUCCESS) {
+        HK_ENTER();
+        uint64_t cached = vt__alloc_cached_free_bytes(dev);
+        HK_LEAVE();
+        uint64_t f = (uint64_t)*free_bytes + cached;
+        if (total_bytes && f > *total_bytes)
+            f = *total_bytes;
+        *free_bytes = (size_t)f;
+    }
+    return r;
+}
+
+/* ---- streams --------------------------------------------------------------- */
+
+static void stream_created(CUstream s)
+{
+    int dev;
+    if (ctx_device(&dev) == CUDA_SUCCESS) {
+        HK_ENTER();
+        vt__alloc_stream_created(dev, (uint64_t)(uintptr_t)s);
+        HK_LEAVE();
+    }
+}
+
+HK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    CUresult (*real)(CUstream *, unsigned);
+    REAL(real, HK_cuStreamCreate);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(phStream, Flags));
+    if (!pass && r == CUDA_SUCCESS && phStream)
+        stream_created(*phStream);
+    return r;
+}
+
+HK_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    CUresult (*real)(CUstream *, unsigned, int);
+    REAL(real, HK_cuStreamCreateWithPriority);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(phStream, flags, priority));
+    if (!pass && r == CUDA_SUCCESS && phStream)
+        stream_created(*phStream);
+    return r;
+}
+
+/* The allocator hears of the stream first, while it still exists: blocks
+ * pending on it keep their events, which outlive the stream. */
+static CUresult stream_destroy(enum vt__hk_drv e, CUstream s, bool pass)
+{
+    CUresult (*real)(CUstream);
+    REAL(real, e);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    HK_ENTER();
+    if (!pass && s)
+        vt__alloc_stream_destroyed((uint64_t)(uintptr_t)s);
+    CUresult r = real(s);
+    HK_LEAVE();
+    return r;
+}
+
+HK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    return stream_destroy(HK_cuStreamDestroy_v2, hStream, PASS());
+}
+
+HK_EXPORT CUresult cuStreamDestroy(CUstream hStream);
+HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
+{
+    return stream_destroy(HK_cuStreamDestroy, hStream, PASS());
+}
+
+/* ---- seen, not cached ------------------------------------------------------ */
+
+HK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    CUresult (*real)(void **, size_t);
+    REAL(real, HK_cuMemAllocHost_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pp, bytesize));
+    if (!pass && r == CUDA_SUCCESS && pp)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pp, bytesize,
+                           VT_PASS_HOST, false);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    CUresult (*real)(void *);
+    REAL(real, HK_cuMemFreeHost);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(p));
+    if (!pass && r == CUDA_SUCCESS && p)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)p, 0, VT_PASS_HOST, true);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult (*real)(CUdeviceptr *, size_t, unsigned);
+    REAL(real, HK_cuMemAllocManaged);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(dptr, bytesize, flags));
+    if (!pass && r == CUDA_SUCCESS && dptr)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)*dptr, bytesize, VT_PASS_MANAGED, false);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    CUresult (*real)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+    REAL(real, HK_cuMemCreate);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(handle, size, prop, flags));
+    if (!pass && r == CUDA_SUCCESS && handle) {
+        int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
+                                                                            : device_or_zero();
+        vt__hk_passthrough(dev, 0, (uint64_t)*handle, size, VT_PASS_VMM_CREATE, false);
+    }
+    return r;
+}
+
+HK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult (*real)(CUmemGenericAllocationHandle);
+    REAL(real, HK_cuMemRelease);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(handle));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)handle, 0, VT_PASS_VMM_CREATE, true);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    CUresult (*real)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    REAL(real, HK_cuMemMap);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(ptr, size, offset, handle, flags));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)ptr, size, VT_PASS_VMM_MAP, false);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult (*real)(CUdeviceptr, size_t);
+    REAL(real, HK_cuMemUnmap);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(ptr, size));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)ptr, size, VT_PASS_VMM_MAP, true);
+    return r;
+}
+
+/* ---- the resolvers ---------------------------------------------------------- */
+
+/* Ask the real resolver with exactly the caller's arguments, then replace the
+ * answer if it is one of the functions we hook (procaddr.c). Substitution is
+ * done even under the guard: a runtime resolving lazily inside a call we
+ * forwarded keeps what it gets forever. */
+HK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+{
+    CUresult (*real)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    REAL(real, HK_cuGetProcAddress_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    bool self = SELF_CALLER();
+    CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (r == CUDA_SUCCESS && pfn && *pfn && !self)
+        *pfn = vt__hk_substitute(symbol, *pfn, flags, true);
+    return r;
+}
+
+/* The CUDA 11.3 ABI (no status argument). */
+HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags);
+HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags)
+{
+    CUresult (*real)(const char *, void **, int, cuuint64_t);
+    REAL(real, HK_cuGetProcAddress);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    bool self = SELF_CALLER();
+    CUresult r = real(symbol, pfn, cudaVersion, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn && !self)
+        *pfn = vt__hk_substitute(symbol, *pfn, flags, true);
+    return r;
+}
+
+/* ---- hook table ------------------------------------------------------------- */
+
+/* The hooks' own addresses through hidden aliases: taking the address of an
+ * exported name goes through the GOT and could resolve to another object's
+ * definition of that name when libvramtrace is not first in the search order. */
+#define HOOKS(X)                                                                \
+    X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuMemAlloc_v2) X(cuMemFree_v2)  \
+    X(cuMemGetInfo_v2) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)               \
+    X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuStreamCreate)                   \
+    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)      \
+    X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuMemAllocManaged) X(cuMemCreate)   \
+    X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)
+
+#define ALIAS(name) \
+    extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));
+HOOKS(ALIAS)
+#undef ALIAS
+
+void *vt__hk_drv_hook(enum vt__hk_drv e)
+{
+    void (*f)(void) = NULL;
+    switch (e) {
+#define CASE(name) case HK_##name: f = (void (*)(void))hkl_##name; break;
+    HOOKS(CASE)
+#undef CASE
+    case HK_DRV_COUNT: break;
+    }
+    void *p;
+    memcpy(&p, &f, sizeof p);
+    return p;
+}

@@ -1,0 +1,109 @@
+/*
+ * alloc/hooks/hooks_internal.h - the interposition layer's cross-file map.
+ *
+ * Two layers of hooks feed one allocator:
+ *   runtime layer (runtime_hooks.c)  cudaMalloc, cudaFree, ... exported both
+ *                                    unversioned and as name@libcudart.so.13
+ *   driver layer  (driver_hooks.c)   cuMemAlloc_v2, cuMemFree_v2, ... exported,
+ *                                    and handed out by cuGetProcAddress and dlsym
+ *                                    (procaddr.c, dl_override.c)
+ * A call that enters one layer and comes back through the other (the real
+ * cudaFree calling cuMemFree_v2; the allocator's own driver calls) is served
+ * once: every hook raises the thread's guard while it runs vramtrace or the
+ * real CUDA, and a driver hook entered under the guard is a plain pass-through.
+ *
+ * Real entry points are resolved lazily with atomics, never under a
+ * pthread_once: resolving loads libraries whose constructors may call CUDA,
+ * which would re-enter a once-initializer and deadlock.
+ */
+#ifndef VT_HOOKS_INTERNAL_H
+#define VT_HOOKS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define hk_likely(x)   __builtin_expect(!!(x), 1)
+#define hk_unlikely(x) __builtin_expect(!!(x), 0)
+
+#define HK_EXPORT __attribute__((visibility("default")))
+
+/* The thread is inside vramtrace (a hook, the allocator, the real CUDA called
+ * by a hook): driver hooks pass straight through. Initial-exec TLS: no
+ * allocation, no lock, one instruction to test. */
+extern __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
+
+#define HK_ENTER() (vt__hk_guard++)
+#define HK_LEAVE() (vt__hk_guard--)
+
+/* Stream handles as the allocator wants them: CU_STREAM_LEGACY (0x1) is the
+ * legacy stream, 0; in a _ptsz entry point 0 means the per-thread stream. */
+#define HK_STREAM_PER_THREAD 0x2u
+static inline uint64_t hk_stream(const void *s, bool ptsz)
+{
+    uint64_t v = (uint64_t)(uintptr_t)s;
+    if (v == 0x1)
+        return 0;
+    if (v == 0 && ptsz)
+        return HK_STREAM_PER_THREAD;
+    return v;
+}
+
+/* ---- dl_override.c ------------------------------------------------------ */
+
+/* Is `addr` code of libvramtrace itself? (Lock-free: linker-defined bounds.) */
+bool vt__hk_is_self(const void *addr);
+
+/* The real dlsym of the C library. */
+void *vt__hk_real_dlsym(void *handle, const char *name);
+
+/* ---- procaddr.c: the driver entry points the hooks replace -------------- */
+
+/* One per hooked driver ABI entry point (the exported name). */
+enum vt__hk_drv {
+    HK_cuGetProcAddress,        /* 11.3 ABI, 4 arguments */
+    HK_cuGetProcAddress_v2,
+    HK_cuMemAlloc_v2,
+    HK_cuMemFree_v2,
+    HK_cuMemGetInfo_v2,
+    HK_cuMemAllocAsync,
+    HK_cuMemAllocAsync_ptsz,
+    HK_cuMemFreeAsync,
+    HK_cuMemFreeAsync_ptsz,
+    HK_cuStreamCreate,
+    HK_cuStreamCreateWithPriority,
+    HK_cuStreamDestroy,         /* old name, same ABI as _v2 */
+    HK_cuStreamDestroy_v2,
+    HK_cuMemAllocHost_v2,
+    HK_cuMemFreeHost,
+    HK_cuMemAllocManaged,
+    HK_cuMemCreate,
+    HK_cuMemRelease,
+    HK_cuMemMap,
+    HK_cuMemUnmap,
+    HK_DRV_COUNT
+};
+
+/* The real (libcuda.so.1) function of entry `e`, resolved once; NULL when
+ * the driver lacks it or cannot be loaded. */
+void *vt__hk_drv_real(enum vt__hk_drv e);
+
+/* `p` was returned by the real driver or dlsym for `symbol` (a base name for
+ * cuGetProcAddress, an ABI name for dlsym; NULL: unknown): our hook when p
+ * is one of the hooked real functions, else p unchanged. */
+void *vt__hk_substitute(const char *symbol, void *p, uint64_t gpa_flags, bool from_gpa);
+
+/* Is `name` (an ABI name, as dlsym sees it) one the driver layer hooks? */
+bool vt__hk_is_hooked_name(const char *name);
+
+/* ---- driver_hooks.c ----------------------------------------------------- */
+
+/* The hook standing in for entry `e`. */
+void *vt__hk_drv_hook(enum vt__hk_drv e);
+
+/* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
+
+/* Record a call vramtrace saw but did not cache (VT_EV_PASSTHROUGH). */
+void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t size,
+                        unsigned which, bool release);
+
+#endif /* VT_HOOKS_INTERNAL_H */

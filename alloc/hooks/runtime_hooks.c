@@ -1,0 +1,460 @@
+/*
+ * alloc/hooks/runtime_hooks.c - the runtime layer: cudaMalloc and friends.
+ *
+ * Exported twice: unversioned, and as name@libcudart.so.13 (hooks.map). A
+ * binary linked against the toolkit's libcudart.so.13 imports
+ * cudaMalloc@libcudart.so.13; glibc binds a versioned reference to an
+ * unversioned definition found first, and to an exact version match, so both
+ * bind to us when we are preloaded; the explicit version is what
+ * dlvsym(..., "libcudart.so.13") and tools that check versions find.
+ *
+ * The real runtime is found after us (RTLD_NEXT), or, when the program loaded
+ * it privately (RTLD_LOCAL dlopen), through its soname. A statically linked
+ * runtime has no exported symbols at all: these hooks then never run, and the
+ * driver layer (reached through our cuGetProcAddress) does the work.
+ *
+ * Current device: the real cudaGetDevice. Every call into the real runtime is
+ * made under the guard, so the driver calls it makes come back through the
+ * driver hooks as plain pass-throughs (counted once).
+ *
+ * cudaFree does NOT synchronize the device, unlike CUDA's: the block is
+ * fenced against every stream the allocator knows (VT_FREE_UNKNOWN_STREAM)
+ * and reused only once that work is done. free_sync:1 restores CUDA's
+ * behaviour (cudaDeviceSynchronize, then free).
+ * cudaMemGetInfo counts the cache's unused bytes as free (see driver_hooks.c).
+ */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "allocator.h"
+#include "config.h"
+#include "hooks_internal.h"
+#include "vramtrace/format.h"
+
+/* Declared by the toolkit headers only in per-thread-stream builds. */
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                         cudaStream_t stream);
+
+/* ---- the real runtime ------------------------------------------------------ */
+
+#define RT_FUNCS(X)                                                            \
+    X(cudaGetDevice) X(cudaMalloc) X(cudaFree) X(cudaMallocAsync)              \
+    X(cudaMallocAsync_ptsz) X(cudaFreeAsync) X(cudaFreeAsync_ptsz)             \
+    X(cudaMemGetInfo) X(cudaDeviceReset) X(cudaDeviceSynchronize)              \
+    X(cudaStreamCreate) X(cudaStreamCreateWithFlags)                           \
+    X(cudaStreamCreateWithPriority) X(cudaStreamDestroy) X(cudaMallocManaged)  \
+    X(cudaMallocHost) X(cudaFreeHost) X(cudaMallocFromPoolAsync)               \
+    X(cudaMallocFromPoolAsync_ptsz)
+
+enum rt_fn {
+#define ENUM(name) RT_##name,
+    RT_FUNCS(ENUM)
+#undef ENUM
+    RT_COUNT
+};
+
+static const char *const rt_names[RT_COUNT] = {
+#define NAME(name) #name,
+    RT_FUNCS(NAME)
+#undef NAME
+};
+
+static void *_Atomic rt_fn_ptr[RT_COUNT];
+
+static void *rt_lookup(const char *name)
+{
+    void *p = vt__hk_real_dlsym(RTLD_NEXT, name);
+    if (p && !vt__hk_is_self(p))
+        return p;
+    static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so" };
+    for (size_t i = 0; i < sizeof sonames / sizeof sonames[0]; i++) {
+        void *h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        p = vt__hk_real_dlsym(h, name);
+        dlclose(h);   /* NOLOAD took a reference; the program holds its own */
+        if (p && !vt__hk_is_self(p))
+            return p;
+    }
+    return NULL;
+}
+
+static void *rt_real(enum rt_fn e)
+{
+    void *p = atomic_load_explicit(&rt_fn_ptr[e], memory_order_acquire);
+    if (hk_likely(p != NULL))
+        return p;
+    p = rt_lookup(rt_names[e]);
+    if (p)
+        atomic_store_explicit(&rt_fn_ptr[e], p, memory_order_release);
+    return p;
+}
+
+#define REAL(var, e)                                                           \
+    do {                                                                       \
+        void *p_ = rt_real(RT_##e);                                            \
+        memcpy(&(var), &p_, sizeof p_);                                        \
+    } while (0)
+
+/* Return the real function `e` (same prototype as our hook `e`) called with
+ * the guard up; no runtime found: initialization error. */
+#define CALL_REAL(e, ...)                                                      \
+    do {                                                                       \
+        __typeof__(&e) f_;                                                     \
+        REAL(f_, e);                                                           \
+        if (!f_)                                                               \
+            return cudaErrorInitializationError;                               \
+        HK_ENTER();                                                            \
+        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        HK_LEAVE();                                                            \
+        return r_;                                                             \
+    } while (0)
+
+static cudaError_t rt_device(int *dev)
+{
+    cudaError_t (*f)(int *);
+    REAL(f, cudaGetDevice);
+    if (!f)
+        return cudaErrorInitializationError;
+    HK_ENTER();
+    cudaError_t r = f(dev);
+    HK_LEAVE();
+    return r;
+}
+
+static int device_or_zero(void)
+{
+    int dev = 0;
+    return rt_device(&dev) == cudaSuccess ? dev : 0;
+}
+
+/* The versioned twin of an exported hook: a jump to it, exported as
+ * name@libcudart.so.13 (the unversioned and the versioned definition must be
+ * distinct symbols, else the linker keeps only the versioned one). */
+#define VT_V13(name)                                                           \
+    extern __typeof(name) hkl_##name                                           \
+        __attribute__((alias(#name), visibility("hidden")));                   \
+    __asm__(".pushsection .text\n"                                             \
+            ".globl vt__v13_" #name "\n"                                       \
+            ".type vt__v13_" #name ", @function\n"                             \
+            "vt__v13_" #name ":\n"                                             \
+            "    jmp hkl_" #name "\n"                                          \
+            ".size vt__v13_" #name ", .-vt__v13_" #name "\n"                   \
+            ".symver vt__v13_" #name ", " #name "@libcudart.so.13\n"           \
+            ".popsection\n");
+
+/* ---- allocation ------------------------------------------------------------- */
+
+static cudaError_t rt_alloc(void **devPtr, size_t size, uint64_t stream)
+{
+    int dev;
+    cudaError_t r = rt_device(&dev);
+    if (r != cudaSuccess)
+        return r;
+    HK_ENTER();
+    int e = vt__alloc_malloc(dev, size, stream, devPtr);
+    HK_LEAVE();
+    return (cudaError_t)e;
+}
+
+HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+        CALL_REAL(cudaMalloc, devPtr, size);
+    return rt_alloc(devPtr, size, 0);
+}
+VT_V13(cudaMalloc)
+
+HK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+        CALL_REAL(cudaMallocAsync, devPtr, size,
+                  hStream);
+    return rt_alloc(devPtr, size, hk_stream(hStream, false));
+}
+VT_V13(cudaMallocAsync)
+
+HK_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+        CALL_REAL(cudaMallocAsync_ptsz, devPtr,
+                  size, hStream);
+    return rt_alloc(devPtr, size, hk_stream(hStream, true));
+}
+VT_V13(cudaMallocAsync_ptsz)
+
+/* ---- free ------------------------------------------------------------------- */
+
+static void foreign_free_seen(const void *p, uint64_t stream)
+{
+    vt__hk_passthrough(device_or_zero(), stream, (uint64_t)(uintptr_t)p, 0,
+                       VT_PASS_FOREIGN_FREE, true);
+}
+
+HK_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+    /* NULL: the real cudaFree(NULL) initializes the context, as programs expect. */
+    if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
+        CALL_REAL(cudaFree, devPtr);
+    if (vt__config()->free_sync) {
+        cudaError_t (*sync)(void);
+        REAL(sync, cudaDeviceSynchronize);
+        if (sync) {
+            HK_ENTER();
+            sync();
+            HK_LEAVE();
+        }
+    }
+    HK_ENTER();
+    int e = vt__alloc_free(devPtr, 0, VT_FREE_UNKNOWN_STREAM);
+    HK_LEAVE();
+    if (e == VT_ALLOC_NOT_OWNED) {
+        foreign_free_seen(devPtr, 0);
+        CALL_REAL(cudaFree, devPtr);
+    }
+    return (cudaError_t)e;
+}
+VT_V13(cudaFree)
+
+static cudaError_t rt_free_async(void *devPtr, uint64_t stream)
+{
+    HK_ENTER();
+    int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
+    HK_LEAVE();
+    return (cudaError_t)e;
+}
+
+HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
+        CALL_REAL(cudaFreeAsync, devPtr, hStream);
+    cudaError_t e = rt_free_async(devPtr, hk_stream(hStream, false));
+    if ((int)e == VT_ALLOC_NOT_OWNED) {
+        foreign_free_seen(devPtr, hk_stream(hStream, false));
+        CALL_REAL(cudaFreeAsync, devPtr, hStream);
+    }
+    return e;
+}
+VT_V13(cudaFreeAsync)
+
+HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
+        CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
+    cudaError_t e = rt_free_async(devPtr, hk_stream(hStream, true));
+    if ((int)e == VT_ALLOC_NOT_OWNED) {
+        foreign_free_seen(devPtr, hk_stream(hStream, true));
+        CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
+    }
+    return e;
+}
+VT_V13(cudaFreeAsync_ptsz)
+
+/* ---- device ----------------------------------------------------------------- */
+
+HK_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+    cudaError_t (*f)(size_t *, size_t *);
+    REAL(f, cudaMemGetInfo);
+    if (!f)
+        return cudaErrorInitializationError;
+    HK_ENTER();
+    cudaError_t r = f(free, total);
+    HK_LEAVE();
+    if (vt__hk_guard != 0 || r != cudaSuccess || !free)
+        return r;
+    int dev;
+    if (rt_device(&dev) == cudaSuccess) {
+        HK_ENTER();
+        uint64_t cached = vt__alloc_cached_free_bytes(dev);
+        HK_LEAVE();
+        uint64_t fr = (uint64_t)*free + cached;
+        if (total && fr > *total)
+            fr = *total;
+        *free = (size_t)fr;
+    }
+    return r;
+}
+VT_V13(cudaMemGetInfo)
+
+/* The reset frees every allocation of the device, the cache's segments
+ * included: hand the free ones back first so the cache does not keep
+ * addresses the reset invalidates. */
+HK_EXPORT cudaError_t cudaDeviceReset(void)
+{
+    if (vt__hk_guard == 0) {
+        int dev;
+        if (rt_device(&dev) == cudaSuccess) {
+            HK_ENTER();
+            vt__alloc_empty_cache(dev);
+            HK_LEAVE();
+        }
+    }
+    CALL_REAL(cudaDeviceReset);
+}
+VT_V13(cudaDeviceReset)
+
+/* ---- streams ---------------------------------------------------------------- */
+
+static void rt_stream_created(cudaError_t r, const cudaStream_t *s, bool pass)
+{
+    if (pass || r != cudaSuccess || !s)
+        return;
+    int dev;
+    if (rt_device(&dev) == cudaSuccess) {
+        HK_ENTER();
+        vt__alloc_stream_created(dev, (uint64_t)(uintptr_t)*s);
+        HK_LEAVE();
+    }
+}
+
+HK_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+    cudaError_t (*f)(cudaStream_t *);
+    REAL(f, cudaStreamCreate);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(pStream);
+    HK_LEAVE();
+    rt_stream_created(r, pStream, pass);
+    return r;
+}
+VT_V13(cudaStreamCreate)
+
+HK_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+    cudaError_t (*f)(cudaStream_t *, unsigned);
+    REAL(f, cudaStreamCreateWithFlags);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(pStream, flags);
+    HK_LEAVE();
+    rt_stream_created(r, pStream, pass);
+    return r;
+}
+VT_V13(cudaStreamCreateWithFlags)
+
+HK_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
+                                                   int priority)
+{
+    cudaError_t (*f)(cudaStream_t *, unsigned, int);
+    REAL(f, cudaStreamCreateWithPriority);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(pStream, flags, priority);
+    HK_LEAVE();
+    rt_stream_created(r, pStream, pass);
+    return r;
+}
+VT_V13(cudaStreamCreateWithPriority)
+
+HK_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    cudaError_t (*f)(cudaStream_t);
+    REAL(f, cudaStreamDestroy);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    if (!pass && stream)
+        vt__alloc_stream_destroyed((uint64_t)(uintptr_t)stream);
+    cudaError_t r = f(stream);
+    HK_LEAVE();
+    return r;
+}
+VT_V13(cudaStreamDestroy)
+
+/* ---- seen, not cached ------------------------------------------------------- */
+
+HK_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    cudaError_t (*f)(void **, size_t, unsigned);
+    REAL(f, cudaMallocManaged);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(devPtr, size, flags);
+    HK_LEAVE();
+    if (!pass && r == cudaSuccess && devPtr)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*devPtr, size,
+                           VT_PASS_MANAGED, false);
+    return r;
+}
+VT_V13(cudaMallocManaged)
+
+HK_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    cudaError_t (*f)(void **, size_t);
+    REAL(f, cudaMallocHost);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(ptr, size);
+    HK_LEAVE();
+    if (!pass && r == cudaSuccess && ptr)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*ptr, size, VT_PASS_HOST,
+                           false);
+    return r;
+}
+VT_V13(cudaMallocHost)
+
+HK_EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+    cudaError_t (*f)(void *);
+    REAL(f, cudaFreeHost);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(ptr);
+    HK_LEAVE();
+    if (!pass && r == cudaSuccess && ptr)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)ptr, 0, VT_PASS_HOST, true);
+    return r;
+}
+VT_V13(cudaFreeHost)
+
+static cudaError_t from_pool(enum rt_fn e, void **ptr, size_t size, cudaMemPool_t pool,
+                             cudaStream_t s, bool ptsz)
+{
+    cudaError_t (*f)(void **, size_t, cudaMemPool_t, cudaStream_t);
+    void *p = rt_real(e);
+    memcpy(&f, &p, sizeof p);
+    if (!f)
+        return cudaErrorInitializationError;
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(ptr, size, pool, s);
+    HK_LEAVE();
+    if (!pass && r == cudaSuccess && ptr)
+        vt__hk_passthrough(device_or_zero(), hk_stream(s, ptsz), (uint64_t)(uintptr_t)*ptr, size,
+                           VT_PASS_FROM_POOL, false);
+    return r;
+}
+
+HK_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                              cudaStream_t stream)
+{
+    return from_pool(RT_cudaMallocFromPoolAsync, ptr, size, memPool, stream, false);
+}
+VT_V13(cudaMallocFromPoolAsync)
+
+HK_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                   cudaStream_t stream)
+{
+    return from_pool(RT_cudaMallocFromPoolAsync_ptsz, ptr, size, memPool, stream, true);
+}
+VT_V13(cudaMallocFromPoolAsync_ptsz)

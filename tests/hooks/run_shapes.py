@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Run one test program with and without libvramtrace preloaded and compare.
+
+usage: run_shapes.py --lib LIBVRAMTRACE --simdir DIR --check KIND [--conf C] -- PROG [ARGS...]
+
+Both runs must exit 0 and print the same stdout. The counters the program
+writes to $HOOKS_STATS (tests/hooks/hk_stats.h) are then checked:
+  loop    the cache absorbed the repeated allocations (far fewer device
+          allocations than the program made) and counted each user
+          allocation exactly once
+  cub     a program that caches itself: every device allocation it still
+          makes is served by the cache and counted once
+  same    only the output is compared (race, bad frees, ...)
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(prog, env, timeout=40):
+    with tempfile.NamedTemporaryFile(prefix="hkstats", delete=False) as f:
+        stats_path = f.name
+    env = dict(env, HOOKS_STATS=stats_path)
+    p = subprocess.run(prog, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    stats = {}
+    try:
+        with open(stats_path) as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                if k:
+                    stats[k] = int(v)
+    finally:
+        os.unlink(stats_path)
+    return p, stats
+
+
+def fail(msg, *runs):
+    print("FAIL:", msg)
+    for name, p in runs:
+        print(f"--- {name}: exit {p.returncode}\nstdout:\n{p.stdout.decode(errors='replace')}"
+              f"stderr:\n{p.stderr.decode(errors='replace')[-3000:]}")
+    sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--simdir", required=True)
+    ap.add_argument("--check", default="same", choices=["loop", "cub", "same"])
+    ap.add_argument("--conf", default=None)
+    ap.add_argument("prog", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    prog = a.prog
+    if prog and prog[0] == "--":
+        prog = prog[1:]
+
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    base.pop("VRAMTRACE_CONF", None)
+    base["LD_LIBRARY_PATH"] = a.simdir + (":" + base["LD_LIBRARY_PATH"]
+                                          if base.get("LD_LIBRARY_PATH") else "")
+    base.setdefault("SIMCUDA_MEM", "4G")
+    pre = dict(base, LD_PRELOAD=os.path.abspath(a.lib))
+    if a.conf:
+        pre["VRAMTRACE_CONF"] = a.conf
+
+    plain, s0 = run(prog, base)
+    if plain.returncode != 0:
+        fail("program fails without the preload", ("plain", plain))
+    hooked, s1 = run(prog, pre)
+    if hooked.returncode != 0:
+        fail("program fails with the preload", ("plain", plain), ("preload", hooked))
+    if plain.stdout != hooked.stdout:
+        fail("output differs with the preload", ("plain", plain), ("preload", hooked))
+    if "vt_allocs" in s0:
+        fail("vramtrace is loaded in the plain run", ("plain", plain))
+
+    def dev_allocs(s):
+        return s.get("sim_alloc_calls", 0) + s.get("sim_alloc_async_calls", 0)
+
+    print("plain  :", s0)
+    print("preload:", s1)
+    if a.check in ("loop", "cub"):
+        if "vt_allocs" not in s1:
+            fail("no cache statistics with the preload (hooks not active?)",
+                 ("preload", hooked))
+        if "sim_alloc_calls" not in s1:
+            fail("no simulator statistics", ("preload", hooked))
+    if a.check == "loop":
+        user = s1["user_allocs"]
+        if s1["vt_allocs"] != user:
+            fail(f"cache counted {s1['vt_allocs']} allocations for {user} made",
+                 ("preload", hooked))
+        if dev_allocs(s0) < user:
+            fail(f"plain run made {dev_allocs(s0)} device allocations for {user}",
+                 ("plain", plain))
+        if dev_allocs(s1) * 10 > user:
+            fail(f"cache did not absorb: {dev_allocs(s1)} device allocations for {user}",
+                 ("preload", hooked))
+    if a.check == "cub":
+        # cub calls cudaMalloc once per new bin block: each is one cache
+        # allocation (counted once), and the device sees no more than without.
+        if s1["vt_allocs"] != dev_allocs(s0):
+            fail(f"cache counted {s1['vt_allocs']} allocations, cub made {dev_allocs(s0)}",
+                 ("plain", plain), ("preload", hooked))
+        if dev_allocs(s1) > dev_allocs(s0):
+            fail("more device allocations with the cache than without", ("preload", hooked))
+    print("ok:", plain.stdout.decode().strip().replace("\n", " | "))
+
+
+if __name__ == "__main__":
+    main()
