@@ -1,0 +1,102 @@
+"""Turn referrer walks into holders and references in the trace.
+
+The recorder knows tensors (by id) and holders (by id); a walk knows Python
+objects. This book keeps the mapping from a live Python object to its holder
+id across walks (so a list that keeps leaking is one holder, not one per
+mark) and the set of references currently asserted, so that a later walk
+that no longer finds a reference retracts it with ``unref``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Dict, Optional, Set, Tuple
+
+from ._referrers import Edge, NodeKey, WalkResult
+
+__all__ = ["HolderBook"]
+
+_Ref = Tuple[int, int, str]
+
+
+class HolderBook:
+    """Holder ids of Python objects, and the references asserted so far."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        # (id(obj), name) -> (holder id, weakref or None)
+        self._ids: Dict[Tuple[int, str], Tuple[int, Optional[weakref.ref]]] = {}
+        self._named: Dict[str, int] = {}      # holders that are not objects
+        self._scopes: Dict[str, Dict[Tuple[int, int], str]] = {}
+
+    def holder(self, obj: Any, name: str) -> int:
+        """The holder id of ``obj`` (made on first sight)."""
+        key = (id(obj), name)
+        got = self._ids.get(key)
+        if got is not None:
+            hid, wr = got
+            if wr is None or wr() is obj:
+                return hid
+        hid = int(self._lib.holder_new(name))
+        try:
+            wr = weakref.ref(obj, lambda _r, k=key: self._ids.pop(k, None))
+        except TypeError:
+            wr = None  # lists, dicts, frames: identified by id while they live
+        self._ids[key] = (hid, wr)
+        return hid
+
+    def named(self, name: str, fresh: bool = False) -> int:
+        """A holder that is not a Python object ("reference cycle ...")."""
+        if fresh or name not in self._named:
+            self._named[name] = int(self._lib.holder_new(name))
+        return self._named[name]
+
+    def node_id(self, key: NodeKey, res: WalkResult, frame_ids: Dict[int, int]) -> int:
+        """Recorder id of a walk node: the tensor id, or a holder id."""
+        kind, ident = key
+        if kind == "t":
+            return ident
+        if kind == "f":
+            # Frames take no weakrefs: known by id and name while they run.
+            name = res.names.get(key, "frame")
+            got = self._ids.get((ident, name))
+            if got is None:
+                got = (int(self._lib.holder_new(name)), None)
+                self._ids[(ident, name)] = got
+            return got[0]
+        return self.holder(res.objects[key], res.names[key])
+
+    def emit(self, res: WalkResult, scope: Optional[str] = None,
+             extra: Tuple[Edge, ...] = (), extra_ids: Optional[Dict[NodeKey, int]] = None
+             ) -> Set[_Ref]:
+        """Assert the references of ``res`` (plus ``extra``).
+
+        With a ``scope``, references that scope asserted before and that this
+        walk did not find again are retracted (``unref``)."""
+        frame_ids: Dict[int, int] = {}
+        ids = dict(extra_ids or {})
+        now: Dict[Tuple[int, int], str] = {}
+        for e in list(res.edges) + list(extra):
+            src = ids.get(e.src)
+            if src is None:
+                src = ids[e.src] = self.node_id(e.src, res, frame_ids)
+            dst = ids.get(e.dst)
+            if dst is None:
+                dst = ids[e.dst] = self.node_id(e.dst, res, frame_ids)
+            now.setdefault((src, dst), e.label)
+        # unref takes no label: a pair is one reference, its label the first found.
+        before = self._scopes.get(scope, {}) if scope is not None else {}
+        for pair in sorted(now):
+            if before.get(pair) != now[pair]:
+                self._lib.ref(pair[0], pair[1], now[pair])
+        if scope is not None:
+            for pair in sorted(set(before) - set(now)):
+                self._lib.unref(pair[0], pair[1])
+            self._scopes[scope] = now
+        return set((s, d, lb) for (s, d), lb in now.items())
+
+    def forget_target(self, tensor_id: int) -> None:
+        """A tensor died: its references no longer need retracting."""
+        for refs in self._scopes.values():
+            for pair in [p for p in refs if p[1] == tensor_id]:
+                del refs[pair]

@@ -1,0 +1,78 @@
+"""Cheap Python stacks for tensor uses.
+
+A stack is captured as a tuple of (code object, line) pairs, innermost
+first, and interned through the library once per distinct tuple: repeated
+calls from the same place (every step of a training loop) cost one frame
+walk and one dict lookup, with no string formatting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, FrozenSet, Iterable, List, Tuple
+
+__all__ = ["StackInterner", "package_files"]
+
+_MAX_FRAMES = 48        # deeper stacks keep their innermost frames
+_MAX_CACHED = 1 << 16   # distinct stacks before the cache starts over
+
+
+def package_files() -> FrozenSet[str]:
+    """Source files of the vramtrace package (their frames are never shown)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return frozenset(os.path.join(here, n) for n in os.listdir(here) if n.endswith(".py"))
+
+
+class StackInterner:
+    """Capture the caller's Python stack and intern it in the recorder.
+
+    ``skip`` holds file names whose frames are left out (vramtrace itself,
+    the dispatch machinery): the innermost frame shown is the user's.
+    """
+
+    def __init__(self, lib: Any, skip: Iterable[str] = ()) -> None:
+        self._lib = lib
+        self._skip = frozenset(skip) | package_files()
+        self._cache: Dict[Tuple[Any, ...], int] = {}
+        self.enabled = True
+
+    def add_skip(self, files: Iterable[str]) -> None:
+        """Leave frames of ``files`` out of captured stacks too."""
+        self._skip = self._skip | frozenset(files)
+        self._cache.clear()
+
+    def capture(self, depth: int = 1) -> int:
+        """Stack id of the caller ``depth`` frames up (0: none or disabled)."""
+        if not self.enabled:
+            return 0
+        skip = self._skip
+        key: List[Any] = []
+        f = sys._getframe(depth)
+        while f is not None and len(key) < 2 * _MAX_FRAMES:
+            co = f.f_code
+            if co.co_filename not in skip:
+                key.append(co)
+                key.append(f.f_lineno)
+            f = f.f_back
+        tkey = tuple(key)
+        sid = self._cache.get(tkey)
+        if sid is None:
+            frames = [(getattr(tkey[i], "co_qualname", tkey[i].co_name),
+                       tkey[i].co_filename, int(tkey[i + 1] or 0))
+                      for i in range(0, len(tkey), 2)]
+            try:
+                sid = int(self._lib.intern_stack(frames))
+            except Exception:  # a stack is a nicety; never fail the op for it
+                sid = 0
+            if len(self._cache) >= _MAX_CACHED:
+                self._cache.clear()
+            self._cache[tkey] = sid
+        return sid
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+if sys.version_info < (3, 8):  # pragma: no cover
+    raise ImportError("vramtrace needs Python 3.8 or newer")

@@ -1,0 +1,661 @@
+"""PyTorch helpers: the pluggable allocator, and tensor lifetime tracking.
+
+``use_allocator()`` makes PyTorch allocate CUDA memory through libvramtrace
+(``torch.cuda.memory.CUDAPluggableAllocator``, PyTorch >= 2.0), so that every
+allocation is traced and can be snapshotted.
+
+``track()`` records, for the reference-graph checker, what the allocator
+alone cannot see::
+
+    import vramtrace, vramtrace.torch as vtt
+    with vtt.track():
+        for step in range(n):
+            vtt.mark(f"step {step}")
+            loss = model(batch).sum(); loss.backward()
+        vramtrace.snapshot("train.vtsnap")
+    # then: vramtrace check train.vtsnap
+
+- every tensor an op makes or reads, with its storage and the view it came
+  from, named after the op ("aten.mm out[0]") unless :func:`name` names it;
+- every use (each op's inputs and outputs) with the Python stack of the op;
+- each tensor's death, and the storage's release when its last tensor dies
+  (CPU storages are declared as external storages; CUDA tensors bind to the
+  allocations the allocator made);
+- at each :func:`mark` and snapshot: what still holds the storages that were
+  not used since the previous mark (``gc.get_referrers``: list indexes, dict
+  keys, attributes, closure cells, frame locals, autograd saved tensors), and
+  which tensors only a garbage collection of a reference cycle freed.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import warnings
+import weakref
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import vramtrace as _vt
+from ._lib import VramtraceError, get_library
+from ._referrers import Edge, NodeKey, WalkResult, walk_referrers
+from ._holders import HolderBook
+from ._stacks import StackInterner, package_files
+
+try:
+    import torch as _torch
+    from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
+except ImportError as _exc:  # pragma: no cover - only without torch
+    raise ImportError(f"vramtrace.torch needs PyTorch: {_exc}") from _exc
+
+__all__ = ["use_allocator", "track", "Tracker", "name", "mark", "CYCLE_HOLDER"]
+
+#: Name of the holder that points at tensors freed only by a gc collection.
+CYCLE_HOLDER = "reference cycle collected by gc"
+
+_HAS_UNTYPED = hasattr(_torch.Tensor, "untyped_storage")
+
+# Frames never shown in use stacks nor scanned for locals: ours and the
+# dispatch machinery between the user's call and __torch_dispatch__.
+_TORCH_DIR = os.path.dirname(os.path.abspath(_torch.__file__))
+_SKIP_FILES = package_files() | frozenset(
+    os.path.join(_TORCH_DIR, p) for p in (
+        "_ops.py", os.path.join("utils", "_python_dispatch.py"), "overrides.py",
+        os.path.join("utils", "_pytree.py")))
+
+
+# --------------------------------------------------------------------------
+# The allocator
+# --------------------------------------------------------------------------
+
+def use_allocator(path: Optional[str] = None) -> None:
+    """Make PyTorch allocate CUDA memory through libvramtrace.
+
+    Must be called before the first CUDA allocation of the process (PyTorch
+    cannot change allocators once one has allocated). ``path`` defaults to
+    the library :mod:`vramtrace` loads. Raises :class:`VramtraceError` when
+    this PyTorch has no CUDA or no pluggable allocator (PyTorch < 2.0), or
+    when it is too late.
+    """
+    cuda = getattr(_torch, "cuda", None)
+    memory = getattr(cuda, "memory", None)
+    pluggable = getattr(memory, "CUDAPluggableAllocator", None)
+    change = getattr(memory, "change_current_allocator", None)
+    if pluggable is None or change is None:
+        raise VramtraceError(
+            f"use_allocator(): PyTorch {_torch.__version__} has no "
+            "torch.cuda.memory.CUDAPluggableAllocator (it needs PyTorch >= 2.0 "
+            "built with CUDA); run the program under `vramtrace run -- python ...` "
+            "with PYTORCH_NO_CUDA_MEMORY_CACHING=1 instead")
+    if not getattr(_torch.version, "cuda", None) or not _torch.cuda.is_available():
+        raise VramtraceError(
+            f"use_allocator(): this PyTorch ({_torch.__version__}) has no usable "
+            "CUDA (torch.version.cuda is None or no device): nothing to allocate")
+    lib_path = path or _vt.library_path()
+    try:
+        alloc = pluggable(lib_path, "vt_malloc", "vt_free")
+        change(alloc)
+    except RuntimeError as exc:
+        raise VramtraceError(
+            "use_allocator() must be called before the first CUDA allocation "
+            f"(PyTorch said: {exc})") from exc
+
+
+# --------------------------------------------------------------------------
+# Storage access across PyTorch versions
+# --------------------------------------------------------------------------
+
+def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
+    """(data_ptr, nbytes, identity) of ``t``'s storage, or None if it has none."""
+    try:
+        st = t.untyped_storage() if _HAS_UNTYPED else t.storage()
+        nbytes = int(st.nbytes())
+        ptr = int(st.data_ptr())
+        ident = int(getattr(st, "_cdata", 0) or ptr)
+    except Exception:  # sparse, meta, functional wrappers...
+        return None
+    if nbytes <= 0 or ptr == 0:
+        return None
+    return ptr, nbytes, ident
+
+
+def _device_of(t: Any) -> int:
+    dev = t.device
+    if dev.type == "cuda":
+        return int(dev.index or 0)
+    return -1
+
+
+def _tensors_in(obj: Any, out: List[Any]) -> None:
+    """Append the tensors of a nested list/tuple/dict to ``out``."""
+    if isinstance(obj, _torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            if isinstance(x, (_torch.Tensor, list, tuple, dict)):
+                _tensors_in(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors_in(x, out)
+
+
+# --------------------------------------------------------------------------
+# The tracker
+# --------------------------------------------------------------------------
+
+class _TensorRec:
+    __slots__ = ("tid", "skey", "ref", "name", "base")
+
+    def __init__(self, tid: int, skey: int, ref: "weakref.ref[Any]", name: str,
+                 base: int = 0) -> None:
+        self.tid = tid          # recorder tensor id
+        self.skey = skey        # key of its _StorageRec
+        self.ref = ref          # weakref whose callback records the death
+        self.name = name
+        self.base = base        # root base tensor id if a view, else 0
+
+
+def _view_arg(func: Any) -> int:
+    """Index of the argument an op's outputs are views of, -1 if none.
+
+    Inside __torch_dispatch__ an output's ``_base`` is not set yet (autograd
+    sets it on the way out), so views are recognized from the schema's alias
+    annotations: ``t(Tensor(a) self) -> Tensor(a)``."""
+    try:
+        schema = func._schema
+        rets = [r.alias_info for r in schema.returns]
+        if not any(a is not None and not a.is_write for a in rets):
+            return -1
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is not None and not arg.alias_info.is_write:
+                return i
+    except Exception:
+        pass
+    return -1
+
+
+class _StorageRec:
+    __slots__ = ("ptr", "nbytes", "device", "external", "tids", "last_epoch")
+
+    def __init__(self, ptr: int, nbytes: int, device: int, external: bool, epoch: int) -> None:
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.device = device      # -1: host
+        self.external = external  # declared with vt_storage_external
+        self.tids: Set[int] = set()
+        self.last_epoch = epoch   # marks seen before its last use
+
+
+class _Mode(_TorchDispatchMode):
+    """The dispatch mode; all the work is in the tracker."""
+
+    def __init__(self, tracker: "Tracker") -> None:
+        super().__init__()
+        self._tracker = tracker
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):  # noqa: D105
+        out = func(*args, **(kwargs or {}))
+        self._tracker._on_op(func, args, kwargs, out)
+        return out
+
+
+_active: List["Tracker"] = []
+# Names given to tensors no tracker has seen yet: id(tensor) -> (weakref, name).
+# (Not a WeakKeyDictionary: it would compare tensors with ==.)
+_pending_names: Dict[int, Tuple["weakref.ref[Any]", str]] = {}
+
+
+def _take_pending_name(t: Any) -> Optional[str]:
+    got = _pending_names.get(id(t))
+    if got is None or got[0]() is not t:
+        return None
+    del _pending_names[id(t)]
+    return got[1]
+
+
+class Tracker:
+    """Records tensors, uses, deaths and holders for ``vramtrace check``.
+
+    Use through :func:`track`. Tensor deaths keep being recorded after the
+    ``with`` block ends (a tensor that outlives the block still dies later);
+    uses and holder walks stop.
+    """
+
+    def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
+                 max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 512,
+                 stacks: bool = True) -> None:
+        self._lib = lib if lib is not None else get_library()
+        self.walk = walk
+        self.collect_cycles = collect_cycles
+        self.max_depth = max_depth
+        self.max_breadth = max_breadth
+        self.max_nodes = max_nodes
+        self.epoch = 0                                # marks seen
+        self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
+        self._by_tid: Dict[int, _TensorRec] = {}
+        self._storages: Dict[int, _StorageRec] = {}
+        self._names: Dict[Tuple[Any, int], str] = {}  # (op, output index) -> name
+        self._views: Dict[Any, int] = {}              # op -> _view_arg(op)
+        self._stacks = StackInterner(self._lib, _SKIP_FILES)
+        self._stacks.enabled = stacks
+        self._book = HolderBook(self._lib)
+        self._mode: Optional[_Mode] = None
+        self._recording = False
+        self._in_gc = False          # inside a collection we did not start
+        self._manual_gc = False      # inside our own cycle collection
+        self._gc_dead: List[Tuple[int, int]] = []   # (tid, id(obj)) died in a collection
+        self._gc_holder = 0          # holder of the running automatic collection
+        self.errors = 0
+        self.ops = 0
+
+    # -- context -----------------------------------------------------------
+    def __enter__(self) -> "Tracker":
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        self._recording = True
+        _active.append(self)
+        _vt.add_mark_hook(self._on_mark)
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._recording = False
+        _vt.remove_mark_hook(self._on_mark)
+        if self in _active:
+            _active.remove(self)
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self._mode = None
+
+    def close(self) -> None:
+        """Stop recording deaths too (tensors still alive are left as they are)."""
+        try:
+            gc.callbacks.remove(self._on_gc)
+        except ValueError:
+            pass
+        for rec in list(self._by_tid.values()):
+            rec.ref = None  # type: ignore[assignment]
+        self._by_tid.clear()
+        self._by_obj.clear()
+
+    # -- bookkeeping of tensors --------------------------------------------
+    def tensor_id(self, t: Any) -> int:
+        """The recorder id of tensor ``t`` (0 when not tracked)."""
+        rec = self._by_obj.get(id(t))
+        return rec.tid if rec is not None else 0
+
+    def _track(self, t: Any, name: str, view_of: Any = None) -> Optional[_TensorRec]:
+        rec = self._by_obj.get(id(t))
+        if rec is not None:
+            return rec
+        info = _storage_info(t)
+        if info is None:
+            return None
+        ptr, nbytes, skey = info
+        srec = self._storages.get(skey)
+        if srec is None:
+            device = _device_of(t)
+            external = device < 0 or t.device.type != "cuda"
+            srec = _StorageRec(ptr, nbytes, device, external, self.epoch)
+            if external:
+                self._lib.storage_external(ptr, nbytes, -1 if device < 0 else device)
+            self._storages[skey] = srec
+        base_id = 0
+        base = getattr(t, "_base", None)
+        if base is None:
+            base = view_of
+        if base is not None:
+            brec = self._track(base, "view base")
+            if brec is not None:
+                base_id = brec.base or brec.tid
+        user = _take_pending_name(t) if _pending_names else None
+        if user is not None:
+            name = user
+        try:
+            tptr = int(t.data_ptr())
+        except Exception:
+            tptr = ptr
+        tnbytes = int(t.numel()) * int(t.element_size())
+        tid = int(self._lib.tensor_new(tptr, tnbytes, base_id, name))
+        ref = weakref.ref(t, functools.partial(self._on_death, tid, id(t)))
+        rec = _TensorRec(tid, skey, ref, name, base_id)
+        self._by_obj[id(t)] = rec
+        self._by_tid[tid] = rec
+        srec.tids.add(tid)
+        return rec
+
+    def _out_name(self, func: Any, i: int) -> str:
+        key = (func, i)
+        got = self._names.get(key)
+        if got is None:
+            packet = getattr(func, "overloadpacket", func)
+            got = f"{packet} out[{i}]"
+            self._names[key] = got
+        return got
+
+    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        if not self._recording:
+            return
+        try:
+            self.ops += 1
+            ins: List[Any] = []
+            _tensors_in(args, ins)
+            if kwargs:
+                _tensors_in(kwargs, ins)
+            outs: List[Any] = []
+            _tensors_in(out, outs)
+            if not ins and not outs:
+                return
+            stack = self._stacks.capture(2)
+            epoch = self.epoch
+            lib = self._lib
+            storages = self._storages
+            for t in ins:
+                rec = self._by_obj.get(id(t)) or self._track(
+                    t, "parameter" if isinstance(t, _torch.nn.Parameter) else "input")
+                if rec is not None:
+                    storages[rec.skey].last_epoch = epoch
+                    lib.tensor_use(rec.tid, stack)
+            view_of = None
+            if outs:
+                vi = self._views.get(func)
+                if vi is None:
+                    vi = self._views[func] = _view_arg(func)
+                if 0 <= vi < len(args) and isinstance(args[vi], _torch.Tensor):
+                    view_of = args[vi]
+            for i, t in enumerate(outs):
+                rec = self._by_obj.get(id(t)) or self._track(t, self._out_name(func, i), view_of)
+                if rec is not None:
+                    storages[rec.skey].last_epoch = epoch
+                    lib.tensor_use(rec.tid, stack)
+        except Exception as exc:  # never break the user's program
+            self.errors += 1
+            if self.errors == 1:
+                warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
+                              RuntimeWarning, stacklevel=3)
+
+    def _rename(self, t: Any, label: str) -> bool:
+        rec = self._by_obj.get(id(t))
+        if rec is None:
+            return False
+        if rec.name == label:
+            return True
+        if getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
+            self._lib.tensor_name(rec.tid, label)
+            rec.name = label
+            return True
+        # No rename in the library: the tensor continues as a new logical
+        # tensor under the new name (same storage), the old one ends here.
+        tid = int(self._lib.tensor_new(int(t.data_ptr()), int(t.numel()) * int(t.element_size()),
+                                       rec.base, label))
+        new = _TensorRec(tid, rec.skey, weakref.ref(t, functools.partial(
+            self._on_death, tid, id(t))), label, rec.base)
+        self._by_tid[tid] = new
+        self._by_obj[id(t)] = new
+        srec = self._storages.get(rec.skey)
+        if srec is not None:
+            srec.tids.add(tid)
+        rec.ref = None  # type: ignore[assignment]  # its death callback is moot
+        self._drop(rec.tid)
+        return True
+
+    # -- deaths ------------------------------------------------------------
+    def _on_death(self, tid: int, objid: int, _ref: Any) -> None:
+        rec = self._by_tid.get(tid)
+        if rec is None:
+            return
+        if self._by_obj.get(objid) is rec:
+            del self._by_obj[objid]
+        if self._manual_gc:
+            # Our own collection: the holders are recorded before the drops.
+            self._gc_dead.append((tid, objid))
+            return
+        try:
+            if self._in_gc:
+                if not self._gc_holder:
+                    self._gc_holder = self._book.named(CYCLE_HOLDER, fresh=True)
+                self._lib.ref(self._gc_holder, tid, "cycle")
+            self._drop(tid)
+        except Exception:
+            self.errors += 1
+
+    def _drop(self, tid: int) -> None:
+        rec = self._by_tid.pop(tid, None)
+        if rec is None:
+            return
+        self._lib.tensor_drop(tid)
+        self._book.forget_target(tid)
+        srec = self._storages.get(rec.skey)
+        if srec is not None:
+            srec.tids.discard(tid)
+            if not srec.tids:
+                del self._storages[rec.skey]
+                if srec.external:
+                    self._lib.storage_external_free(srec.ptr)
+
+    def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
+        if self._manual_gc:
+            return
+        self._in_gc = phase == "start"
+        self._gc_holder = 0   # one holder per collection, made on first need
+
+    # -- marks and snapshots -------------------------------------------------
+    def _on_mark(self, kind: str, arg: str) -> None:
+        # Runs just before the mark is recorded. The checker flags a storage
+        # last used in step j that is still alive at mark j+2 (one complete
+        # unused step), and looks up its holders at that mark: so walk every
+        # storage not used since the previous mark, and do it now.
+        threshold = self.epoch
+        if kind == "mark":
+            self.epoch += 1
+        try:
+            if self.collect_cycles:
+                self._collect_cycles()
+            if self.walk:
+                self._walk_stale(threshold)
+        except VramtraceError:
+            raise
+        except Exception as exc:
+            self.errors += 1
+            warnings.warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
+
+    def _tensor_key(self, obj: Any) -> Optional[NodeKey]:
+        if isinstance(obj, _torch.Tensor):
+            rec = self._by_obj.get(id(obj))
+            if rec is not None:
+                return ("t", rec.tid)
+        return None
+
+    def _ignore_ids(self) -> Set[int]:
+        return {id(self), id(self._by_obj), id(self._by_tid), id(self._storages),
+                id(self._gc_dead), id(self.__dict__)}
+
+    def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int]) -> WalkResult:
+        return walk_referrers(starts, self._tensor_key, skip_files=_SKIP_FILES,
+                              ignore_ids=self._ignore_ids() | extra,
+                              max_depth=self.max_depth, max_breadth=self.max_breadth,
+                              max_nodes=self.max_nodes)
+
+    def _collect_cycles(self) -> None:
+        """Collect garbage cycles, recording what held each tracked tensor.
+
+        The first collection saves the garbage (DEBUG_SAVEALL) so its
+        structure can be walked; the second frees it. Tensor weakrefs are
+        cleared by the first already, so their deaths queue in _gc_dead."""
+        old_debug = gc.get_debug()
+        n0 = len(gc.garbage)
+        self._manual_gc = True
+        try:
+            gc.set_debug(old_debug | gc.DEBUG_SAVEALL)
+            gc.collect()
+        finally:
+            gc.set_debug(old_debug)
+            self._manual_gc = False
+        garbage = gc.garbage[n0:]
+        del gc.garbage[n0:]
+        dead, self._gc_dead = self._gc_dead, []
+        try:
+            if dead:
+                dead_ids = {objid: tid for tid, objid in dead}
+                starts: Dict[NodeKey, Any] = {}
+                for obj in garbage:
+                    tid = dead_ids.get(id(obj))
+                    if tid is not None:
+                        starts[("t", tid)] = obj
+                res = self._walk(starts, {id(garbage), id(dead_ids)})
+                starts.clear()
+                cyc = self._book.named(CYCLE_HOLDER, fresh=True)
+                extra = [Edge(("c", 0), top, "cycle") for top in set(res.tops.values())]
+                extra += [Edge(("c", 0), ("t", tid), "cycle") for tid, _ in dead
+                          if ("t", tid) not in res.tops]
+                self._book.emit(res, None, tuple(extra), {("c", 0): cyc})
+                del res
+        finally:
+            garbage.clear()
+            del garbage
+            gc.collect()   # now without SAVEALL: frees the cycles for real
+            for tid, _ in dead:
+                self._drop(tid)
+
+    def _walk_stale(self, threshold: int) -> None:
+        starts: Dict[NodeKey, Any] = {}
+        for srec in self._storages.values():
+            if srec.last_epoch >= threshold:
+                continue
+            for tid in srec.tids:
+                rec = self._by_tid.get(tid)
+                t = rec.ref() if rec is not None and rec.ref is not None else None
+                if t is not None:
+                    starts[("t", tid)] = t
+                del t
+        if not starts:
+            self._book.emit(WalkResult(), "stale")
+            return
+        res = self._walk(starts, set())
+        # A view holds its base (view._base, from C++: invisible to gc).
+        views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
+                 if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
+        res.edges.extend(views)
+        edges = list(res.edges)
+        held = {e.dst for e in edges}
+        orphans = [k for k in starts if k not in held]
+        extra: Tuple[Edge, ...] = ()
+        if orphans:
+            grad_edges, grad_nodes = self._autograd_edges(orphans, starts)
+            for k, node in grad_nodes.items():
+                res.names[k] = type(node).__name__
+                res.objects[k] = node
+            extra = tuple(grad_edges)
+            del grad_nodes
+        starts.clear()
+        self._book.emit(res, "stale", extra)
+        del res
+
+    def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
+                        ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+        """Edges from autograd nodes that save the storages of ``orphans``.
+
+        Saved tensors live in C++, invisible to gc: search the graphs of the
+        live tracked tensors (bounded) for `_saved_*` tensors sharing storage."""
+        want: Dict[int, NodeKey] = {}
+        for k in orphans:
+            info = _storage_info(starts[k])
+            if info is not None:
+                want[info[2]] = k
+        nodes: Dict[NodeKey, Any] = {}
+        if not want:
+            return [], nodes
+        edges: List[Edge] = []
+        seen: Set[int] = set()
+        budget = 4 * self.max_nodes
+        for rec in list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            fn = getattr(t, "grad_fn", None) if t is not None else None
+            if fn is None:
+                continue
+            root: NodeKey = ("t", rec.tid)
+            stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
+            while stack and budget > 0:
+                node, parent, label = stack.pop()
+                budget -= 1
+                nkey: NodeKey = ("g", id(node))
+                nodes[nkey] = node
+                edges.append(Edge(parent, nkey, label))
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                tname = type(node).__name__
+                for attr in dir(node):
+                    if not attr.startswith("_saved_") or attr.endswith(("sizes", "strides")):
+                        continue
+                    try:
+                        val = getattr(node, attr)
+                    except Exception:
+                        continue
+                    vals = val if isinstance(val, (list, tuple)) else (val,)
+                    for v in vals:
+                        if isinstance(v, _torch.Tensor):
+                            info = _storage_info(v)
+                            if info is not None and info[2] in want:
+                                edges.append(Edge(nkey, want[info[2]],
+                                                  f"SavedTensor '{attr[7:]}' of {tname}"))
+                for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
+                    if nxt is not None:
+                        stack.append((nxt, nkey, f"next_functions[{i}]"))
+        # Keep only the chains that end at a wanted tensor.
+        useful: Set[NodeKey] = set(want.values())
+        changed = True
+        while changed:
+            changed = False
+            for e in edges:
+                if e.dst in useful and e.src not in useful:
+                    useful.add(e.src)
+                    changed = True
+        kept = [e for e in edges if e.dst in useful and e.src in useful]
+        return kept, {k: v for k, v in nodes.items() if k in useful}
+
+
+# --------------------------------------------------------------------------
+# Module-level helpers
+# --------------------------------------------------------------------------
+
+def track(lib: Any = None, **options: Any) -> Tracker:
+    """A context manager that records tensor lifetimes for ``vramtrace check``.
+
+    Options: ``walk`` (record holders at marks, default True),
+    ``collect_cycles`` (at each mark and snapshot, collect garbage cycles and
+    record what held each tracked tensor they freed under a "reference cycle
+    collected by gc" holder; default False, because freeing cycles at every
+    mark changes when the program frees memory -- without it such cycles are
+    reported as the cycles they are, and a collection the program runs
+    itself still records the holder), ``max_depth``/``max_breadth``/``max_nodes`` (bounds
+    of the referrer walk), ``stacks`` (record Python stacks of uses).
+    """
+    return Tracker(lib, **options)
+
+
+def name(t: Any, label: str) -> Any:
+    """Name tensor ``t`` for reports ("fc2 out"); returns ``t``.
+
+    Best called right after ``t`` is made: the name replaces the op-derived
+    one. A tensor no tracker has seen yet takes the name when first seen."""
+    if not isinstance(label, str):
+        raise TypeError(f"name(): label must be str, not {type(label).__name__}")
+    for tr in _active:
+        if tr._rename(t, label):
+            return t
+    try:
+        key = id(t)
+        ref = weakref.ref(t, lambda _r, k=key: _pending_names.pop(k, None))
+    except TypeError as exc:
+        raise TypeError(f"name(): {type(t).__name__} cannot be named: {exc}") from exc
+    _pending_names[key] = (ref, label)
+    return t
+
+
+def mark(label: str) -> None:
+    """:func:`vramtrace.mark`: a labelled point (e.g. "step 3"); every active
+    tracker records there what holds the tensors gone stale."""
+    _vt.mark(label)

@@ -1,0 +1,107 @@
+"""A stand-in for libvramtrace that records the calls, for unit tests of the
+Python side without the C library."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+
+class FakeLib:
+    """Same methods as vramtrace._lib.Library; every call is appended to
+    ``events`` as a tuple (kind, ...)."""
+
+    path = "<fake>"
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[Any, ...]] = []
+        self._next = 0
+        self.stacks: Dict[int, Sequence[Tuple[str, str, int]]] = {}
+        self.names: Dict[int, str] = {}
+
+    def _id(self) -> int:
+        self._next += 1
+        return self._next
+
+    def version(self) -> str:
+        return "0.0.0-fake"
+
+    def mark(self, label: str) -> None:
+        self.events.append(("mark", label))
+
+    def snapshot(self, path: str) -> None:
+        self.events.append(("snapshot", path))
+
+    def record_stream(self, ptr: int, stream: int) -> None:
+        self.events.append(("record_stream", ptr, stream))
+
+    def get_stats(self, device: int) -> Dict[str, Any]:
+        return {"num_ooms": 0}
+
+    def tensor_new(self, ptr: int, nbytes: int, base: int, name: str) -> int:
+        tid = self._id()
+        self.names[tid] = name
+        self.events.append(("tensor_new", tid, ptr, nbytes, base, name))
+        return tid
+
+    def tensor_use(self, tid: int, stack: int = 0) -> None:
+        self.events.append(("use", tid, stack))
+
+    def tensor_drop(self, tid: int) -> None:
+        self.events.append(("drop", tid))
+
+    def tensor_name(self, tid: int, name: str) -> None:
+        self.names[tid] = name
+        self.events.append(("tensor_name", tid, name))
+
+    def storage_external(self, ptr: int, nbytes: int, device: int) -> None:
+        self.events.append(("storage", ptr, nbytes, device))
+
+    def storage_external_free(self, ptr: int) -> None:
+        self.events.append(("storage_free", ptr))
+
+    def holder_new(self, name: str) -> int:
+        hid = self._id()
+        self.names[hid] = name
+        self.events.append(("holder", hid, name))
+        return hid
+
+    def ref(self, src: int, dst: int, label: str) -> None:
+        self.events.append(("ref", src, dst, label))
+
+    def unref(self, src: int, dst: int) -> None:
+        self.events.append(("unref", src, dst))
+
+    def intern_stack(self, frames: Sequence[Tuple[str, str, int]]) -> int:
+        sid = len(self.stacks) + 1
+        self.stacks[sid] = list(frames)
+        return sid
+
+    # -- helpers for assertions -------------------------------------------
+    def of(self, kind: str) -> List[Tuple[Any, ...]]:
+        return [e for e in self.events if e[0] == kind]
+
+    def live_refs(self) -> Dict[Tuple[int, int], str]:
+        refs: Dict[Tuple[int, int], str] = {}
+        for e in self.events:
+            if e[0] == "ref":
+                refs[(e[1], e[2])] = e[3]
+            elif e[0] == "unref":
+                refs.pop((e[1], e[2]), None)
+        return refs
+
+    def paths_to(self, tid: int, max_len: int = 12) -> List[str]:
+        """Every chain of refs ending at ``tid``, printed root first."""
+        refs = [(e[1], e[2], e[3]) for e in self.events if e[0] == "ref"]
+        out: List[str] = []
+
+        def walk(node: int, suffix: str, seen: frozenset) -> None:
+            ins = [(s, lb) for s, d, lb in refs if d == node and s not in seen]
+            if not ins or len(seen) > max_len:
+                out.append(f"{self.names.get(node, '?')}{suffix}")
+                return
+            for s, lb in ins:
+                walk(s, f" {lb} -> {self.names.get(node, '?')}{suffix}"
+                     if suffix else f" {lb} -> {self.names.get(node, '?')}", seen | {s})
+
+        walk(tid, "", frozenset({tid}))
+        return out

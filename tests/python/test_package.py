@@ -1,0 +1,167 @@
+"""The `vramtrace` package: loading the library, errors, thin wrappers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import vramtrace
+from vramtrace import _lib
+
+
+def _run_py(code: str, env_extra: dict) -> subprocess.CompletedProcess:
+    from conftest import SCRIPTS
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SCRIPTS + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_missing_library_names_every_place_it_looked(tmp_path):
+    bogus = str(tmp_path / "nope" / "libvramtrace.so")
+    r = _run_py("import vramtrace\n"
+                "try:\n    vramtrace.mark('x')\n"
+                "except vramtrace.LibraryNotFoundError as e:\n    print('ERR', e)\n",
+                {"VRAMTRACE_LIB": bogus})
+    assert r.returncode == 0, r.stderr
+    assert "ERR cannot load libvramtrace.so" in r.stdout
+    assert bogus in r.stdout and "no such file" in r.stdout
+    assert "VRAMTRACE_LIB" in r.stdout
+
+
+def test_unloadable_library_is_a_clear_error(tmp_path):
+    junk = tmp_path / "libvramtrace.so"
+    junk.write_text("not an ELF file")
+    r = _run_py("import vramtrace\n"
+                "try:\n    vramtrace.snapshot('/tmp/x.vtsnap')\n"
+                "except vramtrace.VramtraceError as e:\n    print('ERR', e)\n",
+                {"VRAMTRACE_LIB": str(junk)})
+    assert "ERR cannot load libvramtrace.so" in r.stdout, r.stdout + r.stderr
+    assert str(junk) in r.stdout
+
+
+def test_library_not_found_error_is_an_oserror():
+    assert issubclass(vramtrace.LibraryNotFoundError, OSError)
+    assert issubclass(vramtrace.LibraryNotFoundError, vramtrace.VramtraceError)
+
+
+def test_candidates_start_with_the_environment(monkeypatch):
+    monkeypatch.setenv("VRAMTRACE_LIB", "/x/libvramtrace.so")
+    cands = _lib.find_library_candidates()
+    assert cands[0] == ("$VRAMTRACE_LIB", "/x/libvramtrace.so")
+    origins = [o for o, _ in cands]
+    assert "next to the package" in origins
+    assert origins[-1] == "dynamic linker search"
+
+
+def test_wrappers_reach_the_library(fake):
+    vramtrace.mark("step 1")
+    vramtrace.snapshot("/tmp/a.vtsnap")
+    vramtrace.record_stream(0x1000, 7)
+    tid = vramtrace.tensor_new(0x2000, 64, 0, "w")
+    vramtrace.tensor_use(tid)
+    hid = vramtrace.holder_new("list")
+    vramtrace.ref(hid, tid, "[0]")
+    vramtrace.unref(hid, tid)
+    vramtrace.tensor_drop(tid)
+    vramtrace.storage_external(0x2000, 64, -1)
+    vramtrace.storage_external_free(0x2000)
+    kinds = [e[0] for e in fake.events]
+    assert kinds == ["mark", "snapshot", "record_stream", "tensor_new", "use", "holder",
+                     "ref", "unref", "drop", "storage", "storage_free"]
+    assert fake.events[0] == ("mark", "step 1")
+
+
+def test_mark_hooks_run_before_the_mark(fake):
+    seen = []
+
+    def hook(kind, arg):
+        seen.append((kind, arg, len(fake.events)))
+
+    vramtrace.add_mark_hook(hook)
+    try:
+        vramtrace.mark("a")
+        vramtrace.snapshot("/tmp/b.vtsnap")
+    finally:
+        vramtrace.remove_mark_hook(hook)
+    vramtrace.mark("c")
+    assert seen == [("mark", "a", 0), ("snapshot", "/tmp/b.vtsnap", 1)]
+
+
+def test_mark_rejects_non_strings(fake):
+    with pytest.raises(TypeError):
+        vramtrace.mark(3)  # type: ignore[arg-type]
+    with pytest.raises(vramtrace.VramtraceError):
+        vramtrace.snapshot("")
+
+
+# -- against the built library ------------------------------------------------
+
+def test_real_library_loads_from_vramtrace_lib(real_lib):
+    assert os.path.realpath(real_lib.path) == os.path.realpath(os.environ["VRAMTRACE_LIB"])
+    assert vramtrace.version().count(".") == 2
+    for name in ("vt_mark", "vt_snapshot", "vt_tensor_new", "vt_holder_new", "vt_ref",
+                 "vt_stack_intern_frames", "vt_tensor_use_stack", "vt_get_stats"):
+        assert real_lib.has(name), name
+
+
+def test_real_mark_and_snapshot_write_a_file(real_lib, tmp_path):
+    vramtrace.mark("unit test")
+    out = tmp_path / "s.vtsnap"
+    assert vramtrace.snapshot(out) == str(out)
+    assert out.stat().st_size > 0
+
+
+def test_real_snapshot_to_a_bad_path_raises(real_lib, tmp_path):
+    with pytest.raises(vramtrace.VramtraceError) as ei:
+        vramtrace.snapshot(str(tmp_path / "no" / "such" / "dir" / "s.vtsnap"))
+    assert "vt_snapshot" in str(ei.value)
+
+
+def test_real_stats_without_cuda_is_sensible(real_lib):
+    # No CUDA device here: either counters at zero or one clear error.
+    try:
+        st = vramtrace.stats(0)
+    except vramtrace.VramtraceError as exc:
+        assert "vt_get_stats" in str(exc)
+    else:
+        assert st["allocated_bytes"]["all"]["current"] == 0
+        assert st["num_ooms"] == 0
+    with pytest.raises(vramtrace.VramtraceError):
+        vramtrace.stats(10_000)
+
+
+def test_real_record_stream_of_unknown_pointer_raises(real_lib):
+    with pytest.raises(vramtrace.VramtraceError) as ei:
+        vramtrace.record_stream(0xdead0000, 0)
+    assert "cudaErrorInvalidValue" in str(ei.value)
+
+
+def test_real_annotation_ids_are_distinct(real_lib):
+    vramtrace.storage_external(0x10000, 256, -1)
+    t = vramtrace.tensor_new(0x10000, 256, 0, "t")
+    h = vramtrace.holder_new("h")
+    assert t and h and t != h
+    vramtrace.ref(h, t, "x")
+    vramtrace.unref(h, t)
+    vramtrace.tensor_drop(t)
+    vramtrace.storage_external_free(0x10000)
+    sid = real_lib.intern_stack([("f", "a.py", 3), ("<module>", "b.py", 1)])
+    assert sid == real_lib.intern_stack([("f", "a.py", 3), ("<module>", "b.py", 1)])
+
+
+def test_use_allocator_on_cpu_torch_is_a_clear_error(fake):
+    torch = pytest.importorskip("torch")
+    import vramtrace.torch as vtt
+    with pytest.raises(vramtrace.VramtraceError) as ei:
+        vtt.use_allocator()
+    msg = str(ei.value)
+    assert "use_allocator()" in msg
+    if not hasattr(torch.cuda.memory, "CUDAPluggableAllocator"):
+        assert "CUDAPluggableAllocator" in msg and "vramtrace run" in msg
+    else:
+        assert "CUDA" in msg

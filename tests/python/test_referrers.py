@@ -1,0 +1,182 @@
+"""The referrer walk on plain Python objects: labels, holder names, bounds."""
+
+from __future__ import annotations
+
+import gc
+
+from vramtrace._referrers import holder_name, walk_referrers
+
+
+class Payload:
+    """Stands in for a tensor."""
+
+
+class Context:
+    def __init__(self) -> None:
+        self.output_tensors: list = []
+
+
+class Slotted:
+    __slots__ = ("held",)
+
+
+def _walk(target, **kw):
+    return walk_referrers({("t", 1): target}, lambda o: None, **kw)
+
+
+def _labels(res):
+    return {(res.names.get(e.src, e.src[0]), e.label) for e in res.edges}
+
+
+def _chains(res, key=("t", 1), limit=8):
+    """Every chain (root name, labels...) that ends at key."""
+    ins = {}
+    for e in res.edges:
+        ins.setdefault(e.dst, []).append(e)
+    out = []
+
+    def go(node, suffix, seen):
+        if node not in ins or len(seen) > limit:
+            out.append(res.names.get(node, "tensor") + "".join(suffix))
+            return
+        for e in ins[node]:
+            if e.src in seen:
+                out.append("(cycle) " + res.names.get(e.src, "?") + e.label + "".join(suffix))
+                continue
+            go(e.src, [e.label + " -> "] + suffix, seen | {e.src})
+
+    go(key, [], frozenset({key}))
+    return out
+
+
+def test_list_index_and_attribute_of_owner():
+    p = Payload()
+    ctx = Context()
+    ctx.output_tensors += [Payload(), p]
+    res = _walk(p)
+    assert ("list", "[1]") in _labels(res)
+    assert ("Context", ".output_tensors") in _labels(res)
+    assert any(c.startswith("frame") and "local 'ctx' in test_list_index_and_attribute_of_owner"
+               in c and c.endswith("[1] -> ") for c in _chains(res)), _chains(res)
+    del ctx
+
+
+def test_dict_key_label():
+    p = Payload()
+    holder = {"acts": p}
+    res = _walk(p)
+    assert ("dict", "['acts']") in _labels(res)
+    del holder
+
+
+def test_closure_cell_names_variable_and_function():
+    p = Payload()
+
+    def make():
+        x = p
+
+        def hook():
+            return x
+        return hook
+
+    fn = make()
+    res = _walk(p)
+    assert ("function hook", "closure cell 'x' of hook") in _labels(res)
+    del fn
+
+
+def test_lambda_holder_is_named_lambda():
+    class Req:
+        def __init__(self, t):
+            self.awaited = t
+    r = Req(Payload())
+    cbs = [lambda: r]
+    res = _walk(r.awaited)
+    labels = _labels(res)
+    assert ("Req", ".awaited") in labels
+    assert ("function <lambda>", "closure cell 'r' of <lambda>") in labels
+    assert ("list", "[0]") in labels
+    del cbs
+
+
+def test_frame_local_label_has_function_file_and_line():
+    p = Payload()
+    res = _walk(p)
+    locals_ = [e.label for e in res.edges if e.src[0] == "f"]
+    assert any(lb.startswith("local 'p' in test_frame_local_label_has_function_file_and_line "
+                             "test_referrers.py:") for lb in locals_), locals_
+
+
+def test_slots_attribute():
+    s = Slotted()
+    s.held = Payload()
+    res = _walk(s.held)
+    assert ("Slotted", ".held") in _labels(res)
+
+
+def test_module_global_is_a_root():
+    import types
+    mod = types.ModuleType("fake_mod")
+    mod.cache = Payload()
+    res = _walk(mod.cache)
+    assert ("module fake_mod", ".cache") in _labels(res)
+
+
+def test_cycle_garbage_is_found_without_a_root(no_gc):
+    class Node:
+        pass
+    a, b = Node(), Node()
+    a.o, b.o = b, a
+    a.t = Payload()
+    t = a.t
+    del a, b
+    res = walk_referrers({("t", 1): t}, lambda o: None, use_frames=False)
+    labels = _labels(res)
+    assert ("Node", ".t") in labels and ("Node", ".o") in labels
+    assert any(c.startswith("(cycle) Node.o") for c in _chains(res)), _chains(res)
+
+
+def test_walk_keeps_nothing_alive_and_hides_itself():
+    import weakref
+    p = Payload()
+    lst = [p]
+    r = weakref.ref(lst[0])
+    res = _walk(p)
+    names = set(res.names.values())
+    assert not any("WalkResult" in n or "_Walker" in n for n in names), names
+    del res, p, lst
+    gc.collect()
+    assert r() is None
+
+
+def test_bounds_are_respected():
+    p = Payload()
+    nested = p
+    for _ in range(50):
+        nested = [nested]
+    res = _walk(p, max_depth=5, use_frames=False)
+    depth_lists = [e for e in res.edges if e.label == "[0]"]
+    assert len(depth_lists) <= 5
+    many = [[p] for _ in range(100)]
+    res = _walk(p, max_breadth=4, use_frames=False)
+    assert sum(1 for e in res.edges if e.dst == ("t", 1)) <= 4
+    res = _walk(p, max_nodes=10, use_frames=False)
+    assert len({e.src for e in res.edges}) <= 10
+    del many, nested
+
+
+def test_tracked_tensor_holding_another_is_itself():
+    owner = Context()
+    p = Payload()
+    owner.output_tensors = p  # attribute directly
+    res = walk_referrers({("t", 1): p}, lambda o: ("t", 2) if o is owner else None,
+                         use_frames=False)
+    assert any(e.src == ("t", 2) and e.label == ".output_tensors" for e in res.edges)
+
+
+def test_holder_names():
+    assert holder_name([]) == "list"
+    assert holder_name({}) == "dict"
+    assert holder_name(lambda: 0) == "function <lambda>"
+    assert holder_name(Context()) == "Context"
+    assert holder_name(gc) == "module gc"

@@ -1,0 +1,229 @@
+"""vramtrace.torch.track() against a recording fake library: what it
+records for tensors, uses, views, deaths, names, and holders at marks."""
+
+from __future__ import annotations
+
+import gc
+import os
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import vramtrace  # noqa: E402
+import vramtrace.torch as vtt  # noqa: E402
+from fakelib import FakeLib  # noqa: E402
+
+
+def _storage_nbytes(t):
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return st.nbytes(), st.data_ptr()
+
+
+def _new_by_name(lib, name):
+    return [e for e in lib.of("tensor_new") if e[5] == name]
+
+
+def test_op_outputs_are_named_and_their_storage_declared(fake):
+    with vtt.track() as tr:
+        a = torch.randn(16, 8)
+        b = a @ a.t()
+    news = fake.of("tensor_new")
+    mm = _new_by_name(fake, "aten.mm out[0]")
+    assert len(mm) == 1
+    nbytes, ptr = _storage_nbytes(b)
+    assert ("storage", ptr, nbytes, -1) in fake.events
+    assert mm[0][2] == b.data_ptr() and mm[0][3] == 16 * 16 * 4
+    assert tr.tensor_id(b) == mm[0][1]
+    # the transposed view names its base
+    t_new = _new_by_name(fake, "aten.t out[0]")[0]
+    assert t_new[4] == tr.tensor_id(a)
+    assert any(e[5] == "aten.randn out[0]" for e in news)
+
+
+def test_every_input_and_output_is_a_use_with_the_callers_stack(fake):
+    with vtt.track() as tr:
+        a = torch.ones(4)
+        b = a + a       # uses a (twice), b
+    ida, idb = tr.tensor_id(a), tr.tensor_id(b)
+    uses = fake.of("use")
+    assert sum(1 for u in uses if u[1] == ida) >= 2
+    stack = [u[2] for u in uses if u[1] == idb][0]
+    func, file, line = fake.stacks[stack][0]
+    assert func.endswith("test_every_input_and_output_is_a_use_with_the_callers_stack")
+    assert os.path.basename(file) == "test_track.py"
+
+
+def test_stacks_are_interned_once_per_call_site(fake):
+    with vtt.track():
+        x = torch.ones(4)
+        for _ in range(50):
+            x = x * 1.0
+    assert len(fake.stacks) <= 4   # ones, mul (+ nothing per iteration)
+
+
+def test_death_drops_tensor_and_frees_storage_after_last_view(fake):
+    with vtt.track() as tr:
+        big = torch.zeros(100, 100)
+        view = big[:, :10]
+    ibig, iview = tr.tensor_id(big), tr.tensor_id(view)
+    _, ptr = _storage_nbytes(big)
+    del big
+    gc.collect()
+    assert ("drop", ibig) not in fake.events  # the view keeps its base alive (_base)
+    del view
+    gc.collect()
+    kinds = [e for e in fake.events if e[0] in ("drop", "storage_free")]
+    assert ("drop", iview) in kinds and ("drop", ibig) in kinds
+    assert kinds[-1] == ("storage_free", ptr)
+
+
+def test_name_renames_a_tracked_tensor(fake):
+    with vtt.track() as tr:
+        h = vtt.name(torch.ones(3) * 2, "fc2 out")
+    assert ("tensor_name", tr.tensor_id(h), "fc2 out") in fake.events
+
+
+def test_name_without_rename_support_continues_as_new_tensor():
+    class NoRename(FakeLib):
+        can_rename = False
+    lib = NoRename()
+    old = vramtrace.set_library(lib)
+    try:
+        with vtt.track() as tr:
+            h = torch.ones(3) * 2
+            first = tr.tensor_id(h)
+            vtt.name(h, "fc2 out")
+            h.add_(1)
+        second = tr.tensor_id(h)
+        assert second != first
+        assert ("drop", first) in lib.events
+        assert lib.names[second] == "fc2 out"
+        assert ("storage_free", h.data_ptr()) not in lib.events
+        assert ("use", second) in [e[:2] for e in lib.of("use")]
+    finally:
+        vramtrace.set_library(old)
+
+
+def test_name_before_tracking_is_taken_when_first_seen(fake):
+    w = vtt.name(torch.ones(5), "weight")
+    with vtt.track() as tr:
+        w.mul_(2)
+    assert fake.names[tr.tensor_id(w)] == "weight"
+
+
+class Context:
+    def __init__(self):
+        self.output_tensors = []
+
+
+def test_mark_records_the_holders_of_stale_tensors(fake):
+    ctx = Context()
+    with vtt.track() as tr:
+        vtt.mark("step 0")
+        y = torch.ones(8) * 3
+        z = torch.ones(8) * 4
+        ctx.output_tensors += [y, z]
+        del y
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+    iz = tr.tensor_id(z)
+    paths = fake.paths_to(iz)
+    assert any("Context .output_tensors -> list [1] -> " in p for p in paths), paths
+    # the refs were recorded before the mark that found them stale
+    events = [e[0] if e[0] != "mark" else e for e in fake.events]
+    first_ref = events.index("ref")
+    assert events.index(("mark", "step 1")) < first_ref < events.index(("mark", "step 2"))
+
+
+def test_released_holder_is_retracted_at_the_next_mark(fake):
+    ctx = Context()
+    with vtt.track() as tr:
+        vtt.mark("step 0")
+        ctx.output_tensors.append(torch.ones(8) * 3)
+        keep = ctx.output_tensors[0]
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        refs_before = dict(fake.live_refs())
+        ctx.output_tensors.clear()
+        vtt.mark("step 3")
+    tid = tr.tensor_id(keep)
+    assert any(dst == tid for (_, dst) in refs_before)
+    assert not any(dst == tid and fake.names.get(src) == "list"
+                   for (src, dst) in fake.live_refs())
+    del keep
+
+
+def test_automatic_collection_records_cycle_holder_before_drop(fake):
+    class Node:
+        pass
+    with vtt.track() as tr:
+        a, b = Node(), Node()
+        a.o, b.o = b, a
+        a.t = torch.ones(4) * 2
+        tid = tr.tensor_id(a.t)
+        del a, b
+        gc.collect()
+    i_ref = [i for i, e in enumerate(fake.events)
+             if e[0] == "ref" and e[2] == tid and fake.names[e[1]] == vtt.CYCLE_HOLDER]
+    i_drop = fake.events.index(("drop", tid))
+    assert i_ref and i_ref[0] < i_drop
+
+
+def test_collect_cycles_at_mark_describes_the_cycle(fake, no_gc):
+    class Node:
+        pass
+    with vtt.track(collect_cycles=True) as tr:
+        a, b = Node(), Node()
+        a.o, b.o = b, a
+        a.t = torch.ones(4) * 2
+        tid = tr.tensor_id(a.t)
+        del a, b
+        vtt.mark("step 1")
+    paths = fake.paths_to(tid)
+    assert any(p.startswith(vtt.CYCLE_HOLDER) and "Node .t -> " in p for p in paths), paths
+    assert ("drop", tid) in fake.events
+
+
+def test_autograd_saved_tensor_is_named(fake):
+    keep = []
+    with vtt.track() as tr:
+        w = torch.randn(4, 4, requires_grad=True)
+        vtt.mark("step 0")
+        a = torch.randn(4, 4)
+        keep.append(a @ w)          # MmBackward0 saves `a`
+        ia = tr.tensor_id(a)
+        del a
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+    paths = fake.paths_to(ia)
+    assert any("MmBackward0 SavedTensor 'self' of MmBackward0" in p for p in paths), paths
+    assert any(p.startswith("list [0] -> ") or p.startswith("frame ") for p in paths), paths
+
+
+def test_recording_failures_never_break_the_program():
+    class Broken(FakeLib):
+        def tensor_use(self, tid, stack=0):
+            raise RuntimeError("boom")
+    lib = Broken()
+    old = vramtrace.set_library(lib)
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with vtt.track() as tr:
+                x = torch.ones(3) + 1
+            assert x.tolist() == [2.0, 2.0, 2.0]
+            assert tr.errors >= 1
+            assert any("vramtrace.torch" in str(m.message) for m in w)
+    finally:
+        vramtrace.set_library(old)
+
+
+def test_tracking_stops_recording_uses_after_the_block(fake):
+    with vtt.track():
+        x = torch.ones(3)
+    n = len(fake.of("use"))
+    y = x + 1
+    assert len(fake.of("use")) == n
+    del y
