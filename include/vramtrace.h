@@ -65,17 +65,223 @@ VT_API const char *vt_version_string(void);
 
 /* @@ALLOCATOR-API@@ (owned by the allocator: declare here what alloc/ implements) */
 
+/* The caching allocator serves device memory from segments it keeps, like
+ * PyTorch's CUDA caching allocator: requests are rounded up to 512 bytes;
+ * requests up to 1 MiB come from 2 MiB segments (the small pool), others
+ * from 20 MiB segments, or their own segment rounded up to 2 MiB at 10 MiB
+ * and more (the large pool). A freed block is reused at once by the stream
+ * it was allocated on; for other streams it waits for the events recorded
+ * on the streams named by vt_record_stream(). Configured by VRAMTRACE_CONF
+ * (cache, max_split_size_mb, roundup_power2_divisions,
+ * garbage_collection_threshold, per_process_memory_fraction). */
+
+/*! vt_malloc() :
+ * Allocate `size` bytes of device memory on `device` (< 0: the calling
+ * thread's current device) for use on `stream` (NULL: the legacy default
+ * stream; cudaStreamPerThread: the calling thread's per-thread stream).
+ * The signature PyTorch's CUDAPluggableAllocator loads.
+ * @return the device pointer, or NULL when size <= 0 or on failure (out of
+ *         memory after releasing the cache: counted in vt_stats.num_ooms). */
+VT_API void *vt_malloc(ssize_t size, int device, cudaStream_t stream);
+
+/*! vt_free() :
+ * Give back a pointer from vt_malloc. `size` and `device` are ignored (the
+ * cache knows them); `stream` is the stream the free is ordered on, normally
+ * the allocating one. NULL is ignored. A pointer vt_malloc did not return
+ * (unknown, interior, already freed) is reported once on stderr and in the
+ * trace and changes nothing. */
+VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream);
+
+/*! vt_record_stream() :
+ * The block holding `ptr` is (also) used by work on `stream`. When it is
+ * freed, an event is recorded on every such stream and the block is reused
+ * only after all of them completed.
+ * @return 0, or cudaErrorInvalidValue (1) if ptr is not an allocated block. */
+VT_API int vt_record_stream(void *ptr, cudaStream_t stream);
+
+/*! vt_empty_cache() :
+ * Wait for pending frees, then return every fully free segment of `device`
+ * (< 0: every device) to the device.
+ * @return 0, or the CUDA error of a failed backend call. */
+VT_API int vt_empty_cache(int device);
+
+/* Counters of one kind, as PyTorch keeps them: `allocated` and `freed` sum
+ * every increase and decrease since the start. */
+typedef struct vt_stat {
+    int64_t current;
+    int64_t peak;          /* highest `current` since start or vt_reset_peak_stats */
+    int64_t allocated;
+    int64_t freed;
+} vt_stat;
+
+/* Index of the per-pool arrays in vt_stats. */
+enum vt_stat_pool { VT_STAT_SMALL = 0, VT_STAT_LARGE = 1, VT_STAT_ALL = 2 };
+
+typedef struct vt_stats {
+    /* bytes, per pool */
+    vt_stat allocated_bytes[3];       /* handed out to the program */
+    vt_stat reserved_bytes[3];        /* held from the device (segments) */
+    vt_stat active_bytes[3];          /* handed out or waiting for stream events */
+    vt_stat inactive_split_bytes[3];  /* free, in segments that are split */
+    vt_stat requested_bytes[3];       /* as asked, before rounding */
+    /* counts, per pool */
+    vt_stat allocation[3];            /* blocks handed out */
+    vt_stat segment[3];               /* segments held */
+    vt_stat active[3];                /* blocks handed out or pending */
+    vt_stat inactive_split[3];        /* free blocks in split segments */
+    /* events */
+    uint64_t num_alloc_retries;       /* cache released and allocation retried */
+    uint64_t num_ooms;                /* allocations that failed */
+    uint64_t num_backend_allocs;      /* device allocations (cuMemAlloc) */
+    uint64_t num_backend_frees;       /* device frees (cuMemFree) */
+    uint64_t num_sync_all;            /* waits for every pending free */
+    uint64_t num_fence_events;        /* events recorded to fence frees */
+    uint64_t num_bad_frees;           /* frees rejected */
+} vt_stats;
+
+/*! vt_get_stats() :
+ * Fill *out with the statistics of `device` (< 0: current device).
+ * @return 0, or -EINVAL for a bad device or NULL out. */
+VT_API int vt_get_stats(int device, vt_stats *out);
+
+/*! vt_reset_peak_stats() :
+ * Set every peak of `device` (< 0: current) to its current value.
+ * @return 0 or -EINVAL. */
+VT_API int vt_reset_peak_stats(int device);
+
+/*! vt_set_memory_fraction() :
+ * Cap the bytes the cache reserves on `device` (< 0: current) to
+ * `fraction` (0 < fraction <= 1) of the device's memory; an allocation
+ * beyond it fails as out of memory after the cache was released.
+ * @return 0 or -EINVAL. */
+VT_API int vt_set_memory_fraction(double fraction, int device);
+
 /* ======================================================================== */
 /*  Tracing and snapshots (trace/)                                          */
 /* ======================================================================== */
 
 /* @@TRACING-API@@ (owned by the recorder: declare here what trace/ implements) */
 
+/* Every allocation event (alloc, free, segment, stream use, OOM, mark, and the
+ * annotations below) is recorded with a compressed native stack into a ring of
+ * VRAMTRACE_CONF max_events entries (default 1000000; the oldest are
+ * overwritten first and counted). A snapshot writes the retained events, the
+ * allocator's segments and blocks, and the symbolized stacks to one .vtsnap
+ * file (temporary file + rename: a reader never sees half a file).
+ *
+ * Snapshots are also written
+ *  - at exit, to $VRAMTRACE_OUT, when that variable is set;
+ *  - on a signal, with VRAMTRACE_CONF=signal:SIGUSR2 (or SIGUSR1, SIGPROF,
+ *    SIGRTMIN+N): the handler only wakes a background thread of vramtrace,
+ *    which writes the snapshot. Its path is $VRAMTRACE_OUT with
+ *    "-signal-<n>" inserted before ".vtsnap" (unless the pattern has %n or
+ *    %t), or vramtrace-%p-%n.vtsnap when $VRAMTRACE_OUT is unset;
+ *  - when an allocation fails, with dump_on_oom:1 (tagged "-oom-<n>"; at most
+ *    4 per process).
+ * Paths may contain patterns: %p process id, %h host name, %r rank (RANK or
+ * OMPI_COMM_WORLD_RANK, 0 if neither is set), %t local time YYYYmmdd-HHMMSS,
+ * %n the number of the snapshot in this process (1, 2, ...), %% a '%'. */
+
+/*! vt_snapshot() :
+ * Write a snapshot of this process to `path` (patterns above are expanded
+ * only when `path` is NULL: then $VRAMTRACE_OUT, or vramtrace-%p-%n.vtsnap).
+ * Allocation goes on while the snapshot is taken; only copying the event ring
+ * competes with it. Works with trace:0 too (the allocator state, no events).
+ * @return 0, or a negative errno (the reason is also printed on stderr). */
+#if defined(VT_BUILDING_LIBRARY) || defined(VT_TRACE_SNAPSHOT_H) || defined(VT_INTERNAL)
+/* Inside vramtrace the name vt_snapshot is the snapshot model's type
+ * (trace/snapshot.h): the same function under another C name, same symbol. */
+VT_API int vt__snapshot_public(const char *path) __asm__("vt_snapshot");
+#else
+VT_API int vt_snapshot(const char *path);
+#endif
+
+/*! vt_mark() :
+ * Record a MARK event labelled `label` (a phase: "epoch 3", "step 100"); the
+ * timeline shows it, and views can cut the events at it. NULL is an empty label.
+ * @return 0 (also when tracing is off: then nothing is recorded). */
+VT_API int vt_mark(const char *label);
+
 /* ======================================================================== */
 /*  Annotations for the reference-graph checker (trace/)                    */
 /* ======================================================================== */
 
 /* @@ANNOTATION-API@@ (owned by the recorder) */
+
+/* A framework describes its logical objects so that `vramtrace check` can tell
+ * which storages stay alive after their tensor's last use, and through which
+ * references. Tensors and holders share one id space; ids are never 0. Every
+ * call records one event in the same ring as the allocator's events (fields:
+ * include/vramtrace/format.h). With tracing off the calls record nothing and
+ * still hand out ids, so callers need no special case. All are thread-safe;
+ * calls marked "captures a stack" unwind the caller's native stack
+ * (VRAMTRACE_CONF stack_depth frames). */
+
+/*! vt_tensor_new() :
+ * A logical tensor now views `nbytes` at `data_ptr`, inside a storage
+ * allocated by vramtrace (or declared with vt_storage_external()).
+ * `base_tensor` is the tensor it is a view of (0: none); `name` may be NULL.
+ * Captures a stack (where the tensor was made).
+ * @return the tensor's id (never 0). */
+VT_API uint64_t vt_tensor_new(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
+                              const char *name);
+
+/*! vt_tensor_use() :
+ * Tensor `id` was used (read or written) now. Captures a stack. */
+VT_API void vt_tensor_use(uint64_t id);
+
+/*! vt_tensor_use_stack() :
+ * As vt_tensor_use(), with a stack from vt_stack_intern_frames() (e.g. the
+ * Python stack) instead of capturing the native one: cheaper for an
+ * interpreter that already knows its frames. 0 records the use without stack. */
+VT_API void vt_tensor_use_stack(uint64_t id, uint32_t stack);
+
+/*! vt_tensor_drop() :
+ * The logical tensor `id` is gone (its Python object was collected); its
+ * storage may live on through other references. Captures a stack unless
+ * free_stacks:0. */
+VT_API void vt_tensor_drop(uint64_t id);
+
+/*! vt_storage_external() :
+ * Declare a storage of `nbytes` at `ptr` on `device` that vramtrace did not
+ * allocate (another allocator, a CUDA IPC handle, a DLPack import), so that
+ * tensors in it can be checked too. Captures a stack.
+ * @return 0, or -EINVAL if ptr is NULL. */
+VT_API int vt_storage_external(const void *ptr, size_t nbytes, int device);
+
+/*! vt_storage_external_free() :
+ * The external storage at `ptr` was released.
+ * @return 0, or -EINVAL if ptr is NULL. */
+VT_API int vt_storage_external_free(const void *ptr);
+
+/*! vt_holder_new() :
+ * Something that can hold references (a module, an optimizer, a cache, a
+ * list, a closure), named `name` (may be NULL). Captures a stack.
+ * @return the holder's id (never 0). */
+VT_API uint64_t vt_holder_new(const char *name);
+
+/*! vt_ref() :
+ * `from` (a holder or tensor id) now references `to` (a tensor or holder id);
+ * `label` says how ("param", "grad", "exp_avg", "[3]"), may be NULL.
+ * @return 0, or -EINVAL if an id is 0. */
+VT_API int vt_ref(uint64_t from, uint64_t to, const char *label);
+
+/*! vt_unref() :
+ * The reference from `from` to `to` is gone.
+ * @return 0, or -EINVAL if an id is 0. */
+VT_API int vt_unref(uint64_t from, uint64_t to);
+
+/*! vt_stack_intern_frames() :
+ * Intern a stack of synthetic frames - typically an interpreter's - into the
+ * same stack tree as native stacks. frames[0] is the innermost frame, each a
+ * string "file:line function" (e.g. "train.py:42 forward"); a frame without
+ * ":line" is taken as a function name only. In a snapshot these frames have
+ * ip 0, module "python", and function, file and line filled in. Identical
+ * stacks get identical ids, so a caller can cache the id per call site.
+ * At most 256 frames are kept (the innermost).
+ * @return a stack id for vt_tensor_use_stack(), 0 if n is 0, tracing is off
+ *         or the stack table is full. */
+VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
 
 #ifdef __cplusplus
 }

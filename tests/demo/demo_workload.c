@@ -32,16 +32,19 @@ static uint64_t (*vt_holder_new_fn)(const char *);
 static int (*vt_ref_fn)(uint64_t, uint64_t, const char *);
 static int (*vt_unref_fn)(uint64_t, uint64_t);
 
+/* POSIX's way to store a dlsym result in a function pointer without a
+ * pedantic object-to-function cast. */
+#define LOOKUP(var, name) (*(void **)&(var) = dlsym(RTLD_DEFAULT, name))
+
 static void find_vramtrace(void)
 {
-    vt_mark_fn = (int (*)(const char *))dlsym(RTLD_DEFAULT, "vt_mark");
-    vt_tensor_new_fn = (uint64_t (*)(const void *, size_t, uint64_t, const char *))
-        dlsym(RTLD_DEFAULT, "vt_tensor_new");
-    vt_tensor_use_fn = (void (*)(uint64_t))dlsym(RTLD_DEFAULT, "vt_tensor_use");
-    vt_tensor_drop_fn = (void (*)(uint64_t))dlsym(RTLD_DEFAULT, "vt_tensor_drop");
-    vt_holder_new_fn = (uint64_t (*)(const char *))dlsym(RTLD_DEFAULT, "vt_holder_new");
-    vt_ref_fn = (int (*)(uint64_t, uint64_t, const char *))dlsym(RTLD_DEFAULT, "vt_ref");
-    vt_unref_fn = (int (*)(uint64_t, uint64_t))dlsym(RTLD_DEFAULT, "vt_unref");
+    LOOKUP(vt_mark_fn, "vt_mark");
+    LOOKUP(vt_tensor_new_fn, "vt_tensor_new");
+    LOOKUP(vt_tensor_use_fn, "vt_tensor_use");
+    LOOKUP(vt_tensor_drop_fn, "vt_tensor_drop");
+    LOOKUP(vt_holder_new_fn, "vt_holder_new");
+    LOOKUP(vt_ref_fn, "vt_ref");
+    LOOKUP(vt_unref_fn, "vt_unref");
 }
 
 static void mark(const char *label) { if (vt_mark_fn) vt_mark_fn(label); }

@@ -1,0 +1,160 @@
+/*
+ * alloc/alloc_api.c - the allocator's entry points: the public vt_* API
+ * (vramtrace.h) and the internal vt__alloc_* API the hooks call
+ * (allocator.h). Argument checks, device and stream resolution, and stack
+ * capture (always here, outside every allocator lock) happen here; the work
+ * happens in alloc_heap.c.
+ */
+#include <errno.h>
+
+#include "alloc_internal.h"
+#include "backend.h"
+#include "recorder.h"
+
+#define CUDA_ERR_INVALID_VALUE 1
+#define CUDA_ERR_INVALID_DEVICE 101
+
+static int resolve_device(int device)
+{
+    if (device >= 0)
+        return device;
+    int d = 0;
+    if (vt__backend_current_device(&d))
+        return 0;
+    return d;
+}
+
+/* ---- internal API (allocator.h) ---------------------------------------- */
+
+int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out)
+{
+    *out = NULL;
+    if (size == 0)
+        return 0;
+    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    if (vt_unlikely(!h))
+        return CUDA_ERR_INVALID_DEVICE;
+    return vt__heap_malloc(h, size, vt__stream_key(stream), out);
+}
+
+int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode)
+{
+    if (!ptr)
+        return 0;
+    uint32_t stack = vt__trace_enabled() ? vt__stack_capture_free() : 0;
+    uint64_t key = mode == VT_FREE_UNKNOWN_STREAM ? 0 : vt__stream_key(stream);
+    return vt__heap_free(ptr, key, mode, stack);
+}
+
+bool vt__alloc_owns(const void *ptr)
+{
+    return ptr && vt__heap_owns(ptr);
+}
+
+int vt__alloc_record_stream(void *ptr, uint64_t stream)
+{
+    if (!ptr)
+        return CUDA_ERR_INVALID_VALUE;
+    return vt__heap_record_stream(ptr, vt__stream_key(stream));
+}
+
+void vt__alloc_stream_created(int device, uint64_t stream)
+{
+    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    if (h)
+        vt__heap_stream_created(h, stream);
+}
+
+void vt__alloc_stream_destroyed(uint64_t stream)
+{
+    int n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (h)
+            vt__heap_stream_destroyed(h, stream);
+    }
+}
+
+uint64_t vt__alloc_cached_free_bytes(int device)
+{
+    vt__heap *h = vt__heap_get(resolve_device(device), false);
+    return h ? vt__heap_cached_free(h) : 0;
+}
+
+int vt__alloc_empty_cache(int device)
+{
+    if (device >= 0) {
+        vt__heap *h = vt__heap_get(device, false);
+        return h ? vt__heap_empty_cache(h) : 0;
+    }
+    int rc = 0, n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        int r = h ? vt__heap_empty_cache(h) : 0;
+        if (r && !rc)
+            rc = r;
+    }
+    return rc;
+}
+
+/* ---- public API (vramtrace.h) ------------------------------------------- */
+
+VT_API void *vt_malloc(ssize_t size, int device, cudaStream_t stream)
+{
+    void *p = NULL;
+    if (size <= 0)
+        return NULL;
+    if (vt__alloc_malloc(device, (size_t)size, (uint64_t)(uintptr_t)stream, &p))
+        return NULL;
+    return p;
+}
+
+VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
+{
+    (void)size;
+    if (!ptr)
+        return;
+    uint32_t stack = vt__trace_enabled() ? vt__stack_capture_free() : 0;
+    int rc = vt__heap_free(ptr, vt__stream_key((uint64_t)(uintptr_t)stream),
+                           VT_FREE_ON_STREAM, stack);
+    if (rc == VT_ALLOC_NOT_OWNED)
+        vt__alloc_report_unknown_free(resolve_device(device), ptr, stack);
+}
+
+VT_API int vt_record_stream(void *ptr, cudaStream_t stream)
+{
+    return vt__alloc_record_stream(ptr, (uint64_t)(uintptr_t)stream);
+}
+
+VT_API int vt_empty_cache(int device)
+{
+    return vt__alloc_empty_cache(device);
+}
+
+VT_API int vt_get_stats(int device, vt_stats *out)
+{
+    if (!out)
+        return -EINVAL;
+    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    if (!h)
+        return -EINVAL;
+    vt__heap_stats(h, out);
+    return 0;
+}
+
+VT_API int vt_reset_peak_stats(int device)
+{
+    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    if (!h)
+        return -EINVAL;
+    vt__heap_reset_peaks(h);
+    return 0;
+}
+
+VT_API int vt_set_memory_fraction(double fraction, int device)
+{
+    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    if (!h)
+        return -EINVAL;
+    return vt__heap_set_fraction(h, fraction);
+}

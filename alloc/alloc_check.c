@@ -1,0 +1,235 @@
+/*
+ * alloc/alloc_check.c - reading a heap whole: the invariant checker (tests,
+ * debugging) and the snapshot state provider (segments and blocks).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc_internal.h"
+#include "cuda_driver.h"
+#include "recorder.h"
+
+static int fail(const vt__heap *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vramtrace: allocator invariant broken on device %d: ", h->device);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+struct sums {
+    int64_t alloc_b, alloc_n, active_b, active_n, req_b, reserved, segs, split_b, split_n;
+};
+
+static int cmp_stat(const vt__heap *h, const char *name, const vt__stat_t *st, int i, int64_t v)
+{
+    if (st[i].current != v)
+        return fail(h, "stat %s[%d] is %lld, the blocks sum to %lld", name, i,
+                    (long long)st[i].current, (long long)v);
+    if (st[i].peak < st[i].current || st[i].allocated - st[i].freed != st[i].current)
+        return fail(h, "stat %s[%d] peak/allocated/freed inconsistent", name, i);
+    return 0;
+}
+
+static int check_heap(vt__heap *h)
+{
+    struct sums s[3];
+    memset(s, 0, sizeof s);
+    uint64_t nfree[2] = { 0, 0 }, nalloc = 0, npending = 0;
+    uint64_t prev_end = 0;
+    for (uint64_t i = 0; i < h->nsegs; i++) {
+        vt__segment *g = h->segs[i];
+        if (g->addr < prev_end)
+            return fail(h, "segment %#llx overlaps or is out of order", (unsigned long long)g->addr);
+        prev_end = g->addr + g->size;
+        if (g->pool == VT_POOL_SMALL && g->size != VT_SMALL_BUFFER)
+            return fail(h, "small segment of %llu bytes", (unsigned long long)g->size);
+        if (g->pool == VT_POOL_LARGE && g->size != VT_LARGE_BUFFER
+            && (g->size < VT_MIN_LARGE_ALLOC || g->size % VT_ROUND_LARGE))
+            return fail(h, "large segment of %llu bytes", (unsigned long long)g->size);
+        if (!g->first || g->first->prev || g->first->addr != g->addr)
+            return fail(h, "segment %#llx does not start with its first block",
+                        (unsigned long long)g->addr);
+        uint64_t off = g->addr;
+        struct sums *p = &s[g->spool];
+        p->reserved += (int64_t)g->size;
+        p->segs++;
+        for (vt__block *b = g->first; b; b = b->next) {
+            if (b->seg != g || b->addr != off || !b->size)
+                return fail(h, "block %#llx does not tile segment %#llx",
+                            (unsigned long long)b->addr, (unsigned long long)g->addr);
+            if (g->pool != VT_POOL_UNCACHED && b->size % VT_MIN_BLOCK)
+                return fail(h, "block %#llx size %llu not a multiple of 512",
+                            (unsigned long long)b->addr, (unsigned long long)b->size);
+            if (b->next && b->next->prev != b)
+                return fail(h, "block %#llx: broken neighbour links", (unsigned long long)b->addr);
+            if (b->pool != g->pool || b->stream != g->stream)
+                return fail(h, "block %#llx: pool/stream differ from its segment",
+                            (unsigned long long)b->addr);
+            switch (b->state) {
+            case VT_B_FREE:
+                if (b->prev && b->prev->state == VT_B_FREE)
+                    return fail(h, "free blocks %#llx and %#llx not merged",
+                                (unsigned long long)b->prev->addr, (unsigned long long)b->addr);
+                if (g->pool == VT_POOL_UNCACHED || !vt__index_contains(&h->free_idx[b->pool], b))
+                    return fail(h, "free block %#llx missing from the free index",
+                                (unsigned long long)b->addr);
+                nfree[b->pool]++;
+                if (b->prev || b->next) {
+                    p->split_b += (int64_t)b->size;
+                    p->split_n++;
+                }
+                break;
+            case VT_B_ALLOCATED:
+                if (vt__ptrmap_get(&h->live, b->addr) != b)
+                    return fail(h, "allocated block %#llx missing from the pointer map",
+                                (unsigned long long)b->addr);
+                nalloc++;
+                p->alloc_b += (int64_t)b->size;
+                p->alloc_n++;
+                p->req_b += (int64_t)b->req_size;
+                p->active_b += (int64_t)b->size;
+                p->active_n++;
+                break;
+            case VT_B_PENDING:
+                if (!b->nwait)
+                    return fail(h, "pending block %#llx waits for nothing",
+                                (unsigned long long)b->addr);
+                npending++;
+                p->active_b += (int64_t)b->size;
+                p->active_n++;
+                break;
+            default:
+                return fail(h, "block %#llx in state %d", (unsigned long long)b->addr, b->state);
+            }
+            off += b->size;
+        }
+        if (off != g->addr + g->size)
+            return fail(h, "blocks of segment %#llx cover %llu of %llu bytes",
+                        (unsigned long long)g->addr, (unsigned long long)(off - g->addr),
+                        (unsigned long long)g->size);
+    }
+    for (int pool = 0; pool < 2; pool++) {
+        int64_t n = vt__index_check(&h->free_idx[pool]);
+        if (n < 0)
+            return fail(h, "free index of pool %d is out of order", pool);
+        if ((uint64_t)n != nfree[pool] || h->nfree[pool] != nfree[pool])
+            return fail(h, "free index of pool %d holds %lld blocks, segments have %llu", pool,
+                        (long long)n, (unsigned long long)nfree[pool]);
+    }
+    if (h->live.count != nalloc)
+        return fail(h, "pointer map holds %llu, segments have %llu allocated",
+                    (unsigned long long)h->live.count, (unsigned long long)nalloc);
+    if (h->npending != npending)
+        return fail(h, "%llu pending counted, %llu found", (unsigned long long)h->npending,
+                    (unsigned long long)npending);
+    uint64_t nb = 0;
+    for (vt__block *b = h->batch; b; b = b->bnext) {
+        if (b->state != VT_B_PENDING || !b->in_batch)
+            return fail(h, "block %#llx in the batch is not pending", (unsigned long long)b->addr);
+        nb++;
+    }
+    if (nb != h->nbatch)
+        return fail(h, "batch length %llu, counted %llu", (unsigned long long)nb,
+                    (unsigned long long)h->nbatch);
+    for (vt__fence *f = h->fences; f; f = f->next)
+        for (uint32_t i = 0; i < f->nblocks; i++)
+            if (f->blocks[i]->state != VT_B_PENDING)
+                return fail(h, "a fence waits for block %#llx, which is not pending",
+                            (unsigned long long)f->blocks[i]->addr);
+    s[2] = s[0];
+    int64_t *a = &s[2].alloc_b, *b1 = &s[1].alloc_b;
+    for (size_t k = 0; k < sizeof(struct sums) / sizeof(int64_t); k++)
+        a[k] += b1[k];
+    for (int i = 0; i < 3; i++) {
+        if (cmp_stat(h, "allocated_bytes", h->allocated_bytes, i, s[i].alloc_b)
+            || cmp_stat(h, "allocation", h->allocation, i, s[i].alloc_n)
+            || cmp_stat(h, "active_bytes", h->active_bytes, i, s[i].active_b)
+            || cmp_stat(h, "active", h->active, i, s[i].active_n)
+            || cmp_stat(h, "requested_bytes", h->requested_bytes, i, s[i].req_b)
+            || cmp_stat(h, "reserved_bytes", h->reserved_bytes, i, s[i].reserved)
+            || cmp_stat(h, "segment", h->segment, i, s[i].segs)
+            || cmp_stat(h, "inactive_split_bytes", h->inactive_split_bytes, i, s[i].split_b)
+            || cmp_stat(h, "inactive_split", h->inactive_split, i, s[i].split_n))
+            return -1;
+    }
+    return 0;
+}
+
+VT_API int vt__alloc_check_invariants(int device)
+{
+    int rc = 0, n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        if (device >= 0 && d != device)
+            continue;
+        vt__heap *h = vt__heap_get(d, false);
+        if (!h)
+            continue;
+        vt__heap_lock(h);
+        if (check_heap(h))
+            rc = -1;
+        vt__heap_unlock(h);
+    }
+    return rc;
+}
+
+/* ---- snapshot state ----------------------------------------------------- */
+
+static int describe(vt__heap *h, vt_snapshot *snap)
+{
+    for (uint64_t i = 0; i < h->nsegs; i++) {
+        vt__segment *g = h->segs[i];
+        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = g->stream,
+                           .device = (int8_t)h->device, .pool = g->pool };
+        int rc = vt__snapshot_add_segment(snap, &seg);
+        if (rc)
+            return rc;
+        for (vt__block *b = g->first; b; b = b->next) {
+            vt_block blk = { .addr = b->addr, .size = b->size, .stream = b->stream,
+                             .state = b->state };
+            if (b->state != VT_B_FREE) {
+                blk.req_size = b->req_size;
+                blk.alloc_seq = b->alloc_seq;
+                blk.stack = b->stack;
+            }
+            if ((rc = vt__snapshot_add_block(snap, &blk)))
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int provider(vt_snapshot *snap)
+{
+    int n = vt__heap_count();
+    const vt__driver_api *drv = vt__driver();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (!h)
+            continue;
+        char name[256] = "";
+        CUdevice dev;
+        if (drv && drv->cuDeviceGetName && drv->cuDeviceGet(&dev, d) == CUDA_SUCCESS)
+            drv->cuDeviceGetName(name, sizeof name, dev);
+        int rc = vt__snapshot_add_device(snap, d, name,
+                                         h->total_mem == UINT64_MAX ? 0 : h->total_mem);
+        if (rc)
+            return rc;
+        vt__heap_lock(h);
+        rc = describe(h, snap);
+        vt__heap_unlock(h);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void vt__alloc_register_state_provider(void)
+{
+    vt__trace_set_state_provider(provider);
+}

@@ -1,0 +1,194 @@
+/*
+ * alloc/alloc_internal.h - the caching allocator's types and cross-file map.
+ *
+ * One heap per device, each with its own lock (no lock is shared across
+ * devices). A heap owns segments (backend allocations) tiled by blocks;
+ * free blocks sit in one best-fit index per pool and stream (alloc_index.c);
+ * handed-out blocks sit in a pointer map keyed by address; blocks freed while
+ * other streams may still use them wait on fences (sets of events).
+ *
+ * Block lifecycle:  FREE --carve--> ALLOCATED --free--> FREE (coalesced)
+ *                                      |                  ^
+ *                                      +--> PENDING ------+ (fences completed)
+ */
+#ifndef VT_ALLOC_INTERNAL_H
+#define VT_ALLOC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "allocator.h"
+#include "vramtrace.h"
+#include "vramtrace/format.h"
+
+#define vt_likely(x)   __builtin_expect(!!(x), 1)
+#define vt_unlikely(x) __builtin_expect(!!(x), 0)
+
+#define VT_MAX_DEVICES   64
+#define VT_MIN_BLOCK     512ull               /* every size is a multiple */
+#define VT_SMALL_SIZE    (1ull << 20)         /* largest "small" request */
+#define VT_SMALL_BUFFER  (2ull << 20)         /* small pool segment */
+#define VT_LARGE_BUFFER  (20ull << 20)        /* large pool segment for < 10 MiB */
+#define VT_MIN_LARGE_ALLOC (10ull << 20)
+#define VT_ROUND_LARGE   (2ull << 20)         /* larger requests round to this */
+
+/* Stream keys: the cache's name for a stream. 0 and 0x1 are both the legacy
+ * default stream (key 0). 0x2, the per-thread default stream, is a different
+ * stream in every thread, so it gets a key per thread: this bit plus a
+ * thread serial. A block freed by thread T on its per-thread stream is
+ * reused at once only by T's per-thread stream; another thread's 0x2 is
+ * another stream, exactly as two created streams would be. */
+#define VT_PTDS_KEY_BIT  (1ull << 63)
+
+enum vt__bstate {
+    VT_B_ALLOCATED = VT_BLOCK_ACTIVE_ALLOCATED,
+    VT_B_PENDING = VT_BLOCK_ACTIVE_PENDING_FREE,
+    VT_B_FREE = VT_BLOCK_INACTIVE,
+};
+
+typedef struct vt__segment vt__segment;
+typedef struct vt__fence vt__fence;
+
+typedef struct vt__block {
+    uint64_t addr;
+    uint64_t size;                /* multiple of VT_MIN_BLOCK */
+    uint64_t req_size;            /* as asked, while allocated */
+    uint64_t stream;              /* stream key the block belongs to */
+    struct vt__block *prev, *next;/* address neighbours in the segment */
+    struct vt__block *left, *right;/* free index class list links */
+    vt__segment *seg;
+    uint64_t alloc_seq;           /* seq of the ALLOC event */
+    uint64_t free_tick;           /* heap tick when it became free (gc age) */
+    uint64_t *xstreams;           /* extra streams (vt_record_stream) */
+    uint32_t nx, capx;
+    uint32_t stack;               /* allocation stack id */
+    uint32_t nwait;               /* fences still to complete (PENDING) */
+    uint8_t state;                /* enum vt__bstate */
+    uint8_t pool;                 /* VT_POOL_SMALL / LARGE / UNCACHED */
+    uint8_t in_batch;             /* waits for the next unknown-stream fence */
+    struct vt__block *bnext;      /* batch list link */
+    uint64_t xinline[2];          /* storage for the first extra streams */
+} vt__block;
+
+struct vt__segment {
+    uint64_t addr, size;
+    uint64_t stream;              /* stream key it was allocated for */
+    vt__block *first;             /* lowest block */
+    vt__segment *next;            /* detached list, while being released */
+    uint8_t pool;                 /* VT_POOL_SMALL / LARGE / UNCACHED */
+    uint8_t spool;                /* stats pool: VT_STAT_SMALL / LARGE */
+};
+
+/* Events recorded after a free, one per stream that may still use the
+ * block(s). Shared by every block of an unknown-stream batch. */
+struct vt__fence {
+    void **events;
+    uint32_t nev, ndone;          /* events recorded, completed so far */
+    vt__block **blocks;           /* blocks waiting on it */
+    uint32_t nblocks, capblocks;
+    vt__fence *next;              /* heap's in-flight list */
+    uint8_t batch;                /* an unknown-stream batch fence */
+};
+
+typedef struct vt__sindex vt__sindex;
+typedef struct vt__findex {      /* free blocks of one pool, per stream */
+    vt__sindex *list;
+    vt__sindex *last;             /* the last one used (usually the only one) */
+} vt__findex;
+
+typedef struct vt__stat {        /* like PyTorch's Stat */
+    int64_t current, peak, allocated, freed;
+} vt__stat_t;
+
+/* address -> allocated block, open addressing, linear probing */
+typedef struct vt__ptrmap {
+    uint64_t *keys;               /* 0 = empty slot */
+    vt__block **vals;
+    uint64_t mask;                /* capacity - 1 */
+    uint64_t count;
+} vt__ptrmap;
+
+typedef struct vt__heap {
+    atomic_int lock;              /* see lock() in alloc_heap.c */
+    int device;
+    bool ready;                   /* initialized (under lock) */
+    vt__findex free_idx[2];       /* free index per pool (small, large) */
+    uint64_t nfree[2];
+    vt__ptrmap live;              /* allocated blocks */
+    vt__segment **segs;           /* sorted by addr */
+    uint64_t nsegs, capsegs;
+    _Atomic uint64_t lo, hi;      /* address bounds of all segments ever */
+    vt__fence *fences;            /* in flight */
+    vt__block *batch;             /* unknown-stream frees awaiting a fence */
+    uint64_t nbatch;
+    vt__fence *batch_fence;       /* the batch fence in flight, if any */
+    uint64_t npending;            /* blocks in PENDING state */
+    uint64_t *streams;            /* streams announced on this device */
+    uint64_t nstreams, capstreams;
+    void **evpool;                /* idle events for reuse */
+    uint64_t nevpool, capevpool;
+    vt__block *spare;             /* recycled block structs */
+    uint64_t tick;                /* mallocs so far (gc age clock) */
+    uint64_t total_mem;           /* device total */
+    uint64_t cap;                 /* cap on reserved bytes */
+    uint64_t inflight;            /* bytes being allocated with the lock dropped */
+    double fraction;
+    /* stats: [VT_STAT_SMALL, VT_STAT_LARGE, VT_STAT_ALL] */
+    vt__stat_t allocated_bytes[3], reserved_bytes[3], active_bytes[3],
+               inactive_split_bytes[3], requested_bytes[3];
+    vt__stat_t allocation[3], segment[3], active[3], inactive_split[3];
+    uint64_t num_alloc_retries, num_ooms, num_backend_allocs, num_backend_frees;
+    uint64_t num_sync_all, num_fence_events, num_bad_frees;
+} vt__heap;
+
+/* ---- alloc_index.c: the free index ------------------------------------ */
+/* (vt__findex and vt__sindex are declared before vt__heap) */
+/* The stream's index; created on demand (NULL: no memory, or !create). */
+vt__sindex *vt__index_stream(vt__findex *fx, uint64_t stream, bool create);
+/* Insert / remove a free block; its stream's index must exist. */
+void vt__index_insert(vt__findex *fx, vt__block *b);
+void vt__index_remove(vt__findex *fx, vt__block *b);
+/* Smallest block (by size, then address or recency) with this stream and
+ * size >= size, NULL if none. */
+vt__block *vt__index_best_fit(vt__findex *fx, uint64_t stream, uint64_t size);
+bool vt__index_contains(vt__findex *fx, const vt__block *b);
+/* Verify the structure. @return blocks held, or -1 when inconsistent. */
+int64_t vt__index_check(vt__findex *fx);
+void vt__index_destroy(vt__findex *fx);
+
+/* ---- alloc_ptrmap.c ---------------------------------------------------- */
+int vt__ptrmap_put(vt__ptrmap *m, uint64_t key, vt__block *b);
+vt__block *vt__ptrmap_get(const vt__ptrmap *m, uint64_t key);
+vt__block *vt__ptrmap_del(vt__ptrmap *m, uint64_t key);
+
+/* ---- alloc_heap.c: the core ------------------------------------------- */
+vt__heap *vt__heap_get(int device, bool create);   /* NULL if device invalid */
+int vt__heap_count(void);                         /* devices ever touched, upper bound */
+uint64_t vt__stream_key(uint64_t raw);
+int vt__heap_malloc(vt__heap *h, uint64_t size, uint64_t stream_key, void **out);
+/* @return 0, VT_ALLOC_NOT_OWNED if ptr not in h, or cudaErrorInvalidValue */
+int vt__heap_free(void *ptr, uint64_t stream_key, enum vt_free_mode mode, uint32_t stack);
+int vt__heap_record_stream(void *ptr, uint64_t stream_key);
+int vt__heap_empty_cache(vt__heap *h);
+void vt__heap_stream_created(vt__heap *h, uint64_t raw);
+void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
+uint64_t vt__heap_cached_free(vt__heap *h);
+void vt__heap_stats(vt__heap *h, vt_stats *out);
+void vt__heap_reset_peaks(vt__heap *h);
+int vt__heap_set_fraction(vt__heap *h, double fraction);
+bool vt__heap_owns(const void *ptr);
+void vt__heap_lock(vt__heap *h);
+void vt__heap_unlock(vt__heap *h);
+/* vt_free of a pointer no heap knows: count it, print it, trace it. */
+void vt__alloc_report_unknown_free(int device, const void *ptr, uint32_t stack);
+
+/* ---- alloc_check.c ----------------------------------------------------- */
+/* Walk every structure of `device` (-1: all) and verify it; prints the first
+ * problem on stderr. @return 0 when consistent, -1 otherwise. */
+VT_API int vt__alloc_check_invariants(int device);
+/* Register the snapshot state provider with the recorder (once). */
+void vt__alloc_register_state_provider(void);
+
+#endif /* VT_ALLOC_INTERNAL_H */

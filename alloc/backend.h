@@ -1,0 +1,55 @@
+/*
+ * alloc/backend.h - the one contract between the allocator and a device.
+ *
+ * Small on purpose (mimalloc's prim.h): every call returns 0 or a CUDA error
+ * code and hands results back through out-parameters. Driver results are
+ * returned unchanged: the CUresult values the allocator can see (1 invalid
+ * value, 2 out of memory, 3 not initialized, 100 no device, 101 invalid
+ * device, 600 not ready, ...) have the same numbers as their cudaError_t
+ * counterparts, so callers may treat them as cudaError_t.
+ *
+ * Every call for device d runs in d's primary context: the backend pushes it
+ * when the calling thread's current context is another one, and pops it
+ * afterwards. Streams are raw handles: 0 = legacy default stream,
+ * 0x2 = the calling thread's per-thread default stream.
+ *
+ * The one implementation (backend_cuda.c) uses the CUDA driver API through
+ * vt__driver(), so the same allocator runs on the simulated driver in the
+ * tests and on the real one in use, with or without a libcudart.so.
+ */
+#ifndef VT_ALLOC_BACKEND_H
+#define VT_ALLOC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VT_BACKEND_NOT_READY 600   /* cudaErrorNotReady == CUDA_ERROR_NOT_READY */
+#define VT_BACKEND_OOM 2           /* cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY */
+
+/* Load and initialize the driver (cuInit once). */
+int vt__backend_init(void);
+/* Number of devices. */
+int vt__backend_device_count(int *count);
+/* The calling thread's current device (0 when no context is current, as
+ * the runtime does). */
+int vt__backend_current_device(int *device);
+/* Device memory: bytes free now and the device's total. */
+int vt__backend_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes);
+/* Total memory only (no context needed). */
+int vt__backend_total_mem(int device, uint64_t *total_bytes);
+
+/* One device allocation (a segment) and its release. */
+int vt__backend_malloc(int device, uint64_t size, uint64_t *addr);
+int vt__backend_free(int device, uint64_t addr);
+
+/* Events for stream ordering (created without timing). */
+int vt__backend_event_create(int device, void **event);
+int vt__backend_event_record(int device, void *event, uint64_t stream);
+/* @return 0 when complete, VT_BACKEND_NOT_READY while pending, else an error
+ * (an event in error counts as complete for the allocator: the work it
+ * fenced will never run). */
+int vt__backend_event_query(int device, void *event);
+int vt__backend_event_sync(int device, void *event);
+int vt__backend_event_destroy(int device, void *event);
+
+#endif /* VT_ALLOC_BACKEND_H */

@@ -1,0 +1,727 @@
+/* tests/alloc/test_alloc.c - the caching allocator on the simulated device.
+ *
+ * Linked with the allocator sources and the in-memory fake recorder
+ * (trace_fake.c), so the tests see internal state: the invariant checker,
+ * the recorded events, the state provider. Each test runs in its own process
+ * and sets VRAMTRACE_CONF / SIMCUDA_* before its first CUDA call. */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "alloc_internal.h"
+#include "allocator.h"
+#include "harness.h"
+#include "simcuda.h"
+#include "trace_fake.h"
+#include "vramtrace.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+
+static vt_stats stats(int dev)
+{
+    vt_stats s;
+    ASSERT_EQ(vt_get_stats(dev, &s), 0);
+    return s;
+}
+
+#define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
+
+static cudaStream_t new_stream(void)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    vt__alloc_stream_created(0, (uint64_t)(uintptr_t)s);
+    return s;
+}
+
+static simcuda_counters sim(void)
+{
+    simcuda_counters c;
+    static int inited;
+    if (!inited++)
+        ASSERT_OK(cudaFree(NULL));   /* initializes the driver if nothing did */
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    return c;
+}
+
+/* Capture what the code under test prints on stderr. */
+static int saved_fd = -1;
+static char cap_path[64];
+static void capture_begin(void)
+{
+    fflush(stderr);
+    strcpy(cap_path, "/tmp/vt_alloc_stderr_XXXXXX");
+    int fd = mkstemp(cap_path);
+    ASSERT(fd >= 0);
+    saved_fd = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+static char *capture_end(void)
+{
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(cap_path, "r");
+    ASSERT(f);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    unlink(cap_path);
+    return buf;
+}
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* ---- sizes and pools ----------------------------------------------------- */
+
+TEST(sizes_round_up_to_512)
+{
+    void *a = vt_malloc(1, 0, 0), *b = vt_malloc(513, 0, 0);
+    ASSERT(a && b);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].current, 512 + 1024);
+    ASSERT_EQ(s.requested_bytes[VT_STAT_ALL].current, 1 + 513);
+    ASSERT_EQ((char *)b - (char *)a, 512);   /* carved back to back */
+    CHECK_INVARIANTS();
+    vt_free(a, 1, 0, 0);
+    vt_free(b, 513, 0, 0);
+    CHECK_INVARIANTS();
+}
+
+TEST(small_requests_share_a_2mib_segment)
+{
+    void *p[64];
+    for (int i = 0; i < 64; i++)   /* 1.5 MiB */
+        ASSERT((p[i] = vt_malloc(24 * KiB, 0, 0)));
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.segment[VT_STAT_SMALL].current, 1);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_SMALL].current, 2 * MiB);
+    ASSERT_EQ(s.segment[VT_STAT_LARGE].current, 0);
+    ASSERT_EQ(s.num_backend_allocs, 1);
+    void *big = vt_malloc(1 * MiB, 0, 0);   /* <= 1 MiB is still small */
+    ASSERT(big);
+    ASSERT_EQ(stats(0).segment[VT_STAT_SMALL].current, 2);
+    CHECK_INVARIANTS();
+}
+
+TEST(large_requests_use_20mib_segments_and_huge_ones_round_to_2mib)
+{
+    void *a = vt_malloc(9 * MiB, 0, 0);
+    ASSERT(a);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_LARGE].current, 20 * MiB);
+    void *b = vt_malloc(12 * MiB + 5, 0, 0);   /* 11 MiB left is too small */
+    ASSERT(b);
+    s = stats(0);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_LARGE].current, 20 * MiB + 14 * MiB);
+    ASSERT_EQ(s.segment[VT_STAT_LARGE].current, 2);
+    CHECK_INVARIANTS();
+}
+
+TEST(roundup_power2_divisions_rounds_to_quarter_steps)
+{
+    setenv("VRAMTRACE_CONF", "roundup_power2_divisions:4", 1);
+    void *p = vt_malloc((ssize_t)(MiB + MiB / 10), 0, 0);
+    ASSERT(p);
+    ASSERT_EQ(stats(0).allocated_bytes[VT_STAT_ALL].current, MiB + MiB / 4);
+    CHECK_INVARIANTS();
+}
+
+/* ---- reuse, best fit, split, coalesce ----------------------------------- */
+
+TEST(freed_block_is_reused_at_once_on_the_same_stream)
+{
+    cudaStream_t s = new_stream();
+    void *p = vt_malloc(4096, 0, s);
+    vt_free(p, 4096, 0, s);
+    void *q = vt_malloc(4096, 0, s);
+    ASSERT_PTR_EQ(p, q);
+    ASSERT_EQ(stats(0).num_backend_allocs, 1);
+    CHECK_INVARIANTS();
+}
+
+TEST(legacy_stream_handles_0_and_1_are_one_stream)
+{
+    void *p = vt_malloc(4096, 0, (cudaStream_t)1);
+    vt_free(p, 4096, 0, (cudaStream_t)1);
+    void *q = vt_malloc(4096, 0, 0);
+    ASSERT_PTR_EQ(p, q);
+}
+
+TEST(blocks_belong_to_their_stream)
+{
+    cudaStream_t a = new_stream(), b = new_stream();
+    void *p = vt_malloc(4096, 0, a);
+    vt_free(p, 4096, 0, a);
+    void *q = vt_malloc(4096, 0, b);
+    ASSERT_PTR_NE(p, q);
+    ASSERT_EQ(stats(0).segment[VT_STAT_SMALL].current, 2);
+    CHECK_INVARIANTS();
+}
+
+TEST(best_fit_takes_the_smallest_free_block_that_fits)
+{
+    void *a = vt_malloc(4 * KiB, 0, 0), *s1 = vt_malloc(KiB, 0, 0);
+    void *c = vt_malloc(16 * KiB, 0, 0), *s2 = vt_malloc(KiB, 0, 0);
+    void *e = vt_malloc(8 * KiB, 0, 0), *s3 = vt_malloc(KiB, 0, 0);
+    (void)s1; (void)s2; (void)s3;
+    vt_free(c, 0, 0, 0);
+    vt_free(a, 0, 0, 0);
+    vt_free(e, 0, 0, 0);
+    CHECK_INVARIANTS();
+    ASSERT_PTR_EQ(vt_malloc(3 * KiB, 0, 0), a);
+    ASSERT_PTR_EQ(vt_malloc(6 * KiB, 0, 0), e);
+    ASSERT_PTR_EQ(vt_malloc(9 * KiB, 0, 0), c);
+    CHECK_INVARIANTS();
+}
+
+TEST(small_pool_splits_any_remainder_of_512_bytes)
+{
+    void *a = vt_malloc(MiB, 0, 0);
+    void *b = vt_malloc(MiB - 512, 0, 0);   /* leaves exactly 512 */
+    void *c = vt_malloc(512, 0, 0);
+    ASSERT_EQ(stats(0).segment[VT_STAT_SMALL].current, 1);
+    ASSERT_EQ((char *)b - (char *)a, (long long)MiB);
+    ASSERT_EQ((char *)c - (char *)a, (long long)(2 * MiB - 512));
+    CHECK_INVARIANTS();
+}
+
+TEST(large_pool_splits_only_remainders_above_1mib)
+{
+    void *a = vt_malloc(5 * MiB, 0, 0);   /* 20 MiB segment, 15 MiB left: split */
+    ASSERT(a);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_LARGE].current, 5 * MiB);
+    ASSERT_EQ(s.inactive_split_bytes[VT_STAT_LARGE].current, 15 * MiB);
+    void *b = vt_malloc(14 * MiB + 512 * KiB, 0, 0);   /* 0.5 MiB left: not split */
+    ASSERT_PTR_EQ(b, (char *)a + 5 * MiB);
+    s = stats(0);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_LARGE].current, 20 * MiB);
+    ASSERT_EQ(s.inactive_split[VT_STAT_LARGE].current, 0);
+    ASSERT_EQ(s.segment[VT_STAT_LARGE].current, 1);
+    CHECK_INVARIANTS();
+}
+
+TEST(max_split_size_keeps_oversize_blocks_whole)
+{
+    setenv("VRAMTRACE_CONF", "max_split_size_mb:20", 1);
+    void *big = vt_malloc(30 * MiB, 0, 0);
+    vt_free(big, 0, 0, 0);
+    void *mid = vt_malloc(12 * MiB, 0, 0);   /* below the limit: not from the 30 MiB */
+    ASSERT_PTR_NE(mid, big);
+    void *big2 = vt_malloc(29 * MiB, 0, 0);   /* oversize, little waste: reused whole */
+    ASSERT_PTR_EQ(big2, big);
+    ASSERT_EQ(stats(0).allocated_bytes[VT_STAT_LARGE].current, 30 * MiB + 12 * MiB);
+    CHECK_INVARIANTS();
+}
+
+TEST(free_coalesces_with_free_neighbours)
+{
+    void *a = vt_malloc(64 * KiB, 0, 0), *b = vt_malloc(64 * KiB, 0, 0);
+    void *c = vt_malloc(64 * KiB, 0, 0);
+    vt_free(a, 0, 0, 0);
+    vt_free(c, 0, 0, 0);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.inactive_split[VT_STAT_ALL].current, 2);
+    vt_free(b, 0, 0, 0);
+    s = stats(0);
+    ASSERT_EQ(s.inactive_split[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s.inactive_split_bytes[VT_STAT_ALL].current, 0);
+    vt_snapshot *snap = fake_snapshot();
+    ASSERT(snap);
+    ASSERT_EQ(snap->nsegments, 1);
+    ASSERT_EQ(snap->nblocks, 1);
+    ASSERT_EQ(snap->blocks[0].size, 2 * MiB);
+    ASSERT_EQ(snap->blocks[0].state, VT_BLOCK_INACTIVE);
+    fake_snapshot_free(snap);
+    CHECK_INVARIANTS();
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+struct late_write { unsigned char *p; size_t n; };
+
+static void late_writer(void *arg)
+{
+    struct late_write *w = arg;
+    struct timespec ts = { 0, 50 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    memset(w->p, 0x5A, w->n);   /* the kernel on stream A that used the block */
+}
+
+TEST(record_stream_keeps_block_from_other_stream_until_its_work_is_done)
+{
+    const size_t n = 256 * KiB;
+    cudaStream_t A = new_stream(), B = new_stream();
+    unsigned char *p = vt_malloc((ssize_t)n, 0, B);
+    ASSERT(p);
+    ASSERT_EQ(vt_record_stream(p, A), 0);
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(A, late_writer, &w));   /* writes 50 ms from now */
+    vt_free(p, (ssize_t)n, 0, B);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.active[VT_STAT_ALL].current, 1);      /* pending, still active */
+    ASSERT_EQ(s.allocation[VT_STAT_ALL].current, 0);
+    /* Meanwhile B allocates: it must not get the block A still writes to. */
+    unsigned char *q = vt_malloc((ssize_t)n, 0, B);
+    ASSERT(q);
+    ASSERT(q + n <= p || q >= p + n);
+    ASSERT_OK(cudaMemsetAsync(q, 0x11, n, B));
+    ASSERT_OK(cudaStreamSynchronize(B));
+    CHECK_INVARIANTS();
+    ASSERT_OK(cudaStreamSynchronize(A));
+    for (size_t i = 0; i < n; i += 4096)
+        ASSERT_EQ(q[i], 0x11);
+    /* A's work is done: the next allocation polls the event and reuses p. */
+    unsigned char *r = vt_malloc((ssize_t)n, 0, B);
+    ASSERT_PTR_EQ(r, p);
+    ASSERT_EQ(fake_trace_count(VT_EV_STREAM_USE), 1);
+    ASSERT_EQ(fake_trace_count(VT_EV_FREE_COMPLETED), 1);
+    CHECK_INVARIANTS();
+}
+
+TEST(free_on_another_stream_waits_for_that_stream)
+{
+    const size_t n = 64 * KiB;
+    cudaStream_t A = new_stream(), B = new_stream();
+    unsigned char *p = vt_malloc((ssize_t)n, 0, B);
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(A, late_writer, &w));
+    vt_free(p, (ssize_t)n, 0, A);   /* ordered on A, not on B */
+    unsigned char *q = vt_malloc((ssize_t)n, 0, B);
+    ASSERT_PTR_NE(q, p);
+    ASSERT_OK(cudaStreamSynchronize(A));
+    ASSERT_PTR_EQ(vt_malloc((ssize_t)n, 0, B), p);
+    CHECK_INVARIANTS();
+}
+
+static void *ptds_thread(void *arg)
+{
+    void **out = arg;
+    out[0] = vt_malloc(8192, 0, cudaStreamPerThread);
+    return NULL;
+}
+
+TEST(per_thread_default_stream_is_a_stream_per_thread)
+{
+    void *p = vt_malloc(8192, 0, cudaStreamPerThread);
+    vt_free(p, 8192, 0, cudaStreamPerThread);
+    void *other[1];
+    pthread_t t;
+    pthread_create(&t, NULL, ptds_thread, other);
+    pthread_join(t, NULL);
+    ASSERT_PTR_NE(other[0], p);   /* another thread's 0x2 is another stream */
+    ASSERT_PTR_EQ(vt_malloc(8192, 0, cudaStreamPerThread), p);
+    ASSERT_PTR_NE(vt_malloc(8192, 0, 0), other[0]);   /* nor the legacy one */
+    CHECK_INVARIANTS();
+}
+
+TEST(unknown_stream_frees_share_one_fence_per_stream)
+{
+    cudaStream_t s[3];
+    for (int i = 0; i < 3; i++)
+        s[i] = new_stream();
+    void *p[100];
+    for (int i = 0; i < 100; i++)
+        ASSERT_OK(vt__alloc_malloc(0, 4096, (uint64_t)(uintptr_t)s[i % 3], &p[i]));
+    uint64_t rec0 = sim().event_records;
+    for (int i = 0; i < 100; i++)
+        ASSERT_EQ(vt__alloc_free(p[i], 0, VT_FREE_UNKNOWN_STREAM), 0);
+    ASSERT_EQ(stats(0).active[VT_STAT_ALL].current, 100);
+    void *x;
+    ASSERT_OK(vt__alloc_malloc(0, 4096, 0, &x));   /* records the batch fence */
+    ASSERT_OK(vt__alloc_malloc(0, 4096, 0, &x));   /* nothing new to fence */
+    /* legacy stream + 3 announced streams, once for the whole burst */
+    ASSERT_EQ(stats(0).num_fence_events, 4);
+    ASSERT_EQ(sim().event_records - rec0, 4);
+    ASSERT_OK(cudaDeviceSynchronize());
+    void *y;
+    ASSERT_OK(vt__alloc_malloc(0, 4096, (uint64_t)(uintptr_t)s[0], &y));
+    ASSERT_EQ(stats(0).active[VT_STAT_ALL].current, 3);   /* two x and y */
+    ASSERT_PTR_EQ(y, p[0]);
+    ASSERT_EQ(stats(0).num_fence_events, 4);
+    CHECK_INVARIANTS();
+}
+
+TEST(stream_destroyed_is_no_longer_fenced)
+{
+    cudaStream_t a = new_stream();
+    void *p;
+    ASSERT_OK(vt__alloc_malloc(0, 4096, 0, &p));
+    vt__alloc_stream_destroyed((uint64_t)(uintptr_t)a);
+    ASSERT_OK(cudaStreamDestroy(a));
+    ASSERT_EQ(vt__alloc_free(p, 0, VT_FREE_UNKNOWN_STREAM), 0);
+    ASSERT_OK(vt__alloc_malloc(0, 4096, 0, &p));
+    ASSERT_EQ(stats(0).num_fence_events, 1);   /* legacy only */
+}
+
+/* ---- bad frees ---------------------------------------------------------- */
+
+TEST(bad_frees_are_reported_once_and_change_nothing)
+{
+    char *p = vt_malloc(4096, 0, 0);
+    char *q = vt_malloc(4096, 0, 0);
+    int local;
+    vt_stats before = stats(0);
+    capture_begin();
+    vt_free(&local, 4, 0, 0);                                   /* unknown */
+    int r1 = vt__alloc_free(&local, 0, VT_FREE_ON_STREAM);      /* unknown, silent */
+    int r2 = vt__alloc_free(p + 512, 0, VT_FREE_ON_STREAM);     /* interior */
+    vt_free(q, 4096, 0, 0);
+    int r3 = vt__alloc_free(q, 0, VT_FREE_ON_STREAM);           /* double */
+    char *err = capture_end();
+    ASSERT_EQ(r1, VT_ALLOC_NOT_OWNED);
+    ASSERT_EQ(r2, cudaErrorInvalidValue);
+    ASSERT_EQ(r3, cudaErrorInvalidValue);
+    ASSERT_EQ(count_lines(err), 3);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%p", (void *)&local);
+    ASSERT_STR_CONTAINS(err, buf);
+    snprintf(buf, sizeof buf, "%p", (void *)(p + 512));
+    ASSERT_STR_CONTAINS(err, buf);
+    ASSERT_STR_CONTAINS(err, "double free");
+    ASSERT_EQ(fake_trace_count(VT_EV_BAD_FREE), 3);
+    vt_event ev;
+    ASSERT(fake_trace_last(VT_EV_BAD_FREE, &ev));
+    ASSERT_EQ(ev.aux, VT_BAD_FREE_DOUBLE);
+    vt_stats after = stats(0);
+    ASSERT_EQ(after.num_bad_frees, 3);
+    ASSERT_EQ(after.allocation[VT_STAT_ALL].current, before.allocation[VT_STAT_ALL].current - 1);
+    CHECK_INVARIANTS();
+    ASSERT_PTR_EQ(vt_malloc(4096, 0, 0), q);   /* q is free exactly once */
+    ASSERT_PTR_NE(vt_malloc(4096, 0, 0), q);
+    CHECK_INVARIANTS();
+}
+
+TEST(owns_knows_blocks_and_interiors)
+{
+    char *p = vt_malloc(4096, 0, 0);
+    int local;
+    ASSERT(vt__alloc_owns(p));
+    ASSERT(vt__alloc_owns(p + 100));
+    ASSERT(!vt__alloc_owns(&local));
+    ASSERT(!vt__alloc_owns(NULL));
+    ASSERT_EQ(vt_record_stream(&local, 0), cudaErrorInvalidValue);
+}
+
+/* ---- stats, OOM, configuration ------------------------------------------ */
+
+TEST(stats_track_current_peak_and_reset)
+{
+    void *a = vt_malloc(100 * KiB, 0, 0), *b = vt_malloc(200 * KiB, 0, 0);
+    vt_free(a, 0, 0, 0);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].current, 200 * KiB);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].peak, 300 * KiB);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].allocated, 300 * KiB);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].freed, 100 * KiB);
+    ASSERT_EQ(s.allocation[VT_STAT_SMALL].peak, 2);
+    ASSERT_EQ(vt_reset_peak_stats(0), 0);
+    s = stats(0);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].peak, 200 * KiB);
+    vt_free(b, 0, 0, 0);
+    ASSERT_EQ(vt_get_stats(99, &s), -EINVAL);
+    ASSERT_EQ(vt_get_stats(0, NULL), -EINVAL);
+}
+
+TEST(oom_releases_cache_and_retries)
+{
+    setenv("SIMCUDA_MEM", "64M", 1);
+    void *p[12];
+    for (int i = 0; i < 12; i++)        /* 3 x 20 MiB segments */
+        ASSERT((p[i] = vt_malloc(5 * MiB, 0, 0)));
+    for (int i = 0; i < 12; i++)
+        vt_free(p[i], 0, 0, 0);
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 60 * MiB);
+    void *big = vt_malloc(40 * MiB, 0, 0);   /* fits only once the cache is gone */
+    ASSERT(big);
+    vt_stats s = stats(0);
+    ASSERT_GE(s.num_alloc_retries, 1);
+    ASSERT_EQ(s.num_ooms, 0);
+    ASSERT_EQ(s.num_backend_frees, 2);   /* just enough released: 2 x 20 MiB */
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 60 * MiB);
+    CHECK_INVARIANTS();
+}
+
+TEST(oom_waits_for_pending_frees_before_failing)
+{
+    setenv("SIMCUDA_MEM", "64M", 1);
+    cudaStream_t A = new_stream();
+    void *p = vt_malloc(40 * MiB, 0, 0);
+    ASSERT(p);
+    ASSERT_EQ(vt_record_stream(p, A), 0);
+    struct late_write w = { p, 4096 };
+    ASSERT_OK(cudaLaunchHostFunc(A, late_writer, &w));
+    vt_free(p, 0, 0, 0);                       /* pending for 50 ms */
+    void *q = vt_malloc(50 * MiB, 0, 0);       /* needs p's memory back */
+    ASSERT(q);
+    vt_stats s = stats(0);
+    ASSERT_GE(s.num_sync_all, 1);
+    ASSERT_EQ(s.num_ooms, 0);
+    CHECK_INVARIANTS();
+}
+
+TEST(oom_fails_with_memory_allocation_and_is_counted)
+{
+    setenv("SIMCUDA_MEM", "64M", 1);
+    void *keep = vt_malloc(30 * MiB, 0, 0);
+    ASSERT(keep);
+    void *p = (void *)1;
+    ASSERT_EQ(vt__alloc_malloc(0, 40 * MiB, 0, &p), cudaErrorMemoryAllocation);
+    ASSERT_PTR_EQ(p, NULL);
+    ASSERT_PTR_EQ(vt_malloc(40 * MiB, 0, 0), NULL);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_ooms, 2);
+    ASSERT_EQ(fake_trace_count(VT_EV_OOM), 2);
+    ASSERT_EQ(fake_oom_calls(), 2);
+    vt_event ev;
+    ASSERT(fake_trace_last(VT_EV_OOM, &ev));
+    ASSERT_EQ(ev.req_size, 40 * MiB);
+    ASSERT_EQ(ev.aux2, 30 * MiB);
+    CHECK_INVARIANTS();
+    ASSERT(vt_malloc(20 * MiB, 0, 0));   /* still usable */
+}
+
+TEST(memory_fraction_caps_reserved_bytes)
+{
+    setenv("SIMCUDA_MEM", "64M", 1);
+    ASSERT_EQ(vt_set_memory_fraction(0.25, 0), 0);   /* 16 MiB */
+    ASSERT_EQ(vt_set_memory_fraction(1.5, 0), -EINVAL);
+    void *a = vt_malloc(MiB, 0, 0), *b = vt_malloc(10 * MiB, 0, 0);
+    ASSERT(a && b);
+    ASSERT_PTR_EQ(vt_malloc(10 * MiB, 0, 0), NULL);   /* 2 + 10 + 10 > 16 */
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_ooms, 1);
+    ASSERT_LE(s.reserved_bytes[VT_STAT_ALL].peak, 16 * MiB);
+    ASSERT_EQ(s.num_backend_allocs, 2);   /* the device was never asked */
+}
+
+TEST(memory_fraction_from_config)
+{
+    setenv("SIMCUDA_MEM", "64M", 1);
+    setenv("VRAMTRACE_CONF", "per_process_memory_fraction:0.5", 1);
+    ASSERT(vt_malloc(30 * MiB, 0, 0));
+    ASSERT_PTR_EQ(vt_malloc(4 * MiB, 0, 0), NULL);   /* +20 MiB > 32 MiB */
+    ASSERT(vt_malloc(512 * KiB, 0, 0));             /* +2 MiB fits */
+}
+
+TEST(gc_threshold_releases_cold_segments_before_the_cap)
+{
+    setenv("SIMCUDA_MEM", "100M", 1);
+    setenv("VRAMTRACE_CONF", "garbage_collection_threshold:0.5", 1);
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        ASSERT((p[i] = vt_malloc(12 * MiB, 0, 0)));
+    for (int i = 0; i < 4; i++)
+        vt_free(p[i], 0, 0, 0);
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 48 * MiB);
+    void *q = vt_malloc(14 * MiB, 0, 0);   /* 48 + 14 > 50: gc first */
+    ASSERT(q);
+    vt_stats s = stats(0);
+    ASSERT_LE(s.reserved_bytes[VT_STAT_ALL].current, 50 * MiB);
+    ASSERT_GE(s.num_backend_frees, 1);
+    ASSERT_EQ(s.num_alloc_retries, 0);
+    CHECK_INVARIANTS();
+}
+
+TEST(empty_cache_returns_every_free_segment)
+{
+    void *keep = vt_malloc(4 * KiB, 0, 0);
+    void *a = vt_malloc(30 * MiB, 0, 0), *b = vt_malloc(3 * MiB, 0, 0);
+    void *c = vt_malloc(8 * KiB, 0, 0);
+    vt_free(a, 0, 0, 0);
+    vt_free(b, 0, 0, 0);
+    vt_free(c, 0, 0, 0);
+    uint64_t in_use = sim().bytes_in_use;
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 2 * MiB);   /* keep's segment */
+    ASSERT_EQ(s.num_backend_frees, 2);
+    ASSERT_EQ(sim().bytes_in_use, in_use - 50 * MiB);
+    vt_free(keep, 0, 0, 0);
+    ASSERT_EQ(vt_empty_cache(-1), 0);
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 0);
+    CHECK_INVARIANTS();
+}
+
+TEST(cache_off_sends_every_call_to_the_device)
+{
+    setenv("VRAMTRACE_CONF", "cache:0", 1);
+    uint64_t a0 = sim().mem_alloc_calls, f0 = sim().mem_free_calls;
+    for (int i = 0; i < 10; i++) {
+        void *p = vt_malloc(1000, 0, 0);
+        ASSERT(p);
+        ASSERT(vt__alloc_owns(p));
+        vt_free(p, 1000, 0, 0);
+    }
+    ASSERT_EQ(sim().mem_alloc_calls - a0, 10);
+    ASSERT_EQ(sim().mem_free_calls - f0, 10);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_backend_allocs, 10);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s.allocated_bytes[VT_STAT_ALL].allocated, 10000);
+    ASSERT_EQ(fake_trace_count(VT_EV_SEGMENT_ALLOC), 10);
+    ASSERT_EQ(fake_trace_count(VT_EV_SEGMENT_FREE), 10);
+    CHECK_INVARIANTS();
+}
+
+TEST(unknown_config_key_prints_one_line_and_carries_on)
+{
+    setenv("VRAMTRACE_CONF", "bogus_key:1,max_split_size_mb:64", 1);
+    capture_begin();
+    void *p = vt_malloc(4096, 0, 0);
+    char *err = capture_end();
+    ASSERT(p);
+    ASSERT_STR_CONTAINS(err, "bogus_key");
+    ASSERT_EQ(count_lines(err), 1);
+    vt_free(p, 0, 0, 0);
+    CHECK_INVARIANTS();
+}
+
+/* ---- tracing ------------------------------------------------------------ */
+
+TEST(events_and_state_carry_stacks_and_sequence_numbers)
+{
+    cudaStream_t s = new_stream();
+    void *p = vt_malloc(3000, 0, s);
+    vt_event ev;
+    ASSERT(fake_trace_last(VT_EV_SEGMENT_ALLOC, &ev));
+    ASSERT_EQ(ev.size, 2 * MiB);
+    ASSERT_EQ(ev.aux, VT_POOL_SMALL);
+    ASSERT(fake_trace_last(VT_EV_ALLOC, &ev));
+    ASSERT_EQ(ev.addr, (uint64_t)(uintptr_t)p);
+    ASSERT_EQ(ev.req_size, 3000);
+    ASSERT_EQ(ev.size, 3072);
+    ASSERT_EQ(ev.stack, 42);
+    ASSERT_EQ(ev.stream, (uint64_t)(uintptr_t)s);
+    vt_snapshot *snap = fake_snapshot();
+    ASSERT(snap && snap->nsegments == 1 && snap->nblocks == 2 && snap->ndevices == 1);
+    ASSERT_EQ(snap->blocks[0].alloc_seq, ev.seq);
+    ASSERT_EQ(snap->blocks[0].stack, 42);
+    ASSERT_EQ(snap->blocks[0].state, VT_BLOCK_ACTIVE_ALLOCATED);
+    ASSERT_EQ(snap->blocks[1].state, VT_BLOCK_INACTIVE);
+    ASSERT_EQ(snap->blocks[0].size + snap->blocks[1].size, snap->segments[0].size);
+    fake_snapshot_free(snap);
+    vt_free(p, 0, 0, s);
+    ASSERT(fake_trace_last(VT_EV_FREE_REQUESTED, &ev));
+    ASSERT_EQ(ev.stack, 43);
+    ASSERT_EQ(ev.aux, 0);
+    ASSERT_EQ(fake_trace_count(VT_EV_FREE_COMPLETED), 1);
+    vt_empty_cache(0);
+    ASSERT_EQ(fake_trace_count(VT_EV_SEGMENT_FREE), 1);
+}
+
+TEST(no_stack_capture_when_tracing_is_off)
+{
+    fake_trace_enable(false);
+    size_t n0 = fake_stack_captures();
+    for (int i = 0; i < 100; i++)
+        vt_free(vt_malloc(4096, 0, 0), 0, 0, 0);
+    ASSERT_EQ(fake_stack_captures(), n0);
+}
+
+/* ---- devices ------------------------------------------------------------ */
+
+TEST(each_device_has_its_own_heap)
+{
+    setenv("SIMCUDA_DEVICES", "2", 1);
+    void *a = vt_malloc(4096, 0, 0), *b = vt_malloc(4096, 1, 0);
+    ASSERT(a && b);
+    ASSERT_EQ(stats(0).allocation[VT_STAT_ALL].current, 1);
+    ASSERT_EQ(stats(1).allocation[VT_STAT_ALL].current, 1);
+    ASSERT_OK(cudaSetDevice(1));
+    void *c = vt_malloc(4096, -1, 0);   /* the current device */
+    ASSERT_EQ(stats(1).allocation[VT_STAT_ALL].current, 2);
+    ASSERT_OK(cudaSetDevice(0));
+    vt_free(b, 0, 0, 0);                 /* found on its own device */
+    vt_free(c, 0, 0, 0);
+    ASSERT_EQ(stats(1).allocation[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(stats(0).allocation[VT_STAT_ALL].current, 1);
+    ASSERT_PTR_EQ(vt_malloc(4096, 7, 0), NULL);   /* no such device */
+    CHECK_INVARIANTS();
+}
+
+/* ---- randomized sequences ----------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Log-uniform 512 B .. 32 MiB, mostly small as in training. */
+static size_t random_size(uint64_t *s)
+{
+    double u = (double)(rng_next(s) % 1000000) / 1e6;
+    size_t sz = (size_t)(512.0 * __builtin_pow(65536.0, u * u));
+    return sz + rng_next(s) % 512;
+}
+
+static void random_ops(uint64_t seed, int nops)
+{
+    enum { LIVE = 256 };
+    cudaStream_t st[3] = { 0, new_stream(), new_stream() };
+    void *live[LIVE] = { 0 };
+    int live_stream[LIVE];
+    uint64_t s = seed;
+    for (int op = 0; op < nops; op++) {
+        int i = (int)(rng_next(&s) % LIVE);
+        int k = (int)(rng_next(&s) % 100);
+        if (!live[i]) {
+            int si = (int)(rng_next(&s) % 3);
+            live[i] = vt_malloc((ssize_t)random_size(&s), 0, st[si]);
+            ASSERT(live[i]);
+            live_stream[i] = si;
+        } else if (k < 10) {
+            ASSERT_EQ(vt_record_stream(live[i], st[rng_next(&s) % 3]), 0);
+        } else if (k < 15) {
+            ASSERT_EQ(vt__alloc_free(live[i], 0, VT_FREE_UNKNOWN_STREAM), 0);
+            live[i] = NULL;
+        } else if (k < 20) {
+            vt_free(live[i], 0, 0, st[rng_next(&s) % 3]);   /* maybe another stream */
+            live[i] = NULL;
+        } else {
+            vt_free(live[i], 0, 0, st[live_stream[i]]);
+            live[i] = NULL;
+        }
+        if (op % 5000 == 4999)
+            ASSERT_EQ(vt_empty_cache(0), 0);
+        if (vt__alloc_check_invariants(-1) != 0)
+            HARNESS_FAIL("invariants broken after op %d (seed %llu)", op,
+                         (unsigned long long)seed);
+    }
+    for (int i = 0; i < LIVE; i++)
+        if (live[i])
+            vt_free(live[i], 0, 0, st[live_stream[i]]);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    CHECK_INVARIANTS();
+    vt_stats f = stats(0);
+    ASSERT_EQ(f.allocated_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(f.reserved_bytes[VT_STAT_ALL].current, 0);
+}
+
+TEST(random_sequences_keep_invariants_seed_1)
+{
+    fake_trace_enable(false);
+    random_ops(1, 60000);
+}
+
+TEST(random_sequences_keep_invariants_seed_2)
+{
+    fake_trace_enable(false);
+    random_ops(0x9E3779B97F4A7C15ull, 60000);
+}
+
+TEST_MAIN()

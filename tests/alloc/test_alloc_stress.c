@@ -1,0 +1,103 @@
+/* tests/alloc/test_alloc_stress.c - many threads, many streams, one heap.
+ *
+ * 8 threads x 4 streams, sizes log-uniform 512 B .. 64 MiB, 200k operations
+ * (allocate, free on the own or another stream, record_stream, unknown-stream
+ * free, empty_cache), then the invariant checker. Meant to run clean under
+ * ThreadSanitizer too (meson setup -Db_sanitize=thread). */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "alloc_internal.h"
+#include "allocator.h"
+#include "harness.h"
+#include "trace_fake.h"
+#include "vramtrace.h"
+
+#define NTHREADS 8
+#define NSTREAMS 4
+#define LIVE 16
+
+static cudaStream_t streams[NSTREAMS];
+static int ops_per_thread = 200000 / NTHREADS;
+static atomic_ulong failures;
+
+static uint64_t next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static size_t log_uniform(uint64_t *s)
+{
+    double u = (double)(next(s) % 1000000) / 1e6;
+    return (size_t)(512.0 * pow(131072.0, u));   /* 512 B .. 64 MiB */
+}
+
+static void *worker(void *arg)
+{
+    uint64_t s = 0x1234567ull * ((uint64_t)(uintptr_t)arg + 1);
+    void *live[LIVE] = { 0 };
+    int home[LIVE];
+    for (int op = 0; op < ops_per_thread; op++) {
+        int i = (int)(next(&s) % LIVE), k = (int)(next(&s) % 100);
+        cudaStream_t other = streams[next(&s) % NSTREAMS];
+        if (!live[i]) {
+            home[i] = (int)(next(&s) % NSTREAMS);
+            live[i] = vt_malloc((ssize_t)log_uniform(&s), 0, streams[home[i]]);
+            if (!live[i])
+                atomic_fetch_add(&failures, 1);
+        } else if (k < 10) {
+            if (vt_record_stream(live[i], other) != 0)
+                atomic_fetch_add(&failures, 1);
+        } else if (k < 14) {
+            if (vt__alloc_free(live[i], 0, VT_FREE_UNKNOWN_STREAM) != 0)
+                atomic_fetch_add(&failures, 1);
+            live[i] = NULL;
+        } else if (k < 20) {
+            vt_free(live[i], 0, 0, other);
+            live[i] = NULL;
+        } else {
+            vt_free(live[i], 0, 0, streams[home[i]]);
+            live[i] = NULL;
+        }
+        if (op % 10000 == 9999)
+            vt_empty_cache(0);
+    }
+    for (int i = 0; i < LIVE; i++)
+        if (live[i])
+            vt_free(live[i], 0, 0, streams[home[i]]);
+    return NULL;
+}
+
+TEST(eight_threads_four_streams_keep_the_heap_consistent)
+{
+    fake_trace_enable(getenv("STRESS_TRACE") != NULL);
+    const char *n = getenv("STRESS_OPS");
+    if (n)
+        ops_per_thread = atoi(n) / NTHREADS;
+    for (int i = 0; i < NSTREAMS; i++) {
+        ASSERT_OK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+        vt__alloc_stream_created(0, (uint64_t)(uintptr_t)streams[i]);
+    }
+    pthread_t t[NTHREADS];
+    for (long i = 0; i < NTHREADS; i++)
+        ASSERT_EQ(pthread_create(&t[i], NULL, worker, (void *)i), 0);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    ASSERT_EQ(atomic_load(&failures), 0);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+    vt_stats st;
+    ASSERT_EQ(vt_get_stats(0, &st), 0);
+    ASSERT_EQ(st.allocation[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(vt_get_stats(0, &st), 0);
+    ASSERT_EQ(st.reserved_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(st.num_ooms, 0);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+}
+
+TEST_MAIN()

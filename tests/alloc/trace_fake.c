@@ -1,0 +1,154 @@
+/* tests/alloc/trace_fake.c - see trace_fake.h. */
+#include "trace_fake.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static vt_event *events;
+static size_t nevents, capevents;
+static atomic_bool enabled = true;
+static atomic_size_t stacks, ooms;
+static uint64_t seq;
+static _Atomic(vt__state_provider) provider;
+
+void fake_trace_enable(bool on) { atomic_store(&enabled, on); }
+size_t fake_stack_captures(void) { return atomic_load(&stacks); }
+size_t fake_oom_calls(void) { return atomic_load(&ooms); }
+
+void fake_trace_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    nevents = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+size_t fake_trace_count(int kind)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nevents; i++)
+        n += events[i].kind == kind;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+bool fake_trace_last(int kind, vt_event *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&mu);
+    for (size_t i = nevents; i-- > 0;)
+        if (events[i].kind == kind) {
+            *out = events[i];
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
+bool vt__trace_enabled(void) { return atomic_load(&enabled); }
+
+uint32_t vt__stack_capture(void)
+{
+    if (!atomic_load(&enabled))
+        return 0;
+    atomic_fetch_add(&stacks, 1);
+    return 42;
+}
+
+uint32_t vt__stack_capture_free(void) { return vt__stack_capture() ? 43 : 0; }
+uint32_t vt__string_intern(const char *s) { return s ? 1 : 0; }
+
+uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
+                   uint64_t req_size, uint64_t size, uint32_t stack,
+                   uint64_t aux, uint64_t aux2, uint32_t str)
+{
+    if (!atomic_load(&enabled))
+        return 0;
+    pthread_mutex_lock(&mu);
+    if (nevents == capevents) {
+        size_t ncap = capevents ? capevents * 2 : 4096;
+        vt_event *n = realloc(events, ncap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&mu);
+            return 0;
+        }
+        events = n;
+        capevents = ncap;
+    }
+    uint64_t s = ++seq;
+    events[nevents++] = (vt_event){ .seq = s, .stream = stream, .addr = addr,
+                                    .req_size = req_size, .size = size, .aux = aux,
+                                    .aux2 = aux2, .stack = stack, .str = str,
+                                    .kind = kind, .device = (int8_t)device };
+    pthread_mutex_unlock(&mu);
+    return s;
+}
+
+void vt__trace_set_state_provider(vt__state_provider fn) { atomic_store(&provider, fn); }
+
+int vt__snapshot_add_segment(vt_snapshot *snap, const vt_segment *seg)
+{
+    vt_segment *n = realloc(snap->segments, (snap->nsegments + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    snap->segments = n;
+    n[snap->nsegments] = *seg;
+    n[snap->nsegments].first_block = (uint32_t)snap->nblocks;
+    n[snap->nsegments].nblocks = 0;
+    snap->nsegments++;
+    return 0;
+}
+
+int vt__snapshot_add_block(vt_snapshot *snap, const vt_block *block)
+{
+    vt_block *n = realloc(snap->blocks, (snap->nblocks + 1) * sizeof *n);
+    if (!n || !snap->nsegments)
+        return -1;
+    snap->blocks = n;
+    n[snap->nblocks++] = *block;
+    snap->segments[snap->nsegments - 1].nblocks++;
+    return 0;
+}
+
+int vt__snapshot_add_device(vt_snapshot *snap, int ordinal, const char *name,
+                            uint64_t total_bytes)
+{
+    vt_device_info *n = realloc(snap->devices, (snap->ndevices + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    snap->devices = n;
+    n[snap->ndevices++] = (vt_device_info){ .ordinal = ordinal, .name = name ? 1 : 0,
+                                            .total_bytes = total_bytes };
+    return 0;
+}
+
+void vt__trace_out_of_memory(void) { atomic_fetch_add(&ooms, 1); }
+
+vt_snapshot *fake_snapshot(void)
+{
+    vt__state_provider p = atomic_load(&provider);
+    if (!p)
+        return NULL;
+    vt_snapshot *s = calloc(1, sizeof *s);
+    if (s && p(s) != 0) {
+        fake_snapshot_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void fake_snapshot_free(vt_snapshot *s)
+{
+    if (!s)
+        return;
+    free(s->segments);
+    free(s->blocks);
+    free(s->devices);
+    free(s);
+}
