@@ -1,0 +1,311 @@
+/*
+ * tests/bench/bench_trace.c - what tracing costs, next to heaptrack.
+ *
+ *   bench_trace [--pairs N] [--heaptrack PATH] [--host PATH]
+ *
+ * Run on the simulated device (meson: `meson test --benchmark bench_trace`,
+ * which sets the simulator's environment). Every measurement runs in a fresh
+ * child process of this same program, because the configuration is read
+ * once per process:
+ *  1. vt_malloc/vt_free pairs through the caching allocator, called at the
+ *     bottom of a synthetic recursive call chain of depth 16, 32 and 64,
+ *     with trace:0 and with tracing on (stack_depth large enough for the
+ *     whole stack), best of 3 each: the difference is what tracing adds.
+ *  2. The same workload on host malloc/free (bench_trace_host), plain and
+ *     under heaptrack, depth 32.
+ *  3. A training-like loop (forward allocations from a few layers, backward
+ *     frees and gradients, marks) recorded until the ring holds 1M events:
+ *     vt_snapshot() to a file, then vt_snapfile_read and vt_snapfile_write of
+ *     that file, timed, and the bytes per event on disk.
+ * The last line is the machine-readable summary.
+ */
+#include "snapfile.h"      /* before vramtrace.h: see vt_snapshot() there */
+#include "vramtrace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile uintptr_t sink;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- children ------------------------------------------------------------ */
+
+static uint64_t pairs_loop(long pairs)
+{
+    static const size_t sizes[] = { 4096, 65536, 512, 1 << 20, 24576, 131072, 2048, 8192 };
+    uint64_t t0 = now_ns();
+    for (long i = 0; i < pairs; i++) {
+        void *p = vt_malloc((ssize_t)sizes[i & 7], 0, NULL);
+        sink += (uintptr_t)p;
+        vt_free(p, (ssize_t)sizes[i & 7], 0, NULL);
+    }
+    return now_ns() - t0;
+}
+
+__attribute__((noinline)) static uint64_t recurse(int depth, long pairs)
+{
+    if (depth <= 0)
+        return pairs_loop(pairs);
+    uint64_t r = recurse(depth - 1, pairs);
+    sink += (uintptr_t)depth;   /* no tail call: every level keeps its frame */
+    return r;
+}
+
+static int child_pairs(long pairs, int depth)
+{
+    /* Warm up: the allocator's cache, and one full lap of the 1M-event ring,
+     * so that its pages are faulted in (a one-time cost per process, about
+     * 85 MB; reported apart) and the numbers are the steady state. */
+    recurse(depth / 2, 400000);
+    printf("loop_ns=%llu\n", (unsigned long long)recurse(depth, pairs));
+    return 0;
+}
+
+/* A few "layers", each its own call site, as in a model's forward pass. */
+#define LAYERS 24
+static const ssize_t act_size[LAYERS] = {
+    8 << 20, 2 << 20, 512 << 10, 8 << 20, 2 << 20, 64 << 10, 8 << 20, 2 << 20,
+    512 << 10, 8 << 20, 2 << 20, 64 << 10, 8 << 20, 2 << 20, 512 << 10, 8 << 20,
+    2 << 20, 64 << 10, 4 << 20, 1 << 20, 256 << 10, 4 << 20, 4096, 4096,
+};
+
+__attribute__((noinline)) static void *linear(ssize_t n) { return vt_malloc(n, 0, NULL); }
+__attribute__((noinline)) static void *attention(ssize_t n)
+{
+    void *p = vt_malloc(n, 0, NULL);
+    sink += 1;
+    return p;
+}
+__attribute__((noinline)) static void *norm(ssize_t n)
+{
+    void *p = vt_malloc(n, 0, NULL);
+    sink += 2;
+    return p;
+}
+__attribute__((noinline)) static void *grad(ssize_t n)
+{
+    void *p = vt_malloc(n, 0, NULL);
+    sink += 3;
+    return p;
+}
+
+/* Modules nest: each layer allocates from its own depth of the model. */
+__attribute__((noinline)) static void *module(int nest, int l)
+{
+    if (nest > 0) {
+        void *p = module(nest - 1, l);
+        sink += (uintptr_t)nest;
+        return p;
+    }
+    return (l % 3 == 0 ? linear : l % 3 == 1 ? attention : norm)(act_size[l]);
+}
+
+static int child_train(const char *out, long steps)
+{
+    void *act[LAYERS];
+    for (long s = 0; s < steps; s++) {
+        for (int l = 0; l < LAYERS; l++)
+            act[l] = module(8 + l % 6, l);
+        for (int l = LAYERS - 1; l >= 0; l--) {
+            void *g = grad(act_size[l]);
+            vt_free(act[l], act_size[l], 0, NULL);
+            vt_free(g, act_size[l], 0, NULL);
+        }
+        if (s % 100 == 0) {
+            char label[32];
+            snprintf(label, sizeof label, "step %ld", s);
+            vt_mark(label);
+        }
+    }
+    uint64_t t0 = now_ns();
+    int rc = vt__snapshot_public(out);   /* vt_snapshot(): see vramtrace.h */
+    printf("snapshot_ns=%llu rc=%d\n", (unsigned long long)(now_ns() - t0), rc);
+    return rc != 0;
+}
+
+/* ---- the parent ---------------------------------------------------------- */
+
+/* Run argv with `conf` as VRAMTRACE_CONF, capture stdout, find "key=<n>". */
+static int run_child(char *const argv[], const char *conf, const char *key, uint64_t *value)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        if (conf)
+            setenv("VRAMTRACE_CONF", conf, 1);
+        unsetenv("VRAMTRACE_OUT");
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[16384];
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)r;
+    close(fd[0]);
+    buf[n] = '\0';
+    int status;
+    waitpid(pid, &status, 0);
+    char pat[64];
+    snprintf(pat, sizeof pat, "%s=", key);
+    const char *p = strstr(buf, pat);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !p) {
+        fprintf(stderr, "bench_trace: %s failed (status %d): %s\n", argv[0], status, buf);
+        return -1;
+    }
+    *value = strtoull(p + strlen(pat), NULL, 10);
+    return 0;
+}
+
+static double best_ns_per_pair(char *const argv[], const char *conf, long pairs, int reps)
+{
+    uint64_t best = UINT64_MAX, v;
+    for (int i = 0; i < reps; i++)
+        if (run_child(argv, conf, "loop_ns", &v) == 0 && v < best)
+            best = v;
+    return best == UINT64_MAX ? -1 : (double)best / (double)pairs;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 4 && !strcmp(argv[1], "--child-pairs"))
+        return child_pairs(atol(argv[2]), atoi(argv[3]));
+    if (argc >= 4 && !strcmp(argv[1], "--child-train"))
+        return child_train(argv[2], atol(argv[3]));
+
+    long pairs = 200000;
+    const char *heaptrack = "/usr/bin/heaptrack", *host = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--pairs"))
+            pairs = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--heaptrack"))
+            heaptrack = argv[i + 1];
+        else if (!strcmp(argv[i], "--host"))
+            host = argv[i + 1];
+    }
+    if (argc >= 3 && !strcmp(argv[1], "--child-firstlap")) {
+        /* Cold ring: what the first lap's page faults add. */
+        printf("loop_ns=%llu\n", (unsigned long long)recurse(32, atol(argv[2])));
+        return 0;
+    }
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0)
+        return 1;
+    self[sl] = '\0';
+    char pairs_s[32];
+    snprintf(pairs_s, sizeof pairs_s, "%ld", pairs);
+
+    printf("bench_trace: %ld vt_malloc/vt_free pairs through the caching allocator "
+           "(simulated device), best of 3 runs each\n", pairs);
+    printf("%-6s %14s %14s %16s\n", "depth", "off ns/pair", "on ns/pair", "added ns/pair");
+    const int depths[] = { 16, 32, 64 };
+    double added_d32 = 0;
+    for (int i = 0; i < 3; i++) {
+        char d[16], conf[64];
+        snprintf(d, sizeof d, "%d", depths[i]);
+        /* Deep enough for the whole stack: chain + loop + main + libc. */
+        snprintf(conf, sizeof conf, "trace:1,stack_depth:%d", depths[i] + 8);
+        char *cargv[] = { self, "--child-pairs", pairs_s, d, NULL };
+        double off = best_ns_per_pair(cargv, "trace:0", pairs, 3);
+        double on = best_ns_per_pair(cargv, conf, pairs, 3);
+        printf("%-6d %14.1f %14.1f %16.1f\n", depths[i], off, on, on - off);
+        if (depths[i] == 32)
+            added_d32 = on - off;
+    }
+
+    {
+        char *cargv[] = { self, "--child-firstlap", pairs_s, NULL };
+        double off = best_ns_per_pair(cargv, "trace:0", pairs, 3);
+        double on = best_ns_per_pair(cargv, "trace:1,stack_depth:40", pairs, 3);
+        printf("first lap of a fresh ring (page faults included), depth 32: "
+               "added %.1f ns/pair\n", on - off);
+    }
+
+    double ht_added = -1;
+    if (host && access(heaptrack, X_OK) == 0) {
+        char dir[] = "/tmp/vt-bench-ht-XXXXXX";
+        if (mkdtemp(dir)) {
+            char outp[128];
+            snprintf(outp, sizeof outp, "%s/ht", dir);
+            char *plain[] = { (char *)host, pairs_s, "32", NULL };
+            char *traced[] = { (char *)heaptrack, "-o", outp, (char *)host, pairs_s, "32", NULL };
+            double p = best_ns_per_pair(plain, NULL, pairs, 3);
+            double h = best_ns_per_pair(traced, NULL, pairs, 3);
+            ht_added = h - p;
+            printf("heaptrack (host malloc/free, depth 32): plain %.1f ns/pair, "
+                   "heaptrack %.1f ns/pair, added %.1f ns/pair\n", p, h, ht_added);
+            char cmd[256];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "bench_trace: could not remove %s\n", dir);
+        }
+    } else {
+        printf("heaptrack: not run (need --host and %s)\n", heaptrack);
+    }
+    double ratio = ht_added > 0 ? added_d32 / ht_added : -1;
+    printf("tracing cost at depth 32 relative to heaptrack: %.3f (target <= 0.5)\n", ratio);
+
+    /* Training-like loop: 96 events a step; 11000 steps overflow a 1M ring. */
+    char dir[] = "/tmp/vt-bench-snap-XXXXXX";
+    double bpe = -1, wsec = -1, rsec = -1;
+    if (mkdtemp(dir)) {
+        char path[128], path2[128];
+        snprintf(path, sizeof path, "%s/train.vtsnap", dir);
+        snprintf(path2, sizeof path2, "%s/rewrite.vtsnap", dir);
+        char *targv[] = { self, "--child-train", path, "11000", NULL };
+        uint64_t snap_ns = 0;
+        if (run_child(targv, "trace:1,max_events:1000000", "snapshot_ns", &snap_ns) == 0) {
+            struct stat st;
+            vt_snapshot *s = NULL;
+            char err[512] = "";
+            uint64_t t0 = now_ns();
+            int rc = vt_snapfile_read(path, &s, err, sizeof err);
+            uint64_t t1 = now_ns();
+            if (rc == 0 && stat(path, &st) == 0) {
+                rc = vt_snapfile_write(s, path2, err, sizeof err);
+                uint64_t t2 = now_ns();
+                rsec = (double)(t1 - t0) / 1e9;
+                wsec = rc == 0 ? (double)(t2 - t1) / 1e9 : -1;
+                bpe = (double)st.st_size / (double)s->nevents;
+                printf("training-like loop: %zu events (%llu recorded, %llu overwritten), "
+                       "%zu stack nodes, %zu frames; file %lld bytes = %.2f bytes/event\n",
+                       s->nevents, (unsigned long long)s->meta.events_recorded,
+                       (unsigned long long)s->meta.events_overwritten, s->nstack_nodes,
+                       s->nframes, (long long)st.st_size, bpe);
+                printf("vt_snapshot() in the process: %.3f s (ring copy, symbolization, "
+                       "write); vt_snapfile_write: %.3f s; vt_snapfile_read: %.3f s\n",
+                       (double)snap_ns / 1e9, wsec, rsec);
+                vt_snapshot_free(s);
+            } else {
+                printf("training-like loop: reading the snapshot failed: %s\n", err);
+            }
+        }
+        unlink(path);
+        unlink(path2);
+        rmdir(dir);
+    }
+    printf("RESULT added_ns_d32=%.1f vs_heaptrack=%.3f bytes_per_event=%.2f "
+           "write_1m_s=%.3f read_1m_s=%.3f\n", added_d32, ratio, bpe, wsec, rsec);
+    return 0;
+}

@@ -1,0 +1,154 @@
+/*
+ * tests/trace/test_annot.c - the annotation API records the right events.
+ */
+#include "rec_snap.h"
+#include "vramtrace.h"
+
+#include <errno.h>
+
+#include "../harness.h"
+
+static vt_snapshot *build(void)
+{
+    vt_snapshot *s = NULL;
+    ASSERT_OK(vt__snapshot_build(&s));
+    return s;
+}
+
+static const char *str(const vt_snapshot *s, uint32_t i) { return vt_snapshot_string(s, i); }
+
+TEST(annotations_record_their_fields)
+{
+    static char storage[4096];
+    uint64_t t1 = vt_tensor_new(storage, 4096, 0, "weight");
+    uint64_t t2 = vt_tensor_new(storage + 1024, 512, t1, "weight.view");
+    uint64_t h = vt_holder_new("optimizer");
+    ASSERT_NE(t1, 0);
+    ASSERT_NE(t2, 0);
+    ASSERT_NE(h, 0);
+    ASSERT_NE(t1, t2);
+    ASSERT_NE(h, t1);
+    ASSERT_NE(h, t2);
+    vt_tensor_use(t2);
+    ASSERT_OK(vt_ref(h, t1, "exp_avg"));
+    ASSERT_OK(vt_unref(h, t1));
+    vt_tensor_drop(t2);
+    ASSERT_OK(vt_storage_external((void *)0xdead0000, 1 << 20, 2));
+    ASSERT_OK(vt_storage_external_free((void *)0xdead0000));
+
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->nevents, 9);
+    const vt_event *e = s->events;
+    ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
+    ASSERT_EQ(e[0].aux, t1);
+    ASSERT_EQ(e[0].aux2, 0);
+    ASSERT_EQ(e[0].addr, (uintptr_t)storage);
+    ASSERT_EQ(e[0].size, 4096);
+    ASSERT_STR_EQ(str(s, e[0].str), "weight");
+    ASSERT_NE(e[0].stack, 0);
+    ASSERT_EQ(e[1].kind, VT_EV_TENSOR_NEW);
+    ASSERT_EQ(e[1].aux, t2);
+    ASSERT_EQ(e[1].aux2, t1);
+    ASSERT_EQ(e[1].addr, (uintptr_t)storage + 1024);
+    ASSERT_EQ(e[1].size, 512);
+    ASSERT_STR_EQ(str(s, e[1].str), "weight.view");
+    ASSERT_EQ(e[2].kind, VT_EV_HOLDER_NEW);
+    ASSERT_EQ(e[2].aux, h);
+    ASSERT_STR_EQ(str(s, e[2].str), "optimizer");
+    ASSERT_EQ(e[3].kind, VT_EV_TENSOR_USE);
+    ASSERT_EQ(e[3].aux, t2);
+    ASSERT_NE(e[3].stack, 0);
+    const vt_frame *f[8];
+    ASSERT_GE(vt_snapshot_stack_frames(s, e[3].stack, f, 8), 1);
+    /* Our own frames (vt_tensor_use, the capture) are not in the stack. */
+    ASSERT_STR_EQ(str(s, f[0]->function), "test_annotations_record_their_fields");
+    ASSERT_EQ(e[4].kind, VT_EV_REF);
+    ASSERT_EQ(e[4].aux, h);
+    ASSERT_EQ(e[4].aux2, t1);
+    ASSERT_STR_EQ(str(s, e[4].str), "exp_avg");
+    ASSERT_EQ(e[5].kind, VT_EV_UNREF);
+    ASSERT_EQ(e[5].aux, h);
+    ASSERT_EQ(e[5].aux2, t1);
+    ASSERT_EQ(e[6].kind, VT_EV_TENSOR_DROP);
+    ASSERT_EQ(e[6].aux, t2);
+    ASSERT_EQ(e[7].kind, VT_EV_STORAGE_EXTERNAL);
+    ASSERT_EQ(e[7].addr, 0xdead0000);
+    ASSERT_EQ(e[7].size, 1 << 20);
+    ASSERT_EQ(e[7].device, 2);
+    ASSERT_EQ(e[8].kind, VT_EV_STORAGE_EXTERNAL_FREE);
+    ASSERT_EQ(e[8].addr, 0xdead0000);
+    for (int i = 1; i < 9; i++) {
+        ASSERT_EQ(e[i].seq, e[i - 1].seq + 1);
+        ASSERT_GE(e[i].time_ns, e[i - 1].time_ns);
+        ASSERT_EQ(e[i].thread, e[0].thread);
+    }
+    vt_snapshot_free(s);
+}
+
+TEST(bad_arguments_are_rejected)
+{
+    ASSERT_EQ(vt_ref(0, 1, "x"), -EINVAL);
+    ASSERT_EQ(vt_ref(1, 0, "x"), -EINVAL);
+    ASSERT_EQ(vt_unref(0, 1), -EINVAL);
+    ASSERT_EQ(vt_storage_external(NULL, 1, 0), -EINVAL);
+    ASSERT_EQ(vt_storage_external_free(NULL), -EINVAL);
+    vt_tensor_use(0);
+    vt_tensor_drop(0);
+    ASSERT_EQ(vt_stack_intern_frames(NULL, 3), 0);
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->nevents, 0);
+    vt_snapshot_free(s);
+}
+
+TEST(python_frames_become_synthetic_stack_frames)
+{
+    const char *frames[] = { "model.py:42 forward", "train.py:7 <module>", "no_location" };
+    uint32_t st = vt_stack_intern_frames(frames, 3);
+    ASSERT_NE(st, 0);
+    ASSERT_EQ(vt_stack_intern_frames(frames, 3), st);
+    const char *outer[] = { "train.py:7 <module>", "no_location" };
+    uint32_t st2 = vt_stack_intern_frames(outer, 2);
+    uint32_t parent;
+    uint64_t ip;
+    ASSERT_OK(vt__stacks_node(st, &parent, &ip));
+    ASSERT_EQ(parent, st2);                     /* prefix shared */
+    uint64_t t = vt_tensor_new((void *)0x1000, 16, 0, NULL);
+    vt_tensor_use_stack(t, st);
+
+    vt_snapshot *s = build();
+    const vt_event *e = &s->events[s->nevents - 1];
+    ASSERT_EQ(e->kind, VT_EV_TENSOR_USE);
+    ASSERT_EQ(e->aux, t);
+    const vt_frame *f[8];
+    ASSERT_EQ(vt_snapshot_stack_frames(s, e->stack, f, 8), 3);
+    ASSERT_EQ(f[0]->ip, 0);
+    ASSERT_STR_EQ(str(s, f[0]->module), "python");
+    ASSERT_STR_EQ(str(s, f[0]->file), "model.py");
+    ASSERT_EQ(f[0]->line, 42);
+    ASSERT_STR_EQ(str(s, f[0]->function), "forward");
+    ASSERT_STR_EQ(str(s, f[1]->file), "train.py");
+    ASSERT_EQ(f[1]->line, 7);
+    ASSERT_STR_EQ(str(s, f[1]->function), "<module>");
+    ASSERT_STR_EQ(str(s, f[2]->function), "no_location");
+    ASSERT_EQ(f[2]->file, 0);
+    ASSERT_EQ(f[2]->line, 0);
+    vt_snapshot_free(s);
+}
+
+/* trace:0 */
+TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
+{
+    uint64_t a = vt_tensor_new((void *)0x10, 1, 0, "a");
+    uint64_t b = vt_holder_new("b");
+    ASSERT_NE(a, 0);
+    ASSERT_NE(b, 0);
+    ASSERT_NE(a, b);
+    vt_tensor_use(a);
+    ASSERT_OK(vt_ref(b, a, NULL));
+    ASSERT_EQ(vt_stack_intern_frames((const char *const[]){ "x.py:1 f" }, 1), 0);
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->nevents, 0);
+    vt_snapshot_free(s);
+}
+
+TEST_MAIN()

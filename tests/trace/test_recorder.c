@@ -1,0 +1,436 @@
+/*
+ * tests/trace/test_recorder.c - the event ring, snapshots and their triggers.
+ *
+ * Linked with the recorder's objects directly (internal functions). The
+ * configuration of each test comes from VRAMTRACE_CONF / VRAMTRACE_OUT set by
+ * tests/trace/meson.build, since the recorder reads them before main().
+ */
+#include "rec_snap.h"
+#include "snapfile.h"
+#include "vramtrace.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../harness.h"
+
+static vt_snapshot *build(void)
+{
+    vt_snapshot *s = NULL;
+    ASSERT_OK(vt__snapshot_build(&s));
+    ASSERT(s != NULL);
+    return s;
+}
+
+/* max_events:1024 */
+TEST(ring_overflow_keeps_the_newest_n_in_order)
+{
+    const uint64_t n = 1024, k = 100;
+    ASSERT_EQ(vt__ring_capacity(), n);
+    for (uint64_t i = 0; i < n + k; i++)
+        ASSERT_EQ(vt__trace(VT_EV_ALLOC, 0, 7, 0x1000 + i, i, i, 0, i, 0, 0), i + 1);
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->meta.events_recorded, n + k);
+    ASSERT_EQ(s->meta.events_overwritten, k);
+    ASSERT_EQ(s->nevents, n);
+    for (size_t i = 0; i < s->nevents; i++) {
+        ASSERT_EQ(s->events[i].seq, k + i + 1);
+        ASSERT_EQ(s->events[i].aux, k + i);
+        ASSERT_EQ(s->events[i].addr, 0x1000 + k + i);
+        ASSERT_EQ(s->events[i].stream, 7);
+        ASSERT_EQ(s->events[i].kind, VT_EV_ALLOC);
+    }
+    vt_snapshot_free(s);
+}
+
+#define WRITERS 8
+#define PER_WRITER 50000
+
+/* Every field is derived from (writer, i), so a torn event is detectable. */
+static void *writer(void *arg)
+{
+    uint64_t w = (uint64_t)(uintptr_t)arg;
+    for (uint64_t i = 0; i < PER_WRITER; i++) {
+        uint64_t v = w << 32 | i;
+        vt__trace(VT_EV_ALLOC, (int)w, v ^ 0x5555, v * 3, v + 1, v + 2, 0, v, ~v, 0);
+    }
+    return NULL;
+}
+
+static void check_event(const vt_event *e)
+{
+    uint64_t v = e->aux;
+    ASSERT_EQ(e->aux2, ~v);
+    ASSERT_EQ(e->addr, v * 3);
+    ASSERT_EQ(e->req_size, v + 1);
+    ASSERT_EQ(e->size, v + 2);
+    ASSERT_EQ(e->stream, v ^ 0x5555);
+    ASSERT_EQ(e->device, (int)(v >> 32));
+    ASSERT_EQ(e->kind, VT_EV_ALLOC);
+}
+
+/* default max_events (1000000) holds all 400000 */
+TEST(eight_writers_lose_and_tear_nothing)
+{
+    pthread_t t[WRITERS];
+    for (uintptr_t w = 0; w < WRITERS; w++)
+        ASSERT_OK(pthread_create(&t[w], NULL, writer, (void *)w));
+    for (int w = 0; w < WRITERS; w++)
+        pthread_join(t[w], NULL);
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->meta.events_recorded, WRITERS * PER_WRITER);
+    ASSERT_EQ(s->meta.events_overwritten, 0);
+    ASSERT_EQ(s->nevents, WRITERS * PER_WRITER);
+    uint64_t next[WRITERS] = { 0 };
+    uint32_t thread_of[WRITERS] = { 0 };
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        ASSERT_EQ(e->seq, i + 1);          /* unique and dense */
+        check_event(e);
+        unsigned w = (unsigned)(e->aux >> 32);
+        ASSERT_LT(w, WRITERS);
+        ASSERT_EQ(e->aux & 0xffffffff, next[w]);   /* each writer's order kept */
+        next[w]++;
+        if (!thread_of[w])
+            thread_of[w] = e->thread;
+        ASSERT_EQ(e->thread, thread_of[w]);
+        ASSERT_GE(e->thread, 1);
+        ASSERT_LE(e->thread, WRITERS + 1);
+        if (i)
+            ASSERT_GE(e->time_ns, 0);
+    }
+    for (int w = 0; w < WRITERS; w++)
+        ASSERT_EQ(next[w], PER_WRITER);
+    vt_snapshot_free(s);
+}
+
+static atomic_bool stop_writers;
+
+static void *endless_writer(void *arg)
+{
+    uint64_t w = (uint64_t)(uintptr_t)arg, i = 0;
+    while (!atomic_load(&stop_writers)) {
+        uint64_t v = w << 32 | (i++ & 0xffffffff);
+        vt__trace(VT_EV_ALLOC, (int)w, v ^ 0x5555, v * 3, v + 1, v + 2, 0, v, ~v, 0);
+    }
+    return NULL;
+}
+
+/* max_events:1024, stack_depth:0: writers lap the ring while snapshots copy it */
+TEST(snapshots_during_overflow_see_no_torn_events)
+{
+    pthread_t t[4];
+    for (uintptr_t w = 0; w < 4; w++)
+        ASSERT_OK(pthread_create(&t[w], NULL, endless_writer, (void *)w));
+    for (int round = 0; round < 30; round++) {
+        vt_snapshot *s = build();
+        ASSERT_LE(s->nevents, 1024);
+        ASSERT_EQ(s->meta.events_overwritten + s->nevents >= s->meta.events_recorded, 1);
+        for (size_t i = 0; i < s->nevents; i++) {
+            check_event(&s->events[i]);
+            if (i)
+                ASSERT_GT(s->events[i].seq, s->events[i - 1].seq);
+        }
+        vt_snapshot_free(s);
+    }
+    atomic_store(&stop_writers, true);
+    for (int w = 0; w < 4; w++)
+        pthread_join(t[w], NULL);
+}
+
+/* trace:0 */
+TEST(trace_off_records_nothing)
+{
+    ASSERT(!vt__trace_enabled());
+    ASSERT_EQ(vt__trace(VT_EV_ALLOC, 0, 0, 1, 2, 3, 0, 0, 0, 0), 0);
+    ASSERT_EQ(vt__stack_capture(), 0);
+    ASSERT_EQ(vt__stack_capture_free(), 0);
+    ASSERT_EQ(vt_mark("x"), 0);
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->nevents, 0);
+    ASSERT_EQ(s->meta.events_recorded, 0);
+    ASSERT_EQ(s->nstack_nodes, 1);
+    vt_snapshot_free(s);
+}
+
+TEST(output_path_patterns_expand)
+{
+    char out[512], want[512], host[256] = "";
+    setenv("RANK", "3", 1);
+    gethostname(host, sizeof host - 1);
+    ASSERT_OK(vt__expand_path("snap-%p-%h-%r-%n-%%-%q.vtsnap", 7, out, sizeof out));
+    snprintf(want, sizeof want, "snap-%d-%s-3-7-%%-%%q.vtsnap", (int)getpid(), host);
+    ASSERT_STR_EQ(out, want);
+    unsetenv("RANK");
+    setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+    ASSERT_OK(vt__expand_path("r%r", 0, out, sizeof out));
+    ASSERT_STR_EQ(out, "r5");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    ASSERT_OK(vt__expand_path("r%r", 0, out, sizeof out));
+    ASSERT_STR_EQ(out, "r0");
+    ASSERT_OK(vt__expand_path("%t", 0, out, sizeof out));
+    ASSERT_EQ(strlen(out), 15);              /* YYYYmmdd-HHMMSS */
+    ASSERT_EQ(out[8], '-');
+    ASSERT_EQ(vt__expand_path("%h%h%h", 0, out, 4), -ENAMETOOLONG);
+}
+
+/* ---- snapshot round trip ------------------------------------------------ */
+
+static uint32_t block_stack;
+
+static int fake_provider(vt_snapshot *snap)
+{
+    ASSERT_OK(vt__snapshot_add_device(snap, 0, "Simulated H100", UINT64_C(80) << 30));
+    vt_segment seg = { .addr = 0x7f0000000000, .size = 2 << 20, .stream = 9,
+                       .device = 0, .pool = VT_POOL_SMALL };
+    ASSERT_OK(vt__snapshot_add_segment(snap, &seg));
+    vt_block b1 = { .addr = 0x7f0000000000, .size = 1 << 20, .req_size = 1000000,
+                    .stream = 9, .alloc_seq = 2, .stack = block_stack,
+                    .state = VT_BLOCK_ACTIVE_ALLOCATED };
+    vt_block b2 = { .addr = 0x7f0000100000, .size = 1 << 20, .stream = 9,
+                    .state = VT_BLOCK_INACTIVE };
+    ASSERT_OK(vt__snapshot_add_block(snap, &b1));
+    ASSERT_OK(vt__snapshot_add_block(snap, &b2));
+    return 0;
+}
+
+__attribute__((noinline)) static uint32_t capture_here(void)
+{
+    uint32_t id = vt__stack_capture();
+    __asm__ volatile("" ::: "memory");
+    return id;
+}
+
+static void make_tmpdir(char *dir, size_t len)
+{
+    snprintf(dir, len, "/tmp/vt-rec-XXXXXX");
+    ASSERT(mkdtemp(dir) != NULL);
+}
+
+static void assert_same_string(const vt_snapshot *a, uint32_t ia, const vt_snapshot *b, uint32_t ib)
+{
+    ASSERT_STR_EQ(vt_snapshot_string(a, ia), vt_snapshot_string(b, ib));
+}
+
+TEST(snapshot_round_trips_through_the_reader)
+{
+    block_stack = capture_here();
+    ASSERT_NE(block_stack, 0);
+    vt__trace_set_state_provider(fake_provider);
+    vt__trace(VT_EV_SEGMENT_ALLOC, 0, 9, 0x7f0000000000, 2 << 20, 2 << 20, 0, VT_POOL_SMALL, 0, 0);
+    vt__trace(VT_EV_ALLOC, 0, 9, 0x7f0000000000, 1000000, 1 << 20, block_stack, 0, 0, 0);
+    vt_mark("epoch 1");
+    vt__trace(VT_EV_FREE_REQUESTED, 0, 9, 0x7f0000100000, 5, 512, capture_here(), 1, 0, 0);
+    vt__trace(VT_EV_OOM, 1, 0, 0, UINT64_C(1) << 40, 0, 0, 123, 456, 0);
+
+    vt_snapshot *a = build();
+    char dir[64], path[128], err[256] = "";
+    make_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/a.vtsnap", dir);
+    ASSERT_OK(vt_snapfile_write(a, path, err, sizeof err));
+    vt_snapshot *b = NULL;
+    int rc = vt_snapfile_read(path, &b, err, sizeof err);
+    ASSERT_MSG(rc == 0, "read: %s", err);
+
+    ASSERT_EQ(a->meta.pid, getpid());
+    ASSERT_EQ(b->meta.pid, a->meta.pid);
+    ASSERT_EQ(b->meta.rank, a->meta.rank);
+    assert_same_string(a, a->meta.host, b, b->meta.host);
+    assert_same_string(a, a->meta.command_line, b, b->meta.command_line);
+    ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.command_line), "test_recorder");
+    assert_same_string(a, a->meta.config, b, b->meta.config);
+    ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.config), "trace:1");
+    assert_same_string(a, a->meta.library_version, b, b->meta.library_version);
+    ASSERT_STR_EQ(vt_snapshot_string(b, b->meta.library_version), VRAMTRACE_VERSION_STRING);
+    ASSERT_EQ(b->meta.clock_base_monotonic_ns, a->meta.clock_base_monotonic_ns);
+    ASSERT_EQ(b->meta.clock_base_realtime_ns, a->meta.clock_base_realtime_ns);
+    ASSERT_EQ(b->meta.snapshot_time_ns, a->meta.snapshot_time_ns);
+    ASSERT_EQ(b->meta.events_recorded, a->meta.events_recorded);
+    ASSERT_EQ(b->meta.events_overwritten, a->meta.events_overwritten);
+    ASSERT_EQ(b->meta.stacks_dropped, a->meta.stacks_dropped);
+
+    ASSERT_EQ(a->nevents, 5);
+    ASSERT_EQ(b->nevents, a->nevents);
+    for (size_t i = 0; i < a->nevents; i++) {
+        const vt_event *x = &a->events[i], *y = &b->events[i];
+        ASSERT_EQ(x->seq, y->seq);
+        ASSERT_EQ(x->time_ns, y->time_ns);
+        ASSERT_EQ(x->stream, y->stream);
+        ASSERT_EQ(x->addr, y->addr);
+        ASSERT_EQ(x->req_size, y->req_size);
+        ASSERT_EQ(x->size, y->size);
+        ASSERT_EQ(x->aux, y->aux);
+        ASSERT_EQ(x->aux2, y->aux2);
+        ASSERT_EQ(x->thread, y->thread);
+        ASSERT_EQ(x->stack, y->stack);
+        assert_same_string(a, x->str, b, y->str);
+        ASSERT_EQ(x->kind, y->kind);
+        ASSERT_EQ(x->device, y->device);
+    }
+    ASSERT_EQ(a->events[2].kind, VT_EV_MARK);
+    ASSERT_STR_EQ(vt_snapshot_string(b, b->events[2].str), "epoch 1");
+    ASSERT_EQ(a->events[3].aux, 1);
+    ASSERT_NE(a->events[3].stack, 0);
+    ASSERT_EQ(a->events[4].device, 1);
+    ASSERT_EQ(a->events[4].aux2, 456);
+
+    ASSERT_EQ(b->nstack_nodes, a->nstack_nodes);
+    for (size_t i = 0; i < a->nstack_nodes; i++) {
+        ASSERT_EQ(b->stack_nodes[i].parent, a->stack_nodes[i].parent);
+        ASSERT_EQ(b->stack_nodes[i].frame, a->stack_nodes[i].frame);
+    }
+    ASSERT_EQ(b->nframes, a->nframes);
+    ASSERT_GT(a->nframes, 0);
+    for (size_t i = 0; i < a->nframes; i++) {
+        const vt_frame *x = &a->frames[i], *y = &b->frames[i];
+        ASSERT_EQ(x->ip, y->ip);
+        ASSERT_EQ(x->module_offset, y->module_offset);
+        assert_same_string(a, x->module, b, y->module);
+        assert_same_string(a, x->build_id, b, y->build_id);
+        assert_same_string(a, x->function, b, y->function);
+        assert_same_string(a, x->file, b, y->file);
+        ASSERT_EQ(x->line, y->line);
+    }
+    const vt_frame *f[64];
+    size_t nf = vt_snapshot_stack_frames(b, b->events[1].stack, f, 64);
+    ASSERT_GE(nf, 2);
+    ASSERT_STR_EQ(vt_snapshot_string(b, f[0]->function), "capture_here");
+
+    ASSERT_EQ(b->ndevices, 1);
+    ASSERT_EQ(b->devices[0].ordinal, 0);
+    ASSERT_EQ(b->devices[0].total_bytes, UINT64_C(80) << 30);
+    ASSERT_STR_EQ(vt_snapshot_string(b, b->devices[0].name), "Simulated H100");
+    ASSERT_EQ(b->nsegments, 1);
+    ASSERT_EQ(b->segments[0].addr, 0x7f0000000000);
+    ASSERT_EQ(b->segments[0].size, 2 << 20);
+    ASSERT_EQ(b->segments[0].stream, 9);
+    ASSERT_EQ(b->segments[0].first_block, 0);
+    ASSERT_EQ(b->segments[0].nblocks, 2);
+    ASSERT_EQ(b->segments[0].device, 0);
+    ASSERT_EQ(b->segments[0].pool, VT_POOL_SMALL);
+    ASSERT_EQ(b->nblocks, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const vt_block *x = &a->blocks[i], *y = &b->blocks[i];
+        ASSERT_EQ(x->addr, y->addr);
+        ASSERT_EQ(x->size, y->size);
+        ASSERT_EQ(x->req_size, y->req_size);
+        ASSERT_EQ(x->stream, y->stream);
+        ASSERT_EQ(x->alloc_seq, y->alloc_seq);
+        ASSERT_EQ(x->stack, y->stack);
+        ASSERT_EQ(x->state, y->state);
+    }
+    /* The block's stack was remapped like the event's that shares it. */
+    ASSERT_EQ(b->blocks[0].stack, b->events[1].stack);
+    ASSERT_EQ(b->blocks[0].state, VT_BLOCK_ACTIVE_ALLOCATED);
+    ASSERT_EQ(b->blocks[1].stack, 0);
+    ASSERT_EQ(b->nstrings, a->nstrings);
+    for (uint32_t i = 0; i < a->nstrings; i++)
+        assert_same_string(a, i, b, i);
+
+    vt_snapshot_free(a);
+    vt_snapshot_free(b);
+    unlink(path);
+    rmdir(dir);
+}
+
+TEST(public_snapshot_writes_a_readable_file)
+{
+    char dir[64], path[128], err[256] = "";
+    make_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/pub.vtsnap", dir);
+    ASSERT_OK(vt_mark("hello"));
+    ASSERT_OK(vt__snapshot_public(path));
+    vt_snapshot *s = NULL;
+    int rc = vt_snapfile_read(path, &s, err, sizeof err);
+    ASSERT_MSG(rc == 0, "read: %s", err);
+    ASSERT_EQ(s->nevents, 1);
+    ASSERT_STR_EQ(vt_snapshot_string(s, s->events[0].str), "hello");
+    vt_snapshot_free(s);
+    ASSERT(vt__snapshot_public("/nonexistent-dir/x.vtsnap") < 0);
+    unlink(path);
+    rmdir(dir);
+}
+
+static int read_file_with_mark(const char *path, const char *label)
+{
+    vt_snapshot *s = NULL;
+    char err[256];
+    if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
+        return 0;
+    int found = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt_snapshot_string(s, s->events[i].str), label))
+            found = 1;
+    vt_snapshot_free(s);
+    return found;
+}
+
+/* VRAMTRACE_CONF=signal:SIGUSR2, VRAMTRACE_OUT=<builddir>/sig-%p.vtsnap */
+TEST(signal_snapshot_is_written_by_the_background_thread)
+{
+    const char *out = getenv("VRAMTRACE_OUT");
+    ASSERT(out != NULL);
+    char pat[512], path[512];
+    snprintf(pat, sizeof pat, "%.*s-signal-1.vtsnap", (int)(strlen(out) - 7), out);
+    ASSERT_OK(vt__expand_path(pat, 1, path, sizeof path));
+    unlink(path);
+    ASSERT_OK(vt_mark("before signal"));
+    ASSERT_OK(raise(SIGUSR2));
+    struct stat st;
+    for (int i = 0; i < 500 && stat(path, &st) != 0; i++)
+        usleep(10000);
+    ASSERT_MSG(stat(path, &st) == 0, "no snapshot at %s", path);
+    ASSERT(read_file_with_mark(path, "before signal"));
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");     /* no exit snapshot left behind */
+}
+
+/* VRAMTRACE_OUT=<builddir>/exit-%p.vtsnap */
+TEST(exit_snapshot_goes_to_VRAMTRACE_OUT)
+{
+    const char *out = getenv("VRAMTRACE_OUT");
+    ASSERT(out != NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        vt_mark("child at exit");
+        exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char pat[512], path[1100];
+    snprintf(pat, sizeof pat, "%s", out);
+    char *pp = strstr(pat, "%p");
+    ASSERT(pp != NULL);
+    *pp = '\0';
+    snprintf(path, sizeof path, "%s%d%s", pat, (int)pid, pp + 2);
+    ASSERT(read_file_with_mark(path, "child at exit"));
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");     /* the test process writes none itself */
+}
+
+/* dump_on_oom:1, VRAMTRACE_OUT unset: vramtrace-%p-%n.vtsnap in the cwd */
+TEST(out_of_memory_snapshot_when_asked)
+{
+    char dir[64], path[256];
+    make_tmpdir(dir, sizeof dir);
+    ASSERT_OK(chdir(dir));
+    vt_mark("before oom");
+    vt__trace_out_of_memory();
+    snprintf(path, sizeof path, "%s/vramtrace-%d-1.vtsnap", dir, (int)getpid());
+    ASSERT(read_file_with_mark(path, "before oom"));
+    unlink(path);
+    rmdir(dir);
+}
+
+TEST(version_matches_the_header)
+{
+    ASSERT_EQ(vt_version_number(), VRAMTRACE_VERSION_NUMBER);
+    ASSERT_STR_EQ(vt_version_string(), VRAMTRACE_VERSION_STRING);
+}
+
+TEST_MAIN()

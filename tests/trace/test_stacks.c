@@ -1,0 +1,411 @@
+/*
+ * tests/trace/test_stacks.c - stack capture, interning and symbolization.
+ *
+ * Built with -g -O1 -fno-omit-frame-pointer so the chain a -> b -> c below
+ * has real frames and line tables.
+ */
+#include "rec_snap.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "../harness.h"
+
+static volatile int sink;
+/* Loop bounds the compiler cannot see: no unrolling into distinct call sites. */
+static volatile int two = 2, ten = 10, hundred_and_one = 101;
+
+#define KEEP() __asm__ volatile("" ::: "memory")
+
+__attribute__((noinline)) static uint32_t chain_c(void)
+{
+    uint32_t id = vt__stack_capture();   /* the line the frame of chain_c names */
+    KEEP();
+    sink++;
+    return id;
+}
+
+__attribute__((noinline)) static uint32_t chain_b(void)
+{
+    uint32_t id = chain_c();
+    KEEP();
+    sink++;
+    return id;
+}
+
+__attribute__((noinline)) static uint32_t chain_a(void)
+{
+    uint32_t id = chain_b();
+    KEEP();
+    sink++;
+    return id;
+}
+
+/* Bodies differ from chain_c/chain_b, or GCC folds identical functions. */
+__attribute__((noinline)) static uint32_t other_leaf(void)
+{
+    uint32_t id = vt__stack_capture();
+    KEEP();
+    sink += 3;
+    return id;
+}
+
+__attribute__((noinline)) static uint32_t chain_b2(void)
+{
+    uint32_t id = other_leaf();
+    KEEP();
+    sink += 5;
+    return id;
+}
+
+/* One call site for several chains: their stacks share everything outside. */
+__attribute__((noinline)) static uint32_t via(uint32_t (*fn)(void))
+{
+    uint32_t id = fn();
+    KEEP();
+    sink++;
+    return id;
+}
+
+static vt_snapshot *snapshot_with_stack(uint32_t stack)
+{
+    vt__trace(VT_EV_ALLOC, 0, 0, 0x1000, 1, 1, stack, 0, 0, 0);
+    vt_snapshot *s = NULL;
+    ASSERT_OK(vt__snapshot_build(&s));
+    return s;
+}
+
+static const vt_event *last_event(const vt_snapshot *s)
+{
+    ASSERT_GT(s->nevents, 0);
+    return &s->events[s->nevents - 1];
+}
+
+TEST(known_call_chain_symbolizes_to_its_functions)
+{
+    uint32_t id = chain_a();
+    ASSERT_NE(id, 0);
+    vt_snapshot *s = snapshot_with_stack(id);
+    const vt_frame *f[64];
+    size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64);
+    ASSERT_GE(n, 4);
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "chain_c");
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "chain_b");
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[2]->function), "chain_a");
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[3]->function), "test_known_call_chain_symbolizes_to_its_functions");
+    for (int i = 0; i < 3; i++) {
+        ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[i]->file), "test_stacks.c");
+        ASSERT_EQ(vt_snapshot_string(s, f[i]->file)[0], '/');   /* absolute */
+        ASSERT_GT(f[i]->line, 0);
+        ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[i]->module), "test_stacks");
+        ASSERT_GT(strlen(vt_snapshot_string(s, f[i]->build_id)), 16);
+        ASSERT_NE(f[i]->ip, 0);
+        ASSERT_LT(f[i]->module_offset, f[i]->ip);
+    }
+    /* chain_c's frame names the line of the capture, chain_b's the call of
+     * chain_c: consecutive functions, increasing lines upward in the file. */
+    ASSERT_LT(f[0]->line, f[1]->line);
+    ASSERT_LT(f[1]->line, f[2]->line);
+    /* main and libc's start are there too (depth 48 is plenty). */
+    int saw_main = 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        saw_main |= !strcmp(vt_snapshot_string(s, f[i]->function), "main");
+    ASSERT(saw_main);
+    vt_snapshot_free(s);
+}
+
+TEST(interning_shares_prefixes)
+{
+    uint32_t before = vt__stacks_count();
+    const uint64_t s1[] = { 0x403, 0x402, 0x401 };   /* innermost first */
+    const uint64_t s2[] = { 0x404, 0x402, 0x401 };
+    const uint64_t s3[] = { 0x402, 0x401 };
+    uint32_t a = vt__stack_intern_ips(s1, 3);
+    ASSERT_EQ(vt__stacks_count() - before, 3);
+    uint32_t b = vt__stack_intern_ips(s2, 3);
+    ASSERT_EQ(vt__stacks_count() - before, 4);       /* one new leaf */
+    ASSERT_NE(a, b);
+    ASSERT_EQ(vt__stack_intern_ips(s1, 3), a);        /* same stack, same id */
+    uint32_t c = vt__stack_intern_ips(s3, 2);        /* a prefix: no new node */
+    ASSERT_EQ(vt__stacks_count() - before, 4);
+    uint32_t pa, pb;
+    uint64_t ipa, ipb;
+    ASSERT_OK(vt__stacks_node(a, &pa, &ipa));
+    ASSERT_OK(vt__stacks_node(b, &pb, &ipb));
+    ASSERT_EQ(pa, pb);
+    ASSERT_EQ(pa, c);
+    ASSERT_EQ(ipa, 0x403);
+    ASSERT_EQ(ipb, 0x404);
+
+    /* Captured stacks: two leaves under one chain share every outer node. */
+    uint32_t (*fns[2])(void) = { chain_a, chain_b2 };
+    uint32_t ids[2];
+    for (int i = 0; i < two; i++)       /* one call site for both */
+        ids[i] = via(fns[i]);
+    uint32_t x = ids[0], y = ids[1];
+    vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, x, 0, 0, 0);
+    vt__trace(VT_EV_ALLOC, 0, 0, 2, 1, 1, y, 0, 0, 0);
+    vt_snapshot *s = NULL;
+    ASSERT_OK(vt__snapshot_build(&s));
+    const vt_frame *fx[64], *fy[64];
+    size_t nx = vt_snapshot_stack_frames(s, s->events[s->nevents - 2].stack, fx, 64);
+    size_t ny = vt_snapshot_stack_frames(s, s->events[s->nevents - 1].stack, fy, 64);
+    ASSERT_GE(nx, 6);
+    ASSERT_GE(ny, 5);
+    /* The exported tree holds x's nodes plus y's frames below the last one
+     * it shares with x (shared = the common outer part: main, libc, ...). */
+    size_t shared = 0;
+    while (shared < nx && shared < ny && fx[nx - 1 - shared]->ip == fy[ny - 1 - shared]->ip)
+        shared++;
+    ASSERT_GE(shared, 4);
+    ASSERT_EQ(s->nstack_nodes - 1, nx + ny - shared);
+    vt_snapshot_free(s);
+}
+
+TEST(repeated_stack_is_answered_by_the_thread_cache)
+{
+    uint32_t ids[101];
+    uint64_t hits = vt__stacks_cache_hits();
+    for (int i = 0; i < hundred_and_one; i++)   /* one call site */
+        ids[i] = via(chain_a);
+    uint32_t count = vt__stacks_count();
+    for (int i = 1; i < 101; i++)
+        ASSERT_EQ(ids[i], ids[0]);
+    ASSERT_EQ(vt__stacks_cache_hits() - hits, 100);   /* all but the first */
+    uint32_t again[10];
+    for (int i = 0; i < ten; i++)
+        again[i] = via(chain_a);
+    ASSERT_EQ(again[9], again[0]);       /* another call site: one new stack */
+    ASSERT_NE(again[0], ids[0]);
+    ASSERT_GT(vt__stacks_count(), count);
+    ASSERT_LE(vt__stacks_count(), count + 6); /* only frames below the new site */
+}
+
+static void *thread_capture(void *arg)
+{
+    *(uint32_t *)arg = chain_a();
+    return NULL;
+}
+
+TEST(threads_intern_the_same_stack_to_one_id)
+{
+#if defined(__SANITIZE_THREAD__)
+    /* libunwind's per-thread destructor crashes TSan's runtime at thread
+     * exit (a TSan/libunwind clash, not a race); the lock-free part is
+     * covered by concurrent_interning_agrees_on_ids. */
+    return;
+#endif
+    /* Called from one thread function, so everything but the thread start
+     * frames is shared; the same thread function twice gives one id. */
+    uint32_t ids[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ASSERT_OK(pthread_create(&t[i], NULL, thread_capture, &ids[i]));
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 1; i < 4; i++)
+        ASSERT_EQ(ids[i], ids[0]);
+}
+
+#define ISTACKS 3000
+static uint32_t interned_ids[8][ISTACKS];
+
+/* Stack k: 4 frames, the outer two shared by groups of stacks. */
+static void stack_k(unsigned k, uint64_t ips[4])
+{
+    ips[3] = 0x7000;                 /* outermost: shared by all */
+    ips[2] = 0x8000 + k % 7;
+    ips[1] = 0x9000 + k % 101;
+    ips[0] = 0xa0000 + k;            /* innermost: unique */
+}
+
+static void *intern_thread(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg;
+    for (unsigned i = 0; i < ISTACKS; i++) {
+        unsigned k = (i * 7919u + t * 104729u) % ISTACKS;   /* a different order each */
+        uint64_t ips[4];
+        stack_k(k, ips);
+        interned_ids[t][k] = vt__stack_intern_ips(ips, 4);
+    }
+    return NULL;
+}
+
+/* Lock-free insertion under contention (no libunwind: TSan-clean). */
+TEST(concurrent_interning_agrees_on_ids)
+{
+    uint32_t before = vt__stacks_count();
+    pthread_t t[8];
+    for (uintptr_t i = 0; i < 8; i++)
+        ASSERT_OK(pthread_create(&t[i], NULL, intern_thread, (void *)i));
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    for (unsigned k = 0; k < ISTACKS; k++) {
+        ASSERT_NE(interned_ids[0][k], 0);
+        for (int i = 1; i < 8; i++)
+            ASSERT_EQ(interned_ids[i][k], interned_ids[0][k]);
+        uint64_t want[4], ip;
+        stack_k(k, want);
+        uint32_t id = interned_ids[0][k];
+        for (int f = 0; f < 4; f++) {        /* walking parents gives the stack back */
+            uint32_t parent;
+            ASSERT_OK(vt__stacks_node(id, &parent, &ip));
+            ASSERT_EQ(ip, want[f]);
+            id = parent;
+        }
+        ASSERT_EQ(id, 0);
+    }
+    /* Unique nodes: 1 + 7 + the distinct (k%7, k%101) pairs + ISTACKS; ids
+     * lost in CAS races are reused per thread, so at most 8 go unused. */
+    unsigned pairs = 0;
+    static unsigned char seen[7][101];
+    for (unsigned k = 0; k < ISTACKS; k++)
+        if (!seen[k % 7][k % 101]++)
+            pairs++;
+    uint32_t used = vt__stacks_count() - before;
+    ASSERT_GE(used, 1 + 7 + pairs + ISTACKS);
+    ASSERT_LE(used, 1 + 7 + pairs + ISTACKS + 8);
+}
+
+/* The same wrapper reached from two callers with equal frames: same sp, bp
+ * and return address in the capture, different stacks. The remembered walk
+ * must notice the changed return address further out. */
+__attribute__((noinline)) static uint32_t wrapper(void)
+{
+    uint32_t id = vt__stack_capture();
+    KEEP();
+    sink++;
+    return id;
+}
+
+__attribute__((noinline)) static uint32_t caller_one(void)
+{
+    uint32_t id = wrapper();
+    KEEP();
+    sink += 7;
+    return id;
+}
+
+__attribute__((noinline)) static uint32_t caller_two(void)
+{
+    uint32_t id = wrapper();
+    KEEP();
+    sink += 11;
+    return id;
+}
+
+TEST(remembered_walk_notices_a_different_caller)
+{
+    uint32_t (*fns[2])(void) = { caller_one, caller_two };
+    uint32_t ids[200];
+    for (int i = 0; i < 200; i++)
+        ids[i] = via(fns[(i / 3) & 1]);    /* runs of three: learned, then switched */
+    ASSERT_NE(ids[0], ids[3]);
+    for (int i = 0; i < 200; i++)
+        ASSERT_EQ(ids[i], ids[((i / 3) & 1) * 3]);
+    vt_snapshot *s = NULL;
+    vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, ids[0], 0, 0, 0);
+    vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, ids[3], 0, 0, 0);
+    ASSERT_OK(vt__snapshot_build(&s));
+    const vt_frame *f[8];
+    ASSERT_GE(vt_snapshot_stack_frames(s, s->events[s->nevents - 2].stack, f, 8), 2);
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "caller_one");
+    ASSERT_GE(vt_snapshot_stack_frames(s, s->events[s->nevents - 1].stack, f, 8), 2);
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "caller_two");
+    vt_snapshot_free(s);
+}
+
+__attribute__((noinline)) static uint32_t deep(int n)
+{
+    uint32_t id = n ? deep(n - 1) : vt__stack_capture();
+    KEEP();
+    sink++;
+    return id;
+}
+
+__attribute__((noinline)) static uint32_t deep150(void) { return deep(150); }
+
+/* stack_depth:200: more stack words than a remembered walk holds */
+TEST(deep_stacks_beyond_the_remembered_words_still_agree)
+{
+    uint32_t ids[10];
+    for (int i = 0; i < ten; i++)
+        ids[i] = via(deep150);
+    for (int i = 1; i < 10; i++)
+        ASSERT_EQ(ids[i], ids[0]);
+    vt_snapshot *s = snapshot_with_stack(ids[0]);
+    const vt_frame *f[256];
+    size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 256);
+    ASSERT_GE(n, 151 + 3);
+    ASSERT_LE(n, 200);
+    for (int i = 0; i <= 150; i++)
+        ASSERT_STR_EQ(vt_snapshot_string(s, f[i]->function), "deep");
+    vt_snapshot_free(s);
+}
+
+/* A C function under a C++ name, as PyTorch's frames are. */
+uint32_t mangled_capture(void) __asm__("_ZN2vt4test7captureEv");
+__attribute__((noinline)) uint32_t mangled_capture(void)
+{
+    uint32_t id = vt__stack_capture();
+    KEEP();
+    sink += 13;
+    return id;
+}
+
+TEST(cxx_names_are_demangled_when_libstdcxx_is_loaded)
+{
+    if (!dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL)) {
+        fprintf(stderr, "libstdc++.so.6 not found: nothing to test\n");
+        return;
+    }
+    vt_snapshot *s = snapshot_with_stack(mangled_capture());
+    const vt_frame *f[2];
+    ASSERT_GE(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 2), 1);
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "vt::test::capture()");
+    vt_snapshot_free(s);
+}
+
+/* stack_depth:4 */
+TEST(depth_limits_the_frames)
+{
+    uint32_t id = chain_a();
+    vt_snapshot *s = snapshot_with_stack(id);
+    const vt_frame *f[64];
+    ASSERT_EQ(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64), 4);
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "chain_c");
+    vt_snapshot_free(s);
+}
+
+/* free_stacks:0 */
+TEST(free_stacks_off_gives_no_free_stack)
+{
+    ASSERT_NE(vt__stack_capture(), 0);
+    ASSERT_EQ(vt__stack_capture_free(), 0);
+}
+
+/* stack_depth:0 */
+TEST(depth_zero_captures_nothing)
+{
+    ASSERT_EQ(chain_a(), 0);
+    ASSERT_EQ(vt__stack_capture_free(), 0);
+}
+
+TEST(full_table_counts_dropped_stacks)
+{
+    /* Distinct two-frame stacks until the tree is full (1M nodes). */
+    uint64_t ips[2];
+    uint32_t last = 1;
+    for (uint64_t i = 1; i < (1u << 20) && last; i++) {
+        ips[0] = 0x100000000 + i;
+        ips[1] = 0x200000000 + i;
+        last = vt__stack_intern_ips(ips, 2);
+    }
+    ASSERT_EQ(last, 0);
+    ASSERT_GE(vt__stacks_dropped(), 1);
+    vt_snapshot *s = snapshot_with_stack(0);
+    ASSERT_GE(s->meta.stacks_dropped, 1);
+    vt_snapshot_free(s);
+}
+
+TEST_MAIN()
