@@ -9,12 +9,23 @@
  *
  * Drawing is a raster sweep: for each pixel column the renderer picks the
  * moment inside that column with the most bytes allocated (so peaks never
- * vanish when zoomed out), brings a list of live allocations up to that
- * moment and stacks them bottom-up in allocation order. Allocations smaller
- * than a pixel merge into the pixel of the band that crosses it; neighbours
- * from one call site merge into one summary band of that site's colour, and
- * at high zoom every band is exact. An id buffer remembers which allocation
- * owns each pixel, so hover and click are O(1).
+ * vanish when zoomed out), brings the live allocations up to that moment and
+ * stacks them bottom-up. Level of detail is decided once per draw, per
+ * allocation: one that would be thinner than a pixel (bytes / bytes-per-row)
+ * or live for less than a pixel column is "small" and only adds its bytes to
+ * its call site's running sum, kept up to date event by event; every other
+ * allocation is an exact band, stacked in allocation order. Above the exact
+ * bands each call site with small allocations alive gets one summary band
+ * (dotted, in the site's colour, as tall as those bytes), in the order of
+ * the site's first allocation. So a column costs O(exact bands + sites),
+ * never O(live allocations), and zooming in (x or y) turns summaries back
+ * into exact bands. An id buffer remembers which allocation or summary owns
+ * each pixel, so hover and click are O(1).
+ *
+ * The y range fits the tallest stack in view (allocated or reserved) on
+ * every draw, or the span of the allocated total in view, or is locked (the
+ * "y" select); shift+wheel zooms bytes around the cursor (and locks),
+ * dragging pans y while it is locked.
  */
 'use strict';
 
@@ -234,6 +245,18 @@
     while (Math.abs(v) >= 1024 && i < u.length - 1) { v /= 1024; i++; }
     return (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)) + ' ' + u[i];
   }
+  /* A byte tick label precise enough to tell ticks `step` bytes apart
+   * (a zoomed y range may start far above zero). */
+  function fmtBytesTick(b, step) {
+    if (b < 1024) return b + ' B';
+    const u = ['KiB', 'MiB', 'GiB', 'TiB'];
+    let div = 1024, i = 0;
+    while (b / div >= 1024 && i < u.length - 1) { div *= 1024; i++; }
+    const f = step / div;
+    let decimals = 0;   // enough for the step's own digits (steps are powers of two)
+    while (decimals < 3 && Math.abs(f * 10 ** decimals - Math.round(f * 10 ** decimals)) > 1e-6) decimals++;
+    return (b / div).toFixed(decimals) + ' ' + u[i];
+  }
   function fmtTime(ns) {
     const a = Math.abs(ns);
     if (a < 1e3) return ns.toFixed(0) + ' ns';
@@ -301,7 +324,7 @@
     siteRGBA[k] = hsl2abgr(hue, sat, lig);
     siteDark[k] = hsl2abgr(hue, sat, lig - 0.18);
   }
-  if (nK) { siteRGBA[0] = hsl2abgr(0, 0, 0.72); siteDark[0] = hsl2abgr(0, 0, 0.55); }
+  siteRGBA[0] = hsl2abgr(0, 0, 0.72); siteDark[0] = hsl2abgr(0, 0, 0.55);   // no stack (or none at all)
   const HATCH_A = 0xff2f2fd3 >>> 0, HATCH_B = 0xff00007f >>> 0;   // reds (ABGR)
   const SEL = 0xff00d7ff >>> 0, SEL_DARK = 0xff0090b0 >>> 0;         // amber
 
@@ -313,12 +336,14 @@
     selected: -1,          // lifetime
     moment: -2,            // axis state shown in the table (-1 initial, -2 none)
     flameRoot: 0,
+    yMode: 'fit',          // 'fit': 0..tallest stack in view; 'span': lowest..highest allocated in view; 'lock'
+    y0: 0, y1: 1,          // visible byte range of the timeline (of the last draw when fitting)
   };
   const use = new Uint8Array(nL);   // lifetime passes the device filter
   let allocCurve = new Float64Array(nE);
   let resvCurve = new Float64Array(nE);
   let initAlloc = 0, initResv = 0;
-  let peakState = -1;
+  let peakState = -1, peakAlloc = 0, peakResv = 0;
 
   function applyFilter() {
     for (let l = 0; l < nL; l++) use[l] = view.device < 0 || lDev[l] === view.device ? 1 : 0;
@@ -349,7 +374,9 @@
       }
     });
     v = initResv;
-    for (let e = 0; e < nE; e++) { v += d[e]; resvCurve[e] = v; }
+    peakAlloc = best;
+    peakResv = initResv;
+    for (let e = 0; e < nE; e++) { v += d[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
   }
   const allocAt = (s) => (s < 0 ? initAlloc : allocCurve[s]);
   const resvAt = (s) => (s < 0 ? initResv : resvCurve[s]);
@@ -390,6 +417,100 @@
       const out = [];
       for (let i = 0; i < this.len; i++) if (this.on[this.list[i]]) out.push(this.list[i]);
       return out;
+    },
+  };
+
+  /* Level of detail. Precomputed once: each allocation's x extent in both
+   * axis modes (never freed = to the end, before the window = from the
+   * start), its call site clamped to the stack table, and each site's
+   * stacking rank (the order of its first allocation). */
+  const lT0 = new Float64Array(nL), lT1 = new Float64Array(nL);   // time mode
+  const lE0 = new Float64Array(nL), lE1 = new Float64Array(nL);   // event mode
+  const lSiteC = new Uint32Array(nL);
+  const NS = Math.max(nK, 1);
+  const siteRank = new Int32Array(NS).fill(-1);
+  {
+    let r = 0;
+    for (let l = 0; l < nL; l++) {
+      lT0[l] = lAlloc[l] < 0 ? -Infinity : evT[lAlloc[l]];
+      lT1[l] = lEnd[l] >= nE ? Infinity : evT[lEnd[l]];
+      lE0[l] = lAlloc[l] < 0 ? -Infinity : lAlloc[l];
+      lE1[l] = lEnd[l] >= nE ? Infinity : lEnd[l];
+      const k = lSite[l] < nK ? lSite[l] : 0;
+      lSiteC[l] = k;
+      if (siteRank[k] < 0) siteRank[k] = r++;
+    }
+  }
+
+  /* The draw's sweep: like `sweep`, but an allocation that is small at this
+   * zoom never enters the list; it only moves its site's sums. A small one
+   * with a finding stays in the list (state 2): whether it is past its last
+   * use depends on the column's time, not on an event. */
+  const LOD_OFF = 0, LOD_EXACT = 1, LOD_SMALL_FINDING = 2, LOD_SMALL = 3;
+  const dsw = {
+    list: new Int32Array(nL),
+    st: new Uint8Array(nL),          // LOD_* per lifetime
+    len: 0, dead: 0, pos: 0,
+    siteB: new Float64Array(NS),     // bytes of LOD_SMALL allocations alive, per site
+    siteN: new Int32Array(NS),       // their count
+    siteF: new Int32Array(NS),       // LOD_SMALL_FINDING ones alive, per site
+    siteOn: new Uint8Array(NS),      // site is in `act`
+    act: [], dirty: false,           // sites that may have small ones alive
+    minBytes: 0, minW: 0, x0: lT0, x1: lT1, sel: -1,
+    reset(minBytes, minW, timeMode, sel) {
+      this.st.fill(0); this.siteB.fill(0); this.siteN.fill(0); this.siteF.fill(0); this.siteOn.fill(0);
+      this.act = []; this.dirty = false;
+      this.len = 0; this.dead = 0; this.pos = 0;
+      this.minBytes = minBytes; this.minW = minW; this.sel = sel;
+      this.x0 = timeMode ? lT0 : lE0; this.x1 = timeMode ? lT1 : lE1;
+      for (let l = 0; l < nBefore; l++) this.add(l);
+    },
+    site(k) {
+      if (!this.siteOn[k]) { this.siteOn[k] = 1; this.act.push(k); this.dirty = true; }
+    },
+    add(l) {
+      if (!use[l]) return;
+      const small = l !== this.sel && (lSize[l] < this.minBytes || this.x1[l] - this.x0[l] < this.minW);
+      const k = lSiteC[l];
+      if (!small) {
+        this.list[this.len++] = l; this.st[l] = LOD_EXACT;
+      } else if (lFinding[l] >= 0 && lLinger[l] < Infinity) {
+        this.list[this.len++] = l; this.st[l] = LOD_SMALL_FINDING; this.siteF[k]++; this.site(k);
+      } else {
+        this.st[l] = LOD_SMALL; this.siteB[k] += lSize[l]; this.siteN[k]++; this.site(k);
+      }
+    },
+    to(s) {
+      const st = this.st;
+      for (let e = this.pos; e <= s; e++) {
+        for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) this.add(j);
+        for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
+          const l = endL[j], v = st[l];
+          if (v === LOD_OFF) continue;
+          st[l] = LOD_OFF;
+          if (v === LOD_SMALL) { const k = lSiteC[l]; this.siteB[k] -= lSize[l]; this.siteN[k]--; continue; }
+          if (v === LOD_SMALL_FINDING) this.siteF[lSiteC[l]]--;
+          this.dead++;
+        }
+      }
+      if (s + 1 > this.pos) this.pos = s + 1;
+      if (this.dead > 256 && this.dead * 2 > this.len) {
+        let n = 0;
+        for (let i = 0; i < this.len; i++) if (st[this.list[i]]) this.list[n++] = this.list[i];
+        this.len = n; this.dead = 0;
+      }
+    },
+    /* Sites with small allocations alive, in stacking order. */
+    sites() {
+      if (this.dirty) {
+        const keep = [];
+        for (const k of this.act) {
+          if (this.siteN[k] > 0 || this.siteF[k] > 0) keep.push(k); else this.siteOn[k] = 0;
+        }
+        keep.sort((a, b) => siteRank[a] - siteRank[b]);
+        this.act = keep; this.dirty = false;
+      }
+      return this.act;
     },
   };
 
@@ -455,6 +576,32 @@
   }
 
   let drawCount = 0, firstPaint = 0, lastDrawMs = 0;
+  let lastLod = { exact: 0, summary: 0, minBytes: 0, minWidth: 0 };
+
+  /* The y range to draw. 'fit': from 0 to the tallest stack (allocated or
+   * reserved) in the visible columns. 'span': from a little below the
+   * lowest to a little above the highest allocated total in view, so the
+   * activity of a deep zoom on top of a large base fills the plot (the
+   * reserved line may leave it). 'lock': the range as it is. */
+  function yRange(st, PW) {
+    if (view.yMode === 'lock' && view.y1 > view.y0) return [view.y0, view.y1];
+    let ymax = 1, amin = Infinity, amax = 0;
+    for (let c = 0; c < PW; c++) {
+      if (st[c] === -2) continue;
+      const a = allocAt(st[c]);
+      ymax = Math.max(ymax, a, resvAt(st[c]));
+      amin = Math.min(amin, a);
+      amax = Math.max(amax, a);
+    }
+    view.y0 = 0;
+    view.y1 = ymax * 1.04;
+    if (view.yMode === 'span' && amax > amin) {
+      const pad = (amax - amin) * 0.08;
+      view.y0 = Math.max(0, amin - pad);
+      view.y1 = amax + pad;
+    }
+    return [view.y0, view.y1];
+  }
 
   function drawTimeline() {
     const t0 = performance.now();
@@ -467,37 +614,50 @@
     ctx.clearRect(0, 0, W, H);
 
     const st = columnStates(PW);
-    let ymax = 1;
-    for (let c = 0; c < PW; c++) {
-      if (st[c] === -2) continue;
-      ymax = Math.max(ymax, allocAt(st[c]), resvAt(st[c]));
-    }
-    ymax *= 1.04;
-    const ys = PH / ymax;
+    const [y0, y1] = yRange(st, PW);
+    const ys = PH / (y1 - y0);
+    const yOf = (bytes) => Math.round(PH - (bytes - y0) * ys);   // plot row of a stack height
 
     const img = ctx.createImageData(PW, PH);
     const px = new Uint32Array(img.data.buffer);
+    // > 0: lifetime + 1; < 0: -(summary record + 1); 0: nothing.
     const ids = new Int32Array(PW * PH);
-    sweep.reset();
-    const list = sweep.list, on = sweep.on;
+    // Summary records: one per (column, site) band drawn.
+    const sum = { site: [], n: [], bytes: [], linger: [], state: [], col: [], top: [], bot: [] };
     const sel = view.selected;
+    // Small: thinner than one pixel row, or alive for less than one column.
+    dsw.reset(1 / ys, (view.v1 - view.v0) / PW, view.mode === 'time', sel);
+    const list = dsw.list, lst = dsw.st;
+    const colB = new Float64Array(NS), colN = new Int32Array(NS);   // small ones with findings, this column
+    const colLB = new Float64Array(NS), colLN = new Int32Array(NS); // ... of which past their last use
+    const touched = [];
+    let nExact = 0;
     for (let c = 0; c < PW; c++) {
       const s = st[c];
       if (s === -2) continue;
-      sweep.to(s);
+      dsw.to(s);
       const t = timeAt(s);
       let off = 0, yPrev = PH;
-      const n = sweep.len;
-      for (let i = 0; i < n && yPrev > 0; i++) {
+      const n = dsw.len;
+      for (let i = 0; i < n; i++) {
         const l = list[i];
-        if (!on[l]) continue;
+        const v = lst[l];
+        if (v === LOD_OFF) continue;
+        if (v === LOD_SMALL_FINDING) {
+          const k = lSiteC[l];
+          if (colN[k] === 0) touched.push(k);
+          colB[k] += lSize[l]; colN[k]++;
+          if (lLinger[l] <= t) { colLB[k] += lSize[l]; colLN[k]++; }
+          continue;
+        }
         off += lSize[l];
-        let top = Math.round(PH - off * ys);
+        if (yPrev <= 0) continue;
+        let top = yOf(off);
         if (top < 0) top = 0;
-        if (top >= yPrev) continue;         // thinner than a pixel: merged
-        const site = lSite[l];
+        if (top >= yPrev) continue;         // below the y range (or rounded away)
+        const site = lSiteC[l];
         const linger = lLinger[l] <= t;
-        let col = l === sel ? SEL : siteRGBA[site];
+        const col = l === sel ? SEL : siteRGBA[site];
         const edge = yPrev - top >= 4 ? (l === sel ? SEL_DARK : siteDark[site]) : col;
         for (let y = top; y < yPrev; y++) {
           const p = y * PW + c;
@@ -505,25 +665,62 @@
           else px[p] = y === top ? edge : col;
           ids[p] = l + 1;
         }
+        nExact++;
         yPrev = top;
       }
+      // One summary band per site on top: the plain bytes, then the part
+      // past its last use hatched.
+      const sites = dsw.sites();
+      for (let i = 0; i < sites.length && yPrev > 0; i++) {
+        const k = sites[i];
+        const cnt = dsw.siteN[k] + colN[k];
+        if (cnt === 0) continue;
+        const lb = colLB[k];
+        const plain = dsw.siteB[k] + colB[k] - lb;
+        const bot = yPrev;
+        const r = sum.site.length;
+        for (let part = 0; part < 2; part++) {
+          off += part ? lb : plain;
+          if (part && !lb) break;
+          let top = yOf(off);
+          if (top < 0) top = 0;
+          if (top >= yPrev) continue;
+          const col = siteRGBA[k], dark = siteDark[k];
+          for (let y = top; y < yPrev; y++) {
+            const p = y * PW + c;
+            if (part) px[p] = ((c + y) & 7) < 4 ? HATCH_A : HATCH_B;
+            else px[p] = y === top && yPrev - top >= 4 ? dark : ((c | y) & 1) ? col : dark;
+            ids[p] = -(r + 1);
+          }
+          yPrev = top;
+        }
+        if (yPrev < bot) {
+          sum.site.push(k); sum.n.push(cnt); sum.bytes.push(plain + lb); sum.linger.push(colLN[k]);
+          sum.state.push(s); sum.col.push(c); sum.top.push(yPrev); sum.bot.push(bot);
+        }
+      }
+      for (const k of touched) { colB[k] = 0; colN[k] = 0; colLB[k] = 0; colLN[k] = 0; }
+      touched.length = 0;
     }
     ctx.putImageData(img, L, T);
 
     // Reserved memory as a line.
+    ctx.save();
+    ctx.beginPath(); ctx.rect(L, T - 1, PW, PH + 2); ctx.clip();
     ctx.strokeStyle = '#111';
     ctx.lineWidth = Math.max(1, dpr * 1.2);
     ctx.beginPath();
     let pen = false;
     for (let c = 0; c < PW; c++) {
       if (st[c] === -2) { pen = false; continue; }
-      const y = T + PH - resvAt(st[c]) * ys;
+      const y = T + PH - (resvAt(st[c]) - y0) * ys;
       if (!pen) { ctx.moveTo(L + c, y); pen = true; } else ctx.lineTo(L + c, y);
       ctx.lineTo(L + c + 1, y);
     }
     ctx.stroke();
+    ctx.restore();
 
-    drawAxes(ctx, L, T, PW, PH, ymax, dpr);
+    drawAxes(ctx, L, T, PW, PH, y0, y1, dpr);
     drawMarks(ctx, L, T, PW, PH);
     if (view.moment > -2) {
       const x = pxOfX(xOf(view.moment), L, PW);
@@ -536,7 +733,10 @@
         ctx.restore();
       }
     }
-    plot = { L, T, PW, PH, st, ids, ys, ymax };
+    plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum };
+    // A zoom under a still mouse: what is under it changed.
+    if (tipEv && !tip.hidden) timelineTip(tipEv);
+    lastLod = { exact: nExact, summary: sum.site.length, minBytes: 1 / ys, minWidth: (view.v1 - view.v0) / PW };
     drawSegments(st, PW, L, R);
     drawCount++;
     lastDrawMs = performance.now() - t0;
@@ -548,18 +748,18 @@
 
   function pxOfX(x, L, PW) { return L + ((x - view.v0) / (view.v1 - view.v0)) * PW; }
 
-  function drawAxes(ctx, L, T, PW, PH, ymax, k) {
+  function drawAxes(ctx, L, T, PW, PH, y0, y1, k) {
     ctx.fillStyle = '#6b6b70';
     ctx.strokeStyle = '#e3e3e8';
     ctx.lineWidth = 1;
     ctx.font = (11 * k) + 'px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
     ctx.textAlign = 'right';
-    const step = niceBytesStep(ymax, Math.max(2, Math.floor(PH / (40 * k))));
-    for (let v = 0; v <= ymax; v += step) {
-      const y = Math.round(T + PH - (v / ymax) * PH) + 0.5;
+    const step = niceBytesStep(y1 - y0, Math.max(2, Math.floor(PH / (40 * k))));
+    for (let v = Math.ceil(y0 / step) * step; v <= y1; v += step) {
+      const y = Math.round(T + PH - ((v - y0) / (y1 - y0)) * PH) + 0.5;
       ctx.beginPath(); ctx.moveTo(L - 4 * k, y); ctx.lineTo(L, y); ctx.stroke();
-      ctx.fillText(fmtBytes(v), L - 6 * k, y);
+      ctx.fillText(fmtBytesTick(v, step), L - 6 * k, y);
     }
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
@@ -631,7 +831,7 @@
       ctx.fillStyle = '#f0b35a';
       ctx.fillRect(L + c, T + PH - yr, 1, yr - ya);
     }
-    drawAxes(ctx, L, T, PW, PH, ymax, dpr);
+    drawAxes(ctx, L, T, PW, PH, 0, ymax, dpr);
     segPlot = { L, T, PW, PH, st };
   }
   let segPlot = null;
@@ -828,13 +1028,40 @@
     tip.style.left = x + 'px';
     tip.style.top = y + 'px';
   }
-  function lifetimeAtEvent(ev) {
-    if (!plot) return -1;
+  /* What the timeline drew under the mouse: lifetime + 1 (> 0), a summary
+   * record -(r + 1) (< 0), or 0. */
+  function idAtEvent(ev) {
+    if (!plot) return 0;
     const r = tl.getBoundingClientRect();
     const x = Math.floor((ev.clientX - r.left) * dpr) - plot.L;
     const y = Math.floor((ev.clientY - r.top) * dpr) - plot.T;
-    if (x < 0 || y < 0 || x >= plot.PW || y >= plot.PH) return -1;
-    return plot.ids[y * plot.PW + x] - 1;
+    if (x < 0 || y < 0 || x >= plot.PW || y >= plot.PH) return 0;
+    return plot.ids[y * plot.PW + x];
+  }
+  /* A summary band: what it stands for, at that column. */
+  function summaryFacts(r) {
+    const q = plot.sum;
+    return { site: q.site[r], n: q.n[r], bytes: q.bytes[r], linger: q.linger[r], s: q.state[r] };
+  }
+  function tipForSummary(r) {
+    const f = summaryFacts(r);
+    let h = '<b>' + f.n.toLocaleString() + ' allocation' + (f.n === 1 ? '' : 's') + '</b> from ' + esc(siteLabel(f.site)) +
+      ', <b>' + esc(fmtBytes(f.bytes)) + '</b> alive here';
+    h += '\naggregate: each is thinner than a pixel or lives less than a pixel at this zoom; zoom in (wheel, shift+wheel) to see them one by one';
+    h += '\nat ' + (f.s < 0 ? 'the start' : fmtTime(evT[f.s]));
+    if (f.linger) h += '\n<span class="warn">' + f.linger + ' of them alive after their last use (hatched)</span>';
+    return h;
+  }
+  function showAggregate(r) {
+    const f = summaryFacts(r);
+    view.selected = -1;
+    let h = '<dl>';
+    h += '<dt>aggregate</dt><dd>' + f.n.toLocaleString() + ' allocation' + (f.n === 1 ? '' : 's') + ' from one call site</dd>';
+    h += '<dt>alive</dt><dd>' + fmtBytes(f.bytes) + ' (' + f.bytes + ' B) at ' + (f.s < 0 ? 'the start' : fmtTime(evT[f.s])) + '</dd>';
+    if (f.linger) h += '<dt>findings</dt><dd>' + f.linger + ' alive after their last use</dd>';
+    h += '</dl><div class="none">Each is too small or too short-lived to draw at this zoom: zoom in to pick one.</div>';
+    h += '<h3>Allocation stack</h3>' + stackHTML(f.site);
+    $('detail').innerHTML = h;
   }
   function columnState(ev, p, canvas) {
     if (!p) return -2;
@@ -874,16 +1101,45 @@
   }
   function resetView() {
     view.v0 = 0; view.v1 = domainMax();
+    setYMode('fit');
     schedule();
   }
+  /* The y range stays inside [0, the tallest stack of the whole run] and
+   * never narrower than a few KiB. */
+  function clampY() {
+    const top = Math.max(1, initAlloc, initResv, peakAlloc, peakResv) * 1.05;
+    let span = Math.max(4096, Math.min(top, view.y1 - view.y0));
+    let y0 = Math.max(0, view.y0);
+    if (y0 + span > top) y0 = Math.max(0, top - span);
+    view.y0 = y0; view.y1 = y0 + span;
+  }
+  function setYMode(mode) {
+    view.yMode = mode;
+    $('ymode').value = mode;
+  }
 
-  function attachPlotInteraction(canvas, getPlot) {
+  /* Wheel zooms x around the cursor; with shift (on the timeline, `yZoom`)
+   * it zooms bytes around the cursor instead and locks the y range. Drag
+   * pans x, and y too while y is locked. */
+  function attachPlotInteraction(canvas, getPlot, yZoom) {
     let drag = null;
     canvas.addEventListener('wheel', (ev) => {
       ev.preventDefault();
       const p = getPlot();
       if (!p) return;
       const r = canvas.getBoundingClientRect();
+      if (yZoom && ev.shiftKey) {
+        // Browsers turn shift+wheel into a horizontal scroll: take either delta.
+        const fy = Math.min(1, Math.max(0, ((ev.clientY - r.top) * dpr - p.T) / p.PH));
+        const anchor = view.y0 + (1 - fy) * (view.y1 - view.y0);
+        const span = (view.y1 - view.y0) * Math.exp((ev.deltaY || ev.deltaX) * 0.0015);
+        view.y0 = anchor - (1 - fy) * span;
+        view.y1 = view.y0 + span;
+        setYMode('lock');
+        clampY();
+        schedule();
+        return;
+      }
       const fx = Math.min(1, Math.max(0, ((ev.clientX - r.left) * dpr - p.L) / p.PW));
       const anchor = view.v0 + fx * (view.v1 - view.v0);
       const k = Math.exp((ev.deltaY || ev.deltaX) * 0.0015);
@@ -894,36 +1150,53 @@
       schedule();
     }, { passive: false });
     canvas.addEventListener('mousedown', (ev) => {
-      drag = { x: ev.clientX, v0: view.v0, v1: view.v1, moved: false };
+      drag = { x: ev.clientX, y: ev.clientY, v0: view.v0, v1: view.v1, y0: view.y0, y1: view.y1, moved: false };
     });
     window.addEventListener('mousemove', (ev) => {
       if (!drag) return;
       const p = getPlot();
-      const dx = ev.clientX - drag.x;
-      if (Math.abs(dx) > 3) drag.moved = true;
+      const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+      if (Math.abs(dx) > 3 || Math.abs(dy) > 3) drag.moved = true;
       if (!drag.moved || !p) return;
       const shift = (-dx * dpr / p.PW) * (drag.v1 - drag.v0);
       view.v0 = drag.v0 + shift; view.v1 = drag.v1 + shift;
       clampView();
+      if (yZoom && view.yMode === 'lock') {
+        const ysh = (dy * dpr / p.PH) * (drag.y1 - drag.y0);
+        view.y0 = drag.y0 + ysh; view.y1 = drag.y1 + ysh;
+        clampY();
+      }
       schedule();
     });
     window.addEventListener('mouseup', () => { setTimeout(() => { drag = null; }, 0); });
     return () => drag && drag.moved;
   }
 
-  const tlDragging = attachPlotInteraction(tl, () => plot);
+  const tlDragging = attachPlotInteraction(tl, () => plot, true);
   const segDragging = attachPlotInteraction(seg, () => segPlot);
 
-  tl.addEventListener('mousemove', (ev) => {
-    const l = lifetimeAtEvent(ev);
-    if (l < 0) { showTip(ev, null); return; }
-    showTip(ev, tipFor(l, columnState(ev, plot, tl)));
-  });
-  tl.addEventListener('mouseleave', () => { tip.hidden = true; });
+  let tipEv = null;   // the last mouse position over the timeline, to refresh its tooltip after a redraw
+  function timelineTip(ev) {
+    const id = idAtEvent(ev);
+    if (id === 0) { showTip(ev, null); return; }
+    showTip(ev, id > 0 ? tipFor(id - 1, columnState(ev, plot, tl)) : tipForSummary(-id - 1));
+  }
+  tl.addEventListener('mousemove', (ev) => { tipEv = { clientX: ev.clientX, clientY: ev.clientY }; timelineTip(ev); });
+  tl.addEventListener('mouseleave', () => { tipEv = null; tip.hidden = true; });
   tl.addEventListener('click', (ev) => {
     if (tlDragging()) return;
     const s = columnState(ev, plot, tl);
-    select(lifetimeAtEvent(ev), s === -2 ? view.moment : s);
+    const id = idAtEvent(ev);
+    if (id < 0) {
+      const f = summaryFacts(-id - 1);
+      view.moment = f.s;
+      showAggregate(-id - 1);
+      showTop();
+      showFindings();
+      schedule();
+      return;
+    }
+    select(id - 1, s === -2 ? view.moment : s);
   });
   seg.addEventListener('mousemove', (ev) => {
     const s = columnState(ev, segPlot, seg);
@@ -989,6 +1262,11 @@
     schedule();
   });
   $('reset').addEventListener('click', resetView);
+  $('ymode').addEventListener('change', () => {
+    // 'lock' keeps the range of the last draw; the others fit again.
+    view.yMode = $('ymode').value;
+    schedule();
+  });
   const devSel = $('device');
   devSel.innerHTML = '<option value="-1">all</option>' + meta.devices.map((d, i) =>
     '<option value="' + i + '">cuda:' + d.ord + (d.name ? ' ' + esc(str(d.name)) : '') + '</option>').join('');
@@ -1063,6 +1341,34 @@
         addr: lAddr[l], flags: lFlags[l], finding: lFinding[l] };
     },
     idAt(x, y) { return plot ? plot.ids[y * plot.PW + x] - 1 : -1; },
+    /* Client coordinates of the middle of the tallest summary band drawn
+     * for a call site whose label contains `text`, or null. */
+    locateSummary(text) {
+      if (!plot) return null;
+      const q = plot.sum;
+      let best = -1;
+      for (let r = 0; r < q.site.length; r++) {
+        if (!siteLabel(q.site[r]).includes(text)) continue;
+        if (best < 0 || q.bot[r] - q.top[r] > q.bot[best] - q.top[best]) best = r;
+      }
+      if (best < 0) return null;
+      const rr = tl.getBoundingClientRect();
+      return { x: rr.left + (plot.L + q.col[best] + 0.5) / dpr,
+        y: rr.top + (plot.T + (q.top[best] + q.bot[best]) / 2) / dpr, px: q.bot[best] - q.top[best] };
+    },
+    /* The last draw's level of detail and y range. */
+    get lod() { return lastLod; },
+    get yRange() { return { y0: plot ? plot.y0 : 0, y1: plot ? plot.y1 : 0, mode: view.yMode, locked: view.yMode === 'lock' }; },
+    /* Client x of an x-axis value (ns or event index) in the last draw. */
+    clientXOf(v) {
+      if (!plot) return null;
+      const rr = tl.getBoundingClientRect();
+      return rr.left + (plot.L + ((v - view.v0) / (view.v1 - view.v0)) * plot.PW) / dpr;
+    },
+    /* Where lifetime l starts on the x axis (ns or event index). */
+    startOf(l) { return view.mode === 'time' ? timeAt(lAlloc[l]) : lAlloc[l] + 0.5; },
+    /* Show [v0, v1] on the x axis (ns or event index) and draw now. */
+    zoomTo(v0, v1) { view.v0 = v0; view.v1 = v1; clampView(); drawTimeline(); },
     view,
     redraw: drawTimeline,
   };

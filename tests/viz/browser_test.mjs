@@ -47,10 +47,10 @@ for (const v of ['VT_CLI', 'VT_GEN']) if (!process.env[v]) fail(v + ' is not set
 mkdirSync(artifacts, { recursive: true });
 
 /* Make the snapshot and its page for one test. */
-function makePage(tag, withCheck) {
+function makePage(tag, withCheck, kind) {
   const snap = join(artifacts, tag + '.vtsnap');
   const html = join(artifacts, tag + '.html');
-  execFileSync(process.env.VT_GEN, ['small', snap], { stdio: 'pipe' });
+  execFileSync(process.env.VT_GEN, [kind || 'small', snap], { stdio: 'pipe' });
   execFileSync(process.env.VT_CLI, ['viz', snap, '-o', html, '-q'].concat(withCheck ? ['--check'] : []), { stdio: 'pipe' });
   return html;
 }
@@ -75,7 +75,7 @@ async function open(html) {
   page.on('pageerror', (e) => errors.push('pageerror: ' + e.message));
   page.on('requestfailed', (r) => errors.push('request failed: ' + r.url()));
   await page.goto(url, { waitUntil: 'load' });
-  await page.waitForFunction(() => window.__vt && window.__vt.firstPaintMs > 0, null, { timeout: 15000 });
+  await until(page, () => window.__vt && window.__vt.firstPaintMs > 0, null, 15000);
   const close = async () => {
     await ctx.close();
     rmSync(profile, { recursive: true, force: true });
@@ -92,6 +92,38 @@ async function shot(page, tag) {
   const p = join(artifacts, tag + '.png');
   await page.screenshot({ path: p, fullPage: true });
   console.log('screenshot: ' + p);
+}
+
+/* Poll `fn(arg)` in the page until it is truthy. page.waitForFunction
+ * cannot poll here: it re-evaluates a string, which the page's CSP (no
+ * 'unsafe-eval') forbids; page.evaluate is not affected. */
+async function until(page, fn, arg, ms = 5000) {
+  const stop = Date.now() + ms;
+  for (;;) {
+    if (await page.evaluate(fn, arg)) return;
+    if (Date.now() > stop) fail('timed out waiting for ' + fn.toString().slice(0, 120));
+    await page.waitForTimeout(20);
+  }
+}
+
+/* Hover at (x, y) and return the tooltip's text (moving away first, so a
+ * tooltip left from before cannot answer). */
+async function hoverTip(page, x, y) {
+  await page.mouse.move(5, 5);
+  await page.waitForSelector('#tooltip', { state: 'hidden', timeout: 5000 }).catch(() => {});
+  await page.mouse.move(x, y);
+  await page.waitForSelector('#tooltip:not([hidden])', { timeout: 5000 });
+  return page.textContent('#tooltip');
+}
+
+/* Wheel `steps` times by dy at (x, y), waiting for the redraws. */
+async function wheelAt(page, x, y, dy, steps) {
+  await page.mouse.move(x, y);
+  for (let i = 0; i < steps; i++) {
+    const n = await page.evaluate(() => window.__vt.drawCount);
+    await page.mouse.wheel(0, dy);
+    await until(page, (k) => window.__vt.drawCount > k, n);
+  }
 }
 
 /* Pixel statistics of a canvas: drawn (non-transparent) pixels, and pixels
@@ -147,7 +179,7 @@ const tests = {
       check(tipText.includes('make_weights'), 'tooltip lacks the call site: ' + tipText);
       await shot(page, 'hover_and_click_hover');
       await page.mouse.click(pos.x, pos.y);
-      await page.waitForFunction(() => document.getElementById('detail').textContent.includes('Allocation stack'));
+      await until(page, () => document.getElementById('detail').textContent.includes('Allocation stack'));
       const detail = await page.textContent('#detail');
       for (const fn of ['make_weights', 'setup', 'main', 'train.py', '8388608 B', 'never (alive at the end)']) {
         check(detail.includes(fn), 'detail panel lacks "' + fn + '": ' + detail);
@@ -156,7 +188,7 @@ const tests = {
       const pos2 = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('act2')));
       check(pos2, 'act2 is not drawn');
       await page.mouse.click(pos2.x, pos2.y);
-      await page.waitForFunction(() => document.getElementById('detail').textContent.includes('act2'));
+      await until(page, () => document.getElementById('detail').textContent.includes('act2'));
       const d2 = await page.textContent('#detail');
       check(d2.includes('Linear.forward') && d2.includes('free_activations'), 'act2 stacks wrong: ' + d2);
       const top = await page.textContent('#top');
@@ -178,7 +210,7 @@ const tests = {
       const st = await canvasStats(page, 'tl', [0xd3, 0x2f, 0x2f]);
       check(st.match > 50, 'no hatched (red) band on the timeline: ' + JSON.stringify(st));
       await page.click('#findings .finding');
-      await page.waitForFunction(() => document.getElementById('detail').textContent.includes('Checker finding'));
+      await until(page, () => document.getElementById('detail').textContent.includes('Checker finding'));
       const detail = await page.textContent('#detail');
       check(detail.includes('Cache.entries'), 'retention path missing in the detail: ' + detail);
       check(detail.includes('Cache.remember'), 'allocation stack of the leak missing: ' + detail);
@@ -200,7 +232,7 @@ const tests = {
     const html = makePage('views_and_zoom', false);
     const { page, close, verifyQuiet } = await open(html);
     try {
-      await page.waitForFunction(() => document.getElementById('flame-label').textContent.length > 0);
+      await until(page, () => document.getElementById('flame-label').textContent.length > 0);
       const seg = await canvasStats(page, 'seg', [0xf0, 0xb3, 0x5a]);
       check(seg.drawn > 2000 && seg.match > 100, 'segments view lacks unused-in-cache area: ' + JSON.stringify(seg));
       const fl = await canvasStats(page, 'flame');
@@ -215,7 +247,7 @@ const tests = {
         await page.mouse.wheel(0, -400);
         await page.waitForTimeout(30);
       }
-      await page.waitForFunction((n) => window.__vt.drawCount > n, before[2]);
+      await until(page, (n) => window.__vt.drawCount > n, before[2]);
       const after = await page.evaluate(() => [window.__vt.view.v0, window.__vt.view.v1, window.__vt.drawCount, window.__vt.lastDrawMs]);
       check(after[1] - after[0] < (before[1] - before[0]) / 3, 'wheel did not zoom: ' + before + ' -> ' + after);
       check(after[3] < 250, 'redraw too slow: ' + after[3] + ' ms');
@@ -229,7 +261,7 @@ const tests = {
       check(panned[0] > after[0], 'drag did not pan: ' + after + ' -> ' + panned);
       // x by event index.
       await page.click('#xmode');
-      await page.waitForFunction(() => window.__vt.view.mode === 'event');
+      await until(page, () => window.__vt.view.mode === 'event');
       await page.click('#reset');
       await page.waitForTimeout(50);
       const st = await canvasStats(page, 'tl');
@@ -238,6 +270,121 @@ const tests = {
       const marks = await page.evaluate(() => document.getElementById('vt-meta').textContent.includes('step 3'));
       check(marks, 'marks missing from the data');
       await shot(page, 'views_and_zoom');
+      verifyQuiet();
+    } finally {
+      await close();
+    }
+  },
+
+  // Level of detail on 20000 small allocations from one call site
+  // (gen_snapshot many): zoomed out they are one summary band per site whose
+  // tooltip says so; zoomed in each one is its own exact band.
+  async lod_aggregate_then_exact() {
+    const html = makePage('lod_aggregate_then_exact', false, 'many');
+    const { page, close, verifyQuiet } = await open(html);
+    try {
+      const lod0 = await page.evaluate(() => window.__vt.lod);
+      check(lod0.summary > 100, 'zoomed out, no summary bands: ' + JSON.stringify(lod0));
+      const tok = await page.evaluate(() => window.__vt.findLifetime('tok.10000'));
+      check(tok >= 0, 'tok.10000 not decoded');
+      check(await page.evaluate((l) => window.__vt.locate(l), tok) === null,
+        'zoomed out, tok.10000 is drawn as an exact band');
+      const sp = await page.evaluate(() => window.__vt.locateSummary('Tokenizer.encode'));
+      check(sp && sp.px >= 4, 'no summary band for Tokenizer.encode: ' + JSON.stringify(sp));
+      const tip = await hoverTip(page, sp.x, sp.y);
+      const m = /([\d,]+) allocations from Tokenizer\.encode \(model\.py:\d+\), ([\d.]+) MiB alive here/.exec(tip);
+      check(m, 'summary tooltip: ' + tip);
+      const n = +m[1].replace(/,/g, ''), mib = +m[2];
+      check(n >= 30 && n <= 41, 'summary count: ' + tip);           // 40 alive, fewer near the start
+      check(Math.abs(mib - n * 0.25) < 0.01, 'summary bytes != count x 256 KiB: ' + tip);
+      check(/aggregate/.test(tip), 'tooltip does not say it is an aggregate: ' + tip);
+      // The other sites have their own summary bands, in their colours.
+      const st = await canvasStats(page, 'tl');
+      check(st.colours >= 6, 'too few colours: ' + JSON.stringify(st));
+      await shot(page, 'lod_zoomed_out');
+      // A click on the summary explains it in the detail panel.
+      await page.mouse.click(sp.x, sp.y);
+      await until(page, (t) => document.getElementById('detail').textContent.includes(t), 'aggregate');
+      check((await page.textContent('#detail')).includes('Tokenizer.encode'), 'aggregate detail lacks the call site');
+
+      // Zoom in with the wheel on tok.10000 until it is an exact band.
+      const box = await page.locator('#tl').boundingBox();
+      for (let i = 0; i < 14; i++) {
+        const x = await page.evaluate((l) => window.__vt.clientXOf(window.__vt.startOf(l)), tok);
+        await wheelAt(page, Math.min(box.x + box.width - 20, Math.max(box.x + 80, x)), box.y + box.height / 2, -400, 1);
+        if (await page.evaluate((l) => window.__vt.locate(l), tok)) break;
+      }
+      const pos = await page.evaluate((l) => window.__vt.locate(l), tok);
+      check(pos, 'zoomed in, tok.10000 is still not an exact band: ' + JSON.stringify(await page.evaluate(() => [window.__vt.view.v0, window.__vt.view.v1, window.__vt.lod])));
+      const lod1 = await page.evaluate(() => window.__vt.lod);
+      check(lod1.exact > lod0.exact * 2, 'zooming in did not add exact bands: ' + JSON.stringify([lod0, lod1]));
+      const tip2 = await hoverTip(page, pos.x, pos.y);
+      check(tip2.includes('tok.10000') && tip2.includes('256 KiB') && tip2.includes('Tokenizer.encode'),
+        'exact band tooltip: ' + tip2);
+      check(!/allocations from/.test(tip2), 'exact band tooltip reads like an aggregate: ' + tip2);
+      await shot(page, 'lod_zoomed_in');
+      await page.mouse.click(pos.x, pos.y);
+      await until(page, (t) => document.getElementById('detail').textContent.includes(t), 'tok.10000');
+      check((await page.textContent('#detail')).includes('262144 B'), 'detail of the exact band');
+      verifyQuiet();
+    } finally {
+      await close();
+    }
+  },
+
+  // The y axis fits the tallest stack in the visible window (the 200 MiB
+  // workspace is gone after the first tenth), stays put when locked, and
+  // shift+wheel zooms bytes.
+  async y_fit_and_lock() {
+    const html = makePage('y_fit_and_lock', false, 'many');
+    const { page, close, verifyQuiet } = await open(html);
+    try {
+      const MiB = 1024 * 1024;
+      const yr = () => page.evaluate(() => window.__vt.yRange);
+      const r0 = await yr();
+      check(!r0.locked && r0.y0 === 0 && r0.y1 > 230 * MiB && r0.y1 < 260 * MiB, 'initial y range: ' + JSON.stringify(r0));
+      check(await page.inputValue('#ymode') === 'fit', 'y mode is not "fit" at the start');
+      const box = await page.locator('#tl').boundingBox();
+      const cx = box.x + box.width * 0.7, cy = box.y + box.height / 2;
+      await wheelAt(page, cx, cy, -400, 3);
+      const r1 = await yr();
+      check(r1.y1 < 60 * MiB && r1.y1 >= 48 * MiB, 'y did not fit the zoomed window: ' + JSON.stringify(r1));
+      const w = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('embed.weight')));
+      check(w, 'embed.weight not drawn after the y fit');
+      await shot(page, 'y_fit_zoomed');
+
+      // Fit activity: only the span of the allocated total in view (26-30 MiB).
+      await page.selectOption('#ymode', 'span');
+      await until(page, (m) => window.__vt.yRange.mode === m && window.__vt.yRange.y0 > 0, 'span');
+      const rs = await yr();
+      check(rs.y0 > 20 * MiB && rs.y1 < 32 * MiB, '"fit activity" range: ' + JSON.stringify(rs));
+      await page.selectOption('#ymode', 'fit');
+      await until(page, (y1) => window.__vt.yRange.y0 === 0 && window.__vt.yRange.y1 === y1, r1.y1);
+
+      // Locked: zooming out again keeps the range.
+      await page.selectOption('#ymode', 'lock');
+      await until(page, (on) => window.__vt.yRange.locked === on, true);
+      await wheelAt(page, cx, cy, 400, 3);
+      const r2 = await yr();
+      check(r2.locked && r2.y0 === r1.y0 && r2.y1 === r1.y1, 'locked y range changed: ' + JSON.stringify([r1, r2]));
+      // Unlocked: it fits the (zoomed out) window again.
+      await page.selectOption('#ymode', 'fit');
+      await until(page, (min) => !window.__vt.yRange.locked && window.__vt.yRange.y1 > min, 200 * MiB);
+
+      // shift+wheel zooms bytes around the cursor and locks.
+      const before = await yr();
+      await page.keyboard.down('Shift');
+      await wheelAt(page, cx, box.y + box.height * 0.85, -400, 3);
+      await page.keyboard.up('Shift');
+      const r3 = await yr();
+      check(r3.locked && r3.y1 - r3.y0 < (before.y1 - before.y0) / 2, 'shift+wheel did not zoom y: ' + JSON.stringify([before, r3]));
+      check(await page.inputValue('#ymode') === 'lock', 'shift+wheel did not show y as locked');
+      await shot(page, 'y_zoomed');
+      // Reset fits again.
+      await page.click('#reset');
+      await until(page, (on) => window.__vt.yRange.locked === on, false);
+      const help = await page.textContent('#help');
+      check(/shift\+wheel/i.test(help) && /fit to view/.test(help) && /fit activity/.test(help) && /summary band/.test(help), 'help text: ' + help);
       verifyQuiet();
     } finally {
       await close();

@@ -11,6 +11,14 @@
  *       "Cache.entries" after their only use, so `--check` finds them.
  *   gen_snapshot big OUT.vtsnap NEVENTS
  *       The same shape repeated until NEVENTS events (benchmark input).
+ *   gen_snapshot many OUT.vtsnap
+ *       Level of detail and y-fit: "embed.weight" (16 MiB, make_weights)
+ *       alive throughout; "workspace" (200 MiB, conv_workspace) alive for
+ *       the first tenth only, so the later part needs a much smaller y
+ *       range; 20000 buffers of 256 KiB from Tokenizer.encode, each freed
+ *       40 allocations later (about 10 MiB alive at any time), every 500th
+ *       named "tok.N"; every 100th token a 4 MiB "scratch" from
+ *       attention_scratch that is freed right away.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -130,6 +138,17 @@ static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
     e->req_size = size - 100;
     e->stack = stk;
     e->stream = stream;
+    return addr;
+}
+
+/* An allocation at a chosen address inside space already reserved. */
+static uint64_t alloc_at(uint64_t addr, uint64_t size, uint32_t stk)
+{
+    vt_event *e = ev(VT_EV_ALLOC);
+    e->addr = addr;
+    e->size = size;
+    e->req_size = size - 100;
+    e->stack = stk;
     return addr;
 }
 
@@ -275,14 +294,86 @@ static void generate(int big, size_t target_events)
     S->meta.events_recorded = S->nevents;
 }
 
+static void generate_many(void)
+{
+    S = calloc(1, sizeof *S);
+    str("");
+    S->meta.format_version = 1;
+    S->meta.pid = 4343;
+    S->meta.rank = -1;
+    S->meta.host = str("testhost");
+    S->meta.command_line = str("python tokenize.py --many-small");
+    S->meta.config = str("cache:1");
+    S->meta.library_version = str("0.1.0");
+    S->meta.clock_base_monotonic_ns = now_ns;
+    S->meta.clock_base_realtime_ns = 1700000000000000000ull;
+    S->devices = calloc(1, sizeof *S->devices);
+    S->ndevices = 1;
+    S->devices[0] = (vt_device_info){ 0, str("Simulated GPU"), 16384 * MiB };
+
+    uint32_t st_w = STACK("main", "setup", "make_weights");
+    uint32_t st_ws = STACK("main", "warmup", "conv_workspace");
+    uint32_t st_tok = STACK("main", "load_batch", "Tokenizer.encode");
+    uint32_t st_tfree = STACK("main", "load_batch", "Tokenizer.release");
+    uint32_t st_scr = STACK("main", "forward", "attention_scratch");
+
+    uint64_t w = alloc(16 * MiB, st_w, 0);
+    tensor("embed.weight", w, 16 * MiB);
+    uint64_t ws_seg = bump + reserved;   /* alloc() reserves a segment of its own for it */
+    uint64_t ws = alloc(200 * MiB, st_ws, 0);
+    tensor("workspace", ws, 200 * MiB);
+    mark("start");
+
+    /* Tokens live in a ring of WINDOW slots and the scratch in one more, in
+     * a segment of their own: a slot is freed before it is used again. */
+    enum { NTOK = 20000, WINDOW = 40 };
+    static uint64_t ring[WINDOW];
+    uint64_t region = bump + reserved;
+    {
+        vt_event *e = ev(VT_EV_SEGMENT_ALLOC);
+        e->addr = region;
+        e->size = 16 * MiB;
+        e->aux = VT_POOL_LARGE;
+        reserved += 16 * MiB;
+    }
+    for (unsigned i = 0; i < NTOK; i++) {
+        if (i == NTOK / 10) {
+            release(ws, 200 * MiB, st_ws, 0);
+            vt_event *e = ev(VT_EV_SEGMENT_FREE);   /* and the cache hands it back */
+            e->addr = ws_seg;
+            e->size = 200 * MiB;
+            e->aux = VT_POOL_LARGE;
+            mark("workspace freed");
+        }
+        if (i >= WINDOW)
+            release(ring[i % WINDOW], 256 * 1024, st_tfree, 0);
+        ring[i % WINDOW] = alloc_at(region + (i % WINDOW) * 256 * 1024, 256 * 1024, st_tok);
+        if (i % 500 == 0) {
+            char n[32];
+            snprintf(n, sizeof n, "tok.%u", i);
+            tensor(n, ring[i % WINDOW], 256 * 1024);
+        }
+        if (i % 100 == 50) {
+            uint64_t a = alloc_at(region + 12 * MiB, 4 * MiB, st_scr);
+            release(a, 4 * MiB, st_scr, 0);
+        }
+    }
+    mark("end");
+    S->meta.snapshot_time_ns = now_ns + 1000000;
+    S->meta.events_recorded = S->nevents;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "small") && strcmp(argv[1], "big"))) {
-        fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS\n");
+    if (argc < 3 || (strcmp(argv[1], "small") && strcmp(argv[1], "big") && strcmp(argv[1], "many"))) {
+        fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
-    generate(big, big && argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 0);
+    if (!strcmp(argv[1], "many"))
+        generate_many();
+    else
+        generate(big, big && argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 0);
     char err[512];
     int rc = vt_snapfile_write(S, argv[2], err, sizeof err);
     if (rc) {
