@@ -39,6 +39,7 @@
 /* cuda.h maps these names to their _v2 ABI; we define the old names too. */
 #undef cuGetProcAddress
 #undef cuStreamDestroy
+#undef cuDevicePrimaryCtxReset
 
 __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 
@@ -320,6 +321,21 @@ HK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
     return r;
 }
 
+HK_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    CUresult (*real)(void **, size_t, unsigned);
+    REAL(real, HK_cuMemHostAlloc);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pp, bytesize, Flags));
+    if (!pass && r == CUDA_SUCCESS && pp && *pp)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pp, bytesize,
+                           VT_PASS_HOST, false);
+    return r;
+}
+
 HK_EXPORT CUresult cuMemFreeHost(void *p)
 {
     CUresult (*real)(void *);
@@ -410,6 +426,36 @@ HK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+/* ---- device reset ------------------------------------------------------------ */
+
+/* The primary context's reset frees every allocation of the device (what
+ * cudaDeviceReset does, also in a statically linked runtime, which reaches
+ * it through our cuGetProcAddress): empty the books first. */
+static CUresult ctx_reset(enum vt__hk_drv e, CUdevice dev, bool pass)
+{
+    CUresult (*real)(CUdevice);
+    REAL(real, e);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    HK_ENTER();
+    if (!pass)
+        vt__hk_reset_books((int)dev);
+    CUresult r = real(dev);
+    HK_LEAVE();
+    return r;
+}
+
+HK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    return ctx_reset(HK_cuDevicePrimaryCtxReset_v2, dev, PASS());
+}
+
+HK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+HK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return ctx_reset(HK_cuDevicePrimaryCtxReset, dev, PASS());
+}
+
 /* ---- the resolvers ---------------------------------------------------------- */
 
 /* Ask the real resolver with exactly the caller's arguments, then replace the
@@ -457,8 +503,9 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuMemGetInfo_v2) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)               \
     X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuStreamCreate)                   \
     X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)      \
-    X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuMemAllocManaged) X(cuMemCreate)   \
-    X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)
+    X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocManaged) \
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                    \
+    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
 
 #define ALIAS(name) \
     extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));

@@ -74,12 +74,15 @@ enum vt__hk_drv {
     HK_cuStreamDestroy,         /* old name, same ABI as _v2 */
     HK_cuStreamDestroy_v2,
     HK_cuMemAllocHost_v2,
+    HK_cuMemHostAlloc,
     HK_cuMemFreeHost,
     HK_cuMemAllocManaged,
     HK_cuMemCreate,
     HK_cuMemRelease,
     HK_cuMemMap,
     HK_cuMemUnmap,
+    HK_cuDevicePrimaryCtxReset,    /* old name, same ABI as _v2 */
+    HK_cuDevicePrimaryCtxReset_v2,
     HK_DRV_COUNT
 };
 
@@ -99,6 +102,13 @@ bool vt__hk_is_hooked_name(const char *name);
 
 /* The hook standing in for entry `e`. */
 void *vt__hk_drv_hook(enum vt__hk_drv e);
+
+/* ---- device_reset.c ----------------------------------------------------- */
+
+/* `device` is about to be reset (cudaDeviceReset, cuDevicePrimaryCtxReset):
+ * drop everything the cache holds there, live blocks included, and forget
+ * its streams. Call with the guard up, before the real reset. */
+void vt__hk_reset_books(int device);
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 

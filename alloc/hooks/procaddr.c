@@ -48,12 +48,17 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
     [HK_cuStreamDestroy]            = { "cuStreamDestroy", "cuStreamDestroy", 2000, false },
     [HK_cuStreamDestroy_v2]         = { "cuStreamDestroy_v2", "cuStreamDestroy", 4000, false },
     [HK_cuMemAllocHost_v2]          = { "cuMemAllocHost_v2", "cuMemAllocHost", 3020, false },
+    [HK_cuMemHostAlloc]             = { "cuMemHostAlloc", "cuMemHostAlloc", 2020, false },
     [HK_cuMemFreeHost]              = { "cuMemFreeHost", "cuMemFreeHost", 2000, false },
     [HK_cuMemAllocManaged]          = { "cuMemAllocManaged", "cuMemAllocManaged", 6000, false },
     [HK_cuMemCreate]                = { "cuMemCreate", "cuMemCreate", 10020, false },
     [HK_cuMemRelease]               = { "cuMemRelease", "cuMemRelease", 10020, false },
     [HK_cuMemMap]                   = { "cuMemMap", "cuMemMap", 10020, false },
     [HK_cuMemUnmap]                 = { "cuMemUnmap", "cuMemUnmap", 10020, false },
+    [HK_cuDevicePrimaryCtxReset]    = { "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset",
+                                        7000, false },
+    [HK_cuDevicePrimaryCtxReset_v2] = { "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset",
+                                        11000, false },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */

@@ -22,6 +22,26 @@
  * and reused only once that work is done. free_sync:1 restores CUDA's
  * behaviour (cudaDeviceSynchronize, then free).
  * cudaMemGetInfo counts the cache's unused bytes as free (see driver_hooks.c).
+ *
+ * Last error. The real runtime remembers, per thread, the last error any
+ * runtime call returned (cudaGetLastError returns it and resets it,
+ * cudaPeekAtLastError only returns it; a later successful call does not
+ * clear it). A call the cache fails itself never reaches the real runtime,
+ * so the hooks keep that error in a thread-local (our_last_error) and merge
+ * it with the real one:
+ *   - when the cache fails a call, the real runtime's last error is dropped
+ *     (real cudaGetLastError) and ours stored: the real runtime would have
+ *     overwritten its older error with this newer one;
+ *   - so a real last error that is set later is newer than ours: our
+ *     cudaGetLastError/cudaPeekAtLastError return the real one when it is set
+ *     (and cudaGetLastError then forgets ours too: one slot, overwritten),
+ *     else ours.
+ * Sticky errors stay the real runtime's (its cudaGetLastError keeps them).
+ * A statically linked runtime never calls these hooks: its cudaMalloc reaches
+ * the driver hooks, and it records the CUresult they return as its own last
+ * error, which is the same behaviour. A program that takes cudaGetLastError
+ * from dlsym on a libcudart handle (not the global scope) gets the real one
+ * and does not see the cache's errors (it sees cudaSuccess, as before).
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -49,7 +69,8 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t 
     X(cudaStreamCreate) X(cudaStreamCreateWithFlags)                           \
     X(cudaStreamCreateWithPriority) X(cudaStreamDestroy) X(cudaMallocManaged)  \
     X(cudaMallocHost) X(cudaFreeHost) X(cudaMallocFromPoolAsync)               \
-    X(cudaMallocFromPoolAsync_ptsz)
+    X(cudaMallocFromPoolAsync_ptsz) X(cudaGetLastError) X(cudaPeekAtLastError) \
+    X(cudaHostAlloc)
 
 enum rt_fn {
 #define ENUM(name) RT_##name,
@@ -108,19 +129,43 @@ static void *rt_real(enum rt_fn e)
         __typeof__(&e) f_;                                                     \
         REAL(f_, e);                                                           \
         if (!f_)                                                               \
-            return cudaErrorInitializationError;                               \
+            return rt_fail(cudaErrorInitializationError);                      \
         HK_ENTER();                                                            \
         cudaError_t r_ = f_(__VA_ARGS__);                                      \
         HK_LEAVE();                                                            \
         return r_;                                                             \
     } while (0)
 
+/* ---- last error ------------------------------------------------------------ */
+
+/* The error the cache itself produced last on this thread, not yet returned
+ * by cudaGetLastError (cudaSuccess: none, or the real runtime's is newer). */
+static __thread cudaError_t our_last_error __attribute__((tls_model("initial-exec")));
+
+/* The cache fails a runtime call with `e`: make it the thread's last error,
+ * as the real runtime would have (it replaces any older one). cudaErrorNotReady
+ * is not an error and is not remembered (the runtime does not record it). */
+static cudaError_t rt_fail(cudaError_t e)
+{
+    if (e == cudaSuccess || e == cudaErrorNotReady)
+        return e;
+    cudaError_t (*get)(void);
+    REAL(get, cudaGetLastError);
+    if (get) {
+        HK_ENTER();
+        get();   /* older than ours: the real runtime would have overwritten it */
+        HK_LEAVE();
+    }
+    our_last_error = e;
+    return e;
+}
+
 static cudaError_t rt_device(int *dev)
 {
     cudaError_t (*f)(int *);
     REAL(f, cudaGetDevice);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     HK_ENTER();
     cudaError_t r = f(dev);
     HK_LEAVE();
@@ -159,7 +204,7 @@ static cudaError_t rt_alloc(void **devPtr, size_t size, uint64_t stream)
     HK_ENTER();
     int e = vt__alloc_malloc(dev, size, stream, devPtr);
     HK_LEAVE();
-    return (cudaError_t)e;
+    return rt_fail((cudaError_t)e);
 }
 
 HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -217,7 +262,7 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
         foreign_free_seen(devPtr, 0);
         CALL_REAL(cudaFree, devPtr);
     }
-    return (cudaError_t)e;
+    return rt_fail((cudaError_t)e);
 }
 VT_V13(cudaFree)
 
@@ -226,7 +271,7 @@ static cudaError_t rt_free_async(void *devPtr, uint64_t stream)
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
-    return (cudaError_t)e;
+    return e == VT_ALLOC_NOT_OWNED ? (cudaError_t)e : rt_fail((cudaError_t)e);
 }
 
 HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
@@ -262,7 +307,7 @@ HK_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
     cudaError_t (*f)(size_t *, size_t *);
     REAL(f, cudaMemGetInfo);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     HK_ENTER();
     cudaError_t r = f(free, total);
     HK_LEAVE();
@@ -282,22 +327,56 @@ HK_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 }
 VT_V13(cudaMemGetInfo)
 
-/* The reset frees every allocation of the device, the cache's segments
- * included: hand the free ones back first so the cache does not keep
- * addresses the reset invalidates. */
+/* The reset frees every allocation of the device: the cache's free segments
+ * and the blocks the program still holds (their pointers are invalid after a
+ * real reset too). The books are emptied first, while the streams and
+ * events the cache uses still exist (device_reset.c); the real reset's own
+ * driver call then passes through (guard). */
 HK_EXPORT cudaError_t cudaDeviceReset(void)
 {
     if (vt__hk_guard == 0) {
         int dev;
         if (rt_device(&dev) == cudaSuccess) {
             HK_ENTER();
-            vt__alloc_empty_cache(dev);
+            vt__hk_reset_books(dev);
             HK_LEAVE();
         }
     }
     CALL_REAL(cudaDeviceReset);
 }
 VT_V13(cudaDeviceReset)
+
+/* ---- last error ------------------------------------------------------------ */
+
+HK_EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t (*f)(void);
+    REAL(f, cudaGetLastError);
+    cudaError_t real = cudaSuccess;
+    if (f) {
+        HK_ENTER();
+        real = f();
+        HK_LEAVE();
+    }
+    cudaError_t ours = our_last_error;
+    our_last_error = cudaSuccess;
+    return real != cudaSuccess ? real : ours;
+}
+VT_V13(cudaGetLastError)
+
+HK_EXPORT cudaError_t cudaPeekAtLastError(void)
+{
+    cudaError_t (*f)(void);
+    REAL(f, cudaPeekAtLastError);
+    cudaError_t real = cudaSuccess;
+    if (f) {
+        HK_ENTER();
+        real = f();
+        HK_LEAVE();
+    }
+    return real != cudaSuccess ? real : our_last_error;
+}
+VT_V13(cudaPeekAtLastError)
 
 /* ---- streams ---------------------------------------------------------------- */
 
@@ -318,7 +397,7 @@ HK_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
     cudaError_t (*f)(cudaStream_t *);
     REAL(f, cudaStreamCreate);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(pStream);
@@ -333,7 +412,7 @@ HK_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned 
     cudaError_t (*f)(cudaStream_t *, unsigned);
     REAL(f, cudaStreamCreateWithFlags);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(pStream, flags);
@@ -349,7 +428,7 @@ HK_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsign
     cudaError_t (*f)(cudaStream_t *, unsigned, int);
     REAL(f, cudaStreamCreateWithPriority);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(pStream, flags, priority);
@@ -364,7 +443,7 @@ HK_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
     cudaError_t (*f)(cudaStream_t);
     REAL(f, cudaStreamDestroy);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     if (!pass && stream)
@@ -382,7 +461,7 @@ HK_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int
     cudaError_t (*f)(void **, size_t, unsigned);
     REAL(f, cudaMallocManaged);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(devPtr, size, flags);
@@ -399,24 +478,43 @@ HK_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
     cudaError_t (*f)(void **, size_t);
     REAL(f, cudaMallocHost);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(ptr, size);
     HK_LEAVE();
-    if (!pass && r == cudaSuccess && ptr)
+    if (!pass && r == cudaSuccess && ptr && *ptr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*ptr, size, VT_PASS_HOST,
                            false);
     return r;
 }
 VT_V13(cudaMallocHost)
 
+/* Same event as cudaMallocHost; its driver call (cuMemHostAlloc) comes back
+ * through the driver hook under the guard and is not recorded twice. */
+HK_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    cudaError_t (*f)(void **, size_t, unsigned);
+    REAL(f, cudaHostAlloc);
+    if (!f)
+        return rt_fail(cudaErrorInitializationError);
+    bool pass = vt__hk_guard != 0;
+    HK_ENTER();
+    cudaError_t r = f(pHost, size, flags);
+    HK_LEAVE();
+    if (!pass && r == cudaSuccess && pHost && *pHost)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHost, size, VT_PASS_HOST,
+                           false);
+    return r;
+}
+VT_V13(cudaHostAlloc)
+
 HK_EXPORT cudaError_t cudaFreeHost(void *ptr)
 {
     cudaError_t (*f)(void *);
     REAL(f, cudaFreeHost);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(ptr);
@@ -434,7 +532,7 @@ static cudaError_t from_pool(enum rt_fn e, void **ptr, size_t size, cudaMemPool_
     void *p = rt_real(e);
     memcpy(&f, &p, sizeof p);
     if (!f)
-        return cudaErrorInitializationError;
+        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
     HK_ENTER();
     cudaError_t r = f(ptr, size, pool, s);

@@ -5,7 +5,15 @@
  *                       meanwhile must come back intact
  *   prog_misc badfree   foreign, interior and double frees: print the codes
  *   prog_misc pending   destroy a stream whose freed block is still pending
- * Output must be identical with and without libvramtrace preloaded.
+ *   prog_misc lasterr   calls the cache fails (out of memory, bad frees) set
+ *                       the thread's last error: cudaGetLastError and
+ *                       cudaPeekAtLastError sequences, mixed with errors of
+ *                       the real runtime, in both orders
+ *   prog_misc reset     cudaDeviceReset with live, cached and stream-ordered
+ *                       blocks: old pointers are invalid afterwards, the
+ *                       device works again, memory info adds up
+ * Output must be identical with and without libvramtrace preloaded (also
+ * when linked with a static runtime, where only the driver hooks see it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,10 +140,137 @@ static int pending(void)
     return 0;
 }
 
+#define HUGE_SIZE ((size_t)1 << 40)   /* far beyond SIMCUDA_MEM */
+
+static void print_last(const char *what)
+{
+    cudaError_t peek = cudaPeekAtLastError();
+    cudaError_t peek2 = cudaPeekAtLastError();
+    cudaError_t get = cudaGetLastError();
+    cudaError_t get2 = cudaGetLastError();
+    printf("  after %s: peek=%d peek=%d get=%d get=%d\n", what, (int)peek, (int)peek2, (int)get,
+           (int)get2);
+}
+
+static int lasterr(void)
+{
+    void *p = NULL, *q = NULL, *r = NULL;
+    print_last("start");
+    /* The cache runs out of memory. */
+    printf("huge malloc: %d\n", (int)cudaMalloc(&p, HUGE_SIZE));
+    cudaError_t g1 = cudaGetLastError(), g2 = cudaGetLastError();
+    printf("  get=%d get=%d\n", (int)g1, (int)g2);
+    /* A double free the cache catches. */
+    CK(cudaMalloc(&p, 4096));
+    CK(cudaFree(p));
+    printf("double free: %d\n", (int)cudaFree(p));
+    print_last("double free");
+    /* Later successful calls do not clear it. */
+    CK(cudaMalloc(&q, 4096));
+    printf("interior free: %d\n", (int)cudaFree((char *)q + 256));
+    CK(cudaMalloc(&r, 100));
+    CK(cudaMemset(q, 0, 4096));
+    CK(cudaFree(r));
+    CK(cudaDeviceSynchronize());
+    print_last("interior free and successes");
+    /* Ours, then a newer error of the real runtime: the newer one wins. (A
+     * fresh pointer: the device may have reused p's address for q or r.) */
+    CK(cudaMalloc(&p, 4096));
+    CK(cudaFree(p));
+    printf("double free: %d\n", (int)cudaFree(p));
+    printf("bad device: %d\n", (int)cudaSetDevice(9999));
+    print_last("double free, bad device");
+    /* The real runtime's, then a newer one of ours. */
+    printf("bad device: %d\n", (int)cudaSetDevice(9999));
+    printf("huge malloc: %d\n", (int)cudaMalloc(&p, HUGE_SIZE));
+    print_last("bad device, huge malloc");
+    /* Stream-ordered calls. */
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    printf("huge async malloc: %d\n", (int)cudaMallocAsync(&p, HUGE_SIZE, s));
+    print_last("huge async malloc");
+    CK(cudaMallocAsync(&p, 1000, s));
+    printf("interior async free: %d\n", (int)cudaFreeAsync((char *)p + 8, s));
+    CK(cudaFreeAsync(p, s));
+    CK(cudaStreamSynchronize(s));
+    print_last("interior async free");
+    /* A foreign pointer: the real runtime's own error. */
+    int host = 0;
+    printf("host pointer free: %d\n", (int)cudaFree(&host));
+    print_last("host pointer free");
+    CK(cudaFree(q));
+    CK(cudaStreamDestroy(s));
+    hk_report_stats(5);
+    return 0;
+}
+
+static int meminfo_full(void)
+{
+    size_t fr = 0, total = 0;
+    if (cudaMemGetInfo(&fr, &total) != cudaSuccess)
+        return -1;
+    return fr == total;
+}
+
+static int reset(void)
+{
+    const size_t n = 64 * 1024;
+    unsigned char *h = malloc(n);
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    cudaStream_t s;
+    long allocs = 0;
+    CK(cudaMalloc(&a, 4096));
+    CK(cudaMalloc(&b, (size_t)8 << 20));
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMallocAsync(&c, 1000, s));
+    CK(cudaMalloc(&d, n));
+    allocs += 4;
+    CK(cudaFree(d));                     /* cached, not given back */
+    CK(cudaMemset(a, 1, 4096));
+    CK(cudaMemsetAsync(c, 2, 1000, s));
+    printf("before reset: memory all free: %d\n", meminfo_full());
+    CK(cudaDeviceReset());
+    printf("after reset: memory all free: %d\n", meminfo_full());
+    printf("free of an old pointer: %d\n", (int)cudaFree(a));
+    printf("  get=%d\n", (int)cudaGetLastError());
+    printf("free of an old large pointer: %d\n", (int)cudaFree(b));
+    printf("free of an old stream-ordered pointer: %d\n", (int)cudaFree(c));
+    cudaError_t g1 = cudaGetLastError(), g2 = cudaGetLastError();
+    printf("  get=%d get=%d\n", (int)g1, (int)g2);
+    /* The device works again, plain and stream-ordered, unknown-stream frees
+     * included (they fence every stream the cache knows). */
+    long bad = 0;
+    cudaStream_t s2;
+    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    for (int round = 0; round < 3; round++) {
+        void *x = NULL, *y = NULL;
+        CK(cudaMalloc(&x, n));
+        CK(cudaMallocAsync(&y, n, s2));
+        allocs += 2;
+        CK(cudaMemset(x, 0x33 + round, n));
+        CK(cudaMemsetAsync(y, 0x44, n, s2));
+        CK(cudaMemcpy(h, x, n, cudaMemcpyDeviceToHost));
+        bad += count_not(h, n, (unsigned char)(0x33 + round));
+        CK(cudaStreamSynchronize(s2));
+        CK(cudaMemcpy(h, y, n, cudaMemcpyDeviceToHost));
+        bad += count_not(h, n, 0x44);
+        CK(cudaFree(x));
+        CK(cudaFree(y));
+    }
+    CK(cudaDeviceSynchronize());
+    printf("after reset: bad bytes=%ld\n", bad);
+    int full = meminfo_full();
+    printf("at the end: memory all free: %d last error=%d\n", full, (int)cudaGetLastError());
+    CK(cudaStreamDestroy(s2));
+    hk_report_stats(allocs);
+    free(h);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prog_misc race|badfree|pending\n");
+        fprintf(stderr, "usage: prog_misc race|badfree|pending|lasterr|reset\n");
         return 2;
     }
     if (!strcmp(argv[1], "race"))
@@ -144,6 +279,10 @@ int main(int argc, char **argv)
         return badfree();
     if (!strcmp(argv[1], "pending"))
         return pending();
+    if (!strcmp(argv[1], "lasterr"))
+        return lasterr();
+    if (!strcmp(argv[1], "reset"))
+        return reset();
     fprintf(stderr, "prog_misc: unknown mode %s\n", argv[1]);
     return 2;
 }

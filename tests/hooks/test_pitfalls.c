@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "snapfile.h"      /* before vramtrace.h: vt_snapshot is the model's type */
 #include "vramtrace.h"
 
 /* Declared by the toolkit headers only in per-thread-stream builds. */
@@ -155,7 +156,8 @@ TEST(dlsym_on_libcuda_hands_out_hooks)
     static const char *const hooked[] = { "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAlloc_v2",
                                           "cuMemFree_v2", "cuMemGetInfo_v2", "cuStreamCreate",
                                           "cuStreamDestroy_v2", "cuGetProcAddress_v2",
-                                          "cuMemAllocAsync_ptsz" };
+                                          "cuMemAllocAsync_ptsz", "cuMemHostAlloc",
+                                          "cuDevicePrimaryCtxReset_v2" };
     for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++) {
         void *p = dlsym(h, hooked[i]);
         ASSERT_MSG(in_vramtrace(p), "dlsym(libcuda, %s) not hooked", hooked[i]);
@@ -199,7 +201,9 @@ TEST(runtime_symbols_carry_libcudart_version)
 {
     static const char *const names[] = { "cudaMalloc", "cudaFree", "cudaMallocAsync",
                                          "cudaFreeAsync", "cudaMemGetInfo", "cudaStreamCreate",
-                                         "cudaStreamDestroy", "cudaDeviceReset" };
+                                         "cudaStreamDestroy", "cudaDeviceReset",
+                                         "cudaGetLastError", "cudaPeekAtLastError",
+                                         "cudaHostAlloc" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *v = dlvsym(RTLD_DEFAULT, names[i], "libcudart.so.13");
         ASSERT_MSG(in_vramtrace(v), "%s@libcudart.so.13 is not ours", names[i]);
@@ -305,6 +309,177 @@ TEST(device_reset_empties_cache)
     ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
     ASSERT_EQ(cudaMemset(p, 1, 1000), cudaSuccess);
     ASSERT_EQ(cudaFree(p), cudaSuccess);
+}
+
+static int check_invariants(void)
+{
+    int (*f)(int);
+    void *p = dlsym(RTLD_DEFAULT, "vt__alloc_check_invariants");
+    ASSERT(p != NULL);
+    memcpy(&f, &p, sizeof p);
+    return f(0);
+}
+
+/* After a reset nothing of the device is left: the books hold no block and
+ * no segment (live blocks included), the device holds nothing, and old
+ * pointers are the real runtime's to reject. */
+static void reset_drops_everything(int driver_layer)
+{
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    cudaStream_t s;
+    ASSERT_EQ(cudaMalloc(&a, 4096), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&b, (size_t)24 << 20), cudaSuccess);    /* large pool */
+    ASSERT_EQ(cudaMalloc(&d, 100000), cudaSuccess);
+    ASSERT_EQ(cudaFree(d), cudaSuccess);                         /* cached */
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMallocAsync(&c, 5000, s), cudaSuccess);
+    int (*record)(void *, cudaStream_t);
+    void *rp = dlsym(RTLD_DEFAULT, "vt_record_stream");
+    ASSERT(rp != NULL);
+    memcpy(&record, &rp, sizeof rp);
+    ASSERT_EQ(record(a, s), 0);                /* a free of a would need a fence */
+    vt_stats s0 = stats();
+    ASSERT_EQ(s0.allocation[VT_STAT_ALL].current, 3);
+    ASSERT_GT(sim().bytes_in_use, 0);
+    if (driver_layer)
+        ASSERT_EQ(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    else
+        ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+    vt_stats s1 = stats();
+    ASSERT_EQ(s1.allocation[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s1.allocated_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s1.reserved_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s1.segment[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s1.allocation[VT_STAT_ALL].freed - s0.allocation[VT_STAT_ALL].freed, 3);
+    ASSERT_EQ(s1.num_bad_frees, s0.num_bad_frees);
+    ASSERT_EQ(check_invariants(), 0);
+    simcuda_counters c1 = sim();
+    ASSERT_EQ(c1.bytes_in_use, 0);
+    /* Old pointers: the real runtime's invalid value, and its last error. */
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaFree(a), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaFree(b), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaFreeAsync(c, 0), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    ASSERT_EQ(sim().bad_frees - c1.bad_frees, 3);
+    ASSERT_EQ(stats().num_bad_frees, s1.num_bad_frees);   /* not the cache's */
+    /* Working again: a new segment, counted once; frees of unknown stream
+     * (fenced on every stream the cache knows: none survived the reset). */
+    simcuda_counters c2 = sim();
+    for (int i = 0; i < 4; i++) {
+        ASSERT_EQ(cudaMalloc(&a, 4096), cudaSuccess);
+        ASSERT_EQ(cudaMemset(a, 1, 4096), cudaSuccess);
+        ASSERT_EQ(cudaFree(a), cudaSuccess);
+    }
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    ASSERT_EQ(cudaMallocAsync(&c, 5000, s), cudaSuccess);
+    ASSERT_EQ(cudaFree(c), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    simcuda_counters c3 = sim();
+    ASSERT_EQ(c3.allocs - c2.allocs, 2);     /* a segment for each stream */
+    vt_stats s2 = stats();
+    ASSERT_EQ(s2.allocation[VT_STAT_ALL].allocated - s1.allocation[VT_STAT_ALL].allocated, 5);
+    ASSERT_EQ(s2.allocation[VT_STAT_ALL].current, 0);
+    ASSERT_EQ((uint64_t)s2.reserved_bytes[VT_STAT_ALL].current, c3.bytes_in_use);
+    ASSERT_EQ(check_invariants(), 0);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(device_reset_drops_live_blocks)
+{
+    reset_drops_everything(0);
+}
+
+/* A statically linked runtime's reset reaches only the driver hook. */
+TEST(primary_ctx_reset_drops_live_blocks)
+{
+    reset_drops_everything(1);
+}
+
+/* Pinned host memory is seen, not cached: one PASSTHROUGH event (VT_PASS_HOST)
+ * per allocation and per release, whichever layer the call enters. */
+TEST(host_alloc_is_a_passthrough_event)
+{
+    void *h1 = NULL, *h2 = NULL, *h3 = NULL;
+    ASSERT_EQ(cudaHostAlloc(&h1, 10000, cudaHostAllocDefault), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cuMemHostAlloc(&h2, 20000, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+    ASSERT_EQ(cudaMallocHost(&h3, 30000), cudaSuccess);
+    ASSERT(h1 && h2 && h3);
+    ASSERT_EQ(cudaFreeHost(h1), cudaSuccess);
+    ASSERT_EQ(cuMemFreeHost(h2), CUDA_SUCCESS);
+    ASSERT_EQ(cudaFreeHost(h3), cudaSuccess);
+    ASSERT_EQ(sim().mem_alloc_host_calls, 3);      /* still the program's */
+
+    char path[] = "/tmp/hk_hostallocXXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    int (*snap)(const char *);
+    void *p = dlsym(RTLD_DEFAULT, "vt_snapshot");
+    ASSERT(p != NULL);
+    memcpy(&snap, &p, sizeof p);
+    ASSERT_EQ(snap(path), 0);
+    vt_snapshot *sn = NULL;
+    char err[256];
+    int rc = vt_snapfile_read(path, &sn, err, sizeof err);
+    unlink(path);
+    ASSERT_MSG(rc == 0, "%s", err);
+    const void *ptrs[3] = { h1, h2, h3 };
+    const uint64_t sizes[3] = { 10000, 20000, 30000 };
+    int allocs[3] = { 0 }, frees[3] = { 0 }, others = 0;
+    for (size_t i = 0; i < sn->nevents; i++) {
+        const vt_event *e = &sn->events[i];
+        if (e->kind != VT_EV_PASSTHROUGH)
+            continue;
+        int k = -1;
+        for (int j = 0; j < 3; j++)
+            if (e->addr == (uint64_t)(uintptr_t)ptrs[j])
+                k = j;
+        if (k < 0 || e->aux != VT_PASS_HOST) {
+            others++;
+            continue;
+        }
+        if (e->aux2) {
+            frees[k]++;
+        } else {
+            allocs[k]++;
+            ASSERT_EQ(e->req_size, sizes[k]);
+        }
+    }
+    vt_snapshot_free(sn);
+    for (int j = 0; j < 3; j++) {
+        ASSERT_MSG(allocs[j] == 1, "host allocation %d recorded %d times", j, allocs[j]);
+        ASSERT_MSG(frees[j] == 1, "host release %d recorded %d times", j, frees[j]);
+    }
+    ASSERT_EQ(others, 0);
+}
+
+/* The last error the cache sets, in this thread only. */
+static void *other_thread_last_error(void *arg)
+{
+    (void)arg;
+    return (void *)(uintptr_t)cudaPeekAtLastError();
+}
+
+TEST(cache_errors_are_per_thread_last_errors)
+{
+    void *p = NULL;
+    ASSERT_EQ(cudaMalloc(&p, (size_t)1 << 40), cudaErrorMemoryAllocation);
+    pthread_t t;
+    void *rv;
+    ASSERT_EQ(pthread_create(&t, NULL, other_thread_last_error, NULL), 0);
+    pthread_join(t, &rv);
+    ASSERT_EQ((int)(uintptr_t)rv, cudaSuccess);
+    ASSERT_EQ(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+    ASSERT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    /* The driver layer's errors never touch the runtime's last error. */
+    ASSERT_EQ(cudaFree(NULL), cudaSuccess);    /* makes the primary context current */
+    CUdeviceptr d = 0;
+    ASSERT_EQ(cuMemAlloc_v2(&d, (size_t)1 << 40), CUDA_ERROR_OUT_OF_MEMORY);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 /* No one-time initializer may call CUDA: many threads whose first call is a

@@ -1,0 +1,102 @@
+/*
+ * alloc/hooks/device_reset.c - empty the cache's books before a device reset.
+ *
+ * A real cudaDeviceReset (cuDevicePrimaryCtxReset) frees every allocation of
+ * the device and destroys its streams and events. Left alone, the cache would
+ * keep segments whose addresses are gone, blocks the program still holds with
+ * stale addresses, streams it records fences on and events from the dead
+ * context. So before the real reset:
+ *   1. every block the program holds is freed on its own stream (no fence:
+ *      the program's pointers are invalid after the reset anyway; the FREE
+ *      events carry the reset's call stack);
+ *   2. vt__heap_empty_cache waits for the fences still in flight and gives
+ *      every segment back (the device is still intact here);
+ *   3. the announced streams are forgotten (the reset destroys them; a later
+ *      stream may reuse a handle value) and the idle fence events destroyed.
+ * A later free of an old pointer is no longer the cache's: it goes to the
+ * real free, which reports it as the real runtime does (invalid value).
+ *
+ * This works on the allocator's internal structures (alloc_internal.h): the
+ * allocator's API has no "drop the device" call. It belongs in alloc_heap.c
+ * as vt__alloc_device_reset(int device); until then it lives here.
+ */
+#include <stdlib.h>
+
+#include "alloc_internal.h"
+#include "backend.h"
+#include "hooks_internal.h"
+#include "recorder.h"
+
+struct live {
+    uint64_t addr;
+    uint64_t key;     /* the block's own stream key: freeing there needs no fence */
+};
+
+/* The program's live blocks of h, copied out under the lock. @return the
+ * count (*out: malloc'ed, NULL when none or out of memory). */
+static uint64_t collect_live(vt__heap *h, struct live **out)
+{
+    *out = NULL;
+    for (;;) {
+        vt__heap_lock(h);
+        uint64_t n = h->live.count;
+        vt__heap_unlock(h);
+        if (n == 0)
+            return 0;
+        struct live *v = malloc((n + 16) * sizeof *v);
+        if (!v)
+            return 0;
+        vt__heap_lock(h);
+        if (h->live.count > n + 16) {   /* another thread allocated meanwhile */
+            vt__heap_unlock(h);
+            free(v);
+            continue;
+        }
+        uint64_t k = 0;
+        for (uint64_t i = 0; h->live.keys && i <= h->live.mask; i++)
+            if (h->live.keys[i])
+                v[k++] = (struct live){ h->live.keys[i], h->live.vals[i]->stream };
+        vt__heap_unlock(h);
+        *out = v;
+        return k;
+    }
+}
+
+/* Forget the streams announced on h; destroy the idle fence events. */
+static void forget_streams_and_events(vt__heap *h)
+{
+    vt__heap_lock(h);
+    uint64_t ns = h->nstreams, ne = h->nevpool;
+    uint64_t *streams = ns ? malloc(ns * sizeof *streams) : NULL;
+    void **events = ne ? malloc(ne * sizeof *events) : NULL;
+    if (streams)
+        for (uint64_t i = 0; i < ns; i++)
+            streams[i] = h->streams[i];
+    if (events) {
+        for (uint64_t i = 0; i < ne; i++)
+            events[i] = h->evpool[i];
+        h->nevpool = 0;
+    }
+    vt__heap_unlock(h);
+    for (uint64_t i = 0; streams && i < ns; i++)
+        vt__heap_stream_destroyed(h, streams[i]);
+    for (uint64_t i = 0; events && i < ne; i++)
+        vt__backend_event_destroy(h->device, events[i]);
+    free(streams);
+    free(events);
+}
+
+void vt__hk_reset_books(int device)
+{
+    vt__heap *h = vt__heap_get(device, false);
+    if (!h)
+        return;   /* the cache never touched this device */
+    struct live *v;
+    uint64_t n = collect_live(h, &v);
+    uint32_t stack = n && vt__trace_enabled() ? vt__stack_capture_free() : 0;
+    for (uint64_t i = 0; i < n; i++)
+        vt__heap_free((void *)(uintptr_t)v[i].addr, v[i].key, VT_FREE_ON_STREAM, stack);
+    free(v);
+    vt__heap_empty_cache(h);
+    forget_streams_and_events(h);
+}
