@@ -48,4 +48,10 @@ uint64_t vt__alloc_cached_free_bytes(int device);
 /* Return every fully free segment of `device` to the device (-1: all). */
 int vt__alloc_empty_cache(int device);
 
+/* The device is about to be reset (cudaDeviceReset, cuDevicePrimaryCtxReset),
+ * which frees every allocation and destroys its streams and events: drop
+ * everything the cache holds for it, live blocks included, and forget its
+ * streams, so the books match the device afterwards (alloc_reset.c). */
+void vt__alloc_device_reset(int device);
+
 #endif /* VT_ALLOC_ALLOCATOR_H */

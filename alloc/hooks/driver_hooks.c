@@ -439,7 +439,7 @@ static CUresult ctx_reset(enum vt__hk_drv e, CUdevice dev, bool pass)
         return CUDA_ERROR_NOT_INITIALIZED;
     HK_ENTER();
     if (!pass)
-        vt__hk_reset_books((int)dev);
+        vt__alloc_device_reset((int)dev);
     CUresult r = real(dev);
     HK_LEAVE();
     return r;

@@ -103,12 +103,6 @@ bool vt__hk_is_hooked_name(const char *name);
 /* The hook standing in for entry `e`. */
 void *vt__hk_drv_hook(enum vt__hk_drv e);
 
-/* ---- device_reset.c ----------------------------------------------------- */
-
-/* `device` is about to be reset (cudaDeviceReset, cuDevicePrimaryCtxReset):
- * drop everything the cache holds there, live blocks included, and forget
- * its streams. Call with the guard up, before the real reset. */
-void vt__hk_reset_books(int device);
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 

@@ -330,7 +330,7 @@ VT_V13(cudaMemGetInfo)
 /* The reset frees every allocation of the device: the cache's free segments
  * and the blocks the program still holds (their pointers are invalid after a
  * real reset too). The books are emptied first, while the streams and
- * events the cache uses still exist (device_reset.c); the real reset's own
+ * events the cache uses still exist (alloc_reset.c); the real reset's own
  * driver call then passes through (guard). */
 HK_EXPORT cudaError_t cudaDeviceReset(void)
 {
@@ -338,7 +338,7 @@ HK_EXPORT cudaError_t cudaDeviceReset(void)
         int dev;
         if (rt_device(&dev) == cudaSuccess) {
             HK_ENTER();
-            vt__hk_reset_books(dev);
+            vt__alloc_device_reset(dev);
             HK_LEAVE();
         }
     }

@@ -1,5 +1,5 @@
 /*
- * alloc/hooks/device_reset.c - empty the cache's books before a device reset.
+ * alloc/alloc_reset.c - empty the cache's books before a device reset.
  *
  * A real cudaDeviceReset (cuDevicePrimaryCtxReset) frees every allocation of
  * the device and destroys its streams and events. Left alone, the cache would
@@ -15,16 +15,13 @@
  *      stream may reuse a handle value) and the idle fence events destroyed.
  * A later free of an old pointer is no longer the cache's: it goes to the
  * real free, which reports it as the real runtime does (invalid value).
- *
- * This works on the allocator's internal structures (alloc_internal.h): the
- * allocator's API has no "drop the device" call. It belongs in alloc_heap.c
- * as vt__alloc_device_reset(int device); until then it lives here.
+ * The hooks call it from cudaDeviceReset and cuDevicePrimaryCtxReset.
  */
 #include <stdlib.h>
 
 #include "alloc_internal.h"
 #include "backend.h"
-#include "hooks_internal.h"
+#include "allocator.h"
 #include "recorder.h"
 
 struct live {
@@ -86,7 +83,7 @@ static void forget_streams_and_events(vt__heap *h)
     free(events);
 }
 
-void vt__hk_reset_books(int device)
+void vt__alloc_device_reset(int device)
 {
     vt__heap *h = vt__heap_get(device, false);
     if (!h)
