@@ -34,7 +34,7 @@
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 extern char _end[] __attribute__((visibility("hidden")));
 
-bool vt__hk_is_self(const void *addr)
+HK_EARLY bool vt__hk_is_self(const void *addr)
 {
     return (const char *)addr >= __ehdr_start && (const char *)addr < _end;
 }
@@ -49,7 +49,7 @@ __attribute__((visibility("hidden"))) _Atomic(dlopen_fn) vt__hk_real_dlopen_fn;
 /* dlvsym hands back a data pointer; ISO C converts to function pointers only
  * through memcpy. A result inside libvramtrace is our own entry (an odd libc
  * search order) and would recurse: refuse it. */
-static void *real_by_version(const char *name)
+HK_EARLY static void *real_by_version(const char *name)
 {
     static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5" };
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
@@ -60,7 +60,7 @@ static void *real_by_version(const char *name)
     return NULL;
 }
 
-static dlsym_fn real_dlsym(void)
+HK_EARLY static dlsym_fn real_dlsym(void)
 {
     dlsym_fn f = atomic_load_explicit(&vt__hk_real_dlsym_fn, memory_order_acquire);
     if (hk_likely(f != NULL))
@@ -73,7 +73,7 @@ static dlsym_fn real_dlsym(void)
     return f;
 }
 
-static dlopen_fn real_dlopen(void)
+HK_EARLY static dlopen_fn real_dlopen(void)
 {
     dlopen_fn f = atomic_load_explicit(&vt__hk_real_dlopen_fn, memory_order_acquire);
     if (hk_likely(f != NULL))
@@ -109,7 +109,7 @@ void *vt__hk_dlsym_hooked(void *handle, const char *name)
  * vt__hk_dlsym_hooked; NULL when there is no real dlsym (dlsym returns NULL). */
 __attribute__((visibility("hidden"))) void *vt__hk_dlsym_route(void *handle, const char *name,
                                                                const void *caller);
-void *vt__hk_dlsym_route(void *handle, const char *name, const void *caller)
+HK_EARLY void *vt__hk_dlsym_route(void *handle, const char *name, const void *caller)
 {
     (void)handle;
     dlsym_fn f = real_dlsym();
@@ -134,7 +134,7 @@ static atomic_int deepbind_warned;
 
 __attribute__((visibility("hidden"))) void *vt__hk_dlopen_route(const char *file, int flags,
                                                                 const void *caller);
-void *vt__hk_dlopen_route(const char *file, int flags, const void *caller)
+HK_EARLY void *vt__hk_dlopen_route(const char *file, int flags, const void *caller)
 {
     dlopen_fn f = real_dlopen();
     if ((flags & RTLD_DEEPBIND) && file && !vt__hk_is_self(caller)

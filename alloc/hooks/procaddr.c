@@ -124,7 +124,7 @@ static void *gpa_identity(enum vt__hk_drv e)
     return p;
 }
 
-bool vt__hk_is_hooked_name(const char *name)
+HK_EARLY bool vt__hk_is_hooked_name(const char *name)
 {
     if (name[0] != 'c' || name[1] != 'u')
         return false;
