@@ -135,6 +135,17 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static vt_strtab interned;
 static bool interned_ok;
 
+/* fork() while another thread holds the lock would leave it locked forever
+ * in the child (a DataLoader worker that names a tensor would hang): hold it
+ * across the fork, so both sides start with it free and the table whole. */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_release(void) { pthread_mutex_unlock(&lock); }
+
+__attribute__((constructor)) static void strings_atfork(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 uint32_t vt__string_intern(const char *s)
 {
     if (!s || !*s)

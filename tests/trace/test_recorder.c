@@ -427,6 +427,41 @@ TEST(out_of_memory_snapshot_when_asked)
     rmdir(dir);
 }
 
+/* Interns strings without pause until told to stop. */
+static atomic_bool interning;
+static void *intern_forever(void *arg)
+{
+    (void)arg;
+    char name[32];
+    for (unsigned i = 0; atomic_load(&interning); i++) {
+        snprintf(name, sizeof name, "name %u", i % 4096);
+        vt__string_intern(name);
+    }
+    return NULL;
+}
+
+TEST(fork_while_another_thread_interns_does_not_hang_the_child)
+{
+    atomic_store(&interning, true);
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, intern_forever, NULL), 0);
+    for (int i = 0; i < 50; i++) {
+        pid_t pid = fork();
+        ASSERT(pid >= 0);
+        if (pid == 0) {
+            /* A child that records (a DataLoader worker naming a tensor). */
+            alarm(5);
+            _exit(vt__string_intern("from the child") != 0 ? 0 : 3);
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                   "child %d: status 0x%x (hung: killed by SIGALRM)", i, status);
+    }
+    atomic_store(&interning, false);
+    pthread_join(t, NULL);
+}
+
 TEST(version_matches_the_header)
 {
     ASSERT_EQ(vt_version_number(), VRAMTRACE_VERSION_NUMBER);
