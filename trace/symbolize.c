@@ -136,15 +136,51 @@ static uint32_t add_function(symctx *c, const char *name)
     return add(c, name);
 }
 
+/* Drop "." and "dir/.." components of an absolute path in place, lexically
+ * (no file system access: the file may not exist here). "/a/build/../b.c"
+ * becomes "/a/b.c". */
+static void normalize_path(char *path)
+{
+    char *out = path;          /* path[0] is '/', kept */
+    const char *in = path;
+    while (*in) {
+        while (*in == '/')
+            in++;
+        const char *end = strchr(in, '/');
+        size_t len = end ? (size_t)(end - in) : strlen(in);
+        if (len == 0)
+            break;
+        if (len == 1 && in[0] == '.') {
+            /* skip */
+        } else if (len == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > path && *--out != '/') {}
+        } else {
+            *out++ = '/';
+            memmove(out, in, len);
+            out += len;
+        }
+        in += len;
+    }
+    if (out == path)
+        *out++ = '/';
+    *out = '\0';
+}
+
 /* DWARF names files as the compiler saw them, often relative to the
  * compilation directory: make them absolute so they open from anywhere. */
 static uint32_t add_file(symctx *c, Dwfl_Line *line, const char *src)
 {
     const char *dir = src[0] == '/' ? NULL : dwfl_line_comp_dir(line);
-    if (!dir || !*dir)
-        return add(c, src);
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, src);
+    if (!dir || !*dir) {
+        if (src[0] != '/')
+            return add(c, src);
+        snprintf(path, sizeof path, "%s", src);
+    } else {
+        snprintf(path, sizeof path, "%s/%s", dir, src);
+    }
+    if (path[0] == '/')
+        normalize_path(path);
     return add(c, path);
 }
 

@@ -96,6 +96,10 @@ TEST(known_call_chain_symbolizes_to_its_functions)
     for (int i = 0; i < 3; i++) {
         ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[i]->file), "test_stacks.c");
         ASSERT_EQ(vt_snapshot_string(s, f[i]->file)[0], '/');   /* absolute */
+        /* normalized, and naming the real file */
+        ASSERT(!strstr(vt_snapshot_string(s, f[i]->file), "/../"));
+        ASSERT(!strstr(vt_snapshot_string(s, f[i]->file), "/./"));
+        ASSERT_EQ(access(vt_snapshot_string(s, f[i]->file), R_OK), 0);
         ASSERT_GT(f[i]->line, 0);
         ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[i]->module), "test_stacks");
         ASSERT_GT(strlen(vt_snapshot_string(s, f[i]->build_id)), 16);
