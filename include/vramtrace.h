@@ -215,16 +215,27 @@ VT_API int vt_mark(const char *label);
  * include/vramtrace/format.h). With tracing off the calls record nothing and
  * still hand out ids, so callers need no special case. All are thread-safe;
  * calls marked "captures a stack" unwind the caller's native stack
- * (VRAMTRACE_CONF stack_depth frames). */
+ * (VRAMTRACE_CONF stack_depth frames), and each has a _stack twin that takes
+ * a stack id from vt_stack_intern_frames() instead (0: no stack): an
+ * interpreter's native stack shows only the interpreter, and the unwind is
+ * most of the cost of a call. */
 
 /*! vt_tensor_new() :
  * A logical tensor now views `nbytes` at `data_ptr`, inside a storage
  * allocated by vramtrace (or declared with vt_storage_external()).
  * `base_tensor` is the tensor it is a view of (0: none); `name` may be NULL.
- * Captures a stack (where the tensor was made).
+ * Captures a stack (where the tensor was made). The creation counts as the
+ * tensor's first use: no vt_tensor_use() is needed for it.
  * @return the tensor's id (never 0). */
 VT_API uint64_t vt_tensor_new(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                               const char *name);
+
+/*! vt_tensor_new_stack() :
+ * As vt_tensor_new(), with `stack` from vt_stack_intern_frames() (0: none)
+ * instead of capturing the native one.
+ * @return the tensor's id (never 0). */
+VT_API uint64_t vt_tensor_new_stack(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
+                                    const char *name, uint32_t stack);
 
 /*! vt_tensor_use() :
  * Tensor `id` was used (read or written) now. Captures a stack. */
@@ -238,25 +249,40 @@ VT_API void vt_tensor_use_stack(uint64_t id, uint32_t stack);
 
 /*! vt_tensor_drop() :
  * The logical tensor `id` is gone (its Python object was collected); its
- * storage may live on through other references. Captures a stack unless
- * free_stacks:0. */
+ * storage may live on through other references. Records no stack (no view
+ * reads one: the storage's release carries the stack that matters). */
 VT_API void vt_tensor_drop(uint64_t id);
 
 /*! vt_storage_external() :
  * Declare a storage of `nbytes` at `ptr` on `device` that vramtrace did not
  * allocate (another allocator, a CUDA IPC handle, a DLPack import), so that
- * tensors in it can be checked too. Captures a stack.
+ * tensors in it can be checked too. Captures a stack (shown as the
+ * storage's allocation stack).
  * @return 0, or -EINVAL if ptr is NULL. */
 VT_API int vt_storage_external(const void *ptr, size_t nbytes, int device);
 
+/*! vt_storage_external_stack() :
+ * As vt_storage_external(), with `stack` from vt_stack_intern_frames()
+ * (0: none) instead of capturing the native one.
+ * @return 0, or -EINVAL if ptr is NULL. */
+VT_API int vt_storage_external_stack(const void *ptr, size_t nbytes, int device, uint32_t stack);
+
 /*! vt_storage_external_free() :
- * The external storage at `ptr` was released.
+ * The external storage at `ptr` was released. Captures a stack (the
+ * storage's free stack) unless free_stacks:0.
  * @return 0, or -EINVAL if ptr is NULL. */
 VT_API int vt_storage_external_free(const void *ptr);
 
+/*! vt_storage_external_free_stack() :
+ * As vt_storage_external_free(), with `stack` from vt_stack_intern_frames()
+ * (0: none) instead of capturing the native one; free_stacks does not apply.
+ * @return 0, or -EINVAL if ptr is NULL. */
+VT_API int vt_storage_external_free_stack(const void *ptr, uint32_t stack);
+
 /*! vt_holder_new() :
  * Something that can hold references (a module, an optimizer, a cache, a
- * list, a closure), named `name` (may be NULL). Captures a stack.
+ * list, a closure), named `name` (may be NULL). Records no stack (no view
+ * reads one).
  * @return the holder's id (never 0). */
 VT_API uint64_t vt_holder_new(const char *name);
 
@@ -279,8 +305,8 @@ VT_API int vt_unref(uint64_t from, uint64_t to);
  * ip 0, module "python", and function, file and line filled in. Identical
  * stacks get identical ids, so a caller can cache the id per call site.
  * At most 256 frames are kept (the innermost).
- * @return a stack id for vt_tensor_use_stack(), 0 if n is 0, tracing is off
- *         or the stack table is full. */
+ * @return a stack id for the _stack calls (vt_tensor_use_stack() ...), 0 if n
+ *         is 0, tracing is off or the stack table is full. */
 VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
 
 #ifdef __cplusplus

@@ -8,6 +8,13 @@
  * references on one time line. Tensor and holder ids come from one counter
  * and are never 0; with tracing off the calls still hand out ids and record
  * nothing.
+ *
+ * Stacks are recorded only where a reader uses them: TENSOR_NEW and
+ * TENSOR_USE (the checker's uses, the last one shown), STORAGE_EXTERNAL and
+ * its _FREE (a storage's allocation and release). Drops, holders and
+ * references carry none. Every call that captures a native stack has a
+ * _stack twin taking one from vt_stack_intern_frames() instead, for
+ * interpreters whose native stack shows only their own loop.
  */
 #include "vramtrace.h"
 #include "rec_internal.h"
@@ -23,15 +30,29 @@ static uint64_t new_id(void)
     return atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
 }
 
+static uint64_t tensor_new(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
+                           const char *name, uint32_t stack)
+{
+    uint64_t id = new_id();
+    vt__trace(VT_EV_TENSOR_NEW, -1, 0, (uint64_t)(uintptr_t)data_ptr, nbytes, nbytes, stack, id,
+              base_tensor, vt__string_intern(name));
+    return id;
+}
+
 VT_REC_TEXT uint64_t vt_tensor_new(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                                    const char *name)
 {
-    uint64_t id = new_id();
     if (!vt__rec_on())
-        return id;
-    vt__trace(VT_EV_TENSOR_NEW, -1, 0, (uint64_t)(uintptr_t)data_ptr, nbytes, nbytes,
-              vt__stack_capture(), id, base_tensor, vt__string_intern(name));
-    return id;
+        return new_id();
+    return tensor_new(data_ptr, nbytes, base_tensor, name, vt__stack_capture());
+}
+
+uint64_t vt_tensor_new_stack(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
+                             const char *name, uint32_t stack)
+{
+    if (!vt__rec_on())
+        return new_id();
+    return tensor_new(data_ptr, nbytes, base_tensor, name, stack);
 }
 
 VT_REC_TEXT void vt_tensor_use(uint64_t id)
@@ -48,11 +69,20 @@ void vt_tensor_use_stack(uint64_t id, uint32_t stack)
     vt__trace(VT_EV_TENSOR_USE, -1, 0, 0, 0, 0, stack, id, 0, 0);
 }
 
-VT_REC_TEXT void vt_tensor_drop(uint64_t id)
+/* No stack: neither the checker nor the views read one for a drop (the
+ * storage's release has its own), and an unwind costs more than the event. */
+void vt_tensor_drop(uint64_t id)
 {
     if (id == 0 || !vt__rec_on())
         return;
-    vt__trace(VT_EV_TENSOR_DROP, -1, 0, 0, 0, 0, vt__stack_capture_free(), id, 0, 0);
+    vt__trace(VT_EV_TENSOR_DROP, -1, 0, 0, 0, 0, 0, id, 0, 0);
+}
+
+static int storage_external(const void *ptr, size_t nbytes, int device, uint32_t stack)
+{
+    vt__trace(VT_EV_STORAGE_EXTERNAL, device, 0, (uint64_t)(uintptr_t)ptr, nbytes, nbytes, stack,
+              0, 0, 0);
+    return 0;
 }
 
 VT_REC_TEXT int vt_storage_external(const void *ptr, size_t nbytes, int device)
@@ -61,9 +91,16 @@ VT_REC_TEXT int vt_storage_external(const void *ptr, size_t nbytes, int device)
         return -EINVAL;
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_STORAGE_EXTERNAL, device, 0, (uint64_t)(uintptr_t)ptr, nbytes, nbytes,
-              vt__stack_capture(), 0, 0, 0);
-    return 0;
+    return storage_external(ptr, nbytes, device, vt__stack_capture());
+}
+
+int vt_storage_external_stack(const void *ptr, size_t nbytes, int device, uint32_t stack)
+{
+    if (!ptr)
+        return -EINVAL;
+    if (!vt__rec_on())
+        return 0;
+    return storage_external(ptr, nbytes, device, stack);
 }
 
 VT_REC_TEXT int vt_storage_external_free(const void *ptr)
@@ -77,13 +114,23 @@ VT_REC_TEXT int vt_storage_external_free(const void *ptr)
     return 0;
 }
 
-VT_REC_TEXT uint64_t vt_holder_new(const char *name)
+int vt_storage_external_free_stack(const void *ptr, uint32_t stack)
+{
+    if (!ptr)
+        return -EINVAL;
+    if (!vt__rec_on())
+        return 0;
+    vt__trace(VT_EV_STORAGE_EXTERNAL_FREE, -1, 0, (uint64_t)(uintptr_t)ptr, 0, 0, stack, 0, 0, 0);
+    return 0;
+}
+
+/* No stack, as for a drop: nothing reads one. */
+uint64_t vt_holder_new(const char *name)
 {
     uint64_t id = new_id();
     if (!vt__rec_on())
         return id;
-    vt__trace(VT_EV_HOLDER_NEW, -1, 0, 0, 0, 0, vt__stack_capture(), id, 0,
-              vt__string_intern(name));
+    vt__trace(VT_EV_HOLDER_NEW, -1, 0, 0, 0, 0, 0, id, 0, vt__string_intern(name));
     return id;
 }
 

@@ -148,12 +148,15 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_snapshot": (_int, (_cs,)),
     "vt_mark": (_int, (_cs,)),
     "vt_tensor_new": (_u64, (_vp, ctypes.c_size_t, _u64, _cs)),
+    "vt_tensor_new_stack": (_u64, (_vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32)),
     "vt_tensor_use": (None, (_u64,)),
     "vt_tensor_use_stack": (None, (_u64, ctypes.c_uint32)),
     "vt_tensor_drop": (None, (_u64,)),
-    "vt_tensor_name": (_int, (_u64, _cs)),     # optional: renames a tensor
+    "vt_tensor_name": (_int, (_u64, _cs)),     # not in the library yet (needs a format change)
     "vt_storage_external": (_int, (_vp, ctypes.c_size_t, _int)),
+    "vt_storage_external_stack": (_int, (_vp, ctypes.c_size_t, _int, ctypes.c_uint32)),
     "vt_storage_external_free": (_int, (_vp,)),
+    "vt_storage_external_free_stack": (_int, (_vp, ctypes.c_uint32)),
     "vt_holder_new": (_u64, (_cs,)),
     "vt_ref": (_int, (_u64, _u64, _cs)),
     "vt_unref": (_int, (_u64, _u64)),
@@ -196,6 +199,11 @@ class Library:
     def has(self, name: str) -> bool:
         """True when the loaded library exports ``name`` (e.g. "vt_mark")."""
         return name in self._fn
+
+    def raw(self, name: str) -> Any:
+        """The bare ctypes function ``name`` (None if absent), for hot paths
+        that pass already converted arguments."""
+        return self._fn.get(name)
 
     def _get(self, name: str) -> Any:
         fn = self._fn.get(name)
@@ -246,24 +254,42 @@ class Library:
         self._check("vt_mark", self._get("vt_mark")(_enc(label)), repr(label))
 
     # -- annotations --------------------------------------------------------
-    def tensor_new(self, data_ptr: int, nbytes: int, base: int, name: str) -> int:
+    # ``stack``: a stack id from intern_stack() (0: no stack), or None to let
+    # the library capture the native stack (useless from Python: it shows the
+    # interpreter and libffi, and costs an unwind). Libraries without the
+    # _stack calls capture natively whatever is passed.
+    def tensor_new(self, data_ptr: int, nbytes: int, base: int, name: str,
+                   stack: Optional[int] = None) -> int:
+        fn = self._fn.get("vt_tensor_new_stack")
+        if stack is not None and fn is not None:
+            return int(fn(data_ptr, nbytes, base, _enc(name), stack))
         return int(self._get("vt_tensor_new")(data_ptr, nbytes, base, _enc(name)))
 
-    def tensor_use(self, tensor_id: int, stack: int = 0) -> None:
-        if stack and "vt_tensor_use_stack" in self._fn:
-            self._fn["vt_tensor_use_stack"](tensor_id, stack)
+    def tensor_use(self, tensor_id: int, stack: Optional[int] = None) -> None:
+        fn = self._fn.get("vt_tensor_use_stack")
+        if stack is not None and fn is not None:
+            fn(tensor_id, stack)
         else:
             self._get("vt_tensor_use")(tensor_id)
 
     def tensor_drop(self, tensor_id: int) -> None:
         self._get("vt_tensor_drop")(tensor_id)
 
-    def storage_external(self, ptr: int, nbytes: int, device: int) -> None:
-        rc = self._get("vt_storage_external")(ptr, nbytes, device)
+    def storage_external(self, ptr: int, nbytes: int, device: int,
+                         stack: Optional[int] = None) -> None:
+        fn = self._fn.get("vt_storage_external_stack")
+        if stack is not None and fn is not None:
+            rc = fn(ptr, nbytes, device, stack)
+        else:
+            rc = self._get("vt_storage_external")(ptr, nbytes, device)
         self._check("vt_storage_external", rc, f"{ptr:#x}, {nbytes}, {device}")
 
-    def storage_external_free(self, ptr: int) -> None:
-        rc = self._get("vt_storage_external_free")(ptr)
+    def storage_external_free(self, ptr: int, stack: Optional[int] = None) -> None:
+        fn = self._fn.get("vt_storage_external_free_stack")
+        if stack is not None and fn is not None:
+            rc = fn(ptr, stack)
+        else:
+            rc = self._get("vt_storage_external_free")(ptr)
         self._check("vt_storage_external_free", rc, f"{ptr:#x}")
 
     def holder_new(self, name: str) -> int:

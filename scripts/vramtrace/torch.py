@@ -18,9 +18,9 @@ alone cannot see::
 - every tensor an op makes or reads, with its storage and the view it came
   from, named after the op ("aten.mm out[0]") unless :func:`name` names it;
 - every use (each op's inputs and outputs) with the Python stack of the op;
-- each tensor's death, and the storage's release when its last tensor dies
-  (CPU storages are declared as external storages; CUDA tensors bind to the
-  allocations the allocator made);
+- each tensor's death, and the storage's release when its last tensor dies,
+  with the Python stack where that happened (CPU storages are declared as
+  external storages; CUDA tensors bind to the allocations the allocator made);
 - at each :func:`mark` and snapshot: what still holds the storages that were
   not used since the previous mark (``gc.get_referrers``: list indexes, dict
   keys, attributes, closure cells, frame locals, autograd saved tensors), and
@@ -54,6 +54,7 @@ __all__ = ["use_allocator", "track", "Tracker", "name", "mark", "CYCLE_HOLDER"]
 CYCLE_HOLDER = "reference cycle collected by gc"
 
 _HAS_UNTYPED = hasattr(_torch.Tensor, "untyped_storage")
+_HAS_PRIVATE_STORAGE = hasattr(_torch.Tensor, "_storage")
 
 # Frames never shown in use stacks nor scanned for locals: ours and the
 # dispatch machinery between the user's call and __torch_dispatch__.
@@ -108,7 +109,9 @@ def use_allocator(path: Optional[str] = None) -> None:
 def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
     """(data_ptr, nbytes, identity) of ``t``'s storage, or None if it has none."""
     try:
-        st = t.untyped_storage() if _HAS_UNTYPED else t.storage()
+        # Tensor.storage() of torch < 2.0 wraps _storage() in a TypedStorage.
+        st = t.untyped_storage() if _HAS_UNTYPED else (
+            t._storage() if _HAS_PRIVATE_STORAGE else t.storage())
         nbytes = int(st.nbytes())
         ptr = int(st.data_ptr())
         ident = int(getattr(st, "_cdata", 0) or ptr)
@@ -144,15 +147,16 @@ def _tensors_in(obj: Any, out: List[Any]) -> None:
 # --------------------------------------------------------------------------
 
 class _TensorRec:
-    __slots__ = ("tid", "skey", "ref", "name", "base")
+    __slots__ = ("tid", "skey", "ref", "name", "base", "pend")
 
-    def __init__(self, tid: int, skey: int, ref: "weakref.ref[Any]", name: str,
-                 base: int = 0) -> None:
-        self.tid = tid          # recorder tensor id
+    def __init__(self, skey: int, name: str, base: int,
+                 pend: Optional[Tuple[int, int, int]]) -> None:
+        self.tid = 0            # recorder tensor id, 0 until recorded
         self.skey = skey        # key of its _StorageRec
-        self.ref = ref          # weakref whose callback records the death
+        self.ref: Optional["weakref.ref[Any]"] = None  # its callback records the death
         self.name = name
         self.base = base        # root base tensor id if a view, else 0
+        self.pend = pend        # (data_ptr, nbytes, stack) until recorded
 
 
 def _view_arg(func: Any) -> int:
@@ -182,7 +186,7 @@ class _StorageRec:
         self.nbytes = nbytes
         self.device = device      # -1: host
         self.external = external  # declared with vt_storage_external
-        self.tids: Set[int] = set()
+        self.tids: Set[_TensorRec] = set()   # its tensors, recorded or not yet
         self.last_epoch = epoch   # marks seen before its last use
 
 
@@ -219,6 +223,13 @@ class Tracker:
     Use through :func:`track`. Tensor deaths keep being recorded after the
     ``with`` block ends (a tensor that outlives the block still dies later);
     uses and holder walks stop.
+
+    An op's outputs are recorded (TENSOR_NEW, with the op's stack) only when
+    the tracker next records anything - the next op, a mark or snapshot, a
+    death, :meth:`tensor_id` - so that ``name(op(...), "label")`` right after
+    the op names the tensor from its creation on: the format has no event that
+    renames a tensor. The creation event is the output's use; its time is that
+    of the next recording, which changes no step (marks record first).
     """
 
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
@@ -232,13 +243,18 @@ class Tracker:
         self.max_nodes = max_nodes
         self.epoch = 0                                # marks seen
         self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
-        self._by_tid: Dict[int, _TensorRec] = {}
+        self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
+        self._pending: List[_TensorRec] = []          # outputs not recorded yet
         self._storages: Dict[int, _StorageRec] = {}
         self._names: Dict[Tuple[Any, int], str] = {}  # (op, output index) -> name
         self._views: Dict[Any, int] = {}              # op -> _view_arg(op)
         self._stacks = StackInterner(self._lib, _SKIP_FILES)
         self._stacks.enabled = stacks
         self._book = HolderBook(self._lib)
+        # Hot paths: the bare ctypes calls when the library has them.
+        raw = getattr(self._lib, "raw", None)
+        self._use = (raw and raw("vt_tensor_use_stack")) or self._lib.tensor_use
+        self._drop_use = (raw and raw("vt_tensor_drop")) or self._lib.tensor_drop
         self._mode: Optional[_Mode] = None
         self._recording = False
         self._in_gc = False          # inside a collection we did not start
@@ -260,6 +276,7 @@ class Tracker:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._flush()
         self._recording = False
         _vt.remove_mark_hook(self._on_mark)
         if self in _active:
@@ -274,8 +291,9 @@ class Tracker:
             gc.callbacks.remove(self._on_gc)
         except ValueError:
             pass
+        self._flush()
         for rec in list(self._by_tid.values()):
-            rec.ref = None  # type: ignore[assignment]
+            rec.ref = None
         self._by_tid.clear()
         self._by_obj.clear()
 
@@ -283,9 +301,27 @@ class Tracker:
     def tensor_id(self, t: Any) -> int:
         """The recorder id of tensor ``t`` (0 when not tracked)."""
         rec = self._by_obj.get(id(t))
-        return rec.tid if rec is not None else 0
+        return self._record(rec) if rec is not None else 0
 
-    def _track(self, t: Any, name: str, view_of: Any = None) -> Optional[_TensorRec]:
+    def _record(self, rec: _TensorRec) -> int:
+        """Record ``rec``'s TENSOR_NEW if not done yet; its tensor id."""
+        pend = rec.pend
+        if pend is not None:
+            rec.pend = None
+            rec.tid = tid = int(self._lib.tensor_new(pend[0], pend[1], rec.base, rec.name,
+                                                     pend[2]))
+            self._by_tid[tid] = rec
+        return rec.tid
+
+    def _flush(self) -> None:
+        """Record the outputs held back, in creation order."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for rec in pending:
+                self._record(rec)
+
+    def _track(self, t: Any, name: str, stack: int, view_of: Any = None,
+               defer: bool = False) -> Optional[_TensorRec]:
         rec = self._by_obj.get(id(t))
         if rec is not None:
             return rec
@@ -299,16 +335,16 @@ class Tracker:
             external = device < 0 or t.device.type != "cuda"
             srec = _StorageRec(ptr, nbytes, device, external, self.epoch)
             if external:
-                self._lib.storage_external(ptr, nbytes, -1 if device < 0 else device)
+                self._lib.storage_external(ptr, nbytes, -1 if device < 0 else device, stack)
             self._storages[skey] = srec
         base_id = 0
         base = getattr(t, "_base", None)
         if base is None:
             base = view_of
         if base is not None:
-            brec = self._track(base, "view base")
+            brec = self._track(base, "view base", stack)
             if brec is not None:
-                base_id = brec.base or brec.tid
+                base_id = brec.base or self._record(brec)
         user = _take_pending_name(t) if _pending_names else None
         if user is not None:
             name = user
@@ -317,12 +353,14 @@ class Tracker:
         except Exception:
             tptr = ptr
         tnbytes = int(t.numel()) * int(t.element_size())
-        tid = int(self._lib.tensor_new(tptr, tnbytes, base_id, name))
-        ref = weakref.ref(t, functools.partial(self._on_death, tid, id(t)))
-        rec = _TensorRec(tid, skey, ref, name, base_id)
+        rec = _TensorRec(skey, name, base_id, (tptr, tnbytes, stack))
+        rec.ref = weakref.ref(t, functools.partial(self._on_death, rec, id(t)))
         self._by_obj[id(t)] = rec
-        self._by_tid[tid] = rec
-        srec.tids.add(tid)
+        srec.tids.add(rec)
+        if defer:
+            self._pending.append(rec)
+        else:
+            self._record(rec)
         return rec
 
     def _out_name(self, func: Any, i: int) -> str:
@@ -338,6 +376,8 @@ class Tracker:
         if not self._recording:
             return
         try:
+            if self._pending:
+                self._flush()
             self.ops += 1
             ins: List[Any] = []
             _tensors_in(args, ins)
@@ -349,26 +389,38 @@ class Tracker:
                 return
             stack = self._stacks.capture(2)
             epoch = self.epoch
-            lib = self._lib
+            use = self._use
+            by_obj = self._by_obj
             storages = self._storages
+            # A tensor seen for the first time is recorded with this op's
+            # stack: its TENSOR_NEW is its use here.
             for t in ins:
-                rec = self._by_obj.get(id(t)) or self._track(
-                    t, "parameter" if isinstance(t, _torch.nn.Parameter) else "input")
+                rec = by_obj.get(id(t))
                 if rec is not None:
-                    storages[rec.skey].last_epoch = epoch
-                    lib.tensor_use(rec.tid, stack)
+                    use(rec.tid, stack)
+                else:
+                    rec = self._track(
+                        t, "parameter" if isinstance(t, _torch.nn.Parameter) else "input", stack)
+                    if rec is None:
+                        continue
+                storages[rec.skey].last_epoch = epoch
+            if not outs:
+                return
             view_of = None
-            if outs:
-                vi = self._views.get(func)
-                if vi is None:
-                    vi = self._views[func] = _view_arg(func)
-                if 0 <= vi < len(args) and isinstance(args[vi], _torch.Tensor):
-                    view_of = args[vi]
+            vi = self._views.get(func)
+            if vi is None:
+                vi = self._views[func] = _view_arg(func)
+            if 0 <= vi < len(args) and isinstance(args[vi], _torch.Tensor):
+                view_of = args[vi]
             for i, t in enumerate(outs):
-                rec = self._by_obj.get(id(t)) or self._track(t, self._out_name(func, i), view_of)
-                if rec is not None:
-                    storages[rec.skey].last_epoch = epoch
-                    lib.tensor_use(rec.tid, stack)
+                rec = by_obj.get(id(t))
+                if rec is not None:   # in-place and out= ops return an input
+                    use(self._record(rec), stack)
+                else:
+                    rec = self._track(t, self._out_name(func, i), stack, view_of, defer=True)
+                    if rec is None:
+                        continue
+                storages[rec.skey].last_epoch = epoch
         except Exception as exc:  # never break the user's program
             self.errors += 1
             if self.errors == 1:
@@ -381,58 +433,66 @@ class Tracker:
             return False
         if rec.name == label:
             return True
+        if rec.pend is not None:   # not recorded yet: recorded under this name
+            rec.name = label
+            return True
         if getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
             self._lib.tensor_name(rec.tid, label)
             rec.name = label
             return True
-        # No rename in the library: the tensor continues as a new logical
-        # tensor under the new name (same storage), the old one ends here.
-        tid = int(self._lib.tensor_new(int(t.data_ptr()), int(t.numel()) * int(t.element_size()),
-                                       rec.base, label))
-        new = _TensorRec(tid, rec.skey, weakref.ref(t, functools.partial(
-            self._on_death, tid, id(t))), label, rec.base)
-        self._by_tid[tid] = new
+        # Named after it was recorded, and the format cannot rename: the
+        # tensor continues as a new logical tensor under the new name (same
+        # storage), the old one ends here.
+        stack = self._stacks.capture(1)
+        new = _TensorRec(rec.skey, label, rec.base,
+                         (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), stack))
+        new.ref = weakref.ref(t, functools.partial(self._on_death, new, id(t)))
         self._by_obj[id(t)] = new
         srec = self._storages.get(rec.skey)
         if srec is not None:
-            srec.tids.add(tid)
-        rec.ref = None  # type: ignore[assignment]  # its death callback is moot
-        self._drop(rec.tid)
+            srec.tids.add(new)
+        self._record(new)
+        rec.ref = None  # its death callback is moot
+        self._drop(rec, stack)
         return True
 
     # -- deaths ------------------------------------------------------------
-    def _on_death(self, tid: int, objid: int, _ref: Any) -> None:
-        rec = self._by_tid.get(tid)
-        if rec is None:
+    def _on_death(self, rec: _TensorRec, objid: int, _ref: Any) -> None:
+        if rec.ref is None:    # renamed, or the tracker was closed
             return
         if self._by_obj.get(objid) is rec:
             del self._by_obj[objid]
-        if self._manual_gc:
-            # Our own collection: the holders are recorded before the drops.
-            self._gc_dead.append((tid, objid))
-            return
         try:
+            tid = self._record(rec)
+            if self._manual_gc:
+                # Our own collection: the holders are recorded before the drops.
+                self._gc_dead.append((tid, objid))
+                return
             if self._in_gc:
                 if not self._gc_holder:
                     self._gc_holder = self._book.named(CYCLE_HOLDER, fresh=True)
                 self._lib.ref(self._gc_holder, tid, "cycle")
-            self._drop(tid)
+            self._drop(rec, None)
         except Exception:
             self.errors += 1
 
-    def _drop(self, tid: int) -> None:
-        rec = self._by_tid.pop(tid, None)
-        if rec is None:
+    def _drop(self, rec: _TensorRec, stack: Optional[int]) -> None:
+        """Record ``rec``'s death (and its storage's, if it was the last);
+        ``stack``: where, None to capture the Python stack here."""
+        if self._by_tid.pop(rec.tid, None) is None:
             return
-        self._lib.tensor_drop(tid)
-        self._book.forget_target(tid)
+        rec.ref = None
+        self._drop_use(rec.tid)
+        self._book.forget_target(rec.tid)
         srec = self._storages.get(rec.skey)
         if srec is not None:
-            srec.tids.discard(tid)
+            srec.tids.discard(rec)
             if not srec.tids:
                 del self._storages[rec.skey]
                 if srec.external:
-                    self._lib.storage_external_free(srec.ptr)
+                    if stack is None:
+                        stack = self._stacks.capture(1)
+                    self._lib.storage_external_free(srec.ptr, stack)
 
     def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
         if self._manual_gc:
@@ -446,6 +506,7 @@ class Tracker:
         # last used in step j that is still alive at mark j+2 (one complete
         # unused step), and looks up its holders at that mark: so walk every
         # storage not used since the previous mark, and do it now.
+        self._flush()
         threshold = self.epoch
         if kind == "mark":
             self.epoch += 1
@@ -465,12 +526,12 @@ class Tracker:
         if isinstance(obj, _torch.Tensor):
             rec = self._by_obj.get(id(obj))
             if rec is not None:
-                return ("t", rec.tid)
+                return ("t", self._record(rec))
         return None
 
     def _ignore_ids(self) -> Set[int]:
         return {id(self), id(self._by_obj), id(self._by_tid), id(self._storages),
-                id(self._gc_dead), id(self.__dict__)}
+                id(self._gc_dead), id(self._pending), id(self.__dict__)}
 
     def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int]) -> WalkResult:
         return walk_referrers(starts, self._tensor_key, skip_files=_SKIP_FILES,
@@ -517,18 +578,19 @@ class Tracker:
             del garbage
             gc.collect()   # now without SAVEALL: frees the cycles for real
             for tid, _ in dead:
-                self._drop(tid)
+                rec = self._by_tid.get(tid)
+                if rec is not None:
+                    self._drop(rec, None)
 
     def _walk_stale(self, threshold: int) -> None:
         starts: Dict[NodeKey, Any] = {}
         for srec in self._storages.values():
             if srec.last_epoch >= threshold:
                 continue
-            for tid in srec.tids:
-                rec = self._by_tid.get(tid)
-                t = rec.ref() if rec is not None and rec.ref is not None else None
+            for rec in srec.tids:
+                t = rec.ref() if rec.ref is not None and rec.tid else None
                 if t is not None:
-                    starts[("t", tid)] = t
+                    starts[("t", rec.tid)] = t
                 del t
         if not starts:
             self._book.emit(WalkResult(), "stale")

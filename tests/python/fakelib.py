@@ -3,7 +3,7 @@ Python side without the C library."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 
 class FakeLib:
@@ -17,6 +17,7 @@ class FakeLib:
         self._next = 0
         self.stacks: Dict[int, Sequence[Tuple[str, str, int]]] = {}
         self.names: Dict[int, str] = {}
+        self.storage_stacks: List[Tuple[str, int, Optional[int]]] = []
 
     def _id(self) -> int:
         self._next += 1
@@ -37,13 +38,15 @@ class FakeLib:
     def get_stats(self, device: int) -> Dict[str, Any]:
         return {"num_ooms": 0}
 
-    def tensor_new(self, ptr: int, nbytes: int, base: int, name: str) -> int:
+    # stack: an interned stack id (0: none), None: "capture natively".
+    def tensor_new(self, ptr: int, nbytes: int, base: int, name: str,
+                   stack: Optional[int] = None) -> int:
         tid = self._id()
         self.names[tid] = name
-        self.events.append(("tensor_new", tid, ptr, nbytes, base, name))
+        self.events.append(("tensor_new", tid, ptr, nbytes, base, name, stack))
         return tid
 
-    def tensor_use(self, tid: int, stack: int = 0) -> None:
+    def tensor_use(self, tid: int, stack: Optional[int] = None) -> None:
         self.events.append(("use", tid, stack))
 
     def tensor_drop(self, tid: int) -> None:
@@ -53,11 +56,14 @@ class FakeLib:
         self.names[tid] = name
         self.events.append(("tensor_name", tid, name))
 
-    def storage_external(self, ptr: int, nbytes: int, device: int) -> None:
+    def storage_external(self, ptr: int, nbytes: int, device: int,
+                         stack: Optional[int] = None) -> None:
         self.events.append(("storage", ptr, nbytes, device))
+        self.storage_stacks.append(("storage", ptr, stack))
 
-    def storage_external_free(self, ptr: int) -> None:
+    def storage_external_free(self, ptr: int, stack: Optional[int] = None) -> None:
         self.events.append(("storage_free", ptr))
+        self.storage_stacks.append(("storage_free", ptr, stack))
 
     def holder_new(self, name: str) -> int:
         hid = self._id()

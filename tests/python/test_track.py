@@ -45,14 +45,59 @@ def test_op_outputs_are_named_and_their_storage_declared(fake):
 def test_every_input_and_output_is_a_use_with_the_callers_stack(fake):
     with vtt.track() as tr:
         a = torch.ones(4)
-        b = a + a       # uses a (twice), b
+        b = a + a       # uses a (twice), b (its creation is its use)
     ida, idb = tr.tensor_id(a), tr.tensor_id(b)
     uses = fake.of("use")
     assert sum(1 for u in uses if u[1] == ida) >= 2
-    stack = [u[2] for u in uses if u[1] == idb][0]
+    assert not [u for u in uses if u[1] == idb]      # no second event for the creation
+    new_b = [e for e in fake.of("tensor_new") if e[1] == idb][0]
+    stack = new_b[6]
+    assert [u[2] for u in uses if u[1] == ida][0] == stack   # the same op
     func, file, line = fake.stacks[stack][0]
     assert func.endswith("test_every_input_and_output_is_a_use_with_the_callers_stack")
     assert os.path.basename(file) == "test_track.py"
+
+
+def test_nothing_asks_the_library_for_a_native_stack(fake):
+    with vtt.track():
+        a = torch.ones(64)
+        b = a[:8] * 2
+        del a, b
+        gc.collect()
+    # None would make the library unwind the interpreter's native stack.
+    assert [e for e in fake.of("tensor_new") if e[6] is None] == []
+    assert [e for e in fake.of("use") if e[2] is None] == []
+    assert fake.storage_stacks and all(st is not None for _, _, st in fake.storage_stacks)
+    assert all(st for kind, _, st in fake.storage_stacks if kind == "storage")
+
+
+def test_storage_release_carries_the_python_stack_of_the_last_death(fake):
+    with vtt.track():
+        x = torch.ones(16) * 3
+        _, ptr = _storage_nbytes(x)
+        del x           # the storage dies here
+    frees = [st for kind, p, st in fake.storage_stacks if kind == "storage_free" and p == ptr]
+    assert len(frees) == 1 and frees[0]
+    func, file, _ = fake.stacks[frees[0]][0]
+    assert func.endswith("test_storage_release_carries_the_python_stack_of_the_last_death")
+    assert os.path.basename(file) == "test_track.py"
+
+
+def test_output_dying_before_the_next_op_is_recorded_then_dropped(fake):
+    with vtt.track():
+        a = torch.ones(8)
+        n0 = len(fake.of("tensor_new"))
+        tmp = a * 2
+        assert not _new_by_name(fake, "aten.mul out[0]")   # held back for a name
+        del tmp                  # dies before any other op records it
+        b = a + 1
+    news = fake.of("tensor_new")[n0:]
+    mul = [e for e in news if e[5] == "aten.mul out[0]"]
+    assert len(mul) == 1
+    i_new = fake.events.index(mul[0])
+    i_drop = fake.events.index(("drop", mul[0][1]))
+    assert i_new < i_drop
+    del b
 
 
 def test_stacks_are_interned_once_per_call_site(fake):
@@ -79,10 +124,23 @@ def test_death_drops_tensor_and_frees_storage_after_last_view(fake):
     assert kinds[-1] == ("storage_free", ptr)
 
 
-def test_name_renames_a_tracked_tensor(fake):
+def test_name_right_after_the_op_names_the_tensor_from_its_creation(fake):
     with vtt.track() as tr:
         h = vtt.name(torch.ones(3) * 2, "fc2 out")
-    assert ("tensor_name", tr.tensor_id(h), "fc2 out") in fake.events
+        h.add_(1)
+    tid = tr.tensor_id(h)
+    assert [e[5] for e in fake.of("tensor_new") if e[1] == tid] == ["fc2 out"]
+    assert not fake.of("tensor_name") and ("drop", tid) not in fake.events
+    assert not _new_by_name(fake, "aten.mul out[0]")
+
+
+def test_name_renames_a_recorded_tensor_when_the_library_can(fake):
+    with vtt.track() as tr:
+        h = torch.ones(3) * 2
+        first = tr.tensor_id(h)          # records it
+        vtt.name(h, "fc2 out")
+    assert ("tensor_name", first, "fc2 out") in fake.events
+    assert tr.tensor_id(h) == first
 
 
 def test_name_without_rename_support_continues_as_new_tensor():
@@ -227,3 +285,47 @@ def test_tracking_stops_recording_uses_after_the_block(fake):
     y = x + 1
     assert len(fake.of("use")) == n
     del y
+
+
+def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_path):
+    import json
+    import subprocess
+    cli = os.environ.get("VRAMTRACE_CLI")
+    if not cli:
+        pytest.skip("VRAMTRACE_CLI not set (run through meson test)")
+    with vtt.track():
+        a = torch.ones(64)
+        b = vtt.name(a[:8] * 2, "b out")
+        c = b + 1
+        del b, c
+    out = str(tmp_path / "t.vtsnap")
+    vramtrace.snapshot(out)
+    r = subprocess.run([cli, "json", out, "--events"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    frames, nodes = d["frames"], d["stacks"]
+
+    def modules(sid):
+        mods = []
+        while sid:
+            sid, f = nodes[sid]
+            mods.append(frames[f]["module"])
+        return mods
+
+    this = os.path.basename(__file__)
+    seen = set()
+    for e in d["events"]:
+        kind = e["kind"]
+        if kind in ("TENSOR_NEW", "TENSOR_USE", "STORAGE_EXTERNAL", "STORAGE_EXTERNAL_FREE"):
+            mods = modules(e["stack"])
+            assert mods and set(mods) == {"python"}, (kind, mods)
+            sid = e["stack"]
+            assert os.path.basename(frames[nodes[sid][1]]["file"]) == this
+            seen.add(kind)
+        elif kind in ("TENSOR_DROP", "HOLDER_NEW"):
+            assert e["stack"] == 0, e
+    assert seen == {"TENSOR_NEW", "TENSOR_USE", "STORAGE_EXTERNAL", "STORAGE_EXTERNAL_FREE"}
+    named = [e for e in d["events"] if e["kind"] == "TENSOR_NEW" and e["str"] == "b out"]
+    assert len(named) == 1
+    assert not [e for e in d["events"] if e["kind"] == "TENSOR_NEW" and e["str"] == "aten.mul out[0]"]

@@ -55,6 +55,7 @@ TEST(annotations_record_their_fields)
     ASSERT_EQ(e[2].kind, VT_EV_HOLDER_NEW);
     ASSERT_EQ(e[2].aux, h);
     ASSERT_STR_EQ(str(s, e[2].str), "optimizer");
+    ASSERT_EQ(e[2].stack, 0);                   /* nothing reads a holder's stack */
     ASSERT_EQ(e[3].kind, VT_EV_TENSOR_USE);
     ASSERT_EQ(e[3].aux, t2);
     ASSERT_NE(e[3].stack, 0);
@@ -71,10 +72,12 @@ TEST(annotations_record_their_fields)
     ASSERT_EQ(e[5].aux2, t1);
     ASSERT_EQ(e[6].kind, VT_EV_TENSOR_DROP);
     ASSERT_EQ(e[6].aux, t2);
+    ASSERT_EQ(e[6].stack, 0);                   /* nor a drop's */
     ASSERT_EQ(e[7].kind, VT_EV_STORAGE_EXTERNAL);
     ASSERT_EQ(e[7].addr, 0xdead0000);
     ASSERT_EQ(e[7].size, 1 << 20);
     ASSERT_EQ(e[7].device, 2);
+    ASSERT_NE(e[7].stack, 0);
     ASSERT_EQ(e[8].kind, VT_EV_STORAGE_EXTERNAL_FREE);
     ASSERT_EQ(e[8].addr, 0xdead0000);
     for (int i = 1; i < 9; i++) {
@@ -92,8 +95,11 @@ TEST(bad_arguments_are_rejected)
     ASSERT_EQ(vt_unref(0, 1), -EINVAL);
     ASSERT_EQ(vt_storage_external(NULL, 1, 0), -EINVAL);
     ASSERT_EQ(vt_storage_external_free(NULL), -EINVAL);
+    ASSERT_EQ(vt_storage_external_stack(NULL, 1, 0, 0), -EINVAL);
+    ASSERT_EQ(vt_storage_external_free_stack(NULL, 0), -EINVAL);
     vt_tensor_use(0);
     vt_tensor_drop(0);
+    vt_tensor_use_stack(0, 1);
     ASSERT_EQ(vt_stack_intern_frames(NULL, 3), 0);
     vt_snapshot *s = build();
     ASSERT_EQ(s->nevents, 0);
@@ -112,13 +118,43 @@ TEST(python_frames_become_synthetic_stack_frames)
     uint64_t ip;
     ASSERT_OK(vt__stacks_node(st, &parent, &ip));
     ASSERT_EQ(parent, st2);                     /* prefix shared */
+    ASSERT_OK(vt_storage_external_stack((void *)0x1000, 64, -1, st2));
+    uint64_t t0 = vt_tensor_new_stack((void *)0x1000, 16, 0, "x", st);
+    uint64_t t1 = vt_tensor_new_stack((void *)0x1010, 16, t0, NULL, 0);
+    ASSERT_NE(t0, 0);
+    ASSERT_NE(t1, 0);
+    ASSERT_NE(t0, t1);
+    ASSERT_OK(vt_storage_external_free_stack((void *)0x1000, st2));
     uint64_t t = vt_tensor_new((void *)0x1000, 16, 0, NULL);
     vt_tensor_use_stack(t, st);
 
     vt_snapshot *s = build();
-    const vt_event *e = &s->events[s->nevents - 1];
+    ASSERT_EQ(s->nevents, 6);
+    const vt_event *e = s->events;
+    ASSERT_EQ(e[0].kind, VT_EV_STORAGE_EXTERNAL);
+    ASSERT_EQ(e[0].addr, 0x1000);
+    ASSERT_EQ(e[0].size, 64);
+    ASSERT_EQ(e[0].device, -1);
+    ASSERT_EQ(e[0].stack, st2);
+    ASSERT_EQ(e[1].kind, VT_EV_TENSOR_NEW);
+    ASSERT_EQ(e[1].aux, t0);
+    ASSERT_EQ(e[1].aux2, 0);
+    ASSERT_EQ(e[1].addr, 0x1000);
+    ASSERT_EQ(e[1].size, 16);
+    ASSERT_STR_EQ(str(s, e[1].str), "x");
+    ASSERT_EQ(e[1].stack, st);
+    ASSERT_EQ(e[2].kind, VT_EV_TENSOR_NEW);
+    ASSERT_EQ(e[2].aux, t1);
+    ASSERT_EQ(e[2].aux2, t0);
+    ASSERT_EQ(e[2].str, 0);
+    ASSERT_EQ(e[2].stack, 0);                   /* 0: no stack, none captured */
+    ASSERT_EQ(e[3].kind, VT_EV_STORAGE_EXTERNAL_FREE);
+    ASSERT_EQ(e[3].addr, 0x1000);
+    ASSERT_EQ(e[3].stack, st2);
+    e = &s->events[s->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_USE);
     ASSERT_EQ(e->aux, t);
+    ASSERT_EQ(e->stack, st);
     const vt_frame *f[8];
     ASSERT_EQ(vt_snapshot_stack_frames(s, e->stack, f, 8), 3);
     ASSERT_EQ(f[0]->ip, 0);
@@ -135,6 +171,36 @@ TEST(python_frames_become_synthetic_stack_frames)
     vt_snapshot_free(s);
 }
 
+/* The calls an interpreter makes per op unwind nothing: a capture from this
+ * call site would add new leaf nodes to the stack tree. */
+TEST(stack_variants_drops_and_holders_unwind_nothing)
+{
+    const char *frames[] = { "step.py:3 step" };
+    uint32_t st = vt_stack_intern_frames(frames, 1);
+    ASSERT_NE(st, 0);
+    uint32_t before = vt__stacks_count();
+    ASSERT_OK(vt_storage_external_stack((void *)0x2000, 32, 0, st));
+    uint64_t t = vt_tensor_new_stack((void *)0x2000, 32, 0, "y", st);
+    vt_tensor_use_stack(t, st);
+    uint64_t h = vt_holder_new("cache");
+    ASSERT_OK(vt_ref(h, t, "[0]"));
+    ASSERT_OK(vt_unref(h, t));
+    vt_tensor_drop(t);
+    ASSERT_OK(vt_storage_external_free_stack((void *)0x2000, 0));
+    ASSERT_EQ(vt__stacks_count(), before);
+    vt_tensor_use(t);                           /* the capturing call does add */
+    ASSERT_GT(vt__stacks_count(), before);
+
+    vt_snapshot *s = build();
+    ASSERT_EQ(s->nevents, 9);
+    for (size_t i = 0; i < 3; i++)
+        ASSERT_EQ(s->events[i].stack, st);
+    for (size_t i = 3; i < 8; i++)
+        ASSERT_EQ(s->events[i].stack, 0);
+    ASSERT_NE(s->events[8].stack, 0);
+    vt_snapshot_free(s);
+}
+
 /* trace:0 */
 TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
 {
@@ -144,6 +210,8 @@ TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
     ASSERT_NE(b, 0);
     ASSERT_NE(a, b);
     vt_tensor_use(a);
+    ASSERT_NE(vt_tensor_new_stack((void *)0x10, 1, a, "c", 0), 0);
+    ASSERT_OK(vt_storage_external_stack((void *)0x10, 1, 0, 0));
     ASSERT_OK(vt_ref(b, a, NULL));
     ASSERT_EQ(vt_stack_intern_frames((const char *const[]){ "x.py:1 f" }, 1), 0);
     vt_snapshot *s = build();
