@@ -36,6 +36,24 @@ static int cmp_stat(const vt__heap *h, const char *name, const vt__stat_t *st, i
     return 0;
 }
 
+/* The choice is exact (size, address) best fit: asked for b's own size on
+ * b's stream, the index must answer a block of exactly that size at b's
+ * address or below. Holding for every free block b, that is: each size's
+ * answer is its lowest-address block (checked against the blocks
+ * themselves, not the index's own view of its order). */
+static int check_best_fit(vt__heap *h, const vt__block *b)
+{
+    const vt__block *r = vt__index_best_fit(&h->free_idx[b->pool], b->stream, b->size);
+    if (!r || r->size != b->size || r->addr > b->addr || r->state != VT_B_FREE
+        || r->stream != b->stream || r->pool != b->pool)
+        return fail(h, "best fit for %llu bytes on stream %#llx is %#llx (%llu bytes), "
+                    "not the lowest-address block of that size (free block %#llx is one)",
+                    (unsigned long long)b->size, (unsigned long long)b->stream,
+                    (unsigned long long)(r ? r->addr : 0), (unsigned long long)(r ? r->size : 0),
+                    (unsigned long long)b->addr);
+    return 0;
+}
+
 static int check_heap(vt__heap *h)
 {
     struct sums s[3];
@@ -79,6 +97,8 @@ static int check_heap(vt__heap *h)
                 if (g->pool == VT_POOL_UNCACHED || !vt__index_contains(&h->free_idx[b->pool], b))
                     return fail(h, "free block %#llx missing from the free index",
                                 (unsigned long long)b->addr);
+                if (check_best_fit(h, b))
+                    return -1;
                 nfree[b->pool]++;
                 if (b->prev || b->next) {
                     p->split_b += (int64_t)b->size;
@@ -117,7 +137,8 @@ static int check_heap(vt__heap *h)
     for (int pool = 0; pool < 2; pool++) {
         int64_t n = vt__index_check(&h->free_idx[pool]);
         if (n < 0)
-            return fail(h, "free index of pool %d is out of order", pool);
+            return fail(h, "free index of pool %d is inconsistent (bitmaps, tree order, "
+                        "links, balance or a block's class, stream or state)", pool);
         if ((uint64_t)n != nfree[pool] || h->nfree[pool] != nfree[pool])
             return fail(h, "free index of pool %d holds %lld blocks, segments have %llu", pool,
                         (long long)n, (unsigned long long)nfree[pool]);

@@ -1,16 +1,40 @@
 /*
- * alloc/alloc_index.c - the free-block index: segregated fit with bitmaps.
+ * alloc/alloc_index.c - the free-block index: exact (size, address) best fit.
  *
- * One index per (pool, stream). Sizes are multiples of 512; below 2 MiB
- * every size has its own class (exact), above it each power of two is cut
- * into 64 classes. A two-level bitmap finds the first non-empty class at or
- * above a request in a few instructions, so best fit costs O(1) in the
- * number of free blocks: an exact class holds only blocks of one size (any
- * of them is a best fit; the most recently freed is taken, it is the one
- * most likely still in the caches); a log class spans 1/64 of an octave and
- * is searched for its smallest fitting block (lowest address on ties).
- * Lists are doubly linked through the block's left/right fields, so removal
- * (coalescing) is O(1).
+ * The contract (as PyTorch's allocator, whose free blocks sit in ordered sets
+ * keyed by (stream, size, address) and are found by lower bound): among the
+ * free blocks of a stream with size >= the request, take the smallest by
+ * (size, address), so equal-size ties go to the lowest address. That choice
+ * is deterministic (a replay of the same program gets the same addresses,
+ * whatever order the frees came in) and tends to pack live blocks toward
+ * low addresses, leaving high segments whole and releasable. It costs
+ * O(log n) and never scans a class. (Before, an exact class was a LIFO
+ * list, handing out the most recently freed block, and a log class was a
+ * list scanned whole for its smallest fitting block.)
+ *
+ * Structure: one index per (pool, stream). Sizes are multiples of 512; below
+ * 2 MiB every size has its own class (exact), above it each power of two is
+ * cut into 64 classes (a log class spans 1/64 of an octave). A two-level
+ * bitmap finds the first non-empty class at or above a request in a few
+ * instructions. Each class holds its blocks in an intrusive AVL tree ordered
+ * by (size, address), linked through the block's left/right/parent fields
+ * (no allocation under the lock, no failure path). Best fit is then:
+ *   - the request's own class: lower bound of (size, 0) in its tree. In an
+ *     exact class every block has the request's size, so that is the
+ *     leftmost (lowest address) block; in a log class it skips the smaller
+ *     blocks of the class in O(log k), not by walking them.
+ *   - else the first non-empty class above (bitmap): its leftmost block,
+ *     which is its smallest (size, address) and fits, as the whole class
+ *     lies above the request.
+ * Insert and arbitrary removal (a neighbour merged away by coalescing) are
+ * O(log k) with k the blocks of the class, worst case (AVL height <= 1.44
+ * log2 k). The common case is a class of one block (in bench_alloc 87% of
+ * inserts find their class empty): insert and remove then only set or clear
+ * the root and bitmap bits, which keeps the cached alloc+free pair within
+ * a few ns of the LIFO lists. A balanced tree rather than an address heap
+ * per class because a log class needs lower bound by size, and one
+ * structure serves both kinds; AVL rather than a splay tree or treap for a
+ * worst-case, not amortized or expected, bound.
  */
 #include <stdlib.h>
 
@@ -26,8 +50,8 @@ struct vt__sindex {
     uint64_t count;                       /* blocks held */
     struct vt__sindex *next;              /* other streams of the pool */
     uint64_t summary[(NWORDS + 63) / 64]; /* bit w: bits[w] != 0 */
-    uint64_t bits[NWORDS];                /* bit c: heads[c] != NULL */
-    vt__block *heads[NCLASS];
+    uint64_t bits[NWORDS];                /* bit c: roots[c] != NULL */
+    vt__block *roots[NCLASS];             /* AVL tree of each class */
 };
 
 static inline uint32_t class_of(uint64_t size)
@@ -40,11 +64,169 @@ static inline uint32_t class_of(uint64_t size)
     return EXACT_CLASSES + (fl - 12) * LOG_SUB + sl;
 }
 
-vt__sindex *vt__index_stream(vt__findex *fx, uint64_t stream, bool create)
+/* ---- the per-class AVL tree, keyed by (size, addr) ---------------------- */
+
+static inline bool key_less(const vt__block *a, const vt__block *b)
 {
-    vt__sindex *s = fx->last;
-    if (vt_likely(s && s->stream == stream))
-        return s;
+    return a->size < b->size || (a->size == b->size && a->addr < b->addr);
+}
+
+static inline int height(const vt__block *n)
+{
+    return n ? n->height : 0;
+}
+
+static inline void fix_height(vt__block *n)
+{
+    int l = height(n->left), r = height(n->right);
+    n->height = (uint8_t)(1 + (l > r ? l : r));
+}
+
+/* Make nw take old's place under p (p NULL: the root). */
+static inline void replace_child(vt__block **root, vt__block *p, vt__block *old, vt__block *nw)
+{
+    if (!p)
+        *root = nw;
+    else if (p->left == old)
+        p->left = nw;
+    else
+        p->right = nw;
+    if (nw)
+        nw->parent = p;
+}
+
+static vt__block *rotate_left(vt__block **root, vt__block *x)
+{
+    vt__block *y = x->right, *p = x->parent;
+    x->right = y->left;
+    if (y->left)
+        y->left->parent = x;
+    y->left = x;
+    x->parent = y;
+    replace_child(root, p, x, y);
+    fix_height(x);
+    fix_height(y);
+    return y;
+}
+
+static vt__block *rotate_right(vt__block **root, vt__block *x)
+{
+    vt__block *y = x->left, *p = x->parent;
+    x->left = y->right;
+    if (y->right)
+        y->right->parent = x;
+    y->right = x;
+    x->parent = y;
+    replace_child(root, p, x, y);
+    fix_height(x);
+    fix_height(y);
+    return y;
+}
+
+/* n's subtrees are valid AVL trees; restore n's balance and height.
+ * @return the subtree's new top. */
+static vt__block *rebalance(vt__block **root, vt__block *n)
+{
+    int bf = height(n->left) - height(n->right);
+    if (bf > 1) {
+        if (height(n->left->left) < height(n->left->right))
+            rotate_left(root, n->left);
+        return rotate_right(root, n);
+    }
+    if (bf < -1) {
+        if (height(n->right->right) < height(n->right->left))
+            rotate_right(root, n->right);
+        return rotate_left(root, n);
+    }
+    fix_height(n);
+    return n;
+}
+
+/* Rebalance from n up to the root; a subtree whose height came out as
+ * before leaves everything above it unchanged, so the walk stops there. */
+static void retrace(vt__block **root, vt__block *n)
+{
+    while (n) {
+        int old = n->height;
+        vt__block *top = rebalance(root, n);
+        if (top->height == old)
+            return;
+        n = top->parent;
+    }
+}
+
+static __attribute__((noinline)) void tree_insert(vt__block **root, vt__block *z)
+{
+    vt__block *p = NULL, **link = root;
+    while (*link) {
+        p = *link;
+        link = key_less(z, p) ? &p->left : &p->right;
+    }
+    z->left = z->right = NULL;
+    z->parent = p;
+    z->height = 1;
+    *link = z;
+    retrace(root, p);
+}
+
+static __attribute__((noinline)) void tree_remove(vt__block **root, vt__block *z)
+{
+    vt__block *fix;   /* lowest node whose subtree changed */
+    if (z->left && z->right) {
+        /* z's successor y (no left child) takes z's place */
+        vt__block *y = z->right;
+        while (y->left)
+            y = y->left;
+        if (y->parent == z) {
+            fix = y;
+        } else {
+            fix = y->parent;
+            fix->left = y->right;
+            if (y->right)
+                y->right->parent = fix;
+            y->right = z->right;
+            z->right->parent = y;
+        }
+        y->left = z->left;
+        z->left->parent = y;
+        y->height = z->height;   /* the height the place had before */
+        replace_child(root, z->parent, z, y);
+    } else {
+        fix = z->parent;
+        replace_child(root, fix, z, z->left ? z->left : z->right);
+    }
+    z->left = z->right = z->parent = NULL;
+    retrace(root, fix);
+}
+
+/* Smallest (size, addr) with size >= size in the tree, NULL if none. */
+static inline vt__block *lower_bound(vt__block *n, uint64_t size)
+{
+    vt__block *best = NULL;
+    while (n) {
+        if (n->size >= size) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best;
+}
+
+static inline vt__block *leftmost(vt__block *n)
+{
+    while (n->left)
+        n = n->left;
+    return n;
+}
+
+/* ---- the index ---------------------------------------------------------- */
+
+static __attribute__((noinline)) vt__sindex *stream_slow(vt__findex *fx, uint64_t stream,
+                                                         bool create)
+{
+    vt__sindex *s;
     for (s = fx->list; s; s = s->next)
         if (s->stream == stream) {
             fx->last = s;
@@ -62,37 +244,53 @@ vt__sindex *vt__index_stream(vt__findex *fx, uint64_t stream, bool create)
     return s;
 }
 
+/* The stream's index: nearly always the one used last (one stream). */
+static inline vt__sindex *stream_of(vt__findex *fx, uint64_t stream, bool create)
+{
+    vt__sindex *s = fx->last;
+    if (vt_likely(s && s->stream == stream))
+        return s;
+    return stream_slow(fx, stream, create);
+}
+
+vt__sindex *vt__index_stream(vt__findex *fx, uint64_t stream, bool create)
+{
+    return stream_of(fx, stream, create);
+}
+
+/* Most classes hold one block or none (cached sizes repeat; a class rarely
+ * has several free at once): that case sets the root and skips the tree
+ * walk and retracing altogether. */
 void vt__index_insert(vt__findex *fx, vt__block *b)
 {
-    vt__sindex *s = vt__index_stream(fx, b->stream, false);
+    vt__sindex *s = stream_of(fx, b->stream, false);
     uint32_t c = class_of(b->size);
-    b->left = NULL;
-    b->right = s->heads[c];
-    if (b->right)
-        b->right->left = b;
-    s->heads[c] = b;
-    s->bits[c / 64] |= 1ull << (c % 64);
-    s->summary[c / 4096] |= 1ull << ((c / 64) % 64);
     s->count++;
+    if (vt_likely(!s->roots[c])) {
+        b->left = b->right = b->parent = NULL;
+        b->height = 1;
+        s->roots[c] = b;
+        s->bits[c / 64] |= 1ull << (c % 64);
+        s->summary[c / 4096] |= 1ull << ((c / 64) % 64);
+        return;
+    }
+    tree_insert(&s->roots[c], b);
 }
 
 void vt__index_remove(vt__findex *fx, vt__block *b)
 {
-    vt__sindex *s = vt__index_stream(fx, b->stream, false);
+    vt__sindex *s = stream_of(fx, b->stream, false);
     uint32_t c = class_of(b->size);
-    if (b->left)
-        b->left->right = b->right;
+    s->count--;
+    if (vt_likely(s->roots[c] == b && !b->left && !b->right))
+        s->roots[c] = NULL;   /* the class's only block */
     else
-        s->heads[c] = b->right;
-    if (b->right)
-        b->right->left = b->left;
-    b->left = b->right = NULL;
-    if (!s->heads[c]) {
+        tree_remove(&s->roots[c], b);
+    if (!s->roots[c]) {
         s->bits[c / 64] &= ~(1ull << (c % 64));
         if (!s->bits[c / 64])
             s->summary[c / 4096] &= ~(1ull << ((c / 64) % 64));
     }
-    s->count--;
 }
 
 /* First non-empty class >= c, or NCLASS. */
@@ -116,34 +314,21 @@ static uint32_t next_class(const vt__sindex *s, uint32_t c)
     return NCLASS;
 }
 
-/* Smallest (size, addr) block >= size in class c. */
-static vt__block *best_in(const vt__sindex *s, uint32_t c, uint64_t size)
-{
-    vt__block *best = NULL;
-    for (vt__block *b = s->heads[c]; b; b = b->right)
-        if (b->size >= size
-            && (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)))
-            best = b;
-    return best;
-}
-
 vt__block *vt__index_best_fit(vt__findex *fx, uint64_t stream, uint64_t size)
 {
-    vt__sindex *s = vt__index_stream(fx, stream, false);
+    vt__sindex *s = stream_of(fx, stream, false);
     if (!s || !s->count)
         return NULL;
     uint32_t c = class_of(size);
-    if (c < EXACT_CLASSES && s->heads[c])
-        return s->heads[c];
-    if (c >= EXACT_CLASSES) {
-        vt__block *b = best_in(s, c, size);
+    if (c >= NCLASS)
+        return NULL;
+    if (s->roots[c]) {
+        vt__block *b = lower_bound(s->roots[c], size);
         if (b)
             return b;
     }
     c = next_class(s, c + 1);
-    if (c == NCLASS)
-        return NULL;
-    return c < EXACT_CLASSES ? s->heads[c] : best_in(s, c, size);
+    return c == NCLASS ? NULL : leftmost(s->roots[c]);
 }
 
 bool vt__index_contains(vt__findex *fx, const vt__block *b)
@@ -151,13 +336,41 @@ bool vt__index_contains(vt__findex *fx, const vt__block *b)
     vt__sindex *s = vt__index_stream(fx, b->stream, false);
     if (!s)
         return false;
-    for (vt__block *x = s->heads[class_of(b->size)]; x; x = x->right)
-        if (x == b)
-            return true;
-    return false;
+    uint32_t c = class_of(b->size);
+    if (c >= NCLASS)
+        return false;
+    vt__block *n = s->roots[c];
+    while (n && n != b)
+        n = key_less(b, n) ? n->left : n->right;
+    return n == b;
 }
 
-/* Walks only the classes whose bit is set: a list whose bit were clear
+/* Verify the subtree at n (parent p) in order: keys strictly increasing
+ * after *prev, links, heights, balance, and each block's class, stream and
+ * state. *budget bounds the walk, so a cycle cannot hang the checker.
+ * @return its height, or -1. */
+static int check_tree(const vt__block *n, const vt__block *p, const vt__block **prev,
+                      uint32_t c, uint64_t stream, uint64_t *n_seen, uint64_t budget)
+{
+    if (!n)
+        return 0;
+    if (n->parent != p || ++*n_seen > budget)
+        return -1;
+    int l = check_tree(n->left, n, prev, c, stream, n_seen, budget);
+    if (l < 0)
+        return -1;
+    if ((*prev && !key_less(*prev, n)) || class_of(n->size) != c || n->stream != stream
+        || n->state != VT_B_FREE)
+        return -1;
+    *prev = n;
+    int r = check_tree(n->right, n, prev, c, stream, n_seen, budget);
+    if (r < 0 || l - r > 1 || r - l > 1)
+        return -1;
+    int h = 1 + (l > r ? l : r);
+    return h == n->height ? h : -1;
+}
+
+/* Walks only the classes whose bit is set: a tree whose bit were clear
  * would go uncounted, and the caller compares the count with the free
  * blocks it finds in the segments. */
 int64_t vt__index_check(vt__findex *fx)
@@ -170,14 +383,10 @@ int64_t vt__index_check(vt__findex *fx)
                 return -1;
             for (uint64_t m = s->bits[w]; m; m &= m - 1) {
                 uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(m);
-                if (!s->heads[c] || s->heads[c]->left)
+                const vt__block *prev = NULL;
+                if (!s->roots[c]
+                    || check_tree(s->roots[c], NULL, &prev, c, s->stream, &n, s->count) < 0)
                     return -1;
-                for (vt__block *b = s->heads[c]; b; b = b->right) {
-                    if (class_of(b->size) != c || b->stream != s->stream
-                        || b->state != VT_B_FREE || (b->right && b->right->left != b))
-                        return -1;
-                    n++;
-                }
             }
         }
         if (n != s->count)

@@ -57,7 +57,7 @@ typedef struct vt__block {
     uint64_t req_size;            /* as asked, while allocated */
     uint64_t stream;              /* stream key the block belongs to */
     struct vt__block *prev, *next;/* address neighbours in the segment */
-    struct vt__block *left, *right;/* free index class list links */
+    struct vt__block *left, *right, *parent; /* free index: AVL tree of its class */
     vt__segment *seg;
     uint64_t alloc_seq;           /* seq of the ALLOC event */
     uint64_t free_tick;           /* heap tick when it became free (gc age) */
@@ -68,6 +68,7 @@ typedef struct vt__block {
     uint8_t state;                /* enum vt__bstate */
     uint8_t pool;                 /* VT_POOL_SMALL / LARGE / UNCACHED */
     uint8_t in_batch;             /* waits for the next unknown-stream fence */
+    uint8_t height;               /* free index: AVL height of its subtree (leaf 1) */
     struct vt__block *bnext;      /* batch list link */
     uint64_t xinline[2];          /* storage for the first extra streams */
 } vt__block;
@@ -150,11 +151,13 @@ vt__sindex *vt__index_stream(vt__findex *fx, uint64_t stream, bool create);
 /* Insert / remove a free block; its stream's index must exist. */
 void vt__index_insert(vt__findex *fx, vt__block *b);
 void vt__index_remove(vt__findex *fx, vt__block *b);
-/* Smallest block (by size, then address or recency) with this stream and
- * size >= size, NULL if none. */
+/* The exact best fit: the free block with this stream and size >= size
+ * that is smallest by (size, address), NULL if none. O(log n). */
 vt__block *vt__index_best_fit(vt__findex *fx, uint64_t stream, uint64_t size);
 bool vt__index_contains(vt__findex *fx, const vt__block *b);
-/* Verify the structure. @return blocks held, or -1 when inconsistent. */
+/* Verify the structure: bitmaps, every class's tree (strict (size, addr)
+ * order, parent links, AVL heights and balance), class, stream and state of
+ * every block. @return blocks held, or -1 when inconsistent. */
 int64_t vt__index_check(vt__findex *fx);
 void vt__index_destroy(vt__findex *fx);
 

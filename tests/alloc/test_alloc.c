@@ -185,6 +185,210 @@ TEST(best_fit_takes_the_smallest_free_block_that_fits)
     CHECK_INVARIANTS();
 }
 
+static uint64_t tie_rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void shuffle(void **v, int n, uint64_t *seed)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(tie_rng(seed) % (uint64_t)(i + 1));
+        void *t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Equal-size free blocks (one exact class) are taken lowest address first,
+ * whatever order they were freed in: not the most recently freed one. */
+TEST(equal_size_ties_take_the_lowest_address)
+{
+    enum { N = 64 };
+    void *p[N], *order[N];
+    for (int i = 0; i < N; i++) {
+        ASSERT((p[i] = vt_malloc(8 * KiB, 0, 0)));
+        ASSERT(vt_malloc(512, 0, 0));   /* spacer: keeps the blocks apart */
+    }
+    /* freed high to low: a LIFO class would hand out p[0] last */
+    vt_free(p[1], 0, 0, 0);
+    vt_free(p[0], 0, 0, 0);
+    vt_free(p[2], 0, 0, 0);
+    ASSERT_PTR_EQ(vt_malloc(8 * KiB, 0, 0), p[0]);
+    ASSERT_PTR_EQ(vt_malloc(8 * KiB, 0, 0), p[1]);
+    ASSERT_PTR_EQ(vt_malloc(8 * KiB - 100, 0, 0), p[2]);   /* rounds to 8 KiB */
+    CHECK_INVARIANTS();
+    /* many blocks in one class, freed in random order: the class's tree
+     * rotates, the answers still come lowest first */
+    memcpy(order, p, sizeof p);
+    uint64_t seed = 12345;
+    for (int round = 0; round < 4; round++) {
+        shuffle(order, N, &seed);
+        for (int i = 0; i < N; i++) {
+            vt_free(order[i], 0, 0, 0);
+            if (i % 8 == 7)
+                CHECK_INVARIANTS();
+        }
+        qsort(order, N, sizeof *order, cmp_ptr);
+        for (int i = 0; i < N; i++)
+            ASSERT_PTR_EQ(vt_malloc(8 * KiB, 0, 0), order[i]);
+        CHECK_INVARIANTS();
+    }
+    /* ties across segments: the lower segment's block first (a stream of
+     * its own: fresh segments, each filled by two 1 MiB blocks) */
+    cudaStream_t st = new_stream();
+    void *q[2];
+    for (int i = 0; i < 2; i++) {
+        ASSERT((q[i] = vt_malloc(MiB, 0, st)));
+        ASSERT(vt_malloc(MiB, 0, st));
+    }
+    ASSERT_EQ(stats(0).segment[VT_STAT_SMALL].current, 3);
+    void *lo = (uintptr_t)q[0] < (uintptr_t)q[1] ? q[0] : q[1];
+    void *hi = lo == q[0] ? q[1] : q[0];
+    vt_free(hi, 0, 0, st);
+    vt_free(lo, 0, 0, st);
+    ASSERT_PTR_EQ(vt_malloc(MiB, 0, st), lo);
+    vt_free(lo, 0, 0, st);
+    vt_free(hi, 0, 0, st);   /* the most recent, higher: still lo first */
+    ASSERT_PTR_EQ(vt_malloc(MiB, 0, st), lo);
+    ASSERT_PTR_EQ(vt_malloc(MiB, 0, st), hi);
+    CHECK_INVARIANTS();
+}
+
+/* Above 2 MiB a class spans 1/64 of an octave and holds several sizes: the
+ * choice is still the smallest size that fits, then the lowest address,
+ * found by lower bound inside the class (blocks of the class too small for
+ * the request are skipped, not taken). */
+TEST(large_classes_take_the_smallest_size_then_the_lowest_address)
+{
+    /* 3 MiB .. 3 MiB + 31.5 KiB is one class. Each block is followed by a
+     * spacer that tops it up to 5 MiB, so 4 pairs tile a 20 MiB segment
+     * exactly and freed blocks never merge. */
+    enum { N = 32 };
+    void *p[N];
+    uint64_t sz[N];
+    int nfree = 0;
+    bool isfree[N];
+    uint64_t seed = 777;
+    for (int i = 0; i < N; i++) {
+        sz[i] = 3 * MiB + 512 * (tie_rng(&seed) % 8);   /* many equal sizes */
+        ASSERT((p[i] = vt_malloc((ssize_t)sz[i], 0, 0)));
+        ASSERT(vt_malloc((ssize_t)(5 * MiB - sz[i]), 0, 0));
+        isfree[i] = false;
+    }
+    ASSERT_EQ(stats(0).segment[VT_STAT_LARGE].current, N / 4);
+    /* free in random order */
+    int idx[N];
+    for (int i = 0; i < N; i++)
+        idx[i] = i;
+    for (int i = N - 1; i > 0; i--) {
+        int j = (int)(tie_rng(&seed) % (uint64_t)(i + 1)), t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+    for (int i = 0; i < N; i++) {
+        vt_free(p[idx[i]], 0, 0, 0);
+        isfree[idx[i]] = true;
+        nfree++;
+    }
+    CHECK_INVARIANTS();
+    /* requests anywhere in the class: each must get the reference answer */
+    while (nfree) {
+        uint64_t req = 3 * MiB - 4 * KiB + tie_rng(&seed) % (12 * KiB);
+        uint64_t want_size = (req + 511) & ~511ull;
+        int best = -1;
+        for (int i = 0; i < N; i++)
+            if (isfree[i] && sz[i] >= want_size
+                && (best < 0 || sz[i] < sz[best]
+                    || (sz[i] == sz[best] && (uintptr_t)p[i] < (uintptr_t)p[best])))
+                best = i;
+        if (best < 0)
+            continue;   /* nothing left that big: would grow the heap */
+        ASSERT_PTR_EQ(vt_malloc((ssize_t)req, 0, 0), p[best]);
+        isfree[best] = false;
+        nfree--;
+    }
+    CHECK_INVARIANTS();
+    ASSERT_EQ(stats(0).segment[VT_STAT_LARGE].current, N / 4);   /* no growth */
+}
+
+/* The index alone, against a brute-force reference: random inserts and
+ * removals (coalescing removes arbitrary blocks) over sizes that crowd a few
+ * exact and log classes, best fit for random sizes, full structure check. */
+TEST(free_index_matches_a_brute_force_reference)
+{
+    enum { N = 3000 };
+    static vt__block blk[N];
+    static bool in[N];
+    vt__findex fx = { 0 };
+    uint64_t seed = 99;
+    ASSERT(vt__index_stream(&fx, 7, true));
+    ASSERT(vt__index_stream(&fx, 9, true));
+    for (int i = 0; i < N; i++) {
+        uint64_t r = tie_rng(&seed);
+        uint64_t size = r % 3 == 0 ? 4 * KiB + 512 * (r % 4)            /* exact classes */
+                      : r % 3 == 1 ? 3 * MiB + 512 * (r % 128)          /* two log classes */
+                                   : 512 * (1 + r % 100000);            /* spread out */
+        blk[i] = (vt__block){ .addr = (uint64_t)(i + 1) * (64ull << 20) - 512 * (r % 7),
+                              .size = size, .stream = (i % 5) ? 7 : 9,
+                              .state = VT_B_FREE };
+    }
+    int nin = 0;
+    for (int step = 0; step < 60000; step++) {
+        int i = (int)(tie_rng(&seed) % N);
+        if (in[i]) {
+            vt__index_remove(&fx, &blk[i]);
+            nin--;
+        } else {
+            vt__index_insert(&fx, &blk[i]);
+            nin++;
+        }
+        in[i] = !in[i];
+        uint64_t stream = tie_rng(&seed) % 4 ? 7 : 9;
+        uint64_t r = tie_rng(&seed);
+        uint64_t want = r % 2 ? blk[r % N].size : 512 * (1 + (r >> 8) % 110000);
+        const vt__block *ref = NULL;
+        if (step % 50 == 0 || step > 59000) {
+            for (int k = 0; k < N; k++)
+                if (in[k] && blk[k].stream == stream && blk[k].size >= want
+                    && (!ref || blk[k].size < ref->size
+                        || (blk[k].size == ref->size && blk[k].addr < ref->addr)))
+                    ref = &blk[k];
+            ASSERT_PTR_EQ(vt__index_best_fit(&fx, stream, want), ref);
+        }
+        if (step % 1000 == 0)
+            ASSERT_EQ(vt__index_check(&fx), nin);
+        ASSERT(vt__index_contains(&fx, &blk[i]) == in[i]);
+    }
+    ASSERT_EQ(vt__index_check(&fx), nin);
+    /* the checker sees a broken order */
+    int a = -1;
+    for (int k = 0; k < N && a < 0; k++)
+        if (in[k] && blk[k].size == 4 * KiB)
+            a = k;
+    ASSERT(a >= 0);
+    uint64_t saved = blk[a].addr;
+    blk[a].addr = UINT64_MAX;   /* now out of (size, addr) order in its tree */
+    int64_t bad = vt__index_check(&fx);
+    blk[a].addr = saved;
+    bool others = false;   /* out of order only if the class has another block */
+    for (int k = 0; k < N; k++)
+        others |= k != a && in[k] && blk[k].size == 4 * KiB && blk[k].stream == blk[a].stream;
+    if (others)
+        ASSERT_EQ(bad, -1);
+    ASSERT_EQ(vt__index_check(&fx), nin);
+    vt__index_destroy(&fx);
+}
+
 TEST(small_pool_splits_any_remainder_of_512_bytes)
 {
     void *a = vt_malloc(MiB, 0, 0);
