@@ -1,6 +1,7 @@
 /*
  * cli/cmd_check.c - `vramtrace check FILE`: storages alive after their last
- * use, and the chain of references that holds them (trace/check.h).
+ * use or pinned by small views of a dropped base, and the chain of
+ * references that holds them (trace/check.h).
  *
  * Exit status: 0 clean, 1 something was flagged, 2 bad usage or a file that
  * cannot be read (the reader's one-line message is printed).
@@ -18,13 +19,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: vramtrace check FILE [--json] [--grace G] [--ignore PATTERN]...\n"
-        "                            [--rules LIST] [--top N] [--paths N]\n"
+        "                            [--rules LIST] [--pinned-ratio R] [--top N]\n"
+        "                            [--paths N]\n"
         "\n"
-        "Flags every storage still alive after the last use of the tensors on it\n"
-        "(or, for a trace without tensor annotations, call sites that accumulate\n"
-        "never-freed memory or whose allocations outlive their siblings), with the\n"
-        "chain of references that keeps it alive. Findings are ranked by\n"
-        "bytes x seconds held.\n"
+        "Flags every storage still alive after the last use of the tensors on it,\n"
+        "and every storage whose base tensor was dropped while small views of it\n"
+        "keep the whole buffer alive (or, for a trace without tensor annotations,\n"
+        "call sites that accumulate never-freed memory or whose allocations\n"
+        "outlive their siblings), with the chain of references that keeps it\n"
+        "alive. Findings are ranked by bytes x seconds held (pinned: wasted bytes\n"
+        "x seconds).\n"
         "\n"
         "options:\n"
         "  --json            the whole report as JSON on stdout (schema: trace/check.h)\n"
@@ -37,8 +41,22 @@ static void usage(FILE *f)
         "                                     the trace)\n"
         "  --ignore PATTERN  skip storages whose tensor name or any function of the\n"
         "                    allocation / last-use stack matches (fnmatch; repeatable)\n"
-        "  --rules LIST      linger,never-freed,outlier,all (default: linger when the\n"
-        "                    trace has tensor annotations, the two others otherwise)\n"
+        "  --rules LIST      comma-separated, from:\n"
+        "                      linger       alive after the last use beyond the grace\n"
+        "                      pinned       base tensor dropped, its live views cover\n"
+        "                                   less than --pinned-ratio of the storage,\n"
+        "                                   for longer than the grace (default: 1\n"
+        "                                   complete step; without marks max(1 s, 5%%\n"
+        "                                   of the trace)); a storage linger flags is\n"
+        "                                   reported as pinned only up to its last use\n"
+        "                      never-freed  call site accumulating never-freed memory\n"
+        "                      outlier      allocations outliving their call site's\n"
+        "                                   siblings\n"
+        "                      all\n"
+        "                    (default: linger,pinned when the trace has tensor\n"
+        "                    annotations, never-freed,outlier otherwise)\n"
+        "  --pinned-ratio R  pinned: flag while the live views cover less than R of the\n"
+        "                    storage, 0 < R <= 1, e.g. 0.25 or 25%% (default 0.5)\n"
         "  --top N           findings shown in the text report (default 20, 0 = all)\n"
         "  --paths N         retention paths per finding (default 3)\n"
         "  -h, --help        this help\n"
@@ -110,7 +128,13 @@ int vt_cmd_check(int argc, char **argv)
         } else if ((v = optval(argc, argv, &i, "--rules", &missing))) {
             if (vt_check_parse_rules(v, &opt.rules) < 0) {
                 fprintf(stderr, "vramtrace check: bad --rules '%s' (want a comma-separated"
-                                " list of linger, never-freed, outlier, all)\n", v);
+                                " list of linger, pinned, never-freed, outlier, all)\n", v);
+                goto out;
+            }
+        } else if ((v = optval(argc, argv, &i, "--pinned-ratio", &missing))) {
+            if (vt_check_parse_pinned_ratio(v, &opt.pinned_ratio) < 0) {
+                fprintf(stderr, "vramtrace check: bad --pinned-ratio '%s' (want a share"
+                                " 0 < R <= 1 such as 0.25, or a percentage such as 25%%)\n", v);
                 goto out;
             }
         } else if ((v = optval(argc, argv, &i, "--top", &missing))) {

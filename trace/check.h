@@ -43,7 +43,11 @@
  * A storage's "owning tensor" is the first non-view tensor bound to it (the
  * first tensor at all if only views were). Its "last use" is the last
  * TENSOR_NEW/TENSOR_USE of ANY tensor bound to it, so a view still in use
- * keeps its base's storage legitimately alive.
+ * keeps its base's storage alive as far as LINGER is concerned (PINNED below
+ * looks at how much of it the view actually covers).
+ * A tensor's "bytes" are its TENSOR_NEW nbytes (`size`), its extent
+ * [data_ptr, data_ptr + nbytes); it is alive from its TENSOR_NEW to its
+ * first TENSOR_DROP (or the end).
  *
  * ---------------------------------------------------------------------------
  * Rules (vt_check_options.rules; a finding names the one that fired)
@@ -82,14 +86,52 @@
  *   two of their siblings (same allocation stack) died within one step and
  *   such short-lived siblings are the majority. One finding per call site.
  *
+ * VT_CHECK_RULE_PINNED (tensor annotations present): a view that keeps its
+ *   base's storage alive after the base tensor was dropped, e.g.
+ *   `x = big[:, :10]` kept while `big` is gone: the whole buffer stays
+ *   allocated for the few bytes of x, even if x is used every step (which
+ *   LINGER cannot see). Checked only for storages whose owning tensor is not
+ *   a view (its base's fate is unknown otherwise) and whose owner got a
+ *   TENSOR_DROP. "Live views" are the other tensors bound to the storage
+ *   that are alive (views of the owner or of its views; any other tensor on
+ *   the same storage counts too). "Covered bytes" are the union of the live
+ *   views' extents, clipped to the storage [addr, addr + bytes) (bytes as in
+ *   the finding: asked-for size); "wasted bytes" = bytes - covered bytes.
+ *   The storage is PINNED at a moment when its owner was dropped, it is
+ *   still allocated, at least one view is alive and
+ *     covered bytes < pinned_ratio x bytes   (default 0.5: `--pinned-ratio`).
+ *   A pinned interval is a maximal run of such moments (it starts at the
+ *   owner's drop, or when a view's drop brings the coverage under the
+ *   ratio; it ends when the last view dies, the coverage reaches the ratio,
+ *   the storage is freed, or at the end of the trace). The first interval
+ *   that outlasts the grace is the finding (one per storage):
+ *   - steps: it is still pinned at mark j+1+N where j is the step the
+ *     interval started in and N = `--grace Nsteps`, else 1 (a view pinning a
+ *     buffer through one complete step); steps_unused = complete steps it
+ *     stayed pinned;
+ *   - time: it lasted longer than T = `--grace S`, else
+ *     max(1 s, VT_CHECK_TIME_FRACTION_PCT % of the trace).
+ *   linger_from is when it became a finding; linger_ns the length of the
+ *   interval; byte_seconds the integral of the wasted bytes over it (the
+ *   ranking key: wasted bytes x time, not the storage's bytes x time).
+ *   wasted_bytes, covered_bytes and the views listed are those of the moment
+ *   the paths show (path_seq); the paths start from the live views.
+ *   LINGER first: when LINGER flags the same storage, the pinned interval
+ *   is cut at the storage's last use (from there LINGER's finding already
+ *   counts every byte of it as held after its last use), so the two never
+ *   report the same interval; if what is left does not outlast the grace,
+ *   only the LINGER finding is reported. With `--rules pinned` alone nothing
+ *   is cut.
+ *
  * "Lingering" is measured from the last use (native rules: from the
  * allocation plus the siblings' median lifetime, or from the allocation for
- * never-freed) to the free or the end; findings are ranked by
- * bytes x lingering seconds, largest first.
+ * never-freed; PINNED: from the start of the pinned interval) to the free or
+ * the end; findings are ranked by bytes x lingering seconds (PINNED: wasted
+ * bytes x seconds), largest first.
  *
- * Retention paths (LINGER only): the live reference chains, at linger_from
- * (or at the end of the trace if the storage is still alive then), from a root
- * to the storage. A breadth-first search runs backwards over live edges from
+ * Retention paths (LINGER and PINNED): the live reference chains, at linger_from
+ * (or at the end of the trace if the storage is still alive then; PINNED: if
+ * it is still pinned then), from a root to the storage. A breadth-first search runs backwards over live edges from
  * the storage through its live tensors; a root is a node with no live
  * incoming edge (a holder, or a tensor nothing recorded refers to). The
  * shortest paths to up to max_paths distinct roots are kept. When only cycles
@@ -116,15 +158,21 @@
 #define VT_CHECK_TIME_MIN_NS 1000000000ull
 /* Multiple of the median use gap in the time rule. */
 #define VT_CHECK_GAP_FACTOR 10
+/* PINNED: default share of the storage its live views must cover. */
+#define VT_CHECK_PINNED_RATIO 0.5
+/* PINNED: views listed per finding (the largest ones; nviews_live counts all). */
+#define VT_CHECK_MAX_VIEWS 8
 
 /* Rules (bit flags; vt_check_options.rules, vt_check_finding.rule). */
 enum vt_check_rule {
     VT_CHECK_RULE_LINGER = 1u << 0,      /* alive after its last use beyond the grace */
     VT_CHECK_RULE_NEVER_FREED = 1u << 1, /* native: call site accumulating never-freed memory */
     VT_CHECK_RULE_OUTLIER = 1u << 2,     /* native: outlives its call site's siblings */
+    VT_CHECK_RULE_PINNED = 1u << 3,      /* small live views pin a dropped base's storage */
 };
-#define VT_CHECK_RULES_AUTO 0u    /* LINGER if the snapshot has tensors, else the native rules */
-#define VT_CHECK_RULES_ALL 7u
+#define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors, else
+                                     the native rules */
+#define VT_CHECK_RULES_ALL 15u
 
 /* How the grace of the LINGER rule is decided. */
 enum vt_check_grace_mode {
@@ -144,6 +192,8 @@ typedef struct vt_check_options {
     unsigned max_paths;        /* retention paths per finding, 0 = 3 */
     unsigned max_visit;        /* nodes one path search may visit, 0 = 4096 (after
                                   20M visits in all, each search gets 64) */
+    double pinned_ratio;       /* PINNED: flagged while live views cover less than this
+                                  share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
 } vt_check_options;
 
 /* Node kinds of a retention path step. */
@@ -171,6 +221,17 @@ typedef struct vt_check_path {
     uint8_t cycle;             /* no root: steps[0] reappears later in the path */
     uint8_t truncated;         /* search bound hit: steps[0] is not a root */
 } vt_check_path;
+
+/* PINNED: one live view holding the storage (at the finding's path_seq). */
+typedef struct vt_check_view {
+    uint64_t id;               /* tensor id */
+    const char *name;          /* its name, "" if none */
+    uint64_t base_id;          /* its base tensor's id if a view, else 0 */
+    const char *base_name;     /* the base's name if known, else "" */
+    uint64_t addr;             /* data_ptr */
+    uint64_t bytes;            /* TENSOR_NEW nbytes */
+    uint64_t covered_bytes;    /* of those, inside the storage */
+} vt_check_view;
 
 typedef struct vt_check_finding {
     unsigned rule;             /* the VT_CHECK_RULE_* that fired */
@@ -218,6 +279,24 @@ typedef struct vt_check_finding {
                                   UINT64_MAX = at the end of the trace */
     vt_check_path *paths;      /* shortest first, up to max_paths */
     size_t npaths;
+
+    /* PINNED only (0 / empty otherwise). The last_use_* fields above are
+     * the storage's last use over the whole trace, for information. */
+    uint64_t wasted_bytes;     /* bytes - covered_bytes, at path_seq */
+    uint64_t covered_bytes;    /* union of the live views' extents in the storage */
+    uint64_t owner_drop_seq;   /* TENSOR_DROP of the owner */
+    uint64_t owner_drop_time_ns;
+    uint64_t pinned_since_seq; /* start of the pinned interval (the owner's drop, or the
+                                  drop that brought the coverage under the ratio) */
+    uint64_t pinned_since_time_ns;
+    uint64_t pinned_until_seq; /* its end (linger_from marks when it became a finding):
+                                  the event that ended it, or UINT64_MAX = still
+                                  pinned at the end of the trace */
+    uint64_t pinned_until_time_ns;
+    uint8_t pinned_cut;        /* 1: interval cut at the last use (LINGER took over) */
+    uint32_t nviews_live;      /* live views at path_seq */
+    vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
+    size_t nviews;
 } vt_check_finding;
 
 typedef struct vt_check_report {
@@ -234,7 +313,8 @@ typedef struct vt_check_report {
     size_t nignored;           /* storages skipped by --ignore patterns */
     uint64_t start_time_ns;    /* first event */
     uint64_t end_time_ns;      /* end of the trace (see the time rule) */
-    uint64_t total_bytes;      /* sum of findings' bytes */
+    double pinned_ratio;       /* PINNED threshold as applied */
+    uint64_t total_bytes;      /* sum of findings' bytes (PINNED: wasted_bytes) */
     double total_byte_seconds; /* sum of findings' byte_seconds */
 } vt_check_report;
 
@@ -252,9 +332,15 @@ int vt_check_parse_grace(const char *text, vt_check_options *opt);
 
 /*! vt_check_parse_rules() :
  * Parse a comma-separated list of rule names ("linger", "never-freed",
- * "outlier", "all", "auto") into VT_CHECK_RULE_* bits.
+ * "outlier", "pinned", "all", "auto") into VT_CHECK_RULE_* bits.
  * @return 0 and *rules, or -EINVAL. */
 int vt_check_parse_rules(const char *text, unsigned *rules);
+
+/*! vt_check_parse_pinned_ratio() :
+ * Parse a `--pinned-ratio` argument: a share "0.25" or a percentage "25%",
+ * greater than 0 and at most 1 (100%).
+ * @return 0 and *ratio, or -EINVAL (*ratio unchanged). */
+int vt_check_parse_pinned_ratio(const char *text, double *ratio);
 
 /*! vt_check_run() :
  * Check snapshot `s` with `opt` (NULL = defaults).
@@ -269,7 +355,7 @@ int vt_check_run(const vt_snapshot *s, const vt_check_options *opt,
 void vt_check_report_free(vt_check_report *r);
 
 /*! vt_check_rule_name() :
- * @return "linger", "never-freed", "outlier", or "?"; static storage. */
+ * @return "linger", "never-freed", "outlier", "pinned", or "?"; static storage. */
 const char *vt_check_rule_name(unsigned rule);
 
 /*! vt_check_path_format() :
@@ -295,7 +381,9 @@ char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len);
  * The human-readable report: a summary line, then up to `max_findings`
  * findings (0 = all), each with its storage, owner, allocation stack, last
  * use and its stack, free or "still alive", lingering and bytes x time, and
- * its retention paths. Stacks are symbolized from `s`.
+ * its retention paths; a PINNED finding also names the views keeping it,
+ *   kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)
+ * and its wasted bytes. Stacks are symbolized from `s`.
  * @return 0, or -EIO if writing failed. */
 int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *s,
                           size_t max_findings);
@@ -305,16 +393,17 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
  * Schema, stable (fields are only ever added):
  * {
  *   "vramtrace_check": 1,                       schema version
- *   "rules_run": ["linger", ...],
+ *   "rules_run": ["linger", ...],      ("linger", "never-freed", "outlier", "pinned")
  *   "grace": {"mode": "steps"|"time", "steps": N|null, "seconds": S|null},
  *             (N / S are set when the user gave them, null = the automatic rule)
+ *   "pinned_ratio": X,                          PINNED threshold as applied
  *   "marks": N, "storages": N, "tensors": N, "holders": N, "refs": N,
  *   "ignored": N,
  *   "start_time_ns": N, "end_time_ns": N,
  *   "total_bytes": N, "total_byte_seconds": X,
  *   "findings": [                               ranked, largest bytes x time first
  *     {
- *       "rule": "linger"|"never-freed"|"outlier",
+ *       "rule": "linger"|"never-freed"|"outlier"|"pinned",
  *       "addr": "0x...",  (hex string: 64-bit addresses exceed JSON doubles)
  *       "device": N, "external": bool, "before_window": bool,
  *       "bytes": N, "block_bytes": N, "allocations": N,
@@ -327,6 +416,16 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
  *       "lingering_from": {"seq": N, "time_ns": N},
  *       "freed": {"seq": N, "time_ns": N, "stack": STACK} | null,  (null: still alive)
  *       "linger_ns": N, "byte_seconds": X,
+ *       "wasted_bytes": N,                      (0 unless "pinned")
+ *       "pinned": null | {                      (set for "pinned" only)
+ *           "owner_dropped": {"seq": N, "time_ns": N},
+ *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)
+ *           "until": {"seq": N, "time_ns": N} | "end",
+ *           "cut_at_last_use": bool,   (the rest is the "linger" finding's)
+ *           "covered_bytes": N, "wasted_bytes": N, "views_live": N,
+ *           "views": [ {"id": N, "name": "...",
+ *                       "view_of": {"id": N, "name": "..."} | null,
+ *                       "addr": "0x...", "bytes": N, "covered_bytes": N} ] },
  *       "paths_at": "end" | N (seq),
  *       "paths": [ {"text": "...", "cycle": bool, "truncated": bool,
  *                   "steps": [ {"kind": "holder"|"tensor"|"storage",

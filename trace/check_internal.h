@@ -38,6 +38,8 @@ typedef struct ck_storage {
     uint8_t before_window;  /* allocated before the first event */
     uint8_t freed;          /* free_seq is valid */
     uint8_t claimed;        /* already part of a native finding */
+    uint8_t lingered;       /* flagged by LINGER (PINNED stops at its last use) */
+    uint8_t ignore_counted; /* already counted in nignored */
 } ck_storage;
 
 /* A holder or a tensor (one per HOLDER_NEW / TENSOR_NEW, plus implicit
@@ -51,6 +53,10 @@ typedef struct ck_node {
     uint64_t base_id;       /* tensor: base tensor id (TENSOR_NEW aux2), 0: not a view */
     uint32_t base;          /* tensor: base tensor node, CK_NONE if unknown */
     uint32_t next_bound;    /* next tensor bound to the same storage */
+    uint64_t addr, nbytes;  /* tensor: data_ptr and nbytes of its TENSOR_NEW */
+    uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
+    uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
+    uint8_t dropped;        /* tensor: drop_seq is valid */
     uint32_t in_head;       /* pass 2: first live incoming edge */
     uint32_t gen;           /* path search: visited when == current generation */
     uint32_t parent;        /* path search: next node toward the storage, CK_NONE:
@@ -105,9 +111,9 @@ uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
 int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
 const char *vt__ck_string(const vt_snapshot *s, uint32_t idx);
 
-/* check_paths.c: compute the retention paths of the LINGER findings of `r`
- * (those with rule == VT_CHECK_RULE_LINGER; storage index of finding i in
- * fst[i]) by replaying the graph operations once. */
+/* check_paths.c: compute the retention paths of the LINGER and PINNED
+ * findings of `r` (storage index of finding i in fst[i]) by replaying the
+ * graph operations once. */
 int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
                  const vt_check_options *opt);
 

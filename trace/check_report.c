@@ -190,7 +190,7 @@ static void print_stack(FILE *f, const vt_snapshot *s, uint32_t id, const char *
 static void print_rules(FILE *f, unsigned rules)
 {
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_OUTLIER; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_PINNED; b <<= 1)
         if (rules & b) {
             fprintf(f, "%s%s", sep, vt_check_rule_name(b));
             sep = ",";
@@ -200,11 +200,15 @@ static void print_rules(FILE *f, unsigned rules)
 int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *s,
                           size_t max_findings)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], b3[32];
     fprintf(f, "vramtrace check: %zu finding%s", r->nfindings, r->nfindings == 1 ? "" : "s");
+    int any_pinned = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        any_pinned |= r->findings[i].rule == VT_CHECK_RULE_PINNED;
     if (r->nfindings)
-        fprintf(f, ", %s held after last use (%s)",
+        fprintf(f, ", %s held after last use%s (%s)",
                 vt_check_format_bytes(r->total_bytes, b1, sizeof b1),
+                any_pinned ? " or pinned by small views" : "",
                 format_bytesec(r->total_byte_seconds, b2, sizeof b2));
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
@@ -218,6 +222,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
     else
         fprintf(f, "auto (max(1 s, %dx median use gap, %d%% of the trace))",
                 VT_CHECK_GAP_FACTOR, VT_CHECK_TIME_FRACTION_PCT);
+    if (r->rules_run & VT_CHECK_RULE_PINNED)
+        fprintf(f, "; pinned: views covering < %g%%", r->pinned_ratio * 100);
     fprintf(f, "\n  %zu storages, %zu tensors, %zu holders, %zu refs, %zu marks, %.3f s traced",
             r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nmarks,
             rel_s(r, r->end_time_ns));
@@ -245,6 +251,32 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
             if (x->owner_id)
                 fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), %u tensor%s bound\n",
                         x->owner_name, x->owner_id, x->ntensors, x->ntensors == 1 ? "" : "s");
+        } else if (x->rule == VT_CHECK_RULE_PINNED) {
+            fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), dropped at seq %" PRIu64
+                       " (%.3f s), %u tensor%s bound\n", x->owner_name, x->owner_id,
+                    x->owner_drop_seq, rel_s(r, x->owner_drop_time_ns), x->ntensors,
+                    x->ntensors == 1 ? "" : "s");
+            for (size_t v = 0; v < x->nviews; v++) {
+                const vt_check_view *w = &x->views[v];
+                fprintf(f, "   %s ", v ? "        " : "kept by:");
+                if (*w->name)
+                    fprintf(f, "tensor '%s' (", w->name);
+                else
+                    fprintf(f, "tensor #%" PRIu64 " (", w->id);
+                if (w->base_id && *w->base_name)
+                    fprintf(f, "view of '%s', ", w->base_name);
+                else if (w->base_id)
+                    fprintf(f, "view of #%" PRIu64 ", ", w->base_id);
+                fprintf(f, "%s of %s)\n", vt_check_format_bytes(w->bytes, b1, sizeof b1),
+                        vt_check_format_bytes(x->bytes, b2, sizeof b2));
+            }
+            if (x->nviews_live > x->nviews)
+                fprintf(f, "            ... and %u more view%s\n", x->nviews_live - (unsigned)x->nviews,
+                        x->nviews_live - x->nviews == 1 ? "" : "s");
+            fprintf(f, "   wasted: %s of %s (live views cover %s)\n",
+                    vt_check_format_bytes(x->wasted_bytes, b1, sizeof b1),
+                    vt_check_format_bytes(x->bytes, b2, sizeof b2),
+                    vt_check_format_bytes(x->covered_bytes, b3, sizeof b3));
         } else if (x->rule == VT_CHECK_RULE_OUTLIER) {
             fprintf(f, "   outlived a complete step while its siblings from the same call site"
                        " died within one\n");
@@ -278,6 +310,25 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
             else
                 fprintf(f, "   lingering since %.3f s (usual gap %.3f s)\n",
                         rel_s(r, x->linger_from_time_ns), (double)x->usual_gap_ns / 1e9);
+        } else if (x->rule == VT_CHECK_RULE_PINNED) {
+            fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s (%u use%s)\n",
+                    x->last_use_name, x->last_use_tensor, x->last_use_seq,
+                    rel_s(r, x->last_use_time_ns), x->nuses, x->nuses == 1 ? "" : "s");
+            fprintf(f, "   pinned since seq %" PRIu64 " at %.3f s, a finding since seq %" PRIu64
+                       " at %.3f s", x->pinned_since_seq, rel_s(r, x->pinned_since_time_ns),
+                    x->linger_from_seq, rel_s(r, x->linger_from_time_ns));
+            if (x->grace_mode == VT_CHECK_GRACE_STEPS)
+                fprintf(f, ": %u complete step%s pinned", x->steps_unused,
+                        x->steps_unused == 1 ? "" : "s");
+            fputc('\n', f);
+            if (x->pinned_until_seq == UINT64_MAX)
+                fprintf(f, "   pinned until the end\n");
+            else if (x->pinned_cut)
+                fprintf(f, "   pinned until its last use at %.3f s (from there: its linger finding)\n",
+                        rel_s(r, x->pinned_until_time_ns));
+            else
+                fprintf(f, "   pinned until seq %" PRIu64 " at %.3f s\n", x->pinned_until_seq,
+                        rel_s(r, x->pinned_until_time_ns));
         }
         if (x->freed)
             fprintf(f, "   freed: seq %" PRIu64 " at %.3f s\n", x->free_seq,
@@ -287,9 +338,10 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
         fprintf(f, "   held %.3f s %s: %s\n", (double)x->linger_ns / 1e9,
                 x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
+                : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
                                                    : "since allocation (longest)",
                 format_bytesec(x->byte_seconds, b2, sizeof b2));
-        if (x->rule == VT_CHECK_RULE_LINGER) {
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED) {
             if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
@@ -395,11 +447,43 @@ static void json_path(FILE *f, const vt_check_path *p)
     fprintf(f, "]}");
 }
 
+static void json_pinned(FILE *f, const vt_check_finding *x)
+{
+    fprintf(f, "{\"owner_dropped\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"since\":",
+            x->owner_drop_seq, x->owner_drop_time_ns);
+    fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"until\":",
+            x->pinned_since_seq, x->pinned_since_time_ns);
+    if (x->pinned_until_seq == UINT64_MAX)
+        fprintf(f, "\"end\"");
+    else
+        fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "}", x->pinned_until_seq,
+                x->pinned_until_time_ns);
+    fprintf(f, ",\"cut_at_last_use\":%s,\"covered_bytes\":%" PRIu64 ",\"wasted_bytes\":%" PRIu64
+               ",\"views_live\":%u,\"views\":[", x->pinned_cut ? "true" : "false",
+            x->covered_bytes, x->wasted_bytes, x->nviews_live);
+    for (size_t v = 0; v < x->nviews; v++) {
+        const vt_check_view *w = &x->views[v];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
+        json_str(f, w->name);
+        fprintf(f, ",\"view_of\":");
+        if (w->base_id) {
+            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", w->base_id);
+            json_str(f, w->base_name);
+            fputc('}', f);
+        } else {
+            fprintf(f, "null");
+        }
+        fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64 ",\"covered_bytes\":%" PRIu64 "}",
+                w->addr, w->bytes, w->covered_bytes);
+    }
+    fprintf(f, "]}");
+}
+
 int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot *s)
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_OUTLIER; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_PINNED; b <<= 1)
         if (r->rules_run & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
@@ -415,7 +499,9 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
         json_num(f, (double)r->grace_ns / 1e9);
     else
         fprintf(f, "null");
-    fprintf(f, "},\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
+    fprintf(f, "},\"pinned_ratio\":");
+    json_num(f, r->pinned_ratio);
+    fprintf(f, ",\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
                "\"ignored\":%zu,\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
                ",\"total_bytes\":%" PRIu64 ",\"total_byte_seconds\":",
             r->nmarks, r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nignored,
@@ -461,6 +547,11 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
         }
         fprintf(f, ",\"linger_ns\":%" PRIu64 ",\"byte_seconds\":", x->linger_ns);
         json_num(f, x->byte_seconds);
+        fprintf(f, ",\"wasted_bytes\":%" PRIu64 ",\"pinned\":", x->wasted_bytes);
+        if (x->rule == VT_CHECK_RULE_PINNED)
+            json_pinned(f, x);
+        else
+            fprintf(f, "null");
         fprintf(f, ",\"paths_at\":");
         if (x->path_seq == UINT64_MAX)
             fprintf(f, "\"end\"");

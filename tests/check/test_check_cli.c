@@ -100,6 +100,27 @@ static void pipeline(synth *y, int fixed)
     }
 }
 
+/* `x = big[:, :10]` (40 B of 4 KiB) kept on the model and used every step
+ * after `big` is dropped in step 2. */
+static void pinned(synth *y)
+{
+    synth_init(y);
+    uint32_t s_fwd = synth_stack(y, "forward", "main", NULL);
+    for (int i = 1; i <= 8; i++) {
+        synth_tick(y, 100000000);
+        synth_mark(y, "step");
+        if (i == 2) {
+            synth_new_tensor(y, 60, 0x7e8000000000ull, 4096, "big", s_fwd);
+            synth_holder(y, 61, "model");
+            synth_tensor(y, 63, 0x7e8000000000ull, 40, 60, "x");
+            synth_ref(y, 61, 63, ".x");
+            synth_drop(y, 60);
+        }
+        if (i >= 2)
+            synth_use(y, 63);
+    }
+}
+
 static void setup_files(void)
 {
     tmpdir();
@@ -120,6 +141,10 @@ static void setup_files(void)
         synth_alloc(&y, 0x7fc000000000ull + (uint64_t)i * 0x1000000, MiB, s_leak);
     }
     write_snap(&y, "native.vtsnap");
+    synth_fini(&y);
+
+    pinned(&y);
+    write_snap(&y, "pinned.vtsnap");
     synth_fini(&y);
 
     char p[400];
@@ -260,6 +285,60 @@ TEST(cli_check_native_rules_and_top)
     cleanup();
 }
 
+TEST(cli_check_pinned_rules_and_ratio)
+{
+    setup_files();
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/pinned.vtsnap'", dir);   /* on by default */
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "rules: linger,pinned;");
+    ASSERT_STR_CONTAINS(out, "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB");
+    ASSERT_STR_CONTAINS(out, "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)");
+    ASSERT_STR_CONTAINS(out, "model.x \xe2\x86\x92 tensor 'x' (view of 'big') \xe2\x86\x92 "
+                             "storage 0x7e8000000000 4 KiB");
+    ASSERT_STR_EQ(err, "");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--rules pinned '%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "rules: pinned;");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--rules linger '%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    snprintf(args, sizeof args, "--rules pinned '%s/leak.vtsnap'", dir);   /* no views */
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    /* 40 B is ~0.98% of 4 KiB. */
+    snprintf(args, sizeof args, "--pinned-ratio 0.005 '%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    free(out); free(err);
+    snprintf(args, sizeof args, "--pinned-ratio=1%% '%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "pinned: views covering < 1%");
+    free(out); free(err);
+    snprintf(args, sizeof args, "--json --rules pinned --pinned-ratio 25%% '%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    const char *why = json_validate(out);
+    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
+    ASSERT_STR_CONTAINS(out, "\"rules_run\":[\"pinned\"]");
+    ASSERT_STR_CONTAINS(out, "\"pinned_ratio\":0.25");
+    ASSERT_STR_CONTAINS(out, "\"rule\":\"pinned\"");
+    ASSERT_STR_CONTAINS(out, "\"wasted_bytes\":4056");
+    free(out); free(err);
+    const char *bad[] = { "0", "1.5", "150%", "half", "-0.5" };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        snprintf(args, sizeof args, "--pinned-ratio '%s' '%s/pinned.vtsnap'", bad[k], dir);
+        ASSERT_EQ(run(args, &out, &err), 2);
+        ASSERT_STR_CONTAINS(err, "bad --pinned-ratio");
+        ASSERT_STR_EQ(out, "");
+        free(out); free(err);
+    }
+    ASSERT_EQ(run("--pinned-ratio", &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "--pinned-ratio needs a value");
+    free(out); free(err);
+    cleanup();
+}
+
 TEST(cli_check_help_and_bad_usage)
 {
     tmpdir();
@@ -268,6 +347,8 @@ TEST(cli_check_help_and_bad_usage)
     ASSERT_STR_CONTAINS(out, "usage: vramtrace check FILE");
     ASSERT_STR_CONTAINS(out, "--grace");
     ASSERT_STR_CONTAINS(out, "--ignore");
+    ASSERT_STR_CONTAINS(out, "--pinned-ratio R");
+    ASSERT_STR_CONTAINS(out, "pinned       base tensor dropped");
     free(out); free(err);
     ASSERT_EQ(run("--frobnicate x.vtsnap", &out, &err), 2);
     ASSERT_STR_CONTAINS(err, "unknown option '--frobnicate'");
