@@ -287,7 +287,14 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         snprintf(title, sizeof title, "%s: %s%s%s (%s) alive %s after its last use%s", rule,
                  f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
                  f->owner_name[0] ? "'" : "", bytes, dur, f->freed ? "" : ", never freed");
-    else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
+    else if (f->rule == VT_CHECK_RULE_PINNED) {
+        char wasted[32];
+        fmt_bytes(f->wasted_bytes, wasted, sizeof wasted);
+        snprintf(title, sizeof title, "%s: %s%s%s (%s) kept by %u small view%s, %s wasted for %s",
+                 rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
+                 f->owner_name[0] ? "'" : "", bytes, f->nviews_live,
+                 f->nviews_live == 1 ? "" : "s", wasted, dur);
+    } else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
         snprintf(title, sizeof title, "%s: %u allocation%s (%s) from one call site never freed", rule,
                  f->nallocs, f->nallocs == 1 ? "" : "s", bytes);
     else
@@ -310,6 +317,18 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         vt__buf_json_str(b, msg);
         if (f->last_use_seq)
             vt__buf_printf(b, ",\"lastUse\":%" PRIu64, rel(r, f->last_use_time_ns));
+    }
+    if (f->rule == VT_CHECK_RULE_PINNED && f->nviews) {
+        /* Which views keep it: the detail panel shows this line. */
+        char msg[512], vb[32], cb[32];
+        const vt_check_view *v = &f->views[0];
+        fmt_bytes(v->bytes, vb, sizeof vb);
+        fmt_bytes(f->covered_bytes, cb, sizeof cb);
+        snprintf(msg, sizeof msg, "base tensor dropped; live views cover %s; largest: tensor '%s'%s%s%s (%s)",
+                 cb, v->name[0] ? v->name : "?", v->base_name[0] ? " (view of '" : "",
+                 v->base_name, v->base_name[0] ? "')" : "", vb);
+        vt__buf_puts(b, ",\"msg\":");
+        vt__buf_json_str(b, msg);
     }
     if (f->linger_from_seq || f->linger_from_time_ns)
         vt__buf_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));

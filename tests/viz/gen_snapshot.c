@@ -8,7 +8,9 @@
  *       steps separated by marks "step 1".."step 5", activations from
  *       Linear.forward, temporaries from relu, gradients from backward, and a
  *       leak: Cache.remember() keeps "cache.1".. (2 MiB each) in the dict
- *       "Cache.entries" after their only use, so `--check` finds them.
+ *       "Cache.entries" after their only use, so `--check` finds them; and
+ *       "batch.tokens", a 16 KiB view used every step, pinning the 512 KiB
+ *       "batch.padded" after its base tensor is dropped (Loader.last_tokens).
  *   gen_snapshot big OUT.vtsnap NEVENTS
  *       The same shape repeated until NEVENTS events (benchmark input).
  *   gen_snapshot many OUT.vtsnap
@@ -226,6 +228,26 @@ static void generate(int big, size_t target_events)
         e->aux = holder;
         e->str = str("Cache.entries");
     }
+    /* A second leak shape, small run only: a padded batch whose base tensor
+     * is dropped while a small view of it, kept in Loader.last_tokens and
+     * used every step, pins the whole buffer (the checker's "pinned" rule). */
+    uint64_t pinned_view = 0;
+    if (!big) {
+        uint32_t st_batch = STACK("main", "load_batch", "pad_batch");
+        uint64_t a = alloc(512 * 1024, st_batch, s_main);
+        uint64_t base = tensor("batch.padded", a, 512 * 1024);
+        pinned_view = tensor("batch.tokens", a, 16 * 1024);
+        S->events[S->nevents - 1].aux2 = base;           /* a view of the batch */
+        uint64_t loader = next_tensor++;
+        vt_event *h = ev(VT_EV_HOLDER_NEW);
+        h->aux = loader;
+        h->str = str("Loader");
+        vt_event *r = ev(VT_EV_REF);
+        r->aux = loader;
+        r->aux2 = pinned_view;
+        r->str = str(".last_tokens");
+        ev(VT_EV_TENSOR_DROP)->aux = base;
+    }
     uint64_t live_floor = reserved_used;
 
     size_t nacts = big ? 60 : 3;
@@ -241,6 +263,11 @@ static void generate(int big, size_t target_events)
         for (int i = 0; i < 4 && (!big || step % 50 == 1); i++) {
             vt_event *u = ev(VT_EV_TENSOR_USE);   /* weights are used every step */
             u->aux = wt[i];
+            u->stack = st_use;
+        }
+        if (pinned_view) {
+            vt_event *u = ev(VT_EV_TENSOR_USE);   /* the view stays in use */
+            u->aux = pinned_view;
             u->stack = st_use;
         }
         /* The leak: remembered after its only use. */

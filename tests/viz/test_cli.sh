@@ -31,6 +31,9 @@ grep -q 'make_weights' "$page" || fail "function name missing"
 [ -s "$dir/out2.txt" ] && fail "--quiet printed: $(cat "$dir/out2.txt")"
 grep -q '"src":"check"' "$dir/checked.html" || fail "--check page has no checker finding"
 grep -q 'Cache.entries' "$dir/checked.html" || fail "retention path missing"
+grep -q "pinned: 'batch.padded' ([0-9.]* KiB) kept by 1 small view" "$dir/checked.html" ||
+    fail "the pinned finding is missing or mistitled"
+grep -q 'Loader.last_tokens' "$dir/checked.html" || fail "pinned finding's retention path missing"
 
 # A bad snapshot: one clear message, exit 1, no output file left behind.
 printf 'not a snapshot' >"$dir/bad.vtsnap"
