@@ -201,7 +201,7 @@ VT_API int vt__alloc_check_invariants(int device)
 
 /* ---- snapshot state ----------------------------------------------------- */
 
-static int describe(vt__heap *h, vt_snapshot *snap)
+static int describe(vt__heap *h, vt_snapshot_data *snap)
 {
     for (uint64_t i = 0; i < h->nsegs; i++) {
         vt__segment *g = h->segs[i];
@@ -225,7 +225,7 @@ static int describe(vt__heap *h, vt_snapshot *snap)
     return 0;
 }
 
-static int provider(vt_snapshot *snap)
+static int provider(vt_snapshot_data *snap)
 {
     int n = vt__heap_count();
     const vt__driver_api *drv = vt__driver();

@@ -171,7 +171,7 @@ int vt_cmd_check(int argc, char **argv)
     opt.nignore = nignore;
 
     char err[512] = "";
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     if (vt_snapfile_read(path, &s, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
         goto out;

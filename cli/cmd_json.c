@@ -46,7 +46,7 @@ static void opt_u64(FILE *o, const char *key, uint64_t v, int known)
         fprintf(o, ",\"%s\":null", key);
 }
 
-static void emit(FILE *o, const char *path, const vt_snapshot *s, const vt_timeline *tl,
+static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
                  int with_events)
 {
     const vt_snapshot_meta *m = &s->meta;
@@ -243,7 +243,7 @@ int vt_cmd_json(int argc, char **argv)
         fprintf(stderr, "vramtrace json: missing FILE\n%s", usage_text);
         return 2;
     }
-    vt_snapshot *s;
+    vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("json", path, &s, &tl);
     if (rc)

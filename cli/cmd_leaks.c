@@ -64,7 +64,7 @@ int vt_cmd_leaks(int argc, char **argv)
         fprintf(stderr, "vramtrace leaks: missing FILE\n%s", usage_text);
         return 2;
     }
-    vt_snapshot *s;
+    vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("leaks", path, &s, &tl);
     if (rc)

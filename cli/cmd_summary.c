@@ -57,7 +57,7 @@ static double pct(uint64_t part, uint64_t whole)
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void top_sites(const vt_snapshot *s, const vt_timeline *tl, const vt_tl_device *d)
+static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt_tl_device *d)
 {
     const vt_tl_point *pk = &d->points[d->peak_allocated_point];
     struct site *v = malloc((tl->nlifetimes + 1) * sizeof *v);
@@ -104,7 +104,7 @@ static void top_sites(const vt_snapshot *s, const vt_timeline *tl, const vt_tl_d
     free(v);
 }
 
-static void print_summary(const char *path, const vt_snapshot *s, const vt_timeline *tl)
+static void print_summary(const char *path, const vt_snapshot_data *s, const vt_timeline *tl)
 {
     const vt_snapshot_meta *m = &s->meta;
     char b1[32], b2[32];
@@ -182,7 +182,7 @@ int vt_cmd_summary(int argc, char **argv)
         fprintf(stderr, "vramtrace summary: missing FILE\n%s", usage_text);
         return 2;
     }
-    vt_snapshot *s;
+    vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("summary", path, &s, &tl);
     if (rc)

@@ -104,7 +104,7 @@ int vt_cmd_viz(int argc, char **argv)
     char err[512] = "";
     char *def_out = NULL;
     char *tmp = NULL;
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     vt_check_report *rep = NULL;
     FILE *f = NULL;

@@ -6,7 +6,7 @@
 #include "report_util.h"
 #include "snapfile.h"
 
-int vt__report_load(const char *cmd, const char *path, vt_snapshot **s, vt_timeline **tl)
+int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
 {
     char err[1024];
     *s = NULL;
@@ -61,7 +61,7 @@ static int boring_module(const char *module)
     return 0;
 }
 
-const vt_frame *vt__report_site_frame(const vt_snapshot *s, uint32_t id)
+const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[256];
     size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
@@ -73,7 +73,7 @@ const vt_frame *vt__report_site_frame(const vt_snapshot *s, uint32_t id)
     return n ? fr[0] : NULL;
 }
 
-void vt__report_frame_text(FILE *out, const vt_snapshot *s, const vt_frame *f)
+void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f)
 {
     const char *fn = vt_snapshot_string(s, f->function);
     const char *file = vt_snapshot_string(s, f->file);
@@ -88,7 +88,7 @@ void vt__report_frame_text(FILE *out, const vt_snapshot *s, const vt_frame *f)
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }
 
-void vt__report_stack(FILE *out, const vt_snapshot *s, uint32_t stack, const char *indent)
+void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent)
 {
     const vt_frame *fr[512];
     size_t n = vt_snapshot_stack_frames(s, stack, fr, 512);

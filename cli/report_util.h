@@ -15,7 +15,7 @@
 /* Read `path` and build its timeline (tl may be NULL when not wanted). On
  * failure prints "vramtrace CMD: <reason>" to stderr and returns the exit
  * status to use (1); 0 on success. */
-int vt__report_load(const char *cmd, const char *path, vt_snapshot **s, vt_timeline **tl);
+int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
 /* "512 B", "1.5 KiB", "64.0 MiB", "2.00 GiB" into buf (>= 32 bytes). */
 const char *vt__fmt_bytes(uint64_t bytes, char *buf);
@@ -23,14 +23,14 @@ const char *vt__fmt_bytes(uint64_t bytes, char *buf);
 /* The innermost frame of stack `id` that is not vramtrace, the CUDA runtime
  * or driver, or the C/C++ runtime (allocation wrappers); the innermost frame
  * when all are; NULL for an empty stack. */
-const vt_frame *vt__report_site_frame(const vt_snapshot *s, uint32_t id);
+const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
 
 /* "fn file:line (module+0xoff)" with the parts that are known. */
-void vt__report_frame_text(FILE *out, const vt_snapshot *s, const vt_frame *f);
+void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
 
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,
  * or "    <no stack recorded>". */
-void vt__report_stack(FILE *out, const vt_snapshot *s, uint32_t stack, const char *indent);
+void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent);
 
 /* A JSON string literal (quoted, escaped; invalid UTF-8 becomes U+FFFD). */
 void vt__json_str(FILE *out, const char *str);

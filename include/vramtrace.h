@@ -188,13 +188,7 @@ VT_API int vt_set_memory_fraction(double fraction, int device);
  * Allocation goes on while the snapshot is taken; only copying the event ring
  * competes with it. Works with trace:0 too (the allocator state, no events).
  * @return 0, or a negative errno (the reason is also printed on stderr). */
-#if defined(VT_BUILDING_LIBRARY) || defined(VT_TRACE_SNAPSHOT_H) || defined(VT_INTERNAL)
-/* Inside vramtrace the name vt_snapshot is the snapshot model's type
- * (trace/snapshot.h): the same function under another C name, same symbol. */
-VT_API int vt__snapshot_public(const char *path) __asm__("vt_snapshot");
-#else
 VT_API int vt_snapshot(const char *path);
-#endif
 
 /*! vt_mark() :
  * Record a MARK event labelled `label` (a phase: "epoch 3", "step 100"); the

@@ -85,8 +85,8 @@ int vt__expand_path(const char *pattern, unsigned n, char *out, size_t len)
     return 0;
 }
 
-/* vt_snapshot() of the public header (see the note there on the name). */
-int vt__snapshot_public(const char *path)
+/* vt_snapshot() of the public header. */
+int vt_snapshot(const char *path)
 {
     char buf[4096];
     if (!path) {

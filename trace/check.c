@@ -48,7 +48,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 #define GROW(arr, cap, need) grow((void **)&(arr), &(cap), (need), sizeof *(arr))
 
-const char *vt__ck_string(const vt_snapshot *s, uint32_t idx)
+const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx)
 {
     if (!s || idx == 0 || idx >= s->nstrings || !s->string_offsets || !s->strings_blob)
         return "";
@@ -377,7 +377,7 @@ static int on_tensor_new(ck_model *m, const vt_event *e)
  * ALLOC of the window explains. */
 static int seed_state(ck_model *m)
 {
-    const vt_snapshot *s = m->s;
+    const vt_snapshot_data *s = m->s;
     uint64_t first = s->nevents ? s->events[0].seq : UINT64_MAX;
     for (size_t i = 0; i < s->nblocks; i++) {
         const vt_block *b = &s->blocks[i];
@@ -407,7 +407,7 @@ static int seed_state(ck_model *m)
 
 static int build_model(ck_model *m)
 {
-    const vt_snapshot *s = m->s;
+    const vt_snapshot_data *s = m->s;
     m->root = CK_NONE;
     if (vt__ck_map_init(&m->ids, 1024) < 0)
         return -ENOMEM;
@@ -572,7 +572,7 @@ static uint64_t median(uint64_t *v, size_t n)
 
 /* First event seq whose time is >= t (events are in time order up to clock
  * jitter between threads), clamped below `limit`. */
-static uint64_t seq_at_time(const vt_snapshot *s, uint64_t t, uint64_t limit)
+static uint64_t seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit)
 {
     size_t lo = 0, hi = s->nevents;
     while (lo < hi) {
@@ -588,7 +588,7 @@ static uint64_t seq_at_time(const vt_snapshot *s, uint64_t t, uint64_t limit)
     return seq;
 }
 
-static int stack_matches(const vt_snapshot *s, uint32_t stack, const char *pat)
+static int stack_matches(const vt_snapshot_data *s, uint32_t stack, const char *pat)
 {
     for (uint32_t guard = 0; stack && stack < s->nstack_nodes && guard < 4096; guard++) {
         const vt_stack_node *sn = &s->stack_nodes[stack];
@@ -1527,7 +1527,7 @@ void vt_check_report_free(vt_check_report *r)
     free(r);
 }
 
-int vt_check_run(const vt_snapshot *s, const vt_check_options *opt_in,
+int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
                  vt_check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {

@@ -348,7 +348,7 @@ int vt_check_parse_pinned_ratio(const char *text, double *ratio);
  *         stack ids from `s`), or a negative errno (-ENOMEM, -EINVAL) with a
  *         one-line message in err. A malformed event stream never fails: it
  *         is reconciled like trace/timeline.h does. */
-int vt_check_run(const vt_snapshot *s, const vt_check_options *opt,
+int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
                  vt_check_report **out, char *err, size_t errlen);
 
 /*! vt_check_report_free() : release a report. NULL is fine. */
@@ -385,7 +385,7 @@ char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len);
  *   kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)
  * and its wasted bytes. Stacks are symbolized from `s`.
  * @return 0, or -EIO if writing failed. */
-int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *s,
+int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
                           size_t max_findings);
 
 /*! vt_check_report_write_json() :
@@ -440,6 +440,6 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *
  * Integers are written exactly (no exponent); N < 2^63 except ids and
  * seqs, which are exact uint64 decimals.
  * @return 0, or -EIO if writing failed. */
-int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot *s);
+int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s);
 
 #endif /* VT_TRACE_CHECK_H */

@@ -92,7 +92,7 @@ typedef struct ck_map {
 } ck_map;
 
 typedef struct ck_model {
-    const vt_snapshot *s;
+    const vt_snapshot_data *s;
     ck_storage *st;   size_t nst, capst;
     ck_node *nodes;   size_t nnodes, capnodes;
     ck_use *uses;     size_t nuses, capuses;
@@ -109,7 +109,7 @@ int vt__ck_map_init(ck_map *m, size_t cap);
 void vt__ck_map_free(ck_map *m);
 uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
 int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
-const char *vt__ck_string(const vt_snapshot *s, uint32_t idx);
+const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
 
 /* check_paths.c: compute the retention paths of the LINGER and PINNED
  * findings of `r` (storage index of finding i in fst[i]) by replaying the

@@ -145,7 +145,7 @@ static double rel_s(const vt_check_report *r, uint64_t t)
 }
 
 /* Walk a stack innermost first without relying on anything but the struct. */
-static size_t stack_frames(const vt_snapshot *s, uint32_t id, const vt_frame **out, size_t max)
+static size_t stack_frames(const vt_snapshot_data *s, uint32_t id, const vt_frame **out, size_t max)
 {
     size_t n = 0;
     for (uint32_t guard = 0; id && id < s->nstack_nodes && guard < 4096; guard++) {
@@ -162,7 +162,7 @@ static size_t stack_frames(const vt_snapshot *s, uint32_t id, const vt_frame **o
     return n;
 }
 
-static void print_stack(FILE *f, const vt_snapshot *s, uint32_t id, const char *indent)
+static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const char *indent)
 {
     const vt_frame *fr[8];
     size_t n = stack_frames(s, id, fr, 8);
@@ -197,7 +197,7 @@ static void print_rules(FILE *f, unsigned rules)
         }
 }
 
-int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot *s,
+int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
                           size_t max_findings)
 {
     char b1[32], b2[32], b3[32];
@@ -392,7 +392,7 @@ static void json_num(FILE *f, double v)
     fprintf(f, "%.17g", v);
 }
 
-static void json_stack(FILE *f, const vt_snapshot *s, uint32_t id)
+static void json_stack(FILE *f, const vt_snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[256];
     size_t n = stack_frames(s, id, fr, 256);
@@ -479,7 +479,7 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
     fprintf(f, "]}");
 }
 
-int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot *s)
+int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s)
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";

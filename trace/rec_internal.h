@@ -2,7 +2,7 @@
  * trace/rec_internal.h - what the recorder's own files share.
  *
  * Deliberately free of trace/snapshot.h: the public header names a function
- * vt_snapshot() while snapshot.h names a type vt_snapshot, so the files that
+ * vt_snapshot() while snapshot.h names a type vt_snapshot_data, so the files that
  * define public API functions (api.c, annotate.c, version.c) include
  * vramtrace.h and this header, never snapshot.h. The prototypes repeated from
  * recorder.h are identical, which C allows.
@@ -13,7 +13,7 @@
  *   stacks.c     stack capture (libunwind) and the interned prefix tree
  *   strings.c    string tables (the global interned one and export-time ones)
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
- *   snapshot_take.c  building a vt_snapshot from the live process, writing it
+ *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
  *   api.c        vt_snapshot(), vt_mark(), output path patterns, exit/signal/OOM
  *   annotate.c   the annotation API (tensors, holders, references)
  *   version.c    vt_version_number / vt_version_string

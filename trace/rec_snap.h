@@ -1,8 +1,8 @@
 /*
- * trace/rec_snap.h - the recorder's internals that speak vt_snapshot.
+ * trace/rec_snap.h - the recorder's internals that speak vt_snapshot_data.
  *
- * Separate from rec_internal.h because the type vt_snapshot (snapshot.h) and
- * the public function vt_snapshot() (vramtrace.h) cannot meet in one file.
+ * Separate from rec_internal.h so that the hot-path files (ring writers,
+ * stack capture) do not depend on the snapshot model.
  */
 #ifndef VT_TRACE_REC_SNAP_H
 #define VT_TRACE_REC_SNAP_H
@@ -28,6 +28,6 @@ void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *s
 /* ---- snapshot_take.c ----------------------------------------------------- */
 /* Build a complete snapshot of the live process in memory.
  * @return 0 and *out (free with vt_snapshot_free), or a negative errno. */
-int vt__snapshot_build(vt_snapshot **out);
+int vt__snapshot_build(vt_snapshot_data **out);
 
 #endif /* VT_TRACE_REC_SNAP_H */

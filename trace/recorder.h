@@ -39,11 +39,11 @@ uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
  * snapshot code calls with no recorder lock held. The provider appends with
  * vt__snapshot_add_segment / vt__snapshot_add_block (blocks of a segment
  * right after it, in address order) and returns 0 or a negative errno. */
-typedef int (*vt__state_provider)(vt_snapshot *snap);
+typedef int (*vt__state_provider)(vt_snapshot_data *snap);
 void vt__trace_set_state_provider(vt__state_provider fn);
-int vt__snapshot_add_segment(vt_snapshot *snap, const vt_segment *seg);
-int vt__snapshot_add_block(vt_snapshot *snap, const vt_block *block);
-int vt__snapshot_add_device(vt_snapshot *snap, int ordinal, const char *name,
+int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg);
+int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block);
+int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes);
 
 /* The allocator ran out of memory: records nothing by itself (the allocator

@@ -16,16 +16,16 @@
  * over `path`, so a reader never sees a half-written file.
  * @return 0, or a negative errno; on failure a one-line message is written to
  *         err (if errlen > 0) and no file is left behind. */
-int vt_snapfile_write(const vt_snapshot *s, const char *path, char *err, size_t errlen);
+int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen);
 
 /* Read and validate `path` (magic, version, bounds, checksums, every index).
  * @return 0 and *out (free with vt_snapshot_free), or a negative errno with a
  *         one-line message in err naming the file, the section and the byte
  *         offset of the problem. Never crashes on any input. */
-int vt_snapfile_read(const char *path, vt_snapshot **out, char *err, size_t errlen);
+int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
 
 /* The same on a memory buffer (fuzzing, tests); `name` is used in messages. */
 int vt_snapfile_decode(const void *data, size_t size, const char *name,
-                       vt_snapshot **out, char *err, size_t errlen);
+                       vt_snapshot_data **out, char *err, size_t errlen);
 
 #endif /* VT_TRACE_SNAPFILE_H */

@@ -44,7 +44,7 @@ struct rd {
     size_t size;
     unsigned major, minor;
     struct entry sec[NKNOWN + 1];   /* by section id */
-    vt_snapshot *s;
+    vt_snapshot_data *s;
     /* current section, for messages about its decompressed bytes */
     const char *cur_name;
     uint64_t cur_offset;
@@ -226,7 +226,7 @@ static int check_str(struct rd *r, size_t off, uint64_t idx, const char *what)
 
 static int dec_strings(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot *s = r->s;
+    vt_snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_STRINGS].count;
     if (count == 0 || count - 1 > n)
         return SFAIL(r, (size_t)0, "%llu strings cannot fit in %zu bytes",
@@ -265,7 +265,7 @@ static int dec_strings(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot *s = r->s;
+    vt_snapshot_data *s = r->s;
     vt_snapshot_meta *m = &s->meta;
     vt__cur c = vt__cur_make(raw, n);
     m->format_version = (r->major << 16) | r->minor;
@@ -323,7 +323,7 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot *s = r->s;
+    vt_snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_FRAMES].count;
     if (count > n / 7)
         return SFAIL(r, (size_t)0, "%llu frames cannot fit in %zu bytes",
@@ -362,7 +362,7 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot *s = r->s;
+    vt_snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_STACKS].count;
     if (count == 0 || count - 1 > n / 2 || count > UINT32_MAX)
         return SFAIL(r, (size_t)0, "%llu stack nodes cannot fit in %zu bytes",
@@ -391,7 +391,7 @@ static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot *s = r->s;
+    vt_snapshot_data *s = r->s;
     vt__cur c = vt__cur_make(raw, n);
     uint64_t nseg = vt__get_varint(&c), nblk = vt__get_varint(&c);
     NEED(&c, "state header");
@@ -485,7 +485,7 @@ static void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
 
 static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot *s = r->s;
+    vt_snapshot_data *s = r->s;
     vt__cur h = vt__cur_make(raw, n);
     uint64_t ne = vt__get_varint(&h), ncol = vt__get_varint(&h);
     NEED(&h, "events header");
@@ -610,7 +610,7 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
 
 /* ---- entry points ------------------------------------------------------- */
 
-int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snapshot **out,
+int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snapshot_data **out,
                        char *err, size_t errlen)
 {
     *out = NULL;
@@ -648,7 +648,7 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
     return 0;
 }
 
-int vt_snapfile_read(const char *path, vt_snapshot **out, char *err, size_t errlen)
+int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)

@@ -1,5 +1,5 @@
 /*
- * trace/snapfile_write.c - encode a vt_snapshot into the .vtsnap format
+ * trace/snapfile_write.c - encode a vt_snapshot_data into the .vtsnap format
  * (layout: include/vramtrace/format.h) and write it atomically.
  *
  * The input is validated first (the same rules the reader enforces), so a
@@ -47,10 +47,10 @@ int vt__event_kind_known(unsigned kind)
                                                             kind >= VT_EV_TENSOR_NEW);
 }
 
-static size_t nstrings_of(const vt_snapshot *s) { return s->nstrings ? s->nstrings : 1; }
-static size_t nnodes_of(const vt_snapshot *s) { return s->nstack_nodes ? s->nstack_nodes : 1; }
+static size_t nstrings_of(const vt_snapshot_data *s) { return s->nstrings ? s->nstrings : 1; }
+static size_t nnodes_of(const vt_snapshot_data *s) { return s->nstack_nodes ? s->nstack_nodes : 1; }
 
-static int validate(const vt_snapshot *s, char *err, size_t errlen)
+static int validate(const vt_snapshot_data *s, char *err, size_t errlen)
 {
     size_t ns = nstrings_of(s), nn = nnodes_of(s);
 #define BAD(...) return fail(err, errlen, -EINVAL, "snapshot not written: " __VA_ARGS__)
@@ -133,7 +133,7 @@ static int validate(const vt_snapshot *s, char *err, size_t errlen)
 
 /* ---- section encoders --------------------------------------------------- */
 
-static void enc_meta(const vt_snapshot *s, vt__buf *b)
+static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
 {
     const vt_snapshot_meta *m = &s->meta;
     vt__put_svarint(b, m->pid);
@@ -156,7 +156,7 @@ static void enc_meta(const vt_snapshot *s, vt__buf *b)
     }
 }
 
-static void enc_strings(const vt_snapshot *s, vt__buf *b)
+static void enc_strings(const vt_snapshot_data *s, vt__buf *b)
 {
     for (size_t i = 1; i < s->nstrings; i++) {
         const char *str = s->strings_blob + s->string_offsets[i];
@@ -166,7 +166,7 @@ static void enc_strings(const vt_snapshot *s, vt__buf *b)
     }
 }
 
-static void enc_frames(const vt_snapshot *s, vt__buf *b)
+static void enc_frames(const vt_snapshot_data *s, vt__buf *b)
 {
     uint64_t ip = 0, mo = 0;
     for (size_t i = 0; i < s->nframes; i++) {
@@ -183,7 +183,7 @@ static void enc_frames(const vt_snapshot *s, vt__buf *b)
     }
 }
 
-static void enc_stacks(const vt_snapshot *s, vt__buf *b)
+static void enc_stacks(const vt_snapshot_data *s, vt__buf *b)
 {
     for (size_t i = 1; i < s->nstack_nodes; i++) {
         vt__put_varint(b, i - s->stack_nodes[i].parent);
@@ -191,7 +191,7 @@ static void enc_stacks(const vt_snapshot *s, vt__buf *b)
     }
 }
 
-static void enc_state(const vt_snapshot *s, vt__buf *b)
+static void enc_state(const vt_snapshot_data *s, vt__buf *b)
 {
     vt__put_varint(b, s->nsegments);
     vt__put_varint(b, s->nblocks);
@@ -233,7 +233,7 @@ static unsigned mtf_encode(uint64_t *list, unsigned n, uint64_t v)
     return pos;
 }
 
-static int enc_events(const vt_snapshot *s, vt__buf *b)
+static int enc_events(const vt_snapshot_data *s, vt__buf *b)
 {
     vt__buf col[VT_COL_COUNT];
     memset(col, 0, sizeof col);
@@ -314,7 +314,7 @@ static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
     return 0;
 }
 
-int vt__snapfile_encode(const vt_snapshot *s, void **data, size_t *size, char *err,
+int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, char *err,
                         size_t errlen)
 {
     *data = NULL;
@@ -433,7 +433,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
-int vt_snapfile_write(const vt_snapshot *s, const char *path, char *err, size_t errlen)
+int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen)
 {
     if (errlen)
         err[0] = 0;

@@ -9,7 +9,7 @@
 
 #include "snapshot.h"
 
-const char *vt_snapshot_string(const vt_snapshot *s, uint32_t index)
+const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
 {
     if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)
         return "";
@@ -19,7 +19,7 @@ const char *vt_snapshot_string(const vt_snapshot *s, uint32_t index)
     return s->strings_blob + off;
 }
 
-size_t vt_snapshot_stack_frames(const vt_snapshot *s, uint32_t id,
+size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
                                 const vt_frame **out, size_t max)
 {
     size_t n = 0;
@@ -39,7 +39,7 @@ size_t vt_snapshot_stack_frames(const vt_snapshot *s, uint32_t id,
     return n;
 }
 
-void vt_snapshot_free(vt_snapshot *s)
+void vt_snapshot_free(vt_snapshot_data *s)
 {
     if (!s)
         return;

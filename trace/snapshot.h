@@ -1,13 +1,13 @@
 /*
  * trace/snapshot.h - the in-memory model of one snapshot.
  *
- * This is the contract between the parts: the recorder fills a vt_snapshot
+ * This is the contract between the parts: the recorder fills a vt_snapshot_data
  * from the live process, the file writer encodes it (snapfile_write.c), the
  * reader decodes a file back into the very same struct (snapfile_read.c), and
  * every view (summary, leaks, json, check, viz) reads only this struct.
  * Nothing here depends on the allocator.
  *
- * Ownership: a vt_snapshot returned by the reader owns all its arrays; free it
+ * Ownership: a vt_snapshot_data returned by the reader owns all its arrays; free it
  * with vt_snapshot_free(). Strings are indexes into `strings` (0 = none, the
  * empty string). Stack ids are indexes into `stack_nodes` (0 = no stack).
  */
@@ -102,7 +102,7 @@ typedef struct vt_snapshot_meta {
     uint64_t stacks_dropped;   /* stacks not interned (table full) */
 } vt_snapshot_meta;
 
-typedef struct vt_snapshot {
+typedef struct vt_snapshot_data {
     vt_snapshot_meta meta;
 
     vt_device_info *devices;   size_t ndevices;
@@ -116,17 +116,17 @@ typedef struct vt_snapshot {
      * String 0 is always "". */
     char *strings_blob;        size_t strings_blob_size;
     uint32_t *string_offsets;  size_t nstrings;
-} vt_snapshot;
+} vt_snapshot_data;
 
 /* Accessors that never fail: an out-of-range index yields "" / NULL. */
-const char *vt_snapshot_string(const vt_snapshot *s, uint32_t index);
+const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index);
 
 /* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
  * to `out` and returns how many the stack has (may exceed max). */
-size_t vt_snapshot_stack_frames(const vt_snapshot *s, uint32_t id,
+size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
                                 const vt_frame **out, size_t max);
 
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
-void vt_snapshot_free(vt_snapshot *s);
+void vt_snapshot_free(vt_snapshot_data *s);
 
 #endif /* VT_TRACE_SNAPSHOT_H */

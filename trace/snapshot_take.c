@@ -1,5 +1,5 @@
 /*
- * trace/snapshot_take.c - a vt_snapshot of the live process.
+ * trace/snapshot_take.c - a vt_snapshot_data of the live process.
  *
  * The snapshot copies the event ring (writers go on meanwhile: allocation is
  * never blocked for longer than it takes to copy), asks the allocator's state
@@ -39,7 +39,7 @@ static int grow(void **arr, size_t n, size_t elem)
     return 0;
 }
 
-int vt__snapshot_add_segment(vt_snapshot *snap, const vt_segment *seg)
+int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)
 {
     if (!snap || !seg)
         return -EINVAL;
@@ -52,7 +52,7 @@ int vt__snapshot_add_segment(vt_snapshot *snap, const vt_segment *seg)
     return 0;
 }
 
-int vt__snapshot_add_block(vt_snapshot *snap, const vt_block *block)
+int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block)
 {
     if (!snap || !block || snap->nsegments == 0)
         return -EINVAL;
@@ -63,7 +63,7 @@ int vt__snapshot_add_block(vt_snapshot *snap, const vt_block *block)
     return 0;
 }
 
-int vt__snapshot_add_device(vt_snapshot *snap, int ordinal, const char *name,
+int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes)
 {
     if (!snap)
@@ -109,7 +109,7 @@ static uint32_t command_line(vt_strtab *st)
     return i == UINT32_MAX ? 0 : i;
 }
 
-static void fill_meta(vt_snapshot *s, vt_strtab *st)
+static void fill_meta(vt_snapshot_data *s, vt_strtab *st)
 {
     vt_snapshot_meta *m = &s->meta;
     struct timespec mono, real;
@@ -151,7 +151,7 @@ static uint32_t frame_index(const uint64_t *ips, size_t n, uint64_t ip)
 }
 
 /* Export the nodes referenced by events and blocks, and their ancestors. */
-static int export_stacks(vt_snapshot *s, vt_strtab *st)
+static int export_stacks(vt_snapshot_data *s, vt_strtab *st)
 {
     uint32_t count = vt__stacks_count();
     uint32_t *remap = calloc(count ? count : 1, sizeof *remap);
@@ -226,11 +226,11 @@ out:
     return rc;
 }
 
-int vt__snapshot_build(vt_snapshot **out)
+int vt__snapshot_build(vt_snapshot_data **out)
 {
     *out = NULL;
     vt__rec_init();
-    vt_snapshot *s = calloc(1, sizeof *s);
+    vt_snapshot_data *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     vt_strtab st = { 0 };
@@ -276,7 +276,7 @@ int vt__snapshot_write_path(const char *path)
     static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
     if (!path || !*path)
         return -EINVAL;
-    vt_snapshot *s;
+    vt_snapshot_data *s;
     int rc = vt__snapshot_build(&s);
     if (rc != 0) {
         fprintf(stderr, "vramtrace: cannot build a snapshot for %s: %s\n", path, strerror(-rc));

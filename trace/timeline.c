@@ -82,7 +82,7 @@ static inline size_t amap_slot(const struct amap *m, uint64_t k)
 /* ---- builder state ------------------------------------------------------ */
 
 struct builder {
-    const vt_snapshot *s;
+    const vt_snapshot_data *s;
     vt_timeline *tl;
     size_t lcap, scap, mcap;
     struct amap lmap, smap;
@@ -146,7 +146,7 @@ static void release(vt_lifetime *l, const vt_event *e, uint32_t i)
 /* Pass 1: match events into lifetimes and segment spans. */
 static int match_events(struct builder *b)
 {
-    const vt_snapshot *s = b->s;
+    const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
@@ -294,7 +294,7 @@ static int match_events(struct builder *b)
  * event in the window explains were allocated before it. */
 static int merge_state(struct builder *b)
 {
-    const vt_snapshot *s = b->s;
+    const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
         const vt_segment *sg = &s->segments[gi];
@@ -384,7 +384,7 @@ static int reorder(struct builder *b)
             }
     free(tl->lifetimes);
     tl->lifetimes = nl;
-    const vt_snapshot *s = b->s;
+    const vt_snapshot_data *s = b->s;
     for (size_t i = 0; i < s->nevents; i++) {
         uint8_t kd = s->events[i].kind;
         if (tl->event_owner[i] != VT_TL_NONE && kd != VT_EV_SEGMENT_ALLOC &&
@@ -430,7 +430,7 @@ static int cmp_pair(const void *a, const void *b)
 
 static int collect_streams(struct builder *b)
 {
-    const vt_snapshot *s = b->s;
+    const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     size_t n = 0;
     for (size_t i = 0; i < s->nevents; i++)
@@ -489,7 +489,7 @@ static uint64_t sub_sat(uint64_t a, uint64_t b)
  * curve it changed. */
 static int build_curves(struct builder *b)
 {
-    const vt_snapshot *s = b->s;
+    const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     uint8_t seen[256] = { 0 };
     for (size_t i = 0; i < s->ndevices; i++)
@@ -668,7 +668,7 @@ static int build_addr_index(struct builder *b)
 
 /* ---- public ------------------------------------------------------------- */
 
-int vt_timeline_build(const vt_snapshot *s, vt_timeline **out, char *err, size_t errlen)
+int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -731,7 +731,7 @@ void vt_timeline_free(vt_timeline *tl)
     free(tl);
 }
 
-const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot *s,
+const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
                                               size_t ev)
 {
     if (!tl || !s || ev >= tl->nevents || ev >= s->nevents)
@@ -744,7 +744,7 @@ const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_sn
     return o < tl->nlifetimes ? &tl->lifetimes[o] : NULL;
 }
 
-const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot *s,
+const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
                                                  size_t ev)
 {
     if (!tl || !s || ev >= tl->nevents || ev >= s->nevents)

@@ -1,7 +1,7 @@
 /*
  * trace/timeline.h - the whole memory timeline reconstructed from a snapshot.
  *
- * A vt_snapshot holds raw events (ALLOC, FREE_REQUESTED, ...) plus the
+ * A vt_snapshot_data holds raw events (ALLOC, FREE_REQUESTED, ...) plus the
  * allocator's state at snapshot time. Every view wants the same derived
  * picture: which allocation lived when, which segments existed when, how many
  * bytes were allocated and reserved after each event. vt_timeline_build()
@@ -165,18 +165,18 @@ typedef struct vt_timeline {
  *         (-ENOMEM, -EOVERFLOW beyond 4G events/lifetimes) with a one-line
  *         message in err. Inconsistent event streams never fail: they are
  *         reconciled by the matching rules above. */
-int vt_timeline_build(const vt_snapshot *s, vt_timeline **out, char *err, size_t errlen);
+int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen);
 
 /* Release a timeline. NULL is fine. */
 void vt_timeline_free(vt_timeline *tl);
 
 /* The lifetime an event belongs to, or NULL (not an allocation event or out
  * of range). For SEGMENT_* events use vt_timeline_event_segment(). */
-const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot *s,
+const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
                                               size_t event_index);
 
 /* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
-const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot *s,
+const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
                                                  size_t event_index);
 
 /* Is lifetime `l` counted as allocated right after event index `ev`?

@@ -30,7 +30,7 @@ extern const char vt__viz_style_css[];
 #define NONE VT_TL_NONE
 
 struct render {
-    const vt_snapshot *s;
+    const vt_snapshot_data *s;
     const vt_timeline *tl;
     uint64_t t0;             /* time origin: the first event */
 
@@ -145,7 +145,7 @@ static void put_axis(struct render *r, uint32_t ev)
 
 static void build_axis(struct render *r)
 {
-    const vt_snapshot *s = r->s;
+    const vt_snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
     for (size_t i = 0; i < s->nevents; i++)
         r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
@@ -205,7 +205,7 @@ static void build_order(struct render *r)
  * (not a view) wins over views. */
 static void bind_names(struct render *r)
 {
-    const vt_snapshot *s = r->s;
+    const vt_snapshot_data *s = r->s;
     uint8_t *by_view = calloc(r->tl->nlifetimes ? r->tl->nlifetimes : 1, 1);
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
@@ -227,7 +227,7 @@ static void bind_names(struct render *r)
 
 /* ---- findings ------------------------------------------------------------ */
 
-static uint32_t event_by_seq(const vt_snapshot *s, uint64_t seq)
+static uint32_t event_by_seq(const vt_snapshot_data *s, uint64_t seq)
 {
     size_t lo = 0, hi = s->nevents;
     while (lo < hi) {
@@ -361,7 +361,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
 
 static void add_event_findings(struct render *r)
 {
-    const vt_snapshot *s = r->s;
+    const vt_snapshot_data *s = r->s;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
         if (e->kind != VT_EV_FINDING)
@@ -464,7 +464,7 @@ static unsigned common_shift(uint64_t acc)
 
 static void write_columns(struct render *r, struct columns *c, size_t *npoints_total)
 {
-    const vt_snapshot *s = r->s;
+    const vt_snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
     size_t n = tl->nlifetimes;
     vt__buf *blob = c->blob;
@@ -603,7 +603,7 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     const vt__buf *blob = c->blob;
     const struct section *sec = c->sec;
     size_t nsec = c->nsec, nxs = c->nxs;
-    const vt_snapshot *s = r->s;
+    const vt_snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
     vt__buf_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
@@ -734,7 +734,7 @@ static void render_free(struct render *r)
     vt__buf_free(&r->findings);
 }
 
-int vt__viz_render(FILE *out, const vt_snapshot *s, const vt_timeline *tl,
+int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
                    const vt_check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen)
 {

@@ -33,7 +33,7 @@ typedef struct vt__viz_stats {
  * findings; VT_EV_FINDING events of the snapshot are always shown.
  * @return 0, or a negative errno (-ENOMEM, -EIO) with a one-line message in
  *         err. `stats` may be NULL. */
-int vt__viz_render(FILE *out, const vt_snapshot *s, const vt_timeline *tl,
+int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
                    const vt_check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen);
 

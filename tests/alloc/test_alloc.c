@@ -441,7 +441,7 @@ TEST(free_coalesces_with_free_neighbours)
     s = stats(0);
     ASSERT_EQ(s.inactive_split[VT_STAT_ALL].current, 0);
     ASSERT_EQ(s.inactive_split_bytes[VT_STAT_ALL].current, 0);
-    vt_snapshot *snap = fake_snapshot();
+    vt_snapshot_data *snap = fake_snapshot();
     ASSERT(snap);
     ASSERT_EQ(snap->nsegments, 1);
     ASSERT_EQ(snap->nblocks, 1);
@@ -808,7 +808,7 @@ TEST(events_and_state_carry_stacks_and_sequence_numbers)
     ASSERT_EQ(ev.size, 3072);
     ASSERT_EQ(ev.stack, 42);
     ASSERT_EQ(ev.stream, (uint64_t)(uintptr_t)s);
-    vt_snapshot *snap = fake_snapshot();
+    vt_snapshot_data *snap = fake_snapshot();
     ASSERT(snap && snap->nsegments == 1 && snap->nblocks == 2 && snap->ndevices == 1);
     ASSERT_EQ(snap->blocks[0].alloc_seq, ev.seq);
     ASSERT_EQ(snap->blocks[0].stack, 42);

@@ -92,7 +92,7 @@ uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
 
 void vt__trace_set_state_provider(vt__state_provider fn) { atomic_store(&provider, fn); }
 
-int vt__snapshot_add_segment(vt_snapshot *snap, const vt_segment *seg)
+int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)
 {
     vt_segment *n = realloc(snap->segments, (snap->nsegments + 1) * sizeof *n);
     if (!n)
@@ -105,7 +105,7 @@ int vt__snapshot_add_segment(vt_snapshot *snap, const vt_segment *seg)
     return 0;
 }
 
-int vt__snapshot_add_block(vt_snapshot *snap, const vt_block *block)
+int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block)
 {
     vt_block *n = realloc(snap->blocks, (snap->nblocks + 1) * sizeof *n);
     if (!n || !snap->nsegments)
@@ -116,7 +116,7 @@ int vt__snapshot_add_block(vt_snapshot *snap, const vt_block *block)
     return 0;
 }
 
-int vt__snapshot_add_device(vt_snapshot *snap, int ordinal, const char *name,
+int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes)
 {
     vt_device_info *n = realloc(snap->devices, (snap->ndevices + 1) * sizeof *n);
@@ -130,12 +130,12 @@ int vt__snapshot_add_device(vt_snapshot *snap, int ordinal, const char *name,
 
 void vt__trace_out_of_memory(void) { atomic_fetch_add(&ooms, 1); }
 
-vt_snapshot *fake_snapshot(void)
+vt_snapshot_data *fake_snapshot(void)
 {
     vt__state_provider p = atomic_load(&provider);
     if (!p)
         return NULL;
-    vt_snapshot *s = calloc(1, sizeof *s);
+    vt_snapshot_data *s = calloc(1, sizeof *s);
     if (s && p(s) != 0) {
         fake_snapshot_free(s);
         return NULL;
@@ -143,7 +143,7 @@ vt_snapshot *fake_snapshot(void)
     return s;
 }
 
-void fake_snapshot_free(vt_snapshot *s)
+void fake_snapshot_free(vt_snapshot_data *s)
 {
     if (!s)
         return;

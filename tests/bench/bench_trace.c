@@ -19,7 +19,7 @@
  *     that file, timed, and the bytes per event on disk.
  * The last line is the machine-readable summary.
  */
-#include "snapfile.h"      /* before vramtrace.h: see vt_snapshot() there */
+#include "snapfile.h"
 #include "vramtrace.h"
 
 #include <errno.h>
@@ -132,7 +132,7 @@ static int child_train(const char *out, long steps)
         }
     }
     uint64_t t0 = now_ns();
-    int rc = vt__snapshot_public(out);   /* vt_snapshot(): see vramtrace.h */
+    int rc = vt_snapshot(out);
     printf("snapshot_ns=%llu rc=%d\n", (unsigned long long)(now_ns() - t0), rc);
     return rc != 0;
 }
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
         uint64_t snap_ns = 0;
         if (run_child(targv, "trace:1,max_events:1000000", "snapshot_ns", &snap_ns) == 0) {
             struct stat st;
-            vt_snapshot *s = NULL;
+            vt_snapshot_data *s = NULL;
             char err[512] = "";
             uint64_t t0 = now_ns();
             int rc = vt_snapfile_read(path, &s, err, sizeof err);

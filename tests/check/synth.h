@@ -1,6 +1,6 @@
 /* tests/check/synth.h - build synthetic snapshots in memory for the checker.
  *
- * A `synth` owns a vt_snapshot whose arrays it grows as events are added.
+ * A `synth` owns a vt_snapshot_data whose arrays it grows as events are added.
  * Every event gets the next seq (from 1) and advances the clock by `dt`
  * (default 1 ms); synth_tick() moves the clock further. Stacks are built from
  * function names (innermost first). Everything aborts on out-of-memory: tests
@@ -18,7 +18,7 @@
 #include "snapshot.h"
 
 typedef struct synth {
-    vt_snapshot s;
+    vt_snapshot_data s;
     size_t capev, capoff, capblob, capnodes, capframes, capblocks;
     uint64_t seq;       /* last seq used */
     uint64_t time;      /* current clock, ns */
@@ -43,7 +43,7 @@ static inline void *synth_grow(void *p, size_t *cap, size_t need, size_t elem)
 
 static inline uint32_t synth_str(synth *y, const char *str)
 {
-    vt_snapshot *s = &y->s;
+    vt_snapshot_data *s = &y->s;
     for (size_t i = 0; i < s->nstrings; i++)
         if (!strcmp(s->strings_blob + s->string_offsets[i], str))
             return (uint32_t)i;
@@ -60,7 +60,7 @@ static inline uint32_t synth_str(synth *y, const char *str)
 /* A string interned without the linear search (for big traces). */
 static inline uint32_t synth_str_fast(synth *y, const char *str)
 {
-    vt_snapshot *s = &y->s;
+    vt_snapshot_data *s = &y->s;
     size_t len = strlen(str) + 1;
     s->strings_blob = synth_grow(s->strings_blob, &y->capblob, s->strings_blob_size + len, 1);
     s->string_offsets = synth_grow(s->string_offsets, &y->capoff, s->nstrings + 1,
@@ -77,7 +77,7 @@ static inline void synth_init(synth *y)
     y->dt = 1000000;
     y->time = 1000000000;
     synth_str_fast(y, "");
-    vt_snapshot *s = &y->s;
+    vt_snapshot_data *s = &y->s;
     s->stack_nodes = synth_grow(NULL, &y->capnodes, 1, sizeof *s->stack_nodes);
     s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
     s->nstack_nodes = 1;
@@ -100,7 +100,7 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
     for (const char *f = fn; f && n < 32; f = va_arg(ap, const char *))
         names[n++] = f;
     va_end(ap);
-    vt_snapshot *s = &y->s;
+    vt_snapshot_data *s = &y->s;
     uint32_t parent = 0;
     for (size_t i = n; i-- > 0;) {   /* outermost first */
         s->frames = synth_grow(s->frames, &y->capframes, s->nframes + 1, sizeof *s->frames);
@@ -123,7 +123,7 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
 
 static inline vt_event *synth_ev(synth *y, uint8_t kind)
 {
-    vt_snapshot *s = &y->s;
+    vt_snapshot_data *s = &y->s;
     s->events = synth_grow(s->events, &y->capev, s->nevents + 1, sizeof *s->events);
     vt_event *e = &s->events[s->nevents++];
     memset(e, 0, sizeof *e);
@@ -235,7 +235,7 @@ static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64
 /* Release everything (the arrays are the synth's own). */
 static inline void synth_fini(synth *y)
 {
-    vt_snapshot *s = &y->s;
+    vt_snapshot_data *s = &y->s;
     free(s->devices);
     free(s->segments);
     free(s->blocks);

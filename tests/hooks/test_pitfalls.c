@@ -18,7 +18,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
-#include "snapfile.h"      /* before vramtrace.h: vt_snapshot is the model's type */
+#include "snapfile.h"
 #include "vramtrace.h"
 
 /* Declared by the toolkit headers only in per-thread-stream builds. */
@@ -421,7 +421,7 @@ TEST(host_alloc_is_a_passthrough_event)
     ASSERT(p != NULL);
     memcpy(&snap, &p, sizeof p);
     ASSERT_EQ(snap(path), 0);
-    vt_snapshot *sn = NULL;
+    vt_snapshot_data *sn = NULL;
     char err[256];
     int rc = vt_snapfile_read(path, &sn, err, sizeof err);
     unlink(path);

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     if (vt_snapfile_decode(data, size, "fuzz", &s, err, sizeof err) == 0) {
         vt_timeline *tl = NULL;
         if (vt_timeline_build(s, &tl, err, sizeof err) == 0) {

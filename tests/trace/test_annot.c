@@ -8,14 +8,14 @@
 
 #include "../harness.h"
 
-static vt_snapshot *build(void)
+static vt_snapshot_data *build(void)
 {
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     return s;
 }
 
-static const char *str(const vt_snapshot *s, uint32_t i) { return vt_snapshot_string(s, i); }
+static const char *str(const vt_snapshot_data *s, uint32_t i) { return vt_snapshot_string(s, i); }
 
 TEST(annotations_record_their_fields)
 {
@@ -36,7 +36,7 @@ TEST(annotations_record_their_fields)
     ASSERT_OK(vt_storage_external((void *)0xdead0000, 1 << 20, 2));
     ASSERT_OK(vt_storage_external_free((void *)0xdead0000));
 
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 9);
     const vt_event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
@@ -101,7 +101,7 @@ TEST(bad_arguments_are_rejected)
     vt_tensor_drop(0);
     vt_tensor_use_stack(0, 1);
     ASSERT_EQ(vt_stack_intern_frames(NULL, 3), 0);
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);
     vt_snapshot_free(s);
 }
@@ -128,7 +128,7 @@ TEST(python_frames_become_synthetic_stack_frames)
     uint64_t t = vt_tensor_new((void *)0x1000, 16, 0, NULL);
     vt_tensor_use_stack(t, st);
 
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 6);
     const vt_event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_STORAGE_EXTERNAL);
@@ -191,7 +191,7 @@ TEST(stack_variants_drops_and_holders_unwind_nothing)
     vt_tensor_use(t);                           /* the capturing call does add */
     ASSERT_GT(vt__stacks_count(), before);
 
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 9);
     for (size_t i = 0; i < 3; i++)
         ASSERT_EQ(s->events[i].stack, st);
@@ -214,7 +214,7 @@ TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
     ASSERT_OK(vt_storage_external_stack((void *)0x10, 1, 0, 0));
     ASSERT_OK(vt_ref(b, a, NULL));
     ASSERT_EQ(vt_stack_intern_frames((const char *const[]){ "x.py:1 f" }, 1), 0);
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);
     vt_snapshot_free(s);
 }

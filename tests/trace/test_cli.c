@@ -29,7 +29,7 @@ static void cleanup(void)
     }
 }
 
-static const char *write_snap(vt_snapshot *s, const char *name)
+static const char *write_snap(vt_snapshot_data *s, const char *name)
 {
     static char path[256];
     char err[512];

@@ -34,7 +34,7 @@ static void tmpdir(char *out, size_t n)
     ASSERT(mkdtemp(out) != NULL);
 }
 
-static void *encode(const vt_snapshot *s, size_t *size)
+static void *encode(const vt_snapshot_data *s, size_t *size)
 {
     void *data;
     int rc = vt__snapfile_encode(s, &data, size, err, sizeof err);
@@ -44,7 +44,7 @@ static void *encode(const vt_snapshot *s, size_t *size)
 
 /* ---- field-by-field comparison ------------------------------------------ */
 
-static void same_snapshot(const vt_snapshot *a, const vt_snapshot *b)
+static void same_snapshot(const vt_snapshot_data *a, const vt_snapshot_data *b)
 {
     ASSERT_EQ(b->meta.format_version, VT_FORMAT_VERSION);
     ASSERT_EQ(a->meta.pid, b->meta.pid);
@@ -135,12 +135,12 @@ TEST(crc32c_matches_the_standard_check_value)
 
 TEST(round_trip_small_snapshot_keeps_every_field)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     char dir[64], path[128];
     tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/small.vtsnap", dir);
     ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     same_snapshot(s, r);
     /* stack accessor: innermost first */
@@ -170,10 +170,10 @@ TEST(round_trip_small_snapshot_keeps_every_field)
 
 TEST(round_trip_empty_snapshot)
 {
-    vt_snapshot *s = calloc(1, sizeof *s);
+    vt_snapshot_data *s = calloc(1, sizeof *s);
     size_t size;
     void *data = encode(s, &size);
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(data, size, "empty", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->nstrings, 1);       /* string 0 always exists */
     ASSERT_EQ(r->nstack_nodes, 1);   /* so does the root */
@@ -186,7 +186,7 @@ TEST(round_trip_empty_snapshot)
 
 TEST(round_trip_training_loop_with_extreme_values)
 {
-    vt_snapshot *s = gen_training(20000, 7);
+    vt_snapshot_data *s = gen_training(20000, 7);
     /* edge values every encoder must survive */
     vt_event *e = &s->events[5];
     e->addr = UINT64_MAX; e->size = UINT64_MAX; e->req_size = 0; e->time_ns = 0;
@@ -196,7 +196,7 @@ TEST(round_trip_training_loop_with_extreme_values)
     s->events[s->nevents - 1].seq = UINT64_MAX;
     size_t size;
     void *data = encode(s, &size);
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(data, size, "t", &r, err, sizeof err) == 0, "%s", err);
     same_snapshot(s, r);
     free(data);
@@ -224,7 +224,7 @@ static void find_section(const unsigned char *d, uint32_t id, uint64_t *off, uin
 
 static void expect_reject(const void *d, size_t n, const char *needle)
 {
-    vt_snapshot *r = NULL;
+    vt_snapshot_data *r = NULL;
     int rc = vt_snapfile_decode(d, n, "bad.vtsnap", &r, err, sizeof err);
     ASSERT_MSG(rc < 0, "accepted a damaged file (expected: %s)", needle);
     ASSERT(r == NULL);
@@ -235,7 +235,7 @@ static void expect_reject(const void *d, size_t n, const char *needle)
 
 TEST(flipped_byte_in_every_section_is_rejected_naming_it)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     static const char *names[] = { "", "meta", "strings", "frames", "stacks", "state", "events" };
@@ -258,7 +258,7 @@ TEST(flipped_byte_in_every_section_is_rejected_naming_it)
     data[64 + 5] ^= 1;
     expect_reject(data, size, "section table at byte offset 64: checksum mismatch");
     data[64 + 5] ^= 1;
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT(vt_snapfile_decode(data, size, "ok", &r, err, sizeof err) == 0);
     vt_snapshot_free(r);
     free(data);
@@ -267,7 +267,7 @@ TEST(flipped_byte_in_every_section_is_rejected_naming_it)
 
 TEST(truncated_file_is_rejected)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     expect_reject(data, size - 1, "the file is truncated");
@@ -281,7 +281,7 @@ TEST(truncated_file_is_rejected)
     int fd = open(path, O_WRONLY | O_CREAT, 0644);
     ASSERT(write(fd, data, size / 2) == (ssize_t)(size / 2));
     close(fd);
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT(vt_snapfile_read(path, &r, err, sizeof err) < 0);
     ASSERT_STR_CONTAINS(err, path);
     ASSERT_STR_CONTAINS(err, "truncated");
@@ -293,7 +293,7 @@ TEST(truncated_file_is_rejected)
 
 TEST(future_major_version_is_rejected)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     data[8] = 2;
@@ -308,7 +308,7 @@ TEST(file_that_is_not_a_snapshot_is_rejected)
 {
     const char *text = "{\"this\": \"is json\"}\n";
     expect_reject(text, strlen(text), "not a vramtrace snapshot");
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT(vt_snapfile_read("/nonexistent/x.vtsnap", &r, err, sizeof err) == -ENOENT);
     ASSERT_STR_CONTAINS(err, "/nonexistent/x.vtsnap: cannot open");
     ASSERT(vt_snapfile_read("/tmp", &r, err, sizeof err) < 0);
@@ -381,7 +381,7 @@ static struct raw_section *by_id(struct raw_section *secs, uint32_t id)
 
 TEST(newer_minor_version_unknown_section_is_skipped)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
@@ -394,7 +394,7 @@ TEST(newer_minor_version_unknown_section_is_skipped)
     m->n += 3;
     size_t n2;
     unsigned char *f = repack(secs, 7, VT_FORMAT_MINOR + 1, &n2);
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(f, n2, "minor", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->meta.format_version, (1u << 16) | (VT_FORMAT_MINOR + 1));
     r->meta.format_version = VT_FORMAT_VERSION;
@@ -410,7 +410,7 @@ TEST(newer_minor_version_unknown_section_is_skipped)
 /* Damage inside a section whose checksum is right: index checks catch it. */
 TEST(bad_indexes_are_rejected_naming_section)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
@@ -440,7 +440,7 @@ TEST(bad_indexes_are_rejected_naming_section)
     free(f);
     /* the same kind in a file of a newer minor version is accepted */
     f = repack(secs, 6, VT_FORMAT_MINOR + 1, &n2);
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->events[2].kind, 13);
     vt_snapshot_free(r);
@@ -481,7 +481,7 @@ TEST(bad_indexes_are_rejected_naming_section)
 
 TEST(writer_refuses_inconsistent_snapshots)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     void *d;
     size_t n;
     s->events[3].stack = 1000;
@@ -506,7 +506,7 @@ TEST(writer_refuses_inconsistent_snapshots)
  * (everything is under a CRC) and never crashes; run under ASan/UBSan too. */
 TEST(mutations_at_every_offset_are_rejected_without_crash)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     unsigned char *copy = malloc(size);
@@ -514,7 +514,7 @@ TEST(mutations_at_every_offset_are_rejected_without_crash)
     for (size_t off = 0; off < size; off++) {
         memcpy(copy, data, size);
         copy[off] ^= (unsigned char)(1u << (gen_rand(&rnd) % 8));
-        vt_snapshot *r = NULL;
+        vt_snapshot_data *r = NULL;
         int rc = vt_snapfile_decode(copy, size, "m", &r, err, sizeof err);
         ASSERT_MSG(rc < 0, "flip at %zu accepted", off);
         ASSERT(err[0] != 0);
@@ -528,7 +528,7 @@ TEST(mutations_at_every_offset_are_rejected_without_crash)
         memcpy(copy, data, size);
         for (int j = 0; j < 4; j++)
             copy[64 + gen_rand(&rnd) % (size - 64)] = (unsigned char)gen_rand(&rnd);
-        vt_snapshot *r = NULL;
+        vt_snapshot_data *r = NULL;
         if (vt_snapfile_decode(copy, size, "m", &r, err, sizeof err) == 0)
             vt_snapshot_free(r);
     }
@@ -541,7 +541,7 @@ TEST(mutations_at_every_offset_are_rejected_without_crash)
  * own bounds and index checks, not the checksums, must stop these. */
 TEST(mutations_inside_sections_never_crash)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     uint64_t rnd = 777;
@@ -559,7 +559,7 @@ TEST(mutations_inside_sections_never_crash)
             t->count += (gen_rand(&rnd) % 5) - 2;
         size_t n2;
         unsigned char *f = repack(secs, 6, 0, &n2);
-        vt_snapshot *r = NULL;
+        vt_snapshot_data *r = NULL;
         if (vt_snapfile_decode(f, n2, "m", &r, err, sizeof err) == 0)
             vt_snapshot_free(r);
         else
@@ -577,14 +577,14 @@ TEST(mutations_inside_sections_never_crash)
 TEST(one_million_training_events_small_and_fast)
 {
     const size_t N = 1000000;
-    vt_snapshot *s = gen_training(N, 99);
+    vt_snapshot_data *s = gen_training(N, 99);
     char dir[64], path[128];
     tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/big.vtsnap", dir);
     double t0 = now_s();
     ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
     double t1 = now_s();
-    vt_snapshot *r;
+    vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     double t2 = now_s();
     struct stat st;

@@ -17,7 +17,7 @@
 #include "snapshot.h"
 
 struct gen {
-    vt_snapshot *s;
+    vt_snapshot_data *s;
     size_t cap_blob, cap_str, cap_ev, cap_node, cap_frame, cap_seg, cap_blk, cap_dev;
 };
 
@@ -32,7 +32,7 @@ struct gen {
 
 static inline uint32_t gen_str(struct gen *g, const char *str)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     size_t len = strlen(str) + 1;
     while (s->strings_blob_size + len > g->cap_blob) {
         g->cap_blob = g->cap_blob ? g->cap_blob * 2 : 256;
@@ -48,7 +48,7 @@ static inline uint32_t gen_str(struct gen *g, const char *str)
 static inline uint32_t gen_frame(struct gen *g, uint64_t ip, const char *module, const char *fn,
                                  const char *file, uint32_t line)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     GEN_GROW(s->frames, s->nframes, g->cap_frame);
     vt_frame *f = &s->frames[s->nframes];
     f->ip = ip;
@@ -63,7 +63,7 @@ static inline uint32_t gen_frame(struct gen *g, uint64_t ip, const char *module,
 
 static inline uint32_t gen_node(struct gen *g, uint32_t parent, uint32_t frame)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     GEN_GROW(s->stack_nodes, s->nstack_nodes, g->cap_node);
     s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
     return (uint32_t)s->nstack_nodes++;
@@ -71,7 +71,7 @@ static inline uint32_t gen_node(struct gen *g, uint32_t parent, uint32_t frame)
 
 static inline vt_event *gen_ev(struct gen *g, uint8_t kind, uint64_t seq, uint64_t t)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     GEN_GROW(s->events, s->nevents, g->cap_ev);
     vt_event *e = &s->events[s->nevents++];
     memset(e, 0, sizeof *e);
@@ -85,7 +85,7 @@ static inline vt_event *gen_ev(struct gen *g, uint8_t kind, uint64_t seq, uint64
 static inline void gen_segment(struct gen *g, uint64_t addr, uint64_t size, int dev, uint8_t pool,
                                uint64_t stream)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     GEN_GROW(s->segments, s->nsegments, g->cap_seg);
     s->segments[s->nsegments++] = (vt_segment){ addr, size, stream, (uint32_t)s->nblocks, 0,
                                                 (int8_t)dev, pool };
@@ -95,7 +95,7 @@ static inline void gen_segment(struct gen *g, uint64_t addr, uint64_t size, int 
 static inline void gen_block(struct gen *g, uint64_t size, uint64_t req, uint64_t stream,
                              uint64_t alloc_seq, uint32_t stack, uint8_t state)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     vt_segment *sg = &s->segments[s->nsegments - 1];
     uint64_t addr = sg->addr;
     for (uint32_t i = 0; i < sg->nblocks; i++)
@@ -107,7 +107,7 @@ static inline void gen_block(struct gen *g, uint64_t size, uint64_t req, uint64_
 
 static inline void gen_device(struct gen *g, int ord, const char *name, uint64_t total)
 {
-    vt_snapshot *s = g->s;
+    vt_snapshot_data *s = g->s;
     GEN_GROW(s->devices, s->ndevices, g->cap_dev);
     s->devices[s->ndevices++] = (vt_device_info){ ord, gen_str(g, name), total };
 }
@@ -148,10 +148,10 @@ static inline struct gen gen_begin(void)
  * Expected dev 0: initial allocated 8 MiB + 1 MiB, reserved 20 MiB; peak
  * allocated 13 MiB (after the 1 MiB temp). Dev 1: peak 512 KiB, reserved 2 MiB.
  */
-static inline vt_snapshot *gen_small(void)
+static inline vt_snapshot_data *gen_small(void)
 {
     struct gen g = gen_begin();
-    vt_snapshot *s = g.s;
+    vt_snapshot_data *s = g.s;
     s->meta.snapshot_time_ns = 5000000000ull;
     s->meta.events_recorded = 120;
     s->meta.events_overwritten = 107;
@@ -236,10 +236,10 @@ static inline uint64_t gen_rand(uint64_t *st)
  * step), a few temporaries freed right away, then frees activations in
  * reverse while allocating gradients, plus a MARK per step. Times advance by
  * a few microseconds of noise per event. */
-static inline vt_snapshot *gen_training(size_t n, uint64_t seed)
+static inline vt_snapshot_data *gen_training(size_t n, uint64_t seed)
 {
     struct gen g = gen_begin();
-    vt_snapshot *s = g.s;
+    vt_snapshot_data *s = g.s;
     gen_device(&g, 0, "Simulated GPU 0", 80ull << 30);
     enum { L = 48 };
     uint32_t stacks[2 * L + 4];

@@ -20,7 +20,7 @@ static const vt_lifetime *at_addr(const vt_timeline *tl, uint64_t addr, int nth)
 
 TEST(timeline_small_lifetimes_and_window)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     vt_timeline *tl;
     ASSERT_MSG(vt_timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(tl->nlifetimes, 5);
@@ -89,7 +89,7 @@ TEST(timeline_small_lifetimes_and_window)
 
 TEST(timeline_curves_start_at_before_window_bytes)
 {
-    vt_snapshot *s = gen_small();
+    vt_snapshot_data *s = gen_small();
     vt_timeline *tl;
     ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->ndevices, 2);
@@ -160,7 +160,7 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
 
 TEST(timeline_of_one_million_events_is_fast)
 {
-    vt_snapshot *s = gen_training(1000000, 5);
+    vt_snapshot_data *s = gen_training(1000000, 5);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     vt_timeline *tl;
@@ -179,7 +179,7 @@ TEST(timeline_of_one_million_events_is_fast)
 
 TEST(timeline_of_empty_snapshot)
 {
-    vt_snapshot *s = calloc(1, sizeof *s);
+    vt_snapshot_data *s = calloc(1, sizeof *s);
     vt_timeline *tl;
     ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->nlifetimes, 0);

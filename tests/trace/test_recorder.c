@@ -18,9 +18,9 @@
 
 #include "../harness.h"
 
-static vt_snapshot *build(void)
+static vt_snapshot_data *build(void)
 {
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     ASSERT(s != NULL);
     return s;
@@ -33,7 +33,7 @@ TEST(ring_overflow_keeps_the_newest_n_in_order)
     ASSERT_EQ(vt__ring_capacity(), n);
     for (uint64_t i = 0; i < n + k; i++)
         ASSERT_EQ(vt__trace(VT_EV_ALLOC, 0, 7, 0x1000 + i, i, i, 0, i, 0, 0), i + 1);
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->meta.events_recorded, n + k);
     ASSERT_EQ(s->meta.events_overwritten, k);
     ASSERT_EQ(s->nevents, n);
@@ -81,7 +81,7 @@ TEST(eight_writers_lose_and_tear_nothing)
         ASSERT_OK(pthread_create(&t[w], NULL, writer, (void *)w));
     for (int w = 0; w < WRITERS; w++)
         pthread_join(t[w], NULL);
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->meta.events_recorded, WRITERS * PER_WRITER);
     ASSERT_EQ(s->meta.events_overwritten, 0);
     ASSERT_EQ(s->nevents, WRITERS * PER_WRITER);
@@ -127,7 +127,7 @@ TEST(snapshots_during_overflow_see_no_torn_events)
     for (uintptr_t w = 0; w < 4; w++)
         ASSERT_OK(pthread_create(&t[w], NULL, endless_writer, (void *)w));
     for (int round = 0; round < 30; round++) {
-        vt_snapshot *s = build();
+        vt_snapshot_data *s = build();
         ASSERT_LE(s->nevents, 1024);
         ASSERT_EQ(s->meta.events_overwritten + s->nevents >= s->meta.events_recorded, 1);
         for (size_t i = 0; i < s->nevents; i++) {
@@ -150,7 +150,7 @@ TEST(trace_off_records_nothing)
     ASSERT_EQ(vt__stack_capture(), 0);
     ASSERT_EQ(vt__stack_capture_free(), 0);
     ASSERT_EQ(vt_mark("x"), 0);
-    vt_snapshot *s = build();
+    vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);
     ASSERT_EQ(s->meta.events_recorded, 0);
     ASSERT_EQ(s->nstack_nodes, 1);
@@ -182,7 +182,7 @@ TEST(output_path_patterns_expand)
 
 static uint32_t block_stack;
 
-static int fake_provider(vt_snapshot *snap)
+static int fake_provider(vt_snapshot_data *snap)
 {
     ASSERT_OK(vt__snapshot_add_device(snap, 0, "Simulated H100", UINT64_C(80) << 30));
     vt_segment seg = { .addr = 0x7f0000000000, .size = 2 << 20, .stream = 9,
@@ -211,7 +211,7 @@ static void make_tmpdir(char *dir, size_t len)
     ASSERT(mkdtemp(dir) != NULL);
 }
 
-static void assert_same_string(const vt_snapshot *a, uint32_t ia, const vt_snapshot *b, uint32_t ib)
+static void assert_same_string(const vt_snapshot_data *a, uint32_t ia, const vt_snapshot_data *b, uint32_t ib)
 {
     ASSERT_STR_EQ(vt_snapshot_string(a, ia), vt_snapshot_string(b, ib));
 }
@@ -227,12 +227,12 @@ TEST(snapshot_round_trips_through_the_reader)
     vt__trace(VT_EV_FREE_REQUESTED, 0, 9, 0x7f0000100000, 5, 512, capture_here(), 1, 0, 0);
     vt__trace(VT_EV_OOM, 1, 0, 0, UINT64_C(1) << 40, 0, 0, 123, 456, 0);
 
-    vt_snapshot *a = build();
+    vt_snapshot_data *a = build();
     char dir[64], path[128], err[256] = "";
     make_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/a.vtsnap", dir);
     ASSERT_OK(vt_snapfile_write(a, path, err, sizeof err));
-    vt_snapshot *b = NULL;
+    vt_snapshot_data *b = NULL;
     int rc = vt_snapfile_read(path, &b, err, sizeof err);
     ASSERT_MSG(rc == 0, "read: %s", err);
 
@@ -343,21 +343,21 @@ TEST(public_snapshot_writes_a_readable_file)
     make_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/pub.vtsnap", dir);
     ASSERT_OK(vt_mark("hello"));
-    ASSERT_OK(vt__snapshot_public(path));
-    vt_snapshot *s = NULL;
+    ASSERT_OK(vt_snapshot(path));
+    vt_snapshot_data *s = NULL;
     int rc = vt_snapfile_read(path, &s, err, sizeof err);
     ASSERT_MSG(rc == 0, "read: %s", err);
     ASSERT_EQ(s->nevents, 1);
     ASSERT_STR_EQ(vt_snapshot_string(s, s->events[0].str), "hello");
     vt_snapshot_free(s);
-    ASSERT(vt__snapshot_public("/nonexistent-dir/x.vtsnap") < 0);
+    ASSERT(vt_snapshot("/nonexistent-dir/x.vtsnap") < 0);
     unlink(path);
     rmdir(dir);
 }
 
 static int read_file_with_mark(const char *path, const char *label)
 {
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     char err[256];
     if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
         return 0;

@@ -4,7 +4,7 @@
  * caller's stack with every frame of the library skipped, and vt_snapshot()
  * writes the allocator's state next to the events. Public API only.
  */
-#include "snapfile.h"      /* before vramtrace.h: see vt_snapshot() there */
+#include "snapfile.h"
 #include "vramtrace.h"
 
 #include "../harness.h"
@@ -26,13 +26,13 @@ __attribute__((noinline)) static void free_site(void *p, size_t n)
     sink += 2;
 }
 
-static vt_snapshot *snapshot_now(char *path, size_t len)
+static vt_snapshot_data *snapshot_now(char *path, size_t len)
 {
     char dir[] = "/tmp/vt-reclib-XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
     snprintf(path, len, "%s/s.vtsnap", dir);
-    ASSERT_OK(vt__snapshot_public(path));
-    vt_snapshot *s = NULL;
+    ASSERT_OK(vt_snapshot(path));
+    vt_snapshot_data *s = NULL;
     char err[256] = "";
     int rc = vt_snapfile_read(path, &s, err, sizeof err);
     ASSERT_MSG(rc == 0, "%s", err);
@@ -56,7 +56,7 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
     free_site(gone, 3000);
     ASSERT_OK(vt_mark("after free"));
     char path[256];
-    vt_snapshot *s = snapshot_now(path, sizeof path);
+    vt_snapshot_data *s = snapshot_now(path, sizeof path);
 
     int allocs = 0, frees = 0, marks = 0;
     for (size_t i = 0; i < s->nevents; i++) {
@@ -111,7 +111,7 @@ TEST(annotations_through_the_shared_library)
     vt_tensor_use(t);
     vt_tensor_drop(t);
     char path[256];
-    vt_snapshot *s = snapshot_now(path, sizeof path);
+    vt_snapshot_data *s = snapshot_now(path, sizeof path);
     int uses = 0;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];

@@ -67,15 +67,15 @@ __attribute__((noinline)) static uint32_t via(uint32_t (*fn)(void))
     return id;
 }
 
-static vt_snapshot *snapshot_with_stack(uint32_t stack)
+static vt_snapshot_data *snapshot_with_stack(uint32_t stack)
 {
     vt__trace(VT_EV_ALLOC, 0, 0, 0x1000, 1, 1, stack, 0, 0, 0);
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     return s;
 }
 
-static const vt_event *last_event(const vt_snapshot *s)
+static const vt_event *last_event(const vt_snapshot_data *s)
 {
     ASSERT_GT(s->nevents, 0);
     return &s->events[s->nevents - 1];
@@ -85,7 +85,7 @@ TEST(known_call_chain_symbolizes_to_its_functions)
 {
     uint32_t id = chain_a();
     ASSERT_NE(id, 0);
-    vt_snapshot *s = snapshot_with_stack(id);
+    vt_snapshot_data *s = snapshot_with_stack(id);
     const vt_frame *f[64];
     size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64);
     ASSERT_GE(n, 4);
@@ -149,7 +149,7 @@ TEST(interning_shares_prefixes)
     uint32_t x = ids[0], y = ids[1];
     vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, x, 0, 0, 0);
     vt__trace(VT_EV_ALLOC, 0, 0, 2, 1, 1, y, 0, 0, 0);
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     const vt_frame *fx[64], *fy[64];
     size_t nx = vt_snapshot_stack_frames(s, s->events[s->nevents - 2].stack, fx, 64);
@@ -307,7 +307,7 @@ TEST(remembered_walk_notices_a_different_caller)
     ASSERT_NE(ids[0], ids[3]);
     for (int i = 0; i < 200; i++)
         ASSERT_EQ(ids[i], ids[((i / 3) & 1) * 3]);
-    vt_snapshot *s = NULL;
+    vt_snapshot_data *s = NULL;
     vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, ids[0], 0, 0, 0);
     vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, ids[3], 0, 0, 0);
     ASSERT_OK(vt__snapshot_build(&s));
@@ -337,7 +337,7 @@ TEST(deep_stacks_beyond_the_remembered_words_still_agree)
         ids[i] = via(deep150);
     for (int i = 1; i < 10; i++)
         ASSERT_EQ(ids[i], ids[0]);
-    vt_snapshot *s = snapshot_with_stack(ids[0]);
+    vt_snapshot_data *s = snapshot_with_stack(ids[0]);
     const vt_frame *f[256];
     size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 256);
     ASSERT_GE(n, 151 + 3);
@@ -363,7 +363,7 @@ TEST(cxx_names_are_demangled_when_libstdcxx_is_loaded)
         fprintf(stderr, "libstdc++.so.6 not found: nothing to test\n");
         return;
     }
-    vt_snapshot *s = snapshot_with_stack(mangled_capture());
+    vt_snapshot_data *s = snapshot_with_stack(mangled_capture());
     const vt_frame *f[2];
     ASSERT_GE(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 2), 1);
     ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "vt::test::capture()");
@@ -374,7 +374,7 @@ TEST(cxx_names_are_demangled_when_libstdcxx_is_loaded)
 TEST(depth_limits_the_frames)
 {
     uint32_t id = chain_a();
-    vt_snapshot *s = snapshot_with_stack(id);
+    vt_snapshot_data *s = snapshot_with_stack(id);
     const vt_frame *f[64];
     ASSERT_EQ(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64), 4);
     ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "chain_c");
@@ -407,7 +407,7 @@ TEST(full_table_counts_dropped_stacks)
     }
     ASSERT_EQ(last, 0);
     ASSERT_GE(vt__stacks_dropped(), 1);
-    vt_snapshot *s = snapshot_with_stack(0);
+    vt_snapshot_data *s = snapshot_with_stack(0);
     ASSERT_GE(s->meta.stacks_dropped, 1);
     vt_snapshot_free(s);
 }

@@ -32,7 +32,7 @@
 
 #define MiB (1024ull * 1024ull)
 
-static vt_snapshot *S;
+static vt_snapshot_data *S;
 static size_t cap_ev, cap_str, cap_blob;
 static uint64_t seq, now_ns = 1000000000ull, bump = 0x7f0000000000ull, reserved, reserved_used;
 static uint64_t next_tensor = 1;
