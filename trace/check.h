@@ -8,7 +8,7 @@
  * it was cut from, a pipeline context that keeps send/recv buffers one
  * micro-batch too long, a hook closure that keeps a dict of intermediates.
  *
- * Input: a vt_snapshot (trace/snapshot.h), nothing else. The checker is a pure
+ * Input: a vt_snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
  * function of it: no allocator, no CUDA, no globals, no I/O except the
  * printers below. Cost: O(n log n) in the number of events plus a bounded
  * search per finding (see vt_check_options.max_visit); 1M events take well

@@ -3,7 +3,7 @@
  *
  * The only code that knows the on-disk encoding (documented in
  * include/vramtrace/format.h). Writer and reader are pure functions of a
- * vt_snapshot (trace/snapshot.h); neither needs the allocator.
+ * vt_snapshot_data (trace/snapshot.h); neither needs the allocator.
  */
 #ifndef VT_TRACE_SNAPFILE_H
 #define VT_TRACE_SNAPFILE_H

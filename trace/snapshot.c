@@ -1,7 +1,7 @@
 /*
  * trace/snapshot.c - accessors of the in-memory snapshot model.
  *
- * Ownership rule shared by everyone who builds a vt_snapshot (the reader, the
+ * Ownership rule shared by everyone who builds a vt_snapshot_data (the reader, the
  * recorder, tests): the struct itself and each array are separate malloc()
  * blocks, so vt_snapshot_free() can free() them one by one.
  */
