@@ -1,8 +1,15 @@
 /*
  * trace/check_internal.h - the checker's model, shared by its files:
- *   check.c        the model (pass 1 over the events) and the rules
- *   check_paths.c  the time-varying reference graph (pass 2) and path search
- *   check_report.c formatting, the text report and the JSON writer
+ *   check.c         entry points: options, ranking, vt_check_run, and what
+ *                   the rules share (ignore patterns, findings, medians)
+ *   check_model.c   the model (pass 1 over the events) and its queries
+ *   check_linger.c  the LINGER rule and its grace
+ *   check_pinned.c  the PINNED rule (coverage tree over the live views)
+ *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
+ *   check_paths.c   the time-varying reference graph (pass 2) and path search
+ *   check_report.c  formatting, the text report and the JSON writer
+ * Below the types, each file's cross-file functions are grouped under its
+ * name.
  */
 #ifndef VT_TRACE_CHECK_INTERNAL_H
 #define VT_TRACE_CHECK_INTERNAL_H
@@ -104,16 +111,81 @@ typedef struct ck_model {
     size_t ntensors, nholders, nrefs;
 } ck_model;
 
-/* check.c */
+/* The findings of all rules, in the order the rules add them. */
+typedef struct ck_findings {
+    vt_check_finding *f;
+    uint32_t *fst;          /* storage index per finding (LINGER), CK_NONE */
+    size_t n, cap, capst;
+} ck_findings;
+
+/* ------------------------------------------------------------------------ */
+/* check_model.c                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Grow an array so that it holds at least `need` elements (0 / -ENOMEM). */
+int vt__ck_grow(void **p, size_t *cap, size_t need, size_t elem);
+#define CK_GROW(arr, cap, need) vt__ck_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+
+/* String idx of the snapshot, "" when absent or malformed. */
+const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
+
 int vt__ck_map_init(ck_map *m, size_t cap);
 void vt__ck_map_free(ck_map *m);
 uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
 int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
-const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
 
-/* check_paths.c: compute the retention paths of the LINGER and PINNED
- * findings of `r` (storage index of finding i in fst[i]) by replaying the
- * graph operations once. */
+/* Build the model of m->s (m zeroed but for s): pass 1, the uses grouped
+ * by storage, start and end time. 0 or -ENOMEM (then vt__ck_model_free). */
+int vt__ck_model_build(ck_model *m);
+void vt__ck_model_free(ck_model *m);
+
+/* Step of an event: the number of marks at or before it. */
+uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
+/* First event seq whose time is >= t, clamped below `limit` (0: none). */
+uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit);
+
+/* ------------------------------------------------------------------------ */
+/* check.c                                                                  */
+/* ------------------------------------------------------------------------ */
+
+int vt__ck_cmp_u64(const void *a, const void *b);   /* qsort, ascending */
+/* Upper median of v[0..n) (reorders v); 0 for n == 0. */
+uint64_t vt__ck_median(uint64_t *v, size_t n);
+
+/* Whether --ignore skips storage sti: a pattern matches one of its tensors'
+ * names or a function of its allocation stack or of extra_stack. */
+int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
+                   uint32_t extra_stack);
+/* A new zeroed finding about storage sti (CK_NONE: a call site); NULL on
+ * ENOMEM. */
+vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
+/* Bytes asked for, else the block size. */
+uint64_t vt__ck_storage_bytes(const ck_storage *st);
+/* The storage's fields of a finding (address, sizes, lifetime, owner). */
+void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st);
+
+/* ------------------------------------------------------------------------ */
+/* check_linger.c, check_pinned.c, check_native.c: the rules               */
+/* ------------------------------------------------------------------------ */
+
+/* Each adds its findings to fs; 0 or -ENOMEM. LINGER also sets
+ * r->grace_mode and marks the storages it flags (ck_storage.lingered), so it
+ * runs before PINNED. */
+int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r);
+int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r);
+/* NEVER-FREED and/or OUTLIER, as `rules` selects. */
+int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
+                       ck_findings *fs, vt_check_report *r);
+
+/* ------------------------------------------------------------------------ */
+/* check_paths.c                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Compute the retention paths of the LINGER and PINNED findings of `r`
+ * (storage index of finding i in fst[i]) by replaying the graph operations
+ * once. */
 int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
                  const vt_check_options *opt);
 
