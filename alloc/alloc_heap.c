@@ -1000,15 +1000,23 @@ static int classify(vt__heap *h, uint64_t addr)
     return VT_BAD_FREE_DOUBLE;
 }
 
+/* Could heap d own addr? Its [lo, hi) range only grows, so a lock-free look
+ * rules out the other devices' heaps before taking any lock. */
+static inline bool heap_may_own(int d, uint64_t addr)
+{
+    const vt__heap *h = &heaps[d];
+    return atomic_load_explicit(&heap_ready[d], memory_order_acquire)
+           && addr >= atomic_load_explicit(&h->lo, memory_order_relaxed)
+           && addr < atomic_load_explicit(&h->hi, memory_order_relaxed);
+}
+
 int vt__heap_free(void *ptr, uint64_t key, enum vt_free_mode mode, uint32_t stack)
 {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     int n = vt__heap_count();
     for (int d = 0; d < n; d++) {
         vt__heap *h = &heaps[d];
-        if (!atomic_load_explicit(&heap_ready[d], memory_order_acquire)
-            || addr < atomic_load_explicit(&h->lo, memory_order_relaxed)
-            || addr >= atomic_load_explicit(&h->hi, memory_order_relaxed))
+        if (!heap_may_own(d, addr))
             continue;
         lock(h);
         vt__block *b = vt__ptrmap_del(&h->live, addr);
@@ -1035,9 +1043,7 @@ int vt__heap_record_stream(void *ptr, uint64_t key)
     int n = vt__heap_count();
     for (int d = 0; d < n; d++) {
         vt__heap *h = &heaps[d];
-        if (!atomic_load_explicit(&heap_ready[d], memory_order_acquire)
-            || addr < atomic_load_explicit(&h->lo, memory_order_relaxed)
-            || addr >= atomic_load_explicit(&h->hi, memory_order_relaxed))
+        if (!heap_may_own(d, addr))
             continue;
         lock(h);
         vt__block *b = vt__ptrmap_get(&h->live, addr);
@@ -1075,9 +1081,7 @@ bool vt__heap_owns(const void *ptr)
     int n = vt__heap_count();
     for (int d = 0; d < n; d++) {
         vt__heap *h = &heaps[d];
-        if (!atomic_load_explicit(&heap_ready[d], memory_order_acquire)
-            || addr < atomic_load_explicit(&h->lo, memory_order_relaxed)
-            || addr >= atomic_load_explicit(&h->hi, memory_order_relaxed))
+        if (!heap_may_own(d, addr))
             continue;
         lock(h);
         bool own = segs_find(h, addr, NULL) != NULL;

@@ -96,6 +96,22 @@ static int parse_signal(const char *v, int *out)
     return -EINVAL;
 }
 
+/* A decimal count within the key's range (no sign, no suffix). */
+static int parse_count(const struct key *k, const char *v, unsigned long long *out)
+{
+    char *end = NULL;
+    if (!isdigit((unsigned char)*v))
+        return -EINVAL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end)
+        return -EINVAL;
+    if ((double)n < k->min || (double)n > k->max)
+        return -ERANGE;
+    *out = n;
+    return 0;
+}
+
 /* Parse one value into the field; -EINVAL (or -ERANGE) when it is not valid. */
 static int parse_value(const struct key *k, const char *v, vt_config *c)
 {
@@ -114,14 +130,10 @@ static int parse_value(const struct key *k, const char *v, vt_config *c)
         return 0;
     case KEY_U64:
     case KEY_UINT: {
-        if (!isdigit((unsigned char)*v))
-            return -EINVAL;
-        errno = 0;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (errno || *end)
-            return -EINVAL;
-        if ((double)n < k->min || (double)n > k->max)
-            return -ERANGE;
+        unsigned long long n;
+        int rc = parse_count(k, v, &n);
+        if (rc)
+            return rc;
         if (k->type == KEY_U64) {
             *(uint64_t *)field = n;
         } else {
@@ -137,14 +149,10 @@ static int parse_value(const struct key *k, const char *v, vt_config *c)
             *(uint64_t *)field = UINT64_MAX;
             return 0;
         }
-        if (!isdigit((unsigned char)*v))
-            return -EINVAL;
-        errno = 0;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (errno || *end)
-            return -EINVAL;
-        if ((double)n < k->min || (double)n > k->max)
-            return -ERANGE;
+        unsigned long long n;
+        int rc = parse_count(k, v, &n);
+        if (rc)
+            return rc;
         *(uint64_t *)field = (uint64_t)n << 20;
         return 0;
     }
