@@ -127,6 +127,13 @@ uint32_t vt__stacks_count(void);
 int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip);
 /* Test visibility: how many captures were answered by the per-thread cache. */
 uint64_t vt__stacks_cache_hits(void);
+/* The calling thread's captures by the path that answered them (tests). */
+typedef struct vt_stacks_stats {
+    uint64_t remembered;   /* a remembered walk: no unwind */
+    uint64_t unwinds;      /* unw_backtrace */
+    uint64_t learns;       /* libunwind's cursor walk, learning a walk (slow) */
+} vt_stacks_stats;
+void vt__stacks_thread_stats(vt_stacks_stats *out);
 
 /* ---- api.c --------------------------------------------------------------- */
 /* Exit snapshot (VRAMTRACE_OUT) and signal thread; called once by init. */

@@ -17,7 +17,8 @@
  * x86-64: each thread remembers recent walks - the registers they started
  * from and the stack words they read - and a walk whose words all still hold
  * their values gives the same stack (see "Remembering walks" below). Where
- * that does not apply, libunwind's unw_backtrace runs, and a per-thread
+ * that does not apply, libunwind's unw_backtrace runs (~60 ns for 40 frames
+ * once its per-thread frame cache is warm), and a per-thread
  * direct-mapped cache from the hash of the raw IP array to the stack id spares
  * the tree lookups. Its keys are 64-bit hashes of the whole array; a false hit
  * needs a 64-bit collision between two distinct stacks of one thread.
@@ -46,20 +47,53 @@
 
 #if defined(__x86_64__)
 #define FAST_PATH 1
-#define FAST_ENTRIES 64                /* remembered walks per thread */
+#define FAST_WAYS 8                    /* remembered walks per set, LRU */
+#define FAST_SETS 32                   /* 256 walks per thread, 800 KiB virtual */
 #define FAST_WORDS 192                 /* stack words one walk may depend on */
-#define SEEN_SLOTS 256
 #define NO_LEARN UINT32_MAX            /* walk.nwords: this key cannot be remembered */
+#define PENDING (UINT32_MAX - 1)       /* walk.nwords: missed once, learn on the next */
+#define KEY_SLOTS 512                  /* start registers with a discriminating word */
+/* Learning a walk uses libunwind's cursor API, which masks and unmasks
+ * signals (two syscalls) and takes a mutex as it steps: ~3 us for a dozen
+ * frames, ~50 plain unw_backtrace calls (these use libunwind's lock-free
+ * per-thread trace cache). Each
+ * capture that has to unwind earns one credit, a learn costs LEARN_COST, so
+ * a thread whose stacks never repeat closely enough to be answered from
+ * memory (more distinct stacks than it remembers, cycled) spends at most
+ * 1/LEARN_COST of a learn per unwind, about a fifth of the unwind itself.
+ * The starting (and maximal) credit pays for LEARN_BURST learns at once: a
+ * program's few dozen hot call sites are learned within their first
+ * captures. */
+#define LEARN_COST 256
+#define LEARN_BURST 64
+#define CREDIT_MAX (LEARN_COST * LEARN_BURST)
+
+/* A stack word a walk read and its value. */
+typedef struct word { uintptr_t addr, val; } word;
+
+/* Start registers (sp, bp, return address into the recorder) that more than
+ * one stack has been seen from: every call site that reaches the allocator
+ * through the same entry at the same depth shares them, hundreds in a large
+ * program. Their walks first differ in one stack word (the call site's return
+ * address, usually a few frames out); its value goes into the set index, so
+ * those stacks spread over the sets instead of evicting each other from one. */
+typedef struct keydisc {
+    uint64_t key;                      /* 0 = empty */
+    uintptr_t addr;                    /* the discriminating word (>= the key's sp) */
+    uint32_t index;                    /* its position in the walks that found it */
+} keydisc;
 
 /* A remembered unwind: the registers it started from and every stack word it
  * read (return addresses, saved frame pointers), with their values. */
 typedef struct walk {
-    uint64_t key;                      /* hash of sp, bp, ra; 0 = empty */
     uintptr_t sp, bp, ra;              /* in capture(): the walk's start */
+    uint64_t used;                     /* ts->clock at its last use (LRU) */
     uint32_t id;                       /* the stack id it gave */
-    uint32_t nwords;
-    uintptr_t addr[FAST_WORDS];
-    uintptr_t val[FAST_WORDS];
+    uint32_t nwords;                   /* words[] in use, or NO_LEARN / PENDING */
+    uint32_t nany;                     /* saved rbp values outside the live stack (no
+                                        * frame pointer: see "Remembering walks"),
+                                        * addresses only: words[FAST_WORDS - 1 - i].addr */
+    word words[FAST_WORDS];            /* exact words in walk order from the front */
 } walk;
 #endif
 
@@ -68,10 +102,15 @@ typedef struct tstate {
     uint32_t id[CACHE_SLOTS];          /* its stack id */
     uint32_t spare;                    /* node id lost in a CAS race, reusable */
     uint64_t hits;                     /* cache hits of either kind (tests) */
+    vt_stacks_stats stats;             /* this thread's captures by path */
 #ifdef FAST_PATH
     uintptr_t stack_hi;                /* end of this thread's stack, 0 = unknown */
-    uint64_t seen[SEEN_SLOTS];         /* walk keys missed once */
-    walk walks[FAST_ENTRIES];
+    uint64_t clock;                    /* walk LRU clock */
+    uint32_t credit;                   /* learning budget, see LEARN_COST */
+    uint64_t wkey[FAST_SETS * FAST_WAYS];  /* walks[i]'s key (hash of sp, bp, ra), 0 = empty;
+                                          * a set's keys share one cache line */
+    walk walks[FAST_SETS * FAST_WAYS];
+    keydisc disc[KEY_SLOTS];
 #endif
 } tstate;
 
@@ -127,6 +166,7 @@ static tstate *ts_get(void)
             t->stack_hi = (uintptr_t)lo + size;
         pthread_attr_destroy(&attr);
     }
+    t->credit = CREDIT_MAX;
 #endif
     return t;
 }
@@ -313,34 +353,81 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
  * bp and return address, and every one of those words still holds the value
  * it had, the walk would give the same stack: checking ~40 words in the hot
  * top of the stack replaces unwinding ~40 frames (about 30 ns instead of
- * 300). The words are learned once per call site with libunwind's cursor API,
+ * 60-300). The words are learned per call site with libunwind's cursor API,
  * which tells where each frame's CFA and saved rbp are; a walk through a
  * signal frame, or reading outside this thread's stack, is not remembered.
- * A key is learned on its second miss, so one-off stacks pay no learning. */
-static void remember(walk *w, uintptr_t a, uintptr_t sp, uintptr_t hi, bool *ok)
+ * A key is learned on its second miss (the first leaves a PENDING walk), so
+ * one-off stacks pay no learning, and learning is paid for by credit
+ * (LEARN_COST), so stacks that come back too rarely to stay remembered never
+ * make capturing much slower than unwinding.
+ *
+ * rbp is part of the key only when it points into the live stack. Code built
+ * without frame pointers (most libraries, PyTorch included) keeps a loop
+ * counter or a heap pointer there, and a key per value would make every
+ * capture from a loop a new key. A value outside [sp, stack end) cannot be a
+ * frame pointer the walk follows: a CFA rule based on it would read outside
+ * the stack, and such walks are not remembered (learn() refuses them). The
+ * same holds for the rbp values that frames saved on the stack, restored by
+ * the walk for the frames further out: one outside the live stack is
+ * remembered as "any value outside the live stack", or a loop counter saved
+ * by a callee would make every capture of the loop a mismatch. */
+static void remember(walk *w, uintptr_t a, uintptr_t lo, uintptr_t hi, bool saved_bp,
+                     bool *ok)
 {
-    if (a < sp)
-        return;                        /* in learn()'s own frame: not a dependency */
-    if (a + sizeof(uintptr_t) > hi || w->nwords == FAST_WORDS) {
+    /* Below capture()'s sp: learn()'s frame, or capture()'s own register
+     * saves where its prologue runs after the sp was read (shrink-wrapping):
+     * the return address into capture() and the rbp of the key, no
+     * dependency either. */
+    if (a < lo)
+        return;
+    if (a + sizeof(uintptr_t) > hi) {
         *ok = false;
         return;
     }
-    w->addr[w->nwords] = a;
-    w->val[w->nwords] = *(const uintptr_t *)a;
-    w->nwords++;
+    uintptr_t v = *(const uintptr_t *)a;
+    if (w->nwords + w->nany == FAST_WORDS) {
+        *ok = false;
+    } else if (saved_bp && v - lo >= hi - lo) {
+        w->words[FAST_WORDS - 1 - w->nany++].addr = a;
+    } else {
+        w->words[w->nwords].addr = a;
+        w->words[w->nwords].val = v;
+        w->nwords++;
+    }
 }
 
-VT_REC_TEXT static uint32_t learn(tstate *ts, walk *w, uint64_t key, uintptr_t sp,
-                                  uintptr_t bp, uintptr_t ra, unsigned d)
+/* The first exact word of `w` that no longer holds what its walk read;
+ * w->nwords + 1 when a saved rbp went into the live stack; w->nwords when
+ * everything holds. */
+static inline uint32_t words_hold(const walk *w, uintptr_t sp, uintptr_t hi)
 {
+    for (uint32_t i = 0; i < w->nwords; i++)
+        if (*(const volatile uintptr_t *)w->words[i].addr != w->words[i].val)
+            return i;
+    for (uint32_t i = 0; i < w->nany; i++) {
+        uintptr_t v = *(const volatile uintptr_t *)w->words[FAST_WORDS - 1 - i].addr;
+        if (v - sp < hi - sp)
+            return w->nwords + 1;
+    }
+    return w->nwords;
+}
+
+/* Six arguments, all in registers: nothing of capture()'s below its sp. */
+VT_REC_TEXT static uint32_t learn(tstate *ts, size_t slot, uint64_t key, uintptr_t sp,
+                                  uintptr_t bp, uintptr_t ra)
+{
+    unsigned d = depth;
+    walk *w = &ts->walks[slot];
     unw_context_t ctx;
     unw_cursor_t cur;
     void *buf[VT_STACK_MAX_DEPTH + MAX_SLACK + 1];
     unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
     int want = (int)(d + sl + 1), n = 0;
     bool ok = true;
-    w->key = 0;
+    ts->stats.learns++;
+    ts->wkey[slot] = 0;
     w->nwords = 0;
+    w->nany = 0;
     if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
         return 0;
     for (;;) {
@@ -349,20 +436,22 @@ VT_REC_TEXT static uint32_t learn(tstate *ts, walk *w, uint64_t key, uintptr_t s
         unw_get_reg(&cur, UNW_REG_IP, &ip);
         buf[n++] = (void *)(uintptr_t)ip;
         if (unw_get_save_loc(&cur, UNW_X86_64_RBP, &loc) == 0 && loc.type == UNW_SLT_MEMORY)
-            remember(w, (uintptr_t)loc.u.addr, sp, ts->stack_hi, &ok);
+            remember(w, (uintptr_t)loc.u.addr, sp, ts->stack_hi, true, &ok);
         if (unw_is_signal_frame(&cur) > 0)
             ok = false;
         if (n >= want || unw_step(&cur) <= 0)
             break;
         unw_get_reg(&cur, UNW_REG_SP, &csp);
-        remember(w, (uintptr_t)csp - sizeof(uintptr_t), sp, ts->stack_hi, &ok);
+        /* The return address of the frame just left. */
+        remember(w, (uintptr_t)csp - sizeof(uintptr_t), sp, ts->stack_hi, false, &ok);
     }
     uint32_t id = finish(buf, n, d, sl, ts);
     w->sp = sp;
     w->bp = bp;
     w->ra = ra;
     w->id = id;
-    w->key = key;
+    w->used = ++ts->clock;
+    ts->wkey[slot] = key;
     if (!ok || !id)
         w->nwords = NO_LEARN;          /* don't try again: unwind each time */
     return id;
@@ -379,31 +468,68 @@ VT_REC_TEXT static uint32_t capture(void)
     if (VT_LIKELY(ts != NULL) && ts->stack_hi) {
         uintptr_t sp, bp, ra = (uintptr_t)__builtin_return_address(0);
         __asm__ volatile("mov %%rsp, %0\n\tmov %%rbp, %1" : "=r"(sp), "=r"(bp));
+        if (bp - sp >= ts->stack_hi - sp)
+            bp = 0;                    /* not a frame pointer (see above) */
         uint64_t key = mix(mix(mix(0x51, sp), bp), ra) | 1;
-        walk *w = &ts->walks[(key >> 32) & (FAST_ENTRIES - 1)];
-        if (w->key == key && w->sp == sp && w->bp == bp && w->ra == ra) {
-            if (w->nwords == NO_LEARN)
-                goto unwind;
-            uint32_t i = 0;
-            while (i < w->nwords && *(const volatile uintptr_t *)w->addr[i] == w->val[i])
-                i++;
-            if (i == w->nwords) {
-                ts->hits++;
-                return w->id;
+        keydisc *kd = &ts->disc[(key >> 16) & (KEY_SLOTS - 1)];
+        uint64_t h = key;
+        if (kd->key == key)
+            h = mix(key, *(const volatile uintptr_t *)kd->addr);
+        size_t set = (size_t)((h >> 32) & (FAST_SETS - 1)) * FAST_WAYS, victim = set;
+        /* Ways with the same key: stacks whose discriminating word agrees
+         * (or none is known yet), e.g. one call site reached through
+         * different outer callers; each keeps its own words. */
+        for (size_t k = set; k < set + FAST_WAYS; k++) {
+            walk *w = &ts->walks[k];
+            if (ts->wkey[k] == key && w->sp == sp && w->bp == bp && w->ra == ra) {
+                if (w->nwords == NO_LEARN) {
+                    w->used = ++ts->clock;
+                    goto unwind;
+                }
+                if (w->nwords == PENDING) {   /* second miss */
+                    if (ts->credit < LEARN_COST) {   /* stays pending */
+                        w->used = ++ts->clock;
+                        ts->credit++;
+                        goto unwind;
+                    }
+                    ts->credit -= LEARN_COST;
+                    return learn(ts, k, key, sp, bp, ra);
+                }
+                uint32_t i = words_hold(w, sp, ts->stack_hi);
+                if (i == w->nwords) {
+                    w->used = ++ts->clock;
+                    ts->hits++;
+                    ts->stats.remembered++;
+                    return w->id;
+                }
+                /* Another stack from these registers: the first word that
+                 * tells them apart discriminates (the earliest one seen). */
+                if (i < w->nwords && (kd->key != key || i < kd->index)) {
+                    kd->key = key;
+                    kd->addr = w->words[i].addr;
+                    kd->index = i;
+                }
             }
+            if (w->used < ts->walks[victim].used)   /* empty ways: 0 */
+                victim = k;
         }
-        uint64_t *seen = &ts->seen[(key >> 20) & (SEEN_SLOTS - 1)];
-        if (*seen == key) {
-            *seen = 0;
-            return learn(ts, w, key, sp, bp, ra, d);
-        }
-        *seen = key;
+        if (ts->credit < CREDIT_MAX)
+            ts->credit++;
+        walk *w = &ts->walks[victim];   /* first miss: pending, in the LRU way */
+        w->sp = sp;
+        w->bp = bp;
+        w->ra = ra;
+        w->nwords = PENDING;
+        w->used = ++ts->clock;
+        ts->wkey[victim] = key;
     }
 unwind:
 #endif
     ;
     void *buf[VT_STACK_MAX_DEPTH + MAX_SLACK];
     unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
+    if (VT_LIKELY(ts != NULL))
+        ts->stats.unwinds++;
     int n = unw_backtrace(buf, (int)(d + sl));
     return finish(buf, n, d, sl, ts);
 }
@@ -446,4 +572,10 @@ uint64_t vt__stacks_cache_hits(void)
 {
     tstate *t = ts_get();
     return t ? t->hits : 0;
+}
+
+void vt__stacks_thread_stats(vt_stacks_stats *out)
+{
+    tstate *t = ts_get();
+    *out = t ? t->stats : (vt_stacks_stats){ 0 };
 }

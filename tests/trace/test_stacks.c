@@ -319,6 +319,123 @@ TEST(remembered_walk_notices_a_different_caller)
     vt_snapshot_free(s);
 }
 
+/* Call sites in code built without frame pointers, as most libraries and
+ * PyTorch are: rbp holds whatever the caller keeps there (here a counter
+ * that changes with every call) and the frames in between save it on the
+ * stack like any callee-saved register. call_with_rbp(fn, v) calls fn with
+ * rbp = v; its CFI says where it keeps the caller's rbp, so it unwinds. */
+uint32_t call_with_rbp(uint32_t (*fn)(void), uintptr_t rbp);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type call_with_rbp, @function\n"
+        "call_with_rbp:\n"
+        ".cfi_startproc\n"
+        "    push %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbp, -16\n"
+        "    mov %rsi, %rbp\n"
+        "    call *%rdi\n"
+        "    pop %rbp\n"
+        ".cfi_restore %rbp\n"
+        ".cfi_def_cfa_offset 8\n"
+        "    ret\n"
+        ".cfi_endproc\n"
+        ".size call_with_rbp, .-call_with_rbp\n");
+
+#define NSITES 40
+#define SITE(k)                                                              \
+    __attribute__((noinline)) static uint32_t site_##k(uintptr_t v)         \
+    {                                                                        \
+        uint32_t id = call_with_rbp(vt__stack_capture, v);                  \
+        KEEP();                                                              \
+        sink += k;                                                           \
+        return id;                                                           \
+    }
+#define SITES(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)   \
+    X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25)    \
+    X(26) X(27) X(28) X(29) X(30) X(31) X(32) X(33) X(34) X(35) X(36) X(37) X(38)    \
+    X(39)
+SITES(SITE)
+#define SITE_PTR(k) site_##k,
+static uint32_t (*const sites[NSITES])(uintptr_t) = { SITES(SITE_PTR) };
+
+/* A few dozen call sites, interleaved, each reached with a different rbp
+ * every time (what bench_alloc's replay loop does): each is learned once and
+ * answered from memory from then on, not unwound or learned again. */
+TEST(many_call_sites_with_changing_rbp_stay_remembered)
+{
+    enum { REPS = 50 };
+    static uint32_t ids[REPS][NSITES];
+    vt_stacks_stats a, b;
+    vt__stacks_thread_stats(&a);
+    for (int r = 0; r < REPS; r++)
+        for (int k = 0; k < NSITES; k++)   /* counters, odd values, heap-like values */
+            ids[r][k] = sites[k](r & 1 ? (uintptr_t)(r * NSITES + k)
+                                       : (uintptr_t)0x5555000000 + 64u * (unsigned)(r + k));
+    vt__stacks_thread_stats(&b);
+    uint64_t learns = b.learns - a.learns, unwinds = b.unwinds - a.unwinds;
+    uint64_t remembered = b.remembered - a.remembered;
+    fprintf(stderr, "%d captures: %llu remembered, %llu unwound, %llu learned\n",
+            REPS * NSITES, (unsigned long long)remembered, (unsigned long long)unwinds,
+            (unsigned long long)learns);
+    ASSERT_EQ(learns + unwinds + remembered, REPS * NSITES);
+    ASSERT_LE(learns, NSITES + 4);      /* once per site */
+    ASSERT_LE(unwinds, NSITES + 4);     /* its first capture */
+    for (int k = 0; k < NSITES; k++) {
+        ASSERT_NE(ids[0][k], 0);
+        for (int r = 1; r < REPS; r++)
+            ASSERT_EQ(ids[r][k], ids[0][k]);
+        for (int j = 0; j < k; j++)
+            ASSERT_NE(ids[0][j], ids[0][k]);
+    }
+    /* And the remembered stacks are the right ones. */
+    vt_snapshot_data *s = snapshot_with_stack(ids[REPS - 1][7]);
+    const vt_frame *f[8];
+    ASSERT_GE(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 8), 3);
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "call_with_rbp");
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "site_7");
+    vt_snapshot_free(s);
+}
+
+__attribute__((noinline)) static uint32_t twice_at_depth(int n, uint32_t *second)
+{
+    if (n) {
+        uint32_t id = twice_at_depth(n - 1, second);
+        KEEP();
+        sink++;
+        return id;
+    }
+    uint32_t ids[2];
+    for (int i = 0; i < two; i++)      /* one call site, twice */
+        ids[i] = vt__stack_capture();
+    *second = ids[1];
+    return ids[0];
+}
+
+/* The learner's worst case: every stack comes back once right away (so it
+ * is learned) and then not before it has been forgotten. Learning, ~50
+ * unwinds' worth, is rationed: after the first burst, at most one learn per
+ * LEARN_COST (256) unwinds. */
+TEST(stacks_that_never_come_back_in_time_are_not_learned_over_and_over)
+{
+    enum { KEYS = 300, ROUNDS = 4 };
+    vt_stacks_stats a, b;
+    vt__stacks_thread_stats(&a);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int n = 0; n < KEYS; n++) {
+            uint32_t second, first = twice_at_depth(n, &second);
+            ASSERT_NE(first, 0);
+            ASSERT_EQ(second, first);
+        }
+    vt__stacks_thread_stats(&b);
+    uint64_t learns = b.learns - a.learns, unwinds = b.unwinds - a.unwinds;
+    fprintf(stderr, "%d captures: %llu remembered, %llu unwound, %llu learned\n",
+            2 * KEYS * ROUNDS, (unsigned long long)(b.remembered - a.remembered),
+            (unsigned long long)unwinds, (unsigned long long)learns);
+    ASSERT_EQ(learns + unwinds + (b.remembered - a.remembered), 2 * KEYS * ROUNDS);
+    ASSERT_LE(learns, 64 + unwinds / 256 + 1);
+}
+
 __attribute__((noinline)) static uint32_t deep(int n)
 {
     uint32_t id = n ? deep(n - 1) : vt__stack_capture();
