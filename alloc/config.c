@@ -88,7 +88,7 @@ static int parse_signal(const char *v, int *out)
     if (!strncasecmp(bare, "RTMIN+", 6)) {
         char *end;
         long n = strtol(bare + 6, &end, 10);
-        if (*end == '\0' && end != bare + 6 && n >= 0 && SIGRTMIN + n <= SIGRTMAX) {
+        if (*end == '\0' && end != bare + 6 && n >= 0 && n <= SIGRTMAX - SIGRTMIN) {
             *out = SIGRTMIN + (int)n;
             return 0;
         }

@@ -178,6 +178,7 @@ const char *vt__kind_name(unsigned kind, char *buf, size_t len)
         [VT_EV_REF] = "REF",
         [VT_EV_UNREF] = "UNREF",
         [VT_EV_FINDING] = "FINDING",
+        [VT_EV_TENSOR_NAME] = "TENSOR_NAME",
     };
     if (kind < VT_EV_KIND_COUNT && names[kind])
         return names[kind];

@@ -247,6 +247,14 @@ VT_API void vt_tensor_use_stack(uint64_t id, uint32_t stack);
  * reads one: the storage's release carries the stack that matters). */
 VT_API void vt_tensor_drop(uint64_t id);
 
+/*! vt_tensor_name() :
+ * Tensor `id` is called `name` from now on ("fc2 out"), e.g. when a framework
+ * learns the name only after the tensor was made; it keeps its id, storage
+ * and uses. Reports show the latest name a tensor has in the snapshot.
+ * An empty name leaves the tensor nameless. Records no stack.
+ * @return 0, or -EINVAL if id is 0 or name is NULL. */
+VT_API int vt_tensor_name(uint64_t id, const char *name);
+
 /*! vt_storage_external() :
  * Declare a storage of `nbytes` at `ptr` on `device` that vramtrace did not
  * allocate (another allocator, a CUDA IPC handle, a DLPack import), so that

@@ -11,8 +11,8 @@
  *
  * Stacks are recorded only where a reader uses them: TENSOR_NEW and
  * TENSOR_USE (the checker's uses, the last one shown), STORAGE_EXTERNAL and
- * its _FREE (a storage's allocation and release). Drops, holders and
- * references carry none. Every call that captures a native stack has a
+ * its _FREE (a storage's allocation and release). Drops, renames, holders
+ * and references carry none. Every call that captures a native stack has a
  * _stack twin taking one from vt_stack_intern_frames() instead, for
  * interpreters whose native stack shows only their own loop.
  */
@@ -76,6 +76,17 @@ void vt_tensor_drop(uint64_t id)
     if (id == 0 || !vt__rec_on())
         return;
     vt__trace(VT_EV_TENSOR_DROP, -1, 0, 0, 0, 0, 0, id, 0, 0);
+}
+
+/* No stack: a rename is not a use, and reports show only the final name. */
+int vt_tensor_name(uint64_t id, const char *name)
+{
+    if (id == 0 || !name)
+        return -EINVAL;
+    if (!vt__rec_on())
+        return 0;
+    vt__trace(VT_EV_TENSOR_NAME, -1, 0, 0, 0, 0, 0, id, 0, vt__string_intern(name));
+    return 0;
 }
 
 static int storage_external(const void *ptr, size_t nbytes, int device, uint32_t stack)

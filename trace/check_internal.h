@@ -53,7 +53,7 @@ typedef struct ck_storage {
  * holders for ids that a REF names before any NEW). */
 typedef struct ck_node {
     uint64_t id;
-    uint32_t name;          /* string index */
+    uint32_t name;          /* string index: the latest (TENSOR_NEW, TENSOR_NAME) */
     uint8_t kind;           /* VT_CHECK_NODE_HOLDER / _TENSOR */
     uint8_t alive;          /* pass 2: tensor between NEW and DROP; holders 1 */
     uint32_t storage;       /* tensor: bound storage, CK_NONE */

@@ -461,6 +461,16 @@ static int build_model(ck_model *m)
             if (push_gop(m, e->seq, CK_OP_DROP, x, 0, 0) < 0)
                 return -ENOMEM;
             break;
+        case VT_EV_TENSOR_NAME:
+            /* The node keeps one name: the latest. Findings are made after the
+             * whole walk, so owner, last use and path steps all show the name
+             * the tensor has at the end of the snapshot, also for what
+             * happened before the rename. A holder id or an unknown one is
+             * left alone (the event names tensors only). */
+            x = vt__ck_map_get(&m->ids, e->aux);
+            if (x != CK_NONE && m->nodes[x].kind == VT_CHECK_NODE_TENSOR)
+                m->nodes[x].name = e->str;
+            break;
         case VT_EV_HOLDER_NEW:
             if (new_node(m, VT_CHECK_NODE_HOLDER, e->aux, e->str, &x) < 0)
                 return -ENOMEM;

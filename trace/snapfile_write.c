@@ -41,10 +41,20 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 
 /* ---- input validation --------------------------------------------------- */
 
+int vt__event_kind_minor(unsigned kind)
+{
+    if (kind >= VT_EV_ALLOC && kind <= VT_EV_PASSTHROUGH)
+        return 0;
+    if (kind >= VT_EV_TENSOR_NEW && kind <= VT_EV_FINDING)
+        return 0;
+    if (kind == VT_EV_TENSOR_NAME)
+        return 1;
+    return -1;
+}
+
 int vt__event_kind_known(unsigned kind)
 {
-    return kind >= VT_EV_ALLOC && kind < VT_EV_KIND_COUNT && (kind <= VT_EV_PASSTHROUGH ||
-                                                            kind >= VT_EV_TENSOR_NEW);
+    return vt__event_kind_minor(kind) >= 0;
 }
 
 static size_t nstrings_of(const vt_snapshot_data *s) { return s->nstrings ? s->nstrings : 1; }

@@ -201,15 +201,59 @@ static void build_order(struct render *r)
         r->rank[r->order[i]] = (uint32_t)i;
 }
 
+/* Renames (TENSOR_NAME) by tensor id, in event order within an id. */
+struct rename { uint64_t id; uint32_t ev; uint32_t str; };
+
+static int cmp_rename(const void *a, const void *b)
+{
+    const struct rename *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->ev < y->ev ? -1 : x->ev > y->ev;
+}
+
+/* The latest name of tensor `id` (its last rename), or `dflt` if never
+ * renamed. */
+static uint32_t latest_name(const struct rename *rn, size_t n, uint64_t id, uint32_t dflt)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {           /* first entry with a greater id */
+        size_t m = lo + (hi - lo) / 2;
+        if (rn[m].id <= id)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo && rn[lo - 1].id == id ? rn[lo - 1].str : dflt;
+}
+
 /* Name each allocation after the first tensor created on it: a base tensor
- * (not a view) wins over views. */
+ * (not a view) wins over views. A tensor shows its latest name (its last
+ * TENSOR_NAME, else its TENSOR_NEW's), as in `vramtrace check`: the hover
+ * and the detail panel then agree with the findings. */
 static void bind_names(struct render *r)
 {
     const vt_snapshot_data *s = r->s;
+    size_t nrn = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        nrn += s->events[i].kind == VT_EV_TENSOR_NAME;
+    /* Without memory for the renames, tensors keep their first names. */
+    struct rename *rn = nrn ? malloc(nrn * sizeof *rn) : NULL;
+    if (!rn)
+        nrn = 0;
+    for (size_t i = 0, k = 0; k < nrn && i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_TENSOR_NAME)
+            rn[k++] = (struct rename){ s->events[i].aux, (uint32_t)i, s->events[i].str };
+    if (nrn > 1)
+        qsort(rn, nrn, sizeof *rn, cmp_rename);
+
     uint8_t *by_view = calloc(r->tl->nlifetimes ? r->tl->nlifetimes : 1, 1);
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
-        if (e->kind != VT_EV_TENSOR_NEW || e->str == 0)
+        if (e->kind != VT_EV_TENSOR_NEW)
+            continue;
+        uint32_t name = nrn ? latest_name(rn, nrn, e->aux, e->str) : e->str;
+        if (name == 0)
             continue;
         const vt_lifetime *lt = vt_timeline_find(r->tl, e->addr, (uint32_t)i);
         if (!lt)
@@ -217,12 +261,13 @@ static void bind_names(struct render *r)
         size_t li = (size_t)(lt - r->tl->lifetimes);
         int view = e->aux2 != 0;
         if (r->name[li] == 0 || (!view && by_view && by_view[li])) {
-            r->name[li] = e->str;
+            r->name[li] = name;
             if (by_view)
                 by_view[li] = (uint8_t)view;
         }
     }
     free(by_view);
+    free(rn);
 }
 
 /* ---- findings ------------------------------------------------------------ */

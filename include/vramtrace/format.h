@@ -42,6 +42,13 @@
  *   REF              aux = from id, aux2 = to id, str = label
  *   UNREF            aux = from id, aux2 = to id
  *   FINDING          reserved for checker findings embedded in a snapshot
+ *   TENSOR_NAME      (since 1.1) aux = tensor id, str = its new name: the
+ *                    tensor keeps its id, storage and uses; views show the
+ *                    latest name a tensor has in the snapshot (also for what
+ *                    happened before the rename)
+ *
+ * Each kind exists from the format version that introduced it: 1..10 and
+ * 16..24 from 1.0, TENSOR_NAME from 1.1 (see "Versions and compatibility").
  */
 enum vt_event_kind {
     VT_EV_ALLOC = 1,
@@ -64,6 +71,7 @@ enum vt_event_kind {
     VT_EV_REF = 22,
     VT_EV_UNREF = 23,
     VT_EV_FINDING = 24,
+    VT_EV_TENSOR_NAME = 25,       /* format 1.1 */
     VT_EV_KIND_COUNT
 };
 
@@ -118,6 +126,14 @@ enum vt_passthrough_call {
  *   metadata section, ignore event columns beyond the ones they know, honour
  *   larger header_size / table_entry_size, and (for files of a NEWER minor
  *   only) accept event kinds they do not know; views ignore those events.
+ *   An event kind belongs to the minor that introduced it (Event kinds
+ *   above): a file of minor m may hold only kinds of minors <= m, so a reader
+ *   rejects a kind that is newer than the file's own minor even when the
+ *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
+ *   reader would find it). A writer of 1.1 writes 1.1 files.
+ *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
+ *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
+ *   then keep the name of their TENSOR_NEW).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -169,7 +185,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 and 1.1), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -200,7 +216,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 0
+#define VT_FORMAT_MINOR 1
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -216,7 +232,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
 };
 
-/* Event columns of format 1.0 (EVENTS section). */
+/* Event columns of format 1.0 and 1.1 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

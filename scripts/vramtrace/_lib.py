@@ -152,7 +152,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_tensor_use": (None, (_u64,)),
     "vt_tensor_use_stack": (None, (_u64, ctypes.c_uint32)),
     "vt_tensor_drop": (None, (_u64,)),
-    "vt_tensor_name": (_int, (_u64, _cs)),     # not in the library yet (needs a format change)
+    "vt_tensor_name": (_int, (_u64, _cs)),     # optional: libraries before format 1.1 lack it
     "vt_storage_external": (_int, (_vp, ctypes.c_size_t, _int)),
     "vt_storage_external_stack": (_int, (_vp, ctypes.c_size_t, _int, ctypes.c_uint32)),
     "vt_storage_external_free": (_int, (_vp,)),
@@ -307,7 +307,9 @@ class Library:
         return "vt_tensor_name" in self._fn
 
     def tensor_name(self, tensor_id: int, name: str) -> None:
-        self._check("vt_tensor_name", self._get("vt_tensor_name")(tensor_id, _enc(name)))
+        """Rename tensor ``tensor_id`` (check :attr:`can_rename` first)."""
+        self._check("vt_tensor_name", self._get("vt_tensor_name")(tensor_id, _enc(name)),
+                    f"{tensor_id}, {name!r}")
 
     def intern_stack(self, frames: Sequence[Tuple[str, str, int]]) -> int:
         """Intern a Python stack (innermost first) of (function, file, line).

@@ -227,8 +227,9 @@ class Tracker:
     An op's outputs are recorded (TENSOR_NEW, with the op's stack) only when
     the tracker next records anything - the next op, a mark or snapshot, a
     death, :meth:`tensor_id` - so that ``name(op(...), "label")`` right after
-    the op names the tensor from its creation on: the format has no event that
-    renames a tensor. The creation event is the output's use; its time is that
+    the op names the tensor from its creation on, with no extra event. A name
+    given later is a rename (vt_tensor_name, format 1.1: reports show the
+    latest name). The creation event is the output's use; its time is that
     of the next recording, which changes no step (marks record first).
     """
 
@@ -437,12 +438,14 @@ class Tracker:
             rec.name = label
             return True
         if getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
+            # The library records a rename: same id, storage and uses.
             self._lib.tensor_name(rec.tid, label)
             rec.name = label
             return True
-        # Named after it was recorded, and the format cannot rename: the
+        # Fallback for a library older than vt_tensor_name (format 1.0): the
         # tensor continues as a new logical tensor under the new name (same
-        # storage), the old one ends here.
+        # storage), the old one ends here; reports may still show the old
+        # name as the storage's owner.
         stack = self._stacks.capture(1)
         new = _TensorRec(rec.skey, label, rec.base,
                          (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), stack))
@@ -701,8 +704,9 @@ def track(lib: Any = None, **options: Any) -> Tracker:
 def name(t: Any, label: str) -> Any:
     """Name tensor ``t`` for reports ("fc2 out"); returns ``t``.
 
-    Best called right after ``t`` is made: the name replaces the op-derived
-    one. A tensor no tracker has seen yet takes the name when first seen."""
+    Right after ``t`` is made the name replaces the op-derived one; later, it
+    renames the recorded tensor (reports show its latest name). A tensor no
+    tracker has seen yet takes the name when first seen."""
     if not isinstance(label, str):
         raise TypeError(f"name(): label must be str, not {type(label).__name__}")
     for tr in _active:

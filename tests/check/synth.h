@@ -185,6 +185,16 @@ static inline void synth_use(synth *y, uint64_t id) { synth_use_at(y, id, 0); }
 
 static inline void synth_drop(synth *y, uint64_t id) { synth_ev(y, VT_EV_TENSOR_DROP)->aux = id; }
 
+/* TENSOR_NAME (format 1.1): tensor `id` is called `name` from now on. */
+static inline void synth_name(synth *y, uint64_t id, const char *name)
+{
+    uint32_t n = name ? synth_str(y, name) : 0;
+    vt_event *e = synth_ev(y, VT_EV_TENSOR_NAME);
+    e->aux = id;
+    e->str = n;
+    e->device = -1;
+}
+
 static inline void synth_ext(synth *y, uint64_t addr, uint64_t size)
 {
     vt_event *e = synth_ev(y, VT_EV_STORAGE_EXTERNAL);

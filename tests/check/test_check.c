@@ -341,6 +341,87 @@ TEST(view_keeps_base_storage_is_flagged)
     synth_fini(&y);
 }
 
+/* A tensor renamed after its TENSOR_NEW (vt_tensor_name): the checker
+ * reports the latest name the tensor has in the snapshot -- as owner, as
+ * last use and in the paths -- even where the rename came after the events
+ * it describes. Renames of holders and of unknown ids are ignored. */
+#define RN_ADDR 0x7f2000000000ull
+static void renamed(synth *y)
+{
+    setup(y);
+    for (int i = 1; i <= 8; i++) {
+        step(y, i);
+        if (i == 2) {
+            synth_new_tensor(y, 100, RN_ADDR, 1 * MiB, "aten.mm out[0]", st_fwd);
+            synth_name(y, 100, "fc2 tmp");
+            synth_tensor(y, 101, RN_ADDR, 4096, 100, "aten.slice out[0]");
+            synth_holder(y, 500, "cache");
+            synth_ref(y, 500, 101, "[0]");
+            synth_name(y, 500, "not a tensor");     /* a holder: ignored */
+            synth_name(y, 999, "nobody");           /* unknown id: ignored */
+            synth_use_at(y, 101, st_bwd);
+            synth_name(y, 101, "fc2 head");          /* after its last use */
+            synth_drop(y, 100);
+        }
+        if (i == 6) {
+            synth_unref(y, 500, 101);
+            synth_drop(y, 101);
+            synth_free(y, RN_ADDR);
+        }
+    }
+    synth_name(y, 100, "fc2 out");                  /* after the storage is gone */
+}
+
+TEST(renamed_tensor_is_reported_under_its_latest_name)
+{
+    synth y;
+    renamed(&y);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->addr, RN_ADDR);
+    ASSERT_EQ(f->owner_id, 100);
+    ASSERT_STR_EQ(f->owner_name, "fc2 out");
+    ASSERT_EQ(f->last_use_tensor, 101);
+    ASSERT_STR_EQ(f->last_use_name, "fc2 head");
+    ASSERT_EQ(f->nuses, 3);          /* renames are not uses */
+    ASSERT_EQ(f->npaths, 1);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "cache[0] \xe2\x86\x92 tensor 'fc2 head' (view of 'fc2 out') \xe2\x86\x92 "
+        "storage 0x7f2000000000 1 MiB");
+    ASSERT_EQ(r->ntensors, 1 + 8 + 2);
+    vt_check_report_free(r);
+
+    /* --ignore matches the latest name only */
+    const char *pats[] = { "aten.mm*" };
+    vt_check_options o;
+    vt_check_options_init(&o);
+    o.ignore = pats;
+    o.nignore = 1;
+    r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 1);
+    vt_check_report_free(r);
+    pats[0] = "fc2 out";
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+
+    /* the text report and the JSON carry the new name */
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *mf = open_memstream(&buf, &n);
+    r = check(&y, NULL);
+    vt_check_report_print(mf, r, &y.s, 0);
+    fclose(mf);
+    ASSERT_STR_CONTAINS(buf, "fc2 out");
+    ASSERT(strstr(buf, "aten.mm out[0]") == NULL);
+    ASSERT(strstr(buf, "fc2 tmp") == NULL);
+    free(buf);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(view_keeps_base_storage_fixed_is_clean)
 {
     synth y;

@@ -41,11 +41,11 @@ static char *slurp(const char *path)
     return b;
 }
 
-/* Run `vramtrace check ARGS`; *out / *err get stdout / stderr (free them). */
-static int run(const char *args, char **out, char **err)
+/* Run `vramtrace SUB ARGS`; *out / *err get stdout / stderr (free them). */
+static int run_sub(const char *sub, const char *args, char **out, char **err)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' check %s >'%s/out' 2>'%s/err'", exe(), args, dir, dir);
+    snprintf(cmd, sizeof cmd, "'%s' %s %s >'%s/out' 2>'%s/err'", exe(), sub, args, dir, dir);
     int st = system(cmd);
     ASSERT_MSG(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
     char p[400];
@@ -54,6 +54,12 @@ static int run(const char *args, char **out, char **err)
     snprintf(p, sizeof p, "%s/err", dir);
     *err = slurp(p);
     return WEXITSTATUS(st);
+}
+
+/* Run `vramtrace check ARGS`. */
+static int run(const char *args, char **out, char **err)
+{
+    return run_sub("check", args, out, err);
 }
 
 static void write_snap(synth *y, const char *name)
@@ -336,6 +342,40 @@ TEST(cli_check_pinned_rules_and_ratio)
     ASSERT_EQ(run("--pinned-ratio", &out, &err), 2);
     ASSERT_STR_CONTAINS(err, "--pinned-ratio needs a value");
     free(out); free(err);
+    cleanup();
+}
+
+/* A tensor renamed after it was recorded (TENSOR_NAME, format 1.1): the
+ * file says 1.1, `json --events` names the kind, `check` the new name. */
+TEST(cli_renamed_tensor_in_json_events_and_check)
+{
+    tmpdir();
+    synth y;
+    pipeline(&y, 0);
+    synth_name(&y, 21, "fc2 out");
+    write_snap(&y, "renamed.vtsnap");
+    synth_fini(&y);
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/renamed.vtsnap' --events", dir);
+    ASSERT_EQ(run_sub("json", args, &out, &err), 0);
+    const char *why = json_validate(out);
+    ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
+    ASSERT_STR_CONTAINS(out, "\"format_version\":\"1.1\"");
+    ASSERT_STR_CONTAINS(out, "\"TENSOR_NAME\":1");            /* counts */
+    ASSERT_STR_CONTAINS(out, "\"kind\":\"TENSOR_NAME\"");
+    ASSERT_STR_CONTAINS(out, "\"aux\":21,\"aux2\":0,\"str\":\"fc2 out\"");
+    ASSERT(strstr(out, "KIND_25") == NULL);
+    ASSERT_STR_EQ(err, "");
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "'%s/renamed.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "list[1] \xe2\x86\x92 tensor 'fc2 out' \xe2\x86\x92 "
+                             "storage 0x7f6001000000 32 MiB");
+    ASSERT(strstr(out, "send 1") == NULL);
+    free(out);
+    free(err);
     cleanup();
 }
 

@@ -98,6 +98,9 @@ TEST(bad_values_keep_the_default_and_name_the_choices)
         { "signal:SIGFOO", "SIGUSR2" },
         { "max_events:", "event count" },
         { "nocolon", "not key:value" },
+        /* found by fuzz_config: used to overflow computing SIGRTMIN + n */
+        { "signal:RTMIN+9223372036854775807", "SIGUSR2" },
+        { "signal:SIGRTMIN+-1", "SIGUSR2" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char msg[512] = "";

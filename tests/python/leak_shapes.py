@@ -1,10 +1,12 @@
 """The leak shapes seen in the field, each with its fixed twin, as small
 training loops under vramtrace.torch.track().
 
-Run as ``python leak_shapes.py SHAPE leak|fixed OUT.vtsnap``: runs STEPS
-steps with a mark at the start of each, writes the snapshot, and prints one
-JSON line: the storages the leak retains ({"0xADDR": nbytes}, those made in
-the steps the checker can judge), and the holder the path must name.
+Run as ``python leak_shapes.py SHAPE leak|fixed OUT.vtsnap [rename]``: runs
+STEPS steps with a mark at the start of each, writes the snapshot, and prints
+one JSON line: the storages the leak retains ({"0xADDR": nbytes}, those made
+in the steps the checker can judge), and the holder the path must name.
+``rename``: the shape names its big tensor only after it was recorded (a
+rename, vt_tensor_name), where it supports that (view).
 Each run is its own process: the recorder keeps one trace per process.
 """
 
@@ -35,6 +37,7 @@ class Shape:
     """One scenario: step() returns the loss; retained() the leaked tensors
     of this step (whose storages the checker must flag)."""
     holder = ""
+    rename = False    # name the leaked tensor after it was recorded
 
     def __init__(self, fixed: bool) -> None:
         self.fixed = fixed
@@ -114,6 +117,8 @@ class ViewShape(Shape):
     def step(self, i, x, w):
         gathered = torch.cat([x @ w] * 4, dim=1)            # B x 4D, the big buffer
         loss = gathered.relu().sum()
+        if self.rename:                 # recorded by relu() already: a rename
+            vtt.name(gathered, "gathered buffer")
         first = gathered[:, :4]                              # B x 4
         if self.fixed:
             first = first.clone()
@@ -191,13 +196,14 @@ SHAPES = {"cycle": CycleShape, "callback": CallbackShape, "view": ViewShape,
           "pipeline": PipelineShape, "hook": HookShape}
 
 
-def run(shape: str, fixed: bool, out: str) -> Dict[str, Any]:
+def run(shape: str, fixed: bool, out: str, rename: bool = False) -> Dict[str, Any]:
     torch.manual_seed(0)
     expect: Dict[str, int] = {}
     gc.disable()     # a long-lived program: these cycles sit in gen 2 for many steps
     with vtt.track():
         w = vtt.name(torch.randn(D, D, requires_grad=True), "w")
         sc = SHAPES[shape](fixed)
+        sc.rename = rename
         for i in range(STEPS):
             vtt.mark(f"step {i}")
             x = torch.randn(B, D)
@@ -220,5 +226,6 @@ def run(shape: str, fixed: bool, out: str) -> Dict[str, Any]:
 
 
 if __name__ == "__main__":
-    res = run(sys.argv[1], sys.argv[2] == "fixed", sys.argv[3])
+    res = run(sys.argv[1], sys.argv[2] == "fixed", sys.argv[3],
+              rename=sys.argv[4:5] == ["rename"])
     print(json.dumps(res))

@@ -23,12 +23,13 @@ def _cli() -> str:
     return cli
 
 
-def _trace(shape: str, twin: str, tmp_path) -> dict:
+def _trace(shape: str, twin: str, tmp_path, *extra: str) -> dict:
     out = str(tmp_path / f"{shape}-{twin}.vtsnap")
     from conftest import SCRIPTS
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, HERE, env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, os.path.join(HERE, "leak_shapes.py"), shape, twin, out],
+    r = subprocess.run([sys.executable, os.path.join(HERE, "leak_shapes.py"), shape, twin, out,
+                        *extra],
                        env=env, capture_output=True, text=True, timeout=90)
     assert r.returncode == 0, r.stderr[-3000:]
     info = json.loads(r.stdout.strip().splitlines()[-1])
@@ -104,3 +105,27 @@ def test_view_path_names_the_view_and_its_base(tmp_path):
     assert f["owner"]["name"] == "aten.cat out[0]"
     assert f["last_use"]["stack"], "uses carry the Python stack"
     assert f["last_use"]["stack"][0]["file"].endswith("leak_shapes.py")
+
+
+def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
+    """name() on a tensor already recorded renames it (vt_tensor_name): the
+    finding's owner, the path's view_of and the text use the new name, and
+    the snapshot says format 1.1 with TENSOR_NAME events."""
+    cli = _cli()
+    info = _trace("view", "leak", tmp_path, "rename")
+    rc, rep = _check(info["snap"])
+    assert rc == 1 and rep["findings"]
+    expect = {int(a, 16) for a in info["expect"]}
+    found = {int(f["addr"], 16) for f in rep["findings"]}
+    assert expect <= found
+    for f in rep["findings"]:
+        assert f["owner"]["name"] == "gathered buffer", f["owner"]
+        views = [s for p in f["paths"] for s in p["steps"] if s.get("view_of")]
+        assert views and all(v["view_of"]["name"] == "gathered buffer" for v in views)
+        text = " ".join(p["text"] for p in f["paths"])
+        assert "aten.cat" not in text, text
+    r = subprocess.run([cli, "json", info["snap"]], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["meta"]["format_version"] == "1.1"
+    assert doc["counts"].get("TENSOR_NAME", 0) >= 5, doc["counts"]

@@ -107,8 +107,16 @@ def test_real_library_loads_from_vramtrace_lib(real_lib):
     for name in ("vt_mark", "vt_snapshot", "vt_tensor_new", "vt_holder_new", "vt_ref",
                  "vt_stack_intern_frames", "vt_tensor_use_stack", "vt_get_stats",
                  "vt_tensor_new_stack", "vt_storage_external_stack",
-                 "vt_storage_external_free_stack"):
+                 "vt_storage_external_free_stack", "vt_tensor_name"):
         assert real_lib.has(name), name
+    assert real_lib.can_rename
+
+
+def test_real_tensor_name_rejects_bad_arguments(real_lib):
+    with pytest.raises(vramtrace.VramtraceError) as ei:
+        real_lib.tensor_name(0, "x")
+    assert "vt_tensor_name" in str(ei.value)
+    real_lib.tensor_name(real_lib.tensor_new(0, 0, 0, "t", 0), "renamed")
 
 
 def test_real_mark_and_snapshot_write_a_file(real_lib, tmp_path):

@@ -97,6 +97,8 @@ TEST(bad_arguments_are_rejected)
     ASSERT_EQ(vt_storage_external_free(NULL), -EINVAL);
     ASSERT_EQ(vt_storage_external_stack(NULL, 1, 0, 0), -EINVAL);
     ASSERT_EQ(vt_storage_external_free_stack(NULL, 0), -EINVAL);
+    ASSERT_EQ(vt_tensor_name(0, "x"), -EINVAL);
+    ASSERT_EQ(vt_tensor_name(1, NULL), -EINVAL);
     vt_tensor_use(0);
     vt_tensor_drop(0);
     vt_tensor_use_stack(0, 1);
@@ -201,6 +203,42 @@ TEST(stack_variants_drops_and_holders_unwind_nothing)
     vt_snapshot_free(s);
 }
 
+/* A rename keeps the tensor's id (aux) and carries the new name; like a drop
+ * it unwinds nothing (no view reads a stack for it). */
+TEST(tensor_name_records_a_rename_without_a_stack)
+{
+    static char storage[256];
+    uint64_t t = vt_tensor_new_stack(storage, sizeof storage, 0, "aten.mm out[0]", 0);
+    uint32_t before = vt__stacks_count();
+    ASSERT_OK(vt_tensor_name(t, "fc2 out"));
+    ASSERT_OK(vt_tensor_name(t, ""));           /* empty: nameless from now on */
+    ASSERT_OK(vt_tensor_name(987654321, "never made"));  /* unknown ids are the readers' call */
+    ASSERT_EQ(vt__stacks_count(), before);
+
+    vt_snapshot_data *s = build();
+    ASSERT_EQ(s->nevents, 4);
+    const vt_event *e = s->events;
+    ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
+    ASSERT_STR_EQ(str(s, e[0].str), "aten.mm out[0]");
+    for (size_t i = 1; i < 4; i++) {
+        ASSERT_EQ(e[i].kind, VT_EV_TENSOR_NAME);
+        ASSERT_EQ(e[i].stack, 0);
+        ASSERT_EQ(e[i].aux2, 0);
+        ASSERT_EQ(e[i].addr, 0);
+        ASSERT_EQ(e[i].size, 0);
+        ASSERT_EQ(e[i].device, -1);
+        ASSERT_EQ(e[i].thread, e[0].thread);
+        ASSERT_GE(e[i].seq, e[i - 1].seq + 1);
+    }
+    ASSERT_EQ(e[1].aux, t);
+    ASSERT_STR_EQ(str(s, e[1].str), "fc2 out");
+    ASSERT_EQ(e[2].aux, t);
+    ASSERT_EQ(e[2].str, 0);
+    ASSERT_EQ(e[3].aux, 987654321);
+    ASSERT_STR_EQ(str(s, e[3].str), "never made");
+    vt_snapshot_free(s);
+}
+
 /* trace:0 */
 TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
 {
@@ -213,6 +251,8 @@ TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
     ASSERT_NE(vt_tensor_new_stack((void *)0x10, 1, a, "c", 0), 0);
     ASSERT_OK(vt_storage_external_stack((void *)0x10, 1, 0, 0));
     ASSERT_OK(vt_ref(b, a, NULL));
+    ASSERT_OK(vt_tensor_name(a, "renamed"));
+    ASSERT_EQ(vt_tensor_name(0, "x"), -EINVAL);
     ASSERT_EQ(vt_stack_intern_frames((const char *const[]){ "x.py:1 f" }, 1), 0);
     vt_snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);

@@ -479,6 +479,109 @@ TEST(bad_indexes_are_rejected_naming_section)
     vt_snapshot_free(s);
 }
 
+/* A gen over an existing snapshot, to append to it. */
+static struct gen gen_reopen(vt_snapshot_data *s)
+{
+    return (struct gen){ .s = s, .cap_blob = s->strings_blob_size, .cap_str = s->nstrings,
+                         .cap_ev = s->nevents, .cap_node = s->nstack_nodes,
+                         .cap_frame = s->nframes, .cap_seg = s->nsegments,
+                         .cap_blk = s->nblocks, .cap_dev = s->ndevices };
+}
+
+/* gen_small() plus a TENSOR_NAME (format 1.1) of its tensor 7. */
+static vt_snapshot_data *gen_small_renamed(void)
+{
+    vt_snapshot_data *s = gen_small();
+    struct gen g = gen_reopen(s);
+    uint64_t t = s->events[s->nevents - 1].time_ns;
+    vt_event *e = gen_ev(&g, VT_EV_TENSOR_NAME, 25, t + 5);
+    e->aux = 7;
+    e->str = gen_str(&g, "fc2 out");
+    e->device = -1;
+    return s;
+}
+
+TEST(tensor_name_round_trips_in_a_format_1_1_file)
+{
+    ASSERT_EQ(VT_FORMAT_MAJOR, 1);
+    ASSERT_EQ(VT_FORMAT_MINOR, 1);
+    ASSERT_EQ(VT_EV_TENSOR_NAME, 25);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_TENSOR_NAME), 1);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_FINDING), 0);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_KIND_COUNT), -1);
+    ASSERT_EQ(vt__event_kind_minor(13), -1);
+    vt_snapshot_data *s = gen_small_renamed();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as 1.1 */
+    ASSERT_EQ(vt__rd_le(data + 10, 2), 1);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(data, size, "renamed", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    same_snapshot(s, r);
+    const vt_event *e = &r->events[r->nevents - 1];
+    ASSERT_EQ(e->kind, VT_EV_TENSOR_NAME);
+    ASSERT_EQ(e->aux, 7);
+    ASSERT_EQ(e->device, -1);
+    ASSERT_STR_EQ(vt_snapshot_string(r, e->str), "fc2 out");
+    vt_snapshot_free(r);
+
+    /* a file of a newer minor (1.2) holds it too */
+    struct raw_section secs[6];
+    unpack(data, secs);
+    size_t n2;
+    unsigned char *f = repack(secs, 6, 2, &n2);
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_TENSOR_NAME);
+    vt_snapshot_free(r);
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+/* format.h: a kind belongs to the minor that introduced it; a 1.0 file
+ * cannot hold TENSOR_NAME (a 1.0 reader would reject it as unknown in a file
+ * of its own minor, and so does this one). */
+TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
+{
+    vt_snapshot_data *s = gen_small_renamed();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    size_t n2;
+    unsigned char *f = repack(secs, 6, 0, &n2);
+    expect_reject(f, n2, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "event 15 has kind 25, which format 1.1 introduced, in a file "
+                             "of format 1.0");
+    free(f);
+    /* the same bytes as 1.1 are fine: only the claimed version changed */
+    f = repack(secs, 6, 1, &n2);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    same_snapshot(s, r);
+    vt_snapshot_free(r);
+    free(f);
+    /* and a 1.0 file without it is still read (as 1.0) */
+    vt_snapshot_free(s);
+    s = gen_small();
+    free(data);
+    data = encode(s, &size);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    unpack(data, secs);
+    f = repack(secs, 6, 0, &n2);
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10000u);
+    r->meta.format_version = VT_FORMAT_VERSION;
+    same_snapshot(s, r);
+    vt_snapshot_free(r);
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
 TEST(writer_refuses_inconsistent_snapshots)
 {
     vt_snapshot_data *s = gen_small();
