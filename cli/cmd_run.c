@@ -277,7 +277,8 @@ int vt_cmd_run(int argc, char **argv)
         else
             fprintf(stderr, "vramtrace run: no snapshot at %s (the program %s)\n", outabs,
                     WIFSIGNALED(status) ? "was killed before it exited"
-                                        : "made no CUDA call or tracing is off");
+                                        : "ended without exit handlers (_exit, exec), "
+                                          "or the write failed: see above");
     } else {
         fprintf(stderr, "vramtrace run: no snapshot requested (-o FILE to write one)\n");
     }

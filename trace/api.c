@@ -93,8 +93,11 @@ int vt_snapshot(const char *path)
         const char *pat = getenv("VRAMTRACE_OUT");
         unsigned n = atomic_fetch_add(&snapshot_counter, 1) + 1;
         int rc = vt__expand_path(pat && *pat ? pat : DEFAULT_PATTERN, n, buf, sizeof buf);
-        if (rc != 0)
+        if (rc != 0) {
+            fprintf(stderr, "vramtrace: cannot expand the snapshot path '%s': %s\n",
+                    pat && *pat ? pat : DEFAULT_PATTERN, strerror(-rc));
             return rc;
+        }
         path = buf;
     }
     return vt__snapshot_write_path(path);
@@ -120,7 +123,10 @@ int vt__snapshot_auto(const char *reason)
             snprintf(pat, sizeof pat, "%s-%s-%%n", out, reason);
     }
     int rc = vt__expand_path(pat, n, path, sizeof path);
-    if (rc == 0)
+    if (rc != 0)
+        fprintf(stderr, "vramtrace: cannot expand the snapshot path '%s': %s\n", pat,
+                strerror(-rc));
+    else
         rc = vt__snapshot_write_path(path);
     if (rc == 0)
         fprintf(stderr, "vramtrace: %s snapshot written to %s\n", reason, path);
@@ -147,6 +153,9 @@ static void exit_snapshot(void)
     unsigned n = atomic_fetch_add(&snapshot_counter, 1) + 1;
     if (vt__expand_path(out, n, path, sizeof path) == 0)
         vt__snapshot_write_path(path);
+    else
+        fprintf(stderr, "vramtrace: VRAMTRACE_OUT '%s' expands to a path too long; no "
+                        "snapshot written\n", out);
 }
 
 static void on_signal(int sig)
@@ -171,13 +180,10 @@ static void *signal_thread(void *arg)
     }
 }
 
-static void start_signal_thread(int sig)
+/* The thread starts with every signal blocked: the program's handlers
+ * keep running on the program's threads. @return 0 or an errno. */
+static int spawn_signal_thread(void)
 {
-    if (pipe2(sig_pipe, O_CLOEXEC) != 0)
-        goto fail;
-    fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
-    /* The thread starts with every signal blocked: the program's handlers
-     * keep running on the program's threads. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -188,8 +194,46 @@ static void start_signal_thread(int sig)
     int rc = pthread_create(&t, &attr, signal_thread, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+/* A forked child (a DataLoader worker) inherits the handler and the pipe but
+ * not the thread: its signal would wake the PARENT's thread, which would
+ * snapshot the parent, and the child's snapshot would never be written. Give
+ * the child a pipe and a thread of its own. The new write end replaces the
+ * old one under the same descriptor number (dup3), so a signal arriving
+ * meanwhile never writes into a closed or reused descriptor. */
+static void signal_after_fork_child(void)
+{
+    int p[2];
+    if (sig_pipe[1] < 0 || pipe2(p, O_CLOEXEC) != 0)
+        return;
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    if (dup3(p[1], sig_pipe[1], O_CLOEXEC) < 0) {
+        close(p[0]);
+        close(p[1]);
+        return;
+    }
+    close(p[1]);
+    close(sig_pipe[0]);
+    sig_pipe[0] = p[0];
+    int rc = spawn_signal_thread();
     if (rc != 0)
+        fprintf(stderr, "vramtrace: cannot set up snapshots on signal in process %d (%s)\n",
+                (int)getpid(), strerror(rc));
+}
+
+static void start_signal_thread(int sig)
+{
+    if (pipe2(sig_pipe, O_CLOEXEC) != 0)
         goto fail;
+    fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
+    int rc = spawn_signal_thread();
+    if (rc != 0) {
+        errno = rc;
+        goto fail;
+    }
+    pthread_atfork(NULL, NULL, signal_after_fork_child);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

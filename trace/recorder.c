@@ -87,6 +87,9 @@ static void init_once_fn(void)
     time_init();
     if (!c->trace) {
         atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
+        /* Snapshots still describe the allocator's state (no events): the
+         * exit and signal snapshots are set up all the same. */
+        vt__api_init();
         return;
     }
     int rc = vt__ring_init(c->max_events);
@@ -96,6 +99,7 @@ static void init_once_fn(void)
         fprintf(stderr, "vramtrace: cannot set up the event ring (%s); tracing is off\n",
                 strerror(-rc));
         atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
+        vt__api_init();
         return;
     }
     atomic_store_explicit(&vt__rec_state, VT_REC_ON, memory_order_release);
@@ -167,7 +171,8 @@ vt__state_provider vt__trace_state_provider(void)
 void vt__trace_out_of_memory(void)
 {
     static _Atomic unsigned written;
-    if (!vt__rec_on() || !vt__config()->dump_on_oom)
+    vt__rec_init();                    /* trace:0 too: the state still tells */
+    if (!vt__config()->dump_on_oom)
         return;
     if (atomic_fetch_add(&written, 1) >= MAX_OOM_SNAPSHOTS)
         return;
