@@ -31,6 +31,12 @@
 #define CUDA_ERR_OOM 2
 #define CUDA_ERR_INVALID_DEVICE 101
 
+/* Larger requests fail as out of memory before any rounding: rounding
+ * SIZE_MAX up to 512 B (or to a power-of-two division, or a segment to
+ * 2 MiB) would wrap around to a tiny size and hand out a tiny block. No
+ * device has 2^62 bytes; the real cudaMalloc(SIZE_MAX) fails the same way. */
+#define VT_MAX_REQUEST (1ull << 62)
+
 /* Static zero is an unlocked heap: the locks work before any constructor
  * ran, which a preloaded library needs. */
 static vt__heap heaps[VT_MAX_DEVICES];
@@ -77,6 +83,31 @@ static inline void lock(vt__heap *h)
 static inline void unlock(vt__heap *h)
 {
     atomic_store_explicit(&h->lock, 0, memory_order_release);
+}
+
+/* fork() while another thread holds a heap lock would leave it held forever
+ * in the child: the child's snapshot at exit (VRAMTRACE_OUT with %p, a
+ * DataLoader worker) and every hook that looks up a pointer would spin on it.
+ * So the fork waits for every heap lock and the child starts with them free.
+ * Heap locks are taken inside the snapshot writer's lock (the state
+ * provider), never the other way round; prepare handlers run in reverse
+ * order of registration, so this one is registered first (constructor
+ * priority) to run after the recorder's and take the locks in that order. */
+static void fork_prepare(void)
+{
+    for (int d = 0; d < VT_MAX_DEVICES; d++)
+        lock(&heaps[d]);
+}
+
+static void fork_release(void)
+{
+    for (int d = VT_MAX_DEVICES - 1; d >= 0; d--)
+        unlock(&heaps[d]);
+}
+
+__attribute__((constructor(101))) static void heap_atfork(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
 static inline void stat_add(vt__stat_t *s, int64_t d)
@@ -819,6 +850,11 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 {
     const vt_config *cfg = vt__config();
     uint32_t stack = vt__trace_enabled() ? vt__stack_capture() : 0;
+    if (vt_unlikely(req > VT_MAX_REQUEST)) {
+        oom_report(h, key, req, req, stack);
+        *out = NULL;
+        return CUDA_ERR_OOM;
+    }
     if (vt_unlikely(!cfg->cache))
         return passthrough_malloc(h, req, key, stack, out);
     uint64_t size = round_size(req, cfg);
@@ -1128,14 +1164,56 @@ void vt__heap_stream_created(vt__heap *h, uint64_t raw)
     unlock(h);
 }
 
+/* Does the cache still depend on work of stream `raw`: a segment of its
+ * own (a later stream may get the same handle and reuse those blocks at
+ * once) or a live block used on it (vt_record_stream, whose fence is only
+ * recorded at the free)? */
+static bool stream_in_use(vt__heap *h, uint64_t raw)
+{
+    for (uint64_t i = 0; i < h->nsegs; i++)
+        if (h->segs[i]->stream == raw)
+            return true;
+    for (uint64_t i = 0; h->live.keys && i <= h->live.mask; i++) {
+        const vt__block *b = h->live.keys[i] ? h->live.vals[i] : NULL;
+        for (uint32_t k = 0; b && k < b->nx; k++)
+            if (b->xstreams[k] == raw)
+                return true;
+    }
+    return false;
+}
+
+/* Called before the stream is destroyed (its handle is invalid after: no
+ * event can be recorded on it any more, and the value may name a new stream
+ * later), while its queued work may still run. So: frees of unknown stream
+ * still waiting for their fence get it now, with this stream in it; and
+ * when blocks still depend on the stream's work, that work is waited for
+ * here, after which the stream is dropped from every block's users. */
 void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
 {
+    if (raw <= 2)
+        return;   /* default streams are never destroyed */
     lock(h);
+    if (h->batch)
+        record_batch_fence(h);
     for (uint64_t i = 0; i < h->nstreams; i++)
         if (h->streams[i] == raw) {
             h->streams[i] = h->streams[--h->nstreams];
             break;
         }
+    bool busy = stream_in_use(h, raw);
+    unlock(h);
+    if (!busy)
+        return;
+    vt__backend_stream_sync(h->device, raw);
+    lock(h);
+    for (uint64_t i = 0; h->live.keys && i <= h->live.mask; i++) {
+        vt__block *b = h->live.keys[i] ? h->live.vals[i] : NULL;
+        for (uint32_t k = 0; b && k < b->nx; k++)
+            if (b->xstreams[k] == raw) {
+                b->xstreams[k] = b->xstreams[--b->nx];
+                break;
+            }
+    }
     unlock(h);
 }
 

@@ -51,5 +51,7 @@ int vt__backend_event_record(int device, void *event, uint64_t stream);
 int vt__backend_event_query(int device, void *event);
 int vt__backend_event_sync(int device, void *event);
 int vt__backend_event_destroy(int device, void *event);
+/* Wait for all work queued on a (still existing) stream. */
+int vt__backend_stream_sync(int device, uint64_t stream);
 
 #endif /* VT_ALLOC_BACKEND_H */

@@ -180,6 +180,18 @@ int vt__backend_event_record(int device, void *event, uint64_t stream)
     return r;
 }
 
+int vt__backend_stream_sync(int device, uint64_t stream)
+{
+    const vt__driver_api *d;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return r;
+    r = d->cuStreamSynchronize ? (int)d->cuStreamSynchronize((CUstream)(uintptr_t)stream)
+                               : CUDA_ERROR_NOT_SUPPORTED;
+    leave(d, pushed);
+    return r;
+}
+
 /* Query and synchronize need no current context: events know theirs. */
 int vt__backend_event_query(int device, void *event)
 {

@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -569,6 +571,106 @@ TEST(stream_destroyed_is_no_longer_fenced)
     ASSERT_EQ(stats(0).num_fence_events, 1);   /* legacy only */
 }
 
+/* A stream the block was used on (vt_record_stream) is destroyed while its
+ * work still runs, then the block is freed: the cache must neither touch the
+ * dead handle (undefined behaviour on a real driver; the sim counts it) nor
+ * hand the block out before that work is done. */
+TEST(record_stream_on_a_destroyed_stream_still_waits_for_its_work)
+{
+    const size_t n = 256 * KiB;
+    cudaStream_t A = new_stream();
+    unsigned char *p = vt_malloc((ssize_t)n, 0, 0);
+    ASSERT(p);
+    ASSERT_EQ(vt_record_stream(p, A), 0);
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(A, late_writer, &w));   /* writes 50 ms from now */
+    vt__alloc_stream_destroyed((uint64_t)(uintptr_t)A);   /* what the hooks do */
+    ASSERT_OK(cudaStreamDestroy(A));
+    vt_free(p, (ssize_t)n, 0, 0);
+    unsigned char *q = vt_malloc((ssize_t)n, 0, 0);
+    ASSERT(q);
+    ASSERT_OK(cudaMemset(q, 0x11, n));
+    ASSERT_OK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < n; i += 4096)
+        ASSERT_EQ(q[i], 0x11);
+    ASSERT_EQ(sim().stale_stream_uses, 0);
+    CHECK_INVARIANTS();
+}
+
+/* Frees of unknown stream wait in a batch for the next fence; a stream
+ * destroyed meanwhile must still be part of it. */
+TEST(unknown_stream_free_before_a_stream_is_destroyed_waits_for_it)
+{
+    const size_t n = 1 * MiB;
+    cudaStream_t A = new_stream();
+    unsigned char *keep = vt_malloc((ssize_t)n, 0, 0);   /* p is the segment's */
+    unsigned char *p = vt_malloc((ssize_t)n, 0, 0);      /* only other block */
+    ASSERT(keep && p);
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(A, late_writer, &w));   /* A is non-blocking */
+    ASSERT_EQ(vt__alloc_free(p, 0, VT_FREE_UNKNOWN_STREAM), 0);
+    vt__alloc_stream_destroyed((uint64_t)(uintptr_t)A);
+    ASSERT_OK(cudaStreamDestroy(A));
+    ASSERT(vt_malloc(512, 0, 0));   /* a poll: the batch's fence is recorded by now */
+    struct timespec ts = { 0, 10 * 1000 * 1000 };
+    nanosleep(&ts, NULL);           /* the legacy stream's part of it is done */
+    unsigned char *q = vt_malloc((ssize_t)n, 0, 0);
+    ASSERT(q);
+    ASSERT_OK(cudaMemset(q, 0x11, n));
+    ASSERT_OK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < n; i += 4096)
+        ASSERT_EQ(q[i], 0x11);
+    ASSERT_EQ(sim().stale_stream_uses, 0);
+    CHECK_INVARIANTS();
+}
+
+/* fork() while another thread holds a heap lock: the child must not inherit
+ * it held (its snapshot at exit, any hook, would spin forever). */
+static atomic_int holder_state;
+
+static void *lock_holder(void *arg)
+{
+    vt__heap *h = arg;
+    vt__heap_lock(h);
+    atomic_store(&holder_state, 1);
+    struct timespec ts = { 0, 100 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    vt__heap_unlock(h);
+    return NULL;
+}
+
+TEST(fork_while_another_thread_holds_the_heap_lock_does_not_hang_the_child)
+{
+    ASSERT(vt_malloc(4096, 0, 0));
+    vt__heap *h = vt__heap_get(0, false);
+    ASSERT(h);
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, lock_holder, h), 0);
+    while (!atomic_load(&holder_state))
+        sched_yield();
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        vt_stats st;
+        _exit(vt_get_stats(0, &st) == 0 && st.allocation[VT_STAT_ALL].current == 1 ? 0 : 3);
+    }
+    int status = 0;
+    pid_t r = 0;
+    for (int i = 0; i < 200 && r == 0; i++) {   /* 2 s */
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        r = waitpid(pid, &status, WNOHANG);
+    }
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    pthread_join(t, NULL);
+    ASSERT_MSG(r == pid, "the child hung on the heap lock");
+    ASSERT(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
 /* ---- bad frees ---------------------------------------------------------- */
 
 TEST(bad_frees_are_reported_once_and_change_nothing)
@@ -694,6 +796,49 @@ TEST(oom_fails_with_memory_allocation_and_is_counted)
     ASSERT_EQ(ev.aux2, 30 * MiB);
     CHECK_INVARIANTS();
     ASSERT(vt_malloc(20 * MiB, 0, 0));   /* still usable */
+}
+
+/* Sizes near SIZE_MAX must fail as cudaMalloc does (out of memory), never
+ * wrap around in the rounding to a tiny block that is then handed out. */
+static void huge_sizes_fail(void)
+{
+    static const uint64_t sizes[] = {
+        UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - 511, UINT64_MAX - (2 * MiB) + 1,
+        UINT64_MAX - (20 * MiB), 1ull << 63, (1ull << 63) + 1, (uint64_t)INT64_MAX,
+    };
+    void *keep = vt_malloc(4096, 0, 0);   /* a free block exists to be misused */
+    ASSERT(keep);
+    vt_free(keep, 0, 0, 0);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        void *p = (void *)1;
+        ASSERT_MSG(vt__alloc_malloc(0, (size_t)sizes[i], 0, &p) == cudaErrorMemoryAllocation,
+                   "size %#llx did not fail", (unsigned long long)sizes[i]);
+        ASSERT_PTR_EQ(p, NULL);
+    }
+    ASSERT_PTR_EQ(vt_malloc(INT64_MAX, 0, 0), NULL);
+    ASSERT_PTR_EQ(vt_malloc(-1, 0, 0), NULL);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.allocation[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s.num_ooms, sizeof sizes / sizeof *sizes + 1);
+    CHECK_INVARIANTS();
+    ASSERT(vt_malloc(4096, 0, 0));   /* still usable */
+}
+
+TEST(huge_sizes_fail_with_memory_allocation_without_wrapping)
+{
+    huge_sizes_fail();
+}
+
+TEST(huge_sizes_fail_with_roundup_power2_divisions)
+{
+    setenv("VRAMTRACE_CONF", "roundup_power2_divisions:4", 1);
+    huge_sizes_fail();
+}
+
+TEST(huge_sizes_fail_with_cache_off)
+{
+    setenv("VRAMTRACE_CONF", "cache:0", 1);
+    huge_sizes_fail();
 }
 
 TEST(memory_fraction_caps_reserved_bytes)

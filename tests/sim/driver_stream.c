@@ -48,9 +48,17 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream h)
     if (v <= 2)
         return CUDA_ERROR_INVALID_HANDLE;   /* default streams are not destroyed */
     sim_stream *s = (sim_stream *)h;
-    if (s->magic != SIM_MAGIC_STREAM || s->kind != SIM_STREAM_USER)
+    uint32_t magic = __atomic_load_n(&s->magic, __ATOMIC_RELAXED);
+    if (magic == SIM_MAGIC_DEAD_STREAM) {
+        SIM_COUNT(s->dev, stale_stream_uses);
         return CUDA_ERROR_INVALID_HANDLE;
-    return sim_stream_destroy(s);
+    }
+    if (magic != SIM_MAGIC_STREAM || s->kind != SIM_STREAM_USER)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = sim_stream_destroy(s);
+    if (r == CUDA_ERROR_INVALID_HANDLE)
+        SIM_COUNT(s->dev, stale_stream_uses);   /* destroyed twice */
+    return r;
 }
 
 static CUresult stream_sync(CUstream h, bool ptsz)

@@ -34,6 +34,7 @@
 #define SIM_VMM_GRANULE   (2u << 20)     /* cuMemGetAllocationGranularity */
 
 #define SIM_MAGIC_STREAM  0x5354524du    /* 'STRM' */
+#define SIM_MAGIC_DEAD_STREAM 0x44454144u /* 'DEAD': released, kept as a tombstone */
 #define SIM_MAGIC_EVENT   0x45564e54u    /* 'EVNT' */
 #define SIM_MAGIC_CTX     0x43545854u    /* 'CTXT' */
 
@@ -132,6 +133,7 @@ struct sim_stream {
     pthread_cond_t  wake;                /* worker sleeps here */
     pthread_t       thread;
     sim_stream     *prev_live, *next_live; /* dev->streams, until the worker exits */
+    sim_stream     *next_dead;           /* graveyard link, once released */
 };
 
 /* ---- events (sim_event.c) ----------------------------------------------- */

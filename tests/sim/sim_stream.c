@@ -35,13 +35,26 @@ void sim_stream_ref(sim_stream *s)
     atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
 }
 
+/* Released streams are never freed: they stay in a graveyard as tombstones,
+ * so a later use of a destroyed handle is detected every time (invalid
+ * handle, counted in stale_stream_uses) instead of reading freed memory or,
+ * once the allocation is reused for a new stream, silently naming another
+ * stream (the real driver's behaviour there is undefined: a crash, an error,
+ * or the wrong stream). Reachable from a global: not a leak to LeakSanitizer. */
+static _Atomic(sim_stream *) graveyard;
+
 void sim_stream_unref(sim_stream *s)
 {
     if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
         return;
     pthread_cond_destroy(&s->wake);
-    s->magic = 0;
-    free(s);
+    /* atomic: a stale handle's user may read it from another thread */
+    __atomic_store_n(&s->magic, SIM_MAGIC_DEAD_STREAM, __ATOMIC_RELAXED);
+    sim_stream *top = atomic_load_explicit(&graveyard, memory_order_relaxed);
+    do
+        s->next_dead = top;
+    while (!atomic_compare_exchange_weak_explicit(&graveyard, &top, s, memory_order_release,
+                                                  memory_order_relaxed));
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -303,8 +316,12 @@ CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out)
     uintptr_t v = (uintptr_t)h;
     if (v > 2) {
         sim_stream *s = (sim_stream *)h;
-        if (sim_unlikely(s->magic != SIM_MAGIC_STREAM || s->destroyed))
+        uint32_t magic = __atomic_load_n(&s->magic, __ATOMIC_RELAXED);
+        if (sim_unlikely(magic != SIM_MAGIC_STREAM || s->destroyed)) {
+            if (magic == SIM_MAGIC_DEAD_STREAM || magic == SIM_MAGIC_STREAM)
+                SIM_COUNT(s->dev, stale_stream_uses);
             return CUDA_ERROR_INVALID_HANDLE;
+        }
         *out = s;
         return CUDA_SUCCESS;
     }

@@ -52,6 +52,9 @@ typedef struct simcuda_counters {
     uint64_t host_funcs;             /* cuLaunchHostFunc* */
     uint64_t memcpys;                /* any cuMemcpy* */
     uint64_t memsets;                /* any cuMemset* */
+    /* Misuse. */
+    uint64_t stale_stream_uses;      /* a destroyed stream's handle passed to any
+                                        call (undefined behaviour on real CUDA) */
 } simcuda_counters;
 
 /* Copy the counters of `device` into *out. Returns 0, or -1 if the device

@@ -153,6 +153,7 @@ TEST(versions_properties_and_entry_points)
 
 /* What nvcc generates for kernel<<<grid, block, 0, s>>>(), by hand. */
 extern void **__cudaRegisterFatBinary(void *fatCubin);
+extern void __cudaUnregisterFatBinary(void **h);
 extern void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *name,
                                    int limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *w);
 extern unsigned __cudaPushCallConfiguration(dim3 g, dim3 b, size_t shmem, struct CUstream_st *s);
@@ -188,6 +189,7 @@ TEST(nvcc_style_launch_is_counted)
     ASSERT_OK(cudaDeviceSynchronize());
     ASSERT_EQ(simcuda_stats(0, &b), 0);
     ASSERT_EQ(b.kernel_launches - a.kernel_launches, 2);
+    __cudaUnregisterFatBinary(h);   /* what nvcc's module destructor does */
 }
 
 TEST_MAIN()

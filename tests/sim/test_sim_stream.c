@@ -86,6 +86,31 @@ TEST(destroyed_stream_finishes_its_work)
     ASSERT_EQ(load_flag(&done), 7);
 }
 
+/* A destroyed stream's handle is dead for good: every later use is an
+ * invalid handle and counted, never a read of freed memory nor (once the
+ * memory is reused) another stream. */
+TEST(destroyed_stream_handle_is_detected_on_every_use)
+{
+    cudaStream_t s, s2;
+    CUevent ev;
+    ASSERT_OK(cudaStreamCreate(&s));
+    ASSERT_OK(cudaStreamDestroy(s));
+    ASSERT_OK(cudaDeviceSynchronize());              /* its worker is gone too */
+    ASSERT_OK(cudaStreamCreate(&s2));
+    ASSERT_PTR_NE(s2, s);                            /* handles are not reused */
+    simcuda_counters c;
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    ASSERT_EQ(c.stale_stream_uses, 0);
+    ASSERT_EQ(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventRecord(ev, (CUstream)s), CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(cuStreamSynchronize((CUstream)s), CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle);
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    ASSERT_EQ(c.stale_stream_uses, 3);
+    ASSERT_OK(cudaStreamDestroy(s2));
+    ASSERT_OK(cuEventDestroy(ev));
+}
+
 TEST(free_async_is_stream_ordered)
 {
     cudaStream_t s;
