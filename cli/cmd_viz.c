@@ -162,9 +162,10 @@ int vt_cmd_viz(int argc, char **argv)
         goto done;
     }
     if (!quiet)
-        printf("wrote %s: %.2f MB, %zu allocations, %zu events, %zu finding%s, %.2f s\n", out,
-               (double)st.html_bytes / 1e6, st.nlifetimes, st.naxis, st.nfindings,
-               st.nfindings == 1 ? "" : "s", now_s() - t_start);
+        printf("wrote %s: %.2f MB, %zu allocation%s, %zu event%s, %zu finding%s, %.2f s\n", out,
+               (double)st.html_bytes / 1e6, st.nlifetimes, st.nlifetimes == 1 ? "" : "s",
+               st.naxis, st.naxis == 1 ? "" : "s", st.nfindings, st.nfindings == 1 ? "" : "s",
+               now_s() - t_start);
     status = 0;
 done:
     if (f)

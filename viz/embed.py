@@ -35,7 +35,11 @@ def main(argv):
         parts.append("extern const char %s[];\nextern const size_t %s_len;\n" % (name, name))
         parts.append("const char %s[] = {\n" % name)
         for i in range(0, len(data), 20):
-            parts.append("  " + ",".join(str(b if b < 128 else b - 256) for b in data[i:i + 20]) + ",\n")
+            # Bytes >= 128 (UTF-8 in the assets) as (char)N: right whether
+            # plain char is signed (x86-64) or unsigned (aarch64), with no
+            # -Woverflow warning on either.
+            parts.append("  " + ",".join(str(b) if b < 128 else "(char)%d" % b
+                                         for b in data[i:i + 20]) + ",\n")
         parts.append("  0\n};\n")
         parts.append("const size_t %s_len = %d;\n\n" % (name, len(data)))
     tmp = out_path + ".tmp"

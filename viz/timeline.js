@@ -273,6 +273,9 @@
     return (ns / div).toFixed(decimals) + ' ' + name;
   }
   const hex = (v) => '0x' + v.toString(16);
+  /* Names and call sites can be any length: lists and tooltips show at most
+   * n characters (the detail panel shows all). */
+  const clip = (s, n) => (s.length > n ? s.slice(0, n - 1) + '\u2026' : s);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
 
   function frameText(fr) {
@@ -297,7 +300,9 @@
     let pick = frs.find((fr) => F.fn[fr] > 0);
     if (pick === undefined) pick = frs[0];
     const t = frameText(pick);
-    s = t.fn + (t.where ? ' (' + t.where + ')' : '');
+    // The file's base name: labels sit in narrow columns and tooltips; the
+    // detail panel's stacks show the full paths.
+    s = t.fn + (t.where ? ' (' + t.where.replace(/^.*\//, '') + ')' : '');
     siteCache.set(node, s);
     return s;
   }
@@ -531,7 +536,9 @@
 
   function sizeCanvas(c) {
     const r = c.parentElement.getBoundingClientRect();
-    const w = Math.max(100, Math.round(r.width * dpr)), h = Math.max(60, Math.round(r.height * dpr));
+    // Exactly the CSS box: a bigger backing store would be squeezed into it
+    // (distorted text on a short icicle).
+    const w = Math.max(1, Math.round(r.width * dpr)), h = Math.max(1, Math.round(r.height * dpr));
     if (c.width !== w) c.width = w;
     if (c.height !== h) c.height = h;
   }
@@ -721,6 +728,15 @@
     ctx.restore();
 
     drawAxes(ctx, L, T, PW, PH, y0, y1, dpr);
+    if (nL === 0) {
+      ctx.save();
+      ctx.fillStyle = '#6b6b70';
+      ctx.font = (13 * dpr) + 'px system-ui, sans-serif';
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      ctx.fillText('no allocation recorded in this snapshot' + (meta.marks.length ? ' (marks only)' : ''), L + PW / 2, T + PH / 2);
+      ctx.restore();
+    }
     drawMarks(ctx, L, T, PW, PH);
     if (view.moment > -2) {
       const x = pxOfX(xOf(view.moment), L, PW);
@@ -768,10 +784,25 @@
     for (let v = Math.ceil(view.v0 / xs) * xs; v <= view.v1; v += xs) {
       const x = Math.round(pxOfX(v, L, PW)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, T + PH); ctx.lineTo(x, T + PH + 4 * k); ctx.stroke();
-      ctx.fillText(view.mode === 'time' ? fmtTick(v, xs) : '#' + Math.round(v), x, T + PH + 5 * k);
+      // Keep the label inside the canvas (the last tick often sits on the right edge).
+      const label = view.mode === 'time' ? fmtTick(v, xs) : '#' + Math.round(v);
+      const half = ctx.measureText(label).width / 2;
+      ctx.fillText(label, Math.min(x, ctx.canvas.width - half - 1), T + PH + 5 * k);
     }
     ctx.strokeStyle = '#999';
     ctx.strokeRect(L - 0.5, T - 0.5, PW + 1, PH + 1);
+  }
+
+  /* `text` cut to at most `w` canvas pixels in ctx's font, with an ellipsis. */
+  function fitText(ctx, text, w) {
+    if (ctx.measureText(text).width <= w) return text;
+    if (w < ctx.measureText('\u2026').width) return '';
+    let lo = 0, hi = Math.min(text.length, 400);
+    while (lo < hi) {
+      const m = (lo + hi + 1) >> 1;
+      if (ctx.measureText(text.slice(0, m) + '\u2026').width <= w) lo = m; else hi = m - 1;
+    }
+    return text.slice(0, lo) + '\u2026';
   }
 
   function drawMarks(ctx, L, T, PW, PH) {
@@ -800,11 +831,13 @@
         ctx.lineTo(x, T + 5 * dpr);
       }
       ctx.stroke();
-      const text = str(label);
       if (x > lastRight + 4 * dpr) {
+        // A long label is cut (with an ellipsis) so that it never hides
+        // the labels of the marks after it nor runs off the plot.
+        const text = fitText(ctx, str(label), Math.min(240 * dpr, L + PW - x - 2 * dpr));
         ctx.fillStyle = '#5a1ea0';
         ctx.fillText(text, x + 2 * dpr, T - 1 * dpr);
-        lastRight = x + ctx.measureText(text).width;
+        lastRight = x + 2 * dpr + ctx.measureText(text).width;
       }
     }
     ctx.restore();
@@ -877,7 +910,7 @@
       if (d > 60) return;
       for (const c of children.get(k) || []) depthOf(c, d + 1);
     })(root, 0);
-    wrap.style.height = Math.min(rows * rowH + 4, 640) + 'px';
+    wrap.style.height = Math.min(Math.max(rows, 2) * rowH + 4, 640) + 'px';
     sizeCanvas(flame);
     const ctx = flame.getContext('2d');
     const W = flame.width;
@@ -958,7 +991,9 @@
     h += '<dt>size</dt><dd>' + fmtBytes(lSize[l]) + ' (' + lSize[l] + ' B' + (lReq[l] ? ', requested ' + lReq[l] + ' B' : '') + ')</dd>';
     h += '<dt>address</dt><dd>' + hex(lAddr[l]) + (dev ? ' on cuda:' + dev.ord : '') + '</dd>';
     h += '<dt>allocated</dt><dd>' + (ta == null ? 'before the window' : fmtTime(ta) + ' (event #' + lAlloc[l] + ')') + '</dd>';
-    h += '<dt>released</dt><dd>' + (te == null ? 'never (alive at the end)' : fmtTime(te) + ' (event #' + lEnd[l] + ')') + '</dd>';
+    h += '<dt>released</dt><dd>' + (te != null ? fmtTime(te) + ' (event #' + lEnd[l] + ')'
+      : lFlags[l] & FL_PENDING ? 'freed by the program; the block still waits for stream work at the end'
+        : 'never (alive at the end)') + '</dd>';
     h += '<dt>lifetime</dt><dd>' + (ta == null ? '?' : fmtTime((te == null ? lastT : te) - ta)) + (te == null ? '+' : '') + '</dd>';
     h += '<dt>streams</dt><dd>' + esc(streams.join(', ')) + '</dd>';
     if (fl.length) h += '<dt>state</dt><dd>' + esc(fl.join('; ')) + '</dd>';
@@ -988,11 +1023,12 @@
     for (const l of alive.slice(0, 40)) {
       const age = lAlloc[l] < 0 ? '?' : fmtTime(timeAt(m) - evT[lAlloc[l]]);
       h += '<tr class="row' + (l === view.selected ? ' sel' : '') + '" data-l="' + l + '"><td class="num">' + fmtBytes(lSize[l]) +
-        '</td><td>' + esc(lName[l] ? str(lName[l]) : '') + (lFinding[l] >= 0 ? ' <b style="color:#d32f2f">!</b>' : '') +
+        '</td><td class="name" title="' + esc(lName[l] ? str(lName[l]) : '') + '">' +
+        (lFinding[l] >= 0 ? '<b style="color:#d32f2f" title="checker finding">!</b> ' : '') + esc(lName[l] ? str(lName[l]) : '') +
         '</td><td class="site" title="' + esc(siteLabel(lSite[l])) + '">' + esc(siteLabel(lSite[l])) +
         '</td><td class="num">' + age + '</td></tr>';
     }
-    h += '<tr><td class="num"><b>' + fmtBytes(sum) + '</b></td><td colspan="3">' + alive.length + ' allocations alive</td></tr>';
+    h += '<tr><td class="num"><b>' + fmtBytes(sum) + '</b></td><td colspan="3">' + alive.length.toLocaleString() + ' allocation' + (alive.length === 1 ? '' : 's') + ' alive</td></tr>';
     tbl.innerHTML = h;
   }
 
@@ -1001,8 +1037,8 @@
     const el = $('findings');
     if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>'; return; }
     el.innerHTML = findings.map((f, i) => '<div class="finding' + (f.l === view.selected ? ' sel' : '') + '" data-f="' + i + '">' +
-      '<div class="t">' + esc(f.title || f.kind) + '</div>' +
-      (f.l >= 0 ? '<div>' + esc(lifetimeTitle(f.l)) + ', ' + fmtBytes(lSize[f.l]) + ' &middot; ' + esc(siteLabel(lSite[f.l])) + '</div>' : '') +
+      '<div class="t">' + esc(clip(f.title || f.kind, 200)) + '</div>' +
+      (f.l >= 0 ? '<div>' + esc(clip(lifetimeTitle(f.l), 120)) + ', ' + fmtBytes(lSize[f.l]) + ' &middot; ' + esc(clip(siteLabel(lSite[f.l]), 160)) + '</div>' : '') +
       '</div>').join('');
   }
 
@@ -1045,7 +1081,7 @@
   }
   function tipForSummary(r) {
     const f = summaryFacts(r);
-    let h = '<b>' + f.n.toLocaleString() + ' allocation' + (f.n === 1 ? '' : 's') + '</b> from ' + esc(siteLabel(f.site)) +
+    let h = '<b>' + f.n.toLocaleString() + ' allocation' + (f.n === 1 ? '' : 's') + '</b> from ' + esc(clip(siteLabel(f.site), 160)) +
       ', <b>' + esc(fmtBytes(f.bytes)) + '</b> alive here';
     h += '\naggregate: each is thinner than a pixel or lives less than a pixel at this zoom; zoom in (wheel, shift+wheel) to see them one by one';
     h += '\nat ' + (f.s < 0 ? 'the start' : fmtTime(evT[f.s]));
@@ -1071,14 +1107,14 @@
     return p.st[x];
   }
   function tipFor(l, s) {
-    let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(lName[l] ? str(lName[l]) : 'allocation #' + l);
-    h += '\n' + esc(siteLabel(lSite[l]));
+    let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(clip(lName[l] ? str(lName[l]) : 'allocation #' + l, 160));
+    h += '\n' + esc(clip(siteLabel(lSite[l]), 160));
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
     h += '\nallocated ' + (ta == null ? 'before the window' : 'at ' + fmtTime(ta)) + ', ' +
       (lEnd[l] >= nE ? 'never freed' : 'freed at ' + fmtTime(evT[lEnd[l]]));
     if (lFinding[l] >= 0) {
       const f = findings[lFinding[l]];
-      h += '\n<span class="warn">' + esc(f.title || f.kind) + (lLinger[l] <= timeAt(s) ? ' (past its last use here)' : '') + '</span>';
+      h += '\n<span class="warn">' + esc(clip(f.title || f.kind, 200)) + (lLinger[l] <= timeAt(s) ? ' (past its last use here)' : '') + '</span>';
     }
     return h;
   }
@@ -1243,9 +1279,10 @@
     const d = ev.target.closest('[data-f]');
     if (!d) return;
     const f = findings[+d.dataset.f];
-    if (f.l < 0) return;
-    const end = lEnd[f.l] >= nE ? nE - 1 : lEnd[f.l] - 1;
-    select(f.l, Math.max(-1, end));
+    const l = f.l >= 0 ? f.l : (f.ls && f.ls.length ? f.ls[0][0] : -1);
+    if (l < 0 || l >= nL) return;
+    const end = lEnd[l] >= nE ? nE - 1 : lEnd[l] - 1;
+    select(l, Math.max(-1, end));
   });
   $('xmode').addEventListener('click', () => {
     // Keep the same stretch of history in view across the switch.

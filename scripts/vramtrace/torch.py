@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import threading
 import warnings
 import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -204,6 +205,9 @@ class _Mode(_TorchDispatchMode):
 
 
 _active: List["Tracker"] = []
+# The tracker recording in each thread (PyTorch's dispatch modes are per
+# thread): a track() nested inside it defers to it.
+_tls = threading.local()
 # Names given to tensors no tracker has seen yet: id(tensor) -> (weakref, name).
 # (Not a WeakKeyDictionary: it would compare tensors with ==.)
 _pending_names: Dict[int, Tuple["weakref.ref[Any]", str]] = {}
@@ -223,6 +227,13 @@ class Tracker:
     Use through :func:`track`. Tensor deaths keep being recorded after the
     ``with`` block ends (a tensor that outlives the block still dies later);
     uses and holder walks stop.
+
+    Ops are seen in the thread that entered the block only (PyTorch's
+    dispatch modes are per thread); tracked tensors' deaths are recorded in
+    any thread. A ``track()`` entered while another one records in the same
+    thread (nested, or the same tracker re-entered) records nothing of its
+    own: ``with`` gives the running tracker, which already sees every op,
+    instead of declaring each tensor and storage a second time.
 
     An op's outputs are recorded (TENSOR_NEW, with the op's stack) only when
     the tracker next records anything - the next op, a mark or snapshot, a
@@ -264,9 +275,15 @@ class Tracker:
         self._gc_holder = 0          # holder of the running automatic collection
         self.errors = 0
         self.ops = 0
+        self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
 
     # -- context -----------------------------------------------------------
     def __enter__(self) -> "Tracker":
+        running = getattr(_tls, "tracker", None)
+        if running is not None:
+            self._deferred.append(running)
+            return running
+        _tls.tracker = self
         self._mode = _Mode(self)
         self._mode.__enter__()
         self._recording = True
@@ -277,6 +294,11 @@ class Tracker:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._deferred:   # a nested enter: the running tracker goes on
+            self._deferred.pop()
+            return
+        if getattr(_tls, "tracker", None) is self:
+            _tls.tracker = None
         self._flush()
         self._recording = False
         _vt.remove_mark_hook(self._on_mark)

@@ -287,6 +287,64 @@ def test_tracking_stops_recording_uses_after_the_block(fake):
     del y
 
 
+def test_nested_track_records_each_tensor_and_storage_once(fake):
+    with vtt.track() as outer:
+        with vtt.track() as inner:
+            x = torch.ones(3) * 2
+        assert inner is outer          # the running tracker goes on
+        y = x + 1
+        # re-entering the running tracker is nested too
+        with outer:
+            z = y - 1
+        w = z * 3
+    ptrs = [e[1] for e in fake.of("storage")]
+    assert len(ptrs) == len(set(ptrs)), fake.events
+    ids = [(e[2], e[5]) for e in fake.of("tensor_new")]
+    assert len(ids) == len(set(ids)), ids
+    assert {"aten.mul out[0]", "aten.add out[0]", "aten.sub out[0]"} <= {e[5] for e in fake.of("tensor_new")}
+    # the outer block still ended: no use after it
+    n = len(fake.of("use"))
+    v = w + 1
+    assert len(fake.of("use")) == n
+    del v
+
+
+def test_a_tracker_records_the_ops_of_its_own_thread_only(fake):
+    import threading
+    seen = []
+    with vtt.track() as tr:
+        def work():
+            seen.append((torch.ones(4) * 2).sum().item())
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        ops_before = tr.ops
+        x = torch.ones(2) + 1
+    assert seen == [8.0]
+    assert ops_before == 0 and tr.ops >= 1
+    del x
+
+
+def test_tensors_without_plain_storage_are_skipped_quietly(fake):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with vtt.track() as tr:
+            m = torch.empty(4, 4, device="meta")
+            n = m @ m
+            idx = torch.tensor([[0, 1], [1, 0]])
+            s = torch.sparse_coo_tensor(idx, torch.tensor([1.0, 2.0]), (2, 2))
+            d = s.to_dense() + 1
+            e = torch.zeros(0) + 1
+            try:
+                torch.ones(2, 3) @ torch.ones(2, 3)   # an op that raises
+            except RuntimeError:
+                pass
+            f = torch.ones(2) * 3
+    assert tr.errors == 0
+    assert n.shape == (4, 4) and d.shape == (2, 2) and e.numel() == 0
+    assert tr.tensor_id(m) == 0 and tr.tensor_id(f) > 0
+
+
 def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_path):
     import json
     import subprocess

@@ -390,6 +390,72 @@ const tests = {
       await close();
     }
   },
+
+  // Degenerate snapshots (gen_snapshot empty|one|marks|huge): no script
+  // error, nothing wider than its panel, canvases not stretched, the empty
+  // case says so, the single allocation can be hovered and clicked, and
+  // 2000-character names and mark labels are cut, not spilled.
+  async edge_snapshots() {
+    for (const kind of ['empty', 'one', 'marks', 'huge']) {
+      const html = makePage('edge_' + kind, true, kind);
+      const { page, close, verifyQuiet } = await open(html);
+      try {
+        await until(page, () => document.getElementById('top').textContent.length > 0);
+        const lay = await page.evaluate(() => {
+          const over = [];
+          for (const el of document.querySelectorAll('.panel, header, .toolbar, #tooltip')) {
+            if (el.hidden) continue;
+            if (el.scrollWidth > el.clientWidth + 1) over.push((el.id || el.className) + ' ' + el.scrollWidth + '>' + el.clientWidth);
+          }
+          const doc = document.documentElement;
+          if (doc.scrollWidth > window.innerWidth) over.push('page ' + doc.scrollWidth + '>' + window.innerWidth);
+          const stretched = [];
+          for (const c of document.querySelectorAll('canvas')) {
+            const r = c.getBoundingClientRect();
+            if (Math.abs(c.height - Math.round(r.height * devicePixelRatio)) > 1 ||
+                Math.abs(c.width - Math.round(r.width * devicePixelRatio)) > 1) {
+              stretched.push(c.id + ' ' + c.width + 'x' + c.height + ' in ' + r.width + 'x' + r.height);
+            }
+          }
+          return { over, stretched, top: document.getElementById('top').textContent };
+        });
+        check(lay.over.length === 0, kind + ': content wider than its box: ' + lay.over.join('; '));
+        check(lay.stretched.length === 0, kind + ': canvas stretched: ' + lay.stretched.join('; '));
+        const n = await page.evaluate(() => window.__vt.nLifetimes);
+        if (kind === 'empty' || kind === 'marks') {
+          check(n === 0, kind + ': ' + n + ' allocations');
+          check(/0 allocations alive/.test(lay.top), kind + ': table: ' + lay.top);
+        }
+        if (kind === 'one') {
+          check(/1 allocation alive/.test(lay.top), 'one: table says: ' + lay.top);
+          const pos = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('the.only')));
+          check(pos, 'one: the only allocation is not drawn');
+          const tip = await hoverTip(page, pos.x, pos.y);
+          check(tip.includes('the.only') && tip.includes('3.00 MiB') && tip.includes('only_alloc'), 'one: tooltip: ' + tip);
+          await page.mouse.click(pos.x, pos.y);
+          await until(page, () => document.getElementById('detail').textContent.includes('3145728 B'));
+        }
+        if (kind === 'huge') {
+          const l = await page.evaluate(() => window.__vt.findLifetime('huge_' + 'x'.repeat(1995)));
+          check(l >= 0, 'huge: the long name was not decoded whole');
+          const pos = await page.evaluate((k) => window.__vt.locate(k), l);
+          check(pos, 'huge: allocation not drawn');
+          const tip = await hoverTip(page, pos.x, pos.y);
+          check(tip.length < 1200 && tip.includes('\u2026'), 'huge: tooltip not cut: ' + tip.length + ' chars');
+          const tipBox = await page.evaluate(() => { const t = document.getElementById('tooltip'); return [t.scrollWidth, t.clientWidth]; });
+          check(tipBox[0] <= tipBox[1] + 1, 'huge: tooltip text spills: ' + tipBox);
+          await page.click('#findings .finding');
+          await until(page, () => document.getElementById('detail').textContent.includes('Checker finding'));
+          const det = await page.evaluate(() => { const d = document.getElementById('detail'); return [d.scrollWidth, d.clientWidth]; });
+          check(det[0] <= det[1] + 1, 'huge: detail panel spills sideways: ' + det);
+        }
+        await shot(page, 'edge_' + kind);
+        verifyQuiet();
+      } finally {
+        await close();
+      }
+    }
+  },
 };
 
 if (!tests[name]) {

@@ -75,10 +75,8 @@ static uint32_t stack(const char *const *fns, size_t n)
     static size_t cap_nodes, cap_frames;
     uint32_t parent = 0;
     for (size_t i = 0; i < n; i++) {
-        char fn[128];
         unsigned line = 10 + 7 * (unsigned)i;
-        snprintf(fn, sizeof fn, "%s", fns[i]);
-        uint32_t fname = str(fn);
+        uint32_t fname = str(fns[i]);
         uint32_t frame = UINT32_MAX;
         for (size_t f = 0; f < S->nframes; f++)
             if (S->frames[f].function == fname)
@@ -390,15 +388,69 @@ static void generate_many(void)
     S->meta.events_recorded = S->nevents;
 }
 
+/* Degenerate snapshots the page must still draw cleanly: "empty" (no event
+ * at all), "one" (a single allocation, never freed), "marks" (only marks, no
+ * allocation), "huge" (a 2000-character tensor name, mark labels and
+ * function names, a 300-frame stack). */
+static void generate_edge(const char *kind)
+{
+    S = calloc(1, sizeof *S);
+    str("");
+    S->meta.format_version = 1;
+    S->meta.pid = 7;
+    S->meta.rank = -1;
+    S->meta.host = str("testhost");
+    S->meta.command_line = str(kind);
+    S->meta.clock_base_monotonic_ns = now_ns;
+    S->devices = calloc(1, sizeof *S->devices);
+    S->ndevices = 1;
+    S->devices[0] = (vt_device_info){ 0, str("Simulated GPU"), 16384 * MiB };
+    if (!strcmp(kind, "one")) {
+        uint64_t a = alloc(3 * MiB, STACK("main", "only_alloc"), 0);
+        tensor("the.only", a, 3 * MiB);
+    } else if (!strcmp(kind, "marks")) {
+        mark("step 1");
+        mark("step 2");
+        mark("step 3");
+    } else if (!strcmp(kind, "huge")) {
+        static char big[2001];
+        memset(big, 'x', sizeof big - 1);
+        memcpy(big, "huge_", 5);
+        const char *deep[300];
+        for (int i = 0; i < 300; i++)
+            deep[i] = i % 2 ? "recurse" : "descend";
+        deep[0] = "main";
+        deep[299] = big;   /* a 2000-character function name */
+        uint32_t st_deep = stack(deep, 300);
+        mark(big);
+        for (int i = 0; i < 6; i++) {
+            uint64_t a = alloc((uint64_t)(i + 1) * MiB, st_deep, 0);
+            tensor(big, a, (uint64_t)(i + 1) * MiB);
+            mark(big);
+            if (i % 2)
+                release(a, (uint64_t)(i + 1) * MiB, STACK("main", "drop"), 0);
+        }
+    }
+    S->meta.snapshot_time_ns = now_ns + 1000000;
+    S->meta.events_recorded = S->nevents;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "small") && strcmp(argv[1], "big") && strcmp(argv[1], "many"))) {
-        fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n");
+    static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge" };
+    int known = 0;
+    for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
+        known |= !strcmp(argv[1], kinds[i]);
+    if (!known) {
+        fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
+                        "       gen_snapshot empty|one|marks|huge OUT\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
     if (!strcmp(argv[1], "many"))
         generate_many();
+    else if (strcmp(argv[1], "small") && !big)
+        generate_edge(argv[1]);
     else
         generate(big, big && argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 0);
     char err[512];

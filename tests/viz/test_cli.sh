@@ -43,6 +43,11 @@ if "$VT_CLI" viz "$dir/bad.vtsnap" -o "$dir/bad.html" 2>"$dir/err.txt"; then fai
 grep -q "vramtrace viz" "$dir/err.txt" || fail "error does not name the command"
 ls "$dir" | grep -q '\.tmp\.' && fail "temporary file left behind"
 
+# Counts read as English: one allocation, not "1 allocations".
+"$VT_GEN" one "$dir/one.vtsnap" >/dev/null
+"$VT_CLI" viz "$dir/one.vtsnap" -o "$dir/one.html" >"$dir/one.txt" || fail "viz of one allocation failed"
+grep -q ", 1 allocation, 2 events, 0 findings, " "$dir/one.txt" || fail "singular counts: $(cat "$dir/one.txt")"
+
 # Usage errors.
 "$VT_CLI" viz 2>/dev/null && fail "no arguments accepted"
 "$VT_CLI" viz --bogus x 2>/dev/null && fail "unknown option accepted"
