@@ -46,6 +46,10 @@ int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block);
 int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes);
 
+/* A library was unloaded (dlclose): cached unwind information and remembered
+ * stack walks may describe code that is gone; forget them. */
+void vt__trace_modules_changed(void);
+
 /* The allocator ran out of memory: records nothing by itself (the allocator
  * records the OOM event) but writes a snapshot when dump_on_oom:1. */
 void vt__trace_out_of_memory(void);

@@ -30,6 +30,7 @@
 #include <libunwind.h>
 
 #include "rec_internal.h"
+#include "recorder.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -103,6 +104,7 @@ typedef struct tstate {
     uint32_t spare;                    /* node id lost in a CAS race, reusable */
     uint64_t hits;                     /* cache hits of either kind (tests) */
     vt_stacks_stats stats;             /* this thread's captures by path */
+    uint32_t modules_gen;              /* modules_gen its remembered walks belong to */
 #ifdef FAST_PATH
     uintptr_t stack_hi;                /* end of this thread's stack, 0 = unknown */
     uint64_t clock;                    /* walk LRU clock */
@@ -126,6 +128,9 @@ static bool free_stacks;
 static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
 static uintptr_t mod_lo, mod_hi;       /* our module's code, when a shared object */
 static pthread_key_t ts_key;
+/* Bumped when a library is unloaded: code at a remembered address may now be
+ * another library's, so every thread forgets its walks (see ts_get). */
+static _Atomic uint32_t modules_gen;
 
 static __thread tstate *my_ts __attribute__((tls_model("initial-exec")));
 
@@ -147,11 +152,27 @@ static void ts_destroy(void *p)
     my_ts = TS_DEAD;
 }
 
+/* A library was unloaded since this thread last remembered a walk. */
+static void ts_forget_walks(tstate *t, uint32_t gen)
+{
+#ifdef FAST_PATH
+    memset(t->wkey, 0, sizeof t->wkey);
+    memset(t->disc, 0, sizeof t->disc);
+#endif
+    t->modules_gen = gen;
+}
+
 static tstate *ts_get(void)
 {
     tstate *t = my_ts;
-    if (VT_LIKELY(t != NULL))
-        return t == TS_DEAD ? NULL : t;
+    if (VT_LIKELY(t != NULL)) {
+        if (t == TS_DEAD)
+            return NULL;
+        uint32_t gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
+        if (VT_UNLIKELY(t->modules_gen != gen))
+            ts_forget_walks(t, gen);
+        return t;
+    }
     t = map(sizeof *t);
     my_ts = t ? t : TS_DEAD;
     if (!t)
@@ -168,7 +189,15 @@ static tstate *ts_get(void)
     }
     t->credit = CREDIT_MAX;
 #endif
+    t->modules_gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
     return t;
+}
+
+void vt__trace_modules_changed(void)
+{
+    atomic_fetch_add_explicit(&modules_gen, 1, memory_order_relaxed);
+    /* libunwind caches unwind info by address; its own remedy for unloads. */
+    unw_flush_cache(unw_local_addr_space, 0, 0);
 }
 
 struct find_self { uintptr_t addr, lo, hi; bool found, is_main; };

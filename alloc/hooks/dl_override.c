@@ -1,5 +1,5 @@
 /*
- * alloc/hooks/dl_override.c - our dlsym and dlopen.
+ * alloc/hooks/dl_override.c - our dlsym, dlopen and dlclose.
  *
  * Why override dlsym: dlsym(handle, name) on a specific handle searches that
  * object and its dependencies, never the preloaded libvramtrace, so a runtime
@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "hooks_internal.h"
+#include "recorder.h"
 
 /* Bounds of libvramtrace in memory, defined by the linker. */
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
@@ -146,6 +147,36 @@ HK_EARLY void *vt__hk_dlopen_route(const char *file, int flags, const void *call
     memcpy(&target, &f, sizeof target);
     return target;
 }
+
+/* dlclose: after a library is unloaded, libunwind's cache and the recorder's
+ * remembered stack walks may describe code that is gone (or that a later
+ * dlopen maps at the same address), so the recorder forgets them. The
+ * caller's address does not matter to dlclose: a plain C wrapper will do. */
+typedef int (*dlclose_fn)(void *);
+static _Atomic(dlclose_fn) real_dlclose_fn;
+
+static int dlclose_common(void *handle)
+{
+    dlclose_fn f = atomic_load_explicit(&real_dlclose_fn, memory_order_acquire);
+    if (hk_unlikely(f == NULL)) {
+        void *p = real_by_version("dlclose");
+        if (!p)
+            return -1;   /* no dlclose in this process: dlerror() has the reason */
+        memcpy(&f, &p, sizeof f);
+        atomic_store_explicit(&real_dlclose_fn, f, memory_order_release);
+    }
+    int rc = f(handle);
+    if (rc == 0)
+        vt__trace_modules_changed();
+    return rc;
+}
+
+__attribute__((visibility("default"))) int vt__hk_dlclose(void *handle);
+__attribute__((visibility("default"))) int vt__hk_dlclose_old(void *handle);
+int vt__hk_dlclose(void *handle) { return dlclose_common(handle); }
+int vt__hk_dlclose_old(void *handle) { return dlclose_common(handle); }
+__asm__(".symver vt__hk_dlclose, dlclose@@GLIBC_2.34\n"
+        ".symver vt__hk_dlclose_old, dlclose@GLIBC_2.2.5\n");
 
 #if defined(__x86_64__)
 /* Both entries: keep the arguments, ask the route (C) with the caller's return

@@ -546,6 +546,23 @@ TEST(deepbind_is_reported_once)
     ASSERT(strstr(strstr(buf, "RTLD_DEEPBIND") + 1, "RTLD_DEEPBIND") == NULL);
 }
 
+/* dlclose goes through our override (which tells the recorder that code
+ * went away) and still unloads for real: a library closed and opened again
+ * works, and its handle is gone meanwhile. */
+TEST(dlclose_is_ours_and_still_unloads)
+{
+    void *ours = dlsym(RTLD_DEFAULT, "dlclose");
+    Dl_info info;
+    ASSERT(ours && dladdr(ours, &info) && info.dli_fname);
+    ASSERT_STR_CONTAINS(info.dli_fname, "libvramtrace");
+    for (int i = 0; i < 3; i++) {
+        void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+        ASSERT(h);
+        ASSERT(dlsym(h, "cudaGetDeviceCount") != NULL);
+        ASSERT_EQ(dlclose(h), 0);
+    }
+}
+
 /* The public API (PyTorch's pluggable allocator path) under the preload: the
  * allocator's own driver calls must not come back into the hooks, even when
  * the driver handed it our exported functions, and even as the process's

@@ -5,6 +5,7 @@
  * has real frames and line tables.
  */
 #include "rec_snap.h"
+#include "recorder.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -395,6 +396,59 @@ TEST(many_call_sites_with_changing_rbp_stay_remembered)
     ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "call_with_rbp");
     ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "site_7");
     vt_snapshot_free(s);
+}
+
+/* One call site, always reached the same way. */
+__attribute__((noinline)) static uint32_t site_3_from_here(void)
+{
+    uint32_t id = sites[3](99);
+    KEEP();
+    return id;
+}
+
+/* The functions of stack `id`, innermost first, joined by spaces. */
+static void stack_functions(uint32_t id, char *out, size_t len)
+{
+    vt_snapshot_data *sd = snapshot_with_stack(id);
+    const vt_frame *f[16];
+    size_t nf = vt_snapshot_stack_frames(sd, last_event(sd)->stack, f, 16), o = 0;
+    out[0] = '\0';
+    for (size_t k = 0; k < nf && k < 16 && o < len; k++)
+        o += (size_t)snprintf(out + o, len - o, "%s ", vt_snapshot_string(sd, f[k]->function));
+    vt_snapshot_free(sd);
+}
+
+/* Out of line, so the loop below has one call of site_3_from_here. */
+__attribute__((noinline)) static void unload_when(int i, int when)
+{
+    if (i == when)
+        vt__trace_modules_changed();
+    KEEP();
+}
+
+TEST(unloading_a_library_forgets_the_remembered_walks)
+{
+    /* One loop, so that every capture has the same stack: the walk is
+     * learned, answered from memory, then a dlclose (the hook calls
+     * vt__trace_modules_changed) makes the next capture unwind again,
+     * through libunwind's flushed cache, to the same stack. */
+    enum { N = 12, CHANGE = 10 };
+    uint32_t ids[N];
+    vt_stacks_stats st[N + 1];
+    for (int i = 0; i < N; i++) {
+        unload_when(i, CHANGE);
+        vt__stacks_thread_stats(&st[i]);
+        ids[i] = site_3_from_here();
+    }
+    vt__stacks_thread_stats(&st[N]);
+    ASSERT_EQ(st[CHANGE].remembered - st[CHANGE - 1].remembered, 1);
+    ASSERT_EQ(st[CHANGE + 1].remembered - st[CHANGE].remembered, 0);
+    ASSERT_EQ(st[CHANGE + 1].unwinds - st[CHANGE].unwinds, 1);
+    char first[1024];
+    stack_functions(ids[0], first, sizeof first);
+    ASSERT_STR_CONTAINS(first, "call_with_rbp site_3 site_3_from_here ");
+    for (int i = 1; i < N; i++)
+        ASSERT_EQ(ids[i], ids[0]);
 }
 
 __attribute__((noinline)) static uint32_t twice_at_depth(int n, uint32_t *second)
