@@ -20,9 +20,10 @@ static const struct command commands[] = {
     { "leaks", vt_cmd_leaks, "leaks FILE",
       "allocations alive at the snapshot, grouped by stack" },
     { "json", vt_cmd_json, "json FILE [--events]", "the whole snapshot as JSON" },
-    { "check", vt_cmd_check, "check FILE [--json] [--grace G] [--ignore PATTERN]... [--rules LIST]",
+    { "check", vt_cmd_check, "check FILE [--json] [--grace G] [--ignore PATTERN]... [--rules LIST]\n"
+      "                  [--pinned-ratio R] [--top N] [--paths N]",
       "storages alive after their last use, and what holds them" },
-    { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G]",
+    { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [-q]",
       "render the snapshot as one self-contained HTML timeline" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
