@@ -353,8 +353,8 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
     vt__buf_json_str(b, title);
     if (f->rule == VT_CHECK_RULE_LINGER) {
         char msg[512];
-        snprintf(msg, sizeof msg, "%u use%s; last by tensor '%s'%s", f->nuses, f->nuses == 1 ? "" : "s",
-                 f->last_use_name, f->steps_unused ? "" : "");
+        snprintf(msg, sizeof msg, "%u use%s; last by tensor '%s'", f->nuses, f->nuses == 1 ? "" : "s",
+                 f->last_use_name);
         if (f->steps_unused)
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %u complete step%s unused after it",
                      f->steps_unused, f->steps_unused == 1 ? "" : "s");
