@@ -18,7 +18,11 @@
  *
  * Device of a driver call: the current context's (cuCtxGetDevice). The
  * allocator allocates in that device's primary context; with unified
- * addressing the memory is usable from any context of the device.
+ * addressing the memory is usable from any context of the device. Like the
+ * real driver, cuMemAlloc_v2 and cuMemFree_v2 fail without a current
+ * context (CUDA_ERROR_INVALID_CONTEXT; before cuInit NOT_INITIALIZED), also
+ * when the cache could serve them: the driver, unlike the runtime, never
+ * makes a context current by itself.
  *
  * cuMemGetInfo_v2 reports the device's numbers with the bytes the cache holds
  * but has not handed out counted as free (vt__alloc_cached_free_bytes): to the
@@ -170,6 +174,12 @@ HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         CUresult r_;
         return real ? GUARDED(real(dptr)) : CUDA_ERROR_NOT_INITIALIZED;
     }
+    /* The real cuMemFree needs a current context, like cuMemAlloc: without
+     * one it frees nothing (NOT_INITIALIZED / INVALID_CONTEXT). */
+    int dev;
+    CUresult cr = ctx_device(&dev);
+    if (cr != CUDA_SUCCESS)
+        return cr;
     HK_ENTER();
     if (vt__config()->free_sync) {
         /* Exactly what cuMemFree does: wait for the device, then free. */
@@ -193,6 +203,15 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
         return real ? GUARDED(real(dptr, s)) : CUDA_ERROR_NOT_INITIALIZED;
     }
     uint64_t stream = hk_stream(s, ptsz);
+    /* The legacy and per-thread streams are the current context's: without
+     * one the real call fails and frees nothing. A created stream carries
+     * its context; the real call needs none current. */
+    if (stream == 0 || stream == HK_STREAM_PER_THREAD) {
+        int dev;
+        CUresult cr = ctx_device(&dev);
+        if (cr != CUDA_SUCCESS)
+            return cr;
+    }
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();

@@ -13,9 +13,13 @@
  * runtime has no exported symbols at all: these hooks then never run, and the
  * driver layer (reached through our cuGetProcAddress) does the work.
  *
- * Current device: the real cudaGetDevice. Every call into the real runtime is
- * made under the guard, so the driver calls it makes come back through the
- * driver hooks as plain pass-throughs (counted once).
+ * Context and device: a call the cache serves first does what the real
+ * runtime does on entry (rt_enter): it works on the thread's current
+ * context, or makes its device's primary context current when there is none,
+ * so driver code after a cudaMalloc finds the context it finds without us.
+ * Every call into the real runtime is made under the guard, so the driver
+ * calls it makes come back through the driver hooks as plain pass-throughs
+ * (counted once).
  *
  * cudaFree does NOT synchronize the device, unlike CUDA's: the block is
  * fenced against every stream the allocator knows (VT_FREE_UNKNOWN_STREAM)
@@ -51,6 +55,7 @@
 
 #include "allocator.h"
 #include "config.h"
+#include "cuda_driver.h"
 #include "hooks_internal.h"
 #include "vramtrace/format.h"
 
@@ -172,6 +177,46 @@ static cudaError_t rt_device(int *dev)
     return r;
 }
 
+/* The runtime's lazy initialization, for the calls the cache serves without
+ * the real runtime. CUDA's rule ("Interactions with the CUDA Driver API"):
+ * a runtime call operates on the context current to the thread; when none
+ * is current it selects its device's primary context, initializes it and
+ * makes it current, and that context stays current after the call. Driver
+ * code that follows a cudaMalloc (cuCtxGetCurrent, cuMemcpyHtoD,
+ * cuLaunchKernel) relies on it, so every served call does the same:
+ *   - a context is current (the hot path: one driver call, a thread-local
+ *     read in the driver, which replaces the cudaGetDevice it used to cost):
+ *     the runtime works on it, and its device is the call's device (what
+ *     the real cudaGetDevice answers then);
+ *   - none is (a fresh thread, or the program popped or unset its context):
+ *     the real cudaFree(NULL), whose only effect is exactly that
+ *     initialization; it also fails, and records the last error, exactly
+ *     as the real call would have (no device, driver too old, ...).
+ * Checked on every call, not once per thread: a program may unset the
+ * context between two runtime calls, and the next real call restores it.
+ * cudaSetDevice would initialize too, but it also replaces a current
+ * non-primary context; cudaFree(NULL) only acts when none is current. */
+static cudaError_t rt_enter(int *dev)
+{
+    const vt__driver_api *d = vt__driver();
+    CUdevice cd;
+    if (hk_likely(d != NULL && d->cuCtxGetDevice != NULL)
+        && hk_likely(d->cuCtxGetDevice(&cd) == CUDA_SUCCESS)) {
+        *dev = (int)cd;
+        return cudaSuccess;
+    }
+    cudaError_t (*init)(void *);
+    REAL(init, cudaFree);
+    if (!init)
+        return rt_fail(cudaErrorInitializationError);
+    HK_ENTER();
+    cudaError_t r = init(NULL);
+    HK_LEAVE();
+    if (r != cudaSuccess)
+        return r;   /* the real runtime has recorded it as the last error */
+    return rt_device(dev);
+}
+
 static int device_or_zero(void)
 {
     int dev = 0;
@@ -198,7 +243,7 @@ static int device_or_zero(void)
 static cudaError_t rt_alloc(void **devPtr, size_t size, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_device(&dev);
+    cudaError_t r = rt_enter(&dev);
     if (r != cudaSuccess)
         return r;
     HK_ENTER();
@@ -246,6 +291,10 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
     /* NULL: the real cudaFree(NULL) initializes the context, as programs expect. */
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFree, devPtr);
+    int dev;
+    cudaError_t r = rt_enter(&dev);
+    if (r != cudaSuccess)
+        return r;
     if (vt__config()->free_sync) {
         cudaError_t (*sync)(void);
         REAL(sync, cudaDeviceSynchronize);
@@ -268,6 +317,10 @@ VT_V13(cudaFree)
 
 static cudaError_t rt_free_async(void *devPtr, uint64_t stream)
 {
+    int dev;
+    cudaError_t r = rt_enter(&dev);
+    if (r != cudaSuccess)
+        return r;
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();

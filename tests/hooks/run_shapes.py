@@ -11,6 +11,8 @@ writes to $HOOKS_STATS (tests/hooks/hk_stats.h) are then checked:
   cub     a program that caches itself: every device allocation it still
           makes is served by the cache and counted once
   same    only the output is compared (race, bad frees, ...)
+--active additionally requires the cache's statistics in the preloaded run
+(the hooks were really loaded, not silently absent).
 """
 import argparse
 import os
@@ -51,11 +53,16 @@ def main():
     ap.add_argument("--simdir", required=True)
     ap.add_argument("--check", default="same", choices=["loop", "cub", "same"])
     ap.add_argument("--conf", default=None)
+    ap.add_argument("--active", action="store_true")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog
     if prog and prog[0] == "--":
         prog = prog[1:]
+
+    if not os.path.isfile(a.lib):
+        print("FAIL: no such library:", a.lib)
+        sys.exit(1)
 
     base = dict(os.environ)
     base.pop("LD_PRELOAD", None)
@@ -83,6 +90,8 @@ def main():
 
     print("plain  :", s0)
     print("preload:", s1)
+    if (a.active or a.check in ("loop", "cub")) and "vt_allocs" not in s1:
+        fail("no cache statistics with the preload (hooks not active?)", ("preload", hooked))
     if a.check in ("loop", "cub"):
         if "vt_allocs" not in s1:
             fail("no cache statistics with the preload (hooks not active?)",

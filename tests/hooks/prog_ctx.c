@@ -1,0 +1,227 @@
+/* tests/hooks/prog_ctx.c - programs that mix the runtime and the driver API:
+ * the context state each call leaves behind must be the same with and
+ * without libvramtrace preloaded (run_shapes.py compares the output).
+ *
+ *   prog_ctx runtime   cudaMalloc (or cudaFree, cudaMallocAsync) is the
+ *                      thread's first CUDA call, then driver code uses the
+ *                      context the runtime made current (cuCtxGetCurrent,
+ *                      cuMemcpyHtoD_v2 on the pointer): on the main thread,
+ *                      on fresh threads (cache hits), after the program
+ *                      unset its context, on a second device
+ *   prog_ctx driver    cuMemAlloc_v2 / cuMemFree_v2 (and cuMemFreeAsync on
+ *                      the context's own streams) before cuInit, with no
+ *                      current context (also when the cache could serve
+ *                      them), with the primary context current, per thread
+ *
+ * The runtime mode runs with SIMCUDA_DEVICES=2.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "hk_stats.h"
+
+#define N (1u << 20)
+
+static long allocs;
+
+/* What driver code finds after a runtime call: a current context (is it
+ * `want`?), its device, and whether a copy to `p` and back works. */
+static void driver_view(const char *what, void *p, CUcontext want)
+{
+    CUcontext c = NULL;
+    CUresult rc = cuCtxGetCurrent(&c);
+    CUdevice dev = -1;
+    CUresult rd = cuCtxGetDevice(&dev);
+    printf("%s: cuCtxGetCurrent=%d ctx=%s", what, (int)rc,
+           !c ? "NULL" : want == NULL ? "set" : c == want ? "same" : "other");
+    printf(" cuCtxGetDevice=%d dev=%d", (int)rd, rd == CUDA_SUCCESS ? (int)dev : -1);
+    if (p) {
+        static unsigned char h[4096], back[4096];
+        memset(h, 0x5A, sizeof h);
+        memset(back, 0, sizeof back);
+        CUresult r1 = cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)p, h, sizeof h);
+        CUresult r2 = cuMemcpyDtoH_v2(back, (CUdeviceptr)(uintptr_t)p, sizeof back);
+        int ord = -1;
+        CUresult r3 = cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                            (CUdeviceptr)(uintptr_t)p);
+        printf(" HtoD=%d DtoH=%d same=%d ptr_dev=%d(%d)", (int)r1, (int)r2,
+               memcmp(h, back, sizeof h) == 0, ord, (int)r3);
+    }
+    printf("\n");
+}
+
+static CUcontext main_ctx;
+
+static void *thread_malloc(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, N);   /* first call of this thread */
+    allocs++;
+    printf("thread cudaMalloc=%d\n", (int)e);
+    driver_view("thread after cudaMalloc", p, main_ctx);
+    printf("thread cudaFree=%d\n", (int)cudaFree(p));
+    return NULL;
+}
+
+static void *thread_free(void *arg)
+{
+    cudaError_t e = cudaFree(arg);       /* first call of this thread */
+    printf("thread cudaFree=%d\n", (int)e);
+    driver_view("thread after cudaFree", NULL, main_ctx);
+    return NULL;
+}
+
+static void *thread_malloc_async(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    cudaError_t e = cudaMallocAsync(&p, N, 0);
+    allocs++;
+    printf("thread cudaMallocAsync=%d\n", (int)e);
+    driver_view("thread after cudaMallocAsync", p, main_ctx);
+    printf("thread cudaFreeAsync=%d\n", (int)cudaFreeAsync(p, 0));
+    printf("thread cudaStreamSynchronize=%d\n", (int)cudaStreamSynchronize(0));
+    return NULL;
+}
+
+/* A thread whose device is 1 and that unset its context: cudaMalloc makes
+ * device 1's primary context current and allocates there. */
+static void *thread_device1(void *arg)
+{
+    (void)arg;
+    printf("dev1 cudaSetDevice=%d\n", (int)cudaSetDevice(1));
+    CUcontext c1 = NULL;
+    cuCtxGetCurrent(&c1);
+    printf("dev1 cuCtxSetCurrent(NULL)=%d\n", (int)cuCtxSetCurrent(NULL));
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, N);
+    allocs++;
+    printf("dev1 cudaMalloc=%d\n", (int)e);
+    driver_view("dev1 after cudaMalloc", p, c1);
+    printf("dev1 cuCtxSetCurrent(NULL)=%d\n", (int)cuCtxSetCurrent(NULL));
+    printf("dev1 cudaFree=%d\n", (int)cudaFree(p));
+    driver_view("dev1 after cudaFree", NULL, c1);
+    return NULL;
+}
+
+static void run_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg) == 0)
+        pthread_join(t, NULL);
+}
+
+static int runtime_mode(void)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, N);   /* the process's first CUDA call */
+    allocs++;
+    printf("cudaMalloc=%d\n", (int)e);
+    if (e != cudaSuccess)
+        return 1;
+    cuCtxGetCurrent(&main_ctx);
+    driver_view("after first cudaMalloc", p, NULL);
+    printf("cudaFree=%d\n", (int)cudaFree(p));
+    driver_view("after cudaFree", NULL, main_ctx);
+
+    run_thread(thread_malloc, NULL);     /* served from the cache */
+
+    void *q = NULL;
+    printf("cudaMalloc=%d\n", (int)cudaMalloc(&q, N));
+    allocs++;
+    run_thread(thread_free, q);
+
+    run_thread(thread_malloc_async, NULL);
+
+    /* The program unsets its context; the next runtime call restores it. */
+    printf("cuCtxSetCurrent(NULL)=%d\n", (int)cuCtxSetCurrent(NULL));
+    driver_view("unset", NULL, main_ctx);
+    printf("cudaMalloc=%d\n", (int)cudaMalloc(&p, N));
+    allocs++;
+    driver_view("after cudaMalloc again", p, main_ctx);
+    CUcontext popped = NULL;
+    printf("cuCtxPopCurrent=%d\n", (int)cuCtxPopCurrent_v2(&popped));
+    printf("cudaFree=%d\n", (int)cudaFree(p));
+    driver_view("after cudaFree again", NULL, main_ctx);
+
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    if (n > 1)
+        run_thread(thread_device1, NULL);
+    else
+        printf("one device\n");
+    printf("cudaDeviceSynchronize=%d\n", (int)cudaDeviceSynchronize());
+    hk_report_stats(allocs);
+    return 0;
+}
+
+/* ---- driver API ------------------------------------------------------------ */
+
+static void *thread_no_ctx(void *arg)
+{
+    (void)arg;
+    CUdeviceptr d = 0;
+    printf("thread cuMemAlloc_v2=%d ptr=%s\n", (int)cuMemAlloc_v2(&d, N), d ? "set" : "0");
+    return NULL;
+}
+
+static int driver_mode(void)
+{
+    CUdeviceptr a = 0, b = 0, c = 0;
+    printf("before cuInit: cuMemAlloc_v2=%d\n", (int)cuMemAlloc_v2(&a, N));
+    printf("before cuInit: cuMemFree_v2=%d\n", (int)cuMemFree_v2((CUdeviceptr)0x1000));
+    printf("cuInit=%d\n", (int)cuInit(0));
+    printf("no ctx: cuMemAlloc_v2=%d ptr=%s\n", (int)cuMemAlloc_v2(&a, N), a ? "set" : "0");
+    size_t fr = 0, tot = 0;
+    printf("no ctx: cuMemGetInfo_v2=%d\n", (int)cuMemGetInfo_v2(&fr, &tot));
+
+    CUdevice dev;
+    CUcontext pc = NULL;
+    if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&pc, dev) != CUDA_SUCCESS)
+        return 1;
+    printf("cuCtxSetCurrent(primary)=%d\n", (int)cuCtxSetCurrent(pc));
+    printf("cuMemAlloc_v2=%d\n", (int)cuMemAlloc_v2(&a, N));
+    allocs++;
+    unsigned char h[256];
+    memset(h, 7, sizeof h);
+    printf("cuMemcpyHtoD_v2=%d\n", (int)cuMemcpyHtoD_v2(a, h, sizeof h));
+    printf("cuMemFree_v2=%d\n", (int)cuMemFree_v2(a));
+    printf("cuMemAlloc_v2=%d\n", (int)cuMemAlloc_v2(&b, N));   /* a cache hit */
+    allocs++;
+    printf("cuMemAlloc_v2=%d\n", (int)cuMemAlloc_v2(&c, N));
+    allocs++;
+    printf("cuMemFree_v2=%d\n", (int)cuMemFree_v2(b));         /* cache holds a block */
+
+    /* No context again: the cache could serve both, the driver refuses. */
+    printf("cuCtxSetCurrent(NULL)=%d\n", (int)cuCtxSetCurrent(NULL));
+    CUdeviceptr x = 0;
+    printf("no ctx: cuMemAlloc_v2=%d ptr=%s\n", (int)cuMemAlloc_v2(&x, N), x ? "set" : "0");
+    printf("no ctx: cuMemFree_v2=%d\n", (int)cuMemFree_v2(c));
+    printf("no ctx: cuMemFreeAsync(legacy)=%d\n", (int)cuMemFreeAsync(c, CU_STREAM_LEGACY));
+    printf("no ctx: cuMemFreeAsync(0)=%d\n", (int)cuMemFreeAsync(c, NULL));
+    run_thread(thread_no_ctx, NULL);
+
+    printf("cuCtxSetCurrent(primary)=%d\n", (int)cuCtxSetCurrent(pc));
+    printf("cuMemcpyHtoD_v2 to c=%d\n", (int)cuMemcpyHtoD_v2(c, h, sizeof h));  /* still live */
+    printf("cuMemFree_v2=%d\n", (int)cuMemFree_v2(c));
+    printf("cuCtxSynchronize=%d\n", (int)cuCtxSynchronize());
+    hk_report_stats(allocs);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "runtime"))
+        return runtime_mode();
+    if (argc == 2 && !strcmp(argv[1], "driver"))
+        return driver_mode();
+    fprintf(stderr, "usage: prog_ctx runtime|driver\n");
+    return 2;
+}
