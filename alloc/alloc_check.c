@@ -94,12 +94,25 @@ static int check_heap(vt__heap *h)
                 if (b->prev && b->prev->state == VT_B_FREE)
                     return fail(h, "free blocks %#llx and %#llx not merged",
                                 (unsigned long long)b->prev->addr, (unsigned long long)b->addr);
-                if (g->pool == VT_POOL_UNCACHED || !vt__index_contains(&h->free_idx[b->pool], b))
-                    return fail(h, "free block %#llx missing from the free index",
+                if (g->pool == VT_POOL_UNCACHED)
+                    return fail(h, "free block %#llx in an uncached segment",
                                 (unsigned long long)b->addr);
-                if (check_best_fit(h, b))
-                    return -1;
-                nfree[b->pool]++;
+                if (g->dead) {
+                    /* a dead segment's free blocks must never be carved again */
+                    if (vt__index_contains(&h->free_idx[b->pool], b))
+                        return fail(h, "free block %#llx of a dead segment is in the index",
+                                    (unsigned long long)b->addr);
+                    if (!b->prev && !b->next)
+                        return fail(h, "dead segment %#llx is free but not released",
+                                    (unsigned long long)g->addr);
+                } else {
+                    if (!vt__index_contains(&h->free_idx[b->pool], b))
+                        return fail(h, "free block %#llx missing from the free index",
+                                    (unsigned long long)b->addr);
+                    if (check_best_fit(h, b))
+                        return -1;
+                    nfree[b->pool]++;
+                }
                 if (b->prev || b->next) {
                     p->split_b += (int64_t)b->size;
                     p->split_n++;
@@ -143,6 +156,9 @@ static int check_heap(vt__heap *h)
             return fail(h, "free index of pool %d holds %lld blocks, segments have %llu", pool,
                         (long long)n, (unsigned long long)nfree[pool]);
     }
+    if (h->retired)
+        return fail(h, "retired segment %#llx not released to the device",
+                    (unsigned long long)h->retired->addr);
     if (h->live.count != nalloc)
         return fail(h, "pointer map holds %llu, segments have %llu allocated",
                     (unsigned long long)h->live.count, (unsigned long long)nalloc);

@@ -15,6 +15,12 @@
  * hooks) joins the heap's batch; one fence over every known stream covers the
  * whole batch, and a new batch fence is recorded only when the previous one
  * completed, so a burst of frees costs one event per stream in total.
+ *
+ * Destroyed streams: free blocks belong to their stream, so the segments of
+ * a destroyed stream could serve no one any more. Its fully free segments go
+ * back to the device at once, the others when their last block is free
+ * (vt__heap_stream_destroyed); a program that creates and destroys streams
+ * per request keeps a bounded cache instead of growing it until an OOM.
  */
 #include <errno.h>
 #include <sched.h>
@@ -331,7 +337,7 @@ static bool seg_unused(const vt__segment *s)
 static void detach(vt__heap *h, vt__segment *s, vt__segment **list)
 {
     vt__block *b = s->first;
-    if (b->state == VT_B_FREE) {
+    if (b->state == VT_B_FREE && !s->dead) {
         vt__index_remove(&h->free_idx[s->pool], b);
         h->nfree[s->pool]--;
     }
@@ -349,6 +355,14 @@ static void detach(vt__heap *h, vt__segment *s, vt__segment **list)
  * synchronizes the device: other threads must not wait for that). */
 static int release_detached(vt__heap *h, vt__segment *list)
 {
+    if (vt_unlikely(h->retired)) {   /* dead segments that became free: along too */
+        vt__segment *t = h->retired;
+        while (t->next)
+            t = t->next;
+        t->next = list;
+        list = h->retired;
+        h->retired = NULL;
+    }
     if (!list)
         return 0;
     int rc = 0;
@@ -463,7 +477,11 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
     if (s)
         *s = (vt__segment){ .addr = addr, .size = size, .stream = key, .first = b,
                             .pool = (uint8_t)pool, .spool = (uint8_t)pool };
-    if (!s || !b || segs_insert(h, s) != 0) {
+    /* The stream's index again: its stream may have been destroyed (and
+     * the index dropped) while the lock was dropped; a program error, but
+     * one that must not crash the insert below. */
+    if (!s || !b || !vt__index_stream(&h->free_idx[pool], key, true)
+        || segs_insert(h, s) != 0) {
         free(s);
         if (b)
             block_release(h, b);
@@ -544,9 +562,50 @@ static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt_config *cfg
     }
 }
 
+/* make_free() in a dead segment: merge without the index (nothing may be
+ * carved from it again); when the segment is free as a whole, detach it onto
+ * h->retired. The caller may hold the lock across a fence walk, so the
+ * backend free waits for the next release_detached(). */
+static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
+{
+    b->state = VT_B_FREE;
+    b->req_size = 0;
+    b->nx = 0;
+    b->free_tick = h->tick;
+    vt__block *p = b->prev, *n = b->next;
+    if (p && p->state == VT_B_FREE) {
+        account_free(h, p, -1);
+        b->addr = p->addr;
+        b->size += p->size;
+        b->prev = p->prev;
+        if (b->prev)
+            b->prev->next = b;
+        else
+            b->seg->first = b;
+        block_release(h, p);
+    }
+    if (n && n->state == VT_B_FREE) {
+        account_free(h, n, -1);
+        b->size += n->size;
+        b->next = n->next;
+        if (b->next)
+            b->next->prev = b;
+        block_release(h, n);
+    }
+    if (b->prev || b->next) {
+        account_free(h, b, +1);
+        return;
+    }
+    detach(h, b->seg, &h->retired);
+}
+
 /* Make b free and merge it with free neighbours (pending ones stay apart). */
 static void make_free(vt__heap *h, vt__block *b)
 {
+    if (vt_unlikely(b->seg->dead)) {
+        make_free_dead(h, b);
+        return;
+    }
     int pool = b->pool;
     b->state = VT_B_FREE;
     b->req_size = 0;
@@ -768,6 +827,7 @@ static int grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t sta
     /* 2: wait for every pending free, release everything unused, retry */
     h->num_sync_all++;
     poll_fences(h, true);
+    release_detached(h, NULL);   /* dead segments that became free */
     if ((*out = find_free(h, pool, key, size, cfg)))
         return 0;
     release_cached(h, 0, true);
@@ -862,8 +922,11 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 
     lock(h);
     h->tick++;
-    if (vt_unlikely(h->fences || h->batch))
+    if (vt_unlikely(h->fences || h->batch)) {
         poll_fences(h, false);
+        if (vt_unlikely(h->retired))
+            release_detached(h, NULL);
+    }
     vt__block *b = find_free(h, pool, key, size, cfg);
     if (vt_unlikely(!b)) {
         int rc = grow(h, pool, key, size, stack, cfg, &b);
@@ -1058,6 +1121,8 @@ int vt__heap_free(void *ptr, uint64_t key, enum vt_free_mode mode, uint32_t stac
         vt__block *b = vt__ptrmap_del(&h->live, addr);
         if (vt_likely(b)) {
             free_block(h, b, key, mode, stack);
+            if (vt_unlikely(h->retired))
+                release_detached(h, NULL);
             unlock(h);
             return 0;
         }
@@ -1171,7 +1236,7 @@ void vt__heap_stream_created(vt__heap *h, uint64_t raw)
 static bool stream_in_use(vt__heap *h, uint64_t raw)
 {
     for (uint64_t i = 0; i < h->nsegs; i++)
-        if (h->segs[i]->stream == raw)
+        if (h->segs[i]->stream == raw && !h->segs[i]->dead)
             return true;
     for (uint64_t i = 0; h->live.keys && i <= h->live.mask; i++) {
         const vt__block *b = h->live.keys[i] ? h->live.vals[i] : NULL;
@@ -1182,12 +1247,58 @@ static bool stream_in_use(vt__heap *h, uint64_t raw)
     return false;
 }
 
+/* The segments of a destroyed stream, once its work is done. Only that
+ * stream's allocations look in their index, and it will make none (a later
+ * stream that gets the same handle value is a new stream and starts a new
+ * index), so the memory would sit idle until an OOM or empty_cache:
+ *   - a fully free one is detached onto *list, for the backend;
+ *   - one that still holds allocated or pending blocks becomes dead: its
+ *     free blocks leave the index, and make_free_dead() retires it when its
+ *     last block is free. Frees of its blocks keep their ordinary rules
+ *     (a free on the block's own stream needs no fence: that stream's work
+ *     was waited for; a free on another stream is fenced on that stream), and
+ *     the backend free (cuMemFree synchronizes the device) ends any doubt.
+ * Why not re-home such a segment to the legacy stream and keep it cached:
+ * the blocks were handed out for the destroyed stream, and the caller frees
+ * them naming that stream (vt_free and PyTorch's pluggable-allocator free
+ * pass the allocation stream). Re-homed, that free would look like a
+ * cross-stream free and record a fence event on a dead handle (undefined on a
+ * real driver); and a live block would move to a stream whose ordering the
+ * program never agreed to. Releasing is safe without any such argument, and
+ * the cost is one cudaMalloc for a later stream that needs the memory.
+ * Then the stream's (empty) index is dropped: about 60 KiB of host memory per
+ * pool and stream. */
+static void retire_stream_segments(vt__heap *h, uint64_t key, vt__segment **list)
+{
+    for (uint64_t i = 0; i < h->nsegs;) {
+        vt__segment *s = h->segs[i];
+        if (s->stream != key || s->dead || s->pool == VT_POOL_UNCACHED) {
+            i++;
+            continue;
+        }
+        if (seg_unused(s)) {
+            detach(h, s, list);   /* shifts segs down: same i again */
+            continue;
+        }
+        s->dead = 1;
+        for (vt__block *b = s->first; b; b = b->next)
+            if (b->state == VT_B_FREE) {
+                vt__index_remove(&h->free_idx[s->pool], b);
+                h->nfree[s->pool]--;
+            }
+        i++;
+    }
+    vt__index_drop(&h->free_idx[VT_POOL_SMALL], key);
+    vt__index_drop(&h->free_idx[VT_POOL_LARGE], key);
+}
+
 /* Called before the stream is destroyed (its handle is invalid after: no
  * event can be recorded on it any more, and the value may name a new stream
  * later), while its queued work may still run. So: frees of unknown stream
  * still waiting for their fence get it now, with this stream in it; and
  * when blocks still depend on the stream's work, that work is waited for
- * here, after which the stream is dropped from every block's users. */
+ * here, after which the stream is dropped from every block's users and its
+ * segments are given back (retire_stream_segments). */
 void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
 {
     if (raw <= 2)
@@ -1202,11 +1313,10 @@ void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
         }
     bool busy = stream_in_use(h, raw);
     unlock(h);
-    if (!busy)
-        return;
-    vt__backend_stream_sync(h->device, raw);
+    if (busy)
+        vt__backend_stream_sync(h->device, raw);
     lock(h);
-    for (uint64_t i = 0; h->live.keys && i <= h->live.mask; i++) {
+    for (uint64_t i = 0; busy && h->live.keys && i <= h->live.mask; i++) {
         vt__block *b = h->live.keys[i] ? h->live.vals[i] : NULL;
         for (uint32_t k = 0; b && k < b->nx; k++)
             if (b->xstreams[k] == raw) {
@@ -1214,6 +1324,13 @@ void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
                 break;
             }
     }
+    /* Completed frees first: a segment whose last pending block is done
+     * goes back now rather than at a later poll. */
+    if (h->fences || h->batch)
+        poll_fences(h, false);
+    vt__segment *list = NULL;
+    retire_stream_segments(h, raw, &list);
+    release_detached(h, list);
     unlock(h);
 }
 

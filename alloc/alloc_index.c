@@ -405,3 +405,19 @@ void vt__index_destroy(vt__findex *fx)
     }
     fx->last = NULL;
 }
+
+void vt__index_drop(vt__findex *fx, uint64_t stream)
+{
+    for (vt__sindex **pp = &fx->list; *pp; pp = &(*pp)->next) {
+        vt__sindex *s = *pp;
+        if (s->stream != stream)
+            continue;
+        if (s->count)
+            return;
+        *pp = s->next;
+        if (fx->last == s)
+            fx->last = fx->list;
+        free(s);
+        return;
+    }
+}

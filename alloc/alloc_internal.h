@@ -80,6 +80,10 @@ struct vt__segment {
     vt__segment *next;            /* detached list, while being released */
     uint8_t pool;                 /* VT_POOL_SMALL / LARGE / UNCACHED */
     uint8_t spool;                /* stats pool: VT_STAT_SMALL / LARGE */
+    uint8_t dead;                 /* its stream was destroyed: free blocks are kept out
+                                     of the index, the segment goes back to the device
+                                     when its last block is free (see
+                                     vt__heap_stream_destroyed) */
 };
 
 /* Events recorded after a free, one per stream that may still use the
@@ -122,6 +126,8 @@ typedef struct vt__heap {
     uint64_t nsegs, capsegs;
     _Atomic uint64_t lo, hi;      /* address bounds of all segments ever */
     vt__fence *fences;            /* in flight */
+    vt__segment *retired;         /* dead segments become fully free, detached, waiting
+                                     for release_detached() (backend free, lock dropped) */
     vt__block *batch;             /* unknown-stream frees awaiting a fence */
     uint64_t nbatch;
     vt__fence *batch_fence;       /* the batch fence in flight, if any */
@@ -160,6 +166,9 @@ bool vt__index_contains(vt__findex *fx, const vt__block *b);
  * every block. @return blocks held, or -1 when inconsistent. */
 int64_t vt__index_check(vt__findex *fx);
 void vt__index_destroy(vt__findex *fx);
+/* Drop the stream's index when it holds no block (its stream was destroyed:
+ * a later stream with the same handle starts a new one). */
+void vt__index_drop(vt__findex *fx, uint64_t stream);
 
 /* ---- alloc_ptrmap.c ---------------------------------------------------- */
 int vt__ptrmap_put(vt__ptrmap *m, uint64_t key, vt__block *b);

@@ -624,6 +624,158 @@ TEST(unknown_stream_free_before_a_stream_is_destroyed_waits_for_it)
     CHECK_INVARIANTS();
 }
 
+/* ---- destroyed streams give their segments back ---------------------- */
+
+static void destroy_stream(cudaStream_t s)
+{
+    vt__alloc_stream_destroyed((uint64_t)(uintptr_t)s);   /* what the hooks do */
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+/* A program that creates a stream per request: 200 streams, each allocating
+ * and freeing a few small blocks and a large one, some freed on the legacy
+ * stream (a fenced cross-stream free). The cache must stay at a few
+ * segments, without ever taking the out-of-memory path (200 x 22 MiB would
+ * pass the simulated 4 GiB), and the segments must really go back to the
+ * device. */
+TEST(destroyed_streams_give_their_segments_back)
+{
+    void *keep = vt_malloc(4 * KiB, 0, 0);   /* the legacy stream's segment stays */
+    ASSERT(keep);
+    const int64_t base = 2 * MiB;
+    simcuda_counters c0 = sim();
+    vt_stats s0 = stats(0);
+    for (int i = 0; i < 200; i++) {
+        cudaStream_t S = new_stream();
+        void *p[4] = { vt_malloc(4 * KiB, 0, S), vt_malloc(64 * KiB, 0, S),
+                       vt_malloc(512, 0, S), vt_malloc(3 * MiB, 0, S) };
+        for (int k = 0; k < 4; k++)
+            ASSERT(p[k]);
+        ASSERT_OK(cudaMemsetAsync(p[3], 0x22, 3 * MiB, S));
+        for (int k = 0; k < 4; k++)
+            vt_free(p[k], 0, 0, i % 4 == 3 && k == 1 ? 0 : S);
+        CHECK_INVARIANTS();
+        destroy_stream(S);
+        CHECK_INVARIANTS();
+        ASSERT_LE(stats(0).reserved_bytes[VT_STAT_ALL].current, base + 2 * MiB);
+    }
+    ASSERT_OK(cudaDeviceSynchronize());
+    vt_free(keep, 0, 0, 0);
+    keep = vt_malloc(4 * KiB, 0, 0);   /* a poll: the last fenced free is done */
+    CHECK_INVARIANTS();
+    vt_stats s = stats(0);
+    simcuda_counters c = sim();
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, base);
+    ASSERT_LE(s.reserved_bytes[VT_STAT_ALL].peak, base + 2 * MiB + 20 * MiB);
+    ASSERT_EQ(s.num_backend_allocs - s0.num_backend_allocs, 400);   /* 2 per stream */
+    ASSERT_EQ(s.num_backend_frees - s0.num_backend_frees, 400);
+    ASSERT_EQ(c.frees - c0.frees, 400);
+    ASSERT_EQ(c.bytes_in_use, c0.bytes_in_use);
+    ASSERT_EQ(s.num_alloc_retries, 0);
+    ASSERT_EQ(s.num_ooms, 0);
+    ASSERT_EQ(c.stale_stream_uses, 0);
+    ASSERT_EQ(fake_trace_count(VT_EV_SEGMENT_FREE), 400);
+}
+
+/* A block still allocated when its stream is destroyed: its segment stays
+ * (with the other blocks), nothing is carved from it any more, and it goes
+ * back to the device when the block is freed, here on the dead stream's
+ * handle, as vt_free callers (PyTorch's pluggable allocator) pass it. The
+ * destroy waits for the stream's work on the block first. */
+TEST(block_live_when_its_stream_is_destroyed_returns_its_segment_at_its_free)
+{
+    const size_t n = 256 * KiB;
+    cudaStream_t S = new_stream(), T = new_stream();
+    unsigned char *p = vt_malloc((ssize_t)n, 0, S);
+    void *q = vt_malloc(8 * KiB, 0, S);
+    ASSERT(p && q);
+    vt_free(q, 0, 0, S);   /* a free block in the segment, before p's end */
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(S, late_writer, &w));   /* writes 50 ms from now */
+    simcuda_counters c0 = sim();
+    destroy_stream(S);
+    ASSERT_EQ(p[0], 0x5A);   /* the destroy waited for S's work */
+    CHECK_INVARIANTS();
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 2 * MiB);   /* p keeps it */
+    ASSERT_EQ(s.inactive_split[VT_STAT_ALL].current, 1);        /* its free rest */
+    /* Nothing is carved from the dead segment: not for T, not for legacy. */
+    unsigned char *r = vt_malloc(8 * KiB, 0, T), *l = vt_malloc(8 * KiB, 0, 0);
+    ASSERT(r && l);
+    ASSERT(r >= p + 2 * MiB || r + 8 * KiB <= p);
+    ASSERT(l >= p + 2 * MiB || l + 8 * KiB <= p);
+    CHECK_INVARIANTS();
+    uint64_t frees0 = stats(0).num_backend_frees;
+    vt_free(p, (ssize_t)n, 0, S);
+    CHECK_INVARIANTS();
+    s = stats(0);
+    ASSERT_EQ(s.num_backend_frees - frees0, 1);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 4 * MiB);   /* r's and l's */
+    ASSERT_EQ(s.inactive_split[VT_STAT_ALL].current, 2);        /* theirs only */
+    ASSERT_EQ(sim().frees - c0.frees, 1);
+    ASSERT(!vt__alloc_owns(p));
+    ASSERT_EQ(sim().stale_stream_uses, 0);
+}
+
+/* Blocks of a dead segment freed in other ways: on a live stream with work
+ * still queued (the free waits for it), and by a plain cudaFree (unknown
+ * stream: the batch fence). The segment goes back only once both are done,
+ * and the free blocks merge in between (split stats checked by the
+ * invariant checker). */
+TEST(dead_segment_goes_back_after_its_fenced_frees_complete)
+{
+    const size_t n = 3 * MiB;
+    cudaStream_t S = new_stream(), T = new_stream();
+    unsigned char *a = vt_malloc((ssize_t)n, 0, S), *b = vt_malloc((ssize_t)n, 0, S);
+    unsigned char *c = vt_malloc((ssize_t)n, 0, S);
+    ASSERT(a && b && c);
+    ASSERT_EQ(stats(0).segment[VT_STAT_ALL].current, 1);   /* one 20 MiB segment */
+    destroy_stream(S);
+    CHECK_INVARIANTS();
+    vt_free(c, 0, 0, S);   /* merges with the free rest */
+    CHECK_INVARIANTS();
+    struct late_write w = { a, n };
+    ASSERT_OK(cudaLaunchHostFunc(T, late_writer, &w));
+    vt_free(a, 0, 0, T);   /* T still writes a: pending */
+    ASSERT_EQ(vt__alloc_free(b, 0, VT_FREE_UNKNOWN_STREAM), 0);
+    CHECK_INVARIANTS();
+    uint64_t frees0 = stats(0).num_backend_frees;
+    void *x = vt_malloc(4 * KiB, 0, 0);   /* polls; T's fence is not done */
+    ASSERT(x);
+    CHECK_INVARIANTS();
+    ASSERT_EQ(stats(0).num_backend_frees, frees0);
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 20 * MiB + 2 * MiB);
+    ASSERT_OK(cudaDeviceSynchronize());
+    ASSERT_EQ(a[n - 1], 0x5A);
+    void *y = vt_malloc(4 * KiB, 0, 0);   /* polls: both fences are done */
+    ASSERT(y);
+    CHECK_INVARIANTS();
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_backend_frees - frees0, 1);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 2 * MiB);
+    ASSERT_EQ(s.active[VT_STAT_ALL].current, 2);
+    ASSERT_EQ(sim().stale_stream_uses, 0);
+}
+
+/* vt_empty_cache and the device reset keep their meaning with dead
+ * segments around: a dead segment with a live block survives empty_cache,
+ * and a reset frees it. */
+TEST(empty_cache_and_reset_with_a_dead_segment)
+{
+    cudaStream_t S = new_stream();
+    void *p = vt_malloc(4 * KiB, 0, S);
+    ASSERT(p);
+    destroy_stream(S);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 2 * MiB);
+    CHECK_INVARIANTS();
+    uint64_t in_use = sim().bytes_in_use;
+    vt__alloc_device_reset(0);
+    CHECK_INVARIANTS();
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(sim().bytes_in_use, in_use - 2 * MiB);
+}
+
 /* fork() while another thread holds a heap lock: the child must not inherit
  * it held (its snapshot at exit, any hook, would spin forever). */
 static atomic_int holder_state;
@@ -1018,13 +1170,16 @@ static size_t random_size(uint64_t *s)
     return sz + rng_next(s) % 512;
 }
 
-static void random_ops(uint64_t seed, int nops)
+/* churn: now and then destroy stream 1 or 2 (blocks may still live on it,
+ * freed later on its successor or another stream) and create a new one. */
+static void random_ops(uint64_t seed, int nops, bool churn)
 {
     enum { LIVE = 256 };
     cudaStream_t st[3] = { 0, new_stream(), new_stream() };
     void *live[LIVE] = { 0 };
     int live_stream[LIVE];
     uint64_t s = seed;
+    int orphaned = 0;   /* blocks live on a stream when it was destroyed */
     for (int op = 0; op < nops; op++) {
         int i = (int)(rng_next(&s) % LIVE);
         int k = (int)(rng_next(&s) % 100);
@@ -1047,6 +1202,13 @@ static void random_ops(uint64_t seed, int nops)
         }
         if (op % 5000 == 4999)
             ASSERT_EQ(vt_empty_cache(0), 0);
+        if (churn && op % 500 == 499) {
+            int si = 1 + (int)(rng_next(&s) % 2);
+            for (int j = 0; j < LIVE; j++)
+                orphaned += live[j] && live_stream[j] == si;
+            destroy_stream(st[si]);
+            st[si] = new_stream();
+        }
         if (vt__alloc_check_invariants(-1) != 0)
             HARNESS_FAIL("invariants broken after op %d (seed %llu)", op,
                          (unsigned long long)seed);
@@ -1054,6 +1216,7 @@ static void random_ops(uint64_t seed, int nops)
     for (int i = 0; i < LIVE; i++)
         if (live[i])
             vt_free(live[i], 0, 0, st[live_stream[i]]);
+    ASSERT(!churn || orphaned > 100);   /* the dead-segment path ran */
     ASSERT_EQ(vt_empty_cache(0), 0);
     CHECK_INVARIANTS();
     vt_stats f = stats(0);
@@ -1064,13 +1227,20 @@ static void random_ops(uint64_t seed, int nops)
 TEST(random_sequences_keep_invariants_seed_1)
 {
     fake_trace_enable(false);
-    random_ops(1, 60000);
+    random_ops(1, 60000, false);
 }
 
 TEST(random_sequences_keep_invariants_seed_2)
 {
     fake_trace_enable(false);
-    random_ops(0x9E3779B97F4A7C15ull, 60000);
+    random_ops(0x9E3779B97F4A7C15ull, 60000, false);
+}
+
+TEST(random_sequences_with_stream_churn_keep_invariants)
+{
+    fake_trace_enable(false);
+    random_ops(7, 60000, true);
+    ASSERT_EQ(sim().stale_stream_uses, 0);
 }
 
 TEST_MAIN()

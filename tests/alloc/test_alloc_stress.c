@@ -100,4 +100,90 @@ TEST(eight_threads_four_streams_keep_the_heap_consistent)
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
 }
 
+/* Streams created and destroyed per request by 4 threads while 2 others
+ * allocate on long-lived streams: the destroyed streams' segments go back,
+ * no OOM retry. Each churner frees one block of its previous stream only
+ * after that stream is gone (the dead-segment path). */
+#define CHURNERS 4
+#define CHURN_ROUNDS 100
+
+static void *churner(void *arg)
+{
+    uint64_t s = 0xABCDEFull * ((uint64_t)(uintptr_t)arg + 1);
+    void *left = NULL;   /* a block of the previous, destroyed stream */
+    cudaStream_t left_on = 0;
+    for (int r = 0; r < CHURN_ROUNDS; r++) {
+        cudaStream_t S;
+        if (cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking) != cudaSuccess) {
+            atomic_fetch_add(&failures, 1);
+            return NULL;
+        }
+        vt__alloc_stream_created(0, (uint64_t)(uintptr_t)S);
+        void *p[4];
+        for (int k = 0; k < 4; k++) {
+            p[k] = vt_malloc((ssize_t)(log_uniform(&s) % (4u << 20) + 1), 0, S);
+            if (!p[k])
+                atomic_fetch_add(&failures, 1);
+        }
+        for (int k = 1; k < 4; k++)
+            vt_free(p[k], 0, 0, S);
+        if (left)
+            vt_free(left, 0, 0, left_on);   /* its stream is gone */
+        left = p[0];
+        left_on = S;
+        vt__alloc_stream_destroyed((uint64_t)(uintptr_t)S);
+        cudaStreamDestroy(S);
+    }
+    if (left)
+        vt_free(left, 0, 0, left_on);
+    return NULL;
+}
+
+TEST(threads_churning_streams_keep_the_cache_bounded)
+{
+    fake_trace_enable(false);
+    for (int i = 0; i < NSTREAMS; i++) {
+        ASSERT_OK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+        vt__alloc_stream_created(0, (uint64_t)(uintptr_t)streams[i]);
+    }
+    ops_per_thread = 20000;
+    pthread_t w[2], c[CHURNERS];
+    for (long i = 0; i < 2; i++)
+        ASSERT_EQ(pthread_create(&w[i], NULL, worker, (void *)i), 0);
+    for (long i = 0; i < CHURNERS; i++)
+        ASSERT_EQ(pthread_create(&c[i], NULL, churner, (void *)i), 0);
+    for (int i = 0; i < CHURNERS; i++)
+        pthread_join(c[i], NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(w[i], NULL);
+    ASSERT_EQ(atomic_load(&failures), 0);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+    vt_stats st;
+    ASSERT_EQ(vt_get_stats(0, &st), 0);
+    ASSERT_EQ(st.allocation[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(st.num_alloc_retries, 0);
+    ASSERT_EQ(st.num_ooms, 0);
+    /* Every churned stream's segments went back: what is left belongs to
+     * the long-lived streams and the legacy one, and empty_cache finds all
+     * of it free. */
+    vt__heap *h = vt__heap_get(0, false);
+    vt__heap_lock(h);
+    for (uint64_t i = 0; i < h->nsegs; i++) {
+        uint64_t k = h->segs[i]->stream;
+        bool mine = k == 0;
+        for (int j = 0; j < NSTREAMS; j++)
+            mine |= k == (uint64_t)(uintptr_t)streams[j];
+        if (!mine) {
+            vt__heap_unlock(h);
+            HARNESS_FAIL("segment %#llx of a destroyed stream is still cached",
+                         (unsigned long long)h->segs[i]->addr);
+        }
+    }
+    vt__heap_unlock(h);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(vt_get_stats(0, &st), 0);
+    ASSERT_EQ(st.reserved_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+}
+
 TEST_MAIN()
