@@ -66,7 +66,10 @@ static void tensor_drop(uint64_t id) { if (vt_tensor_drop_fn && id) vt_tensor_dr
 
 struct buffer { void *ptr; size_t bytes; uint64_t tensor; };
 
-static struct buffer make(size_t bytes, const char *name, cudaStream_t s)
+/* Inlined, so that each allocation is attributed to its caller: forward,
+ * backward or main (the timeline colours bands by call site). */
+__attribute__((always_inline)) static inline struct buffer make(size_t bytes, const char *name,
+                                                                cudaStream_t s)
 {
     struct buffer b = { NULL, bytes, 0 };
     CHECK(cudaMalloc(&b.ptr, bytes));
