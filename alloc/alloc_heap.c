@@ -562,12 +562,12 @@ static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt_config *cfg
     }
 }
 
-/* make_free() in a dead segment: merge without the index (nothing may be
- * carved from it again); when the segment is free as a whole, detach it onto
- * h->retired. The caller may hold the lock across a fence walk, so the
- * backend free waits for the next release_detached(). */
-static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
+/* Mark b free and absorb its free neighbours. `indexed`: the neighbours are
+ * in the free index (everywhere but in a dead segment, whose free blocks are
+ * kept out of it so that nothing is carved from it again). */
+static inline void merge_free(vt__heap *h, vt__block *b, bool indexed)
 {
+    int pool = b->pool;
     b->state = VT_B_FREE;
     b->req_size = 0;
     b->nx = 0;
@@ -575,6 +575,10 @@ static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
     vt__block *p = b->prev, *n = b->next;
     if (p && p->state == VT_B_FREE) {
         account_free(h, p, -1);
+        if (indexed) {
+            vt__index_remove(&h->free_idx[pool], p);
+            h->nfree[pool]--;
+        }
         b->addr = p->addr;
         b->size += p->size;
         b->prev = p->prev;
@@ -586,12 +590,25 @@ static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
     }
     if (n && n->state == VT_B_FREE) {
         account_free(h, n, -1);
+        if (indexed) {
+            vt__index_remove(&h->free_idx[pool], n);
+            h->nfree[pool]--;
+        }
         b->size += n->size;
         b->next = n->next;
         if (b->next)
             b->next->prev = b;
         block_release(h, n);
     }
+}
+
+/* make_free() in a dead segment: merge without the index; when the segment
+ * is free as a whole, detach it onto h->retired. The caller may hold the lock
+ * across a fence walk, so the backend free waits for the next
+ * release_detached(). */
+static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
+{
+    merge_free(h, b, false);
     if (b->prev || b->next) {
         account_free(h, b, +1);
         return;
@@ -607,34 +624,7 @@ static void make_free(vt__heap *h, vt__block *b)
         return;
     }
     int pool = b->pool;
-    b->state = VT_B_FREE;
-    b->req_size = 0;
-    b->nx = 0;
-    b->free_tick = h->tick;
-    vt__block *p = b->prev, *n = b->next;
-    if (p && p->state == VT_B_FREE) {
-        account_free(h, p, -1);
-        vt__index_remove(&h->free_idx[pool], p);
-        h->nfree[pool]--;
-        b->addr = p->addr;
-        b->size += p->size;
-        b->prev = p->prev;
-        if (b->prev)
-            b->prev->next = b;
-        else
-            b->seg->first = b;
-        block_release(h, p);
-    }
-    if (n && n->state == VT_B_FREE) {
-        account_free(h, n, -1);
-        vt__index_remove(&h->free_idx[pool], n);
-        h->nfree[pool]--;
-        b->size += n->size;
-        b->next = n->next;
-        if (b->next)
-            b->next->prev = b;
-        block_release(h, n);
-    }
+    merge_free(h, b, true);
     account_free(h, b, +1);
     vt__index_insert(&h->free_idx[pool], b);
     h->nfree[pool]++;
