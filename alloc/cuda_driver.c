@@ -47,13 +47,19 @@ void *vt__real_dlsym(void *handle, const char *name)
 }
 
 /* One entry point: by base name through cuGetProcAddress, else by its ABI
- * name straight from the library. */
-static void *entry(void *lib, const char *base, const char *abi)
+ * name straight from the library. `max_version` caps the version asked for,
+ * pinning the ABI of the field: later versions changed the signature behind
+ * some base names (cuCtxGetDevice and cuCtxSynchronize take a context from
+ * 13000 on, cuStreamGetCtx a green context from 12050 on) and the table keeps
+ * the old one; asking with 13000 would hand a one-argument field a
+ * two-argument function. */
+static void *entry(void *lib, const char *base, const char *abi, int max_version)
 {
     void *p = NULL;
+    int version = api.cuda_version < max_version ? api.cuda_version : max_version;
     if (api.cuGetProcAddress_v2) {
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        if (api.cuGetProcAddress_v2(base, &p, api.cuda_version,
+        if (api.cuGetProcAddress_v2(base, &p, version,
                                     CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st) == CUDA_SUCCESS
             && st == CU_GET_PROC_ADDRESS_SUCCESS && p)
             return p;
@@ -63,7 +69,10 @@ static void *entry(void *lib, const char *base, const char *abi)
 }
 
 #define ENTRY(field, base) \
-    (*(void **)&api.field = entry(lib, base, #field))
+    (*(void **)&api.field = entry(lib, base, #field, CUDA_VERSION))
+/* A version below the one where the ABI of `base` changed. */
+#define ENTRY_AT(field, base, version) \
+    (*(void **)&api.field = entry(lib, base, #field, version))
 
 static int resolve(void)
 {
@@ -107,10 +116,10 @@ static int resolve(void)
     ENTRY(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease");
     ENTRY(cuCtxGetCurrent, "cuCtxGetCurrent");
     ENTRY(cuCtxSetCurrent, "cuCtxSetCurrent");
-    ENTRY(cuCtxGetDevice, "cuCtxGetDevice");
+    ENTRY_AT(cuCtxGetDevice, "cuCtxGetDevice", 12000);
     ENTRY(cuCtxPushCurrent_v2, "cuCtxPushCurrent");
     ENTRY(cuCtxPopCurrent_v2, "cuCtxPopCurrent");
-    ENTRY(cuCtxSynchronize, "cuCtxSynchronize");
+    ENTRY_AT(cuCtxSynchronize, "cuCtxSynchronize", 12000);
     ENTRY(cuMemAlloc_v2, "cuMemAlloc");
     ENTRY(cuMemFree_v2, "cuMemFree");
     ENTRY(cuMemGetInfo_v2, "cuMemGetInfo");
@@ -122,6 +131,8 @@ static int resolve(void)
     ENTRY(cuMemGetAddressRange_v2, "cuMemGetAddressRange");
     ENTRY(cuPointerGetAttribute, "cuPointerGetAttribute");
     ENTRY(cuStreamSynchronize, "cuStreamSynchronize");
+    ENTRY(cuStreamGetDevice, "cuStreamGetDevice");
+    ENTRY_AT(cuStreamGetCtx, "cuStreamGetCtx", 12000);
     ENTRY(cuStreamQuery, "cuStreamQuery");
     ENTRY(cuStreamWaitEvent, "cuStreamWaitEvent");
     ENTRY(cuEventCreate, "cuEventCreate");

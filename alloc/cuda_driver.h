@@ -35,10 +35,10 @@ typedef struct vt__driver_api {
     CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice dev);
     CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
     CUresult (*cuCtxSetCurrent)(CUcontext ctx);
-    CUresult (*cuCtxGetDevice)(CUdevice *dev);
+    CUresult (*cuCtxGetDevice)(CUdevice *dev);         /* the 2.0 ABI, see cuda_driver.c */
     CUresult (*cuCtxPushCurrent_v2)(CUcontext ctx);
     CUresult (*cuCtxPopCurrent_v2)(CUcontext *ctx);
-    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuCtxSynchronize)(void);                 /* the 2.0 ABI, see cuda_driver.c */
     /* memory */
     CUresult (*cuMemAlloc_v2)(CUdeviceptr *ptr, size_t bytes);
     CUresult (*cuMemFree_v2)(CUdeviceptr ptr);
@@ -52,6 +52,8 @@ typedef struct vt__driver_api {
     CUresult (*cuPointerGetAttribute)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
     /* streams and events */
     CUresult (*cuStreamSynchronize)(CUstream s);
+    CUresult (*cuStreamGetDevice)(CUstream s, CUdevice *dev);  /* CUDA 12.8+, else NULL */
+    CUresult (*cuStreamGetCtx)(CUstream s, CUcontext *ctx);    /* the 9.2 ABI (no green ctx) */
     CUresult (*cuStreamQuery)(CUstream s);
     CUresult (*cuStreamWaitEvent)(CUstream s, CUevent ev, unsigned flags);
     CUresult (*cuEventCreate)(CUevent *ev, unsigned flags);

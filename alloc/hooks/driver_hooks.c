@@ -16,13 +16,14 @@
  * way the driver does (NULL output, size 0) also go to the real driver, for
  * its exact error code.
  *
- * Device of a driver call: the current context's (cuCtxGetDevice). The
- * allocator allocates in that device's primary context; with unified
- * addressing the memory is usable from any context of the device. Like the
- * real driver, cuMemAlloc_v2 and cuMemFree_v2 fail without a current
- * context (CUDA_ERROR_INVALID_CONTEXT; before cuInit NOT_INITIALIZED), also
- * when the cache could serve them: the driver, unlike the runtime, never
- * makes a context current by itself.
+ * Device of a driver call: the current context's (cuCtxGetDevice); for
+ * stream-ordered calls on a created stream, the stream's (see
+ * stream_device). The allocator allocates in that device's primary context;
+ * with unified addressing the memory is usable from any context of the
+ * device. Like the real driver, cuMemAlloc_v2 and cuMemFree_v2 fail without
+ * a current context (CUDA_ERROR_INVALID_CONTEXT; before cuInit
+ * NOT_INITIALIZED), also when the cache could serve them: the driver, unlike
+ * the runtime, never makes a context current by itself.
  *
  * cuMemGetInfo_v2 reports the device's numbers with the bytes the cache holds
  * but has not handed out counted as free (vt__alloc_cached_free_bytes): to the
@@ -90,6 +91,51 @@ static int device_or_zero(void)
     return ctx_device(&dev) == CUDA_SUCCESS ? dev : 0;
 }
 
+static bool is_default_stream(uint64_t stream)
+{
+    return stream == 0 || stream == HK_STREAM_PER_THREAD;
+}
+
+/* Device of stream-ordered work on `s` (`stream` = hk_stream(s, ...)). The
+ * legacy and per-thread streams belong to the current context: without one
+ * the driver refuses (INVALID_CONTEXT). A created stream carries its
+ * context: cuMemAllocAsync takes "the memory pool current to the stream's
+ * device" and needs no current context, and the stream's device wins over
+ * the current context's. With cuStreamGetDevice (CUDA 12.8+) that is one
+ * call, as cheap as cuCtxGetDevice; before, the current context's device
+ * stands in when there is one (a stream of another device is then not told
+ * apart) and only without one is the stream's context asked and made
+ * current for the question. An invalid handle fails here as it would in
+ * the real call. */
+static CUresult stream_device(CUstream s, uint64_t stream, int *dev)
+{
+    if (is_default_stream(stream))
+        return ctx_device(dev);
+    const vt__driver_api *d = vt__driver();
+    if (!d)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUdevice cd = 0;
+    CUresult r;
+    if (hk_likely(d->cuStreamGetDevice != NULL)) {
+        r = d->cuStreamGetDevice(s, &cd);
+    } else {
+        r = ctx_device(dev);
+        if (r != CUDA_ERROR_INVALID_CONTEXT || !d->cuStreamGetCtx || !d->cuCtxGetDevice)
+            return r;
+        CUcontext c = NULL;
+        if ((r = d->cuStreamGetCtx(s, &c)) != CUDA_SUCCESS)
+            return r;
+        if ((r = d->cuCtxPushCurrent_v2(c)) != CUDA_SUCCESS)
+            return r;
+        r = d->cuCtxGetDevice(&cd);
+        CUcontext popped = NULL;
+        d->cuCtxPopCurrent_v2(&popped);
+    }
+    if (r == CUDA_SUCCESS)
+        *dev = (int)cd;
+    return r;
+}
+
 void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t size,
                         unsigned which, bool release)
 {
@@ -102,12 +148,8 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
 
 /* ---- allocation ---------------------------------------------------------- */
 
-static CUresult alloc_common(CUdeviceptr *dptr, size_t bytes, uint64_t stream)
+static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes, uint64_t stream)
 {
-    int dev;
-    CUresult r = ctx_device(&dev);
-    if (r != CUDA_SUCCESS)
-        return r;
     void *p = NULL;
     HK_ENTER();
     int e = vt__alloc_malloc(dev, bytes, stream, &p);
@@ -125,7 +167,11 @@ HK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         CUresult r_;
         return real ? GUARDED(real(dptr, bytesize)) : CUDA_ERROR_NOT_INITIALIZED;
     }
-    return alloc_common(dptr, bytesize, 0);
+    int dev;
+    CUresult r = ctx_device(&dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return alloc_on(dev, dptr, bytesize, 0);
 }
 
 static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, CUstream s,
@@ -137,7 +183,12 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
         CUresult r_;
         return real ? GUARDED(real(dptr, bytes, s)) : CUDA_ERROR_NOT_INITIALIZED;
     }
-    return alloc_common(dptr, bytes, hk_stream(s, ptsz));
+    uint64_t stream = hk_stream(s, ptsz);
+    int dev;
+    CUresult r = stream_device(s, stream, &dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return alloc_on(dev, dptr, bytes, stream);
 }
 
 HK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -155,9 +206,9 @@ HK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
 
 /* A pointer the cache does not own goes to the real free, unchanged. */
 static CUresult free_foreign(CUresult (*real1)(CUdeviceptr), CUresult (*real2)(CUdeviceptr, CUstream),
-                             CUdeviceptr ptr, CUstream s, uint64_t stream)
+                             CUdeviceptr ptr, CUstream s, uint64_t stream, int dev)
 {
-    vt__hk_passthrough(device_or_zero(), stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
+    vt__hk_passthrough(dev, stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
     CUresult r_;
     if (real1)
         return GUARDED(real1(ptr));
@@ -190,7 +241,7 @@ HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     int e = vt__alloc_free((void *)(uintptr_t)dptr, 0, VT_FREE_UNKNOWN_STREAM);
     HK_LEAVE();
     if (e == VT_ALLOC_NOT_OWNED)
-        return free_foreign(real, NULL, dptr, NULL, 0);
+        return free_foreign(real, NULL, dptr, NULL, 0, dev);
     return to_cu(e);
 }
 
@@ -205,18 +256,16 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     uint64_t stream = hk_stream(s, ptsz);
     /* The legacy and per-thread streams are the current context's: without
      * one the real call fails and frees nothing. A created stream carries
-     * its context; the real call needs none current. */
-    if (stream == 0 || stream == HK_STREAM_PER_THREAD) {
-        int dev;
-        CUresult cr = ctx_device(&dev);
-        if (cr != CUDA_SUCCESS)
-            return cr;
-    }
+     * its context; the real call needs none current (stream_device). */
+    int dev;
+    CUresult cr = stream_device(s, stream, &dev);
+    if (cr != CUDA_SUCCESS)
+        return cr;
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
     if (rc == VT_ALLOC_NOT_OWNED)
-        return free_foreign(NULL, real, dptr, s, stream);
+        return free_foreign(NULL, real, dptr, s, stream, dev);
     return to_cu(rc);
 }
 

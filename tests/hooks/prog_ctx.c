@@ -12,6 +12,12 @@
  *                      the context's own streams) before cuInit, with no
  *                      current context (also when the cache could serve
  *                      them), with the primary context current, per thread
+ *   prog_ctx stream    cuMemAllocAsync / cuMemFreeAsync (and _ptsz) on a
+ *                      created stream with no current context (the stream
+ *                      carries its context: they work), on the default
+ *                      streams without one (INVALID_CONTEXT), on a stream of
+ *                      device 1 while device 0's context is current (the
+ *                      memory is device 1's)
  *
  * The runtime mode runs with SIMCUDA_DEVICES=2.
  */
@@ -216,12 +222,131 @@ static int driver_mode(void)
     return 0;
 }
 
+/* ---- stream-ordered calls: the stream's context, not the current one ------ */
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+
+/* Write through p, read it back, and say on which device it lives. */
+static void use(const char *what, CUdeviceptr p)
+{
+    static unsigned char h[4096], back[4096];
+    memset(h, 0x3C, sizeof h);
+    memset(back, 0, sizeof back);
+    CUresult r1 = cuMemcpyHtoD_v2(p, h, sizeof h);
+    CUresult r2 = cuMemcpyDtoH_v2(back, p, sizeof back);
+    int ord = -1;
+    CUresult r3 = cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    printf("%s: HtoD=%d DtoH=%d same=%d ptr_dev=%d(%d)\n", what, (int)r1, (int)r2,
+           memcmp(h, back, sizeof h) == 0, ord, (int)r3);
+}
+
+static CUstream shared_stream;
+
+/* A thread that never had a context: the created stream is enough. */
+static void *thread_stream_no_ctx(void *arg)
+{
+    (void)arg;
+    CUdeviceptr d = 0;
+    CUresult r = cuMemAllocAsync(&d, N, shared_stream);
+    printf("thread no ctx: cuMemAllocAsync(stream)=%d ptr=%s\n", (int)r, d ? "set" : "0");
+    if (r == CUDA_SUCCESS) {
+        allocs++;
+        printf("thread no ctx: cuMemFreeAsync(stream)=%d\n", (int)cuMemFreeAsync(d, shared_stream));
+    }
+    printf("thread no ctx: cuMemAllocAsync(legacy)=%d\n",
+           (int)cuMemAllocAsync(&d, N, CU_STREAM_LEGACY));
+    CUcontext c = (CUcontext)1;
+    cuCtxGetCurrent(&c);
+    printf("thread no ctx: ctx after=%s\n", c ? "set" : "NULL");
+    return NULL;
+}
+
+static int stream_mode(void)
+{
+    printf("cuInit=%d\n", (int)cuInit(0));
+    CUdevice dev0, dev1;
+    CUcontext pc0 = NULL, pc1 = NULL;
+    if (cuDeviceGet(&dev0, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&pc0, dev0) != CUDA_SUCCESS)
+        return 1;
+    printf("cuCtxSetCurrent(primary)=%d\n", (int)cuCtxSetCurrent(pc0));
+    CUstream st = NULL;
+    printf("cuStreamCreate=%d\n", (int)cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    shared_stream = st;
+    printf("cuCtxSetCurrent(NULL)=%d\n", (int)cuCtxSetCurrent(NULL));
+
+    CUdeviceptr a = 0, b = 0, x = 0;
+    CUresult r = cuMemAllocAsync(&a, N, st);
+    printf("no ctx: cuMemAllocAsync(stream)=%d ptr=%s\n", (int)r, a ? "set" : "0");
+    allocs += r == CUDA_SUCCESS;
+    r = cuMemAllocAsync_ptsz(&b, N, st);
+    printf("no ctx: cuMemAllocAsync_ptsz(stream)=%d ptr=%s\n", (int)r, b ? "set" : "0");
+    allocs += r == CUDA_SUCCESS;
+    printf("no ctx: cuMemAllocAsync(legacy)=%d ptr=%s\n",
+           (int)cuMemAllocAsync(&x, N, CU_STREAM_LEGACY), x ? "set" : "0");
+    printf("no ctx: cuMemAllocAsync(0)=%d\n", (int)cuMemAllocAsync(&x, N, NULL));
+    printf("no ctx: cuMemAllocAsync(per-thread)=%d\n",
+           (int)cuMemAllocAsync(&x, N, CU_STREAM_PER_THREAD));
+    printf("no ctx: cuMemAllocAsync_ptsz(0)=%d\n", (int)cuMemAllocAsync_ptsz(&x, N, NULL));
+    printf("no ctx: cuStreamSynchronize(stream)=%d\n", (int)cuStreamSynchronize(st));
+    CUcontext c = (CUcontext)1;
+    cuCtxGetCurrent(&c);
+    printf("no ctx: ctx after=%s\n", c ? "set" : "NULL");   /* nothing made one current */
+
+    printf("cuCtxSetCurrent(primary)=%d\n", (int)cuCtxSetCurrent(pc0));
+    if (a)
+        use("a with ctx", a);
+    if (b)
+        use("b with ctx", b);
+    printf("cuCtxSetCurrent(NULL)=%d\n", (int)cuCtxSetCurrent(NULL));
+    printf("no ctx: cuMemFreeAsync(legacy)=%d\n", (int)cuMemFreeAsync(a, CU_STREAM_LEGACY));
+    printf("no ctx: cuMemFreeAsync_ptsz(0)=%d\n", (int)cuMemFreeAsync_ptsz(a, NULL));
+    printf("no ctx: cuMemFreeAsync(stream)=%d\n", (int)cuMemFreeAsync(a, st));
+    printf("no ctx: cuMemFreeAsync_ptsz(stream)=%d\n", (int)cuMemFreeAsync_ptsz(b, st));
+    printf("no ctx: cuStreamSynchronize(stream)=%d\n", (int)cuStreamSynchronize(st));
+
+    run_thread(thread_stream_no_ctx, NULL);   /* the cache can serve it now */
+
+    /* A stream of device 1 while device 0's context is current: the
+     * stream's device wins. */
+    int n = 0;
+    cuDeviceGetCount(&n);
+    if (n > 1 && cuDeviceGet(&dev1, 1) == CUDA_SUCCESS
+        && cuDevicePrimaryCtxRetain(&pc1, dev1) == CUDA_SUCCESS) {
+        CUstream s1 = NULL;
+        printf("cuCtxSetCurrent(dev1)=%d\n", (int)cuCtxSetCurrent(pc1));
+        printf("dev1 cuStreamCreate=%d\n", (int)cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+        printf("cuCtxSetCurrent(dev0)=%d\n", (int)cuCtxSetCurrent(pc0));
+        CUdeviceptr d1 = 0;
+        r = cuMemAllocAsync(&d1, N, s1);
+        printf("dev0 ctx: cuMemAllocAsync(dev1 stream)=%d\n", (int)r);
+        allocs += r == CUDA_SUCCESS;
+        printf("dev0 ctx: cuStreamSynchronize(dev1 stream)=%d\n", (int)cuStreamSynchronize(s1));
+        if (r == CUDA_SUCCESS)
+            use("dev1 stream alloc", d1);
+        printf("dev0 ctx: cuMemFreeAsync(dev1 stream)=%d\n", (int)cuMemFreeAsync(d1, s1));
+        printf("dev0 ctx: cuStreamSynchronize(dev1 stream)=%d\n", (int)cuStreamSynchronize(s1));
+        printf("cuCtxSetCurrent(dev1)=%d\n", (int)cuCtxSetCurrent(pc1));
+        printf("dev1 cuStreamDestroy=%d\n", (int)cuStreamDestroy_v2(s1));
+    } else {
+        printf("one device\n");
+    }
+
+    printf("cuCtxSetCurrent(primary)=%d\n", (int)cuCtxSetCurrent(pc0));
+    printf("cuStreamDestroy=%d\n", (int)cuStreamDestroy_v2(st));
+    printf("cuCtxSynchronize=%d\n", (int)cuCtxSynchronize());
+    hk_report_stats(allocs);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "stream"))
+        return stream_mode();
     if (argc == 2 && !strcmp(argv[1], "runtime"))
         return runtime_mode();
     if (argc == 2 && !strcmp(argv[1], "driver"))
         return driver_mode();
-    fprintf(stderr, "usage: prog_ctx runtime|driver\n");
+    fprintf(stderr, "usage: prog_ctx runtime|driver|stream\n");
     return 2;
 }

@@ -5,7 +5,9 @@
  *    ("cuMemAlloc_v2" is not found);
  *  - `cudaVersion` picks the ABI: the entry with the highest minimum version
  *    not above it (cuMemAlloc at >= 3020 is cuMemAlloc_v2; cuGetProcAddress
- *    at >= 12000 is cuGetProcAddress_v2);
+ *    at >= 12000 is cuGetProcAddress_v2; cuCtxGetDevice and cuCtxSynchronize
+ *    at >= 13000 are the _v2 that take a context; cuStreamGetCtx at >= 12050
+ *    is the _v2 with a green context: cudaTypedefs.h, PFN_<name>_v<version>);
  *  - CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM returns the _ptsz/_ptds
  *    variant where one exists, the plain function otherwise; 0 and
  *    CU_GET_PROC_ADDRESS_LEGACY_STREAM return the legacy-stream one;
@@ -89,7 +91,9 @@ static const proc_entry table[] = {
     E("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
     E("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     E("cuCtxGetDevice", 2000, cuCtxGetDevice),
+    E("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
     E("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     E("cuCtxGetApiVersion", 3020, cuCtxGetApiVersion),
     E("cuCtxGetStreamPriorityRange", 5050, cuCtxGetStreamPriorityRange),
     E("cuMemAlloc", 3020, cuMemAlloc_v2),
@@ -133,6 +137,9 @@ static const proc_entry table[] = {
     S("cuStreamWaitEvent", 3020, cuStreamWaitEvent, cuStreamWaitEvent_ptsz),
     S("cuStreamGetPriority", 5050, cuStreamGetPriority, cuStreamGetPriority_ptsz),
     S("cuStreamGetFlags", 5050, cuStreamGetFlags, cuStreamGetFlags_ptsz),
+    S("cuStreamGetCtx", 9020, cuStreamGetCtx, cuStreamGetCtx_ptsz),
+    S("cuStreamGetCtx", 12050, cuStreamGetCtx_v2, cuStreamGetCtx_v2_ptsz),
+    S("cuStreamGetDevice", 12080, cuStreamGetDevice, cuStreamGetDevice_ptsz),
     S("cuLaunchHostFunc", 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz),
     S("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     E("cuEventCreate", 2000, cuEventCreate),

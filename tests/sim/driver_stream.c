@@ -181,3 +181,54 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, uns
     (void)f; (void)shmem; (void)params; (void)extra;
     return launch(gx, gy, gz, bx, by, bz, h, true);
 }
+
+/* The context and device of a stream. A created stream answers for itself,
+ * with or without a current context; the special handles (0, legacy,
+ * per-thread) name the current context's stream: INVALID_CONTEXT without
+ * one (cuda.h, cuStreamGetCtx). The sim has only primary contexts. */
+static CUresult stream_owner(CUstream h, bool ptsz, sim_stream **out)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return sim_stream_resolve(h, ptsz, out);
+}
+
+static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = stream_owner(h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx || (v2 && !pgreen))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)&s->dev->primary;
+    if (v2)
+        *pgreen = NULL;               /* no green contexts here */
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_device(CUstream h, CUdevice *dev, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = stream_owner(h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dev = s->dev->ordinal;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream h, CUcontext *c)      { return get_ctx(h, c, NULL, false, false); }
+SIM_API CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *c) { return get_ctx(h, c, NULL, false, true); }
+SIM_API CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g)
+{
+    return get_ctx(h, c, g, true, false);
+}
+SIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *c, CUgreenCtx *g)
+{
+    return get_ctx(h, c, g, true, true);
+}
+SIM_API CUresult cuStreamGetDevice(CUstream h, CUdevice *d)      { return get_device(h, d, false); }
+SIM_API CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice *d) { return get_device(h, d, true); }

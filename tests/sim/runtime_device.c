@@ -123,7 +123,7 @@ RT_API cudaError_t cudaDeviceSynchronize(void)
     cudaError_t e = rt_enter();
     if (e != cudaSuccess)
         return rt_ret(e);
-    return rt_ret_drv(rt_drv.cuCtxSynchronize());
+    return rt_ret_drv(rt_drv.cuCtxSynchronize(NULL));
 }
 
 /* Destroys every allocation and stream of the current device; the next

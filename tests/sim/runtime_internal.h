@@ -31,8 +31,8 @@
     X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", CUresult (*)(CUdevice))          \
     X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult (*)(CUcontext *))                       \
     X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                         \
-    X(cuCtxGetDevice, "cuCtxGetDevice", CUresult (*)(CUdevice *))                          \
-    X(cuCtxSynchronize, "cuCtxSynchronize", CUresult (*)(void))                            \
+    X(cuCtxGetDevice, "cuCtxGetDevice", CUresult (*)(CUdevice *, CUcontext)) /* 13.0 ABI */ \
+    X(cuCtxSynchronize, "cuCtxSynchronize", CUresult (*)(CUcontext))         /* 13.0 ABI */ \
     X(cuMemAlloc, "cuMemAlloc", CUresult (*)(CUdeviceptr *, size_t))                       \
     X(cuMemFree, "cuMemFree", CUresult (*)(CUdeviceptr))                                   \
     X(cuMemAllocManaged, "cuMemAllocManaged", CUresult (*)(CUdeviceptr *, size_t, unsigned)) \

@@ -182,7 +182,7 @@ int rt_current_device(void)
     CUcontext c = NULL;
     CUdevice d;
     rt_drv.cuCtxGetCurrent(&c);
-    if (c && rt_drv.cuCtxGetDevice(&d) == CUDA_SUCCESS)
+    if (c && rt_drv.cuCtxGetDevice(&d, NULL) == CUDA_SUCCESS)
         return d;
     return tls_device;
 }

@@ -407,6 +407,43 @@ SIM_API CUresult cuCtxSynchronize(void)
     return CUDA_SUCCESS;
 }
 
+/* The CUDA 13.0 ABI of both (what cuGetProcAddress hands out from 13000 on):
+ * the context is an argument, NULL meaning the current one. */
+static CUresult ctx_or_current(CUcontext h, sim_ctx **out)
+{
+    if (!h)
+        return sim_current_ctx(out);
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!(*out = ctx_from_handle(h)))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    sim_ctx *c;
+    CUresult rc = ctx_or_current(ctx, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev->ordinal;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    sim_ctx *c;
+    CUresult rc = ctx_or_current(ctx, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_COUNT(c->dev, device_syncs);
+    sim_device_sync(c->dev);
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 {
     CUresult rc = sim_check_init();

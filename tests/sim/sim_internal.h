@@ -270,5 +270,8 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
                              CUstream h, void **params, void **extra);
 CUresult cuStreamGetPriority_ptsz(CUstream h, int *priority);
 CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags);
+CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx);
+CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen);
+CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice *dev);
 
 #endif /* VT_SIM_INTERNAL_H */

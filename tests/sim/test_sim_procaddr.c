@@ -151,4 +151,65 @@ TEST(driver_calls_need_init_and_context)
     ASSERT_EQ(c.allocs, 1);
 }
 
+/* cudaTypedefs.h names each ABI PFN_<name>_v<first version>: CUDA 13.0
+ * gave cuCtxGetDevice and cuCtxSynchronize a context argument, 12.5 gave
+ * cuStreamGetCtx a green context, 12.8 added cuStreamGetDevice. A caller
+ * asking with 13000 gets the new signature. */
+TEST(get_proc_address_context_abis_change_with_version)
+{
+    void *h = driver();
+    gpa_v2_fn gpa = bootstrap(h);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st = 99;
+    ASSERT_OK(gpa("cuCtxGetDevice", &fn, 12090, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuCtxGetDevice"));
+    ASSERT_OK(gpa("cuCtxGetDevice", &fn, 13000, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuCtxGetDevice_v2"));
+    ASSERT_OK(gpa("cuCtxSynchronize", &fn, 12000, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuCtxSynchronize"));
+    ASSERT_OK(gpa("cuCtxSynchronize", &fn, 13000, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuCtxSynchronize_v2"));
+    ASSERT_OK(gpa("cuStreamGetCtx", &fn, 12040, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetCtx"));
+    ASSERT_OK(gpa("cuStreamGetCtx", &fn, 13000, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetCtx_v2"));
+    ASSERT_OK(gpa("cuStreamGetCtx", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetCtx_v2_ptsz"));
+    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 12080, 0, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetDevice"));
+    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetDevice_ptsz"));
+    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 12070, 0, &st));
+    ASSERT_PTR_EQ(fn, NULL);
+    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+}
+
+/* The 13.0 ABIs take the context; NULL is the current one. */
+TEST(ctx_v2_entry_points_take_a_context)
+{
+    ASSERT_OK(cuInit(0));
+    void *h = driver();
+    CUresult (*get_dev)(CUdevice *, CUcontext);
+    CUresult (*sync)(CUcontext);
+    void *p = sym(h, "cuCtxGetDevice_v2");
+    memcpy(&get_dev, &p, sizeof p);
+    p = sym(h, "cuCtxSynchronize_v2");
+    memcpy(&sync, &p, sizeof p);
+    CUcontext ctx;
+    CUdevice d = -1;
+    ASSERT_OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    ASSERT_OK(cuCtxSetCurrent(NULL));
+    ASSERT_EQ(get_dev(&d, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(sync(NULL), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_OK(get_dev(&d, ctx));                /* no current context needed */
+    ASSERT_EQ(d, 0);
+    ASSERT_OK(sync(ctx));
+    ASSERT_EQ(get_dev(NULL, ctx), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_OK(cuCtxSetCurrent(ctx));
+    d = -1;
+    ASSERT_OK(get_dev(&d, NULL));
+    ASSERT_EQ(d, 0);
+    ASSERT_OK(sync(NULL));
+}
+
 TEST_MAIN()

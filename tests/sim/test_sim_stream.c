@@ -135,6 +135,49 @@ TEST(free_async_is_stream_ordered)
     ASSERT_OK(cudaStreamDestroy(s));
 }
 
+/* A created stream carries its context: cuStreamGetCtx/GetDevice and the
+ * stream-ordered allocator need none current (the pool is "the one current
+ * to the stream's device"). The special handles name the current context's
+ * streams: INVALID_CONTEXT without one (cuda.h, cuStreamGetCtx). */
+TEST(created_stream_works_without_current_context)
+{
+    ASSERT_OK(cuInit(0));
+    CUcontext ctx, got = NULL, none = NULL;
+    CUgreenCtx green = (CUgreenCtx)1;
+    CUdevice d = -1;
+    ASSERT_OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    ASSERT_OK(cuCtxSetCurrent(ctx));
+    CUstream s;
+    ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    ASSERT_OK(cuStreamGetCtx(CU_STREAM_LEGACY, &got));
+    ASSERT_PTR_EQ(got, ctx);
+    ASSERT_OK(cuCtxSetCurrent(NULL));
+
+    ASSERT_OK(cuStreamGetCtx(s, &got));
+    ASSERT_PTR_EQ(got, ctx);
+    ASSERT_OK(cuStreamGetCtx_v2(s, &got, &green));
+    ASSERT_PTR_EQ(green, NULL);
+    ASSERT_OK(cuStreamGetDevice(s, &d));
+    ASSERT_EQ(d, 0);
+    ASSERT_EQ(cuStreamGetDevice(s, NULL), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(cuStreamGetCtx(NULL, &got), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(cuStreamGetCtx(CU_STREAM_PER_THREAD, &got), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(cuStreamGetDevice(CU_STREAM_LEGACY, &d), CUDA_ERROR_INVALID_CONTEXT);
+
+    CUdeviceptr p = 0, q = 0;
+    ASSERT_OK(cuMemAllocAsync(&p, 1 << 20, s));
+    ASSERT_EQ(cuMemAllocAsync(&q, 1 << 20, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(cuMemAllocAsync(&q, 1 << 20, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(cuMemFreeAsync(p, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_OK(cuMemFreeAsync(p, s));
+    ASSERT_OK(cuStreamSynchronize(s));
+    ASSERT_OK(cuCtxGetCurrent(&none));
+    ASSERT_PTR_EQ(none, NULL);                   /* nothing made one current */
+    ASSERT_OK(cuCtxSetCurrent(ctx));
+    ASSERT_OK(cuStreamDestroy(s));
+    ASSERT_EQ(cuStreamGetDevice(s, &d), CUDA_ERROR_INVALID_HANDLE);
+}
+
 TEST(kernel_launch_is_an_ordered_noop)
 {
     /* cuLaunchKernel through the driver: counted, ordered, nothing runs. */
