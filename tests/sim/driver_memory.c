@@ -14,6 +14,28 @@
 
 /* ---- allocation --------------------------------------------------------- */
 
+/* The common tail of every allocation call, after it has been counted. */
+static CUresult alloc_out(sim_device *dev, CUdeviceptr *dptr, size_t bytesize, sim_mem_kind kind)
+{
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p;
+    CUresult rc = sim_mem_alloc(dev, bytesize, kind, &p);
+    if (rc == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr)p;
+    return rc;
+}
+
+/* The device that owns a pointer being freed; NULL (and a bad free counted
+ * on the calling device) if no device does. */
+static sim_device *free_owner(sim_device *caller, CUdeviceptr dptr)
+{
+    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
+    if (!dev)
+        SIM_COUNT(caller, bad_frees);
+    return dev;
+}
+
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     sim_ctx *c;
@@ -21,13 +43,7 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (rc != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(c->dev, mem_alloc_calls);
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    uintptr_t p;
-    rc = sim_mem_alloc(c->dev, bytesize, SIM_MEM_DEVICE, &p);
-    if (rc == CUDA_SUCCESS)
-        *dptr = (CUdeviceptr)p;
-    return rc;
+    return alloc_out(c->dev, dptr, bytesize, SIM_MEM_DEVICE);
 }
 
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -37,13 +53,9 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
     if (rc != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(c->dev, mem_alloc_managed_calls);
-    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
-    uintptr_t p;
-    rc = sim_mem_alloc(c->dev, bytesize, SIM_MEM_MANAGED, &p);
-    if (rc == CUDA_SUCCESS)
-        *dptr = (CUdeviceptr)p;
-    return rc;
+    return alloc_out(c->dev, dptr, bytesize, SIM_MEM_MANAGED);
 }
 
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -55,11 +67,9 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     SIM_COUNT(c->dev, mem_free_calls);
     if (dptr == 0)
         return CUDA_SUCCESS;
-    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
-    if (!dev) {
-        SIM_COUNT(c->dev, bad_frees);
+    sim_device *dev = free_owner(c->dev, dptr);
+    if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    }
     /* Stream-ordered allocations are freed without a device-wide wait. */
     if (atomic_load_explicit(&dev->inflight, memory_order_relaxed) != 0 &&
         !sim_mem_is_async(dev, (uintptr_t)dptr)) {
@@ -72,39 +82,27 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
     SIM_COUNT(s->dev, mem_alloc_async_calls);
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
     /* Simplified pool: the memory is taken now. Being unused until the
      * stream reaches this point is indistinguishable from being taken then. */
-    uintptr_t p;
-    rc = sim_mem_alloc(s->dev, bytesize, SIM_MEM_ASYNC, &p);
-    if (rc == CUDA_SUCCESS)
-        *dptr = (CUdeviceptr)p;
-    return rc;
+    return alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(s->dev, mem_free_async_calls);
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
-    if (!dev) {
-        SIM_COUNT(s->dev, bad_frees);
+    sim_device *dev = free_owner(s->dev, dptr);
+    if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    }
     if ((rc = sim_mem_mark_free_pending(dev, (uintptr_t)dptr)) != CUDA_SUCCESS)
         return rc;
     sim_op *op = sim_op_new(SIM_OP_FREE);
@@ -195,10 +193,8 @@ SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsig
 static CUresult copy(void *dst, const void *src, size_t n, CUstream h, bool ptsz, bool async)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(s->dev, memcpys);
     if (n == 0)
@@ -242,10 +238,8 @@ SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t 
 static CUresult set8(CUdeviceptr d, unsigned char v, size_t n, CUstream h, bool ptsz, bool async)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(s->dev, memsets);
     if (n == 0)

@@ -64,10 +64,8 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream h)
 static CUresult stream_sync(CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(s->dev, stream_syncs);
     return sim_stream_sync(s);
@@ -76,10 +74,8 @@ static CUresult stream_sync(CUstream h, bool ptsz)
 static CUresult stream_query(CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     return sim_stream_query(s);
 }
@@ -89,32 +85,34 @@ SIM_API CUresult cuStreamSynchronize_ptsz(CUstream h) { return stream_sync(h, tr
 SIM_API CUresult cuStreamQuery(CUstream h)            { return stream_query(h, false); }
 SIM_API CUresult cuStreamQuery_ptsz(CUstream h)       { return stream_query(h, true); }
 
-static CUresult get_priority(CUstream h, int *priority, bool ptsz)
+/* The prologue of the stream attribute getters: the out-argument is checked
+ * before the handle. */
+static CUresult attr_stream(CUstream h, bool ptsz, const void *out, sim_stream **s)
 {
-    sim_stream *s;
     CUresult rc = sim_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!priority)
+    if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
-    *priority = s->priority;
-    return CUDA_SUCCESS;
+    return sim_stream_resolve(h, ptsz, s);
+}
+
+static CUresult get_priority(CUstream h, int *priority, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = attr_stream(h, ptsz, priority, &s);
+    if (rc == CUDA_SUCCESS)
+        *priority = s->priority;
+    return rc;
 }
 
 static CUresult get_flags(CUstream h, unsigned *flags, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
-    *flags = s->flags;
-    return CUDA_SUCCESS;
+    CUresult rc = attr_stream(h, ptsz, flags, &s);
+    if (rc == CUDA_SUCCESS)
+        *flags = s->flags;
+    return rc;
 }
 
 SIM_API CUresult cuStreamGetPriority(CUstream h, int *p)           { return get_priority(h, p, false); }
@@ -125,10 +123,8 @@ SIM_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *f) { return get
 static CUresult host_func(CUstream h, CUhostFn fn, void *arg, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
@@ -146,14 +142,14 @@ SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *arg) { ret
 
 /* Device code cannot run here: a launch is validated, ordered in its stream
  * like any other work, and counted. `f` is not checked against a module. */
-static CUresult launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, CUstream h, bool ptsz)
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                       CUstream h, void **params, void **extra, bool ptsz)
 {
+    (void)f; (void)shmem; (void)params; (void)extra;
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(h, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
     if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
         (unsigned long long)bx * by * bz > 1024 || by > 1024 || bz > 64 ||
@@ -170,34 +166,25 @@ SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned
                                 unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                 CUstream h, void **params, void **extra)
 {
-    (void)f; (void)shmem; (void)params; (void)extra;
-    return launch(gx, gy, gz, bx, by, bz, h, false);
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, h, params, extra, false);
 }
 
 SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                      unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                      CUstream h, void **params, void **extra)
 {
-    (void)f; (void)shmem; (void)params; (void)extra;
-    return launch(gx, gy, gz, bx, by, bz, h, true);
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, h, params, extra, true);
 }
 
 /* The context and device of a stream. A created stream answers for itself,
  * with or without a current context; the special handles (0, legacy,
  * per-thread) name the current context's stream: INVALID_CONTEXT without
- * one (cuda.h, cuStreamGetCtx). The sim has only primary contexts. */
-static CUresult stream_owner(CUstream h, bool ptsz, sim_stream **out)
-{
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    return sim_stream_resolve(h, ptsz, out);
-}
-
+ * one (cuda.h, cuStreamGetCtx); sim_stream_resolve gives exactly that. The
+ * sim has only primary contexts. */
 static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = stream_owner(h, ptsz, &s);
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!pctx || (v2 && !pgreen))
@@ -211,7 +198,7 @@ static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2
 static CUresult get_device(CUstream h, CUdevice *dev, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = stream_owner(h, ptsz, &s);
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!dev)

@@ -6,25 +6,39 @@
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
-/* cudaMalloc(&p, 0) succeeds and gives NULL without asking the driver
- * (cuMemAlloc itself rejects size 0). */
-RT_API cudaError_t cudaMalloc(void **devPtr, size_t size)
+/* The prologue of the allocations that accept size 0: a NULL out-pointer is
+ * invalid; size 0 succeeds and gives NULL without asking the driver (which
+ * itself rejects size 0). The caller is done unless this returns
+ * cudaSuccess with size != 0. */
+static cudaError_t alloc_enter(void **out, size_t size)
 {
-    if (!devPtr)
+    if (!out)
         return rt_ret(cudaErrorInvalidValue);
     cudaError_t e = rt_enter();
     if (rt_unlikely(e != cudaSuccess))
         return rt_ret(e);
-    if (size == 0) {
-        *devPtr = NULL;
-        return cudaSuccess;
-    }
-    CUdeviceptr p = 0;
-    CUresult r = rt_drv.cuMemAlloc(&p, size);
+    if (size == 0)
+        *out = NULL;
+    return cudaSuccess;
+}
+
+/* The driver's answer to a device allocation, handed to the caller. */
+static cudaError_t alloc_done(CUresult r, CUdeviceptr p, void **out)
+{
     if (rt_unlikely(r != CUDA_SUCCESS))
         return rt_ret_drv(r);
-    *devPtr = (void *)(uintptr_t)p;
+    *out = (void *)(uintptr_t)p;
     return cudaSuccess;
+}
+
+RT_API cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    cudaError_t e = alloc_enter(devPtr, size);
+    if (e != cudaSuccess || size == 0)
+        return e;
+    CUdeviceptr p = 0;
+    CUresult r = rt_drv.cuMemAlloc(&p, size);
+    return alloc_done(r, p, devPtr);
 }
 
 /* Waits for the device (the driver does) unless the pointer came from a
@@ -47,29 +61,17 @@ RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int fl
         return rt_ret(e);
     CUdeviceptr p = 0;
     CUresult r = rt_drv.cuMemAllocManaged(&p, size, flags);
-    if (r != CUDA_SUCCESS)
-        return rt_ret_drv(r);
-    *devPtr = (void *)(uintptr_t)p;
-    return cudaSuccess;
+    return alloc_done(r, p, devPtr);
 }
 
 static cudaError_t malloc_async(void **devPtr, size_t size, cudaStream_t s, bool ptsz)
 {
-    if (!devPtr)
-        return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
-    if (size == 0) {
-        *devPtr = NULL;
-        return cudaSuccess;
-    }
+    cudaError_t e = alloc_enter(devPtr, size);
+    if (e != cudaSuccess || size == 0)
+        return e;
     CUdeviceptr p = 0;
     CUresult r = RT_DRV(cuMemAllocAsync, ptsz)(&p, size, (CUstream)s);
-    if (r != CUDA_SUCCESS)
-        return rt_ret_drv(r);
-    *devPtr = (void *)(uintptr_t)p;
-    return cudaSuccess;
+    return alloc_done(r, p, devPtr);
 }
 
 static cudaError_t free_async(void *devPtr, cudaStream_t s, bool ptsz)
@@ -89,29 +91,17 @@ RT_API cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s)              { re
 
 RT_API cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
-    if (!ptr)
-        return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
-    if (size == 0) {
-        *ptr = NULL;
-        return cudaSuccess;
-    }
+    cudaError_t e = alloc_enter(ptr, size);
+    if (e != cudaSuccess || size == 0)
+        return e;
     return rt_ret_drv(rt_drv.cuMemAllocHost(ptr, size));
 }
 
 RT_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
-    if (!pHost)
-        return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
-    if (size == 0) {
-        *pHost = NULL;
-        return cudaSuccess;
-    }
+    cudaError_t e = alloc_enter(pHost, size);
+    if (e != cudaSuccess || size == 0)
+        return e;
     return rt_ret_drv(rt_drv.cuMemHostAlloc(pHost, size, flags));
 }
 
@@ -135,29 +125,30 @@ RT_API cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 
 /* With unified addressing every kind is one driver copy; the kind is only
  * checked. cudaMemcpyDefault infers the direction from the pointers. */
-static bool valid_kind(enum cudaMemcpyKind kind)
-{
-    return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
-}
-
-static cudaError_t memcpy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, bool ptds)
+static cudaError_t copy_enter(enum cudaMemcpyKind kind)
 {
     cudaError_t e = rt_enter();
     if (e != cudaSuccess)
         return rt_ret(e);
-    if (!valid_kind(kind))
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
         return rt_ret(cudaErrorInvalidMemcpyDirection);
+    return cudaSuccess;
+}
+
+static cudaError_t memcpy_sync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, bool ptds)
+{
+    cudaError_t e = copy_enter(kind);
+    if (e != cudaSuccess)
+        return e;
     return rt_ret_drv(RT_DRV(cuMemcpy, ptds)(DPTR(dst), DPTR(src), n));
 }
 
 static cudaError_t memcpy_async(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                 cudaStream_t s, bool ptsz)
 {
-    cudaError_t e = rt_enter();
+    cudaError_t e = copy_enter(kind);
     if (e != cudaSuccess)
-        return rt_ret(e);
-    if (!valid_kind(kind))
-        return rt_ret(cudaErrorInvalidMemcpyDirection);
+        return e;
     return rt_ret_drv(RT_DRV(cuMemcpyAsync, ptsz)(DPTR(dst), DPTR(src), n, (CUstream)s));
 }
 

@@ -122,6 +122,20 @@ static sim_ctx *ctx_from_handle(CUcontext h)
     return c;
 }
 
+/* The prologue of the per-device calls, in the order the driver checks:
+ * initialised, then the out-arguments (`args_ok`), then the ordinal. */
+static CUresult device_arg(CUdevice ordinal, bool args_ok, sim_device **out)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!args_ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(*out = sim_device_get(ordinal)))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
 /* ---- versions and devices ----------------------------------------------- */
 
 SIM_API CUresult cuDriverGetVersion(int *version)
@@ -145,40 +159,29 @@ SIM_API CUresult cuDeviceGetCount(int *count)
 
 SIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_device_get(ordinal))
-        return CUDA_ERROR_INVALID_DEVICE;
-    *device = ordinal;
-    return CUDA_SUCCESS;
+    sim_device *d;
+    CUresult rc = device_arg(ordinal, device != NULL, &d);
+    if (rc == CUDA_SUCCESS)
+        *device = ordinal;
+    return rc;
 }
 
 SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, name && len > 0, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_device_get(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     snprintf(name, (size_t)len, "vramtrace simulated GPU %d", dev);
     return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, bytes != NULL, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_device *d = sim_device_get(dev);
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     *bytes = d->capacity;
     return CUDA_SUCCESS;
 }
@@ -186,13 +189,10 @@ SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 /* A plausible Hopper-class device: what allocators and launch helpers ask. */
 SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, pi != NULL, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_device_get(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     int v;
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:         v = 1024; break;
@@ -242,13 +242,10 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 
 SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, uuid != NULL, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_device_get(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     memset(uuid, 0, sizeof *uuid);
     memcpy(uuid->bytes, "vtsim", 5);
     uuid->bytes[15] = (char)dev;
@@ -259,14 +256,10 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, pctx != NULL, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_device *d = sim_device_get(dev);
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     atomic_fetch_add(&d->primary.retains, 1);
     *pctx = (CUcontext)&d->primary;
     return CUDA_SUCCESS;
@@ -276,12 +269,10 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
  * stays valid, which only matters to programs that free after releasing. */
 SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, true, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_device *d = sim_device_get(dev);
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     if (atomic_load(&d->primary.retains) <= 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     atomic_fetch_sub(&d->primary.retains, 1);
@@ -290,12 +281,10 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, true, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_device *d = sim_device_get(dev);
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     if (!flags || !active)
         return CUDA_ERROR_INVALID_VALUE;
     *flags = d->primary.flags;
@@ -308,12 +297,10 @@ SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
  * still be held) but forget their records. */
 SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    CUresult rc = sim_check_init();
+    sim_device *d;
+    CUresult rc = device_arg(dev, true, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_device *d = sim_device_get(dev);
-    if (!d)
-        return CUDA_ERROR_INVALID_DEVICE;
     sim_device_reset(d);
     return CUDA_SUCCESS;
 }
@@ -384,31 +371,9 @@ SIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxGetDevice(CUdevice *device)
-{
-    sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    *device = c->dev->ordinal;
-    return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuCtxSynchronize(void)
-{
-    sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    SIM_COUNT(c->dev, device_syncs);
-    sim_device_sync(c->dev);
-    return CUDA_SUCCESS;
-}
-
-/* The CUDA 13.0 ABI of both (what cuGetProcAddress hands out from 13000 on):
- * the context is an argument, NULL meaning the current one. */
+/* The CUDA 13.0 ABI of cuCtxGetDevice and cuCtxSynchronize (what
+ * cuGetProcAddress hands out from 13000 on): the context is an argument,
+ * NULL meaning the current one. The older ABI passes NULL. */
 static CUresult ctx_or_current(CUcontext h, sim_ctx **out)
 {
     if (!h)
@@ -421,7 +386,7 @@ static CUresult ctx_or_current(CUcontext h, sim_ctx **out)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 {
     sim_ctx *c;
     CUresult rc = ctx_or_current(ctx, &c);
@@ -433,7 +398,7 @@ SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+static CUresult ctx_sync(CUcontext ctx)
 {
     sim_ctx *c;
     CUresult rc = ctx_or_current(ctx, &c);
@@ -443,6 +408,11 @@ SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
     sim_device_sync(c->dev);
     return CUDA_SUCCESS;
 }
+
+SIM_API CUresult cuCtxGetDevice(CUdevice *device)                 { return ctx_device(device, NULL); }
+SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext c) { return ctx_device(device, c); }
+SIM_API CUresult cuCtxSynchronize(void)                           { return ctx_sync(NULL); }
+SIM_API CUresult cuCtxSynchronize_v2(CUcontext c)                 { return ctx_sync(c); }
 
 SIM_API CUresult cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 {

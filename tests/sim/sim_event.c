@@ -11,8 +11,12 @@
 
 #include <stdlib.h>
 
-static CUresult event_from_handle(CUevent h, sim_event **out)
+/* Every event call starts here: initialised, then a live handle. */
+static CUresult event_get(CUevent h, sim_event **out)
 {
+    CUresult rc = sim_check_init();
+    if (sim_unlikely(rc != CUDA_SUCCESS))
+        return rc;
     sim_event *ev = (sim_event *)h;
     if (sim_unlikely(!ev || ev->magic != SIM_MAGIC_EVENT))
         return CUDA_ERROR_INVALID_HANDLE;
@@ -71,24 +75,22 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 SIM_API CUresult cuEventDestroy_v2(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = sim_check_init();
+    CUresult rc = event_get(h, &ev);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = event_from_handle(h, &ev)) != CUDA_SUCCESS)
         return rc;
     ev->magic = 0xdeadu;   /* later use of the handle is an invalid handle */
     sim_event_unref(ev);
     return CUDA_SUCCESS;
 }
 
-static CUresult event_record(CUevent h, CUstream hs, bool ptsz)
+static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
 {
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
     sim_event *ev;
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = event_get(h, &ev);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = event_from_handle(h, &ev)) != CUDA_SUCCESS)
         return rc;
     if ((rc = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
         return rc;
@@ -131,22 +133,10 @@ static CUresult event_record(CUevent h, CUstream hs, bool ptsz)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuEventRecord(CUevent h, CUstream s) { return event_record(h, s, false); }
-SIM_API CUresult cuEventRecord_ptsz(CUevent h, CUstream s) { return event_record(h, s, true); }
-
-SIM_API CUresult cuEventRecordWithFlags(CUevent h, CUstream s, unsigned int flags)
-{
-    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return event_record(h, s, false);
-}
-
-SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent h, CUstream s, unsigned int flags)
-{
-    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return event_record(h, s, true);
-}
+SIM_API CUresult cuEventRecord(CUevent h, CUstream s)      { return event_record(h, s, 0, false); }
+SIM_API CUresult cuEventRecord_ptsz(CUevent h, CUstream s) { return event_record(h, s, 0, true); }
+SIM_API CUresult cuEventRecordWithFlags(CUevent h, CUstream s, unsigned int f)      { return event_record(h, s, f, false); }
+SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent h, CUstream s, unsigned int f) { return event_record(h, s, f, true); }
 
 /* The current record, with a reference on its stream; false if none. */
 static bool event_position(sim_event *ev, sim_stream **s, uint64_t *seq)
@@ -165,10 +155,8 @@ static bool event_position(sim_event *ev, sim_stream **s, uint64_t *seq)
 SIM_API CUresult cuEventQuery(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = sim_check_init();
+    CUresult rc = event_get(h, &ev);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = event_from_handle(h, &ev)) != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(ev->dev, event_queries);
     pthread_mutex_lock(&ev->dev->lock);
@@ -180,10 +168,8 @@ SIM_API CUresult cuEventQuery(CUevent h)
 SIM_API CUresult cuEventSynchronize(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = sim_check_init();
+    CUresult rc = event_get(h, &ev);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = event_from_handle(h, &ev)) != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(ev->dev, event_syncs);
     sim_stream *s;
@@ -203,8 +189,8 @@ static CUresult elapsed(float *ms, CUevent hs, CUevent he)
         return rc;
     if (!ms)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = event_from_handle(hs, &a)) != CUDA_SUCCESS ||
-        (rc = event_from_handle(he, &b)) != CUDA_SUCCESS)
+    if ((rc = event_get(hs, &a)) != CUDA_SUCCESS ||
+        (rc = event_get(he, &b)) != CUDA_SUCCESS)
         return rc;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -234,10 +220,8 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned flags, bool p
 {
     sim_event *ev;
     sim_stream *s;
-    CUresult rc = sim_check_init();
+    CUresult rc = event_get(h, &ev);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = event_from_handle(h, &ev)) != CUDA_SUCCESS)
         return rc;
     if ((rc = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
         return rc;

@@ -216,7 +216,7 @@ int  sim_mem_host_track(void *p, size_t n, bool add);  /* pinned host allocation
 bool sim_mem_host_lookup(const void *p, void **base, size_t *size);
 
 /* sim_stream.c */
-CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out);
+CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out); /* checks init */
 CUresult sim_stream_create(sim_device *dev, unsigned flags, int priority,
                            sim_stream_kind kind, sim_stream **out);
 CUresult sim_stream_destroy(sim_stream *s);

@@ -310,11 +310,15 @@ static CUresult ptds_get(sim_device *dev, sim_stream **out)
 
 /* 0 is the legacy stream, or the per-thread stream in a _ptsz/_ptds call;
  * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are explicit. They all belong
- * to the current context's device. */
+ * to the current context's device. Before cuInit every handle gives
+ * CUDA_ERROR_NOT_INITIALIZED, so callers need no check of their own. */
 CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out)
 {
     uintptr_t v = (uintptr_t)h;
     if (v > 2) {
+        CUresult rc = sim_check_init();
+        if (sim_unlikely(rc != CUDA_SUCCESS))
+            return rc;
         sim_stream *s = (sim_stream *)h;
         uint32_t magic = __atomic_load_n(&s->magic, __ATOMIC_RELAXED);
         if (sim_unlikely(magic != SIM_MAGIC_STREAM || s->destroyed)) {
