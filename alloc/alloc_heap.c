@@ -266,18 +266,27 @@ int vt__heap_count(void)
     return atomic_load_explicit(&heap_hi, memory_order_acquire);
 }
 
+/* Room for one more element in a doubling array of `elem`-byte items
+ * (`first` slots at the start). @return 0, or -1 out of memory (unchanged). */
+static int reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t elem, uint64_t first)
+{
+    if (n < *cap)
+        return 0;
+    uint64_t ncap = *cap ? *cap * 2 : first;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
 /* ---- segments ---------------------------------------------------------- */
 
 static int segs_insert(vt__heap *h, vt__segment *s)
 {
-    if (h->nsegs == h->capsegs) {
-        uint64_t ncap = h->capsegs ? h->capsegs * 2 : 64;
-        vt__segment **n = realloc(h->segs, ncap * sizeof *n);
-        if (!n)
-            return -1;
-        h->segs = n;
-        h->capsegs = ncap;
-    }
+    if (reserve_one((void **)&h->segs, h->nsegs, &h->capsegs, sizeof *h->segs, 64))
+        return -1;
     uint64_t lo = 0, hi = h->nsegs;
     while (lo < hi) {
         uint64_t mid = (lo + hi) / 2;
@@ -644,15 +653,9 @@ static void *event_get(vt__heap *h)
 
 static void event_put(vt__heap *h, void *ev)
 {
-    if (h->nevpool == h->capevpool) {
-        uint64_t ncap = h->capevpool ? h->capevpool * 2 : 64;
-        void **n = realloc(h->evpool, ncap * sizeof *n);
-        if (!n) {
-            vt__backend_event_destroy(h->device, ev);
-            return;
-        }
-        h->evpool = n;
-        h->capevpool = ncap;
+    if (reserve_one((void **)&h->evpool, h->nevpool, &h->capevpool, sizeof *h->evpool, 64)) {
+        vt__backend_event_destroy(h->device, ev);
+        return;
     }
     h->evpool[h->nevpool++] = ev;
 }
@@ -687,14 +690,10 @@ static void fence_record(vt__heap *h, vt__fence *f, uint64_t raw)
 
 static int fence_add_block(vt__fence *f, vt__block *b)
 {
-    if (f->nblocks == f->capblocks) {
-        uint32_t ncap = f->capblocks ? f->capblocks * 2 : 4;
-        vt__block **n = realloc(f->blocks, ncap * sizeof *n);
-        if (!n)
-            return -1;
-        f->blocks = n;
-        f->capblocks = ncap;
-    }
+    uint64_t cap = f->capblocks;
+    if (reserve_one((void **)&f->blocks, f->nblocks, &cap, sizeof *f->blocks, 4))
+        return -1;
+    f->capblocks = (uint32_t)cap;
     f->blocks[f->nblocks++] = b;
     b->nwait++;
     return 0;
@@ -1205,15 +1204,9 @@ void vt__heap_stream_created(vt__heap *h, uint64_t raw)
             unlock(h);
             return;
         }
-    if (h->nstreams == h->capstreams) {
-        uint64_t ncap = h->capstreams ? h->capstreams * 2 : 16;
-        uint64_t *n = realloc(h->streams, ncap * sizeof *n);
-        if (!n) {
-            unlock(h);
-            return;
-        }
-        h->streams = n;
-        h->capstreams = ncap;
+    if (reserve_one((void **)&h->streams, h->nstreams, &h->capstreams, sizeof *h->streams, 16)) {
+        unlock(h);
+        return;
     }
     h->streams[h->nstreams++] = raw;
     unlock(h);
