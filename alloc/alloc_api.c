@@ -1,9 +1,10 @@
 /*
  * alloc/alloc_api.c - the allocator's entry points: the public vt_* API
  * (vramtrace.h) and the internal vt__alloc_* API the hooks call
- * (allocator.h). Argument checks, device and stream resolution, and stack
- * capture (always here, outside every allocator lock) happen here; the work
- * happens in alloc_heap.c.
+ * (allocator.h). Argument checks, device and stream resolution, and the
+ * free stacks happen here; the work happens in alloc_heap.c (which captures
+ * the allocation stack itself, before it takes the heap lock). Every stack
+ * is captured outside every allocator lock.
  */
 #include <errno.h>
 
