@@ -27,11 +27,27 @@ struct harness_test { const char *name; harness_fn fn; };
 static struct harness_test harness_tests[HARNESS_MAX_TESTS];
 static int harness_ntests;
 
+/* Past the limit a test would silently never run: refuse to start at all. */
 static inline void harness_register(const char *name, harness_fn fn)
 {
-    if (harness_ntests < HARNESS_MAX_TESTS)
-        harness_tests[harness_ntests++] = (struct harness_test){ name, fn };
+    if (harness_ntests >= HARNESS_MAX_TESTS) {
+        fprintf(stderr, "harness: more than %d tests in one file (%s is one too many): "
+                "raise HARNESS_MAX_TESTS or split the file\n", HARNESS_MAX_TESTS, name);
+        exit(2);
+    }
+    harness_tests[harness_ntests++] = (struct harness_test){ name, fn };
 }
+
+/* A test that cannot run here says why and exits 77, which meson counts as
+ * skipped (never as passed). */
+#define SKIP(...)                                                           \
+    do {                                                                    \
+        printf("SKIP: ");                                                   \
+        printf(__VA_ARGS__);                                                \
+        putchar('\n');                                                      \
+        fflush(stdout);                                                     \
+        exit(77);                                                           \
+    } while (0)
 
 #define TEST(name)                                                          \
     static void test_##name(void);                                          \
