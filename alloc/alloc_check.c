@@ -221,13 +221,13 @@ static int describe(vt__heap *h, vt_snapshot_data *snap)
 {
     for (uint64_t i = 0; i < h->nsegs; i++) {
         vt__segment *g = h->segs[i];
-        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = g->stream,
+        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = vt__trace_stream(g->stream),
                            .device = (int8_t)h->device, .pool = g->pool };
         int rc = vt__snapshot_add_segment(snap, &seg);
         if (rc)
             return rc;
         for (vt__block *b = g->first; b; b = b->next) {
-            vt_block blk = { .addr = b->addr, .size = b->size, .stream = b->stream,
+            vt_block blk = { .addr = b->addr, .size = b->size, .stream = vt__trace_stream(b->stream),
                              .state = b->state };
             if (b->state != VT_B_FREE) {
                 blk.req_size = b->req_size;

@@ -152,6 +152,8 @@ uint64_t vt__stream_key(uint64_t raw)
  * per-thread default streams are blocking. */
 static uint64_t key_to_raw(uint64_t key)
 {
+    if (key == VT_NO_STREAM_KEY)
+        return 0;
     if (key & VT_PTDS_KEY_BIT)
         return key == my_ptds ? 2 : 0;
     return key;
@@ -354,7 +356,7 @@ static void detach(vt__heap *h, vt__segment *s, vt__segment **list)
     segs_remove(h, s);
     stat2(h->reserved_bytes, s->spool, -(int64_t)s->size);
     stat2(h->segment, s->spool, -1);
-    vt__trace(VT_EV_SEGMENT_FREE, h->device, s->stream, s->addr, 0, s->size, 0,
+    vt__trace(VT_EV_SEGMENT_FREE, h->device, vt__trace_stream(s->stream), s->addr, 0, s->size, 0,
               s->pool, 0, 0);
     s->next = *list;
     *list = s;
@@ -511,7 +513,7 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
     h->nfree[pool]++;
     stat2(h->reserved_bytes, pool, (int64_t)size);
     stat2(h->segment, pool, 1);
-    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, key, addr, 0, size, stack, (uint64_t)pool, 0, 0);
+    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(key), addr, 0, size, stack, (uint64_t)pool, 0, 0);
     *out = b;
     return 0;
 }
@@ -706,7 +708,7 @@ static void finish_pending(vt__heap *h, vt__block *b)
     stat2(h->active, b->seg->spool, -1);
     uint64_t addr = b->addr, size = b->size, stream = b->stream;
     make_free(h, b);
-    vt__trace(VT_EV_FREE_COMPLETED, h->device, stream, addr, 0, size, 0, 0, 0, 0);
+    vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(stream), addr, 0, size, 0, 0, 0, 0);
 }
 
 /* Record the fence of the current unknown-stream batch: the legacy stream
@@ -788,7 +790,7 @@ static void oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, u
     lock(h);
     h->num_ooms++;
     uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
-    vt__trace(VT_EV_OOM, h->device, key, 0, req, size, stack, free_b, reserved, 0);
+    vt__trace(VT_EV_OOM, h->device, vt__trace_stream(key), 0, req, size, stack, free_b, reserved, 0);
     unlock(h);
     vt__trace_out_of_memory();
 }
@@ -888,8 +890,8 @@ static int passthrough_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t 
     stat2(h->active_bytes, spool, (int64_t)req);
     stat2(h->allocation, spool, 1);
     stat2(h->active, spool, 1);
-    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, key, addr, 0, req, stack, VT_POOL_UNCACHED, 0, 0);
-    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, key, addr, req, req, stack, 0, 0, 0);
+    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(key), addr, 0, req, stack, VT_POOL_UNCACHED, 0, 0);
+    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), addr, req, req, stack, 0, 0, 0);
     unlock(h);
     *out = (void *)(uintptr_t)addr;
     return 0;
@@ -943,7 +945,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
     stat2(h->active_bytes, sp, (int64_t)b->size);
     stat2(h->allocation, sp, 1);
     stat2(h->active, sp, 1);
-    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, key, b->addr, req, b->size, stack, 0, 0, 0);
+    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), b->addr, req, b->size, stack, 0, 0, 0);
     *out = (void *)(uintptr_t)b->addr;
     unlock(h);
     return 0;
@@ -989,7 +991,7 @@ static void free_uncached(vt__heap *h, vt__block *b)
     stat2(h->active_bytes, sp, -(int64_t)b->size);
     stat2(h->allocation, sp, -1);
     stat2(h->active, sp, -1);
-    vt__trace(VT_EV_FREE_COMPLETED, h->device, b->stream, b->addr, 0, b->size, 0, 0, 0, 0);
+    vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(b->stream), b->addr, 0, b->size, 0, 0, 0, 0);
     b->state = VT_B_PENDING;   /* not FREE: detach must not look in the index */
     detach(h, s, &list);
     release_detached(h, list);
@@ -1020,7 +1022,7 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt_free_mod
                        uint32_t stack)
 {
     if (vt_unlikely(b->pool == VT_POOL_UNCACHED)) {
-        vt__trace(VT_EV_FREE_REQUESTED, h->device, mode == VT_FREE_UNKNOWN_STREAM ? 0 : key,
+        vt__trace(VT_EV_FREE_REQUESTED, h->device, mode == VT_FREE_UNKNOWN_STREAM ? 0 : vt__trace_stream(key),
                   b->addr, b->req_size, b->size, stack, 0, 0, 0);
         free_uncached(h, b);
         return;
@@ -1034,14 +1036,14 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt_free_mod
     if (!unknown && key != b->stream && xstream_add(b, key) < 0)
         unknown = true;   /* no memory to remember it: fence every stream */
     bool pending = unknown || b->nx > 0;
-    vt__trace(VT_EV_FREE_REQUESTED, h->device, unknown ? 0 : key, b->addr, b->req_size,
+    vt__trace(VT_EV_FREE_REQUESTED, h->device, unknown ? 0 : vt__trace_stream(key), b->addr, b->req_size,
               b->size, stack, pending, 0, 0);
     if (vt_likely(!pending)) {
         stat2(h->active_bytes, sp, -(int64_t)b->size);
         stat2(h->active, sp, -1);
         uint64_t addr = b->addr, size = b->size;
         make_free(h, b);
-        vt__trace(VT_EV_FREE_COMPLETED, h->device, key, addr, 0, size, 0, 0, 0, 0);
+        vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(key), addr, 0, size, 0, 0, 0, 0);
         return;
     }
     b->state = VT_B_PENDING;

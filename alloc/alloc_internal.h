@@ -42,6 +42,17 @@
  * another stream, exactly as two created streams would be. */
 #define VT_PTDS_KEY_BIT  (1ull << 63)
 
+/* The key of VT_NO_STREAM allocations (allocator.h): the same value, never a
+ * per-thread key (serials stay far below 2^63 - 1). Events and snapshots
+ * show it as the legacy stream, the stream such memory is ordered with
+ * when anything orders it. */
+#define VT_NO_STREAM_KEY UINT64_MAX
+
+static inline uint64_t vt__trace_stream(uint64_t key)
+{
+    return key == VT_NO_STREAM_KEY ? 0 : key;
+}
+
 enum vt__bstate {
     VT_B_ALLOCATED = VT_BLOCK_ACTIVE_ALLOCATED,
     VT_B_PENDING = VT_BLOCK_ACTIVE_PENDING_FREE,

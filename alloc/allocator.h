@@ -20,7 +20,15 @@ enum vt_free_mode {
     VT_FREE_UNKNOWN_STREAM = 1, /* plain cudaFree/cuMemFree: fence on every known stream */
 };
 
-/* Allocate `size` bytes on `device` for use on `stream`. size 0 gives NULL
+/* The stream of an allocation ordered on no stream (cudaMalloc,
+ * cuMemAlloc). The program may use such memory on any stream at once, so
+ * it is served only from blocks that no stream's queued work can still
+ * touch: never from a block freed in stream order (cudaFreeAsync,
+ * vt_free) before that stream has reached the free, whichever stream it
+ * was (the legacy one included). Such blocks have a stream key of their own. */
+#define VT_NO_STREAM UINT64_MAX
+
+/* Allocate `size` bytes on `device` for use on `stream` (or VT_NO_STREAM). size 0 gives NULL
  * and success, as cudaMalloc does. */
 int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out);
 

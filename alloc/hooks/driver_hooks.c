@@ -171,7 +171,7 @@ HK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS)
         return r;
-    return alloc_on(dev, dptr, bytesize, 0);
+    return alloc_on(dev, dptr, bytesize, VT_NO_STREAM);   /* usable on every stream at once */
 }
 
 static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, CUstream s,

@@ -256,7 +256,7 @@ HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMalloc, devPtr, size);
-    return rt_alloc(devPtr, size, 0);
+    return rt_alloc(devPtr, size, VT_NO_STREAM);   /* usable on every stream at once */
 }
 VT_V13(cudaMalloc)
 

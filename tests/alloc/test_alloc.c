@@ -511,6 +511,44 @@ TEST(free_on_another_stream_waits_for_that_stream)
     CHECK_INVARIANTS();
 }
 
+/* cudaMalloc's memory may be used on any stream at once: it never takes a
+ * block freed in stream order (legacy stream included) until that stream
+ * has reached the free. An allocation on the freeing stream itself does. */
+TEST(no_stream_allocation_waits_until_the_freeing_stream_reached_the_free)
+{
+    const size_t n = 64 * KiB;
+    unsigned char *p;
+    ASSERT_OK(vt__alloc_malloc(0, n, 0, (void **)&p));     /* legacy stream */
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(0, late_writer, &w));     /* still uses p */
+    vt_free(p, (ssize_t)n, 0, 0);                           /* cudaFreeAsync(p, 0) */
+    void *q;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &q));
+    ASSERT_PTR_NE(q, p);
+    ASSERT_PTR_EQ(vt_malloc((ssize_t)n, 0, 0), p);          /* same stream: at once */
+    vt_free(p, (ssize_t)n, 0, 0);
+    ASSERT_OK(cudaStreamSynchronize(0));
+    /* and a no-stream block freed on a stream comes back after that stream */
+    unsigned char *r;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, (void **)&r));
+    struct late_write w2 = { r, n };
+    ASSERT_OK(cudaLaunchHostFunc(0, late_writer, &w2));
+    ASSERT_EQ(vt__alloc_free(r, 0, VT_FREE_ON_STREAM), 0);
+    void *t;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &t));
+    ASSERT_PTR_NE(t, r);
+    ASSERT_OK(cudaStreamSynchronize(0));
+    void *u;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &u));
+    ASSERT_PTR_EQ(u, r);
+    /* events name such blocks' stream as the legacy one */
+    vt_event ev;
+    ASSERT(fake_trace_last(VT_EV_ALLOC, &ev));
+    ASSERT_EQ(ev.addr, (uint64_t)(uintptr_t)u);
+    ASSERT_EQ(ev.stream, 0);
+    CHECK_INVARIANTS();
+}
+
 static void *ptds_thread(void *arg)
 {
     void **out = arg;
