@@ -65,10 +65,12 @@ static int check_heap(vt__heap *h)
         if (g->addr < prev_end)
             return fail(h, "segment %#llx overlaps or is out of order", (unsigned long long)g->addr);
         prev_end = g->addr + g->size;
-        if (g->pool == VT_POOL_SMALL && g->size != VT_SMALL_BUFFER)
+        /* 2 MiB small segments, whole numbers of a mid-size request, 2 MiB
+         * multiples; and the OOM chain's exact-size ones of either pool */
+        if (g->size % VT_MIN_BLOCK
+            || (g->pool == VT_POOL_SMALL && g->size > VT_SMALL_BUFFER))
             return fail(h, "small segment of %llu bytes", (unsigned long long)g->size);
-        if (g->pool == VT_POOL_LARGE && g->size != VT_LARGE_BUFFER
-            && (g->size < VT_MIN_LARGE_ALLOC || g->size % VT_ROUND_LARGE))
+        if (g->pool == VT_POOL_LARGE && g->size <= VT_SMALL_SIZE)
             return fail(h, "large segment of %llu bytes", (unsigned long long)g->size);
         if (!g->first || g->first->prev || g->first->addr != g->addr)
             return fail(h, "segment %#llx does not start with its first block",

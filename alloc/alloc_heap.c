@@ -6,7 +6,8 @@
  * split, hand out. On a miss: garbage collection (gc threshold), a new
  * segment from the backend with the heap lock dropped, and the OOM chain:
  * release unused segments and retry, then wait for every pending free,
- * release all and retry, then fail.
+ * release all and retry, then a segment of exactly the request (what the
+ * program's own cudaMalloc would have got), then fail.
  *
  * Free: a block whose only user is its own stream is free at once and
  * coalesces with free neighbours. A block used on other streams
@@ -15,6 +16,20 @@
  * hooks) joins the heap's batch; one fence over every known stream covers the
  * whole batch, and a new batch fence is recorded only when the previous one
  * completed, so a burst of frees costs one event per stream in total.
+ *
+ * When a block may be used again, and by whom (every path):
+ *   - on its own stream, at once after a free on that stream: stream order
+ *     puts the new work after the old (the legacy stream is a stream too);
+ *   - by anyone else only through a fence on every stream that may still
+ *     use it: the freeing stream when it is not the block's own, the
+ *     streams of vt_record_stream, every known stream for a free of unknown
+ *     stream. An event on the legacy stream covers the blocking streams and
+ *     every thread's per-thread stream (legacy-stream rules);
+ *   - cudaMalloc/cuMemAlloc memory (VT_NO_STREAM) may be used on any stream
+ *     at once, so it has a key of its own: it never takes a block freed on a
+ *     stream before that stream reached the free;
+ *   - a segment goes back to the device (release, gc, a destroyed stream's,
+ *     reset) only with cuMemFree, which waits for the device.
  *
  * Destroyed streams: free blocks belong to their stream, so the segments of
  * a destroyed stream could serve no one any more. Its fully free segments go
@@ -206,12 +221,17 @@ static uint64_t round_size(uint64_t req, const vt_config *cfg)
     return (req + VT_MIN_BLOCK - 1) & ~(VT_MIN_BLOCK - 1);
 }
 
+/* Mid-size requests (1 to 10 MiB) share segments of up to 20 MiB, as
+ * PyTorch's do, but sized to a whole number of the request: a 20 MiB
+ * segment of 7 MiB blocks would leave a 6 MiB tail that no later 7 MiB
+ * request can use, and a program filling the device with them would run
+ * out of memory at 70 % of what plain cudaMalloc gets (3 MiB: 90 %). */
 static uint64_t segment_size(uint64_t size)
 {
     if (size <= VT_SMALL_SIZE)
         return VT_SMALL_BUFFER;
     if (size < VT_MIN_LARGE_ALLOC)
-        return VT_LARGE_BUFFER;
+        return size * (VT_LARGE_BUFFER / size);
     return (size + VT_ROUND_LARGE - 1) & ~(VT_ROUND_LARGE - 1);
 }
 
@@ -824,7 +844,13 @@ static int grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t sta
     release_cached(h, 0, true);
     if ((*out = find_free(h, pool, key, size, cfg)))
         return 0;
-    return new_segment(h, pool, key, seg, stack, out);
+    rc = new_segment(h, pool, key, seg, stack, out);
+    if (rc != CUDA_ERR_OOM || seg == size)
+        return rc;
+    /* 3: what the program's own cudaMalloc would have got: the request
+     * alone, no room to share. A program that fits without the cache fits
+     * with it. */
+    return new_segment(h, pool, key, size, stack, out);
 }
 
 /* cache:0 - one backend allocation per request, tracked only so that frees
@@ -1319,12 +1345,29 @@ void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
     unlock(h);
 }
 
+/* What the next allocation can get back from the cache, whatever its size
+ * and stream: the segments that hold no allocated block (free, or freed and
+ * waiting for a fence, which the OOM chain waits for), which the OOM chain
+ * gives back to the device. Free blocks in segments that still hold an
+ * allocated block serve only requests that fit them, on their stream: not
+ * counted, so cudaMemGetInfo never promises memory a cudaMalloc of that
+ * size cannot get. */
 uint64_t vt__heap_cached_free(vt__heap *h)
 {
+    uint64_t v = 0;
     lock(h);
-    int64_t v = h->reserved_bytes[VT_STAT_ALL].current - h->allocated_bytes[VT_STAT_ALL].current;
+    for (uint64_t i = 0; i < h->nsegs; i++) {
+        const vt__segment *s = h->segs[i];
+        if (s->pool == VT_POOL_UNCACHED)
+            continue;
+        const vt__block *b = s->first;
+        while (b && b->state != VT_B_ALLOCATED)
+            b = b->next;
+        if (!b)
+            v += s->size;
+    }
     unlock(h);
-    return v > 0 ? (uint64_t)v : 0;
+    return v;
 }
 
 static void copy_stats(vt_stat *dst, const vt__stat_t *src)

@@ -49,8 +49,9 @@ int vt__alloc_record_stream(void *ptr, uint64_t stream);
 void vt__alloc_stream_created(int device, uint64_t stream);
 void vt__alloc_stream_destroyed(uint64_t stream);
 
-/* Bytes reserved by the cache on `device` but not handed out (for
- * cudaMemGetInfo, which reports them as free). */
+/* Bytes the cache holds on `device` that any next allocation can get (the
+ * segments holding no allocated block: the OOM chain gives them back), for
+ * cudaMemGetInfo, which reports them as free. */
 uint64_t vt__alloc_cached_free_bytes(int device);
 
 /* Return every fully free segment of `device` to the device (-1: all). */

@@ -26,8 +26,10 @@
  * the runtime, never makes a context current by itself.
  *
  * cuMemGetInfo_v2 reports the device's numbers with the bytes the cache holds
- * but has not handed out counted as free (vt__alloc_cached_free_bytes): to the
- * program they are as available as memory the device never gave away.
+ * in segments without an allocated block counted as free
+ * (vt__alloc_cached_free_bytes): to the program they are as available as
+ * memory the device never gave away (the OOM chain gives them back). Free
+ * tails of segments in use are not: they serve only requests that fit.
  */
 #include <stdatomic.h>
 #include <string.h>
