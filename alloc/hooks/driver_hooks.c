@@ -18,7 +18,7 @@
  *
  * Device of a driver call: the current context's (cuCtxGetDevice); for
  * stream-ordered calls on a created stream, the stream's (see
- * stream_device). The allocator allocates in that device's primary context;
+ * vt__hk_stream_device). The allocator allocates in that device's primary context;
  * with unified addressing the memory is usable from any context of the
  * device. Like the real driver, cuMemAlloc_v2 and cuMemFree_v2 fail without
  * a current context (CUDA_ERROR_INVALID_CONTEXT; before cuInit
@@ -108,9 +108,10 @@ static bool is_default_stream(uint64_t stream)
  * stands in when there is one (a stream of another device is then not told
  * apart) and only without one is the stream's context asked and made
  * current for the question. An invalid handle fails here as it would in
- * the real call. */
-static CUresult stream_device(CUstream s, uint64_t stream, int *dev)
+ * the real call (a destroyed stream: CUDA_ERROR_INVALID_HANDLE). */
+int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
 {
+    CUstream s = (CUstream)(uintptr_t)handle;
     if (is_default_stream(stream))
         return ctx_device(dev);
     const vt__driver_api *d = vt__driver();
@@ -187,7 +188,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     }
     uint64_t stream = hk_stream(s, ptsz);
     int dev;
-    CUresult r = stream_device(s, stream, &dev);
+    CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
     return alloc_on(dev, dptr, bytes, stream);
@@ -258,9 +259,9 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     uint64_t stream = hk_stream(s, ptsz);
     /* The legacy and per-thread streams are the current context's: without
      * one the real call fails and frees nothing. A created stream carries
-     * its context; the real call needs none current (stream_device). */
+     * its context; the real call needs none current (vt__hk_stream_device). */
     int dev;
-    CUresult cr = stream_device(s, stream, &dev);
+    CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
     HK_ENTER();

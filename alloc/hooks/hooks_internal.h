@@ -108,6 +108,12 @@ bool vt__hk_is_hooked_name(const char *name);
 /* The hook standing in for entry `e`. */
 void *vt__hk_drv_hook(enum vt__hk_drv e);
 
+/* The device of stream-ordered work on `handle` (`stream`: its hk_stream()
+ * value): the current context's for the default streams, the stream's own
+ * for a created one. @return a CUresult; an invalid (destroyed) handle is
+ * CUDA_ERROR_INVALID_HANDLE, as in the real call. */
+int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
+
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 

@@ -240,10 +240,26 @@ static int device_or_zero(void)
 
 /* ---- allocation ------------------------------------------------------------- */
 
-static cudaError_t rt_alloc(void **devPtr, size_t size, uint64_t stream)
+/* rt_enter, and for stream-ordered work on a created stream, the stream's
+ * device. A destroyed stream is an invalid handle: the real call fails with
+ * cudaErrorInvalidResourceHandle (the driver's CUDA_ERROR_INVALID_HANDLE, the
+ * same number) and does nothing, and so must a call the cache serves. */
+static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev)
+{
+    cudaError_t r = rt_enter(dev);
+    if (r != cudaSuccess || stream == VT_NO_STREAM || stream == 0
+        || stream == HK_STREAM_PER_THREAD)
+        return r;
+    HK_ENTER();
+    int e = vt__hk_stream_device(handle, stream, dev);
+    HK_LEAVE();
+    return rt_fail((cudaError_t)e);
+}
+
+static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_enter(&dev);
+    cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
     HK_ENTER();
@@ -256,7 +272,7 @@ HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMalloc, devPtr, size);
-    return rt_alloc(devPtr, size, VT_NO_STREAM);   /* usable on every stream at once */
+    return rt_alloc(devPtr, size, NULL, VT_NO_STREAM);   /* usable on every stream at once */
 }
 VT_V13(cudaMalloc)
 
@@ -265,7 +281,7 @@ HK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t h
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync, devPtr, size,
                   hStream);
-    return rt_alloc(devPtr, size, hk_stream(hStream, false));
+    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, false));
 }
 VT_V13(cudaMallocAsync)
 
@@ -274,7 +290,7 @@ HK_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStrea
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync_ptsz, devPtr,
                   size, hStream);
-    return rt_alloc(devPtr, size, hk_stream(hStream, true));
+    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, true));
 }
 VT_V13(cudaMallocAsync_ptsz)
 
@@ -315,10 +331,10 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
 }
 VT_V13(cudaFree)
 
-static cudaError_t rt_free_async(void *devPtr, uint64_t stream)
+static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_enter(&dev);
+    cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
     HK_ENTER();
@@ -331,7 +347,7 @@ HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
-    cudaError_t e = rt_free_async(devPtr, hk_stream(hStream, false));
+    cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
     if ((int)e == VT_ALLOC_NOT_OWNED) {
         foreign_free_seen(devPtr, hk_stream(hStream, false));
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
@@ -344,7 +360,7 @@ HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
-    cudaError_t e = rt_free_async(devPtr, hk_stream(hStream, true));
+    cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
     if ((int)e == VT_ALLOC_NOT_OWNED) {
         foreign_free_seen(devPtr, hk_stream(hStream, true));
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);

@@ -12,7 +12,9 @@
  *                             and frees, slow host functions, memsets and
  *                             copies; every read is checked against the value
  *                             program order says it must have
- * A correct program on real CUDA: output (corrupted bytes, a hash of what was
+ *   prog_streams dead         stream-ordered calls on a destroyed stream: the
+ *                             error codes, and nothing allocated or freed
+ * A correct program on real CUDA (but for the calls on a dead stream): output (corrupted bytes, a hash of what was
  * read) must be identical with and without libvramtrace preloaded.
  */
 #include <stdint.h>
@@ -267,8 +269,34 @@ static int churn(uint64_t seed)
     return 0;
 }
 
+/* ---- a destroyed stream ----------------------------------------------------- */
+
+static int dead(void)
+{
+    cudaStream_t s;
+    void *p = NULL, *q = (void *)0x1;
+    size_t f0 = 0, f1 = 0, t = 0;
+    CK(cudaMalloc(&p, 1 << 20));
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaStreamDestroy(s));
+    CK(cudaMemGetInfo(&f0, &t));
+    printf("cudaMallocAsync on a destroyed stream: %d\n", (int)cudaMallocAsync(&q, 4096, s));
+    printf("  last error: %d, pointer set: %d\n", (int)cudaGetLastError(), q != (void *)0x1);
+    printf("cudaFreeAsync on a destroyed stream: %d\n", (int)cudaFreeAsync(p, s));
+    printf("  last error: %d\n", (int)cudaGetLastError());
+    CK(cudaMemGetInfo(&f1, &t));
+    printf("free memory unchanged: %d\n", f0 == f1);
+    printf("the block is still live: %d\n", (int)cudaMemset(p, 0, 1 << 20));
+    CK(cudaDeviceSynchronize());
+    printf("plain free: %d\n", (int)cudaFree(p));
+    hk_report_stats(1);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "dead"))
+        return dead();
     if (argc >= 2 && !strcmp(argv[1], "shapes"))
         return shapes();
     if (argc >= 3 && !strcmp(argv[1], "churn"))
