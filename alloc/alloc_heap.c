@@ -406,6 +406,7 @@ static int release_detached(vt__heap *h, vt__segment *list)
         if (r && !rc)
             rc = r;
         n++;
+        free(s->freed);
         free(s);
     }
     lock(h);
@@ -507,12 +508,16 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
     vt__block *b = block_new(h);
     if (s)
         *s = (vt__segment){ .addr = addr, .size = size, .stream = key, .first = b,
-                            .pool = (uint8_t)pool, .spool = (uint8_t)pool };
+                            .pool = (uint8_t)pool, .spool = (uint8_t)pool,
+                            .freed = calloc((size / VT_MIN_BLOCK + 63) / 64,
+                                            sizeof(uint64_t)) };
     /* The stream's index again: its stream may have been destroyed (and
      * the index dropped) while the lock was dropped; a program error, but
      * one that must not crash the insert below. */
     if (!s || !b || !vt__index_stream(&h->free_idx[pool], key, true)
         || segs_insert(h, s) != 0) {
+        if (s)
+            free(s->freed);
         free(s);
         if (b)
             block_release(h, b);
@@ -566,6 +571,7 @@ static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt_config *cfg
     vt__index_remove(&h->free_idx[pool], b);
     h->nfree[pool]--;
     account_free(h, b, -1);
+    vt__seg_set_freed(b->seg, b->addr, false);   /* an allocation starts here again */
     uint64_t rem = b->size - size;
     bool split = pool == VT_POOL_SMALL
         ? rem >= VT_MIN_BLOCK
@@ -879,6 +885,7 @@ static int passthrough_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t 
         return rc;
     }
     h->num_backend_allocs++;
+    vt__badfree_forget(h, addr);   /* the device hands the address out again */
     vt__segment *s = malloc(sizeof *s);
     vt__block *b = block_new(h);
     if (s && b) {
@@ -979,33 +986,18 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 
 /* ---- free --------------------------------------------------------------- */
 
-static atomic_uint bad_free_lines;
-
-static void report_bad_free(int device, uint64_t addr, int reason, uint32_t stack)
+void vt__alloc_report_foreign_free(int device, const void *ptr, uint32_t stack)
 {
-    static const char *what[] = { "", "not allocated by vramtrace",
-                                  "points inside a block, not at its start",
-                                  "block already freed (double free)" };
-    /* One line per bad free; a program that does it in a loop must not
-     * drown its own output, so the lines stop after 100. */
-    unsigned n = atomic_fetch_add(&bad_free_lines, 1);
-    if (n < 100)
-        fprintf(stderr, "vramtrace: bad free of %p on device %d: %s\n",
-                (void *)(uintptr_t)addr, device, what[reason]);
-    else if (n == 100)
-        fprintf(stderr, "vramtrace: more bad frees; no further ones are printed\n");
-    vt__trace(VT_EV_BAD_FREE, device, 0, addr, 0, 0, stack, (uint64_t)reason, 0, 0);
-}
-
-void vt__alloc_report_unknown_free(int device, const void *ptr, uint32_t stack)
-{
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    int reason = VT_BAD_FREE_UNKNOWN_POINTER;
     vt__heap *h = vt__heap_get(device, false);
     if (h) {
         lock(h);
+        reason = vt__badfree_foreign_reason(h, addr);
         h->num_bad_frees++;
         unlock(h);
     }
-    report_bad_free(device, (uint64_t)(uintptr_t)ptr, VT_BAD_FREE_UNKNOWN_POINTER, stack);
+    vt__badfree_report(device, addr, reason, stack);
 }
 
 static void free_uncached(vt__heap *h, vt__block *b)
@@ -1018,6 +1010,7 @@ static void free_uncached(vt__heap *h, vt__block *b)
     stat2(h->allocation, sp, -1);
     stat2(h->active, sp, -1);
     vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(b->stream), b->addr, 0, b->size, 0, 0, 0, 0);
+    vt__badfree_note_uncached_free(h, b->addr);
     b->state = VT_B_PENDING;   /* not FREE: detach must not look in the index */
     detach(h, s, &list);
     release_detached(h, list);
@@ -1057,6 +1050,7 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt_free_mod
     stat2(h->allocated_bytes, sp, -(int64_t)b->size);
     stat2(h->requested_bytes, sp, -(int64_t)b->req_size);
     stat2(h->allocation, sp, -1);
+    vt__seg_set_freed(b->seg, b->addr, true);
     /* Freed on another stream than its own: that stream may still use it. */
     bool unknown = mode == VT_FREE_UNKNOWN_STREAM;
     if (!unknown && key != b->stream && xstream_add(b, key) < 0)
@@ -1107,13 +1101,7 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt_free_mod
 static int classify(vt__heap *h, uint64_t addr)
 {
     vt__segment *s = segs_find(h, addr, NULL);
-    if (!s)
-        return 0;
-    for (vt__block *b = s->first; b; b = b->next)
-        if (addr >= b->addr && addr < b->addr + b->size)
-            return b->state == VT_B_ALLOCATED && b->addr != addr ? VT_BAD_FREE_INTERIOR
-                                                                  : VT_BAD_FREE_DOUBLE;
-    return VT_BAD_FREE_DOUBLE;
+    return s ? vt__badfree_classify(h, s, addr) : 0;
 }
 
 /* Could heap d own addr? Its [lo, hi) range only grows, so a lock-free look
@@ -1148,7 +1136,7 @@ int vt__heap_free(void *ptr, uint64_t key, enum vt_free_mode mode, uint32_t stac
             h->num_bad_frees++;
         unlock(h);
         if (reason) {
-            report_bad_free(d, addr, reason, stack);
+            vt__badfree_report(d, addr, reason, stack);
             return CUDA_ERR_INVALID_VALUE;
         }
     }

@@ -39,6 +39,11 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out);
 #define VT_ALLOC_NOT_OWNED (-1)
 int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode);
 
+/* The real free refused a pointer the cache does not own (invalid value):
+ * a bad free of the program's; report it (unknown pointer, double free
+ * with cache:0, freed by a device reset). */
+void vt__alloc_foreign_free_failed(int device, const void *ptr);
+
 /* Does the cache own the block starting at (or containing) ptr? */
 bool vt__alloc_owns(const void *ptr);
 

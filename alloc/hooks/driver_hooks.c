@@ -207,17 +207,25 @@ HK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
 
 /* ---- free ---------------------------------------------------------------- */
 
-/* A pointer the cache does not own goes to the real free, unchanged. */
+/* A pointer the cache does not own goes to the real free, unchanged. Freed:
+ * a pass-through; refused as invalid: a bad free of the program's, reported
+ * (the error stays the real one). */
 static CUresult free_foreign(CUresult (*real1)(CUdeviceptr), CUresult (*real2)(CUdeviceptr, CUstream),
                              CUdeviceptr ptr, CUstream s, uint64_t stream, int dev)
 {
-    vt__hk_passthrough(dev, stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
-    CUresult r_;
+    CUresult r_, r = CUDA_ERROR_NOT_INITIALIZED;
     if (real1)
-        return GUARDED(real1(ptr));
-    if (real2)
-        return GUARDED(real2(ptr, s));
-    return CUDA_ERROR_NOT_INITIALIZED;
+        r = GUARDED(real1(ptr));
+    else if (real2)
+        r = GUARDED(real2(ptr, s));
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+        HK_ENTER();
+        vt__alloc_foreign_free_failed(dev, (const void *)(uintptr_t)ptr);
+        HK_LEAVE();
+    } else if (r == CUDA_SUCCESS) {
+        vt__hk_passthrough(dev, stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
+    }
+    return r;
 }
 
 HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)

@@ -296,11 +296,34 @@ VT_V13(cudaMallocAsync_ptsz)
 
 /* ---- free ------------------------------------------------------------------- */
 
-static void foreign_free_seen(const void *p, uint64_t stream)
+/* The real free's answer for a pointer the cache does not own: freed, a
+ * pass-through; refused as invalid, a bad free of the program's (reported,
+ * the error stays the real one). */
+static cudaError_t foreign_free_done(const void *p, uint64_t stream, cudaError_t r)
 {
-    vt__hk_passthrough(device_or_zero(), stream, (uint64_t)(uintptr_t)p, 0,
-                       VT_PASS_FOREIGN_FREE, true);
+    int dev = device_or_zero();
+    if (r == cudaErrorInvalidValue) {
+        HK_ENTER();
+        vt__alloc_foreign_free_failed(dev, p);
+        HK_LEAVE();
+    } else if (r == cudaSuccess) {
+        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)p, 0, VT_PASS_FOREIGN_FREE, true);
+    }
+    return r;
 }
+
+/* Call the real `e` like CALL_REAL, then foreign_free_done. */
+#define FREE_FOREIGN(e, stream, ...)                                           \
+    do {                                                                       \
+        __typeof__(&e) f_;                                                     \
+        REAL(f_, e);                                                           \
+        if (!f_)                                                               \
+            return rt_fail(cudaErrorInitializationError);                      \
+        HK_ENTER();                                                            \
+        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        HK_LEAVE();                                                            \
+        return foreign_free_done(devPtr, (stream), r_);                        \
+    } while (0)
 
 HK_EXPORT cudaError_t cudaFree(void *devPtr)
 {
@@ -323,10 +346,8 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
     HK_ENTER();
     int e = vt__alloc_free(devPtr, 0, VT_FREE_UNKNOWN_STREAM);
     HK_LEAVE();
-    if (e == VT_ALLOC_NOT_OWNED) {
-        foreign_free_seen(devPtr, 0);
-        CALL_REAL(cudaFree, devPtr);
-    }
+    if (e == VT_ALLOC_NOT_OWNED)
+        FREE_FOREIGN(cudaFree, 0, devPtr);
     return rt_fail((cudaError_t)e);
 }
 VT_V13(cudaFree)
@@ -348,10 +369,8 @@ HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
-    if ((int)e == VT_ALLOC_NOT_OWNED) {
-        foreign_free_seen(devPtr, hk_stream(hStream, false));
-        CALL_REAL(cudaFreeAsync, devPtr, hStream);
-    }
+    if ((int)e == VT_ALLOC_NOT_OWNED)
+        FREE_FOREIGN(cudaFreeAsync, hk_stream(hStream, false), devPtr, hStream);
     return e;
 }
 VT_V13(cudaFreeAsync)
@@ -361,10 +380,8 @@ HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
-    if ((int)e == VT_ALLOC_NOT_OWNED) {
-        foreign_free_seen(devPtr, hk_stream(hStream, true));
-        CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
-    }
+    if ((int)e == VT_ALLOC_NOT_OWNED)
+        FREE_FOREIGN(cudaFreeAsync_ptsz, hk_stream(hStream, true), devPtr, hStream);
     return e;
 }
 VT_V13(cudaFreeAsync_ptsz)

@@ -12,6 +12,11 @@
  *                             and frees, slow host functions, memsets and
  *                             copies; every read is checked against the value
  *                             program order says it must have
+ *   prog_streams freewait     relies on cudaFree waiting for the device: reads
+ *                             pinned host memory an async copy fills, after a
+ *                             cudaFree and no synchronization of its own (the
+ *                             one behaviour vramtrace changes, unless
+ *                             free_sync:1)
  *   prog_streams dead         stream-ordered calls on a destroyed stream: the
  *                             error codes, and nothing allocated or freed
  * A correct program on real CUDA (but for the calls on a dead stream): output (corrupted bytes, a hash of what was
@@ -269,6 +274,33 @@ static int churn(uint64_t seed)
     return 0;
 }
 
+/* ---- a program that relies on cudaFree's wait -------------------------------- */
+
+static int freewait(void)
+{
+    const size_t n = 1 << 20;
+    unsigned char *pinned = NULL, *d = NULL;
+    void *x = NULL;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMallocHost((void **)&pinned, n));
+    CK(cudaMalloc((void **)&d, n));
+    CK(cudaMalloc(&x, 4096));
+    memset(pinned, 0, n);
+    CK(cudaMemset(d, 0x3c, n));
+    CK(cudaDeviceSynchronize());
+    CK(cudaLaunchHostFunc(s, sleep_fn, (void *)(intptr_t)30));
+    CK(cudaMemcpyAsync(pinned, d, n, cudaMemcpyDeviceToHost, s));
+    CK(cudaFree(x));                  /* CUDA: waits for the copy */
+    printf("read after cudaFree: wrong bytes=%ld\n", count_not(pinned, n, 0x3c));
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(d));
+    CK(cudaFreeHost(pinned));
+    CK(cudaStreamDestroy(s));
+    hk_report_stats(2);
+    return 0;
+}
+
 /* ---- a destroyed stream ----------------------------------------------------- */
 
 static int dead(void)
@@ -295,6 +327,8 @@ static int dead(void)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "freewait"))
+        return freewait();
     if (argc >= 2 && !strcmp(argv[1], "dead"))
         return dead();
     if (argc >= 2 && !strcmp(argv[1], "shapes"))

@@ -264,7 +264,24 @@ TEST(runtime_and_driver_layers_count_once)
     simcuda_counters c2 = sim();
     ASSERT_EQ(c2.mem_free_calls - c1.mem_free_calls, 1);
     ASSERT_EQ(c2.bad_frees - c1.bad_frees, 1);
-    ASSERT_EQ(stats().num_bad_frees, s1.num_bad_frees);  /* not the cache's */
+    /* the real free refused it: a bad free of the program's, reported */
+    ASSERT_EQ(stats().num_bad_frees, s1.num_bad_frees + 1);
+}
+
+/* cache:0 (this test's environment): the memory is the device's again after
+ * the free, and the real free refuses the second one; vramtrace reports it
+ * as the double free it is, as it does with the cache. */
+TEST(cache_off_double_free_is_reported)
+{
+    void *p = NULL;
+    int host = 0;
+    vt_stats s0 = stats();
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaFree(p), cudaSuccess);
+    ASSERT_EQ(cudaFree(p), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaFree(&host), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    ASSERT_EQ(stats().num_bad_frees - s0.num_bad_frees, 2);
 }
 
 /* free_sync:1 (this test's environment): CUDA's exact behaviour. */
@@ -322,7 +339,7 @@ static int check_invariants(void)
 
 /* After a reset nothing of the device is left: the books hold no block and
  * no segment (live blocks included), the device holds nothing, and old
- * pointers are the real runtime's to reject. */
+ * pointers are the real runtime's to reject (and vramtrace's to report). */
 static void reset_drops_everything(int driver_layer)
 {
     void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
@@ -362,7 +379,8 @@ static void reset_drops_everything(int driver_layer)
     ASSERT_EQ(cudaFreeAsync(c, 0), cudaErrorInvalidValue);
     ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
     ASSERT_EQ(sim().bad_frees - c1.bad_frees, 3);
-    ASSERT_EQ(stats().num_bad_frees, s1.num_bad_frees);   /* not the cache's */
+    /* refused by the real free, reported as freed by the reset */
+    ASSERT_EQ(stats().num_bad_frees, s1.num_bad_frees + 3);
     /* Working again: a new segment, counted once; frees of unknown stream
      * (fenced on every stream the cache knows: none survived the reset). */
     simcuda_counters c2 = sim();
