@@ -82,6 +82,26 @@ void vt__alloc_stream_destroyed(uint64_t stream)
     }
 }
 
+void vt__alloc_sync_begin(bool all)
+{
+    int n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (h)
+            vt__heap_sync_begin(h, all);
+    }
+}
+
+void vt__alloc_sync_end(void)
+{
+    int n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (h)
+            vt__heap_sync_end(h);
+    }
+}
+
 uint64_t vt__alloc_cached_free_bytes(int device)
 {
     vt__heap *h = vt__heap_get(resolve_device(device), false);

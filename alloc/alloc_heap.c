@@ -1210,6 +1210,25 @@ int vt__heap_empty_cache(vt__heap *h)
     return rc;
 }
 
+void vt__heap_sync_begin(vt__heap *h, bool all)
+{
+    lock(h);
+    if (h->batch && (all || !h->batch_fence))
+        record_batch_fence(h);
+    unlock(h);
+}
+
+void vt__heap_sync_end(vt__heap *h)
+{
+    lock(h);
+    if (h->fences || h->batch) {
+        poll_fences(h, false);
+        if (h->retired)
+            release_detached(h, NULL);
+    }
+    unlock(h);
+}
+
 void vt__heap_stream_created(vt__heap *h, uint64_t raw)
 {
     if (raw <= 2)

@@ -221,6 +221,8 @@ int vt__heap_malloc(vt__heap *h, uint64_t size, uint64_t stream_key, void **out)
 int vt__heap_free(void *ptr, uint64_t stream_key, enum vt_free_mode mode, uint32_t stack);
 int vt__heap_record_stream(void *ptr, uint64_t stream_key);
 int vt__heap_empty_cache(vt__heap *h);
+void vt__heap_sync_begin(vt__heap *h, bool all);
+void vt__heap_sync_end(vt__heap *h);
 void vt__heap_stream_created(vt__heap *h, uint64_t raw);
 void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
 uint64_t vt__heap_cached_free(vt__heap *h);

@@ -59,6 +59,14 @@ void vt__alloc_stream_destroyed(uint64_t stream);
  * cudaMemGetInfo, which reports them as free. */
 uint64_t vt__alloc_cached_free_bytes(int device);
 
+/* The program waits for the device: all of it (cudaDeviceSynchronize,
+ * all = true) or a stream or an event. Before the wait, frees of unknown
+ * stream get their fence (all: even when one is in flight), so the wait
+ * covers them; after it, completed fences are retired at once, so a free's
+ * completion is recorded when it happened, not at the next allocation. */
+void vt__alloc_sync_begin(bool all);
+void vt__alloc_sync_end(void);
+
 /* Return every fully free segment of `device` to the device (-1: all). */
 int vt__alloc_empty_cache(int device);
 

@@ -64,6 +64,7 @@ cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStrea
 cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                          cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 
 /* ---- the real runtime ------------------------------------------------------ */
 
@@ -75,7 +76,8 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t 
     X(cudaStreamCreateWithPriority) X(cudaStreamDestroy) X(cudaMallocManaged)  \
     X(cudaMallocHost) X(cudaFreeHost) X(cudaMallocFromPoolAsync)               \
     X(cudaMallocFromPoolAsync_ptsz) X(cudaGetLastError) X(cudaPeekAtLastError) \
-    X(cudaHostAlloc)
+    X(cudaHostAlloc) X(cudaStreamSynchronize) X(cudaStreamSynchronize_ptsz)   \
+    X(cudaEventSynchronize)
 
 enum rt_fn {
 #define ENUM(name) RT_##name,
@@ -431,6 +433,52 @@ HK_EXPORT cudaError_t cudaDeviceReset(void)
     CALL_REAL(cudaDeviceReset);
 }
 VT_V13(cudaDeviceReset)
+
+/* ---- waits ------------------------------------------------------------------ */
+
+/* The program waits for the device, a stream or an event: the frees whose
+ * work is done by then complete now (vt__alloc_sync_begin/end), so what is
+ * recorded as completed is true when the program looks, not late. */
+#define SYNC_CALL(e, all, ...)                                                 \
+    do {                                                                       \
+        __typeof__(&e) f_;                                                     \
+        REAL(f_, e);                                                           \
+        if (!f_)                                                               \
+            return rt_fail(cudaErrorInitializationError);                      \
+        bool pass_ = vt__hk_guard != 0;                                        \
+        HK_ENTER();                                                            \
+        if (!pass_)                                                            \
+            vt__alloc_sync_begin(all);                                         \
+        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        if (!pass_ && r_ == cudaSuccess)                                       \
+            vt__alloc_sync_end();                                              \
+        HK_LEAVE();                                                            \
+        return r_;                                                             \
+    } while (0)
+
+HK_EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    SYNC_CALL(cudaDeviceSynchronize, true);
+}
+VT_V13(cudaDeviceSynchronize)
+
+HK_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    SYNC_CALL(cudaStreamSynchronize, false, stream);
+}
+VT_V13(cudaStreamSynchronize)
+
+HK_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    SYNC_CALL(cudaStreamSynchronize_ptsz, false, stream);
+}
+VT_V13(cudaStreamSynchronize_ptsz)
+
+HK_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    SYNC_CALL(cudaEventSynchronize, false, event);
+}
+VT_V13(cudaEventSynchronize)
 
 /* ---- last error ------------------------------------------------------------ */
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -282,6 +283,49 @@ TEST(cache_off_double_free_is_reported)
     ASSERT_EQ(cudaFree(&host), cudaErrorInvalidValue);
     ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
     ASSERT_EQ(stats().num_bad_frees - s0.num_bad_frees, 2);
+}
+
+static void CUDART_CB sleep_20ms(void *arg)
+{
+    (void)arg;
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+}
+
+/* A fenced free completes when the program waits for the device, a stream
+ * or an event, not at the next allocation: the statistics (and the
+ * free-completed events) are true when the program looks. */
+TEST(synchronize_completes_pending_frees)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    void *p = NULL, *q = NULL, *r = NULL;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    vt_stats s0 = stats();
+    /* unknown stream, the device busy: pending until the device sync */
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cudaFree(p), cudaSuccess);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current - s0.active[VT_STAT_ALL].current, 1);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
+    /* freed on a stream other than its own: done at that stream's sync */
+    ASSERT_EQ(cudaMalloc(&q, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(q, s), cudaSuccess);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current - s0.active[VT_STAT_ALL].current, 1);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
+    /* and at an event's */
+    ASSERT_EQ(cudaMalloc(&r, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(r, s), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+    ASSERT_EQ(cudaEventSynchronize(ev), cudaSuccess);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
+    ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 /* free_sync:1 (this test's environment): CUDA's exact behaviour. */
