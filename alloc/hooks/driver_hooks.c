@@ -383,6 +383,54 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
     return stream_destroy(HK_cuStreamDestroy, hStream, PASS());
 }
 
+/* ---- waits ------------------------------------------------------------------ */
+
+/* As the runtime's (runtime_hooks.c): the frees whose work is done by the
+ * end of the wait complete then. A statically linked runtime's
+ * cudaDeviceSynchronize arrives here. */
+#define SYNC_CALL(e, all, ...)                                                 \
+    do {                                                                       \
+        __typeof__(&e) real_;                                                  \
+        REAL(real_, HK_##e);                                                   \
+        if (!real_)                                                            \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        bool pass_ = PASS();                                                   \
+        HK_ENTER();                                                            \
+        if (!pass_)                                                            \
+            vt__alloc_sync_begin(all);                                         \
+        CUresult r_ = real_(__VA_ARGS__);                                      \
+        if (!pass_ && r_ == CUDA_SUCCESS)                                      \
+            vt__alloc_sync_end();                                              \
+        HK_LEAVE();                                                            \
+        return r_;                                                             \
+    } while (0)
+
+HK_EXPORT CUresult cuCtxSynchronize(void)
+{
+    SYNC_CALL(cuCtxSynchronize, true);
+}
+
+HK_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    SYNC_CALL(cuCtxSynchronize_v2, true, ctx);
+}
+
+HK_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    SYNC_CALL(cuStreamSynchronize, false, hStream);
+}
+
+HK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+HK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    SYNC_CALL(cuStreamSynchronize_ptsz, false, hStream);
+}
+
+HK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    SYNC_CALL(cuEventSynchronize, false, hEvent);
+}
+
 /* ---- seen, not cached ------------------------------------------------------ */
 
 HK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
@@ -584,7 +632,9 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)      \
     X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocManaged) \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                    \
-    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
+    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxSynchronize)  \
+    X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)     \
+    X(cuEventSynchronize)
 
 #define ALIAS(name) \
     extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));

@@ -88,6 +88,11 @@ enum vt__hk_drv {
     HK_cuMemUnmap,
     HK_cuDevicePrimaryCtxReset,    /* old name, same ABI as _v2 */
     HK_cuDevicePrimaryCtxReset_v2,
+    HK_cuCtxSynchronize,           /* 2.0 ABI: the current context */
+    HK_cuCtxSynchronize_v2,        /* 13.0 ABI: a context argument */
+    HK_cuStreamSynchronize,
+    HK_cuStreamSynchronize_ptsz,
+    HK_cuEventSynchronize,
     HK_DRV_COUNT
 };
 

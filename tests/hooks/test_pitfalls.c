@@ -324,6 +324,25 @@ TEST(synchronize_completes_pending_frees)
     ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
     ASSERT_EQ(cudaEventSynchronize(ev), cudaSuccess);
     ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
+    /* the driver's waits, as a statically linked runtime makes them */
+    CUdeviceptr d = 0;
+    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current - s0.active[VT_STAT_ALL].current, 1);
+    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
+    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamSynchronize((CUstream)s), CUDA_SUCCESS);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
+    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
+    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+    ASSERT_EQ(cuEventSynchronize((CUevent)ev), CUDA_SUCCESS);
+    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
     ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
     ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
