@@ -47,6 +47,12 @@ int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode)
     return vt__heap_free(ptr, key, mode, stack);
 }
 
+void vt__alloc_foreign_free_failed(int device, const void *ptr)
+{
+    uint32_t stack = vt__trace_enabled() ? vt__stack_capture_free() : 0;
+    vt__alloc_report_foreign_free(resolve_device(device), ptr, stack);
+}
+
 bool vt__alloc_owns(const void *ptr)
 {
     return ptr && vt__heap_owns(ptr);
@@ -73,6 +79,26 @@ void vt__alloc_stream_destroyed(uint64_t stream)
         vt__heap *h = vt__heap_get(d, false);
         if (h)
             vt__heap_stream_destroyed(h, stream);
+    }
+}
+
+void vt__alloc_sync_begin(bool all)
+{
+    int n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (h)
+            vt__heap_sync_begin(h, all);
+    }
+}
+
+void vt__alloc_sync_end(void)
+{
+    int n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (h)
+            vt__heap_sync_end(h);
     }
 }
 
@@ -119,7 +145,7 @@ VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
     int rc = vt__heap_free(ptr, vt__stream_key((uint64_t)(uintptr_t)stream),
                            VT_FREE_ON_STREAM, stack);
     if (rc == VT_ALLOC_NOT_OWNED)
-        vt__alloc_report_unknown_free(resolve_device(device), ptr, stack);
+        vt__alloc_report_foreign_free(resolve_device(device), ptr, stack);
 }
 
 VT_API int vt_record_stream(void *ptr, cudaStream_t stream)

@@ -65,10 +65,12 @@ static int check_heap(vt__heap *h)
         if (g->addr < prev_end)
             return fail(h, "segment %#llx overlaps or is out of order", (unsigned long long)g->addr);
         prev_end = g->addr + g->size;
-        if (g->pool == VT_POOL_SMALL && g->size != VT_SMALL_BUFFER)
+        /* 2 MiB small segments, whole numbers of a mid-size request, 2 MiB
+         * multiples; and the OOM chain's exact-size ones of either pool */
+        if (g->size % VT_MIN_BLOCK
+            || (g->pool == VT_POOL_SMALL && g->size > VT_SMALL_BUFFER))
             return fail(h, "small segment of %llu bytes", (unsigned long long)g->size);
-        if (g->pool == VT_POOL_LARGE && g->size != VT_LARGE_BUFFER
-            && (g->size < VT_MIN_LARGE_ALLOC || g->size % VT_ROUND_LARGE))
+        if (g->pool == VT_POOL_LARGE && g->size <= VT_SMALL_SIZE)
             return fail(h, "large segment of %llu bytes", (unsigned long long)g->size);
         if (!g->first || g->first->prev || g->first->addr != g->addr)
             return fail(h, "segment %#llx does not start with its first block",
@@ -221,13 +223,13 @@ static int describe(vt__heap *h, vt_snapshot_data *snap)
 {
     for (uint64_t i = 0; i < h->nsegs; i++) {
         vt__segment *g = h->segs[i];
-        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = g->stream,
+        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = vt__trace_stream(g->stream),
                            .device = (int8_t)h->device, .pool = g->pool };
         int rc = vt__snapshot_add_segment(snap, &seg);
         if (rc)
             return rc;
         for (vt__block *b = g->first; b; b = b->next) {
-            vt_block blk = { .addr = b->addr, .size = b->size, .stream = b->stream,
+            vt_block blk = { .addr = b->addr, .size = b->size, .stream = vt__trace_stream(b->stream),
                              .state = b->state };
             if (b->state != VT_B_FREE) {
                 blk.req_size = b->req_size;

@@ -42,6 +42,17 @@
  * another stream, exactly as two created streams would be. */
 #define VT_PTDS_KEY_BIT  (1ull << 63)
 
+/* The key of VT_NO_STREAM allocations (allocator.h): the same value, never a
+ * per-thread key (serials stay far below 2^63 - 1). Events and snapshots
+ * show it as the legacy stream, the stream such memory is ordered with
+ * when anything orders it. */
+#define VT_NO_STREAM_KEY UINT64_MAX
+
+static inline uint64_t vt__trace_stream(uint64_t key)
+{
+    return key == VT_NO_STREAM_KEY ? 0 : key;
+}
+
 enum vt__bstate {
     VT_B_ALLOCATED = VT_BLOCK_ACTIVE_ALLOCATED,
     VT_B_PENDING = VT_BLOCK_ACTIVE_PENDING_FREE,
@@ -80,6 +91,9 @@ struct vt__segment {
     vt__segment *next;            /* detached list, while being released */
     uint8_t pool;                 /* VT_POOL_SMALL / LARGE / UNCACHED */
     uint8_t spool;                /* stats pool: VT_STAT_SMALL / LARGE */
+    uint64_t *freed;              /* a bit per VT_MIN_BLOCK: an allocation started here
+                                     and was freed, none started here since (bad-free
+                                     diagnosis; NULL: no host memory, unknown) */
     uint8_t dead;                 /* its stream was destroyed: free blocks are kept out
                                      of the index, the segment goes back to the device
                                      when its last block is free (see
@@ -148,7 +162,30 @@ typedef struct vt__heap {
     vt__stat_t allocation[3], segment[3], active[3], inactive_split[3];
     uint64_t num_alloc_retries, num_ooms, num_backend_allocs, num_backend_frees;
     uint64_t num_sync_all, num_fence_events, num_bad_frees;
+    uint64_t *reset_ptrs;         /* sorted: pointers live at the last device reset */
+    uint64_t nreset;
+    vt__ptrmap uncached_freed;    /* cache:0 addresses freed, not handed out since */
 } vt__heap;
+
+/* The freed-start bits of a segment (alloc_badfree.c). */
+static inline void vt__seg_set_freed(vt__segment *s, uint64_t addr, bool on)
+{
+    if (vt_unlikely(!s->freed))
+        return;
+    uint64_t i = (addr - s->addr) / VT_MIN_BLOCK;
+    if (on)
+        s->freed[i / 64] |= 1ull << (i % 64);
+    else
+        s->freed[i / 64] &= ~(1ull << (i % 64));
+}
+
+static inline bool vt__seg_was_freed(const vt__segment *s, uint64_t addr)
+{
+    if (!s->freed || addr % VT_MIN_BLOCK)
+        return false;
+    uint64_t i = (addr - s->addr) / VT_MIN_BLOCK;
+    return s->freed[i / 64] >> (i % 64) & 1;
+}
 
 /* ---- alloc_index.c: the free index ------------------------------------ */
 /* (vt__findex and vt__sindex are declared before vt__heap) */
@@ -184,6 +221,8 @@ int vt__heap_malloc(vt__heap *h, uint64_t size, uint64_t stream_key, void **out)
 int vt__heap_free(void *ptr, uint64_t stream_key, enum vt_free_mode mode, uint32_t stack);
 int vt__heap_record_stream(void *ptr, uint64_t stream_key);
 int vt__heap_empty_cache(vt__heap *h);
+void vt__heap_sync_begin(vt__heap *h, bool all);
+void vt__heap_sync_end(vt__heap *h);
 void vt__heap_stream_created(vt__heap *h, uint64_t raw);
 void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
 uint64_t vt__heap_cached_free(vt__heap *h);
@@ -193,8 +232,23 @@ int vt__heap_set_fraction(vt__heap *h, double fraction);
 bool vt__heap_owns(const void *ptr);
 void vt__heap_lock(vt__heap *h);
 void vt__heap_unlock(vt__heap *h);
-/* vt_free of a pointer no heap knows: count it, print it, trace it. */
-void vt__alloc_report_unknown_free(int device, const void *ptr, uint32_t stack);
+/* A free of a pointer no heap owns failed (the real free refused it, or
+ * vt_free got it): classify it, count it, print it, trace it. */
+void vt__alloc_report_foreign_free(int device, const void *ptr, uint32_t stack);
+
+/* ---- alloc_badfree.c --------------------------------------------------- */
+void vt__badfree_report(int device, uint64_t addr, int reason, uint32_t stack);
+/* Under h's lock: the reason of a bad free inside segment s / outside every
+ * segment of h. */
+int vt__badfree_classify(vt__heap *h, const vt__segment *s, uint64_t addr);
+int vt__badfree_foreign_reason(vt__heap *h, uint64_t addr);
+/* Under h's lock: a cache:0 free gave addr back to the device; the device
+ * handed addr out again. */
+void vt__badfree_note_uncached_free(vt__heap *h, uint64_t addr);
+void vt__badfree_forget(vt__heap *h, uint64_t addr);
+/* The pointers live when the device was reset (takes the malloc'ed array;
+ * takes the lock). */
+void vt__badfree_note_reset(vt__heap *h, uint64_t *addrs, uint64_t n);
 
 /* ---- alloc_check.c ----------------------------------------------------- */
 /* Walk every structure of `device` (-1: all) and verify it; prints the first

@@ -14,7 +14,9 @@
  *   3. the announced streams are forgotten (the reset destroys them; a later
  *      stream may reuse a handle value) and the idle fence events destroyed.
  * A later free of an old pointer is no longer the cache's: it goes to the
- * real free, which reports it as the real runtime does (invalid value).
+ * real free, which fails it as the real runtime does (invalid value); the
+ * pointers are remembered so that such a free is reported as what it is,
+ * a pointer freed by the reset (alloc_badfree.c).
  * The hooks call it from cudaDeviceReset and cuDevicePrimaryCtxReset.
  */
 #include <stdlib.h>
@@ -91,9 +93,14 @@ void vt__alloc_device_reset(int device)
     struct live *v;
     uint64_t n = collect_live(h, &v);
     uint32_t stack = n && vt__trace_enabled() ? vt__stack_capture_free() : 0;
-    for (uint64_t i = 0; i < n; i++)
+    uint64_t *addrs = n ? malloc(n * sizeof *addrs) : NULL;
+    for (uint64_t i = 0; i < n; i++) {
         vt__heap_free((void *)(uintptr_t)v[i].addr, v[i].key, VT_FREE_ON_STREAM, stack);
+        if (addrs)
+            addrs[i] = v[i].addr;
+    }
     free(v);
     vt__heap_empty_cache(h);
+    vt__badfree_note_reset(h, addrs, addrs ? n : 0);
     forget_streams_and_events(h);
 }

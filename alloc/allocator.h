@@ -20,7 +20,15 @@ enum vt_free_mode {
     VT_FREE_UNKNOWN_STREAM = 1, /* plain cudaFree/cuMemFree: fence on every known stream */
 };
 
-/* Allocate `size` bytes on `device` for use on `stream`. size 0 gives NULL
+/* The stream of an allocation ordered on no stream (cudaMalloc,
+ * cuMemAlloc). The program may use such memory on any stream at once, so
+ * it is served only from blocks that no stream's queued work can still
+ * touch: never from a block freed in stream order (cudaFreeAsync,
+ * vt_free) before that stream has reached the free, whichever stream it
+ * was (the legacy one included). Such blocks have a stream key of their own. */
+#define VT_NO_STREAM UINT64_MAX
+
+/* Allocate `size` bytes on `device` for use on `stream` (or VT_NO_STREAM). size 0 gives NULL
  * and success, as cudaMalloc does. */
 int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out);
 
@@ -30,6 +38,11 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out);
  * cudaErrorInvalidValue. */
 #define VT_ALLOC_NOT_OWNED (-1)
 int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode);
+
+/* The real free refused a pointer the cache does not own (invalid value):
+ * a bad free of the program's; report it (unknown pointer, double free
+ * with cache:0, freed by a device reset). */
+void vt__alloc_foreign_free_failed(int device, const void *ptr);
 
 /* Does the cache own the block starting at (or containing) ptr? */
 bool vt__alloc_owns(const void *ptr);
@@ -41,9 +54,18 @@ int vt__alloc_record_stream(void *ptr, uint64_t stream);
 void vt__alloc_stream_created(int device, uint64_t stream);
 void vt__alloc_stream_destroyed(uint64_t stream);
 
-/* Bytes reserved by the cache on `device` but not handed out (for
- * cudaMemGetInfo, which reports them as free). */
+/* Bytes the cache holds on `device` that any next allocation can get (the
+ * segments holding no allocated block: the OOM chain gives them back), for
+ * cudaMemGetInfo, which reports them as free. */
 uint64_t vt__alloc_cached_free_bytes(int device);
+
+/* The program waits for the device: all of it (cudaDeviceSynchronize,
+ * all = true) or a stream or an event. Before the wait, frees of unknown
+ * stream get their fence (all: even when one is in flight), so the wait
+ * covers them; after it, completed fences are retired at once, so a free's
+ * completion is recorded when it happened, not at the next allocation. */
+void vt__alloc_sync_begin(bool all);
+void vt__alloc_sync_end(void);
 
 /* Return every fully free segment of `device` to the device (-1: all). */
 int vt__alloc_empty_cache(int device);

@@ -18,7 +18,7 @@
  *
  * Device of a driver call: the current context's (cuCtxGetDevice); for
  * stream-ordered calls on a created stream, the stream's (see
- * stream_device). The allocator allocates in that device's primary context;
+ * vt__hk_stream_device). The allocator allocates in that device's primary context;
  * with unified addressing the memory is usable from any context of the
  * device. Like the real driver, cuMemAlloc_v2 and cuMemFree_v2 fail without
  * a current context (CUDA_ERROR_INVALID_CONTEXT; before cuInit
@@ -26,8 +26,10 @@
  * the runtime, never makes a context current by itself.
  *
  * cuMemGetInfo_v2 reports the device's numbers with the bytes the cache holds
- * but has not handed out counted as free (vt__alloc_cached_free_bytes): to the
- * program they are as available as memory the device never gave away.
+ * in segments without an allocated block counted as free
+ * (vt__alloc_cached_free_bytes): to the program they are as available as
+ * memory the device never gave away (the OOM chain gives them back). Free
+ * tails of segments in use are not: they serve only requests that fit.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -106,9 +108,10 @@ static bool is_default_stream(uint64_t stream)
  * stands in when there is one (a stream of another device is then not told
  * apart) and only without one is the stream's context asked and made
  * current for the question. An invalid handle fails here as it would in
- * the real call. */
-static CUresult stream_device(CUstream s, uint64_t stream, int *dev)
+ * the real call (a destroyed stream: CUDA_ERROR_INVALID_HANDLE). */
+int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
 {
+    CUstream s = (CUstream)(uintptr_t)handle;
     if (is_default_stream(stream))
         return ctx_device(dev);
     const vt__driver_api *d = vt__driver();
@@ -171,7 +174,7 @@ HK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS)
         return r;
-    return alloc_on(dev, dptr, bytesize, 0);
+    return alloc_on(dev, dptr, bytesize, VT_NO_STREAM);   /* usable on every stream at once */
 }
 
 static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, CUstream s,
@@ -185,7 +188,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     }
     uint64_t stream = hk_stream(s, ptsz);
     int dev;
-    CUresult r = stream_device(s, stream, &dev);
+    CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
     return alloc_on(dev, dptr, bytes, stream);
@@ -204,17 +207,25 @@ HK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
 
 /* ---- free ---------------------------------------------------------------- */
 
-/* A pointer the cache does not own goes to the real free, unchanged. */
+/* A pointer the cache does not own goes to the real free, unchanged. Freed:
+ * a pass-through; refused as invalid: a bad free of the program's, reported
+ * (the error stays the real one). */
 static CUresult free_foreign(CUresult (*real1)(CUdeviceptr), CUresult (*real2)(CUdeviceptr, CUstream),
                              CUdeviceptr ptr, CUstream s, uint64_t stream, int dev)
 {
-    vt__hk_passthrough(dev, stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
-    CUresult r_;
+    CUresult r_, r = CUDA_ERROR_NOT_INITIALIZED;
     if (real1)
-        return GUARDED(real1(ptr));
-    if (real2)
-        return GUARDED(real2(ptr, s));
-    return CUDA_ERROR_NOT_INITIALIZED;
+        r = GUARDED(real1(ptr));
+    else if (real2)
+        r = GUARDED(real2(ptr, s));
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+        HK_ENTER();
+        vt__alloc_foreign_free_failed(dev, (const void *)(uintptr_t)ptr);
+        HK_LEAVE();
+    } else if (r == CUDA_SUCCESS) {
+        vt__hk_passthrough(dev, stream, (uint64_t)ptr, 0, VT_PASS_FOREIGN_FREE, true);
+    }
+    return r;
 }
 
 HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -256,9 +267,9 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     uint64_t stream = hk_stream(s, ptsz);
     /* The legacy and per-thread streams are the current context's: without
      * one the real call fails and frees nothing. A created stream carries
-     * its context; the real call needs none current (stream_device). */
+     * its context; the real call needs none current (vt__hk_stream_device). */
     int dev;
-    CUresult cr = stream_device(s, stream, &dev);
+    CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
     HK_ENTER();
@@ -370,6 +381,54 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream);
 HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 {
     return stream_destroy(HK_cuStreamDestroy, hStream, PASS());
+}
+
+/* ---- waits ------------------------------------------------------------------ */
+
+/* As the runtime's (runtime_hooks.c): the frees whose work is done by the
+ * end of the wait complete then. A statically linked runtime's
+ * cudaDeviceSynchronize arrives here. */
+#define SYNC_CALL(e, all, ...)                                                 \
+    do {                                                                       \
+        __typeof__(&e) real_;                                                  \
+        REAL(real_, HK_##e);                                                   \
+        if (!real_)                                                            \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        bool pass_ = PASS();                                                   \
+        HK_ENTER();                                                            \
+        if (!pass_)                                                            \
+            vt__alloc_sync_begin(all);                                         \
+        CUresult r_ = real_(__VA_ARGS__);                                      \
+        if (!pass_ && r_ == CUDA_SUCCESS)                                      \
+            vt__alloc_sync_end();                                              \
+        HK_LEAVE();                                                            \
+        return r_;                                                             \
+    } while (0)
+
+HK_EXPORT CUresult cuCtxSynchronize(void)
+{
+    SYNC_CALL(cuCtxSynchronize, true);
+}
+
+HK_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    SYNC_CALL(cuCtxSynchronize_v2, true, ctx);
+}
+
+HK_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    SYNC_CALL(cuStreamSynchronize, false, hStream);
+}
+
+HK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+HK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    SYNC_CALL(cuStreamSynchronize_ptsz, false, hStream);
+}
+
+HK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    SYNC_CALL(cuEventSynchronize, false, hEvent);
 }
 
 /* ---- seen, not cached ------------------------------------------------------ */
@@ -573,7 +632,9 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)      \
     X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocManaged) \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                    \
-    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
+    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxSynchronize)  \
+    X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)     \
+    X(cuEventSynchronize)
 
 #define ALIAS(name) \
     extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));

@@ -88,6 +88,11 @@ enum vt__hk_drv {
     HK_cuMemUnmap,
     HK_cuDevicePrimaryCtxReset,    /* old name, same ABI as _v2 */
     HK_cuDevicePrimaryCtxReset_v2,
+    HK_cuCtxSynchronize,           /* 2.0 ABI: the current context */
+    HK_cuCtxSynchronize_v2,        /* 13.0 ABI: a context argument */
+    HK_cuStreamSynchronize,
+    HK_cuStreamSynchronize_ptsz,
+    HK_cuEventSynchronize,
     HK_DRV_COUNT
 };
 
@@ -107,6 +112,12 @@ bool vt__hk_is_hooked_name(const char *name);
 
 /* The hook standing in for entry `e`. */
 void *vt__hk_drv_hook(enum vt__hk_drv e);
+
+/* The device of stream-ordered work on `handle` (`stream`: its hk_stream()
+ * value): the current context's for the default streams, the stream's own
+ * for a created one. @return a CUresult; an invalid (destroyed) handle is
+ * CUDA_ERROR_INVALID_HANDLE, as in the real call. */
+int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
 
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */

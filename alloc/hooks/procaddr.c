@@ -59,6 +59,12 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
                                         7000, false },
     [HK_cuDevicePrimaryCtxReset_v2] = { "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset",
                                         11000, false },
+    [HK_cuCtxSynchronize]           = { "cuCtxSynchronize", "cuCtxSynchronize", 2000, false },
+    [HK_cuCtxSynchronize_v2]        = { "cuCtxSynchronize_v2", "cuCtxSynchronize", 13000, false },
+    [HK_cuStreamSynchronize]        = { "cuStreamSynchronize", "cuStreamSynchronize", 2000, false },
+    [HK_cuStreamSynchronize_ptsz]   = { "cuStreamSynchronize_ptsz", "cuStreamSynchronize", 7000,
+                                        true },
+    [HK_cuEventSynchronize]         = { "cuEventSynchronize", "cuEventSynchronize", 2000, false },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */

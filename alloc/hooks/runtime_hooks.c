@@ -64,6 +64,7 @@ cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStrea
 cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                          cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 
 /* ---- the real runtime ------------------------------------------------------ */
 
@@ -75,7 +76,8 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t 
     X(cudaStreamCreateWithPriority) X(cudaStreamDestroy) X(cudaMallocManaged)  \
     X(cudaMallocHost) X(cudaFreeHost) X(cudaMallocFromPoolAsync)               \
     X(cudaMallocFromPoolAsync_ptsz) X(cudaGetLastError) X(cudaPeekAtLastError) \
-    X(cudaHostAlloc)
+    X(cudaHostAlloc) X(cudaStreamSynchronize) X(cudaStreamSynchronize_ptsz)   \
+    X(cudaEventSynchronize)
 
 enum rt_fn {
 #define ENUM(name) RT_##name,
@@ -240,10 +242,26 @@ static int device_or_zero(void)
 
 /* ---- allocation ------------------------------------------------------------- */
 
-static cudaError_t rt_alloc(void **devPtr, size_t size, uint64_t stream)
+/* rt_enter, and for stream-ordered work on a created stream, the stream's
+ * device. A destroyed stream is an invalid handle: the real call fails with
+ * cudaErrorInvalidResourceHandle (the driver's CUDA_ERROR_INVALID_HANDLE, the
+ * same number) and does nothing, and so must a call the cache serves. */
+static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev)
+{
+    cudaError_t r = rt_enter(dev);
+    if (r != cudaSuccess || stream == VT_NO_STREAM || stream == 0
+        || stream == HK_STREAM_PER_THREAD)
+        return r;
+    HK_ENTER();
+    int e = vt__hk_stream_device(handle, stream, dev);
+    HK_LEAVE();
+    return rt_fail((cudaError_t)e);
+}
+
+static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_enter(&dev);
+    cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
     HK_ENTER();
@@ -256,7 +274,7 @@ HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMalloc, devPtr, size);
-    return rt_alloc(devPtr, size, 0);
+    return rt_alloc(devPtr, size, NULL, VT_NO_STREAM);   /* usable on every stream at once */
 }
 VT_V13(cudaMalloc)
 
@@ -265,7 +283,7 @@ HK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t h
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync, devPtr, size,
                   hStream);
-    return rt_alloc(devPtr, size, hk_stream(hStream, false));
+    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, false));
 }
 VT_V13(cudaMallocAsync)
 
@@ -274,17 +292,40 @@ HK_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStrea
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync_ptsz, devPtr,
                   size, hStream);
-    return rt_alloc(devPtr, size, hk_stream(hStream, true));
+    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, true));
 }
 VT_V13(cudaMallocAsync_ptsz)
 
 /* ---- free ------------------------------------------------------------------- */
 
-static void foreign_free_seen(const void *p, uint64_t stream)
+/* The real free's answer for a pointer the cache does not own: freed, a
+ * pass-through; refused as invalid, a bad free of the program's (reported,
+ * the error stays the real one). */
+static cudaError_t foreign_free_done(const void *p, uint64_t stream, cudaError_t r)
 {
-    vt__hk_passthrough(device_or_zero(), stream, (uint64_t)(uintptr_t)p, 0,
-                       VT_PASS_FOREIGN_FREE, true);
+    int dev = device_or_zero();
+    if (r == cudaErrorInvalidValue) {
+        HK_ENTER();
+        vt__alloc_foreign_free_failed(dev, p);
+        HK_LEAVE();
+    } else if (r == cudaSuccess) {
+        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)p, 0, VT_PASS_FOREIGN_FREE, true);
+    }
+    return r;
 }
+
+/* Call the real `e` like CALL_REAL, then foreign_free_done. */
+#define FREE_FOREIGN(e, stream, ...)                                           \
+    do {                                                                       \
+        __typeof__(&e) f_;                                                     \
+        REAL(f_, e);                                                           \
+        if (!f_)                                                               \
+            return rt_fail(cudaErrorInitializationError);                      \
+        HK_ENTER();                                                            \
+        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        HK_LEAVE();                                                            \
+        return foreign_free_done(devPtr, (stream), r_);                        \
+    } while (0)
 
 HK_EXPORT cudaError_t cudaFree(void *devPtr)
 {
@@ -307,18 +348,16 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
     HK_ENTER();
     int e = vt__alloc_free(devPtr, 0, VT_FREE_UNKNOWN_STREAM);
     HK_LEAVE();
-    if (e == VT_ALLOC_NOT_OWNED) {
-        foreign_free_seen(devPtr, 0);
-        CALL_REAL(cudaFree, devPtr);
-    }
+    if (e == VT_ALLOC_NOT_OWNED)
+        FREE_FOREIGN(cudaFree, 0, devPtr);
     return rt_fail((cudaError_t)e);
 }
 VT_V13(cudaFree)
 
-static cudaError_t rt_free_async(void *devPtr, uint64_t stream)
+static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_enter(&dev);
+    cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
     HK_ENTER();
@@ -331,11 +370,9 @@ HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
-    cudaError_t e = rt_free_async(devPtr, hk_stream(hStream, false));
-    if ((int)e == VT_ALLOC_NOT_OWNED) {
-        foreign_free_seen(devPtr, hk_stream(hStream, false));
-        CALL_REAL(cudaFreeAsync, devPtr, hStream);
-    }
+    cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
+    if ((int)e == VT_ALLOC_NOT_OWNED)
+        FREE_FOREIGN(cudaFreeAsync, hk_stream(hStream, false), devPtr, hStream);
     return e;
 }
 VT_V13(cudaFreeAsync)
@@ -344,11 +381,9 @@ HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
-    cudaError_t e = rt_free_async(devPtr, hk_stream(hStream, true));
-    if ((int)e == VT_ALLOC_NOT_OWNED) {
-        foreign_free_seen(devPtr, hk_stream(hStream, true));
-        CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
-    }
+    cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
+    if ((int)e == VT_ALLOC_NOT_OWNED)
+        FREE_FOREIGN(cudaFreeAsync_ptsz, hk_stream(hStream, true), devPtr, hStream);
     return e;
 }
 VT_V13(cudaFreeAsync_ptsz)
@@ -398,6 +433,52 @@ HK_EXPORT cudaError_t cudaDeviceReset(void)
     CALL_REAL(cudaDeviceReset);
 }
 VT_V13(cudaDeviceReset)
+
+/* ---- waits ------------------------------------------------------------------ */
+
+/* The program waits for the device, a stream or an event: the frees whose
+ * work is done by then complete now (vt__alloc_sync_begin/end), so what is
+ * recorded as completed is true when the program looks, not late. */
+#define SYNC_CALL(e, all, ...)                                                 \
+    do {                                                                       \
+        __typeof__(&e) f_;                                                     \
+        REAL(f_, e);                                                           \
+        if (!f_)                                                               \
+            return rt_fail(cudaErrorInitializationError);                      \
+        bool pass_ = vt__hk_guard != 0;                                        \
+        HK_ENTER();                                                            \
+        if (!pass_)                                                            \
+            vt__alloc_sync_begin(all);                                         \
+        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        if (!pass_ && r_ == cudaSuccess)                                       \
+            vt__alloc_sync_end();                                              \
+        HK_LEAVE();                                                            \
+        return r_;                                                             \
+    } while (0)
+
+HK_EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    SYNC_CALL(cudaDeviceSynchronize, true);
+}
+VT_V13(cudaDeviceSynchronize)
+
+HK_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    SYNC_CALL(cudaStreamSynchronize, false, stream);
+}
+VT_V13(cudaStreamSynchronize)
+
+HK_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    SYNC_CALL(cudaStreamSynchronize_ptsz, false, stream);
+}
+VT_V13(cudaStreamSynchronize_ptsz)
+
+HK_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    SYNC_CALL(cudaEventSynchronize, false, event);
+}
+VT_V13(cudaEventSynchronize)
 
 /* ---- last error ------------------------------------------------------------ */
 

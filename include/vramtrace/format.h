@@ -94,6 +94,7 @@ enum vt_bad_free_reason {
     VT_BAD_FREE_UNKNOWN_POINTER = 1,  /* never allocated by anyone we know */
     VT_BAD_FREE_INTERIOR = 2,         /* points inside a block, not at its start */
     VT_BAD_FREE_DOUBLE = 3,           /* the block is already free */
+    VT_BAD_FREE_AFTER_RESET = 4,      /* live when a device reset freed everything */
 };
 
 /* Calls seen but not cached (PASSTHROUGH aux). */

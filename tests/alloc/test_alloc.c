@@ -118,15 +118,88 @@ TEST(small_requests_share_a_2mib_segment)
 
 TEST(large_requests_use_20mib_segments_and_huge_ones_round_to_2mib)
 {
-    void *a = vt_malloc(9 * MiB, 0, 0);
+    void *a = vt_malloc(5 * MiB, 0, 0);
     ASSERT(a);
     vt_stats s = stats(0);
     ASSERT_EQ(s.reserved_bytes[VT_STAT_LARGE].current, 20 * MiB);
-    void *b = vt_malloc(12 * MiB + 5, 0, 0);   /* 11 MiB left is too small */
+    void *b = vt_malloc(16 * MiB + 5, 0, 0);   /* 15 MiB left is too small */
     ASSERT(b);
     s = stats(0);
-    ASSERT_EQ(s.reserved_bytes[VT_STAT_LARGE].current, 20 * MiB + 14 * MiB);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_LARGE].current, 20 * MiB + 18 * MiB);
     ASSERT_EQ(s.segment[VT_STAT_LARGE].current, 2);
+    CHECK_INVARIANTS();
+}
+
+/* A segment of up to 20 MiB holds a whole number of mid-size requests: no
+ * tail that the same requests could never use. */
+TEST(mid_size_segments_hold_a_whole_number_of_requests)
+{
+    const uint64_t sizes[] = { 7 * MiB, 3 * MiB, 9 * MiB, MiB + 512, 6 * MiB + 4096 };
+    const uint64_t expect[] = { 14 * MiB, 18 * MiB, 18 * MiB, 19 * (MiB + 512),
+                                18 * MiB + 3 * 4096 };
+    uint64_t before = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cudaStream_t s = new_stream();   /* a fresh stream: a fresh segment */
+        ASSERT(vt_malloc((ssize_t)sizes[i], 0, s));
+        uint64_t now = (uint64_t)stats(0).reserved_bytes[VT_STAT_LARGE].current;
+        ASSERT_EQ(now - before, expect[i]);
+        before = now;
+    }
+    CHECK_INVARIANTS();
+}
+
+/* On a 1 GiB device, the same number of 7 MiB (3 MiB) requests fit as
+ * with plain cudaMalloc: whole-number segments, then exact-size ones when
+ * the last shared segment no longer fits. */
+static int fill_count(uint64_t size)
+{
+    int n = 0;
+    void *p;
+    while (vt__alloc_malloc(0, size, VT_NO_STREAM, &p) == 0)
+        n++;
+    return n;
+}
+
+TEST(device_filled_with_mid_size_requests_fits_as_many_as_plain_cuda_malloc)
+{
+    setenv("SIMCUDA_MEM", "1G", 1);
+    ASSERT_EQ(fill_count(7 * MiB), 1024 / 7);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_ooms, 1);
+    ASSERT_GE(s.reserved_bytes[VT_STAT_ALL].current, 1022 * (int64_t)MiB);
+}
+
+TEST(device_filled_with_3mib_requests_ends_with_exact_size_segments)
+{
+    setenv("SIMCUDA_MEM", "1G", 1);
+    ASSERT_EQ(fill_count(3 * MiB), 1024 / 3);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.segment[VT_STAT_LARGE].current, 1008 / 18 + 5);   /* 56 shared, 5 exact */
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 1023 * (int64_t)MiB);
+}
+
+/* cudaMemGetInfo's "free" counts only what any next allocation can get:
+ * allocating exactly that much then succeeds. */
+TEST(cached_free_bytes_can_all_be_allocated_at_once)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    void *p[40];
+    int n = 0;
+    while (n < 40 && vt__alloc_malloc(0, 7 * MiB, VT_NO_STREAM, &p[n]) == 0)
+        n++;
+    ASSERT_EQ(n, 36);   /* 256 / 7 */
+    /* blocks pair up in 14 MiB segments: empty two of them, half a third */
+    ASSERT_EQ(vt__alloc_free(p[0], 0, VT_FREE_UNKNOWN_STREAM), 0);   /* pending: counts */
+    ASSERT_EQ(vt__alloc_free(p[1], 0, VT_FREE_UNKNOWN_STREAM), 0);
+    vt_free(p[2], 0, 0, 0);
+    vt_free(p[3], 0, 0, 0);
+    vt_free(p[4], 0, 0, 0);
+    size_t dev_free = 0, total = 0;
+    ASSERT_OK(cudaMemGetInfo(&dev_free, &total));
+    uint64_t cached = vt__alloc_cached_free_bytes(0);
+    ASSERT_EQ(cached, 2 * 14 * MiB);
+    void *big;
+    ASSERT_OK(vt__alloc_malloc(0, dev_free + cached, VT_NO_STREAM, &big));
     CHECK_INVARIANTS();
 }
 
@@ -274,13 +347,20 @@ TEST(large_classes_take_the_smallest_size_then_the_lowest_address)
 {
     /* 3 MiB .. 3 MiB + 31.5 KiB is one class. Each block is followed by a
      * spacer that tops it up to 5 MiB, so 4 pairs tile a 20 MiB segment
-     * exactly and freed blocks never merge. */
+     * exactly and freed blocks never merge. The 20 MiB segments are made
+     * first (by 5 MiB blocks, freed): best fit then fills one after the
+     * other. */
     enum { N = 32 };
     void *p[N];
     uint64_t sz[N];
     int nfree = 0;
     bool isfree[N];
     uint64_t seed = 777;
+    for (int i = 0; i < N; i++)
+        ASSERT((p[i] = vt_malloc(5 * MiB, 0, 0)));
+    for (int i = 0; i < N; i++)
+        vt_free(p[i], 0, 0, 0);
+    ASSERT_EQ(stats(0).segment[VT_STAT_LARGE].current, N / 4);
     for (int i = 0; i < N; i++) {
         sz[i] = 3 * MiB + 512 * (tie_rng(&seed) % 8);   /* many equal sizes */
         ASSERT((p[i] = vt_malloc((ssize_t)sz[i], 0, 0)));
@@ -511,6 +591,44 @@ TEST(free_on_another_stream_waits_for_that_stream)
     CHECK_INVARIANTS();
 }
 
+/* cudaMalloc's memory may be used on any stream at once: it never takes a
+ * block freed in stream order (legacy stream included) until that stream
+ * has reached the free. An allocation on the freeing stream itself does. */
+TEST(no_stream_allocation_waits_until_the_freeing_stream_reached_the_free)
+{
+    const size_t n = 64 * KiB;
+    unsigned char *p;
+    ASSERT_OK(vt__alloc_malloc(0, n, 0, (void **)&p));     /* legacy stream */
+    struct late_write w = { p, n };
+    ASSERT_OK(cudaLaunchHostFunc(0, late_writer, &w));     /* still uses p */
+    vt_free(p, (ssize_t)n, 0, 0);                           /* cudaFreeAsync(p, 0) */
+    void *q;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &q));
+    ASSERT_PTR_NE(q, p);
+    ASSERT_PTR_EQ(vt_malloc((ssize_t)n, 0, 0), p);          /* same stream: at once */
+    vt_free(p, (ssize_t)n, 0, 0);
+    ASSERT_OK(cudaStreamSynchronize(0));
+    /* and a no-stream block freed on a stream comes back after that stream */
+    unsigned char *r;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, (void **)&r));
+    struct late_write w2 = { r, n };
+    ASSERT_OK(cudaLaunchHostFunc(0, late_writer, &w2));
+    ASSERT_EQ(vt__alloc_free(r, 0, VT_FREE_ON_STREAM), 0);
+    void *t;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &t));
+    ASSERT_PTR_NE(t, r);
+    ASSERT_OK(cudaStreamSynchronize(0));
+    void *u;
+    ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &u));
+    ASSERT_PTR_EQ(u, r);
+    /* events name such blocks' stream as the legacy one */
+    vt_event ev;
+    ASSERT(fake_trace_last(VT_EV_ALLOC, &ev));
+    ASSERT_EQ(ev.addr, (uint64_t)(uintptr_t)u);
+    ASSERT_EQ(ev.stream, 0);
+    CHECK_INVARIANTS();
+}
+
 static void *ptds_thread(void *arg)
 {
     void **out = arg;
@@ -729,7 +847,7 @@ TEST(dead_segment_goes_back_after_its_fenced_frees_complete)
     unsigned char *a = vt_malloc((ssize_t)n, 0, S), *b = vt_malloc((ssize_t)n, 0, S);
     unsigned char *c = vt_malloc((ssize_t)n, 0, S);
     ASSERT(a && b && c);
-    ASSERT_EQ(stats(0).segment[VT_STAT_ALL].current, 1);   /* one 20 MiB segment */
+    ASSERT_EQ(stats(0).segment[VT_STAT_ALL].current, 1);   /* one 18 MiB segment */
     destroy_stream(S);
     CHECK_INVARIANTS();
     vt_free(c, 0, 0, S);   /* merges with the free rest */
@@ -744,7 +862,7 @@ TEST(dead_segment_goes_back_after_its_fenced_frees_complete)
     ASSERT(x);
     CHECK_INVARIANTS();
     ASSERT_EQ(stats(0).num_backend_frees, frees0);
-    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 20 * MiB + 2 * MiB);
+    ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 18 * MiB + 2 * MiB);
     ASSERT_OK(cudaDeviceSynchronize());
     ASSERT_EQ(a[n - 1], 0x5A);
     void *y = vt_malloc(4 * KiB, 0, 0);   /* polls: both fences are done */
@@ -858,6 +976,96 @@ TEST(bad_frees_are_reported_once_and_change_nothing)
     CHECK_INVARIANTS();
     ASSERT_PTR_EQ(vt_malloc(4096, 0, 0), q);   /* q is free exactly once */
     ASSERT_PTR_NE(vt_malloc(4096, 0, 0), q);
+    CHECK_INVARIANTS();
+}
+
+static uint64_t last_bad_free_reason(void)
+{
+    vt_event ev;
+    ASSERT(fake_trace_last(VT_EV_BAD_FREE, &ev));
+    return ev.aux;
+}
+
+/* A stale pointer is a double free, even once its block merged with free
+ * neighbours or lies inside a newer allocation; a pointer into freed memory
+ * that no allocation started at is an interior pointer, not a double free. */
+TEST(interior_pointer_into_a_freed_block_is_not_a_double_free)
+{
+    char *a = vt_malloc(4096, 0, 0), *b = vt_malloc(4096, 0, 0), *c = vt_malloc(4096, 0, 0);
+    ASSERT_PTR_EQ(b, a + 4096);
+    vt_free(a, 0, 0, 0);
+    vt_free(b, 0, 0, 0);                                  /* merges with a */
+    capture_begin();
+    ASSERT_EQ(vt__alloc_free(b + 512, 0, VT_FREE_ON_STREAM), cudaErrorInvalidValue);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_INTERIOR);
+    ASSERT_EQ(vt__alloc_free(b, 0, VT_FREE_ON_STREAM), cudaErrorInvalidValue);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_DOUBLE);
+    char *d = vt_malloc(8192, 0, 0);                      /* a and b's memory again */
+    ASSERT_PTR_EQ(d, a);
+    ASSERT_EQ(vt__alloc_free(b, 0, VT_FREE_ON_STREAM), cudaErrorInvalidValue);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_DOUBLE); /* stale, inside d now */
+    ASSERT_EQ(vt__alloc_free(d + 512, 0, VT_FREE_ON_STREAM), cudaErrorInvalidValue);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_INTERIOR);
+    vt_free(d, 0, 0, 0);
+    ASSERT_EQ(vt__alloc_free(a, 0, VT_FREE_ON_STREAM), cudaErrorInvalidValue);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_DOUBLE);
+    char *err = capture_end();
+    ASSERT_EQ(count_lines(err), 5);
+    ASSERT(strstr(err, "points inside a block") != NULL);
+    ASSERT_EQ(stats(0).num_bad_frees, 5);
+    vt_free(c, 0, 0, 0);
+    CHECK_INVARIANTS();
+}
+
+/* With cache:0 the memory goes back to the device at the free: a second
+ * free is the real free's to refuse, and then a double free to report. */
+TEST(cache_off_double_free_is_reported)
+{
+    setenv("VRAMTRACE_CONF", "cache:0", 1);
+    void *p;
+    ASSERT_OK(vt__alloc_malloc(0, 4096, VT_NO_STREAM, &p));
+    ASSERT_EQ(vt__alloc_free(p, 0, VT_FREE_UNKNOWN_STREAM), 0);
+    ASSERT_EQ(vt__alloc_free(p, 0, VT_FREE_UNKNOWN_STREAM), VT_ALLOC_NOT_OWNED);
+    ASSERT_EQ(cudaFree(p), cudaErrorInvalidValue);     /* what the hooks do next */
+    capture_begin();
+    vt__alloc_foreign_free_failed(0, p);
+    int local;
+    vt__alloc_foreign_free_failed(0, &local);
+    char *err = capture_end();
+    ASSERT_STR_CONTAINS(err, "double free");
+    ASSERT_STR_CONTAINS(err, "unknown pointer");
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_UNKNOWN_POINTER);
+    ASSERT_EQ(stats(0).num_bad_frees, 2);
+    /* the device hands the address out again: a valid pointer, no report */
+    void *q;
+    ASSERT_OK(vt__alloc_malloc(0, 4096, VT_NO_STREAM, &q));
+    ASSERT_PTR_EQ(q, p);
+    ASSERT_EQ(vt__alloc_free(q, 0, VT_FREE_UNKNOWN_STREAM), 0);
+    ASSERT_EQ(stats(0).num_bad_frees, 2);
+}
+
+/* After a device reset an old pointer is neither interior nor unknown: it
+ * was freed by the reset, inside a newer block or not. */
+TEST(stale_pointer_after_reset_is_reported_as_freed_by_the_reset)
+{
+    char *a = vt_malloc(4096, 0, 0), *p = vt_malloc(4096, 0, 0);
+    char *big = vt_malloc(30 * MiB, 0, 0);
+    ASSERT(a && p && big);
+    vt__alloc_device_reset(0);
+    ASSERT_OK(cudaDeviceReset());
+    char *q = vt_malloc(MiB, 0, 0);                        /* the same range again */
+    ASSERT(q);
+    capture_begin();
+    ASSERT_EQ(vt__alloc_free(p, 0, VT_FREE_ON_STREAM), cudaErrorInvalidValue);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_AFTER_RESET);
+    int r = vt__alloc_free(big, 0, VT_FREE_ON_STREAM);
+    if (r == VT_ALLOC_NOT_OWNED)                           /* outside every segment */
+        vt__alloc_foreign_free_failed(0, big);
+    ASSERT_EQ(last_bad_free_reason(), VT_BAD_FREE_AFTER_RESET);
+    char *err = capture_end();
+    ASSERT_STR_CONTAINS(err, "device reset");
+    ASSERT_PTR_EQ(q, a);       /* the test's premise: p lies inside q */
+    vt_free(q, 0, 0, 0);
     CHECK_INVARIANTS();
 }
 
@@ -1048,7 +1256,7 @@ TEST(empty_cache_returns_every_free_segment)
     vt_stats s = stats(0);
     ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 2 * MiB);   /* keep's segment */
     ASSERT_EQ(s.num_backend_frees, 2);
-    ASSERT_EQ(sim().bytes_in_use, in_use - 50 * MiB);
+    ASSERT_EQ(sim().bytes_in_use, in_use - 48 * MiB);   /* 30 MiB, 6 x 3 MiB */
     vt_free(keep, 0, 0, 0);
     ASSERT_EQ(vt_empty_cache(-1), 0);
     ASSERT_EQ(stats(0).reserved_bytes[VT_STAT_ALL].current, 0);

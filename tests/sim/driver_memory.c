@@ -5,7 +5,8 @@
  * behavior"): cuMemFree waits for the whole device unless the pointer came
  * from cuMemAllocAsync; synchronous copies to or from the host return when
  * the copy is done; device-to-device copies and memsets on device memory are
- * asynchronous with respect to the host, ordered on the default stream.
+ * asynchronous with respect to the host, ordered on the default stream;
+ * asynchronous copies involving pageable host memory are not (copy_async).
  */
 #include "sim_internal.h"
 
@@ -190,6 +191,42 @@ SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsig
 
 /* ---- copies and sets ---------------------------------------------------- */
 
+/* Pageable host memory: host memory that is neither device (or managed)
+ * memory nor pinned (cuMemAllocHost / cuMemHostAlloc). */
+static bool is_pageable(const void *p)
+{
+    return !sim_mem_owner((uintptr_t)p) && !sim_mem_host_lookup(p, NULL, NULL);
+}
+
+/* Asynchronous copies are asynchronous only between device and pinned
+ * memory ("API synchronization behavior", CUDA runtime and driver API
+ * references). With pageable memory:
+ *   - to the device: the source is staged at the call, which returns once
+ *     it has been copied out; the device-side copy runs in stream order
+ *     (here: a private copy of the source, freed with the op);
+ *   - to pageable host memory (from the device, or host to host): the call
+ *     returns when the copy is done;
+ *   - host to host is fully synchronous, pinned or not. */
+static CUresult copy_async(sim_stream *s, sim_op *op)
+{
+    void *dst = op->u.copy.dst;
+    const void *src = op->u.copy.src;
+    bool dst_dev = sim_mem_owner((uintptr_t)dst) != NULL;
+    bool src_dev = sim_mem_owner((uintptr_t)src) != NULL;
+    if ((!dst_dev && !src_dev) || (!dst_dev && is_pageable(dst)))
+        return sim_stream_run_sync(s, op);
+    if (!src_dev && is_pageable(src)) {
+        void *staged = malloc(op->u.copy.n);
+        if (!staged) {
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(staged, src, op->u.copy.n);
+        op->u.copy.src = op->u.copy.staged = staged;
+    }
+    return sim_stream_enqueue(s, op, NULL);
+}
+
 static CUresult copy(void *dst, const void *src, size_t n, CUstream h, bool ptsz, bool async)
 {
     sim_stream *s;
@@ -208,7 +245,7 @@ static CUresult copy(void *dst, const void *src, size_t n, CUstream h, bool ptsz
     op->u.copy.src = src;
     op->u.copy.n = n;
     if (async)
-        return sim_stream_enqueue(s, op, NULL);
+        return copy_async(s, op);
     /* Synchronous device-to-device copies do not block the host. */
     if (sim_mem_owner((uintptr_t)dst) && sim_mem_owner((uintptr_t)src))
         return sim_stream_enqueue(s, op, NULL);

@@ -103,7 +103,9 @@ typedef struct sim_op {
     sim_dep       *deps;
     sim_dep        dep_inline[2];        /* most ops need at most two */
     union {
-        struct { void *dst; const void *src; size_t n; } copy;
+        struct { void *dst; const void *src; size_t n;
+                 void *staged; } copy;   /* staged: our copy of a pageable
+                                            source, freed with the op */
         struct { void *dst; int value; size_t n; } set;
         struct { CUhostFn fn; void *arg; } host;
         struct { sim_event *ev; uint64_t gen; } rec;

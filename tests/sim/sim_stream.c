@@ -103,6 +103,8 @@ static void op_free(sim_op *op)
         free(op->deps);
     if (op->type == SIM_OP_EVENT_RECORD)
         sim_event_unref(op->u.rec.ev);
+    if (op->type == SIM_OP_MEMCPY)
+        free(op->u.copy.staged);
     free(op);
 }
 

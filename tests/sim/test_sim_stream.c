@@ -1,6 +1,8 @@
 /* tests/sim/test_sim_stream.c - work runs asynchronously, in stream order. */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "simcuda.h"
@@ -25,24 +27,96 @@ TEST(memset_memcpy_in_stream_order)
 {
     cudaStream_t s;
     ASSERT_OK(cudaStreamCreate(&s));
-    unsigned char *d = NULL, *d2 = NULL;
-    static unsigned char host[1 << 16];
+    unsigned char *d = NULL, *d2 = NULL, *host = NULL;  /* pinned: the copy stays async */
+    const size_t n = 1 << 16;
     static int gate;
-    ASSERT_OK(cudaMalloc((void **)&d, sizeof host));
-    ASSERT_OK(cudaMalloc((void **)&d2, sizeof host));
-    memset(host, 0x11, sizeof host);
+    ASSERT_OK(cudaMallocHost((void **)&host, n));
+    ASSERT_OK(cudaMalloc((void **)&d, n));
+    ASSERT_OK(cudaMalloc((void **)&d2, n));
+    memset(host, 0x11, n);
     slow_store job = { &gate, 1, 30 };               /* holds the queue back */
     ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
-    ASSERT_OK(cudaMemsetAsync(d, 0xab, sizeof host, s));
-    ASSERT_OK(cudaMemcpyAsync(d2, d, sizeof host, cudaMemcpyDeviceToDevice, s));
-    ASSERT_OK(cudaMemsetAsync(d, 0x00, sizeof host, s));
-    ASSERT_OK(cudaMemcpyAsync(host, d2, sizeof host, cudaMemcpyDeviceToHost, s));
+    ASSERT_OK(cudaMemsetAsync(d, 0xab, n, s));
+    ASSERT_OK(cudaMemcpyAsync(d2, d, n, cudaMemcpyDeviceToDevice, s));
+    ASSERT_OK(cudaMemsetAsync(d, 0x00, n, s));
+    ASSERT_OK(cudaMemcpyAsync(host, d2, n, cudaMemcpyDeviceToHost, s));
     ASSERT_EQ(host[100], 0x11);                      /* nothing ran yet */
     ASSERT_OK(cudaStreamSynchronize(s));
-    for (size_t i = 0; i < sizeof host; i++)
+    for (size_t i = 0; i < n; i++)
         ASSERT_EQ(host[i], 0xab);
     ASSERT_OK(cudaFree(d));
     ASSERT_OK(cudaFree(d2));
+    ASSERT_OK(cudaFreeHost(host));
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+/* "API synchronization behavior" (CUDA runtime API reference): an async copy
+ * from pageable host memory returns once the source has been staged, so the
+ * program may overwrite its buffer at once; the device-side copy still runs
+ * in stream order. */
+TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const size_t n = 1 << 16;
+    unsigned char *d = NULL, *src = malloc(n), *back = malloc(n);
+    ASSERT(src && back);
+    ASSERT_OK(cudaMalloc((void **)&d, n));
+    ASSERT_OK(cudaMemset(d, 0, n));
+    ASSERT_OK(cudaDeviceSynchronize());
+    static int gate;
+    slow_store job = { &gate, 1, 100 };              /* holds the queue back */
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    memset(src, 0x5a, n);
+    ASSERT_OK(cudaMemcpyAsync(d, src, n, cudaMemcpyHostToDevice, s));
+    ASSERT_EQ(load_flag(&gate), 0);                  /* returned before the stream ran */
+    ASSERT_EQ(d[0], 0);                              /* device side not written yet */
+    memset(src, 0xee, n);                            /* the program reuses its buffer */
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_OK(cudaMemcpy(back, d, n, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(back[i], 0x5a);
+    free(src);
+    free(back);
+    ASSERT_OK(cudaFree(d));
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+/* Same source: an async copy into pageable host memory returns when the copy
+ * is done (after the stream's earlier work); into pinned memory it returns
+ * at once. */
+TEST(async_copy_to_pageable_memory_returns_when_done)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const size_t n = 1 << 16;
+    unsigned char *d = NULL, *pageable = malloc(n), *pinned = NULL;
+    ASSERT(pageable != NULL);
+    ASSERT_OK(cudaMallocHost((void **)&pinned, n));
+    memset(pageable, 0x11, n);
+    memset(pinned, 0x11, n);
+    ASSERT_OK(cudaMalloc((void **)&d, n));
+    static int gate, gate2;
+    slow_store job = { &gate, 1, 100 };
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(cudaMemsetAsync(d, 0x77, n, s));
+    ASSERT_OK(cudaMemcpyAsync(pageable, d, n, cudaMemcpyDeviceToHost, s));
+    ASSERT_EQ(load_flag(&gate), 1);                  /* the earlier work ran first */
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(pageable[i], 0x77);
+    slow_store job2 = { &gate2, 1, 100 };
+    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job2));
+    ASSERT_OK(cudaMemcpyAsync(pinned, d, n, cudaMemcpyDeviceToHost, s));
+    ASSERT_EQ(load_flag(&gate2), 0);                 /* pinned: still asynchronous */
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(pinned[n - 1], 0x77);
+    /* host to host is synchronous whatever the memory */
+    memset(pageable, 0x22, n);
+    ASSERT_OK(cudaMemcpyAsync(pinned, pageable, n, cudaMemcpyHostToHost, s));
+    ASSERT_EQ(pinned[5], 0x22);
+    free(pageable);
+    ASSERT_OK(cudaFreeHost(pinned));
+    ASSERT_OK(cudaFree(d));
     ASSERT_OK(cudaStreamDestroy(s));
 }
 
