@@ -117,13 +117,23 @@ uint64_t vt__ring_head(void);
 #define VT_IP_SYNTHETIC (UINT64_C(1) << 63)
 
 int vt__stacks_init(unsigned depth);
-/* Intern `n` IPs given innermost first. @return stack id, 0 if n == 0 or the
- * table is full (then counted in vt__stacks_dropped()). */
+/* Set in a stack id whose stack lost its inner frames because the node
+ * table was full: the id names the deepest prefix (outer callers) that was
+ * already interned. Node ids stay below NODE_CAP (2^20), far from this bit;
+ * the snapshot exporter clears it and counts the events that carried it. */
+#define VT_STACK_TRUNCATED (UINT32_C(1) << 31)
+/* Intern `n` IPs given innermost first. @return stack id, 0 if n == 0; when
+ * the table is full, the deepest known prefix | VT_STACK_TRUNCATED, or 0 if
+ * not even the outermost frame is known (either way counted in
+ * vt__stacks_dropped()). */
 uint32_t vt__stack_intern_ips(const uint64_t *ips, size_t n);
+/* Captures that could not be interned whole (truncated or dropped). */
 uint64_t vt__stacks_dropped(void);
 /* Number of node ids handed out (node ids are 1..count-1; 0 is the root). */
 uint32_t vt__stacks_count(void);
-/* A published node: its parent and IP. @return 0, -ENOENT if out of range. */
+/* A node's parent and IP (VT_STACK_TRUNCATED ignored). Ids below the count
+ * that no stack refers to (lost in insertion races) read as what was last
+ * written there, or 0/0. @return 0, -ENOENT if out of range. */
 int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip);
 /* Test visibility: how many captures were answered by the per-thread cache. */
 uint64_t vt__stacks_cache_hits(void);
