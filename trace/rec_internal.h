@@ -11,7 +11,8 @@
  *   recorder.c   state, initialization, thread numbers, vt__trace
  *   ring.c       the wait-free event ring
  *   stacks.c     stack capture (libunwind) and the interned prefix tree
- *   strings.c    string tables (the global interned one and export-time ones)
+ *   strings.c    the string table a snapshot is built with
+ *   interned.c   the process-wide interned strings, kept as long as events
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
  *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
  *   api.c        vt_snapshot(), vt_mark(), output path patterns, exit/signal/OOM
@@ -173,9 +174,30 @@ void vt__strtab_free(vt_strtab *t);
 uint32_t vt__strtab_add(vt_strtab *t, const char *s);
 uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len);
 const char *vt__strtab_get(const vt_strtab *t, uint32_t i);
-/* Copy the process-wide interned table (under its lock). */
-int vt__strings_clone(vt_strtab *out);
-/* Look an interned string up by index (copies into buf). @return length or -1. */
+/* FNV-1a over len bytes. */
+uint64_t vt__str_hash(const char *s, size_t len);
+
+/* ---- interned.c ---------------------------------------------------------- */
+/* vt__string_intern (above): a string for an event, kept while the ring may
+ * still hold an event naming it. This one: a string for a stack node (a
+ * synthetic frame's text), kept for good. @return its index, 0 if s is
+ * NULL/"" or it could not be kept. */
+uint32_t vt__string_intern_pinned(const char *s);
+/* Look an interned string up by index (copies into buf). @return length or
+ * -1 (unknown, or its events are gone and it with them). */
 int vt__strings_get(uint32_t index, char *buf, size_t len);
+/* A snapshot holds the strings from before it copies the ring until it has
+ * exported them: while held nothing is freed (interning goes on). */
+void vt__strings_hold(void);
+void vt__strings_release(void);
+/* What the interned strings take now (tests). */
+typedef struct vt_strings_stats {
+    uint64_t event_strings;      /* strings of events, in live generations */
+    uint64_t event_generations;  /* live generations of them */
+    uint64_t pinned_strings;     /* strings of stack frames */
+    uint64_t bytes;              /* memory of all generations (allocated) */
+    uint64_t refused;            /* strings not kept (memory, limits) */
+} vt_strings_stats;
+void vt__strings_stats(vt_strings_stats *out);
 
 #endif /* VT_TRACE_REC_INTERNAL_H */

@@ -5,10 +5,12 @@
  * never blocked for longer than it takes to copy), asks the allocator's state
  * provider for its segments and blocks, and exports only the stack nodes that
  * events and blocks reference (plus their ancestors), renumbered densely, with
- * each unique IP symbolized once. No recorder lock is held while the provider
- * runs: building needs no lock at all (the ring and the stack tree are read
- * lock-free, the string table is copied under its own short lock); only the
- * file write is serialized, so that two snapshots to one path do not mix.
+ * each unique IP symbolized once, and only the strings that its events name.
+ * No recorder lock is held while the provider runs: building needs no lock at
+ * all (the ring and the stack tree are read lock-free; the interned strings
+ * are held from before the ring copy, so that none its events name is freed,
+ * and looked up one short lock at a time); only the file write is serialized,
+ * so that two snapshots to one path do not mix.
  */
 #include "rec_snap.h"
 
@@ -277,6 +279,7 @@ int vt__snapshot_build(vt_snapshot_data **out)
     if (!s)
         return -ENOMEM;
     vt_strtab st = { 0 };
+    vt__strings_hold();
     int rc = vt__ring_copy(&s->events, &s->nevents, &s->meta.events_recorded,
                            &s->meta.events_overwritten);
     if (rc == 0) {
@@ -291,8 +294,11 @@ int vt__snapshot_build(vt_snapshot_data **out)
             free(s->segments); s->segments = NULL; s->nsegments = 0;
             free(s->blocks); s->blocks = NULL; s->nblocks = 0;
         }
-        rc = vt__strings_clone(&st);   /* after the provider: device names */
+        rc = vt__strtab_init(&st);
+        if (rc == 0)
+            rc = vt__strings_export(s, &st);   /* after the provider: device names */
     }
+    vt__strings_release();
     if (rc == 0) {
         fill_meta(s, &st);
         rc = export_stacks(s, &st);
