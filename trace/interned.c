@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GEN_STRINGS 32768u                 /* strings per generation */
 #define GEN_BYTES (UINT32_C(2) << 20)      /* string bytes per generation */
@@ -84,9 +85,11 @@ static gen *gen_new(uint32_t first, uint32_t cap, uint32_t blob_cap)
         slots *= 2;
     size_t alloc = sizeof(gen) + (size_t)cap * sizeof(uint32_t) +
                    (size_t)slots * sizeof(uint32_t) + blob_cap;
-    /* calloc of this size maps fresh zero pages: only what is used is touched */
-    gen *g = calloc(1, alloc);
-    if (!g)
+    /* Mapped, not malloc'ed: fresh zero pages of which only those used are
+     * ever touched, and all of them given back when it is freed (malloc
+     * would soon serve these sizes from its heap, zeroing them whole). */
+    gen *g = mmap(NULL, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g == MAP_FAILED)
         return NULL;
     g->first = first;
     g->cap = cap;
@@ -103,7 +106,7 @@ static void gens_free(gen *g)
 {
     while (g) {
         gen *next = g->next;
-        free(g);
+        munmap(g, g->alloc);
         g = next;
     }
 }
