@@ -136,6 +136,9 @@ uint32_t vt__stacks_count(void);
  * that no stack refers to (lost in insertion races) read as what was last
  * written there, or 0/0. @return 0, -ENOENT if out of range. */
 int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip);
+/* Tests only: rewrite node `id`'s parent, to give the exporter a tree that
+ * breaks its invariants (cycles, parents after children, out of range). */
+int vt__stacks_test_set_parent(uint32_t id, uint32_t parent);
 /* Test visibility: how many captures were answered by the per-thread cache. */
 uint64_t vt__stacks_cache_hits(void);
 /* The calling thread's captures by the path that answered them (tests). */

@@ -613,6 +613,14 @@ int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip)
     return 0;
 }
 
+int vt__stacks_test_set_parent(uint32_t id, uint32_t parent)
+{
+    if (id == 0 || id >= vt__stacks_count() || !node_parent)
+        return -ENOENT;
+    atomic_store_explicit(&node_parent[id], parent, memory_order_relaxed);
+    return 0;
+}
+
 uint64_t vt__stacks_cache_hits(void)
 {
     tstate *t = ts_get();

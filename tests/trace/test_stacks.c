@@ -662,6 +662,44 @@ TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
     vt_snapshot_free(s);
 }
 
+/* Whatever the live tree holds, the exporter follows only parents it has
+ * checked: a cycle, a parent id beyond the table, or a parent interned after
+ * its child give "no stack" or a correctly ordered export, never a read or a
+ * write past an array (ASan runs this too), and the file is written. */
+TEST(exporter_survives_a_tree_that_breaks_its_invariants)
+{
+    const uint64_t a[] = { 0xa3, 0xa2, 0xa1 }, b[] = { 0xb3, 0xb2, 0xb1 },
+                   c[] = { 0xc2, 0xc1 }, d[] = { 0xd2, 0xd1 };
+    uint32_t ia = vt__stack_intern_ips(a, 3), ib = vt__stack_intern_ips(b, 3),
+             ic = vt__stack_intern_ips(c, 2), id = vt__stack_intern_ips(d, 2);
+    uint32_t ia2, ib2, ic1;
+    uint64_t ip;
+    ASSERT_OK(vt__stacks_node(ia, &ia2, &ip));
+    ASSERT_OK(vt__stacks_node(ib, &ib2, &ip));
+    ASSERT_OK(vt__stacks_node(ic, &ic1, &ip));
+    /* a: 0xa2's parent becomes 0xa3's node, a cycle; b: 0xb2's parent is out
+     * of range; c: 0xc1 (outermost) hangs under d's leaf, interned after it */
+    ASSERT_OK(vt__stacks_test_set_parent(ia2, ia));
+    ASSERT_OK(vt__stacks_test_set_parent(ib2, vt__stacks_count() + 5));
+    ASSERT_OK(vt__stacks_test_set_parent(ic1, id));
+    ASSERT_GT(id, ic1);
+    vt__trace(VT_EV_ALLOC, 0, 0, 0x1000, 1, 1, ia, 0, 0, 0);
+    vt__trace(VT_EV_ALLOC, 0, 0, 0x2000, 1, 1, ib, 0, 0, 0);
+    vt__trace(VT_EV_ALLOC, 0, 0, 0x3000, 1, 1, ic, 0, 0, 0);
+    vt__trace(VT_EV_ALLOC, 0, 0, 0x4000, 1, 1, (1u << 20) + 7, 0, 0, 0);   /* beyond any node */
+    vt_snapshot_data *s = snapshot_through_a_file();
+    ASSERT_EQ(s->nevents, 4);
+    ASSERT_EQ(s->events[0].stack, 0);
+    ASSERT_EQ(s->events[1].stack, 0);
+    ASSERT_EQ(s->events[3].stack, 0);
+    const uint64_t want[] = { 0xc2, 0xc1, 0xd2, 0xd1 };
+    const vt_frame *f[8];
+    ASSERT_EQ(vt_snapshot_stack_frames(s, s->events[2].stack, f, 8), 4);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(f[i]->ip, want[i]);
+    vt_snapshot_free(s);
+}
+
 /* The same with real unwinds: the stack of descend(depth, bits) is a chain of
  * go_left/go_right frames spelling the bits, so distinct (depth, bits) are
  * distinct stacks, all fresh in each round, reached by every thread at once. */
