@@ -69,13 +69,20 @@ static uint64_t refused;          /* strings not interned (out of memory, limits
 
 /* fork() while another thread holds the lock would leave it locked forever
  * in the child (a DataLoader worker that names a tensor would hang): hold it
- * across the fork, so both sides start with it free and the tables whole. */
+ * across the fork, so both sides start with it free and the tables whole.
+ * The snapshots that held the strings are the parent's threads': none runs
+ * in the child, which would otherwise never free a generation again. */
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_release(void) { pthread_mutex_unlock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_child(void)
+{
+    holds = 0;
+    pthread_mutex_unlock(&lock);
+}
 
 __attribute__((constructor)) static void interned_atfork(void)
 {
-    pthread_atfork(fork_prepare, fork_release, fork_release);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static gen *gen_new(uint32_t first, uint32_t cap, uint32_t blob_cap)

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 
 #include "../harness.h"
 
@@ -186,6 +187,29 @@ TEST(snapshots_keep_the_labels_of_their_events_while_labels_churn)
     vt_strings_stats st;
     vt__strings_stats(&st);
     ASSERT_LE(st.event_generations, (RING + GEN_STRINGS - 1) / GEN_STRINGS + 2);
+}
+
+/* A process forked while a snapshot held the strings (as here, by hand)
+ * has no snapshot running: it frees generations like any other. */
+TEST(child_forked_during_a_snapshot_still_frees_labels)
+{
+    vt__strings_hold();
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        char label[32];
+        for (unsigned i = 0; i < 4 * GEN_STRINGS; i++) {
+            snprintf(label, sizeof label, "child step %u", i);
+            vt_mark(label);
+        }
+        vt_strings_stats st;
+        vt__strings_stats(&st);
+        _exit(st.event_generations <= (RING + GEN_STRINGS - 1) / GEN_STRINGS + 2 ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    vt__strings_release();
+    ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status 0x%x", status);
 }
 
 TEST_MAIN()
