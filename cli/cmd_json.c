@@ -65,9 +65,10 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     vt__json_str(o, vt_snapshot_string(s, m->library_version));
     fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
                ",\"snapshot_time_ns\":%" PRIu64 ",\"events_recorded\":%" PRIu64
-               ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64 "},\n",
+               ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64
+               ",\"stacks_truncated\":%" PRIu64 "},\n",
             m->clock_base_monotonic_ns, m->clock_base_realtime_ns, m->snapshot_time_ns,
-            m->events_recorded, m->events_overwritten, m->stacks_dropped);
+            m->events_recorded, m->events_overwritten, m->stacks_dropped, m->stacks_truncated);
 
     fprintf(o, "\"window\":{\"events\":%zu,\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64
                ",\"first_time_ns\":%" PRIu64 ",\"last_time_ns\":%" PRIu64 "},\n",

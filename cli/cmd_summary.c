@@ -117,6 +117,9 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
            " recorded, %" PRIu64 " overwritten, %" PRIu64 " stacks dropped\n",
            s->nevents, tl->first_seq, tl->last_seq, span, m->events_recorded,
            m->events_overwritten, m->stacks_dropped);
+    if (m->stacks_truncated)
+        printf("  stacks: %" PRIu64 " events have truncated stacks (the recorder's stack table "
+               "was full: they keep only their outer callers)\n", m->stacks_truncated);
     const uint64_t *k = tl->kind_counts;
     size_t alive = 0;
     for (size_t i = 0; i < tl->nsegments; i++)

@@ -193,6 +193,9 @@ VT_API int vt_snapshot(const char *path);
 /*! vt_mark() :
  * Record a MARK event labelled `label` (a phase: "epoch 3", "step 100"); the
  * timeline shows it, and views can cut the events at it. NULL is an empty label.
+ * The label is kept as long as the event is (not for the whole run), so a new
+ * label per step costs no more memory than the events; labels over 64 KiB are
+ * cut.
  * @return 0 (also when tracing is off: then nothing is recorded). */
 VT_API int vt_mark(const char *label);
 
@@ -306,9 +309,12 @@ VT_API int vt_unref(uint64_t from, uint64_t to);
  * ":line" is taken as a function name only. In a snapshot these frames have
  * ip 0, module "python", and function, file and line filled in. Identical
  * stacks get identical ids, so a caller can cache the id per call site.
- * At most 256 frames are kept (the innermost).
+ * At most 256 frames are kept (the innermost). When the stack table is full,
+ * the id names the deepest prefix of the stack (its outer frames) that the
+ * table holds, and events that use it count as having a truncated stack.
  * @return a stack id for the _stack calls (vt_tensor_use_stack() ...), 0 if n
- *         is 0, tracing is off or the stack table is full. */
+ *         is 0, tracing is off, or the table is full and holds not even the
+ *         outermost frame. */
 VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
 
 #ifdef __cplusplus

@@ -173,7 +173,7 @@ uint32_t vt_stack_intern_frames(const char *const *frames, size_t n)
         n = VT_STACK_MAX_DEPTH;    /* keep the innermost */
     uint64_t ips[VT_STACK_MAX_DEPTH];
     for (size_t i = 0; i < n; i++) {
-        uint32_t s = vt__string_intern(frames[i] && *frames[i] ? frames[i] : "?");
+        uint32_t s = vt__string_intern_pinned(frames[i] && *frames[i] ? frames[i] : "?");
         ips[i] = VT_IP_SYNTHETIC | s;
     }
     return vt__stack_intern_ips(ips, n);

@@ -11,7 +11,8 @@
  *   recorder.c   state, initialization, thread numbers, vt__trace
  *   ring.c       the wait-free event ring
  *   stacks.c     stack capture (libunwind) and the interned prefix tree
- *   strings.c    string tables (the global interned one and export-time ones)
+ *   strings.c    the string table a snapshot is built with
+ *   interned.c   the process-wide interned strings, kept as long as events
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
  *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
  *   api.c        vt_snapshot(), vt_mark(), output path patterns, exit/signal/OOM
@@ -117,14 +118,27 @@ uint64_t vt__ring_head(void);
 #define VT_IP_SYNTHETIC (UINT64_C(1) << 63)
 
 int vt__stacks_init(unsigned depth);
-/* Intern `n` IPs given innermost first. @return stack id, 0 if n == 0 or the
- * table is full (then counted in vt__stacks_dropped()). */
+/* Set in a stack id whose stack lost its inner frames because the node
+ * table was full: the id names the deepest prefix (outer callers) that was
+ * already interned. Node ids stay below NODE_CAP (2^20), far from this bit;
+ * the snapshot exporter clears it and counts the events that carried it. */
+#define VT_STACK_TRUNCATED (UINT32_C(1) << 31)
+/* Intern `n` IPs given innermost first. @return stack id, 0 if n == 0; when
+ * the table is full, the deepest known prefix | VT_STACK_TRUNCATED, or 0 if
+ * not even the outermost frame is known (either way counted in
+ * vt__stacks_dropped()). */
 uint32_t vt__stack_intern_ips(const uint64_t *ips, size_t n);
+/* Captures that could not be interned whole (truncated or dropped). */
 uint64_t vt__stacks_dropped(void);
 /* Number of node ids handed out (node ids are 1..count-1; 0 is the root). */
 uint32_t vt__stacks_count(void);
-/* A published node: its parent and IP. @return 0, -ENOENT if out of range. */
+/* A node's parent and IP (VT_STACK_TRUNCATED ignored). Ids below the count
+ * that no stack refers to (lost in insertion races) read as what was last
+ * written there, or 0/0. @return 0, -ENOENT if out of range. */
 int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip);
+/* Tests only: rewrite node `id`'s parent, to give the exporter a tree that
+ * breaks its invariants (cycles, parents after children, out of range). */
+int vt__stacks_test_set_parent(uint32_t id, uint32_t parent);
 /* Test visibility: how many captures were answered by the per-thread cache. */
 uint64_t vt__stacks_cache_hits(void);
 /* The calling thread's captures by the path that answered them (tests). */
@@ -163,9 +177,30 @@ void vt__strtab_free(vt_strtab *t);
 uint32_t vt__strtab_add(vt_strtab *t, const char *s);
 uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len);
 const char *vt__strtab_get(const vt_strtab *t, uint32_t i);
-/* Copy the process-wide interned table (under its lock). */
-int vt__strings_clone(vt_strtab *out);
-/* Look an interned string up by index (copies into buf). @return length or -1. */
+/* FNV-1a over len bytes. */
+uint64_t vt__str_hash(const char *s, size_t len);
+
+/* ---- interned.c ---------------------------------------------------------- */
+/* vt__string_intern (above): a string for an event, kept while the ring may
+ * still hold an event naming it. This one: a string for a stack node (a
+ * synthetic frame's text), kept for good. @return its index, 0 if s is
+ * NULL/"" or it could not be kept. */
+uint32_t vt__string_intern_pinned(const char *s);
+/* Look an interned string up by index (copies into buf). @return length or
+ * -1 (unknown, or its events are gone and it with them). */
 int vt__strings_get(uint32_t index, char *buf, size_t len);
+/* A snapshot holds the strings from before it copies the ring until it has
+ * exported them: while held nothing is freed (interning goes on). */
+void vt__strings_hold(void);
+void vt__strings_release(void);
+/* What the interned strings take now (tests). */
+typedef struct vt_strings_stats {
+    uint64_t event_strings;      /* strings of events, in live generations */
+    uint64_t event_generations;  /* live generations of them */
+    uint64_t pinned_strings;     /* strings of stack frames */
+    uint64_t bytes;              /* memory of all generations (allocated) */
+    uint64_t refused;            /* strings not kept (memory, limits) */
+} vt_strings_stats;
+void vt__strings_stats(vt_strings_stats *out);
 
 #endif /* VT_TRACE_REC_INTERNAL_H */

@@ -25,6 +25,12 @@ vt__state_provider vt__trace_state_provider(void);
  * Never fails as a whole: what cannot be resolved stays 0. */
 void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *strs);
 
+/* ---- interned.c ---------------------------------------------------------- */
+/* Replace the interned string indexes of s's events and devices by indexes
+ * into st (adding the strings), under a vt__strings_hold. A string whose
+ * generation is gone becomes "". @return 0 or -ENOMEM. */
+int vt__strings_export(vt_snapshot_data *s, vt_strtab *st);
+
 /* ---- snapshot_take.c ----------------------------------------------------- */
 /* Build a complete snapshot of the live process in memory.
  * @return 0 and *out (free with vt_snapshot_free), or a negative errno. */

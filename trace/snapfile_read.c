@@ -325,6 +325,11 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
         s->devices[i].ordinal = (int32_t)ord;
         s->devices[i].name = (uint32_t)name;
     }
+    /* 1.2 appends stacks_truncated; a 1.0/1.1 file has none (0). */
+    if (r->minor >= 2) {
+        m->stacks_truncated = vt__get_varint(&c);
+        NEED(&c, "metadata");
+    }
     /* trailing bytes: fields appended by a later minor version */
     return 0;
 }

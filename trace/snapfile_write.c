@@ -164,6 +164,7 @@ static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
         vt__put_varint(b, s->devices[i].name);
         vt__put_varint(b, s->devices[i].total_bytes);
     }
+    vt__put_varint(b, m->stacks_truncated);      /* 1.2 */
 }
 
 static void enc_strings(const vt_snapshot_data *s, vt__buf *b)

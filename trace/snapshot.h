@@ -99,7 +99,9 @@ typedef struct vt_snapshot_meta {
     uint64_t snapshot_time_ns; /* CLOCK_MONOTONIC when the snapshot was taken */
     uint64_t events_recorded;  /* total events ever recorded */
     uint64_t events_overwritten; /* lost to ring overflow (oldest first) */
-    uint64_t stacks_dropped;   /* stacks not interned (table full) */
+    uint64_t stacks_dropped;   /* captures not interned whole (table full) */
+    uint64_t stacks_truncated; /* events in the file whose stack is truncated
+                                * (table full): format 1.2, 0 in older files */
 } vt_snapshot_meta;
 
 typedef struct vt_snapshot_data {

@@ -5,10 +5,12 @@
  * never blocked for longer than it takes to copy), asks the allocator's state
  * provider for its segments and blocks, and exports only the stack nodes that
  * events and blocks reference (plus their ancestors), renumbered densely, with
- * each unique IP symbolized once. No recorder lock is held while the provider
- * runs: building needs no lock at all (the ring and the stack tree are read
- * lock-free, the string table is copied under its own short lock); only the
- * file write is serialized, so that two snapshots to one path do not mix.
+ * each unique IP symbolized once, and only the strings that its events name.
+ * No recorder lock is held while the provider runs: building needs no lock at
+ * all (the ring and the stack tree are read lock-free; the interned strings
+ * are held from before the ring copy, so that none its events name is freed,
+ * and looked up one short lock at a time); only the file write is serialized,
+ * so that two snapshots to one path do not mix.
  */
 #include "rec_snap.h"
 
@@ -150,46 +152,101 @@ static uint32_t frame_index(const uint64_t *ips, size_t n, uint64_t ip)
     return (uint32_t)lo;
 }
 
-/* Export the nodes referenced by events and blocks, and their ancestors. */
+/* The live tree's nodes being exported: old id -> new id, and what is known
+ * of the nodes already given a new id. */
+typedef struct stack_export {
+    uint32_t count;        /* old ids are 1..count-1 */
+    uint32_t *remap;       /* [old id] new id; 0 = not yet, BAD_CHAIN = cannot export */
+    vt_stack_node *nodes;  /* [new id] parent (new id) and, until symbolized, nothing */
+    uint64_t *ip;          /* [new id] its IP */
+    uint32_t next;         /* next new id (<= count: each old id gets one at most) */
+    uint64_t bad;          /* references to chains that failed a check */
+} stack_export;
+
+#define BAD_CHAIN UINT32_MAX
+
+/* The new id of old stack `id` (VT_STACK_TRUNCATED cleared), exporting its
+ * not yet exported ancestors outermost first, so that a parent always gets a
+ * smaller new id than its children whatever the live ids are. Every parent
+ * followed is checked: in range, and a chain no longer than the deepest
+ * stack the tree can hold (anything longer is a cycle). A chain that fails
+ * is exported as no stack (0). */
+static uint32_t export_one(stack_export *x, uint32_t id)
+{
+    id &= ~VT_STACK_TRUNCATED;
+    if (id == 0)
+        return 0;
+    if (id >= x->count) {
+        x->bad++;
+        return 0;
+    }
+    uint32_t path[VT_STACK_MAX_DEPTH + 1], parent[VT_STACK_MAX_DEPTH + 1];
+    uint64_t ip[VT_STACK_MAX_DEPTH + 1];
+    size_t n = 0;
+    uint32_t cur = id;
+    bool ok = true;
+    while (cur != 0 && x->remap[cur] == 0) {
+        if (n == VT_STACK_MAX_DEPTH + 1 || vt__stacks_node(cur, &parent[n], &ip[n]) != 0 ||
+            parent[n] >= x->count) {
+            ok = false;
+            break;
+        }
+        path[n++] = cur;
+        cur = parent[n - 1];
+    }
+    if (cur != 0 && x->remap[cur] == BAD_CHAIN)
+        ok = false;
+    if (!ok) {
+        for (size_t i = 0; i < n; i++)
+            x->remap[path[i]] = BAD_CHAIN;
+        x->bad++;
+        return 0;
+    }
+    while (n-- > 0) {
+        if (x->next >= x->count) {        /* cannot happen: one new id per old id */
+            x->bad++;
+            return 0;
+        }
+        uint32_t nid = x->next++;
+        x->nodes[nid] = (vt_stack_node){
+            .parent = parent[n] ? x->remap[parent[n]] : 0,
+        };
+        x->ip[nid] = ip[n];
+        x->remap[path[n]] = nid;
+    }
+    return x->remap[id] == BAD_CHAIN ? 0 : x->remap[id];
+}
+
+/* Export the nodes referenced by events and blocks, and their ancestors,
+ * renumbered densely in order of first reference. Events whose stack was
+ * truncated (the tree was full) are counted in meta.stacks_truncated. */
 static int export_stacks(vt_snapshot_data *s, vt_strtab *st)
 {
-    uint32_t count = vt__stacks_count();
-    uint32_t *remap = calloc(count ? count : 1, sizeof *remap);
-    uint32_t *parent = calloc(count ? count : 1, sizeof *parent);
-    uint64_t *ip = calloc(count ? count : 1, sizeof *ip);
+    stack_export x = { .count = vt__stacks_count(), .next = 1 };
+    if (x.count == 0)
+        x.count = 1;
     int rc = -ENOMEM;
     uint64_t *ips = NULL;
-    if (!remap || !parent || !ip)
+    x.remap = calloc(x.count, sizeof *x.remap);
+    x.nodes = calloc(x.count, sizeof *x.nodes);
+    x.ip = calloc(x.count, sizeof *x.ip);
+    if (!x.remap || !x.nodes || !x.ip)
         goto out;
-    for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].stack < count)
-            remap[s->events[i].stack] = 1;
-    for (size_t i = 0; i < s->nblocks; i++)
-        if (s->blocks[i].stack < count)
-            remap[s->blocks[i].stack] = 1;
-    remap[0] = 0;
-    /* A parent's id is always smaller than its children's (it was interned
-     * first), so one descending pass closes the set over ancestors. */
-    size_t nref = 0;
-    for (uint32_t id = count; id-- > 1;) {
-        if (!remap[id])
-            continue;
-        if (vt__stacks_node(id, &parent[id], &ip[id]) != 0) {
-            remap[id] = 0;
-            continue;
-        }
-        if (parent[id])
-            remap[parent[id]] = 1;
-        nref++;
+    uint64_t truncated = 0;
+    for (size_t i = 0; i < s->nevents; i++) {
+        uint32_t id = s->events[i].stack;
+        truncated += (id & VT_STACK_TRUNCATED) != 0;
+        s->events[i].stack = export_one(&x, id);
     }
-    ips = malloc((nref ? nref : 1) * sizeof *ips);
-    s->stack_nodes = malloc((nref + 1) * sizeof *s->stack_nodes);
-    if (!ips || !s->stack_nodes)
+    for (size_t i = 0; i < s->nblocks; i++)
+        s->blocks[i].stack = export_one(&x, s->blocks[i].stack);
+    s->meta.stacks_truncated = truncated;
+
+    size_t nnodes = x.next, nips = nnodes - 1;
+    ips = malloc((nips ? nips : 1) * sizeof *ips);
+    if (!ips)
         goto out;
-    size_t nips = 0;
-    for (uint32_t id = 1; id < count; id++)
-        if (remap[id])
-            ips[nips++] = ip[id];
+    memcpy(ips, x.ip + 1, nips * sizeof *ips);
     qsort(ips, nips, sizeof *ips, cmp_u64);
     size_t nuniq = 0;
     for (size_t i = 0; i < nips; i++)
@@ -200,28 +257,16 @@ static int export_stacks(vt_snapshot_data *s, vt_strtab *st)
         goto out;
     s->nframes = nuniq;
     vt__symbolize(ips, nuniq, s->frames, st);
-
-    s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
-    uint32_t next = 1;
-    for (uint32_t id = 1; id < count; id++) {
-        if (!remap[id])
-            continue;
-        remap[id] = next;
-        s->stack_nodes[next++] = (vt_stack_node){
-            .parent = parent[id] ? remap[parent[id]] : 0,
-            .frame = frame_index(ips, nuniq, ip[id]),
-        };
-    }
-    s->nstack_nodes = next;
-    for (size_t i = 0; i < s->nevents; i++)
-        s->events[i].stack = s->events[i].stack < count ? remap[s->events[i].stack] : 0;
-    for (size_t i = 0; i < s->nblocks; i++)
-        s->blocks[i].stack = s->blocks[i].stack < count ? remap[s->blocks[i].stack] : 0;
+    for (size_t i = 1; i < nnodes; i++)
+        x.nodes[i].frame = frame_index(ips, nuniq, x.ip[i]);
+    s->stack_nodes = x.nodes;
+    s->nstack_nodes = nnodes;
+    x.nodes = NULL;
     rc = 0;
 out:
-    free(remap);
-    free(parent);
-    free(ip);
+    free(x.remap);
+    free(x.nodes);
+    free(x.ip);
     free(ips);
     return rc;
 }
@@ -234,6 +279,7 @@ int vt__snapshot_build(vt_snapshot_data **out)
     if (!s)
         return -ENOMEM;
     vt_strtab st = { 0 };
+    vt__strings_hold();
     int rc = vt__ring_copy(&s->events, &s->nevents, &s->meta.events_recorded,
                            &s->meta.events_overwritten);
     if (rc == 0) {
@@ -248,8 +294,11 @@ int vt__snapshot_build(vt_snapshot_data **out)
             free(s->segments); s->segments = NULL; s->nsegments = 0;
             free(s->blocks); s->blocks = NULL; s->nblocks = 0;
         }
-        rc = vt__strings_clone(&st);   /* after the provider: device names */
+        rc = vt__strtab_init(&st);
+        if (rc == 0)
+            rc = vt__strings_export(s, &st);   /* after the provider: device names */
     }
+    vt__strings_release();
     if (rc == 0) {
         fill_meta(s, &st);
         rc = export_stacks(s, &st);

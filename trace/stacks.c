@@ -10,7 +10,16 @@
  * addressing hash table keyed by (parent, ip). Lookups are plain loads;
  * insertion publishes a fully written node with one CAS on an empty slot, so
  * the table is lock-free and never reallocates. A thread that loses a CAS race
- * keeps its unused node id for its next insertion.
+ * keeps its unused node id for a later insertion, but only for one under a
+ * parent with a smaller id: every published node's parent has a smaller id
+ * than the node itself (a fresh id is handed out after its parent's was), so
+ * a walk up from any node ends at the root. The exporter relies on nothing of
+ * the sort (it checks every parent it follows); ids lost by threads that end
+ * while holding one are gaps that no stack refers to.
+ *
+ * When the table is full, a stack keeps its deepest prefix already in the
+ * tree (the outer callers) and is marked truncated (VT_STACK_TRUNCATED in
+ * the id it returns) rather than dropped.
  *
  * Capturing a stack seen before (the common case: a training loop allocates
  * from the same call sites again and again) avoids the unwind altogether on
@@ -267,9 +276,11 @@ static inline uint64_t mix(uint64_t h, uint64_t v)
     return h ^ (h >> 29);
 }
 
-static uint32_t node_alloc(tstate *ts)
+/* A node id for a child of `parent`: the thread's spare only when it is
+ * larger than the parent's (see the top of the file), else a fresh one. */
+static uint32_t node_alloc(tstate *ts, uint32_t parent)
 {
-    if (ts && ts->spare) {
+    if (ts && ts->spare > parent) {
         uint32_t id = ts->spare;
         ts->spare = 0;
         return id;
@@ -288,7 +299,7 @@ static uint32_t find_or_insert(uint32_t parent, uint64_t ip, tstate *ts)
         uint32_t id = atomic_load_explicit(&ht[h], memory_order_acquire);
         if (id == 0) {
             if (!mine) {
-                mine = node_alloc(ts);
+                mine = node_alloc(ts, parent);
                 if (!mine)
                     return 0;
                 atomic_store_explicit(&node_parent[mine], parent, memory_order_relaxed);
@@ -310,16 +321,19 @@ static uint32_t find_or_insert(uint32_t parent, uint64_t ip, tstate *ts)
     return 0;
 }
 
-/* Intern ips[0..n) given innermost first: insert from the outermost down. */
+/* Intern ips[0..n) given innermost first: insert from the outermost down.
+ * A full table ends the path early: the deepest node reached stands for the
+ * stack, marked truncated (0 when not even the outermost frame is known). */
 static uint32_t intern(const uint64_t *ips, size_t n, tstate *ts)
 {
     uint32_t node = 0;
     for (size_t i = n; i-- > 0;) {
-        node = find_or_insert(node, ips[i], ts);
-        if (!node) {
+        uint32_t next = find_or_insert(node, ips[i], ts);
+        if (!next) {
             atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
-            return 0;
+            return node ? node | VT_STACK_TRUNCATED : 0;
         }
+        node = next;
     }
     return node;
 }
@@ -363,7 +377,8 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
             return ts->id[slot];
         }
         uint32_t id = intern(ips, (size_t)m, ts);
-        if (id) {
+        /* A truncated stack is not remembered: each capture counts. */
+        if (id && !(id & VT_STACK_TRUNCATED)) {
             ts->key[slot] = h;
             ts->id[slot] = id;
         }
@@ -481,7 +496,7 @@ VT_REC_TEXT static uint32_t learn(tstate *ts, size_t slot, uint64_t key, uintptr
     w->id = id;
     w->used = ++ts->clock;
     ts->wkey[slot] = key;
-    if (!ok || !id)
+    if (!ok || !id || (id & VT_STACK_TRUNCATED))
         w->nwords = NO_LEARN;          /* don't try again: unwind each time */
     return id;
 }
@@ -590,10 +605,19 @@ uint32_t vt__stacks_count(void)
 
 int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip)
 {
+    id &= ~VT_STACK_TRUNCATED;
     if (id == 0 || id >= vt__stacks_count() || !node_parent)
         return -ENOENT;
     *parent = atomic_load_explicit(&node_parent[id], memory_order_relaxed);
     *ip = atomic_load_explicit(&node_ip[id], memory_order_relaxed);
+    return 0;
+}
+
+int vt__stacks_test_set_parent(uint32_t id, uint32_t parent)
+{
+    if (id == 0 || id >= vt__stacks_count() || !node_parent)
+        return -ENOENT;
+    atomic_store_explicit(&node_parent[id], parent, memory_order_relaxed);
     return 0;
 }
 

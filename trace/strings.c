@@ -1,21 +1,15 @@
 /*
- * trace/strings.c - string tables.
- *
- * One table type serves twice: the process-wide interned strings that events
- * point to (mark labels, tensor and holder names, Python frames), guarded by a
- * mutex because strings are interned from annotation calls, never from the
- * allocator's event path; and the table a snapshot is built with, which starts
- * as a copy of the interned one (so event string indexes stay valid) and then
- * gains module paths, function and file names.
+ * trace/strings.c - the growable, deduplicating string table a snapshot is
+ * built with: the strings its events name (exported from the interned ones,
+ * see interned.c), module paths, function and file names.
  */
 #include "rec_internal.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_bytes(const char *s, size_t len)
+uint64_t vt__str_hash(const char *s, size_t len)
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);     /* FNV-1a */
     for (size_t i = 0; i < len; i++) {
@@ -66,7 +60,7 @@ static int rehash(vt_strtab *t)
         return -ENOMEM;
     for (uint32_t i = 1; i < t->n; i++) {
         const char *s = t->blob + t->offsets[i];
-        size_t h = (size_t)hash_bytes(s, strlen(s)) & nmask;
+        size_t h = (size_t)vt__str_hash(s, strlen(s)) & nmask;
         while (ns[h])
             h = (h + 1) & nmask;
         ns[h] = i;
@@ -83,7 +77,7 @@ uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len)
         return 0;
     if (memchr(s, '\0', len))
         len = strlen(s);
-    size_t h = (size_t)hash_bytes(s, len) & t->mask;
+    size_t h = (size_t)vt__str_hash(s, len) & t->mask;
     for (;;) {
         uint32_t i = t->slots[h];
         if (i == 0)
@@ -127,76 +121,4 @@ uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len)
 uint32_t vt__strtab_add(vt_strtab *t, const char *s)
 {
     return s ? vt__strtab_add_len(t, s, strlen(s)) : 0;
-}
-
-/* ---- the process-wide interned table ------------------------------------ */
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static vt_strtab interned;
-static bool interned_ok;
-
-/* fork() while another thread holds the lock would leave it locked forever
- * in the child (a DataLoader worker that names a tensor would hang): hold it
- * across the fork, so both sides start with it free and the table whole. */
-static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_release(void) { pthread_mutex_unlock(&lock); }
-
-__attribute__((constructor)) static void strings_atfork(void)
-{
-    pthread_atfork(fork_prepare, fork_release, fork_release);
-}
-
-uint32_t vt__string_intern(const char *s)
-{
-    if (!s || !*s)
-        return 0;
-    pthread_mutex_lock(&lock);
-    if (!interned_ok)
-        interned_ok = vt__strtab_init(&interned) == 0;
-    uint32_t i = interned_ok ? vt__strtab_add(&interned, s) : UINT32_MAX;
-    pthread_mutex_unlock(&lock);
-    /* Out of memory: the event goes without its string. */
-    return i == UINT32_MAX ? 0 : i;
-}
-
-int vt__strings_get(uint32_t index, char *buf, size_t len)
-{
-    int n = -1;
-    pthread_mutex_lock(&lock);
-    if (interned_ok && index < interned.n) {
-        const char *s = vt__strtab_get(&interned, index);
-        size_t l = strlen(s);
-        if (len) {
-            size_t c = l < len - 1 ? l : len - 1;
-            memcpy(buf, s, c);
-            buf[c] = '\0';
-        }
-        n = (int)l;
-    }
-    pthread_mutex_unlock(&lock);
-    return n;
-}
-
-int vt__strings_clone(vt_strtab *out)
-{
-    int rc = 0;
-    pthread_mutex_lock(&lock);
-    if (!interned_ok) {
-        rc = vt__strtab_init(out);
-    } else {
-        *out = interned;
-        out->blob = malloc(interned.cap);
-        out->offsets = malloc(interned.ncap * sizeof *out->offsets);
-        out->slots = malloc((interned.mask + 1) * sizeof *out->slots);
-        if (!out->blob || !out->offsets || !out->slots) {
-            vt__strtab_free(out);
-            rc = -ENOMEM;
-        } else {
-            memcpy(out->blob, interned.blob, interned.size);
-            memcpy(out->offsets, interned.offsets, interned.n * sizeof *out->offsets);
-            memcpy(out->slots, interned.slots, (interned.mask + 1) * sizeof *out->slots);
-        }
-    }
-    pthread_mutex_unlock(&lock);
-    return rc;
 }

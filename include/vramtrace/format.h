@@ -131,10 +131,12 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer of 1.1 writes 1.1 files.
+ *   reader would find it). A writer of 1.2 writes 1.2 files.
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
- *   then keep the name of their TENSOR_NEW).
+ *   then keep the name of their TENSOR_NEW). 1.2 appends stacks_truncated to
+ *   META; older readers ignore it as trailing bytes, and a 1.2 reader reads 0
+ *   for a 1.0/1.1 file.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -164,7 +166,17 @@ enum vt_passthrough_call {
  *     config, library_version (string indexes), varint clock_base_monotonic_ns,
  *     clock_base_realtime_ns, snapshot_time_ns, events_recorded,
  *     events_overwritten, stacks_dropped, varint ndevices, then per device
- *     svarint ordinal, varint name (string), varint total_bytes.
+ *     svarint ordinal, varint name (string), varint total_bytes; then (1.2)
+ *     varint stacks_truncated.
+ *     stacks_dropped counts the stack captures of the whole run that could
+ *     not be interned whole because the recorder's stack table was full.
+ *     Such a capture keeps the deepest prefix of its stack that the table
+ *     already held (its outer callers, outermost first: a path from the root
+ *     that stops short of the call site), or no stack when not even the
+ *     outermost frame was known. stacks_truncated counts the events in this
+ *     file whose stack is such a prefix; their stack ids are ordinary ids.
+ *     The strings of a snapshot are only those that its events, frames and
+ *     metadata name: string indexes are the file's own, not the recorder's.
  *
  *   STRINGS (count = number of strings, >= 1): string 0 is "" and is not
  *     stored; then for each string 1..count-1: varint length, that many bytes
@@ -217,7 +229,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 1
+#define VT_FORMAT_MINOR 2
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64

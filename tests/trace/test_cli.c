@@ -74,7 +74,7 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
     snprintf(args, sizeof args, "summary '%s'", p);
     ASSERT_EQ(run(args), 0);
     ASSERT_STR_EQ(errout, "");
-    ASSERT_STR_CONTAINS(out, "format 1.1, pid 4242, rank 3, host node-7\n");
+    ASSERT_STR_CONTAINS(out, "format 1.2, pid 4242, rank 3, host node-7\n");
     ASSERT_STR_CONTAINS(out, "  command: python train.py --epochs 3\n");
     ASSERT_STR_CONTAINS(out, "  events: 15 in the window (seq 10..24, 0.000 s), 120 recorded, "
                              "107 overwritten, 2 stacks dropped\n");
@@ -92,6 +92,26 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
                              "(/usr/bin/train+0x400200)\n");
     ASSERT_STR_CONTAINS(out, "device 1 (Simulated GPU 1, 40.0 GiB):\n"
                              "  allocated: peak 512 KiB (seq 14), current 512 KiB\n");
+}
+
+/* Events whose stack the recorder had to cut short (its stack table was
+ * full) are counted in the file, and summary says how many. */
+TEST(cli_summary_counts_events_with_truncated_stacks)
+{
+    vt_snapshot_data *s = gen_small();
+    s->meta.stacks_truncated = 3;
+    const char *p = write_snap(s, "truncated.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    ASSERT_STR_CONTAINS(out, "  stacks: 3 events have truncated stacks (the recorder's stack "
+                             "table was full: they keep only their outer callers)\n");
+    /* none truncated: no such line */
+    p = write_snap(gen_small(), "whole.vtsnap");
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT(strstr(out, "truncated stacks") == NULL);
 }
 
 TEST(cli_leaks_groups_alive_allocations_by_stack)

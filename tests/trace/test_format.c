@@ -60,6 +60,7 @@ static void same_snapshot(const vt_snapshot_data *a, const vt_snapshot_data *b)
     ASSERT_EQ(a->meta.events_recorded, b->meta.events_recorded);
     ASSERT_EQ(a->meta.events_overwritten, b->meta.events_overwritten);
     ASSERT_EQ(a->meta.stacks_dropped, b->meta.stacks_dropped);
+    ASSERT_EQ(a->meta.stacks_truncated, b->meta.stacks_truncated);
 
     ASSERT_EQ(a->nstrings, b->nstrings);
     for (size_t i = 0; i < a->nstrings; i++)
@@ -504,7 +505,7 @@ static vt_snapshot_data *gen_small_renamed(void)
 TEST(tensor_name_round_trips_in_a_format_1_1_file)
 {
     ASSERT_EQ(VT_FORMAT_MAJOR, 1);
-    ASSERT_EQ(VT_FORMAT_MINOR, 1);
+    ASSERT_EQ(VT_FORMAT_MINOR, 2);
     ASSERT_EQ(VT_EV_TENSOR_NAME, 25);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_TENSOR_NAME), 1);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_FINDING), 0);
@@ -513,11 +514,11 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     vt_snapshot_data *s = gen_small_renamed();
     size_t size;
     unsigned char *data = encode(s, &size);
-    ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as 1.1 */
-    ASSERT_EQ(vt__rd_le(data + 10, 2), 1);
+    ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as 1.2 */
+    ASSERT_EQ(vt__rd_le(data + 10, 2), 2);
     vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(data, size, "renamed", &r, err, sizeof err) == 0, "%s", err);
-    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.format_version, 0x10002u);
     same_snapshot(s, r);
     const vt_event *e = &r->events[r->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_NAME);
@@ -526,13 +527,49 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     ASSERT_STR_EQ(vt_snapshot_string(r, e->str), "fc2 out");
     vt_snapshot_free(r);
 
-    /* a file of a newer minor (1.2) holds it too */
+    /* a file of a newer minor (1.3) holds it too */
     struct raw_section secs[6];
     unpack(data, secs);
     size_t n2;
-    unsigned char *f = repack(secs, 6, 2, &n2);
+    unsigned char *f = repack(secs, 6, 3, &n2);
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_TENSOR_NAME);
+    vt_snapshot_free(r);
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+/* format.h: 1.2 appends stacks_truncated to META; a 1.1 file (no such
+ * field) reads as 0, and a 1.1 reader skips it as trailing bytes. */
+TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
+{
+    vt_snapshot_data *s = gen_small();
+    s->meta.stacks_truncated = 5;
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(data, size, "trunc", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.stacks_truncated, 5);
+    same_snapshot(s, r);
+    vt_snapshot_free(r);
+    vt_snapshot_free(s);
+    free(data);
+
+    /* The same bytes claiming 1.1: the field is trailing bytes to ignore. */
+    s = gen_small();
+    s->meta.stacks_truncated = 5;
+    data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    size_t n2;
+    unsigned char *f = repack(secs, 6, 1, &n2);
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.stacks_truncated, 0);
+    ASSERT_EQ(r->meta.stacks_dropped, s->meta.stacks_dropped);
+    ASSERT_EQ(r->nevents, s->nevents);
     vt_snapshot_free(r);
     free(f);
     for (int i = 0; i < 6; i++) free(secs[i].raw);
@@ -560,6 +597,8 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     f = repack(secs, 6, 1, &n2);
     vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    r->meta.format_version = VT_FORMAT_VERSION;
     same_snapshot(s, r);
     vt_snapshot_free(r);
     free(f);
