@@ -61,7 +61,8 @@ enum vt_event_kind {
     VT_EV_MARK = 8,
     VT_EV_BAD_FREE = 9,
     VT_EV_PASSTHROUGH = 10,
-    /* 11..15 reserved for allocator events */
+    VT_EV_FORK = 11,              /* format 1.2 */
+    /* 12..15 reserved for allocator events */
     VT_EV_TENSOR_NEW = 16,
     VT_EV_TENSOR_USE = 17,
     VT_EV_TENSOR_DROP = 18,
@@ -216,7 +217,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 1
+#define VT_FORMAT_MINOR 2
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64

@@ -127,5 +127,5 @@ def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
     r = subprocess.run([cli, "json", info["snap"]], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["meta"]["format_version"] == "1.1"
+    assert doc["meta"]["format_version"] == "1.2"
     assert doc["counts"].get("TENSOR_NAME", 0) >= 5, doc["counts"]
