@@ -5,10 +5,21 @@
  *
  * Sets LD_PRELOAD (ours first, an existing list kept after it),
  * VRAMTRACE_CONF (the environment's, then --conf, then --no-cache: later
- * keys win) and VRAMTRACE_OUT (the recorder writes the snapshot there at
- * exit), runs CMD and exits with its status (128+N when it died of signal N,
- * as shells report it). The library is found through VRAMTRACE_LIB, next to
- * this executable's build directory, or in the install's library directory.
+ * keys win) and VRAMTRACE_OUT. The library is found through VRAMTRACE_LIB,
+ * next to this executable's build directory, or in the install's library
+ * directory.
+ *
+ * With -o: the path is checked before CMD starts (a new name in a writable
+ * directory, or a regular file); a private run directory is passed down as
+ * VRAMTRACE_RUN_DIR, where every process of the run registers the snapshots
+ * it writes (trace/runlog.c). At the end run lists them all, renames the
+ * exit snapshot to the plain -o name when only one process wrote one (each
+ * writes a pid-tagged name meanwhile), and exits non-zero when one was lost.
+ *
+ * Signals sent to run (kill, a container runtime, a scheduler) are passed on
+ * to CMD; the terminal's own (^C, ^\, hangup) reach CMD directly and are not
+ * sent twice. The exit status is CMD's (128+N when it died of signal N, as
+ * shells report it), or 1 when CMD succeeded but a snapshot was lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,15 +51,21 @@ static void usage(FILE *out)
             "\n"
             "options:\n"
             "  -o, --output FILE   write the snapshot to FILE when CMD exits (VRAMTRACE_OUT;\n"
-            "                      patterns: %%p pid, %%h host, %%r rank (RANK or\n"
-            "                      OMPI_COMM_WORLD_RANK), %%t time, %%n snapshot counter)\n"
+            "                      patterns: %%p pid, %%h host, %%r rank (RANK,\n"
+            "                      OMPI_COMM_WORLD_RANK, SLURM_PROCID or LOCAL_RANK),\n"
+            "                      %%t time, %%n snapshot counter)\n"
             "  --no-cache          record only: every allocation goes to the device (cache:0)\n"
             "  --conf K:V,...      allocator/tracing settings (VRAMTRACE_CONF syntax), merged\n"
             "                      over VRAMTRACE_CONF from the environment\n"
             "  -h, --help          this text\n"
             "\n"
-            "The exit status is CMD's (128+N if it died of signal N). The library is taken\n"
-            "from VRAMTRACE_LIB if set, else found next to this program or in its lib dir.\n");
+            "Only processes that recorded something write a snapshot (a wrapper such as\n"
+            "timeout or bash -c does not); when several do, each file gets its pid, and\n"
+            "every snapshot of the run is listed at the end. Signals sent to run are\n"
+            "passed on to CMD. The exit status is CMD's (128+N if it died of signal N),\n"
+            "or 1 if CMD succeeded but a snapshot could not be written. The library is\n"
+            "taken from VRAMTRACE_LIB if set, else found next to this program or in its\n"
+            "lib dir.\n");
 }
 
 static int is_file(const char *p)
@@ -304,7 +321,7 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
         }
     }
     free(lines);
-    if (exits == 0 && !lost)
+    if (n == 0)
         fprintf(stderr, "vramtrace run: no exit snapshot for %s (%s)\n", out,
                 WIFSIGNALED(*status) ? "the program was killed before it could write one"
                                      : "no process of the program recorded anything, or the "
