@@ -526,7 +526,7 @@ TEST(fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child)
 /* A file matching `prefix`*`suffix` that holds a mark `label`. */
 static int find_snapshot_with_mark(const char *prefix, const char *suffix, const char *label)
 {
-    char pattern[600];
+    char pattern[700];
     snprintf(pattern, sizeof pattern, "%s*%s", prefix, suffix);
     glob_t g;
     int found = 0;
