@@ -17,9 +17,17 @@
  * later; a second termination signal kills at once. A program that installs
  * its own handler is never overridden (its handler runs, and a normal exit
  * writes the snapshot at exit); an ignored signal stays ignored.
+ *
+ * Our handler is invisible: sigaction() and signal() are wrapped so that the
+ * program still reads SIG_DFL for these signals (Python, for one, installs
+ * its KeyboardInterrupt handler for SIGINT only when it finds SIG_DFL, and
+ * signal.getsignal() must keep answering SIG_DFL); setting SIG_DFL keeps our
+ * handler in place, setting anything else replaces it. Every other signal
+ * goes straight to the C library.
  */
 #include "rec_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -39,6 +47,90 @@ static _Atomic pid_t known_pid;          /* this process (updated at fork) */
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
 
 static const int term_signals[] = { SIGTERM, SIGINT, SIGHUP };
+/* Our handler stands for SIG_DFL on this signal (see the wrappers below). */
+static _Atomic bool stands_for_default[NSIG];
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+static sigaction_fn real_sigaction;
+
+/* Resolved before anything else of ours runs (the program's constructors
+ * may already call sigaction). */
+__attribute__((constructor(101))) static void resolve_sigaction(void)
+{
+    *(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+}
+
+static int call_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (!real_sigaction)
+        resolve_sigaction();
+    if (!real_sigaction) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real_sigaction(sig, act, old);
+}
+
+static bool is_term_signal(int sig)
+{
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
+
+static int install(int sig, void (*fn)(int));
+static void on_term_signal(int sig);
+static _Atomic bool term_enabled;        /* exit snapshot on termination signals */
+
+static bool sets_default(const struct sigaction *act)
+{
+    return act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL;
+}
+
+__attribute__((visibility("default")))
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (!is_term_signal(sig))
+        return call_sigaction(sig, act, old);
+    if (!atomic_load(&stands_for_default[sig])) {
+        /* Back to the default (Python does so before it dies of SIGINT):
+         * ours stands in again, so that the exit snapshot is written. */
+        if (sets_default(act) && atomic_load(&term_enabled)
+            && getpid() == atomic_load(&thread_pid)) {
+            if (old && call_sigaction(sig, NULL, old) != 0)
+                return -1;
+            if (install(sig, on_term_signal) != 0)
+                return -1;
+            atomic_store(&stands_for_default[sig], true);
+            return 0;
+        }
+        return call_sigaction(sig, act, old);
+    }
+    struct sigaction now;
+    if (call_sigaction(sig, NULL, &now) != 0)
+        return -1;
+    if (old) {
+        *old = now;
+        old->sa_handler = SIG_DFL;          /* what the program set, or found */
+        old->sa_flags &= ~SA_SIGINFO;
+    }
+    if (!act || sets_default(act))
+        return 0;                           /* default it stays: ours keeps standing in */
+    atomic_store(&stands_for_default[sig], false);
+    return call_sigaction(sig, act, NULL);
+}
+
+__attribute__((visibility("default")))
+sighandler_t signal(int sig, sighandler_t handler)
+{
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART;               /* BSD semantics, as glibc's signal() */
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, sig);
+    if (sigaction(sig, &act, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}
 
 int vt__known_pid(void)
 {
@@ -65,7 +157,11 @@ static void on_snapshot_signal(int sig)
 /* Die of `sig` as its default action would have made us. */
 static void die_of(int sig)
 {
-    signal(sig, SIG_DFL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    atomic_store(&stands_for_default[sig], false);
+    call_sigaction(sig, &dfl, NULL);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, sig);
@@ -204,7 +300,7 @@ static int install(int sig, void (*fn)(int))
     sa.sa_handler = fn;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    return sigaction(sig, &sa, NULL);
+    return call_sigaction(sig, &sa, NULL);
 }
 
 void vt__signal_init(void)
@@ -225,11 +321,12 @@ void vt__signal_init(void)
     }
     if (snap_sig > 0 && install(snap_sig, on_snapshot_signal) != 0)
         goto fail;
+    atomic_store(&term_enabled, on_term);
     for (size_t i = 0; on_term && i < sizeof term_signals / sizeof term_signals[0]; i++) {
         struct sigaction old;
-        if (sigaction(term_signals[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO)
-            && old.sa_handler == SIG_DFL)
-            install(term_signals[i], on_term_signal);
+        if (call_sigaction(term_signals[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO)
+            && old.sa_handler == SIG_DFL && install(term_signals[i], on_term_signal) == 0)
+            atomic_store(&stands_for_default[term_signals[i]], true);
     }
     return;
 fail:

@@ -244,6 +244,22 @@ def case_recording_process_that_execs_writes_its_snapshot_first(d):
         fail("run must list it", p)
 
 
+def case_python_keeps_its_signal_handlers_under_the_preload(d):
+    """Python installs KeyboardInterrupt only where it finds SIGINT at SIG_DFL:
+    vramtrace's termination handler must not hide that default."""
+    code = ("import os, signal, time\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+            "assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('caught')\n")
+    p = run(["-o", os.path.join(d, "x.vtsnap"), "--", sys.executable, "-c", code])
+    if p.returncode != 0 or p.stdout.strip() != "caught":
+        fail("Python's own signal handling changed under the preload", p)
+
+
 CASES = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
 if case not in CASES:
     sys.exit("unknown case %s (known: %s)" % (case, " ".join(sorted(CASES))))

@@ -182,6 +182,40 @@ TEST(program_sigterm_handler_runs_and_the_exit_snapshot_follows)
     unsetenv("VRAMTRACE_OUT");
 }
 
+/* VRAMTRACE_OUT=<builddir>/trig-dfl-%p.vtsnap. The handler that writes the
+ * exit snapshot is invisible: the program reads SIG_DFL, and setting SIG_DFL
+ * again (as Python does before it dies of SIGINT) keeps the snapshot. */
+TEST(termination_signals_still_read_as_default)
+{
+    const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+    for (int i = 0; i < 3; i++) {
+        struct sigaction old;
+        ASSERT_OK(sigaction(sigs[i], NULL, &old));
+        ASSERT_MSG(old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO),
+                   "signal %d does not read as SIG_DFL", sigs[i]);
+        ASSERT(signal(sigs[i], SIG_DFL) == SIG_DFL);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(50);
+        vt_mark("reset to default");
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGTERM, &dfl, NULL);
+        raise(SIGTERM);
+        for (;;)
+            pause();
+    }
+    int status = wait_child(pid);
+    ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status 0x%x", status);
+    char path[600];
+    out_for(pid, "", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "reset to default"), 1);
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");
+}
+
 /* VRAMTRACE_CONF=signal:SIGUSR2, VRAMTRACE_OUT=<builddir>/trig-queued-%p.vtsnap.
  * A snapshot signal that arrives right before exit is still written. */
 TEST(signal_snapshot_queued_at_exit_is_written)
