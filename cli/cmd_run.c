@@ -461,6 +461,8 @@ int vt_cmd_run(int argc, char **argv)
     size_t plen = strlen(lib) + (old ? strlen(old) : 0) + 2;
     char *preload = malloc(plen);
     char *confs = kv_join(&conf);
+    if (!out && getenv("VRAMTRACE_OUT") && *getenv("VRAMTRACE_OUT"))
+        out = getenv("VRAMTRACE_OUT");   /* set by the caller: the same as -o */
     char *outabs = out ? absolute(out) : NULL;
     if (!preload || !confs || (out && !outabs)) {
         fprintf(stderr, "vramtrace run: out of memory\n");

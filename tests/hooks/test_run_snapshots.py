@@ -117,6 +117,17 @@ def case_wrapper_that_records_nothing_keeps_the_programs_snapshot(d):
         fail("the snapshot has no allocator state", p)
 
 
+def case_vramtrace_out_from_the_environment_is_checked_and_listed_like_o(d):
+    out = os.path.join(d, "env.vtsnap")
+    p = run(["--", prog], env=dict(base, VRAMTRACE_OUT=out))
+    if p.returncode != 0 or [x[0] for x in listed(p)] != [out]:
+        fail("VRAMTRACE_OUT must be handled as -o", p)
+    summary(out)
+    p = run(["--", prog], env=dict(base, VRAMTRACE_OUT=os.path.join(d, "nodir", "x.vtsnap")))
+    if p.returncode != 2 or "cannot write snapshots in" not in p.stderr:
+        fail("an unwritable VRAMTRACE_OUT must be refused up front", p)
+
+
 def case_two_recording_processes_get_one_file_each(d):
     out = os.path.join(d, "x.vtsnap")
     p = run(["-o", out, "--", "bash", "-c", "%s; %s" % (prog, prog)])
