@@ -49,6 +49,7 @@ static const struct key keys[] = {
     { "free_stacks", KEY_BOOL, FIELD(free_stacks), 0, 1, "0 or 1" },
     { "signal", KEY_SIGNAL, FIELD(signal), 0, 0, "none, SIGUSR1, SIGUSR2, SIGPROF, SIGRTMIN+N" },
     { "dump_on_oom", KEY_BOOL, FIELD(dump_on_oom), 0, 1, "0 or 1" },
+    { "oom_snapshots", KEY_UINT, FIELD(oom_snapshots), 1, 1000000, "a count from 1 to 1000000" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -67,6 +68,7 @@ void vt__config_defaults(vt_config *c)
         .free_stacks = true,
         .signal = 0,
         .dump_on_oom = false,
+        .oom_snapshots = 4,
     };
 }
 
@@ -264,11 +266,12 @@ size_t vt__config_format(const vt_config *c, char *buf, size_t len)
     int n = snprintf(buf, len,
         "cache:%d,max_split_size_mb:%s,roundup_power2_divisions:%u,"
         "garbage_collection_threshold:%g,per_process_memory_fraction:%g,free_sync:%d,"
-        "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,signal:%s,dump_on_oom:%d",
+        "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,signal:%s,dump_on_oom:%d,"
+        "oom_snapshots:%u",
         c->cache, msm, c->roundup_power2_divisions, c->garbage_collection_threshold,
         c->per_process_memory_fraction, c->free_sync, c->trace,
         (unsigned long long)c->max_events, c->stack_depth, c->free_stacks, sig,
-        c->dump_on_oom);
+        c->dump_on_oom, c->oom_snapshots);
     return n < 0 ? 0 : (size_t)n;
 }
 

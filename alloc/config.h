@@ -30,6 +30,7 @@ typedef struct vt_config {
     bool free_stacks;                  /* capture stacks on free too */
     int signal;                        /* snapshot on this signal, 0 = none */
     bool dump_on_oom;                  /* snapshot when an allocation fails */
+    unsigned oom_snapshots;            /* files for OOMs; the last keeps the latest */
 } vt_config;
 
 /* The process-wide configuration, parsed from VRAMTRACE_CONF on first call

@@ -27,10 +27,10 @@ static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 static void flags_list(FILE *o, uint32_t f)
 {
     static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
-                                   "from_state" };
+                                   "from_state", "inherited" };
     fputc('[', o);
     int first = 1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (f & (1u << i)) {
             fprintf(o, "%s\"%s\"", first ? "" : ",", names[i]);
             first = 0;

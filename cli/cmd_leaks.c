@@ -11,7 +11,8 @@
  *   SUMMARY: vramtrace: 72.0 MiB alive in 5 allocations from 2 stacks.
  *
  * Blocks freed but waiting for stream events (pending frees) are not leaks
- * and are not listed. Exit status 0 whether or not anything is alive (this is
+ * and are not listed; nor are, in a forked child, the parent's allocations
+ * it inherited (counted on one line). Exit status 0 whether or not anything is alive (this is
  * a report, not a check): 1 only when the file cannot be read.
  */
 #include <inttypes.h>
@@ -77,10 +78,16 @@ int vt_cmd_leaks(int argc, char **argv)
         return 1;
     }
     size_t n = 0;
+    uint64_t inherited = 0, inherited_bytes = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt_lifetime *l = &tl->lifetimes[i];
         if (!(l->flags & VT_LT_ALIVE) || (l->flags & VT_LT_PENDING_FREE))
             continue;
+        if (l->flags & VT_LT_INHERITED) {    /* the parent's, not this process's */
+            inherited++;
+            inherited_bytes += l->size;
+            continue;
+        }
         g[n++] = (struct group){ l->alloc_stack, l->size, 1,
                                  (l->flags & VT_LT_BEFORE_WINDOW) ? 1 : 0 };
     }
@@ -114,6 +121,10 @@ int vt_cmd_leaks(int argc, char **argv)
                vt__fmt_bytes(total, b), count, count == 1 ? "" : "s", m, m == 1 ? "" : "s");
     else
         printf("SUMMARY: vramtrace: no allocations alive at the snapshot.\n");
+    if (inherited)
+        printf("(not listed: %s in %" PRIu64 " allocation%s inherited at fork from the parent "
+               "process, pid %" PRIu64 ")\n", vt__fmt_bytes(inherited_bytes, b), inherited,
+               inherited == 1 ? "" : "s", tl->fork_parent_pid);
     free(g);
     vt_timeline_free(tl);
     vt_snapshot_free(s);

@@ -5,14 +5,27 @@
  *
  * Sets LD_PRELOAD (ours first, an existing list kept after it),
  * VRAMTRACE_CONF (the environment's, then --conf, then --no-cache: later
- * keys win) and VRAMTRACE_OUT (the recorder writes the snapshot there at
- * exit), runs CMD and exits with its status (128+N when it died of signal N,
- * as shells report it). The library is found through VRAMTRACE_LIB, next to
- * this executable's build directory, or in the install's library directory.
+ * keys win) and VRAMTRACE_OUT. The library is found through VRAMTRACE_LIB,
+ * next to this executable's build directory, or in the install's library
+ * directory.
+ *
+ * With -o: the path is checked before CMD starts (a new name in a writable
+ * directory, or a regular file); a private run directory is passed down as
+ * VRAMTRACE_RUN_DIR, where every process of the run registers the snapshots
+ * it writes (trace/runlog.c). At the end run lists them all, renames the
+ * exit snapshot to the plain -o name when only one process wrote one (each
+ * writes a pid-tagged name meanwhile), and exits non-zero when one was lost.
+ *
+ * Signals sent to run (kill, a container runtime, a scheduler) are passed on
+ * to CMD; the terminal's own (^C, ^\, hangup) reach CMD directly and are not
+ * sent twice. The exit status is CMD's (128+N when it died of signal N, as
+ * shells report it), or 1 when CMD succeeded but a snapshot was lost.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +35,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "outfile.h"
 
 #define LIBNAME "libvramtrace.so"
 
@@ -37,15 +51,21 @@ static void usage(FILE *out)
             "\n"
             "options:\n"
             "  -o, --output FILE   write the snapshot to FILE when CMD exits (VRAMTRACE_OUT;\n"
-            "                      patterns: %%p pid, %%h host, %%r rank (RANK or\n"
-            "                      OMPI_COMM_WORLD_RANK), %%t time, %%n snapshot counter)\n"
+            "                      patterns: %%p pid, %%h host, %%r rank (RANK,\n"
+            "                      OMPI_COMM_WORLD_RANK, SLURM_PROCID or LOCAL_RANK),\n"
+            "                      %%t time, %%n snapshot counter)\n"
             "  --no-cache          record only: every allocation goes to the device (cache:0)\n"
             "  --conf K:V,...      allocator/tracing settings (VRAMTRACE_CONF syntax), merged\n"
             "                      over VRAMTRACE_CONF from the environment\n"
             "  -h, --help          this text\n"
             "\n"
-            "The exit status is CMD's (128+N if it died of signal N). The library is taken\n"
-            "from VRAMTRACE_LIB if set, else found next to this program or in its lib dir.\n");
+            "Only processes that recorded something write a snapshot (a wrapper such as\n"
+            "timeout or bash -c does not); when several do, each file gets its pid, and\n"
+            "every snapshot of the run is listed at the end. Signals sent to run are\n"
+            "passed on to CMD. The exit status is CMD's (128+N if it died of signal N),\n"
+            "or 1 if CMD succeeded but a snapshot could not be written. The library is\n"
+            "taken from VRAMTRACE_LIB if set, else found next to this program or in its\n"
+            "lib dir.\n");
 }
 
 static int is_file(const char *p)
@@ -93,13 +113,6 @@ static char *find_library(void)
     }
     fprintf(stderr, "vramtrace run: cannot find " LIBNAME " near %s; set VRAMTRACE_LIB\n", exe);
     return NULL;
-}
-
-static int unchanged(const char *p, const struct stat *before)
-{
-    struct stat now;
-    return stat(p, &now) == 0 && now.st_mtim.tv_sec == before->st_mtim.tv_sec
-           && now.st_mtim.tv_nsec == before->st_mtim.tv_nsec && now.st_ino == before->st_ino;
 }
 
 /* Append "k:v" items of `src` to the list, replacing an earlier same key. */
@@ -167,6 +180,229 @@ static char *absolute(const char *path)
     return s;
 }
 
+/* ---- the output path, checked before the program runs ------------------ */
+
+/* A plain -o path must be a regular file or a new name in a writable
+ * directory: a long run must not learn at its end that nothing can be
+ * written. A pattern (%h, %r ...) is checked for its directory when that
+ * part has no pattern. */
+static int check_output(const char *out)
+{
+    char err[1024];
+    if (!strchr(out, '%') && vt__outfile_check(out, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace run: -o: %s\n", err);
+        return -1;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (strchr(dir, '%'))
+        return 0;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        int e = errno;
+        fprintf(stderr, "vramtrace run: -o %s: cannot write snapshots in %s: %s\n", out, dir,
+                stat(dir, &st) == 0 && !S_ISDIR(st.st_mode) ? "not a directory" : strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the run directory: where the run's processes register snapshots ---- */
+
+static int make_run_dir(char *dir, size_t len)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, len, "%s/vramtrace-run-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir)) {
+        /* fall back on /tmp when TMPDIR is unusable */
+        snprintf(dir, len, "/tmp/vramtrace-run-XXXXXX");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "vramtrace run: cannot make a run directory in %s: %s\n",
+                    t && *t ? t : "/tmp", strerror(errno));
+            return -1;
+        }
+    }
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof f, "%s/snapshots", dir);
+    int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "vramtrace run: cannot make %s: %s\n", f, strerror(errno));
+        rmdir(dir);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+static void remove_run_dir(const char *dir)
+{
+    if (!dir[0])
+        return;
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof f, "%s/snapshots", dir);
+    unlink(f);
+    rmdir(dir);
+}
+
+/* One registered snapshot (trace/runlog.c writes the lines). */
+struct snap_line { char kind[16]; long pid; int ok; char path[PATH_MAX]; char plain[PATH_MAX]; };
+
+static int parse_line(char *line, struct snap_line *l)
+{
+    char *f[5];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(line, "\t\n", &save); t && n < 5;
+         t = strtok_r(NULL, "\t\n", &save))
+        f[n++] = t;
+    if (n < 4)
+        return -1;
+    snprintf(l->kind, sizeof l->kind, "%s", f[0]);
+    l->pid = strtol(f[1], NULL, 10);
+    l->ok = !strcmp(f[2], "ok");
+    snprintf(l->path, sizeof l->path, "%s", f[3]);
+    snprintf(l->plain, sizeof l->plain, "%s", n > 4 ? f[4] : "");
+    return 0;
+}
+
+/* List what the run's processes wrote; the only exit snapshot gets the
+ * plain name. @return the number of snapshots that could not be written. */
+static int report_snapshots(const char *rundir, const char *out, const int *status)
+{
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof f, "%s/snapshots", rundir);
+    FILE *fp = fopen(f, "r");
+    struct snap_line *lines = NULL;
+    size_t n = 0, cap = 0, exits = 0;
+    char buf[3 * PATH_MAX];
+    while (fp && fgets(buf, sizeof buf, fp)) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            struct snap_line *p = realloc(lines, cap * sizeof *lines);
+            if (!p)
+                break;
+            lines = p;
+        }
+        if (parse_line(buf, &lines[n]) == 0) {
+            if (lines[n].ok && !strcmp(lines[n].kind, "exit"))
+                exits++;
+            n++;
+        }
+    }
+    if (fp)
+        fclose(fp);
+    int lost = 0;
+    for (size_t k = 0; k < n; k++) {
+        struct snap_line *l = &lines[k];
+        if (l->ok && exits == 1 && !strcmp(l->kind, "exit") && l->plain[0]
+            && strcmp(l->plain, l->path) != 0) {
+            char err[1024];
+            if (vt__outfile_check(l->plain, err, sizeof err) != 0)
+                fprintf(stderr, "vramtrace run: %s; keeping %s\n", err, l->path);
+            else if (rename(l->path, l->plain) != 0)
+                fprintf(stderr, "vramtrace run: cannot rename %s to %s: %s\n", l->path,
+                        l->plain, strerror(errno));
+            else
+                memcpy(l->path, l->plain, sizeof l->path);
+        }
+        if (l->ok) {
+            fprintf(stderr, "vramtrace run: snapshot written to %s (%s, pid %ld)\n", l->path,
+                    l->kind, l->pid);
+        } else {
+            fprintf(stderr, "vramtrace run: snapshot LOST: %s (%s, pid %ld): see the message "
+                            "above\n", l->path, l->kind, l->pid);
+            lost++;
+        }
+    }
+    free(lines);
+    if (n == 0)
+        fprintf(stderr, "vramtrace run: no exit snapshot for %s (%s)\n", out,
+                WIFSIGNALED(*status) ? "the program was killed before it could write one"
+                                     : "no process of the program recorded anything, or the "
+                                       "one that did ended without exit handlers (_exit)");
+    return lost;
+}
+
+/* ---- the child, and the signals sent to us on its behalf --------------- */
+
+static volatile sig_atomic_t child_pid;
+
+/* A signal meant for the program reaches us when someone signals this pid
+ * (kill, a container runtime, a job scheduler): pass it on. Signals the
+ * terminal sends to its whole foreground group (^C, ^\, hangup, resize)
+ * reached the program already: those are not sent twice. */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (si->si_code == SI_KERNEL || si->si_pid == getpid())
+        return;
+    pid_t p = (pid_t)child_pid;
+    if (p > 0)
+        kill(p, sig);
+}
+
+static bool forwarded(int sig)
+{
+    switch (sig) {
+    case SIGKILL: case SIGSTOP:                      /* cannot be caught */
+    case SIGCHLD:                                    /* ours */
+    case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP: case SIGSYS:
+    case SIGTSTP: case SIGTTIN: case SIGTTOU:        /* job control stays the terminal's */
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* Run argv with every catchable signal forwarded to it; its wait status in
+ * *status. @return 0, or -1 with a message. */
+static int run_child(char **argv, int *status)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);   /* no signal between fork and handlers */
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "vramtrace run: fork: %s\n", strerror(errno));
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return -1;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "vramtrace run: cannot run '%s': %s\n", argv[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    child_pid = pid;
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction cur;
+        if (!forwarded(sig) || sigaction(sig, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
+            continue;                     /* an ignored signal stays ignored */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = forward;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigfillset(&sa.sa_mask);
+        sigaction(sig, &sa, NULL);        /* glibc's reserved signals refuse: fine */
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    while (waitpid(pid, status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "vramtrace run: waitpid: %s\n", strerror(errno));
+            return -1;
+        }
+    }
+    child_pid = 0;
+    return 0;
+}
+
 int vt_cmd_run(int argc, char **argv)
 {
     const char *out = NULL;
@@ -225,63 +461,42 @@ int vt_cmd_run(int argc, char **argv)
     size_t plen = strlen(lib) + (old ? strlen(old) : 0) + 2;
     char *preload = malloc(plen);
     char *confs = kv_join(&conf);
+    if (!out && getenv("VRAMTRACE_OUT") && *getenv("VRAMTRACE_OUT"))
+        out = getenv("VRAMTRACE_OUT");   /* set by the caller: the same as -o */
     char *outabs = out ? absolute(out) : NULL;
     if (!preload || !confs || (out && !outabs)) {
         fprintf(stderr, "vramtrace run: out of memory\n");
         return 2;
     }
     snprintf(preload, plen, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
+    if (outabs && check_output(outabs) != 0)
+        return 2;
+    char rundir[PATH_MAX] = "";
+    if (outabs && make_run_dir(rundir, sizeof rundir) != 0)
+        return 2;
     setenv("LD_PRELOAD", preload, 1);
     if (conf.n)
         setenv("VRAMTRACE_CONF", confs, 1);
     if (outabs)
         setenv("VRAMTRACE_OUT", outabs, 1);
+    if (rundir[0])
+        setenv("VRAMTRACE_RUN_DIR", rundir, 1);
 
-    struct stat before;
-    int existed = outabs && stat(outabs, &before) == 0;
-
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "vramtrace run: fork: %s\n", strerror(errno));
+    int status = 0;
+    if (run_child(argv + i, &status) != 0) {
+        remove_run_dir(rundir);
         return 2;
     }
-    if (pid == 0) {
-        execvp(argv[i], argv + i);
-        int e = errno;
-        fprintf(stderr, "vramtrace run: cannot run '%s': %s\n", argv[i], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
-    /* Like a shell: the terminal's ^C / ^\ are for the program; we report. */
-    struct sigaction ign = { .sa_handler = SIG_IGN }, old_int, old_quit;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGQUIT, &ign, &old_quit);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "vramtrace run: waitpid: %s\n", strerror(errno));
-            return 2;
-        }
-    }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
-
     int rc = WIFEXITED(status) ? WEXITSTATUS(status)
            : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (outabs) {
-        /* %n / %t patterns name the file at exit: only a plain name is checked. */
-        if (strchr(outabs, '%'))
-            fprintf(stderr, "vramtrace run: snapshot pattern %s\n", outabs);
-        else if (is_file(outabs) && !(existed && unchanged(outabs, &before)))
-            fprintf(stderr, "vramtrace run: snapshot written to %s\n", outabs);
-        else
-            fprintf(stderr, "vramtrace run: no snapshot at %s (the program %s)\n", outabs,
-                    WIFSIGNALED(status) ? "was killed before it exited"
-                                        : "ended without exit handlers (_exit, exec), "
-                                          "or the write failed: see above");
+        int lost = report_snapshots(rundir, outabs, &status);
+        if (lost && rc == 0)
+            rc = 1;
     } else {
         fprintf(stderr, "vramtrace run: no snapshot requested (-o FILE to write one)\n");
     }
+    remove_run_dir(rundir);
     if (WIFSIGNALED(status))
         fprintf(stderr, "vramtrace run: %s died of signal %d\n", argv[i], WTERMSIG(status));
     free(lib);

@@ -129,6 +129,19 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
            ", marks %" PRIu64 "\n",
            k[VT_EV_ALLOC], k[VT_EV_FREE_REQUESTED], k[VT_EV_SEGMENT_ALLOC], k[VT_EV_SEGMENT_FREE],
            alive, k[VT_EV_OOM], k[VT_EV_BAD_FREE], k[VT_EV_MARK]);
+    if (tl->fork_seq) {
+        uint64_t n = 0, bytes = 0;
+        for (size_t i = 0; i < tl->nlifetimes; i++)
+            if ((tl->lifetimes[i].flags & (VT_LT_INHERITED | VT_LT_ALIVE)) ==
+                (VT_LT_INHERITED | VT_LT_ALIVE)) {
+                n++;
+                bytes += tl->lifetimes[i].size;
+            }
+        printf("  forked from pid %" PRIu64 " at seq %" PRIu64 ": %s in %" PRIu64
+               " allocations still alive are the parent's (inherited, not leaks of this "
+               "process; counted in allocated)\n", tl->fork_parent_pid, tl->fork_seq,
+               vt__fmt_bytes(bytes, b1), n);
+    }
     if (!tl->ndevices)
         printf("no device memory recorded\n");
     for (size_t i = 0; i < tl->ndevices; i++) {

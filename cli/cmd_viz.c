@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "commands.h"
+#include "outfile.h"
 #include "render.h"
 #include "snapfile.h"
 #include "timeline.h"
@@ -103,7 +104,6 @@ int vt_cmd_viz(int argc, char **argv)
     double t_start = now_s();
     char err[512] = "";
     char *def_out = NULL;
-    char *tmp = NULL;
     vt_snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     vt_check_report *rep = NULL;
@@ -131,17 +131,19 @@ int vt_cmd_viz(int argc, char **argv)
         goto done;
     }
 
-    /* Write next to the target and rename: never a half-written page. */
-    size_t tl_len = strlen(out) + 32;
-    tmp = malloc(tl_len);
-    if (!tmp) {
-        fprintf(stderr, "vramtrace viz: out of memory\n");
+    /* Write next to the target and rename (only over a regular file): never
+     * a half-written page, never a device or FIFO replaced. */
+    char tmp[4096];
+    int fd = vt__outfile_create(out, tmp, sizeof tmp, err, sizeof err);
+    if (fd < 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", err);
         goto done;
     }
-    snprintf(tmp, tl_len, "%s.tmp.%d", out, (int)getpid());
-    f = fopen(tmp, "w");
+    f = fdopen(fd, "w");
     if (!f) {
-        fprintf(stderr, "vramtrace viz: cannot create %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "vramtrace viz: cannot write %s: %s\n", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
         goto done;
     }
     static char iobuf[1 << 16];
@@ -156,9 +158,8 @@ int vt_cmd_viz(int argc, char **argv)
         unlink(tmp);
         goto done;
     }
-    if (rename(tmp, out) != 0) {
-        fprintf(stderr, "vramtrace viz: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
-        unlink(tmp);
+    if (vt__outfile_commit(tmp, out, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", err);
         goto done;
     }
     if (!quiet)
@@ -170,7 +171,6 @@ int vt_cmd_viz(int argc, char **argv)
 done:
     if (f)
         fclose(f);
-    free(tmp);
     free(def_out);
     vt_check_report_free(rep);
     vt_timeline_free(tl);

@@ -170,21 +170,33 @@ VT_API int vt_set_memory_fraction(double fraction, int device);
  * file (temporary file + rename: a reader never sees half a file).
  *
  * Snapshots are also written
- *  - at exit, to $VRAMTRACE_OUT, when that variable is set;
+ *  - at exit, to $VRAMTRACE_OUT, when that variable is set, by a process that
+ *    recorded something of its own (a wrapper or launcher that never used the
+ *    allocator writes nothing); also when SIGTERM, SIGINT or SIGHUP (left at
+ *    their default action) end the process, which then dies of that signal as
+ *    it would have; and before exec replaces a recording process ("-exec-<n>");
  *  - on a signal, with VRAMTRACE_CONF=signal:SIGUSR2 (or SIGUSR1, SIGPROF,
  *    SIGRTMIN+N): the handler only wakes a background thread of vramtrace,
- *    which writes the snapshot. Its path is $VRAMTRACE_OUT with
- *    "-signal-<n>" inserted before ".vtsnap" (unless the pattern has %n or
- *    %t), or vramtrace-%p-%n.vtsnap when $VRAMTRACE_OUT is unset;
- *  - when an allocation fails, with dump_on_oom:1 (tagged "-oom-<n>"; at most
- *    4 per process).
- * Paths may contain patterns: %p process id, %h host name, %r rank (RANK or
- * OMPI_COMM_WORLD_RANK, 0 if neither is set), %t local time YYYYmmdd-HHMMSS,
- * %n the number of the snapshot in this process (1, 2, ...), %% a '%'. */
+ *    which writes the snapshot ("-signal-<n>"); one still owed at exit is
+ *    written then;
+ *  - when an allocation fails, with dump_on_oom:1 ("-oom-<n>"; oom_snapshots
+ *    files per process, default 4, the last one holding the latest OOM).
+ * Names: $VRAMTRACE_OUT, or vramtrace-%p-%n.vtsnap when it is unset. Signal,
+ * OOM, exec and vt_snapshot(NULL) snapshots get "-<pid>" (unless the pattern
+ * has %p) and their "-<reason>-<n>" (unless it has %n) before ".vtsnap", and
+ * never replace an existing file; a forked child's exit snapshot gets its pid;
+ * a rank from the environment gets "-rank<N>" when the pattern has no %r. So
+ * no two snapshots of a run share a name. Only a regular file is ever
+ * replaced: a device, FIFO, directory or symbolic link is refused.
+ * Paths may contain patterns: %p process id, %h host name, %r rank (RANK,
+ * OMPI_COMM_WORLD_RANK, SLURM_PROCID or LOCAL_RANK, the first set; 0 if
+ * none), %t local time YYYYmmdd-HHMMSS, %n the number of the snapshot in this
+ * process (1, 2, ...), %% a '%'. */
 
 /*! vt_snapshot() :
  * Write a snapshot of this process to `path` (patterns above are expanded
- * only when `path` is NULL: then $VRAMTRACE_OUT, or vramtrace-%p-%n.vtsnap).
+ * only when `path` is NULL: then $VRAMTRACE_OUT, or vramtrace-%p-%n.vtsnap,
+ * named as described above).
  * Allocation goes on while the snapshot is taken; only copying the event ring
  * competes with it. Works with trace:0 too (the allocator state, no events).
  * @return 0, or a negative errno (the reason is also printed on stderr). */

@@ -15,7 +15,10 @@
  *   interned.c   the process-wide interned strings, kept as long as events
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
  *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
- *   api.c        vt_snapshot(), vt_mark(), output path patterns, exit/signal/OOM
+ *   api.c        vt_snapshot(), vt_mark(), snapshot names, exit/exec/OOM snapshots
+ *   snap_signal.c  snapshots on a signal, the exit snapshot on SIGTERM/SIGINT
+ *   runlog.c     registering snapshots with `vramtrace run`
+ *   exec_hook.c  the exec family: the snapshot before an exec
  *   annotate.c   the annotation API (tensors, holders, references)
  *   version.c    vt_version_number / vt_version_string
  */
@@ -150,14 +153,57 @@ typedef struct vt_stacks_stats {
 void vt__stacks_thread_stats(vt_stacks_stats *out);
 
 /* ---- api.c --------------------------------------------------------------- */
-/* Exit snapshot (VRAMTRACE_OUT) and signal thread; called once by init. */
+/* Exit snapshot, signal thread, exec hooks; called once by init. */
 void vt__api_init(void);
-/* A snapshot not asked for by name (signal, OOM): to VRAMTRACE_OUT or
- * vramtrace-%p-%n.vtsnap, tagged with `reason`. @return 0 or -errno. */
+/* A snapshot not asked for by name (signal, OOM, exec): to VRAMTRACE_OUT or
+ * vramtrace-%p-%n.vtsnap, tagged with the pid and `reason`, never over an
+ * existing file. @return 0 or -errno. */
 int vt__snapshot_auto(const char *reason);
+/* The same; the name written in path. */
+int vt__snapshot_auto_named(const char *reason, char *path, size_t len);
 /* Expand %p %h %r %t %n %% in `pattern`. @return 0, -ENAMETOOLONG. */
 int vt__expand_path(const char *pattern, unsigned n, char *out, size_t len);
-/* Write a snapshot of the live process to `path`. @return 0 or -errno. */
+/* The rank of this process from the launcher's environment (RANK,
+ * OMPI_COMM_WORLD_RANK, SLURM_PROCID, LOCAL_RANK, first set), or NULL. */
+const char *vt__rank_env(void);
+/* Write the exit snapshot once per process (later calls wait for it). */
+void vt__exit_snapshot(void);
+/* VRAMTRACE_OUT is set. */
+bool vt__exit_snapshot_wanted(void);
+/* This process recorded something of its own: events since it began (a
+ * forked child's start), an allocator it set up, an OOM. */
+bool vt__process_recorded(void);
+void vt__note_activity(void);
+/* Called by the exec wrappers before the program image is replaced. */
+void vt__before_exec(void);
+
+/* ---- recorder.c (OOM snapshots) ----------------------------------------- */
+/* At exit: rewrite the latest-OOM snapshot if an OOM came after it. */
+void vt__oom_at_exit(void);
+
+/* ---- snap_signal.c ------------------------------------------------------- */
+void vt__signal_init(void);
+/* At exit: take the signal snapshots still owed. */
+void vt__signal_at_exit(void);
+/* At exit, after the exit snapshot: die of a pending termination signal. */
+void vt__signal_exit_done(void);
+/* getpid() as of the last fork we saw (a vfork child differs). */
+int vt__known_pid(void);
+
+/* ---- runlog.c ------------------------------------------------------------ */
+/* Under `vramtrace run` (VRAMTRACE_RUN_DIR): register a snapshot written
+ * (rc 0) or lost. plain: the name run may rename an exit snapshot to. */
+void vt__runlog_add(const char *kind, const char *path, const char *plain, int rc);
+bool vt__runlog_active(void);
+
+/* ---- exec_hook.c --------------------------------------------------------- */
+void vt__exec_hooks_init(void);
+
+/* ---- snapshot_take.c ----------------------------------------------------- */
+/* Write a snapshot of the live process to `path` (flags: outfile.h).
+ * @return 0 or -errno with one line in err. */
+int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen);
+/* The same, replacing `path`, the error printed. @return 0 or -errno. */
 int vt__snapshot_write_path(const char *path);
 
 /* ---- strings.c ----------------------------------------------------------- */

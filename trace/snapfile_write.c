@@ -19,6 +19,7 @@
 #include <zstd.h>
 
 #include "checksum.h"
+#include "outfile.h"
 #include "snapfile.h"
 #include "snapfile_encode.h"
 #include "varint.h"
@@ -49,6 +50,8 @@ int vt__event_kind_minor(unsigned kind)
         return 0;
     if (kind == VT_EV_TENSOR_NAME)
         return 1;
+    if (kind == VT_EV_FORK)
+        return 2;
     return -1;
 }
 
@@ -444,28 +447,32 @@ static int write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
-int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen)
+int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int flags, char *err,
+                            size_t errlen)
 {
     if (errlen)
         err[0] = 0;
     if (!s || !path)
         return fail(err, errlen, -EINVAL, "snapshot not written: no snapshot or no path");
-    void *data;
-    size_t size;
-    int rc = vt__snapfile_encode(s, &data, &size, err, errlen);
+    /* Refuse a special file before the work of encoding. */
+    int rc = vt__outfile_check(path, err, errlen);
     if (rc)
         return rc;
-
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
-        free(data);
-        return fail(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+    void *data;
+    size_t size;
+    rc = vt__snapfile_encode(s, &data, &size, err, errlen);
+    if (rc) {
+        /* The encoder's reason, with the file it was meant for. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        fail(err, errlen, rc, "%s: %s", path, why);
+        return rc;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char tmp[PATH_MAX];
+    int fd = vt__outfile_create(path, tmp, sizeof tmp, err, errlen);
     if (fd < 0) {
-        rc = -errno;
         free(data);
-        return fail(err, errlen, rc, "%s: cannot create: %s", tmp, strerror(-rc));
+        return fd;
     }
     rc = write_all(fd, data, size);
     free(data);
@@ -473,26 +480,14 @@ int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, si
         rc = -errno;
     if (close(fd) != 0 && !rc)
         rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
     if (rc) {
         unlink(tmp);
-        return fail(err, errlen, rc, "%s: cannot write snapshot: %s", path, strerror(-rc));
+        return fail(err, errlen, rc, "cannot write snapshot %s: %s", path, strerror(-rc));
     }
-    /* make the rename itself durable */
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = 0;
-    else if (slash)
-        *slash = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+    return vt__outfile_commit(tmp, path, flags, err, errlen);
+}
+
+int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen)
+{
+    return vt_snapfile_write_flags(s, path, 0, err, errlen);
 }

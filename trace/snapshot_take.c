@@ -80,10 +80,8 @@ int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *nam
 
 static int read_rank(void)
 {
-    const char *v = getenv("RANK");
-    if (!v || !*v)
-        v = getenv("OMPI_COMM_WORLD_RANK");
-    if (!v || !*v)
+    const char *v = vt__rank_env();
+    if (!v)
         return -1;
     char *end;
     long r = strtol(v, &end, 10);
@@ -334,23 +332,33 @@ __attribute__((constructor)) static void snapshot_atfork(void)
     pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
-int vt__snapshot_write_path(const char *path)
+int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen)
 {
-    if (!path || !*path)
+    if (!path || !*path) {
+        snprintf(err, errlen, "no snapshot path");
         return -EINVAL;
+    }
     vt_snapshot_data *s;
     int rc = vt__snapshot_build(&s);
     if (rc != 0) {
-        fprintf(stderr, "vramtrace: cannot build a snapshot for %s: %s\n", path, strerror(-rc));
+        snprintf(err, errlen, "cannot build a snapshot for %s: %s", path, strerror(-rc));
         return rc;
     }
-    char err[512] = "";
+    err[0] = '\0';
     pthread_mutex_lock(&write_lock);
-    rc = vt_snapfile_write(s, path, err, sizeof err);
+    rc = vt_snapfile_write_flags(s, path, flags, err, errlen);
     pthread_mutex_unlock(&write_lock);
-    if (rc != 0)
-        fprintf(stderr, "vramtrace: cannot write snapshot %s: %s\n", path,
-                err[0] ? err : strerror(-rc));
+    if (rc != 0 && !err[0])
+        snprintf(err, errlen, "cannot write snapshot %s: %s", path, strerror(-rc));
     vt_snapshot_free(s);
+    return rc;
+}
+
+int vt__snapshot_write_path(const char *path)
+{
+    char err[768];
+    int rc = vt__snapshot_write(path, 0, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "vramtrace: %s\n", err);
     return rc;
 }

@@ -668,6 +668,28 @@ static int build_addr_index(struct builder *b)
 
 /* ---- public ------------------------------------------------------------- */
 
+/* Flag what the parent held at the last fork (timeline.h). */
+static void mark_inherited(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    for (size_t i = s->nevents; i-- > 0;)
+        if (s->events[i].kind == VT_EV_FORK) {
+            tl->fork_seq = s->events[i].seq;
+            tl->fork_parent_pid = s->events[i].aux;
+            break;
+        }
+    if (!tl->fork_seq)
+        return;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        vt_lifetime *l = &tl->lifetimes[i];
+        int before = l->alloc_event != VT_TL_NONE ? l->alloc_seq < tl->fork_seq
+                    : (l->flags & VT_LT_BEFORE_WINDOW) && (!l->alloc_seq || l->alloc_seq < tl->fork_seq);
+        if (before)
+            l->flags |= VT_LT_INHERITED;
+    }
+}
+
 int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -704,6 +726,7 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         (rc = collect_streams(&b)) || (rc = build_curves(&b)) ||
         (rc = build_addr_index(&b)))
         goto fail;
+    mark_inherited(&b);
     amap_free(&b.lmap);
     amap_free(&b.smap);
     *out = tl;

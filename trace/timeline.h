@@ -29,6 +29,10 @@
  *    alloc_seq. The same for segments of the state with no SEGMENT_ALLOC.
  *  - An ALLOC at an addr whose previous lifetime is still open (the free was
  *    not recorded) closes that lifetime with VT_LT_FREE_LOST at the new ALLOC.
+ *  - A lifetime allocated before the last FORK event (or before the window,
+ *    when a FORK event is in it) is VT_LT_INHERITED: the parent process's
+ *    allocation, copied into this forked child; views do not call it this
+ *    process's leak. The curves still count it (the child's allocator holds it).
  *  - The bytes allocated/reserved before the first event are the sums of the
  *    sizes of the VT_LT_BEFORE_WINDOW lifetimes / segment spans, per device,
  *    so the step curves start at the right height.
@@ -55,6 +59,8 @@ enum vt_lifetime_flag {
     VT_LT_PENDING_FREE = 1u << 2,  /* freed, waiting for stream events at the snapshot */
     VT_LT_FREE_LOST = 1u << 3,     /* its free was never recorded (addr reused) */
     VT_LT_FROM_STATE = 1u << 4,    /* reconstructed from the allocator-state section */
+    VT_LT_INHERITED = 1u << 5,     /* allocated before the last FORK event: the parent
+                                      process's, inherited by this forked child */
 };
 
 /* One allocation (block handed to the program) from alloc to free. */
@@ -154,6 +160,8 @@ typedef struct vt_timeline {
     uint64_t kind_counts[256];   /* events per kind (index = vt_event.kind) */
     uint64_t first_seq, last_seq;        /* 0 when there are no events */
     uint64_t first_time_ns, last_time_ns;
+    uint64_t fork_seq;           /* seq of the last FORK event, 0 if none */
+    uint64_t fork_parent_pid;    /* its aux: the parent's pid */
 
     /* Lifetimes sorted by addr (then alloc order), for vt_timeline_find(). */
     uint32_t *by_addr;

@@ -32,6 +32,13 @@
  *   BAD_FREE         addr = the pointer, aux = VT_BAD_FREE_* reason
  *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM),
  *                    aux = VT_PASS_* which call, aux2 = 1 for the release
+ *   FORK             (since 1.2) aux = the parent's pid: this process was
+ *                    forked here. It is recorded first thing in the child
+ *                    (when the parent had recorded anything). Every
+ *                    allocation made before the last FORK of a file (or
+ *                    before its window, when the FORK is in it) is the
+ *                    parent's, inherited: views do not report it as this
+ *                    process's leak
  *   TENSOR_NEW       aux = tensor id, aux2 = base tensor id (0: none),
  *                    addr = data_ptr, size = nbytes, str = name
  *   TENSOR_USE       aux = tensor id, stack = stack of the use
@@ -48,7 +55,8 @@
  *                    happened before the rename)
  *
  * Each kind exists from the format version that introduced it: 1..10 and
- * 16..24 from 1.0, TENSOR_NAME from 1.1 (see "Versions and compatibility").
+ * 16..24 from 1.0, TENSOR_NAME from 1.1, FORK from 1.2 (see "Versions and
+ * compatibility").
  */
 enum vt_event_kind {
     VT_EV_ALLOC = 1,
@@ -61,7 +69,8 @@ enum vt_event_kind {
     VT_EV_MARK = 8,
     VT_EV_BAD_FREE = 9,
     VT_EV_PASSTHROUGH = 10,
-    /* 11..15 reserved for allocator events */
+    VT_EV_FORK = 11,              /* format 1.2 */
+    /* 12..15 reserved for allocator events */
     VT_EV_TENSOR_NEW = 16,
     VT_EV_TENSOR_USE = 17,
     VT_EV_TENSOR_DROP = 18,
@@ -134,9 +143,11 @@ enum vt_passthrough_call {
  *   reader would find it). A writer of 1.2 writes 1.2 files.
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
- *   then keep the name of their TENSOR_NEW). 1.2 appends stacks_truncated to
- *   META; older readers ignore it as trailing bytes, and a 1.2 reader reads 0
- *   for a 1.0/1.1 file.
+ *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
+ *   which an older reader skips (it then shows a forked child's inherited
+ *   allocations as alive like its own), and appends stacks_truncated to META,
+ *   which older readers ignore as trailing bytes (a 1.2 reader reads 0 for a
+ *   1.0/1.1 file).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -198,7 +209,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 and 1.1), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.2), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -245,7 +256,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
 };
 
-/* Event columns of format 1.0 and 1.1 (EVENTS section). */
+/* Event columns of format 1.0 to 1.2 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

@@ -12,6 +12,9 @@
  *   prog_misc reset     cudaDeviceReset with live, cached and stream-ordered
  *                       blocks: old pointers are invalid afterwards, the
  *                       device works again, memory info adds up
+ *   prog_misc hold      allocate 1 MiB, print "ready", wait for signals
+ *                       (snapshot tests of `vramtrace run`)
+ *   prog_misc exec CMD...  allocate 1 MiB, then exec CMD
  * Output must be identical with and without libvramtrace preloaded (also
  * when linked with a static runtime, where only the driver hooks see it).
  */
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -267,6 +271,26 @@ static int reset(void)
     return 0;
 }
 
+static int hold(void)
+{
+    void *p;
+    CK(cudaMalloc(&p, 1 << 20));
+    printf("ready\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
+static int exec_after_alloc(char **argv)
+{
+    void *p;
+    CK(cudaMalloc(&p, 1 << 20));
+    fflush(stdout);
+    execvp(argv[0], argv);
+    perror("execvp");
+    return 127;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -283,6 +307,10 @@ int main(int argc, char **argv)
         return lasterr();
     if (!strcmp(argv[1], "reset"))
         return reset();
+    if (!strcmp(argv[1], "hold"))
+        return hold();
+    if (!strcmp(argv[1], "exec") && argc > 2)
+        return exec_after_alloc(argv + 2);
     fprintf(stderr, "prog_misc: unknown mode %s\n", argv[1]);
     return 2;
 }

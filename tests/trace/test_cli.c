@@ -2,6 +2,8 @@
  * tests/trace/test_cli.c - run the built `vramtrace` (VRAMTRACE_EXE) on
  * generated snapshots and check summary/leaks/json output and exit codes.
  */
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "harness.h"
@@ -216,6 +218,72 @@ TEST(cli_summary_of_training_loop)
     ASSERT_STR_CONTAINS(out, "top call sites by bytes at peak");
     ASSERT_STR_CONTAINS(out, "layer");
     ASSERT_STR_CONTAINS(out, "_fwd model.cc:");
+}
+
+/* A forked child's snapshot: what the parent allocated before the FORK
+ * event is inherited, not the child's leak. */
+TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
+{
+    struct gen g = gen_begin();
+    vt_event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
+    e->addr = 0x100000; e->size = 1024 * 1024;
+    e = gen_ev(&g, VT_EV_FORK, 2, 200);
+    e->aux = 4241;
+    e = gen_ev(&g, VT_EV_ALLOC, 3, 300);
+    e->addr = 0x400000; e->size = 2 * 1024 * 1024;
+    const char *p = write_snap(g.s, "forked.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "Leak of 2.00 MiB in 1 allocation from:");
+    ASSERT(!strstr(out, "Leak of 1.00 MiB"));
+    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2.00 MiB alive in 1 allocation from 1 stack.\n"
+                             "(not listed: 1.00 MiB in 1 allocation inherited at fork from the "
+                             "parent process, pid 4241)\n");
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "forked from pid 4241 at seq 2: 1.00 MiB in 1 allocations still "
+                             "alive are the parent's");
+    snprintf(args, sizeof args, "json '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "\"inherited\"");
+    ASSERT_STR_CONTAINS(out, "\"FORK\"");
+}
+
+/* `viz -o` renames a temporary file into place: only over a regular file. */
+TEST(cli_viz_refuses_a_special_file_as_output)
+{
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    char fifo[128], link[128], target[128], args[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo.html", dir);
+    snprintf(link, sizeof link, "%s/link.html", dir);
+    snprintf(target, sizeof target, "%s/target.html", dir);
+    ASSERT_OK(mkfifo(fifo, 0600));
+    ASSERT_OK(symlink(target, link));
+    /* A device of our own as root: should the check ever break, the
+     * machine's /dev/null must not be what is lost. */
+    char dev[128];
+    snprintf(dev, sizeof dev, "%s/null", dir);
+    if (geteuid() == 0)
+        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
+    else
+        snprintf(dev, sizeof dev, "/dev/null");
+    const char *refused[] = { fifo, link, dev, dir };
+    const char *why[] = { "FIFO", "symbolic link", "character device", "directory" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, refused[i]);
+        ASSERT_MSG(run(args) != 0, "viz -o %s: accepted (%s)", refused[i], errout);
+        ASSERT_STR_CONTAINS(errout, why[i]);
+        ASSERT_MSG(strchr(errout, '\n') == errout + strlen(errout) - 1, "one line: %s", errout);
+    }
+    struct stat st;
+    ASSERT(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT(access(target, F_OK) != 0);
+    snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, target);   /* a new regular file */
+    ASSERT_EQ(run(args), 0);
+    ASSERT(lstat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 1000);
 }
 
 TEST_MAIN()

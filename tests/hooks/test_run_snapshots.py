@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""`vramtrace run` and the snapshots of a run: wrappers, several recording
+processes, ranks, signals, exec, bad or lost output paths.
+
+usage: test_run_snapshots.py VRAMTRACE_EXE LIBVRAMTRACE PROG_RT_SIM PROG_MISC SIM_LIBDIR CASE [ARG]
+
+Each CASE is one meson test (tests/hooks/meson.build).
+"""
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+exe, lib, prog, misc, simdir = (os.path.abspath(a) for a in sys.argv[1:6])
+case = sys.argv[6]
+arg = sys.argv[7] if len(sys.argv) > 7 else None
+base = dict(os.environ)
+for k in ("LD_PRELOAD", "VRAMTRACE_CONF", "VRAMTRACE_OUT", "VRAMTRACE_LIB", "VRAMTRACE_RUN_DIR",
+          "RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+    base.pop(k, None)
+base["LD_LIBRARY_PATH"] = simdir
+base.setdefault("SIMCUDA_MEM", "4G")
+
+
+def fail(msg, p=None):
+    print("FAIL", msg)
+    if p is not None:
+        print("  exit", p.returncode, "\n  stdout:", p.stdout, "\n  stderr:", p.stderr)
+    sys.exit(1)
+
+
+def run(args, env=None, cwd=None):
+    return subprocess.run([exe, "run"] + args, env=env or base, cwd=cwd, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=50)
+
+
+def summary(path):
+    """`vramtrace summary` of a snapshot: (pid, text); fails the test if unreadable."""
+    p = subprocess.run([exe, "summary", path], text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=50)
+    if p.returncode != 0:
+        fail("unreadable snapshot " + path, p)
+    for line in p.stdout.splitlines():
+        if ", pid " in line:
+            return int(line.split(", pid ")[1].split(",")[0]), p.stdout
+    fail("no pid in the summary of " + path, p)
+
+
+def snapshots(d):
+    return sorted(f for f in os.listdir(d) if f.endswith(".vtsnap"))
+
+
+def listed(p):
+    """The snapshots `run` listed: [(path, kind)]."""
+    out = []
+    for line in p.stderr.splitlines():
+        if line.startswith("vramtrace run: snapshot written to "):
+            rest = line[len("vramtrace run: snapshot written to "):]
+            path, _, what = rest.rpartition(" (")
+            out.append((path, what.split(",")[0]))
+    return out
+
+
+def wait_for(cond, what, timeout=40):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    fail("timed out waiting for " + what)
+
+
+def start_hold(d, extra_env=None, conf=None):
+    """`vramtrace run -o d/x.vtsnap -- prog_misc hold`, once the program allocated."""
+    env = dict(base, **(extra_env or {}))
+    args = [exe, "run", "-o", os.path.join(d, "x.vtsnap")]
+    if conf:
+        args += ["--conf", conf]
+    p = subprocess.Popen(args + ["--", misc, "hold"], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        fail("the held program did not start: " + p.stderr.read())
+    return p
+
+
+def finish(p):
+    out, err = p.communicate(timeout=50)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def case_wrapper_that_records_nothing_keeps_the_programs_snapshot(d):
+    """timeout, bash -c and a Python launcher record nothing: the program's
+    snapshot is the one at -o, and the only one listed."""
+    wrappers = {
+        "timeout": ["timeout", "60", prog],
+        "bash": ["bash", "-c", prog + "; echo after"],
+        "python": [sys.executable, "-c",
+                   "import subprocess, sys; sys.exit(subprocess.call([%r]))" % prog],
+    }
+    out = os.path.join(d, "x.vtsnap")
+    p = run(["-o", out, "--"] + wrappers[arg])
+    if p.returncode != 0:
+        fail("the wrapped program failed", p)
+    pid, _ = summary(out)
+    if [os.path.basename(x[0]) for x in listed(p)] != ["x.vtsnap"]:
+        fail("run must list exactly the program's snapshot", p)
+    if snapshots(d) != ["x.vtsnap"]:
+        fail("files: %s" % snapshots(d), p)
+    if "sync: iterations=300" not in p.stdout:
+        fail("the program did not run", p)
+    # the snapshot is the program's, not the wrapper's (whose pid is run's child)
+    if "allocated" not in summary(out)[1] or pid <= 0:
+        fail("the snapshot has no allocator state", p)
+
+
+def case_vramtrace_out_from_the_environment_is_checked_and_listed_like_o(d):
+    out = os.path.join(d, "env.vtsnap")
+    p = run(["--", prog], env=dict(base, VRAMTRACE_OUT=out))
+    if p.returncode != 0 or [x[0] for x in listed(p)] != [out]:
+        fail("VRAMTRACE_OUT must be handled as -o", p)
+    summary(out)
+    p = run(["--", prog], env=dict(base, VRAMTRACE_OUT=os.path.join(d, "nodir", "x.vtsnap")))
+    if p.returncode != 2 or "cannot write snapshots in" not in p.stderr:
+        fail("an unwritable VRAMTRACE_OUT must be refused up front", p)
+
+
+def case_two_recording_processes_get_one_file_each(d):
+    out = os.path.join(d, "x.vtsnap")
+    p = run(["-o", out, "--", "bash", "-c", "%s; %s" % (prog, prog)])
+    if p.returncode != 0:
+        fail("the programs failed", p)
+    files = snapshots(d)
+    pids = sorted(summary(os.path.join(d, f))[0] for f in files)
+    want = sorted("x-%d.vtsnap" % q for q in pids)
+    if files != want or len(files) != 2 or pids[0] == pids[1]:
+        fail("two processes recorded: want x-PID.vtsnap each, got %s" % files, p)
+    if sorted(os.path.basename(x[0]) for x in listed(p)) != files:
+        fail("run must list both snapshots", p)
+
+
+def case_ranks_never_share_a_snapshot_file(d):
+    """mpirun-style (one `vramtrace run` per rank, the same -o) and
+    torchrun-style (one run, ranks as its children)."""
+    out = os.path.join(d, "x.vtsnap")
+    for r in ("0", "1"):
+        var = "RANK" if r == "0" else "OMPI_COMM_WORLD_RANK"
+        p = run(["-o", out, "--", prog], env=dict(base, **{var: r}))
+        if p.returncode != 0:
+            fail("rank %s failed" % r, p)
+    if snapshots(d) != ["x-rank0.vtsnap", "x-rank1.vtsnap"]:
+        fail("one file per rank expected, got %s" % snapshots(d))
+    for f in snapshots(d):
+        os.unlink(os.path.join(d, f))
+    p = run(["-o", out, "--", "bash", "-c",
+             "SLURM_PROCID=4 %s & LOCAL_RANK=5 %s; wait" % (prog, prog)])
+    files = snapshots(d)
+    if len(files) != 2 or not files[0].startswith("x-rank4-") or not files[1].startswith("x-rank5-"):
+        fail("one file per rank expected, got %s" % files, p)
+
+
+def case_run_forwards_a_snapshot_signal_to_the_program(d):
+    p = start_hold(d, conf="signal:SIGUSR1")
+    os.kill(p.pid, signal.SIGUSR1)          # to run, not to the program
+    wait_for(lambda: any("-signal-" in f for f in snapshots(d)), "the signal snapshot")
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    sig = [f for f in snapshots(d) if "-signal-" in f]
+    if len(sig) != 1 or not listed(r):
+        fail("signal snapshots: %s" % snapshots(d), r)
+    summary(os.path.join(d, sig[0]))
+
+
+def case_sigterm_to_run_ends_the_program_with_its_exit_snapshot(d):
+    p = start_hold(d)
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    if r.returncode != 128 + signal.SIGTERM or "signal 15" not in r.stderr:
+        fail("run must exit 143 when the program died of SIGTERM", r)
+    out = os.path.join(d, "x.vtsnap")
+    if [x[0] for x in listed(r)] != [out]:
+        fail("the exit snapshot must be written and listed", r)
+    summary(out)
+
+
+def case_hangup_to_run_reaches_the_program(d):
+    """A signal whose default is to be ignored leaves both running; SIGHUP
+    ends the program (after its exit snapshot) and run reports 128+1."""
+    p = start_hold(d)
+    os.kill(p.pid, signal.SIGWINCH)
+    time.sleep(0.2)
+    if p.poll() is not None:
+        fail("SIGWINCH must not end the run")
+    os.kill(p.pid, signal.SIGHUP)
+    r = finish(p)
+    if r.returncode != 128 + signal.SIGHUP or not listed(r):
+        fail("SIGHUP must reach the program, which writes its exit snapshot", r)
+
+
+def case_run_checks_the_output_path_before_starting(d):
+    # A device of our own as root: should the check ever break, the
+    # machine's /dev/null must not be what is lost.
+    dev = "/dev/null"
+    if os.geteuid() == 0:
+        dev = os.path.join(d, "null")
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    cases = {
+        os.path.join(d, "no-such-dir", "x.vtsnap"): "cannot write snapshots in",
+        dev: "character device",
+        d: "directory",
+    }
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    cases[fifo] = "FIFO"
+    link = os.path.join(d, "link.vtsnap")
+    os.symlink(os.path.join(d, "target.vtsnap"), link)
+    cases[link] = "symbolic link"
+    for out, msg in cases.items():
+        p = run(["-o", out, "--", "sh", "-c", "echo ran"])
+        if p.returncode != 2 or msg not in p.stderr or "ran" in p.stdout:
+            fail("-o %s must be refused before the program runs" % out, p)
+        if len(p.stderr.strip().splitlines()) != 1:
+            fail("one line expected", p)
+    if not stat.S_ISCHR(os.lstat(dev).st_mode) or not stat.S_ISFIFO(os.stat(fifo).st_mode):
+        fail("a special file was replaced")
+    if os.path.exists(os.path.join(d, "target.vtsnap")):
+        fail("the symbolic link was followed")
+
+
+def case_lost_snapshot_makes_run_fail(d):
+    sub = os.path.join(d, "sub")
+    os.mkdir(sub)
+    p = run(["-o", os.path.join(sub, "x.vtsnap"), "--", "bash", "-c",
+             "rm -rf %s; %s" % (sub, prog)])
+    if p.returncode == 0 or "LOST" not in p.stderr or "cannot create" not in p.stderr:
+        fail("a snapshot that could not be written must fail the run", p)
+
+
+def case_recording_process_that_execs_writes_its_snapshot_first(d):
+    out = os.path.join(d, "x.vtsnap")
+    p = run(["-o", out, "--", misc, "exec", "true"])
+    if p.returncode != 0:
+        fail("exec failed", p)
+    files = snapshots(d)
+    if len(files) != 1 or "-exec-1" not in files[0]:
+        fail("the snapshot before exec is missing: %s" % files, p)
+    pid, text = summary(os.path.join(d, files[0]))
+    if "counts: allocs 1," not in text or "current 1.00 MiB" not in text:
+        fail("the pre-exec snapshot lacks the allocation", subprocess.CompletedProcess(
+            [], 0, text, ""))
+    if [os.path.basename(x[0]) for x in listed(p)] != files:
+        fail("run must list it", p)
+
+
+def case_python_keeps_its_signal_handlers_under_the_preload(d):
+    """Python installs KeyboardInterrupt only where it finds SIGINT at SIG_DFL:
+    vramtrace's termination handler must not hide that default."""
+    code = ("import os, signal, time\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+            "assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('caught')\n")
+    p = run(["-o", os.path.join(d, "x.vtsnap"), "--", sys.executable, "-c", code])
+    if p.returncode != 0 or p.stdout.strip() != "caught":
+        fail("Python's own signal handling changed under the preload", p)
+
+
+CASES = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
+if case not in CASES:
+    sys.exit("unknown case %s (known: %s)" % (case, " ".join(sorted(CASES))))
+with tempfile.TemporaryDirectory() as tmp:
+    CASES[case](tmp)
+print("ok", case, arg or "")

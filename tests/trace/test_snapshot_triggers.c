@@ -1,0 +1,497 @@
+/*
+ * tests/trace/test_snapshot_triggers.c - when the recorder writes snapshots
+ * by itself (exit, termination signals, exec, OOM), under which names, and
+ * what it never overwrites.
+ *
+ * Linked with the recorder's objects directly (internal functions). Each
+ * test's VRAMTRACE_CONF / VRAMTRACE_OUT comes from tests/trace/meson.build:
+ * the recorder reads them before main(). Most tests fork a child that does
+ * the recording, so that its exit is the event under test.
+ */
+#include "rec_snap.h"
+#include "snapfile.h"
+#include "timeline.h"
+#include "vramtrace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include "../harness.h"
+
+static void make_tmpdir(char *dir, size_t len)
+{
+    snprintf(dir, len, "/tmp/vt-trig-XXXXXX");
+    ASSERT(mkdtemp(dir) != NULL);
+}
+
+/* Remove everything in dir, then dir. */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")
+            && unlinkat(dirfd(d), e->d_name, 0) != 0)
+            unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    closedir(d);
+    rmdir(dir);
+}
+
+static int count_files(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    ASSERT(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* 1 if `path` reads back and holds a MARK `label`, 0 if not, -1 unreadable. */
+static int has_mark(const char *path, const char *label)
+{
+    vt_snapshot_data *s = NULL;
+    char err[512];
+    if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt_snapshot_string(s, s->events[i].str), label))
+            found = 1;
+    vt_snapshot_free(s);
+    return found;
+}
+
+/* VRAMTRACE_OUT (a pattern with %p) for process `pid`, with `suffix` put
+ * before ".vtsnap". */
+static void out_for(pid_t pid, const char *suffix, char *path, size_t len)
+{
+    const char *out = getenv("VRAMTRACE_OUT");
+    ASSERT(out && strstr(out, "%p") && strstr(out, ".vtsnap"));
+    const char *p = strstr(out, "%p");
+    snprintf(path, len, "%.*s%d%.*s%s.vtsnap", (int)(p - out), out, (int)pid,
+             (int)(strstr(out, ".vtsnap") - p - 2), p + 2, suffix);
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+/* ---- who writes the exit snapshot -------------------------------------- */
+
+/* VRAMTRACE_OUT=<builddir>/trig-quiet-%p.vtsnap. A process that recorded
+ * nothing of its own (a wrapper; here a forked child of a process that did
+ * record) writes no exit snapshot; one that recorded does. */
+TEST(process_that_recorded_nothing_writes_no_exit_snapshot)
+{
+    vt_mark("the parent's");
+    pid_t quiet = fork();
+    if (quiet == 0)
+        exit(0);
+    ASSERT(WIFEXITED(wait_child(quiet)));
+    pid_t busy = fork();
+    if (busy == 0) {
+        vt_mark("the child's");
+        exit(0);
+    }
+    ASSERT(WIFEXITED(wait_child(busy)));
+    char path[600];
+    out_for(quiet, "", path, sizeof path);
+    ASSERT_MSG(access(path, F_OK) != 0, "%s: written by a process that recorded nothing", path);
+    out_for(busy, "", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "the child's"), 1);
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* ---- termination signals ------------------------------------------------ */
+
+/* The child records, then gets `sig`: it must die of `sig` (as without
+ * vramtrace) with its exit snapshot written. */
+static void dies_of_signal_with_exit_snapshot(int sig)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(50);
+        vt_mark("before the signal");
+        raise(sig);
+        for (;;)
+            pause();      /* the default action would have ended us: so must vramtrace */
+    }
+    int status = wait_child(pid);
+    ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig,
+               "status 0x%x: the child must die of signal %d", status, sig);
+    char path[600];
+    out_for(pid, "", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "before the signal"), 1);
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* VRAMTRACE_OUT=<builddir>/trig-term-%p.vtsnap */
+TEST(sigterm_writes_the_exit_snapshot_and_dies_of_sigterm)
+{
+    dies_of_signal_with_exit_snapshot(SIGTERM);
+}
+
+/* VRAMTRACE_OUT=<builddir>/trig-int-%p.vtsnap */
+TEST(sigint_writes_the_exit_snapshot_and_dies_of_sigint)
+{
+    dies_of_signal_with_exit_snapshot(SIGINT);
+}
+
+static volatile sig_atomic_t own_handler_ran;
+static void own_handler(int sig)
+{
+    (void)sig;
+    own_handler_ran = 1;
+}
+
+/* VRAMTRACE_OUT=<builddir>/trig-own-%p.vtsnap. A program's own SIGTERM
+ * handler is never replaced: it runs, the program exits as it decides, and
+ * the exit snapshot is written at exit. */
+TEST(program_sigterm_handler_runs_and_the_exit_snapshot_follows)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(50);
+        signal(SIGTERM, own_handler);
+        vt_mark("own handler");
+        raise(SIGTERM);
+        exit(own_handler_ran ? 7 : 3);
+    }
+    int status = wait_child(pid);
+    ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 7,
+               "status 0x%x: the program's handler must run", status);
+    char path[600];
+    out_for(pid, "", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "own handler"), 1);
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* VRAMTRACE_OUT=<builddir>/trig-dfl-%p.vtsnap. The handler that writes the
+ * exit snapshot is invisible: the program reads SIG_DFL, and setting SIG_DFL
+ * again (as Python does before it dies of SIGINT) keeps the snapshot. */
+TEST(termination_signals_still_read_as_default)
+{
+    const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+    for (int i = 0; i < 3; i++) {
+        struct sigaction old;
+        ASSERT_OK(sigaction(sigs[i], NULL, &old));
+        ASSERT_MSG(old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO),
+                   "signal %d does not read as SIG_DFL", sigs[i]);
+        ASSERT(signal(sigs[i], SIG_DFL) == SIG_DFL);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(50);
+        vt_mark("reset to default");
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGTERM, &dfl, NULL);
+        raise(SIGTERM);
+        for (;;)
+            pause();
+    }
+    int status = wait_child(pid);
+    ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status 0x%x", status);
+    char path[600];
+    out_for(pid, "", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "reset to default"), 1);
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* VRAMTRACE_CONF=signal:SIGUSR2, VRAMTRACE_OUT=<builddir>/trig-queued-%p.vtsnap.
+ * A snapshot signal that arrives right before exit is still written. */
+TEST(signal_snapshot_queued_at_exit_is_written)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        vt_mark("queued");
+        raise(SIGUSR2);
+        exit(0);          /* at once: the thread may not have woken yet */
+    }
+    ASSERT(WIFEXITED(wait_child(pid)));
+    char path[600];
+    out_for(pid, "-signal-1", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "queued"), 1);
+    unlink(path);
+    out_for(pid, "", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "queued"), 1);      /* and the exit snapshot after it */
+    unlink(path);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+/* VRAMTRACE_OUT unset; set here. Automatic snapshots carry the pid and a
+ * reason; several in one second with %t, a forked child's, and a name that
+ * exists already never collide: nothing is overwritten. */
+TEST(automatic_snapshots_carry_the_pid_and_never_share_a_name)
+{
+    char dir[64], out[128], path[256];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/t-%%t.vtsnap", dir);
+    setenv("VRAMTRACE_OUT", out, 1);
+    vt_mark("named");
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(vt__snapshot_auto("signal"));
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(vt__snapshot_auto("oom") == 0 ? 0 : 3);
+    int status = wait_child(pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(count_files(dir), 4);
+
+    /* a plain name: p-PID-signal-N; an existing file is skipped, not replaced */
+    snprintf(out, sizeof out, "%s/p.vtsnap", dir);
+    setenv("VRAMTRACE_OUT", out, 1);
+    unsigned next = 4;                     /* three signal snapshots counted already */
+    char taken[256];
+    snprintf(taken, sizeof taken, "%s/p-%d-signal-%u.vtsnap", dir, (int)getpid(), next);
+    int fd = open(taken, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(write(fd, "keep", 4), 4);
+    close(fd);
+    ASSERT_OK(vt__snapshot_auto("signal"));
+    struct stat st;
+    ASSERT_OK(stat(taken, &st));
+    ASSERT_EQ(st.st_size, 4);                       /* untouched */
+    snprintf(path, sizeof path, "%s/p-%d-signal-%u.vtsnap", dir, (int)getpid(), next + 1);
+    ASSERT_EQ(has_mark(path, "named"), 1);
+    remove_tree(dir);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* VRAMTRACE_OUT unset; set here. A rank from the launcher's environment
+ * names the file when the pattern has no %r. */
+TEST(rank_from_the_launcher_names_the_snapshot)
+{
+    char dir[64], out[128], path[256];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/r.vtsnap", dir);
+    setenv("VRAMTRACE_OUT", out, 1);
+    setenv("SLURM_PROCID", "6", 1);
+    vt_mark("ranked");
+    ASSERT_OK(vt__snapshot_auto("signal"));
+    snprintf(path, sizeof path, "%s/r-rank6-%d-signal-1.vtsnap", dir, (int)getpid());
+    ASSERT_EQ(has_mark(path, "ranked"), 1);
+    remove_tree(dir);
+    unsetenv("SLURM_PROCID");
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* ---- what is never overwritten -------------------------------------------- */
+
+TEST(snapshot_never_replaces_a_device_fifo_directory_or_symlink)
+{
+    char dir[64], fifo[128], sub[128], link[128], target[128];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(link, sizeof link, "%s/link.vtsnap", dir);
+    snprintf(target, sizeof target, "%s/target.vtsnap", dir);
+    ASSERT_OK(mkfifo(fifo, 0600));
+    ASSERT_OK(mkdir(sub, 0700));
+    ASSERT_OK(symlink(target, link));
+    /* A device of our own as root: should the check ever break, the
+     * machine's /dev/null must not be what is lost. */
+    char dev[128];
+    snprintf(dev, sizeof dev, "%s/null", dir);
+    int own_dev = geteuid() == 0;
+    if (own_dev)
+        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
+    else
+        snprintf(dev, sizeof dev, "/dev/null");
+    struct stat st;
+    ASSERT(vt_snapshot(dev) < 0);
+    ASSERT(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT(vt_snapshot(fifo) < 0);
+    ASSERT(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    ASSERT_EQ(vt_snapshot(sub), -EISDIR);
+    ASSERT(lstat(sub, &st) == 0 && S_ISDIR(st.st_mode));
+    ASSERT(vt_snapshot(link) < 0);
+    ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT(access(target, F_OK) != 0);              /* not followed either */
+    ASSERT_EQ(count_files(dir), 3 + own_dev);       /* no temporary file left */
+    remove_tree(dir);
+}
+
+/* A writer killed during a write leaves TARGET.tmp.PID behind; the next
+ * write of the same target removes it once its process is gone and it is
+ * older than a minute, and leaves the others alone. */
+TEST(stale_temporary_files_of_dead_writers_are_swept)
+{
+    pid_t dead[2];
+    for (int i = 0; i < 2; i++) {
+        dead[i] = fork();
+        if (dead[i] == 0)
+            _exit(0);
+        wait_child(dead[i]);
+    }
+    char dir[64], target[128], stale[160], fresh[160], alive[160];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(target, sizeof target, "%s/s.vtsnap", dir);
+    snprintf(stale, sizeof stale, "%s.tmp.%d", target, (int)dead[0]);
+    snprintf(fresh, sizeof fresh, "%s.tmp.%d", target, (int)dead[1]);
+    snprintf(alive, sizeof alive, "%s.tmp.%d", target, (int)getppid());
+    const char *files[] = { stale, fresh, alive };
+    struct timespec old[2] = { { time(NULL) - 600, 0 }, { time(NULL) - 600, 0 } };
+    for (int i = 0; i < 3; i++) {
+        int fd = open(files[i], O_WRONLY | O_CREAT | O_EXCL, 0644);
+        ASSERT(fd >= 0);
+        ASSERT_OK(ftruncate(fd, 1 << 20));
+        if (i != 1)
+            ASSERT_OK(futimens(fd, old));
+        close(fd);
+    }
+    ASSERT_OK(vt_snapshot(target));
+    ASSERT_MSG(access(stale, F_OK) != 0, "%s: a dead writer's old file stays", stale);
+    ASSERT_MSG(access(fresh, F_OK) == 0, "%s: a recent file was removed", fresh);
+    ASSERT_MSG(access(alive, F_OK) == 0, "%s: a live writer's file was removed", alive);
+    remove_tree(dir);
+}
+
+/* VRAMTRACE_OUT unset. The error of a failed write is one line that names
+ * the file once. */
+TEST(write_error_is_one_line_naming_the_file_once)
+{
+    char dir[64], log[128];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(log, sizeof log, "%s/stderr", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        _exit(vt_snapshot("/nonexistent-vt-dir/lost.vtsnap") < 0 ? 0 : 3);
+    }
+    int status = wait_child(pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char buf[2048] = "";
+    FILE *f = fopen(log, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    ASSERT_MSG(n > 0 && strchr(buf, '\n') == buf + n - 1, "not one line: %s", buf);
+    const char *first = strstr(buf, "lost.vtsnap");
+    ASSERT_MSG(first && !strstr(first + 1, "lost.vtsnap"), "the path repeats: %s", buf);
+    ASSERT_STR_CONTAINS(buf, "No such file or directory");
+    remove_tree(dir);
+}
+
+/* ---- OOM snapshots --------------------------------------------------------- */
+
+/* VRAMTRACE_CONF=dump_on_oom:1,oom_snapshots:2,
+ * VRAMTRACE_OUT=<builddir>/trig-oom-%p.vtsnap. A probe OOM at start-up and
+ * a later real one: the first gets its file, the last file always holds the
+ * latest OOM, and the limit is said once. */
+TEST(oom_snapshots_beyond_the_limit_keep_the_latest)
+{
+    char dir[64], log[128];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(log, sizeof log, "%s/stderr", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        vt_mark("probe");
+        vt__trace_out_of_memory();
+        vt_mark("second");
+        vt__trace_out_of_memory();
+        vt_mark("the real one");
+        vt__trace_out_of_memory();       /* within a second: written at exit */
+        vt__trace_out_of_memory();
+        exit(0);
+    }
+    ASSERT(WIFEXITED(wait_child(pid)));
+    char path[600];
+    out_for(pid, "-oom-1", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "probe"), 1);
+    ASSERT_EQ(has_mark(path, "second"), 0);
+    unlink(path);
+    out_for(pid, "-oom-2", path, sizeof path);
+    ASSERT_EQ(has_mark(path, "the real one"), 1);
+    unlink(path);
+    out_for(pid, "-oom-3", path, sizeof path);
+    ASSERT(access(path, F_OK) != 0);
+    out_for(pid, "", path, sizeof path);             /* the exit snapshot */
+    unlink(path);
+    char buf[4096] = "";
+    FILE *f = fopen(log, "r");
+    ASSERT(f != NULL);
+    buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
+    fclose(f);
+    const char *msg = strstr(buf, "out-of-memory snapshots written");
+    ASSERT_MSG(msg && !strstr(msg + 1, "out-of-memory snapshots written"),
+               "the limit must be said once: %s", buf);
+    ASSERT_STR_CONTAINS(buf, "oom_snapshots:2");
+    remove_tree(dir);
+    unsetenv("VRAMTRACE_OUT");
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+/* A forked child's snapshot marks what the parent allocated before the fork
+ * as inherited, not as the child's own live allocations. */
+TEST(forked_child_marks_the_parents_allocations_as_inherited)
+{
+    char dir[64], path[128], err[512];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/child.vtsnap", dir);
+    vt__trace(VT_EV_ALLOC, 0, 1, 0x10000, 4096, 4096, 0, 0, 0, 0);   /* kept by the parent */
+    vt__trace(VT_EV_ALLOC, 0, 1, 0x20000, 4096, 4096, 0, 0, 0, 0);
+    vt__trace(VT_EV_FREE_REQUESTED, 0, 1, 0x20000, 4096, 4096, 0, 0, 0, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        vt__trace(VT_EV_ALLOC, 0, 1, 0x30000, 8192, 8192, 0, 0, 0, 0);   /* the child's */
+        _exit(vt_snapshot(path) == 0 ? 0 : 3);
+    }
+    int status = wait_child(pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    vt_snapshot_data *s = NULL;
+    ASSERT_MSG(vt_snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(s->meta.format_version & 0xffff, 2);
+    size_t forks = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_FORK) {
+            forks++;
+            ASSERT_EQ(s->events[i].aux, getpid());
+        }
+    ASSERT_EQ(forks, 1);
+    vt_timeline *tl = NULL;
+    ASSERT_OK(vt_timeline_build(s, &tl, err, sizeof err));
+    ASSERT_EQ(tl->fork_parent_pid, getpid());
+    int seen = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (l->addr == 0x10000) {
+            ASSERT_EQ(l->flags & (VT_LT_ALIVE | VT_LT_INHERITED), VT_LT_ALIVE | VT_LT_INHERITED);
+            seen |= 1;
+        } else if (l->addr == 0x30000) {
+            ASSERT_EQ(l->flags & (VT_LT_ALIVE | VT_LT_INHERITED), VT_LT_ALIVE);
+            seen |= 2;
+        }
+    }
+    ASSERT_EQ(seen, 3);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+    remove_tree(dir);
+}
+
+TEST_MAIN()
