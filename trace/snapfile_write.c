@@ -318,6 +318,16 @@ static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
         free(dst);
         return -EIO;
     }
+    if (sec->raw.n / VT_MAX_COMPRESSION_RATIO > r) {
+        /* Readers refuse a section that claims to inflate more than this
+         * (format.h, "Size bounds"): only a perfectly regular trace gets
+         * here, and it is stored as it is. */
+        free(dst);
+        sec->stored = sec->raw.p;
+        sec->stored_size = sec->raw.n;
+        sec->flags = 0;
+        return 0;
+    }
     sec->stored = dst;
     sec->stored_size = r;
     sec->flags = VT_SECTION_FLAG_ZSTD;

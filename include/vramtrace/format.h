@@ -157,6 +157,20 @@ enum vt_passthrough_call {
  * A compressed section is exactly one zstd frame (with its content size).
  * Every section of this version appears exactly once; order is free.
  *
+ * Size bounds (so that a reader knows what a section may cost before it
+ * allocates anything, and a small hostile file cannot make it allocate
+ * gigabytes): a compressed section decodes to at most
+ * VT_MAX_COMPRESSION_RATIO times its stored bytes (a writer whose data
+ * compresses better stores that section uncompressed instead); and where its
+ * count bounds a section, raw_size is at most what count items can take in
+ * their longest encoding: META at most VT_MAX_META_BYTES, FRAMES
+ * count * VT_MAX_FRAME_BYTES, STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
+ * EVENTS VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES (this
+ * version needs at most 114 bytes per event; columns that a later minor adds
+ * must fit in the rest, larger per-event data goes into a section of its
+ * own). STRINGS and STATE are bounded by the ratio alone (strings and blocks
+ * per segment have no fixed size). These bounds hold for every version 1.x.
+ *
  * Section encodings (the raw bytes after decompression):
  *
  *   META (count 1): svarint pid, svarint rank, varint host, command_line,
@@ -222,6 +236,14 @@ enum vt_passthrough_call {
 #define VT_FILE_HEADER_SIZE 64
 #define VT_FILE_ENTRY_SIZE 48
 #define VT_SECTION_FLAG_ZSTD 1u
+
+/* Size bounds of the raw (decoded) sections, see "Size bounds" above. */
+#define VT_MAX_COMPRESSION_RATIO 1024
+#define VT_MAX_META_BYTES (1u << 20)
+#define VT_MAX_FRAME_BYTES 70          /* 2 svarints + 5 varints */
+#define VT_MAX_STACK_NODE_BYTES 20     /* 2 varints */
+#define VT_MAX_EVENTS_HEADER_BYTES (16u << 10)
+#define VT_MAX_EVENT_BYTES 160
 
 enum vt_section_id {
     VT_SECTION_META = 1,
