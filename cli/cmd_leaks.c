@@ -79,8 +79,8 @@ int vt_cmd_leaks(int argc, char **argv)
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt_lifetime *l = &tl->lifetimes[i];
-        if (!(l->flags & VT_LT_ALIVE) || (l->flags & VT_LT_PENDING_FREE))
-            continue;
+        if (!(l->flags & VT_LT_ALIVE))
+            continue;   /* freed, pending, or freed where the events do not show it */
         g[n++] = (struct group){ l->alloc_stack, l->size, 1,
                                  (l->flags & VT_LT_BEFORE_WINDOW) ? 1 : 0 };
     }
@@ -109,6 +109,12 @@ int vt_cmd_leaks(int argc, char **argv)
             printf("  (%" PRIu64 " of them allocated before the retained window)\n", g[i].before);
         putchar('\n');
     }
+    if (tl->nfree_unseen)
+        printf("(%zu allocation%s without a free among the kept events %s not listed: %s)\n\n",
+               tl->nfree_unseen, tl->nfree_unseen == 1 ? "" : "s",
+               tl->nfree_unseen == 1 ? "is" : "are",
+               tl->state_complete ? "the allocator state at the snapshot does not hold them"
+                                  : "gaps in the events hide their fate");
     if (m)
         printf("SUMMARY: vramtrace: %s alive in %" PRIu64 " allocation%s from %zu stack%s.\n",
                vt__fmt_bytes(total, b), count, count == 1 ? "" : "s", m, m == 1 ? "" : "s");

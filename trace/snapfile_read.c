@@ -382,6 +382,18 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
         s->devices[i].ordinal = (int32_t)ord;
         s->devices[i].name = (uint32_t)name;
     }
+    if (r->minor < 2)
+        return 0;
+    uint64_t flags = vt__get_varint(&c);
+    NEED(&c, "metadata flags");
+    m->flags = (uint32_t)(flags & (VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS));
+    if (flags & VT_META_DEVICE_PEAKS)
+        for (uint64_t i = 0; i < nd; i++) {
+            s->devices[i].peak_allocated = vt__get_varint(&c);
+            s->devices[i].peak_reserved = vt__get_varint(&c);
+            s->devices[i].peak_active = vt__get_varint(&c);
+            NEED(&c, "device peaks");
+        }
     /* trailing bytes: fields appended by a later minor version */
     return 0;
 }

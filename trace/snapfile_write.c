@@ -164,6 +164,13 @@ static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
         vt__put_varint(b, s->devices[i].name);
         vt__put_varint(b, s->devices[i].total_bytes);
     }
+    vt__put_varint(b, s->meta.flags);
+    if (s->meta.flags & VT_META_DEVICE_PEAKS)
+        for (size_t i = 0; i < s->ndevices; i++) {
+            vt__put_varint(b, s->devices[i].peak_allocated);
+            vt__put_varint(b, s->devices[i].peak_reserved);
+            vt__put_varint(b, s->devices[i].peak_active);
+        }
 }
 
 static void enc_strings(const vt_snapshot_data *s, vt__buf *b)

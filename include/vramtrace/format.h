@@ -133,7 +133,13 @@ enum vt_passthrough_call {
  *   reader would find it). A writer of 1.1 writes 1.1 files.
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
- *   then keep the name of their TENSOR_NEW).
+ *   then keep the name of their TENSOR_NEW). 1.2 appends to META a flags
+ *   word (VT_META_*: whether STATE is the allocator's complete state at the
+ *   snapshot, whether the allocator's true peaks follow) and those peaks per
+ *   device; older readers ignore them as trailing META bytes. A 1.2 reader
+ *   reading an older file takes STATE as complete when it has a segment (the
+ *   recorder wrote it whole whenever the allocator could describe itself)
+ *   and has no true peaks to show.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -178,6 +184,11 @@ enum vt_passthrough_call {
  *     clock_base_realtime_ns, snapshot_time_ns, events_recorded,
  *     events_overwritten, stacks_dropped, varint ndevices, then per device
  *     svarint ordinal, varint name (string), varint total_bytes.
+ *     Since 1.2, then: varint flags (VT_META_*), and when flags has
+ *     VT_META_DEVICE_PEAKS, per device in the same order varint
+ *     peak_allocated, peak_reserved, peak_active (bytes, the allocator's own
+ *     peaks as vt_get_stats keeps them: since the start of the process or the
+ *     last vt_reset_peak_stats, whatever the event window kept).
  *
  *   STRINGS (count = number of strings, >= 1): string 0 is "" and is not
  *     stored; then for each string 1..count-1: varint length, that many bytes
@@ -199,7 +210,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 and 1.1), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.2), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -230,12 +241,19 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 1
+#define VT_FORMAT_MINOR 2
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
 #define VT_FILE_ENTRY_SIZE 48
 #define VT_SECTION_FLAG_ZSTD 1u
+
+/* META flags (format 1.2). */
+enum vt_meta_flag {
+    VT_META_STATE_COMPLETE = 1u << 0, /* STATE is the allocator's whole state at
+                                         the snapshot: the truth of what is alive */
+    VT_META_DEVICE_PEAKS = 1u << 1,   /* per-device true peaks follow */
+};
 
 /* Size bounds of the raw (decoded) sections, see "Size bounds" above. */
 #define VT_MAX_COMPRESSION_RATIO 1024
@@ -254,7 +272,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
 };
 
-/* Event columns of format 1.0 and 1.1 (EVENTS section). */
+/* Event columns of format 1.0 to 1.2 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

@@ -74,15 +74,23 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
     snprintf(args, sizeof args, "summary '%s'", p);
     ASSERT_EQ(run(args), 0);
     ASSERT_STR_EQ(errout, "");
-    ASSERT_STR_CONTAINS(out, "format 1.1, pid 4242, rank 3, host node-7\n");
+    ASSERT_STR_CONTAINS(out, "format 1.2, pid 4242, rank 3, host node-7\n");
     ASSERT_STR_CONTAINS(out, "  command: python train.py --epochs 3\n");
     ASSERT_STR_CONTAINS(out, "  events: 15 in the window (seq 10..24, 0.000 s), 120 recorded, "
                              "107 overwritten, 2 stacks dropped\n");
     ASSERT_STR_CONTAINS(out, "  counts: allocs 3, frees 3, segment allocs 2, segment frees 1, "
                              "segments alive 2, OOMs 1, bad frees 1, marks 1\n");
     ASSERT_STR_CONTAINS(out, "device 0 (Simulated GPU 0, 80.0 GiB):\n"
-                             "  allocated: peak 13.0 MiB (seq 18), current 12.0 MiB\n"
-                             "  reserved:  peak 22.0 MiB (seq 23), current 20.0 MiB\n"
+                             "  allocated: peak 13.0 MiB (seq 18) in the kept events, "
+                             "current 12.0 MiB\n"
+                             "  pending free: 0 B (freed, waiting for stream events); active "
+                             "peak 13.0 MiB (allocated + pending)\n"
+                             "  reserved:  peak 22.0 MiB (seq 23) in the kept events, "
+                             "current 20.0 MiB\n"
+                             "  true peaks (allocator, whole run): allocated 30.0 MiB, "
+                             "reserved 40.0 MiB, active 31.0 MiB\n"
+                             "  at the snapshot (allocator state): allocated 12.0 MiB in 2 "
+                             "blocks, pending 0 B, reserved 20.0 MiB\n"
                              "  fragmentation: 7.00 MiB reserved but unallocated at the "
                              "allocated peak (35.0%), 8.00 MiB now (40.0%)\n"
                              "  top call sites by bytes at peak (seq 18):\n"
@@ -90,8 +98,13 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
                              "(/usr/bin/train+0x400300)\n"
                              "      4.00 MiB  1 allocation   forward model.c:42 "
                              "(/usr/bin/train+0x400200)\n");
+    /* a pending free is freed: not allocated, a figure of its own */
     ASSERT_STR_CONTAINS(out, "device 1 (Simulated GPU 1, 40.0 GiB):\n"
-                             "  allocated: peak 512 KiB (seq 14), current 512 KiB\n");
+                             "  allocated: peak 512 KiB (seq 14) in the kept events, "
+                             "current 0 B\n"
+                             "  pending free: 512 KiB (freed, waiting for stream events); "
+                             "active peak 512 KiB (allocated + pending)\n");
+    ASSERT(strstr(out, "gaps:") == NULL);
 }
 
 TEST(cli_leaks_groups_alive_allocations_by_stack)
@@ -137,11 +150,17 @@ TEST(cli_json_is_valid_and_complete)
     char args[1024];
     snprintf(args, sizeof args, "json '%s' --events", p);
     ASSERT_EQ(run(args), 0);
-    ASSERT_STR_CONTAINS(out, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":1,");
+    ASSERT_STR_CONTAINS(out, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":2,");
     ASSERT_STR_CONTAINS(out, "\"host\":\"node-7\"");
     ASSERT_STR_CONTAINS(out, "\"str\":\"weights \\\"w\\\"\\n\"");
     ASSERT_STR_CONTAINS(out, "\"peak_allocated\":13631488,\"peak_allocated_seq\":18");
-    ASSERT_STR_CONTAINS(out, "\"flags\":[\"alive\",\"pending_free\"],\"streams\":[\"0x99\"]");
+    ASSERT_STR_CONTAINS(out, "\"flags\":[\"pending_free\"],\"streams\":[\"0x99\"]");
+    ASSERT_STR_CONTAINS(out, "\"final_allocated\":0,\"final_reserved\":2097152,"
+                             "\"final_pending\":524288,\"peak_active\":524288,"
+                             "\"true_peak_allocated\":1048576,\"true_peak_reserved\":2097152,"
+                             "\"true_peak_active\":1572864,\"state\":{\"allocated\":0,"
+                             "\"allocated_blocks\":0,\"pending\":524288,\"reserved\":2097152}");
+    ASSERT_STR_CONTAINS(out, "\"gaps\":0,\"events_missing\":0,\"free_unseen\":0}");
     ASSERT_STR_CONTAINS(out, "\"kind\":\"STREAM_USE\"");
     /* a real JSON parser agrees, when python3 is around */
     if (system("command -v python3 >/dev/null 2>&1") == 0) {

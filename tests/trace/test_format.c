@@ -70,7 +70,11 @@ static void same_snapshot(const vt_snapshot_data *a, const vt_snapshot_data *b)
         ASSERT_EQ(a->devices[i].ordinal, b->devices[i].ordinal);
         ASSERT_EQ(a->devices[i].name, b->devices[i].name);
         ASSERT_EQ(a->devices[i].total_bytes, b->devices[i].total_bytes);
+        ASSERT_EQ(a->devices[i].peak_allocated, b->devices[i].peak_allocated);
+        ASSERT_EQ(a->devices[i].peak_reserved, b->devices[i].peak_reserved);
+        ASSERT_EQ(a->devices[i].peak_active, b->devices[i].peak_active);
     }
+    ASSERT_EQ(a->meta.flags, b->meta.flags);
     ASSERT_EQ(a->nframes, b->nframes);
     for (size_t i = 0; i < a->nframes; i++) {
         const vt_frame *x = &a->frames[i], *y = &b->frames[i];
@@ -203,6 +207,15 @@ TEST(round_trip_training_loop_with_extreme_values)
     free(data);
     vt_snapshot_free(r);
     vt_snapshot_free(s);
+}
+
+/* What a reader of a file older than 1.2 sees of `s`. */
+static void without_1_2_fields(vt_snapshot_data *s)
+{
+    s->meta.flags = 0;
+    for (size_t i = 0; i < s->ndevices; i++)
+        s->devices[i].peak_allocated = s->devices[i].peak_reserved =
+            s->devices[i].peak_active = 0;
 }
 
 /* ---- damage ------------------------------------------------------------- */
@@ -577,7 +590,7 @@ TEST(flipped_major_version_byte_reads_as_corrupt)
     size_t size;
     unsigned char *data = encode(s, &size);
     data[9] ^= 0x10;                      /* major 1 -> 4097 */
-    expect_reject(data, size, "format 4097.1 with a header that does not check out: the file "
+    expect_reject(data, size, "format 4097.2 with a header that does not check out: the file "
                               "is corrupt");
     ASSERT(strstr(err, "newer") == NULL);
     /* a genuine header of a later major (checksum right) is "newer" */
@@ -645,6 +658,43 @@ TEST(over_long_varint_is_named_as_such)
     free(f);
     for (int i = 0; i < 6; i++)
         free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(format_1_1_file_reads_without_true_peaks)
+{
+    /* A 1.1 writer wrote META without the 1.2 flags and peaks: strip them
+     * (they are META's last bytes) and label the file 1.1. */
+    vt_snapshot_data *s = gen_small();
+    ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    struct raw_section *m = by_id(secs, VT_SECTION_META);
+    vt__buf tail = { 0 };
+    vt__put_varint(&tail, s->meta.flags);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        vt__put_varint(&tail, s->devices[i].peak_allocated);
+        vt__put_varint(&tail, s->devices[i].peak_reserved);
+        vt__put_varint(&tail, s->devices[i].peak_active);
+    }
+    ASSERT(m->n > tail.n && memcmp(m->raw + m->n - tail.n, tail.p, tail.n) == 0);
+    m->n -= tail.n;
+    free(tail.p);
+    size_t n2;
+    unsigned char *f = repack(secs, 6, 1, &n2);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "old", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.flags, 0);
+    ASSERT_EQ(r->devices[0].peak_allocated, 0);
+    ASSERT_EQ(r->nevents, s->nevents);
+    ASSERT_EQ(r->nblocks, s->nblocks);
+    vt_snapshot_free(r);
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
     free(data);
     vt_snapshot_free(s);
 }
@@ -746,7 +796,7 @@ static vt_snapshot_data *gen_small_renamed(void)
 TEST(tensor_name_round_trips_in_a_format_1_1_file)
 {
     ASSERT_EQ(VT_FORMAT_MAJOR, 1);
-    ASSERT_EQ(VT_FORMAT_MINOR, 1);
+    ASSERT_EQ(VT_FORMAT_MINOR, 2);
     ASSERT_EQ(VT_EV_TENSOR_NAME, 25);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_TENSOR_NAME), 1);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_FINDING), 0);
@@ -755,11 +805,11 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     vt_snapshot_data *s = gen_small_renamed();
     size_t size;
     unsigned char *data = encode(s, &size);
-    ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as 1.1 */
-    ASSERT_EQ(vt__rd_le(data + 10, 2), 1);
+    ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as 1.2, which has it */
+    ASSERT_EQ(vt__rd_le(data + 10, 2), 2);
     vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(data, size, "renamed", &r, err, sizeof err) == 0, "%s", err);
-    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.format_version, 0x10002u);
     same_snapshot(s, r);
     const vt_event *e = &r->events[r->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_NAME);
@@ -768,11 +818,11 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     ASSERT_STR_EQ(vt_snapshot_string(r, e->str), "fc2 out");
     vt_snapshot_free(r);
 
-    /* a file of a newer minor (1.2) holds it too */
+    /* a file of a newer minor (1.3) holds it too */
     struct raw_section secs[6];
     unpack(data, secs);
     size_t n2;
-    unsigned char *f = repack(secs, 6, 2, &n2);
+    unsigned char *f = repack(secs, 6, 3, &n2);
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_TENSOR_NAME);
     vt_snapshot_free(r);
@@ -798,10 +848,14 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     ASSERT_STR_CONTAINS(err, "event 15 has kind 25, which format 1.1 introduced, in a file "
                              "of format 1.0");
     free(f);
-    /* the same bytes as 1.1 are fine: only the claimed version changed */
+    /* the same bytes as 1.1 are fine: only the claimed version changed (a
+     * 1.1 file has no META flags and true peaks: those bytes are skipped) */
     f = repack(secs, 6, 1, &n2);
     vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_2_fields(s);
     same_snapshot(s, r);
     vt_snapshot_free(r);
     free(f);
@@ -816,6 +870,7 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->meta.format_version, 0x10000u);
     r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_2_fields(s);
     same_snapshot(s, r);
     vt_snapshot_free(r);
     free(f);

@@ -47,9 +47,10 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(a2->alloc_event, 3);
 
     const vt_lifetime *b1 = at_addr(tl, 0x20000000, 0);  /* pending free at the end */
-    ASSERT_EQ(b1->flags, VT_LT_ALIVE | VT_LT_PENDING_FREE);
+    ASSERT_EQ(b1->flags, VT_LT_PENDING_FREE);              /* freed: not alive */
     ASSERT_EQ(b1->free_seq, 17);
-    ASSERT_EQ(b1->release_event, VT_TL_NONE);
+    ASSERT_EQ(b1->release_event, 7);                       /* allocated until the free */
+    ASSERT_EQ(b1->reusable_event, VT_TL_NONE);             /* still pending */
     ASSERT_EQ(b1->nstreams, 1);
     ASSERT_EQ(tl->streams[b1->first_stream], 0x99);
     ASSERT_EQ(b1->device, 1);
@@ -108,8 +109,11 @@ TEST(timeline_curves_start_at_before_window_bytes)
     ASSERT_EQ(d0->points[1].allocated, 8 * MiB);
     ASSERT_EQ(d1->initial_allocated, 0);
     ASSERT_EQ(d1->peak_allocated, 512 * 1024);
-    ASSERT_EQ(d1->final_allocated, 512 * 1024); /* pending free still counts */
+    ASSERT_EQ(d1->final_allocated, 0);          /* the program freed it ... */
+    ASSERT_EQ(d1->final_pending, 512 * 1024);   /* ... and it waits for its stream */
+    ASSERT_EQ(d1->peak_active, 512 * 1024);
     ASSERT_EQ(d1->final_reserved, 2 * MiB);
+    ASSERT_EQ(d0->final_pending, 0);
     vt_timeline_free(tl);
     vt_snapshot_free(s);
 }
@@ -131,8 +135,9 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->nlifetimes, 3);
     const vt_lifetime *a = at_addr(tl, 0x1000, 0);
-    ASSERT_EQ(a->release_seq, 4);
+    ASSERT_EQ(a->release_seq, 2);               /* allocated until the program frees */
     ASSERT_EQ(a->complete_event, 3);
+    ASSERT_EQ(a->reusable_event, 3);            /* pending until its completion */
     ASSERT_EQ(a->flags, 0);
     const vt_lifetime *lost = at_addr(tl, 0x2000, 0);
     ASSERT_EQ(lost->flags, VT_LT_FREE_LOST);
@@ -141,16 +146,22 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     ASSERT_EQ(c->release_seq, 6);
     ASSERT_EQ(c->complete_event, 6);
     const vt_tl_device *d = vt_timeline_device(tl, 0);
-    uint64_t want[] = { 0, 100, 150, 50, 70, 0 };   /* after 1, 3, 4, 5(+70-50), 6 */
-    ASSERT_EQ(d->npoints, 6);
-    for (int i = 0; i < 6; i++)
+    /* after seq 1, 2 (pending), 3, 4 (completed), 5 (+70 -50), 6 */
+    uint64_t want[] = { 0, 100, 0, 50, 50, 70, 0 };
+    uint64_t want_pending[] = { 0, 0, 100, 100, 0, 0, 0 };
+    ASSERT_EQ(d->npoints, 7);
+    for (int i = 0; i < 7; i++) {
         ASSERT_EQ(d->points[i].allocated, want[i]);
-    ASSERT_EQ(d->peak_allocated, 150);
+        ASSERT_EQ(d->points[i].pending, want_pending[i]);
+    }
+    ASSERT_EQ(d->peak_allocated, 100);
+    ASSERT_EQ(d->peak_active, 150);             /* 50 allocated + 100 pending */
+    ASSERT_EQ(d->final_pending, 0);
     /* find: by interior address, at a point in time */
     ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000 + 99, 0), a);
     ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000 + 100, 0), NULL);
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 3), NULL);     /* released at event 3 */
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 2), a);        /* pending: still allocated */
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 1), NULL);     /* freed at event 1 */
+    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 2), NULL);     /* pending is not allocated */
     ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000 + 60, 4), c);
     ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000 + 10, 3), lost);
     ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000, VT_TL_NONE), NULL);
