@@ -169,17 +169,16 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     vt_snapshot_free(g.s);
 }
 
-TEST(timeline_of_one_million_events_is_fast)
+/* Its speed is measured in tests/bench/bench_trace.c, not asserted here. */
+TEST(timeline_of_one_million_events_is_consistent)
 {
     vt_snapshot_data *s = gen_training(1000000, 5);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     vt_timeline *tl;
     ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    printf("timeline of %zu events: %.3f s, %zu lifetimes\n", s->nevents, dt, tl->nlifetimes);
-    ASSERT_MSG(dt < (getenv("VT_SLOW_OK") ? 20.0 : 1.0), "took %.3f s", dt);
+    printf("timeline of %zu events: %zu lifetimes\n", s->nevents, tl->nlifetimes);
+    ASSERT_EQ(tl->kind_counts[VT_EV_ALLOC] + tl->kind_counts[VT_EV_FREE_REQUESTED] > 0, 1);
+    ASSERT_EQ(tl->ngaps, 0);
+    ASSERT_EQ(tl->nfree_unseen, 0);
     /* every allocation freed within its step except the last step's tail */
     const vt_tl_device *d = vt_timeline_device(tl, 0);
     ASSERT(d->peak_allocated > 0 && d->peak_allocated <= d->peak_reserved);
