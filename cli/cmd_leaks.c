@@ -110,11 +110,13 @@ int vt_cmd_leaks(int argc, char **argv)
         putchar('\n');
     }
     if (tl->nfree_unseen)
-        printf("(%zu allocation%s without a free among the kept events %s not listed: %s)\n\n",
+        printf("(%zu allocation%s without a free among the kept events %s not listed: %s%s)\n\n",
                tl->nfree_unseen, tl->nfree_unseen == 1 ? "" : "s",
                tl->nfree_unseen == 1 ? "is" : "are",
-               tl->state_complete ? "the allocator state at the snapshot does not hold them"
-                                  : "gaps in the events hide their fate");
+               tl->state_complete ? "the allocator state at the snapshot does not hold "
+                                  : "gaps in the events hide ",
+               tl->nfree_unseen == 1 ? (tl->state_complete ? "it" : "its fate")
+                                     : (tl->state_complete ? "them" : "their fate"));
     if (m)
         printf("SUMMARY: vramtrace: %s alive in %" PRIu64 " allocation%s from %zu stack%s.\n",
                vt__fmt_bytes(total, b), count, count == 1 ? "" : "s", m, m == 1 ? "" : "s");

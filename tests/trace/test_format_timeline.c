@@ -169,6 +169,95 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     vt_snapshot_free(g.s);
 }
 
+/* A live snapshot under load: writers lapped the ring copy, so seqs 3..9 are
+ * missing. A and B were allocated before the gap and not freed after it; C
+ * after it; D freed after it, its ALLOC lost in it. */
+static struct gen gapped(void)
+{
+    struct gen g = gen_begin();
+    vt_event *e;
+    e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 100;
+    e = gen_ev(&g, VT_EV_ALLOC, 2, 20); e->addr = 0x2000; e->size = 200;
+    e = gen_ev(&g, VT_EV_ALLOC, 10, 100); e->addr = 0x3000; e->size = 300;
+    e = gen_ev(&g, VT_EV_FREE_REQUESTED, 11, 110); e->addr = 0x4000; e->size = 50;
+    e = gen_ev(&g, VT_EV_MARK, 12, 120); e->device = -1;
+    return g;
+}
+
+TEST(timeline_lifetime_crossing_a_gap_without_state_is_never_alive)
+{
+    struct gen g = gapped();
+    vt_timeline *tl;
+    ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
+    ASSERT_EQ(tl->state_complete, 0);
+    ASSERT_EQ(tl->ngaps, 1);
+    ASSERT_EQ(tl->events_missing, 7);
+    const vt_lifetime *a = at_addr(tl, 0x1000, 0), *b = at_addr(tl, 0x2000, 0);
+    const vt_lifetime *c = at_addr(tl, 0x3000, 0), *d = at_addr(tl, 0x4000, 0);
+    /* A and B: fate unknown, never alive; they stop counting at the gap */
+    ASSERT_EQ(a->flags, VT_LT_FREE_UNSEEN);
+    ASSERT_EQ(b->flags, VT_LT_FREE_UNSEEN);
+    ASSERT_EQ(a->release_event, 2);
+    ASSERT_EQ(c->flags, VT_LT_ALIVE);
+    /* D: allocated in the gap, counted from it, not from before the window */
+    ASSERT_EQ(d->flags, VT_LT_BEFORE_WINDOW);
+    ASSERT_EQ(d->start_event, 2);
+    ASSERT_EQ(tl->nfree_unseen, 2);
+    const vt_tl_device *dv = vt_timeline_device(tl, 0);
+    ASSERT_EQ(dv->initial_allocated, 0);
+    uint64_t want[] = { 0, 100, 300, 350, 300 };   /* -A -B +C +D at the gap, -D */
+    ASSERT_EQ(dv->npoints, 5);
+    for (int i = 0; i < 5; i++)
+        ASSERT_EQ(dv->points[i].allocated, want[i]);
+    ASSERT_EQ(dv->peak_allocated, 350);
+    vt_timeline_free(tl);
+    vt_snapshot_free(g.s);
+}
+
+TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
+{
+    /* The allocator state at the snapshot holds A (alloc seq 1), C (seq 10)
+     * and F (seq 15, allocated after the ring was copied); B is gone. */
+    struct gen g = gapped();
+    g.s->meta.flags = VT_META_STATE_COMPLETE;
+    gen_segment(&g, 0x1000, 0x1000, 0, VT_POOL_SMALL, 0);
+    gen_block(&g, 100, 100, 0, 1, 0, VT_BLOCK_ACTIVE_ALLOCATED);
+    gen_block(&g, 0x1000 - 100, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+    gen_segment(&g, 0x3000, 0x1000, 0, VT_POOL_SMALL, 0);
+    gen_block(&g, 300, 300, 0, 10, 0, VT_BLOCK_ACTIVE_ALLOCATED);
+    gen_block(&g, 0x1000 - 300, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+    gen_segment(&g, 0x6000, 0x1000, 0, VT_POOL_SMALL, 0);
+    gen_block(&g, 0x1000, 0x1000, 0, 15, 0, VT_BLOCK_ACTIVE_ALLOCATED);
+    vt_timeline *tl;
+    ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
+    ASSERT_EQ(tl->state_complete, 1);
+    ASSERT_EQ(at_addr(tl, 0x1000, 0)->flags, VT_LT_ALIVE);   /* confirmed across the gap */
+    ASSERT_EQ(at_addr(tl, 0x2000, 0)->flags, VT_LT_FREE_UNSEEN);
+    ASSERT_EQ(at_addr(tl, 0x3000, 0)->flags, VT_LT_ALIVE);
+    const vt_lifetime *f = at_addr(tl, 0x6000, 0);
+    ASSERT_EQ(f->flags, VT_LT_ALIVE | VT_LT_FROM_STATE | VT_LT_AFTER_WINDOW);
+    ASSERT_EQ(vt_lifetime_allocated_at(f, 4), 0);            /* in no curve */
+    /* what is alive is exactly the state's active blocks */
+    uint64_t alive = 0, nalive = 0, state = 0, nstate = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        if (tl->lifetimes[i].flags & VT_LT_ALIVE) {
+            alive += tl->lifetimes[i].size;
+            nalive++;
+        }
+    for (size_t i = 0; i < g.s->nblocks; i++)
+        if (g.s->blocks[i].state == VT_BLOCK_ACTIVE_ALLOCATED) {
+            state += g.s->blocks[i].size;
+            nstate++;
+        }
+    ASSERT_EQ(nalive, nstate);
+    ASSERT_EQ(alive, state);
+    /* B stopped counting at the gap; A counts on */
+    const vt_tl_device *dv = vt_timeline_device(tl, 0);
+    ASSERT_EQ(dv->final_allocated, 100 + 300);
+    vt_timeline_free(tl);
+    vt_snapshot_free(g.s);
+}
+
 /* Its speed is measured in tests/bench/bench_trace.c, not asserted here. */
 TEST(timeline_of_one_million_events_is_consistent)
 {
