@@ -591,46 +591,121 @@ static int in_curves(const vt_lifetime *l)
     return !((l->flags & VT_LT_FROM_STATE) && (l->flags & VT_LT_FREE_UNSEEN));
 }
 
-/* The deltas of every lifetime and segment span, in any order. */
-static size_t collect_deltas(const vt_timeline *tl, struct delta *d)
+/* A lifetime is pending from its free (or, for a block only the state shows
+ * pending, from before the window) to its reusable_event. @return the event
+ * index it starts at, VT_TL_NONE for before the window, or -1 if never. */
+static int64_t pending_from(const vt_lifetime *l)
+{
+    if (l->reusable_event == VT_TL_NONE && !(l->flags & VT_LT_PENDING_FREE))
+        return -1;
+    if (l->free_event != VT_TL_NONE)
+        return l->free_event;
+    if ((l->flags & VT_LT_FROM_STATE) && !(l->flags & VT_LT_AFTER_WINDOW))
+        return VT_TL_NONE;
+    return -1;
+}
+
+/* Deltas that do not happen at the lifetime's (or span's) own event of the
+ * kind: before the window, at a gap, at the ALLOC that replaces a lost
+ * lifetime. The common ones are applied in the sweep through event_owner;
+ * these few are collected here. `count_only`: just count them. */
+static size_t foreign_deltas(const vt_timeline *tl, struct delta *d, int count_only)
 {
     size_t n = 0;
+#define PUT(ev, dev, w, sg, by)                                                      \
+    do {                                                                             \
+        if (!count_only)                                                             \
+            d[n] = (struct delta){ (ev), (dev), (w), (sg), (by) };                   \
+        n++;                                                                         \
+    } while (0)
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt_lifetime *l = &tl->lifetimes[i];
         if (in_curves(l)) {
-            d[n++] = (struct delta){ l->start_event, l->device, 0, +1, l->size };
-            if (l->release_event != VT_TL_NONE)
-                d[n++] = (struct delta){ l->release_event, l->device, 0, -1, l->size };
+            if (l->start_event == VT_TL_NONE || l->start_event != l->alloc_event)
+                PUT(l->start_event, l->device, 0, +1, l->size);
+            if (l->release_event != VT_TL_NONE && l->release_event != l->free_event)
+                PUT(l->release_event, l->device, 0, -1, l->size);
         }
-        /* pending: from its free (or from before the window for a block the
-         * state shows pending) to its end */
-        int pending = l->reusable_event != VT_TL_NONE || (l->flags & VT_LT_PENDING_FREE);
-        if (!pending)
+        int64_t pf = pending_from(l);
+        if (pf < 0)
             continue;
-        uint32_t from;
-        if (l->free_event != VT_TL_NONE)
-            from = l->free_event;
-        else if ((l->flags & VT_LT_FROM_STATE) && !(l->flags & VT_LT_AFTER_WINDOW))
-            from = VT_TL_NONE;
-        else
-            continue;
-        d[n++] = (struct delta){ from, l->device, 1, +1, l->size };
-        if (l->reusable_event != VT_TL_NONE)
-            d[n++] = (struct delta){ l->reusable_event, l->device, 1, -1, l->size };
+        if ((uint32_t)pf == VT_TL_NONE)
+            PUT(VT_TL_NONE, l->device, 1, +1, l->size);
+        if (l->reusable_event != VT_TL_NONE && l->reusable_event != l->complete_event)
+            PUT(l->reusable_event, l->device, 1, -1, l->size);
     }
     for (size_t i = 0; i < tl->nsegments; i++) {
         const vt_segment_span *g = &tl->segments[i];
-        d[n++] = (struct delta){ g->alloc_event, g->device, 2, +1, g->size };
-        if (g->free_event != VT_TL_NONE)
-            d[n++] = (struct delta){ g->free_event, g->device, 2, -1, g->size };
+        if (g->alloc_event == VT_TL_NONE)
+            PUT(VT_TL_NONE, g->device, 2, +1, g->size);
+    }
+#undef PUT
+    return n;
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+    const struct delta *x = a, *y = b;
+    /* VT_TL_NONE (before the first event) sorts first */
+    uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
+    uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
+    return (ex > ey) - (ex < ey);
+}
+
+/* The deltas at event i that belong to its own lifetime or span. */
+static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_t i,
+                         struct delta *d)
+{
+    uint32_t o = tl->event_owner[i];
+    if (o == VT_TL_NONE)
+        return 0;
+    size_t n = 0;
+    uint32_t ev = (uint32_t)i;
+    switch (s->events[i].kind) {
+    case VT_EV_ALLOC: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (in_curves(l) && l->start_event == ev)
+            d[n++] = (struct delta){ ev, l->device, 0, +1, l->size };
+        break;
+    }
+    case VT_EV_FREE_REQUESTED: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (l->free_event != ev)
+            break;
+        if (in_curves(l) && l->release_event == ev)
+            d[n++] = (struct delta){ ev, l->device, 0, -1, l->size };
+        if (pending_from(l) == (int64_t)ev)
+            d[n++] = (struct delta){ ev, l->device, 1, +1, l->size };
+        break;
+    }
+    case VT_EV_FREE_COMPLETED: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (l->complete_event == ev && l->reusable_event == ev && pending_from(l) >= 0)
+            d[n++] = (struct delta){ ev, l->device, 1, -1, l->size };
+        break;
+    }
+    case VT_EV_SEGMENT_ALLOC: {
+        const vt_segment_span *g = &tl->segments[o];
+        if (g->alloc_event == ev)
+            d[n++] = (struct delta){ ev, g->device, 2, +1, g->size };
+        break;
+    }
+    case VT_EV_SEGMENT_FREE: {
+        const vt_segment_span *g = &tl->segments[o];
+        if (g->free_event == ev)
+            d[n++] = (struct delta){ ev, g->device, 2, -1, g->size };
+        break;
+    }
+    default:
+        break;
     }
     return n;
 }
 
-/* One sweep over the events: the deltas sorted by event (counting sort,
- * stable: an event's own additions before the releases it causes are
- * irrelevant, the point shows the values after all of them), one point per
- * device an event changed. */
+/* One sweep over the events: the deltas of each event (its own lifetime's,
+ * then the few foreign ones, sorted by event) change the figures of their
+ * devices; each device an event changed gets one point with the values
+ * after all of them. */
 static int build_curves(struct builder *b)
 {
     const vt_snapshot_data *s = b->s;
@@ -646,18 +721,17 @@ static int build_curves(struct builder *b)
     size_t nd = 0;
     for (int i = 0; i < 256; i++)
         nd += seen[i];
-    size_t maxd = 4 * tl->nlifetimes + 2 * tl->nsegments;
+    size_t nf = foreign_deltas(tl, NULL, 1);
     tl->devices = calloc(nd + 1, sizeof *tl->devices);
     struct curve *cv = calloc(nd + 1, sizeof *cv);
-    struct delta *d = malloc(maxd * sizeof *d + 1), *sorted = malloc(maxd * sizeof *d + 1);
-    size_t *start = calloc(s->nevents + 2, sizeof *start);
-    if (!tl->devices || !cv || !d || !sorted || !start) {
+    struct delta *fd = malloc((nf + 1) * sizeof *fd);
+    if (!tl->devices || !cv || !fd) {
         free(cv);
-        free(d);
-        free(sorted);
-        free(start);
+        free(fd);
         return fail(b, -ENOMEM, "timeline: out of memory");
     }
+    foreign_deltas(tl, fd, 0);
+    qsort(fd, nf, sizeof *fd, cmp_delta);   /* stable enough: order within an event is moot */
     for (int i = 0; i < 256; i++)
         if (seen[i])
             tl->devices[tl->ndevices++].device = (int8_t)(uint8_t)i;
@@ -667,37 +741,10 @@ static int build_curves(struct builder *b)
     for (size_t i = 0; i < tl->ndevices; i++)
         didx[(uint8_t)(int8_t)tl->devices[i].device] = (int8_t)i;
 
-    /* bucket 0: before the first event; bucket e + 1: event e */
-    size_t nd_ = collect_deltas(tl, d);
-    for (size_t i = 0; i < nd_; i++)
-        start[d[i].event == VT_TL_NONE ? 0 : (size_t)d[i].event + 1]++;
-    size_t acc = 0;
-    for (size_t k = 0; k < s->nevents + 1; k++) {
-        size_t c = start[k];
-        start[k] = acc;
-        acc += c;
-    }
-    start[s->nevents + 1] = acc;
-    {
-        size_t *fill = malloc((s->nevents + 1) * sizeof *fill + 1);
-        if (!fill) {
-            free(cv);
-            free(d);
-            free(sorted);
-            free(start);
-            return fail(b, -ENOMEM, "timeline: out of memory");
-        }
-        memcpy(fill, start, (s->nevents + 1) * sizeof *fill);
-        for (size_t i = 0; i < nd_; i++)
-            sorted[fill[d[i].event == VT_TL_NONE ? 0 : (size_t)d[i].event + 1]++] = d[i];
-        free(fill);
-    }
-
     int rc = 0;
-    for (size_t i = start[0]; i < start[1]; i++) {
-        struct curve *c = &cv[didx[(uint8_t)sorted[i].device]];
-        c->v[sorted[i].what] += sorted[i].bytes;
-    }
+    size_t fi = 0;
+    for (; fi < nf && fd[fi].event == VT_TL_NONE; fi++)
+        cv[didx[(uint8_t)fd[fi].device]].v[fd[fi].what] += fd[fi].bytes;
     uint64_t seq0 = s->nevents ? s->events[0].seq : 0;
     uint64_t t0 = s->nevents ? s->events[0].time_ns : 0;
     for (size_t k = 0; k < tl->ndevices; k++) {
@@ -713,26 +760,34 @@ static int build_curves(struct builder *b)
     }
 
     for (size_t ev = 0; ev < s->nevents; ev++) {
-        size_t lo = start[ev + 1], hi = start[ev + 2];
-        if (lo == hi)
+        struct delta own[3];
+        size_t no = own_deltas(tl, s, ev, own);
+        size_t f0 = fi;
+        while (fi < nf && fd[fi].event == ev)
+            fi++;
+        if (!no && f0 == fi)
             continue;
         const vt_event *e = &s->events[ev];
-        for (size_t i = lo; i < hi; i++) {
-            struct curve *c = &cv[didx[(uint8_t)sorted[i].device]];
-            uint64_t *v = &c->v[sorted[i].what];
-            *v = sorted[i].sign > 0 ? *v + sorted[i].bytes : sub_sat(*v, sorted[i].bytes);
-        }
-        for (size_t i = lo; i < hi; i++) {
-            struct curve *c = &cv[didx[(uint8_t)sorted[i].device]];
-            if (c->touched == ev + 1)
-                continue;
-            c->touched = ev + 1;
-            if (grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
-                rc = -ENOMEM;
-                goto out;
+        for (size_t pass = 0; pass < 2; pass++) {
+            /* pass 0 applies, pass 1 adds the points */
+            for (size_t j = 0; j < no + (fi - f0); j++) {
+                const struct delta *x = j < no ? &own[j] : &fd[f0 + j - no];
+                struct curve *c = &cv[didx[(uint8_t)x->device]];
+                if (pass == 0) {
+                    uint64_t *v = &c->v[x->what];
+                    *v = x->sign > 0 ? *v + x->bytes : sub_sat(*v, x->bytes);
+                    continue;
+                }
+                if (c->touched == ev + 1)
+                    continue;
+                c->touched = ev + 1;
+                if (grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                c->pts[c->n++] = (vt_tl_point){ e->seq, e->time_ns, c->v[0], c->v[1], c->v[2],
+                                                (uint32_t)ev };
             }
-            c->pts[c->n++] = (vt_tl_point){ e->seq, e->time_ns, c->v[0], c->v[1], c->v[2],
-                                            (uint32_t)ev };
         }
     }
 out:
@@ -762,9 +817,7 @@ out:
         }
     }
     free(cv);
-    free(d);
-    free(sorted);
-    free(start);
+    free(fd);
     if (rc)
         return fail(b, rc, "timeline: out of memory");
     return 0;
