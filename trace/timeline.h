@@ -213,8 +213,9 @@ const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_sn
 const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
                                                  size_t event_index);
 
-/* Is lifetime `l` counted as allocated right after event index `ev`?
- * (from its start_event to its release_event) 
+/* Is lifetime `l` counted as allocated right after event index `ev`, i.e.
+ * at or after its start_event and before its release_event? Never for one
+ * allocated after the kept events or shown only by the state as freed.
  * (ev = VT_TL_NONE asks about the state before the first event.) */
 int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev);
 
