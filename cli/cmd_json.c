@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "report_util.h"
 
-#define JSON_SCHEMA_VERSION 1
+#define JSON_SCHEMA_VERSION 2
 
 static const char usage_text[] =
     "usage: vramtrace json FILE [--events]\n"
@@ -27,7 +27,7 @@ static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 static void flags_list(FILE *o, uint32_t f)
 {
     static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
-                                   "from_state", "inherited" };
+                                   "from_state", "free_unseen", "after_window", "inherited" };
     fputc('[', o);
     int first = 1;
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
@@ -66,13 +66,16 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
                ",\"snapshot_time_ns\":%" PRIu64 ",\"events_recorded\":%" PRIu64
                ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64
-               ",\"stacks_truncated\":%" PRIu64 "},\n",
+               ",\"stacks_truncated\":%" PRIu64 ",\"state_complete\":%s},\n",
             m->clock_base_monotonic_ns, m->clock_base_realtime_ns, m->snapshot_time_ns,
-            m->events_recorded, m->events_overwritten, m->stacks_dropped, m->stacks_truncated);
+            m->events_recorded, m->events_overwritten, m->stacks_dropped, m->stacks_truncated,
+            tl->state_complete ? "true" : "false");
 
     fprintf(o, "\"window\":{\"events\":%zu,\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64
-               ",\"first_time_ns\":%" PRIu64 ",\"last_time_ns\":%" PRIu64 "},\n",
-            s->nevents, tl->first_seq, tl->last_seq, tl->first_time_ns, tl->last_time_ns);
+               ",\"first_time_ns\":%" PRIu64 ",\"last_time_ns\":%" PRIu64 ",\"gaps\":%zu"
+               ",\"events_missing\":%" PRIu64 ",\"free_unseen\":%zu},\n",
+            s->nevents, tl->first_seq, tl->last_seq, tl->first_time_ns, tl->last_time_ns,
+            tl->ngaps, tl->events_missing, tl->nfree_unseen);
     fputs("\"counts\":{", o);
     int first = 1;
     for (unsigned k = 0; k < 256; k++)
@@ -100,13 +103,29 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
                    ",\"reserved_at_allocated_peak\":%" PRIu64
                    ",\"initial_allocated\":%" PRIu64 ",\"initial_reserved\":%" PRIu64
                    ",\"final_allocated\":%" PRIu64 ",\"final_reserved\":%" PRIu64
-                   ",\"curve\":[",
+                   ",\"final_pending\":%" PRIu64 ",\"peak_active\":%" PRIu64,
                 d->peak_allocated, pa->seq, d->peak_reserved, pr->seq, pa->reserved,
-                d->initial_allocated, d->initial_reserved, d->final_allocated, d->final_reserved);
+                d->initial_allocated, d->initial_reserved, d->final_allocated, d->final_reserved,
+                d->final_pending, d->peak_active);
+        int peaks = info && (m->flags & VT_META_DEVICE_PEAKS);
+        opt_u64(o, "true_peak_allocated", peaks ? info->peak_allocated : 0, peaks);
+        opt_u64(o, "true_peak_reserved", peaks ? info->peak_reserved : 0, peaks);
+        opt_u64(o, "true_peak_active", peaks ? info->peak_active : 0, peaks);
+        if (tl->state_complete) {
+            vt__state_totals st;
+            vt__report_state_totals(s, d->device, &st);
+            fprintf(o, ",\"state\":{\"allocated\":%" PRIu64 ",\"allocated_blocks\":%" PRIu64
+                       ",\"pending\":%" PRIu64 ",\"reserved\":%" PRIu64 "}",
+                    st.allocated, st.allocated_blocks, st.pending, st.reserved);
+        } else {
+            fputs(",\"state\":null", o);
+        }
+        fputs(",\"curve\":[", o);
         for (size_t p = 0; p < d->npoints; p++) {
             const vt_tl_point *pt = &d->points[p];
-            fprintf(o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", p ? "," : "",
-                    pt->seq, pt->time_ns, pt->allocated, pt->reserved);
+            fprintf(o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+                    p ? "," : "", pt->seq, pt->time_ns, pt->allocated, pt->reserved,
+                    pt->pending);
         }
         fputs("]}", o);
     }

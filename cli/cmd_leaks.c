@@ -81,8 +81,8 @@ int vt_cmd_leaks(int argc, char **argv)
     uint64_t inherited = 0, inherited_bytes = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt_lifetime *l = &tl->lifetimes[i];
-        if (!(l->flags & VT_LT_ALIVE) || (l->flags & VT_LT_PENDING_FREE))
-            continue;
+        if (!(l->flags & VT_LT_ALIVE))
+            continue;   /* freed, pending, or freed where the events do not show it */
         if (l->flags & VT_LT_INHERITED) {    /* the parent's, not this process's */
             inherited++;
             inherited_bytes += l->size;
@@ -116,6 +116,14 @@ int vt_cmd_leaks(int argc, char **argv)
             printf("  (%" PRIu64 " of them allocated before the retained window)\n", g[i].before);
         putchar('\n');
     }
+    if (tl->nfree_unseen)
+        printf("(%zu allocation%s without a free among the kept events %s not listed: %s%s)\n\n",
+               tl->nfree_unseen, tl->nfree_unseen == 1 ? "" : "s",
+               tl->nfree_unseen == 1 ? "is" : "are",
+               tl->state_complete ? "the allocator state at the snapshot does not hold "
+                                  : "gaps in the events hide ",
+               tl->nfree_unseen == 1 ? (tl->state_complete ? "it" : "its fate")
+                                     : (tl->state_complete ? "them" : "their fate"));
     if (m)
         printf("SUMMARY: vramtrace: %s alive in %" PRIu64 " allocation%s from %zu stack%s.\n",
                vt__fmt_bytes(total, b), count, count == 1 ? "" : "s", m, m == 1 ? "" : "s");

@@ -6,11 +6,16 @@
  *     format 1.0, pid P, rank R, host H
  *     command: CMD
  *     events: N in the window (seq A..B, T s), R recorded, O overwritten, D stacks dropped
+ *     gaps: G inside the window (M events missing); F allocations freed where the
+ *           events do not show it, counted as freed, not alive      (only with gaps/F)
  *     counts: allocs N, frees N, segment allocs N, segment frees N, segments alive N,
  *             OOMs N, bad frees N, marks N
  *   device D (NAME, TOTAL):
- *     allocated: peak X (seq S), current Y
- *     reserved:  peak X (seq S), current Y
+ *     allocated: peak X (seq S) in the kept events, current Y
+ *     pending free: Y (freed, waiting for stream events); active peak X (allocated + pending)
+ *     reserved:  peak X (seq S) in the kept events, current Y
+ *     true peaks (allocator, whole run): allocated X, reserved Y, active Z   (format >= 1.2)
+ *     at the snapshot (allocator state): allocated X in N blocks, pending Y, reserved Z
  *     fragmentation: X reserved but unallocated at the allocated peak (P%), Y now (Q%)
  *     top call sites by bytes at peak (seq S):
  *       BYTES  N allocation(s)  FN FILE:LINE (MODULE+0xOFF)
@@ -120,6 +125,11 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
     if (m->stacks_truncated)
         printf("  stacks: %" PRIu64 " events have truncated stacks (the recorder's stack table "
                "was full: they keep only their outer callers)\n", m->stacks_truncated);
+    if (tl->ngaps || tl->nfree_unseen)
+        printf("  gaps: %zu inside the window (%" PRIu64 " events missing); %zu allocation%s "
+               "freed where the events do not show it, counted as freed, not alive\n",
+               tl->ngaps, tl->events_missing, tl->nfree_unseen,
+               tl->nfree_unseen == 1 ? "" : "s");
     const uint64_t *k = tl->kind_counts;
     size_t alive = 0;
     for (size_t i = 0; i < tl->nsegments; i++)
@@ -160,12 +170,32 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
         printf(":\n");
         const vt_tl_point *pa = &d->points[d->peak_allocated_point];
         const vt_tl_point *pr = &d->points[d->peak_reserved_point];
-        printf("  allocated: peak %s (seq %" PRIu64 "), current %s\n",
+        printf("  allocated: peak %s (seq %" PRIu64 ") in the kept events, current %s\n",
                vt__fmt_bytes(d->peak_allocated, b1), pa->seq,
                vt__fmt_bytes(d->final_allocated, b2));
-        printf("  reserved:  peak %s (seq %" PRIu64 "), current %s\n",
+        printf("  pending free: %s (freed, waiting for stream events); active peak %s "
+               "(allocated + pending)\n", vt__fmt_bytes(d->final_pending, b1),
+               vt__fmt_bytes(d->peak_active, b2));
+        printf("  reserved:  peak %s (seq %" PRIu64 ") in the kept events, current %s\n",
                vt__fmt_bytes(d->peak_reserved, b1), pr->seq,
                vt__fmt_bytes(d->final_reserved, b2));
+        const vt_device_info *info = vt__report_device(s, d->device);
+        if (info && (m->flags & VT_META_DEVICE_PEAKS)) {
+            char b3[32];
+            printf("  true peaks (allocator, whole run): allocated %s, reserved %s, active %s\n",
+                   vt__fmt_bytes(info->peak_allocated, b1),
+                   vt__fmt_bytes(info->peak_reserved, b2),
+                   vt__fmt_bytes(info->peak_active, b3));
+        }
+        if (tl->state_complete) {
+            vt__state_totals st;
+            char b3[32];
+            vt__report_state_totals(s, d->device, &st);
+            printf("  at the snapshot (allocator state): allocated %s in %" PRIu64
+                   " block%s, pending %s, reserved %s\n", vt__fmt_bytes(st.allocated, b1),
+                   st.allocated_blocks, st.allocated_blocks == 1 ? "" : "s",
+                   vt__fmt_bytes(st.pending, b2), vt__fmt_bytes(st.reserved, b3));
+        }
         uint64_t fp = pa->reserved > pa->allocated ? pa->reserved - pa->allocated : 0;
         uint64_t fe = d->final_reserved > d->final_allocated
                           ? d->final_reserved - d->final_allocated : 0;

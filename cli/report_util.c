@@ -186,3 +186,33 @@ const char *vt__kind_name(unsigned kind, char *buf, size_t len)
     snprintf(buf, len, "KIND_%u", kind);
     return buf;
 }
+
+void vt__report_state_totals(const vt_snapshot_data *s, int device, vt__state_totals *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < s->nsegments; i++) {
+        const vt_segment *g = &s->segments[i];
+        if (g->device != device)
+            continue;
+        out->reserved += g->size;
+        out->segments++;
+        for (uint32_t k = 0; k < g->nblocks && (size_t)g->first_block + k < s->nblocks; k++) {
+            const vt_block *b = &s->blocks[g->first_block + k];
+            if (b->state == VT_BLOCK_ACTIVE_ALLOCATED) {
+                out->allocated += b->size;
+                out->allocated_blocks++;
+            } else if (b->state == VT_BLOCK_ACTIVE_PENDING_FREE) {
+                out->pending += b->size;
+                out->pending_blocks++;
+            }
+        }
+    }
+}
+
+const vt_device_info *vt__report_device(const vt_snapshot_data *s, int device)
+{
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].ordinal == device)
+            return &s->devices[i];
+    return NULL;
+}

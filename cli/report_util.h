@@ -35,6 +35,17 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
 /* A JSON string literal (quoted, escaped; invalid UTF-8 becomes U+FFFD). */
 void vt__json_str(FILE *out, const char *str);
 
+/* The allocator's state at the snapshot, per device (STATE section). */
+typedef struct vt__state_totals {
+    uint64_t allocated, allocated_blocks;  /* active_allocated blocks */
+    uint64_t pending, pending_blocks;      /* active_pending_free blocks */
+    uint64_t reserved, segments;
+} vt__state_totals;
+void vt__report_state_totals(const vt_snapshot_data *s, int device, vt__state_totals *out);
+
+/* The device info of ordinal `device`, or NULL. */
+const vt_device_info *vt__report_device(const vt_snapshot_data *s, int device);
+
 /* Name of an event kind ("ALLOC", ...; "KIND_<n>" for unknown ones). */
 const char *vt__kind_name(unsigned kind, char *buf, size_t len);
 

@@ -47,6 +47,10 @@ typedef struct ck_storage {
     uint8_t claimed;        /* already part of a native finding */
     uint8_t lingered;       /* flagged by LINGER (PINNED stops at its last use) */
     uint8_t ignore_counted; /* already counted in nignored */
+    uint8_t fate_unknown;   /* no free among the kept events, yet not alive at the end
+                               (trace/liveness.h): freed in a gap or after the copy;
+                               no rule judges it */
+    uint32_t alloc_event;   /* index of its ALLOC event, UINT32_MAX if none */
 } ck_storage;
 
 /* A holder or a tensor (one per HOLDER_NEW / TENSOR_NEW, plus implicit

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check_internal.h"
+#include "liveness.h"
 
 /* ------------------------------------------------------------------------ */
 /*  Small helpers                                                           */
@@ -254,7 +255,9 @@ static int open_storage(ck_model *m, const vt_event *e, uint64_t addr, uint64_t 
     s->tl = s->tr = CK_NONE;
     s->prio = (uint32_t)mix64(x + 0x9e3779b97f4a7c15ull);
     s->device = -1;
+    s->alloc_event = UINT32_MAX;
     if (e) {
+        s->alloc_event = (uint32_t)(e - m->s->events);
         s->alloc_seq = e->seq;
         s->alloc_time = e->time_ns;
         s->alloc_stack = e->stack;
@@ -389,6 +392,36 @@ static int seed_state(ck_model *m)
             }
         }
     }
+    return 0;
+}
+
+/* Storages the kept events leave open are alive only if the snapshot says
+ * so (liveness.h: the allocator state when complete, else no gap after
+ * them); the others are closed where their free may have been (the first
+ * gap after their allocation, or the last event) and judged by no rule. */
+static int settle_open_storages(ck_model *m)
+{
+    const vt_snapshot_data *s = m->s;
+    if (!s->nevents)
+        return 0;
+    vt_liveness *lv;
+    if (vt_liveness_build(s, &lv) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nst; i++) {
+        ck_storage *st = &m->st[i];
+        if (st->freed || st->external || st->implicit || st->alloc_event == UINT32_MAX)
+            continue;
+        if (vt_liveness_fate(lv, st->addr, st->alloc_seq, st->alloc_event) == VT_FATE_ALIVE)
+            continue;
+        uint32_t g = vt_liveness_gap_after(lv, st->alloc_event);
+        const vt_event *at = &s->events[g != UINT32_MAX ? g : s->nevents - 1];
+        st->fate_unknown = 1;
+        st->freed = 1;
+        st->free_seq = at->seq;
+        st->free_time = at->time_ns;
+        st->free_stack = 0;
+    }
+    vt_liveness_free(lv);
     return 0;
 }
 
@@ -537,7 +570,7 @@ void vt__ck_model_free(ck_model *m)
 int vt__ck_model_build(ck_model *m)
 {
     const vt_snapshot_data *s = m->s;
-    if (build_model(m) < 0 || group_uses(m) < 0)
+    if (build_model(m) < 0 || settle_open_storages(m) < 0 || group_uses(m) < 0)
         return -ENOMEM;
     m->start_time = s->nevents ? s->events[0].time_ns : 0;
     m->end_time = s->meta.snapshot_time_ns;

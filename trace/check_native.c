@@ -96,7 +96,8 @@ int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
     }
     size_t n = 0;
     for (size_t i = 0; i < m->nst; i++)
-        if (!m->st[i].external && !m->st[i].implicit && !m->st[i].before_window)
+        if (!m->st[i].external && !m->st[i].implicit && !m->st[i].before_window &&
+            !m->st[i].fate_unknown)
             keys[n++] = (site_key){ m->st[i].alloc_seq, m->st[i].alloc_stack, (uint32_t)i };
     if (n)
         qsort(keys, n, sizeof *keys, cmp_site);

@@ -386,7 +386,7 @@ int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs
     int rc = 0;
     for (size_t i = 0; i < m->nst && !rc; i++) {
         const ck_storage *st = &m->st[i];
-        if (st->ntensors < 2 || st->owner == CK_NONE)
+        if (st->ntensors < 2 || st->owner == CK_NONE || st->fate_unknown)
             continue;
         const ck_node *own = &m->nodes[st->owner];
         if (own->base_id || !own->dropped)

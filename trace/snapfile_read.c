@@ -82,6 +82,22 @@ static int rfail(struct rd *r, const char *fmt, ...)
 
 /* ---- header and table --------------------------------------------------- */
 
+/* A major version other than ours: a file of another version, or a damaged
+ * one? Believe the version only when the rest of the header says so: its
+ * checksum holds (a later major keeps the header's first 64 bytes, so this is
+ * the common case), or, failing that, the version is small and the header
+ * gives this file's exact size. A flipped version byte fails both. */
+static int plausible_other_version(const struct rd *r)
+{
+    const unsigned char *d = r->data;
+    if (r->size < VT_FILE_HEADER_SIZE || r->major == 0)
+        return 0;
+    if (vt__crc32c(0, d, 60) == (uint32_t)vt__rd_le(d + 60, 4))
+        return 1;
+    return r->major <= 64 && r->minor <= 1024 && vt__rd_le(d + 16, 8) == r->size &&
+           vt__rd_le(d + 12, 4) >= VT_FILE_HEADER_SIZE;
+}
+
 static int parse_header(struct rd *r)
 {
     const unsigned char *d = r->data;
@@ -93,6 +109,9 @@ static int parse_header(struct rd *r)
         return rfail(r, "header at byte offset 8: the file is truncated (%zu bytes)", r->size);
     r->major = (unsigned)vt__rd_le(d + 8, 2);
     r->minor = (unsigned)vt__rd_le(d + 10, 2);
+    if (r->major != VT_FORMAT_MAJOR && !plausible_other_version(r))
+        return rfail(r, "header at byte offset 8: format %u.%u with a header that does not "
+                        "check out: the file is corrupt", r->major, r->minor);
     if (r->major > VT_FORMAT_MAJOR)
         return rfail(r, "header at byte offset 8: written by a newer vramtrace (format %u.x); "
                         "this reader understands %u.x", r->major, VT_FORMAT_MAJOR);
@@ -164,7 +183,30 @@ static int parse_header(struct rd *r)
     return 0;
 }
 
-/* Check and decompress section `id` into *raw (malloc'ed, *raw_size bytes). */
+/* The most raw bytes `count` items of section `id` can take (format.h,
+ * "Size bounds"); UINT64_MAX where the count does not bound the section. */
+static uint64_t raw_bound(int id, uint64_t count)
+{
+    const uint64_t big = UINT64_MAX / VT_MAX_EVENT_BYTES;   /* keeps products exact */
+    switch (id) {
+    case VT_SECTION_META:
+        return VT_MAX_META_BYTES;
+    case VT_SECTION_FRAMES:
+        return count > big ? UINT64_MAX : count * VT_MAX_FRAME_BYTES;
+    case VT_SECTION_STACKS:
+        return count > big ? UINT64_MAX : (count ? count - 1 : 0) * VT_MAX_STACK_NODE_BYTES;
+    case VT_SECTION_EVENTS:
+        return count > big ? UINT64_MAX
+                           : VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES;
+    default:
+        return UINT64_MAX;
+    }
+}
+
+/* Check and decompress section `id` into *raw (malloc'ed, *raw_size bytes).
+ * The declared raw size is checked against what the section's count can
+ * need and against the compression ratio before anything is allocated, so a
+ * small file cannot make the reader allocate (or inflate) gigabytes. */
 static int load_section(struct rd *r, int id, unsigned char **raw)
 {
     const struct entry *en = &r->sec[id];
@@ -177,6 +219,20 @@ static int load_section(struct rd *r, int id, unsigned char **raw)
         return rfail(r, "section '%s' at byte offset %llu: checksum mismatch (stored 0x%08x, "
                         "computed 0x%08x): the file is corrupt", r->cur_name,
                      (unsigned long long)en->offset, en->crc, crc);
+    uint64_t need = raw_bound(id, en->count);
+    if (en->raw > need)
+        return rfail(r, "section '%s' at byte offset %llu: declares %llu decoded bytes, more "
+                        "than its %llu items can take (at most %llu): the file is corrupt or "
+                        "hostile", r->cur_name, (unsigned long long)en->offset,
+                     (unsigned long long)en->raw, (unsigned long long)en->count,
+                     (unsigned long long)need);
+    if ((en->flags & VT_SECTION_FLAG_ZSTD) &&
+        en->raw / VT_MAX_COMPRESSION_RATIO > en->stored)
+        return rfail(r, "section '%s' at byte offset %llu: declares %llu decoded bytes for %llu "
+                        "stored bytes, beyond the format's %dx compression ratio: the file is "
+                        "corrupt or hostile", r->cur_name, (unsigned long long)en->offset,
+                     (unsigned long long)en->raw, (unsigned long long)en->stored,
+                     VT_MAX_COMPRESSION_RATIO);
     if (!(en->flags & VT_SECTION_FLAG_ZSTD)) {
         if (en->raw != en->stored)
             return rfail(r, "section '%s' at byte offset %llu: uncompressed but its sizes "
@@ -188,9 +244,7 @@ static int load_section(struct rd *r, int id, unsigned char **raw)
         memcpy(*raw, p, en->raw);
         return 0;
     }
-    /* zstd cannot expand more than ~43690x (a 3-byte RLE block per 128 KiB);
-     * refuse anything claiming more before allocating for it */
-    if (en->raw / 65536 > en->stored || en->raw > ((uint64_t)1 << 40))
+    if (en->raw > ((uint64_t)1 << 40))
         return rfail(r, "section '%s' at byte offset %llu: implausible decoded size %llu for "
                         "%llu stored bytes", r->cur_name, (unsigned long long)en->offset,
                      (unsigned long long)en->raw, (unsigned long long)en->stored);
@@ -221,7 +275,7 @@ static int load_section(struct rd *r, int id, unsigned char **raw)
 #define NEED(c, what)                                                                   \
     do {                                                                                \
         if ((c)->bad)                                                                   \
-            return SFAIL(r, vt__cur_off(c), "%s is truncated or malformed", what);      \
+            return SFAIL(r, vt__cur_off(c), "%s %s", what, vt__cur_why(c));            \
     } while (0)
 
 static int check_str(struct rd *r, size_t off, uint64_t idx, const char *what)
@@ -254,7 +308,10 @@ static int dec_strings(struct rd *r, const unsigned char *raw, size_t n)
     for (uint64_t i = 1; i < count; i++) {
         size_t off = vt__cur_off(&c);
         uint64_t len = vt__get_varint(&c);
-        if (c.bad || len > vt__cur_left(&c))
+        if (c.bad)
+            return SFAIL(r, off, "string %llu: its length %s", (unsigned long long)i,
+                         vt__cur_why(&c));
+        if (len > vt__cur_left(&c))
             return SFAIL(r, off, "string %llu: length %llu exceeds the section",
                          (unsigned long long)i, (unsigned long long)len);
         if (memchr(c.p, 0, len))
@@ -325,11 +382,22 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
         s->devices[i].ordinal = (int32_t)ord;
         s->devices[i].name = (uint32_t)name;
     }
-    /* 1.2 appends stacks_truncated; a 1.0/1.1 file has none (0). */
-    if (r->minor >= 2) {
-        m->stacks_truncated = vt__get_varint(&c);
-        NEED(&c, "metadata");
-    }
+    /* 1.2 appends stacks_truncated, then a flags word and the true peaks;
+     * a 1.0/1.1 file has none of them (0). */
+    if (r->minor < 2)
+        return 0;
+    m->stacks_truncated = vt__get_varint(&c);
+    NEED(&c, "metadata");
+    uint64_t flags = vt__get_varint(&c);
+    NEED(&c, "metadata flags");
+    m->flags = (uint32_t)(flags & (VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS));
+    if (flags & VT_META_DEVICE_PEAKS)
+        for (uint64_t i = 0; i < nd; i++) {
+            s->devices[i].peak_allocated = vt__get_varint(&c);
+            s->devices[i].peak_reserved = vt__get_varint(&c);
+            s->devices[i].peak_active = vt__get_varint(&c);
+            NEED(&c, "device peaks");
+        }
     /* trailing bytes: fields appended by a later minor version */
     return 0;
 }
@@ -619,8 +687,8 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
         col[fixed[k]].p = col[fixed[k]].end; /* indexed directly above */
     for (int c = 0; c < VT_COL_COUNT; c++) {
         if (col[c].bad)
-            return SFAIL(r, col_off[c] + vt__cur_off(&col[c]),
-                         "event column %d is truncated or malformed", c);
+            return SFAIL(r, col_off[c] + vt__cur_off(&col[c]), "event column %d %s", c,
+                         vt__cur_why(&col[c]));
         if (vt__cur_left(&col[c]))
             return SFAIL(r, col_off[c] + vt__cur_off(&col[c]),
                          "event column %d has %zu bytes left over", c, vt__cur_left(&col[c]));

@@ -168,6 +168,13 @@ static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
         vt__put_varint(b, s->devices[i].total_bytes);
     }
     vt__put_varint(b, m->stacks_truncated);      /* 1.2 */
+    vt__put_varint(b, s->meta.flags);
+    if (s->meta.flags & VT_META_DEVICE_PEAKS)
+        for (size_t i = 0; i < s->ndevices; i++) {
+            vt__put_varint(b, s->devices[i].peak_allocated);
+            vt__put_varint(b, s->devices[i].peak_reserved);
+            vt__put_varint(b, s->devices[i].peak_active);
+        }
 }
 
 static void enc_strings(const vt_snapshot_data *s, vt__buf *b)
@@ -321,6 +328,16 @@ static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
     if (ZSTD_isError(r)) {
         free(dst);
         return -EIO;
+    }
+    if (sec->raw.n / VT_MAX_COMPRESSION_RATIO > r) {
+        /* Readers refuse a section that claims to inflate more than this
+         * (format.h, "Size bounds"): only a perfectly regular trace gets
+         * here, and it is stored as it is. */
+        free(dst);
+        sec->stored = sec->raw.p;
+        sec->stored_size = sec->raw.n;
+        sec->flags = 0;
+        return 0;
     }
     sec->stored = dst;
     sec->stored_size = r;

@@ -84,6 +84,12 @@ typedef struct vt_device_info {
     int32_t ordinal;
     uint32_t name;         /* string */
     uint64_t total_bytes;  /* device memory */
+    /* The allocator's own peaks (vt_get_stats: since the start or the last
+     * vt_reset_peak_stats), whatever the event window kept; valid when
+     * meta.flags has VT_META_DEVICE_PEAKS (format 1.2). */
+    uint64_t peak_allocated;   /* handed out to the program */
+    uint64_t peak_reserved;    /* held from the device */
+    uint64_t peak_active;      /* handed out or freed and waiting for stream events */
 } vt_device_info;
 
 typedef struct vt_snapshot_meta {
@@ -102,6 +108,7 @@ typedef struct vt_snapshot_meta {
     uint64_t stacks_dropped;   /* captures not interned whole (table full) */
     uint64_t stacks_truncated; /* events in the file whose stack is truncated
                                 * (table full): format 1.2, 0 in older files */
+    uint32_t flags;            /* VT_META_* (format 1.2) */
 } vt_snapshot_meta;
 
 typedef struct vt_snapshot_data {

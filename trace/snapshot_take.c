@@ -291,6 +291,9 @@ int vt__snapshot_build(vt_snapshot_data **out)
         if (prc < 0) {
             free(s->segments); s->segments = NULL; s->nsegments = 0;
             free(s->blocks); s->blocks = NULL; s->nblocks = 0;
+            s->meta.flags &= ~(uint32_t)VT_META_DEVICE_PEAKS;
+        } else if (p) {
+            s->meta.flags |= VT_META_STATE_COMPLETE;
         }
         rc = vt__strtab_init(&st);
         if (rc == 0)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "liveness.h"
 #include "timeline.h"
 
 /* ---- small growable arrays ---------------------------------------------- */
@@ -86,6 +87,7 @@ struct builder {
     vt_timeline *tl;
     size_t lcap, scap, mcap;
     struct amap lmap, smap;
+    vt_liveness *lv;
     char *err;
     size_t errlen;
 };
@@ -112,6 +114,7 @@ static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
     vt_lifetime *l = &tl->lifetimes[tl->nlifetimes++];
     memset(l, 0, sizeof *l);
     l->alloc_event = l->free_event = l->complete_event = l->release_event = VT_TL_NONE;
+    l->start_event = l->reusable_event = VT_TL_NONE;
     return l;
 }
 
@@ -143,6 +146,14 @@ static void release(vt_lifetime *l, const vt_event *e, uint32_t i)
     l->release_time_ns = e->time_ns;
 }
 
+/* A pending free that ends at event i (its completion, a reuse of the addr,
+ * or a gap that hides the completion). */
+static void end_pending(vt_lifetime *l, uint32_t i)
+{
+    l->reusable_event = i;
+    l->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
+}
+
 /* Pass 1: match events into lifetimes and segment spans. */
 static int match_events(struct builder *b)
 {
@@ -160,10 +171,9 @@ static int match_events(struct builder *b)
                 if (lifetime_open(old)) {
                     old->flags |= VT_LT_FREE_LOST;
                     release(old, e, ei);
-                } else if (old->release_event == VT_TL_NONE) {
+                } else if (old->flags & VT_LT_PENDING_FREE) {
                     /* pending free whose completion was not recorded */
-                    release(old, e, ei);
-                    old->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
+                    end_pending(old, ei);
                 }
             }
             vt_lifetime *l = new_lifetime(b, &idx);
@@ -176,7 +186,7 @@ static int match_events(struct builder *b)
             l->alloc_seq = e->seq;
             l->alloc_time_ns = e->time_ns;
             l->alloc_stack = e->stack;
-            l->alloc_event = ei;
+            l->alloc_event = l->start_event = ei;
             l->device = e->device;
             b->lmap.keys[slot] = e->addr;
             b->lmap.vals[slot] = idx;
@@ -199,6 +209,8 @@ static int match_events(struct builder *b)
                 l->stream = e->stream;
                 l->device = e->device;
                 l->flags |= VT_LT_BEFORE_WINDOW;
+                /* its ALLOC is in the gap before this free, if there is one */
+                l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
                 b->lmap.keys[slot] = e->addr;
                 b->lmap.vals[slot] = idx;
             }
@@ -206,10 +218,9 @@ static int match_events(struct builder *b)
             l->free_time_ns = e->time_ns;
             l->free_stack = e->stack;
             l->free_event = ei;
+            release(l, e, ei);   /* the program freed it: no longer allocated */
             if (e->aux)
                 l->flags |= VT_LT_PENDING_FREE;
-            else
-                release(l, e, ei);
             tl->event_owner[i] = idx;
             break;
         }
@@ -222,10 +233,8 @@ static int match_events(struct builder *b)
             if (l->free_event == VT_TL_NONE || l->complete_event != VT_TL_NONE)
                 break;
             l->complete_event = ei;
-            if (l->flags & VT_LT_PENDING_FREE) {
-                l->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
-                release(l, e, ei);
-            }
+            if (l->flags & VT_LT_PENDING_FREE)
+                end_pending(l, ei);
             tl->event_owner[i] = idx;
             break;
         }
@@ -290,8 +299,70 @@ static int match_events(struct builder *b)
     return 0;
 }
 
+/* The first event index whose seq is above `seq` (the event after the gap
+ * that holds seq). */
+static uint32_t first_event_after(const vt_snapshot_data *s, uint64_t seq)
+{
+    size_t lo = 0, hi = s->nevents;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->events[mid].seq <= seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nevents ? (uint32_t)lo : VT_TL_NONE;
+}
+
+/* Lifetimes the kept events leave open, and pending frees they leave
+ * pending: the allocator state (when complete) or the gaps decide
+ * (liveness.h). What is not confirmed stops counting at the first gap after
+ * its last known event, or stays counted to the last event. */
+static void fate_of_open(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        vt_lifetime *l = &tl->lifetimes[i];
+        if (l->flags & VT_LT_FROM_STATE)
+            continue;
+        if (lifetime_open(l)) {
+            uint32_t last = l->start_event;
+            if (vt_liveness_fate(b->lv, l->addr, l->alloc_seq, last) == VT_FATE_ALIVE)
+                continue;
+            l->flags |= VT_LT_FREE_UNSEEN;
+            uint32_t g = vt_liveness_gap_after(b->lv, last);
+            if (g != VT_TL_NONE)
+                release(l, &s->events[g], g);
+            if (tl->state_complete) {
+                long bi = vt_liveness_state_block(b->lv, l->addr);
+                if (bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE &&
+                    (!l->alloc_seq || !s->blocks[bi].alloc_seq ||
+                     l->alloc_seq == s->blocks[bi].alloc_seq))
+                    l->flags |= VT_LT_PENDING_FREE;
+            }
+        } else if (l->flags & VT_LT_PENDING_FREE) {
+            int still;
+            if (tl->state_complete) {
+                long bi = vt_liveness_state_block(b->lv, l->addr);
+                still = bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE;
+            } else {
+                still = vt_liveness_gap_after(b->lv, l->free_event) == VT_TL_NONE;
+            }
+            if (still)
+                continue;
+            uint32_t g = vt_liveness_gap_after(b->lv, l->free_event);
+            if (g != VT_TL_NONE)
+                end_pending(l, g);
+            else
+                l->flags &= ~(uint32_t)VT_LT_PENDING_FREE; /* completed after the copy */
+        }
+    }
+}
+
 /* Reconcile with the allocator state: blocks/segments alive at the end that no
- * event in the window explains were allocated before it. */
+ * event in the window explains were allocated before it (or in a gap, or
+ * after the events were copied). */
 static int merge_state(struct builder *b)
 {
     const vt_snapshot_data *s = b->s;
@@ -329,8 +400,14 @@ static int merge_state(struct builder *b)
             uint32_t li = b->lmap.vals[ls];
             if (li != VT_TL_NONE) {
                 vt_lifetime *l = &tl->lifetimes[li];
-                if (l->release_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_LOST))
+                int same = !bl->alloc_seq || !l->alloc_seq || bl->alloc_seq == l->alloc_seq;
+                if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && lifetime_open(l) && same)
                     continue; /* explained by the events */
+                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same &&
+                    (l->flags & VT_LT_PENDING_FREE))
+                    continue; /* freed in the window, still pending */
+                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && lifetime_open(l))
+                    continue; /* freed after the window: fate_of_open() says so */
             }
             vt_lifetime *l = new_lifetime(b, &li);
             if (!l)
@@ -342,18 +419,30 @@ static int merge_state(struct builder *b)
             l->alloc_seq = bl->alloc_seq;
             l->alloc_stack = bl->stack;
             l->device = sg->device;
-            l->flags = VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE;
-            if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE)
-                l->flags |= VT_LT_PENDING_FREE;
+            l->flags = VT_LT_FROM_STATE;
+            if (bl->alloc_seq && s->nevents && bl->alloc_seq > tl->last_seq) {
+                l->flags |= VT_LT_AFTER_WINDOW;
+            } else {
+                l->flags |= VT_LT_BEFORE_WINDOW;
+                if (bl->alloc_seq && s->nevents && bl->alloc_seq > tl->first_seq)
+                    l->start_event = first_event_after(s, bl->alloc_seq);
+            }
+            if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE) {
+                /* freed where the events do not show it, still pending */
+                l->flags |= VT_LT_PENDING_FREE | VT_LT_FREE_UNSEEN;
+                l->flags &= ~(uint32_t)VT_LT_AFTER_WINDOW;
+                l->start_event = VT_TL_NONE;
+            }
             b->lmap.keys[ls] = bl->addr;
             b->lmap.vals[ls] = li;
         }
     }
-    /* Alive at the end: never released. */
+    fate_of_open(b);
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         vt_lifetime *l = &tl->lifetimes[i];
-        if (l->release_event == VT_TL_NONE)
+        if (l->release_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_UNSEEN))
             l->flags |= VT_LT_ALIVE;
+        tl->nfree_unseen += (l->flags & VT_LT_FREE_UNSEEN) != 0;
     }
     for (size_t i = 0; i < tl->nsegments; i++)
         if (tl->segments[i].free_event == VT_TL_NONE)
@@ -465,11 +554,20 @@ static int collect_streams(struct builder *b)
 
 /* ---- curves ------------------------------------------------------------- */
 
+/* One change of one device's figures at one event. */
+struct delta {
+    uint32_t event;          /* VT_TL_NONE: before the first event */
+    int8_t device;
+    uint8_t what;            /* 0 allocated, 1 pending, 2 reserved */
+    int sign;
+    uint64_t bytes;
+};
+
 struct curve {
     vt_tl_point *pts;
     size_t n, cap;
-    uint64_t alloc, resv;
-    int touched;             /* changed by the current event */
+    uint64_t v[3];           /* allocated, pending, reserved */
+    size_t touched;          /* event index + 1 of the last point added */
 };
 
 static int cmp_dev(const void *a, const void *b)
@@ -483,10 +581,131 @@ static uint64_t sub_sat(uint64_t a, uint64_t b)
     return a >= b ? a - b : 0;
 }
 
-/* One sweep over the events: each event adds what it allocates and removes
- * what it releases (an event releases at most one lifetime: its own free, or
- * the lost lifetime an ALLOC replaces), and appends a point to every device
- * curve it changed. */
+/* Does lifetime l count as allocated at some point of the curves? Not when
+ * it was allocated after the last kept event, nor when the state alone
+ * shows it, already freed. */
+static int in_curves(const vt_lifetime *l)
+{
+    if (l->flags & VT_LT_AFTER_WINDOW)
+        return 0;
+    return !((l->flags & VT_LT_FROM_STATE) && (l->flags & VT_LT_FREE_UNSEEN));
+}
+
+/* A lifetime is pending from its free (or, for a block only the state shows
+ * pending, from before the window) to its reusable_event. @return the event
+ * index it starts at, VT_TL_NONE for before the window, or -1 if never. */
+static int64_t pending_from(const vt_lifetime *l)
+{
+    if (l->reusable_event == VT_TL_NONE && !(l->flags & VT_LT_PENDING_FREE))
+        return -1;
+    if (l->free_event != VT_TL_NONE)
+        return l->free_event;
+    if ((l->flags & VT_LT_FROM_STATE) && !(l->flags & VT_LT_AFTER_WINDOW))
+        return VT_TL_NONE;
+    return -1;
+}
+
+/* Deltas that do not happen at the lifetime's (or span's) own event of the
+ * kind: before the window, at a gap, at the ALLOC that replaces a lost
+ * lifetime. The common ones are applied in the sweep through event_owner;
+ * these few are collected here. `count_only`: just count them. */
+static size_t foreign_deltas(const vt_timeline *tl, struct delta *d, int count_only)
+{
+    size_t n = 0;
+#define PUT(ev, dev, w, sg, by)                                                      \
+    do {                                                                             \
+        if (!count_only)                                                             \
+            d[n] = (struct delta){ (ev), (dev), (w), (sg), (by) };                   \
+        n++;                                                                         \
+    } while (0)
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (in_curves(l)) {
+            if (l->start_event == VT_TL_NONE || l->start_event != l->alloc_event)
+                PUT(l->start_event, l->device, 0, +1, l->size);
+            if (l->release_event != VT_TL_NONE && l->release_event != l->free_event)
+                PUT(l->release_event, l->device, 0, -1, l->size);
+        }
+        int64_t pf = pending_from(l);
+        if (pf < 0)
+            continue;
+        if ((uint32_t)pf == VT_TL_NONE)
+            PUT(VT_TL_NONE, l->device, 1, +1, l->size);
+        if (l->reusable_event != VT_TL_NONE && l->reusable_event != l->complete_event)
+            PUT(l->reusable_event, l->device, 1, -1, l->size);
+    }
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt_segment_span *g = &tl->segments[i];
+        if (g->alloc_event == VT_TL_NONE)
+            PUT(VT_TL_NONE, g->device, 2, +1, g->size);
+    }
+#undef PUT
+    return n;
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+    const struct delta *x = a, *y = b;
+    /* VT_TL_NONE (before the first event) sorts first */
+    uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
+    uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
+    return (ex > ey) - (ex < ey);
+}
+
+/* The deltas at event i that belong to its own lifetime or span. */
+static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_t i,
+                         struct delta *d)
+{
+    uint32_t o = tl->event_owner[i];
+    if (o == VT_TL_NONE)
+        return 0;
+    size_t n = 0;
+    uint32_t ev = (uint32_t)i;
+    switch (s->events[i].kind) {
+    case VT_EV_ALLOC: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (in_curves(l) && l->start_event == ev)
+            d[n++] = (struct delta){ ev, l->device, 0, +1, l->size };
+        break;
+    }
+    case VT_EV_FREE_REQUESTED: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (l->free_event != ev)
+            break;
+        if (in_curves(l) && l->release_event == ev)
+            d[n++] = (struct delta){ ev, l->device, 0, -1, l->size };
+        if (pending_from(l) == (int64_t)ev)
+            d[n++] = (struct delta){ ev, l->device, 1, +1, l->size };
+        break;
+    }
+    case VT_EV_FREE_COMPLETED: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (l->complete_event == ev && l->reusable_event == ev && pending_from(l) >= 0)
+            d[n++] = (struct delta){ ev, l->device, 1, -1, l->size };
+        break;
+    }
+    case VT_EV_SEGMENT_ALLOC: {
+        const vt_segment_span *g = &tl->segments[o];
+        if (g->alloc_event == ev)
+            d[n++] = (struct delta){ ev, g->device, 2, +1, g->size };
+        break;
+    }
+    case VT_EV_SEGMENT_FREE: {
+        const vt_segment_span *g = &tl->segments[o];
+        if (g->free_event == ev)
+            d[n++] = (struct delta){ ev, g->device, 2, -1, g->size };
+        break;
+    }
+    default:
+        break;
+    }
+    return n;
+}
+
+/* One sweep over the events: the deltas of each event (its own lifetime's,
+ * then the few foreign ones, sorted by event) change the figures of their
+ * devices; each device an event changed gets one point with the values
+ * after all of them. */
 static int build_curves(struct builder *b)
 {
     const vt_snapshot_data *s = b->s;
@@ -502,14 +721,17 @@ static int build_curves(struct builder *b)
     size_t nd = 0;
     for (int i = 0; i < 256; i++)
         nd += seen[i];
+    size_t nf = foreign_deltas(tl, NULL, 1);
     tl->devices = calloc(nd + 1, sizeof *tl->devices);
     struct curve *cv = calloc(nd + 1, sizeof *cv);
-    uint32_t *rel = malloc(s->nevents * sizeof *rel + 1);
-    if (!tl->devices || !cv || !rel) {
+    struct delta *fd = malloc((nf + 1) * sizeof *fd);
+    if (!tl->devices || !cv || !fd) {
         free(cv);
-        free(rel);
+        free(fd);
         return fail(b, -ENOMEM, "timeline: out of memory");
     }
+    foreign_deltas(tl, fd, 0);
+    qsort(fd, nf, sizeof *fd, cmp_delta);   /* stable enough: order within an event is moot */
     for (int i = 0; i < 256; i++)
         if (seen[i])
             tl->devices[tl->ndevices++].device = (int8_t)(uint8_t)i;
@@ -519,100 +741,83 @@ static int build_curves(struct builder *b)
     for (size_t i = 0; i < tl->ndevices; i++)
         didx[(uint8_t)(int8_t)tl->devices[i].device] = (int8_t)i;
 
-    memset(rel, 0xff, s->nevents * sizeof *rel);
-    for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
-        if (l->alloc_event == VT_TL_NONE)
-            cv[didx[(uint8_t)l->device]].alloc += l->size;
-        if (l->release_event < s->nevents)
-            rel[l->release_event] = (uint32_t)i;
-    }
-    for (size_t i = 0; i < tl->nsegments; i++) {
-        const vt_segment_span *g = &tl->segments[i];
-        if (g->alloc_event == VT_TL_NONE)
-            cv[didx[(uint8_t)g->device]].resv += g->size;
-    }
-
     int rc = 0;
+    size_t fi = 0;
+    for (; fi < nf && fd[fi].event == VT_TL_NONE; fi++)
+        cv[didx[(uint8_t)fd[fi].device]].v[fd[fi].what] += fd[fi].bytes;
     uint64_t seq0 = s->nevents ? s->events[0].seq : 0;
     uint64_t t0 = s->nevents ? s->events[0].time_ns : 0;
-    for (size_t d = 0; d < tl->ndevices; d++) {
-        tl->devices[d].initial_allocated = cv[d].alloc;
-        tl->devices[d].initial_reserved = cv[d].resv;
-        if (grow((void **)&cv[d].pts, &cv[d].cap, 1, sizeof *cv[d].pts)) {
+    for (size_t k = 0; k < tl->ndevices; k++) {
+        tl->devices[k].initial_allocated = cv[k].v[0];
+        tl->devices[k].initial_pending = cv[k].v[1];
+        tl->devices[k].initial_reserved = cv[k].v[2];
+        if (grow((void **)&cv[k].pts, &cv[k].cap, 1, sizeof *cv[k].pts)) {
             rc = -ENOMEM;
             goto out;
         }
-        cv[d].pts[cv[d].n++] = (vt_tl_point){ seq0, t0, cv[d].alloc, cv[d].resv, VT_TL_NONE };
+        cv[k].pts[cv[k].n++] = (vt_tl_point){ seq0, t0, cv[k].v[0], cv[k].v[1], cv[k].v[2],
+                                              VT_TL_NONE };
     }
 
-    for (size_t i = 0; i < s->nevents; i++) {
-        uint32_t o = tl->event_owner[i];
-        uint32_t r = rel[i];
-        if (o == VT_TL_NONE && r == VT_TL_NONE)
+    for (size_t ev = 0; ev < s->nevents; ev++) {
+        struct delta own[3];
+        size_t no = own_deltas(tl, s, ev, own);
+        size_t f0 = fi;
+        while (fi < nf && fd[fi].event == ev)
+            fi++;
+        if (!no && f0 == fi)
             continue;
-        const vt_event *e = &s->events[i];
-        struct curve *c1 = NULL, *c2 = NULL;
-        switch (e->kind) {
-        case VT_EV_ALLOC: {
-            const vt_lifetime *l = &tl->lifetimes[o];
-            c1 = &cv[didx[(uint8_t)l->device]];
-            c1->alloc += l->size;
-            break;
-        }
-        case VT_EV_SEGMENT_ALLOC: {
-            const vt_segment_span *g = &tl->segments[o];
-            c1 = &cv[didx[(uint8_t)g->device]];
-            c1->resv += g->size;
-            break;
-        }
-        case VT_EV_SEGMENT_FREE: {
-            const vt_segment_span *g = &tl->segments[o];
-            c1 = &cv[didx[(uint8_t)g->device]];
-            c1->resv = sub_sat(c1->resv, g->size);
-            break;
-        }
-        default:
-            break;
-        }
-        if (r != VT_TL_NONE) {
-            const vt_lifetime *l = &tl->lifetimes[r];
-            c2 = &cv[didx[(uint8_t)l->device]];
-            c2->alloc = sub_sat(c2->alloc, l->size);
-        }
-        for (int k = 0; k < 2; k++) {
-            struct curve *c = k ? c2 : c1;
-            if (!c || (k && c2 == c1))
-                continue;
-            if (grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
-                rc = -ENOMEM;
-                goto out;
+        const vt_event *e = &s->events[ev];
+        for (size_t pass = 0; pass < 2; pass++) {
+            /* pass 0 applies, pass 1 adds the points */
+            for (size_t j = 0; j < no + (fi - f0); j++) {
+                const struct delta *x = j < no ? &own[j] : &fd[f0 + j - no];
+                struct curve *c = &cv[didx[(uint8_t)x->device]];
+                if (pass == 0) {
+                    uint64_t *v = &c->v[x->what];
+                    *v = x->sign > 0 ? *v + x->bytes : sub_sat(*v, x->bytes);
+                    continue;
+                }
+                if (c->touched == ev + 1)
+                    continue;
+                c->touched = ev + 1;
+                if (grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                c->pts[c->n++] = (vt_tl_point){ e->seq, e->time_ns, c->v[0], c->v[1], c->v[2],
+                                                (uint32_t)ev };
             }
-            c->pts[c->n++] = (vt_tl_point){ e->seq, e->time_ns, c->alloc, c->resv, (uint32_t)i };
         }
     }
 out:
-    for (size_t d = 0; d < tl->ndevices; d++) {
-        vt_tl_device *dv = &tl->devices[d];
-        dv->points = cv[d].pts;
-        dv->npoints = cv[d].n;
+    for (size_t k = 0; k < tl->ndevices; k++) {
+        vt_tl_device *dv = &tl->devices[k];
+        dv->points = cv[k].pts;
+        dv->npoints = cv[k].n;
         for (size_t i = 0; i < dv->npoints; i++) {
-            if (i == 0 || dv->points[i].allocated > dv->peak_allocated) {
-                dv->peak_allocated = dv->points[i].allocated;
+            const vt_tl_point *pt = &dv->points[i];
+            if (i == 0 || pt->allocated > dv->peak_allocated) {
+                dv->peak_allocated = pt->allocated;
                 dv->peak_allocated_point = (uint32_t)i;
             }
-            if (i == 0 || dv->points[i].reserved > dv->peak_reserved) {
-                dv->peak_reserved = dv->points[i].reserved;
+            if (i == 0 || pt->reserved > dv->peak_reserved) {
+                dv->peak_reserved = pt->reserved;
                 dv->peak_reserved_point = (uint32_t)i;
+            }
+            if (i == 0 || pt->allocated + pt->pending > dv->peak_active) {
+                dv->peak_active = pt->allocated + pt->pending;
+                dv->peak_active_point = (uint32_t)i;
             }
         }
         if (dv->npoints) {
             dv->final_allocated = dv->points[dv->npoints - 1].allocated;
+            dv->final_pending = dv->points[dv->npoints - 1].pending;
             dv->final_reserved = dv->points[dv->npoints - 1].reserved;
         }
     }
     free(cv);
-    free(rel);
+    free(fd);
     if (rc)
         return fail(b, rc, "timeline: out of memory");
     return 0;
@@ -711,7 +916,8 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     }
     tl->nevents = s->nevents;
     tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
-    if (!tl->event_owner || amap_init(&b.lmap, nl) || amap_init(&b.smap, ns)) {
+    if (!tl->event_owner || amap_init(&b.lmap, nl) || amap_init(&b.smap, ns) ||
+        vt_liveness_build(s, &b.lv)) {
         fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
@@ -722,6 +928,9 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         tl->first_time_ns = s->events[0].time_ns;
         tl->last_time_ns = s->events[s->nevents - 1].time_ns;
     }
+    tl->ngaps = vt_liveness_gap_count(b.lv);
+    tl->events_missing = vt_liveness_events_missing(b.lv);
+    tl->state_complete = vt_snapshot_state_complete(s);
     if ((rc = match_events(&b)) || (rc = merge_state(&b)) || (rc = reorder(&b)) ||
         (rc = collect_streams(&b)) || (rc = build_curves(&b)) ||
         (rc = build_addr_index(&b)))
@@ -729,11 +938,13 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     mark_inherited(&b);
     amap_free(&b.lmap);
     amap_free(&b.smap);
+    vt_liveness_free(b.lv);
     *out = tl;
     return 0;
 fail:
     amap_free(&b.lmap);
     amap_free(&b.smap);
+    vt_liveness_free(b.lv);
     vt_timeline_free(tl);
     return rc;
 }
@@ -782,8 +993,10 @@ const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt
 int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
 {
     /* ev = VT_TL_NONE means "before event 0": compare as -1 */
+    if (!in_curves(l))
+        return 0;
     int64_t e = ev == VT_TL_NONE ? -1 : (int64_t)ev;
-    int64_t a = l->alloc_event == VT_TL_NONE ? -2 : (int64_t)l->alloc_event;
+    int64_t a = l->start_event == VT_TL_NONE ? -2 : (int64_t)l->start_event;
     if (a > e)
         return 0;
     if (l->release_event == VT_TL_NONE)

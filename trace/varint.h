@@ -82,8 +82,17 @@ static inline void vt__put_le(vt__buf *b, uint64_t v, int bytes)
 
 typedef struct vt__cur {
     const unsigned char *p, *end, *start;
-    int bad;                 /* sticky: a read went past the end or a varint was malformed */
+    int bad;                 /* sticky: VT_CUR_* why a read failed, 0 while fine */
 } vt__cur;
+
+/* vt__cur.bad: the first reason a read failed. */
+enum { VT_CUR_OK = 0, VT_CUR_TRUNCATED = 1, VT_CUR_OVERLONG = 2 };
+
+static inline void vt__cur_fail(vt__cur *c, int why)
+{
+    if (!c->bad)
+        c->bad = why;
+}
 
 static inline vt__cur vt__cur_make(const void *p, size_t n)
 {
@@ -97,7 +106,7 @@ static inline size_t vt__cur_left(const vt__cur *c) { return (size_t)(c->end - c
 static inline uint8_t vt__get_u8(vt__cur *c)
 {
     if (c->p >= c->end) {
-        c->bad = 1;
+        vt__cur_fail(c, VT_CUR_TRUNCATED);
         return 0;
     }
     return *c->p++;
@@ -109,12 +118,12 @@ static inline uint64_t vt__get_varint(vt__cur *c)
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
         if (p >= c->end) {
-            c->bad = 1;
+            vt__cur_fail(c, VT_CUR_TRUNCATED);
             return 0;
         }
         unsigned char x = *p++;
         if (shift == 63 && x > 1) { /* more than 64 bits */
-            c->bad = 1;
+            vt__cur_fail(c, VT_CUR_OVERLONG);
             return 0;
         }
         v |= (uint64_t)(x & 0x7f) << shift;
@@ -123,8 +132,15 @@ static inline uint64_t vt__get_varint(vt__cur *c)
             return v;
         }
     }
-    c->bad = 1;
+    vt__cur_fail(c, VT_CUR_OVERLONG);   /* 10 bytes, all with "more follows" */
     return 0;
+}
+
+/* Why a cursor failed, for messages. */
+static inline const char *vt__cur_why(const vt__cur *c)
+{
+    return c->bad == VT_CUR_OVERLONG ? "has a varint longer than 10 bytes (malformed)"
+                                     : "is truncated";
 }
 
 static inline int64_t vt__get_svarint(vt__cur *c) { return vt__unzigzag(vt__get_varint(c)); }

@@ -143,6 +143,15 @@ static void put_axis(struct render *r, uint32_t ev)
         r->axis_of[ev] = 1;
 }
 
+/* Where a lifetime's band starts: its ALLOC, the event after the gap that
+ * hid it, the start; one allocated after the kept events starts at the last. */
+static uint32_t band_start(const struct render *r, const vt_lifetime *l)
+{
+    if ((l->flags & VT_LT_AFTER_WINDOW) && r->s->nevents)
+        return (uint32_t)(r->s->nevents - 1);
+    return l->start_event;
+}
+
 static void build_axis(struct render *r)
 {
     const vt_snapshot_data *s = r->s;
@@ -150,7 +159,7 @@ static void build_axis(struct render *r)
     for (size_t i = 0; i < s->nevents; i++)
         r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        put_axis(r, tl->lifetimes[i].alloc_event);
+        put_axis(r, band_start(r, &tl->lifetimes[i]));
         put_axis(r, tl->lifetimes[i].release_event);
     }
     for (size_t d = 0; d < tl->ndevices; d++)
@@ -536,14 +545,14 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
 
     int64_t last = 0;
     for (k = 0; k < n; k++) {
-        int64_t p1 = (int64_t)axis_p1(r, tl->lifetimes[r->order[k]].alloc_event);
+        int64_t p1 = (int64_t)axis_p1(r, band_start(r, &tl->lifetimes[r->order[k]]));
         v[k] = zigzag(p1 - last);
         last = p1;
     }
     put_column(c, "l_pos", v, n);
     for (k = 0; k < n; k++) {
         const vt_lifetime *l = &tl->lifetimes[r->order[k]];
-        uint64_t p1 = axis_p1(r, l->alloc_event);
+        uint64_t p1 = axis_p1(r, band_start(r, l));
         uint64_t e1 = axis_p1(r, l->release_event);
         /* release position = value + p1 - 2; 0 = never released */
         v[k] = e1 == 0 ? 0 : (e1 >= p1 ? e1 - p1 + 1 : 1);
@@ -589,7 +598,7 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
     }
     put_column(c, "l_addr", v, n);
     for (k = 0; k < n; k++)
-        v[k] = tl->lifetimes[r->order[k]].flags & 0x1f;
+        v[k] = tl->lifetimes[r->order[k]].flags & 0x7f;
     put_column(c, "l_flags", v, n);
 
     begin(c, "l_xs", 0);
@@ -663,22 +672,30 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     vt__buf_puts(m, ",");
     json_key_str(m, "config", vt_snapshot_string(s, s->meta.config));
     vt__buf_printf(m, ",\"pid\":%" PRId32 ",\"rank\":%" PRId32 ",\"snapshotTime\":%" PRIu64
-                   ",\"eventsRecorded\":%" PRIu64 ",\"eventsOverwritten\":%" PRIu64 "},",
+                   ",\"eventsRecorded\":%" PRIu64 ",\"eventsOverwritten\":%" PRIu64
+                   ",\"gaps\":%zu,\"freeUnseen\":%zu},",
                    s->meta.pid, s->meta.rank,
                    s->meta.snapshot_time_ns > r->t0 ? s->meta.snapshot_time_ns - r->t0 : 0,
-                   s->meta.events_recorded, s->meta.events_overwritten);
+                   s->meta.events_recorded, s->meta.events_overwritten, tl->ngaps,
+                   tl->nfree_unseen);
 
     vt__buf_puts(m, "\"devices\":[");
     for (size_t d = 0; d < tl->ndevices; d++) {
         uint32_t name = 0;
-        uint64_t total = 0;
+        uint64_t total = 0, true_peak = 0;
         for (size_t i = 0; i < s->ndevices; i++)
             if (s->devices[i].ordinal == tl->devices[d].device) {
                 name = use_str(r, s->devices[i].name);
                 total = s->devices[i].total_bytes;
+                true_peak = s->devices[i].peak_allocated;
             }
-        vt__buf_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu}",
+        vt__buf_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu",
                        d ? "," : "", tl->devices[d].device, name, total, npoints[d]);
+        /* the allocator's own peak (format 1.2), whatever the window kept */
+        if (s->meta.flags & VT_META_DEVICE_PEAKS)
+            vt__buf_printf(m, ",\"truePeak\":%" PRIu64 "}", true_peak);
+        else
+            vt__buf_puts(m, ",\"truePeak\":null}");
     }
     vt__buf_puts(m, "],\"marks\":[");
     for (size_t k = 0; k < tl->nmarks; k++) {

@@ -149,6 +149,7 @@
     for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
   }
   const FL_ALIVE = 1, FL_BEFORE = 2, FL_PENDING = 4, FL_FREE_LOST = 8;
+  const FL_FREE_UNSEEN = 32, FL_AFTER = 64;
 
   // Extra streams (record_stream), sparse: lifetime -> [stream index...].
   const extraStreams = new Map();
@@ -984,6 +985,8 @@
     if (lFlags[l] & FL_BEFORE) fl.push('allocated before the recorded window');
     if (lFlags[l] & FL_PENDING) fl.push('free pending stream events');
     if (lFlags[l] & FL_FREE_LOST) fl.push('free never recorded');
+    if (lFlags[l] & FL_FREE_UNSEEN) fl.push('freed where the kept events do not show it (a gap, or after they were copied): not alive');
+    if (lFlags[l] & FL_AFTER) fl.push('allocated after the last kept event');
     const streams = [streamName(lStream[l])].concat((extraStreams.get(l) || []).map(streamName));
     const dev = meta.devices[lDev[l]];
     let h = '<dl>';
@@ -1325,12 +1328,16 @@
     let peakA = 0, peakR = 0;
     for (let e = 0; e < nE; e++) { peakA = Math.max(peakA, allocCurve[e]); peakR = Math.max(peakR, resvCurve[e]); }
     peakA = Math.max(peakA, initAlloc); peakR = Math.max(peakR, initResv);
+    let truePeak = null;
+    for (const d of meta.devices) if (d.truePeak != null) truePeak = Math.max(truePeak || 0, d.truePeak);
     const parts = [
-      '<b>' + fmtBytes(peakA) + '</b> peak allocated',
+      '<b>' + fmtBytes(peakA) + '</b> peak allocated' + (truePeak != null || i.eventsOverwritten || i.gaps ? ' in the kept events' : ''),
       '<b>' + fmtBytes(peakR) + '</b> peak reserved',
       '<b>' + nL.toLocaleString() + '</b> allocations',
       '<b>' + nE.toLocaleString() + '</b> events',
     ];
+    if (truePeak != null) parts.push('<b>' + fmtBytes(truePeak) + '</b> true peak allocated (allocator, whole run)');
+    if (i.gaps) parts.push('<span style="color:#d32f2f">' + i.gaps.toLocaleString() + ' gaps in the events</span>');
     if (i.eventsOverwritten) parts.push('<span style="color:#d32f2f">' + i.eventsOverwritten.toLocaleString() + ' events lost</span>');
     if (i.host) parts.push(esc(i.host) + (i.pid ? ':' + i.pid : ''));
     $('stats').innerHTML = parts.join(' &middot; ');

@@ -140,14 +140,18 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer of 1.2 writes 1.2 files.
+ *   reader would find it). A writer writes its own minor (this one: 1.2).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
  *   which an older reader skips (it then shows a forked child's inherited
- *   allocations as alive like its own), and appends stacks_truncated to META,
- *   which older readers ignore as trailing bytes (a 1.2 reader reads 0 for a
- *   1.0/1.1 file).
+ *   allocations as alive like its own), and appends to META stacks_truncated,
+ *   a flags word (VT_META_*: whether STATE is the allocator's complete state
+ *   at the snapshot, whether the allocator's true peaks follow) and those
+ *   peaks per device; older readers ignore them as trailing META bytes. A 1.2
+ *   reader reading an older file reads stacks_truncated as 0, takes STATE as
+ *   complete when it has a segment (the recorder wrote it whole whenever the
+ *   allocator could describe itself) and has no true peaks to show.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -171,14 +175,32 @@ enum vt_passthrough_call {
  * A compressed section is exactly one zstd frame (with its content size).
  * Every section of this version appears exactly once; order is free.
  *
+ * Size bounds (so that a reader knows what a section may cost before it
+ * allocates anything, and a small hostile file cannot make it allocate
+ * gigabytes): a compressed section decodes to at most
+ * VT_MAX_COMPRESSION_RATIO times its stored bytes (a writer whose data
+ * compresses better stores that section uncompressed instead); and where its
+ * count bounds a section, raw_size is at most what count items can take in
+ * their longest encoding: META at most VT_MAX_META_BYTES, FRAMES
+ * count * VT_MAX_FRAME_BYTES, STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
+ * EVENTS VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES (this
+ * version needs at most 114 bytes per event; columns that a later minor adds
+ * must fit in the rest, larger per-event data goes into a section of its
+ * own). STRINGS and STATE are bounded by the ratio alone (strings and blocks
+ * per segment have no fixed size). These bounds hold for every version 1.x.
+ *
  * Section encodings (the raw bytes after decompression):
  *
  *   META (count 1): svarint pid, svarint rank, varint host, command_line,
  *     config, library_version (string indexes), varint clock_base_monotonic_ns,
  *     clock_base_realtime_ns, snapshot_time_ns, events_recorded,
  *     events_overwritten, stacks_dropped, varint ndevices, then per device
- *     svarint ordinal, varint name (string), varint total_bytes; then (1.2)
- *     varint stacks_truncated.
+ *     svarint ordinal, varint name (string), varint total_bytes.
+ *     Since 1.2, then: varint stacks_truncated, varint flags (VT_META_*), and
+ *     when flags has VT_META_DEVICE_PEAKS, per device in the same order varint
+ *     peak_allocated, peak_reserved, peak_active (bytes, the allocator's own
+ *     peaks as vt_get_stats keeps them: since the start of the process or the
+ *     last vt_reset_peak_stats, whatever the event window kept).
  *     stacks_dropped counts the stack captures of the whole run that could
  *     not be interned whole because the recorder's stack table was full.
  *     Such a capture keeps the deepest prefix of its stack that the table
@@ -246,6 +268,21 @@ enum vt_passthrough_call {
 #define VT_FILE_HEADER_SIZE 64
 #define VT_FILE_ENTRY_SIZE 48
 #define VT_SECTION_FLAG_ZSTD 1u
+
+/* META flags (format 1.2). */
+enum vt_meta_flag {
+    VT_META_STATE_COMPLETE = 1u << 0, /* STATE is the allocator's whole state at
+                                         the snapshot: the truth of what is alive */
+    VT_META_DEVICE_PEAKS = 1u << 1,   /* per-device true peaks follow */
+};
+
+/* Size bounds of the raw (decoded) sections, see "Size bounds" above. */
+#define VT_MAX_COMPRESSION_RATIO 1024
+#define VT_MAX_META_BYTES (1u << 20)
+#define VT_MAX_FRAME_BYTES 70          /* 2 svarints + 5 varints */
+#define VT_MAX_STACK_NODE_BYTES 20     /* 2 varints */
+#define VT_MAX_EVENTS_HEADER_BYTES (16u << 10)
+#define VT_MAX_EVENT_BYTES 160
 
 enum vt_section_id {
     VT_SECTION_META = 1,

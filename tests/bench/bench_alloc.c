@@ -188,7 +188,11 @@ static int cmp_double(const void *a, const void *b)
 
 static cudaStream_t streams[4];
 
-/* ns per pair: median over `repeats` of (wall time / pairs) with n threads. */
+/* The range of the last measure(): min and max over its repeats. */
+static double last_lo, last_hi;
+
+/* ns per pair: median over `repeats` of (wall time / pairs) with n threads
+ * (the range of the repeats in last_lo/last_hi). */
 static double measure(const allocator *a, int nthreads, int repeats)
 {
     double t[64];
@@ -211,11 +215,14 @@ static double measure(const allocator *a, int nthreads, int repeats)
         t[r] = dt / ((double)npairs * a->replays * nthreads);
     }
     qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+    last_lo = t[0];
+    last_hi = t[repeats - 1];
     return t[repeats / 2];
 }
 
 typedef struct result {
     double ns1, ns4;
+    double ns1_lo, ns1_hi, ns4_lo, ns4_hi;   /* ranges of the repeats */
     uint64_t backend_calls, peak;
     uint64_t pairs;
 } result;
@@ -229,7 +236,9 @@ static result run(const allocator *a, int repeats)
     job cold = { a, streams[0], 1, 0 };
     replay(&cold);
     r.ns1 = measure(a, 1, repeats);
+    r.ns1_lo = last_lo, r.ns1_hi = last_hi;
     r.ns4 = measure(a, 4, repeats);
+    r.ns4_lo = last_lo, r.ns4_hi = last_hi;
     simcuda_stats(0, &c);
     r.backend_calls = c.mem_alloc_calls + c.mem_free_calls;
     r.peak = c.peak_bytes;
@@ -313,6 +322,11 @@ int main(void)
                (double)rs[i]->peak / (double)MiB);
     if (traced > 0)
         printf("%-22s %12.1f %12s\n", "vramtrace (trace:1)", traced, "-");
+    printf("ns/pair are medians of the repeats (%d for vramtrace and cub, 3 for cudaMalloc); "
+           "their ranges (min-max):\n", repeats);
+    for (int i = 0; i < 3; i++)
+        printf("%-22s 1T %.1f-%.1f, 4T %.1f-%.1f\n", names[i], rs[i]->ns1_lo, rs[i]->ns1_hi,
+               rs[i]->ns4_lo, rs[i]->ns4_hi);
     printf("ratios: cub/vramtrace %.2fx (1T) %.2fx (4T); cudaMalloc/vramtrace %.1fx (1T); "
            "peak vramtrace/cub %.3f\n", c.ns1 / v.ns1, c.ns4 / v.ns4, r.ns1 / v.ns1,
            (double)v.peak / (double)c.peak);

@@ -1,7 +1,7 @@
 /*
  * tests/bench/bench_trace.c - what tracing costs, next to heaptrack.
  *
- *   bench_trace [--pairs N] [--heaptrack PATH] [--host PATH]
+ *   bench_trace [--pairs N] [--runs R] [--heaptrack PATH] [--host PATH]
  *
  * Run on the simulated device (meson: `meson test --benchmark bench_trace`,
  * which sets the simulator's environment). Every measurement runs in a fresh
@@ -10,16 +10,21 @@
  *  1. vt_malloc/vt_free pairs through the caching allocator, called at the
  *     bottom of a synthetic recursive call chain of depth 16, 32 and 64,
  *     with trace:0 and with tracing on (stack_depth large enough for the
- *     whole stack), best of 3 each: the difference is what tracing adds.
+ *     whole stack), R runs each (default 5): the difference of the medians
+ *     is what tracing adds.
  *  2. The same workload on host malloc/free (bench_trace_host), plain and
  *     under heaptrack, depth 32.
  *  3. A training-like loop (forward allocations from a few layers, backward
  *     frees and gradients, marks) recorded until the ring holds 1M events:
- *     vt_snapshot() to a file, then vt_snapfile_read and vt_snapfile_write of
- *     that file, timed, and the bytes per event on disk.
- * The last line is the machine-readable summary.
+ *     vt_snapshot() to a file, then vt_snapfile_read, vt_timeline_build and
+ *     vt_snapfile_write of that file, R times each, and the bytes per event
+ *     on disk. The first read and write of the process are reported apart:
+ *     they pay the page faults of buffers the later ones reuse.
+ * Every figure is the median of its runs, with the range (min-max) after it.
+ * The last line is the machine-readable summary (medians).
  */
 #include "snapfile.h"
+#include "timeline.h"
 #include "vramtrace.h"
 
 #include <errno.h>
@@ -177,13 +182,46 @@ static int run_child(char *const argv[], const char *conf, const char *key, uint
     return 0;
 }
 
-static double best_ns_per_pair(char *const argv[], const char *conf, long pairs, int reps)
+/* The median of n values and their range. */
+typedef struct spread { double med, lo, hi; } spread;
+
+static int cmp_double(const void *a, const void *b)
 {
-    uint64_t best = UINT64_MAX, v;
-    for (int i = 0; i < reps; i++)
-        if (run_child(argv, conf, "loop_ns", &v) == 0 && v < best)
-            best = v;
-    return best == UINT64_MAX ? -1 : (double)best / (double)pairs;
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static spread spread_of(double *v, int n)
+{
+    if (n <= 0)
+        return (spread){ -1, -1, -1 };
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return (spread){ med, v[0], v[n - 1] };
+}
+
+#define MAX_RUNS 64
+
+static spread ns_per_pair(char *const argv[], const char *conf, long pairs, int runs)
+{
+    double v[MAX_RUNS];
+    int n = 0;
+    uint64_t ns;
+    for (int i = 0; i < runs && i < MAX_RUNS; i++)
+        if (run_child(argv, conf, "loop_ns", &ns) == 0)
+            v[n++] = (double)ns / (double)pairs;
+    return spread_of(v, n);
+}
+
+/* "12.3 (11.9-13.0)" */
+static const char *fmt_spread(spread s, const char *fmt, char *buf, size_t len)
+{
+    char a[24], b[24], c[24];
+    snprintf(a, sizeof a, fmt, s.med);
+    snprintf(b, sizeof b, fmt, s.lo);
+    snprintf(c, sizeof c, fmt, s.hi);
+    snprintf(buf, len, "%s (%s-%s)", a, b, c);
+    return buf;
 }
 
 int main(int argc, char **argv)
@@ -194,10 +232,13 @@ int main(int argc, char **argv)
         return child_train(argv[2], atol(argv[3]));
 
     long pairs = 200000;
+    int runs = 5;
     const char *heaptrack = "/usr/bin/heaptrack", *host = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--pairs"))
             pairs = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--runs"))
+            runs = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--heaptrack"))
             heaptrack = argv[i + 1];
         else if (!strcmp(argv[i], "--host"))
@@ -216,9 +257,12 @@ int main(int argc, char **argv)
     char pairs_s[32];
     snprintf(pairs_s, sizeof pairs_s, "%ld", pairs);
 
+    if (runs < 1 || runs > MAX_RUNS)
+        runs = 5;
+    char b1[96], b2[96];
     printf("bench_trace: %ld vt_malloc/vt_free pairs through the caching allocator "
-           "(simulated device), best of 3 runs each\n", pairs);
-    printf("%-6s %14s %14s %16s\n", "depth", "off ns/pair", "on ns/pair", "added ns/pair");
+           "(simulated device); median (min-max) of %d runs each\n", pairs, runs);
+    printf("%-6s %24s %24s %14s\n", "depth", "off ns/pair", "on ns/pair", "added ns/pair");
     const int depths[] = { 16, 32, 64 };
     double added_d32 = 0;
     for (int i = 0; i < 3; i++) {
@@ -227,19 +271,20 @@ int main(int argc, char **argv)
         /* Deep enough for the whole stack: chain + loop + main + libc. */
         snprintf(conf, sizeof conf, "trace:1,stack_depth:%d", depths[i] + 8);
         char *cargv[] = { self, "--child-pairs", pairs_s, d, NULL };
-        double off = best_ns_per_pair(cargv, "trace:0", pairs, 3);
-        double on = best_ns_per_pair(cargv, conf, pairs, 3);
-        printf("%-6d %14.1f %14.1f %16.1f\n", depths[i], off, on, on - off);
+        spread off = ns_per_pair(cargv, "trace:0", pairs, runs);
+        spread on = ns_per_pair(cargv, conf, pairs, runs);
+        printf("%-6d %24s %24s %14.1f\n", depths[i], fmt_spread(off, "%.1f", b1, sizeof b1),
+               fmt_spread(on, "%.1f", b2, sizeof b2), on.med - off.med);
         if (depths[i] == 32)
-            added_d32 = on - off;
+            added_d32 = on.med - off.med;
     }
 
     {
         char *cargv[] = { self, "--child-firstlap", pairs_s, NULL };
-        double off = best_ns_per_pair(cargv, "trace:0", pairs, 3);
-        double on = best_ns_per_pair(cargv, "trace:1,stack_depth:40", pairs, 3);
+        spread off = ns_per_pair(cargv, "trace:0", pairs, runs);
+        spread on = ns_per_pair(cargv, "trace:1,stack_depth:40", pairs, runs);
         printf("first lap of a fresh ring (page faults included), depth 32: "
-               "added %.1f ns/pair\n", on - off);
+               "added %.1f ns/pair (medians)\n", on.med - off.med);
     }
 
     double ht_added = -1;
@@ -250,11 +295,12 @@ int main(int argc, char **argv)
             snprintf(outp, sizeof outp, "%s/ht", dir);
             char *plain[] = { (char *)host, pairs_s, "32", NULL };
             char *traced[] = { (char *)heaptrack, "-o", outp, (char *)host, pairs_s, "32", NULL };
-            double p = best_ns_per_pair(plain, NULL, pairs, 3);
-            double h = best_ns_per_pair(traced, NULL, pairs, 3);
-            ht_added = h - p;
-            printf("heaptrack (host malloc/free, depth 32): plain %.1f ns/pair, "
-                   "heaptrack %.1f ns/pair, added %.1f ns/pair\n", p, h, ht_added);
+            spread p = ns_per_pair(plain, NULL, pairs, runs);
+            spread h = ns_per_pair(traced, NULL, pairs, runs);
+            ht_added = h.med - p.med;
+            printf("heaptrack (host malloc/free, depth 32): plain %s ns/pair, heaptrack %s "
+                   "ns/pair, added %.1f ns/pair\n", fmt_spread(p, "%.1f", b1, sizeof b1),
+                   fmt_spread(h, "%.1f", b2, sizeof b2), ht_added);
             char cmd[256];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
             if (system(cmd) != 0)
@@ -268,7 +314,8 @@ int main(int argc, char **argv)
 
     /* Training-like loop: 96 events a step; 11000 steps overflow a 1M ring. */
     char dir[] = "/tmp/vt-bench-snap-XXXXXX";
-    double bpe = -1, wsec = -1, rsec = -1;
+    double bpe = -1;
+    spread w = { -1, -1, -1 }, rd = { -1, -1, -1 }, tlb = { -1, -1, -1 };
     if (mkdtemp(dir)) {
         char path[128], path2[128];
         snprintf(path, sizeof path, "%s/train.vtsnap", dir);
@@ -277,26 +324,51 @@ int main(int argc, char **argv)
         uint64_t snap_ns = 0;
         if (run_child(targv, "trace:1,max_events:1000000", "snapshot_ns", &snap_ns) == 0) {
             struct stat st;
-            vt_snapshot_data *s = NULL;
+            double rv[MAX_RUNS], wv[MAX_RUNS], tv[MAX_RUNS];
+            int n = 0;
             char err[512] = "";
-            uint64_t t0 = now_ns();
-            int rc = vt_snapfile_read(path, &s, err, sizeof err);
-            uint64_t t1 = now_ns();
-            if (rc == 0 && stat(path, &st) == 0) {
-                rc = vt_snapfile_write(s, path2, err, sizeof err);
+            size_t nev = 0, nodes = 0, frames = 0;
+            uint64_t rec = 0, over = 0;
+            for (int i = 0; i < runs; i++) {
+                vt_snapshot_data *s = NULL;
+                uint64_t t0 = now_ns();
+                if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
+                    break;
+                uint64_t t1 = now_ns();
+                vt_timeline *tl = NULL;
+                int trc = vt_timeline_build(s, &tl, err, sizeof err);
                 uint64_t t2 = now_ns();
-                rsec = (double)(t1 - t0) / 1e9;
-                wsec = rc == 0 ? (double)(t2 - t1) / 1e9 : -1;
-                bpe = (double)st.st_size / (double)s->nevents;
+                vt_timeline_free(tl);
+                uint64_t t3 = now_ns();
+                int wrc = vt_snapfile_write(s, path2, err, sizeof err);
+                uint64_t t4 = now_ns();
+                nev = s->nevents, nodes = s->nstack_nodes, frames = s->nframes;
+                rec = s->meta.events_recorded, over = s->meta.events_overwritten;
+                vt_snapshot_free(s);
+                if (trc != 0 || wrc != 0)
+                    break;
+                rv[n] = (double)(t1 - t0) / 1e9;
+                tv[n] = (double)(t2 - t1) / 1e9;
+                wv[n] = (double)(t4 - t3) / 1e9;
+                n++;
+            }
+            if (n > 0 && stat(path, &st) == 0) {
+                double first_r = rv[0], first_w = wv[0];
+                bpe = (double)st.st_size / (double)nev;
+                rd = spread_of(rv, n);
+                tlb = spread_of(tv, n);
+                w = spread_of(wv, n);
+                char b3[96];
                 printf("training-like loop: %zu events (%llu recorded, %llu overwritten), "
                        "%zu stack nodes, %zu frames; file %lld bytes = %.2f bytes/event\n",
-                       s->nevents, (unsigned long long)s->meta.events_recorded,
-                       (unsigned long long)s->meta.events_overwritten, s->nstack_nodes,
-                       s->nframes, (long long)st.st_size, bpe);
+                       nev, (unsigned long long)rec, (unsigned long long)over, nodes, frames,
+                       (long long)st.st_size, bpe);
                 printf("vt_snapshot() in the process: %.3f s (ring copy, symbolization, "
-                       "write); vt_snapfile_write: %.3f s; vt_snapfile_read: %.3f s\n",
-                       (double)snap_ns / 1e9, wsec, rsec);
-                vt_snapshot_free(s);
+                       "write, one run)\n", (double)snap_ns / 1e9);
+                printf("1M events, %d runs, seconds: vt_snapfile_read %s, vt_timeline_build %s, "
+                       "vt_snapfile_write %s\n", n, fmt_spread(rd, "%.3f", b1, sizeof b1),
+                       fmt_spread(tlb, "%.3f", b2, sizeof b2), fmt_spread(w, "%.3f", b3, sizeof b3));
+                printf("first run of the process: read %.3f s, write %.3f s\n", first_r, first_w);
             } else {
                 printf("training-like loop: reading the snapshot failed: %s\n", err);
             }
@@ -306,6 +378,7 @@ int main(int argc, char **argv)
         rmdir(dir);
     }
     printf("RESULT added_ns_d32=%.1f vs_heaptrack=%.3f bytes_per_event=%.2f "
-           "write_1m_s=%.3f read_1m_s=%.3f\n", added_d32, ratio, bpe, wsec, rsec);
+           "write_1m_s=%.3f read_1m_s=%.3f timeline_1m_s=%.3f\n", added_d32, ratio, bpe, w.med,
+           rd.med, tlb.med);
     return 0;
 }

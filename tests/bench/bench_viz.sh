@@ -7,7 +7,9 @@
 # tests/viz/gen_snapshot, renders it with `vramtrace viz --check`, then opens
 # the page in headless Chromium (tests/bench/bench_viz.mjs) and reads the
 # moment of the first timeline draw the page reports (performance.now()
-# since navigation start). Last line:
+# since navigation start). Rendering and page load run VT_BENCH_RUNS times
+# (default 5); each prints its median (min-max) and the first run apart.
+# Last line (medians):
 #   RESULT html_mb=<MB> render_s=<s> first_paint_s=<s>
 # first_paint_s is "nan" when chromium or tests/viz/node_modules is missing.
 set -eu
@@ -20,18 +22,39 @@ here=$(cd "$(dirname "$0")" && pwd)
 "$VT_GEN" big "$work/big.vtsnap" "$events"
 ls -l "$work/big.vtsnap" | awk '{printf "snapshot: %.2f MB\n", $5 / 1e6}'
 
+runs=${VT_BENCH_RUNS:-5}
 now() { date +%s.%N; }
-t0=$(now)
-"$VT_CLI" viz "$work/big.vtsnap" -o "$work/big.html" --check
-t1=$(now)
-render_s=$(echo "$t0 $t1" | awk '{printf "%.3f", $2 - $1}')
+# "median (min-max)" and the median alone, of numbers one per line
+spread() { sort -g | awk '{v[NR] = $1} END {
+    m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%.3f (%.3f-%.3f) %.3f\n", m, v[1], v[NR], m }'; }
+
+: >"$work/render"
+for i in $(seq "$runs"); do
+    t0=$(now)
+    "$VT_CLI" viz "$work/big.vtsnap" -o "$work/big.html" --check
+    t1=$(now)
+    echo "$t0 $t1" | awk '{printf "%.3f\n", $2 - $1}' >>"$work/render"
+done
 html_mb=$(ls -l "$work/big.html" | awk '{printf "%.2f", $5 / 1e6}')
+render=$(spread <"$work/render")
+echo "vramtrace viz --check, $runs runs: ${render% *} s (median (min-max)); first run $(head -n 1 "$work/render") s"
+render_s=${render##* }
 
 first_paint_s=nan
-if out=$(node "$here/bench_viz.mjs" "$work/big.html"); then
-    echo "$out"
-    first_paint_s=$(echo "$out" | sed -n 's/^first_paint_s=//p')
-else
-    echo "browser part skipped or failed (see above)"
+: >"$work/paint"
+for i in $(seq "$runs"); do
+    if out=$(node "$here/bench_viz.mjs" "$work/big.html"); then
+        [ "$i" -eq 1 ] && echo "$out"
+        echo "$out" | sed -n 's/^first_paint_s=//p' >>"$work/paint"
+    else
+        echo "browser part skipped or failed (see above)"
+        break
+    fi
+done
+if [ -s "$work/paint" ]; then
+    paint=$(spread <"$work/paint")
+    echo "first paint, $(wc -l <"$work/paint") page loads: ${paint% *} s (median (min-max))"
+    first_paint_s=${paint##* }
 fi
 echo "RESULT html_mb=$html_mb render_s=$render_s first_paint_s=$first_paint_s"

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <zstd.h>
@@ -70,7 +71,11 @@ static void same_snapshot(const vt_snapshot_data *a, const vt_snapshot_data *b)
         ASSERT_EQ(a->devices[i].ordinal, b->devices[i].ordinal);
         ASSERT_EQ(a->devices[i].name, b->devices[i].name);
         ASSERT_EQ(a->devices[i].total_bytes, b->devices[i].total_bytes);
+        ASSERT_EQ(a->devices[i].peak_allocated, b->devices[i].peak_allocated);
+        ASSERT_EQ(a->devices[i].peak_reserved, b->devices[i].peak_reserved);
+        ASSERT_EQ(a->devices[i].peak_active, b->devices[i].peak_active);
     }
+    ASSERT_EQ(a->meta.flags, b->meta.flags);
     ASSERT_EQ(a->nframes, b->nframes);
     for (size_t i = 0; i < a->nframes; i++) {
         const vt_frame *x = &a->frames[i], *y = &b->frames[i];
@@ -203,6 +208,15 @@ TEST(round_trip_training_loop_with_extreme_values)
     free(data);
     vt_snapshot_free(r);
     vt_snapshot_free(s);
+}
+
+/* What a reader of a file older than 1.2 sees of `s`. */
+static void without_1_2_fields(vt_snapshot_data *s)
+{
+    s->meta.flags = 0;
+    for (size_t i = 0; i < s->ndevices; i++)
+        s->devices[i].peak_allocated = s->devices[i].peak_reserved =
+            s->devices[i].peak_active = 0;
 }
 
 /* ---- damage ------------------------------------------------------------- */
@@ -408,6 +422,284 @@ TEST(newer_minor_version_unknown_section_is_skipped)
     vt_snapshot_free(s);
 }
 
+/* ---- hostile sizes and damaged headers --------------------------------- */
+
+/* A zstd frame of `raw` zero bytes made of RLE blocks (3-byte header + 1
+ * byte per 128 KiB), with its content size: a few bytes per decoded
+ * 128 KiB, as a decompression bomb would be built. */
+static unsigned char *zero_bomb_frame(uint64_t raw, size_t *n)
+{
+    const uint64_t blk = 128 << 10;
+    size_t nblocks = (size_t)((raw + blk - 1) / blk);
+    unsigned char *f = malloc(13 + 4 * nblocks);
+    ASSERT(f);
+    size_t k = 0;
+    vt__buf b = { 0 };
+    vt__put_le(&b, 0xFD2FB528u, 4);   /* magic */
+    vt__put_u8(&b, 0xE0);             /* 8-byte content size, single segment */
+    vt__put_le(&b, raw, 8);
+    memcpy(f, b.p, b.n);
+    k = b.n;
+    free(b.p);
+    for (size_t i = 0; i < nblocks; i++) {
+        uint64_t sz = i + 1 < nblocks ? blk : raw - blk * (nblocks - 1);
+        uint32_t hdr = (uint32_t)(sz << 3) | (1u << 1) | (i + 1 == nblocks);
+        f[k++] = (unsigned char)hdr;
+        f[k++] = (unsigned char)(hdr >> 8);
+        f[k++] = (unsigned char)(hdr >> 16);
+        f[k++] = 0;
+    }
+    *n = k;
+    return f;
+}
+
+/* gen_small() with section `id` replaced by `stored` (zstd-flagged,
+ * declaring `raw` decoded bytes and `count` items); every checksum valid. */
+static unsigned char *file_with_section(uint32_t id, const unsigned char *stored, size_t nstored,
+                                        uint64_t raw, uint64_t count, size_t *size)
+{
+    vt_snapshot_data *s = gen_small();
+    size_t n0;
+    unsigned char *data = encode(s, &n0);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    vt__buf tab = { 0 }, body = { 0 };
+    uint64_t off = 64 + 48 * 6;
+    for (size_t i = 0; i < 6; i++) {
+        int mine = secs[i].id == id;
+        const unsigned char *p = mine ? stored : secs[i].raw;
+        size_t np = mine ? nstored : secs[i].n;
+        vt__put_le(&tab, secs[i].id, 4);
+        vt__put_le(&tab, mine ? VT_SECTION_FLAG_ZSTD : 0, 4);
+        vt__put_le(&tab, off, 8);
+        vt__put_le(&tab, np, 8);
+        vt__put_le(&tab, mine ? raw : secs[i].n, 8);
+        vt__put_le(&tab, mine ? count : secs[i].count, 8);
+        vt__put_le(&tab, vt__crc32c(0, p, np), 4);
+        vt__put_le(&tab, 0, 4);
+        vt__put_bytes(&body, p, np);
+        off += np;
+        free(secs[i].raw);
+    }
+    vt__buf h = { 0 };
+    vt__put_bytes(&h, VT_FILE_MAGIC, 8);
+    vt__put_le(&h, VT_FORMAT_MAJOR, 2);
+    vt__put_le(&h, VT_FORMAT_MINOR, 2);
+    vt__put_le(&h, 64, 4);
+    vt__put_le(&h, off, 8);
+    vt__put_le(&h, 64, 8);
+    vt__put_le(&h, 6, 4);
+    vt__put_le(&h, 48, 4);
+    vt__put_le(&h, vt__crc32c(0, tab.p, tab.n), 4);
+    vt__put_le(&h, 0, 8);
+    vt__put_le(&h, 0, 8);
+    vt__put_le(&h, vt__crc32c(0, h.p, h.n), 4);
+    vt__put_bytes(&h, tab.p, tab.n);
+    vt__put_bytes(&h, body.p, body.n);
+    free(tab.p);
+    free(body.p);
+    free(data);
+    vt_snapshot_free(s);
+    *size = h.n;
+    return h.p;
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+TEST(decompression_bomb_is_rejected_before_allocating)
+{
+    /* Without sanitizers (whose shadow memory needs a huge address space),
+     * the process may not even map 1 GiB more than it has: a reader that
+     * allocated the declared 2 GiB would fail with "out of memory" instead
+     * of the message below. Either way its peak RSS must not grow. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    struct rlimit rl = { (rlim_t)1 << 30, (rlim_t)1 << 30 };
+    ASSERT_EQ(setrlimit(RLIMIT_AS, &rl), 0);
+#endif
+    const uint64_t raw = (uint64_t)2 << 30;
+    size_t nf, size;
+    unsigned char *frame = zero_bomb_frame(raw, &nf);
+    ASSERT_LT(nf, 70000);           /* a 2 GiB section in under 70 KB */
+    long rss0 = max_rss_kib();
+
+    /* the count (a handful of events) cannot need 2 GiB */
+    unsigned char *f = file_with_section(VT_SECTION_EVENTS, frame, nf, raw, 18, &size);
+    expect_reject(f, size, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "declares 2147483648 decoded bytes, more than its 18 items can "
+                             "take");
+    free(f);
+
+    /* a count that could need it: the compression ratio gives it away */
+    f = file_with_section(VT_SECTION_EVENTS, frame, nf, raw, raw / 100, &size);
+    expect_reject(f, size, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "beyond the format's 1024x compression ratio");
+    free(f);
+
+    /* sections whose count does not bound them: the ratio alone */
+    f = file_with_section(VT_SECTION_STRINGS, frame, nf, raw, 40, &size);
+    expect_reject(f, size, "section 'strings'");
+    ASSERT_STR_CONTAINS(err, "compression ratio");
+    free(f);
+    f = file_with_section(VT_SECTION_STATE, frame, nf, raw, 2, &size);
+    expect_reject(f, size, "section 'state'");
+    ASSERT_STR_CONTAINS(err, "compression ratio");
+    free(f);
+    free(frame);
+    long grew = max_rss_kib() - rss0;
+    ASSERT_MSG(grew < 64 * 1024, "peak RSS grew by %ld KiB", grew);
+}
+
+TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
+{
+    /* 400k identical alloc/free pairs with a constant clock compress far
+     * beyond the format's ratio: the writer must store them plainly, so
+     * that its own reader accepts the file. */
+    struct gen g = { .s = calloc(1, sizeof *g.s) };
+    gen_str(&g, "");
+    gen_node(&g, 0, 0);
+    for (uint64_t i = 0; i < 800000; i++) {
+        vt_event *e = gen_ev(&g, (i & 1) ? VT_EV_FREE_REQUESTED : VT_EV_ALLOC, i + 1, i * 1000);
+        e->addr = 0x7000000;
+        e->size = e->req_size = 512;
+    }
+    size_t size;
+    unsigned char *data = encode(g.s, &size);
+    uint64_t off, len;
+    find_section(data, VT_SECTION_EVENTS, &off, &len);
+    const unsigned char *e = data + 64;
+    while (vt__rd_le(e, 4) != VT_SECTION_EVENTS)
+        e += 48;
+    ASSERT_EQ(vt__rd_le(e + 4, 4) & VT_SECTION_FLAG_ZSTD, 0);
+    ASSERT_EQ(vt__rd_le(e + 16, 8), vt__rd_le(e + 24, 8));
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(data, size, "t", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->nevents, 800000);
+    ASSERT_EQ(r->events[799999].seq, 800000);
+    vt_snapshot_free(r);
+    free(data);
+    vt_snapshot_free(g.s);
+}
+
+TEST(flipped_major_version_byte_reads_as_corrupt)
+{
+    vt_snapshot_data *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    data[9] ^= 0x10;                      /* major 1 -> 4097 */
+    expect_reject(data, size, "format 4097.2 with a header that does not check out: the file "
+                              "is corrupt");
+    ASSERT(strstr(err, "newer") == NULL);
+    /* a genuine header of a later major (checksum right) is "newer" */
+    data[9] = 0;
+    data[8] = 3;
+    uint32_t crc = vt__crc32c(0, data, 60);
+    for (int i = 0; i < 4; i++)
+        data[60 + i] = (unsigned char)(crc >> (8 * i));
+    expect_reject(data, size, "written by a newer vramtrace (format 3.x)");
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(over_long_varint_is_named_as_such)
+{
+    vt_snapshot_data *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    /* the first string's length: 11 bytes of "more follows" */
+    struct raw_section *st = by_id(secs, VT_SECTION_STRINGS);
+    unsigned char *p = malloc(st->n + 11);
+    memset(p, 0x80, 11);
+    memcpy(p + 11, st->raw, st->n);
+    free(st->raw);
+    st->raw = p;
+    st->n += 11;
+    size_t n2;
+    unsigned char *f = repack(secs, 6, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "section 'strings'");
+    ASSERT_STR_CONTAINS(err, "string 1: its length has a varint longer than 10 bytes "
+                             "(malformed)");
+    ASSERT(strstr(err, "length 0") == NULL);
+    free(f);
+    for (int i = 0; i < 6; i++)
+        free(secs[i].raw);
+    unpack(data, secs);
+    /* an event column: the seq column's first varint made over-long */
+    struct raw_section *ev = by_id(secs, VT_SECTION_EVENTS);
+    vt__cur c = vt__cur_make(ev->raw, ev->n);
+    uint64_t ne = vt__get_varint(&c), ncol = vt__get_varint(&c);
+    uint64_t len[VT_COL_COUNT];
+    for (uint64_t i = 0; i < ncol; i++)
+        len[i] = vt__get_varint(&c);
+    ASSERT(!c.bad && ne > 0);
+    size_t seq_at = vt__cur_off(&c) + (size_t)len[VT_COL_KIND];
+    /* rewrite: same header, seq column starts with 11 continuation bytes
+     * and is 11 bytes longer */
+    vt__buf b = { 0 };
+    vt__put_varint(&b, ne);
+    vt__put_varint(&b, ncol);
+    for (uint64_t i = 0; i < ncol; i++)
+        vt__put_varint(&b, len[i] + (i == VT_COL_SEQ ? 11 : 0));
+    vt__put_bytes(&b, ev->raw + vt__cur_off(&c), seq_at - vt__cur_off(&c));
+    for (int i = 0; i < 11; i++)
+        vt__put_u8(&b, 0x80);
+    vt__put_bytes(&b, ev->raw + seq_at, ev->n - seq_at);
+    free(ev->raw);
+    ev->raw = b.p;
+    ev->n = b.n;
+    f = repack(secs, 6, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "has a varint longer than 10 bytes (malformed)");
+    free(f);
+    for (int i = 0; i < 6; i++)
+        free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(format_1_1_file_reads_without_true_peaks)
+{
+    /* A 1.1 writer wrote META without the 1.2 flags and peaks: strip them
+     * (they are META's last bytes) and label the file 1.1. */
+    vt_snapshot_data *s = gen_small();
+    ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    struct raw_section *m = by_id(secs, VT_SECTION_META);
+    vt__buf tail = { 0 };
+    vt__put_varint(&tail, s->meta.flags);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        vt__put_varint(&tail, s->devices[i].peak_allocated);
+        vt__put_varint(&tail, s->devices[i].peak_reserved);
+        vt__put_varint(&tail, s->devices[i].peak_active);
+    }
+    ASSERT(m->n > tail.n && memcmp(m->raw + m->n - tail.n, tail.p, tail.n) == 0);
+    m->n -= tail.n;
+    free(tail.p);
+    size_t n2;
+    unsigned char *f = repack(secs, 6, 1, &n2);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(f, n2, "old", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.flags, 0);
+    ASSERT_EQ(r->devices[0].peak_allocated, 0);
+    ASSERT_EQ(r->nevents, s->nevents);
+    ASSERT_EQ(r->nblocks, s->nblocks);
+    vt_snapshot_free(r);
+    free(f);
+    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
 /* Damage inside a section whose checksum is right: index checks catch it. */
 TEST(bad_indexes_are_rejected_naming_section)
 {
@@ -593,12 +885,14 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     ASSERT_STR_CONTAINS(err, "event 15 has kind 25, which format 1.1 introduced, in a file "
                              "of format 1.0");
     free(f);
-    /* the same bytes as 1.1 are fine: only the claimed version changed */
+    /* the same bytes as 1.1 are fine: only the claimed version changed (a
+     * 1.1 file has no META flags and true peaks: those bytes are skipped) */
     f = repack(secs, 6, 1, &n2);
     vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_2_fields(s);
     same_snapshot(s, r);
     vt_snapshot_free(r);
     free(f);
@@ -613,6 +907,7 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(r->meta.format_version, 0x10000u);
     r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_2_fields(s);
     same_snapshot(s, r);
     vt_snapshot_free(r);
     free(f);
@@ -716,7 +1011,7 @@ TEST(mutations_inside_sections_never_crash)
 
 /* ---- size and speed ----------------------------------------------------- */
 
-TEST(one_million_training_events_small_and_fast)
+TEST(one_million_training_events_round_trip_small)
 {
     const size_t N = 1000000;
     vt_snapshot_data *s = gen_training(N, 99);
@@ -738,11 +1033,7 @@ TEST(one_million_training_events_small_and_fast)
     for (size_t i = 0; i < N; i += 997)
         ASSERT(r->events[i].addr == s->events[i].addr && r->events[i].time_ns == s->events[i].time_ns);
     ASSERT_MSG(bpe <= 8.0, "%.2f bytes per event", bpe);
-    /* targets are 1 s each on the 2-core dev box; leave slack for sanitizers
-     * and loaded CI machines */
-    double limit = getenv("VT_SLOW_OK") ? 30.0 : 3.0;
-    ASSERT_MSG(t1 - t0 < limit, "write took %.3f s", t1 - t0);
-    ASSERT_MSG(t2 - t1 < limit, "read took %.3f s", t2 - t1);
+    /* speed is measured side by side in tests/bench/bench_trace.c, not here */
     unlink(path);
     rmdir(dir);
     vt_snapshot_free(r);

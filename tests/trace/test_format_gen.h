@@ -109,7 +109,7 @@ static inline void gen_device(struct gen *g, int ord, const char *name, uint64_t
 {
     vt_snapshot_data *s = g->s;
     GEN_GROW(s->devices, s->ndevices, g->cap_dev);
-    s->devices[s->ndevices++] = (vt_device_info){ ord, gen_str(g, name), total };
+    s->devices[s->ndevices++] = (vt_device_info){ .ordinal = ord, .name = gen_str(g, name), .total_bytes = total };
 }
 
 static inline struct gen gen_begin(void)
@@ -158,6 +158,14 @@ static inline vt_snapshot_data *gen_small(void)
     s->meta.stacks_dropped = 2;
     gen_device(&g, 0, "Simulated GPU 0", 80ull << 30);
     gen_device(&g, 1, "Simulated GPU 1", 40ull << 30);
+    /* the allocator's own peaks, above what the kept window shows */
+    s->meta.flags = VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS;
+    s->devices[0].peak_allocated = 30 * MiB;
+    s->devices[0].peak_reserved = 40 * MiB;
+    s->devices[0].peak_active = 31 * MiB;
+    s->devices[1].peak_allocated = 1 * MiB;
+    s->devices[1].peak_reserved = 2 * MiB;
+    s->devices[1].peak_active = 1536 * 1024;
 
     uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/train", "main", "train.c", 10);
     uint32_t f_fwd = gen_frame(&g, 0x400200, "/usr/bin/train", "forward", "model.c", 42);
@@ -173,10 +181,10 @@ static inline vt_snapshot_data *gen_small(void)
     const uint64_t A = 0x10000000, B = 0x20000000, S1 = 0x5555aaaa0000ull;
     gen_segment(&g, A, 20 * MiB, 0, VT_POOL_LARGE, S1);
     gen_block(&g, 8 * MiB, 8 * MiB - 100, S1, 3, st_b, VT_BLOCK_ACTIVE_ALLOCATED);
-    gen_block(&g, 4 * MiB, 4 * MiB, S1, 12, st_a, VT_BLOCK_ACTIVE_ALLOCATED);
+    gen_block(&g, 4 * MiB, 4 * MiB, S1, 13, st_a, VT_BLOCK_ACTIVE_ALLOCATED); /* ALLOC seq 13 */
     gen_block(&g, 8 * MiB, 0, S1, 0, 0, VT_BLOCK_INACTIVE);
     gen_segment(&g, B, 2 * MiB, 1, VT_POOL_SMALL, 0);
-    gen_block(&g, 512 * 1024, 500 * 1000, 0, 13, st_a, VT_BLOCK_ACTIVE_PENDING_FREE);
+    gen_block(&g, 512 * 1024, 500 * 1000, 0, 14, st_a, VT_BLOCK_ACTIVE_PENDING_FREE);
     gen_block(&g, 2 * MiB - 512 * 1024, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
 
     uint64_t t = 2000000000ull;

@@ -201,7 +201,7 @@ static void generate(int big, size_t target_events)
     S->meta.clock_base_realtime_ns = 1700000000000000000ull;
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ 0, str("Simulated GPU"), 16384 * MiB };
+    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
 
     const uint64_t s_main = 0, s_side = 0x5000;
     uint32_t st_w = STACK("main", "setup", "make_weights");
@@ -334,7 +334,7 @@ static void generate_many(void)
     S->meta.clock_base_realtime_ns = 1700000000000000000ull;
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ 0, str("Simulated GPU"), 16384 * MiB };
+    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
 
     uint32_t st_w = STACK("main", "setup", "make_weights");
     uint32_t st_ws = STACK("main", "warmup", "conv_workspace");
@@ -404,7 +404,7 @@ static void generate_edge(const char *kind)
     S->meta.clock_base_monotonic_ns = now_ns;
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ 0, str("Simulated GPU"), 16384 * MiB };
+    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
     if (!strcmp(kind, "one")) {
         uint64_t a = alloc(3 * MiB, STACK("main", "only_alloc"), 0);
         tensor("the.only", a, 3 * MiB);
