@@ -102,6 +102,12 @@ void vt__alloc_sync_end(void)
     }
 }
 
+uint64_t vt__alloc_mem_free(int device, uint64_t device_free)
+{
+    vt__heap *h = vt__heap_get(resolve_device(device), false);
+    return h ? vt__heap_mem_free(h, device_free) : device_free;
+}
+
 uint64_t vt__alloc_cached_free_bytes(int device)
 {
     vt__heap *h = vt__heap_get(resolve_device(device), false);

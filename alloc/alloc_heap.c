@@ -1359,10 +1359,9 @@ void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
  * allocated block serve only requests that fit them, on their stream: not
  * counted, so cudaMemGetInfo never promises memory a cudaMalloc of that
  * size cannot get. */
-uint64_t vt__heap_cached_free(vt__heap *h)
+static uint64_t releasable(const vt__heap *h)
 {
     uint64_t v = 0;
-    lock(h);
     for (uint64_t i = 0; i < h->nsegs; i++) {
         const vt__segment *s = h->segs[i];
         if (s->pool == VT_POOL_UNCACHED)
@@ -1372,6 +1371,30 @@ uint64_t vt__heap_cached_free(vt__heap *h)
             b = b->next;
         if (!b)
             v += s->size;
+    }
+    return v;
+}
+
+uint64_t vt__heap_cached_free(vt__heap *h)
+{
+    lock(h);
+    uint64_t v = releasable(h);
+    unlock(h);
+    return v;
+}
+
+/* The cap counts reserved bytes: after the OOM chain gave the releasable
+ * segments back, cap - (reserved - releasable) is all it lets through. */
+uint64_t vt__heap_mem_free(vt__heap *h, uint64_t device_free)
+{
+    lock(h);
+    uint64_t rel = releasable(h);
+    uint64_t v = device_free + rel;
+    if (h->cap != UINT64_MAX) {
+        uint64_t kept = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current - rel;
+        uint64_t room = h->cap > kept ? h->cap - kept : 0;
+        if (v > room)
+            v = room;
     }
     unlock(h);
     return v;

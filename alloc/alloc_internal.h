@@ -226,6 +226,7 @@ void vt__heap_sync_end(vt__heap *h);
 void vt__heap_stream_created(vt__heap *h, uint64_t raw);
 void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
 uint64_t vt__heap_cached_free(vt__heap *h);
+uint64_t vt__heap_mem_free(vt__heap *h, uint64_t device_free);
 void vt__heap_stats(vt__heap *h, vt_stats *out);
 void vt__heap_reset_peaks(vt__heap *h);
 int vt__heap_set_fraction(vt__heap *h, double fraction);

@@ -59,6 +59,12 @@ void vt__alloc_stream_destroyed(uint64_t stream);
  * cudaMemGetInfo, which reports them as free. */
 uint64_t vt__alloc_cached_free_bytes(int device);
 
+/* What cudaMemGetInfo reports as free on `device` when the device itself
+ * has `device_free` bytes free: those plus vt__alloc_cached_free_bytes,
+ * no more than the cache's cap (per_process_memory_fraction) still lets
+ * the program allocate. */
+uint64_t vt__alloc_mem_free(int device, uint64_t device_free);
+
 /* The program waits for the device: all of it (cudaDeviceSynchronize,
  * all = true) or a stream or an event. Before the wait, frees of unknown
  * stream get their fence (all: even when one is in flight), so the wait

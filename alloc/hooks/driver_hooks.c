@@ -27,7 +27,8 @@
  *
  * cuMemGetInfo_v2 reports the device's numbers with the bytes the cache holds
  * in segments without an allocated block counted as free
- * (vt__alloc_cached_free_bytes): to the program they are as available as
+ * (vt__alloc_mem_free, which also keeps to the cap of
+ * per_process_memory_fraction): to the program they are as available as
  * memory the device never gave away (the OOM chain gives them back). Free
  * tails of segments in use are not: they serve only requests that fit.
  */
@@ -306,9 +307,8 @@ HK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     int dev;
     if (ctx_device(&dev) == CUDA_SUCCESS) {
         HK_ENTER();
-        uint64_t cached = vt__alloc_cached_free_bytes(dev);
+        uint64_t f = vt__alloc_mem_free(dev, (uint64_t)*free_bytes);
         HK_LEAVE();
-        uint64_t f = (uint64_t)*free_bytes + cached;
         if (total_bytes && f > *total_bytes)
             f = *total_bytes;
         *free_bytes = (size_t)f;

@@ -404,9 +404,8 @@ HK_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
     int dev;
     if (rt_device(&dev) == cudaSuccess) {
         HK_ENTER();
-        uint64_t cached = vt__alloc_cached_free_bytes(dev);
+        uint64_t fr = vt__alloc_mem_free(dev, (uint64_t)*free);
         HK_LEAVE();
-        uint64_t fr = (uint64_t)*free + cached;
         if (total && fr > *total)
             fr = *total;
         *free = (size_t)fr;

@@ -1215,6 +1215,26 @@ TEST(memory_fraction_caps_reserved_bytes)
     ASSERT_EQ(s.num_backend_allocs, 2);   /* the device was never asked */
 }
 
+/* Under a memory fraction, cudaMemGetInfo promises no more than the cap
+ * lets the program allocate. */
+TEST(mem_free_keeps_to_the_memory_fraction)
+{
+    setenv("VRAMTRACE_CONF", "per_process_memory_fraction:0.25", 1);   /* 1 GiB of 4 */
+    void *a, *b, *c;
+    ASSERT_OK(vt__alloc_malloc(0, 512 * MiB, VT_NO_STREAM, &a));
+    size_t dev_free = 0, total = 0;
+    ASSERT_OK(cudaMemGetInfo(&dev_free, &total));
+    ASSERT_GT(dev_free, 3 * 1024 * MiB);
+    uint64_t promised = vt__alloc_mem_free(0, dev_free);
+    ASSERT_EQ(promised, 512 * MiB);
+    ASSERT_OK(vt__alloc_malloc(0, promised, VT_NO_STREAM, &b));
+    ASSERT_EQ(vt__alloc_mem_free(0, dev_free - promised), 0);
+    ASSERT_EQ(vt__alloc_malloc(0, 2 * MiB, VT_NO_STREAM, &c), cudaErrorMemoryAllocation);
+    vt_free(a, 0, 0, 0);   /* fenced on the legacy stream: still counted as free */
+    ASSERT_EQ(vt__alloc_mem_free(0, dev_free - promised), 512 * MiB);
+    ASSERT_OK(vt__alloc_malloc(0, 512 * MiB, VT_NO_STREAM, &c));
+}
+
 TEST(memory_fraction_from_config)
 {
     setenv("SIMCUDA_MEM", "64M", 1);
