@@ -53,14 +53,21 @@ static _Atomic bool stands_for_default[NSIG];
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 static sigaction_fn real_sigaction;
 
+/* The wrappers can run before anything is initialized: a sanitizer's
+ * runtime installs its own handlers through them while it starts, before
+ * it could run instrumented code. They and what they call are left
+ * uninstrumented. */
+#define NO_SANITIZE __attribute__((no_sanitize("thread", "address", "undefined")))
+
 /* Resolved before anything else of ours runs (the program's constructors
  * may already call sigaction). */
-__attribute__((constructor(101))) static void resolve_sigaction(void)
+NO_SANITIZE __attribute__((constructor(101))) static void resolve_sigaction(void)
 {
     *(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
 }
 
-static int call_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+NO_SANITIZE static int call_sigaction(int sig, const struct sigaction *act,
+                                      struct sigaction *old)
 {
     if (!real_sigaction)
         resolve_sigaction();
@@ -71,7 +78,7 @@ static int call_sigaction(int sig, const struct sigaction *act, struct sigaction
     return real_sigaction(sig, act, old);
 }
 
-static bool is_term_signal(int sig)
+NO_SANITIZE static bool is_term_signal(int sig)
 {
     return sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
 }
@@ -80,12 +87,12 @@ static int install(int sig, void (*fn)(int));
 static void on_term_signal(int sig);
 static _Atomic bool term_enabled;        /* exit snapshot on termination signals */
 
-static bool sets_default(const struct sigaction *act)
+NO_SANITIZE static bool sets_default(const struct sigaction *act)
 {
     return act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL;
 }
 
-__attribute__((visibility("default")))
+NO_SANITIZE __attribute__((visibility("default")))
 int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     if (!is_term_signal(sig))
@@ -118,7 +125,7 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
     return call_sigaction(sig, act, NULL);
 }
 
-__attribute__((visibility("default")))
+NO_SANITIZE __attribute__((visibility("default")))
 sighandler_t signal(int sig, sighandler_t handler)
 {
     struct sigaction act, old;

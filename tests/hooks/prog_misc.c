@@ -15,14 +15,20 @@
  *   prog_misc hold      allocate 1 MiB, print "ready", wait for signals
  *                       (snapshot tests of `vramtrace run`)
  *   prog_misc exec CMD...  allocate 1 MiB, then exec CMD
+ *   prog_misc vfork     allocate 1 MiB, run /bin/true through vfork + execv
+ *                       and posix_spawn, then exit normally
  * Output must be identical with and without libvramtrace preloaded (also
  * when linked with a static runtime, where only the driver hooks see it).
  */
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include <cuda_runtime_api.h>
 
@@ -291,6 +297,26 @@ static int exec_after_alloc(char **argv)
     return 127;
 }
 
+static int vfork_exec(void)
+{
+    void *p;
+    CK(cudaMalloc(&p, 1 << 20));
+    char *argv[] = { (char *)"true", NULL };
+    pid_t pid = vfork();
+    if (pid == 0) {
+        execv("/bin/true", argv);
+        _exit(127);
+    }
+    int status = -1;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+        return printf("vfork child failed: %d\n", status), 1;
+    if (posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ) != 0
+        || waitpid(pid, &status, 0) != pid || status != 0)
+        return printf("posix_spawn child failed: %d\n", status), 1;
+    printf("children ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -309,6 +335,8 @@ int main(int argc, char **argv)
         return reset();
     if (!strcmp(argv[1], "hold"))
         return hold();
+    if (!strcmp(argv[1], "vfork"))
+        return vfork_exec();
     if (!strcmp(argv[1], "exec") && argc > 2)
         return exec_after_alloc(argv + 2);
     fprintf(stderr, "prog_misc: unknown mode %s\n", argv[1]);

@@ -255,6 +255,19 @@ def case_recording_process_that_execs_writes_its_snapshot_first(d):
         fail("run must list it", p)
 
 
+def case_vfork_and_posix_spawn_children_write_nothing(d):
+    """A vfork() child shares the recording parent's memory: the exec wrapper
+    must do nothing there (nor for posix_spawn); the parent's exit snapshot
+    is the run's only one."""
+    out = os.path.join(d, "x.vtsnap")
+    p = run(["-o", out, "--", misc, "vfork"])
+    if p.returncode != 0 or "children ok" not in p.stdout:
+        fail("the program's children failed", p)
+    if snapshots(d) != ["x.vtsnap"] or [x[0] for x in listed(p)] != [out]:
+        fail("only the parent's exit snapshot expected: %s" % snapshots(d), p)
+    summary(out)
+
+
 def case_python_keeps_its_signal_handlers_under_the_preload(d):
     """Python installs KeyboardInterrupt only where it finds SIGINT at SIG_DFL:
     vramtrace's termination handler must not hide that default."""

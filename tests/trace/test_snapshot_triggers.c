@@ -118,18 +118,41 @@ TEST(process_that_recorded_nothing_writes_no_exit_snapshot)
 
 /* ---- termination signals ------------------------------------------------ */
 
+/* This test again in a fresh process (fork, then exec of this program with
+ * VT_TRIG_CHILD set), which runs the child's part: vramtrace's thread can
+ * start there, also under ThreadSanitizer, unlike in a forked child of this
+ * multi-threaded process. */
+static pid_t spawn_self(const char *test)
+{
+    setenv("VT_TRIG_CHILD", "1", 1);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        char *argv[] = { (char *)"test_snapshot_triggers", (char *)test, NULL };
+        execv("/proc/self/exe", argv);
+        _exit(126);
+    }
+    unsetenv("VT_TRIG_CHILD");
+    return pid;
+}
+
+static int in_child(void)
+{
+    return getenv("VT_TRIG_CHILD") != NULL;
+}
+
 /* The child records, then gets `sig`: it must die of `sig` (as without
  * vramtrace) with its exit snapshot written. */
-static void dies_of_signal_with_exit_snapshot(int sig)
+static void dies_of_signal_with_exit_snapshot(int sig, const char *test)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
+    if (in_child()) {
         alarm(50);
         vt_mark("before the signal");
         raise(sig);
         for (;;)
             pause();      /* the default action would have ended us: so must vramtrace */
     }
+    pid_t pid = spawn_self(test);
     int status = wait_child(pid);
     ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig,
                "status 0x%x: the child must die of signal %d", status, sig);
@@ -143,13 +166,13 @@ static void dies_of_signal_with_exit_snapshot(int sig)
 /* VRAMTRACE_OUT=<builddir>/trig-term-%p.vtsnap */
 TEST(sigterm_writes_the_exit_snapshot_and_dies_of_sigterm)
 {
-    dies_of_signal_with_exit_snapshot(SIGTERM);
+    dies_of_signal_with_exit_snapshot(SIGTERM, "sigterm_writes_the_exit_snapshot_and_dies_of_sigterm");
 }
 
 /* VRAMTRACE_OUT=<builddir>/trig-int-%p.vtsnap */
 TEST(sigint_writes_the_exit_snapshot_and_dies_of_sigint)
 {
-    dies_of_signal_with_exit_snapshot(SIGINT);
+    dies_of_signal_with_exit_snapshot(SIGINT, "sigint_writes_the_exit_snapshot_and_dies_of_sigint");
 }
 
 static volatile sig_atomic_t own_handler_ran;
@@ -164,14 +187,14 @@ static void own_handler(int sig)
  * the exit snapshot is written at exit. */
 TEST(program_sigterm_handler_runs_and_the_exit_snapshot_follows)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
+    if (in_child()) {
         alarm(50);
         signal(SIGTERM, own_handler);
         vt_mark("own handler");
         raise(SIGTERM);
         exit(own_handler_ran ? 7 : 3);
     }
+    pid_t pid = spawn_self("program_sigterm_handler_runs_and_the_exit_snapshot_follows");
     int status = wait_child(pid);
     ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 7,
                "status 0x%x: the program's handler must run", status);
@@ -195,8 +218,7 @@ TEST(termination_signals_still_read_as_default)
                    "signal %d does not read as SIG_DFL", sigs[i]);
         ASSERT(signal(sigs[i], SIG_DFL) == SIG_DFL);
     }
-    pid_t pid = fork();
-    if (pid == 0) {
+    if (in_child()) {
         alarm(50);
         vt_mark("reset to default");
         struct sigaction dfl;
@@ -207,6 +229,7 @@ TEST(termination_signals_still_read_as_default)
         for (;;)
             pause();
     }
+    pid_t pid = spawn_self("termination_signals_still_read_as_default");
     int status = wait_child(pid);
     ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status 0x%x", status);
     char path[600];
