@@ -7,17 +7,37 @@
  * PyTorch build links returns CUBLAS_STATUS_NOT_SUPPORTED
  * (cublas_unsupported.c).
  *
- * The real cuBLAS embeds its own CUDA runtime; this one uses the simulated
- * libcudart.so.13, so its allocations and launches are the sim's.
+ * The real cuBLAS embeds its own CUDA runtime, which reaches the driver
+ * through cuGetProcAddress: its workspace is a driver allocation that no
+ * libcudart hook sees. This one launches through the simulated
+ * libcudart.so.13 but allocates the same way, with the driver's cuMemAlloc
+ * obtained as an entry point.
  */
 #include "blas_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum { OP_N = 0, OP_T = 1, OP_C = 2 };
 enum { POINTER_MODE_HOST = 0, POINTER_MODE_DEVICE = 1 };
 
 static sim_blas_kernels kernels;
+
+typedef int (*mem_alloc_fn)(unsigned long long *, size_t);
+typedef int (*mem_free_fn)(unsigned long long);
+
+/* The driver's cuMemAlloc_v2 / cuMemFree_v2 (CUDA 3.2 ABI), or NULL. */
+static void *driver_entry(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 3020, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
 
 __attribute__((constructor)) static void register_kernels(void)
 {
@@ -48,11 +68,15 @@ BLAS_API cublasStatus_t cublasCreate_v2(void **handle)
         return CUBLAS_STATUS_ALLOC_FAILED;
     h->device = device;
     h->default_workspace_size = default_workspace_size(device);
-    if (cudaMalloc(&h->default_workspace, h->default_workspace_size) != cudaSuccess) {
-        cudaGetLastError();
+    mem_alloc_fn mem_alloc = NULL;
+    void *entry = driver_entry("cuMemAlloc");
+    memcpy(&mem_alloc, &entry, sizeof entry);     /* object -> function pointer, as dlsym's */
+    unsigned long long ws = 0;
+    if (!mem_alloc || mem_alloc(&ws, h->default_workspace_size) != 0) {
         free(h);
         return CUBLAS_STATUS_ALLOC_FAILED;
     }
+    h->default_workspace = (void *)(uintptr_t)ws;
     h->magic = SIM_BLAS_HANDLE_MAGIC;
     *handle = h;
     return CUBLAS_STATUS_SUCCESS;
@@ -66,7 +90,11 @@ BLAS_API cublasStatus_t cublasDestroy_v2(void *handle)
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     cudaStreamSynchronize(h->stream);
-    cudaFree(h->default_workspace);
+    mem_free_fn mem_free = NULL;
+    void *entry = driver_entry("cuMemFree");
+    memcpy(&mem_free, &entry, sizeof entry);
+    if (mem_free)
+        mem_free((unsigned long long)(uintptr_t)h->default_workspace);
     h->magic = 0;
     free(h);
     return CUBLAS_STATUS_SUCCESS;
