@@ -59,7 +59,9 @@ BLAS_API cublasStatus_t cublasCreate_v2(void **handle)
     if (!handle)
         return CUBLAS_STATUS_INVALID_VALUE;
     int device;
-    if (cudaGetDevice(&device) != cudaSuccess) {
+    /* The embedded runtime makes the device's primary context current, as
+     * cudaSetDevice does: the driver allocation below needs a context. */
+    if (cudaGetDevice(&device) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
         cudaGetLastError();
         return CUBLAS_STATUS_NOT_INITIALIZED;
     }
