@@ -63,7 +63,10 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(_torch.__file__))
 _SKIP_FILES = package_files() | frozenset(
     os.path.join(_TORCH_DIR, p) for p in (
         "_ops.py", os.path.join("utils", "_python_dispatch.py"), "overrides.py",
-        os.path.join("utils", "_pytree.py")))
+        os.path.join("utils", "_pytree.py"),
+        # torch 2.x wraps dispatch-mode entry points in torch._dynamo's
+        # disable wrappers (eval_frame.DisableContext, _compile._disable_dynamo).
+        os.path.join("_dynamo", "eval_frame.py"), "_compile.py"))
 
 
 # --------------------------------------------------------------------------

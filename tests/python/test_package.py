@@ -164,9 +164,13 @@ def test_real_annotation_ids_are_distinct(real_lib):
     assert sid == real_lib.intern_stack([("f", "a.py", 3), ("<module>", "b.py", 1)])
 
 
-def test_use_allocator_on_cpu_torch_is_a_clear_error(fake):
+def test_use_allocator_on_cpu_torch_is_a_clear_error(fake, monkeypatch):
     torch = pytest.importorskip("torch")
     import vramtrace.torch as vtt
+    # The tests run on the simulated device, where CUDA is there: make this
+    # torch look like one without a usable device (use_allocator with CUDA
+    # is tested in tests/torch).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(vramtrace.VramtraceError) as ei:
         vtt.use_allocator()
     msg = str(ei.value)

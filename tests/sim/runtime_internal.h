@@ -93,6 +93,11 @@ cudaError_t rt_ret_drv(CUresult r);         /* rt_ret(rt_error(r)) */
 cudaError_t rt_set_device(int device);
 int         rt_current_device(void);
 
+/* runtime_launch.c */
+bool        rt_kernel_registered(const void *host_fun);
+cudaError_t rt_launch(const void *func, dim3 grid, dim3 block, size_t shmem,
+                      cudaStream_t s, bool ptsz);   /* checked, queued as a no-op */
+
 /* runtime_errors.c */
 const char *rt_error_name(cudaError_t e);   /* NULL if unknown */
 

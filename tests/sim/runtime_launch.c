@@ -15,6 +15,7 @@
 #include "runtime_internal.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,7 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, 
 typedef struct rt_kernel {
     const void       *host_fun;          /* the host stub: the kernel's identity */
     const char       *name;              /* mangled device name */
-    struct rt_kernel *next;
+    struct rt_kernel *next;              /* same hash bucket */
 } rt_kernel;
 
 typedef struct rt_module {
@@ -53,8 +54,17 @@ typedef struct rt_module {
     int        nkernels;
 } rt_module;
 
+/* A hash of host stubs: a PyTorch build registers tens of thousands of
+ * kernels, and every launch looks its kernel up. */
+#define KERNEL_BUCKETS 65536u
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static rt_kernel      *kernels;
+static rt_kernel      *kernels[KERNEL_BUCKETS];
+
+static unsigned bucket_of(const void *fn)
+{
+    uint64_t h = (uint64_t)(uintptr_t)fn * 0x9E3779B97F4A7C15ull;
+    return (unsigned)(h >> 48) & (KERNEL_BUCKETS - 1);
+}
 
 RT_API void **__cudaRegisterFatBinary(void *fatCubin)
 {
@@ -84,9 +94,10 @@ RT_API void __cudaRegisterFunction(void **handle, const char *hostFun, char *dev
     rt_kernel *k = malloc(sizeof *k);
     if (!k)
         return;
+    unsigned b = bucket_of(hostFun);
     pthread_mutex_lock(&reg_lock);
-    *k = (rt_kernel){ hostFun, deviceName, kernels };
-    kernels = k;
+    *k = (rt_kernel){ hostFun, deviceName, kernels[b] };
+    kernels[b] = k;
     ((rt_module *)(void *)handle)->nkernels++;
     pthread_mutex_unlock(&reg_lock);
 }
@@ -113,11 +124,11 @@ RT_API char __cudaInitModule(void **handle)
     return 1;
 }
 
-static bool registered(const void *fn)
+bool rt_kernel_registered(const void *fn)
 {
     bool found = false;
     pthread_mutex_lock(&reg_lock);
-    for (rt_kernel *k = kernels; k && !found; k = k->next)
+    for (rt_kernel *k = kernels[bucket_of(fn)]; k && !found; k = k->next)
         found = k->host_fun == fn;
     pthread_mutex_unlock(&reg_lock);
     return found;
@@ -161,13 +172,13 @@ RT_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, siz
 
 /* ---- launches ----------------------------------------------------------- */
 
-static cudaError_t launch(const void *func, dim3 grid, dim3 block, size_t shmem,
-                          cudaStream_t s, bool ptsz)
+cudaError_t rt_launch(const void *func, dim3 grid, dim3 block, size_t shmem,
+                      cudaStream_t s, bool ptsz)
 {
     cudaError_t e = rt_enter();
     if (e != cudaSuccess)
         return rt_ret(e);
-    if (!func || !registered(func))
+    if (!func || !rt_kernel_registered(func))
         return rt_ret(cudaErrorInvalidDeviceFunction);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
         return rt_ret(cudaErrorInvalidConfiguration);
@@ -185,14 +196,14 @@ RT_API cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, voi
                                     size_t shmem, cudaStream_t s)
 {
     (void)args;
-    return launch(func, grid, block, shmem, s, false);
+    return rt_launch(func, grid, block, shmem, s, false);
 }
 
 RT_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
                                          size_t shmem, cudaStream_t s)
 {
     (void)args;
-    return launch(func, grid, block, shmem, s, true);
+    return rt_launch(func, grid, block, shmem, s, true);
 }
 
 /* The kernel handle is the host stub itself. */
@@ -208,12 +219,12 @@ RT_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block
                                       size_t shmem, cudaStream_t s)
 {
     (void)args;
-    return launch((const void *)kernel, grid, block, shmem, s, false);
+    return rt_launch((const void *)kernel, grid, block, shmem, s, false);
 }
 
 RT_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
                                            size_t shmem, cudaStream_t s)
 {
     (void)args;
-    return launch((const void *)kernel, grid, block, shmem, s, true);
+    return rt_launch((const void *)kernel, grid, block, shmem, s, true);
 }

@@ -172,7 +172,9 @@ SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     CUresult rc = device_arg(dev, name && len > 0, &d);
     if (rc != CUDA_SUCCESS)
         return rc;
-    snprintf(name, (size_t)len, "vramtrace simulated GPU %d", dev);
+    /* One model name for every device, like a machine of identical GPUs. */
+    (void)d;
+    snprintf(name, (size_t)len, "vramtrace simulated GPU");
     return CUDA_SUCCESS;
 }
 

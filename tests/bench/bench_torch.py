@@ -1,0 +1,113 @@
+"""bench_torch: what memory recording costs a real PyTorch training loop.
+
+One MLP training loop (tests/torch/mlp.py: Linear/ReLU/LayerNorm, AdamW) on
+the simulated device, one process per variant:
+
+  plain        PyTorch's caching allocator, nothing recorded
+  python       + torch.cuda.memory._record_memory_history(stacks="python")
+  all          + _record_memory_history(stacks="all") (C++ frames too)
+  vramtrace    vramtrace.torch.use_allocator(), tracing on (the default)
+
+For each: ms per step (median of the timed steps, relative to plain), and
+for the recorders the snapshot's bytes and the seconds to write it
+(torch.cuda.memory._dump_snapshot / vramtrace.snapshot). Device code does
+not run on the simulated device, so a step's time is the host's work:
+PyTorch's dispatch, the allocator and the recorder, which is what a
+recorder adds to. Ends with a RESULT line.
+
+  simrun -- python tests/bench/bench_torch.py [--steps N]
+  (meson test -C build --benchmark bench_torch -v)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+
+VARIANTS = ["plain", "python", "all", "vramtrace"]
+WARMUP = 5
+
+
+def worker(variant: str, steps: int, out: str, snap: str) -> None:
+    import torch
+    import mlp
+    torch.backends.cudnn.enabled = False
+    if variant == "vramtrace":
+        import vramtrace
+        import vramtrace.torch as vtt
+        vtt.use_allocator()
+    model = mlp.make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mlp.train(model, opt, WARMUP)
+    torch.cuda.synchronize()
+    if variant in ("python", "all"):
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks=variant)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        mlp.train(model, opt, 1)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    res = {"variant": variant, "ms_per_step": statistics.median(times) * 1e3,
+           "snapshot_bytes": 0, "dump_s": 0.0}
+    if variant != "plain":
+        t0 = time.perf_counter()
+        if variant == "vramtrace":
+            vramtrace.snapshot(snap)
+        else:
+            torch.cuda.memory._dump_snapshot(snap)
+        res["dump_s"] = time.perf_counter() - t0
+        res["snapshot_bytes"] = os.path.getsize(snap)
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--worker", choices=VARIANTS)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--snapshot", default="")
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.steps, args.out, args.snapshot)
+        return
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for v in VARIANTS:
+            out = os.path.join(tmp, v + ".json")
+            snap = os.path.join(tmp, v + (".vtsnap" if v == "vramtrace" else ".pickle"))
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", v,
+                            "--steps", str(args.steps), "--out", out, "--snapshot", snap],
+                           check=True)
+            with open(out) as f:
+                results[v] = json.load(f)
+    base = results["plain"]["ms_per_step"]
+    print(f"bench_torch: MLP {args.steps} timed steps after {WARMUP} warm-up, one process per variant")
+    print(f"{'variant':<10} {'ms/step':>9} {'vs plain':>9} {'snapshot':>12} {'dump s':>8}")
+    for v in VARIANTS:
+        r = results[v]
+        snap = f"{r['snapshot_bytes']:,}" if r["snapshot_bytes"] else "-"
+        dump = f"{r['dump_s']:.3f}" if r["snapshot_bytes"] else "-"
+        print(f"{v:<10} {r['ms_per_step']:>9.2f} {r['ms_per_step'] / base:>8.2f}x {snap:>12} {dump:>8}")
+    print("RESULT ms_step_plain=%.2f python_x=%.2f all_x=%.2f vramtrace_x=%.2f "
+          "bytes_python=%d bytes_all=%d bytes_vramtrace=%d "
+          "dump_s_python=%.3f dump_s_all=%.3f dump_s_vramtrace=%.3f" % (
+              base, results["python"]["ms_per_step"] / base, results["all"]["ms_per_step"] / base,
+              results["vramtrace"]["ms_per_step"] / base,
+              results["python"]["snapshot_bytes"], results["all"]["snapshot_bytes"],
+              results["vramtrace"]["snapshot_bytes"], results["python"]["dump_s"],
+              results["all"]["dump_s"], results["vramtrace"]["dump_s"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+/* tests/sim/cublas_sim.c - the simulated cuBLAS, libcublas.so.13: handles,
+ * streams, workspaces and math modes kept like the real library's; the
+ * matrix products PyTorch uses (gemm in every precision, batched, strided
+ * batched, Ex) and gemv checked like the real ones and queued on the
+ * handle's stream as no-op kernels (blas_launch.c); the host<->device
+ * vector/matrix helpers as real, ordered copies. Every other entry point a
+ * PyTorch build links returns CUBLAS_STATUS_NOT_SUPPORTED
+ * (cublas_unsupported.c).
+ *
+ * The real cuBLAS embeds its own CUDA runtime, which reaches the driver
+ * through cuGetProcAddress: its workspace is a driver allocation that no
+ * libcudart hook sees. This one launches through the simulated
+ * libcudart.so.13 but allocates the same way, with the driver's cuMemAlloc
+ * obtained as an entry point.
+ */
+#include "blas_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { OP_N = 0, OP_T = 1, OP_C = 2 };
+enum { POINTER_MODE_HOST = 0, POINTER_MODE_DEVICE = 1 };
+
+static sim_blas_kernels kernels;
+
+typedef int (*mem_alloc_fn)(unsigned long long *, size_t);
+typedef int (*mem_free_fn)(unsigned long long);
+
+/* The driver's cuMemAlloc_v2 / cuMemFree_v2 (CUDA 3.2 ABI), or NULL. */
+static void *driver_entry(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 3020, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
+
+__attribute__((constructor)) static void register_kernels(void)
+{
+    sim_blas_register(&kernels, "cublas");
+}
+
+/* The workspace cuBLAS allocates for a new handle: the size its
+ * documentation recommends per architecture (cublasSetWorkspace: 32 MiB
+ * on Hopper and later, 4 MiB before). */
+static size_t default_workspace_size(int device)
+{
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    return major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20;
+}
+
+BLAS_API cublasStatus_t cublasCreate_v2(void **handle)
+{
+    if (!handle)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int device;
+    /* The embedded runtime makes the device's primary context current, as
+     * cudaSetDevice does: the driver allocation below needs a context. */
+    if (cudaGetDevice(&device) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
+    sim_blas_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    h->device = device;
+    h->default_workspace_size = default_workspace_size(device);
+    mem_alloc_fn mem_alloc = NULL;
+    void *entry = driver_entry("cuMemAlloc");
+    memcpy(&mem_alloc, &entry, sizeof entry);     /* object -> function pointer, as dlsym's */
+    unsigned long long ws = 0;
+    if (!mem_alloc || mem_alloc(&ws, h->default_workspace_size) != 0) {
+        free(h);
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    h->default_workspace = (void *)(uintptr_t)ws;
+    h->magic = SIM_BLAS_HANDLE_MAGIC;
+    *handle = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Waits for the handle's work like the real one (its workspace may be in
+ * use), then releases it. */
+BLAS_API cublasStatus_t cublasDestroy_v2(void *handle)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    cudaStreamSynchronize(h->stream);
+    mem_free_fn mem_free = NULL;
+    void *entry = driver_entry("cuMemFree");
+    memcpy(&mem_free, &entry, sizeof entry);
+    if (mem_free)
+        mem_free((unsigned long long)(uintptr_t)h->default_workspace);
+    h->magic = 0;
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasGetVersion_v2(void *handle, int *version)
+{
+    (void)handle;
+    if (!version)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *version = SIM_CUBLAS_VERSION;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasSetStream_v2(void *handle, cudaStream_t stream)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    /* As documented: setting a stream drops a user workspace, and the
+     * default workspace is used again until cublasSetWorkspace. */
+    h->stream = stream;
+    h->user_workspace = NULL;
+    h->user_workspace_size = 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasGetStream_v2(void *handle, cudaStream_t *stream)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!stream)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *stream = h->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* A user workspace must be 256-byte aligned (cublasSetWorkspace). */
+BLAS_API cublasStatus_t cublasSetWorkspace_v2(void *handle, void *workspace, size_t size)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (((uintptr_t)workspace & 255) != 0 || (size && !workspace))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->user_workspace = workspace;
+    h->user_workspace_size = size;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasSetMathMode(void *handle, int mode)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    /* DEFAULT 0, TENSOR_OP 1, PEDANTIC 2, TF32 3, + DISALLOW_REDUCED_PRECISION_REDUCTION 16 */
+    int base = mode & ~16;
+    if (base < 0 || base > 3)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->math_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasGetMathMode(void *handle, int *mode)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!mode)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = h->math_mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasSetPointerMode_v2(void *handle, int mode)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mode != POINTER_MODE_HOST && mode != POINTER_MODE_DEVICE)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->pointer_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasGetPointerMode_v2(void *handle, int *mode)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!mode)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = h->pointer_mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasSetSmCountTarget(void *handle, int target)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (target < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->sm_count_target = target;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- matrix products ------------------------------------------------------ */
+
+static int max1(int v) { return v > 1 ? v : 1; }
+
+/* The argument rules of cublas<t>gemm: then queue it, or return at once for
+ * an empty result (the real library's quick return). */
+static cublasStatus_t gemm(void *handle, int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc,
+                           int batch)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (ta < OP_N || ta > OP_C || tb < OP_N || tb > OP_C || m < 0 || n < 0 || k < 0 || batch < 0 ||
+        lda < max1(ta == OP_N ? m : k) || ldb < max1(tb == OP_N ? k : n) || ldc < max1(m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0 || batch == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    return sim_blas_launch(kernels.gemm, m, n, batch, h->stream);
+}
+
+#define GEMM_V2(name, T)                                                                          \
+    BLAS_API cublasStatus_t name(void *h, int ta, int tb, int m, int n, int k, const T *alpha,     \
+                                 const T *A, int lda, const T *B, int ldb, const T *beta, T *C,   \
+                                 int ldc)                                                         \
+    {                                                                                             \
+        (void)A; (void)B; (void)C;                                                                \
+        if (!alpha || !beta)                                                                      \
+            return CUBLAS_STATUS_INVALID_VALUE;                                                   \
+        return gemm(h, ta, tb, m, n, k, lda, ldb, ldc, 1);                                        \
+    }
+
+#define GEMM_STRIDED(name, T)                                                                     \
+    BLAS_API cublasStatus_t name(void *h, int ta, int tb, int m, int n, int k, const T *alpha,     \
+                                 const T *A, int lda, long long sA, const T *B, int ldb,          \
+                                 long long sB, const T *beta, T *C, int ldc, long long sC,        \
+                                 int batch)                                                       \
+    {                                                                                             \
+        (void)A; (void)B; (void)C; (void)sA; (void)sB; (void)sC;                                  \
+        if (!alpha || !beta)                                                                      \
+            return CUBLAS_STATUS_INVALID_VALUE;                                                   \
+        return gemm(h, ta, tb, m, n, k, lda, ldb, ldc, batch);                                    \
+    }
+
+#define GEMM_BATCHED(name, T)                                                                     \
+    BLAS_API cublasStatus_t name(void *h, int ta, int tb, int m, int n, int k, const T *alpha,     \
+                                 const T *const A[], int lda, const T *const B[], int ldb,        \
+                                 const T *beta, T *const C[], int ldc, int batch)                 \
+    {                                                                                             \
+        (void)A; (void)B; (void)C;                                                                \
+        if (!alpha || !beta)                                                                      \
+            return CUBLAS_STATUS_INVALID_VALUE;                                                   \
+        return gemm(h, ta, tb, m, n, k, lda, ldb, ldc, batch);                                    \
+    }
+
+typedef struct { float x, y; } sim_complex;
+typedef struct { double x, y; } sim_double_complex;
+
+GEMM_V2(cublasSgemm_v2, float)
+GEMM_V2(cublasDgemm_v2, double)
+GEMM_V2(cublasCgemm_v2, sim_complex)
+GEMM_V2(cublasZgemm_v2, sim_double_complex)
+GEMM_STRIDED(cublasSgemmStridedBatched, float)
+GEMM_STRIDED(cublasDgemmStridedBatched, double)
+GEMM_STRIDED(cublasCgemmStridedBatched, sim_complex)
+GEMM_STRIDED(cublasZgemmStridedBatched, sim_double_complex)
+GEMM_BATCHED(cublasSgemmBatched, float)
+GEMM_BATCHED(cublasDgemmBatched, double)
+GEMM_BATCHED(cublasCgemmBatched, sim_complex)
+GEMM_BATCHED(cublasZgemmBatched, sim_double_complex)
+
+BLAS_API cublasStatus_t cublasSgemmEx(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
+                                      const void *A, int Atype, int lda, const void *B, int Btype, int ldb,
+                                      const float *beta, void *C, int Ctype, int ldc)
+{
+    (void)A; (void)B; (void)C; (void)Atype; (void)Btype; (void)Ctype;
+    if (!alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm(h, ta, tb, m, n, k, lda, ldb, ldc, 1);
+}
+
+BLAS_API cublasStatus_t cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                                     const void *A, int Atype, int lda, const void *B, int Btype, int ldb,
+                                     const void *beta, void *C, int Ctype, int ldc, int computeType, int algo)
+{
+    (void)A; (void)B; (void)C; (void)Atype; (void)Btype; (void)Ctype; (void)computeType; (void)algo;
+    if (!alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm(h, ta, tb, m, n, k, lda, ldb, ldc, 1);
+}
+
+BLAS_API cublasStatus_t cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k,
+                                                   const void *alpha, const void *A, int Atype, int lda,
+                                                   long long sA, const void *B, int Btype, int ldb,
+                                                   long long sB, const void *beta, void *C, int Ctype,
+                                                   int ldc, long long sC, int batch, int computeType, int algo)
+{
+    (void)A; (void)B; (void)C; (void)Atype; (void)Btype; (void)Ctype; (void)computeType; (void)algo;
+    (void)sA; (void)sB; (void)sC;
+    if (!alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm(h, ta, tb, m, n, k, lda, ldb, ldc, batch);
+}
+
+/* y = alpha op(A) x + beta y: a matrix-vector product, queued the same way. */
+static cublasStatus_t gemv(void *handle, int trans, int m, int n, int lda, int incx, int incy)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (trans < OP_N || trans > OP_C || m < 0 || n < 0 || lda < max1(m) || incx == 0 || incy == 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    return sim_blas_launch(kernels.gemm, trans == OP_N ? m : n, 1, 1, h->stream);
+}
+
+#define GEMV_V2(name, T)                                                                          \
+    BLAS_API cublasStatus_t name(void *h, int trans, int m, int n, const T *alpha, const T *A,     \
+                                 int lda, const T *x, int incx, const T *beta, T *y, int incy)    \
+    {                                                                                             \
+        (void)A; (void)x; (void)y;                                                                \
+        if (!alpha || !beta)                                                                      \
+            return CUBLAS_STATUS_INVALID_VALUE;                                                   \
+        return gemv(h, trans, m, n, lda, incx, incy);                                             \
+    }
+
+GEMV_V2(cublasSgemv_v2, float)
+GEMV_V2(cublasDgemv_v2, double)
+GEMV_V2(cublasCgemv_v2, sim_complex)
+GEMV_V2(cublasZgemv_v2, sim_double_complex)
+
+/* ---- host <-> device helpers: real copies, in stream order ---------------- */
+
+static cublasStatus_t copy_strided(const void *src, size_t spitch, void *dst, size_t dpitch, size_t width,
+                                   size_t height, cudaStream_t stream)
+{
+    if (cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault, stream) != cudaSuccess) {
+        cudaGetLastError();
+        return CUBLAS_STATUS_INTERNAL_ERROR;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t vector(int n, int elemSize, const void *x, int incx, void *y, int incy, cudaStream_t s)
+{
+    if (n < 0 || elemSize <= 0 || incx <= 0 || incy <= 0 || !x || !y)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (n == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    return copy_strided(x, (size_t)incx * (size_t)elemSize, y, (size_t)incy * (size_t)elemSize,
+                        (size_t)elemSize, (size_t)n, s);
+}
+
+static cublasStatus_t matrix(int rows, int cols, int elemSize, const void *A, int lda, void *B, int ldb,
+                             cudaStream_t s)
+{
+    if (rows < 0 || cols < 0 || elemSize <= 0 || lda < max1(rows) || ldb < max1(rows) || !A || !B)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (rows == 0 || cols == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    return copy_strided(A, (size_t)lda * (size_t)elemSize, B, (size_t)ldb * (size_t)elemSize,
+                        (size_t)rows * (size_t)elemSize, (size_t)cols, s);
+}
+
+BLAS_API cublasStatus_t cublasSetVectorAsync(int n, int elemSize, const void *hostPtr, int incx, void *devicePtr,
+                                             int incy, cudaStream_t stream)
+{
+    return vector(n, elemSize, hostPtr, incx, devicePtr, incy, stream);
+}
+
+BLAS_API cublasStatus_t cublasGetVectorAsync(int n, int elemSize, const void *devicePtr, int incx, void *hostPtr,
+                                             int incy, cudaStream_t stream)
+{
+    return vector(n, elemSize, devicePtr, incx, hostPtr, incy, stream);
+}
+
+BLAS_API cublasStatus_t cublasSetMatrixAsync(int rows, int cols, int elemSize, const void *A, int lda, void *B,
+                                             int ldb, cudaStream_t stream)
+{
+    return matrix(rows, cols, elemSize, A, lda, B, ldb, stream);
+}
+
+BLAS_API cublasStatus_t cublasGetMatrixAsync(int rows, int cols, int elemSize, const void *A, int lda, void *B,
+                                             int ldb, cudaStream_t stream)
+{
+    return matrix(rows, cols, elemSize, A, lda, B, ldb, stream);
+}

@@ -1,0 +1,306 @@
+/* tests/sim/cublaslt_sim.c - the simulated cuBLASLt, libcublasLt.so.13.
+ *
+ * Descriptors (matmul, matrix layout, preference) are allocated and keep
+ * the attributes that decide a product's shape: transposes, rows, columns,
+ * leading dimension, batch count, the preference's workspace limit. Other
+ * attributes (epilogue, bias and scale pointers, ...) are checked for a
+ * buffer and accepted. The heuristic offers one algorithm that needs no
+ * workspace; cublasLtMatmul checks its arguments and queues one no-op
+ * kernel on the given stream. PyTorch passes its cuBLAS handle as the
+ * cuBLASLt handle, which the real library allows: both kinds are accepted.
+ */
+#include "blas_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { OP_N = 0 };
+
+typedef struct lt_layout {
+    int      type;
+    uint64_t rows, cols;
+    int64_t  ld;
+    int32_t  batch;
+} lt_layout;
+
+typedef struct lt_matmul_desc {
+    int     compute_type, scale_type;
+    int32_t transa, transb;
+} lt_matmul_desc;
+
+typedef struct lt_preference {
+    uint64_t max_workspace;
+} lt_preference;
+
+typedef struct { uint64_t data[8]; } lt_algo;   /* cublasLtMatmulAlgo_t */
+
+typedef struct {                                   /* cublasLtMatmulHeuristicResult_t */
+    lt_algo        algo;
+    size_t         workspaceSize;
+    cublasStatus_t state;
+    float          wavesCount;
+    int            reserved[4];
+} lt_heuristic;
+
+#define SIM_LT_ALGO_TAG 0x53494d4c54414c47ull    /* marks an algorithm we handed out */
+
+static sim_blas_kernels kernels;
+
+__attribute__((constructor)) static void register_kernels(void)
+{
+    sim_blas_register(&kernels, "cublasLt");
+}
+
+BLAS_API size_t cublasLtGetVersion(void) { return SIM_CUBLAS_VERSION; }
+
+BLAS_API size_t cublasLtGetCudartVersion(void) { return CUDART_VERSION; }
+
+/* A handle of its own, the same kind cublasCreate makes, with no workspace:
+ * cuBLASLt takes its workspace from the caller on every call. */
+BLAS_API cublasStatus_t cublasLtCreate(void **handle)
+{
+    if (!handle)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int device;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
+    sim_blas_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    h->device = device;
+    h->magic = SIM_BLAS_HANDLE_MAGIC;
+    *handle = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->magic = 0;
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Copies an attribute value of exactly `size` bytes into `field`. */
+static cublasStatus_t take(void *field, size_t field_size, const void *buf, size_t size)
+{
+    if (!buf || size != field_size)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memcpy(field, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- matmul descriptor ---------------------------------------------------- */
+
+BLAS_API cublasStatus_t cublasLtMatmulDescCreate(lt_matmul_desc **desc, int computeType, int scaleType)
+{
+    if (!desc)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    lt_matmul_desc *d = calloc(1, sizeof *d);
+    if (!d)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    d->compute_type = computeType;
+    d->scale_type = scaleType;
+    *desc = d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulDescDestroy(lt_matmul_desc *desc)
+{
+    free(desc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulDescSetAttribute(lt_matmul_desc *desc, int attr, const void *buf, size_t size)
+{
+    if (!desc || !buf || size == 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    switch (attr) {
+    case 0: return take(&desc->compute_type, sizeof desc->compute_type, buf, size);   /* COMPUTE_TYPE */
+    case 1: return take(&desc->scale_type, sizeof desc->scale_type, buf, size);       /* SCALE_TYPE */
+    case 3: return take(&desc->transa, sizeof desc->transa, buf, size);               /* TRANSA */
+    case 4: return take(&desc->transb, sizeof desc->transb, buf, size);               /* TRANSB */
+    default: return CUBLAS_STATUS_SUCCESS;   /* epilogue, pointers, scales: no effect on a no-op */
+    }
+}
+
+/* ---- matrix layout -------------------------------------------------------- */
+
+BLAS_API cublasStatus_t cublasLtMatrixLayoutCreate(lt_layout **layout, int type, uint64_t rows, uint64_t cols,
+                                                   int64_t ld)
+{
+    if (!layout)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    lt_layout *l = calloc(1, sizeof *l);
+    if (!l)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    *l = (lt_layout){ type, rows, cols, ld, 1 };
+    *layout = l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatrixLayoutDestroy(lt_layout *layout)
+{
+    free(layout);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatrixLayoutSetAttribute(lt_layout *l, int attr, const void *buf, size_t size)
+{
+    if (!l || !buf || size == 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    switch (attr) {
+    case 0: return take(&l->type, sizeof l->type, buf, size);     /* TYPE */
+    case 2: return take(&l->rows, sizeof l->rows, buf, size);     /* ROWS */
+    case 3: return take(&l->cols, sizeof l->cols, buf, size);     /* COLS */
+    case 4: return take(&l->ld, sizeof l->ld, buf, size);         /* LD */
+    case 5: return take(&l->batch, sizeof l->batch, buf, size);   /* BATCH_COUNT */
+    default: return CUBLAS_STATUS_SUCCESS;                        /* order, batch stride, ... */
+    }
+}
+
+/* ---- preference ----------------------------------------------------------- */
+
+BLAS_API cublasStatus_t cublasLtMatmulPreferenceCreate(lt_preference **pref)
+{
+    if (!pref)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *pref = calloc(1, sizeof **pref);
+    return *pref ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulPreferenceDestroy(lt_preference *pref)
+{
+    free(pref);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulPreferenceSetAttribute(lt_preference *pref, int attr, const void *buf,
+                                                             size_t size)
+{
+    if (!pref || !buf || size == 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (attr == 1)                                               /* MAX_WORKSPACE_BYTES */
+        return take(&pref->max_workspace, sizeof pref->max_workspace, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- algorithms ----------------------------------------------------------- */
+
+/* D = op(A) op(B) + C: the shapes must agree, as the real library checks. */
+static cublasStatus_t check_shapes(const lt_matmul_desc *d, const lt_layout *A, const lt_layout *B,
+                                   const lt_layout *C, const lt_layout *D)
+{
+    if (!d || !A || !B || !C || !D)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    uint64_t am = d->transa == OP_N ? A->rows : A->cols, ak = d->transa == OP_N ? A->cols : A->rows;
+    uint64_t bk = d->transb == OP_N ? B->rows : B->cols, bn = d->transb == OP_N ? B->cols : B->rows;
+    if (am != D->rows || bn != D->cols || ak != bk || C->rows != D->rows || C->cols != D->cols)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (A->ld < (int64_t)A->rows || B->ld < (int64_t)B->rows || D->ld < (int64_t)D->rows)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *handle, lt_matmul_desc *desc, lt_layout *A,
+                                                       lt_layout *B, lt_layout *C, lt_layout *D,
+                                                       lt_preference *pref, int requested,
+                                                       lt_heuristic results[], int *returned)
+{
+    (void)pref;
+    if (!sim_blas_handle_of(handle))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (requested <= 0 || !results || !returned)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t st = check_shapes(desc, A, B, C, D);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = SIM_LT_ALGO_TAG;
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulAlgoInit(void *handle, int computeType, int scaleType, int Atype, int Btype,
+                                               int Ctype, int Dtype, int algoId, lt_algo *algo)
+{
+    (void)computeType; (void)scaleType; (void)Atype; (void)Btype; (void)Ctype; (void)Dtype;
+    if (!sim_blas_handle_of(handle))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!algo || algoId != 0)
+        return CUBLAS_STATUS_INVALID_VALUE;       /* one algorithm: id 0 */
+    memset(algo, 0, sizeof *algo);
+    algo->data[0] = SIM_LT_ALGO_TAG;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulAlgoCheck(void *handle, lt_matmul_desc *desc, lt_layout *A, lt_layout *B,
+                                                lt_layout *C, lt_layout *D, const lt_algo *algo,
+                                                lt_heuristic *result)
+{
+    if (!sim_blas_handle_of(handle))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!algo || !result || algo->data[0] != SIM_LT_ALGO_TAG)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t st = check_shapes(desc, A, B, C, D);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    lt_algo copy = *algo;                         /* algo may point into result */
+    memset(result, 0, sizeof *result);
+    result->algo = copy;
+    result->state = CUBLAS_STATUS_SUCCESS;
+    result->wavesCount = 1.0f;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The one algorithm has no configurable parts: its attributes read as 0
+ * and setting one is rejected. */
+BLAS_API cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(lt_algo *algo, int attr, const void *buf, size_t size)
+{
+    (void)attr; (void)buf; (void)size;
+    return algo ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const lt_algo *algo, int attr, void *buf, size_t size,
+                                                             size_t *written)
+{
+    (void)attr;
+    if (!algo)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (size == 0 && written) {                   /* a size query */
+        *written = sizeof(uint32_t);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (!buf || size < sizeof(uint32_t))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memset(buf, 0, size);
+    if (written)
+        *written = sizeof(uint32_t);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API cublasStatus_t cublasLtMatmul(void *handle, lt_matmul_desc *desc, const void *alpha, const void *Aptr,
+                                       lt_layout *A, const void *Bptr, lt_layout *B, const void *beta,
+                                       const void *Cptr, lt_layout *C, void *Dptr, lt_layout *D,
+                                       const lt_algo *algo, void *workspace, size_t workspaceSize,
+                                       cudaStream_t stream)
+{
+    (void)Aptr; (void)Bptr; (void)Cptr; (void)Dptr; (void)workspace;
+    if (!sim_blas_handle_of(handle))
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!alpha || !beta || (algo && algo->data[0] != SIM_LT_ALGO_TAG) || (workspaceSize && !workspace))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t st = check_shapes(desc, A, B, C, D);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (D->rows == 0 || D->cols == 0 || D->batch == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    return sim_blas_launch(kernels.gemm, (int64_t)D->rows, (int64_t)D->cols, D->batch, stream);
+}

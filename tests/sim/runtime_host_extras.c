@@ -1,0 +1,82 @@
+/* tests/sim/runtime_host_extras.c - the remaining host-side runtime calls a
+ * PyTorch build links: pitched copies, stream callbacks, the profiler
+ * switches, host registration.
+ */
+#include "runtime_internal.h"
+
+#include <cuda_profiler_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* A pitched copy is `height` rows of `width` bytes, each one ordered driver
+ * copy (unified addressing: the kind is only checked). */
+RT_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+        return rt_ret(cudaErrorInvalidMemcpyDirection);
+    if (width > dpitch || width > spitch)
+        return rt_ret(cudaErrorInvalidPitchValue);
+    for (size_t row = 0; row < height; row++) {
+        CUresult r = rt_drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst + row * dpitch,
+                                          (CUdeviceptr)(uintptr_t)src + row * spitch, width,
+                                          (CUstream)stream);
+        if (r != CUDA_SUCCESS)
+            return rt_ret_drv(r);
+    }
+    return cudaSuccess;
+}
+
+/* cudaStreamAddCallback: a host function in stream order that also gets the
+ * stream and a status (always cudaSuccess: no kernel can fail here). */
+typedef struct stream_callback {
+    cudaStreamCallback_t fn;
+    cudaStream_t         stream;
+    void                *user;
+} stream_callback;
+
+static void run_callback(void *arg)
+{
+    stream_callback c = *(stream_callback *)arg;
+    free(arg);
+    c.fn(c.stream, cudaSuccess, c.user);
+}
+
+RT_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+                                         unsigned int flags)
+{
+    if (!callback || flags != 0)
+        return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    stream_callback *c = malloc(sizeof *c);
+    if (!c)
+        return rt_ret(cudaErrorMemoryAllocation);
+    *c = (stream_callback){ callback, stream, userData };
+    CUresult r = rt_drv.cuLaunchHostFunc((CUstream)stream, run_callback, c);
+    if (r != CUDA_SUCCESS)
+        free(c);
+    return rt_ret_drv(r);
+}
+
+/* No profiler is ever attached: both are documented no-ops then. */
+RT_API cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+RT_API cudaError_t cudaProfilerStop(void)  { return cudaSuccess; }
+
+/* Page-locking existing host memory is not simulated (pointer attributes
+ * would have to know the range): the documented "not supported". */
+RT_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    (void)ptr; (void)size; (void)flags;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaHostUnregister(void *ptr)
+{
+    (void)ptr;
+    return rt_ret(cudaErrorHostMemoryNotRegistered);
+}

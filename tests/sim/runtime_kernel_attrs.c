@@ -1,0 +1,190 @@
+/* tests/sim/runtime_kernel_attrs.c - what a program asks about a kernel
+ * before launching it, and the launch forms beyond <<<...>>>.
+ *
+ * PyTorch (and every Thrust/CUB algorithm) sizes its grids with
+ * cudaFuncGetAttributes and the occupancy calculator, raises a kernel's
+ * dynamic shared memory limit with cudaFuncSetAttribute, and launches some
+ * kernels with cudaLaunchKernelExC. Device code never runs here, so the
+ * attributes are those of a plain kernel on the simulated device (sm_90
+ * limits, 32 registers, no static shared memory), consistent with
+ * cudaDeviceGetAttribute; launches are ordered no-ops like every launch.
+ *
+ * Modules loaded at run time (cudaLibrary*) and __device__ variables
+ * (symbols) are not simulated: there is no device code to hold them.
+ */
+#include "runtime_internal.h"
+
+#include <string.h>
+
+#define SIM_REGS_PER_THREAD   32
+#define SIM_SMEM_PER_SM       233472     /* sm_90: 228 KiB per multiprocessor */
+#define SIM_SMEM_OPTIN        232448     /* = CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+#define SIM_BLOCKS_PER_SM     32
+#define SIM_THREADS_PER_SM    2048
+
+static cudaError_t known_kernel(const void *func)
+{
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return e;
+    return func && rt_kernel_registered(func) ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+}
+
+RT_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+    if (!attr)
+        return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = known_kernel(func);
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = 1024;
+    attr->numRegs = SIM_REGS_PER_THREAD;
+    attr->ptxVersion = 90;
+    attr->binaryVersion = 90;
+    attr->maxDynamicSharedSizeBytes = 49152 - (int)attr->sharedSizeBytes;
+    attr->preferredShmemCarveout = -1;
+    return cudaSuccess;
+}
+
+/* Only the attributes the runtime documents as settable; values checked
+ * against the device's limits as the real one does. */
+static cudaError_t set_attribute(enum cudaFuncAttribute a, int value)
+{
+    switch (a) {
+    case cudaFuncAttributeMaxDynamicSharedMemorySize:
+        return value >= 0 && value <= SIM_SMEM_OPTIN ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaFuncAttributePreferredSharedMemoryCarveout:
+        return value >= -1 && value <= 100 ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaFuncAttributeClusterDimMustBeSet:
+    case cudaFuncAttributeRequiredClusterWidth:
+    case cudaFuncAttributeRequiredClusterHeight:
+    case cudaFuncAttributeRequiredClusterDepth:
+        return cudaErrorInvalidValue;        /* read-only */
+    case cudaFuncAttributeNonPortableClusterSizeAllowed:
+    case cudaFuncAttributeClusterSchedulingPolicyPreference:
+        return value >= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+RT_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    cudaError_t e = known_kernel(func);
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret(set_attribute(attr, value));
+}
+
+RT_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr,
+                                                   int value, int device)
+{
+    cudaError_t e = known_kernel((const void *)kernel);
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n)
+        return rt_ret(cudaErrorInvalidDevice);
+    return rt_ret(set_attribute(attr, value));
+}
+
+/* Blocks of blockSize threads that fit on one multiprocessor, limited by
+ * threads, registers, shared memory and the per-SM block limit. */
+static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize, size_t dynSmem)
+{
+    if (!numBlocks)
+        return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = known_kernel(func);
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (blockSize <= 0 || blockSize > 1024 || dynSmem > SIM_SMEM_OPTIN)
+        return rt_ret(cudaErrorInvalidValue);
+    int warps = (blockSize + 31) / 32;
+    int by_threads = SIM_THREADS_PER_SM / (warps * 32);
+    int by_regs = 65536 / (warps * 32 * SIM_REGS_PER_THREAD);
+    int by_smem = dynSmem ? (int)(SIM_SMEM_PER_SM / (dynSmem + 1024)) : SIM_BLOCKS_PER_SM;
+    int n = SIM_BLOCKS_PER_SM;
+    if (by_threads < n) n = by_threads;
+    if (by_regs < n) n = by_regs;
+    if (by_smem < n) n = by_smem;
+    *numBlocks = n;
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
+                                                                  int blockSize, size_t dynamicSMemSize)
+{
+    return occupancy(numBlocks, func, blockSize, dynamicSMemSize);
+}
+
+RT_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func,
+                                                                           int blockSize, size_t dynamicSMemSize,
+                                                                           unsigned int flags)
+{
+    if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride)
+        return rt_ret(cudaErrorInvalidValue);
+    return occupancy(numBlocks, func, blockSize, dynamicSMemSize);
+}
+
+/* Launch attributes (clusters, programmatic stream serialization, ...)
+ * change how a kernel is scheduled, not what the stream orders: ignored. */
+RT_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    (void)args;
+    if (!config)
+        return rt_ret(cudaErrorInvalidValue);
+    return rt_launch(func, config->gridDim, config->blockDim, config->dynamicSmemBytes,
+                     config->stream, false);
+}
+
+RT_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
+                                               void **args, size_t sharedMem, cudaStream_t stream)
+{
+    (void)args;
+    return rt_launch(func, gridDim, blockDim, sharedMem, stream, false);
+}
+
+/* ---- not simulated: run-time loaded device code, __device__ symbols ------ */
+
+RT_API cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code, enum cudaJitOption *jitOptions,
+                                       void **jitOptionsValues, unsigned int numJitOptions,
+                                       enum cudaLibraryOption *libraryOptions, void **libraryOptionValues,
+                                       unsigned int numLibraryOptions)
+{
+    (void)code; (void)jitOptions; (void)jitOptionsValues; (void)numJitOptions;
+    (void)libraryOptions; (void)libraryOptionValues; (void)numLibraryOptions;
+    if (library)
+        *library = NULL;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaLibraryGetKernel(cudaKernel_t *pKernel, cudaLibrary_t library, const char *name)
+{
+    (void)library; (void)name;
+    if (pKernel)
+        *pKernel = NULL;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaLibraryUnload(cudaLibrary_t library)
+{
+    (void)library;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+/* __cudaRegisterVar remembers no variables: every symbol is unknown. */
+RT_API cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
+{
+    (void)symbol;
+    if (!devPtr)
+        return rt_ret(cudaErrorInvalidValue);
+    return rt_ret(cudaErrorInvalidSymbol);
+}
+
+RT_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind)
+{
+    (void)symbol; (void)src; (void)count; (void)offset; (void)kind;
+    return rt_ret(cudaErrorInvalidSymbol);
+}

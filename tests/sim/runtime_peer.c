@@ -1,0 +1,128 @@
+/* tests/sim/runtime_peer.c - peer access between simulated devices, PCI
+ * identity, and interprocess handles.
+ *
+ * Every simulated device's memory is host memory in one address space, so a
+ * device can reach any other's memory: peer access is offered between any
+ * two distinct devices and enabling it is bookkeeping with the documented
+ * errors. A peer copy is one ordered driver copy. Interprocess handles are
+ * not simulated (the device lives inside one process): cudaErrorNotSupported.
+ */
+#include "runtime_internal.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_PEERS 16                     /* = the driver's SIM_MAX_DEVICES */
+
+static atomic_ushort peer_enabled[MAX_PEERS];   /* bit p of [d]: d may access p */
+
+static cudaError_t valid_device(int device)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess)
+        return e;
+    return device >= 0 && device < n && device < MAX_PEERS ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+RT_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+    if (!canAccessPeer)
+        return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = valid_device(device);
+    if (e == cudaSuccess)
+        e = valid_device(peerDevice);
+    if (e == cudaSuccess && device == peerDevice)
+        e = cudaErrorInvalidDevice;
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    *canAccessPeer = 1;
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (flags != 0)
+        return rt_ret(cudaErrorInvalidValue);
+    int self = rt_current_device();
+    e = valid_device(peerDevice);
+    if (e == cudaSuccess && peerDevice == self)
+        e = cudaErrorInvalidDevice;
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    unsigned short bit = (unsigned short)(1u << peerDevice);
+    if (atomic_fetch_or(&peer_enabled[self], bit) & bit)
+        return rt_ret(cudaErrorPeerAccessAlreadyEnabled);
+    return cudaSuccess;
+}
+
+/* Unified addressing: the devices are implied by the pointers. */
+RT_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                       size_t count, cudaStream_t stream)
+{
+    cudaError_t e = rt_enter();
+    if (e == cudaSuccess)
+        e = valid_device(dstDevice);
+    if (e == cudaSuccess)
+        e = valid_device(srcDevice);
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                                           count, (CUstream)stream));
+}
+
+/* "domain:bus:device.function", from the device's PCI attributes. */
+RT_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+    if (!pciBusId || len <= 0)
+        return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = valid_device(device);
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    int domain = 0, bus = 0, dev = 0;
+    rt_drv.cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, device);
+    rt_drv.cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device);
+    rt_drv.cuDeviceGetAttribute(&dev, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, device);
+    snprintf(pciBusId, (size_t)len, "%08x:%02x:%02x.0", (unsigned)domain, (unsigned)bus, (unsigned)dev);
+    return cudaSuccess;
+}
+
+/* ---- not simulated: interprocess handles -------------------------------- */
+
+RT_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    (void)handle; (void)devPtr;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
+{
+    (void)handle; (void)flags;
+    if (devPtr)
+        *devPtr = NULL;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaIpcCloseMemHandle(void *devPtr)
+{
+    (void)devPtr;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
+{
+    (void)handle; (void)event;
+    return rt_ret(cudaErrorNotSupported);
+}
+
+RT_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
+{
+    (void)handle;
+    if (event)
+        *event = NULL;
+    return rt_ret(cudaErrorNotSupported);
+}

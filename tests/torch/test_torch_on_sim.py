@@ -1,0 +1,165 @@
+"""Real PyTorch 2.x on the simulated device: the device as torch sees it,
+which libraries the process maps, a training loop's memory statistics,
+cleanup to zero, out-of-memory, and PyTorch's own memory recorder.
+
+Run by meson as `simrun --mem 1G -- python -m pytest` with LD_BIND_NOW=1,
+so every symbol torch's libraries import from the sim's had to resolve at
+load time. One process: importing torch costs seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+import torch
+
+import mlp
+import simdev
+
+MIB = 1 << 20
+CAPACITY = 1 << 30                     # simrun --mem 1G
+CUBLAS_HANDLE_WORKSPACE = 32 * MIB     # cuBLAS's own, for an sm_90 device
+
+torch.backends.cudnn.enabled = False   # cuDNN is a stub on the sim
+
+
+def sim_used() -> int:
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def release_everything() -> None:
+    torch.cuda.synchronize()
+    torch._C._cuda_clearCublasWorkspaces()   # cuBLAS workspaces torch keeps per handle/stream
+    torch.cuda.empty_cache()
+
+
+def test_all_imports_resolved_at_load_time():
+    # The suite runs this process with LD_BIND_NOW=1: had any symbol torch
+    # imports been missing from the sim's libraries, `import torch` failed.
+    assert os.environ.get("LD_BIND_NOW") == "1"
+    assert torch.version.cuda and torch.version.cuda.startswith("13.")
+
+
+def test_device_is_the_simulated_gpu():
+    assert torch.cuda.is_available()
+    assert torch.cuda.device_count() == 1
+    p = torch.cuda.get_device_properties(0)
+    assert p.name == "vramtrace simulated GPU"
+    assert p.total_memory == CAPACITY == simdev.capacity(0)
+    assert f"sm_{p.major}{p.minor}" in torch.cuda.get_arch_list()
+    assert p.multi_processor_count > 0
+    free, total = torch.cuda.mem_get_info()
+    assert total == CAPACITY and 0 < free <= total
+
+
+def test_no_real_nvidia_runtime_driver_blas_or_dnn_is_mapped():
+    a = torch.randn(64, 64, device="cuda")
+    (a @ a).sum().item()                 # runtime, driver and cuBLAS all used
+    sim_dir = os.path.realpath(os.environ["VT_SIM_LIBDIR"])
+    mapped = simdev.mapped_cuda_libraries()
+    for name in ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13",
+                 "libcudnn.so.9"):
+        assert name in mapped, f"{name} not mapped at all: {mapped}"
+    outside = {n: p for n, p in mapped.items() if os.path.dirname(p) != sim_dir}
+    assert not outside, f"real NVIDIA libraries mapped: {outside}"
+
+
+def test_training_loop_statistics_match_tensor_sizes():
+    release_everything()
+    base_alloc = torch.cuda.memory_allocated()
+    assert base_alloc == 0
+    launches0 = simdev.counters()["kernel_launches"]
+
+    model = mlp.make_model()
+    params = mlp.param_block_bytes(model)
+    assert torch.cuda.memory_allocated() == params
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mlp.train(model, opt, steps=20)
+    torch.cuda.synchronize()
+    # Left alive after the loop: parameters, their gradients, and AdamW's
+    # two moments per parameter (same shapes). Plus the cuBLAS/cuBLASLt
+    # workspaces torch allocated for its handle, from its own allocator.
+    opt.zero_grad(set_to_none=True)
+    alive = torch.cuda.memory_allocated()
+    workspaces = alive - 3 * params
+    stats = torch.cuda.memory_stats()
+    assert workspaces >= 0 and workspaces % MIB == 0, (alive, params)
+    assert torch.cuda.max_memory_allocated() > alive            # activations came and went
+    nparams = len(list(model.parameters()))
+    assert stats["allocation.all.current"] >= 3 * nparams
+    reserved = torch.cuda.memory_reserved()
+    assert reserved >= alive and reserved % (2 * MIB) == 0
+    # torch's segments plus the workspace each cuBLAS handle allocated for
+    # itself is all the device holds. torch makes one handle per thread that
+    # runs GEMMs: this one, and the autograd engine's device thread.
+    handles_ws = sim_used() - reserved
+    assert handles_ws in (CUBLAS_HANDLE_WORKSPACE, 2 * CUBLAS_HANDLE_WORKSPACE), handles_ws
+    assert simdev.counters()["kernel_launches"] - launches0 > 20 * 10   # every op queued
+
+    del model, opt
+    release_everything()
+    assert torch.cuda.memory_allocated() == 0
+    assert torch.cuda.memory_reserved() == 0
+    assert sim_used() == handles_ws
+
+
+def test_out_of_memory_is_raised_and_the_program_goes_on():
+    release_everything()
+    before = sim_used()
+    allocated = torch.cuda.memory_allocated()
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(2 * CAPACITY, dtype=torch.uint8, device="cuda")
+    # Fill the device in 64 MiB tensors until it is full.
+    held = []
+    with pytest.raises(torch.OutOfMemoryError):
+        for _ in range(CAPACITY // (64 * MIB) + 1):
+            held.append(torch.empty(64 * MIB, dtype=torch.uint8, device="cuda"))
+    assert 0 < len(held) < CAPACITY // (64 * MIB)
+    assert simdev.counters()["failed_allocs"] >= 2
+    del held
+    release_everything()
+    assert sim_used() == before
+    t = torch.ones(1024, device="cuda")      # and it goes on
+    assert torch.cuda.memory_allocated() == allocated + t.numel() * 4
+
+
+def test_copies_are_real_even_though_kernels_are_not():
+    host = torch.arange(1000, dtype=torch.float32)
+    dev = host.to("cuda")                     # host to device
+    dev2 = dev.clone()                        # device to device: a copy, not a kernel
+    assert torch.equal(dev2.cpu(), host)      # device to host
+    pinned = torch.empty(1000).pin_memory()   # cudaHostAlloc
+    pinned.copy_(dev, non_blocking=True)
+    torch.cuda.synchronize()
+    assert torch.equal(pinned, host)
+
+
+def test_memory_history_snapshot_lists_the_runs_allocations_and_frees(tmp_path):
+    release_everything()
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+    try:
+        keep = torch.empty(3 * MIB, dtype=torch.uint8, device="cuda")
+        drop = torch.empty(5 * MIB + 100, dtype=torch.uint8, device="cuda")
+        keep_ptr, drop_ptr = keep.data_ptr(), drop.data_ptr()
+        del drop
+        path = tmp_path / "snapshot.pickle"
+        torch.cuda.memory._dump_snapshot(str(path))
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    trace = snap["device_traces"][0]
+    allocs = {e["addr"]: e["size"] for e in trace if e["action"] == "alloc"}
+    frees = {e["addr"] for e in trace if e["action"] == "free_completed"}
+    assert allocs.get(keep_ptr) == 3 * MIB
+    assert allocs.get(drop_ptr) == 5 * MIB + 100          # the requested size
+    assert drop_ptr in frees and keep_ptr not in frees
+    assert any(e["action"] == "segment_alloc" for e in trace)
+    assert any(e.get("frames") for e in trace if e["action"] == "alloc")
+    blocks = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+    assert keep_ptr in {b["address"] for b in blocks}
+    del keep

@@ -1,0 +1,168 @@
+"""The three ways a PyTorch user meets vramtrace, each a real training loop
+on the simulated device (train_way.py, leak_cycle.py, each its own torch
+process), with the snapshot read back by the `vramtrace` command and its
+numbers checked against what PyTorch and the device counted in the same
+run. This driver itself never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Any, Dict, List
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
+CLI = os.environ["VRAMTRACE_CLI"]
+MIB = 1 << 20
+HANDLE_WS = 32 * MIB        # each cuBLAS handle's own workspace (sm_90)
+
+
+def run(cmd: List[str], env: Dict[str, str] | None = None, status: int = 0) -> str:
+    full = dict(os.environ)
+    full.update(env or {})
+    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=600)
+    assert p.returncode == status, f"{cmd} exited {p.returncode}:\n{p.stdout[-4000:]}"
+    return p.stdout
+
+
+def run_way(tmp, way: str, *, preload: bool, uncached: bool, mem: str = "1G") -> Dict[str, Any]:
+    out, snap = tmp / f"{way}-{preload}.json", tmp / f"{way}-{preload}.vtsnap"
+    cmd = [SIMRUN, "--mem", mem, "--"]
+    if preload:
+        cmd += [CLI, "run", "--"]
+    cmd += [sys.executable, os.path.join(HERE, "train_way.py"), way, str(out)]
+    if preload or way == "pluggable":
+        cmd += ["--snapshot", str(snap)]
+    env = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} if uncached else {}
+    run(cmd, env)
+    with open(out) as f:
+        res = json.load(f)
+    res["snap"] = str(snap)
+    return res
+
+
+def snapshot_json(snap: str) -> Dict[str, Any]:
+    return json.loads(run([CLI, "json", snap]))
+
+
+def alive(sj: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [lt for lt in sj["lifetimes"] if lt["free_seq"] is None]
+
+
+def leaks_summary(snap: str):
+    """(allocations, text) from `vramtrace leaks`' SUMMARY line."""
+    text = run([CLI, "leaks", snap])
+    m = re.search(r"SUMMARY: vramtrace: .* alive in (\d+) allocations?", text)
+    assert m, text[-2000:]
+    return int(m.group(1)), text
+
+
+def summary_counts(snap: str) -> Dict[str, int]:
+    text = run([CLI, "summary", snap])
+    m = re.search(r"counts: allocs (\d+), frees (\d+), segment allocs (\d+)", text)
+    assert m, text
+    return {"allocs": int(m.group(1)), "frees": int(m.group(2)), "segment_allocs": int(m.group(3))}
+
+
+def test_uncached_run_records_every_tensor_allocation(tmp_path):
+    """PYTORCH_NO_CUDA_MEMORY_CACHING=1 vramtrace run -- python train.py"""
+    plain = run_way(tmp_path, "uncached", preload=False, uncached=True)
+    traced = run_way(tmp_path, "uncached", preload=True, uncached=True)
+    # Without vramtrace the device saw one cudaMalloc per tensor (and one
+    # driver allocation per cuBLAS handle): the snapshot has every one.
+    counts = summary_counts(traced["snap"])
+    assert counts["allocs"] == plain["sim_total"]["mem_alloc_calls"] > 500
+    assert counts["frees"] == plain["sim_total"]["mem_free_calls"]
+    # ... served from vramtrace's cache: the device saw segments only.
+    assert traced["sim_total"]["mem_alloc_calls"] < counts["allocs"] // 20
+    # What is alive at the snapshot is what the plain run's device held:
+    # the parameters, AdamW's moments and the cuBLAS handles' workspaces.
+    sj = snapshot_json(traced["snap"])
+    live = alive(sj)
+    assert sum(lt["req_size"] for lt in live) == plain["sim_bytes_in_use"]
+    handles = (plain["sim_bytes_in_use"] - plain["alive_tensor_bytes"]) // HANDLE_WS
+    assert handles in (1, 2)
+    n, _ = leaks_summary(traced["snap"])
+    assert n == len(live) == traced["alive_tensors"] + handles
+
+
+def test_pluggable_allocator_serves_tensors_from_vramtraces_cache(tmp_path):
+    """vramtrace.torch.use_allocator() (CUDAPluggableAllocator)"""
+    res = run_way(tmp_path, "pluggable", preload=False, uncached=False)
+    vt = res["vramtrace"]
+    # vramtrace.stats() agrees with the tensors alive, byte for byte.
+    assert vt["requested_bytes"]["all"]["current"] == res["alive_tensor_bytes"]
+    assert vt["allocation"]["all"]["current"] == res["alive_tensors"]
+    # The device saw vramtrace's segments (plus the cuBLAS handles' own
+    # workspaces, which do not go through PyTorch), not one call per tensor.
+    handles = (res["sim_bytes_in_use"] - vt["reserved_bytes"]["all"]["current"]) // HANDLE_WS
+    assert handles in (1, 2)
+    assert res["sim_total"]["mem_alloc_calls"] == vt["num_backend_allocs"] + handles
+    assert vt["num_backend_allocs"] < vt["allocation"]["all"]["allocated"] // 20
+    # The snapshot works, which PyTorch's own recorder cannot do here.
+    assert "not supported" in res["torch_history_error"].lower() or res["torch_history_error"]
+    counts = summary_counts(res["snap"])
+    assert counts["allocs"] == vt["allocation"]["all"]["allocated"]
+    n, _ = leaks_summary(res["snap"])
+    assert n == res["alive_tensors"]
+
+
+def test_native_allocator_with_vramtrace_preloaded_sees_pytorchs_segments(tmp_path):
+    """vramtrace run -- python train.py, PyTorch's caching allocator left on"""
+    res = run_way(tmp_path, "native", preload=True, uncached=False)
+    t, vt = res["torch"], res["vramtrace"]
+    handles = (res["sim_bytes_in_use"] - t["reserved"]) // HANDLE_WS
+    assert handles in (1, 2)
+    # Each "allocation" vramtrace saw is one of PyTorch's segments (or a
+    # cuBLAS handle's workspace): its bytes are PyTorch's reserved bytes.
+    assert vt["allocation"]["all"]["current"] == t["segments"] + handles
+    assert vt["requested_bytes"]["all"]["current"] == t["reserved"] + handles * HANDLE_WS
+    counts = summary_counts(res["snap"])
+    assert counts["allocs"] == t["segment_allocs"] + handles
+    assert counts["allocs"] < t["allocations"] // 20          # not PyTorch's tensors
+    n, _ = leaks_summary(res["snap"])
+    assert n == t["segments"] + handles
+
+
+def run_leak(tmp_path, kind: str) -> Dict[str, Any]:
+    out, snap = tmp_path / f"{kind}.json", tmp_path / f"{kind}.vtsnap"
+    run([SIMRUN, "--mem", "96M", "--", CLI, "run", "--", sys.executable,
+         os.path.join(HERE, "leak_cycle.py"), kind, str(out), str(snap), "--steps", "10"],
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    with open(out) as f:
+        res = json.load(f)
+    res["snap"] = str(snap)
+    return res
+
+
+def test_reference_cycle_leak_runs_out_of_memory_and_check_names_the_cycle(tmp_path):
+    leak = run_leak(tmp_path, "leak")
+    assert leak["oom_at_step"] is not None and 3 <= leak["oom_at_step"] < 10
+    assert leak["bytes_per_step"] == [16 * MIB * (i + 1) for i in range(leak["oom_at_step"])]
+    # `vramtrace check` exits 1 when it has findings.
+    rep = json.loads(run([CLI, "check", leak["snap"], "--json"], status=1))
+    flagged = rep["findings"]
+    # Every pair made in a step the checker can judge (one complete unused
+    # step after it) is flagged, with the cycle that holds it.
+    assert len(flagged) >= 2 * (leak["oom_at_step"] - 2)
+    for f in flagged:
+        path = f["paths"][0]
+        assert path["cycle"] and path["text"].startswith("(cycle) Node.other"), path["text"]
+        assert path["steps"][-1]["kind"] == "storage" and path["steps"][-1]["bytes"] == 8 * MIB
+    text = run([CLI, "check", leak["snap"]], status=1)
+    assert "(cycle) Node.other → Node.other → Node.buf" in text
+
+
+def test_fixed_cycle_runs_flat_and_check_is_clean(tmp_path):
+    fixed = run_leak(tmp_path, "fixed")
+    assert fixed["oom_at_step"] is None
+    assert max(fixed["bytes_per_step"]) == min(fixed["bytes_per_step"])   # flat
+    text = run([CLI, "check", fixed["snap"]])
+    assert text.startswith("vramtrace check: 0 findings")
