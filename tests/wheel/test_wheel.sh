@@ -7,13 +7,13 @@
 # simulated device, the Python package, `vramtrace viz`; then uninstall and
 # check that nothing is left behind.
 #
-#   test_wheel.sh SRCDIR CUDA_ROOT SIM_LIBDIR CUDA_PROGRAM WORKDIR [TORCH_PYTHON]
+#   test_wheel.sh SRCDIR CUDA_ROOT SIM_LIBDIR CUDA_PROGRAM WORKDIR SIMRUN [TORCH_PYTHON]
 #
 # TORCH_PYTHON, when given, is a Python with torch 2.x: the installed package
 # is then also used with real torch (track() on the CPU, use_allocator() on
 # the simulated device), by putting torch's site directory behind the venv's.
 set -euo pipefail
-src=$1 cuda=$2 simlib=$3 prog=$4 work=$5 torch_py=${6:-}
+src=$1 cuda=$2 simlib=$3 prog=$4 work=$5 simrun=$6 torch_py=${7:-}
 # meson passes built programs relative to the build dir; this script moves.
 src=$(realpath "$src") simlib=$(realpath "$simlib") prog=$(realpath "$prog")
 work=$(realpath -m "$work")
@@ -104,7 +104,7 @@ with vt.track():
     b = a * 2
 print("track ok", float(b.sum()))
 PY
-    LD_LIBRARY_PATH="$simlib" SIMCUDA_MEM=1G LD_PRELOAD="$simlib/libcudart.so.13" "$venv_py" - <<'PY' ||
+    "$simrun" --mem 1G -- "$venv_py" - <<'PY' ||
 import torch, vramtrace, vramtrace.torch as vt
 vt.use_allocator()
 x = torch.empty(1 << 20, device="cuda")
