@@ -12,7 +12,7 @@
 #include "check.h"
 #include "commands.h"
 #include "render.h"
-#include "snapfile.h"
+#include "pytorch.h"
 #include "timeline.h"
 
 static void viz_usage(FILE *f)
@@ -118,7 +118,7 @@ int vt_cmd_viz(int argc, char **argv)
         }
         out = def_out;
     }
-    if (vt_snapfile_read(in, &s, err, sizeof err) != 0) {
+    if (vt_snapshot_load(in, &s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
         goto done;
     }

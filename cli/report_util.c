@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "report_util.h"
-#include "snapfile.h"
+#include "pytorch.h"
 
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
 {
@@ -12,7 +12,7 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
     *s = NULL;
     if (tl)
         *tl = NULL;
-    if (vt_snapfile_read(path, s, err, sizeof err) != 0) {
+    if (vt_snapshot_load(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
         return 1;
     }
