@@ -29,6 +29,8 @@ static const struct command commands[] = {
       "convert a PyTorch memory snapshot (pickle) into a .vtsnap" },
     { "export", vt_cmd_export, "export --format torch|perfetto SNAPSHOT -o OUT",
       "write a snapshot as a PyTorch pickle or a Perfetto (Trace Event) JSON" },
+    { "compare", vt_cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
+      "one snapshot per rank side by side: peaks, spread, differing call sites" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
