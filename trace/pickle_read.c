@@ -103,6 +103,8 @@ static int add_items(struct vm *m, uint32_t cidx, const uint32_t *items, size_t 
 {
     vt_pv *v = &m->p->values[cidx];
     vt_pv_container *c = &m->p->containers[v->container];
+    if (n == 0)
+        return 0;
     if ((size_t)c->n + n > UINT32_MAX - 2)
         return fail(m, -EOVERFLOW, "container too large");
     size_t cap = c->cap;
