@@ -98,7 +98,10 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
     }
     size_t shown = n > 512 ? 512 : n;
     for (size_t i = 0; i < shown; i++) {
-        fprintf(out, "%s#%zu 0x%016" PRIx64 " in ", indent, i, fr[i]->ip);
+        if (fr[i]->ip) /* 0 for frames without one: Python frames of an imported snapshot */
+            fprintf(out, "%s#%zu 0x%016" PRIx64 " in ", indent, i, fr[i]->ip);
+        else
+            fprintf(out, "%s#%zu ", indent, i);
         vt__report_frame_text(out, s, fr[i]);
         fputc('\n', out);
     }
