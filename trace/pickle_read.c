@@ -533,11 +533,14 @@ const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *ke
     const vt_pv_container *c = container_of(p, dict);
     if (!c)
         return NULL;
+    size_t n = strlen(key);
     /* the last binding wins, as in Python */
     const vt_pv *found = NULL;
-    for (uint32_t k = 0; k + 1 < c->n; k += 2)
-        if (vt_pickle_str_is(&p->values[c->items[k]], key))
+    for (uint32_t k = 0; k + 1 < c->n; k += 2) {
+        const vt_pv *kv = &p->values[c->items[k]];
+        if (kv->type == VT_PV_STR && kv->n == n && kv->s[0] == key[0] && !memcmp(kv->s, key, n))
             found = &p->values[c->items[k + 1]];
+    }
     return found;
 }
 

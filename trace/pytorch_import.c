@@ -28,6 +28,11 @@ struct bld {
     vt_snapshot_data *s;
     size_t cap_blob, cap_offs, cap_frames, cap_nodes, cap_events, cap_segs, cap_blocks;
     struct table strs, frames, nodes;
+    /* per pickle value: its interned string or frame id + 1 (0 = not yet).
+     * Pickles memoize repeated strings (and shared frame dicts), so most
+     * lookups end here instead of hashing text again. */
+    const vt_pickle *p;
+    uint32_t *vcache;
 };
 
 static uint64_t mix(uint64_t h)
@@ -132,12 +137,27 @@ static int intern_c(struct bld *b, const char *text, uint32_t *out)
     return intern(b, text, strlen(text), out);
 }
 
+static uint32_t *cache_slot(struct bld *b, const vt_pv *v)
+{
+    if (!b->vcache || v < b->p->values || v >= b->p->values + b->p->nvalues)
+        return NULL;
+    return &b->vcache[v - b->p->values];
+}
+
 static int intern_pv(struct bld *b, const vt_pv *v, uint32_t *out)
 {
     *out = 0;
     if (!v || (v->type != VT_PV_STR && v->type != VT_PV_BYTES))
         return 0;
-    return intern(b, v->s, v->n, out);
+    uint32_t *slot = cache_slot(b, v);
+    if (slot && *slot) {
+        *out = *slot - 1;
+        return 0;
+    }
+    int rc = intern(b, v->s, v->n, out);
+    if (!rc && slot)
+        *slot = *out + 1;
+    return rc;
 }
 
 static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line, uint32_t *out)
@@ -202,7 +222,14 @@ static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint
         if (!f || f->type != VT_PV_DICT)
             continue;
         uint32_t fn, file, fr;
-        int rc = intern_pv(b, vt_pickle_get(p, f, "name"), &fn);
+        uint32_t *slot = cache_slot(b, f);
+        int rc;
+        if (slot && *slot) {
+            if ((rc = intern_node(b, node, *slot - 1, &node)))
+                return rc;
+            continue;
+        }
+        rc = intern_pv(b, vt_pickle_get(p, f, "name"), &fn);
         if (!rc)
             rc = intern_pv(b, vt_pickle_get(p, f, "filename"), &file);
         if (rc)
@@ -213,6 +240,8 @@ static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint
         if ((rc = intern_frame(b, fn, file, (uint32_t)line, &fr)) ||
             (rc = intern_node(b, node, fr, &node)))
             return rc;
+        if (slot)
+            *slot = fr + 1;
     }
     *out = node;
     return 0;
@@ -645,8 +674,10 @@ int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapsh
     if (rc)
         return rc;
     struct imp im = { .p = p, .name = name, .err = err, .errlen = errlen };
+    im.b.p = p;
+    im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
     im.b.s = calloc(1, sizeof *im.b.s);
-    if (!im.b.s ||
+    if (!im.b.s || !im.b.vcache ||
         grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
         grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
         grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt_stack_node))) {
@@ -694,6 +725,7 @@ out:
     free(im.b.strs.slots);
     free(im.b.frames.slots);
     free(im.b.nodes.slots);
+    free(im.b.vcache);
     vt_pickle_free(p);
     if (rc) {
         vt_snapshot_free(im.b.s);
