@@ -129,6 +129,26 @@ def test_legacy_bare_list_of_segments_with_history_is_read():
     assert "old_site train.py:12" in vt("leaks", f).stdout.decode()
 
 
+def test_trace_window_that_starts_mid_run_is_reconciled():
+    # max_entries dropped the oldest entries: the weights' allocs and the
+    # first activation's alloc are gone, its free and the state remain
+    sim = ts.training_run(steps=2)
+    snap = sim.snapshot()
+    tr = snap["device_traces"][0]
+    cut = next(i for i, e in enumerate(tr) if e["action"] == "alloc"
+               and e["frames"][0]["name"] == "forward") + 1
+    first_act = tr[cut - 1]["addr"]
+    snap["device_traces"][0] = tr[cut:]
+    j = snap_json(write(snap, "window.pickle"))
+    (d,) = j["devices"]
+    ans = sim.answers()
+    assert d["final_allocated"] == ans["final_allocated"], d
+    assert alive_of(j) == ans["alive"]
+    before = {l["addr"] for l in j["lifetimes"] if "before_window" in l["flags"]}
+    assert hex(first_act) in before, (hex(first_act), before)
+    assert d["initial_allocated"] > 0 and d["initial_reserved"] > 0, d
+
+
 def offset_of(data, opname):
     for op, _arg, pos in pickletools.genops(data):
         if op.name == opname:
