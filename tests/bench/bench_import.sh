@@ -15,14 +15,14 @@
 #   RESULT entries=N pickle_mb=M import_s=S import_rss_mb=R rss_per_file=X
 #          summary_s=S pickle_load_s=S torch_stats_s=S torch_trace_s=S
 # (torch_* are "nan" without a Python with torch, ">L" when one ran past
-# VT_BENCH_TORCH_LIMIT seconds, default 600: its `trace` looks up the segment
+# VT_BENCH_TORCH_LIMIT seconds, default 300: its `trace` looks up the segment
 # of every allocation by a linear scan over all segments.)
 set -eu
 : "${VT_CLI:?}"
 here=$(cd "$(dirname "$0")" && pwd)
 entries=${VT_BENCH_ENTRIES:-1000000}
 py=${VT_TORCH_PYTHON:-}
-limit=${VT_BENCH_TORCH_LIMIT:-600}   # seconds each PyTorch tool may take
+limit=${VT_BENCH_TORCH_LIMIT:-300}   # seconds each PyTorch tool may take
 work=$(mktemp -d "${TMPDIR:-/tmp}/vt-bench-import.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
