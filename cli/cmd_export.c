@@ -23,6 +23,7 @@ static const char usage_text[] =
     "                     chrome://tracing: per device counters of allocated and\n"
     "                     reserved bytes, one async slice per allocation (size,\n"
     "                     stream, top frames), instants for marks, OOMs, bad frees\n"
+    "                     and the checker's findings (vramtrace check's default rules)\n"
     "  -o OUT             output file (required)\n";
 
 int vt_cmd_export(int argc, char **argv)
@@ -82,7 +83,19 @@ int vt_cmd_export(int argc, char **argv)
         goto done;
     }
     char err[512] = "";
-    int rc = torch ? vt_pytorch_export(s, f, err, sizeof err) : vt__export_perfetto(f, s, tl);
+    vt_check_report *rep = NULL;
+    if (!torch) {
+        vt_check_options opt;
+        vt_check_options_init(&opt);
+        if (vt_check_run(s, &opt, &rep, err, sizeof err) != 0) {
+            /* the trace is still worth having: say so, export without */
+            fprintf(stderr, "vramtrace export: check: %s (findings left out)\n", err);
+            rep = NULL;
+            err[0] = 0;
+        }
+    }
+    int rc = torch ? vt_pytorch_export(s, f, err, sizeof err) : vt__export_perfetto(f, s, tl, rep);
+    vt_check_report_free(rep);
     if (fclose(f) != 0 && !rc)
         rc = -1;
     if (rc) {

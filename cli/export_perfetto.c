@@ -8,7 +8,7 @@
  * computes: `vramtrace json` shows them as `curve`); one async slice (b/e,
  * since allocations overlap and need not nest) per allocation with its size,
  * stream, address and top frames as args; instants for marks (global), OOMs,
- * bad frees and findings. Timestamps are microseconds since the first event;
+ * bad frees, FINDING events and the checker's findings (rule, bytes, site). Timestamps are microseconds since the first event;
  * the wall clock of that instant is in the metadata (otherData).
  */
 #include <inttypes.h>
@@ -82,7 +82,8 @@ static void slice_name(char *buf, size_t len, const vt_snapshot_data *s, const v
     snprintf(buf, len, "%s%s%s", vt__fmt_bytes(l->size, b), *fn ? " " : "", fn);
 }
 
-int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *tl)
+int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *tl,
+                        const vt_check_report *report)
 {
     struct streams st = { 0 };
     char b[64];
@@ -172,6 +173,24 @@ int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *t
             frames_arg(o, s, e->stack);
             fputs("}}", o);
         }
+    }
+    /* the checker's findings, at the moment each became one */
+    for (size_t i = 0; report && i < report->nfindings; i++) {
+        const vt_check_finding *fd = &report->findings[i];
+        uint64_t t = fd->linger_from_time_ns ? fd->linger_from_time_ns
+                   : fd->alloc_time_ns ? fd->alloc_time_ns : tl->first_time_ns;
+        char name[160];
+        snprintf(name, sizeof name, "%s: %s", vt_check_rule_name(fd->rule),
+                 vt__fmt_bytes(fd->bytes, b));
+        fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"finding\",\"pid\":%d,\"tid\":0,"
+                   "\"ts\":%.3f,\"name\":", SEP(), pid_of(fd->device), ts_us(tl, t));
+        vt__json_str(o, name);
+        fprintf(o, ",\"args\":{\"rule\":\"%s\",\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
+                   "\",\"allocations\":%u,\"freed\":%s",
+                vt_check_rule_name(fd->rule), fd->bytes, fd->addr, fd->nallocs,
+                fd->freed ? "true" : "false");
+        frames_arg(o, s, fd->alloc_stack);
+        fputs("}}", o);
     }
     /* thread names (streams), for every pid that used them */
     for (size_t d = 0; d < tl->ndevices; d++)

@@ -302,6 +302,7 @@ def test_export_torch_is_read_by_pytorchs_own_memory_viz():
 
 
 def test_export_perfetto_counters_equal_the_timeline():
+    # and one slice per allocation, instants for marks, OOMs and findings
     sim = ts.training_run()
     sim.oom(80 << 30, 1 << 30)
     f = write(sim, "s.pickle")
@@ -327,6 +328,11 @@ def test_export_perfetto_counters_equal_the_timeline():
     assert marks == [m["label"] for m in j["marks"]]
     ooms = [e for e in ev if e["ph"] == "i" and e["cat"] == "oom"]
     assert len(ooms) == 1 and ooms[0]["args"]["device_free"] == 1 << 30
+    # the checker's findings: the leaked activations of steps 0, 2, 4
+    findings = [e for e in ev if e["ph"] == "i" and e["cat"] == "finding"]
+    leak = [f for f in findings if f["args"]["frames"][:1] == ["forward_small train.py:22"]]
+    assert len(leak) == 1 and leak[0]["args"]["bytes"] == 3 * 700, findings
+    assert leak[0]["args"]["rule"] == "never-freed" and leak[0]["args"]["allocations"] == 3
     names = {(e["name"], e["args"]["name"]) for e in ev if e["ph"] == "M"}
     assert ("process_name", "GPU 0") in names and ("thread_name", "default stream") in names
     for e in ev:
