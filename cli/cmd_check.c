@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "commands.h"
-#include "snapfile.h"
+#include "pytorch.h"
 
 static void usage(FILE *f)
 {
@@ -172,7 +172,7 @@ int vt_cmd_check(int argc, char **argv)
 
     char err[512] = "";
     vt_snapshot_data *s = NULL;
-    if (vt_snapfile_read(path, &s, err, sizeof err) < 0) {
+    if (vt_snapshot_load(path, &s, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
         goto out;
     }

@@ -13,13 +13,15 @@
 #include "commands.h"
 #include "outfile.h"
 #include "render.h"
-#include "snapfile.h"
+#include "pytorch.h"
 #include "timeline.h"
+#include "viz_ranks.h"
 
 static void viz_usage(FILE *f)
 {
     fprintf(f,
             "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--quiet]\n"
+            "       vramtrace viz FILE FILE... -o OUT.html [--check] [--grace G] [--quiet]\n"
             "\n"
             "Write the snapshot FILE as one self-contained HTML page (script, style\n"
             "and data inline; it opens offline, from file://): the active memory\n"
@@ -29,7 +31,12 @@ static void viz_usage(FILE *f)
             "  -o OUT.html   output file (default: FILE with its extension replaced by .html)\n"
             "  --check       run the checker and mark what it finds on the timeline\n"
             "  --grace G     the checker's grace (implies --check): N steps or a duration (2.5s)\n"
-            "  -q, --quiet   print nothing on success\n");
+            "  -q, --quiet   print nothing on success\n"
+            "\n"
+            "With several FILEs (one snapshot per rank, .vtsnap or PyTorch pickles), one\n"
+            "page holds every rank's timeline behind a rank selector, under an overview of\n"
+            "every rank's allocated bytes on one time axis (wall clock, or aligned at each\n"
+            "rank's first mark); -o is then required.\n");
 }
 
 static char *default_output(const char *in)
@@ -57,6 +64,10 @@ static double now_s(void)
 int vt_cmd_viz(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
+    /* every FILE, when several: kept in argv itself, whose slots before
+     * the one being read are no longer needed */
+    const char **more = (const char **)argv;
+    size_t nmore = 0;
     int check = 0, quiet = 0;
     vt_check_options opt;
     vt_check_options_init(&opt);
@@ -89,12 +100,19 @@ int vt_cmd_viz(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vramtrace viz: unknown option '%s' (try --help)\n", a);
             return 2;
-        } else if (!in) {
-            in = a;
         } else {
-            fprintf(stderr, "vramtrace viz: one snapshot at a time ('%s' and '%s')\n", in, a);
-            return 2;
+            if (!in)
+                in = a;
+            more[nmore++] = a;
         }
+    }
+    if (nmore > 1) {
+        int st = 2;
+        if (!out)
+            fprintf(stderr, "vramtrace viz: several snapshots need -o OUT.html\n");
+        else
+            st = vt__viz_ranks(more, nmore, out, check, &opt, quiet);
+        return st;
     }
     if (!in) {
         viz_usage(stderr);
@@ -118,7 +136,7 @@ int vt_cmd_viz(int argc, char **argv)
         }
         out = def_out;
     }
-    if (vt_snapfile_read(in, &s, err, sizeof err) != 0) {
+    if (vt_snapshot_load(in, &s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
         goto done;
     }

@@ -12,5 +12,8 @@ int vt_cmd_leaks(int argc, char **argv);    /* cmd_leaks.c */
 int vt_cmd_json(int argc, char **argv);     /* cmd_json.c */
 int vt_cmd_check(int argc, char **argv);    /* cmd_check.c */
 int vt_cmd_viz(int argc, char **argv);      /* cmd_viz.c */
+int vt_cmd_import(int argc, char **argv);   /* cmd_import.c */
+int vt_cmd_export(int argc, char **argv);   /* cmd_export.c */
+int vt_cmd_compare(int argc, char **argv);  /* cmd_compare.c */
 
 #endif /* VT_CLI_COMMANDS_H */

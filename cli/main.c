@@ -25,6 +25,12 @@ static const struct command commands[] = {
       "storages alive after their last use, and what holds them" },
     { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [-q]",
       "render the snapshot as one self-contained HTML timeline" },
+    { "import", vt_cmd_import, "import SNAPSHOT.pickle [-o OUT.vtsnap]",
+      "convert a PyTorch memory snapshot (pickle) into a .vtsnap" },
+    { "export", vt_cmd_export, "export --format torch|perfetto SNAPSHOT -o OUT",
+      "write a snapshot as a PyTorch pickle or a Perfetto (Trace Event) JSON" },
+    { "compare", vt_cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
+      "one snapshot per rank side by side: peaks, spread, differing call sites" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "report_util.h"
-#include "snapfile.h"
+#include "pytorch.h"
 
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
 {
@@ -12,7 +12,7 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
     *s = NULL;
     if (tl)
         *tl = NULL;
-    if (vt_snapfile_read(path, s, err, sizeof err) != 0) {
+    if (vt_snapshot_load(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
         return 1;
     }
@@ -98,7 +98,10 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
     }
     size_t shown = n > 512 ? 512 : n;
     for (size_t i = 0; i < shown; i++) {
-        fprintf(out, "%s#%zu 0x%016" PRIx64 " in ", indent, i, fr[i]->ip);
+        if (fr[i]->ip) /* 0 for frames without one: Python frames of an imported snapshot */
+            fprintf(out, "%s#%zu 0x%016" PRIx64 " in ", indent, i, fr[i]->ip);
+        else
+            fprintf(out, "%s#%zu ", indent, i);
         vt__report_frame_text(out, s, fr[i]);
         fputc('\n', out);
     }

@@ -1,0 +1,208 @@
+/*
+ * cli/export_perfetto.c - a snapshot's timeline in the Trace Event Format
+ * (JSON) that Perfetto UI and chrome://tracing load.
+ *
+ * One process per device ("GPU N"), one thread per stream. Per device: a
+ * counter "memory" whose args `allocated` and `reserved` are two tracks,
+ * one point per point of the timeline's curve (the same values vt_timeline
+ * computes: `vramtrace json` shows them as `curve`); one async slice (b/e,
+ * since allocations overlap and need not nest) per allocation with its size,
+ * stream, address and top frames as args; instants for marks (global), OOMs,
+ * bad frees, FINDING events and the checker's findings (rule, bytes, site). Timestamps are microseconds since the first event;
+ * the wall clock of that instant is in the metadata (otherData).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+#include "report_util.h"
+
+#define TOP_FRAMES 5
+
+static double ts_us(const vt_timeline *tl, uint64_t t_ns)
+{
+    return t_ns > tl->first_time_ns ? (double)(t_ns - tl->first_time_ns) / 1000.0 : 0.0;
+}
+
+static int pid_of(int device) { return device + 2; } /* -1 (host/unknown) -> 1 */
+
+/* Streams get small thread ids, in order of first appearance. */
+struct streams {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+static int tid_of(struct streams *st, uint64_t stream)
+{
+    for (size_t i = 0; i < st->n; i++)
+        if (st->v[i] == stream)
+            return (int)i + 1;
+    if (st->n == st->cap) {
+        size_t c = st->cap ? st->cap * 2 : 16;
+        uint64_t *v = realloc(st->v, c * sizeof *v);
+        if (!v)
+            return 1;
+        st->v = v;
+        st->cap = c;
+    }
+    st->v[st->n++] = stream;
+    return (int)st->n;
+}
+
+static void frames_arg(FILE *o, const vt_snapshot_data *s, uint32_t stack)
+{
+    const vt_frame *fr[TOP_FRAMES];
+    size_t n = vt_snapshot_stack_frames(s, stack, fr, TOP_FRAMES);
+    if (n > TOP_FRAMES)
+        n = TOP_FRAMES;
+    fputs(",\"frames\":[", o);
+    for (size_t i = 0; i < n; i++) {
+        char buf[1024];
+        const char *fn = vt_snapshot_string(s, fr[i]->function);
+        const char *file = vt_snapshot_string(s, fr[i]->file);
+        if (!*file)
+            file = vt_snapshot_string(s, fr[i]->module);
+        if (*fn)
+            snprintf(buf, sizeof buf, "%s %s:%u", fn, file, fr[i]->line);
+        else
+            snprintf(buf, sizeof buf, "0x%" PRIx64 " %s", fr[i]->ip, file);
+        if (i)
+            fputc(',', o);
+        vt__json_str(o, buf);
+    }
+    fputc(']', o);
+}
+
+static void slice_name(char *buf, size_t len, const vt_snapshot_data *s, const vt_lifetime *l)
+{
+    char b[32];
+    const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
+    const char *fn = f ? vt_snapshot_string(s, f->function) : "";
+    snprintf(buf, len, "%s%s%s", vt__fmt_bytes(l->size, b), *fn ? " " : "", fn);
+}
+
+int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *tl,
+                        const vt_check_report *report)
+{
+    struct streams st = { 0 };
+    char b[64];
+    fprintf(o, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"vramtrace\","
+               "\"first_event_wall_ns\":%" PRIu64 "},\"traceEvents\":[\n",
+            tl->first_time_ns - s->meta.clock_base_monotonic_ns + s->meta.clock_base_realtime_ns);
+    int first = 1;
+#define SEP() (first ? (first = 0, "") : ",\n")
+    for (size_t d = 0; d < tl->ndevices; d++) {
+        int dev = tl->devices[d].device;
+        if (dev >= 0)
+            snprintf(b, sizeof b, "GPU %d", dev);
+        else
+            snprintf(b, sizeof b, "host/unknown device");
+        fprintf(o, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"name\":", SEP(), pid_of(dev));
+        vt__json_str(o, b);
+        fputs("}}", o);
+    }
+    /* counters: exactly the timeline's curve */
+    for (size_t d = 0; d < tl->ndevices; d++) {
+        const vt_tl_device *dv = &tl->devices[d];
+        for (size_t p = 0; p < dv->npoints; p++)
+            fprintf(o, "%s{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,"
+                       "\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 "}}",
+                    SEP(), pid_of(dv->device), ts_us(tl, dv->points[p].time_ns),
+                    dv->points[p].allocated, dv->points[p].reserved);
+    }
+    /* one async slice per allocation */
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        uint64_t t0 = l->alloc_time_ns ? l->alloc_time_ns : tl->first_time_ns;
+        uint64_t t1 = l->release_time_ns ? l->release_time_ns : tl->last_time_ns;
+        if (t1 < t0)
+            t1 = t0;
+        int tid = tid_of(&st, l->stream);
+        char name[512];
+        slice_name(name, sizeof name, s, l);
+        fprintf(o, "%s{\"ph\":\"b\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
+                   "\"tid\":%d,\"ts\":%.3f,\"name\":",
+                SEP(), i + 1, pid_of(l->device), tid, ts_us(tl, t0));
+        vt__json_str(o, name);
+        fprintf(o, ",\"args\":{\"size\":%" PRIu64 ",\"requested\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
+                   "\",\"stream\":\"0x%" PRIx64 "\",\"alive_at_snapshot\":%s,"
+                   "\"before_window\":%s",
+                l->size, l->req_size, l->addr, l->stream, l->flags & VT_LT_ALIVE ? "true" : "false",
+                l->flags & VT_LT_BEFORE_WINDOW ? "true" : "false");
+        frames_arg(o, s, l->alloc_stack);
+        fputs("}}", o);
+        fprintf(o, "%s{\"ph\":\"e\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
+                   "\"tid\":%d,\"ts\":%.3f,\"name\":",
+                SEP(), i + 1, pid_of(l->device), tid, ts_us(tl, t1));
+        vt__json_str(o, name);
+        fputc('}', o);
+    }
+    /* instants */
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        if (e->kind == VT_EV_MARK) {
+            fprintf(o, "%s{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"mark\",\"pid\":%d,\"tid\":0,"
+                       "\"ts\":%.3f,\"name\":", SEP(), pid_of(e->device), ts_us(tl, e->time_ns));
+            vt__json_str(o, vt_snapshot_string(s, e->str));
+            fputc('}', o);
+        } else if (e->kind == VT_EV_OOM || e->kind == VT_EV_BAD_FREE ||
+                   e->kind == VT_EV_FINDING) {
+            const char *cat = e->kind == VT_EV_OOM ? "oom" : e->kind == VT_EV_BAD_FREE
+                                                              ? "bad_free" : "finding";
+            char name[128];
+            if (e->kind == VT_EV_OOM)
+                snprintf(name, sizeof name, "OOM: %s requested",
+                         vt__fmt_bytes(e->req_size, b));
+            else if (e->kind == VT_EV_BAD_FREE)
+                snprintf(name, sizeof name, "bad free of 0x%" PRIx64, e->addr);
+            else
+                snprintf(name, sizeof name, "finding");
+            fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
+                       "\"ts\":%.3f,\"name\":", SEP(), cat, pid_of(e->device),
+                    tid_of(&st, e->stream), ts_us(tl, e->time_ns));
+            vt__json_str(o, name);
+            fprintf(o, ",\"args\":{\"requested\":%" PRIu64 ",\"device_free\":%" PRIu64,
+                    e->req_size, e->kind == VT_EV_OOM ? e->aux : 0);
+            const char *text = vt_snapshot_string(s, e->str);
+            if (*text) {
+                fputs(",\"text\":", o);
+                vt__json_str(o, text);
+            }
+            frames_arg(o, s, e->stack);
+            fputs("}}", o);
+        }
+    }
+    /* the checker's findings, at the moment each became one */
+    for (size_t i = 0; report && i < report->nfindings; i++) {
+        const vt_check_finding *fd = &report->findings[i];
+        uint64_t t = fd->linger_from_time_ns ? fd->linger_from_time_ns
+                   : fd->alloc_time_ns ? fd->alloc_time_ns : tl->first_time_ns;
+        char name[160];
+        snprintf(name, sizeof name, "%s: %s", vt_check_rule_name(fd->rule),
+                 vt__fmt_bytes(fd->bytes, b));
+        fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"finding\",\"pid\":%d,\"tid\":0,"
+                   "\"ts\":%.3f,\"name\":", SEP(), pid_of(fd->device), ts_us(tl, t));
+        vt__json_str(o, name);
+        fprintf(o, ",\"args\":{\"rule\":\"%s\",\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
+                   "\",\"allocations\":%u,\"freed\":%s",
+                vt_check_rule_name(fd->rule), fd->bytes, fd->addr, fd->nallocs,
+                fd->freed ? "true" : "false");
+        frames_arg(o, s, fd->alloc_stack);
+        fputs("}}", o);
+    }
+    /* thread names (streams), for every pid that used them */
+    for (size_t d = 0; d < tl->ndevices; d++)
+        for (size_t k = 0; k < st.n; k++) {
+            snprintf(b, sizeof b, st.v[k] ? "stream 0x%" PRIx64 : "default stream", st.v[k]);
+            fprintf(o, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,"
+                       "\"args\":{\"name\":", SEP(), pid_of(tl->devices[d].device), k + 1);
+            vt__json_str(o, b);
+            fputs("}}", o);
+        }
+#undef SEP
+    fputs("\n]}\n", o);
+    free(st.v);
+    return ferror(o) ? -1 : 0;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""`vramtrace compare`: one snapshot per rank, side by side.
+
+usage: test_compare.py VRAMTRACE_EXE RANK_PROG TEST_NAME
+
+The ranks are plain processes of a program on the simulated device
+(rank_prog.c) run under `vramtrace run` with RANK set; one rank holds 32 MiB
+more from hold_extra_buffers_on_this_rank().
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch_snapshot as ts
+
+exe, prog, name = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
+tmp = tempfile.mkdtemp(prefix="vt-compare-")
+EXTRA = 32 << 20
+
+
+def vt(*args, check=True):
+    p = subprocess.run([exe] + [str(a) for a in args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    if check and p.returncode != 0:
+        raise AssertionError(f"vramtrace {args}: exit {p.returncode}\n{p.stderr.decode()}")
+    return p
+
+
+def record(rank, imbalanced=1):
+    out = os.path.join(tmp, f"rank{rank}.vtsnap")
+    env = dict(os.environ, RANK=str(rank), IMBALANCED_RANK=str(imbalanced))
+    for k in ("LD_PRELOAD", "VRAMTRACE_CONF", "VRAMTRACE_OUT"):
+        env.pop(k, None)
+    p = subprocess.run([exe, "run", "-o", out, "--", prog], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == 0 and f"rank {rank} done".encode() in p.stdout, p.stderr.decode()
+    return out
+
+
+def test_compare_names_the_rank_and_call_site_that_hold_more():
+    files = [record(0), record(1)]
+    out = vt("compare", *files).stdout.decode()
+    lines = out.splitlines()
+    assert "rank 0  " in lines[0] and any(l.startswith("rank 1  ") for l in lines), out
+    spread = [l for l in lines if l.startswith("spread of peak allocated:")][0]
+    assert spread.endswith("(rank 1), +32.0 MiB"), spread
+    i = lines.index("call sites whose bytes at the peak differ most between ranks:")
+    first = lines[i + 1]
+    assert "+32.0 MiB" in first and "hold_extra_buffers_on_this_rank rank_prog.c:" in first, out
+    assert "rank 0: 0 B, rank 1: 32.0 MiB" in first, first
+    # the sites every rank shares differ by nothing and are not listed
+    assert not any("alloc_weights" in l for l in lines[i + 1:]), out
+
+
+def test_compare_json_and_glob_over_three_ranks():
+    for r in (0, 1, 2):
+        record(r, imbalanced=2)
+    j = json.loads(vt("compare", os.path.join(tmp, "rank*.vtsnap"), "--json").stdout)
+    assert [x["rank"] for x in j["ranks"]] == [0, 1, 2]
+    peaks = [x["peak_allocated"] for x in j["ranks"]]
+    assert peaks[0] == peaks[1] and peaks[2] == peaks[0] + EXTRA, peaks
+    sp = j["spread"]["peak_allocated"]
+    assert sp["max_rank"] == 2 and sp["difference"] == EXTRA, sp
+    top = j["sites"][0]
+    assert top["site"].startswith("hold_extra_buffers_on_this_rank rank_prog.c:"), top
+    assert top["bytes"] == {"0": 0, "1": 0, "2": EXTRA} and top["spread"] == EXTRA, top
+    for x in j["ranks"]:
+        assert x["peak_allocated_wall_ns"] > 1_600_000_000 * 10**9  # a real wall clock
+    p = vt("compare", os.path.join(tmp, "nothing*.vtsnap"), check=False)
+    assert p.returncode == 1 and p.stderr.decode().count("\n") == 1, p.stderr
+
+
+def test_compare_of_pytorch_pickles_names_the_imbalanced_site():
+    files = []
+    for r, extra in ((0, 0), (1, 0), (2, 48 << 20), (3, 0)):
+        f = os.path.join(tmp, f"r{r}.pickle")
+        ts.dump(ts.training_run(extra_hold=extra).snapshot(), f)
+        files.append(f)
+    j = json.loads(vt("compare", "--json", *files).stdout)
+    assert j["spread"]["peak_allocated"]["max_rank"] == 2
+    assert j["sites"][0]["site"] == "rank_imbalance train.py:77"
+    assert j["sites"][0]["bytes"]["2"] == 48 << 20
+
+
+test = globals().get("test_" + name)
+if not test:
+    print(f"unknown test {name}")
+    sys.exit(2)
+test()
+print("ok", name)
