@@ -29,11 +29,14 @@ def vt(*args, check=True):
 
 
 def record(rank, imbalanced=1):
+    # %r is the rank from the launcher's environment (without it, vramtrace
+    # adds "-rankN" itself so that ranks never share a file)
     out = os.path.join(tmp, f"rank{rank}.vtsnap")
     env = dict(os.environ, RANK=str(rank), IMBALANCED_RANK=str(imbalanced))
     for k in ("LD_PRELOAD", "VRAMTRACE_CONF", "VRAMTRACE_OUT"):
         env.pop(k, None)
-    p = subprocess.run([exe, "run", "-o", out, "--", prog], env=env, stdout=subprocess.PIPE,
+    pattern = os.path.join(tmp, "rank%r.vtsnap")
+    p = subprocess.run([exe, "run", "-o", pattern, "--", prog], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60)
     assert p.returncode == 0 and f"rank {rank} done".encode() in p.stdout, p.stderr.decode()
     return out
