@@ -163,3 +163,54 @@ def test_memory_history_snapshot_lists_the_runs_allocations_and_frees(tmp_path):
     blocks = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
     assert keep_ptr in {b["address"] for b in blocks}
     del keep
+
+
+def test_pytorch_snapshot_imported_by_vramtrace_agrees_with_pytorchs_statistics(tmp_path):
+    """A pickle written by PyTorch's own recorder on the simulated device,
+    read by vramtrace (`json`, `leaks`, `import`): its peaks are PyTorch's
+    max_memory_allocated/max_memory_reserved for the run, and what it calls
+    alive at the end is what PyTorch says is still allocated."""
+    import json
+    import subprocess
+
+    cli = os.environ["VRAMTRACE_CLI"]
+    release_everything()
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.memory_reserved() == 0
+    torch.cuda.memory._record_memory_history(max_entries=1000000)
+    try:
+        model = mlp.make_model()
+        opt = torch.optim.AdamW(model.parameters())
+        mlp.train(model, opt, 5)
+        torch.cuda.synchronize()
+        path = tmp_path / "run.pickle"
+        torch.cuda.memory._dump_snapshot(str(path))
+        peak_allocated = torch.cuda.max_memory_allocated()
+        peak_reserved = torch.cuda.max_memory_reserved()
+        allocated = torch.cuda.memory_allocated()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+    def vt(*args: str) -> str:
+        p = subprocess.run([cli, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.returncode == 0, (args, p.stderr.decode())
+        return p.stdout.decode()
+
+    dev = json.loads(vt("json", str(path)))["devices"][0]
+    assert dev["peak_allocated"] == peak_allocated, (dev["peak_allocated"], peak_allocated)
+    assert dev["peak_reserved"] == peak_reserved, (dev["peak_reserved"], peak_reserved)
+    assert dev["final_allocated"] == allocated, (dev["final_allocated"], allocated)
+    # leaks lists the same bytes PyTorch still holds (weights, grads, optimizer state)
+    with open(path, "rb") as f:
+        live = [b for seg in pickle.load(f)["segments"] for b in seg["blocks"]
+                if b["state"] == "active_allocated"]
+    summary = [l for l in vt("leaks", str(path)).splitlines() if l.startswith("SUMMARY:")]
+    assert live and summary and f" alive in {len(live)} allocations " in summary[0], \
+        (summary, len(live))
+    # imported into a .vtsnap, the same figures
+    out = tmp_path / "run.vtsnap"
+    vt("import", str(path), "-o", str(out))
+    dev2 = json.loads(vt("json", str(out)))["devices"][0]
+    assert (dev2["peak_allocated"], dev2["peak_reserved"], dev2["final_allocated"]) == \
+        (peak_allocated, peak_reserved, allocated)
+    del model, opt
