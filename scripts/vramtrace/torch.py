@@ -80,7 +80,9 @@ def use_allocator(path: Optional[str] = None) -> None:
     cannot change allocators once one has allocated). ``path`` defaults to
     the library :mod:`vramtrace` loads. Raises :class:`VramtraceError` when
     this PyTorch has no CUDA or no pluggable allocator (PyTorch < 2.0), or
-    when it is too late.
+    when it is too late. Afterwards an allocation vramtrace cannot serve (the
+    device is full even after releasing the cache) raises ``RuntimeError``
+    ("CUDA out of memory (vramtrace): ...") in the allocating call.
     """
     cuda = getattr(_torch, "cuda", None)
     memory = getattr(cuda, "memory", None)
@@ -97,8 +99,20 @@ def use_allocator(path: Optional[str] = None) -> None:
             f"use_allocator(): this PyTorch ({_torch.__version__}) has no usable "
             "CUDA (torch.version.cuda is None or no device): nothing to allocate")
     lib_path = path or _vt.library_path()
+    alloc_fn, free_fn = "vt_malloc", "vt_free"
+    if path is None:
+        # libvramtrace_torch.so (next to the library) throws on out of memory,
+        # so PyTorch raises RuntimeError instead of handing out a tensor at
+        # address 0, which is what it does with vt_malloc's NULL.
+        entry = os.path.join(os.path.dirname(lib_path), "libvramtrace_torch.so")
+        if os.path.exists(entry):
+            lib_path, alloc_fn, free_fn = entry, "vt_torch_malloc", "vt_torch_free"
+        else:
+            warnings.warn(f"use_allocator(): {entry} is missing (built without a C++ "
+                          "compiler?): an allocation vramtrace cannot serve will give a "
+                          "tensor at address 0 instead of raising")
     try:
-        alloc = pluggable(lib_path, "vt_malloc", "vt_free")
+        alloc = pluggable(lib_path, alloc_fn, free_fn)
         change(alloc)
     except RuntimeError as exc:
         raise VramtraceError(

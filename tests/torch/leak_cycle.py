@@ -11,9 +11,8 @@ version links them with weak references and runs flat. Run under
 allocation vramtrace serves and, on a full device, refuses with
 cudaErrorMemoryAllocation. Uncached, PyTorch checks cudaMalloc like any
 CUDA call and raises torch.AcceleratorError "CUDA error: out of memory"
-(its caching allocator raises torch.OutOfMemoryError instead). (With
-use_allocator() PyTorch 2.14 does not raise: a pluggable allocator's NULL
-becomes a tensor at address 0.) vramtrace.torch.track() and a mark at every
+(its caching allocator raises torch.OutOfMemoryError instead; through
+use_allocator() it is a RuntimeError). vramtrace.torch.track() and a mark at every
 step let `vramtrace check SNAPSHOT` judge the storages.
 """
 

@@ -166,3 +166,25 @@ def test_fixed_cycle_runs_flat_and_check_is_clean(tmp_path):
     assert max(fixed["bytes_per_step"]) == min(fixed["bytes_per_step"])   # flat
     text = run([CLI, "check", fixed["snap"]])
     assert text.startswith("vramtrace check: 0 findings")
+
+
+OOM_PROGRAM = """
+import torch, vramtrace, vramtrace.torch as vtt
+vtt.use_allocator()
+keep = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+try:
+    torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    print("no error")
+except RuntimeError as exc:
+    print("raised:", exc)
+after = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+print("goes on:", after.data_ptr() != 0, "ooms:", vramtrace.stats()["num_ooms"])
+"""
+
+
+def test_use_allocator_out_of_memory_raises_and_the_program_goes_on():
+    """A pluggable allocator's NULL would become a tensor at address 0:
+    through libvramtrace_torch.so the failed request raises in Python."""
+    out = run([SIMRUN, "--mem", "256M", "--", sys.executable, "-c", OOM_PROGRAM])
+    assert "raised: CUDA out of memory (vramtrace): tried to allocate 1073741824 bytes" in out, out
+    assert "goes on: True ooms: 1" in out, out
