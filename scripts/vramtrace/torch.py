@@ -833,7 +833,6 @@ class Tracker:
                 del t
         if not starts:
             self._book.emit(WalkResult(), "stale")
-            self._walked.clear()
             return
         # A walk costs about one heap pass per level whatever the number of
         # starts, so all stale tensors are walked together, when it is due.
@@ -847,7 +846,7 @@ class Tracker:
             allowance = float("inf")
         else:
             allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
-        if allowance < self._level_cost:
+        if allowance <= 0 or allowance < self._level_cost:
             self.walks_postponed += 1
             starts.clear()
             return
@@ -865,8 +864,10 @@ class Tracker:
                     f"({allowance * 1e3:.0f} ms) after {res.levels} levels; holders "
                     "farther up are looked for at later marks (Tracker.walk_cutoffs "
                     "counts these)", RuntimeWarning, stacklevel=4)
-        else:
-            self._walked = {k[1] for k in starts}
+        # Walked (cut off or not): walked again only at the backoff's marks,
+        # so a walk that never fits its budget is not retried at every mark.
+        self._walked = {t for t in self._walked if t in self._by_tid}
+        self._walked.update(k[1] for k in starts)
         # A view holds its base (view._base, from C++: invisible to gc).
         views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
                  if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
@@ -906,10 +907,19 @@ class Tracker:
         budget = 2048
         for rec in list(self._by_tid.values()):
             t = rec.ref() if rec.ref is not None else None
-            fn = getattr(t, "grad_fn", None) if t is not None else None
-            if fn is None:
+            if t is None:
                 continue
             root: NodeKey = ("t", rec.tid)
+            # A tensor's .grad lives in C++ (invisible to gc).
+            g = getattr(t, "_grad", None) if t.requires_grad else None
+            if g is not None:
+                info = _storage_info(g)
+                if info is not None and info[2] in want and ("t", rec.tid) != want[info[2]]:
+                    edges.append(Edge(root, want[info[2]], ".grad"))
+            del g
+            fn = t.grad_fn
+            if fn is None:
+                continue
             stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
             while stack and budget > 0:
                 node, parent, label = stack.pop()
