@@ -268,7 +268,7 @@ class Tracker:
 
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
                  max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
-                 stacks: bool = True, walk_fraction: Optional[float] = 1.0,
+                 stacks: bool = True, walk_fraction: Optional[float] = 0.5,
                  snapshot_walk_s: float = 5.0) -> None:
         self._lib = lib if lib is not None else get_library()
         self.walk = walk
@@ -284,6 +284,7 @@ class Tracker:
         self.walk_seconds = 0.0      # time spent at marks (sweeps and walks)
         self._credit = 0.0
         self._level_cost = 0.0       # seconds per heap pass, last measured
+        self._walk_cost = 0.0        # seconds the last walk took, all in
         self._last_mark_end: Optional[float] = None
         self._walked: Set[int] = set()   # tensor ids a complete walk started from
         self._marks_since_walk = 0
@@ -759,6 +760,8 @@ class Tracker:
             end = time.perf_counter()
             self.walk_seconds += end - began
             self._last_mark_end = end
+            # All of a mark's work is paid from the credit, not just the walk.
+            self._credit -= end - began
 
     def _tensor_key(self, obj: Any) -> Optional[NodeKey]:
         if isinstance(obj, _torch.Tensor):
@@ -846,7 +849,7 @@ class Tracker:
             allowance = float("inf")
         else:
             allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
-        if allowance <= 0 or allowance < self._level_cost:
+        if allowance <= 0 or allowance < max(self._level_cost, self._walk_cost):
             self.walks_postponed += 1
             starts.clear()
             return
@@ -886,7 +889,7 @@ class Tracker:
         starts.clear()
         self._book.emit(res, "stale", extra)
         del res
-        self._credit -= time.perf_counter() - began
+        self._walk_cost = time.perf_counter() - began
 
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
@@ -977,7 +980,7 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     itself still records the holder), ``max_depth``/``max_breadth``/``max_nodes`` (bounds
     of the referrer walk), ``stacks`` (record Python stacks of uses),
     ``walk_fraction`` (the walk may take this fraction of the program's own
-    time between marks, default 1.0, so tracking a leaking run costs at most
+    time between marks, default 0.5: all of a mark's work is paid from it, so tracking costs at most
     about twice the walk-free cost; None: no time budget),
     ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s).
     A walk cut short by its budget is counted in ``Tracker.walk_cutoffs`` and

@@ -14,9 +14,9 @@ import sys
 import pytest
 
 torch = pytest.importorskip("torch")
-if int(torch.__version__.split(".")[0]) < 2:
-    # untyped_storage(), storage weak handles, Megatron's engine call: torch 2.x
-    pytest.skip(f"needs torch >= 2, this is {torch.__version__}", allow_module_level=True)
+# untyped_storage(), storage weak handles, Megatron's engine call: torch 2.x
+pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                                reason=f"needs torch >= 2, this is {torch.__version__}")
 
 import vramtrace  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
