@@ -8,10 +8,18 @@ cell ``closure cell 'x' of fn``, a frame local ``local 'y' in fn file:line``.
 Holders are named by the type of the holding object ("Context", "list",
 "function <lambda>", "module train").
 
-It is bounded (depth, referrers per object, total objects) because the heap
-can be huge, and it never keeps what it found alive: objects are held in one
-dict for the duration of the walk, and that dict is excluded from the
-referrers it reports, as are frames of vramtrace itself.
+It is bounded because the heap can be huge: one ``gc.get_referrers`` pass
+over the heap per level of the walk, for all the objects of that level
+together (a C loop; one call per object would cost objects x heap), then
+``gc.get_referents`` of each referrer found to tell which of them it holds
+and how; depth, referrers per object and total objects are capped, and a
+deadline stops the walk between levels (``WalkResult.cut_off``). An
+instance's ``__dict__`` and a function's closure cells are reached as
+objects of their own and folded into one labelled edge at the end
+(``.attr``, ``closure cell 'x' of fn``). The walk never keeps what it found
+alive: objects are held in one dict for the duration of the walk, and that
+dict is excluded from the referrers it reports, as are frames of vramtrace
+itself.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import gc
 import os
 import sys
 import threading
+import time
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
@@ -50,15 +59,26 @@ class WalkResult:
     # Identity of object nodes across walks: (id, name) stays valid while the
     # object lives; weakrefs where the type allows them.
     objects: Dict[NodeKey, Any] = field(default_factory=dict)
+    cut_off: bool = False     # the deadline stopped it before its bounds did
+    levels: int = 0           # heap passes made
 
 
 _MAX_LABEL = 60
 
 
+# Keys shown by value: their repr runs no user code and reads no tensor.
+_PLAIN_KEYS = (str, bytes, int, float, bool, type(None))
+
+
 def _short(value: Any) -> str:
-    try:
+    """A dict key as a label. Only plain values are formatted: formatting
+    anything else runs the program's code (a tensor's repr is thousands of
+    ops), which the observer must never do."""
+    if type(value) in _PLAIN_KEYS or (
+            type(value) is tuple and len(value) <= 4
+            and all(type(v) in _PLAIN_KEYS for v in value)):
         text = repr(value)
-    except Exception:
+    else:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 3] + "..."
 
@@ -74,33 +94,6 @@ def holder_name(obj: Any) -> str:
     if isinstance(obj, type):
         return f"class {obj.__name__}"
     return type(obj).__name__
-
-
-def _dict_owner(d: dict, ignore: Set[int]) -> Optional[Any]:
-    """The object whose ``__dict__`` is ``d`` (an instance or a module)."""
-    for r in gc.get_referrers(d):
-        if id(r) in ignore or isinstance(r, (dict, list, tuple, types.FrameType)):
-            continue
-        try:
-            if object.__getattribute__(r, "__dict__") is d:
-                return r
-        except Exception:
-            continue
-    return None
-
-
-def _closure_owners(cell: Any, ignore: Set[int]) -> List[Tuple[Any, str]]:
-    """(function, free variable name) for each function closing over ``cell``."""
-    out: List[Tuple[Any, str]] = []
-    for tup in gc.get_referrers(cell):
-        if type(tup) is not tuple or id(tup) in ignore:
-            continue
-        for fn in gc.get_referrers(tup):
-            if isinstance(fn, types.FunctionType) and fn.__closure__ is tup:
-                for i, c in enumerate(tup):
-                    if c is cell:
-                        out.append((fn, fn.__code__.co_freevars[i]))
-    return out
 
 
 def _attr_labels(owner: Any, child: Any) -> List[str]:
@@ -193,19 +186,29 @@ def walk_referrers(starts: Dict[NodeKey, Any],
                    max_depth: int = 8,
                    max_breadth: int = 8,
                    max_nodes: int = 512,
-                   use_frames: bool = True) -> WalkResult:
+                   use_frames: bool = True,
+                   deadline: Optional[float] = None) -> WalkResult:
     """Walk up the referrers of ``starts`` (node key -> object).
 
     ``tensor_key(obj)`` returns the node key of a tracked tensor, so that a
     tensor holding another (``t.extra = u``) appears as itself. Objects whose
     id is in ``ignore_ids`` (the caller's own bookkeeping) are skipped.
+    ``deadline`` (a ``time.perf_counter()`` value): no new level starts
+    after it.
     """
     w = _Walker(tensor_key, frozenset(skip_files), set(ignore_ids),
                 max_depth, max_breadth, max_nodes)
     try:
-        return w.run(starts, use_frames)
+        return w.run(starts, use_frames, deadline)
     finally:
         w.held.clear()
+
+
+class _Sentinel:
+    __slots__ = ()
+
+
+_CELL = type((lambda x: lambda: x)(0).__closure__[0])
 
 
 class _Walker:
@@ -226,12 +229,17 @@ class _Walker:
         self.obj_of: Dict[NodeKey, int] = {}  # node -> id(obj)
         self.depth: Dict[NodeKey, int] = {}
         self.origin: Dict[NodeKey, NodeKey] = {}
-        self.queue: List[NodeKey] = []
+        self.level: List[NodeKey] = []
+        self.next_level: List[NodeKey] = []
         self.seen: Set[Tuple[NodeKey, NodeKey, str]] = set()
+        # Raw edges to fold: instance/module -> its __dict__, function -> its
+        # closure tuple, closure tuple -> cell.
+        self.dict_owner: Dict[NodeKey, NodeKey] = {}
+        self.closure_of: Dict[NodeKey, NodeKey] = {}
         self.ignore = ignore
         ignore.update(id(x) for x in (self.held, self.res.objects, self.res.names,
                                       self.res.tops, self.res.edges, self.__dict__,
-                                      gc.garbage))
+                                      self.level, self.next_level, gc.garbage))
 
     def node_for(self, obj: Any) -> NodeKey:
         k = self.key_of.get(id(obj))
@@ -243,28 +251,34 @@ class _Walker:
                 self.res.objects[k] = obj
         return k
 
-    def add(self, src_obj: Any, dst: NodeKey, label: str) -> None:
+    def add(self, src_obj: Any, dst: NodeKey, label: str) -> Optional[NodeKey]:
         src = self.node_for(src_obj)
         e = (src, dst, label)
         if e in self.seen or src == dst:
-            return
+            return None
         known = src in self.depth
         if not known and len(self.depth) >= self.max_nodes:
-            return
+            return None
         self.seen.add(e)
         self.res.edges.append(Edge(src, dst, label))
         if known:
-            return
-        d = self.depth[src] = self.depth[dst] + 1
+            return src
+        # Hops that fold away (to an owner's __dict__, a function's closure
+        # tuple, a closure cell) take no depth.
+        fold_hop = label in (".__dict__", ".__closure__") or (
+            type(src_obj) is tuple and type(self.res.objects.get(dst)) is _CELL)
+        d = self.depth[src] = self.depth[dst] + (0 if fold_hop else 1)
         org = self.origin[src] = self.origin[dst]
         if d > self.depth.get(self.res.tops[org], 0):
             self.res.tops[org] = src
         self.held[id(src_obj)] = src_obj
         self.obj_of[src] = id(src_obj)
         if not isinstance(src_obj, (types.ModuleType, type)) and d < self.max_depth:
-            self.queue.append(src)
+            self.next_level.append(src)
+        return src
 
-    def run(self, starts: Dict[NodeKey, Any], use_frames: bool) -> WalkResult:
+    def run(self, starts: Dict[NodeKey, Any], use_frames: bool,
+            deadline: Optional[float]) -> WalkResult:
         self.ignore.add(id(starts))
         for key, obj in starts.items():
             self.held[id(obj)] = obj
@@ -273,17 +287,23 @@ class _Walker:
             self.depth[key] = 0
             self.origin[key] = key
             self.res.tops[key] = key
-            self.queue.append(key)
+            self.next_level.append(key)
         locals_ix = _Locals(self.skip) if use_frames else None
         if locals_ix is not None:
             self.ignore.add(id(locals_ix.by_id))
-        i = 0
-        while i < len(self.queue):
-            key = self.queue[i]
-            i += 1
+        while self.next_level:
+            if deadline is not None and time.perf_counter() > deadline:
+                self.res.cut_off = True
+                break
+            self.level[:] = self.next_level
+            del self.next_level[:]
             if locals_ix is not None:
-                self.frame_edges(locals_ix, key)
-            self.expand(key)
+                for key in self.level:
+                    self.frame_edges(locals_ix, key)
+            self.expand_level()
+            self.res.levels += 1
+        self.level.clear()
+        self.fold()
         return self.res
 
     def frame_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
@@ -295,42 +315,128 @@ class _Walker:
                 self.seen.add(e)
                 self.res.edges.append(Edge(fkey, key, f"local '{name}' in {where}"))
 
-    def expand(self, key: NodeKey) -> None:
-        obj = self.held.get(self.obj_of[key])
-        if obj is None:
+    def expand_level(self) -> None:
+        """One heap pass for the whole level."""
+        objs = [self.held[self.obj_of[k]] for k in self.level if self.obj_of[k] in self.held]
+        if not objs:
             return
-        n = 0
-        for r in gc.get_referrers(obj):
-            if n >= self.max_breadth:
-                break
-            if id(r) in self.ignore or isinstance(r, types.FrameType):
-                continue
-            for src_obj, label in self.describe(r, obj):
-                self.add(src_obj, key, label)
-            n += 1
+        want: Dict[int, NodeKey] = {id(o): self.key_of[id(o)] for o in objs}
+        self.ignore.add(id(objs))
+        self.ignore.add(id(want))
+        # The call's own argument tuple refers to them all: it is the one
+        # ending with this sentinel.
+        sentinel = _Sentinel()
+        found = gc.get_referrers(*objs, sentinel)
+        self.ignore.add(id(found))
+        n_in: Dict[NodeKey, int] = {}
+        try:
+            for r in found:
+                if id(r) in self.ignore or isinstance(r, types.FrameType):
+                    continue
+                if type(r) is tuple and r and r[-1] is sentinel:
+                    continue   # the argument tuple of the get_referrers call
+                for x in gc.get_referents(r):
+                    key = want.get(id(x))
+                    if key is None:
+                        continue
+                    if n_in.get(key, 0) >= self.max_breadth:
+                        continue
+                    n_in[key] = n_in.get(key, 0) + 1
+                    for src_obj, label in self.describe(r, x, key):
+                        self.add(src_obj, key, label)
+        finally:
+            self.ignore.discard(id(found))
+            self.ignore.discard(id(want))
+            self.ignore.discard(id(objs))
+            del found, objs, sentinel
 
-    def describe(self, r: Any, obj: Any) -> List[Tuple[Any, str]]:
+    def describe(self, r: Any, obj: Any, key: NodeKey) -> List[Tuple[Any, str]]:
         """(holder, label) pairs for referrer ``r`` of ``obj``."""
         if isinstance(r, dict):
-            owner = _dict_owner(r, self.ignore)
-            if owner is not None and owner is not obj:
-                return [(owner, f".{k}") for k, v in list(r.items()) if v is obj]
             return [(r, lb) for lb in _container_labels(r, obj)]
+        if type(r) is _CELL:
+            return [(r, "cell_contents")]
         if isinstance(r, (list, tuple, set, frozenset)) or type(r).__name__ == "deque":
-            if type(r) is tuple and _closure_owners_quick(r):
-                return []  # a closure tuple: reported at the cell
             return [(r, lb) for lb in _container_labels(r, obj)]
-        if type(r).__name__ == "cell":
-            made = [(fn, f"closure cell '{var}' of {fn.__name__}")
-                    for fn, var in _closure_owners(r, self.ignore)]
-            return made or [(r, "cell")]
         if isinstance(r, types.MethodType):
             return [(r, ".__self__" if r.__self__ is obj else ".__func__")]
         if isinstance(r, types.FunctionType):
-            return [(r, ".__defaults__")]
+            if r.__closure__ is obj:
+                return [(r, ".__closure__")]
+            if r.__defaults__ is obj:
+                return [(r, ".__defaults__")]
+            if r.__kwdefaults__ is obj:
+                return [(r, ".__kwdefaults__")]
+            if r.__globals__ is obj:
+                return []    # a module's namespace: the module is its holder
+            return [(r, "(referent)")]
+        if isinstance(obj, dict) and isinstance(r, type):
+            return [(r, ".__dict__")]   # a class's namespace
+        if isinstance(obj, dict):
+            try:
+                if object.__getattribute__(r, "__dict__") is obj:
+                    return [(r, ".__dict__")]
+            except Exception:
+                pass
         return [(r, lb) for lb in _attr_labels(r, obj)] or [(r, "(referent)")]
 
-
-def _closure_owners_quick(tup: tuple) -> bool:
-    """True when ``tup`` is made of cells only (a function's __closure__)."""
-    return len(tup) > 0 and all(type(c).__name__ == "cell" for c in tup)
+    def fold(self) -> None:
+        """Fold ``owner.__dict__['k']`` into ``owner.k`` and
+        ``fn.__closure__[i].cell_contents`` into ``closure cell 'x' of fn``."""
+        edges = self.res.edges
+        ins: Dict[NodeKey, List[Edge]] = {}
+        for e in edges:
+            ins.setdefault(e.dst, []).append(e)
+        drop: Set[int] = set()
+        added: List[Edge] = []
+        folded_to: Dict[NodeKey, NodeKey] = {}   # folded node -> the node it became
+        for i, e in enumerate(edges):
+            src_obj = self.res.objects.get(e.src)
+            if isinstance(src_obj, dict) and e.label.startswith("["):
+                owners = [o for o in ins.get(e.src, ()) if o.label == ".__dict__"]
+                if owners:
+                    keys = [k for k, v in list(src_obj.items())
+                            if isinstance(k, str) and self.obj_of.get(e.dst) == id(v)]
+                    folded_to[e.src] = owners[0].src
+                    for o in owners:
+                        for k in keys or [e.label]:
+                            added.append(Edge(o.src, e.dst, f".{k}" if keys else e.label))
+                    drop.add(i)
+            elif type(src_obj) is _CELL and e.label == "cell_contents":
+                made = False
+                for t in ins.get(e.src, ()):
+                    for f in ins.get(t.src, ()):
+                        fn = self.res.objects.get(f.src)
+                        if f.label != ".__closure__" or not isinstance(fn, types.FunctionType):
+                            continue
+                        try:
+                            idx = int(t.label.strip("[]"))
+                            var = fn.__code__.co_freevars[idx]
+                        except (ValueError, IndexError):
+                            continue
+                        added.append(Edge(f.src, e.dst,
+                                          f"closure cell '{var}' of {fn.__name__}"))
+                        folded_to[e.src] = folded_to[t.src] = f.src
+                        made = True
+                if made:
+                    drop.add(i)
+        if not drop and not added:
+            return
+        folded = [e for i, e in enumerate(edges) if i not in drop] + added
+        # The hops folded away (owner -> __dict__, fn -> closure -> cell) go
+        # too, when nothing else hangs off them.
+        used_src = {e.src for e in folded}
+        keep = []
+        for e in folded:
+            if e.label in (".__dict__", ".__closure__") and e.dst not in used_src:
+                continue
+            keep.append(e)
+        used_src = {e.src for e in keep}
+        edges[:] = [e for e in keep
+                    if not (type(self.res.objects.get(e.src)) is tuple
+                            and type(self.res.objects.get(e.dst)) is _CELL
+                            and e.dst not in used_src)]
+        for org, top in list(self.res.tops.items()):
+            for _ in range(4):
+                top = folded_to.get(top, top)
+            self.res.tops[org] = top

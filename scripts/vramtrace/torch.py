@@ -29,10 +29,12 @@ alone cannot see::
 
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import os
 import threading
+import time
 import warnings
 import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -42,6 +44,7 @@ from ._lib import VramtraceError, get_library
 from ._referrers import Edge, NodeKey, WalkResult, walk_referrers
 from ._holders import HolderBook
 from ._stacks import StackInterner, package_files
+from ._storage_life import StorageLife, storage_of
 
 try:
     import torch as _torch
@@ -54,8 +57,6 @@ __all__ = ["use_allocator", "track", "Tracker", "name", "mark", "CYCLE_HOLDER"]
 #: Name of the holder that points at tensors freed only by a gc collection.
 CYCLE_HOLDER = "reference cycle collected by gc"
 
-_HAS_UNTYPED = hasattr(_torch.Tensor, "untyped_storage")
-_HAS_PRIVATE_STORAGE = hasattr(_torch.Tensor, "_storage")
 
 # Frames never shown in use stacks nor scanned for locals: ours and the
 # dispatch machinery between the user's call and __torch_dispatch__.
@@ -126,10 +127,14 @@ def use_allocator(path: Optional[str] = None) -> None:
 
 def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
     """(data_ptr, nbytes, identity) of ``t``'s storage, or None if it has none."""
+    got = _storage_and_info(t)
+    return got[0] if got is not None else None
+
+
+def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
+    """((data_ptr, nbytes, identity), storage) of ``t``, or None."""
     try:
-        # Tensor.storage() of torch < 2.0 wraps _storage() in a TypedStorage.
-        st = t.untyped_storage() if _HAS_UNTYPED else (
-            t._storage() if _HAS_PRIVATE_STORAGE else t.storage())
+        st = storage_of(t)
         nbytes = int(st.nbytes())
         ptr = int(st.data_ptr())
         ident = int(getattr(st, "_cdata", 0) or ptr)
@@ -137,7 +142,7 @@ def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
         return None
     if nbytes <= 0 or ptr == 0:
         return None
-    return ptr, nbytes, ident
+    return (ptr, nbytes, ident), st
 
 
 def _device_of(t: Any) -> int:
@@ -177,6 +182,17 @@ class _TensorRec:
         self.pend = pend        # (data_ptr, nbytes, stack) until recorded
 
 
+# In-place ops that can give a tensor other memory.
+_STORAGE_CHANGING_OPS = frozenset(("set_", "resize_", "resize_as_", "_resize_output_",
+                                   "resize_as_sparse_"))
+
+
+def _changes_storage(func: Any) -> bool:
+    packet = getattr(func, "overloadpacket", None)
+    name = getattr(packet, "__name__", "") or str(packet)
+    return name.split(".")[-1] in _STORAGE_CHANGING_OPS
+
+
 def _view_arg(func: Any) -> int:
     """Index of the argument an op's outputs are views of, -1 if none.
 
@@ -197,15 +213,20 @@ def _view_arg(func: Any) -> int:
 
 
 class _StorageRec:
-    __slots__ = ("ptr", "nbytes", "device", "external", "tids", "last_epoch")
+    __slots__ = ("ptr", "nbytes", "device", "external", "tids", "last_epoch", "skey", "weak",
+                 "declared")
 
-    def __init__(self, ptr: int, nbytes: int, device: int, external: bool, epoch: int) -> None:
+    def __init__(self, ptr: int, nbytes: int, device: int, external: bool, epoch: int,
+                 skey: int, weak: int) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
         self.device = device      # -1: host
         self.external = external  # declared with vt_storage_external
         self.tids: Set[_TensorRec] = set()   # its tensors, recorded or not yet
         self.last_epoch = epoch   # marks seen before its last use
+        self.skey = skey          # identity of the StorageImpl
+        self.weak = weak          # StorageLife handle, 0 when unavailable
+        self.declared = False     # an external storage is open at ptr in the trace
 
 
 class _Mode(_TorchDispatchMode):
@@ -262,10 +283,28 @@ class Tracker:
     """
 
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
-                 max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 512,
-                 stacks: bool = True) -> None:
+                 max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
+                 stacks: bool = True, walk_fraction: Optional[float] = 0.5,
+                 snapshot_walk_s: float = 5.0) -> None:
         self._lib = lib if lib is not None else get_library()
         self.walk = walk
+        # The walk's schedule: it may spend walk_fraction of the program's
+        # own time between marks (credit carried over, capped), more at a
+        # snapshot; it runs when tensors went stale that no walk has seen,
+        # else at exponentially spaced marks (to retract released holders).
+        self.walk_fraction = None if walk_fraction is None else float(walk_fraction)
+        self.snapshot_walk_s = float(snapshot_walk_s)
+        self.walks = 0               # walks made
+        self.walk_cutoffs = 0        # walks the time budget stopped early
+        self.walks_postponed = 0     # marks where a due walk had no budget
+        self.walk_seconds = 0.0      # time spent at marks (sweeps and walks)
+        self._credit = 0.0
+        self._level_cost = 0.0       # seconds per heap pass, last measured
+        self._walk_cost = 0.0        # seconds the last walk took, all in
+        self._last_mark_end: Optional[float] = None
+        self._walked: Set[int] = set()   # tensor ids a complete walk started from
+        self._marks_since_walk = 0
+        self._backoff = 1
         self.collect_cycles = collect_cycles
         self.max_depth = max_depth
         self.max_breadth = max_breadth
@@ -275,6 +314,14 @@ class Tracker:
         self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
         self._pending: List[_TensorRec] = []          # outputs not recorded yet
         self._storages: Dict[int, _StorageRec] = {}
+        self._life = StorageLife(_torch)
+        self._starts: List[int] = []                  # sorted ptrs of declared storages
+        self._at_ptr: Dict[int, _StorageRec] = {}     # declared external storages by ptr
+        # Storages whose last tracked tensor died: the StorageImpl is released
+        # only after the death callback returns, so it is checked at the next
+        # recording point. (storage, stack of the death)
+        self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = []
+        self._reshaping: Dict[Any, bool] = {}         # op -> may change a tensor's storage
         self._names: Dict[Tuple[Any, int], str] = {}  # (op, output index) -> name
         self._views: Dict[Any, int] = {}              # op -> _view_arg(op)
         self._stacks = StackInterner(self._lib, _SKIP_FILES)
@@ -317,6 +364,7 @@ class Tracker:
         if getattr(_tls, "tracker", None) is self:
             _tls.tracker = None
         self._flush()
+        self._settle()
         self._recording = False
         _vt.remove_mark_hook(self._on_mark)
         if self in _active:
@@ -365,18 +413,23 @@ class Tracker:
         rec = self._by_obj.get(id(t))
         if rec is not None:
             return rec
-        info = _storage_info(t)
-        if info is None:
+        got = _storage_and_info(t)
+        if got is None:
             return None
-        ptr, nbytes, skey = info
+        (ptr, nbytes, skey), st = got
         srec = self._storages.get(skey)
+        if srec is not None and (srec.ptr != ptr or srec.nbytes != nbytes):
+            self._check_storage(srec, stack)    # its memory moved (resize_)
+            srec = self._storages.get(skey)
         if srec is None:
             device = _device_of(t)
             external = device < 0 or t.device.type != "cuda"
-            srec = _StorageRec(ptr, nbytes, device, external, self.epoch)
-            if external:
-                self._lib.storage_external(ptr, nbytes, -1 if device < 0 else device, stack)
+            srec = _StorageRec(ptr, nbytes, device, external, self.epoch, skey,
+                               self._life.weak(st))
             self._storages[skey] = srec
+            if external:
+                self._declare(srec, stack)
+        del st, got
         base_id = 0
         base = getattr(t, "_base", None)
         if base is None:
@@ -416,6 +469,8 @@ class Tracker:
         if not self._recording:
             return
         try:
+            if self._maybe_gone:
+                self._settle()
             if self._pending:
                 self._flush()
             self.ops += 1
@@ -452,8 +507,23 @@ class Tracker:
                 vi = self._views[func] = _view_arg(func)
             if 0 <= vi < len(args) and isinstance(args[vi], _torch.Tensor):
                 view_of = args[vi]
+            reshaping = self._reshaping.get(func)
+            if reshaping is None:
+                reshaping = self._reshaping[func] = _changes_storage(func)
             for i, t in enumerate(outs):
                 rec = by_obj.get(id(t))
+                if rec is not None and reshaping:   # set_, resize_: maybe other memory
+                    info = _storage_info(t)
+                    srec = storages.get(rec.skey)
+                    if info is None or srec is None or info[2] != rec.skey or \
+                            (info[0], info[1]) != (srec.ptr, srec.nbytes):
+                        if srec is not None and info is not None and info[2] == rec.skey:
+                            self._check_storage(srec, stack)
+                        else:
+                            self._migrate(rec, stack)
+                        rec = by_obj.get(id(t))
+                        if rec is None:
+                            continue
                 if rec is not None:   # in-place and out= ops return an input
                     use(self._record(rec), stack)
                 else:
@@ -505,6 +575,8 @@ class Tracker:
         if self._by_obj.get(objid) is rec:
             del self._by_obj[objid]
         try:
+            if self._maybe_gone and not self._manual_gc:
+                self._settle()
             tid = self._record(rec)
             if self._manual_gc:
                 # Our own collection: the holders are recorded before the drops.
@@ -530,15 +602,141 @@ class Tracker:
         if srec is not None:
             srec.tids.discard(rec)
             if not srec.tids:
-                del self._storages[rec.skey]
-                if srec.external:
-                    if stack is None:
-                        stack = self._stacks.capture(1)
-                    self._lib.storage_external_free(srec.ptr, stack)
+                if stack is None and srec.external:
+                    stack = self._stacks.capture(1)
+                if srec.weak and not self._life.sole_owner(srec.skey):
+                    # The storage may outlive its last Python tensor (a view
+                    # of it, held as a storage): ask it, once it can tell.
+                    self._maybe_gone.append((srec, stack))
+                else:
+                    self._end_storage(srec, stack)
+
+    # -- storages ------------------------------------------------------------
+    def _declare(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        """Open ``srec``'s memory as an external storage in the trace; first
+        end any storage known at an overlapping address (its memory was freed
+        behind our back and the allocator reused it: a new storage)."""
+        starts = self._starts
+        end = srec.ptr + srec.nbytes
+        i = bisect.bisect_left(starts, end) - 1
+        while i >= 0:
+            old = self._at_ptr.get(starts[i])
+            if old is None or old.ptr + old.nbytes <= srec.ptr:
+                break
+            self._check_storage(old, stack, force=True)
+            i = min(i, len(starts)) - 1
+        self._lib.storage_external(srec.ptr, srec.nbytes,
+                                   -1 if srec.device < 0 else srec.device, stack)
+        srec.declared = True
+        bisect.insort(starts, srec.ptr)
+        self._at_ptr[srec.ptr] = srec
+
+    def _undeclare(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        if not srec.declared:
+            return
+        srec.declared = False
+        if self._at_ptr.get(srec.ptr) is srec:
+            del self._at_ptr[srec.ptr]
+            i = bisect.bisect_left(self._starts, srec.ptr)
+            if i < len(self._starts) and self._starts[i] == srec.ptr:
+                del self._starts[i]
+        self._lib.storage_external_free(
+            srec.ptr, stack if stack is not None else self._stacks.capture(1))
+
+    def _end_storage(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        """The storage is gone: record its release, forget it; tensors that
+        were on it and still live have moved to another storage."""
+        if self._storages.get(srec.skey) is srec:
+            del self._storages[srec.skey]
+        if srec.external:
+            self._undeclare(srec, stack)
+        self._life.release(srec.weak)
+        srec.weak = 0
+        for rec in list(srec.tids):
+            self._migrate(rec, stack)
+
+    def _check_storage(self, srec: _StorageRec, stack: Optional[int], force: bool = False
+                       ) -> None:
+        """Compare what we know of ``srec`` with the storage itself."""
+        if not srec.weak:
+            if force:   # no way to ask it: an address reused means it is gone
+                self._end_storage(srec, stack)
+            return
+        now = self._life.now(srec.weak)
+        if now is None:
+            self._end_storage(srec, stack)
+            return
+        ptr, nbytes = now
+        if (ptr, nbytes) == (srec.ptr, srec.nbytes):
+            return
+        # Same storage, new memory (resize_, resize_(0)): the old memory's
+        # life ends here; new memory is a new storage in the trace, and the
+        # tensors on it are bound anew.
+        if srec.external:
+            self._undeclare(srec, stack)
+        srec.ptr, srec.nbytes = ptr, nbytes
+        if nbytes > 0 and ptr and srec.external:
+            self._declare(srec, stack)
+        for rec in list(srec.tids):
+            self._migrate(rec, stack)
+
+    def _migrate(self, rec: _TensorRec, stack: Optional[int]) -> None:
+        """``rec``'s tensor now lives on other memory: end it and record the
+        tensor anew (same name) on the memory it has now."""
+        t = rec.ref() if rec.ref is not None else None
+        srec = self._storages.get(rec.skey)
+        if srec is not None:
+            srec.tids.discard(rec)
+        if rec.tid:
+            self._by_tid.pop(rec.tid, None)
+            self._drop_use(rec.tid)
+            self._book.forget_target(rec.tid)
+        elif rec in self._pending:
+            self._pending.remove(rec)
+        rec.ref = None
+        if t is None:
+            return
+        if self._by_obj.get(id(t)) is rec:
+            del self._by_obj[id(t)]
+        if stack is None:
+            stack = self._stacks.capture(1)
+        self._track(t, rec.name, stack)
+        del t
+
+    def _settle(self) -> None:
+        """Storages whose last tensor died: released now, or kept while
+        something else (autograd, a storage object) still holds them."""
+        while self._maybe_gone:
+            gone, self._maybe_gone = self._maybe_gone, []
+            for srec, stack in gone:
+                if srec.tids or self._storages.get(srec.skey) is not srec:
+                    continue
+                if self._life.expired(srec.weak):
+                    self._end_storage(srec, stack)
+
+    def _sweep(self) -> None:
+        """At a mark: every storage and tensor against what they are now."""
+        self._settle()
+        for srec in list(self._storages.values()):
+            if srec.weak:
+                self._check_storage(srec, None)
+        for rec in list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            if t is None:
+                continue
+            info = _storage_info(t)
+            if info is not None and info[2] != rec.skey:
+                self._migrate(rec, None)
+            del t
 
     def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
         if self._manual_gc:
             return
+        if phase == "stop" and self._maybe_gone:
+            try:
+                self._settle()
+            except Exception:
+                self.errors += 1
         self._in_gc = phase == "start"
         self._gc_holder = 0   # one holder per collection, made on first need
 
@@ -548,21 +746,38 @@ class Tracker:
         # last used in step j that is still alive at mark j+2 (one complete
         # unused step), and looks up its holders at that mark: so walk every
         # storage not used since the previous mark, and do it now.
-        self._flush()
-        threshold = self.epoch
-        if kind == "mark":
-            self.epoch += 1
+        # Nothing done here is the program's: ops that the walk or the
+        # storage checks cause (reading saved tensors makes detach views)
+        # are not recorded.
+        recording, self._recording = self._recording, False
+        began = time.perf_counter()
+        if self._last_mark_end is not None and self.walk_fraction is not None:
+            self._credit = min(self._credit + self.walk_fraction * (began - self._last_mark_end),
+                               max(1.0, self.snapshot_walk_s))
         try:
-            if self.collect_cycles:
-                self._collect_cycles()
-            if self.walk:
-                self._walk_stale(threshold)
-        except VramtraceError:
-            raise
-        except Exception as exc:
-            self.errors += 1
-            warnings.warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}",
-                          RuntimeWarning, stacklevel=3)
+            self._flush()
+            threshold = self.epoch
+            if kind == "mark":
+                self.epoch += 1
+            try:
+                self._sweep()
+                if self.collect_cycles:
+                    self._collect_cycles()
+                if self.walk:
+                    self._walk_stale(threshold, kind == "snapshot")
+            except VramtraceError:
+                raise
+            except Exception as exc:
+                self.errors += 1
+                warnings.warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}",
+                              RuntimeWarning, stacklevel=3)
+        finally:
+            self._recording = recording
+            end = time.perf_counter()
+            self.walk_seconds += end - began
+            self._last_mark_end = end
+            # All of a mark's work is paid from the credit, not just the walk.
+            self._credit -= end - began
 
     def _tensor_key(self, obj: Any) -> Optional[NodeKey]:
         if isinstance(obj, _torch.Tensor):
@@ -575,11 +790,12 @@ class Tracker:
         return {id(self), id(self._by_obj), id(self._by_tid), id(self._storages),
                 id(self._gc_dead), id(self._pending), id(self.__dict__)}
 
-    def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int]) -> WalkResult:
+    def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int],
+              deadline: Optional[float] = None) -> WalkResult:
         return walk_referrers(starts, self._tensor_key, skip_files=_SKIP_FILES,
                               ignore_ids=self._ignore_ids() | extra,
                               max_depth=self.max_depth, max_breadth=self.max_breadth,
-                              max_nodes=self.max_nodes)
+                              max_nodes=self.max_nodes, deadline=deadline)
 
     def _collect_cycles(self) -> None:
         """Collect garbage cycles, recording what held each tracked tensor.
@@ -624,7 +840,7 @@ class Tracker:
                 if rec is not None:
                     self._drop(rec, None)
 
-    def _walk_stale(self, threshold: int) -> None:
+    def _walk_stale(self, threshold: int, final: bool = False) -> None:
         starts: Dict[NodeKey, Any] = {}
         for srec in self._storages.values():
             if srec.last_epoch >= threshold:
@@ -637,7 +853,40 @@ class Tracker:
         if not starts:
             self._book.emit(WalkResult(), "stale")
             return
-        res = self._walk(starts, set())
+        # A walk costs about one heap pass per level whatever the number of
+        # starts, so all stale tensors are walked together, when it is due.
+        self._marks_since_walk += 1
+        fresh = any(k[1] not in self._walked for k in starts)
+        if not final and not fresh and self._marks_since_walk < self._backoff:
+            starts.clear()
+            return
+        began = time.perf_counter()
+        if self.walk_fraction is None:      # no time budget
+            allowance = float("inf")
+        else:
+            allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
+        if allowance <= 0 or allowance < max(self._level_cost, self._walk_cost):
+            self.walks_postponed += 1
+            starts.clear()
+            return
+        res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance)
+        if res.levels:
+            self._level_cost = (time.perf_counter() - began) / res.levels
+        self.walks += 1
+        self._backoff = 1 if fresh else min(2 * self._backoff, 64)
+        self._marks_since_walk = 0
+        if res.cut_off:
+            self.walk_cutoffs += 1
+            if self.walk_cutoffs == 1:
+                warnings.warn(
+                    f"vramtrace.torch: the holder walk ran out of its time budget "
+                    f"({allowance * 1e3:.0f} ms) after {res.levels} levels; holders "
+                    "farther up are looked for at later marks (Tracker.walk_cutoffs "
+                    "counts these)", RuntimeWarning, stacklevel=4)
+        # Walked (cut off or not): walked again only at the backoff's marks,
+        # so a walk that never fits its budget is not retried at every mark.
+        self._walked = {t for t in self._walked if t in self._by_tid}
+        self._walked.update(k[1] for k in starts)
         # A view holds its base (view._base, from C++: invisible to gc).
         views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
                  if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
@@ -656,6 +905,7 @@ class Tracker:
         starts.clear()
         self._book.emit(res, "stale", extra)
         del res
+        self._walk_cost = time.perf_counter() - began
 
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
@@ -673,13 +923,22 @@ class Tracker:
             return [], nodes
         edges: List[Edge] = []
         seen: Set[int] = set()
-        budget = 4 * self.max_nodes
+        budget = 2048
         for rec in list(self._by_tid.values()):
             t = rec.ref() if rec.ref is not None else None
-            fn = getattr(t, "grad_fn", None) if t is not None else None
-            if fn is None:
+            if t is None:
                 continue
             root: NodeKey = ("t", rec.tid)
+            # A tensor's .grad lives in C++ (invisible to gc).
+            g = getattr(t, "_grad", None) if t.requires_grad else None
+            if g is not None:
+                info = _storage_info(g)
+                if info is not None and info[2] in want and ("t", rec.tid) != want[info[2]]:
+                    edges.append(Edge(root, want[info[2]], ".grad"))
+            del g
+            fn = t.grad_fn
+            if fn is None:
+                continue
             stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
             while stack and budget > 0:
                 node, parent, label = stack.pop()
@@ -735,7 +994,13 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     mark changes when the program frees memory -- without it such cycles are
     reported as the cycles they are, and a collection the program runs
     itself still records the holder), ``max_depth``/``max_breadth``/``max_nodes`` (bounds
-    of the referrer walk), ``stacks`` (record Python stacks of uses).
+    of the referrer walk), ``stacks`` (record Python stacks of uses),
+    ``walk_fraction`` (the walk may take this fraction of the program's own
+    time between marks, default 0.5: all of a mark's work is paid from it, so tracking costs at most
+    about twice the walk-free cost; None: no time budget),
+    ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s).
+    A walk cut short by its budget is counted in ``Tracker.walk_cutoffs`` and
+    warned about once; what it did not reach is looked for at later marks.
     """
     return Tracker(lib, **options)
 

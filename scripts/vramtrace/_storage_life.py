@@ -1,0 +1,107 @@
+"""A storage's life, read from the storage itself.
+
+A tensor's Python object is not its storage: ``t.data = other`` and
+``t.set_(...)`` move a live tensor to another storage, and
+``t.untyped_storage().resize_(0)`` frees a storage's memory while every
+tensor on it lives on. The CPU allocator then hands the same address to the
+next storage. So the tracker keeps, for each storage it declared, a *weak*
+reference to the C++ StorageImpl (``UntypedStorage._weak_ref``, the handle
+``torch.multiprocessing`` uses for its storage cache): it says whether the
+storage still exists and, through a temporary strong reference, where its
+memory is now. A weak reference also keeps the StorageImpl's own address
+from being reused while it is held, so the identity (``_cdata``) of a
+storage stays unique for as long as the tracker knows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+__all__ = ["StorageLife", "storage_of"]
+
+
+def storage_of(t: Any) -> Any:
+    """The untyped storage of tensor ``t`` (raises for tensors without one)."""
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    if hasattr(t, "_storage"):       # torch < 2.0: Tensor.storage() wraps _storage()
+        return t._storage()
+    return t.storage()
+
+
+class StorageLife:
+    """Weak handles on storages, when this PyTorch has them."""
+
+    def __init__(self, torch: Any) -> None:
+        cls = getattr(torch, "UntypedStorage", None)
+        names = ("_weak_ref", "_expired", "_free_weak_ref", "_new_with_weak_ptr")
+        self._cls = cls if cls is not None and all(hasattr(cls, n) for n in names) else None
+
+        # What a storage's use count reads, from inside the weakref callback
+        # of the only tensor on it (the dying TensorImpl still holds it).
+        self._use_count = getattr(getattr(torch, "_C", None), "_storage_Use_Count", None)
+        self._sole: Optional[int] = None
+        if self._cls is not None and self._use_count is not None:
+            self._sole = self._calibrate(torch)
+
+    def _calibrate(self, torch: Any) -> Optional[int]:
+        import weakref
+        seen: list = []
+        try:
+            probe = torch.empty(1)
+            key = probe.untyped_storage()._cdata
+            ref = weakref.ref(probe, lambda _r: seen.append(int(self._use_count(key))))
+            del probe
+            del ref
+        except Exception:
+            return None
+        return seen[0] if seen else None
+
+    def sole_owner(self, key: int) -> bool:
+        """From a dying tensor's weakref callback: is it the storage's only
+        owner (so the storage goes with it)? ``key``: the storage's _cdata,
+        kept valid by our weak handle."""
+        if self._sole is None:
+            return False
+        try:
+            return int(self._use_count(key)) <= self._sole
+        except Exception:
+            return False
+
+    @property
+    def available(self) -> bool:
+        return self._cls is not None
+
+    def weak(self, storage: Any) -> int:
+        """A weak handle on ``storage`` (0 when unavailable)."""
+        if self._cls is None:
+            return 0
+        try:
+            return int(storage._weak_ref())
+        except Exception:
+            return 0
+
+    def now(self, handle: int) -> Optional[Tuple[int, int]]:
+        """(data_ptr, nbytes) of the storage now; None once it is gone."""
+        if not handle or self._cls is None:
+            return None
+        cls = self._cls
+        if cls._expired(handle):
+            return None
+        st = cls._new_with_weak_ptr(handle)
+        if st is None:
+            return None
+        try:
+            return int(st.data_ptr()), int(st.nbytes())
+        finally:
+            del st
+
+    def expired(self, handle: int) -> bool:
+        return bool(handle) and self._cls is not None and bool(self._cls._expired(handle))
+
+    def release(self, handle: int) -> None:
+        if handle and self._cls is not None:
+            try:
+                self._cls._free_weak_ref(handle)
+            except Exception:
+                pass

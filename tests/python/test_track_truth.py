@@ -1,0 +1,189 @@
+"""track() on leak programs written the way users write them (leaks/),
+end to end with the real library and `vramtrace check --json`: the observer
+does not change what it observes, storage lives come from the storages, and
+each leak is flagged with its holder while its fixed twin comes out clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+# untyped_storage(), storage weak handles, Megatron's engine call: torch 2.x
+pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                                reason=f"needs torch >= 2, this is {torch.__version__}")
+
+import vramtrace  # noqa: E402
+import vramtrace.torch as vtt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LEAKS = os.path.join(HERE, "leaks")
+
+
+def _cli() -> str:
+    cli = os.environ.get("VRAMTRACE_CLI") or shutil.which("vramtrace")
+    if not cli or not os.environ.get("VRAMTRACE_LIB"):
+        pytest.skip("VRAMTRACE_LIB / VRAMTRACE_CLI not set (run through meson test)")
+    return cli
+
+
+def _trace(program: str, twin: str, out: str) -> dict:
+    from conftest import SCRIPTS
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, HERE, LEAKS, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, os.path.join(LEAKS, "run_leak.py"), program, twin, out],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    info["snap"] = out
+    return info
+
+
+def _check(snap: str) -> tuple:
+    r = subprocess.run([_cli(), "check", snap, "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def _text(rep: dict) -> str:
+    return "\n".join(f"{f['addr']} {f['bytes']} {[p['text'] for p in f['paths']]}"
+                     for f in rep["findings"])
+
+
+PROGRAMS = ["tensor_key_cache", "pipeline_dealloc", "padded_gather"]
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_leak_is_flagged_exactly_with_its_holder(program, tmp_path):
+    _cli()
+    info = _trace(program, "leak", str(tmp_path / "leak.vtsnap"))
+    rc, rep = _check(info["snap"])
+    text = _text(rep)
+    expect = {int(a, 16): n for a, n in info["expect"].items()}
+    assert expect, "the program retained nothing"
+    assert rc == 1, text
+    found = {int(f["addr"], 16): f for f in rep["findings"]}
+    missing = sorted(hex(a) for a in expect if a not in found)
+    assert not missing, f"not flagged: {missing}\n{text}"
+    for addr, nbytes in expect.items():
+        assert found[addr]["bytes"] == nbytes, (hex(addr), found[addr]["bytes"], nbytes)
+        paths = [p["text"] for p in found[addr]["paths"]]
+        assert any(info["holder"] in p for p in paths), (hex(addr), paths)
+    extra = sorted(f"{hex(a)} {found[a]['bytes']}" for a in found if a not in expect)
+    assert not extra, f"false positives: {extra}\n{text}"
+    assert info["errors"] == 0
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_fixed_twin_is_clean(program, tmp_path):
+    _cli()
+    info = _trace(program, "fixed", str(tmp_path / "fixed.vtsnap"))
+    rc, rep = _check(info["snap"])
+    assert rep["findings"] == [], _text(rep)
+    assert rc == 0
+    assert rep["tensors"] > 0 and rep["marks"] >= 6
+    assert info["errors"] == 0
+
+
+def _finding_shapes(rep: dict) -> list:
+    """Findings without addresses: what must not change between runs."""
+    return sorted((f["bytes"], f["rule"], tuple(sorted(p["text"].split(" → storage")[0]
+                                                         for p in f["paths"])))
+                  for f in rep["findings"])
+
+
+@pytest.mark.parametrize("program", ["pipeline_dealloc", "padded_gather"])
+def test_results_do_not_change_between_runs(program, tmp_path):
+    _cli()
+    reps = []
+    for k in range(2):
+        info = _trace(program, "leak", str(tmp_path / f"run{k}.vtsnap"))
+        reps.append(_check(info["snap"]))
+    assert reps[0][0] == reps[1][0]
+    assert _finding_shapes(reps[0][1]) == _finding_shapes(reps[1][1])
+
+
+# -- the observer changes nothing (recording fake) ---------------------------
+
+class _Cache:
+    def __init__(self) -> None:
+        self.by_batch: dict = {}
+
+
+def test_marks_record_no_use_and_no_tensor_of_their_own(fake):
+    """A mark's holder walk passes a tensor-keyed dict and autograd nodes
+    with saved tensors: none of it is recorded as the program's activity."""
+    cache = _Cache()
+    w = torch.randn(8, 8, requires_grad=True)
+    keep = []
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(4):
+            vtt.mark(f"iteration {i}")
+            x = torch.randn(8, 8)
+            y = torch.tanh(x @ w)          # TanhBackward0 saves y
+            cache.by_batch[x] = y
+            keep.append(y.sum())           # keeps the graph (saved tensors) alive
+        vtt.mark("iteration 4")     # records the last op's output, held back for a name
+        before = (len(fake.of("use")), len(fake.of("tensor_new")), tr.ops)
+        walks = tr.walks
+        vtt.mark("iteration 5")
+        vtt.mark("iteration 6")
+        after = (len(fake.of("use")), len(fake.of("tensor_new")), tr.ops)
+    assert tr.walks > walks
+    assert before == after
+    # and the walk did find the cache, labelled without formatting the key
+    paths = fake.paths_to(tr.tensor_id(y))
+    assert any("_Cache .by_batch -> dict [<Tensor>]" in p for p in paths), paths
+    assert tr.walks >= 1
+
+
+def test_data_assignment_frees_the_storage_and_reuse_is_a_new_storage(fake):
+    with vtt.track(walk_fraction=None):
+        out = torch.ones(1000) * 2
+        _, ptr = out.untyped_storage().data_ptr(), None
+        ptr = out.untyped_storage().data_ptr()
+        out.data = torch.empty(1)         # Megatron's deallocate_output_tensor
+        again = torch.ones(1000) * 3      # the allocator may hand out ptr again
+        vtt.mark("after")
+    frees = [e for e in fake.events if e == ("storage_free", ptr)]
+    assert len(frees) >= 1, "the deallocated storage was never released"
+    # no storage is declared twice while it lives
+    live = set()
+    for e in fake.events:
+        if e[0] == "storage":
+            assert e[1] not in live
+            live.add(e[1])
+        elif e[0] == "storage_free":
+            live.discard(e[1])
+    del out, again
+
+
+def test_storage_resize_to_zero_releases_it_while_the_tensor_lives(fake):
+    with vtt.track(walk_fraction=None):
+        buf = torch.zeros(4096)
+        view = buf[:100].view(10, 10)
+        ptr = buf.untyped_storage().data_ptr()
+        del buf
+        view.untyped_storage().resize_(0)   # DeepSpeed's free_param
+        vtt.mark("after")
+    assert ("storage_free", ptr) in fake.events
+    del view
+
+
+def test_walk_without_budget_is_postponed_and_a_cut_off_is_reported(fake, tmp_path):
+    with vtt.track(walk_fraction=0.0, snapshot_walk_s=1e-9) as tr:
+        vtt.mark("a")
+        held = [torch.ones(4) * 2 for _ in range(3)]
+        vtt.mark("b")
+        vtt.mark("c")
+        assert tr.walks == 0 and tr.walks_postponed >= 1
+        with pytest.warns(RuntimeWarning, match="time budget"):
+            vramtrace.snapshot(str(tmp_path / "x.vtsnap"))
+    assert tr.walk_cutoffs == 1
+    del held
