@@ -16,21 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "check_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /*  Small helpers                                                           */
 /* ------------------------------------------------------------------------ */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 int vt__ck_cmp_u64(const void *a, const void *b)
 {
@@ -261,7 +252,7 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
                  vt_check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
-        seterr(err, errlen, "vt_check_run: no snapshot");
+        (void)vt__errf(err, errlen, 0, "vt_check_run: no snapshot");
         return -EINVAL;
     }
     *out = NULL;
@@ -275,7 +266,7 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     if (!opt.max_visit)
         opt.max_visit = 4096;
     if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
-        seterr(err, errlen, "vt_check_run: snapshot too large (%zu events)", s->nevents);
+        (void)vt__errf(err, errlen, 0, "vt_check_run: snapshot too large (%zu events)", s->nevents);
         return -EOVERFLOW;
     }
 
@@ -345,7 +336,7 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     return 0;
 
 fail:
-    seterr(err, errlen, "vt_check_run: out of memory");
+    (void)vt__errf(err, errlen, 0, "vt_check_run: out of memory");
     free(fs.f);
     free(fs.fst);
     vt_check_report_free(r);

@@ -7,6 +7,7 @@
  * lstat() before the temporary file is made and again right before the
  * rename, so a special file is never touched.
  */
+#include "errbuf.h"
 #include "outfile.h"
 
 #include <dirent.h>
@@ -26,20 +27,6 @@
  * writer on another host sharing the directory (same pid, other machine)
  * keeps touching its file while it writes. */
 #define STALE_AFTER_S 60
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static const char *kind_of(mode_t m)
 {
@@ -62,16 +49,16 @@ int vt__outfile_check(const char *path, char *err, size_t errlen)
 {
     struct stat st;
     if (!path || !*path)
-        return fail(err, errlen, -EINVAL, "no output path");
+        return vt__errf(err, errlen, -EINVAL, "no output path");
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT)
             return 0;
         int rc = -errno;
-        return fail(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+        return vt__errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
     }
     if (S_ISREG(st.st_mode))
         return 0;
-    return fail(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST,
+    return vt__errf(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST,
                 "%s is %s, not a regular file: not replaced%s", path, kind_of(st.st_mode),
                 S_ISLNK(st.st_mode) ? " (give the path it points to)" : "");
 }
@@ -128,7 +115,7 @@ int vt__outfile_create(const char *path, char *tmp, size_t tmplen, char *err, si
     if (rc)
         return rc;
     if ((size_t)snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid()) >= tmplen)
-        return fail(err, errlen, -ENAMETOOLONG, "cannot write %s: path too long", path);
+        return vt__errf(err, errlen, -ENAMETOOLONG, "cannot write %s: path too long", path);
     char dir[PATH_MAX];
     const char *base;
     split(path, dir, sizeof dir, &base);
@@ -145,7 +132,7 @@ int vt__outfile_create(const char *path, char *tmp, size_t tmplen, char *err, si
             if (lstat(tmp, &st) == 0 && S_ISREG(st.st_mode) && unlink(tmp) == 0)
                 continue;
         }
-        return fail(err, errlen, rc, "cannot create %s: %s", tmp, strerror(-rc));
+        return vt__errf(err, errlen, rc, "cannot create %s: %s", tmp, strerror(-rc));
     }
 }
 
@@ -160,12 +147,12 @@ int vt__outfile_commit(const char *tmp, const char *path, int flags, char *err, 
             if ((rc == -EPERM || rc == -EOPNOTSUPP || rc == -ENOSYS))
                 rc = access(path, F_OK) == 0 ? -EEXIST : rename(tmp, path) == 0 ? 0 : -errno;
             if (rc)
-                fail(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+                vt__errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
         }
         unlink(tmp);
     } else if (rc == 0 && rename(tmp, path) != 0) {
         rc = -errno;
-        fail(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+        vt__errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
     }
     if (rc) {
         unlink(tmp);

@@ -18,6 +18,7 @@
 
 #include <zstd.h>
 
+#include "errbuf.h"
 #include "checksum.h"
 #include "outfile.h"
 #include "snapfile.h"
@@ -25,20 +26,6 @@
 #include "varint.h"
 
 #define ZSTD_LEVEL 3
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* ---- input validation --------------------------------------------------- */
 
@@ -66,7 +53,7 @@ static size_t nnodes_of(const vt_snapshot_data *s) { return s->nstack_nodes ? s-
 static int validate(const vt_snapshot_data *s, char *err, size_t errlen)
 {
     size_t ns = nstrings_of(s), nn = nnodes_of(s);
-#define BAD(...) return fail(err, errlen, -EINVAL, "snapshot not written: " __VA_ARGS__)
+#define BAD(...) return vt__errf(err, errlen, -EINVAL, "snapshot not written: " __VA_ARGS__)
     if (s->nstrings) {
         if (!s->string_offsets || !s->strings_blob)
             BAD("%zu strings but no string table", s->nstrings);
@@ -441,8 +428,8 @@ int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, ch
     if (rc) {
         free(out);
         if (rc == -ENOMEM)
-            return fail(err, errlen, rc, "snapshot not written: out of memory while encoding");
-        return fail(err, errlen, rc, "snapshot not written: zstd compression failed");
+            return vt__errf(err, errlen, rc, "snapshot not written: out of memory while encoding");
+        return vt__errf(err, errlen, rc, "snapshot not written: zstd compression failed");
     }
     *data = out;
     *size = total;
@@ -470,7 +457,7 @@ int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int fla
     if (errlen)
         err[0] = 0;
     if (!s || !path)
-        return fail(err, errlen, -EINVAL, "snapshot not written: no snapshot or no path");
+        return vt__errf(err, errlen, -EINVAL, "snapshot not written: no snapshot or no path");
     /* Refuse a special file before the work of encoding. */
     int rc = vt__outfile_check(path, err, errlen);
     if (rc)
@@ -482,7 +469,7 @@ int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int fla
         /* The encoder's reason, with the file it was meant for. */
         char why[512];
         snprintf(why, sizeof why, "%s", err);
-        fail(err, errlen, rc, "%s: %s", path, why);
+        vt__errf(err, errlen, rc, "%s: %s", path, why);
         return rc;
     }
     char tmp[PATH_MAX];
@@ -499,7 +486,7 @@ int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int fla
         rc = -errno;
     if (rc) {
         unlink(tmp);
-        return fail(err, errlen, rc, "cannot write snapshot %s: %s", path, strerror(-rc));
+        return vt__errf(err, errlen, rc, "cannot write snapshot %s: %s", path, strerror(-rc));
     }
     return vt__outfile_commit(tmp, path, flags, err, errlen);
 }

@@ -13,6 +13,7 @@
  *   - only the stack nodes, frames and strings those refer to.
  * Deltas and varints keep 1M events around 10 MB of data before base64.
  */
+#include "errbuf.h"
 #include "render.h"
 
 #include <errno.h>
@@ -62,19 +63,6 @@ struct render {
     size_t nfindings;
     int checked;
 };
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static uint64_t rel(const struct render *r, uint64_t t)
 {
@@ -806,7 +794,7 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     size_t nl = tl->nlifetimes;
 
     if (s->nevents >= NONE || nl >= NONE)
-        return fail(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
+        return vt__errf(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
     r.t0 = tl->first_time_ns;
     r.checked = report != NULL;
     size_t nstreams_max = nl * 2 + tl->nstreams + 2;
@@ -828,7 +816,7 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     r.svals = malloc(scap * sizeof *r.svals);
     if (!r.axis_of || !r.order || !r.rank || !r.name || !r.node_map || !r.frame_map || !r.frames ||
         !r.str_map || !r.strs || !r.streams || !r.skeys || !r.svals) {
-        rc = fail(err, errlen, -ENOMEM, "viz: out of memory");
+        rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
     memset(r.svals, 0xff, scap * sizeof *r.svals);
@@ -876,7 +864,7 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     if (!cols.tmp || !npoints) {
         free(cols.tmp);
         free(npoints);
-        rc = fail(err, errlen, -ENOMEM, "viz: out of memory");
+        rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
     write_columns(&r, &cols, npoints);
@@ -884,7 +872,7 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     free(cols.tmp);
     free(npoints);
     if (blob.failed || meta.failed || r.findings.failed) {
-        rc = fail(err, errlen, -ENOMEM, "viz: out of memory");
+        rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
     long start = ftell(out);
@@ -892,7 +880,7 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     if (rc == 0 && fflush(out) != 0)
         rc = -EIO;
     if (rc) {
-        fail(err, errlen, rc, "viz: %s", rc == -EIO ? "write failed" : "bad page template");
+        vt__errf(err, errlen, rc, "viz: %s", rc == -EIO ? "write failed" : "bad page template");
         goto out;
     }
     if (stats) {
