@@ -207,6 +207,12 @@ def test_pytorch_snapshot_imported_by_vramtrace_agrees_with_pytorchs_statistics(
     summary = [l for l in vt("leaks", str(path)).splitlines() if l.startswith("SUMMARY:")]
     assert live and summary and f" alive in {len(live)} allocations " in summary[0], \
         (summary, len(live))
+    # the checker's native rules run on it (0: nothing flagged, 1: findings; 2 would be
+    # a file it could not read)
+    p = subprocess.run([cli, "check", "--json", str(path)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    assert isinstance(json.loads(p.stdout)["findings"], list)
     # imported into a .vtsnap, the same figures
     out = tmp_path / "run.vtsnap"
     vt("import", str(path), "-o", str(out))
