@@ -298,7 +298,8 @@ static int run(struct vm *m)
             uint32_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
             if (!tmp)
                 return fail(m, -ENOMEM, "out of memory");
-            memcpy(tmp, m->stack + base, n * sizeof *tmp);
+            if (n) /* the stack may still be unallocated */
+                memcpy(tmp, m->stack + base, n * sizeof *tmp);
             m->nstack = base;
             rc = push_container(m, op == 't' ? VT_PV_TUPLE : op == 'd' ? VT_PV_DICT : VT_PV_LIST);
             if (!rc)

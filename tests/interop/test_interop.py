@@ -227,6 +227,12 @@ def test_pickle_that_is_not_a_snapshot_is_refused():
     f = write({"hello": 1}, "other.pickle")
     p = vt("summary", f, check=False)
     assert p.returncode == 1 and b"not a PyTorch memory snapshot" in p.stderr, p.stderr
+    # an empty tuple built before anything was pushed (found by the fuzzer under UBSan)
+    f = path("empty_tuple.pickle")
+    with open(f, "wb") as fh:
+        fh.write(b"\x80\x02(t.")
+    p = vt("summary", f, check=False)
+    assert p.returncode == 1 and b"top level is neither a dict nor a list" in p.stderr, p.stderr
 
 
 def test_export_torch_round_trips_through_import():
