@@ -135,6 +135,9 @@ uint32_t vt__stack_intern_ips(const uint64_t *ips, size_t n);
 uint64_t vt__stacks_dropped(void);
 /* Number of node ids handed out (node ids are 1..count-1; 0 is the root). */
 uint32_t vt__stacks_count(void);
+/* Node ids lost for good in insertion races: a thread keeps one spare id for
+ * a later node under a smaller parent; the spare it replaces is lost. */
+uint32_t vt__stacks_ids_lost(void);
 /* A node's parent and IP (VT_STACK_TRUNCATED ignored). Ids below the count
  * that no stack refers to (lost in insertion races) read as what was last
  * written there, or 0/0. @return 0, -ENOENT if out of range. */

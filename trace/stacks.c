@@ -132,6 +132,7 @@ static _Atomic uint64_t *node_ip;      /* [id] instruction pointer */
 static _Atomic uint32_t *ht;           /* slot -> node id, 0 = empty */
 static _Atomic uint32_t node_next = 1; /* next node id to hand out */
 static _Atomic uint64_t dropped;       /* stacks not interned: table full */
+static _Atomic uint32_t ids_lost;      /* node ids lost in insertion races for good */
 static unsigned depth;                 /* frames kept per stack, 0 = off */
 static bool free_stacks;
 static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
@@ -313,8 +314,14 @@ static uint32_t find_or_insert(uint32_t parent, uint64_t ip, tstate *ts)
         }
         if (atomic_load_explicit(&node_parent[id], memory_order_relaxed) == parent &&
             atomic_load_explicit(&node_ip[id], memory_order_relaxed) == ip) {
-            if (mine && ts)
-                ts->spare = mine;
+            if (mine) {
+                /* A spare is kept for a later child of a smaller parent; the
+                 * one it replaces (or one with nowhere to go) is lost. */
+                if (!ts || ts->spare)
+                    atomic_fetch_add_explicit(&ids_lost, 1, memory_order_relaxed);
+                if (ts)
+                    ts->spare = mine;
+            }
             return id;
         }
     }
@@ -595,6 +602,11 @@ VT_REC_TEXT uint32_t vt__stack_capture_free(void)
 uint64_t vt__stacks_dropped(void)
 {
     return atomic_load_explicit(&dropped, memory_order_relaxed);
+}
+
+uint32_t vt__stacks_ids_lost(void)
+{
+    return atomic_load_explicit(&ids_lost, memory_order_relaxed);
 }
 
 uint32_t vt__stacks_count(void)

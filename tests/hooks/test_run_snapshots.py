@@ -284,6 +284,12 @@ def case_python_keeps_its_signal_handlers_under_the_preload(d):
         fail("Python's own signal handling changed under the preload", p)
 
 
+# The programs under test start with the termination signals at their
+# default, whatever launched this test (nohup ignores SIGHUP, and vramtrace
+# leaves an ignored signal ignored, by design); exec keeps SIG_DFL.
+for _sig in (signal.SIGHUP, signal.SIGTERM):
+    signal.signal(_sig, signal.SIG_DFL)
+
 CASES = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
 if case not in CASES:
     sys.exit("unknown case %s (known: %s)" % (case, " ".join(sorted(CASES))))
