@@ -259,18 +259,20 @@ static int provider(vt_snapshot_data *snap)
                                          h->total_mem == UINT64_MAX ? 0 : h->total_mem);
         if (rc)
             return rc;
-        /* the allocator's own peaks, whatever the event window keeps */
+        vt__heap_lock(h);
+        rc = describe(h, snap);
+        vt__heap_unlock(h);
+        if (rc)
+            return rc;
+        /* The allocator's own peaks, whatever the event window keeps. Read
+         * after the state: other threads go on allocating, and a peak read
+         * before could be below what the state then holds (peaks only grow). */
         vt_stats st;
         vt__heap_stats(h, &st);
         vt_device_info *di = &snap->devices[snap->ndevices - 1];
         di->peak_allocated = (uint64_t)st.allocated_bytes[VT_STAT_ALL].peak;
         di->peak_reserved = (uint64_t)st.reserved_bytes[VT_STAT_ALL].peak;
         di->peak_active = (uint64_t)st.active_bytes[VT_STAT_ALL].peak;
-        vt__heap_lock(h);
-        rc = describe(h, snap);
-        vt__heap_unlock(h);
-        if (rc)
-            return rc;
     }
     snap->meta.flags |= VT_META_DEVICE_PEAKS;
     return 0;
