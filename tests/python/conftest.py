@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
+import shutil
+import subprocess
 import sys
+from typing import List, Tuple
 
 import pytest
 
@@ -53,3 +57,34 @@ def no_gc():
         if was:
             gc.enable()
         gc.collect()
+
+
+# ---- end-to-end helpers: one traced program, then `vramtrace check` ---------
+
+def vt_cli() -> str:
+    """The built `vramtrace` command; skips outside meson test."""
+    cli = os.environ.get("VRAMTRACE_CLI") or shutil.which("vramtrace")
+    if not cli or not os.environ.get("VRAMTRACE_LIB"):
+        pytest.skip("VRAMTRACE_LIB / VRAMTRACE_CLI not set (run through meson test)")
+    return cli
+
+
+def run_traced(script: str, args: List[str], out: str, extra_path: Tuple[str, ...] = (),
+               timeout: int = 300) -> dict:
+    """Run a leak program (it prints one JSON line last) that writes snapshot `out`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, HERE, *extra_path, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    info["snap"] = out
+    return info
+
+
+def vt_check(snap: str, timeout: int = 120) -> tuple:
+    """(exit status, report) of `vramtrace check SNAP --json`: 0 clean, 1 findings."""
+    r = subprocess.run([vt_cli(), "check", snap, "--json"], capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout)

@@ -7,41 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+from conftest import run_traced, vt_check, vt_cli  # noqa: E402
 
 
 def _cli() -> str:
-    cli = os.environ.get("VRAMTRACE_CLI") or shutil.which("vramtrace")
-    if not cli or not os.environ.get("VRAMTRACE_LIB"):
-        pytest.skip("VRAMTRACE_LIB / VRAMTRACE_CLI not set (run through meson test)")
-    return cli
+    return vt_cli()
 
 
 def _trace(shape: str, twin: str, tmp_path, *extra: str) -> dict:
     out = str(tmp_path / f"{shape}-{twin}.vtsnap")
-    from conftest import SCRIPTS
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, HERE, env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, os.path.join(HERE, "leak_shapes.py"), shape, twin, out,
-                        *extra],
-                       env=env, capture_output=True, text=True, timeout=90)
-    assert r.returncode == 0, r.stderr[-3000:]
-    info = json.loads(r.stdout.strip().splitlines()[-1])
-    info["snap"] = out
-    return info
+    return run_traced(os.path.join(HERE, "leak_shapes.py"), [shape, twin, out, *extra], out,
+                      timeout=90)
 
 
 def _check(snap: str) -> tuple:
-    r = subprocess.run([_cli(), "check", snap, "--json"], capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(r.stdout)
+    return vt_check(snap, timeout=60)
 
 
 SHAPES = ["cycle", "callback", "view", "pipeline", "hook"]

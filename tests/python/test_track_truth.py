@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -19,6 +18,7 @@ pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
                                 reason=f"needs torch >= 2, this is {torch.__version__}")
 
 import vramtrace  # noqa: E402
+from conftest import run_traced, vt_check, vt_cli  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,29 +26,16 @@ LEAKS = os.path.join(HERE, "leaks")
 
 
 def _cli() -> str:
-    cli = os.environ.get("VRAMTRACE_CLI") or shutil.which("vramtrace")
-    if not cli or not os.environ.get("VRAMTRACE_LIB"):
-        pytest.skip("VRAMTRACE_LIB / VRAMTRACE_CLI not set (run through meson test)")
-    return cli
+    return vt_cli()
 
 
 def _trace(program: str, twin: str, out: str) -> dict:
-    from conftest import SCRIPTS
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, HERE, LEAKS, env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, os.path.join(LEAKS, "run_leak.py"), program, twin, out],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    info = json.loads(r.stdout.strip().splitlines()[-1])
-    info["snap"] = out
-    return info
+    return run_traced(os.path.join(LEAKS, "run_leak.py"), [program, twin, out], out,
+                      extra_path=(LEAKS,), timeout=300)
 
 
 def _check(snap: str) -> tuple:
-    r = subprocess.run([_cli(), "check", snap, "--json"], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(r.stdout)
+    return vt_check(snap, timeout=120)
 
 
 def _text(rep: dict) -> str:
