@@ -93,6 +93,14 @@ enum vt__hk_drv {
     HK_cuStreamSynchronize,
     HK_cuStreamSynchronize_ptsz,
     HK_cuEventSynchronize,
+    HK_cuMemAllocPitch_v2,
+    HK_cuArrayCreate_v2,
+    HK_cuArray3DCreate_v2,
+    HK_cuArrayDestroy,
+    HK_cuMemHostRegister_v2,
+    HK_cuMemHostUnregister,
+    HK_cuMemAllocFromPoolAsync,
+    HK_cuMemAllocFromPoolAsync_ptsz,
     HK_DRV_COUNT
 };
 

@@ -114,6 +114,10 @@ enum vt_passthrough_call {
     VT_PASS_VMM_CREATE = 4,       /* cuMemCreate / cuMemRelease */
     VT_PASS_VMM_MAP = 5,          /* cuMemMap / cuMemUnmap */
     VT_PASS_FOREIGN_FREE = 6,     /* a free of a pointer the cache does not own */
+    VT_PASS_PITCH = 7,            /* (1.3) cuMemAllocPitch: cudaMallocPitch, cudaMalloc3D */
+    VT_PASS_ARRAY = 8,            /* (1.3) cuArrayCreate / cuArray3DCreate / cuArrayDestroy:
+                                     addr = the array handle, size = its texels' bytes */
+    VT_PASS_HOST_REGISTER = 9,    /* (1.3) cuMemHostRegister / cuMemHostUnregister */
 };
 
 /* ------------------------------------------------------------------------ */
