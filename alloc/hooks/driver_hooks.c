@@ -192,6 +192,15 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
+    if (hk_unlikely(vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+        if (!real)
+            return CUDA_ERROR_NOT_INITIALIZED;
+        CUresult r_;
+        r = GUARDED(real(dptr, bytes, s));
+        if (r == CUDA_SUCCESS)
+            vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytes, VT_PASS_FROM_POOL, false);
+        return r;
+    }
     return alloc_on(dev, dptr, bytes, stream);
 }
 
@@ -640,6 +649,50 @@ HK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
     return from_pool(HK_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream, true);
 }
 
+/* The program chooses its pools: noted (program_pools.c), passed on. A
+ * call of the real runtime under our guard is one of ours: not noted. */
+HK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult (*real)(CUdevice, CUmemoryPool);
+    REAL(real, HK_cuDeviceSetMemPool);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(dev, pool));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_pool_made_current((int)dev, pool);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult (*real)(CUmemoryPool, CUmemPool_attribute, void *);
+    REAL(real, HK_cuMemPoolSetAttribute);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pool, attr, value));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_pool_configured(pool);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    CUresult (*real)(CUmemoryPool, const CUmemAccessDesc *, size_t);
+    REAL(real, HK_cuMemPoolSetAccess);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pool, map, count));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_pool_configured(pool);
+    return r;
+}
+
 HK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -785,7 +838,8 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)     \
     X(cuEventSynchronize) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2)               \
     X(cuArray3DCreate_v2) X(cuArrayDestroy) X(cuMemHostRegister_v2)              \
-    X(cuMemHostUnregister) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
+    X(cuMemHostUnregister) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
+    X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolSetAccess)
 
 #define ALIAS(name) \
     extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));

@@ -75,6 +75,10 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
                                         11020, false },
     [HK_cuMemAllocFromPoolAsync_ptsz] = { "cuMemAllocFromPoolAsync_ptsz",
                                           "cuMemAllocFromPoolAsync", 11020, true },
+    [HK_cuDeviceSetMemPool]         = { "cuDeviceSetMemPool", "cuDeviceSetMemPool", 11020, false },
+    [HK_cuMemPoolSetAttribute]      = { "cuMemPoolSetAttribute", "cuMemPoolSetAttribute", 11020,
+                                        false },
+    [HK_cuMemPoolSetAccess]         = { "cuMemPoolSetAccess", "cuMemPoolSetAccess", 11020, false },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */

@@ -11,7 +11,8 @@
  * element size), cudaSetDeviceFlags (scheduling, cudaDeviceMapHost,
  * cudaDeviceLmemResizeToMax; anything else cudaErrorInvalidValue),
  * cudaHostGetDevicePointer (flags must be 0; unified addressing: the same
- * pointer), cudaMemcpy2D (synchronous like cudaMemcpy), cudaMemPrefetchAsync
+ * pointer), cudaMemcpy2D (synchronous like cudaMemcpy), cudaMemset2D/3D (row
+ * by row, asynchronous like cudaMemset), cudaMemPrefetchAsync
  * and cudaStreamAttachMemAsync (hints on managed memory, in stream order).
  */
 #include "runtime_internal.h"
@@ -206,4 +207,30 @@ RT_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, i
                                                           enum cudaChannelFormatKind f)
 {
     return (struct cudaChannelFormatDesc){ .x = x, .y = y, .z = z, .w = w, .f = f };
+}
+
+/* cudaMemset2D / cudaMemset3D: one ordered memset per row, like cudaMemset
+ * (asynchronous for device memory, on the default stream). */
+RT_API cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (width > pitch && height > 1)
+        return rt_ret(cudaErrorInvalidPitchValue);
+    for (size_t row = 0; row < height; row++) {
+        CUresult r = rt_drv.cuMemsetD8((CUdeviceptr)(uintptr_t)devPtr + row * pitch,
+                                       (unsigned char)value, width);
+        if (r != CUDA_SUCCESS)
+            return rt_ret_drv(r);
+    }
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaMemset3D(struct cudaPitchedPtr p, int value, struct cudaExtent extent)
+{
+    size_t rows = extent.height * extent.depth;
+    if (extent.depth && rows / extent.depth != extent.height)
+        return rt_ret(cudaErrorInvalidValue);
+    return cudaMemset2D(p.ptr, p.pitch, value, extent.width, rows);
 }
