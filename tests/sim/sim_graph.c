@@ -18,6 +18,10 @@
  *    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph.
  *  - cuStreamEndCapture on the stream that began it ends it for every
  *    stream that joined; on another stream: CUDA_ERROR_STREAM_CAPTURE_UNMATCHED.
+ *  - Work on the legacy stream while a blocking stream captures:
+ *    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ("a disallowed implicit dependency
+ *    on a current capture sequence from cudaStreamLegacy"), and the capture
+ *    is invalidated.
  *  - cuStreamIsCapturing / cuStreamGetCaptureInfo: NONE, ACTIVE or
  *    INVALIDATED, and a process-unique capture id. On the legacy stream
  *    while a blocking stream of the device captures:
@@ -152,6 +156,11 @@ CUresult sim_graph_capture_op(sim_graph *g, sim_op *op)
     }
     g->ops[g->nops++] = op;
     return CUDA_SUCCESS;
+}
+
+void sim_graph_invalidate_locked(sim_graph *g)
+{
+    g->invalidated = true;
 }
 
 bool sim_graph_invalidate_if_capturing(sim_stream *s)

@@ -246,6 +246,7 @@ CUresult sim_graph_capture_op(sim_graph *g, sim_op *op);   /* takes op */
 sim_graph *sim_graph_active(sim_device *dev, uint64_t capture_id); /* NULL if ended */
 uint64_t sim_graph_capture_id(const sim_graph *g);
 bool     sim_graph_invalidate_if_capturing(sim_stream *s);  /* true if s was capturing */
+void     sim_graph_invalidate_locked(sim_graph *g);
 bool     sim_graph_note_alloc(sim_stream *s, uintptr_t p);  /* (no lock held) */
 
 /* sim_event.c */

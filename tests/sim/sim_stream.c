@@ -367,6 +367,21 @@ static int add_legacy_deps(sim_stream *s, sim_op *op)
     return 0;
 }
 
+/* Work on the legacy stream while a blocking stream captures would depend
+ * on the capture: refused (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), and the
+ * capture is invalidated. Called with dev->lock held. */
+static bool legacy_blocked(sim_stream *legacy)
+{
+    bool blocked = false;
+    for (sim_stream *t = legacy->dev->streams; t; t = t->next_live) {
+        if (t->capture && is_blocking(t)) {
+            sim_graph_invalidate_locked(t->capture);
+            blocked = true;
+        }
+    }
+    return blocked;
+}
+
 CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 {
     sim_device *dev = s->dev;
@@ -377,6 +392,11 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
         if (seq_out)
             *seq_out = 0;
         return rc;
+    }
+    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s)) {
+        pthread_mutex_unlock(&dev->lock);
+        sim_op_free(op);
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
     if (add_legacy_deps(s, op) != 0) {
         pthread_mutex_unlock(&dev->lock);
@@ -408,6 +428,11 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
         CUresult rc = sim_graph_capture_op(s->capture, op);
         pthread_mutex_unlock(&dev->lock);
         return rc;
+    }
+    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s)) {
+        pthread_mutex_unlock(&dev->lock);
+        sim_op_free(op);
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
     if (add_legacy_deps(s, op) != 0) {
         pthread_mutex_unlock(&dev->lock);

@@ -83,6 +83,17 @@ TEST(synchronizing_a_capturing_stream_invalidates_the_capture)
     ASSERT_EQ(st, cudaStreamCaptureStatusNone);
     cudaGetLastError();
     ASSERT_OK(cudaStreamSynchronize(s));
+    /* Legacy-stream work while a blocking stream captures: refused, and the
+     * capture is invalidated. */
+    void *d;
+    ASSERT_OK(cudaMalloc(&d, N));
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    ASSERT_EQ(cudaMemsetAsync(d, 0, N, 0), cudaErrorStreamCaptureImplicit);
+    ASSERT_OK(cudaStreamIsCapturing(s, &st));
+    ASSERT_EQ(st, cudaStreamCaptureStatusInvalidated);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    ASSERT_OK(cudaFree(d));
     ASSERT_OK(cudaStreamDestroy(s));
 }
 
