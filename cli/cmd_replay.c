@@ -169,7 +169,10 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
         printf("\n");
     }
     if (r->recorded_ooms)
-        printf("the recording itself has %zu out-of-memory events\n", r->recorded_ooms);
+        printf("the recording ran out of memory %zu times; the replay served %zu of those "
+               "requests%s\n", r->recorded_ooms, r->recorded_ooms_served,
+               r->recorded_ooms_served ? " (then gave them back: what the program would have "
+                                         "done next is not recorded)" : "");
 }
 
 static void json_u64(const char *key, uint64_t v, int comma)
@@ -250,6 +253,8 @@ static void print_result_json(const vt_snapshot_data *s, const vt_replay_result 
     printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
            r->replayed, r->skipped_frees);
     json_u64("events_lost", r->events_lost, 1);
+    printf("\"recorded_ooms\": %zu, \"recorded_ooms_served\": %zu, ", r->recorded_ooms,
+           r->recorded_ooms_served);
     printf("\"recorded_expandable_segments\": %s, ", r->expandable_segments ? "true" : "false");
     printf("\"segments_identical\": %s, \"first_segment_difference\": ",
            r->segments_identical ? "true" : "false");

@@ -313,6 +313,25 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             vt__rmap_del(&live, x);
             break;
         }
+        case VT_EV_OOM: {
+            /* the recorded program asked here and was refused: ask again */
+            if (!e->req_size)
+                break;
+            void *p = NULL;
+            int a = vt__alloc_malloc(d, (size_t)e->req_size, e->stream, &p);
+            r->replayed++;
+            if (a == 2) {
+                note_oom(s, i, r);
+                goto done;
+            }
+            /* served now: the recording does not say what the program
+             * would have done with it; it goes back at once */
+            if (!a && p) {
+                vt__alloc_free(p, e->stream, VT_FREE_ON_STREAM);
+                r->recorded_ooms_served++;
+            }
+            break;
+        }
         case VT_EV_STREAM_USE: {
             vt__rmap_entry *x = vt__rmap_get(&live, e->addr);
             if (!x || x->device != d)

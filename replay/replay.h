@@ -90,7 +90,9 @@ typedef struct vt_replay_result {
     size_t events;             /* events in the snapshot */
     size_t replayed;           /* allocator calls made (allocs, frees, stream uses) */
     size_t skipped_frees;      /* frees of allocations made before the window */
-    size_t recorded_ooms;      /* OOM events in the recording */
+    size_t recorded_ooms;      /* OOM events in the recording (each replayed as the
+                                  allocation it was) */
+    size_t recorded_ooms_served; /* of those, allocations the replay could serve */
     uint64_t events_lost;      /* recorder ring overflow: the window misses the start */
     /* segment allocations and frees (device, size, order) as recorded? */
     bool segments_identical;
