@@ -1,7 +1,7 @@
 /*
  * cli/cmd_check.c - `vramtrace check FILE`: storages alive after their last
  * use or pinned by small views of a dropped base, and the chain of
- * references that holds them (trace/check.h).
+ * references that holds them (trace/check/check.h).
  *
  * Exit status: 0 clean, 1 something was flagged, 2 bad usage or a file that
  * cannot be read (the reader's one-line message is printed).
@@ -31,7 +31,7 @@ static void usage(FILE *f)
         "x seconds).\n"
         "\n"
         "options:\n"
-        "  --json            the whole report as JSON on stdout (schema: trace/check.h)\n"
+        "  --json            the whole report as JSON on stdout (schema: trace/check/check.h)\n"
         "  --grace G         how long a storage may outlive its last use:\n"
         "                      Nsteps (or N)  N complete steps between marks\n"
         "                      2.5s, 300ms    a fixed time\n"

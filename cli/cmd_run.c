@@ -12,7 +12,7 @@
  * With -o: the path is checked before CMD starts (a new name in a writable
  * directory, or a regular file); a private run directory is passed down as
  * VRAMTRACE_RUN_DIR, where every process of the run registers the snapshots
- * it writes (trace/runlog.c). At the end run lists them all, renames the
+ * it writes (trace/record/runlog.c). At the end run lists them all, renames the
  * exit snapshot to the plain -o name when only one process wrote one (each
  * writes a pid-tagged name meanwhile), and exits non-zero when one was lost.
  *
@@ -251,7 +251,7 @@ static void remove_run_dir(const char *dir)
     rmdir(dir);
 }
 
-/* One registered snapshot (trace/runlog.c writes the lines). */
+/* One registered snapshot (trace/record/runlog.c writes the lines). */
 struct snap_line { char kind[16]; long pid; int ok; char path[PATH_MAX]; char plain[PATH_MAX]; };
 
 static int parse_line(char *line, struct snap_line *l)

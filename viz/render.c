@@ -1,7 +1,7 @@
 /*
  * viz/render.c - a snapshot as one self-contained HTML page (see render.h).
  *
- * The page draws from the timeline (trace/timeline.h), never from raw
+ * The page draws from the timeline (trace/snap/timeline.h), never from raw
  * events, so it agrees with every other view on what lived when. What it
  * needs is reduced here to compact columns:
  *   - the x axis: the allocator events (alloc, free, segment, mark, OOM);

@@ -1,6 +1,6 @@
 /* tests/alloc/trace_fake.h - a recorder for the allocator's unit tests.
  *
- * trace_fake.c implements trace/recorder.h by keeping every event in memory,
+ * trace_fake.c implements trace/record/recorder.h by keeping every event in memory,
  * so tests can check what the allocator recorded without the real recorder
  * (which the integration test links instead). */
 #ifndef VT_TESTS_ALLOC_TRACE_FAKE_H

@@ -7,8 +7,8 @@
  * PyTorch-shaped snapshot (gen_pickle_seed.py). By hand:
  *   python3 tests/fuzz/gen_pickle_seed.py /tmp/seed.pickle
  *   tests/fuzz/run_fuzz.sh pickle 600 /tmp/fz /tmp/seed.pickle -- -Iinclude -Itrace -- \
- *     tests/fuzz/fuzz_pickle.c trace/pickle_*.c trace/pytorch_*.c trace/snapshot.c \
- *     trace/timeline.c
+ *     tests/fuzz/fuzz_pickle.c trace/interop/pickle_*.c trace/interop/pytorch_*.c trace/snap/snapshot.c \
+ *     trace/snap/timeline.c trace/snap/liveness.c
  */
 #include <stddef.h>
 #include <stdint.h>

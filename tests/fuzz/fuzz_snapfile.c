@@ -7,8 +7,8 @@
  * its checksums, so mutations reach the decoders) and seeds it with the
  * small snapshot of tests/viz/gen_snapshot. By hand:
  *   tests/fuzz/run_fuzz.sh snapfile 600 /tmp/fz seed.vtsnap -- -Iinclude -Itrace -- \
- *     tests/fuzz/fuzz_snapfile.c trace/snapfile_*.c trace/snapshot.c trace/checksum.c \
- *     trace/timeline.c trace/check*.c
+ *     tests/fuzz/fuzz_snapfile.c trace/snap/snapfile_*.c trace/snap/snapshot.c trace/snap/checksum.c \
+ *     trace/snap/timeline.c trace/snap/liveness.c trace/check/check*.c
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,345 @@
+/*
+ * trace/check/check.c - the checker's entry points (see check.h): options
+ * parsing, what the rules share (ignore patterns, findings, statistics),
+ * ranking and vt_check_run.
+ *
+ * vt_check_run builds the model (pass 1, check_model.c), runs the rules on
+ * each storage's uses and lifetime (check_linger.c, check_pinned.c,
+ * check_native.c), finds the retention paths (pass 2, check_paths.c) and
+ * ranks the findings. Nothing is quadratic: 1M events cost well under a
+ * second.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errbuf.h"
+#include "check_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/*  Small helpers                                                           */
+/* ------------------------------------------------------------------------ */
+
+int vt__ck_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Upper median of v[0..n) (reorders v); 0 for n == 0. */
+uint64_t vt__ck_median(uint64_t *v, size_t n)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, vt__ck_cmp_u64);
+    return v[n / 2];
+}
+
+/* ------------------------------------------------------------------------ */
+/*  What the rules share                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int stack_matches(const vt_snapshot_data *s, uint32_t stack, const char *pat)
+{
+    for (uint32_t guard = 0; stack && stack < s->nstack_nodes && guard < 4096; guard++) {
+        const vt_stack_node *sn = &s->stack_nodes[stack];
+        if (sn->frame < s->nframes) {
+            const char *fn = vt__ck_string(s, s->frames[sn->frame].function);
+            if (*fn && fnmatch(pat, fn, 0) == 0)
+                return 1;
+        }
+        if (sn->parent >= stack)  /* parents precede children; stop on a bad tree */
+            break;
+        stack = sn->parent;
+    }
+    return 0;
+}
+
+int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
+                   uint32_t extra_stack)
+{
+    if (!opt->nignore)
+        return 0;
+    const ck_storage *st = &m->st[sti];
+    for (size_t p = 0; p < opt->nignore; p++) {
+        const char *pat = opt->ignore[p];
+        if (!pat)
+            continue;
+        for (uint32_t t = st->first_tensor; t != CK_NONE; t = m->nodes[t].next_bound) {
+            const char *nm = vt__ck_string(m->s, m->nodes[t].name);
+            if (*nm && fnmatch(pat, nm, 0) == 0)
+                return 1;
+        }
+        if (stack_matches(m->s, st->alloc_stack, pat) || stack_matches(m->s, extra_stack, pat))
+            return 1;
+    }
+    return 0;
+}
+
+vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti)
+{
+    if (CK_GROW(fs->f, fs->cap, fs->n + 1) < 0 || CK_GROW(fs->fst, fs->capst, fs->n + 1) < 0)
+        return NULL;
+    vt_check_finding *f = &fs->f[fs->n];
+    memset(f, 0, sizeof *f);
+    fs->fst[fs->n] = sti;
+    fs->n++;
+    f->owner_name = f->last_use_name = "";
+    f->nallocs = 1;
+    return f;
+}
+
+uint64_t vt__ck_storage_bytes(const ck_storage *st)
+{
+    return st->req_size ? st->req_size : st->size;
+}
+
+void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st)
+{
+    f->device = st->device;
+    f->external = st->external;
+    f->before_window = st->before_window;
+    f->freed = st->freed;
+    f->addr = st->addr;
+    f->bytes = vt__ck_storage_bytes(st);
+    f->block_bytes = st->size;
+    f->alloc_seq = st->alloc_seq;
+    f->alloc_time_ns = st->alloc_time;
+    f->alloc_stack = st->alloc_stack;
+    f->free_seq = st->free_seq;
+    f->free_time_ns = st->free_time;
+    f->free_stack = st->free_stack;
+    f->ntensors = st->ntensors;
+    if (st->owner != CK_NONE) {
+        f->owner_id = m->nodes[st->owner].id;
+        f->owner_name = vt__ck_string(m->s, m->nodes[st->owner].name);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Entry points                                                            */
+/* ------------------------------------------------------------------------ */
+
+void vt_check_options_init(vt_check_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->grace_mode = VT_CHECK_GRACE_AUTO;
+    opt->rules = VT_CHECK_RULES_AUTO;
+    opt->max_paths = 3;
+    opt->max_visit = 4096;
+    opt->pinned_ratio = VT_CHECK_PINNED_RATIO;
+}
+
+const char *vt_check_rule_name(unsigned rule)
+{
+    switch (rule) {
+    case VT_CHECK_RULE_LINGER: return "linger";
+    case VT_CHECK_RULE_NEVER_FREED: return "never-freed";
+    case VT_CHECK_RULE_OUTLIER: return "outlier";
+    case VT_CHECK_RULE_PINNED: return "pinned";
+    default: return "?";
+    }
+}
+
+int vt_check_parse_rules(const char *text, unsigned *rules)
+{
+    if (!text || !*text)
+        return -EINVAL;
+    unsigned acc = 0;
+    const char *p = text;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == 6 && !strncmp(p, "linger", n)) acc |= VT_CHECK_RULE_LINGER;
+        else if (n == 11 && !strncmp(p, "never-freed", n)) acc |= VT_CHECK_RULE_NEVER_FREED;
+        else if (n == 7 && !strncmp(p, "outlier", n)) acc |= VT_CHECK_RULE_OUTLIER;
+        else if (n == 6 && !strncmp(p, "pinned", n)) acc |= VT_CHECK_RULE_PINNED;
+        else if (n == 3 && !strncmp(p, "all", n)) acc |= VT_CHECK_RULES_ALL;
+        else if (n == 4 && !strncmp(p, "auto", n)) acc |= 0;
+        else return -EINVAL;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    *rules = acc;
+    return 0;
+}
+
+int vt_check_parse_pinned_ratio(const char *text, double *ratio)
+{
+    if (!text || !*text || !ratio || text[0] == '-' || text[0] == '+')
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text)
+        return -EINVAL;
+    if (!strcmp(end, "%"))
+        v /= 100;
+    else if (*end)
+        return -EINVAL;
+    if (!(v > 0) || v > 1)
+        return -EINVAL;
+    *ratio = v;
+    return 0;
+}
+
+int vt_check_parse_grace(const char *text, vt_check_options *opt)
+{
+    if (!text || !*text)
+        return -EINVAL;
+    if (!strcmp(text, "auto")) {
+        opt->grace_mode = VT_CHECK_GRACE_AUTO;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || !(v >= 0) || v > 1e12 || text[0] == '-' || text[0] == '+')
+        return -EINVAL;
+    if (!*end || !strcmp(end, "steps") || !strcmp(end, "step")) {
+        if (v != (double)(uint32_t)v)
+            return -EINVAL;
+        opt->grace_mode = VT_CHECK_GRACE_STEPS;
+        opt->grace_steps = (uint32_t)v;
+        return 0;
+    }
+    double scale;
+    if (!strcmp(end, "s")) scale = 1e9;
+    else if (!strcmp(end, "ms")) scale = 1e6;
+    else if (!strcmp(end, "us")) scale = 1e3;
+    else if (!strcmp(end, "ns")) scale = 1;
+    else if (!strcmp(end, "m") || !strcmp(end, "min")) scale = 60e9;
+    else return -EINVAL;
+    double ns = v * scale;
+    if (ns > 1.8e19)
+        return -EINVAL;
+    opt->grace_mode = VT_CHECK_GRACE_TIME;
+    opt->grace_ns = (uint64_t)(ns + 0.5);
+    return 0;
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const vt_check_finding *x = a, *y = b;
+    if (x->byte_seconds != y->byte_seconds)
+        return x->byte_seconds > y->byte_seconds ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return x->linger_from_seq < y->linger_from_seq ? -1 : x->linger_from_seq > y->linger_from_seq;
+}
+
+void vt_check_report_free(vt_check_report *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        vt_check_finding *f = &r->findings[i];
+        for (size_t p = 0; p < f->npaths; p++)
+            free(f->paths[p].steps);
+        free(f->paths);
+        free(f->views);
+    }
+    free(r->findings);
+    free(r);
+}
+
+int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
+                 vt_check_report **out, char *err, size_t errlen)
+{
+    if (!s || !out) {
+        (void)vt__errf(err, errlen, 0, "vt_check_run: no snapshot");
+        return -EINVAL;
+    }
+    *out = NULL;
+    vt_check_options opt;
+    if (opt_in)
+        opt = *opt_in;
+    else
+        vt_check_options_init(&opt);
+    if (!opt.max_paths)
+        opt.max_paths = 3;
+    if (!opt.max_visit)
+        opt.max_visit = 4096;
+    if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
+        (void)vt__errf(err, errlen, 0, "vt_check_run: snapshot too large (%zu events)", s->nevents);
+        return -EOVERFLOW;
+    }
+
+    ck_model m;
+    memset(&m, 0, sizeof m);
+    m.s = s;
+    vt_check_report *r = calloc(1, sizeof *r);
+    ck_findings fs = { 0 };
+    int rc = -ENOMEM;
+    if (!r)
+        goto fail;
+    if (vt__ck_model_build(&m) < 0)
+        goto fail;
+
+    unsigned rules = opt.rules & VT_CHECK_RULES_ALL;
+    if (!rules)
+        rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)
+                           : (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+    r->rules_run = rules;
+    r->grace_mode = opt.grace_mode;
+    r->grace_user = opt.grace_mode != VT_CHECK_GRACE_AUTO;
+    if (opt.grace_mode == VT_CHECK_GRACE_STEPS)
+        r->grace_steps = opt.grace_steps;
+    if (opt.grace_mode == VT_CHECK_GRACE_TIME)
+        r->grace_ns = opt.grace_ns;
+    r->nmarks = m.nmarks;
+    r->nstorages = m.nst;
+    r->ntensors = m.ntensors;
+    r->nholders = m.nholders;
+    r->nrefs = m.nrefs;
+    r->start_time_ns = m.start_time;
+    r->end_time_ns = m.end_time;
+    r->pinned_ratio = opt.pinned_ratio > 0 && opt.pinned_ratio <= 1 ? opt.pinned_ratio
+                                                                    : VT_CHECK_PINNED_RATIO;
+
+    if (rules & VT_CHECK_RULE_LINGER) {
+        if (vt__ck_rule_linger(&m, &opt, &fs, r) < 0)
+            goto fail;
+    } else {
+        r->grace_mode = opt.grace_mode == VT_CHECK_GRACE_TIME || !m.nmarks
+                            ? VT_CHECK_GRACE_TIME : VT_CHECK_GRACE_STEPS;
+    }
+    /* After LINGER: it cuts the pinned intervals of the storages it flagged. */
+    if (rules & VT_CHECK_RULE_PINNED)
+        if (vt__ck_rule_pinned(&m, &opt, &fs, r) < 0)
+            goto fail;
+    if (rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER))
+        if (vt__ck_rule_native(&m, &opt, rules, &fs, r) < 0)
+            goto fail;
+
+    r->findings = fs.f;
+    r->nfindings = fs.n;
+    fs.f = NULL;
+    if (vt__ck_paths(&m, r, fs.fst, &opt) < 0)
+        goto fail;
+
+    if (r->nfindings)
+        qsort(r->findings, r->nfindings, sizeof *r->findings, cmp_rank);
+    for (size_t i = 0; i < r->nfindings; i++) {
+        r->total_bytes += r->findings[i].rule == VT_CHECK_RULE_PINNED
+                              ? r->findings[i].wasted_bytes : r->findings[i].bytes;
+        r->total_byte_seconds += r->findings[i].byte_seconds;
+    }
+    free(fs.fst);
+    vt__ck_model_free(&m);
+    *out = r;
+    return 0;
+
+fail:
+    (void)vt__errf(err, errlen, 0, "vt_check_run: out of memory");
+    free(fs.f);
+    free(fs.fst);
+    vt_check_report_free(r);
+    vt__ck_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,445 @@
+/*
+ * trace/check/check.h - the reference-graph checker (`vramtrace check`).
+ *
+ * The question it answers: which storage stayed alive after the last logical
+ * use of the tensors on it, since when, how many bytes, and which chain of
+ * references kept it alive. Typical causes: a Python reference cycle that
+ * holds activations until the next gc pass, a view that pins the whole buffer
+ * it was cut from, a pipeline context that keeps send/recv buffers one
+ * micro-batch too long, a hook closure that keeps a dict of intermediates.
+ *
+ * Input: a vt_snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
+ * function of it: no allocator, no CUDA, no globals, no I/O except the
+ * printers below. Cost: O(n log n) in the number of events plus a bounded
+ * search per finding (see vt_check_options.max_visit); 1M events take well
+ * under a second.
+ *
+ * ---------------------------------------------------------------------------
+ * The model built from the events (see vramtrace/format.h for the fields)
+ * ---------------------------------------------------------------------------
+ *  storages  Allocations, matched like trace/timeline.h does: ALLOC opens a
+ *            storage at its addr, FREE_REQUESTED at that addr closes it; a
+ *            free with no open storage is an allocation from before the
+ *            window; ACTIVE blocks of the allocator state that no ALLOC
+ *            explains are storages alive throughout; an ALLOC over a still
+ *            open storage closes the old one there (its free was lost).
+ *            STORAGE_EXTERNAL / STORAGE_EXTERNAL_FREE add storages vramtrace
+ *            did not allocate (a CPU tensor's, another allocator's).
+ *  tensors   TENSOR_NEW binds tensor `aux` to the storage that CONTAINS its
+ *            data_ptr (`addr`) at that moment; if none does, an implicit
+ *            storage [addr, addr+size) is assumed (allocated before the
+ *            window), closed by a later free at its address. A view
+ *            (aux2 = base id) binds the same way: to the storage its data
+ *            lives in, which is its base's. The creation counts as a use.
+ *            TENSOR_USE is a use; TENSOR_DROP: the tensor object died (it
+ *            no longer holds its storage, and nothing holds it).
+ *  holders   HOLDER_NEW: a non-tensor object (list, dict, closure cell,
+ *            frame, autograd node, "reference cycle collected by gc"...).
+ *            Tensor and holder ids share one id space.
+ *  edges     REF(from, to, label) adds a reference, UNREF(from, to) removes
+ *            the most recent one between the two. The graph is therefore
+ *            time-varying; implicit edges tensor -> its storage.
+ *
+ * A storage's "owning tensor" is the first non-view tensor bound to it (the
+ * first tensor at all if only views were). Its "last use" is the last
+ * TENSOR_NEW/TENSOR_USE of ANY tensor bound to it, so a view still in use
+ * keeps its base's storage alive as far as LINGER is concerned (PINNED below
+ * looks at how much of it the view actually covers).
+ * A tensor's "bytes" are its TENSOR_NEW nbytes (`size`), its extent
+ * [data_ptr, data_ptr + nbytes); it is alive from its TENSOR_NEW to its
+ * first TENSOR_DROP (or the end).
+ *
+ * ---------------------------------------------------------------------------
+ * Rules (vt_check_options.rules; a finding names the one that fired)
+ * ---------------------------------------------------------------------------
+ * VT_CHECK_RULE_LINGER (tensor annotations present): a storage alive after
+ * its last use by more than the grace.
+ *   - Steps (default when the snapshot has MARK events): marks cut the trace
+ *     into steps; step k runs from mark k to mark k+1 (step 0 is before the
+ *     first mark; the step after the last mark is never complete). Let j be
+ *     the step of the last use and G the storage's usual gap: the median
+ *     distance, in steps, between consecutive distinct steps it was used in
+ *     (1 if it was used in fewer than two steps). The storage is flagged when
+ *     it stayed alive, unused, through N = max(1, G) complete steps after
+ *     step j, i.e. it was still alive at mark j+1+N. That mark is when it
+ *     became a finding (linger_from). Weights used every step (G = 1) or
+ *     state used every k steps (G = k) are never flagged by the trace simply
+ *     ending: their missed use would have to be followed by a complete step.
+ *     `--grace Nsteps` sets N directly (the usual gap is then ignored).
+ *   - Time (default when there are no marks, or `--grace 2.5s`): flagged when
+ *     free (or the end of the trace) minus the last use exceeds
+ *       T = max(1 s, 10 x the median gap between its uses,
+ *               VT_CHECK_TIME_FRACTION_PCT % of the trace duration);
+ *     `--grace S` sets T = S. The finding starts at last use + T.
+ *     "End of the trace" = max(meta.snapshot_time_ns, last event time).
+ * VT_CHECK_RULE_NEVER_FREED (native trace, no tensor annotations): per call
+ *   site (allocation stack), the allocations alive at the snapshot that were
+ *   allocated before the last mark and after the first one (without marks:
+ *   before the last VT_CHECK_TIME_FRACTION_PCT % of the trace), when they come
+ *   from at least two different steps (without marks: spread over at least
+ *   VT_CHECK_TIME_FRACTION_PCT % of the trace). That is the signature of a
+ *   call site that accumulates memory step after step; one-time setup
+ *   (weights, lazily created optimizer state: all in one step) is not flagged.
+ * VT_CHECK_RULE_OUTLIER (native trace): per call site, the allocations that
+ *   stayed alive through at least one complete step (without marks: longer
+ *   than max(1 s, 10 x the median lifetime of their siblings)) while at least
+ *   two of their siblings (same allocation stack) died within one step and
+ *   such short-lived siblings are the majority. One finding per call site.
+ *
+ * VT_CHECK_RULE_PINNED (tensor annotations present): a view that keeps its
+ *   base's storage alive after the base tensor was dropped, e.g.
+ *   `x = big[:, :10]` kept while `big` is gone: the whole buffer stays
+ *   allocated for the few bytes of x, even if x is used every step (which
+ *   LINGER cannot see). Checked only for storages whose owning tensor is not
+ *   a view (its base's fate is unknown otherwise) and whose owner got a
+ *   TENSOR_DROP. "Live views" are the other tensors bound to the storage
+ *   that are alive (views of the owner or of its views; any other tensor on
+ *   the same storage counts too). "Covered bytes" are the union of the live
+ *   views' extents, clipped to the storage [addr, addr + bytes) (bytes as in
+ *   the finding: asked-for size); "wasted bytes" = bytes - covered bytes.
+ *   The storage is PINNED at a moment when its owner was dropped, it is
+ *   still allocated, at least one view is alive and
+ *     covered bytes < pinned_ratio x bytes   (default 0.5: `--pinned-ratio`).
+ *   A pinned interval is a maximal run of such moments (it starts at the
+ *   owner's drop, or when a view's drop brings the coverage under the
+ *   ratio; it ends when the last view dies, the coverage reaches the ratio,
+ *   the storage is freed, or at the end of the trace). The first interval
+ *   that outlasts the grace is the finding (one per storage):
+ *   - steps: it is still pinned at mark j+1+N where j is the step the
+ *     interval started in and N = `--grace Nsteps`, else 1 (a view pinning a
+ *     buffer through one complete step); steps_unused = complete steps it
+ *     stayed pinned;
+ *   - time: it lasted longer than T = `--grace S`, else
+ *     max(1 s, VT_CHECK_TIME_FRACTION_PCT % of the trace).
+ *   linger_from is when it became a finding; linger_ns the length of the
+ *   interval; byte_seconds the integral of the wasted bytes over it (the
+ *   ranking key: wasted bytes x time, not the storage's bytes x time).
+ *   wasted_bytes, covered_bytes and the views listed are those of the moment
+ *   the paths show (path_seq); the paths start from the live views.
+ *   LINGER first: when LINGER flags the same storage, the pinned interval
+ *   is cut at the storage's last use (from there LINGER's finding already
+ *   counts every byte of it as held after its last use), so the two never
+ *   report the same interval; if what is left does not outlast the grace,
+ *   only the LINGER finding is reported. With `--rules pinned` alone nothing
+ *   is cut.
+ *
+ * "Lingering" is measured from the last use (native rules: from the
+ * allocation plus the siblings' median lifetime, or from the allocation for
+ * never-freed; PINNED: from the start of the pinned interval) to the free or
+ * the end; findings are ranked by bytes x lingering seconds (PINNED: wasted
+ * bytes x seconds), largest first.
+ *
+ * Retention paths (LINGER and PINNED): the live reference chains, at linger_from
+ * (or at the end of the trace if the storage is still alive then; PINNED: if
+ * it is still pinned then), from a root to the storage. A breadth-first search runs backwards over live edges from
+ * the storage through its live tensors; a root is a node with no live
+ * incoming edge (a holder, or a tensor nothing recorded refers to). The
+ * shortest paths to up to max_paths distinct roots are kept. When only cycles
+ * reach the storage (no root: an uncollected reference cycle), one path that
+ * closes the cycle is reported (its first node appears again later in it)
+ * and the path is flagged `cycle`.
+ *
+ * Ownership: the report owns its arrays. Its `const char *` members point
+ * into the snapshot's string table (or at a static ""), and its stack ids are
+ * snapshot stack ids: keep the snapshot alive while using the report.
+ */
+#ifndef VT_TRACE_CHECK_H
+#define VT_TRACE_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "snapshot.h"
+
+/* Share of the trace duration used by the time rules (see above). */
+#define VT_CHECK_TIME_FRACTION_PCT 5
+/* Floor of the time rule's grace. */
+#define VT_CHECK_TIME_MIN_NS 1000000000ull
+/* Multiple of the median use gap in the time rule. */
+#define VT_CHECK_GAP_FACTOR 10
+/* PINNED: default share of the storage its live views must cover. */
+#define VT_CHECK_PINNED_RATIO 0.5
+/* PINNED: views listed per finding (the largest ones; nviews_live counts all). */
+#define VT_CHECK_MAX_VIEWS 8
+
+/* Rules (bit flags; vt_check_options.rules, vt_check_finding.rule). */
+enum vt_check_rule {
+    VT_CHECK_RULE_LINGER = 1u << 0,      /* alive after its last use beyond the grace */
+    VT_CHECK_RULE_NEVER_FREED = 1u << 1, /* native: call site accumulating never-freed memory */
+    VT_CHECK_RULE_OUTLIER = 1u << 2,     /* native: outlives its call site's siblings */
+    VT_CHECK_RULE_PINNED = 1u << 3,      /* small live views pin a dropped base's storage */
+};
+#define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors, else
+                                     the native rules */
+#define VT_CHECK_RULES_ALL 15u
+
+/* How the grace of the LINGER rule is decided. */
+enum vt_check_grace_mode {
+    VT_CHECK_GRACE_AUTO = 0,  /* steps when there are marks, time otherwise */
+    VT_CHECK_GRACE_STEPS = 1, /* exactly grace_steps complete steps */
+    VT_CHECK_GRACE_TIME = 2,  /* exactly grace_ns after the last use */
+};
+
+typedef struct vt_check_options {
+    int grace_mode;            /* enum vt_check_grace_mode */
+    uint32_t grace_steps;      /* GRACE_STEPS: complete unused steps allowed (0 ok) */
+    uint64_t grace_ns;         /* GRACE_TIME: ns allowed after the last use */
+    const char *const *ignore; /* fnmatch(3) patterns; a storage is skipped when one */
+    size_t nignore;            /* matches a bound tensor's name or any function of its
+                                  allocation or last-use stack */
+    unsigned rules;            /* VT_CHECK_RULE_* bits, VT_CHECK_RULES_AUTO = 0 */
+    unsigned max_paths;        /* retention paths per finding, 0 = 3 */
+    unsigned max_visit;        /* nodes one path search may visit, 0 = 4096 (after
+                                  20M visits in all, each search gets 64) */
+    double pinned_ratio;       /* PINNED: flagged while live views cover less than this
+                                  share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
+} vt_check_options;
+
+/* Node kinds of a retention path step. */
+enum vt_check_node_kind {
+    VT_CHECK_NODE_HOLDER = 1,
+    VT_CHECK_NODE_TENSOR = 2,
+    VT_CHECK_NODE_STORAGE = 3,
+};
+
+/* One node of a retention path. Paths run root first, storage last. */
+typedef struct vt_check_step {
+    uint8_t kind;              /* enum vt_check_node_kind */
+    uint64_t id;               /* holder/tensor id; storage: its address */
+    const char *name;          /* holder/tensor name, "" if none; storage: "" */
+    const char *label;         /* label of the reference from this node to the next
+                                  one ("" if unlabeled, and for the last step) */
+    uint64_t base_id;          /* tensor: its base tensor's id if a view, else 0 */
+    const char *base_name;     /* tensor: the base's name if a view, else "" */
+    uint64_t bytes;            /* storage: bytes (as in the finding), else 0 */
+} vt_check_step;
+
+typedef struct vt_check_path {
+    vt_check_step *steps;      /* root first, storage last */
+    size_t nsteps;
+    uint8_t cycle;             /* no root: steps[0] reappears later in the path */
+    uint8_t truncated;         /* search bound hit: steps[0] is not a root */
+} vt_check_path;
+
+/* PINNED: one live view holding the storage (at the finding's path_seq). */
+typedef struct vt_check_view {
+    uint64_t id;               /* tensor id */
+    const char *name;          /* its name, "" if none */
+    uint64_t base_id;          /* its base tensor's id if a view, else 0 */
+    const char *base_name;     /* the base's name if known, else "" */
+    uint64_t addr;             /* data_ptr */
+    uint64_t bytes;            /* TENSOR_NEW nbytes */
+    uint64_t covered_bytes;    /* of those, inside the storage */
+} vt_check_view;
+
+typedef struct vt_check_finding {
+    unsigned rule;             /* the VT_CHECK_RULE_* that fired */
+    int grace_mode;            /* LINGER: GRACE_STEPS or GRACE_TIME, as applied */
+    int8_t device;             /* CUDA ordinal, -1 host/unknown */
+    uint8_t external;          /* a STORAGE_EXTERNAL storage */
+    uint8_t before_window;     /* allocated before the first retained event */
+    uint8_t freed;             /* 1: freed at free_seq; 0: still alive at the end */
+
+    uint64_t addr;             /* storage address (native groups: the largest one) */
+    uint64_t bytes;            /* bytes asked for (req_size; block size if unknown);
+                                  native groups: the sum over nallocs */
+    uint64_t block_bytes;      /* rounded block size(s) */
+    uint32_t nallocs;          /* allocations in the finding: 1, or a call site's count */
+
+    uint64_t owner_id;         /* owning tensor id, 0 if none (native) */
+    const char *owner_name;    /* its name, "" if none */
+    uint32_t ntensors;         /* tensors (owner and views) ever bound to the storage */
+
+    uint64_t alloc_seq;        /* 0 if before the window */
+    uint64_t alloc_time_ns;    /* 0 if unknown */
+    uint32_t alloc_stack;      /* snapshot stack id, 0 if none */
+
+    uint64_t last_use_seq;     /* LINGER: last NEW/USE of a bound tensor; native: alloc */
+    uint64_t last_use_time_ns;
+    uint32_t last_use_stack;   /* stack of that use, 0 if none */
+    uint64_t last_use_tensor;  /* id of the tensor used last */
+    const char *last_use_name; /* its name */
+    uint32_t nuses;            /* uses (including creations) of the storage */
+    uint32_t last_use_step;    /* step index of the last use (0 before the first mark) */
+    uint32_t usual_gap_steps;  /* upper median gap between distinct use steps, 0 if
+                                  used in one step only (steps mode) */
+    uint64_t usual_gap_ns;     /* median time gap between uses, 0 if < 2 uses */
+    uint32_t steps_unused;     /* complete steps alive and unused after the last use's step */
+
+    uint64_t linger_from_seq;  /* when it became a finding (the mark / the time) */
+    uint64_t linger_from_time_ns;
+    uint64_t free_seq;         /* FREE_REQUESTED / EXTERNAL_FREE seq, 0 if still alive */
+    uint64_t free_time_ns;
+    uint32_t free_stack;       /* stack of the free, 0 if none */
+    uint64_t linger_ns;        /* free (or end) minus the start of lingering */
+    double byte_seconds;       /* bytes x linger_ns / 1e9: the ranking key */
+
+    uint64_t path_seq;         /* graph state the paths show: linger_from_seq, or
+                                  UINT64_MAX = at the end of the trace */
+    vt_check_path *paths;      /* shortest first, up to max_paths */
+    size_t npaths;
+
+    /* PINNED only (0 / empty otherwise). The last_use_* fields above are
+     * the storage's last use over the whole trace, for information. */
+    uint64_t wasted_bytes;     /* bytes - covered_bytes, at path_seq */
+    uint64_t covered_bytes;    /* union of the live views' extents in the storage */
+    uint64_t owner_drop_seq;   /* TENSOR_DROP of the owner */
+    uint64_t owner_drop_time_ns;
+    uint64_t pinned_since_seq; /* start of the pinned interval (the owner's drop, or the
+                                  drop that brought the coverage under the ratio) */
+    uint64_t pinned_since_time_ns;
+    uint64_t pinned_until_seq; /* its end (linger_from marks when it became a finding):
+                                  the event that ended it, or UINT64_MAX = still
+                                  pinned at the end of the trace */
+    uint64_t pinned_until_time_ns;
+    uint8_t pinned_cut;        /* 1: interval cut at the last use (LINGER took over) */
+    uint32_t nviews_live;      /* live views at path_seq */
+    vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
+    size_t nviews;
+} vt_check_finding;
+
+typedef struct vt_check_report {
+    vt_check_finding *findings; /* ranked: byte_seconds, then bytes, then addr */
+    size_t nfindings;
+    unsigned rules_run;        /* VT_CHECK_RULE_* bits actually evaluated */
+    int grace_mode;            /* GRACE_STEPS or GRACE_TIME as applied to LINGER */
+    uint8_t grace_user;        /* the grace came from the options (not automatic) */
+    uint32_t grace_steps;      /* user's grace (GRACE_STEPS from options), else 0 */
+    uint64_t grace_ns;         /* user's grace (GRACE_TIME from options), else 0 */
+    size_t nmarks;             /* MARK events: nmarks + 1 steps */
+    size_t nstorages;          /* storages in the model (all kinds) */
+    size_t ntensors, nholders, nrefs; /* annotation counts */
+    size_t nignored;           /* storages skipped by --ignore patterns */
+    uint64_t start_time_ns;    /* first event */
+    uint64_t end_time_ns;      /* end of the trace (see the time rule) */
+    double pinned_ratio;       /* PINNED threshold as applied */
+    uint64_t total_bytes;      /* sum of findings' bytes (PINNED: wasted_bytes) */
+    double total_byte_seconds; /* sum of findings' byte_seconds */
+} vt_check_report;
+
+/*! vt_check_options_init() :
+ * Fill `opt` with the defaults: automatic grace and rules, no ignore
+ * patterns, 3 paths, 4096 visited nodes per search. */
+void vt_check_options_init(vt_check_options *opt);
+
+/*! vt_check_parse_grace() :
+ * Parse a `--grace` argument into `opt`: "N" or "Nsteps"/"Nstep" (complete
+ * steps, integer >= 0), or a duration "2.5s", "300ms", "50us", "10ns",
+ * "1m" (minutes). "auto" restores the default.
+ * @return 0, or -EINVAL (opt unchanged). */
+int vt_check_parse_grace(const char *text, vt_check_options *opt);
+
+/*! vt_check_parse_rules() :
+ * Parse a comma-separated list of rule names ("linger", "never-freed",
+ * "outlier", "pinned", "all", "auto") into VT_CHECK_RULE_* bits.
+ * @return 0 and *rules, or -EINVAL. */
+int vt_check_parse_rules(const char *text, unsigned *rules);
+
+/*! vt_check_parse_pinned_ratio() :
+ * Parse a `--pinned-ratio` argument: a share "0.25" or a percentage "25%",
+ * greater than 0 and at most 1 (100%).
+ * @return 0 and *ratio, or -EINVAL (*ratio unchanged). */
+int vt_check_parse_pinned_ratio(const char *text, double *ratio);
+
+/*! vt_check_run() :
+ * Check snapshot `s` with `opt` (NULL = defaults).
+ * @return 0 and *out (free with vt_check_report_free; it borrows strings and
+ *         stack ids from `s`), or a negative errno (-ENOMEM, -EINVAL) with a
+ *         one-line message in err. A malformed event stream never fails: it
+ *         is reconciled like trace/timeline.h does. */
+int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
+                 vt_check_report **out, char *err, size_t errlen);
+
+/*! vt_check_report_free() : release a report. NULL is fine. */
+void vt_check_report_free(vt_check_report *r);
+
+/*! vt_check_rule_name() :
+ * @return "linger", "never-freed", "outlier", "pinned", or "?"; static storage. */
+const char *vt_check_rule_name(unsigned rule);
+
+/*! vt_check_path_format() :
+ * Render a path on one line, snprintf-style, e.g.
+ *   Context.output_tensors → list[1] → tensor 'z' (view of 'fc2 out') → storage 0x7f0000 64 MiB
+ * Holders print as their name (or "holder #ID") immediately followed by the
+ * label of the reference to the next node (a label starting with a letter or
+ * '_' gets a '.' first: "saved" -> ".saved"; "[1]", "['acts']", ".x" are
+ * appended as they are); tensors as `tensor 'NAME'` (or "tensor #ID"), plus
+ * " (view of 'BASE')" for a view, plus the label of their own outgoing
+ * reference if any (".grad_fn"); the storage as "storage 0xADDR" and its
+ * size. A cycle path is prefixed "(cycle) " and a truncated one "… ".
+ * Arrows are UTF-8 " → ".
+ * @return the length the full text needs (excluding the NUL), like snprintf. */
+size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
+
+/*! vt_check_format_bytes() :
+ * "512 B", "1.5 KiB", "64 MiB", "2.25 GiB" (two decimals, trailing zeros
+ * dropped). @return buf. */
+char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+/*! vt_check_report_print() :
+ * The human-readable report: a summary line, then up to `max_findings`
+ * findings (0 = all), each with its storage, owner, allocation stack, last
+ * use and its stack, free or "still alive", lingering and bytes x time, and
+ * its retention paths; a PINNED finding also names the views keeping it,
+ *   kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)
+ * and its wasted bytes. Stacks are symbolized from `s`.
+ * @return 0, or -EIO if writing failed. */
+int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
+                          size_t max_findings);
+
+/*! vt_check_report_write_json() :
+ * The whole report as one JSON object (UTF-8, valid JSON, ends with "\n").
+ * Schema, stable (fields are only ever added):
+ * {
+ *   "vramtrace_check": 1,                       schema version
+ *   "rules_run": ["linger", ...],      ("linger", "never-freed", "outlier", "pinned")
+ *   "grace": {"mode": "steps"|"time", "steps": N|null, "seconds": S|null},
+ *             (N / S are set when the user gave them, null = the automatic rule)
+ *   "pinned_ratio": X,                          PINNED threshold as applied
+ *   "marks": N, "storages": N, "tensors": N, "holders": N, "refs": N,
+ *   "ignored": N,
+ *   "start_time_ns": N, "end_time_ns": N,
+ *   "total_bytes": N, "total_byte_seconds": X,
+ *   "findings": [                               ranked, largest bytes x time first
+ *     {
+ *       "rule": "linger"|"never-freed"|"outlier"|"pinned",
+ *       "addr": "0x...",  (hex string: 64-bit addresses exceed JSON doubles)
+ *       "device": N, "external": bool, "before_window": bool,
+ *       "bytes": N, "block_bytes": N, "allocations": N,
+ *       "owner": {"id": N, "name": "..."} | null, "tensors": N,
+ *       "alloc": {"seq": N, "time_ns": N, "stack": STACK},
+ *       "last_use": {"seq": N, "time_ns": N, "step": N, "tensor": N,
+ *                    "name": "...", "stack": STACK} ,
+ *       "uses": N, "usual_gap_steps": N, "usual_gap_ns": N,
+ *       "steps_unused": N,
+ *       "lingering_from": {"seq": N, "time_ns": N},
+ *       "freed": {"seq": N, "time_ns": N, "stack": STACK} | null,  (null: still alive)
+ *       "linger_ns": N, "byte_seconds": X,
+ *       "wasted_bytes": N,                      (0 unless "pinned")
+ *       "pinned": null | {                      (set for "pinned" only)
+ *           "owner_dropped": {"seq": N, "time_ns": N},
+ *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)
+ *           "until": {"seq": N, "time_ns": N} | "end",
+ *           "cut_at_last_use": bool,   (the rest is the "linger" finding's)
+ *           "covered_bytes": N, "wasted_bytes": N, "views_live": N,
+ *           "views": [ {"id": N, "name": "...",
+ *                       "view_of": {"id": N, "name": "..."} | null,
+ *                       "addr": "0x...", "bytes": N, "covered_bytes": N} ] },
+ *       "paths_at": "end" | N (seq),
+ *       "paths": [ {"text": "...", "cycle": bool, "truncated": bool,
+ *                   "steps": [ {"kind": "holder"|"tensor"|"storage",
+ *                               "id": N (storage: "0x..." address),
+ *                               "name": "...", "label": "...",
+ *                               "view_of": {"id": N, "name": "..."} (views only),
+ *                               "bytes": N (storage only)} ] } ]
+ *     } ]
+ * }
+ * STACK = [ {"function": "...", "file": "...", "line": N, "module": "...",
+ *            "ip": "0x..."} ... ], innermost frame first ([] if none).
+ * Integers are written exactly (no exponent); N < 2^63 except ids and
+ * seqs, which are exact uint64 decimals.
+ * @return 0, or -EIO if writing failed. */
+int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s);
+
+#endif /* VT_TRACE_CHECK_H */

@@ -1,0 +1,196 @@
+/*
+ * trace/check/check_internal.h - the checker's model, shared by its files:
+ *   check.c         entry points: options, ranking, vt_check_run, and what
+ *                   the rules share (ignore patterns, findings, medians)
+ *   check_model.c   the model (pass 1 over the events) and its queries
+ *   check_linger.c  the LINGER rule and its grace
+ *   check_pinned.c  the PINNED rule (coverage tree over the live views)
+ *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
+ *   check_paths.c   the time-varying reference graph (pass 2) and path search
+ *   check_report.c  formatting, the text report and the JSON writer
+ * Below the types, each file's cross-file functions are grouped under its
+ * name.
+ */
+#ifndef VT_TRACE_CHECK_INTERNAL_H
+#define VT_TRACE_CHECK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "check.h"
+
+#define CK_NONE UINT32_MAX
+
+/* One storage: an allocation, an external storage, or an implicit one
+ * (a tensor whose data lives in nothing we saw allocated). */
+typedef struct ck_storage {
+    uint64_t addr;
+    uint64_t size;          /* block size / external nbytes / tensor nbytes */
+    uint64_t req_size;      /* bytes asked for, 0 if unknown */
+    uint64_t alloc_seq;     /* 0 if before the window */
+    uint64_t alloc_time;
+    uint64_t free_seq;      /* 0 while alive at the end */
+    uint64_t free_time;
+    uint32_t alloc_stack;
+    uint32_t free_stack;
+    uint32_t owner;         /* node index of the owning tensor, CK_NONE */
+    uint32_t first_tensor;  /* bound tensors, linked by ck_node.next_bound */
+    uint32_t ntensors;
+    uint32_t first_use;     /* its uses: m->uses[first_use .. first_use + nuses) */
+    uint32_t nuses;
+    uint32_t tl, tr, prio;  /* treap of live storages (pass 1 only) */
+    int8_t device;
+    uint8_t external;       /* STORAGE_EXTERNAL */
+    uint8_t implicit;       /* assumed from a TENSOR_NEW */
+    uint8_t before_window;  /* allocated before the first event */
+    uint8_t freed;          /* free_seq is valid */
+    uint8_t claimed;        /* already part of a native finding */
+    uint8_t lingered;       /* flagged by LINGER (PINNED stops at its last use) */
+    uint8_t ignore_counted; /* already counted in nignored */
+    uint8_t fate_unknown;   /* no free among the kept events, yet not alive at the end
+                               (trace/liveness.h): freed in a gap or after the copy;
+                               no rule judges it */
+    uint32_t alloc_event;   /* index of its ALLOC event, UINT32_MAX if none */
+} ck_storage;
+
+/* A holder or a tensor (one per HOLDER_NEW / TENSOR_NEW, plus implicit
+ * holders for ids that a REF names before any NEW). */
+typedef struct ck_node {
+    uint64_t id;
+    uint32_t name;          /* string index: the latest (TENSOR_NEW, TENSOR_NAME) */
+    uint8_t kind;           /* VT_CHECK_NODE_HOLDER / _TENSOR */
+    uint8_t alive;          /* pass 2: tensor between NEW and DROP; holders 1 */
+    uint32_t storage;       /* tensor: bound storage, CK_NONE */
+    uint64_t base_id;       /* tensor: base tensor id (TENSOR_NEW aux2), 0: not a view */
+    uint32_t base;          /* tensor: base tensor node, CK_NONE if unknown */
+    uint32_t next_bound;    /* next tensor bound to the same storage */
+    uint64_t addr, nbytes;  /* tensor: data_ptr and nbytes of its TENSOR_NEW */
+    uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
+    uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
+    uint8_t dropped;        /* tensor: drop_seq is valid */
+    uint32_t in_head;       /* pass 2: first live incoming edge */
+    uint32_t gen;           /* path search: visited when == current generation */
+    uint32_t parent;        /* path search: next node toward the storage, CK_NONE:
+                               the storage itself */
+    uint32_t plabel;        /* path search: label of the edge to parent */
+    uint32_t depth;
+} ck_node;
+
+/* One use of a storage (a TENSOR_NEW or TENSOR_USE of a bound tensor). */
+typedef struct ck_use {
+    uint64_t seq;
+    uint64_t time;
+    uint32_t storage;
+    uint32_t node;
+    uint32_t stack;
+} ck_use;
+
+/* A graph operation, in event order (pass 2 replays only these). */
+enum { CK_OP_NEW = 1, CK_OP_DROP, CK_OP_REF, CK_OP_UNREF };
+typedef struct ck_gop {
+    uint64_t seq;
+    uint32_t a, b;          /* NEW/DROP: a = node; REF/UNREF: a = from, b = to */
+    uint32_t label;         /* REF: string index */
+    uint8_t op;
+} ck_gop;
+
+/* u64 -> u32 open-addressing map (linear probing, no deletion). */
+typedef struct ck_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint8_t *used;
+    size_t cap, n;
+} ck_map;
+
+typedef struct ck_model {
+    const vt_snapshot_data *s;
+    ck_storage *st;   size_t nst, capst;
+    ck_node *nodes;   size_t nnodes, capnodes;
+    ck_use *uses;     size_t nuses, capuses;
+    ck_gop *gops;     size_t ngops, capgops;
+    uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
+    ck_map ids;             /* id -> node (latest NEW) */
+    uint32_t root;          /* treap root, CK_NONE */
+    uint64_t start_time, end_time;
+    size_t ntensors, nholders, nrefs;
+} ck_model;
+
+/* The findings of all rules, in the order the rules add them. */
+typedef struct ck_findings {
+    vt_check_finding *f;
+    uint32_t *fst;          /* storage index per finding (LINGER), CK_NONE */
+    size_t n, cap, capst;
+} ck_findings;
+
+/* ------------------------------------------------------------------------ */
+/* check_model.c                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Grow an array so that it holds at least `need` elements (0 / -ENOMEM). */
+int vt__ck_grow(void **p, size_t *cap, size_t need, size_t elem);
+#define CK_GROW(arr, cap, need) vt__ck_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+
+/* String idx of the snapshot, "" when absent or malformed. */
+const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
+
+int vt__ck_map_init(ck_map *m, size_t cap);
+void vt__ck_map_free(ck_map *m);
+uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
+int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
+
+/* Build the model of m->s (m zeroed but for s): pass 1, the uses grouped
+ * by storage, start and end time. 0 or -ENOMEM (then vt__ck_model_free). */
+int vt__ck_model_build(ck_model *m);
+void vt__ck_model_free(ck_model *m);
+
+/* Step of an event: the number of marks at or before it. */
+uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
+/* First event seq whose time is >= t, clamped below `limit` (0: none). */
+uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit);
+
+/* ------------------------------------------------------------------------ */
+/* check.c                                                                  */
+/* ------------------------------------------------------------------------ */
+
+int vt__ck_cmp_u64(const void *a, const void *b);   /* qsort, ascending */
+/* Upper median of v[0..n) (reorders v); 0 for n == 0. */
+uint64_t vt__ck_median(uint64_t *v, size_t n);
+
+/* Whether --ignore skips storage sti: a pattern matches one of its tensors'
+ * names or a function of its allocation stack or of extra_stack. */
+int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
+                   uint32_t extra_stack);
+/* A new zeroed finding about storage sti (CK_NONE: a call site); NULL on
+ * ENOMEM. */
+vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
+/* Bytes asked for, else the block size. */
+uint64_t vt__ck_storage_bytes(const ck_storage *st);
+/* The storage's fields of a finding (address, sizes, lifetime, owner). */
+void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st);
+
+/* ------------------------------------------------------------------------ */
+/* check_linger.c, check_pinned.c, check_native.c: the rules               */
+/* ------------------------------------------------------------------------ */
+
+/* Each adds its findings to fs; 0 or -ENOMEM. LINGER also sets
+ * r->grace_mode and marks the storages it flags (ck_storage.lingered), so it
+ * runs before PINNED. */
+int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r);
+int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r);
+/* NEVER-FREED and/or OUTLIER, as `rules` selects. */
+int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
+                       ck_findings *fs, vt_check_report *r);
+
+/* ------------------------------------------------------------------------ */
+/* check_paths.c                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Compute the retention paths of the LINGER and PINNED findings of `r`
+ * (storage index of finding i in fst[i]) by replaying the graph operations
+ * once. */
+int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
+                 const vt_check_options *opt);
+
+#endif /* VT_TRACE_CHECK_INTERNAL_H */

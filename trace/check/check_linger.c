@@ -1,0 +1,125 @@
+/*
+ * trace/check/check_linger.c - LINGER: a storage alive after the last use of the
+ * tensors on it for longer than its grace (see check.h, "Rules").
+ *
+ * The grace is counted in complete steps between marks when the trace has
+ * marks (auto: the storage's usual gap between use steps), else in time
+ * (auto: max(1 s, 10x its median use gap, 5% of the trace)).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "check_internal.h"
+
+int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r)
+{
+    int steps = opt->grace_mode == VT_CHECK_GRACE_STEPS ||
+                (opt->grace_mode == VT_CHECK_GRACE_AUTO && m->nmarks > 0);
+    r->grace_mode = steps ? VT_CHECK_GRACE_STEPS : VT_CHECK_GRACE_TIME;
+    uint64_t dur = m->end_time > m->start_time ? m->end_time - m->start_time : 0;
+    uint64_t frac = dur / 100 * VT_CHECK_TIME_FRACTION_PCT;
+    uint64_t *gaps = NULL;
+    size_t capgaps = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < m->nst; i++) {
+        ck_storage *st = &m->st[i];
+        if (!st->ntensors || !st->nuses || st->fate_unknown)
+            continue;
+        const ck_use *u = &m->uses[st->first_use];
+        const ck_use *last = &u[st->nuses - 1];
+        uint64_t end_time = st->freed ? st->free_time : m->end_time;
+        if (CK_GROW(gaps, capgaps, st->nuses) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        /* Median time gap between uses. */
+        size_t ng = 0;
+        for (uint32_t k = 1; k < st->nuses; k++)
+            gaps[ng++] = u[k].time >= u[k - 1].time ? u[k].time - u[k - 1].time : 0;
+        uint64_t gap_ns = vt__ck_median(gaps, ng);
+
+        uint32_t j = vt__ck_step_of(m, last->seq), need = 0, unused = 0, gap_steps = 0;
+        uint64_t from_seq = 0, from_time = 0;
+        int hit = 0;
+        if (steps) {
+            /* Median distance between consecutive distinct use steps. */
+            ng = 0;
+            uint32_t prev = vt__ck_step_of(m, u[0].seq);
+            for (uint32_t k = 1; k < st->nuses; k++) {
+                uint32_t sk = vt__ck_step_of(m, u[k].seq);
+                if (sk != prev)
+                    gaps[ng++] = sk - prev;
+                prev = sk;
+            }
+            gap_steps = (uint32_t)vt__ck_median(gaps, ng);
+            if (opt->grace_mode == VT_CHECK_GRACE_STEPS)
+                need = opt->grace_steps;
+            else
+                need = gap_steps > 1 ? gap_steps : 1;
+            /* Complete steps after j the storage outlived: step k is complete
+             * and outlived when mark k+1 exists and precedes the free. */
+            uint32_t f = st->freed ? vt__ck_step_of(m, st->free_seq) : (uint32_t)m->nmarks;
+            unused = f > j + 1 ? f - j - 1 : 0;
+            /* Alive at mark j+1+need (0-based index j+need). */
+            if ((size_t)j + need < m->nmarks) {
+                uint64_t ms = m->mark_seq[j + need];
+                if (!st->freed || st->free_seq > ms) {
+                    hit = 1;
+                    from_seq = ms;
+                    from_time = m->mark_time[j + need];
+                }
+            }
+        } else {
+            uint64_t t = opt->grace_mode == VT_CHECK_GRACE_TIME ? opt->grace_ns : VT_CHECK_TIME_MIN_NS;
+            if (opt->grace_mode != VT_CHECK_GRACE_TIME) {
+                if (gap_ns && gap_ns * VT_CHECK_GAP_FACTOR / VT_CHECK_GAP_FACTOR == gap_ns &&
+                    gap_ns * VT_CHECK_GAP_FACTOR > t)
+                    t = gap_ns * VT_CHECK_GAP_FACTOR;
+                if (frac > t)
+                    t = frac;
+            }
+            if (end_time > last->time && end_time - last->time > t) {
+                hit = 1;
+                from_time = last->time + t;
+                from_seq = vt__ck_seq_at_time(m->s, from_time, st->freed ? st->free_seq : 0);
+                if (from_seq <= last->seq)
+                    from_seq = last->seq + 1;
+            }
+        }
+        if (!hit)
+            continue;
+        if (vt__ck_ignored(m, opt, (uint32_t)i, last->stack)) {
+            r->nignored++;
+            st->ignore_counted = 1;
+            continue;
+        }
+        vt_check_finding *f = vt__ck_add_finding(fs, (uint32_t)i);
+        if (!f) {
+            rc = -ENOMEM;
+            break;
+        }
+        vt__ck_fill_storage(f, m, st);
+        f->rule = VT_CHECK_RULE_LINGER;
+        f->grace_mode = r->grace_mode;
+        f->last_use_seq = last->seq;
+        f->last_use_time_ns = last->time;
+        f->last_use_stack = last->stack;
+        f->last_use_tensor = m->nodes[last->node].id;
+        f->last_use_name = vt__ck_string(m->s, m->nodes[last->node].name);
+        f->nuses = st->nuses;
+        f->last_use_step = j;
+        f->usual_gap_steps = gap_steps;
+        f->usual_gap_ns = gap_ns;
+        f->steps_unused = unused;
+        f->linger_from_seq = from_seq;
+        f->linger_from_time_ns = from_time;
+        f->linger_ns = end_time > last->time ? end_time - last->time : 0;
+        f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9);
+        f->path_seq = st->freed ? from_seq : UINT64_MAX;
+        st->lingered = 1;
+    }
+    free(gaps);
+    return rc;
+}

@@ -1,0 +1,618 @@
+/*
+ * trace/check/check_model.c - the checker's model of a snapshot (pass 1; see
+ * check.h and check_internal.h).
+ *
+ * One walk over the events builds the storages (with a treap of the live
+ * ones, so a tensor binds to the storage CONTAINING its data_ptr in
+ * O(log n)), the nodes (tensors and holders), the uses and the graph
+ * operations; the uses are then grouped by storage (counting sort) for the
+ * rules. Pass 2 (check_paths.c) replays only the graph operations. Nothing
+ * is quadratic: 1M events cost well under a second.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_internal.h"
+#include "liveness.h"
+
+/* ------------------------------------------------------------------------ */
+/*  Small helpers                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Grow an array so that it holds at least `need` elements. */
+int vt__ck_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need)
+        ncap *= 2;
+    void *np = realloc(*p, ncap * elem);
+    if (!np)
+        return -ENOMEM;
+    *p = np;
+    *cap = ncap;
+    return 0;
+}
+
+const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx)
+{
+    if (!s || idx == 0 || idx >= s->nstrings || !s->string_offsets || !s->strings_blob)
+        return "";
+    uint32_t off = s->string_offsets[idx];
+    if (off >= s->strings_blob_size)
+        return "";
+    /* The reader validates NUL termination; be safe with hand-built ones. */
+    if (!memchr(s->strings_blob + off, 0, s->strings_blob_size - off))
+        return "";
+    return s->strings_blob + off;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  u64 -> u32 map                                                          */
+/* ------------------------------------------------------------------------ */
+
+int vt__ck_map_init(ck_map *m, size_t cap)
+{
+    size_t c = 64;
+    while (c < cap * 2)
+        c *= 2;
+    m->keys = malloc(c * sizeof *m->keys);
+    m->vals = malloc(c * sizeof *m->vals);
+    m->used = calloc(c, 1);
+    m->cap = c;
+    m->n = 0;
+    if (!m->keys || !m->vals || !m->used) {
+        vt__ck_map_free(m);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void vt__ck_map_free(ck_map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+uint32_t vt__ck_map_get(const ck_map *m, uint64_t key)
+{
+    if (!m->cap)
+        return CK_NONE;
+    size_t mask = m->cap - 1;
+    for (size_t i = mix64(key) & mask;; i = (i + 1) & mask) {
+        if (!m->used[i])
+            return CK_NONE;
+        if (m->keys[i] == key)
+            return m->vals[i];
+    }
+}
+
+int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        ck_map nm;
+        if (vt__ck_map_init(&nm, m->cap) < 0)
+            return -ENOMEM;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->used[i])
+                vt__ck_map_put(&nm, m->keys[i], m->vals[i]);
+        vt__ck_map_free(m);
+        *m = nm;
+    }
+    size_t mask = m->cap - 1;
+    for (size_t i = mix64(key) & mask;; i = (i + 1) & mask) {
+        if (!m->used[i]) {
+            m->used[i] = 1;
+            m->keys[i] = key;
+            m->vals[i] = val;
+            m->n++;
+            return 0;
+        }
+        if (m->keys[i] == key) {
+            m->vals[i] = val;
+            return 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Treap of live storages, keyed by address                                */
+/* ------------------------------------------------------------------------ */
+
+static void rot_right(ck_storage *st, uint32_t *t)
+{
+    uint32_t l = st[*t].tl;
+    st[*t].tl = st[l].tr;
+    st[l].tr = *t;
+    *t = l;
+}
+
+static void rot_left(ck_storage *st, uint32_t *t)
+{
+    uint32_t r = st[*t].tr;
+    st[*t].tr = st[r].tl;
+    st[r].tl = *t;
+    *t = r;
+}
+
+/* Insert storage x (its addr must not be in the treap). Depth is O(log n)
+ * in expectation, so recursion is fine. */
+static void treap_insert(ck_storage *st, uint32_t *t, uint32_t x)
+{
+    if (*t == CK_NONE) {
+        *t = x;
+        return;
+    }
+    if (st[x].addr < st[*t].addr) {
+        treap_insert(st, &st[*t].tl, x);
+        if (st[st[*t].tl].prio > st[*t].prio)
+            rot_right(st, t);
+    } else {
+        treap_insert(st, &st[*t].tr, x);
+        if (st[st[*t].tr].prio > st[*t].prio)
+            rot_left(st, t);
+    }
+}
+
+static void treap_remove(ck_storage *st, uint32_t *t, uint64_t addr)
+{
+    while (*t != CK_NONE && st[*t].addr != addr)
+        t = addr < st[*t].addr ? &st[*t].tl : &st[*t].tr;
+    if (*t == CK_NONE)
+        return;
+    for (;;) {
+        uint32_t l = st[*t].tl, r = st[*t].tr;
+        if (l == CK_NONE) { *t = r; return; }
+        if (r == CK_NONE) { *t = l; return; }
+        if (st[l].prio > st[r].prio) {
+            rot_right(st, t);
+            t = &st[*t].tr;
+        } else {
+            rot_left(st, t);
+            t = &st[*t].tl;
+        }
+    }
+}
+
+/* The live storage with the greatest addr <= addr. */
+static uint32_t treap_floor(const ck_storage *st, uint32_t t, uint64_t addr)
+{
+    uint32_t best = CK_NONE;
+    while (t != CK_NONE) {
+        if (st[t].addr <= addr) {
+            best = t;
+            t = st[t].tr;
+        } else {
+            t = st[t].tl;
+        }
+    }
+    return best;
+}
+
+static uint32_t live_at(const ck_model *m, uint64_t addr)
+{
+    uint32_t x = treap_floor(m->st, m->root, addr);
+    return x != CK_NONE && m->st[x].addr == addr ? x : CK_NONE;
+}
+
+static uint32_t live_containing(const ck_model *m, uint64_t addr)
+{
+    uint32_t x = treap_floor(m->st, m->root, addr);
+    if (x == CK_NONE)
+        return CK_NONE;
+    const ck_storage *s = &m->st[x];
+    if (addr - s->addr < s->size || addr == s->addr)
+        return x;
+    return CK_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Pass 1: the model                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void close_storage(ck_model *m, uint32_t x, const vt_event *e, uint32_t stack)
+{
+    ck_storage *s = &m->st[x];
+    s->freed = 1;
+    s->free_seq = e->seq;
+    s->free_time = e->time_ns;
+    s->free_stack = stack;
+    treap_remove(m->st, &m->root, s->addr);
+}
+
+/* A new live storage; an older one still open at the same address is
+ * closed here (its free was not recorded). */
+static int open_storage(ck_model *m, const vt_event *e, uint64_t addr, uint64_t size,
+                        uint32_t *out)
+{
+    if (CK_GROW(m->st, m->capst, m->nst + 1) < 0)
+        return -ENOMEM;
+    if (e) {
+        uint32_t old = live_at(m, addr);
+        if (old != CK_NONE)
+            close_storage(m, old, e, 0);
+    }
+    uint32_t x = (uint32_t)m->nst++;
+    ck_storage *s = &m->st[x];
+    memset(s, 0, sizeof *s);
+    s->addr = addr;
+    s->size = size;
+    s->owner = s->first_tensor = CK_NONE;
+    s->tl = s->tr = CK_NONE;
+    s->prio = (uint32_t)mix64(x + 0x9e3779b97f4a7c15ull);
+    s->device = -1;
+    s->alloc_event = UINT32_MAX;
+    if (e) {
+        s->alloc_event = (uint32_t)(e - m->s->events);
+        s->alloc_seq = e->seq;
+        s->alloc_time = e->time_ns;
+        s->alloc_stack = e->stack;
+        s->device = e->device;
+    }
+    treap_insert(m->st, &m->root, x);
+    *out = x;
+    return 0;
+}
+
+static int new_node(ck_model *m, uint8_t kind, uint64_t id, uint32_t name, uint32_t *out)
+{
+    if (CK_GROW(m->nodes, m->capnodes, m->nnodes + 1) < 0)
+        return -ENOMEM;
+    uint32_t x = (uint32_t)m->nnodes++;
+    ck_node *n = &m->nodes[x];
+    memset(n, 0, sizeof *n);
+    n->id = id;
+    n->name = name;
+    n->kind = kind;
+    n->alive = kind == VT_CHECK_NODE_HOLDER;
+    n->storage = n->base = n->next_bound = n->in_head = n->parent = CK_NONE;
+    if (vt__ck_map_put(&m->ids, id, x) < 0)
+        return -ENOMEM;
+    *out = x;
+    return 0;
+}
+
+/* The node an id names now; an id never introduced becomes an implicit,
+ * nameless holder (the object was created before the window). */
+static int resolve(ck_model *m, uint64_t id, uint32_t *out)
+{
+    uint32_t x = vt__ck_map_get(&m->ids, id);
+    if (x != CK_NONE) {
+        *out = x;
+        return 0;
+    }
+    return new_node(m, VT_CHECK_NODE_HOLDER, id, 0, out);
+}
+
+static int push_gop(ck_model *m, uint64_t seq, uint8_t op, uint32_t a, uint32_t b, uint32_t label)
+{
+    if (CK_GROW(m->gops, m->capgops, m->ngops + 1) < 0)
+        return -ENOMEM;
+    m->gops[m->ngops++] = (ck_gop){ .seq = seq, .a = a, .b = b, .label = label, .op = op };
+    return 0;
+}
+
+static int push_use(ck_model *m, const vt_event *e, uint32_t node)
+{
+    uint32_t st = m->nodes[node].storage;
+    if (st == CK_NONE)
+        return 0;
+    if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0)
+        return -ENOMEM;
+    m->uses[m->nuses++] = (ck_use){ .seq = e->seq, .time = e->time_ns, .storage = st,
+                                    .node = node, .stack = e->stack };
+    m->st[st].nuses++;
+    return 0;
+}
+
+static int on_tensor_new(ck_model *m, const vt_event *e)
+{
+    uint32_t base = CK_NONE;
+    if (e->aux2) {
+        base = vt__ck_map_get(&m->ids, e->aux2);
+        if (base != CK_NONE && m->nodes[base].kind != VT_CHECK_NODE_TENSOR)
+            base = CK_NONE;
+    }
+    uint32_t x;
+    if (new_node(m, VT_CHECK_NODE_TENSOR, e->aux, e->str, &x) < 0)
+        return -ENOMEM;
+    m->ntensors++;
+    ck_node *n = &m->nodes[x];
+    n->base = base;
+    n->base_id = e->aux2;
+    n->addr = e->addr;
+    n->nbytes = e->size;
+    n->new_seq = e->seq;
+    n->new_time = e->time_ns;
+    if (e->addr) {
+        uint32_t st = live_containing(m, e->addr);
+        if (st == CK_NONE) {
+            if (open_storage(m, NULL, e->addr, e->size, &st) < 0)
+                return -ENOMEM;
+            m->st[st].implicit = 1;
+            m->st[st].before_window = 1;
+            m->st[st].device = e->device;
+            m->st[st].req_size = e->size;
+        }
+        n = &m->nodes[x];
+        ck_storage *s = &m->st[st];
+        n->storage = st;
+        n->next_bound = s->first_tensor;
+        s->first_tensor = x;
+        s->ntensors++;
+        /* Owner: the first non-view tensor, else the first tensor. */
+        if (s->owner == CK_NONE || (m->nodes[s->owner].base_id && !e->aux2))
+            s->owner = x;
+    }
+    if (push_use(m, e, x) < 0)
+        return -ENOMEM;
+    return push_gop(m, e->seq, CK_OP_NEW, x, 0, 0);
+}
+
+/* Storages alive throughout: ACTIVE blocks of the allocator state that no
+ * ALLOC of the window explains. */
+static int seed_state(ck_model *m)
+{
+    const vt_snapshot_data *s = m->s;
+    uint64_t first = s->nevents ? s->events[0].seq : UINT64_MAX;
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const vt_block *b = &s->blocks[i];
+        if (b->state == VT_BLOCK_INACTIVE)
+            continue;
+        if (b->alloc_seq && b->alloc_seq >= first)
+            continue;
+        if (live_at(m, b->addr) != CK_NONE)
+            continue;
+        uint32_t x;
+        if (open_storage(m, NULL, b->addr, b->size, &x) < 0)
+            return -ENOMEM;
+        ck_storage *st = &m->st[x];
+        st->req_size = b->req_size;
+        st->alloc_stack = b->stack;
+        st->before_window = 1;
+        for (size_t g = 0; g < s->nsegments; g++) {
+            const vt_segment *sg = &s->segments[g];
+            if (i >= sg->first_block && i - sg->first_block < sg->nblocks) {
+                st->device = sg->device;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Storages the kept events leave open are alive only if the snapshot says
+ * so (liveness.h: the allocator state when complete, else no gap after
+ * them); the others are closed where their free may have been (the first
+ * gap after their allocation, or the last event) and judged by no rule. */
+static int settle_open_storages(ck_model *m)
+{
+    const vt_snapshot_data *s = m->s;
+    if (!s->nevents)
+        return 0;
+    vt_liveness *lv;
+    if (vt_liveness_build(s, &lv) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nst; i++) {
+        ck_storage *st = &m->st[i];
+        if (st->freed || st->external || st->implicit || st->alloc_event == UINT32_MAX)
+            continue;
+        if (vt_liveness_fate(lv, st->addr, st->alloc_seq, st->alloc_event) == VT_FATE_ALIVE)
+            continue;
+        uint32_t g = vt_liveness_gap_after(lv, st->alloc_event);
+        const vt_event *at = &s->events[g != UINT32_MAX ? g : s->nevents - 1];
+        st->fate_unknown = 1;
+        st->freed = 1;
+        st->free_seq = at->seq;
+        st->free_time = at->time_ns;
+        st->free_stack = 0;
+    }
+    vt_liveness_free(lv);
+    return 0;
+}
+
+static int build_model(ck_model *m)
+{
+    const vt_snapshot_data *s = m->s;
+    m->root = CK_NONE;
+    if (vt__ck_map_init(&m->ids, 1024) < 0)
+        return -ENOMEM;
+    if (seed_state(m) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        uint32_t x, y;
+        switch (e->kind) {
+        case VT_EV_ALLOC:
+            if (open_storage(m, e, e->addr, e->size, &x) < 0)
+                return -ENOMEM;
+            m->st[x].req_size = e->req_size;
+            break;
+        case VT_EV_FREE_REQUESTED:
+            x = live_at(m, e->addr);
+            if (x != CK_NONE && !m->st[x].external)
+                close_storage(m, x, e, e->stack);
+            break;
+        case VT_EV_STORAGE_EXTERNAL:
+            if (open_storage(m, e, e->addr, e->size, &x) < 0)
+                return -ENOMEM;
+            m->st[x].external = 1;
+            m->st[x].req_size = e->size;
+            break;
+        case VT_EV_STORAGE_EXTERNAL_FREE:
+            x = live_at(m, e->addr);
+            if (x != CK_NONE && (m->st[x].external || m->st[x].implicit))
+                close_storage(m, x, e, e->stack);
+            break;
+        case VT_EV_MARK: {
+            size_t cap = m->capmarks;
+            if (CK_GROW(m->mark_seq, m->capmarks, m->nmarks + 1) < 0)
+                return -ENOMEM;
+            if (m->capmarks != cap || !m->mark_time) {
+                uint64_t *nt = realloc(m->mark_time, m->capmarks * sizeof *nt);
+                if (!nt)
+                    return -ENOMEM;
+                m->mark_time = nt;
+            }
+            m->mark_seq[m->nmarks] = e->seq;
+            m->mark_time[m->nmarks] = e->time_ns;
+            m->nmarks++;
+            break;
+        }
+        case VT_EV_TENSOR_NEW:
+            if (on_tensor_new(m, e) < 0)
+                return -ENOMEM;
+            break;
+        case VT_EV_TENSOR_USE:
+            x = vt__ck_map_get(&m->ids, e->aux);
+            if (x != CK_NONE && m->nodes[x].kind == VT_CHECK_NODE_TENSOR && push_use(m, e, x) < 0)
+                return -ENOMEM;
+            break;
+        case VT_EV_TENSOR_DROP:
+            x = vt__ck_map_get(&m->ids, e->aux);
+            if (x == CK_NONE || m->nodes[x].kind != VT_CHECK_NODE_TENSOR)
+                break;
+            if (!m->nodes[x].dropped) {
+                m->nodes[x].dropped = 1;
+                m->nodes[x].drop_seq = e->seq;
+                m->nodes[x].drop_time = e->time_ns;
+            }
+            if (push_gop(m, e->seq, CK_OP_DROP, x, 0, 0) < 0)
+                return -ENOMEM;
+            break;
+        case VT_EV_TENSOR_NAME:
+            /* The node keeps one name: the latest. Findings are made after the
+             * whole walk, so owner, last use and path steps all show the name
+             * the tensor has at the end of the snapshot, also for what
+             * happened before the rename. A holder id or an unknown one is
+             * left alone (the event names tensors only). */
+            x = vt__ck_map_get(&m->ids, e->aux);
+            if (x != CK_NONE && m->nodes[x].kind == VT_CHECK_NODE_TENSOR)
+                m->nodes[x].name = e->str;
+            break;
+        case VT_EV_HOLDER_NEW:
+            if (new_node(m, VT_CHECK_NODE_HOLDER, e->aux, e->str, &x) < 0)
+                return -ENOMEM;
+            m->nholders++;
+            break;
+        case VT_EV_REF:
+            if (resolve(m, e->aux, &x) < 0 || resolve(m, e->aux2, &y) < 0 ||
+                push_gop(m, e->seq, CK_OP_REF, x, y, e->str) < 0)
+                return -ENOMEM;
+            m->nrefs++;
+            break;
+        case VT_EV_UNREF:
+            x = vt__ck_map_get(&m->ids, e->aux);
+            y = vt__ck_map_get(&m->ids, e->aux2);
+            if (x != CK_NONE && y != CK_NONE && push_gop(m, e->seq, CK_OP_UNREF, x, y, 0) < 0)
+                return -ENOMEM;
+            break;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Group the uses by storage (stable counting sort: each storage's uses stay
+ * in event order). */
+static int group_uses(ck_model *m)
+{
+    uint32_t acc = 0;
+    for (size_t i = 0; i < m->nst; i++) {
+        m->st[i].first_use = acc;
+        acc += m->st[i].nuses;
+    }
+    ck_use *sorted = malloc((m->nuses ? m->nuses : 1) * sizeof *sorted);
+    uint32_t *fill = calloc(m->nst ? m->nst : 1, sizeof *fill);
+    if (!sorted || !fill) {
+        free(sorted);
+        free(fill);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->nuses; i++) {
+        const ck_use *u = &m->uses[i];
+        sorted[m->st[u->storage].first_use + fill[u->storage]++] = *u;
+    }
+    free(fill);
+    free(m->uses);
+    m->uses = sorted;
+    m->capuses = m->nuses;
+    return 0;
+}
+
+void vt__ck_model_free(ck_model *m)
+{
+    free(m->st);
+    free(m->nodes);
+    free(m->uses);
+    free(m->gops);
+    free(m->mark_seq);
+    free(m->mark_time);
+    vt__ck_map_free(&m->ids);
+    memset(m, 0, sizeof *m);
+}
+
+int vt__ck_model_build(ck_model *m)
+{
+    const vt_snapshot_data *s = m->s;
+    if (build_model(m) < 0 || settle_open_storages(m) < 0 || group_uses(m) < 0)
+        return -ENOMEM;
+    m->start_time = s->nevents ? s->events[0].time_ns : 0;
+    m->end_time = s->meta.snapshot_time_ns;
+    if (s->nevents && s->events[s->nevents - 1].time_ns > m->end_time)
+        m->end_time = s->events[s->nevents - 1].time_ns;
+    if (m->end_time < m->start_time)
+        m->end_time = m->start_time;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Queries the rules ask of the model                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Step of an event: the number of marks at or before it. */
+uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq)
+{
+    size_t lo = 0, hi = m->nmarks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->mark_seq[mid] <= seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
+/* First event seq whose time is >= t (events are in time order up to clock
+ * jitter between threads), clamped below `limit`. */
+uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit)
+{
+    size_t lo = 0, hi = s->nevents;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->events[mid].time_ns < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t seq = lo < s->nevents ? s->events[lo].seq : UINT64_MAX;
+    if (limit && seq >= limit)
+        seq = limit - 1;
+    return seq;
+}

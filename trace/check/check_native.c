@@ -1,0 +1,232 @@
+/*
+ * trace/check/check_native.c - the rules for native traces (no tensor
+ * annotations; see check.h, "Rules"): NEVER-FREED call sites that
+ * accumulate memory alive at the end, and OUTLIER allocations that outlive
+ * their call site's short-lived siblings. Storages are grouped by call site
+ * (allocation stack) and each site becomes at most one finding per rule.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "check_internal.h"
+
+/* Call-site grouping key: storages sorted by (alloc_stack, alloc_seq). */
+typedef struct site_key {
+    uint64_t seq;
+    uint32_t stack;
+    uint32_t idx;
+} site_key;
+
+static int cmp_site(const void *a, const void *b)
+{
+    const site_key *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Fill a call-site finding from its member storages idx[0..n). */
+static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint32_t *idx, size_t n,
+                        const uint64_t *linger_start, uint64_t from_seq, uint64_t from_time)
+{
+    uint32_t big = idx[0];
+    for (size_t k = 1; k < n; k++)
+        if (vt__ck_storage_bytes(&m->st[idx[k]]) > vt__ck_storage_bytes(&m->st[big]))
+            big = idx[k];
+    vt_check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    if (!f)
+        return -ENOMEM;
+    vt__ck_fill_storage(f, m, &m->st[big]);
+    f->rule = rule;
+    f->nallocs = (uint32_t)n;
+    f->bytes = f->block_bytes = 0;
+    f->freed = 1;
+    double bs = 0;
+    uint64_t maxlinger = 0;
+    for (size_t k = 0; k < n; k++) {
+        ck_storage *st = &m->st[idx[k]];
+        st->claimed = 1;
+        f->bytes += vt__ck_storage_bytes(st);
+        f->block_bytes += st->size;
+        uint64_t end = st->freed ? st->free_time : m->end_time;
+        uint64_t lg = end > linger_start[k] ? end - linger_start[k] : 0;
+        bs += (double)vt__ck_storage_bytes(st) * ((double)lg / 1e9);
+        if (lg > maxlinger)
+            maxlinger = lg;
+        if (!st->freed)
+            f->freed = 0;
+        else if (f->freed && st->free_seq > f->free_seq) {
+            f->free_seq = st->free_seq;
+            f->free_time_ns = st->free_time;
+            f->free_stack = st->free_stack;
+        }
+    }
+    if (!f->freed)
+        f->free_seq = f->free_time_ns = f->free_stack = 0;
+    f->last_use_seq = f->alloc_seq;
+    f->last_use_time_ns = f->alloc_time_ns;
+    f->last_use_stack = f->alloc_stack;
+    f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
+    f->linger_from_seq = from_seq;
+    f->linger_from_time_ns = from_time;
+    f->linger_ns = maxlinger;
+    f->byte_seconds = bs;
+    f->path_seq = UINT64_MAX;
+    return 0;
+}
+
+int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
+                       ck_findings *fs, vt_check_report *r)
+{
+    uint32_t *idx = malloc((m->nst ? m->nst : 1) * sizeof *idx);
+    uint64_t *tmp = malloc((m->nst ? m->nst : 1) * sizeof *tmp);
+    uint32_t *grp = malloc((m->nst ? m->nst : 1) * sizeof *grp);
+    uint64_t *lstart = malloc((m->nst ? m->nst : 1) * sizeof *lstart);
+    int rc = 0;
+    if (!idx || !tmp || !grp || !lstart) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    site_key *keys = malloc((m->nst ? m->nst : 1) * sizeof *keys);
+    if (!keys) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < m->nst; i++)
+        if (!m->st[i].external && !m->st[i].implicit && !m->st[i].before_window &&
+            !m->st[i].fate_unknown)
+            keys[n++] = (site_key){ m->st[i].alloc_seq, m->st[i].alloc_stack, (uint32_t)i };
+    if (n)
+        qsort(keys, n, sizeof *keys, cmp_site);
+    for (size_t i = 0; i < n; i++)
+        idx[i] = keys[i].idx;
+    free(keys);
+
+    uint64_t dur = m->end_time > m->start_time ? m->end_time - m->start_time : 0;
+    uint64_t frac = dur / 100 * VT_CHECK_TIME_FRACTION_PCT;
+
+    for (size_t a = 0; a < n && !rc;) {
+        size_t b = a;
+        while (b < n && m->st[idx[b]].alloc_stack == m->st[idx[a]].alloc_stack)
+            b++;
+        const uint32_t *site = &idx[a];
+        size_t ns = b - a;
+        a = b;
+        if (opt->nignore && vt__ck_ignored(m, opt, site[0], 0)) {
+            r->nignored += ns;
+            continue;
+        }
+
+        if (rules & VT_CHECK_RULE_OUTLIER) {
+            /* Short-lived siblings vs. outliers that outlived a complete step. */
+            size_t nshort = 0, nout = 0, nt = 0;
+            uint64_t thr = VT_CHECK_TIME_MIN_NS;
+            if (!m->nmarks) {
+                for (size_t k = 0; k < ns; k++)
+                    if (m->st[site[k]].freed)
+                        tmp[nt++] = m->st[site[k]].free_time - m->st[site[k]].alloc_time;
+                uint64_t med = vt__ck_median(tmp, nt);
+                if (med * VT_CHECK_GAP_FACTOR > thr)
+                    thr = med * VT_CHECK_GAP_FACTOR;
+            }
+            nt = 0;
+            for (size_t k = 0; k < ns; k++) {
+                const ck_storage *st = &m->st[site[k]];
+                int is_short = 0, is_out = 0;
+                if (m->nmarks) {
+                    uint32_t as = vt__ck_step_of(m, st->alloc_seq);
+                    int has_next = (size_t)as + 1 < m->nmarks;
+                    uint64_t end_mark = has_next ? m->mark_seq[as + 1] : 0;
+                    if (st->freed && (!has_next || st->free_seq < end_mark))
+                        is_short = 1;
+                    else if (has_next)
+                        is_out = 1;
+                } else {
+                    uint64_t end = st->freed ? st->free_time : m->end_time;
+                    uint64_t life = end - st->alloc_time;
+                    if (life > thr)
+                        is_out = 1;
+                    else if (st->freed)
+                        is_short = 1;
+                }
+                if (is_short)
+                    tmp[nt++] = st->free_time - st->alloc_time;
+                if (is_out)
+                    grp[nout++] = site[k];
+                nshort += is_short;
+            }
+            if (nout && nshort >= 2 && nshort > nout) {
+                uint64_t med = vt__ck_median(tmp, nt);
+                uint64_t from_seq = UINT64_MAX, from_time = 0;
+                for (size_t k = 0; k < nout; k++) {
+                    const ck_storage *st = &m->st[grp[k]];
+                    lstart[k] = st->alloc_time + med;
+                    uint64_t fs_ = st->alloc_seq, ft = st->alloc_time + thr;
+                    if (m->nmarks) {
+                        uint32_t as = vt__ck_step_of(m, st->alloc_seq);
+                        fs_ = m->mark_seq[as + 1];
+                        ft = m->mark_time[as + 1];
+                    } else {
+                        fs_ = vt__ck_seq_at_time(m->s, ft, 0);
+                    }
+                    if (fs_ < from_seq) {
+                        from_seq = fs_;
+                        from_time = ft;
+                    }
+                }
+                rc = site_finding(m, fs, VT_CHECK_RULE_OUTLIER, grp, nout, lstart,
+                                  from_seq, from_time);
+                if (rc)
+                    break;
+            }
+        }
+
+        if (rules & VT_CHECK_RULE_NEVER_FREED) {
+            /* Alive at the end, allocated inside the loop, from >= 2 steps. */
+            size_t ng = 0, nsteps = 0;
+            uint32_t last_step = UINT32_MAX;
+            uint64_t tmin = UINT64_MAX, tmax = 0;
+            for (size_t k = 0; k < ns; k++) {
+                const ck_storage *st = &m->st[site[k]];
+                if (st->freed || st->claimed)
+                    continue;
+                if (m->nmarks) {
+                    uint32_t as = vt__ck_step_of(m, st->alloc_seq);
+                    if (as == 0 || as >= m->nmarks)
+                        continue;
+                    if (as != last_step)  /* site[] is in alloc order */
+                        nsteps++;
+                    last_step = as;
+                } else if (dur && st->alloc_time - m->start_time > dur - frac) {
+                    continue;
+                }
+                if (st->alloc_time < tmin) tmin = st->alloc_time;
+                if (st->alloc_time > tmax) tmax = st->alloc_time;
+                grp[ng++] = site[k];
+            }
+            int hit = m->nmarks ? nsteps >= 2 : (ng >= 2 && frac && tmax - tmin >= frac);
+            if (hit) {
+                for (size_t k = 0; k < ng; k++)
+                    lstart[k] = m->st[grp[k]].alloc_time;
+                const ck_storage *first = &m->st[grp[0]];
+                uint64_t from_seq = first->alloc_seq, from_time = first->alloc_time;
+                if (m->nmarks) {
+                    uint32_t as = vt__ck_step_of(m, first->alloc_seq);
+                    from_seq = m->mark_seq[as];
+                    from_time = m->mark_time[as];
+                }
+                rc = site_finding(m, fs, VT_CHECK_RULE_NEVER_FREED, grp, ng, lstart,
+                                  from_seq, from_time);
+            }
+        }
+    }
+out:
+    free(idx);
+    free(tmp);
+    free(grp);
+    free(lstart);
+    return rc;
+}

@@ -1,0 +1,318 @@
+/*
+ * trace/check/check_paths.c - retention paths: which live chain of references
+ * holds a storage at a given moment (see check.h, "Retention paths").
+ *
+ * The graph changes over time (REF/UNREF, tensors created and dropped), and
+ * each finding asks about one moment. Instead of snapshotting the graph, the
+ * graph operations are replayed once, in order, and each finding's search
+ * runs when the replay reaches its moment. Each edge is O(1) to add and to
+ * remove (a pool of edges, doubly linked into the target's incoming list,
+ * plus a (from, to) map to the most recent such edge); each search visits at
+ * most max_visit nodes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_internal.h"
+
+typedef struct ck_edge {
+    uint32_t from, to;
+    uint32_t label;         /* string index */
+    uint32_t prev, next;    /* in the target's incoming list */
+    uint32_t older;         /* previous live edge with the same (from, to) */
+} ck_edge;
+
+typedef struct graph {
+    ck_model *m;
+    ck_edge *e;
+    size_t ne, cap;
+    uint32_t free_head;     /* recycled edges, linked by next */
+    ck_map pairs;           /* (from << 32 | to) -> most recent live edge */
+    uint32_t gen;           /* search generation (ck_node.gen) */
+    uint32_t *queue;
+    size_t capq;
+    uint64_t budget;        /* visits left for all searches together */
+} graph;
+
+/* All searches together visit at most this many nodes; past it each search
+ * is cut to CK_SMALL_VISIT nodes, so thousands of findings over a huge graph
+ * stay linear. */
+#define CK_VISIT_BUDGET 20000000ull
+#define CK_SMALL_VISIT 64u
+
+static uint64_t pair_key(uint32_t from, uint32_t to)
+{
+    return (uint64_t)from << 32 | to;
+}
+
+static int add_edge(graph *g, uint32_t from, uint32_t to, uint32_t label)
+{
+    uint32_t x;
+    if (g->free_head != CK_NONE) {
+        x = g->free_head;
+        g->free_head = g->e[x].next;
+    } else {
+        if (g->ne == g->cap) {
+            size_t ncap = g->cap ? g->cap * 2 : 256;
+            ck_edge *ne = realloc(g->e, ncap * sizeof *ne);
+            if (!ne)
+                return -ENOMEM;
+            g->e = ne;
+            g->cap = ncap;
+        }
+        x = (uint32_t)g->ne++;
+    }
+    ck_node *t = &g->m->nodes[to];
+    ck_edge *ed = &g->e[x];
+    ed->from = from;
+    ed->to = to;
+    ed->label = label;
+    ed->prev = CK_NONE;
+    ed->next = t->in_head;
+    if (t->in_head != CK_NONE)
+        g->e[t->in_head].prev = x;
+    t->in_head = x;
+    ed->older = vt__ck_map_get(&g->pairs, pair_key(from, to));
+    return vt__ck_map_put(&g->pairs, pair_key(from, to), x);
+}
+
+static void remove_edge(graph *g, uint32_t from, uint32_t to)
+{
+    uint64_t key = pair_key(from, to);
+    uint32_t x = vt__ck_map_get(&g->pairs, key);
+    if (x == CK_NONE)
+        return;
+    ck_edge *ed = &g->e[x];
+    if (ed->prev != CK_NONE)
+        g->e[ed->prev].next = ed->next;
+    else
+        g->m->nodes[to].in_head = ed->next;
+    if (ed->next != CK_NONE)
+        g->e[ed->next].prev = ed->prev;
+    vt__ck_map_put(&g->pairs, key, ed->older); /* key exists: cannot fail */
+    ed->next = g->free_head;
+    g->free_head = x;
+}
+
+static void apply(graph *g, const ck_gop *op, int *rc)
+{
+    ck_node *nodes = g->m->nodes;
+    switch (op->op) {
+    case CK_OP_NEW: nodes[op->a].alive = 1; break;
+    case CK_OP_DROP: nodes[op->a].alive = 0; break;
+    case CK_OP_REF:
+        if (add_edge(g, op->a, op->b, op->label) < 0)
+            *rc = -ENOMEM;
+        break;
+    case CK_OP_UNREF: remove_edge(g, op->a, op->b); break;
+    default: break;
+    }
+}
+
+/* A live source: holders always, tensors between NEW and DROP. */
+static int live(const ck_node *n)
+{
+    return n->alive;
+}
+
+static int visit(graph *g, uint32_t x, uint32_t parent, uint32_t label, uint32_t depth,
+                 size_t *nq)
+{
+    ck_node *n = &g->m->nodes[x];
+    n->gen = g->gen;
+    n->parent = parent;
+    n->plabel = label;
+    n->depth = depth;
+    if (*nq == g->capq) {
+        size_t ncap = g->capq ? g->capq * 2 : 256;
+        uint32_t *nqueue = realloc(g->queue, ncap * sizeof *nqueue);
+        if (!nqueue)
+            return -ENOMEM;
+        g->queue = nqueue;
+        g->capq = ncap;
+    }
+    g->queue[(*nq)++] = x;
+    return 0;
+}
+
+static void fill_node_step(const ck_model *m, vt_check_step *st, uint32_t x, uint32_t label)
+{
+    const ck_node *n = &m->nodes[x];
+    memset(st, 0, sizeof *st);
+    st->kind = n->kind;
+    st->id = n->id;
+    st->name = vt__ck_string(m->s, n->name);
+    st->label = vt__ck_string(m->s, label);
+    st->base_name = "";
+    if (n->kind == VT_CHECK_NODE_TENSOR && n->base_id) {
+        st->base_id = n->base_id;
+        if (n->base != CK_NONE)
+            st->base_name = vt__ck_string(m->s, m->nodes[n->base].name);
+    }
+}
+
+/* Append the path (optional `head` node with edge label `head_label`, then
+ * start, start's parent ... the storage) to finding f. */
+static int emit_path(graph *g, vt_check_finding *f, uint32_t sti, uint32_t head,
+                     uint32_t head_label, uint32_t start, uint8_t cycle, uint8_t truncated)
+{
+    const ck_model *m = g->m;
+    size_t len = m->nodes[start].depth + 2 + (head != CK_NONE); /* nodes + storage */
+    vt_check_path *np = realloc(f->paths, (f->npaths + 1) * sizeof *np);
+    if (!np)
+        return -ENOMEM;
+    f->paths = np;
+    vt_check_path *p = &f->paths[f->npaths];
+    p->steps = calloc(len, sizeof *p->steps);
+    if (!p->steps)
+        return -ENOMEM;
+    f->npaths++;
+    p->cycle = cycle;
+    p->truncated = truncated;
+    size_t k = 0;
+    if (head != CK_NONE)
+        fill_node_step(m, &p->steps[k++], head, head_label);
+    for (uint32_t x = start; x != CK_NONE && k + 1 < len; x = m->nodes[x].parent)
+        fill_node_step(m, &p->steps[k++], x, m->nodes[x].plabel);
+    vt_check_step *st = &p->steps[k++];
+    st->kind = VT_CHECK_NODE_STORAGE;
+    st->id = m->st[sti].addr;
+    st->name = st->label = st->base_name = "";
+    st->bytes = f->bytes;
+    p->nsteps = k;
+    return 0;
+}
+
+/* Is node y on the chain from x to the storage? */
+static int on_chain(const ck_model *m, uint32_t x, uint32_t y)
+{
+    for (; x != CK_NONE; x = m->nodes[x].parent)
+        if (x == y)
+            return 1;
+    return 0;
+}
+
+/* Breadth-first search backwards from storage sti, at the current moment. */
+static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt_check_options *opt)
+{
+    ck_model *m = g->m;
+    size_t nq = 0, head = 0;
+    size_t max_visit = opt->max_visit;
+    if (g->budget < max_visit && max_visit > CK_SMALL_VISIT)
+        max_visit = CK_SMALL_VISIT;
+    g->gen++;
+    for (uint32_t t = m->st[sti].first_tensor; t != CK_NONE; t = m->nodes[t].next_bound) {
+        if (!live(&m->nodes[t]))
+            continue;
+        if (nq >= max_visit)
+            break;
+        if (visit(g, t, CK_NONE, 0, 0, &nq) < 0)
+            return -ENOMEM;
+    }
+    int bounded = 0;
+    while (head < nq && f->npaths < opt->max_paths) {
+        uint32_t x = g->queue[head++];
+        int has_in = 0;
+        for (uint32_t e = m->nodes[x].in_head; e != CK_NONE; e = g->e[e].next) {
+            uint32_t src = g->e[e].from;
+            if (!live(&m->nodes[src]))
+                continue;
+            has_in = 1;
+            if (m->nodes[src].gen == g->gen)
+                continue;
+            if (nq >= max_visit) {
+                bounded = 1;
+                break;
+            }
+            if (visit(g, src, x, g->e[e].label, m->nodes[x].depth + 1, &nq) < 0)
+                return -ENOMEM;
+        }
+        if (!has_in && emit_path(g, f, sti, CK_NONE, 0, x, 0, 0) < 0)
+            return -ENOMEM;
+    }
+    g->budget = g->budget > nq ? g->budget - nq : 0;
+    if (f->npaths || !nq)
+        return 0;
+    if (!bounded) {
+        /* Every node found has a live referrer: only cycles hold it. Report
+         * the shallowest node whose referrer lies on its own chain. */
+        size_t lim = nq < 256 ? nq : 256;
+        for (size_t i = 0; i < lim; i++) {
+            uint32_t x = g->queue[i];
+            unsigned seen = 0;
+            for (uint32_t e = m->nodes[x].in_head; e != CK_NONE && seen < 64;
+                 e = g->e[e].next, seen++) {
+                uint32_t src = g->e[e].from;
+                if (live(&m->nodes[src]) && on_chain(m, x, src))
+                    return emit_path(g, f, sti, src, g->e[e].label, x, 1, 0);
+            }
+        }
+    }
+    /* Bound hit (or an odd shape): show the farthest chain found. */
+    return emit_path(g, f, sti, CK_NONE, 0, g->queue[nq - 1], 0, 1);
+}
+
+typedef struct query {
+    uint64_t seq;
+    uint32_t finding;
+} query;
+
+static int cmp_query(const void *a, const void *b)
+{
+    const query *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->finding < y->finding ? -1 : x->finding > y->finding;
+}
+
+int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
+                 const vt_check_options *opt)
+{
+    size_t nqueries = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)) &&
+            fst[i] != CK_NONE)
+            nqueries++;
+    if (!nqueries)
+        return 0;
+    query *q = malloc(nqueries * sizeof *q);
+    if (!q)
+        return -ENOMEM;
+    nqueries = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)) &&
+            fst[i] != CK_NONE)
+            q[nqueries++] = (query){ r->findings[i].path_seq, (uint32_t)i };
+    qsort(q, nqueries, sizeof *q, cmp_query);
+
+    graph g;
+    memset(&g, 0, sizeof g);
+    g.m = m;
+    g.free_head = CK_NONE;
+    g.budget = CK_VISIT_BUDGET;
+    int rc = vt__ck_map_init(&g.pairs, m->nrefs ? m->nrefs : 16);
+    for (size_t i = 0; i < m->nnodes; i++) {
+        ck_node *n = &m->nodes[i];
+        n->alive = n->kind == VT_CHECK_NODE_HOLDER;
+        n->in_head = CK_NONE;
+        n->gen = 0;
+    }
+    size_t qi = 0;
+    for (size_t i = 0; i <= m->ngops && !rc; i++) {
+        uint64_t seq = i < m->ngops ? m->gops[i].seq : UINT64_MAX;
+        /* The state at q.seq: every operation with seq <= q.seq applied. */
+        while (qi < nqueries && (q[qi].seq < seq || i == m->ngops) && !rc) {
+            uint32_t fi = q[qi].finding;
+            rc = search(&g, &r->findings[fi], fst[fi], opt);
+            qi++;
+        }
+        if (i < m->ngops)
+            apply(&g, &m->gops[i], &rc);
+    }
+    free(q);
+    free(g.e);
+    free(g.queue);
+    vt__ck_map_free(&g.pairs);
+    return rc;
+}

@@ -1,0 +1,571 @@
+/*
+ * trace/check/check_report.c - how a check report is shown: one-line paths, the
+ * human-readable report and the JSON document (schema in check.h).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/*  Formatting helpers                                                      */
+/* ------------------------------------------------------------------------ */
+
+char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    if (!buf || !len)
+        return buf;
+    if (bytes < 1024) {
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+        return buf;
+    }
+    double v = (double)bytes;
+    unsigned u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    char num[64];
+    snprintf(num, sizeof num, "%.2f", v);
+    char *dot = strchr(num, '.');
+    if (dot) {
+        char *e = num + strlen(num) - 1;
+        while (e > dot && *e == '0')
+            *e-- = 0;
+        if (e == dot)
+            *e = 0;
+    }
+    snprintf(buf, len, "%s %s", num, units[u]);
+    return buf;
+}
+
+/* snprintf-style appender that keeps the needed length. */
+typedef struct sbuf {
+    char *buf;
+    size_t len, pos;
+} sbuf;
+
+__attribute__((format(printf, 2, 3)))
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->pos < b->len ? b->len - b->pos : 0;
+    int n = vsnprintf(room ? b->buf + b->pos : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        b->pos += (size_t)n;
+}
+
+/* A label joins its holder like an attribute or a subscript. */
+static void sb_label(sbuf *b, const char *label)
+{
+    if (!label || !*label)
+        return;
+    if (isalpha((unsigned char)label[0]) || label[0] == '_')
+        sb_printf(b, ".%s", label);
+    else
+        sb_printf(b, "%s", label);
+}
+
+size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len)
+{
+    sbuf b = { buf, len, 0 };
+    if (buf && len)
+        buf[0] = 0;
+    if (!p)
+        return 0;
+    if (p->cycle)
+        sb_printf(&b, "(cycle) ");
+    if (p->truncated)
+        sb_printf(&b, "\xe2\x80\xa6 ");
+    for (size_t i = 0; i < p->nsteps; i++) {
+        const vt_check_step *s = &p->steps[i];
+        if (i)
+            sb_printf(&b, " \xe2\x86\x92 ");
+        switch (s->kind) {
+        case VT_CHECK_NODE_HOLDER:
+            if (s->name && *s->name)
+                sb_printf(&b, "%s", s->name);
+            else
+                sb_printf(&b, "holder #%" PRIu64, s->id);
+            sb_label(&b, s->label);
+            break;
+        case VT_CHECK_NODE_TENSOR:
+            if (s->name && *s->name)
+                sb_printf(&b, "tensor '%s'", s->name);
+            else
+                sb_printf(&b, "tensor #%" PRIu64, s->id);
+            if (s->base_id) {
+                if (s->base_name && *s->base_name)
+                    sb_printf(&b, " (view of '%s')", s->base_name);
+                else
+                    sb_printf(&b, " (view of #%" PRIu64 ")", s->base_id);
+            }
+            sb_label(&b, s->label);
+            break;
+        default: {
+            char sz[32];
+            sb_printf(&b, "storage 0x%" PRIx64 " %s", s->id,
+                      vt_check_format_bytes(s->bytes, sz, sizeof sz));
+            break;
+        }
+        }
+    }
+    if (buf && len && b.pos >= len)
+        buf[len - 1] = 0;
+    return b.pos;
+}
+
+/* "20.35 MiB·s": byte-seconds in binary units. */
+static char *format_bytesec(double bs, char *buf, size_t len)
+{
+    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    unsigned u = 0;
+    if (!isfinite(bs) || bs < 0)
+        bs = 0;
+    while (bs >= 1024 && u < 6) {
+        bs /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%.2f %s\xc2\xb7s", bs, units[u]);
+    return buf;
+}
+
+static double rel_s(const vt_check_report *r, uint64_t t)
+{
+    return t >= r->start_time_ns ? (double)(t - r->start_time_ns) / 1e9
+                                 : -(double)(r->start_time_ns - t) / 1e9;
+}
+
+/* Walk a stack innermost first without relying on anything but the struct. */
+static size_t stack_frames(const vt_snapshot_data *s, uint32_t id, const vt_frame **out, size_t max)
+{
+    size_t n = 0;
+    for (uint32_t guard = 0; id && id < s->nstack_nodes && guard < 4096; guard++) {
+        const vt_stack_node *sn = &s->stack_nodes[id];
+        if (sn->frame < s->nframes) {
+            if (n < max)
+                out[n] = &s->frames[sn->frame];
+            n++;
+        }
+        if (sn->parent >= id)
+            break;
+        id = sn->parent;
+    }
+    return n;
+}
+
+static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const char *indent)
+{
+    const vt_frame *fr[8];
+    size_t n = stack_frames(s, id, fr, 8);
+    if (!n) {
+        fprintf(f, "%s(no stack)\n", indent);
+        return;
+    }
+    for (size_t i = 0; i < n && i < 8; i++) {
+        const char *fn = vt__ck_string(s, fr[i]->function);
+        const char *file = vt__ck_string(s, fr[i]->file);
+        const char *mod = vt__ck_string(s, fr[i]->module);
+        fprintf(f, "%sat %s", indent, *fn ? fn : "??");
+        if (*file)
+            fprintf(f, " (%s:%u)", file, fr[i]->line);
+        else if (*mod)
+            fprintf(f, " (%s+0x%" PRIx64 ")", mod, fr[i]->module_offset);
+        else
+            fprintf(f, " (0x%" PRIx64 ")", fr[i]->ip);
+        fputc('\n', f);
+    }
+    if (n > 8)
+        fprintf(f, "%s... %zu more frames\n", indent, n - 8);
+}
+
+static void print_rules(FILE *f, unsigned rules)
+{
+    const char *sep = "";
+    for (unsigned b = 1; b <= VT_CHECK_RULE_PINNED; b <<= 1)
+        if (rules & b) {
+            fprintf(f, "%s%s", sep, vt_check_rule_name(b));
+            sep = ",";
+        }
+}
+
+int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
+                          size_t max_findings)
+{
+    char b1[32], b2[32], b3[32];
+    fprintf(f, "vramtrace check: %zu finding%s", r->nfindings, r->nfindings == 1 ? "" : "s");
+    int any_pinned = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        any_pinned |= r->findings[i].rule == VT_CHECK_RULE_PINNED;
+    if (r->nfindings)
+        fprintf(f, ", %s held after last use%s (%s)",
+                vt_check_format_bytes(r->total_bytes, b1, sizeof b1),
+                any_pinned ? " or pinned by small views" : "",
+                format_bytesec(r->total_byte_seconds, b2, sizeof b2));
+    fprintf(f, "\n  rules: ");
+    print_rules(f, r->rules_run);
+    fprintf(f, "; grace: ");
+    if (r->grace_mode == VT_CHECK_GRACE_STEPS && r->grace_user)
+        fprintf(f, "%u complete step%s", r->grace_steps, r->grace_steps == 1 ? "" : "s");
+    else if (r->grace_mode == VT_CHECK_GRACE_STEPS)
+        fprintf(f, "auto (max(1, usual gap) complete steps)");
+    else if (r->grace_user)
+        fprintf(f, "%.3f s", (double)r->grace_ns / 1e9);
+    else
+        fprintf(f, "auto (max(1 s, %dx median use gap, %d%% of the trace))",
+                VT_CHECK_GAP_FACTOR, VT_CHECK_TIME_FRACTION_PCT);
+    if (r->rules_run & VT_CHECK_RULE_PINNED)
+        fprintf(f, "; pinned: views covering < %g%%", r->pinned_ratio * 100);
+    fprintf(f, "\n  %zu storages, %zu tensors, %zu holders, %zu refs, %zu marks, %.3f s traced",
+            r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nmarks,
+            rel_s(r, r->end_time_ns));
+    if (r->nignored)
+        fprintf(f, ", %zu ignored", r->nignored);
+    fputc('\n', f);
+
+    size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
+    for (size_t i = 0; i < n; i++) {
+        const vt_check_finding *x = &r->findings[i];
+        fprintf(f, "\n#%zu [%s] storage 0x%" PRIx64, i + 1, vt_check_rule_name(x->rule), x->addr);
+        if (x->device >= 0)
+            fprintf(f, " on cuda:%d", x->device);
+        else
+            fprintf(f, " on host");
+        fprintf(f, ", %s", vt_check_format_bytes(x->bytes, b1, sizeof b1));
+        if (x->block_bytes != x->bytes)
+            fprintf(f, " (block %s)", vt_check_format_bytes(x->block_bytes, b2, sizeof b2));
+        if (x->nallocs > 1)
+            fprintf(f, " in %u allocations", x->nallocs);
+        if (x->external)
+            fprintf(f, ", external");
+        fputc('\n', f);
+        if (x->rule == VT_CHECK_RULE_LINGER) {
+            if (x->owner_id)
+                fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), %u tensor%s bound\n",
+                        x->owner_name, x->owner_id, x->ntensors, x->ntensors == 1 ? "" : "s");
+        } else if (x->rule == VT_CHECK_RULE_PINNED) {
+            fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), dropped at seq %" PRIu64
+                       " (%.3f s), %u tensor%s bound\n", x->owner_name, x->owner_id,
+                    x->owner_drop_seq, rel_s(r, x->owner_drop_time_ns), x->ntensors,
+                    x->ntensors == 1 ? "" : "s");
+            for (size_t v = 0; v < x->nviews; v++) {
+                const vt_check_view *w = &x->views[v];
+                fprintf(f, "   %s ", v ? "        " : "kept by:");
+                if (*w->name)
+                    fprintf(f, "tensor '%s' (", w->name);
+                else
+                    fprintf(f, "tensor #%" PRIu64 " (", w->id);
+                if (w->base_id && *w->base_name)
+                    fprintf(f, "view of '%s', ", w->base_name);
+                else if (w->base_id)
+                    fprintf(f, "view of #%" PRIu64 ", ", w->base_id);
+                fprintf(f, "%s of %s)\n", vt_check_format_bytes(w->bytes, b1, sizeof b1),
+                        vt_check_format_bytes(x->bytes, b2, sizeof b2));
+            }
+            if (x->nviews_live > x->nviews)
+                fprintf(f, "            ... and %u more view%s\n", x->nviews_live - (unsigned)x->nviews,
+                        x->nviews_live - x->nviews == 1 ? "" : "s");
+            fprintf(f, "   wasted: %s of %s (live views cover %s)\n",
+                    vt_check_format_bytes(x->wasted_bytes, b1, sizeof b1),
+                    vt_check_format_bytes(x->bytes, b2, sizeof b2),
+                    vt_check_format_bytes(x->covered_bytes, b3, sizeof b3));
+        } else if (x->rule == VT_CHECK_RULE_OUTLIER) {
+            fprintf(f, "   outlived a complete step while its siblings from the same call site"
+                       " died within one\n");
+        } else {
+            fprintf(f, "   never freed, allocated step after step by the same call site\n");
+        }
+        if (x->before_window)
+            fprintf(f, "   allocated before the trace window\n");
+        else
+            fprintf(f, "   allocated: seq %" PRIu64 " at %.3f s\n", x->alloc_seq,
+                    rel_s(r, x->alloc_time_ns));
+        print_stack(f, s, x->alloc_stack, "     ");
+        if (x->rule == VT_CHECK_RULE_LINGER) {
+            fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
+                    x->last_use_name, x->last_use_tensor, x->last_use_seq,
+                    rel_s(r, x->last_use_time_ns));
+            if (x->grace_mode == VT_CHECK_GRACE_STEPS)
+                fprintf(f, ", step %u", x->last_use_step);
+            fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
+            print_stack(f, s, x->last_use_stack, "     ");
+            if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
+                fprintf(f, "   lingering since seq %" PRIu64 " at %.3f s: %u complete step%s"
+                           " unused ", x->linger_from_seq, rel_s(r, x->linger_from_time_ns),
+                        x->steps_unused, x->steps_unused == 1 ? "" : "s");
+                if (x->usual_gap_steps)
+                    fprintf(f, "(usual gap %u step%s)\n", x->usual_gap_steps,
+                            x->usual_gap_steps == 1 ? "" : "s");
+                else
+                    fprintf(f, "(used in one step only)\n");
+            }
+            else
+                fprintf(f, "   lingering since %.3f s (usual gap %.3f s)\n",
+                        rel_s(r, x->linger_from_time_ns), (double)x->usual_gap_ns / 1e9);
+        } else if (x->rule == VT_CHECK_RULE_PINNED) {
+            fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s (%u use%s)\n",
+                    x->last_use_name, x->last_use_tensor, x->last_use_seq,
+                    rel_s(r, x->last_use_time_ns), x->nuses, x->nuses == 1 ? "" : "s");
+            fprintf(f, "   pinned since seq %" PRIu64 " at %.3f s, a finding since seq %" PRIu64
+                       " at %.3f s", x->pinned_since_seq, rel_s(r, x->pinned_since_time_ns),
+                    x->linger_from_seq, rel_s(r, x->linger_from_time_ns));
+            if (x->grace_mode == VT_CHECK_GRACE_STEPS)
+                fprintf(f, ": %u complete step%s pinned", x->steps_unused,
+                        x->steps_unused == 1 ? "" : "s");
+            fputc('\n', f);
+            if (x->pinned_until_seq == UINT64_MAX)
+                fprintf(f, "   pinned until the end\n");
+            else if (x->pinned_cut)
+                fprintf(f, "   pinned until its last use at %.3f s (from there: its linger finding)\n",
+                        rel_s(r, x->pinned_until_time_ns));
+            else
+                fprintf(f, "   pinned until seq %" PRIu64 " at %.3f s\n", x->pinned_until_seq,
+                        rel_s(r, x->pinned_until_time_ns));
+        }
+        if (x->freed)
+            fprintf(f, "   freed: seq %" PRIu64 " at %.3f s\n", x->free_seq,
+                    rel_s(r, x->free_time_ns));
+        else
+            fprintf(f, "   still alive at the end (%.3f s)\n", rel_s(r, r->end_time_ns));
+        fprintf(f, "   held %.3f s %s: %s\n", (double)x->linger_ns / 1e9,
+                x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
+                : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
+                : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
+                                                   : "since allocation (longest)",
+                format_bytesec(x->byte_seconds, b2, sizeof b2));
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED) {
+            if (!x->npaths)
+                fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
+            else
+                fprintf(f, "   held by (%s):\n", x->path_seq == UINT64_MAX ? "at the end"
+                                                                            : "when it became a finding");
+            for (size_t p = 0; p < x->npaths; p++) {
+                char line[2048];
+                size_t need = vt_check_path_format(&x->paths[p], line, sizeof line);
+                fprintf(f, "     %s%s\n", line, need >= sizeof line ? "..." : "");
+            }
+        }
+    }
+    if (n < r->nfindings)
+        fprintf(f, "\n... %zu more finding%s (--top 0 shows all, --json has everything)\n",
+                r->nfindings - n, r->nfindings - n == 1 ? "" : "s");
+    fflush(f);
+    return ferror(f) ? -EIO : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  JSON                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (!isfinite(v))
+        v = 0;
+    fprintf(f, "%.17g", v);
+}
+
+static void json_stack(FILE *f, const vt_snapshot_data *s, uint32_t id)
+{
+    const vt_frame *fr[256];
+    size_t n = stack_frames(s, id, fr, 256);
+    if (n > 256)
+        n = 256;
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s{\"function\":", i ? "," : "");
+        json_str(f, vt__ck_string(s, fr[i]->function));
+        fprintf(f, ",\"file\":");
+        json_str(f, vt__ck_string(s, fr[i]->file));
+        fprintf(f, ",\"line\":%u,\"module\":", fr[i]->line);
+        json_str(f, vt__ck_string(s, fr[i]->module));
+        fprintf(f, ",\"ip\":\"0x%" PRIx64 "\"}", fr[i]->ip);
+    }
+    fputc(']', f);
+}
+
+static const char *kind_name(uint8_t k)
+{
+    return k == VT_CHECK_NODE_HOLDER ? "holder" : k == VT_CHECK_NODE_TENSOR ? "tensor" : "storage";
+}
+
+static void json_path(FILE *f, const vt_check_path *p)
+{
+    char line[4096];
+    vt_check_path_format(p, line, sizeof line);
+    fprintf(f, "{\"text\":");
+    json_str(f, line);
+    fprintf(f, ",\"cycle\":%s,\"truncated\":%s,\"steps\":[", p->cycle ? "true" : "false",
+            p->truncated ? "true" : "false");
+    for (size_t i = 0; i < p->nsteps; i++) {
+        const vt_check_step *s = &p->steps[i];
+        fprintf(f, "%s{\"kind\":\"%s\",", i ? "," : "", kind_name(s->kind));
+        if (s->kind == VT_CHECK_NODE_STORAGE)
+            fprintf(f, "\"id\":\"0x%" PRIx64 "\"", s->id);
+        else
+            fprintf(f, "\"id\":%" PRIu64, s->id);
+        fprintf(f, ",\"name\":");
+        json_str(f, s->name);
+        fprintf(f, ",\"label\":");
+        json_str(f, s->label);
+        if (s->kind == VT_CHECK_NODE_TENSOR && s->base_id) {
+            fprintf(f, ",\"view_of\":{\"id\":%" PRIu64 ",\"name\":", s->base_id);
+            json_str(f, s->base_name);
+            fputc('}', f);
+        }
+        if (s->kind == VT_CHECK_NODE_STORAGE)
+            fprintf(f, ",\"bytes\":%" PRIu64, s->bytes);
+        fputc('}', f);
+    }
+    fprintf(f, "]}");
+}
+
+static void json_pinned(FILE *f, const vt_check_finding *x)
+{
+    fprintf(f, "{\"owner_dropped\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"since\":",
+            x->owner_drop_seq, x->owner_drop_time_ns);
+    fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"until\":",
+            x->pinned_since_seq, x->pinned_since_time_ns);
+    if (x->pinned_until_seq == UINT64_MAX)
+        fprintf(f, "\"end\"");
+    else
+        fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "}", x->pinned_until_seq,
+                x->pinned_until_time_ns);
+    fprintf(f, ",\"cut_at_last_use\":%s,\"covered_bytes\":%" PRIu64 ",\"wasted_bytes\":%" PRIu64
+               ",\"views_live\":%u,\"views\":[", x->pinned_cut ? "true" : "false",
+            x->covered_bytes, x->wasted_bytes, x->nviews_live);
+    for (size_t v = 0; v < x->nviews; v++) {
+        const vt_check_view *w = &x->views[v];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
+        json_str(f, w->name);
+        fprintf(f, ",\"view_of\":");
+        if (w->base_id) {
+            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", w->base_id);
+            json_str(f, w->base_name);
+            fputc('}', f);
+        } else {
+            fprintf(f, "null");
+        }
+        fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64 ",\"covered_bytes\":%" PRIu64 "}",
+                w->addr, w->bytes, w->covered_bytes);
+    }
+    fprintf(f, "]}");
+}
+
+int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s)
+{
+    fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
+    const char *sep = "";
+    for (unsigned b = 1; b <= VT_CHECK_RULE_PINNED; b <<= 1)
+        if (r->rules_run & b) {
+            fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
+            sep = ",";
+        }
+    fprintf(f, "],\"grace\":{\"mode\":\"%s\",\"steps\":",
+            r->grace_mode == VT_CHECK_GRACE_STEPS ? "steps" : "time");
+    if (r->grace_mode == VT_CHECK_GRACE_STEPS && r->grace_user)
+        fprintf(f, "%u", r->grace_steps);
+    else
+        fprintf(f, "null");
+    fprintf(f, ",\"seconds\":");
+    if (r->grace_mode == VT_CHECK_GRACE_TIME && r->grace_user)
+        json_num(f, (double)r->grace_ns / 1e9);
+    else
+        fprintf(f, "null");
+    fprintf(f, "},\"pinned_ratio\":");
+    json_num(f, r->pinned_ratio);
+    fprintf(f, ",\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
+               "\"ignored\":%zu,\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
+               ",\"total_bytes\":%" PRIu64 ",\"total_byte_seconds\":",
+            r->nmarks, r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nignored,
+            r->start_time_ns, r->end_time_ns, r->total_bytes);
+    json_num(f, r->total_byte_seconds);
+    fprintf(f, ",\"findings\":[");
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const vt_check_finding *x = &r->findings[i];
+        fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
+                   "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
+                   ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,\"owner\":",
+                i ? "," : "", vt_check_rule_name(x->rule), x->addr, x->device,
+                x->external ? "true" : "false", x->before_window ? "true" : "false",
+                x->bytes, x->block_bytes, x->nallocs);
+        if (x->owner_id) {
+            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", x->owner_id);
+            json_str(f, x->owner_name);
+            fputc('}', f);
+        } else {
+            fprintf(f, "null");
+        }
+        fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
+                   ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
+        json_stack(f, s, x->alloc_stack);
+        fprintf(f, "},\"last_use\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"step\":%u,"
+                   "\"tensor\":%" PRIu64 ",\"name\":",
+                x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
+        json_str(f, x->last_use_name);
+        fprintf(f, ",\"stack\":");
+        json_stack(f, s, x->last_use_stack);
+        fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
+                   ",\"steps_unused\":%u,\"lingering_from\":{\"seq\":%" PRIu64
+                   ",\"time_ns\":%" PRIu64 "},\"freed\":",
+                x->nuses, x->usual_gap_steps, x->usual_gap_ns, x->steps_unused,
+                x->linger_from_seq, x->linger_from_time_ns);
+        if (x->freed) {
+            fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"stack\":", x->free_seq,
+                    x->free_time_ns);
+            json_stack(f, s, x->free_stack);
+            fputc('}', f);
+        } else {
+            fprintf(f, "null");
+        }
+        fprintf(f, ",\"linger_ns\":%" PRIu64 ",\"byte_seconds\":", x->linger_ns);
+        json_num(f, x->byte_seconds);
+        fprintf(f, ",\"wasted_bytes\":%" PRIu64 ",\"pinned\":", x->wasted_bytes);
+        if (x->rule == VT_CHECK_RULE_PINNED)
+            json_pinned(f, x);
+        else
+            fprintf(f, "null");
+        fprintf(f, ",\"paths_at\":");
+        if (x->path_seq == UINT64_MAX)
+            fprintf(f, "\"end\"");
+        else
+            fprintf(f, "%" PRIu64, x->path_seq);
+        fprintf(f, ",\"paths\":[");
+        for (size_t p = 0; p < x->npaths; p++) {
+            if (p)
+                fputc(',', f);
+            json_path(f, &x->paths[p]);
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]}\n");
+    fflush(f);
+    return ferror(f) ? -EIO : 0;
+}

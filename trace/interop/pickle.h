@@ -1,0 +1,121 @@
+/*
+ * trace/interop/pickle.h - a safe reader of Python pickles made of plain data, and a
+ * writer of the same.
+ *
+ * A pickle is a program for a stack machine that may import any global and
+ * call it: a general unpickler runs code chosen by whoever wrote the file. This
+ * reader runs only the opcodes that build plain containers and scalars
+ * (protocols 2 to 5: dict, list, tuple, set, str, bytes, int of any width that
+ * fits 64 bits, float, bool, None, memo and frame opcodes) and rejects every
+ * opcode that names a global or calls a constructor (GLOBAL, STACK_GLOBAL,
+ * REDUCE, BUILD, INST, OBJ, NEWOBJ, NEWOBJ_EX, PERSID, BINPERSID, EXT1/2/4,
+ * buffers) with one message naming the opcode and its byte offset.
+ *
+ * The result is a value graph stored in two flat arrays (values and
+ * container items) addressed by index: no pointer chasing, no recursion to
+ * build or free it. Strings and bytes point into the caller's buffer (which
+ * must outlive the result). Memory is bounded: every opcode adds at most one
+ * value and one item, so the graph holds at most about 24 bytes per input
+ * byte, usually far less. Note that memo references can make a container
+ * contain itself: walkers of the graph must bound their depth (the PyTorch
+ * importer walks a fixed shape and never recurses on data).
+ */
+#ifndef VT_TRACE_PICKLE_H
+#define VT_TRACE_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum vt_pv_type {
+    VT_PV_NONE,
+    VT_PV_BOOL,     /* i = 0/1 */
+    VT_PV_INT,      /* i */
+    VT_PV_UINT,     /* u: an int in [2^63, 2^64) */
+    VT_PV_BIGINT,   /* an int beyond 64 bits: kept, but has no value */
+    VT_PV_FLOAT,    /* f */
+    VT_PV_STR,      /* s, n bytes of UTF-8 (not NUL-terminated) */
+    VT_PV_BYTES,    /* s, n bytes */
+    VT_PV_LIST,     /* n items from items[first] (also sets) */
+    VT_PV_TUPLE,    /* n items */
+    VT_PV_DICT,     /* n pairs: items[first + 2k] key, items[first + 2k + 1] value */
+};
+
+typedef struct vt_pv {
+    uint8_t type;          /* enum vt_pv_type */
+    uint32_t n;            /* STR/BYTES length, container item count (pairs for DICT) */
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+        const char *s;     /* into the input buffer */
+        uint32_t container;/* index into vt_pickle.containers */
+    };
+} vt_pv;
+
+/* A container's items live in their own growable array (lists grow by
+ * APPENDS after they are created and memoized). */
+typedef struct vt_pv_container {
+    uint32_t *items;       /* value indexes */
+    uint32_t n, cap;       /* n counts uint32 slots (2 per dict pair) */
+} vt_pv_container;
+
+typedef struct vt_pickle {
+    vt_pv *values;                 size_t nvalues;
+    vt_pv_container *containers;   size_t ncontainers;
+    uint32_t root;                 /* index of the value STOP returned */
+    int protocol;                  /* from PROTO, 0 when absent */
+} vt_pickle;
+
+/* Does `data` look like a pickle (PROTO opcode 0x80 with protocol 2..5)? */
+int vt_pickle_sniff(const void *data, size_t size);
+
+/* Parse a pickle held in `data` (which must outlive *out).
+ * @return 0 and *out (free with vt_pickle_free), or a negative errno with a
+ *         one-line message in err naming `name`, the opcode and the byte
+ *         offset ("refusing to run code" for opcodes that name globals). */
+int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out,
+                    char *err, size_t errlen);
+
+void vt_pickle_free(vt_pickle *p);
+
+/* Accessors that never fail: a wrong type or index yields NULL / 0. */
+const vt_pv *vt_pickle_value(const vt_pickle *p, uint32_t index);
+/* The value of key `key` (a str) in dict `dict`, or NULL. */
+const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key);
+/* Item k of a list/tuple, or NULL. */
+const vt_pv *vt_pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k);
+/* Integer value (bool, int, uint, float truncated), `dflt` when not a number. */
+int64_t vt_pickle_int(const vt_pv *v, int64_t dflt);
+uint64_t vt_pickle_u64(const vt_pv *v, uint64_t dflt);
+double vt_pickle_float(const vt_pv *v, double dflt);
+/* Is v a str equal to `text`? */
+int vt_pickle_str_is(const vt_pv *v, const char *text);
+
+/* ---- writing (protocol 4, plain containers only) ---------------------- */
+
+/* A growable output buffer with a memo of the strings written so far, so
+ * repeated keys and frame names cost two bytes (BINGET) after the first. */
+typedef struct vt_pickle_writer vt_pickle_writer;
+
+vt_pickle_writer *vt_pickle_writer_new(void);
+void vt_pickle_writer_free(vt_pickle_writer *w);
+/* Start (PROTO 4) and end (STOP); then the bytes are w's buffer. */
+void vt_pw_begin(vt_pickle_writer *w);
+void vt_pw_end(vt_pickle_writer *w);
+void vt_pw_none(vt_pickle_writer *w);
+void vt_pw_bool(vt_pickle_writer *w, int b);
+void vt_pw_int(vt_pickle_writer *w, int64_t v);
+void vt_pw_uint(vt_pickle_writer *w, uint64_t v);
+void vt_pw_float(vt_pickle_writer *w, double v);
+void vt_pw_str(vt_pickle_writer *w, const char *s);      /* memoized */
+/* Containers: open, write items (dicts: key then value), close. */
+void vt_pw_dict_begin(vt_pickle_writer *w);
+void vt_pw_dict_end(vt_pickle_writer *w);
+void vt_pw_list_begin(vt_pickle_writer *w);
+void vt_pw_list_end(vt_pickle_writer *w);
+void vt_pw_tuple_begin(vt_pickle_writer *w);
+void vt_pw_tuple_end(vt_pickle_writer *w);
+/* The bytes written; NULL when memory ran out at some point. */
+const unsigned char *vt_pw_data(const vt_pickle_writer *w, size_t *size);
+
+#endif /* VT_TRACE_PICKLE_H */

@@ -1,0 +1,589 @@
+/*
+ * trace/interop/pickle_read.c - the safe pickle reader (see pickle.h).
+ *
+ * Opcode values and meanings follow Python's Lib/pickletools.py (the
+ * documented pickle virtual machine). Only the data opcodes are executed;
+ * anything that could import or call is refused before it does anything.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle.h"
+
+struct vm {
+    const unsigned char *data;
+    size_t size, pos;
+    const char *name;
+    char *err;
+    size_t errlen;
+    vt_pickle *p;
+    size_t cap_values, cap_containers;
+    uint32_t *stack;  size_t nstack, cap_stack;
+    size_t *marks;    size_t nmarks, cap_marks;
+    uint32_t *memo;   size_t nmemo, cap_memo;  /* UINT32_MAX = unset */
+};
+
+static int fail(struct vm *m, int rc, const char *fmt, ...)
+{
+    if (m->errlen) {
+        int n = snprintf(m->err, m->errlen, "%s: ", m->name);
+        if (n < 0 || (size_t)n >= m->errlen)
+            n = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->err + n, m->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) {
+        if (c > SIZE_MAX / 2 / elem)
+            return -ENOMEM;
+        c *= 2;
+    }
+    void *n = realloc(*arr, c * elem);
+    if (!n)
+        return -ENOMEM;
+    *arr = n;
+    *cap = c;
+    return 0;
+}
+
+static int new_value(struct vm *m, vt_pv v, uint32_t *idx)
+{
+    vt_pickle *p = m->p;
+    if (p->nvalues >= UINT32_MAX - 1)
+        return fail(m, -EOVERFLOW, "too many values");
+    if (grow((void **)&p->values, &m->cap_values, p->nvalues + 1, sizeof *p->values))
+        return fail(m, -ENOMEM, "out of memory");
+    p->values[p->nvalues] = v;
+    *idx = (uint32_t)p->nvalues++;
+    return 0;
+}
+
+static int push_idx(struct vm *m, uint32_t idx)
+{
+    if (grow((void **)&m->stack, &m->cap_stack, m->nstack + 1, sizeof *m->stack))
+        return fail(m, -ENOMEM, "out of memory");
+    m->stack[m->nstack++] = idx;
+    return 0;
+}
+
+static int push(struct vm *m, vt_pv v)
+{
+    uint32_t idx = 0;
+    int rc = new_value(m, v, &idx);
+    return rc ? rc : push_idx(m, idx);
+}
+
+static int push_container(struct vm *m, uint8_t type)
+{
+    vt_pickle *p = m->p;
+    if (p->ncontainers >= UINT32_MAX - 1)
+        return fail(m, -EOVERFLOW, "too many containers");
+    if (grow((void **)&p->containers, &m->cap_containers, p->ncontainers + 1,
+             sizeof *p->containers))
+        return fail(m, -ENOMEM, "out of memory");
+    p->containers[p->ncontainers] = (vt_pv_container){ 0 };
+    vt_pv v = { .type = type, .container = (uint32_t)p->ncontainers++ };
+    return push(m, v);
+}
+
+/* Append `n` value indexes to container value `cidx`. */
+static int add_items(struct vm *m, uint32_t cidx, const uint32_t *items, size_t n)
+{
+    vt_pv *v = &m->p->values[cidx];
+    vt_pv_container *c = &m->p->containers[v->container];
+    if (n == 0)
+        return 0;
+    if ((size_t)c->n + n > UINT32_MAX - 2)
+        return fail(m, -EOVERFLOW, "container too large");
+    size_t cap = c->cap;
+    if (grow((void **)&c->items, &cap, c->n + n, sizeof *c->items))
+        return fail(m, -ENOMEM, "out of memory");
+    c->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
+    memcpy(c->items + c->n, items, n * sizeof *items);
+    c->n += (uint32_t)n;
+    v->n = v->type == VT_PV_DICT ? c->n / 2 : c->n;
+    return 0;
+}
+
+static int need(struct vm *m, size_t n, const char *op, size_t at)
+{
+    if (m->size - m->pos < n)
+        return fail(m, -EINVAL, "truncated pickle: %s at byte offset %zu needs %zu more bytes",
+                    op, at, n);
+    return 0;
+}
+
+static uint64_t le(const unsigned char *b, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+/* Little-endian two's complement of n bytes (LONG1/LONG4). */
+static vt_pv long_value(const unsigned char *b, size_t n)
+{
+    vt_pv v = { .type = VT_PV_INT };
+    if (n == 0)
+        return v;
+    int neg = b[n - 1] & 0x80;
+    size_t sig = n; /* drop redundant sign-extension bytes */
+    while (sig > 1 && b[sig - 1] == (neg ? 0xff : 0x00) && ((b[sig - 2] & 0x80) == (neg ? 0x80 : 0)))
+        sig--;
+    if (sig <= 8) {
+        uint64_t u = le(b, sig);
+        if (neg && sig < 8)
+            u |= ~(uint64_t)0 << (8 * sig);
+        v.i = (int64_t)u;
+        return v;
+    }
+    if (sig == 9 && !neg && b[8] == 0) {
+        v.type = VT_PV_UINT;
+        v.u = le(b, 8);
+        return v;
+    }
+    v.type = VT_PV_BIGINT;
+    return v;
+}
+
+static int pop_mark(struct vm *m, const char *op, size_t at, size_t *base)
+{
+    if (!m->nmarks)
+        return fail(m, -EINVAL, "pickle opcode %s at byte offset %zu without a MARK", op, at);
+    *base = m->marks[--m->nmarks];
+    if (*base > m->nstack)
+        return fail(m, -EINVAL, "corrupt pickle stack at byte offset %zu", at);
+    return 0;
+}
+
+static int top_container(struct vm *m, size_t below, uint8_t want1, uint8_t want2, const char *op,
+                         size_t at, uint32_t *idx)
+{
+    if (m->nstack < below + 1)
+        return fail(m, -EINVAL, "pickle opcode %s at byte offset %zu on an empty stack", op, at);
+    *idx = m->stack[m->nstack - 1 - below];
+    uint8_t t = m->p->values[*idx].type;
+    if (t != want1 && t != want2)
+        return fail(m, -EINVAL, "pickle opcode %s at byte offset %zu applied to a non-container",
+                    op, at);
+    return 0;
+}
+
+static int memo_put(struct vm *m, uint64_t key, size_t at)
+{
+    if (!m->nstack)
+        return fail(m, -EINVAL, "pickle memo put at byte offset %zu on an empty stack", at);
+    /* a pickler numbers its memo 0, 1, 2...: a key beyond the input's
+     * size cannot be honest, and would let a tiny file claim a huge array */
+    if (key > m->size + 16)
+        return fail(m, -EINVAL, "pickle memo key %llu at byte offset %zu is out of range",
+                    (unsigned long long)key, at);
+    size_t old = m->cap_memo;
+    if (grow((void **)&m->memo, &m->cap_memo, (size_t)key + 1, sizeof *m->memo))
+        return fail(m, -ENOMEM, "out of memory");
+    for (size_t i = old; i < m->cap_memo; i++)
+        m->memo[i] = UINT32_MAX;
+    m->memo[key] = m->stack[m->nstack - 1];
+    if (key + 1 > m->nmemo)
+        m->nmemo = (size_t)key + 1;
+    return 0;
+}
+
+static int memo_get(struct vm *m, uint64_t key, size_t at)
+{
+    if (key >= m->nmemo || m->memo[key] == UINT32_MAX)
+        return fail(m, -EINVAL, "pickle memo key %llu at byte offset %zu was never stored",
+                    (unsigned long long)key, at);
+    return push_idx(m, m->memo[key]);
+}
+
+/* Opcodes refused because they name a global, call a constructor or
+ * reference data outside the pickle. */
+static const char *refused_name(unsigned op)
+{
+    switch (op) {
+    case 'c': return "GLOBAL";
+    case 0x93: return "STACK_GLOBAL";
+    case 'R': return "REDUCE";
+    case 'b': return "BUILD";
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 'P': return "PERSID";
+    case 'Q': return "BINPERSID";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
+    default: return NULL;
+    }
+}
+
+int vt_pickle_sniff(const void *data, size_t size)
+{
+    const unsigned char *b = data;
+    return size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
+}
+
+static int run(struct vm *m)
+{
+    while (m->pos < m->size) {
+        size_t at = m->pos;
+        unsigned op = m->data[m->pos++];
+        const char *refused = refused_name(op);
+        if (refused)
+            return fail(m, -EPERM,
+                        "pickle opcode %s at byte offset %zu names a global or builds an object; "
+                        "refusing to run code from a pickle (only plain containers and scalars "
+                        "are read)", refused, at);
+        int rc = 0;
+        size_t base;
+        uint32_t idx;
+        const unsigned char *a = m->data + m->pos;
+        switch (op) {
+        case 0x80: /* PROTO */
+            if ((rc = need(m, 1, "PROTO", at)))
+                return rc;
+            m->p->protocol = a[0];
+            if (a[0] > 5)
+                return fail(m, -EINVAL, "pickle protocol %u at byte offset %zu is not supported "
+                            "(2 to 5 are)", a[0], at);
+            m->pos += 1;
+            break;
+        case 0x95: /* FRAME: the next n bytes form a frame; they are inline */
+            if ((rc = need(m, 8, "FRAME", at)))
+                return rc;
+            m->pos += 8;
+            break;
+        case '.': /* STOP */
+            if (m->nstack != 1 || m->nmarks)
+                return fail(m, -EINVAL, "pickle STOP at byte offset %zu leaves %zu values and "
+                            "%zu marks (expected exactly one value)", at, m->nstack, m->nmarks);
+            m->p->root = m->stack[0];
+            return 0;
+        case '(': /* MARK */
+            if (grow((void **)&m->marks, &m->cap_marks, m->nmarks + 1, sizeof *m->marks))
+                return fail(m, -ENOMEM, "out of memory");
+            m->marks[m->nmarks++] = m->nstack;
+            break;
+        case '}': rc = push_container(m, VT_PV_DICT); break;
+        case ']': rc = push_container(m, VT_PV_LIST); break;
+        case 0x8f: rc = push_container(m, VT_PV_LIST); break;  /* EMPTY_SET */
+        case ')': rc = push_container(m, VT_PV_TUPLE); break;
+        case 't':   /* TUPLE */
+        case 'l':   /* LIST */
+        case 'd':   /* DICT */
+        case 0x91: { /* FROZENSET */
+            const char *nm = op == 't' ? "TUPLE" : op == 'l' ? "LIST" : op == 'd' ? "DICT" : "FROZENSET";
+            if ((rc = pop_mark(m, nm, at, &base)))
+                return rc;
+            size_t n = m->nstack - base;
+            if (op == 'd' && n % 2)
+                return fail(m, -EINVAL, "pickle DICT at byte offset %zu with an odd item count", at);
+            uint32_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+            if (!tmp)
+                return fail(m, -ENOMEM, "out of memory");
+            if (n) /* the stack may still be unallocated */
+                memcpy(tmp, m->stack + base, n * sizeof *tmp);
+            m->nstack = base;
+            rc = push_container(m, op == 't' ? VT_PV_TUPLE : op == 'd' ? VT_PV_DICT : VT_PV_LIST);
+            if (!rc)
+                rc = add_items(m, m->stack[m->nstack - 1], tmp, n);
+            free(tmp);
+            break;
+        }
+        case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
+            size_t n = op - 0x84;
+            if (m->nstack < n)
+                return fail(m, -EINVAL, "pickle TUPLE%zu at byte offset %zu on a short stack", n, at);
+            uint32_t tmp[3];
+            memcpy(tmp, m->stack + m->nstack - n, n * sizeof *tmp);
+            m->nstack -= n;
+            rc = push_container(m, VT_PV_TUPLE);
+            if (!rc)
+                rc = add_items(m, m->stack[m->nstack - 1], tmp, n);
+            break;
+        }
+        case 'a': /* APPEND */
+            if ((rc = top_container(m, 1, VT_PV_LIST, VT_PV_LIST, "APPEND", at, &idx)))
+                return rc;
+            rc = add_items(m, idx, &m->stack[m->nstack - 1], 1);
+            m->nstack--;
+            break;
+        case 's': /* SETITEM */
+            if ((rc = top_container(m, 2, VT_PV_DICT, VT_PV_DICT, "SETITEM", at, &idx)))
+                return rc;
+            rc = add_items(m, idx, &m->stack[m->nstack - 2], 2);
+            m->nstack -= 2;
+            break;
+        case 'e':   /* APPENDS */
+        case 'u':   /* SETITEMS */
+        case 0x90: { /* ADDITEMS */
+            const char *nm = op == 'e' ? "APPENDS" : op == 'u' ? "SETITEMS" : "ADDITEMS";
+            if ((rc = pop_mark(m, nm, at, &base)))
+                return rc;
+            if (base == 0)
+                return fail(m, -EINVAL, "pickle %s at byte offset %zu has no container", nm, at);
+            size_t n = m->nstack - base;
+            uint8_t want = op == 'u' ? VT_PV_DICT : VT_PV_LIST;
+            idx = m->stack[base - 1];
+            if (m->p->values[idx].type != want)
+                return fail(m, -EINVAL, "pickle %s at byte offset %zu applied to a non-container",
+                            nm, at);
+            if (op == 'u' && n % 2)
+                return fail(m, -EINVAL, "pickle SETITEMS at byte offset %zu with an odd item count",
+                            at);
+            rc = add_items(m, idx, m->stack + base, n);
+            m->nstack = base;
+            break;
+        }
+        case '0': /* POP */
+            if (m->nstack)
+                m->nstack--;
+            else if (m->nmarks && m->marks[m->nmarks - 1] == 0)
+                m->nmarks--; /* POP of a MARK (pickletools allows it) */
+            else
+                return fail(m, -EINVAL, "pickle POP at byte offset %zu on an empty stack", at);
+            break;
+        case '1': /* POP_MARK */
+            if ((rc = pop_mark(m, "POP_MARK", at, &base)))
+                return rc;
+            m->nstack = base;
+            break;
+        case '2': /* DUP */
+            if (!m->nstack)
+                return fail(m, -EINVAL, "pickle DUP at byte offset %zu on an empty stack", at);
+            rc = push_idx(m, m->stack[m->nstack - 1]);
+            break;
+        case 'N': rc = push(m, (vt_pv){ .type = VT_PV_NONE }); break;
+        case 0x88: rc = push(m, (vt_pv){ .type = VT_PV_BOOL, .i = 1 }); break;
+        case 0x89: rc = push(m, (vt_pv){ .type = VT_PV_BOOL, .i = 0 }); break;
+        case 'J': /* BININT */
+            if ((rc = need(m, 4, "BININT", at)))
+                return rc;
+            rc = push(m, (vt_pv){ .type = VT_PV_INT, .i = (int32_t)(uint32_t)le(a, 4) });
+            m->pos += 4;
+            break;
+        case 'K': /* BININT1 */
+            if ((rc = need(m, 1, "BININT1", at)))
+                return rc;
+            rc = push(m, (vt_pv){ .type = VT_PV_INT, .i = a[0] });
+            m->pos += 1;
+            break;
+        case 'M': /* BININT2 */
+            if ((rc = need(m, 2, "BININT2", at)))
+                return rc;
+            rc = push(m, (vt_pv){ .type = VT_PV_INT, .i = (int64_t)le(a, 2) });
+            m->pos += 2;
+            break;
+        case 0x8a: case 0x8b: { /* LONG1, LONG4 */
+            size_t w = op == 0x8a ? 1 : 4;
+            if ((rc = need(m, w, op == 0x8a ? "LONG1" : "LONG4", at)))
+                return rc;
+            uint64_t n = le(a, w);
+            m->pos += w;
+            if ((rc = need(m, n, op == 0x8a ? "LONG1" : "LONG4", at)))
+                return rc;
+            rc = push(m, long_value(m->data + m->pos, (size_t)n));
+            m->pos += (size_t)n;
+            break;
+        }
+        case 'G': { /* BINFLOAT: big-endian IEEE 754 double */
+            if ((rc = need(m, 8, "BINFLOAT", at)))
+                return rc;
+            uint64_t u = 0;
+            for (int i = 0; i < 8; i++)
+                u = u << 8 | a[i];
+            vt_pv v = { .type = VT_PV_FLOAT };
+            memcpy(&v.f, &u, sizeof v.f);
+            rc = push(m, v);
+            m->pos += 8;
+            break;
+        }
+        case 0x8c: case 'X': case 0x8d:   /* SHORT_BINUNICODE, BINUNICODE, BINUNICODE8 */
+        case 'C': case 'B': case 0x8e:    /* SHORT_BINBYTES, BINBYTES, BINBYTES8 */
+        case 'U': case 'T':               /* SHORT_BINSTRING, BINSTRING (Python 2 str) */
+        case 0x96: {                      /* BYTEARRAY8 */
+            size_t w = (op == 0x8c || op == 'C' || op == 'U') ? 1
+                     : (op == 0x8d || op == 0x8e || op == 0x96) ? 8 : 4;
+            if ((rc = need(m, w, "a string opcode", at)))
+                return rc;
+            uint64_t n = le(a, w);
+            m->pos += w;
+            if ((rc = need(m, n, "a string opcode", at)))
+                return rc;
+            if (n > UINT32_MAX)
+                return fail(m, -EOVERFLOW, "pickle string at byte offset %zu is over 4 GiB", at);
+            int is_str = op == 0x8c || op == 'X' || op == 0x8d || op == 'U' || op == 'T';
+            rc = push(m, (vt_pv){ .type = is_str ? VT_PV_STR : VT_PV_BYTES, .n = (uint32_t)n,
+                                  .s = (const char *)m->data + m->pos });
+            m->pos += (size_t)n;
+            break;
+        }
+        case 0x94: /* MEMOIZE */
+            rc = memo_put(m, m->nmemo, at);
+            break;
+        case 'q': /* BINPUT */
+            if ((rc = need(m, 1, "BINPUT", at)))
+                return rc;
+            m->pos += 1;
+            rc = memo_put(m, a[0], at);
+            break;
+        case 'r': /* LONG_BINPUT */
+            if ((rc = need(m, 4, "LONG_BINPUT", at)))
+                return rc;
+            m->pos += 4;
+            rc = memo_put(m, le(a, 4), at);
+            break;
+        case 'h': /* BINGET */
+            if ((rc = need(m, 1, "BINGET", at)))
+                return rc;
+            m->pos += 1;
+            rc = memo_get(m, a[0], at);
+            break;
+        case 'j': /* LONG_BINGET */
+            if ((rc = need(m, 4, "LONG_BINGET", at)))
+                return rc;
+            m->pos += 4;
+            rc = memo_get(m, le(a, 4), at);
+            break;
+        default:
+            return fail(m, -EINVAL, "pickle opcode 0x%02x at byte offset %zu is not one vramtrace "
+                        "reads (protocols 2 to 5, plain containers and scalars only)", op, at);
+        }
+        if (rc)
+            return rc;
+    }
+    return fail(m, -EINVAL, "truncated pickle: no STOP opcode before the end (%zu bytes)", m->size);
+}
+
+int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    struct vm m = { .data = data, .size = size, .name = name ? name : "(memory)", .err = err,
+                    .errlen = errlen };
+    m.p = calloc(1, sizeof *m.p);
+    if (!m.p)
+        return fail(&m, -ENOMEM, "out of memory");
+    int rc = run(&m);
+    free(m.stack);
+    free(m.marks);
+    free(m.memo);
+    if (rc) {
+        vt_pickle_free(m.p);
+        return rc;
+    }
+    *out = m.p;
+    return 0;
+}
+
+void vt_pickle_free(vt_pickle *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->ncontainers; i++)
+        free(p->containers[i].items);
+    free(p->containers);
+    free(p->values);
+    free(p);
+}
+
+const vt_pv *vt_pickle_value(const vt_pickle *p, uint32_t index)
+{
+    return p && index < p->nvalues ? &p->values[index] : NULL;
+}
+
+static const vt_pv_container *container_of(const vt_pickle *p, const vt_pv *v)
+{
+    if (!p || !v || (v->type != VT_PV_LIST && v->type != VT_PV_TUPLE && v->type != VT_PV_DICT) ||
+        v->container >= p->ncontainers)
+        return NULL;
+    return &p->containers[v->container];
+}
+
+int vt_pickle_str_is(const vt_pv *v, const char *text)
+{
+    if (!v || v->type != VT_PV_STR)
+        return 0;
+    size_t n = strlen(text);
+    return v->n == n && !memcmp(v->s, text, n);
+}
+
+const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key)
+{
+    if (!dict || dict->type != VT_PV_DICT)
+        return NULL;
+    const vt_pv_container *c = container_of(p, dict);
+    if (!c)
+        return NULL;
+    size_t n = strlen(key);
+    /* the last binding wins, as in Python */
+    const vt_pv *found = NULL;
+    for (uint32_t k = 0; k + 1 < c->n; k += 2) {
+        const vt_pv *kv = &p->values[c->items[k]];
+        if (kv->type == VT_PV_STR && kv->n == n && kv->s[0] == key[0] && !memcmp(kv->s, key, n))
+            found = &p->values[c->items[k + 1]];
+    }
+    return found;
+}
+
+const vt_pv *vt_pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k)
+{
+    if (!seq || (seq->type != VT_PV_LIST && seq->type != VT_PV_TUPLE))
+        return NULL;
+    const vt_pv_container *c = container_of(p, seq);
+    return c && k < c->n ? &p->values[c->items[k]] : NULL;
+}
+
+int64_t vt_pickle_int(const vt_pv *v, int64_t dflt)
+{
+    if (!v)
+        return dflt;
+    switch (v->type) {
+    case VT_PV_BOOL:
+    case VT_PV_INT: return v->i;
+    case VT_PV_UINT: return (int64_t)v->u;
+    case VT_PV_FLOAT: return v->f == v->f && v->f > -9.2e18 && v->f < 9.2e18 ? (int64_t)v->f : dflt;
+    default: return dflt;
+    }
+}
+
+uint64_t vt_pickle_u64(const vt_pv *v, uint64_t dflt)
+{
+    if (v && v->type == VT_PV_UINT)
+        return v->u;
+    if (v && v->type == VT_PV_FLOAT)
+        return v->f >= 0 && v->f < 1.8e19 ? (uint64_t)v->f : dflt;
+    return v && (v->type == VT_PV_INT || v->type == VT_PV_BOOL) ? (uint64_t)v->i : dflt;
+}
+
+double vt_pickle_float(const vt_pv *v, double dflt)
+{
+    if (!v)
+        return dflt;
+    switch (v->type) {
+    case VT_PV_FLOAT: return v->f;
+    case VT_PV_BOOL:
+    case VT_PV_INT: return (double)v->i;
+    case VT_PV_UINT: return (double)v->u;
+    default: return dflt;
+    }
+}

@@ -1,0 +1,228 @@
+/*
+ * trace/interop/pickle_write.c - a protocol-4 pickle writer of plain containers (see
+ * pickle.h). What it writes is what Python's own pickler writes for dicts,
+ * lists, tuples, str, int, float, bool and None, so any unpickler (Python's,
+ * PyTorch's MemoryViz.js, ours) reads it. Strings are memoized: the keys of a
+ * million trace entries cost two bytes each after the first.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle.h"
+
+struct memo_slot {
+    uint64_t hash;
+    char *text;              /* owned copy, NULL = empty slot */
+    uint32_t id;             /* memo id */
+};
+
+struct vt_pickle_writer {
+    unsigned char *buf;
+    size_t len, cap;
+    int oom;
+    struct memo_slot *slots;
+    size_t nslots, nused;
+    uint32_t next_memo;
+};
+
+vt_pickle_writer *vt_pickle_writer_new(void)
+{
+    return calloc(1, sizeof(vt_pickle_writer));
+}
+
+void vt_pickle_writer_free(vt_pickle_writer *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nslots; i++)
+        free(w->slots[i].text);
+    free(w->slots);
+    free(w->buf);
+    free(w);
+}
+
+static void put(vt_pickle_writer *w, const void *data, size_t n)
+{
+    if (w->oom)
+        return;
+    if (w->len + n > w->cap) {
+        size_t c = w->cap ? w->cap : 4096;
+        while (c < w->len + n)
+            c *= 2;
+        unsigned char *b = realloc(w->buf, c);
+        if (!b) {
+            w->oom = 1;
+            return;
+        }
+        w->buf = b;
+        w->cap = c;
+    }
+    memcpy(w->buf + w->len, data, n);
+    w->len += n;
+}
+
+static void put1(vt_pickle_writer *w, unsigned char c) { put(w, &c, 1); }
+
+static void put_le(vt_pickle_writer *w, uint64_t v, size_t n)
+{
+    unsigned char b[8];
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, n);
+}
+
+void vt_pw_begin(vt_pickle_writer *w)
+{
+    put1(w, 0x80); /* PROTO 4 */
+    put1(w, 4);
+}
+
+void vt_pw_end(vt_pickle_writer *w) { put1(w, '.'); }
+void vt_pw_none(vt_pickle_writer *w) { put1(w, 'N'); }
+void vt_pw_bool(vt_pickle_writer *w, int b) { put1(w, b ? 0x88 : 0x89); }
+
+void vt_pw_int(vt_pickle_writer *w, int64_t v)
+{
+    if (v >= 0 && v < 256) {
+        put1(w, 'K');
+        put1(w, (unsigned char)v);
+    } else if (v >= 0 && v < 65536) {
+        put1(w, 'M');
+        put_le(w, (uint64_t)v, 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        put1(w, 'J');
+        put_le(w, (uint64_t)v, 4);
+    } else {
+        /* LONG1: shortest little-endian two's complement */
+        unsigned char n = 8;
+        while (n > 1) {
+            int64_t top = v >> (8 * (n - 1) - 1); /* the bits the dropped byte would hold */
+            if (top != 0 && top != -1)
+                break;
+            n--;
+        }
+        put1(w, 0x8a);
+        put1(w, n);
+        put_le(w, (uint64_t)v, n);
+    }
+}
+
+void vt_pw_uint(vt_pickle_writer *w, uint64_t v)
+{
+    if (v <= INT64_MAX) {
+        vt_pw_int(w, (int64_t)v);
+        return;
+    }
+    put1(w, 0x8a); /* 9 bytes: a zero byte keeps it positive */
+    put1(w, 9);
+    put_le(w, v, 8);
+    put1(w, 0);
+}
+
+void vt_pw_float(vt_pickle_writer *w, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    unsigned char b[9] = { 'G' };
+    for (int i = 0; i < 8; i++)
+        b[1 + i] = (unsigned char)(u >> (8 * (7 - i)));
+    put(w, b, 9);
+}
+
+static uint64_t hash_str(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static struct memo_slot *memo_find(vt_pickle_writer *w, const char *s, size_t n, uint64_t h)
+{
+    if (!w->nslots)
+        return NULL;
+    for (size_t i = h & (w->nslots - 1);; i = (i + 1) & (w->nslots - 1)) {
+        struct memo_slot *sl = &w->slots[i];
+        if (!sl->text || (sl->hash == h && !strncmp(sl->text, s, n) && !sl->text[n]))
+            return sl;
+    }
+}
+
+static int memo_grow(vt_pickle_writer *w)
+{
+    size_t n = w->nslots ? w->nslots * 2 : 1024;
+    struct memo_slot *old = w->slots;
+    size_t nold = w->nslots;
+    w->slots = calloc(n, sizeof *w->slots);
+    if (!w->slots) {
+        w->slots = old;
+        return -1;
+    }
+    w->nslots = n;
+    for (size_t i = 0; i < nold; i++) {
+        if (!old[i].text)
+            continue;
+        struct memo_slot *sl = memo_find(w, old[i].text, strlen(old[i].text), old[i].hash);
+        *sl = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+void vt_pw_str(vt_pickle_writer *w, const char *s)
+{
+    if (!s)
+        s = "";
+    size_t n = strlen(s);
+    uint64_t h = hash_str(s, n);
+    struct memo_slot *sl = memo_find(w, s, n, h);
+    if (sl && sl->text) {
+        if (sl->id < 256) {
+            put1(w, 'h');
+            put1(w, (unsigned char)sl->id);
+        } else {
+            put1(w, 'j');
+            put_le(w, sl->id, 4);
+        }
+        return;
+    }
+    if (n < 256) {
+        put1(w, 0x8c);
+        put1(w, (unsigned char)n);
+    } else {
+        put1(w, 'X');
+        put_le(w, n, 4);
+    }
+    put(w, s, n);
+    /* Memoize only what is worth it (short, likely repeated strings); every
+     * memoized string costs the reader a memo slot. */
+    if (n > 200 || w->next_memo == UINT32_MAX)
+        return;
+    if ((w->nused + 1) * 2 > w->nslots && memo_grow(w)) {
+        w->oom = 1;
+        return;
+    }
+    sl = memo_find(w, s, n, h);
+    sl->text = strdup(s);
+    if (!sl->text) {
+        w->oom = 1;
+        return;
+    }
+    sl->hash = h;
+    sl->id = w->next_memo++;
+    w->nused++;
+    put1(w, 0x94); /* MEMOIZE */
+}
+
+void vt_pw_dict_begin(vt_pickle_writer *w) { put(w, "}(", 2); }  /* EMPTY_DICT MARK */
+void vt_pw_dict_end(vt_pickle_writer *w) { put1(w, 'u'); }       /* SETITEMS */
+void vt_pw_list_begin(vt_pickle_writer *w) { put(w, "](", 2); }  /* EMPTY_LIST MARK */
+void vt_pw_list_end(vt_pickle_writer *w) { put1(w, 'e'); }       /* APPENDS */
+void vt_pw_tuple_begin(vt_pickle_writer *w) { put1(w, '('); }    /* MARK */
+void vt_pw_tuple_end(vt_pickle_writer *w) { put1(w, 't'); }      /* TUPLE */
+
+const unsigned char *vt_pw_data(const vt_pickle_writer *w, size_t *size)
+{
+    *size = w->oom ? 0 : w->len;
+    return w->oom ? NULL : w->buf;
+}

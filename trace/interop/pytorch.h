@@ -1,0 +1,52 @@
+/*
+ * trace/interop/pytorch.h - PyTorch memory snapshots (torch.cuda.memory._snapshot(),
+ * the pickle `_dump_snapshot` writes) in and out of vramtrace's snapshot
+ * model (snapshot.h). Both directions go through the safe pickle code of
+ * pickle.h; no Python is involved.
+ *
+ * Import maps (PyTorch 2.x field names, also the 2.0-era forms):
+ *   segments[]            -> segments + blocks (state, requested_size, frames;
+ *                            blocks without `address` are laid out in order,
+ *                            gaps become inactive blocks; old `history`
+ *                            entries give the stack and requested size)
+ *   device_traces[d][]    -> events of device d, merged across devices by
+ *                            time_us: alloc, free_requested (pending until its
+ *                            free_completed, as PyTorch's stats count it),
+ *                            free_completed, segment_alloc/free, segment_map/
+ *                            unmap (reserved bytes of expandable segments),
+ *                            oom (device_free), snapshot and annotate (marks)
+ *   frames [{filename, line, name}] (innermost first) -> interned stacks
+ *   external_annotations  -> marks "NAME START" / "NAME END"
+ *   allocator_settings    -> meta.config ("key=value,..." text)
+ *   user_metadata         -> the event's string (annotate: the mark label)
+ *   time_us (Unix time)   -> time_ns, with clock bases that make wall = time
+ * A bare list at the top is a legacy snapshot: segments only.
+ * Trace sizes are PyTorch's requested sizes; the block size of an allocation
+ * is the state's block when it is still alive, else the request rounded up
+ * to PyTorch's 512-byte granule.
+ */
+#ifndef VT_TRACE_PYTORCH_H
+#define VT_TRACE_PYTORCH_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "snapshot.h"
+
+/* Decode a PyTorch snapshot pickle held in memory.
+ * @return 0 and *out (free with vt_snapshot_free), or a negative errno with
+ *         one line in err naming `name` and what is wrong. */
+int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+                      char *err, size_t errlen);
+
+/* Encode `s` as a PyTorch snapshot pickle (protocol 4, plain containers) that
+ * torch.cuda._memory_viz and MemoryViz.js read.
+ * @return 0, or a negative errno with one line in err. */
+int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t errlen);
+
+/* Read a snapshot file of either kind: a .vtsnap, or a PyTorch pickle
+ * (recognized by its content: the PROTO opcode, not by its name).
+ * @return as vt_snapfile_read(). */
+int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
+
+#endif /* VT_TRACE_PYTORCH_H */

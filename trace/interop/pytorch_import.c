@@ -1,0 +1,736 @@
+/*
+ * trace/interop/pytorch_import.c - a PyTorch snapshot pickle into vt_snapshot_data
+ * (the mapping is documented in pytorch.h). The pickle is parsed by the safe
+ * reader (pickle_read.c); this file only walks PyTorch's fixed shape: it
+ * never recurses on the data, so a self-containing list cannot loop it.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle.h"
+#include "pytorch.h"
+
+#define MAX_FRAMES_PER_STACK 512
+#define PYTORCH_GRANULE 512   /* kMinBlockSize: every block is a multiple */
+
+/* ---- a tiny snapshot builder: interned strings, frames, stack nodes ---- */
+
+struct slot { uint64_t h; uint32_t v; }; /* v = index + 1, 0 = empty */
+
+struct table {
+    struct slot *slots;
+    size_t n, used;
+};
+
+struct bld {
+    vt_snapshot_data *s;
+    size_t cap_blob, cap_offs, cap_frames, cap_nodes, cap_events, cap_segs, cap_blocks;
+    struct table strs, frames, nodes;
+    /* per pickle value: its interned string or frame id + 1 (0 = not yet).
+     * Pickles memoize repeated strings (and shared frame dicts), so most
+     * lookups end here instead of hashing text again. */
+    const vt_pickle *p;
+    uint32_t *vcache;
+};
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h | 1; /* never 0 */
+}
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return mix(h);
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*arr, c * elem);
+    if (!n)
+        return -ENOMEM;
+    *arr = n;
+    *cap = c;
+    return 0;
+}
+
+static int table_grow(struct table *t)
+{
+    if ((t->used + 1) * 2 <= t->n)
+        return 0;
+    size_t n = t->n ? t->n * 2 : 1024;
+    struct slot *s = calloc(n, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->slots[i].v)
+            continue;
+        size_t k = t->slots[i].h & (n - 1);
+        while (s[k].v)
+            k = (k + 1) & (n - 1);
+        s[k] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = s;
+    t->n = n;
+    return 0;
+}
+
+static const char *str_at(const vt_snapshot_data *s, uint32_t i)
+{
+    return s->strings_blob + s->string_offsets[i];
+}
+
+/* Intern n bytes (a NUL inside is cut there: strings are C strings). */
+static int intern(struct bld *b, const char *p, size_t n, uint32_t *out)
+{
+    const char *nul = memchr(p, 0, n);
+    if (nul)
+        n = (size_t)(nul - p);
+    if (n == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (table_grow(&b->strs))
+        return -ENOMEM;
+    vt_snapshot_data *s = b->s;
+    uint64_t h = hash_bytes(p, n);
+    size_t k = h & (b->strs.n - 1);
+    for (; b->strs.slots[k].v; k = (k + 1) & (b->strs.n - 1)) {
+        if (b->strs.slots[k].h != h)
+            continue;
+        const char *t = str_at(s, b->strs.slots[k].v - 1);
+        if (!strncmp(t, p, n) && !t[n]) {
+            *out = b->strs.slots[k].v - 1;
+            return 0;
+        }
+    }
+    if (s->strings_blob_size + n + 1 > UINT32_MAX || s->nstrings >= UINT32_MAX - 1)
+        return -EOVERFLOW;
+    if (grow((void **)&s->strings_blob, &b->cap_blob, s->strings_blob_size + n + 1, 1) ||
+        grow((void **)&s->string_offsets, &b->cap_offs, s->nstrings + 1, sizeof(uint32_t)))
+        return -ENOMEM;
+    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
+    memcpy(s->strings_blob + s->strings_blob_size, p, n);
+    s->strings_blob[s->strings_blob_size + n] = 0;
+    s->strings_blob_size += n + 1;
+    *out = (uint32_t)s->nstrings++;
+    b->strs.slots[k] = (struct slot){ h, *out + 1 };
+    b->strs.used++;
+    return 0;
+}
+
+static int intern_c(struct bld *b, const char *text, uint32_t *out)
+{
+    return intern(b, text, strlen(text), out);
+}
+
+static uint32_t *cache_slot(struct bld *b, const vt_pv *v)
+{
+    if (!b->vcache || v < b->p->values || v >= b->p->values + b->p->nvalues)
+        return NULL;
+    return &b->vcache[v - b->p->values];
+}
+
+static int intern_pv(struct bld *b, const vt_pv *v, uint32_t *out)
+{
+    *out = 0;
+    if (!v || (v->type != VT_PV_STR && v->type != VT_PV_BYTES))
+        return 0;
+    uint32_t *slot = cache_slot(b, v);
+    if (slot && *slot) {
+        *out = *slot - 1;
+        return 0;
+    }
+    int rc = intern(b, v->s, v->n, out);
+    if (!rc && slot)
+        *slot = *out + 1;
+    return rc;
+}
+
+static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line, uint32_t *out)
+{
+    if (table_grow(&b->frames))
+        return -ENOMEM;
+    vt_snapshot_data *s = b->s;
+    uint64_t h = mix(((uint64_t)fn << 32 | file) * 31 + line);
+    size_t k = h & (b->frames.n - 1);
+    for (; b->frames.slots[k].v; k = (k + 1) & (b->frames.n - 1)) {
+        const vt_frame *f = &s->frames[b->frames.slots[k].v - 1];
+        if (f->function == fn && f->file == file && f->line == line) {
+            *out = b->frames.slots[k].v - 1;
+            return 0;
+        }
+    }
+    if (grow((void **)&s->frames, &b->cap_frames, s->nframes + 1, sizeof *s->frames))
+        return -ENOMEM;
+    /* A Python (or symbolized C++) frame has no instruction pointer. */
+    s->frames[s->nframes] = (vt_frame){ .function = fn, .file = file, .line = line };
+    *out = (uint32_t)s->nframes++;
+    b->frames.slots[k] = (struct slot){ h, *out + 1 };
+    b->frames.used++;
+    return 0;
+}
+
+static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t *out)
+{
+    if (table_grow(&b->nodes))
+        return -ENOMEM;
+    vt_snapshot_data *s = b->s;
+    uint64_t h = mix((uint64_t)parent << 32 | frame);
+    size_t k = h & (b->nodes.n - 1);
+    for (; b->nodes.slots[k].v; k = (k + 1) & (b->nodes.n - 1)) {
+        const vt_stack_node *nd = &s->stack_nodes[b->nodes.slots[k].v - 1];
+        if (nd->parent == parent && nd->frame == frame) {
+            *out = b->nodes.slots[k].v - 1;
+            return 0;
+        }
+    }
+    if (s->nstack_nodes >= UINT32_MAX - 1)
+        return -EOVERFLOW;
+    if (grow((void **)&s->stack_nodes, &b->cap_nodes, s->nstack_nodes + 1, sizeof *s->stack_nodes))
+        return -ENOMEM;
+    s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
+    *out = (uint32_t)s->nstack_nodes++;
+    b->nodes.slots[k] = (struct slot){ h, *out + 1 };
+    b->nodes.used++;
+    return 0;
+}
+
+/* PyTorch's `frames`: innermost first. Stack nodes are built outermost first. */
+static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint32_t *out)
+{
+    *out = 0;
+    if (!frames || (frames->type != VT_PV_LIST && frames->type != VT_PV_TUPLE))
+        return 0;
+    size_t n = frames->n < MAX_FRAMES_PER_STACK ? frames->n : MAX_FRAMES_PER_STACK;
+    uint32_t node = 0;
+    for (size_t i = n; i-- > 0;) {
+        const vt_pv *f = vt_pickle_item(p, frames, i);
+        if (!f || f->type != VT_PV_DICT)
+            continue;
+        uint32_t fn, file, fr;
+        uint32_t *slot = cache_slot(b, f);
+        int rc;
+        if (slot && *slot) {
+            if ((rc = intern_node(b, node, *slot - 1, &node)))
+                return rc;
+            continue;
+        }
+        rc = intern_pv(b, vt_pickle_get(p, f, "name"), &fn);
+        if (!rc)
+            rc = intern_pv(b, vt_pickle_get(p, f, "filename"), &file);
+        if (rc)
+            return rc;
+        int64_t line = vt_pickle_int(vt_pickle_get(p, f, "line"), 0);
+        if (line < 0 || line > UINT32_MAX)
+            line = 0;
+        if ((rc = intern_frame(b, fn, file, (uint32_t)line, &fr)) ||
+            (rc = intern_node(b, node, fr, &node)))
+            return rc;
+        if (slot)
+            *slot = fr + 1;
+    }
+    *out = node;
+    return 0;
+}
+
+/* ---- the mapping ------------------------------------------------------- */
+
+struct imp {
+    struct bld b;
+    const vt_pickle *p;
+    const char *name;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct imp *im, int rc, const char *fmt, ...)
+{
+    if (im->errlen) {
+        int n = snprintf(im->err, im->errlen, "%s: ", im->name);
+        if (n < 0 || (size_t)n >= im->errlen)
+            n = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(im->err + n, im->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static int oom(struct imp *im, int rc)
+{
+    return fail(im, rc, rc == -EOVERFLOW ? "snapshot too large to import" : "out of memory");
+}
+
+static uint8_t block_state(const vt_pv *st)
+{
+    if (vt_pickle_str_is(st, "active_allocated"))
+        return VT_BLOCK_ACTIVE_ALLOCATED;
+    if (vt_pickle_str_is(st, "active_pending_free"))
+        return VT_BLOCK_ACTIVE_PENDING_FREE;
+    return VT_BLOCK_INACTIVE;
+}
+
+static int add_block(struct imp *im, vt_block blk)
+{
+    vt_snapshot_data *s = im->b.s;
+    if (s->nblocks >= UINT32_MAX - 1)
+        return oom(im, -EOVERFLOW);
+    if (grow((void **)&s->blocks, &im->b.cap_blocks, s->nblocks + 1, sizeof *s->blocks))
+        return oom(im, -ENOMEM);
+    s->blocks[s->nblocks++] = blk;
+    return 0;
+}
+
+static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
+{
+    const vt_pickle *p = im->p;
+    vt_snapshot_data *s = im->b.s;
+    if (!seg || seg->type != VT_PV_DICT)
+        return fail(im, -EINVAL, "segment %zu is not a dict", si);
+    uint64_t addr = vt_pickle_u64(vt_pickle_get(p, seg, "address"), 0);
+    uint64_t size = vt_pickle_u64(vt_pickle_get(p, seg, "total_size"), 0);
+    if (!size || addr + size < addr)
+        return fail(im, -EINVAL, "segment %zu (address 0x%llx) has no valid total_size", si,
+                    (unsigned long long)addr);
+    if (grow((void **)&s->segments, &im->b.cap_segs, s->nsegments + 1, sizeof *s->segments))
+        return oom(im, -ENOMEM);
+    vt_segment g = {
+        .addr = addr, .size = size,
+        .stream = vt_pickle_u64(vt_pickle_get(p, seg, "stream"), 0),
+        .first_block = (uint32_t)s->nblocks,
+        .device = (int8_t)vt_pickle_int(vt_pickle_get(p, seg, "device"), 0),
+        .pool = vt_pickle_str_is(vt_pickle_get(p, seg, "segment_type"), "small") ? VT_POOL_SMALL
+                                                                                 : VT_POOL_LARGE,
+    };
+    const vt_pv *blocks = vt_pickle_get(p, seg, "blocks");
+    uint64_t at = addr, end = addr + size;
+    size_t nb = blocks && (blocks->type == VT_PV_LIST || blocks->type == VT_PV_TUPLE) ? blocks->n : 0;
+    int rc;
+    for (size_t k = 0; k < nb; k++) {
+        const vt_pv *bl = vt_pickle_item(p, blocks, k);
+        if (!bl || bl->type != VT_PV_DICT)
+            return fail(im, -EINVAL, "segment %zu: block %zu is not a dict", si, k);
+        uint64_t bsize = vt_pickle_u64(vt_pickle_get(p, bl, "size"), 0);
+        uint64_t baddr = vt_pickle_u64(vt_pickle_get(p, bl, "address"), at);
+        if (!bsize)
+            continue;
+        if (baddr < at || bsize > end - baddr || baddr > end)
+            return fail(im, -EINVAL, "segment %zu (0x%llx, %llu bytes): block %zu (0x%llx, %llu "
+                        "bytes) overlaps another or lies outside it", si, (unsigned long long)addr,
+                        (unsigned long long)size, k, (unsigned long long)baddr,
+                        (unsigned long long)bsize);
+        if (baddr > at && (rc = add_block(im, (vt_block){ .addr = at, .size = baddr - at,
+                                                          .stream = g.stream,
+                                                          .state = VT_BLOCK_INACTIVE })))
+            return rc;
+        vt_block blk = { .addr = baddr, .size = bsize, .stream = g.stream,
+                         .state = block_state(vt_pickle_get(p, bl, "state")) };
+        const vt_pv *frames = vt_pickle_get(p, bl, "frames");
+        blk.req_size = vt_pickle_u64(vt_pickle_get(p, bl, "requested_size"), 0);
+        const vt_pv *hist = vt_pickle_get(p, bl, "history"); /* 2.0-era blocks */
+        const vt_pv *h0 = vt_pickle_item(p, hist, 0);
+        if (h0 && h0->type == VT_PV_DICT) {
+            if (!frames)
+                frames = vt_pickle_get(p, h0, "frames");
+            if (!blk.req_size)
+                blk.req_size = vt_pickle_u64(vt_pickle_get(p, h0, "real_size"), 0);
+        }
+        if (blk.state == VT_BLOCK_INACTIVE)
+            blk.req_size = 0;
+        else if (!blk.req_size)
+            blk.req_size = bsize;
+        if ((rc = stack_of(&im->b, p, frames, &blk.stack)))
+            return oom(im, rc);
+        if ((rc = add_block(im, blk)))
+            return rc;
+        at = baddr + bsize;
+    }
+    if (at < end && (rc = add_block(im, (vt_block){ .addr = at, .size = end - at,
+                                                    .stream = g.stream,
+                                                    .state = VT_BLOCK_INACTIVE })))
+        return rc;
+    g.nblocks = (uint32_t)(s->nblocks - g.first_block);
+    s->segments[s->nsegments++] = g;
+    return 0;
+}
+
+/* One trace entry or annotation before sorting by time. */
+struct pending {
+    uint64_t time_us;
+    uint32_t device;
+    uint32_t order;        /* position in the file, for a stable sort */
+    const vt_pv *entry;
+    uint8_t annotation;    /* from external_annotations */
+};
+
+static int cmp_pending(const void *a, const void *b)
+{
+    const struct pending *x = a, *y = b;
+    if (x->time_us != y->time_us)
+        return x->time_us < y->time_us ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+static uint8_t action_kind(const vt_pv *a)
+{
+    static const struct { const char *name; uint8_t kind; } map[] = {
+        { "alloc", VT_EV_ALLOC },
+        { "free_requested", VT_EV_FREE_REQUESTED },
+        { "free_completed", VT_EV_FREE_COMPLETED },
+        { "segment_alloc", VT_EV_SEGMENT_ALLOC },
+        { "segment_free", VT_EV_SEGMENT_FREE },
+        { "segment_map", VT_EV_SEGMENT_ALLOC },
+        { "segment_unmap", VT_EV_SEGMENT_FREE },
+        { "oom", VT_EV_OOM },
+        { "snapshot", VT_EV_MARK },
+        { "annotate", VT_EV_MARK },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (vt_pickle_str_is(a, map[i].name))
+            return map[i].kind;
+    return 0;
+}
+
+static uint64_t round_granule(uint64_t n)
+{
+    if (n < PYTORCH_GRANULE)
+        return PYTORCH_GRANULE;
+    return (n + PYTORCH_GRANULE - 1) / PYTORCH_GRANULE * PYTORCH_GRANULE;
+}
+
+static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
+{
+    const vt_pickle *p = im->p;
+    const vt_pv *en = pe->entry;
+    int rc;
+    memset(e, 0, sizeof *e);
+    e->time_ns = pe->time_us * 1000;
+    e->device = (int8_t)pe->device;
+    e->thread = 1;
+    if (pe->annotation) {
+        /* external_annotations: {name, stage, device, time_us} */
+        const vt_pv *nm = vt_pickle_get(p, en, "name"), *stage = vt_pickle_get(p, en, "stage");
+        char label[512];
+        snprintf(label, sizeof label, "%.*s%s%.*s",
+                 nm && nm->type == VT_PV_STR ? (int)(nm->n > 400 ? 400 : nm->n) : 0,
+                 nm && nm->type == VT_PV_STR ? nm->s : "",
+                 stage && stage->type == VT_PV_STR ? " " : "",
+                 stage && stage->type == VT_PV_STR ? (int)(stage->n > 64 ? 64 : stage->n) : 0,
+                 stage && stage->type == VT_PV_STR ? stage->s : "");
+        e->kind = VT_EV_MARK;
+        return intern_c(&im->b, label, &e->str);
+    }
+    const vt_pv *action = vt_pickle_get(p, en, "action");
+    e->kind = action_kind(action);
+    e->addr = vt_pickle_u64(vt_pickle_get(p, en, "addr"), 0);
+    uint64_t size = vt_pickle_u64(vt_pickle_get(p, en, "size"), 0);
+    e->stream = vt_pickle_u64(vt_pickle_get(p, en, "stream"), 0);
+    if ((rc = stack_of(&im->b, p, vt_pickle_get(p, en, "frames"), &e->stack)))
+        return rc;
+    if ((rc = intern_pv(&im->b, vt_pickle_get(p, en, "user_metadata"), &e->str)))
+        return rc;
+    switch (e->kind) {
+    case VT_EV_ALLOC:
+        e->req_size = size;
+        e->size = round_granule(size);
+        break;
+    case VT_EV_FREE_REQUESTED:
+        e->req_size = size;
+        e->size = round_granule(size);
+        e->aux = 1; /* PyTorch counts the bytes until free_completed */
+        break;
+    case VT_EV_FREE_COMPLETED:
+        e->req_size = size;
+        e->size = round_granule(size);
+        break;
+    case VT_EV_SEGMENT_ALLOC:
+    case VT_EV_SEGMENT_FREE:
+        e->size = size;
+        e->aux = size == 2u << 20 ? VT_POOL_SMALL : VT_POOL_LARGE; /* kSmallBuffer segments */
+        if (e->kind == VT_EV_SEGMENT_FREE)
+            e->aux = 0;
+        break;
+    case VT_EV_OOM: {
+        const vt_pv *df = vt_pickle_get(p, en, "device_free");
+        e->req_size = size;
+        e->aux = vt_pickle_u64(df ? df : vt_pickle_get(p, en, "addr"), 0);
+        e->addr = 0;
+        break;
+    }
+    case VT_EV_MARK:
+        if (vt_pickle_str_is(action, "snapshot"))
+            rc = intern_c(&im->b, "torch snapshot", &e->str);
+        else if (!e->str)
+            rc = intern_c(&im->b, "annotate", &e->str);
+        e->addr = 0;
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+/* Unknown actions are dropped; the rest become events sorted by time. */
+static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annotations)
+{
+    const vt_pickle *p = im->p;
+    vt_snapshot_data *s = im->b.s;
+    size_t n = 0;
+    size_t ndev = traces && traces->type == VT_PV_LIST ? traces->n : 0;
+    for (size_t d = 0; d < ndev; d++) {
+        const vt_pv *dt = vt_pickle_item(p, traces, d);
+        if (dt && dt->type == VT_PV_LIST)
+            n += dt->n;
+    }
+    size_t nann = annotations && annotations->type == VT_PV_LIST ? annotations->n : 0;
+    n += nann;
+    if (n > UINT32_MAX - 1)
+        return oom(im, -EOVERFLOW);
+    struct pending *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return oom(im, -ENOMEM);
+    size_t m = 0;
+    for (size_t d = 0; d < ndev && d < 128; d++) {
+        const vt_pv *dt = vt_pickle_item(p, traces, d);
+        for (size_t i = 0; dt && dt->type == VT_PV_LIST && i < dt->n; i++) {
+            const vt_pv *en = vt_pickle_item(p, dt, i);
+            if (!en || en->type != VT_PV_DICT || !action_kind(vt_pickle_get(p, en, "action")))
+                continue;
+            v[m] = (struct pending){ vt_pickle_u64(vt_pickle_get(p, en, "time_us"), 0),
+                                     (uint32_t)d, (uint32_t)m, en, 0 };
+            m++;
+        }
+    }
+    for (size_t i = 0; i < nann; i++) {
+        const vt_pv *en = vt_pickle_item(p, annotations, i);
+        if (!en || en->type != VT_PV_DICT)
+            continue;
+        int64_t dev = vt_pickle_int(vt_pickle_get(p, en, "device"), 0);
+        v[m] = (struct pending){ vt_pickle_u64(vt_pickle_get(p, en, "time_us"), 0),
+                                 (uint32_t)(dev >= 0 && dev < 128 ? dev : 0), (uint32_t)m, en, 1 };
+        m++;
+    }
+    qsort(v, m, sizeof *v, cmp_pending);
+    s->events = malloc((m ? m : 1) * sizeof *s->events);
+    if (!s->events) {
+        free(v);
+        return oom(im, -ENOMEM);
+    }
+    for (size_t i = 0; i < m; i++) {
+        int rc = make_event(im, &v[i], &s->events[i]);
+        if (rc) {
+            free(v);
+            return oom(im, rc);
+        }
+        s->events[i].seq = i + 1;
+        s->nevents = i + 1;
+    }
+    free(v);
+    return 0;
+}
+
+/* Alive blocks: their ALLOC event (the last at their address) gets the real
+ * block size, and the block gets that event's seq. */
+static int link_blocks(struct imp *im)
+{
+    vt_snapshot_data *s = im->b.s;
+    size_t n = 1024;
+    while (n < s->nevents * 2)
+        n *= 2;
+    struct { uint64_t addr; uint32_t ev; } *map = calloc(n, sizeof *map);
+    if (!map)
+        return oom(im, -ENOMEM);
+    for (size_t i = 0; i < s->nevents; i++) {
+        if (s->events[i].kind != VT_EV_ALLOC)
+            continue;
+        uint64_t a = s->events[i].addr;
+        size_t k = mix(a) & (n - 1);
+        while (map[k].ev && map[k].addr != a)
+            k = (k + 1) & (n - 1);
+        map[k].addr = a;
+        map[k].ev = (uint32_t)i + 1;
+    }
+    for (size_t i = 0; i < s->nblocks; i++) {
+        vt_block *bl = &s->blocks[i];
+        if (bl->state == VT_BLOCK_INACTIVE)
+            continue;
+        size_t k = mix(bl->addr) & (n - 1);
+        while (map[k].ev && map[k].addr != bl->addr)
+            k = (k + 1) & (n - 1);
+        if (!map[k].ev)
+            continue;
+        vt_event *e = &s->events[map[k].ev - 1];
+        bl->alloc_seq = e->seq;
+        if (!bl->stack)
+            bl->stack = e->stack;
+        e->size = bl->size; /* the real block, not the rounded request */
+    }
+    free(map);
+    return 0;
+}
+
+/* allocator_settings as "key=value,..." (nested dicts as key={k=v,...}). */
+static int import_settings(struct imp *im, const vt_pv *settings)
+{
+    const vt_pickle *p = im->p;
+    if (!settings || settings->type != VT_PV_DICT)
+        return 0;
+    size_t cap = 4096, len = 0;
+    char *txt = malloc(cap);
+    if (!txt)
+        return oom(im, -ENOMEM);
+    txt[0] = 0;
+    const vt_pv_container *c = &p->containers[settings->container];
+    for (uint32_t k = 0; k + 1 < c->n && len + 256 < cap; k += 2) {
+        const vt_pv *key = &p->values[c->items[k]], *val = &p->values[c->items[k + 1]];
+        if (key->type != VT_PV_STR)
+            continue;
+        int w = snprintf(txt + len, cap - len, "%s%.*s=", len ? "," : "",
+                         (int)(key->n > 64 ? 64 : key->n), key->s);
+        len += (size_t)w;
+        if (val->type == VT_PV_STR)
+            w = snprintf(txt + len, cap - len, "%.*s", (int)(val->n > 128 ? 128 : val->n), val->s);
+        else if (val->type == VT_PV_BOOL)
+            w = snprintf(txt + len, cap - len, "%s", val->i ? "True" : "False");
+        else if (val->type == VT_PV_FLOAT)
+            w = snprintf(txt + len, cap - len, "%g", val->f);
+        else if (val->type == VT_PV_INT || val->type == VT_PV_UINT)
+            w = snprintf(txt + len, cap - len, "%lld", (long long)vt_pickle_int(val, 0));
+        else if (val->type == VT_PV_NONE)
+            w = snprintf(txt + len, cap - len, "None");
+        else
+            w = snprintf(txt + len, cap - len, "...");
+        len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
+    }
+    int rc = intern_c(&im->b, txt, &im->b.s->meta.config);
+    free(txt);
+    return rc ? oom(im, rc) : 0;
+}
+
+static int finish_meta(struct imp *im)
+{
+    vt_snapshot_data *s = im->b.s;
+    vt_snapshot_meta *m = &s->meta;
+    m->format_version = VT_FORMAT_VERSION;
+    m->rank = -1;
+    char line[1024];
+    snprintf(line, sizeof line, "PyTorch memory snapshot %s", im->name);
+    int rc = intern_c(&im->b, line, &m->command_line);
+    if (!rc)
+        rc = intern_c(&im->b, "pytorch", &m->library_version);
+    if (rc)
+        return oom(im, rc);
+    /* time_us is Unix time: monotonic base 0 = realtime base 0 makes the
+     * wall clock of every event its own time */
+    m->clock_base_monotonic_ns = 0;
+    m->clock_base_realtime_ns = 0;
+    m->events_recorded = s->nevents;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].time_ns > m->snapshot_time_ns)
+            m->snapshot_time_ns = s->events[i].time_ns;
+    /* one device entry per ordinal seen */
+    int maxdev = -1;
+    for (size_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device > maxdev)
+            maxdev = s->segments[i].device;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].device > maxdev)
+            maxdev = s->events[i].device;
+    if (maxdev >= 0) {
+        s->devices = calloc((size_t)maxdev + 1, sizeof *s->devices);
+        if (!s->devices)
+            return oom(im, -ENOMEM);
+        s->ndevices = (size_t)maxdev + 1;
+        for (int d = 0; d <= maxdev; d++)
+            s->devices[d].ordinal = d;
+    }
+    return 0;
+}
+
+int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+                      char *err, size_t errlen)
+{
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    name = name ? name : "(memory)";
+    vt_pickle *p = NULL;
+    int rc = vt_pickle_parse(data, size, name, &p, err, errlen);
+    if (rc)
+        return rc;
+    struct imp im = { .p = p, .name = name, .err = err, .errlen = errlen };
+    im.b.p = p;
+    im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
+    im.b.s = calloc(1, sizeof *im.b.s);
+    if (!im.b.s || !im.b.vcache ||
+        grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
+        grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
+        grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt_stack_node))) {
+        rc = oom(&im, -ENOMEM);
+        goto out;
+    }
+    im.b.s->strings_blob[0] = 0; /* string 0 is "" (intern() never stores it) */
+    im.b.s->strings_blob_size = 1;
+    im.b.s->string_offsets[0] = 0;
+    im.b.s->nstrings = 1;
+    im.b.s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
+    im.b.s->nstack_nodes = 1;
+
+    const vt_pv *root = vt_pickle_value(p, p->root);
+    const vt_pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
+    if (root->type == VT_PV_LIST) {
+        segments = root; /* legacy: a bare list of segments */
+    } else if (root->type == VT_PV_DICT) {
+        segments = vt_pickle_get(p, root, "segments");
+        traces = vt_pickle_get(p, root, "device_traces");
+        annotations = vt_pickle_get(p, root, "external_annotations");
+        settings = vt_pickle_get(p, root, "allocator_settings");
+        if (!segments && !traces) {
+            rc = fail(&im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (no 'segments' "
+                      "or 'device_traces')");
+            goto out;
+        }
+    } else {
+        rc = fail(&im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (top level is "
+                  "neither a dict nor a list)");
+        goto out;
+    }
+    size_t nseg = segments && segments->type == VT_PV_LIST ? segments->n : 0;
+    for (size_t i = 0; i < nseg && !rc; i++)
+        rc = import_segment(&im, vt_pickle_item(p, segments, i), i);
+    if (!rc)
+        rc = import_traces(&im, traces, annotations);
+    if (!rc)
+        rc = link_blocks(&im);
+    if (!rc)
+        rc = import_settings(&im, settings);
+    if (!rc)
+        rc = finish_meta(&im);
+out:
+    free(im.b.strs.slots);
+    free(im.b.frames.slots);
+    free(im.b.nodes.slots);
+    free(im.b.vcache);
+    vt_pickle_free(p);
+    if (rc) {
+        vt_snapshot_free(im.b.s);
+        return rc;
+    }
+    *out = im.b.s;
+    return 0;
+}

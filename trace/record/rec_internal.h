@@ -1,0 +1,255 @@
+/*
+ * trace/record/rec_internal.h - what the recorder's own files share.
+ *
+ * Deliberately free of trace/snapshot.h: the public header names a function
+ * vt_snapshot() while snapshot.h names a type vt_snapshot_data, so the files that
+ * define public API functions (auto_snapshot.c, annotate.c, version.c) include
+ * vramtrace.h and this header, never snapshot.h. The prototypes repeated from
+ * recorder.h are identical, which C allows.
+ *
+ * Map of the recorder:
+ *   recorder.c   state, initialization, thread numbers, vt__trace
+ *   ring.c       the wait-free event ring
+ *   stacks.c     stack capture (libunwind) and the interned prefix tree
+ *   strings.c    the string table a snapshot is built with
+ *   interned.c   the process-wide interned strings, kept as long as events
+ *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
+ *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
+ *   auto_snapshot.c vt_snapshot(), vt_mark(), snapshot names, exit/exec/OOM snapshots
+ *   snap_signal.c  snapshots on a signal, the exit snapshot on SIGTERM/SIGINT
+ *   runlog.c     registering snapshots with `vramtrace run`
+ *   exec_hook.c  the exec family: the snapshot before an exec
+ *   annotate.c   the annotation API (tensors, holders, references)
+ *   version.c    vt_version_number / vt_version_string
+ */
+#ifndef VT_TRACE_REC_INTERNAL_H
+#define VT_TRACE_REC_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define VT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Functions that can be on the stack when a stack is captured. When the
+ * recorder is linked into the main program (the unit tests) the module range
+ * cannot tell our frames from the caller's, so leading frames inside this
+ * section are skipped instead. */
+#define VT_REC_TEXT __attribute__((section("vt_rec_text"), noinline))
+
+/* ---- recorder.c ---------------------------------------------------------- */
+enum { VT_REC_UNINIT = 0, VT_REC_ON = 1, VT_REC_OFF = 2 };
+extern _Atomic int vt__rec_state;
+
+/* Initialize once (thread-safe, never calls CUDA). @return VT_REC_ON/OFF. */
+int vt__rec_init(void);
+
+/* True when tracing is on, initializing on first use. One branch when on. */
+static inline bool vt__rec_on(void)
+{
+    int s = atomic_load_explicit(&vt__rec_state, memory_order_acquire);
+    if (VT_LIKELY(s == VT_REC_ON))
+        return true;
+    if (s == VT_REC_OFF)
+        return false;
+    return vt__rec_init() == VT_REC_ON;
+}
+
+/* The calling thread's small number (1.. in order of first event). */
+uint32_t vt__rec_thread_id(void);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t vt__now_ns(void);
+
+/* Event time stamps: the TSC where it is invariant and the kernel itself
+ * keeps time with it (8 ns instead of 18 for clock_gettime here), converted
+ * to CLOCK_MONOTONIC ns at export by a calibration between initialization
+ * and the export; CLOCK_MONOTONIC ns directly elsewhere. */
+extern bool vt__time_tsc;
+static inline uint64_t vt__now_raw(void)
+{
+#if defined(__x86_64__)
+    if (VT_LIKELY(vt__time_tsc)) {
+        uint32_t lo, hi;
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        return (uint64_t)hi << 32 | lo;
+    }
+#endif
+    return vt__now_ns();
+}
+typedef struct vt_timecal {
+    uint64_t raw0, ns0;    /* a raw reading and its CLOCK_MONOTONIC ns */
+    double ns_per_raw;     /* 1.0 when raw readings are ns already */
+} vt_timecal;
+void vt__time_calibrate(vt_timecal *cal);
+static inline uint64_t vt__time_to_ns(const vt_timecal *cal, uint64_t raw)
+{
+    if (cal->ns_per_raw == 1.0)
+        return raw;
+    double d = ((double)raw - (double)cal->raw0) * cal->ns_per_raw;
+    return (uint64_t)((double)cal->ns0 + d);
+}
+
+bool vt__trace_enabled(void);
+uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
+                   uint64_t req_size, uint64_t size, uint32_t stack,
+                   uint64_t aux, uint64_t aux2, uint32_t str);
+uint32_t vt__stack_capture(void);
+uint32_t vt__stack_capture_free(void);
+uint32_t vt__string_intern(const char *s);
+
+/* ---- ring.c -------------------------------------------------------------- */
+/* One event as the ring stores it: 10 words, seqlock-stamped. */
+typedef struct vt_ring_rec {
+    uint64_t time_ns, stream, addr, req_size, size, aux, aux2;
+    uint32_t thread, stack, str;
+    uint8_t kind;
+    int8_t device;
+} vt_ring_rec;
+
+int vt__ring_init(uint64_t capacity);
+uint64_t vt__ring_write(const vt_ring_rec *r);
+uint64_t vt__ring_capacity(void);
+uint64_t vt__ring_head(void);
+
+/* ---- stacks.c ------------------------------------------------------------ */
+#define VT_STACK_MAX_DEPTH 256
+/* Synthetic (e.g. Python) frames are interned as IPs with this bit set and
+ * the string index of "file:line function" in the low 32 bits: user-space
+ * code addresses never have bit 63 set. */
+#define VT_IP_SYNTHETIC (UINT64_C(1) << 63)
+
+int vt__stacks_init(unsigned depth);
+/* Set in a stack id whose stack lost its inner frames because the node
+ * table was full: the id names the deepest prefix (outer callers) that was
+ * already interned. Node ids stay below NODE_CAP (2^20), far from this bit;
+ * the snapshot exporter clears it and counts the events that carried it. */
+#define VT_STACK_TRUNCATED (UINT32_C(1) << 31)
+/* Intern `n` IPs given innermost first. @return stack id, 0 if n == 0; when
+ * the table is full, the deepest known prefix | VT_STACK_TRUNCATED, or 0 if
+ * not even the outermost frame is known (either way counted in
+ * vt__stacks_dropped()). */
+uint32_t vt__stack_intern_ips(const uint64_t *ips, size_t n);
+/* Captures that could not be interned whole (truncated or dropped). */
+uint64_t vt__stacks_dropped(void);
+/* Number of node ids handed out (node ids are 1..count-1; 0 is the root). */
+uint32_t vt__stacks_count(void);
+/* Node ids lost for good in insertion races: a thread keeps one spare id for
+ * a later node under a smaller parent; the spare it replaces is lost. */
+uint32_t vt__stacks_ids_lost(void);
+/* A node's parent and IP (VT_STACK_TRUNCATED ignored). Ids below the count
+ * that no stack refers to (lost in insertion races) read as what was last
+ * written there, or 0/0. @return 0, -ENOENT if out of range. */
+int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip);
+/* Tests only: rewrite node `id`'s parent, to give the exporter a tree that
+ * breaks its invariants (cycles, parents after children, out of range). */
+int vt__stacks_test_set_parent(uint32_t id, uint32_t parent);
+/* Test visibility: how many captures were answered by the per-thread cache. */
+uint64_t vt__stacks_cache_hits(void);
+/* The calling thread's captures by the path that answered them (tests). */
+typedef struct vt_stacks_stats {
+    uint64_t remembered;   /* a remembered walk: no unwind */
+    uint64_t unwinds;      /* unw_backtrace */
+    uint64_t learns;       /* libunwind's cursor walk, learning a walk (slow) */
+} vt_stacks_stats;
+void vt__stacks_thread_stats(vt_stacks_stats *out);
+
+/* ---- auto_snapshot.c ----------------------------------------------------- */
+/* Exit snapshot, signal thread, exec hooks; called once by init. */
+void vt__api_init(void);
+/* A snapshot not asked for by name (signal, OOM, exec): to VRAMTRACE_OUT or
+ * vramtrace-%p-%n.vtsnap, tagged with the pid and `reason`, never over an
+ * existing file. @return 0 or -errno. */
+int vt__snapshot_auto(const char *reason);
+/* The same; the name written in path. */
+int vt__snapshot_auto_named(const char *reason, char *path, size_t len);
+/* Expand %p %h %r %t %n %% in `pattern`. @return 0, -ENAMETOOLONG. */
+int vt__expand_path(const char *pattern, unsigned n, char *out, size_t len);
+/* The rank of this process from the launcher's environment (RANK,
+ * OMPI_COMM_WORLD_RANK, SLURM_PROCID, LOCAL_RANK, first set), or NULL. */
+const char *vt__rank_env(void);
+/* Write the exit snapshot once per process (later calls wait for it). */
+void vt__exit_snapshot(void);
+/* VRAMTRACE_OUT is set. */
+bool vt__exit_snapshot_wanted(void);
+/* This process recorded something of its own: events since it began (a
+ * forked child's start), an allocator it set up, an OOM. */
+bool vt__process_recorded(void);
+void vt__note_activity(void);
+/* Called by the exec wrappers before the program image is replaced. */
+void vt__before_exec(void);
+
+/* ---- recorder.c (OOM snapshots) ----------------------------------------- */
+/* At exit: rewrite the latest-OOM snapshot if an OOM came after it. */
+void vt__oom_at_exit(void);
+
+/* ---- snap_signal.c ------------------------------------------------------- */
+void vt__signal_init(void);
+/* At exit: take the signal snapshots still owed. */
+void vt__signal_at_exit(void);
+/* At exit, after the exit snapshot: die of a pending termination signal. */
+void vt__signal_exit_done(void);
+/* getpid() as of the last fork we saw (a vfork child differs). */
+int vt__known_pid(void);
+
+/* ---- runlog.c ------------------------------------------------------------ */
+/* Under `vramtrace run` (VRAMTRACE_RUN_DIR): register a snapshot written
+ * (rc 0) or lost. plain: the name run may rename an exit snapshot to. */
+void vt__runlog_add(const char *kind, const char *path, const char *plain, int rc);
+bool vt__runlog_active(void);
+
+/* ---- exec_hook.c --------------------------------------------------------- */
+void vt__exec_hooks_init(void);
+
+/* ---- snapshot_take.c ----------------------------------------------------- */
+/* Write a snapshot of the live process to `path` (flags: outfile.h).
+ * @return 0 or -errno with one line in err. */
+int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen);
+/* The same, replacing `path`, the error printed. @return 0 or -errno. */
+int vt__snapshot_write_path(const char *path);
+
+/* ---- strings.c ----------------------------------------------------------- */
+/* A growable, deduplicating string table. String 0 is always "". */
+typedef struct vt_strtab {
+    char *blob;            /* NUL-terminated strings back to back */
+    size_t size, cap;      /* bytes used / allocated in blob */
+    uint32_t *offsets;     /* string i starts at blob + offsets[i] */
+    size_t n, ncap;        /* strings / allocated offsets */
+    uint32_t *slots;       /* open addressing: string index, 0 = empty */
+    size_t mask;           /* slots - 1 */
+} vt_strtab;
+
+int vt__strtab_init(vt_strtab *t);
+void vt__strtab_free(vt_strtab *t);
+/* @return the index of s (added if new), 0 for NULL/"", UINT32_MAX on ENOMEM. */
+uint32_t vt__strtab_add(vt_strtab *t, const char *s);
+uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len);
+const char *vt__strtab_get(const vt_strtab *t, uint32_t i);
+/* FNV-1a over len bytes. */
+uint64_t vt__str_hash(const char *s, size_t len);
+
+/* ---- interned.c ---------------------------------------------------------- */
+/* vt__string_intern (above): a string for an event, kept while the ring may
+ * still hold an event naming it. This one: a string for a stack node (a
+ * synthetic frame's text), kept for good. @return its index, 0 if s is
+ * NULL/"" or it could not be kept. */
+uint32_t vt__string_intern_pinned(const char *s);
+/* Look an interned string up by index (copies into buf). @return length or
+ * -1 (unknown, or its events are gone and it with them). */
+int vt__strings_get(uint32_t index, char *buf, size_t len);
+/* A snapshot holds the strings from before it copies the ring until it has
+ * exported them: while held nothing is freed (interning goes on). */
+void vt__strings_hold(void);
+void vt__strings_release(void);
+/* What the interned strings take now (tests). */
+typedef struct vt_strings_stats {
+    uint64_t event_strings;      /* strings of events, in live generations */
+    uint64_t event_generations;  /* live generations of them */
+    uint64_t pinned_strings;     /* strings of stack frames */
+    uint64_t bytes;              /* memory of all generations (allocated) */
+    uint64_t refused;            /* strings not kept (memory, limits) */
+} vt_strings_stats;
+void vt__strings_stats(vt_strings_stats *out);
+
+#endif /* VT_TRACE_REC_INTERNAL_H */

@@ -1,0 +1,39 @@
+/*
+ * trace/record/rec_snap.h - the recorder's internals that speak vt_snapshot_data.
+ *
+ * Separate from rec_internal.h so that the hot-path files (ring writers,
+ * stack capture) do not depend on the snapshot model.
+ */
+#ifndef VT_TRACE_REC_SNAP_H
+#define VT_TRACE_REC_SNAP_H
+
+#include <stdint.h>
+
+#include "rec_internal.h"
+#include "recorder.h"
+#include "snapshot.h"
+
+/* ---- ring.c -------------------------------------------------------------- */
+/* Copy the retained events (seq order) into a new array; see ring.c. */
+int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten);
+
+/* ---- recorder.c ---------------------------------------------------------- */
+vt__state_provider vt__trace_state_provider(void);
+
+/* ---- symbolize.c --------------------------------------------------------- */
+/* Fill frames[i] for ips[i] (n unique IPs), adding strings to `strs`.
+ * Never fails as a whole: what cannot be resolved stays 0. */
+void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *strs);
+
+/* ---- interned.c ---------------------------------------------------------- */
+/* Replace the interned string indexes of s's events and devices by indexes
+ * into st (adding the strings), under a vt__strings_hold. A string whose
+ * generation is gone becomes "". @return 0 or -ENOMEM. */
+int vt__strings_export(vt_snapshot_data *s, vt_strtab *st);
+
+/* ---- snapshot_take.c ----------------------------------------------------- */
+/* Build a complete snapshot of the live process in memory.
+ * @return 0 and *out (free with vt_snapshot_free), or a negative errno. */
+int vt__snapshot_build(vt_snapshot_data **out);
+
+#endif /* VT_TRACE_REC_SNAP_H */

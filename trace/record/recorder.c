@@ -1,0 +1,225 @@
+/*
+ * trace/record/recorder.c - the recorder's state: initialization, thread numbers and
+ * the one function every event goes through (vt__trace).
+ *
+ * Initialization runs once, from the library constructor or from the first
+ * event, whichever comes first. It never calls CUDA. With trace:0 it sets the
+ * state to OFF and every entry point costs one predictable branch from then on.
+ */
+#include "rec_snap.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "config.h"
+
+_Atomic int vt__rec_state = VT_REC_UNINIT;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static _Atomic uint32_t next_thread = 1;
+/* initial-exec: no __tls_get_addr call on the event path. 4 bytes of static
+ * TLS, well inside what glibc reserves for dlopen'ed libraries (ctypes). */
+static __thread uint32_t my_thread __attribute__((tls_model("initial-exec")));
+
+static _Atomic(vt__state_provider) provider;
+
+bool vt__time_tsc;
+static uint64_t tsc0, mono0;    /* calibration start, taken at init */
+
+/* A raw TSC reading next to CLOCK_MONOTONIC, the TSC read on both sides. */
+static void tsc_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t a = vt__now_raw(), n = vt__now_ns(), b = vt__now_raw();
+        if (b - a < best) {
+            best = b - a;
+            *tsc = a + (b - a) / 2;
+            *ns = n;
+        }
+    }
+}
+
+static void time_init(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    bool invariant = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
+    char cs[32] = "";
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, cs, sizeof cs - 1);
+        cs[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+    vt__time_tsc = invariant && strncmp(cs, "tsc", 3) == 0;
+    if (vt__time_tsc)
+        tsc_pair(&tsc0, &mono0);
+#endif
+}
+
+void vt__time_calibrate(vt_timecal *cal)
+{
+    if (!vt__time_tsc) {
+        *cal = (vt_timecal){ 0, 0, 1.0 };
+        return;
+    }
+    uint64_t tsc1, mono1;
+    tsc_pair(&tsc1, &mono1);
+    double ratio = tsc1 > tsc0 && mono1 > mono0
+                 ? (double)(mono1 - mono0) / (double)(tsc1 - tsc0) : 0.0;
+    if (ratio == 1.0)
+        ratio = 1.0 + 1e-12;   /* 1.0 means "raw is ns" */
+    *cal = (vt_timecal){ tsc0, mono0, ratio };
+}
+
+static void init_once_fn(void)
+{
+    const vt_config *c = vt__config();
+    time_init();
+    if (!c->trace) {
+        atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
+        /* Snapshots still describe the allocator's state (no events): the
+         * exit and signal snapshots are set up all the same. */
+        vt__api_init();
+        return;
+    }
+    int rc = vt__ring_init(c->max_events);
+    if (rc == 0)
+        rc = vt__stacks_init(c->stack_depth);
+    if (rc != 0) {
+        fprintf(stderr, "vramtrace: cannot set up the event ring (%s); tracing is off\n",
+                strerror(-rc));
+        atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
+        vt__api_init();
+        return;
+    }
+    atomic_store_explicit(&vt__rec_state, VT_REC_ON, memory_order_release);
+    vt__api_init();
+}
+
+int vt__rec_init(void)
+{
+    pthread_once(&init_once, init_once_fn);
+    return atomic_load_explicit(&vt__rec_state, memory_order_acquire);
+}
+
+/* Tracing starts before main, so that allocations of other constructors are
+ * recorded too. Nothing here touches CUDA. */
+__attribute__((constructor)) static void recorder_ctor(void)
+{
+    vt__rec_init();
+}
+
+bool vt__trace_enabled(void)
+{
+    return vt__rec_on();
+}
+
+uint32_t vt__rec_thread_id(void)
+{
+    uint32_t t = my_thread;
+    if (VT_UNLIKELY(t == 0))
+        my_thread = t = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
+    return t;
+}
+
+uint64_t vt__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+VT_REC_TEXT uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
+                               uint64_t req_size, uint64_t size, uint32_t stack,
+                               uint64_t aux, uint64_t aux2, uint32_t str)
+{
+    if (VT_UNLIKELY(!vt__rec_on()))
+        return 0;
+    vt_ring_rec r = {
+        .time_ns = vt__now_raw(), .stream = stream, .addr = addr, .req_size = req_size,
+        .size = size, .aux = aux, .aux2 = aux2, .thread = vt__rec_thread_id(),
+        .stack = stack, .str = str, .kind = kind,
+        .device = (int8_t)(device < -128 ? -1 : device > 127 ? 127 : device),
+    };
+    return vt__ring_write(&r);
+}
+
+void vt__trace_set_state_provider(vt__state_provider fn)
+{
+    vt__note_activity();      /* this process set up an allocator */
+    atomic_store_explicit(&provider, fn, memory_order_release);
+}
+
+vt__state_provider vt__trace_state_provider(void)
+{
+    return atomic_load_explicit(&provider, memory_order_acquire);
+}
+
+/* A training loop that catches OOM and retries would otherwise write a
+ * snapshot per attempt. The first oom_snapshots - 1 OOMs get a file each;
+ * the last file is then the LATEST OOM: rewritten by later ones, at most
+ * once per OOM_REWRITE_INTERVAL_NS so a retry loop is not stalled, and once
+ * more at exit when an OOM came after its last rewrite (a program that
+ * probes OOM at start-up still gets its real OOM recorded). */
+#define OOM_REWRITE_INTERVAL_NS 1000000000ull
+
+static pthread_mutex_t oom_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned oom_count;              /* OOMs seen (under oom_lock) */
+static char oom_latest[4096];           /* the rotating file, once written */
+static uint64_t oom_latest_ns;          /* when it was last written */
+static bool oom_latest_stale;           /* an OOM came after that */
+
+static void rewrite_latest(void)
+{
+    char err[768];
+    int rc = vt__snapshot_write(oom_latest, 0, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "vramtrace: %s\n", err);
+    oom_latest_ns = vt__now_ns();
+    oom_latest_stale = false;
+}
+
+void vt__oom_at_exit(void)
+{
+    pthread_mutex_lock(&oom_lock);
+    if (oom_latest_stale && oom_latest[0])
+        rewrite_latest();
+    pthread_mutex_unlock(&oom_lock);
+}
+
+void vt__trace_out_of_memory(void)
+{
+    vt__rec_init();                    /* trace:0 too: the state still tells */
+    vt__note_activity();
+    const vt_config *c = vt__config();
+    if (!c->dump_on_oom)
+        return;
+    unsigned limit = c->oom_snapshots ? c->oom_snapshots : 1;
+    pthread_mutex_lock(&oom_lock);
+    unsigned n = ++oom_count;
+    if (n < limit || (n == limit && !oom_latest[0])) {
+        char path[sizeof oom_latest];
+        if (vt__snapshot_auto_named("oom", path, sizeof path) == 0 && n == limit) {
+            memcpy(oom_latest, path, sizeof path);
+            oom_latest_ns = vt__now_ns();
+            fprintf(stderr, "vramtrace: %u out-of-memory snapshots written "
+                            "(VRAMTRACE_CONF oom_snapshots:%u); later OOMs replace %s with "
+                            "the latest\n", limit, limit, oom_latest);
+        }
+    } else if (oom_latest[0]) {
+        oom_latest_stale = true;
+        if (vt__now_ns() - oom_latest_ns >= OOM_REWRITE_INTERVAL_NS)
+            rewrite_latest();
+    }
+    pthread_mutex_unlock(&oom_lock);
+}

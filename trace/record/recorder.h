@@ -1,0 +1,57 @@
+/*
+ * trace/record/recorder.h - what the allocator and the hooks call to record.
+ *
+ * Every function here is safe to call from any thread at any time, including
+ * before initialization finished and after tracing was switched off (then it
+ * costs one predictable branch). None of them ever calls into CUDA or takes a
+ * lock shared with the allocator.
+ */
+#ifndef VT_TRACE_RECORDER_H
+#define VT_TRACE_RECORDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+/* True when events are being recorded (VRAMTRACE_CONF trace:1, the default). */
+bool vt__trace_enabled(void);
+
+/* Capture the calling thread's native stack with libunwind (our own frames
+ * skipped) and intern it. Call it OUTSIDE every allocator lock.
+ * @return the stack id, 0 when tracing or stack capture is off. */
+uint32_t vt__stack_capture(void);
+
+/* The same for a free (0 when free stacks are off: free_stacks:0). */
+uint32_t vt__stack_capture_free(void);
+
+/* Intern a string for an event's `str` field. @return its index, 0 for NULL. */
+uint32_t vt__string_intern(const char *s);
+
+/* Record one event (field meaning per kind: vramtrace/format.h). Wait-free.
+ * @return the event's sequence number, 0 when tracing is off. */
+uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
+                   uint64_t req_size, uint64_t size, uint32_t stack,
+                   uint64_t aux, uint64_t aux2, uint32_t str);
+
+/* The allocator describes its live state (segments, blocks) into a snapshot
+ * being built: it registers one provider at initialization, which the
+ * snapshot code calls with no recorder lock held. The provider appends with
+ * vt__snapshot_add_segment / vt__snapshot_add_block (blocks of a segment
+ * right after it, in address order) and returns 0 or a negative errno. */
+typedef int (*vt__state_provider)(vt_snapshot_data *snap);
+void vt__trace_set_state_provider(vt__state_provider fn);
+int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg);
+int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block);
+int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
+                            uint64_t total_bytes);
+
+/* A library was unloaded (dlclose): cached unwind information and remembered
+ * stack walks may describe code that is gone; forget them. */
+void vt__trace_modules_changed(void);
+
+/* The allocator ran out of memory: records nothing by itself (the allocator
+ * records the OOM event) but writes a snapshot when dump_on_oom:1. */
+void vt__trace_out_of_memory(void);
+
+#endif /* VT_TRACE_RECORDER_H */

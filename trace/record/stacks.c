@@ -1,0 +1,646 @@
+/*
+ * trace/record/stacks.c - native stack capture and the interned prefix tree.
+ *
+ * A stack is stored as a path in a tree of (parent, ip) nodes: the outer
+ * callers that every stack of a program shares (main, the training loop, the
+ * framework's dispatcher) are stored once, a new stack usually costs a few
+ * new leaf nodes, and a stack id is one 32-bit node id.
+ *
+ * The tree lives in fixed-capacity arrays, indexed by a fixed-capacity open
+ * addressing hash table keyed by (parent, ip). Lookups are plain loads;
+ * insertion publishes a fully written node with one CAS on an empty slot, so
+ * the table is lock-free and never reallocates. A thread that loses a CAS race
+ * keeps its unused node id for a later insertion, but only for one under a
+ * parent with a smaller id: every published node's parent has a smaller id
+ * than the node itself (a fresh id is handed out after its parent's was), so
+ * a walk up from any node ends at the root. The exporter relies on nothing of
+ * the sort (it checks every parent it follows); ids lost by threads that end
+ * while holding one are gaps that no stack refers to.
+ *
+ * When the table is full, a stack keeps its deepest prefix already in the
+ * tree (the outer callers) and is marked truncated (VT_STACK_TRUNCATED in
+ * the id it returns) rather than dropped.
+ *
+ * Capturing a stack seen before (the common case: a training loop allocates
+ * from the same call sites again and again) avoids the unwind altogether on
+ * x86-64: each thread remembers recent walks - the registers they started
+ * from and the stack words they read - and a walk whose words all still hold
+ * their values gives the same stack (see "Remembering walks" below). Where
+ * that does not apply, libunwind's unw_backtrace runs (~60 ns for 40 frames
+ * once its per-thread frame cache is warm), and a per-thread
+ * direct-mapped cache from the hash of the raw IP array to the stack id spares
+ * the tree lookups. Its keys are 64-bit hashes of the whole array; a false hit
+ * needs a 64-bit collision between two distinct stacks of one thread.
+ *
+ * Nothing here calls malloc: tables are mmap'ed once at init, the per-thread
+ * cache once per thread.
+ */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "rec_internal.h"
+#include "recorder.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "config.h"
+
+#define NODE_CAP (UINT32_C(1) << 20)   /* node ids; 20 MiB of virtual memory in all */
+#define HT_SLOTS (NODE_CAP * 2)        /* load factor <= 1/2: short probes */
+#define CACHE_SLOTS 1024               /* per thread, 12 KiB */
+#define MAX_SLACK 32                   /* our own frames we expect at most */
+
+#if defined(__x86_64__)
+#define FAST_PATH 1
+#define FAST_WAYS 8                    /* remembered walks per set, LRU */
+#define FAST_SETS 32                   /* 256 walks per thread, 800 KiB virtual */
+#define FAST_WORDS 192                 /* stack words one walk may depend on */
+#define NO_LEARN UINT32_MAX            /* walk.nwords: this key cannot be remembered */
+#define PENDING (UINT32_MAX - 1)       /* walk.nwords: missed once, learn on the next */
+#define KEY_SLOTS 512                  /* start registers with a discriminating word */
+/* Learning a walk uses libunwind's cursor API, which masks and unmasks
+ * signals (two syscalls) and takes a mutex as it steps: ~3 us for a dozen
+ * frames, ~50 plain unw_backtrace calls (these use libunwind's lock-free
+ * per-thread trace cache). Each
+ * capture that has to unwind earns one credit, a learn costs LEARN_COST, so
+ * a thread whose stacks never repeat closely enough to be answered from
+ * memory (more distinct stacks than it remembers, cycled) spends at most
+ * 1/LEARN_COST of a learn per unwind, about a fifth of the unwind itself.
+ * The starting (and maximal) credit pays for LEARN_BURST learns at once: a
+ * program's few dozen hot call sites are learned within their first
+ * captures. */
+#define LEARN_COST 256
+#define LEARN_BURST 64
+#define CREDIT_MAX (LEARN_COST * LEARN_BURST)
+
+/* A stack word a walk read and its value. */
+typedef struct word { uintptr_t addr, val; } word;
+
+/* Start registers (sp, bp, return address into the recorder) that more than
+ * one stack has been seen from: every call site that reaches the allocator
+ * through the same entry at the same depth shares them, hundreds in a large
+ * program. Their walks first differ in one stack word (the call site's return
+ * address, usually a few frames out); its value goes into the set index, so
+ * those stacks spread over the sets instead of evicting each other from one. */
+typedef struct keydisc {
+    uint64_t key;                      /* 0 = empty */
+    uintptr_t addr;                    /* the discriminating word (>= the key's sp) */
+    uint32_t index;                    /* its position in the walks that found it */
+} keydisc;
+
+/* A remembered unwind: the registers it started from and every stack word it
+ * read (return addresses, saved frame pointers), with their values. */
+typedef struct walk {
+    uintptr_t sp, bp, ra;              /* in capture(): the walk's start */
+    uint64_t used;                     /* ts->clock at its last use (LRU) */
+    uint32_t id;                       /* the stack id it gave */
+    uint32_t nwords;                   /* words[] in use, or NO_LEARN / PENDING */
+    uint32_t nany;                     /* saved rbp values outside the live stack (no
+                                        * frame pointer: see "Remembering walks"),
+                                        * addresses only: words[FAST_WORDS - 1 - i].addr */
+    word words[FAST_WORDS];            /* exact words in walk order from the front */
+} walk;
+#endif
+
+typedef struct tstate {
+    uint64_t key[CACHE_SLOTS];         /* hash of an IP array, 0 = empty */
+    uint32_t id[CACHE_SLOTS];          /* its stack id */
+    uint32_t spare;                    /* node id lost in a CAS race, reusable */
+    uint64_t hits;                     /* cache hits of either kind (tests) */
+    vt_stacks_stats stats;             /* this thread's captures by path */
+    uint32_t modules_gen;              /* modules_gen its remembered walks belong to */
+#ifdef FAST_PATH
+    uintptr_t stack_hi;                /* end of this thread's stack, 0 = unknown */
+    uint64_t clock;                    /* walk LRU clock */
+    uint32_t credit;                   /* learning budget, see LEARN_COST */
+    uint64_t wkey[FAST_SETS * FAST_WAYS];  /* walks[i]'s key (hash of sp, bp, ra), 0 = empty;
+                                          * a set's keys share one cache line */
+    walk walks[FAST_SETS * FAST_WAYS];
+    keydisc disc[KEY_SLOTS];
+#endif
+} tstate;
+
+#define TS_DEAD ((tstate *)(uintptr_t)1)
+
+static _Atomic uint32_t *node_parent;  /* [id] caller node */
+static _Atomic uint64_t *node_ip;      /* [id] instruction pointer */
+static _Atomic uint32_t *ht;           /* slot -> node id, 0 = empty */
+static _Atomic uint32_t node_next = 1; /* next node id to hand out */
+static _Atomic uint64_t dropped;       /* stacks not interned: table full */
+static _Atomic uint32_t ids_lost;      /* node ids lost in insertion races for good */
+static unsigned depth;                 /* frames kept per stack, 0 = off */
+static bool free_stacks;
+static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
+static uintptr_t mod_lo, mod_hi;       /* our module's code, when a shared object */
+static pthread_key_t ts_key;
+/* Bumped when a library is unloaded: code at a remembered address may now be
+ * another library's, so every thread forgets its walks (see ts_get). */
+static _Atomic uint32_t modules_gen;
+
+static __thread tstate *my_ts __attribute__((tls_model("initial-exec")));
+
+extern const char __start_vt_rec_text[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_vt_rec_text[] __attribute__((weak, visibility("hidden")));
+
+static void *map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void ts_destroy(void *p)
+{
+    if (p && p != TS_DEAD)
+        munmap(p, sizeof(tstate));
+    /* Later allocations of this thread's TLS destructors go uncached. */
+    my_ts = TS_DEAD;
+}
+
+/* A library was unloaded since this thread last remembered a walk. */
+static void ts_forget_walks(tstate *t, uint32_t gen)
+{
+#ifdef FAST_PATH
+    memset(t->wkey, 0, sizeof t->wkey);
+    memset(t->disc, 0, sizeof t->disc);
+#endif
+    t->modules_gen = gen;
+}
+
+static tstate *ts_get(void)
+{
+    tstate *t = my_ts;
+    if (VT_LIKELY(t != NULL)) {
+        if (t == TS_DEAD)
+            return NULL;
+        uint32_t gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
+        if (VT_UNLIKELY(t->modules_gen != gen))
+            ts_forget_walks(t, gen);
+        return t;
+    }
+    t = map(sizeof *t);
+    my_ts = t ? t : TS_DEAD;
+    if (!t)
+        return NULL;
+    pthread_setspecific(ts_key, t);
+#ifdef FAST_PATH
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *lo = NULL;
+        size_t size = 0;
+        if (pthread_attr_getstack(&attr, &lo, &size) == 0 && lo)
+            t->stack_hi = (uintptr_t)lo + size;
+        pthread_attr_destroy(&attr);
+    }
+    t->credit = CREDIT_MAX;
+#endif
+    t->modules_gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
+    return t;
+}
+
+void vt__trace_modules_changed(void)
+{
+    atomic_fetch_add_explicit(&modules_gen, 1, memory_order_relaxed);
+    /* libunwind caches unwind info by address; its own remedy for unloads. */
+    unw_flush_cache(unw_local_addr_space, 0, 0);
+}
+
+struct find_self { uintptr_t addr, lo, hi; bool found, is_main; };
+
+static int find_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct find_self *f = arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    bool mine = false;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
+        if (f->addr >= a && f->addr < b)
+            mine = true;
+        if (ph->p_flags & PF_X) {
+            if (a < lo) lo = a;
+            if (b > hi) hi = b;
+        }
+    }
+    if (!mine)
+        return 0;
+    f->found = true;
+    f->lo = lo;
+    f->hi = hi;
+    /* The main program is reported first, with an empty name. */
+    f->is_main = info->dlpi_name == NULL || info->dlpi_name[0] == '\0';
+    return 1;
+}
+
+int vt__stacks_init(unsigned d)
+{
+    const vt_config *c = vt__config();
+    depth = d > VT_STACK_MAX_DEPTH ? VT_STACK_MAX_DEPTH : d;
+    free_stacks = c->free_stacks;
+    if (!node_parent) {
+        node_parent = map(NODE_CAP * sizeof *node_parent);
+        node_ip = map(NODE_CAP * sizeof *node_ip);
+        ht = map(HT_SLOTS * sizeof *ht);
+        if (!node_parent || !node_ip || !ht)
+            return -ENOMEM;
+        if (pthread_key_create(&ts_key, ts_destroy) != 0)
+            return -EAGAIN;
+    }
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    struct find_self f = { .addr = (uintptr_t)&vt__stacks_init };
+    dl_iterate_phdr(find_self_cb, &f);
+    if (f.found && !f.is_main) {
+        mod_lo = f.lo;
+        mod_hi = f.hi;
+    }
+    return 0;
+}
+
+static inline bool own_frame(uintptr_t ip)
+{
+    return (ip - mod_lo < mod_hi - mod_lo) ||
+           (ip - (uintptr_t)__start_vt_rec_text <
+            (uintptr_t)__stop_vt_rec_text - (uintptr_t)__start_vt_rec_text);
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v;
+    h *= UINT64_C(0x9E3779B97F4A7C15);
+    return h ^ (h >> 29);
+}
+
+/* A node id for a child of `parent`: the thread's spare only when it is
+ * larger than the parent's (see the top of the file), else a fresh one. */
+static uint32_t node_alloc(tstate *ts, uint32_t parent)
+{
+    if (ts && ts->spare > parent) {
+        uint32_t id = ts->spare;
+        ts->spare = 0;
+        return id;
+    }
+    if (atomic_load_explicit(&node_next, memory_order_relaxed) >= NODE_CAP)
+        return 0;
+    uint32_t id = atomic_fetch_add_explicit(&node_next, 1, memory_order_relaxed);
+    return id < NODE_CAP ? id : 0;
+}
+
+static uint32_t find_or_insert(uint32_t parent, uint64_t ip, tstate *ts)
+{
+    uint32_t h = (uint32_t)mix(mix(0, parent), ip) & (HT_SLOTS - 1);
+    uint32_t mine = 0;
+    for (uint32_t probe = 0; probe < HT_SLOTS; probe++, h = (h + 1) & (HT_SLOTS - 1)) {
+        uint32_t id = atomic_load_explicit(&ht[h], memory_order_acquire);
+        if (id == 0) {
+            if (!mine) {
+                mine = node_alloc(ts, parent);
+                if (!mine)
+                    return 0;
+                atomic_store_explicit(&node_parent[mine], parent, memory_order_relaxed);
+                atomic_store_explicit(&node_ip[mine], ip, memory_order_relaxed);
+            }
+            if (atomic_compare_exchange_strong_explicit(&ht[h], &id, mine,
+                                                        memory_order_release,
+                                                        memory_order_acquire))
+                return mine;
+            /* Lost the race: `id` is the winner, maybe our very key. */
+        }
+        if (atomic_load_explicit(&node_parent[id], memory_order_relaxed) == parent &&
+            atomic_load_explicit(&node_ip[id], memory_order_relaxed) == ip) {
+            if (mine) {
+                /* A spare is kept for a later child of a smaller parent; the
+                 * one it replaces (or one with nowhere to go) is lost. */
+                if (!ts || ts->spare)
+                    atomic_fetch_add_explicit(&ids_lost, 1, memory_order_relaxed);
+                if (ts)
+                    ts->spare = mine;
+            }
+            return id;
+        }
+    }
+    return 0;
+}
+
+/* Intern ips[0..n) given innermost first: insert from the outermost down.
+ * A full table ends the path early: the deepest node reached stands for the
+ * stack, marked truncated (0 when not even the outermost frame is known). */
+static uint32_t intern(const uint64_t *ips, size_t n, tstate *ts)
+{
+    uint32_t node = 0;
+    for (size_t i = n; i-- > 0;) {
+        uint32_t next = find_or_insert(node, ips[i], ts);
+        if (!next) {
+            atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+            return node ? node | VT_STACK_TRUNCATED : 0;
+        }
+        node = next;
+    }
+    return node;
+}
+
+uint32_t vt__stack_intern_ips(const uint64_t *ips, size_t n)
+{
+    if (n == 0 || !vt__rec_on())
+        return 0;
+    return intern(ips, n > VT_STACK_MAX_DEPTH ? VT_STACK_MAX_DEPTH : n, ts_get());
+}
+
+/* Raw IPs of a walk (own frames first) -> stack id: skip our frames, cut to
+ * the depth, then the per-thread IP-array cache, then the tree. */
+static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate *ts)
+{
+    int skip = 0;
+    while (skip < n && own_frame((uintptr_t)buf[skip]))
+        skip++;
+    /* Deep inside our own code (hooks -> allocator -> here): unwind more next
+     * time so that callers still get `depth` frames of their own. */
+    if ((unsigned)skip + 2 > sl && sl < MAX_SLACK)
+        atomic_store_explicit(&slack, (unsigned)skip + 4 < MAX_SLACK ? (unsigned)skip + 4
+                                                                      : MAX_SLACK,
+                              memory_order_relaxed);
+    int m = n - skip;
+    if (m > (int)d)
+        m = (int)d;
+    if (m <= 0)
+        return 0;
+    uint64_t ips[VT_STACK_MAX_DEPTH];
+    uint64_t h = (uint64_t)m;
+    for (int i = 0; i < m; i++) {
+        ips[i] = (uint64_t)(uintptr_t)buf[skip + i];
+        h = mix(h, ips[i]);
+    }
+    h |= 1;
+    if (VT_LIKELY(ts != NULL)) {
+        unsigned slot = (unsigned)(h >> 40) & (CACHE_SLOTS - 1);
+        if (ts->key[slot] == h) {
+            ts->hits++;
+            return ts->id[slot];
+        }
+        uint32_t id = intern(ips, (size_t)m, ts);
+        /* A truncated stack is not remembered: each capture counts. */
+        if (id && !(id & VT_STACK_TRUNCATED)) {
+            ts->key[slot] = h;
+            ts->id[slot] = id;
+        }
+        return id;
+    }
+    return intern(ips, (size_t)m, NULL);
+}
+
+#ifdef FAST_PATH
+/* Remembering walks.
+ *
+ * An unwind is a pure function of the registers it starts from (ip, sp and
+ * the frame pointer; CFA rules use nothing else in practice) and of the stack
+ * words it reads: each frame's return address and, for frames that keep a
+ * frame pointer, the saved rbp. So when capture() runs again with the same sp,
+ * bp and return address, and every one of those words still holds the value
+ * it had, the walk would give the same stack: checking ~40 words in the hot
+ * top of the stack replaces unwinding ~40 frames (about 30 ns instead of
+ * 60-300). The words are learned per call site with libunwind's cursor API,
+ * which tells where each frame's CFA and saved rbp are; a walk through a
+ * signal frame, or reading outside this thread's stack, is not remembered.
+ * A key is learned on its second miss (the first leaves a PENDING walk), so
+ * one-off stacks pay no learning, and learning is paid for by credit
+ * (LEARN_COST), so stacks that come back too rarely to stay remembered never
+ * make capturing much slower than unwinding.
+ *
+ * rbp is part of the key only when it points into the live stack. Code built
+ * without frame pointers (most libraries, PyTorch included) keeps a loop
+ * counter or a heap pointer there, and a key per value would make every
+ * capture from a loop a new key. A value outside [sp, stack end) cannot be a
+ * frame pointer the walk follows: a CFA rule based on it would read outside
+ * the stack, and such walks are not remembered (learn() refuses them). The
+ * same holds for the rbp values that frames saved on the stack, restored by
+ * the walk for the frames further out: one outside the live stack is
+ * remembered as "any value outside the live stack", or a loop counter saved
+ * by a callee would make every capture of the loop a mismatch. */
+static void remember(walk *w, uintptr_t a, uintptr_t lo, uintptr_t hi, bool saved_bp,
+                     bool *ok)
+{
+    /* Below capture()'s sp: learn()'s frame, or capture()'s own register
+     * saves where its prologue runs after the sp was read (shrink-wrapping):
+     * the return address into capture() and the rbp of the key, no
+     * dependency either. */
+    if (a < lo)
+        return;
+    if (a + sizeof(uintptr_t) > hi) {
+        *ok = false;
+        return;
+    }
+    uintptr_t v = *(const uintptr_t *)a;
+    if (w->nwords + w->nany == FAST_WORDS) {
+        *ok = false;
+    } else if (saved_bp && v - lo >= hi - lo) {
+        w->words[FAST_WORDS - 1 - w->nany++].addr = a;
+    } else {
+        w->words[w->nwords].addr = a;
+        w->words[w->nwords].val = v;
+        w->nwords++;
+    }
+}
+
+/* The first exact word of `w` that no longer holds what its walk read;
+ * w->nwords + 1 when a saved rbp went into the live stack; w->nwords when
+ * everything holds. */
+static inline uint32_t words_hold(const walk *w, uintptr_t sp, uintptr_t hi)
+{
+    for (uint32_t i = 0; i < w->nwords; i++)
+        if (*(const volatile uintptr_t *)w->words[i].addr != w->words[i].val)
+            return i;
+    for (uint32_t i = 0; i < w->nany; i++) {
+        uintptr_t v = *(const volatile uintptr_t *)w->words[FAST_WORDS - 1 - i].addr;
+        if (v - sp < hi - sp)
+            return w->nwords + 1;
+    }
+    return w->nwords;
+}
+
+/* Six arguments, all in registers: nothing of capture()'s below its sp. */
+VT_REC_TEXT static uint32_t learn(tstate *ts, size_t slot, uint64_t key, uintptr_t sp,
+                                  uintptr_t bp, uintptr_t ra)
+{
+    unsigned d = depth;
+    walk *w = &ts->walks[slot];
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    void *buf[VT_STACK_MAX_DEPTH + MAX_SLACK + 1];
+    unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
+    int want = (int)(d + sl + 1), n = 0;
+    bool ok = true;
+    ts->stats.learns++;
+    ts->wkey[slot] = 0;
+    w->nwords = 0;
+    w->nany = 0;
+    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+        return 0;
+    for (;;) {
+        unw_word_t ip = 0, csp = 0;
+        unw_save_loc_t loc;
+        unw_get_reg(&cur, UNW_REG_IP, &ip);
+        buf[n++] = (void *)(uintptr_t)ip;
+        if (unw_get_save_loc(&cur, UNW_X86_64_RBP, &loc) == 0 && loc.type == UNW_SLT_MEMORY)
+            remember(w, (uintptr_t)loc.u.addr, sp, ts->stack_hi, true, &ok);
+        if (unw_is_signal_frame(&cur) > 0)
+            ok = false;
+        if (n >= want || unw_step(&cur) <= 0)
+            break;
+        unw_get_reg(&cur, UNW_REG_SP, &csp);
+        /* The return address of the frame just left. */
+        remember(w, (uintptr_t)csp - sizeof(uintptr_t), sp, ts->stack_hi, false, &ok);
+    }
+    uint32_t id = finish(buf, n, d, sl, ts);
+    w->sp = sp;
+    w->bp = bp;
+    w->ra = ra;
+    w->id = id;
+    w->used = ++ts->clock;
+    ts->wkey[slot] = key;
+    if (!ok || !id || (id & VT_STACK_TRUNCATED))
+        w->nwords = NO_LEARN;          /* don't try again: unwind each time */
+    return id;
+}
+#endif
+
+VT_REC_TEXT static uint32_t capture(void)
+{
+    unsigned d = depth;
+    if (d == 0)
+        return 0;
+    tstate *ts = ts_get();
+#ifdef FAST_PATH
+    if (VT_LIKELY(ts != NULL) && ts->stack_hi) {
+        uintptr_t sp, bp, ra = (uintptr_t)__builtin_return_address(0);
+        __asm__ volatile("mov %%rsp, %0\n\tmov %%rbp, %1" : "=r"(sp), "=r"(bp));
+        if (bp - sp >= ts->stack_hi - sp)
+            bp = 0;                    /* not a frame pointer (see above) */
+        uint64_t key = mix(mix(mix(0x51, sp), bp), ra) | 1;
+        keydisc *kd = &ts->disc[(key >> 16) & (KEY_SLOTS - 1)];
+        uint64_t h = key;
+        if (kd->key == key)
+            h = mix(key, *(const volatile uintptr_t *)kd->addr);
+        size_t set = (size_t)((h >> 32) & (FAST_SETS - 1)) * FAST_WAYS, victim = set;
+        /* Ways with the same key: stacks whose discriminating word agrees
+         * (or none is known yet), e.g. one call site reached through
+         * different outer callers; each keeps its own words. */
+        for (size_t k = set; k < set + FAST_WAYS; k++) {
+            walk *w = &ts->walks[k];
+            if (ts->wkey[k] == key && w->sp == sp && w->bp == bp && w->ra == ra) {
+                if (w->nwords == NO_LEARN) {
+                    w->used = ++ts->clock;
+                    goto unwind;
+                }
+                if (w->nwords == PENDING) {   /* second miss */
+                    if (ts->credit < LEARN_COST) {   /* stays pending */
+                        w->used = ++ts->clock;
+                        ts->credit++;
+                        goto unwind;
+                    }
+                    ts->credit -= LEARN_COST;
+                    return learn(ts, k, key, sp, bp, ra);
+                }
+                uint32_t i = words_hold(w, sp, ts->stack_hi);
+                if (i == w->nwords) {
+                    w->used = ++ts->clock;
+                    ts->hits++;
+                    ts->stats.remembered++;
+                    return w->id;
+                }
+                /* Another stack from these registers: the first word that
+                 * tells them apart discriminates (the earliest one seen). */
+                if (i < w->nwords && (kd->key != key || i < kd->index)) {
+                    kd->key = key;
+                    kd->addr = w->words[i].addr;
+                    kd->index = i;
+                }
+            }
+            if (w->used < ts->walks[victim].used)   /* empty ways: 0 */
+                victim = k;
+        }
+        if (ts->credit < CREDIT_MAX)
+            ts->credit++;
+        walk *w = &ts->walks[victim];   /* first miss: pending, in the LRU way */
+        w->sp = sp;
+        w->bp = bp;
+        w->ra = ra;
+        w->nwords = PENDING;
+        w->used = ++ts->clock;
+        ts->wkey[victim] = key;
+    }
+unwind:
+#endif
+    ;
+    void *buf[VT_STACK_MAX_DEPTH + MAX_SLACK];
+    unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
+    if (VT_LIKELY(ts != NULL))
+        ts->stats.unwinds++;
+    int n = unw_backtrace(buf, (int)(d + sl));
+    return finish(buf, n, d, sl, ts);
+}
+
+VT_REC_TEXT uint32_t vt__stack_capture(void)
+{
+    if (VT_UNLIKELY(!vt__rec_on()))
+        return 0;
+    return capture();
+}
+
+VT_REC_TEXT uint32_t vt__stack_capture_free(void)
+{
+    if (VT_UNLIKELY(!vt__rec_on()) || !free_stacks)
+        return 0;
+    return capture();
+}
+
+uint64_t vt__stacks_dropped(void)
+{
+    return atomic_load_explicit(&dropped, memory_order_relaxed);
+}
+
+uint32_t vt__stacks_ids_lost(void)
+{
+    return atomic_load_explicit(&ids_lost, memory_order_relaxed);
+}
+
+uint32_t vt__stacks_count(void)
+{
+    uint32_t n = atomic_load_explicit(&node_next, memory_order_acquire);
+    return n < NODE_CAP ? n : NODE_CAP;
+}
+
+int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip)
+{
+    id &= ~VT_STACK_TRUNCATED;
+    if (id == 0 || id >= vt__stacks_count() || !node_parent)
+        return -ENOENT;
+    *parent = atomic_load_explicit(&node_parent[id], memory_order_relaxed);
+    *ip = atomic_load_explicit(&node_ip[id], memory_order_relaxed);
+    return 0;
+}
+
+int vt__stacks_test_set_parent(uint32_t id, uint32_t parent)
+{
+    if (id == 0 || id >= vt__stacks_count() || !node_parent)
+        return -ENOENT;
+    atomic_store_explicit(&node_parent[id], parent, memory_order_relaxed);
+    return 0;
+}
+
+uint64_t vt__stacks_cache_hits(void)
+{
+    tstate *t = ts_get();
+    return t ? t->hits : 0;
+}
+
+void vt__stacks_thread_stats(vt_stacks_stats *out)
+{
+    tstate *t = ts_get();
+    *out = t ? t->stats : (vt_stacks_stats){ 0 };
+}

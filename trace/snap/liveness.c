@@ -1,0 +1,145 @@
+/*
+ * trace/snap/liveness.c - gaps in the kept events and the allocator state as the
+ * ground truth of what is alive (the rule: liveness.h).
+ *
+ * Active state blocks are indexed by address in one sorted array (binary
+ * search); gaps are the sorted event indexes that follow missing seqs.
+ */
+#include "liveness.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+struct vt_liveness {
+    const vt_snapshot_data *s;
+    uint32_t *gaps;          /* event indexes that follow a gap, ascending */
+    size_t ngaps;
+    uint64_t missing;
+    uint32_t *active;        /* indexes of non-inactive blocks, by addr */
+    size_t nactive;
+    int complete;            /* vt_snapshot_state_complete */
+};
+
+int vt_snapshot_state_complete(const vt_snapshot_data *s)
+{
+    if (s->meta.format_version >= ((1u << 16) | 2))
+        return (s->meta.flags & VT_META_STATE_COMPLETE) != 0;
+    return s->nsegments > 0 || (s->meta.flags & VT_META_STATE_COMPLETE);
+}
+
+static const vt_snapshot_data *sort_s;
+
+static int cmp_block(const void *a, const void *b)
+{
+    uint64_t x = sort_s->blocks[*(const uint32_t *)a].addr;
+    uint64_t y = sort_s->blocks[*(const uint32_t *)b].addr;
+    return x < y ? -1 : x > y;
+}
+
+int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out)
+{
+    *out = NULL;
+    vt_liveness *lv = calloc(1, sizeof *lv);
+    if (!lv)
+        return -ENOMEM;
+    lv->s = s;
+    lv->complete = vt_snapshot_state_complete(s);
+    size_t ng = 0, na = 0;
+    for (size_t i = 1; i < s->nevents; i++)
+        ng += s->events[i].seq > s->events[i - 1].seq + 1;
+    for (size_t i = 0; i < s->nblocks; i++)
+        na += s->blocks[i].state != VT_BLOCK_INACTIVE;
+    lv->gaps = malloc((ng + 1) * sizeof *lv->gaps);
+    lv->active = malloc((na + 1) * sizeof *lv->active);
+    if (!lv->gaps || !lv->active) {
+        vt_liveness_free(lv);
+        return -ENOMEM;
+    }
+    for (size_t i = 1; i < s->nevents; i++)
+        if (s->events[i].seq > s->events[i - 1].seq + 1) {
+            lv->gaps[lv->ngaps++] = (uint32_t)i;
+            lv->missing += s->events[i].seq - s->events[i - 1].seq - 1;
+        }
+    for (size_t i = 0; i < s->nblocks; i++)
+        if (s->blocks[i].state != VT_BLOCK_INACTIVE)
+            lv->active[lv->nactive++] = (uint32_t)i;
+    /* blocks are in segment order, segments in any order: sort once */
+    sort_s = s;
+    qsort(lv->active, lv->nactive, sizeof *lv->active, cmp_block);
+    *out = lv;
+    return 0;
+}
+
+void vt_liveness_free(vt_liveness *lv)
+{
+    if (!lv)
+        return;
+    free(lv->gaps);
+    free(lv->active);
+    free(lv);
+}
+
+size_t vt_liveness_gap_count(const vt_liveness *lv) { return lv->ngaps; }
+uint64_t vt_liveness_events_missing(const vt_liveness *lv) { return lv->missing; }
+
+uint32_t vt_liveness_gap_after(const vt_liveness *lv, uint32_t ev)
+{
+    /* ev = UINT32_MAX: before the first event, so any gap is after it */
+    size_t lo = 0, hi = lv->ngaps;
+    if (ev != UINT32_MAX)
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (lv->gaps[mid] <= ev)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    return lo < lv->ngaps ? lv->gaps[lo] : UINT32_MAX;
+}
+
+uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
+{
+    if (ev == UINT32_MAX)
+        return UINT32_MAX;
+    size_t lo = 0, hi = lv->ngaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lv->gaps[mid] <= ev)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? lv->gaps[lo - 1] : UINT32_MAX;
+}
+
+long vt_liveness_state_block(const vt_liveness *lv, uint64_t addr)
+{
+    size_t lo = 0, hi = lv->nactive;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lv->s->blocks[lv->active[mid]].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < lv->nactive && lv->s->blocks[lv->active[lo]].addr == addr)
+        return (long)lv->active[lo];
+    return -1;
+}
+
+enum vt_fate vt_liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
+                              uint32_t last_ev)
+{
+    if (lv->complete) {
+        long b = vt_liveness_state_block(lv, addr);
+        if (b < 0)
+            return VT_FATE_FREED_UNSEEN;
+        const vt_block *bl = &lv->s->blocks[b];
+        if (bl->state != VT_BLOCK_ACTIVE_ALLOCATED)
+            return VT_FATE_FREED_UNSEEN;
+        if (alloc_seq && bl->alloc_seq && bl->alloc_seq != alloc_seq)
+            return VT_FATE_FREED_UNSEEN;   /* freed, and the addr handed out again */
+        return VT_FATE_ALIVE;
+    }
+    return vt_liveness_gap_after(lv, last_ev) != UINT32_MAX ? VT_FATE_UNKNOWN : VT_FATE_ALIVE;
+}

@@ -1,0 +1,37 @@
+/*
+ * trace/snap/snapfile.h - reading and writing .vtsnap files.
+ *
+ * The only code that knows the on-disk encoding (documented in
+ * include/vramtrace/format.h). Writer and reader are pure functions of a
+ * vt_snapshot_data (trace/snapshot.h); neither needs the allocator.
+ */
+#ifndef VT_TRACE_SNAPFILE_H
+#define VT_TRACE_SNAPFILE_H
+
+#include <stddef.h>
+
+#include "snapshot.h"
+
+/* Write `s` to `path`: encoded to `path`.tmp.<pid>, fsync'ed, then renamed
+ * over `path`, so a reader never sees a half-written file. Only a regular
+ * file is ever replaced (trace/outfile.h: a device, FIFO, directory or
+ * symbolic link at `path` is refused).
+ * @return 0, or a negative errno; on failure a one-line message naming the
+ *         path is written to err (if errlen > 0) and no file is left behind. */
+int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen);
+/* The same; flags VT_OUTFILE_NO_REPLACE (outfile.h): -EEXIST instead of
+ * replacing an existing file. */
+int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int flags, char *err,
+                            size_t errlen);
+
+/* Read and validate `path` (magic, version, bounds, checksums, every index).
+ * @return 0 and *out (free with vt_snapshot_free), or a negative errno with a
+ *         one-line message in err naming the file, the section and the byte
+ *         offset of the problem. Never crashes on any input. */
+int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
+
+/* The same on a memory buffer (fuzzing, tests); `name` is used in messages. */
+int vt_snapfile_decode(const void *data, size_t size, const char *name,
+                       vt_snapshot_data **out, char *err, size_t errlen);
+
+#endif /* VT_TRACE_SNAPFILE_H */

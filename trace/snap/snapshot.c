@@ -1,0 +1,55 @@
+/*
+ * trace/snap/snapshot.c - accessors of the in-memory snapshot model.
+ *
+ * Ownership rule shared by everyone who builds a vt_snapshot_data (the reader, the
+ * recorder, tests): the struct itself and each array are separate malloc()
+ * blocks, so vt_snapshot_free() can free() them one by one.
+ */
+#include <stdlib.h>
+
+#include "snapshot.h"
+
+const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
+{
+    if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)
+        return "";
+    uint32_t off = s->string_offsets[index];
+    if (off >= s->strings_blob_size)
+        return "";
+    return s->strings_blob + off;
+}
+
+size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
+                                const vt_frame **out, size_t max)
+{
+    size_t n = 0;
+    if (!s)
+        return 0;
+    /* parent < id holds for validated snapshots; the step bound guards the
+     * rest against cycles. */
+    for (size_t steps = 0; id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes; steps++) {
+        const vt_stack_node *node = &s->stack_nodes[id];
+        if (node->frame < s->nframes) {
+            if (n < max && out)
+                out[n] = &s->frames[node->frame];
+            n++;
+        }
+        id = node->parent;
+    }
+    return n;
+}
+
+void vt_snapshot_free(vt_snapshot_data *s)
+{
+    if (!s)
+        return;
+    free(s->devices);
+    free(s->segments);
+    free(s->blocks);
+    free(s->events);
+    free(s->stack_nodes);
+    free(s->frames);
+    free(s->strings_blob);
+    free(s->string_offsets);
+    free(s);
+}

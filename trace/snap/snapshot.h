@@ -1,0 +1,141 @@
+/*
+ * trace/snap/snapshot.h - the in-memory model of one snapshot.
+ *
+ * This is the contract between the parts: the recorder fills a vt_snapshot_data
+ * from the live process, the file writer encodes it (snapfile_write.c), the
+ * reader decodes a file back into the very same struct (snapfile_read.c), and
+ * every view (summary, leaks, json, check, viz) reads only this struct.
+ * Nothing here depends on the allocator.
+ *
+ * Ownership: a vt_snapshot_data returned by the reader owns all its arrays; free it
+ * with vt_snapshot_free(). Strings are indexes into `strings` (0 = none, the
+ * empty string). Stack ids are indexes into `stack_nodes` (0 = no stack).
+ */
+#ifndef VT_TRACE_SNAPSHOT_H
+#define VT_TRACE_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vramtrace/format.h"
+
+/* One recorded event. The meaning of addr/size/aux/aux2/str per kind is
+ * documented next to enum vt_event_kind in vramtrace/format.h. */
+typedef struct vt_event {
+    uint64_t seq;          /* global sequence number, strictly increasing */
+    uint64_t time_ns;      /* CLOCK_MONOTONIC ns; see vt_snapshot_meta.clock_base_* */
+    uint64_t stream;       /* cudaStream_t value (0 = legacy default or unknown) */
+    uint64_t addr;         /* device address (or data_ptr for tensors) */
+    uint64_t req_size;     /* bytes the caller asked for */
+    uint64_t size;         /* bytes after rounding (block size) */
+    uint64_t aux;          /* kind-specific, see format.h */
+    uint64_t aux2;         /* kind-specific, see format.h */
+    uint32_t thread;       /* small thread number, 1.. in order of first event */
+    uint32_t stack;        /* stack id (index into stack_nodes), 0 = none */
+    uint32_t str;          /* string index (mark label, tensor name...) */
+    uint8_t kind;          /* enum vt_event_kind */
+    int8_t device;         /* CUDA device ordinal, -1 for host/unknown */
+} vt_event;
+
+/* A stack is a path in a prefix tree of instruction pointers: node 0 is the
+ * root (no frame); every other node is one frame whose `parent` is its caller.
+ * A stack id names the node of the innermost frame; walking parents goes
+ * outward to main. Shared prefixes (the outer callers) are stored once. */
+typedef struct vt_stack_node {
+    uint32_t parent;       /* caller's node, 0 = root */
+    uint32_t frame;        /* index into frames */
+} vt_stack_node;
+
+/* One unique instruction pointer, symbolized at export. */
+typedef struct vt_frame {
+    uint64_t ip;           /* absolute address in the recorded process */
+    uint64_t module_offset;/* ip relative to the module's load base */
+    uint32_t module;       /* string: module path */
+    uint32_t build_id;     /* string: GNU build id in hex, 0 if none */
+    uint32_t function;     /* string: symbol name, 0 if unknown */
+    uint32_t file;         /* string: source file, 0 if no debug info */
+    uint32_t line;         /* source line, 0 if unknown */
+} vt_frame;
+
+/* A block of a segment in the allocator's state at snapshot time. */
+typedef struct vt_block {
+    uint64_t addr;
+    uint64_t size;         /* block size */
+    uint64_t req_size;     /* requested size, 0 when inactive */
+    uint64_t stream;       /* stream the block belongs to */
+    uint64_t alloc_seq;    /* seq of its ALLOC event, 0 if before the window/unknown */
+    uint32_t stack;        /* allocation stack, 0 if none */
+    uint8_t state;         /* enum vt_block_state */
+} vt_block;
+
+/* A backend allocation, tiled exactly by its blocks. */
+typedef struct vt_segment {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t stream;       /* stream the segment was allocated for */
+    uint32_t first_block;  /* index into blocks */
+    uint32_t nblocks;
+    int8_t device;
+    uint8_t pool;          /* enum vt_pool */
+} vt_segment;
+
+/* Per-device facts. */
+typedef struct vt_device_info {
+    int32_t ordinal;
+    uint32_t name;         /* string */
+    uint64_t total_bytes;  /* device memory */
+    /* The allocator's own peaks (vt_get_stats: since the start or the last
+     * vt_reset_peak_stats), whatever the event window kept; valid when
+     * meta.flags has VT_META_DEVICE_PEAKS (format 1.2). */
+    uint64_t peak_allocated;   /* handed out to the program */
+    uint64_t peak_reserved;    /* held from the device */
+    uint64_t peak_active;      /* handed out or freed and waiting for stream events */
+} vt_device_info;
+
+typedef struct vt_snapshot_meta {
+    uint32_t format_version;   /* of the file it was read from (writer: current) */
+    int32_t pid;
+    int32_t rank;              /* RANK / OMPI_COMM_WORLD_RANK, -1 if unset */
+    uint32_t host;             /* string */
+    uint32_t command_line;     /* string: argv joined by spaces */
+    uint32_t config;           /* string: effective VRAMTRACE_CONF, normalized */
+    uint32_t library_version;  /* string */
+    uint64_t clock_base_monotonic_ns; /* a CLOCK_MONOTONIC reading ... */
+    uint64_t clock_base_realtime_ns;  /* ... and CLOCK_REALTIME at the same moment */
+    uint64_t snapshot_time_ns; /* CLOCK_MONOTONIC when the snapshot was taken */
+    uint64_t events_recorded;  /* total events ever recorded */
+    uint64_t events_overwritten; /* lost to ring overflow (oldest first) */
+    uint64_t stacks_dropped;   /* captures not interned whole (table full) */
+    uint64_t stacks_truncated; /* events in the file whose stack is truncated
+                                * (table full): format 1.2, 0 in older files */
+    uint32_t flags;            /* VT_META_* (format 1.2) */
+} vt_snapshot_meta;
+
+typedef struct vt_snapshot_data {
+    vt_snapshot_meta meta;
+
+    vt_device_info *devices;   size_t ndevices;
+    vt_segment *segments;      size_t nsegments;
+    vt_block *blocks;          size_t nblocks;
+    vt_event *events;          size_t nevents;     /* in seq order */
+    vt_stack_node *stack_nodes; size_t nstack_nodes; /* [0] is the root */
+    vt_frame *frames;          size_t nframes;
+
+    /* String table: string i is strings_blob + string_offsets[i], NUL-terminated.
+     * String 0 is always "". */
+    char *strings_blob;        size_t strings_blob_size;
+    uint32_t *string_offsets;  size_t nstrings;
+} vt_snapshot_data;
+
+/* Accessors that never fail: an out-of-range index yields "" / NULL. */
+const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index);
+
+/* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
+ * to `out` and returns how many the stack has (may exceed max). */
+size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
+                                const vt_frame **out, size_t max);
+
+/* Release everything a snapshot owns (also the struct itself). NULL is fine. */
+void vt_snapshot_free(vt_snapshot_data *s);
+
+#endif /* VT_TRACE_SNAPSHOT_H */

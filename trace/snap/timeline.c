@@ -1,0 +1,1041 @@
+/*
+ * trace/snap/timeline.c - reconstruct lifetimes, segment spans and memory curves
+ * from a snapshot (see timeline.h for the matching rules).
+ *
+ * Two passes over the events: the first matches ALLOC/FREE and
+ * SEGMENT_ALLOC/SEGMENT_FREE by address through open-addressing hash maps
+ * (addr -> newest lifetime at that addr; entries are never deleted, the
+ * lifetime's state says whether it is open), the second replays byte counts
+ * per device starting from what the before-window lifetimes add up to.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "liveness.h"
+#include "timeline.h"
+
+/* ---- small growable arrays ---------------------------------------------- */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 64;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* ---- addr -> index hash map (no deletion) ------------------------------- */
+
+struct amap {
+    uint64_t *keys;
+    uint32_t *vals;          /* VT_TL_NONE = empty slot */
+    size_t mask;
+};
+
+static int amap_init(struct amap *m, size_t expect)
+{
+    size_t n = 64;
+    while (n < expect * 2)
+        n *= 2;
+    m->keys = malloc(n * sizeof *m->keys);
+    m->vals = malloc(n * sizeof *m->vals);
+    if (!m->keys || !m->vals)
+        return -ENOMEM;
+    memset(m->vals, 0xff, n * sizeof *m->vals);
+    m->mask = n - 1;
+    return 0;
+}
+
+static void amap_free(struct amap *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+static inline size_t amap_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+/* The slot of `k`: either holding k or the empty slot where it goes. The map
+ * is sized for every key up front, so it never fills. */
+static inline size_t amap_slot(const struct amap *m, uint64_t k)
+{
+    size_t i = amap_hash(k) & m->mask;
+    while (m->vals[i] != VT_TL_NONE && m->keys[i] != k)
+        i = (i + 1) & m->mask;
+    return i;
+}
+
+/* ---- builder state ------------------------------------------------------ */
+
+struct builder {
+    const vt_snapshot_data *s;
+    vt_timeline *tl;
+    size_t lcap, scap, mcap;
+    struct amap lmap, smap;
+    vt_liveness *lv;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct builder *b, int rc, const char *fmt, ...)
+{
+    if (b->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(b->err, b->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
+{
+    vt_timeline *tl = b->tl;
+    if (tl->nlifetimes >= VT_TL_NONE - 1)
+        return NULL;
+    if (grow((void **)&tl->lifetimes, &b->lcap, tl->nlifetimes + 1, sizeof *tl->lifetimes))
+        return NULL;
+    *idx = (uint32_t)tl->nlifetimes;
+    vt_lifetime *l = &tl->lifetimes[tl->nlifetimes++];
+    memset(l, 0, sizeof *l);
+    l->alloc_event = l->free_event = l->complete_event = l->release_event = VT_TL_NONE;
+    l->start_event = l->reusable_event = VT_TL_NONE;
+    return l;
+}
+
+static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
+{
+    vt_timeline *tl = b->tl;
+    if (tl->nsegments >= VT_TL_NONE - 1)
+        return NULL;
+    if (grow((void **)&tl->segments, &b->scap, tl->nsegments + 1, sizeof *tl->segments))
+        return NULL;
+    *idx = (uint32_t)tl->nsegments;
+    vt_segment_span *g = &tl->segments[tl->nsegments++];
+    memset(g, 0, sizeof *g);
+    g->alloc_event = g->free_event = g->state_segment = VT_TL_NONE;
+    return g;
+}
+
+/* A lifetime is "open" (still holds its addr) until its FREE_REQUESTED. */
+static int lifetime_open(const vt_lifetime *l)
+{
+    return l->free_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_LOST) &&
+           !(l->flags & VT_LT_BEFORE_WINDOW && l->free_seq);
+}
+
+static void release(vt_lifetime *l, const vt_event *e, uint32_t i)
+{
+    l->release_event = i;
+    l->release_seq = e->seq;
+    l->release_time_ns = e->time_ns;
+}
+
+/* A pending free that ends at event i (its completion, a reuse of the addr,
+ * or a gap that hides the completion). */
+static void end_pending(vt_lifetime *l, uint32_t i)
+{
+    l->reusable_event = i;
+    l->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
+}
+
+/* Pass 1: match events into lifetimes and segment spans. */
+static int match_events(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        uint32_t ei = (uint32_t)i, idx;
+        tl->kind_counts[e->kind]++;
+        switch (e->kind) {
+        case VT_EV_ALLOC: {
+            size_t slot = amap_slot(&b->lmap, e->addr);
+            if (b->lmap.vals[slot] != VT_TL_NONE) {
+                vt_lifetime *old = &tl->lifetimes[b->lmap.vals[slot]];
+                if (lifetime_open(old)) {
+                    old->flags |= VT_LT_FREE_LOST;
+                    release(old, e, ei);
+                } else if (old->flags & VT_LT_PENDING_FREE) {
+                    /* pending free whose completion was not recorded */
+                    end_pending(old, ei);
+                }
+            }
+            vt_lifetime *l = new_lifetime(b, &idx);
+            if (!l)
+                return fail(b, -ENOMEM, "timeline: out of memory (%zu lifetimes)", tl->nlifetimes);
+            l->addr = e->addr;
+            l->size = e->size;
+            l->req_size = e->req_size;
+            l->stream = e->stream;
+            l->alloc_seq = e->seq;
+            l->alloc_time_ns = e->time_ns;
+            l->alloc_stack = e->stack;
+            l->alloc_event = l->start_event = ei;
+            l->device = e->device;
+            b->lmap.keys[slot] = e->addr;
+            b->lmap.vals[slot] = idx;
+            tl->event_owner[i] = idx;
+            break;
+        }
+        case VT_EV_FREE_REQUESTED: {
+            size_t slot = amap_slot(&b->lmap, e->addr);
+            vt_lifetime *l = NULL;
+            idx = b->lmap.vals[slot];
+            if (idx != VT_TL_NONE && lifetime_open(&tl->lifetimes[idx])) {
+                l = &tl->lifetimes[idx];
+            } else {
+                /* allocated before the window */
+                l = new_lifetime(b, &idx);
+                if (!l)
+                    return fail(b, -ENOMEM, "timeline: out of memory");
+                l->addr = e->addr;
+                l->size = e->size;
+                l->stream = e->stream;
+                l->device = e->device;
+                l->flags |= VT_LT_BEFORE_WINDOW;
+                /* its ALLOC is in the gap before this free, if there is one */
+                l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
+                b->lmap.keys[slot] = e->addr;
+                b->lmap.vals[slot] = idx;
+            }
+            l->free_seq = e->seq;
+            l->free_time_ns = e->time_ns;
+            l->free_stack = e->stack;
+            l->free_event = ei;
+            release(l, e, ei);   /* the program freed it: no longer allocated */
+            if (e->aux)
+                l->flags |= VT_LT_PENDING_FREE;
+            tl->event_owner[i] = idx;
+            break;
+        }
+        case VT_EV_FREE_COMPLETED: {
+            size_t slot = amap_slot(&b->lmap, e->addr);
+            idx = b->lmap.vals[slot];
+            if (idx == VT_TL_NONE)
+                break;
+            vt_lifetime *l = &tl->lifetimes[idx];
+            if (l->free_event == VT_TL_NONE || l->complete_event != VT_TL_NONE)
+                break;
+            l->complete_event = ei;
+            if (l->flags & VT_LT_PENDING_FREE)
+                end_pending(l, ei);
+            tl->event_owner[i] = idx;
+            break;
+        }
+        case VT_EV_STREAM_USE: {
+            size_t slot = amap_slot(&b->lmap, e->addr);
+            idx = b->lmap.vals[slot];
+            if (idx != VT_TL_NONE)
+                tl->event_owner[i] = idx;
+            break;
+        }
+        case VT_EV_SEGMENT_ALLOC: {
+            size_t slot = amap_slot(&b->smap, e->addr);
+            vt_segment_span *g = new_span(b, &idx);
+            if (!g)
+                return fail(b, -ENOMEM, "timeline: out of memory");
+            g->addr = e->addr;
+            g->size = e->size;
+            g->stream = e->stream;
+            g->alloc_seq = e->seq;
+            g->alloc_time_ns = e->time_ns;
+            g->alloc_event = ei;
+            g->device = e->device;
+            g->pool = (uint8_t)e->aux;
+            b->smap.keys[slot] = e->addr;
+            b->smap.vals[slot] = idx;
+            tl->event_owner[i] = idx;
+            break;
+        }
+        case VT_EV_SEGMENT_FREE: {
+            size_t slot = amap_slot(&b->smap, e->addr);
+            idx = b->smap.vals[slot];
+            vt_segment_span *g;
+            if (idx != VT_TL_NONE && tl->segments[idx].free_event == VT_TL_NONE) {
+                g = &tl->segments[idx];
+            } else {
+                g = new_span(b, &idx);
+                if (!g)
+                    return fail(b, -ENOMEM, "timeline: out of memory");
+                g->addr = e->addr;
+                g->size = e->size;
+                g->device = e->device;
+                g->flags |= VT_LT_BEFORE_WINDOW;
+                b->smap.keys[slot] = e->addr;
+                b->smap.vals[slot] = idx;
+            }
+            g->free_seq = e->seq;
+            g->free_time_ns = e->time_ns;
+            g->free_event = ei;
+            tl->event_owner[i] = idx;
+            break;
+        }
+        case VT_EV_MARK: {
+            if (grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
+                return fail(b, -ENOMEM, "timeline: out of memory");
+            tl->marks[tl->nmarks++] = (vt_tl_mark){ e->seq, e->time_ns, ei, e->str };
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
+/* The first event index whose seq is above `seq` (the event after the gap
+ * that holds seq). */
+static uint32_t first_event_after(const vt_snapshot_data *s, uint64_t seq)
+{
+    size_t lo = 0, hi = s->nevents;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->events[mid].seq <= seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nevents ? (uint32_t)lo : VT_TL_NONE;
+}
+
+/* Lifetimes the kept events leave open, and pending frees they leave
+ * pending: the allocator state (when complete) or the gaps decide
+ * (liveness.h). What is not confirmed stops counting at the first gap after
+ * its last known event, or stays counted to the last event. */
+static void fate_of_open(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        vt_lifetime *l = &tl->lifetimes[i];
+        if (l->flags & VT_LT_FROM_STATE)
+            continue;
+        if (lifetime_open(l)) {
+            uint32_t last = l->start_event;
+            if (vt_liveness_fate(b->lv, l->addr, l->alloc_seq, last) == VT_FATE_ALIVE)
+                continue;
+            l->flags |= VT_LT_FREE_UNSEEN;
+            uint32_t g = vt_liveness_gap_after(b->lv, last);
+            if (g != VT_TL_NONE)
+                release(l, &s->events[g], g);
+            if (tl->state_complete) {
+                long bi = vt_liveness_state_block(b->lv, l->addr);
+                if (bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE &&
+                    (!l->alloc_seq || !s->blocks[bi].alloc_seq ||
+                     l->alloc_seq == s->blocks[bi].alloc_seq))
+                    l->flags |= VT_LT_PENDING_FREE;
+            }
+        } else if (l->flags & VT_LT_PENDING_FREE) {
+            int still;
+            if (tl->state_complete) {
+                long bi = vt_liveness_state_block(b->lv, l->addr);
+                still = bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE;
+            } else {
+                still = vt_liveness_gap_after(b->lv, l->free_event) == VT_TL_NONE;
+            }
+            if (still)
+                continue;
+            uint32_t g = vt_liveness_gap_after(b->lv, l->free_event);
+            if (g != VT_TL_NONE)
+                end_pending(l, g);
+            else
+                l->flags &= ~(uint32_t)VT_LT_PENDING_FREE; /* completed after the copy */
+        }
+    }
+}
+
+/* Reconcile with the allocator state: blocks/segments alive at the end that no
+ * event in the window explains were allocated before it (or in a gap, or
+ * after the events were copied). */
+static int merge_state(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    for (size_t gi = 0; gi < s->nsegments; gi++) {
+        const vt_segment *sg = &s->segments[gi];
+        size_t slot = amap_slot(&b->smap, sg->addr);
+        uint32_t idx = b->smap.vals[slot];
+        vt_segment_span *g;
+        if (idx != VT_TL_NONE && tl->segments[idx].free_event == VT_TL_NONE) {
+            g = &tl->segments[idx];
+        } else {
+            g = new_span(b, &idx);
+            if (!g)
+                return fail(b, -ENOMEM, "timeline: out of memory");
+            g->addr = sg->addr;
+            g->size = sg->size;
+            g->device = sg->device;
+            g->flags |= VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE;
+            b->smap.keys[slot] = sg->addr;
+            b->smap.vals[slot] = idx;
+        }
+        g->stream = sg->stream;
+        g->pool = sg->pool;
+        g->state_segment = (uint32_t)gi;
+
+        for (size_t k = 0; k < sg->nblocks; k++) {
+            size_t bi = (size_t)sg->first_block + k;
+            if (bi >= s->nblocks)
+                break;
+            const vt_block *bl = &s->blocks[bi];
+            if (bl->state == VT_BLOCK_INACTIVE)
+                continue;
+            size_t ls = amap_slot(&b->lmap, bl->addr);
+            uint32_t li = b->lmap.vals[ls];
+            if (li != VT_TL_NONE) {
+                vt_lifetime *l = &tl->lifetimes[li];
+                int same = !bl->alloc_seq || !l->alloc_seq || bl->alloc_seq == l->alloc_seq;
+                if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && lifetime_open(l) && same)
+                    continue; /* explained by the events */
+                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same &&
+                    (l->flags & VT_LT_PENDING_FREE))
+                    continue; /* freed in the window, still pending */
+                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && lifetime_open(l))
+                    continue; /* freed after the window: fate_of_open() says so */
+            }
+            vt_lifetime *l = new_lifetime(b, &li);
+            if (!l)
+                return fail(b, -ENOMEM, "timeline: out of memory");
+            l->addr = bl->addr;
+            l->size = bl->size;
+            l->req_size = bl->req_size;
+            l->stream = bl->stream;
+            l->alloc_seq = bl->alloc_seq;
+            l->alloc_stack = bl->stack;
+            l->device = sg->device;
+            l->flags = VT_LT_FROM_STATE;
+            if (bl->alloc_seq && s->nevents && bl->alloc_seq > tl->last_seq) {
+                l->flags |= VT_LT_AFTER_WINDOW;
+            } else {
+                l->flags |= VT_LT_BEFORE_WINDOW;
+                if (bl->alloc_seq && s->nevents && bl->alloc_seq > tl->first_seq)
+                    l->start_event = first_event_after(s, bl->alloc_seq);
+            }
+            if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE) {
+                /* freed where the events do not show it, still pending */
+                l->flags |= VT_LT_PENDING_FREE | VT_LT_FREE_UNSEEN;
+                l->flags &= ~(uint32_t)VT_LT_AFTER_WINDOW;
+                l->start_event = VT_TL_NONE;
+            }
+            b->lmap.keys[ls] = bl->addr;
+            b->lmap.vals[ls] = li;
+        }
+    }
+    fate_of_open(b);
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        vt_lifetime *l = &tl->lifetimes[i];
+        if (l->release_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_UNSEEN))
+            l->flags |= VT_LT_ALIVE;
+        tl->nfree_unseen += (l->flags & VT_LT_FREE_UNSEEN) != 0;
+    }
+    for (size_t i = 0; i < tl->nsegments; i++)
+        if (tl->segments[i].free_event == VT_TL_NONE)
+            tl->segments[i].flags |= VT_LT_ALIVE;
+    return 0;
+}
+
+/* Move before-window lifetimes/spans to the front (stable), fixing indexes. */
+static int reorder(struct builder *b)
+{
+    vt_timeline *tl = b->tl;
+    size_t n = tl->nlifetimes, ns = tl->nsegments;
+    uint32_t *map = malloc((n > ns ? n : ns) * sizeof *map + 1);
+    if (!map)
+        return fail(b, -ENOMEM, "timeline: out of memory");
+
+    vt_lifetime *nl = malloc(n * sizeof *nl + 1);
+    if (!nl) {
+        free(map);
+        return fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            if (!!(tl->lifetimes[i].flags & VT_LT_BEFORE_WINDOW) == !pass) {
+                map[i] = (uint32_t)k;
+                nl[k++] = tl->lifetimes[i];
+            }
+    free(tl->lifetimes);
+    tl->lifetimes = nl;
+    const vt_snapshot_data *s = b->s;
+    for (size_t i = 0; i < s->nevents; i++) {
+        uint8_t kd = s->events[i].kind;
+        if (tl->event_owner[i] != VT_TL_NONE && kd != VT_EV_SEGMENT_ALLOC &&
+            kd != VT_EV_SEGMENT_FREE)
+            tl->event_owner[i] = map[tl->event_owner[i]];
+    }
+
+    vt_segment_span *ng = malloc(ns * sizeof *ng + 1);
+    if (!ng) {
+        free(map);
+        return fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < ns; i++)
+            if (!!(tl->segments[i].flags & VT_LT_BEFORE_WINDOW) == !pass) {
+                map[i] = (uint32_t)k;
+                ng[k++] = tl->segments[i];
+            }
+    free(tl->segments);
+    tl->segments = ng;
+    for (size_t i = 0; i < s->nevents; i++) {
+        uint8_t kd = s->events[i].kind;
+        if (tl->event_owner[i] != VT_TL_NONE &&
+            (kd == VT_EV_SEGMENT_ALLOC || kd == VT_EV_SEGMENT_FREE))
+            tl->event_owner[i] = map[tl->event_owner[i]];
+    }
+    free(map);
+    return 0;
+}
+
+/* ---- streams used ------------------------------------------------------- */
+
+struct pair { uint32_t life; uint64_t stream; };
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const struct pair *x = a, *y = b;
+    if (x->life != y->life)
+        return x->life < y->life ? -1 : 1;
+    return x->stream < y->stream ? -1 : x->stream > y->stream;
+}
+
+static int collect_streams(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        n += s->events[i].kind == VT_EV_STREAM_USE && tl->event_owner[i] != VT_TL_NONE;
+    if (!n)
+        return 0;
+    struct pair *p = malloc(n * sizeof *p);
+    if (!p)
+        return fail(b, -ENOMEM, "timeline: out of memory");
+    n = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_STREAM_USE && tl->event_owner[i] != VT_TL_NONE)
+            p[n++] = (struct pair){ tl->event_owner[i], s->events[i].stream };
+    qsort(p, n, sizeof *p, cmp_pair);
+    tl->streams = malloc(n * sizeof *tl->streams);
+    if (!tl->streams) {
+        free(p);
+        return fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i && p[i].life == p[i - 1].life && p[i].stream == p[i - 1].stream)
+            continue;
+        vt_lifetime *l = &tl->lifetimes[p[i].life];
+        if (!l->nstreams)
+            l->first_stream = (uint32_t)tl->nstreams;
+        l->nstreams++;
+        tl->streams[tl->nstreams++] = p[i].stream;
+    }
+    free(p);
+    return 0;
+}
+
+/* ---- curves ------------------------------------------------------------- */
+
+/* One change of one device's figures at one event. */
+struct delta {
+    uint32_t event;          /* VT_TL_NONE: before the first event */
+    int8_t device;
+    uint8_t what;            /* 0 allocated, 1 pending, 2 reserved */
+    int sign;
+    uint64_t bytes;
+};
+
+struct curve {
+    vt_tl_point *pts;
+    size_t n, cap;
+    uint64_t v[3];           /* allocated, pending, reserved */
+    size_t touched;          /* event index + 1 of the last point added */
+};
+
+static int cmp_dev(const void *a, const void *b)
+{
+    const vt_tl_device *x = a, *y = b;
+    return (x->device > y->device) - (x->device < y->device);
+}
+
+static uint64_t sub_sat(uint64_t a, uint64_t b)
+{
+    return a >= b ? a - b : 0;
+}
+
+/* Does lifetime l count as allocated at some point of the curves? Not when
+ * it was allocated after the last kept event, nor when the state alone
+ * shows it, already freed. */
+static int in_curves(const vt_lifetime *l)
+{
+    if (l->flags & VT_LT_AFTER_WINDOW)
+        return 0;
+    return !((l->flags & VT_LT_FROM_STATE) && (l->flags & VT_LT_FREE_UNSEEN));
+}
+
+/* A lifetime is pending from its free (or, for a block only the state shows
+ * pending, from before the window) to its reusable_event. @return the event
+ * index it starts at, VT_TL_NONE for before the window, or -1 if never. */
+static int64_t pending_from(const vt_lifetime *l)
+{
+    if (l->reusable_event == VT_TL_NONE && !(l->flags & VT_LT_PENDING_FREE))
+        return -1;
+    if (l->free_event != VT_TL_NONE)
+        return l->free_event;
+    if ((l->flags & VT_LT_FROM_STATE) && !(l->flags & VT_LT_AFTER_WINDOW))
+        return VT_TL_NONE;
+    return -1;
+}
+
+/* Deltas that do not happen at the lifetime's (or span's) own event of the
+ * kind: before the window, at a gap, at the ALLOC that replaces a lost
+ * lifetime. The common ones are applied in the sweep through event_owner;
+ * these few are collected here. `count_only`: just count them. */
+static size_t foreign_deltas(const vt_timeline *tl, struct delta *d, int count_only)
+{
+    size_t n = 0;
+#define PUT(ev, dev, w, sg, by)                                                      \
+    do {                                                                             \
+        if (!count_only)                                                             \
+            d[n] = (struct delta){ (ev), (dev), (w), (sg), (by) };                   \
+        n++;                                                                         \
+    } while (0)
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (in_curves(l)) {
+            if (l->start_event == VT_TL_NONE || l->start_event != l->alloc_event)
+                PUT(l->start_event, l->device, 0, +1, l->size);
+            if (l->release_event != VT_TL_NONE && l->release_event != l->free_event)
+                PUT(l->release_event, l->device, 0, -1, l->size);
+        }
+        int64_t pf = pending_from(l);
+        if (pf < 0)
+            continue;
+        if ((uint32_t)pf == VT_TL_NONE)
+            PUT(VT_TL_NONE, l->device, 1, +1, l->size);
+        if (l->reusable_event != VT_TL_NONE && l->reusable_event != l->complete_event)
+            PUT(l->reusable_event, l->device, 1, -1, l->size);
+    }
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt_segment_span *g = &tl->segments[i];
+        if (g->alloc_event == VT_TL_NONE)
+            PUT(VT_TL_NONE, g->device, 2, +1, g->size);
+    }
+#undef PUT
+    return n;
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+    const struct delta *x = a, *y = b;
+    /* VT_TL_NONE (before the first event) sorts first */
+    uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
+    uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
+    return (ex > ey) - (ex < ey);
+}
+
+/* The deltas at event i that belong to its own lifetime or span. */
+static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_t i,
+                         struct delta *d)
+{
+    uint32_t o = tl->event_owner[i];
+    if (o == VT_TL_NONE)
+        return 0;
+    size_t n = 0;
+    uint32_t ev = (uint32_t)i;
+    switch (s->events[i].kind) {
+    case VT_EV_ALLOC: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (in_curves(l) && l->start_event == ev)
+            d[n++] = (struct delta){ ev, l->device, 0, +1, l->size };
+        break;
+    }
+    case VT_EV_FREE_REQUESTED: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (l->free_event != ev)
+            break;
+        if (in_curves(l) && l->release_event == ev)
+            d[n++] = (struct delta){ ev, l->device, 0, -1, l->size };
+        if (pending_from(l) == (int64_t)ev)
+            d[n++] = (struct delta){ ev, l->device, 1, +1, l->size };
+        break;
+    }
+    case VT_EV_FREE_COMPLETED: {
+        const vt_lifetime *l = &tl->lifetimes[o];
+        if (l->complete_event == ev && l->reusable_event == ev && pending_from(l) >= 0)
+            d[n++] = (struct delta){ ev, l->device, 1, -1, l->size };
+        break;
+    }
+    case VT_EV_SEGMENT_ALLOC: {
+        const vt_segment_span *g = &tl->segments[o];
+        if (g->alloc_event == ev)
+            d[n++] = (struct delta){ ev, g->device, 2, +1, g->size };
+        break;
+    }
+    case VT_EV_SEGMENT_FREE: {
+        const vt_segment_span *g = &tl->segments[o];
+        if (g->free_event == ev)
+            d[n++] = (struct delta){ ev, g->device, 2, -1, g->size };
+        break;
+    }
+    default:
+        break;
+    }
+    return n;
+}
+
+/* One sweep over the events: the deltas of each event (its own lifetime's,
+ * then the few foreign ones, sorted by event) change the figures of their
+ * devices; each device an event changed gets one point with the values
+ * after all of them. */
+static int build_curves(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    uint8_t seen[256] = { 0 };
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (s->devices[i].ordinal >= -128 && s->devices[i].ordinal < 128)
+            seen[(uint8_t)(int8_t)s->devices[i].ordinal] = 1;
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        seen[(uint8_t)tl->lifetimes[i].device] = 1;
+    for (size_t i = 0; i < tl->nsegments; i++)
+        seen[(uint8_t)tl->segments[i].device] = 1;
+    size_t nd = 0;
+    for (int i = 0; i < 256; i++)
+        nd += seen[i];
+    size_t nf = foreign_deltas(tl, NULL, 1);
+    tl->devices = calloc(nd + 1, sizeof *tl->devices);
+    struct curve *cv = calloc(nd + 1, sizeof *cv);
+    struct delta *fd = malloc((nf + 1) * sizeof *fd);
+    if (!tl->devices || !cv || !fd) {
+        free(cv);
+        free(fd);
+        return fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    foreign_deltas(tl, fd, 0);
+    qsort(fd, nf, sizeof *fd, cmp_delta);   /* stable enough: order within an event is moot */
+    for (int i = 0; i < 256; i++)
+        if (seen[i])
+            tl->devices[tl->ndevices++].device = (int8_t)(uint8_t)i;
+    qsort(tl->devices, tl->ndevices, sizeof *tl->devices, cmp_dev);
+    int8_t didx[256];
+    memset(didx, -1, sizeof didx);
+    for (size_t i = 0; i < tl->ndevices; i++)
+        didx[(uint8_t)(int8_t)tl->devices[i].device] = (int8_t)i;
+
+    int rc = 0;
+    size_t fi = 0;
+    for (; fi < nf && fd[fi].event == VT_TL_NONE; fi++)
+        cv[didx[(uint8_t)fd[fi].device]].v[fd[fi].what] += fd[fi].bytes;
+    uint64_t seq0 = s->nevents ? s->events[0].seq : 0;
+    uint64_t t0 = s->nevents ? s->events[0].time_ns : 0;
+    for (size_t k = 0; k < tl->ndevices; k++) {
+        tl->devices[k].initial_allocated = cv[k].v[0];
+        tl->devices[k].initial_pending = cv[k].v[1];
+        tl->devices[k].initial_reserved = cv[k].v[2];
+        if (grow((void **)&cv[k].pts, &cv[k].cap, 1, sizeof *cv[k].pts)) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        cv[k].pts[cv[k].n++] = (vt_tl_point){ seq0, t0, cv[k].v[0], cv[k].v[1], cv[k].v[2],
+                                              VT_TL_NONE };
+    }
+
+    for (size_t ev = 0; ev < s->nevents; ev++) {
+        struct delta own[3];
+        size_t no = own_deltas(tl, s, ev, own);
+        size_t f0 = fi;
+        while (fi < nf && fd[fi].event == ev)
+            fi++;
+        if (!no && f0 == fi)
+            continue;
+        const vt_event *e = &s->events[ev];
+        for (size_t pass = 0; pass < 2; pass++) {
+            /* pass 0 applies, pass 1 adds the points */
+            for (size_t j = 0; j < no + (fi - f0); j++) {
+                const struct delta *x = j < no ? &own[j] : &fd[f0 + j - no];
+                struct curve *c = &cv[didx[(uint8_t)x->device]];
+                if (pass == 0) {
+                    uint64_t *v = &c->v[x->what];
+                    *v = x->sign > 0 ? *v + x->bytes : sub_sat(*v, x->bytes);
+                    continue;
+                }
+                if (c->touched == ev + 1)
+                    continue;
+                c->touched = ev + 1;
+                if (grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                c->pts[c->n++] = (vt_tl_point){ e->seq, e->time_ns, c->v[0], c->v[1], c->v[2],
+                                                (uint32_t)ev };
+            }
+        }
+    }
+out:
+    for (size_t k = 0; k < tl->ndevices; k++) {
+        vt_tl_device *dv = &tl->devices[k];
+        dv->points = cv[k].pts;
+        dv->npoints = cv[k].n;
+        for (size_t i = 0; i < dv->npoints; i++) {
+            const vt_tl_point *pt = &dv->points[i];
+            if (i == 0 || pt->allocated > dv->peak_allocated) {
+                dv->peak_allocated = pt->allocated;
+                dv->peak_allocated_point = (uint32_t)i;
+            }
+            if (i == 0 || pt->reserved > dv->peak_reserved) {
+                dv->peak_reserved = pt->reserved;
+                dv->peak_reserved_point = (uint32_t)i;
+            }
+            if (i == 0 || pt->allocated + pt->pending > dv->peak_active) {
+                dv->peak_active = pt->allocated + pt->pending;
+                dv->peak_active_point = (uint32_t)i;
+            }
+        }
+        if (dv->npoints) {
+            dv->final_allocated = dv->points[dv->npoints - 1].allocated;
+            dv->final_pending = dv->points[dv->npoints - 1].pending;
+            dv->final_reserved = dv->points[dv->npoints - 1].reserved;
+        }
+    }
+    free(cv);
+    free(fd);
+    if (rc)
+        return fail(b, rc, "timeline: out of memory");
+    return 0;
+}
+
+/* ---- address index ------------------------------------------------------ */
+
+/* Stable LSD radix sort of (addr, index) pairs by addr: equal addrs stay in
+ * index order; sorting copies of the keys keeps every pass sequential. */
+struct akey { uint64_t addr; uint32_t idx; };
+
+static int build_addr_index(struct builder *b)
+{
+    vt_timeline *tl = b->tl;
+    size_t n = tl->nlifetimes;
+    tl->by_addr = malloc(n * sizeof *tl->by_addr + 1);
+    struct akey *k1 = malloc(n * sizeof *k1 + 1), *k2 = malloc(n * sizeof *k2 + 1);
+    if (!tl->by_addr || !k1 || !k2) {
+        free(k1);
+        free(k2);
+        return fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        k1[i] = (struct akey){ tl->lifetimes[i].addr, (uint32_t)i };
+        if (tl->lifetimes[i].size > tl->max_lifetime_size)
+            tl->max_lifetime_size = tl->lifetimes[i].size;
+    }
+    struct akey *src = k1, *dst = k2;
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t cnt[257] = { 0 };
+        for (size_t i = 0; i < n; i++)
+            cnt[((src[i].addr >> shift) & 0xff) + 1]++;
+        int trivial = 0;
+        for (int k = 1; k <= 256; k++)
+            if (cnt[k] == n)
+                trivial = 1;
+        if (trivial)
+            continue;
+        for (int k = 0; k < 256; k++)
+            cnt[k + 1] += cnt[k];
+        for (size_t i = 0; i < n; i++)
+            dst[cnt[(src[i].addr >> shift) & 0xff]++] = src[i];
+        struct akey *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        tl->by_addr[i] = src[i].idx;
+    free(k1);
+    free(k2);
+    return 0;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+/* Flag what the parent held at the last fork (timeline.h). */
+static void mark_inherited(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    for (size_t i = s->nevents; i-- > 0;)
+        if (s->events[i].kind == VT_EV_FORK) {
+            tl->fork_seq = s->events[i].seq;
+            tl->fork_parent_pid = s->events[i].aux;
+            break;
+        }
+    if (!tl->fork_seq)
+        return;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        vt_lifetime *l = &tl->lifetimes[i];
+        int before = l->alloc_event != VT_TL_NONE ? l->alloc_seq < tl->fork_seq
+                    : (l->flags & VT_LT_BEFORE_WINDOW) && (!l->alloc_seq || l->alloc_seq < tl->fork_seq);
+        if (before)
+            l->flags |= VT_LT_INHERITED;
+    }
+}
+
+int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    struct builder b = { .s = s, .err = err, .errlen = errlen };
+    if (s->nevents >= VT_TL_NONE / 2 || s->nblocks >= VT_TL_NONE / 2)
+        return fail(&b, -EOVERFLOW, "timeline: too many events (%zu)", s->nevents);
+    vt_timeline *tl = calloc(1, sizeof *tl);
+    if (!tl)
+        return fail(&b, -ENOMEM, "timeline: out of memory");
+    b.tl = tl;
+    int rc = -ENOMEM;
+    size_t nl = s->nblocks, ns = s->nsegments;
+    for (size_t i = 0; i < s->nevents; i++) {
+        uint8_t k = s->events[i].kind;
+        nl += k == VT_EV_ALLOC || k == VT_EV_FREE_REQUESTED;
+        ns += k == VT_EV_SEGMENT_ALLOC || k == VT_EV_SEGMENT_FREE;
+    }
+    tl->nevents = s->nevents;
+    tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
+    if (!tl->event_owner || amap_init(&b.lmap, nl) || amap_init(&b.smap, ns) ||
+        vt_liveness_build(s, &b.lv)) {
+        fail(&b, rc, "timeline: out of memory");
+        goto fail;
+    }
+    memset(tl->event_owner, 0xff, s->nevents * sizeof *tl->event_owner);
+    if (s->nevents) {
+        tl->first_seq = s->events[0].seq;
+        tl->last_seq = s->events[s->nevents - 1].seq;
+        tl->first_time_ns = s->events[0].time_ns;
+        tl->last_time_ns = s->events[s->nevents - 1].time_ns;
+    }
+    tl->ngaps = vt_liveness_gap_count(b.lv);
+    tl->events_missing = vt_liveness_events_missing(b.lv);
+    tl->state_complete = vt_snapshot_state_complete(s);
+    if ((rc = match_events(&b)) || (rc = merge_state(&b)) || (rc = reorder(&b)) ||
+        (rc = collect_streams(&b)) || (rc = build_curves(&b)) ||
+        (rc = build_addr_index(&b)))
+        goto fail;
+    mark_inherited(&b);
+    amap_free(&b.lmap);
+    amap_free(&b.smap);
+    vt_liveness_free(b.lv);
+    *out = tl;
+    return 0;
+fail:
+    amap_free(&b.lmap);
+    amap_free(&b.smap);
+    vt_liveness_free(b.lv);
+    vt_timeline_free(tl);
+    return rc;
+}
+
+void vt_timeline_free(vt_timeline *tl)
+{
+    if (!tl)
+        return;
+    free(tl->lifetimes);
+    free(tl->segments);
+    for (size_t i = 0; i < tl->ndevices; i++)
+        free(tl->devices[i].points);
+    free(tl->devices);
+    free(tl->marks);
+    free(tl->streams);
+    free(tl->event_owner);
+    free(tl->by_addr);
+    free(tl);
+}
+
+const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
+                                              size_t ev)
+{
+    if (!tl || !s || ev >= tl->nevents || ev >= s->nevents)
+        return NULL;
+    uint8_t k = s->events[ev].kind;
+    if (k != VT_EV_ALLOC && k != VT_EV_FREE_REQUESTED && k != VT_EV_FREE_COMPLETED &&
+        k != VT_EV_STREAM_USE)
+        return NULL;
+    uint32_t o = tl->event_owner[ev];
+    return o < tl->nlifetimes ? &tl->lifetimes[o] : NULL;
+}
+
+const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
+                                                 size_t ev)
+{
+    if (!tl || !s || ev >= tl->nevents || ev >= s->nevents)
+        return NULL;
+    uint8_t k = s->events[ev].kind;
+    if (k != VT_EV_SEGMENT_ALLOC && k != VT_EV_SEGMENT_FREE)
+        return NULL;
+    uint32_t o = tl->event_owner[ev];
+    return o < tl->nsegments ? &tl->segments[o] : NULL;
+}
+
+int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
+{
+    /* ev = VT_TL_NONE means "before event 0": compare as -1 */
+    if (!in_curves(l))
+        return 0;
+    int64_t e = ev == VT_TL_NONE ? -1 : (int64_t)ev;
+    int64_t a = l->start_event == VT_TL_NONE ? -2 : (int64_t)l->start_event;
+    if (a > e)
+        return 0;
+    if (l->release_event == VT_TL_NONE)
+        return 1;
+    return (int64_t)l->release_event > e;
+}
+
+const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev)
+{
+    if (!tl || !tl->nlifetimes)
+        return NULL;
+    if (ev != VT_TL_NONE && tl->nevents && ev >= tl->nevents)
+        ev = (uint32_t)(tl->nevents - 1);
+    /* first index with lifetime addr > addr */
+    size_t lo = 0, hi = tl->nlifetimes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tl->lifetimes[tl->by_addr[mid]].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo > 0) {
+        const vt_lifetime *l = &tl->lifetimes[tl->by_addr[--lo]];
+        if (addr - l->addr >= tl->max_lifetime_size && l->addr != addr)
+            break;
+        if (addr - l->addr < l->size || (l->size == 0 && l->addr == addr))
+            if (vt_lifetime_allocated_at(l, ev))
+                return l;
+    }
+    return NULL;
+}
+
+const vt_tl_device *vt_timeline_device(const vt_timeline *tl, int device)
+{
+    if (!tl)
+        return NULL;
+    for (size_t i = 0; i < tl->ndevices; i++)
+        if (tl->devices[i].device == device)
+            return &tl->devices[i];
+    return NULL;
+}

@@ -1,0 +1,238 @@
+/*
+ * trace/snap/timeline.h - the whole memory timeline reconstructed from a snapshot.
+ *
+ * A vt_snapshot_data holds raw events (ALLOC, FREE_REQUESTED, ...) plus the
+ * allocator's state at snapshot time. Every view wants the same derived
+ * picture: which allocation lived when, which segments existed when, how many
+ * bytes were allocated and reserved after each event. vt_timeline_build()
+ * computes it once, in O(n log n) for n events (hash maps for matching, one
+ * sort for the stream lists), so views never rescan events quadratically.
+ *
+ * Pure function of the snapshot: no allocator, no CUDA, no globals. The
+ * timeline keeps no pointer into the snapshot except what is documented
+ * (none): you may free the snapshot after the timeline, or before it.
+ *
+ * Matching rules (the ones every view then agrees on):
+ *  - An ALLOC opens a lifetime at its addr. A FREE_REQUESTED at the same addr
+ *    (same device or not: device addresses are unique under UVA) closes it.
+ *  - "Allocated" has PyTorch's meaning: the bytes stop counting as allocated
+ *    at the FREE_REQUESTED, when the program frees them. A FREE_REQUESTED
+ *    with aux = 1 (the block must wait for stream events before reuse) makes
+ *    them "pending" until the matching FREE_COMPLETED (or until the addr is
+ *    handed out again, or a gap hides the completion); pending bytes are a
+ *    figure of their own, and allocated + pending is PyTorch's "active".
+ *  - A FREE_REQUESTED with no open lifetime at its addr is an allocation made
+ *    before the retained window (events overwritten, or tracing started late),
+ *    or in a gap of it: it gets a lifetime flagged VT_LT_BEFORE_WINDOW whose
+ *    alloc_* fields are unknown (size/stack taken from the free event); its
+ *    bytes count from the gap before its free when there is one
+ *    (start_event), else from before the first event.
+ *  - The allocator-state section, when complete (vt_snapshot_state_complete),
+ *    is the truth of what is alive at the end (liveness.h): an open lifetime
+ *    without an active-allocated block at its addr and seq was freed where
+ *    the events do not show it (VT_LT_FREE_UNSEEN: in a gap or after the
+ *    ring was copied), never alive. Without a complete state, an open
+ *    lifetime that a gap follows is VT_LT_FREE_UNSEEN too (its fate is
+ *    unknown). Either way its bytes stop counting at the first gap after its
+ *    allocation, or stay counted to the last event when no gap follows.
+ *  - Every ACTIVE block of the allocator-state section that no ALLOC in the
+ *    window explains is a lifetime alive at the end (VT_LT_ALIVE |
+ *    VT_LT_FROM_STATE), with the block's stack and alloc_seq: allocated
+ *    before the window (VT_LT_BEFORE_WINDOW, counted from the first point),
+ *    in a gap of it (counted from the first event after its alloc_seq), or
+ *    after the events were copied (VT_LT_AFTER_WINDOW: in no curve). The same
+ *    for segments of the state with no SEGMENT_ALLOC.
+ *  - An ALLOC at an addr whose previous lifetime is still open (the free was
+ *    not recorded) closes that lifetime with VT_LT_FREE_LOST at the new ALLOC.
+ *  - A lifetime allocated before the last FORK event (or before the window,
+ *    when a FORK event is in it) is VT_LT_INHERITED: the parent process's
+ *    allocation, copied into this forked child; views do not call it this
+ *    process's leak. The curves still count it (the child's allocator holds it).
+ *  - The bytes allocated/reserved before the first event are the sums of the
+ *    sizes of the lifetimes / segment spans counted from before it, per
+ *    device, so the step curves start at the right height.
+ *
+ * "allocated" counts block sizes (vt_event.size, the rounded size) of
+ * lifetimes the program holds; "pending" those freed and not yet reusable;
+ * "reserved" counts segment sizes (SEGMENT_ALLOC .. SEGMENT_FREE).
+ */
+#ifndef VT_TRACE_TIMELINE_H
+#define VT_TRACE_TIMELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+/* "No such event / lifetime / segment" in the uint32 index fields below. */
+#define VT_TL_NONE UINT32_MAX
+
+/* vt_lifetime.flags */
+enum vt_lifetime_flag {
+    VT_LT_ALIVE = 1u << 0,         /* still allocated (not freed) at the snapshot */
+    VT_LT_BEFORE_WINDOW = 1u << 1, /* its ALLOC is not among the kept events */
+    VT_LT_PENDING_FREE = 1u << 2,  /* freed, waiting for stream events at the snapshot */
+    VT_LT_FREE_LOST = 1u << 3,     /* its free was never recorded (addr reused) */
+    VT_LT_FROM_STATE = 1u << 4,    /* reconstructed from the allocator-state section */
+    VT_LT_INHERITED = 1u << 7,     /* allocated before the last FORK event: the parent
+                                      process's, inherited by this forked child */
+    VT_LT_FREE_UNSEEN = 1u << 5,   /* no free among the kept events, yet not alive:
+                                      freed in a gap or after the copy, or of unknown
+                                      fate (a gap follows it, no complete state) */
+    VT_LT_AFTER_WINDOW = 1u << 6,  /* from the state, allocated after the last kept event */
+};
+
+/* One allocation (block handed to the program) from alloc to free. */
+typedef struct vt_lifetime {
+    uint64_t addr;
+    uint64_t size;           /* block size (rounded) */
+    uint64_t req_size;       /* bytes asked for, 0 if unknown */
+    uint64_t stream;         /* allocating stream */
+    uint64_t alloc_seq;      /* 0 if unknown (before the window) */
+    uint64_t alloc_time_ns;  /* 0 if unknown */
+    uint64_t free_seq;       /* FREE_REQUESTED seq, 0 if never freed in the window */
+    uint64_t free_time_ns;   /* 0 if never freed */
+    uint64_t release_seq;    /* when the bytes stopped counting as allocated:
+                                free_seq (or the event after a gap, or the ALLOC
+                                that reused a lost lifetime's addr), 0 if never */
+    uint64_t release_time_ns;/* likewise */
+    uint32_t alloc_stack;    /* stack id, 0 if none/unknown */
+    uint32_t free_stack;     /* stack id of the FREE_REQUESTED, 0 if none */
+    uint32_t alloc_event;    /* index into s->events, VT_TL_NONE if before window */
+    uint32_t free_event;     /* FREE_REQUESTED event index, VT_TL_NONE if none */
+    uint32_t complete_event; /* FREE_COMPLETED event index, VT_TL_NONE if none */
+    uint32_t release_event;  /* event at which the bytes stopped counting as
+                                allocated (see release_seq), VT_TL_NONE if never */
+    uint32_t start_event;    /* event from which they count as allocated: the
+                                ALLOC, the first event after the gap that hid
+                                it, VT_TL_NONE from before the first event */
+    uint32_t reusable_event; /* a pending free's end: its FREE_COMPLETED (or the
+                                next ALLOC at the addr, or the event after a gap);
+                                VT_TL_NONE if not pending or pending at the end */
+    uint32_t first_stream;   /* its extra streams: tl->streams[first_stream ..
+                                first_stream + nstreams), sorted, unique */
+    uint32_t nstreams;       /* from STREAM_USE events (vt_record_stream) */
+    uint32_t flags;          /* enum vt_lifetime_flag */
+    int8_t device;
+} vt_lifetime;
+
+/* One segment (backend allocation) from SEGMENT_ALLOC to SEGMENT_FREE. */
+typedef struct vt_segment_span {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t stream;         /* from the state section when known, else 0 */
+    uint64_t alloc_seq;      /* 0 if before the window */
+    uint64_t alloc_time_ns;
+    uint64_t free_seq;       /* 0 if alive at the snapshot */
+    uint64_t free_time_ns;
+    uint32_t alloc_event;    /* VT_TL_NONE if before the window */
+    uint32_t free_event;     /* VT_TL_NONE if alive */
+    uint32_t state_segment;  /* index into s->segments if alive at the end, else VT_TL_NONE */
+    uint32_t flags;          /* VT_LT_ALIVE, VT_LT_BEFORE_WINDOW, VT_LT_FROM_STATE */
+    int8_t device;
+    uint8_t pool;            /* enum vt_pool (SEGMENT_ALLOC aux or the state) */
+} vt_segment_span;
+
+/* One step of a device's memory curve: the values right AFTER event `event`.
+ * The first point of each curve has event = VT_TL_NONE: the state before the
+ * first retained event (it carries that first event's seq and time). */
+typedef struct vt_tl_point {
+    uint64_t seq;            /* seq of the event (first point: first event's seq, or 0) */
+    uint64_t time_ns;        /* its time (first point: first event's time, or 0) */
+    uint64_t allocated;      /* bytes allocated on the device after it */
+    uint64_t pending;        /* bytes freed but not yet reusable (pending free) */
+    uint64_t reserved;       /* bytes reserved (segments) on the device after it */
+    uint32_t event;          /* index into s->events, VT_TL_NONE for the first point */
+} vt_tl_point;
+
+/* The curve and its extremes for one device. A point is added only for
+ * events that change allocated or reserved on this device. */
+typedef struct vt_tl_device {
+    int device;                 /* CUDA ordinal (-1 for host/unknown) */
+    vt_tl_point *points;        /* npoints >= 1, in event order */
+    size_t npoints;
+    uint64_t peak_allocated;    /* max allocated over the curve */
+    uint32_t peak_allocated_point; /* index into points of its FIRST occurrence */
+    uint64_t peak_reserved;     /* max reserved */
+    uint32_t peak_reserved_point;
+    uint64_t peak_active;       /* max allocated + pending (PyTorch's "active") */
+    uint32_t peak_active_point;
+    uint64_t final_allocated;   /* at the last kept event (last point) */
+    uint64_t final_pending;
+    uint64_t final_reserved;
+    uint64_t initial_allocated; /* before the window (first point) */
+    uint64_t initial_pending;
+    uint64_t initial_reserved;
+} vt_tl_device;
+
+/* A MARK event. */
+typedef struct vt_tl_mark {
+    uint64_t seq;
+    uint64_t time_ns;
+    uint32_t event;          /* index into s->events */
+    uint32_t label;          /* string index */
+} vt_tl_mark;
+
+typedef struct vt_timeline {
+    vt_lifetime *lifetimes;      size_t nlifetimes;  /* by alloc order: before-window
+                                                        ones (in event/state order) first,
+                                                        then in ALLOC order */
+    vt_segment_span *segments;   size_t nsegments;   /* same ordering rule */
+    vt_tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
+    vt_tl_mark *marks;           size_t nmarks;      /* in event order */
+    uint64_t *streams;           size_t nstreams;    /* backing store of lifetimes' streams */
+
+    /* For each event index: the lifetime (ALLOC, FREE_REQUESTED,
+     * FREE_COMPLETED, STREAM_USE) or segment span (SEGMENT_ALLOC,
+     * SEGMENT_FREE) it belongs to, VT_TL_NONE otherwise. nevents entries. */
+    uint32_t *event_owner;       size_t nevents;
+
+    uint64_t kind_counts[256];   /* events per kind (index = vt_event.kind) */
+    size_t ngaps;                /* gaps inside the window (liveness.h) */
+    uint64_t events_missing;     /* seqs missing in those gaps */
+    int state_complete;          /* vt_snapshot_state_complete(s) */
+    size_t nfree_unseen;         /* lifetimes flagged VT_LT_FREE_UNSEEN */
+    uint64_t first_seq, last_seq;        /* 0 when there are no events */
+    uint64_t first_time_ns, last_time_ns;
+    uint64_t fork_seq;           /* seq of the last FORK event, 0 if none */
+    uint64_t fork_parent_pid;    /* its aux: the parent's pid */
+
+    /* Lifetimes sorted by addr (then alloc order), for vt_timeline_find(). */
+    uint32_t *by_addr;
+    uint64_t max_lifetime_size;
+} vt_timeline;
+
+/* Build the timeline of `s`.
+ * @return 0 and *out (free with vt_timeline_free), or a negative errno
+ *         (-ENOMEM, -EOVERFLOW beyond 4G events/lifetimes) with a one-line
+ *         message in err. Inconsistent event streams never fail: they are
+ *         reconciled by the matching rules above. */
+int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen);
+
+/* Release a timeline. NULL is fine. */
+void vt_timeline_free(vt_timeline *tl);
+
+/* The lifetime an event belongs to, or NULL (not an allocation event or out
+ * of range). For SEGMENT_* events use vt_timeline_event_segment(). */
+const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
+                                              size_t event_index);
+
+/* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
+const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
+                                                 size_t event_index);
+
+/* Is lifetime `l` counted as allocated right after event index `ev`, i.e.
+ * at or after its start_event and before its release_event? Never for one
+ * allocated after the kept events or shown only by the state as freed.
+ * (ev = VT_TL_NONE asks about the state before the first event.) */
+int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev);
+
+/* The lifetime whose block [addr, addr+size) contains `addr` and which is
+ * allocated right after event `ev` (VT_TL_NONE: before the first event;
+ * tl->nevents - 1 or more: at the snapshot). NULL if none. O(log n + k). */
+const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev);
+
+/* The device curve of ordinal `device`, or NULL. */
+const vt_tl_device *vt_timeline_device(const vt_timeline *tl, int device);
+
+#endif /* VT_TRACE_TIMELINE_H */
