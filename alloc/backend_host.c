@@ -27,19 +27,12 @@
 
 typedef struct range { uint64_t addr, size; } range;
 
-typedef struct stream_point {
-    uint64_t stream;
-    uint64_t when;                 /* completion point of events recorded now */
-} stream_point;
-
 typedef struct host_device {
     uint64_t capacity, used;
     range *holes;                  /* free address ranges, sorted, coalesced */
     size_t nholes, capholes;
     range *live;                   /* allocations, sorted by address */
     size_t nlive, caplive;
-    stream_point *points;
-    size_t npoints, cappoints;
     vt__host_calls calls;
 } host_device;
 
@@ -71,7 +64,6 @@ void vt__host_teardown(void)
     for (int d = 0; d < HOST_MAX_DEVICES; d++) {
         free(devices[d].holes);
         free(devices[d].live);
-        free(devices[d].points);
     }
     memset(devices, 0, sizeof devices);
     ndev = 0;
@@ -102,25 +94,6 @@ void vt__host_set_now(uint64_t t) { now = t; }
 static host_device *dev_of(int device)
 {
     return device >= 0 && device < ndev ? &devices[device] : NULL;
-}
-
-static stream_point *point_of(host_device *hd, uint64_t stream, bool create)
-{
-    for (size_t i = 0; i < hd->npoints; i++)
-        if (hd->points[i].stream == stream)
-            return &hd->points[i];
-    if (!create || grow((void **)&hd->points, hd->npoints, &hd->cappoints, sizeof *hd->points))
-        return NULL;
-    hd->points[hd->npoints] = (stream_point){ stream, 0 };
-    return &hd->points[hd->npoints++];
-}
-
-void vt__host_complete_at(int device, uint64_t stream, uint64_t when)
-{
-    host_device *hd = dev_of(device);
-    stream_point *p = hd ? point_of(hd, stream, true) : NULL;
-    if (p && when > p->when)
-        p->when = when;
 }
 
 void vt__host_get_calls(int device, vt__host_calls *out)
@@ -297,9 +270,9 @@ int vt__backend_event_record(int device, void *event, uint64_t stream)
     if (!hd || !event)
         return HOST_ERR_INVALID_VALUE;
     host_event *e = event;
-    stream_point *p = point_of(hd, stream, false);
     e->recorded = true;
-    e->when = p ? p->when : 0;
+    bool logical = (stream & VT_HOST_LOGICAL_STREAM) && !(stream >> 63);
+    e->when = logical ? stream & (VT_HOST_LOGICAL_STREAM - 1) : 0;
     hd->calls.event_records++;
     return 0;
 }

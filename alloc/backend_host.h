@@ -10,12 +10,13 @@
  * addresses and results.
  *
  * Streams and events are logical. A clock that the caller advances (the
- * index of the recorded event being replayed) is "now". An event recorded on
- * a stream completes when the clock reaches that stream's completion point at
- * the moment of the record (see vt__host_complete_at): the caller knows from
- * the recording when the work the event fences was done (the recorded
- * FREE_COMPLETED). Synchronizing on an event or a stream completes it at once
- * (the caller waited), and the device is never "busy" otherwise.
+ * index of the recorded event being replayed) is "now". Work on a logical
+ * stream (a handle made by vt__host_logical_stream(t)) is done when the clock
+ * reaches t, so an event recorded on it completes then; work on any other
+ * stream is done at once. The caller knows from the recording when the work
+ * an event fences was done (the recorded FREE_COMPLETED) and frees the block
+ * on the logical stream of that moment. Synchronizing on an event or a
+ * stream completes it at once (the caller waited).
  *
  * Not thread-safe: one replay drives it from one thread.
  */
@@ -45,11 +46,17 @@ int vt__host_setup(int ndevices, const uint64_t *capacity);
 /* Give back everything vt__host_setup took. */
 void vt__host_teardown(void);
 
-/* The logical clock: events whose completion point is <= now are complete. */
+/* The logical clock: work of logical streams up to `now` is done. */
 void vt__host_set_now(uint64_t now);
-/* Events recorded on `stream` of `device` from now on complete no earlier
- * than `when` (the completion point only ever moves forward). */
-void vt__host_complete_at(int device, uint64_t stream, uint64_t when);
+
+/* The handle of the logical stream whose work is done at clock value `when`
+ * (< 2^62). Bit 62 marks it; real stream handles are pointers far below,
+ * and per-thread stream keys have bit 63. */
+#define VT_HOST_LOGICAL_STREAM (1ull << 62)
+static inline uint64_t vt__host_logical_stream(uint64_t when)
+{
+    return VT_HOST_LOGICAL_STREAM | (when & (VT_HOST_LOGICAL_STREAM - 1));
+}
 
 /* Counters of `device` (all zero for a device never set up). */
 void vt__host_get_calls(int device, vt__host_calls *out);

@@ -41,16 +41,6 @@ static bool allocator_event(uint8_t kind)
            || kind == VT_EV_SEGMENT_ALLOC || kind == VT_EV_SEGMENT_FREE || kind == VT_EV_STREAM_USE;
 }
 
-/* The stream handle the allocator records a fence on for a recorded stream
- * value: per-thread default streams of other threads and the no-stream key
- * are fenced on the legacy stream (alloc_heap.c's key_to_raw). */
-static uint64_t fence_stream(uint64_t stream)
-{
-    if (stream == UINT64_MAX || (stream >> 63))
-        return 0;
-    return stream == 1 ? 0 : stream;
-}
-
 /* First pass: completion[i] for every FREE_REQUESTED i: the index of its
  * FREE_COMPLETED (NO_COMPLETION when the window ends first); immediate[i]
  * when it completed at once. */
@@ -214,27 +204,6 @@ static int recorded_books(const vt_snapshot_data *s, vt_replay_result *r, uint64
     return 0;
 }
 
-static void note_use(vt__rmap_entry *x, uint64_t stream)
-{
-    for (uint8_t k = 0; k < x->nuses; k++)
-        if (x->uses[k] == stream)
-            return;
-    if (x->nuses < VT__RMAP_USES)
-        x->uses[x->nuses++] = stream;
-    else
-        x->uses_overflow = 1;
-}
-
-/* A pending free: its fences complete when the recording says it did. */
-static void fence_until(const vt__rmap_entry *x, int device, uint64_t free_stream, uint64_t when)
-{
-    vt__host_complete_at(device, fence_stream(free_stream), when);
-    for (uint8_t k = 0; k < x->nuses; k++)
-        vt__host_complete_at(device, fence_stream(x->uses[k]), when);
-    if (x->uses_overflow || free_stream == 0)
-        vt__host_complete_at(device, 0, when);
-}
-
 static void note_oom(const vt_snapshot_data *s, size_t i, vt_replay_result *r)
 {
     const vt_event *e = &s->events[i];
@@ -276,7 +245,8 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
                 vt__rmap_del(&live, x);
             void *p = NULL;
             uint64_t req = e->req_size ? e->req_size : e->size;
-            int a = vt__alloc_malloc(d, (size_t)req, e->stream, &p);
+            uint64_t stream = e->aux & VT_ALLOC_NO_STREAM ? VT_NO_STREAM : e->stream;
+            int a = vt__alloc_malloc(d, (size_t)req, stream, &p);
             r->replayed++;
             if (a == 2) {
                 note_oom(s, i, r);
@@ -290,7 +260,7 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
                 break;
             }
             x->value = (uint64_t)(uintptr_t)p;
-            x->stream = e->stream;
+            x->stream = stream;
             x->device = (int8_t)d;
             break;
         }
@@ -304,10 +274,12 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             if (immediate[i]) {
                 vt__alloc_free(p, x->stream, VT_FREE_ON_STREAM);
             } else {
+                /* pending until the recorded FREE_COMPLETED: freed in the
+                 * order of a stream whose work is done exactly then, which
+                 * the allocator fences like any other stream (and waits
+                 * for, when it must, before it runs out of memory) */
                 uint64_t when = completion[i] == NO_COMPLETION ? s->nevents : completion[i];
-                fence_until(x, d, e->stream, when);
-                vt__alloc_free(p, e->stream, e->stream == 0 ? VT_FREE_UNKNOWN_STREAM
-                                                             : VT_FREE_ON_STREAM);
+                vt__alloc_free(p, vt__host_logical_stream(when), VT_FREE_ON_STREAM);
             }
             r->replayed++;
             vt__rmap_del(&live, x);
@@ -332,15 +304,10 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             }
             break;
         }
-        case VT_EV_STREAM_USE: {
-            vt__rmap_entry *x = vt__rmap_get(&live, e->addr);
-            if (!x || x->device != d)
-                break;
-            note_use(x, e->stream);
-            vt__alloc_record_stream((void *)(uintptr_t)x->value, e->stream);
-            r->replayed++;
-            break;
-        }
+        case VT_EV_STREAM_USE:
+            /* the block's free waits for that stream's work: the recorded
+             * completion of its free says when it was done */
+            continue;
         default:
             continue;
         }

@@ -4,16 +4,18 @@
  * other settings and another capacity.
  *
  * What is replayed, in recorded order: every ALLOC (its requested size, its
- * stream, its device), every FREE_REQUESTED of an allocation the window
- * holds, and every STREAM_USE (vt_record_stream). A free the recording shows
- * completing at once (FREE_COMPLETED right after it, or not pending) is
- * replayed as a free on the block's own stream; a pending one as the free
- * it was (on its stream, or of unknown stream when recorded on stream 0),
- * and the events the allocator records to fence it complete when the
- * replay reaches the recorded FREE_COMPLETED: stream work is as slow or fast
- * as it was, whatever the settings. The allocator's own events (segments,
- * OOM) are what the replay measures; the recorded ones are compared with
- * them.
+ * stream, its device; an allocation ordered on no stream as such), every
+ * FREE_REQUESTED of an allocation the window holds, and every OOM (as the
+ * allocation it refused). A free the recording shows completing at once
+ * (FREE_COMPLETED right after it, or not pending) is replayed as a free on
+ * the block's own stream. A pending one (freed on another stream, used on
+ * other streams, or freed by a plain cudaFree) is freed on a logical stream
+ * of the host device whose work is done when the replay reaches the
+ * recorded FREE_COMPLETED: the allocator fences it as it fences any stream,
+ * and the block comes back exactly when it did, whatever the settings (the
+ * program's stream work is as slow or fast as it was). The allocator's own
+ * events (segments, OOM) are what the replay measures; the recorded ones are
+ * compared with them.
  *
  * The allocator is one per process: vt_replay_run() can run once in a
  * process (a second call returns -EBUSY); vt_replay_sweep() runs each setting
@@ -88,7 +90,7 @@ typedef struct vt_replay_result {
     vt_replay_device devices[VT_REPLAY_MAX_DEVICES];
     vt_replay_oom oom;
     size_t events;             /* events in the snapshot */
-    size_t replayed;           /* allocator calls made (allocs, frees, stream uses) */
+    size_t replayed;           /* allocator calls made (allocs, frees) */
     size_t skipped_frees;      /* frees of allocations made before the window */
     size_t recorded_ooms;      /* OOM events in the recording (each replayed as the
                                   allocation it was) */

@@ -14,14 +14,10 @@
 #include "replay.h"
 
 /* ---- replay_map.c: recorded address -> what replay knows of it ---------- */
-#define VT__RMAP_USES 3
 typedef struct vt__rmap_entry {
     uint64_t key;              /* recorded address; 0 = empty slot */
     uint64_t value;            /* replayed address (or an event index) */
-    uint64_t stream;           /* stream it was allocated on */
-    uint64_t uses[VT__RMAP_USES]; /* other streams it was recorded used on */
-    uint8_t nuses;
-    uint8_t uses_overflow;     /* more than VT__RMAP_USES */
+    uint64_t stream;           /* stream it was allocated on (or a count) */
     int8_t device;
 } vt__rmap_entry;
 

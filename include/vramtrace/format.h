@@ -17,7 +17,12 @@
  * stream, addr, req_size, size, stack, aux, aux2, str):
  *
  *   ALLOC            addr/size of the block handed out, req_size as asked,
- *                    stream = allocating stream, stack = allocation stack
+ *                    stream = allocating stream, stack = allocation stack,
+ *                    aux (since 1.3) = VT_ALLOC_* flags: VT_ALLOC_NO_STREAM
+ *                    when the allocation was ordered on no stream (cudaMalloc,
+ *                    cuMemAlloc; stream then reads 0, as the legacy stream's
+ *                    does, but the cache keeps such blocks apart from the
+ *                    legacy stream's: a replay needs to know which)
  *   FREE_REQUESTED   addr/size, stream = freeing stream (0 when unknown:
  *                    plain cudaFree), stack = free stack, aux = 1 if the
  *                    block must wait for events (pending) before reuse
@@ -84,6 +89,12 @@ enum vt_event_kind {
     VT_EV_KIND_COUNT
 };
 
+/* Flags of an ALLOC event's aux (format 1.3; 0 in older files, where an
+ * allocation on stream 0 may have been ordered on no stream). */
+enum vt_alloc_flags {
+    VT_ALLOC_NO_STREAM = 1,  /* cudaMalloc / cuMemAlloc: ordered on no stream */
+};
+
 /* Pools a block or segment belongs to. */
 enum vt_pool {
     VT_POOL_SMALL = 0,       /* requests <= 1 MiB, 2 MiB segments */
@@ -140,7 +151,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.2).
+ *   reader would find it). A writer writes its own minor (this one: 1.3).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -152,6 +163,8 @@ enum vt_passthrough_call {
  *   reader reading an older file reads stacks_truncated as 0, takes STATE as
  *   complete when it has a segment (the recorder wrote it whole whenever the
  *   allocator could describe itself) and has no true peaks to show.
+ *   1.3 gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
+ *   readers ignore; in older files aux of ALLOC is 0.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -262,7 +275,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 2
+#define VT_FORMAT_MINOR 3
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64

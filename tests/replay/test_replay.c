@@ -66,7 +66,7 @@ TEST(host_device_freed_ranges_coalesce)
     vt__host_teardown();
 }
 
-TEST(host_device_event_completes_when_the_clock_reaches_its_streams_point)
+TEST(host_device_event_on_a_logical_stream_completes_when_the_clock_reaches_it)
 {
     uint64_t cap = VT_HOST_UNLIMITED;
     ASSERT_EQ(vt__host_setup(2, (uint64_t[]){ cap, cap }), 0);
@@ -74,28 +74,29 @@ TEST(host_device_event_completes_when_the_clock_reaches_its_streams_point)
     ASSERT_EQ(vt__backend_event_create(0, &ev), 0);
     ASSERT_EQ(vt__backend_event_create(0, &other), 0);
     vt__host_set_now(10);
-    vt__host_complete_at(0, 7, 15);
-    ASSERT_EQ(vt__backend_event_record(0, ev, 7), 0);
-    ASSERT_EQ(vt__backend_event_record(0, other, 8), 0);   /* no point: done at once */
+    ASSERT_EQ(vt__backend_event_record(0, ev, vt__host_logical_stream(15)), 0);
+    ASSERT_EQ(vt__backend_event_record(0, other, 0x7f00001234), 0);   /* a real stream: done */
     ASSERT_EQ(vt__backend_event_query(0, other), 0);
     ASSERT_EQ(vt__backend_event_query(0, ev), VT_BACKEND_NOT_READY);
-    vt__host_complete_at(0, 7, 12);          /* points never move back */
-    vt__host_complete_at(1, 7, 100);         /* another device's stream */
     vt__host_set_now(14);
     ASSERT_EQ(vt__backend_event_query(0, ev), VT_BACKEND_NOT_READY);
     vt__host_set_now(15);
     ASSERT_EQ(vt__backend_event_query(0, ev), 0);
-    /* recorded again later: the point still holds for new records */
-    vt__host_set_now(11);
-    ASSERT_EQ(vt__backend_event_record(0, ev, 7), 0);
+    /* per-thread stream keys (bit 63) are not logical streams */
+    ASSERT_EQ(vt__backend_event_record(0, other, (1ull << 63) | VT_HOST_LOGICAL_STREAM | 99), 0);
+    ASSERT_EQ(vt__backend_event_query(0, other), 0);
+    /* recorded again: pending again, until waited for */
+    ASSERT_EQ(vt__backend_event_record(0, ev, vt__host_logical_stream(40)), 0);
     ASSERT_EQ(vt__backend_event_query(0, ev), VT_BACKEND_NOT_READY);
     ASSERT_EQ(vt__backend_event_sync(0, ev), 0);          /* waited for: done */
     ASSERT_EQ(vt__backend_event_query(0, ev), 0);
     vt__host_calls calls;
     vt__host_get_calls(0, &calls);
     ASSERT_EQ(calls.event_creates, 2);
-    ASSERT_EQ(calls.event_records, 3);
+    ASSERT_EQ(calls.event_records, 4);
     ASSERT_EQ(calls.event_syncs, 1);
+    vt__host_get_calls(1, &calls);
+    ASSERT_EQ(calls.event_records, 0);
     vt__backend_event_destroy(0, ev);
     vt__backend_event_destroy(0, other);
     vt__host_teardown();
@@ -204,7 +205,7 @@ TEST(cross_stream_free_completed_early_is_reused)
     free(b);
 }
 
-TEST(record_stream_use_fences_the_block_until_its_completion)
+TEST(record_stream_use_keeps_the_block_until_its_recorded_completion)
 {
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 7, 0);
@@ -216,7 +217,7 @@ TEST(record_stream_use_fences_the_block_until_its_completion)
     ev(b, VT_EV_ALLOC, 0x4000, 30 * MIB, 7, 0);
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 3);
-    ASSERT_EQ(r.replayed, 6);
+    ASSERT_EQ(r.replayed, 5);   /* the stream use is covered by the free's completion */
     vt_replay_result_free(&r);
     free(b);
 }
