@@ -12,10 +12,10 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_driver.h"
 
 #define HOST_MAX_DEVICES 64
 #define HOST_PAGE (4096ull)
@@ -312,6 +312,14 @@ int vt__backend_stream_sync(int device, uint64_t stream)
     return 0;
 }
 
-/* The invariant checker names devices through the driver; the host device
- * has none. */
-const vt__driver_api *vt__driver(void) { return NULL; }
+int vt__backend_device_name(int device, char *name, size_t len)
+{
+    if (!len)
+        return HOST_ERR_INVALID_VALUE;
+    if (!dev_of(device)) {
+        name[0] = '\0';
+        return HOST_ERR_INVALID_DEVICE;
+    }
+    snprintf(name, len, "replay device %d", device);
+    return 0;
+}

@@ -139,19 +139,22 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
                frag_at_peak(d), vt__fmt_bytes(d->allocated_at_peak, b1),
                vt__fmt_bytes(d->peak_reserved, b2), d->peak_event,
                rel_s(s, d->peak_event < s->nevents ? s->events[d->peak_event].time_ns : 0));
-        printf("  segments: %" PRIu64 " allocated, %" PRIu64 " released (recorded: %" PRIu64 " allocated)\n",
-               d->segment_allocs, d->segment_frees, d->recorded_segment_allocs);
+        printf("  segments: %" PRIu64 " allocated, %" PRIu64 " released (recorded: %" PRIu64
+               " allocated, %" PRIu64 " released)\n", d->segment_allocs, d->segment_frees,
+               d->recorded_segment_allocs, d->recorded_segment_frees);
         printf("  device calls: %" PRIu64 " malloc (%" PRIu64 " refused), %" PRIu64 " free, "
                "%" PRIu64 " event record, %" PRIu64 " event query, %" PRIu64 " event sync\n",
                d->device_mallocs + d->device_failed_mallocs, d->device_failed_mallocs,
                d->device_frees, d->event_records, d->event_queries, d->event_syncs);
     }
     if (r->segments_identical)
-        printf("segment allocations and frees: identical to the recording (%zu)\n",
-               r->segments_compared);
+        printf("segment allocations: identical to the recording (%zu)\n", r->segments_compared);
     else
-        printf("segment allocations and frees: differ from the recording from segment event %zu on\n",
-               r->first_segment_difference);
+        printf("segment allocations: differ from the recording from the %zu%s on\n",
+               r->first_segment_difference + 1,
+               (r->first_segment_difference + 1) % 10 == 1 && (r->first_segment_difference + 1) % 100 != 11 ? "st"
+               : (r->first_segment_difference + 1) % 10 == 2 && (r->first_segment_difference + 1) % 100 != 12 ? "nd"
+               : (r->first_segment_difference + 1) % 10 == 3 && (r->first_segment_difference + 1) % 100 != 13 ? "rd" : "th");
     if (r->oom.happened) {
         const vt_replay_oom *o = &r->oom;
         printf("OUT OF MEMORY at event %zu (seq %" PRIu64 ", %.3f s): %s asked on device %d, "
@@ -208,7 +211,8 @@ static void print_device_json(const vt_replay_device *d)
     printf("}, \"recorded\": {");
     json_u64("peak_allocated", d->recorded_peak_allocated, 1);
     json_u64("peak_reserved", d->recorded_peak_reserved, 1);
-    json_u64("segment_allocs", d->recorded_segment_allocs, 0);
+    json_u64("segment_allocs", d->recorded_segment_allocs, 1);
+    json_u64("segment_frees", d->recorded_segment_frees, 0);
     printf("}}");
 }
 

@@ -183,7 +183,9 @@ static int recorded_books(const vt_snapshot_data *s, vt_replay_result *r, uint64
             if (reserved[e->device] > (int64_t)d->recorded_peak_reserved)
                 d->recorded_peak_reserved = (uint64_t)reserved[e->device];
             d->recorded_segment_allocs += !is_free;
-            (*segs)[(*nsegs)++] = vt__seg_code(is_free, e->device, e->size);
+            d->recorded_segment_frees += is_free;
+            if (!is_free)
+                (*segs)[(*nsegs)++] = vt__seg_code(false, e->device, e->size);
             break;
         }
         case VT_EV_ALLOC:
@@ -390,7 +392,7 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
         return fail(err, errlen, -ENOMEM, "out of host memory");
     }
     finish(out);
-    /* the segment sequence, compared as far as the replay went */
+    /* the segment allocations, in order */
     size_t n = nrsegs < vt__books.nsegs ? nrsegs : vt__books.nsegs;
     size_t k = 0;
     while (k < n && rsegs[k] == vt__books.segs[k])

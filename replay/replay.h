@@ -74,7 +74,7 @@ typedef struct vt_replay_device {
     /* the recording, from its events */
     uint64_t recorded_peak_reserved;   /* running sum of SEGMENT events */
     uint64_t recorded_peak_allocated;  /* running sum of ALLOC / FREE_REQUESTED */
-    uint64_t recorded_segment_allocs;
+    uint64_t recorded_segment_allocs, recorded_segment_frees;
 } vt_replay_device;
 
 typedef struct vt_replay_point {   /* reserved bytes after a segment change */
@@ -96,9 +96,13 @@ typedef struct vt_replay_result {
                                   allocation it was) */
     size_t recorded_ooms_served; /* of those, allocations the replay could serve */
     uint64_t events_lost;      /* recorder ring overflow: the window misses the start */
-    /* segment allocations and frees (device, size, order) as recorded? */
+    /* Segment allocations (device, size, in order) as recorded? Frees are
+     * not compared: a stream's destruction gives its segments back in the
+     * recording, and the recording does not say when a stream was destroyed
+     * (the replay keeps them cached: its reserved bytes after that point
+     * are an upper bound). */
     bool segments_identical;
-    size_t segments_compared;  /* segment events compared (both sides) */
+    size_t segments_compared;  /* segment allocations compared */
     size_t first_segment_difference; /* index in that sequence, when not identical */
     vt_replay_point *curve;    /* options.curve: owned; vt_replay_result_free */
     size_t ncurve;

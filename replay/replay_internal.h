@@ -40,7 +40,7 @@ typedef struct vt__replay_books {
     int64_t requested[VT_REPLAY_MAX_DEVICES];
     int64_t live_blocks[VT_REPLAY_MAX_DEVICES];
     int64_t reserved[VT_REPLAY_MAX_DEVICES];
-    uint64_t *segs;            /* replayed segment events, vt__seg_code() */
+    uint64_t *segs;            /* replayed segment allocations, vt__seg_code() */
     size_t nsegs, capsegs;
     vt_replay_point *curve;    /* NULL unless wanted */
     size_t ncurve, capcurve;

@@ -4,8 +4,8 @@
  * The allocator tells its recorder every block it hands out and takes back,
  * every segment and every OOM; during a replay that is exactly what the
  * replay measures, so this recorder keeps running totals (allocated,
- * reserved per device), the sequence of segment events (to compare with the
- * recording), the reserved curve when asked, and the last OOM. No stacks are
+ * reserved per device), the sequence of segment allocations (to compare
+ * with the recording), the reserved curve when asked, and the last OOM. No stacks are
  * captured: the recorded allocation's stack is the call site.
  */
 #include <errno.h>
@@ -34,11 +34,13 @@ static void segment_event(int device, bool is_free, uint64_t size)
 {
     vt__replay_books *b = &vt__books;
     b->reserved[device] += is_free ? -(int64_t)size : (int64_t)size;
-    if (push((void **)&b->segs, b->nsegs, &b->capsegs, sizeof *b->segs)) {
-        b->failed = true;
-        return;
+    if (!is_free) {
+        if (push((void **)&b->segs, b->nsegs, &b->capsegs, sizeof *b->segs)) {
+            b->failed = true;
+            return;
+        }
+        b->segs[b->nsegs++] = vt__seg_code(false, device, size);
     }
-    b->segs[b->nsegs++] = vt__seg_code(is_free, device, size);
     if (!b->want_curve)
         return;
     if (push((void **)&b->curve, b->ncurve, &b->capcurve, sizeof *b->curve)) {
