@@ -3,12 +3,12 @@
  * snapshot, grouped by allocation stack, largest group first, in the manner
  * of a sanitizer's leak report:
  *
- *   Leak of 64.0 MiB in 3 allocations from:
+ *   Leak of 64 MiB in 3 allocations from:
  *       #0 0x00000000004011d6 in fwd model.c:42 (/usr/bin/train+0x11d6)
  *       ...
  *     (2 of them allocated before the retained window)
  *
- *   SUMMARY: vramtrace: 72.0 MiB alive in 5 allocations from 2 stacks.
+ *   SUMMARY: vramtrace: 72 MiB alive in 5 allocations from 2 stacks.
  *
  * Blocks freed but waiting for stream events (pending frees) are not leaks
  * and are not listed; nor are, in a forked child, the parent's allocations

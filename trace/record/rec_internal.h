@@ -30,8 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VT_LIKELY(x) __builtin_expect(!!(x), 1)
-#define VT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#include "likely.h"
 
 /* Functions that can be on the stack when a stack is captured. When the
  * recorder is linked into the main program (the unit tests) the module range
@@ -50,7 +49,7 @@ int vt__rec_init(void);
 static inline bool vt__rec_on(void)
 {
     int s = atomic_load_explicit(&vt__rec_state, memory_order_acquire);
-    if (VT_LIKELY(s == VT_REC_ON))
+    if (vt_likely(s == VT_REC_ON))
         return true;
     if (s == VT_REC_OFF)
         return false;
@@ -70,7 +69,7 @@ extern bool vt__time_tsc;
 static inline uint64_t vt__now_raw(void)
 {
 #if defined(__x86_64__)
-    if (VT_LIKELY(vt__time_tsc)) {
+    if (vt_likely(vt__time_tsc)) {
         uint32_t lo, hi;
         __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
         return (uint64_t)hi << 32 | lo;
