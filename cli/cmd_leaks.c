@@ -13,7 +13,7 @@
  * Blocks freed but waiting for stream events (pending frees) are not leaks
  * and are not listed; nor are, in a forked child, the parent's allocations
  * it inherited (counted on one line). Exit status 0 whether or not anything is alive (this is
- * a report, not a check): 1 only when the file cannot be read.
+ * a report, not a check): 2 only when the file cannot be read (commands.h).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -26,7 +26,8 @@ static const char usage_text[] =
     "usage: vramtrace leaks FILE\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
-    "first. Pending frees (freed, waiting for stream events) are not listed.\n";
+    "first. Pending frees (freed, waiting for stream events) are not listed.\n"
+    VT_EXIT_HELP;
 
 struct group {
     uint32_t stack;
@@ -57,13 +58,13 @@ int vt_cmd_leaks(int argc, char **argv)
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace leaks: unexpected argument '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace leaks: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
@@ -75,7 +76,7 @@ int vt_cmd_leaks(int argc, char **argv)
         fprintf(stderr, "vramtrace leaks: out of memory\n");
         vt_timeline_free(tl);
         vt_snapshot_free(s);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     size_t n = 0;
     uint64_t inherited = 0, inherited_bytes = 0;
@@ -138,7 +139,7 @@ int vt_cmd_leaks(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace leaks: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

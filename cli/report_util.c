@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "report_util.h"
 #include "pytorch.h"
 
@@ -14,13 +15,13 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
         *tl = NULL;
     if (vt_snapshot_load(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     if (tl && vt_timeline_build(*s, tl, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, err);
         vt_snapshot_free(*s);
         *s = NULL;
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }
@@ -40,7 +41,7 @@ static int boring_module(const char *module)
     const char *b = basename_of(module);
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
-            return 1;
+            return VT_EXIT_FAILURE;
     return 0;
 }
 

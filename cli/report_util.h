@@ -16,7 +16,7 @@
 
 /* Read `path` and build its timeline (tl may be NULL when not wanted). On
  * failure prints "vramtrace CMD: <reason>" to stderr and returns the exit
- * status to use (1); 0 on success. */
+ * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
 /* The innermost frame of stack `id` that is not vramtrace, the CUDA runtime

@@ -72,7 +72,7 @@ def test_compare_json_and_glob_over_three_ranks():
     for x in j["ranks"]:
         assert x["peak_allocated_wall_ns"] > 1_600_000_000 * 10**9  # a real wall clock
     p = vt("compare", os.path.join(tmp, "nothing*.vtsnap"), check=False)
-    assert p.returncode == 1 and p.stderr.decode().count("\n") == 1, p.stderr
+    assert p.returncode == 2 and p.stderr.decode().count("\n") == 1, p.stderr
 
 
 def test_compare_of_pytorch_pickles_names_the_imbalanced_site():
