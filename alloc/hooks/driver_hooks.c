@@ -52,7 +52,7 @@
 __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 
 #define SELF_CALLER() vt__hk_is_self(__builtin_return_address(0))
-#define PASS() (hk_unlikely(vt__hk_guard != 0) || hk_unlikely(SELF_CALLER()))
+#define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER()))
 
 /* The real function of entry e, as a function pointer of var's type. */
 #define REAL(var, e)                                                           \
@@ -120,7 +120,7 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUdevice cd = 0;
     CUresult r;
-    if (hk_likely(d->cuStreamGetDevice != NULL)) {
+    if (vt_likely(d->cuStreamGetDevice != NULL)) {
         r = d->cuStreamGetDevice(s, &cd);
     } else {
         r = ctx_device(dev);
@@ -210,7 +210,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     if (r != CUDA_SUCCESS)
         return r;
     bool graph = vt__hk_stream_capturing(s);
-    if (hk_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+    if (vt_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
         CUresult r_;
@@ -301,7 +301,7 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
-    if (hk_unlikely(vt__hk_stream_capturing(s))) {
+    if (vt_unlikely(vt__hk_stream_capturing(s))) {
         if (vt__alloc_owns((const void *)(uintptr_t)dptr))
             return CUDA_SUCCESS;       /* the graph's free node: kept (see above) */
         return free_foreign(NULL, real, dptr, s, stream, dev);

@@ -17,7 +17,12 @@
  * stream, addr, req_size, size, stack, aux, aux2, str):
  *
  *   ALLOC            addr/size of the block handed out, req_size as asked,
- *                    stream = allocating stream, stack = allocation stack
+ *                    stream = allocating stream, stack = allocation stack,
+ *                    aux (since 1.3) = VT_ALLOC_* flags: VT_ALLOC_NO_STREAM
+ *                    when the allocation was ordered on no stream (cudaMalloc,
+ *                    cuMemAlloc; stream then reads 0, as the legacy stream's
+ *                    does, but the cache keeps such blocks apart from the
+ *                    legacy stream's: a replay needs to know which)
  *   FREE_REQUESTED   addr/size, stream = freeing stream (0 when unknown:
  *                    plain cudaFree), stack = free stack, aux = 1 if the
  *                    block must wait for events (pending) before reuse
@@ -88,6 +93,12 @@ enum vt_event_kind {
     VT_EV_KIND_COUNT
 };
 
+/* Flags of an ALLOC event's aux (format 1.3; 0 in older files, where an
+ * allocation on stream 0 may have been ordered on no stream). */
+enum vt_alloc_flags {
+    VT_ALLOC_NO_STREAM = 1,  /* cudaMalloc / cuMemAlloc: ordered on no stream */
+};
+
 /* Pools a block or segment belongs to. */
 enum vt_pool {
     VT_POOL_SMALL = 0,       /* requests <= 1 MiB, 2 MiB segments */
@@ -129,8 +140,8 @@ enum vt_passthrough_call {
 /* ------------------------------------------------------------------------ */
 /*  File layout                                                             */
 /* ------------------------------------------------------------------------ */
-/* @@FILE-LAYOUT@@ (owned by the format engineer: magic, version and
- * compatibility rule, header, section table, section encodings)
+/* Magic, version and compatibility rule, header, section table, section
+ * encodings.
  *
  * All integers are little-endian. "varint" is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -168,6 +179,8 @@ enum vt_passthrough_call {
  *   1.x reader reads them (PASSTHROUGH aux is data, not validated); views
  *   since 1.3 show PASSTHROUGH allocations (of any file version) as kinds of
  *   their own, and a call they do not know (a newer minor's) as "other".
+ *   1.3 also gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
+ *   readers ignore; in older files aux of ALLOC is 0.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
