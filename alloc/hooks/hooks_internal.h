@@ -93,6 +93,15 @@ enum vt__hk_drv {
     HK_cuStreamSynchronize,
     HK_cuStreamSynchronize_ptsz,
     HK_cuEventSynchronize,
+    HK_cuStreamQuery,
+    HK_cuStreamQuery_ptsz,
+    HK_cuEventQuery,
+    HK_cuMemcpy,                   /* unified addressing, any direction */
+    HK_cuMemcpy_ptds,
+    HK_cuMemcpyHtoD_v2,
+    HK_cuMemcpyHtoD_v2_ptds,
+    HK_cuMemcpyDtoH_v2,
+    HK_cuMemcpyDtoH_v2_ptds,
     HK_DRV_COUNT
 };
 

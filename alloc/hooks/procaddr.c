@@ -65,6 +65,15 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
     [HK_cuStreamSynchronize_ptsz]   = { "cuStreamSynchronize_ptsz", "cuStreamSynchronize", 7000,
                                         true },
     [HK_cuEventSynchronize]         = { "cuEventSynchronize", "cuEventSynchronize", 2000, false },
+    [HK_cuStreamQuery]              = { "cuStreamQuery", "cuStreamQuery", 2000, false },
+    [HK_cuStreamQuery_ptsz]         = { "cuStreamQuery_ptsz", "cuStreamQuery", 7000, true },
+    [HK_cuEventQuery]               = { "cuEventQuery", "cuEventQuery", 2000, false },
+    [HK_cuMemcpy]                   = { "cuMemcpy", "cuMemcpy", 4000, false },
+    [HK_cuMemcpy_ptds]              = { "cuMemcpy_ptds", "cuMemcpy", 7000, true },
+    [HK_cuMemcpyHtoD_v2]            = { "cuMemcpyHtoD_v2", "cuMemcpyHtoD", 3020, false },
+    [HK_cuMemcpyHtoD_v2_ptds]       = { "cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD", 7000, true },
+    [HK_cuMemcpyDtoH_v2]            = { "cuMemcpyDtoH_v2", "cuMemcpyDtoH", 3020, false },
+    [HK_cuMemcpyDtoH_v2_ptds]       = { "cuMemcpyDtoH_v2_ptds", "cuMemcpyDtoH", 7000, true },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */
