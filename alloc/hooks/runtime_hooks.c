@@ -132,17 +132,24 @@ static void *rt_real(enum rt_fn e)
         memcpy(&(var), &p_, sizeof p_);                                        \
     } while (0)
 
-/* Return the real function `e` (same prototype as our hook `e`) called with
- * the guard up; no runtime found: initialization error. */
-#define CALL_REAL(e, ...)                                                      \
+/* r = the real function `e` (same prototype as our hook `e`) called with
+ * the guard up; no runtime found: the hook returns an initialization error. */
+#define REAL_CALL(r, e, ...)                                                   \
     do {                                                                       \
         __typeof__(&e) f_;                                                     \
         REAL(f_, e);                                                           \
         if (!f_)                                                               \
             return rt_fail(cudaErrorInitializationError);                      \
         HK_ENTER();                                                            \
-        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        (r) = f_(__VA_ARGS__);                                                 \
         HK_LEAVE();                                                            \
+    } while (0)
+
+/* Return what the real `e` returns. */
+#define CALL_REAL(e, ...)                                                      \
+    do {                                                                       \
+        cudaError_t r_;                                                        \
+        REAL_CALL(r_, e, __VA_ARGS__);                                         \
         return r_;                                                             \
     } while (0)
 
@@ -320,13 +327,8 @@ static cudaError_t foreign_free_done(const void *p, uint64_t stream, cudaError_t
 /* Call the real `e` like CALL_REAL, then foreign_free_done. */
 #define FREE_FOREIGN(e, stream, ...)                                           \
     do {                                                                       \
-        __typeof__(&e) f_;                                                     \
-        REAL(f_, e);                                                           \
-        if (!f_)                                                               \
-            return rt_fail(cudaErrorInitializationError);                      \
-        HK_ENTER();                                                            \
-        cudaError_t r_ = f_(__VA_ARGS__);                                      \
-        HK_LEAVE();                                                            \
+        cudaError_t r_;                                                        \
+        REAL_CALL(r_, e, __VA_ARGS__);                                         \
         return foreign_free_done(devPtr, (stream), r_);                        \
     } while (0)
 
