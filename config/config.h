@@ -11,7 +11,8 @@
  * (trace/record/), and one table is what makes an unknown key an error and
  * every default visible in one place. Kept in either part, the other would
  * reach into its folder for it, against the arrow between them (alloc/ ->
- * trace/record/). So it sits beside them and depends on nothing of ours:
+ * trace/record/). So it sits beside them and depends on nothing of ours
+ * (replay/ reads it too, to replay with a snapshot's settings):
  *
  *     alloc/, alloc/hooks/ --> trace/record/
  *              \                  /
@@ -49,6 +50,12 @@ typedef struct vt_config {
 /* The process-wide configuration, parsed from VRAMTRACE_CONF on first call
  * (thread-safe, never calls CUDA). Never NULL. */
 const vt_config *vt__config(void);
+
+/* Replace the process-wide configuration (a replay of a recorded run sets
+ * the settings it replays under). Call it before the allocator's first use
+ * in the process, from one thread: heaps read some keys once, when they are
+ * set up. */
+void vt__config_install(const vt_config *c);
 
 /* Parse `text` over the defaults into *out. Problems are reported on `err`
  * (one line each, may be NULL). @return the number of problems. */
