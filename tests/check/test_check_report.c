@@ -3,6 +3,7 @@
  * JSON reports, and a million events. */
 #include "check_fixture.h"
 #include "check_shapes.h"
+#include "timeline.h"
 
 /* ------------------------------------------------------------------------ */
 /*  Options                                                                 */
@@ -241,6 +242,48 @@ TEST(storage_from_before_the_window_and_dropped_tensors)
     ASSERT_EQ(f->bytes, 6 * MiB);
     ASSERT_EQ(f->freed, 1);
     ASSERT_EQ(f->npaths, 0);   /* nothing alive holds it */
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* One matching rule for every view: a FREE_REQUESTED with no ALLOC in the
+ * window is an allocation from before it, for the checker as for the
+ * timeline. A view inside that block binds to it (it used to get an implicit
+ * storage of its own that the free never closed). */
+TEST(free_without_alloc_is_the_same_lifetime_for_checker_and_timeline)
+{
+    synth y;
+    setup(&y);
+    const uint64_t blk = 0x7ed000000000ull;
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_tensor(&y, 96, blk + MiB, MiB, 0, "inner");
+            synth_use(&y, 96);
+            synth_drop(&y, 96);
+        }
+        if (i == 5) {
+            synth_free(&y, blk);
+            y.s.events[y.s.nevents - 1].size = 8 * MiB;
+        }
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, blk);
+    ASSERT_EQ(f->bytes, 8 * MiB);
+    ASSERT_EQ(f->before_window, 1);
+    ASSERT_EQ(f->freed, 1);
+
+    vt_timeline *tl;
+    char err[256];
+    ASSERT_EQ(vt_timeline_build(&y.s, &tl, err, sizeof err), 0);
+    const vt_lifetime *l = vt_timeline_find(tl, blk, VT_TL_NONE);
+    ASSERT(l != NULL);
+    ASSERT(l->flags & VT_LT_BEFORE_WINDOW);
+    ASSERT_EQ(l->size, f->bytes);
+    ASSERT_EQ(l->free_seq, f->free_seq);
+    vt_timeline_free(tl);
     vt_check_report_free(r);
     synth_fini(&y);
 }
