@@ -1,5 +1,5 @@
 /*
- * tests/trace/test_cli.c - run the built `vramtrace` (VRAMTRACE_EXE) on
+ * tests/trace/test_view_commands.c - run the built `vramtrace` (VRAMTRACE_EXE) on
  * generated snapshots and check summary/leaks/json output and exit codes.
  */
 #include <sys/stat.h>
