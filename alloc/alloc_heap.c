@@ -350,7 +350,8 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
     vt__stat_add(h->active_bytes, sp, (int64_t)b->size);
     vt__stat_add(h->allocation, sp, 1);
     vt__stat_add(h->active, sp, 1);
-    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), b->addr, req, b->size, stack, 0, 0, 0);
+    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), b->addr, req, b->size, stack,
+                             key == VT_NO_STREAM_KEY ? VT_ALLOC_NO_STREAM : 0, 0, 0);
     *out = (void *)(uintptr_t)b->addr;
     vt__heap_unlock(h);
     return 0;

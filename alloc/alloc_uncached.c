@@ -74,7 +74,8 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
     vt__stat_add(h->allocation, spool, 1);
     vt__stat_add(h->active, spool, 1);
     vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(key), addr, 0, req, stack, VT_POOL_UNCACHED, 0, 0);
-    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), addr, req, req, stack, 0, 0, 0);
+    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), addr, req, req, stack,
+                             key == VT_NO_STREAM_KEY ? VT_ALLOC_NO_STREAM : 0, 0, 0);
     vt__heap_unlock(h);
     *out = (void *)(uintptr_t)addr;
     return 0;

@@ -26,5 +26,6 @@ int vt_cmd_viz(int argc, char **argv);      /* cmd_viz.c */
 int vt_cmd_import(int argc, char **argv);   /* cmd_import.c */
 int vt_cmd_export(int argc, char **argv);   /* cmd_export.c */
 int vt_cmd_compare(int argc, char **argv);  /* cmd_compare.c */
+int vt_cmd_replay(int argc, char **argv);   /* cmd_replay.c */
 
 #endif /* VT_CLI_COMMANDS_H */

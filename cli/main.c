@@ -31,6 +31,8 @@ static const struct command commands[] = {
       "write a snapshot as a PyTorch pickle or a Perfetto (Trace Event) JSON" },
     { "compare", vt_cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
       "one snapshot per rank side by side: peaks, spread, differing call sites" },
+    { "replay", vt_cmd_replay, "replay FILE [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]",
+      "replay the recorded allocations under other settings or another capacity" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
