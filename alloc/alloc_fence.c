@@ -45,7 +45,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-#define CUDA_ERR_OOM 2
 
 
 static void *event_get(vt__heap *h)
@@ -265,7 +264,7 @@ int vt__fence_record_use(vt__heap *h, vt__block *b, uint64_t key)
         return 0;
     int r = vt__block_use_stream(b, key);
     if (r < 0)
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     if (r > 0)
         vt__trace(VT_EV_STREAM_USE, h->device, key, b->addr, 0, b->size, 0, 0, 0, 0);
     return 0;

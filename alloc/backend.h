@@ -23,8 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VT_BACKEND_NOT_READY 600   /* cudaErrorNotReady == CUDA_ERROR_NOT_READY */
-#define VT_BACKEND_OOM 2           /* cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY */
+#include "cuda_errors.h"
+
+#define VT_BACKEND_NOT_READY VT_CUDA_ERR_NOT_READY   /* == CUDA_ERROR_NOT_READY */
+#define VT_BACKEND_OOM VT_CUDA_ERR_OOM               /* == CUDA_ERROR_OUT_OF_MEMORY */
 
 /* Load and initialize the driver (cuInit once). */
 int vt__backend_init(void);

@@ -418,10 +418,11 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 
 /* ---- waits ------------------------------------------------------------------ */
 
-/* As the runtime's (runtime_hooks.c): the frees whose work is done by the
- * end of the wait complete then. A statically linked runtime's
- * cudaDeviceSynchronize arrives here. */
-#define SYNC_CALL(e, all, ...)                                                 \
+/* As the runtime's (runtime_hooks.c, WAIT_CALL): the frees whose work is
+ * done by the end of the wait complete then; `begin` records the fence of
+ * the frees of unknown stream before the call. A statically linked
+ * runtime's cudaDeviceSynchronize, cudaMemcpy and queries arrive here. */
+#define WAIT_CALL(e, begin, all, ...)                                          \
     do {                                                                       \
         __typeof__(&e) real_;                                                  \
         REAL(real_, HK_##e);                                                   \
@@ -429,7 +430,7 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
             return CUDA_ERROR_NOT_INITIALIZED;                                 \
         bool pass_ = PASS();                                                   \
         HK_ENTER();                                                            \
-        if (!pass_)                                                            \
+        if (!pass_ && (begin))                                                 \
             vt__alloc_sync_begin(all);                                         \
         CUresult r_ = real_(__VA_ARGS__);                                      \
         if (!pass_ && r_ == CUDA_SUCCESS)                                      \
@@ -437,6 +438,8 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
         HK_LEAVE();                                                            \
         return r_;                                                             \
     } while (0)
+
+#define SYNC_CALL(e, all, ...) WAIT_CALL(e, true, all, __VA_ARGS__)
 
 HK_EXPORT CUresult cuCtxSynchronize(void)
 {
@@ -462,6 +465,60 @@ HK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 HK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     SYNC_CALL(cuEventSynchronize, false, hEvent);
+}
+
+/* Queries that answer CUDA_SUCCESS, and blocking copies: the device's
+ * semantics and why the per-thread variants record no fence in front are
+ * in runtime_hooks.c (cudaMemcpy). */
+HK_EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+    WAIT_CALL(cuStreamQuery, false, false, hStream);
+}
+
+HK_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream);
+HK_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+    WAIT_CALL(cuStreamQuery_ptsz, false, false, hStream);
+}
+
+HK_EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+    WAIT_CALL(cuEventQuery, false, false, hEvent);
+}
+
+HK_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpy, true, false, dst, src, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+HK_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpy_ptds, false, false, dst, src, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyHtoD_v2, true, false, dstDevice, srcHost, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
+                                        size_t ByteCount);
+HK_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
+                                        size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyHtoD_v2_ptds, false, false, dstDevice, srcHost, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyDtoH_v2, true, false, dstHost, srcDevice, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
+HK_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyDtoH_v2_ptds, false, false, dstHost, srcDevice, ByteCount);
 }
 
 /* ---- seen, not cached ------------------------------------------------------ */
@@ -860,7 +917,9 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                    \
     X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxSynchronize)  \
     X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)     \
-    X(cuEventSynchronize) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2)               \
+    X(cuEventSynchronize) X(cuStreamQuery) X(cuStreamQuery_ptsz) X(cuEventQuery)  \
+    X(cuMemcpy) X(cuMemcpy_ptds) X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds)       \
+    X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2) \
     X(cuArray3DCreate_v2) X(cuArrayDestroy) X(cuMemHostRegister_v2)              \
     X(cuMemHostUnregister) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
     X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolSetAccess)
