@@ -36,9 +36,8 @@
 
 #include "alloc_internal.h"
 #include "backend.h"
+#include "cuda_errors.h"
 #include "recorder.h"
-
-#define CUDA_ERR_OOM 2
 
 
 static void *event_get(vt__heap *h)
@@ -200,6 +199,8 @@ int vt__block_use_stream(vt__block *b, uint64_t key)
     return 1;
 }
 
+/* ---- a free that must wait -------------------------------------------- */
+
 void vt__fence_free(vt__heap *h, vt__block *b, bool unknown)
 {
     b->state = VT_B_PENDING;
@@ -240,7 +241,7 @@ int vt__fence_record_use(vt__heap *h, vt__block *b, uint64_t key)
         return 0;
     int r = vt__block_use_stream(b, key);
     if (r < 0)
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     if (r > 0)
         vt__trace(VT_EV_STREAM_USE, h->device, key, b->addr, 0, b->size, 0, 0, 0, 0);
     return 0;
