@@ -21,7 +21,6 @@
 
 #include "alloc_internal.h"
 #include "backend.h"
-#include "cuda_errors.h"
 #include "recorder.h"
 
 /* Larger requests fail as out of memory before any rounding: rounding

@@ -24,6 +24,7 @@
 #include "vramtrace.h"
 #include "vramtrace/format.h"
 
+#include "cuda_errors.h"
 #include "likely.h"
 
 #define VT_MAX_DEVICES   64

@@ -18,7 +18,6 @@
 
 #include "alloc_internal.h"
 #include "backend.h"
-#include "cuda_errors.h"
 #include "recorder.h"
 
 /* Mid-size requests (1 to 10 MiB) share segments of up to 20 MiB, as

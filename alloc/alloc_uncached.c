@@ -9,7 +9,6 @@
 
 #include "alloc_internal.h"
 #include "backend.h"
-#include "cuda_errors.h"
 #include "recorder.h"
 
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out)

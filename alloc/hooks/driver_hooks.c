@@ -150,6 +150,23 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
               release ? 1 : 0, 0);
 }
 
+/* Stream capture (CUDA Programming Guide, "Graph Memory Nodes"): a
+ * stream-ordered allocation on a capturing stream is a node of the graph
+ * and its address is valid at every launch, so it goes to the driver, which
+ * records it (VT_PASS_GRAPH). A free there of a block the cache owns is the
+ * graph's free node, which would run at a later launch: the block stays
+ * allocated (the program's, as far as the cache knows), never reused under
+ * the graph. */
+bool vt__hk_stream_capturing(const void *handle)
+{
+    const vt__driver_api *d = vt__driver();
+    if (!d || !d->cuStreamIsCapturing)
+        return false;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return d->cuStreamIsCapturing((CUstream)(uintptr_t)handle, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* ---- allocation ---------------------------------------------------------- */
 
 static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes, uint64_t stream)
@@ -192,13 +209,15 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (vt_unlikely(vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+    bool graph = vt__hk_stream_capturing(s);
+    if (vt_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
         CUresult r_;
         r = GUARDED(real(dptr, bytes, s));
         if (r == CUDA_SUCCESS)
-            vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytes, VT_PASS_FROM_POOL, false);
+            vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytes,
+                               graph ? VT_PASS_GRAPH : VT_PASS_FROM_POOL, false);
         return r;
     }
     return alloc_on(dev, dptr, bytes, stream);
@@ -282,6 +301,11 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
+    if (vt_unlikely(vt__hk_stream_capturing(s))) {
+        if (vt__alloc_owns((const void *)(uintptr_t)dptr))
+            return CUDA_SUCCESS;       /* the graph's free node: kept (see above) */
+        return free_foreign(NULL, real, dptr, s, stream, dev);
+    }
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();

@@ -141,6 +141,12 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 
+/* ---- driver_hooks.c: stream capture ------------------------------------ */
+
+/* Is `handle` capturing into a graph? Stream-ordered allocations and frees
+ * on it are then the graph's (graph memory nodes), never the cache's. */
+bool vt__hk_stream_capturing(const void *handle);
+
 /* ---- program_pools.c: devices whose memory pool the program configures -- */
 
 /* Does `dev`'s stream-ordered allocation go to the driver (the program made

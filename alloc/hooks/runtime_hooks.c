@@ -298,7 +298,8 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     cudaError_t r = rt_stream_enter(s, stream, &dev);
     if (r != cudaSuccess)
         return r;
-    if (vt_likely(!vt__hk_pool_is_programs(dev))) {
+    bool graph = vt__hk_stream_capturing(s);   /* a graph memory node (driver_hooks.c) */
+    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
         HK_ENTER();
         int err = vt__alloc_malloc(dev, size, stream, devPtr);
         HK_LEAVE();
@@ -313,8 +314,8 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     r = f(devPtr, size, s);
     HK_LEAVE();
     if (r == cudaSuccess)
-        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)*devPtr, size, VT_PASS_FROM_POOL,
-                           false);
+        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)*devPtr, size,
+                           graph ? VT_PASS_GRAPH : VT_PASS_FROM_POOL, false);
     return r;
 }
 
@@ -395,6 +396,8 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
     cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
+    if (vt_unlikely(vt__hk_stream_capturing(handle)))   /* the graph's free node */
+        return vt__alloc_owns(devPtr) ? cudaSuccess : (cudaError_t)VT_ALLOC_NOT_OWNED;
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
