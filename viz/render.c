@@ -719,6 +719,18 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
         else
             vt__buf_puts(m, ",\"truePeak\":null}");
     }
+    /* Memory the cache did not serve (uncached.h): [kind, size, page stack
+     * node, alive, device, ns from t0 at its allocation, at its release or -1]. */
+    vt__buf_puts(m, "],\"uncached\":[");
+    for (size_t k = 0; k < tl->nuncached; k++) {
+        const vt_uncached *u = &tl->uncached[k];
+        vt__buf_printf(m, "%s[\"%s\",%" PRIu64 ",%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRId64 "]",
+                       k ? "," : "", vt_uncached_kind_name((enum vt_uncached_kind)u->kind), u->size,
+                       page_node(r, u->alloc_stack), u->alive ? 1 : 0, u->device,
+                       u->alloc_time_ns > r->t0 ? u->alloc_time_ns - r->t0 : 0,
+                       u->alive ? (int64_t)-1
+                                : (int64_t)(u->free_time_ns > r->t0 ? u->free_time_ns - r->t0 : 0));
+    }
     vt__buf_puts(m, "],\"marks\":[");
     for (size_t k = 0; k < tl->nmarks; k++) {
         uint64_t p1 = axis_p1(r, tl->marks[k].event);
@@ -881,6 +893,8 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
         keep_stack(&r, tl->lifetimes[i].alloc_stack);
         keep_stack(&r, tl->lifetimes[i].free_stack);
     }
+    for (size_t i = 0; i < tl->nuncached; i++)
+        keep_stack(&r, tl->uncached[i].alloc_stack);
     r.nnodes = 1;
     for (size_t i = 1; i < s->nstack_nodes; i++) {
         if (!r.node_map[i])

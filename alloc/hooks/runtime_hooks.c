@@ -278,12 +278,42 @@ HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 }
 VT_V13(cudaMalloc)
 
+/* cudaMallocAsync on a device whose pool the program configures goes to
+ * the real runtime (program_pools.c), recorded as a pool allocation. */
+static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cudaStream_t s,
+                                  bool ptsz)
+{
+    uint64_t stream = hk_stream(s, ptsz);
+    int dev;
+    cudaError_t r = rt_stream_enter(s, stream, &dev);
+    if (r != cudaSuccess)
+        return r;
+    if (hk_likely(!vt__hk_pool_is_programs(dev))) {
+        HK_ENTER();
+        int err = vt__alloc_malloc(dev, size, stream, devPtr);
+        HK_LEAVE();
+        return rt_fail((cudaError_t)err);
+    }
+    cudaError_t (*f)(void **, size_t, cudaStream_t);
+    void *p = rt_real(e);
+    memcpy(&f, &p, sizeof p);
+    if (!f)
+        return rt_fail(cudaErrorInitializationError);
+    HK_ENTER();
+    r = f(devPtr, size, s);
+    HK_LEAVE();
+    if (r == cudaSuccess)
+        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)*devPtr, size, VT_PASS_FROM_POOL,
+                           false);
+    return r;
+}
+
 HK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync, devPtr, size,
                   hStream);
-    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, false));
+    return rt_alloc_async(RT_cudaMallocAsync, devPtr, size, hStream, false);
 }
 VT_V13(cudaMallocAsync)
 
@@ -292,7 +322,7 @@ HK_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStrea
     if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync_ptsz, devPtr,
                   size, hStream);
-    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, true));
+    return rt_alloc_async(RT_cudaMallocAsync_ptsz, devPtr, size, hStream, true);
 }
 VT_V13(cudaMallocAsync_ptsz)
 

@@ -35,8 +35,12 @@
  *                    aux2 = bytes reserved by the cache
  *   MARK             str = label
  *   BAD_FREE         addr = the pointer, aux = VT_BAD_FREE_* reason
- *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM),
- *                    aux = VT_PASS_* which call, aux2 = 1 for the release
+ *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM,
+ *                    pitched, arrays, explicit pools, registered host),
+ *                    aux = VT_PASS_* which call, aux2 = 1 for the release.
+ *                    A release names its own call, or VT_PASS_FOREIGN_FREE
+ *                    (cudaFree of a pointer the cache does not own): views
+ *                    match a release to the allocation open at its addr
  *   FORK             (since 1.2) aux = the parent's pid: this process was
  *                    forked here. It is recorded first thing in the child
  *                    (when the parent had recorded anything). Every
@@ -125,6 +129,10 @@ enum vt_passthrough_call {
     VT_PASS_VMM_CREATE = 4,       /* cuMemCreate / cuMemRelease */
     VT_PASS_VMM_MAP = 5,          /* cuMemMap / cuMemUnmap */
     VT_PASS_FOREIGN_FREE = 6,     /* a free of a pointer the cache does not own */
+    VT_PASS_PITCH = 7,            /* (1.3) cuMemAllocPitch: cudaMallocPitch, cudaMalloc3D */
+    VT_PASS_ARRAY = 8,            /* (1.3) cuArrayCreate / cuArray3DCreate / cuArrayDestroy:
+                                     addr = the array handle, size = its texels' bytes */
+    VT_PASS_HOST_REGISTER = 9,    /* (1.3) cuMemHostRegister / cuMemHostUnregister */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -163,7 +171,12 @@ enum vt_passthrough_call {
  *   reader reading an older file reads stacks_truncated as 0, takes STATE as
  *   complete when it has a segment (the recorder wrote it whole whenever the
  *   allocator could describe itself) and has no true peaks to show.
- *   1.3 gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
+ *   1.3 adds PASSTHROUGH calls (aux) VT_PASS_PITCH (7), VT_PASS_ARRAY (8) and
+ *   VT_PASS_HOST_REGISTER (9): allocations that left no event before. Every
+ *   1.x reader reads them (PASSTHROUGH aux is data, not validated); views
+ *   since 1.3 show PASSTHROUGH allocations (of any file version) as kinds of
+ *   their own, and a call they do not know (a newer minor's) as "other".
+ *   1.3 also gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
  *   readers ignore; in older files aux of ALLOC is 0.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
@@ -244,7 +257,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.2), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.3), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -306,7 +319,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
 };
 
-/* Event columns of format 1.0 to 1.2 (EVENTS section). */
+/* Event columns of format 1.0 to 1.3 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

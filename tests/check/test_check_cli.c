@@ -346,7 +346,7 @@ TEST(cli_check_pinned_rules_and_ratio)
 }
 
 /* A tensor renamed after it was recorded (TENSOR_NAME, format 1.1): the
- * file says 1.2 (the writer's), `json --events` names the kind, `check` the new name. */
+ * file says 1.3 (the writer's), `json --events` names the kind, `check` the new name. */
 TEST(cli_renamed_tensor_in_json_events_and_check)
 {
     tmpdir();
@@ -360,7 +360,7 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
     ASSERT_EQ(run_sub("json", args, &out, &err), 0);
     const char *why = json_validate(out);
     ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
-    ASSERT_STR_CONTAINS(out, "\"format_version\":\"1.2\"");
+    ASSERT_STR_CONTAINS(out, "\"format_version\":\"1.3\"");
     ASSERT_STR_CONTAINS(out, "\"TENSOR_NAME\":1");            /* counts */
     ASSERT_STR_CONTAINS(out, "\"kind\":\"TENSOR_NAME\"");
     ASSERT_STR_CONTAINS(out, "\"aux\":21,\"aux2\":0,\"str\":\"fc2 out\"");

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "checksum.h"
 #include "snapfile.h"
 #include "test_format_gen.h"
 
@@ -337,6 +338,99 @@ TEST(cli_viz_refuses_a_special_file_as_output)
     snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, target);   /* a new regular file */
     ASSERT_EQ(run(args), 0);
     ASSERT(lstat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 1000);
+}
+
+/* Memory the cache did not serve: managed 16 MiB and pinned host 5 MiB
+ * (allocated + registered) alive, a pitched allocation freed through
+ * cudaFree (a foreign free), an array destroyed, and a VMM mapping (not
+ * memory of its own). */
+static vt_snapshot_data *gen_uncached(void)
+{
+    struct gen g = gen_begin();
+    uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "app.c", 10);
+    uint32_t f_mgd = gen_frame(&g, 0x400200, "/usr/bin/app", "make_grid", "app.c", 20);
+    uint32_t n_main = gen_node(&g, 0, f_main);
+    uint32_t st_m = gen_node(&g, n_main, f_mgd);
+    vt_event *e;
+    uint64_t t = 1000;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 1, t += 10);
+    e->addr = 0x7000000; e->size = 16 * MiB; e->aux = VT_PASS_MANAGED; e->stack = st_m;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 2, t += 10);
+    e->addr = 0x9000; e->size = 4 * MiB; e->aux = VT_PASS_HOST; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 3, t += 10);
+    e->addr = 0xa000; e->size = 1 * MiB; e->aux = VT_PASS_HOST_REGISTER; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 4, t += 10);
+    e->addr = 0x8000000; e->size = 2 * MiB; e->aux = VT_PASS_PITCH; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 5, t += 10);
+    e->addr = 0x5501; e->size = 3 * MiB; e->aux = VT_PASS_ARRAY; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 6, t += 10);
+    e->addr = 0x20000000; e->size = 2 * MiB; e->aux = VT_PASS_VMM_MAP;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 7, t += 10);
+    e->addr = 0x8000000; e->aux = VT_PASS_FOREIGN_FREE; e->aux2 = 1;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 8, t += 10);
+    e->addr = 0x5501; e->aux = VT_PASS_ARRAY; e->aux2 = 1;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 9, t += 10);
+    e->addr = 0x20000000; e->aux = VT_PASS_VMM_MAP; e->aux2 = 1;
+    return g.s;
+}
+
+TEST(cli_views_show_memory_the_cache_did_not_serve_as_kinds)
+{
+    const char *p = write_snap(gen_uncached(), "uncached.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    ASSERT_STR_CONTAINS(out, "Leak of 16.0 MiB (managed) in 1 allocation from:\n"
+                             "    #0 0x0000000000400200 in make_grid app.c:20");
+    ASSERT_STR_CONTAINS(out, "Leak of 5.00 MiB (pinned host) in 2 allocations from:\n");
+    ASSERT(!strstr(out, "(pitched)") && !strstr(out, "(array)"));   /* freed */
+    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 21.0 MiB alive in 3 allocations from 2 stacks.\n"
+                             "(of which not served by the cache: managed 16.0 MiB, pinned host "
+                             "5.00 MiB)\n");
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "not served by the cache (passed through), per kind:\n"
+                             "  managed: 1 allocation, peak 16.0 MiB, alive 16.0 MiB in 1\n"
+                             "  pinned host: 2 allocations, peak 5.00 MiB, alive 5.00 MiB in 2\n"
+                             "  pitched: 1 allocation, peak 2.00 MiB, alive 0 B in 0\n"
+                             "  array: 1 allocation, peak 3.00 MiB, alive 0 B in 0\n");
+    ASSERT(!strstr(out, "  vmm:"));
+    snprintf(args, sizeof args, "json '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "\"uncached\":[\n {\"addr\":\"0x7000000\",\"size\":16777216,"
+                             "\"kind\":\"managed\",\"call\":1,");
+    ASSERT_STR_CONTAINS(out, "\"kind\":\"pitched\",\"call\":7,\"device\":0,\"stream\":\"0x0\","
+                             "\"alloc_seq\":4,\"alloc_time_ns\":1040,\"free_seq\":7,"
+                             "\"free_time_ns\":1070,");
+}
+
+/* A file of the previous minor (1.2) recorded managed and pinned memory
+ * already: the views of 1.3 read it and show them the same way. */
+TEST(cli_views_show_passthrough_kinds_of_a_1_2_file)
+{
+    const char *p = write_snap(gen_uncached(), "old.vtsnap");
+    FILE *f = fopen(p, "r+b");
+    ASSERT(f != NULL);
+    unsigned char h[64];
+    ASSERT_EQ(fread(h, 1, 64, f), 64);
+    h[10] = 2;
+    h[11] = 0;
+    uint32_t crc = vt__crc32c(0, h, 60);
+    for (int i = 0; i < 4; i++)
+        h[60 + i] = (unsigned char)(crc >> (8 * i));
+    ASSERT_EQ(fseek(f, 0, SEEK_SET), 0);
+    ASSERT_EQ(fwrite(h, 1, 64, f), 64);
+    ASSERT_EQ(fclose(f), 0);
+    char args[512];
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    ASSERT_STR_CONTAINS(out, "format 1.2,");
+    ASSERT_STR_CONTAINS(out, "  managed: 1 allocation, peak 16.0 MiB, alive 16.0 MiB in 1\n");
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "Leak of 16.0 MiB (managed) in 1 allocation from:\n");
 }
 
 TEST_MAIN()

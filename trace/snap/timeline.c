@@ -936,6 +936,10 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         (rc = build_addr_index(&b)))
         goto fail;
     mark_inherited(&b);
+    if ((rc = vt_uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
+        fail(&b, rc, "timeline: out of memory");
+        goto fail;
+    }
     amap_free(&b.lmap);
     amap_free(&b.smap);
     vt_liveness_free(b.lv);
@@ -962,6 +966,7 @@ void vt_timeline_free(vt_timeline *tl)
     free(tl->streams);
     free(tl->event_owner);
     free(tl->by_addr);
+    free(tl->uncached);
     free(tl);
 }
 
