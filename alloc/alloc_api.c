@@ -12,10 +12,8 @@
 
 #include "alloc_internal.h"
 #include "backend.h"
+#include "cuda_errors.h"
 #include "recorder.h"
-
-#define CUDA_ERR_INVALID_VALUE 1
-#define CUDA_ERR_INVALID_DEVICE 101
 
 static atomic_bool provider_set;
 
@@ -51,7 +49,7 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out)
         return 0;
     vt__heap *h = heap_for(resolve_device(device));
     if (vt_unlikely(!h))
-        return CUDA_ERR_INVALID_DEVICE;
+        return VT_CUDA_ERR_INVALID_DEVICE;
     return vt__heap_malloc(h, size, vt__stream_key(stream), out);
 }
 
@@ -78,7 +76,7 @@ bool vt__alloc_owns(const void *ptr)
 int vt__alloc_record_stream(void *ptr, uint64_t stream)
 {
     if (!ptr)
-        return CUDA_ERR_INVALID_VALUE;
+        return VT_CUDA_ERR_INVALID_VALUE;
     return vt__heap_record_stream(ptr, vt__stream_key(stream));
 }
 
@@ -171,9 +169,11 @@ VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
         vt__alloc_report_foreign_free(resolve_device(device), ptr, stack);
 }
 
+/* Not a stand-in for a CUDA call: the heap's CUDA codes become errno values. */
 VT_API int vt_record_stream(void *ptr, cudaStream_t stream)
 {
-    return vt__alloc_record_stream(ptr, (uint64_t)(uintptr_t)stream);
+    int rc = vt__alloc_record_stream(ptr, (uint64_t)(uintptr_t)stream);
+    return rc == 0 ? 0 : rc == VT_CUDA_ERR_OOM ? -ENOMEM : -EINVAL;
 }
 
 VT_API int vt_empty_cache(int device)

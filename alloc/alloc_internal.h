@@ -24,8 +24,7 @@
 #include "vramtrace.h"
 #include "vramtrace/format.h"
 
-#define vt_likely(x)   __builtin_expect(!!(x), 1)
-#define vt_unlikely(x) __builtin_expect(!!(x), 0)
+#include "likely.h"
 
 #define VT_MAX_DEVICES   64
 #define VT_MIN_BLOCK     512ull               /* every size is a multiple */

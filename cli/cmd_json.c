@@ -20,7 +20,8 @@ static const char usage_text[] =
     "Print the snapshot as JSON (schema: docs/json-schema.md): metadata,\n"
     "devices with peaks, counts, frames, stacks, segments and blocks,\n"
     "allocation lifetimes, memory the cache did not serve (uncached), marks.\n"
-    "  --events   also list every event (large: one object per event)\n";
+    "  --events   also list every event (large: one object per event)\n"
+    VT_EXIT_HELP;
 
 static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 
@@ -274,13 +275,13 @@ int vt_cmd_json(int argc, char **argv)
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace json: unexpected argument '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace json: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
@@ -294,7 +295,7 @@ int vt_cmd_json(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace json: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

@@ -3,12 +3,12 @@
  * snapshot, grouped by allocation stack, largest group first, in the manner
  * of a sanitizer's leak report:
  *
- *   Leak of 64.0 MiB in 3 allocations from:
+ *   Leak of 64 MiB in 3 allocations from:
  *       #0 0x00000000004011d6 in fwd model.c:42 (/usr/bin/train+0x11d6)
  *       ...
  *     (2 of them allocated before the retained window)
  *
- *   SUMMARY: vramtrace: 72.0 MiB alive in 5 allocations from 2 stacks.
+ *   SUMMARY: vramtrace: 72 MiB alive in 5 allocations from 2 stacks.
  *
  * Memory the cache did not serve (managed, pinned host, pitched, arrays,
  * explicit pools, VMM: trace/snap/uncached.h) is listed the same way, its
@@ -18,7 +18,7 @@
  * Blocks freed but waiting for stream events (pending frees) are not leaks
  * and are not listed; nor are, in a forked child, the parent's allocations
  * it inherited (counted on one line). Exit status 0 whether or not anything is alive (this is
- * a report, not a check): 1 only when the file cannot be read.
+ * a report, not a check): 2 only when the file cannot be read (commands.h).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -31,7 +31,8 @@ static const char usage_text[] =
     "usage: vramtrace leaks FILE\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
-    "first. Pending frees (freed, waiting for stream events) are not listed.\n";
+    "first. Pending frees (freed, waiting for stream events) are not listed.\n"
+    VT_EXIT_HELP;
 
 #define CACHED_KIND 0xff   /* a block of the cache (struct group.kind) */
 
@@ -67,13 +68,13 @@ int vt_cmd_leaks(int argc, char **argv)
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace leaks: unexpected argument '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace leaks: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
@@ -85,7 +86,7 @@ int vt_cmd_leaks(int argc, char **argv)
         fprintf(stderr, "vramtrace leaks: out of memory\n");
         vt_timeline_free(tl);
         vt_snapshot_free(s);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     size_t n = 0;
     uint64_t inherited = 0, inherited_bytes = 0;
@@ -174,7 +175,7 @@ int vt_cmd_leaks(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace leaks: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

@@ -11,8 +11,9 @@
  * did. --sweep replays a grid of settings and ranks them by peak reserved;
  * with --capacity, the ones that fit come first.
  *
- * Exit status: 0 when the replay ran (whether or not it ran out of memory),
- * 1 when the snapshot cannot be read or replayed, 2 for bad arguments.
+ * Exit status (the commands' convention, commands.h): 0 when the replay ran,
+ * whether or not it ran out of memory; 2 for bad arguments or a snapshot that
+ * cannot be read or replayed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,7 +44,8 @@ static const char usage_text[] =
     "                   roundup_power2_divisions, garbage_collection_threshold),\n"
     "                   ranked by peak reserved; with --capacity, which ones fit\n"
     "  --jobs N         replays run at once by --sweep (default: the CPUs)\n"
-    "  --json           one JSON document instead of text\n";
+    "  --json           one JSON document instead of text\n"
+    VT_EXIT_HELP;
 
 /* "40G", "40GiB", "40GB", "1.5T", "81920M", "123" (bytes), "unlimited". */
 static int parse_capacity(const char *v, uint64_t *out)
@@ -325,7 +327,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
     int *status = calloc(n, sizeof *status);
     char (*errs)[256] = calloc(n, sizeof *errs);
     struct ranked *order = calloc(n, sizeof *order);
-    int rc = 1;
+    int rc = VT_EXIT_FAILURE;
     if (!confs || !conf_ptrs || !labels || !res || !status || !errs || !order) {
         fprintf(stderr, "vramtrace replay: out of memory\n");
         goto out;
@@ -444,7 +446,7 @@ int vt_cmd_replay(int argc, char **argv)
         } else if (!strcmp(a, "--conf") || !strcmp(a, "--capacity") || !strcmp(a, "--jobs")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vramtrace replay: %s needs a value (see --help)\n", a);
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             const char *v = argv[++i];
             if (!strcmp(a, "--conf")) {
@@ -453,29 +455,29 @@ int vt_cmd_replay(int argc, char **argv)
                 if (parse_capacity(v, &capacity)) {
                     fprintf(stderr, "vramtrace replay: bad --capacity '%s' (expected a size such "
                                     "as 40G, 81920M, 40GiB, 40GB, or 'unlimited')\n", v);
-                    return 2;
+                    return VT_EXIT_FAILURE;
                 }
             } else {
                 char *end;
                 jobs = strtol(v, &end, 10);
                 if (*end || jobs < 1 || jobs > 1024) {
                     fprintf(stderr, "vramtrace replay: bad --jobs '%s' (expected 1 to 1024)\n", v);
-                    return 2;
+                    return VT_EXIT_FAILURE;
                 }
             }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vramtrace replay: unknown option '%s' (see --help)\n", a);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else if (!path) {
             path = a;
         } else {
             fprintf(stderr, "vramtrace replay: one snapshot at a time ('%s' is a second one)\n", a);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
     }
     if (!path) {
         fputs(usage_text, stderr);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s = NULL;
     int rc = vt__report_load("replay", path, &s, NULL);
@@ -493,7 +495,7 @@ int vt_cmd_replay(int argc, char **argv)
     if (st) {
         fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
         vt_snapshot_free(s);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     char recorded[512];
     vt_replay_recorded_conf(s, recorded, sizeof recorded);

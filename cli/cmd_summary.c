@@ -37,7 +37,8 @@ static const char usage_text[] =
     "\n"
     "Peak and current allocated/reserved bytes per device, event counts,\n"
     "fragmentation (reserved but unallocated bytes at the allocated peak and\n"
-    "at the snapshot) and the call sites holding the most bytes at the peak.\n";
+    "at the snapshot) and the call sites holding the most bytes at the peak.\n"
+    VT_EXIT_HELP;
 
 struct site {
     uint64_t key;            /* frame index + 1, 0 = no stack */
@@ -278,17 +279,17 @@ int vt_cmd_summary(int argc, char **argv)
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "vramtrace summary: unknown option '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         if (path) {
             fprintf(stderr, "vramtrace summary: one FILE only\n%s", usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace summary: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
@@ -300,7 +301,7 @@ int vt_cmd_summary(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace summary: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

@@ -41,7 +41,8 @@ static void viz_usage(FILE *f)
             "With several FILEs (one snapshot per rank, .vtsnap or PyTorch pickles), one\n"
             "page holds every rank's timeline behind a rank selector, under an overview of\n"
             "every rank's allocated bytes on one time axis (wall clock, or aligned at each\n"
-            "rank's first mark); -o is then required.\n");
+            "rank's first mark); -o is then required.\n"
+            VT_EXIT_HELP);
 }
 
 static char *default_output(const char *in)
@@ -67,7 +68,7 @@ static double now_s(void)
 }
 
 /* Replay the snapshot with `conf` and turn its reserved curve into an
- * overlay. Prints one line and returns 1 on failure. */
+ * overlay. Prints one line and returns -1 on failure. */
 static int make_overlay(const vt_snapshot_data *s, const char *conf, vt_replay_result *rr,
                         vt__viz_overlay *ov, char *label, size_t len, const char *in)
 {
@@ -75,7 +76,7 @@ static int make_overlay(const vt_snapshot_data *s, const char *conf, vt_replay_r
     vt_replay_options ropt = { .conf = strcmp(conf, "recorded") ? conf : NULL, .curve = true };
     if (vt_replay_run(s, &ropt, rr, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: --replay: %s: %s\n", in, err);
-        return 1;
+        return -1;
     }
     uint32_t *ev = malloc((rr->ncurve + 1) * sizeof *ev);
     uint64_t *val = malloc((rr->ncurve + 1) * sizeof *val);
@@ -85,7 +86,7 @@ static int make_overlay(const vt_snapshot_data *s, const char *conf, vt_replay_r
         free(val);
         free(dev);
         fprintf(stderr, "vramtrace viz: out of memory\n");
-        return 1;
+        return -1;
     }
     for (size_t k = 0; k < rr->ncurve; k++) {
         ev[k] = (uint32_t)rr->curve[k].event;
@@ -127,7 +128,7 @@ int vt_cmd_viz(int argc, char **argv)
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (++i >= argc) {
                 fprintf(stderr, "vramtrace viz: %s needs a file name\n", a);
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             out = argv[i];
         } else if (!strncmp(a, "--output=", 9)) {
@@ -139,20 +140,20 @@ int vt_cmd_viz(int argc, char **argv)
             if (!g || vt_check_parse_grace(g, &opt) != 0) {
                 fprintf(stderr, "vramtrace viz: bad --grace '%s' (N steps or a duration like 2.5s)\n",
                         g ? g : "");
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             check = 1;
         } else if (!strcmp(a, "--replay")) {
             if (++i >= argc) {
                 fprintf(stderr, "vramtrace viz: --replay needs allocator settings (K:V,... or 'recorded')\n");
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             replay_conf = argv[i];
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vramtrace viz: unknown option '%s' (try --help)\n", a);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else {
             if (!in)
                 in = a;
@@ -160,7 +161,7 @@ int vt_cmd_viz(int argc, char **argv)
         }
     }
     if (nmore > 1) {
-        int st = 2;
+        int st = VT_EXIT_FAILURE;
         if (replay_conf)
             fprintf(stderr, "vramtrace viz: --replay takes one snapshot\n");
         else if (!out)
@@ -171,7 +172,7 @@ int vt_cmd_viz(int argc, char **argv)
     }
     if (!in) {
         viz_usage(stderr);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
 
     double t_start = now_s();
@@ -181,7 +182,7 @@ int vt_cmd_viz(int argc, char **argv)
     vt_timeline *tl = NULL;
     vt_check_report *rep = NULL;
     FILE *f = NULL;
-    int status = 1;
+    int status = VT_EXIT_FAILURE;
     vt_replay_result rr;
     memset(&rr, 0, sizeof rr);
     vt__viz_overlay ov;
@@ -192,7 +193,7 @@ int vt_cmd_viz(int argc, char **argv)
         def_out = default_output(in);
         if (!def_out) {
             fprintf(stderr, "vramtrace viz: out of memory\n");
-            return 1;
+            return VT_EXIT_FAILURE;
         }
         out = def_out;
     }

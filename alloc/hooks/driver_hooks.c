@@ -52,7 +52,7 @@
 __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 
 #define SELF_CALLER() vt__hk_is_self(__builtin_return_address(0))
-#define PASS() (hk_unlikely(vt__hk_guard != 0) || hk_unlikely(SELF_CALLER()))
+#define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER()))
 
 /* The real function of entry e, as a function pointer of var's type. */
 #define REAL(var, e)                                                           \
@@ -120,7 +120,7 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUdevice cd = 0;
     CUresult r;
-    if (hk_likely(d->cuStreamGetDevice != NULL)) {
+    if (vt_likely(d->cuStreamGetDevice != NULL)) {
         r = d->cuStreamGetDevice(s, &cd);
     } else {
         r = ctx_device(dev);
@@ -192,7 +192,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (hk_unlikely(vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+    if (vt_unlikely(vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
         CUresult r_;

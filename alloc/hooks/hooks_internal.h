@@ -22,13 +22,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define hk_likely(x)   __builtin_expect(!!(x), 1)
+#include "likely.h"
 
 /* For code our dlsym runs on behalf of a sanitizer runtime that is still
  * initializing (ASan resolves its interceptors with dlsym before its shadow
  * memory exists): such code must not be instrumented. */
 #define HK_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
-#define hk_unlikely(x) __builtin_expect(!!(x), 0)
 
 #define HK_EXPORT __attribute__((visibility("default")))
 

@@ -138,8 +138,8 @@ enum vt_passthrough_call {
 /* ------------------------------------------------------------------------ */
 /*  File layout                                                             */
 /* ------------------------------------------------------------------------ */
-/* @@FILE-LAYOUT@@ (owned by the format engineer: magic, version and
- * compatibility rule, header, section table, section encodings)
+/* Magic, version and compatibility rule, header, section table, section
+ * encodings.
  *
  * All integers are little-endian. "varint" is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);

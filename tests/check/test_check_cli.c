@@ -379,6 +379,46 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
     cleanup();
 }
 
+/* One escaper and one byte formatter serve every view: a name with a tab,
+ * quotes and invalid UTF-8 reads the same in `json` and `check --json`, and a
+ * size the same in `leaks` and `check`. */
+TEST(json_and_check_print_a_name_and_a_size_the_same)
+{
+    tmpdir();
+    synth y;
+    pipeline(&y, 0);
+    synth_name(&y, 21, "fc2\t\"out\" \xff");
+    write_snap(&y, "odd.vtsnap");
+    synth_fini(&y);
+    const char *escaped = "\"fc2\\t\\\"out\\\" \\ufffd\"";
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/odd.vtsnap' --events", dir);
+    ASSERT_EQ(run_sub("json", args, &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, escaped);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "'%s/odd.vtsnap' --json", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    const char *why = json_validate(out);
+    ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
+    ASSERT_STR_CONTAINS(out, escaped);
+    free(out);
+    free(err);
+    cleanup();
+
+    setup_files();
+    snprintf(args, sizeof args, "'%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run_sub("leaks", args, &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, "Leak of 4 KiB in 1 allocation");
+    free(out);
+    free(err);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "storage 0x7e8000000000 on cuda:0, 4 KiB");
+    free(out);
+    free(err);
+    cleanup();
+}
+
 TEST(cli_check_help_and_bad_usage)
 {
     tmpdir();

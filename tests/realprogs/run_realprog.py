@@ -41,15 +41,16 @@ def check(name, cond, detail=""):
 
 
 def fmt_bytes(b):
-    """vramtrace's byte format (cli/report_util.c)."""
+    """vramtrace's byte format (trace/common/format_bytes.c): binary units,
+    at most two decimals, trailing zeros dropped."""
     if b < 1024:
         return "%d B" % b
-    v, u = b / 1024, 0
-    while v >= 1024 and u < 5:
+    v, u = float(b), 0
+    while v >= 1024 and u < 6:
         v /= 1024
         u += 1
-    unit = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"][u]
-    return ("%.2f %s" if v < 10 else "%.1f %s" if v < 100 else "%.0f %s") % (v, unit)
+    num = ("%.2f" % v).rstrip("0").rstrip(".")
+    return "%s %s" % (num, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"][u])
 
 
 def run(cmd):

@@ -17,7 +17,7 @@
 #include "checksum.h"
 #include "snapfile.h"
 #include "snapfile_encode.h"
-#include "varint.h"
+#include "buf.h"
 #include "test_format_gen.h"
 
 static char err[1024];
