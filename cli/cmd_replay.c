@@ -497,10 +497,11 @@ int vt_cmd_replay(int argc, char **argv)
         vt_snapshot_free(s);
         return VT_EXIT_FAILURE;
     }
-    char recorded[512];
-    vt_replay_recorded_conf(s, recorded, sizeof recorded);
-    const char *origin = conf ? (*recorded ? "recorded, then --conf" : "defaults, then --conf")
-                              : (*recorded ? "as recorded" : "defaults: none recorded");
+    /* recorded settings that are all defaults translate to no keys: still
+     * "as recorded" */
+    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0';
+    const char *origin = conf ? (recorded ? "recorded, then --conf" : "defaults, then --conf")
+                              : (recorded ? "as recorded" : "defaults: none recorded");
     if (json) {
         printf("{\"file\": ");
         vt__json_str(stdout, path);
