@@ -45,7 +45,7 @@
 #include "backend.h"
 #include "recorder.h"
 
-
+/* ---- events and fences -------------------------------------------------- */
 
 static void *event_get(vt__heap *h)
 {
@@ -218,6 +218,8 @@ int vt__block_use_stream(vt__block *b, uint64_t key)
     b->xstreams[b->nx++] = key;
     return 1;
 }
+
+/* ---- a free that must wait -------------------------------------------- */
 
 void vt__fence_free(vt__heap *h, vt__block *b, bool unknown)
 {

@@ -23,7 +23,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 /* Larger requests fail as out of memory before any rounding: rounding
  * SIZE_MAX up to 512 B (or to a power-of-two division, or a segment to
  * 2 MiB) would wrap around to a tiny size and hand out a tiny block. No
