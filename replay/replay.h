@@ -78,7 +78,8 @@ typedef struct vt_replay_device {
 } vt_replay_device;
 
 typedef struct vt_replay_point {   /* reserved bytes after a segment change */
-    uint64_t time_ns;          /* recorded time of the event being replayed */
+    size_t event;              /* index of the event being replayed */
+    uint64_t time_ns;          /* its recorded time */
     uint64_t reserved;
     int8_t device;
 } vt_replay_point;

@@ -47,7 +47,7 @@ static void segment_event(int device, bool is_free, uint64_t size)
         b->failed = true;
         return;
     }
-    b->curve[b->ncurve++] = (vt_replay_point){ .time_ns = b->now_ns,
+    b->curve[b->ncurve++] = (vt_replay_point){ .event = b->now_event, .time_ns = b->now_ns,
                                                .reserved = (uint64_t)b->reserved[device],
                                                .device = (int8_t)device };
 }
