@@ -1,5 +1,5 @@
 /*
- * replay/replay_internal.h - the replay's types and cross-file map.
+ * trace/replay/replay_internal.h - the replay's types and cross-file map.
  *
  * replay.c walks the recorded events and drives the allocator;
  * replay_trace.c is the recorder the allocator reports to during a replay

@@ -1,5 +1,5 @@
 /*
- * replay/replay_trace.c - trace/recorder.h for a replay.
+ * trace/replay/replay_trace.c - trace/recorder.h for a replay.
  *
  * The allocator tells its recorder every block it hands out and takes back,
  * every segment and every OOM; during a replay that is exactly what the
