@@ -65,10 +65,15 @@ static int check_heap(vt__heap *h)
         prev_end = g->addr + g->size;
         /* 2 MiB small segments, whole numbers of a mid-size request, 2 MiB
          * multiples; and the OOM chain's exact-size ones of either pool */
-        if (g->size % VT_MIN_BLOCK
+        if (g->va_size) {   /* an expandable segment: whole chunks, within its range */
+            if (!g->size || g->size % h->vmm_gran || g->size > g->va_size)
+                return fail(h, "expandable segment %#llx maps %llu of %llu bytes",
+                            (unsigned long long)g->addr, (unsigned long long)g->size,
+                            (unsigned long long)g->va_size);
+        } else if (g->size % VT_MIN_BLOCK
             || (g->pool == VT_POOL_SMALL && g->size > VT_SMALL_BUFFER))
             return fail(h, "small segment of %llu bytes", (unsigned long long)g->size);
-        if (g->pool == VT_POOL_LARGE && g->size <= VT_SMALL_SIZE)
+        if (!g->va_size && g->pool == VT_POOL_LARGE && g->size <= VT_SMALL_SIZE)
             return fail(h, "large segment of %llu bytes", (unsigned long long)g->size);
         if (!g->first || g->first->prev || g->first->addr != g->addr)
             return fail(h, "segment %#llx does not start with its first block",

@@ -205,7 +205,9 @@ static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt_config *cfg
     account_free(h, b, -1);
     vt__seg_set_freed(b->seg, b->addr, false);   /* an allocation starts here again */
     uint64_t rem = b->size - size;
-    bool split = pool == VT_POOL_SMALL
+    /* in an expandable segment any remainder splits off (as PyTorch's):
+     * the free end of the range serves every size */
+    bool split = pool == VT_POOL_SMALL || b->seg->va_size
         ? rem >= VT_MIN_BLOCK
         : (size < cfg->max_split_size && rem > VT_SMALL_SIZE);
     if (split) {

@@ -99,6 +99,8 @@ struct vt__segment {
                                      of the index, the segment goes back to the device
                                      when its last block is free (see
                                      vt__heap_stream_destroyed) */
+    uint64_t va_size;             /* an expandable segment's reserved addresses (size:
+                                     the bytes mapped from addr on); 0: a plain one */
 };
 
 /* Events recorded after a free, one per stream that may still use the
@@ -153,6 +155,8 @@ typedef struct vt__heap {
     uint64_t cap;                 /* cap on reserved bytes */
     uint64_t inflight;            /* bytes being allocated with the lock dropped */
     double fraction;
+    uint64_t vmm_gran;            /* expandable segments: the device's granularity
+                                     (0: not asked yet, UINT64_MAX: no VMM) */
     /* stats, the public vt_stat (PyTorch's Stat): [VT_STAT_SMALL, VT_STAT_LARGE, VT_STAT_ALL] */
     vt_stat allocated_bytes[3], reserved_bytes[3], active_bytes[3],
             inactive_split_bytes[3], requested_bytes[3];
@@ -275,6 +279,18 @@ int vt__heap_empty_cache(vt__heap *h);
 uint64_t vt__heap_cached_free(vt__heap *h);
 uint64_t vt__heap_mem_free(vt__heap *h, uint64_t device_free);
 int vt__heap_set_fraction(vt__heap *h, double fraction);
+
+/* ---- alloc_expandable.c: expandable segments ---------------------------- */
+#define VT_EXPANDABLE_UNAVAILABLE (-1)   /* no VMM or no address space: plain segments */
+/* Under the lock: map room for `size` more bytes at the end of the range of
+ * (pool, key), or start a range. *out: the free block that now fits.
+ * @return 0, VT_CUDA_ERR_OOM, VT_EXPANDABLE_UNAVAILABLE or a device error. */
+int vt__expandable_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
+                        vt__block **out);
+/* Under the lock: unmap the whole free chunks at the end of every range. */
+void vt__expandable_shrink(vt__heap *h);
+/* A detached range, lock dropped: unmap everything, free its addresses. */
+int vt__expandable_release(vt__heap *h, vt__segment *s);
 
 /* ---- alloc_uncached.c: cache:0, one backend allocation per request ----- */
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out);

@@ -129,7 +129,7 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
     while (list) {
         vt__segment *s = list;
         list = s->next;
-        int r = vt__backend_free(h->device, s->addr);
+        int r = s->va_size ? vt__expandable_release(h, s) : vt__backend_free(h->device, s->addr);
         if (r && !rc)
             rc = r;
         n++;
@@ -146,6 +146,7 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
 static int release_cached(vt__heap *h, uint64_t need, bool all)
 {
     vt__segment *list = NULL;
+    vt__expandable_shrink(h);
     if (!all) {
         vt__segment *fit = NULL;
         for (uint64_t i = 0; i < h->nsegs; i++) {
@@ -217,6 +218,11 @@ static void collect_garbage(vt__heap *h, uint64_t incoming, const vt_config *cfg
 static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
                        uint32_t stack, vt__block **out)
 {
+    if (vt__config()->expandable_segments) {
+        int rc = vt__expandable_grow(h, pool, key, size, stack, out);
+        if (rc != VT_EXPANDABLE_UNAVAILABLE)
+            return rc;
+    }
     uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
     if (h->cap != UINT64_MAX && reserved + h->inflight + size > h->cap)
         return VT_CUDA_ERR_OOM;
@@ -290,7 +296,8 @@ void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint
 int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
                   const vt_config *cfg, vt__block **out)
 {
-    uint64_t seg = segment_size(size);
+    /* an expandable segment maps only what the request lacks */
+    uint64_t seg = cfg->expandable_segments && h->vmm_gran != UINT64_MAX ? size : segment_size(size);
     collect_garbage(h, seg, cfg);
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;

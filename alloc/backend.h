@@ -47,6 +47,20 @@ int vt__backend_device_name(int device, char *name, size_t len);
 int vt__backend_malloc(int device, uint64_t size, uint64_t *addr);
 int vt__backend_free(int device, uint64_t addr);
 
+/* Virtual memory management (expandable segments). A range of addresses is
+ * reserved without memory; physical memory is mapped into it one chunk of
+ * the granularity at a time (each chunk its own physical allocation, so any
+ * chunk can be unmapped alone), readable and writable by the device.
+ * Unmapping gives a chunk's memory back to the device. Sizes and addresses
+ * are multiples of the granularity. */
+/* The device's allocation granularity; an error when it has no VMM. */
+int vt__backend_vmm_granularity(int device, uint64_t *granularity);
+int vt__backend_va_reserve(int device, uint64_t size, uint64_t *addr);
+int vt__backend_va_free(int device, uint64_t addr, uint64_t size);
+/* Map [addr, addr + size) chunk by chunk; on failure nothing stays mapped. */
+int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk);
+int vt__backend_unmap(int device, uint64_t addr, uint64_t size, uint64_t chunk);
+
 /* Events for stream ordering (created without timing). */
 int vt__backend_event_create(int device, void **event);
 int vt__backend_event_record(int device, void *event, uint64_t stream);

@@ -9,6 +9,7 @@
 #include "backend.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "cuda_driver.h"
 
@@ -168,6 +169,123 @@ int vt__backend_free(int device, uint64_t addr)
     if (r)
         return r;
     r = (int)d->cuMemFree_v2((CUdeviceptr)addr);
+    leave(d, pushed);
+    return r;
+}
+
+/* ---- virtual memory management ------------------------------------------ */
+
+static bool have_vmm(const vt__driver_api *d)
+{
+    return d->cuMemGetAllocationGranularity && d->cuMemCreate && d->cuMemRelease
+        && d->cuMemAddressReserve && d->cuMemAddressFree && d->cuMemMap && d->cuMemUnmap
+        && d->cuMemSetAccess;
+}
+
+static CUmemAllocationProp device_prop(int device)
+{
+    CUmemAllocationProp prop = { 0 };
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+}
+
+int vt__backend_vmm_granularity(int device, uint64_t *granularity)
+{
+    const vt__driver_api *d;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return r;
+    size_t g = 0;
+    CUmemAllocationProp prop = device_prop(device);
+    r = have_vmm(d) ? (int)d->cuMemGetAllocationGranularity(&g, &prop,
+                                                            CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+                    : CUDA_ERROR_NOT_SUPPORTED;
+    leave(d, pushed);
+    if (!r && !g)
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    *granularity = g;
+    return r;
+}
+
+int vt__backend_va_reserve(int device, uint64_t size, uint64_t *addr)
+{
+    const vt__driver_api *d;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return r;
+    CUdeviceptr p = 0;
+    r = (int)d->cuMemAddressReserve(&p, (size_t)size, 0, 0, 0);
+    leave(d, pushed);
+    *addr = r ? 0 : (uint64_t)p;
+    return r;
+}
+
+int vt__backend_va_free(int device, uint64_t addr, uint64_t size)
+{
+    const vt__driver_api *d;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return r;
+    r = (int)d->cuMemAddressFree((CUdeviceptr)addr, (size_t)size);
+    leave(d, pushed);
+    return r;
+}
+
+static void unmap_chunks(const vt__driver_api *d, uint64_t addr, uint64_t size, uint64_t chunk,
+                         int *rc)
+{
+    for (uint64_t off = 0; off < size; off += chunk) {
+        int r = (int)d->cuMemUnmap((CUdeviceptr)(addr + off), (size_t)chunk);
+        if (r && !*rc)
+            *rc = r;
+    }
+}
+
+/* One physical allocation per chunk: cuMemUnmap must cover whole mappings,
+ * so a chunk can go back alone only when it was mapped alone. The handle is
+ * released at once: the memory lives while it is mapped. */
+int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
+{
+    const vt__driver_api *d;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return r;
+    CUmemAllocationProp prop = device_prop(device);
+    CUmemAccessDesc access = { .location = prop.location,
+                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    uint64_t off = 0;
+    for (; off < size; off += chunk) {
+        CUmemGenericAllocationHandle handle;
+        r = (int)d->cuMemCreate(&handle, (size_t)chunk, &prop, 0);
+        if (r)
+            break;
+        r = (int)d->cuMemMap((CUdeviceptr)(addr + off), (size_t)chunk, 0, handle, 0);
+        d->cuMemRelease(handle);
+        if (r)
+            break;
+        r = (int)d->cuMemSetAccess((CUdeviceptr)(addr + off), (size_t)chunk, &access, 1);
+        if (r) {
+            d->cuMemUnmap((CUdeviceptr)(addr + off), (size_t)chunk);
+            break;
+        }
+    }
+    if (r) {
+        int ignored = 0;
+        unmap_chunks(d, addr, off, chunk, &ignored);
+    }
+    leave(d, pushed);
+    return r;
+}
+
+int vt__backend_unmap(int device, uint64_t addr, uint64_t size, uint64_t chunk)
+{
+    const vt__driver_api *d;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return r;
+    unmap_chunks(d, addr, size, chunk, &r);
     leave(d, pushed);
     return r;
 }

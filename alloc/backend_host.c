@@ -22,6 +22,8 @@
 #define HOST_BIG_ALIGN (2ull << 20)
 #define HOST_BASE 0x7e0000000000ull        /* device d's range starts at base + d * span */
 #define HOST_SPAN (1ull << 40)             /* address space per device: 1 TiB */
+#define HOST_VA_BASE 0x400000000000ull     /* reserved ranges of device d: va base + d * span */
+#define HOST_VMM_GRANULE (2ull << 20)      /* as the driver reports on current GPUs */
 #define HOST_ERR_INVALID_VALUE 1
 #define HOST_ERR_INVALID_DEVICE 101
 
@@ -29,6 +31,7 @@ typedef struct range { uint64_t addr, size; } range;
 
 typedef struct host_device {
     uint64_t capacity, used;
+    uint64_t va_next;              /* next reserved range (bump, never reused) */
     range *holes;                  /* free address ranges, sorted, coalesced */
     size_t nholes, capholes;
     range *live;                   /* allocations, sorted by address */
@@ -84,6 +87,7 @@ int vt__host_setup(int ndevices, const uint64_t *capacity)
         }
         hd->holes[0] = (range){ HOST_BASE + (uint64_t)d * HOST_SPAN, HOST_SPAN };
         hd->nholes = 1;
+        hd->va_next = HOST_VA_BASE + (uint64_t)d * HOST_SPAN;
     }
     ndev = ndevices;
     return 0;
@@ -247,6 +251,67 @@ int vt__backend_free(int device, uint64_t addr)
         hd->holes[i] = (range){ addr, span };
         hd->nholes++;
     }
+    return 0;
+}
+
+int vt__backend_vmm_granularity(int device, uint64_t *granularity)
+{
+    if (!dev_of(device))
+        return HOST_ERR_INVALID_DEVICE;
+    *granularity = HOST_VMM_GRANULE;
+    return 0;
+}
+
+int vt__backend_va_reserve(int device, uint64_t size, uint64_t *addr)
+{
+    host_device *hd = dev_of(device);
+    if (!hd)
+        return HOST_ERR_INVALID_DEVICE;
+    uint64_t end = HOST_VA_BASE + (uint64_t)(device + 1) * HOST_SPAN;
+    if (!size || size % HOST_VMM_GRANULE || size > end - hd->va_next)
+        return VT_BACKEND_OOM;
+    *addr = hd->va_next;
+    hd->va_next += size;
+    hd->calls.va_reserves++;
+    return 0;
+}
+
+int vt__backend_va_free(int device, uint64_t addr, uint64_t size)
+{
+    host_device *hd = dev_of(device);
+    if (!hd)
+        return HOST_ERR_INVALID_DEVICE;
+    (void)addr;
+    (void)size;
+    hd->calls.va_frees++;
+    return 0;
+}
+
+int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
+{
+    host_device *hd = dev_of(device);
+    if (!hd)
+        return HOST_ERR_INVALID_DEVICE;
+    if (!chunk || size % chunk || addr % chunk)
+        return HOST_ERR_INVALID_VALUE;
+    if (hd->capacity != VT_HOST_UNLIMITED && size > hd->capacity - hd->used) {
+        hd->calls.failed_maps++;
+        return VT_BACKEND_OOM;
+    }
+    hd->used += size;
+    hd->calls.maps += size / chunk;
+    return 0;
+}
+
+int vt__backend_unmap(int device, uint64_t addr, uint64_t size, uint64_t chunk)
+{
+    host_device *hd = dev_of(device);
+    if (!hd)
+        return HOST_ERR_INVALID_DEVICE;
+    if (!chunk || size % chunk || addr % chunk || size > hd->used)
+        return HOST_ERR_INVALID_VALUE;
+    hd->used -= size;
+    hd->calls.unmaps += size / chunk;
     return 0;
 }
 

@@ -5,7 +5,9 @@
  * virtual addresses with a capacity; an allocation takes the lowest free
  * range that fits (page aligned, 2 MiB aligned from 2 MiB, as the driver and
  * the simulated device place them) and counts its bytes against the
- * capacity; nothing is ever mapped. Every call is counted, and nothing
+ * capacity; nothing is ever mapped. The VMM calls (expandable segments)
+ * reserve address ranges from a separate area, never reused, that count
+ * nothing; mapped chunks count against the capacity like allocations. Every call is counted, and nothing
  * depends on wall time or threads, so the same calls always give the same
  * addresses and results.
  *
@@ -37,6 +39,9 @@ typedef struct vt__host_calls {
     uint64_t event_creates, event_records, event_queries, event_syncs;
     uint64_t stream_syncs;
     uint64_t mem_infos;
+    uint64_t va_reserves, va_frees; /* expandable segments' address ranges */
+    uint64_t maps, unmaps;          /* chunks mapped / unmapped */
+    uint64_t failed_maps;           /* map calls refused: over capacity */
 } vt__host_calls;
 
 /* Start over with `ndevices` devices (1..64), each with `capacity[d]` bytes

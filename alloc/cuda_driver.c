@@ -130,6 +130,14 @@ static int resolve(void)
     ENTRY(cuMemFreeHost, "cuMemFreeHost");
     ENTRY(cuMemGetAddressRange_v2, "cuMemGetAddressRange");
     ENTRY(cuPointerGetAttribute, "cuPointerGetAttribute");
+    ENTRY(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity");
+    ENTRY(cuMemCreate, "cuMemCreate");
+    ENTRY(cuMemRelease, "cuMemRelease");
+    ENTRY(cuMemAddressReserve, "cuMemAddressReserve");
+    ENTRY(cuMemAddressFree, "cuMemAddressFree");
+    ENTRY(cuMemMap, "cuMemMap");
+    ENTRY(cuMemUnmap, "cuMemUnmap");
+    ENTRY(cuMemSetAccess, "cuMemSetAccess");
     ENTRY(cuStreamSynchronize, "cuStreamSynchronize");
     ENTRY(cuStreamGetDevice, "cuStreamGetDevice");
     ENTRY_AT(cuStreamGetCtx, "cuStreamGetCtx", 12000);

@@ -50,6 +50,20 @@ typedef struct vt__driver_api {
     CUresult (*cuMemFreeHost)(void *ptr);
     CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
     CUresult (*cuPointerGetAttribute)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
+    /* virtual memory management (expandable segments); NULL before CUDA 10.2 */
+    CUresult (*cuMemGetAllocationGranularity)(size_t *g, const CUmemAllocationProp *prop,
+                                              CUmemAllocationGranularity_flags option);
+    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *h, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags);
+    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle h);
+    CUresult (*cuMemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                                    unsigned long long flags);
+    CUresult (*cuMemAddressFree)(CUdeviceptr ptr, size_t size);
+    CUresult (*cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle h, unsigned long long flags);
+    CUresult (*cuMemUnmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                               size_t count);
     /* streams and events */
     CUresult (*cuStreamSynchronize)(CUstream s);
     CUresult (*cuStreamGetDevice)(CUstream s, CUdevice *dev);  /* CUDA 12.8+, else NULL */

@@ -41,6 +41,7 @@ static const struct key keys[] = {
       "a fraction strictly between 0 and 1 (0 = off)" },
     { "per_process_memory_fraction", KEY_FRACTION, FIELD(per_process_memory_fraction), 0, 1,
       "a fraction in (0, 1]" },
+    { "expandable_segments", KEY_BOOL, FIELD(expandable_segments), 0, 1, "0 or 1" },
     { "free_sync", KEY_BOOL, FIELD(free_sync), 0, 1, "0 or 1" },
     { "trace", KEY_BOOL, FIELD(trace), 0, 1, "0 or 1" },
     { "max_events", KEY_U64, FIELD(max_events), 1024, 1e10,
@@ -61,6 +62,7 @@ void vt__config_defaults(vt_config *c)
         .roundup_power2_divisions = 0,
         .garbage_collection_threshold = 0.0,
         .per_process_memory_fraction = 1.0,
+        .expandable_segments = false,
         .free_sync = false,
         .trace = true,
         .max_events = 1000000,
@@ -265,11 +267,12 @@ size_t vt__config_format(const vt_config *c, char *buf, size_t len)
         snprintf(msm, sizeof msm, "%llu", (unsigned long long)(c->max_split_size >> 20));
     int n = snprintf(buf, len,
         "cache:%d,max_split_size_mb:%s,roundup_power2_divisions:%u,"
-        "garbage_collection_threshold:%g,per_process_memory_fraction:%g,free_sync:%d,"
+        "garbage_collection_threshold:%g,per_process_memory_fraction:%g,expandable_segments:%d,"
+        "free_sync:%d,"
         "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,signal:%s,dump_on_oom:%d,"
         "oom_snapshots:%u",
         c->cache, msm, c->roundup_power2_divisions, c->garbage_collection_threshold,
-        c->per_process_memory_fraction, c->free_sync, c->trace,
+        c->per_process_memory_fraction, c->expandable_segments, c->free_sync, c->trace,
         (unsigned long long)c->max_events, c->stack_depth, c->free_stacks, sig,
         c->dump_on_oom, c->oom_snapshots);
     return n < 0 ? 0 : (size_t)n;

@@ -38,6 +38,8 @@ typedef struct vt_config {
     unsigned roundup_power2_divisions; /* 0 = off */
     double garbage_collection_threshold; /* 0 = off, else fraction of the cap */
     double per_process_memory_fraction;  /* cap on reserved bytes, of device total */
+    bool expandable_segments;          /* one growable virtual range per stream and pool
+                                          (alloc/alloc_expandable.c) */
     /* hooks */
     bool free_sync;                    /* plain cudaFree synchronizes like CUDA */
     /* tracing */

@@ -1,0 +1,215 @@
+/*
+ * tests/alloc/test_alloc_expandable.c - expandable_segments:1 on the
+ * simulated device's VMM (cuMemCreate, cuMemMap, 2 MiB granularity).
+ */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include "alloc_internal.h"
+#include "allocator.h"
+#include "harness.h"
+#include "simcuda.h"
+#include "vramtrace.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+
+static vt_stats stats(int dev)
+{
+    vt_stats s;
+    ASSERT_EQ(vt_get_stats(dev, &s), 0);
+    return s;
+}
+
+#define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
+
+static simcuda_counters sim(void)
+{
+    simcuda_counters c;
+    static int inited;
+    if (!inited++)
+        ASSERT_OK(cudaFree(NULL));
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    return c;
+}
+
+static uint64_t reserved(void)
+{
+    return (uint64_t)stats(0).reserved_bytes[VT_STAT_ALL].current;
+}
+
+TEST(growth_maps_chunks_at_the_end_of_one_range)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    simcuda_counters before = sim();
+    char *p[4];
+    for (int i = 0; i < 4; i++) {
+        ASSERT((p[i] = vt_malloc(5 * MiB, 0, 0)));
+        /* every byte is mapped and writable */
+        ASSERT_OK(cudaMemset(p[i], 0x5a, 5 * MiB));
+    }
+    for (int i = 1; i < 4; i++)
+        ASSERT_PTR_EQ(p[i], p[i - 1] + 5 * MiB);   /* one range, contiguous */
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.segment[VT_STAT_ALL].current, 1);
+    /* 6 MiB mapped for the first (2 MiB chunks), then what each next lacks:
+     * 20 MiB in all, where fixed segments would hold 20 MiB per 4 too but
+     * reserve all of it at the first request */
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 20 * MiB);
+    simcuda_counters after = sim();
+    ASSERT_EQ(after.vmm_create_calls - before.vmm_create_calls, 10);   /* 20 MiB / 2 MiB */
+    ASSERT_EQ(after.mem_alloc_calls, before.mem_alloc_calls);           /* no cuMemAlloc */
+    ASSERT_EQ(after.bytes_in_use - before.bytes_in_use, 20 * MiB);
+    ASSERT_OK(cudaDeviceSynchronize());
+    CHECK_INVARIANTS();
+}
+
+TEST(each_stream_and_pool_has_its_own_range)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    cudaStream_t A;
+    ASSERT_OK(cudaStreamCreateWithFlags(&A, cudaStreamNonBlocking));
+    vt__alloc_stream_created(0, (uint64_t)(uintptr_t)A);
+    char *a = vt_malloc(5 * MiB, 0, 0), *b = vt_malloc(5 * MiB, 0, A);
+    char *small = vt_malloc(4 * KiB, 0, 0);
+    ASSERT(a && b && small);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.segment[VT_STAT_ALL].current, 3);
+    ASSERT_EQ(s.segment[VT_STAT_SMALL].current, 1);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_SMALL].current, 2 * MiB);   /* one chunk */
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_LARGE].current, 12 * MiB);
+    char *a2 = vt_malloc(5 * MiB, 0, 0);
+    ASSERT_PTR_EQ(a2, a + 5 * MiB);   /* the default stream's range grew */
+    CHECK_INVARIANTS();
+}
+
+TEST(empty_cache_unmaps_the_whole_free_chunks_at_the_end)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    uint64_t base = sim().bytes_in_use;
+    void *a = vt_malloc(5 * MiB, 0, 0), *b = vt_malloc(5 * MiB, 0, 0);
+    void *c = vt_malloc(5 * MiB, 0, 0);
+    ASSERT(a && b && c);
+    ASSERT_EQ(reserved(), 16 * MiB);    /* 6, +4, +6 */
+    vt_free(c, 0, 0, 0);
+    vt_free(b, 0, 0, 0);                 /* free from 5 MiB to 16 MiB */
+    ASSERT_EQ(reserved(), 16 * MiB);     /* cached */
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    /* the chunks from 6 MiB on are wholly free: unmapped; 5..6 MiB is in
+     * the chunk a uses */
+    ASSERT_EQ(reserved(), 6 * MiB);
+    ASSERT_EQ(sim().bytes_in_use - base, 6 * MiB);
+    CHECK_INVARIANTS();
+    /* the range grows again from there, contiguous */
+    char *d = vt_malloc(5 * MiB, 0, 0);
+    ASSERT_PTR_EQ(d, (char *)a + 5 * MiB);
+    ASSERT_EQ(reserved(), 10 * MiB);
+    ASSERT_OK(cudaMemset(d, 1, 5 * MiB));
+    vt_free(d, 0, 0, 0);
+    vt_free(a, 0, 0, 0);
+    ASSERT_EQ(vt_empty_cache(0), 0);     /* wholly free: the range goes back */
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(s.segment[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(sim().bytes_in_use, base);
+    CHECK_INVARIANTS();
+}
+
+/* 40 blocks of 5 MiB, one of every four kept: with fixed segments (four per
+ * 20 MiB segment) every segment stays pinned and the device is full; a
+ * 12 MiB request needs a new segment. In one range the freed neighbours
+ * coalesce into 15 MiB holes that 12 MiB requests fit. Live: 50 + 108 MiB
+ * of 200, which plain cudaMalloc fits too. */
+static int pinned_pattern(void)
+{
+    setenv("SIMCUDA_MEM", "200M", 1);
+    void *p[40], *q[9];
+    for (int i = 0; i < 40; i++)
+        if (!(p[i] = vt_malloc(5 * MiB, 0, 0)))
+            return -1;
+    for (int i = 0; i < 40; i++)
+        if (i % 4 != 1)
+            vt_free(p[i], 0, 0, 0);
+    for (int i = 0; i < 9; i++)
+        if (!(q[i] = vt_malloc(12 * MiB, 0, 0)))
+            return i;
+    return 9;
+}
+
+TEST(pinned_fragmentation_runs_out_of_memory_with_fixed_segments)
+{
+    ASSERT_EQ(pinned_pattern(), 0);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_ooms, 1);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 200 * MiB);
+    CHECK_INVARIANTS();
+}
+
+TEST(pinned_fragmentation_fits_with_expandable_segments)
+{
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    ASSERT_EQ(pinned_pattern(), 9);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_ooms, 0);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 200 * MiB);
+    ASSERT_EQ(sim().bytes_in_use, 200 * MiB);
+    CHECK_INVARIANTS();
+}
+
+TEST(out_of_memory_shrinks_the_range_before_failing)
+{
+    setenv("SIMCUDA_MEM", "64M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    cudaStream_t A;
+    ASSERT_OK(cudaStreamCreateWithFlags(&A, cudaStreamNonBlocking));
+    vt__alloc_stream_created(0, (uint64_t)(uintptr_t)A);
+    void *keep = vt_malloc(4 * MiB, 0, 0), *big = vt_malloc(40 * MiB, 0, 0);
+    ASSERT(keep && big);
+    vt_free(big, 0, 0, 0);               /* 40 MiB cached at the end of the range */
+    ASSERT_EQ(reserved(), 44 * MiB);
+    /* another stream's range needs 30 MiB: only once the free tail is unmapped */
+    void *other = vt_malloc(30 * MiB, 0, A);
+    ASSERT(other);
+    vt_stats s = stats(0);
+    ASSERT_EQ(s.num_ooms, 0);
+    ASSERT_GE(s.num_alloc_retries, 1);
+    ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 34 * MiB);
+    ASSERT_PTR_EQ(vt_malloc(40 * MiB, 0, 0), NULL);   /* 34 + 40 > 64: a real OOM */
+    ASSERT_EQ(stats(0).num_ooms, 1);
+    CHECK_INVARIANTS();
+}
+
+TEST(random_sequences_keep_invariants_with_expandable_segments)
+{
+    setenv("SIMCUDA_MEM", "512M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    srand(7);
+    void *live[64] = { 0 };
+    for (int step = 0; step < 4000; step++) {
+        int i = rand() % 64;
+        if (live[i]) {
+            vt_free(live[i], 0, 0, 0);
+            live[i] = NULL;
+        } else {
+            size_t sizes[] = { 512, 3 * KiB, 700 * KiB, 2 * MiB + 5, 5 * MiB, 13 * MiB };
+            live[i] = vt_malloc((ssize_t)sizes[rand() % 6], 0, 0);
+        }
+        if (step % 500 == 499) {
+            ASSERT_EQ(vt_empty_cache(0), 0);
+            CHECK_INVARIANTS();
+            ASSERT_EQ(sim().bytes_in_use, reserved());
+        }
+    }
+    for (int i = 0; i < 64; i++)
+        if (live[i])
+            vt_free(live[i], 0, 0, 0);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), 0);
+    ASSERT_EQ(sim().bytes_in_use, 0);
+    CHECK_INVARIANTS();
+}
+
+TEST_MAIN()
