@@ -188,6 +188,7 @@ static int extend(vt__heap *h, vt__segment *s, vt__block *tail, uint64_t need, u
     uint64_t v = atomic_load(&h->hi);
     while (s->addr + s->size > v && !atomic_compare_exchange_weak(&h->hi, &v, s->addr + s->size))
         ;
+    h->num_backend_allocs++;   /* one device allocation: a mapping (a SEGMENT_ALLOC event) */
     vt__stat_add(h->reserved_bytes, pool, (int64_t)need);
     vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(s->stream), end, 0, need, stack,
               (uint64_t)pool, 0, 0);
@@ -253,6 +254,7 @@ void vt__expandable_shrink(vt__heap *h)
             vt__index_insert(&h->free_idx[s->pool], t);
         }
         s->size = keep;
+        h->num_backend_frees++;
         vt__stat_add(h->reserved_bytes, s->spool, -(int64_t)cut);
         vt__trace(VT_EV_SEGMENT_FREE, h->device, vt__trace_stream(s->stream), s->addr + keep, 0,
                   cut, 0, s->pool, 0, 0);

@@ -121,9 +121,6 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
     char b1[32], b2[32], b3[32], b4[32];
     printf("replay of %s: %zu events, %zu allocator calls replayed\n", path, r->events, r->replayed);
     printf("settings: %s (%s)\n", r->conf, origin);
-    if (r->expandable_segments)
-        printf("note: the recording used expandable segments, which the replay does not model:\n"
-               "      segments are replayed as fixed-size ones\n");
     if (r->events_lost)
         printf("note: the recording lost its first %" PRIu64 " events (ring overflow): the "
                "replay starts where the window starts\n", r->events_lost);
@@ -148,6 +145,9 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
                "%" PRIu64 " event record, %" PRIu64 " event query, %" PRIu64 " event sync\n",
                d->device_mallocs + d->device_failed_mallocs, d->device_failed_mallocs,
                d->device_frees, d->event_records, d->event_queries, d->event_syncs);
+        if (d->device_maps || d->device_unmaps)
+            printf("  expandable segments: %" PRIu64 " chunks mapped, %" PRIu64 " unmapped\n",
+                   d->device_maps, d->device_unmaps);
     }
     if (r->segments_identical)
         printf("segment allocations: identical to the recording (%zu)\n", r->segments_compared);
@@ -206,6 +206,8 @@ static void print_device_json(const vt_replay_device *d)
     json_u64("malloc", d->device_mallocs, 1);
     json_u64("malloc_refused", d->device_failed_mallocs, 1);
     json_u64("free", d->device_frees, 1);
+    json_u64("map_chunk", d->device_maps, 1);
+    json_u64("unmap_chunk", d->device_unmaps, 1);
     json_u64("event_create", d->event_creates, 1);
     json_u64("event_record", d->event_records, 1);
     json_u64("event_query", d->event_queries, 1);
@@ -261,7 +263,7 @@ static void print_result_json(const vt_snapshot_data *s, const vt_replay_result 
     json_u64("events_lost", r->events_lost, 1);
     printf("\"recorded_ooms\": %zu, \"recorded_ooms_served\": %zu, ", r->recorded_ooms,
            r->recorded_ooms_served);
-    printf("\"recorded_expandable_segments\": %s, ", r->expandable_segments ? "true" : "false");
+    printf("\"expandable_segments\": %s, ", r->expandable_segments ? "true" : "false");
     printf("\"segments_identical\": %s, \"first_segment_difference\": ",
            r->segments_identical ? "true" : "false");
     if (r->segments_identical)
@@ -282,6 +284,7 @@ static void print_result_json(const vt_snapshot_data *s, const vt_replay_result 
 static const char *const sweep_split[] = { "unlimited", "32", "64", "128", "256", "512" };
 static const char *const sweep_roundup[] = { "0", "2", "4", "8", "16" };
 static const char *const sweep_gc[] = { "0", "0.6", "0.8" };
+static const char *const sweep_expandable[] = { "0", "1" };
 #define N_OF(a) (sizeof a / sizeof *a)
 
 static uint64_t max_peak_reserved(const vt_replay_result *r)
@@ -319,7 +322,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
         for (size_t k = 0; k < s->ndevices; k++)
             capped |= s->devices[k].total_bytes != 0;
     size_t ngc = capped ? N_OF(sweep_gc) : 1;
-    size_t n = N_OF(sweep_split) * N_OF(sweep_roundup) * ngc + 1;
+    size_t n = N_OF(sweep_split) * N_OF(sweep_roundup) * ngc * N_OF(sweep_expandable) + 1;
     char (*confs)[256] = calloc(n, sizeof *confs);
     const char **conf_ptrs = calloc(n, sizeof *conf_ptrs);
     char (*labels)[160] = calloc(n, sizeof *labels);
@@ -339,12 +342,15 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
     size_t k = 1;
     for (size_t a = 0; a < N_OF(sweep_split); a++)
         for (size_t b = 0; b < N_OF(sweep_roundup); b++)
-            for (size_t c = 0; c < ngc; c++, k++) {
-                snprintf(labels[k], sizeof labels[k],
-                         "max_split_size_mb:%s,roundup_power2_divisions:%s,garbage_collection_threshold:%s",
-                         sweep_split[a], sweep_roundup[b], sweep_gc[c]);
-                snprintf(confs[k], sizeof confs[k], "%s%s%s", base, *base ? "," : "", labels[k]);
-            }
+            for (size_t c = 0; c < ngc; c++)
+                for (size_t e = 0; e < N_OF(sweep_expandable); e++, k++) {
+                    snprintf(labels[k], sizeof labels[k],
+                             "max_split_size_mb:%s,roundup_power2_divisions:%s,"
+                             "garbage_collection_threshold:%s,expandable_segments:%s",
+                             sweep_split[a], sweep_roundup[b], sweep_gc[c], sweep_expandable[e]);
+                    snprintf(confs[k], sizeof confs[k], "%s%s%s", base, *base ? "," : "",
+                             labels[k]);
+                }
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
     if (vt_replay_sweep(s, conf_ptrs, n, capacity, jobs, res, status, errs)) {

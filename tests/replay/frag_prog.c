@@ -14,6 +14,13 @@
  * the frees of an epoch are complete before the next one allocates, however
  * fast the device is.
  *
+ * With "pins" as argv[2], another pattern: forty 5 MiB blocks of which one
+ * in four stays alive, then nine 12 MiB ones. Live at most 50 + 108 MiB,
+ * which fits in 200 MiB with plain cudaMalloc; fixed 20 MiB segments (four
+ * blocks each) all stay pinned, fill the device and leave no room for a
+ * 12 MiB segment; in one expandable range the freed neighbours coalesce
+ * into 15 MiB holes.
+ *
  * Prints "frag: ok" at the end, or "frag: out of memory at <what>" and exits
  * 3 when an allocation fails. Sizes scale with argv[1] (MiB per unit, default
  * 1).
@@ -21,6 +28,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static size_t unit = 1 << 20;
 
@@ -34,10 +42,31 @@ static void *get(size_t mib, const char *what)
     return p;
 }
 
+static int pins(void)
+{
+    void *p[40], *q[9];
+    for (int i = 0; i < 40; i++)
+        p[i] = get(5, "the 5 MiB blocks");
+    for (int i = 0; i < 40; i++)
+        if (i % 4 != 1)
+            cudaFree(p[i]);
+    cudaDeviceSynchronize();
+    for (int i = 0; i < 9; i++)
+        q[i] = get(12, "the 12 MiB blocks");
+    for (int i = 0; i < 9; i++)
+        cudaFree(q[i]);
+    for (int i = 1; i < 40; i += 4)
+        cudaFree(p[i]);
+    printf("frag: ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
         unit = (size_t)atoi(argv[1]) << 20;
+    if (argc > 2 && !strcmp(argv[2], "pins"))
+        return pins();
     void *big[4], *small[8], *huge[2];
     for (int i = 0; i < 4; i++)
         big[i] = get(200, "epoch 1");

@@ -402,4 +402,37 @@ TEST(sweep_runs_each_setting_in_its_own_process)
     free(b);
 }
 
+/* Forty 5 MiB blocks, one in four kept, then nine 12 MiB ones: at 200 MiB
+ * fixed segments (four blocks each, all pinned) run out of memory; one
+ * expandable range coalesces the freed neighbours into 15 MiB holes. */
+TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
+{
+    built *b = snap_new(0, NULL);
+    for (uint64_t i = 0; i < 40; i++)
+        ev(b, VT_EV_ALLOC, 0x10000000 + i * 0x1000000, 5 * MIB, 0, 0);
+    for (uint64_t i = 0; i < 40; i++)
+        if (i % 4 != 1) {
+            ev(b, VT_EV_FREE_REQUESTED, 0x10000000 + i * 0x1000000, 5 * MIB, 0, 0);
+            ev(b, VT_EV_FREE_COMPLETED, 0x10000000 + i * 0x1000000, 5 * MIB, 0, 0);
+        }
+    for (uint64_t i = 0; i < 9; i++)
+        ev(b, VT_EV_ALLOC, 0x90000000 + i * 0x1000000, 12 * MIB, 0, 0);
+    const char *confs[] = { "", "expandable_segments:1" };
+    vt_replay_result out[2];
+    int status[2];
+    char errs[2][256];
+    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 2, 200 * MIB, 2, out, status, errs), 0);
+    ASSERT_EQ(status[0], 0);
+    ASSERT_EQ(status[1], 0);
+    ASSERT(out[0].oom.happened);
+    ASSERT_EQ(out[0].oom.event_index, 40 + 60);   /* the first 12 MiB block */
+    ASSERT(!out[0].expandable_segments);
+    ASSERT(!out[1].oom.happened);
+    ASSERT(out[1].expandable_segments);
+    ASSERT_EQ(out[1].devices[0].peak_reserved, 200 * MIB);
+    ASSERT_EQ(out[1].devices[0].device_maps, 100);   /* 200 MiB of 2 MiB chunks */
+    ASSERT_EQ(out[1].devices[0].device_mallocs, 0);
+    free(b);
+}
+
 TEST_MAIN()

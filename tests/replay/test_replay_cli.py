@@ -117,6 +117,36 @@ def test_fragmentation_oom_at_capacity_is_found_and_a_swept_setting_fits_live():
         len(fits), len(runs)) in text, text
 
 
+def test_pinned_fragmentation_fits_with_expandable_segments_in_replay_and_live():
+    cap = "200M"
+    pins = [FRAG, "1", "pins"]
+    p = subprocess.run(pins, env=dict(os.environ, SIMCUDA_MEM=cap), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and "frag: ok" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    snap, _ = record("pins", pins, "1G")
+    # fixed segments run out of memory at 200 MiB, in the replay and live
+    r = replay_json(snap, "--capacity", cap)
+    assert r["oom"] and r["oom"]["size"] == 12 * MIB and not r["expandable_segments"], r
+    _, out = record("pins_live_default", pins, cap, status=3)
+    assert "out of memory at the 12 MiB blocks" in out, out
+    # expandable segments fit, in the replay and live
+    r = replay_json(snap, "--capacity", cap, "--conf", "expandable_segments:1")
+    assert r["oom"] is None and r["expandable_segments"], r
+    assert "expandable_segments:1" in r["settings"], r["settings"]
+    assert r["devices"][0]["peak_reserved"] <= 200 * MIB, r
+    live, out = record("pins_live_expandable", pins, cap, conf="expandable_segments:1")
+    assert "frag: ok" in out, out
+    # a recording made with them replays to the same segment maps and peak
+    r = check_reproduces(live)
+    assert "expandable_segments:1" in r["settings"], r["settings"]
+    # the sweep tries them: at 200 MiB only settings with them fit
+    sweep = json.loads(replay(snap, "--capacity", cap, "--sweep", "--json").stdout)
+    runs = sweep["runs"]
+    fits = [x["label"] for x in runs if x.get("fits")]
+    assert fits and all("expandable_segments:1" in x for x in fits), fits
+    assert [x for x in runs if "expandable_segments:0" in x["label"]], runs[:3]
+
+
 def test_recorded_oom_is_replayed_as_the_allocation_it_refused():
     snap, out = record("frag_oom", [FRAG], "1000M", status=3)
     r = replay_json(snap)

@@ -92,6 +92,8 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
                                   sizeof recorded, &expandable);
     if (vt__config_parse(recorded, &cfg, NULL))
         return fail(err, errlen, -EINVAL, "the recorded settings '%s' are not valid", recorded);
+    if (expandable)   /* a PyTorch snapshot's expandable_segments=True */
+        cfg.expandable_segments = true;
     if (opt->conf && *opt->conf) {
         char msg[512] = "";
         FILE *f = fmemopen(msg, sizeof msg - 1, "w");
@@ -120,7 +122,7 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
     if (cut)
         *cut = '\0';
     snprintf(r->conf, sizeof r->conf, "%.511s", full);
-    r->expandable_segments = expandable;
+    r->expandable_segments = cfg.expandable_segments;
     return 0;
 }
 
@@ -345,6 +347,8 @@ static void finish(vt_replay_result *r)
         o->device_mallocs = c.mallocs;
         o->device_failed_mallocs = c.failed_mallocs;
         o->device_frees = c.frees;
+        o->device_maps = c.maps;
+        o->device_unmaps = c.unmaps;
         o->event_creates = c.event_creates;
         o->event_records = c.event_records;
         o->event_queries = c.event_queries;

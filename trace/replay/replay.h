@@ -70,6 +70,7 @@ typedef struct vt_replay_device {
     uint64_t alloc_retries, sync_all, fence_events;
     /* device calls (backend) */
     uint64_t device_mallocs, device_failed_mallocs, device_frees;
+    uint64_t device_maps, device_unmaps;   /* expandable segments' chunks */
     uint64_t event_creates, event_records, event_queries, event_syncs;
     /* the recording, from its events */
     uint64_t recorded_peak_reserved;   /* running sum of SEGMENT events */
@@ -86,7 +87,7 @@ typedef struct vt_replay_point {   /* reserved bytes after a segment change */
 
 typedef struct vt_replay_result {
     char conf[512];            /* the settings replayed (normalized allocator keys) */
-    bool expandable_segments;  /* asked for (reported; see README) */
+    bool expandable_segments;  /* replayed with expandable segments */
     size_t ndevices;
     vt_replay_device devices[VT_REPLAY_MAX_DEVICES];
     vt_replay_oom oom;

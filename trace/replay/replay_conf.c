@@ -19,7 +19,7 @@
 
 static const char *const allocator_keys[] = {
     "cache", "max_split_size_mb", "roundup_power2_divisions",
-    "garbage_collection_threshold", "per_process_memory_fraction",
+    "garbage_collection_threshold", "per_process_memory_fraction", "expandable_segments",
 };
 
 static void append(char *buf, size_t len, const char *key, const char *val, size_t vlen)
@@ -81,6 +81,8 @@ void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool
     }
     if ((v = find_value(recorded, "expandable_segments", '=', &vlen)))
         *expandable = (vlen == 4 && !strncmp(v, "True", 4)) || (vlen == 1 && *v == '1');
+    if (*expandable)
+        append(buf, len, "expandable_segments", "1", 1);
     /* roundup_power2_divisions: in the PYTORCH_CUDA_ALLOC_CONF text, one
      * number (not a [size:divisions,...] table) */
     const char *rp = strstr(recorded, "roundup_power2_divisions:");
