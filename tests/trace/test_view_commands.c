@@ -353,7 +353,7 @@ TEST(cli_viz_refuses_a_special_file_as_output)
  * memory of its own). */
 static vt_snapshot_data *gen_uncached(void)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "app.c", 10);
     uint32_t f_mgd = gen_frame(&g, 0x400200, "/usr/bin/app", "make_grid", "app.c", 20);
     uint32_t n_main = gen_node(&g, 0, f_main);
