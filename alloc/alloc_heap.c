@@ -23,7 +23,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 /* Larger requests fail as out of memory before any rounding: rounding
  * SIZE_MAX up to 512 B (or to a power-of-two division, or a segment to
  * 2 MiB) would wrap around to a tiny size and hand out a tiny block. No
@@ -363,7 +362,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 /* ---- free --------------------------------------------------------------- */
 
 /* Free an allocated block of heap h (locked). */
-static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt_free_mode mode,
+static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mode mode,
                        uint32_t stack)
 {
     if (vt_unlikely(b->pool == VT_POOL_UNCACHED)) {
@@ -415,7 +414,7 @@ static inline bool heap_may_own(int d, uint64_t addr)
            && addr < atomic_load_explicit(&h->hi, memory_order_relaxed);
 }
 
-int vt__heap_free(void *ptr, uint64_t key, enum vt_free_mode mode, uint32_t stack)
+int vt__heap_free(void *ptr, uint64_t key, enum vt__free_mode mode, uint32_t stack)
 {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     int n = vt__heap_count();

@@ -20,7 +20,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 /* Mid-size requests (1 to 10 MiB) share segments of up to 20 MiB, as
  * PyTorch's do, but sized to a whole number of the request: a 20 MiB
  * segment of 7 MiB blocks would leave a 6 MiB tail that no later 7 MiB

@@ -11,7 +11,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out)
 {
     int spool = req <= VT_SMALL_SIZE ? VT_STAT_SMALL : VT_STAT_LARGE;

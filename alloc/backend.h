@@ -58,5 +58,9 @@ int vt__backend_event_sync(int device, void *event);
 int vt__backend_event_destroy(int device, void *event);
 /* Wait for all work queued on a (still existing) stream. */
 int vt__backend_stream_sync(int device, uint64_t stream);
+/* Is `stream` capturing into a graph (or, the legacy stream, unusable while
+ * a blocking stream captures)? Then nothing may be recorded on it or waited
+ * for: 1. Else 0 (also when the driver cannot tell). */
+int vt__backend_stream_capturing(int device, uint64_t stream);
 
 #endif /* VT_ALLOC_BACKEND_H */

@@ -1,5 +1,5 @@
 /*
- * replay/replay_trace.c - trace/recorder.h for a replay.
+ * trace/replay/replay_trace.c - trace/recorder.h for a replay.
  *
  * The allocator tells its recorder every block it hands out and takes back,
  * every segment and every OOM; during a replay that is exactly what the
@@ -47,7 +47,7 @@ static void segment_event(int device, bool is_free, uint64_t size)
         b->failed = true;
         return;
     }
-    b->curve[b->ncurve++] = (vt_replay_point){ .time_ns = b->now_ns,
+    b->curve[b->ncurve++] = (vt_replay_point){ .event = b->now_event, .time_ns = b->now_ns,
                                                .reserved = (uint64_t)b->reserved[device],
                                                .device = (int8_t)device };
 }
