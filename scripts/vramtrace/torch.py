@@ -32,7 +32,9 @@ from __future__ import annotations
 import bisect
 import functools
 import gc
+import linecache
 import os
+import sys
 import threading
 import time
 import warnings
@@ -150,6 +152,24 @@ def _device_of(t: Any) -> int:
     if dev.type == "cuda":
         return int(dev.index or 0)
     return -1
+
+
+_MAX_SOURCE = 60   # characters of a source line kept in a tensor's name
+
+
+def _site_name(filename: str, line: int, what: str) -> str:
+    """``what`` (an op's output) named by the source line that made it, as
+    the user wrote it: ``h = model(x) (train.py:40, aten.relu out[0])``."""
+    try:
+        src = " ".join(linecache.getline(filename, line).split())
+    except Exception:
+        src = ""
+    where = f"{os.path.basename(filename)}:{line}"
+    if not src:
+        return f"{what} at {where}"
+    if len(src) > _MAX_SOURCE:
+        src = src[:_MAX_SOURCE - 3] + "..."
+    return f"{src} ({where}, {what})"
 
 
 def _tensors_in(obj: Any, out: List[Any]) -> None:
@@ -302,7 +322,12 @@ class Tracker:
         self._level_cost = 0.0       # seconds per heap pass, last measured
         self._walk_cost = 0.0        # seconds the last walk took, all in
         self._last_mark_end: Optional[float] = None
-        self._walked: Set[int] = set()   # tensor ids a complete walk started from
+        self._walked: Set[int] = set()   # tensor ids a walk started from
+        # Tensor id -> its reference count when a walk that was not cut off
+        # started from it: while the count stays the same, the holders that
+        # walk found are still the ones (nothing took or dropped a reference).
+        self._settled: Dict[int, int] = {}
+        self.walks_skipped = 0       # due walks skipped: every stale tensor unchanged
         self._marks_since_walk = 0
         self._backoff = 1
         self.collect_cycles = collect_cycles
@@ -322,7 +347,7 @@ class Tracker:
         # recording point. (storage, stack of the death)
         self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = []
         self._reshaping: Dict[Any, bool] = {}         # op -> may change a tensor's storage
-        self._names: Dict[Tuple[Any, int], str] = {}  # (op, output index) -> name
+        self._names: Dict[Tuple[Any, int, int], str] = {}  # (op, output index, stack) -> name
         self._views: Dict[Any, int] = {}              # op -> _view_arg(op)
         self._stacks = StackInterner(self._lib, _SKIP_FILES)
         self._stacks.enabled = stacks
@@ -456,12 +481,20 @@ class Tracker:
             self._record(rec)
         return rec
 
-    def _out_name(self, func: Any, i: int) -> str:
-        key = (func, i)
+    def _out_name(self, func: Any, i: int, stack: int) -> str:
+        """An output's name: the user's line that made it, then the op
+        ("y = torch.tanh(x @ w) (train.py:12, aten.mm out[0])"); the op
+        alone when there is no stack."""
+        key = (func, i, stack)
         got = self._names.get(key)
         if got is None:
             packet = getattr(func, "overloadpacket", func)
             got = f"{packet} out[{i}]"
+            site = self._stacks.sites.get(stack) if stack else None
+            if site is not None:
+                got = _site_name(site[0], site[1], got)
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
             self._names[key] = got
         return got
 
@@ -527,7 +560,7 @@ class Tracker:
                 if rec is not None:   # in-place and out= ops return an input
                     use(self._record(rec), stack)
                 else:
-                    rec = self._track(t, self._out_name(func, i), stack, view_of, defer=True)
+                    rec = self._track(t, self._out_name(func, i, stack), stack, view_of, defer=True)
                     if rec is None:
                         continue
                 storages[rec.skey].last_epoch = epoch
@@ -842,6 +875,8 @@ class Tracker:
 
     def _walk_stale(self, threshold: int, final: bool = False) -> None:
         starts: Dict[NodeKey, Any] = {}
+        counts: Dict[int, int] = {}
+        getrefcount = sys.getrefcount
         for srec in self._storages.values():
             if srec.last_epoch >= threshold:
                 continue
@@ -849,6 +884,7 @@ class Tracker:
                 t = rec.ref() if rec.ref is not None and rec.tid else None
                 if t is not None:
                     starts[("t", rec.tid)] = t
+                    counts[rec.tid] = getrefcount(t)   # same spot every mark
                 del t
         if not starts:
             self._book.emit(WalkResult(), "stale")
@@ -858,6 +894,16 @@ class Tracker:
         self._marks_since_walk += 1
         fresh = any(k[1] not in self._walked for k in starts)
         if not final and not fresh and self._marks_since_walk < self._backoff:
+            starts.clear()
+            return
+        settled = self._settled
+        if not final and not fresh and all(settled.get(t) == n for t, n in counts.items()):
+            # A clean loop's stale tensors (batches reused every k steps)
+            # are the same tensors under the same references mark after
+            # mark: what the last complete walk recorded still stands, and
+            # a heap pass would only find it again.
+            self.walks_skipped += 1
+            self._marks_since_walk = 0
             starts.clear()
             return
         began = time.perf_counter()
@@ -887,6 +933,12 @@ class Tracker:
         # so a walk that never fits its budget is not retried at every mark.
         self._walked = {t for t in self._walked if t in self._by_tid}
         self._walked.update(k[1] for k in starts)
+        self._settled = {t: n for t, n in settled.items() if t in self._by_tid}
+        if not res.cut_off:
+            self._settled.update(counts)
+        else:
+            for t in counts:
+                self._settled.pop(t, None)
         # A view holds its base (view._base, from C++: invisible to gc).
         views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
                  if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
@@ -930,7 +982,9 @@ class Tracker:
                 continue
             root: NodeKey = ("t", rec.tid)
             # A tensor's .grad lives in C++ (invisible to gc).
-            g = getattr(t, "_grad", None) if t.requires_grad else None
+            # (Reading .grad of a non-leaf makes PyTorch warn the user.)
+            g = getattr(t, "_grad", None) if t.requires_grad and (
+                t.is_leaf or t.retains_grad) else None
             if g is not None:
                 info = _storage_info(g)
                 if info is not None and info[2] in want and ("t", rec.tid) != want[info[2]]:
