@@ -179,3 +179,32 @@ def test_walk_without_budget_is_postponed_and_a_cut_off_is_reported(fake, tmp_pa
             vramtrace.snapshot(str(tmp_path / "x.vtsnap"))
     assert tr.walk_cutoffs == 1
     del held
+
+
+class _Keeper:
+    def __init__(self) -> None:
+        self.late = None
+
+
+def test_stale_tensors_under_unchanged_references_are_not_walked_again(fake):
+    """Batches reused every 4 steps go stale again and again under the same
+    list: after one complete walk found their holder, marks skip the heap
+    pass; a reference taken later changes the count and is walked."""
+    batches = [torch.ones(4) * k for k in range(4)]
+    keeper = _Keeper()
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(20):
+            vtt.mark(f"iteration {i}")
+            y = (batches[i % 4] * 2).sum()
+            if i == 2:
+                old = torch.ones(4) * 7      # used once, stale from then on
+                oid = tr.tensor_id(old)
+        assert tr.walks_skipped > 0
+        assert not [p for p in fake.paths_to(oid) if "_Keeper" in p]
+        keeper.late = old                    # a new holder: its count changed
+        walks = tr.walks
+        vtt.mark("iteration 20")
+        assert tr.walks == walks + 1
+    paths = fake.paths_to(oid)
+    assert any("_Keeper .late" in p for p in paths), paths
+    del y, old
