@@ -133,13 +133,18 @@ def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
     return got[0] if got is not None else None
 
 
+_Tensor = _torch.Tensor
+# Tensor.untyped_storage on torch 2.x, else the version-tolerant lookup.
+_untyped_storage = getattr(_Tensor, "untyped_storage", None) or storage_of
+
+
 def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
     """((data_ptr, nbytes, identity), storage) of ``t``, or None."""
     try:
-        st = storage_of(t)
-        nbytes = int(st.nbytes())
-        ptr = int(st.data_ptr())
-        ident = int(getattr(st, "_cdata", 0) or ptr)
+        st = _untyped_storage(t)
+        nbytes = st.nbytes()
+        ptr = st.data_ptr()
+        ident = getattr(st, "_cdata", 0) or ptr
     except Exception:  # sparse, meta, functional wrappers...
         return None
     if nbytes <= 0 or ptr == 0:
@@ -148,9 +153,8 @@ def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
 
 
 def _device_of(t: Any) -> int:
-    dev = t.device
-    if dev.type == "cuda":
-        return int(dev.index or 0)
+    if t.is_cuda:
+        return int(t.get_device())
     return -1
 
 
@@ -172,13 +176,18 @@ def _site_name(filename: str, line: int, what: str) -> str:
     return f"{src} ({where}, {what})"
 
 
+_NESTED = (list, tuple, dict)
+
+
 def _tensors_in(obj: Any, out: List[Any]) -> None:
     """Append the tensors of a nested list/tuple/dict to ``out``."""
-    if isinstance(obj, _torch.Tensor):
+    if isinstance(obj, _Tensor):
         out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            if isinstance(x, (_torch.Tensor, list, tuple, dict)):
+    elif type(obj) is tuple or type(obj) is list or isinstance(obj, (list, tuple)):
+        for x in obj:   # an op's args: mostly tensors and scalars, flat
+            if isinstance(x, _Tensor):
+                out.append(x)
+            elif isinstance(x, _NESTED):
                 _tensors_in(x, out)
     elif isinstance(obj, dict):
         for x in obj.values():
@@ -346,9 +355,10 @@ class Tracker:
         # only after the death callback returns, so it is checked at the next
         # recording point. (storage, stack of the death)
         self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = []
-        self._reshaping: Dict[Any, bool] = {}         # op -> may change a tensor's storage
+        # op -> (index of the argument its outputs view, -1: none; whether
+        # it may give a tensor other memory: set_, resize_)
+        self._op_meta: Dict[Any, Tuple[int, bool]] = {}
         self._names: Dict[Tuple[Any, int, int], str] = {}  # (op, output index, stack) -> name
-        self._views: Dict[Any, int] = {}              # op -> _view_arg(op)
         self._stacks = StackInterner(self._lib, _SKIP_FILES)
         self._stacks.enabled = stacks
         self._book = HolderBook(self._lib)
@@ -448,7 +458,7 @@ class Tracker:
             srec = self._storages.get(skey)
         if srec is None:
             device = _device_of(t)
-            external = device < 0 or t.device.type != "cuda"
+            external = device < 0
             srec = _StorageRec(ptr, nbytes, device, external, self.epoch, skey,
                                self._life.weak(st))
             self._storages[skey] = srec
@@ -535,14 +545,12 @@ class Tracker:
             if not outs:
                 return
             view_of = None
-            vi = self._views.get(func)
-            if vi is None:
-                vi = self._views[func] = _view_arg(func)
-            if 0 <= vi < len(args) and isinstance(args[vi], _torch.Tensor):
+            meta = self._op_meta.get(func)
+            if meta is None:
+                meta = self._op_meta[func] = (_view_arg(func), _changes_storage(func))
+            vi, reshaping = meta
+            if 0 <= vi < len(args) and isinstance(args[vi], _Tensor):
                 view_of = args[vi]
-            reshaping = self._reshaping.get(func)
-            if reshaping is None:
-                reshaping = self._reshaping[func] = _changes_storage(func)
             for i, t in enumerate(outs):
                 rec = by_obj.get(id(t))
                 if rec is not None and reshaping:   # set_, resize_: maybe other memory

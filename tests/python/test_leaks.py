@@ -91,6 +91,9 @@ def test_view_path_names_the_view_and_its_base(tmp_path):
     assert views and views[0]["view_of"]["name"].endswith(", aten.cat out[0])"), views
     assert "torch.cat(" in f["owner"]["name"] and "leak_shapes.py:" in f["owner"]["name"]
     assert f["last_use"]["stack"], "uses carry the Python stack"
+    # the step is told by the program's own mark label (leak_shapes marks
+    # "step i" at the start of step i: the checker's step i+1)
+    assert f["last_use"]["mark"] == f"step {f['last_use']['step'] - 1}", f["last_use"]
     assert f["last_use"]["stack"][0]["file"].endswith("leak_shapes.py")
 
 

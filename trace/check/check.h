@@ -262,6 +262,8 @@ typedef struct vt_check_finding {
     const char *last_use_name; /* its name */
     uint32_t nuses;            /* uses (including creations) of the storage */
     uint32_t last_use_step;    /* step index of the last use (0 before the first mark) */
+    const char *last_use_mark; /* label of the mark that began that step, as the program
+                                  wrote it ("" before the first mark) */
     uint32_t usual_gap_steps;  /* upper median gap between distinct use steps, 0 if
                                   used in one step only (steps mode) */
     uint64_t usual_gap_ns;     /* median time gap between uses, 0 if < 2 uses */
@@ -410,7 +412,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *       "owner": {"id": N, "name": "..."} | null, "tensors": N,
  *       "alloc": {"seq": N, "time_ns": N, "stack": STACK},
  *       "last_use": {"seq": N, "time_ns": N, "step": N, "tensor": N,
- *                    "name": "...", "stack": STACK} ,
+ *                    "name": "...", "mark": "label of the mark that began that step",
+ *                    "stack": STACK} ,
  *       "uses": N, "usual_gap_steps": N, "usual_gap_ns": N,
  *       "steps_unused": N,
  *       "lingering_from": {"seq": N, "time_ns": N},

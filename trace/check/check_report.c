@@ -293,8 +293,11 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
                     x->last_use_name, x->last_use_tensor, x->last_use_seq,
                     rel_s(r, x->last_use_time_ns));
-            if (x->grace_mode == VT_CHECK_GRACE_STEPS)
+            if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
                 fprintf(f, ", step %u", x->last_use_step);
+                if (x->last_use_mark && *x->last_use_mark)
+                    fprintf(f, " (from mark '%s')", x->last_use_mark);
+            }
             fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
             print_stack(f, s, x->last_use_stack, "     ");
             if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
@@ -530,6 +533,8 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                    "\"tensor\":%" PRIu64 ",\"name\":",
                 x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
         json_str(f, x->last_use_name);
+        fprintf(f, ",\"mark\":");
+        json_str(f, x->last_use_mark ? x->last_use_mark : "");
         fprintf(f, ",\"stack\":");
         json_stack(f, s, x->last_use_stack);
         fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
