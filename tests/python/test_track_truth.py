@@ -63,6 +63,12 @@ def test_leak_is_flagged_exactly_with_its_holder(program, tmp_path):
         assert found[addr]["bytes"] == nbytes, (hex(addr), found[addr]["bytes"], nbytes)
         paths = [p["text"] for p in found[addr]["paths"]]
         assert any(info["holder"] in p for p in paths), (hex(addr), paths)
+    # one bug is one or two causes (the leaked storages and what they pin),
+    # named by the line that made the tensor, not one finding per storage
+    groups = rep["groups"]
+    assert sum(g["count"] for g in groups) == len(rep["findings"]), groups
+    assert 1 <= len(groups) <= 2 < len(rep["findings"]), groups
+    assert all(f"{program}.py:" in g["owner"] for g in groups), groups
     extra = sorted(f"{hex(a)} {found[a]['bytes']}" for a in found if a not in expect)
     assert not extra, f"false positives: {extra}\n{text}"
     assert info["errors"] == 0

@@ -380,7 +380,9 @@ size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
 char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len);
 
 /*! vt_check_report_print() :
- * The human-readable report: a summary line, then up to `max_findings`
+ * The human-readable report: a summary line; when findings repeat, their
+ * causes (findings grouped by rule, owner name and first path, with counts
+ * and bytes; see "groups" below); then up to `max_findings`
  * findings (0 = all), each with its storage, owner, allocation stack, last
  * use and its stack, free or "still alive", lingering and bytes x time, and
  * its retention paths; a PINNED finding also names the views keeping it,
@@ -436,7 +438,13 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *                               "name": "...", "label": "...",
  *                               "view_of": {"id": N, "name": "..."} (views only),
  *                               "bytes": N (storage only)} ] } ]
- *     } ]
+ *     } ],
+ *   "groups": [                                 the findings by cause, largest bytes first
+ *     {"rule": "...", "count": N, "bytes": N,
+ *      "first": N,                  (index into "findings" of its first finding)
+ *      "owner": "...",              (the owner tensor's name: the line that made it)
+ *      "path": "..."} ]             (its first path, list indices and ids as "*",
+ *                                    without the storage; "" when none was recorded)
  * }
  * STACK = [ {"function": "...", "file": "...", "line": N, "module": "...",
  *            "ip": "0x..."} ... ], innermost frame first ([] if none).
