@@ -195,6 +195,70 @@ def _tensors_in(obj: Any, out: List[Any]) -> None:
 
 
 # --------------------------------------------------------------------------
+# Hooks of autograd nodes
+# --------------------------------------------------------------------------
+
+class _HookProbe(Exception):
+    """Raised inside PyTorch's hook registration to abort it (see below)."""
+
+    def __init__(self, hooks: Any) -> None:
+        super().__init__()
+        self.hooks = hooks
+
+
+def _probe_hook(*_args: Any) -> None:   # never runs: its registration is aborted
+    return None
+
+
+def _node_hook_dicts(node: Any) -> List[Tuple[str, Any]]:
+    """("pre_hooks" | "hooks", dict) of autograd ``node``, read without changing it.
+
+    A node keeps the hooks given to ``register_prehook``/``register_hook`` in
+    a dict held from C++ only (gc cannot see the edge; Python has no getter).
+    Registering a hook looks up that dict and hands it to
+    ``_HookMixin._register_hook(dict, hook)`` before changing the node: for
+    our probe hook that call raises with the dict, so the node stays as it
+    was (no dict is made where there was none)."""
+    mixin = _hook_mixin
+    if mixin is None:
+        return []
+    original = mixin.__dict__.get("_register_hook")
+    if not isinstance(original, staticmethod):
+        return []
+    real = original.__func__
+
+    def probing(backward_hooks: Any, hook: Any) -> Any:
+        if hook is _probe_hook:
+            raise _HookProbe(backward_hooks)
+        return real(backward_hooks, hook)   # another thread's own registration
+
+    out: List[Tuple[str, Any]] = []
+    mixin._register_hook = staticmethod(probing)
+    try:
+        for kind in ("pre_hooks", "hooks"):
+            register = getattr(node, "register_prehook" if kind == "pre_hooks"
+                               else "register_hook", None)
+            if register is None:
+                continue
+            try:
+                register(_probe_hook)
+            except _HookProbe as got:
+                if got.hooks is not None:
+                    out.append((kind, got.hooks))
+            except Exception:
+                continue
+    finally:
+        mixin._register_hook = original
+    return out
+
+
+try:
+    from torch.autograd.function import _HookMixin as _hook_mixin
+except ImportError:  # pragma: no cover - other torch layouts
+    _hook_mixin = None
+
+
+# --------------------------------------------------------------------------
 # The tracker
 # --------------------------------------------------------------------------
 
@@ -962,10 +1026,75 @@ class Tracker:
                 res.objects[k] = node
             extra = tuple(grad_edges)
             del grad_nodes
+        hook_edges, hook_nodes = self._hook_edges(res, held)
+        if hook_edges:
+            for k, node in hook_nodes.items():
+                res.names[k] = type(node).__name__
+                res.objects[k] = node
+            extra += tuple(hook_edges)
+        del hook_nodes
         starts.clear()
         self._book.emit(res, "stale", extra)
         del res
         self._walk_cost = time.perf_counter() - began
+
+    def _hook_edges(self, res: WalkResult, held: Set[NodeKey]
+                    ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+        """Edges from autograd nodes to the hook dicts a walk stopped at.
+
+        A walk up from a tensor kept by a hook's closure ends at the hooks
+        dict (nothing in Python holds it: its node does, from C++). Search
+        the graphs of the live tracked tensors (bounded) for the node that
+        owns each such dict, so that a cycle through a node's hooks (the
+        tensor's grad_fn -> its pre-hook -> the closure -> the tensor) shows
+        as the cycle it is."""
+        want: Dict[int, NodeKey] = {}
+        for k, obj in res.objects.items():
+            if k not in held and isinstance(obj, dict) and k[0] == "o":
+                want[id(obj)] = k
+        nodes: Dict[NodeKey, Any] = {}
+        if not want:
+            return [], nodes
+        edges: List[Edge] = []
+        seen: Set[int] = set()
+        budget = 2048
+        for rec in list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            fn = t.grad_fn if t is not None else None
+            del t
+            if fn is None:
+                continue
+            stack: List[Tuple[Any, NodeKey, str]] = [(fn, ("t", rec.tid), "grad_fn")]
+            del fn
+            while stack and budget > 0:
+                node, parent, label = stack.pop()
+                budget -= 1
+                nkey: NodeKey = ("g", id(node))
+                nodes[nkey] = node
+                edges.append(Edge(parent, nkey, label))
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                for kind, hooks in _node_hook_dicts(node):
+                    k = want.get(id(hooks))
+                    if k is not None:
+                        edges.append(Edge(nkey, k, kind))
+                    del hooks
+                for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
+                    if nxt is not None:
+                        stack.append((nxt, nkey, f"next_functions[{i}]"))
+                del node
+        # Keep only the chains that end at a wanted dict.
+        useful: Set[NodeKey] = set(want.values())
+        changed = True
+        while changed:
+            changed = False
+            for e in edges:
+                if e.dst in useful and e.src not in useful:
+                    useful.add(e.src)
+                    changed = True
+        kept = [e for e in edges if e.dst in useful and e.src in useful]
+        return kept, {k: v for k, v in nodes.items() if k in useful}
 
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:

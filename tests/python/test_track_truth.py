@@ -214,3 +214,38 @@ def test_stale_tensors_under_unchanged_references_are_not_walked_again(fake):
     paths = fake.paths_to(oid)
     assert any("_Keeper .late" in p for p in paths), paths
     del y, old
+
+
+def _hook_keeping(inter: dict):
+    def hook(grad_output):   # its closure keeps the dict alive
+        return inter.get("unused")
+    return hook
+
+
+def test_a_cycle_through_an_autograd_node_pre_hook_is_shown_as_a_cycle(fake):
+    """The pipelining hook cycle: an intermediate's grad_fn has a pre-hook
+    whose closure keeps a dict holding the intermediate. The node holds the
+    hook from C++ (gc sees no edge, so gc never frees it): the walk must
+    follow node -> pre-hooks without registering anything on the node."""
+    w = torch.randn(8, 8, requires_grad=True)
+    with vtt.track(walk_fraction=None) as tr:
+        vtt.mark("iteration 0")
+        inter = {}
+        y = torch.relu(torch.randn(8, 8) @ w)
+        inter["y"] = y
+
+        handle = y.grad_fn.register_prehook(_hook_keeping(inter))
+        tid = tr.tensor_id(y)
+        del y, inter
+        for i in range(1, 4):
+            vtt.mark(f"iteration {i}")
+            torch.ones(2) * i
+    paths = fake.paths_to(tid)
+    through = [p for p in paths if "ReluBackward0" in p and "pre_hooks" in p]
+    assert through, paths
+    assert any("closure cell 'inter' of hook" in p for p in through), through
+    # the cycle closes: the tensor holds the node (its grad_fn)
+    nodes = [d for (src, d), label in fake.live_refs().items()
+             if src == tid and label == "grad_fn"]
+    assert [fake.names[d] for d in nodes] == ["ReluBackward0"], nodes
+    handle.remove()
