@@ -39,6 +39,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import vramtrace as _vt
@@ -1050,7 +1051,8 @@ class Tracker:
         as the cycle it is."""
         want: Dict[int, NodeKey] = {}
         for k, obj in res.objects.items():
-            if k not in held and isinstance(obj, dict) and k[0] == "o":
+            # PyTorch keeps hooks in an OrderedDict (_HookMixin._register_hook)
+            if k not in held and type(obj) is OrderedDict and k[0] == "o":
                 want[id(obj)] = k
         nodes: Dict[NodeKey, Any] = {}
         if not want:
