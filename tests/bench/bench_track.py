@@ -123,7 +123,7 @@ def main() -> None:
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
-        print(f"{'loop':<8}{'untracked':>26}{'null dispatch':>26}{'tracked':>26}{'ratio':>8}"
+        print(f"{'loop':<8}{'untracked':>28}{'null dispatch':>28}{'tracked':>28}{'ratio':>8}"
               f"{'floor':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'snapshot':>10}")
         for leak in (False, True):
             name = "leaking" if leak else "clean"
@@ -136,7 +136,7 @@ def main() -> None:
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
-            print(f"{name:<8}{cell(base):>26}{cell(floor):>26}{cell(tr):>26}{ratio:>7.2f}x"
+            print(f"{name:<8}{cell(base):>28}{cell(floor):>28}{cell(tr):>28}{ratio:>7.2f}x"
                   f"{res[name][1]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['snap_bytes'] / 1024:>6.0f} KiB")
     print(f"RESULT steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
