@@ -6,6 +6,8 @@
  * findings, section sizes) and #vt-data (base64 of little-endian unsigned
  * LEB128 varint columns, one section per column). Everything is decoded into
  * typed arrays once; nothing per allocation ever becomes a DOM node.
+ * One file on purpose: the page inlines it as one script, offline and
+ * without a module system or a bundler.
  *
  * Drawing is a raster sweep: for each pixel column the renderer picks the
  * moment inside that column with the most bytes allocated (so peaks never

@@ -146,8 +146,9 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
     if (!vt__trace_enabled())
         return;
     uint32_t stack = release ? vt__stack_capture_free() : vt__stack_capture();
-    vt__trace(VT_EV_PASSTHROUGH, device, stream, addr, size, size, stack, which,
-              release ? 1 : 0, 0);
+    vt__trace(.kind = VT_EV_PASSTHROUGH, .device = device, .stream = stream, .addr = addr,
+              .req_size = size, .size = size, .stack = stack, .aux = which,
+              .aux2 = release ? 1 : 0);
 }
 
 /* Stream capture (CUDA Programming Guide, "Graph Memory Nodes"): a

@@ -38,6 +38,9 @@ class StackInterner:
         self._lib = lib
         self._skip = frozenset(skip) | package_files()
         self._cache: Dict[Tuple[Any, ...], int] = {}
+        # Stack id -> (file, line) of its innermost frame: where the user's
+        # code made what the stack is for.
+        self.sites: Dict[int, Tuple[str, int]] = {}
         self.enabled = True
 
     def add_skip(self, files: Iterable[str]) -> None:
@@ -80,7 +83,10 @@ class StackInterner:
                 sid = 0
             if len(self._cache) >= _MAX_CACHED:
                 self._cache.clear()
+                self.sites.clear()
             self._cache[tkey] = sid
+            if sid and frames:
+                self.sites[sid] = (frames[0][1], frames[0][2])
         return sid
 
     def __len__(self) -> int:

@@ -32,11 +32,14 @@ from __future__ import annotations
 import bisect
 import functools
 import gc
+import linecache
 import os
+import sys
 import threading
 import time
 import warnings
 import weakref
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import vramtrace as _vt
@@ -131,13 +134,18 @@ def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
     return got[0] if got is not None else None
 
 
+_Tensor = _torch.Tensor
+# Tensor.untyped_storage on torch 2.x, else the version-tolerant lookup.
+_untyped_storage = getattr(_Tensor, "untyped_storage", None) or storage_of
+
+
 def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
     """((data_ptr, nbytes, identity), storage) of ``t``, or None."""
     try:
-        st = storage_of(t)
-        nbytes = int(st.nbytes())
-        ptr = int(st.data_ptr())
-        ident = int(getattr(st, "_cdata", 0) or ptr)
+        st = _untyped_storage(t)
+        nbytes = st.nbytes()
+        ptr = st.data_ptr()
+        ident = getattr(st, "_cdata", 0) or ptr
     except Exception:  # sparse, meta, functional wrappers...
         return None
     if nbytes <= 0 or ptr == 0:
@@ -146,23 +154,109 @@ def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
 
 
 def _device_of(t: Any) -> int:
-    dev = t.device
-    if dev.type == "cuda":
-        return int(dev.index or 0)
+    if t.is_cuda:
+        return int(t.get_device())
     return -1
+
+
+_MAX_SOURCE = 60   # characters of a source line kept in a tensor's name
+
+
+def _site_name(filename: str, line: int, what: str) -> str:
+    """``what`` (an op's output) named by the source line that made it, as
+    the user wrote it: ``h = model(x) (train.py:40, aten.relu out[0])``."""
+    try:
+        src = " ".join(linecache.getline(filename, line).split())
+    except Exception:
+        src = ""
+    where = f"{os.path.basename(filename)}:{line}"
+    if not src:
+        return f"{what} at {where}"
+    if len(src) > _MAX_SOURCE:
+        src = src[:_MAX_SOURCE - 3] + "..."
+    return f"{src} ({where}, {what})"
+
+
+_NESTED = (list, tuple, dict)
 
 
 def _tensors_in(obj: Any, out: List[Any]) -> None:
     """Append the tensors of a nested list/tuple/dict to ``out``."""
-    if isinstance(obj, _torch.Tensor):
+    if isinstance(obj, _Tensor):
         out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            if isinstance(x, (_torch.Tensor, list, tuple, dict)):
+    elif type(obj) is tuple or type(obj) is list or isinstance(obj, (list, tuple)):
+        for x in obj:   # an op's args: mostly tensors and scalars, flat
+            if isinstance(x, _Tensor):
+                out.append(x)
+            elif isinstance(x, _NESTED):
                 _tensors_in(x, out)
     elif isinstance(obj, dict):
         for x in obj.values():
             _tensors_in(x, out)
+
+
+# --------------------------------------------------------------------------
+# Hooks of autograd nodes
+# --------------------------------------------------------------------------
+
+class _HookProbe(Exception):
+    """Raised inside PyTorch's hook registration to abort it (see below)."""
+
+    def __init__(self, hooks: Any) -> None:
+        super().__init__()
+        self.hooks = hooks
+
+
+def _probe_hook(*_args: Any) -> None:   # never runs: its registration is aborted
+    return None
+
+
+def _node_hook_dicts(node: Any) -> List[Tuple[str, Any]]:
+    """("pre_hooks" | "hooks", dict) of autograd ``node``, read without changing it.
+
+    A node keeps the hooks given to ``register_prehook``/``register_hook`` in
+    a dict held from C++ only (gc cannot see the edge; Python has no getter).
+    Registering a hook looks up that dict and hands it to
+    ``_HookMixin._register_hook(dict, hook)`` before changing the node: for
+    our probe hook that call raises with the dict, so the node stays as it
+    was (no dict is made where there was none)."""
+    mixin = _hook_mixin
+    if mixin is None:
+        return []
+    original = mixin.__dict__.get("_register_hook")
+    if not isinstance(original, staticmethod):
+        return []
+    real = original.__func__
+
+    def probing(backward_hooks: Any, hook: Any) -> Any:
+        if hook is _probe_hook:
+            raise _HookProbe(backward_hooks)
+        return real(backward_hooks, hook)   # another thread's own registration
+
+    out: List[Tuple[str, Any]] = []
+    mixin._register_hook = staticmethod(probing)
+    try:
+        for kind in ("pre_hooks", "hooks"):
+            register = getattr(node, "register_prehook" if kind == "pre_hooks"
+                               else "register_hook", None)
+            if register is None:
+                continue
+            try:
+                register(_probe_hook)
+            except _HookProbe as got:
+                if got.hooks is not None:
+                    out.append((kind, got.hooks))
+            except Exception:
+                continue
+    finally:
+        mixin._register_hook = original
+    return out
+
+
+try:
+    from torch.autograd.function import _HookMixin as _hook_mixin
+except ImportError:  # pragma: no cover - other torch layouts
+    _hook_mixin = None
 
 
 # --------------------------------------------------------------------------
@@ -302,7 +396,12 @@ class Tracker:
         self._level_cost = 0.0       # seconds per heap pass, last measured
         self._walk_cost = 0.0        # seconds the last walk took, all in
         self._last_mark_end: Optional[float] = None
-        self._walked: Set[int] = set()   # tensor ids a complete walk started from
+        self._walked: Set[int] = set()   # tensor ids a walk started from
+        # Tensor id -> its reference count when a walk that was not cut off
+        # started from it: while the count stays the same, the holders that
+        # walk found are still the ones (nothing took or dropped a reference).
+        self._settled: Dict[int, int] = {}
+        self.walks_skipped = 0       # due walks skipped: every stale tensor unchanged
         self._marks_since_walk = 0
         self._backoff = 1
         self.collect_cycles = collect_cycles
@@ -321,9 +420,10 @@ class Tracker:
         # only after the death callback returns, so it is checked at the next
         # recording point. (storage, stack of the death)
         self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = []
-        self._reshaping: Dict[Any, bool] = {}         # op -> may change a tensor's storage
-        self._names: Dict[Tuple[Any, int], str] = {}  # (op, output index) -> name
-        self._views: Dict[Any, int] = {}              # op -> _view_arg(op)
+        # op -> (index of the argument its outputs view, -1: none; whether
+        # it may give a tensor other memory: set_, resize_)
+        self._op_meta: Dict[Any, Tuple[int, bool]] = {}
+        self._names: Dict[Tuple[Any, int, int], str] = {}  # (op, output index, stack) -> name
         self._stacks = StackInterner(self._lib, _SKIP_FILES)
         self._stacks.enabled = stacks
         self._book = HolderBook(self._lib)
@@ -423,7 +523,7 @@ class Tracker:
             srec = self._storages.get(skey)
         if srec is None:
             device = _device_of(t)
-            external = device < 0 or t.device.type != "cuda"
+            external = device < 0
             srec = _StorageRec(ptr, nbytes, device, external, self.epoch, skey,
                                self._life.weak(st))
             self._storages[skey] = srec
@@ -456,12 +556,20 @@ class Tracker:
             self._record(rec)
         return rec
 
-    def _out_name(self, func: Any, i: int) -> str:
-        key = (func, i)
+    def _out_name(self, func: Any, i: int, stack: int) -> str:
+        """An output's name: the user's line that made it, then the op
+        ("y = torch.tanh(x @ w) (train.py:12, aten.mm out[0])"); the op
+        alone when there is no stack."""
+        key = (func, i, stack)
         got = self._names.get(key)
         if got is None:
             packet = getattr(func, "overloadpacket", func)
             got = f"{packet} out[{i}]"
+            site = self._stacks.sites.get(stack) if stack else None
+            if site is not None:
+                got = _site_name(site[0], site[1], got)
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
             self._names[key] = got
         return got
 
@@ -502,14 +610,12 @@ class Tracker:
             if not outs:
                 return
             view_of = None
-            vi = self._views.get(func)
-            if vi is None:
-                vi = self._views[func] = _view_arg(func)
-            if 0 <= vi < len(args) and isinstance(args[vi], _torch.Tensor):
+            meta = self._op_meta.get(func)
+            if meta is None:
+                meta = self._op_meta[func] = (_view_arg(func), _changes_storage(func))
+            vi, reshaping = meta
+            if 0 <= vi < len(args) and isinstance(args[vi], _Tensor):
                 view_of = args[vi]
-            reshaping = self._reshaping.get(func)
-            if reshaping is None:
-                reshaping = self._reshaping[func] = _changes_storage(func)
             for i, t in enumerate(outs):
                 rec = by_obj.get(id(t))
                 if rec is not None and reshaping:   # set_, resize_: maybe other memory
@@ -527,7 +633,7 @@ class Tracker:
                 if rec is not None:   # in-place and out= ops return an input
                     use(self._record(rec), stack)
                 else:
-                    rec = self._track(t, self._out_name(func, i), stack, view_of, defer=True)
+                    rec = self._track(t, self._out_name(func, i, stack), stack, view_of, defer=True)
                     if rec is None:
                         continue
                 storages[rec.skey].last_epoch = epoch
@@ -842,6 +948,8 @@ class Tracker:
 
     def _walk_stale(self, threshold: int, final: bool = False) -> None:
         starts: Dict[NodeKey, Any] = {}
+        counts: Dict[int, int] = {}
+        getrefcount = sys.getrefcount
         for srec in self._storages.values():
             if srec.last_epoch >= threshold:
                 continue
@@ -849,6 +957,7 @@ class Tracker:
                 t = rec.ref() if rec.ref is not None and rec.tid else None
                 if t is not None:
                     starts[("t", rec.tid)] = t
+                    counts[rec.tid] = getrefcount(t)   # same spot every mark
                 del t
         if not starts:
             self._book.emit(WalkResult(), "stale")
@@ -858,6 +967,16 @@ class Tracker:
         self._marks_since_walk += 1
         fresh = any(k[1] not in self._walked for k in starts)
         if not final and not fresh and self._marks_since_walk < self._backoff:
+            starts.clear()
+            return
+        settled = self._settled
+        if not final and not fresh and all(settled.get(t) == n for t, n in counts.items()):
+            # A clean loop's stale tensors (batches reused every k steps)
+            # are the same tensors under the same references mark after
+            # mark: what the last complete walk recorded still stands, and
+            # a heap pass would only find it again.
+            self.walks_skipped += 1
+            self._marks_since_walk = 0
             starts.clear()
             return
         began = time.perf_counter()
@@ -887,6 +1006,12 @@ class Tracker:
         # so a walk that never fits its budget is not retried at every mark.
         self._walked = {t for t in self._walked if t in self._by_tid}
         self._walked.update(k[1] for k in starts)
+        self._settled = {t: n for t, n in settled.items() if t in self._by_tid}
+        if not res.cut_off:
+            self._settled.update(counts)
+        else:
+            for t in counts:
+                self._settled.pop(t, None)
         # A view holds its base (view._base, from C++: invisible to gc).
         views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
                  if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
@@ -902,10 +1027,76 @@ class Tracker:
                 res.objects[k] = node
             extra = tuple(grad_edges)
             del grad_nodes
+        hook_edges, hook_nodes = self._hook_edges(res, held)
+        if hook_edges:
+            for k, node in hook_nodes.items():
+                res.names[k] = type(node).__name__
+                res.objects[k] = node
+            extra += tuple(hook_edges)
+        del hook_nodes
         starts.clear()
         self._book.emit(res, "stale", extra)
         del res
         self._walk_cost = time.perf_counter() - began
+
+    def _hook_edges(self, res: WalkResult, held: Set[NodeKey]
+                    ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+        """Edges from autograd nodes to the hook dicts a walk stopped at.
+
+        A walk up from a tensor kept by a hook's closure ends at the hooks
+        dict (nothing in Python holds it: its node does, from C++). Search
+        the graphs of the live tracked tensors (bounded) for the node that
+        owns each such dict, so that a cycle through a node's hooks (the
+        tensor's grad_fn -> its pre-hook -> the closure -> the tensor) shows
+        as the cycle it is."""
+        want: Dict[int, NodeKey] = {}
+        for k, obj in res.objects.items():
+            # PyTorch keeps hooks in an OrderedDict (_HookMixin._register_hook)
+            if k not in held and type(obj) is OrderedDict and k[0] == "o":
+                want[id(obj)] = k
+        nodes: Dict[NodeKey, Any] = {}
+        if not want:
+            return [], nodes
+        edges: List[Edge] = []
+        seen: Set[int] = set()
+        budget = 2048
+        for rec in list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            fn = t.grad_fn if t is not None else None
+            del t
+            if fn is None:
+                continue
+            stack: List[Tuple[Any, NodeKey, str]] = [(fn, ("t", rec.tid), "grad_fn")]
+            del fn
+            while stack and budget > 0:
+                node, parent, label = stack.pop()
+                budget -= 1
+                nkey: NodeKey = ("g", id(node))
+                nodes[nkey] = node
+                edges.append(Edge(parent, nkey, label))
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                for kind, hooks in _node_hook_dicts(node):
+                    k = want.get(id(hooks))
+                    if k is not None:
+                        edges.append(Edge(nkey, k, kind))
+                    del hooks
+                for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
+                    if nxt is not None:
+                        stack.append((nxt, nkey, f"next_functions[{i}]"))
+                del node
+        # Keep only the chains that end at a wanted dict.
+        useful: Set[NodeKey] = set(want.values())
+        changed = True
+        while changed:
+            changed = False
+            for e in edges:
+                if e.dst in useful and e.src not in useful:
+                    useful.add(e.src)
+                    changed = True
+        kept = [e for e in edges if e.dst in useful and e.src in useful]
+        return kept, {k: v for k, v in nodes.items() if k in useful}
 
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
@@ -930,7 +1121,9 @@ class Tracker:
                 continue
             root: NodeKey = ("t", rec.tid)
             # A tensor's .grad lives in C++ (invisible to gc).
-            g = getattr(t, "_grad", None) if t.requires_grad else None
+            # (Reading .grad of a non-leaf makes PyTorch warn the user.)
+            g = getattr(t, "_grad", None) if t.requires_grad and (
+                t.is_leaf or t.retains_grad) else None
             if g is not None:
                 info = _storage_info(g)
                 if info is not None and info[2] in want and ("t", rec.tid) != want[info[2]]:

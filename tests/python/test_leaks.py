@@ -87,9 +87,13 @@ def test_view_path_names_the_view_and_its_base(tmp_path):
     f = rep["findings"][0]
     steps = f["paths"][0]["steps"]
     views = [s for s in steps if s["kind"] == "tensor" and s.get("view_of")]
-    assert views and views[0]["view_of"]["name"] == "aten.cat out[0]"
-    assert f["owner"]["name"] == "aten.cat out[0]"
+    # named by the line of leak_shapes.py that made it, then the op
+    assert views and views[0]["view_of"]["name"].endswith(", aten.cat out[0])"), views
+    assert "torch.cat(" in f["owner"]["name"] and "leak_shapes.py:" in f["owner"]["name"]
     assert f["last_use"]["stack"], "uses carry the Python stack"
+    # the step is told by the program's own mark label (leak_shapes marks
+    # "step i" at the start of step i: the checker's step i+1)
+    assert f["last_use"]["mark"] == f"step {f['last_use']['step'] - 1}", f["last_use"]
     assert f["last_use"]["stack"][0]["file"].endswith("leak_shapes.py")
 
 

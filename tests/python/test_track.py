@@ -21,8 +21,14 @@ def _storage_nbytes(t):
     return st.nbytes(), st.data_ptr()
 
 
-def _new_by_name(lib, name):
-    return [e for e in lib.of("tensor_new") if e[5] == name]
+def _made_by(name, op):
+    """A tensor's name says the op that made it, after the user's line:
+    "b = a @ a.t() (test_track.py:31, aten.mm out[0])"."""
+    return name == op or name.endswith(f", {op})") or name.startswith(f"{op} at ")
+
+
+def _new_by_name(lib, op):
+    return [e for e in lib.of("tensor_new") if _made_by(e[5], op)]
 
 
 def test_op_outputs_are_named_and_their_storage_declared(fake):
@@ -32,6 +38,9 @@ def test_op_outputs_are_named_and_their_storage_declared(fake):
     news = fake.of("tensor_new")
     mm = _new_by_name(fake, "aten.mm out[0]")
     assert len(mm) == 1
+    # named by the line that made it, as the user wrote it
+    line = test_op_outputs_are_named_and_their_storage_declared.__code__.co_firstlineno + 3
+    assert mm[0][5] == f"b = a @ a.t() (test_track.py:{line}, aten.mm out[0])", mm[0][5]
     nbytes, ptr = _storage_nbytes(b)
     assert ("storage", ptr, nbytes, -1) in fake.events
     assert mm[0][2] == b.data_ptr() and mm[0][3] == 16 * 16 * 4
@@ -39,7 +48,7 @@ def test_op_outputs_are_named_and_their_storage_declared(fake):
     # the transposed view names its base
     t_new = _new_by_name(fake, "aten.t out[0]")[0]
     assert t_new[4] == tr.tensor_id(a)
-    assert any(e[5] == "aten.randn out[0]" for e in news)
+    assert any(_made_by(e[5], "aten.randn out[0]") for e in news)
 
 
 def test_every_input_and_output_is_a_use_with_the_callers_stack(fake):
@@ -92,7 +101,7 @@ def test_output_dying_before_the_next_op_is_recorded_then_dropped(fake):
         del tmp                  # dies before any other op records it
         b = a + 1
     news = fake.of("tensor_new")[n0:]
-    mul = [e for e in news if e[5] == "aten.mul out[0]"]
+    mul = [e for e in news if _made_by(e[5], "aten.mul out[0]")]
     assert len(mul) == 1
     i_new = fake.events.index(mul[0])
     i_drop = fake.events.index(("drop", mul[0][1]))
@@ -308,7 +317,8 @@ def test_nested_track_records_each_tensor_and_storage_once(fake):
             live.discard(e[1])
     ids = [(e[2], e[5]) for e in fake.of("tensor_new")]
     assert len(ids) == len(set(ids)), ids
-    assert {"aten.mul out[0]", "aten.add out[0]", "aten.sub out[0]"} <= {e[5] for e in fake.of("tensor_new")}
+    for op in ("aten.mul out[0]", "aten.add out[0]", "aten.sub out[0]"):
+        assert _new_by_name(fake, op), op
     # the outer block still ended: no use after it
     n = len(fake.of("use"))
     v = w + 1
@@ -393,4 +403,5 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
     assert seen == {"TENSOR_NEW", "TENSOR_USE", "STORAGE_EXTERNAL", "STORAGE_EXTERNAL_FREE"}
     named = [e for e in d["events"] if e["kind"] == "TENSOR_NEW" and e["str"] == "b out"]
     assert len(named) == 1
-    assert not [e for e in d["events"] if e["kind"] == "TENSOR_NEW" and e["str"] == "aten.mul out[0]"]
+    assert not [e for e in d["events"] if e["kind"] == "TENSOR_NEW"
+                and _made_by(e["str"], "aten.mul out[0]")]

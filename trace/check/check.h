@@ -263,6 +263,8 @@ typedef struct vt_check_finding {
     const char *last_use_name; /* its name */
     uint32_t nuses;            /* uses (including creations) of the storage */
     uint32_t last_use_step;    /* step index of the last use (0 before the first mark) */
+    const char *last_use_mark; /* label of the mark that began that step, as the program
+                                  wrote it ("" before the first mark) */
     uint32_t usual_gap_steps;  /* upper median gap between distinct use steps, 0 if
                                   used in one step only (steps mode) */
     uint64_t usual_gap_ns;     /* median time gap between uses, 0 if < 2 uses */
@@ -374,7 +376,9 @@ const char *vt_check_rule_name(unsigned rule);
 size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
 
 /*! vt_check_report_print() :
- * The human-readable report: a summary line, then up to `max_findings`
+ * The human-readable report: a summary line; when findings repeat, their
+ * causes (findings grouped by rule, owner name and first path, with counts
+ * and bytes; see "groups" below); then up to `max_findings`
  * findings (0 = all), each with its storage, owner, allocation stack, last
  * use and its stack, free or "still alive", lingering and bytes x time, and
  * its retention paths; a PINNED finding also names the views keeping it,
@@ -406,7 +410,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *       "owner": {"id": N, "name": "..."} | null, "tensors": N,
  *       "alloc": {"seq": N, "time_ns": N, "stack": STACK},
  *       "last_use": {"seq": N, "time_ns": N, "step": N, "tensor": N,
- *                    "name": "...", "stack": STACK} ,
+ *                    "name": "...", "mark": "label of the mark that began that step",
+ *                    "stack": STACK} ,
  *       "uses": N, "usual_gap_steps": N, "usual_gap_ns": N,
  *       "steps_unused": N,
  *       "lingering_from": {"seq": N, "time_ns": N},
@@ -429,7 +434,13 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *                               "name": "...", "label": "...",
  *                               "view_of": {"id": N, "name": "..."} (views only),
  *                               "bytes": N (storage only)} ] } ]
- *     } ]
+ *     } ],
+ *   "groups": [                                 the findings by cause, largest bytes first
+ *     {"rule": "...", "count": N, "bytes": N,
+ *      "first": N,                  (index into "findings" of its first finding)
+ *      "owner": "...",              (the owner tensor's name: the line that made it)
+ *      "path": "..."} ]             (its first path, list indices and ids as "*",
+ *                                    without the storage; "" when none was recorded)
  * }
  * STACK = [ {"function": "...", "file": "...", "line": N, "module": "...",
  *            "ip": "0x..."} ... ], innermost frame first ([] if none).

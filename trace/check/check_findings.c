@@ -77,7 +77,7 @@ vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti)
     memset(f, 0, sizeof *f);
     fs->fst[fs->n] = sti;
     fs->n++;
-    f->owner_name = f->last_use_name = "";
+    f->owner_name = f->last_use_name = f->last_use_mark = "";
     f->nallocs = 1;
     return f;
 }

@@ -112,6 +112,7 @@ typedef struct ck_model {
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
+    uint32_t *mark_label;   /* string id of each mark's label */
     ck_map ids;             /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
     uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
@@ -148,6 +149,8 @@ void vt__ck_model_free(ck_model *m);
 
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
+/* Label of the mark that began step `step` ("" for step 0). */
+const char *vt__ck_step_label(const ck_model *m, uint32_t step);
 /* First event seq whose time is >= t, clamped below `limit` (0: none). */
 uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit);
 

@@ -110,6 +110,7 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
         f->last_use_name = vt__ck_string(m->s, m->nodes[last->node].name);
         f->nuses = st->nuses;
         f->last_use_step = j;
+        f->last_use_mark = vt__ck_step_label(m, j);
         f->usual_gap_steps = gap_steps;
         f->usual_gap_ns = gap_ns;
         f->steps_unused = unused;

@@ -480,9 +480,14 @@ static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late,
                 if (!nt)
                     return -ENOMEM;
                 m->mark_time = nt;
+                uint32_t *nl = realloc(m->mark_label, m->capmarks * sizeof *nl);
+                if (!nl)
+                    return -ENOMEM;
+                m->mark_label = nl;
             }
             m->mark_seq[m->nmarks] = e->seq;
             m->mark_time[m->nmarks] = e->time_ns;
+            m->mark_label[m->nmarks] = e->str;
             m->nmarks++;
             break;
         }
@@ -576,6 +581,7 @@ void vt__ck_model_free(ck_model *m)
     free(m->gops);
     free(m->mark_seq);
     free(m->mark_time);
+    free(m->mark_label);
     free(m->lt_storage);
     vt__ck_map_free(&m->ids);
     memset(m, 0, sizeof *m);
@@ -641,6 +647,13 @@ uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq)
             hi = mid;
     }
     return (uint32_t)lo;
+}
+
+const char *vt__ck_step_label(const ck_model *m, uint32_t step)
+{
+    if (step == 0 || step > m->nmarks || !m->mark_label)
+        return "";
+    return vt__ck_string(m->s, m->mark_label[step - 1]);
 }
 
 /* First event seq whose time is >= t (events are in time order up to clock

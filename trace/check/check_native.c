@@ -69,6 +69,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     f->last_use_time_ns = f->alloc_time_ns;
     f->last_use_stack = f->alloc_stack;
     f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
+    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
     f->linger_from_seq = from_seq;
     f->linger_from_time_ns = from_time;
     f->linger_ns = maxlinger;

@@ -240,6 +240,7 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
         f->last_use_tensor = m->nodes[lu->node].id;
         f->last_use_name = vt__ck_string(m->s, m->nodes[lu->node].name);
         f->last_use_step = vt__ck_step_of(m, lu->seq);
+        f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
     }
     f->nuses = st->nuses;
     f->steps_unused = unused;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_internal.h"
@@ -155,6 +156,134 @@ static void print_rules(FILE *f, unsigned rules)
         }
 }
 
+/* ------------------------------------------------------------------------ */
+/*  Groups: one bug leaks one storage per step, each its own finding; the   */
+/*  user wants the bug. Findings group by rule, owner name (the line that  */
+/*  made the tensor) and first path with its indices and ids blanked.      */
+/* ------------------------------------------------------------------------ */
+
+#define GROUP_KEY_MAX 1024
+#define GROUPS_SHOWN 20
+
+typedef struct finding_group {
+    char key[GROUP_KEY_MAX];   /* rule \x1f owner \x1f normalized path */
+    size_t first;              /* index of its first finding */
+    size_t count;
+    uint64_t bytes;
+} finding_group;
+
+/* "kept[12] → tensor #40 → storage 0x5000 8 MiB" -> "kept[*] → tensor #*". */
+static void normalize_path(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    int in_brackets = 0, after_hash = 0, in_quotes = 0;   /* names and keys stay as they are */
+    const char *end = strstr(in, " \xe2\x86\x92 storage 0x");
+    for (const char *c = in; *c && (!end || c < end) && o + 1 < len; c++) {
+        int digit = *c >= '0' && *c <= '9';
+        if (*c == '\'')
+            in_quotes = !in_quotes;
+        else if (*c == '[' && !in_quotes)
+            in_brackets = 1;
+        else if (*c == ']' && !in_quotes)
+            in_brackets = 0;
+        if (digit && !in_quotes && (in_brackets || after_hash)) {
+            if (!o || out[o - 1] != '*')
+                out[o++] = '*';
+            continue;
+        }
+        after_hash = *c == '#';
+        out[o++] = *c;
+    }
+    out[o] = 0;
+}
+
+static void group_key(const vt_check_finding *x, char *key, size_t len)
+{
+    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX];
+    path[0] = norm[0] = 0;
+    if (x->npaths) {
+        vt_check_path_format(&x->paths[0], path, sizeof path);
+        normalize_path(path, norm, sizeof norm);
+    }
+    snprintf(key, len, "%s\x1f%s\x1f%s", vt_check_rule_name(x->rule),
+             x->owner_name ? x->owner_name : "", norm);
+}
+
+static int group_cmp_bytes(const void *a, const void *b)
+{
+    const finding_group *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The groups of r's findings, largest bytes first; NULL when out of memory. */
+static finding_group *group_findings(const vt_check_report *r, size_t *ngroups)
+{
+    *ngroups = 0;
+    finding_group *g = calloc(r->nfindings ? r->nfindings : 1, sizeof *g);
+    if (!g)
+        return NULL;
+    char key[GROUP_KEY_MAX];
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const vt_check_finding *x = &r->findings[i];
+        group_key(x, key, sizeof key);
+        size_t k = 0;
+        while (k < *ngroups && strcmp(g[k].key, key) != 0)
+            k++;
+        if (k == *ngroups) {
+            snprintf(g[k].key, sizeof g[k].key, "%s", key);
+            g[k].first = i;
+            (*ngroups)++;
+        }
+        g[k].count++;
+        g[k].bytes += x->bytes;
+    }
+    qsort(g, *ngroups, sizeof *g, group_cmp_bytes);
+    return g;
+}
+
+/* The key's parts: rule, owner, path (pointers into a copy). */
+static void group_parts(const finding_group *grp, char *copy, size_t len, const char **rule,
+                        const char **owner, const char **path)
+{
+    snprintf(copy, len, "%s", grp->key);
+    *rule = copy;
+    char *a = strchr(copy, '\x1f');
+    char *b = a ? strchr(a + 1, '\x1f') : NULL;
+    if (a)
+        *a = 0;
+    if (b)
+        *b = 0;
+    *owner = a ? a + 1 : "";
+    *path = b ? b + 1 : "";
+}
+
+static void print_groups(FILE *f, const vt_check_report *r)
+{
+    size_t ng = 0;
+    finding_group *g = group_findings(r, &ng);
+    if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
+        free(g);
+        return;
+    }
+    fprintf(f, "\n%zu finding%s from %zu cause%s (rule, where the tensor was made, what holds it):\n",
+            r->nfindings, r->nfindings == 1 ? "" : "s", ng, ng == 1 ? "" : "s");
+    char copy[GROUP_KEY_MAX], b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
+    for (size_t k = 0; k < ng && k < GROUPS_SHOWN; k++) {
+        const char *rule, *owner, *path;
+        group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
+        fprintf(f, "  %zu \xc3\x97 [%s] %s (%s each on average), first #%zu\n", g[k].count, rule,
+                vt__fmt_bytes(g[k].bytes, b1), vt__fmt_bytes(g[k].bytes / g[k].count, b2),
+                g[k].first + 1);
+        fprintf(f, "     tensor '%s'\n", *owner ? owner : "?");
+        fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
+    }
+    if (ng > GROUPS_SHOWN)
+        fprintf(f, "  ... and %zu more causes\n", ng - GROUPS_SHOWN);
+    free(g);
+}
+
 int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
                           size_t max_findings)
 {
@@ -189,6 +318,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
         fprintf(f, ", %zu ignored", r->nignored);
     fputc('\n', f);
 
+    print_groups(f, r);
     size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
     for (size_t i = 0; i < n; i++) {
         const vt_check_finding *x = &r->findings[i];
@@ -251,8 +381,11 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
                     x->last_use_name, x->last_use_tensor, x->last_use_seq,
                     rel_s(r, x->last_use_time_ns));
-            if (x->grace_mode == VT_CHECK_GRACE_STEPS)
+            if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
                 fprintf(f, ", step %u", x->last_use_step);
+                if (x->last_use_mark && *x->last_use_mark)
+                    fprintf(f, " (from mark '%s')", x->last_use_mark);
+            }
             fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
             print_stack(f, s, x->last_use_stack, "     ");
             if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
@@ -468,6 +601,8 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                    "\"tensor\":%" PRIu64 ",\"name\":",
                 x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
         vt__json_str(f, x->last_use_name);
+        fprintf(f, ",\"mark\":");
+        vt__json_str(f, x->last_use_mark ? x->last_use_mark : "");
         fprintf(f, ",\"stack\":");
         json_stack(f, s, x->last_use_stack);
         fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
@@ -503,6 +638,23 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
         }
         fprintf(f, "]}");
     }
+    fprintf(f, "],\"groups\":[");
+    size_t ng = 0;
+    finding_group *g = group_findings(r, &ng);
+    if (!g)
+        return -ENOMEM;
+    for (size_t k = 0; k < ng; k++) {
+        const char *rule, *owner, *path;
+        char copy[GROUP_KEY_MAX];
+        group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
+        fprintf(f, "%s{\"rule\":\"%s\",\"count\":%zu,\"bytes\":%" PRIu64 ",\"first\":%zu,"
+                   "\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes, g[k].first);
+        vt__json_str(f, owner);
+        fprintf(f, ",\"path\":");
+        vt__json_str(f, path);
+        fputc('}', f);
+    }
+    free(g);
     fprintf(f, "]}\n");
     fflush(f);
     return ferror(f) ? -EIO : 0;
