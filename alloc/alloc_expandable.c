@@ -67,6 +67,65 @@ static void account_split(vt__heap *h, const vt__segment *s, int64_t blocks, int
     vt__stat_add(h->inactive_split, s->spool, blocks);
 }
 
+/* Traced mappings: each growth is one SEGMENT_ALLOC of its chunks; every
+ * SEGMENT_FREE names exactly one of them (timelines pair the two by
+ * address), so an unmapping that cuts a mapping frees it and allocates
+ * its kept part again. */
+static void trace_map(vt__heap *h, const vt__segment *s, uint64_t addr, uint64_t size,
+                      uint32_t stack)
+{
+    vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = h->device,
+              .stream = vt__trace_stream(s->stream), .addr = addr, .size = size, .stack = stack,
+              .aux = s->pool);
+}
+
+static void trace_unmap(vt__heap *h, const vt__segment *s, uint64_t addr, uint64_t size)
+{
+    vt__trace(.kind = VT_EV_SEGMENT_FREE, .device = h->device,
+              .stream = vt__trace_stream(s->stream), .addr = addr, .size = size, .aux = s->pool);
+}
+
+/* Room for one more piece. @return 0 or -1 (no host memory). */
+static int reserve_piece(vt__segment *s)
+{
+    if (s->npieces < s->cappieces)
+        return 0;
+    uint32_t cap = s->cappieces ? s->cappieces * 2 : 8;
+    uint64_t *p = realloc(s->pieces, cap * sizeof *p);
+    if (!p)
+        return -1;
+    s->pieces = p;
+    s->cappieces = cap;
+    return 0;
+}
+
+void vt__expandable_trace_free(vt__heap *h, vt__segment *s)
+{
+    uint64_t end = s->addr + s->size;
+    while (s->npieces) {
+        uint64_t start = s->pieces[--s->npieces];
+        trace_unmap(h, s, start, end - start);
+        end = start;
+    }
+}
+
+/* The traced mappings after the range was cut back to `keep` bytes. */
+static void trace_cut(vt__heap *h, vt__segment *s, uint64_t keep)
+{
+    uint64_t end = s->addr + s->size, new_end = s->addr + keep;
+    while (s->npieces && s->pieces[s->npieces - 1] >= new_end) {
+        uint64_t start = s->pieces[--s->npieces];
+        trace_unmap(h, s, start, end - start);
+        end = start;
+    }
+    if (end > new_end && s->npieces) {   /* the last one is cut: again, shorter */
+        uint64_t start = s->pieces[s->npieces - 1];
+        trace_unmap(h, s, start, end - start);
+        trace_map(h, s, start, new_end - start, 0);
+        h->num_backend_allocs++;
+    }
+}
+
 static bool over_cap(const vt__heap *h, uint64_t more)
 {
     uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
@@ -110,7 +169,9 @@ static int new_range(vt__heap *h, int pool, uint64_t key, uint64_t need, uint64_
     uint64_t *freed = calloc((need / VT_MIN_BLOCK + 63) / 64, sizeof(uint64_t));
     uint64_t addr = 0;
     int rc = VT_CUDA_ERR_OOM;
-    if (!s || !b || vt__reserve_one((void **)&h->segs, h->nsegs, &h->capsegs, sizeof *h->segs, 64))
+    uint64_t *pieces = malloc(8 * sizeof *pieces);
+    if (!s || !b || !pieces
+        || vt__reserve_one((void **)&h->segs, h->nsegs, &h->capsegs, sizeof *h->segs, 64))
         goto fail;
     if (vt__backend_va_reserve(h->device, va_size, &addr)) {
         rc = VT_EXPANDABLE_UNAVAILABLE;   /* no address space: a plain segment */
@@ -122,7 +183,8 @@ static int new_range(vt__heap *h, int pool, uint64_t key, uint64_t need, uint64_
     }
     *s = (vt__segment){ .addr = addr, .size = need, .va_size = va_size, .stream = key,
                         .first = b, .pool = (uint8_t)pool, .spool = (uint8_t)pool,
-                        .freed = freed };
+                        .freed = freed, .pieces = pieces, .npieces = 1, .cappieces = 8 };
+    pieces[0] = addr;
     vt__segs_insert(h, s);   /* cannot fail: room reserved above */
     b->addr = addr;
     b->size = need;
@@ -136,11 +198,11 @@ static int new_range(vt__heap *h, int pool, uint64_t key, uint64_t need, uint64_
     h->num_backend_allocs++;
     vt__stat_add(h->reserved_bytes, pool, (int64_t)need);
     vt__stat_add(h->segment, pool, 1);
-    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(key), addr, 0, need, stack,
-              (uint64_t)pool, 0, 0);
+    trace_map(h, s, addr, need, stack);
     *out = b;
     return 0;
 fail:
+    free(pieces);
     free(freed);
     free(s);
     if (b)
@@ -154,6 +216,8 @@ static int extend(vt__heap *h, vt__segment *s, vt__block *tail, uint64_t need, u
                   uint32_t stack, vt__block **out)
 {
     int pool = s->pool;
+    if (reserve_piece(s))
+        return VT_CUDA_ERR_OOM;
     vt__block *b = tail->state == VT_B_FREE ? tail : vt__block_new(h);
     if (!b)
         return VT_CUDA_ERR_OOM;
@@ -190,8 +254,8 @@ static int extend(vt__heap *h, vt__segment *s, vt__block *tail, uint64_t need, u
         ;
     h->num_backend_allocs++;   /* one device allocation: a mapping (a SEGMENT_ALLOC event) */
     vt__stat_add(h->reserved_bytes, pool, (int64_t)need);
-    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(s->stream), end, 0, need, stack,
-              (uint64_t)pool, 0, 0);
+    s->pieces[s->npieces++] = end;
+    trace_map(h, s, end, need, stack);
     *out = b;
     return 0;
 }
@@ -253,11 +317,10 @@ void vt__expandable_shrink(vt__heap *h)
             account_split(h, s, 0, -(int64_t)cut);
             vt__index_insert(&h->free_idx[s->pool], t);
         }
+        trace_cut(h, s, keep);
         s->size = keep;
         h->num_backend_frees++;
         vt__stat_add(h->reserved_bytes, s->spool, -(int64_t)cut);
-        vt__trace(VT_EV_SEGMENT_FREE, h->device, vt__trace_stream(s->stream), s->addr + keep, 0,
-                  cut, 0, s->pool, 0, 0);
     }
 }
 

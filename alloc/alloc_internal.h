@@ -101,6 +101,10 @@ struct vt__segment {
                                      vt__heap_stream_destroyed) */
     uint64_t va_size;             /* an expandable segment's reserved addresses (size:
                                      the bytes mapped from addr on); 0: a plain one */
+    uint64_t *pieces;             /* expandable: start of each mapping traced as one
+                                     SEGMENT_ALLOC, ascending (each ends where the next
+                                     starts, the last at addr + size) */
+    uint32_t npieces, cappieces;
 };
 
 /* Events recorded after a free, one per stream that may still use the
@@ -291,6 +295,9 @@ int vt__expandable_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint
 void vt__expandable_shrink(vt__heap *h);
 /* A detached range, lock dropped: unmap everything, free its addresses. */
 int vt__expandable_release(vt__heap *h, vt__segment *s);
+/* Under the lock: trace a range going back whole (a SEGMENT_FREE per traced
+ * mapping, so that each matches its SEGMENT_ALLOC). */
+void vt__expandable_trace_free(vt__heap *h, vt__segment *s);
 
 /* ---- alloc_uncached.c: cache:0, one backend allocation per request ----- */
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out);

@@ -103,9 +103,12 @@ void vt__seg_detach(vt__heap *h, vt__segment *s, vt__segment **list)
     vt__segs_remove(h, s);
     vt__stat_add(h->reserved_bytes, s->spool, -(int64_t)s->size);
     vt__stat_add(h->segment, s->spool, -1);
-    vt__trace(.kind = VT_EV_SEGMENT_FREE, .device = h->device,
-              .stream = vt__trace_stream(s->stream), .addr = s->addr, .size = s->size,
-              .aux = s->pool);
+    if (s->va_size)
+        vt__expandable_trace_free(h, s);
+    else
+        vt__trace(.kind = VT_EV_SEGMENT_FREE, .device = h->device,
+                  .stream = vt__trace_stream(s->stream), .addr = s->addr, .size = s->size,
+                  .aux = s->pool);
     s->next = *list;
     *list = s;
 }
@@ -135,6 +138,7 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
             rc = r;
         n++;
         free(s->freed);
+        free(s->pieces);
         free(s);
     }
     vt__heap_lock(h);
