@@ -23,10 +23,13 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace leaks FILE\n"
+    "usage: vramtrace leaks [--all-frames] FILE\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
-    "first. Pending frees (freed, waiting for stream events) are not listed.\n";
+    "first. Pending frees (freed, waiting for stream events) are not listed.\n"
+    "\n"
+    "  --all-frames  also show the Python interpreter's own frames and torch's\n"
+    "                Python dispatch plumbing (hidden in stacks with Python frames)\n";
 
 struct group {
     uint32_t stack;
@@ -54,6 +57,10 @@ int vt_cmd_leaks(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--all-frames")) {
+            vt__report_all_frames = true;
+            continue;
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace leaks: unexpected argument '%s'\n%s", argv[i], usage_text);

@@ -31,11 +31,14 @@
 #define TOP_SITES 10
 
 static const char usage_text[] =
-    "usage: vramtrace summary FILE\n"
+    "usage: vramtrace summary [--all-frames] FILE\n"
     "\n"
     "Peak and current allocated/reserved bytes per device, event counts,\n"
     "fragmentation (reserved but unallocated bytes at the allocated peak and\n"
-    "at the snapshot) and the call sites holding the most bytes at the peak.\n";
+    "at the snapshot) and the call sites holding the most bytes at the peak.\n"
+    "A stack's call site is its innermost Python line where Python ran.\n"
+    "\n"
+    "  --all-frames  call sites from native frames even where Python ran\n";
 
 struct site {
     uint64_t key;            /* frame index + 1, 0 = no stack */
@@ -213,6 +216,10 @@ int vt_cmd_summary(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--all-frames")) {
+            vt__report_all_frames = true;
+            continue;
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "vramtrace summary: unknown option '%s'\n%s", argv[i], usage_text);

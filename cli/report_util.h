@@ -6,6 +6,7 @@
 #ifndef VT_CLI_REPORT_UTIL_H
 #define VT_CLI_REPORT_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -20,9 +21,21 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
 /* "512 B", "1.5 KiB", "64.0 MiB", "2.00 GiB" into buf (>= 32 bytes). */
 const char *vt__fmt_bytes(uint64_t bytes, char *buf);
 
-/* The innermost frame of stack `id` that is not vramtrace, the CUDA runtime
- * or driver, or the C/C++ runtime (allocation wrappers); the innermost frame
- * when all are; NULL for an empty stack. */
+/* --all-frames: show the frames folded by default (below). */
+extern bool vt__report_all_frames;
+/* A Python frame (recorded from the interpreter, or imported). */
+bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f);
+/* Whether any of fr[0..n) is a Python frame. */
+bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
+/* A frame hidden unless --all-frames: in a stack with Python frames, the
+ * interpreter's native frames (its evaluation loop and calls) and torch's
+ * Python dispatch plumbing (nn.Module.__call__ and the like). */
+bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python);
+
+/* The call site of stack `id`: its innermost Python frame not folded, when
+ * it has one (and not --all-frames); else the innermost frame that is not
+ * vramtrace, the CUDA runtime or driver, or the C/C++ runtime (allocation
+ * wrappers); the innermost frame when all are; NULL for an empty stack. */
 const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
 
 /* "fn file:line (module+0xoff)" with the parts that are known. */
