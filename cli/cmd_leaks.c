@@ -113,10 +113,14 @@ int vt_cmd_leaks(int argc, char **argv)
     }
     qsort(g, m, sizeof *g, cmp_bytes);
     char b[32];
+    bool has_python = vt__report_snapshot_has_python(s);
     for (size_t i = 0; i < m; i++) {
         printf("Leak of %s in %" PRIu64 " allocation%s from:\n", vt__fmt_bytes(g[i].bytes, b),
                g[i].count, g[i].count == 1 ? "" : "s");
         vt__report_stack(stdout, s, g[i].stack, "    ");
+        if (has_python && vt__report_stack_without_python(s, g[i].stack))
+            printf("  (from a thread running no Python code: no Python frames, e.g. PyTorch's "
+                   "autograd engine during backward)\n");
         if (g[i].before == g[i].count)
             printf("  (allocated before the retained window)\n");
         else if (g[i].before)

@@ -98,6 +98,7 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
         printf("  top call sites by bytes at peak (seq %" PRIu64 "):\n", pk->seq);
     if (!m)
         printf("    (none)\n");
+    bool has_python = vt__report_snapshot_has_python(s);
     for (size_t i = 0; i < m && i < TOP_SITES; i++) {
         printf("    %10s  %" PRIu64 " allocation%s  ", vt__fmt_bytes(v[i].bytes, b), v[i].count,
                v[i].count == 1 ? " " : "s");
@@ -105,6 +106,9 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
             vt__report_frame_text(stdout, s, &s->frames[v[i].key - 1]);
         else
             fputs("<no stack recorded>", stdout);
+        /* The site's first stack stands for all: one site, one thread kind. */
+        if (v[i].key && has_python && vt__report_stack_without_python(s, v[i].stack))
+            fputs("  [thread without Python frames]", stdout);
         putchar('\n');
     }
     if (m > TOP_SITES)

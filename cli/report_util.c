@@ -119,6 +119,23 @@ bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *cons
     return false;
 }
 
+bool vt__report_snapshot_has_python(const vt_snapshot_data *s)
+{
+    for (size_t i = 0; i < s->nframes; i++)
+        if (vt__report_python_frame(s, &s->frames[i]))
+            return true;
+    return false;
+}
+
+bool vt__report_stack_without_python(const vt_snapshot_data *s, uint32_t id)
+{
+    const vt_frame *fr[512];
+    size_t n = vt_snapshot_stack_frames(s, id, fr, 512);
+    if (n > 512)
+        n = 512;
+    return n > 0 && !vt__report_stack_has_python(s, fr, n);
+}
+
 const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[256];

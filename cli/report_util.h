@@ -27,6 +27,12 @@ extern bool vt__report_all_frames;
 bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f);
 /* Whether any of fr[0..n) is a Python frame. */
 bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
+/* Python frames were recorded in this snapshot (some thread ran Python). */
+bool vt__report_snapshot_has_python(const vt_snapshot_data *s);
+/* Stack `id` has frames, none of them Python: in a snapshot with Python
+ * frames, it was recorded on a thread running no Python code (PyTorch's
+ * autograd engine threads during backward, a C++ worker). */
+bool vt__report_stack_without_python(const vt_snapshot_data *s, uint32_t id);
 /* A frame hidden unless --all-frames: in a stack with Python frames, the
  * interpreter's native frames (its evaluation loop and calls) and torch's
  * Python dispatch plumbing (nn.Module.__call__ and the like). */
