@@ -24,7 +24,8 @@
  * created, and from the start of finalization thread states may be freed.
  *
  * Frame layouts (offsets below, measured with offsetof against each
- * version's installed headers, see tests/trace/pyframes_layout.c):
+ * version's installed headers; 3.13's are taken from the _Py_DebugOffsets
+ * that _PyRuntime starts with where they cover them):
  *   3.10  tstate->frame, a PyFrameObject chain: f_back, f_code, f_lasti (in
  *         code units; Objects/frameobject.c PyFrame_GetLineNumber passes
  *         f_lasti * 2 to PyCode_Addr2Line). One C call of
@@ -116,6 +117,47 @@ static unsigned python_minor(void)
     return minor;
 }
 
+/* The head of 3.13's _Py_DebugOffsets, which _PyRuntime starts with
+ * (Include/internal/pycore_runtime.h), as far as this file uses it: the
+ * running interpreter's own word on its layout, for debuggers and profilers
+ * that read it from outside. */
+typedef struct debug_offsets_313 {
+    char cookie[8];                    /* "xdebugpy" */
+    uint64_t version, free_threaded;
+    uint64_t runtime_state[3];
+    uint64_t interpreter_state[13];
+    struct { uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+             datastack_chunk, status; } thread_state;
+    struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } frame;
+    struct { uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
+             localsplusnames, localspluskinds, co_code_adaptive; } code;
+} debug_offsets_313;
+
+static layout from_debug;
+
+/* 3.13: take the offsets _PyRuntime publishes over the table's. @return
+ * false when it is not there or names a free-threaded build. */
+static bool debug_offsets(const layout *table, const layout **out)
+{
+    const debug_offsets_313 *d = dlsym(RTLD_DEFAULT, "_PyRuntime");
+    if (!d || memcmp(d->cookie, "xdebugpy", 8) != 0)
+        return false;
+    if (d->free_threaded)
+        return false;
+    from_debug = *table;
+    from_debug.ts_frame = (int)d->thread_state.current_frame;
+    from_debug.fr_back = (int)d->frame.previous;
+    from_debug.fr_code = (int)d->frame.executable;
+    from_debug.fr_instr = (int)d->frame.instr_ptr;
+    from_debug.fr_owner = (int)d->frame.owner;
+    from_debug.co_filename = (int)d->code.filename;
+    from_debug.co_name = (int)d->code.name;
+    from_debug.co_firstlineno = (int)d->code.firstlineno;
+    from_debug.co_code = (int)d->code.co_code_adaptive;
+    *out = &from_debug;
+    return true;
+}
+
 bool vt__py_detect(void)
 {
     unsigned minor = python_minor();
@@ -125,6 +167,8 @@ bool vt__py_detect(void)
             found = &layouts[i];
     /* Free-threaded builds have another object header. */
     if (!found || dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount"))
+        return false;
+    if (minor == 13 && !debug_offsets(found, &found))
         return false;
     *(void **)&py_is_initialized = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     *(void **)&py_gilstate_tstate = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
