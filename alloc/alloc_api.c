@@ -1,19 +1,34 @@
 /*
  * alloc/alloc_api.c - the allocator's entry points: the public vt_* API
  * (vramtrace.h) and the internal vt__alloc_* API the hooks call
- * (allocator.h). Argument checks, device and stream resolution, and the
- * free stacks happen here; the work happens in alloc_heap.c (which captures
- * the allocation stack itself, before it takes the heap lock). Every stack
- * is captured outside every allocator lock.
+ * (allocator.h). Argument checks, device and stream resolution, the free
+ * stacks and the state provider's registration happen here; the work
+ * happens in the heap (alloc_heap.c, which captures the allocation stack
+ * itself, before it takes the heap lock). Every stack is captured outside
+ * every allocator lock.
  */
 #include <errno.h>
+#include <stdatomic.h>
 
 #include "alloc_internal.h"
 #include "backend.h"
+#include "cuda_errors.h"
 #include "recorder.h"
 
-#define CUDA_ERR_INVALID_VALUE 1
-#define CUDA_ERR_INVALID_DEVICE 101
+static atomic_bool provider_set;
+
+/* Device's heap, set up on first use. Once a heap exists the recorder gets
+ * the allocator's state provider (alloc_state.c): a snapshot taken before
+ * holds events only, one taken after says its state is complete. Outside
+ * every heap lock: the recorder takes its own. */
+static vt__heap *heap_for(int device)
+{
+    vt__heap *h = vt__heap_get(device, true);
+    if (vt_likely(h) && vt_unlikely(!atomic_load_explicit(&provider_set, memory_order_relaxed))
+        && !atomic_exchange(&provider_set, true))
+        vt__trace_set_state_provider(vt__alloc_describe_state);
+    return h;
+}
 
 static int resolve_device(int device)
 {
@@ -32,9 +47,9 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out)
     *out = NULL;
     if (size == 0)
         return 0;
-    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    vt__heap *h = heap_for(resolve_device(device));
     if (vt_unlikely(!h))
-        return CUDA_ERR_INVALID_DEVICE;
+        return VT_CUDA_ERR_INVALID_DEVICE;
     return vt__heap_malloc(h, size, vt__stream_key(stream), out);
 }
 
@@ -61,13 +76,13 @@ bool vt__alloc_owns(const void *ptr)
 int vt__alloc_record_stream(void *ptr, uint64_t stream)
 {
     if (!ptr)
-        return CUDA_ERR_INVALID_VALUE;
+        return VT_CUDA_ERR_INVALID_VALUE;
     return vt__heap_record_stream(ptr, vt__stream_key(stream));
 }
 
 void vt__alloc_stream_created(int device, uint64_t stream)
 {
-    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    vt__heap *h = heap_for(resolve_device(device));
     if (h)
         vt__heap_stream_created(h, stream);
 }
@@ -154,9 +169,11 @@ VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
         vt__alloc_report_foreign_free(resolve_device(device), ptr, stack);
 }
 
+/* Not a stand-in for a CUDA call: the heap's CUDA codes become errno values. */
 VT_API int vt_record_stream(void *ptr, cudaStream_t stream)
 {
-    return vt__alloc_record_stream(ptr, (uint64_t)(uintptr_t)stream);
+    int rc = vt__alloc_record_stream(ptr, (uint64_t)(uintptr_t)stream);
+    return rc == 0 ? 0 : rc == VT_CUDA_ERR_OOM ? -ENOMEM : -EINVAL;
 }
 
 VT_API int vt_empty_cache(int device)
@@ -168,7 +185,7 @@ VT_API int vt_get_stats(int device, vt_stats *out)
 {
     if (!out)
         return -EINVAL;
-    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    vt__heap *h = heap_for(resolve_device(device));
     if (!h)
         return -EINVAL;
     vt__heap_stats(h, out);
@@ -177,7 +194,7 @@ VT_API int vt_get_stats(int device, vt_stats *out)
 
 VT_API int vt_reset_peak_stats(int device)
 {
-    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    vt__heap *h = heap_for(resolve_device(device));
     if (!h)
         return -EINVAL;
     vt__heap_reset_peaks(h);
@@ -186,7 +203,7 @@ VT_API int vt_reset_peak_stats(int device)
 
 VT_API int vt_set_memory_fraction(double fraction, int device)
 {
-    vt__heap *h = vt__heap_get(resolve_device(device), true);
+    vt__heap *h = heap_for(resolve_device(device));
     if (!h)
         return -EINVAL;
     return vt__heap_set_fraction(h, fraction);

@@ -117,3 +117,17 @@ void vt__badfree_note_reset(vt__heap *h, uint64_t *addrs, uint64_t n)
     free(keys);
     free(vals);
 }
+
+void vt__alloc_report_foreign_free(int device, const void *ptr, uint32_t stack)
+{
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    int reason = VT_BAD_FREE_UNKNOWN_POINTER;
+    vt__heap *h = vt__heap_get(device, false);
+    if (h) {
+        vt__heap_lock(h);
+        reason = vt__badfree_foreign_reason(h, addr);
+        h->num_bad_frees++;
+        vt__heap_unlock(h);
+    }
+    vt__badfree_report(device, addr, reason, stack);
+}

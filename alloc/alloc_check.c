@@ -1,6 +1,6 @@
 /*
- * alloc/alloc_check.c - reading a heap whole: the invariant checker (tests,
- * debugging) and the snapshot state provider (segments and blocks).
+ * alloc/alloc_check.c - the invariant checker: every structure of a heap
+ * read whole and verified against the others (tests, debugging).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -8,8 +8,6 @@
 #include <string.h>
 
 #include "alloc_internal.h"
-#include "cuda_driver.h"
-#include "recorder.h"
 
 static int fail(const vt__heap *h, const char *fmt, ...)
 {
@@ -215,70 +213,4 @@ VT_API int vt__alloc_check_invariants(int device)
         vt__heap_unlock(h);
     }
     return rc;
-}
-
-/* ---- snapshot state ----------------------------------------------------- */
-
-static int describe(vt__heap *h, vt_snapshot_data *snap)
-{
-    for (uint64_t i = 0; i < h->nsegs; i++) {
-        vt__segment *g = h->segs[i];
-        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = vt__trace_stream(g->stream),
-                           .device = (int8_t)h->device, .pool = g->pool };
-        int rc = vt__snapshot_add_segment(snap, &seg);
-        if (rc)
-            return rc;
-        for (vt__block *b = g->first; b; b = b->next) {
-            vt_block blk = { .addr = b->addr, .size = b->size, .stream = vt__trace_stream(b->stream),
-                             .state = b->state };
-            if (b->state != VT_B_FREE) {
-                blk.req_size = b->req_size;
-                blk.alloc_seq = b->alloc_seq;
-                blk.stack = b->stack;
-            }
-            if ((rc = vt__snapshot_add_block(snap, &blk)))
-                return rc;
-        }
-    }
-    return 0;
-}
-
-static int provider(vt_snapshot_data *snap)
-{
-    int n = vt__heap_count();
-    const vt__driver_api *drv = vt__driver();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = vt__heap_get(d, false);
-        if (!h)
-            continue;
-        char name[256] = "";
-        CUdevice dev;
-        if (drv && drv->cuDeviceGetName && drv->cuDeviceGet(&dev, d) == CUDA_SUCCESS)
-            drv->cuDeviceGetName(name, sizeof name, dev);
-        int rc = vt__snapshot_add_device(snap, d, name,
-                                         h->total_mem == UINT64_MAX ? 0 : h->total_mem);
-        if (rc)
-            return rc;
-        vt__heap_lock(h);
-        rc = describe(h, snap);
-        vt__heap_unlock(h);
-        if (rc)
-            return rc;
-        /* The allocator's own peaks, whatever the event window keeps. Read
-         * after the state: other threads go on allocating, and a peak read
-         * before could be below what the state then holds (peaks only grow). */
-        vt_stats st;
-        vt__heap_stats(h, &st);
-        vt_device_info *di = &snap->devices[snap->ndevices - 1];
-        di->peak_allocated = (uint64_t)st.allocated_bytes[VT_STAT_ALL].peak;
-        di->peak_reserved = (uint64_t)st.reserved_bytes[VT_STAT_ALL].peak;
-        di->peak_active = (uint64_t)st.active_bytes[VT_STAT_ALL].peak;
-    }
-    snap->meta.flags |= VT_META_DEVICE_PEAKS;
-    return 0;
-}
-
-void vt__alloc_register_state_provider(void)
-{
-    vt__trace_set_state_provider(provider);
 }

@@ -20,11 +20,11 @@
 #include <stdint.h>
 
 #include "allocator.h"
+#include "config.h"
 #include "vramtrace.h"
 #include "vramtrace/format.h"
 
-#define vt_likely(x)   __builtin_expect(!!(x), 1)
-#define vt_unlikely(x) __builtin_expect(!!(x), 0)
+#include "likely.h"
 
 #define VT_MAX_DEVICES   64
 #define VT_MIN_BLOCK     512ull               /* every size is a multiple */
@@ -130,7 +130,7 @@ typedef struct vt__ptrmap {
 } vt__ptrmap;
 
 typedef struct vt__heap {
-    atomic_int lock;              /* see lock() in alloc_heap.c */
+    atomic_int lock;              /* vt__heap_lock() */
     int device;
     bool ready;                   /* initialized (under lock) */
     vt__findex free_idx[2];       /* free index per pool (small, large) */
@@ -211,33 +211,130 @@ void vt__index_drop(vt__findex *fx, uint64_t stream);
 int vt__ptrmap_put(vt__ptrmap *m, uint64_t key, vt__block *b);
 vt__block *vt__ptrmap_get(const vt__ptrmap *m, uint64_t key);
 vt__block *vt__ptrmap_del(vt__ptrmap *m, uint64_t key);
+/* Every entry, in no particular order: start with *pos = 0; @return false
+ * at the end. The map must not change during the walk. */
+bool vt__ptrmap_next(const vt__ptrmap *m, uint64_t *pos, uint64_t *key, vt__block **val);
 
-/* ---- alloc_heap.c: the core ------------------------------------------- */
+/* ---- alloc_heap.c: heaps, their lock, blocks, the malloc and free paths - */
 vt__heap *vt__heap_get(int device, bool create);   /* NULL if device invalid */
+/* Device d's heap, ready or not (the fork handlers lock every one). */
+vt__heap *vt__heap_slot(int device);
 int vt__heap_count(void);                         /* devices ever touched, upper bound */
-uint64_t vt__stream_key(uint64_t raw);
 int vt__heap_malloc(vt__heap *h, uint64_t size, uint64_t stream_key, void **out);
 /* @return 0, VT_ALLOC_NOT_OWNED if ptr not in h, or cudaErrorInvalidValue */
 int vt__heap_free(void *ptr, uint64_t stream_key, enum vt_free_mode mode, uint32_t stack);
 int vt__heap_record_stream(void *ptr, uint64_t stream_key);
+bool vt__heap_owns(const void *ptr);
+/* Under the lock: a block struct from the heap's spares (zeroed) / back. */
+vt__block *vt__block_new(vt__heap *h);
+void vt__block_release(vt__heap *h, vt__block *b);
+/* Under the lock: a free block of `pool` on stream `key` that can serve
+ * `size` (max_split_size rules applied), NULL if none. */
+vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
+                         const vt_config *cfg);
+/* Under the lock: b becomes free and merges with free neighbours (pending
+ * ones stay apart); in a dead segment the segment may retire. */
+void vt__make_free(vt__heap *h, vt__block *b);
+/* Room for one more element in a doubling array of `elem`-byte items
+ * (`first` slots at the start). @return 0, or -1 out of memory (unchanged). */
+int vt__reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t elem, uint64_t first);
+
+/* The heap lock: a test-and-set lock, one atomic exchange to take and a
+ * plain release store to drop (a pthread mutex costs two atomic operations
+ * per pair and dominated the cached path). Critical sections are short;
+ * the long operations (backend allocation and free) run with it dropped.
+ * A waiter spins briefly, then yields its CPU (vt__heap_lock_slow). */
+void vt__heap_lock_slow(vt__heap *h);
+
+static inline void vt__heap_lock(vt__heap *h)
+{
+    if (vt_unlikely(atomic_exchange_explicit(&h->lock, 1, memory_order_acquire)))
+        vt__heap_lock_slow(h);
+}
+
+static inline void vt__heap_unlock(vt__heap *h)
+{
+    atomic_store_explicit(&h->lock, 0, memory_order_release);
+}
+
+/* ---- alloc_segment.c: segments, their release, gc, the OOM chain ------- */
+int vt__segs_insert(vt__heap *h, vt__segment *s);
+/* The segment containing addr (its position in h->segs in *index). */
+vt__segment *vt__segs_find(vt__heap *h, uint64_t addr, uint64_t *index);
+void vt__segs_remove(vt__heap *h, vt__segment *s);
+/* A cached segment that is one free block. */
+bool vt__seg_unused(const vt__segment *s);
+/* Take a fully free segment out of every structure onto *list; the caller
+ * gives the list back with vt__release_detached (lock dropped there). */
+void vt__seg_detach(vt__heap *h, vt__segment *s, vt__segment **list);
+int vt__release_detached(vt__heap *h, vt__segment *list);
+/* The miss path: gc, a new segment, the OOM chain. Called and returns with
+ * the lock held; may drop it in between. */
+int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
+                  const vt_config *cfg, vt__block **out);
+/* Count and record an out-of-memory (takes the lock). */
+void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint32_t stack);
 int vt__heap_empty_cache(vt__heap *h);
-void vt__heap_sync_begin(vt__heap *h, bool all);
-void vt__heap_sync_end(vt__heap *h);
-void vt__heap_stream_created(vt__heap *h, uint64_t raw);
-void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
 uint64_t vt__heap_cached_free(vt__heap *h);
 uint64_t vt__heap_mem_free(vt__heap *h, uint64_t device_free);
+int vt__heap_set_fraction(vt__heap *h, double fraction);
+
+/* ---- alloc_uncached.c: cache:0, one backend allocation per request ----- */
+int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out);
+/* Under the lock: free b (of an uncached segment) and its segment. */
+void vt__uncached_free(vt__heap *h, vt__block *b);
+
+/* ---- alloc_fence.c: frees that wait for other streams ----------------- */
+/* Under the lock: b (being freed, its allocated stats already moved) waits
+ * for the streams in b->xstreams and, when `unknown`, for every stream. */
+void vt__fence_free(vt__heap *h, vt__block *b, bool unknown);
+/* Under the lock: allocated block b is used on stream `key` too
+ * (vt_record_stream). @return 0 or cudaErrorMemoryAllocation. */
+int vt__fence_record_use(vt__heap *h, vt__block *b, uint64_t key);
+/* Add an extra stream the block is used on. @return 1 added, 0 already
+ * known, -1 no memory. */
+int vt__block_use_stream(vt__block *b, uint64_t key);
+/* Record the fence of the unknown-stream batch now. */
+void vt__record_batch_fence(vt__heap *h);
+/* Retire completed fences (wait: block until every one completed). */
+void vt__poll_fences(vt__heap *h, bool wait);
+void vt__heap_sync_begin(vt__heap *h, bool all);
+void vt__heap_sync_end(vt__heap *h);
+
+/* ---- alloc_stream.c: stream keys and the streams' lifecycle ------------ */
+uint64_t vt__stream_key(uint64_t raw);
+/* The handle to record an event on for a stream key. */
+uint64_t vt__stream_raw(uint64_t key);
+void vt__heap_stream_created(vt__heap *h, uint64_t raw);
+void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
+
+/* ---- alloc_stats.c: PyTorch-style counters ----------------------------- */
+static inline void vt__stat_add1(vt__stat_t *s, int64_t d)
+{
+    s->current += d;
+    if (d > 0) {
+        s->allocated += d;
+        if (s->current > s->peak)
+            s->peak = s->current;
+    } else {
+        s->freed -= d;
+    }
+}
+
+/* Move one counter of `pool` and of the total. */
+static inline void vt__stat_add(vt__stat_t *arr, int pool, int64_t d)
+{
+    vt__stat_add1(&arr[pool], d);
+    vt__stat_add1(&arr[VT_STAT_ALL], d);
+}
+
 void vt__heap_stats(vt__heap *h, vt_stats *out);
 void vt__heap_reset_peaks(vt__heap *h);
-int vt__heap_set_fraction(vt__heap *h, double fraction);
-bool vt__heap_owns(const void *ptr);
-void vt__heap_lock(vt__heap *h);
-void vt__heap_unlock(vt__heap *h);
+
+/* ---- alloc_badfree.c --------------------------------------------------- */
 /* A free of a pointer no heap owns failed (the real free refused it, or
  * vt_free got it): classify it, count it, print it, trace it. */
 void vt__alloc_report_foreign_free(int device, const void *ptr, uint32_t stack);
-
-/* ---- alloc_badfree.c --------------------------------------------------- */
 void vt__badfree_report(int device, uint64_t addr, int reason, uint32_t stack);
 /* Under h's lock: the reason of a bad free inside segment s / outside every
  * segment of h. */
@@ -255,7 +352,11 @@ void vt__badfree_note_reset(vt__heap *h, uint64_t *addrs, uint64_t n);
 /* Walk every structure of `device` (-1: all) and verify it; prints the first
  * problem on stderr. @return 0 when consistent, -1 otherwise. */
 VT_API int vt__alloc_check_invariants(int device);
-/* Register the snapshot state provider with the recorder (once). */
-void vt__alloc_register_state_provider(void);
+
+/* ---- alloc_state.c ----------------------------------------------------- */
+/* The snapshot state provider: every heap's segments and blocks, and the
+ * devices' peaks (alloc_api.c registers it with the recorder). */
+struct vt_snapshot_data;
+int vt__alloc_describe_state(struct vt_snapshot_data *snap);
 
 #endif /* VT_ALLOC_INTERNAL_H */

@@ -95,3 +95,15 @@ vt__block *vt__ptrmap_del(vt__ptrmap *m, uint64_t key)
     m->count--;
     return b;
 }
+
+bool vt__ptrmap_next(const vt__ptrmap *m, uint64_t *pos, uint64_t *key, vt__block **val)
+{
+    for (uint64_t i = *pos; m->keys && i <= m->mask; i++)
+        if (m->keys[i]) {
+            *key = m->keys[i];
+            *val = m->vals[i];
+            *pos = i + 1;
+            return true;
+        }
+    return false;
+}

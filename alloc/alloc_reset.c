@@ -51,10 +51,10 @@ static uint64_t collect_live(vt__heap *h, struct live **out)
             free(v);
             continue;
         }
-        uint64_t k = 0;
-        for (uint64_t i = 0; h->live.keys && i <= h->live.mask; i++)
-            if (h->live.keys[i])
-                v[k++] = (struct live){ h->live.keys[i], h->live.vals[i]->stream };
+        uint64_t k = 0, pos = 0, addr;
+        vt__block *b;
+        while (vt__ptrmap_next(&h->live, &pos, &addr, &b))
+            v[k++] = (struct live){ addr, b->stream };
         vt__heap_unlock(h);
         *out = v;
         return k;

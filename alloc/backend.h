@@ -37,6 +37,9 @@ int vt__backend_current_device(int *device);
 int vt__backend_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Total memory only (no context needed). */
 int vt__backend_total_mem(int device, uint64_t *total_bytes);
+/* The device's name, NUL-terminated in `len` bytes ("" on any error; no
+ * context needed). */
+int vt__backend_device_name(int device, char *name, size_t len);
 
 /* One device allocation (a segment) and its release. */
 int vt__backend_malloc(int device, uint64_t size, uint64_t *addr);

@@ -101,6 +101,22 @@ int vt__backend_current_device(int *device)
     return 0;
 }
 
+int vt__backend_device_name(int device, char *name, size_t len)
+{
+    if (len)
+        name[0] = '\0';
+    int r = (int)vt__driver_init();
+    if (r)
+        return r;
+    const vt__driver_api *d = vt__driver();
+    CUdevice dev;
+    if (!d->cuDeviceGetName)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((r = (int)d->cuDeviceGet(&dev, device)))
+        return r;
+    return (int)d->cuDeviceGetName(name, (int)len, dev);
+}
+
 int vt__backend_total_mem(int device, uint64_t *total_bytes)
 {
     int r = (int)vt__driver_init();

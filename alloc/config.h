@@ -46,6 +46,12 @@ typedef struct vt_config {
  * (thread-safe, never calls CUDA). Never NULL. */
 const vt_config *vt__config(void);
 
+/* Replace the process-wide configuration (a replay of a recorded run sets
+ * the settings it replays under). Call it before the allocator's first use
+ * in the process, from one thread: heaps read some keys once, when they are
+ * set up. */
+void vt__config_install(const vt_config *c);
+
 /* Parse `text` over the defaults into *out. Problems are reported on `err`
  * (one line each, may be NULL). @return the number of problems. */
 int vt__config_parse(const char *text, vt_config *out, FILE *err);

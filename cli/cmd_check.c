@@ -3,8 +3,8 @@
  * use or pinned by small views of a dropped base, and the chain of
  * references that holds them (trace/check/check.h).
  *
- * Exit status: 0 clean, 1 something was flagged, 2 bad usage or a file that
- * cannot be read (the reader's one-line message is printed).
+ * Exit status (commands.h): 0 clean, 1 something was flagged, 2 bad usage or
+ * a file that cannot be read (the reader's one-line message is printed).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -61,7 +61,8 @@ static void usage(FILE *f)
         "  --paths N         retention paths per finding (default 3)\n"
         "  -h, --help        this help\n"
         "\n"
-        "exit status: 0 nothing flagged, 1 findings, 2 bad usage or unreadable file\n");
+        "exit status: 0 nothing flagged, 1 findings, 2 bad usage or a file that cannot be\n"
+        "read or written\n");
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i. NULL if not this option. */
@@ -102,10 +103,10 @@ int vt_cmd_check(int argc, char **argv)
     size_t top = 20;
     const char **ignore = calloc((size_t)(argc > 0 ? argc : 1), sizeof *ignore);
     size_t nignore = 0;
-    int rc = 2;
+    int rc = VT_EXIT_FAILURE;
     if (!ignore) {
         fprintf(stderr, "vramtrace check: out of memory\n");
-        return 2;
+        return VT_EXIT_FAILURE;
     }
 
     for (int i = 1; i < argc; i++) {
@@ -113,7 +114,7 @@ int vt_cmd_check(int argc, char **argv)
         int missing = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            rc = 0;
+            rc = VT_EXIT_OK;
             goto out;
         } else if (!strcmp(a, "--json")) {
             json = 1;
@@ -186,9 +187,9 @@ int vt_cmd_check(int argc, char **argv)
                    : vt_check_report_print(stdout, r, s, top);
     if (wrc < 0) {
         fprintf(stderr, "vramtrace check: cannot write the report\n");
-        rc = 2;
+        rc = VT_EXIT_FAILURE;
     } else {
-        rc = r->nfindings ? 1 : 0;
+        rc = r->nfindings ? VT_EXIT_FINDINGS : VT_EXIT_OK;
     }
     vt_check_report_free(r);
     vt_snapshot_free(s);

@@ -36,7 +36,8 @@ static const char usage_text[] =
     "reserved bytes and when; the spread across ranks; the call sites whose bytes\n"
     "at the allocated peak differ most between ranks.\n"
     "  --json    one JSON document instead of text\n"
-    "  --top N   call sites to list (default 10)\n";
+    "  --top N   call sites to list (default 10)\n"
+    VT_EXIT_HELP;
 
 struct rank_info {
     const char *file;
@@ -171,11 +172,11 @@ int vt_cmd_compare(int argc, char **argv)
     int json = 0;
     long top = 10;
     glob_t g = { 0 };
-    int globbed = 0, status = 1;
+    int globbed = 0, status = VT_EXIT_FAILURE;
     char **files = calloc((size_t)argc, sizeof *files);
     size_t nfiles = 0;
     if (!files)
-        return 1;
+        return VT_EXIT_FAILURE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -189,12 +190,12 @@ int vt_cmd_compare(int argc, char **argv)
             if (++i >= argc || (top = strtol(argv[i], &end, 10), *end || top < 0)) {
                 fprintf(stderr, "vramtrace compare: --top needs a count\n");
                 free(files);
-                return 2;
+                return VT_EXIT_FAILURE;
             }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vramtrace compare: unknown option %s (try --help)\n", a);
             free(files);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else if (strpbrk(a, "*?[")) {
             if (glob(a, globbed ? GLOB_APPEND : 0, NULL, &g) == 0)
                 globbed = 1;
@@ -208,7 +209,7 @@ int vt_cmd_compare(int argc, char **argv)
     if (total < 1) {
         fprintf(stderr, "vramtrace compare: no SNAPSHOT given (try --help)\n");
         free(files);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     struct rank_info *r = calloc(total, sizeof *r);
     struct site_set ss = { 0 };

@@ -24,7 +24,8 @@ static const char usage_text[] =
     "                     reserved bytes, one async slice per allocation (size,\n"
     "                     stream, top frames), instants for marks, OOMs, bad frees\n"
     "                     and the checker's findings (vramtrace check's default rules)\n"
-    "  -o OUT             output file (required)\n";
+    "  -o OUT             output file (required)\n"
+    VT_EXIT_HELP;
 
 int vt_cmd_export(int argc, char **argv)
 {
@@ -37,17 +38,17 @@ int vt_cmd_export(int argc, char **argv)
         } else if (!strcmp(a, "-o") || !strcmp(a, "--format")) {
             if (++i >= argc) {
                 fprintf(stderr, "vramtrace export: %s needs a value\n", a);
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             *(a[1] == 'o' ? &out : &format) = argv[i];
         } else if (!strncmp(a, "--format=", 9)) {
             format = a + 9;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vramtrace export: unknown option %s (try --help)\n", a);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else if (in) {
             fprintf(stderr, "vramtrace export: one SNAPSHOT only ('%s' and '%s')\n", in, a);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else {
             in = a;
         }
@@ -55,27 +56,27 @@ int vt_cmd_export(int argc, char **argv)
     if (!in || !out || !format) {
         fprintf(stderr, "vramtrace export: missing %s (try --help)\n",
                 !format ? "--format" : !in ? "SNAPSHOT" : "-o OUT");
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     int torch = !strcmp(format, "torch") || !strcmp(format, "pytorch");
     if (!torch && strcmp(format, "perfetto") && strcmp(format, "chrome")) {
         fprintf(stderr, "vramtrace export: unknown format '%s' (torch or perfetto)\n", format);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     if (vt__report_load("export", in, &s, torch ? NULL : &tl))
-        return 1;
+        return VT_EXIT_FAILURE;
     size_t n = strlen(out) + 32;
     char *tmp = malloc(n);
     if (!tmp) {
         fprintf(stderr, "vramtrace export: out of memory\n");
         vt_snapshot_free(s);
         vt_timeline_free(tl);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     snprintf(tmp, n, "%s.tmp.%ld", out, (long)getpid());
-    int status = 1;
+    int status = VT_EXIT_FAILURE;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         fprintf(stderr, "vramtrace export: cannot create %s: ", tmp);

@@ -19,7 +19,8 @@ static const char usage_text[] =
     "input's name with .vtsnap instead of .pickle. The pickle is read by a safe\n"
     "reader of plain data: a pickle that names a global or calls a constructor is\n"
     "refused, never run. summary, leaks, check, viz and json also read the pickle\n"
-    "directly.\n";
+    "directly.\n"
+    VT_EXIT_HELP;
 
 static char *default_output(const char *in)
 {
@@ -46,27 +47,27 @@ int vt_cmd_import(int argc, char **argv)
         } else if (!strcmp(argv[i], "-o")) {
             if (++i >= argc) {
                 fprintf(stderr, "vramtrace import: -o needs a file name\n");
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             out = argv[i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "vramtrace import: unknown option %s (try --help)\n", argv[i]);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else if (in) {
             fprintf(stderr, "vramtrace import: one SNAPSHOT only ('%s' and '%s')\n", in, argv[i]);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else {
             in = argv[i];
         }
     }
     if (!in) {
         fputs(usage_text, stderr);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     char *def = out ? NULL : default_output(in);
     if (!out && !def) {
         fprintf(stderr, "vramtrace import: out of memory\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     if (!out)
         out = def;
@@ -76,7 +77,7 @@ int vt_cmd_import(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "vramtrace import: %s\n", err);
         free(def);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     rc = vt_snapfile_write(s, out, err, sizeof err);
     if (rc)
@@ -86,5 +87,5 @@ int vt_cmd_import(int argc, char **argv)
                s->nblocks, s->nevents, s->nstack_nodes ? s->nstack_nodes - 1 : 0, out);
     vt_snapshot_free(s);
     free(def);
-    return rc ? 1 : 0;
+    return rc ? VT_EXIT_FAILURE : VT_EXIT_OK;
 }

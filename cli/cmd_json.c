@@ -19,8 +19,9 @@ static const char usage_text[] =
     "\n"
     "Print the snapshot as JSON (schema: docs/json-schema.md): metadata,\n"
     "devices with peaks, counts, frames, stacks, segments and blocks,\n"
-    "allocation lifetimes, marks.\n"
-    "  --events   also list every event (large: one object per event)\n";
+    "allocation lifetimes, memory the cache did not serve (uncached), marks.\n"
+    "  --events   also list every event (large: one object per event)\n"
+    VT_EXIT_HELP;
 
 static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 
@@ -209,6 +210,25 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     }
     fputs("],\n", o);
 
+    fputs("\"uncached\":[", o);
+    for (size_t i = 0; i < tl->nuncached; i++) {
+        const vt_uncached *u = &tl->uncached[i];
+        fprintf(o, "%s\n {\"addr\":", i ? "," : "");
+        hex(o, u->addr);
+        fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d,\"stream\":",
+                u->size, vt_uncached_kind_name((enum vt_uncached_kind)u->kind), u->call,
+                u->device);
+        hex(o, u->stream);
+        fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"alloc_time_ns\":%" PRIu64, u->alloc_seq,
+                u->alloc_time_ns);
+        opt_u64(o, "free_seq", u->free_seq, !u->alive);
+        opt_u64(o, "free_time_ns", u->free_time_ns, !u->alive);
+        fprintf(o, ",\"alloc_stack\":%u,\"free_stack\":%u,\"alive\":%s,\"inherited\":%s}",
+                u->alloc_stack, u->free_stack, u->alive ? "true" : "false",
+                u->inherited ? "true" : "false");
+    }
+    fputs("],\n", o);
+
     fputs("\"marks\":[", o);
     for (size_t i = 0; i < tl->nmarks; i++) {
         fprintf(o, "%s{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"label\":", i ? "," : "",
@@ -255,13 +275,13 @@ int vt_cmd_json(int argc, char **argv)
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace json: unexpected argument '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace json: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
@@ -275,7 +295,7 @@ int vt_cmd_json(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace json: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

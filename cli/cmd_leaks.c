@@ -3,17 +3,22 @@
  * snapshot, grouped by allocation stack, largest group first, in the manner
  * of a sanitizer's leak report:
  *
- *   Leak of 64.0 MiB in 3 allocations from:
+ *   Leak of 64 MiB in 3 allocations from:
  *       #0 0x00000000004011d6 in fwd model.c:42 (/usr/bin/train+0x11d6)
  *       ...
  *     (2 of them allocated before the retained window)
  *
- *   SUMMARY: vramtrace: 72.0 MiB alive in 5 allocations from 2 stacks.
+ *   SUMMARY: vramtrace: 72 MiB alive in 5 allocations from 2 stacks.
+ *
+ * Memory the cache did not serve (managed, pinned host, pitched, arrays,
+ * explicit pools, VMM: trace/snap/uncached.h) is listed the same way, its
+ * kind in parentheses ("Leak of 24.0 MiB (managed) in 1 allocation from:"),
+ * counted in the SUMMARY total, and named per kind on the line after it.
  *
  * Blocks freed but waiting for stream events (pending frees) are not leaks
  * and are not listed; nor are, in a forked child, the parent's allocations
  * it inherited (counted on one line). Exit status 0 whether or not anything is alive (this is
- * a report, not a check): 1 only when the file cannot be read.
+ * a report, not a check): 2 only when the file cannot be read (commands.h).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,16 +34,22 @@ static const char usage_text[] =
     "first. Pending frees (freed, waiting for stream events) are not listed.\n"
     "\n"
     "  --all-frames  also show the Python interpreter's own frames and torch's\n"
-    "                Python dispatch plumbing (hidden in stacks with Python frames)\n";
+    "                Python dispatch plumbing (hidden in stacks with Python frames)\n"
+    VT_EXIT_HELP;
+
+#define CACHED_KIND 0xff   /* a block of the cache (struct group.kind) */
 
 struct group {
     uint32_t stack;
+    uint8_t kind;            /* enum vt_uncached_kind, or CACHED_KIND */
     uint64_t bytes, count, before;
 };
 
 static int cmp_stack(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
@@ -64,25 +75,25 @@ int vt_cmd_leaks(int argc, char **argv)
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace leaks: unexpected argument '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace leaks: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("leaks", path, &s, &tl);
     if (rc)
         return rc;
-    struct group *g = malloc((tl->nlifetimes + 1) * sizeof *g);
+    struct group *g = malloc((tl->nlifetimes + tl->nuncached + 1) * sizeof *g);
     if (!g) {
         fprintf(stderr, "vramtrace leaks: out of memory\n");
         vt_timeline_free(tl);
         vt_snapshot_free(s);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     size_t n = 0;
     uint64_t inherited = 0, inherited_bytes = 0;
@@ -95,15 +106,29 @@ int vt_cmd_leaks(int argc, char **argv)
             inherited_bytes += l->size;
             continue;
         }
-        g[n++] = (struct group){ l->alloc_stack, l->size, 1,
+        g[n++] = (struct group){ l->alloc_stack, CACHED_KIND, l->size, 1,
                                  (l->flags & VT_LT_BEFORE_WINDOW) ? 1 : 0 };
+    }
+    /* Memory the cache did not serve, each kind apart (uncached.h). */
+    uint64_t kind_bytes[VT_UK_COUNT] = { 0 };
+    for (size_t i = 0; i < tl->nuncached; i++) {
+        const vt_uncached *u = &tl->uncached[i];
+        if (!u->alive)
+            continue;
+        if (u->inherited) {
+            inherited++;
+            inherited_bytes += u->size;
+            continue;
+        }
+        kind_bytes[u->kind] += u->size;
+        g[n++] = (struct group){ u->alloc_stack, u->kind, u->size, 1, 0 };
     }
     qsort(g, n, sizeof *g, cmp_stack);
     size_t m = 0;
     uint64_t total = 0, count = n;
     for (size_t i = 0; i < n; i++) {
         total += g[i].bytes;
-        if (m && g[m - 1].stack == g[i].stack) {
+        if (m && g[m - 1].stack == g[i].stack && g[m - 1].kind == g[i].kind) {
             g[m - 1].bytes += g[i].bytes;
             g[m - 1].count++;
             g[m - 1].before += g[i].before;
@@ -115,8 +140,10 @@ int vt_cmd_leaks(int argc, char **argv)
     char b[32];
     bool has_python = vt__report_snapshot_has_python(s);
     for (size_t i = 0; i < m; i++) {
-        printf("Leak of %s in %" PRIu64 " allocation%s from:\n", vt__fmt_bytes(g[i].bytes, b),
-               g[i].count, g[i].count == 1 ? "" : "s");
+        printf("Leak of %s", vt__fmt_bytes(g[i].bytes, b));
+        if (g[i].kind != CACHED_KIND)
+            printf(" (%s)", vt_uncached_kind_name((enum vt_uncached_kind)g[i].kind));
+        printf(" in %" PRIu64 " allocation%s from:\n", g[i].count, g[i].count == 1 ? "" : "s");
         vt__report_stack(stdout, s, g[i].stack, "    ");
         if (has_python && vt__report_stack_without_python(s, g[i].stack))
             printf("  (from a thread running no Python code: no Python frames, e.g. PyTorch's "
@@ -140,6 +167,16 @@ int vt_cmd_leaks(int argc, char **argv)
                vt__fmt_bytes(total, b), count, count == 1 ? "" : "s", m, m == 1 ? "" : "s");
     else
         printf("SUMMARY: vramtrace: no allocations alive at the snapshot.\n");
+    int sep = 0;
+    for (int k = 0; k < VT_UK_COUNT; k++) {
+        if (!kind_bytes[k])
+            continue;
+        printf("%s%s %s", sep ? ", " : "(of which not served by the cache: ",
+               vt_uncached_kind_name((enum vt_uncached_kind)k), vt__fmt_bytes(kind_bytes[k], b));
+        sep = 1;
+    }
+    if (sep)
+        printf(")\n");
     if (inherited)
         printf("(not listed: %s in %" PRIu64 " allocation%s inherited at fork from the parent "
                "process, pid %" PRIu64 ")\n", vt__fmt_bytes(inherited_bytes, b), inherited,
@@ -149,7 +186,7 @@ int vt_cmd_leaks(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace leaks: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

@@ -10,6 +10,8 @@
  *           events do not show it, counted as freed, not alive      (only with gaps/F)
  *     counts: allocs N, frees N, segment allocs N, segment frees N, segments alive N,
  *             OOMs N, bad frees N, marks N
+ *   not served by the cache (passed through), per kind:           (only when some exist)
+ *     KIND: N allocations, peak X, alive Y in M
  *   device D (NAME, TOTAL):
  *     allocated: peak X (seq S) in the kept events, current Y
  *     pending free: Y (freed, waiting for stream events); active peak X (allocated + pending)
@@ -38,7 +40,8 @@ static const char usage_text[] =
     "at the snapshot) and the call sites holding the most bytes at the peak.\n"
     "A stack's call site is its innermost Python line where Python ran.\n"
     "\n"
-    "  --all-frames  call sites from native frames even where Python ran\n";
+    "  --all-frames  call sites from native frames even where Python ran\n"
+    VT_EXIT_HELP;
 
 struct site {
     uint64_t key;            /* frame index + 1, 0 = no stack */
@@ -116,6 +119,65 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
     free(v);
 }
 
+struct step {
+    uint32_t event;
+    uint8_t kind;
+    int64_t delta;
+};
+
+static int cmp_step(const void *a, const void *b)
+{
+    const struct step *x = a, *y = b;
+    if (x->event != y->event)
+        return x->event < y->event ? -1 : 1;
+    return (x->delta > y->delta) - (x->delta < y->delta);   /* releases first */
+}
+
+/* Memory the cache did not serve, per kind: how many allocations, the most
+ * bytes alive at once among the kept events, what is alive at the end. */
+static void uncached_kinds(const vt_timeline *tl)
+{
+    if (!tl->nuncached)
+        return;
+    uint64_t count[VT_UK_COUNT] = { 0 }, alive[VT_UK_COUNT] = { 0 };
+    uint64_t nalive[VT_UK_COUNT] = { 0 }, peak[VT_UK_COUNT] = { 0 }, cur[VT_UK_COUNT] = { 0 };
+    struct step *st = malloc(2 * tl->nuncached * sizeof *st);
+    const int have_peak = st != NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nuncached; i++) {
+        const vt_uncached *u = &tl->uncached[i];
+        count[u->kind]++;
+        if (u->alive) {
+            alive[u->kind] += u->size;
+            nalive[u->kind]++;
+        }
+        if (st) {
+            st[n++] = (struct step){ u->alloc_event, u->kind, (int64_t)u->size };
+            if (!u->alive)
+                st[n++] = (struct step){ u->free_event, u->kind, -(int64_t)u->size };
+        }
+    }
+    if (st) {
+        qsort(st, n, sizeof *st, cmp_step);
+        for (size_t i = 0; i < n; i++) {
+            cur[st[i].kind] += (uint64_t)st[i].delta;
+            if (cur[st[i].kind] > peak[st[i].kind])
+                peak[st[i].kind] = cur[st[i].kind];
+        }
+        free(st);
+    }
+    char b1[32], b2[32];
+    printf("not served by the cache (passed through), per kind:\n");
+    for (int k = 0; k < VT_UK_COUNT; k++) {
+        if (!count[k])
+            continue;
+        printf("  %s: %" PRIu64 " allocation%s, peak %s, alive %s in %" PRIu64 "\n",
+               vt_uncached_kind_name((enum vt_uncached_kind)k), count[k], count[k] == 1 ? "" : "s",
+               have_peak ? vt__fmt_bytes(peak[k], b1) : "?", vt__fmt_bytes(alive[k], b2),
+               nalive[k]);
+    }
+}
+
 static void print_summary(const char *path, const vt_snapshot_data *s, const vt_timeline *tl)
 {
     const vt_snapshot_meta *m = &s->meta;
@@ -159,6 +221,7 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
                "process; counted in allocated)\n", tl->fork_parent_pid, tl->fork_seq,
                vt__fmt_bytes(bytes, b1), n);
     }
+    uncached_kinds(tl);
     if (!tl->ndevices)
         printf("no device memory recorded\n");
     for (size_t i = 0; i < tl->ndevices; i++) {
@@ -227,17 +290,17 @@ int vt_cmd_summary(int argc, char **argv)
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "vramtrace summary: unknown option '%s'\n%s", argv[i], usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         if (path) {
             fprintf(stderr, "vramtrace summary: one FILE only\n%s", usage_text);
-            return 2;
+            return VT_EXIT_FAILURE;
         }
         path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "vramtrace summary: missing FILE\n%s", usage_text);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     vt_snapshot_data *s;
     vt_timeline *tl;
@@ -249,7 +312,7 @@ int vt_cmd_summary(int argc, char **argv)
     vt_snapshot_free(s);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vramtrace summary: cannot write output\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
 }

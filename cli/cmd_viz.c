@@ -36,7 +36,8 @@ static void viz_usage(FILE *f)
             "With several FILEs (one snapshot per rank, .vtsnap or PyTorch pickles), one\n"
             "page holds every rank's timeline behind a rank selector, under an overview of\n"
             "every rank's allocated bytes on one time axis (wall clock, or aligned at each\n"
-            "rank's first mark); -o is then required.\n");
+            "rank's first mark); -o is then required.\n"
+            VT_EXIT_HELP);
 }
 
 static char *default_output(const char *in)
@@ -80,7 +81,7 @@ int vt_cmd_viz(int argc, char **argv)
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (++i >= argc) {
                 fprintf(stderr, "vramtrace viz: %s needs a file name\n", a);
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             out = argv[i];
         } else if (!strncmp(a, "--output=", 9)) {
@@ -92,14 +93,14 @@ int vt_cmd_viz(int argc, char **argv)
             if (!g || vt_check_parse_grace(g, &opt) != 0) {
                 fprintf(stderr, "vramtrace viz: bad --grace '%s' (N steps or a duration like 2.5s)\n",
                         g ? g : "");
-                return 2;
+                return VT_EXIT_FAILURE;
             }
             check = 1;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vramtrace viz: unknown option '%s' (try --help)\n", a);
-            return 2;
+            return VT_EXIT_FAILURE;
         } else {
             if (!in)
                 in = a;
@@ -107,7 +108,7 @@ int vt_cmd_viz(int argc, char **argv)
         }
     }
     if (nmore > 1) {
-        int st = 2;
+        int st = VT_EXIT_FAILURE;
         if (!out)
             fprintf(stderr, "vramtrace viz: several snapshots need -o OUT.html\n");
         else
@@ -116,7 +117,7 @@ int vt_cmd_viz(int argc, char **argv)
     }
     if (!in) {
         viz_usage(stderr);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
 
     double t_start = now_s();
@@ -126,13 +127,13 @@ int vt_cmd_viz(int argc, char **argv)
     vt_timeline *tl = NULL;
     vt_check_report *rep = NULL;
     FILE *f = NULL;
-    int status = 1;
+    int status = VT_EXIT_FAILURE;
 
     if (!out) {
         def_out = default_output(in);
         if (!def_out) {
             fprintf(stderr, "vramtrace viz: out of memory\n");
-            return 1;
+            return VT_EXIT_FAILURE;
         }
         out = def_out;
     }

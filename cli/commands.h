@@ -6,6 +6,17 @@
 #ifndef VT_CLI_COMMANDS_H
 #define VT_CLI_COMMANDS_H
 
+/* The exit status of every command but `run` (which exits with its
+ * command's status): one convention, in each --help and the README. */
+enum {
+    VT_EXIT_OK = 0,        /* done */
+    VT_EXIT_FINDINGS = 1,  /* `check` only: something was flagged */
+    VT_EXIT_FAILURE = 2,   /* bad usage, a file that cannot be read or written,
+                            * out of memory */
+};
+#define VT_EXIT_HELP \
+    "\nexit status: 0 done, 2 bad usage or a file that cannot be read or written\n"
+
 int vt_cmd_run(int argc, char **argv);      /* cmd_run.c */
 int vt_cmd_summary(int argc, char **argv);  /* cmd_summary.c */
 int vt_cmd_leaks(int argc, char **argv);    /* cmd_leaks.c */
@@ -15,5 +26,6 @@ int vt_cmd_viz(int argc, char **argv);      /* cmd_viz.c */
 int vt_cmd_import(int argc, char **argv);   /* cmd_import.c */
 int vt_cmd_export(int argc, char **argv);   /* cmd_export.c */
 int vt_cmd_compare(int argc, char **argv);  /* cmd_compare.c */
+int vt_cmd_replay(int argc, char **argv);   /* cmd_replay.c */
 
 #endif /* VT_CLI_COMMANDS_H */

@@ -31,6 +31,8 @@ static const struct command commands[] = {
       "write a snapshot as a PyTorch pickle or a Perfetto (Trace Event) JSON" },
     { "compare", vt_cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
       "one snapshot per rank side by side: peaks, spread, differing call sites" },
+    { "replay", vt_cmd_replay, "replay FILE [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]",
+      "replay the recorded allocations under other settings or another capacity" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -42,6 +44,8 @@ static void usage(FILE *out)
     fprintf(out, "\nusage of each:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  vramtrace %s\n", commands[i].usage);
+    fprintf(out, "\nexit status: 0 done; 1 `check` flagged something; 2 bad usage or a file that\n"
+                 "cannot be read or written; `run` exits with its command's status.\n");
     fprintf(out, "\n`vramtrace COMMAND --help` explains a command's options.\n"
                  "vramtrace %s\n", VRAMTRACE_VERSION_STRING);
 }
@@ -50,7 +54,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return VT_EXIT_FAILURE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
@@ -64,5 +68,5 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "vramtrace: unknown command '%s' (try vramtrace --help)\n", argv[1]);
-    return 2;
+    return VT_EXIT_FAILURE;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "report_util.h"
 #include "pytorch.h"
 
@@ -15,32 +16,15 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
         *tl = NULL;
     if (vt_snapshot_load(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     if (tl && vt_timeline_build(*s, tl, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, err);
         vt_snapshot_free(*s);
         *s = NULL;
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     return 0;
-}
-
-const char *vt__fmt_bytes(uint64_t b, char *buf)
-{
-    static const char *units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-    if (b < 1024) {
-        snprintf(buf, 32, "%" PRIu64 " B", b);
-        return buf;
-    }
-    double v = (double)b / 1024;
-    int u = 0;
-    while (v >= 1024 && u < 5) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, 32, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
-    return buf;
 }
 
 static const char *basename_of(const char *path)
@@ -58,7 +42,7 @@ static int boring_module(const char *module)
     const char *b = basename_of(module);
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
-            return 1;
+            return VT_EXIT_FAILURE;
     return 0;
 }
 
@@ -196,56 +180,6 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
     if (folded)
         fprintf(out, "%s(%zu interpreter and dispatch frame%s hidden; --all-frames shows them)\n",
                 indent, folded, folded == 1 ? "" : "s");
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
-static int utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80)
-        return 1;
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-    if (!n)
-        return 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
-        return 0;
-    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
-void vt__json_str(FILE *out, const char *str)
-{
-    const unsigned char *p = (const unsigned char *)str;
-    putc('"', out);
-    while (*p) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') {
-            putc('\\', out);
-            putc(c, out);
-            p++;
-        } else if (c < 0x20) {
-            switch (c) {
-            case '\n': fputs("\\n", out); break;
-            case '\t': fputs("\\t", out); break;
-            case '\r': fputs("\\r", out); break;
-            default: fprintf(out, "\\u%04x", c); break;
-            }
-            p++;
-        } else {
-            int n = utf8_len(p);
-            if (n == 0) {
-                fputs("\\ufffd", out);
-                p++;
-            } else {
-                fwrite(p, 1, (size_t)n, out);
-                p += n;
-            }
-        }
-    }
-    putc('"', out);
 }
 
 const char *vt__kind_name(unsigned kind, char *buf, size_t len)

@@ -1,7 +1,7 @@
 /*
  * cli/report_util.h - what the snapshot views (summary, leaks, json) share:
- * loading a snapshot with one error line, byte formatting, picking the frame
- * of a stack worth showing, printing frames and JSON strings.
+ * loading a snapshot with one error line, picking the frame of a stack worth
+ * showing, printing frames (sizes and JSON strings: trace/common).
  */
 #ifndef VT_CLI_REPORT_UTIL_H
 #define VT_CLI_REPORT_UTIL_H
@@ -10,16 +10,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "format_bytes.h"
+#include "json_str.h"
 #include "snapshot.h"
 #include "timeline.h"
 
 /* Read `path` and build its timeline (tl may be NULL when not wanted). On
  * failure prints "vramtrace CMD: <reason>" to stderr and returns the exit
- * status to use (1); 0 on success. */
+ * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
-
-/* "512 B", "1.5 KiB", "64.0 MiB", "2.00 GiB" into buf (>= 32 bytes). */
-const char *vt__fmt_bytes(uint64_t bytes, char *buf);
 
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
@@ -50,9 +49,6 @@ void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame 
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,
  * or "    <no stack recorded>". */
 void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent);
-
-/* A JSON string literal (quoted, escaped; invalid UTF-8 becomes U+FFFD). */
-void vt__json_str(FILE *out, const char *str);
 
 /* The allocator's state at the snapshot, per device (STATE section). */
 typedef struct vt__state_totals {

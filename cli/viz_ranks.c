@@ -19,6 +19,7 @@
 #include "check.h"
 #include "pytorch.h"
 #include "render.h"
+#include "commands.h"
 #include "report_util.h"
 #include "timeline.h"
 #include "viz_ranks.h"
@@ -189,10 +190,10 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
     char err[1024] = "";
     char *tmp = NULL;
     FILE *f = NULL;
-    int status = 1;
+    int status = VT_EXIT_FAILURE;
     if (!p) {
         fprintf(stderr, "vramtrace viz: out of memory\n");
-        return 1;
+        return VT_EXIT_FAILURE;
     }
     for (size_t i = 0; i < n; i++) {
         p[i].file = inputs[i];

@@ -13,7 +13,7 @@
  *    for CUDA (allocation and free), a failure returns the CUDA runtime error
  *    code the real call would have returned (cudaErrorMemoryAllocation = 2,
  *    cudaErrorInvalidValue = 1, ...). Other failures return a negative errno
- *    value (-EINVAL, -ENOMEM, -EIO, ...).
+ *    value (-EINVAL, -ENOMEM, -EIO, ...). vt_strerror() names any of them.
  *  - Nothing here ever aborts the host program. Misuse (a bad free, an unknown
  *    configuration key) is reported once on stderr and in the trace.
  *  - Every function is thread-safe.
@@ -59,11 +59,17 @@ VT_API unsigned vt_version_number(void);
  * @return the version of the loaded library as "MAJOR.MINOR.PATCH"; static storage. */
 VT_API const char *vt_version_string(void);
 
+/*! vt_strerror() :
+ * @return a one-line description of a code returned by this API: "success"
+ *         for 0, the CUDA error's name and text for a CUDA error code
+ *         ("cudaErrorMemoryAllocation: out of memory"; "CUDA error N" for one
+ *         it does not know), strerror's text for a negative errno. Static or
+ *         thread-local storage: valid until the thread's next call. */
+VT_API const char *vt_strerror(int rc);
+
 /* ======================================================================== */
 /*  Allocator (alloc/)                                                      */
 /* ======================================================================== */
-
-/* @@ALLOCATOR-API@@ (owned by the allocator: declare here what alloc/ implements) */
 
 /* The caching allocator serves device memory from segments it keeps, like
  * PyTorch's CUDA caching allocator: requests are rounded up to 512 bytes;
@@ -96,7 +102,8 @@ VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream);
  * The block holding `ptr` is (also) used by work on `stream`. When it is
  * freed, an event is recorded on every such stream and the block is reused
  * only after all of them completed.
- * @return 0, or cudaErrorInvalidValue (1) if ptr is not an allocated block. */
+ * Not a CUDA call: errors are negative errno values.
+ * @return 0, -EINVAL if ptr is not in an allocated block, -ENOMEM. */
 VT_API int vt_record_stream(void *ptr, cudaStream_t stream);
 
 /*! vt_empty_cache() :
@@ -160,8 +167,6 @@ VT_API int vt_set_memory_fraction(double fraction, int device);
 /*  Tracing and snapshots (trace/)                                          */
 /* ======================================================================== */
 
-/* @@TRACING-API@@ (owned by the recorder: declare here what trace/ implements) */
-
 /* Every allocation event (alloc, free, segment, stream use, OOM, mark, and the
  * annotations below) is recorded with a compressed native stack into a ring of
  * VRAMTRACE_CONF max_events entries (default 1000000; the oldest are
@@ -214,8 +219,6 @@ VT_API int vt_mark(const char *label);
 /* ======================================================================== */
 /*  Annotations for the reference-graph checker (trace/)                    */
 /* ======================================================================== */
-
-/* @@ANNOTATION-API@@ (owned by the recorder) */
 
 /* A framework describes its logical objects so that `vramtrace check` can tell
  * which storages stay alive after their tensor's last use, and through which

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "format_bytes.h"
 
 extern const char vt__viz_template_html[];
 extern const char vt__viz_timeline_js[];
@@ -301,11 +302,6 @@ static uint32_t finding_lifetime(const struct render *r, const vt_check_finding 
     return lt ? (uint32_t)(lt - tl->lifetimes) : NONE;
 }
 
-static void fmt_bytes(uint64_t b, char *buf, size_t len)
-{
-    vt_check_format_bytes(b, buf, len);
-}
-
 static void fmt_secs(uint64_t ns, char *buf, size_t len)
 {
     if (ns >= 1000000000ull)
@@ -322,7 +318,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
     uint32_t li = finding_lifetime(r, f);
     vt__buf *b = &r->findings;
     char bytes[32], dur[32], title[512];
-    fmt_bytes(f->bytes, bytes, sizeof bytes);
+    vt__fmt_bytes(f->bytes, bytes);
     fmt_secs(f->linger_ns, dur, sizeof dur);
     const char *rule = vt_check_rule_name(f->rule);
     if (f->rule == VT_CHECK_RULE_LINGER)
@@ -331,7 +327,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
                  f->owner_name[0] ? "'" : "", bytes, dur, f->freed ? "" : ", never freed");
     else if (f->rule == VT_CHECK_RULE_PINNED) {
         char wasted[32];
-        fmt_bytes(f->wasted_bytes, wasted, sizeof wasted);
+        vt__fmt_bytes(f->wasted_bytes, wasted);
         snprintf(title, sizeof title, "%s: %s%s%s (%s) kept by %u small view%s, %s wasted for %s",
                  rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
                  f->owner_name[0] ? "'" : "", bytes, f->nviews_live,
@@ -343,11 +339,11 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         snprintf(title, sizeof title, "%s: %s outlived its call site's siblings by %s", rule, bytes, dur);
 
     if (r->nfindings++)
-        vt__buf_puts(b, ",");
-    vt__buf_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", li == NONE ? (int64_t)-1 : (int64_t)r->rank[li]);
-    vt__buf_json_str(b, rule);
-    vt__buf_puts(b, ",\"title\":");
-    vt__buf_json_str(b, title);
+        vt__put_str(b, ",");
+    vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", li == NONE ? (int64_t)-1 : (int64_t)r->rank[li]);
+    vt__put_json_str(b, rule, 1);
+    vt__put_str(b, ",\"title\":");
+    vt__put_json_str(b, title, 1);
     if (f->rule == VT_CHECK_RULE_LINGER) {
         char msg[512];
         snprintf(msg, sizeof msg, "%u use%s; last by tensor '%s'", f->nuses, f->nuses == 1 ? "" : "s",
@@ -355,50 +351,50 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         if (f->steps_unused)
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %u complete step%s unused after it",
                      f->steps_unused, f->steps_unused == 1 ? "" : "s");
-        vt__buf_puts(b, ",\"msg\":");
-        vt__buf_json_str(b, msg);
+        vt__put_str(b, ",\"msg\":");
+        vt__put_json_str(b, msg, 1);
         if (f->last_use_seq)
-            vt__buf_printf(b, ",\"lastUse\":%" PRIu64, rel(r, f->last_use_time_ns));
+            vt__put_printf(b, ",\"lastUse\":%" PRIu64, rel(r, f->last_use_time_ns));
     }
     if (f->rule == VT_CHECK_RULE_PINNED && f->nviews) {
         /* Which views keep it: the detail panel shows this line. */
         char msg[512], vb[32], cb[32];
         const vt_check_view *v = &f->views[0];
-        fmt_bytes(v->bytes, vb, sizeof vb);
-        fmt_bytes(f->covered_bytes, cb, sizeof cb);
+        vt__fmt_bytes(v->bytes, vb);
+        vt__fmt_bytes(f->covered_bytes, cb);
         snprintf(msg, sizeof msg, "base tensor dropped; live views cover %s; largest: tensor '%s'%s%s%s (%s)",
                  cb, v->name[0] ? v->name : "?", v->base_name[0] ? " (view of '" : "",
                  v->base_name, v->base_name[0] ? "')" : "", vb);
-        vt__buf_puts(b, ",\"msg\":");
-        vt__buf_json_str(b, msg);
+        vt__put_str(b, ",\"msg\":");
+        vt__put_json_str(b, msg, 1);
     }
     if (f->linger_from_seq || f->linger_from_time_ns)
-        vt__buf_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));
+        vt__put_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));
     /* A call-site finding covers every allocation of the site still alive. */
     if (f->rule == VT_CHECK_RULE_NEVER_FREED && f->nallocs > 1 && f->alloc_stack) {
-        vt__buf_puts(b, ",\"ls\":[");
+        vt__put_str(b, ",\"ls\":[");
         size_t n = 0;
         for (size_t i = 0; i < tl->nlifetimes; i++) {
             const vt_lifetime *l = &tl->lifetimes[i];
             if (l->alloc_stack != f->alloc_stack || !(l->flags & VT_LT_ALIVE) || l->alloc_event == NONE)
                 continue;
-            vt__buf_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", n++ ? "," : "", r->rank[i],
+            vt__put_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", n++ ? "," : "", r->rank[i],
                            rel(r, l->alloc_time_ns));
         }
-        vt__buf_puts(b, "]");
+        vt__put_str(b, "]");
     }
     if (f->npaths) {
-        vt__buf_puts(b, ",\"path\":[");
+        vt__put_str(b, ",\"path\":[");
         for (size_t p = 0; p < f->npaths; p++) {
             char line[2048];
             vt_check_path_format(&f->paths[p], line, sizeof line);
             if (p)
-                vt__buf_puts(b, ",");
-            vt__buf_json_str(b, line);
+                vt__put_str(b, ",");
+            vt__put_json_str(b, line, 1);
         }
-        vt__buf_puts(b, "]");
+        vt__put_str(b, "]");
     }
-    vt__buf_puts(b, "}");
+    vt__put_str(b, "}");
 }
 
 static void add_event_findings(struct render *r)
@@ -411,12 +407,12 @@ static void add_event_findings(struct render *r)
         const vt_lifetime *lt = vt_timeline_find(r->tl, e->addr, (uint32_t)i);
         vt__buf *b = &r->findings;
         if (r->nfindings++)
-            vt__buf_puts(b, ",");
-        vt__buf_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
+            vt__put_str(b, ",");
+        vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
                        lt ? (int64_t)r->rank[lt - r->tl->lifetimes] : (int64_t)-1);
         const char *text = vt_snapshot_string(s, e->str);
-        vt__buf_json_str(b, text[0] ? text : "finding recorded in the snapshot");
-        vt__buf_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
+        vt__put_json_str(b, text[0] ? text : "finding recorded in the snapshot", 1);
+        vt__put_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
     }
 }
 
@@ -442,7 +438,7 @@ struct columns {
 static void begin(struct columns *c, const char *name, int rle)
 {
     c->sec[c->nsec].name = name;
-    c->sec[c->nsec].start = c->blob->len;
+    c->sec[c->nsec].start = c->blob->n;
     c->sec[c->nsec].rle = rle;
     c->nsec++;
 }
@@ -477,19 +473,14 @@ static void put_column(struct columns *c, const char *name, const uint64_t *v, s
             size_t j = i + 1;
             while (j < n && v[j] == v[i])
                 j++;
-            vt__buf_varint(c->blob, v[i]);
-            vt__buf_varint(c->blob, j - i);
+            vt__put_varint(c->blob, v[i]);
+            vt__put_varint(c->blob, j - i);
             i = j;
         }
     } else {
         for (size_t i = 0; i < n; i++)
-            vt__buf_varint(c->blob, v[i]);
+            vt__put_varint(c->blob, v[i]);
     }
-}
-
-static uint64_t zigzag(int64_t v)
-{
-    return v >= 0 ? (uint64_t)v << 1 : (((uint64_t)(-(v + 1))) << 1) | 1;
 }
 
 static unsigned common_shift(uint64_t acc)
@@ -534,7 +525,7 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
     int64_t last = 0;
     for (k = 0; k < n; k++) {
         int64_t p1 = (int64_t)axis_p1(r, band_start(r, &tl->lifetimes[r->order[k]]));
-        v[k] = zigzag(p1 - last);
+        v[k] = vt__zigzag(p1 - last);
         last = p1;
     }
     put_column(c, "l_pos", v, n);
@@ -581,7 +572,7 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
     uint64_t pa = 0;
     for (k = 0; k < n; k++) {
         uint64_t a = tl->lifetimes[r->order[k]].addr >> c->addr_shift;
-        v[k] = zigzag((int64_t)(a - pa));
+        v[k] = vt__zigzag((int64_t)(a - pa));
         pa = a;
     }
     put_column(c, "l_addr", v, n);
@@ -595,11 +586,11 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
         const vt_lifetime *l = &tl->lifetimes[r->order[k]];
         if (!l->nstreams || l->first_stream + (size_t)l->nstreams > tl->nstreams)
             continue;
-        vt__buf_varint(blob, k - lastk);
+        vt__put_varint(blob, k - lastk);
         lastk = k;
-        vt__buf_varint(blob, l->nstreams);
+        vt__put_varint(blob, l->nstreams);
         for (uint32_t j = 0; j < l->nstreams; j++)
-            vt__buf_varint(blob, stream_index(r, tl->streams[l->first_stream + j]));
+            vt__put_varint(blob, stream_index(r, tl->streams[l->first_stream + j]));
         c->nxs++;
     }
     begin(c, "stk", 0);
@@ -607,8 +598,8 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
         if (i && !r->node_map[i])
             continue;
         const vt_stack_node *nd = &s->stack_nodes[i];
-        vt__buf_varint(blob, i ? page_node(r, nd->parent) : 0);
-        vt__buf_varint(blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
+        vt__put_varint(blob, i ? page_node(r, nd->parent) : 0);
+        vt__put_varint(blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
     }
     /* Reserved bytes: only the points where it changes (the timeline has a
      * point for every allocation too). */
@@ -621,10 +612,10 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
             if (j && pt->reserved == lv)
                 continue;
             uint64_t p1 = pt->event == NONE ? 0 : axis_p1(r, pt->event);
-            vt__buf_varint(blob, p1 >= lp ? p1 - lp : 0);
+            vt__put_varint(blob, p1 >= lp ? p1 - lp : 0);
             if (p1 > lp)
                 lp = p1;
-            vt__buf_varint(blob, pt->reserved);
+            vt__put_varint(blob, pt->reserved);
             lv = pt->reserved;
             kept++;
         }
@@ -636,8 +627,8 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
 
 static void json_key_str(vt__buf *b, const char *key, const char *val)
 {
-    vt__buf_printf(b, "\"%s\":", key);
-    vt__buf_json_str(b, val);
+    vt__put_printf(b, "\"%s\":", key);
+    vt__put_json_str(b, val, 1);
 }
 
 static void write_meta(struct render *r, vt__buf *m, const struct columns *c, const size_t *npoints)
@@ -647,19 +638,19 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     size_t nsec = c->nsec, nxs = c->nxs;
     const vt_snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
-    vt__buf_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
+    vt__put_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
                    r->naxis, tl->nlifetimes, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
                    c->tq, c->size_shift, c->addr_shift);
-    vt__buf_puts(m, "\"info\":{");
+    vt__put_str(m, "\"info\":{");
     json_key_str(m, "command", vt_snapshot_string(s, s->meta.command_line));
-    vt__buf_puts(m, ",");
+    vt__put_str(m, ",");
     json_key_str(m, "host", vt_snapshot_string(s, s->meta.host));
-    vt__buf_puts(m, ",");
+    vt__put_str(m, ",");
     json_key_str(m, "version", vt_snapshot_string(s, s->meta.library_version));
-    vt__buf_puts(m, ",");
+    vt__put_str(m, ",");
     json_key_str(m, "config", vt_snapshot_string(s, s->meta.config));
-    vt__buf_printf(m, ",\"pid\":%" PRId32 ",\"rank\":%" PRId32 ",\"snapshotTime\":%" PRIu64
+    vt__put_printf(m, ",\"pid\":%" PRId32 ",\"rank\":%" PRId32 ",\"snapshotTime\":%" PRIu64
                    ",\"eventsRecorded\":%" PRIu64 ",\"eventsOverwritten\":%" PRIu64
                    ",\"gaps\":%zu,\"freeUnseen\":%zu},",
                    s->meta.pid, s->meta.rank,
@@ -667,7 +658,7 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
                    s->meta.events_recorded, s->meta.events_overwritten, tl->ngaps,
                    tl->nfree_unseen);
 
-    vt__buf_puts(m, "\"devices\":[");
+    vt__put_str(m, "\"devices\":[");
     for (size_t d = 0; d < tl->ndevices; d++) {
         uint32_t name = 0;
         uint64_t total = 0, true_peak = 0;
@@ -677,52 +668,64 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
                 total = s->devices[i].total_bytes;
                 true_peak = s->devices[i].peak_allocated;
             }
-        vt__buf_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu",
+        vt__put_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu",
                        d ? "," : "", tl->devices[d].device, name, total, npoints[d]);
         /* the allocator's own peak (format 1.2), whatever the window kept */
         if (s->meta.flags & VT_META_DEVICE_PEAKS)
-            vt__buf_printf(m, ",\"truePeak\":%" PRIu64 "}", true_peak);
+            vt__put_printf(m, ",\"truePeak\":%" PRIu64 "}", true_peak);
         else
-            vt__buf_puts(m, ",\"truePeak\":null}");
+            vt__put_str(m, ",\"truePeak\":null}");
     }
-    vt__buf_puts(m, "],\"marks\":[");
+    /* Memory the cache did not serve (uncached.h): [kind, size, page stack
+     * node, alive, device, ns from t0 at its allocation, at its release or -1]. */
+    vt__put_str(m, "],\"uncached\":[");
+    for (size_t k = 0; k < tl->nuncached; k++) {
+        const vt_uncached *u = &tl->uncached[k];
+        vt__put_printf(m, "%s[\"%s\",%" PRIu64 ",%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRId64 "]",
+                       k ? "," : "", vt_uncached_kind_name((enum vt_uncached_kind)u->kind), u->size,
+                       page_node(r, u->alloc_stack), u->alive ? 1 : 0, u->device,
+                       u->alloc_time_ns > r->t0 ? u->alloc_time_ns - r->t0 : 0,
+                       u->alive ? (int64_t)-1
+                                : (int64_t)(u->free_time_ns > r->t0 ? u->free_time_ns - r->t0 : 0));
+    }
+    vt__put_str(m, "],\"marks\":[");
     for (size_t k = 0; k < tl->nmarks; k++) {
         uint64_t p1 = axis_p1(r, tl->marks[k].event);
-        vt__buf_printf(m, "%s[%" PRId64 ",%" PRIu32 "]", k ? "," : "", (int64_t)p1 - 1,
+        vt__put_printf(m, "%s[%" PRId64 ",%" PRIu32 "]", k ? "," : "", (int64_t)p1 - 1,
                        use_str(r, tl->marks[k].label));
     }
-    vt__buf_puts(m, "],\"streams\":[");
+    vt__put_str(m, "],\"streams\":[");
     for (uint32_t i = 0; i < r->nstreams; i++)
-        vt__buf_printf(m, "%s\"0x%" PRIx64 "\"", i ? "," : "", r->streams[i]);
-    vt__buf_puts(m, "],\"frames\":{\"fn\":[");
+        vt__put_printf(m, "%s\"0x%" PRIx64 "\"", i ? "," : "", r->streams[i]);
+    vt__put_str(m, "],\"frames\":{\"fn\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].function));
-    vt__buf_puts(m, "],\"file\":[");
+        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].function));
+    vt__put_str(m, "],\"file\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].file));
-    vt__buf_puts(m, "],\"line\":[");
+        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].file));
+    vt__put_str(m, "],\"line\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", s->frames[r->frames[i]].line);
-    vt__buf_puts(m, "],\"mod\":[");
+        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", s->frames[r->frames[i]].line);
+    vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__buf_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));
-    vt__buf_puts(m, "],\"off\":[");
+        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));
+    vt__put_str(m, "],\"off\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__buf_printf(m, "%s%" PRIu64, i ? "," : "", (uint64_t)(s->frames[r->frames[i]].module_offset & ((1ull << 53) - 1)));
-    vt__buf_puts(m, "]},\"findings\":[");
-    vt__buf_put(m, r->findings.data, r->findings.len);
-    vt__buf_puts(m, "],\"sec\":[");
+        vt__put_printf(m, "%s%" PRIu64, i ? "," : "", (uint64_t)(s->frames[r->frames[i]].module_offset & ((1ull << 53) - 1)));
+    vt__put_str(m, "]},\"findings\":[");
+    vt__put_bytes(m, r->findings.p, r->findings.n);
+    vt__put_str(m, "],\"sec\":[");
     for (size_t i = 0; i < nsec; i++) {
-        size_t end = i + 1 < nsec ? sec[i + 1].start : blob->len;
-        vt__buf_printf(m, "%s[\"%s\",%zu,%d]", i ? "," : "", sec[i].name, end - sec[i].start, sec[i].rle);
+        size_t end = i + 1 < nsec ? sec[i + 1].start : blob->n;
+        vt__put_printf(m, "%s[\"%s\",%zu,%d]", i ? "," : "", sec[i].name, end - sec[i].start, sec[i].rle);
     }
     /* Strings last: everything above may have added some. */
-    vt__buf_puts(m, "],\"strings\":[\"\"");
+    vt__put_str(m, "],\"strings\":[\"\"");
     for (uint32_t i = 1; i < r->nstrs; i++) {
-        vt__buf_puts(m, ",");
-        vt__buf_json_str(m, vt_snapshot_string(s, r->strs[i]));
+        vt__put_str(m, ",");
+        vt__put_json_str(m, vt_snapshot_string(s, r->strs[i]), 1);
     }
-    vt__buf_puts(m, "]}");
+    vt__put_str(m, "]}");
 }
 
 /* ---- the page ------------------------------------------------------------- */
@@ -754,9 +757,9 @@ static int write_page(FILE *out, const struct render *r, const vt__buf *meta, co
         } else if (klen == 6 && !strncmp(key, "SCRIPT", 6)) {
             rc = fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
         } else if (klen == 4 && !strncmp(key, "META", 4)) {
-            rc = fwrite(meta->data, 1, meta->len, out) == meta->len ? 0 : -EIO;
+            rc = fwrite(meta->p, 1, meta->n, out) == meta->n ? 0 : -EIO;
         } else if (klen == 4 && !strncmp(key, "DATA", 4)) {
-            rc = vt__write_base64(out, blob->data, blob->len);
+            rc = vt__write_base64(out, blob->p, blob->n);
         } else {
             return -EINVAL;
         }
@@ -838,6 +841,8 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
         keep_stack(&r, tl->lifetimes[i].alloc_stack);
         keep_stack(&r, tl->lifetimes[i].free_stack);
     }
+    for (size_t i = 0; i < tl->nuncached; i++)
+        keep_stack(&r, tl->uncached[i].alloc_stack);
     r.nnodes = 1;
     for (size_t i = 1; i < s->nstack_nodes; i++) {
         if (!r.node_map[i])
@@ -871,7 +876,7 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     write_meta(&r, &meta, &cols, npoints);
     free(cols.tmp);
     free(npoints);
-    if (blob.failed || meta.failed || r.findings.failed) {
+    if (blob.oom || meta.oom || r.findings.oom) {
         rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
@@ -886,8 +891,8 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
     if (stats) {
         long end = ftell(out);
         stats->html_bytes = start >= 0 && end >= start ? (size_t)(end - start) : 0;
-        stats->data_bytes = blob.len;
-        stats->meta_bytes = meta.len;
+        stats->data_bytes = blob.n;
+        stats->meta_bytes = meta.n;
         stats->nlifetimes = nl;
         stats->naxis = r.naxis;
         stats->nfindings = r.nfindings;

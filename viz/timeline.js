@@ -1063,6 +1063,35 @@
     tbl.innerHTML = h;
   }
 
+  /* Memory the program holds that the cache did not serve (managed, pinned
+   * host, pitched, arrays, explicit pools, VMM): per kind, then what is
+   * alive at the snapshot, largest first. Not in the curves above. */
+  function showUncached() {
+    const u = meta.uncached || [];
+    $('nuncached').textContent = '(' + u.length + ')';
+    const tbl = $('uncached');
+    if (!u.length) { tbl.innerHTML = '<tr><td class="none">none</td></tr>'; return; }
+    const kinds = new Map();
+    for (const [kind, size, , alive] of u) {
+      const k = kinds.get(kind) || { n: 0, alive: 0, nAlive: 0 };
+      k.n++;
+      if (alive) { k.alive += size; k.nAlive++; }
+      kinds.set(kind, k);
+    }
+    let h = '<tr><th>kind</th><th class="num">allocations</th><th class="num">alive</th></tr>';
+    for (const [kind, k] of kinds) {
+      h += '<tr class="ukind"><td>' + esc(kind) + '</td><td class="num">' + k.n.toLocaleString() +
+        '</td><td class="num">' + fmtBytes(k.alive) + ' in ' + k.nAlive.toLocaleString() + '</td></tr>';
+    }
+    const alive = u.filter((x) => x[3]).sort((a, b) => b[1] - a[1]);
+    h += '<tr><th class="num">size</th><th>kind</th><th>call site (alive at the snapshot)</th></tr>';
+    for (const [kind, size, node] of alive.slice(0, 40)) {
+      h += '<tr class="ualive"><td class="num">' + fmtBytes(size) + '</td><td>' + esc(kind) +
+        '</td><td class="site" title="' + esc(siteLabel(node)) + '">' + esc(siteLabel(node)) + '</td></tr>';
+    }
+    tbl.innerHTML = h;
+  }
+
   function showFindings() {
     $('nfindings').textContent = '(' + findings.length + ')';
     const el = $('findings');
@@ -1365,6 +1394,9 @@
       '<b>' + nE.toLocaleString() + '</b> events',
     ];
     if (truePeak != null) parts.push('<b>' + fmtBytes(truePeak) + '</b> true peak allocated (allocator, whole run)');
+    let uncachedAlive = 0;
+    for (const x of meta.uncached || []) if (x[3]) uncachedAlive += x[1];
+    if (uncachedAlive) parts.push('<b>' + fmtBytes(uncachedAlive) + '</b> alive not served by the cache');
     if (i.gaps) parts.push('<span style="color:#d32f2f">' + i.gaps.toLocaleString() + ' gaps in the events</span>');
     if (i.eventsOverwritten) parts.push('<span style="color:#d32f2f">' + i.eventsOverwritten.toLocaleString() + ' events lost</span>');
     if (i.host) parts.push(esc(i.host) + (i.pid ? ':' + i.pid : ''));
@@ -1378,6 +1410,7 @@
   drawTimeline();   // first paint right away, not a frame later
   showFindings();
   showTop();
+  showUncached();
   requestAnimationFrame(() => drawFlame());
 
   // For tests and benchmarks: read-only facts about the page.
@@ -1387,6 +1420,8 @@
     get lastDrawMs() { return lastDrawMs; },
     nLifetimes: nL,
     nEvents: nE,
+    /* The rows of the "Not served by the cache" panel, as text. */
+    uncachedRows() { return Array.from(document.querySelectorAll('#uncached tr')).map((r) => r.textContent); },
     findLifetime(name) {
       for (let l = 0; l < nL; l++) if (lName[l] && str(lName[l]) === name) return l;
       return -1;

@@ -64,7 +64,7 @@ HK_EARLY static void *real_by_version(const char *name)
 HK_EARLY static dlsym_fn real_dlsym(void)
 {
     dlsym_fn f = atomic_load_explicit(&vt__hk_real_dlsym_fn, memory_order_acquire);
-    if (hk_likely(f != NULL))
+    if (vt_likely(f != NULL))
         return f;
     void *p = real_by_version("dlsym");
     if (!p)
@@ -77,7 +77,7 @@ HK_EARLY static dlsym_fn real_dlsym(void)
 HK_EARLY static dlopen_fn real_dlopen(void)
 {
     dlopen_fn f = atomic_load_explicit(&vt__hk_real_dlopen_fn, memory_order_acquire);
-    if (hk_likely(f != NULL))
+    if (vt_likely(f != NULL))
         return f;
     void *p = real_by_version("dlopen");
     if (!p)
@@ -114,7 +114,7 @@ HK_EARLY void *vt__hk_dlsym_route(void *handle, const char *name, const void *ca
 {
     (void)handle;
     dlsym_fn f = real_dlsym();
-    if (hk_unlikely(f == NULL))
+    if (vt_unlikely(f == NULL))
         return NULL;
     void *target;
     /* vramtrace itself (the allocator's driver table) always gets the truth. */
@@ -158,7 +158,7 @@ static _Atomic(dlclose_fn) real_dlclose_fn;
 static int dlclose_common(void *handle)
 {
     dlclose_fn f = atomic_load_explicit(&real_dlclose_fn, memory_order_acquire);
-    if (hk_unlikely(f == NULL)) {
+    if (vt_unlikely(f == NULL)) {
         void *p = real_by_version("dlclose");
         if (!p)
             return -1;   /* no dlclose in this process: dlerror() has the reason */

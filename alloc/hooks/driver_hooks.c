@@ -52,7 +52,7 @@
 __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 
 #define SELF_CALLER() vt__hk_is_self(__builtin_return_address(0))
-#define PASS() (hk_unlikely(vt__hk_guard != 0) || hk_unlikely(SELF_CALLER()))
+#define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER()))
 
 /* The real function of entry e, as a function pointer of var's type. */
 #define REAL(var, e)                                                           \
@@ -120,7 +120,7 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUdevice cd = 0;
     CUresult r;
-    if (hk_likely(d->cuStreamGetDevice != NULL)) {
+    if (vt_likely(d->cuStreamGetDevice != NULL)) {
         r = d->cuStreamGetDevice(s, &cd);
     } else {
         r = ctx_device(dev);
@@ -192,6 +192,15 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
+    if (vt_unlikely(vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+        if (!real)
+            return CUDA_ERROR_NOT_INITIALIZED;
+        CUresult r_;
+        r = GUARDED(real(dptr, bytes, s));
+        if (r == CUDA_SUCCESS)
+            vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytes, VT_PASS_FROM_POOL, false);
+        return r;
+    }
     return alloc_on(dev, dptr, bytes, stream);
 }
 
@@ -491,6 +500,199 @@ HK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
     return r;
 }
 
+/* Pitched rows: a device allocation of pitch * Height bytes. */
+HK_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                      size_t Height, unsigned int ElementSizeBytes)
+{
+    CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+    REAL(real, HK_cuMemAllocPitch_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    if (!pass && r == CUDA_SUCCESS && dptr && pPitch)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)*dptr, *pPitch * Height,
+                           VT_PASS_PITCH, false);
+    return r;
+}
+
+/* Arrays are opaque: the event's addr is the handle, its size the texels'
+ * bytes (the layout the driver picks may pad them). */
+static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned channels)
+{
+    uint64_t elem;
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: elem = 1; break;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: elem = 2; break;
+    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: elem = 4; break;
+    default: elem = 0; break;   /* block-compressed and other formats: size unknown */
+    }
+    return elem * channels * (uint64_t)w * (h ? h : 1) * (d ? d : 1);
+}
+
+HK_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    CUresult (*real)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+    REAL(real, HK_cuArrayCreate_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pHandle, desc));
+    if (!pass && r == CUDA_SUCCESS && pHandle && desc)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHandle,
+                           array_bytes(desc->Width, desc->Height, 0, desc->Format,
+                                       desc->NumChannels), VT_PASS_ARRAY, false);
+    return r;
+}
+
+HK_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    CUresult (*real)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+    REAL(real, HK_cuArray3DCreate_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pHandle, desc));
+    if (!pass && r == CUDA_SUCCESS && pHandle && desc)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHandle,
+                           array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
+                                       desc->NumChannels), VT_PASS_ARRAY, false);
+    return r;
+}
+
+HK_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    CUresult (*real)(CUarray);
+    REAL(real, HK_cuArrayDestroy);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(hArray));
+    if (!pass && r == CUDA_SUCCESS && hArray)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)hArray, 0, VT_PASS_ARRAY,
+                           true);
+    return r;
+}
+
+/* The program's own host memory, page-locked: pinned host bytes it holds. */
+HK_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    CUresult (*real)(void *, size_t, unsigned);
+    REAL(real, HK_cuMemHostRegister_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(p, bytesize, Flags));
+    if (!pass && r == CUDA_SUCCESS && p)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)p, bytesize,
+                           VT_PASS_HOST_REGISTER, false);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    CUresult (*real)(void *);
+    REAL(real, HK_cuMemHostUnregister);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(p));
+    if (!pass && r == CUDA_SUCCESS && p)
+        vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)p, 0, VT_PASS_HOST_REGISTER,
+                           true);
+    return r;
+}
+
+/* An explicit pool is the program's choice of memory (its attributes, its
+ * access list, maybe IPC): passed through, recorded. The device is the
+ * pool's, which the stream's stands in for (a pool of another device is
+ * allocated from on a stream of that device's context in practice). */
+static CUresult from_pool(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                          CUstream hStream, bool ptsz)
+{
+    CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+    REAL(real, e);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(dptr, bytesize, pool, hStream));
+    if (!pass && r == CUDA_SUCCESS && dptr) {
+        uint64_t stream = hk_stream(hStream, ptsz);
+        int dev = 0;
+        if (vt__hk_stream_device(hStream, stream, &dev) != CUDA_SUCCESS)
+            dev = device_or_zero();
+        vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytesize, VT_PASS_FROM_POOL, false);
+    }
+    return r;
+}
+
+HK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                           CUstream hStream)
+{
+    return from_pool(HK_cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream, false);
+}
+
+HK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                CUmemoryPool pool, CUstream hStream);
+HK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                CUmemoryPool pool, CUstream hStream)
+{
+    return from_pool(HK_cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream, true);
+}
+
+/* The program chooses its pools: noted (program_pools.c), passed on. A
+ * call of the real runtime under our guard is one of ours: not noted. */
+HK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult (*real)(CUdevice, CUmemoryPool);
+    REAL(real, HK_cuDeviceSetMemPool);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(dev, pool));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_pool_made_current((int)dev, pool);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult (*real)(CUmemoryPool, CUmemPool_attribute, void *);
+    REAL(real, HK_cuMemPoolSetAttribute);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pool, attr, value));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_pool_configured(pool);
+    return r;
+}
+
+HK_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    CUresult (*real)(CUmemoryPool, const CUmemAccessDesc *, size_t);
+    REAL(real, HK_cuMemPoolSetAccess);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool pass = PASS();
+    CUresult r_;
+    CUresult r = GUARDED(real(pool, map, count));
+    if (!pass && r == CUDA_SUCCESS)
+        vt__hk_pool_configured(pool);
+    return r;
+}
+
 HK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -634,7 +836,10 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                    \
     X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxSynchronize)  \
     X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)     \
-    X(cuEventSynchronize)
+    X(cuEventSynchronize) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2)               \
+    X(cuArray3DCreate_v2) X(cuArrayDestroy) X(cuMemHostRegister_v2)              \
+    X(cuMemHostUnregister) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
+    X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolSetAccess)
 
 #define ALIAS(name) \
     extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));

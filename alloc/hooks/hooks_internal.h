@@ -22,13 +22,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define hk_likely(x)   __builtin_expect(!!(x), 1)
+#include "likely.h"
 
 /* For code our dlsym runs on behalf of a sanitizer runtime that is still
  * initializing (ASan resolves its interceptors with dlsym before its shadow
  * memory exists): such code must not be instrumented. */
 #define HK_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
-#define hk_unlikely(x) __builtin_expect(!!(x), 0)
 
 #define HK_EXPORT __attribute__((visibility("default")))
 
@@ -93,6 +92,17 @@ enum vt__hk_drv {
     HK_cuStreamSynchronize,
     HK_cuStreamSynchronize_ptsz,
     HK_cuEventSynchronize,
+    HK_cuMemAllocPitch_v2,
+    HK_cuArrayCreate_v2,
+    HK_cuArray3DCreate_v2,
+    HK_cuArrayDestroy,
+    HK_cuMemHostRegister_v2,
+    HK_cuMemHostUnregister,
+    HK_cuMemAllocFromPoolAsync,
+    HK_cuMemAllocFromPoolAsync_ptsz,
+    HK_cuDeviceSetMemPool,
+    HK_cuMemPoolSetAttribute,
+    HK_cuMemPoolSetAccess,
     HK_DRV_COUNT
 };
 
@@ -121,6 +131,16 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
 
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
+
+/* ---- program_pools.c: devices whose memory pool the program configures -- */
+
+/* Does `dev`'s stream-ordered allocation go to the driver (the program made
+ * another pool current, or configured the default one)? */
+bool vt__hk_pool_is_programs(int dev);
+/* cuDeviceSetMemPool(dev, pool) succeeded. */
+void vt__hk_pool_made_current(int dev, const void *pool);
+/* An attribute or the access list of `pool` was set. */
+void vt__hk_pool_configured(const void *pool);
 
 /* Record a call vramtrace saw but did not cache (VT_EV_PASSTHROUGH). */
 void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t size,

@@ -65,6 +65,20 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
     [HK_cuStreamSynchronize_ptsz]   = { "cuStreamSynchronize_ptsz", "cuStreamSynchronize", 7000,
                                         true },
     [HK_cuEventSynchronize]         = { "cuEventSynchronize", "cuEventSynchronize", 2000, false },
+    [HK_cuMemAllocPitch_v2]         = { "cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, false },
+    [HK_cuArrayCreate_v2]           = { "cuArrayCreate_v2", "cuArrayCreate", 3020, false },
+    [HK_cuArray3DCreate_v2]         = { "cuArray3DCreate_v2", "cuArray3DCreate", 3020, false },
+    [HK_cuArrayDestroy]             = { "cuArrayDestroy", "cuArrayDestroy", 2000, false },
+    [HK_cuMemHostRegister_v2]       = { "cuMemHostRegister_v2", "cuMemHostRegister", 6050, false },
+    [HK_cuMemHostUnregister]        = { "cuMemHostUnregister", "cuMemHostUnregister", 4000, false },
+    [HK_cuMemAllocFromPoolAsync]    = { "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync",
+                                        11020, false },
+    [HK_cuMemAllocFromPoolAsync_ptsz] = { "cuMemAllocFromPoolAsync_ptsz",
+                                          "cuMemAllocFromPoolAsync", 11020, true },
+    [HK_cuDeviceSetMemPool]         = { "cuDeviceSetMemPool", "cuDeviceSetMemPool", 11020, false },
+    [HK_cuMemPoolSetAttribute]      = { "cuMemPoolSetAttribute", "cuMemPoolSetAttribute", 11020,
+                                        false },
+    [HK_cuMemPoolSetAccess]         = { "cuMemPoolSetAccess", "cuMemPoolSetAccess", 11020, false },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */
@@ -91,7 +105,7 @@ static void *driver_lib(void)
 void *vt__hk_drv_real(enum vt__hk_drv e)
 {
     void *p = atomic_load_explicit(&real_fn[e], memory_order_acquire);
-    if (hk_likely(p != NULL) || atomic_load_explicit(&real_tried[e], memory_order_acquire))
+    if (vt_likely(p != NULL) || atomic_load_explicit(&real_tried[e], memory_order_acquire))
         return p;
     void *lib = driver_lib();
     if (!lib)

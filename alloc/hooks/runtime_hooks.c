@@ -115,7 +115,7 @@ static void *rt_lookup(const char *name)
 static void *rt_real(enum rt_fn e)
 {
     void *p = atomic_load_explicit(&rt_fn_ptr[e], memory_order_acquire);
-    if (hk_likely(p != NULL))
+    if (vt_likely(p != NULL))
         return p;
     p = rt_lookup(rt_names[e]);
     if (p)
@@ -202,8 +202,8 @@ static cudaError_t rt_enter(int *dev)
 {
     const vt__driver_api *d = vt__driver();
     CUdevice cd;
-    if (hk_likely(d != NULL && d->cuCtxGetDevice != NULL)
-        && hk_likely(d->cuCtxGetDevice(&cd) == CUDA_SUCCESS)) {
+    if (vt_likely(d != NULL && d->cuCtxGetDevice != NULL)
+        && vt_likely(d->cuCtxGetDevice(&cd) == CUDA_SUCCESS)) {
         *dev = (int)cd;
         return cudaSuccess;
     }
@@ -272,27 +272,57 @@ static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint
 
 HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-    if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMalloc, devPtr, size);
     return rt_alloc(devPtr, size, NULL, VT_NO_STREAM);   /* usable on every stream at once */
 }
 VT_V13(cudaMalloc)
 
+/* cudaMallocAsync on a device whose pool the program configures goes to
+ * the real runtime (program_pools.c), recorded as a pool allocation. */
+static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cudaStream_t s,
+                                  bool ptsz)
+{
+    uint64_t stream = hk_stream(s, ptsz);
+    int dev;
+    cudaError_t r = rt_stream_enter(s, stream, &dev);
+    if (r != cudaSuccess)
+        return r;
+    if (vt_likely(!vt__hk_pool_is_programs(dev))) {
+        HK_ENTER();
+        int err = vt__alloc_malloc(dev, size, stream, devPtr);
+        HK_LEAVE();
+        return rt_fail((cudaError_t)err);
+    }
+    cudaError_t (*f)(void **, size_t, cudaStream_t);
+    void *p = rt_real(e);
+    memcpy(&f, &p, sizeof p);
+    if (!f)
+        return rt_fail(cudaErrorInitializationError);
+    HK_ENTER();
+    r = f(devPtr, size, s);
+    HK_LEAVE();
+    if (r == cudaSuccess)
+        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)*devPtr, size, VT_PASS_FROM_POOL,
+                           false);
+    return r;
+}
+
 HK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync, devPtr, size,
                   hStream);
-    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, false));
+    return rt_alloc_async(RT_cudaMallocAsync, devPtr, size, hStream, false);
 }
 VT_V13(cudaMallocAsync)
 
 HK_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    if (hk_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync_ptsz, devPtr,
                   size, hStream);
-    return rt_alloc(devPtr, size, hStream, hk_stream(hStream, true));
+    return rt_alloc_async(RT_cudaMallocAsync_ptsz, devPtr, size, hStream, true);
 }
 VT_V13(cudaMallocAsync_ptsz)
 
@@ -330,7 +360,7 @@ static cudaError_t foreign_free_done(const void *p, uint64_t stream, cudaError_t
 HK_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     /* NULL: the real cudaFree(NULL) initializes the context, as programs expect. */
-    if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFree, devPtr);
     int dev;
     cudaError_t r = rt_enter(&dev);
@@ -368,7 +398,7 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
 
 HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-    if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
     if ((int)e == VT_ALLOC_NOT_OWNED)
@@ -379,7 +409,7 @@ VT_V13(cudaFreeAsync)
 
 HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-    if (hk_unlikely(vt__hk_guard != 0) || !devPtr)
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
     if ((int)e == VT_ALLOC_NOT_OWNED)

@@ -17,7 +17,12 @@
  * stream, addr, req_size, size, stack, aux, aux2, str):
  *
  *   ALLOC            addr/size of the block handed out, req_size as asked,
- *                    stream = allocating stream, stack = allocation stack
+ *                    stream = allocating stream, stack = allocation stack,
+ *                    aux (since 1.3) = VT_ALLOC_* flags: VT_ALLOC_NO_STREAM
+ *                    when the allocation was ordered on no stream (cudaMalloc,
+ *                    cuMemAlloc; stream then reads 0, as the legacy stream's
+ *                    does, but the cache keeps such blocks apart from the
+ *                    legacy stream's: a replay needs to know which)
  *   FREE_REQUESTED   addr/size, stream = freeing stream (0 when unknown:
  *                    plain cudaFree), stack = free stack, aux = 1 if the
  *                    block must wait for events (pending) before reuse
@@ -30,8 +35,12 @@
  *                    aux2 = bytes reserved by the cache
  *   MARK             str = label
  *   BAD_FREE         addr = the pointer, aux = VT_BAD_FREE_* reason
- *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM),
- *                    aux = VT_PASS_* which call, aux2 = 1 for the release
+ *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM,
+ *                    pitched, arrays, explicit pools, registered host),
+ *                    aux = VT_PASS_* which call, aux2 = 1 for the release.
+ *                    A release names its own call, or VT_PASS_FOREIGN_FREE
+ *                    (cudaFree of a pointer the cache does not own): views
+ *                    match a release to the allocation open at its addr
  *   FORK             (since 1.2) aux = the parent's pid: this process was
  *                    forked here. It is recorded first thing in the child
  *                    (when the parent had recorded anything). Every
@@ -84,6 +93,12 @@ enum vt_event_kind {
     VT_EV_KIND_COUNT
 };
 
+/* Flags of an ALLOC event's aux (format 1.3; 0 in older files, where an
+ * allocation on stream 0 may have been ordered on no stream). */
+enum vt_alloc_flags {
+    VT_ALLOC_NO_STREAM = 1,  /* cudaMalloc / cuMemAlloc: ordered on no stream */
+};
+
 /* Pools a block or segment belongs to. */
 enum vt_pool {
     VT_POOL_SMALL = 0,       /* requests <= 1 MiB, 2 MiB segments */
@@ -114,13 +129,17 @@ enum vt_passthrough_call {
     VT_PASS_VMM_CREATE = 4,       /* cuMemCreate / cuMemRelease */
     VT_PASS_VMM_MAP = 5,          /* cuMemMap / cuMemUnmap */
     VT_PASS_FOREIGN_FREE = 6,     /* a free of a pointer the cache does not own */
+    VT_PASS_PITCH = 7,            /* (1.3) cuMemAllocPitch: cudaMallocPitch, cudaMalloc3D */
+    VT_PASS_ARRAY = 8,            /* (1.3) cuArrayCreate / cuArray3DCreate / cuArrayDestroy:
+                                     addr = the array handle, size = its texels' bytes */
+    VT_PASS_HOST_REGISTER = 9,    /* (1.3) cuMemHostRegister / cuMemHostUnregister */
 };
 
 /* ------------------------------------------------------------------------ */
 /*  File layout                                                             */
 /* ------------------------------------------------------------------------ */
-/* @@FILE-LAYOUT@@ (owned by the format engineer: magic, version and
- * compatibility rule, header, section table, section encodings)
+/* Magic, version and compatibility rule, header, section table, section
+ * encodings.
  *
  * All integers are little-endian. "varint" is unsigned LEB128 (7 bits per
  * byte, low group first, high bit = more follows, at most 10 bytes);
@@ -140,7 +159,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.2).
+ *   reader would find it). A writer writes its own minor (this one: 1.3).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -152,6 +171,13 @@ enum vt_passthrough_call {
  *   reader reading an older file reads stacks_truncated as 0, takes STATE as
  *   complete when it has a segment (the recorder wrote it whole whenever the
  *   allocator could describe itself) and has no true peaks to show.
+ *   1.3 adds PASSTHROUGH calls (aux) VT_PASS_PITCH (7), VT_PASS_ARRAY (8) and
+ *   VT_PASS_HOST_REGISTER (9): allocations that left no event before. Every
+ *   1.x reader reads them (PASSTHROUGH aux is data, not validated); views
+ *   since 1.3 show PASSTHROUGH allocations (of any file version) as kinds of
+ *   their own, and a call they do not know (a newer minor's) as "other".
+ *   1.3 also gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
+ *   readers ignore; in older files aux of ALLOC is 0.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -231,7 +257,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.2), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.3), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -262,7 +288,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 2
+#define VT_FORMAT_MINOR 3
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -293,7 +319,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
 };
 
-/* Event columns of format 1.0 to 1.2 (EVENTS section). */
+/* Event columns of format 1.0 to 1.3 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

@@ -140,6 +140,7 @@ _int = ctypes.c_int
 # simply not bound: calling one raises VramtraceError naming it.
 _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_version_string": (_cs, ()),
+    "vt_strerror": (_cs, (ctypes.c_int,)),
     "vt_version_number": (ctypes.c_uint, ()),
     "vt_record_stream": (_int, (_vp, _vp)),
     "vt_get_stats": (_int, (_int, ctypes.POINTER(_Stats))),
@@ -167,13 +168,6 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
 def _enc(s: str) -> bytes:
     return s.encode("utf-8", "replace")
 
-
-def _errname(rc: int) -> str:
-    if rc < 0:
-        return os.strerror(-rc)
-    return {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation",
-            35: "cudaErrorInsufficientDriver", 100: "cudaErrorNoDevice",
-            101: "cudaErrorInvalidDevice"}.get(rc, f"CUDA error {rc}")
 
 
 class Library:
@@ -214,7 +208,15 @@ class Library:
 
     def _check(self, name: str, rc: int, what: str = "") -> None:
         if rc != 0:
-            raise VramtraceError(f"{name}({what}) failed: {_errname(rc)} ({rc})")
+            raise VramtraceError(f"{name}({what}) failed: {self.strerror(rc)} ({rc})")
+
+    def strerror(self, rc: int) -> str:
+        """The library's own text for a code its functions return (vt_strerror)."""
+        fn = self._fn.get("vt_strerror")
+        if fn is None:  # a library older than vt_strerror
+            return os.strerror(-rc) if rc < 0 else f"CUDA error {rc}"
+        raw = fn(rc)
+        return raw.decode("utf-8", "replace") if raw else f"error {rc}"
 
     # -- version / allocator --------------------------------------------
     def version(self) -> str:

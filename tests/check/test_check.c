@@ -1249,16 +1249,6 @@ TEST(empty_and_malformed_inputs_never_fail)
     synth_fini(&y);
 }
 
-TEST(format_bytes)
-{
-    char b[32];
-    ASSERT_STR_EQ(vt_check_format_bytes(0, b, sizeof b), "0 B");
-    ASSERT_STR_EQ(vt_check_format_bytes(512, b, sizeof b), "512 B");
-    ASSERT_STR_EQ(vt_check_format_bytes(1536, b, sizeof b), "1.5 KiB");
-    ASSERT_STR_EQ(vt_check_format_bytes(64 * MiB, b, sizeof b), "64 MiB");
-    ASSERT_STR_EQ(vt_check_format_bytes(2 * 1024 * MiB + 256 * MiB, b, sizeof b), "2.25 GiB");
-}
-
 TEST(path_format_truncates_like_snprintf)
 {
     synth y;

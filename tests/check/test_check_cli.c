@@ -346,7 +346,7 @@ TEST(cli_check_pinned_rules_and_ratio)
 }
 
 /* A tensor renamed after it was recorded (TENSOR_NAME, format 1.1): the
- * file says 1.2 (the writer's), `json --events` names the kind, `check` the new name. */
+ * file says 1.3 (the writer's), `json --events` names the kind, `check` the new name. */
 TEST(cli_renamed_tensor_in_json_events_and_check)
 {
     tmpdir();
@@ -360,7 +360,7 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
     ASSERT_EQ(run_sub("json", args, &out, &err), 0);
     const char *why = json_validate(out);
     ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
-    ASSERT_STR_CONTAINS(out, "\"format_version\":\"1.2\"");
+    ASSERT_STR_CONTAINS(out, "\"format_version\":\"1.3\"");
     ASSERT_STR_CONTAINS(out, "\"TENSOR_NAME\":1");            /* counts */
     ASSERT_STR_CONTAINS(out, "\"kind\":\"TENSOR_NAME\"");
     ASSERT_STR_CONTAINS(out, "\"aux\":21,\"aux2\":0,\"str\":\"fc2 out\"");
@@ -374,6 +374,46 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
     ASSERT_STR_CONTAINS(out, "list[1] \xe2\x86\x92 tensor 'fc2 out' \xe2\x86\x92 "
                              "storage 0x7f6001000000 32 MiB");
     ASSERT(strstr(out, "send 1") == NULL);
+    free(out);
+    free(err);
+    cleanup();
+}
+
+/* One escaper and one byte formatter serve every view: a name with a tab,
+ * quotes and invalid UTF-8 reads the same in `json` and `check --json`, and a
+ * size the same in `leaks` and `check`. */
+TEST(json_and_check_print_a_name_and_a_size_the_same)
+{
+    tmpdir();
+    synth y;
+    pipeline(&y, 0);
+    synth_name(&y, 21, "fc2\t\"out\" \xff");
+    write_snap(&y, "odd.vtsnap");
+    synth_fini(&y);
+    const char *escaped = "\"fc2\\t\\\"out\\\" \\ufffd\"";
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/odd.vtsnap' --events", dir);
+    ASSERT_EQ(run_sub("json", args, &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, escaped);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "'%s/odd.vtsnap' --json", dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    const char *why = json_validate(out);
+    ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
+    ASSERT_STR_CONTAINS(out, escaped);
+    free(out);
+    free(err);
+    cleanup();
+
+    setup_files();
+    snprintf(args, sizeof args, "'%s/pinned.vtsnap'", dir);
+    ASSERT_EQ(run_sub("leaks", args, &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, "Leak of 4 KiB in 1 allocation");
+    free(out);
+    free(err);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_STR_CONTAINS(out, "storage 0x7e8000000000 on cuda:0, 4 KiB");
     free(out);
     free(err);
     cleanup();

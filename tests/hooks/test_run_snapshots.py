@@ -248,7 +248,7 @@ def case_recording_process_that_execs_writes_its_snapshot_first(d):
     if len(files) != 1 or "-exec-1" not in files[0]:
         fail("the snapshot before exec is missing: %s" % files, p)
     pid, text = summary(os.path.join(d, files[0]))
-    if "counts: allocs 1," not in text or "current 1.00 MiB" not in text:
+    if "counts: allocs 1," not in text or "current 1 MiB" not in text:
         fail("the pre-exec snapshot lacks the allocation", subprocess.CompletedProcess(
             [], 0, text, ""))
     if [os.path.basename(x[0]) for x in listed(p)] != files:

@@ -148,7 +148,15 @@ def test_real_stats_without_cuda_is_sensible(real_lib):
 def test_real_record_stream_of_unknown_pointer_raises(real_lib):
     with pytest.raises(vramtrace.VramtraceError) as ei:
         vramtrace.record_stream(0xdead0000, 0)
-    assert "cudaErrorInvalidValue" in str(ei.value)
+    # not a CUDA call: a negative errno (vramtrace.h), named by vt_strerror
+    assert "(-22)" in str(ei.value) and "Invalid argument" in str(ei.value), str(ei.value)
+
+
+def test_real_error_texts_come_from_the_library(real_lib):
+    assert real_lib.strerror(0) == "success"
+    assert real_lib.strerror(2) == "cudaErrorMemoryAllocation: out of memory"
+    assert real_lib.strerror(-22) == os.strerror(22)
+    assert real_lib.strerror(12345) == "CUDA error 12345"
 
 
 def test_real_annotation_ids_are_distinct(real_lib):

@@ -1,6 +1,6 @@
 /* tests/sim/runtime_host_extras.c - the remaining host-side runtime calls a
  * PyTorch build links: pitched copies, stream callbacks, the profiler
- * switches, host registration.
+ * switches, host registration (kept by the driver).
  */
 #include "runtime_internal.h"
 
@@ -67,16 +67,20 @@ RT_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback
 RT_API cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
 RT_API cudaError_t cudaProfilerStop(void)  { return cudaSuccess; }
 
-/* Page-locking existing host memory is not simulated (pointer attributes
- * would have to know the range): the documented "not supported". */
+/* Page-locking existing host memory: the driver remembers the range, so
+ * copies with it are asynchronous like those with cudaMallocHost memory. */
 RT_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
-    (void)ptr; (void)size; (void)flags;
-    return rt_ret(cudaErrorNotSupported);
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemHostRegister(ptr, size, flags));
 }
 
 RT_API cudaError_t cudaHostUnregister(void *ptr)
 {
-    (void)ptr;
-    return rt_ret(cudaErrorHostMemoryNotRegistered);
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemHostUnregister(ptr));
 }

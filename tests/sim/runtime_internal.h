@@ -51,6 +51,24 @@
     X(cuEventSynchronize, "cuEventSynchronize", CUresult (*)(CUevent))                     \
     X(cuEventElapsedTime, "cuEventElapsedTime", CUresult (*)(float *, CUevent, CUevent))   \
     X(cuGetErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char **))             \
+    X(cuMemAllocPitch, "cuMemAllocPitch", CUresult (*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned)) \
+    X(cuArray3DCreate, "cuArray3DCreate", CUresult (*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *)) \
+    X(cuArrayDestroy, "cuArrayDestroy", CUresult (*)(CUarray))                             \
+    X(cuMemHostRegister, "cuMemHostRegister", CUresult (*)(void *, size_t, unsigned))      \
+    X(cuMemHostUnregister, "cuMemHostUnregister", CUresult (*)(void *))                    \
+    X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", CUresult (*)(CUdeviceptr *, void *, unsigned)) \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", CUresult (*)(CUmemoryPool *, CUdevice)) \
+    X(cuDeviceGetMemPool, "cuDeviceGetMemPool", CUresult (*)(CUmemoryPool *, CUdevice))    \
+    X(cuDeviceSetMemPool, "cuDeviceSetMemPool", CUresult (*)(CUdevice, CUmemoryPool))      \
+    X(cuMemPoolCreate, "cuMemPoolCreate", CUresult (*)(CUmemoryPool *, const CUmemPoolProps *)) \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", CUresult (*)(CUmemoryPool))                    \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", CUresult (*)(CUmemoryPool, CUmemPool_attribute, void *)) \
+    X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", CUresult (*)(CUmemoryPool, CUmemPool_attribute, void *)) \
+    X(cuMemPoolSetAccess, "cuMemPoolSetAccess", CUresult (*)(CUmemoryPool, const CUmemAccessDesc *, size_t)) \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", CUresult (*)(CUmemoryPool, size_t))              \
+    PTSZ(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
+    PTSZ(cuMemPrefetchAsync, "cuMemPrefetchAsync", CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream)) \
+    PTSZ(cuStreamAttachMemAsync, "cuStreamAttachMemAsync", CUresult (*)(CUstream, CUdeviceptr, size_t, unsigned)) \
     PTSZ(cuMemAllocAsync, "cuMemAllocAsync", CUresult (*)(CUdeviceptr *, size_t, CUstream)) \
     PTSZ(cuMemFreeAsync, "cuMemFreeAsync", CUresult (*)(CUdeviceptr, CUstream))            \
     PTSZ(cuMemcpy, "cuMemcpy", CUresult (*)(CUdeviceptr, CUdeviceptr, size_t))             \
@@ -105,6 +123,8 @@ const char *rt_error_name(cudaError_t e);   /* NULL if unknown */
  * build: declared here so the definitions have prototypes. */
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s);
 cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                         cudaStream_t s);
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                  cudaStream_t s);

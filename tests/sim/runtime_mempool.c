@@ -1,115 +1,147 @@
-/* tests/sim/runtime_mempool.c - the device's default memory pool, as far as
- * its handle and settable attributes go.
+/* tests/sim/runtime_mempool.c - memory pools: the runtime's calls forward to
+ * the driver's pools (driver_memory_extras.c), so a pool handle is the same
+ * for both APIs, as in CUDA (cudaMemPool_t is CUmemoryPool).
  *
- * cudaMallocAsync/cudaFreeAsync reach the driver's stream-ordered allocator,
- * which returns memory to the device at every free (nothing is kept in a
- * pool). So the default pool is one handle per device whose settable
- * attributes (release threshold, reuse policies) are remembered and read
- * back, whose trim has nothing to release, and whose usage counters
- * (reserved/used current and high) are not simulated: cudaErrorNotSupported.
+ * The driver's stream-ordered allocator returns memory to the device at each
+ * free (nothing is kept in a pool): trim has nothing to release and the
+ * usage counters (reserved/used current and high) are not simulated
+ * (cudaErrorNotSupported).
  */
 #include "runtime_internal.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_POOLS 16                     /* = the driver's SIM_MAX_DEVICES */
-
-typedef struct rt_pool {
-    int      device;
-    uint64_t release_threshold;          /* cudaMemPoolAttrReleaseThreshold */
-    int      reuse[3];                   /* FollowEventDependencies, AllowOpportunistic, AllowInternalDependencies */
-} rt_pool;
-
-static rt_pool pools[MAX_POOLS];
+#define POOL(h) ((CUmemoryPool)(void *)(h))
 
 RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
-    if (!memPool)
-        return rt_ret(cudaErrorInvalidValue);
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
+    cudaError_t e = rt_init();
     if (e != cudaSuccess)
         return rt_ret(e);
-    if (device < 0 || device >= n || device >= MAX_POOLS)
-        return rt_ret(cudaErrorInvalidDevice);
-    rt_pool *p = &pools[device];
-    if (!p->reuse[0]) {                  /* the documented defaults: all reuse on */
-        p->device = device;
-        p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
-    }
-    *memPool = (cudaMemPool_t)(void *)p;
-    return cudaSuccess;
+    CUmemoryPool p;
+    CUresult r = rt_drv.cuDeviceGetDefaultMemPool(&p, device);
+    if (r == CUDA_SUCCESS && memPool)
+        *memPool = (cudaMemPool_t)(void *)p;
+    return rt_ret_drv(memPool || r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
 }
 
-static rt_pool *pool_of(cudaMemPool_t h)
+RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
-    rt_pool *p = (rt_pool *)(void *)h;
-    return p >= pools && p < pools + MAX_POOLS ? p : NULL;
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    CUmemoryPool p;
+    CUresult r = rt_drv.cuDeviceGetMemPool(&p, device);
+    if (r == CUDA_SUCCESS && memPool)
+        *memPool = (cudaMemPool_t)(void *)p;
+    return rt_ret_drv(memPool || r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
 }
 
-static int *reuse_field(rt_pool *p, enum cudaMemPoolAttr a)
+RT_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
-    switch (a) {
-    case cudaMemPoolReuseFollowEventDependencies:   return &p->reuse[0];
-    case cudaMemPoolReuseAllowOpportunistic:        return &p->reuse[1];
-    case cudaMemPoolReuseAllowInternalDependencies: return &p->reuse[2];
-    default:                                        return NULL;
-    }
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuDeviceSetMemPool(device, POOL(memPool)));
 }
 
+RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
+{
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (!memPool || !props)
+        return rt_ret(cudaErrorInvalidValue);
+    CUmemPoolProps p = {
+        .allocType = (CUmemAllocationType)props->allocType,
+        .handleTypes = (CUmemAllocationHandleType)props->handleTypes,
+        .location = { .type = (CUmemLocationType)props->location.type, .id = props->location.id },
+    };
+    CUmemoryPool out;
+    CUresult r = rt_drv.cuMemPoolCreate(&out, &p);
+    if (r == CUDA_SUCCESS)
+        *memPool = (cudaMemPool_t)(void *)out;
+    return rt_ret_drv(r);
+}
+
+RT_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemPoolDestroy(POOL(memPool)));
+}
+
+/* The runtime's attribute numbers are the driver's. */
 RT_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
-    rt_pool *p = pool_of(memPool);
-    if (!p || !value)
-        return rt_ret(cudaErrorInvalidValue);
-    int *reuse = reuse_field(p, attr);
-    if (reuse) {
-        memcpy(reuse, value, sizeof *reuse);
-        return cudaSuccess;
-    }
-    if (attr == cudaMemPoolAttrReleaseThreshold) {
-        memcpy(&p->release_threshold, value, sizeof p->release_threshold);
-        return cudaSuccess;
-    }
-    if (attr == cudaMemPoolAttrReservedMemHigh || attr == cudaMemPoolAttrUsedMemHigh)
-        return rt_ret(cudaErrorNotSupported);   /* resetting them: not simulated */
-    return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemPoolSetAttribute(POOL(memPool), (CUmemPool_attribute)attr, value));
 }
 
 RT_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
-    rt_pool *p = pool_of(memPool);
-    if (!p || !value)
-        return rt_ret(cudaErrorInvalidValue);
-    int *reuse = reuse_field(p, attr);
-    if (reuse) {
-        memcpy(value, reuse, sizeof *reuse);
-        return cudaSuccess;
-    }
-    if (attr == cudaMemPoolAttrReleaseThreshold) {
-        memcpy(value, &p->release_threshold, sizeof p->release_threshold);
-        return cudaSuccess;
-    }
-    return rt_ret(cudaErrorNotSupported);        /* the usage counters */
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemPoolGetAttribute(POOL(memPool), (CUmemPool_attribute)attr, value));
 }
 
-/* Every location may access every pool (one address space). */
 RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
                                         size_t count)
 {
-    if (!pool_of(memPool) || (count && !descList))
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (count && !descList)
+        return rt_ret(cudaErrorInvalidValue);
+    CUmemAccessDesc d[16];
+    if (count > 16)
         return rt_ret(cudaErrorInvalidValue);
     for (size_t i = 0; i < count; i++)
-        if (descList[i].location.type != cudaMemLocationTypeDevice ||
-            descList[i].flags > cudaMemAccessFlagsProtReadWrite)
-            return rt_ret(cudaErrorInvalidValue);
-    return cudaSuccess;
+        d[i] = (CUmemAccessDesc){
+            .location = { .type = (CUmemLocationType)descList[i].location.type,
+                          .id = descList[i].location.id },
+            .flags = (CUmemAccess_flags)descList[i].flags };
+    return rt_ret_drv(rt_drv.cuMemPoolSetAccess(POOL(memPool), d, count));
 }
 
-/* Nothing is held above what is allocated: nothing to release. */
 RT_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
-    (void)minBytesToKeep;
-    return rt_ret(pool_of(memPool) ? cudaSuccess : cudaErrorInvalidValue);
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuMemPoolTrimTo(POOL(memPool), minBytesToKeep));
+}
+
+static cudaError_t from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s, bool ptsz)
+{
+    if (!ptr)
+        return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    if (size == 0) {              /* as cudaMallocAsync: success with NULL */
+        *ptr = NULL;
+        return cudaSuccess;
+    }
+    CUdeviceptr p;
+    CUresult r = RT_DRV(cuMemAllocFromPoolAsync, ptsz)(&p, size, POOL(pool), (CUstream)s);
+    if (r == CUDA_SUCCESS)
+        *ptr = (void *)(uintptr_t)p;
+    return rt_ret_drv(r);
+}
+
+RT_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t s)
+{
+    return from_pool(ptr, size, memPool, s, false);
+}
+
+RT_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                cudaStream_t s)
+{
+    return from_pool(ptr, size, memPool, s, true);
 }

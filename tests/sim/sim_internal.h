@@ -216,6 +216,7 @@ void sim_mem_release_all(sim_device *dev);
 void sim_mem_info(sim_device *dev, size_t *free_b, size_t *total_b);
 int  sim_mem_host_track(void *p, size_t n, bool add);  /* pinned host allocations */
 bool sim_mem_host_lookup(const void *p, void **base, size_t *size);
+CUresult sim_mem_host_register(void *p, size_t n, bool add); /* cuMemHostRegister ranges */
 
 /* sim_stream.c */
 CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out); /* checks init */
@@ -275,5 +276,9 @@ CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags);
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx);
 CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen);
 CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice *dev);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s);
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags,
+                                    CUstream s);
+CUresult cuStreamAttachMemAsync_ptsz(CUstream s, CUdeviceptr p, size_t n, unsigned int flags);
 
 #endif /* VT_SIM_INTERNAL_H */

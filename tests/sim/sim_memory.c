@@ -483,6 +483,7 @@ typedef struct host_alloc {
     void              *p;
     size_t             n;
     struct host_alloc *next;
+    bool               registered;       /* cuMemHostRegister: the program's memory */
 } host_alloc;
 
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -495,13 +496,13 @@ int sim_mem_host_track(void *p, size_t n, bool add)
     if (add) {
         host_alloc *a = malloc(sizeof *a);
         if (a) {
-            *a = (host_alloc){ p, n, host_list };
+            *a = (host_alloc){ p, n, host_list, false };
             host_list = a;
             rc = 0;
         }
     } else {
         for (host_alloc **pp = &host_list; *pp; pp = &(*pp)->next) {
-            if ((*pp)->p == p) {
+            if ((*pp)->p == p && !(*pp)->registered) {
                 host_alloc *a = *pp;
                 *pp = a->next;
                 free(a);
@@ -528,4 +529,37 @@ bool sim_mem_host_lookup(const void *p, void **base, size_t *size)
     }
     pthread_mutex_unlock(&host_lock);
     return found;
+}
+
+CUresult sim_mem_host_register(void *p, size_t n, bool add)
+{
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&host_lock);
+    if (add) {
+        for (host_alloc *a = host_list; a; a = a->next)
+            if ((char *)p < (char *)a->p + a->n && (char *)a->p < (char *)p + n) {
+                rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+                break;
+            }
+        host_alloc *a = rc == CUDA_SUCCESS ? malloc(sizeof *a) : NULL;
+        if (a) {
+            *a = (host_alloc){ p, n, host_list, true };
+            host_list = a;
+        } else if (rc == CUDA_SUCCESS) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    } else {
+        rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+        for (host_alloc **pp = &host_list; *pp; pp = &(*pp)->next) {
+            if ((*pp)->p == p && (*pp)->registered) {
+                host_alloc *a = *pp;
+                *pp = a->next;
+                free(a);
+                rc = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&host_lock);
+    return rc;
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "checksum.h"
 #include "snapfile.h"
 #include "test_format_gen.h"
 
@@ -76,32 +77,32 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
     snprintf(args, sizeof args, "summary '%s'", p);
     ASSERT_EQ(run(args), 0);
     ASSERT_STR_EQ(errout, "");
-    ASSERT_STR_CONTAINS(out, "format 1.2, pid 4242, rank 3, host node-7\n");
+    ASSERT_STR_CONTAINS(out, "format 1.3, pid 4242, rank 3, host node-7\n");
     ASSERT_STR_CONTAINS(out, "  command: python train.py --epochs 3\n");
     ASSERT_STR_CONTAINS(out, "  events: 15 in the window (seq 10..24, 0.000 s), 120 recorded, "
                              "107 overwritten, 2 stacks dropped\n");
     ASSERT_STR_CONTAINS(out, "  counts: allocs 3, frees 3, segment allocs 2, segment frees 1, "
                              "segments alive 2, OOMs 1, bad frees 1, marks 1\n");
-    ASSERT_STR_CONTAINS(out, "device 0 (Simulated GPU 0, 80.0 GiB):\n"
-                             "  allocated: peak 13.0 MiB (seq 18) in the kept events, "
-                             "current 12.0 MiB\n"
+    ASSERT_STR_CONTAINS(out, "device 0 (Simulated GPU 0, 80 GiB):\n"
+                             "  allocated: peak 13 MiB (seq 18) in the kept events, "
+                             "current 12 MiB\n"
                              "  pending free: 0 B (freed, waiting for stream events); active "
-                             "peak 13.0 MiB (allocated + pending)\n"
-                             "  reserved:  peak 22.0 MiB (seq 23) in the kept events, "
-                             "current 20.0 MiB\n"
-                             "  true peaks (allocator, whole run): allocated 30.0 MiB, "
-                             "reserved 40.0 MiB, active 31.0 MiB\n"
-                             "  at the snapshot (allocator state): allocated 12.0 MiB in 2 "
-                             "blocks, pending 0 B, reserved 20.0 MiB\n"
-                             "  fragmentation: 7.00 MiB reserved but unallocated at the "
-                             "allocated peak (35.0%), 8.00 MiB now (40.0%)\n"
+                             "peak 13 MiB (allocated + pending)\n"
+                             "  reserved:  peak 22 MiB (seq 23) in the kept events, "
+                             "current 20 MiB\n"
+                             "  true peaks (allocator, whole run): allocated 30 MiB, "
+                             "reserved 40 MiB, active 31 MiB\n"
+                             "  at the snapshot (allocator state): allocated 12 MiB in 2 "
+                             "blocks, pending 0 B, reserved 20 MiB\n"
+                             "  fragmentation: 7 MiB reserved but unallocated at the "
+                             "allocated peak (35.0%), 8 MiB now (40.0%)\n"
                              "  top call sites by bytes at peak (seq 18):\n"
-                             "      9.00 MiB  2 allocations  backward model.c:77 "
+                             "         9 MiB  2 allocations  backward model.c:77 "
                              "(/usr/bin/train+0x400300)\n"
-                             "      4.00 MiB  1 allocation   forward model.c:42 "
+                             "         4 MiB  1 allocation   forward model.c:42 "
                              "(/usr/bin/train+0x400200)\n");
     /* a pending free is freed: not allocated, a figure of its own */
-    ASSERT_STR_CONTAINS(out, "device 1 (Simulated GPU 1, 40.0 GiB):\n"
+    ASSERT_STR_CONTAINS(out, "device 1 (Simulated GPU 1, 40 GiB):\n"
                              "  allocated: peak 512 KiB (seq 14) in the kept events, "
                              "current 0 B\n"
                              "  pending free: 512 KiB (freed, waiting for stream events); "
@@ -137,18 +138,18 @@ TEST(cli_leaks_groups_alive_allocations_by_stack)
     ASSERT_EQ(run(args), 0);
     ASSERT_STR_EQ(errout, "");
     const char *want =
-        "Leak of 8.00 MiB in 1 allocation from:\n"
+        "Leak of 8 MiB in 1 allocation from:\n"
         "    #0 0x00007f0000001000 in cudaMalloc (/usr/lib/libvramtrace.so.0+0x1000)\n"
         "    #1 0x0000000000400300 in backward model.c:77 (/usr/bin/train+0x400300)\n"
         "    #2 0x0000000000400100 in main train.c:10 (/usr/bin/train+0x400100)\n"
         "  (allocated before the retained window)\n"
         "\n"
-        "Leak of 4.00 MiB in 1 allocation from:\n"
+        "Leak of 4 MiB in 1 allocation from:\n"
         "    #0 0x00007f0000001000 in cudaMalloc (/usr/lib/libvramtrace.so.0+0x1000)\n"
         "    #1 0x0000000000400200 in forward model.c:42 (/usr/bin/train+0x400200)\n"
         "    #2 0x0000000000400100 in main train.c:10 (/usr/bin/train+0x400100)\n"
         "\n"
-        "SUMMARY: vramtrace: 12.0 MiB alive in 2 allocations from 2 stacks.\n";
+        "SUMMARY: vramtrace: 12 MiB alive in 2 allocations from 2 stacks.\n";
     ASSERT_STR_EQ(out, want);
 }
 
@@ -190,14 +191,14 @@ TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)
     ASSERT_EQ(run(args), 0);
     ASSERT_STR_CONTAINS(out, "(1 allocation without a free among the kept events is not "
                              "listed: the allocator state at the snapshot does not hold it)\n");
-    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2.50 KiB alive in 2 allocations");
+    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2.5 KiB alive in 2 allocations");
     snprintf(args, sizeof args, "summary '%s'", p);
     ASSERT_EQ(run(args), 0);
     ASSERT_STR_CONTAINS(out, "  gaps: 1 inside the window (7 events missing); 1 allocation "
                              "freed where the events do not show it, counted as freed, not "
                              "alive\n");
-    ASSERT_STR_CONTAINS(out, "  at the snapshot (allocator state): allocated 2.50 KiB in 2 "
-                             "blocks, pending 0 B, reserved 8.00 KiB\n");
+    ASSERT_STR_CONTAINS(out, "  at the snapshot (allocator state): allocated 2.5 KiB in 2 "
+                             "blocks, pending 0 B, reserved 8 KiB\n");
 }
 
 TEST(cli_json_is_valid_and_complete)
@@ -233,10 +234,12 @@ TEST(cli_json_is_valid_and_complete)
     ASSERT(strstr(out, "\"events\":[") == NULL);
 }
 
-TEST(cli_bad_input_exits_nonzero_with_one_message)
+/* One exit-status convention (cli/commands.h): a file that cannot be read
+ * exits 2 with one line in every command that reads one, as bad usage does. */
+TEST(cli_bad_input_exits_2_with_one_message_in_every_command)
 {
-    char args[512];
-    ASSERT_EQ(run("summary /nonexistent.vtsnap"), 1);
+    char args[1024];
+    ASSERT_EQ(run("summary /nonexistent.vtsnap"), 2);
     ASSERT_STR_EQ(out, "");
     ASSERT_STR_CONTAINS(errout, "vramtrace summary: /nonexistent.vtsnap: cannot open");
     write_snap(gen_small(), "x");   /* creates dir */
@@ -245,20 +248,25 @@ TEST(cli_bad_input_exits_nonzero_with_one_message)
     FILE *f = fopen(path, "w");
     fputs("hello, not a snapshot\n", f);
     fclose(f);
-    const char *cmds[] = { "summary", "leaks", "json" };
-    for (int i = 0; i < 3; i++) {
-        snprintf(args, sizeof args, "%s '%s'", cmds[i], path);
-        ASSERT_EQ(run(args), 1);
+    const char *cmds[] = { "summary", "leaks", "json", "check", "viz", "compare", "export" };
+    for (int i = 0; i < (int)(sizeof cmds / sizeof cmds[0]); i++) {
+        const char *extra = !strcmp(cmds[i], "export") ? "--format perfetto -o /dev/null"
+                            : !strcmp(cmds[i], "compare") ? path : "";
+        if (!strcmp(cmds[i], "viz"))
+            snprintf(args, sizeof args, "viz '%s' -o '%s/garbage.html'", path, dir);
+        else
+            snprintf(args, sizeof args, "%s %s '%s'", cmds[i], extra, path);
+        ASSERT_MSG(run(args) == 2, "%s: %s", args, errout);
         ASSERT_STR_CONTAINS(errout, "not a vramtrace snapshot");
         ASSERT_EQ(strchr(errout, '\n') - errout + 1, (long)strlen(errout)); /* one line */
         snprintf(args, sizeof args, "%s", cmds[i]);
         ASSERT_EQ(run(args), 2);
-        ASSERT_STR_CONTAINS(errout, "missing FILE");
         snprintf(args, sizeof args, "%s --bogus x", cmds[i]);
         ASSERT_EQ(run(args), 2);
         snprintf(args, sizeof args, "%s --help", cmds[i]);
         ASSERT_EQ(run(args), 0);
         ASSERT_STR_CONTAINS(out, "usage: vramtrace ");
+        ASSERT_STR_CONTAINS(out, "exit status: 0 ");
     }
 }
 
@@ -288,14 +296,14 @@ TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
     char args[512];
     snprintf(args, sizeof args, "leaks '%s'", p);
     ASSERT_EQ(run(args), 0);
-    ASSERT_STR_CONTAINS(out, "Leak of 2.00 MiB in 1 allocation from:");
-    ASSERT(!strstr(out, "Leak of 1.00 MiB"));
-    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2.00 MiB alive in 1 allocation from 1 stack.\n"
-                             "(not listed: 1.00 MiB in 1 allocation inherited at fork from the "
+    ASSERT_STR_CONTAINS(out, "Leak of 2 MiB in 1 allocation from:");
+    ASSERT(!strstr(out, "Leak of 1 MiB"));
+    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2 MiB alive in 1 allocation from 1 stack.\n"
+                             "(not listed: 1 MiB in 1 allocation inherited at fork from the "
                              "parent process, pid 4241)\n");
     snprintf(args, sizeof args, "summary '%s'", p);
     ASSERT_EQ(run(args), 0);
-    ASSERT_STR_CONTAINS(out, "forked from pid 4241 at seq 2: 1.00 MiB in 1 allocations still "
+    ASSERT_STR_CONTAINS(out, "forked from pid 4241 at seq 2: 1 MiB in 1 allocations still "
                              "alive are the parent's");
     snprintf(args, sizeof args, "json '%s'", p);
     ASSERT_EQ(run(args), 0);
@@ -337,6 +345,99 @@ TEST(cli_viz_refuses_a_special_file_as_output)
     snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, target);   /* a new regular file */
     ASSERT_EQ(run(args), 0);
     ASSERT(lstat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 1000);
+}
+
+/* Memory the cache did not serve: managed 16 MiB and pinned host 5 MiB
+ * (allocated + registered) alive, a pitched allocation freed through
+ * cudaFree (a foreign free), an array destroyed, and a VMM mapping (not
+ * memory of its own). */
+static vt_snapshot_data *gen_uncached(void)
+{
+    struct gen g = gen_begin();
+    uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "app.c", 10);
+    uint32_t f_mgd = gen_frame(&g, 0x400200, "/usr/bin/app", "make_grid", "app.c", 20);
+    uint32_t n_main = gen_node(&g, 0, f_main);
+    uint32_t st_m = gen_node(&g, n_main, f_mgd);
+    vt_event *e;
+    uint64_t t = 1000;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 1, t += 10);
+    e->addr = 0x7000000; e->size = 16 * MiB; e->aux = VT_PASS_MANAGED; e->stack = st_m;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 2, t += 10);
+    e->addr = 0x9000; e->size = 4 * MiB; e->aux = VT_PASS_HOST; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 3, t += 10);
+    e->addr = 0xa000; e->size = 1 * MiB; e->aux = VT_PASS_HOST_REGISTER; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 4, t += 10);
+    e->addr = 0x8000000; e->size = 2 * MiB; e->aux = VT_PASS_PITCH; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 5, t += 10);
+    e->addr = 0x5501; e->size = 3 * MiB; e->aux = VT_PASS_ARRAY; e->stack = n_main;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 6, t += 10);
+    e->addr = 0x20000000; e->size = 2 * MiB; e->aux = VT_PASS_VMM_MAP;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 7, t += 10);
+    e->addr = 0x8000000; e->aux = VT_PASS_FOREIGN_FREE; e->aux2 = 1;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 8, t += 10);
+    e->addr = 0x5501; e->aux = VT_PASS_ARRAY; e->aux2 = 1;
+    e = gen_ev(&g, VT_EV_PASSTHROUGH, 9, t += 10);
+    e->addr = 0x20000000; e->aux = VT_PASS_VMM_MAP; e->aux2 = 1;
+    return g.s;
+}
+
+TEST(cli_views_show_memory_the_cache_did_not_serve_as_kinds)
+{
+    const char *p = write_snap(gen_uncached(), "uncached.vtsnap");
+    char args[512];
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n"
+                             "    #0 0x0000000000400200 in make_grid app.c:20");
+    ASSERT_STR_CONTAINS(out, "Leak of 5 MiB (pinned host) in 2 allocations from:\n");
+    ASSERT(!strstr(out, "(pitched)") && !strstr(out, "(array)"));   /* freed */
+    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 21 MiB alive in 3 allocations from 2 stacks.\n"
+                             "(of which not served by the cache: managed 16 MiB, pinned host "
+                             "5 MiB)\n");
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "not served by the cache (passed through), per kind:\n"
+                             "  managed: 1 allocation, peak 16 MiB, alive 16 MiB in 1\n"
+                             "  pinned host: 2 allocations, peak 5 MiB, alive 5 MiB in 2\n"
+                             "  pitched: 1 allocation, peak 2 MiB, alive 0 B in 0\n"
+                             "  array: 1 allocation, peak 3 MiB, alive 0 B in 0\n");
+    ASSERT(!strstr(out, "  vmm:"));
+    snprintf(args, sizeof args, "json '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "\"uncached\":[\n {\"addr\":\"0x7000000\",\"size\":16777216,"
+                             "\"kind\":\"managed\",\"call\":1,");
+    ASSERT_STR_CONTAINS(out, "\"kind\":\"pitched\",\"call\":7,\"device\":0,\"stream\":\"0x0\","
+                             "\"alloc_seq\":4,\"alloc_time_ns\":1040,\"free_seq\":7,"
+                             "\"free_time_ns\":1070,");
+}
+
+/* A file of the previous minor (1.2) recorded managed and pinned memory
+ * already: the views of 1.3 read it and show them the same way. */
+TEST(cli_views_show_passthrough_kinds_of_a_1_2_file)
+{
+    const char *p = write_snap(gen_uncached(), "old.vtsnap");
+    FILE *f = fopen(p, "r+b");
+    ASSERT(f != NULL);
+    unsigned char h[64];
+    ASSERT_EQ(fread(h, 1, 64, f), 64);
+    h[10] = 2;
+    h[11] = 0;
+    uint32_t crc = vt__crc32c(0, h, 60);
+    for (int i = 0; i < 4; i++)
+        h[60 + i] = (unsigned char)(crc >> (8 * i));
+    ASSERT_EQ(fseek(f, 0, SEEK_SET), 0);
+    ASSERT_EQ(fwrite(h, 1, 64, f), 64);
+    ASSERT_EQ(fclose(f), 0);
+    char args[512];
+    snprintf(args, sizeof args, "summary '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_EQ(errout, "");
+    ASSERT_STR_CONTAINS(out, "format 1.2,");
+    ASSERT_STR_CONTAINS(out, "  managed: 1 allocation, peak 16 MiB, alive 16 MiB in 1\n");
+    snprintf(args, sizeof args, "leaks '%s'", p);
+    ASSERT_EQ(run(args), 0);
+    ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n");
 }
 
 TEST_MAIN()

@@ -156,6 +156,11 @@ const tests = {
         stats: document.getElementById('stats').textContent, fp: window.__vt.firstPaintMs }));
       check(info.n > 20, 'too few allocations decoded: ' + info.n);
       check(/peak allocated/.test(info.stats), 'header stats missing: ' + info.stats);
+      check(/24\.0 MiB alive not served by the cache/.test(info.stats), 'header lacks the uncached bytes: ' + info.stats);
+      const rows = await page.evaluate(() => window.__vt.uncachedRows());
+      check(rows.some((r) => r.startsWith('managed') && r.includes('24.0 MiB in 1')), 'no managed row: ' + JSON.stringify(rows));
+      check(rows.some((r) => r.startsWith('pinned host') && r.includes('0 B in 0')), 'no pinned host row: ' + JSON.stringify(rows));
+      check(rows.some((r) => r.includes('24.0 MiB') && r.includes('make_managed_grid')), 'alive managed grid not listed: ' + JSON.stringify(rows));
       check(requests.length >= 1 && requests[0] === url, 'the page itself was not the first request');
       console.log('first paint ' + info.fp.toFixed(0) + ' ms, ' + info.n + ' allocations, ' + info.e + ' events');
       await shot(page, 'page_loads_offline');

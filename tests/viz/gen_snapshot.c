@@ -226,6 +226,25 @@ static void generate(int big, size_t target_events)
         e->aux = holder;
         e->str = str("Cache.entries");
     }
+    /* Memory the cache does not serve, small run only: a managed grid kept to
+     * the end and a pinned staging buffer released. */
+    if (!big) {
+        uint32_t st_grid = STACK("main", "setup", "make_managed_grid");
+        vt_event *e = ev(VT_EV_PASSTHROUGH);
+        e->addr = 0x7e0000000000ull;
+        e->size = e->req_size = 24 * MiB;
+        e->aux = VT_PASS_MANAGED;
+        e->stack = st_grid;
+        e = ev(VT_EV_PASSTHROUGH);
+        e->addr = 0x7f1000000000ull;
+        e->size = e->req_size = 2 * MiB;
+        e->aux = VT_PASS_HOST;
+        e->stack = st_w;
+        e = ev(VT_EV_PASSTHROUGH);
+        e->addr = 0x7f1000000000ull;
+        e->aux = VT_PASS_HOST;
+        e->aux2 = 1;
+    }
     /* A second leak shape, small run only: a padded batch whose base tensor
      * is dropped while a small view of it, kept in Loader.last_tokens and
      * used every step, pins the whole buffer (the checker's "pinned" rule). */

@@ -35,9 +35,10 @@ grep -q "pinned: 'batch.padded' ([0-9.]* KiB) kept by 1 small view" "$dir/checke
     fail "the pinned finding is missing or mistitled"
 grep -q 'Loader.last_tokens' "$dir/checked.html" || fail "pinned finding's retention path missing"
 
-# A bad snapshot: one clear message, exit 1, no output file left behind.
+# A bad snapshot: one clear message, exit 2, no output file left behind.
 printf 'not a snapshot' >"$dir/bad.vtsnap"
-if "$VT_CLI" viz "$dir/bad.vtsnap" -o "$dir/bad.html" 2>"$dir/err.txt"; then fail "bad snapshot accepted"; fi
+rc=0; "$VT_CLI" viz "$dir/bad.vtsnap" -o "$dir/bad.html" 2>"$dir/err.txt" || rc=$?
+[ "$rc" -eq 2 ] || fail "bad snapshot: exit $rc, expected 2"
 [ -e "$dir/bad.html" ] && fail "output written for a bad snapshot"
 [ "$(wc -l <"$dir/err.txt")" -eq 1 ] || fail "expected one error line, got: $(cat "$dir/err.txt")"
 grep -q "vramtrace viz" "$dir/err.txt" || fail "error does not name the command"

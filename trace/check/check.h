@@ -372,11 +372,6 @@ const char *vt_check_rule_name(unsigned rule);
  * @return the length the full text needs (excluding the NUL), like snprintf. */
 size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
 
-/*! vt_check_format_bytes() :
- * "512 B", "1.5 KiB", "64 MiB", "2.25 GiB" (two decimals, trailing zeros
- * dropped). @return buf. */
-char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len);
-
 /*! vt_check_report_print() :
  * The human-readable report: a summary line, then up to `max_findings`
  * findings (0 = all), each with its storage, owner, allocation stack, last

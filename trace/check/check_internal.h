@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "grow.h"
 
 #define CK_NONE UINT32_MAX
 
@@ -127,8 +128,7 @@ typedef struct ck_findings {
 /* ------------------------------------------------------------------------ */
 
 /* Grow an array so that it holds at least `need` elements (0 / -ENOMEM). */
-int vt__ck_grow(void **p, size_t *cap, size_t need, size_t elem);
-#define CK_GROW(arr, cap, need) vt__ck_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+#define CK_GROW(arr, cap, need) vt__grow((void **)&(arr), &(cap), (need), sizeof *(arr))
 
 /* String idx of the snapshot, "" when absent or malformed. */
 const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);

@@ -20,22 +20,6 @@
 /*  Small helpers                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Grow an array so that it holds at least `need` elements. */
-int vt__ck_grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need)
-        ncap *= 2;
-    void *np = realloc(*p, ncap * elem);
-    if (!np)
-        return -ENOMEM;
-    *p = np;
-    *cap = ncap;
-    return 0;
-}
-
 const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx)
 {
     if (!s || idx == 0 || idx >= s->nstrings || !s->string_offsets || !s->strings_blob)

@@ -12,39 +12,12 @@
 #include <string.h>
 
 #include "check_internal.h"
+#include "format_bytes.h"
+#include "json_str.h"
 
 /* ------------------------------------------------------------------------ */
 /*  Formatting helpers                                                      */
 /* ------------------------------------------------------------------------ */
-
-char *vt_check_format_bytes(uint64_t bytes, char *buf, size_t len)
-{
-    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-    if (!buf || !len)
-        return buf;
-    if (bytes < 1024) {
-        snprintf(buf, len, "%" PRIu64 " B", bytes);
-        return buf;
-    }
-    double v = (double)bytes;
-    unsigned u = 0;
-    while (v >= 1024 && u < 6) {
-        v /= 1024;
-        u++;
-    }
-    char num[64];
-    snprintf(num, sizeof num, "%.2f", v);
-    char *dot = strchr(num, '.');
-    if (dot) {
-        char *e = num + strlen(num) - 1;
-        while (e > dot && *e == '0')
-            *e-- = 0;
-        if (e == dot)
-            *e = 0;
-    }
-    snprintf(buf, len, "%s %s", num, units[u]);
-    return buf;
-}
 
 /* snprintf-style appender that keeps the needed length. */
 typedef struct sbuf {
@@ -114,7 +87,7 @@ size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len)
         default: {
             char sz[32];
             sb_printf(&b, "storage 0x%" PRIx64 " %s", s->id,
-                      vt_check_format_bytes(s->bytes, sz, sizeof sz));
+                      vt__fmt_bytes(s->bytes, sz));
             break;
         }
         }
@@ -122,21 +95,6 @@ size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len)
     if (buf && len && b.pos >= len)
         buf[len - 1] = 0;
     return b.pos;
-}
-
-/* "20.35 MiB·s": byte-seconds in binary units. */
-static char *format_bytesec(double bs, char *buf, size_t len)
-{
-    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-    unsigned u = 0;
-    if (!isfinite(bs) || bs < 0)
-        bs = 0;
-    while (bs >= 1024 && u < 6) {
-        bs /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%.2f %s\xc2\xb7s", bs, units[u]);
-    return buf;
 }
 
 static double rel_s(const vt_check_report *r, uint64_t t)
@@ -228,9 +186,9 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
         any_pinned |= r->findings[i].rule == VT_CHECK_RULE_PINNED;
     if (r->nfindings)
         fprintf(f, ", %s held after last use%s (%s)",
-                vt_check_format_bytes(r->total_bytes, b1, sizeof b1),
+                vt__fmt_bytes(r->total_bytes, b1),
                 any_pinned ? " or pinned by small views" : "",
-                format_bytesec(r->total_byte_seconds, b2, sizeof b2));
+                vt__fmt_byte_seconds(r->total_byte_seconds, b2));
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
     fprintf(f, "; grace: ");
@@ -260,9 +218,9 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             fprintf(f, " on cuda:%d", x->device);
         else
             fprintf(f, " on host");
-        fprintf(f, ", %s", vt_check_format_bytes(x->bytes, b1, sizeof b1));
+        fprintf(f, ", %s", vt__fmt_bytes(x->bytes, b1));
         if (x->block_bytes != x->bytes)
-            fprintf(f, " (block %s)", vt_check_format_bytes(x->block_bytes, b2, sizeof b2));
+            fprintf(f, " (block %s)", vt__fmt_bytes(x->block_bytes, b2));
         if (x->nallocs > 1)
             fprintf(f, " in %u allocations", x->nallocs);
         if (x->external)
@@ -288,16 +246,16 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                     fprintf(f, "view of '%s', ", w->base_name);
                 else if (w->base_id)
                     fprintf(f, "view of #%" PRIu64 ", ", w->base_id);
-                fprintf(f, "%s of %s)\n", vt_check_format_bytes(w->bytes, b1, sizeof b1),
-                        vt_check_format_bytes(x->bytes, b2, sizeof b2));
+                fprintf(f, "%s of %s)\n", vt__fmt_bytes(w->bytes, b1),
+                        vt__fmt_bytes(x->bytes, b2));
             }
             if (x->nviews_live > x->nviews)
                 fprintf(f, "            ... and %u more view%s\n", x->nviews_live - (unsigned)x->nviews,
                         x->nviews_live - x->nviews == 1 ? "" : "s");
             fprintf(f, "   wasted: %s of %s (live views cover %s)\n",
-                    vt_check_format_bytes(x->wasted_bytes, b1, sizeof b1),
-                    vt_check_format_bytes(x->bytes, b2, sizeof b2),
-                    vt_check_format_bytes(x->covered_bytes, b3, sizeof b3));
+                    vt__fmt_bytes(x->wasted_bytes, b1),
+                    vt__fmt_bytes(x->bytes, b2),
+                    vt__fmt_bytes(x->covered_bytes, b3));
         } else if (x->rule == VT_CHECK_RULE_OUTLIER) {
             fprintf(f, "   outlived a complete step while its siblings from the same call site"
                        " died within one\n");
@@ -361,7 +319,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
                                                    : "since allocation (longest)",
-                format_bytesec(x->byte_seconds, b2, sizeof b2));
+                vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED) {
             if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
@@ -386,26 +344,6 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
 /*  JSON                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
 static void json_num(FILE *f, double v)
 {
     if (!isfinite(v))
@@ -422,11 +360,11 @@ static void json_stack(FILE *f, const vt_snapshot_data *s, uint32_t id)
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%s{\"function\":", i ? "," : "");
-        json_str(f, vt__ck_string(s, fr[i]->function));
+        vt__json_str(f, vt__ck_string(s, fr[i]->function));
         fprintf(f, ",\"file\":");
-        json_str(f, vt__ck_string(s, fr[i]->file));
+        vt__json_str(f, vt__ck_string(s, fr[i]->file));
         fprintf(f, ",\"line\":%u,\"module\":", fr[i]->line);
-        json_str(f, vt__ck_string(s, fr[i]->module));
+        vt__json_str(f, vt__ck_string(s, fr[i]->module));
         fprintf(f, ",\"ip\":\"0x%" PRIx64 "\"}", fr[i]->ip);
     }
     fputc(']', f);
@@ -442,7 +380,7 @@ static void json_path(FILE *f, const vt_check_path *p)
     char line[4096];
     vt_check_path_format(p, line, sizeof line);
     fprintf(f, "{\"text\":");
-    json_str(f, line);
+    vt__json_str(f, line);
     fprintf(f, ",\"cycle\":%s,\"truncated\":%s,\"steps\":[", p->cycle ? "true" : "false",
             p->truncated ? "true" : "false");
     for (size_t i = 0; i < p->nsteps; i++) {
@@ -453,12 +391,12 @@ static void json_path(FILE *f, const vt_check_path *p)
         else
             fprintf(f, "\"id\":%" PRIu64, s->id);
         fprintf(f, ",\"name\":");
-        json_str(f, s->name);
+        vt__json_str(f, s->name);
         fprintf(f, ",\"label\":");
-        json_str(f, s->label);
+        vt__json_str(f, s->label);
         if (s->kind == VT_CHECK_NODE_TENSOR && s->base_id) {
             fprintf(f, ",\"view_of\":{\"id\":%" PRIu64 ",\"name\":", s->base_id);
-            json_str(f, s->base_name);
+            vt__json_str(f, s->base_name);
             fputc('}', f);
         }
         if (s->kind == VT_CHECK_NODE_STORAGE)
@@ -485,11 +423,11 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
     for (size_t v = 0; v < x->nviews; v++) {
         const vt_check_view *w = &x->views[v];
         fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
-        json_str(f, w->name);
+        vt__json_str(f, w->name);
         fprintf(f, ",\"view_of\":");
         if (w->base_id) {
             fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", w->base_id);
-            json_str(f, w->base_name);
+            vt__json_str(f, w->base_name);
             fputc('}', f);
         } else {
             fprintf(f, "null");
@@ -539,7 +477,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                 x->bytes, x->block_bytes, x->nallocs);
         if (x->owner_id) {
             fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", x->owner_id);
-            json_str(f, x->owner_name);
+            vt__json_str(f, x->owner_name);
             fputc('}', f);
         } else {
             fprintf(f, "null");
@@ -550,7 +488,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
         fprintf(f, "},\"last_use\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"step\":%u,"
                    "\"tensor\":%" PRIu64 ",\"name\":",
                 x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
-        json_str(f, x->last_use_name);
+        vt__json_str(f, x->last_use_name);
         fprintf(f, ",\"stack\":");
         json_stack(f, s, x->last_use_stack);
         fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
+#include "grow.h"
 #include "pickle.h"
 
 struct vm {
@@ -26,44 +28,15 @@ struct vm {
     uint32_t *memo;   size_t nmemo, cap_memo;  /* UINT32_MAX = unset */
 };
 
-static int fail(struct vm *m, int rc, const char *fmt, ...)
-{
-    if (m->errlen) {
-        int n = snprintf(m->err, m->errlen, "%s: ", m->name);
-        if (n < 0 || (size_t)n >= m->errlen)
-            n = 0;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(m->err + n, m->errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) {
-        if (c > SIZE_MAX / 2 / elem)
-            return -ENOMEM;
-        c *= 2;
-    }
-    void *n = realloc(*arr, c * elem);
-    if (!n)
-        return -ENOMEM;
-    *arr = n;
-    *cap = c;
-    return 0;
-}
+/* "NAME: message" into the caller's buffer; returns rc. */
+#define fail(m, rc, ...) vt__errf_in((m)->err, (m)->errlen, rc, (m)->name, __VA_ARGS__)
 
 static int new_value(struct vm *m, vt_pv v, uint32_t *idx)
 {
     vt_pickle *p = m->p;
     if (p->nvalues >= UINT32_MAX - 1)
         return fail(m, -EOVERFLOW, "too many values");
-    if (grow((void **)&p->values, &m->cap_values, p->nvalues + 1, sizeof *p->values))
+    if (vt__grow((void **)&p->values, &m->cap_values, p->nvalues + 1, sizeof *p->values))
         return fail(m, -ENOMEM, "out of memory");
     p->values[p->nvalues] = v;
     *idx = (uint32_t)p->nvalues++;
@@ -72,7 +45,7 @@ static int new_value(struct vm *m, vt_pv v, uint32_t *idx)
 
 static int push_idx(struct vm *m, uint32_t idx)
 {
-    if (grow((void **)&m->stack, &m->cap_stack, m->nstack + 1, sizeof *m->stack))
+    if (vt__grow((void **)&m->stack, &m->cap_stack, m->nstack + 1, sizeof *m->stack))
         return fail(m, -ENOMEM, "out of memory");
     m->stack[m->nstack++] = idx;
     return 0;
@@ -90,7 +63,7 @@ static int push_container(struct vm *m, uint8_t type)
     vt_pickle *p = m->p;
     if (p->ncontainers >= UINT32_MAX - 1)
         return fail(m, -EOVERFLOW, "too many containers");
-    if (grow((void **)&p->containers, &m->cap_containers, p->ncontainers + 1,
+    if (vt__grow((void **)&p->containers, &m->cap_containers, p->ncontainers + 1,
              sizeof *p->containers))
         return fail(m, -ENOMEM, "out of memory");
     p->containers[p->ncontainers] = (vt_pv_container){ 0 };
@@ -108,7 +81,7 @@ static int add_items(struct vm *m, uint32_t cidx, const uint32_t *items, size_t 
     if ((size_t)c->n + n > UINT32_MAX - 2)
         return fail(m, -EOVERFLOW, "container too large");
     size_t cap = c->cap;
-    if (grow((void **)&c->items, &cap, c->n + n, sizeof *c->items))
+    if (vt__grow((void **)&c->items, &cap, c->n + n, sizeof *c->items))
         return fail(m, -ENOMEM, "out of memory");
     c->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
     memcpy(c->items + c->n, items, n * sizeof *items);
@@ -192,7 +165,7 @@ static int memo_put(struct vm *m, uint64_t key, size_t at)
         return fail(m, -EINVAL, "pickle memo key %llu at byte offset %zu is out of range",
                     (unsigned long long)key, at);
     size_t old = m->cap_memo;
-    if (grow((void **)&m->memo, &m->cap_memo, (size_t)key + 1, sizeof *m->memo))
+    if (vt__grow((void **)&m->memo, &m->cap_memo, (size_t)key + 1, sizeof *m->memo))
         return fail(m, -ENOMEM, "out of memory");
     for (size_t i = old; i < m->cap_memo; i++)
         m->memo[i] = UINT32_MAX;
@@ -277,7 +250,7 @@ static int run(struct vm *m)
             m->p->root = m->stack[0];
             return 0;
         case '(': /* MARK */
-            if (grow((void **)&m->marks, &m->cap_marks, m->nmarks + 1, sizeof *m->marks))
+            if (vt__grow((void **)&m->marks, &m->cap_marks, m->nmarks + 1, sizeof *m->marks))
                 return fail(m, -ENOMEM, "out of memory");
             m->marks[m->nmarks++] = m->nstack;
             break;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "pickle.h"
 
 struct memo_slot {
@@ -17,9 +18,7 @@ struct memo_slot {
 };
 
 struct vt_pickle_writer {
-    unsigned char *buf;
-    size_t len, cap;
-    int oom;
+    vt__buf out;             /* the pickle; out.oom: something failed */
     struct memo_slot *slots;
     size_t nslots, nused;
     uint32_t next_memo;
@@ -37,39 +36,12 @@ void vt_pickle_writer_free(vt_pickle_writer *w)
     for (size_t i = 0; i < w->nslots; i++)
         free(w->slots[i].text);
     free(w->slots);
-    free(w->buf);
+    vt__buf_free(&w->out);
     free(w);
 }
 
-static void put(vt_pickle_writer *w, const void *data, size_t n)
-{
-    if (w->oom)
-        return;
-    if (w->len + n > w->cap) {
-        size_t c = w->cap ? w->cap : 4096;
-        while (c < w->len + n)
-            c *= 2;
-        unsigned char *b = realloc(w->buf, c);
-        if (!b) {
-            w->oom = 1;
-            return;
-        }
-        w->buf = b;
-        w->cap = c;
-    }
-    memcpy(w->buf + w->len, data, n);
-    w->len += n;
-}
-
-static void put1(vt_pickle_writer *w, unsigned char c) { put(w, &c, 1); }
-
-static void put_le(vt_pickle_writer *w, uint64_t v, size_t n)
-{
-    unsigned char b[8];
-    for (size_t i = 0; i < n; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, n);
-}
+static void put(vt_pickle_writer *w, const void *data, size_t n) { vt__put_bytes(&w->out, data, n); }
+static void put1(vt_pickle_writer *w, unsigned char c) { vt__put_u8(&w->out, c); }
 
 void vt_pw_begin(vt_pickle_writer *w)
 {
@@ -88,10 +60,10 @@ void vt_pw_int(vt_pickle_writer *w, int64_t v)
         put1(w, (unsigned char)v);
     } else if (v >= 0 && v < 65536) {
         put1(w, 'M');
-        put_le(w, (uint64_t)v, 2);
+        vt__put_le(&w->out, (uint64_t)v, 2);
     } else if (v >= INT32_MIN && v <= INT32_MAX) {
         put1(w, 'J');
-        put_le(w, (uint64_t)v, 4);
+        vt__put_le(&w->out, (uint64_t)v, 4);
     } else {
         /* LONG1: shortest little-endian two's complement */
         unsigned char n = 8;
@@ -103,7 +75,7 @@ void vt_pw_int(vt_pickle_writer *w, int64_t v)
         }
         put1(w, 0x8a);
         put1(w, n);
-        put_le(w, (uint64_t)v, n);
+        vt__put_le(&w->out, (uint64_t)v, n);
     }
 }
 
@@ -115,7 +87,7 @@ void vt_pw_uint(vt_pickle_writer *w, uint64_t v)
     }
     put1(w, 0x8a); /* 9 bytes: a zero byte keeps it positive */
     put1(w, 9);
-    put_le(w, v, 8);
+    vt__put_le(&w->out, v, 8);
     put1(w, 0);
 }
 
@@ -182,7 +154,7 @@ void vt_pw_str(vt_pickle_writer *w, const char *s)
             put1(w, (unsigned char)sl->id);
         } else {
             put1(w, 'j');
-            put_le(w, sl->id, 4);
+            vt__put_le(&w->out, sl->id, 4);
         }
         return;
     }
@@ -191,7 +163,7 @@ void vt_pw_str(vt_pickle_writer *w, const char *s)
         put1(w, (unsigned char)n);
     } else {
         put1(w, 'X');
-        put_le(w, n, 4);
+        vt__put_le(&w->out, n, 4);
     }
     put(w, s, n);
     /* Memoize only what is worth it (short, likely repeated strings); every
@@ -199,13 +171,13 @@ void vt_pw_str(vt_pickle_writer *w, const char *s)
     if (n > 200 || w->next_memo == UINT32_MAX)
         return;
     if ((w->nused + 1) * 2 > w->nslots && memo_grow(w)) {
-        w->oom = 1;
+        w->out.oom = 1;
         return;
     }
     sl = memo_find(w, s, n, h);
     sl->text = strdup(s);
     if (!sl->text) {
-        w->oom = 1;
+        w->out.oom = 1;
         return;
     }
     sl->hash = h;
@@ -223,6 +195,6 @@ void vt_pw_tuple_end(vt_pickle_writer *w) { put1(w, 't'); }      /* TUPLE */
 
 const unsigned char *vt_pw_data(const vt_pickle_writer *w, size_t *size)
 {
-    *size = w->oom ? 0 : w->len;
-    return w->oom ? NULL : w->buf;
+    *size = w->out.oom ? 0 : w->out.n;
+    return w->out.oom ? NULL : w->out.p;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
+#include "grow.h"
 #include "pickle.h"
 #include "pytorch.h"
 
@@ -49,21 +51,6 @@ static uint64_t hash_bytes(const char *p, size_t n)
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
     return mix(h);
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*arr, c * elem);
-    if (!n)
-        return -ENOMEM;
-    *arr = n;
-    *cap = c;
-    return 0;
 }
 
 static int table_grow(struct table *t)
@@ -119,8 +106,8 @@ static int intern(struct bld *b, const char *p, size_t n, uint32_t *out)
     }
     if (s->strings_blob_size + n + 1 > UINT32_MAX || s->nstrings >= UINT32_MAX - 1)
         return -EOVERFLOW;
-    if (grow((void **)&s->strings_blob, &b->cap_blob, s->strings_blob_size + n + 1, 1) ||
-        grow((void **)&s->string_offsets, &b->cap_offs, s->nstrings + 1, sizeof(uint32_t)))
+    if (vt__grow((void **)&s->strings_blob, &b->cap_blob, s->strings_blob_size + n + 1, 1) ||
+        vt__grow((void **)&s->string_offsets, &b->cap_offs, s->nstrings + 1, sizeof(uint32_t)))
         return -ENOMEM;
     s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
     memcpy(s->strings_blob + s->strings_blob_size, p, n);
@@ -174,7 +161,7 @@ static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line
             return 0;
         }
     }
-    if (grow((void **)&s->frames, &b->cap_frames, s->nframes + 1, sizeof *s->frames))
+    if (vt__grow((void **)&s->frames, &b->cap_frames, s->nframes + 1, sizeof *s->frames))
         return -ENOMEM;
     /* A Python (or symbolized C++) frame has no instruction pointer. */
     s->frames[s->nframes] = (vt_frame){ .function = fn, .file = file, .line = line };
@@ -200,7 +187,7 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
     }
     if (s->nstack_nodes >= UINT32_MAX - 1)
         return -EOVERFLOW;
-    if (grow((void **)&s->stack_nodes, &b->cap_nodes, s->nstack_nodes + 1, sizeof *s->stack_nodes))
+    if (vt__grow((void **)&s->stack_nodes, &b->cap_nodes, s->nstack_nodes + 1, sizeof *s->stack_nodes))
         return -ENOMEM;
     s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
     *out = (uint32_t)s->nstack_nodes++;
@@ -257,19 +244,8 @@ struct imp {
     size_t errlen;
 };
 
-static int fail(struct imp *im, int rc, const char *fmt, ...)
-{
-    if (im->errlen) {
-        int n = snprintf(im->err, im->errlen, "%s: ", im->name);
-        if (n < 0 || (size_t)n >= im->errlen)
-            n = 0;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(im->err + n, im->errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
+/* "NAME: message" into the caller's buffer; returns rc. */
+#define fail(im, rc, ...) vt__errf_in((im)->err, (im)->errlen, rc, (im)->name, __VA_ARGS__)
 
 static int oom(struct imp *im, int rc)
 {
@@ -290,7 +266,7 @@ static int add_block(struct imp *im, vt_block blk)
     vt_snapshot_data *s = im->b.s;
     if (s->nblocks >= UINT32_MAX - 1)
         return oom(im, -EOVERFLOW);
-    if (grow((void **)&s->blocks, &im->b.cap_blocks, s->nblocks + 1, sizeof *s->blocks))
+    if (vt__grow((void **)&s->blocks, &im->b.cap_blocks, s->nblocks + 1, sizeof *s->blocks))
         return oom(im, -ENOMEM);
     s->blocks[s->nblocks++] = blk;
     return 0;
@@ -307,7 +283,7 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
     if (!size || addr + size < addr)
         return fail(im, -EINVAL, "segment %zu (address 0x%llx) has no valid total_size", si,
                     (unsigned long long)addr);
-    if (grow((void **)&s->segments, &im->b.cap_segs, s->nsegments + 1, sizeof *s->segments))
+    if (vt__grow((void **)&s->segments, &im->b.cap_segs, s->nsegments + 1, sizeof *s->segments))
         return oom(im, -ENOMEM);
     vt_segment g = {
         .addr = addr, .size = size,
@@ -678,9 +654,9 @@ int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapsh
     im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
     im.b.s = calloc(1, sizeof *im.b.s);
     if (!im.b.s || !im.b.vcache ||
-        grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
-        grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
-        grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt_stack_node))) {
+        vt__grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
+        vt__grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
+        vt__grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt_stack_node))) {
         rc = oom(&im, -ENOMEM);
         goto out;
     }

@@ -1,11 +1,8 @@
 /*
  * trace/record/rec_internal.h - what the recorder's own files share.
  *
- * Deliberately free of trace/snapshot.h: the public header names a function
- * vt_snapshot() while snapshot.h names a type vt_snapshot_data, so the files that
- * define public API functions (auto_snapshot.c, annotate.c, version.c) include
- * vramtrace.h and this header, never snapshot.h. The prototypes repeated from
- * recorder.h are identical, which C allows.
+ * What the allocator calls (vt__trace, stack capture, string interning) is
+ * in recorder.h, included here.
  *
  * Map of the recorder:
  *   recorder.c   state, initialization, thread numbers, vt__trace
@@ -31,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VT_LIKELY(x) __builtin_expect(!!(x), 1)
-#define VT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#include "likely.h"
+#include "recorder.h"
 
 /* Functions that can be on the stack when a stack is captured. When the
  * recorder is linked into the main program (the unit tests) the module range
@@ -51,7 +48,7 @@ int vt__rec_init(void);
 static inline bool vt__rec_on(void)
 {
     int s = atomic_load_explicit(&vt__rec_state, memory_order_acquire);
-    if (VT_LIKELY(s == VT_REC_ON))
+    if (vt_likely(s == VT_REC_ON))
         return true;
     if (s == VT_REC_OFF)
         return false;
@@ -64,14 +61,14 @@ uint32_t vt__rec_thread_id(void);
 uint64_t vt__now_ns(void);
 
 /* Event time stamps: the TSC where it is invariant and the kernel itself
- * keeps time with it (8 ns instead of 18 for clock_gettime here), converted
+ * keeps time with it (a register read instead of a clock_gettime call), converted
  * to CLOCK_MONOTONIC ns at export by a calibration between initialization
  * and the export; CLOCK_MONOTONIC ns directly elsewhere. */
 extern bool vt__time_tsc;
 static inline uint64_t vt__now_raw(void)
 {
 #if defined(__x86_64__)
-    if (VT_LIKELY(vt__time_tsc)) {
+    if (vt_likely(vt__time_tsc)) {
         uint32_t lo, hi;
         __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
         return (uint64_t)hi << 32 | lo;
@@ -91,14 +88,6 @@ static inline uint64_t vt__time_to_ns(const vt_timecal *cal, uint64_t raw)
     double d = ((double)raw - (double)cal->raw0) * cal->ns_per_raw;
     return (uint64_t)((double)cal->ns0 + d);
 }
-
-bool vt__trace_enabled(void);
-uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
-                   uint64_t req_size, uint64_t size, uint32_t stack,
-                   uint64_t aux, uint64_t aux2, uint32_t str);
-uint32_t vt__stack_capture(void);
-uint32_t vt__stack_capture_free(void);
-uint32_t vt__string_intern(const char *s);
 
 /* ---- ring.c -------------------------------------------------------------- */
 /* One event as the ring stores it: 10 words, seqlock-stamped. */

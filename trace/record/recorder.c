@@ -127,7 +127,7 @@ bool vt__trace_enabled(void)
 uint32_t vt__rec_thread_id(void)
 {
     uint32_t t = my_thread;
-    if (VT_UNLIKELY(t == 0))
+    if (vt_unlikely(t == 0))
         my_thread = t = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
     return t;
 }
@@ -143,7 +143,7 @@ VT_REC_TEXT uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64
                                uint64_t req_size, uint64_t size, uint32_t stack,
                                uint64_t aux, uint64_t aux2, uint32_t str)
 {
-    if (VT_UNLIKELY(!vt__rec_on()))
+    if (vt_unlikely(!vt__rec_on()))
         return 0;
     vt_ring_rec r = {
         .time_ns = vt__now_raw(), .stream = stream, .addr = addr, .req_size = req_size,

@@ -67,9 +67,8 @@ int vt__ring_init(uint64_t cap)
     if (p == MAP_FAILED)
         return -errno;
     /* No MADV_HUGEPAGE: a huge-page fault may stall the writing thread in
-     * direct compaction (measured: the first lap of bench_alloc at 690 instead
-     * of 210 ns per traced pair, one run in six); 4 KiB faults cost a steady
-     * ~60 ns per pair on the first lap only. */
+     * direct compaction (bench_alloc's first lap, now and then, several
+     * times slower); 4 KiB faults cost a little on the first lap only. */
     ring = p;
     mask = phys - 1;
     capacity = cap;

@@ -24,21 +24,22 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "grow.h"
 #include "snapfile.h"
 
 const char *vt_version_string(void);
 
-/* Arrays here grow to the next power of two: no capacity field is needed. */
+/* These arrays have no capacity field: they are only ever filled here, one
+ * item at a time, so their capacity is what vt__grow left for `n` items. */
 static int grow(void **arr, size_t n, size_t elem)
 {
-    if (n != 0 && (n & (n - 1)) != 0)
-        return 0;
-    size_t cap = n ? n * 2 : 8;
-    void *p = realloc(*arr, cap * elem);
-    if (!p)
-        return -ENOMEM;
-    *arr = p;
-    return 0;
+    size_t cap = n;
+    if (n) {
+        cap = 16;
+        while (cap < n)
+            cap *= 2;
+    }
+    return vt__grow(arr, &cap, n + 1, elem);
 }
 
 int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)

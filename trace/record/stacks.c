@@ -182,11 +182,11 @@ static void ts_forget_walks(tstate *t, uint32_t gen)
 static tstate *ts_get(void)
 {
     tstate *t = my_ts;
-    if (VT_LIKELY(t != NULL)) {
+    if (vt_likely(t != NULL)) {
         if (t == TS_DEAD)
             return NULL;
         uint32_t gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
-        if (VT_UNLIKELY(t->modules_gen != gen))
+        if (vt_unlikely(t->modules_gen != gen))
             ts_forget_walks(t, gen);
         return t;
     }
@@ -386,7 +386,7 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
         h = mix(h, ips[i]);
     }
     h |= 1;
-    if (VT_LIKELY(ts != NULL)) {
+    if (vt_likely(ts != NULL)) {
         unsigned slot = (unsigned)(h >> 40) & (CACHE_SLOTS - 1);
         if (ts->key[slot] == h) {
             ts->hits++;
@@ -412,8 +412,8 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
  * frame pointer, the saved rbp. So when capture() runs again with the same sp,
  * bp and return address, and every one of those words still holds the value
  * it had, the walk would give the same stack: checking ~40 words in the hot
- * top of the stack replaces unwinding ~40 frames (about 30 ns instead of
- * 60-300). The words are learned per call site with libunwind's cursor API,
+ * top of the stack replaces unwinding ~40 frames (bench_trace shows the
+ * difference). The words are learned per call site with libunwind's cursor API,
  * which tells where each frame's CFA and saved rbp are; a walk through a
  * signal frame, or reading outside this thread's stack, is not remembered.
  * A key is learned on its second miss (the first leaves a PENDING walk), so
@@ -525,7 +525,7 @@ VT_REC_TEXT static uint32_t capture(void)
         return 0;
     tstate *ts = ts_get();
 #ifdef FAST_PATH
-    if (VT_LIKELY(ts != NULL) && ts->stack_hi) {
+    if (vt_likely(ts != NULL) && ts->stack_hi) {
         uintptr_t sp, bp, ra = (uintptr_t)__builtin_return_address(0);
         __asm__ volatile("mov %%rsp, %0\n\tmov %%rbp, %1" : "=r"(sp), "=r"(bp));
         if (bp - sp >= ts->stack_hi - sp)
@@ -588,7 +588,7 @@ unwind:
     ;
     void *buf[VT_STACK_MAX_DEPTH + MAX_SLACK];
     unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
-    if (VT_LIKELY(ts != NULL))
+    if (vt_likely(ts != NULL))
         ts->stats.unwinds++;
     int n = unw_backtrace(buf, (int)(d + sl));
     return finish(buf, n, d, sl, ts);
@@ -675,7 +675,7 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
                 (uint64_t)(uint32_t)py[i].addr | (uint64_t)py[i].group << 32);
     h |= 1;
     size_t slot = (size_t)(h >> 40) & (PY_SLOTS - 1);
-    if (VT_LIKELY(ts != NULL)) {
+    if (vt_likely(ts != NULL)) {
         ts->stats.python++;
         if (ts->pykey[slot] == h)
             return ts->pyid[slot];
@@ -691,7 +691,7 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
 
 VT_REC_TEXT uint32_t vt__stack_capture(void)
 {
-    if (VT_UNLIKELY(!vt__rec_on()))
+    if (vt_unlikely(!vt__rec_on()))
         return 0;
     if (py_stacks != VT_STACKS_NATIVE && depth)
         return capture_with_python();
@@ -700,7 +700,7 @@ VT_REC_TEXT uint32_t vt__stack_capture(void)
 
 VT_REC_TEXT uint32_t vt__stack_capture_free(void)
 {
-    if (VT_UNLIKELY(!vt__rec_on()) || !free_stacks)
+    if (vt_unlikely(!vt__rec_on()) || !free_stacks)
         return 0;
     if (py_stacks != VT_STACKS_NATIVE && depth)
         return capture_with_python();

@@ -19,10 +19,11 @@
 
 #include <zstd.h>
 
+#include "errbuf.h"
 #include "checksum.h"
 #include "snapfile.h"
 #include "snapfile_encode.h"
-#include "varint.h"
+#include "buf.h"
 
 /* Fuzz builds skip the checksums, so that mutated inputs reach the decoders
  * behind them (the libFuzzer convention; tests/fuzz/run_fuzz.sh sets it). */
@@ -58,21 +59,8 @@ struct rd {
     uint64_t cur_offset;
 };
 
-static int rfail(struct rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int rfail(struct rd *r, const char *fmt, ...)
-{
-    if (r->errlen) {
-        int n = snprintf(r->err, r->errlen, "%s: ", r->name);
-        if (n >= 0 && (size_t)n < r->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return -EINVAL;
-}
+/* A malformed file: "NAME: message", -EINVAL. */
+#define rfail(r, ...) vt__errf_in((r)->err, (r)->errlen, -EINVAL, (r)->name, __VA_ARGS__)
 
 /* An error inside the decompressed bytes of the current section. */
 #define SFAIL(r, off, fmt, ...)                                                          \

@@ -23,7 +23,7 @@
 #include "outfile.h"
 #include "snapfile.h"
 #include "snapfile_encode.h"
-#include "varint.h"
+#include "buf.h"
 
 #define ZSTD_LEVEL 3
 

@@ -14,25 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
+#include "grow.h"
 #include "liveness.h"
 #include "timeline.h"
-
-/* ---- small growable arrays ---------------------------------------------- */
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return -ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
 
 /* ---- addr -> index hash map (no deletion) ------------------------------- */
 
@@ -92,23 +77,14 @@ struct builder {
     size_t errlen;
 };
 
-static int fail(struct builder *b, int rc, const char *fmt, ...)
-{
-    if (b->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b->err, b->errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
+#define fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)
 
 static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
     if (tl->nlifetimes >= VT_TL_NONE - 1)
         return NULL;
-    if (grow((void **)&tl->lifetimes, &b->lcap, tl->nlifetimes + 1, sizeof *tl->lifetimes))
+    if (vt__grow((void **)&tl->lifetimes, &b->lcap, tl->nlifetimes + 1, sizeof *tl->lifetimes))
         return NULL;
     *idx = (uint32_t)tl->nlifetimes;
     vt_lifetime *l = &tl->lifetimes[tl->nlifetimes++];
@@ -123,7 +99,7 @@ static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
     vt_timeline *tl = b->tl;
     if (tl->nsegments >= VT_TL_NONE - 1)
         return NULL;
-    if (grow((void **)&tl->segments, &b->scap, tl->nsegments + 1, sizeof *tl->segments))
+    if (vt__grow((void **)&tl->segments, &b->scap, tl->nsegments + 1, sizeof *tl->segments))
         return NULL;
     *idx = (uint32_t)tl->nsegments;
     vt_segment_span *g = &tl->segments[tl->nsegments++];
@@ -287,7 +263,7 @@ static int match_events(struct builder *b)
             break;
         }
         case VT_EV_MARK: {
-            if (grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
+            if (vt__grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
                 return fail(b, -ENOMEM, "timeline: out of memory");
             tl->marks[tl->nmarks++] = (vt_tl_mark){ e->seq, e->time_ns, ei, e->str };
             break;
@@ -751,7 +727,7 @@ static int build_curves(struct builder *b)
         tl->devices[k].initial_allocated = cv[k].v[0];
         tl->devices[k].initial_pending = cv[k].v[1];
         tl->devices[k].initial_reserved = cv[k].v[2];
-        if (grow((void **)&cv[k].pts, &cv[k].cap, 1, sizeof *cv[k].pts)) {
+        if (vt__grow((void **)&cv[k].pts, &cv[k].cap, 1, sizeof *cv[k].pts)) {
             rc = -ENOMEM;
             goto out;
         }
@@ -781,7 +757,7 @@ static int build_curves(struct builder *b)
                 if (c->touched == ev + 1)
                     continue;
                 c->touched = ev + 1;
-                if (grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
+                if (vt__grow((void **)&c->pts, &c->cap, c->n + 1, sizeof *c->pts)) {
                     rc = -ENOMEM;
                     goto out;
                 }
@@ -936,6 +912,10 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         (rc = build_addr_index(&b)))
         goto fail;
     mark_inherited(&b);
+    if ((rc = vt_uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
+        fail(&b, rc, "timeline: out of memory");
+        goto fail;
+    }
     amap_free(&b.lmap);
     amap_free(&b.smap);
     vt_liveness_free(b.lv);
@@ -962,6 +942,7 @@ void vt_timeline_free(vt_timeline *tl)
     free(tl->streams);
     free(tl->event_owner);
     free(tl->by_addr);
+    free(tl->uncached);
     free(tl);
 }
 

@@ -63,6 +63,7 @@
 #include <stdint.h>
 
 #include "snapshot.h"
+#include "uncached.h"
 
 /* "No such event / lifetime / segment" in the uint32 index fields below. */
 #define VT_TL_NONE UINT32_MAX
@@ -196,6 +197,11 @@ typedef struct vt_timeline {
     uint64_t first_time_ns, last_time_ns;
     uint64_t fork_seq;           /* seq of the last FORK event, 0 if none */
     uint64_t fork_parent_pid;    /* its aux: the parent's pid */
+
+    /* Memory the cache did not serve (managed, pinned host, pitched, arrays,
+     * explicit pools, VMM), in allocation order: uncached.h. Never in the
+     * curves, the lifetimes or the event owners above. */
+    vt_uncached *uncached;       size_t nuncached;
 
     /* Lifetimes sorted by addr (then alloc order), for vt_timeline_find(). */
     uint32_t *by_addr;

@@ -1,16 +1,22 @@
 /*
- * trace/snap/varint.h - byte buffers, LEB128 varints and zigzag, for the snapshot
- * writer (growable vt__buf) and reader (bounds-checked vt__cur).
+ * trace/common/buf.h - the one byte buffer, LEB128 varint and zigzag: the
+ * growable vt__buf the snapshot writer, the pickle writer and the viz write
+ * into, and the bounds-checked vt__cur the readers read from.
+ *
+ * A failed allocation is sticky: `oom` is set, later writes are dropped, and
+ * the writer checks once at the end.
  *
  * The reader's cursor never reads past its end: a failed read sets `bad`
  * and returns 0, so decoders check once per item instead of per field.
  */
-#ifndef VT_TRACE_VARINT_H
-#define VT_TRACE_VARINT_H
+#ifndef VT_COMMON_BUF_H
+#define VT_COMMON_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static inline uint64_t vt__zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
@@ -24,15 +30,27 @@ typedef struct vt__buf {
     int oom;                 /* sticky: an allocation failed */
 } vt__buf;
 
+static inline void vt__buf_free(vt__buf *b)
+{
+    free(b->p);
+    *b = (vt__buf){ 0 };
+}
+
+/* Room for `extra` more bytes. @return 1, or 0 after an allocation failed. */
 static inline int vt__buf_reserve(vt__buf *b, size_t extra)
 {
-    if (b->n + extra <= b->cap)
-        return 1;
     if (b->oom)
         return 0;
+    if (extra <= b->cap - b->n)
+        return 1;
     size_t c = b->cap ? b->cap : 256;
-    while (c < b->n + extra)
+    while (c - b->n < extra) {
+        if (c > SIZE_MAX / 2) {
+            b->oom = 1;
+            return 0;
+        }
         c *= 2;
+    }
     unsigned char *q = realloc(b->p, c);
     if (!q) {
         b->oom = 1;
@@ -71,6 +89,23 @@ static inline void vt__put_varint(vt__buf *b, uint64_t v)
 }
 
 static inline void vt__put_svarint(vt__buf *b, int64_t v) { vt__put_varint(b, vt__zigzag(v)); }
+
+static inline void vt__put_str(vt__buf *b, const char *s) { vt__put_bytes(b, s, strlen(s)); }
+
+static inline void vt__put_printf(vt__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void vt__put_printf(vt__buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0 || !vt__buf_reserve(b, (size_t)n + 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->p + b->n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)n;
+}
 
 static inline void vt__put_le(vt__buf *b, uint64_t v, int bytes)
 {
@@ -153,4 +188,4 @@ static inline uint64_t vt__rd_le(const unsigned char *p, int bytes)
     return v;
 }
 
-#endif /* VT_TRACE_VARINT_H */
+#endif /* VT_COMMON_BUF_H */

@@ -1,0 +1,66 @@
+/*
+ * alloc/alloc_state.c - the allocator's live state for a snapshot: every
+ * heap's devices, segments and blocks, and the allocator's own peaks. The
+ * recorder calls it as its state provider (registered by alloc_api.c) with
+ * no recorder lock held; each heap is read under its lock.
+ */
+#include "alloc_internal.h"
+#include "backend.h"
+#include "recorder.h"
+
+static int describe(vt__heap *h, vt_snapshot_data *snap)
+{
+    for (uint64_t i = 0; i < h->nsegs; i++) {
+        vt__segment *g = h->segs[i];
+        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = vt__trace_stream(g->stream),
+                           .device = (int8_t)h->device, .pool = g->pool };
+        int rc = vt__snapshot_add_segment(snap, &seg);
+        if (rc)
+            return rc;
+        for (vt__block *b = g->first; b; b = b->next) {
+            vt_block blk = { .addr = b->addr, .size = b->size, .stream = vt__trace_stream(b->stream),
+                             .state = b->state };
+            if (b->state != VT_B_FREE) {
+                blk.req_size = b->req_size;
+                blk.alloc_seq = b->alloc_seq;
+                blk.stack = b->stack;
+            }
+            if ((rc = vt__snapshot_add_block(snap, &blk)))
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int vt__alloc_describe_state(vt_snapshot_data *snap)
+{
+    int n = vt__heap_count();
+    for (int d = 0; d < n; d++) {
+        vt__heap *h = vt__heap_get(d, false);
+        if (!h)
+            continue;
+        char name[256] = "";
+        if (vt__backend_device_name(d, name, sizeof name))
+            name[0] = '\0';
+        int rc = vt__snapshot_add_device(snap, d, name,
+                                         h->total_mem == UINT64_MAX ? 0 : h->total_mem);
+        if (rc)
+            return rc;
+        vt__heap_lock(h);
+        rc = describe(h, snap);
+        vt__heap_unlock(h);
+        if (rc)
+            return rc;
+        /* The allocator's own peaks, whatever the event window keeps. Read
+         * after the state: other threads go on allocating, and a peak read
+         * before could be below what the state then holds (peaks only grow). */
+        vt_stats st;
+        vt__heap_stats(h, &st);
+        vt_device_info *di = &snap->devices[snap->ndevices - 1];
+        di->peak_allocated = (uint64_t)st.allocated_bytes[VT_STAT_ALL].peak;
+        di->peak_reserved = (uint64_t)st.reserved_bytes[VT_STAT_ALL].peak;
+        di->peak_active = (uint64_t)st.active_bytes[VT_STAT_ALL].peak;
+    }
+    snap->meta.flags |= VT_META_DEVICE_PEAKS;
+    return 0;
+}

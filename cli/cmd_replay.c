@@ -1,0 +1,517 @@
+/*
+ * cli/cmd_replay.c - `vramtrace replay SNAPSHOT [--conf K:V,...] [--capacity SIZE]
+ * [--sweep] [--json]`: would the recorded run fit with other allocator
+ * settings, or on a device of another size?
+ *
+ * The recorded allocations and frees go, in order, through vramtrace's own
+ * allocator on a host-only device (replay/replay.h). One replay prints, per
+ * device: peak allocated and reserved (and the recording's, for comparison),
+ * fragmentation at the reserved peak, the device calls the allocator made,
+ * and where it ran out of memory (event, time, call site, live bytes), if it
+ * did. --sweep replays a grid of settings and ranks them by peak reserved;
+ * with --capacity, the ones that fit come first.
+ *
+ * Exit status: 0 when the replay ran (whether or not it ran out of memory),
+ * 1 when the snapshot cannot be read or replayed, 2 for bad arguments.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "replay.h"
+#include "report_util.h"
+
+static const char usage_text[] =
+    "usage: vramtrace replay SNAPSHOT [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]\n"
+    "\n"
+    "Replay the recorded allocations and frees (a .vtsnap, or a PyTorch snapshot\n"
+    "pickle) through vramtrace's allocator on a simulated device, and report peak\n"
+    "allocated and reserved bytes, fragmentation at the reserved peak, the device\n"
+    "calls made, and where the run would run out of memory.\n"
+    "  --conf K:V,...   allocator settings over the recorded ones (keys as in\n"
+    "                   VRAMTRACE_CONF: max_split_size_mb, roundup_power2_divisions,\n"
+    "                   garbage_collection_threshold, per_process_memory_fraction, cache)\n"
+    "  --capacity SIZE  device memory, e.g. 40G, 81920M, 40GiB (K/M/G/T: powers of\n"
+    "                   1024; KB/MB/GB/TB: of 1000), or 'unlimited';\n"
+    "                   default: the recorded device's\n"
+    "  --sweep          replay a grid of settings (max_split_size_mb,\n"
+    "                   roundup_power2_divisions, garbage_collection_threshold),\n"
+    "                   ranked by peak reserved; with --capacity, which ones fit\n"
+    "  --jobs N         replays run at once by --sweep (default: the CPUs)\n"
+    "  --json           one JSON document instead of text\n"
+    VT_EXIT_HELP;
+
+/* "40G", "40GiB", "40GB", "1.5T", "81920M", "123" (bytes), "unlimited". */
+static int parse_capacity(const char *v, uint64_t *out)
+{
+    if (!strcasecmp(v, "unlimited")) {
+        *out = VT_REPLAY_UNLIMITED;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double n = strtod(v, &end);
+    if (errno || end == v || !(n > 0))
+        return -EINVAL;
+    double mul = 1;
+    static const struct { const char *suffix; double mul; } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "K", 1024.0 }, { "KiB", 1024.0 }, { "KB", 1e3 },
+        { "M", 1048576.0 }, { "MiB", 1048576.0 }, { "MB", 1e6 },
+        { "G", 1073741824.0 }, { "GiB", 1073741824.0 }, { "GB", 1e9 },
+        { "T", 1099511627776.0 }, { "TiB", 1099511627776.0 }, { "TB", 1e12 },
+    };
+    size_t i;
+    for (i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcasecmp(end, units[i].suffix)) {
+            mul = units[i].mul;
+            break;
+        }
+    if (i == sizeof units / sizeof *units)
+        return -EINVAL;
+    double bytes = n * mul;
+    if (bytes < 1 || bytes >= 1.8e19)
+        return -EINVAL;
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+static double rel_s(const vt_snapshot_data *s, uint64_t t)
+{
+    uint64_t first = s->nevents ? s->events[0].time_ns : 0;
+    return t > first ? (double)(t - first) / 1e9 : 0.0;
+}
+
+static const char *cap_text(uint64_t cap, char *buf)
+{
+    if (cap == VT_REPLAY_UNLIMITED) {
+        snprintf(buf, 32, "unlimited");
+        return buf;
+    }
+    return vt__fmt_bytes(cap, buf);
+}
+
+static double frag_at_peak(const vt_replay_device *d)
+{
+    /* measured after the call that set the peak: the share of reserved
+     * bytes not handed out */
+    uint64_t peak = d->peak_reserved;
+    return peak && d->allocated_at_peak <= peak
+               ? 100.0 * (double)(peak - d->allocated_at_peak) / (double)peak : 0.0;
+}
+
+static void print_site(const vt_snapshot_data *s, uint32_t stack)
+{
+    const vt_frame *f = vt__report_site_frame(s, stack);
+    if (f)
+        vt__report_frame_text(stdout, s, f);
+    else
+        printf("<no stack recorded>");
+}
+
+static void print_text(const char *path, const vt_snapshot_data *s, const vt_replay_result *r,
+                       const char *origin)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("replay of %s: %zu events, %zu allocator calls replayed\n", path, r->events, r->replayed);
+    printf("settings: %s (%s)\n", r->conf, origin);
+    if (r->expandable_segments)
+        printf("note: the recording used expandable segments, which the replay does not model:\n"
+               "      segments are replayed as fixed-size ones\n");
+    if (r->events_lost)
+        printf("note: the recording lost its first %" PRIu64 " events (ring overflow): the "
+               "replay starts where the window starts\n", r->events_lost);
+    if (r->skipped_frees)
+        printf("note: %zu frees of allocations made before the window were skipped\n",
+               r->skipped_frees);
+    for (size_t i = 0; i < r->ndevices; i++) {
+        const vt_replay_device *d = &r->devices[i];
+        printf("device %d (capacity %s):\n", d->ordinal, cap_text(d->capacity, b1));
+        printf("  peak allocated  %-12s (recorded %s)\n", vt__fmt_bytes(d->peak_allocated, b1),
+               vt__fmt_bytes(d->recorded_peak_allocated, b2));
+        printf("  peak reserved   %-12s (recorded %s)\n", vt__fmt_bytes(d->peak_reserved, b1),
+               vt__fmt_bytes(d->recorded_peak_reserved, b2));
+        printf("  fragmentation at the reserved peak: %.1f %% (%s allocated of %s, after event %zu, %.3f s)\n",
+               frag_at_peak(d), vt__fmt_bytes(d->allocated_at_peak, b1),
+               vt__fmt_bytes(d->peak_reserved, b2), d->peak_event,
+               rel_s(s, d->peak_event < s->nevents ? s->events[d->peak_event].time_ns : 0));
+        printf("  segments: %" PRIu64 " allocated, %" PRIu64 " released (recorded: %" PRIu64
+               " allocated, %" PRIu64 " released)\n", d->segment_allocs, d->segment_frees,
+               d->recorded_segment_allocs, d->recorded_segment_frees);
+        printf("  device calls: %" PRIu64 " malloc (%" PRIu64 " refused), %" PRIu64 " free, "
+               "%" PRIu64 " event record, %" PRIu64 " event query, %" PRIu64 " event sync\n",
+               d->device_mallocs + d->device_failed_mallocs, d->device_failed_mallocs,
+               d->device_frees, d->event_records, d->event_queries, d->event_syncs);
+    }
+    if (r->segments_identical)
+        printf("segment allocations: identical to the recording (%zu)\n", r->segments_compared);
+    else
+        printf("segment allocations: differ from the recording from the %zu%s on\n",
+               r->first_segment_difference + 1,
+               (r->first_segment_difference + 1) % 10 == 1 && (r->first_segment_difference + 1) % 100 != 11 ? "st"
+               : (r->first_segment_difference + 1) % 10 == 2 && (r->first_segment_difference + 1) % 100 != 12 ? "nd"
+               : (r->first_segment_difference + 1) % 10 == 3 && (r->first_segment_difference + 1) % 100 != 13 ? "rd" : "th");
+    if (r->oom.happened) {
+        const vt_replay_oom *o = &r->oom;
+        printf("OUT OF MEMORY at event %zu (seq %" PRIu64 ", %.3f s): %s asked on device %d, "
+               "stream 0x%" PRIx64 "\n", o->event_index, o->seq, rel_s(s, o->time_ns),
+               vt__fmt_bytes(o->req_size, b1), o->device, o->stream);
+        printf("  call site: ");
+        print_site(s, o->stack);
+        printf("\n  live: %s in %" PRIu64 " blocks (%s asked), reserved %s, device free %s\n",
+               vt__fmt_bytes(o->allocated, b1), o->live_blocks, vt__fmt_bytes(o->requested, b2),
+               vt__fmt_bytes(o->reserved, b3), vt__fmt_bytes(o->device_free, b4));
+    } else {
+        printf("fits: no out-of-memory");
+        if (r->ndevices && r->devices[0].capacity != VT_REPLAY_UNLIMITED)
+            printf(" at %s", cap_text(r->devices[0].capacity, b1));
+        printf("\n");
+    }
+    if (r->recorded_ooms)
+        printf("the recording ran out of memory %zu times; the replay served %zu of those "
+               "requests%s\n", r->recorded_ooms, r->recorded_ooms_served,
+               r->recorded_ooms_served ? " (then gave them back: what the program would have "
+                                         "done next is not recorded)" : "");
+}
+
+static void json_u64(const char *key, uint64_t v, int comma)
+{
+    printf("\"%s\": %" PRIu64 "%s", key, v, comma ? ", " : "");
+}
+
+static void print_device_json(const vt_replay_device *d)
+{
+    printf("{");
+    printf("\"device\": %d, ", d->ordinal);
+    if (d->capacity == VT_REPLAY_UNLIMITED)
+        printf("\"capacity\": null, ");
+    else
+        json_u64("capacity", d->capacity, 1);
+    json_u64("peak_allocated", d->peak_allocated, 1);
+    json_u64("peak_reserved", d->peak_reserved, 1);
+    json_u64("allocated_at_peak", d->allocated_at_peak, 1);
+    printf("\"fragmentation_at_peak\": %.4f, ", frag_at_peak(d) / 100.0);
+    printf("\"peak_event\": %zu, ", d->peak_event);
+    json_u64("segment_allocs", d->segment_allocs, 1);
+    json_u64("segment_frees", d->segment_frees, 1);
+    json_u64("alloc_retries", d->alloc_retries, 1);
+    json_u64("fence_events", d->fence_events, 1);
+    printf("\"device_calls\": {");
+    json_u64("malloc", d->device_mallocs, 1);
+    json_u64("malloc_refused", d->device_failed_mallocs, 1);
+    json_u64("free", d->device_frees, 1);
+    json_u64("event_create", d->event_creates, 1);
+    json_u64("event_record", d->event_records, 1);
+    json_u64("event_query", d->event_queries, 1);
+    json_u64("event_sync", d->event_syncs, 0);
+    printf("}, \"recorded\": {");
+    json_u64("peak_allocated", d->recorded_peak_allocated, 1);
+    json_u64("peak_reserved", d->recorded_peak_reserved, 1);
+    json_u64("segment_allocs", d->recorded_segment_allocs, 1);
+    json_u64("segment_frees", d->recorded_segment_frees, 0);
+    printf("}}");
+}
+
+static void print_oom_json(const vt_snapshot_data *s, const vt_replay_oom *o)
+{
+    if (!o->happened) {
+        printf("null");
+        return;
+    }
+    printf("{\"event_index\": %zu, ", o->event_index);
+    json_u64("seq", o->seq, 1);
+    printf("\"time_s\": %.6f, \"device\": %d, ", rel_s(s, o->time_ns), o->device);
+    json_u64("stream", o->stream, 1);
+    json_u64("size", o->req_size, 1);
+    json_u64("live_bytes", o->allocated, 1);
+    json_u64("live_requested_bytes", o->requested, 1);
+    json_u64("live_blocks", o->live_blocks, 1);
+    json_u64("reserved", o->reserved, 1);
+    json_u64("device_free", o->device_free, 1);
+    printf("\"call_site\": ");
+    const vt_frame *f = vt__report_site_frame(s, o->stack);
+    if (f) {
+        char *txt = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&txt, &len);
+        if (m) {
+            vt__report_frame_text(m, s, f);
+            fclose(m);
+        }
+        vt__json_str(stdout, txt ? txt : "");
+        free(txt);
+    } else {
+        printf("null");
+    }
+    printf("}");
+}
+
+static void print_result_json(const vt_snapshot_data *s, const vt_replay_result *r)
+{
+    printf("\"settings\": ");
+    vt__json_str(stdout, r->conf);
+    printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
+           r->replayed, r->skipped_frees);
+    json_u64("events_lost", r->events_lost, 1);
+    printf("\"recorded_ooms\": %zu, \"recorded_ooms_served\": %zu, ", r->recorded_ooms,
+           r->recorded_ooms_served);
+    printf("\"recorded_expandable_segments\": %s, ", r->expandable_segments ? "true" : "false");
+    printf("\"segments_identical\": %s, \"first_segment_difference\": ",
+           r->segments_identical ? "true" : "false");
+    if (r->segments_identical)
+        printf("null");
+    else
+        printf("%zu", r->first_segment_difference);
+    printf(", \"devices\": [");
+    for (size_t i = 0; i < r->ndevices; i++) {
+        printf("%s", i ? ", " : "");
+        print_device_json(&r->devices[i]);
+    }
+    printf("], \"oom\": ");
+    print_oom_json(s, &r->oom);
+}
+
+/* ---- --sweep ------------------------------------------------------------- */
+
+static const char *const sweep_split[] = { "unlimited", "32", "64", "128", "256", "512" };
+static const char *const sweep_roundup[] = { "0", "2", "4", "8", "16" };
+static const char *const sweep_gc[] = { "0", "0.6", "0.8" };
+#define N_OF(a) (sizeof a / sizeof *a)
+
+static uint64_t max_peak_reserved(const vt_replay_result *r)
+{
+    uint64_t m = 0;
+    for (size_t d = 0; d < r->ndevices; d++)
+        if (r->devices[d].peak_reserved > m)
+            m = r->devices[d].peak_reserved;
+    return m;
+}
+
+struct ranked { size_t index; };
+static const vt_replay_result *rank_results;
+static const int *rank_status;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    size_t x = ((const struct ranked *)a)->index, y = ((const struct ranked *)b)->index;
+    int fx = rank_status[x] ? 2 : rank_results[x].oom.happened, fy = rank_status[y] ? 2 : rank_results[y].oom.happened;
+    if (fx != fy)
+        return fx - fy;
+    uint64_t px = max_peak_reserved(&rank_results[x]), py = max_peak_reserved(&rank_results[y]);
+    if (px != py)
+        return px < py ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static int run_sweep(const char *path, const vt_snapshot_data *s, const char *user_conf,
+                     uint64_t capacity, unsigned jobs, int json)
+{
+    /* the garbage collection threshold is a fraction of the capacity: only
+     * with a capacity does it do anything */
+    bool capped = capacity != VT_REPLAY_UNLIMITED;
+    if (!capacity)
+        for (size_t k = 0; k < s->ndevices; k++)
+            capped |= s->devices[k].total_bytes != 0;
+    size_t ngc = capped ? N_OF(sweep_gc) : 1;
+    size_t n = N_OF(sweep_split) * N_OF(sweep_roundup) * ngc + 1;
+    char (*confs)[256] = calloc(n, sizeof *confs);
+    const char **conf_ptrs = calloc(n, sizeof *conf_ptrs);
+    char (*labels)[160] = calloc(n, sizeof *labels);
+    vt_replay_result *res = calloc(n, sizeof *res);
+    int *status = calloc(n, sizeof *status);
+    char (*errs)[256] = calloc(n, sizeof *errs);
+    struct ranked *order = calloc(n, sizeof *order);
+    int rc = 1;
+    if (!confs || !conf_ptrs || !labels || !res || !status || !errs || !order) {
+        fprintf(stderr, "vramtrace replay: out of memory\n");
+        goto out;
+    }
+    const char *base = user_conf ? user_conf : "";
+    /* first: the settings as recorded (plus --conf) */
+    snprintf(confs[0], sizeof confs[0], "%s", base);
+    snprintf(labels[0], sizeof labels[0], "as recorded%s", *base ? " + --conf" : "");
+    size_t k = 1;
+    for (size_t a = 0; a < N_OF(sweep_split); a++)
+        for (size_t b = 0; b < N_OF(sweep_roundup); b++)
+            for (size_t c = 0; c < ngc; c++, k++) {
+                snprintf(labels[k], sizeof labels[k],
+                         "max_split_size_mb:%s,roundup_power2_divisions:%s,garbage_collection_threshold:%s",
+                         sweep_split[a], sweep_roundup[b], sweep_gc[c]);
+                snprintf(confs[k], sizeof confs[k], "%s%s%s", base, *base ? "," : "", labels[k]);
+            }
+    for (size_t i = 0; i < n; i++)
+        conf_ptrs[i] = confs[i];
+    if (vt_replay_sweep(s, conf_ptrs, n, capacity, jobs, res, status, errs)) {
+        fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
+        goto out;
+    }
+    if (status[0]) {
+        fprintf(stderr, "vramtrace replay: %s: %s\n", path, errs[0]);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i].index = i;
+    rank_results = res;
+    rank_status = status;
+    qsort(order, n, sizeof *order, cmp_ranked);
+    uint64_t cap0 = res[0].ndevices ? res[0].devices[0].capacity : VT_REPLAY_UNLIMITED;
+    char b1[32], b2[32], b3[32];
+    if (json) {
+        printf("{\"file\": ");
+        vt__json_str(stdout, path);
+        printf(", \"capacity\": ");
+        if (cap0 == VT_REPLAY_UNLIMITED)
+            printf("null");
+        else
+            printf("%" PRIu64, cap0);
+        printf(", \"runs\": [");
+        for (size_t j = 0; j < n; j++) {
+            size_t i = order[j].index;
+            printf("%s{\"rank\": %zu, \"label\": ", j ? ", " : "", j + 1);
+            vt__json_str(stdout, labels[i]);
+            if (status[i]) {
+                printf(", \"error\": ");
+                vt__json_str(stdout, errs[i]);
+                printf("}");
+                continue;
+            }
+            printf(", \"fits\": %s, ", res[i].oom.happened ? "false" : "true");
+            print_result_json(s, &res[i]);
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        printf("sweep of %s: %zu settings, device capacity %s, ranked by peak reserved\n",
+               path, n, cap_text(cap0, b1));
+        printf("%4s  %-12s %-12s %6s  %-22s %s\n", "rank", "reserved", "allocated", "frag",
+               "fits", "settings");
+        for (size_t j = 0; j < n; j++) {
+            size_t i = order[j].index;
+            if (status[i]) {
+                printf("%4zu  error: %s  %s\n", j + 1, errs[i], labels[i]);
+                continue;
+            }
+            const vt_replay_result *r = &res[i];
+            const vt_replay_device *d = &r->devices[0];
+            char fits[48];
+            if (r->oom.happened)
+                snprintf(fits, sizeof fits, "OOM at event %zu", r->oom.event_index);
+            else
+                snprintf(fits, sizeof fits, "%s", cap0 == VT_REPLAY_UNLIMITED ? "-" : "fits");
+            printf("%4zu  %-12s %-12s %5.1f%%  %-22s %s\n", j + 1,
+                   vt__fmt_bytes(max_peak_reserved(r), b2), vt__fmt_bytes(d->peak_allocated, b3),
+                   frag_at_peak(d), fits, labels[i]);
+        }
+        if (cap0 != VT_REPLAY_UNLIMITED) {
+            size_t nfit = 0;
+            for (size_t i = 0; i < n; i++)
+                nfit += !status[i] && !res[i].oom.happened;
+            printf("%zu of %zu settings fit in %s%s\n", nfit, n, cap_text(cap0, b1),
+                   res[0].oom.happened ? "; the recorded settings do not" : "");
+        }
+    }
+    rc = 0;
+out:
+    free(confs);
+    free(conf_ptrs);
+    free(labels);
+    free(res);
+    free(status);
+    free(errs);
+    free(order);
+    return rc;
+}
+
+int vt_cmd_replay(int argc, char **argv)
+{
+    const char *path = NULL, *conf = NULL;
+    uint64_t capacity = 0;
+    int json = 0, sweep = 0;
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--sweep")) {
+            sweep = 1;
+        } else if (!strcmp(a, "--conf") || !strcmp(a, "--capacity") || !strcmp(a, "--jobs")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "vramtrace replay: %s needs a value (see --help)\n", a);
+                return VT_EXIT_FAILURE;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--conf")) {
+                conf = v;
+            } else if (!strcmp(a, "--capacity")) {
+                if (parse_capacity(v, &capacity)) {
+                    fprintf(stderr, "vramtrace replay: bad --capacity '%s' (expected a size such "
+                                    "as 40G, 81920M, 40GiB, 40GB, or 'unlimited')\n", v);
+                    return VT_EXIT_FAILURE;
+                }
+            } else {
+                char *end;
+                jobs = strtol(v, &end, 10);
+                if (*end || jobs < 1 || jobs > 1024) {
+                    fprintf(stderr, "vramtrace replay: bad --jobs '%s' (expected 1 to 1024)\n", v);
+                    return VT_EXIT_FAILURE;
+                }
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "vramtrace replay: unknown option '%s' (see --help)\n", a);
+            return VT_EXIT_FAILURE;
+        } else if (!path) {
+            path = a;
+        } else {
+            fprintf(stderr, "vramtrace replay: one snapshot at a time ('%s' is a second one)\n", a);
+            return VT_EXIT_FAILURE;
+        }
+    }
+    if (!path) {
+        fputs(usage_text, stderr);
+        return VT_EXIT_FAILURE;
+    }
+    vt_snapshot_data *s = NULL;
+    int rc = vt__report_load("replay", path, &s, NULL);
+    if (rc)
+        return rc;
+    if (sweep) {
+        rc = run_sweep(path, s, conf, capacity, jobs < 1 ? 1 : (unsigned)jobs, json);
+        vt_snapshot_free(s);
+        return rc;
+    }
+    vt_replay_options opt = { .conf = conf, .capacity = capacity };
+    vt_replay_result r;
+    char err[512];
+    int st = vt_replay_run(s, &opt, &r, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
+        vt_snapshot_free(s);
+        return VT_EXIT_FAILURE;
+    }
+    char recorded[512];
+    vt_replay_recorded_conf(s, recorded, sizeof recorded);
+    const char *origin = conf ? (*recorded ? "recorded, then --conf" : "defaults, then --conf")
+                              : (*recorded ? "as recorded" : "defaults: none recorded");
+    if (json) {
+        printf("{\"file\": ");
+        vt__json_str(stdout, path);
+        printf(", \"settings_origin\": ");
+        vt__json_str(stdout, origin);
+        printf(", ");
+        print_result_json(s, &r);
+        printf("}\n");
+    } else {
+        print_text(path, s, &r, origin);
+    }
+    vt_replay_result_free(&r);
+    vt_snapshot_free(s);
+    return 0;
+}

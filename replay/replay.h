@@ -1,0 +1,134 @@
+/*
+ * replay/replay.h - run a recorded program's allocations again, through the
+ * real caching allocator on a host-only device (alloc/backend_host.c), under
+ * other settings and another capacity.
+ *
+ * What is replayed, in recorded order: every ALLOC (its requested size, its
+ * stream, its device; an allocation ordered on no stream as such), every
+ * FREE_REQUESTED of an allocation the window holds, and every OOM (as the
+ * allocation it refused). A free the recording shows completing at once
+ * (FREE_COMPLETED right after it, or not pending) is replayed as a free on
+ * the block's own stream. A pending one (freed on another stream, used on
+ * other streams, or freed by a plain cudaFree) is freed on a logical stream
+ * of the host device whose work is done when the replay reaches the
+ * recorded FREE_COMPLETED: the allocator fences it as it fences any stream,
+ * and the block comes back exactly when it did, whatever the settings (the
+ * program's stream work is as slow or fast as it was). The allocator's own
+ * events (segments, OOM) are what the replay measures; the recorded ones are
+ * compared with them.
+ *
+ * The allocator is one per process: vt_replay_run() can run once in a
+ * process (a second call returns -EBUSY); vt_replay_sweep() runs each setting
+ * in a child process of its own.
+ */
+#ifndef VT_REPLAY_H
+#define VT_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+#define VT_REPLAY_MAX_DEVICES 8
+#define VT_REPLAY_UNLIMITED UINT64_MAX
+
+typedef struct vt_replay_options {
+    const char *conf;          /* "key:value,..." over the recorded settings, NULL: none */
+    uint64_t capacity;         /* bytes per device; 0: each device's recorded total
+                                  (unlimited when unknown); VT_REPLAY_UNLIMITED */
+    bool curve;                /* keep the reserved bytes after every segment change */
+    bool ignore_recorded_conf; /* start from the defaults, not the recorded settings */
+} vt_replay_options;
+
+/* Where the replay ran out of memory (the program would have failed there). */
+typedef struct vt_replay_oom {
+    bool happened;
+    size_t event_index;        /* index of the ALLOC event in snapshot->events */
+    uint64_t seq, time_ns;     /* of that event */
+    int device;
+    uint64_t stream;
+    uint64_t req_size;
+    uint32_t stack;            /* the recorded allocation's stack */
+    uint64_t allocated;        /* bytes handed out when it failed (block sizes) */
+    uint64_t requested;        /* the same, as asked */
+    uint64_t live_blocks;
+    uint64_t reserved;         /* held by the cache when it failed */
+    uint64_t device_free;      /* what the device had left */
+} vt_replay_oom;
+
+typedef struct vt_replay_device {
+    int ordinal;
+    uint64_t capacity;         /* VT_REPLAY_UNLIMITED: none */
+    /* the replay */
+    uint64_t peak_allocated;   /* handed out (allocator's peak) */
+    uint64_t peak_reserved;    /* held from the device (allocator's peak) */
+    uint64_t allocated_at_peak;/* handed out when reserved first reached its peak
+                                  after a replayed call */
+    size_t peak_event;         /* index of the event after which it did */
+    uint64_t segment_allocs, segment_frees;
+    uint64_t alloc_retries, sync_all, fence_events;
+    /* device calls (backend) */
+    uint64_t device_mallocs, device_failed_mallocs, device_frees;
+    uint64_t event_creates, event_records, event_queries, event_syncs;
+    /* the recording, from its events */
+    uint64_t recorded_peak_reserved;   /* running sum of SEGMENT events */
+    uint64_t recorded_peak_allocated;  /* running sum of ALLOC / FREE_REQUESTED */
+    uint64_t recorded_segment_allocs, recorded_segment_frees;
+} vt_replay_device;
+
+typedef struct vt_replay_point {   /* reserved bytes after a segment change */
+    uint64_t time_ns;          /* recorded time of the event being replayed */
+    uint64_t reserved;
+    int8_t device;
+} vt_replay_point;
+
+typedef struct vt_replay_result {
+    char conf[512];            /* the settings replayed (normalized allocator keys) */
+    bool expandable_segments;  /* asked for (reported; see README) */
+    size_t ndevices;
+    vt_replay_device devices[VT_REPLAY_MAX_DEVICES];
+    vt_replay_oom oom;
+    size_t events;             /* events in the snapshot */
+    size_t replayed;           /* allocator calls made (allocs, frees) */
+    size_t skipped_frees;      /* frees of allocations made before the window */
+    size_t recorded_ooms;      /* OOM events in the recording (each replayed as the
+                                  allocation it was) */
+    size_t recorded_ooms_served; /* of those, allocations the replay could serve */
+    uint64_t events_lost;      /* recorder ring overflow: the window misses the start */
+    /* Segment allocations (device, size, in order) as recorded? Frees are
+     * not compared: a stream's destruction gives its segments back in the
+     * recording, and the recording does not say when a stream was destroyed
+     * (the replay keeps them cached: its reserved bytes after that point
+     * are an upper bound). */
+    bool segments_identical;
+    size_t segments_compared;  /* segment allocations compared */
+    size_t first_segment_difference; /* index in that sequence, when not identical */
+    vt_replay_point *curve;    /* options.curve: owned; vt_replay_result_free */
+    size_t ncurve;
+} vt_replay_result;
+
+/* Replay `s` with `opt`. On success fills *out and returns 0; on bad input
+ * (a bad conf value, no allocations in the snapshot, too many devices)
+ * returns -EINVAL with one line in `err`; -ENOMEM; -EBUSY when the
+ * allocator of this process has already been used. */
+int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
+                  vt_replay_result *out, char *err, size_t errlen);
+
+/* Free what a result owns (the curve). */
+void vt_replay_result_free(vt_replay_result *r);
+
+/* Settings recorded in the snapshot, as replay conf text ("key:value,...",
+ * allocator keys only; PyTorch's allocator_settings translated). Empty when
+ * none were recorded. */
+void vt_replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
+
+/* Each of `n` confs replayed in a child process (at most `jobs` at once),
+ * results in out[i] (curve never kept). A child that fails leaves out[i]
+ * zeroed with status[i] < 0 (its error text in errs[i] when errs != NULL).
+ * @return 0, or -ENOMEM/-EINVAL when nothing could be started. */
+int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                    uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
+                    char (*errs)[256]);
+
+#endif /* VT_REPLAY_H */

@@ -1,0 +1,68 @@
+/*
+ * replay/replay_internal.h - the replay's types and cross-file map.
+ *
+ * replay.c walks the recorded events and drives the allocator;
+ * replay_trace.c is the recorder the allocator reports to during a replay
+ * (trace/recorder.h), which keeps the replay's own books; replay_map.c maps
+ * recorded addresses to replayed blocks; replay_conf.c turns recorded
+ * settings into allocator settings; replay_sweep.c runs settings side by
+ * side in child processes.
+ */
+#ifndef VT_REPLAY_INTERNAL_H
+#define VT_REPLAY_INTERNAL_H
+
+#include "replay.h"
+
+/* ---- replay_map.c: recorded address -> what replay knows of it ---------- */
+typedef struct vt__rmap_entry {
+    uint64_t key;              /* recorded address; 0 = empty slot */
+    uint64_t value;            /* replayed address (or an event index) */
+    uint64_t stream;           /* stream it was allocated on (or a count) */
+    int8_t device;
+} vt__rmap_entry;
+
+typedef struct vt__rmap {
+    vt__rmap_entry *slots;
+    uint64_t mask, count;
+} vt__rmap;
+
+int vt__rmap_init(vt__rmap *m, size_t expected);
+void vt__rmap_destroy(vt__rmap *m);
+vt__rmap_entry *vt__rmap_get(vt__rmap *m, uint64_t key);
+/* The entry of `key`, created zeroed (but for its key) when absent; NULL
+ * without memory. */
+vt__rmap_entry *vt__rmap_put(vt__rmap *m, uint64_t key);
+void vt__rmap_del(vt__rmap *m, vt__rmap_entry *e);
+
+/* ---- replay_trace.c: the replay's books -------------------------------- */
+typedef struct vt__replay_books {
+    int64_t allocated[VT_REPLAY_MAX_DEVICES];  /* block bytes handed out */
+    int64_t requested[VT_REPLAY_MAX_DEVICES];
+    int64_t live_blocks[VT_REPLAY_MAX_DEVICES];
+    int64_t reserved[VT_REPLAY_MAX_DEVICES];
+    uint64_t *segs;            /* replayed segment allocations, vt__seg_code() */
+    size_t nsegs, capsegs;
+    vt_replay_point *curve;    /* NULL unless wanted */
+    size_t ncurve, capcurve;
+    bool want_curve;
+    uint64_t now_ns;           /* recorded time of the event being replayed */
+    bool oom;                  /* the allocator reported an OOM */
+    uint64_t oom_device_free, oom_reserved;
+    bool failed;               /* no host memory for the books */
+} vt__replay_books;
+
+/* The books the recorder writes to during a replay (one per process). */
+extern vt__replay_books vt__books;
+
+/* One segment event as a comparable code. */
+static inline uint64_t vt__seg_code(bool is_free, int device, uint64_t size)
+{
+    return (uint64_t)is_free << 63 | (uint64_t)(device & 0x7f) << 56 | (size & ((1ull << 56) - 1));
+}
+
+/* ---- replay_conf.c ----------------------------------------------------- */
+/* Recorded settings into conf text (see vt_replay_recorded_conf); sets
+ * *expandable when the recording says expandable segments were on. */
+void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool *expandable);
+
+#endif /* VT_REPLAY_INTERNAL_H */

@@ -1,0 +1,137 @@
+/*
+ * replay/replay_sweep.c - several settings replayed side by side.
+ *
+ * The allocator is one per process and reads some settings once, so each
+ * setting runs in a child process of its own (forked after the snapshot was
+ * read: the events are shared, copy on write), which writes its result into
+ * a pipe; up to `jobs` children run at once.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "replay_internal.h"
+
+typedef struct child_msg {
+    int status;
+    char err[256];
+    vt_replay_result result;   /* curve never kept: no pointer crosses */
+} child_msg;
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static void run_child(const vt_snapshot_data *s, const char *conf, uint64_t capacity, int fd)
+{
+    child_msg *m = calloc(1, sizeof *m);
+    if (!m)
+        _exit(1);
+    vt_replay_options opt = { .conf = conf, .capacity = capacity };
+    m->status = vt_replay_run(s, &opt, &m->result, m->err, sizeof m->err);
+    vt_replay_result_free(&m->result);
+    int rc = write_all(fd, m, sizeof *m);
+    _exit(rc ? 1 : 0);
+}
+
+typedef struct running { pid_t pid; int fd; size_t index; } running;
+
+static void collect(running *c, vt_replay_result *out, int *status, char (*errs)[256])
+{
+    child_msg *m = calloc(1, sizeof *m);
+    int ok = m && read_all(c->fd, m, sizeof *m) == 0;
+    close(c->fd);
+    int ws = 0;
+    while (waitpid(c->pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    if (ok) {
+        out[c->index] = m->result;
+        status[c->index] = m->status;
+        if (errs)
+            snprintf(errs[c->index], 256, "%s", m->err);
+    } else {
+        memset(&out[c->index], 0, sizeof out[c->index]);
+        status[c->index] = -ECHILD;
+        if (errs)
+            snprintf(errs[c->index], 256, "the replay process failed (%s)",
+                     WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "no result");
+    }
+    free(m);
+}
+
+int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                    uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
+                    char (*errs)[256])
+{
+    if (!s || (!confs && n))
+        return -EINVAL;
+    if (jobs < 1)
+        jobs = 1;
+    running *run = calloc(jobs, sizeof *run);
+    if (!run)
+        return -ENOMEM;
+    size_t nrun = 0, next = 0;
+    fflush(NULL);   /* a child must not flush the parent's buffers again */
+    while (next < n || nrun) {
+        if (next < n && nrun < jobs) {
+            int fds[2];
+            if (pipe(fds)) {
+                status[next] = -errno;
+                memset(&out[next], 0, sizeof out[next]);
+                next++;
+                continue;
+            }
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(fds[0]);
+                run_child(s, confs[next], capacity, fds[1]);
+            }
+            close(fds[1]);
+            if (pid < 0) {
+                close(fds[0]);
+                status[next] = -errno;
+                memset(&out[next], 0, sizeof out[next]);
+                next++;
+                continue;
+            }
+            run[nrun++] = (running){ pid, fds[0], next++ };
+            continue;
+        }
+        /* results come in order of start: wait for the oldest */
+        collect(&run[0], out, status, errs);
+        memmove(&run[0], &run[1], (nrun - 1) * sizeof *run);
+        nrun--;
+    }
+    free(run);
+    return 0;
+}

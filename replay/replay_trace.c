@@ -1,0 +1,106 @@
+/*
+ * replay/replay_trace.c - trace/recorder.h for a replay.
+ *
+ * The allocator tells its recorder every block it hands out and takes back,
+ * every segment and every OOM; during a replay that is exactly what the
+ * replay measures, so this recorder keeps running totals (allocated,
+ * reserved per device), the sequence of segment allocations (to compare
+ * with the recording), the reserved curve when asked, and the last OOM. No stacks are
+ * captured: the recorded allocation's stack is the call site.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "recorder.h"
+#include "replay_internal.h"
+
+vt__replay_books vt__books;
+static uint64_t seq;
+
+static int push(void **arr, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 1024;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static void segment_event(int device, bool is_free, uint64_t size)
+{
+    vt__replay_books *b = &vt__books;
+    b->reserved[device] += is_free ? -(int64_t)size : (int64_t)size;
+    if (!is_free) {
+        if (push((void **)&b->segs, b->nsegs, &b->capsegs, sizeof *b->segs)) {
+            b->failed = true;
+            return;
+        }
+        b->segs[b->nsegs++] = vt__seg_code(false, device, size);
+    }
+    if (!b->want_curve)
+        return;
+    if (push((void **)&b->curve, b->ncurve, &b->capcurve, sizeof *b->curve)) {
+        b->failed = true;
+        return;
+    }
+    b->curve[b->ncurve++] = (vt_replay_point){ .time_ns = b->now_ns,
+                                               .reserved = (uint64_t)b->reserved[device],
+                                               .device = (int8_t)device };
+}
+
+uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
+                   uint64_t req_size, uint64_t size, uint32_t stack,
+                   uint64_t aux, uint64_t aux2, uint32_t str)
+{
+    vt__replay_books *b = &vt__books;
+    if (device < 0 || device >= VT_REPLAY_MAX_DEVICES)
+        return ++seq;
+    switch (kind) {
+    case VT_EV_ALLOC:
+        b->allocated[device] += (int64_t)size;
+        b->requested[device] += (int64_t)req_size;
+        b->live_blocks[device]++;
+        break;
+    case VT_EV_FREE_REQUESTED:
+        b->allocated[device] -= (int64_t)size;
+        b->requested[device] -= (int64_t)req_size;
+        b->live_blocks[device]--;
+        break;
+    case VT_EV_SEGMENT_ALLOC:
+        segment_event(device, false, size);
+        break;
+    case VT_EV_SEGMENT_FREE:
+        segment_event(device, true, size);
+        break;
+    case VT_EV_OOM:
+        b->oom = true;
+        b->oom_device_free = aux;
+        b->oom_reserved = aux2;
+        break;
+    default:
+        break;
+    }
+    return ++seq;
+}
+
+/* Stacks are not captured: a replayed allocation's stack is the recorded one. */
+bool vt__trace_enabled(void) { return false; }
+uint32_t vt__stack_capture(void) { return 0; }
+uint32_t vt__stack_capture_free(void) { return 0; }
+uint32_t vt__string_intern(const char *s) { return 0; }
+void vt__trace_modules_changed(void) {}
+void vt__trace_out_of_memory(void) {}
+
+/* A replay takes no snapshot of its allocator: the provider is never called. */
+void vt__trace_set_state_provider(vt__state_provider fn) { (void)fn; }
+int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg) { return -ENOSYS; }
+int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block) { return -ENOSYS; }
+int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
+                            uint64_t total_bytes)
+{
+    return -ENOSYS;
+}

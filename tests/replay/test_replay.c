@@ -1,0 +1,404 @@
+/*
+ * tests/replay/test_replay.c - the host-only device and the replay engine,
+ * on snapshots built in memory (the live recordings are in
+ * test_replay_cli.py). One test per process: the allocator is one per
+ * process, and so is a replay.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_host.h"
+#include "harness.h"
+#include "replay.h"
+
+int vt__alloc_check_invariants(int device);   /* alloc/alloc_check.c */
+
+#define MIB (1ull << 20)
+
+/* ---- the host device ----------------------------------------------------- */
+
+TEST(host_device_takes_the_lowest_free_range_and_keeps_to_its_capacity)
+{
+    uint64_t cap = 100 * MIB;
+    ASSERT_EQ(vt__host_setup(1, &cap), 0);
+    uint64_t a, b, c, d;
+    ASSERT_EQ(vt__backend_malloc(0, 40 * MIB, &a), 0);
+    ASSERT_EQ(vt__backend_malloc(0, 40 * MIB, &b), 0);
+    ASSERT_GT(b, a);
+    ASSERT_EQ(a % (2 * MIB), 0);            /* 2 MiB aligned, as the driver places them */
+    ASSERT_EQ(vt__backend_malloc(0, 40 * MIB, &c), 2);   /* 120 > 100 MiB */
+    ASSERT_EQ(vt__backend_free(0, a), 0);
+    ASSERT_EQ(vt__backend_malloc(0, 20 * MIB, &c), 0);
+    ASSERT_EQ(c, a);                        /* the freed range, lowest first */
+    ASSERT_EQ(vt__backend_malloc(0, 20 * MIB, &d), 0);
+    ASSERT_EQ(d, a + 20 * MIB);
+    uint64_t free_b, total;
+    ASSERT_EQ(vt__backend_mem_info(0, &free_b, &total), 0);
+    ASSERT_EQ(total, cap);
+    ASSERT_EQ(free_b, 20 * MIB);
+    ASSERT_EQ(vt__backend_free(0, a + 4096), 1);  /* not an allocation */
+    vt__host_calls calls;
+    vt__host_get_calls(0, &calls);
+    ASSERT_EQ(calls.mallocs, 4);
+    ASSERT_EQ(calls.failed_mallocs, 1);
+    ASSERT_EQ(calls.frees, 1);
+    ASSERT_EQ(vt__host_used(0), 80 * MIB);
+    vt__host_teardown();
+}
+
+TEST(host_device_freed_ranges_coalesce)
+{
+    uint64_t cap = VT_HOST_UNLIMITED;
+    ASSERT_EQ(vt__host_setup(1, &cap), 0);
+    uint64_t a, b, c, big;
+    ASSERT_EQ(vt__backend_malloc(0, 2 * MIB, &a), 0);
+    ASSERT_EQ(vt__backend_malloc(0, 2 * MIB, &b), 0);
+    ASSERT_EQ(vt__backend_malloc(0, 2 * MIB, &c), 0);
+    ASSERT_EQ(vt__backend_free(0, a), 0);
+    ASSERT_EQ(vt__backend_free(0, c), 0);
+    ASSERT_EQ(vt__backend_free(0, b), 0);
+    ASSERT_EQ(vt__backend_malloc(0, 6 * MIB, &big), 0);
+    ASSERT_EQ(big, a);                      /* the three ranges are one again */
+    uint64_t total;
+    ASSERT_EQ(vt__backend_total_mem(0, &total), 0);
+    ASSERT_EQ(total, 0);                    /* unlimited reads as unknown */
+    vt__host_teardown();
+}
+
+TEST(host_device_event_on_a_logical_stream_completes_when_the_clock_reaches_it)
+{
+    uint64_t cap = VT_HOST_UNLIMITED;
+    ASSERT_EQ(vt__host_setup(2, (uint64_t[]){ cap, cap }), 0);
+    void *ev, *other;
+    ASSERT_EQ(vt__backend_event_create(0, &ev), 0);
+    ASSERT_EQ(vt__backend_event_create(0, &other), 0);
+    vt__host_set_now(10);
+    ASSERT_EQ(vt__backend_event_record(0, ev, vt__host_logical_stream(15)), 0);
+    ASSERT_EQ(vt__backend_event_record(0, other, 0x7f00001234), 0);   /* a real stream: done */
+    ASSERT_EQ(vt__backend_event_query(0, other), 0);
+    ASSERT_EQ(vt__backend_event_query(0, ev), VT_BACKEND_NOT_READY);
+    vt__host_set_now(14);
+    ASSERT_EQ(vt__backend_event_query(0, ev), VT_BACKEND_NOT_READY);
+    vt__host_set_now(15);
+    ASSERT_EQ(vt__backend_event_query(0, ev), 0);
+    /* per-thread stream keys (bit 63) are not logical streams */
+    ASSERT_EQ(vt__backend_event_record(0, other, (1ull << 63) | VT_HOST_LOGICAL_STREAM | 99), 0);
+    ASSERT_EQ(vt__backend_event_query(0, other), 0);
+    /* recorded again: pending again, until waited for */
+    ASSERT_EQ(vt__backend_event_record(0, ev, vt__host_logical_stream(40)), 0);
+    ASSERT_EQ(vt__backend_event_query(0, ev), VT_BACKEND_NOT_READY);
+    ASSERT_EQ(vt__backend_event_sync(0, ev), 0);          /* waited for: done */
+    ASSERT_EQ(vt__backend_event_query(0, ev), 0);
+    vt__host_calls calls;
+    vt__host_get_calls(0, &calls);
+    ASSERT_EQ(calls.event_creates, 2);
+    ASSERT_EQ(calls.event_records, 4);
+    ASSERT_EQ(calls.event_syncs, 1);
+    vt__host_get_calls(1, &calls);
+    ASSERT_EQ(calls.event_records, 0);
+    vt__backend_event_destroy(0, ev);
+    vt__backend_event_destroy(0, other);
+    vt__host_teardown();
+}
+
+/* ---- snapshots built in memory ------------------------------------------- */
+
+typedef struct built {
+    vt_snapshot_data s;
+    vt_event ev[256];
+    vt_device_info dev;
+    char blob[256];
+    uint32_t offs[2];
+} built;
+
+static built *snap_new(uint64_t total, const char *config)
+{
+    built *b = calloc(1, sizeof *b);
+    ASSERT(b);
+    b->s.events = b->ev;
+    b->dev = (vt_device_info){ .ordinal = 0, .total_bytes = total };
+    b->s.devices = &b->dev;
+    b->s.ndevices = 1;
+    /* string 0 "", string 1 the recorded config */
+    b->blob[0] = '\0';
+    snprintf(b->blob + 1, sizeof b->blob - 1, "%s", config ? config : "");
+    b->offs[0] = 0;
+    b->offs[1] = 1;
+    b->s.strings_blob = b->blob;
+    b->s.strings_blob_size = 2 + strlen(b->blob + 1);
+    b->s.string_offsets = b->offs;
+    b->s.nstrings = 2;
+    b->s.meta.config = config ? 1 : 0;
+    return b;
+}
+
+static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t stream, uint64_t aux)
+{
+    size_t i = b->s.nevents++;
+    b->ev[i] = (vt_event){ .seq = i + 1, .time_ns = 1000 * (i + 1), .kind = kind, .addr = addr,
+                           .req_size = size, .size = size, .stream = stream, .aux = aux,
+                           .device = 0, .thread = 1 };
+}
+
+static vt_replay_result run(built *b, const char *conf, uint64_t capacity)
+{
+    vt_replay_options opt = { .conf = conf, .capacity = capacity, .curve = true };
+    vt_replay_result r;
+    char err[256];
+    int rc = vt_replay_run(&b->s, &opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+    return r;
+}
+
+TEST(same_stream_free_is_reused_at_once)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 1);
+    ASSERT_EQ(r.devices[0].peak_reserved, 30 * MIB);
+    ASSERT_EQ(r.devices[0].peak_allocated, 30 * MIB);
+    ASSERT_EQ(r.replayed, 3);
+    ASSERT(!r.oom.happened);
+    ASSERT_EQ(r.devices[0].capacity, VT_REPLAY_UNLIMITED);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+/* A block freed on another stream than its own waits for that stream: until
+ * the recorded FREE_COMPLETED the replay must not reuse it, after it must. */
+TEST(cross_stream_free_waits_for_its_recorded_completion)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 9, 1);   /* freed on stream 9: pending */
+    ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);            /* before completion: new segment */
+    ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_ALLOC, 0x3000, 30 * MIB, 7, 0);            /* after it: the freed block */
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 2);
+    ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);
+    ASSERT_GE(r.devices[0].fence_events, 1);
+    ASSERT_GE(r.devices[0].event_queries, 1);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+/* The same recording, the free completing before the next allocation: one
+ * segment. The replay follows the recorded timing, not a fixed rule. */
+TEST(cross_stream_free_completed_early_is_reused)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 9, 1);
+    ev(b, VT_EV_MARK, 0, 0, 0, 0);
+    ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 1);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+TEST(record_stream_use_keeps_the_block_until_its_recorded_completion)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_STREAM_USE, 0x1000, 30 * MIB, 11, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 7, 1);
+    ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_ALLOC, 0x3000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
+    ev(b, VT_EV_ALLOC, 0x4000, 30 * MIB, 7, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 3);
+    ASSERT_EQ(r.replayed, 5);   /* the stream use is covered by the free's completion */
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);
+    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);
+    ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);
+    b->ev[2].stack = 5;
+    ev(b, VT_EV_ALLOC, 0x4000, 40 * MIB, 0, 0);
+    vt_replay_result r = run(b, NULL, 100 * MIB);
+    ASSERT(r.oom.happened);
+    ASSERT_EQ(r.oom.event_index, 2);
+    ASSERT_EQ(r.oom.seq, 3);
+    ASSERT_EQ(r.oom.stack, 5);
+    ASSERT_EQ(r.oom.req_size, 40 * MIB);
+    ASSERT_EQ(r.oom.allocated, 80 * MIB);
+    ASSERT_EQ(r.oom.live_blocks, 2);
+    ASSERT_EQ(r.oom.device_free, 20 * MIB);
+    ASSERT_EQ(r.devices[0].capacity, 100 * MIB);
+    ASSERT_EQ(r.replayed, 3);           /* stops there, as the program would */
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+TEST(recorded_device_total_is_the_default_capacity)
+{
+    built *b = snap_new(50 * MIB, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);
+    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].capacity, 50 * MIB);
+    ASSERT(r.oom.happened);
+    ASSERT_EQ(r.oom.event_index, 1);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+/* The settings recorded in the snapshot apply; --conf goes over them. */
+TEST(recorded_settings_apply_and_conf_overrides_them)
+{
+    built *b = snap_new(0, "cache:1,max_split_size_mb:64,roundup_power2_divisions:4,"
+                           "garbage_collection_threshold:0,per_process_memory_fraction:1,"
+                           "free_sync:0,trace:1");
+    ev(b, VT_EV_ALLOC, 0x1000, 29 * MIB, 0, 0);
+    vt_replay_options opt = { .conf = "roundup_power2_divisions:0" };
+    vt_replay_result r;
+    char err[256];
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_MSG(strstr(r.conf, "max_split_size_mb:64,roundup_power2_divisions:0") != NULL,
+               "%s", r.conf);
+    ASSERT(strstr(r.conf, "free_sync") == NULL);   /* allocator keys only */
+    /* 29 MiB in a 30 MiB segment; the recorded 4 divisions would give 32 MiB
+     * (recorded_settings_apply checks that) */
+    ASSERT_EQ(r.devices[0].peak_reserved, 30 * MIB);
+    free(b);
+}
+
+TEST(recorded_settings_apply)
+{
+    built *b = snap_new(0, "cache:1,max_split_size_mb:64,roundup_power2_divisions:4,"
+                           "garbage_collection_threshold:0,per_process_memory_fraction:1");
+    ev(b, VT_EV_ALLOC, 0x1000, 29 * MIB, 0, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_MSG(strstr(r.conf, "roundup_power2_divisions:4") != NULL, "%s", r.conf);
+    ASSERT_EQ(r.devices[0].peak_reserved, 32 * MIB);
+    free(b);
+}
+
+TEST(pytorch_settings_are_translated)
+{
+    char buf[256];
+    vt_snapshot_data s = { 0 };
+    char blob[] = "\0PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:4,max_split_size=134217728,"
+                  "garbage_collection_threshold=0.5,expandable_segments=False";
+    uint32_t offs[] = { 0, 1 };
+    s.strings_blob = blob;
+    s.strings_blob_size = sizeof blob;
+    s.string_offsets = offs;
+    s.nstrings = 2;
+    s.meta.config = 1;
+    vt_replay_recorded_conf(&s, buf, sizeof buf);
+    ASSERT_MSG(!strcmp(buf, "max_split_size_mb:128,garbage_collection_threshold:0.5,"
+                            "roundup_power2_divisions:4"), "%s", buf);
+    char blob2[] = "\0PYTORCH_CUDA_ALLOC_CONF=None,max_split_size=-1,"
+                   "garbage_collection_threshold=0,expandable_segments=False";
+    s.strings_blob = blob2;
+    s.strings_blob_size = sizeof blob2;
+    vt_replay_recorded_conf(&s, buf, sizeof buf);
+    ASSERT_MSG(!strcmp(buf, ""), "%s", buf);
+}
+
+TEST(frees_of_allocations_before_the_window_are_skipped)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_FREE_REQUESTED, 0x9000, 30 * MIB, 0, 0);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.skipped_frees, 1);
+    ASSERT_EQ(r.replayed, 1);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+TEST(segments_are_compared_with_the_recording)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 20 * MIB, 0, 1);
+    ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 2 * MIB, 0, 0);
+    ev(b, VT_EV_ALLOC, 0x9000000, 4096, 0, 0);
+    vt_replay_result r = run(b, NULL, 0);
+    /* 3 MiB requests share 18 MiB segments (a whole number of them), not 20 */
+    ASSERT(!r.segments_identical);
+    ASSERT_EQ(r.first_segment_difference, 0);
+    ASSERT_EQ(r.devices[0].recorded_peak_reserved, 22 * MIB);
+    ASSERT_EQ(r.devices[0].peak_reserved, 20 * MIB);
+    ASSERT_EQ(r.ncurve, 2);
+    ASSERT_EQ(r.curve[1].reserved, 20 * MIB);
+    vt_replay_result_free(&r);
+    free(b);
+    built *c = snap_new(0, NULL);   /* a second replay in one process is refused */
+    ev(c, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
+    char err[128];
+    vt_replay_result r2;
+    ASSERT_EQ(vt_replay_run(&c->s, NULL, &r2, err, sizeof err), -EBUSY);
+    free(c);
+}
+
+TEST(bad_input_is_refused_with_one_line)
+{
+    built *b = snap_new(0, NULL);
+    char err[256];
+    vt_replay_result r;
+    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);   /* nothing to replay */
+    ASSERT(strstr(err, "no allocation") && !strchr(err, '\n'));
+    ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
+    vt_replay_options opt = { .conf = "max_split_size_mb:0" };
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
+    ASSERT_MSG(strstr(err, "max_split_size_mb") && !strchr(err, '\n'), "%s", err);
+    opt.conf = "no_such_key:1";
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
+    ASSERT_MSG(strstr(err, "no_such_key"), "%s", err);
+    b->ev[0].device = 40;
+    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);
+    ASSERT_MSG(strstr(err, "device 40"), "%s", err);
+    b->ev[0].device = 0;
+    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), 0);   /* still usable */
+    free(b);
+}
+
+TEST(sweep_runs_each_setting_in_its_own_process)
+{
+    built *b = snap_new(0, NULL);
+    for (int i = 0; i < 6; i++)
+        ev(b, VT_EV_ALLOC, 0x1000 + (uint64_t)i * 0x1000, 17 * MIB, 0, 0);
+    const char *confs[] = { "", "roundup_power2_divisions:2", "max_split_size_mb:x" };
+    vt_replay_result out[3];
+    int status[3];
+    char errs[3][256];
+    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 3, 100 * MIB, 2, out, status, errs), 0);
+    ASSERT_EQ(status[0], 0);
+    ASSERT_EQ(status[1], 0);
+    ASSERT_EQ(status[2], -EINVAL);
+    ASSERT(strstr(errs[2], "max_split_size_mb"));
+    /* 17 MiB requests get 18 MiB segments: 5 fit in 100 MiB; with 2
+     * divisions they round to 24 MiB: 4 fit */
+    ASSERT(out[0].oom.happened);
+    ASSERT_EQ(out[0].oom.event_index, 5);
+    ASSERT_EQ(out[0].devices[0].peak_reserved, 90 * MIB);
+    ASSERT(out[1].oom.happened);
+    ASSERT_EQ(out[1].oom.event_index, 4);
+    ASSERT_EQ(out[1].devices[0].peak_reserved, 96 * MIB);
+    /* the parent's allocator was never touched: it can still replay */
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT(!r.oom.happened);
+    ASSERT_EQ(r.devices[0].peak_reserved, 6 * 18 * MIB);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
+TEST_MAIN()

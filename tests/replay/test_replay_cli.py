@@ -1,0 +1,164 @@
+"""`vramtrace replay` on programs recorded on the simulated device.
+
+    test_replay_cli.py VRAMTRACE FRAG_PROG DEMO_WORKLOAD PROG_STREAMS TEST_NAME
+
+Each program runs under `vramtrace run` (the sim's libraries come from
+LD_LIBRARY_PATH, its capacity from SIMCUDA_MEM, both set per run here); the
+replay of its snapshot is compared with what the recording says and with
+what the program does live.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+VT, FRAG, DEMO, STREAMS = sys.argv[1:5]
+MIB = 1 << 20
+TMP = tempfile.mkdtemp(prefix="vt-replay-")
+
+
+def record(name, argv, mem, conf=None, status=0):
+    snap = os.path.join(TMP, name + ".vtsnap")
+    env = dict(os.environ, SIMCUDA_MEM=mem)
+    cmd = [VT, "run", "-o", snap] + (["--conf", conf] if conf else []) + ["--"] + argv
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == status, (cmd, p.returncode, p.stdout, p.stderr)
+    return snap, p.stdout
+
+
+def replay(*args, status=0):
+    p = subprocess.run([VT, "replay", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == status, (args, p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def replay_json(*args):
+    return json.loads(replay(*args, "--json").stdout)
+
+
+def true_peak_reserved(snap):
+    """The allocator's own peak as the snapshot records it (vt_get_stats)."""
+    dev = json.loads(subprocess.run([VT, "json", snap], capture_output=True, text=True,
+                                    check=True).stdout)["devices"][0]
+    return dev["true_peak_reserved"] if dev.get("true_peak_reserved") is not None \
+        else dev["peak_reserved"]
+
+
+def check_reproduces(snap):
+    r = replay_json(snap)
+    d = r["devices"][0]
+    assert r["segments_identical"], r
+    assert d["segment_allocs"] == d["recorded"]["segment_allocs"] > 0, d
+    assert d["peak_reserved"] == d["recorded"]["peak_reserved"], d
+    assert d["peak_reserved"] == true_peak_reserved(snap), (d, true_peak_reserved(snap))
+    assert d["peak_allocated"] == d["recorded"]["peak_allocated"], d
+    assert r["oom"] is None and r["skipped_frees"] == 0, r
+    return r
+
+
+def test_replay_with_recorded_settings_reproduces_segments_and_peak_reserved():
+    # one stream, plain cudaMalloc/cudaFree (the demo's training loop)
+    snap, _ = record("demo", [DEMO], "2G")
+    check_reproduces(snap)
+    # recorded under other settings: the replay takes them from the snapshot
+    snap, _ = record("demo_conf", [DEMO], "2G",
+                     conf="max_split_size_mb:8,roundup_power2_divisions:4")
+    r = check_reproduces(snap)
+    assert "max_split_size_mb:8,roundup_power2_divisions:4" in r["settings"], r["settings"]
+    # many streams and threads: stream-ordered frees, frees on other streams,
+    # per-thread default streams, cudaMalloc beside cudaMallocAsync on stream 0
+    for seed in ("1", "2", "3"):
+        snap, _ = record("churn" + seed, [STREAMS, "churn", seed], "4G")
+        r = check_reproduces(snap)
+        assert r["devices"][0]["fence_events"] > 0, r   # pending frees were fenced
+    snap, _ = record("shapes", [STREAMS, "shapes"], "4G")
+    check_reproduces(snap)
+
+
+def test_fragmentation_oom_at_capacity_is_found_and_a_swept_setting_fits_live():
+    cap = "1000M"
+    # the program itself: plain cudaMalloc fits in 1000 MiB ...
+    p = subprocess.run([FRAG], env=dict(os.environ, SIMCUDA_MEM=cap), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and "frag: ok" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    # ... recorded on a bigger device with the defaults
+    snap, _ = record("frag", [FRAG], "4G")
+    r = replay_json(snap)
+    assert r["oom"] is None and r["segments_identical"], r
+    # at 1000 MiB the replay runs out of memory in epoch 3, at the second 300 MiB
+    r = replay_json(snap, "--capacity", cap)
+    oom = r["oom"]
+    assert oom and oom["size"] == 300 * MIB, r
+    assert oom["live_bytes"] == 3 * 60 * MIB + 300 * MIB, oom
+    assert "frag_prog.c" in (oom["call_site"] or ""), oom   # the call site, symbolized
+    text = replay(snap, "--capacity", cap).stdout
+    assert "OUT OF MEMORY at event %d" % oom["event_index"] in text, text
+    # and so does the program, live, at that capacity with the defaults
+    _, out = record("frag_live_default", [FRAG], cap, status=3)
+    assert "out of memory at epoch 3" in out, out
+    # the sweep finds settings that fit, ranked first
+    sweep = json.loads(replay(snap, "--capacity", cap, "--sweep", "--json").stdout)
+    runs = sweep["runs"]
+    assert sweep["capacity"] == 1000 * MIB
+    assert not [x for x in runs if x["label"].startswith("as recorded")][0]["fits"]
+    fits = [x for x in runs if x.get("fits")]
+    assert fits and runs[0]["fits"], runs[:3]
+    assert [x["rank"] for x in runs] == list(range(1, len(runs) + 1))
+    peaks = [x["devices"][0]["peak_reserved"] for x in fits]
+    assert peaks == sorted(peaks), peaks
+    best = runs[0]["label"]
+    # run live with the best one at 1000 MiB: no out-of-memory
+    _, out = record("frag_live_best", [FRAG], cap, conf=best)
+    assert "frag: ok" in out, (best, out)
+    # the text form says which fit
+    text = replay(snap, "--capacity", cap, "--sweep").stdout
+    assert "%d of %d settings fit in 1000 MiB; the recorded settings do not" % (
+        len(fits), len(runs)) in text, text
+
+
+def test_recorded_oom_is_replayed_as_the_allocation_it_refused():
+    snap, out = record("frag_oom", [FRAG], "1000M", status=3)
+    r = replay_json(snap)
+    assert r["recorded_ooms"] == 1 and r["oom"] is not None, r
+    assert r["segments_identical"], r
+    # with max_split_size_mb:100 the refused request is served
+    r = replay_json(snap, "--conf", "max_split_size_mb:100")
+    assert r["oom"] is None and r["recorded_ooms_served"] == 1, r
+
+
+def test_replay_refuses_bad_input_with_one_line():
+    snap, _ = record("bad", [DEMO], "2G")
+    cases = [
+        ([], 2, "usage: vramtrace replay"),
+        ([os.path.join(TMP, "missing.vtsnap")], 2, "cannot open"),
+        ([snap, "--capacity", "40Q"], 2, "bad --capacity '40Q'"),
+        ([snap, "--capacity"], 2, "--capacity needs a value"),
+        ([snap, "--conf", "max_split_size_mb:0"], 2, "bad --conf 'max_split_size_mb:0'"),
+        ([snap, "--conf", "nope:1"], 2, "unknown VRAMTRACE_CONF key 'nope'"),
+        ([snap, "--frobnicate"], 2, "unknown option '--frobnicate'"),
+        ([snap, snap], 2, "one snapshot at a time"),
+        ([snap, "--jobs", "0", "--sweep"], 2, "bad --jobs '0'"),
+    ]
+    for args, status, msg in cases:
+        p = replay(*args, status=status)
+        assert msg in p.stderr, (args, p.stderr)
+        if not msg.startswith("usage"):
+            assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+            assert p.stdout == "", p.stdout
+    not_snap = os.path.join(TMP, "not.vtsnap")
+    with open(not_snap, "w") as f:
+        f.write("hello")
+    p = replay(not_snap, status=2)
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    h = replay("--help")
+    assert "--capacity SIZE" in h.stdout and "--sweep" in h.stdout
+    for cap, want in (("40G", 40 << 30), ("40GiB", 40 << 30), ("40GB", 40 * 10**9),
+                      ("81920M", 80 << 30), ("1.5T", 3 << 39)):
+        assert replay_json(snap, "--capacity", cap)["devices"][0]["capacity"] == want, cap
+    assert replay_json(snap, "--capacity", "unlimited")["devices"][0]["capacity"] is None
+
+
+if __name__ == "__main__":
+    globals()["test_" + sys.argv[5]]()
+    print("ok")

@@ -1,0 +1,68 @@
+/*
+ * trace/snap/uncached.h - memory the program holds that the cache did not
+ * serve: managed memory, pinned host memory (allocated or registered),
+ * pitched allocations, arrays, allocations from an explicit pool, VMM
+ * physical allocations. The hooks record each as a PASSTHROUGH event (aux =
+ * the call, VT_PASS_*; aux2 = 1 for its release). Every view shows them as
+ * kinds of their own, apart from the cache's allocated/reserved figures.
+ *
+ * Matching: a PASSTHROUGH allocation opens an allocation at its addr; the
+ * next PASSTHROUGH release at that addr closes it, whichever call released
+ * it (cudaFree of a pitched or managed pointer is recorded as
+ * VT_PASS_FOREIGN_FREE). Mappings (VT_PASS_VMM_MAP) are not memory of their
+ * own (cuMemCreate counts it) and are skipped. A release with nothing open
+ * at its addr was allocated before the kept events: nothing is known of its
+ * size, so it is not shown. The allocator-state section does not hold these
+ * allocations: one without a release among the kept events is alive.
+ */
+#ifndef VT_TRACE_UNCACHED_H
+#define VT_TRACE_UNCACHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapshot.h"
+
+/* What the views call each kind (one name per VT_PASS_* allocation call). */
+enum vt_uncached_kind {
+    VT_UK_MANAGED = 0,        /* cudaMallocManaged / cuMemAllocManaged */
+    VT_UK_PINNED_HOST,        /* cudaMallocHost, cudaHostAlloc, cuMemHostRegister */
+    VT_UK_PITCHED,            /* cudaMallocPitch, cudaMalloc3D */
+    VT_UK_ARRAY,              /* cudaMallocArray, cudaMalloc3DArray */
+    VT_UK_POOL,               /* cudaMallocFromPoolAsync from an explicit pool */
+    VT_UK_VMM,                /* cuMemCreate physical memory */
+    VT_UK_OTHER,              /* a call of a newer format minor */
+    VT_UK_COUNT
+};
+
+typedef struct vt_uncached {
+    uint64_t addr;            /* pointer (an array: its handle; VMM: the handle) */
+    uint64_t size;            /* bytes as recorded */
+    uint64_t stream;          /* stream of a pool allocation, else 0 */
+    uint64_t alloc_seq, alloc_time_ns;
+    uint64_t free_seq, free_time_ns;   /* 0 while alive */
+    uint32_t alloc_stack, free_stack;
+    uint32_t alloc_event;     /* index into s->events */
+    uint32_t free_event;      /* UINT32_MAX while alive */
+    uint8_t  call;            /* VT_PASS_* of the allocation */
+    uint8_t  kind;            /* enum vt_uncached_kind */
+    uint8_t  alive;           /* not released among the kept events */
+    uint8_t  inherited;       /* allocated before the last FORK event: the parent's */
+    int8_t   device;
+} vt_uncached;
+
+/* Kind of a VT_PASS_* allocation call (VT_UK_OTHER for unknown ones). */
+enum vt_uncached_kind vt_uncached_kind_of(unsigned call);
+
+/* "managed", "pinned host", "pitched", "array", "pool", "vmm", "other". */
+const char *vt_uncached_kind_name(enum vt_uncached_kind k);
+
+/* Is a kind host memory (pinned host) rather than device memory? */
+int vt_uncached_kind_is_host(enum vt_uncached_kind k);
+
+/* Match the PASSTHROUGH events of `s` into allocations, in allocation order.
+ * fork_seq: seq of the last FORK event (0: none).
+ * @return 0 and *out (free()), *n; -ENOMEM. */
+int vt_uncached_build(const vt_snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n);
+
+#endif /* VT_TRACE_UNCACHED_H */
