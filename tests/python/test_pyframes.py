@@ -144,6 +144,8 @@ def test_a_process_without_python_records_as_before(tmp_path):
         snap = str(tmp_path / f"{conf.replace(':', '_')}.vtsnap")
         run([vt_cli(), "run", "-o", snap, "--conf", conf, "--", demo])
         snaps.append(snapshot_json(snap))
-    assert stacks_of(snaps[0]) == stacks_of(snaps[1])
-    assert stacks_of(snaps[0]) and any(names for _, names in stacks_of(snaps[0]))
+    # the workload's sizes vary from run to run; its call paths do not
+    paths = [{tuple(names) for _, names in stacks_of(sj)} for sj in snaps]
+    assert paths[0] == paths[1]
+    assert any(len(p) > 3 for p in paths[0]), paths[0]
     assert not any(f["module"] == "python" for f in snaps[0]["frames"])
