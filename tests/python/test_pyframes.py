@@ -99,6 +99,23 @@ def test_python_frames_are_interleaved_inside_the_eval_loops_native_frame(tmp_pa
     assert f"alloc {SHAPES}:" in summary[summary.index("top call sites"):], summary
 
 
+def test_signal_snapshots_while_python_threads_allocate(tmp_path):
+    """Snapshots on a signal are written by vramtrace's thread from stacks
+    already interned, while three Python threads go on allocating; the
+    program runs to its end and the exit snapshot's frames are exact."""
+    sj, expected, _ = traced_shapes(tmp_path, interpreter(sys.version_info[1]), ["signal"],
+                                    conf="signal:SIGUSR1")
+    assert len(expected) > 3
+    by_addr = {lt["addr"]: lt for lt in sj["lifetimes"]}
+    for addr, want in expected.items():
+        assert python_frames(sj, by_addr[addr]["alloc_stack"]) == want
+    signal_snaps = [f for f in os.listdir(tmp_path) if f != "shapes.vtsnap"]
+    assert signal_snaps, os.listdir(tmp_path)
+    for f in signal_snaps:
+        signal_sj = snapshot_json(str(tmp_path / f))
+        assert any(fr["module"] == "python" for fr in signal_sj["frames"])
+
+
 def test_stacks_native_records_no_python_frames(tmp_path):
     sj, expected, _ = traced_shapes(tmp_path, interpreter(sys.version_info[1]), ["plain"],
                                     conf="stacks:native")

@@ -104,8 +104,33 @@ def threads():
         t.join()
 
 
+def signalled():
+    """Threads allocate while the process sends itself SIGUSR1 (a snapshot
+    written by vramtrace's thread, `--conf signal:SIGUSR1`)."""
+    import os
+    import signal
+    import time
+    done = threading.Event()
+
+    def busy(i):
+        while not done.is_set():
+            alloc(4096 * (i + 1))
+            time.sleep(0.001)
+
+    ts = [threading.Thread(target=busy, args=(i,)) for i in range(3)]
+    for t in ts:
+        t.start()
+    for _ in range(3):
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGUSR1)
+    time.sleep(0.05)
+    done.set()
+    for t in ts:
+        t.join()
+
+
 SHAPES = {"plain": plain, "generator": generator, "async": asynchronous,
-          "exception": exception_main, "threads": threads}
+          "exception": exception_main, "threads": threads, "signal": signalled}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
