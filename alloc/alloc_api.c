@@ -53,7 +53,7 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out)
     return vt__heap_malloc(h, size, vt__stream_key(stream), out);
 }
 
-int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode)
+int vt__alloc_free(void *ptr, uint64_t stream, enum vt__free_mode mode)
 {
     if (!ptr)
         return 0;

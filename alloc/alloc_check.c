@@ -24,7 +24,7 @@ struct sums {
     int64_t alloc_b, alloc_n, active_b, active_n, req_b, reserved, segs, split_b, split_n;
 };
 
-static int cmp_stat(const vt__heap *h, const char *name, const vt__stat_t *st, int i, int64_t v)
+static int cmp_stat(const vt__heap *h, const char *name, const vt_stat *st, int i, int64_t v)
 {
     if (st[i].current != v)
         return fail(h, "stat %s[%d] is %lld, the blocks sum to %lld", name, i,

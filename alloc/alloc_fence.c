@@ -24,6 +24,13 @@
  *   - a segment goes back to the device (release, gc, a destroyed stream's,
  *     reset) only with cuMemFree, which waits for the device.
  *
+ * Streams capturing into a graph: nothing is ever recorded on them (an
+ * event there would become a node of the program's graph, and recording on
+ * the legacy stream while a blocking stream captures would invalidate the
+ * capture). A block whose extra streams include a capturing one goes to the
+ * batch, and the batch fence is recorded only when no stream of the device
+ * captures: until then those blocks stay pending.
+ *
  * Life of a fenced free: vt__fence_free marks the block PENDING and puts it
  * on a fence (its extra streams) and/or the batch (unknown stream);
  * vt__poll_fences (each allocation while fences are in flight, the OOM chain,
@@ -38,7 +45,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-#define CUDA_ERR_OOM 2
 
 
 static void *event_get(vt__heap *h)
@@ -71,6 +77,17 @@ static vt__fence *fence_new(uint32_t nstreams)
         return NULL;
     }
     return f;
+}
+
+/* Is any stream this heap fences capturing (the legacy one included)? */
+static bool any_capturing(vt__heap *h)
+{
+    if (vt__backend_stream_capturing(h->device, 0))
+        return true;
+    for (uint64_t i = 0; i < h->nstreams; i++)
+        if (vt__backend_stream_capturing(h->device, h->streams[i]))
+            return true;
+    return false;
 }
 
 /* An event on `raw` stream. A stream we cannot record on (destroyed,
@@ -114,6 +131,8 @@ static void finish_pending(vt__heap *h, vt__block *b)
  * stream announced on this device. */
 void vt__record_batch_fence(vt__heap *h)
 {
+    if (any_capturing(h))
+        return;   /* retried at the next poll, once the captures ended */
     vt__fence *f = fence_new((uint32_t)h->nstreams + 1);
     if (!f)
         return;   /* retried at the next poll */
@@ -206,7 +225,12 @@ void vt__fence_free(vt__heap *h, vt__block *b, bool unknown)
     b->nwait = 0;
     h->npending++;
     if (b->nx) {
-        vt__fence *f = fence_new(b->nx);
+        bool capturing = false;
+        for (uint32_t i = 0; i < b->nx && !capturing; i++)
+            capturing = vt__backend_stream_capturing(h->device, vt__stream_raw(b->xstreams[i]));
+        vt__fence *f = capturing ? NULL : fence_new(b->nx);
+        if (capturing)
+            unknown = true;   /* the batch waits until no stream captures */
         if (f) {
             for (uint32_t i = 0; i < b->nx; i++)
                 fence_record(h, f, vt__stream_raw(b->xstreams[i]));
@@ -240,7 +264,7 @@ int vt__fence_record_use(vt__heap *h, vt__block *b, uint64_t key)
         return 0;
     int r = vt__block_use_stream(b, key);
     if (r < 0)
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     if (r > 0)
         vt__trace(VT_EV_STREAM_USE, h->device, key, b->addr, 0, b->size, 0, 0, 0, 0);
     return 0;

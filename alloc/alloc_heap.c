@@ -23,8 +23,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-#define CUDA_ERR_INVALID_VALUE 1
-#define CUDA_ERR_OOM 2
 
 /* Larger requests fail as out of memory before any rounding: rounding
  * SIZE_MAX up to 512 B (or to a power-of-two division, or a segment to
@@ -311,7 +309,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
     if (vt_unlikely(req > VT_MAX_REQUEST)) {
         vt__oom_report(h, key, req, req, stack);
         *out = NULL;
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     }
     if (vt_unlikely(!cfg->cache))
         return vt__uncached_malloc(h, req, key, stack, out);
@@ -330,7 +328,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
         int rc = vt__heap_grow(h, pool, key, size, stack, cfg, &b);
         if (rc) {
             vt__heap_unlock(h);
-            if (rc == CUDA_ERR_OOM)
+            if (rc == VT_CUDA_ERR_OOM)
                 vt__oom_report(h, key, req, size, stack);
             *out = NULL;
             return rc;
@@ -341,7 +339,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
         vt__make_free(h, b);   /* host memory exhausted: give the block back */
         vt__heap_unlock(h);
         *out = NULL;
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     }
     int sp = b->seg->spool;
     b->state = VT_B_ALLOCATED;
@@ -362,7 +360,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 /* ---- free --------------------------------------------------------------- */
 
 /* Free an allocated block of heap h (locked). */
-static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt_free_mode mode,
+static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mode mode,
                        uint32_t stack)
 {
     if (vt_unlikely(b->pool == VT_POOL_UNCACHED)) {
@@ -410,7 +408,7 @@ static inline bool heap_may_own(int d, uint64_t addr)
            && addr < atomic_load_explicit(&h->hi, memory_order_relaxed);
 }
 
-int vt__heap_free(void *ptr, uint64_t key, enum vt_free_mode mode, uint32_t stack)
+int vt__heap_free(void *ptr, uint64_t key, enum vt__free_mode mode, uint32_t stack)
 {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     int n = vt__heap_count();
@@ -433,7 +431,7 @@ int vt__heap_free(void *ptr, uint64_t key, enum vt_free_mode mode, uint32_t stac
         vt__heap_unlock(h);
         if (reason) {
             vt__badfree_report(d, addr, reason, stack);
-            return CUDA_ERR_INVALID_VALUE;
+            return VT_CUDA_ERR_INVALID_VALUE;
         }
     }
     return VT_ALLOC_NOT_OWNED;
@@ -467,7 +465,7 @@ int vt__heap_record_stream(void *ptr, uint64_t key)
         vt__heap_unlock(h);
         return rc;
     }
-    return CUDA_ERR_INVALID_VALUE;
+    return VT_CUDA_ERR_INVALID_VALUE;
 }
 
 bool vt__heap_owns(const void *ptr)

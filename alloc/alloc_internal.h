@@ -24,6 +24,7 @@
 #include "vramtrace.h"
 #include "vramtrace/format.h"
 
+#include "cuda_errors.h"
 #include "likely.h"
 
 #define VT_MAX_DEVICES   64
@@ -117,10 +118,6 @@ typedef struct vt__findex {      /* free blocks of one pool, per stream */
     vt__sindex *last;             /* the last one used (usually the only one) */
 } vt__findex;
 
-typedef struct vt__stat {        /* like PyTorch's Stat */
-    int64_t current, peak, allocated, freed;
-} vt__stat_t;
-
 /* address -> allocated block, open addressing, linear probing */
 typedef struct vt__ptrmap {
     uint64_t *keys;               /* 0 = empty slot */
@@ -156,10 +153,10 @@ typedef struct vt__heap {
     uint64_t cap;                 /* cap on reserved bytes */
     uint64_t inflight;            /* bytes being allocated with the lock dropped */
     double fraction;
-    /* stats: [VT_STAT_SMALL, VT_STAT_LARGE, VT_STAT_ALL] */
-    vt__stat_t allocated_bytes[3], reserved_bytes[3], active_bytes[3],
-               inactive_split_bytes[3], requested_bytes[3];
-    vt__stat_t allocation[3], segment[3], active[3], inactive_split[3];
+    /* stats, the public vt_stat (PyTorch's Stat): [VT_STAT_SMALL, VT_STAT_LARGE, VT_STAT_ALL] */
+    vt_stat allocated_bytes[3], reserved_bytes[3], active_bytes[3],
+            inactive_split_bytes[3], requested_bytes[3];
+    vt_stat allocation[3], segment[3], active[3], inactive_split[3];
     uint64_t num_alloc_retries, num_ooms, num_backend_allocs, num_backend_frees;
     uint64_t num_sync_all, num_fence_events, num_bad_frees;
     uint64_t *reset_ptrs;         /* sorted: pointers live at the last device reset */
@@ -222,7 +219,7 @@ vt__heap *vt__heap_slot(int device);
 int vt__heap_count(void);                         /* devices ever touched, upper bound */
 int vt__heap_malloc(vt__heap *h, uint64_t size, uint64_t stream_key, void **out);
 /* @return 0, VT_ALLOC_NOT_OWNED if ptr not in h, or cudaErrorInvalidValue */
-int vt__heap_free(void *ptr, uint64_t stream_key, enum vt_free_mode mode, uint32_t stack);
+int vt__heap_free(void *ptr, uint64_t stream_key, enum vt__free_mode mode, uint32_t stack);
 int vt__heap_record_stream(void *ptr, uint64_t stream_key);
 bool vt__heap_owns(const void *ptr);
 /* Under the lock: a block struct from the heap's spares (zeroed) / back. */
@@ -309,7 +306,7 @@ void vt__heap_stream_created(vt__heap *h, uint64_t raw);
 void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw);
 
 /* ---- alloc_stats.c: PyTorch-style counters ----------------------------- */
-static inline void vt__stat_add1(vt__stat_t *s, int64_t d)
+static inline void vt__stat_add1(vt_stat *s, int64_t d)
 {
     s->current += d;
     if (d > 0) {
@@ -322,7 +319,7 @@ static inline void vt__stat_add1(vt__stat_t *s, int64_t d)
 }
 
 /* Move one counter of `pool` and of the total. */
-static inline void vt__stat_add(vt__stat_t *arr, int pool, int64_t d)
+static inline void vt__stat_add(vt_stat *arr, int pool, int64_t d)
 {
     vt__stat_add1(&arr[pool], d);
     vt__stat_add1(&arr[VT_STAT_ALL], d);

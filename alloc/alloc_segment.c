@@ -20,7 +20,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-#define CUDA_ERR_OOM 2
 
 /* Mid-size requests (1 to 10 MiB) share segments of up to 20 MiB, as
  * PyTorch's do, but sized to a whole number of the request: a 20 MiB
@@ -221,9 +220,9 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
 {
     uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
     if (h->cap != UINT64_MAX && reserved + h->inflight + size > h->cap)
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     if (!vt__index_stream(&h->free_idx[pool], key, true))
-        return CUDA_ERR_OOM;   /* no host memory for the stream's index */
+        return VT_CUDA_ERR_OOM;   /* no host memory for the stream's index */
     h->inflight += size;
     vt__heap_unlock(h);
     uint64_t addr = 0;
@@ -254,7 +253,7 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
         vt__backend_free(h->device, addr);
         vt__heap_lock(h);
         h->num_backend_frees++;
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     }
     b->addr = addr;
     b->size = size;
@@ -297,7 +296,7 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;
     int rc = new_segment(h, pool, key, seg, stack, out);
-    if (rc != CUDA_ERR_OOM)
+    if (rc != VT_CUDA_ERR_OOM)
         return rc;
     /* 1: release unused segments (enough for this one) and retry */
     h->num_alloc_retries++;
@@ -305,7 +304,7 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;
     rc = new_segment(h, pool, key, seg, stack, out);
-    if (rc != CUDA_ERR_OOM)
+    if (rc != VT_CUDA_ERR_OOM)
         return rc;
     /* 2: wait for every pending free, release everything unused, retry */
     h->num_sync_all++;
@@ -317,7 +316,7 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;
     rc = new_segment(h, pool, key, seg, stack, out);
-    if (rc != CUDA_ERR_OOM || seg == size)
+    if (rc != VT_CUDA_ERR_OOM || seg == size)
         return rc;
     /* 3: what the program's own cudaMalloc would have got: the request
      * alone, no room to share. A program that fits without the cache fits

@@ -7,10 +7,9 @@
 
 #include "alloc_internal.h"
 
-static void copy_stats(vt_stat *dst, const vt__stat_t *src)
+static void copy_stats(vt_stat *dst, const vt_stat *src)
 {
-    for (int i = 0; i < 3; i++)
-        dst[i] = (vt_stat){ src[i].current, src[i].peak, src[i].allocated, src[i].freed };
+    memcpy(dst, src, 3 * sizeof *src);
 }
 
 void vt__heap_stats(vt__heap *h, vt_stats *o)
@@ -38,7 +37,7 @@ void vt__heap_stats(vt__heap *h, vt_stats *o)
 
 void vt__heap_reset_peaks(vt__heap *h)
 {
-    vt__stat_t *all[] = { h->allocated_bytes, h->reserved_bytes, h->active_bytes,
+    vt_stat *all[] = { h->allocated_bytes, h->reserved_bytes, h->active_bytes,
                           h->inactive_split_bytes, h->requested_bytes, h->allocation,
                           h->segment, h->active, h->inactive_split };
     vt__heap_lock(h);

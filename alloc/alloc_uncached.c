@@ -11,7 +11,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-#define CUDA_ERR_OOM 2
 
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out)
 {
@@ -21,7 +20,7 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
     if (h->cap != UINT64_MAX && reserved + h->inflight + req > h->cap) {
         vt__heap_unlock(h);
         vt__oom_report(h, key, req, req, stack);
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     }
     h->inflight += req;
     vt__heap_unlock(h);
@@ -31,7 +30,7 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
     h->inflight -= req;
     if (rc) {
         vt__heap_unlock(h);
-        if (rc == CUDA_ERR_OOM)
+        if (rc == VT_CUDA_ERR_OOM)
             vt__oom_report(h, key, req, req, stack);
         return rc;
     }
@@ -57,7 +56,7 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
             vt__block_release(h, b);
         vt__heap_unlock(h);
         vt__backend_free(h->device, addr);
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     }
     if (vt__ptrmap_put(&h->live, addr, b)) {
         vt__segs_remove(h, s);
@@ -65,7 +64,7 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
         vt__block_release(h, b);
         vt__heap_unlock(h);
         vt__backend_free(h->device, addr);
-        return CUDA_ERR_OOM;
+        return VT_CUDA_ERR_OOM;
     }
     vt__stat_add(h->reserved_bytes, spool, (int64_t)req);
     vt__stat_add(h->segment, spool, 1);

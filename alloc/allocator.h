@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 /* How a free knows the streams that may still use the block. */
-enum vt_free_mode {
+enum vt__free_mode {
     VT_FREE_ON_STREAM = 0,   /* vt_free / cudaFreeAsync: ordered on `stream` */
     VT_FREE_UNKNOWN_STREAM = 1, /* plain cudaFree/cuMemFree: fence on every known stream */
 };
@@ -37,7 +37,7 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out);
  * an interior pointer or a double free is reported once and returns
  * cudaErrorInvalidValue. */
 #define VT_ALLOC_NOT_OWNED (-1)
-int vt__alloc_free(void *ptr, uint64_t stream, enum vt_free_mode mode);
+int vt__alloc_free(void *ptr, uint64_t stream, enum vt__free_mode mode);
 
 /* The real free refused a pointer the cache does not own (invalid value):
  * a bad free of the program's; report it (unknown pointer, double free

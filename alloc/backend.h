@@ -23,8 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VT_BACKEND_NOT_READY 600   /* cudaErrorNotReady == CUDA_ERROR_NOT_READY */
-#define VT_BACKEND_OOM 2           /* cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY */
+#include "cuda_errors.h"
+
+#define VT_BACKEND_NOT_READY VT_CUDA_ERR_NOT_READY   /* == CUDA_ERROR_NOT_READY */
+#define VT_BACKEND_OOM VT_CUDA_ERR_OOM               /* == CUDA_ERROR_OUT_OF_MEMORY */
 
 /* Load and initialize the driver (cuInit once). */
 int vt__backend_init(void);
@@ -56,5 +58,9 @@ int vt__backend_event_sync(int device, void *event);
 int vt__backend_event_destroy(int device, void *event);
 /* Wait for all work queued on a (still existing) stream. */
 int vt__backend_stream_sync(int device, uint64_t stream);
+/* Is `stream` capturing into a graph (or, the legacy stream, unusable while
+ * a blocking stream captures)? Then nothing may be recorded on it or waited
+ * for: 1. Else 0 (also when the driver cannot tell). */
+int vt__backend_stream_capturing(int device, uint64_t stream);
 
 #endif /* VT_ALLOC_BACKEND_H */

@@ -208,6 +208,22 @@ int vt__backend_stream_sync(int device, uint64_t stream)
     return r;
 }
 
+int vt__backend_stream_capturing(int device, uint64_t stream)
+{
+    const vt__driver_api *d = vt__driver();
+    if (!d || !d->cuStreamIsCapturing)
+        return 0;
+    int pushed, r = enter(device, &d, &pushed);
+    if (r)
+        return 0;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    r = (int)d->cuStreamIsCapturing((CUstream)(uintptr_t)stream, &st);
+    leave(d, pushed);
+    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+        return 1;
+    return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* Query and synchronize need no current context: events know theirs. */
 int vt__backend_event_query(int device, void *event)
 {

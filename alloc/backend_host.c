@@ -312,6 +312,14 @@ int vt__backend_stream_sync(int device, uint64_t stream)
     return 0;
 }
 
+/* A recorded program's streams are never captured into a graph here. */
+int vt__backend_stream_capturing(int device, uint64_t stream)
+{
+    (void)device;
+    (void)stream;
+    return 0;
+}
+
 int vt__backend_device_name(int device, char *name, size_t len)
 {
     if (!len)

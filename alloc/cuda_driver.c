@@ -134,6 +134,7 @@ static int resolve(void)
     ENTRY(cuStreamGetDevice, "cuStreamGetDevice");
     ENTRY_AT(cuStreamGetCtx, "cuStreamGetCtx", 12000);
     ENTRY(cuStreamQuery, "cuStreamQuery");
+    ENTRY(cuStreamIsCapturing, "cuStreamIsCapturing");
     ENTRY(cuStreamWaitEvent, "cuStreamWaitEvent");
     ENTRY(cuEventCreate, "cuEventCreate");
     ENTRY(cuEventRecord, "cuEventRecord");

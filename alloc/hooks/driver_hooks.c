@@ -150,6 +150,23 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
               release ? 1 : 0, 0);
 }
 
+/* Stream capture (CUDA Programming Guide, "Graph Memory Nodes"): a
+ * stream-ordered allocation on a capturing stream is a node of the graph
+ * and its address is valid at every launch, so it goes to the driver, which
+ * records it (VT_PASS_GRAPH). A free there of a block the cache owns is the
+ * graph's free node, which would run at a later launch: the block stays
+ * allocated (the program's, as far as the cache knows), never reused under
+ * the graph. */
+bool vt__hk_stream_capturing(const void *handle)
+{
+    const vt__driver_api *d = vt__driver();
+    if (!d || !d->cuStreamIsCapturing)
+        return false;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return d->cuStreamIsCapturing((CUstream)(uintptr_t)handle, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* ---- allocation ---------------------------------------------------------- */
 
 static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes, uint64_t stream)
@@ -192,13 +209,15 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (vt_unlikely(vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+    bool graph = vt__hk_stream_capturing(s);
+    if (vt_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
         CUresult r_;
         r = GUARDED(real(dptr, bytes, s));
         if (r == CUDA_SUCCESS)
-            vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytes, VT_PASS_FROM_POOL, false);
+            vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytes,
+                               graph ? VT_PASS_GRAPH : VT_PASS_FROM_POOL, false);
         return r;
     }
     return alloc_on(dev, dptr, bytes, stream);
@@ -282,6 +301,11 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
+    if (vt_unlikely(vt__hk_stream_capturing(s))) {
+        if (vt__alloc_owns((const void *)(uintptr_t)dptr))
+            return CUDA_SUCCESS;       /* the graph's free node: kept (see above) */
+        return free_foreign(NULL, real, dptr, s, stream, dev);
+    }
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
@@ -394,10 +418,11 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 
 /* ---- waits ------------------------------------------------------------------ */
 
-/* As the runtime's (runtime_hooks.c): the frees whose work is done by the
- * end of the wait complete then. A statically linked runtime's
- * cudaDeviceSynchronize arrives here. */
-#define SYNC_CALL(e, all, ...)                                                 \
+/* As the runtime's (runtime_hooks.c, WAIT_CALL): the frees whose work is
+ * done by the end of the wait complete then; `begin` records the fence of
+ * the frees of unknown stream before the call. A statically linked
+ * runtime's cudaDeviceSynchronize, cudaMemcpy and queries arrive here. */
+#define WAIT_CALL(e, begin, all, ...)                                          \
     do {                                                                       \
         __typeof__(&e) real_;                                                  \
         REAL(real_, HK_##e);                                                   \
@@ -405,7 +430,7 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
             return CUDA_ERROR_NOT_INITIALIZED;                                 \
         bool pass_ = PASS();                                                   \
         HK_ENTER();                                                            \
-        if (!pass_)                                                            \
+        if (!pass_ && (begin))                                                 \
             vt__alloc_sync_begin(all);                                         \
         CUresult r_ = real_(__VA_ARGS__);                                      \
         if (!pass_ && r_ == CUDA_SUCCESS)                                      \
@@ -413,6 +438,8 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
         HK_LEAVE();                                                            \
         return r_;                                                             \
     } while (0)
+
+#define SYNC_CALL(e, all, ...) WAIT_CALL(e, true, all, __VA_ARGS__)
 
 HK_EXPORT CUresult cuCtxSynchronize(void)
 {
@@ -438,6 +465,60 @@ HK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 HK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     SYNC_CALL(cuEventSynchronize, false, hEvent);
+}
+
+/* Queries that answer CUDA_SUCCESS, and blocking copies: the device's
+ * semantics and why the per-thread variants record no fence in front are
+ * in runtime_hooks.c (cudaMemcpy). */
+HK_EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+    WAIT_CALL(cuStreamQuery, false, false, hStream);
+}
+
+HK_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream);
+HK_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+    WAIT_CALL(cuStreamQuery_ptsz, false, false, hStream);
+}
+
+HK_EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+    WAIT_CALL(cuEventQuery, false, false, hEvent);
+}
+
+HK_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpy, true, false, dst, src, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+HK_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpy_ptds, false, false, dst, src, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyHtoD_v2, true, false, dstDevice, srcHost, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
+                                        size_t ByteCount);
+HK_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
+                                        size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyHtoD_v2_ptds, false, false, dstDevice, srcHost, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyDtoH_v2, true, false, dstHost, srcDevice, ByteCount);
+}
+
+HK_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
+HK_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    WAIT_CALL(cuMemcpyDtoH_v2_ptds, false, false, dstHost, srcDevice, ByteCount);
 }
 
 /* ---- seen, not cached ------------------------------------------------------ */
@@ -836,7 +917,9 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                    \
     X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxSynchronize)  \
     X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)     \
-    X(cuEventSynchronize) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2)               \
+    X(cuEventSynchronize) X(cuStreamQuery) X(cuStreamQuery_ptsz) X(cuEventQuery)  \
+    X(cuMemcpy) X(cuMemcpy_ptds) X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds)       \
+    X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2) \
     X(cuArray3DCreate_v2) X(cuArrayDestroy) X(cuMemHostRegister_v2)              \
     X(cuMemHostUnregister) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
     X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolSetAccess)

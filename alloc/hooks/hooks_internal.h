@@ -92,6 +92,15 @@ enum vt__hk_drv {
     HK_cuStreamSynchronize,
     HK_cuStreamSynchronize_ptsz,
     HK_cuEventSynchronize,
+    HK_cuStreamQuery,
+    HK_cuStreamQuery_ptsz,
+    HK_cuEventQuery,
+    HK_cuMemcpy,                   /* unified addressing, any direction */
+    HK_cuMemcpy_ptds,
+    HK_cuMemcpyHtoD_v2,
+    HK_cuMemcpyHtoD_v2_ptds,
+    HK_cuMemcpyDtoH_v2,
+    HK_cuMemcpyDtoH_v2_ptds,
     HK_cuMemAllocPitch_v2,
     HK_cuArrayCreate_v2,
     HK_cuArray3DCreate_v2,
@@ -131,6 +140,12 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
 
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
+
+/* ---- driver_hooks.c: stream capture ------------------------------------ */
+
+/* Is `handle` capturing into a graph? Stream-ordered allocations and frees
+ * on it are then the graph's (graph memory nodes), never the cache's. */
+bool vt__hk_stream_capturing(const void *handle);
 
 /* ---- program_pools.c: devices whose memory pool the program configures -- */
 

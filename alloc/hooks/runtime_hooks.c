@@ -65,6 +65,8 @@ cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                          cudaStream_t stream);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
 
 /* ---- the real runtime ------------------------------------------------------ */
 
@@ -77,7 +79,8 @@ cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
     X(cudaMallocHost) X(cudaFreeHost) X(cudaMallocFromPoolAsync)               \
     X(cudaMallocFromPoolAsync_ptsz) X(cudaGetLastError) X(cudaPeekAtLastError) \
     X(cudaHostAlloc) X(cudaStreamSynchronize) X(cudaStreamSynchronize_ptsz)   \
-    X(cudaEventSynchronize)
+    X(cudaEventSynchronize) X(cudaStreamQuery) X(cudaStreamQuery_ptsz)         \
+    X(cudaEventQuery) X(cudaMemcpy) X(cudaMemcpy_ptds)
 
 enum rt_fn {
 #define ENUM(name) RT_##name,
@@ -129,17 +132,24 @@ static void *rt_real(enum rt_fn e)
         memcpy(&(var), &p_, sizeof p_);                                        \
     } while (0)
 
-/* Return the real function `e` (same prototype as our hook `e`) called with
- * the guard up; no runtime found: initialization error. */
-#define CALL_REAL(e, ...)                                                      \
+/* r = the real function `e` (same prototype as our hook `e`) called with
+ * the guard up; no runtime found: the hook returns an initialization error. */
+#define REAL_CALL(r, e, ...)                                                   \
     do {                                                                       \
         __typeof__(&e) f_;                                                     \
         REAL(f_, e);                                                           \
         if (!f_)                                                               \
             return rt_fail(cudaErrorInitializationError);                      \
         HK_ENTER();                                                            \
-        cudaError_t r_ = f_(__VA_ARGS__);                                      \
+        (r) = f_(__VA_ARGS__);                                                 \
         HK_LEAVE();                                                            \
+    } while (0)
+
+/* Return what the real `e` returns. */
+#define CALL_REAL(e, ...)                                                      \
+    do {                                                                       \
+        cudaError_t r_;                                                        \
+        REAL_CALL(r_, e, __VA_ARGS__);                                         \
         return r_;                                                             \
     } while (0)
 
@@ -288,7 +298,8 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     cudaError_t r = rt_stream_enter(s, stream, &dev);
     if (r != cudaSuccess)
         return r;
-    if (vt_likely(!vt__hk_pool_is_programs(dev))) {
+    bool graph = vt__hk_stream_capturing(s);   /* a graph memory node (driver_hooks.c) */
+    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
         HK_ENTER();
         int err = vt__alloc_malloc(dev, size, stream, devPtr);
         HK_LEAVE();
@@ -303,8 +314,8 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     r = f(devPtr, size, s);
     HK_LEAVE();
     if (r == cudaSuccess)
-        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)*devPtr, size, VT_PASS_FROM_POOL,
-                           false);
+        vt__hk_passthrough(dev, stream, (uint64_t)(uintptr_t)*devPtr, size,
+                           graph ? VT_PASS_GRAPH : VT_PASS_FROM_POOL, false);
     return r;
 }
 
@@ -347,13 +358,8 @@ static cudaError_t foreign_free_done(const void *p, uint64_t stream, cudaError_t
 /* Call the real `e` like CALL_REAL, then foreign_free_done. */
 #define FREE_FOREIGN(e, stream, ...)                                           \
     do {                                                                       \
-        __typeof__(&e) f_;                                                     \
-        REAL(f_, e);                                                           \
-        if (!f_)                                                               \
-            return rt_fail(cudaErrorInitializationError);                      \
-        HK_ENTER();                                                            \
-        cudaError_t r_ = f_(__VA_ARGS__);                                      \
-        HK_LEAVE();                                                            \
+        cudaError_t r_;                                                        \
+        REAL_CALL(r_, e, __VA_ARGS__);                                         \
         return foreign_free_done(devPtr, (stream), r_);                        \
     } while (0)
 
@@ -390,6 +396,8 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
     cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
+    if (vt_unlikely(vt__hk_stream_capturing(handle)))   /* the graph's free node */
+        return vt__alloc_owns(devPtr) ? cudaSuccess : (cudaError_t)VT_ALLOC_NOT_OWNED;
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
@@ -467,8 +475,13 @@ VT_V13(cudaDeviceReset)
 
 /* The program waits for the device, a stream or an event: the frees whose
  * work is done by then complete now (vt__alloc_sync_begin/end), so what is
- * recorded as completed is true when the program looks, not late. */
-#define SYNC_CALL(e, all, ...)                                                 \
+ * recorded as completed is true when the program looks, not late, and the
+ * memory is reusable at once. `begin`: record the fence of the frees of
+ * unknown stream before the call, so that the wait covers it (all: even
+ * when one is in flight); without it the call only looks at the fences
+ * after it succeeded (a query, or a call that may not wait for every
+ * stream, must not have the legacy stream's event in front of it). */
+#define WAIT_CALL(e, begin, all, ...)                                          \
     do {                                                                       \
         __typeof__(&e) f_;                                                     \
         REAL(f_, e);                                                           \
@@ -476,7 +489,7 @@ VT_V13(cudaDeviceReset)
             return rt_fail(cudaErrorInitializationError);                      \
         bool pass_ = vt__hk_guard != 0;                                        \
         HK_ENTER();                                                            \
-        if (!pass_)                                                            \
+        if (!pass_ && (begin))                                                 \
             vt__alloc_sync_begin(all);                                         \
         cudaError_t r_ = f_(__VA_ARGS__);                                      \
         if (!pass_ && r_ == cudaSuccess)                                       \
@@ -484,6 +497,8 @@ VT_V13(cudaDeviceReset)
         HK_LEAVE();                                                            \
         return r_;                                                             \
     } while (0)
+
+#define SYNC_CALL(e, all, ...) WAIT_CALL(e, true, all, __VA_ARGS__)
 
 HK_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
@@ -508,6 +523,57 @@ HK_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
     SYNC_CALL(cudaEventSynchronize, false, event);
 }
 VT_V13(cudaEventSynchronize)
+
+/* A query that answers cudaSuccess: the stream's (the event's) work is done,
+ * and so are the fences recorded on it before. */
+HK_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    WAIT_CALL(cudaStreamQuery, false, false, stream);
+}
+VT_V13(cudaStreamQuery)
+
+HK_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+    WAIT_CALL(cudaStreamQuery_ptsz, false, false, stream);
+}
+VT_V13(cudaStreamQuery_ptsz)
+
+HK_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    WAIT_CALL(cudaEventQuery, false, false, event);
+}
+VT_V13(cudaEventQuery)
+
+/* cudaMemcpy waits for the device as a side effect. CUDA runtime API
+ * reference, "API synchronization behavior" and "Stream synchronization
+ * behavior" (docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html,
+ * .../stream-sync-behavior.html): the copy is queued on the default stream;
+ * device-to-host returns once the copy completed, pinned host-to-device and
+ * host-to-host are synchronous, pageable host-to-device syncs the stream
+ * before the copy; only device-to-device copies return at once. On the
+ * legacy default stream (cudaMemcpy) the copy first waits for all work of
+ * the blocking streams (created without cudaStreamNonBlocking, and the
+ * per-thread ones), so a fence recorded just before it on the legacy stream
+ * and those streams is complete when it returns: cudaMemcpy is treated like
+ * a stream synchronize. The per-thread default stream (cudaMemcpy_ptds,
+ * --default-stream per-thread) synchronizes with the legacy stream only,
+ * not with other streams: no fence is recorded in front of it (its event
+ * on the legacy stream would make the copy wait for every blocking stream,
+ * which the program did not ask for); the fences it happens to have
+ * outlived complete after it. */
+HK_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                                 enum cudaMemcpyKind kind)
+{
+    WAIT_CALL(cudaMemcpy, kind != cudaMemcpyDeviceToDevice, false, dst, src, count, kind);
+}
+VT_V13(cudaMemcpy)
+
+HK_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count,
+                                      enum cudaMemcpyKind kind)
+{
+    WAIT_CALL(cudaMemcpy_ptds, false, false, dst, src, count, kind);
+}
+VT_V13(cudaMemcpy_ptds)
 
 /* ---- last error ------------------------------------------------------------ */
 

@@ -133,6 +133,8 @@ enum vt_passthrough_call {
     VT_PASS_ARRAY = 8,            /* (1.3) cuArrayCreate / cuArray3DCreate / cuArrayDestroy:
                                      addr = the array handle, size = its texels' bytes */
     VT_PASS_HOST_REGISTER = 9,    /* (1.3) cuMemHostRegister / cuMemHostUnregister */
+    VT_PASS_GRAPH = 10,           /* (1.3) cudaMallocAsync on a capturing stream: a graph
+                                     memory node, the driver's */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -171,8 +173,9 @@ enum vt_passthrough_call {
  *   reader reading an older file reads stacks_truncated as 0, takes STATE as
  *   complete when it has a segment (the recorder wrote it whole whenever the
  *   allocator could describe itself) and has no true peaks to show.
- *   1.3 adds PASSTHROUGH calls (aux) VT_PASS_PITCH (7), VT_PASS_ARRAY (8) and
- *   VT_PASS_HOST_REGISTER (9): allocations that left no event before. Every
+ *   1.3 adds PASSTHROUGH calls (aux) VT_PASS_PITCH (7), VT_PASS_ARRAY (8),
+ *   VT_PASS_HOST_REGISTER (9) and VT_PASS_GRAPH (10): allocations that left
+ *   no event before, or that the cache served before (graph memory). Every
  *   1.x reader reads them (PASSTHROUGH aux is data, not validated); views
  *   since 1.3 show PASSTHROUGH allocations (of any file version) as kinds of
  *   their own, and a call they do not know (a newer minor's) as "other".

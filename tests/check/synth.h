@@ -1,6 +1,7 @@
 /* tests/check/synth.h - build synthetic snapshots in memory for the checker.
  *
- * A `synth` owns a vt_snapshot_data whose arrays it grows as events are added.
+ * A `synth` owns a vt_snapshot_data whose arrays it grows as events are added
+ * (through tests/common/snap_builder.h).
  * Every event gets the next seq (from 1) and advances the clock by `dt`
  * (default 1 ms); synth_tick() moves the clock further. Stacks are built from
  * function names (innermost first). Everything aborts on out-of-memory: tests
@@ -15,72 +16,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "snap_builder.h"
 #include "snapshot.h"
 
 typedef struct synth {
     vt_snapshot_data s;
-    size_t capev, capoff, capblob, capnodes, capframes, capblocks;
+    struct snap_builder b;  /* grows s's arrays (b.s == &s) */
     uint64_t seq;       /* last seq used */
     uint64_t time;      /* current clock, ns */
     uint64_t dt;        /* clock advance per event */
 } synth;
 
-static inline void *synth_grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return p;
-    size_t n = *cap ? *cap * 2 : 16;
-    while (n < need)
-        n *= 2;
-    p = realloc(p, n * elem);
-    if (!p) {
-        fprintf(stderr, "synth: out of memory\n");
-        exit(99);
-    }
-    *cap = n;
-    return p;
-}
-
-static inline uint32_t synth_str(synth *y, const char *str)
-{
-    vt_snapshot_data *s = &y->s;
-    for (size_t i = 0; i < s->nstrings; i++)
-        if (!strcmp(s->strings_blob + s->string_offsets[i], str))
-            return (uint32_t)i;
-    size_t len = strlen(str) + 1;
-    s->strings_blob = synth_grow(s->strings_blob, &y->capblob, s->strings_blob_size + len, 1);
-    s->string_offsets = synth_grow(s->string_offsets, &y->capoff, s->nstrings + 1,
-                                   sizeof *s->string_offsets);
-    memcpy(s->strings_blob + s->strings_blob_size, str, len);
-    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
-    s->strings_blob_size += len;
-    return (uint32_t)s->nstrings++;
-}
+static inline uint32_t synth_str(synth *y, const char *str) { return sb_str_dedup(&y->b, str); }
 
 /* A string interned without the linear search (for big traces). */
-static inline uint32_t synth_str_fast(synth *y, const char *str)
-{
-    vt_snapshot_data *s = &y->s;
-    size_t len = strlen(str) + 1;
-    s->strings_blob = synth_grow(s->strings_blob, &y->capblob, s->strings_blob_size + len, 1);
-    s->string_offsets = synth_grow(s->string_offsets, &y->capoff, s->nstrings + 1,
-                                   sizeof *s->string_offsets);
-    memcpy(s->strings_blob + s->strings_blob_size, str, len);
-    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
-    s->strings_blob_size += len;
-    return (uint32_t)s->nstrings++;
-}
+static inline uint32_t synth_str_fast(synth *y, const char *str) { return sb_str(&y->b, str); }
 
 static inline void synth_init(synth *y)
 {
     memset(y, 0, sizeof *y);
+    y->b.s = &y->s;
     y->dt = 1000000;
     y->time = 1000000000;
     synth_str_fast(y, "");
     vt_snapshot_data *s = &y->s;
-    s->stack_nodes = synth_grow(NULL, &y->capnodes, 1, sizeof *s->stack_nodes);
-    s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
-    s->nstack_nodes = 1;
+    sb_node(&y->b, 0, 0);   /* node 0: no stack */
     s->meta.format_version = 1;
     s->meta.pid = 4242;
     s->meta.rank = -1;
@@ -103,20 +63,12 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
     vt_snapshot_data *s = &y->s;
     uint32_t parent = 0;
     for (size_t i = n; i-- > 0;) {   /* outermost first */
-        s->frames = synth_grow(s->frames, &y->capframes, s->nframes + 1, sizeof *s->frames);
-        vt_frame *fr = &s->frames[s->nframes];
-        memset(fr, 0, sizeof *fr);
-        fr->ip = 0x400000 + 16 * s->nframes;
-        fr->module_offset = 16 * s->nframes;
-        fr->module = synth_str(y, "/usr/bin/train");
-        fr->function = synth_str(y, names[i]);
-        fr->file = synth_str(y, "train.c");
-        fr->line = (uint32_t)(10 + i);
-        s->stack_nodes = synth_grow(s->stack_nodes, &y->capnodes, s->nstack_nodes + 1,
-                                    sizeof *s->stack_nodes);
-        s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, (uint32_t)s->nframes };
-        s->nframes++;
-        parent = (uint32_t)s->nstack_nodes++;
+        uint32_t module = synth_str(y, "/usr/bin/train"), function = synth_str(y, names[i]);
+        uint32_t file = synth_str(y, "train.c");
+        uint32_t fr = sb_frame(&y->b, (vt_frame){
+            .ip = 0x400000 + 16 * s->nframes, .module_offset = 16 * s->nframes,
+            .module = module, .function = function, .file = file, .line = (uint32_t)(10 + i) });
+        parent = sb_node(&y->b, parent, fr);
     }
     return parent;
 }
@@ -124,9 +76,7 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
 static inline vt_event *synth_ev(synth *y, uint8_t kind)
 {
     vt_snapshot_data *s = &y->s;
-    s->events = synth_grow(s->events, &y->capev, s->nevents + 1, sizeof *s->events);
-    vt_event *e = &s->events[s->nevents++];
-    memset(e, 0, sizeof *e);
+    vt_event *e = sb_event(&y->b);
     e->seq = ++y->seq;
     y->time += y->dt;
     e->time_ns = y->time;
@@ -245,15 +195,7 @@ static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64
 /* Release everything (the arrays are the synth's own). */
 static inline void synth_fini(synth *y)
 {
-    vt_snapshot_data *s = &y->s;
-    free(s->devices);
-    free(s->segments);
-    free(s->blocks);
-    free(s->events);
-    free(s->stack_nodes);
-    free(s->frames);
-    free(s->strings_blob);
-    free(s->string_offsets);
+    sb_free_arrays(&y->s);
     memset(y, 0, sizeof *y);
 }
 

@@ -117,4 +117,74 @@ TEST(pitched_arrays_registered_and_pool_allocations_are_recorded)
     }
 }
 
+/* Stream-ordered allocations captured into a graph are graph memory: the
+ * driver's, valid at every launch. Before, the cache served them and took
+ * the capture-time free as real, so the next allocation got the same block
+ * and every replay of the graph wrote into it. A cache block freed inside
+ * the capture stays allocated (the graph frees it at a launch), and a plain
+ * cudaFree during the capture never records a fence on the legacy stream
+ * (which would invalidate the capture of a blocking stream). */
+TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
+{
+    enum { N = 1 << 20 };
+    cudaStream_t s, other;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);                 /* blocking */
+    ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+    unsigned char *host, *held, *plain;
+    ASSERT_EQ(cudaMallocHost((void **)&host, N), cudaSuccess);
+    ASSERT_EQ(cudaMallocAsync((void **)&held, N, s), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void **)&plain, N), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(held, 0x22, N, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+
+    unsigned char *g1 = NULL;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    ASSERT_EQ(cudaMallocAsync((void **)&g1, N, s), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(g1, 0x11, N, s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(host, held, N, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(g1, s), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(held, s), cudaSuccess);                /* a cache block */
+    ASSERT_EQ(cudaFree(plain), cudaSuccess);                       /* unknown stream */
+    cudaGraph_t g;
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t x;
+    ASSERT_EQ(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+
+    /* Meanwhile the program allocates and fills: none of it may be the
+     * graph's memory or the block the graph still reads. */
+    unsigned char *mine[8];
+    for (int i = 0; i < 8; i++) {
+        ASSERT_EQ(cudaMallocAsync((void **)&mine[i], N, i % 2 ? s : other), cudaSuccess);
+        ASSERT_EQ(cudaMemsetAsync(mine[i], 0xe0 + i, N, i % 2 ? s : other), cudaSuccess);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (int launch = 0; launch < 3; launch++) {
+        memset(host, 0, N);
+        ASSERT_EQ(cudaGraphLaunch(x, s), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        ASSERT_EQ(host[0], 0x22);
+        ASSERT_EQ(host[N - 1], 0x22);
+    }
+    unsigned char back[64];
+    for (int i = 0; i < 8; i++) {
+        ASSERT_EQ(cudaMemcpy(back, mine[i] + N - 64, 64, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_MSG(back[0] == 0xe0 + i && back[63] == 0xe0 + i,
+                   "block %d overwritten by a graph replay: %#x", i, back[0]);
+        ASSERT_EQ(cudaFreeAsync(mine[i], s), cudaSuccess);
+    }
+    ASSERT_EQ(cudaGraphExecDestroy(x), cudaSuccess);
+    ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+
+    struct expect e = { (uint64_t)(uintptr_t)g1, N, VT_PASS_GRAPH, 0, 0 };
+    vt_snapshot_data *sn = take_snapshot();
+    count_events(sn, &e, 1);
+    vt_snapshot_free(sn);
+    ASSERT_EQ(e.allocs, 1);
+    ASSERT_EQ(e.releases, 1);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(other), cudaSuccess);
+    ASSERT_EQ(cudaFreeHost(host), cudaSuccess);
+}
+
 TEST_MAIN()

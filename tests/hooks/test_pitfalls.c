@@ -25,6 +25,7 @@
 /* Declared by the toolkit headers only in per-thread-stream builds. */
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
 cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
 
 typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
                             CUdriverProcAddressQueryResult *);
@@ -140,10 +141,10 @@ TEST(gpa_version_selects_abi)
     ASSERT_EQ(last_status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     ASSERT(p == NULL);
     /* Not hooked: the driver's own function. */
-    p = gpa("cuMemcpy", CUDA_VERSION, 0, &r);
+    p = gpa("cuMemcpyDtoD", CUDA_VERSION, 0, &r);
     ASSERT_EQ(r, CUDA_SUCCESS);
     ASSERT(!in_vramtrace(p));
-    ASSERT_STR_EQ(sym_name(p), "cuMemcpy");
+    ASSERT_STR_EQ(sym_name(p), "cuMemcpyDtoD_v2");
     p = gpa("cuNoSuchFunction", CUDA_VERSION, 0, &r);
     ASSERT(p == NULL);
     ASSERT_EQ(last_status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
@@ -158,13 +159,14 @@ TEST(dlsym_on_libcuda_hands_out_hooks)
                                           "cuMemFree_v2", "cuMemGetInfo_v2", "cuStreamCreate",
                                           "cuStreamDestroy_v2", "cuGetProcAddress_v2",
                                           "cuMemAllocAsync_ptsz", "cuMemHostAlloc",
-                                          "cuDevicePrimaryCtxReset_v2" };
+                                          "cuDevicePrimaryCtxReset_v2", "cuMemcpyDtoH_v2",
+                                          "cuStreamQuery", "cuEventQuery" };
     for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++) {
         void *p = dlsym(h, hooked[i]);
         ASSERT_MSG(in_vramtrace(p), "dlsym(libcuda, %s) not hooked", hooked[i]);
         ASSERT_STR_EQ(sym_name(p), hooked[i]);
     }
-    void *p = dlsym(h, "cuMemcpy");
+    void *p = dlsym(h, "cuMemcpyDtoD_v2");
     ASSERT(p && !in_vramtrace(p));
     ASSERT(dlsym(h, "cuNoSuchFunction") == NULL);
     ASSERT(dlerror() != NULL);   /* the real dlsym's error state is kept */
@@ -204,7 +206,8 @@ TEST(runtime_symbols_carry_libcudart_version)
                                          "cudaFreeAsync", "cudaMemGetInfo", "cudaStreamCreate",
                                          "cudaStreamDestroy", "cudaDeviceReset",
                                          "cudaGetLastError", "cudaPeekAtLastError",
-                                         "cudaHostAlloc" };
+                                         "cudaHostAlloc", "cudaMemcpy", "cudaStreamQuery",
+                                         "cudaEventQuery" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *v = dlvsym(RTLD_DEFAULT, names[i], "libcudart.so.13");
         ASSERT_MSG(in_vramtrace(v), "%s@libcudart.so.13 is not ours", names[i]);
@@ -344,6 +347,163 @@ TEST(synchronize_completes_pending_frees)
     ASSERT_EQ(cuEventSynchronize((CUevent)ev), CUDA_SUCCESS);
     ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
     ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static int64_t pending_frees(const vt_stats *s0)
+{
+    /* active counts allocated and freed-but-pending blocks alike */
+    vt_stats s = stats();
+    return (s.active[VT_STAT_ALL].current - s.allocation[VT_STAT_ALL].current)
+           - (s0->active[VT_STAT_ALL].current - s0->allocation[VT_STAT_ALL].current);
+}
+
+/* A blocking cudaMemcpy waits for the legacy stream, which first waits for
+ * every blocking stream: the device went idle, a plain cudaFree's fence with
+ * it, and the block is the next allocation's, in the same segment. */
+TEST(blocking_memcpy_completes_pending_frees)
+{
+    cudaStream_t s;
+    void *src = NULL, *p = NULL, *q = NULL;
+    char host[64];
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);   /* a blocking stream */
+    ASSERT_EQ(cudaMalloc(&src, 4096), cudaSuccess);
+    vt_stats s0 = stats();
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    uint64_t backend_allocs = stats().num_backend_allocs;
+    uint64_t sim_allocs = sim().allocs;
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cudaFree(p), cudaSuccess);             /* unknown stream: fenced */
+    ASSERT_EQ(pending_frees(&s0), 1);
+    ASSERT_EQ(cudaMemcpy(host, src, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    ASSERT_EQ(cudaMalloc(&q, 4096), cudaSuccess);
+    ASSERT(q == p);
+    ASSERT_EQ(stats().num_backend_allocs, backend_allocs);
+    ASSERT_EQ(sim().allocs, sim_allocs);
+    ASSERT_EQ(cudaFree(q), cudaSuccess);
+    ASSERT_EQ(cudaFree(src), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+/* cudaStreamQuery answering cudaSuccess: the stream's work is done, and the
+ * free fenced on it completes without any synchronize call. */
+TEST(stream_query_success_completes_pending_frees)
+{
+    cudaStream_t s;
+    void *p = NULL;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    vt_stats s0 = stats();
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);     /* not its own stream: fenced on s */
+    ASSERT_EQ(pending_frees(&s0), 1);
+    cudaError_t r;
+    while ((r = cudaStreamQuery(s)) == cudaErrorNotReady)
+        sleep_20ms(NULL);
+    ASSERT_EQ(r, cudaSuccess);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+/* The same for an event recorded after the free. */
+TEST(event_query_success_completes_pending_frees)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    void *p = NULL;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    vt_stats s0 = stats();
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+    ASSERT_EQ(pending_frees(&s0), 1);
+    cudaError_t r;
+    while ((r = cudaEventQuery(ev)) == cudaErrorNotReady)
+        sleep_20ms(NULL);
+    ASSERT_EQ(r, cudaSuccess);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+/* The driver's blocking copy and queries, as a statically linked runtime
+ * or a driver-API program makes them. */
+TEST(driver_blocking_copy_and_queries_complete_pending_frees)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    CUdeviceptr src = 0, d = 0;
+    char host[64];
+    CUresult r;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    ASSERT_EQ(cuMemAlloc(&src, 4096), CUDA_SUCCESS);
+    vt_stats s0 = stats();
+    /* cuMemFree: unknown stream; the copy waits for the blocking stream */
+    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS);
+    ASSERT_EQ(pending_frees(&s0), 1);
+    ASSERT_EQ(cuMemcpyDtoH(host, src, sizeof host), CUDA_SUCCESS);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    /* freed on s, not its own stream: done when s answers success */
+    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
+    ASSERT_EQ(pending_frees(&s0), 1);
+    while ((r = cuStreamQuery((CUstream)s)) == CUDA_ERROR_NOT_READY)
+        sleep_20ms(NULL);
+    ASSERT_EQ(r, CUDA_SUCCESS);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    /* and when an event after the free does */
+    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
+    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+    ASSERT_EQ(pending_frees(&s0), 1);
+    while ((r = cuEventQuery((CUevent)ev)) == CUDA_ERROR_NOT_READY)
+        sleep_20ms(NULL);
+    ASSERT_EQ(r, CUDA_SUCCESS);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    ASSERT_EQ(cuMemFree(src), CUDA_SUCCESS);
+    ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static void CUDART_CB wait_for_flag(void *arg)
+{
+    struct timespec ts = { 0, 1000 * 1000 };
+    while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
+        nanosleep(&ts, NULL);
+}
+
+/* With the per-thread default stream a blocking copy waits for that stream
+ * (and the legacy one), not for other streams: a free fenced on a stream
+ * whose work still runs stays pending across it, and completes once that
+ * stream is done. The stream is held by a flag the test sets, so "still
+ * running" is a fact, not a timing. */
+TEST(per_thread_stream_memcpy_leaves_other_streams_frees_pending)
+{
+    cudaStream_t s;
+    void *src = NULL, *p = NULL;
+    char host[64];
+    int release = 0;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);   /* blocking: the legacy stream would wait */
+    ASSERT_EQ(cudaMalloc(&src, 4096), cudaSuccess);
+    vt_stats s0 = stats();
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, wait_for_flag, &release), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy_ptds(host, src, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    ASSERT_EQ(pending_frees(&s0), 1);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_EQ(pending_frees(&s0), 0);
+    ASSERT_EQ(cudaFree(src), cudaSuccess);
     ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 

@@ -88,8 +88,12 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
         return rc;
     SIM_COUNT(s->dev, mem_alloc_async_calls);
     /* Simplified pool: the memory is taken now. Being unused until the
-     * stream reaches this point is indistinguishable from being taken then. */
-    return alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
+     * stream reaches this point is indistinguishable from being taken then.
+     * On a capturing stream it is a graph memory node (sim_graph.c). */
+    rc = alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
+    if (rc == CUDA_SUCCESS)
+        sim_graph_note_alloc(s, (uintptr_t)*dptr);
+    return rc;
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)

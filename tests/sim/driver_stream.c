@@ -68,6 +68,8 @@ static CUresult stream_sync(CUstream h, bool ptsz)
     if (rc != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(s->dev, stream_syncs);
+    if (sim_graph_invalidate_if_capturing(s))   /* not permitted: ends the capture's use */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return sim_stream_sync(s);
 }
 
@@ -77,6 +79,8 @@ static CUresult stream_query(CUstream h, bool ptsz)
     CUresult rc = sim_stream_resolve(h, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (sim_graph_invalidate_if_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return sim_stream_query(s);
 }
 

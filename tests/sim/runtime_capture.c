@@ -1,11 +1,9 @@
-/* tests/sim/runtime_capture.c - stream capture and CUDA graphs.
- *
- * Graphs are not simulated: no stream ever captures, so every capture query
- * answers "not capturing" exactly as the real runtime does for a stream
- * outside capture (PyTorch's allocator and its stream guards ask on every
- * allocation and event), the per-thread capture mode is kept and swapped as
- * documented, and everything that would create, capture or run a graph
- * returns cudaErrorNotSupported.
+/* tests/sim/runtime_capture.c - stream capture and CUDA graphs: the
+ * runtime calls forward to the driver's capture (sim_graph.c): begin/end
+ * capture, capture queries, instantiate, launch, destroy. The per-thread
+ * capture mode is kept and swapped as documented. Building graphs node by
+ * node, user objects, conditional nodes and graph memory attributes return
+ * cudaErrorNotSupported.
  */
 #include "runtime_internal.h"
 
@@ -15,29 +13,20 @@
 
 static __thread enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
 
-/* A stream handle the driver knows (0, legacy, per-thread or created). */
-static cudaError_t valid_stream(cudaStream_t s)
-{
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return e;
-    unsigned flags;
-    return rt_error(rt_drv.cuStreamGetFlags(STREAM(s), &flags));
-}
-
 RT_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
 {
     if (!pCaptureStatus)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = valid_stream(stream);
+    cudaError_t e = rt_enter();
     if (e != cudaSuccess)
         return rt_ret(e);
-    *pCaptureStatus = cudaStreamCaptureStatusNone;
-    return cudaSuccess;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = rt_drv.cuStreamIsCapturing(STREAM(stream), &st);
+    *pCaptureStatus = (enum cudaStreamCaptureStatus)st;
+    return rt_ret_drv(r);
 }
 
-/* Outside capture only the status is meaningful; the other outputs are
- * cleared so a caller never reads garbage. */
+/* Nodes are not exposed: dependencies read as none. */
 RT_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
                                             unsigned long long *id_out, cudaGraph_t *graph_out,
                                             const cudaGraphNode_t **dependencies_out,
@@ -46,21 +35,25 @@ RT_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStream
 {
     if (!captureStatus_out)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = valid_stream(stream);
+    cudaError_t e = rt_enter();
     if (e != cudaSuccess)
         return rt_ret(e);
-    *captureStatus_out = cudaStreamCaptureStatusNone;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    CUgraph g = NULL;
+    CUresult r = rt_drv.cuStreamGetCaptureInfo(STREAM(stream), &st, &id, &g, NULL, NULL, NULL);
+    *captureStatus_out = (enum cudaStreamCaptureStatus)st;
     if (id_out)
-        *id_out = 0;
+        *id_out = id;
     if (graph_out)
-        *graph_out = NULL;
+        *graph_out = (cudaGraph_t)(void *)g;
     if (dependencies_out)
         *dependencies_out = NULL;
     if (edgeData_out)
         *edgeData_out = NULL;
     if (numDependencies_out)
         *numDependencies_out = 0;
-    return cudaSuccess;
+    return rt_ret_drv(r);
 }
 
 RT_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
@@ -74,14 +67,16 @@ RT_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMod
     return cudaSuccess;
 }
 
-/* ---- not simulated ------------------------------------------------------ */
+/* ---- forwarded to the driver, or not simulated ---------------------------- */
 
 #define NOT_SUPPORTED return rt_ret(cudaErrorNotSupported)
 
 RT_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    (void)stream; (void)mode;
-    NOT_SUPPORTED;
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuStreamBeginCapture(STREAM(stream), (CUstreamCaptureMode)mode));
 }
 
 RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
@@ -93,14 +88,16 @@ RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_
     NOT_SUPPORTED;
 }
 
-/* No capture can have begun: the documented answer for a stream that is
- * not capturing. */
 RT_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    (void)stream;
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    CUgraph g = NULL;
+    CUresult r = rt_drv.cuStreamEndCapture(STREAM(stream), pGraph ? &g : NULL);
     if (pGraph)
-        *pGraph = NULL;
-    return rt_ret(cudaErrorIllegalState);
+        *pGraph = (cudaGraph_t)(void *)g;
+    return rt_ret_drv(r);
 }
 
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
@@ -129,14 +126,18 @@ RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *
 
 RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
-    (void)graph;
-    NOT_SUPPORTED;
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuGraphDestroy((CUgraph)(void *)graph));
 }
 
 RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 {
-    (void)graphExec;
-    NOT_SUPPORTED;
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuGraphExecDestroy((CUgraphExec)(void *)graphExec));
 }
 
 RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
@@ -148,14 +149,28 @@ RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, 
 RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
                                                  unsigned long long flags)
 {
-    (void)pGraphExec; (void)graph; (void)flags;
-    NOT_SUPPORTED;
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    CUgraphExec x = NULL;
+    CUresult r = rt_drv.cuGraphInstantiate(pGraphExec ? &x : NULL, (CUgraph)(void *)graph, flags);
+    if (pGraphExec && r == CUDA_SUCCESS)
+        *pGraphExec = (cudaGraphExec_t)(void *)x;
+    return rt_ret_drv(r);
+}
+
+RT_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                        unsigned long long flags)
+{
+    return cudaGraphInstantiateWithFlags(pGraphExec, graph, flags);
 }
 
 RT_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    (void)graphExec; (void)stream;
-    NOT_SUPPORTED;
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    return rt_ret_drv(rt_drv.cuGraphLaunch((CUgraphExec)(void *)graphExec, STREAM(stream)));
 }
 
 RT_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,

@@ -69,6 +69,16 @@
     PTSZ(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
     PTSZ(cuMemPrefetchAsync, "cuMemPrefetchAsync", CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream)) \
     PTSZ(cuStreamAttachMemAsync, "cuStreamAttachMemAsync", CUresult (*)(CUstream, CUdeviceptr, size_t, unsigned)) \
+    PTSZ(cuStreamBeginCapture, "cuStreamBeginCapture", CUresult (*)(CUstream, CUstreamCaptureMode)) \
+    PTSZ(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *))      \
+    PTSZ(cuStreamIsCapturing, "cuStreamIsCapturing", CUresult (*)(CUstream, CUstreamCaptureStatus *)) \
+    PTSZ(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo",                                 \
+         CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,          \
+                      const CUgraphNode **, const CUgraphEdgeData **, size_t *))           \
+    PTSZ(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))              \
+    X(cuGraphInstantiate, "cuGraphInstantiate", CUresult (*)(CUgraphExec *, CUgraph, unsigned long long)) \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                 \
+    X(cuGraphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))                             \
     PTSZ(cuMemAllocAsync, "cuMemAllocAsync", CUresult (*)(CUdeviceptr *, size_t, CUstream)) \
     PTSZ(cuMemFreeAsync, "cuMemFreeAsync", CUresult (*)(CUdeviceptr, CUstream))            \
     PTSZ(cuMemcpy, "cuMemcpy", CUresult (*)(CUdeviceptr, CUdeviceptr, size_t))             \

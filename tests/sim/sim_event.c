@@ -96,6 +96,17 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
         return rc;
     if (s->dev != ev->dev)
         return CUDA_ERROR_INVALID_HANDLE;
+    /* In a capture the record is a node of the graph: the event now stands
+     * for that point of the capture (sim_graph.c), not for device work. */
+    pthread_mutex_lock(&ev->dev->lock);
+    if (s->capture) {
+        ev->captured_id = sim_graph_capture_id(s->capture);
+        pthread_mutex_unlock(&ev->dev->lock);
+        SIM_COUNT(ev->dev, event_records);
+        return CUDA_SUCCESS;
+    }
+    ev->captured_id = 0;
+    pthread_mutex_unlock(&ev->dev->lock);
     sim_op *op = sim_op_new(SIM_OP_EVENT_RECORD);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -160,8 +171,11 @@ SIM_API CUresult cuEventQuery(CUevent h)
         return rc;
     SIM_COUNT(ev->dev, event_queries);
     pthread_mutex_lock(&ev->dev->lock);
+    bool captured = ev->captured_id != 0;
     bool done = !ev->recorded || ev->rec_stream->completed >= ev->rec_seq;
     pthread_mutex_unlock(&ev->dev->lock);
+    if (captured)
+        return CUDA_ERROR_CAPTURED_EVENT;
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -172,6 +186,11 @@ SIM_API CUresult cuEventSynchronize(CUevent h)
     if (rc != CUDA_SUCCESS)
         return rc;
     SIM_COUNT(ev->dev, event_syncs);
+    pthread_mutex_lock(&ev->dev->lock);
+    bool captured = ev->captured_id != 0;
+    pthread_mutex_unlock(&ev->dev->lock);
+    if (captured)
+        return CUDA_ERROR_CAPTURED_EVENT;
     sim_stream *s;
     uint64_t seq;
     if (event_position(ev, &s, &seq)) {
@@ -228,6 +247,23 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned flags, bool p
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_COUNT(s->dev, stream_waits);
+    /* Waiting for a point of a capture joins that capture. */
+    pthread_mutex_lock(&ev->dev->lock);
+    if (ev->captured_id) {
+        sim_graph *g = sim_graph_active(ev->dev, ev->captured_id);
+        CUresult jr = CUDA_SUCCESS;
+        if (!g)
+            jr = CUDA_ERROR_CAPTURED_EVENT;   /* its capture has ended */
+        else if (s->capture && s->capture != g)
+            jr = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+        else if (s->dev != ev->dev || s->kind == SIM_STREAM_LEGACY)
+            jr = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        else
+            s->capture = g;
+        pthread_mutex_unlock(&ev->dev->lock);
+        return jr;
+    }
+    pthread_mutex_unlock(&ev->dev->lock);
     sim_stream *target;
     uint64_t seq;
     if (!event_position(ev, &target, &seq))

@@ -42,6 +42,7 @@ typedef struct sim_device sim_device;
 typedef struct sim_stream sim_stream;
 typedef struct sim_event  sim_event;
 typedef struct sim_ctx    sim_ctx;
+typedef struct sim_graph  sim_graph;
 
 /* ---- memory (sim_memory.c) ---------------------------------------------- */
 
@@ -136,6 +137,8 @@ struct sim_stream {
     pthread_t       thread;
     sim_stream     *prev_live, *next_live; /* dev->streams, until the worker exits */
     sim_stream     *next_dead;           /* graveyard link, once released */
+    sim_graph      *capture;             /* under dev->lock: the graph its work is
+                                            captured into (sim_graph.c), or NULL */
 };
 
 /* ---- events (sim_event.c) ----------------------------------------------- */
@@ -152,6 +155,7 @@ struct sim_event {
     uint64_t     rec_seq;
     uint64_t     time_ns;                /* CLOCK_MONOTONIC at completion */
     bool         time_valid;
+    uint64_t     captured_id;            /* last recorded in this capture (0: not) */
 };
 
 /* ---- contexts and devices (sim_device.c) -------------------------------- */
@@ -226,6 +230,7 @@ CUresult sim_stream_destroy(sim_stream *s);
 void     sim_stream_ref(sim_stream *s);
 void     sim_stream_unref(sim_stream *s);
 sim_op  *sim_op_new(sim_op_type type);
+void     sim_op_free(sim_op *op);
 int      sim_op_add_dep(sim_op *op, sim_stream *s, uint64_t seq); /* takes a ref */
 CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out);
 CUresult sim_stream_run_sync(sim_stream *s, sim_op *op);
@@ -235,6 +240,14 @@ CUresult sim_stream_query(sim_stream *s);
 void     sim_device_sync(sim_device *dev);
 void     sim_device_destroy_user_streams(sim_device *dev);
 uint64_t sim_now_ns(void);
+
+/* sim_graph.c (called with dev->lock held) */
+CUresult sim_graph_capture_op(sim_graph *g, sim_op *op);   /* takes op */
+sim_graph *sim_graph_active(sim_device *dev, uint64_t capture_id); /* NULL if ended */
+uint64_t sim_graph_capture_id(const sim_graph *g);
+bool     sim_graph_invalidate_if_capturing(sim_stream *s);  /* true if s was capturing */
+void     sim_graph_invalidate_locked(sim_graph *g);
+bool     sim_graph_note_alloc(sim_stream *s, uintptr_t p);  /* (no lock held) */
 
 /* sim_event.c */
 void sim_event_record_done(sim_event *ev, uint64_t gen); /* called by workers */
@@ -280,5 +293,12 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemoryPool p, 
 CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags,
                                     CUstream s);
 CUresult cuStreamAttachMemAsync_ptsz(CUstream s, CUdeviceptr p, size_t n, unsigned int flags);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode m);
+CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *g);
+CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st);
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                        CUgraph *g, const CUgraphNode **d,
+                                        const CUgraphEdgeData **e, size_t *n);
+CUresult cuGraphLaunch_ptsz(CUgraphExec h, CUstream s);
 
 #endif /* VT_SIM_INTERNAL_H */

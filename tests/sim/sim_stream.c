@@ -95,7 +95,7 @@ int sim_op_add_dep(sim_op *op, sim_stream *s, uint64_t seq)
     return 0;
 }
 
-static void op_free(sim_op *op)
+void sim_op_free(sim_op *op)
 {
     for (int i = 0; i < op->ndeps; i++)
         sim_stream_unref(op->deps[i].stream);
@@ -178,7 +178,7 @@ static void *worker_main(void *arg)
         atomic_fetch_sub_explicit(&dev->inflight, 1, memory_order_release);
         pthread_cond_broadcast(&dev->progress);
         pthread_mutex_unlock(&dev->lock);
-        op_free(op);
+        sim_op_free(op);
         pthread_mutex_lock(&dev->lock);
     }
     /* Leave the device list: nothing can depend on us any more except
@@ -367,13 +367,40 @@ static int add_legacy_deps(sim_stream *s, sim_op *op)
     return 0;
 }
 
+/* Work on the legacy stream while a blocking stream captures would depend
+ * on the capture: refused (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), and the
+ * capture is invalidated. Called with dev->lock held. */
+static bool legacy_blocked(sim_stream *legacy)
+{
+    bool blocked = false;
+    for (sim_stream *t = legacy->dev->streams; t; t = t->next_live) {
+        if (t->capture && is_blocking(t)) {
+            sim_graph_invalidate_locked(t->capture);
+            blocked = true;
+        }
+    }
+    return blocked;
+}
+
 CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 {
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
+    if (s->capture) {                   /* recorded into the graph, not run */
+        CUresult rc = sim_graph_capture_op(s->capture, op);
+        pthread_mutex_unlock(&dev->lock);
+        if (seq_out)
+            *seq_out = 0;
+        return rc;
+    }
+    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s)) {
+        pthread_mutex_unlock(&dev->lock);
+        sim_op_free(op);
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
     if (add_legacy_deps(s, op) != 0) {
         pthread_mutex_unlock(&dev->lock);
-        op_free(op);
+        sim_op_free(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     op->seq = ++s->submitted;
@@ -397,9 +424,19 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
 {
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
+    if (s->capture) {
+        CUresult rc = sim_graph_capture_op(s->capture, op);
+        pthread_mutex_unlock(&dev->lock);
+        return rc;
+    }
+    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s)) {
+        pthread_mutex_unlock(&dev->lock);
+        sim_op_free(op);
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
     if (add_legacy_deps(s, op) != 0) {
         pthread_mutex_unlock(&dev->lock);
-        op_free(op);
+        sim_op_free(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (!s->head && !s->inline_busy && op->ndeps == 0) {
@@ -417,7 +454,7 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
         pthread_cond_broadcast(&dev->progress);
         pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&dev->lock);
-        op_free(op);
+        sim_op_free(op);
         return CUDA_SUCCESS;
     }
     op->seq = ++s->submitted;

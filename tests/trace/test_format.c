@@ -559,7 +559,7 @@ TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
     /* 400k identical alloc/free pairs with a constant clock compress far
      * beyond the format's ratio: the writer must store them plainly, so
      * that its own reader accepts the file. */
-    struct gen g = { .s = calloc(1, sizeof *g.s) };
+    struct snap_builder g = { .s = calloc(1, sizeof *g.s) };
     gen_str(&g, "");
     gen_node(&g, 0, 0);
     for (uint64_t i = 0; i < 800000; i++) {
@@ -775,9 +775,9 @@ TEST(bad_indexes_are_rejected_naming_section)
 }
 
 /* A gen over an existing snapshot, to append to it. */
-static struct gen gen_reopen(vt_snapshot_data *s)
+static struct snap_builder gen_reopen(vt_snapshot_data *s)
 {
-    return (struct gen){ .s = s, .cap_blob = s->strings_blob_size, .cap_str = s->nstrings,
+    return (struct snap_builder){ .s = s, .cap_blob = s->strings_blob_size, .cap_str = s->nstrings,
                          .cap_ev = s->nevents, .cap_node = s->nstack_nodes,
                          .cap_frame = s->nframes, .cap_seg = s->nsegments,
                          .cap_blk = s->nblocks, .cap_dev = s->ndevices };
@@ -787,7 +787,7 @@ static struct gen gen_reopen(vt_snapshot_data *s)
 static vt_snapshot_data *gen_small_renamed(void)
 {
     vt_snapshot_data *s = gen_small();
-    struct gen g = gen_reopen(s);
+    struct snap_builder g = gen_reopen(s);
     uint64_t t = s->events[s->nevents - 1].time_ns;
     vt_event *e = gen_ev(&g, VT_EV_TENSOR_NAME, 25, t + 5);
     e->aux = 7;

@@ -14,67 +14,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "snap_builder.h"
 #include "snapshot.h"
 
-struct gen {
-    vt_snapshot_data *s;
-    size_t cap_blob, cap_str, cap_ev, cap_node, cap_frame, cap_seg, cap_blk, cap_dev;
-};
+/* The format tests' builder is the common one (tests/common/snap_builder.h). */
+static inline uint32_t gen_str(struct snap_builder *g, const char *str) { return sb_str(g, str); }
 
-#define GEN_GROW(arr, n, cap)                                                  \
-    do {                                                                       \
-        if ((n) >= (cap)) {                                                    \
-            (cap) = (cap) ? (cap) * 2 : 16;                                    \
-            (arr) = realloc((arr), (cap) * sizeof *(arr));                     \
-            if (!(arr)) abort();                                               \
-        }                                                                      \
-    } while (0)
-
-static inline uint32_t gen_str(struct gen *g, const char *str)
-{
-    vt_snapshot_data *s = g->s;
-    size_t len = strlen(str) + 1;
-    while (s->strings_blob_size + len > g->cap_blob) {
-        g->cap_blob = g->cap_blob ? g->cap_blob * 2 : 256;
-        s->strings_blob = realloc(s->strings_blob, g->cap_blob);
-    }
-    GEN_GROW(s->string_offsets, s->nstrings, g->cap_str);
-    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
-    memcpy(s->strings_blob + s->strings_blob_size, str, len);
-    s->strings_blob_size += len;
-    return (uint32_t)s->nstrings++;
-}
-
-static inline uint32_t gen_frame(struct gen *g, uint64_t ip, const char *module, const char *fn,
+static inline uint32_t gen_frame(struct snap_builder *g, uint64_t ip, const char *module, const char *fn,
                                  const char *file, uint32_t line)
 {
-    vt_snapshot_data *s = g->s;
-    GEN_GROW(s->frames, s->nframes, g->cap_frame);
-    vt_frame *f = &s->frames[s->nframes];
-    f->ip = ip;
-    f->module_offset = ip & 0xffffff;
-    f->module = gen_str(g, module);
-    f->build_id = gen_str(g, "0123456789abcdef");
-    f->function = fn ? gen_str(g, fn) : 0;
-    f->file = file ? gen_str(g, file) : 0;
-    f->line = line;
-    return (uint32_t)s->nframes++;
+    uint32_t m = gen_str(g, module), id = gen_str(g, "0123456789abcdef");
+    uint32_t f = fn ? gen_str(g, fn) : 0, src = file ? gen_str(g, file) : 0;
+    return sb_frame(g, (vt_frame){ .ip = ip, .module_offset = ip & 0xffffff, .module = m,
+                                   .build_id = id, .function = f, .file = src, .line = line });
 }
 
-static inline uint32_t gen_node(struct gen *g, uint32_t parent, uint32_t frame)
+static inline uint32_t gen_node(struct snap_builder *g, uint32_t parent, uint32_t frame)
 {
-    vt_snapshot_data *s = g->s;
-    GEN_GROW(s->stack_nodes, s->nstack_nodes, g->cap_node);
-    s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
-    return (uint32_t)s->nstack_nodes++;
+    return sb_node(g, parent, frame);
 }
 
-static inline vt_event *gen_ev(struct gen *g, uint8_t kind, uint64_t seq, uint64_t t)
+static inline vt_event *gen_ev(struct snap_builder *g, uint8_t kind, uint64_t seq, uint64_t t)
 {
-    vt_snapshot_data *s = g->s;
-    GEN_GROW(s->events, s->nevents, g->cap_ev);
-    vt_event *e = &s->events[s->nevents++];
-    memset(e, 0, sizeof *e);
+    vt_event *e = sb_event(g);
     e->kind = kind;
     e->seq = seq;
     e->time_ns = t;
@@ -82,17 +44,15 @@ static inline vt_event *gen_ev(struct gen *g, uint8_t kind, uint64_t seq, uint64
     return e;
 }
 
-static inline void gen_segment(struct gen *g, uint64_t addr, uint64_t size, int dev, uint8_t pool,
+static inline void gen_segment(struct snap_builder *g, uint64_t addr, uint64_t size, int dev, uint8_t pool,
                                uint64_t stream)
 {
-    vt_snapshot_data *s = g->s;
-    GEN_GROW(s->segments, s->nsegments, g->cap_seg);
-    s->segments[s->nsegments++] = (vt_segment){ addr, size, stream, (uint32_t)s->nblocks, 0,
-                                                (int8_t)dev, pool };
+    uint32_t first = (uint32_t)g->s->nblocks;
+    *sb_segment(g) = (vt_segment){ addr, size, stream, first, 0, (int8_t)dev, pool };
 }
 
 /* Append a block to the last segment (address implied by the previous ones). */
-static inline void gen_block(struct gen *g, uint64_t size, uint64_t req, uint64_t stream,
+static inline void gen_block(struct snap_builder *g, uint64_t size, uint64_t req, uint64_t stream,
                              uint64_t alloc_seq, uint32_t stack, uint8_t state)
 {
     vt_snapshot_data *s = g->s;
@@ -100,21 +60,19 @@ static inline void gen_block(struct gen *g, uint64_t size, uint64_t req, uint64_
     uint64_t addr = sg->addr;
     for (uint32_t i = 0; i < sg->nblocks; i++)
         addr += s->blocks[sg->first_block + i].size;
-    GEN_GROW(s->blocks, s->nblocks, g->cap_blk);
-    s->blocks[s->nblocks++] = (vt_block){ addr, size, req, stream, alloc_seq, stack, state };
-    sg->nblocks++;
+    *sb_block(g) = (vt_block){ addr, size, req, stream, alloc_seq, stack, state };
+    g->s->segments[g->s->nsegments - 1].nblocks++;
 }
 
-static inline void gen_device(struct gen *g, int ord, const char *name, uint64_t total)
+static inline void gen_device(struct snap_builder *g, int ord, const char *name, uint64_t total)
 {
-    vt_snapshot_data *s = g->s;
-    GEN_GROW(s->devices, s->ndevices, g->cap_dev);
-    s->devices[s->ndevices++] = (vt_device_info){ .ordinal = ord, .name = gen_str(g, name), .total_bytes = total };
+    uint32_t n = gen_str(g, name);
+    *sb_device(g) = (vt_device_info){ .ordinal = ord, .name = n, .total_bytes = total };
 }
 
-static inline struct gen gen_begin(void)
+static inline struct snap_builder gen_begin(void)
 {
-    struct gen g = { 0 };
+    struct snap_builder g = { 0 };
     g.s = calloc(1, sizeof *g.s);
     gen_str(&g, "");
     gen_node(&g, 0, 0);
@@ -150,7 +108,7 @@ static inline struct gen gen_begin(void)
  */
 static inline vt_snapshot_data *gen_small(void)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_snapshot_data *s = g.s;
     s->meta.snapshot_time_ns = 5000000000ull;
     s->meta.events_recorded = 120;
@@ -246,7 +204,7 @@ static inline uint64_t gen_rand(uint64_t *st)
  * a few microseconds of noise per event. */
 static inline vt_snapshot_data *gen_training(size_t n, uint64_t seed)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_snapshot_data *s = g.s;
     gen_device(&g, 0, "Simulated GPU 0", 80ull << 30);
     enum { L = 48 };

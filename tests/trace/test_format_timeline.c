@@ -120,7 +120,7 @@ TEST(timeline_curves_start_at_before_window_bytes)
 
 TEST(timeline_pending_free_released_at_completion_and_lost_frees)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_event *e;
     e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 100;
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 20); e->addr = 0x1000; e->size = 100; e->aux = 1;
@@ -172,9 +172,9 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
 /* A live snapshot under load: writers lapped the ring copy, so seqs 3..9 are
  * missing. A and B were allocated before the gap and not freed after it; C
  * after it; D freed after it, its ALLOC lost in it. */
-static struct gen gapped(void)
+static struct snap_builder gapped(void)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_event *e;
     e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 100;
     e = gen_ev(&g, VT_EV_ALLOC, 2, 20); e->addr = 0x2000; e->size = 200;
@@ -186,7 +186,7 @@ static struct gen gapped(void)
 
 TEST(timeline_lifetime_crossing_a_gap_without_state_is_never_alive)
 {
-    struct gen g = gapped();
+    struct snap_builder g = gapped();
     vt_timeline *tl;
     ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->state_complete, 0);
@@ -218,7 +218,7 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
 {
     /* The allocator state at the snapshot holds A (alloc seq 1), C (seq 10)
      * and F (seq 15, allocated after the ring was copied); B is gone. */
-    struct gen g = gapped();
+    struct snap_builder g = gapped();
     g.s->meta.flags = VT_META_STATE_COMPLETE;
     gen_segment(&g, 0x1000, 0x1000, 0, VT_POOL_SMALL, 0);
     gen_block(&g, 100, 100, 0, 1, 0, VT_BLOCK_ACTIVE_ALLOCATED);

@@ -28,51 +28,23 @@
 #include <string.h>
 
 #include "snapfile.h"
+#include "snap_builder.h"
 #include "snapshot.h"
 
 #define MiB (1024ull * 1024ull)
 
 static vt_snapshot_data *S;
-static size_t cap_ev, cap_str, cap_blob;
+static struct snap_builder B;   /* grows S's arrays */
 static uint64_t seq, now_ns = 1000000000ull, bump = 0x7f0000000000ull, reserved, reserved_used;
 static uint64_t next_tensor = 1;
 
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return p;
-    size_t n = *cap ? *cap * 2 : 256;
-    while (n < need)
-        n *= 2;
-    p = realloc(p, n * elem);
-    if (!p) {
-        fprintf(stderr, "gen_snapshot: out of memory\n");
-        exit(1);
-    }
-    *cap = n;
-    return p;
-}
-
-static uint32_t str(const char *text)
-{
-    /* Linear dedup is fine: the generator interns a few hundred strings. */
-    for (size_t i = 0; i < S->nstrings; i++)
-        if (!strcmp(S->strings_blob + S->string_offsets[i], text))
-            return (uint32_t)i;
-    size_t len = strlen(text) + 1;
-    S->strings_blob = grow(S->strings_blob, &cap_blob, S->strings_blob_size + len, 1);
-    memcpy(S->strings_blob + S->strings_blob_size, text, len);
-    S->string_offsets = grow(S->string_offsets, &cap_str, S->nstrings + 1, sizeof(uint32_t));
-    S->string_offsets[S->nstrings++] = (uint32_t)S->strings_blob_size;
-    S->strings_blob_size += len;
-    return (uint32_t)(S->nstrings - 1);
-}
+/* Linear dedup is fine: the generator interns a few hundred strings. */
+static uint32_t str(const char *text) { return sb_str_dedup(&B, text); }
 
 /* A stack from outermost to innermost "function@line" names; returns its id.
  * Nodes are shared by prefix like the recorder's prefix tree. */
 static uint32_t stack(const char *const *fns, size_t n)
 {
-    static size_t cap_nodes, cap_frames;
     uint32_t parent = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned line = 10 + 7 * (unsigned)i;
@@ -82,26 +54,21 @@ static uint32_t stack(const char *const *fns, size_t n)
             if (S->frames[f].function == fname)
                 frame = (uint32_t)f;
         if (frame == UINT32_MAX) {
-            S->frames = grow(S->frames, &cap_frames, S->nframes + 1, sizeof *S->frames);
-            frame = (uint32_t)S->nframes++;
-            S->frames[frame] = (vt_frame){
+            uint32_t module = str("/usr/bin/python3.11"), file = str(i == 0 ? "train.py" : "model.py");
+            frame = (uint32_t)S->nframes;
+            sb_frame(&B, (vt_frame){
                 .ip = 0x400000 + 0x40 * frame, .module_offset = 0x40 * frame,
-                .module = str("/usr/bin/python3.11"), .build_id = 0,
-                .function = fname, .file = str(i == 0 ? "train.py" : "model.py"), .line = line,
-            };
+                .module = module, .build_id = 0, .function = fname, .file = file, .line = line,
+            });
         }
         uint32_t found = 0;
         for (size_t k = 1; k < S->nstack_nodes; k++)
             if (S->stack_nodes[k].parent == parent && S->stack_nodes[k].frame == frame)
                 found = (uint32_t)k;
         if (!found) {
-            if (S->nstack_nodes == 0) {
-                S->stack_nodes = grow(S->stack_nodes, &cap_nodes, 1, sizeof *S->stack_nodes);
-                S->stack_nodes[S->nstack_nodes++] = (vt_stack_node){ 0, 0 };
-            }
-            S->stack_nodes = grow(S->stack_nodes, &cap_nodes, S->nstack_nodes + 1, sizeof *S->stack_nodes);
-            found = (uint32_t)S->nstack_nodes++;
-            S->stack_nodes[found] = (vt_stack_node){ parent, frame };
+            if (S->nstack_nodes == 0)
+                sb_node(&B, 0, 0);
+            found = sb_node(&B, parent, frame);
         }
         parent = found;
     }
@@ -111,8 +78,7 @@ static uint32_t stack(const char *const *fns, size_t n)
 
 static vt_event *ev(uint8_t kind)
 {
-    S->events = grow(S->events, &cap_ev, S->nevents + 1, sizeof *S->events);
-    vt_event *e = &S->events[S->nevents++];
+    vt_event *e = sb_event(&B);
     now_ns += 20000 + (seq * 7919) % 30000;   /* 20-50 us apart, deterministic */
     *e = (vt_event){ .seq = ++seq, .time_ns = now_ns, .thread = 1, .kind = kind, .device = 0 };
     return e;
@@ -189,6 +155,7 @@ static void reuse_step_space(uint64_t live_floor)
 static void generate(int big, size_t target_events)
 {
     S = calloc(1, sizeof *S);
+    B = (struct snap_builder){ .s = S };
     str("");
     S->meta.format_version = 1;
     S->meta.pid = 4242;
@@ -341,6 +308,7 @@ static void generate(int big, size_t target_events)
 static void generate_many(void)
 {
     S = calloc(1, sizeof *S);
+    B = (struct snap_builder){ .s = S };
     str("");
     S->meta.format_version = 1;
     S->meta.pid = 4343;
@@ -414,6 +382,7 @@ static void generate_many(void)
 static void generate_edge(const char *kind)
 {
     S = calloc(1, sizeof *S);
+    B = (struct snap_builder){ .s = S };
     str("");
     S->meta.format_version = 1;
     S->meta.pid = 7;

@@ -1,7 +1,7 @@
 /*
  * trace/check/check.c - the checker's entry points (see check.h): options
- * parsing, what the rules share (ignore patterns, findings, statistics),
- * ranking and vt_check_run.
+ * parsing, ranking and vt_check_run, which orchestrates the passes; what the
+ * rules share lives in check_findings.c.
  *
  * vt_check_run builds the model (pass 1, check_model.c), runs the rules on
  * each storage's uses and lifetime (check_linger.c, check_pinned.c,
@@ -10,7 +10,6 @@
  * second.
  */
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,106 +17,6 @@
 
 #include "errbuf.h"
 #include "check_internal.h"
-
-/* ------------------------------------------------------------------------ */
-/*  Small helpers                                                           */
-/* ------------------------------------------------------------------------ */
-
-int vt__ck_cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Upper median of v[0..n) (reorders v); 0 for n == 0. */
-uint64_t vt__ck_median(uint64_t *v, size_t n)
-{
-    if (!n)
-        return 0;
-    qsort(v, n, sizeof *v, vt__ck_cmp_u64);
-    return v[n / 2];
-}
-
-/* ------------------------------------------------------------------------ */
-/*  What the rules share                                                    */
-/* ------------------------------------------------------------------------ */
-
-static int stack_matches(const vt_snapshot_data *s, uint32_t stack, const char *pat)
-{
-    for (uint32_t guard = 0; stack && stack < s->nstack_nodes && guard < 4096; guard++) {
-        const vt_stack_node *sn = &s->stack_nodes[stack];
-        if (sn->frame < s->nframes) {
-            const char *fn = vt__ck_string(s, s->frames[sn->frame].function);
-            if (*fn && fnmatch(pat, fn, 0) == 0)
-                return 1;
-        }
-        if (sn->parent >= stack)  /* parents precede children; stop on a bad tree */
-            break;
-        stack = sn->parent;
-    }
-    return 0;
-}
-
-int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
-                   uint32_t extra_stack)
-{
-    if (!opt->nignore)
-        return 0;
-    const ck_storage *st = &m->st[sti];
-    for (size_t p = 0; p < opt->nignore; p++) {
-        const char *pat = opt->ignore[p];
-        if (!pat)
-            continue;
-        for (uint32_t t = st->first_tensor; t != CK_NONE; t = m->nodes[t].next_bound) {
-            const char *nm = vt__ck_string(m->s, m->nodes[t].name);
-            if (*nm && fnmatch(pat, nm, 0) == 0)
-                return 1;
-        }
-        if (stack_matches(m->s, st->alloc_stack, pat) || stack_matches(m->s, extra_stack, pat))
-            return 1;
-    }
-    return 0;
-}
-
-vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti)
-{
-    if (CK_GROW(fs->f, fs->cap, fs->n + 1) < 0 || CK_GROW(fs->fst, fs->capst, fs->n + 1) < 0)
-        return NULL;
-    vt_check_finding *f = &fs->f[fs->n];
-    memset(f, 0, sizeof *f);
-    fs->fst[fs->n] = sti;
-    fs->n++;
-    f->owner_name = f->last_use_name = "";
-    f->nallocs = 1;
-    return f;
-}
-
-uint64_t vt__ck_storage_bytes(const ck_storage *st)
-{
-    return st->req_size ? st->req_size : st->size;
-}
-
-void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st)
-{
-    f->device = st->device;
-    f->external = st->external;
-    f->before_window = st->before_window;
-    f->freed = st->freed;
-    f->addr = st->addr;
-    f->bytes = vt__ck_storage_bytes(st);
-    f->block_bytes = st->size;
-    f->alloc_seq = st->alloc_seq;
-    f->alloc_time_ns = st->alloc_time;
-    f->alloc_stack = st->alloc_stack;
-    f->free_seq = st->free_seq;
-    f->free_time_ns = st->free_time;
-    f->free_stack = st->free_stack;
-    f->ntensors = st->ntensors;
-    if (st->owner != CK_NONE) {
-        f->owner_id = m->nodes[st->owner].id;
-        f->owner_name = vt__ck_string(m->s, m->nodes[st->owner].name);
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /*  Entry points                                                            */

@@ -17,7 +17,8 @@
  * ---------------------------------------------------------------------------
  * The model built from the events (see vramtrace/format.h for the fields)
  * ---------------------------------------------------------------------------
- *  storages  Allocations, matched like trace/timeline.h does: ALLOC opens a
+ *  storages  Allocations: the lifetimes of trace/snap/timeline.h (the model
+ *            is built on it, one matching rule for every view): ALLOC opens a
  *            storage at its addr, FREE_REQUESTED at that addr closes it; a
  *            free with no open storage is an allocation from before the
  *            window; ACTIVE blocks of the allocator state that no ALLOC
@@ -347,7 +348,7 @@ int vt_check_parse_pinned_ratio(const char *text, double *ratio);
  * @return 0 and *out (free with vt_check_report_free; it borrows strings and
  *         stack ids from `s`), or a negative errno (-ENOMEM, -EINVAL) with a
  *         one-line message in err. A malformed event stream never fails: it
- *         is reconciled like trace/timeline.h does. */
+ *         is reconciled by trace/snap/timeline.h's rules. */
 int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
                  vt_check_report **out, char *err, size_t errlen);
 

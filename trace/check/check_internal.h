@@ -1,8 +1,10 @@
 /*
  * trace/check/check_internal.h - the checker's model, shared by its files:
- *   check.c         entry points: options, ranking, vt_check_run, and what
- *                   the rules share (ignore patterns, findings, medians)
- *   check_model.c   the model (pass 1 over the events) and its queries
+ *   check.c         entry points: options, ranking, vt_check_run (runs the
+ *                   passes and the rules; nothing calls back into it)
+ *   check_findings.c what the rules share: ignore patterns, findings, medians
+ *   check_model.c   the model (pass 1, on the timeline's lifetimes) and its
+ *                   queries
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
@@ -112,6 +114,7 @@ typedef struct ck_model {
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
     ck_map ids;             /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
+    uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;
 } ck_model;
@@ -149,7 +152,7 @@ uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit);
 
 /* ------------------------------------------------------------------------ */
-/* check.c                                                                  */
+/* check_findings.c: what the rules share                                   */
 /* ------------------------------------------------------------------------ */
 
 int vt__ck_cmp_u64(const void *a, const void *b);   /* qsort, ascending */

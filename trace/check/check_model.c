@@ -2,10 +2,13 @@
  * trace/check/check_model.c - the checker's model of a snapshot (pass 1; see
  * check.h and check_internal.h).
  *
- * One walk over the events builds the storages (with a treap of the live
- * ones, so a tensor binds to the storage CONTAINING its data_ptr in
- * O(log n)), the nodes (tensors and holders), the uses and the graph
- * operations; the uses are then grouped by storage (counting sort) for the
+ * Allocations are the timeline's lifetimes (timeline.h: the matching rules
+ * every view agrees on); one walk over the events opens and closes their
+ * storages where the timeline says (with a treap of the live ones, so a
+ * tensor binds to the storage CONTAINING its data_ptr in O(log n)), adds the
+ * external and implicit storages the timeline does not know, and builds
+ * the nodes (tensors and holders), the uses and the graph operations; the
+ * uses are then grouped by storage (counting sort) for the
  * rules. Pass 2 (check_paths.c) replays only the graph operations. Nothing
  * is quadratic: 1M events cost well under a second.
  */
@@ -14,7 +17,7 @@
 #include <string.h>
 
 #include "check_internal.h"
-#include "liveness.h"
+#include "timeline.h"
 
 /* ------------------------------------------------------------------------ */
 /*  Small helpers                                                           */
@@ -331,6 +334,10 @@ static int on_tensor_new(ck_model *m, const vt_event *e)
             m->st[st].before_window = 1;
             m->st[st].device = e->device;
             m->st[st].req_size = e->size;
+        } else if (m->st[st].size == 0 && m->st[st].addr == e->addr) {
+            /* A lifetime whose size no event told (a bare free of memory
+             * from before the window): its tensor says how large it is. */
+            m->st[st].size = m->st[st].req_size = e->size;
         }
         n = &m->nodes[x];
         ck_storage *s = &m->st[st];
@@ -347,88 +354,110 @@ static int on_tensor_new(ck_model *m, const vt_event *e)
     return push_gop(m, e->seq, CK_OP_NEW, x, 0, 0);
 }
 
-/* Storages alive throughout: ACTIVE blocks of the allocator state that no
- * ALLOC of the window explains. */
-static int seed_state(ck_model *m)
+/* The storage of lifetime `l` of the timeline, opened where its bytes start
+ * counting: at its ALLOC (closing a storage still open at the address: its
+ * free was lost, as the timeline says), at the first event after the gap
+ * that hid its allocation, or before the first event. */
+static int open_lifetime(ck_model *m, const vt_timeline *tl, uint32_t li, const vt_event *alloc)
 {
-    const vt_snapshot_data *s = m->s;
-    uint64_t first = s->nevents ? s->events[0].seq : UINT64_MAX;
-    for (size_t i = 0; i < s->nblocks; i++) {
-        const vt_block *b = &s->blocks[i];
-        if (b->state == VT_BLOCK_INACTIVE)
-            continue;
-        if (b->alloc_seq && b->alloc_seq >= first)
-            continue;
-        if (live_at(m, b->addr) != CK_NONE)
-            continue;
-        uint32_t x;
-        if (open_storage(m, NULL, b->addr, b->size, &x) < 0)
-            return -ENOMEM;
-        ck_storage *st = &m->st[x];
-        st->req_size = b->req_size;
-        st->alloc_stack = b->stack;
-        st->before_window = 1;
-        for (size_t g = 0; g < s->nsegments; g++) {
-            const vt_segment *sg = &s->segments[g];
-            if (i >= sg->first_block && i - sg->first_block < sg->nblocks) {
-                st->device = sg->device;
-                break;
-            }
-        }
+    const vt_lifetime *l = &tl->lifetimes[li];
+    uint32_t x;
+    if (open_storage(m, alloc, l->addr, l->size, &x) < 0)
+        return -ENOMEM;
+    ck_storage *st = &m->st[x];
+    st->req_size = l->req_size;
+    st->alloc_stack = l->alloc_stack;
+    st->device = l->device;
+    st->before_window = (l->flags & VT_LT_BEFORE_WINDOW) != 0;
+    if (!alloc) {
+        st->alloc_seq = l->alloc_seq;
+        st->alloc_time = l->alloc_time_ns;
     }
+    m->lt_storage[li] = x;
     return 0;
 }
 
-/* Storages the kept events leave open are alive only if the snapshot says
- * so (liveness.h: the allocator state when complete, else no gap after
- * them); the others are closed where their free may have been (the first
- * gap after their allocation, or the last event) and judged by no rule. */
-static int settle_open_storages(ck_model *m)
+/* Lifetimes whose ALLOC is not among the events: those counted from before
+ * the first event are open from the start; the others (allocated in a gap)
+ * are returned in `late`, sorted by the event at which they start. */
+static int seed_lifetimes(ck_model *m, const vt_timeline *tl, uint32_t **late, size_t *nlate)
 {
-    const vt_snapshot_data *s = m->s;
-    if (!s->nevents)
-        return 0;
-    vt_liveness *lv;
-    if (vt_liveness_build(s, &lv) < 0)
-        return -ENOMEM;
-    for (size_t i = 0; i < m->nst; i++) {
-        ck_storage *st = &m->st[i];
-        if (st->freed || st->external || st->implicit || st->alloc_event == UINT32_MAX)
+    size_t n = 0, cap = 0;
+    uint32_t *v = NULL;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (l->alloc_event != VT_TL_NONE || (l->flags & VT_LT_AFTER_WINDOW))
             continue;
-        if (vt_liveness_fate(lv, st->addr, st->alloc_seq, st->alloc_event) == VT_FATE_ALIVE)
+        if (l->start_event == VT_TL_NONE) {
+            if (open_lifetime(m, tl, (uint32_t)i, NULL) < 0)
+                goto oom;
             continue;
-        uint32_t g = vt_liveness_gap_after(lv, st->alloc_event);
-        const vt_event *at = &s->events[g != UINT32_MAX ? g : s->nevents - 1];
+        }
+        if (CK_GROW(v, cap, n + 1) < 0)
+            goto oom;
+        size_t k = n++;   /* insertion sort: lifetimes hidden by gaps are few */
+        while (k > 0 && tl->lifetimes[v[k - 1]].start_event > l->start_event) {
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = (uint32_t)i;
+    }
+    *late = v;
+    *nlate = n;
+    return 0;
+oom:
+    free(v);
+    return -ENOMEM;
+}
+
+/* Storages the kept events leave open are alive only if the timeline says
+ * so (liveness.h); the others are closed where their bytes stopped counting
+ * (the first gap after their allocation, or the last event) and judged by
+ * no rule. */
+static void settle_open_storages(ck_model *m, const vt_timeline *tl)
+{
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        uint32_t x = m->lt_storage[i];
+        if (x == CK_NONE || m->st[x].freed || !(l->flags & VT_LT_FREE_UNSEEN))
+            continue;
+        ck_storage *st = &m->st[x];
+        const vt_event *at = l->release_event != VT_TL_NONE ? &m->s->events[l->release_event]
+                                                             : &m->s->events[m->s->nevents - 1];
         st->fate_unknown = 1;
         st->freed = 1;
         st->free_seq = at->seq;
         st->free_time = at->time_ns;
         st->free_stack = 0;
     }
-    vt_liveness_free(lv);
-    return 0;
 }
 
-static int build_model(ck_model *m)
+/* Allocations come from the timeline's lifetimes (one matching rule for
+ * every view); the walk adds what the timeline does not know: external and
+ * implicit storages, tensors, holders, references, marks. */
+static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late, size_t nlate)
 {
     const vt_snapshot_data *s = m->s;
-    m->root = CK_NONE;
-    if (vt__ck_map_init(&m->ids, 1024) < 0)
-        return -ENOMEM;
-    if (seed_state(m) < 0)
-        return -ENOMEM;
+    size_t next_late = 0;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
-        uint32_t x, y;
+        uint32_t x, y, li;
+        while (next_late < nlate && tl->lifetimes[late[next_late]].start_event <= i)
+            if (open_lifetime(m, tl, late[next_late++], NULL) < 0)
+                return -ENOMEM;
         switch (e->kind) {
         case VT_EV_ALLOC:
-            if (open_storage(m, e, e->addr, e->size, &x) < 0)
+            li = tl->event_owner[i];
+            if (li != VT_TL_NONE && tl->lifetimes[li].alloc_event == i &&
+                open_lifetime(m, tl, li, e) < 0)
                 return -ENOMEM;
-            m->st[x].req_size = e->req_size;
             break;
         case VT_EV_FREE_REQUESTED:
-            x = live_at(m, e->addr);
-            if (x != CK_NONE && !m->st[x].external)
+            li = tl->event_owner[i];
+            x = li != VT_TL_NONE ? m->lt_storage[li] : CK_NONE;
+            if (x == CK_NONE || m->st[x].freed)
+                x = live_at(m, e->addr);   /* an implicit storage at the address */
+            if (x != CK_NONE && !m->st[x].freed && !m->st[x].external)
                 close_storage(m, x, e, e->stack);
             break;
         case VT_EV_STORAGE_EXTERNAL:
@@ -547,14 +576,45 @@ void vt__ck_model_free(ck_model *m)
     free(m->gops);
     free(m->mark_seq);
     free(m->mark_time);
+    free(m->lt_storage);
     vt__ck_map_free(&m->ids);
     memset(m, 0, sizeof *m);
+}
+
+static int build_model(ck_model *m)
+{
+    vt_timeline *tl;
+    m->root = CK_NONE;
+    if (vt__ck_map_init(&m->ids, 1024) < 0)
+        return -ENOMEM;
+    int rc = vt_timeline_build(m->s, &tl, NULL, 0);
+    if (rc < 0)
+        return rc;
+    uint32_t *late = NULL;
+    size_t nlate = 0;
+    m->lt_storage = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *m->lt_storage);
+    if (!m->lt_storage)
+        rc = -ENOMEM;
+    else
+        memset(m->lt_storage, 0xff, (tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *m->lt_storage);
+    if (rc == 0)
+        rc = seed_lifetimes(m, tl, &late, &nlate);
+    if (rc == 0)
+        rc = walk_events(m, tl, late, nlate);
+    if (rc == 0 && m->s->nevents)
+        settle_open_storages(m, tl);
+    free(late);
+    vt_timeline_free(tl);
+    return rc;
 }
 
 int vt__ck_model_build(ck_model *m)
 {
     const vt_snapshot_data *s = m->s;
-    if (build_model(m) < 0 || settle_open_storages(m) < 0 || group_uses(m) < 0)
+    int rc = build_model(m);
+    if (rc < 0)
+        return rc;
+    if (group_uses(m) < 0)
         return -ENOMEM;
     m->start_time = s->nevents ? s->events[0].time_ns : 0;
     m->end_time = s->meta.snapshot_time_ns;

@@ -39,7 +39,6 @@
 
 static _Atomic unsigned snapshot_counter;
 static pid_t image_pid;          /* pid when this program image started */
-static _Atomic bool activity;    /* this process used the allocator or hit an OOM */
 static uint64_t own_events_base; /* ring head when this process began (fork) */
 
 const char *vt__rank_env(void)
@@ -209,14 +208,9 @@ int vt_mark(const char *label)
     return 0;
 }
 
-void vt__note_activity(void)
-{
-    atomic_store_explicit(&activity, true, memory_order_relaxed);
-}
-
 bool vt__process_recorded(void)
 {
-    if (atomic_load_explicit(&activity, memory_order_relaxed))
+    if (vt__activity_noted())
         return true;
     return vt__rec_on() && vt__ring_head() > own_events_base;
 }
@@ -254,10 +248,69 @@ void vt__exit_snapshot(void)
     pthread_once(&exit_once, write_exit_snapshot);
 }
 
+/* A training loop that catches OOM and retries would otherwise write a
+ * snapshot per attempt. The first oom_snapshots - 1 OOMs get a file each;
+ * the last file is then the LATEST OOM: rewritten by later ones, at most
+ * once per OOM_REWRITE_INTERVAL_NS so a retry loop is not stalled, and once
+ * more at exit when an OOM came after its last rewrite (a program that
+ * probes OOM at start-up still gets its real OOM recorded). */
+#define OOM_REWRITE_INTERVAL_NS 1000000000ull
+
+static pthread_mutex_t oom_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned oom_count;              /* OOMs seen (under oom_lock) */
+static char oom_latest[4096];           /* the rotating file, once written */
+static uint64_t oom_latest_ns;          /* when it was last written */
+static bool oom_latest_stale;           /* an OOM came after that */
+
+static void rewrite_latest(void)
+{
+    char err[768];
+    int rc = vt__snapshot_write(oom_latest, 0, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "vramtrace: %s\n", err);
+    oom_latest_ns = vt__now_ns();
+    oom_latest_stale = false;
+}
+
+static void oom_at_exit(void)
+{
+    pthread_mutex_lock(&oom_lock);
+    if (oom_latest_stale && oom_latest[0])
+        rewrite_latest();
+    pthread_mutex_unlock(&oom_lock);
+}
+
+void vt__trace_out_of_memory(void)
+{
+    vt__rec_init();                    /* trace:0 too: the state still tells */
+    vt__note_activity();
+    const vt_config *c = vt__config();
+    if (!c->dump_on_oom)
+        return;
+    unsigned limit = c->oom_snapshots ? c->oom_snapshots : 1;
+    pthread_mutex_lock(&oom_lock);
+    unsigned n = ++oom_count;
+    if (n < limit || (n == limit && !oom_latest[0])) {
+        char path[sizeof oom_latest];
+        if (vt__snapshot_auto_named("oom", path, sizeof path) == 0 && n == limit) {
+            memcpy(oom_latest, path, sizeof path);
+            oom_latest_ns = vt__now_ns();
+            fprintf(stderr, "vramtrace: %u out-of-memory snapshots written "
+                            "(VRAMTRACE_CONF oom_snapshots:%u); later OOMs replace %s with "
+                            "the latest\n", limit, limit, oom_latest);
+        }
+    } else if (oom_latest[0]) {
+        oom_latest_stale = true;
+        if (vt__now_ns() - oom_latest_ns >= OOM_REWRITE_INTERVAL_NS)
+            rewrite_latest();
+    }
+    pthread_mutex_unlock(&oom_lock);
+}
+
 static void at_exit(void)
 {
     vt__signal_at_exit();          /* queued signal snapshots, the latest OOM, then ... */
-    vt__oom_at_exit();
+    oom_at_exit();
     vt__exit_snapshot();
     vt__signal_exit_done();        /* ... death by a pending termination signal */
 }
@@ -276,19 +329,29 @@ void vt__before_exec(void)
  * is inherited (a FORK event in the ring tells the views). */
 static void api_after_fork_child(void)
 {
-    atomic_store_explicit(&activity, false, memory_order_relaxed);
+    vt__activity_forget();
     atomic_store(&snapshot_counter, 0);
     if (vt__rec_on() && vt__ring_head() > 0)
         vt__trace(VT_EV_FORK, -1, 0, 0, 0, 0, 0, (uint64_t)getppid(), 0, 0);
     own_events_base = vt__rec_on() ? vt__ring_head() : 0;
 }
 
-void vt__api_init(void)
+/* Set up once, when the library is loaded, whether tracing is on or not:
+ * snapshots still describe the allocator's state without events. */
+static void auto_snapshot_init(void)
 {
+    vt__rec_init();
     image_pid = getpid();
     own_events_base = 0;
     vt__exec_hooks_init();
     pthread_atfork(NULL, NULL, api_after_fork_child);
     vt__signal_init();
     atexit(at_exit);
+}
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+__attribute__((constructor)) static void auto_snapshot_ctor(void)
+{
+    pthread_once(&init_once, auto_snapshot_init);
 }

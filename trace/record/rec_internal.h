@@ -14,6 +14,7 @@
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
  *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
  *   auto_snapshot.c vt_snapshot(), vt_mark(), snapshot names, exit/exec/OOM snapshots
+ *                (calls into the recorder; the recorder never calls it)
  *   snap_signal.c  snapshots on a signal, the exit snapshot on SIGTERM/SIGINT
  *   runlog.c     registering snapshots with `vramtrace run`
  *   exec_hook.c  the exec family: the snapshot before an exec
@@ -173,8 +174,9 @@ int vt__py_walk(vt_pyframe *out, int max, uint32_t *ngroups);
 uint64_t vt__py_frame_ip(const vt_pyframe *f);
 
 /* ---- auto_snapshot.c ----------------------------------------------------- */
-/* Exit snapshot, signal thread, exec hooks; called once by init. */
-void vt__api_init(void);
+/* Snapshots nobody asked for by name: exit, signal thread, exec hooks, OOM.
+ * Set up by its own constructor when the library loads; it calls into the
+ * recorder, never the other way. */
 /* A snapshot not asked for by name (signal, OOM, exec): to VRAMTRACE_OUT or
  * vramtrace-%p-%n.vtsnap, tagged with the pid and `reason`, never over an
  * existing file. @return 0 or -errno. */
@@ -193,13 +195,15 @@ bool vt__exit_snapshot_wanted(void);
 /* This process recorded something of its own: events since it began (a
  * forked child's start), an allocator it set up, an OOM. */
 bool vt__process_recorded(void);
-void vt__note_activity(void);
 /* Called by the exec wrappers before the program image is replaced. */
 void vt__before_exec(void);
 
-/* ---- recorder.c (OOM snapshots) ----------------------------------------- */
-/* At exit: rewrite the latest-OOM snapshot if an OOM came after it. */
-void vt__oom_at_exit(void);
+/* ---- recorder.c ---------------------------------------------------------- */
+/* This process did something of its own besides events (set up an allocator,
+ * hit an OOM); forgotten in a forked child. */
+void vt__note_activity(void);
+bool vt__activity_noted(void);
+void vt__activity_forget(void);
 
 /* ---- snap_signal.c ------------------------------------------------------- */
 void vt__signal_init(void);

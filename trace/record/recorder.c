@@ -87,9 +87,6 @@ static void init_once_fn(void)
     time_init();
     if (!c->trace) {
         atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
-        /* Snapshots still describe the allocator's state (no events): the
-         * exit and signal snapshots are set up all the same. */
-        vt__api_init();
         return;
     }
     int rc = vt__ring_init(c->max_events);
@@ -99,11 +96,9 @@ static void init_once_fn(void)
         fprintf(stderr, "vramtrace: cannot set up the event ring (%s); tracing is off\n",
                 strerror(-rc));
         atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
-        vt__api_init();
         return;
     }
     atomic_store_explicit(&vt__rec_state, VT_REC_ON, memory_order_release);
-    vt__api_init();
 }
 
 int vt__rec_init(void)
@@ -154,6 +149,15 @@ VT_REC_TEXT uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64
     return vt__ring_write(&r);
 }
 
+/* This process did something of its own besides events: it set up an
+ * allocator or hit an OOM. A forked child starts without (auto_snapshot.c
+ * forgets it there). */
+static _Atomic bool activity;
+
+void vt__note_activity(void) { atomic_store_explicit(&activity, true, memory_order_relaxed); }
+bool vt__activity_noted(void) { return atomic_load_explicit(&activity, memory_order_relaxed); }
+void vt__activity_forget(void) { atomic_store_explicit(&activity, false, memory_order_relaxed); }
+
 void vt__trace_set_state_provider(vt__state_provider fn)
 {
     vt__note_activity();      /* this process set up an allocator */
@@ -163,63 +167,4 @@ void vt__trace_set_state_provider(vt__state_provider fn)
 vt__state_provider vt__trace_state_provider(void)
 {
     return atomic_load_explicit(&provider, memory_order_acquire);
-}
-
-/* A training loop that catches OOM and retries would otherwise write a
- * snapshot per attempt. The first oom_snapshots - 1 OOMs get a file each;
- * the last file is then the LATEST OOM: rewritten by later ones, at most
- * once per OOM_REWRITE_INTERVAL_NS so a retry loop is not stalled, and once
- * more at exit when an OOM came after its last rewrite (a program that
- * probes OOM at start-up still gets its real OOM recorded). */
-#define OOM_REWRITE_INTERVAL_NS 1000000000ull
-
-static pthread_mutex_t oom_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned oom_count;              /* OOMs seen (under oom_lock) */
-static char oom_latest[4096];           /* the rotating file, once written */
-static uint64_t oom_latest_ns;          /* when it was last written */
-static bool oom_latest_stale;           /* an OOM came after that */
-
-static void rewrite_latest(void)
-{
-    char err[768];
-    int rc = vt__snapshot_write(oom_latest, 0, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "vramtrace: %s\n", err);
-    oom_latest_ns = vt__now_ns();
-    oom_latest_stale = false;
-}
-
-void vt__oom_at_exit(void)
-{
-    pthread_mutex_lock(&oom_lock);
-    if (oom_latest_stale && oom_latest[0])
-        rewrite_latest();
-    pthread_mutex_unlock(&oom_lock);
-}
-
-void vt__trace_out_of_memory(void)
-{
-    vt__rec_init();                    /* trace:0 too: the state still tells */
-    vt__note_activity();
-    const vt_config *c = vt__config();
-    if (!c->dump_on_oom)
-        return;
-    unsigned limit = c->oom_snapshots ? c->oom_snapshots : 1;
-    pthread_mutex_lock(&oom_lock);
-    unsigned n = ++oom_count;
-    if (n < limit || (n == limit && !oom_latest[0])) {
-        char path[sizeof oom_latest];
-        if (vt__snapshot_auto_named("oom", path, sizeof path) == 0 && n == limit) {
-            memcpy(oom_latest, path, sizeof path);
-            oom_latest_ns = vt__now_ns();
-            fprintf(stderr, "vramtrace: %u out-of-memory snapshots written "
-                            "(VRAMTRACE_CONF oom_snapshots:%u); later OOMs replace %s with "
-                            "the latest\n", limit, limit, oom_latest);
-        }
-    } else if (oom_latest[0]) {
-        oom_latest_stale = true;
-        if (vt__now_ns() - oom_latest_ns >= OOM_REWRITE_INTERVAL_NS)
-            rewrite_latest();
-    }
-    pthread_mutex_unlock(&oom_lock);
 }

@@ -20,6 +20,7 @@ enum vt_uncached_kind vt_uncached_kind_of(unsigned call)
     case VT_PASS_ARRAY:         return VT_UK_ARRAY;
     case VT_PASS_FROM_POOL:     return VT_UK_POOL;
     case VT_PASS_VMM_CREATE:    return VT_UK_VMM;
+    case VT_PASS_GRAPH:         return VT_UK_GRAPH;
     default:                    return VT_UK_OTHER;
     }
 }
@@ -29,7 +30,7 @@ const char *vt_uncached_kind_name(enum vt_uncached_kind k)
     static const char *const names[VT_UK_COUNT] = {
         [VT_UK_MANAGED] = "managed", [VT_UK_PINNED_HOST] = "pinned host",
         [VT_UK_PITCHED] = "pitched", [VT_UK_ARRAY] = "array", [VT_UK_POOL] = "pool",
-        [VT_UK_VMM] = "vmm", [VT_UK_OTHER] = "other",
+        [VT_UK_VMM] = "vmm", [VT_UK_GRAPH] = "graph", [VT_UK_OTHER] = "other",
     };
     return (unsigned)k < VT_UK_COUNT ? names[k] : "other";
 }

@@ -2,7 +2,8 @@
  * trace/snap/uncached.h - memory the program holds that the cache did not
  * serve: managed memory, pinned host memory (allocated or registered),
  * pitched allocations, arrays, allocations from an explicit pool, VMM
- * physical allocations. The hooks record each as a PASSTHROUGH event (aux =
+ * physical allocations, graph memory (stream-ordered allocations captured
+ * into a graph). The hooks record each as a PASSTHROUGH event (aux =
  * the call, VT_PASS_*; aux2 = 1 for its release). Every view shows them as
  * kinds of their own, apart from the cache's allocated/reserved figures.
  *
@@ -31,6 +32,7 @@ enum vt_uncached_kind {
     VT_UK_ARRAY,              /* cudaMallocArray, cudaMalloc3DArray */
     VT_UK_POOL,               /* cudaMallocFromPoolAsync from an explicit pool */
     VT_UK_VMM,                /* cuMemCreate physical memory */
+    VT_UK_GRAPH,              /* stream-ordered allocation during capture: graph memory */
     VT_UK_OTHER,              /* a call of a newer format minor */
     VT_UK_COUNT
 };
@@ -54,7 +56,7 @@ typedef struct vt_uncached {
 /* Kind of a VT_PASS_* allocation call (VT_UK_OTHER for unknown ones). */
 enum vt_uncached_kind vt_uncached_kind_of(unsigned call);
 
-/* "managed", "pinned host", "pitched", "array", "pool", "vmm", "other". */
+/* "managed", "pinned host", "pitched", "array", "pool", "vmm", "graph", "other". */
 const char *vt_uncached_kind_name(enum vt_uncached_kind k);
 
 /* Is a kind host memory (pinned host) rather than device memory? */

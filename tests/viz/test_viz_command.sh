@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/viz/test_cli.sh - `vramtrace viz` without a browser: it writes one
+# tests/viz/test_viz_command.sh - `vramtrace viz` without a browser: it writes one
 # self-contained page (no URL that could make a request), names the default
 # output after the input, and fails cleanly on a bad snapshot.
 set -eu

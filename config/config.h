@@ -1,13 +1,27 @@
 /*
- * alloc/config.h - the one configuration of vramtrace.
+ * config/config.h - the one configuration of libvramtrace.so.
  *
  * Read once from VRAMTRACE_CONF="key:value,key:value" (the syntax of
  * PYTORCH_CUDA_ALLOC_CONF). All keys and their defaults live in one table in
  * config.c. An unknown key or a bad value prints one line on stderr naming it
  * and the valid choices; the key keeps its default and nothing else changes.
+ *
+ * Why a folder of its own: the keys belong to three parts of the library,
+ * the allocator (alloc/), the hooks (alloc/hooks/) and the recorder
+ * (trace/record/), and one table is what makes an unknown key an error and
+ * every default visible in one place. Kept in either part, the other would
+ * reach into its folder for it, against the arrow between them (alloc/ ->
+ * trace/record/). So it sits beside them and depends on nothing of ours
+ * (replay/ reads it too, to replay with a snapshot's settings):
+ *
+ *     alloc/, alloc/hooks/ --> trace/record/
+ *              \                  /
+ *               +--> config/ <---+
+ *
+ * Each part sees config/ through its own include directories (meson.build).
  */
-#ifndef VT_ALLOC_CONFIG_H
-#define VT_ALLOC_CONFIG_H
+#ifndef VT_CONFIG_H
+#define VT_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,4 +76,4 @@ void vt__config_defaults(vt_config *out);
 /* Normalized "key:value,..." of every key, for snapshots. @return length. */
 size_t vt__config_format(const vt_config *c, char *buf, size_t len);
 
-#endif /* VT_ALLOC_CONFIG_H */
+#endif /* VT_CONFIG_H */

@@ -1,5 +1,5 @@
 /*
- * alloc/config.c - VRAMTRACE_CONF: every key, its default and its parser in
+ * config/config.c - VRAMTRACE_CONF: every key, its default and its parser in
  * one table.
  *
  * Parsed once, on first use, from the environment. Parsing never calls CUDA

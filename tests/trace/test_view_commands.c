@@ -1,5 +1,5 @@
 /*
- * tests/trace/test_cli.c - run the built `vramtrace` (VRAMTRACE_EXE) on
+ * tests/trace/test_view_commands.c - run the built `vramtrace` (VRAMTRACE_EXE) on
  * generated snapshots and check summary/leaks/json output and exit codes.
  */
 #include <sys/stat.h>
@@ -155,7 +155,7 @@ TEST(cli_leaks_groups_alive_allocations_by_stack)
 
 TEST(cli_leaks_of_clean_run_says_none)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
     e->addr = 0x1000; e->size = 512;
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 200);
@@ -171,7 +171,7 @@ TEST(cli_leaks_of_clean_run_says_none)
  * complete. leaks must list what the state holds, nothing the gap hides. */
 TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_event *e;
     e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 512;
     e = gen_ev(&g, VT_EV_ALLOC, 2, 20); e->addr = 0x2000; e->size = 1024;   /* freed in the gap */
@@ -285,7 +285,7 @@ TEST(cli_summary_of_training_loop)
  * event is inherited, not the child's leak. */
 TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     vt_event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
     e->addr = 0x100000; e->size = 1024 * 1024;
     e = gen_ev(&g, VT_EV_FORK, 2, 200);
@@ -353,7 +353,7 @@ TEST(cli_viz_refuses_a_special_file_as_output)
  * memory of its own). */
 static vt_snapshot_data *gen_uncached(void)
 {
-    struct gen g = gen_begin();
+    struct snap_builder g = gen_begin();
     uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "app.c", 10);
     uint32_t f_mgd = gen_frame(&g, 0x400200, "/usr/bin/app", "make_grid", "app.c", 20);
     uint32_t n_main = gen_node(&g, 0, f_main);

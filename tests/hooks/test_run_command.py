@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`vramtrace run`: options, environment, exit status, outputs.
 
-usage: test_cli.py VRAMTRACE_EXE LIBVRAMTRACE PROG_RT_SIM SIM_LIBDIR
+usage: test_run_command.py VRAMTRACE_EXE LIBVRAMTRACE PROG_RT_SIM SIM_LIBDIR
 """
 import os
 import subprocess

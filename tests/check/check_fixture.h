@@ -1,0 +1,126 @@
+/* tests/check/check_fixture.h - what the checker's tests share: running the
+ * checker on a synthetic trace (synth.h), finding a finding, and the
+ * standard training loop the leak shapes are built on.
+ *
+ * Steps are cut by MARK events "step 1", "step 2", ...; step 0 (before the
+ * first mark) is setup. Unless a test says otherwise, each step starts with
+ * a 100 ms tick, a mark, a use of the weights and one short-lived activation.
+ */
+#ifndef VT_TESTS_CHECK_FIXTURE_H
+#define VT_TESTS_CHECK_FIXTURE_H
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <time.h>
+
+#include "../harness.h"
+#include "check.h"
+#include "json_valid.h"
+#include "synth.h"
+
+#define MiB (1024ull * 1024)
+#define W_ID 1
+#define W_ADDR 0x7f0000000000ull
+
+/* ------------------------------------------------------------------------ */
+/*  Helpers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static inline vt_check_report *check(synth *y, const vt_check_options *opt)
+{
+    vt_check_report *r = NULL;
+    char err[256] = "";
+    int rc = vt_check_run(&y->s, opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0 && r, "vt_check_run: %d %s", rc, err);
+    return r;
+}
+
+static inline const vt_check_finding *by_addr(const vt_check_report *r, uint64_t addr)
+{
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (r->findings[i].addr == addr)
+            return &r->findings[i];
+    return NULL;
+}
+
+static inline const char *path_text(const vt_check_finding *f, size_t i)
+{
+    static char buf[1024];
+    ASSERT_MSG(i < f->npaths, "finding 0x%llx has %zu paths", (unsigned long long)f->addr,
+               f->npaths);
+    vt_check_path_format(&f->paths[i], buf, sizeof buf);
+    return buf;
+}
+
+static inline void dump(const vt_check_report *r, const synth *y)
+{
+    vt_check_report_print(stderr, r, &y->s, 0);
+}
+
+#define ASSERT_CLEAN(r, y)                                                  \
+    do {                                                                    \
+        if ((r)->nfindings) {                                               \
+            dump((r), (y));                                                 \
+            HARNESS_FAIL("expected a clean report, got %zu findings",       \
+                         (r)->nfindings);                                   \
+        }                                                                   \
+    } while (0)
+
+static uint32_t st_init, st_fwd, st_bwd, st_act;
+
+static inline void stacks(synth *y)
+{
+    st_init = synth_stack(y, "init_weights", "main", NULL);
+    st_fwd = synth_stack(y, "forward_block", "train_step", "main", NULL);
+    st_bwd = synth_stack(y, "backward_block", "train_step", "main", NULL);
+    st_act = synth_stack(y, "relu_forward", "train_step", "main", NULL);
+}
+
+/* Weights, allocated in setup (step 0). */
+static inline void setup(synth *y)
+{
+    synth_init(y);
+    stacks(y);
+    synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
+}
+
+/* Start step i: tick, mark, use the weights, one transient activation. */
+static inline void step(synth *y, int i)
+{
+    char l[32];
+    synth_tick(y, 100000000);
+    snprintf(l, sizeof l, "step %d", i);
+    synth_mark(y, l);
+    synth_use(y, W_ID);
+    uint64_t a = 0x7f1000000000ull + (uint64_t)i * 0x10000000ull;
+    synth_new_tensor(y, 10000 + (uint64_t)i, a, 2 * MiB, "relu out", st_act);
+    synth_use(y, 10000 + (uint64_t)i);
+    synth_drop(y, 10000 + (uint64_t)i);
+    synth_free(y, a);
+}
+
+
+static inline char *render(const vt_check_report *r, const synth *y, int json)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ASSERT(f);
+    if (json)
+        ASSERT_EQ(vt_check_report_write_json(f, r, &y->s), 0);
+    else
+        ASSERT_EQ(vt_check_report_print(f, r, &y->s, 0), 0);
+    fclose(f);
+    return buf;
+}
+
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#endif /* VT_TESTS_CHECK_FIXTURE_H */

@@ -1,0 +1,482 @@
+/* tests/check/test_check_linger.c - the linger rule (check_linger.c): every
+ * leak shape with its fixed twin, which must come out clean; what must never
+ * be flagged; the time rule of traces without marks. */
+#include "check_fixture.h"
+#include "check_shapes.h"
+
+/* ------------------------------------------------------------------------ */
+/*  Leak shapes and their fixed twins                                       */
+/* ------------------------------------------------------------------------ */
+
+TEST(gc_cycle_is_flagged_with_cycle_path)
+{
+    synth y;
+    gc_cycle(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
+    ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_STEPS);
+    ASSERT_EQ(r->nmarks, 8);
+    /* Same lingering, bigger first. */
+    ASSERT_EQ(r->findings[0].addr, ACT2);
+    ASSERT_EQ(r->findings[1].addr, ACT1);
+    const vt_check_finding *f = by_addr(r, ACT1);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->bytes, 1 * MiB);
+    ASSERT_STR_EQ(f->owner_name, "act1");
+    ASSERT_EQ(f->owner_id, 100);
+    ASSERT_EQ(f->last_use_step, 2);
+    ASSERT_EQ(f->last_use_stack, st_bwd);
+    ASSERT_EQ(f->alloc_stack, st_fwd);
+    ASSERT_EQ(f->nuses, 2);
+    ASSERT_EQ(f->steps_unused, 3);   /* steps 3, 4, 5 */
+    ASSERT_EQ(f->freed, 1);
+    ASSERT_GT(f->free_seq, f->linger_from_seq);
+    ASSERT_EQ(f->linger_ns, f->free_time_ns - f->last_use_time_ns);
+    ASSERT(fabs(f->byte_seconds - (double)MiB * (double)f->linger_ns / 1e9) < 1e-3);
+    /* Became a finding at the mark of step 4 (one complete step, 3, passed). */
+    const vt_event *mk = NULL;
+    for (size_t i = 0; i < y.s.nevents; i++)
+        if (y.s.events[i].kind == VT_EV_MARK && y.s.events[i].seq == f->linger_from_seq)
+            mk = &y.s.events[i];
+    ASSERT(mk);
+    ASSERT_STR_EQ(y.s.strings_blob + y.s.string_offsets[mk->str], "step 4");
+    ASSERT_EQ(f->path_seq, f->linger_from_seq);
+    ASSERT_EQ(f->npaths, 1);
+    ASSERT(f->paths[0].cycle);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "(cycle) A.next \xe2\x86\x92 B.prev \xe2\x86\x92 A.saved \xe2\x86\x92 tensor 'act1'"
+        " \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    f = by_addr(r, ACT2);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "(cycle) B.prev \xe2\x86\x92 A.next \xe2\x86\x92 B.saved \xe2\x86\x92 tensor 'act2'"
+        " \xe2\x86\x92 storage 0x7f2000100000 2 MiB");
+    ASSERT_EQ(f->paths[0].nsteps, 5);
+    ASSERT_EQ(f->paths[0].steps[0].kind, VT_CHECK_NODE_HOLDER);
+    ASSERT_EQ(f->paths[0].steps[0].id, 501);
+    ASSERT_EQ(f->paths[0].steps[3].kind, VT_CHECK_NODE_TENSOR);
+    ASSERT_EQ(f->paths[0].steps[4].kind, VT_CHECK_NODE_STORAGE);
+    ASSERT_EQ(f->paths[0].steps[4].bytes, 2 * MiB);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(gc_cycle_fixed_is_clean)
+{
+    synth y;
+    gc_cycle(&y, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(closure_capturing_self_is_flagged)
+{
+    synth y;
+    closure_self(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, CACHE);
+    ASSERT_EQ(f->bytes, 8 * MiB);
+    ASSERT_STR_EQ(f->owner_name, "cache");
+    ASSERT_STR_EQ(path_text(f, 0),
+        "(cycle) Trainer.hook \xe2\x86\x92 <closure>.__closure__[0] \xe2\x86\x92 "
+        "cell.cell_contents \xe2\x86\x92 Trainer.cache \xe2\x86\x92 tensor 'cache' "
+        "\xe2\x86\x92 storage 0x7f3000000000 8 MiB");
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(closure_capturing_self_fixed_is_clean)
+{
+    synth y;
+    closure_self(&y, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(view_keeps_base_storage_is_flagged)
+{
+    synth y;
+    view_pins_base(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, BASE);
+    ASSERT_EQ(f->bytes, 64 * MiB);
+    ASSERT_EQ(f->block_bytes, 64 * MiB);
+    ASSERT_STR_EQ(f->owner_name, "padded");
+    ASSERT_EQ(f->owner_id, 10);
+    ASSERT_EQ(f->ntensors, 2);
+    ASSERT_EQ(f->last_use_tensor, 11);
+    ASSERT_STR_EQ(f->last_use_name, "z");
+    ASSERT_EQ(f->npaths, 1);
+    ASSERT(!f->paths[0].cycle);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded') \xe2\x86\x92 "
+        "storage 0x7f4000000000 64 MiB");
+    ASSERT_EQ(f->paths[0].steps[1].base_id, 10);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(renamed_tensor_is_reported_under_its_latest_name)
+{
+    synth y;
+    renamed(&y);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->addr, RN_ADDR);
+    ASSERT_EQ(f->owner_id, 100);
+    ASSERT_STR_EQ(f->owner_name, "fc2 out");
+    ASSERT_EQ(f->last_use_tensor, 101);
+    ASSERT_STR_EQ(f->last_use_name, "fc2 head");
+    ASSERT_EQ(f->nuses, 3);          /* renames are not uses */
+    ASSERT_EQ(f->npaths, 1);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "cache[0] \xe2\x86\x92 tensor 'fc2 head' (view of 'fc2 out') \xe2\x86\x92 "
+        "storage 0x7f2000000000 1 MiB");
+    ASSERT_EQ(r->ntensors, 1 + 8 + 2);
+    vt_check_report_free(r);
+
+    /* --ignore matches the latest name only */
+    const char *pats[] = { "aten.mm*" };
+    vt_check_options o;
+    vt_check_options_init(&o);
+    o.ignore = pats;
+    o.nignore = 1;
+    r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 1);
+    vt_check_report_free(r);
+    pats[0] = "fc2 out";
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+
+    /* the text report and the JSON carry the new name */
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *mf = open_memstream(&buf, &n);
+    r = check(&y, NULL);
+    vt_check_report_print(mf, r, &y.s, 0);
+    fclose(mf);
+    ASSERT_STR_CONTAINS(buf, "fc2 out");
+    ASSERT(strstr(buf, "aten.mm out[0]") == NULL);
+    ASSERT(strstr(buf, "fc2 tmp") == NULL);
+    free(buf);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(view_keeps_base_storage_fixed_is_clean)
+{
+    synth y;
+    view_pins_base(&y, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(pipeline_context_keeping_sent_tensors_is_flagged)
+{
+    synth y;
+    pipeline(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    ASSERT_EQ(r->findings[0].addr, S1);
+    ASSERT_EQ(r->findings[0].bytes, 32 * MiB);
+    ASSERT_EQ(r->findings[1].addr, S0);
+    ASSERT_EQ(r->findings[1].bytes, 16 * MiB);
+    ASSERT_EQ(r->total_bytes, 48 * MiB);
+    ASSERT_STR_EQ(path_text(&r->findings[0], 0),
+        "Context.output_tensors \xe2\x86\x92 list[1] \xe2\x86\x92 tensor 'send 1' "
+        "\xe2\x86\x92 storage 0x7f6001000000 32 MiB");
+    ASSERT_STR_EQ(path_text(&r->findings[1], 0),
+        "Context.output_tensors \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'send 0' "
+        "\xe2\x86\x92 storage 0x7f6000000000 16 MiB");
+    ASSERT_EQ(r->findings[0].steps_unused, 2);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(pipeline_context_fixed_is_clean)
+{
+    synth y;
+    pipeline(&y, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(hook_closure_cycle_is_flagged)
+{
+    synth y;
+    hook_cycle(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, INTER);
+    ASSERT_EQ(f->bytes, 4 * MiB);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "(cycle) dict['hook'] \xe2\x86\x92 <hook>.__closure__[0] \xe2\x86\x92 "
+        "cell.cell_contents \xe2\x86\x92 dict['acts'] \xe2\x86\x92 tensor 'intermediate' "
+        "\xe2\x86\x92 storage 0x7f7000000000 4 MiB");
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(hook_closure_cycle_fixed_is_clean)
+{
+    synth y;
+    hook_cycle(&y, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(autograd_graph_kept_by_a_loss_list_is_flagged)
+{
+    synth y;
+    autograd_graph(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);   /* h (12 MiB) first, then the loss itself */
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, HID);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "losses[1] \xe2\x86\x92 tensor 'loss'.grad_fn \xe2\x86\x92 MulBackward0.saved_self "
+        "\xe2\x86\x92 tensor 'h' \xe2\x86\x92 storage 0x7ef000000000 12 MiB");
+    ASSERT_EQ(f->freed, 0);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(autograd_graph_fixed_is_clean)
+{
+    synth y;
+    autograd_graph(&y, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(deep_chain_is_bounded_and_marked_truncated)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    synth_new_tensor(&y, 2, ACT1, MiB, "deep", st_fwd);
+    for (uint64_t h = 0; h < 10000; h++) {
+        vt_event *e = synth_ev(&y, VT_EV_HOLDER_NEW);
+        e->aux = 100000 + h;
+        vt_event *rf = synth_ev(&y, VT_EV_REF);
+        rf->aux = 100000 + h;
+        rf->aux2 = h ? 100000 + h - 1 : 2;
+    }
+    for (int i = 2; i <= 4; i++)
+        step(&y, i);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->npaths, 1);
+    ASSERT(f->paths[0].truncated);
+    ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
+    ASSERT_STR_CONTAINS(path_text(f, 0), "\xe2\x80\xa6 holder #104094 \xe2\x86\x92 holder #104093");
+    vt_check_report_free(r);
+    vt_check_options o;
+    vt_check_options_init(&o);
+    o.max_visit = 20000;
+    r = check(&y, &o);
+    ASSERT(!r->findings[0].paths[0].truncated);
+    ASSERT_EQ(r->findings[0].paths[0].nsteps, 10000 + 2);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* ------------------------------------------------------------------------ */
+/*  What must never be flagged                                              */
+/* ------------------------------------------------------------------------ */
+
+TEST(weights_used_every_step_are_never_flagged)
+{
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 30; i++)
+        step(&y, i);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    ASSERT_EQ(r->ntensors, 31);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(state_used_every_k_steps_is_never_flagged)
+{
+    synth y;
+    every_k(&y, 12);   /* last use in step 10: steps 11 and 12 unused < gap 3 */
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(state_missing_its_next_use_is_flagged)
+{
+    synth y;
+    every_k(&y, 15);   /* steps 11, 12, 13 complete and unused: missed step 13 */
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, STATE);
+    ASSERT_EQ(f->usual_gap_steps, 3);
+    ASSERT_EQ(f->last_use_step, 10);
+    ASSERT_EQ(f->freed, 0);
+    ASSERT_EQ(f->path_seq, UINT64_MAX);
+    /* Nothing refers to the tensor, and it was never dropped: it is its own root. */
+    ASSERT_STR_EQ(path_text(f, 0),
+                  "tensor 'exp_avg' \xe2\x86\x92 storage 0x7f8000000000 8 MiB");
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(storage_whose_lifetime_crosses_a_gap_is_not_judged)
+{
+    /* As state_missing_its_next_use_is_flagged, but a gap after its
+     * allocation hides whether it was freed, and no allocator state says
+     * it is alive: it must not be reported as alive after its last use. */
+    synth y;
+    every_k(&y, 15);
+    open_a_gap(&y);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
+{
+    synth y;
+    every_k(&y, 15);
+    open_a_gap(&y);
+    uint64_t seq = 0;
+    for (size_t i = 0; i < y.s.nevents; i++)
+        if (y.s.events[i].kind == VT_EV_ALLOC && y.s.events[i].addr == STATE)
+            seq = y.s.events[i].seq;
+    ASSERT(seq != 0);
+    /* the state at the snapshot: STATE's block is allocated */
+    y.s.meta.flags = VT_META_STATE_COMPLETE;
+    y.s.segments = calloc(1, sizeof *y.s.segments);
+    y.s.blocks = calloc(1, sizeof *y.s.blocks);
+    y.s.segments[0] = (vt_segment){ .addr = STATE, .size = 8 * MiB, .nblocks = 1 };
+    y.s.blocks[0] = (vt_block){ .addr = STATE, .size = 8 * MiB, .req_size = 8 * MiB,
+                                .alloc_seq = seq, .state = VT_BLOCK_ACTIVE_ALLOCATED };
+    y.s.nsegments = y.s.nblocks = 1;
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].addr, STATE);
+    ASSERT_EQ(r->findings[0].freed, 0);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(trace_ending_is_not_flagged)
+{
+    for (int at = 7; at <= 8; at++) {  /* last and second-to-last step */
+        synth y;
+        ends_alive(&y, at);
+        vt_check_report *r = check(&y, NULL);
+        ASSERT_CLEAN(r, &y);
+        vt_check_report_free(r);
+        synth_fini(&y);
+    }
+}
+
+TEST(alive_through_a_complete_step_before_the_end_is_flagged)
+{
+    synth y;
+    ends_alive(&y, 6);  /* step 7 is complete and unused */
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].addr, LATE);
+    ASSERT_EQ(r->findings[0].bytes, 3 * MiB);
+    ASSERT_EQ(r->findings[0].steps_unused, 1);
+    ASSERT_EQ(r->findings[0].freed, 0);
+    ASSERT_EQ(r->findings[0].linger_ns, r->end_time_ns - r->findings[0].last_use_time_ns);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Without marks: the time rule                                            */
+/* ------------------------------------------------------------------------ */
+
+TEST(no_marks_time_rule_flags_long_linger)
+{
+    synth y;
+    no_marks(&y, 30000);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nmarks, 0);
+    ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, XT);
+    ASSERT_EQ(f->grace_mode, VT_CHECK_GRACE_TIME);
+    ASSERT_EQ(f->freed, 1);
+    ASSERT_EQ(f->usual_gap_ns, 100000000 + 2000);  /* tick + two events */
+    /* grace = 5% of ~31 s > 10 x 100 ms > 1 s */
+    uint64_t dur = r->end_time_ns - r->start_time_ns;
+    ASSERT_EQ(f->linger_from_time_ns, f->last_use_time_ns + dur / 100 * 5);
+    ASSERT_GT(f->linger_ns, 28000000000ull);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(no_marks_time_rule_fixed_is_clean)
+{
+    synth y;
+    no_marks(&y, 1500);   /* freed 0.5 s after its last use */
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(no_marks_alive_at_end_with_old_last_use_is_flagged)
+{
+    synth y;
+    no_marks(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].addr, XT);
+    ASSERT_EQ(r->findings[0].freed, 0);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* The native rules run on annotated traces too, when asked. */
+TEST(native_rules_can_be_selected_on_annotated_traces)
+{
+    synth y;
+    gc_cycle(&y, 1);
+    vt_check_options o;
+    vt_check_options_init(&o);
+    ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned", &o.rules), 0);
+    ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
+    vt_check_report *r = check(&y, &o);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULES_ALL);
+    ASSERT_CLEAN(r, &y);   /* weights: setup, not accumulating */
+    vt_check_report_free(r);
+    ASSERT_EQ(vt_check_parse_rules("linger,bogus", &o.rules), -EINVAL);
+    synth_fini(&y);
+}
+
+TEST_MAIN()

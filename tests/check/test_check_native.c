@@ -1,0 +1,56 @@
+/* tests/check/test_check_native.c - the native rules (check_native.c:
+ * never-freed, outlier) on traces without tensor annotations. */
+#include "check_fixture.h"
+#include "check_shapes.h"
+
+/* ------------------------------------------------------------------------ */
+/*  Native traces (no tensor annotations)                                   */
+/* ------------------------------------------------------------------------ */
+
+TEST(native_never_freed_call_site_is_flagged)
+{
+    synth y;
+    native(&y, 0, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    ASSERT_EQ(f->nallocs, 5);    /* steps 1..5; step 6 is after the last mark */
+    ASSERT_EQ(f->bytes, 5 * MiB);
+    ASSERT_EQ(f->freed, 0);
+    ASSERT_EQ(f->npaths, 0);
+    const vt_frame *fr = &y.s.frames[y.s.stack_nodes[f->alloc_stack].frame];
+    ASSERT_STR_EQ(y.s.strings_blob + y.s.string_offsets[fr->function], "append_history");
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(native_outlier_call_site_is_flagged)
+{
+    synth y;
+    native(&y, 1, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->nallocs, 1);
+    ASSERT_EQ(f->addr, 0x7fd000000000ull + 2 * 0x1000000);
+    ASSERT_EQ(f->bytes, 3 * MiB);
+    ASSERT_EQ(f->freed, 1);
+    ASSERT_GT(f->linger_ns, 200000000);   /* about 3 steps of 100 ms */
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(native_fixed_is_clean)
+{
+    synth y;
+    native(&y, 1, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST_MAIN()

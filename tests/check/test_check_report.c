@@ -1,0 +1,497 @@
+/* tests/check/test_check_report.c - what every rule shares (check.c,
+ * check_report.c, check_paths.c): options, ranking, odd inputs, the text and
+ * JSON reports, and a million events. */
+#include "check_fixture.h"
+#include "check_shapes.h"
+#include "timeline.h"
+
+/* ------------------------------------------------------------------------ */
+/*  Options                                                                 */
+/* ------------------------------------------------------------------------ */
+
+TEST(grace_steps_option)
+{
+    synth y;
+    gc_cycle(&y, 0);   /* steps 3, 4, 5 unused, freed in step 6 */
+    vt_check_options o;
+    vt_check_options_init(&o);
+    ASSERT_EQ(vt_check_parse_grace("4steps", &o), 0);
+    ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_STEPS);
+    ASSERT_EQ(o.grace_steps, 4);
+    vt_check_report *r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    ASSERT_EQ(vt_check_parse_grace("3", &o), 0);
+    r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 2);
+    ASSERT_EQ(r->grace_user, 1);
+    ASSERT_EQ(r->grace_steps, 3);
+    vt_check_report_free(r);
+    synth_fini(&y);
+
+    /* 0 steps: alive at the end of the step of its last use is enough. */
+    pipeline(&y, 1);
+    ASSERT_EQ(vt_check_parse_grace("0steps", &o), 0);
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);   /* freed within the step */
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(grace_time_option)
+{
+    synth y;
+    gc_cycle(&y, 0);   /* steps are 100 ms: lingering about 400 ms */
+    vt_check_options o;
+    vt_check_options_init(&o);
+    ASSERT_EQ(vt_check_parse_grace("50ms", &o), 0);
+    ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_TIME);
+    ASSERT_EQ(o.grace_ns, 50000000);
+    vt_check_report *r = check(&y, &o);
+    ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
+    ASSERT_EQ(r->nfindings, 2);
+    ASSERT_EQ(r->findings[0].linger_from_time_ns, r->findings[0].last_use_time_ns + 50000000);
+    ASSERT_EQ(r->findings[0].npaths, 1);   /* paths at last use + 50 ms: the cycle */
+    ASSERT(r->findings[0].paths[0].cycle);
+    vt_check_report_free(r);
+    ASSERT_EQ(vt_check_parse_grace("2.5s", &o), 0);
+    ASSERT_EQ(o.grace_ns, 2500000000ull);
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+
+    ASSERT_EQ(vt_check_parse_grace("1.5steps", &o), -EINVAL);
+    ASSERT_EQ(vt_check_parse_grace("-1s", &o), -EINVAL);
+    ASSERT_EQ(vt_check_parse_grace("3parsecs", &o), -EINVAL);
+    ASSERT_EQ(vt_check_parse_grace("", &o), -EINVAL);
+    ASSERT_EQ(vt_check_parse_grace("auto", &o), 0);
+    ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_AUTO);
+}
+
+TEST(ignore_patterns)
+{
+    synth y;
+    gc_cycle(&y, 0);
+    const char *pats[] = { "act1" };
+    vt_check_options o;
+    vt_check_options_init(&o);
+    o.ignore = pats;
+    o.nignore = 1;
+    vt_check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].addr, ACT2);
+    ASSERT_EQ(r->nignored, 1);
+    vt_check_report_free(r);
+
+    pats[0] = "act*";
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    ASSERT_EQ(r->nignored, 2);
+    vt_check_report_free(r);
+
+    pats[0] = "forward_*";   /* a function of the allocation stack */
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+
+    pats[0] = "backward_block";   /* a function of the last-use stack */
+    r = check(&y, &o);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+
+    pats[0] = "nothing*";
+    r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 2);
+    ASSERT_EQ(r->nignored, 0);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(max_paths_and_multiple_roots)
+{
+    /* One storage held by three lists: three roots, shortest first. */
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_new_tensor(&y, 70, ACT1, MiB, "t", st_fwd);
+            synth_holder(&y, 71, "deep");
+            synth_holder(&y, 72, "mid");
+            synth_holder(&y, 73, "short");
+            synth_holder(&y, 74, "other");
+            synth_ref(&y, 71, 72, ".x");
+            synth_ref(&y, 72, 70, "[0]");
+            synth_ref(&y, 73, 70, "[1]");
+            synth_ref(&y, 74, 70, "[2]");
+            synth_ref(&y, 73, 70, "[3]");   /* a second edge, same pair */
+            synth_unref(&y, 73, 70);        /* removes the latest: [3] */
+        }
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->npaths, 3);
+    ASSERT_STR_EQ(path_text(f, 0), "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    ASSERT_STR_EQ(path_text(f, 1), "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    ASSERT_STR_EQ(path_text(f, 2), "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    vt_check_report_free(r);
+
+    vt_check_options o;
+    vt_check_options_init(&o);
+    o.max_paths = 1;
+    r = check(&y, &o);
+    ASSERT_EQ(r->findings[0].npaths, 1);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Ranking, bytes, odd inputs                                              */
+/* ------------------------------------------------------------------------ */
+
+TEST(findings_ranked_by_bytes_times_time)
+{
+    /* small: 1 MiB held ~5 steps; big: 8 MiB held ~2 steps; mid: 3 MiB
+     * (asked 3 MiB + 100, block rounded) held ~4 steps. */
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 9; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_new_tensor(&y, 80, 0x7e0000000000ull, MiB, "small", st_fwd);
+            synth_new_tensor(&y, 81, 0x7e1000000000ull, 8 * MiB, "big", st_fwd);
+            synth_new_tensor(&y, 82, 0x7e2000000000ull, 3 * MiB + 100, "mid", st_fwd);
+        }
+        if (i == 4) { synth_drop(&y, 81); synth_free(&y, 0x7e1000000000ull); }
+        if (i == 6) { synth_drop(&y, 82); synth_free(&y, 0x7e2000000000ull); }
+        if (i == 7) { synth_drop(&y, 80); synth_free(&y, 0x7e0000000000ull); }
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 3);
+    ASSERT_STR_EQ(r->findings[0].owner_name, "big");
+    ASSERT_STR_EQ(r->findings[1].owner_name, "mid");
+    ASSERT_STR_EQ(r->findings[2].owner_name, "small");
+    ASSERT_EQ(r->findings[1].bytes, 3 * MiB + 100);
+    ASSERT_EQ(r->findings[1].block_bytes, 3 * MiB + 512);
+    double total = 0;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        if (i)
+            ASSERT(r->findings[i - 1].byte_seconds >= r->findings[i].byte_seconds);
+        total += r->findings[i].byte_seconds;
+    }
+    ASSERT(fabs(total - r->total_byte_seconds) < 1e-6);
+    ASSERT_EQ(r->total_bytes, 12 * MiB + 100);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(external_storage_is_checked)
+{
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_ext(&y, 0x5555000000ull, 5 * MiB);
+            synth_tensor(&y, 90, 0x5555000000ull, 5 * MiB, 0, "cpu batch");
+            synth_holder(&y, 91, "DataLoader");
+            synth_ref(&y, 91, 90, "._prefetched[0]");
+        }
+        if (i == 5) {
+            synth_unref(&y, 91, 90);
+            synth_drop(&y, 90);
+            synth_ext_free(&y, 0x5555000000ull);
+        }
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->external, 1);
+    ASSERT_EQ(f->device, -1);
+    ASSERT_EQ(f->bytes, 5 * MiB);
+    ASSERT_EQ(f->freed, 1);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "DataLoader._prefetched[0] \xe2\x86\x92 tensor 'cpu batch' \xe2\x86\x92 "
+        "storage 0x5555000000 5 MiB");
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(storage_from_before_the_window_and_dropped_tensors)
+{
+    /* A tensor on memory allocated before the window (no ALLOC seen), dropped
+     * in step 1 while the storage lives on (e.g. a leaked raw pointer). */
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_tensor(&y, 95, 0x7ee000000000ull, 6 * MiB, 0, "old");
+            synth_use(&y, 95);
+            synth_drop(&y, 95);
+        }
+        if (i == 5)
+            synth_free(&y, 0x7ee000000000ull);
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->before_window, 1);
+    ASSERT_EQ(f->bytes, 6 * MiB);
+    ASSERT_EQ(f->freed, 1);
+    ASSERT_EQ(f->npaths, 0);   /* nothing alive holds it */
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* One matching rule for every view: a FREE_REQUESTED with no ALLOC in the
+ * window is an allocation from before it, for the checker as for the
+ * timeline. A view inside that block binds to it (it used to get an implicit
+ * storage of its own that the free never closed). */
+TEST(free_without_alloc_is_the_same_lifetime_for_checker_and_timeline)
+{
+    synth y;
+    setup(&y);
+    const uint64_t blk = 0x7ed000000000ull;
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_tensor(&y, 96, blk + MiB, MiB, 0, "inner");
+            synth_use(&y, 96);
+            synth_drop(&y, 96);
+        }
+        if (i == 5) {
+            synth_free(&y, blk);
+            y.s.events[y.s.nevents - 1].size = 8 * MiB;
+        }
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    const vt_check_finding *f = &r->findings[0];
+    ASSERT_EQ(f->addr, blk);
+    ASSERT_EQ(f->bytes, 8 * MiB);
+    ASSERT_EQ(f->before_window, 1);
+    ASSERT_EQ(f->freed, 1);
+
+    vt_timeline *tl;
+    char err[256];
+    ASSERT_EQ(vt_timeline_build(&y.s, &tl, err, sizeof err), 0);
+    const vt_lifetime *l = vt_timeline_find(tl, blk, VT_TL_NONE);
+    ASSERT(l != NULL);
+    ASSERT(l->flags & VT_LT_BEFORE_WINDOW);
+    ASSERT_EQ(l->size, f->bytes);
+    ASSERT_EQ(l->free_seq, f->free_seq);
+    vt_timeline_free(tl);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(empty_and_malformed_inputs_never_fail)
+{
+    synth y;
+    synth_init(&y);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    /* Garbage: unknown ids, unref without ref, frees of nothing, uses of
+     * unknown tensors, out-of-range strings and stacks. */
+    for (int i = 0; i < 50; i++) {
+        vt_event *e = synth_ev(&y, (uint8_t)(i % 30));
+        e->aux = (uint64_t)i * 7;
+        e->aux2 = (uint64_t)i * 3;
+        e->addr = (uint64_t)i * 4096;
+        e->size = 4096;
+        e->str = (uint32_t)i * 1000;
+        e->stack = (uint32_t)i * 1000;
+    }
+    vt_check_options o;
+    vt_check_options_init(&o);
+    o.rules = VT_CHECK_RULES_ALL;
+    r = check(&y, &o);
+    FILE *devnull = fopen("/dev/null", "w");
+    ASSERT(devnull);
+    ASSERT_EQ(vt_check_report_print(devnull, r, &y.s, 0), 0);
+    ASSERT_EQ(vt_check_report_write_json(devnull, r, &y.s), 0);
+    fclose(devnull);
+    vt_check_report_free(r);
+    ASSERT_EQ(vt_check_run(NULL, NULL, &r, NULL, 0), -EINVAL);
+    synth_fini(&y);
+}
+
+TEST(path_format_truncates_like_snprintf)
+{
+    synth y;
+    pipeline(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    char small[10];
+    size_t need = vt_check_path_format(&r->findings[0].paths[0], small, sizeof small);
+    char big[512];
+    ASSERT_EQ(vt_check_path_format(&r->findings[0].paths[0], big, sizeof big), need);
+    ASSERT_EQ(strlen(big), need);
+    ASSERT_EQ(strlen(small), sizeof small - 1);
+    ASSERT_EQ(strncmp(small, big, sizeof small - 1), 0);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Output                                                                  */
+/* ------------------------------------------------------------------------ */
+
+TEST(json_output_is_valid_and_complete)
+{
+    synth y;
+    view_pins_base(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    char *js = render(r, &y, 1);
+    const char *why = json_validate(js);
+    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_STR_CONTAINS(js, "\"vramtrace_check\":1");
+    ASSERT_STR_CONTAINS(js, "\"rule\":\"linger\"");
+    ASSERT_STR_CONTAINS(js, "\"addr\":\"0x7f4000000000\"");
+    ASSERT_STR_CONTAINS(js, "\"bytes\":67108864");
+    ASSERT_STR_CONTAINS(js, "\"owner\":{\"id\":10,\"name\":\"padded\"}");
+    ASSERT_STR_CONTAINS(js, "\"view_of\":{\"id\":10,\"name\":\"padded\"}");
+    ASSERT_STR_CONTAINS(js, "\"function\":\"forward_block\"");
+    ASSERT_STR_CONTAINS(js, "\"text\":\"outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded')");
+    ASSERT_STR_CONTAINS(js, "\"grace\":{\"mode\":\"steps\",\"steps\":null,\"seconds\":null}");
+    free(js);
+    vt_check_report_free(r);
+    synth_fini(&y);
+
+    /* Clean, native, and odd strings. */
+    native(&y, 0, 0);
+    synth_str(&y, "x");
+    r = check(&y, NULL);
+    js = render(r, &y, 1);
+    why = json_validate(js);
+    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_STR_CONTAINS(js, "\"rule\":\"never-freed\"");
+    ASSERT_STR_CONTAINS(js, "\"rule\":\"outlier\"");
+    ASSERT_STR_CONTAINS(js, "\"owner\":null");
+    free(js);
+    vt_check_report_free(r);
+    synth_fini(&y);
+
+    setup(&y);
+    synth_holder(&y, 5, "quote\" back\\slash \x01 tab\t");
+    synth_ref(&y, 5, W_ID, "[\"k\"]");
+    for (int i = 1; i <= 4; i++) {
+        synth_tick(&y, 100000000);
+        synth_mark(&y, "s");
+    }
+    r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 1);
+    js = render(r, &y, 1);
+    why = json_validate(js);
+    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_STR_CONTAINS(js, "quote\\\" back\\\\slash \\u0001 tab\\t");
+    free(js);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(text_report_names_everything)
+{
+    synth y;
+    pipeline(&y, 0);
+    vt_check_report *r = check(&y, NULL);
+    char *t = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(t, "vramtrace check: 2 findings, 48 MiB held after last use");
+    ASSERT_STR_CONTAINS(t, "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB");
+    ASSERT_STR_CONTAINS(t, "owner: tensor 'send 1' (#21)");
+    ASSERT_STR_CONTAINS(t, "at forward_block (train.c:10)");
+    ASSERT_STR_CONTAINS(t, "last use: tensor 'send 1' (#21)");
+    ASSERT_STR_CONTAINS(t, "at backward_block (train.c:10)");
+    ASSERT_STR_CONTAINS(t, "2 complete steps unused (used in one step only)");
+    ASSERT_STR_CONTAINS(t, "freed: seq");
+    ASSERT_STR_CONTAINS(t, " MiB\xc2\xb7s");
+    ASSERT_STR_CONTAINS(t, "Context.output_tensors \xe2\x86\x92 list[1]");
+    free(t);
+    vt_check_report_free(r);
+    synth_fini(&y);
+
+    ends_alive(&y, 6);
+    r = check(&y, NULL);
+    t = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(t, "still alive at the end");
+    ASSERT_STR_CONTAINS(t, "held by (at the end):");
+    free(t);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(one_million_events_checked)
+{
+    /* 4000 steps x ~250 events: 20 weights used every step, 30 activations
+     * (alloc, new, 2 uses, ref/unref from a per-step context, drop, free),
+     * and every 50 steps one activation kept forever in a history list. */
+    synth y;
+    synth_init(&y);
+    uint32_t s_a = synth_stack(&y, "act", "train_step", "main", NULL);
+    uint32_t nm_w = synth_str(&y, "weight"), nm_a = synth_str(&y, "act");
+    uint32_t nm_ctx = synth_str(&y, "ctx"), nm_l = synth_str(&y, "[i]");
+    uint32_t nm_mark = synth_str(&y, "step");
+    y.dt = 1000;
+    for (int w = 0; w < 20; w++) {
+        synth_alloc(&y, 0x100000000ull + (uint64_t)w * 0x1000000, MiB, s_a);
+        vt_event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
+        e->aux = 1 + (uint64_t)w;
+        e->addr = 0x100000000ull + (uint64_t)w * 0x1000000;
+        e->size = MiB;
+        e->str = nm_w;
+    }
+    synth_holder(&y, 900000000, "history");
+    uint64_t id = 1000;
+    for (int st = 0; st < 4000; st++) {
+        synth_ev(&y, VT_EV_MARK)->str = nm_mark;
+        for (int w = 0; w < 20; w++)
+            synth_ev(&y, VT_EV_TENSOR_USE)->aux = 1 + (uint64_t)w;
+        uint64_t ctx = 800000000 + (uint64_t)st;
+        vt_event *h = synth_ev(&y, VT_EV_HOLDER_NEW);
+        h->aux = ctx;
+        h->str = nm_ctx;
+        for (int a = 0; a < 30; a++) {
+            uint64_t addr = 0x200000000ull + (uint64_t)a * 0x1000000;
+            int keep = a == 0 && st % 50 == 0;
+            if (keep)
+                addr = 0x900000000ull + (uint64_t)st * 0x1000000;
+            uint64_t tid = id++;
+            synth_alloc(&y, addr, MiB, s_a);
+            vt_event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
+            e->aux = tid;
+            e->addr = addr;
+            e->size = MiB;
+            e->str = nm_a;
+            vt_event *rf = synth_ev(&y, VT_EV_REF);
+            rf->aux = keep ? 900000000 : ctx;
+            rf->aux2 = tid;
+            rf->str = nm_l;
+            synth_ev(&y, VT_EV_TENSOR_USE)->aux = tid;
+            synth_ev(&y, VT_EV_TENSOR_USE)->aux = tid;
+            if (!keep) {
+                vt_event *u = synth_ev(&y, VT_EV_UNREF);
+                u->aux = ctx;
+                u->aux2 = tid;
+                synth_ev(&y, VT_EV_TENSOR_DROP)->aux = tid;
+                synth_free(&y, addr);
+            }
+        }
+    }
+    ASSERT_GE(y.s.nevents, 1000000);
+    double t0 = now_s();
+    vt_check_report *r = check(&y, NULL);
+    double dt = now_s() - t0;
+    fprintf(stderr, "checked %zu events in %.3f s: %zu findings\n", y.s.nevents, dt,
+            r->nfindings);
+    ASSERT_EQ(r->nfindings, 4000 / 50);
+    ASSERT_STR_EQ(path_text(&r->findings[0], 0),
+                  "history[i] \xe2\x86\x92 tensor 'act' \xe2\x86\x92 storage 0x900000000 1 MiB");
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+
+TEST_MAIN()

@@ -1,0 +1,130 @@
+/* tests/common/snap_builder.h - the one way tests build a vt_snapshot_data in
+ * memory: strings, frames, stack nodes, events, segments, blocks and devices
+ * appended to growing arrays. The per-area builders (tests/check/synth.h for
+ * the checker, tests/trace/test_format_gen.h for the format and the views,
+ * tests/viz/gen_snapshot.c for the viz) are shapes on top of it.
+ * Out of memory ends the test (exit 99): tests only. */
+#ifndef VT_TESTS_SNAP_BUILDER_H
+#define VT_TESTS_SNAP_BUILDER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot.h"
+
+struct snap_builder {
+    vt_snapshot_data *s;     /* the snapshot being built (not owned) */
+    size_t cap_blob, cap_str, cap_ev, cap_node, cap_frame, cap_seg, cap_blk, cap_dev;
+};
+
+static inline void *sb_grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t n = *cap ? *cap * 2 : 16;
+    while (n < need)
+        n *= 2;
+    p = realloc(p, n * elem);
+    if (!p) {
+        fprintf(stderr, "snap_builder: out of memory\n");
+        exit(99);
+    }
+    *cap = n;
+    return p;
+}
+
+/* Append a string (no search: repeated texts get new indexes). */
+static inline uint32_t sb_str(struct snap_builder *b, const char *text)
+{
+    vt_snapshot_data *s = b->s;
+    size_t len = strlen(text) + 1;
+    s->strings_blob = sb_grow(s->strings_blob, &b->cap_blob, s->strings_blob_size + len, 1);
+    s->string_offsets = sb_grow(s->string_offsets, &b->cap_str, s->nstrings + 1,
+                                sizeof *s->string_offsets);
+    memcpy(s->strings_blob + s->strings_blob_size, text, len);
+    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
+    s->strings_blob_size += len;
+    return (uint32_t)s->nstrings++;
+}
+
+/* The index of `text`, appended only when absent (linear search: for the
+ * few hundred strings of a test). */
+static inline uint32_t sb_str_dedup(struct snap_builder *b, const char *text)
+{
+    const vt_snapshot_data *s = b->s;
+    for (size_t i = 0; i < s->nstrings; i++)
+        if (!strcmp(s->strings_blob + s->string_offsets[i], text))
+            return (uint32_t)i;
+    return sb_str(b, text);
+}
+
+static inline uint32_t sb_frame(struct snap_builder *b, vt_frame f)
+{
+    vt_snapshot_data *s = b->s;
+    s->frames = sb_grow(s->frames, &b->cap_frame, s->nframes + 1, sizeof *s->frames);
+    s->frames[s->nframes] = f;
+    return (uint32_t)s->nframes++;
+}
+
+static inline uint32_t sb_node(struct snap_builder *b, uint32_t parent, uint32_t frame)
+{
+    vt_snapshot_data *s = b->s;
+    s->stack_nodes = sb_grow(s->stack_nodes, &b->cap_node, s->nstack_nodes + 1,
+                             sizeof *s->stack_nodes);
+    s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
+    return (uint32_t)s->nstack_nodes++;
+}
+
+/* A zeroed event at the end. */
+static inline vt_event *sb_event(struct snap_builder *b)
+{
+    vt_snapshot_data *s = b->s;
+    s->events = sb_grow(s->events, &b->cap_ev, s->nevents + 1, sizeof *s->events);
+    vt_event *e = &s->events[s->nevents++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static inline vt_segment *sb_segment(struct snap_builder *b)
+{
+    vt_snapshot_data *s = b->s;
+    s->segments = sb_grow(s->segments, &b->cap_seg, s->nsegments + 1, sizeof *s->segments);
+    vt_segment *g = &s->segments[s->nsegments++];
+    memset(g, 0, sizeof *g);
+    return g;
+}
+
+static inline vt_block *sb_block(struct snap_builder *b)
+{
+    vt_snapshot_data *s = b->s;
+    s->blocks = sb_grow(s->blocks, &b->cap_blk, s->nblocks + 1, sizeof *s->blocks);
+    vt_block *k = &s->blocks[s->nblocks++];
+    memset(k, 0, sizeof *k);
+    return k;
+}
+
+static inline vt_device_info *sb_device(struct snap_builder *b)
+{
+    vt_snapshot_data *s = b->s;
+    s->devices = sb_grow(s->devices, &b->cap_dev, s->ndevices + 1, sizeof *s->devices);
+    vt_device_info *d = &s->devices[s->ndevices++];
+    memset(d, 0, sizeof *d);
+    return d;
+}
+
+/* Free the arrays (not the vt_snapshot_data itself). */
+static inline void sb_free_arrays(vt_snapshot_data *s)
+{
+    free(s->devices);
+    free(s->segments);
+    free(s->blocks);
+    free(s->events);
+    free(s->stack_nodes);
+    free(s->frames);
+    free(s->strings_blob);
+    free(s->string_offsets);
+}
+
+#endif /* VT_TESTS_SNAP_BUILDER_H */

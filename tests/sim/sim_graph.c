@@ -1,0 +1,445 @@
+/* tests/sim/sim_graph.c - stream capture and CUDA graphs, as far as
+ * programs that capture copies, memsets, no-op kernels, host functions and
+ * stream-ordered allocations need.
+ *
+ * Sources (CUDA Driver API reference, "Stream Management" and "Graph
+ * Management"; CUDA Programming Guide, "CUDA Graphs" and "Graph Memory
+ * Nodes"):
+ *  - cuStreamBeginCapture puts a stream in capture mode: work enqueued on it
+ *    is recorded into a graph instead of running. The legacy stream cannot
+ *    be captured (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+ *  - An event recorded in a capturing stream joins the capture: a stream
+ *    that waits for it is captured into the same graph from then on (fork
+ *    and join). cuEventQuery/cuEventSynchronize of an event last recorded
+ *    in a capture: CUDA_ERROR_CAPTURED_EVENT.
+ *  - cuStreamSynchronize/cuStreamQuery of a capturing stream are not
+ *    permitted (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidate the
+ *    capture; cuStreamEndCapture then returns
+ *    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph.
+ *  - cuStreamEndCapture on the stream that began it ends it for every
+ *    stream that joined; on another stream: CUDA_ERROR_STREAM_CAPTURE_UNMATCHED.
+ *  - Work on the legacy stream while a blocking stream captures:
+ *    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ("a disallowed implicit dependency
+ *    on a current capture sequence from cudaStreamLegacy"), and the capture
+ *    is invalidated.
+ *  - cuStreamIsCapturing / cuStreamGetCaptureInfo: NONE, ACTIVE or
+ *    INVALIDATED, and a process-unique capture id. On the legacy stream
+ *    while a blocking stream of the device captures:
+ *    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
+ *  - cuGraphInstantiate / cuGraphLaunch: each launch runs the recorded work
+ *    in stream order on the launch stream.
+ *  - Graph memory nodes: cuMemAllocAsync on a capturing stream returns an
+ *    address at once; it stays valid across launches. Here the memory is
+ *    taken at capture and kept as long as the graph: memory the graph
+ *    allocates and frees goes back when the graph and its instances are
+ *    destroyed (real CUDA may map it only while a launch runs); memory the
+ *    graph allocates without freeing it is the program's after the capture
+ *    (freed with cuMemFreeAsync/cuMemFree). A free node of memory allocated
+ *    outside the graph frees it at the first launch.
+ * Simplified: the recorded work is one list in capture order (a valid
+ * ordering of the real graph's dependencies); global-mode restrictions on
+ * other threads' unsafe calls are not modeled.
+ */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_MAGIC_GRAPH 0x47525048u     /* 'GRPH' */
+#define SIM_MAGIC_EXEC  0x47455845u     /* 'GEXE' */
+#define MAX_ACTIVE 64
+
+struct sim_graph {
+    uint32_t    magic;
+    sim_device *dev;
+    atomic_int  refs;                    /* handle (or capture) + instances */
+    uint64_t    id;                      /* capture id */
+    sim_stream *origin;                  /* the stream that began the capture */
+    bool        invalidated;
+    bool        ended;
+    sim_op    **ops;                     /* recorded work, in capture order */
+    size_t      nops, cap;
+    uintptr_t  *allocs;                  /* allocated during the capture */
+    size_t      nallocs, allocs_cap;
+    uintptr_t  *owned;                   /* allocated and freed inside the graph */
+    size_t      nowned, owned_cap;
+};
+
+typedef struct sim_graph_exec {
+    uint32_t   magic;
+    sim_graph *g;
+    bool       launched;
+} sim_graph_exec;
+
+static atomic_ullong next_capture_id = 1;
+static sim_graph *active[SIM_MAX_DEVICES][MAX_ACTIVE];   /* under dev->lock */
+
+sim_graph *sim_graph_active(sim_device *dev, uint64_t id)
+{
+    for (int i = 0; i < MAX_ACTIVE; i++) {
+        sim_graph *g = active[dev->ordinal][i];
+        if (g && g->id == id)
+            return g;
+    }
+    return NULL;
+}
+
+uint64_t sim_graph_capture_id(const sim_graph *g)
+{
+    return g->id;
+}
+
+static void graph_unref(sim_graph *g)
+{
+    if (atomic_fetch_sub(&g->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < g->nops; i++)
+        sim_op_free(g->ops[i]);
+    for (size_t i = 0; i < g->nowned; i++)
+        sim_mem_free(g->dev, g->owned[i], SIM_FREE_QUEUED);
+    free(g->ops);
+    free(g->allocs);
+    free(g->owned);
+    g->magic = 0;
+    free(g);
+}
+
+static int push(uintptr_t **v, size_t *n, size_t *cap, uintptr_t x)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 8;
+        uintptr_t *w = realloc(*v, c * sizeof *w);
+        if (!w)
+            return -1;
+        *v = w;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+CUresult sim_graph_capture_op(sim_graph *g, sim_op *op)
+{
+    /* The recorded op runs later on whatever stream launches it: it keeps
+     * no dependency of the capture-time streams. */
+    for (int i = 0; i < op->ndeps; i++)
+        sim_stream_unref(op->deps[i].stream);
+    if (op->deps != op->dep_inline)
+        free(op->deps);
+    op->deps = op->dep_inline;
+    op->ndeps = 0;
+    op->cap_deps = 2;
+    if (op->type == SIM_OP_NOP || g->invalidated) {
+        sim_op_free(op);
+        return CUDA_SUCCESS;
+    }
+    if (g->nops == g->cap) {  /* (also below: at most one op is added) */
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        sim_op **v = realloc(g->ops, cap * sizeof *v);
+        if (!v) {
+            sim_op_free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g->ops = v;
+        g->cap = cap;
+    }
+    if (op->type == SIM_OP_FREE) {
+        /* Freeing what this capture allocated: the graph's own memory, kept
+         * for every launch and released with the graph. */
+        for (size_t i = 0; i < g->nallocs; i++) {
+            if (g->allocs[i] == op->u.free.ptr &&
+                push(&g->owned, &g->nowned, &g->owned_cap, op->u.free.ptr) == 0) {
+                sim_op_free(op);
+                return CUDA_SUCCESS;
+            }
+        }
+    }
+    g->ops[g->nops++] = op;
+    return CUDA_SUCCESS;
+}
+
+void sim_graph_invalidate_locked(sim_graph *g)
+{
+    g->invalidated = true;
+}
+
+bool sim_graph_invalidate_if_capturing(sim_stream *s)
+{
+    pthread_mutex_lock(&s->dev->lock);
+    sim_graph *g = s->capture;
+    if (g)
+        g->invalidated = true;
+    pthread_mutex_unlock(&s->dev->lock);
+    return g != NULL;
+}
+
+/* ---- capture ------------------------------------------------------------- */
+
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->kind == SIM_STREAM_LEGACY)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    sim_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->magic = SIM_MAGIC_GRAPH;
+    g->dev = s->dev;
+    atomic_init(&g->refs, 1);
+    g->id = atomic_fetch_add(&next_capture_id, 1);
+    g->origin = s;
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_ACTIVE && slot < 0; i++)
+        if (!active[dev->ordinal][i])
+            slot = i;
+    if (s->capture || slot < 0) {
+        pthread_mutex_unlock(&dev->lock);
+        free(g);
+        return s->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    active[dev->ordinal][slot] = g;
+    s->capture = g;
+    pthread_mutex_unlock(&dev->lock);
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode m) { return begin_capture(h, m, false); }
+SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode m) { return begin_capture(h, m, true); }
+
+static CUresult end_capture(CUstream h, CUgraph *out, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device *dev = s->dev;
+    pthread_mutex_lock(&dev->lock);
+    sim_graph *g = s->capture;
+    if (!g) {
+        pthread_mutex_unlock(&dev->lock);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    if (g->origin != s) {
+        g->invalidated = true;
+        pthread_mutex_unlock(&dev->lock);
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    for (sim_stream *t = dev->streams; t; t = t->next_live)
+        if (t->capture == g)
+            t->capture = NULL;
+    if (dev->legacy->capture == g)
+        dev->legacy->capture = NULL;
+    for (int i = 0; i < MAX_ACTIVE; i++)
+        if (active[dev->ordinal][i] == g)
+            active[dev->ordinal][i] = NULL;
+    g->ended = true;
+    bool bad = g->invalidated;
+    pthread_mutex_unlock(&dev->lock);
+    if (bad) {
+        graph_unref(g);
+        *out = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *out = (CUgraph)(void *)g;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamEndCapture(CUstream h, CUgraph *g) { return end_capture(h, g, false); }
+SIM_API CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *g) { return end_capture(h, g, true); }
+
+/* Status of `s`; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT on the legacy stream
+ * while a blocking stream of its device captures. */
+static CUresult capture_status(sim_stream *s, CUstreamCaptureStatus *st, uint64_t *id)
+{
+    sim_device *dev = s->dev;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&dev->lock);
+    sim_graph *g = s->capture;
+    if (!g && s->kind == SIM_STREAM_LEGACY) {
+        for (sim_stream *t = dev->streams; t; t = t->next_live)
+            if (t->capture && !(t->flags & CU_STREAM_NON_BLOCKING))
+                rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+    *st = !g ? CU_STREAM_CAPTURE_STATUS_NONE
+             : g->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (id)
+        *id = g ? g->id : 0;
+    pthread_mutex_unlock(&dev->lock);
+    return rc;
+}
+
+static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!st)
+        return CUDA_ERROR_INVALID_VALUE;
+    return capture_status(s, st, NULL);
+}
+
+SIM_API CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st) { return is_capturing(h, st, false); }
+SIM_API CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st) { return is_capturing(h, st, true); }
+
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *graph,
+                             const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps,
+                             bool ptsz)
+{
+    sim_stream *s;
+    CUresult rc = sim_stream_resolve(h, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!st)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t cid = 0;
+    rc = capture_status(s, st, &cid);
+    if (id)
+        *id = cid;
+    if (graph) {
+        pthread_mutex_lock(&s->dev->lock);
+        *graph = (CUgraph)(void *)s->capture;
+        pthread_mutex_unlock(&s->dev->lock);
+    }
+    /* Nodes are not exposed: the capture's dependencies read as none. */
+    if (deps)
+        *deps = NULL;
+    if (edges)
+        *edges = NULL;
+    if (ndeps)
+        *ndeps = 0;
+    return rc;
+}
+
+SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                           const CUgraphNode **d, const CUgraphEdgeData **e, size_t *n)
+{
+    return capture_info(h, st, id, g, d, e, n, false);
+}
+
+SIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                                CUgraph *g, const CUgraphNode **d,
+                                                const CUgraphEdgeData **e, size_t *n)
+{
+    return capture_info(h, st, id, g, d, e, n, true);
+}
+
+/* ---- graphs and their instances ------------------------------------------ */
+
+static sim_graph *graph_of(CUgraph h)
+{
+    sim_graph *g = (sim_graph *)(void *)h;
+    return g && g->magic == SIM_MAGIC_GRAPH && g->ended ? g : NULL;
+}
+
+SIM_API CUresult cuGraphDestroy(CUgraph h)
+{
+    sim_graph *g = graph_of(h);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    graph_unref(g);
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsigned long long flags)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_graph *g = graph_of(h);
+    if (!out || !g || (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                                       CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_graph_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    x->magic = SIM_MAGIC_EXEC;
+    x->g = g;
+    atomic_fetch_add(&g->refs, 1);
+    *out = (CUgraphExec)(void *)x;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphExecDestroy(CUgraphExec h)
+{
+    sim_graph_exec *x = (sim_graph_exec *)(void *)h;
+    if (!x || x->magic != SIM_MAGIC_EXEC)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Launches still queued use the graph's ops: wait for them. */
+    sim_device_sync(x->g->dev);
+    x->magic = 0;
+    graph_unref(x->g);
+    free(x);
+    return CUDA_SUCCESS;
+}
+
+/* A copy of a recorded op to run once (the recording stays for the next). */
+static sim_op *clone_op(const sim_op *o)
+{
+    sim_op *op = sim_op_new(o->type);
+    if (!op)
+        return NULL;
+    op->u = o->u;
+    if (o->type == SIM_OP_MEMCPY && o->u.copy.staged) {
+        op->u.copy.staged = malloc(o->u.copy.n);
+        if (!op->u.copy.staged) {
+            free(op);
+            return NULL;
+        }
+        memcpy(op->u.copy.staged, o->u.copy.staged, o->u.copy.n);
+        op->u.copy.src = op->u.copy.staged;
+    }
+    if (o->type == SIM_OP_EVENT_RECORD)
+        atomic_fetch_add(&o->u.rec.ev->refs, 1);
+    return op;
+}
+
+static CUresult launch(CUgraphExec h, CUstream hs, bool ptsz)
+{
+    sim_graph_exec *x = (sim_graph_exec *)(void *)h;
+    if (!x || x->magic != SIM_MAGIC_EXEC)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream *s;
+    CUresult rc = sim_stream_resolve(hs, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_graph *g = x->g;
+    for (size_t i = 0; i < g->nops; i++) {
+        const sim_op *o = g->ops[i];
+        if (o->type == SIM_OP_EVENT_RECORD)
+            continue;                     /* the capture's own fork/join */
+        if (o->type == SIM_OP_FREE && x->launched)
+            continue;                     /* freed at the first launch already */
+        sim_op *op = clone_op(o);
+        if (!op)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if ((rc = sim_stream_enqueue(s, op, NULL)) != CUDA_SUCCESS)
+            return rc;
+    }
+    x->launched = true;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphLaunch(CUgraphExec h, CUstream s) { return launch(h, s, false); }
+SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec h, CUstream s) { return launch(h, s, true); }
+
+/* cuMemAllocAsync on a capturing stream (driver_memory.c): the address is
+ * the graph's from now on. False when `s` is not capturing. */
+bool sim_graph_note_alloc(sim_stream *s, uintptr_t p)
+{
+    pthread_mutex_lock(&s->dev->lock);
+    sim_graph *g = s->capture;
+    if (g)
+        push(&g->allocs, &g->nallocs, &g->allocs_cap, p);
+    pthread_mutex_unlock(&s->dev->lock);
+    return g != NULL;
+}
