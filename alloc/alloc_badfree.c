@@ -48,7 +48,8 @@ void vt__badfree_report(int device, uint64_t addr, int reason, uint32_t stack)
                 (void *)(uintptr_t)addr, device, what[reason]);
     else if (n == 100)
         fprintf(stderr, "vramtrace: more bad frees; no further ones are printed\n");
-    vt__trace(VT_EV_BAD_FREE, device, 0, addr, 0, 0, stack, (uint64_t)reason, 0, 0);
+    vt__trace(.kind = VT_EV_BAD_FREE, .device = device, .addr = addr, .stack = stack,
+              .aux = (uint64_t)reason);
 }
 
 static bool reset_listed(const vt__heap *h, uint64_t addr)

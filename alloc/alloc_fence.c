@@ -45,7 +45,7 @@
 #include "backend.h"
 #include "recorder.h"
 
-
+/* ---- events and fences -------------------------------------------------- */
 
 static void *event_get(vt__heap *h)
 {
@@ -123,7 +123,8 @@ static void finish_pending(vt__heap *h, vt__block *b)
     vt__stat_add(h->active, b->seg->spool, -1);
     uint64_t addr = b->addr, size = b->size, stream = b->stream;
     vt__make_free(h, b);
-    vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(stream), addr, 0, size, 0, 0, 0, 0);
+    vt__trace(.kind = VT_EV_FREE_COMPLETED, .device = h->device,
+              .stream = vt__trace_stream(stream), .addr = addr, .size = size);
 }
 
 /* Record the fence of the current unknown-stream batch: the legacy stream
@@ -219,6 +220,8 @@ int vt__block_use_stream(vt__block *b, uint64_t key)
     return 1;
 }
 
+/* ---- a free that must wait -------------------------------------------- */
+
 void vt__fence_free(vt__heap *h, vt__block *b, bool unknown)
 {
     b->state = VT_B_PENDING;
@@ -266,7 +269,8 @@ int vt__fence_record_use(vt__heap *h, vt__block *b, uint64_t key)
     if (r < 0)
         return VT_CUDA_ERR_OOM;
     if (r > 0)
-        vt__trace(VT_EV_STREAM_USE, h->device, key, b->addr, 0, b->size, 0, 0, 0, 0);
+        vt__trace(.kind = VT_EV_STREAM_USE, .device = h->device, .stream = key, .addr = b->addr,
+                  .size = b->size);
     return 0;
 }
 

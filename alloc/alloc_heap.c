@@ -23,7 +23,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 /* Larger requests fail as out of memory before any rounding: rounding
  * SIZE_MAX up to 512 B (or to a power-of-two division, or a segment to
  * 2 MiB) would wrap around to a tiny size and hand out a tiny block. No
@@ -350,8 +349,11 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
     vt__stat_add(h->active_bytes, sp, (int64_t)b->size);
     vt__stat_add(h->allocation, sp, 1);
     vt__stat_add(h->active, sp, 1);
-    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), b->addr, req, b->size, stack,
-                             key == VT_NO_STREAM_KEY ? VT_ALLOC_NO_STREAM : 0, 0, 0);
+    b->alloc_seq = vt__trace(.kind = VT_EV_ALLOC, .device = h->device,
+                             .stream = vt__trace_stream(key),
+                             .addr = b->addr, .req_size = req,
+                             .size = b->size, .stack = stack,
+                             .aux = key == VT_NO_STREAM_KEY ? VT_ALLOC_NO_STREAM : 0);
     *out = (void *)(uintptr_t)b->addr;
     vt__heap_unlock(h);
     return 0;
@@ -364,8 +366,10 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mo
                        uint32_t stack)
 {
     if (vt_unlikely(b->pool == VT_POOL_UNCACHED)) {
-        vt__trace(VT_EV_FREE_REQUESTED, h->device, mode == VT_FREE_UNKNOWN_STREAM ? 0 : vt__trace_stream(key),
-                  b->addr, b->req_size, b->size, stack, 0, 0, 0);
+        vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = h->device,
+                  .stream = mode == VT_FREE_UNKNOWN_STREAM ? 0 : vt__trace_stream(key),
+                  .addr = b->addr, .req_size = b->req_size, .size = b->size,
+                  .stack = stack);
         vt__uncached_free(h, b);
         return;
     }
@@ -379,14 +383,16 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mo
     if (!unknown && key != b->stream && vt__block_use_stream(b, key) < 0)
         unknown = true;   /* no memory to remember it: fence every stream */
     bool pending = unknown || b->nx > 0;
-    vt__trace(VT_EV_FREE_REQUESTED, h->device, unknown ? 0 : vt__trace_stream(key), b->addr, b->req_size,
-              b->size, stack, pending, 0, 0);
+    vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = h->device,
+              .stream = unknown ? 0 : vt__trace_stream(key), .addr = b->addr,
+              .req_size = b->req_size, .size = b->size, .stack = stack, .aux = pending);
     if (vt_likely(!pending)) {
         vt__stat_add(h->active_bytes, sp, -(int64_t)b->size);
         vt__stat_add(h->active, sp, -1);
         uint64_t addr = b->addr, size = b->size;
         vt__make_free(h, b);
-        vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(key), addr, 0, size, 0, 0, 0, 0);
+        vt__trace(.kind = VT_EV_FREE_COMPLETED, .device = h->device,
+                  .stream = vt__trace_stream(key), .addr = addr, .size = size);
         return;
     }
     vt__fence_free(h, b, unknown);

@@ -20,7 +20,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 /* Mid-size requests (1 to 10 MiB) share segments of up to 20 MiB, as
  * PyTorch's do, but sized to a whole number of the request: a 20 MiB
  * segment of 7 MiB blocks would leave a 6 MiB tail that no later 7 MiB
@@ -104,8 +103,9 @@ void vt__seg_detach(vt__heap *h, vt__segment *s, vt__segment **list)
     vt__segs_remove(h, s);
     vt__stat_add(h->reserved_bytes, s->spool, -(int64_t)s->size);
     vt__stat_add(h->segment, s->spool, -1);
-    vt__trace(VT_EV_SEGMENT_FREE, h->device, vt__trace_stream(s->stream), s->addr, 0, s->size, 0,
-              s->pool, 0, 0);
+    vt__trace(.kind = VT_EV_SEGMENT_FREE, .device = h->device,
+              .stream = vt__trace_stream(s->stream), .addr = s->addr, .size = s->size,
+              .aux = s->pool);
     s->next = *list;
     *list = s;
 }
@@ -266,7 +266,8 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
     h->nfree[pool]++;
     vt__stat_add(h->reserved_bytes, pool, (int64_t)size);
     vt__stat_add(h->segment, pool, 1);
-    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(key), addr, 0, size, stack, (uint64_t)pool, 0, 0);
+    vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = h->device, .stream = vt__trace_stream(key),
+              .addr = addr, .size = size, .stack = stack, .aux = (uint64_t)pool);
     *out = b;
     return 0;
 }
@@ -281,7 +282,9 @@ void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint
     vt__heap_lock(h);
     h->num_ooms++;
     uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
-    vt__trace(VT_EV_OOM, h->device, vt__trace_stream(key), 0, req, size, stack, free_b, reserved, 0);
+    vt__trace(.kind = VT_EV_OOM, .device = h->device, .stream = vt__trace_stream(key),
+              .req_size = req, .size = size, .stack = stack, .aux = free_b,
+              .aux2 = reserved);
     vt__heap_unlock(h);
     vt__trace_out_of_memory();
 }

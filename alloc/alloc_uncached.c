@@ -11,7 +11,6 @@
 #include "backend.h"
 #include "recorder.h"
 
-
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out)
 {
     int spool = req <= VT_SMALL_SIZE ? VT_STAT_SMALL : VT_STAT_LARGE;
@@ -73,9 +72,12 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
     vt__stat_add(h->active_bytes, spool, (int64_t)req);
     vt__stat_add(h->allocation, spool, 1);
     vt__stat_add(h->active, spool, 1);
-    vt__trace(VT_EV_SEGMENT_ALLOC, h->device, vt__trace_stream(key), addr, 0, req, stack, VT_POOL_UNCACHED, 0, 0);
-    b->alloc_seq = vt__trace(VT_EV_ALLOC, h->device, vt__trace_stream(key), addr, req, req, stack,
-                             key == VT_NO_STREAM_KEY ? VT_ALLOC_NO_STREAM : 0, 0, 0);
+    vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = h->device, .stream = vt__trace_stream(key),
+              .addr = addr, .size = req, .stack = stack, .aux = VT_POOL_UNCACHED);
+    b->alloc_seq = vt__trace(.kind = VT_EV_ALLOC, .device = h->device,
+                             .stream = vt__trace_stream(key), .addr = addr,
+                             .req_size = req, .size = req, .stack = stack,
+                             .aux = key == VT_NO_STREAM_KEY ? VT_ALLOC_NO_STREAM : 0);
     vt__heap_unlock(h);
     *out = (void *)(uintptr_t)addr;
     return 0;
@@ -90,7 +92,8 @@ void vt__uncached_free(vt__heap *h, vt__block *b)
     vt__stat_add(h->active_bytes, sp, -(int64_t)b->size);
     vt__stat_add(h->allocation, sp, -1);
     vt__stat_add(h->active, sp, -1);
-    vt__trace(VT_EV_FREE_COMPLETED, h->device, vt__trace_stream(b->stream), b->addr, 0, b->size, 0, 0, 0, 0);
+    vt__trace(.kind = VT_EV_FREE_COMPLETED, .device = h->device,
+              .stream = vt__trace_stream(b->stream), .addr = b->addr, .size = b->size);
     vt__badfree_note_uncached_free(h, b->addr);
     b->state = VT_B_PENDING;   /* not FREE: detach must not look in the index */
     vt__seg_detach(h, s, &list);

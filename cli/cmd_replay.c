@@ -4,15 +4,16 @@
  * settings, or on a device of another size?
  *
  * The recorded allocations and frees go, in order, through vramtrace's own
- * allocator on a host-only device (replay/replay.h). One replay prints, per
+ * allocator on a host-only device (trace/replay/replay.h). One replay prints, per
  * device: peak allocated and reserved (and the recording's, for comparison),
  * fragmentation at the reserved peak, the device calls the allocator made,
  * and where it ran out of memory (event, time, call site, live bytes), if it
  * did. --sweep replays a grid of settings and ranks them by peak reserved;
  * with --capacity, the ones that fit come first.
  *
- * Exit status: 0 when the replay ran (whether or not it ran out of memory),
- * 1 when the snapshot cannot be read or replayed, 2 for bad arguments.
+ * Exit status (the commands' convention, commands.h): 0 when the replay ran,
+ * whether or not it ran out of memory; 2 for bad arguments or a snapshot that
+ * cannot be read or replayed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -326,7 +327,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
     int *status = calloc(n, sizeof *status);
     char (*errs)[256] = calloc(n, sizeof *errs);
     struct ranked *order = calloc(n, sizeof *order);
-    int rc = 1;
+    int rc = VT_EXIT_FAILURE;
     if (!confs || !conf_ptrs || !labels || !res || !status || !errs || !order) {
         fprintf(stderr, "vramtrace replay: out of memory\n");
         goto out;
@@ -496,10 +497,11 @@ int vt_cmd_replay(int argc, char **argv)
         vt_snapshot_free(s);
         return VT_EXIT_FAILURE;
     }
-    char recorded[512];
-    vt_replay_recorded_conf(s, recorded, sizeof recorded);
-    const char *origin = conf ? (*recorded ? "recorded, then --conf" : "defaults, then --conf")
-                              : (*recorded ? "as recorded" : "defaults: none recorded");
+    /* recorded settings that are all defaults translate to no keys: still
+     * "as recorded" */
+    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0';
+    const char *origin = conf ? (recorded ? "recorded, then --conf" : "defaults, then --conf")
+                              : (recorded ? "as recorded" : "defaults: none recorded");
     if (json) {
         printf("{\"file\": ");
         vt__json_str(stdout, path);

@@ -14,13 +14,15 @@
 #include "outfile.h"
 #include "render.h"
 #include "pytorch.h"
+#include "replay.h"
+#include "report_util.h"
 #include "timeline.h"
 #include "viz_ranks.h"
 
 static void viz_usage(FILE *f)
 {
     fprintf(f,
-            "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--quiet]\n"
+            "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--replay CONF] [--quiet]\n"
             "       vramtrace viz FILE FILE... -o OUT.html [--check] [--grace G] [--quiet]\n"
             "\n"
             "Write the snapshot FILE as one self-contained HTML page (script, style\n"
@@ -31,6 +33,9 @@ static void viz_usage(FILE *f)
             "  -o OUT.html   output file (default: FILE with its extension replaced by .html)\n"
             "  --check       run the checker and mark what it finds on the timeline\n"
             "  --grace G     the checker's grace (implies --check): N steps or a duration (2.5s)\n"
+            "  --replay CONF draw, over the recorded reserved bytes, those of a replay of the\n"
+            "                run with allocator settings CONF (K:V,... over the recorded ones,\n"
+            "                or 'recorded'), at the recorded device's capacity (vramtrace replay)\n"
             "  -q, --quiet   print nothing on success\n"
             "\n"
             "With several FILEs (one snapshot per rank, .vtsnap or PyTorch pickles), one\n"
@@ -62,6 +67,47 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Replay the snapshot with `conf` and turn its reserved curve into an
+ * overlay. Prints one line and returns -1 on failure. */
+static int make_overlay(const vt_snapshot_data *s, const char *conf, vt_replay_result *rr,
+                        vt__viz_overlay *ov, char *label, size_t len, const char *in)
+{
+    char err[512];
+    vt_replay_options ropt = { .conf = strcmp(conf, "recorded") ? conf : NULL, .curve = true };
+    if (vt_replay_run(s, &ropt, rr, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace viz: --replay: %s: %s\n", in, err);
+        return -1;
+    }
+    uint32_t *ev = malloc((rr->ncurve + 1) * sizeof *ev);
+    uint64_t *val = malloc((rr->ncurve + 1) * sizeof *val);
+    int8_t *dev = malloc(rr->ncurve + 1);
+    if (!ev || !val || !dev) {
+        free(ev);
+        free(val);
+        free(dev);
+        fprintf(stderr, "vramtrace viz: out of memory\n");
+        return -1;
+    }
+    for (size_t k = 0; k < rr->ncurve; k++) {
+        ev[k] = (uint32_t)rr->curve[k].event;
+        val[k] = rr->curve[k].reserved;
+        dev[k] = rr->curve[k].device;
+    }
+    uint64_t peak = 0;
+    for (size_t d = 0; d < rr->ndevices; d++)
+        if (rr->devices[d].peak_reserved > peak)
+            peak = rr->devices[d].peak_reserved;
+    char b1[32];
+    int n = snprintf(label, len, "%s, peak %s", strcmp(conf, "recorded") ? conf : "as recorded",
+                     vt__fmt_bytes(peak, b1));
+    if (rr->oom.happened && n > 0 && (size_t)n < len)
+        snprintf(label + n, len - (size_t)n, ", out of memory at event %zu", rr->oom.event_index);
+    *ov = (vt__viz_overlay){ .label = label, .npoints = rr->ncurve, .event = ev,
+                             .reserved = val, .device = dev,
+                             .oom_event = rr->oom.happened ? (int64_t)rr->oom.event_index : -1 };
+    return 0;
+}
+
 int vt_cmd_viz(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
@@ -70,6 +116,7 @@ int vt_cmd_viz(int argc, char **argv)
     const char **more = (const char **)argv;
     size_t nmore = 0;
     int check = 0, quiet = 0;
+    const char *replay_conf = NULL;
     vt_check_options opt;
     vt_check_options_init(&opt);
 
@@ -96,6 +143,12 @@ int vt_cmd_viz(int argc, char **argv)
                 return VT_EXIT_FAILURE;
             }
             check = 1;
+        } else if (!strcmp(a, "--replay")) {
+            if (++i >= argc) {
+                fprintf(stderr, "vramtrace viz: --replay needs allocator settings (K:V,... or 'recorded')\n");
+                return VT_EXIT_FAILURE;
+            }
+            replay_conf = argv[i];
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (a[0] == '-' && a[1]) {
@@ -109,7 +162,9 @@ int vt_cmd_viz(int argc, char **argv)
     }
     if (nmore > 1) {
         int st = VT_EXIT_FAILURE;
-        if (!out)
+        if (replay_conf)
+            fprintf(stderr, "vramtrace viz: --replay takes one snapshot\n");
+        else if (!out)
             fprintf(stderr, "vramtrace viz: several snapshots need -o OUT.html\n");
         else
             st = vt__viz_ranks(more, nmore, out, check, &opt, quiet);
@@ -128,6 +183,11 @@ int vt_cmd_viz(int argc, char **argv)
     vt_check_report *rep = NULL;
     FILE *f = NULL;
     int status = VT_EXIT_FAILURE;
+    vt_replay_result rr;
+    memset(&rr, 0, sizeof rr);
+    vt__viz_overlay ov;
+    memset(&ov, 0, sizeof ov);
+    char label[640] = "";
 
     if (!out) {
         def_out = default_output(in);
@@ -149,6 +209,8 @@ int vt_cmd_viz(int argc, char **argv)
         fprintf(stderr, "vramtrace viz: check: %s: %s\n", in, err);
         goto done;
     }
+    if (replay_conf && make_overlay(s, replay_conf, &rr, &ov, label, sizeof label, in) != 0)
+        goto done;
 
     /* Write next to the target and rename (only over a regular file): never
      * a half-written page, never a device or FIFO replaced. */
@@ -168,7 +230,7 @@ int vt_cmd_viz(int argc, char **argv)
     static char iobuf[1 << 16];
     setvbuf(f, iobuf, _IOFBF, sizeof iobuf);
     vt__viz_stats st = { 0 };
-    int rc = vt__viz_render(f, s, tl, rep, &st, err, sizeof err);
+    int rc = vt__viz_render_overlay(f, s, tl, rep, replay_conf ? &ov : NULL, &st, err, sizeof err);
     if (fclose(f) != 0 && rc == 0)
         rc = -EIO, snprintf(err, sizeof err, "viz: write failed");
     f = NULL;
@@ -190,6 +252,10 @@ int vt_cmd_viz(int argc, char **argv)
 done:
     if (f)
         fclose(f);
+    free((void *)ov.event);
+    free((void *)ov.reserved);
+    free((void *)ov.device);
+    vt_replay_result_free(&rr);
     free(def_out);
     vt_check_report_free(rep);
     vt_timeline_free(tl);

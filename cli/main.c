@@ -23,7 +23,7 @@ static const struct command commands[] = {
     { "check", vt_cmd_check, "check FILE [--json] [--grace G] [--ignore PATTERN]... [--rules LIST]\n"
       "                  [--pinned-ratio R] [--top N] [--paths N]",
       "storages alive after their last use, and what holds them" },
-    { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [-q]",
+    { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [--replay CONF] [-q]",
       "render the snapshot as one self-contained HTML timeline" },
     { "import", vt_cmd_import, "import SNAPSHOT.pickle [-o OUT.vtsnap]",
       "convert a PyTorch memory snapshot (pickle) into a .vtsnap" },

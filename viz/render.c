@@ -34,6 +34,7 @@ extern const char vt__viz_style_css[];
 struct render {
     const vt_snapshot_data *s;
     const vt_timeline *tl;
+    const vt__viz_overlay *overlay;   /* replayed reserved curve, or NULL */
     uint64_t t0;             /* time origin: the first event */
 
     uint32_t *axis_of;       /* event index -> axis position, NONE if off the axis */
@@ -631,6 +632,39 @@ static void json_key_str(vt__buf *b, const char *key, const char *val)
     vt__put_json_str(b, val, 1);
 }
 
+/* The replay's curve as {"label":..,"pts":[[device index, axis position
+ * (-1: before the first event), bytes],...]}, or null. A point's event that
+ * is not on the axis takes the axis position of the last one before it. */
+static void write_overlay(struct render *r, vt__buf *m)
+{
+    const vt__viz_overlay *o = r->overlay;
+    if (!o) {
+        vt__put_str(m, "null");
+        return;
+    }
+    vt__put_str(m, "{");
+    json_key_str(m, "label", o->label ? o->label : "");
+    vt__put_str(m, ",\"pts\":[");
+    size_t kept = 0;
+    for (size_t k = 0; k < o->npoints; k++) {
+        int d = r->dev_index[o->device[k] + 128];   /* int8_t: always in range */
+        if (d < 0)
+            continue;
+        int64_t pos = -1;
+        for (uint32_t e = o->event[k] + 1; e-- > 0;)
+            if (e < r->s->nevents && r->axis_of[e] != NONE) {
+                pos = r->axis_of[e];
+                break;
+            }
+        vt__put_printf(m, "%s[%d,%" PRId64 ",%" PRIu64 "]", kept++ ? "," : "", d, pos,
+                       o->reserved[k]);
+    }
+    int64_t oom = -1;
+    if (o->oom_event >= 0 && (uint64_t)o->oom_event < r->s->nevents)
+        oom = (int64_t)axis_p1(r, (uint32_t)o->oom_event) - 1;
+    vt__put_printf(m, "],\"oom\":%" PRId64 "}", oom);
+}
+
 static void write_meta(struct render *r, vt__buf *m, const struct columns *c, const size_t *npoints)
 {
     const vt__buf *blob = c->blob;
@@ -714,7 +748,9 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
         vt__put_printf(m, "%s%" PRIu64, i ? "," : "", (uint64_t)(s->frames[r->frames[i]].module_offset & ((1ull << 53) - 1)));
     vt__put_str(m, "]},\"findings\":[");
     vt__put_bytes(m, r->findings.p, r->findings.n);
-    vt__put_str(m, "],\"sec\":[");
+    vt__put_str(m, "],\"replay\":");
+    write_overlay(r, m);
+    vt__put_str(m, ",\"sec\":[");
     for (size_t i = 0; i < nsec; i++) {
         size_t end = i + 1 < nsec ? sec[i + 1].start : blob->n;
         vt__put_printf(m, "%s[\"%s\",%zu,%d]", i ? "," : "", sec[i].name, end - sec[i].start, sec[i].rle);
@@ -791,7 +827,14 @@ int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
                    const vt_check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen)
 {
-    struct render r = { .s = s, .tl = tl };
+    return vt__viz_render_overlay(out, s, tl, report, NULL, stats, err, errlen);
+}
+
+int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+                           const vt_check_report *report, const vt__viz_overlay *overlay,
+                           vt__viz_stats *stats, char *err, size_t errlen)
+{
+    struct render r = { .s = s, .tl = tl, .overlay = overlay };
     vt__buf blob = { 0 }, meta = { 0 };
     int rc = 0;
     size_t nl = tl->nlifetimes;

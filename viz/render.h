@@ -12,6 +12,7 @@
 #define VT_VIZ_RENDER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "check.h"
@@ -36,5 +37,23 @@ typedef struct vt__viz_stats {
 int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
                    const vt_check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen);
+
+/* A curve drawn over the recorded reserved bytes: what a replay of the
+ * same events under other settings reserved (`vramtrace viz --replay`),
+ * as points after the events where it changed. */
+typedef struct vt__viz_overlay {
+    const char *label;          /* legend: the settings replayed, the outcome */
+    size_t npoints;
+    const uint32_t *event;      /* per point: index into s->events */
+    const uint64_t *reserved;   /* per point: bytes reserved after that event */
+    const int8_t *device;       /* per point: device ordinal */
+    int64_t oom_event;          /* index into s->events where it ran out of memory,
+                                   -1: it did not (the curve ends there) */
+} vt__viz_overlay;
+
+/* vt__viz_render with an overlay curve (NULL: none). */
+int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+                           const vt_check_report *report, const vt__viz_overlay *overlay,
+                           vt__viz_stats *stats, char *err, size_t errlen);
 
 #endif /* VT_VIZ_RENDER_H */

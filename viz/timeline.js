@@ -6,6 +6,8 @@
  * findings, section sizes) and #vt-data (base64 of little-endian unsigned
  * LEB128 varint columns, one section per column). Everything is decoded into
  * typed arrays once; nothing per allocation ever becomes a DOM node.
+ * One file on purpose: the page inlines it as one script, offline and
+ * without a module system or a bundler.
  *
  * Drawing is a raster sweep: for each pixel column the renderer picks the
  * moment inside that column with the most bytes allocated (so peaks never
@@ -404,7 +406,31 @@
     peakAlloc = best;
     peakResv = initResv;
     for (let e = 0; e < nE; e++) { v += d[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
+    applyReplay();
   }
+  // A replay's reserved bytes (vramtrace viz --replay), drawn over the
+  // recorded ones: steps (device index, axis position, bytes).
+  const replay = meta.replay;
+  let replayCurve = null, initReplay = 0, replayEnd = nE;
+  function applyReplay() {
+    if (!replay) return;
+    replayCurve = new Float64Array(nE);
+    const d = new Float64Array(nE + 1);
+    const prev = new Map();
+    initReplay = 0;
+    replayEnd = -1;
+    for (const [dev, pos, val] of replay.pts) {
+      if (view.device >= 0 && view.device !== dev) continue;
+      const delta = val - (prev.get(dev) || 0);
+      prev.set(dev, val);
+      if (pos < 0) initReplay += delta; else d[pos] += delta;
+    }
+    // the replay ends where it ran out of memory, if it did
+    replayEnd = replay.oom >= 0 ? replay.oom : nE - 1;
+    let v = initReplay;
+    for (let e = 0; e < nE; e++) { v += d[e]; replayCurve[e] = v; }
+  }
+  const replayAt = (s) => (s < 0 ? initReplay : replayCurve[s]);
   const allocAt = (s) => (s < 0 ? initAlloc : allocCurve[s]);
   const resvAt = (s) => (s < 0 ? initResv : resvCurve[s]);
   const timeAt = (s) => (s < 0 ? 0 : evT[s]);
@@ -618,7 +644,7 @@
     for (let c = 0; c < PW; c++) {
       if (st[c] === -2) continue;
       const a = allocAt(st[c]);
-      ymax = Math.max(ymax, a, resvAt(st[c]));
+      ymax = Math.max(ymax, a, resvAt(st[c]), replayCurve && st[c] <= replayEnd ? replayAt(st[c]) : 0);
       amin = Math.min(amin, a);
       amax = Math.max(amax, a);
     }
@@ -747,6 +773,26 @@
       ctx.lineTo(L + c + 1, y);
     }
     ctx.stroke();
+    if (replayCurve) {
+      // the replay's reserved bytes: dashed, until it ran out of memory
+      ctx.strokeStyle = '#d9480f';
+      ctx.setLineDash([4 * dpr, 3 * dpr]);
+      ctx.beginPath();
+      pen = false;
+      for (let c = 0; c < PW; c++) {
+        if (st[c] === -2 || st[c] > replayEnd) { pen = false; continue; }
+        const y = T + PH - (replayAt(st[c]) - y0) * ys;
+        if (!pen) { ctx.moveTo(L + c, y); pen = true; } else ctx.lineTo(L + c, y);
+        ctx.lineTo(L + c + 1, y);
+      }
+      ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.fillStyle = '#d9480f';
+      ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
+      ctx.textBaseline = 'top';
+      ctx.textAlign = 'left';
+      ctx.fillText('- - replayed reserved: ' + replay.label, L + 6 * dpr, T + 4 * dpr);
+    }
     ctx.restore();
 
     drawAxes(ctx, L, T, PW, PH, y0, y1, dpr);
@@ -1298,7 +1344,9 @@
     const s = columnState(ev, segPlot, seg);
     if (s === -2) { showTip(ev, null); return; }
     const a = allocAt(s), r = resvAt(s);
-    showTip(ev, '<b>' + (s < 0 ? 'start' : fmtTime(evT[s])) + '</b>\nreserved ' + fmtBytes(r) + '\nallocated ' + fmtBytes(a) +
+    showTip(ev, '<b>' + (s < 0 ? 'start' : fmtTime(evT[s])) + '</b>\nreserved ' + fmtBytes(r) +
+      (replayCurve && s <= replayEnd ? '\nreplayed reserved ' + fmtBytes(replayAt(s)) : '') +
+      '\nallocated ' + fmtBytes(a) +
       '\nunused in cache ' + fmtBytes(Math.max(0, r - a)) + (r > 0 ? ' (' + (100 * Math.max(0, r - a) / r).toFixed(1) + '%)' : ''));
   });
   seg.addEventListener('mouseleave', () => { tip.hidden = true; });

@@ -146,8 +146,9 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
     if (!vt__trace_enabled())
         return;
     uint32_t stack = release ? vt__stack_capture_free() : vt__stack_capture();
-    vt__trace(VT_EV_PASSTHROUGH, device, stream, addr, size, size, stack, which,
-              release ? 1 : 0, 0);
+    vt__trace(.kind = VT_EV_PASSTHROUGH, .device = device, .stream = stream, .addr = addr,
+              .req_size = size, .size = size, .stack = stack, .aux = which,
+              .aux2 = release ? 1 : 0);
 }
 
 /* Stream capture (CUDA Programming Guide, "Graph Memory Nodes"): a
@@ -157,13 +158,13 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
  * graph's free node, which would run at a later launch: the block stays
  * allocated (the program's, as far as the cache knows), never reused under
  * the graph. */
-bool vt__hk_stream_capturing(const void *handle)
+bool vt__hk_stream_capturing(uint64_t stream)
 {
     const vt__driver_api *d = vt__driver();
     if (!d || !d->cuStreamIsCapturing)
         return false;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return d->cuStreamIsCapturing((CUstream)(uintptr_t)handle, &st) == CUDA_SUCCESS &&
+    return d->cuStreamIsCapturing((CUstream)(uintptr_t)stream, &st) == CUDA_SUCCESS &&
            st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -209,7 +210,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (r != CUDA_SUCCESS)
         return r;
-    bool graph = vt__hk_stream_capturing(s);
+    bool graph = vt__hk_stream_capturing(stream);
     if (vt_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
@@ -301,7 +302,7 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
-    if (vt_unlikely(vt__hk_stream_capturing(s))) {
+    if (vt_unlikely(vt__hk_stream_capturing(stream))) {
         if (vt__alloc_owns((const void *)(uintptr_t)dptr))
             return CUDA_SUCCESS;       /* the graph's free node: kept (see above) */
         return free_foreign(NULL, real, dptr, s, stream, dev);

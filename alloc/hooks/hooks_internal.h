@@ -143,9 +143,10 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
 
 /* ---- driver_hooks.c: stream capture ------------------------------------ */
 
-/* Is `handle` capturing into a graph? Stream-ordered allocations and frees
- * on it are then the graph's (graph memory nodes), never the cache's. */
-bool vt__hk_stream_capturing(const void *handle);
+/* Is `stream` (an hk_stream() value: 0 legacy, HK_STREAM_PER_THREAD, or a
+ * created stream) capturing into a graph? Stream-ordered allocations and
+ * frees on it are then the graph's (graph memory nodes), never the cache's. */
+bool vt__hk_stream_capturing(uint64_t stream);
 
 /* ---- program_pools.c: devices whose memory pool the program configures -- */
 

@@ -298,7 +298,7 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     cudaError_t r = rt_stream_enter(s, stream, &dev);
     if (r != cudaSuccess)
         return r;
-    bool graph = vt__hk_stream_capturing(s);   /* a graph memory node (driver_hooks.c) */
+    bool graph = vt__hk_stream_capturing(stream);   /* a graph memory node (driver_hooks.c) */
     if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
         HK_ENTER();
         int err = vt__alloc_malloc(dev, size, stream, devPtr);
@@ -396,7 +396,7 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
     cudaError_t r = rt_stream_enter(handle, stream, &dev);
     if (r != cudaSuccess)
         return r;
-    if (vt_unlikely(vt__hk_stream_capturing(handle)))   /* the graph's free node */
+    if (vt_unlikely(vt__hk_stream_capturing(stream)))   /* the graph's free node */
         return vt__alloc_owns(devPtr) ? cudaSuccess : (cudaError_t)VT_ALLOC_NOT_OWNED;
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);

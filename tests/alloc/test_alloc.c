@@ -3,7 +3,8 @@
  * Linked with the allocator sources and the in-memory fake recorder
  * (trace_fake.c), so the tests see internal state: the invariant checker,
  * the recorded events, the state provider. Each test runs in its own process
- * and sets VRAMTRACE_CONF / SIMCUDA_* before its first CUDA call. */
+ * and sets VRAMTRACE_CONF / SIMCUDA_* before its first CUDA call. Long
+ * because the allocator has many behaviours: one short test each. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <pthread.h>

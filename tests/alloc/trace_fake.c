@@ -64,10 +64,13 @@ uint32_t vt__stack_capture(void)
 uint32_t vt__stack_capture_free(void) { return vt__stack_capture() ? 43 : 0; }
 uint32_t vt__string_intern(const char *s) { return s ? 1 : 0; }
 
-uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
-                   uint64_t req_size, uint64_t size, uint32_t stack,
-                   uint64_t aux, uint64_t aux2, uint32_t str)
+uint64_t vt__trace_event(const vt__event_rec *e)
 {
+    uint8_t kind = e->kind;
+    int device = e->device;
+    uint64_t stream = e->stream, addr = e->addr, req_size = e->req_size, size = e->size;
+    uint64_t aux = e->aux, aux2 = e->aux2;
+    uint32_t stack = e->stack, str = e->str;
     if (!atomic_load(&enabled))
         return 0;
     pthread_mutex_lock(&mu);

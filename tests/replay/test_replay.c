@@ -286,6 +286,7 @@ TEST(recorded_settings_apply)
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_MSG(strstr(r.conf, "roundup_power2_divisions:4") != NULL, "%s", r.conf);
     ASSERT_EQ(r.devices[0].peak_reserved, 32 * MIB);
+    vt_replay_result_free(&r);
     free(b);
 }
 

@@ -50,7 +50,7 @@ TEST(captured_work_runs_only_when_the_graph_is_launched)
     ASSERT_OK(cudaGraphDestroy(g));         /* the instance keeps what it needs */
     for (int launch = 1; launch <= 3; launch++) {
         memset(host, 0, N);
-        ASSERT_OK(cudaMemset(d2, 0, N));
+        ASSERT_OK(cudaMemsetAsync(d2, 0, N, s));   /* s does not wait for the legacy stream */
         ASSERT_OK(cudaGraphLaunch(x, s));
         ASSERT_OK(cudaStreamSynchronize(s));
         ASSERT_EQ(host[0], 0x42);

@@ -2,6 +2,7 @@
  * tests/trace/test_format.c - the .vtsnap writer and reader: round trips,
  * every kind of damage rejected with a message naming the section, version
  * rules, and the size/speed targets on a training-like loop.
+ * Long because a file can be damaged in many ways: one short test each.
  */
 #include <errno.h>
 #include <fcntl.h>

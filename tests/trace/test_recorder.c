@@ -33,7 +33,8 @@ TEST(ring_overflow_keeps_the_newest_n_in_order)
     const uint64_t n = 1024, k = 100;
     ASSERT_EQ(vt__ring_capacity(), n);
     for (uint64_t i = 0; i < n + k; i++)
-        ASSERT_EQ(vt__trace(VT_EV_ALLOC, 0, 7, 0x1000 + i, i, i, 0, i, 0, 0), i + 1);
+        ASSERT_EQ(vt__trace(.kind = VT_EV_ALLOC, .stream = 7, .addr = 0x1000 + i, .req_size = i,
+                            .size = i, .aux = i), i + 1);
     vt_snapshot_data *s = build();
     ASSERT_EQ(s->meta.events_recorded, n + k);
     ASSERT_EQ(s->meta.events_overwritten, k);
@@ -57,7 +58,8 @@ static void *writer(void *arg)
     uint64_t w = (uint64_t)(uintptr_t)arg;
     for (uint64_t i = 0; i < PER_WRITER; i++) {
         uint64_t v = w << 32 | i;
-        vt__trace(VT_EV_ALLOC, (int)w, v ^ 0x5555, v * 3, v + 1, v + 2, 0, v, ~v, 0);
+        vt__trace(.kind = VT_EV_ALLOC, .device = (int)w, .stream = v ^ 0x5555, .addr = v * 3,
+                  .req_size = v + 1, .size = v + 2, .aux = v, .aux2 = ~v);
     }
     return NULL;
 }
@@ -119,7 +121,8 @@ static void *endless_writer(void *arg)
     uint64_t w = (uint64_t)(uintptr_t)arg, i = 0;
     while (!atomic_load(&stop_writers)) {
         uint64_t v = w << 32 | (i++ & 0xffffffff);
-        vt__trace(VT_EV_ALLOC, (int)w, v ^ 0x5555, v * 3, v + 1, v + 2, 0, v, ~v, 0);
+        vt__trace(.kind = VT_EV_ALLOC, .device = (int)w, .stream = v ^ 0x5555, .addr = v * 3,
+                  .req_size = v + 1, .size = v + 2, .aux = v, .aux2 = ~v);
     }
     return NULL;
 }
@@ -151,7 +154,7 @@ TEST(snapshots_during_overflow_see_no_torn_events)
 TEST(trace_off_records_nothing)
 {
     ASSERT(!vt__trace_enabled());
-    ASSERT_EQ(vt__trace(VT_EV_ALLOC, 0, 0, 1, 2, 3, 0, 0, 0, 0), 0);
+    ASSERT_EQ(vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 2, .size = 3), 0);
     ASSERT_EQ(vt__stack_capture(), 0);
     ASSERT_EQ(vt__stack_capture_free(), 0);
     ASSERT_EQ(vt_mark("x"), 0);
@@ -238,11 +241,15 @@ TEST(snapshot_round_trips_through_the_reader)
     block_stack = capture_here();
     ASSERT_NE(block_stack, 0);
     vt__trace_set_state_provider(fake_provider);
-    vt__trace(VT_EV_SEGMENT_ALLOC, 0, 9, 0x7f0000000000, 2 << 20, 2 << 20, 0, VT_POOL_SMALL, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 9, 0x7f0000000000, 1000000, 1 << 20, block_stack, 0, 0, 0);
+    vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .stream = 9, .addr = 0x7f0000000000,
+              .req_size = 2 << 20, .size = 2 << 20, .aux = VT_POOL_SMALL);
+    vt__trace(.kind = VT_EV_ALLOC, .stream = 9, .addr = 0x7f0000000000, .req_size = 1000000,
+              .size = 1 << 20, .stack = block_stack);
     vt_mark("epoch 1");
-    vt__trace(VT_EV_FREE_REQUESTED, 0, 9, 0x7f0000100000, 5, 512, capture_here(), 1, 0, 0);
-    vt__trace(VT_EV_OOM, 1, 0, 0, UINT64_C(1) << 40, 0, 0, 123, 456, 0);
+    vt__trace(.kind = VT_EV_FREE_REQUESTED, .stream = 9, .addr = 0x7f0000100000, .req_size = 5,
+              .size = 512, .stack = capture_here(), .aux = 1);
+    vt__trace(.kind = VT_EV_OOM, .device = 1, .req_size = UINT64_C(1) << 40, .aux = 123,
+              .aux2 = 456);
 
     vt_snapshot_data *a = build();
     char dir[64], path[128], err[256] = "";
@@ -512,7 +519,8 @@ TEST(fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child)
     make_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/busy.vtsnap", dir);
     for (int i = 0; i < 2000; i++)
-        vt__trace(VT_EV_ALLOC, 0, 1, 0x1000 + (uint64_t)i, 512, 512, 0, 0, 0, 0);
+        vt__trace(.kind = VT_EV_ALLOC, .stream = 1, .addr = 0x1000 + (uint64_t)i,
+                  .req_size = 512, .size = 512);
     atomic_store(&snapping, true);
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, snapshot_forever, path), 0);

@@ -486,12 +486,14 @@ TEST(forked_child_marks_the_parents_allocations_as_inherited)
     char dir[64], path[128], err[512];
     make_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/child.vtsnap", dir);
-    vt__trace(VT_EV_ALLOC, 0, 1, 0x10000, 4096, 4096, 0, 0, 0, 0);   /* kept by the parent */
-    vt__trace(VT_EV_ALLOC, 0, 1, 0x20000, 4096, 4096, 0, 0, 0, 0);
-    vt__trace(VT_EV_FREE_REQUESTED, 0, 1, 0x20000, 4096, 4096, 0, 0, 0, 0);
+    vt__trace(.kind = VT_EV_ALLOC, .stream = 1, .addr = 0x10000, .req_size = 4096, .size = 4096);   /* kept by the parent */
+    vt__trace(.kind = VT_EV_ALLOC, .stream = 1, .addr = 0x20000, .req_size = 4096, .size = 4096);
+    vt__trace(.kind = VT_EV_FREE_REQUESTED, .stream = 1, .addr = 0x20000, .req_size = 4096,
+              .size = 4096);
     pid_t pid = fork();
     if (pid == 0) {
-        vt__trace(VT_EV_ALLOC, 0, 1, 0x30000, 8192, 8192, 0, 0, 0, 0);   /* the child's */
+        vt__trace(.kind = VT_EV_ALLOC, .stream = 1, .addr = 0x30000, .req_size = 8192,
+                  .size = 8192);   /* the child's */
         _exit(vt_snapshot(path) == 0 ? 0 : 3);
     }
     int status = wait_child(pid);

@@ -72,7 +72,7 @@ __attribute__((noinline)) static uint32_t via(uint32_t (*fn)(void))
 
 static vt_snapshot_data *snapshot_with_stack(uint32_t stack)
 {
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x1000, 1, 1, stack, 0, 0, 0);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000, .req_size = 1, .size = 1, .stack = stack);
     vt_snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     return s;
@@ -150,8 +150,8 @@ TEST(interning_shares_prefixes)
     for (int i = 0; i < two; i++)       /* one call site for both */
         ids[i] = via(fns[i]);
     uint32_t x = ids[0], y = ids[1];
-    vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, x, 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 2, 1, 1, y, 0, 0, 0);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = x);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 2, .req_size = 1, .size = 1, .stack = y);
     vt_snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     const vt_frame *fx[64], *fy[64];
@@ -314,8 +314,8 @@ TEST(remembered_walk_notices_a_different_caller)
     for (int i = 0; i < 200; i++)
         ASSERT_EQ(ids[i], ids[((i / 3) & 1) * 3]);
     vt_snapshot_data *s = NULL;
-    vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, ids[0], 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 1, 1, 1, ids[3], 0, 0, 0);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = ids[0]);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = ids[3]);
     ASSERT_OK(vt__snapshot_build(&s));
     const vt_frame *f[8];
     ASSERT_GE(vt_snapshot_stack_frames(s, s->events[s->nevents - 2].stack, f, 8), 2);
@@ -645,8 +645,8 @@ TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
                 id = parent;
             }
             ASSERT_EQ(id, 0);
-            vt__trace(VT_EV_ALLOC, 0, 0, 0x1000 + 16 * (r * RACE_PATHS + p), 1, 1,
-                      race_ids[r][0][p], 0, 0, 0);
+            vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000 + 16 * (r * RACE_PATHS + p),
+                      .req_size = 1, .size = 1, .stack = race_ids[r][0][p]);
         }
 
     vt_snapshot_data *s = snapshot_through_a_file();
@@ -687,10 +687,11 @@ TEST(exporter_survives_a_tree_that_breaks_its_invariants)
     ASSERT_OK(vt__stacks_test_set_parent(ib2, vt__stacks_count() + 5));
     ASSERT_OK(vt__stacks_test_set_parent(ic1, id));
     ASSERT_GT(id, ic1);
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x1000, 1, 1, ia, 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x2000, 1, 1, ib, 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x3000, 1, 1, ic, 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x4000, 1, 1, (1u << 20) + 7, 0, 0, 0);   /* beyond any node */
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000, .req_size = 1, .size = 1, .stack = ia);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x2000, .req_size = 1, .size = 1, .stack = ib);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x3000, .req_size = 1, .size = 1, .stack = ic);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x4000, .req_size = 1, .size = 1,
+              .stack = (1u << 20) + 7);   /* beyond any node */
     vt_snapshot_data *s = snapshot_through_a_file();
     ASSERT_EQ(s->nevents, 4);
     ASSERT_EQ(s->events[0].stack, 0);
@@ -789,8 +790,8 @@ TEST(racing_threads_unwinding_fresh_deep_stacks_export_them_all)
                 ASSERT_OK(vt__stacks_node(up, &parent, &ip));
                 ASSERT_LT(parent, up);
             }
-            vt__trace(VT_EV_ALLOC, 0, 0, 0x1000 + 16 * (r * UNWIND_PATHS + p), 1, 1, id,
-                      0, 0, 0);
+            vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000 + 16 * (r * UNWIND_PATHS + p),
+                      .req_size = 1, .size = 1, .stack = id);
         }
 
     vt_snapshot_data *s = snapshot_through_a_file();
@@ -893,9 +894,9 @@ TEST(full_table_keeps_the_known_prefix_and_counts_truncated_events)
     ASSERT_OK(vt__stacks_node(t2, &parent, &ip));              /* the mark reads as the node */
     ASSERT_EQ(ip, 0xa02);
 
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x1000, 1, 1, t1, 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x2000, 1, 1, t2, 0, 0, 0);
-    vt__trace(VT_EV_ALLOC, 0, 0, 0x3000, 1, 1, whole, 0, 0, 0);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000, .req_size = 1, .size = 1, .stack = t1);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x2000, .req_size = 1, .size = 1, .stack = t2);
+    vt__trace(.kind = VT_EV_ALLOC, .addr = 0x3000, .req_size = 1, .size = 1, .stack = whole);
     vt_snapshot_data *s = snapshot_through_a_file();
     ASSERT_EQ(s->nevents, 3);
     ASSERT_EQ(s->meta.stacks_truncated, 2);

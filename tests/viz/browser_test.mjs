@@ -462,6 +462,44 @@ const tests = {
       }
     }
   },
+
+  // vramtrace viz --replay CONF: the replay's reserved bytes, dashed in
+  // orange over the recorded ones, with a legend; none without --replay.
+  async replay_overlay() {
+    const snap = join(artifacts, 'replay_overlay.vtsnap');
+    const plain = join(artifacts, 'replay_overlay_plain.html');
+    const html = join(artifacts, 'replay_overlay.html');
+    execFileSync(process.env.VT_GEN, ['small', snap], { stdio: 'pipe' });
+    execFileSync(process.env.VT_CLI, ['viz', snap, '-o', plain, '-q'], { stdio: 'pipe' });
+    execFileSync(process.env.VT_CLI, ['viz', snap, '-o', html, '-q', '--replay', 'roundup_power2_divisions:2'],
+      { stdio: 'pipe' });
+    const orange = [0xd9, 0x48, 0x0f];
+    let base;
+    {
+      const { page, close, verifyQuiet } = await open(plain);
+      try {
+        base = await canvasStats(page, 'tl', orange);
+        verifyQuiet();
+      } finally {
+        await close();
+      }
+    }
+    const { page, close, verifyQuiet } = await open(html);
+    try {
+      const st = await canvasStats(page, 'tl', orange);
+      check(st.match > base.match + 200, 'no replayed curve drawn: ' + JSON.stringify([st, base]));
+      const label = await page.evaluate(() => window.__vt && document.body.innerHTML.includes('roundup_power2_divisions:2'));
+      check(label, 'the replayed settings are not on the page');
+      // the reserved-bytes panel's tooltip gives both figures
+      const box = await page.evaluate(() => { const r = document.getElementById('seg').getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; });
+      const tip = await hoverTip(page, box.x + box.w * 0.6, box.y + box.h * 0.5);
+      check(tip.includes('replayed reserved'), 'tooltip lacks the replayed reserved bytes: ' + tip);
+      await shot(page, 'replay_overlay');
+      verifyQuiet();
+    } finally {
+      await close();
+    }
+  },
 };
 
 if (!tests[name]) {

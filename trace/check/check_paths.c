@@ -53,14 +53,8 @@ static int add_edge(graph *g, uint32_t from, uint32_t to, uint32_t label)
         x = g->free_head;
         g->free_head = g->e[x].next;
     } else {
-        if (g->ne == g->cap) {
-            size_t ncap = g->cap ? g->cap * 2 : 256;
-            ck_edge *ne = realloc(g->e, ncap * sizeof *ne);
-            if (!ne)
-                return -ENOMEM;
-            g->e = ne;
-            g->cap = ncap;
-        }
+        if (CK_GROW(g->e, g->cap, g->ne + 1) < 0)
+            return -ENOMEM;
         x = (uint32_t)g->ne++;
     }
     ck_node *t = &g->m->nodes[to];
@@ -124,14 +118,8 @@ static int visit(graph *g, uint32_t x, uint32_t parent, uint32_t label, uint32_t
     n->parent = parent;
     n->plabel = label;
     n->depth = depth;
-    if (*nq == g->capq) {
-        size_t ncap = g->capq ? g->capq * 2 : 256;
-        uint32_t *nqueue = realloc(g->queue, ncap * sizeof *nqueue);
-        if (!nqueue)
-            return -ENOMEM;
-        g->queue = nqueue;
-        g->capq = ncap;
-    }
+    if (CK_GROW(g->queue, g->capq, *nq + 1) < 0)
+        return -ENOMEM;
     g->queue[(*nq)++] = x;
     return 0;
 }

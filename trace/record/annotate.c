@@ -34,8 +34,9 @@ static uint64_t tensor_new(const void *data_ptr, size_t nbytes, uint64_t base_te
                            const char *name, uint32_t stack)
 {
     uint64_t id = new_id();
-    vt__trace(VT_EV_TENSOR_NEW, -1, 0, (uint64_t)(uintptr_t)data_ptr, nbytes, nbytes, stack, id,
-              base_tensor, vt__string_intern(name));
+    vt__trace(.kind = VT_EV_TENSOR_NEW, .device = -1, .addr = (uint64_t)(uintptr_t)data_ptr,
+              .req_size = nbytes, .size = nbytes, .stack = stack, .aux = id,
+              .aux2 = base_tensor, .str = vt__string_intern(name));
     return id;
 }
 
@@ -59,14 +60,14 @@ VT_REC_TEXT void vt_tensor_use(uint64_t id)
 {
     if (id == 0 || !vt__rec_on())
         return;
-    vt__trace(VT_EV_TENSOR_USE, -1, 0, 0, 0, 0, vt__stack_capture(), id, 0, 0);
+    vt__trace(.kind = VT_EV_TENSOR_USE, .device = -1, .stack = vt__stack_capture(), .aux = id);
 }
 
 void vt_tensor_use_stack(uint64_t id, uint32_t stack)
 {
     if (id == 0 || !vt__rec_on())
         return;
-    vt__trace(VT_EV_TENSOR_USE, -1, 0, 0, 0, 0, stack, id, 0, 0);
+    vt__trace(.kind = VT_EV_TENSOR_USE, .device = -1, .stack = stack, .aux = id);
 }
 
 /* No stack: neither the checker nor the views read one for a drop (the
@@ -75,7 +76,7 @@ void vt_tensor_drop(uint64_t id)
 {
     if (id == 0 || !vt__rec_on())
         return;
-    vt__trace(VT_EV_TENSOR_DROP, -1, 0, 0, 0, 0, 0, id, 0, 0);
+    vt__trace(.kind = VT_EV_TENSOR_DROP, .device = -1, .aux = id);
 }
 
 /* No stack: a rename is not a use, and reports show only the final name. */
@@ -85,14 +86,16 @@ int vt_tensor_name(uint64_t id, const char *name)
         return -EINVAL;
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_TENSOR_NAME, -1, 0, 0, 0, 0, 0, id, 0, vt__string_intern(name));
+    vt__trace(.kind = VT_EV_TENSOR_NAME, .device = -1, .aux = id,
+              .str = vt__string_intern(name));
     return 0;
 }
 
 static int storage_external(const void *ptr, size_t nbytes, int device, uint32_t stack)
 {
-    vt__trace(VT_EV_STORAGE_EXTERNAL, device, 0, (uint64_t)(uintptr_t)ptr, nbytes, nbytes, stack,
-              0, 0, 0);
+    vt__trace(.kind = VT_EV_STORAGE_EXTERNAL, .device = device,
+              .addr = (uint64_t)(uintptr_t)ptr, .req_size = nbytes, .size = nbytes,
+              .stack = stack);
     return 0;
 }
 
@@ -120,8 +123,8 @@ VT_REC_TEXT int vt_storage_external_free(const void *ptr)
         return -EINVAL;
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_STORAGE_EXTERNAL_FREE, -1, 0, (uint64_t)(uintptr_t)ptr, 0, 0,
-              vt__stack_capture_free(), 0, 0, 0);
+    vt__trace(.kind = VT_EV_STORAGE_EXTERNAL_FREE, .device = -1,
+              .addr = (uint64_t)(uintptr_t)ptr, .stack = vt__stack_capture_free());
     return 0;
 }
 
@@ -131,7 +134,8 @@ int vt_storage_external_free_stack(const void *ptr, uint32_t stack)
         return -EINVAL;
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_STORAGE_EXTERNAL_FREE, -1, 0, (uint64_t)(uintptr_t)ptr, 0, 0, stack, 0, 0, 0);
+    vt__trace(.kind = VT_EV_STORAGE_EXTERNAL_FREE, .device = -1,
+              .addr = (uint64_t)(uintptr_t)ptr, .stack = stack);
     return 0;
 }
 
@@ -141,7 +145,7 @@ uint64_t vt_holder_new(const char *name)
     uint64_t id = new_id();
     if (!vt__rec_on())
         return id;
-    vt__trace(VT_EV_HOLDER_NEW, -1, 0, 0, 0, 0, 0, id, 0, vt__string_intern(name));
+    vt__trace(.kind = VT_EV_HOLDER_NEW, .device = -1, .aux = id, .str = vt__string_intern(name));
     return id;
 }
 
@@ -151,7 +155,8 @@ int vt_ref(uint64_t from, uint64_t to, const char *label)
         return -EINVAL;
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_REF, -1, 0, 0, 0, 0, 0, from, to, vt__string_intern(label));
+    vt__trace(.kind = VT_EV_REF, .device = -1, .aux = from, .aux2 = to,
+              .str = vt__string_intern(label));
     return 0;
 }
 
@@ -161,7 +166,7 @@ int vt_unref(uint64_t from, uint64_t to)
         return -EINVAL;
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_UNREF, -1, 0, 0, 0, 0, 0, from, to, 0);
+    vt__trace(.kind = VT_EV_UNREF, .device = -1, .aux = from, .aux2 = to);
     return 0;
 }
 

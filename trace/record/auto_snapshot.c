@@ -204,7 +204,7 @@ int vt_mark(const char *label)
 {
     if (!vt__rec_on())
         return 0;
-    vt__trace(VT_EV_MARK, -1, 0, 0, 0, 0, 0, 0, 0, vt__string_intern(label));
+    vt__trace(.kind = VT_EV_MARK, .device = -1, .str = vt__string_intern(label));
     return 0;
 }
 
@@ -332,7 +332,7 @@ static void api_after_fork_child(void)
     vt__activity_forget();
     atomic_store(&snapshot_counter, 0);
     if (vt__rec_on() && vt__ring_head() > 0)
-        vt__trace(VT_EV_FORK, -1, 0, 0, 0, 0, 0, (uint64_t)getppid(), 0, 0);
+        vt__trace(.kind = VT_EV_FORK, .device = -1, .aux = (uint64_t)getppid());
     own_events_base = vt__rec_on() ? vt__ring_head() : 0;
 }
 

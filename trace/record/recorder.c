@@ -1,6 +1,6 @@
 /*
  * trace/record/recorder.c - the recorder's state: initialization, thread numbers and
- * the one function every event goes through (vt__trace).
+ * the one function every event goes through (vt__trace_event, called as vt__trace).
  *
  * Initialization runs once, from the library constructor or from the first
  * event, whichever comes first. It never calls CUDA. With trace:0 it sets the
@@ -134,17 +134,15 @@ uint64_t vt__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-VT_REC_TEXT uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
-                               uint64_t req_size, uint64_t size, uint32_t stack,
-                               uint64_t aux, uint64_t aux2, uint32_t str)
+VT_REC_TEXT uint64_t vt__trace_event(const vt__event_rec *e)
 {
     if (vt_unlikely(!vt__rec_on()))
         return 0;
     vt_ring_rec r = {
-        .time_ns = vt__now_raw(), .stream = stream, .addr = addr, .req_size = req_size,
-        .size = size, .aux = aux, .aux2 = aux2, .thread = vt__rec_thread_id(),
-        .stack = stack, .str = str, .kind = kind,
-        .device = (int8_t)(device < -128 ? -1 : device > 127 ? 127 : device),
+        .time_ns = vt__now_raw(), .stream = e->stream, .addr = e->addr,
+        .req_size = e->req_size, .size = e->size, .aux = e->aux, .aux2 = e->aux2,
+        .thread = vt__rec_thread_id(), .stack = e->stack, .str = e->str, .kind = e->kind,
+        .device = (int8_t)(e->device < -128 ? -1 : e->device > 127 ? 127 : e->device),
     };
     return vt__ring_write(&r);
 }

@@ -28,11 +28,27 @@ uint32_t vt__stack_capture_free(void);
 /* Intern a string for an event's `str` field. @return its index, 0 for NULL. */
 uint32_t vt__string_intern(const char *s);
 
-/* Record one event (field meaning per kind: vramtrace/format.h). Wait-free.
+/* One event as its caller describes it (field meaning per kind:
+ * vramtrace/format.h); a field left out is 0. */
+typedef struct vt__event_rec {
+    uint8_t kind;            /* VT_EV_* */
+    int device;              /* -1: none */
+    uint64_t stream;
+    uint64_t addr;
+    uint64_t req_size;
+    uint64_t size;
+    uint32_t stack;          /* stack id, 0: none */
+    uint64_t aux, aux2;
+    uint32_t str;            /* string index, 0: none */
+} vt__event_rec;
+
+/* Record one event. Wait-free.
  * @return the event's sequence number, 0 when tracing is off. */
-uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
-                   uint64_t req_size, uint64_t size, uint32_t stack,
-                   uint64_t aux, uint64_t aux2, uint32_t str);
+uint64_t vt__trace_event(const vt__event_rec *e);
+
+/* vt__trace(.kind = VT_EV_ALLOC, .device = d, .addr = p, .size = n): the
+ * event filled with designated initializers, the rest 0. */
+#define vt__trace(...) vt__trace_event(&(vt__event_rec){ __VA_ARGS__ })
 
 /* The allocator describes its live state (segments, blocks) into a snapshot
  * being built: it registers one provider at initialization, which the

@@ -82,25 +82,9 @@ void vt_liveness_free(vt_liveness *lv)
 size_t vt_liveness_gap_count(const vt_liveness *lv) { return lv->ngaps; }
 uint64_t vt_liveness_events_missing(const vt_liveness *lv) { return lv->missing; }
 
-uint32_t vt_liveness_gap_after(const vt_liveness *lv, uint32_t ev)
+/* How many gaps are at or before event ev. */
+static size_t gaps_upto(const vt_liveness *lv, uint32_t ev)
 {
-    /* ev = UINT32_MAX: before the first event, so any gap is after it */
-    size_t lo = 0, hi = lv->ngaps;
-    if (ev != UINT32_MAX)
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (lv->gaps[mid] <= ev)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-    return lo < lv->ngaps ? lv->gaps[lo] : UINT32_MAX;
-}
-
-uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
-{
-    if (ev == UINT32_MAX)
-        return UINT32_MAX;
     size_t lo = 0, hi = lv->ngaps;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -109,7 +93,22 @@ uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
         else
             hi = mid;
     }
-    return lo ? lv->gaps[lo - 1] : UINT32_MAX;
+    return lo;
+}
+
+uint32_t vt_liveness_gap_after(const vt_liveness *lv, uint32_t ev)
+{
+    /* ev = UINT32_MAX: before the first event, so any gap is after it */
+    size_t k = ev == UINT32_MAX ? 0 : gaps_upto(lv, ev);
+    return k < lv->ngaps ? lv->gaps[k] : UINT32_MAX;
+}
+
+uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
+{
+    if (ev == UINT32_MAX)
+        return UINT32_MAX;
+    size_t k = gaps_upto(lv, ev);
+    return k ? lv->gaps[k - 1] : UINT32_MAX;
 }
 
 long vt_liveness_state_block(const vt_liveness *lv, uint64_t addr)

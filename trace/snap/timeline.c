@@ -7,6 +7,10 @@
  * (addr -> newest lifetime at that addr; entries are never deleted, the
  * lifetime's state says whether it is open), the second replays byte counts
  * per device starting from what the before-window lifetimes add up to.
+ *
+ * Over 1,000 lines on purpose: the matching rules of timeline.h are one state
+ * machine over the events, and both passes share its builder state; split,
+ * one rule would be read across files.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * config/config.h - the one configuration of libvramtrace.so.
+ * trace/common/config/config.h - the one configuration of libvramtrace.so.
  *
  * Read once from VRAMTRACE_CONF="key:value,key:value" (the syntax of
  * PYTORCH_CUDA_ALLOC_CONF). All keys and their defaults live in one table in
@@ -11,14 +11,17 @@
  * (trace/record/), and one table is what makes an unknown key an error and
  * every default visible in one place. Kept in either part, the other would
  * reach into its folder for it, against the arrow between them (alloc/ ->
- * trace/record/). So it sits beside them and depends on nothing of ours
- * (replay/ reads it too, to replay with a snapshot's settings):
+ * trace/record/). So it sits below both, with the helpers every product
+ * shares (trace/common/), in a folder of its own that depends on nothing of
+ * ours (trace/replay/ reads it too, to replay with a snapshot's settings):
  *
  *     alloc/, alloc/hooks/ --> trace/record/
  *              \                  /
- *               +--> config/ <---+
+ *               +--> trace/common/config/ <---+
  *
- * Each part sees config/ through its own include directories (meson.build).
+ * Each part sees this folder through its own include directories
+ * (config_inc in meson.build); a product that does not read the
+ * configuration does not see it.
  */
 #ifndef VT_CONFIG_H
 #define VT_CONFIG_H

@@ -1,5 +1,5 @@
 /*
- * replay/replay_trace.c - trace/recorder.h for a replay.
+ * trace/replay/replay_trace.c - trace/recorder.h for a replay.
  *
  * The allocator tells its recorder every block it hands out and takes back,
  * every segment and every OOM; during a replay that is exactly what the
@@ -47,15 +47,16 @@ static void segment_event(int device, bool is_free, uint64_t size)
         b->failed = true;
         return;
     }
-    b->curve[b->ncurve++] = (vt_replay_point){ .time_ns = b->now_ns,
+    b->curve[b->ncurve++] = (vt_replay_point){ .event = b->now_event, .time_ns = b->now_ns,
                                                .reserved = (uint64_t)b->reserved[device],
                                                .device = (int8_t)device };
 }
 
-uint64_t vt__trace(uint8_t kind, int device, uint64_t stream, uint64_t addr,
-                   uint64_t req_size, uint64_t size, uint32_t stack,
-                   uint64_t aux, uint64_t aux2, uint32_t str)
+uint64_t vt__trace_event(const vt__event_rec *e)
 {
+    uint8_t kind = e->kind;
+    int device = e->device;
+    uint64_t req_size = e->req_size, size = e->size, aux = e->aux, aux2 = e->aux2;
     vt__replay_books *b = &vt__books;
     if (device < 0 || device >= VT_REPLAY_MAX_DEVICES)
         return ++seq;

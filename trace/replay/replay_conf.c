@@ -1,5 +1,5 @@
 /*
- * replay/replay_conf.c - the settings a snapshot was recorded under, as
+ * trace/replay/replay_conf.c - the settings a snapshot was recorded under, as
  * allocator conf text.
  *
  * A vramtrace snapshot records its whole VRAMTRACE_CONF, normalized

@@ -1,5 +1,5 @@
 /*
- * replay/replay_map.c - recorded address -> entry, open addressing with
+ * trace/replay/replay_map.c - recorded address -> entry, open addressing with
  * linear probing and backward-shift deletion (no tombstones: a replay frees
  * as often as it allocates, for millions of events).
  */

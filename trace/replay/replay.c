@@ -1,5 +1,5 @@
 /*
- * replay/replay.c - the replay engine: see replay.h.
+ * trace/replay/replay.c - the replay engine: see replay.h.
  *
  * Two passes over the events. The first finds, for every FREE_REQUESTED,
  * the index of its FREE_COMPLETED and whether the free completed at once
@@ -239,6 +239,7 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             continue;
         int d = e->device;
         vt__host_set_now(i);
+        vt__books.now_event = i;
         vt__books.now_ns = e->time_ns;
         switch (e->kind) {
         case VT_EV_ALLOC: {

@@ -1,5 +1,5 @@
 /*
- * replay/replay.h - run a recorded program's allocations again, through the
+ * trace/replay/replay.h - run a recorded program's allocations again, through the
  * real caching allocator on a host-only device (alloc/backend_host.c), under
  * other settings and another capacity.
  *
@@ -78,7 +78,8 @@ typedef struct vt_replay_device {
 } vt_replay_device;
 
 typedef struct vt_replay_point {   /* reserved bytes after a segment change */
-    uint64_t time_ns;          /* recorded time of the event being replayed */
+    size_t event;              /* index of the event being replayed */
+    uint64_t time_ns;          /* its recorded time */
     uint64_t reserved;
     int8_t device;
 } vt_replay_point;

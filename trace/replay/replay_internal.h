@@ -1,5 +1,5 @@
 /*
- * replay/replay_internal.h - the replay's types and cross-file map.
+ * trace/replay/replay_internal.h - the replay's types and cross-file map.
  *
  * replay.c walks the recorded events and drives the allocator;
  * replay_trace.c is the recorder the allocator reports to during a replay
@@ -45,7 +45,8 @@ typedef struct vt__replay_books {
     vt_replay_point *curve;    /* NULL unless wanted */
     size_t ncurve, capcurve;
     bool want_curve;
-    uint64_t now_ns;           /* recorded time of the event being replayed */
+    size_t now_event;          /* index of the event being replayed */
+    uint64_t now_ns;           /* its recorded time */
     bool oom;                  /* the allocator reported an OOM */
     uint64_t oom_device_free, oom_reserved;
     bool failed;               /* no host memory for the books */

@@ -1,5 +1,5 @@
 /*
- * config/config.c - VRAMTRACE_CONF: every key, its default and its parser in
+ * trace/common/config/config.c - VRAMTRACE_CONF: every key, its default and its parser in
  * one table.
  *
  * Parsed once, on first use, from the environment. Parsing never calls CUDA
