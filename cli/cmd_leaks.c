@@ -28,10 +28,13 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace leaks FILE\n"
+    "usage: vramtrace leaks [--all-frames] FILE\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
     "first. Pending frees (freed, waiting for stream events) are not listed.\n"
+    "\n"
+    "  --all-frames  also show the Python interpreter's own frames and torch's\n"
+    "                Python dispatch plumbing (hidden in stacks with Python frames)\n"
     VT_EXIT_HELP;
 
 #define CACHED_KIND 0xff   /* a block of the cache (struct group.kind) */
@@ -65,6 +68,10 @@ int vt_cmd_leaks(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--all-frames")) {
+            vt__report_all_frames = true;
+            continue;
         }
         if ((argv[i][0] == '-' && argv[i][1]) || path) {
             fprintf(stderr, "vramtrace leaks: unexpected argument '%s'\n%s", argv[i], usage_text);
@@ -131,12 +138,16 @@ int vt_cmd_leaks(int argc, char **argv)
     }
     qsort(g, m, sizeof *g, cmp_bytes);
     char b[32];
+    bool has_python = vt__report_snapshot_has_python(s);
     for (size_t i = 0; i < m; i++) {
         printf("Leak of %s", vt__fmt_bytes(g[i].bytes, b));
         if (g[i].kind != CACHED_KIND)
             printf(" (%s)", vt_uncached_kind_name((enum vt_uncached_kind)g[i].kind));
         printf(" in %" PRIu64 " allocation%s from:\n", g[i].count, g[i].count == 1 ? "" : "s");
         vt__report_stack(stdout, s, g[i].stack, "    ");
+        if (has_python && vt__report_stack_without_python(s, g[i].stack))
+            printf("  (from a thread running no Python code: no Python frames, e.g. PyTorch's "
+                   "autograd engine during backward)\n");
         if (g[i].before == g[i].count)
             printf("  (allocated before the retained window)\n");
         else if (g[i].before)

@@ -33,11 +33,14 @@
 #define TOP_SITES 10
 
 static const char usage_text[] =
-    "usage: vramtrace summary FILE\n"
+    "usage: vramtrace summary [--all-frames] FILE\n"
     "\n"
     "Peak and current allocated/reserved bytes per device, event counts,\n"
     "fragmentation (reserved but unallocated bytes at the allocated peak and\n"
     "at the snapshot) and the call sites holding the most bytes at the peak.\n"
+    "A stack's call site is its innermost Python line where Python ran.\n"
+    "\n"
+    "  --all-frames  call sites from native frames even where Python ran\n"
     VT_EXIT_HELP;
 
 struct site {
@@ -98,6 +101,7 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
         printf("  top call sites by bytes at peak (seq %" PRIu64 "):\n", pk->seq);
     if (!m)
         printf("    (none)\n");
+    bool has_python = vt__report_snapshot_has_python(s);
     for (size_t i = 0; i < m && i < TOP_SITES; i++) {
         printf("    %10s  %" PRIu64 " allocation%s  ", vt__fmt_bytes(v[i].bytes, b), v[i].count,
                v[i].count == 1 ? " " : "s");
@@ -105,6 +109,9 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
             vt__report_frame_text(stdout, s, &s->frames[v[i].key - 1]);
         else
             fputs("<no stack recorded>", stdout);
+        /* The site's first stack stands for all: one site, one thread kind. */
+        if (v[i].key && has_python && vt__report_stack_without_python(s, v[i].stack))
+            fputs("  [thread without Python frames]", stdout);
         putchar('\n');
     }
     if (m > TOP_SITES)
@@ -276,6 +283,10 @@ int vt_cmd_summary(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--all-frames")) {
+            vt__report_all_frames = true;
+            continue;
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "vramtrace summary: unknown option '%s'\n%s", argv[i], usage_text);

@@ -1,5 +1,6 @@
 /* cli/report_util.c - helpers shared by the summary, leaks and json views. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,12 +46,92 @@ static int boring_module(const char *module)
     return 0;
 }
 
+bool vt__report_all_frames;
+
+bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f)
+{
+    return f->ip == 0 && !strcmp(vt_snapshot_string(s, f->module), "python");
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* torch's Python layers between a module's caller and its forward, and
+ * between a tensor method and its C++ implementation: every stack of a
+ * PyTorch program passes through them, none of them allocates. */
+static bool torch_plumbing(const char *file, const char *fn)
+{
+    static const struct { const char *file, *fn; } plumbing[] = {
+        { "torch/nn/modules/module.py", "_call_impl" },
+        { "torch/nn/modules/module.py", "_wrapped_call_impl" },
+        { "torch/utils/_contextlib.py", "decorate_context" },
+        { "torch/_tensor.py", "wrapped" },
+        { "torch/_tensor.py", "_handle_torch_function_and_wrap_type_error_to_not_implemented" },
+        { "torch/overrides.py", "handle_torch_function" },
+        { "torch/_ops.py", "__call__" },
+    };
+    for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
+        if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))
+            return true;
+    return false;
+}
+
+/* The interpreter itself: libpython, or a python executable built without it. */
+static bool interpreter_module(const char *module)
+{
+    const char *b = basename_of(module);
+    return !strncmp(b, "libpython", 9) || (!strncmp(b, "python", 6) && !strstr(b, ".so"));
+}
+
+bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python)
+{
+    if (vt__report_all_frames || !has_python)
+        return false;
+    if (vt__report_python_frame(s, f))
+        return torch_plumbing(vt_snapshot_string(s, f->file), vt_snapshot_string(s, f->function));
+    return interpreter_module(vt_snapshot_string(s, f->module));
+}
+
+bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (vt__report_python_frame(s, fr[i]))
+            return true;
+    return false;
+}
+
+bool vt__report_snapshot_has_python(const vt_snapshot_data *s)
+{
+    for (size_t i = 0; i < s->nframes; i++)
+        if (vt__report_python_frame(s, &s->frames[i]))
+            return true;
+    return false;
+}
+
+bool vt__report_stack_without_python(const vt_snapshot_data *s, uint32_t id)
+{
+    const vt_frame *fr[512];
+    size_t n = vt_snapshot_stack_frames(s, id, fr, 512);
+    if (n > 512)
+        n = 512;
+    return n > 0 && !vt__report_stack_has_python(s, fr, n);
+}
+
 const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[256];
     size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
     if (n > 256)
         n = 256;
+    /* Where Python ran, the innermost Python line is what the program's
+     * author wrote (the native frames under it are the framework's). */
+    if (!vt__report_all_frames)
+        for (size_t i = 0; i < n; i++)
+            if (vt__report_python_frame(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
+                return fr[i];
     for (size_t i = 0; i < n; i++)
         if (!boring_module(vt_snapshot_string(s, fr[i]->module)))
             return fr[i];
@@ -68,7 +149,7 @@ void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame 
         if (f->line)
             fprintf(out, ":%u", f->line);
     }
-    if (*mod)
+    if (*mod && !vt__report_python_frame(s, f))
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }
 
@@ -80,8 +161,13 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
         fprintf(out, "%s<no stack recorded>\n", indent);
         return;
     }
-    size_t shown = n > 512 ? 512 : n;
+    size_t shown = n > 512 ? 512 : n, folded = 0;
+    bool has_python = vt__report_stack_has_python(s, fr, shown);
     for (size_t i = 0; i < shown; i++) {
+        if (vt__report_frame_folded(s, fr[i], has_python)) {
+            folded++;
+            continue;
+        }
         if (fr[i]->ip) /* 0 for frames without one: Python frames of an imported snapshot */
             fprintf(out, "%s#%zu 0x%016" PRIx64 " in ", indent, i, fr[i]->ip);
         else
@@ -91,6 +177,9 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
     }
     if (n > shown)
         fprintf(out, "%s... %zu more frames\n", indent, n - shown);
+    if (folded)
+        fprintf(out, "%s(%zu interpreter and dispatch frame%s hidden; --all-frames shows them)\n",
+                indent, folded, folded == 1 ? "" : "s");
 }
 
 const char *vt__kind_name(unsigned kind, char *buf, size_t len)

@@ -6,6 +6,7 @@
 #ifndef VT_CLI_REPORT_UTIL_H
 #define VT_CLI_REPORT_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -19,9 +20,27 @@
  * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
-/* The innermost frame of stack `id` that is not vramtrace, the CUDA runtime
- * or driver, or the C/C++ runtime (allocation wrappers); the innermost frame
- * when all are; NULL for an empty stack. */
+/* --all-frames: show the frames folded by default (below). */
+extern bool vt__report_all_frames;
+/* A Python frame (recorded from the interpreter, or imported). */
+bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f);
+/* Whether any of fr[0..n) is a Python frame. */
+bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
+/* Python frames were recorded in this snapshot (some thread ran Python). */
+bool vt__report_snapshot_has_python(const vt_snapshot_data *s);
+/* Stack `id` has frames, none of them Python: in a snapshot with Python
+ * frames, it was recorded on a thread running no Python code (PyTorch's
+ * autograd engine threads during backward, a C++ worker). */
+bool vt__report_stack_without_python(const vt_snapshot_data *s, uint32_t id);
+/* A frame hidden unless --all-frames: in a stack with Python frames, the
+ * interpreter's native frames (its evaluation loop and calls) and torch's
+ * Python dispatch plumbing (nn.Module.__call__ and the like). */
+bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python);
+
+/* The call site of stack `id`: its innermost Python frame not folded, when
+ * it has one (and not --all-frames); else the innermost frame that is not
+ * vramtrace, the CUDA runtime or driver, or the C/C++ runtime (allocation
+ * wrappers); the innermost frame when all are; NULL for an empty stack. */
 const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
 
 /* "fn file:line (module+0xoff)" with the parts that are known. */

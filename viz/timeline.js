@@ -289,6 +289,24 @@
       : (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '');
     return { fn: fn || (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '??'), where };
   }
+  // Python frames (the recorder's, or a PyTorch snapshot's) and what is
+  // folded in a stack that has them: the interpreter's own native frames and
+  // torch's Python dispatch plumbing (cli/report_util.c keeps the same list).
+  const PLUMBING = [
+    ['torch/nn/modules/module.py', '_call_impl'], ['torch/nn/modules/module.py', '_wrapped_call_impl'],
+    ['torch/utils/_contextlib.py', 'decorate_context'], ['torch/_tensor.py', 'wrapped'],
+    ['torch/_tensor.py', '_handle_torch_function_and_wrap_type_error_to_not_implemented'],
+    ['torch/overrides.py', 'handle_torch_function'], ['torch/_ops.py', '__call__'],
+  ];
+  function isPython(fr) { return str(F.mod[fr]) === 'python'; }
+  function isPlumbing(fr) {
+    const file = str(F.file[fr]), fn = str(F.fn[fr]);
+    return PLUMBING.some(([f, n]) => fn === n && file.endsWith(f));
+  }
+  function isInterpreter(fr) {
+    const b = str(F.mod[fr]).replace(/^.*\//, '');
+    return b.startsWith('libpython') || (b.startsWith('python') && b !== 'python' && !b.includes('.so'));
+  }
   function stackFrames(node) {
     const out = [];
     for (let k = node, guard = 0; k > 0 && k < nK && guard < 4096; k = kParent[k], guard++) out.push(kFrame[k]);
@@ -300,7 +318,10 @@
     let s = siteCache.get(node);
     if (s) return s;
     const frs = stackFrames(node);
-    let pick = frs.find((fr) => F.fn[fr] > 0);
+    // Where Python ran, its innermost line (not torch's dispatch plumbing)
+    // is the program's own call site.
+    let pick = frs.find((fr) => isPython(fr) && !isPlumbing(fr));
+    if (pick === undefined) pick = frs.find((fr) => F.fn[fr] > 0);
     if (pick === undefined) pick = frs[0];
     const t = frameText(pick);
     // The file's base name: labels sit in narrow columns and tooltips; the
@@ -1000,8 +1021,15 @@
   // ------------------------------------------------------------- panels
   function stackHTML(node) {
     if (!node) return '<div class="none">no stack recorded</div>';
-    const frs = stackFrames(node);
-    return '<ol class="stack">' + frs.map((fr) => {
+    let frs = stackFrames(node);
+    let folded = 0;
+    if (frs.some(isPython)) {
+      const kept = frs.filter((fr) => isPython(fr) ? !isPlumbing(fr) : !isInterpreter(fr));
+      folded = frs.length - kept.length;
+      frs = kept;
+    }
+    const note = folded ? '<div class="none">' + folded + ' interpreter and dispatch frames hidden</div>' : '';
+    return note + '<ol class="stack">' + frs.map((fr) => {
       const t = frameText(fr);
       return '<li>' + esc(t.fn) + (t.where ? ' <span class="loc">' + esc(t.where) + '</span>' : '') + '</li>';
     }).join('') + '</ol>';

@@ -7,6 +7,7 @@
 #include "rec_snap.h"
 #include "recorder.h"
 #include "snapfile.h"
+#include "config.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -834,6 +835,32 @@ TEST(depth_zero_captures_nothing)
 {
     ASSERT_EQ(chain_a(), 0);
     ASSERT_EQ(vt__stack_capture_free(), 0);
+}
+
+/* A program without Python (this one): stacks:all finds no interpreter, reads
+ * no Python frames, and captures take the native path alone (same ids, same
+ * caches, no Python capture counted). */
+TEST(a_process_without_python_captures_native_stacks_only)
+{
+    ASSERT_EQ(vt__config()->stacks, VT_STACKS_ALL);
+    ASSERT_EQ(vt__stacks_python_minor(), 0);
+    uint32_t ids[2];
+    for (int i = 0; i < two; i++)      /* one call site, twice */
+        ids[i] = chain_a();
+    uint32_t a = ids[0];
+    ASSERT_NE(a, 0);
+    ASSERT_EQ(a, ids[1]);
+    vt_stacks_stats st;
+    vt__stacks_thread_stats(&st);
+    ASSERT_EQ(st.python, 0);
+    ASSERT_EQ(st.python_merges, 0);
+    ASSERT_GE(st.remembered + st.unwinds + st.learns, 2);
+    uint32_t parent;
+    uint64_t ip;
+    for (uint32_t id = a; id; id = parent) {
+        ASSERT_EQ(vt__stacks_node(id, &parent, &ip), 0);
+        ASSERT_EQ(ip & VT_IP_SYNTHETIC, 0);
+    }
 }
 
 /* A full table cuts new stacks short instead of dropping them: the deepest

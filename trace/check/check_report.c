@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,10 +122,28 @@ static size_t stack_frames(const vt_snapshot_data *s, uint32_t id, const vt_fram
     return n;
 }
 
+/* A frame the recorder read from the Python interpreter (ip 0, module
+ * "python"), or one imported from a PyTorch snapshot's Python frames. */
+static bool python_frame(const vt_snapshot_data *s, const vt_frame *fr)
+{
+    return fr->ip == 0 && !strcmp(vt__ck_string(s, fr->module), "python");
+}
+
+/* A finding names the program's own code: where a stack has Python frames,
+ * those (innermost first) are its lines, the native frames under them the
+ * framework's and the interpreter's. */
 static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const char *indent)
 {
-    const vt_frame *fr[8];
-    size_t n = stack_frames(s, id, fr, 8);
+    const vt_frame *all[256], *fr[8];
+    size_t nall = stack_frames(s, id, all, 256), n = 0, py = 0;
+    if (nall > 256)
+        nall = 256;
+    for (size_t i = 0; i < nall; i++)
+        py += python_frame(s, all[i]);
+    for (size_t i = 0; i < nall && n < 8; i++)
+        if (!py || python_frame(s, all[i]))
+            fr[n++] = all[i];
+    n = py ? py : nall;
     if (!n) {
         fprintf(f, "%s(no stack)\n", indent);
         return;
@@ -143,7 +162,9 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
         fputc('\n', f);
     }
     if (n > 8)
-        fprintf(f, "%s... %zu more frames\n", indent, n - 8);
+        fprintf(f, "%s... %zu more %sframes\n", indent, n - 8, py ? "Python " : "");
+    if (py)
+        fprintf(f, "%s(%zu native frames not shown)\n", indent, nall - py);
 }
 
 static void print_rules(FILE *f, unsigned rules)

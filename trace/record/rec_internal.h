@@ -8,6 +8,7 @@
  *   recorder.c   state, initialization, thread numbers, vt__trace
  *   ring.c       the wait-free event ring
  *   stacks.c     stack capture (libunwind) and the interned prefix tree
+ *   pyframes.c   the calling thread's Python frames, read without libpython
  *   strings.c    the string table a snapshot is built with
  *   interned.c   the process-wide interned strings, kept as long as events
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
@@ -142,8 +143,35 @@ typedef struct vt_stacks_stats {
     uint64_t remembered;   /* a remembered walk: no unwind */
     uint64_t unwinds;      /* unw_backtrace */
     uint64_t learns;       /* libunwind's cursor walk, learning a walk (slow) */
+    uint64_t python;       /* captures that found Python frames on the thread */
+    uint64_t python_merges;  /* ... whose merged stack was not remembered */
 } vt_stacks_stats;
 void vt__stacks_thread_stats(vt_stacks_stats *out);
+/* The Python minor version whose frames captures read (3.x), 0 if none. */
+unsigned vt__stacks_python_minor(void);
+
+/* ---- pyframes.c ---------------------------------------------------------- */
+/* One Python frame as read from the interpreter. */
+typedef struct vt_pyframe {
+    uint64_t code;         /* the code object's address */
+    uint64_t names;        /* its file, name and first line, mixed: a code object
+                            * at a reused address with other names differs */
+    int32_t addr;          /* byte offset of the instruction, -1 before the first */
+    uint32_t group;        /* which C call of the eval loop runs it, innermost 0 */
+} vt_pyframe;
+/* Look for a CPython this file can read in the process (once, at init).
+ * @return true when found. */
+bool vt__py_detect(void);
+/* The minor version found (3.x), 0 if none. */
+unsigned vt__py_minor(void);
+/* A native return address inside _PyEval_EvalFrameDefault. */
+bool vt__py_is_eval_frame(uint64_t ip);
+/* The calling thread's Python frames, innermost first, at most max; the
+ * number of eval-loop C calls they ran in into *ngroups. @return count, 0
+ * when this thread runs no Python. */
+int vt__py_walk(vt_pyframe *out, int max, uint32_t *ngroups);
+/* The synthetic IP of a frame ("file:line function" pinned), 0 on failure. */
+uint64_t vt__py_frame_ip(const vt_pyframe *f);
 
 /* ---- auto_snapshot.c ----------------------------------------------------- */
 /* Snapshots nobody asked for by name: exit, signal thread, exec hooks, OOM.

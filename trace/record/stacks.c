@@ -53,6 +53,8 @@
 #define NODE_CAP (UINT32_C(1) << 20)   /* node ids; 20 MiB of virtual memory in all */
 #define HT_SLOTS (NODE_CAP * 2)        /* load factor <= 1/2: short probes */
 #define CACHE_SLOTS 1024               /* per thread, 12 KiB */
+#define PY_SLOTS 1024                  /* merged Python+native stacks per thread */
+#define PY_FRAME_SLOTS 1024            /* Python frame -> synthetic IP per thread */
 #define MAX_SLACK 32                   /* our own frames we expect at most */
 
 #if defined(__x86_64__)
@@ -114,6 +116,10 @@ typedef struct tstate {
     uint64_t hits;                     /* cache hits of either kind (tests) */
     vt_stacks_stats stats;             /* this thread's captures by path */
     uint32_t modules_gen;              /* modules_gen its remembered walks belong to */
+    uint64_t pykey[PY_SLOTS];          /* hash of (native stack, Python frames), 0 = empty */
+    uint32_t pyid[PY_SLOTS];           /* the merged stack's id */
+    uint64_t fkey[PY_FRAME_SLOTS];     /* hash of a Python frame (code, names, offset) */
+    uint64_t fip[PY_FRAME_SLOTS];      /* its synthetic IP */
 #ifdef FAST_PATH
     uintptr_t stack_hi;                /* end of this thread's stack, 0 = unknown */
     uint64_t clock;                    /* walk LRU clock */
@@ -135,6 +141,7 @@ static _Atomic uint64_t dropped;       /* stacks not interned: table full */
 static _Atomic uint32_t ids_lost;      /* node ids lost in insertion races for good */
 static unsigned depth;                 /* frames kept per stack, 0 = off */
 static bool free_stacks;
+static unsigned py_stacks = VT_STACKS_NATIVE;  /* VT_STACKS_NATIVE: no Python read */
 static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
 static uintptr_t mod_lo, mod_hi;       /* our module's code, when a shared object */
 static pthread_key_t ts_key;
@@ -244,6 +251,8 @@ int vt__stacks_init(unsigned d)
     const vt_config *c = vt__config();
     depth = d > VT_STACK_MAX_DEPTH ? VT_STACK_MAX_DEPTH : d;
     free_stacks = c->free_stacks;
+    py_stacks = c->stacks != VT_STACKS_NATIVE && vt__py_detect() ? c->stacks
+                                                                 : VT_STACKS_NATIVE;
     if (!node_parent) {
         node_parent = map(NODE_CAP * sizeof *node_parent);
         node_ip = map(NODE_CAP * sizeof *node_ip);
@@ -585,10 +594,107 @@ unwind:
     return finish(buf, n, d, sl, ts);
 }
 
+/* Python frames.
+ *
+ * The native capture above is answered from memory most of the time, but
+ * the same native stack (the eval loop's return addresses do not change
+ * with the Python line) runs under many Python stacks, so Python frames are
+ * merged in after it: the thread's frames are read (a few loads per frame),
+ * hashed with the native stack id, and a per-thread cache maps the pair to
+ * the merged stack's id. A miss rebuilds the native IPs from the tree and
+ * splices each eval-loop C call's Python frames in just inside its
+ * _PyEval_EvalFrameDefault frame (innermost C call first), so that, read from
+ * the outside, a stack goes train.py:41 step -> model.py:88 forward ->
+ * at::empty -> cudaMalloc, the eval loop's own frame just outside the
+ * Python frames it ran (folded by the reports). Python frames beyond the
+ * native stack's depth (more C calls of the eval loop than native frames
+ * kept) go outermost. */
+static uint64_t py_frame_ip(tstate *ts, const vt_pyframe *f)
+{
+    uint64_t h = mix(mix(mix(0x9f, f->code), f->names), (uint64_t)(uint32_t)f->addr) | 1;
+    size_t slot = (size_t)(h >> 40) & (PY_FRAME_SLOTS - 1);
+    if (ts && ts->fkey[slot] == h)
+        return ts->fip[slot];
+    uint64_t ip = vt__py_frame_ip(f);
+    if (ts && ip) {
+        ts->fkey[slot] = h;
+        ts->fip[slot] = ip;
+    }
+    return ip;
+}
+
+static uint32_t merge_python(uint32_t native, tstate *ts, const vt_pyframe *py, int n,
+                             uint32_t ngroups)
+{
+    uint64_t nat[VT_STACK_MAX_DEPTH], out[VT_STACK_MAX_DEPTH];
+    size_t nn = 0, m = 0;
+    for (uint32_t id = native; id && nn < VT_STACK_MAX_DEPTH;) {
+        uint32_t parent;
+        uint64_t ip;
+        if (vt__stacks_node(id, &parent, &ip) != 0 || parent >= id)
+            break;
+        nat[nn++] = ip;
+        id = parent;
+    }
+    uint32_t g = 0;
+    int pi = 0;
+    for (size_t i = 0; i < nn && m < VT_STACK_MAX_DEPTH; i++) {
+        if (g < ngroups && vt__py_is_eval_frame(nat[i])) {
+            for (; pi < n && py[pi].group == g && m < VT_STACK_MAX_DEPTH; pi++) {
+                uint64_t ip = py_frame_ip(ts, &py[pi]);
+                if (ip)
+                    out[m++] = ip;
+            }
+            g++;
+        }
+        if (m < VT_STACK_MAX_DEPTH)
+            out[m++] = nat[i];
+    }
+    for (; pi < n && m < VT_STACK_MAX_DEPTH; pi++) {
+        uint64_t ip = py_frame_ip(ts, &py[pi]);
+        if (ip)
+            out[m++] = ip;
+    }
+    return m ? intern(out, m, ts) : native;
+}
+
+VT_REC_TEXT static uint32_t capture_with_python(void)
+{
+    vt_pyframe py[VT_STACK_MAX_DEPTH];
+    uint32_t ngroups = 0;
+    int n = vt__py_walk(py, VT_STACK_MAX_DEPTH, &ngroups);
+    if (n <= 0)
+        return capture();      /* a thread with no Python: native frames */
+    uint32_t native = py_stacks == VT_STACKS_ALL ? capture() : 0;
+    if (native & VT_STACK_TRUNCATED)
+        return native;         /* the table is full: no room for more */
+    tstate *ts = ts_get();
+    uint64_t h = mix(0x7079, native);
+    for (int i = 0; i < n; i++)
+        h = mix(mix(mix(h, py[i].code), py[i].names),
+                (uint64_t)(uint32_t)py[i].addr | (uint64_t)py[i].group << 32);
+    h |= 1;
+    size_t slot = (size_t)(h >> 40) & (PY_SLOTS - 1);
+    if (vt_likely(ts != NULL)) {
+        ts->stats.python++;
+        if (ts->pykey[slot] == h)
+            return ts->pyid[slot];
+        ts->stats.python_merges++;
+    }
+    uint32_t id = merge_python(native, ts, py, n, ngroups);
+    if (ts && id && !(id & VT_STACK_TRUNCATED)) {
+        ts->pykey[slot] = h;
+        ts->pyid[slot] = id;
+    }
+    return id;
+}
+
 VT_REC_TEXT uint32_t vt__stack_capture(void)
 {
     if (vt_unlikely(!vt__rec_on()))
         return 0;
+    if (py_stacks != VT_STACKS_NATIVE && depth)
+        return capture_with_python();
     return capture();
 }
 
@@ -596,7 +702,14 @@ VT_REC_TEXT uint32_t vt__stack_capture_free(void)
 {
     if (vt_unlikely(!vt__rec_on()) || !free_stacks)
         return 0;
+    if (py_stacks != VT_STACKS_NATIVE && depth)
+        return capture_with_python();
     return capture();
+}
+
+unsigned vt__stacks_python_minor(void)
+{
+    return py_stacks != VT_STACKS_NATIVE ? vt__py_minor() : 0;
 }
 
 uint64_t vt__stacks_dropped(void)

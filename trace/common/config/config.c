@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL };
+enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL, KEY_STACKS };
 
 struct key {
     const char *name;
@@ -48,6 +48,7 @@ static const struct key keys[] = {
       "an event count from 1024 to 10000000000" },
     { "stack_depth", KEY_UINT, FIELD(stack_depth), 0, 256, "0 (no stacks) to 256" },
     { "free_stacks", KEY_BOOL, FIELD(free_stacks), 0, 1, "0 or 1" },
+    { "stacks", KEY_STACKS, FIELD(stacks), 0, 0, "native, python or all" },
     { "signal", KEY_SIGNAL, FIELD(signal), 0, 0, "none, SIGUSR1, SIGUSR2, SIGPROF, SIGRTMIN+N" },
     { "dump_on_oom", KEY_BOOL, FIELD(dump_on_oom), 0, 1, "0 or 1" },
     { "oom_snapshots", KEY_UINT, FIELD(oom_snapshots), 1, 1000000, "a count from 1 to 1000000" },
@@ -68,6 +69,7 @@ void vt__config_defaults(vt_config *c)
         .max_events = 1000000,
         .stack_depth = 48,
         .free_stacks = true,
+        .stacks = VT_STACKS_ALL,
         .signal = 0,
         .dump_on_oom = false,
         .oom_snapshots = 4,
@@ -175,6 +177,17 @@ static int parse_value(const struct key *k, const char *v, vt_config *c)
     }
     case KEY_SIGNAL:
         return parse_signal(v, (int *)field);
+    case KEY_STACKS: {
+        static const char *const names[] = { [VT_STACKS_ALL] = "all",
+                                             [VT_STACKS_NATIVE] = "native",
+                                             [VT_STACKS_PYTHON] = "python" };
+        for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (!strcasecmp(v, names[i])) {
+                *(unsigned *)field = i;
+                return 0;
+            }
+        return -EINVAL;
+    }
     }
     return -EINVAL;
 }
@@ -269,11 +282,13 @@ size_t vt__config_format(const vt_config *c, char *buf, size_t len)
         "cache:%d,max_split_size_mb:%s,roundup_power2_divisions:%u,"
         "garbage_collection_threshold:%g,per_process_memory_fraction:%g,expandable_segments:%d,"
         "free_sync:%d,"
-        "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,signal:%s,dump_on_oom:%d,"
-        "oom_snapshots:%u",
+        "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,stacks:%s,signal:%s,"
+        "dump_on_oom:%d,oom_snapshots:%u",
         c->cache, msm, c->roundup_power2_divisions, c->garbage_collection_threshold,
         c->per_process_memory_fraction, c->expandable_segments, c->free_sync, c->trace,
-        (unsigned long long)c->max_events, c->stack_depth, c->free_stacks, sig,
+        (unsigned long long)c->max_events, c->stack_depth, c->free_stacks,
+        c->stacks == VT_STACKS_NATIVE ? "native" : c->stacks == VT_STACKS_PYTHON ? "python" : "all",
+        sig,
         c->dump_on_oom, c->oom_snapshots);
     return n < 0 ? 0 : (size_t)n;
 }

@@ -31,6 +31,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* VRAMTRACE_CONF stacks: what a recorded stack holds, as PyTorch's
+ * _record_memory_history(stacks=...) chooses. */
+enum {
+    VT_STACKS_ALL = 0,     /* native frames, Python frames interleaved where Python runs */
+    VT_STACKS_NATIVE = 1,  /* native frames only */
+    VT_STACKS_PYTHON = 2,  /* Python frames only (native where a thread has none) */
+};
+
 typedef struct vt_config {
     /* allocator */
     bool cache;                        /* false: every call goes to the device */
@@ -47,6 +55,7 @@ typedef struct vt_config {
     uint64_t max_events;               /* ring capacity */
     unsigned stack_depth;              /* frames captured per stack */
     bool free_stacks;                  /* capture stacks on free too */
+    unsigned stacks;                   /* what a stack holds: VT_STACKS_* */
     int signal;                        /* snapshot on this signal, 0 = none */
     bool dump_on_oom;                  /* snapshot when an allocation fails */
     unsigned oom_snapshots;            /* files for OOMs; the last keeps the latest */
