@@ -287,6 +287,15 @@ int vt__expandable_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint
     return new_range(h, pool, key, need, g, stack, out);
 }
 
+uint64_t vt__expandable_free_tail(const vt__heap *h, const vt__segment *s)
+{
+    const vt__block *t = tail_of(s);
+    if (s->dead || t->state != VT_B_FREE || t == s->first)
+        return 0;
+    uint64_t keep = round_up(t->addr - s->addr, h->vmm_gran);
+    return keep < s->size ? s->size - keep : 0;
+}
+
 void vt__expandable_shrink(vt__heap *h)
 {
     uint64_t g = h->vmm_gran;

@@ -291,6 +291,8 @@ int vt__heap_set_fraction(vt__heap *h, double fraction);
  * @return 0, VT_CUDA_ERR_OOM, VT_EXPANDABLE_UNAVAILABLE or a device error. */
 int vt__expandable_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
                         vt__block **out);
+/* Under the lock: bytes of the whole free chunks at the end of range s. */
+uint64_t vt__expandable_free_tail(const vt__heap *h, const vt__segment *s);
 /* Under the lock: unmap the whole free chunks at the end of every range. */
 void vt__expandable_shrink(vt__heap *h);
 /* A detached range, lock dropped: unmap everything, free its addresses. */

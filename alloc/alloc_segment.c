@@ -368,6 +368,8 @@ static uint64_t releasable(const vt__heap *h)
             b = b->next;
         if (!b)
             v += s->size;
+        else if (s->va_size)   /* the free chunks at its end, which the OOM chain unmaps */
+            v += vt__expandable_free_tail(h, s);
     }
     return v;
 }

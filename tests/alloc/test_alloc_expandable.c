@@ -97,6 +97,8 @@ TEST(empty_cache_unmaps_the_whole_free_chunks_at_the_end)
     vt_free(c, 0, 0, 0);
     vt_free(b, 0, 0, 0);                 /* free from 5 MiB to 16 MiB */
     ASSERT_EQ(reserved(), 16 * MiB);     /* cached */
+    /* what cudaMemGetInfo counts as the cache's to give back: those chunks */
+    ASSERT_EQ(vt__alloc_cached_free_bytes(0), 10 * MiB);
     ASSERT_EQ(vt_empty_cache(0), 0);
     /* the chunks from 6 MiB on are wholly free: unmapped; 5..6 MiB is in
      * the chunk a uses */
