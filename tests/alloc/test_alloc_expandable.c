@@ -3,6 +3,7 @@
  * simulated device's VMM (cuMemCreate, cuMemMap, 2 MiB granularity).
  */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "alloc_internal.h"
@@ -208,6 +209,65 @@ TEST(random_sequences_keep_invariants_with_expandable_segments)
     for (int i = 0; i < 64; i++)
         if (live[i])
             vt_free(live[i], 0, 0, 0);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), 0);
+    ASSERT_EQ(sim().bytes_in_use, 0);
+    CHECK_INVARIANTS();
+}
+
+/* Four threads, each on a stream of its own (its own range) and one on the
+ * legacy stream, allocating, freeing and emptying the cache at random:
+ * growth and unmapping of one range race the others' (and empty_cache
+ * shrinks every range). */
+struct churn { cudaStream_t stream; unsigned seed; int failed; };
+
+static void *churn_thread(void *arg)
+{
+    struct churn *c = arg;
+    void *live[32] = { 0 };
+    for (int step = 0; step < 3000; step++) {
+        int i = (int)(rand_r(&c->seed) % 32);
+        if (live[i]) {
+            vt_free(live[i], 0, 0, c->stream);
+            live[i] = NULL;
+        } else {
+            size_t sizes[] = { 512, 70 * KiB, 1 * MiB, 3 * MiB, 9 * MiB };
+            size_t n = sizes[rand_r(&c->seed) % 5];
+            if (!(live[i] = vt_malloc((ssize_t)n, 0, c->stream)))
+                c->failed++;
+            else if (cudaMemsetAsync(live[i], 1, n, c->stream) != cudaSuccess)
+                c->failed++;   /* every byte handed out is mapped */
+        }
+        if (step % 700 == 699)
+            vt_empty_cache(0);
+    }
+    for (int i = 0; i < 32; i++)
+        if (live[i])
+            vt_free(live[i], 0, 0, c->stream);
+    return NULL;
+}
+
+TEST(threads_growing_and_shrinking_ranges_keep_the_heap_consistent)
+{
+    setenv("SIMCUDA_MEM", "4G", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    struct churn c[5];
+    pthread_t th[5];
+    for (int t = 0; t < 5; t++) {
+        c[t] = (struct churn){ 0, (unsigned)t + 1, 0 };
+        if (t) {
+            ASSERT_OK(cudaStreamCreateWithFlags(&c[t].stream, cudaStreamNonBlocking));
+            vt__alloc_stream_created(0, (uint64_t)(uintptr_t)c[t].stream);
+        }
+    }
+    for (int t = 0; t < 5; t++)
+        ASSERT_EQ(pthread_create(&th[t], NULL, churn_thread, &c[t]), 0);
+    for (int t = 0; t < 5; t++)
+        ASSERT_EQ(pthread_join(th[t], NULL), 0);
+    for (int t = 0; t < 5; t++)
+        ASSERT_EQ(c[t].failed, 0);
+    ASSERT_OK(cudaDeviceSynchronize());
+    CHECK_INVARIANTS();
     ASSERT_EQ(vt_empty_cache(0), 0);
     ASSERT_EQ(reserved(), 0);
     ASSERT_EQ(sim().bytes_in_use, 0);
