@@ -64,6 +64,20 @@ __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 /* A real driver call, under the guard so whatever it calls back passes. */
 #define GUARDED(expr) (HK_ENTER(), r_ = (expr), HK_LEAVE(), r_)
 
+/* r = the real driver function `name` (the prototype of our hook of the same
+ * name) called under the guard; no driver found: the hook returns
+ * CUDA_ERROR_NOT_INITIALIZED, as the driver does before cuInit. */
+#define REAL_CALL(r, name, ...)                                                \
+    do {                                                                       \
+        __typeof__(&name) f_;                                                  \
+        REAL(f_, HK_##name);                                                   \
+        if (!f_)                                                               \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        HK_ENTER();                                                            \
+        (r) = f_(__VA_ARGS__);                                                 \
+        HK_LEAVE();                                                            \
+    } while (0)
+
 /* The allocator speaks cudaError_t; the numbers the driver layer can see
  * mostly coincide, except those two which are spelled out. */
 static CUresult to_cu(int e)
@@ -364,13 +378,9 @@ static void stream_created(CUstream s)
 
 HK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
-    CUresult (*real)(CUstream *, unsigned);
-    REAL(real, HK_cuStreamCreate);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(phStream, Flags));
+    CUresult r;
+    REAL_CALL(r, cuStreamCreate, phStream, Flags);
     if (!pass && r == CUDA_SUCCESS && phStream)
         stream_created(*phStream);
     return r;
@@ -378,13 +388,9 @@ HK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 
 HK_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
-    CUresult (*real)(CUstream *, unsigned, int);
-    REAL(real, HK_cuStreamCreateWithPriority);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(phStream, flags, priority));
+    CUresult r;
+    REAL_CALL(r, cuStreamCreateWithPriority, phStream, flags, priority);
     if (!pass && r == CUDA_SUCCESS && phStream)
         stream_created(*phStream);
     return r;
@@ -526,13 +532,9 @@ HK_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, si
 
 HK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    CUresult (*real)(void **, size_t);
-    REAL(real, HK_cuMemAllocHost_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(pp, bytesize));
+    CUresult r;
+    REAL_CALL(r, cuMemAllocHost_v2, pp, bytesize);
     if (!pass && r == CUDA_SUCCESS && pp)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pp, bytesize,
                            VT_PASS_HOST, false);
@@ -541,13 +543,9 @@ HK_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 
 HK_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-    CUresult (*real)(void **, size_t, unsigned);
-    REAL(real, HK_cuMemHostAlloc);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(pp, bytesize, Flags));
+    CUresult r;
+    REAL_CALL(r, cuMemHostAlloc, pp, bytesize, Flags);
     if (!pass && r == CUDA_SUCCESS && pp && *pp)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pp, bytesize,
                            VT_PASS_HOST, false);
@@ -556,13 +554,9 @@ HK_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags
 
 HK_EXPORT CUresult cuMemFreeHost(void *p)
 {
-    CUresult (*real)(void *);
-    REAL(real, HK_cuMemFreeHost);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(p));
+    CUresult r;
+    REAL_CALL(r, cuMemFreeHost, p);
     if (!pass && r == CUDA_SUCCESS && p)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)p, 0, VT_PASS_HOST, true);
     return r;
@@ -570,13 +564,9 @@ HK_EXPORT CUresult cuMemFreeHost(void *p)
 
 HK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    CUresult (*real)(CUdeviceptr *, size_t, unsigned);
-    REAL(real, HK_cuMemAllocManaged);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(dptr, bytesize, flags));
+    CUresult r;
+    REAL_CALL(r, cuMemAllocManaged, dptr, bytesize, flags);
     if (!pass && r == CUDA_SUCCESS && dptr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)*dptr, bytesize, VT_PASS_MANAGED, false);
     return r;
@@ -586,13 +576,9 @@ HK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 HK_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                       size_t Height, unsigned int ElementSizeBytes)
 {
-    CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
-    REAL(real, HK_cuMemAllocPitch_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    CUresult r;
+    REAL_CALL(r, cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (!pass && r == CUDA_SUCCESS && dptr && pPitch)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)*dptr, *pPitch * Height,
                            VT_PASS_PITCH, false);
@@ -617,13 +603,9 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsi
 
 HK_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
 {
-    CUresult (*real)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
-    REAL(real, HK_cuArrayCreate_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(pHandle, desc));
+    CUresult r;
+    REAL_CALL(r, cuArrayCreate_v2, pHandle, desc);
     if (!pass && r == CUDA_SUCCESS && pHandle && desc)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHandle,
                            array_bytes(desc->Width, desc->Height, 0, desc->Format,
@@ -633,13 +615,9 @@ HK_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
 
 HK_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
-    CUresult (*real)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
-    REAL(real, HK_cuArray3DCreate_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(pHandle, desc));
+    CUresult r;
+    REAL_CALL(r, cuArray3DCreate_v2, pHandle, desc);
     if (!pass && r == CUDA_SUCCESS && pHandle && desc)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHandle,
                            array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
@@ -649,13 +627,9 @@ HK_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
 
 HK_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
-    CUresult (*real)(CUarray);
-    REAL(real, HK_cuArrayDestroy);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(hArray));
+    CUresult r;
+    REAL_CALL(r, cuArrayDestroy, hArray);
     if (!pass && r == CUDA_SUCCESS && hArray)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)hArray, 0, VT_PASS_ARRAY,
                            true);
@@ -665,13 +639,9 @@ HK_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 /* The program's own host memory, page-locked: pinned host bytes it holds. */
 HK_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
-    CUresult (*real)(void *, size_t, unsigned);
-    REAL(real, HK_cuMemHostRegister_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(p, bytesize, Flags));
+    CUresult r;
+    REAL_CALL(r, cuMemHostRegister_v2, p, bytesize, Flags);
     if (!pass && r == CUDA_SUCCESS && p)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)p, bytesize,
                            VT_PASS_HOST_REGISTER, false);
@@ -680,13 +650,9 @@ HK_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int F
 
 HK_EXPORT CUresult cuMemHostUnregister(void *p)
 {
-    CUresult (*real)(void *);
-    REAL(real, HK_cuMemHostUnregister);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(p));
+    CUresult r;
+    REAL_CALL(r, cuMemHostUnregister, p);
     if (!pass && r == CUDA_SUCCESS && p)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)p, 0, VT_PASS_HOST_REGISTER,
                            true);
@@ -735,13 +701,9 @@ HK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
  * call of the real runtime under our guard is one of ours: not noted. */
 HK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
-    CUresult (*real)(CUdevice, CUmemoryPool);
-    REAL(real, HK_cuDeviceSetMemPool);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(dev, pool));
+    CUresult r;
+    REAL_CALL(r, cuDeviceSetMemPool, dev, pool);
     if (!pass && r == CUDA_SUCCESS)
         vt__hk_pool_made_current((int)dev, pool);
     return r;
@@ -749,13 +711,9 @@ HK_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 
 HK_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-    CUresult (*real)(CUmemoryPool, CUmemPool_attribute, void *);
-    REAL(real, HK_cuMemPoolSetAttribute);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(pool, attr, value));
+    CUresult r;
+    REAL_CALL(r, cuMemPoolSetAttribute, pool, attr, value);
     if (!pass && r == CUDA_SUCCESS)
         vt__hk_pool_configured(pool);
     return r;
@@ -763,13 +721,9 @@ HK_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute 
 
 HK_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
-    CUresult (*real)(CUmemoryPool, const CUmemAccessDesc *, size_t);
-    REAL(real, HK_cuMemPoolSetAccess);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(pool, map, count));
+    CUresult r;
+    REAL_CALL(r, cuMemPoolSetAccess, pool, map, count);
     if (!pass && r == CUDA_SUCCESS)
         vt__hk_pool_configured(pool);
     return r;
@@ -778,14 +732,9 @@ HK_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *
 HK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    CUresult (*real)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                     unsigned long long);
-    REAL(real, HK_cuMemCreate);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(handle, size, prop, flags));
+    CUresult r;
+    REAL_CALL(r, cuMemCreate, handle, size, prop, flags);
     if (!pass && r == CUDA_SUCCESS && handle) {
         int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
                                                                             : device_or_zero();
@@ -796,13 +745,9 @@ HK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 
 HK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    CUresult (*real)(CUmemGenericAllocationHandle);
-    REAL(real, HK_cuMemRelease);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(handle));
+    CUresult r;
+    REAL_CALL(r, cuMemRelease, handle);
     if (!pass && r == CUDA_SUCCESS)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)handle, 0, VT_PASS_VMM_CREATE, true);
     return r;
@@ -811,13 +756,9 @@ HK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 HK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    CUresult (*real)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-    REAL(real, HK_cuMemMap);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(ptr, size, offset, handle, flags));
+    CUresult r;
+    REAL_CALL(r, cuMemMap, ptr, size, offset, handle, flags);
     if (!pass && r == CUDA_SUCCESS)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)ptr, size, VT_PASS_VMM_MAP, false);
     return r;
@@ -825,13 +766,9 @@ HK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 HK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    CUresult (*real)(CUdeviceptr, size_t);
-    REAL(real, HK_cuMemUnmap);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
     bool pass = PASS();
-    CUresult r_;
-    CUresult r = GUARDED(real(ptr, size));
+    CUresult r;
+    REAL_CALL(r, cuMemUnmap, ptr, size);
     if (!pass && r == CUDA_SUCCESS)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)ptr, size, VT_PASS_VMM_MAP, true);
     return r;
