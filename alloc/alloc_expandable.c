@@ -186,18 +186,8 @@ static int new_range(vt__heap *h, int pool, uint64_t key, uint64_t need, uint64_
                         .freed = freed, .pieces = pieces, .npieces = 1, .cappieces = 8 };
     pieces[0] = addr;
     vt__segs_insert(h, s);   /* cannot fail: room reserved above */
-    b->addr = addr;
-    b->size = need;
-    b->stream = key;
-    b->seg = s;
-    b->pool = (uint8_t)pool;
-    b->state = VT_B_FREE;
-    b->free_tick = h->tick;
-    vt__index_insert(&h->free_idx[pool], b);
-    h->nfree[pool]++;
+    vt__segment_start_free(h, s, b, need);
     h->num_backend_allocs++;
-    vt__stat_add(h->reserved_bytes, pool, (int64_t)need);
-    vt__stat_add(h->segment, pool, 1);
     trace_map(h, s, addr, need, stack);
     *out = b;
     return 0;

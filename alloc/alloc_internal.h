@@ -264,6 +264,8 @@ static inline void vt__heap_unlock(vt__heap *h)
 
 /* ---- alloc_segment.c: segments, their release, gc, the OOM chain ------- */
 int vt__segs_insert(vt__heap *h, vt__segment *s);
+/* b becomes new segment s's one free block of `size` bytes (alloc_segment.c). */
+void vt__segment_start_free(vt__heap *h, vt__segment *s, vt__block *b, uint64_t size);
 /* The segment containing addr (its position in h->segs in *index). */
 vt__segment *vt__segs_find(vt__heap *h, uint64_t addr, uint64_t *index);
 void vt__segs_remove(vt__heap *h, vt__segment *s);

@@ -218,6 +218,24 @@ static void collect_garbage(vt__heap *h, uint64_t incoming, const vt_config *cfg
     vt__release_detached(h, list);
 }
 
+/* b becomes the one block of the new segment s, free, [s->addr, +size) on
+ * s's stream and pool: indexed, and counted as reserved. */
+void vt__segment_start_free(vt__heap *h, vt__segment *s, vt__block *b, uint64_t size)
+{
+    int pool = s->pool;
+    b->addr = s->addr;
+    b->size = size;
+    b->stream = s->stream;
+    b->seg = s;
+    b->pool = (uint8_t)pool;
+    b->state = VT_B_FREE;
+    b->free_tick = h->tick;
+    vt__index_insert(&h->free_idx[pool], b);
+    h->nfree[pool]++;
+    vt__stat_add(h->reserved_bytes, pool, (int64_t)size);
+    vt__stat_add(h->segment, pool, 1);
+}
+
 /* A new segment from the backend, with the heap lock dropped during the
  * call. The reservation counts against the cap while the lock is dropped. */
 static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
@@ -265,17 +283,7 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
         h->num_backend_frees++;
         return VT_CUDA_ERR_OOM;
     }
-    b->addr = addr;
-    b->size = size;
-    b->stream = key;
-    b->seg = s;
-    b->pool = (uint8_t)pool;
-    b->state = VT_B_FREE;
-    b->free_tick = h->tick;
-    vt__index_insert(&h->free_idx[pool], b);
-    h->nfree[pool]++;
-    vt__stat_add(h->reserved_bytes, pool, (int64_t)size);
-    vt__stat_add(h->segment, pool, 1);
+    vt__segment_start_free(h, s, b, size);
     vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = h->device, .stream = vt__trace_stream(key),
               .addr = addr, .size = size, .stack = stack, .aux = (uint64_t)pool);
     *out = b;
@@ -283,7 +291,6 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
 }
 
 /* ---- the OOM chain ------------------------------------------------------ */
-
 
 void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint32_t stack)
 {

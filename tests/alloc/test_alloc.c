@@ -16,21 +16,10 @@
 #include "alloc_internal.h"
 #include "allocator.h"
 #include "harness.h"
+#include "alloc_test_util.h"
 #include "simcuda.h"
 #include "trace_fake.h"
 #include "vramtrace.h"
-
-#define KiB (1ull << 10)
-#define MiB (1ull << 20)
-
-static vt_stats stats(int dev)
-{
-    vt_stats s;
-    ASSERT_EQ(vt_get_stats(dev, &s), 0);
-    return s;
-}
-
-#define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
 
 static cudaStream_t new_stream(void)
 {
@@ -38,16 +27,6 @@ static cudaStream_t new_stream(void)
     ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     vt__alloc_stream_created(0, (uint64_t)(uintptr_t)s);
     return s;
-}
-
-static simcuda_counters sim(void)
-{
-    simcuda_counters c;
-    static int inited;
-    if (!inited++)
-        ASSERT_OK(cudaFree(NULL));   /* initializes the driver if nothing did */
-    ASSERT_EQ(simcuda_stats(0, &c), 0);
-    return c;
 }
 
 /* Capture what the code under test prints on stderr. */

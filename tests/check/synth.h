@@ -195,7 +195,7 @@ static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64
 /* Release everything (the arrays are the synth's own). */
 static inline void synth_fini(synth *y)
 {
-    sb_free_arrays(&y->s);
+    vt_snapshot_free_arrays(&y->s);
     memset(y, 0, sizeof *y);
 }
 

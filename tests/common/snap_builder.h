@@ -114,17 +114,4 @@ static inline vt_device_info *sb_device(struct snap_builder *b)
     return d;
 }
 
-/* Free the arrays (not the vt_snapshot_data itself). */
-static inline void sb_free_arrays(vt_snapshot_data *s)
-{
-    free(s->devices);
-    free(s->segments);
-    free(s->blocks);
-    free(s->events);
-    free(s->stack_nodes);
-    free(s->frames);
-    free(s->strings_blob);
-    free(s->string_offsets);
-}
-
 #endif /* VT_TESTS_SNAP_BUILDER_H */

@@ -12,27 +12,9 @@
 #include <cuda_runtime_api.h>
 
 #include "harness.h"
+#include "hk_snapshot.h"
 #include "snapfile.h"
 #include "vramtrace/format.h"
-
-static vt_snapshot_data *take_snapshot(void)
-{
-    char path[] = "/tmp/hk_kindsXXXXXX";
-    int fd = mkstemp(path);
-    ASSERT(fd >= 0);
-    close(fd);
-    int (*snap)(const char *);
-    void *p = dlsym(RTLD_DEFAULT, "vt_snapshot");
-    ASSERT(p != NULL);
-    memcpy(&snap, &p, sizeof p);
-    ASSERT_EQ(snap(path), 0);
-    vt_snapshot_data *sn = NULL;
-    char err[256];
-    int rc = vt_snapfile_read(path, &sn, err, sizeof err);
-    unlink(path);
-    ASSERT_MSG(rc == 0, "%s", err);
-    return sn;
-}
 
 struct expect {
     uint64_t addr, size;
@@ -108,7 +90,7 @@ TEST(pitched_arrays_registered_and_pool_allocations_are_recorded)
         { (uint64_t)dp, dpitch * 3, VT_PASS_PITCH, 0, 0 },
     };
     int n = (int)(sizeof x / sizeof x[0]);
-    vt_snapshot_data *sn = take_snapshot();
+    vt_snapshot_data *sn = hk_take_snapshot();
     count_events(sn, x, n);
     vt_snapshot_free(sn);
     for (int j = 0; j < n; j++) {
@@ -177,7 +159,7 @@ TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
 
     struct expect e = { (uint64_t)(uintptr_t)g1, N, VT_PASS_GRAPH, 0, 0 };
-    vt_snapshot_data *sn = take_snapshot();
+    vt_snapshot_data *sn = hk_take_snapshot();
     count_events(sn, &e, 1);
     vt_snapshot_free(sn);
     ASSERT_EQ(e.allocs, 1);

@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "hk_snapshot.h"
 #include "snapfile.h"
 #include "vramtrace.h"
 
@@ -653,20 +654,7 @@ TEST(host_alloc_is_a_passthrough_event)
     ASSERT_EQ(cudaFreeHost(h3), cudaSuccess);
     ASSERT_EQ(sim().mem_alloc_host_calls, 3);      /* still the program's */
 
-    char path[] = "/tmp/hk_hostallocXXXXXX";
-    int fd = mkstemp(path);
-    ASSERT(fd >= 0);
-    close(fd);
-    int (*snap)(const char *);
-    void *p = dlsym(RTLD_DEFAULT, "vt_snapshot");
-    ASSERT(p != NULL);
-    memcpy(&snap, &p, sizeof p);
-    ASSERT_EQ(snap(path), 0);
-    vt_snapshot_data *sn = NULL;
-    char err[256];
-    int rc = vt_snapfile_read(path, &sn, err, sizeof err);
-    unlink(path);
-    ASSERT_MSG(rc == 0, "%s", err);
+    vt_snapshot_data *sn = hk_take_snapshot();
     const void *ptrs[3] = { h1, h2, h3 };
     const uint64_t sizes[3] = { 10000, 20000, 30000 };
     int allocs[3] = { 0 }, frees[3] = { 0 }, others = 0;

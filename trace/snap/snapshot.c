@@ -39,10 +39,8 @@ size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
     return n;
 }
 
-void vt_snapshot_free(vt_snapshot_data *s)
+void vt_snapshot_free_arrays(vt_snapshot_data *s)
 {
-    if (!s)
-        return;
     free(s->devices);
     free(s->segments);
     free(s->blocks);
@@ -51,5 +49,12 @@ void vt_snapshot_free(vt_snapshot_data *s)
     free(s->frames);
     free(s->strings_blob);
     free(s->string_offsets);
+}
+
+void vt_snapshot_free(vt_snapshot_data *s)
+{
+    if (!s)
+        return;
+    vt_snapshot_free_arrays(s);
     free(s);
 }

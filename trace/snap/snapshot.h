@@ -138,4 +138,8 @@ size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt_snapshot_free(vt_snapshot_data *s);
 
+/* Release the arrays a snapshot owns, not the struct (one that lives
+ * elsewhere, e.g. inside a test's builder). */
+void vt_snapshot_free_arrays(vt_snapshot_data *s);
+
 #endif /* VT_TRACE_SNAPSHOT_H */

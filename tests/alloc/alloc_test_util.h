@@ -1,0 +1,37 @@
+/* tests/alloc/alloc_test_util.h - what the allocator's tests on the
+ * simulated device share: sizes, the allocator's and the device's counters,
+ * the invariant check. Include after harness.h. */
+#ifndef VT_TESTS_ALLOC_TEST_UTIL_H
+#define VT_TESTS_ALLOC_TEST_UTIL_H
+
+#include <cuda_runtime_api.h>
+
+#include "alloc_internal.h"
+#include "harness.h"
+#include "simcuda.h"
+#include "vramtrace.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+
+static inline vt_stats stats(int dev)
+{
+    vt_stats s;
+    ASSERT_EQ(vt_get_stats(dev, &s), 0);
+    return s;
+}
+
+#define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
+
+/* The simulated device's counters of device 0. */
+static inline simcuda_counters sim(void)
+{
+    simcuda_counters c;
+    static int inited;
+    if (!inited++)
+        ASSERT_OK(cudaFree(NULL));   /* initializes the driver if nothing did */
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    return c;
+}
+
+#endif /* VT_TESTS_ALLOC_TEST_UTIL_H */
