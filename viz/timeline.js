@@ -6,6 +6,12 @@
  * findings, section sizes) and #vt-data (base64 of little-endian unsigned
  * LEB128 varint columns, one section per column). Everything is decoded into
  * typed arrays once; nothing per allocation ever becomes a DOM node.
+ *
+ * One file of over 1,000 lines on purpose: the page must stay one
+ * self-contained, offline HTML file with no module loader, and embed.py
+ * inlines exactly this script; its parts (decoding, the canvas timeline and
+ * its level of detail, the panels, the icicle, the findings) are the
+ * sections below, each marked with a banner comment.
  * One file on purpose: the page inlines it as one script, offline and
  * without a module system or a bundler.
  *
