@@ -273,16 +273,11 @@ int vt_cmd_json(int argc, char **argv)
             with_events = 1;
             continue;
         }
-        if ((argv[i][0] == '-' && argv[i][1]) || path) {
-            fprintf(stderr, "vramtrace json: unexpected argument '%s'\n%s", argv[i], usage_text);
+        if (vt__report_file_arg("json", argv[i], &path, usage_text))
             return VT_EXIT_FAILURE;
-        }
-        path = argv[i];
     }
-    if (!path) {
-        fprintf(stderr, "vramtrace json: missing FILE\n%s", usage_text);
+    if (vt__report_file_given("json", path, usage_text))
         return VT_EXIT_FAILURE;
-    }
     vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("json", path, &s, &tl);

@@ -73,16 +73,11 @@ int vt_cmd_leaks(int argc, char **argv)
             vt__report_all_frames = true;
             continue;
         }
-        if ((argv[i][0] == '-' && argv[i][1]) || path) {
-            fprintf(stderr, "vramtrace leaks: unexpected argument '%s'\n%s", argv[i], usage_text);
+        if (vt__report_file_arg("leaks", argv[i], &path, usage_text))
             return VT_EXIT_FAILURE;
-        }
-        path = argv[i];
     }
-    if (!path) {
-        fprintf(stderr, "vramtrace leaks: missing FILE\n%s", usage_text);
+    if (vt__report_file_given("leaks", path, usage_text))
         return VT_EXIT_FAILURE;
-    }
     vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("leaks", path, &s, &tl);

@@ -288,20 +288,11 @@ int vt_cmd_summary(int argc, char **argv)
             vt__report_all_frames = true;
             continue;
         }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "vramtrace summary: unknown option '%s'\n%s", argv[i], usage_text);
+        if (vt__report_file_arg("summary", argv[i], &path, usage_text))
             return VT_EXIT_FAILURE;
-        }
-        if (path) {
-            fprintf(stderr, "vramtrace summary: one FILE only\n%s", usage_text);
-            return VT_EXIT_FAILURE;
-        }
-        path = argv[i];
     }
-    if (!path) {
-        fprintf(stderr, "vramtrace summary: missing FILE\n%s", usage_text);
+    if (vt__report_file_given("summary", path, usage_text))
         return VT_EXIT_FAILURE;
-    }
     vt_snapshot_data *s;
     vt_timeline *tl;
     int rc = vt__report_load("summary", path, &s, &tl);

@@ -8,6 +8,28 @@
 #include "report_util.h"
 #include "pytorch.h"
 
+int vt__report_file_arg(const char *cmd, const char *arg, const char **path, const char *usage)
+{
+    if (arg[0] == '-' && arg[1]) {
+        fprintf(stderr, "vramtrace %s: unknown option '%s'\n%s", cmd, arg, usage);
+        return VT_EXIT_FAILURE;
+    }
+    if (*path) {
+        fprintf(stderr, "vramtrace %s: one FILE only ('%s' is a second)\n%s", cmd, arg, usage);
+        return VT_EXIT_FAILURE;
+    }
+    *path = arg;
+    return 0;
+}
+
+int vt__report_file_given(const char *cmd, const char *path, const char *usage)
+{
+    if (path)
+        return 0;
+    fprintf(stderr, "vramtrace %s: missing FILE\n%s", cmd, usage);
+    return VT_EXIT_FAILURE;
+}
+
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
 {
     char err[1024];

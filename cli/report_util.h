@@ -20,6 +20,14 @@
  * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
+/* The one FILE operand of a view command: an argument its own options did
+ * not take. An unknown option or a second file prints one line and the
+ * usage to stderr and returns VT_EXIT_FAILURE; else sets *path, 0. */
+int vt__report_file_arg(const char *cmd, const char *arg, const char **path, const char *usage);
+/* After the arguments: VT_EXIT_FAILURE ("missing FILE" and the usage) when
+ * none was given, else 0. */
+int vt__report_file_given(const char *cmd, const char *path, const char *usage);
+
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
 /* A Python frame (recorded from the interpreter, or imported). */
