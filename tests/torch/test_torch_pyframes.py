@@ -1,7 +1,8 @@
 """Python frames in the stacks of a real PyTorch program, without track():
 a leak at a known line of py_leak.py is grouped under that file:line by
 `vramtrace leaks` and named by `summary`'s top call sites, whichever way the
-program reached vramtrace. This driver itself never imports torch."""
+program reached vramtrace; what the autograd engine thread kept is marked as
+coming from a thread with no Python frames. This driver itself never imports torch."""
 
 from __future__ import annotations
 
@@ -53,3 +54,10 @@ def test_leak_is_grouped_under_its_python_line(tmp_path, way):
     summary = run([CLI, "summary", snap])
     sites = summary[summary.index("top call sites"):]
     assert re.search(r"9(\.0+)? MiB\s+3 allocations\s+" + re.escape(site), sites), sites
+
+    # backward runs on PyTorch's autograd engine thread, which runs no Python
+    # code: what it allocated and kept (cuBLAS's handle workspace for that
+    # thread) is said to come from such a thread, in leaks and in summary
+    nopy = [g for g in groups if "(from a thread running no Python code" in g]
+    assert nopy and all(f"{leak['file']}:" not in g for g in nopy), leaks[-6000:]
+    assert "[thread without Python frames]" in sites, sites
