@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -199,9 +200,14 @@ static void take_owed(void)
     }
 }
 
+/* Posted by the signal thread once it runs: spawn_signal_thread returns
+ * only then (below). */
+static sem_t thread_running;
+
 static void *signal_thread(void *arg)
 {
     (void)arg;
+    sem_post(&thread_running);
     char c;
     for (;;) {
         ssize_t n = read(sig_pipe[0], &c, 1);
@@ -248,11 +254,21 @@ static int spawn_signal_thread(void)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sem_init(&thread_running, 0, 0);
     int rc = pthread_create(&t, &attr, signal_thread, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
+    if (rc == 0) {
         atomic_store(&thread_pid, getpid());
+        /* Return once the thread runs: a thread still starting holds locks
+         * of the C runtime's (or a sanitizer's) allocator for a moment, and
+         * a fork by the program at that moment would give the child those
+         * locks held forever (seen: an AddressSanitizer build's forked
+         * child hung in calloc). Waiting also means a signal arriving right
+         * after initialization finds the thread there. */
+        while (sem_wait(&thread_running) != 0 && errno == EINTR)
+            ;
+    }
     return rc;
 }
 
