@@ -77,41 +77,31 @@ static inline uint32_t sb_node(struct snap_builder *b, uint32_t parent, uint32_t
     return (uint32_t)s->nstack_nodes++;
 }
 
+/* A zeroed element appended to the snapshot's array `arr` (count `n`,
+ * capacity b->cap): one rule for every array the builder grows. */
+#define SB_APPEND(b, arr, n, cap)                                              \
+    ((b)->s->arr = sb_grow((b)->s->arr, &(b)->cap, (b)->s->n + 1, sizeof *(b)->s->arr), \
+     memset(&(b)->s->arr[(b)->s->n], 0, sizeof *(b)->s->arr), &(b)->s->arr[(b)->s->n++])
+
 /* A zeroed event at the end. */
 static inline vt_event *sb_event(struct snap_builder *b)
 {
-    vt_snapshot_data *s = b->s;
-    s->events = sb_grow(s->events, &b->cap_ev, s->nevents + 1, sizeof *s->events);
-    vt_event *e = &s->events[s->nevents++];
-    memset(e, 0, sizeof *e);
-    return e;
+    return SB_APPEND(b, events, nevents, cap_ev);
 }
 
 static inline vt_segment *sb_segment(struct snap_builder *b)
 {
-    vt_snapshot_data *s = b->s;
-    s->segments = sb_grow(s->segments, &b->cap_seg, s->nsegments + 1, sizeof *s->segments);
-    vt_segment *g = &s->segments[s->nsegments++];
-    memset(g, 0, sizeof *g);
-    return g;
+    return SB_APPEND(b, segments, nsegments, cap_seg);
 }
 
 static inline vt_block *sb_block(struct snap_builder *b)
 {
-    vt_snapshot_data *s = b->s;
-    s->blocks = sb_grow(s->blocks, &b->cap_blk, s->nblocks + 1, sizeof *s->blocks);
-    vt_block *k = &s->blocks[s->nblocks++];
-    memset(k, 0, sizeof *k);
-    return k;
+    return SB_APPEND(b, blocks, nblocks, cap_blk);
 }
 
 static inline vt_device_info *sb_device(struct snap_builder *b)
 {
-    vt_snapshot_data *s = b->s;
-    s->devices = sb_grow(s->devices, &b->cap_dev, s->ndevices + 1, sizeof *s->devices);
-    vt_device_info *d = &s->devices[s->ndevices++];
-    memset(d, 0, sizeof *d);
-    return d;
+    return SB_APPEND(b, devices, ndevices, cap_dev);
 }
 
 #endif /* VT_TESTS_SNAP_BUILDER_H */
