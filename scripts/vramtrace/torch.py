@@ -696,7 +696,7 @@ class Tracker:
                 return
             if self._in_gc:
                 if not self._gc_holder:
-                    self._gc_holder = self._book.named(CYCLE_HOLDER, fresh=True)
+                    self._gc_holder = self._book.collection(CYCLE_HOLDER)
                 self._lib.ref(self._gc_holder, tid, "cycle")
             self._drop(rec, None)
         except Exception:
@@ -937,10 +937,11 @@ class Tracker:
                         starts[("t", tid)] = obj
                 res = self._walk(starts, {id(garbage), id(dead_ids)})
                 starts.clear()
-                cyc = self._book.named(CYCLE_HOLDER, fresh=True)
+                cyc = self._book.collection(CYCLE_HOLDER)
                 extra = [Edge(("c", 0), top, "cycle") for top in set(res.tops.values())]
-                extra += [Edge(("c", 0), ("t", tid), "cycle") for tid, _ in dead
-                          if ("t", tid) not in res.tops]
+                # A reference to every tensor it freed (the checker's mark
+                # of a collection's victims), also those the walk reached.
+                extra += [Edge(("c", 0), ("t", tid), "cycle") for tid, _ in dead]
                 self._book.emit(res, None, tuple(extra), {("c", 0): cyc})
                 del res
         finally:

@@ -39,6 +39,7 @@ const char *vt_check_rule_name(unsigned rule)
     case VT_CHECK_RULE_NEVER_FREED: return "never-freed";
     case VT_CHECK_RULE_OUTLIER: return "outlier";
     case VT_CHECK_RULE_PINNED: return "pinned";
+    case VT_CHECK_RULE_CYCLE: return "cycle";
     default: return "?";
     }
 }
@@ -55,6 +56,7 @@ int vt_check_parse_rules(const char *text, unsigned *rules)
         else if (n == 11 && !strncmp(p, "never-freed", n)) acc |= VT_CHECK_RULE_NEVER_FREED;
         else if (n == 7 && !strncmp(p, "outlier", n)) acc |= VT_CHECK_RULE_OUTLIER;
         else if (n == 6 && !strncmp(p, "pinned", n)) acc |= VT_CHECK_RULE_PINNED;
+        else if (n == 5 && !strncmp(p, "cycle", n)) acc |= VT_CHECK_RULE_CYCLE;
         else if (n == 3 && !strncmp(p, "all", n)) acc |= VT_CHECK_RULES_ALL;
         else if (n == 4 && !strncmp(p, "auto", n)) acc |= 0;
         else return -EINVAL;
@@ -182,7 +184,8 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
 
     unsigned rules = opt.rules & VT_CHECK_RULES_ALL;
     if (!rules)
-        rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)
+        rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED |
+                              (m.ngc_collections ? VT_CHECK_RULE_CYCLE : 0))
                            : (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
     r->rules_run = rules;
     r->grace_mode = opt.grace_mode;
@@ -201,6 +204,10 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     r->pinned_ratio = opt.pinned_ratio > 0 && opt.pinned_ratio <= 1 ? opt.pinned_ratio
                                                                     : VT_CHECK_PINNED_RATIO;
 
+    /* Before LINGER: a storage only a collection freed is its finding alone. */
+    if (rules & VT_CHECK_RULE_CYCLE)
+        if (vt__ck_rule_cycle(&m, &opt, &fs, r) < 0)
+            goto fail;
     if (rules & VT_CHECK_RULE_LINGER) {
         if (vt__ck_rule_linger(&m, &opt, &fs, r) < 0)
             goto fail;

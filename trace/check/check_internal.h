@@ -7,6 +7,7 @@
  *                   queries
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
+ *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
@@ -49,6 +50,7 @@ typedef struct ck_storage {
     uint8_t freed;          /* free_seq is valid */
     uint8_t claimed;        /* already part of a native finding */
     uint8_t lingered;       /* flagged by LINGER (PINNED stops at its last use) */
+    uint8_t gc_freed;       /* flagged by CYCLE (LINGER skips it) */
     uint8_t ignore_counted; /* already counted in nignored */
     uint8_t fate_unknown;   /* no free among the kept events, yet not alive at the end
                                (trace/liveness.h): freed in a gap or after the copy;
@@ -71,6 +73,8 @@ typedef struct ck_node {
     uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
     uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
     uint8_t dropped;        /* tensor: drop_seq is valid */
+    uint8_t gc_collection;  /* holder: one run of a garbage collector (HOLDER_NEW aux2) */
+    uint64_t gc_seq, gc_time; /* tensor: first REF from a collection holder, 0: none */
     uint32_t in_head;       /* pass 2: first live incoming edge */
     uint32_t gen;           /* path search: visited when == current generation */
     uint32_t parent;        /* path search: next node toward the storage, CK_NONE:
@@ -118,6 +122,7 @@ typedef struct ck_model {
     uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;
+    size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
 } ck_model;
 
 /* The findings of all rules, in the order the rules add them. */
@@ -175,7 +180,7 @@ uint64_t vt__ck_storage_bytes(const ck_storage *st);
 void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st);
 
 /* ------------------------------------------------------------------------ */
-/* check_linger.c, check_pinned.c, check_native.c: the rules               */
+/* check_linger.c, check_pinned.c, check_cycle.c, check_native.c: the rules */
 /* ------------------------------------------------------------------------ */
 
 /* Each adds its findings to fs; 0 or -ENOMEM. LINGER also sets
@@ -185,6 +190,9 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
                        vt_check_report *r);
 int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs,
                        vt_check_report *r);
+/* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
+int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                      vt_check_report *r);
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
                        ck_findings *fs, vt_check_report *r);

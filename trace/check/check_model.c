@@ -526,12 +526,22 @@ static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late,
             if (new_node(m, VT_CHECK_NODE_HOLDER, e->aux, e->str, &x) < 0)
                 return -ENOMEM;
             m->nholders++;
+            if (e->aux2 & VT_HOLDER_GC_COLLECTION) {
+                m->nodes[x].gc_collection = 1;
+                m->ngc_collections++;
+            }
             break;
         case VT_EV_REF:
             if (resolve(m, e->aux, &x) < 0 || resolve(m, e->aux2, &y) < 0 ||
                 push_gop(m, e->seq, CK_OP_REF, x, y, e->str) < 0)
                 return -ENOMEM;
             m->nrefs++;
+            /* A collection names the tensors it freed. */
+            if (m->nodes[x].gc_collection && m->nodes[y].kind == VT_CHECK_NODE_TENSOR &&
+                !m->nodes[y].gc_seq) {
+                m->nodes[y].gc_seq = e->seq;
+                m->nodes[y].gc_time = e->time_ns;
+            }
             break;
         case VT_EV_UNREF:
             x = vt__ck_map_get(&m->ids, e->aux);
