@@ -43,10 +43,13 @@ class StepContext:
 def stash(act: torch.Tensor, leak: bool) -> StepContext:
     ctx = StepContext(act)
     if leak:
-        ctx.on_done = lambda: ctx.finish()     # captures ctx: a cycle
+        ctx.on_done = lambda: ctx.finish()     # captures ctx: a cycle (LAMBDA_LINE)
     else:
         ctx.on_done = StepContext.finish       # takes ctx as argument
     return ctx
+
+
+LAMBDA_LINE = stash.__code__.co_firstlineno + 3
 
 
 def main() -> None:
@@ -81,7 +84,7 @@ def main() -> None:
         vtt.mark("end")
         vramtrace.snapshot(args.snapshot)
     with open(args.out, "w") as f:
-        json.dump({"stashed": stashed}, f)
+        json.dump({"stashed": stashed, "lambda_line": LAMBDA_LINE}, f)
 
 
 if __name__ == "__main__":

@@ -198,7 +198,8 @@ def test_activations_a_collection_freed_are_held_by_a_reference_cycle_until_gc_r
         assert "gc_cycle.py:" in f["owner"]["name"] and "stash(" in f["owner"]["name"]
     # a stash that a mark's walk saw before the collection is named by its cycle
     paths = [p["text"] for f in rep["findings"] for p in f["paths"] if p["cycle"]]
-    assert any(p.startswith("(cycle) StepContext.on_done → function <lambda>") and
+    lam = f"function <lambda at gc_cycle.py:{leak['lambda_line']}>"
+    assert any(p.startswith(f"(cycle) StepContext.on_done → {lam}") and
                "StepContext.act → tensor" in p for p in paths), paths
     text = run([CLI, "check", leak["snap"]], status=1)
     assert text.startswith("vramtrace check: 9 findings, 4.5 MiB held after last use")
