@@ -40,6 +40,7 @@ const char *vt_check_rule_name(unsigned rule)
     case VT_CHECK_RULE_OUTLIER: return "outlier";
     case VT_CHECK_RULE_PINNED: return "pinned";
     case VT_CHECK_RULE_CYCLE: return "cycle";
+    case VT_CHECK_RULE_TAPE: return "tape";
     default: return "?";
     }
 }
@@ -57,6 +58,7 @@ int vt_check_parse_rules(const char *text, unsigned *rules)
         else if (n == 7 && !strncmp(p, "outlier", n)) acc |= VT_CHECK_RULE_OUTLIER;
         else if (n == 6 && !strncmp(p, "pinned", n)) acc |= VT_CHECK_RULE_PINNED;
         else if (n == 5 && !strncmp(p, "cycle", n)) acc |= VT_CHECK_RULE_CYCLE;
+        else if (n == 4 && !strncmp(p, "tape", n)) acc |= VT_CHECK_RULE_TAPE;
         else if (n == 3 && !strncmp(p, "all", n)) acc |= VT_CHECK_RULES_ALL;
         else if (n == 4 && !strncmp(p, "auto", n)) acc |= 0;
         else return -EINVAL;
@@ -218,6 +220,10 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     /* After LINGER: it cuts the pinned intervals of the storages it flagged. */
     if (rules & VT_CHECK_RULE_PINNED)
         if (vt__ck_rule_pinned(&m, &opt, &fs, r) < 0)
+            goto fail;
+    /* After LINGER and CYCLE: it judges only what they left. */
+    if (rules & VT_CHECK_RULE_TAPE)
+        if (vt__ck_rule_tape(&m, &opt, &fs, r) < 0)
             goto fail;
     if (rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER))
         if (vt__ck_rule_native(&m, &opt, rules, &fs, r) < 0)

@@ -138,6 +138,19 @@
  *   walk recorded it). The CYCLE rule runs before LINGER, which then skips
  *   the storages it flagged (one finding per storage).
  *
+ * VT_CHECK_RULE_TAPE (tensor annotations and marks; opt-in: `--rules
+ *   linger,pinned,tape`, not part of the automatic rules): retention inside a
+ *   step, e.g. a hand-written autograd tape that keeps every intermediate
+ *   until the end of backward. A storage freed in the same complete step
+ *   (between two marks) as its last use is flagged when it stayed alive after
+ *   that use for at least VT_CHECK_TAPE_PCT % of the step and was alive and
+ *   unused at the step's peak: the first event at which the live bytes of all
+ *   storages in that step were highest (the step's peak depends on it).
+ *   linger_from is that peak, linger_ns the time from the last use to the
+ *   free; step_ns and step_peak_bytes say the step's length and peak; the
+ *   paths show what held it at the peak. Storages LINGER or CYCLE flagged are
+ *   not judged again.
+ *
  * "Lingering" is measured from the last use (native rules: from the
  * allocation plus the siblings' median lifetime, or from the allocation for
  * never-freed; PINNED: from the start of the pinned interval) to the free or
@@ -175,6 +188,8 @@
 #define VT_CHECK_GAP_FACTOR 10
 /* PINNED: default share of the storage its live views must cover. */
 #define VT_CHECK_PINNED_RATIO 0.5
+/* TAPE: share of its step (percent) a storage must stay alive after its last use. */
+#define VT_CHECK_TAPE_PCT 50
 /* PINNED: views listed per finding (the largest ones; nviews_live counts all). */
 #define VT_CHECK_MAX_VIEWS 8
 
@@ -185,11 +200,12 @@ enum vt_check_rule {
     VT_CHECK_RULE_OUTLIER = 1u << 2,     /* native: outlives its call site's siblings */
     VT_CHECK_RULE_PINNED = 1u << 3,      /* small live views pin a dropped base's storage */
     VT_CHECK_RULE_CYCLE = 1u << 4,       /* held by a reference cycle until gc freed it */
+    VT_CHECK_RULE_TAPE = 1u << 5,        /* idle through its step's peak (opt-in) */
 };
 #define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors (+ CYCLE
                                      when it recorded a garbage collection), else the
                                      native rules */
-#define VT_CHECK_RULES_ALL 31u
+#define VT_CHECK_RULES_ALL 63u
 
 /* How the grace of the LINGER rule is decided. */
 enum vt_check_grace_mode {
@@ -317,6 +333,9 @@ typedef struct vt_check_finding {
     /* CYCLE only (0 otherwise): the collection that freed it. */
     uint64_t gc_seq;           /* the REF of the collection to its last tensor */
     uint64_t gc_time_ns;
+    /* TAPE only (0 otherwise): the step it was retained in. */
+    uint64_t step_ns;          /* the step's length (mark to mark) */
+    uint64_t step_peak_bytes;  /* live bytes at the step's peak (linger_from_seq) */
     vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
 } vt_check_finding;
@@ -354,7 +373,7 @@ int vt_check_parse_grace(const char *text, vt_check_options *opt);
 
 /*! vt_check_parse_rules() :
  * Parse a comma-separated list of rule names ("linger", "never-freed",
- * "outlier", "pinned", "cycle", "all", "auto") into VT_CHECK_RULE_* bits.
+ * "outlier", "pinned", "cycle", "tape", "all", "auto") into VT_CHECK_RULE_* bits.
  * @return 0 and *rules, or -EINVAL. */
 int vt_check_parse_rules(const char *text, unsigned *rules);
 
@@ -377,7 +396,7 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
 void vt_check_report_free(vt_check_report *r);
 
 /*! vt_check_rule_name() :
- * @return "linger", "never-freed", "outlier", "pinned", "cycle", or "?"; static
+ * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", or "?"; static
  * storage. */
 const char *vt_check_rule_name(unsigned rule);
 
@@ -414,7 +433,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  * {
  *   "vramtrace_check": 1,                       schema version
  *   "rules_run": ["linger", ...],      ("linger", "never-freed", "outlier", "pinned",
- *                                        "cycle")
+ *                                        "cycle", "tape")
  *   "grace": {"mode": "steps"|"time", "steps": N|null, "seconds": S|null},
  *             (N / S are set when the user gave them, null = the automatic rule)
  *   "pinned_ratio": X,                          PINNED threshold as applied
@@ -424,7 +443,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *   "total_bytes": N, "total_byte_seconds": X,
  *   "findings": [                               ranked, largest bytes x time first
  *     {
- *       "rule": "linger"|"never-freed"|"outlier"|"pinned"|"cycle",
+ *       "rule": "linger"|"never-freed"|"outlier"|"pinned"|"cycle"|"tape",
  *       "addr": "0x...",  (hex string: 64-bit addresses exceed JSON doubles)
  *       "device": N, "external": bool, "before_window": bool,
  *       "bytes": N, "block_bytes": N, "allocations": N,
@@ -441,6 +460,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *       "wasted_bytes": N,                      (0 unless "pinned")
  *       "collected_by_gc": {"seq": N, "time_ns": N} | null,  (set for "cycle" only:
  *                                                the collection that freed it)
+ *       "step": {"ns": N, "peak_bytes": N} | null,  (set for "tape" only: the
+ *                                                step it was retained in)
  *       "pinned": null | {                      (set for "pinned" only)
  *           "owner_dropped": {"seq": N, "time_ns": N},
  *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)

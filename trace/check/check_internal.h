@@ -8,6 +8,7 @@
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
  *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
+ *   check_tape.c    the TAPE rule: retention inside a step, through its peak
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
@@ -193,6 +194,9 @@ int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs
 /* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
 int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
                       vt_check_report *r);
+/* TAPE runs after LINGER and CYCLE and skips what they flagged. */
+int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                     vt_check_report *r);
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
                        ck_findings *fs, vt_check_report *r);

@@ -259,7 +259,8 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
 {
     size_t nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE)) &&
+        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
+             VT_CHECK_RULE_TAPE)) &&
             fst[i] != CK_NONE)
             nqueries++;
     if (!nqueries)
@@ -269,7 +270,8 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
         return -ENOMEM;
     nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE)) &&
+        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
+             VT_CHECK_RULE_TAPE)) &&
             fst[i] != CK_NONE)
             q[nqueries++] = (query){ r->findings[i].path_seq, (uint32_t)i };
     qsort(q, nqueries, sizeof *q, cmp_query);

@@ -170,7 +170,7 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
 static void print_rules(FILE *f, unsigned rules)
 {
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_CYCLE; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (rules & b) {
             fprintf(f, "%s%s", sep, vt_check_rule_name(b));
             sep = ",";
@@ -356,7 +356,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
         if (x->external)
             fprintf(f, ", external");
         fputc('\n', f);
-        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE) {
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
+            x->rule == VT_CHECK_RULE_TAPE) {
             if (x->owner_id)
                 fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), %u tensor%s bound\n",
                         x->owner_name, x->owner_id, x->ntensors, x->ntensors == 1 ? "" : "s");
@@ -398,7 +399,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             fprintf(f, "   allocated: seq %" PRIu64 " at %.3f s\n", x->alloc_seq,
                     rel_s(r, x->alloc_time_ns));
         print_stack(f, s, x->alloc_stack, "     ");
-        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE) {
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
+            x->rule == VT_CHECK_RULE_TAPE) {
             fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
                     x->last_use_name, x->last_use_tensor, x->last_use_seq,
                     rel_s(r, x->last_use_time_ns));
@@ -409,7 +411,13 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             }
             fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
             print_stack(f, s, x->last_use_stack, "     ");
-            if (x->rule == VT_CHECK_RULE_CYCLE) {
+            if (x->rule == VT_CHECK_RULE_TAPE) {
+                fprintf(f, "   retained inside its step: alive %.3f s after its last use "
+                           "(%.0f%% of the step), through the step's peak of %s at %.3f s\n",
+                        (double)x->linger_ns / 1e9,
+                        x->step_ns ? 100.0 * (double)x->linger_ns / (double)x->step_ns : 0.0,
+                        vt__fmt_bytes(x->step_peak_bytes, b3), rel_s(r, x->linger_from_time_ns));
+            } else if (x->rule == VT_CHECK_RULE_CYCLE) {
                 fprintf(f, "   held by a reference cycle until gc ran: the collection at %.3f s"
                            " (seq %" PRIu64 ") freed it %.3f s after its last use",
                         rel_s(r, x->gc_time_ns), x->gc_seq, (double)x->linger_ns / 1e9);
@@ -458,18 +466,20 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
         fprintf(f, "   held %.3f s %s: %s\n", (double)x->linger_ns / 1e9,
                 x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
                 : x->rule == VT_CHECK_RULE_CYCLE   ? "after last use, until gc freed it"
+                : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
                                                    : "since allocation (longest)",
                 vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
-            x->rule == VT_CHECK_RULE_CYCLE) {
+            x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE) {
             if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
                 fprintf(f, "   held by (%s):\n",
                         x->path_seq == UINT64_MAX         ? "at the end"
                         : x->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
+                        : x->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
                                                           : "when it became a finding");
             for (size_t p = 0; p < x->npaths; p++) {
                 char line[2048];
@@ -587,7 +597,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_CYCLE; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (r->rules_run & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
@@ -663,6 +673,11 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                     x->gc_seq, x->gc_time_ns);
         else
             fprintf(f, ",\"collected_by_gc\":null");
+        if (x->rule == VT_CHECK_RULE_TAPE)
+            fprintf(f, ",\"step\":{\"ns\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 "}",
+                    x->step_ns, x->step_peak_bytes);
+        else
+            fprintf(f, ",\"step\":null");
         fprintf(f, ",\"paths_at\":");
         if (x->path_seq == UINT64_MAX)
             fprintf(f, "\"end\"");
