@@ -69,7 +69,9 @@ TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
         ASSERT_EQ(f->rule, VT_CHECK_RULE_TAPE);
         ASSERT_EQ(f->bytes, 1 * MiB);
         ASSERT_STR_EQ(f->owner_name, "tape entry");
-        ASSERT_GE(f->linger_ns * 100, f->step_ns * VT_CHECK_TAPE_PCT);
+        ASSERT_GE(f->step_idle_pct, VT_CHECK_TAPE_PCT);
+        ASSERT_LE(f->step_idle_pct, 100);
+        ASSERT_GT(f->linger_ns, 0);
         ASSERT_EQ(f->step_peak_bytes, (4 + NTAPE + 8) * MiB);   /* weights, tape, grad */
         ASSERT_LT(f->last_use_seq, f->linger_from_seq);
         ASSERT_LT(f->linger_from_seq, f->free_seq);
@@ -86,6 +88,7 @@ TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
     char *js = render(r, &y, 1);
     ASSERT_STR_CONTAINS(js, "\"rule\":\"tape\"");
     ASSERT_STR_CONTAINS(js, ",\"step\":{\"ns\":");
+    ASSERT_STR_CONTAINS(js, ",\"idle_pct\":");
     free(js);
     vt_check_report_free(r);
     synth_fini(&y);

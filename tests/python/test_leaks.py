@@ -148,3 +148,44 @@ def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
     major, minor = map(int, doc["meta"]["format_version"].split("."))
     assert major == 1 and minor >= 1, doc["meta"]["format_version"]   # TENSOR_NAME: 1.1
     assert doc["counts"].get("TENSOR_NAME", 0) >= 5, doc["counts"]
+
+
+# -- retention inside a step: the opt-in tape rule ----------------------------
+
+def _tape(twin: str, tmp_path) -> tuple:
+    cli = _cli()
+    out = str(tmp_path / f"tape-{twin}.vtsnap")
+    info = run_traced(os.path.join(HERE, "tape_shape.py"), [twin, out], out, timeout=120)
+    r = subprocess.run([cli, "check", out, "--rules", "linger,pinned,tape"],
+                       capture_output=True, text=True, timeout=60)
+    j = subprocess.run([cli, "check", out, "--rules", "linger,pinned,tape", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    auto = subprocess.run([cli, "check", out], capture_output=True, text=True, timeout=60)
+    return info, r, json.loads(j.stdout), auto
+
+
+def test_tape_keeping_every_intermediate_is_retention_inside_its_step(tmp_path):
+    """A hand-written tape cleared only at the end of the step: the
+    activations whose backward already ran are still alive at the step's
+    peak (the stacked gradients). No mark sees them (each step frees them
+    all), so only the tape rule, which is asked for, reports them."""
+    info, text, rep, auto = _tape("leak", tmp_path)
+    assert text.returncode == 1, text.stderr
+    assert rep["findings"] and all(f["rule"] == "tape" for f in rep["findings"])
+    # at least one activation per complete step, never the weight or a batch
+    steps = {f["last_use"]["step"] for f in rep["findings"]}
+    assert len(steps) >= info["steps"] - 1, sorted(steps)
+    for f in rep["findings"]:
+        assert f["bytes"] == info["activation_bytes"], f
+        assert "a = torch.tanh(a @ w) (tape_shape.py:" in f["owner"]["name"], f["owner"]
+        assert f["lingering_from"]["seq"] < f["freed"]["seq"]
+        assert f["step"]["peak_bytes"] > 0 and 25 <= f["step"]["idle_pct"] <= 100
+    assert "retained inside its step: alive " in text.stdout
+    assert "through the step's peak of " in text.stdout
+    assert auto.returncode == 0 and auto.stdout.startswith("vramtrace check: 0 findings")
+
+
+def test_tape_freeing_each_entry_after_its_backward_is_clean(tmp_path):
+    _, text, rep, _ = _tape("fixed", tmp_path)
+    assert rep["findings"] == [], text.stdout[:3000]
+    assert text.returncode == 0 and rep["tensors"] > 0 and rep["marks"] >= 6

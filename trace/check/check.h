@@ -143,7 +143,8 @@
  *   step, e.g. a hand-written autograd tape that keeps every intermediate
  *   until the end of backward. A storage freed in the same complete step
  *   (between two marks) as its last use is flagged when it stayed alive after
- *   that use for at least VT_CHECK_TAPE_PCT % of the step and was alive and
+ *   that use for at least VT_CHECK_TAPE_PCT % of the step's events (events,
+ *   not time: a tracker's own pauses record nothing) and was alive and
  *   unused at the step's peak: the first event at which the live bytes of all
  *   storages in that step were highest (the step's peak depends on it).
  *   linger_from is that peak, linger_ns the time from the last use to the
@@ -188,8 +189,9 @@
 #define VT_CHECK_GAP_FACTOR 10
 /* PINNED: default share of the storage its live views must cover. */
 #define VT_CHECK_PINNED_RATIO 0.5
-/* TAPE: share of its step (percent) a storage must stay alive after its last use. */
-#define VT_CHECK_TAPE_PCT 50
+/* TAPE: share of its step's events (percent) a storage must stay alive after its
+ * last use. */
+#define VT_CHECK_TAPE_PCT 25
 /* PINNED: views listed per finding (the largest ones; nviews_live counts all). */
 #define VT_CHECK_MAX_VIEWS 8
 
@@ -336,6 +338,7 @@ typedef struct vt_check_finding {
     /* TAPE only (0 otherwise): the step it was retained in. */
     uint64_t step_ns;          /* the step's length (mark to mark) */
     uint64_t step_peak_bytes;  /* live bytes at the step's peak (linger_from_seq) */
+    uint32_t step_idle_pct;    /* share of the step's events after its last use */
     vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
 } vt_check_finding;
@@ -460,8 +463,9 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *       "wasted_bytes": N,                      (0 unless "pinned")
  *       "collected_by_gc": {"seq": N, "time_ns": N} | null,  (set for "cycle" only:
  *                                                the collection that freed it)
- *       "step": {"ns": N, "peak_bytes": N} | null,  (set for "tape" only: the
- *                                                step it was retained in)
+ *       "step": {"ns": N, "peak_bytes": N, "idle_pct": N} | null,  (set for
+ *                                  "tape" only: the step it was retained in, and
+ *                                  the share of its events after the last use)
  *       "pinned": null | {                      (set for "pinned" only)
  *           "owner_dropped": {"seq": N, "time_ns": N},
  *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)

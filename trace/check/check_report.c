@@ -413,9 +413,9 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             print_stack(f, s, x->last_use_stack, "     ");
             if (x->rule == VT_CHECK_RULE_TAPE) {
                 fprintf(f, "   retained inside its step: alive %.3f s after its last use "
-                           "(%.0f%% of the step), through the step's peak of %s at %.3f s\n",
-                        (double)x->linger_ns / 1e9,
-                        x->step_ns ? 100.0 * (double)x->linger_ns / (double)x->step_ns : 0.0,
+                           "(%u%% of the step's events, a %.3f s step), through the step's "
+                           "peak of %s at %.3f s\n",
+                        (double)x->linger_ns / 1e9, x->step_idle_pct, (double)x->step_ns / 1e9,
                         vt__fmt_bytes(x->step_peak_bytes, b3), rel_s(r, x->linger_from_time_ns));
             } else if (x->rule == VT_CHECK_RULE_CYCLE) {
                 fprintf(f, "   held by a reference cycle until gc ran: the collection at %.3f s"
@@ -674,8 +674,8 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
         else
             fprintf(f, ",\"collected_by_gc\":null");
         if (x->rule == VT_CHECK_RULE_TAPE)
-            fprintf(f, ",\"step\":{\"ns\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 "}",
-                    x->step_ns, x->step_peak_bytes);
+            fprintf(f, ",\"step\":{\"ns\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+                       ",\"idle_pct\":%u}", x->step_ns, x->step_peak_bytes, x->step_idle_pct);
         else
             fprintf(f, ",\"step\":null");
         fprintf(f, ",\"paths_at\":");

@@ -4,7 +4,7 @@
  * frees them all within the step that made them, so no mark ever sees them
  * alive; what they cost is the step's peak. A storage is flagged when it was
  * freed in the complete step of its last use, stayed alive after that use
- * for at least VT_CHECK_TAPE_PCT % of the step, and was alive and unused at
+ * for at least VT_CHECK_TAPE_PCT % of the step's events, and was alive and unused at
  * the step's peak (the first moment the step's live bytes were highest):
  * without it, that peak would have been lower.
  */
@@ -82,10 +82,14 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         /* a complete step (between two marks) that also saw the free */
         if (j == 0 || j >= m->nmarks || vt__ck_step_of(m, st->free_seq) != j)
             continue;
+        /* Measured in events, not time: the program's activity, which a
+         * tracker's own pauses (recorded nothing) do not stretch. */
+        uint64_t step_events = m->mark_seq[j] - m->mark_seq[j - 1];
+        uint64_t idle_events = st->free_seq - last->seq;
+        if (!step_events || idle_events * 100 < step_events * (uint64_t)VT_CHECK_TAPE_PCT)
+            continue;
         uint64_t step_ns = m->mark_time[j] - m->mark_time[j - 1];
         uint64_t idle_ns = st->free_time > last->time ? st->free_time - last->time : 0;
-        if (!step_ns || idle_ns * 100 < step_ns * (uint64_t)VT_CHECK_TAPE_PCT)
-            continue;
         if (!(last->seq < peak_seq[j] && peak_seq[j] < st->free_seq))
             continue;
         if (vt__ck_ignored(m, opt, (uint32_t)i, last->stack)) {
@@ -115,6 +119,7 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         f->byte_seconds = (double)f->bytes * ((double)idle_ns / 1e9);
         f->step_ns = step_ns;
         f->step_peak_bytes = peak_bytes[j];
+        f->step_idle_pct = (uint32_t)(idle_events * 100 / step_events);
         /* What held it at the peak. */
         f->path_seq = peak_seq[j];
     }
