@@ -162,19 +162,6 @@ int vt__heap_count(void)
     return atomic_load_explicit(&heap_hi, memory_order_acquire);
 }
 
-int vt__reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t elem, uint64_t first)
-{
-    if (n < *cap)
-        return 0;
-    uint64_t ncap = *cap ? *cap * 2 : first;
-    void *p = realloc(*arr, ncap * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
 /* ---- free blocks -------------------------------------------------------- */
 
 vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
