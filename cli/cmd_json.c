@@ -262,27 +262,14 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
 
 int vt_cmd_json(int argc, char **argv)
 {
-    const char *path = NULL;
-    int with_events = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--events")) {
-            with_events = 1;
-            continue;
-        }
-        if (vt__report_file_arg("json", argv[i], &path, usage_text))
-            return VT_EXIT_FAILURE;
-    }
-    if (vt__report_file_given("json", path, usage_text))
-        return VT_EXIT_FAILURE;
+    bool with_events = false;
+    const char *path;
     vt_snapshot_data *s;
     vt_timeline *tl;
-    int rc = vt__report_load("json", path, &s, &tl);
+    int rc = vt__report_open("json", argc, argv, usage_text, "--events",
+                             &with_events, &path, &s, &tl);
     if (rc)
-        return rc;
+        return rc == VT_REPORT_HELP ? 0 : rc;
     static char buf[1 << 16];
     setvbuf(stdout, buf, _IOFBF, sizeof buf);
     emit(stdout, path, s, tl, with_events);

@@ -63,26 +63,13 @@ static int cmp_bytes(const void *a, const void *b)
 
 int vt_cmd_leaks(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--all-frames")) {
-            vt__report_all_frames = true;
-            continue;
-        }
-        if (vt__report_file_arg("leaks", argv[i], &path, usage_text))
-            return VT_EXIT_FAILURE;
-    }
-    if (vt__report_file_given("leaks", path, usage_text))
-        return VT_EXIT_FAILURE;
+    const char *path;
     vt_snapshot_data *s;
     vt_timeline *tl;
-    int rc = vt__report_load("leaks", path, &s, &tl);
+    int rc = vt__report_open("leaks", argc, argv, usage_text, "--all-frames",
+                             &vt__report_all_frames, &path, &s, &tl);
     if (rc)
-        return rc;
+        return rc == VT_REPORT_HELP ? 0 : rc;
     struct group *g = malloc((tl->nlifetimes + tl->nuncached + 1) * sizeof *g);
     if (!g) {
         fprintf(stderr, "vramtrace leaks: out of memory\n");

@@ -278,26 +278,13 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
 
 int vt_cmd_summary(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--all-frames")) {
-            vt__report_all_frames = true;
-            continue;
-        }
-        if (vt__report_file_arg("summary", argv[i], &path, usage_text))
-            return VT_EXIT_FAILURE;
-    }
-    if (vt__report_file_given("summary", path, usage_text))
-        return VT_EXIT_FAILURE;
+    const char *path;
     vt_snapshot_data *s;
     vt_timeline *tl;
-    int rc = vt__report_load("summary", path, &s, &tl);
+    int rc = vt__report_open("summary", argc, argv, usage_text, "--all-frames",
+                             &vt__report_all_frames, &path, &s, &tl);
     if (rc)
-        return rc;
+        return rc == VT_REPORT_HELP ? 0 : rc;
     print_summary(path, s, tl);
     vt_timeline_free(tl);
     vt_snapshot_free(s);

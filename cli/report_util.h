@@ -20,13 +20,15 @@
  * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
-/* The one FILE operand of a view command: an argument its own options did
- * not take. An unknown option or a second file prints one line and the
- * usage to stderr and returns VT_EXIT_FAILURE; else sets *path, 0. */
-int vt__report_file_arg(const char *cmd, const char *arg, const char **path, const char *usage);
-/* After the arguments: VT_EXIT_FAILURE ("missing FILE" and the usage) when
- * none was given, else 0. */
-int vt__report_file_given(const char *cmd, const char *path, const char *usage);
+/* A view command's arguments and its snapshot: --help or -h prints the
+ * usage to stdout; `flag` (NULL: none) sets *on; the one FILE operand is
+ * read with its timeline (vt__report_load). An unknown option, a second
+ * FILE or none prints one line and the usage to stderr.
+ * @return 0 with *path, *s and *tl set (free them); VT_REPORT_HELP after
+ * --help (exit 0); else the exit status to use (VT_EXIT_FAILURE). */
+#define VT_REPORT_HELP (-1)
+int vt__report_open(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                    bool *on, const char **path, vt_snapshot_data **s, vt_timeline **tl);
 
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
