@@ -69,6 +69,26 @@ static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
     return g;
 }
 
+/* The span still open at addr, or else a new one for a segment allocated
+ * before the window (flags added); NULL without memory. */
+static vt_segment_span *open_span(struct builder *b, uint64_t addr, uint64_t size, int8_t device,
+                                  uint32_t flags, uint32_t *idx)
+{
+    vt_timeline *tl = b->tl;
+    *idx = vt__u64map_get(&b->smap, addr);
+    if (*idx != VT_TL_NONE && tl->segments[*idx].free_event == VT_TL_NONE)
+        return &tl->segments[*idx];
+    vt_segment_span *g = new_span(b, idx);
+    if (g) {
+        g->addr = addr;
+        g->size = size;
+        g->device = device;
+        g->flags |= VT_LT_BEFORE_WINDOW | flags;
+        vt__u64map_put(&b->smap, addr, *idx);
+    }
+    return g;
+}
+
 /* A lifetime is "open" (still holds its addr) until its FREE_REQUESTED. */
 static int lifetime_open(const vt_lifetime *l)
 {
@@ -194,20 +214,9 @@ static int match_events(struct builder *b)
             break;
         }
         case VT_EV_SEGMENT_FREE: {
-            idx = vt__u64map_get(&b->smap, e->addr);
-            vt_segment_span *g;
-            if (idx != VT_TL_NONE && tl->segments[idx].free_event == VT_TL_NONE) {
-                g = &tl->segments[idx];
-            } else {
-                g = new_span(b, &idx);
-                if (!g)
-                    return fail(b, -ENOMEM, "timeline: out of memory");
-                g->addr = e->addr;
-                g->size = e->size;
-                g->device = e->device;
-                g->flags |= VT_LT_BEFORE_WINDOW;
-                vt__u64map_put(&b->smap, e->addr, idx);
-            }
+            vt_segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
+            if (!g)
+                return fail(b, -ENOMEM, "timeline: out of memory");
             g->free_seq = e->seq;
             g->free_time_ns = e->time_ns;
             g->free_event = ei;
@@ -297,20 +306,10 @@ static int merge_state(struct builder *b)
     vt_timeline *tl = b->tl;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
         const vt_segment *sg = &s->segments[gi];
-        uint32_t idx = vt__u64map_get(&b->smap, sg->addr);
-        vt_segment_span *g;
-        if (idx != VT_TL_NONE && tl->segments[idx].free_event == VT_TL_NONE) {
-            g = &tl->segments[idx];
-        } else {
-            g = new_span(b, &idx);
-            if (!g)
-                return fail(b, -ENOMEM, "timeline: out of memory");
-            g->addr = sg->addr;
-            g->size = sg->size;
-            g->device = sg->device;
-            g->flags |= VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE;
-            vt__u64map_put(&b->smap, sg->addr, idx);
-        }
+        uint32_t idx;
+        vt_segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
+        if (!g)
+            return fail(b, -ENOMEM, "timeline: out of memory");
         g->stream = sg->stream;
         g->pool = sg->pool;
         g->state_segment = (uint32_t)gi;
