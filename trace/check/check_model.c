@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "check_internal.h"
 #include "timeline.h"
 
@@ -558,14 +559,8 @@ int vt__ck_model_build(ck_model *m)
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq)
 {
-    size_t lo = 0, hi = m->nmarks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->mark_seq[mid] <= seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(m->nmarks, i, m->mark_seq[i] <= seq, lo);
     return (uint32_t)lo;
 }
 
@@ -580,14 +575,8 @@ const char *vt__ck_step_label(const ck_model *m, uint32_t step)
  * jitter between threads), clamped below `limit`. */
 uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit)
 {
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->events[mid].time_ns < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(s->nevents, i, s->events[i].time_ns < t, lo);
     uint64_t seq = lo < s->nevents ? s->events[lo].seq : UINT64_MAX;
     if (limit && seq >= limit)
         seq = limit - 1;

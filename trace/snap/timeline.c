@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "errbuf.h"
 #include "grow.h"
 #include "liveness.h"
@@ -240,14 +241,8 @@ static int match_events(struct builder *b)
  * that holds seq). */
 static uint32_t first_event_after(const vt_snapshot_data *s, uint64_t seq)
 {
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->events[mid].seq <= seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(s->nevents, i, s->events[i].seq <= seq, lo);
     return lo < s->nevents ? (uint32_t)lo : VT_TL_NONE;
 }
 
@@ -939,14 +934,8 @@ const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32
     if (ev != VT_TL_NONE && tl->nevents && ev >= tl->nevents)
         ev = (uint32_t)(tl->nevents - 1);
     /* first index with lifetime addr > addr */
-    size_t lo = 0, hi = tl->nlifetimes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (tl->lifetimes[tl->by_addr[mid]].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(tl->nlifetimes, i, tl->lifetimes[tl->by_addr[i]].addr <= addr, lo);
     while (lo > 0) {
         const vt_lifetime *l = &tl->lifetimes[tl->by_addr[--lo]];
         if (addr - l->addr >= tl->max_lifetime_size && l->addr != addr)
