@@ -30,13 +30,17 @@ int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int fla
  *         offset of the problem. Never crashes on any input. */
 int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
 
-/* The whole of `path`, a regular file, in *buf (free it) of *size bytes
- * (what is there, if it shrank while read). @return 0, or a negative errno
- * with a one-line message in err naming the file. */
-int vt__read_file(const char *path, unsigned char **buf, size_t *size, char *err, size_t errlen);
-
 /* The same on a memory buffer (fuzzing, tests); `name` is used in messages. */
 int vt_snapfile_decode(const void *data, size_t size, const char *name,
                        vt_snapshot_data **out, char *err, size_t errlen);
+
+/* What turns a whole file's bytes into a snapshot: vt_snapfile_decode, the
+ * PyTorch importer, or a loader's choice between them. */
+typedef int vt__snap_decoder(const void *data, size_t size, const char *name,
+                             vt_snapshot_data **out, char *err, size_t errlen);
+/* vt_snapfile_read with another decoder: `path` (a regular file) read whole
+ * (what is there, if it shrank while read), then decoded. */
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+                           char *err, size_t errlen);
 
 #endif /* VT_TRACE_SNAPFILE_H */

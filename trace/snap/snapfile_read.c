@@ -724,10 +724,12 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
     return 0;
 }
 
-int vt__read_file(const char *path, unsigned char **buf, size_t *size, char *err, size_t errlen)
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+                           char *err, size_t errlen)
 {
-    *buf = NULL;
-    *size = 0;
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int rc = -errno;
@@ -741,22 +743,23 @@ int vt__read_file(const char *path, unsigned char **buf, size_t *size, char *err
         close(fd);
         return rc;
     }
-    size_t want = (size_t)st.st_size, got = 0;
-    unsigned char *b = malloc(want + 1);
-    if (!b) {
+    size_t size = (size_t)st.st_size;
+    unsigned char *buf = malloc(size + 1);
+    if (!buf) {
         close(fd);
-        snprintf(err, errlen, "%s: out of memory (%zu bytes)", path, want);
+        snprintf(err, errlen, "%s: out of memory (%zu bytes)", path, size);
         return -ENOMEM;
     }
-    while (got < want) {
-        ssize_t n = read(fd, b + got, want - got);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
             int rc = -errno;
             snprintf(err, errlen, "%s: read error at byte offset %zu: %s", path, got,
                      strerror(-rc));
-            free(b);
+            free(buf);
             close(fd);
             return rc;
         }
@@ -765,22 +768,12 @@ int vt__read_file(const char *path, unsigned char **buf, size_t *size, char *err
         got += (size_t)n;
     }
     close(fd);
-    *buf = b;
-    *size = got;
-    return 0;
+    int rc = decode(buf, got, path, out, err, errlen);
+    free(buf);
+    return rc;
 }
 
 int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
 {
-    *out = NULL;
-    if (errlen)
-        err[0] = 0;
-    unsigned char *buf;
-    size_t size;
-    int rc = vt__read_file(path, &buf, &size, err, errlen);
-    if (rc)
-        return rc;
-    rc = vt_snapfile_decode(buf, size, path, out, err, errlen);
-    free(buf);
-    return rc;
+    return vt__snapfile_read_with(path, vt_snapfile_decode, out, err, errlen);
 }
