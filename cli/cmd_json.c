@@ -260,24 +260,17 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     fputs("}\n", o);
 }
 
-int vt_cmd_json(int argc, char **argv)
+static int view_json(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+                     bool with_events)
 {
-    bool with_events = false;
-    const char *path;
-    vt_snapshot_data *s;
-    vt_timeline *tl;
-    int rc = vt__report_open("json", argc, argv, usage_text, "--events",
-                             &with_events, &path, &s, &tl);
-    if (rc)
-        return rc == VT_REPORT_HELP ? 0 : rc;
     static char buf[1 << 16];
     setvbuf(stdout, buf, _IOFBF, sizeof buf);
     emit(stdout, path, s, tl, with_events);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "vramtrace json: cannot write output\n");
-        return VT_EXIT_FAILURE;
-    }
     return 0;
+}
+
+int vt_cmd_json(int argc, char **argv)
+{
+    bool with_events = false;
+    return vt__report_run("json", argc, argv, usage_text, "--events", &with_events, view_json);
 }

@@ -20,15 +20,18 @@
  * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
-/* A view command's arguments and its snapshot: --help or -h prints the
- * usage to stdout; `flag` (NULL: none) sets *on; the one FILE operand is
- * read with its timeline (vt__report_load). An unknown option, a second
- * FILE or none prints one line and the usage to stderr.
- * @return 0 with *path, *s and *tl set (free them); VT_REPORT_HELP after
- * --help (exit 0); else the exit status to use (VT_EXIT_FAILURE). */
-#define VT_REPORT_HELP (-1)
-int vt__report_open(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                    bool *on, const char **path, vt_snapshot_data **s, vt_timeline **tl);
+/* A view: prints the report of path's snapshot to stdout; `flag` is whether
+ * the command's one option was given. @return 0, or the exit status after
+ * saying why on stderr. */
+typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+                            bool flag);
+/* The whole of a view command: --help or -h prints the usage to stdout;
+ * `flag` (NULL: none) sets *on; the one FILE operand is read with its
+ * timeline (vt__report_load) and shown by `view`; stdout is flushed. An
+ * unknown option, a second FILE or none prints one line and the usage to
+ * stderr. @return the command's exit status (commands.h). */
+int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                   bool *on, vt__report_view *view);
 
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
