@@ -13,9 +13,7 @@
 RT_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                                      size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
         return rt_ret(cudaErrorInvalidMemcpyDirection);
     if (width > dpitch || width > spitch)
@@ -50,9 +48,7 @@ RT_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback
 {
     if (!callback || flags != 0)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     stream_callback *c = malloc(sizeof *c);
     if (!c)
         return rt_ret(cudaErrorMemoryAllocation);
@@ -71,16 +67,12 @@ RT_API cudaError_t cudaProfilerStop(void)  { return cudaSuccess; }
  * copies with it are asynchronous like those with cudaMallocHost memory. */
 RT_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuMemHostRegister(ptr, size, flags));
 }
 
 RT_API cudaError_t cudaHostUnregister(void *ptr)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuMemHostUnregister(ptr));
 }

@@ -23,9 +23,7 @@ RT_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, s
 {
     if (!devPtr || !pitch)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (width == 0 || height == 0) {
         *devPtr = NULL;
         *pitch = width;
@@ -110,9 +108,7 @@ RT_API cudaError_t cudaFreeArray(cudaArray_t array)
 {
     if (!array)
         return cudaSuccess;
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuArrayDestroy((CUarray)(void *)array));
 }
 
@@ -120,9 +116,7 @@ RT_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigne
 {
     if (!pDevice)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUdeviceptr d;
     CUresult r = rt_drv.cuMemHostGetDevicePointer(&d, pHost, flags);
     if (r != CUDA_SUCCESS)
@@ -140,9 +134,7 @@ RT_API cudaError_t cudaSetDeviceFlags(unsigned int flags)
     if ((flags & ~known) || (flags & cudaDeviceScheduleMask) == 3 ||
         (flags & cudaDeviceScheduleMask) > cudaDeviceScheduleBlockingSync)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     int dev = rt_current_device();
     if (dev >= 0 && dev < 16)
         device_flags[dev] = flags;
@@ -153,9 +145,7 @@ RT_API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 {
     if (!flags)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     int dev = rt_current_device();
     /* cudaDeviceMapHost is always on under unified addressing. */
     *flags = (dev >= 0 && dev < 16 ? device_flags[dev] : 0) | cudaDeviceMapHost;
@@ -165,9 +155,7 @@ RT_API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
                                 size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
         return rt_ret(cudaErrorInvalidMemcpyDirection);
     if (width > dpitch || width > spitch)
@@ -184,9 +172,7 @@ RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_
 RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
                                         unsigned int flags, cudaStream_t stream)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUmemLocation loc = { .type = (CUmemLocationType)location.type, .id = location.id };
     return rt_ret_drv(rt_drv.cuMemPrefetchAsync((CUdeviceptr)(uintptr_t)devPtr, count, loc, flags,
                                                 (CUstream)stream));
@@ -195,9 +181,7 @@ RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct
 RT_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
                                             unsigned int flags)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuStreamAttachMemAsync((CUstream)stream, (CUdeviceptr)(uintptr_t)devPtr,
                                                     length, flags));
 }
@@ -213,9 +197,7 @@ RT_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, i
  * (asynchronous for device memory, on the default stream). */
 RT_API cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (width > pitch && height > 1)
         return rt_ret(cudaErrorInvalidPitchValue);
     for (size_t row = 0; row < height; row++) {

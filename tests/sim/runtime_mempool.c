@@ -16,9 +16,7 @@
 
 RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     CUmemoryPool p;
     CUresult r = rt_drv.cuDeviceGetDefaultMemPool(&p, device);
     if (r == CUDA_SUCCESS && memPool)
@@ -28,9 +26,7 @@ RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int devic
 
 RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     CUmemoryPool p;
     CUresult r = rt_drv.cuDeviceGetMemPool(&p, device);
     if (r == CUDA_SUCCESS && memPool)
@@ -40,17 +36,13 @@ RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 
 RT_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuDeviceSetMemPool(device, POOL(memPool)));
 }
 
 RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     if (!memPool || !props)
         return rt_ret(cudaErrorInvalidValue);
     CUmemPoolProps p = {
@@ -67,35 +59,27 @@ RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMe
 
 RT_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolDestroy(POOL(memPool)));
 }
 
 /* The runtime's attribute numbers are the driver's. */
 RT_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolSetAttribute(POOL(memPool), (CUmemPool_attribute)attr, value));
 }
 
 RT_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolGetAttribute(POOL(memPool), (CUmemPool_attribute)attr, value));
 }
 
 RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
                                         size_t count)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     if (count && !descList)
         return rt_ret(cudaErrorInvalidValue);
     CUmemAccessDesc d[16];
@@ -111,9 +95,7 @@ RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cuda
 
 RT_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolTrimTo(POOL(memPool), minBytesToKeep));
 }
 
@@ -121,9 +103,7 @@ static cudaError_t from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaSt
 {
     if (!ptr)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     if (size == 0) {              /* as cudaMallocAsync: success with NULL */
         *ptr = NULL;
         return cudaSuccess;

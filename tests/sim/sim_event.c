@@ -48,9 +48,7 @@ void sim_event_record_done(sim_event *ev, uint64_t gen)
 SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (!phEvent)
         return CUDA_ERROR_INVALID_VALUE;
     if (flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))
@@ -75,9 +73,7 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 SIM_API CUresult cuEventDestroy_v2(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_get(h, &ev));
     ev->magic = 0xdeadu;   /* later use of the handle is an invalid handle */
     sim_event_unref(ev);
     return CUDA_SUCCESS;
@@ -166,9 +162,7 @@ static bool event_position(sim_event *ev, sim_stream **s, uint64_t *seq)
 SIM_API CUresult cuEventQuery(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_get(h, &ev));
     SIM_COUNT(ev->dev, event_queries);
     pthread_mutex_lock(&ev->dev->lock);
     bool captured = ev->captured_id != 0;
@@ -182,9 +176,7 @@ SIM_API CUresult cuEventQuery(CUevent h)
 SIM_API CUresult cuEventSynchronize(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_get(h, &ev));
     SIM_COUNT(ev->dev, event_syncs);
     pthread_mutex_lock(&ev->dev->lock);
     bool captured = ev->captured_id != 0;

@@ -301,9 +301,7 @@ static CUresult ptds_get(sim_device *dev, sim_stream **out)
         return CUDA_SUCCESS;
     }
     pthread_once(&ptds_once, ptds_key_init);
-    CUresult rc = sim_stream_create(dev, 0, 0, SIM_STREAM_PER_THREAD, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_create(dev, 0, 0, SIM_STREAM_PER_THREAD, &s));
     ptds[dev->ordinal] = s;
     pthread_setspecific(ptds_key, (void *)1);   /* arm the exit hook */
     *out = s;
@@ -332,9 +330,7 @@ CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out)
         return CUDA_SUCCESS;
     }
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (v == 2 || (v == 0 && ptsz))
         return ptds_get(c->dev, out);
     *out = c->dev->legacy;
