@@ -27,14 +27,15 @@ static CUresult alloc_out(sim_device *dev, CUdeviceptr *dptr, size_t bytesize, s
     return rc;
 }
 
-/* The device that owns a pointer being freed; NULL (and a bad free counted
- * on the calling device) if no device does. */
-static sim_device *free_owner(sim_device *caller, CUdeviceptr dptr)
+/* The device that owns a pointer being freed, into *owner; if no device
+ * does, CUDA_ERROR_INVALID_VALUE and a bad free counted on the caller's. */
+static CUresult free_owner(sim_device *caller, CUdeviceptr dptr, sim_device **owner)
 {
-    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
-    if (!dev)
-        SIM_COUNT(caller, bad_frees);
-    return dev;
+    *owner = sim_mem_owner((uintptr_t)dptr);
+    if (*owner)
+        return CUDA_SUCCESS;
+    SIM_COUNT(caller, bad_frees);
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -62,9 +63,8 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     SIM_COUNT(c->dev, mem_free_calls);
     if (dptr == 0)
         return CUDA_SUCCESS;
-    sim_device *dev = free_owner(c->dev, dptr);
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
+    sim_device *dev;
+    SIM_TRY(free_owner(c->dev, dptr, &dev));
     /* Stream-ordered allocations are freed without a device-wide wait. */
     if (atomic_load_explicit(&dev->inflight, memory_order_relaxed) != 0 &&
         !sim_mem_is_async(dev, (uintptr_t)dptr)) {
@@ -77,14 +77,12 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_alloc_async_calls);
     /* Simplified pool: the memory is taken now. Being unused until the
      * stream reaches this point is indistinguishable from being taken then.
      * On a capturing stream it is a graph memory node (sim_graph.c). */
-    rc = alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
+    CUresult rc = alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
     if (rc == CUDA_SUCCESS)
         sim_graph_note_alloc(s, (uintptr_t)*dptr);
     return rc;
@@ -93,17 +91,13 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_free_async_calls);
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_device *dev = free_owner(s->dev, dptr);
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = sim_mem_mark_free_pending(dev, (uintptr_t)dptr)) != CUDA_SUCCESS)
-        return rc;
+    sim_device *dev;
+    SIM_TRY(free_owner(s->dev, dptr, &dev));
+    SIM_TRY(sim_mem_mark_free_pending(dev, (uintptr_t)dptr));
     sim_op *op = sim_op_new(SIM_OP_FREE);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;

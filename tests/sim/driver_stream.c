@@ -117,9 +117,7 @@ SIM_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *f) { return get
 static CUresult host_func(CUstream h, CUhostFn fn, void *arg, bool ptsz)
 {
     sim_stream *s;
-    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
-    if (!fn)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, fn != NULL, &s));
     SIM_COUNT(s->dev, host_funcs);
     sim_op *op = sim_op_new(SIM_OP_HOSTFN);
     if (!op)
@@ -174,9 +172,7 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, uns
 static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2, bool ptsz)
 {
     sim_stream *s;
-    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
-    if (!pctx || (v2 && !pgreen))
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, pctx && (!v2 || pgreen), &s));
     *pctx = (CUcontext)&s->dev->primary;
     if (v2)
         *pgreen = NULL;               /* no green contexts here */
@@ -186,9 +182,7 @@ static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2
 static CUresult get_device(CUstream h, CUdevice *dev, bool ptsz)
 {
     sim_stream *s;
-    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, dev != NULL, &s));
     *dev = s->dev->ordinal;
     return CUDA_SUCCESS;
 }

@@ -79,17 +79,20 @@ SIM_API CUresult cuEventDestroy_v2(CUevent h)
     return CUDA_SUCCESS;
 }
 
+/* The event, then the stream, of a call that takes both (record, wait). */
+static CUresult event_and_stream(CUevent h, CUstream hs, bool ptsz, sim_event **ev, sim_stream **s)
+{
+    SIM_TRY(event_get(h, ev));
+    return sim_stream_resolve(hs, ptsz, s);
+}
+
 static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
 {
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
     sim_event *ev;
     sim_stream *s;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_and_stream(h, hs, ptsz, &ev, &s));
     if (s->dev != ev->dev)
         return CUDA_ERROR_INVALID_HANDLE;
     /* In a capture the record is a node of the graph: the event now stands
@@ -121,7 +124,7 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
     pthread_mutex_unlock(&dev->lock);
     op->u.rec.gen = gen;
     uint64_t seq;
-    rc = sim_stream_enqueue(s, op, &seq);
+    CUresult rc = sim_stream_enqueue(s, op, &seq);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&dev->lock);
@@ -231,11 +234,7 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned flags, bool p
 {
     sim_event *ev;
     sim_stream *s;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_and_stream(h, hs, ptsz, &ev, &s));
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_COUNT(s->dev, stream_waits);

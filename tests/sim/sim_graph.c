@@ -178,9 +178,7 @@ bool sim_graph_invalidate_if_capturing(sim_stream *s)
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
 {
     sim_stream *s;
-    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
-    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, mode <= CU_STREAM_CAPTURE_MODE_RELAXED, &s));
     if (s->kind == SIM_STREAM_LEGACY)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     sim_graph *g = calloc(1, sizeof *g);
@@ -214,9 +212,7 @@ SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode m)
 static CUresult end_capture(CUstream h, CUgraph *out, bool ptsz)
 {
     sim_stream *s;
-    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, out != NULL, &s));
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     sim_graph *g = s->capture;
@@ -276,9 +272,7 @@ static CUresult capture_status(sim_stream *s, CUstreamCaptureStatus *st, uint64_
 static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptsz)
 {
     sim_stream *s;
-    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
-    if (!st)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, st != NULL, &s));
     return capture_status(s, st, NULL);
 }
 

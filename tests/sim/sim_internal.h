@@ -234,6 +234,9 @@ CUresult sim_mem_host_register(void *p, size_t n, bool add); /* cuMemHostRegiste
 
 /* sim_stream.c */
 CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out); /* checks init */
+/* sim_stream_resolve, then CUDA_ERROR_INVALID_VALUE unless `args_ok`: the
+ * order of the checks of an entry point that takes a stream first. */
+CUresult sim_stream_arg(CUstream h, bool ptsz, bool args_ok, sim_stream **out);
 CUresult sim_stream_create(sim_device *dev, unsigned flags, int priority,
                            sim_stream_kind kind, sim_stream **out);
 CUresult sim_stream_destroy(sim_stream *s);
