@@ -259,13 +259,20 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool h)
     return CUDA_SUCCESS;
 }
 
-static int *reuse_field(sim_pool *p, CUmemPool_attribute a)
+/* Where attribute `a` is kept in the pool, and its size; NULL for the
+ * usage counters (not simulated) and unknown attributes. */
+static void *attr_field(sim_pool *p, CUmemPool_attribute a, size_t *size)
 {
+    *size = sizeof p->reuse[0];
     switch (a) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:   return &p->reuse[0];
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:         return &p->reuse[1];
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return &p->reuse[2];
-    default:                                                return NULL;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *size = sizeof p->release_threshold;
+        return &p->release_threshold;
+    default:
+        return NULL;
     }
 }
 
@@ -274,13 +281,10 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr,
     sim_pool *p = pool_of(h);
     if (!p || !value)
         return CUDA_ERROR_INVALID_VALUE;
-    int *reuse = reuse_field(p, attr);
-    if (reuse) {
-        memcpy(reuse, value, sizeof *reuse);
-        return CUDA_SUCCESS;
-    }
-    if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
-        memcpy(&p->release_threshold, value, sizeof p->release_threshold);
+    size_t size;
+    void *field = attr_field(p, attr, &size);
+    if (field) {
+        memcpy(field, value, size);
         return CUDA_SUCCESS;
     }
     if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
@@ -293,16 +297,12 @@ SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool h, CUmemPool_attribute attr,
     sim_pool *p = pool_of(h);
     if (!p || !value)
         return CUDA_ERROR_INVALID_VALUE;
-    int *reuse = reuse_field(p, attr);
-    if (reuse) {
-        memcpy(value, reuse, sizeof *reuse);
-        return CUDA_SUCCESS;
-    }
-    if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
-        memcpy(value, &p->release_threshold, sizeof p->release_threshold);
-        return CUDA_SUCCESS;
-    }
-    return CUDA_ERROR_NOT_SUPPORTED;         /* the usage counters */
+    size_t size;
+    const void *field = attr_field(p, attr, &size);
+    if (!field)
+        return CUDA_ERROR_NOT_SUPPORTED;     /* the usage counters */
+    memcpy(value, field, size);
+    return CUDA_SUCCESS;
 }
 
 /* Every device may access every pool (one address space): checked, kept nowhere. */

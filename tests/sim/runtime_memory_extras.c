@@ -1,9 +1,9 @@
 /* tests/sim/runtime_memory_extras.c - the runtime's other allocations:
  * pitched (cudaMallocPitch, cudaMalloc3D), arrays (cudaMallocArray,
- * cudaMalloc3DArray), mapped host pointers, device flags, synchronous 2D
- * copies, managed-memory hints. Each reaches the driver call the real
- * runtime makes (cuMemAllocPitch, cuArray3DCreate, ...), so whoever watches
- * the driver sees them.
+ * cudaMalloc3DArray), mapped host pointers, device flags, 2D copies
+ * (synchronous and stream-ordered), managed-memory hints. Each reaches the
+ * driver call the real runtime makes (cuMemAllocPitch, cuArray3DCreate,
+ * ...), so whoever watches the driver sees them.
  *
  * Sources (CUDA Runtime API reference): cudaMallocPitch / cudaMalloc3D (pitch
  * from the driver; a zero extent allocates nothing and succeeds),
@@ -152,8 +152,11 @@ RT_API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
     return cudaSuccess;
 }
 
-RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
-                                size_t width, size_t height, enum cudaMemcpyKind kind)
+/* A pitched copy is `height` rows of `width` bytes, each one driver copy
+ * (unified addressing: the kind is only checked): synchronous like
+ * cudaMemcpy, or ordered on `stream`. */
+static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind, bool async, cudaStream_t stream)
 {
     RT_TRY(rt_enter());
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
@@ -161,12 +164,25 @@ RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_
     if (width > dpitch || width > spitch)
         return rt_ret(cudaErrorInvalidPitchValue);
     for (size_t row = 0; row < height; row++) {
-        CUresult r = rt_drv.cuMemcpy((CUdeviceptr)(uintptr_t)dst + row * dpitch,
-                                     (CUdeviceptr)(uintptr_t)src + row * spitch, width);
+        CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst + row * dpitch;
+        CUdeviceptr s = (CUdeviceptr)(uintptr_t)src + row * spitch;
+        CUresult r = async ? rt_drv.cuMemcpyAsync(d, s, width, (CUstream)stream) : rt_drv.cuMemcpy(d, s, width);
         if (r != CUDA_SUCCESS)
             return rt_ret_drv(r);
     }
     return cudaSuccess;
+}
+
+RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, false, NULL);
+}
+
+RT_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, true, stream);
 }
 
 RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,

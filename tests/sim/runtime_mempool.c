@@ -14,24 +14,27 @@
 
 #define POOL(h) ((CUmemoryPool)(void *)(h))
 
-RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+/* cudaDeviceGetDefaultMemPool and cudaDeviceGetMemPool: the driver's
+ * answer, with a NULL out-argument refused once the device is known good.
+ * (The driver's entry points are known only after rt_init.) */
+static cudaError_t device_pool(bool default_pool, cudaMemPool_t *memPool, int device)
 {
     RT_TRY(rt_init());
     CUmemoryPool p;
-    CUresult r = rt_drv.cuDeviceGetDefaultMemPool(&p, device);
+    CUresult r = (default_pool ? rt_drv.cuDeviceGetDefaultMemPool : rt_drv.cuDeviceGetMemPool)(&p, device);
     if (r == CUDA_SUCCESS && memPool)
         *memPool = (cudaMemPool_t)(void *)p;
     return rt_ret_drv(memPool || r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
 }
 
+RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    return device_pool(true, memPool, device);
+}
+
 RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
-    RT_TRY(rt_init());
-    CUmemoryPool p;
-    CUresult r = rt_drv.cuDeviceGetMemPool(&p, device);
-    if (r == CUDA_SUCCESS && memPool)
-        *memPool = (cudaMemPool_t)(void *)p;
-    return rt_ret_drv(memPool || r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+    return device_pool(false, memPool, device);
 }
 
 RT_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
