@@ -11,6 +11,7 @@
  */
 #include "blas_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,13 +67,7 @@ BLAS_API cublasStatus_t cublasLtCreate(void **handle)
         cudaGetLastError();
         return CUBLAS_STATUS_NOT_INITIALIZED;
     }
-    sim_blas_handle *h = calloc(1, sizeof *h);
-    if (!h)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    h->device = device;
-    h->magic = SIM_BLAS_HANDLE_MAGIC;
-    *handle = h;
-    return CUBLAS_STATUS_SUCCESS;
+    return (*handle = sim_blas_handle_new(device)) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
@@ -80,17 +75,35 @@ BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
     sim_blas_handle *h = sim_blas_handle_of(handle);
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    h->magic = 0;
-    free(h);
+    sim_blas_handle_free(h);
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Copies an attribute value of exactly `size` bytes into `field`. */
-static cublasStatus_t take(void *field, size_t field_size, const void *buf, size_t size)
+/* A descriptor attribute the simulation keeps: its number, where it is in
+ * the descriptor and its size (a value must be exactly that size). */
+typedef struct lt_field {
+    int    attr;
+    size_t offset, size;
+} lt_field;
+
+#define LT_FIELD(attr, type, member) { attr, offsetof(type, member), sizeof(((type *)0)->member) }
+
+/* cublasLt*SetAttribute: a descriptor and a value buffer are required; an
+ * attribute missing from `fields` (epilogue, pointers, scales, order, ...)
+ * is accepted and has no effect on a no-op. */
+static cublasStatus_t set_attribute(void *desc, const lt_field *fields, size_t nfields, int attr,
+                                    const void *buf, size_t size)
 {
-    if (!buf || size != field_size)
+    if (!desc || !buf || size == 0)
         return CUBLAS_STATUS_INVALID_VALUE;
-    memcpy(field, buf, size);
+    for (size_t i = 0; i < nfields; i++) {
+        if (fields[i].attr != attr)
+            continue;
+        if (size != fields[i].size)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy((char *)desc + fields[i].offset, buf, size);
+        break;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -115,17 +128,17 @@ BLAS_API cublasStatus_t cublasLtMatmulDescDestroy(lt_matmul_desc *desc)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+static const lt_field matmul_desc_fields[] = {
+    LT_FIELD(0, lt_matmul_desc, compute_type),   /* COMPUTE_TYPE */
+    LT_FIELD(1, lt_matmul_desc, scale_type),     /* SCALE_TYPE */
+    LT_FIELD(3, lt_matmul_desc, transa),         /* TRANSA */
+    LT_FIELD(4, lt_matmul_desc, transb),         /* TRANSB */
+};
+
 BLAS_API cublasStatus_t cublasLtMatmulDescSetAttribute(lt_matmul_desc *desc, int attr, const void *buf, size_t size)
 {
-    if (!desc || !buf || size == 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    switch (attr) {
-    case 0: return take(&desc->compute_type, sizeof desc->compute_type, buf, size);   /* COMPUTE_TYPE */
-    case 1: return take(&desc->scale_type, sizeof desc->scale_type, buf, size);       /* SCALE_TYPE */
-    case 3: return take(&desc->transa, sizeof desc->transa, buf, size);               /* TRANSA */
-    case 4: return take(&desc->transb, sizeof desc->transb, buf, size);               /* TRANSB */
-    default: return CUBLAS_STATUS_SUCCESS;   /* epilogue, pointers, scales: no effect on a no-op */
-    }
+    return set_attribute(desc, matmul_desc_fields, sizeof matmul_desc_fields / sizeof matmul_desc_fields[0], attr,
+                         buf, size);
 }
 
 /* ---- matrix layout -------------------------------------------------------- */
@@ -149,18 +162,17 @@ BLAS_API cublasStatus_t cublasLtMatrixLayoutDestroy(lt_layout *layout)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+static const lt_field layout_fields[] = {
+    LT_FIELD(0, lt_layout, type),                /* TYPE */
+    LT_FIELD(2, lt_layout, rows),                /* ROWS */
+    LT_FIELD(3, lt_layout, cols),                /* COLS */
+    LT_FIELD(4, lt_layout, ld),                  /* LD */
+    LT_FIELD(5, lt_layout, batch),               /* BATCH_COUNT */
+};
+
 BLAS_API cublasStatus_t cublasLtMatrixLayoutSetAttribute(lt_layout *l, int attr, const void *buf, size_t size)
 {
-    if (!l || !buf || size == 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    switch (attr) {
-    case 0: return take(&l->type, sizeof l->type, buf, size);     /* TYPE */
-    case 2: return take(&l->rows, sizeof l->rows, buf, size);     /* ROWS */
-    case 3: return take(&l->cols, sizeof l->cols, buf, size);     /* COLS */
-    case 4: return take(&l->ld, sizeof l->ld, buf, size);         /* LD */
-    case 5: return take(&l->batch, sizeof l->batch, buf, size);   /* BATCH_COUNT */
-    default: return CUBLAS_STATUS_SUCCESS;                        /* order, batch stride, ... */
-    }
+    return set_attribute(l, layout_fields, sizeof layout_fields / sizeof layout_fields[0], attr, buf, size);
 }
 
 /* ---- preference ----------------------------------------------------------- */
@@ -182,11 +194,10 @@ BLAS_API cublasStatus_t cublasLtMatmulPreferenceDestroy(lt_preference *pref)
 BLAS_API cublasStatus_t cublasLtMatmulPreferenceSetAttribute(lt_preference *pref, int attr, const void *buf,
                                                              size_t size)
 {
-    if (!pref || !buf || size == 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if (attr == 1)                                               /* MAX_WORKSPACE_BYTES */
-        return take(&pref->max_workspace, sizeof pref->max_workspace, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
+    static const lt_field fields[] = {
+        LT_FIELD(1, lt_preference, max_workspace),   /* MAX_WORKSPACE_BYTES */
+    };
+    return set_attribute(pref, fields, sizeof fields / sizeof fields[0], attr, buf, size);
 }
 
 /* ---- algorithms ----------------------------------------------------------- */
