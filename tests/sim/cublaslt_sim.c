@@ -79,6 +79,15 @@ BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* cublasLt*Create: a descriptor holding a copy of `init`, or NULL. */
+static void *new_descriptor(const void *init, size_t size)
+{
+    void *d = malloc(size);
+    if (d)
+        memcpy(d, init, size);
+    return d;
+}
+
 /* A descriptor attribute the simulation keeps: its number, where it is in
  * the descriptor and its size (a value must be exactly that size). */
 typedef struct lt_field {
@@ -113,13 +122,8 @@ BLAS_API cublasStatus_t cublasLtMatmulDescCreate(lt_matmul_desc **desc, int comp
 {
     if (!desc)
         return CUBLAS_STATUS_INVALID_VALUE;
-    lt_matmul_desc *d = calloc(1, sizeof *d);
-    if (!d)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    d->compute_type = computeType;
-    d->scale_type = scaleType;
-    *desc = d;
-    return CUBLAS_STATUS_SUCCESS;
+    *desc = new_descriptor(&(lt_matmul_desc){ computeType, scaleType, OP_N, OP_N }, sizeof **desc);
+    return *desc ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 BLAS_API cublasStatus_t cublasLtMatmulDescDestroy(lt_matmul_desc *desc)
@@ -148,12 +152,8 @@ BLAS_API cublasStatus_t cublasLtMatrixLayoutCreate(lt_layout **layout, int type,
 {
     if (!layout)
         return CUBLAS_STATUS_INVALID_VALUE;
-    lt_layout *l = calloc(1, sizeof *l);
-    if (!l)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    *l = (lt_layout){ type, rows, cols, ld, 1 };
-    *layout = l;
-    return CUBLAS_STATUS_SUCCESS;
+    *layout = new_descriptor(&(lt_layout){ type, rows, cols, ld, 1 }, sizeof **layout);
+    return *layout ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 BLAS_API cublasStatus_t cublasLtMatrixLayoutDestroy(lt_layout *layout)
@@ -181,7 +181,7 @@ BLAS_API cublasStatus_t cublasLtMatmulPreferenceCreate(lt_preference **pref)
 {
     if (!pref)
         return CUBLAS_STATUS_INVALID_VALUE;
-    *pref = calloc(1, sizeof **pref);
+    *pref = new_descriptor(&(lt_preference){ 0 }, sizeof **pref);
     return *pref ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 

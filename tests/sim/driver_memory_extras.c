@@ -259,30 +259,34 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool h)
     return CUDA_SUCCESS;
 }
 
-/* Where attribute `a` is kept in the pool, and its size; NULL for the
- * usage counters (not simulated) and unknown attributes. */
-static void *attr_field(sim_pool *p, CUmemPool_attribute a, size_t *size)
-{
-    *size = sizeof p->reuse[0];
-    switch (a) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:   return &p->reuse[0];
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:         return &p->reuse[1];
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return &p->reuse[2];
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-        *size = sizeof p->release_threshold;
-        return &p->release_threshold;
-    default:
-        return NULL;
-    }
-}
-
-SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr, void *value)
+/* The checks of both attribute calls, a pool and a value buffer, then
+ * where attribute `a` is kept in the pool and its size (*field NULL for the
+ * usage counters, which are not simulated, and unknown attributes). */
+static CUresult attr_field(CUmemoryPool h, CUmemPool_attribute a, const void *value, void **field, size_t *size)
 {
     sim_pool *p = pool_of(h);
     if (!p || !value)
         return CUDA_ERROR_INVALID_VALUE;
+    *size = sizeof p->reuse[0];
+    switch (a) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:   *field = &p->reuse[0]; break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:         *field = &p->reuse[1]; break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *field = &p->reuse[2]; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *field = &p->release_threshold;
+        *size = sizeof p->release_threshold;
+        break;
+    default:
+        *field = NULL;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr, void *value)
+{
+    void *field;
     size_t size;
-    void *field = attr_field(p, attr, &size);
+    SIM_TRY(attr_field(h, attr, value, &field, &size));
     if (field) {
         memcpy(field, value, size);
         return CUDA_SUCCESS;
@@ -294,11 +298,9 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr,
 
 SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool h, CUmemPool_attribute attr, void *value)
 {
-    sim_pool *p = pool_of(h);
-    if (!p || !value)
-        return CUDA_ERROR_INVALID_VALUE;
+    void *field;
     size_t size;
-    const void *field = attr_field(p, attr, &size);
+    SIM_TRY(attr_field(h, attr, value, &field, &size));
     if (!field)
         return CUDA_ERROR_NOT_SUPPORTED;     /* the usage counters */
     memcpy(value, field, size);

@@ -162,16 +162,25 @@ static bool event_position(sim_event *ev, sim_stream **s, uint64_t *seq)
     return recorded;
 }
 
+/* Whether the event stands for a point of a capture (then querying or
+ * synchronizing it is CUDA_ERROR_CAPTURED_EVENT), and whether its last
+ * record has completed (or it was never recorded). */
+static bool event_state(sim_event *ev, bool *done)
+{
+    pthread_mutex_lock(&ev->dev->lock);
+    bool captured = ev->captured_id != 0;
+    *done = !ev->recorded || ev->rec_stream->completed >= ev->rec_seq;
+    pthread_mutex_unlock(&ev->dev->lock);
+    return captured;
+}
+
 SIM_API CUresult cuEventQuery(CUevent h)
 {
     sim_event *ev;
     SIM_TRY(event_get(h, &ev));
     SIM_COUNT(ev->dev, event_queries);
-    pthread_mutex_lock(&ev->dev->lock);
-    bool captured = ev->captured_id != 0;
-    bool done = !ev->recorded || ev->rec_stream->completed >= ev->rec_seq;
-    pthread_mutex_unlock(&ev->dev->lock);
-    if (captured)
+    bool done;
+    if (event_state(ev, &done))
         return CUDA_ERROR_CAPTURED_EVENT;
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -181,10 +190,8 @@ SIM_API CUresult cuEventSynchronize(CUevent h)
     sim_event *ev;
     SIM_TRY(event_get(h, &ev));
     SIM_COUNT(ev->dev, event_syncs);
-    pthread_mutex_lock(&ev->dev->lock);
-    bool captured = ev->captured_id != 0;
-    pthread_mutex_unlock(&ev->dev->lock);
-    if (captured)
+    bool done;
+    if (event_state(ev, &done))
         return CUDA_ERROR_CAPTURED_EVENT;
     sim_stream *s;
     uint64_t seq;
