@@ -79,126 +79,102 @@ BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* cublasLt*Create: a descriptor holding a copy of `init`, or NULL. */
-static void *new_descriptor(const void *init, size_t size)
+/* cublasLt*Create: a descriptor holding a copy of `init` (size bytes),
+ * stored into *out, where `out` is the caller's T ** (every object pointer
+ * has one representation on the platforms CUDA supports). */
+static cublasStatus_t create_descriptor(void *out, const void *init, size_t size)
 {
+    if (!out)
+        return CUBLAS_STATUS_INVALID_VALUE;
     void *d = malloc(size);
-    if (d)
-        memcpy(d, init, size);
-    return d;
+    if (!d)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    memcpy(d, init, size);
+    memcpy(out, &d, sizeof d);
+    return CUBLAS_STATUS_SUCCESS;
 }
 
-/* A descriptor attribute the simulation keeps: its number, where it is in
- * the descriptor and its size (a value must be exactly that size). */
+/* The descriptor attributes the simulation keeps: the kind of descriptor,
+ * the attribute's number, where it is in the descriptor and its size (a
+ * value must be exactly that size). Others are accepted and kept nowhere. */
+typedef enum lt_kind { LT_MATMUL_DESC, LT_LAYOUT, LT_PREFERENCE } lt_kind;
+
 typedef struct lt_field {
-    int    attr;
-    size_t offset, size;
+    lt_kind kind;
+    int     attr;
+    size_t  offset, size;
 } lt_field;
 
-#define LT_FIELD(attr, type, member) { attr, offsetof(type, member), sizeof(((type *)0)->member) }
+#define LT_FIELD(kind, attr, type, member) \
+    { kind, attr, offsetof(type, member), sizeof(((type *)0)->member) }
+
+static const lt_field lt_fields[] = {
+    LT_FIELD(LT_MATMUL_DESC, 0, lt_matmul_desc, compute_type),   /* COMPUTE_TYPE */
+    LT_FIELD(LT_MATMUL_DESC, 1, lt_matmul_desc, scale_type),     /* SCALE_TYPE */
+    LT_FIELD(LT_MATMUL_DESC, 3, lt_matmul_desc, transa),         /* TRANSA */
+    LT_FIELD(LT_MATMUL_DESC, 4, lt_matmul_desc, transb),         /* TRANSB */
+    LT_FIELD(LT_LAYOUT, 0, lt_layout, type),                     /* TYPE */
+    LT_FIELD(LT_LAYOUT, 2, lt_layout, rows),                     /* ROWS */
+    LT_FIELD(LT_LAYOUT, 3, lt_layout, cols),                     /* COLS */
+    LT_FIELD(LT_LAYOUT, 4, lt_layout, ld),                       /* LD */
+    LT_FIELD(LT_LAYOUT, 5, lt_layout, batch),                    /* BATCH_COUNT */
+    LT_FIELD(LT_PREFERENCE, 1, lt_preference, max_workspace),    /* MAX_WORKSPACE_BYTES */
+};
 
 /* cublasLt*SetAttribute: a descriptor and a value buffer are required; an
- * attribute missing from `fields` (epilogue, pointers, scales, order, ...)
- * is accepted and has no effect on a no-op. */
-static cublasStatus_t set_attribute(void *desc, const lt_field *fields, size_t nfields, int attr,
-                                    const void *buf, size_t size)
+ * attribute not in lt_fields (epilogue, pointers, scales, order, ...) is
+ * accepted and has no effect on a no-op. */
+static cublasStatus_t set_attribute(lt_kind kind, void *desc, int attr, const void *buf, size_t size)
 {
     if (!desc || !buf || size == 0)
         return CUBLAS_STATUS_INVALID_VALUE;
-    for (size_t i = 0; i < nfields; i++) {
-        if (fields[i].attr != attr)
+    for (size_t i = 0; i < sizeof lt_fields / sizeof lt_fields[0]; i++) {
+        const lt_field *f = &lt_fields[i];
+        if (f->kind != kind || f->attr != attr)
             continue;
-        if (size != fields[i].size)
+        if (size != f->size)
             return CUBLAS_STATUS_INVALID_VALUE;
-        memcpy((char *)desc + fields[i].offset, buf, size);
+        memcpy((char *)desc + f->offset, buf, size);
         break;
     }
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---- matmul descriptor ---------------------------------------------------- */
+/* ---- descriptors --------------------------------------------------------- */
 
 BLAS_API cublasStatus_t cublasLtMatmulDescCreate(lt_matmul_desc **desc, int computeType, int scaleType)
 {
-    if (!desc)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *desc = new_descriptor(&(lt_matmul_desc){ computeType, scaleType, OP_N, OP_N }, sizeof **desc);
-    return *desc ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+    return create_descriptor(desc, &(lt_matmul_desc){ computeType, scaleType, OP_N, OP_N }, sizeof **desc);
 }
-
-BLAS_API cublasStatus_t cublasLtMatmulDescDestroy(lt_matmul_desc *desc)
-{
-    free(desc);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-static const lt_field matmul_desc_fields[] = {
-    LT_FIELD(0, lt_matmul_desc, compute_type),   /* COMPUTE_TYPE */
-    LT_FIELD(1, lt_matmul_desc, scale_type),     /* SCALE_TYPE */
-    LT_FIELD(3, lt_matmul_desc, transa),         /* TRANSA */
-    LT_FIELD(4, lt_matmul_desc, transb),         /* TRANSB */
-};
-
-BLAS_API cublasStatus_t cublasLtMatmulDescSetAttribute(lt_matmul_desc *desc, int attr, const void *buf, size_t size)
-{
-    return set_attribute(desc, matmul_desc_fields, sizeof matmul_desc_fields / sizeof matmul_desc_fields[0], attr,
-                         buf, size);
-}
-
-/* ---- matrix layout -------------------------------------------------------- */
 
 BLAS_API cublasStatus_t cublasLtMatrixLayoutCreate(lt_layout **layout, int type, uint64_t rows, uint64_t cols,
                                                    int64_t ld)
 {
-    if (!layout)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *layout = new_descriptor(&(lt_layout){ type, rows, cols, ld, 1 }, sizeof **layout);
-    return *layout ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+    return create_descriptor(layout, &(lt_layout){ type, rows, cols, ld, 1 }, sizeof **layout);
 }
-
-BLAS_API cublasStatus_t cublasLtMatrixLayoutDestroy(lt_layout *layout)
-{
-    free(layout);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-static const lt_field layout_fields[] = {
-    LT_FIELD(0, lt_layout, type),                /* TYPE */
-    LT_FIELD(2, lt_layout, rows),                /* ROWS */
-    LT_FIELD(3, lt_layout, cols),                /* COLS */
-    LT_FIELD(4, lt_layout, ld),                  /* LD */
-    LT_FIELD(5, lt_layout, batch),               /* BATCH_COUNT */
-};
-
-BLAS_API cublasStatus_t cublasLtMatrixLayoutSetAttribute(lt_layout *l, int attr, const void *buf, size_t size)
-{
-    return set_attribute(l, layout_fields, sizeof layout_fields / sizeof layout_fields[0], attr, buf, size);
-}
-
-/* ---- preference ----------------------------------------------------------- */
 
 BLAS_API cublasStatus_t cublasLtMatmulPreferenceCreate(lt_preference **pref)
 {
-    if (!pref)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *pref = new_descriptor(&(lt_preference){ 0 }, sizeof **pref);
-    return *pref ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+    return create_descriptor(pref, &(lt_preference){ 0 }, sizeof **pref);
 }
 
-BLAS_API cublasStatus_t cublasLtMatmulPreferenceDestroy(lt_preference *pref)
-{
-    free(pref);
-    return CUBLAS_STATUS_SUCCESS;
-}
+/* cublasLt<Name>Destroy and cublasLt<Name>SetAttribute are the same for
+ * every kind of descriptor: cublasLtMatmulDesc*, cublasLtMatrixLayout*,
+ * cublasLtMatmulPreference*. */
+#define LT_DESCRIPTOR_CALLS(Name, type, kind)                                                       \
+    BLAS_API cublasStatus_t cublasLt##Name##Destroy(type *d)                                        \
+    {                                                                                              \
+        free(d);                                                                                   \
+        return CUBLAS_STATUS_SUCCESS;                                                              \
+    }                                                                                              \
+    BLAS_API cublasStatus_t cublasLt##Name##SetAttribute(type *d, int attr, const void *buf, size_t size) \
+    {                                                                                              \
+        return set_attribute(kind, d, attr, buf, size);                                            \
+    }
 
-BLAS_API cublasStatus_t cublasLtMatmulPreferenceSetAttribute(lt_preference *pref, int attr, const void *buf,
-                                                             size_t size)
-{
-    static const lt_field fields[] = {
-        LT_FIELD(1, lt_preference, max_workspace),   /* MAX_WORKSPACE_BYTES */
-    };
-    return set_attribute(pref, fields, sizeof fields / sizeof fields[0], attr, buf, size);
-}
+LT_DESCRIPTOR_CALLS(MatmulDesc, lt_matmul_desc, LT_MATMUL_DESC)
+LT_DESCRIPTOR_CALLS(MatrixLayout, lt_layout, LT_LAYOUT)
+LT_DESCRIPTOR_CALLS(MatmulPreference, lt_preference, LT_PREFERENCE)
 
 /* ---- algorithms ----------------------------------------------------------- */
 
