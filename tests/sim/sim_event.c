@@ -162,37 +162,37 @@ static bool event_position(sim_event *ev, sim_stream **s, uint64_t *seq)
     return recorded;
 }
 
-/* Whether the event stands for a point of a capture (then querying or
- * synchronizing it is CUDA_ERROR_CAPTURED_EVENT), and whether its last
- * record has completed (or it was never recorded). */
-static bool event_state(sim_event *ev, bool *done)
+/* The start of cuEventQuery and cuEventSynchronize: the event (counted as
+ * a query or a sync), refused if it stands for a point of a capture, and
+ * whether its last record has completed (or it was never recorded). */
+static CUresult event_state(CUevent h, bool query, sim_event **ev, bool *done)
 {
-    pthread_mutex_lock(&ev->dev->lock);
-    bool captured = ev->captured_id != 0;
-    *done = !ev->recorded || ev->rec_stream->completed >= ev->rec_seq;
-    pthread_mutex_unlock(&ev->dev->lock);
-    return captured;
+    SIM_TRY(event_get(h, ev));
+    sim_device *dev = (*ev)->dev;
+    if (query)
+        SIM_COUNT(dev, event_queries);
+    else
+        SIM_COUNT(dev, event_syncs);
+    pthread_mutex_lock(&dev->lock);
+    bool captured = (*ev)->captured_id != 0;
+    *done = !(*ev)->recorded || (*ev)->rec_stream->completed >= (*ev)->rec_seq;
+    pthread_mutex_unlock(&dev->lock);
+    return captured ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuEventQuery(CUevent h)
 {
     sim_event *ev;
-    SIM_TRY(event_get(h, &ev));
-    SIM_COUNT(ev->dev, event_queries);
     bool done;
-    if (event_state(ev, &done))
-        return CUDA_ERROR_CAPTURED_EVENT;
+    SIM_TRY(event_state(h, true, &ev, &done));
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_API CUresult cuEventSynchronize(CUevent h)
 {
     sim_event *ev;
-    SIM_TRY(event_get(h, &ev));
-    SIM_COUNT(ev->dev, event_syncs);
     bool done;
-    if (event_state(ev, &done))
-        return CUDA_ERROR_CAPTURED_EVENT;
+    SIM_TRY(event_state(h, false, &ev, &done));
     sim_stream *s;
     uint64_t seq;
     if (event_position(ev, &s, &seq)) {
