@@ -24,9 +24,8 @@ TEST(record_query_synchronize_and_elapsed_time)
     ASSERT_OK(cudaEventCreate(&a));
     ASSERT_OK(cudaEventCreate(&b));
     static int flag;
-    slow_store job = { &flag, 1, 50 };
     ASSERT_OK(cudaEventRecord(a, s));
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     ASSERT_OK(cudaEventRecord(b, s));
     ASSERT_EQ(cudaEventQuery(b), cudaErrorNotReady);
     float ms = -1;
@@ -68,14 +67,10 @@ TEST(stream_wait_event_orders_across_streams)
     ASSERT_OK(cudaStreamCreate(&s2));
     ASSERT_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(s1, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s1, &flag, 1, 50));
     ASSERT_OK(cudaEventRecord(e, s1));
     ASSERT_OK(cudaStreamWaitEvent(s2, e, 0));
-    ASSERT_OK(cudaLaunchHostFunc(s2, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(s2));
-    ASSERT_EQ(p.seen, 1);
+    ASSERT_EQ(flag_seen_by(s2, &flag), 1);
     ASSERT_OK(cudaEventDestroy(e));
     ASSERT_OK(cudaStreamDestroy(s1));
     ASSERT_OK(cudaStreamDestroy(s2));
@@ -92,17 +87,13 @@ TEST(stream_wait_uses_record_current_at_call_time)
     ASSERT_OK(cudaStreamCreate(&s3));
     ASSERT_OK(cudaEventCreate(&e));
     static int flag;
-    slow_store job = { &flag, 1, 60 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(s1, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s1, &flag, 1, 60));
     ASSERT_OK(cudaEventRecord(e, s1));
     ASSERT_OK(cudaStreamWaitEvent(s2, e, 0));
     ASSERT_OK(cudaEventRecord(e, s3));               /* completes at once */
     ASSERT_OK(cudaEventSynchronize(e));
     ASSERT_EQ(load_flag(&flag), 0);                  /* the new record is done, s1 is not */
-    ASSERT_OK(cudaLaunchHostFunc(s2, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(s2));
-    ASSERT_EQ(p.seen, 1);
+    ASSERT_EQ(flag_seen_by(s2, &flag), 1);
     ASSERT_OK(cudaEventDestroy(e));
     ASSERT_OK(cudaStreamDestroy(s1));
     ASSERT_OK(cudaStreamDestroy(s2));
@@ -116,8 +107,7 @@ TEST(destroying_an_event_with_a_pending_record_is_safe)
     ASSERT_OK(cudaStreamCreate(&s));
     ASSERT_OK(cudaEventCreate(&e));
     static int flag;
-    slow_store job = { &flag, 1, 30 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 30));
     ASSERT_OK(cudaEventRecord(e, s));
     ASSERT_OK(cudaEventDestroy(e));
     ASSERT_OK(cudaStreamSynchronize(s));

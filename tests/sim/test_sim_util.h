@@ -3,6 +3,7 @@
 #define VT_TEST_SIM_UTIL_H
 
 #include <cuda_runtime_api.h>
+#include <stdlib.h>
 #include <time.h>
 
 static inline void sleep_ms(int ms)
@@ -33,6 +34,26 @@ static inline void CUDART_CB slow_store_fn(void *arg)
     __atomic_store_n(j->dst, j->value, __ATOMIC_RELEASE);
 }
 
+static inline void CUDART_CB slow_store_owned_fn(void *arg)
+{
+    slow_store_fn(arg);
+    free(arg);
+}
+
+/* Queues a slow_store of `value` into *dst, `delay_ms` long, on `s`: the
+ * usual way to hold a stream back. The job is the host function's own. */
+static inline cudaError_t launch_slow_store(cudaStream_t s, int *dst, int value, int delay_ms)
+{
+    slow_store *j = malloc(sizeof *j);
+    if (!j)
+        return cudaErrorMemoryAllocation;
+    *j = (slow_store){ dst, value, delay_ms };
+    cudaError_t e = cudaLaunchHostFunc(s, slow_store_owned_fn, j);
+    if (e != cudaSuccess)
+        free(j);
+    return e;
+}
+
 /* Reads a flag at the time it runs, into *seen. */
 typedef struct probe {
     int *flag;
@@ -43,6 +64,16 @@ static inline void CUDART_CB probe_fn(void *arg)
 {
     probe *p = arg;
     p->seen = __atomic_load_n(p->flag, __ATOMIC_ACQUIRE);
+}
+
+/* What *flag holds when work queued on `s` now runs: a probe is queued,
+ * then `s` synchronized. -1 if either call fails. */
+static inline int flag_seen_by(cudaStream_t s, int *flag)
+{
+    probe p = { flag, -1 };
+    if (cudaLaunchHostFunc(s, probe_fn, &p) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+        return -1;
+    return p.seen;
 }
 
 static inline int load_flag(int *flag) { return __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
