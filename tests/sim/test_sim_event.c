@@ -3,6 +3,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 TEST(never_recorded_event_is_complete)
@@ -61,31 +62,23 @@ TEST(disable_timing_makes_elapsed_time_invalid)
 
 TEST(stream_wait_event_orders_across_streams)
 {
-    cudaStream_t s1, s2;
-    cudaEvent_t e;
-    ASSERT_OK(cudaStreamCreate(&s1));
-    ASSERT_OK(cudaStreamCreate(&s2));
-    ASSERT_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaStream_t s1 = held_stream(cudaStreamDefault), s2 = held_stream(cudaStreamDefault);
+    cudaEvent_t e = held_event(cudaEventDisableTiming);
     static int flag;
     ASSERT_OK(launch_slow_store(s1, &flag, 1, 50));
     ASSERT_OK(cudaEventRecord(e, s1));
     ASSERT_OK(cudaStreamWaitEvent(s2, e, 0));
     ASSERT_EQ(flag_seen_by(s2, &flag), 1);
-    ASSERT_OK(cudaEventDestroy(e));
-    ASSERT_OK(cudaStreamDestroy(s1));
-    ASSERT_OK(cudaStreamDestroy(s2));
+    release_held();
 }
 
 /* The wait binds to the record current at the time of the call: recording
  * the event again afterwards, on an idle stream, changes nothing. */
 TEST(stream_wait_uses_record_current_at_call_time)
 {
-    cudaStream_t s1, s2, s3;
-    cudaEvent_t e;
-    ASSERT_OK(cudaStreamCreate(&s1));
-    ASSERT_OK(cudaStreamCreate(&s2));
-    ASSERT_OK(cudaStreamCreate(&s3));
-    ASSERT_OK(cudaEventCreate(&e));
+    cudaStream_t s1 = held_stream(cudaStreamDefault), s2 = held_stream(cudaStreamDefault),
+                 s3 = held_stream(cudaStreamDefault);
+    cudaEvent_t e = held_event(cudaEventDefault);
     static int flag;
     ASSERT_OK(launch_slow_store(s1, &flag, 1, 60));
     ASSERT_OK(cudaEventRecord(e, s1));
@@ -94,10 +87,7 @@ TEST(stream_wait_uses_record_current_at_call_time)
     ASSERT_OK(cudaEventSynchronize(e));
     ASSERT_EQ(load_flag(&flag), 0);                  /* the new record is done, s1 is not */
     ASSERT_EQ(flag_seen_by(s2, &flag), 1);
-    ASSERT_OK(cudaEventDestroy(e));
-    ASSERT_OK(cudaStreamDestroy(s1));
-    ASSERT_OK(cudaStreamDestroy(s2));
-    ASSERT_OK(cudaStreamDestroy(s3));
+    release_held();
 }
 
 TEST(destroying_an_event_with_a_pending_record_is_safe)

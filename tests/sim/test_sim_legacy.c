@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 /* Declared by cuda_runtime_api.h only in per-thread-stream builds. */
@@ -15,22 +16,19 @@ extern cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
 
 TEST(legacy_stream_waits_for_blocking_streams)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
     static int flag;
-    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
+    ASSERT_OK(launch_slow_store(held_stream(cudaStreamDefault), &flag, 1, 50));
     ASSERT_EQ(flag_seen_by(0, &flag), 1);
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 TEST(blocking_stream_waits_for_legacy_stream)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
+    cudaStream_t s = held_stream(cudaStreamDefault);
     static int flag;
     ASSERT_OK(launch_slow_store(cudaStreamLegacy, &flag, 1, 50));
     ASSERT_EQ(flag_seen_by(s, &flag), 1);
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 TEST(non_blocking_stream_ignores_legacy_stream)

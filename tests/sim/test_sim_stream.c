@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 TEST(host_func_runs_in_order_after_slow_write)
@@ -24,14 +25,11 @@ TEST(host_func_runs_in_order_after_slow_write)
 
 TEST(memset_memcpy_in_stream_order)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
-    unsigned char *d = NULL, *d2 = NULL, *host = NULL;  /* pinned: the copy stays async */
+    cudaStream_t s = held_stream(cudaStreamDefault);
     const size_t n = 1 << 16;
+    unsigned char *host = held_pinned(n);            /* pinned: the copy stays async */
+    unsigned char *d = held_device(n), *d2 = held_device(n);
     static int gate;
-    ASSERT_OK(cudaMallocHost((void **)&host, n));
-    ASSERT_OK(cudaMalloc((void **)&d, n));
-    ASSERT_OK(cudaMalloc((void **)&d2, n));
     memset(host, 0x11, n);
     ASSERT_OK(launch_slow_store(s, &gate, 1, 30));   /* holds the queue back */
     ASSERT_OK(cudaMemsetAsync(d, 0xab, n, s));
@@ -42,10 +40,7 @@ TEST(memset_memcpy_in_stream_order)
     ASSERT_OK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(host[i], 0xab);
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaFree(d2));
-    ASSERT_OK(cudaFreeHost(host));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 /* "API synchronization behavior" (CUDA runtime API reference): an async copy
@@ -54,12 +49,10 @@ TEST(memset_memcpy_in_stream_order)
  * in stream order. */
 TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
     const size_t n = 1 << 16;
-    unsigned char *d = NULL, *src = malloc(n), *back = malloc(n);
+    unsigned char *d = held_device(n), *src = malloc(n), *back = malloc(n);
     ASSERT(src && back);
-    ASSERT_OK(cudaMalloc((void **)&d, n));
     ASSERT_OK(cudaMemset(d, 0, n));
     ASSERT_OK(cudaDeviceSynchronize());
     static int gate;
@@ -75,8 +68,7 @@ TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
         ASSERT_EQ(back[i], 0x5a);
     free(src);
     free(back);
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 /* Same source: an async copy into pageable host memory returns when the copy
@@ -84,15 +76,13 @@ TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
  * at once. */
 TEST(async_copy_to_pageable_memory_returns_when_done)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
     const size_t n = 1 << 16;
-    unsigned char *d = NULL, *pageable = malloc(n), *pinned = NULL;
+    unsigned char *pageable = malloc(n), *pinned = held_pinned(n);
     ASSERT(pageable != NULL);
-    ASSERT_OK(cudaMallocHost((void **)&pinned, n));
     memset(pageable, 0x11, n);
     memset(pinned, 0x11, n);
-    ASSERT_OK(cudaMalloc((void **)&d, n));
+    unsigned char *d = held_device(n);
     static int gate, gate2;
     ASSERT_OK(launch_slow_store(s, &gate, 1, 100));
     ASSERT_OK(cudaMemsetAsync(d, 0x77, n, s));
@@ -110,9 +100,7 @@ TEST(async_copy_to_pageable_memory_returns_when_done)
     ASSERT_OK(cudaMemcpyAsync(pinned, pageable, n, cudaMemcpyHostToHost, s));
     ASSERT_EQ(pinned[5], 0x22);
     free(pageable);
-    ASSERT_OK(cudaFreeHost(pinned));
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 typedef struct fifo_rec { int *log; int *next; int i; } fifo_rec;
