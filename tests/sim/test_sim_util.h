@@ -3,8 +3,13 @@
 #define VT_TEST_SIM_UTIL_H
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "simcuda.h"
 
 static inline void sleep_ms(int ms)
 {
@@ -77,5 +82,29 @@ static inline int flag_seen_by(cudaStream_t s, int *flag)
 }
 
 static inline int load_flag(int *flag) { return __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+
+/* Device 0's counters, read through the driver this process has already
+ * loaded (for a program that does not link libcuda.so.1 itself): false if
+ * it is not loaded or is no simulator. */
+static inline bool loaded_driver_stats(simcuda_counters *c)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *sym = h ? dlsym(h, "simcuda_stats") : NULL;
+    if (!sym)
+        return false;
+    int (*stats)(int, simcuda_counters *);
+    memcpy(&stats, &sym, sizeof sym);
+    return stats(0, c) == 0;
+}
+
+/* The file this program's cudaMalloc was loaded from (dladdr), or NULL. */
+static inline const char *cuda_malloc_origin(void)
+{
+    Dl_info info;
+    void *fn;
+    cudaError_t (*malloc_fn)(void **, size_t) = cudaMalloc;
+    memcpy(&fn, &malloc_fn, sizeof fn);
+    return dladdr(fn, &info) ? info.dli_fname : NULL;
+}
 
 #endif /* VT_TEST_SIM_UTIL_H */
