@@ -16,6 +16,18 @@ static size_t free_bytes(void)
     return f;
 }
 
+/* Ends the capture on `s` and instantiates what it captured: the instance;
+ * the graph into *g. */
+static cudaGraphExec_t end_capture_instantiated(cudaStream_t s, cudaGraph_t *g)
+{
+    *g = NULL;
+    ASSERT_OK(cudaStreamEndCapture(s, g));
+    ASSERT(*g != NULL);
+    cudaGraphExec_t x;
+    ASSERT_OK(cudaGraphInstantiate(&x, *g, 0));
+    return x;
+}
+
 TEST(captured_work_runs_only_when_the_graph_is_launched)
 {
     cudaStream_t s = held_stream(cudaStreamNonBlocking);
@@ -35,15 +47,12 @@ TEST(captured_work_runs_only_when_the_graph_is_launched)
     ASSERT_OK(cudaMemcpyAsync(host, d2, N, cudaMemcpyDeviceToHost, s));
     ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
     cudaGraph_t g;
-    ASSERT_OK(cudaStreamEndCapture(s, &g));
-    ASSERT(g != NULL);
+    cudaGraphExec_t x = end_capture_instantiated(s, &g);
     ASSERT_OK(cudaStreamIsCapturing(s, &st));
     ASSERT_EQ(st, cudaStreamCaptureStatusNone);
     ASSERT_OK(cudaDeviceSynchronize());
-    ASSERT_EQ(host[0], 0);                  /* captured, not run */
+    ASSERT_EQ(host[0], 0);                  /* captured and instantiated, not run */
     ASSERT_EQ(load_flag(&calls), 0);
-    cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, g, 0));
     ASSERT_OK(cudaGraphDestroy(g));         /* the instance keeps what it needs */
     for (int launch = 1; launch <= 3; launch++) {
         memset(host, 0, N);
@@ -123,9 +132,7 @@ TEST(a_stream_waiting_for_a_captured_event_joins_the_capture)
     ASSERT_OK(cudaEventRecord(join, s2));
     ASSERT_OK(cudaStreamWaitEvent(s1, join, 0));
     ASSERT_OK(cudaMemcpyAsync(host, d, N, cudaMemcpyDeviceToHost, s1));
-    ASSERT_OK(cudaStreamEndCapture(s1, &g));
-    cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, g, 0));
+    cudaGraphExec_t x = end_capture_instantiated(s1, &g);
     ASSERT_OK(cudaGraphLaunch(x, s1));
     ASSERT_OK(cudaStreamSynchronize(s1));
     ASSERT_EQ(host[0], 1);
@@ -152,9 +159,7 @@ TEST(graph_memory_nodes_live_as_long_as_the_graph)
     ASSERT_OK(cudaMemcpyAsync(host, p, N, cudaMemcpyDeviceToHost, s));
     ASSERT_OK(cudaFreeAsync(p, s));
     cudaGraph_t g;
-    ASSERT_OK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, g, 0));
+    cudaGraphExec_t x = end_capture_instantiated(s, &g);
     for (int launch = 0; launch < 3; launch++) {
         memset(host, 0, N);
         ASSERT_OK(cudaGraphLaunch(x, s));

@@ -78,6 +78,18 @@ static const struct entry_case {
     { CONTEXT_ABIS, "cuStreamGetDevice", 13000, PTDS, "cuStreamGetDevice_ptsz" },
 };
 
+/* cuGetProcAddress_v2 has no function for `name` at `version`: it
+ * succeeds, gives NULL, and the status says why. */
+static void expect_no_entry(const char *name, int version, CUdriverProcAddressQueryResult why)
+{
+    gpa_v2_fn gpa = bootstrap(driver());
+    void *fn = (void *)1;
+    CUdriverProcAddressQueryResult st = 99;
+    ASSERT_OK(gpa(name, &fn, version, 0, &st));
+    ASSERT_PTR_EQ(fn, NULL);
+    ASSERT_EQ(st, why);
+}
+
 static void expect_entries(entry_topic topic)
 {
     void *h = driver();
@@ -110,20 +122,14 @@ TEST(get_proc_address_per_thread_flag)
 
 TEST(get_proc_address_not_found_and_version_not_sufficient)
 {
+    /* Documented for the _v2 ABI: success, NULL, and the status says why. */
+    expect_no_entry("cuNoSuchFunction", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_no_entry("cuMemAlloc_v2", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);   /* base names only */
+    expect_no_entry("cuMemAllocAsync", 11000, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT); /* new in 11.2 */
     void *h = driver();
     gpa_v2_fn gpa = bootstrap(h);
-    void *fn = (void *)1;
-    CUdriverProcAddressQueryResult st = 99;
-    /* Documented for the _v2 ABI: success, NULL, and the status says why. */
-    ASSERT_OK(gpa("cuNoSuchFunction", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, NULL);
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    ASSERT_OK(gpa("cuMemAlloc_v2", &fn, 13000, 0, &st));     /* base names only */
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    fn = (void *)1;
-    ASSERT_OK(gpa("cuMemAllocAsync", &fn, 11000, 0, &st));   /* new in 11.2 */
-    ASSERT_PTR_EQ(fn, NULL);
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    void *fn;
+    CUdriverProcAddressQueryResult st;
     ASSERT_EQ(gpa("cuMemAlloc", &fn, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE); /* newer than driver */
     ASSERT_EQ(gpa("cuMemAlloc", &fn, 13000, 4, &st), CUDA_ERROR_INVALID_VALUE);  /* unknown flag */
     /* The 11.3 ABI has no status: not found is an error. */
@@ -182,13 +188,7 @@ TEST(driver_calls_need_init_and_context)
 TEST(get_proc_address_context_abis_change_with_version)
 {
     expect_entries(CONTEXT_ABIS);
-    void *h = driver();
-    gpa_v2_fn gpa = bootstrap(h);
-    void *fn = (void *)1;
-    CUdriverProcAddressQueryResult st = 99;
-    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 12070, 0, &st));
-    ASSERT_PTR_EQ(fn, NULL);
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect_no_entry("cuStreamGetDevice", 12070, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 }
 
 /* The 13.0 ABIs take the context; NULL is the current one. */
