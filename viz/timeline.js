@@ -987,7 +987,7 @@
       }
     }
     const of = new Int32Array(nK);          // stack node -> tree node
-    const parent = [0], frame = [0], rep = [0], depth = [0];
+    const parent = [0], frame = [0], rep = [0];   // per tree node; rep: a stack node of it
     const byKey = new Map();
     for (const k of kByDepth) {
       if (k === 0) continue;
@@ -998,11 +998,11 @@
       if (d === undefined) {
         d = parent.length;
         byKey.set(id, d);
-        parent.push(p); frame.push(kFrame[k]); rep.push(k); depth.push(depth[p] + 1);
+        parent.push(p); frame.push(kFrame[k]); rep.push(k);
       }
       of[k] = d;
     }
-    return (flameTrees[key] = { n: parent.length, parent, frame, rep, depth, of, nfolded });
+    return (flameTrees[key] = { n: parent.length, parent, frame, rep, of, nfolded });
   }
   let flameRects = [];
   function drawFlame() {
