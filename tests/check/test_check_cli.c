@@ -360,7 +360,7 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
     ASSERT_EQ(run_sub("json", args, &out, &err), 0);
     const char *why = json_validate(out);
     ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
-    char version[48];
+    char version[64];   /* the writer's own */
     snprintf(version, sizeof version, "\"format_version\":\"%d.%d\"", VT_FORMAT_MAJOR,
              VT_FORMAT_MINOR);
     ASSERT_STR_CONTAINS(out, version);
