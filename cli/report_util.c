@@ -75,7 +75,7 @@ static const char *basename_of(const char *path)
 }
 
 /* Modules whose frames are plumbing between the program and the memory. */
-static int boring_module(const char *module)
+static bool boring_module(const char *module)
 {
     static const char *prefixes[] = { "libvramtrace", "libcudart", "libcuda.", "libc.so",
                                       "libc-", "libstdc++", "ld-linux", "libc10_cuda",
@@ -83,8 +83,8 @@ static int boring_module(const char *module)
     const char *b = basename_of(module);
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(b, prefixes[i], strlen(prefixes[i])))
-            return VT_EXIT_FAILURE;
-    return 0;
+            return true;
+    return false;
 }
 
 bool vt__report_all_frames;
@@ -102,7 +102,9 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* torch's Python layers between a module's caller and its forward, and
  * between a tensor method and its C++ implementation: every stack of a
- * PyTorch program passes through them, none of them allocates. */
+ * PyTorch program passes through them, none of them allocates. track()'s
+ * own dispatch mode is one more such layer: vramtrace's frames are not the
+ * program's. */
 static bool torch_plumbing(const char *file, const char *fn)
 {
     static const struct { const char *file, *fn; } plumbing[] = {
@@ -113,6 +115,8 @@ static bool torch_plumbing(const char *file, const char *fn)
         { "torch/_tensor.py", "_handle_torch_function_and_wrap_type_error_to_not_implemented" },
         { "torch/overrides.py", "handle_torch_function" },
         { "torch/_ops.py", "__call__" },
+        { "vramtrace/torch.py", "__torch_dispatch__" },
+        { "vramtrace/torch.py", "_dispatch" },
     };
     for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
         if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))

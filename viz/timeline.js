@@ -307,6 +307,7 @@
     ['torch/utils/_contextlib.py', 'decorate_context'], ['torch/_tensor.py', 'wrapped'],
     ['torch/_tensor.py', '_handle_torch_function_and_wrap_type_error_to_not_implemented'],
     ['torch/overrides.py', 'handle_torch_function'], ['torch/_ops.py', '__call__'],
+    ['vramtrace/torch.py', '__torch_dispatch__'], ['vramtrace/torch.py', '_dispatch'],
   ];
   function isPython(fr) { return str(F.mod[fr]) === 'python'; }
   function isPlumbing(fr) {
