@@ -100,6 +100,8 @@ typedef struct keydisc {
 typedef struct walk {
     uintptr_t sp, bp, ra;              /* in capture(): the walk's start */
     uint64_t used;                     /* ts->clock at its last use (LRU) */
+    uint64_t placed;                   /* the set hash it was placed with: a PENDING
+                                        * walk of another call site differs */
     uint32_t id;                       /* the stack id it gave */
     uint32_t nwords;                   /* words[] in use, or NO_LEARN / PENDING */
     uint32_t nany;                     /* saved rbp values outside the live stack (no
@@ -430,7 +432,22 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
  * same holds for the rbp values that frames saved on the stack, restored by
  * the walk for the frames further out: one outside the live stack is
  * remembered as "any value outside the live stack", or a loop counter saved
- * by a callee would make every capture of the loop a mismatch. */
+ * by a callee would make every capture of the loop a mismatch.
+ *
+ * Two sets per walk. The walks of a key are spread over the sets by the
+ * value of its discriminating word, the return address into each call site;
+ * a program's call sites through one entry are a few dozen such addresses,
+ * and with one set per walk, some address layouts (ASLR draws a new one each
+ * run) put more of them in one set than it has ways: they then evict each
+ * other in turn, each one unwound and learned again on every round until
+ * the learning credit is spent, a fast path lost for the whole run by the
+ * luck of the draw (about one run in 60 with 40 sites). Each walk may
+ * live in either of two sets, the new one goes to the way least recently
+ * used of both (two choices: the fullest set stays within a few walks of
+ * the average); a lookup reads the second set's keys only when the first
+ * does not answer. Two sets per walk also means more call sites meet in a
+ * set, so a pending walk keeps the set hash it was placed with: another
+ * site's first miss is not this site's second. */
 static void remember(walk *w, uintptr_t a, uintptr_t lo, uintptr_t hi, bool saved_bp,
                      bool *ok)
 {
@@ -535,43 +552,59 @@ VT_REC_TEXT static uint32_t capture(void)
         uint64_t h = key;
         if (kd->key == key)
             h = mix(key, *(const volatile uintptr_t *)kd->addr);
-        size_t set = (size_t)((h >> 32) & (FAST_SETS - 1)) * FAST_WAYS, victim = set;
-        /* Ways with the same key: stacks whose discriminating word agrees
-         * (or none is known yet), e.g. one call site reached through
-         * different outer callers; each keeps its own words. */
-        for (size_t k = set; k < set + FAST_WAYS; k++) {
-            walk *w = &ts->walks[k];
-            if (ts->wkey[k] == key && w->sp == sp && w->bp == bp && w->ra == ra) {
-                if (w->nwords == NO_LEARN) {
-                    w->used = ++ts->clock;
-                    goto unwind;
-                }
-                if (w->nwords == PENDING) {   /* second miss */
-                    if (ts->credit < LEARN_COST) {   /* stays pending */
+        /* Two candidate sets, the walk goes to the one with the older way
+         * (see "Two sets per walk" above): call sites are return addresses
+         * a fixed distance apart, and one hash of them fills some set past
+         * its ways in one address layout in a few dozen. */
+        size_t first = (size_t)((h >> 32) & (FAST_SETS - 1));
+        size_t second = (first + 1 + (size_t)((h >> 56) % (FAST_SETS - 1))) & (FAST_SETS - 1);
+        size_t sets[2] = { first * FAST_WAYS, second * FAST_WAYS }, victim = sets[0];
+        for (int s = 0; s < 2; s++) {
+            size_t set = sets[s];
+            /* Ways with the same key: stacks whose discriminating word
+             * agrees (or none is known yet), e.g. one call site reached
+             * through different outer callers; each keeps its own words. */
+            for (size_t k = set; k < set + FAST_WAYS; k++) {
+                walk *w = &ts->walks[k];
+                /* A pending walk is only this call site's first miss when
+                 * the discriminating word put it here too: several sites
+                 * share a key, and one that took another's pending walk for
+                 * its own would learn in its place, the other to miss again. */
+                if (ts->wkey[k] == key && w->sp == sp && w->bp == bp && w->ra == ra &&
+                    (w->nwords != PENDING || w->placed == h)) {
+                    if (w->nwords == NO_LEARN) {
                         w->used = ++ts->clock;
-                        ts->credit++;
                         goto unwind;
                     }
-                    ts->credit -= LEARN_COST;
-                    return learn(ts, k, key, sp, bp, ra);
+                    if (w->nwords == PENDING) {   /* second miss */
+                        if (ts->credit < LEARN_COST) {   /* stays pending */
+                            w->used = ++ts->clock;
+                            ts->credit++;
+                            goto unwind;
+                        }
+                        ts->credit -= LEARN_COST;
+                        return learn(ts, k, key, sp, bp, ra);
+                    }
+                    uint32_t i = words_hold(w, sp, ts->stack_hi);
+                    if (i == w->nwords) {
+                        w->used = ++ts->clock;
+                        ts->hits++;
+                        ts->stats.remembered++;
+                        return w->id;
+                    }
+                    /* Another stack from these registers: the first word
+                     * that tells them apart discriminates (the earliest one
+                     * seen). */
+                    if (i < w->nwords && (kd->key != key || i < kd->index)) {
+                        kd->key = key;
+                        kd->addr = w->words[i].addr;
+                        kd->index = i;
+                    }
                 }
-                uint32_t i = words_hold(w, sp, ts->stack_hi);
-                if (i == w->nwords) {
-                    w->used = ++ts->clock;
-                    ts->hits++;
-                    ts->stats.remembered++;
-                    return w->id;
-                }
-                /* Another stack from these registers: the first word that
-                 * tells them apart discriminates (the earliest one seen). */
-                if (i < w->nwords && (kd->key != key || i < kd->index)) {
-                    kd->key = key;
-                    kd->addr = w->words[i].addr;
-                    kd->index = i;
-                }
+                uint64_t used = ts->wkey[k] ? w->used : 0;   /* empty ways first */
+                if (used < (ts->wkey[victim] ? ts->walks[victim].used : 0))
+                    victim = k;
             }
-            if (w->used < ts->walks[victim].used)   /* empty ways: 0 */
-                victim = k;
         }
         if (ts->credit < CREDIT_MAX)
             ts->credit++;
@@ -580,6 +613,7 @@ VT_REC_TEXT static uint32_t capture(void)
         w->bp = bp;
         w->ra = ra;
         w->nwords = PENDING;
+        w->placed = h;
         w->used = ++ts->clock;
         ts->wkey[victim] = key;
     }
