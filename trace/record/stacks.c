@@ -143,7 +143,14 @@ static _Atomic uint64_t dropped;       /* stacks not interned: table full */
 static _Atomic uint32_t ids_lost;      /* node ids lost in insertion races for good */
 static unsigned depth;                 /* frames kept per stack, 0 = off */
 static bool free_stacks;
-static unsigned py_stacks = VT_STACKS_NATIVE;  /* VT_STACKS_NATIVE: no Python read */
+/* Python frames are read once an interpreter is found (see "Finding Python
+ * later" below); until then captures are native. Published with release
+ * after pyframes.c's state is written. */
+static _Atomic unsigned py_stacks = VT_STACKS_NATIVE;  /* VT_STACKS_NATIVE: no Python read */
+static unsigned py_wanted = VT_STACKS_NATIVE;  /* the configuration's choice */
+static _Atomic uint32_t loads_gen;     /* dlopen/dlsym calls seen by the hooks */
+static _Atomic uint32_t py_probed_gen; /* loads_gen when Python was last looked for */
+static _Atomic bool py_probing;        /* one thread looks at a time */
 static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
 static uintptr_t mod_lo, mod_hi;       /* our module's code, when a shared object */
 static pthread_key_t ts_key;
@@ -253,8 +260,12 @@ int vt__stacks_init(unsigned d)
     const vt_config *c = vt__config();
     depth = d > VT_STACK_MAX_DEPTH ? VT_STACK_MAX_DEPTH : d;
     free_stacks = c->free_stacks;
-    py_stacks = c->stacks != VT_STACKS_NATIVE && vt__py_detect() ? c->stacks
-                                                                 : VT_STACKS_NATIVE;
+    py_wanted = c->stacks;
+    atomic_store_explicit(&py_probed_gen, atomic_load(&loads_gen), memory_order_relaxed);
+    atomic_store_explicit(&py_stacks,
+                          py_wanted != VT_STACKS_NATIVE && vt__py_detect() ? py_wanted
+                                                                           : VT_STACKS_NATIVE,
+                          memory_order_release);
     if (!node_parent) {
         node_parent = map(NODE_CAP * sizeof *node_parent);
         node_ip = map(NODE_CAP * sizeof *node_ip);
@@ -699,7 +710,8 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
     int n = vt__py_walk(py, VT_STACK_MAX_DEPTH, &ngroups);
     if (n <= 0)
         return capture();      /* a thread with no Python: native frames */
-    uint32_t native = py_stacks == VT_STACKS_ALL ? capture() : 0;
+    uint32_t native = atomic_load_explicit(&py_stacks, memory_order_relaxed) == VT_STACKS_ALL
+                          ? capture() : 0;
     if (native & VT_STACK_TRUNCATED)
         return native;         /* the table is full: no room for more */
     tstate *ts = ts_get();
@@ -723,11 +735,54 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
     return id;
 }
 
+/* Finding Python later.
+ *
+ * A program that embeds Python dlopens libpython after recording started
+ * (and maybe after its first allocations), so one look at initialization is
+ * not enough. The dlopen and dlsym hooks bump loads_gen before the call
+ * (the entries jump to the real function: nothing of ours runs after it);
+ * a capture that finds it changed, while no Python is known, looks again.
+ * Looking before a racing dlopen has loaded the library misses it, but an
+ * embedder then dlsyms the interpreter's entry points, or Python's own
+ * dlopen of an extension module comes, and the next capture looks again.
+ * A process that never has Python pays one relaxed load and compare per
+ * capture, and one look (a few dlsym calls) per dlopen or dlsym it makes.
+ * Nothing here imports, initializes or locks Python: vt__py_detect only
+ * looks symbols up. */
+void vt__trace_modules_loaded(void)
+{
+    atomic_fetch_add_explicit(&loads_gen, 1, memory_order_relaxed);
+}
+
+static void look_for_python_again(uint32_t gen)
+{
+    bool idle = false;
+    if (!atomic_compare_exchange_strong(&py_probing, &idle, true))
+        return;                /* another thread is looking */
+    atomic_store_explicit(&py_probed_gen, gen, memory_order_relaxed);
+    if (py_wanted != VT_STACKS_NATIVE &&
+        atomic_load_explicit(&py_stacks, memory_order_relaxed) == VT_STACKS_NATIVE &&
+        vt__py_detect())
+        atomic_store_explicit(&py_stacks, py_wanted, memory_order_release);
+    atomic_store_explicit(&py_probing, false, memory_order_release);
+}
+
+static inline bool python_known(void)
+{
+    if (atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE)
+        return true;
+    uint32_t gen = atomic_load_explicit(&loads_gen, memory_order_relaxed);
+    if (vt_likely(gen == atomic_load_explicit(&py_probed_gen, memory_order_relaxed)))
+        return false;
+    look_for_python_again(gen);
+    return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE;
+}
+
 VT_REC_TEXT uint32_t vt__stack_capture(void)
 {
     if (vt_unlikely(!vt__rec_on()))
         return 0;
-    if (py_stacks != VT_STACKS_NATIVE && depth)
+    if (depth && python_known())
         return capture_with_python();
     return capture();
 }
@@ -736,14 +791,15 @@ VT_REC_TEXT uint32_t vt__stack_capture_free(void)
 {
     if (vt_unlikely(!vt__rec_on()) || !free_stacks)
         return 0;
-    if (py_stacks != VT_STACKS_NATIVE && depth)
+    if (depth && python_known())
         return capture_with_python();
     return capture();
 }
 
 unsigned vt__stacks_python_minor(void)
 {
-    return py_stacks != VT_STACKS_NATIVE ? vt__py_minor() : 0;
+    return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE
+               ? vt__py_minor() : 0;
 }
 
 uint64_t vt__stacks_dropped(void)
