@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,12 @@
 #define FUZZING 0
 #endif
 
-#define NKNOWN 6
+#define NKNOWN 7
 static const char *const section_names[NKNOWN + 1] = {
-    "?", "meta", "strings", "frames", "stacks", "state", "events",
+    "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines",
 };
+/* Sections a file may leave out (format.h): FIRST_LINES. */
+#define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES)
 
 struct entry {
     uint32_t id, flags;
@@ -159,13 +162,15 @@ static int parse_header(struct rd *r)
                          (unsigned long long)en.stored, r->size);
         if (en.id == 0 || en.id > NKNOWN)
             continue; /* a later minor version's section: skip */
+        if (en.id == VT_SECTION_FIRST_LINES && r->minor < 4)
+            continue; /* not of this file's version: what a 1.3 reader does */
         if (r->sec[en.id].present)
             return rfail(r, "section table at byte offset %llu: section '%s' appears twice",
                          (unsigned long long)eoff, section_names[en.id]);
         r->sec[en.id] = en;
     }
     for (int id = 1; id <= NKNOWN; id++)
-        if (!r->sec[id].present)
+        if (!r->sec[id].present && !OPTIONAL_SECTION(id))
             return rfail(r, "section table at byte offset %llu: section '%s' is missing",
                          (unsigned long long)toff, section_names[id]);
     return 0;
@@ -181,6 +186,8 @@ static uint64_t raw_bound(int id, uint64_t count)
         return VT_MAX_META_BYTES;
     case VT_SECTION_FRAMES:
         return count > big ? UINT64_MAX : count * VT_MAX_FRAME_BYTES;
+    case VT_SECTION_FIRST_LINES:
+        return count > big ? UINT64_MAX : count * VT_MAX_FIRST_LINE_BYTES;
     case VT_SECTION_STACKS:
         return count > big ? UINT64_MAX : (count ? count - 1 : 0) * VT_MAX_STACK_NODE_BYTES;
     case VT_SECTION_EVENTS:
@@ -422,10 +429,33 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
             return SFAIL(r, off, "frame %llu: line %llu out of range", (unsigned long long)i,
                          (unsigned long long)line);
         *f = (vt_frame){ ip, mo, (uint32_t)mod, (uint32_t)bid, (uint32_t)fn, (uint32_t)file,
-                         (uint32_t)line };
+                         (uint32_t)line, 0 };
     }
     if (vt__cur_left(&c))
         return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last frame", vt__cur_left(&c));
+    return 0;
+}
+
+static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
+{
+    vt_snapshot_data *s = r->s;
+    uint64_t count = r->sec[VT_SECTION_FIRST_LINES].count;
+    if (count != s->nframes)
+        return SFAIL(r, (size_t)0, "%llu first lines for %zu frames",
+                     (unsigned long long)count, s->nframes);
+    vt__cur c = vt__cur_make(raw, n);
+    for (uint64_t i = 0; i < count; i++) {
+        size_t off = vt__cur_off(&c);
+        uint64_t first = vt__get_varint(&c);
+        NEED(&c, "first line");
+        if (first > INT32_MAX)
+            return SFAIL(r, off, "frame %llu: first line %llu out of range",
+                         (unsigned long long)i, (unsigned long long)first);
+        s->frames[i].first_line = (uint32_t)first;
+    }
+    if (vt__cur_left(&c))
+        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last first line",
+                     vt__cur_left(&c));
     return 0;
 }
 
@@ -552,6 +582,19 @@ static void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
     list[0] = v;
 }
 
+/* One move-to-front code (format.h): a position in list[0..n), or n for a
+ * literal read from `lit`; the value moves to the front. @return false for
+ * a code past n. */
+static inline bool mtf_decode(uint64_t *list, unsigned n, unsigned code, vt__cur *lit,
+                              uint64_t *v)
+{
+    if (code > n)
+        return false;
+    *v = code < n ? list[code] : vt__get_varint(lit);
+    mtf_front(list, code < n ? code : n - 1, *v);
+    return true;
+}
+
 static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
 {
     vt_snapshot_data *s = r->s;
@@ -631,27 +674,13 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
         e->thread = (uint32_t)thread;
         e->device = (int8_t)devs[i];
         unsigned sc = scode[i];
-        if (sc < VT_MTF_STREAMS) {
-            e->stream = streams[sc];
-            mtf_front(streams, sc, e->stream);
-        } else if (sc == VT_MTF_STREAMS) {
-            e->stream = vt__get_varint(&col[VT_COL_STREAM_LIT]);
-            mtf_front(streams, VT_MTF_STREAMS - 1, e->stream);
-        } else {
+        if (!mtf_decode(streams, VT_MTF_STREAMS, sc, &col[VT_COL_STREAM_LIT], &e->stream))
             return SFAIL(r, col_off[VT_COL_STREAM] + i, "event %zu: bad stream code %u", i, sc);
-        }
         last_addr[kind] += (uint64_t)vt__get_svarint(&col[VT_COL_ADDR]);
         e->addr = last_addr[kind];
         unsigned zc = zcode[i];
-        if (zc < VT_MTF_SIZES) {
-            e->size = sizes[zc];
-            mtf_front(sizes, zc, e->size);
-        } else if (zc == VT_MTF_SIZES) {
-            e->size = vt__get_varint(&col[VT_COL_SIZE_LIT]);
-            mtf_front(sizes, VT_MTF_SIZES - 1, e->size);
-        } else {
+        if (!mtf_decode(sizes, VT_MTF_SIZES, zc, &col[VT_COL_SIZE_LIT], &e->size))
             return SFAIL(r, col_off[VT_COL_SIZE] + i, "event %zu: bad size code %u", i, zc);
-        }
         e->req_size = e->size - (uint64_t)vt__get_svarint(&col[VT_COL_REQ_SIZE]);
         uint64_t stack = vt__get_varint(&col[VT_COL_STACK]);
         e->aux = vt__get_varint(&col[VT_COL_AUX]);
@@ -706,10 +735,13 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
         int (*fn)(struct rd *, const unsigned char *, size_t);
     } order[] = {
         { VT_SECTION_STRINGS, dec_strings }, { VT_SECTION_META, dec_meta },
-        { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_STACKS, dec_stacks },
-        { VT_SECTION_STATE, dec_state },     { VT_SECTION_EVENTS, dec_events },
+        { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_FIRST_LINES, dec_first_lines },
+        { VT_SECTION_STACKS, dec_stacks },   { VT_SECTION_STATE, dec_state },
+        { VT_SECTION_EVENTS, dec_events },
     };
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !rc; i++) {
+        if (!r.sec[order[i].id].present)
+            continue;   /* an optional section the file leaves out */
         unsigned char *raw;
         rc = load_section(&r, order[i].id, &raw);
         if (!rc)
@@ -724,7 +756,8 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
     return 0;
 }
 
-int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+                           char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -767,7 +800,12 @@ int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t
         got += (size_t)n;
     }
     close(fd);
-    int rc = vt_snapfile_decode(buf, got, path, out, err, errlen);
+    int rc = decode(buf, got, path, out, err, errlen);
     free(buf);
     return rc;
+}
+
+int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
+{
+    return vt__snapfile_read_with(path, vt_snapfile_decode, out, err, errlen);
 }

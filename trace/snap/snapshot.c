@@ -6,6 +6,7 @@
  * blocks, so vt_snapshot_free() can free() them one by one.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "snapshot.h"
 
@@ -39,6 +40,13 @@ size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
     return n;
 }
 
+uint32_t vt_frame_def_line(const vt_snapshot_data *s, const vt_frame *f)
+{
+    if (!f || !f->first_line || !strcmp(vt_snapshot_string(s, f->function), "<module>"))
+        return 0;
+    return f->first_line;
+}
+
 void vt_snapshot_free_arrays(vt_snapshot_data *s)
 {
     free(s->devices);
@@ -57,4 +65,16 @@ void vt_snapshot_free(vt_snapshot_data *s)
         return;
     vt_snapshot_free_arrays(s);
     free(s);
+}
+
+int vt_snapshot_max_device(const vt_snapshot_data *s)
+{
+    int maxdev = -1;
+    for (size_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device > maxdev)
+            maxdev = s->segments[i].device;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].device > maxdev)
+            maxdev = s->events[i].device;
+    return maxdev;
 }
