@@ -112,6 +112,10 @@ HK_EARLY void *vt__hk_dlsym_route(void *handle, const char *name, const void *ca
     if (vt_unlikely(f == NULL))
         return NULL;
     void *target;
+    /* An embedder looks up libpython's entry points after loading it: the
+     * recorder looks for Python again (vt__trace_modules_loaded). */
+    if (!vt__hk_is_self(caller))
+        vt__trace_modules_loaded();
     /* vramtrace itself (the allocator's driver table) always gets the truth. */
     if (name && vt__hk_is_hooked_name(name) && !vt__hk_is_self(caller)) {
         dlsym_fn h = vt__hk_dlsym_hooked;
@@ -133,6 +137,10 @@ __attribute__((visibility("hidden"))) void *vt__hk_dlopen_route(const char *file
 HK_EARLY void *vt__hk_dlopen_route(const char *file, int flags, const void *caller)
 {
     dlopen_fn f = real_dlopen();
+    /* The library may be libpython: the recorder looks for Python again at
+     * its next capture (it cannot after the load: we jump, not call). */
+    if (!vt__hk_is_self(caller))
+        vt__trace_modules_loaded();
     if ((flags & RTLD_DEEPBIND) && file && !vt__hk_is_self(caller)
         && !atomic_exchange(&deepbind_warned, 1))
         fprintf(stderr, "vramtrace: %s is loaded with RTLD_DEEPBIND: the CUDA calls it and "

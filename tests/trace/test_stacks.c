@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <glob.h>
 #include <pthread.h>
 
 #include "../harness.h"
@@ -861,6 +862,111 @@ TEST(a_process_without_python_captures_native_stacks_only)
         ASSERT_EQ(vt__stacks_node(id, &parent, &ip), 0);
         ASSERT_EQ(ip & VT_IP_SYNTHETIC, 0);
     }
+}
+
+/* The newest pyenv libpython3.M of a version the recorder reads, or NULL. */
+static const char *pyenv_libpython(char *out, size_t len, unsigned *minor)
+{
+    const char *root = getenv("PYENV_ROOT") ? getenv("PYENV_ROOT") : "/root/.pyenv";
+    for (unsigned m = 13; m >= 10; m--) {
+        char pattern[512];
+        glob_t g;
+        snprintf(pattern, sizeof pattern, "%s/versions/3.%u.*/lib/libpython3.%u.so.1.0", root,
+                 m, m);
+        if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+            snprintf(out, len, "%s", g.gl_pathv[g.gl_pathc - 1]);
+            globfree(&g);
+            *minor = m;
+            return out;
+        }
+        globfree(&g);
+    }
+    return NULL;
+}
+
+static uint32_t from_python;
+
+/* Called by Python through ctypes: an allocation made under Python frames. */
+static uint32_t allocate_for_python(void)
+{
+    from_python = chain_a();
+    return from_python;
+}
+
+static bool stack_has_synthetic_frame(uint32_t id)
+{
+    uint32_t parent;
+    uint64_t ip;
+    for (; id; id = parent) {
+        ASSERT_EQ(vt__stacks_node(id, &parent, &ip), 0);
+        if (ip & VT_IP_SYNTHETIC)
+            return true;
+    }
+    return false;
+}
+
+/* A program that embeds Python loads libpython after it has allocated: its
+ * allocations before carry native frames only, those made under Python code
+ * after carry the Python frames too. The program initializes Python itself;
+ * the recorder only looks symbols up. The dlopen hook of libvramtrace calls
+ * vt__trace_modules_loaded; this test binary has no hooks, so it calls it
+ * where the hook would. */
+TEST(python_loaded_after_the_first_allocation_gives_python_frames_from_then_on)
+{
+    char lib[512], home[512], code[1024];
+    unsigned minor = 0;
+    if (!pyenv_libpython(lib, sizeof lib, &minor))
+        SKIP("no libpython3.10-3.13 under $PYENV_ROOT/versions (pyenv builds them shared)");
+    ASSERT_EQ(vt__config()->stacks, VT_STACKS_ALL);
+    uint32_t before = chain_a();
+    ASSERT_NE(before, 0);
+    ASSERT_EQ(vt__stacks_python_minor(), 0);
+    ASSERT(!stack_has_synthetic_frame(before));
+
+    vt__trace_modules_loaded();            /* the dlopen hook, before the load */
+    void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+    ASSERT(h != NULL);
+    vt__trace_modules_loaded();            /* the dlsym hook, for each lookup */
+    void (*init)(int) = NULL;
+    int (*run)(const char *) = NULL;
+    *(void **)&init = dlsym(h, "Py_InitializeEx");
+    *(void **)&run = dlsym(h, "PyRun_SimpleString");
+    ASSERT(init != NULL && run != NULL);
+    /* Python finds its library from its home, not from this program's path. */
+    snprintf(home, sizeof home, "%s", lib);
+    *strstr(home, "/lib/libpython") = '\0';
+    setenv("PYTHONHOME", home, 1);
+    init(0);
+    snprintf(code, sizeof code,
+             "import ctypes\n"
+             "callback = ctypes.CFUNCTYPE(ctypes.c_uint32)(%lu)\n"
+             "def allocate_from_python():\n"
+             "    return callback()\n"
+             "allocate_from_python()\n",
+             (unsigned long)(uintptr_t)allocate_for_python);
+    ASSERT_EQ(run(code), 0);
+
+    ASSERT_EQ(vt__stacks_python_minor(), minor);
+    ASSERT_NE(from_python, 0);
+    ASSERT(stack_has_synthetic_frame(from_python));
+    vt_snapshot_data *s = snapshot_with_stack(from_python);
+    const vt_frame *f[64];
+    size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64);
+    int chain = -1, python = -1;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        const char *fn = vt_snapshot_string(s, f[i]->function);
+        if (chain < 0 && !strcmp(fn, "chain_a"))
+            chain = (int)i;
+        if (python < 0 && !strcmp(fn, "allocate_from_python"))
+            python = (int)i;
+    }
+    ASSERT_GE(chain, 0);
+    ASSERT_GT(python, chain);              /* the Python caller is further out */
+    ASSERT_STR_EQ(vt_snapshot_string(s, f[python]->file), "<string>");
+    ASSERT_EQ(f[python]->line, 4);         /* return callback() */
+    vt_snapshot_free(s);
+    /* The stack recorded before Python came stays native. */
+    ASSERT(!stack_has_synthetic_frame(before));
 }
 
 /* A full table cuts new stacks short instead of dropping them: the deepest

@@ -2,11 +2,14 @@
  * trace/record/pyframes.c - the calling thread's Python frames, read from the
  * interpreter's own structures, without linking or calling into libpython.
  *
- * Finding the interpreter. The first capture looks the interpreter up with
- * dlsym(RTLD_DEFAULT): a process without Python finds nothing and never looks
- * again (one predictable branch per capture from then on). A process whose
- * Python this file does not know (another minor version, a free-threaded
- * build) is treated the same way: native stacks only.
+ * Finding the interpreter. Recording starts by looking the interpreter up
+ * with dlsym(RTLD_DEFAULT); a process without Python finds nothing, and looks
+ * again only after it dlopens or dlsyms something (stacks.c, "Finding Python
+ * later": a program embedding Python loads it late). A process whose Python
+ * this file does not know (another minor version, a free-threaded build) is
+ * treated the same way: native stacks only. vt__py_detect is called by one
+ * thread at a time, and its results are published by stacks.c after it
+ * returned true.
  *
  * Which thread state. Torch's bindings release the GIL around dispatch, so
  * the thread calling the allocator usually does not hold it, and

@@ -66,6 +66,11 @@ int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *nam
  * stack walks may describe code that is gone; forget them. */
 void vt__trace_modules_changed(void);
 
+/* A library is about to be loaded (dlopen) or looked up in (dlsym): a
+ * process that had no Python when recording started may have one now, and
+ * the next capture looks again (once per call, never once Python is found). */
+void vt__trace_modules_loaded(void);
+
 /* The allocator ran out of memory: records nothing by itself (the allocator
  * records the OOM event) but writes a snapshot when dump_on_oom:1. */
 void vt__trace_out_of_memory(void);

@@ -100,6 +100,8 @@ typedef struct keydisc {
 typedef struct walk {
     uintptr_t sp, bp, ra;              /* in capture(): the walk's start */
     uint64_t used;                     /* ts->clock at its last use (LRU) */
+    uint64_t placed;                   /* the set hash it was placed with: a PENDING
+                                        * walk of another call site differs */
     uint32_t id;                       /* the stack id it gave */
     uint32_t nwords;                   /* words[] in use, or NO_LEARN / PENDING */
     uint32_t nany;                     /* saved rbp values outside the live stack (no
@@ -141,7 +143,14 @@ static _Atomic uint64_t dropped;       /* stacks not interned: table full */
 static _Atomic uint32_t ids_lost;      /* node ids lost in insertion races for good */
 static unsigned depth;                 /* frames kept per stack, 0 = off */
 static bool free_stacks;
-static unsigned py_stacks = VT_STACKS_NATIVE;  /* VT_STACKS_NATIVE: no Python read */
+/* Python frames are read once an interpreter is found (see "Finding Python
+ * later" below); until then captures are native. Published with release
+ * after pyframes.c's state is written. */
+static _Atomic unsigned py_stacks = VT_STACKS_NATIVE;  /* VT_STACKS_NATIVE: no Python read */
+static unsigned py_wanted = VT_STACKS_NATIVE;  /* the configuration's choice */
+static _Atomic uint32_t loads_gen;     /* dlopen/dlsym calls seen by the hooks */
+static _Atomic uint32_t py_probed_gen; /* loads_gen when Python was last looked for */
+static _Atomic bool py_probing;        /* one thread looks at a time */
 static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
 static uintptr_t mod_lo, mod_hi;       /* our module's code, when a shared object */
 static pthread_key_t ts_key;
@@ -251,8 +260,12 @@ int vt__stacks_init(unsigned d)
     const vt_config *c = vt__config();
     depth = d > VT_STACK_MAX_DEPTH ? VT_STACK_MAX_DEPTH : d;
     free_stacks = c->free_stacks;
-    py_stacks = c->stacks != VT_STACKS_NATIVE && vt__py_detect() ? c->stacks
-                                                                 : VT_STACKS_NATIVE;
+    py_wanted = c->stacks;
+    atomic_store_explicit(&py_probed_gen, atomic_load(&loads_gen), memory_order_relaxed);
+    atomic_store_explicit(&py_stacks,
+                          py_wanted != VT_STACKS_NATIVE && vt__py_detect() ? py_wanted
+                                                                           : VT_STACKS_NATIVE,
+                          memory_order_release);
     if (!node_parent) {
         node_parent = map(NODE_CAP * sizeof *node_parent);
         node_ip = map(NODE_CAP * sizeof *node_ip);
@@ -430,7 +443,22 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
  * same holds for the rbp values that frames saved on the stack, restored by
  * the walk for the frames further out: one outside the live stack is
  * remembered as "any value outside the live stack", or a loop counter saved
- * by a callee would make every capture of the loop a mismatch. */
+ * by a callee would make every capture of the loop a mismatch.
+ *
+ * Two sets per walk. The walks of a key are spread over the sets by the
+ * value of its discriminating word, the return address into each call site;
+ * a program's call sites through one entry are a few dozen such addresses,
+ * and with one set per walk, some address layouts (ASLR draws a new one each
+ * run) put more of them in one set than it has ways: they then evict each
+ * other in turn, each one unwound and learned again on every round until
+ * the learning credit is spent, a fast path lost for the whole run by the
+ * luck of the draw (about one run in 60 with 40 sites). Each walk may
+ * live in either of two sets, the new one goes to the way least recently
+ * used of both (two choices: the fullest set stays within a few walks of
+ * the average); a lookup reads the second set's keys only when the first
+ * does not answer. Two sets per walk also means more call sites meet in a
+ * set, so a pending walk keeps the set hash it was placed with: another
+ * site's first miss is not this site's second. */
 static void remember(walk *w, uintptr_t a, uintptr_t lo, uintptr_t hi, bool saved_bp,
                      bool *ok)
 {
@@ -535,43 +563,59 @@ VT_REC_TEXT static uint32_t capture(void)
         uint64_t h = key;
         if (kd->key == key)
             h = mix(key, *(const volatile uintptr_t *)kd->addr);
-        size_t set = (size_t)((h >> 32) & (FAST_SETS - 1)) * FAST_WAYS, victim = set;
-        /* Ways with the same key: stacks whose discriminating word agrees
-         * (or none is known yet), e.g. one call site reached through
-         * different outer callers; each keeps its own words. */
-        for (size_t k = set; k < set + FAST_WAYS; k++) {
-            walk *w = &ts->walks[k];
-            if (ts->wkey[k] == key && w->sp == sp && w->bp == bp && w->ra == ra) {
-                if (w->nwords == NO_LEARN) {
-                    w->used = ++ts->clock;
-                    goto unwind;
-                }
-                if (w->nwords == PENDING) {   /* second miss */
-                    if (ts->credit < LEARN_COST) {   /* stays pending */
+        /* Two candidate sets, the walk goes to the one with the older way
+         * (see "Two sets per walk" above): call sites are return addresses
+         * a fixed distance apart, and one hash of them fills some set past
+         * its ways in one address layout in a few dozen. */
+        size_t first = (size_t)((h >> 32) & (FAST_SETS - 1));
+        size_t second = (first + 1 + (size_t)((h >> 56) % (FAST_SETS - 1))) & (FAST_SETS - 1);
+        size_t sets[2] = { first * FAST_WAYS, second * FAST_WAYS }, victim = sets[0];
+        for (int s = 0; s < 2; s++) {
+            size_t set = sets[s];
+            /* Ways with the same key: stacks whose discriminating word
+             * agrees (or none is known yet), e.g. one call site reached
+             * through different outer callers; each keeps its own words. */
+            for (size_t k = set; k < set + FAST_WAYS; k++) {
+                walk *w = &ts->walks[k];
+                /* A pending walk is only this call site's first miss when
+                 * the discriminating word put it here too: several sites
+                 * share a key, and one that took another's pending walk for
+                 * its own would learn in its place, the other to miss again. */
+                if (ts->wkey[k] == key && w->sp == sp && w->bp == bp && w->ra == ra &&
+                    (w->nwords != PENDING || w->placed == h)) {
+                    if (w->nwords == NO_LEARN) {
                         w->used = ++ts->clock;
-                        ts->credit++;
                         goto unwind;
                     }
-                    ts->credit -= LEARN_COST;
-                    return learn(ts, k, key, sp, bp, ra);
+                    if (w->nwords == PENDING) {   /* second miss */
+                        if (ts->credit < LEARN_COST) {   /* stays pending */
+                            w->used = ++ts->clock;
+                            ts->credit++;
+                            goto unwind;
+                        }
+                        ts->credit -= LEARN_COST;
+                        return learn(ts, k, key, sp, bp, ra);
+                    }
+                    uint32_t i = words_hold(w, sp, ts->stack_hi);
+                    if (i == w->nwords) {
+                        w->used = ++ts->clock;
+                        ts->hits++;
+                        ts->stats.remembered++;
+                        return w->id;
+                    }
+                    /* Another stack from these registers: the first word
+                     * that tells them apart discriminates (the earliest one
+                     * seen). */
+                    if (i < w->nwords && (kd->key != key || i < kd->index)) {
+                        kd->key = key;
+                        kd->addr = w->words[i].addr;
+                        kd->index = i;
+                    }
                 }
-                uint32_t i = words_hold(w, sp, ts->stack_hi);
-                if (i == w->nwords) {
-                    w->used = ++ts->clock;
-                    ts->hits++;
-                    ts->stats.remembered++;
-                    return w->id;
-                }
-                /* Another stack from these registers: the first word that
-                 * tells them apart discriminates (the earliest one seen). */
-                if (i < w->nwords && (kd->key != key || i < kd->index)) {
-                    kd->key = key;
-                    kd->addr = w->words[i].addr;
-                    kd->index = i;
-                }
+                uint64_t used = ts->wkey[k] ? w->used : 0;   /* empty ways first */
+                if (used < (ts->wkey[victim] ? ts->walks[victim].used : 0))
+                    victim = k;
             }
-            if (w->used < ts->walks[victim].used)   /* empty ways: 0 */
-                victim = k;
         }
         if (ts->credit < CREDIT_MAX)
             ts->credit++;
@@ -580,6 +624,7 @@ VT_REC_TEXT static uint32_t capture(void)
         w->bp = bp;
         w->ra = ra;
         w->nwords = PENDING;
+        w->placed = h;
         w->used = ++ts->clock;
         ts->wkey[victim] = key;
     }
@@ -665,7 +710,8 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
     int n = vt__py_walk(py, VT_STACK_MAX_DEPTH, &ngroups);
     if (n <= 0)
         return capture();      /* a thread with no Python: native frames */
-    uint32_t native = py_stacks == VT_STACKS_ALL ? capture() : 0;
+    uint32_t native = atomic_load_explicit(&py_stacks, memory_order_relaxed) == VT_STACKS_ALL
+                          ? capture() : 0;
     if (native & VT_STACK_TRUNCATED)
         return native;         /* the table is full: no room for more */
     tstate *ts = ts_get();
@@ -689,11 +735,54 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
     return id;
 }
 
+/* Finding Python later.
+ *
+ * A program that embeds Python dlopens libpython after recording started
+ * (and maybe after its first allocations), so one look at initialization is
+ * not enough. The dlopen and dlsym hooks bump loads_gen before the call
+ * (the entries jump to the real function: nothing of ours runs after it);
+ * a capture that finds it changed, while no Python is known, looks again.
+ * Looking before a racing dlopen has loaded the library misses it, but an
+ * embedder then dlsyms the interpreter's entry points, or Python's own
+ * dlopen of an extension module comes, and the next capture looks again.
+ * A process that never has Python pays one relaxed load and compare per
+ * capture, and one look (a few dlsym calls) per dlopen or dlsym it makes.
+ * Nothing here imports, initializes or locks Python: vt__py_detect only
+ * looks symbols up. */
+void vt__trace_modules_loaded(void)
+{
+    atomic_fetch_add_explicit(&loads_gen, 1, memory_order_relaxed);
+}
+
+static void look_for_python_again(uint32_t gen)
+{
+    bool idle = false;
+    if (!atomic_compare_exchange_strong(&py_probing, &idle, true))
+        return;                /* another thread is looking */
+    atomic_store_explicit(&py_probed_gen, gen, memory_order_relaxed);
+    if (py_wanted != VT_STACKS_NATIVE &&
+        atomic_load_explicit(&py_stacks, memory_order_relaxed) == VT_STACKS_NATIVE &&
+        vt__py_detect())
+        atomic_store_explicit(&py_stacks, py_wanted, memory_order_release);
+    atomic_store_explicit(&py_probing, false, memory_order_release);
+}
+
+static inline bool python_known(void)
+{
+    if (atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE)
+        return true;
+    uint32_t gen = atomic_load_explicit(&loads_gen, memory_order_relaxed);
+    if (vt_likely(gen == atomic_load_explicit(&py_probed_gen, memory_order_relaxed)))
+        return false;
+    look_for_python_again(gen);
+    return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE;
+}
+
 VT_REC_TEXT uint32_t vt__stack_capture(void)
 {
     if (vt_unlikely(!vt__rec_on()))
         return 0;
-    if (py_stacks != VT_STACKS_NATIVE && depth)
+    if (depth && python_known())
         return capture_with_python();
     return capture();
 }
@@ -702,14 +791,15 @@ VT_REC_TEXT uint32_t vt__stack_capture_free(void)
 {
     if (vt_unlikely(!vt__rec_on()) || !free_stacks)
         return 0;
-    if (py_stacks != VT_STACKS_NATIVE && depth)
+    if (depth && python_known())
         return capture_with_python();
     return capture();
 }
 
 unsigned vt__stacks_python_minor(void)
 {
-    return py_stacks != VT_STACKS_NATIVE ? vt__py_minor() : 0;
+    return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE
+               ? vt__py_minor() : 0;
 }
 
 uint64_t vt__stacks_dropped(void)

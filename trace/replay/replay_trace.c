@@ -82,6 +82,7 @@ uint32_t vt__stack_capture(void) { return 0; }
 uint32_t vt__stack_capture_free(void) { return 0; }
 uint32_t vt__string_intern(const char *s) { return 0; }
 void vt__trace_modules_changed(void) {}
+void vt__trace_modules_loaded(void) {}
 void vt__trace_out_of_memory(void) {}
 
 /* A replay takes no snapshot of its allocator: the provider is never called. */
