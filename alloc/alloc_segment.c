@@ -371,6 +371,7 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
 int vt__heap_empty_cache(vt__heap *h)
 {
     vt__heap_lock(h);
+    vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = h->device);   /* a replay does it here */
     h->num_sync_all++;
     vt__poll_fences(h, true);
     int rc = release_cached(h, 0, true);

@@ -48,6 +48,17 @@
  *                    before its window, when the FORK is in it) is the
  *                    parent's, inherited: views do not report it as this
  *                    process's leak
+ *   STREAM_DESTROY   (since 1.5) stream = a stream the program destroyed
+ *                    while the cache held segments allocated for it, on
+ *                    this device. Recorded before what the destruction does
+ *                    to them: the SEGMENT_FREEs of the ones that held no
+ *                    allocated block follow; the others go back (a
+ *                    SEGMENT_FREE) when their last block is freed. A replay
+ *                    destroys the stream at this point, as the cache did
+ *   EMPTY_CACHE      (since 1.5) the program asked the cache to give its
+ *                    unused memory back (vt_empty_cache,
+ *                    torch.cuda.empty_cache); the SEGMENT_FREEs follow. A
+ *                    replay empties its cache at this point
  *   TENSOR_NEW       aux = tensor id, aux2 = base tensor id (0: none),
  *                    addr = data_ptr, size = nbytes, str = name
  *   TENSOR_USE       aux = tensor id, stack = stack of the use
@@ -64,8 +75,8 @@
  *                    happened before the rename)
  *
  * Each kind exists from the format version that introduced it: 1..10 and
- * 16..24 from 1.0, TENSOR_NAME from 1.1, FORK from 1.2 (see "Versions and
- * compatibility").
+ * 16..24 from 1.0, TENSOR_NAME from 1.1, FORK from 1.2, STREAM_DESTROY and
+ * EMPTY_CACHE from 1.5 (see "Versions and compatibility").
  */
 enum vt_event_kind {
     VT_EV_ALLOC = 1,
@@ -79,7 +90,9 @@ enum vt_event_kind {
     VT_EV_BAD_FREE = 9,
     VT_EV_PASSTHROUGH = 10,
     VT_EV_FORK = 11,              /* format 1.2 */
-    /* 12..15 reserved for allocator events */
+    VT_EV_STREAM_DESTROY = 12,    /* format 1.5 */
+    VT_EV_EMPTY_CACHE = 13,       /* format 1.5 */
+    /* 14..15 reserved for allocator events */
     VT_EV_TENSOR_NEW = 16,
     VT_EV_TENSOR_USE = 17,
     VT_EV_TENSOR_DROP = 18,
@@ -161,7 +174,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.3).
+ *   reader would find it). A writer writes its own minor (this one: 1.5).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -181,6 +194,10 @@ enum vt_passthrough_call {
  *   their own, and a call they do not know (a newer minor's) as "other".
  *   1.3 also gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
  *   readers ignore; in older files aux of ALLOC is 0.
+ *   1.5 adds event kinds STREAM_DESTROY (12) and EMPTY_CACHE (13), which an
+ *   older reader keeps as kinds it does not know (views skip them); without
+ *   them (older files) a replay keeps a destroyed stream's segments and an
+ *   emptied cache's segments cached.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -260,7 +277,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.3), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.5), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -291,7 +308,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 3
+#define VT_FORMAT_MINOR 5
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -322,7 +339,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
 };
 
-/* Event columns of format 1.0 to 1.3 (EVENTS section). */
+/* Event columns of format 1.0 to 1.5 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

@@ -1,6 +1,6 @@
 """`vramtrace replay` on programs recorded on the simulated device.
 
-    test_replay_cli.py VRAMTRACE FRAG_PROG DEMO_WORKLOAD PROG_STREAMS TEST_NAME
+    test_replay_cli.py VRAMTRACE FRAG_PROG DEMO_WORKLOAD PROG_STREAMS STREAMS_PROG TEST_NAME
 
 Each program runs under `vramtrace run` (the sim's libraries come from
 LD_LIBRARY_PATH, its capacity from SIMCUDA_MEM, both set per run here); the
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-VT, FRAG, DEMO, STREAMS = sys.argv[1:5]
+VT, FRAG, DEMO, STREAMS, STREAMS_PROG = sys.argv[1:6]
 MIB = 1 << 20
 TMP = tempfile.mkdtemp(prefix="vt-replay-")
 
@@ -177,6 +177,24 @@ def test_recorded_oom_is_replayed_as_the_allocation_it_refused():
     assert r["oom"] is None and r["recorded_ooms_served"] == 1, r
 
 
+def test_destroyed_streams_and_an_emptied_cache_give_back_the_same_segments_in_replay():
+    snap, out = record("streams", [STREAMS_PROG], "1G")
+    assert "streams: ok" in out, out
+    counts = json.loads(subprocess.run([VT, "json", snap], capture_output=True, text=True,
+                                       check=True).stdout)["counts"]
+    assert counts.get("STREAM_DESTROY") == 3 and counts.get("EMPTY_CACHE") == 1, counts
+    r = check_reproduces(snap)
+    d = r["devices"][0]
+    # every segment the program's cache gave back, the replay gives back too:
+    # at the destructions (stream 1's 8 MiB one at its block's free), at the
+    # emptying, and stream 2's last one at its destruction
+    assert d["segment_frees"] == d["recorded"]["segment_frees"] == 8, d
+    assert d["segment_allocs"] == d["recorded"]["segment_allocs"] == 8, d
+    # 3 x (big + 16 MiB) = 198 MiB; the 100 MiB block comes once 112 MiB are
+    # back (a replay that kept the destroyed streams' segments: 298 MiB)
+    assert d["peak_reserved"] == 198 * MIB, d
+
+
 def test_replay_refuses_bad_input_with_one_line():
     snap, _ = record("bad", [DEMO], "2G")
     cases = [
@@ -210,5 +228,5 @@ def test_replay_refuses_bad_input_with_one_line():
 
 
 if __name__ == "__main__":
-    globals()["test_" + sys.argv[5]]()
+    globals()["test_" + sys.argv[6]]()
     print("ok")
