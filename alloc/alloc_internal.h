@@ -285,6 +285,10 @@ void vt__block_set_free(const vt__heap *h, const vt__segment *s, vt__block *b, u
                         uint64_t size);
 /* b becomes new segment s's one free block of `size` bytes (alloc_segment.c). */
 void vt__segment_start_free(vt__heap *h, vt__segment *s, vt__block *b, uint64_t size);
+/* Under the lock: `size` bytes from the device, the lock dropped during the
+ * call (the bytes count against the cap meanwhile). @return 0,
+ * VT_CUDA_ERR_OOM when over the cap, or the backend's error. */
+int vt__heap_backend_malloc(vt__heap *h, uint64_t size, uint64_t *addr);
 /* The segment containing addr (its position in h->segs in *index). */
 vt__segment *vt__segs_find(vt__heap *h, uint64_t addr, uint64_t *index);
 void vt__segs_remove(vt__heap *h, vt__segment *s);

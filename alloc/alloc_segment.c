@@ -257,6 +257,21 @@ void vt__segment_start_free(vt__heap *h, vt__segment *s, vt__block *b, uint64_t 
     vt__stat_add(h->segment, pool, 1);
 }
 
+int vt__heap_backend_malloc(vt__heap *h, uint64_t size, uint64_t *addr)
+{
+    uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
+    if (h->cap != UINT64_MAX && reserved + h->inflight + size > h->cap)
+        return VT_CUDA_ERR_OOM;
+    h->inflight += size;
+    vt__heap_unlock(h);
+    int rc = vt__backend_malloc(h->device, size, addr);
+    vt__heap_lock(h);
+    h->inflight -= size;
+    if (!rc)
+        h->num_backend_allocs++;
+    return rc;
+}
+
 /* A new segment from the backend, with the heap lock dropped during the
  * call. The reservation counts against the cap while the lock is dropped. */
 static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
@@ -267,20 +282,12 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
         if (rc != VT_EXPANDABLE_UNAVAILABLE)
             return rc;
     }
-    uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
-    if (h->cap != UINT64_MAX && reserved + h->inflight + size > h->cap)
-        return VT_CUDA_ERR_OOM;
     if (!vt__index_stream(&h->free_idx[pool], key, true))
         return VT_CUDA_ERR_OOM;   /* no host memory for the stream's index */
-    h->inflight += size;
-    vt__heap_unlock(h);
     uint64_t addr = 0;
-    int rc = vt__backend_malloc(h->device, size, &addr);
-    vt__heap_lock(h);
-    h->inflight -= size;
+    int rc = vt__heap_backend_malloc(h, size, &addr);
     if (rc)
         return rc;
-    h->num_backend_allocs++;
     vt__segment *s = malloc(sizeof *s);
     vt__block *b = vt__block_new(h);
     if (s)
