@@ -194,6 +194,11 @@ enum vt_passthrough_call {
  *   their own, and a call they do not know (a newer minor's) as "other".
  *   1.3 also gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
  *   readers ignore; in older files aux of ALLOC is 0.
+ *   1.4 adds section FIRST_LINES (7): for Python frames, the line where the
+ *   function is defined. Older readers skip it as an unknown section and
+ *   show the frames as before; a 1.4 reader reading an older file (which
+ *   never has one) gives every frame first line 0 (unknown), and ignores a
+ *   FIRST_LINES section in a file older than 1.4.
  *   1.5 adds event kinds STREAM_DESTROY (12) and EMPTY_CACHE (13), which an
  *   older reader keeps as kinds it does not know (views skip them); without
  *   them (older files) a replay keeps a destroyed stream's segments and an
@@ -219,7 +224,9 @@ enum vt_passthrough_call {
  *   32  8  count (items in the section, see each section)
  *   40  4  crc: CRC32C of the stored bytes    44  4  reserved, zero
  * A compressed section is exactly one zstd frame (with its content size).
- * Every section of this version appears exactly once; order is free.
+ * Every section of this version appears exactly once, except FIRST_LINES,
+ * which appears at most once (a writer may leave it out when no frame has a
+ * first line; absent, every first line is 0); order is free.
  *
  * Size bounds (so that a reader knows what a section may cost before it
  * allocates anything, and a small hostile file cannot make it allocate
@@ -228,7 +235,8 @@ enum vt_passthrough_call {
  * compresses better stores that section uncompressed instead); and where its
  * count bounds a section, raw_size is at most what count items can take in
  * their longest encoding: META at most VT_MAX_META_BYTES, FRAMES
- * count * VT_MAX_FRAME_BYTES, STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
+ * count * VT_MAX_FRAME_BYTES, FIRST_LINES count * VT_MAX_FIRST_LINE_BYTES,
+ * STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
  * EVENTS VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES (this
  * version needs at most 114 bytes per event; columns that a later minor adds
  * must fit in the rest, larger per-event data goes into a section of its
@@ -263,7 +271,18 @@ enum vt_passthrough_call {
  *
  *   FRAMES (count = frames): per frame svarint (ip - previous ip), svarint
  *     (module_offset - previous module_offset), varint module, build_id,
- *     function, file (string indexes), varint line.
+ *     function, file (string indexes), varint line. A frame of the Python
+ *     interpreter's own stack (a Python function running, not native code)
+ *     has ip 0, module "python", no build id, and its file, line and
+ *     function.
+ *
+ *   FIRST_LINES (since 1.4, optional; count = frames, the FRAMES section's
+ *     count): per frame, in the order of FRAMES, varint first_line: the line
+ *     of its file where the frame's function is defined, as CPython's code
+ *     object has it (co_firstlineno: the function's first decorator, else
+ *     its `def`; 1 for a module's top-level code), so that a view can say
+ *     "model.py:88 in forward, defined at line 80". 0: not known (native
+ *     frames, Python frames of other origins). At most 2^31 - 1.
  *
  *   STACKS (count = nodes, >= 1): node 0 is the root and is not stored; for
  *     each node i in 1..count-1: varint (i - parent) (>= 1, so a parent always
@@ -326,6 +345,7 @@ enum vt_meta_flag {
 #define VT_MAX_COMPRESSION_RATIO 1024
 #define VT_MAX_META_BYTES (1u << 20)
 #define VT_MAX_FRAME_BYTES 70          /* 2 svarints + 5 varints */
+#define VT_MAX_FIRST_LINE_BYTES 5      /* 1 varint below 2^31 */
 #define VT_MAX_STACK_NODE_BYTES 20     /* 2 varints */
 #define VT_MAX_EVENTS_HEADER_BYTES (16u << 10)
 #define VT_MAX_EVENT_BYTES 160
@@ -337,6 +357,7 @@ enum vt_section_id {
     VT_SECTION_STACKS = 4,
     VT_SECTION_STATE = 5,
     VT_SECTION_EVENTS = 6,
+    VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
 };
 
 /* Event columns of format 1.0 to 1.5 (EVENTS section). */
