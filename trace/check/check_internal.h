@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "grow.h"
+#include "u64map.h"
 
 #define CK_NONE UINT32_MAX
 
@@ -97,14 +98,6 @@ typedef struct ck_gop {
     uint8_t op;
 } ck_gop;
 
-/* u64 -> u32 open-addressing map (linear probing, no deletion). */
-typedef struct ck_map {
-    uint64_t *keys;
-    uint32_t *vals;
-    uint8_t *used;
-    size_t cap, n;
-} ck_map;
-
 typedef struct ck_model {
     const vt_snapshot_data *s;
     ck_storage *st;   size_t nst, capst;
@@ -113,7 +106,7 @@ typedef struct ck_model {
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
     uint32_t *mark_label;   /* string id of each mark's label */
-    ck_map ids;             /* id -> node (latest NEW) */
+    vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
     uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
     uint64_t start_time, end_time;
@@ -136,11 +129,6 @@ typedef struct ck_findings {
 
 /* String idx of the snapshot, "" when absent or malformed. */
 const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
-
-int vt__ck_map_init(ck_map *m, size_t cap);
-void vt__ck_map_free(ck_map *m);
-uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
-int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
 
 /* Build the model of m->s (m zeroed but for s): pass 1, the uses grouped
  * by storage, start and end time. 0 or -ENOMEM (then vt__ck_model_free). */

@@ -480,6 +480,19 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
 /*  JSON                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* {"id":ID,"name":NAME}, or null for id 0 (a view's base, a storage's
+ * owner that is not known). */
+static void json_tensor_ref(FILE *f, uint64_t id, const char *name)
+{
+    if (!id) {
+        fputs("null", f);
+        return;
+    }
+    fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", id);
+    vt__json_str(f, name);
+    fputc('}', f);
+}
+
 static void json_num(FILE *f, double v)
 {
     if (!isfinite(v))
@@ -562,13 +575,7 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
         fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
         vt__json_str(f, w->name);
         fprintf(f, ",\"view_of\":");
-        if (w->base_id) {
-            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", w->base_id);
-            vt__json_str(f, w->base_name);
-            fputc('}', f);
-        } else {
-            fprintf(f, "null");
-        }
+        json_tensor_ref(f, w->base_id, w->base_name);
         fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64 ",\"covered_bytes\":%" PRIu64 "}",
                 w->addr, w->bytes, w->covered_bytes);
     }
@@ -612,13 +619,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                 i ? "," : "", vt_check_rule_name(x->rule), x->addr, x->device,
                 x->external ? "true" : "false", x->before_window ? "true" : "false",
                 x->bytes, x->block_bytes, x->nallocs);
-        if (x->owner_id) {
-            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", x->owner_id);
-            vt__json_str(f, x->owner_name);
-            fputc('}', f);
-        } else {
-            fprintf(f, "null");
-        }
+        json_tensor_ref(f, x->owner_id, x->owner_name);
         fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
                    ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
         json_stack(f, s, x->alloc_stack);
