@@ -80,7 +80,8 @@ static int check_heap(vt__heap *h)
                         (unsigned long long)g->addr);
         uint64_t off = g->addr;
         struct sums *p = &s[g->spool];
-        p->reserved += (int64_t)g->size;
+        p->reserved += (int64_t)vt__seg_mapped(g);
+        uint64_t holes = 0;
         p->segs++;
         for (vt__block *b = g->first; b; b = b->next) {
             if (b->seg != g || b->addr != off || !b->size)
@@ -142,11 +143,24 @@ static int check_heap(vt__heap *h)
                 p->active_b += (int64_t)b->size;
                 p->active_n++;
                 break;
+            case VT_B_UNMAPPED:
+                if (!g->va_size || (b->addr - g->addr) % h->vmm_gran || b->size % h->vmm_gran)
+                    return fail(h, "hole %#llx is not whole chunks of an expandable segment",
+                                (unsigned long long)b->addr);
+                if (!b->next || (b->prev && b->prev->state == VT_B_UNMAPPED))
+                    return fail(h, "hole %#llx ends its segment or is not merged",
+                                (unsigned long long)b->addr);
+                holes += b->size;
+                break;
             default:
                 return fail(h, "block %#llx in state %d", (unsigned long long)b->addr, b->state);
             }
             off += b->size;
         }
+        if (holes != g->unmapped)
+            return fail(h, "segment %#llx has %llu bytes of holes, counts %llu",
+                        (unsigned long long)g->addr, (unsigned long long)holes,
+                        (unsigned long long)g->unmapped);
         if (off != g->addr + g->size)
             return fail(h, "blocks of segment %#llx cover %llu of %llu bytes",
                         (unsigned long long)g->addr, (unsigned long long)(off - g->addr),

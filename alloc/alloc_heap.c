@@ -269,7 +269,8 @@ static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
     merge_free(h, b, false);
     if (b->prev || b->next) {
         account_free(h, b, +1);
-        return;
+        if (!b->seg->unmapped || !vt__seg_unused(b->seg))
+            return;   /* else free blocks between holes: free as a whole */
     }
     vt__seg_detach(h, b->seg, &h->retired);
 }

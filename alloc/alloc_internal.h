@@ -59,10 +59,18 @@ enum vt__bstate {
     VT_B_ALLOCATED = VT_BLOCK_ACTIVE_ALLOCATED,
     VT_B_PENDING = VT_BLOCK_ACTIVE_PENDING_FREE,
     VT_B_FREE = VT_BLOCK_INACTIVE,
+    VT_B_UNMAPPED = 0xff,         /* a hole of an expandable segment: addresses whose
+                                     chunks were unmapped (never in a snapshot) */
 };
 
 typedef struct vt__segment vt__segment;
 typedef struct vt__fence vt__fence;
+
+/* One mapping of an expandable segment as the trace shows it (one
+ * SEGMENT_ALLOC; its SEGMENT_FREE names the same addr and size). */
+typedef struct vt__mapping {
+    uint64_t start, end;
+} vt__mapping;
 
 typedef struct vt__block {
     uint64_t addr;
@@ -101,12 +109,19 @@ struct vt__segment {
                                      when its last block is free (see
                                      vt__heap_stream_destroyed) */
     uint64_t va_size;             /* an expandable segment's reserved addresses (size:
-                                     the bytes mapped from addr on); 0: a plain one */
-    uint64_t *pieces;             /* expandable: start of each mapping traced as one
-                                     SEGMENT_ALLOC, ascending (each ends where the next
-                                     starts, the last at addr + size) */
+                                     the extent of its blocks from addr on); 0: a plain one */
+    uint64_t unmapped;            /* expandable: bytes of its holes (VT_B_UNMAPPED
+                                     blocks); it reserves size - unmapped */
+    vt__mapping *pieces;          /* expandable: its mappings as traced, ascending,
+                                     disjoint; together exactly the mapped bytes */
     uint32_t npieces, cappieces;
 };
+
+/* The bytes a segment holds on the device. */
+static inline uint64_t vt__seg_mapped(const vt__segment *s)
+{
+    return s->size - s->unmapped;
+}
 
 /* Events recorded after a free, one per stream that may still use the
  * block(s). Shared by every block of an unknown-stream batch. */
@@ -275,12 +290,21 @@ static inline void vt__heap_unlock(vt__heap *h)
 
 /* ---- alloc_segment.c: segments, their release, gc, the OOM chain ------- */
 int vt__segs_insert(vt__heap *h, vt__segment *s);
+/* b becomes a free block [addr, +size) of s: its links and the books (free
+ * index, counters) are the caller's. */
+void vt__block_set_free(const vt__heap *h, const vt__segment *s, vt__block *b, uint64_t addr,
+                        uint64_t size);
 /* b becomes new segment s's one free block of `size` bytes (alloc_segment.c). */
 void vt__segment_start_free(vt__heap *h, vt__segment *s, vt__block *b, uint64_t size);
+/* Under the lock: `size` bytes from the device, the lock dropped during the
+ * call (the bytes count against the cap meanwhile). @return 0,
+ * VT_CUDA_ERR_OOM when over the cap, or the backend's error. */
+int vt__heap_backend_malloc(vt__heap *h, uint64_t size, uint64_t *addr);
 /* The segment containing addr (its position in h->segs in *index). */
 vt__segment *vt__segs_find(vt__heap *h, uint64_t addr, uint64_t *index);
 void vt__segs_remove(vt__heap *h, vt__segment *s);
-/* A cached segment that is one free block. */
+/* A cached segment that holds no allocated or pending block (one free
+ * block; an expandable one's free blocks between its holes). */
 bool vt__seg_unused(const vt__segment *s);
 /* Take a fully free segment out of every structure onto *list; the caller
  * gives the list back with vt__release_detached (lock dropped there). */
@@ -299,14 +323,16 @@ int vt__heap_set_fraction(vt__heap *h, double fraction);
 
 /* ---- alloc_expandable.c: expandable segments ---------------------------- */
 #define VT_EXPANDABLE_UNAVAILABLE (-1)   /* no VMM or no address space: plain segments */
-/* Under the lock: map room for `size` more bytes at the end of the range of
- * (pool, key), or start a range. *out: the free block that now fits.
- * @return 0, VT_CUDA_ERR_OOM, VT_EXPANDABLE_UNAVAILABLE or a device error. */
+/* Under the lock: map room for `size` bytes in a range of (pool, key) (in
+ * a hole, at its end, or both), or start a range. *out: the free block that
+ * now fits. @return 0, VT_CUDA_ERR_OOM, VT_EXPANDABLE_UNAVAILABLE or a
+ * device error. */
 int vt__expandable_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
                         vt__block **out);
-/* Under the lock: bytes of the whole free chunks at the end of range s. */
-uint64_t vt__expandable_free_tail(const vt__heap *h, const vt__segment *s);
-/* Under the lock: unmap the whole free chunks at the end of every range. */
+/* Under the lock: bytes of the whole free chunks of range s (0 when dead). */
+uint64_t vt__expandable_free_chunks(const vt__heap *h, const vt__segment *s);
+/* Under the lock: unmap the whole free chunks of every range that holds an
+ * allocated or pending block (a wholly free one goes back whole). */
 void vt__expandable_shrink(vt__heap *h);
 /* A detached range, lock dropped: unmap everything, free its addresses. */
 int vt__expandable_release(vt__heap *h, vt__segment *s);

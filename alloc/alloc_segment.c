@@ -88,20 +88,34 @@ void vt__segs_remove(vt__heap *h, vt__segment *s)
 
 bool vt__seg_unused(const vt__segment *s)
 {
-    return s->pool != VT_POOL_UNCACHED && s->first->state == VT_B_FREE
-        && s->first->size == s->size;
+    if (s->pool == VT_POOL_UNCACHED)
+        return false;
+    if (!s->unmapped)
+        return s->first->state == VT_B_FREE && s->first->size == s->size;
+    for (const vt__block *b = s->first; b; b = b->next)   /* free blocks between holes */
+        if (b->state != VT_B_FREE && b->state != VT_B_UNMAPPED)
+            return false;
+    return true;
 }
 
 void vt__seg_detach(vt__heap *h, vt__segment *s, vt__segment **list)
 {
-    vt__block *b = s->first;
-    if (b->state == VT_B_FREE && !s->dead) {
-        vt__index_remove(&h->free_idx[s->pool], b);
-        h->nfree[s->pool]--;
+    for (vt__block *b = s->first, *n; b; b = n) {
+        n = b->next;
+        if (b->state == VT_B_FREE) {
+            if (b->prev || b->next) {   /* beside a hole: counted as split */
+                vt__stat_add(h->inactive_split_bytes, s->spool, -(int64_t)b->size);
+                vt__stat_add(h->inactive_split, s->spool, -1);
+            }
+            if (!s->dead) {
+                vt__index_remove(&h->free_idx[s->pool], b);
+                h->nfree[s->pool]--;
+            }
+        }
+        vt__block_release(h, b);
     }
-    vt__block_release(h, b);
     vt__segs_remove(h, s);
-    vt__stat_add(h->reserved_bytes, s->spool, -(int64_t)s->size);
+    vt__stat_add(h->reserved_bytes, s->spool, -(int64_t)vt__seg_mapped(s));
     vt__stat_add(h->segment, s->spool, -1);
     if (s->va_size)
         vt__expandable_trace_free(h, s);
@@ -136,7 +150,7 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
         int r = s->va_size ? vt__expandable_release(h, s) : vt__backend_free(h->device, s->addr);
         if (r && !rc)
             rc = r;
-        n++;
+        n += s->va_size ? s->npieces : 1;   /* as many as SEGMENT_FREE events */
         free(s->freed);
         free(s->pieces);
         free(s);
@@ -156,7 +170,8 @@ static int release_cached(vt__heap *h, uint64_t need, bool all)
         vt__segment *fit = NULL;
         for (uint64_t i = 0; i < h->nsegs; i++) {
             vt__segment *s = h->segs[i];
-            if (vt__seg_unused(s) && s->size >= need && (!fit || s->size < fit->size))
+            if (vt__seg_unused(s) && vt__seg_mapped(s) >= need
+                && (!fit || vt__seg_mapped(s) < vt__seg_mapped(fit)))
                 fit = s;
         }
         if (fit) {
@@ -169,12 +184,12 @@ static int release_cached(vt__heap *h, uint64_t need, bool all)
         vt__segment *big = NULL;
         for (uint64_t i = 0; i < h->nsegs; i++) {
             vt__segment *s = h->segs[i];
-            if (vt__seg_unused(s) && (!big || s->size > big->size))
+            if (vt__seg_unused(s) && (!big || vt__seg_mapped(s) > vt__seg_mapped(big)))
                 big = s;
         }
         if (!big)
             break;
-        freed += big->size;
+        freed += vt__seg_mapped(big);
         vt__seg_detach(h, big, &list);
     }
     return vt__release_detached(h, list);
@@ -205,7 +220,7 @@ static void collect_garbage(vt__heap *h, uint64_t incoming, const vt_config *cfg
         for (uint64_t i = 0; i < h->nsegs && reserved + incoming > target;) {
             vt__segment *s = h->segs[i];
             if (vt__seg_unused(s) && h->tick - s->first->free_tick >= avg) {
-                reserved -= s->size;
+                reserved -= vt__seg_mapped(s);
                 vt__seg_detach(h, s, &list);   /* shifts segs down: same i again */
                 released++;
             } else {
@@ -218,22 +233,43 @@ static void collect_garbage(vt__heap *h, uint64_t incoming, const vt_config *cfg
     vt__release_detached(h, list);
 }
 
+void vt__block_set_free(const vt__heap *h, const vt__segment *s, vt__block *b, uint64_t addr,
+                        uint64_t size)
+{
+    b->addr = addr;
+    b->size = size;
+    b->stream = s->stream;
+    b->seg = (vt__segment *)s;
+    b->pool = s->pool;
+    b->state = VT_B_FREE;
+    b->free_tick = h->tick;
+}
+
 /* b becomes the one block of the new segment s, free, [s->addr, +size) on
  * s's stream and pool: indexed, and counted as reserved. */
 void vt__segment_start_free(vt__heap *h, vt__segment *s, vt__block *b, uint64_t size)
 {
     int pool = s->pool;
-    b->addr = s->addr;
-    b->size = size;
-    b->stream = s->stream;
-    b->seg = s;
-    b->pool = (uint8_t)pool;
-    b->state = VT_B_FREE;
-    b->free_tick = h->tick;
+    vt__block_set_free(h, s, b, s->addr, size);
     vt__index_insert(&h->free_idx[pool], b);
     h->nfree[pool]++;
     vt__stat_add(h->reserved_bytes, pool, (int64_t)size);
     vt__stat_add(h->segment, pool, 1);
+}
+
+int vt__heap_backend_malloc(vt__heap *h, uint64_t size, uint64_t *addr)
+{
+    uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
+    if (h->cap != UINT64_MAX && reserved + h->inflight + size > h->cap)
+        return VT_CUDA_ERR_OOM;
+    h->inflight += size;
+    vt__heap_unlock(h);
+    int rc = vt__backend_malloc(h->device, size, addr);
+    vt__heap_lock(h);
+    h->inflight -= size;
+    if (!rc)
+        h->num_backend_allocs++;
+    return rc;
 }
 
 /* A new segment from the backend, with the heap lock dropped during the
@@ -246,20 +282,12 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
         if (rc != VT_EXPANDABLE_UNAVAILABLE)
             return rc;
     }
-    uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
-    if (h->cap != UINT64_MAX && reserved + h->inflight + size > h->cap)
-        return VT_CUDA_ERR_OOM;
     if (!vt__index_stream(&h->free_idx[pool], key, true))
         return VT_CUDA_ERR_OOM;   /* no host memory for the stream's index */
-    h->inflight += size;
-    vt__heap_unlock(h);
     uint64_t addr = 0;
-    int rc = vt__backend_malloc(h->device, size, &addr);
-    vt__heap_lock(h);
-    h->inflight -= size;
+    int rc = vt__heap_backend_malloc(h, size, &addr);
     if (rc)
         return rc;
-    h->num_backend_allocs++;
     vt__segment *s = malloc(sizeof *s);
     vt__block *b = vt__block_new(h);
     if (s)
@@ -350,6 +378,7 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
 int vt__heap_empty_cache(vt__heap *h)
 {
     vt__heap_lock(h);
+    vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = h->device);   /* a replay does it here */
     h->num_sync_all++;
     vt__poll_fences(h, true);
     int rc = release_cached(h, 0, true);
@@ -374,9 +403,9 @@ static uint64_t releasable(const vt__heap *h)
         while (b && b->state != VT_B_ALLOCATED)
             b = b->next;
         if (!b)
-            v += s->size;
-        else if (s->va_size)   /* the free chunks at its end, which the OOM chain unmaps */
-            v += vt__expandable_free_tail(h, s);
+            v += vt__seg_mapped(s);
+        else if (s->va_size)   /* its whole free chunks, which the OOM chain unmaps */
+            v += vt__expandable_free_chunks(h, s);
     }
     return v;
 }

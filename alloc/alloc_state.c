@@ -8,16 +8,26 @@
 #include "backend.h"
 #include "recorder.h"
 
+/* A segment as the snapshot shows it: an expandable one with holes is one
+ * segment per mapped run of blocks (as PyTorch's snapshots show it). */
 static int describe(vt__heap *h, vt_snapshot_data *snap)
 {
     for (uint64_t i = 0; i < h->nsegs; i++) {
         vt__segment *g = h->segs[i];
-        vt_segment seg = { .addr = g->addr, .size = g->size, .stream = vt__trace_stream(g->stream),
-                           .device = (int8_t)h->device, .pool = g->pool };
-        int rc = vt__snapshot_add_segment(snap, &seg);
-        if (rc)
-            return rc;
         for (vt__block *b = g->first; b; b = b->next) {
+            if (b->state == VT_B_UNMAPPED)
+                continue;
+            if (!b->prev || b->prev->state == VT_B_UNMAPPED) {   /* a run starts */
+                uint64_t end = b->addr;
+                for (const vt__block *x = b; x && x->state != VT_B_UNMAPPED; x = x->next)
+                    end = x->addr + x->size;
+                vt_segment seg = { .addr = b->addr, .size = end - b->addr,
+                                   .stream = vt__trace_stream(g->stream),
+                                   .device = (int8_t)h->device, .pool = g->pool };
+                int rc = vt__snapshot_add_segment(snap, &seg);
+                if (rc)
+                    return rc;
+            }
             vt_block blk = { .addr = b->addr, .size = b->size, .stream = vt__trace_stream(b->stream),
                              .state = b->state };
             if (b->state != VT_B_FREE) {
@@ -25,7 +35,8 @@ static int describe(vt__heap *h, vt_snapshot_data *snap)
                 blk.alloc_seq = b->alloc_seq;
                 blk.stack = b->stack;
             }
-            if ((rc = vt__snapshot_add_block(snap, &blk)))
+            int rc = vt__snapshot_add_block(snap, &blk);
+            if (rc)
                 return rc;
         }
     }

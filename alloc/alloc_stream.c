@@ -14,6 +14,7 @@
 
 #include "alloc_internal.h"
 #include "backend.h"
+#include "recorder.h"
 
 static atomic_uint_fast64_t ptds_serial;
 static _Thread_local uint64_t my_ptds;    /* this thread's per-thread stream key */
@@ -164,6 +165,13 @@ void vt__heap_stream_destroyed(vt__heap *h, uint64_t raw)
      * goes back now rather than at a later poll. */
     if (h->fences || h->batch)
         vt__poll_fences(h, false);
+    /* Traced when the cache holds segments of the stream (what a replay
+     * must know to give them back as this did), before their SEGMENT_FREEs. */
+    for (uint64_t i = 0; i < h->nsegs; i++)
+        if (h->segs[i]->stream == raw && h->segs[i]->pool != VT_POOL_UNCACHED) {
+            vt__trace(.kind = VT_EV_STREAM_DESTROY, .device = h->device, .stream = raw);
+            break;
+        }
     vt__segment *list = NULL;
     retire_stream_segments(h, raw, &list);
     vt__release_detached(h, list);

@@ -15,25 +15,14 @@ int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack,
 {
     int spool = req <= VT_SMALL_SIZE ? VT_STAT_SMALL : VT_STAT_LARGE;
     vt__heap_lock(h);
-    uint64_t reserved = (uint64_t)h->reserved_bytes[VT_STAT_ALL].current;
-    if (h->cap != UINT64_MAX && reserved + h->inflight + req > h->cap) {
-        vt__heap_unlock(h);
-        vt__oom_report(h, key, req, req, stack);
-        return VT_CUDA_ERR_OOM;
-    }
-    h->inflight += req;
-    vt__heap_unlock(h);
     uint64_t addr = 0;
-    int rc = vt__backend_malloc(h->device, req, &addr);
-    vt__heap_lock(h);
-    h->inflight -= req;
+    int rc = vt__heap_backend_malloc(h, req, &addr);
     if (rc) {
         vt__heap_unlock(h);
         if (rc == VT_CUDA_ERR_OOM)
             vt__oom_report(h, key, req, req, stack);
         return rc;
     }
-    h->num_backend_allocs++;
     vt__badfree_forget(h, addr);   /* the device hands the address out again */
     vt__segment *s = malloc(sizeof *s);
     vt__block *b = vt__block_new(h);

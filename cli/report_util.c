@@ -244,6 +244,8 @@ const char *vt__kind_name(unsigned kind, char *buf, size_t len)
         [VT_EV_BAD_FREE] = "BAD_FREE",
         [VT_EV_PASSTHROUGH] = "PASSTHROUGH",
         [VT_EV_FORK] = "FORK",
+        [VT_EV_STREAM_DESTROY] = "STREAM_DESTROY",
+        [VT_EV_EMPTY_CACHE] = "EMPTY_CACHE",
         [VT_EV_TENSOR_NEW] = "TENSOR_NEW",
         [VT_EV_TENSOR_USE] = "TENSOR_USE",
         [VT_EV_TENSOR_DROP] = "TENSOR_DROP",

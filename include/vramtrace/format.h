@@ -48,6 +48,17 @@
  *                    before its window, when the FORK is in it) is the
  *                    parent's, inherited: views do not report it as this
  *                    process's leak
+ *   STREAM_DESTROY   (since 1.5) stream = a stream the program destroyed
+ *                    while the cache held segments allocated for it, on
+ *                    this device. Recorded before what the destruction does
+ *                    to them: the SEGMENT_FREEs of the ones that held no
+ *                    allocated block follow; the others go back (a
+ *                    SEGMENT_FREE) when their last block is freed. A replay
+ *                    destroys the stream at this point, as the cache did
+ *   EMPTY_CACHE      (since 1.5) the program asked the cache to give its
+ *                    unused memory back (vt_empty_cache,
+ *                    torch.cuda.empty_cache); the SEGMENT_FREEs follow. A
+ *                    replay empties its cache at this point
  *   TENSOR_NEW       aux = tensor id, aux2 = base tensor id (0: none),
  *                    addr = data_ptr, size = nbytes, str = name
  *   TENSOR_USE       aux = tensor id, stack = stack of the use
@@ -69,8 +80,8 @@
  *                    happened before the rename)
  *
  * Each kind exists from the format version that introduced it: 1..10 and
- * 16..24 from 1.0, TENSOR_NAME from 1.1, FORK from 1.2 (see "Versions and
- * compatibility").
+ * 16..24 from 1.0, TENSOR_NAME from 1.1, FORK from 1.2, STREAM_DESTROY and
+ * EMPTY_CACHE from 1.5 (see "Versions and compatibility").
  */
 enum vt_event_kind {
     VT_EV_ALLOC = 1,
@@ -84,7 +95,9 @@ enum vt_event_kind {
     VT_EV_BAD_FREE = 9,
     VT_EV_PASSTHROUGH = 10,
     VT_EV_FORK = 11,              /* format 1.2 */
-    /* 12..15 reserved for allocator events */
+    VT_EV_STREAM_DESTROY = 12,    /* format 1.5 */
+    VT_EV_EMPTY_CACHE = 13,       /* format 1.5 */
+    /* 14..15 reserved for allocator events */
     VT_EV_TENSOR_NEW = 16,
     VT_EV_TENSOR_USE = 17,
     VT_EV_TENSOR_DROP = 18,
@@ -200,6 +213,10 @@ enum vt_passthrough_call {
  *   1.5 gives HOLDER_NEW events flags in aux2 (VT_HOLDER_GC_COLLECTION),
  *   which older readers ignore (they then see a collection as an ordinary
  *   holder); in older files aux2 of HOLDER_NEW is 0.
+ *   1.5 also adds event kinds STREAM_DESTROY (12) and EMPTY_CACHE (13), which an
+ *   older reader keeps as kinds it does not know (views skip them); without
+ *   them (older files) a replay keeps a destroyed stream's segments and an
+ *   emptied cache's segments cached.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)

@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "alloc_test_util.h"
 #include "simcuda.h"
+#include "trace_fake.h"
 #include "vramtrace.h"
 
 static uint64_t reserved(void)
@@ -97,6 +98,84 @@ TEST(empty_cache_unmaps_the_whole_free_chunks_at_the_end)
     ASSERT_EQ(s.reserved_bytes[VT_STAT_ALL].current, 0);
     ASSERT_EQ(s.segment[VT_STAT_ALL].current, 0);
     ASSERT_EQ(sim().bytes_in_use, base);
+    CHECK_INVARIANTS();
+}
+
+/* A free block between two live ones: its whole chunks go back to the
+ * device (a hole), the live blocks stay usable, the snapshot shows the two
+ * mapped runs as two segments, and a later request maps the hole again. */
+TEST(empty_cache_unmaps_whole_free_chunks_in_the_middle_and_growth_maps_them_again)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    uint64_t base = sim().bytes_in_use;
+    char *a = vt_malloc(4 * MiB, 0, 0), *b = vt_malloc(10 * MiB, 0, 0);
+    char *c = vt_malloc(4 * MiB, 0, 0);
+    ASSERT(a && b && c);
+    ASSERT_PTR_EQ(b, a + 4 * MiB);
+    ASSERT_PTR_EQ(c, b + 10 * MiB);
+    ASSERT_EQ(reserved(), 18 * MiB);
+    vt_free(b, 0, 0, 0);
+    ASSERT_EQ(vt__alloc_cached_free_bytes(0), 10 * MiB);   /* the middle's chunks */
+    size_t frees = fake_trace_count(VT_EV_SEGMENT_FREE);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), 8 * MiB);
+    ASSERT_EQ(sim().bytes_in_use - base, 8 * MiB);
+    ASSERT_EQ(vt__alloc_cached_free_bytes(0), 0);
+    ASSERT_EQ(stats(0).segment[VT_STAT_ALL].current, 1);     /* still one range */
+    /* traced: the mapping that held the hole is freed (c's mapping stays) */
+    ASSERT_EQ(fake_trace_count(VT_EV_SEGMENT_FREE) - frees, 1);
+    CHECK_INVARIANTS();
+    ASSERT_OK(cudaMemset(a, 1, 4 * MiB));
+    ASSERT_OK(cudaMemset(c, 2, 4 * MiB));
+    vt_snapshot_data *snap = fake_snapshot();
+    ASSERT(snap);
+    ASSERT_EQ(snap->nsegments, 2);   /* a's run and c's run */
+    ASSERT_EQ(snap->segments[0].size + snap->segments[1].size, 8 * MiB);
+    for (size_t i = 0; i < snap->nblocks; i++)
+        ASSERT(snap->blocks[i].addr < (uint64_t)(uintptr_t)b
+               || snap->blocks[i].addr >= (uint64_t)(uintptr_t)c);
+    fake_snapshot_free(snap);
+    /* 6 MiB: the smallest unmapped space that fits is the hole, not the
+     * end of the range: its first 6 MiB are mapped again */
+    char *d = vt_malloc(6 * MiB, 0, 0);
+    ASSERT_PTR_EQ(d, b);
+    ASSERT_EQ(reserved(), 14 * MiB);
+    ASSERT_OK(cudaMemset(d, 3, 6 * MiB));
+    /* 6 MiB more: the 4 MiB left of the hole is too small: the end grows */
+    char *e = vt_malloc(6 * MiB, 0, 0);
+    ASSERT_PTR_EQ(e, c + 4 * MiB);
+    ASSERT_EQ(reserved(), 20 * MiB);
+    /* 4 MiB: the rest of the hole */
+    char *f = vt_malloc(4 * MiB, 0, 0);
+    ASSERT_PTR_EQ(f, d + 6 * MiB);
+    ASSERT_EQ(reserved(), 24 * MiB);
+    ASSERT_OK(cudaMemset(f, 4, 4 * MiB));
+    ASSERT_EQ(sim().bytes_in_use - base, 24 * MiB);
+    CHECK_INVARIANTS();
+    /* a hole, then a request that spans the free block before it, the hole
+     * and the free block after it: mapped, merged, one block */
+    vt_free(d, 0, 0, 0);
+    vt_free(f, 0, 0, 0);
+    vt_free(c, 0, 0, 0);
+    ASSERT_EQ(vt_empty_cache(0), 0);    /* 4..18 MiB: unmapped */
+    ASSERT_EQ(reserved(), 10 * MiB);
+    CHECK_INVARIANTS();
+    char *g = vt_malloc(14 * MiB, 0, 0);
+    ASSERT_PTR_EQ(g, b);
+    ASSERT_EQ(reserved(), 24 * MiB);
+    ASSERT_OK(cudaMemset(g, 5, 14 * MiB));
+    CHECK_INVARIANTS();
+    vt_free(g, 0, 0, 0);
+    ASSERT_EQ(vt_empty_cache(0), 0);    /* holes between e and a: then all back */
+    vt_free(a, 0, 0, 0);
+    vt_free(e, 0, 0, 0);
+    CHECK_INVARIANTS();
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), 0);
+    ASSERT_EQ(stats(0).segment[VT_STAT_ALL].current, 0);
+    ASSERT_EQ(sim().bytes_in_use, base);
+    ASSERT_EQ(stats(0).inactive_split_bytes[VT_STAT_ALL].current, 0);
     CHECK_INVARIANTS();
 }
 

@@ -9,6 +9,9 @@
  * 1000 MiB device with plain cudaMalloc; a cache that splits its big blocks
  * for the small batch keeps three 200 MiB segments pinned by 60 MiB each and
  * runs out of memory. max_split_size_mb below 200 keeps the big blocks whole.
+ * Expandable segments fit too: before failing, the cache unmaps the free
+ * chunks between the three live blocks, and epoch 3 maps 300 MiB more at the
+ * end of the range (780 MiB reserved).
  *
  * Each epoch ends with cudaDeviceSynchronize (as a loss read back does), so
  * the frees of an epoch are complete before the next one allocates, however

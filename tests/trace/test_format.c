@@ -730,16 +730,16 @@ TEST(bad_indexes_are_rejected_naming_section)
     vt__cur c = vt__cur_make(ev->raw, ev->n);
     for (int i = 0; i < 2 + VT_COL_COUNT; i++)
         vt__get_varint(&c);
-    ev->raw[vt__cur_off(&c) + 2] = 13; /* reserved kind */
+    ev->raw[vt__cur_off(&c) + 2] = 14; /* reserved kind */
     f = repack(secs, 6, 0, &n2);
     expect_reject(f, n2, "section 'events'");
-    ASSERT_STR_CONTAINS(err, "unknown kind 13");
+    ASSERT_STR_CONTAINS(err, "unknown kind 14");
     free(f);
     /* the same kind in a file of a newer minor version is accepted */
     f = repack(secs, 6, VT_FORMAT_MINOR + 1, &n2);
     vt_snapshot_data *r;
     ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
-    ASSERT_EQ(r->events[2].kind, 13);
+    ASSERT_EQ(r->events[2].kind, 14);
     vt_snapshot_free(r);
     free(f);
     for (int i = 0; i < 6; i++) free(secs[i].raw);
@@ -806,7 +806,9 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     ASSERT_EQ(vt__event_kind_minor(VT_EV_TENSOR_NAME), 1);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_FINDING), 0);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_KIND_COUNT), -1);
-    ASSERT_EQ(vt__event_kind_minor(13), -1);
+    ASSERT_EQ(vt__event_kind_minor(14), -1);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_STREAM_DESTROY), 5);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_EMPTY_CACHE), 5);
     vt_snapshot_data *s = gen_small_renamed();
     size_t size;
     unsigned char *data = encode(s, &size);

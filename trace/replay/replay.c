@@ -38,7 +38,8 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 static bool allocator_event(uint8_t kind)
 {
     return kind == VT_EV_ALLOC || kind == VT_EV_FREE_REQUESTED || kind == VT_EV_FREE_COMPLETED
-           || kind == VT_EV_SEGMENT_ALLOC || kind == VT_EV_SEGMENT_FREE || kind == VT_EV_STREAM_USE;
+           || kind == VT_EV_SEGMENT_ALLOC || kind == VT_EV_SEGMENT_FREE || kind == VT_EV_STREAM_USE
+           || kind == VT_EV_STREAM_DESTROY || kind == VT_EV_EMPTY_CACHE;
 }
 
 /* First pass: completion[i] for every FREE_REQUESTED i: the index of its
@@ -309,6 +310,16 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             }
             break;
         }
+        case VT_EV_STREAM_DESTROY:
+            /* its segments go back (or wait for their last block) as the
+             * recorded cache's did */
+            vt__alloc_stream_destroyed(e->stream);
+            r->replayed++;
+            break;
+        case VT_EV_EMPTY_CACHE:
+            vt__alloc_empty_cache(d);
+            r->replayed++;
+            break;
         case VT_EV_STREAM_USE:
             /* the block's free waits for that stream's work: the recorded
              * completion of its free says when it was done */

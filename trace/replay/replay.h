@@ -5,8 +5,11 @@
  *
  * What is replayed, in recorded order: every ALLOC (its requested size, its
  * stream, its device; an allocation ordered on no stream as such), every
- * FREE_REQUESTED of an allocation the window holds, and every OOM (as the
- * allocation it refused). A free the recording shows completing at once
+ * FREE_REQUESTED of an allocation the window holds, every OOM (as the
+ * allocation it refused), every STREAM_DESTROY (the stream's segments go
+ * back, or wait for their last block, as they did) and every EMPTY_CACHE
+ * (format 1.5; in older recordings a destroyed stream's and an emptied
+ * cache's segments stay cached in the replay). A free the recording shows completing at once
  * (FREE_COMPLETED right after it, or not pending) is replayed as a free on
  * the block's own stream. A pending one (freed on another stream, used on
  * other streams, or freed by a plain cudaFree) is freed on a logical stream
@@ -92,7 +95,8 @@ typedef struct vt_replay_result {
     vt_replay_device devices[VT_REPLAY_MAX_DEVICES];
     vt_replay_oom oom;
     size_t events;             /* events in the snapshot */
-    size_t replayed;           /* allocator calls made (allocs, frees) */
+    size_t replayed;           /* allocator calls made (allocs, frees, stream
+                                  destructions, cache emptyings) */
     size_t skipped_frees;      /* frees of allocations made before the window */
     size_t recorded_ooms;      /* OOM events in the recording (each replayed as the
                                   allocation it was) */

@@ -19,11 +19,12 @@
 int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, char *err,
                         size_t errlen);
 
-/* Kinds this build knows (format.h: 1..10 and 16..VT_EV_KIND_COUNT-1). */
+/* Kinds this build knows (format.h: 1..13 and 16..VT_EV_KIND_COUNT-1). */
 int vt__event_kind_known(unsigned kind);
 
 /* The minor version (of this major) that introduced `kind`: 0 for the kinds
- * of 1.0, 1 for TENSOR_NAME; -1 for a kind this build does not know. A file
+ * of 1.0, 1 for TENSOR_NAME (and so on, format.h); -1 for a kind this build
+ * does not know. A file
  * of minor m may hold only kinds whose minor is <= m (format.h). */
 int vt__event_kind_minor(unsigned kind);
 

@@ -40,6 +40,8 @@ int vt__event_kind_minor(unsigned kind)
         return 1;
     if (kind == VT_EV_FORK)
         return 2;
+    if (kind == VT_EV_STREAM_DESTROY || kind == VT_EV_EMPTY_CACHE)
+        return 5;
     return -1;
 }
 
