@@ -67,6 +67,37 @@ static inline void dump(const vt_check_report *r, const synth *y)
         }                                                                   \
     } while (0)
 
+/* A trace builder whose one argument picks a variant: a leak shape and its
+ * fixed twin (0 / 1), a pinned mode, the step a tensor is last used in. */
+typedef void (*shape_fn)(synth *y, int variant);
+
+/* The report on a fresh trace of `shape` (y is the caller's to finish). */
+static inline vt_check_report *check_shape(synth *y, shape_fn shape, int variant)
+{
+    shape(y, variant);
+    return check(y, NULL);
+}
+
+/* What every fixed twin asserts: its trace comes out clean. */
+static inline void assert_shape_is_clean(shape_fn shape, int variant)
+{
+    synth y;
+    vt_check_report *r = check_shape(&y, shape, variant);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* The report has exactly one finding, on `addr`, of `bytes`: return it. */
+static inline const vt_check_finding *the_finding(const vt_check_report *r, uint64_t addr,
+                                                  uint64_t bytes)
+{
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].addr, addr);
+    ASSERT_EQ(r->findings[0].bytes, bytes);
+    return &r->findings[0];
+}
+
 static uint32_t st_init, st_fwd, st_bwd, st_act;
 
 static inline void stacks(synth *y)

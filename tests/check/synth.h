@@ -184,6 +184,16 @@ static inline void synth_unref(synth *y, uint64_t from, uint64_t to)
     e->aux2 = to;
 }
 
+/* Shortcut: `holder` lets go of tensor `id` (no edge to remove when 0), the
+ * tensor is dropped and its storage at `addr` freed. */
+static inline void synth_release(synth *y, uint64_t holder, uint64_t id, uint64_t addr)
+{
+    if (holder)
+        synth_unref(y, holder, id);
+    synth_drop(y, id);
+    synth_free(y, addr);
+}
+
 /* Shortcut: allocation + tensor on it (+ the tensor's creation is a use). */
 static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64_t nbytes,
                              const char *name, uint32_t stack)

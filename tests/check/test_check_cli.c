@@ -62,6 +62,40 @@ static int run(const char *args, char **out, char **err)
     return run_sub("check", args, out, err);
 }
 
+/* One expected outcome of `vramtrace check OPTS 'DIR/FILE'`: the exit
+ * status, what stdout contains, what stderr contains or that it is empty. */
+struct check_case {
+    const char *opts, *file;
+    int rc;
+    const char *out_has[4];
+    const char *err_has;
+    int err_empty;
+};
+
+static void expect_cases(const struct check_case *c, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        char *out, *err, args[512];
+        snprintf(args, sizeof args, "%s '%s/%s'", c[k].opts ? c[k].opts : "", dir, c[k].file);
+        int rc = run(args, &out, &err);
+        ASSERT_MSG(rc == c[k].rc, "check %s: exit status %d, not %d", args, rc, c[k].rc);
+        for (size_t i = 0; i < 4 && c[k].out_has[i]; i++)
+            ASSERT_STR_CONTAINS(out, c[k].out_has[i]);
+        if (c[k].err_has)
+            ASSERT_STR_CONTAINS(err, c[k].err_has);
+        if (c[k].err_empty)
+            ASSERT_STR_EQ(err, "");
+        free(out);
+        free(err);
+    }
+}
+
+#define EXPECT_CASES(...)                                                   \
+    do {                                                                    \
+        const struct check_case cases_[] = { __VA_ARGS__ };                 \
+        expect_cases(cases_, sizeof cases_ / sizeof *cases_);               \
+    } while (0)
+
 static void write_snap(synth *y, const char *name)
 {
     char p[400], err[512] = "";
@@ -96,12 +130,8 @@ static void pipeline(synth *y, int fixed)
             synth_use(y, 21);
         }
         if ((i == 2 && fixed) || (i == 5 && !fixed)) {
-            synth_unref(y, 801, 20);
-            synth_unref(y, 801, 21);
-            synth_drop(y, 20);
-            synth_drop(y, 21);
-            synth_free(y, 0x7f6000000000ull);
-            synth_free(y, 0x7f6001000000ull);
+            synth_release(y, 801, 20, 0x7f6000000000ull);
+            synth_release(y, 801, 21, 0x7f6001000000ull);
         }
     }
 }
@@ -171,29 +201,19 @@ static void cleanup(void)
 TEST(cli_check_leak_exits_1_and_names_the_path)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "vramtrace check: 2 findings, 48 MiB held after last use");
-    ASSERT_STR_CONTAINS(out, "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB");
-    ASSERT_STR_CONTAINS(out, "at send_forward (train.c:10)");
-    ASSERT_STR_CONTAINS(out, "Context.output_tensors \xe2\x86\x92 list[1] \xe2\x86\x92 "
-                             "tensor 'send 1' \xe2\x86\x92 storage 0x7f6001000000 32 MiB");
-    ASSERT_STR_EQ(err, "");
-    free(out);
-    free(err);
+    EXPECT_CASES({ .file = "leak.vtsnap", .rc = 1, .err_empty = 1, .out_has = {
+        "vramtrace check: 2 findings, 48 MiB held after last use",
+        "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB",
+        "at send_forward (train.c:10)",
+        "Context.output_tensors \xe2\x86\x92 list[1] \xe2\x86\x92 "
+        "tensor 'send 1' \xe2\x86\x92 storage 0x7f6001000000 32 MiB" } });
     cleanup();
 }
 
 TEST(cli_check_clean_exits_0)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/clean.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    ASSERT_STR_CONTAINS(out, "vramtrace check: 0 findings");
-    free(out);
-    free(err);
+    EXPECT_CASES({ .file = "clean.vtsnap", .rc = 0, .out_has = { "vramtrace check: 0 findings" } });
     cleanup();
 }
 
@@ -229,99 +249,58 @@ TEST(cli_check_json_is_valid)
 TEST(cli_check_grace_option)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--grace 3steps '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);   /* 2 complete steps unused */
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace=2 '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "grace: 2 complete steps");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace 50ms '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace 2.5s '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace soon '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "bad --grace 'soon'");
-    free(out); free(err);
+    EXPECT_CASES(
+        { .opts = "--grace 3steps", .file = "leak.vtsnap", .rc = 0 },   /* 2 complete steps unused */
+        { .opts = "--grace=2", .file = "leak.vtsnap", .rc = 1,
+          .out_has = { "grace: 2 complete steps" } },
+        { .opts = "--grace 50ms", .file = "leak.vtsnap", .rc = 1 },
+        { .opts = "--grace 2.5s", .file = "leak.vtsnap", .rc = 0 },
+        { .opts = "--grace soon", .file = "leak.vtsnap", .rc = 2, .err_has = "bad --grace 'soon'" });
     cleanup();
 }
 
 TEST(cli_check_ignore_option)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--ignore 'send 1' '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "1 finding,");
-    ASSERT_STR_CONTAINS(out, "1 ignored");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--ignore 'send*' '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--ignore nomatch --ignore 'send_forw*' '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
+    EXPECT_CASES(
+        { .opts = "--ignore 'send 1'", .file = "leak.vtsnap", .rc = 1,
+          .out_has = { "1 finding,", "1 ignored" } },
+        { .opts = "--ignore 'send*'", .file = "leak.vtsnap", .rc = 0 },
+        { .opts = "--ignore nomatch --ignore 'send_forw*'", .file = "leak.vtsnap", .rc = 0 });
     cleanup();
 }
 
 TEST(cli_check_native_rules_and_top)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/native.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "[never-freed]");
-    ASSERT_STR_CONTAINS(out, "in 5 allocations");
-    ASSERT_STR_CONTAINS(out, "at append_history");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules outlier '%s/native.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--top 1 '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "... 1 more finding");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules nonsense '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    free(out); free(err);
+    EXPECT_CASES(
+        { .file = "native.vtsnap", .rc = 1,
+          .out_has = { "[never-freed]", "in 5 allocations", "at append_history" } },
+        { .opts = "--rules outlier", .file = "native.vtsnap", .rc = 0 },
+        { .opts = "--top 1", .file = "leak.vtsnap", .rc = 1, .out_has = { "... 1 more finding" } },
+        { .opts = "--rules nonsense", .file = "leak.vtsnap", .rc = 2 });
     cleanup();
 }
 
 TEST(cli_check_pinned_rules_and_ratio)
 {
     setup_files();
+    EXPECT_CASES(
+        { .file = "pinned.vtsnap", .rc = 1, .err_empty = 1, .out_has = {   /* on by default */
+            "rules: linger,pinned;",
+            "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB",
+            "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)",
+            "model.x \xe2\x86\x92 tensor 'x' (view of 'big') \xe2\x86\x92 "
+            "storage 0x7e8000000000 4 KiB" } },
+        { .opts = "--rules pinned", .file = "pinned.vtsnap", .rc = 1,
+          .out_has = { "rules: pinned;" } },
+        { .opts = "--rules linger", .file = "pinned.vtsnap", .rc = 0 },
+        { .opts = "--rules pinned", .file = "leak.vtsnap", .rc = 0 },   /* no views */
+        /* 40 B is ~0.98% of 4 KiB. */
+        { .opts = "--pinned-ratio 0.005", .file = "pinned.vtsnap", .rc = 0 },
+        { .opts = "--pinned-ratio=1%", .file = "pinned.vtsnap", .rc = 1,
+          .out_has = { "pinned: views covering < 1%" } });
     char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/pinned.vtsnap'", dir);   /* on by default */
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "rules: linger,pinned;");
-    ASSERT_STR_CONTAINS(out, "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB");
-    ASSERT_STR_CONTAINS(out, "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)");
-    ASSERT_STR_CONTAINS(out, "model.x \xe2\x86\x92 tensor 'x' (view of 'big') \xe2\x86\x92 "
-                             "storage 0x7e8000000000 4 KiB");
-    ASSERT_STR_EQ(err, "");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules pinned '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "rules: pinned;");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules linger '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules pinned '%s/leak.vtsnap'", dir);   /* no views */
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    /* 40 B is ~0.98% of 4 KiB. */
-    snprintf(args, sizeof args, "--pinned-ratio 0.005 '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--pinned-ratio=1%% '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "pinned: views covering < 1%");
-    free(out); free(err);
     snprintf(args, sizeof args, "--json --rules pinned --pinned-ratio 25%% '%s/pinned.vtsnap'", dir);
     ASSERT_EQ(run(args, &out, &err), 1);
     const char *why = json_validate(out);

@@ -10,16 +10,13 @@
 TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 {
     synth y;
-    pinned_view(&y, PIN_LEAK);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
     if (r->nfindings != 1)
         dump(r, &y);
-    ASSERT_EQ(r->nfindings, 1);   /* used every step: LINGER stays silent */
-    const vt_check_finding *f = &r->findings[0];
+    /* used every step: LINGER stays silent */
+    const vt_check_finding *f = the_finding(r, BIG, 4096);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
-    ASSERT_EQ(f->addr, BIG);
-    ASSERT_EQ(f->bytes, 4096);
     ASSERT_EQ(f->covered_bytes, 40);
     ASSERT_EQ(f->wasted_bytes, 4096 - 40);
     ASSERT_EQ(r->total_bytes, 4096 - 40);
@@ -104,19 +101,13 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 
 TEST(pinned_fixed_clone_is_clean)
 {
-    synth y;
-    pinned_view(&y, PIN_FIXED);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(pinned_view, PIN_FIXED);
 }
 
 TEST(pinned_view_covering_most_of_its_base_is_clean)
 {
     synth y;
-    pinned_view(&y, PIN_MOSTLY_COVERED);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pinned_view, PIN_MOSTLY_COVERED);
     ASSERT_CLEAN(r, &y);
     vt_check_report_free(r);
     /* ... unless the ratio asks for more than 90%. */
@@ -290,8 +281,8 @@ TEST(pinned_coverage_is_the_union_of_live_views_clipped)
 TEST(pinned_time_rule_without_marks)
 {
     synth y;
-    pinned_no_marks(&y, 20000);   /* pinned 19 s: over max(1 s, 5% of 31 s) */
-    vt_check_report *r = check(&y, NULL);
+    /* pinned 19 s: over max(1 s, 5% of 31 s) */
+    vt_check_report *r = check_shape(&y, pinned_no_marks, 20000);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(r->nfindings, 1);
     const vt_check_finding *f = &r->findings[0];
@@ -324,8 +315,7 @@ TEST(pinned_time_rule_without_marks)
 TEST(pinned_json_has_rule_and_wasted_bytes)
 {
     synth y;
-    pinned_view(&y, PIN_LEAK);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     char *js = render(r, &y, 1);
     const char *why = json_validate(js);
     ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);

@@ -362,7 +362,7 @@ TEST(json_output_is_valid_and_complete)
     synth_fini(&y);
 
     /* Clean, native, and odd strings. */
-    native(&y, 0, 0);
+    native(&y, 0);
     synth_str(&y, "x");
     r = check(&y, NULL);
     js = render(r, &y, 1);

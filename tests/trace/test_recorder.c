@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../harness.h"
+#include "snap_compare.h"
 
 static vt_snapshot_data *build(void)
 {
@@ -231,11 +232,6 @@ static void make_tmpdir(char *dir, size_t len)
     ASSERT(mkdtemp(dir) != NULL);
 }
 
-static void assert_same_string(const vt_snapshot_data *a, uint32_t ia, const vt_snapshot_data *b, uint32_t ib)
-{
-    ASSERT_STR_EQ(vt_snapshot_string(a, ia), vt_snapshot_string(b, ib));
-}
-
 TEST(snapshot_round_trips_through_the_reader)
 {
     block_stack = capture_here();
@@ -261,40 +257,13 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_MSG(rc == 0, "read: %s", err);
 
     ASSERT_EQ(a->meta.pid, getpid());
-    ASSERT_EQ(b->meta.pid, a->meta.pid);
-    ASSERT_EQ(b->meta.rank, a->meta.rank);
-    assert_same_string(a, a->meta.host, b, b->meta.host);
-    assert_same_string(a, a->meta.command_line, b, b->meta.command_line);
+    snap_same_meta(a, b, SNAP_STRINGS_BY_TEXT);
     ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.command_line), "test_recorder");
-    assert_same_string(a, a->meta.config, b, b->meta.config);
     ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.config), "trace:1");
-    assert_same_string(a, a->meta.library_version, b, b->meta.library_version);
     ASSERT_STR_EQ(vt_snapshot_string(b, b->meta.library_version), VRAMTRACE_VERSION_STRING);
-    ASSERT_EQ(b->meta.clock_base_monotonic_ns, a->meta.clock_base_monotonic_ns);
-    ASSERT_EQ(b->meta.clock_base_realtime_ns, a->meta.clock_base_realtime_ns);
-    ASSERT_EQ(b->meta.snapshot_time_ns, a->meta.snapshot_time_ns);
-    ASSERT_EQ(b->meta.events_recorded, a->meta.events_recorded);
-    ASSERT_EQ(b->meta.events_overwritten, a->meta.events_overwritten);
-    ASSERT_EQ(b->meta.stacks_dropped, a->meta.stacks_dropped);
 
     ASSERT_EQ(a->nevents, 5);
-    ASSERT_EQ(b->nevents, a->nevents);
-    for (size_t i = 0; i < a->nevents; i++) {
-        const vt_event *x = &a->events[i], *y = &b->events[i];
-        ASSERT_EQ(x->seq, y->seq);
-        ASSERT_EQ(x->time_ns, y->time_ns);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->req_size, y->req_size);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->aux, y->aux);
-        ASSERT_EQ(x->aux2, y->aux2);
-        ASSERT_EQ(x->thread, y->thread);
-        ASSERT_EQ(x->stack, y->stack);
-        assert_same_string(a, x->str, b, y->str);
-        ASSERT_EQ(x->kind, y->kind);
-        ASSERT_EQ(x->device, y->device);
-    }
+    snap_same_events(a, b, SNAP_STRINGS_BY_TEXT);
     ASSERT_EQ(a->events[2].kind, VT_EV_MARK);
     ASSERT_STR_EQ(vt_snapshot_string(b, b->events[2].str), "epoch 1");
     ASSERT_EQ(a->events[3].aux, 1);
@@ -302,23 +271,9 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_EQ(a->events[4].device, 1);
     ASSERT_EQ(a->events[4].aux2, 456);
 
-    ASSERT_EQ(b->nstack_nodes, a->nstack_nodes);
-    for (size_t i = 0; i < a->nstack_nodes; i++) {
-        ASSERT_EQ(b->stack_nodes[i].parent, a->stack_nodes[i].parent);
-        ASSERT_EQ(b->stack_nodes[i].frame, a->stack_nodes[i].frame);
-    }
-    ASSERT_EQ(b->nframes, a->nframes);
+    snap_same_stack_nodes(a, b);
     ASSERT_GT(a->nframes, 0);
-    for (size_t i = 0; i < a->nframes; i++) {
-        const vt_frame *x = &a->frames[i], *y = &b->frames[i];
-        ASSERT_EQ(x->ip, y->ip);
-        ASSERT_EQ(x->module_offset, y->module_offset);
-        assert_same_string(a, x->module, b, y->module);
-        assert_same_string(a, x->build_id, b, y->build_id);
-        assert_same_string(a, x->function, b, y->function);
-        assert_same_string(a, x->file, b, y->file);
-        ASSERT_EQ(x->line, y->line);
-    }
+    snap_same_frames(a, b, SNAP_STRINGS_BY_TEXT);
     const vt_frame *f[64];
     size_t nf = vt_snapshot_stack_frames(b, b->events[1].stack, f, 64);
     ASSERT_GE(nf, 2);
@@ -337,23 +292,12 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_EQ(b->segments[0].device, 0);
     ASSERT_EQ(b->segments[0].pool, VT_POOL_SMALL);
     ASSERT_EQ(b->nblocks, 2);
-    for (size_t i = 0; i < 2; i++) {
-        const vt_block *x = &a->blocks[i], *y = &b->blocks[i];
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->req_size, y->req_size);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->alloc_seq, y->alloc_seq);
-        ASSERT_EQ(x->stack, y->stack);
-        ASSERT_EQ(x->state, y->state);
-    }
+    snap_same_blocks(a, b);
     /* The block's stack was remapped like the event's that shares it. */
     ASSERT_EQ(b->blocks[0].stack, b->events[1].stack);
     ASSERT_EQ(b->blocks[0].state, VT_BLOCK_ACTIVE_ALLOCATED);
     ASSERT_EQ(b->blocks[1].stack, 0);
-    ASSERT_EQ(b->nstrings, a->nstrings);
-    for (uint32_t i = 0; i < a->nstrings; i++)
-        assert_same_string(a, i, b, i);
+    snap_same_strings(a, b);
 
     vt_snapshot_free(a);
     vt_snapshot_free(b);

@@ -70,12 +70,18 @@ static int run(const char *args)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* Run `vramtrace CMD 'PATH' EXTRA` (EXTRA may be empty), as run() does. */
+static int view(const char *cmd, const char *path, const char *extra)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "%s '%s'%s%s", cmd, path, *extra ? " " : "", extra);
+    return run(args);
+}
+
 TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
 {
     const char *p = write_snap(gen_small(), "small.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
     ASSERT_STR_CONTAINS(out, "format 1.3, pid 4242, rank 3, host node-7\n");
     ASSERT_STR_CONTAINS(out, "  command: python train.py --epochs 3\n");
@@ -117,25 +123,20 @@ TEST(cli_summary_counts_events_with_truncated_stacks)
     vt_snapshot_data *s = gen_small();
     s->meta.stacks_truncated = 3;
     const char *p = write_snap(s, "truncated.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
     ASSERT_STR_CONTAINS(out, "  stacks: 3 events have truncated stacks (the recorder's stack "
                              "table was full: they keep only their outer callers)\n");
     /* none truncated: no such line */
     p = write_snap(gen_small(), "whole.vtsnap");
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT(strstr(out, "truncated stacks") == NULL);
 }
 
 TEST(cli_leaks_groups_alive_allocations_by_stack)
 {
     const char *p = write_snap(gen_small(), "small.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "leaks '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
     const char *want =
         "Leak of 8 MiB in 1 allocation from:\n"
@@ -161,9 +162,7 @@ TEST(cli_leaks_of_clean_run_says_none)
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 200);
     e->addr = 0x1000; e->size = 512;
     const char *p = write_snap(g.s, "clean.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "leaks '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_EQ(out, "SUMMARY: vramtrace: no allocations alive at the snapshot.\n");
 }
 
@@ -186,14 +185,11 @@ TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)
     gen_block(&g, 2048, 2048, 0, 10, 0, VT_BLOCK_ACTIVE_ALLOCATED);
     gen_block(&g, 0x1000 - 2048, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
     const char *p = write_snap(g.s, "gaps.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "leaks '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "(1 allocation without a free among the kept events is not "
                              "listed: the allocator state at the snapshot does not hold it)\n");
     ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2.5 KiB alive in 2 allocations");
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "  gaps: 1 inside the window (7 events missing); 1 allocation "
                              "freed where the events do not show it, counted as freed, not "
                              "alive\n");
@@ -204,9 +200,7 @@ TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)
 TEST(cli_json_is_valid_and_complete)
 {
     const char *p = write_snap(gen_small(), "small.vtsnap");
-    char args[1024];
-    snprintf(args, sizeof args, "json '%s' --events", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("json", p, "--events"), 0);
     ASSERT_STR_CONTAINS(out, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":2,");
     ASSERT_STR_CONTAINS(out, "\"host\":\"node-7\"");
     ASSERT_STR_CONTAINS(out, "\"str\":\"weights \\\"w\\\"\\n\"");
@@ -229,8 +223,7 @@ TEST(cli_json_is_valid_and_complete)
         ASSERT_EQ(system(cmd), 0);
     }
     /* without --events: no events list */
-    snprintf(args, sizeof args, "json '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("json", p, ""), 0);
     ASSERT(strstr(out, "\"events\":[") == NULL);
 }
 
@@ -273,9 +266,7 @@ TEST(cli_bad_input_exits_2_with_one_message_in_every_command)
 TEST(cli_summary_of_training_loop)
 {
     const char *p = write_snap(gen_training(50000, 3), "train.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "top call sites by bytes at peak");
     ASSERT_STR_CONTAINS(out, "layer");
     ASSERT_STR_CONTAINS(out, "_fwd model.cc:");
@@ -293,20 +284,16 @@ TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
     e = gen_ev(&g, VT_EV_ALLOC, 3, 300);
     e->addr = 0x400000; e->size = 2 * 1024 * 1024;
     const char *p = write_snap(g.s, "forked.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "leaks '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "Leak of 2 MiB in 1 allocation from:");
     ASSERT(!strstr(out, "Leak of 1 MiB"));
     ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2 MiB alive in 1 allocation from 1 stack.\n"
                              "(not listed: 1 MiB in 1 allocation inherited at fork from the "
                              "parent process, pid 4241)\n");
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "forked from pid 4241 at seq 2: 1 MiB in 1 allocations still "
                              "alive are the parent's");
-    snprintf(args, sizeof args, "json '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("json", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "\"inherited\"");
     ASSERT_STR_CONTAINS(out, "\"FORK\"");
 }
@@ -384,9 +371,7 @@ static vt_snapshot_data *gen_uncached(void)
 TEST(cli_views_show_memory_the_cache_did_not_serve_as_kinds)
 {
     const char *p = write_snap(gen_uncached(), "uncached.vtsnap");
-    char args[512];
-    snprintf(args, sizeof args, "leaks '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
     ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n"
                              "    #0 0x0000000000400200 in make_grid app.c:20");
@@ -395,16 +380,14 @@ TEST(cli_views_show_memory_the_cache_did_not_serve_as_kinds)
     ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 21 MiB alive in 3 allocations from 2 stacks.\n"
                              "(of which not served by the cache: managed 16 MiB, pinned host "
                              "5 MiB)\n");
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "not served by the cache (passed through), per kind:\n"
                              "  managed: 1 allocation, peak 16 MiB, alive 16 MiB in 1\n"
                              "  pinned host: 2 allocations, peak 5 MiB, alive 5 MiB in 2\n"
                              "  pitched: 1 allocation, peak 2 MiB, alive 0 B in 0\n"
                              "  array: 1 allocation, peak 3 MiB, alive 0 B in 0\n");
     ASSERT(!strstr(out, "  vmm:"));
-    snprintf(args, sizeof args, "json '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("json", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "\"uncached\":[\n {\"addr\":\"0x7000000\",\"size\":16777216,"
                              "\"kind\":\"managed\",\"call\":1,");
     ASSERT_STR_CONTAINS(out, "\"kind\":\"pitched\",\"call\":7,\"device\":0,\"stream\":\"0x0\","
@@ -429,14 +412,11 @@ TEST(cli_views_show_passthrough_kinds_of_a_1_2_file)
     ASSERT_EQ(fseek(f, 0, SEEK_SET), 0);
     ASSERT_EQ(fwrite(h, 1, 64, f), 64);
     ASSERT_EQ(fclose(f), 0);
-    char args[512];
-    snprintf(args, sizeof args, "summary '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
     ASSERT_STR_CONTAINS(out, "format 1.2,");
     ASSERT_STR_CONTAINS(out, "  managed: 1 allocation, peak 16 MiB, alive 16 MiB in 1\n");
-    snprintf(args, sizeof args, "leaks '%s'", p);
-    ASSERT_EQ(run(args), 0);
+    ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n");
 }
 
