@@ -302,20 +302,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: prog_misc race|badfree|pending|lasterr|reset\n");
         return 2;
     }
-    if (!strcmp(argv[1], "race"))
-        return race();
-    if (!strcmp(argv[1], "badfree"))
-        return badfree();
-    if (!strcmp(argv[1], "pending"))
-        return pending();
-    if (!strcmp(argv[1], "lasterr"))
-        return lasterr();
-    if (!strcmp(argv[1], "reset"))
-        return reset();
-    if (!strcmp(argv[1], "hold"))
-        return hold();
-    if (!strcmp(argv[1], "vfork"))
-        return vfork_exec();
+    static const struct { const char *name; int (*run)(void); } modes[] = {
+        { "race", race },       { "badfree", badfree }, { "pending", pending },
+        { "lasterr", lasterr }, { "reset", reset },     { "hold", hold },
+        { "vfork", vfork_exec },
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (!strcmp(argv[1], modes[i].name))
+            return modes[i].run();
     if (!strcmp(argv[1], "exec") && argc > 2)
         return exec_after_alloc(argv + 2);
     fprintf(stderr, "prog_misc: unknown mode %s\n", argv[1]);
