@@ -14,25 +14,19 @@
 #include <stdlib.h>
 #include <time.h>
 
-static volatile uintptr_t sink;
+#include "bench_util.h"
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static volatile uintptr_t sink;
 
 static uint64_t loop(long pairs)
 {
-    static const size_t sizes[] = { 4096, 65536, 512, 1 << 20, 24576, 131072, 2048, 8192 };
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (long i = 0; i < pairs; i++) {
-        void *p = malloc(sizes[i & 7]);
+        void *p = malloc(bench_trace_size(i));
         sink += (uintptr_t)p;
         free(p);
     }
-    return now_ns() - t0;
+    return bench_now_ns() - t0;
 }
 
 __attribute__((noinline)) static uint64_t recurse(int depth, long pairs)
