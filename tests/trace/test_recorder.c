@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../harness.h"
+#include "rec_files.h"
 #include "snap_compare.h"
 
 static vt_snapshot_data *build(void)
@@ -226,12 +227,6 @@ __attribute__((noinline)) static uint32_t capture_here(void)
     return id;
 }
 
-static void make_tmpdir(char *dir, size_t len)
-{
-    snprintf(dir, len, "/tmp/vt-rec-XXXXXX");
-    ASSERT(mkdtemp(dir) != NULL);
-}
-
 TEST(snapshot_round_trips_through_the_reader)
 {
     block_stack = capture_here();
@@ -323,20 +318,6 @@ TEST(public_snapshot_writes_a_readable_file)
     rmdir(dir);
 }
 
-static int read_file_with_mark(const char *path, const char *label)
-{
-    vt_snapshot_data *s = NULL;
-    char err[256];
-    if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
-        return 0;
-    int found = 0;
-    for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt_snapshot_string(s, s->events[i].str), label))
-            found = 1;
-    vt_snapshot_free(s);
-    return found;
-}
-
 /* VRAMTRACE_CONF=signal:SIGUSR2, VRAMTRACE_OUT=<builddir>/sig-%p.vtsnap */
 TEST(signal_snapshot_is_written_by_the_background_thread)
 {
@@ -352,7 +333,7 @@ TEST(signal_snapshot_is_written_by_the_background_thread)
     for (int i = 0; i < 500 && stat(path, &st) != 0; i++)
         usleep(10000);
     ASSERT_MSG(stat(path, &st) == 0, "no snapshot at %s", path);
-    ASSERT(read_file_with_mark(path, "before signal"));
+    ASSERT_EQ(has_mark(path, "before signal"), 1);
     unlink(path);
     unsetenv("VRAMTRACE_OUT");     /* no exit snapshot left behind */
 }
@@ -376,7 +357,7 @@ TEST(exit_snapshot_goes_to_VRAMTRACE_OUT)
     ASSERT(pp != NULL);
     *pp = '\0';
     snprintf(path, sizeof path, "%s%d%s", pat, (int)pid, pp + 2);
-    ASSERT(read_file_with_mark(path, "child at exit"));
+    ASSERT_EQ(has_mark(path, "child at exit"), 1);
     unlink(path);
     unsetenv("VRAMTRACE_OUT");     /* the test process writes none itself */
 }
@@ -390,7 +371,7 @@ TEST(out_of_memory_snapshot_when_asked)
     vt_mark("before oom");
     vt__trace_out_of_memory();
     snprintf(path, sizeof path, "%s/vramtrace-%d-1.vtsnap", dir, (int)getpid());
-    ASSERT(read_file_with_mark(path, "before oom"));
+    ASSERT_EQ(has_mark(path, "before oom"), 1);
     unlink(path);
     rmdir(dir);
 }
@@ -499,7 +480,7 @@ static int find_snapshot_with_mark(const char *prefix, const char *suffix, const
     int found = 0;
     if (glob(pattern, 0, NULL, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc && !found; i++)
-            found = read_file_with_mark(g.gl_pathv[i], label);
+            found = has_mark(g.gl_pathv[i], label) == 1;
         for (size_t i = 0; i < g.gl_pathc; i++)
             unlink(g.gl_pathv[i]);
         globfree(&g);
@@ -537,7 +518,7 @@ TEST(signal_in_a_forked_child_snapshots_the_child)
         struct stat st;
         while (stat(mine, &st) != 0)
             usleep(10000);
-        _exit(read_file_with_mark(mine, "in the child") ? 0 : 4);
+        _exit(has_mark(mine, "in the child") == 1 ? 0 : 4);
     }
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
