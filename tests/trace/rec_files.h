@@ -100,4 +100,15 @@ static inline void remove_out_dir(const char *dir)
     unsetenv("VRAMTRACE_OUT");
 }
 
+/* The snapshot VRAMTRACE_OUT names for process `pid` (`suffix` before
+ * ".vtsnap") holds a MARK `label`; then it is removed. */
+static inline void assert_marked_and_remove(pid_t pid, const char *suffix, const char *label)
+{
+    char path[600];
+    out_for(pid, suffix, path, sizeof path);
+    ASSERT_MSG(has_mark(path, label) == 1, "%s: no readable snapshot with the mark '%s'",
+               path, label);
+    unlink(path);
+}
+
 #endif /* VT_TESTS_TRACE_REC_FILES_H */

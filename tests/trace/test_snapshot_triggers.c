@@ -24,9 +24,12 @@
 #include "../harness.h"
 #include "rec_files.h"
 
-/* fork(), the child's stderr going to the file `log`. */
-static pid_t fork_with_stderr_to(const char *log)
+/* A fresh folder `dir`, and fork(): the child's stderr goes to the file
+ * dir/stderr, whose name is put in `log`. */
+static pid_t fork_with_stderr_in_fresh_dir(char *dir, size_t dir_len, char *log, size_t log_len)
 {
+    make_tmpdir(dir, dir_len);
+    snprintf(log, log_len, "%s/stderr", dir);
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
@@ -120,10 +123,7 @@ static void dies_of_signal_with_exit_snapshot(int sig, const char *test)
     int status = wait_child(pid);
     ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig,
                "status 0x%x: the child must die of signal %d", status, sig);
-    char path[600];
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "before the signal"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "", "before the signal");
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -162,10 +162,7 @@ TEST(program_sigterm_handler_runs_and_the_exit_snapshot_follows)
     int status = wait_child(pid);
     ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 7,
                "status 0x%x: the program's handler must run", status);
-    char path[600];
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "own handler"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "", "own handler");
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -199,10 +196,7 @@ TEST(termination_signals_still_read_as_default)
     int status = wait_child(pid);
     ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
                "status 0x%x (exit 1: a signal did not read as SIG_DFL, see above)", status);
-    char path[600];
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "reset to default"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "", "reset to default");
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -217,13 +211,8 @@ TEST(signal_snapshot_queued_at_exit_is_written)
         exit(0);          /* at once: the thread may not have woken yet */
     }
     ASSERT(WIFEXITED(wait_child(pid)));
-    char path[600];
-    out_for(pid, "-signal-1", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "queued"), 1);
-    unlink(path);
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "queued"), 1);      /* and the exit snapshot after it */
-    unlink(path);
+    assert_marked_and_remove(pid, "-signal-1", "queued");
+    assert_marked_and_remove(pid, "", "queued");   /* and the exit snapshot after it */
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -355,9 +344,7 @@ TEST(stale_temporary_files_of_dead_writers_are_swept)
 TEST(write_error_is_one_line_naming_the_file_once)
 {
     char dir[64], log[128];
-    make_tmpdir(dir, sizeof dir);
-    snprintf(log, sizeof log, "%s/stderr", dir);
-    pid_t pid = fork_with_stderr_to(log);
+    pid_t pid = fork_with_stderr_in_fresh_dir(dir, sizeof dir, log, sizeof log);
     if (pid == 0) {
         _exit(vt_snapshot("/nonexistent-vt-dir/lost.vtsnap") < 0 ? 0 : 3);
     }
@@ -381,9 +368,7 @@ TEST(write_error_is_one_line_naming_the_file_once)
 TEST(oom_snapshots_beyond_the_limit_keep_the_latest)
 {
     char dir[64], log[128];
-    make_tmpdir(dir, sizeof dir);
-    snprintf(log, sizeof log, "%s/stderr", dir);
-    pid_t pid = fork_with_stderr_to(log);
+    pid_t pid = fork_with_stderr_in_fresh_dir(dir, sizeof dir, log, sizeof log);
     if (pid == 0) {
         vt_mark("probe");
         vt__trace_out_of_memory();
@@ -400,9 +385,7 @@ TEST(oom_snapshots_beyond_the_limit_keep_the_latest)
     ASSERT_EQ(has_mark(path, "probe"), 1);
     ASSERT_EQ(has_mark(path, "second"), 0);
     unlink(path);
-    out_for(pid, "-oom-2", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "the real one"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "-oom-2", "the real one");
     out_for(pid, "-oom-3", path, sizeof path);
     ASSERT(access(path, F_OK) != 0);
     out_for(pid, "", path, sizeof path);             /* the exit snapshot */

@@ -70,6 +70,15 @@ static int run(const char *args)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* Every one of the strings is in the last command's stdout. */
+#define OUT_HAS(...) out_has_all((const char *const[]){ __VA_ARGS__, NULL })
+
+static void out_has_all(const char *const *want)
+{
+    for (; *want; want++)
+        ASSERT_STR_CONTAINS(out, *want);
+}
+
 /* Run `vramtrace CMD 'PATH' EXTRA` (EXTRA may be empty), as run() does. */
 static int view(const char *cmd, const char *path, const char *extra)
 {
@@ -83,30 +92,31 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
     const char *p = write_snap(gen_small(), "small.vtsnap");
     ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
-    ASSERT_STR_CONTAINS(out, "format 1.3, pid 4242, rank 3, host node-7\n");
-    ASSERT_STR_CONTAINS(out, "  command: python train.py --epochs 3\n");
-    ASSERT_STR_CONTAINS(out, "  events: 15 in the window (seq 10..24, 0.000 s), 120 recorded, "
-                             "107 overwritten, 2 stacks dropped\n");
-    ASSERT_STR_CONTAINS(out, "  counts: allocs 3, frees 3, segment allocs 2, segment frees 1, "
-                             "segments alive 2, OOMs 1, bad frees 1, marks 1\n");
-    ASSERT_STR_CONTAINS(out, "device 0 (Simulated GPU 0, 80 GiB):\n"
-                             "  allocated: peak 13 MiB (seq 18) in the kept events, "
-                             "current 12 MiB\n"
-                             "  pending free: 0 B (freed, waiting for stream events); active "
-                             "peak 13 MiB (allocated + pending)\n"
-                             "  reserved:  peak 22 MiB (seq 23) in the kept events, "
-                             "current 20 MiB\n"
-                             "  true peaks (allocator, whole run): allocated 30 MiB, "
-                             "reserved 40 MiB, active 31 MiB\n"
-                             "  at the snapshot (allocator state): allocated 12 MiB in 2 "
-                             "blocks, pending 0 B, reserved 20 MiB\n"
-                             "  fragmentation: 7 MiB reserved but unallocated at the "
-                             "allocated peak (35.0%), 8 MiB now (40.0%)\n"
-                             "  top call sites by bytes at peak (seq 18):\n"
-                             "         9 MiB  2 allocations  backward model.c:77 "
-                             "(/usr/bin/train+0x400300)\n"
-                             "         4 MiB  1 allocation   forward model.c:42 "
-                             "(/usr/bin/train+0x400200)\n");
+    OUT_HAS(
+        "format 1.3, pid 4242, rank 3, host node-7\n",
+        "  command: python train.py --epochs 3\n",
+        "  events: 15 in the window (seq 10..24, 0.000 s), 120 recorded, "
+            "107 overwritten, 2 stacks dropped\n",
+        "  counts: allocs 3, frees 3, segment allocs 2, segment frees 1, "
+            "segments alive 2, OOMs 1, bad frees 1, marks 1\n",
+        "device 0 (Simulated GPU 0, 80 GiB):\n"
+            "  allocated: peak 13 MiB (seq 18) in the kept events, "
+            "current 12 MiB\n"
+            "  pending free: 0 B (freed, waiting for stream events); active "
+            "peak 13 MiB (allocated + pending)\n"
+            "  reserved:  peak 22 MiB (seq 23) in the kept events, "
+            "current 20 MiB\n"
+            "  true peaks (allocator, whole run): allocated 30 MiB, "
+            "reserved 40 MiB, active 31 MiB\n"
+            "  at the snapshot (allocator state): allocated 12 MiB in 2 "
+            "blocks, pending 0 B, reserved 20 MiB\n"
+            "  fragmentation: 7 MiB reserved but unallocated at the "
+            "allocated peak (35.0%), 8 MiB now (40.0%)\n"
+            "  top call sites by bytes at peak (seq 18):\n"
+            "         9 MiB  2 allocations  backward model.c:77 "
+            "(/usr/bin/train+0x400300)\n"
+            "         4 MiB  1 allocation   forward model.c:42 "
+            "(/usr/bin/train+0x400200)\n");
     /* a pending free is freed: not allocated, a figure of its own */
     ASSERT_STR_CONTAINS(out, "device 1 (Simulated GPU 1, 40 GiB):\n"
                              "  allocated: peak 512 KiB (seq 14) in the kept events, "
@@ -178,41 +188,40 @@ TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)
     e = gen_ev(&g, VT_EV_MARK, 11, 110); e->device = -1;
     gen_device(&g, 0, "GPU", 1 << 30);
     g.s->meta.flags = VT_META_STATE_COMPLETE;
-    gen_segment(&g, 0x1000, 0x1000, 0, VT_POOL_SMALL, 0);
-    gen_block(&g, 512, 512, 0, 1, 0, VT_BLOCK_ACTIVE_ALLOCATED);
-    gen_block(&g, 0x1000 - 512, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
-    gen_segment(&g, 0x3000, 0x1000, 0, VT_POOL_SMALL, 0);
-    gen_block(&g, 2048, 2048, 0, 10, 0, VT_BLOCK_ACTIVE_ALLOCATED);
-    gen_block(&g, 0x1000 - 2048, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+    gen_segment_holding(&g, 0x1000, 512, 1);
+    gen_segment_holding(&g, 0x3000, 2048, 10);
     const char *p = write_snap(g.s, "gaps.vtsnap");
     ASSERT_EQ(view("leaks", p, ""), 0);
-    ASSERT_STR_CONTAINS(out, "(1 allocation without a free among the kept events is not "
-                             "listed: the allocator state at the snapshot does not hold it)\n");
-    ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 2.5 KiB alive in 2 allocations");
+    OUT_HAS(
+        "(1 allocation without a free among the kept events is not "
+            "listed: the allocator state at the snapshot does not hold it)\n",
+        "SUMMARY: vramtrace: 2.5 KiB alive in 2 allocations");
     ASSERT_EQ(view("summary", p, ""), 0);
-    ASSERT_STR_CONTAINS(out, "  gaps: 1 inside the window (7 events missing); 1 allocation "
-                             "freed where the events do not show it, counted as freed, not "
-                             "alive\n");
-    ASSERT_STR_CONTAINS(out, "  at the snapshot (allocator state): allocated 2.5 KiB in 2 "
-                             "blocks, pending 0 B, reserved 8 KiB\n");
+    OUT_HAS(
+        "  gaps: 1 inside the window (7 events missing); 1 allocation "
+            "freed where the events do not show it, counted as freed, not "
+            "alive\n",
+        "  at the snapshot (allocator state): allocated 2.5 KiB in 2 "
+            "blocks, pending 0 B, reserved 8 KiB\n");
 }
 
 TEST(cli_json_is_valid_and_complete)
 {
     const char *p = write_snap(gen_small(), "small.vtsnap");
     ASSERT_EQ(view("json", p, "--events"), 0);
-    ASSERT_STR_CONTAINS(out, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":2,");
-    ASSERT_STR_CONTAINS(out, "\"host\":\"node-7\"");
-    ASSERT_STR_CONTAINS(out, "\"str\":\"weights \\\"w\\\"\\n\"");
-    ASSERT_STR_CONTAINS(out, "\"peak_allocated\":13631488,\"peak_allocated_seq\":18");
-    ASSERT_STR_CONTAINS(out, "\"flags\":[\"pending_free\"],\"streams\":[\"0x99\"]");
-    ASSERT_STR_CONTAINS(out, "\"final_allocated\":0,\"final_reserved\":2097152,"
-                             "\"final_pending\":524288,\"peak_active\":524288,"
-                             "\"true_peak_allocated\":1048576,\"true_peak_reserved\":2097152,"
-                             "\"true_peak_active\":1572864,\"state\":{\"allocated\":0,"
-                             "\"allocated_blocks\":0,\"pending\":524288,\"reserved\":2097152}");
-    ASSERT_STR_CONTAINS(out, "\"gaps\":0,\"events_missing\":0,\"free_unseen\":0}");
-    ASSERT_STR_CONTAINS(out, "\"kind\":\"STREAM_USE\"");
+    OUT_HAS(
+        "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":2,",
+        "\"host\":\"node-7\"",
+        "\"str\":\"weights \\\"w\\\"\\n\"",
+        "\"peak_allocated\":13631488,\"peak_allocated_seq\":18",
+        "\"flags\":[\"pending_free\"],\"streams\":[\"0x99\"]",
+        "\"final_allocated\":0,\"final_reserved\":2097152,"
+            "\"final_pending\":524288,\"peak_active\":524288,"
+            "\"true_peak_allocated\":1048576,\"true_peak_reserved\":2097152,"
+            "\"true_peak_active\":1572864,\"state\":{\"allocated\":0,"
+            "\"allocated_blocks\":0,\"pending\":524288,\"reserved\":2097152}",
+        "\"gaps\":0,\"events_missing\":0,\"free_unseen\":0}",
+        "\"kind\":\"STREAM_USE\"");
     /* a real JSON parser agrees, when python3 is around */
     if (system("command -v python3 >/dev/null 2>&1") == 0) {
         char cmd[1024];
@@ -267,9 +276,10 @@ TEST(cli_summary_of_training_loop)
 {
     const char *p = write_snap(gen_training(50000, 3), "train.vtsnap");
     ASSERT_EQ(view("summary", p, ""), 0);
-    ASSERT_STR_CONTAINS(out, "top call sites by bytes at peak");
-    ASSERT_STR_CONTAINS(out, "layer");
-    ASSERT_STR_CONTAINS(out, "_fwd model.cc:");
+    OUT_HAS(
+        "top call sites by bytes at peak",
+        "layer",
+        "_fwd model.cc:");
 }
 
 /* A forked child's snapshot: what the parent allocated before the FORK
@@ -294,8 +304,9 @@ TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
     ASSERT_STR_CONTAINS(out, "forked from pid 4241 at seq 2: 1 MiB in 1 allocations still "
                              "alive are the parent's");
     ASSERT_EQ(view("json", p, ""), 0);
-    ASSERT_STR_CONTAINS(out, "\"inherited\"");
-    ASSERT_STR_CONTAINS(out, "\"FORK\"");
+    OUT_HAS(
+        "\"inherited\"",
+        "\"FORK\"");
 }
 
 /* `viz -o` renames a temporary file into place: only over a regular file. */
@@ -373,9 +384,10 @@ TEST(cli_views_show_memory_the_cache_did_not_serve_as_kinds)
     const char *p = write_snap(gen_uncached(), "uncached.vtsnap");
     ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
-    ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n"
-                             "    #0 0x0000000000400200 in make_grid app.c:20");
-    ASSERT_STR_CONTAINS(out, "Leak of 5 MiB (pinned host) in 2 allocations from:\n");
+    OUT_HAS(
+        "Leak of 16 MiB (managed) in 1 allocation from:\n"
+            "    #0 0x0000000000400200 in make_grid app.c:20",
+        "Leak of 5 MiB (pinned host) in 2 allocations from:\n");
     ASSERT(!strstr(out, "(pitched)") && !strstr(out, "(array)"));   /* freed */
     ASSERT_STR_CONTAINS(out, "SUMMARY: vramtrace: 21 MiB alive in 3 allocations from 2 stacks.\n"
                              "(of which not served by the cache: managed 16 MiB, pinned host "
@@ -388,11 +400,12 @@ TEST(cli_views_show_memory_the_cache_did_not_serve_as_kinds)
                              "  array: 1 allocation, peak 3 MiB, alive 0 B in 0\n");
     ASSERT(!strstr(out, "  vmm:"));
     ASSERT_EQ(view("json", p, ""), 0);
-    ASSERT_STR_CONTAINS(out, "\"uncached\":[\n {\"addr\":\"0x7000000\",\"size\":16777216,"
-                             "\"kind\":\"managed\",\"call\":1,");
-    ASSERT_STR_CONTAINS(out, "\"kind\":\"pitched\",\"call\":7,\"device\":0,\"stream\":\"0x0\","
-                             "\"alloc_seq\":4,\"alloc_time_ns\":1040,\"free_seq\":7,"
-                             "\"free_time_ns\":1070,");
+    OUT_HAS(
+        "\"uncached\":[\n {\"addr\":\"0x7000000\",\"size\":16777216,"
+            "\"kind\":\"managed\",\"call\":1,",
+        "\"kind\":\"pitched\",\"call\":7,\"device\":0,\"stream\":\"0x0\","
+            "\"alloc_seq\":4,\"alloc_time_ns\":1040,\"free_seq\":7,"
+            "\"free_time_ns\":1070,");
 }
 
 /* A file of the previous minor (1.2) recorded managed and pinned memory
@@ -414,8 +427,9 @@ TEST(cli_views_show_passthrough_kinds_of_a_1_2_file)
     ASSERT_EQ(fclose(f), 0);
     ASSERT_EQ(view("summary", p, ""), 0);
     ASSERT_STR_EQ(errout, "");
-    ASSERT_STR_CONTAINS(out, "format 1.2,");
-    ASSERT_STR_CONTAINS(out, "  managed: 1 allocation, peak 16 MiB, alive 16 MiB in 1\n");
+    OUT_HAS(
+        "format 1.2,",
+        "  managed: 1 allocation, peak 16 MiB, alive 16 MiB in 1\n");
     ASSERT_EQ(view("leaks", p, ""), 0);
     ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n");
 }
