@@ -416,8 +416,7 @@ TEST(fork_while_another_thread_interns_does_not_hang_the_child)
             alarm(5);
             _exit(vt__string_intern("from the child") != 0 ? 0 : 3);
         }
-        int status = 0;
-        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        int status = wait_child(pid);
         ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                    "child %d: status 0x%x (hung: killed by SIGALRM)", i, status);
     }
@@ -460,8 +459,7 @@ TEST(fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child)
             unlink(cpath);
             _exit(rc == 0 ? 0 : 3);
         }
-        int status = 0;
-        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        int status = wait_child(pid);
         ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                    "child %d: status 0x%x (hung: killed by SIGALRM)", i, status);
     }
