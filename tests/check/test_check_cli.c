@@ -62,29 +62,44 @@ static int run(const char *args, char **out, char **err)
     return run_sub("check", args, out, err);
 }
 
-/* One expected outcome of `vramtrace check OPTS 'DIR/FILE'`: the exit
- * status, what stdout contains, what stderr contains or that it is empty. */
+/* One expected outcome of `vramtrace check OPTS 'DIR/FILE'` (OPTS alone
+ * without a FILE): the exit status, what stdout and stderr contain, and
+ * whichever of these holds: stdout is valid JSON, stdout is empty, stderr is
+ * empty, stderr is one line. */
 struct check_case {
     const char *opts, *file;
     int rc;
-    const char *out_has[4];
-    const char *err_has;
-    int err_empty;
+    const char *out_has[5];
+    const char *err_has[2];
+    int json, out_empty, err_empty, err_one_line;
 };
 
 static void expect_cases(const struct check_case *c, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
         char *out, *err, args[512];
-        snprintf(args, sizeof args, "%s '%s/%s'", c[k].opts ? c[k].opts : "", dir, c[k].file);
+        if (c[k].file)
+            snprintf(args, sizeof args, "%s '%s/%s'", c[k].opts ? c[k].opts : "", dir, c[k].file);
+        else
+            snprintf(args, sizeof args, "%s", c[k].opts);
         int rc = run(args, &out, &err);
         ASSERT_MSG(rc == c[k].rc, "check %s: exit status %d, not %d", args, rc, c[k].rc);
-        for (size_t i = 0; i < 4 && c[k].out_has[i]; i++)
+        if (c[k].json) {
+            const char *why = json_validate(out);
+            ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
+        }
+        for (size_t i = 0; i < 5 && c[k].out_has[i]; i++)
             ASSERT_STR_CONTAINS(out, c[k].out_has[i]);
-        if (c[k].err_has)
-            ASSERT_STR_CONTAINS(err, c[k].err_has);
+        for (size_t i = 0; i < 2 && c[k].err_has[i]; i++)
+            ASSERT_STR_CONTAINS(err, c[k].err_has[i]);
+        if (c[k].out_empty)
+            ASSERT_STR_EQ(out, "");
         if (c[k].err_empty)
             ASSERT_STR_EQ(err, "");
+        if (c[k].err_one_line) {
+            char *nl = strchr(err, '\n');
+            ASSERT_MSG(nl && nl[1] == 0, "check %s: not one line: %s", args, err);
+        }
         free(out);
         free(err);
     }
@@ -220,16 +235,8 @@ TEST(cli_check_clean_exits_0)
 TEST(cli_check_json_is_valid)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--json '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    const char *why = json_validate(out);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
-    ASSERT_STR_CONTAINS(out, "\"vramtrace_check\":1");
-    ASSERT_STR_CONTAINS(out, "\"addr\":\"0x7f6001000000\"");
-    ASSERT_STR_CONTAINS(out, "\"bytes\":33554432");
-    free(out);
-    free(err);
+    EXPECT_CASES({ .opts = "--json", .file = "leak.vtsnap", .rc = 1, .json = 1, .out_has = {
+        "\"vramtrace_check\":1", "\"addr\":\"0x7f6001000000\"", "\"bytes\":33554432" } });
     /* The same through Python's parser when there is one. */
     if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
         char cmd[1024];
@@ -255,7 +262,7 @@ TEST(cli_check_grace_option)
           .out_has = { "grace: 2 complete steps" } },
         { .opts = "--grace 50ms", .file = "leak.vtsnap", .rc = 1 },
         { .opts = "--grace 2.5s", .file = "leak.vtsnap", .rc = 0 },
-        { .opts = "--grace soon", .file = "leak.vtsnap", .rc = 2, .err_has = "bad --grace 'soon'" });
+        { .opts = "--grace soon", .file = "leak.vtsnap", .rc = 2, .err_has = { "bad --grace 'soon'" } });
     cleanup();
 }
 
@@ -299,28 +306,18 @@ TEST(cli_check_pinned_rules_and_ratio)
         /* 40 B is ~0.98% of 4 KiB. */
         { .opts = "--pinned-ratio 0.005", .file = "pinned.vtsnap", .rc = 0 },
         { .opts = "--pinned-ratio=1%", .file = "pinned.vtsnap", .rc = 1,
-          .out_has = { "pinned: views covering < 1%" } });
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--json --rules pinned --pinned-ratio 25%% '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    const char *why = json_validate(out);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
-    ASSERT_STR_CONTAINS(out, "\"rules_run\":[\"pinned\"]");
-    ASSERT_STR_CONTAINS(out, "\"pinned_ratio\":0.25");
-    ASSERT_STR_CONTAINS(out, "\"rule\":\"pinned\"");
-    ASSERT_STR_CONTAINS(out, "\"wasted_bytes\":4056");
-    free(out); free(err);
-    const char *bad[] = { "0", "1.5", "150%", "half", "-0.5" };
-    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
-        snprintf(args, sizeof args, "--pinned-ratio '%s' '%s/pinned.vtsnap'", bad[k], dir);
-        ASSERT_EQ(run(args, &out, &err), 2);
-        ASSERT_STR_CONTAINS(err, "bad --pinned-ratio");
-        ASSERT_STR_EQ(out, "");
-        free(out); free(err);
-    }
-    ASSERT_EQ(run("--pinned-ratio", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "--pinned-ratio needs a value");
-    free(out); free(err);
+          .out_has = { "pinned: views covering < 1%" } },
+        { .opts = "--json --rules pinned --pinned-ratio 25%", .file = "pinned.vtsnap", .rc = 1,
+          .json = 1, .out_has = { "\"rules_run\":[\"pinned\"]", "\"pinned_ratio\":0.25",
+                                  "\"rule\":\"pinned\"", "\"wasted_bytes\":4056" } });
+    /* bad ratios */
+#define BAD_RATIO(r)                                                        \
+    { .opts = "--pinned-ratio '" r "'", .file = "pinned.vtsnap", .rc = 2,     \
+      .err_has = { "bad --pinned-ratio" }, .out_empty = 1 }
+    EXPECT_CASES(BAD_RATIO("0"), BAD_RATIO("1.5"), BAD_RATIO("150%"), BAD_RATIO("half"),
+                 BAD_RATIO("-0.5"),
+                 { .opts = "--pinned-ratio", .rc = 2, .err_has = { "--pinned-ratio needs a value" } });
+#undef BAD_RATIO
     cleanup();
 }
 
@@ -401,46 +398,25 @@ TEST(json_and_check_print_a_name_and_a_size_the_same)
 TEST(cli_check_help_and_bad_usage)
 {
     tmpdir();
-    char *out, *err;
-    ASSERT_EQ(run("--help", &out, &err), 0);
-    ASSERT_STR_CONTAINS(out, "usage: vramtrace check FILE");
-    ASSERT_STR_CONTAINS(out, "--grace");
-    ASSERT_STR_CONTAINS(out, "--ignore");
-    ASSERT_STR_CONTAINS(out, "--pinned-ratio R");
-    ASSERT_STR_CONTAINS(out, "pinned       base tensor dropped");
-    free(out); free(err);
-    ASSERT_EQ(run("--frobnicate x.vtsnap", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "unknown option '--frobnicate'");
-    free(out); free(err);
-    ASSERT_EQ(run("", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "missing FILE");
-    free(out); free(err);
-    ASSERT_EQ(run("a.vtsnap b.vtsnap", &out, &err), 2);
-    free(out); free(err);
-    ASSERT_EQ(run("--grace", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "--grace needs a value");
-    free(out); free(err);
+    EXPECT_CASES(
+        { .opts = "--help", .rc = 0, .out_has = { "usage: vramtrace check FILE", "--grace",
+              "--ignore", "--pinned-ratio R", "pinned       base tensor dropped" } },
+        { .opts = "--frobnicate x.vtsnap", .rc = 2,
+          .err_has = { "unknown option '--frobnicate'" } },
+        { .opts = "", .rc = 2, .err_has = { "missing FILE" } },
+        { .opts = "a.vtsnap b.vtsnap", .rc = 2 },
+        { .opts = "--grace", .rc = 2, .err_has = { "--grace needs a value" } });
     cleanup();
 }
 
 TEST(cli_check_bad_file_exits_2_with_one_message)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/does-not-exist.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "vramtrace check: ");
-    ASSERT_STR_CONTAINS(err, "does-not-exist.vtsnap");
-    ASSERT_STR_EQ(out, "");
-    free(out); free(err);
-    snprintf(args, sizeof args, "'%s/garbage.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "vramtrace check: ");
-    ASSERT_STR_CONTAINS(err, "garbage.vtsnap");
-    /* one line */
-    char *nl = strchr(err, '\n');
-    ASSERT(nl && nl[1] == 0);
-    free(out); free(err);
+    EXPECT_CASES(
+        { .file = "does-not-exist.vtsnap", .rc = 2, .out_empty = 1,
+          .err_has = { "vramtrace check: ", "does-not-exist.vtsnap" } },
+        { .file = "garbage.vtsnap", .rc = 2, .err_one_line = 1,
+          .err_has = { "vramtrace check: ", "garbage.vtsnap" } });
     cleanup();
 }
 
