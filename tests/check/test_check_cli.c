@@ -321,16 +321,23 @@ TEST(cli_check_pinned_rules_and_ratio)
     cleanup();
 }
 
-/* A tensor renamed after it was recorded (TENSOR_NAME, format 1.1): the
- * file says 1.3 (the writer's), `json --events` names the kind, `check` the new name. */
-TEST(cli_renamed_tensor_in_json_events_and_check)
+/* In a fresh folder, FILE: the leak trace with tensor 21 ('send 1') renamed
+ * `name` after it was recorded. */
+static void write_leak_renamed(const char *name, const char *file)
 {
     tmpdir();
     synth y;
     pipeline(&y, 0);
-    synth_name(&y, 21, "fc2 out");
-    write_snap(&y, "renamed.vtsnap");
+    synth_name(&y, 21, name);
+    write_snap(&y, file);
     synth_fini(&y);
+}
+
+/* A tensor renamed after it was recorded (TENSOR_NAME, format 1.1): the
+ * file says 1.3 (the writer's), `json --events` names the kind, `check` the new name. */
+TEST(cli_renamed_tensor_in_json_events_and_check)
+{
+    write_leak_renamed("fc2 out", "renamed.vtsnap");
     char *out, *err, args[512];
     snprintf(args, sizeof args, "'%s/renamed.vtsnap' --events", dir);
     ASSERT_EQ(run_sub("json", args, &out, &err), 0);
@@ -360,12 +367,7 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
  * size the same in `leaks` and `check`. */
 TEST(json_and_check_print_a_name_and_a_size_the_same)
 {
-    tmpdir();
-    synth y;
-    pipeline(&y, 0);
-    synth_name(&y, 21, "fc2\t\"out\" \xff");
-    write_snap(&y, "odd.vtsnap");
-    synth_fini(&y);
+    write_leak_renamed("fc2\t\"out\" \xff", "odd.vtsnap");
     const char *escaped = "\"fc2\\t\\\"out\\\" \\ufffd\"";
     char *out, *err, args[512];
     snprintf(args, sizeof args, "'%s/odd.vtsnap' --events", dir);
