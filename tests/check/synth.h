@@ -88,24 +88,21 @@ static inline vt_event *synth_ev(synth *y, uint8_t kind)
     return e;
 }
 
-/* What an event says (addresses, sizes, ids, string, stack, device) set from
- * p; its seq, time, kind and thread stay synth_ev()'s. */
-static inline vt_event *synth_payload(vt_event *e, vt_event p)
+/* The next event: p, with synth_ev()'s seq, time, kind and thread. */
+static inline vt_event *synth_put(synth *y, uint8_t kind, vt_event p)
 {
-    e->addr = p.addr;
-    e->req_size = p.req_size;
-    e->size = p.size;
-    e->aux = p.aux;
-    e->aux2 = p.aux2;
-    e->str = p.str;
-    e->stack = p.stack;
-    e->device = p.device;
+    vt_event *e = synth_ev(y, kind);
+    p.seq = e->seq;
+    p.time_ns = e->time_ns;
+    p.kind = e->kind;
+    p.thread = e->thread;
+    *e = p;
     return e;
 }
 
 /* The next event, of `kind`, saying what the designated initializers say
  * (device 0 unless given). */
-#define SYNTH_EV(y, kind, ...) synth_payload(synth_ev((y), (kind)), (vt_event){ __VA_ARGS__ })
+#define SYNTH_EV(y, kind, ...) synth_put((y), (kind), (vt_event){ __VA_ARGS__ })
 
 static inline void synth_tick(synth *y, uint64_t ns) { y->time += ns; y->s.meta.snapshot_time_ns = y->time; }
 
