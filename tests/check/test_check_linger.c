@@ -231,17 +231,13 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     step(&y, 1);
     synth_new_tensor(&y, 2, ACT1, MiB, "deep", st_fwd);
     for (uint64_t h = 0; h < 10000; h++) {
-        vt_event *e = synth_ev(&y, VT_EV_HOLDER_NEW);
-        e->aux = 100000 + h;
-        vt_event *rf = synth_ev(&y, VT_EV_REF);
-        rf->aux = 100000 + h;
-        rf->aux2 = h ? 100000 + h - 1 : 2;
+        SYNTH_EV(&y, VT_EV_HOLDER_NEW, .aux = 100000 + h);
+        SYNTH_EV(&y, VT_EV_REF, .aux = 100000 + h, .aux2 = h ? 100000 + h - 1 : 2);
     }
     for (int i = 2; i <= 4; i++)
         step(&y, i);
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 1);
     ASSERT(f->paths[0].truncated);
     ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
