@@ -36,6 +36,14 @@ static inline vt_check_report *check(synth *y, const vt_check_options *opt)
     return r;
 }
 
+/* The checker's default options, to change a field of. */
+static inline vt_check_options default_options(void)
+{
+    vt_check_options o;
+    vt_check_options_init(&o);
+    return o;
+}
+
 static inline const vt_check_finding *by_addr(const vt_check_report *r, uint64_t addr)
 {
     for (size_t i = 0; i < r->nfindings; i++)
@@ -88,14 +96,41 @@ static inline void assert_shape_is_clean(shape_fn shape, int variant)
     synth_fini(&y);
 }
 
+/* The report has exactly one finding: return it. */
+static inline const vt_check_finding *only_finding(const vt_check_report *r)
+{
+    ASSERT_EQ(r->nfindings, 1);
+    return &r->findings[0];
+}
+
 /* The report has exactly one finding, on `addr`, of `bytes`: return it. */
 static inline const vt_check_finding *the_finding(const vt_check_report *r, uint64_t addr,
                                                   uint64_t bytes)
 {
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].addr, addr);
-    ASSERT_EQ(r->findings[0].bytes, bytes);
-    return &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
+    ASSERT_EQ(f->addr, addr);
+    ASSERT_EQ(f->bytes, bytes);
+    return f;
+}
+
+/* What the one finding of a leak shape says: where, how much, the tensor
+ * that owns the storage (NULL: not looked at) and its first path. */
+struct expected_finding {
+    uint64_t addr, bytes;
+    const char *owner, *path;
+};
+
+/* shape(0), the leak, has exactly the expected finding. */
+static inline void assert_shape_flags(shape_fn shape, struct expected_finding x)
+{
+    synth y;
+    vt_check_report *r = check_shape(&y, shape, 0);
+    const vt_check_finding *f = the_finding(r, x.addr, x.bytes);
+    if (x.owner)
+        ASSERT_STR_EQ(f->owner_name, x.owner);
+    ASSERT_STR_EQ(path_text(f, 0), x.path);
+    vt_check_report_free(r);
+    synth_fini(&y);
 }
 
 static uint32_t st_init, st_fwd, st_bwd, st_act;

@@ -67,16 +67,11 @@ TEST(gc_cycle_fixed_is_clean)
 
 TEST(closure_capturing_self_is_flagged)
 {
-    synth y;
-    vt_check_report *r = check_shape(&y, closure_self, 0);
-    const vt_check_finding *f = the_finding(r, CACHE, 8 * MiB);
-    ASSERT_STR_EQ(f->owner_name, "cache");
-    ASSERT_STR_EQ(path_text(f, 0),
-        "(cycle) Trainer.hook \xe2\x86\x92 <closure>.__closure__[0] \xe2\x86\x92 "
-        "cell.cell_contents \xe2\x86\x92 Trainer.cache \xe2\x86\x92 tensor 'cache' "
-        "\xe2\x86\x92 storage 0x7f3000000000 8 MiB");
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_flags(closure_self, (struct expected_finding){
+        .addr = CACHE, .bytes = 8 * MiB, .owner = "cache",
+        .path = "(cycle) Trainer.hook \xe2\x86\x92 <closure>.__closure__[0] \xe2\x86\x92 "
+                "cell.cell_contents \xe2\x86\x92 Trainer.cache \xe2\x86\x92 tensor 'cache' "
+                "\xe2\x86\x92 storage 0x7f3000000000 8 MiB" });
 }
 
 TEST(closure_capturing_self_fixed_is_clean)
@@ -110,8 +105,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
     synth y;
     renamed(&y);
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(f->addr, RN_ADDR);
     ASSERT_EQ(f->owner_id, 100);
@@ -128,8 +122,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
 
     /* --ignore matches the latest name only */
     const char *pats[] = { "aten.mm*" };
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.ignore = pats;
     o.nignore = 1;
     r = check(&y, &o);
@@ -188,15 +181,11 @@ TEST(pipeline_context_fixed_is_clean)
 
 TEST(hook_closure_cycle_is_flagged)
 {
-    synth y;
-    vt_check_report *r = check_shape(&y, hook_cycle, 0);
-    const vt_check_finding *f = the_finding(r, INTER, 4 * MiB);
-    ASSERT_STR_EQ(path_text(f, 0),
-        "(cycle) dict['hook'] \xe2\x86\x92 <hook>.__closure__[0] \xe2\x86\x92 "
-        "cell.cell_contents \xe2\x86\x92 dict['acts'] \xe2\x86\x92 tensor 'intermediate' "
-        "\xe2\x86\x92 storage 0x7f7000000000 4 MiB");
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_flags(hook_cycle, (struct expected_finding){
+        .addr = INTER, .bytes = 4 * MiB,
+        .path = "(cycle) dict['hook'] \xe2\x86\x92 <hook>.__closure__[0] \xe2\x86\x92 "
+                "cell.cell_contents \xe2\x86\x92 dict['acts'] \xe2\x86\x92 tensor 'intermediate' "
+                "\xe2\x86\x92 storage 0x7f7000000000 4 MiB" });
 }
 
 TEST(hook_closure_cycle_fixed_is_clean)
@@ -243,8 +232,7 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
     ASSERT_STR_CONTAINS(path_text(f, 0), "\xe2\x80\xa6 holder #104094 \xe2\x86\x92 holder #104093");
     vt_check_report_free(r);
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.max_visit = 20000;
     r = check(&y, &o);
     ASSERT(!r->findings[0].paths[0].truncated);
@@ -326,8 +314,7 @@ TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
                                 .alloc_seq = seq, .state = VT_BLOCK_ACTIVE_ALLOCATED };
     y.s.nsegments = y.s.nblocks = 1;
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].addr, STATE);
+    ASSERT_EQ(only_finding(r)->addr, STATE);
     ASSERT_EQ(r->findings[0].freed, 0);
     vt_check_report_free(r);
     synth_fini(&y);
@@ -392,8 +379,7 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
 {
     synth y;
     gc_cycle(&y, 1);
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
     vt_check_report *r = check(&y, &o);

@@ -38,10 +38,13 @@ class Shape:
     of this step (whose storages the checker must flag)."""
     holder = ""
     rename = False    # name the leaked tensor after it was recorded
+    state: Dict[str, Any] = {}   # attribute -> what makes it, per run
 
     def __init__(self, fixed: bool) -> None:
         self.fixed = fixed
         self.leaked: List[torch.Tensor] = []
+        for name, make in self.state.items():
+            setattr(self, name, make())
 
     def step(self, i: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -93,10 +96,7 @@ class Comm:
 
 class CallbackShape(Shape):
     holder = "function <lambda>"
-
-    def __init__(self, fixed):
-        super().__init__(fixed)
-        self.comm = Comm()
+    state = {"comm": Comm}
 
     def step(self, i, x, w):
         recv = AsyncRecv(self.comm, torch.empty(B, 2 * D).fill_(1.0))   # "received" buffer
@@ -109,10 +109,7 @@ class CallbackShape(Shape):
 # 3. A view keeps its base's whole storage alive after the base is dropped.
 class ViewShape(Shape):
     holder = "history"
-
-    def __init__(self, fixed):
-        super().__init__(fixed)
-        self.history: List[torch.Tensor] = []
+    state = {"history": list}   # List[torch.Tensor]
 
     def step(self, i, x, w):
         gathered = torch.cat([x @ w] * 4, dim=1)            # B x 4D, the big buffer
@@ -153,10 +150,7 @@ class Pipeline:
 
 class PipelineShape(Shape):
     holder = "PipeContext"
-
-    def __init__(self, fixed):
-        super().__init__(fixed)
-        self.pipe = Pipeline()
+    state = {"pipe": Pipeline}
 
     def step(self, i, x, w):
         loss = self.pipe.forward(x[: B // 2], w) + self.pipe.forward(x[B // 2:], w)
