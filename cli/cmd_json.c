@@ -147,7 +147,7 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
         vt__json_str(o, vt_snapshot_string(s, f->function));
         fputs(",\"file\":", o);
         vt__json_str(o, vt_snapshot_string(s, f->file));
-        fprintf(o, ",\"line\":%u}", f->line);
+        fprintf(o, ",\"line\":%u,\"first_line\":%u}", f->line, f->first_line);
     }
     fputs("],\n\"stacks\":[", o);
     for (size_t i = 0; i < s->nstack_nodes; i++) {

@@ -171,6 +171,9 @@ void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame 
         if (f->line)
             fprintf(out, ":%u", f->line);
     }
+    uint32_t def = vt_frame_def_line(s, f);
+    if (def)
+        fprintf(out, " (def at line %u)", def);
     if (*mod && !vt__report_python_frame(s, f))
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }

@@ -51,7 +51,9 @@ bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool 
  * wrappers); the innermost frame when all are; NULL for an empty stack. */
 const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
 
-/* "fn file:line (module+0xoff)" with the parts that are known. */
+/* "fn file:line (module+0xoff)" with the parts that are known; a Python
+ * frame's "fn file:line (def at line N)" where its function's first line is
+ * known (vt_frame_def_line). */
 void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
 
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,

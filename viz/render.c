@@ -740,6 +740,9 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     vt__put_str(m, "],\"line\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", s->frames[r->frames[i]].line);
+    vt__put_str(m, "],\"def\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", vt_frame_def_line(s, &s->frames[r->frames[i]]));
     vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));

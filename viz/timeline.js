@@ -293,8 +293,12 @@
     const mod = str(F.mod[fr]);
     const where = file ? file + (F.line[fr] ? ':' + F.line[fr] : '')
       : (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '');
-    return { fn: fn || (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '??'), where };
+    // A Python function's first line, as the text views show it (0: none).
+    const def = (F.def && F.def[fr]) || 0;
+    return { fn: fn || (mod ? mod.replace(/^.*\//, '') + '+' + hex(F.off[fr]) : '??'), where, def };
   }
+  /* "file:line (def at line N)": a frame's place in stacks and tooltips. */
+  const whereDef = (t) => t.where + (t.def ? ' (def at line ' + t.def + ')' : '');
   // Python frames (the recorder's, or a PyTorch snapshot's) and what is
   // folded in a stack that has them: the interpreter's own native frames and
   // torch's Python dispatch plumbing (cli/report_util.c keeps the same list).
@@ -370,7 +374,8 @@
     device: -1,            // index into meta.devices, -1 = all
     selected: -1,          // lifetime
     moment: -2,            // axis state shown in the table (-1 initial, -2 none)
-    flameRoot: 0,
+    flameRoot: 0,          // node of the icicle's tree drawn as its root
+    flameAll: false,       // the icicle shows the frames the text views fold
     yMode: 'fit',          // 'fit': 0..tallest stack in view; 'span': lowest..highest allocated in view; 'lock'
     y0: 0, y1: 1,          // visible byte range of the timeline (of the last draw when fitting)
   };
@@ -944,38 +949,83 @@
   let segPlot = null;
 
   // -------------------------------------------------------------- icicle
+  // Depth of every stack node (parents are not promised to come before
+  // their children in the page's data).
+  const kDepth = new Int32Array(nK).fill(-1);
+  if (nK) kDepth[0] = 0;
+  for (let k = 1; k < nK; k++) {
+    const path = [];
+    let j = k;
+    while (j > 0 && kDepth[j] < 0 && path.length < 4096) { path.push(j); j = kParent[j]; }
+    let d = j > 0 ? kDepth[j] : 0;
+    for (let i = path.length - 1; i >= 0; i--) kDepth[path[i]] = ++d;
+  }
+  const kByDepth = Array.from({ length: nK }, (_, i) => i).sort((a, b) => kDepth[a] - kDepth[b]);
+  // The icicle's tree: the stack prefix tree, less (unless view.flameAll)
+  // the frames the text views fold on paths with Python frames (the
+  // interpreter's own and torch's dispatch plumbing, as stackHTML does): a
+  // folded node's bytes and callees go to its nearest kept caller, and
+  // callees that then name the same frame there are one box.
+  const flameTrees = {};
+  function flameTree(all) {
+    const key = all ? 'all' : 'folded';
+    if (flameTrees[key]) return flameTrees[key];
+    const fold = new Uint8Array(nK);
+    let nfolded = 0;
+    if (!all) {
+      // A node is on a path with Python frames when one is at it, among
+      // its callers (above) or among its callees (below).
+      const above = new Uint8Array(nK), below = new Uint8Array(nK);
+      for (const k of kByDepth) if (k > 0) above[k] = isPython(kFrame[k]) || above[kParent[k]] ? 1 : 0;
+      for (let i = nK - 1; i >= 0; i--) {
+        const k = kByDepth[i];
+        if (k > 0 && (below[k] || isPython(kFrame[k]))) { below[k] = 1; below[kParent[k]] = 1; }
+      }
+      for (let k = 1; k < nK; k++) {
+        const fr = kFrame[k];
+        if ((above[k] || below[k]) && (isPython(fr) ? isPlumbing(fr) : isInterpreter(fr))) { fold[k] = 1; nfolded++; }
+      }
+    }
+    const of = new Int32Array(nK);          // stack node -> tree node
+    const parent = [0], frame = [0], rep = [0];   // per tree node; rep: a stack node of it
+    const byKey = new Map();
+    for (const k of kByDepth) {
+      if (k === 0) continue;
+      const p = of[kParent[k]];
+      if (fold[k]) { of[k] = p; continue; }
+      const id = p + ':' + kFrame[k];
+      let d = byKey.get(id);
+      if (d === undefined) {
+        d = parent.length;
+        byKey.set(id, d);
+        parent.push(p); frame.push(kFrame[k]); rep.push(k);
+      }
+      of[k] = d;
+    }
+    return (flameTrees[key] = { n: parent.length, parent, frame, rep, of, nfolded });
+  }
   let flameRects = [];
   function drawFlame() {
     sweep.reset();
     sweep.to(peakState);
-    const bytes = new Float64Array(Math.max(nK, 1));
+    const T = flameTree(view.flameAll);
+    const nT = T.n;
+    const bytes = new Float64Array(nT);
     let total = 0;
-    for (const l of sweep.alive()) { bytes[lSite[l] < nK ? lSite[l] : 0] += lSize[l]; total += lSize[l]; }
-    // Parents are not promised to come before children: order by depth.
-    const depth = new Int32Array(nK).fill(-1);
-    if (nK) depth[0] = 0;
-    let maxDepth = 0;
-    for (let k = 1; k < nK; k++) {
-      const path = [];
-      let j = k;
-      while (j > 0 && depth[j] < 0 && path.length < 4096) { path.push(j); j = kParent[j]; }
-      let d = j > 0 ? depth[j] : 0;
-      for (let i = path.length - 1; i >= 0; i--) depth[path[i]] = ++d;
-      maxDepth = Math.max(maxDepth, depth[k]);
-    }
-    const order = Array.from({ length: nK }, (_, i) => i).filter((k) => bytes[k] > 0 || k === 0);
+    for (const l of sweep.alive()) { bytes[lSite[l] < nK ? T.of[lSite[l]] : 0] += lSize[l]; total += lSize[l]; }
     const cum = bytes.slice();
-    const byDepth = Array.from({ length: nK }, (_, i) => i).sort((a, b) => depth[b] - depth[a]);
-    for (const k of byDepth) if (k > 0 && cum[k] > 0) cum[kParent[k]] += cum[k];
+    for (let d = nT - 1; d > 0; d--) if (cum[d] > 0) cum[T.parent[d]] += cum[d];   // children after parents
     const children = new Map();
-    for (let k = 1; k < nK; k++) {
-      if (cum[k] <= 0) continue;
-      const p = kParent[k];
+    for (let d = 1; d < nT; d++) {
+      if (cum[d] <= 0) continue;
+      const p = T.parent[d];
       if (!children.has(p)) children.set(p, []);
-      children.get(p).push(k);
+      children.get(p).push(d);
     }
-    void order;
-    const root = cum[view.flameRoot] > 0 ? view.flameRoot : 0;
+    const root = view.flameRoot < nT && cum[view.flameRoot] > 0 ? view.flameRoot : 0;
+    const tog = $('flame-all');
+    tog.parentNode.hidden = flameTree(false).nfolded === 0;
+    tog.checked = view.flameAll;
     const wrap = $('flame-wrap');
     const rowH = 17;
     let rows = 1;
@@ -999,8 +1049,9 @@
     function box(k, x, w, d) {
       if (w < 0.5) return;
       const y = d * rh;
-      const frLabel = k === 0 ? 'all live allocations' : (() => { const t = frameText(kFrame[k]); return t.fn; })();
-      ctx.fillStyle = k === 0 ? '#c9c9d1' : '#' + (siteRGBA[k] & 0xffffff).toString(16).padStart(6, '0').replace(/(..)(..)(..)/, '$3$2$1');
+      const frLabel = k === 0 ? 'all live allocations' : frameText(T.frame[k]).fn;
+      const col = siteRGBA[T.rep[k]];
+      ctx.fillStyle = k === 0 ? '#c9c9d1' : '#' + (col & 0xffffff).toString(16).padStart(6, '0').replace(/(..)(..)(..)/, '$3$2$1');
       ctx.fillRect(x, y, Math.max(w - 1, 0.5), rh - 1);
       if (w > 40 * dpr) {
         ctx.fillStyle = '#111';
@@ -1037,7 +1088,7 @@
     const note = folded ? '<div class="none">' + folded + ' interpreter and dispatch frames hidden</div>' : '';
     return note + '<ol class="stack">' + frs.map((fr) => {
       const t = frameText(fr);
-      return '<li>' + esc(t.fn) + (t.where ? ' <span class="loc">' + esc(t.where) + '</span>' : '') + '</li>';
+      return '<li>' + esc(t.fn) + (t.where ? ' <span class="loc">' + esc(whereDef(t)) + '</span>' : '') + '</li>';
     }).join('') + '</ol>';
   }
   function streamName(i) { return meta.streams[i] === '0x0' ? 'default (0x0)' : meta.streams[i]; }
@@ -1372,8 +1423,8 @@
     let h;
     if (b.k === 0) h = '<b>' + fmtBytes(b.bytes) + '</b> live at the peak';
     else {
-      const t = frameText(kFrame[b.k]);
-      h = '<b>' + esc(fmtBytes(b.bytes)) + '</b> ' + esc(t.fn) + (t.where ? '\n' + esc(t.where) : '') +
+      const t = frameText(flameTree(view.flameAll).frame[b.k]);
+      h = '<b>' + esc(fmtBytes(b.bytes)) + '</b> ' + esc(t.fn) + (t.where ? '\n' + esc(whereDef(t)) : '') +
         (b.self ? '\nallocated right here: ' + fmtBytes(b.self) : '');
     }
     showTip(ev, h + '\n(click: zoom in/out)');
@@ -1382,7 +1433,13 @@
   flame.addEventListener('click', (ev) => {
     const b = flameAt(ev);
     if (!b) return;
-    view.flameRoot = b.k === view.flameRoot && b.k !== 0 ? kParent[b.k] : b.k;
+    view.flameRoot = b.k === view.flameRoot && b.k !== 0 ? flameTree(view.flameAll).parent[b.k] : b.k;
+    drawFlame();
+  });
+  $('flame-all').addEventListener('change', () => {
+    // Tree nodes differ between the two trees: start again from the top.
+    view.flameAll = $('flame-all').checked;
+    view.flameRoot = 0;
     drawFlame();
   });
   $('top').addEventListener('click', (ev) => {
@@ -1502,6 +1559,13 @@
         addr: lAddr[l], flags: lFlags[l], finding: lFinding[l] };
     },
     idAt(x, y) { return plot ? plot.ids[y * plot.PW + x] - 1 : -1; },
+    /* The icicle's boxes as drawn: function, bytes, client coordinates of
+     * the box's middle. */
+    flameBoxes() {
+      const T = flameTree(view.flameAll), r = flame.getBoundingClientRect();
+      return flameRects.filter((b) => b.k > 0).map((b) => ({ fn: frameText(T.frame[b.k]).fn, bytes: b.bytes,
+        x: r.left + (b.x + b.w / 2) / dpr, y: r.top + (b.y + b.h / 2) / dpr }));
+    },
     /* Client coordinates of the middle of the tallest summary band drawn
      * for a call site whose label contains `text`, or null. */
     locateSummary(text) {

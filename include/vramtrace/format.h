@@ -161,7 +161,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.3).
+ *   reader would find it). A writer writes its own minor (this one: 1.4).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -181,6 +181,11 @@ enum vt_passthrough_call {
  *   their own, and a call they do not know (a newer minor's) as "other".
  *   1.3 also gives ALLOC events flags in aux (VT_ALLOC_NO_STREAM), which older
  *   readers ignore; in older files aux of ALLOC is 0.
+ *   1.4 adds section FIRST_LINES (7): for Python frames, the line where the
+ *   function is defined. Older readers skip it as an unknown section and
+ *   show the frames as before; a 1.4 reader reading an older file (which
+ *   never has one) gives every frame first line 0 (unknown), and ignores a
+ *   FIRST_LINES section in a file older than 1.4.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -202,7 +207,9 @@ enum vt_passthrough_call {
  *   32  8  count (items in the section, see each section)
  *   40  4  crc: CRC32C of the stored bytes    44  4  reserved, zero
  * A compressed section is exactly one zstd frame (with its content size).
- * Every section of this version appears exactly once; order is free.
+ * Every section of this version appears exactly once, except FIRST_LINES,
+ * which appears at most once (a writer may leave it out when no frame has a
+ * first line; absent, every first line is 0); order is free.
  *
  * Size bounds (so that a reader knows what a section may cost before it
  * allocates anything, and a small hostile file cannot make it allocate
@@ -211,7 +218,8 @@ enum vt_passthrough_call {
  * compresses better stores that section uncompressed instead); and where its
  * count bounds a section, raw_size is at most what count items can take in
  * their longest encoding: META at most VT_MAX_META_BYTES, FRAMES
- * count * VT_MAX_FRAME_BYTES, STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
+ * count * VT_MAX_FRAME_BYTES, FIRST_LINES count * VT_MAX_FIRST_LINE_BYTES,
+ * STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
  * EVENTS VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES (this
  * version needs at most 114 bytes per event; columns that a later minor adds
  * must fit in the rest, larger per-event data goes into a section of its
@@ -246,7 +254,18 @@ enum vt_passthrough_call {
  *
  *   FRAMES (count = frames): per frame svarint (ip - previous ip), svarint
  *     (module_offset - previous module_offset), varint module, build_id,
- *     function, file (string indexes), varint line.
+ *     function, file (string indexes), varint line. A frame of the Python
+ *     interpreter's own stack (a Python function running, not native code)
+ *     has ip 0, module "python", no build id, and its file, line and
+ *     function.
+ *
+ *   FIRST_LINES (since 1.4, optional; count = frames, the FRAMES section's
+ *     count): per frame, in the order of FRAMES, varint first_line: the line
+ *     of its file where the frame's function is defined, as CPython's code
+ *     object has it (co_firstlineno: the function's first decorator, else
+ *     its `def`; 1 for a module's top-level code), so that a view can say
+ *     "model.py:88 in forward, defined at line 80". 0: not known (native
+ *     frames, Python frames of other origins). At most 2^31 - 1.
  *
  *   STACKS (count = nodes, >= 1): node 0 is the root and is not stored; for
  *     each node i in 1..count-1: varint (i - parent) (>= 1, so a parent always
@@ -260,7 +279,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.3), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.4), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -291,7 +310,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 3
+#define VT_FORMAT_MINOR 4
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -309,6 +328,7 @@ enum vt_meta_flag {
 #define VT_MAX_COMPRESSION_RATIO 1024
 #define VT_MAX_META_BYTES (1u << 20)
 #define VT_MAX_FRAME_BYTES 70          /* 2 svarints + 5 varints */
+#define VT_MAX_FIRST_LINE_BYTES 5      /* 1 varint below 2^31 */
 #define VT_MAX_STACK_NODE_BYTES 20     /* 2 varints */
 #define VT_MAX_EVENTS_HEADER_BYTES (16u << 10)
 #define VT_MAX_EVENT_BYTES 160
@@ -320,9 +340,10 @@ enum vt_section_id {
     VT_SECTION_STACKS = 4,
     VT_SECTION_STATE = 5,
     VT_SECTION_EVENTS = 6,
+    VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
 };
 
-/* Event columns of format 1.0 to 1.3 (EVENTS section). */
+/* Event columns of format 1.0 to 1.4 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

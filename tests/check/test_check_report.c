@@ -413,6 +413,42 @@ TEST(text_report_names_everything)
     synth_fini(&y);
 }
 
+/* A finding's Python frames say where their function is defined (format
+ * 1.4 first lines), in the text as "def at line N" and in JSON as
+ * first_line; a module's top level ("<module>", always line 1) does not. */
+TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
+{
+    synth y;
+    pipeline(&y, 0);
+    uint32_t python = synth_str(&y, "python"), top = synth_str(&y, "<module>");
+    for (size_t i = 0; i < y.s.nframes; i++) {
+        vt_frame *f = &y.s.frames[i];
+        const char *fn = vt_snapshot_string(&y.s, f->function);
+        f->ip = f->module_offset = 0;
+        f->module = python;
+        if (!strcmp(fn, "forward_block"))
+            f->first_line = 7;
+        if (!strcmp(fn, "main")) {
+            f->function = top;
+            f->first_line = 1;
+        }
+    }
+    vt_check_report *r = check(&y, NULL);
+    char *t = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(t, "at forward_block (train.c:10, def at line 7)");
+    ASSERT_STR_CONTAINS(t, "at train_step (train.c:11)\n");     /* first line unknown */
+    ASSERT_STR_CONTAINS(t, "at <module> (train.c:12)\n");
+    free(t);
+    char *js = render(r, &y, 1);
+    const char *why = json_validate(js);
+    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_STR_CONTAINS(js, "\"function\":\"forward_block\",\"file\":\"train.c\",\"line\":10,"
+                            "\"first_line\":7,");
+    free(js);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(one_million_events_checked)
 {
     /* 4000 steps x ~250 events: 20 weights used every step, 30 activations

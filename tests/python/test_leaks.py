@@ -100,7 +100,7 @@ def test_view_path_names_the_view_and_its_base(tmp_path):
 def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
     """name() on a tensor already recorded renames it (vt_tensor_name): the
     finding's owner, the path's view_of and the text use the new name, and
-    the snapshot says format 1.3 (TENSOR_NAME since 1.1) with TENSOR_NAME events."""
+    the snapshot says format 1.4 (TENSOR_NAME since 1.1) with TENSOR_NAME events."""
     cli = _cli()
     info = _trace("view", "leak", tmp_path, "rename")
     rc, rep = _check(info["snap"])
@@ -117,5 +117,5 @@ def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
     r = subprocess.run([cli, "json", info["snap"]], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["meta"]["format_version"] == "1.3"
+    assert doc["meta"]["format_version"] == "1.4"
     assert doc["counts"].get("TENSOR_NAME", 0) >= 5, doc["counts"]

@@ -46,15 +46,25 @@ def snapshot_json(snap: str) -> dict:
 
 
 def python_frames(sj: dict, stack: int):
-    """[file, line, function] of the Python frames of a stack, outermost first."""
+    """[file, line, function, first_line] of the Python frames of a stack,
+    outermost first."""
     out = []
     while stack:
         parent, frame = sj["stacks"][stack]
         fr = sj["frames"][frame]
         if fr["module"] == "python" and fr["ip"] == "0x0":
-            out.append([fr["file"], fr["line"], fr["function"]])
+            out.append([fr["file"], fr["line"], fr["function"], fr["first_line"]])
         stack = parent
     return out[::-1]
+
+
+def source_line(text: str) -> int:
+    """The line of alloc_shapes.py that starts with `text`, read from the
+    file, not from Python's code objects."""
+    with open(SHAPES) as f:
+        lines = [i + 1 for i, line in enumerate(f) if line.startswith(text)]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]
 
 
 def traced_shapes(tmp_path, python: str, shapes, conf: str = ""):
@@ -73,6 +83,8 @@ def test_python_frames_match_the_programs_stack_in_every_shape(tmp_path, minor):
                                     ["plain", "generator", "async", "exception", "threads"])
     by_addr = {lt["addr"]: lt for lt in sj["lifetimes"]}
     assert len(expected) == 1 + 3 + 3 + 2 + 80
+    # [file, line, function, first line]: the first lines as the program's
+    # code objects have them, for every shape
     for addr, want in expected.items():
         got = python_frames(sj, by_addr[addr]["alloc_stack"])
         assert got == want, f"{addr}: recorded {got}, the program saw {want}"
@@ -97,6 +109,33 @@ def test_python_frames_are_interleaved_inside_the_eval_loops_native_frame(tmp_pa
     assert f"alloc {SHAPES}:" in leaks and "_PyEval_EvalFrameDefault" not in leaks, leaks
     summary = run([vt_cli(), "summary", snap])
     assert f"alloc {SHAPES}:" in summary[summary.index("top call sites"):], summary
+
+
+@pytest.mark.parametrize("minor", [10, 11, 12, 13])
+def test_python_frames_carry_the_line_their_function_is_defined_at(tmp_path, minor):
+    """Each Python frame's first line is where its function is defined in
+    the file (the decorator's line for a decorated one, 1 for the module),
+    in the JSON and in leaks and summary as "(def at line N)"."""
+    sj, expected, snap = traced_shapes(tmp_path, interpreter(minor), ["plain", "decorated"])
+    defs = {"alloc": source_line("def alloc("), "plain": source_line("def plain("),
+            "decorated": source_line("@passthrough"), "<module>": 1}
+    assert defs["decorated"] + 1 == source_line("def decorated(")
+    by_addr = {lt["addr"]: lt for lt in sj["lifetimes"]}
+    seen = set()
+    for addr in expected:
+        for file, line, fn, first in python_frames(sj, by_addr[addr]["alloc_stack"]):
+            assert file == SHAPES
+            assert first == defs[fn], f"{fn} at line {line}: first line {first}, not {defs[fn]}"
+            seen.add(fn)
+    assert seen == set(defs), seen
+    alloc_line = source_line("    rc = rt.cudaMalloc(")
+    site = f"alloc {SHAPES}:{alloc_line} (def at line {defs['alloc']})"
+    leaks = run([vt_cli(), "leaks", snap])
+    assert site in leaks, leaks
+    assert f"decorated {SHAPES}:{defs['decorated'] + 2} (def at line {defs['decorated']})" in leaks
+    assert "<module> " in leaks and "(def at line 1)" not in leaks, leaks
+    summary = run([vt_cli(), "summary", snap])
+    assert site in summary[summary.index("top call sites"):], summary
 
 
 def test_signal_snapshots_while_python_threads_allocate(tmp_path):

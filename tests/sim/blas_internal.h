@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define BLAS_API __attribute__((visibility("default")))
 
@@ -59,6 +60,24 @@ static inline sim_blas_handle *sim_blas_handle_of(void *h)
 {
     sim_blas_handle *b = h;
     return b && b->magic == SIM_BLAS_HANDLE_MAGIC ? b : NULL;
+}
+
+/* A new live handle for `device`, settings at their defaults, or NULL. */
+static inline sim_blas_handle *sim_blas_handle_new(int device)
+{
+    sim_blas_handle *h = calloc(1, sizeof *h);
+    if (h) {
+        h->device = device;
+        h->magic = SIM_BLAS_HANDLE_MAGIC;
+    }
+    return h;
+}
+
+/* Ends a live handle (cublasDestroy, cublasLtDestroy). */
+static inline void sim_blas_handle_free(sim_blas_handle *h)
+{
+    h->magic = 0;
+    free(h);
 }
 
 /* Queue one no-op kernel on `stream` covering an m x n x batch result:

@@ -15,6 +15,8 @@
  */
 #include "blas_internal.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,21 +67,19 @@ BLAS_API cublasStatus_t cublasCreate_v2(void **handle)
         cudaGetLastError();
         return CUBLAS_STATUS_NOT_INITIALIZED;
     }
-    sim_blas_handle *h = calloc(1, sizeof *h);
+    sim_blas_handle *h = sim_blas_handle_new(device);
     if (!h)
         return CUBLAS_STATUS_ALLOC_FAILED;
-    h->device = device;
     h->default_workspace_size = default_workspace_size(device);
     mem_alloc_fn mem_alloc = NULL;
     void *entry = driver_entry("cuMemAlloc");
     memcpy(&mem_alloc, &entry, sizeof entry);     /* object -> function pointer, as dlsym's */
     unsigned long long ws = 0;
     if (!mem_alloc || mem_alloc(&ws, h->default_workspace_size) != 0) {
-        free(h);
+        sim_blas_handle_free(h);
         return CUBLAS_STATUS_ALLOC_FAILED;
     }
     h->default_workspace = (void *)(uintptr_t)ws;
-    h->magic = SIM_BLAS_HANDLE_MAGIC;
     *handle = h;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -97,8 +97,7 @@ BLAS_API cublasStatus_t cublasDestroy_v2(void *handle)
     memcpy(&mem_free, &entry, sizeof entry);
     if (mem_free)
         mem_free((unsigned long long)(uintptr_t)h->default_workspace);
-    h->magic = 0;
-    free(h);
+    sim_blas_handle_free(h);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -148,61 +147,56 @@ BLAS_API cublasStatus_t cublasSetWorkspace_v2(void *handle, void *workspace, siz
     return CUBLAS_STATUS_SUCCESS;
 }
 
-BLAS_API cublasStatus_t cublasSetMathMode(void *handle, int mode)
+/* The int settings (math mode, pointer mode, SM count target): the handle
+ * is checked first, then the value; `setting` is the field's offset. */
+static cublasStatus_t set_setting(void *handle, size_t setting, int value, bool valid)
 {
     sim_blas_handle *h = sim_blas_handle_of(handle);
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    /* DEFAULT 0, TENSOR_OP 1, PEDANTIC 2, TF32 3, + DISALLOW_REDUCED_PRECISION_REDUCTION 16 */
-    int base = mode & ~16;
-    if (base < 0 || base > 3)
+    if (!valid)
         return CUBLAS_STATUS_INVALID_VALUE;
-    h->math_mode = mode;
+    memcpy((char *)h + setting, &value, sizeof value);
     return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t get_setting(void *handle, size_t setting, int *value)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!value)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memcpy(value, (char *)h + setting, sizeof *value);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* DEFAULT 0, TENSOR_OP 1, PEDANTIC 2, TF32 3, + DISALLOW_REDUCED_PRECISION_REDUCTION 16 */
+BLAS_API cublasStatus_t cublasSetMathMode(void *handle, int mode)
+{
+    int base = mode & ~16;
+    return set_setting(handle, offsetof(sim_blas_handle, math_mode), mode, base >= 0 && base <= 3);
 }
 
 BLAS_API cublasStatus_t cublasGetMathMode(void *handle, int *mode)
 {
-    sim_blas_handle *h = sim_blas_handle_of(handle);
-    if (!h)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->math_mode;
-    return CUBLAS_STATUS_SUCCESS;
+    return get_setting(handle, offsetof(sim_blas_handle, math_mode), mode);
 }
 
 BLAS_API cublasStatus_t cublasSetPointerMode_v2(void *handle, int mode)
 {
-    sim_blas_handle *h = sim_blas_handle_of(handle);
-    if (!h)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (mode != POINTER_MODE_HOST && mode != POINTER_MODE_DEVICE)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    h->pointer_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
+    return set_setting(handle, offsetof(sim_blas_handle, pointer_mode), mode,
+                       mode == POINTER_MODE_HOST || mode == POINTER_MODE_DEVICE);
 }
 
 BLAS_API cublasStatus_t cublasGetPointerMode_v2(void *handle, int *mode)
 {
-    sim_blas_handle *h = sim_blas_handle_of(handle);
-    if (!h)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (!mode)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *mode = h->pointer_mode;
-    return CUBLAS_STATUS_SUCCESS;
+    return get_setting(handle, offsetof(sim_blas_handle, pointer_mode), mode);
 }
 
 BLAS_API cublasStatus_t cublasSetSmCountTarget(void *handle, int target)
 {
-    sim_blas_handle *h = sim_blas_handle_of(handle);
-    if (!h)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (target < 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    h->sm_count_target = target;
-    return CUBLAS_STATUS_SUCCESS;
+    return set_setting(handle, offsetof(sim_blas_handle, sm_count_target), target, target >= 0);
 }
 
 /* ---- matrix products ------------------------------------------------------ */

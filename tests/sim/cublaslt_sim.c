@@ -11,6 +11,7 @@
  */
 #include "blas_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,13 +67,7 @@ BLAS_API cublasStatus_t cublasLtCreate(void **handle)
         cudaGetLastError();
         return CUBLAS_STATUS_NOT_INITIALIZED;
     }
-    sim_blas_handle *h = calloc(1, sizeof *h);
-    if (!h)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    h->device = device;
-    h->magic = SIM_BLAS_HANDLE_MAGIC;
-    *handle = h;
-    return CUBLAS_STATUS_SUCCESS;
+    return (*handle = sim_blas_handle_new(device)) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
@@ -80,114 +75,106 @@ BLAS_API cublasStatus_t cublasLtDestroy(void *handle)
     sim_blas_handle *h = sim_blas_handle_of(handle);
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    h->magic = 0;
-    free(h);
+    sim_blas_handle_free(h);
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Copies an attribute value of exactly `size` bytes into `field`. */
-static cublasStatus_t take(void *field, size_t field_size, const void *buf, size_t size)
+/* cublasLt*Create: a descriptor holding a copy of `init` (size bytes),
+ * stored into *out, where `out` is the caller's T ** (every object pointer
+ * has one representation on the platforms CUDA supports). */
+static cublasStatus_t create_descriptor(void *out, const void *init, size_t size)
 {
-    if (!buf || size != field_size)
+    if (!out)
         return CUBLAS_STATUS_INVALID_VALUE;
-    memcpy(field, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-/* ---- matmul descriptor ---------------------------------------------------- */
-
-BLAS_API cublasStatus_t cublasLtMatmulDescCreate(lt_matmul_desc **desc, int computeType, int scaleType)
-{
-    if (!desc)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    lt_matmul_desc *d = calloc(1, sizeof *d);
+    void *d = malloc(size);
     if (!d)
         return CUBLAS_STATUS_ALLOC_FAILED;
-    d->compute_type = computeType;
-    d->scale_type = scaleType;
-    *desc = d;
+    memcpy(d, init, size);
+    memcpy(out, &d, sizeof d);
     return CUBLAS_STATUS_SUCCESS;
 }
 
-BLAS_API cublasStatus_t cublasLtMatmulDescDestroy(lt_matmul_desc *desc)
-{
-    free(desc);
-    return CUBLAS_STATUS_SUCCESS;
-}
+/* The descriptor attributes the simulation keeps: the kind of descriptor,
+ * the attribute's number, where it is in the descriptor and its size (a
+ * value must be exactly that size). Others are accepted and kept nowhere. */
+typedef enum lt_kind { LT_MATMUL_DESC, LT_LAYOUT, LT_PREFERENCE } lt_kind;
 
-BLAS_API cublasStatus_t cublasLtMatmulDescSetAttribute(lt_matmul_desc *desc, int attr, const void *buf, size_t size)
+typedef struct lt_field {
+    lt_kind kind;
+    int     attr;
+    size_t  offset, size;
+} lt_field;
+
+#define LT_FIELD(kind, attr, type, member) \
+    { kind, attr, offsetof(type, member), sizeof(((type *)0)->member) }
+
+static const lt_field lt_fields[] = {
+    LT_FIELD(LT_MATMUL_DESC, 0, lt_matmul_desc, compute_type),   /* COMPUTE_TYPE */
+    LT_FIELD(LT_MATMUL_DESC, 1, lt_matmul_desc, scale_type),     /* SCALE_TYPE */
+    LT_FIELD(LT_MATMUL_DESC, 3, lt_matmul_desc, transa),         /* TRANSA */
+    LT_FIELD(LT_MATMUL_DESC, 4, lt_matmul_desc, transb),         /* TRANSB */
+    LT_FIELD(LT_LAYOUT, 0, lt_layout, type),                     /* TYPE */
+    LT_FIELD(LT_LAYOUT, 2, lt_layout, rows),                     /* ROWS */
+    LT_FIELD(LT_LAYOUT, 3, lt_layout, cols),                     /* COLS */
+    LT_FIELD(LT_LAYOUT, 4, lt_layout, ld),                       /* LD */
+    LT_FIELD(LT_LAYOUT, 5, lt_layout, batch),                    /* BATCH_COUNT */
+    LT_FIELD(LT_PREFERENCE, 1, lt_preference, max_workspace),    /* MAX_WORKSPACE_BYTES */
+};
+
+/* cublasLt*SetAttribute: a descriptor and a value buffer are required; an
+ * attribute not in lt_fields (epilogue, pointers, scales, order, ...) is
+ * accepted and has no effect on a no-op. */
+static cublasStatus_t set_attribute(lt_kind kind, void *desc, int attr, const void *buf, size_t size)
 {
     if (!desc || !buf || size == 0)
         return CUBLAS_STATUS_INVALID_VALUE;
-    switch (attr) {
-    case 0: return take(&desc->compute_type, sizeof desc->compute_type, buf, size);   /* COMPUTE_TYPE */
-    case 1: return take(&desc->scale_type, sizeof desc->scale_type, buf, size);       /* SCALE_TYPE */
-    case 3: return take(&desc->transa, sizeof desc->transa, buf, size);               /* TRANSA */
-    case 4: return take(&desc->transb, sizeof desc->transb, buf, size);               /* TRANSB */
-    default: return CUBLAS_STATUS_SUCCESS;   /* epilogue, pointers, scales: no effect on a no-op */
+    for (size_t i = 0; i < sizeof lt_fields / sizeof lt_fields[0]; i++) {
+        const lt_field *f = &lt_fields[i];
+        if (f->kind != kind || f->attr != attr)
+            continue;
+        if (size != f->size)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy((char *)desc + f->offset, buf, size);
+        break;
     }
+    return CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---- matrix layout -------------------------------------------------------- */
+/* ---- descriptors --------------------------------------------------------- */
+
+BLAS_API cublasStatus_t cublasLtMatmulDescCreate(lt_matmul_desc **desc, int computeType, int scaleType)
+{
+    return create_descriptor(desc, &(lt_matmul_desc){ computeType, scaleType, OP_N, OP_N }, sizeof **desc);
+}
 
 BLAS_API cublasStatus_t cublasLtMatrixLayoutCreate(lt_layout **layout, int type, uint64_t rows, uint64_t cols,
                                                    int64_t ld)
 {
-    if (!layout)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    lt_layout *l = calloc(1, sizeof *l);
-    if (!l)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    *l = (lt_layout){ type, rows, cols, ld, 1 };
-    *layout = l;
-    return CUBLAS_STATUS_SUCCESS;
+    return create_descriptor(layout, &(lt_layout){ type, rows, cols, ld, 1 }, sizeof **layout);
 }
-
-BLAS_API cublasStatus_t cublasLtMatrixLayoutDestroy(lt_layout *layout)
-{
-    free(layout);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-BLAS_API cublasStatus_t cublasLtMatrixLayoutSetAttribute(lt_layout *l, int attr, const void *buf, size_t size)
-{
-    if (!l || !buf || size == 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    switch (attr) {
-    case 0: return take(&l->type, sizeof l->type, buf, size);     /* TYPE */
-    case 2: return take(&l->rows, sizeof l->rows, buf, size);     /* ROWS */
-    case 3: return take(&l->cols, sizeof l->cols, buf, size);     /* COLS */
-    case 4: return take(&l->ld, sizeof l->ld, buf, size);         /* LD */
-    case 5: return take(&l->batch, sizeof l->batch, buf, size);   /* BATCH_COUNT */
-    default: return CUBLAS_STATUS_SUCCESS;                        /* order, batch stride, ... */
-    }
-}
-
-/* ---- preference ----------------------------------------------------------- */
 
 BLAS_API cublasStatus_t cublasLtMatmulPreferenceCreate(lt_preference **pref)
 {
-    if (!pref)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    *pref = calloc(1, sizeof **pref);
-    return *pref ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+    return create_descriptor(pref, &(lt_preference){ 0 }, sizeof **pref);
 }
 
-BLAS_API cublasStatus_t cublasLtMatmulPreferenceDestroy(lt_preference *pref)
-{
-    free(pref);
-    return CUBLAS_STATUS_SUCCESS;
-}
+/* cublasLt<Name>Destroy and cublasLt<Name>SetAttribute are the same for
+ * every kind of descriptor: cublasLtMatmulDesc*, cublasLtMatrixLayout*,
+ * cublasLtMatmulPreference*. */
+#define LT_DESCRIPTOR_CALLS(Name, type, kind)                                                       \
+    BLAS_API cublasStatus_t cublasLt##Name##Destroy(type *d)                                        \
+    {                                                                                              \
+        free(d);                                                                                   \
+        return CUBLAS_STATUS_SUCCESS;                                                              \
+    }                                                                                              \
+    BLAS_API cublasStatus_t cublasLt##Name##SetAttribute(type *d, int attr, const void *buf, size_t size) \
+    {                                                                                              \
+        return set_attribute(kind, d, attr, buf, size);                                            \
+    }
 
-BLAS_API cublasStatus_t cublasLtMatmulPreferenceSetAttribute(lt_preference *pref, int attr, const void *buf,
-                                                             size_t size)
-{
-    if (!pref || !buf || size == 0)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if (attr == 1)                                               /* MAX_WORKSPACE_BYTES */
-        return take(&pref->max_workspace, sizeof pref->max_workspace, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-}
+LT_DESCRIPTOR_CALLS(MatmulDesc, lt_matmul_desc, LT_MATMUL_DESC)
+LT_DESCRIPTOR_CALLS(MatrixLayout, lt_layout, LT_LAYOUT)
+LT_DESCRIPTOR_CALLS(MatmulPreference, lt_preference, LT_PREFERENCE)
 
 /* ---- algorithms ----------------------------------------------------------- */
 

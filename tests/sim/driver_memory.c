@@ -27,22 +27,21 @@ static CUresult alloc_out(sim_device *dev, CUdeviceptr *dptr, size_t bytesize, s
     return rc;
 }
 
-/* The device that owns a pointer being freed; NULL (and a bad free counted
- * on the calling device) if no device does. */
-static sim_device *free_owner(sim_device *caller, CUdeviceptr dptr)
+/* The device that owns a pointer being freed, into *owner; if no device
+ * does, CUDA_ERROR_INVALID_VALUE and a bad free counted on the caller's. */
+static CUresult free_owner(sim_device *caller, CUdeviceptr dptr, sim_device **owner)
 {
-    sim_device *dev = sim_mem_owner((uintptr_t)dptr);
-    if (!dev)
-        SIM_COUNT(caller, bad_frees);
-    return dev;
+    *owner = sim_mem_owner((uintptr_t)dptr);
+    if (*owner)
+        return CUDA_SUCCESS;
+    SIM_COUNT(caller, bad_frees);
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     SIM_COUNT(c->dev, mem_alloc_calls);
     return alloc_out(c->dev, dptr, bytesize, SIM_MEM_DEVICE);
 }
@@ -50,9 +49,7 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     SIM_COUNT(c->dev, mem_alloc_managed_calls);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
@@ -62,15 +59,12 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     SIM_COUNT(c->dev, mem_free_calls);
     if (dptr == 0)
         return CUDA_SUCCESS;
-    sim_device *dev = free_owner(c->dev, dptr);
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
+    sim_device *dev;
+    SIM_TRY(free_owner(c->dev, dptr, &dev));
     /* Stream-ordered allocations are freed without a device-wide wait. */
     if (atomic_load_explicit(&dev->inflight, memory_order_relaxed) != 0 &&
         !sim_mem_is_async(dev, (uintptr_t)dptr)) {
@@ -83,14 +77,12 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_alloc_async_calls);
     /* Simplified pool: the memory is taken now. Being unused until the
      * stream reaches this point is indistinguishable from being taken then.
      * On a capturing stream it is a graph memory node (sim_graph.c). */
-    rc = alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
+    CUresult rc = alloc_out(s->dev, dptr, bytesize, SIM_MEM_ASYNC);
     if (rc == CUDA_SUCCESS)
         sim_graph_note_alloc(s, (uintptr_t)*dptr);
     return rc;
@@ -99,17 +91,13 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_free_async_calls);
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_device *dev = free_owner(s->dev, dptr);
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = sim_mem_mark_free_pending(dev, (uintptr_t)dptr)) != CUDA_SUCCESS)
-        return rc;
+    sim_device *dev;
+    SIM_TRY(free_owner(s->dev, dptr, &dev));
+    SIM_TRY(sim_mem_mark_free_pending(dev, (uintptr_t)dptr));
     sim_op *op = sim_op_new(SIM_OP_FREE);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -126,9 +114,7 @@ SIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return free_as
 SIM_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (!free_b || !total_b)
         return CUDA_ERROR_INVALID_VALUE;
     sim_mem_info(c->dev, free_b, total_b);
@@ -140,9 +126,7 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 static CUresult host_alloc(void **pp, size_t bytesize)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     SIM_COUNT(c->dev, mem_alloc_host_calls);
     if (!pp || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -168,9 +152,7 @@ SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 SIM_API CUresult cuMemFreeHost(void *p)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     SIM_COUNT(c->dev, mem_free_host_calls);
     if (!p)
         return CUDA_SUCCESS;
@@ -184,9 +166,7 @@ SIM_API CUresult cuMemFreeHost(void *p)
 
 SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!pdptr || flags != 0 || !sim_mem_host_lookup(p, NULL, NULL))
         return CUDA_ERROR_INVALID_VALUE;
     *pdptr = (CUdeviceptr)(uintptr_t)p;   /* unified addressing */
@@ -234,9 +214,7 @@ static CUresult copy_async(sim_stream *s, sim_op *op)
 static CUresult copy(void *dst, const void *src, size_t n, CUstream h, bool ptsz, bool async)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, memcpys);
     if (n == 0)
         return CUDA_SUCCESS;
@@ -279,9 +257,7 @@ SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t 
 static CUresult set8(CUdeviceptr d, unsigned char v, size_t n, CUstream h, bool ptsz, bool async)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, memsets);
     if (n == 0)
         return CUDA_SUCCESS;
@@ -377,9 +353,7 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attr, CUdeviceptr p
 
 SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
     return pointer_attr(data, attribute, ptr);
@@ -390,9 +364,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 SIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
                                         void **data, CUdeviceptr ptr)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!attrs || !data)
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < n; i++) {

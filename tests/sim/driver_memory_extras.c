@@ -149,9 +149,7 @@ SIM_API CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *out, CUarray h)
 SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     (void)Flags;   /* portable / mapped / I/O memory / read-only: all the same here */
     if (!p || bytesize == 0 || sim_mem_owner((uintptr_t)p))
         return CUDA_ERROR_INVALID_VALUE;
@@ -161,9 +159,7 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
 SIM_API CUresult cuMemHostUnregister(void *p)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     /* Queued asynchronous copies may still read or write it. */
@@ -199,18 +195,14 @@ static sim_pool *pool_of(CUmemoryPool h)
 
 static CUresult device_arg(CUdevice dev)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     pthread_once(&pools_once, pools_init);
     return sim_device_get(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 SIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *out, CUdevice dev)
 {
-    CUresult rc = device_arg(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev));
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     *out = (CUmemoryPool)(void *)&default_pools[dev];
@@ -219,9 +211,7 @@ SIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *out, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *out, CUdevice dev)
 {
-    CUresult rc = device_arg(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev));
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     sim_pool *p = atomic_load(&current_pool[dev]);
@@ -231,9 +221,7 @@ SIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *out, CUdevice dev)
 
 SIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool h)
 {
-    CUresult rc = device_arg(dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev));
     sim_pool *p = pool_of(h);
     if (!p || p->device != dev)
         return CUDA_ERROR_INVALID_VALUE;
@@ -243,9 +231,7 @@ SIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool h)
 
 SIM_API CUresult cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     pthread_once(&pools_once, pools_init);
     if (!out || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
@@ -262,9 +248,7 @@ SIM_API CUresult cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props)
 
 SIM_API CUresult cuMemPoolDestroy(CUmemoryPool h)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     sim_pool *p = pool_of(h);
     if (!p || p->is_default)
         return CUDA_ERROR_INVALID_VALUE;
@@ -275,28 +259,36 @@ SIM_API CUresult cuMemPoolDestroy(CUmemoryPool h)
     return CUDA_SUCCESS;
 }
 
-static int *reuse_field(sim_pool *p, CUmemPool_attribute a)
-{
-    switch (a) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:   return &p->reuse[0];
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:         return &p->reuse[1];
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return &p->reuse[2];
-    default:                                                return NULL;
-    }
-}
-
-SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr, void *value)
+/* The checks of both attribute calls, a pool and a value buffer, then
+ * where attribute `a` is kept in the pool and its size (*field NULL for the
+ * usage counters, which are not simulated, and unknown attributes). */
+static CUresult attr_field(CUmemoryPool h, CUmemPool_attribute a, const void *value, void **field, size_t *size)
 {
     sim_pool *p = pool_of(h);
     if (!p || !value)
         return CUDA_ERROR_INVALID_VALUE;
-    int *reuse = reuse_field(p, attr);
-    if (reuse) {
-        memcpy(reuse, value, sizeof *reuse);
-        return CUDA_SUCCESS;
+    *size = sizeof p->reuse[0];
+    switch (a) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:   *field = &p->reuse[0]; break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:         *field = &p->reuse[1]; break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *field = &p->reuse[2]; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *field = &p->release_threshold;
+        *size = sizeof p->release_threshold;
+        break;
+    default:
+        *field = NULL;
     }
-    if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
-        memcpy(&p->release_threshold, value, sizeof p->release_threshold);
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr, void *value)
+{
+    void *field;
+    size_t size;
+    SIM_TRY(attr_field(h, attr, value, &field, &size));
+    if (field) {
+        memcpy(field, value, size);
         return CUDA_SUCCESS;
     }
     if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
@@ -306,19 +298,13 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute attr,
 
 SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool h, CUmemPool_attribute attr, void *value)
 {
-    sim_pool *p = pool_of(h);
-    if (!p || !value)
-        return CUDA_ERROR_INVALID_VALUE;
-    int *reuse = reuse_field(p, attr);
-    if (reuse) {
-        memcpy(value, reuse, sizeof *reuse);
-        return CUDA_SUCCESS;
-    }
-    if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
-        memcpy(value, &p->release_threshold, sizeof p->release_threshold);
-        return CUDA_SUCCESS;
-    }
-    return CUDA_ERROR_NOT_SUPPORTED;         /* the usage counters */
+    void *field;
+    size_t size;
+    SIM_TRY(attr_field(h, attr, value, &field, &size));
+    if (!field)
+        return CUDA_ERROR_NOT_SUPPORTED;     /* the usage counters */
+    memcpy(value, field, size);
+    return CUDA_SUCCESS;
 }
 
 /* Every device may access every pool (one address space): checked, kept nowhere. */
@@ -375,9 +361,7 @@ SIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemory
 static CUresult managed_hint(CUdeviceptr ptr, size_t n, CUstream hs, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(hs, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(hs, ptsz, &s));
     sim_device *dev;
     uintptr_t base;
     size_t size;

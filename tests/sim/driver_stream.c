@@ -31,9 +31,7 @@ SIM_API CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, in
 SIM_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (least) *least = 0;
     if (greatest) *greatest = -5;
     return CUDA_SUCCESS;
@@ -41,9 +39,7 @@ SIM_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
 
 SIM_API CUresult cuStreamDestroy_v2(CUstream h)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     uintptr_t v = (uintptr_t)h;
     if (v <= 2)
         return CUDA_ERROR_INVALID_HANDLE;   /* default streams are not destroyed */
@@ -64,9 +60,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream h)
 static CUresult stream_sync(CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, stream_syncs);
     if (sim_graph_invalidate_if_capturing(s))   /* not permitted: ends the capture's use */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -76,9 +70,7 @@ static CUresult stream_sync(CUstream h, bool ptsz)
 static CUresult stream_query(CUstream h, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     if (sim_graph_invalidate_if_capturing(s))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return sim_stream_query(s);
@@ -93,9 +85,7 @@ SIM_API CUresult cuStreamQuery_ptsz(CUstream h)       { return stream_query(h, t
  * before the handle. */
 static CUresult attr_stream(CUstream h, bool ptsz, const void *out, sim_stream **s)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     return sim_stream_resolve(h, ptsz, s);
@@ -127,11 +117,7 @@ SIM_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *f) { return get
 static CUresult host_func(CUstream h, CUhostFn fn, void *arg, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!fn)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, fn != NULL, &s));
     SIM_COUNT(s->dev, host_funcs);
     sim_op *op = sim_op_new(SIM_OP_HOSTFN);
     if (!op)
@@ -152,9 +138,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 {
     (void)f; (void)shmem; (void)params; (void)extra;
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
         (unsigned long long)bx * by * bz > 1024 || by > 1024 || bz > 64 ||
         gy > 65535 || gz > 65535)
@@ -188,11 +172,7 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, uns
 static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pctx || (v2 && !pgreen))
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, pctx && (!v2 || pgreen), &s));
     *pctx = (CUcontext)&s->dev->primary;
     if (v2)
         *pgreen = NULL;               /* no green contexts here */
@@ -202,11 +182,7 @@ static CUresult get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool v2
 static CUresult get_device(CUstream h, CUdevice *dev, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!dev)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, dev != NULL, &s));
     *dev = s->dev->ordinal;
     return CUDA_SUCCESS;
 }

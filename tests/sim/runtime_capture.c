@@ -17,9 +17,7 @@ RT_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCap
 {
     if (!pCaptureStatus)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = rt_drv.cuStreamIsCapturing(STREAM(stream), &st);
     *pCaptureStatus = (enum cudaStreamCaptureStatus)st;
@@ -35,9 +33,7 @@ RT_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStream
 {
     if (!captureStatus_out)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     CUgraph g = NULL;
@@ -73,9 +69,7 @@ RT_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMod
 
 RT_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuStreamBeginCapture(STREAM(stream), (CUstreamCaptureMode)mode));
 }
 
@@ -90,9 +84,7 @@ RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_
 
 RT_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUgraph g = NULL;
     CUresult r = rt_drv.cuStreamEndCapture(STREAM(stream), pGraph ? &g : NULL);
     if (pGraph)
@@ -126,17 +118,13 @@ RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *
 
 RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuGraphDestroy((CUgraph)(void *)graph));
 }
 
 RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuGraphExecDestroy((CUgraphExec)(void *)graphExec));
 }
 
@@ -149,9 +137,7 @@ RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, 
 RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
                                                  unsigned long long flags)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     CUgraphExec x = NULL;
     CUresult r = rt_drv.cuGraphInstantiate(pGraphExec ? &x : NULL, (CUgraph)(void *)graph, flags);
     if (pGraphExec && r == CUDA_SUCCESS)
@@ -167,9 +153,7 @@ RT_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t
 
 RT_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuGraphLaunch((CUgraphExec)(void *)graphExec, STREAM(stream)));
 }
 

@@ -28,17 +28,13 @@ RT_API cudaError_t cudaGetDeviceCount(int *count)
     if (!count)
         return rt_ret(cudaErrorInvalidValue);
     *count = 0;
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuDeviceGetCount(count));
 }
 
 RT_API cudaError_t cudaSetDevice(int device)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret(rt_set_device(device));
 }
 
@@ -46,9 +42,7 @@ RT_API cudaError_t cudaGetDevice(int *device)
 {
     if (!device)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     *device = rt_current_device();
     return cudaSuccess;
 }
@@ -64,9 +58,7 @@ RT_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int devi
 {
     if (!prop)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     int count = 0;
     rt_drv.cuDeviceGetCount(&count);
     if (device < 0 || device >= count)
@@ -112,17 +104,13 @@ RT_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a, int
 {
     if (!value)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuDeviceGetAttribute(value, (CUdevice_attribute)a, device));
 }
 
 RT_API cudaError_t cudaDeviceSynchronize(void)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuCtxSynchronize(NULL));
 }
 
@@ -130,17 +118,13 @@ RT_API cudaError_t cudaDeviceSynchronize(void)
  * runtime call finds the device fresh. */
 RT_API cudaError_t cudaDeviceReset(void)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuDevicePrimaryCtxReset(rt_current_device()));
 }
 
 RT_API cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuCtxGetStreamPriorityRange(least, greatest));
 }
 
@@ -152,9 +136,7 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int 
 {
     if (!symbol || !funcPtr)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     /* cudaEnableDefault in a per-thread-stream build means per-thread. */
     if (ptsz && flags == cudaEnableDefault)
         flags = cudaEnablePerThreadDefaultStream;
@@ -201,9 +183,7 @@ RT_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrib
 {
     if (!attributes)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     unsigned type = 0;
     int ordinal = -2, managed = 0;
     CUdeviceptr dptr = 0;

@@ -1,34 +1,12 @@
 /* tests/sim/runtime_host_extras.c - the remaining host-side runtime calls a
- * PyTorch build links: pitched copies, stream callbacks, the profiler
- * switches, host registration (kept by the driver).
+ * PyTorch build links: stream callbacks, the profiler switches, host
+ * registration (kept by the driver).
  */
 #include "runtime_internal.h"
 
 #include <cuda_profiler_api.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-/* A pitched copy is `height` rows of `width` bytes, each one ordered driver
- * copy (unified addressing: the kind is only checked). */
-RT_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                                     size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
-    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
-        return rt_ret(cudaErrorInvalidMemcpyDirection);
-    if (width > dpitch || width > spitch)
-        return rt_ret(cudaErrorInvalidPitchValue);
-    for (size_t row = 0; row < height; row++) {
-        CUresult r = rt_drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst + row * dpitch,
-                                          (CUdeviceptr)(uintptr_t)src + row * spitch, width,
-                                          (CUstream)stream);
-        if (r != CUDA_SUCCESS)
-            return rt_ret_drv(r);
-    }
-    return cudaSuccess;
-}
 
 /* cudaStreamAddCallback: a host function in stream order that also gets the
  * stream and a status (always cudaSuccess: no kernel can fail here). */
@@ -50,9 +28,7 @@ RT_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback
 {
     if (!callback || flags != 0)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     stream_callback *c = malloc(sizeof *c);
     if (!c)
         return rt_ret(cudaErrorMemoryAllocation);
@@ -71,16 +47,12 @@ RT_API cudaError_t cudaProfilerStop(void)  { return cudaSuccess; }
  * copies with it are asynchronous like those with cudaMallocHost memory. */
 RT_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuMemHostRegister(ptr, size, flags));
 }
 
 RT_API cudaError_t cudaHostUnregister(void *ptr)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuMemHostUnregister(ptr));
 }

@@ -15,6 +15,16 @@
 #define RT_API __attribute__((visibility("default")))
 #define rt_unlikely(x) __builtin_expect(!!(x), 0)
 
+/* Returns from the calling entry point with the runtime error of `call`, if
+ * any, remembered as the thread's last error (rt_ret): mostly
+ * RT_TRY(rt_enter()) or RT_TRY(rt_init()) before an entry point's work. */
+#define RT_TRY(call)                                  \
+    do {                                              \
+        cudaError_t rt_try_e_ = (call);               \
+        if (rt_unlikely(rt_try_e_ != cudaSuccess))    \
+            return rt_ret(rt_try_e_);                 \
+    } while (0)
+
 /* The driver entry points the runtime uses: X(field, base name, type).
  * PTSZ rows are asked for twice, the second time with
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM into field_ptsz. */

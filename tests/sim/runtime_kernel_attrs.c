@@ -34,9 +34,7 @@ RT_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const 
 {
     if (!attr)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = known_kernel(func);
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(known_kernel(func));
     memset(attr, 0, sizeof *attr);
     attr->maxThreadsPerBlock = 1024;
     attr->numRegs = SIM_REGS_PER_THREAD;
@@ -71,18 +69,14 @@ static cudaError_t set_attribute(enum cudaFuncAttribute a, int value)
 
 RT_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {
-    cudaError_t e = known_kernel(func);
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(known_kernel(func));
     return rt_ret(set_attribute(attr, value));
 }
 
 RT_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr,
                                                    int value, int device)
 {
-    cudaError_t e = known_kernel((const void *)kernel);
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(known_kernel((const void *)kernel));
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n)
         return rt_ret(cudaErrorInvalidDevice);
@@ -95,9 +89,7 @@ static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize, si
 {
     if (!numBlocks)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = known_kernel(func);
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(known_kernel(func));
     if (blockSize <= 0 || blockSize > 1024 || dynSmem > SIM_SMEM_OPTIN)
         return rt_ret(cudaErrorInvalidValue);
     int warps = (blockSize + 31) / 32;

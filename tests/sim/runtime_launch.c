@@ -175,9 +175,7 @@ RT_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, siz
 cudaError_t rt_launch(const void *func, dim3 grid, dim3 block, size_t shmem,
                       cudaStream_t s, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (!func || !rt_kernel_registered(func))
         return rt_ret(cudaErrorInvalidDeviceFunction);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)

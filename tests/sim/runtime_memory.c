@@ -56,9 +56,7 @@ RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int fl
 {
     if (!devPtr || size == 0)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUdeviceptr p = 0;
     CUresult r = rt_drv.cuMemAllocManaged(&p, size, flags);
     return alloc_done(r, p, devPtr);
@@ -76,9 +74,7 @@ static cudaError_t malloc_async(void **devPtr, size_t size, cudaStream_t s, bool
 
 static cudaError_t free_async(void *devPtr, cudaStream_t s, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (!devPtr)
         return cudaSuccess;
     return rt_ret_drv(RT_DRV(cuMemFreeAsync, ptsz)(DPTR(devPtr), (CUstream)s));
@@ -107,17 +103,13 @@ RT_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 
 RT_API cudaError_t cudaFreeHost(void *ptr)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuMemFreeHost(ptr));
 }
 
 RT_API cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuMemGetInfo(free_b, total_b));
 }
 
@@ -127,9 +119,7 @@ RT_API cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
  * checked. cudaMemcpyDefault infers the direction from the pointers. */
 static cudaError_t copy_enter(enum cudaMemcpyKind kind)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
         return rt_ret(cudaErrorInvalidMemcpyDirection);
     return cudaSuccess;
@@ -165,9 +155,7 @@ RT_API cudaError_t cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, enum c
 
 static cudaError_t memset_any(void *p, int value, size_t n, cudaStream_t s, bool async, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUresult r = async ? RT_DRV(cuMemsetD8Async, ptsz)(DPTR(p), (unsigned char)value, n, (CUstream)s)
                        : RT_DRV(cuMemsetD8, ptsz)(DPTR(p), (unsigned char)value, n);
     return rt_ret_drv(r);

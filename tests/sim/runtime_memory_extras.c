@@ -1,9 +1,9 @@
 /* tests/sim/runtime_memory_extras.c - the runtime's other allocations:
  * pitched (cudaMallocPitch, cudaMalloc3D), arrays (cudaMallocArray,
- * cudaMalloc3DArray), mapped host pointers, device flags, synchronous 2D
- * copies, managed-memory hints. Each reaches the driver call the real
- * runtime makes (cuMemAllocPitch, cuArray3DCreate, ...), so whoever watches
- * the driver sees them.
+ * cudaMalloc3DArray), mapped host pointers, device flags, 2D copies
+ * (synchronous and stream-ordered), managed-memory hints. Each reaches the
+ * driver call the real runtime makes (cuMemAllocPitch, cuArray3DCreate,
+ * ...), so whoever watches the driver sees them.
  *
  * Sources (CUDA Runtime API reference): cudaMallocPitch / cudaMalloc3D (pitch
  * from the driver; a zero extent allocates nothing and succeeds),
@@ -23,9 +23,7 @@ RT_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, s
 {
     if (!devPtr || !pitch)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (width == 0 || height == 0) {
         *devPtr = NULL;
         *pitch = width;
@@ -110,9 +108,7 @@ RT_API cudaError_t cudaFreeArray(cudaArray_t array)
 {
     if (!array)
         return cudaSuccess;
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuArrayDestroy((CUarray)(void *)array));
 }
 
@@ -120,9 +116,7 @@ RT_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigne
 {
     if (!pDevice)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUdeviceptr d;
     CUresult r = rt_drv.cuMemHostGetDevicePointer(&d, pHost, flags);
     if (r != CUDA_SUCCESS)
@@ -140,9 +134,7 @@ RT_API cudaError_t cudaSetDeviceFlags(unsigned int flags)
     if ((flags & ~known) || (flags & cudaDeviceScheduleMask) == 3 ||
         (flags & cudaDeviceScheduleMask) > cudaDeviceScheduleBlockingSync)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     int dev = rt_current_device();
     if (dev >= 0 && dev < 16)
         device_flags[dev] = flags;
@@ -153,40 +145,50 @@ RT_API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 {
     if (!flags)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     int dev = rt_current_device();
     /* cudaDeviceMapHost is always on under unified addressing. */
     *flags = (dev >= 0 && dev < 16 ? device_flags[dev] : 0) | cudaDeviceMapHost;
     return cudaSuccess;
 }
 
-RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
-                                size_t width, size_t height, enum cudaMemcpyKind kind)
+/* A pitched copy is `height` rows of `width` bytes, each one driver copy
+ * (unified addressing: the kind is only checked): synchronous like
+ * cudaMemcpy, or ordered on `stream`. */
+static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind, bool async, cudaStream_t stream)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
         return rt_ret(cudaErrorInvalidMemcpyDirection);
     if (width > dpitch || width > spitch)
         return rt_ret(cudaErrorInvalidPitchValue);
     for (size_t row = 0; row < height; row++) {
-        CUresult r = rt_drv.cuMemcpy((CUdeviceptr)(uintptr_t)dst + row * dpitch,
-                                     (CUdeviceptr)(uintptr_t)src + row * spitch, width);
+        CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst + row * dpitch;
+        CUdeviceptr s = (CUdeviceptr)(uintptr_t)src + row * spitch;
+        CUresult r = async ? rt_drv.cuMemcpyAsync(d, s, width, (CUstream)stream) : rt_drv.cuMemcpy(d, s, width);
         if (r != CUDA_SUCCESS)
             return rt_ret_drv(r);
     }
     return cudaSuccess;
 }
 
+RT_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, false, NULL);
+}
+
+RT_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, true, stream);
+}
+
 RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
                                         unsigned int flags, cudaStream_t stream)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     CUmemLocation loc = { .type = (CUmemLocationType)location.type, .id = location.id };
     return rt_ret_drv(rt_drv.cuMemPrefetchAsync((CUdeviceptr)(uintptr_t)devPtr, count, loc, flags,
                                                 (CUstream)stream));
@@ -195,9 +197,7 @@ RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct
 RT_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
                                             unsigned int flags)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuStreamAttachMemAsync((CUstream)stream, (CUdeviceptr)(uintptr_t)devPtr,
                                                     length, flags));
 }
@@ -213,9 +213,7 @@ RT_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, i
  * (asynchronous for device memory, on the default stream). */
 RT_API cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     if (width > pitch && height > 1)
         return rt_ret(cudaErrorInvalidPitchValue);
     for (size_t row = 0; row < height; row++) {

@@ -14,43 +14,38 @@
 
 #define POOL(h) ((CUmemoryPool)(void *)(h))
 
-RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+/* cudaDeviceGetDefaultMemPool and cudaDeviceGetMemPool: the driver's
+ * answer, with a NULL out-argument refused once the device is known good.
+ * (The driver's entry points are known only after rt_init.) */
+static cudaError_t device_pool(bool default_pool, cudaMemPool_t *memPool, int device)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     CUmemoryPool p;
-    CUresult r = rt_drv.cuDeviceGetDefaultMemPool(&p, device);
+    CUresult r = (default_pool ? rt_drv.cuDeviceGetDefaultMemPool : rt_drv.cuDeviceGetMemPool)(&p, device);
     if (r == CUDA_SUCCESS && memPool)
         *memPool = (cudaMemPool_t)(void *)p;
     return rt_ret_drv(memPool || r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+}
+
+RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    return device_pool(true, memPool, device);
 }
 
 RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
-    CUmemoryPool p;
-    CUresult r = rt_drv.cuDeviceGetMemPool(&p, device);
-    if (r == CUDA_SUCCESS && memPool)
-        *memPool = (cudaMemPool_t)(void *)p;
-    return rt_ret_drv(memPool || r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+    return device_pool(false, memPool, device);
 }
 
 RT_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuDeviceSetMemPool(device, POOL(memPool)));
 }
 
 RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     if (!memPool || !props)
         return rt_ret(cudaErrorInvalidValue);
     CUmemPoolProps p = {
@@ -67,35 +62,27 @@ RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMe
 
 RT_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolDestroy(POOL(memPool)));
 }
 
 /* The runtime's attribute numbers are the driver's. */
 RT_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolSetAttribute(POOL(memPool), (CUmemPool_attribute)attr, value));
 }
 
 RT_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolGetAttribute(POOL(memPool), (CUmemPool_attribute)attr, value));
 }
 
 RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
                                         size_t count)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     if (count && !descList)
         return rt_ret(cudaErrorInvalidValue);
     CUmemAccessDesc d[16];
@@ -111,9 +98,7 @@ RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cuda
 
 RT_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuMemPoolTrimTo(POOL(memPool), minBytesToKeep));
 }
 
@@ -121,9 +106,7 @@ static cudaError_t from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaSt
 {
     if (!ptr)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_init();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_init());
     if (size == 0) {              /* as cudaMallocAsync: success with NULL */
         *ptr = NULL;
         return cudaSuccess;

@@ -80,9 +80,7 @@ RT_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
 {
     if (!pciBusId || len <= 0)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = valid_device(device);
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(valid_device(device));
     int domain = 0, bus = 0, dev = 0;
     rt_drv.cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, device);
     rt_drv.cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device);

@@ -14,9 +14,7 @@ static cudaError_t stream_create(cudaStream_t *s, unsigned flags, int priority)
 {
     if (!s)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuStreamCreateWithPriority((CUstream *)s, flags, priority));
 }
 
@@ -29,33 +27,25 @@ RT_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int f,
 
 RT_API cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuStreamDestroy(STREAM(s)));
 }
 
 static cudaError_t stream_sync(cudaStream_t s, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuStreamSynchronize, ptsz)(STREAM(s)));
 }
 
 static cudaError_t stream_query(cudaStream_t s, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuStreamQuery, ptsz)(STREAM(s)));
 }
 
 static cudaError_t stream_wait(cudaStream_t s, cudaEvent_t ev, unsigned flags, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuStreamWaitEvent, ptsz)(STREAM(s), EVENT(ev), flags));
 }
 
@@ -68,17 +58,13 @@ RT_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsig
 
 static cudaError_t stream_priority(cudaStream_t s, int *p, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuStreamGetPriority, ptsz)(STREAM(s), p));
 }
 
 static cudaError_t stream_flags(cudaStream_t s, unsigned *f, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuStreamGetFlags, ptsz)(STREAM(s), f));
 }
 
@@ -89,9 +75,7 @@ RT_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *f) { re
 
 static cudaError_t host_func(cudaStream_t s, cudaHostFn_t fn, void *arg, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuLaunchHostFunc, ptsz)(STREAM(s), (CUhostFn)fn, arg));
 }
 
@@ -104,9 +88,7 @@ RT_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
 {
     if (!ev)
         return rt_ret(cudaErrorInvalidValue);
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuEventCreate((CUevent *)ev, flags));
 }
 
@@ -117,17 +99,13 @@ RT_API cudaError_t cudaEventCreate(cudaEvent_t *ev)
 
 RT_API cudaError_t cudaEventDestroy(cudaEvent_t ev)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuEventDestroy(EVENT(ev)));
 }
 
 static cudaError_t event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, bool ptsz)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(RT_DRV(cuEventRecordWithFlags, ptsz)(EVENT(ev), STREAM(s), flags));
 }
 
@@ -144,24 +122,18 @@ RT_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_t s,
 
 RT_API cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuEventQuery(EVENT(ev)));
 }
 
 RT_API cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuEventSynchronize(EVENT(ev)));
 }
 
 RT_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
-    cudaError_t e = rt_enter();
-    if (e != cudaSuccess)
-        return rt_ret(e);
+    RT_TRY(rt_enter());
     return rt_ret_drv(rt_drv.cuEventElapsedTime(ms, EVENT(start), EVENT(end)));
 }

@@ -126,9 +126,7 @@ static sim_ctx *ctx_from_handle(CUcontext h)
  * initialised, then the out-arguments (`args_ok`), then the ordinal. */
 static CUresult device_arg(CUdevice ordinal, bool args_ok, sim_device **out)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!args_ok)
         return CUDA_ERROR_INVALID_VALUE;
     if (!(*out = sim_device_get(ordinal)))
@@ -148,9 +146,7 @@ SIM_API CUresult cuDriverGetVersion(int *version)
 
 SIM_API CUresult cuDeviceGetCount(int *count)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     *count = sim_device_count;
@@ -169,9 +165,7 @@ SIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, name && len > 0, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, name && len > 0, &d));
     /* One model name for every device, like a machine of identical GPUs. */
     (void)d;
     snprintf(name, (size_t)len, "vramtrace simulated GPU");
@@ -181,9 +175,7 @@ SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, bytes != NULL, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, bytes != NULL, &d));
     *bytes = d->capacity;
     return CUDA_SUCCESS;
 }
@@ -192,9 +184,7 @@ SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, pi != NULL, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, pi != NULL, &d));
     int v;
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:         v = 1024; break;
@@ -245,9 +235,7 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, uuid != NULL, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, uuid != NULL, &d));
     memset(uuid, 0, sizeof *uuid);
     memcpy(uuid->bytes, "vtsim", 5);
     uuid->bytes[15] = (char)dev;
@@ -259,9 +247,7 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, pctx != NULL, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, pctx != NULL, &d));
     atomic_fetch_add(&d->primary.retains, 1);
     *pctx = (CUcontext)&d->primary;
     return CUDA_SUCCESS;
@@ -272,9 +258,7 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, true, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, true, &d));
     if (atomic_load(&d->primary.retains) <= 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     atomic_fetch_sub(&d->primary.retains, 1);
@@ -284,9 +268,7 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, true, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, true, &d));
     if (!flags || !active)
         return CUDA_ERROR_INVALID_VALUE;
     *flags = d->primary.flags;
@@ -300,9 +282,7 @@ SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
 SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     sim_device *d;
-    CUresult rc = device_arg(dev, true, &d);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(device_arg(dev, true, &d));
     sim_device_reset(d);
     return CUDA_SUCCESS;
 }
@@ -317,9 +297,7 @@ void sim_device_reset(sim_device *dev)
 
 SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     *pctx = ctx_depth ? (CUcontext)ctx_stack[ctx_depth - 1] : NULL;
@@ -329,9 +307,7 @@ SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 /* NULL unbinds: it pops the top of the stack, or does nothing. */
 SIM_API CUresult cuCtxSetCurrent(CUcontext h)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!h) {
         if (ctx_depth)
             ctx_depth--;
@@ -348,9 +324,7 @@ SIM_API CUresult cuCtxSetCurrent(CUcontext h)
 
 SIM_API CUresult cuCtxPushCurrent_v2(CUcontext h)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     sim_ctx *c = ctx_from_handle(h);
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -362,9 +336,7 @@ SIM_API CUresult cuCtxPushCurrent_v2(CUcontext h)
 
 SIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (ctx_depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     sim_ctx *c = ctx_stack[--ctx_depth];
@@ -380,9 +352,7 @@ static CUresult ctx_or_current(CUcontext h, sim_ctx **out)
 {
     if (!h)
         return sim_current_ctx(out);
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!(*out = ctx_from_handle(h)))
         return CUDA_ERROR_INVALID_CONTEXT;
     return CUDA_SUCCESS;
@@ -391,9 +361,7 @@ static CUresult ctx_or_current(CUcontext h, sim_ctx **out)
 static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 {
     sim_ctx *c;
-    CUresult rc = ctx_or_current(ctx, &c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(ctx_or_current(ctx, &c));
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     *device = c->dev->ordinal;
@@ -403,9 +371,7 @@ static CUresult ctx_device(CUdevice *device, CUcontext ctx)
 static CUresult ctx_sync(CUcontext ctx)
 {
     sim_ctx *c;
-    CUresult rc = ctx_or_current(ctx, &c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(ctx_or_current(ctx, &c));
     SIM_COUNT(c->dev, device_syncs);
     sim_device_sync(c->dev);
     return CUDA_SUCCESS;
@@ -418,9 +384,7 @@ SIM_API CUresult cuCtxSynchronize_v2(CUcontext c)                 { return ctx_s
 
 SIM_API CUresult cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
     if (h && !ctx_from_handle(h))

@@ -48,9 +48,7 @@ void sim_event_record_done(sim_event *ev, uint64_t gen)
 SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 {
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (!phEvent)
         return CUDA_ERROR_INVALID_VALUE;
     if (flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))
@@ -75,12 +73,17 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 SIM_API CUresult cuEventDestroy_v2(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_get(h, &ev));
     ev->magic = 0xdeadu;   /* later use of the handle is an invalid handle */
     sim_event_unref(ev);
     return CUDA_SUCCESS;
+}
+
+/* The event, then the stream, of a call that takes both (record, wait). */
+static CUresult event_and_stream(CUevent h, CUstream hs, bool ptsz, sim_event **ev, sim_stream **s)
+{
+    SIM_TRY(event_get(h, ev));
+    return sim_stream_resolve(hs, ptsz, s);
 }
 
 static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
@@ -89,11 +92,7 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
         return CUDA_ERROR_INVALID_VALUE;
     sim_event *ev;
     sim_stream *s;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_and_stream(h, hs, ptsz, &ev, &s));
     if (s->dev != ev->dev)
         return CUDA_ERROR_INVALID_HANDLE;
     /* In a capture the record is a node of the graph: the event now stands
@@ -125,7 +124,7 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
     pthread_mutex_unlock(&dev->lock);
     op->u.rec.gen = gen;
     uint64_t seq;
-    rc = sim_stream_enqueue(s, op, &seq);
+    CUresult rc = sim_stream_enqueue(s, op, &seq);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&dev->lock);
@@ -163,34 +162,37 @@ static bool event_position(sim_event *ev, sim_stream **s, uint64_t *seq)
     return recorded;
 }
 
+/* The start of cuEventQuery and cuEventSynchronize: the event (counted as
+ * a query or a sync), refused if it stands for a point of a capture, and
+ * whether its last record has completed (or it was never recorded). */
+static CUresult event_state(CUevent h, bool query, sim_event **ev, bool *done)
+{
+    SIM_TRY(event_get(h, ev));
+    sim_device *dev = (*ev)->dev;
+    if (query)
+        SIM_COUNT(dev, event_queries);
+    else
+        SIM_COUNT(dev, event_syncs);
+    pthread_mutex_lock(&dev->lock);
+    bool captured = (*ev)->captured_id != 0;
+    *done = !(*ev)->recorded || (*ev)->rec_stream->completed >= (*ev)->rec_seq;
+    pthread_mutex_unlock(&dev->lock);
+    return captured ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuEventQuery(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    SIM_COUNT(ev->dev, event_queries);
-    pthread_mutex_lock(&ev->dev->lock);
-    bool captured = ev->captured_id != 0;
-    bool done = !ev->recorded || ev->rec_stream->completed >= ev->rec_seq;
-    pthread_mutex_unlock(&ev->dev->lock);
-    if (captured)
-        return CUDA_ERROR_CAPTURED_EVENT;
+    bool done;
+    SIM_TRY(event_state(h, true, &ev, &done));
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_API CUresult cuEventSynchronize(CUevent h)
 {
     sim_event *ev;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    SIM_COUNT(ev->dev, event_syncs);
-    pthread_mutex_lock(&ev->dev->lock);
-    bool captured = ev->captured_id != 0;
-    pthread_mutex_unlock(&ev->dev->lock);
-    if (captured)
-        return CUDA_ERROR_CAPTURED_EVENT;
+    bool done;
+    SIM_TRY(event_state(h, false, &ev, &done));
     sim_stream *s;
     uint64_t seq;
     if (event_position(ev, &s, &seq)) {
@@ -239,11 +241,7 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned flags, bool p
 {
     sim_event *ev;
     sim_stream *s;
-    CUresult rc = event_get(h, &ev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = sim_stream_resolve(hs, ptsz, &s)) != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(event_and_stream(h, hs, ptsz, &ev, &s));
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_COUNT(s->dev, stream_waits);

@@ -178,11 +178,7 @@ bool sim_graph_invalidate_if_capturing(sim_stream *s)
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, mode <= CU_STREAM_CAPTURE_MODE_RELAXED, &s));
     if (s->kind == SIM_STREAM_LEGACY)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     sim_graph *g = calloc(1, sizeof *g);
@@ -216,11 +212,7 @@ SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode m)
 static CUresult end_capture(CUstream h, CUgraph *out, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, out != NULL, &s));
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     sim_graph *g = s->capture;
@@ -280,11 +272,7 @@ static CUresult capture_status(sim_stream *s, CUstreamCaptureStatus *st, uint64_
 static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptsz)
 {
     sim_stream *s;
-    CUresult rc = sim_stream_resolve(h, ptsz, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!st)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_stream_arg(h, ptsz, st != NULL, &s));
     return capture_status(s, st, NULL);
 }
 
@@ -352,9 +340,7 @@ SIM_API CUresult cuGraphDestroy(CUgraph h)
 
 SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsigned long long flags)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     sim_graph *g = graph_of(h);
     if (!out || !g || (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
                                                        CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)))

@@ -27,6 +27,16 @@
 #define sim_unlikely(x) __builtin_expect(!!(x), 0)
 #define sim_likely(x)   __builtin_expect(!!(x), 1)
 
+/* Returns from the calling entry point with the driver error of `call`, if
+ * any (zstd's FORWARD_IF_ERROR): the checks every entry point makes in
+ * order (initialised, context, handle, arguments) read as one line each. */
+#define SIM_TRY(call)                                 \
+    do {                                              \
+        CUresult sim_try_rc_ = (call);                \
+        if (sim_unlikely(sim_try_rc_ != CUDA_SUCCESS)) \
+            return sim_try_rc_;                       \
+    } while (0)
+
 #define SIM_MAX_DEVICES   16
 #define SIM_DRIVER_VERSION 13000         /* cuDriverGetVersion */
 #define SIM_GRANULE       4096u          /* address carving unit: a page, so
@@ -224,6 +234,9 @@ CUresult sim_mem_host_register(void *p, size_t n, bool add); /* cuMemHostRegiste
 
 /* sim_stream.c */
 CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out); /* checks init */
+/* sim_stream_resolve, then CUDA_ERROR_INVALID_VALUE unless `args_ok`: the
+ * order of the checks of an entry point that takes a stream first. */
+CUresult sim_stream_arg(CUstream h, bool ptsz, bool args_ok, sim_stream **out);
 CUresult sim_stream_create(sim_device *dev, unsigned flags, int priority,
                            sim_stream_kind kind, sim_stream **out);
 CUresult sim_stream_destroy(sim_stream *s);

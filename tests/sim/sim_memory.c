@@ -188,6 +188,24 @@ sim_device *sim_mem_owner(uintptr_t ptr)
     return NULL;
 }
 
+/* Cuts free block `b` `offset` bytes in: returns the block after the cut,
+ * linked into address order, or NULL (b unchanged) if out of memory. */
+static sim_block *split_at(sim_block *b, size_t offset)
+{
+    sim_block *rest = calloc(1, sizeof *rest);
+    if (!rest)
+        return NULL;
+    rest->addr = b->addr + offset;
+    rest->span = b->span - offset;
+    b->span = offset;
+    rest->prev_phys = b;
+    rest->next_phys = b->next_phys;
+    if (rest->next_phys)
+        rest->next_phys->prev_phys = rest;
+    b->next_phys = rest;
+    return rest;
+}
+
 /* Carve `span` bytes (granule multiple) with the given alignment; under mem_lock. */
 static sim_block *carve(sim_heap *h, size_t span, size_t align)
 {
@@ -199,34 +217,15 @@ static sim_block *carve(sim_heap *h, size_t span, size_t align)
     uintptr_t start = (b->addr + align - 1) & ~(uintptr_t)(align - 1);
     if (start != b->addr) {            /* split off the misaligned head */
         sim_block *head = b;
-        b = calloc(1, sizeof *b);
-        if (!b) {
-            free_list_insert(h, head);
-            return NULL;
-        }
-        b->addr = start;
-        b->span = head->span - (start - head->addr);
-        head->span = start - head->addr;
-        b->prev_phys = head;
-        b->next_phys = head->next_phys;
-        if (b->next_phys)
-            b->next_phys->prev_phys = b;
-        head->next_phys = b;
+        b = split_at(head, start - head->addr);
         free_list_insert(h, head);
+        if (!b)
+            return NULL;
     }
     if (b->span > span) {              /* split off the tail */
-        sim_block *tail = calloc(1, sizeof *tail);
-        if (tail) {
-            tail->addr = b->addr + span;
-            tail->span = b->span - span;
-            b->span = span;
-            tail->prev_phys = b;
-            tail->next_phys = b->next_phys;
-            if (tail->next_phys)
-                tail->next_phys->prev_phys = tail;
-            b->next_phys = tail;
+        sim_block *tail = split_at(b, span);
+        if (tail)
             free_list_insert(h, tail);
-        }
     }
     return b;
 }

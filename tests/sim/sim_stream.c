@@ -136,13 +136,18 @@ static void op_execute(sim_op *op)
 
 /* Block until s->completed >= seq. Takes s->dev->lock: call without any
  * device lock held. */
+/* Under s->dev->lock: sleeps until s has completed op `seq`. */
+static void wait_locked(sim_stream *s, uint64_t seq)
+{
+    while (s->completed < seq)
+        pthread_cond_wait(&s->dev->progress, &s->dev->lock);
+}
+
 void sim_stream_wait(sim_stream *s, uint64_t seq)
 {
-    sim_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
-    while (s->completed < seq)
-        pthread_cond_wait(&dev->progress, &dev->lock);
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_lock(&s->dev->lock);
+    wait_locked(s, seq);
+    pthread_mutex_unlock(&s->dev->lock);
 }
 
 static void wait_deps(sim_op *op)
@@ -301,9 +306,7 @@ static CUresult ptds_get(sim_device *dev, sim_stream **out)
         return CUDA_SUCCESS;
     }
     pthread_once(&ptds_once, ptds_key_init);
-    CUresult rc = sim_stream_create(dev, 0, 0, SIM_STREAM_PER_THREAD, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_stream_create(dev, 0, 0, SIM_STREAM_PER_THREAD, &s));
     ptds[dev->ordinal] = s;
     pthread_setspecific(ptds_key, (void *)1);   /* arm the exit hook */
     *out = s;
@@ -318,9 +321,7 @@ CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out)
 {
     uintptr_t v = (uintptr_t)h;
     if (v > 2) {
-        CUresult rc = sim_check_init();
-        if (sim_unlikely(rc != CUDA_SUCCESS))
-            return rc;
+        SIM_TRY(sim_check_init());
         sim_stream *s = (sim_stream *)h;
         uint32_t magic = __atomic_load_n(&s->magic, __ATOMIC_RELAXED);
         if (sim_unlikely(magic != SIM_MAGIC_STREAM || s->destroyed)) {
@@ -332,13 +333,17 @@ CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out)
         return CUDA_SUCCESS;
     }
     sim_ctx *c;
-    CUresult rc = sim_current_ctx(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_current_ctx(&c));
     if (v == 2 || (v == 0 && ptsz))
         return ptds_get(c->dev, out);
     *out = c->dev->legacy;
     return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_arg(CUstream h, bool ptsz, bool args_ok, sim_stream **out)
+{
+    SIM_TRY(sim_stream_resolve(h, ptsz, out));
+    return args_ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- enqueue ------------------------------------------------------------ */
@@ -382,38 +387,59 @@ static bool legacy_blocked(sim_stream *legacy)
     return blocked;
 }
 
-CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
+/* Under dev->lock, what happens to `op` before it can join s: true if it
+ * may be queued (the lock is still held). Otherwise the lock is released,
+ * the op is gone (taken into the capture's graph, or freed) and *rc is the
+ * call's result. */
+static bool admit_locked(sim_stream *s, sim_op *op, CUresult *rc)
 {
     sim_device *dev = s->dev;
-    pthread_mutex_lock(&dev->lock);
     if (s->capture) {                   /* recorded into the graph, not run */
-        CUresult rc = sim_graph_capture_op(s->capture, op);
+        *rc = sim_graph_capture_op(s->capture, op);
         pthread_mutex_unlock(&dev->lock);
-        if (seq_out)
-            *seq_out = 0;
-        return rc;
+        return false;
     }
-    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s)) {
-        pthread_mutex_unlock(&dev->lock);
-        sim_op_free(op);
-        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    }
-    if (add_legacy_deps(s, op) != 0) {
-        pthread_mutex_unlock(&dev->lock);
-        sim_op_free(op);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    *rc = CUDA_SUCCESS;
+    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s))
+        *rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    else if (add_legacy_deps(s, op) != 0)
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (*rc == CUDA_SUCCESS)
+        return true;
+    pthread_mutex_unlock(&dev->lock);
+    sim_op_free(op);
+    return false;
+}
+
+/* Under dev->lock: puts an admitted op at the tail of s's queue and wakes
+ * the worker. Returns its sequence number (the op itself belongs to the
+ * worker once the lock is released). */
+static uint64_t append_locked(sim_stream *s, sim_op *op)
+{
     op->seq = ++s->submitted;
     if (s->tail)
         s->tail->next = op;
     else
         s->head = op;
     s->tail = op;
-    atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
-    if (seq_out)
-        *seq_out = op->seq;
+    atomic_fetch_add_explicit(&s->dev->inflight, 1, memory_order_relaxed);
     pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&dev->lock);
+    return op->seq;
+}
+
+CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
+{
+    CUresult rc;
+    pthread_mutex_lock(&s->dev->lock);
+    if (!admit_locked(s, op, &rc)) {
+        if (seq_out)
+            *seq_out = 0;               /* captured (or refused): no device work */
+        return rc;
+    }
+    uint64_t seq = append_locked(s, op);
+    pthread_mutex_unlock(&s->dev->lock);
+    if (seq_out)
+        *seq_out = seq;
     return CUDA_SUCCESS;
 }
 
@@ -423,22 +449,10 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
 {
     sim_device *dev = s->dev;
+    CUresult rc;
     pthread_mutex_lock(&dev->lock);
-    if (s->capture) {
-        CUresult rc = sim_graph_capture_op(s->capture, op);
-        pthread_mutex_unlock(&dev->lock);
+    if (!admit_locked(s, op, &rc))
         return rc;
-    }
-    if (s->kind == SIM_STREAM_LEGACY && legacy_blocked(s)) {
-        pthread_mutex_unlock(&dev->lock);
-        sim_op_free(op);
-        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    }
-    if (add_legacy_deps(s, op) != 0) {
-        pthread_mutex_unlock(&dev->lock);
-        sim_op_free(op);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     if (!s->head && !s->inline_busy && op->ndeps == 0) {
         s->inline_busy = true;
         uint64_t seq = ++s->submitted;
@@ -457,17 +471,7 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
         sim_op_free(op);
         return CUDA_SUCCESS;
     }
-    op->seq = ++s->submitted;
-    uint64_t seq = op->seq;
-    if (s->tail)
-        s->tail->next = op;
-    else
-        s->head = op;
-    s->tail = op;
-    atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
-    pthread_cond_signal(&s->wake);
-    while (s->completed < seq)
-        pthread_cond_wait(&dev->progress, &dev->lock);
+    wait_locked(s, append_locked(s, op));
     pthread_mutex_unlock(&dev->lock);
     return CUDA_SUCCESS;
 }
@@ -478,9 +482,7 @@ CUresult sim_stream_sync(sim_stream *s)
 {
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
-    uint64_t target = s->submitted;
-    while (s->completed < target)
-        pthread_cond_wait(&dev->progress, &dev->lock);
+    wait_locked(s, s->submitted);
     pthread_mutex_unlock(&dev->lock);
     return CUDA_SUCCESS;
 }
@@ -517,8 +519,7 @@ void sim_device_sync(sim_device *dev)
         targets[n++] = (sim_dep){ s, s->submitted };
     }
     for (size_t i = 0; i < n; i++)
-        while (targets[i].stream->completed < targets[i].seq)
-            pthread_cond_wait(&dev->progress, &dev->lock);
+        wait_locked(targets[i].stream, targets[i].seq);
     pthread_mutex_unlock(&dev->lock);
     for (size_t i = 0; i < n; i++)
         sim_stream_unref(targets[i].stream);

@@ -58,9 +58,7 @@ static bool granular(size_t n) { return n && (n % SIM_VMM_GRANULE) == 0; }
 SIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                                CUmemAllocationGranularity_flags option)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!granularity || !prop)
         return CUDA_ERROR_INVALID_VALUE;
     (void)option;  /* minimum and recommended are both 2 MiB */
@@ -100,9 +98,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 
 SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     pthread_mutex_lock(&vmm_lock);
     sim_phys *p = phys_from_handle(handle);
     if (!p) {
@@ -138,9 +134,7 @@ SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align
 
 SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     sim_device *dev;
     uintptr_t base;
     size_t rsize;
@@ -165,9 +159,7 @@ static bool in_reservation(uintptr_t va, size_t size)
 SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     uintptr_t va = (uintptr_t)ptr;
     if (flags != 0 || !granular(size) || (offset % SIM_VMM_GRANULE) || (va % SIM_VMM_GRANULE) ||
         !in_reservation(va, size))
@@ -200,9 +192,7 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     uintptr_t va = (uintptr_t)ptr;
     if (!granular(size) || !in_reservation(va, size))
         return CUDA_ERROR_INVALID_VALUE;
@@ -229,9 +219,7 @@ SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     uintptr_t va = (uintptr_t)ptr;
     if (!desc || count == 0 || !granular(size) || !in_reservation(va, size))
         return CUDA_ERROR_INVALID_VALUE;
@@ -262,9 +250,7 @@ SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
 
 SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    SIM_TRY(sim_check_init());
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t a = (uintptr_t)addr;

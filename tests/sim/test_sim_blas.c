@@ -64,8 +64,7 @@ TEST(gemm_is_checked_and_queued_on_the_handles_stream)
     ASSERT_OK(cudaMalloc((void **)&C, 64 * 64 * 4));
     /* A slow host function first: the GEMM must wait behind it. */
     int flag = 0;
-    slow_store job = { &flag, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     uint64_t l0 = launches();
     ASSERT_EQ(cublasSgemm_v2(h, 0, 0, 64, 64, 64, &one, A, 64, B, 64, &zero, C, 64), 0);
     ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);   /* queued, not done */

@@ -117,8 +117,7 @@ TEST(last_error_is_per_thread_and_cleared_by_get)
     cudaStream_t s;
     ASSERT_OK(cudaStreamCreate(&s));
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_OK(cudaStreamDestroy(s));

@@ -3,6 +3,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 TEST(never_recorded_event_is_complete)
@@ -24,9 +25,8 @@ TEST(record_query_synchronize_and_elapsed_time)
     ASSERT_OK(cudaEventCreate(&a));
     ASSERT_OK(cudaEventCreate(&b));
     static int flag;
-    slow_store job = { &flag, 1, 50 };
     ASSERT_OK(cudaEventRecord(a, s));
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     ASSERT_OK(cudaEventRecord(b, s));
     ASSERT_EQ(cudaEventQuery(b), cudaErrorNotReady);
     float ms = -1;
@@ -62,51 +62,32 @@ TEST(disable_timing_makes_elapsed_time_invalid)
 
 TEST(stream_wait_event_orders_across_streams)
 {
-    cudaStream_t s1, s2;
-    cudaEvent_t e;
-    ASSERT_OK(cudaStreamCreate(&s1));
-    ASSERT_OK(cudaStreamCreate(&s2));
-    ASSERT_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaStream_t s1 = held_stream(cudaStreamDefault), s2 = held_stream(cudaStreamDefault);
+    cudaEvent_t e = held_event(cudaEventDisableTiming);
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(s1, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s1, &flag, 1, 50));
     ASSERT_OK(cudaEventRecord(e, s1));
     ASSERT_OK(cudaStreamWaitEvent(s2, e, 0));
-    ASSERT_OK(cudaLaunchHostFunc(s2, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(s2));
-    ASSERT_EQ(p.seen, 1);
-    ASSERT_OK(cudaEventDestroy(e));
-    ASSERT_OK(cudaStreamDestroy(s1));
-    ASSERT_OK(cudaStreamDestroy(s2));
+    ASSERT_EQ(flag_seen_by(s2, &flag), 1);
+    release_held();
 }
 
 /* The wait binds to the record current at the time of the call: recording
  * the event again afterwards, on an idle stream, changes nothing. */
 TEST(stream_wait_uses_record_current_at_call_time)
 {
-    cudaStream_t s1, s2, s3;
-    cudaEvent_t e;
-    ASSERT_OK(cudaStreamCreate(&s1));
-    ASSERT_OK(cudaStreamCreate(&s2));
-    ASSERT_OK(cudaStreamCreate(&s3));
-    ASSERT_OK(cudaEventCreate(&e));
+    cudaStream_t s1 = held_stream(cudaStreamDefault), s2 = held_stream(cudaStreamDefault),
+                 s3 = held_stream(cudaStreamDefault);
+    cudaEvent_t e = held_event(cudaEventDefault);
     static int flag;
-    slow_store job = { &flag, 1, 60 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(s1, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s1, &flag, 1, 60));
     ASSERT_OK(cudaEventRecord(e, s1));
     ASSERT_OK(cudaStreamWaitEvent(s2, e, 0));
     ASSERT_OK(cudaEventRecord(e, s3));               /* completes at once */
     ASSERT_OK(cudaEventSynchronize(e));
     ASSERT_EQ(load_flag(&flag), 0);                  /* the new record is done, s1 is not */
-    ASSERT_OK(cudaLaunchHostFunc(s2, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(s2));
-    ASSERT_EQ(p.seen, 1);
-    ASSERT_OK(cudaEventDestroy(e));
-    ASSERT_OK(cudaStreamDestroy(s1));
-    ASSERT_OK(cudaStreamDestroy(s2));
-    ASSERT_OK(cudaStreamDestroy(s3));
+    ASSERT_EQ(flag_seen_by(s2, &flag), 1);
+    release_held();
 }
 
 TEST(destroying_an_event_with_a_pending_record_is_safe)
@@ -116,8 +97,7 @@ TEST(destroying_an_event_with_a_pending_record_is_safe)
     ASSERT_OK(cudaStreamCreate(&s));
     ASSERT_OK(cudaEventCreate(&e));
     static int flag;
-    slow_store job = { &flag, 1, 30 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 30));
     ASSERT_OK(cudaEventRecord(e, s));
     ASSERT_OK(cudaEventDestroy(e));
     ASSERT_OK(cudaStreamSynchronize(s));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 #define N 4096
@@ -15,14 +16,22 @@ static size_t free_bytes(void)
     return f;
 }
 
+/* Ends the capture on `s` and instantiates what it captured: the instance;
+ * the graph into *g. */
+static cudaGraphExec_t end_capture_instantiated(cudaStream_t s, cudaGraph_t *g)
+{
+    *g = NULL;
+    ASSERT_OK(cudaStreamEndCapture(s, g));
+    ASSERT(*g != NULL);
+    cudaGraphExec_t x;
+    ASSERT_OK(cudaGraphInstantiate(&x, *g, 0));
+    return x;
+}
+
 TEST(captured_work_runs_only_when_the_graph_is_launched)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    unsigned char *d, *d2, *host;
-    ASSERT_OK(cudaMalloc((void **)&d, N));
-    ASSERT_OK(cudaMalloc((void **)&d2, N));
-    ASSERT_OK(cudaMallocHost((void **)&host, N));
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    unsigned char *d = held_device(N), *d2 = held_device(N), *host = held_pinned(N);
     memset(host, 0, N);
     int calls = 0;
     slow_store job = { &calls, 1, 0 };
@@ -38,15 +47,12 @@ TEST(captured_work_runs_only_when_the_graph_is_launched)
     ASSERT_OK(cudaMemcpyAsync(host, d2, N, cudaMemcpyDeviceToHost, s));
     ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
     cudaGraph_t g;
-    ASSERT_OK(cudaStreamEndCapture(s, &g));
-    ASSERT(g != NULL);
+    cudaGraphExec_t x = end_capture_instantiated(s, &g);
     ASSERT_OK(cudaStreamIsCapturing(s, &st));
     ASSERT_EQ(st, cudaStreamCaptureStatusNone);
     ASSERT_OK(cudaDeviceSynchronize());
-    ASSERT_EQ(host[0], 0);                  /* captured, not run */
+    ASSERT_EQ(host[0], 0);                  /* captured and instantiated, not run */
     ASSERT_EQ(load_flag(&calls), 0);
-    cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, g, 0));
     ASSERT_OK(cudaGraphDestroy(g));         /* the instance keeps what it needs */
     for (int launch = 1; launch <= 3; launch++) {
         memset(host, 0, N);
@@ -57,18 +63,14 @@ TEST(captured_work_runs_only_when_the_graph_is_launched)
         ASSERT_EQ(host[N - 1], 0x42);
     }
     ASSERT_OK(cudaGraphExecDestroy(x));
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaFree(d2));
-    ASSERT_OK(cudaFreeHost(host));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 TEST(synchronizing_a_capturing_stream_invalidates_the_capture)
 {
     ASSERT_EQ(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
     cudaGetLastError();
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));                       /* blocking */
+    cudaStream_t s = held_stream(cudaStreamDefault);      /* blocking */
     ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     enum cudaStreamCaptureStatus st;
     /* The legacy stream cannot be used while a blocking stream captures. */
@@ -85,29 +87,21 @@ TEST(synchronizing_a_capturing_stream_invalidates_the_capture)
     ASSERT_OK(cudaStreamSynchronize(s));
     /* Legacy-stream work while a blocking stream captures: refused, and the
      * capture is invalidated. */
-    void *d;
-    ASSERT_OK(cudaMalloc(&d, N));
+    void *d = held_device(N);
     ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     ASSERT_EQ(cudaMemsetAsync(d, 0, N, 0), cudaErrorStreamCaptureImplicit);
     ASSERT_OK(cudaStreamIsCapturing(s, &st));
     ASSERT_EQ(st, cudaStreamCaptureStatusInvalidated);
     ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
     cudaGetLastError();
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 TEST(a_stream_waiting_for_a_captured_event_joins_the_capture)
 {
-    cudaStream_t s1, s2;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-    ASSERT_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-    cudaEvent_t fork, join;
-    ASSERT_OK(cudaEventCreate(&fork));
-    ASSERT_OK(cudaEventCreate(&join));
-    unsigned char *d, *host;
-    ASSERT_OK(cudaMalloc((void **)&d, N));
-    ASSERT_OK(cudaMallocHost((void **)&host, N));
+    cudaStream_t s1 = held_stream(cudaStreamNonBlocking), s2 = held_stream(cudaStreamNonBlocking);
+    cudaEvent_t fork = held_event(cudaEventDefault), join = held_event(cudaEventDefault);
+    unsigned char *d = held_device(N), *host = held_pinned(N);
     memset(host, 0, N);
     ASSERT_OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
     ASSERT_OK(cudaMemsetAsync(d, 1, N, s1));
@@ -138,9 +132,7 @@ TEST(a_stream_waiting_for_a_captured_event_joins_the_capture)
     ASSERT_OK(cudaEventRecord(join, s2));
     ASSERT_OK(cudaStreamWaitEvent(s1, join, 0));
     ASSERT_OK(cudaMemcpyAsync(host, d, N, cudaMemcpyDeviceToHost, s1));
-    ASSERT_OK(cudaStreamEndCapture(s1, &g));
-    cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, g, 0));
+    cudaGraphExec_t x = end_capture_instantiated(s1, &g);
     ASSERT_OK(cudaGraphLaunch(x, s1));
     ASSERT_OK(cudaStreamSynchronize(s1));
     ASSERT_EQ(host[0], 1);
@@ -149,20 +141,13 @@ TEST(a_stream_waiting_for_a_captured_event_joins_the_capture)
     ASSERT_OK(cudaGraphDestroy(g));
     ASSERT_OK(cudaEventRecord(fork, s1));         /* recorded outside a capture again */
     ASSERT_OK(cudaEventSynchronize(fork));
-    ASSERT_OK(cudaEventDestroy(fork));
-    ASSERT_OK(cudaEventDestroy(join));
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaFreeHost(host));
-    ASSERT_OK(cudaStreamDestroy(s1));
-    ASSERT_OK(cudaStreamDestroy(s2));
+    release_held();
 }
 
 TEST(graph_memory_nodes_live_as_long_as_the_graph)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    unsigned char *host;
-    ASSERT_OK(cudaMallocHost((void **)&host, N));
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    unsigned char *host = held_pinned(N);
     size_t before = free_bytes();
     unsigned char *p = NULL, *kept = NULL;
     ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -174,9 +159,7 @@ TEST(graph_memory_nodes_live_as_long_as_the_graph)
     ASSERT_OK(cudaMemcpyAsync(host, p, N, cudaMemcpyDeviceToHost, s));
     ASSERT_OK(cudaFreeAsync(p, s));
     cudaGraph_t g;
-    ASSERT_OK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, g, 0));
+    cudaGraphExec_t x = end_capture_instantiated(s, &g);
     for (int launch = 0; launch < 3; launch++) {
         memset(host, 0, N);
         ASSERT_OK(cudaGraphLaunch(x, s));
@@ -193,8 +176,7 @@ TEST(graph_memory_nodes_live_as_long_as_the_graph)
     ASSERT_EQ(before - free_bytes(), 1u << 20);     /* the graph still holds it */
     ASSERT_OK(cudaGraphDestroy(g));
     ASSERT_EQ(free_bytes(), before);
-    ASSERT_OK(cudaFreeHost(host));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 TEST_MAIN()

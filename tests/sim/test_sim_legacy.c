@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 /* Declared by cuda_runtime_api.h only in per-thread-stream builds. */
@@ -15,30 +16,19 @@ extern cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s);
 
 TEST(legacy_stream_waits_for_blocking_streams)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
-    ASSERT_OK(cudaLaunchHostFunc(0, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(0));
-    ASSERT_EQ(p.seen, 1);
-    ASSERT_OK(cudaStreamDestroy(s));
+    ASSERT_OK(launch_slow_store(held_stream(cudaStreamDefault), &flag, 1, 50));
+    ASSERT_EQ(flag_seen_by(0, &flag), 1);
+    release_held();
 }
 
 TEST(blocking_stream_waits_for_legacy_stream)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
+    cudaStream_t s = held_stream(cudaStreamDefault);
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(cudaStreamLegacy, slow_store_fn, &job));
-    ASSERT_OK(cudaLaunchHostFunc(s, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(s));
-    ASSERT_EQ(p.seen, 1);
-    ASSERT_OK(cudaStreamDestroy(s));
+    ASSERT_OK(launch_slow_store(cudaStreamLegacy, &flag, 1, 50));
+    ASSERT_EQ(flag_seen_by(s, &flag), 1);
+    release_held();
 }
 
 TEST(non_blocking_stream_ignores_legacy_stream)
@@ -46,34 +36,22 @@ TEST(non_blocking_stream_ignores_legacy_stream)
     cudaStream_t nb;
     ASSERT_OK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
     static int flag;
-    slow_store job = { &flag, 1, 200 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(0, slow_store_fn, &job));
-    ASSERT_OK(cudaLaunchHostFunc(nb, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(nb));
-    ASSERT_EQ(p.seen, 0);
+    ASSERT_OK(launch_slow_store(0, &flag, 1, 200));
+    ASSERT_EQ(flag_seen_by(nb, &flag), 0);
     ASSERT_EQ(cudaStreamQuery(0), cudaErrorNotReady);
     /* ... and the legacy stream does not wait for it either. */
     static int flag2;
-    slow_store job2 = { &flag2, 1, 200 };
     ASSERT_OK(cudaStreamSynchronize(0));
-    ASSERT_OK(cudaLaunchHostFunc(nb, slow_store_fn, &job2));
-    probe p2 = { &flag2, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(0, probe_fn, &p2));
-    ASSERT_OK(cudaStreamSynchronize(0));
-    ASSERT_EQ(p2.seen, 0);
+    ASSERT_OK(launch_slow_store(nb, &flag2, 1, 200));
+    ASSERT_EQ(flag_seen_by(0, &flag2), 0);
     ASSERT_OK(cudaStreamDestroy(nb));
 }
 
 TEST(per_thread_stream_is_blocking_with_legacy)
 {
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    probe p = { &flag, -1 };
-    ASSERT_OK(cudaLaunchHostFunc(cudaStreamPerThread, slow_store_fn, &job));
-    ASSERT_OK(cudaLaunchHostFunc(cudaStreamLegacy, probe_fn, &p));
-    ASSERT_OK(cudaStreamSynchronize(cudaStreamLegacy));
-    ASSERT_EQ(p.seen, 1);
+    ASSERT_OK(launch_slow_store(cudaStreamPerThread, &flag, 1, 50));
+    ASSERT_EQ(flag_seen_by(cudaStreamLegacy, &flag), 1);
 }
 
 TEST(ptsz_entry_points_treat_0_as_per_thread_stream)
@@ -109,14 +87,12 @@ TEST(cuda_free_waits_for_every_stream)
     ASSERT_OK(cudaMalloc(&p, 4096));
     ASSERT_OK(cudaMalloc(&q, 4096));
     static int flag;
-    slow_store job = { &flag, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(nb, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(nb, &flag, 1, 50));
     ASSERT_OK(cudaFree(p));
     ASSERT_EQ(load_flag(&flag), 1);
     /* the driver's cuMemFree too */
     static int flag2;
-    slow_store job2 = { &flag2, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(nb, slow_store_fn, &job2));
+    ASSERT_OK(launch_slow_store(nb, &flag2, 1, 50));
     ASSERT_OK(cuMemFree((CUdeviceptr)(uintptr_t)q));
     ASSERT_EQ(load_flag(&flag2), 1);
     ASSERT_OK(cudaStreamDestroy(nb));
@@ -130,8 +106,7 @@ TEST(cu_mem_free_of_async_allocation_does_not_wait)
     ASSERT_OK(cudaMallocAsync(&p, 4096, nb));
     ASSERT_OK(cudaStreamSynchronize(nb));
     static int flag;
-    slow_store job = { &flag, 1, 150 };
-    ASSERT_OK(cudaLaunchHostFunc(nb, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(nb, &flag, 1, 150));
     ASSERT_OK(cuMemFree((CUdeviceptr)(uintptr_t)p));
     ASSERT_EQ(load_flag(&flag), 0);
     ASSERT_OK(cudaStreamDestroy(nb));
@@ -146,8 +121,7 @@ TEST(sync_memcpy_to_host_waits_for_blocking_streams)
     int host = 0;
     ASSERT_OK(cudaMalloc((void **)&d, sizeof(int)));
     static int gate;
-    slow_store job = { &gate, 1, 40 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &gate, 1, 40));
     ASSERT_OK(cudaMemsetAsync(d, 0x5a, sizeof(int), s));
     ASSERT_OK(cudaMemcpy(&host, d, sizeof(int), cudaMemcpyDeviceToHost));
     ASSERT_EQ(host, 0x5a5a5a5a);

@@ -86,8 +86,7 @@ TEST(registered_host_memory_is_pinned_until_unregistered)
     cudaStream_t s;
     ASSERT_OK(cudaStreamCreate(&s));
     int flag = 0;
-    slow_store job = { &flag, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     ASSERT_OK(cudaMemcpyAsync(buf, d, sizeof buf, cudaMemcpyDeviceToHost, s));
     ASSERT_EQ(buf[100], 7);
     ASSERT_OK(cudaStreamSynchronize(s));

@@ -34,72 +34,102 @@ static gpa_v2_fn bootstrap(void *h)
     return gpa;
 }
 
-TEST(get_proc_address_picks_abi_by_version)
+/* What cuGetProcAddress_v2 answers for a base name, a version and flags:
+ * the exported function it must give. The rows are grouped by what they
+ * show; each test checks its group. */
+typedef enum entry_topic {
+    ABI_BY_VERSION,                      /* a newer version gets the newer ABI */
+    PER_THREAD_FLAG,                     /* CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
+    CONTEXT_ABIS,                        /* the 12.5 - 13.0 context and stream ABIs */
+} entry_topic;
+
+#define PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+
+static const struct entry_case {
+    entry_topic topic;
+    const char *name;
+    int         version;
+    cuuint64_t  flags;
+    const char *symbol;
+} entry_cases[] = {
+    { ABI_BY_VERSION, "cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2" },   /* the runtime's first request */
+    { ABI_BY_VERSION, "cuGetProcAddress", 11030, 0, "cuGetProcAddress" },
+    { ABI_BY_VERSION, "cuMemAlloc", 13000, 0, "cuMemAlloc_v2" },
+    { ABI_BY_VERSION, "cuMemFree", 3020, 0, "cuMemFree_v2" },
+    { ABI_BY_VERSION, "cuStreamDestroy", 13000, 0, "cuStreamDestroy_v2" },
+    { ABI_BY_VERSION, "cuStreamDestroy", 3020, 0, "cuStreamDestroy" },
+    { ABI_BY_VERSION, "cuCtxPushCurrent", 13000, 0, "cuCtxPushCurrent_v2" },
+    { ABI_BY_VERSION, "cuEventElapsedTime", 12000, 0, "cuEventElapsedTime" },
+    { ABI_BY_VERSION, "cuEventElapsedTime", 12080, 0, "cuEventElapsedTime_v2" },
+    { PER_THREAD_FLAG, "cuStreamSynchronize", 13000, PTDS, "cuStreamSynchronize_ptsz" },
+    { PER_THREAD_FLAG, "cuStreamSynchronize", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuStreamSynchronize" },
+    { PER_THREAD_FLAG, "cuMemcpyHtoDAsync", 13000, PTDS, "cuMemcpyHtoDAsync_v2_ptsz" },
+    { PER_THREAD_FLAG, "cuMemcpyDtoH", 13000, PTDS, "cuMemcpyDtoH_v2_ptds" },
+    { PER_THREAD_FLAG, "cuMemAllocAsync", 13000, PTDS, "cuMemAllocAsync_ptsz" },
+    { PER_THREAD_FLAG, "cuMemAlloc", 13000, PTDS, "cuMemAlloc_v2" },      /* no per-thread variant */
+    { CONTEXT_ABIS, "cuCtxGetDevice", 12090, 0, "cuCtxGetDevice" },
+    { CONTEXT_ABIS, "cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2" },
+    { CONTEXT_ABIS, "cuCtxSynchronize", 12000, 0, "cuCtxSynchronize" },
+    { CONTEXT_ABIS, "cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2" },
+    { CONTEXT_ABIS, "cuStreamGetCtx", 12040, 0, "cuStreamGetCtx" },
+    { CONTEXT_ABIS, "cuStreamGetCtx", 13000, 0, "cuStreamGetCtx_v2" },
+    { CONTEXT_ABIS, "cuStreamGetCtx", 13000, PTDS, "cuStreamGetCtx_v2_ptsz" },
+    { CONTEXT_ABIS, "cuStreamGetDevice", 12080, 0, "cuStreamGetDevice" },
+    { CONTEXT_ABIS, "cuStreamGetDevice", 13000, PTDS, "cuStreamGetDevice_ptsz" },
+};
+
+/* cuGetProcAddress_v2 has no function for `name` at `version`: it
+ * succeeds, gives NULL, and the status says why. */
+static void expect_no_entry(const char *name, int version, CUdriverProcAddressQueryResult why)
+{
+    gpa_v2_fn gpa = bootstrap(driver());
+    void *fn = (void *)1;
+    CUdriverProcAddressQueryResult st = 99;
+    ASSERT_OK(gpa(name, &fn, version, 0, &st));
+    ASSERT_PTR_EQ(fn, NULL);
+    ASSERT_EQ(st, why);
+}
+
+static void expect_entries(entry_topic topic)
 {
     void *h = driver();
     gpa_v2_fn gpa = bootstrap(h);
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult st = 99;
-    /* The runtime's first request. */
-    ASSERT_OK(gpa("cuGetProcAddress", &fn, 13000, 0, &st));
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_SUCCESS);
-    ASSERT_PTR_EQ(fn, sym(h, "cuGetProcAddress_v2"));
-    ASSERT_OK(gpa("cuGetProcAddress", &fn, 11030, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuGetProcAddress"));
-    ASSERT_OK(gpa("cuMemAlloc", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuMemAlloc_v2"));
-    ASSERT_OK(gpa("cuMemFree", &fn, 3020, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuMemFree_v2"));
-    ASSERT_OK(gpa("cuStreamDestroy", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamDestroy_v2"));
-    ASSERT_OK(gpa("cuStreamDestroy", &fn, 3020, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamDestroy"));
-    ASSERT_OK(gpa("cuCtxPushCurrent", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuCtxPushCurrent_v2"));
-    ASSERT_OK(gpa("cuEventElapsedTime", &fn, 12000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuEventElapsedTime"));
-    ASSERT_OK(gpa("cuEventElapsedTime", &fn, 12080, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuEventElapsedTime_v2"));
+    int checked = 0;
+    for (size_t i = 0; i < sizeof entry_cases / sizeof entry_cases[0]; i++) {
+        const struct entry_case *e = &entry_cases[i];
+        if (e->topic != topic)
+            continue;
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult st = 99;
+        ASSERT_MSG(gpa(e->name, &fn, e->version, e->flags, &st) == CUDA_SUCCESS, "%s at %d", e->name, e->version);
+        ASSERT_MSG(st == CU_GET_PROC_ADDRESS_SUCCESS, "%s at %d: status %d", e->name, e->version, (int)st);
+        ASSERT_MSG(fn == sym(h, e->symbol), "%s at %d, flags %llu: not %s", e->name, e->version,
+                   (unsigned long long)e->flags, e->symbol);
+        checked++;
+    }
+    ASSERT(checked > 0);
+}
+
+TEST(get_proc_address_picks_abi_by_version)
+{
+    expect_entries(ABI_BY_VERSION);
 }
 
 TEST(get_proc_address_per_thread_flag)
 {
-    void *h = driver();
-    gpa_v2_fn gpa = bootstrap(h);
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult st;
-    const cuuint64_t ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-    ASSERT_OK(gpa("cuStreamSynchronize", &fn, 13000, ptds, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamSynchronize_ptsz"));
-    ASSERT_OK(gpa("cuStreamSynchronize", &fn, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamSynchronize"));
-    ASSERT_OK(gpa("cuMemcpyHtoDAsync", &fn, 13000, ptds, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuMemcpyHtoDAsync_v2_ptsz"));
-    ASSERT_OK(gpa("cuMemcpyDtoH", &fn, 13000, ptds, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuMemcpyDtoH_v2_ptds"));
-    ASSERT_OK(gpa("cuMemAllocAsync", &fn, 13000, ptds, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuMemAllocAsync_ptsz"));
-    /* No per-thread variant: the legacy function. */
-    ASSERT_OK(gpa("cuMemAlloc", &fn, 13000, ptds, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuMemAlloc_v2"));
+    expect_entries(PER_THREAD_FLAG);
 }
 
 TEST(get_proc_address_not_found_and_version_not_sufficient)
 {
+    /* Documented for the _v2 ABI: success, NULL, and the status says why. */
+    expect_no_entry("cuNoSuchFunction", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_no_entry("cuMemAlloc_v2", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);   /* base names only */
+    expect_no_entry("cuMemAllocAsync", 11000, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT); /* new in 11.2 */
     void *h = driver();
     gpa_v2_fn gpa = bootstrap(h);
-    void *fn = (void *)1;
-    CUdriverProcAddressQueryResult st = 99;
-    /* Documented for the _v2 ABI: success, NULL, and the status says why. */
-    ASSERT_OK(gpa("cuNoSuchFunction", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, NULL);
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    ASSERT_OK(gpa("cuMemAlloc_v2", &fn, 13000, 0, &st));     /* base names only */
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    fn = (void *)1;
-    ASSERT_OK(gpa("cuMemAllocAsync", &fn, 11000, 0, &st));   /* new in 11.2 */
-    ASSERT_PTR_EQ(fn, NULL);
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    void *fn;
+    CUdriverProcAddressQueryResult st;
     ASSERT_EQ(gpa("cuMemAlloc", &fn, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE); /* newer than driver */
     ASSERT_EQ(gpa("cuMemAlloc", &fn, 13000, 4, &st), CUDA_ERROR_INVALID_VALUE);  /* unknown flag */
     /* The 11.3 ABI has no status: not found is an error. */
@@ -157,31 +187,8 @@ TEST(driver_calls_need_init_and_context)
  * asking with 13000 gets the new signature. */
 TEST(get_proc_address_context_abis_change_with_version)
 {
-    void *h = driver();
-    gpa_v2_fn gpa = bootstrap(h);
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult st = 99;
-    ASSERT_OK(gpa("cuCtxGetDevice", &fn, 12090, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuCtxGetDevice"));
-    ASSERT_OK(gpa("cuCtxGetDevice", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuCtxGetDevice_v2"));
-    ASSERT_OK(gpa("cuCtxSynchronize", &fn, 12000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuCtxSynchronize"));
-    ASSERT_OK(gpa("cuCtxSynchronize", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuCtxSynchronize_v2"));
-    ASSERT_OK(gpa("cuStreamGetCtx", &fn, 12040, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetCtx"));
-    ASSERT_OK(gpa("cuStreamGetCtx", &fn, 13000, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetCtx_v2"));
-    ASSERT_OK(gpa("cuStreamGetCtx", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetCtx_v2_ptsz"));
-    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 12080, 0, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetDevice"));
-    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    ASSERT_PTR_EQ(fn, sym(h, "cuStreamGetDevice_ptsz"));
-    ASSERT_OK(gpa("cuStreamGetDevice", &fn, 12070, 0, &st));
-    ASSERT_PTR_EQ(fn, NULL);
-    ASSERT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect_entries(CONTEXT_ABIS);
+    expect_no_entry("cuStreamGetDevice", 12070, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 }
 
 /* The 13.0 ABIs take the context; NULL is the current one. */

@@ -3,11 +3,9 @@
  * simulator: with LD_LIBRARY_PATH at the sim directory, the dynamic linker
  * binds its versioned imports (cudaMalloc@libcudart.so.13) to the sim. */
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-#include <string.h>
 
 #include "harness.h"
-#include "simcuda.h"
+#include "test_sim_util.h"
 
 #ifndef SIM_LIBDIR
 #error "SIM_LIBDIR must name the sim build directory"
@@ -15,13 +13,10 @@
 
 TEST(binary_linked_against_toolkit_runs_on_sim)
 {
-    Dl_info info;
-    void *fn;
-    cudaError_t (*malloc_fn)(void **, size_t) = cudaMalloc;
-    memcpy(&fn, &malloc_fn, sizeof fn);
-    ASSERT(dladdr(fn, &info) != 0);
-    ASSERT_STR_CONTAINS(info.dli_fname, SIM_LIBDIR);
-    ASSERT_STR_CONTAINS(info.dli_fname, "libcudart.so.13");
+    const char *origin = cuda_malloc_origin();
+    ASSERT(origin != NULL);
+    ASSERT_STR_CONTAINS(origin, SIM_LIBDIR);
+    ASSERT_STR_CONTAINS(origin, "libcudart.so.13");
 
     void *p;
     cudaStream_t s;
@@ -35,14 +30,8 @@ TEST(binary_linked_against_toolkit_runs_on_sim)
     ASSERT_OK(cudaFree(p));
     ASSERT_OK(cudaStreamDestroy(s));
 
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    ASSERT(h != NULL);
-    int (*stats)(int, simcuda_counters *);
-    void *sym = dlsym(h, "simcuda_stats");
-    ASSERT(sym != NULL);
-    memcpy(&stats, &sym, sizeof sym);
     simcuda_counters c;
-    ASSERT_EQ(stats(0, &c), 0);
+    ASSERT(loaded_driver_stats(&c));
     ASSERT_EQ(c.allocs, 1);
     ASSERT_EQ(c.frees, 1);
 }

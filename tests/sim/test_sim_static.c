@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "simcuda.h"
+#include "test_sim_util.h"
 
 extern ElfW(Dyn) _DYNAMIC[];
 
@@ -40,26 +40,17 @@ TEST(static_runtime_reaches_driver_through_get_proc_address)
     ASSERT_PTR_EQ(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), NULL);
     void *p;
     ASSERT_OK(cudaMalloc(&p, 1 << 20));
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    ASSERT_MSG(h != NULL, "the runtime did not load libcuda.so.1");
-    int (*stats)(int, simcuda_counters *);
-    void *sym = dlsym(h, "simcuda_stats");
-    ASSERT(sym != NULL);
-    memcpy(&stats, &sym, sizeof sym);
     simcuda_counters c;
-    ASSERT_EQ(stats(0, &c), 0);
+    ASSERT_MSG(loaded_driver_stats(&c), "the runtime did not load the simulated libcuda.so.1");
     ASSERT_EQ(c.mem_alloc_calls, 1);
     ASSERT_EQ(c.bytes_in_use, 1 << 20);
     ASSERT_OK(cudaFree(p));
-    ASSERT_EQ(stats(0, &c), 0);
+    ASSERT(loaded_driver_stats(&c));
     ASSERT_EQ(c.frees, 1);
     /* The runtime in this binary is the archive's, not a shared one. */
-    Dl_info info;
-    void *fn;
-    cudaError_t (*malloc_fn)(void **, size_t) = cudaMalloc;
-    memcpy(&fn, &malloc_fn, sizeof fn);
-    ASSERT(dladdr(fn, &info) != 0);
-    ASSERT_MSG(strstr(info.dli_fname, "libcudart") == NULL, "cudaMalloc from %s", info.dli_fname);
+    const char *origin = cuda_malloc_origin();
+    ASSERT(origin != NULL);
+    ASSERT_MSG(strstr(origin, "libcudart") == NULL, "cudaMalloc from %s", origin);
 }
 
 TEST_MAIN()

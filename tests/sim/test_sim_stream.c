@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "simcuda.h"
+#include "test_sim_held.h"
 #include "test_sim_util.h"
 
 TEST(host_func_runs_in_order_after_slow_write)
@@ -13,8 +14,7 @@ TEST(host_func_runs_in_order_after_slow_write)
     cudaStream_t s;
     ASSERT_OK(cudaStreamCreate(&s));
     static int host_buf = 1;
-    slow_store job = { &host_buf, 2, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &host_buf, 2, 50));
     ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
     ASSERT_EQ(load_flag(&host_buf), 1);              /* the old value, meanwhile */
     ASSERT_OK(cudaStreamSynchronize(s));
@@ -25,17 +25,13 @@ TEST(host_func_runs_in_order_after_slow_write)
 
 TEST(memset_memcpy_in_stream_order)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
-    unsigned char *d = NULL, *d2 = NULL, *host = NULL;  /* pinned: the copy stays async */
+    cudaStream_t s = held_stream(cudaStreamDefault);
     const size_t n = 1 << 16;
+    unsigned char *host = held_pinned(n);            /* pinned: the copy stays async */
+    unsigned char *d = held_device(n), *d2 = held_device(n);
     static int gate;
-    ASSERT_OK(cudaMallocHost((void **)&host, n));
-    ASSERT_OK(cudaMalloc((void **)&d, n));
-    ASSERT_OK(cudaMalloc((void **)&d2, n));
     memset(host, 0x11, n);
-    slow_store job = { &gate, 1, 30 };               /* holds the queue back */
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &gate, 1, 30));   /* holds the queue back */
     ASSERT_OK(cudaMemsetAsync(d, 0xab, n, s));
     ASSERT_OK(cudaMemcpyAsync(d2, d, n, cudaMemcpyDeviceToDevice, s));
     ASSERT_OK(cudaMemsetAsync(d, 0x00, n, s));
@@ -44,10 +40,7 @@ TEST(memset_memcpy_in_stream_order)
     ASSERT_OK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(host[i], 0xab);
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaFree(d2));
-    ASSERT_OK(cudaFreeHost(host));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 /* "API synchronization behavior" (CUDA runtime API reference): an async copy
@@ -56,17 +49,14 @@ TEST(memset_memcpy_in_stream_order)
  * in stream order. */
 TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
     const size_t n = 1 << 16;
-    unsigned char *d = NULL, *src = malloc(n), *back = malloc(n);
+    unsigned char *d = held_device(n), *src = malloc(n), *back = malloc(n);
     ASSERT(src && back);
-    ASSERT_OK(cudaMalloc((void **)&d, n));
     ASSERT_OK(cudaMemset(d, 0, n));
     ASSERT_OK(cudaDeviceSynchronize());
     static int gate;
-    slow_store job = { &gate, 1, 100 };              /* holds the queue back */
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &gate, 1, 100));  /* holds the queue back */
     memset(src, 0x5a, n);
     ASSERT_OK(cudaMemcpyAsync(d, src, n, cudaMemcpyHostToDevice, s));
     ASSERT_EQ(load_flag(&gate), 0);                  /* returned before the stream ran */
@@ -78,8 +68,7 @@ TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
         ASSERT_EQ(back[i], 0x5a);
     free(src);
     free(back);
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 /* Same source: an async copy into pageable host memory returns when the copy
@@ -87,25 +76,21 @@ TEST(async_copy_from_pageable_memory_reads_the_source_at_the_call)
  * at once. */
 TEST(async_copy_to_pageable_memory_returns_when_done)
 {
-    cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
     const size_t n = 1 << 16;
-    unsigned char *d = NULL, *pageable = malloc(n), *pinned = NULL;
+    unsigned char *pageable = malloc(n), *pinned = held_pinned(n);
     ASSERT(pageable != NULL);
-    ASSERT_OK(cudaMallocHost((void **)&pinned, n));
     memset(pageable, 0x11, n);
     memset(pinned, 0x11, n);
-    ASSERT_OK(cudaMalloc((void **)&d, n));
+    unsigned char *d = held_device(n);
     static int gate, gate2;
-    slow_store job = { &gate, 1, 100 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &gate, 1, 100));
     ASSERT_OK(cudaMemsetAsync(d, 0x77, n, s));
     ASSERT_OK(cudaMemcpyAsync(pageable, d, n, cudaMemcpyDeviceToHost, s));
     ASSERT_EQ(load_flag(&gate), 1);                  /* the earlier work ran first */
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(pageable[i], 0x77);
-    slow_store job2 = { &gate2, 1, 100 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job2));
+    ASSERT_OK(launch_slow_store(s, &gate2, 1, 100));
     ASSERT_OK(cudaMemcpyAsync(pinned, d, n, cudaMemcpyDeviceToHost, s));
     ASSERT_EQ(load_flag(&gate2), 0);                 /* pinned: still asynchronous */
     ASSERT_OK(cudaStreamSynchronize(s));
@@ -115,9 +100,7 @@ TEST(async_copy_to_pageable_memory_returns_when_done)
     ASSERT_OK(cudaMemcpyAsync(pinned, pageable, n, cudaMemcpyHostToHost, s));
     ASSERT_EQ(pinned[5], 0x22);
     free(pageable);
-    ASSERT_OK(cudaFreeHost(pinned));
-    ASSERT_OK(cudaFree(d));
-    ASSERT_OK(cudaStreamDestroy(s));
+    release_held();
 }
 
 typedef struct fifo_rec { int *log; int *next; int i; } fifo_rec;
@@ -150,8 +133,7 @@ TEST(destroyed_stream_finishes_its_work)
     cudaStream_t s;
     ASSERT_OK(cudaStreamCreate(&s));
     static int done;
-    slow_store job = { &done, 7, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &done, 7, 50));
     double t0 = now_ms();
     ASSERT_OK(cudaStreamDestroy(s));                 /* returns at once */
     ASSERT_LT(now_ms() - t0, 40);
@@ -194,8 +176,7 @@ TEST(free_async_is_stream_ordered)
     ASSERT_OK(cudaMallocAsync(&p, 1 << 20, s));
     ASSERT_EQ(simcuda_stats(0, &c0), 0);
     static int gate;
-    slow_store job = { &gate, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &gate, 1, 50));
     ASSERT_OK(cudaFreeAsync(p, s));
     ASSERT_EQ(cudaFreeAsync(p, s), cudaErrorInvalidValue);   /* second free */
     (void)cudaGetLastError();

@@ -186,8 +186,7 @@ TEST(pitched_copies_and_stream_callbacks_run_in_order)
     cudaStream_t s;
     ASSERT_OK(cudaStreamCreate(&s));
     int flag = 0, seen = 0;
-    slow_store job = { &flag, 1, 50 };
-    ASSERT_OK(cudaLaunchHostFunc(s, slow_store_fn, &job));
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     /* 4 rows of 6 bytes, source pitch 8, device pitch 64 */
     ASSERT_OK(cudaMemcpy2DAsync(dev, 64, host, 8, 6, 4, cudaMemcpyHostToDevice, s));
     ASSERT_OK(cudaStreamAddCallback(s, record_callback, &seen, 0));

@@ -798,6 +798,149 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
     vt_snapshot_free(s);
 }
 
+/* gen_small() with two Python frames (ip 0, module "python"), as the
+ * recorder writes them: where forward and backward are defined. */
+static vt_snapshot_data *gen_small_with_first_lines(void)
+{
+    vt_snapshot_data *s = gen_small();
+    ASSERT_GE(s->nframes, 3);
+    for (size_t i = 1; i <= 2; i++) {
+        s->frames[i].ip = s->frames[i].module_offset = 0;
+        s->frames[i].first_line = 30 + (uint32_t)i;
+    }
+    return s;
+}
+
+/* The sections of an encoded file, however many its table lists. */
+static size_t unpack_all(const unsigned char *d, struct raw_section *out, size_t max)
+{
+    size_t n = (size_t)vt__rd_le(d + 32, 4);
+    ASSERT(n <= max);
+    uint64_t toff = vt__rd_le(d + 24, 8);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *e = d + toff + 48 * i;
+        out[i].id = (uint32_t)vt__rd_le(e, 4);
+        uint64_t off = vt__rd_le(e + 8, 8), st = vt__rd_le(e + 16, 8);
+        out[i].n = (size_t)vt__rd_le(e + 24, 8);
+        out[i].count = vt__rd_le(e + 32, 8);
+        out[i].raw = malloc(out[i].n + 1);
+        if (vt__rd_le(e + 4, 4) & VT_SECTION_FLAG_ZSTD)
+            ASSERT_EQ(ZSTD_decompress(out[i].raw, out[i].n, d + off, st), out[i].n);
+        else
+            memcpy(out[i].raw, d + off, out[i].n);
+    }
+    return n;
+}
+
+/* format.h, 1.4: FIRST_LINES holds each frame's first line; a writer leaves
+ * it out when no frame has one (the file is then a 1.3 writer's, bar the
+ * version). */
+TEST(first_lines_round_trip_and_are_left_out_when_none)
+{
+    vt_snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), 7);
+    uint64_t off, len;
+    find_section(data, VT_SECTION_FIRST_LINES, &off, &len);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_decode(data, size, "py", &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->frames[1].first_line, 31);
+    ASSERT_EQ(r->frames[2].first_line, 32);
+    ASSERT_EQ(r->frames[0].first_line, 0);
+    same_snapshot(s, r);
+    vt_snapshot_free(r);
+    free(data);
+    vt_snapshot_free(s);
+
+    s = gen_small();
+    data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), 6);
+    ASSERT_MSG(vt_snapfile_decode(data, size, "native", &r, err, sizeof err) == 0, "%s", err);
+    for (size_t i = 0; i < r->nframes; i++)
+        ASSERT_EQ(r->frames[i].first_line, 0);
+    same_snapshot(s, r);
+    vt_snapshot_free(r);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+/* A 1.3 file (no FIRST_LINES) reads whole, every first line 0; and a
+ * FIRST_LINES section in a file claiming 1.3 is ignored, as a 1.3 reader
+ * ignores it (it never knew the section). */
+TEST(format_1_3_file_reads_with_no_first_lines)
+{
+    vt_snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[7];
+    size_t nsec = unpack_all(data, secs, 7);
+    ASSERT_EQ(nsec, 7);
+    ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
+    for (size_t with = 6; with <= 7; with++) {
+        size_t n2;
+        unsigned char *f = repack(secs, with, 3, &n2);
+        vt_snapshot_data *r;
+        ASSERT_MSG(vt_snapfile_decode(f, n2, "old", &r, err, sizeof err) == 0, "%s", err);
+        ASSERT_EQ(r->meta.format_version, 0x10003u);
+        ASSERT_EQ(r->nframes, s->nframes);
+        for (size_t i = 0; i < r->nframes; i++) {
+            ASSERT_EQ(r->frames[i].first_line, 0);
+            ASSERT_EQ(r->frames[i].line, s->frames[i].line);
+            ASSERT_EQ(r->frames[i].function, s->frames[i].function);
+        }
+        ASSERT_EQ(r->nevents, s->nevents);
+        ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
+        vt_snapshot_free(r);
+        free(f);
+    }
+    for (size_t i = 0; i < nsec; i++)
+        free(secs[i].raw);
+    free(data);
+    vt_snapshot_free(s);
+}
+
+TEST(bad_first_lines_are_rejected_naming_the_section)
+{
+    vt_snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[7];
+    size_t nsec = unpack_all(data, secs, 7), n2;
+    struct raw_section *fl = &secs[6];
+    ASSERT_EQ(fl->id, VT_SECTION_FIRST_LINES);
+    /* a count that is not the frames' */
+    fl->count--;
+    unsigned char *f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "section 'first lines'");
+    ASSERT_STR_CONTAINS(err, "first lines for");
+    free(f);
+    fl->count++;
+    /* a first line beyond 2^31 - 1: the last frame's varint made 2^31 */
+    ASSERT_EQ(fl->raw[fl->n - 1], 0);
+    fl->raw = realloc(fl->raw, fl->n + 4);
+    memcpy(fl->raw + fl->n - 1, "\x80\x80\x80\x80\x08", 5);
+    fl->n += 4;
+    f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "section 'first lines'");
+    ASSERT_STR_CONTAINS(err, "out of range");
+    free(f);
+    /* bytes left over */
+    memcpy(fl->raw + fl->n - 5, "\x00\x01\x02\x03\x04", 5);
+    f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "after the last first line");
+    free(f);
+    for (size_t i = 0; i < nsec; i++)
+        free(secs[i].raw);
+    free(data);
+    /* the writer refuses what the reader would */
+    s->frames[1].first_line = (uint32_t)INT32_MAX + 1;
+    void *out;
+    ASSERT(vt__snapfile_encode(s, &out, &size, err, sizeof err) < 0);
+    ASSERT_STR_CONTAINS(err, "first line");
+    vt_snapshot_free(s);
+}
+
 /* format.h: a kind belongs to the minor that introduced it; a 1.0 file
  * cannot hold TENSOR_NAME (a 1.0 reader would reject it as unknown in a file
  * of its own minor, and so does this one). */

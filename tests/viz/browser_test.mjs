@@ -172,6 +172,8 @@ const tests = {
       check(rows.some((r) => r.startsWith('pinned host') && r.includes('0 B in 0')), 'no pinned host row: ' + JSON.stringify(rows));
       check(rows.some((r) => r.includes('24.0 MiB') && r.includes('make_managed_grid')), 'alive managed grid not listed: ' + JSON.stringify(rows));
       check(requests.length >= 1 && requests[0] === url, 'the page itself was not the first request');
+      // No Python frames: nothing to fold, no toggle.
+      check(await page.evaluate(() => document.getElementById('flame-all').parentNode.hidden), 'fold toggle shown without Python frames');
       console.log('first paint ' + info.fp.toFixed(0) + ' ms, ' + info.n + ' allocations, ' + info.e + ' events');
       await shot(page, 'page_loads_offline');
     });
@@ -437,6 +439,66 @@ const tests = {
         }
         await shot(page, 'edge_' + kind);
       });
+    }
+  },
+
+  // gen_snapshot python: the icicle folds the interpreter's native frames
+  // and torch's dispatch plumbing by default, as `vramtrace leaks` does (so
+  // forward, reached through two eval-loop call sites, is one box); the
+  // "show interpreter and dispatch frames" toggle brings them back; Python
+  // frames say where their function is defined.
+  async python_frames_fold_in_the_icicle() {
+    const html = makePage('python_frames_fold_in_the_icicle', false, 'python');
+    const { page, close, verifyQuiet } = await open(html);
+    try {
+      await until(page, () => window.__vt.flameBoxes().length > 0);
+      const toggle = await page.evaluate(() => {
+        const t = document.getElementById('flame-all'), r = t.parentNode.getBoundingClientRect();
+        return { hidden: t.parentNode.hidden, w: r.width, h: r.height, checked: t.checked, text: t.parentNode.textContent };
+      });
+      check(!toggle.hidden && toggle.w > 20 && toggle.h > 5 && !toggle.checked, 'toggle not visible or not off: ' + JSON.stringify(toggle));
+      const names = async () => (await page.evaluate(() => window.__vt.flameBoxes())).map((b) => b.fn);
+      const count = (list, fn) => list.filter((n) => n === fn).length;
+      const folded = await names();
+      for (const fn of ['<module>', 'step', 'forward', 'at::empty', 'at::zeros', 'torch::autograd::Engine::thread_main'])
+        check(folded.includes(fn), 'folded icicle lacks ' + fn + ': ' + folded);
+      // _start is the python executable's own: the interpreter's too
+      for (const fn of ['_start', '_PyEval_EvalFrameDefault', 'Py_RunMain', '_PyObject_Vectorcall', '_call_impl', '_wrapped_call_impl'])
+        check(!folded.includes(fn), 'folded icicle shows ' + fn + ': ' + folded);
+      check(count(folded, 'forward') === 1, 'forward is not one box when folded: ' + folded);
+      // a stack with no Python frame keeps its interpreter frames, as in leaks
+      check(folded.includes('pythread_wrapper'), 'a stack without Python frames was folded: ' + folded);
+      // The box of forward holds both activations (24 + 8 MiB).
+      const fwd = (await page.evaluate(() => window.__vt.flameBoxes())).find((b) => b.fn === 'forward');
+      check(fwd.bytes === 32 * 1024 * 1024, 'forward box bytes: ' + fwd.bytes);
+      const tip = await hoverTip(page, fwd.x, fwd.y);
+      check(tip.includes('model.py:88 (def at line 80)'), 'forward tooltip: ' + tip);
+      await shot(page, 'python_frames_folded');
+
+      await page.click('#flame-all');
+      await until(page, () => window.__vt.flameBoxes().some((b) => b.fn === '_PyEval_EvalFrameDefault'));
+      const all = await names();
+      for (const fn of ['_start', '_PyEval_EvalFrameDefault', 'Py_RunMain', '_PyObject_Vectorcall', '_call_impl', '_wrapped_call_impl', 'forward'])
+        check(all.includes(fn), 'all frames: icicle lacks ' + fn + ': ' + all);
+      check(count(all, 'forward') === 2, 'all frames: forward is not two boxes: ' + all);
+      check(all.length > folded.length, 'all frames drew no more boxes');
+      await shot(page, 'python_frames_all');
+      await page.click('#flame-all');
+      await until(page, () => !window.__vt.flameBoxes().some((b) => b.fn === '_PyEval_EvalFrameDefault'));
+      check((await names()).join() === folded.join(), 'folding again did not give the same icicle');
+
+      // The detail panel's stack folds the same frames and names the def line.
+      const pos = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('act.a')));
+      check(pos, 'act.a is not drawn');
+      await page.mouse.click(pos.x, pos.y);
+      await until(page, () => document.getElementById('detail').textContent.includes('Allocation stack'));
+      const detail = await page.textContent('#detail');
+      check(detail.includes('model.py:88 (def at line 80)') && detail.includes('train.py:30 (def at line 28)'), 'detail lacks def lines: ' + detail);
+      check(!detail.includes('_PyEval_EvalFrameDefault') && /interpreter and dispatch frames hidden/.test(detail), 'detail does not fold: ' + detail);
+      check(!detail.includes('def at line 1)'), 'the module\'s top level names a def line: ' + detail);
+      verifyQuiet();
+    } finally {
+      await close();
     }
   },
 

@@ -21,6 +21,17 @@
  *       40 allocations later (about 10 MiB alive at any time), every 500th
  *       named "tok.N"; every 100th token a 4 MiB "scratch" from
  *       attention_scratch that is freed right away.
+ *   gen_snapshot python OUT.vtsnap
+ *       Stacks as the recorder writes them in a PyTorch program: Python
+ *       frames (ip 0, module "python", with their functions' first lines)
+ *       spliced in at libpython's _PyEval_EvalFrameDefault frames, torch's
+ *       dispatch plumbing (Module._wrapped_call_impl, _call_impl) between
+ *       step() and forward(). "act.a" (at::empty) and "act.b" (at::zeros)
+ *       come from forward (model.py:88, def at line 80) through two
+ *       different eval-loop call sites, so folded they share one forward;
+ *       "grad.w" comes from an autograd thread with no Python frames, and
+ *       "c.thread" from a thread in libpython's pythread_wrapper that runs
+ *       no Python code.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -368,6 +379,95 @@ static void generate_many(void)
     S->meta.events_recorded = S->nevents;
 }
 
+/* One frame of the "python" snapshot: a Python one when `module` is NULL
+ * (file:line function, first line `first`), else a native one. */
+static uint32_t frame_of(const char *module, const char *file, unsigned line, const char *fn,
+                         unsigned first)
+{
+    uint64_t ip = module ? 0x7f1000000000ull + 0x100 * S->nframes : 0;
+    return sb_frame(&B, (vt_frame){
+        .ip = ip, .module_offset = ip ? 0x100 * S->nframes : 0,
+        .module = str(module ? module : "python"), .function = str(fn),
+        .file = file ? str(file) : 0, .line = line, .first_line = first,
+    });
+}
+
+/* A stack of frames given outermost first, nodes shared by prefix. */
+static uint32_t stack_frames(const uint32_t *frames, size_t n)
+{
+    uint32_t parent = 0;
+    if (S->nstack_nodes == 0)
+        sb_node(&B, 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t found = 0;
+        for (size_t k = 1; k < S->nstack_nodes && !found; k++)
+            if (S->stack_nodes[k].parent == parent && S->stack_nodes[k].frame == frames[i])
+                found = (uint32_t)k;
+        parent = found ? found : sb_node(&B, parent, frames[i]);
+    }
+    return parent;
+}
+#define FRAMES(...) stack_frames((const uint32_t[]){ __VA_ARGS__ }, \
+                                 sizeof((const uint32_t[]){ __VA_ARGS__ }) / sizeof(uint32_t))
+
+static void generate_python(void)
+{
+    S = calloc(1, sizeof *S);
+    B = (struct snap_builder){ .s = S };
+    str("");
+    S->meta.pid = 4444;
+    S->meta.rank = -1;
+    S->meta.host = str("testhost");
+    S->meta.command_line = str("python train.py");
+    S->meta.config = str("cache:1,stacks:all");
+    S->meta.library_version = str("0.1.0");
+    S->meta.clock_base_monotonic_ns = now_ns;
+    S->devices = calloc(1, sizeof *S->devices);
+    S->ndevices = 1;
+    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
+
+    const char *py = "/usr/lib/libpython3.11.so.1.0", *exe = "/usr/bin/python3.11";
+    const char *torch = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so";
+    const char *mod = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py";
+    uint32_t start = frame_of(exe, NULL, 0, "_start", 0);
+    uint32_t run_main = frame_of(py, NULL, 0, "Py_RunMain", 0);
+    uint32_t eval_a = frame_of(py, NULL, 0, "_PyEval_EvalFrameDefault", 0);
+    uint32_t eval_b = frame_of(py, NULL, 0, "_PyEval_EvalFrameDefault", 0);   /* another call site */
+    uint32_t eval_c = frame_of(py, NULL, 0, "_PyEval_EvalFrameDefault", 0);
+    uint32_t vectorcall = frame_of(py, NULL, 0, "_PyObject_Vectorcall", 0);
+    uint32_t top = frame_of(NULL, "train.py", 41, "<module>", 1);
+    uint32_t step = frame_of(NULL, "train.py", 30, "step", 28);
+    uint32_t wrapped = frame_of(NULL, mod, 1736, "_wrapped_call_impl", 1734);
+    uint32_t call_impl = frame_of(NULL, mod, 1747, "_call_impl", 1740);
+    uint32_t forward = frame_of(NULL, "model.py", 88, "forward", 80);
+    uint32_t empty = frame_of(torch, NULL, 0, "at::empty", 0);
+    uint32_t zeros = frame_of(torch, NULL, 0, "at::zeros", 0);
+    uint32_t thread = frame_of("/usr/lib/libc.so.6", NULL, 0, "start_thread", 0);
+    uint32_t engine = frame_of(torch, NULL, 0, "torch::autograd::Engine::thread_main", 0);
+
+    uint32_t st_a = FRAMES(start, run_main, eval_a, top, step, eval_b, wrapped, call_impl, eval_c,
+                           forward, vectorcall, empty);
+    uint32_t st_b = FRAMES(start, run_main, eval_a, top, step, eval_c, wrapped, call_impl, eval_b,
+                           forward, vectorcall, zeros);
+    uint32_t st_grad = FRAMES(thread, engine, empty);
+    /* A thread the interpreter started that runs no Python code: nothing of
+     * its stack is folded, the interpreter's frame included. */
+    uint32_t st_cthread = FRAMES(thread, frame_of(py, NULL, 0, "pythread_wrapper", 0), empty);
+
+    uint64_t a = alloc(24 * MiB, st_a, 0);
+    tensor("act.a", a, 24 * MiB);
+    uint64_t b = alloc(8 * MiB, st_b, 0);
+    tensor("act.b", b, 8 * MiB);
+    uint64_t g = alloc(4 * MiB, st_grad, 0);
+    S->events[S->nevents - 1].thread = 2;   /* the autograd thread */
+    tensor("grad.w", g, 4 * MiB);
+    uint64_t c = alloc(2 * MiB, st_cthread, 0);
+    S->events[S->nevents - 1].thread = 3;
+    tensor("c.thread", c, 2 * MiB);
+    S->meta.snapshot_time_ns = now_ns + 1000000;
+    S->meta.events_recorded = S->nevents;
+}
+
 /* Degenerate snapshots the page must still draw cleanly: "empty" (no event
  * at all), "one" (a single allocation, never freed), "marks" (only marks, no
  * allocation), "huge" (a 2000-character tensor name, mark labels and
@@ -418,18 +518,21 @@ static void generate_edge(const char *kind)
 
 int main(int argc, char **argv)
 {
-    static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge" };
+    static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
+                                         "python" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge OUT\n");
+                        "       gen_snapshot empty|one|marks|huge|python OUT\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
     if (!strcmp(argv[1], "many"))
         generate_many();
+    else if (!strcmp(argv[1], "python"))
+        generate_python();
     else if (strcmp(argv[1], "small") && !big)
         generate_edge(argv[1]);
     else

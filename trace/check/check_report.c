@@ -153,7 +153,10 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
         const char *file = vt__ck_string(s, fr[i]->file);
         const char *mod = vt__ck_string(s, fr[i]->module);
         fprintf(f, "%sat %s", indent, *fn ? fn : "??");
-        if (*file)
+        uint32_t def = vt_frame_def_line(s, fr[i]);
+        if (*file && def)
+            fprintf(f, " (%s:%u, def at line %u)", file, fr[i]->line, def);
+        else if (*file)
             fprintf(f, " (%s:%u)", file, fr[i]->line);
         else if (*mod)
             fprintf(f, " (%s+0x%" PRIx64 ")", mod, fr[i]->module_offset);
@@ -496,7 +499,8 @@ static void json_stack(FILE *f, const vt_snapshot_data *s, uint32_t id)
         vt__json_str(f, vt__ck_string(s, fr[i]->function));
         fprintf(f, ",\"file\":");
         vt__json_str(f, vt__ck_string(s, fr[i]->file));
-        fprintf(f, ",\"line\":%u,\"module\":", fr[i]->line);
+        fprintf(f, ",\"line\":%u,\"first_line\":%u,\"module\":", fr[i]->line,
+                fr[i]->first_line);
         vt__json_str(f, vt__ck_string(s, fr[i]->module));
         fprintf(f, ",\"ip\":\"0x%" PRIx64 "\"}", fr[i]->ip);
     }

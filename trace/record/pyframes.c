@@ -54,7 +54,9 @@
  * Names are copied out of the code object's str objects (compact ASCII, or
  * compact with a cached UTF-8 copy, or encoded here from UCS-1/2/4) into the
  * pinned interned strings when a frame is first seen, as "file:line function":
- * a code object freed before the export leaves its frame's text behind.
+ * a code object freed before the export leaves its frame's text behind. The
+ * code object's co_firstlineno (where its function is defined) travels in
+ * the frame's synthetic IP itself (rec_internal.h), read at the same time.
  */
 #include "rec_internal.h"
 
@@ -336,5 +338,9 @@ uint64_t vt__py_frame_ip(const vt_pyframe *f)
     pos += (size_t)snprintf(text + pos, sizeof text - pos, ":%d ", line > 0 ? line : 0);
     put_str(AT(code, L->co_name, const char *), text, &pos, sizeof text);
     uint32_t s = vt__string_intern_pinned(text);
-    return s ? VT_IP_SYNTHETIC | s : 0;
+    /* co_firstlineno: an int the compiler sets once, every version; the line
+     * of the first decorator, else of the def (1 for a module). */
+    int first = AT(code, L->co_firstlineno, int);
+    uint64_t def = first > 0 && first <= VT_IP_FIRST_LINE_MAX ? (uint64_t)first : 0;
+    return s ? VT_IP_SYNTHETIC | def << VT_IP_FIRST_LINE_SHIFT | s : 0;
 }

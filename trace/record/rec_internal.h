@@ -108,8 +108,11 @@ uint64_t vt__ring_head(void);
 #define VT_STACK_MAX_DEPTH 256
 /* Synthetic (e.g. Python) frames are interned as IPs with this bit set and
  * the string index of "file:line function" in the low 32 bits: user-space
- * code addresses never have bit 63 set. */
+ * code addresses never have bit 63 set. Bits 32..62 hold the first line of
+ * the frame's function (Python: co_firstlineno; 0 when not known). */
 #define VT_IP_SYNTHETIC (UINT64_C(1) << 63)
+#define VT_IP_FIRST_LINE_SHIFT 32
+#define VT_IP_FIRST_LINE_MAX INT32_MAX
 
 int vt__stacks_init(unsigned depth);
 /* Set in a stack id whose stack lost its inner frames because the node
@@ -170,7 +173,8 @@ bool vt__py_is_eval_frame(uint64_t ip);
  * number of eval-loop C calls they ran in into *ngroups. @return count, 0
  * when this thread runs no Python. */
 int vt__py_walk(vt_pyframe *out, int max, uint32_t *ngroups);
-/* The synthetic IP of a frame ("file:line function" pinned), 0 on failure. */
+/* The synthetic IP of a frame ("file:line function" pinned, and the first
+ * line of its code object), 0 on failure. */
 uint64_t vt__py_frame_ip(const vt_pyframe *f);
 
 /* ---- auto_snapshot.c ----------------------------------------------------- */

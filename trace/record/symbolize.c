@@ -14,7 +14,9 @@
  * what the source line should name.
  *
  * Synthetic frames (VT_IP_SYNTHETIC, interned by vt_stack_intern_frames from
- * strings "file:line function") become frames with ip 0, module "python".
+ * strings "file:line function", or read from the interpreter by pyframes.c
+ * with the function's first line in the IP) become frames with ip 0, module
+ * "python".
  */
 #include "rec_snap.h"
 
@@ -92,6 +94,7 @@ static void synthetic(symctx *c, uint64_t ip, vt_frame *f)
     char text[1024];
     f->ip = 0;
     f->module = c->python;
+    f->first_line = (uint32_t)((ip & ~VT_IP_SYNTHETIC) >> VT_IP_FIRST_LINE_SHIFT);
     if (vt__strings_get((uint32_t)ip, text, sizeof text) < 0)
         return;
     char *func = NULL, *colon = NULL;

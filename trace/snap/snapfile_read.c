@@ -33,10 +33,12 @@
 #define FUZZING 0
 #endif
 
-#define NKNOWN 6
+#define NKNOWN 7
 static const char *const section_names[NKNOWN + 1] = {
-    "?", "meta", "strings", "frames", "stacks", "state", "events",
+    "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines",
 };
+/* Sections a file may leave out (format.h): FIRST_LINES. */
+#define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES)
 
 struct entry {
     uint32_t id, flags;
@@ -159,13 +161,15 @@ static int parse_header(struct rd *r)
                          (unsigned long long)en.stored, r->size);
         if (en.id == 0 || en.id > NKNOWN)
             continue; /* a later minor version's section: skip */
+        if (en.id == VT_SECTION_FIRST_LINES && r->minor < 4)
+            continue; /* not of this file's version: what a 1.3 reader does */
         if (r->sec[en.id].present)
             return rfail(r, "section table at byte offset %llu: section '%s' appears twice",
                          (unsigned long long)eoff, section_names[en.id]);
         r->sec[en.id] = en;
     }
     for (int id = 1; id <= NKNOWN; id++)
-        if (!r->sec[id].present)
+        if (!r->sec[id].present && !OPTIONAL_SECTION(id))
             return rfail(r, "section table at byte offset %llu: section '%s' is missing",
                          (unsigned long long)toff, section_names[id]);
     return 0;
@@ -181,6 +185,8 @@ static uint64_t raw_bound(int id, uint64_t count)
         return VT_MAX_META_BYTES;
     case VT_SECTION_FRAMES:
         return count > big ? UINT64_MAX : count * VT_MAX_FRAME_BYTES;
+    case VT_SECTION_FIRST_LINES:
+        return count > big ? UINT64_MAX : count * VT_MAX_FIRST_LINE_BYTES;
     case VT_SECTION_STACKS:
         return count > big ? UINT64_MAX : (count ? count - 1 : 0) * VT_MAX_STACK_NODE_BYTES;
     case VT_SECTION_EVENTS:
@@ -422,10 +428,33 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
             return SFAIL(r, off, "frame %llu: line %llu out of range", (unsigned long long)i,
                          (unsigned long long)line);
         *f = (vt_frame){ ip, mo, (uint32_t)mod, (uint32_t)bid, (uint32_t)fn, (uint32_t)file,
-                         (uint32_t)line };
+                         (uint32_t)line, 0 };
     }
     if (vt__cur_left(&c))
         return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last frame", vt__cur_left(&c));
+    return 0;
+}
+
+static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
+{
+    vt_snapshot_data *s = r->s;
+    uint64_t count = r->sec[VT_SECTION_FIRST_LINES].count;
+    if (count != s->nframes)
+        return SFAIL(r, (size_t)0, "%llu first lines for %zu frames",
+                     (unsigned long long)count, s->nframes);
+    vt__cur c = vt__cur_make(raw, n);
+    for (uint64_t i = 0; i < count; i++) {
+        size_t off = vt__cur_off(&c);
+        uint64_t first = vt__get_varint(&c);
+        NEED(&c, "first line");
+        if (first > INT32_MAX)
+            return SFAIL(r, off, "frame %llu: first line %llu out of range",
+                         (unsigned long long)i, (unsigned long long)first);
+        s->frames[i].first_line = (uint32_t)first;
+    }
+    if (vt__cur_left(&c))
+        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last first line",
+                     vt__cur_left(&c));
     return 0;
 }
 
@@ -706,10 +735,13 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
         int (*fn)(struct rd *, const unsigned char *, size_t);
     } order[] = {
         { VT_SECTION_STRINGS, dec_strings }, { VT_SECTION_META, dec_meta },
-        { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_STACKS, dec_stacks },
-        { VT_SECTION_STATE, dec_state },     { VT_SECTION_EVENTS, dec_events },
+        { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_FIRST_LINES, dec_first_lines },
+        { VT_SECTION_STACKS, dec_stacks },   { VT_SECTION_STATE, dec_state },
+        { VT_SECTION_EVENTS, dec_events },
     };
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !rc; i++) {
+        if (!r.sec[order[i].id].present)
+            continue;   /* an optional section the file leaves out */
         unsigned char *raw;
         rc = load_section(&r, order[i].id, &raw);
         if (!rc)

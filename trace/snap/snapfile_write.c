@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,8 @@ static int validate(const vt_snapshot_data *s, char *err, size_t errlen)
         const vt_frame *f = &s->frames[i];
         if (f->module >= ns || f->build_id >= ns || f->function >= ns || f->file >= ns)
             BAD("frame %zu names a string beyond the %zu strings", i, ns);
+        if (f->first_line > INT32_MAX)
+            BAD("frame %zu: first line %u out of range", i, f->first_line);
     }
     for (size_t i = 1; i < s->nstack_nodes; i++) {
         const vt_stack_node *nd = &s->stack_nodes[i];
@@ -189,6 +192,21 @@ static void enc_frames(const vt_snapshot_data *s, vt__buf *b)
         vt__put_varint(b, f->file);
         vt__put_varint(b, f->line);
     }
+}
+
+/* Whether any frame has a first line: FIRST_LINES is written only then. */
+static bool any_first_line(const vt_snapshot_data *s)
+{
+    for (size_t i = 0; i < s->nframes; i++)
+        if (s->frames[i].first_line)
+            return true;
+    return false;
+}
+
+static void enc_first_lines(const vt_snapshot_data *s, vt__buf *b)
+{
+    for (size_t i = 0; i < s->nframes; i++)
+        vt__put_varint(b, s->frames[i].first_line);
 }
 
 static void enc_stacks(const vt_snapshot_data *s, vt__buf *b)
@@ -340,21 +358,26 @@ int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, ch
     int rc = validate(s, err, errlen);
     if (rc)
         return rc;
-    struct section secs[6] = {
+    struct section secs[7] = {
         { .id = VT_SECTION_META, .count = 1 },
         { .id = VT_SECTION_STRINGS, .count = nstrings_of(s) },
         { .id = VT_SECTION_FRAMES, .count = s->nframes },
         { .id = VT_SECTION_STACKS, .count = nnodes_of(s) },
         { .id = VT_SECTION_STATE, .count = s->nsegments },
         { .id = VT_SECTION_EVENTS, .count = s->nevents },
+        { .id = VT_SECTION_FIRST_LINES, .count = s->nframes },   /* optional, last */
     };
-    const size_t nsec = sizeof secs / sizeof secs[0];
+    /* Without first lines the file is what a 1.3 writer wrote, bar the
+     * version: the section is left out (format.h). */
+    const size_t nsec = any_first_line(s) ? 7 : 6;
     enc_meta(s, &secs[0].raw);
     enc_strings(s, &secs[1].raw);
     enc_frames(s, &secs[2].raw);
     enc_stacks(s, &secs[3].raw);
     enc_state(s, &secs[4].raw);
     rc = enc_events(s, &secs[5].raw);
+    if (nsec == 7)
+        enc_first_lines(s, &secs[6].raw);
 
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
     if (!cctx)
@@ -420,7 +443,7 @@ int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, ch
         free(hdr.p);
         free(tab.p);
     }
-    for (size_t i = 0; i < nsec; i++) {
+    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
         if (secs[i].stored != secs[i].raw.p)
             free(secs[i].stored);
         free(secs[i].raw.p);

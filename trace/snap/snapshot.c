@@ -6,6 +6,7 @@
  * blocks, so vt_snapshot_free() can free() them one by one.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "snapshot.h"
 
@@ -37,6 +38,13 @@ size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
         id = node->parent;
     }
     return n;
+}
+
+uint32_t vt_frame_def_line(const vt_snapshot_data *s, const vt_frame *f)
+{
+    if (!f || !f->first_line || !strcmp(vt_snapshot_string(s, f->function), "<module>"))
+        return 0;
+    return f->first_line;
 }
 
 void vt_snapshot_free_arrays(vt_snapshot_data *s)

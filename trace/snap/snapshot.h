@@ -55,6 +55,8 @@ typedef struct vt_frame {
     uint32_t function;     /* string: symbol name, 0 if unknown */
     uint32_t file;         /* string: source file, 0 if no debug info */
     uint32_t line;         /* source line, 0 if unknown */
+    uint32_t first_line;   /* Python: line where the function is defined
+                            * (co_firstlineno), 0 if unknown (format 1.4) */
 } vt_frame;
 
 /* A block of a segment in the allocator's state at snapshot time. */
@@ -134,6 +136,11 @@ const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index);
  * to `out` and returns how many the stack has (may exceed max). */
 size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
                                 const vt_frame **out, size_t max);
+
+/* The line where frame f's function is defined, as the views show it
+ * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown
+ * or when f runs a module's top-level code ("<module>", always line 1). */
+uint32_t vt_frame_def_line(const vt_snapshot_data *s, const vt_frame *f);
 
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt_snapshot_free(vt_snapshot_data *s);

@@ -3,8 +3,9 @@
 Run by test_pyframes.py under `vramtrace run` on the simulated device, with
 any CPython (no torch: cudaMalloc is called through ctypes). For every
 allocation it records the Python stack it expects the recorder to see
-(file, line, function, outermost first) and prints them as one JSON line:
-{"0x...": [[file, line, function], ...], ...}.
+(file, line, function and the function's first line, outermost first) and
+prints them as one JSON line:
+{"0x...": [[file, line, function, first_line], ...], ...}.
 """
 
 import asyncio
@@ -20,10 +21,12 @@ lock = threading.Lock()
 
 def callers(frame, line):
     """frame's stack, outermost first, with `line` for frame itself."""
-    out = [[frame.f_code.co_filename, line, frame.f_code.co_name]]
+    code = frame.f_code
+    out = [[code.co_filename, line, code.co_name, code.co_firstlineno]]
     frame = frame.f_back
     while frame is not None:
-        out.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
+        code = frame.f_code
+        out.append([code.co_filename, frame.f_lineno, code.co_name, code.co_firstlineno])
         frame = frame.f_back
     return out[::-1]
 
@@ -39,6 +42,15 @@ def alloc(n):
 
 def plain():
     return alloc(1 << 20)
+
+
+def passthrough(fn):
+    return fn
+
+
+@passthrough
+def decorated():
+    return alloc(1 << 16)
 
 
 def gen_allocs(k):
@@ -129,7 +141,7 @@ def signalled():
         t.join()
 
 
-SHAPES = {"plain": plain, "generator": generator, "async": asynchronous,
+SHAPES = {"plain": plain, "decorated": decorated, "generator": generator, "async": asynchronous,
           "exception": exception_main, "threads": threads, "signal": signalled}
 
 if __name__ == "__main__":
