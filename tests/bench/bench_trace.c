@@ -39,29 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uintptr_t sink;
+#define BENCH_ALLOC(size) vt_malloc((ssize_t)(size), 0, NULL)
+#define BENCH_FREE(p, size) vt_free((p), (ssize_t)(size), 0, NULL)
+#include "bench_pairs.h"
 
 /* ---- children ------------------------------------------------------------ */
-
-static uint64_t pairs_loop(long pairs)
-{
-    uint64_t t0 = bench_now_ns();
-    for (long i = 0; i < pairs; i++) {
-        void *p = vt_malloc((ssize_t)bench_trace_size(i), 0, NULL);
-        sink += (uintptr_t)p;
-        vt_free(p, (ssize_t)bench_trace_size(i), 0, NULL);
-    }
-    return bench_now_ns() - t0;
-}
-
-__attribute__((noinline)) static uint64_t recurse(int depth, long pairs)
-{
-    if (depth <= 0)
-        return pairs_loop(pairs);
-    uint64_t r = recurse(depth - 1, pairs);
-    sink += (uintptr_t)depth;   /* no tail call: every level keeps its frame */
-    return r;
-}
 
 static int child_pairs(long pairs, int depth)
 {

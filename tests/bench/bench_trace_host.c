@@ -16,27 +16,9 @@
 
 #include "bench_util.h"
 
-static volatile uintptr_t sink;
-
-static uint64_t loop(long pairs)
-{
-    uint64_t t0 = bench_now_ns();
-    for (long i = 0; i < pairs; i++) {
-        void *p = malloc(bench_trace_size(i));
-        sink += (uintptr_t)p;
-        free(p);
-    }
-    return bench_now_ns() - t0;
-}
-
-__attribute__((noinline)) static uint64_t recurse(int depth, long pairs)
-{
-    if (depth <= 0)
-        return loop(pairs);
-    uint64_t r = recurse(depth - 1, pairs);
-    sink += (uintptr_t)depth;   /* no tail call: every level keeps its frame */
-    return r;
-}
+#define BENCH_ALLOC(size) malloc(size)
+#define BENCH_FREE(p, size) free(p)
+#include "bench_pairs.h"
 
 int main(int argc, char **argv)
 {

@@ -843,8 +843,7 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     ASSERT_EQ(vt__rd_le(data + 32, 4), 7);
     uint64_t off, len;
     find_section(data, VT_SECTION_FIRST_LINES, &off, &len);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "py", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->frames[1].first_line, 31);
     ASSERT_EQ(r->frames[2].first_line, 32);
     ASSERT_EQ(r->frames[0].first_line, 0);
@@ -856,7 +855,7 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     s = gen_small();
     data = encode(s, &size);
     ASSERT_EQ(vt__rd_le(data + 32, 4), 6);
-    ASSERT_MSG(vt_snapfile_decode(data, size, "native", &r, err, sizeof err) == 0, "%s", err);
+    r = decode_ok(data, size);
     for (size_t i = 0; i < r->nframes; i++)
         ASSERT_EQ(r->frames[i].first_line, 0);
     same_snapshot(s, r);
@@ -878,10 +877,7 @@ TEST(format_1_3_file_reads_with_no_first_lines)
     ASSERT_EQ(nsec, 7);
     ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
     for (size_t with = 6; with <= 7; with++) {
-        size_t n2;
-        unsigned char *f = repack(secs, with, 3, &n2);
-        vt_snapshot_data *r;
-        ASSERT_MSG(vt_snapfile_decode(f, n2, "old", &r, err, sizeof err) == 0, "%s", err);
+        vt_snapshot_data *r = decode_repacked(secs, with, 3);
         ASSERT_EQ(r->meta.format_version, 0x10003u);
         ASSERT_EQ(r->nframes, s->nframes);
         for (size_t i = 0; i < r->nframes; i++) {
@@ -892,10 +888,8 @@ TEST(format_1_3_file_reads_with_no_first_lines)
         ASSERT_EQ(r->nevents, s->nevents);
         ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
         vt_snapshot_free(r);
-        free(f);
     }
-    for (size_t i = 0; i < nsec; i++)
-        free(secs[i].raw);
+    free_sections(secs, nsec);
     free(data);
     vt_snapshot_free(s);
 }
@@ -930,8 +924,7 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
     f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
     expect_reject(f, n2, "after the last first line");
     free(f);
-    for (size_t i = 0; i < nsec; i++)
-        free(secs[i].raw);
+    free_sections(secs, nsec);
     free(data);
     /* the writer refuses what the reader would */
     s->frames[1].first_line = (uint32_t)INT32_MAX + 1;

@@ -144,6 +144,16 @@ function canvasStats(page, id, rgb) {
   }, [id, rgb || null]);
 }
 
+/* Click the lifetime of `name` on the timeline; the detail panel's text once
+ * it shows `text`. */
+async function clickLifetime(page, name, text) {
+  const pos = await page.evaluate((n) => window.__vt.locate(window.__vt.findLifetime(n)), name);
+  check(pos, name + ' is not drawn');
+  await page.mouse.click(pos.x, pos.y);
+  await until(page, (t) => document.getElementById('detail').textContent.includes(t), text);
+  return page.textContent('#detail');
+}
+
 /* Open the page `html`, run body(page, opened), then check the page logged
  * nothing unexpected (verifyQuiet); the page is closed whatever happens. */
 async function withPage(html, body) {
@@ -197,11 +207,7 @@ const tests = {
         check(detail.includes(fn), 'detail panel lacks "' + fn + '": ' + detail);
       }
       // An activation: freed, so its free stack is shown too.
-      const pos2 = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('act2')));
-      check(pos2, 'act2 is not drawn');
-      await page.mouse.click(pos2.x, pos2.y);
-      await until(page, () => document.getElementById('detail').textContent.includes('act2'));
-      const d2 = await page.textContent('#detail');
+      const d2 = await clickLifetime(page, 'act2', 'act2');
       check(d2.includes('Linear.forward') && d2.includes('free_activations'), 'act2 stacks wrong: ' + d2);
       const top = await page.textContent('#top');
       check(top.includes('act2') && top.includes('fc1.weight'), 'table at the clicked moment lacks act2/fc1.weight: ' + top);
@@ -448,9 +454,7 @@ const tests = {
   // "show interpreter and dispatch frames" toggle brings them back; Python
   // frames say where their function is defined.
   async python_frames_fold_in_the_icicle() {
-    const html = makePage('python_frames_fold_in_the_icicle', false, 'python');
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('python_frames_fold_in_the_icicle', false, 'python'), async (page) => {
       await until(page, () => window.__vt.flameBoxes().length > 0);
       const toggle = await page.evaluate(() => {
         const t = document.getElementById('flame-all'), r = t.parentNode.getBoundingClientRect();
@@ -488,18 +492,11 @@ const tests = {
       check((await names()).join() === folded.join(), 'folding again did not give the same icicle');
 
       // The detail panel's stack folds the same frames and names the def line.
-      const pos = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('act.a')));
-      check(pos, 'act.a is not drawn');
-      await page.mouse.click(pos.x, pos.y);
-      await until(page, () => document.getElementById('detail').textContent.includes('Allocation stack'));
-      const detail = await page.textContent('#detail');
+      const detail = await clickLifetime(page, 'act.a', 'Allocation stack');
       check(detail.includes('model.py:88 (def at line 80)') && detail.includes('train.py:30 (def at line 28)'), 'detail lacks def lines: ' + detail);
       check(!detail.includes('_PyEval_EvalFrameDefault') && /interpreter and dispatch frames hidden/.test(detail), 'detail does not fold: ' + detail);
       check(!detail.includes('def at line 1)'), 'the module\'s top level names a def line: ' + detail);
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   // vramtrace viz --replay CONF: the replay's reserved bytes, dashed in
