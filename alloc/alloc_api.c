@@ -89,32 +89,20 @@ void vt__alloc_stream_created(int device, uint64_t stream)
 
 void vt__alloc_stream_destroyed(uint64_t stream)
 {
-    int n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = vt__heap_get(d, false);
-        if (h)
-            vt__heap_stream_destroyed(h, stream);
-    }
+    VT__FOR_EACH_HEAP(h)
+        vt__heap_stream_destroyed(h, stream);
 }
 
 void vt__alloc_sync_begin(bool all)
 {
-    int n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = vt__heap_get(d, false);
-        if (h)
-            vt__heap_sync_begin(h, all);
-    }
+    VT__FOR_EACH_HEAP(h)
+        vt__heap_sync_begin(h, all);
 }
 
 void vt__alloc_sync_end(void)
 {
-    int n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = vt__heap_get(d, false);
-        if (h)
-            vt__heap_sync_end(h);
-    }
+    VT__FOR_EACH_HEAP(h)
+        vt__heap_sync_end(h);
 }
 
 uint64_t vt__alloc_mem_free(int device, uint64_t device_free)
@@ -135,10 +123,9 @@ int vt__alloc_empty_cache(int device)
         vt__heap *h = vt__heap_get(device, false);
         return h ? vt__heap_empty_cache(h) : 0;
     }
-    int rc = 0, n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = vt__heap_get(d, false);
-        int r = h ? vt__heap_empty_cache(h) : 0;
+    int rc = 0;
+    VT__FOR_EACH_HEAP(h) {
+        int r = vt__heap_empty_cache(h);
         if (r && !rc)
             rc = r;
     }

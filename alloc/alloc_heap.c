@@ -162,19 +162,6 @@ int vt__heap_count(void)
     return atomic_load_explicit(&heap_hi, memory_order_acquire);
 }
 
-int vt__reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t elem, uint64_t first)
-{
-    if (n < *cap)
-        return 0;
-    uint64_t ncap = *cap ? *cap * 2 : first;
-    void *p = realloc(*arr, ncap * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
 /* ---- free blocks -------------------------------------------------------- */
 
 vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
@@ -416,14 +403,16 @@ static inline bool heap_may_own(int d, uint64_t addr)
            && addr < atomic_load_explicit(&h->hi, memory_order_relaxed);
 }
 
+/* Each heap d, h whose range may hold addr (heap_may_own), in device order.
+ * The body runs once per such heap: `continue` goes to the next one. */
+#define FOR_EACH_HEAP_MAY_OWN(d, h, addr)                         \
+    for (int d = 0, n_ = vt__heap_count(); d < n_; d++)           \
+        for (vt__heap *h = &heaps[d]; h && heap_may_own(d, addr); h = NULL)
+
 int vt__heap_free(void *ptr, uint64_t key, enum vt__free_mode mode, uint32_t stack)
 {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    int n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = &heaps[d];
-        if (!heap_may_own(d, addr))
-            continue;
+    FOR_EACH_HEAP_MAY_OWN(d, h, addr) {
         vt__heap_lock(h);
         vt__block *b = vt__ptrmap_del(&h->live, addr);
         if (vt_likely(b)) {
@@ -448,11 +437,7 @@ int vt__heap_free(void *ptr, uint64_t key, enum vt__free_mode mode, uint32_t sta
 int vt__heap_record_stream(void *ptr, uint64_t key)
 {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    int n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = &heaps[d];
-        if (!heap_may_own(d, addr))
-            continue;
+    FOR_EACH_HEAP_MAY_OWN(d, h, addr) {
         vt__heap_lock(h);
         vt__block *b = vt__ptrmap_get(&h->live, addr);
         if (!b) {
@@ -479,11 +464,7 @@ int vt__heap_record_stream(void *ptr, uint64_t key)
 bool vt__heap_owns(const void *ptr)
 {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    int n = vt__heap_count();
-    for (int d = 0; d < n; d++) {
-        vt__heap *h = &heaps[d];
-        if (!heap_may_own(d, addr))
-            continue;
+    FOR_EACH_HEAP_MAY_OWN(d, h, addr) {
         vt__heap_lock(h);
         bool own = vt__segs_find(h, addr, NULL) != NULL;
         vt__heap_unlock(h);

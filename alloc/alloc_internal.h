@@ -25,6 +25,7 @@
 #include "vramtrace/format.h"
 
 #include "cuda_errors.h"
+#include "grow.h"
 #include "likely.h"
 
 #define VT_MAX_DEVICES   64
@@ -225,6 +226,10 @@ vt__heap *vt__heap_get(int device, bool create);   /* NULL if device invalid */
 /* Device d's heap, ready or not (the fork handlers lock every one). */
 vt__heap *vt__heap_slot(int device);
 int vt__heap_count(void);                         /* devices ever touched, upper bound */
+/* Each heap there is (a device the program never used has none). */
+#define VT__FOR_EACH_HEAP(h)                                       \
+    for (int d_ = 0, n_ = vt__heap_count(); d_ < n_; d_++)          \
+        for (vt__heap *h = vt__heap_get(d_, false); h; h = NULL)
 int vt__heap_malloc(vt__heap *h, uint64_t size, uint64_t stream_key, void **out);
 /* @return 0, VT_ALLOC_NOT_OWNED if ptr not in h, or cudaErrorInvalidValue */
 int vt__heap_free(void *ptr, uint64_t stream_key, enum vt__free_mode mode, uint32_t stack);
@@ -241,8 +246,14 @@ vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
  * ones stay apart); in a dead segment the segment may retire. */
 void vt__make_free(vt__heap *h, vt__block *b);
 /* Room for one more element in a doubling array of `elem`-byte items
- * (`first` slots at the start). @return 0, or -1 out of memory (unchanged). */
-int vt__reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t elem, uint64_t first);
+ * (`first` slots at the start), by the one growable array (grow.h).
+ * @return 0, or -1 out of memory (unchanged). */
+static inline int vt__reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t elem,
+                                  uint64_t first)
+{
+    _Static_assert(sizeof *cap == sizeof(size_t), "the allocator's counts are size_t wide");
+    return vt__grow_from(arr, (size_t *)cap, n + 1, elem, first) ? -1 : 0;
+}
 
 /* The heap lock: a test-and-set lock, one atomic exchange to take and a
  * plain release store to drop (a pthread mutex costs two atomic operations

@@ -74,6 +74,19 @@ static void leave(const vt__driver_api *d, int pushed)
     }
 }
 
+/* r = `call`, an expression over `d` (the driver's table), made in the
+ * device's primary context; or enter()'s failure, `call` not made. A macro
+ * so that every one-call entry point below is one line of what it calls. */
+#define IN_CONTEXT(device, r, call)                             \
+    do {                                                        \
+        const vt__driver_api *d;                                \
+        int pushed_;                                            \
+        if (((r) = enter((device), &d, &pushed_)) == 0) {       \
+            (r) = (int)(call);                                  \
+            leave(d, pushed_);                                  \
+        }                                                       \
+    } while (0)
+
 int vt__backend_init(void)
 {
     return (int)vt__driver_init();
@@ -137,13 +150,10 @@ int vt__backend_total_mem(int device, uint64_t *total_bytes)
 
 int vt__backend_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
     size_t f = 0, t = 0;
-    r = d->cuMemGetInfo_v2 ? (int)d->cuMemGetInfo_v2(&f, &t) : CUDA_ERROR_NOT_SUPPORTED;
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuMemGetInfo_v2 ? d->cuMemGetInfo_v2(&f, &t)
+                                             : CUDA_ERROR_NOT_SUPPORTED);
     *free_bytes = f;
     *total_bytes = t;
     return r;
@@ -151,25 +161,17 @@ int vt__backend_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes
 
 int vt__backend_malloc(int device, uint64_t size, uint64_t *addr)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
     CUdeviceptr p = 0;
-    r = (int)d->cuMemAlloc_v2(&p, (size_t)size);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuMemAlloc_v2(&p, (size_t)size));
     *addr = r ? 0 : (uint64_t)p;
     return r;
 }
 
 int vt__backend_free(int device, uint64_t addr)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
-    r = (int)d->cuMemFree_v2((CUdeviceptr)addr);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuMemFree_v2((CUdeviceptr)addr));
     return r;
 }
 
@@ -211,25 +213,17 @@ int vt__backend_vmm_granularity(int device, uint64_t *granularity)
 
 int vt__backend_va_reserve(int device, uint64_t size, uint64_t *addr)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
     CUdeviceptr p = 0;
-    r = (int)d->cuMemAddressReserve(&p, (size_t)size, 0, 0, 0);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuMemAddressReserve(&p, (size_t)size, 0, 0, 0));
     *addr = r ? 0 : (uint64_t)p;
     return r;
 }
 
 int vt__backend_va_free(int device, uint64_t addr, uint64_t size)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
-    r = (int)d->cuMemAddressFree((CUdeviceptr)addr, (size_t)size);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuMemAddressFree((CUdeviceptr)addr, (size_t)size));
     return r;
 }
 
@@ -292,37 +286,26 @@ int vt__backend_unmap(int device, uint64_t addr, uint64_t size, uint64_t chunk)
 
 int vt__backend_event_create(int device, void **event)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
     CUevent ev = NULL;
-    r = (int)d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     *event = ev;
     return r;
 }
 
 int vt__backend_event_record(int device, void *event, uint64_t stream)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
-    r = (int)d->cuEventRecord((CUevent)event, (CUstream)(uintptr_t)stream);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuEventRecord((CUevent)event, (CUstream)(uintptr_t)stream));
     return r;
 }
 
 int vt__backend_stream_sync(int device, uint64_t stream)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
-    r = d->cuStreamSynchronize ? (int)d->cuStreamSynchronize((CUstream)(uintptr_t)stream)
-                               : CUDA_ERROR_NOT_SUPPORTED;
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuStreamSynchronize
+                              ? d->cuStreamSynchronize((CUstream)(uintptr_t)stream)
+                              : CUDA_ERROR_NOT_SUPPORTED);
     return r;
 }
 

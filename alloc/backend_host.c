@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 
 #define HOST_MAX_DEVICES 64
 #define HOST_PAGE (4096ull)
@@ -49,19 +50,6 @@ static host_device devices[HOST_MAX_DEVICES];
 static int ndev;
 static uint64_t now;
 
-static int grow(void **arr, size_t n, size_t *cap, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, ncap * elem);
-    if (!p)
-        return -ENOMEM;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
 void vt__host_teardown(void)
 {
     for (int d = 0; d < HOST_MAX_DEVICES; d++) {
@@ -81,7 +69,7 @@ int vt__host_setup(int ndevices, const uint64_t *capacity)
     for (int d = 0; d < ndevices; d++) {
         host_device *hd = &devices[d];
         hd->capacity = capacity[d];
-        if (grow((void **)&hd->holes, 0, &hd->capholes, sizeof *hd->holes)) {
+        if (vt__grow((void **)&hd->holes, &hd->capholes, 1, sizeof *hd->holes)) {
             vt__host_teardown();
             return -ENOMEM;
         }
@@ -165,8 +153,8 @@ int vt__backend_malloc(int device, uint64_t size, uint64_t *addr)
     }
     uint64_t span = (size + HOST_PAGE - 1) & ~(HOST_PAGE - 1);
     uint64_t align = size >= HOST_BIG_ALIGN ? HOST_BIG_ALIGN : HOST_PAGE;
-    if (grow((void **)&hd->live, hd->nlive, &hd->caplive, sizeof *hd->live)
-        || grow((void **)&hd->holes, hd->nholes, &hd->capholes, sizeof *hd->holes))
+    if (vt__grow((void **)&hd->live, &hd->caplive, hd->nlive + 1, sizeof *hd->live)
+        || vt__grow((void **)&hd->holes, &hd->capholes, hd->nholes + 1, sizeof *hd->holes))
         return VT_BACKEND_OOM;
     for (size_t i = 0; i < hd->nholes; i++) {
         range *h = &hd->holes[i];
@@ -245,7 +233,7 @@ int vt__backend_free(int device, uint64_t addr)
         hd->holes[i].addr = addr;
         hd->holes[i].size += span;
     } else {
-        if (grow((void **)&hd->holes, hd->nholes, &hd->capholes, sizeof *hd->holes))
+        if (vt__grow((void **)&hd->holes, &hd->capholes, hd->nholes + 1, sizeof *hd->holes))
             return 0;   /* the range is lost to placement, still counted free */
         memmove(&hd->holes[i + 1], &hd->holes[i], (hd->nholes - i) * sizeof *hd->holes);
         hd->holes[i] = (range){ addr, span };

@@ -52,9 +52,15 @@ static void usage(FILE *f)
         "                      never-freed  call site accumulating never-freed memory\n"
         "                      outlier      allocations outliving their call site's\n"
         "                                   siblings\n"
+        "                      cycle        freed only by a garbage collection: held\n"
+        "                                   by a reference cycle until gc ran\n"
+        "                      tape         freed in the step of its last use, but\n"
+        "                                   idle for a quarter of its events and\n"
+        "                                   through its peak\n"
         "                      all\n"
         "                    (default: linger,pinned when the trace has tensor\n"
-        "                    annotations, never-freed,outlier otherwise)\n"
+        "                    annotations, plus cycle when it recorded a collection;\n"
+        "                    never-freed,outlier otherwise; tape only when asked)\n"
         "  --pinned-ratio R  pinned: flag while the live views cover less than R of the\n"
         "                    storage, 0 < R <= 1, e.g. 0.25 or 25%% (default 0.5)\n"
         "  --top N           findings shown in the text report (default 20, 0 = all)\n"
@@ -129,7 +135,7 @@ int vt_cmd_check(int argc, char **argv)
         } else if ((v = optval(argc, argv, &i, "--rules", &missing))) {
             if (vt_check_parse_rules(v, &opt.rules) < 0) {
                 fprintf(stderr, "vramtrace check: bad --rules '%s' (want a comma-separated"
-                                " list of linger, pinned, never-freed, outlier, all)\n", v);
+                                " list of linger, pinned, never-freed, outlier, cycle, tape, all)\n", v);
                 goto out;
             }
         } else if ((v = optval(argc, argv, &i, "--pinned-ratio", &missing))) {

@@ -260,37 +260,17 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     fputs("}\n", o);
 }
 
-int vt_cmd_json(int argc, char **argv)
+static int view_json(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+                     bool with_events)
 {
-    const char *path = NULL;
-    int with_events = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--events")) {
-            with_events = 1;
-            continue;
-        }
-        if (vt__report_file_arg("json", argv[i], &path, usage_text))
-            return VT_EXIT_FAILURE;
-    }
-    if (vt__report_file_given("json", path, usage_text))
-        return VT_EXIT_FAILURE;
-    vt_snapshot_data *s;
-    vt_timeline *tl;
-    int rc = vt__report_load("json", path, &s, &tl);
-    if (rc)
-        return rc;
     static char buf[1 << 16];
     setvbuf(stdout, buf, _IOFBF, sizeof buf);
     emit(stdout, path, s, tl, with_events);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "vramtrace json: cannot write output\n");
-        return VT_EXIT_FAILURE;
-    }
     return 0;
+}
+
+int vt_cmd_json(int argc, char **argv)
+{
+    bool with_events = false;
+    return vt__report_run("json", argc, argv, usage_text, "--events", &with_events, view_json);
 }

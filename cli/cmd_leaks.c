@@ -61,33 +61,13 @@ static int cmp_bytes(const void *a, const void *b)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
-int vt_cmd_leaks(int argc, char **argv)
+static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+                      bool all_frames)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--all-frames")) {
-            vt__report_all_frames = true;
-            continue;
-        }
-        if (vt__report_file_arg("leaks", argv[i], &path, usage_text))
-            return VT_EXIT_FAILURE;
-    }
-    if (vt__report_file_given("leaks", path, usage_text))
-        return VT_EXIT_FAILURE;
-    vt_snapshot_data *s;
-    vt_timeline *tl;
-    int rc = vt__report_load("leaks", path, &s, &tl);
-    if (rc)
-        return rc;
+    (void)all_frames;   /* read through vt__report_all_frames */
     struct group *g = malloc((tl->nlifetimes + tl->nuncached + 1) * sizeof *g);
     if (!g) {
         fprintf(stderr, "vramtrace leaks: out of memory\n");
-        vt_timeline_free(tl);
-        vt_snapshot_free(s);
         return VT_EXIT_FAILURE;
     }
     size_t n = 0;
@@ -177,11 +157,11 @@ int vt_cmd_leaks(int argc, char **argv)
                "process, pid %" PRIu64 ")\n", vt__fmt_bytes(inherited_bytes, b), inherited,
                inherited == 1 ? "" : "s", tl->fork_parent_pid);
     free(g);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "vramtrace leaks: cannot write output\n");
-        return VT_EXIT_FAILURE;
-    }
     return 0;
+}
+
+int vt_cmd_leaks(int argc, char **argv)
+{
+    return vt__report_run("leaks", argc, argv, usage_text, "--all-frames",
+                          &vt__report_all_frames, view_leaks);
 }

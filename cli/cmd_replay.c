@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,44 @@ static void json_u64(const char *key, uint64_t v, int comma)
     printf("\"%s\": %" PRIu64 "%s", key, v, comma ? ", " : "");
 }
 
+/* The counters of vt_replay_device that print as plain numbers, by group. */
+struct counter {
+    const char *key;
+    size_t offset;             /* of a uint64_t in vt_replay_device */
+};
+#define COUNTER(key, member) { key, offsetof(vt_replay_device, member) }
+
+static const struct counter replay_counters[] = {
+    COUNTER("segment_allocs", segment_allocs), COUNTER("segment_frees", segment_frees),
+    COUNTER("alloc_retries", alloc_retries),   COUNTER("fence_events", fence_events),
+};
+static const struct counter device_call_counters[] = {
+    COUNTER("malloc", device_mallocs),         COUNTER("malloc_refused", device_failed_mallocs),
+    COUNTER("free", device_frees),             COUNTER("map_chunk", device_maps),
+    COUNTER("unmap_chunk", device_unmaps),     COUNTER("event_create", event_creates),
+    COUNTER("event_record", event_records),    COUNTER("event_query", event_queries),
+    COUNTER("event_sync", event_syncs),
+};
+static const struct counter recorded_counters[] = {
+    COUNTER("peak_allocated", recorded_peak_allocated),
+    COUNTER("peak_reserved", recorded_peak_reserved),
+    COUNTER("segment_allocs", recorded_segment_allocs),
+    COUNTER("segment_frees", recorded_segment_frees),
+};
+
+/* "key": value pairs of d, separated by ", " (and followed by one when
+ * `comma`). */
+static void json_counters(const vt_replay_device *d, const struct counter *c, size_t n, int comma)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)d + c[i].offset, sizeof v);
+        json_u64(c[i].key, v, comma || i + 1 < n);
+    }
+}
+#define JSON_COUNTERS(d, table, comma) \
+    json_counters(d, table, sizeof table / sizeof *table, comma)
+
 static void print_device_json(const vt_replay_device *d)
 {
     printf("{");
@@ -198,25 +237,11 @@ static void print_device_json(const vt_replay_device *d)
     json_u64("allocated_at_peak", d->allocated_at_peak, 1);
     printf("\"fragmentation_at_peak\": %.4f, ", frag_at_peak(d) / 100.0);
     printf("\"peak_event\": %zu, ", d->peak_event);
-    json_u64("segment_allocs", d->segment_allocs, 1);
-    json_u64("segment_frees", d->segment_frees, 1);
-    json_u64("alloc_retries", d->alloc_retries, 1);
-    json_u64("fence_events", d->fence_events, 1);
+    JSON_COUNTERS(d, replay_counters, 1);
     printf("\"device_calls\": {");
-    json_u64("malloc", d->device_mallocs, 1);
-    json_u64("malloc_refused", d->device_failed_mallocs, 1);
-    json_u64("free", d->device_frees, 1);
-    json_u64("map_chunk", d->device_maps, 1);
-    json_u64("unmap_chunk", d->device_unmaps, 1);
-    json_u64("event_create", d->event_creates, 1);
-    json_u64("event_record", d->event_records, 1);
-    json_u64("event_query", d->event_queries, 1);
-    json_u64("event_sync", d->event_syncs, 0);
+    JSON_COUNTERS(d, device_call_counters, 0);
     printf("}, \"recorded\": {");
-    json_u64("peak_allocated", d->recorded_peak_allocated, 1);
-    json_u64("peak_reserved", d->recorded_peak_reserved, 1);
-    json_u64("segment_allocs", d->recorded_segment_allocs, 1);
-    json_u64("segment_frees", d->recorded_segment_frees, 0);
+    JSON_COUNTERS(d, recorded_counters, 0);
     printf("}}");
 }
 

@@ -276,34 +276,16 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
     }
 }
 
+static int view_summary(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+                        bool all_frames)
+{
+    (void)all_frames;   /* read through vt__report_all_frames */
+    print_summary(path, s, tl);
+    return 0;
+}
+
 int vt_cmd_summary(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--all-frames")) {
-            vt__report_all_frames = true;
-            continue;
-        }
-        if (vt__report_file_arg("summary", argv[i], &path, usage_text))
-            return VT_EXIT_FAILURE;
-    }
-    if (vt__report_file_given("summary", path, usage_text))
-        return VT_EXIT_FAILURE;
-    vt_snapshot_data *s;
-    vt_timeline *tl;
-    int rc = vt__report_load("summary", path, &s, &tl);
-    if (rc)
-        return rc;
-    print_summary(path, s, tl);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "vramtrace summary: cannot write output\n");
-        return VT_EXIT_FAILURE;
-    }
-    return 0;
+    return vt__report_run("summary", argc, argv, usage_text, "--all-frames",
+                          &vt__report_all_frames, view_summary);
 }

@@ -8,28 +8,6 @@
 #include "report_util.h"
 #include "pytorch.h"
 
-int vt__report_file_arg(const char *cmd, const char *arg, const char **path, const char *usage)
-{
-    if (arg[0] == '-' && arg[1]) {
-        fprintf(stderr, "vramtrace %s: unknown option '%s'\n%s", cmd, arg, usage);
-        return VT_EXIT_FAILURE;
-    }
-    if (*path) {
-        fprintf(stderr, "vramtrace %s: one FILE only ('%s' is a second)\n%s", cmd, arg, usage);
-        return VT_EXIT_FAILURE;
-    }
-    *path = arg;
-    return 0;
-}
-
-int vt__report_file_given(const char *cmd, const char *path, const char *usage)
-{
-    if (path)
-        return 0;
-    fprintf(stderr, "vramtrace %s: missing FILE\n%s", cmd, usage);
-    return VT_EXIT_FAILURE;
-}
-
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
 {
     char err[1024];
@@ -47,6 +25,47 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
         return VT_EXIT_FAILURE;
     }
     return 0;
+}
+
+int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                   bool *on, vt__report_view *view)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (flag && !strcmp(a, flag)) {
+            *on = true;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "vramtrace %s: unknown option '%s'\n%s", cmd, a, usage);
+            return VT_EXIT_FAILURE;
+        } else if (path) {
+            fprintf(stderr, "vramtrace %s: one FILE only ('%s' is a second)\n%s", cmd, a, usage);
+            return VT_EXIT_FAILURE;
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "vramtrace %s: missing FILE\n%s", cmd, usage);
+        return VT_EXIT_FAILURE;
+    }
+    vt_snapshot_data *s;
+    vt_timeline *tl;
+    int rc = vt__report_load(cmd, path, &s, &tl);
+    if (rc)
+        return rc;
+    rc = view(path, s, tl, flag && *on);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "vramtrace %s: cannot write output\n", cmd);
+        return VT_EXIT_FAILURE;
+    }
+    return rc;
 }
 
 static const char *basename_of(const char *path)

@@ -306,6 +306,14 @@ VT_API int vt_storage_external_free_stack(const void *ptr, uint32_t stack);
  * @return the holder's id (never 0). */
 VT_API uint64_t vt_holder_new(const char *name);
 
+/*! vt_holder_new_flags() :
+ * As vt_holder_new(), with VT_HOLDER_* `flags` (vramtrace/format.h):
+ * VT_HOLDER_GC_COLLECTION makes the holder one run of a garbage collector,
+ * whose references name the tensors that run freed (`vramtrace check` then
+ * reports their storages as held by a reference cycle until gc ran).
+ * @return the holder's id (never 0). */
+VT_API uint64_t vt_holder_new_flags(const char *name, unsigned flags);
+
 /*! vt_ref() :
  * `from` (a holder or tensor id) now references `to` (a tensor or holder id);
  * `label` says how ("param", "grad", "exp_avg", "[3]"), may be NULL.

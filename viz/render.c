@@ -13,6 +13,7 @@
  *   - only the stack nodes, frames and strings those refer to.
  * Deltas and varints keep 1M events around 10 MB of data before base64.
  */
+#include "bsearch.h"
 #include "errbuf.h"
 #include "render.h"
 
@@ -215,14 +216,9 @@ static int cmp_rename(const void *a, const void *b)
  * renamed. */
 static uint32_t latest_name(const struct rename *rn, size_t n, uint64_t id, uint32_t dflt)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {           /* first entry with a greater id */
-        size_t m = lo + (hi - lo) / 2;
-        if (rn[m].id <= id)
-            lo = m + 1;
-        else
-            hi = m;
-    }
+    /* first entry with a greater id */
+    size_t lo;
+    VT__PARTITION_POINT(n, i, rn[i].id <= id, lo);
     return lo && rn[lo - 1].id == id ? rn[lo - 1].str : dflt;
 }
 
@@ -273,14 +269,8 @@ static void bind_names(struct render *r)
 
 static uint32_t event_by_seq(const vt_snapshot_data *s, uint64_t seq)
 {
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t m = lo + (hi - lo) / 2;
-        if (s->events[m].seq < seq)
-            lo = m + 1;
-        else
-            hi = m;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(s->nevents, i, s->events[i].seq < seq, lo);
     return lo < s->nevents && s->events[lo].seq == seq ? (uint32_t)lo : NONE;
 }
 

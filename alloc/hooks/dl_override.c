@@ -61,31 +61,26 @@ HK_EARLY static void *real_by_version(const char *name)
     return NULL;
 }
 
-HK_EARLY static dlsym_fn real_dlsym(void)
-{
-    dlsym_fn f = atomic_load_explicit(&vt__hk_real_dlsym_fn, memory_order_acquire);
-    if (vt_likely(f != NULL))
-        return f;
-    void *p = real_by_version("dlsym");
-    if (!p)
-        return NULL;
-    memcpy(&f, &p, sizeof f);
-    atomic_store_explicit(&vt__hk_real_dlsym_fn, f, memory_order_release);
-    return f;
-}
+/* The real function `name`, resolved once into `cache`; NULL when libc has
+ * none. */
+#define REAL_ONCE(fn_type, cache, name)                                      \
+    HK_EARLY static fn_type real_##name(void)                               \
+    {                                                                       \
+        fn_type f = atomic_load_explicit(&(cache), memory_order_acquire);   \
+        if (vt_likely(f != NULL))                                           \
+            return f;                                                       \
+        void *p = real_by_version(#name);                                   \
+        if (!p)                                                             \
+            return NULL;                                                    \
+        memcpy(&f, &p, sizeof f);                                           \
+        atomic_store_explicit(&(cache), f, memory_order_release);           \
+        return f;                                                           \
+    }
 
-HK_EARLY static dlopen_fn real_dlopen(void)
-{
-    dlopen_fn f = atomic_load_explicit(&vt__hk_real_dlopen_fn, memory_order_acquire);
-    if (vt_likely(f != NULL))
-        return f;
-    void *p = real_by_version("dlopen");
-    if (!p)
-        return NULL;
-    memcpy(&f, &p, sizeof f);
-    atomic_store_explicit(&vt__hk_real_dlopen_fn, f, memory_order_release);
-    return f;
-}
+/* real_dlsym() and real_dlopen(): a macro because the two caches have
+ * different function types (and the assembly entries read them as such). */
+REAL_ONCE(dlsym_fn, vt__hk_real_dlsym_fn, dlsym)
+REAL_ONCE(dlopen_fn, vt__hk_real_dlopen_fn, dlopen)
 
 void *vt__hk_real_dlsym(void *handle, const char *name)
 {

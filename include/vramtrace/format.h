@@ -54,7 +54,12 @@
  *   TENSOR_DROP      aux = tensor id
  *   STORAGE_EXTERNAL addr/size, device: a storage vramtrace did not allocate
  *   STORAGE_EXTERNAL_FREE addr
- *   HOLDER_NEW       aux = holder id, str = name
+ *   HOLDER_NEW       aux = holder id, str = name, aux2 (since 1.5) =
+ *                    VT_HOLDER_* flags (0 in older files):
+ *                    VT_HOLDER_GC_COLLECTION: the holder is one run of a
+ *                    garbage collector; each REF from it names a tensor that
+ *                    this run freed (a reference cycle kept it until then),
+ *                    recorded just before that tensor's TENSOR_DROP
  *   REF              aux = from id, aux2 = to id, str = label
  *   UNREF            aux = from id, aux2 = to id
  *   FINDING          reserved for checker findings embedded in a snapshot
@@ -97,6 +102,12 @@ enum vt_event_kind {
  * allocation on stream 0 may have been ordered on no stream). */
 enum vt_alloc_flags {
     VT_ALLOC_NO_STREAM = 1,  /* cudaMalloc / cuMemAlloc: ordered on no stream */
+};
+
+/* Flags of a HOLDER_NEW event's aux2 (format 1.5; 0 in older files, where a
+ * collection's holder is an ordinary holder). */
+enum vt_holder_flags {
+    VT_HOLDER_GC_COLLECTION = 1,  /* one run of a garbage collector (Python's gc) */
 };
 
 /* Pools a block or segment belongs to. */
@@ -161,7 +172,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.4).
+ *   reader would find it). A writer writes its own minor (this one: 1.5).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -186,6 +197,9 @@ enum vt_passthrough_call {
  *   show the frames as before; a 1.4 reader reading an older file (which
  *   never has one) gives every frame first line 0 (unknown), and ignores a
  *   FIRST_LINES section in a file older than 1.4.
+ *   1.5 gives HOLDER_NEW events flags in aux2 (VT_HOLDER_GC_COLLECTION),
+ *   which older readers ignore (they then see a collection as an ordinary
+ *   holder); in older files aux2 of HOLDER_NEW is 0.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -279,7 +293,7 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
- *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.4), varint
+ *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.5), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
  *      0 kind      1 byte
@@ -310,7 +324,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 4
+#define VT_FORMAT_MINOR 5
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -343,7 +357,7 @@ enum vt_section_id {
     VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
 };
 
-/* Event columns of format 1.0 to 1.4 (EVENTS section). */
+/* Event columns of format 1.0 to 1.5 (EVENTS section). */
 enum vt_event_column {
     VT_COL_KIND, VT_COL_SEQ, VT_COL_TIME, VT_COL_THREAD, VT_COL_DEVICE,
     VT_COL_STREAM, VT_COL_STREAM_LIT, VT_COL_ADDR, VT_COL_SIZE, VT_COL_SIZE_LIT,

@@ -51,6 +51,11 @@ class HolderBook:
             self._named[name] = int(self._lib.holder_new(name))
         return self._named[name]
 
+    def collection(self, name: str) -> int:
+        """A new holder standing for one run of the garbage collector: the
+        tensors it references are the ones that run freed."""
+        return int(self._lib.holder_new(name, gc_collection=True))
+
     def node_id(self, key: NodeKey, res: WalkResult, frame_ids: Dict[int, int]) -> int:
         """Recorder id of a walk node: the tensor id, or a holder id."""
         kind, ident = key

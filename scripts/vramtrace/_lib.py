@@ -159,10 +159,15 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_storage_external_free": (_int, (_vp,)),
     "vt_storage_external_free_stack": (_int, (_vp, ctypes.c_uint32)),
     "vt_holder_new": (_u64, (_cs,)),
+    "vt_holder_new_flags": (_u64, (_cs, ctypes.c_uint)),  # optional: before format 1.5
     "vt_ref": (_int, (_u64, _u64, _cs)),
     "vt_unref": (_int, (_u64, _u64)),
     "vt_stack_intern_frames": (ctypes.c_uint32, (ctypes.POINTER(_cs), ctypes.c_size_t)),
 }
+
+
+# VT_HOLDER_GC_COLLECTION (vramtrace/format.h)
+_HOLDER_GC_COLLECTION = 1
 
 
 def _enc(s: str) -> bytes:
@@ -294,7 +299,12 @@ class Library:
             rc = self._get("vt_storage_external_free")(ptr)
         self._check("vt_storage_external_free", rc, f"{ptr:#x}")
 
-    def holder_new(self, name: str) -> int:
+    def holder_new(self, name: str, gc_collection: bool = False) -> int:
+        """A new holder; ``gc_collection``: it is one run of the garbage
+        collector (VT_HOLDER_GC_COLLECTION), when the library can say so."""
+        fn = self._fn.get("vt_holder_new_flags") if gc_collection else None
+        if fn is not None:
+            return int(fn(_enc(name), _HOLDER_GC_COLLECTION))
         return int(self._get("vt_holder_new")(_enc(name)))
 
     def ref(self, src: int, dst: int, label: str) -> None:

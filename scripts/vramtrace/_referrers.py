@@ -6,7 +6,7 @@ read it: a list index ``[1]``, a dict key ``['acts']``, an attribute
 ``.output_tensors`` (through the owning object's ``__dict__``), a closure
 cell ``closure cell 'x' of fn``, a frame local ``local 'y' in fn file:line``.
 Holders are named by the type of the holding object ("Context", "list",
-"function <lambda>", "module train").
+"function <lambda at train.py:12>", "module train").
 
 It is bounded because the heap can be huge: one ``gc.get_referrers`` pass
 over the heap per level of the walk, for all the objects of that level
@@ -86,6 +86,10 @@ def _short(value: Any) -> str:
 def holder_name(obj: Any) -> str:
     """How a holding object is named in a retention path."""
     if isinstance(obj, types.FunctionType):
+        if obj.__name__ == "<lambda>":
+            # Lambdas share one name: the code says where it was written.
+            co = obj.__code__
+            return f"function <lambda at {os.path.basename(co.co_filename)}:{co.co_firstlineno}>"
         return f"function {obj.__name__}"
     if isinstance(obj, types.MethodType):
         return f"method {getattr(obj.__func__, '__name__', '?')}"

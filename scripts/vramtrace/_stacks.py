@@ -41,6 +41,8 @@ class StackInterner:
         # Stack id -> (file, line) of its innermost frame: where the user's
         # code made what the stack is for.
         self.sites: Dict[int, Tuple[str, int]] = {}
+        # Stack id -> its frames (function, file, line), innermost first.
+        self.frames: Dict[int, List[Tuple[str, str, int]]] = {}
         self.enabled = True
 
     def add_skip(self, files: Iterable[str]) -> None:
@@ -84,9 +86,11 @@ class StackInterner:
             if len(self._cache) >= _MAX_CACHED:
                 self._cache.clear()
                 self.sites.clear()
+                self.frames.clear()
             self._cache[tkey] = sid
             if sid and frames:
                 self.sites[sid] = (frames[0][1], frames[0][2])
+                self.frames[sid] = frames
         return sid
 
     def __len__(self) -> int:

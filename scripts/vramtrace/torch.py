@@ -43,6 +43,7 @@ import os
 import sys
 import threading
 import time
+import types
 import warnings
 import weakref
 from collections import OrderedDict
@@ -337,9 +338,63 @@ class _Mode(_TorchDispatchMode):
         self._tracker = tracker
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):  # noqa: D105
-        out = func(*args, **(kwargs or {}))
-        self._tracker._on_op(func, args, kwargs, out)
-        return out
+        tracker = self._tracker
+        if _get_ident() != tracker._owner:
+            # An autograd engine thread (backward on a device): it runs no
+            # Python code of the program, so what the op allocates is shown
+            # under the forward op it computes the gradient of.
+            run = tracker._forward_of()
+            if run is not None:
+                return run(_dispatch, (tracker, func, args, kwargs, False))
+            return _dispatch(tracker, func, args, kwargs, False)
+        return _dispatch(tracker, func, args, kwargs, True)
+
+
+def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bool) -> Any:
+    out = func(*args, **(kwargs or {}))
+    tracker._on_op(func, args, kwargs, out, forward)
+    return out
+
+
+_get_ident = threading.get_ident
+_current_node = getattr(_torch._C, "_current_autograd_node", lambda: None)
+_next_sequence_nr = getattr(getattr(_torch._C, "_autograd", None), "_get_sequence_nr",
+                            lambda: 0)
+_MAX_NODE_STACKS = 1 << 16     # remembered forward ops before starting over
+_FORWARD_FRAMES = 16           # innermost forward frames replayed in backward
+_trampolines: Dict[Tuple[str, str, int, bool], Any] = {}
+
+
+def _trampoline(name: str, filename: str, line: int, innermost: bool) -> Any:
+    """A function whose frame reads as ``forward of NAME`` at FILE:LINE.
+
+    The recorder reads Python frames from the interpreter's own state (code
+    object and line): calling the op through these functions puts the
+    forward op's stack, marked "forward of", where the engine thread has
+    none. Compiled once per frame; the body is on the forward's line."""
+    key = (name, filename, line, innermost)
+    fn = _trampolines.get(key)
+    if fn is None:
+        params, body = ("fn, a", "fn(*a)") if innermost else ("nxt, fn, a", "nxt(fn, a)")
+        src = "\n" * (max(line, 1) - 1) + f"def _t({params}): return {body}\n"
+        code = next(c for c in compile(src, filename, "exec").co_consts
+                    if isinstance(c, types.CodeType))
+        label = f"forward of {name}"
+        code = code.replace(co_name=label)
+        if hasattr(code, "co_qualname"):
+            code = code.replace(co_qualname=label)
+        fn = types.FunctionType(code, {})
+        _trampolines[key] = fn
+    return fn
+
+
+def _forward_runner(frames: List[Tuple[str, str, int]]) -> Any:
+    """Call ``fn(*a)`` under ``frames`` (innermost first): run(fn, a)."""
+    frames = frames[:_FORWARD_FRAMES]
+    run = _trampoline(*frames[0], True)
+    for name, filename, line in frames[1:]:
+        run = functools.partial(_trampoline(name, filename, line, False), run)
+    return run
 
 
 _active: List["Tracker"] = []
@@ -366,9 +421,15 @@ class Tracker:
     ``with`` block ends (a tensor that outlives the block still dies later);
     uses and holder walks stop.
 
-    Ops are seen in the thread that entered the block only (PyTorch's
-    dispatch modes are per thread); tracked tensors' deaths are recorded in
-    any thread. A ``track()`` entered while another one records in the same
+    Ops are seen in the thread that entered the block, and in the autograd
+    engine threads that run its backward passes (PyTorch hands the dispatch
+    mode to them; other threads of the program are not seen); tracked
+    tensors' deaths are recorded in any thread. A backward op on an engine
+    thread (a CUDA device's backward) runs under the Python frames of the
+    forward op it differentiates, found from its autograd node's sequence
+    number, as functions named ``forward of FN`` at the forward's lines: the
+    recorder's Python frames then show, for what it allocates, where the
+    program made the forward op. A ``track()`` entered while another one records in the same
     thread (nested, or the same tracker re-entered) records nothing of its
     own: ``with`` gives the running tracker, which already sees every op,
     instead of declaring each tensor and storage a second time.
@@ -446,6 +507,11 @@ class Tracker:
         self.errors = 0
         self.ops = 0
         self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
+        self._owner = 0              # the thread that entered: it runs the forward ops
+        # Autograd node sequence number -> stack id of the forward op that
+        # made the node, and stack id -> the frames that replay it.
+        self._node_stacks: Dict[int, int] = {}
+        self._forward_frames: Dict[int, Any] = {}
 
     # -- context -----------------------------------------------------------
     def __enter__(self) -> "Tracker":
@@ -454,6 +520,7 @@ class Tracker:
             self._deferred.append(running)
             return running
         _tls.tracker = self
+        self._owner = _get_ident()
         self._mode = _Mode(self)
         self._mode.__enter__()
         self._recording = True
@@ -562,15 +629,16 @@ class Tracker:
             self._record(rec)
         return rec
 
-    def _out_name(self, func: Any, i: int, stack: int) -> str:
+    def _out_name(self, func: Any, i: int, stack: int, forward: bool = True) -> str:
         """An output's name: the user's line that made it, then the op
         ("y = torch.tanh(x @ w) (train.py:12, aten.mm out[0])"); the op
-        alone when there is no stack."""
+        alone when there is no stack. An op of the backward pass is named
+        by the line of its forward op ("..., backward: aten.mm out[0])")."""
         key = (func, i, stack)
         got = self._names.get(key)
         if got is None:
             packet = getattr(func, "overloadpacket", func)
-            got = f"{packet} out[{i}]"
+            got = f"{packet} out[{i}]" if forward else f"backward: {packet} out[{i}]"
             site = self._stacks.sites.get(stack) if stack else None
             if site is not None:
                 got = _site_name(site[0], site[1], got)
@@ -579,7 +647,7 @@ class Tracker:
             self._names[key] = got
         return got
 
-    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any, forward: bool = True) -> None:
         if not self._recording:
             return
         try:
@@ -596,7 +664,16 @@ class Tracker:
             _tensors_in(out, outs)
             if not ins and not outs:
                 return
-            stack = self._stacks.capture(2)
+            stack = self._stacks.capture(3)
+            if forward and stack:
+                # The autograd node an op made (below autograd, so before
+                # this op ran) holds the sequence number just taken.
+                seq = _next_sequence_nr() - 1
+                nodes = self._node_stacks
+                if seq >= 0 and seq not in nodes:
+                    if len(nodes) >= _MAX_NODE_STACKS:
+                        nodes.clear()
+                    nodes[seq] = stack
             epoch = self.epoch
             use = self._use
             by_obj = self._by_obj
@@ -639,7 +716,8 @@ class Tracker:
                 if rec is not None:   # in-place and out= ops return an input
                     use(self._record(rec), stack)
                 else:
-                    rec = self._track(t, self._out_name(func, i, stack), stack, view_of, defer=True)
+                    rec = self._track(t, self._out_name(func, i, stack, forward), stack, view_of,
+                                      defer=True)
                     if rec is None:
                         continue
                 storages[rec.skey].last_epoch = epoch
@@ -648,6 +726,28 @@ class Tracker:
             if self.errors == 1:
                 warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
                               RuntimeWarning, stacklevel=3)
+
+    def _forward_of(self) -> Any:
+        """What runs a backward op of this engine thread under the Python
+        frames of the forward op it differentiates (None: none known)."""
+        try:
+            node = _current_node()
+            if node is None:
+                return None
+            sid = self._node_stacks.get(node._sequence_nr())
+            del node
+        except Exception:
+            return None
+        if not sid:
+            return None
+        run = self._forward_frames.get(sid)
+        if run is None:
+            frames = self._stacks.frames.get(sid)
+            run = _forward_runner(frames) if frames else None
+            if len(self._forward_frames) >= _MAX_NODE_STACKS:
+                self._forward_frames.clear()
+            self._forward_frames[sid] = run
+        return run
 
     def _rename(self, t: Any, label: str) -> bool:
         rec = self._by_obj.get(id(t))
@@ -696,7 +796,7 @@ class Tracker:
                 return
             if self._in_gc:
                 if not self._gc_holder:
-                    self._gc_holder = self._book.named(CYCLE_HOLDER, fresh=True)
+                    self._gc_holder = self._book.collection(CYCLE_HOLDER)
                 self._lib.ref(self._gc_holder, tid, "cycle")
             self._drop(rec, None)
         except Exception:
@@ -937,10 +1037,11 @@ class Tracker:
                         starts[("t", tid)] = obj
                 res = self._walk(starts, {id(garbage), id(dead_ids)})
                 starts.clear()
-                cyc = self._book.named(CYCLE_HOLDER, fresh=True)
+                cyc = self._book.collection(CYCLE_HOLDER)
                 extra = [Edge(("c", 0), top, "cycle") for top in set(res.tops.values())]
-                extra += [Edge(("c", 0), ("t", tid), "cycle") for tid, _ in dead
-                          if ("t", tid) not in res.tops]
+                # A reference to every tensor it freed (the checker's mark
+                # of a collection's victims), also those the walk reached.
+                extra += [Edge(("c", 0), ("t", tid), "cycle") for tid, _ in dead]
                 self._book.emit(res, None, tuple(extra), {("c", 0): cyc})
                 del res
         finally:

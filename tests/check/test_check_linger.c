@@ -380,7 +380,7 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
     synth y;
     gc_cycle(&y, 1);
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned", &o.rules), 0);
+    ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULES_ALL);

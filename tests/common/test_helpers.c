@@ -12,6 +12,7 @@
 #include "grow.h"
 #include "harness.h"
 #include "json_str.h"
+#include "u64map.h"
 
 #define MiB (1024ull * 1024)
 
@@ -117,6 +118,49 @@ TEST(grow_doubles_and_refuses_an_overflowing_size)
     ASSERT_EQ(cap, 32);
     ASSERT_EQ(a[31], 7);
     free(a);
+}
+
+TEST(grow_push_appends_zeroed_elements_from_the_first_capacity_asked)
+{
+    uint64_t *a = NULL;
+    size_t cap = 0, n = 0;
+    ASSERT_EQ(vt__grow_from((void **)&a, &cap, 1, sizeof *a, 4), 0);
+    ASSERT_EQ(cap, 4);
+    for (int i = 0; i < 5; i++) {
+        a[n > 0 ? n - 1 : 0] = 0xdeadbeef;        /* dirty the last one */
+        uint64_t *x = vt__grow_push((void **)&a, &cap, &n, sizeof *a);
+        ASSERT(x != NULL);
+        ASSERT_EQ(*x, 0);
+        ASSERT_PTR_EQ(x, &a[n - 1]);
+    }
+    ASSERT_EQ(n, 5);
+    ASSERT_EQ(cap, 8);
+    free(a);
+}
+
+/* Keys that share their low bits (block addresses) collide in runs, which
+ * is where a deletion must shift the run back. */
+TEST(u64map_finds_every_key_through_growth_and_deletions)
+{
+    enum { N = 20000 };
+    vt__u64map m;
+    ASSERT_EQ(vt__u64map_init(&m, 16), 0);
+    ASSERT_EQ(vt__u64map_get(&m, 0), VT__U64MAP_NONE);
+    for (uint32_t i = 0; i < N; i++)
+        ASSERT_EQ(vt__u64map_put(&m, (uint64_t)i << 9, i), 0);
+    ASSERT_EQ(vt__u64map_put(&m, UINT64_MAX, 7), 0);
+    ASSERT_EQ(m.n, N + 1);
+    for (uint32_t i = 0; i < N; i += 3)
+        vt__u64map_del(&m, (uint64_t)i << 9);
+    vt__u64map_del(&m, 12345);                   /* absent: nothing happens */
+    for (uint32_t i = 0; i < N; i++)
+        ASSERT_EQ(vt__u64map_get(&m, (uint64_t)i << 9), i % 3 ? i : VT__U64MAP_NONE);
+    ASSERT_EQ(vt__u64map_get(&m, UINT64_MAX), 7);
+    ASSERT_EQ(vt__u64map_put(&m, 3 << 9, 99), 0);  /* held: replaced */
+    ASSERT_EQ(vt__u64map_get(&m, 3 << 9), 99);
+    ASSERT_EQ(m.n, N + 1 - (N + 2) / 3 + 1);
+    vt__u64map_free(&m);
+    ASSERT_EQ(vt__u64map_get(&m, 1 << 9), VT__U64MAP_NONE);
 }
 
 TEST(error_buffer_takes_the_name_first_and_returns_the_code)

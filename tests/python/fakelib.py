@@ -3,7 +3,7 @@ Python side without the C library."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 
 class FakeLib:
@@ -18,6 +18,7 @@ class FakeLib:
         self.stacks: Dict[int, Sequence[Tuple[str, str, int]]] = {}
         self.names: Dict[int, str] = {}
         self.storage_stacks: List[Tuple[str, int, Optional[int]]] = []
+        self.gc_holders: Set[int] = set()   # holders made as gc collections
 
     def _id(self) -> int:
         self._next += 1
@@ -65,8 +66,10 @@ class FakeLib:
         self.events.append(("storage_free", ptr))
         self.storage_stacks.append(("storage_free", ptr, stack))
 
-    def holder_new(self, name: str) -> int:
+    def holder_new(self, name: str, gc_collection: bool = False) -> int:
         hid = self._id()
+        if gc_collection:
+            self.gc_holders.add(hid)
         self.names[hid] = name
         self.events.append(("holder", hid, name))
         return hid

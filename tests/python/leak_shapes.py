@@ -16,7 +16,7 @@ import gc
 import json
 import sys
 import weakref
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 import torch
 
@@ -38,6 +38,9 @@ class Shape:
     of this step (whose storages the checker must flag)."""
     holder = ""
     rename = False    # name the leaked tensor after it was recorded
+    # What flags the leak: "linger" judges storages made in a step followed
+    # by a complete unused step; "cycle" (a collection freed them) every one.
+    rule = "linger"
     state: Dict[str, Any] = {}   # attribute -> what makes it, per run
 
     def __init__(self, fixed: bool) -> None:
@@ -59,6 +62,7 @@ class Peer:
 
 class CycleShape(Shape):
     holder = "Peer"
+    rule = "cycle"      # the final gc.collect() frees every pair
 
     def step(self, i, x, w):
         h = x @ w
@@ -77,10 +81,13 @@ class AsyncRecv:
     def __init__(self, comm: "Comm", buf: torch.Tensor) -> None:
         self.buf = buf
         self.done = False
-        comm.on_complete.append(lambda: self.finish())
+        comm.on_complete.append(lambda: self.finish())   # the lambda a path names
 
     def finish(self) -> None:
         self.done = True
+
+
+_CALLBACK_LINE = AsyncRecv.__init__.__code__.co_firstlineno + 3   # its lambda's line
 
 
 class Comm:
@@ -95,7 +102,7 @@ class Comm:
 
 
 class CallbackShape(Shape):
-    holder = "function <lambda>"
+    holder = f"function <lambda at leak_shapes.py:{_CALLBACK_LINE}>"
     state = {"comm": Comm}
 
     def step(self, i, x, w):
@@ -176,6 +183,7 @@ def make_hook(fixed: bool):
 
 class HookShape(Shape):
     holder = "function hook"
+    rule = "cycle"      # the final gc.collect() frees every dict
 
     def step(self, i, x, w):
         hook = make_hook(self.fixed)
@@ -193,6 +201,7 @@ SHAPES = {"cycle": CycleShape, "callback": CallbackShape, "view": ViewShape,
 def run(shape: str, fixed: bool, out: str, rename: bool = False) -> Dict[str, Any]:
     torch.manual_seed(0)
     expect: Dict[str, int] = {}
+    walked: Set[str] = set()
     gc.disable()     # a long-lived program: these cycles sit in gen 2 for many steps
     # No time budget: these runs check what the walk finds, at every mark,
     # in steps far shorter than one heap pass (the budget's cost side is
@@ -212,15 +221,20 @@ def run(shape: str, fixed: bool, out: str, rename: bool = False) -> Dict[str, An
             w.grad = None
             if hasattr(sc, "after_backward"):
                 sc.after_backward()
-            # Made in checker step i+1: judged when mark i+3 exists.
-            if not fixed and i + 3 <= STEPS:
+            # Made in checker step i+1: judged (linger), and walked for its
+            # holders, when mark i+3 exists; a collection's victims are all
+            # judged (cycle), named by their holders when they were walked.
+            if not fixed and (i + 3 <= STEPS or sc.rule == "cycle"):
                 expect.update((hex(p), n) for p, n in map(storage_of, sc.leaked))
+            if not fixed and i + 3 <= STEPS:
+                walked.update(hex(p) for p, _ in map(storage_of, sc.leaked))
             sc.leaked = []
             del x, loss
         gc.enable()
         gc.collect()
         vramtrace.snapshot(out)
-    return {"expect": expect, "holder": SHAPES[shape].holder}
+    return {"expect": expect, "holder": SHAPES[shape].holder, "rule": SHAPES[shape].rule,
+            "walked": sorted(walked)}
 
 
 if __name__ == "__main__":

@@ -48,12 +48,16 @@ def test_leak_is_flagged_with_bytes_and_holder(shape, tmp_path):
     assert not missing, f"not flagged: {missing}\n{text}"
     for addr, nbytes in expect.items():
         assert found[addr]["bytes"] == nbytes
-        assert found[addr]["rule"] == "linger" and found[addr]["external"]
+        assert found[addr]["rule"] == info["rule"] and found[addr]["external"]
     # ... nothing else is (the weight, the batches, the grads are fine) ...
     extra = sorted(hex(a) for a in found if a not in expect)
     assert not extra, f"false positives: {extra}\n{text}"
-    # ... and a retention path names what holds it.
+    # ... and a retention path names what holds it (a collection's victims:
+    # those a mark's walk saw before the collection).
+    walked = {int(a, 16) for a in info["walked"]}
     for addr in expect:
+        if info["rule"] == "cycle" and addr not in walked:
+            continue
         paths = [p["text"] for p in found[addr]["paths"]]
         assert any(info["holder"] in p for p in paths), (hex(addr), paths)
 
@@ -75,9 +79,33 @@ def test_cycle_paths_are_marked_as_cycles(tmp_path):
     info = _trace("cycle", "leak", tmp_path)
     _, rep = _check(info["snap"])
     assert rep["findings"]
+    walked = {int(a, 16) for a in info["walked"]}
+    assert walked
     for f in rep["findings"]:
         assert f["freed"] is not None          # the final gc.collect() freed them
-        assert any(p["cycle"] and "Peer.act" in p["text"] for p in f["paths"]), f["paths"]
+        assert f["rule"] == "cycle" and f["collected_by_gc"] is not None, f
+        assert f["collected_by_gc"]["seq"] < f["freed"]["seq"]
+        # the pairs a mark's walk saw are named by their cycle
+        if int(f["addr"], 16) in walked:
+            assert any(p["cycle"] and "Peer.act" in p["text"] for p in f["paths"]), f["paths"]
+
+
+def test_cycle_victims_are_held_by_a_reference_cycle_until_gc_ran(tmp_path):
+    """The pipeline user's signal: storages a collection freed are said to
+    be held by a reference cycle until gc ran, with their bytes and how long
+    after their last use; the weight and the batches are not."""
+    cli = _cli()
+    info = _trace("cycle", "leak", tmp_path)
+    r = subprocess.run([cli, "check", info["snap"]], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1, r.stderr
+    text = r.stdout
+    n = len(info["expect"])
+    assert text.count("held by a reference cycle until gc ran: the collection at") == n, text
+    assert text.count("after its last use") == n
+    assert "(cycle) Peer.peer → Peer.peer → Peer.act → tensor" in text
+    assert f"{n} findings, {n * 12} KiB held after last use" in text
+    assert "tensor 'w'" not in text and "randn" not in text
 
 
 def test_view_path_names_the_view_and_its_base(tmp_path):
@@ -100,7 +128,7 @@ def test_view_path_names_the_view_and_its_base(tmp_path):
 def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
     """name() on a tensor already recorded renames it (vt_tensor_name): the
     finding's owner, the path's view_of and the text use the new name, and
-    the snapshot says format 1.4 (TENSOR_NAME since 1.1) with TENSOR_NAME events."""
+    the snapshot says format 1.1 or later (TENSOR_NAME) with TENSOR_NAME events."""
     cli = _cli()
     info = _trace("view", "leak", tmp_path, "rename")
     rc, rep = _check(info["snap"])
@@ -117,5 +145,47 @@ def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
     r = subprocess.run([cli, "json", info["snap"]], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["meta"]["format_version"] == "1.4"
+    major, minor = map(int, doc["meta"]["format_version"].split("."))
+    assert major == 1 and minor >= 1, doc["meta"]["format_version"]   # TENSOR_NAME: 1.1
     assert doc["counts"].get("TENSOR_NAME", 0) >= 5, doc["counts"]
+
+
+# -- retention inside a step: the opt-in tape rule ----------------------------
+
+def _tape(twin: str, tmp_path) -> tuple:
+    cli = _cli()
+    out = str(tmp_path / f"tape-{twin}.vtsnap")
+    info = run_traced(os.path.join(HERE, "tape_shape.py"), [twin, out], out, timeout=120)
+    r = subprocess.run([cli, "check", out, "--rules", "linger,pinned,tape"],
+                       capture_output=True, text=True, timeout=60)
+    j = subprocess.run([cli, "check", out, "--rules", "linger,pinned,tape", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    auto = subprocess.run([cli, "check", out], capture_output=True, text=True, timeout=60)
+    return info, r, json.loads(j.stdout), auto
+
+
+def test_tape_keeping_every_intermediate_is_retention_inside_its_step(tmp_path):
+    """A hand-written tape cleared only at the end of the step: the
+    activations whose backward already ran are still alive at the step's
+    peak (the stacked gradients). No mark sees them (each step frees them
+    all), so only the tape rule, which is asked for, reports them."""
+    info, text, rep, auto = _tape("leak", tmp_path)
+    assert text.returncode == 1, text.stderr
+    assert rep["findings"] and all(f["rule"] == "tape" for f in rep["findings"])
+    # at least one activation per complete step, never the weight or a batch
+    steps = {f["last_use"]["step"] for f in rep["findings"]}
+    assert len(steps) >= info["steps"] - 1, sorted(steps)
+    for f in rep["findings"]:
+        assert f["bytes"] == info["activation_bytes"], f
+        assert "a = torch.tanh(a @ w) (tape_shape.py:" in f["owner"]["name"], f["owner"]
+        assert f["lingering_from"]["seq"] < f["freed"]["seq"]
+        assert f["step"]["peak_bytes"] > 0 and 25 <= f["step"]["idle_pct"] <= 100
+    assert "retained inside its step: alive " in text.stdout
+    assert "through the step's peak of " in text.stdout
+    assert auto.returncode == 0 and auto.stdout.startswith("vramtrace check: 0 findings")
+
+
+def test_tape_freeing_each_entry_after_its_backward_is_clean(tmp_path):
+    _, text, rep, _ = _tape("fixed", tmp_path)
+    assert rep["findings"] == [], text.stdout[:3000]
+    assert text.returncode == 0 and rep["tensors"] > 0 and rep["marks"] >= 6

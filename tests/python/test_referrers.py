@@ -91,10 +91,13 @@ def test_lambda_holder_is_named_lambda():
             self.awaited = t
     r = Req(Payload())
     cbs = [lambda: r]
+    line = cbs[0].__code__.co_firstlineno
     res = _walk(r.awaited)
     labels = _labels(res)
     assert ("Req", ".awaited") in labels
-    assert ("function <lambda>", "closure cell 'r' of <lambda>") in labels
+    # named by where it was written: lambdas all share the name <lambda>
+    assert (f"function <lambda at test_referrers.py:{line}>",
+            "closure cell 'r' of <lambda>") in labels
     assert ("list", "[0]") in labels
     del cbs
 
@@ -177,6 +180,7 @@ def test_tracked_tensor_holding_another_is_itself():
 def test_holder_names():
     assert holder_name([]) == "list"
     assert holder_name({}) == "dict"
-    assert holder_name(lambda: 0) == "function <lambda>"
+    fn = lambda: 0  # noqa: E731
+    assert holder_name(fn) == f"function <lambda at test_referrers.py:{fn.__code__.co_firstlineno}>"
     assert holder_name(Context()) == "Context"
     assert holder_name(gc) == "module gc"

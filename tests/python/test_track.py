@@ -236,6 +236,9 @@ def test_automatic_collection_records_cycle_holder_before_drop(fake):
              if e[0] == "ref" and e[2] == tid and fake.names[e[1]] == vtt.CYCLE_HOLDER]
     i_drop = fake.events.index(("drop", tid))
     assert i_ref and i_ref[0] < i_drop
+    # the holder says it is a collection (VT_HOLDER_GC_COLLECTION): the
+    # checker's evidence that gc, not refcounting, freed the tensor
+    assert fake.events[i_ref[0]][1] in fake.gc_holders
 
 
 def test_collect_cycles_at_mark_describes_the_cycle(fake, no_gc):
@@ -251,6 +254,8 @@ def test_collect_cycles_at_mark_describes_the_cycle(fake, no_gc):
     paths = fake.paths_to(tid)
     assert any(p.startswith(vtt.CYCLE_HOLDER) and "Node .t -> " in p for p in paths), paths
     assert ("drop", tid) in fake.events
+    # the collection also names the tensor it freed, directly
+    assert any(e[0] == "ref" and e[1] in fake.gc_holders and e[2] == tid for e in fake.events)
 
 
 def test_autograd_saved_tensor_is_named(fake):

@@ -2,7 +2,9 @@
 a leak at a known line of py_leak.py is grouped under that file:line by
 `vramtrace leaks` and named by `summary`'s top call sites, whichever way the
 program reached vramtrace; what the autograd engine thread kept is marked as
-coming from a thread with no Python frames. This driver itself never imports torch."""
+coming from a thread with no Python frames, and under track() shown under
+the forward op it differentiates ("forward of"). This driver itself never
+imports torch."""
 
 from __future__ import annotations
 
@@ -61,3 +63,38 @@ def test_leak_is_grouped_under_its_python_line(tmp_path, way):
     nopy = [g for g in groups if "(from a thread running no Python code" in g]
     assert nopy and all(f"{leak['file']}:" not in g for g in nopy), leaks[-6000:]
     assert "[thread without Python frames]" in sites, sites
+
+
+def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_path):
+    """backward_leak.py keeps every step's gradient of an intermediate, made on
+    the autograd engine's device thread: under track() it is grouped by
+    `leaks`, and reported by `check` (text and JSON), under "forward of" the
+    line of the forward op (h = torch.tanh(x @ w))."""
+    snap, out = str(tmp_path / "bwd.vtsnap"), str(tmp_path / "bwd.json")
+    prog = os.path.join(HERE, "backward_leak.py")
+    run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--", sys.executable, prog, out, snap],
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    with open(out) as f:
+        info = json.load(f)
+    line, n, nbytes = info["forward_line"], info["kept"], info["grad_bytes"]
+    site = f"forward of main {prog}:{line}"
+
+    groups = run([CLI, "leaks", snap]).split("\n\n")
+    kept = [g for g in groups if g.startswith(f"Leak of {n * nbytes >> 10} KiB in {n} allocations")]
+    assert len(kept) == 1, groups
+    assert site in kept[0] and "(from a thread running no Python code" not in kept[0], kept[0]
+
+    text = subprocess.run([CLI, "check", snap], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 1, text.stderr
+    assert f"at forward of main ({prog}:{line})" in text.stdout, text.stdout[:4000]
+    rep = json.loads(subprocess.run([CLI, "check", snap, "--json"], capture_output=True,
+                                    text=True, timeout=120).stdout)
+    # the gradients of steps followed by a complete unused step, held by `kept`
+    assert len(rep["findings"]) == n - 1, [f["owner"] for f in rep["findings"]]
+    for f in rep["findings"]:
+        assert f["bytes"] == nbytes and f["device"] == 0
+        assert f"backward_leak.py:{line}, backward: aten." in f["owner"]["name"], f["owner"]
+        for where in (f["alloc"]["stack"], f["last_use"]["stack"]):
+            fwd = [fr for fr in where if fr["function"] == "forward of main"]
+            assert fwd and fwd[0]["file"] == prog and fwd[0]["line"] == line, where
+        assert any("frame.local 'kept'" in p["text"] for p in f["paths"]), f["paths"]

@@ -168,6 +168,52 @@ def test_fixed_cycle_runs_flat_and_check_is_clean(tmp_path):
     assert text.startswith("vramtrace check: 0 findings")
 
 
+def run_gc_cycle(tmp_path, kind: str) -> Dict[str, Any]:
+    out, snap = tmp_path / f"gc-{kind}.json", tmp_path / f"gc-{kind}.vtsnap"
+    run([SIMRUN, "--mem", "256M", "--", CLI, "run", "--", sys.executable,
+         os.path.join(HERE, "gc_cycle.py"), kind, str(out), str(snap)],
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    with open(out) as f:
+        res = json.load(f)
+    res["snap"] = str(snap)
+    return res
+
+
+def test_activations_a_collection_freed_are_held_by_a_reference_cycle_until_gc_ran(tmp_path):
+    """Each step's stash sits in a cycle (a callback capturing its context)
+    until the collector runs: every one is flagged as held by a reference
+    cycle until gc ran, with its bytes and its wait; the weights and Adam's
+    state, used every step, are not."""
+    leak = run_gc_cycle(tmp_path, "leak")
+    rep = json.loads(run([CLI, "check", leak["snap"], "--json"], status=1))
+    stashed = sorted(a for a, _ in leak["stashed"])
+    assert len(stashed) == 9
+    assert sorted(f["addr"] for f in rep["findings"]) == stashed
+    assert "cycle" in rep["rules_run"]
+    for f in rep["findings"]:
+        assert f["rule"] == "cycle" and f["device"] == 0 and f["bytes"] == 512 << 10, f
+        gc_at, freed = f["collected_by_gc"], f["freed"]
+        assert gc_at["seq"] < freed["seq"] and gc_at["time_ns"] <= freed["time_ns"]
+        assert f["linger_ns"] == freed["time_ns"] - f["last_use"]["time_ns"] > 0
+        assert "gc_cycle.py:" in f["owner"]["name"] and "stash(" in f["owner"]["name"]
+    # a stash that a mark's walk saw before the collection is named by its cycle
+    paths = [p["text"] for f in rep["findings"] for p in f["paths"] if p["cycle"]]
+    lam = f"function <lambda at gc_cycle.py:{leak['lambda_line']}>"
+    assert any(p.startswith(f"(cycle) StepContext.on_done → {lam}") and
+               "StepContext.act → tensor" in p for p in paths), paths
+    text = run([CLI, "check", leak["snap"]], status=1)
+    assert text.startswith("vramtrace check: 9 findings, 4.5 MiB held after last use")
+    assert text.count("held by a reference cycle until gc ran: the collection at") == 9
+    assert "held by (just before gc collected it):" in text
+
+
+def test_fixed_callback_without_the_cycle_is_clean(tmp_path):
+    fixed = run_gc_cycle(tmp_path, "fixed")
+    assert len(fixed["stashed"]) == 9
+    text = run([CLI, "check", fixed["snap"]])
+    assert text.startswith("vramtrace check: 0 findings"), text[:3000]
+
+
 OOM_PROGRAM = """
 import torch, vramtrace, vramtrace.torch as vtt
 vtt.use_allocator()

@@ -39,6 +39,8 @@ const char *vt_check_rule_name(unsigned rule)
     case VT_CHECK_RULE_NEVER_FREED: return "never-freed";
     case VT_CHECK_RULE_OUTLIER: return "outlier";
     case VT_CHECK_RULE_PINNED: return "pinned";
+    case VT_CHECK_RULE_CYCLE: return "cycle";
+    case VT_CHECK_RULE_TAPE: return "tape";
     default: return "?";
     }
 }
@@ -55,6 +57,8 @@ int vt_check_parse_rules(const char *text, unsigned *rules)
         else if (n == 11 && !strncmp(p, "never-freed", n)) acc |= VT_CHECK_RULE_NEVER_FREED;
         else if (n == 7 && !strncmp(p, "outlier", n)) acc |= VT_CHECK_RULE_OUTLIER;
         else if (n == 6 && !strncmp(p, "pinned", n)) acc |= VT_CHECK_RULE_PINNED;
+        else if (n == 5 && !strncmp(p, "cycle", n)) acc |= VT_CHECK_RULE_CYCLE;
+        else if (n == 4 && !strncmp(p, "tape", n)) acc |= VT_CHECK_RULE_TAPE;
         else if (n == 3 && !strncmp(p, "all", n)) acc |= VT_CHECK_RULES_ALL;
         else if (n == 4 && !strncmp(p, "auto", n)) acc |= 0;
         else return -EINVAL;
@@ -182,7 +186,8 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
 
     unsigned rules = opt.rules & VT_CHECK_RULES_ALL;
     if (!rules)
-        rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)
+        rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED |
+                              (m.ngc_collections ? VT_CHECK_RULE_CYCLE : 0))
                            : (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
     r->rules_run = rules;
     r->grace_mode = opt.grace_mode;
@@ -201,6 +206,10 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     r->pinned_ratio = opt.pinned_ratio > 0 && opt.pinned_ratio <= 1 ? opt.pinned_ratio
                                                                     : VT_CHECK_PINNED_RATIO;
 
+    /* Before LINGER: a storage only a collection freed is its finding alone. */
+    if (rules & VT_CHECK_RULE_CYCLE)
+        if (vt__ck_rule_cycle(&m, &opt, &fs, r) < 0)
+            goto fail;
     if (rules & VT_CHECK_RULE_LINGER) {
         if (vt__ck_rule_linger(&m, &opt, &fs, r) < 0)
             goto fail;
@@ -211,6 +220,10 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     /* After LINGER: it cuts the pinned intervals of the storages it flagged. */
     if (rules & VT_CHECK_RULE_PINNED)
         if (vt__ck_rule_pinned(&m, &opt, &fs, r) < 0)
+            goto fail;
+    /* After LINGER and CYCLE: it judges only what they left. */
+    if (rules & VT_CHECK_RULE_TAPE)
+        if (vt__ck_rule_tape(&m, &opt, &fs, r) < 0)
             goto fail;
     if (rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER))
         if (vt__ck_rule_native(&m, &opt, rules, &fs, r) < 0)

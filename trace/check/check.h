@@ -124,6 +124,34 @@
  *   only the LINGER finding is reported. With `--rules pinned` alone nothing
  *   is cut.
  *
+ * VT_CHECK_RULE_CYCLE (tensor annotations and a HOLDER_NEW flagged
+ *   VT_HOLDER_GC_COLLECTION present): a storage freed by a garbage
+ *   collection, i.e. a reference cycle held it until gc ran. The storage was
+ *   freed, and the last of its tensors to die was dropped by a collection (a
+ *   REF from a collection holder to it precedes its TENSOR_DROP, which
+ *   precedes the free). Flagged whatever the grace: memory that only a
+ *   collection frees is held for as long as the collector waits, which the
+ *   program does not control (PyTorch's own cycle detector flags the same).
+ *   linger_from is the collection (its REF: gc_seq); linger_ns runs from
+ *   the last use to the free ("held X s after its last use"); the paths show
+ *   the references just before the collection (the cycle, when a holder
+ *   walk recorded it). The CYCLE rule runs before LINGER, which then skips
+ *   the storages it flagged (one finding per storage).
+ *
+ * VT_CHECK_RULE_TAPE (tensor annotations and marks; opt-in: `--rules
+ *   linger,pinned,tape`, not part of the automatic rules): retention inside a
+ *   step, e.g. a hand-written autograd tape that keeps every intermediate
+ *   until the end of backward. A storage freed in the same complete step
+ *   (between two marks) as its last use is flagged when it stayed alive after
+ *   that use for at least VT_CHECK_TAPE_PCT % of the step's events (events,
+ *   not time: a tracker's own pauses record nothing) and was alive and
+ *   unused at the step's peak: the first event at which the live bytes of all
+ *   storages in that step were highest (the step's peak depends on it).
+ *   linger_from is that peak, linger_ns the time from the last use to the
+ *   free; step_ns and step_peak_bytes say the step's length and peak; the
+ *   paths show what held it at the peak. Storages LINGER or CYCLE flagged are
+ *   not judged again.
+ *
  * "Lingering" is measured from the last use (native rules: from the
  * allocation plus the siblings' median lifetime, or from the allocation for
  * never-freed; PINNED: from the start of the pinned interval) to the free or
@@ -161,6 +189,9 @@
 #define VT_CHECK_GAP_FACTOR 10
 /* PINNED: default share of the storage its live views must cover. */
 #define VT_CHECK_PINNED_RATIO 0.5
+/* TAPE: share of its step's events (percent) a storage must stay alive after its
+ * last use. */
+#define VT_CHECK_TAPE_PCT 25
 /* PINNED: views listed per finding (the largest ones; nviews_live counts all). */
 #define VT_CHECK_MAX_VIEWS 8
 
@@ -170,10 +201,13 @@ enum vt_check_rule {
     VT_CHECK_RULE_NEVER_FREED = 1u << 1, /* native: call site accumulating never-freed memory */
     VT_CHECK_RULE_OUTLIER = 1u << 2,     /* native: outlives its call site's siblings */
     VT_CHECK_RULE_PINNED = 1u << 3,      /* small live views pin a dropped base's storage */
+    VT_CHECK_RULE_CYCLE = 1u << 4,       /* held by a reference cycle until gc freed it */
+    VT_CHECK_RULE_TAPE = 1u << 5,        /* idle through its step's peak (opt-in) */
 };
-#define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors, else
-                                     the native rules */
-#define VT_CHECK_RULES_ALL 15u
+#define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors (+ CYCLE
+                                     when it recorded a garbage collection), else the
+                                     native rules */
+#define VT_CHECK_RULES_ALL 63u
 
 /* How the grace of the LINGER rule is decided. */
 enum vt_check_grace_mode {
@@ -298,6 +332,13 @@ typedef struct vt_check_finding {
     uint64_t pinned_until_time_ns;
     uint8_t pinned_cut;        /* 1: interval cut at the last use (LINGER took over) */
     uint32_t nviews_live;      /* live views at path_seq */
+    /* CYCLE only (0 otherwise): the collection that freed it. */
+    uint64_t gc_seq;           /* the REF of the collection to its last tensor */
+    uint64_t gc_time_ns;
+    /* TAPE only (0 otherwise): the step it was retained in. */
+    uint64_t step_ns;          /* the step's length (mark to mark) */
+    uint64_t step_peak_bytes;  /* live bytes at the step's peak (linger_from_seq) */
+    uint32_t step_idle_pct;    /* share of the step's events after its last use */
     vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
 } vt_check_finding;
@@ -335,7 +376,7 @@ int vt_check_parse_grace(const char *text, vt_check_options *opt);
 
 /*! vt_check_parse_rules() :
  * Parse a comma-separated list of rule names ("linger", "never-freed",
- * "outlier", "pinned", "all", "auto") into VT_CHECK_RULE_* bits.
+ * "outlier", "pinned", "cycle", "tape", "all", "auto") into VT_CHECK_RULE_* bits.
  * @return 0 and *rules, or -EINVAL. */
 int vt_check_parse_rules(const char *text, unsigned *rules);
 
@@ -358,7 +399,8 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
 void vt_check_report_free(vt_check_report *r);
 
 /*! vt_check_rule_name() :
- * @return "linger", "never-freed", "outlier", "pinned", or "?"; static storage. */
+ * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", or "?"; static
+ * storage. */
 const char *vt_check_rule_name(unsigned rule);
 
 /*! vt_check_path_format() :
@@ -393,7 +435,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  * Schema, stable (fields are only ever added):
  * {
  *   "vramtrace_check": 1,                       schema version
- *   "rules_run": ["linger", ...],      ("linger", "never-freed", "outlier", "pinned")
+ *   "rules_run": ["linger", ...],      ("linger", "never-freed", "outlier", "pinned",
+ *                                        "cycle", "tape")
  *   "grace": {"mode": "steps"|"time", "steps": N|null, "seconds": S|null},
  *             (N / S are set when the user gave them, null = the automatic rule)
  *   "pinned_ratio": X,                          PINNED threshold as applied
@@ -403,7 +446,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *   "total_bytes": N, "total_byte_seconds": X,
  *   "findings": [                               ranked, largest bytes x time first
  *     {
- *       "rule": "linger"|"never-freed"|"outlier"|"pinned",
+ *       "rule": "linger"|"never-freed"|"outlier"|"pinned"|"cycle"|"tape",
  *       "addr": "0x...",  (hex string: 64-bit addresses exceed JSON doubles)
  *       "device": N, "external": bool, "before_window": bool,
  *       "bytes": N, "block_bytes": N, "allocations": N,
@@ -418,6 +461,11 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *       "freed": {"seq": N, "time_ns": N, "stack": STACK} | null,  (null: still alive)
  *       "linger_ns": N, "byte_seconds": X,
  *       "wasted_bytes": N,                      (0 unless "pinned")
+ *       "collected_by_gc": {"seq": N, "time_ns": N} | null,  (set for "cycle" only:
+ *                                                the collection that freed it)
+ *       "step": {"ns": N, "peak_bytes": N, "idle_pct": N} | null,  (set for
+ *                                  "tape" only: the step it was retained in, and
+ *                                  the share of its events after the last use)
  *       "pinned": null | {                      (set for "pinned" only)
  *           "owner_dropped": {"seq": N, "time_ns": N},
  *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)

@@ -7,6 +7,8 @@
  *                   queries
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
+ *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
+ *   check_tape.c    the TAPE rule: retention inside a step, through its peak
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
@@ -21,6 +23,7 @@
 
 #include "check.h"
 #include "grow.h"
+#include "u64map.h"
 
 #define CK_NONE UINT32_MAX
 
@@ -49,6 +52,7 @@ typedef struct ck_storage {
     uint8_t freed;          /* free_seq is valid */
     uint8_t claimed;        /* already part of a native finding */
     uint8_t lingered;       /* flagged by LINGER (PINNED stops at its last use) */
+    uint8_t gc_freed;       /* flagged by CYCLE (LINGER skips it) */
     uint8_t ignore_counted; /* already counted in nignored */
     uint8_t fate_unknown;   /* no free among the kept events, yet not alive at the end
                                (trace/liveness.h): freed in a gap or after the copy;
@@ -71,6 +75,8 @@ typedef struct ck_node {
     uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
     uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
     uint8_t dropped;        /* tensor: drop_seq is valid */
+    uint8_t gc_collection;  /* holder: one run of a garbage collector (HOLDER_NEW aux2) */
+    uint64_t gc_seq, gc_time; /* tensor: first REF from a collection holder, 0: none */
     uint32_t in_head;       /* pass 2: first live incoming edge */
     uint32_t gen;           /* path search: visited when == current generation */
     uint32_t parent;        /* path search: next node toward the storage, CK_NONE:
@@ -97,14 +103,6 @@ typedef struct ck_gop {
     uint8_t op;
 } ck_gop;
 
-/* u64 -> u32 open-addressing map (linear probing, no deletion). */
-typedef struct ck_map {
-    uint64_t *keys;
-    uint32_t *vals;
-    uint8_t *used;
-    size_t cap, n;
-} ck_map;
-
 typedef struct ck_model {
     const vt_snapshot_data *s;
     ck_storage *st;   size_t nst, capst;
@@ -113,11 +111,12 @@ typedef struct ck_model {
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
     uint32_t *mark_label;   /* string id of each mark's label */
-    ck_map ids;             /* id -> node (latest NEW) */
+    vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
     uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;
+    size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
 } ck_model;
 
 /* The findings of all rules, in the order the rules add them. */
@@ -136,11 +135,6 @@ typedef struct ck_findings {
 
 /* String idx of the snapshot, "" when absent or malformed. */
 const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
-
-int vt__ck_map_init(ck_map *m, size_t cap);
-void vt__ck_map_free(ck_map *m);
-uint32_t vt__ck_map_get(const ck_map *m, uint64_t key);
-int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val);
 
 /* Build the model of m->s (m zeroed but for s): pass 1, the uses grouped
  * by storage, start and end time. 0 or -ENOMEM (then vt__ck_model_free). */
@@ -175,7 +169,7 @@ uint64_t vt__ck_storage_bytes(const ck_storage *st);
 void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st);
 
 /* ------------------------------------------------------------------------ */
-/* check_linger.c, check_pinned.c, check_native.c: the rules               */
+/* check_linger.c, check_pinned.c, check_cycle.c, check_native.c: the rules */
 /* ------------------------------------------------------------------------ */
 
 /* Each adds its findings to fs; 0 or -ENOMEM. LINGER also sets
@@ -185,6 +179,12 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
                        vt_check_report *r);
 int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs,
                        vt_check_report *r);
+/* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
+int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                      vt_check_report *r);
+/* TAPE runs after LINGER and CYCLE and skips what they flagged. */
+int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                     vt_check_report *r);
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
                        ck_findings *fs, vt_check_report *r);

@@ -25,7 +25,7 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
 
     for (size_t i = 0; i < m->nst; i++) {
         ck_storage *st = &m->st[i];
-        if (!st->ntensors || !st->nuses || st->fate_unknown)
+        if (!st->ntensors || !st->nuses || st->fate_unknown || st->gc_freed)
             continue;
         const ck_use *u = &m->uses[st->first_use];
         const ck_use *last = &u[st->nuses - 1];

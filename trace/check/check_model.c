@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "check_internal.h"
 #include "timeline.h"
 
@@ -34,86 +35,6 @@ const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx)
     if (!memchr(s->strings_blob + off, 0, s->strings_blob_size - off))
         return "";
     return s->strings_blob + off;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-/* ------------------------------------------------------------------------ */
-/*  u64 -> u32 map                                                          */
-/* ------------------------------------------------------------------------ */
-
-int vt__ck_map_init(ck_map *m, size_t cap)
-{
-    size_t c = 64;
-    while (c < cap * 2)
-        c *= 2;
-    m->keys = malloc(c * sizeof *m->keys);
-    m->vals = malloc(c * sizeof *m->vals);
-    m->used = calloc(c, 1);
-    m->cap = c;
-    m->n = 0;
-    if (!m->keys || !m->vals || !m->used) {
-        vt__ck_map_free(m);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-void vt__ck_map_free(ck_map *m)
-{
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
-    memset(m, 0, sizeof *m);
-}
-
-uint32_t vt__ck_map_get(const ck_map *m, uint64_t key)
-{
-    if (!m->cap)
-        return CK_NONE;
-    size_t mask = m->cap - 1;
-    for (size_t i = mix64(key) & mask;; i = (i + 1) & mask) {
-        if (!m->used[i])
-            return CK_NONE;
-        if (m->keys[i] == key)
-            return m->vals[i];
-    }
-}
-
-int vt__ck_map_put(ck_map *m, uint64_t key, uint32_t val)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        ck_map nm;
-        if (vt__ck_map_init(&nm, m->cap) < 0)
-            return -ENOMEM;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->used[i])
-                vt__ck_map_put(&nm, m->keys[i], m->vals[i]);
-        vt__ck_map_free(m);
-        *m = nm;
-    }
-    size_t mask = m->cap - 1;
-    for (size_t i = mix64(key) & mask;; i = (i + 1) & mask) {
-        if (!m->used[i]) {
-            m->used[i] = 1;
-            m->keys[i] = key;
-            m->vals[i] = val;
-            m->n++;
-            return 0;
-        }
-        if (m->keys[i] == key) {
-            m->vals[i] = val;
-            return 0;
-        }
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -240,7 +161,7 @@ static int open_storage(ck_model *m, const vt_event *e, uint64_t addr, uint64_t 
     s->size = size;
     s->owner = s->first_tensor = CK_NONE;
     s->tl = s->tr = CK_NONE;
-    s->prio = (uint32_t)mix64(x + 0x9e3779b97f4a7c15ull);
+    s->prio = (uint32_t)vt__mix64(x + 0x9e3779b97f4a7c15ull);
     s->device = -1;
     s->alloc_event = UINT32_MAX;
     if (e) {
@@ -267,7 +188,7 @@ static int new_node(ck_model *m, uint8_t kind, uint64_t id, uint32_t name, uint3
     n->kind = kind;
     n->alive = kind == VT_CHECK_NODE_HOLDER;
     n->storage = n->base = n->next_bound = n->in_head = n->parent = CK_NONE;
-    if (vt__ck_map_put(&m->ids, id, x) < 0)
+    if (vt__u64map_put(&m->ids, id, x) < 0)
         return -ENOMEM;
     *out = x;
     return 0;
@@ -277,7 +198,7 @@ static int new_node(ck_model *m, uint8_t kind, uint64_t id, uint32_t name, uint3
  * nameless holder (the object was created before the window). */
 static int resolve(ck_model *m, uint64_t id, uint32_t *out)
 {
-    uint32_t x = vt__ck_map_get(&m->ids, id);
+    uint32_t x = vt__u64map_get(&m->ids, id);
     if (x != CK_NONE) {
         *out = x;
         return 0;
@@ -310,7 +231,7 @@ static int on_tensor_new(ck_model *m, const vt_event *e)
 {
     uint32_t base = CK_NONE;
     if (e->aux2) {
-        base = vt__ck_map_get(&m->ids, e->aux2);
+        base = vt__u64map_get(&m->ids, e->aux2);
         if (base != CK_NONE && m->nodes[base].kind != VT_CHECK_NODE_TENSOR)
             base = CK_NONE;
     }
@@ -496,12 +417,12 @@ static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late,
                 return -ENOMEM;
             break;
         case VT_EV_TENSOR_USE:
-            x = vt__ck_map_get(&m->ids, e->aux);
+            x = vt__u64map_get(&m->ids, e->aux);
             if (x != CK_NONE && m->nodes[x].kind == VT_CHECK_NODE_TENSOR && push_use(m, e, x) < 0)
                 return -ENOMEM;
             break;
         case VT_EV_TENSOR_DROP:
-            x = vt__ck_map_get(&m->ids, e->aux);
+            x = vt__u64map_get(&m->ids, e->aux);
             if (x == CK_NONE || m->nodes[x].kind != VT_CHECK_NODE_TENSOR)
                 break;
             if (!m->nodes[x].dropped) {
@@ -518,7 +439,7 @@ static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late,
              * the tensor has at the end of the snapshot, also for what
              * happened before the rename. A holder id or an unknown one is
              * left alone (the event names tensors only). */
-            x = vt__ck_map_get(&m->ids, e->aux);
+            x = vt__u64map_get(&m->ids, e->aux);
             if (x != CK_NONE && m->nodes[x].kind == VT_CHECK_NODE_TENSOR)
                 m->nodes[x].name = e->str;
             break;
@@ -526,16 +447,26 @@ static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late,
             if (new_node(m, VT_CHECK_NODE_HOLDER, e->aux, e->str, &x) < 0)
                 return -ENOMEM;
             m->nholders++;
+            if (e->aux2 & VT_HOLDER_GC_COLLECTION) {
+                m->nodes[x].gc_collection = 1;
+                m->ngc_collections++;
+            }
             break;
         case VT_EV_REF:
             if (resolve(m, e->aux, &x) < 0 || resolve(m, e->aux2, &y) < 0 ||
                 push_gop(m, e->seq, CK_OP_REF, x, y, e->str) < 0)
                 return -ENOMEM;
             m->nrefs++;
+            /* A collection names the tensors it freed. */
+            if (m->nodes[x].gc_collection && m->nodes[y].kind == VT_CHECK_NODE_TENSOR &&
+                !m->nodes[y].gc_seq) {
+                m->nodes[y].gc_seq = e->seq;
+                m->nodes[y].gc_time = e->time_ns;
+            }
             break;
         case VT_EV_UNREF:
-            x = vt__ck_map_get(&m->ids, e->aux);
-            y = vt__ck_map_get(&m->ids, e->aux2);
+            x = vt__u64map_get(&m->ids, e->aux);
+            y = vt__u64map_get(&m->ids, e->aux2);
             if (x != CK_NONE && y != CK_NONE && push_gop(m, e->seq, CK_OP_UNREF, x, y, 0) < 0)
                 return -ENOMEM;
             break;
@@ -583,7 +514,7 @@ void vt__ck_model_free(ck_model *m)
     free(m->mark_time);
     free(m->mark_label);
     free(m->lt_storage);
-    vt__ck_map_free(&m->ids);
+    vt__u64map_free(&m->ids);
     memset(m, 0, sizeof *m);
 }
 
@@ -591,7 +522,7 @@ static int build_model(ck_model *m)
 {
     vt_timeline *tl;
     m->root = CK_NONE;
-    if (vt__ck_map_init(&m->ids, 1024) < 0)
+    if (vt__u64map_init(&m->ids, 1024) < 0)
         return -ENOMEM;
     int rc = vt_timeline_build(m->s, &tl, NULL, 0);
     if (rc < 0)
@@ -638,14 +569,8 @@ int vt__ck_model_build(ck_model *m)
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq)
 {
-    size_t lo = 0, hi = m->nmarks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->mark_seq[mid] <= seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(m->nmarks, i, m->mark_seq[i] <= seq, lo);
     return (uint32_t)lo;
 }
 
@@ -660,14 +585,8 @@ const char *vt__ck_step_label(const ck_model *m, uint32_t step)
  * jitter between threads), clamped below `limit`. */
 uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit)
 {
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->events[mid].time_ns < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(s->nevents, i, s->events[i].time_ns < t, lo);
     uint64_t seq = lo < s->nevents ? s->events[lo].seq : UINT64_MAX;
     if (limit && seq >= limit)
         seq = limit - 1;

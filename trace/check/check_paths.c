@@ -28,7 +28,7 @@ typedef struct graph {
     ck_edge *e;
     size_t ne, cap;
     uint32_t free_head;     /* recycled edges, linked by next */
-    ck_map pairs;           /* (from << 32 | to) -> most recent live edge */
+    vt__u64map pairs;       /* (from << 32 | to) -> most recent live edge */
     uint32_t gen;           /* search generation (ck_node.gen) */
     uint32_t *queue;
     size_t capq;
@@ -67,14 +67,14 @@ static int add_edge(graph *g, uint32_t from, uint32_t to, uint32_t label)
     if (t->in_head != CK_NONE)
         g->e[t->in_head].prev = x;
     t->in_head = x;
-    ed->older = vt__ck_map_get(&g->pairs, pair_key(from, to));
-    return vt__ck_map_put(&g->pairs, pair_key(from, to), x);
+    ed->older = vt__u64map_get(&g->pairs, pair_key(from, to));
+    return vt__u64map_put(&g->pairs, pair_key(from, to), x);
 }
 
 static void remove_edge(graph *g, uint32_t from, uint32_t to)
 {
     uint64_t key = pair_key(from, to);
-    uint32_t x = vt__ck_map_get(&g->pairs, key);
+    uint32_t x = vt__u64map_get(&g->pairs, key);
     if (x == CK_NONE)
         return;
     ck_edge *ed = &g->e[x];
@@ -84,7 +84,10 @@ static void remove_edge(graph *g, uint32_t from, uint32_t to)
         g->m->nodes[to].in_head = ed->next;
     if (ed->next != CK_NONE)
         g->e[ed->next].prev = ed->prev;
-    vt__ck_map_put(&g->pairs, key, ed->older); /* key exists: cannot fail */
+    if (ed->older == CK_NONE)
+        vt__u64map_del(&g->pairs, key);
+    else
+        vt__u64map_put(&g->pairs, key, ed->older); /* key exists: cannot fail */
     ed->next = g->free_head;
     g->free_head = x;
 }
@@ -259,7 +262,8 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
 {
     size_t nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)) &&
+        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
+             VT_CHECK_RULE_TAPE)) &&
             fst[i] != CK_NONE)
             nqueries++;
     if (!nqueries)
@@ -269,7 +273,8 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
         return -ENOMEM;
     nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED)) &&
+        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
+             VT_CHECK_RULE_TAPE)) &&
             fst[i] != CK_NONE)
             q[nqueries++] = (query){ r->findings[i].path_seq, (uint32_t)i };
     qsort(q, nqueries, sizeof *q, cmp_query);
@@ -279,7 +284,7 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
     g.m = m;
     g.free_head = CK_NONE;
     g.budget = CK_VISIT_BUDGET;
-    int rc = vt__ck_map_init(&g.pairs, m->nrefs ? m->nrefs : 16);
+    int rc = vt__u64map_init(&g.pairs, m->nrefs ? m->nrefs : 16);
     for (size_t i = 0; i < m->nnodes; i++) {
         ck_node *n = &m->nodes[i];
         n->alive = n->kind == VT_CHECK_NODE_HOLDER;
@@ -301,6 +306,6 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
     free(q);
     free(g.e);
     free(g.queue);
-    vt__ck_map_free(&g.pairs);
+    vt__u64map_free(&g.pairs);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "check_internal.h"
 
 /* One tensor (other than the owner) that may hold the storage after the
@@ -98,14 +99,8 @@ static uint64_t cov_len(const pin_scratch *p)
 
 static size_t xs_index(const pin_scratch *p, uint64_t x)
 {
-    size_t lo = 0, hi = p->nxs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->xs[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(p->nxs, i, p->xs[i] < x, lo);
     return lo;
 }
 

@@ -173,7 +173,7 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
 static void print_rules(FILE *f, unsigned rules)
 {
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_PINNED; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (rules & b) {
             fprintf(f, "%s%s", sep, vt_check_rule_name(b));
             sep = ",";
@@ -359,7 +359,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
         if (x->external)
             fprintf(f, ", external");
         fputc('\n', f);
-        if (x->rule == VT_CHECK_RULE_LINGER) {
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
+            x->rule == VT_CHECK_RULE_TAPE) {
             if (x->owner_id)
                 fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), %u tensor%s bound\n",
                         x->owner_name, x->owner_id, x->ntensors, x->ntensors == 1 ? "" : "s");
@@ -401,7 +402,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             fprintf(f, "   allocated: seq %" PRIu64 " at %.3f s\n", x->alloc_seq,
                     rel_s(r, x->alloc_time_ns));
         print_stack(f, s, x->alloc_stack, "     ");
-        if (x->rule == VT_CHECK_RULE_LINGER) {
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
+            x->rule == VT_CHECK_RULE_TAPE) {
             fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
                     x->last_use_name, x->last_use_tensor, x->last_use_seq,
                     rel_s(r, x->last_use_time_ns));
@@ -412,7 +414,21 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             }
             fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
             print_stack(f, s, x->last_use_stack, "     ");
-            if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
+            if (x->rule == VT_CHECK_RULE_TAPE) {
+                fprintf(f, "   retained inside its step: alive %.3f s after its last use "
+                           "(%u%% of the step's events, a %.3f s step), through the step's "
+                           "peak of %s at %.3f s\n",
+                        (double)x->linger_ns / 1e9, x->step_idle_pct, (double)x->step_ns / 1e9,
+                        vt__fmt_bytes(x->step_peak_bytes, b3), rel_s(r, x->linger_from_time_ns));
+            } else if (x->rule == VT_CHECK_RULE_CYCLE) {
+                fprintf(f, "   held by a reference cycle until gc ran: the collection at %.3f s"
+                           " (seq %" PRIu64 ") freed it %.3f s after its last use",
+                        rel_s(r, x->gc_time_ns), x->gc_seq, (double)x->linger_ns / 1e9);
+                if (x->grace_mode == VT_CHECK_GRACE_STEPS)
+                    fprintf(f, ", %u complete step%s unused", x->steps_unused,
+                            x->steps_unused == 1 ? "" : "s");
+                fputc('\n', f);
+            } else if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
                 fprintf(f, "   lingering since seq %" PRIu64 " at %.3f s: %u complete step%s"
                            " unused ", x->linger_from_seq, rel_s(r, x->linger_from_time_ns),
                         x->steps_unused, x->steps_unused == 1 ? "" : "s");
@@ -452,16 +468,22 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             fprintf(f, "   still alive at the end (%.3f s)\n", rel_s(r, r->end_time_ns));
         fprintf(f, "   held %.3f s %s: %s\n", (double)x->linger_ns / 1e9,
                 x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
+                : x->rule == VT_CHECK_RULE_CYCLE   ? "after last use, until gc freed it"
+                : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
                                                    : "since allocation (longest)",
                 vt__fmt_byte_seconds(x->byte_seconds, b2));
-        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED) {
+        if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
+            x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE) {
             if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
-                fprintf(f, "   held by (%s):\n", x->path_seq == UINT64_MAX ? "at the end"
-                                                                            : "when it became a finding");
+                fprintf(f, "   held by (%s):\n",
+                        x->path_seq == UINT64_MAX         ? "at the end"
+                        : x->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
+                        : x->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
+                                                          : "when it became a finding");
             for (size_t p = 0; p < x->npaths; p++) {
                 char line[2048];
                 size_t need = vt_check_path_format(&x->paths[p], line, sizeof line);
@@ -479,6 +501,19 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
 /* ------------------------------------------------------------------------ */
 /*  JSON                                                                    */
 /* ------------------------------------------------------------------------ */
+
+/* {"id":ID,"name":NAME}, or null for id 0 (a view's base, a storage's
+ * owner that is not known). */
+static void json_tensor_ref(FILE *f, uint64_t id, const char *name)
+{
+    if (!id) {
+        fputs("null", f);
+        return;
+    }
+    fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", id);
+    vt__json_str(f, name);
+    fputc('}', f);
+}
 
 static void json_num(FILE *f, double v)
 {
@@ -562,13 +597,7 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
         fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
         vt__json_str(f, w->name);
         fprintf(f, ",\"view_of\":");
-        if (w->base_id) {
-            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", w->base_id);
-            vt__json_str(f, w->base_name);
-            fputc('}', f);
-        } else {
-            fprintf(f, "null");
-        }
+        json_tensor_ref(f, w->base_id, w->base_name);
         fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64 ",\"covered_bytes\":%" PRIu64 "}",
                 w->addr, w->bytes, w->covered_bytes);
     }
@@ -579,7 +608,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_PINNED; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (r->rules_run & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
@@ -612,13 +641,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                 i ? "," : "", vt_check_rule_name(x->rule), x->addr, x->device,
                 x->external ? "true" : "false", x->before_window ? "true" : "false",
                 x->bytes, x->block_bytes, x->nallocs);
-        if (x->owner_id) {
-            fprintf(f, "{\"id\":%" PRIu64 ",\"name\":", x->owner_id);
-            vt__json_str(f, x->owner_name);
-            fputc('}', f);
-        } else {
-            fprintf(f, "null");
-        }
+        json_tensor_ref(f, x->owner_id, x->owner_name);
         fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
                    ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
         json_stack(f, s, x->alloc_stack);
@@ -650,6 +673,16 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
             json_pinned(f, x);
         else
             fprintf(f, "null");
+        if (x->rule == VT_CHECK_RULE_CYCLE)
+            fprintf(f, ",\"collected_by_gc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "}",
+                    x->gc_seq, x->gc_time_ns);
+        else
+            fprintf(f, ",\"collected_by_gc\":null");
+        if (x->rule == VT_CHECK_RULE_TAPE)
+            fprintf(f, ",\"step\":{\"ns\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+                       ",\"idle_pct\":%u}", x->step_ns, x->step_peak_bytes, x->step_idle_pct);
+        else
+            fprintf(f, ",\"step\":null");
         fprintf(f, ",\"paths_at\":");
         if (x->path_seq == UINT64_MAX)
             fprintf(f, "\"end\"");

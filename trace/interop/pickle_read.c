@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,30 +412,20 @@ static int run(struct vm *m)
         case 0x94: /* MEMOIZE */
             rc = memo_put(m, m->nmemo, at);
             break;
-        case 'q': /* BINPUT */
-            if ((rc = need(m, 1, "BINPUT", at)))
+        case 'q': /* BINPUT: 1-byte memo index */
+        case 'r': /* LONG_BINPUT: 4-byte */
+        case 'h': /* BINGET: 1-byte */
+        case 'j': /* LONG_BINGET: 4-byte */ {
+            size_t w = op == 'q' || op == 'h' ? 1 : 4;
+            bool put = op == 'q' || op == 'r';
+            const char *name = op == 'q' ? "BINPUT" : op == 'r' ? "LONG_BINPUT"
+                             : op == 'h' ? "BINGET" : "LONG_BINGET";
+            if ((rc = need(m, w, name, at)))
                 return rc;
-            m->pos += 1;
-            rc = memo_put(m, a[0], at);
+            m->pos += w;
+            rc = put ? memo_put(m, le(a, w), at) : memo_get(m, le(a, w), at);
             break;
-        case 'r': /* LONG_BINPUT */
-            if ((rc = need(m, 4, "LONG_BINPUT", at)))
-                return rc;
-            m->pos += 4;
-            rc = memo_put(m, le(a, 4), at);
-            break;
-        case 'h': /* BINGET */
-            if ((rc = need(m, 1, "BINGET", at)))
-                return rc;
-            m->pos += 1;
-            rc = memo_get(m, a[0], at);
-            break;
-        case 'j': /* LONG_BINGET */
-            if ((rc = need(m, 4, "LONG_BINGET", at)))
-                return rc;
-            m->pos += 4;
-            rc = memo_get(m, le(a, 4), at);
-            break;
+        }
         default:
             return fail(m, -EINVAL, "pickle opcode 0x%02x at byte offset %zu is not one vramtrace "
                         "reads (protocols 2 to 5, plain containers and scalars only)", op, at);

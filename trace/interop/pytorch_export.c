@@ -214,13 +214,9 @@ int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t er
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    int maxdev = 0;
-    for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].device > maxdev)
-            maxdev = s->events[i].device;
-    for (size_t i = 0; i < s->nsegments; i++)
-        if (s->segments[i].device > maxdev)
-            maxdev = s->segments[i].device;
+    int maxdev = vt_snapshot_max_device(s);
+    if (maxdev < 0)
+        maxdev = 0;   /* a trace for device 0 even when nothing names one */
 
     vt_pw_begin(w);
     vt_pw_dict_begin(w);

@@ -620,13 +620,7 @@ static int finish_meta(struct imp *im)
         if (s->events[i].time_ns > m->snapshot_time_ns)
             m->snapshot_time_ns = s->events[i].time_ns;
     /* one device entry per ordinal seen */
-    int maxdev = -1;
-    for (size_t i = 0; i < s->nsegments; i++)
-        if (s->segments[i].device > maxdev)
-            maxdev = s->segments[i].device;
-    for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].device > maxdev)
-            maxdev = s->events[i].device;
+    int maxdev = vt_snapshot_max_device(s);
     if (maxdev >= 0) {
         s->devices = calloc((size_t)maxdev + 1, sizeof *s->devices);
         if (!s->devices)

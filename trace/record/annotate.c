@@ -140,13 +140,19 @@ int vt_storage_external_free_stack(const void *ptr, uint32_t stack)
 }
 
 /* No stack, as for a drop: nothing reads one. */
-uint64_t vt_holder_new(const char *name)
+uint64_t vt_holder_new_flags(const char *name, unsigned flags)
 {
     uint64_t id = new_id();
     if (!vt__rec_on())
         return id;
-    vt__trace(.kind = VT_EV_HOLDER_NEW, .device = -1, .aux = id, .str = vt__string_intern(name));
+    vt__trace(.kind = VT_EV_HOLDER_NEW, .device = -1, .aux = id, .aux2 = flags,
+              .str = vt__string_intern(name));
     return id;
+}
+
+uint64_t vt_holder_new(const char *name)
+{
+    return vt_holder_new_flags(name, 0);
 }
 
 int vt_ref(uint64_t from, uint64_t to, const char *label)

@@ -77,55 +77,43 @@ VT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
     return real_fexecve ? real_fexecve(fd, argv, envp) : missing();
 }
 
-/* Count the arguments after `arg0` up to the NULL. */
-#define COUNT_ARGS(arg0, last, n)          \
-    do {                                   \
-        va_list ap_;                       \
-        va_start(ap_, last);               \
-        n = 1;                             \
-        while (va_arg(ap_, char *) != NULL) \
-            n++;                           \
-        va_end(ap_);                       \
-    } while (0)
+/* Declare `argv`: arg0 and the variadic arguments after it, up to and with
+ * their NULL; leaves `ap` started, just past that NULL (execle's envp comes
+ * next). A macro because only the variadic function itself can va_start
+ * its arguments, and the list must live in its frame: the exec family is
+ * async-signal-safe, callable in a forked child, so nothing here allocates. */
+#define COLLECT_ARGV(arg0, argv, ap)                \
+    size_t n_ = 1;                                  \
+    va_start(ap, arg0);                             \
+    while (va_arg(ap, char *) != NULL)              \
+        n_++;                                       \
+    va_end(ap);                                     \
+    char *argv[n_ + 1];                             \
+    va_start(ap, arg0);                             \
+    argv[0] = (char *)(arg0);                       \
+    for (size_t i_ = 1; i_ <= n_; i_++)             \
+        argv[i_] = va_arg(ap, char *)
 
 VT_EXPORT int execl(const char *path, const char *arg, ...)
 {
-    size_t n;
-    COUNT_ARGS(arg, arg, n);
-    char *argv[n + 1];
     va_list ap;
-    va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++)
-        argv[i] = va_arg(ap, char *);
+    COLLECT_ARGV(arg, argv, ap);
     va_end(ap);
     return execv(path, argv);
 }
 
 VT_EXPORT int execlp(const char *file, const char *arg, ...)
 {
-    size_t n;
-    COUNT_ARGS(arg, arg, n);
-    char *argv[n + 1];
     va_list ap;
-    va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++)
-        argv[i] = va_arg(ap, char *);
+    COLLECT_ARGV(arg, argv, ap);
     va_end(ap);
     return execvp(file, argv);
 }
 
 VT_EXPORT int execle(const char *path, const char *arg, ...)
 {
-    size_t n;
-    COUNT_ARGS(arg, arg, n);
-    char *argv[n + 1];
     va_list ap;
-    va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++)
-        argv[i] = va_arg(ap, char *);
+    COLLECT_ARGV(arg, argv, ap);
     char *const *envp = va_arg(ap, char *const *);
     va_end(ap);
     return execve(path, argv, envp);

@@ -12,20 +12,26 @@
 #define VT_REPLAY_INTERNAL_H
 
 #include "replay.h"
+#include "u64map.h"
 
 /* ---- replay_map.c: recorded address -> what replay knows of it ---------- */
 typedef struct vt__rmap_entry {
-    uint64_t key;              /* recorded address; 0 = empty slot */
-    uint64_t value;            /* replayed address (or an event index) */
+    uint64_t key;              /* recorded address; 0 = a free entry */
+    uint64_t value;            /* replayed address (or an event index); a
+                                * free entry: the next free one */
     uint64_t stream;           /* stream it was allocated on (or a count) */
     int8_t device;
 } vt__rmap_entry;
 
 typedef struct vt__rmap {
-    vt__rmap_entry *slots;
-    uint64_t mask, count;
+    vt__u64map index;          /* recorded address -> entry */
+    vt__rmap_entry *entries;   /* freed ones are reused first */
+    size_t nentries, cap;
+    uint32_t free_head;        /* first free entry, VT__U64MAP_NONE */
 } vt__rmap;
 
+/* Address 0 is never held: get and put return NULL for it. An entry's
+ * pointer is valid until the next put. */
 int vt__rmap_init(vt__rmap *m, size_t expected);
 void vt__rmap_destroy(vt__rmap *m);
 vt__rmap_entry *vt__rmap_get(vt__rmap *m, uint64_t key);

@@ -22,32 +22,19 @@ typedef struct child_msg {
     vt_replay_result result;   /* curve never kept: no pointer crosses */
 } child_msg;
 
-static int write_all(int fd, const void *buf, size_t n)
+/* All n bytes through a pipe (written when `out`, else read), across
+ * short transfers and signals. @return 0, or -1 (an error or the other end
+ * gone). */
+static int transfer_all(int fd, char *p, size_t n, bool out)
 {
-    const char *p = buf;
     while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
+        ssize_t k = out ? write(fd, p, n) : read(fd, p, n);
+        if (k < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (k <= 0)
             return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
+        p += k;
+        n -= (size_t)k;
     }
     return 0;
 }
@@ -60,7 +47,7 @@ static void run_child(const vt_snapshot_data *s, const char *conf, uint64_t capa
     vt_replay_options opt = { .conf = conf, .capacity = capacity };
     m->status = vt_replay_run(s, &opt, &m->result, m->err, sizeof m->err);
     vt_replay_result_free(&m->result);
-    int rc = write_all(fd, m, sizeof *m);
+    int rc = transfer_all(fd, (char *)m, sizeof *m, true);
     _exit(rc ? 1 : 0);
 }
 
@@ -69,7 +56,7 @@ typedef struct running { pid_t pid; int fd; size_t index; } running;
 static void collect(running *c, vt_replay_result *out, int *status, char (*errs)[256])
 {
     child_msg *m = calloc(1, sizeof *m);
-    int ok = m && read_all(c->fd, m, sizeof *m) == 0;
+    int ok = m && transfer_all(c->fd, (char *)m, sizeof *m, false) == 0;
     close(c->fd);
     int ws = 0;
     while (waitpid(c->pid, &ws, 0) < 0 && errno == EINTR)

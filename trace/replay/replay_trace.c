@@ -12,30 +12,18 @@
 #include <stdlib.h>
 
 #include "recorder.h"
+#include "grow.h"
 #include "replay_internal.h"
 
 vt__replay_books vt__books;
 static uint64_t seq;
-
-static int push(void **arr, size_t n, size_t *cap, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 1024;
-    void *p = realloc(*arr, ncap * elem);
-    if (!p)
-        return -ENOMEM;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
 
 static void segment_event(int device, bool is_free, uint64_t size)
 {
     vt__replay_books *b = &vt__books;
     b->reserved[device] += is_free ? -(int64_t)size : (int64_t)size;
     if (!is_free) {
-        if (push((void **)&b->segs, b->nsegs, &b->capsegs, sizeof *b->segs)) {
+        if (vt__grow_from((void **)&b->segs, &b->capsegs, b->nsegs + 1, sizeof *b->segs, 1024)) {
             b->failed = true;
             return;
         }
@@ -43,7 +31,7 @@ static void segment_event(int device, bool is_free, uint64_t size)
     }
     if (!b->want_curve)
         return;
-    if (push((void **)&b->curve, b->ncurve, &b->capcurve, sizeof *b->curve)) {
+    if (vt__grow_from((void **)&b->curve, &b->capcurve, b->ncurve + 1, sizeof *b->curve, 1024)) {
         b->failed = true;
         return;
     }

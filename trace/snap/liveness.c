@@ -5,6 +5,7 @@
  * Active state blocks are indexed by address in one sorted array (binary
  * search); gaps are the sorted event indexes that follow missing seqs.
  */
+#include "bsearch.h"
 #include "liveness.h"
 
 #include <errno.h>
@@ -85,14 +86,8 @@ uint64_t vt_liveness_events_missing(const vt_liveness *lv) { return lv->missing;
 /* How many gaps are at or before event ev. */
 static size_t gaps_upto(const vt_liveness *lv, uint32_t ev)
 {
-    size_t lo = 0, hi = lv->ngaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (lv->gaps[mid] <= ev)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(lv->ngaps, i, lv->gaps[i] <= ev, lo);
     return lo;
 }
 
@@ -113,14 +108,8 @@ uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
 
 long vt_liveness_state_block(const vt_liveness *lv, uint64_t addr)
 {
-    size_t lo = 0, hi = lv->nactive;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (lv->s->blocks[lv->active[mid]].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(lv->nactive, i, lv->s->blocks[lv->active[i]].addr < addr, lo);
     if (lo < lv->nactive && lv->s->blocks[lv->active[lo]].addr == addr)
         return (long)lv->active[lo];
     return -1;

@@ -30,18 +30,17 @@
 
 static const char *kind_of(mode_t m)
 {
-    if (S_ISDIR(m))
-        return "a directory";
-    if (S_ISCHR(m))
-        return "a character device";
-    if (S_ISBLK(m))
-        return "a block device";
-    if (S_ISFIFO(m))
-        return "a FIFO";
-    if (S_ISSOCK(m))
-        return "a socket";
-    if (S_ISLNK(m))
-        return "a symbolic link";
+    static const struct {
+        mode_t type;
+        const char *name;
+    } kinds[] = {
+        { S_IFDIR, "a directory" },   { S_IFCHR, "a character device" },
+        { S_IFBLK, "a block device" }, { S_IFIFO, "a FIFO" },
+        { S_IFSOCK, "a socket" },      { S_IFLNK, "a symbolic link" },
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if ((m & S_IFMT) == kinds[i].type)
+            return kinds[i].name;
     return "not a regular file";
 }
 

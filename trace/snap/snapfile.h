@@ -34,4 +34,13 @@ int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t
 int vt_snapfile_decode(const void *data, size_t size, const char *name,
                        vt_snapshot_data **out, char *err, size_t errlen);
 
+/* What turns a whole file's bytes into a snapshot: vt_snapfile_decode, the
+ * PyTorch importer, or a loader's choice between them. */
+typedef int vt__snap_decoder(const void *data, size_t size, const char *name,
+                             vt_snapshot_data **out, char *err, size_t errlen);
+/* vt_snapfile_read with another decoder: `path` (a regular file) read whole
+ * (what is there, if it shrank while read), then decoded. */
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+                           char *err, size_t errlen);
+
 #endif /* VT_TRACE_SNAPFILE_H */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,6 +582,19 @@ static void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
     list[0] = v;
 }
 
+/* One move-to-front code (format.h): a position in list[0..n), or n for a
+ * literal read from `lit`; the value moves to the front. @return false for
+ * a code past n. */
+static inline bool mtf_decode(uint64_t *list, unsigned n, unsigned code, vt__cur *lit,
+                              uint64_t *v)
+{
+    if (code > n)
+        return false;
+    *v = code < n ? list[code] : vt__get_varint(lit);
+    mtf_front(list, code < n ? code : n - 1, *v);
+    return true;
+}
+
 static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
 {
     vt_snapshot_data *s = r->s;
@@ -660,27 +674,13 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
         e->thread = (uint32_t)thread;
         e->device = (int8_t)devs[i];
         unsigned sc = scode[i];
-        if (sc < VT_MTF_STREAMS) {
-            e->stream = streams[sc];
-            mtf_front(streams, sc, e->stream);
-        } else if (sc == VT_MTF_STREAMS) {
-            e->stream = vt__get_varint(&col[VT_COL_STREAM_LIT]);
-            mtf_front(streams, VT_MTF_STREAMS - 1, e->stream);
-        } else {
+        if (!mtf_decode(streams, VT_MTF_STREAMS, sc, &col[VT_COL_STREAM_LIT], &e->stream))
             return SFAIL(r, col_off[VT_COL_STREAM] + i, "event %zu: bad stream code %u", i, sc);
-        }
         last_addr[kind] += (uint64_t)vt__get_svarint(&col[VT_COL_ADDR]);
         e->addr = last_addr[kind];
         unsigned zc = zcode[i];
-        if (zc < VT_MTF_SIZES) {
-            e->size = sizes[zc];
-            mtf_front(sizes, zc, e->size);
-        } else if (zc == VT_MTF_SIZES) {
-            e->size = vt__get_varint(&col[VT_COL_SIZE_LIT]);
-            mtf_front(sizes, VT_MTF_SIZES - 1, e->size);
-        } else {
+        if (!mtf_decode(sizes, VT_MTF_SIZES, zc, &col[VT_COL_SIZE_LIT], &e->size))
             return SFAIL(r, col_off[VT_COL_SIZE] + i, "event %zu: bad size code %u", i, zc);
-        }
         e->req_size = e->size - (uint64_t)vt__get_svarint(&col[VT_COL_REQ_SIZE]);
         uint64_t stack = vt__get_varint(&col[VT_COL_STACK]);
         e->aux = vt__get_varint(&col[VT_COL_AUX]);
@@ -756,7 +756,8 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
     return 0;
 }
 
-int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+                           char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -799,7 +800,12 @@ int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t
         got += (size_t)n;
     }
     close(fd);
-    int rc = vt_snapfile_decode(buf, got, path, out, err, errlen);
+    int rc = decode(buf, got, path, out, err, errlen);
     free(buf);
     return rc;
+}
+
+int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
+{
+    return vt__snapfile_read_with(path, vt_snapfile_decode, out, err, errlen);
 }

@@ -66,3 +66,15 @@ void vt_snapshot_free(vt_snapshot_data *s)
     vt_snapshot_free_arrays(s);
     free(s);
 }
+
+int vt_snapshot_max_device(const vt_snapshot_data *s)
+{
+    int maxdev = -1;
+    for (size_t i = 0; i < s->nsegments; i++)
+        if (s->segments[i].device > maxdev)
+            maxdev = s->segments[i].device;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].device > maxdev)
+            maxdev = s->events[i].device;
+    return maxdev;
+}

@@ -149,4 +149,7 @@ void vt_snapshot_free(vt_snapshot_data *s);
  * elsewhere, e.g. inside a test's builder). */
 void vt_snapshot_free_arrays(vt_snapshot_data *s);
 
+/* The highest device ordinal an event or a segment names; -1 when none. */
+int vt_snapshot_max_device(const vt_snapshot_data *s);
+
 #endif /* VT_TRACE_SNAPSHOT_H */

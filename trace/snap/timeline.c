@@ -18,56 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "errbuf.h"
 #include "grow.h"
 #include "liveness.h"
 #include "timeline.h"
-
-/* ---- addr -> index hash map (no deletion) ------------------------------- */
-
-struct amap {
-    uint64_t *keys;
-    uint32_t *vals;          /* VT_TL_NONE = empty slot */
-    size_t mask;
-};
-
-static int amap_init(struct amap *m, size_t expect)
-{
-    size_t n = 64;
-    while (n < expect * 2)
-        n *= 2;
-    m->keys = malloc(n * sizeof *m->keys);
-    m->vals = malloc(n * sizeof *m->vals);
-    if (!m->keys || !m->vals)
-        return -ENOMEM;
-    memset(m->vals, 0xff, n * sizeof *m->vals);
-    m->mask = n - 1;
-    return 0;
-}
-
-static void amap_free(struct amap *m)
-{
-    free(m->keys);
-    free(m->vals);
-}
-
-static inline size_t amap_hash(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-/* The slot of `k`: either holding k or the empty slot where it goes. The map
- * is sized for every key up front, so it never fills. */
-static inline size_t amap_slot(const struct amap *m, uint64_t k)
-{
-    size_t i = amap_hash(k) & m->mask;
-    while (m->vals[i] != VT_TL_NONE && m->keys[i] != k)
-        i = (i + 1) & m->mask;
-    return i;
-}
+#include "u64map.h"
 
 /* ---- builder state ------------------------------------------------------ */
 
@@ -75,7 +31,8 @@ struct builder {
     const vt_snapshot_data *s;
     vt_timeline *tl;
     size_t lcap, scap, mcap;
-    struct amap lmap, smap;
+    vt__u64map lmap, smap;  /* addr -> lifetime, segment span: sized for every
+                             * key, so a put never grows and never fails */
     vt_liveness *lv;
     char *err;
     size_t errlen;
@@ -83,32 +40,53 @@ struct builder {
 
 #define fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)
 
+/* The next lifetime or span, zeroed, and its index; NULL past the index
+ * limit or without memory. */
+static void *push(void **arr, size_t *cap, size_t *n, size_t elem, uint32_t *idx)
+{
+    if (*n >= VT_TL_NONE - 1)
+        return NULL;
+    *idx = (uint32_t)*n;
+    return vt__grow_push(arr, cap, n, elem);
+}
+
 static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
-    if (tl->nlifetimes >= VT_TL_NONE - 1)
-        return NULL;
-    if (vt__grow((void **)&tl->lifetimes, &b->lcap, tl->nlifetimes + 1, sizeof *tl->lifetimes))
-        return NULL;
-    *idx = (uint32_t)tl->nlifetimes;
-    vt_lifetime *l = &tl->lifetimes[tl->nlifetimes++];
-    memset(l, 0, sizeof *l);
-    l->alloc_event = l->free_event = l->complete_event = l->release_event = VT_TL_NONE;
-    l->start_event = l->reusable_event = VT_TL_NONE;
+    vt_lifetime *l = push((void **)&tl->lifetimes, &b->lcap, &tl->nlifetimes, sizeof *l, idx);
+    if (l) {
+        l->alloc_event = l->free_event = l->complete_event = l->release_event = VT_TL_NONE;
+        l->start_event = l->reusable_event = VT_TL_NONE;
+    }
     return l;
 }
 
 static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
-    if (tl->nsegments >= VT_TL_NONE - 1)
-        return NULL;
-    if (vt__grow((void **)&tl->segments, &b->scap, tl->nsegments + 1, sizeof *tl->segments))
-        return NULL;
-    *idx = (uint32_t)tl->nsegments;
-    vt_segment_span *g = &tl->segments[tl->nsegments++];
-    memset(g, 0, sizeof *g);
-    g->alloc_event = g->free_event = g->state_segment = VT_TL_NONE;
+    vt_segment_span *g = push((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g, idx);
+    if (g)
+        g->alloc_event = g->free_event = g->state_segment = VT_TL_NONE;
+    return g;
+}
+
+/* The span still open at addr, or else a new one for a segment allocated
+ * before the window (flags added); NULL without memory. */
+static vt_segment_span *open_span(struct builder *b, uint64_t addr, uint64_t size, int8_t device,
+                                  uint32_t flags, uint32_t *idx)
+{
+    vt_timeline *tl = b->tl;
+    *idx = vt__u64map_get(&b->smap, addr);
+    if (*idx != VT_TL_NONE && tl->segments[*idx].free_event == VT_TL_NONE)
+        return &tl->segments[*idx];
+    vt_segment_span *g = new_span(b, idx);
+    if (g) {
+        g->addr = addr;
+        g->size = size;
+        g->device = device;
+        g->flags |= VT_LT_BEFORE_WINDOW | flags;
+        vt__u64map_put(&b->smap, addr, *idx);
+    }
     return g;
 }
 
@@ -145,9 +123,9 @@ static int match_events(struct builder *b)
         tl->kind_counts[e->kind]++;
         switch (e->kind) {
         case VT_EV_ALLOC: {
-            size_t slot = amap_slot(&b->lmap, e->addr);
-            if (b->lmap.vals[slot] != VT_TL_NONE) {
-                vt_lifetime *old = &tl->lifetimes[b->lmap.vals[slot]];
+            uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
+            if (prev != VT_TL_NONE) {
+                vt_lifetime *old = &tl->lifetimes[prev];
                 if (lifetime_open(old)) {
                     old->flags |= VT_LT_FREE_LOST;
                     release(old, e, ei);
@@ -168,15 +146,13 @@ static int match_events(struct builder *b)
             l->alloc_stack = e->stack;
             l->alloc_event = l->start_event = ei;
             l->device = e->device;
-            b->lmap.keys[slot] = e->addr;
-            b->lmap.vals[slot] = idx;
+            vt__u64map_put(&b->lmap, e->addr, idx);
             tl->event_owner[i] = idx;
             break;
         }
         case VT_EV_FREE_REQUESTED: {
-            size_t slot = amap_slot(&b->lmap, e->addr);
             vt_lifetime *l = NULL;
-            idx = b->lmap.vals[slot];
+            idx = vt__u64map_get(&b->lmap, e->addr);
             if (idx != VT_TL_NONE && lifetime_open(&tl->lifetimes[idx])) {
                 l = &tl->lifetimes[idx];
             } else {
@@ -191,8 +167,7 @@ static int match_events(struct builder *b)
                 l->flags |= VT_LT_BEFORE_WINDOW;
                 /* its ALLOC is in the gap before this free, if there is one */
                 l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
-                b->lmap.keys[slot] = e->addr;
-                b->lmap.vals[slot] = idx;
+                vt__u64map_put(&b->lmap, e->addr, idx);
             }
             l->free_seq = e->seq;
             l->free_time_ns = e->time_ns;
@@ -205,8 +180,7 @@ static int match_events(struct builder *b)
             break;
         }
         case VT_EV_FREE_COMPLETED: {
-            size_t slot = amap_slot(&b->lmap, e->addr);
-            idx = b->lmap.vals[slot];
+            idx = vt__u64map_get(&b->lmap, e->addr);
             if (idx == VT_TL_NONE)
                 break;
             vt_lifetime *l = &tl->lifetimes[idx];
@@ -219,14 +193,12 @@ static int match_events(struct builder *b)
             break;
         }
         case VT_EV_STREAM_USE: {
-            size_t slot = amap_slot(&b->lmap, e->addr);
-            idx = b->lmap.vals[slot];
+            idx = vt__u64map_get(&b->lmap, e->addr);
             if (idx != VT_TL_NONE)
                 tl->event_owner[i] = idx;
             break;
         }
         case VT_EV_SEGMENT_ALLOC: {
-            size_t slot = amap_slot(&b->smap, e->addr);
             vt_segment_span *g = new_span(b, &idx);
             if (!g)
                 return fail(b, -ENOMEM, "timeline: out of memory");
@@ -238,28 +210,14 @@ static int match_events(struct builder *b)
             g->alloc_event = ei;
             g->device = e->device;
             g->pool = (uint8_t)e->aux;
-            b->smap.keys[slot] = e->addr;
-            b->smap.vals[slot] = idx;
+            vt__u64map_put(&b->smap, e->addr, idx);
             tl->event_owner[i] = idx;
             break;
         }
         case VT_EV_SEGMENT_FREE: {
-            size_t slot = amap_slot(&b->smap, e->addr);
-            idx = b->smap.vals[slot];
-            vt_segment_span *g;
-            if (idx != VT_TL_NONE && tl->segments[idx].free_event == VT_TL_NONE) {
-                g = &tl->segments[idx];
-            } else {
-                g = new_span(b, &idx);
-                if (!g)
-                    return fail(b, -ENOMEM, "timeline: out of memory");
-                g->addr = e->addr;
-                g->size = e->size;
-                g->device = e->device;
-                g->flags |= VT_LT_BEFORE_WINDOW;
-                b->smap.keys[slot] = e->addr;
-                b->smap.vals[slot] = idx;
-            }
+            vt_segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
+            if (!g)
+                return fail(b, -ENOMEM, "timeline: out of memory");
             g->free_seq = e->seq;
             g->free_time_ns = e->time_ns;
             g->free_event = ei;
@@ -283,14 +241,8 @@ static int match_events(struct builder *b)
  * that holds seq). */
 static uint32_t first_event_after(const vt_snapshot_data *s, uint64_t seq)
 {
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->events[mid].seq <= seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(s->nevents, i, s->events[i].seq <= seq, lo);
     return lo < s->nevents ? (uint32_t)lo : VT_TL_NONE;
 }
 
@@ -349,22 +301,10 @@ static int merge_state(struct builder *b)
     vt_timeline *tl = b->tl;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
         const vt_segment *sg = &s->segments[gi];
-        size_t slot = amap_slot(&b->smap, sg->addr);
-        uint32_t idx = b->smap.vals[slot];
-        vt_segment_span *g;
-        if (idx != VT_TL_NONE && tl->segments[idx].free_event == VT_TL_NONE) {
-            g = &tl->segments[idx];
-        } else {
-            g = new_span(b, &idx);
-            if (!g)
-                return fail(b, -ENOMEM, "timeline: out of memory");
-            g->addr = sg->addr;
-            g->size = sg->size;
-            g->device = sg->device;
-            g->flags |= VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE;
-            b->smap.keys[slot] = sg->addr;
-            b->smap.vals[slot] = idx;
-        }
+        uint32_t idx;
+        vt_segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
+        if (!g)
+            return fail(b, -ENOMEM, "timeline: out of memory");
         g->stream = sg->stream;
         g->pool = sg->pool;
         g->state_segment = (uint32_t)gi;
@@ -376,8 +316,7 @@ static int merge_state(struct builder *b)
             const vt_block *bl = &s->blocks[bi];
             if (bl->state == VT_BLOCK_INACTIVE)
                 continue;
-            size_t ls = amap_slot(&b->lmap, bl->addr);
-            uint32_t li = b->lmap.vals[ls];
+            uint32_t li = vt__u64map_get(&b->lmap, bl->addr);
             if (li != VT_TL_NONE) {
                 vt_lifetime *l = &tl->lifetimes[li];
                 int same = !bl->alloc_seq || !l->alloc_seq || bl->alloc_seq == l->alloc_seq;
@@ -413,8 +352,7 @@ static int merge_state(struct builder *b)
                 l->flags &= ~(uint32_t)VT_LT_AFTER_WINDOW;
                 l->start_event = VT_TL_NONE;
             }
-            b->lmap.keys[ls] = bl->addr;
-            b->lmap.vals[ls] = li;
+            vt__u64map_put(&b->lmap, bl->addr, li);
         }
     }
     fate_of_open(b);
@@ -896,7 +834,7 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     }
     tl->nevents = s->nevents;
     tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
-    if (!tl->event_owner || amap_init(&b.lmap, nl) || amap_init(&b.smap, ns) ||
+    if (!tl->event_owner || vt__u64map_init(&b.lmap, nl) || vt__u64map_init(&b.smap, ns) ||
         vt_liveness_build(s, &b.lv)) {
         fail(&b, rc, "timeline: out of memory");
         goto fail;
@@ -920,14 +858,14 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
-    amap_free(&b.lmap);
-    amap_free(&b.smap);
+    vt__u64map_free(&b.lmap);
+    vt__u64map_free(&b.smap);
     vt_liveness_free(b.lv);
     *out = tl;
     return 0;
 fail:
-    amap_free(&b.lmap);
-    amap_free(&b.smap);
+    vt__u64map_free(&b.lmap);
+    vt__u64map_free(&b.smap);
     vt_liveness_free(b.lv);
     vt_timeline_free(tl);
     return rc;
@@ -996,14 +934,8 @@ const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32
     if (ev != VT_TL_NONE && tl->nevents && ev >= tl->nevents)
         ev = (uint32_t)(tl->nevents - 1);
     /* first index with lifetime addr > addr */
-    size_t lo = 0, hi = tl->nlifetimes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (tl->lifetimes[tl->by_addr[mid]].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    VT__PARTITION_POINT(tl->nlifetimes, i, tl->lifetimes[tl->by_addr[i]].addr <= addr, lo);
     while (lo > 0) {
         const vt_lifetime *l = &tl->lifetimes[tl->by_addr[--lo]];
         if (addr - l->addr >= tl->max_lifetime_size && l->addr != addr)

@@ -1,0 +1,111 @@
+/* tests/check/test_check_tape.c - the tape rule (check_tape.c): a tape that
+ * keeps every intermediate until the end of backward is flagged, inside each
+ * step, for the intermediates idle through the step's peak; its fixed twin,
+ * which frees each one after its last use, is clean; the rule is opt-in. */
+#include "check_fixture.h"
+
+#define TAPE 0x7f4000000000ull
+#define GRAD 0x7f5000000000ull
+#define NTAPE 4
+
+static void tape_steps(synth *y, int fixed)
+{
+    setup(y);
+    for (int i = 1; i <= 6; i++) {
+        step(y, i);
+        if (i < 2 || i > 5)
+            continue;
+        uint64_t base = (uint64_t)i * 100;
+        for (int k = 0; k < NTAPE; k++) {      /* forward: each intermediate used once */
+            synth_tick(y, 1000000);
+            uint64_t a = TAPE + (uint64_t)i * 0x1000000 + (uint64_t)k * 0x100000;
+            synth_new_tensor(y, base + (uint64_t)k, a, 1 * MiB, "tape entry", st_fwd);
+            if (fixed) {
+                synth_drop(y, base + (uint64_t)k);
+                synth_free(y, a);
+            }
+        }
+        if (!fixed) {                           /* the tape holds every entry */
+            synth_holder(y, 9000 + (uint64_t)i, "Tape");
+            for (int k = 0; k < NTAPE; k++)
+                synth_ref(y, 9000 + (uint64_t)i, base + (uint64_t)k, ".entries");
+        }
+        synth_tick(y, 150000000);               /* backward: the gradient buffer */
+        synth_new_tensor(y, base + 50, GRAD + (uint64_t)i * 0x1000000, 8 * MiB, "grad", st_bwd);
+        synth_tick(y, 10000000);
+        synth_drop(y, base + 50);
+        synth_free(y, GRAD + (uint64_t)i * 0x1000000);
+        if (!fixed) {
+            for (int k = 0; k < NTAPE; k++) {  /* the tape is cleared at the end */
+                synth_unref(y, 9000 + (uint64_t)i, base + (uint64_t)k);
+                synth_drop(y, base + (uint64_t)k);
+                synth_free(y, TAPE + (uint64_t)i * 0x1000000 + (uint64_t)k * 0x100000);
+            }
+        }
+    }
+}
+
+static vt_check_report *check_tape(synth *y)
+{
+    vt_check_options o;
+    vt_check_options_init(&o);
+    ASSERT_EQ(vt_check_parse_rules("linger,pinned,tape", &o.rules), 0);
+    return check(y, &o);
+}
+
+TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
+{
+    synth y;
+    tape_steps(&y, 0);
+    /* Not an automatic rule: the default check sees nothing. */
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    r = check_tape(&y);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_TAPE);
+    ASSERT_EQ(r->nfindings, 4 * NTAPE);        /* steps 2..5, every entry */
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const vt_check_finding *f = &r->findings[i];
+        ASSERT_EQ(f->rule, VT_CHECK_RULE_TAPE);
+        ASSERT_EQ(f->bytes, 1 * MiB);
+        ASSERT_STR_EQ(f->owner_name, "tape entry");
+        ASSERT_GE(f->step_idle_pct, VT_CHECK_TAPE_PCT);
+        ASSERT_LE(f->step_idle_pct, 100);
+        ASSERT_GT(f->linger_ns, 0);
+        ASSERT_EQ(f->step_peak_bytes, (4 + NTAPE + 8) * MiB);   /* weights, tape, grad */
+        ASSERT_LT(f->last_use_seq, f->linger_from_seq);
+        ASSERT_LT(f->linger_from_seq, f->free_seq);
+        ASSERT_EQ(f->path_seq, f->linger_from_seq);
+        ASSERT_EQ(f->npaths, 1);
+        ASSERT_STR_CONTAINS(path_text(f, 0), "Tape.entries \xe2\x86\x92 tensor 'tape entry'");
+    }
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "[tape] storage 0x7f400");
+    ASSERT_STR_CONTAINS(text, "retained inside its step: alive ");
+    ASSERT_STR_CONTAINS(text, "through the step's peak of 16 MiB at ");
+    ASSERT_STR_CONTAINS(text, "held by (at the step's peak):\n     Tape.entries");
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_STR_CONTAINS(js, "\"rule\":\"tape\"");
+    ASSERT_STR_CONTAINS(js, ",\"step\":{\"ns\":");
+    ASSERT_STR_CONTAINS(js, ",\"idle_pct\":");
+    free(js);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(tape_freeing_each_intermediate_after_its_use_is_clean)
+{
+    synth y;
+    tape_steps(&y, 1);
+    vt_check_report *r = check_tape(&y);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    unsigned rules = 0;
+    ASSERT_EQ(vt_check_parse_rules("tape", &rules), 0);
+    ASSERT_EQ(rules, VT_CHECK_RULE_TAPE);
+    ASSERT_STR_EQ(vt_check_rule_name(VT_CHECK_RULE_TAPE), "tape");
+    synth_fini(&y);
+}
+
+TEST_MAIN()
