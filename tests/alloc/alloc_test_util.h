@@ -21,6 +21,15 @@ static inline vt_stats stats(int dev)
     return s;
 }
 
+/* A non-blocking stream, announced to the allocator as the hooks do. */
+static inline cudaStream_t new_stream(void)
+{
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    vt__alloc_stream_created(0, (uint64_t)(uintptr_t)s);
+    return s;
+}
+
 #define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
 
 /* The simulated device's counters of device 0. */

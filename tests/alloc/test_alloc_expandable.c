@@ -50,9 +50,7 @@ TEST(each_stream_and_pool_has_its_own_range)
 {
     setenv("SIMCUDA_MEM", "256M", 1);
     setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
-    cudaStream_t A;
-    ASSERT_OK(cudaStreamCreateWithFlags(&A, cudaStreamNonBlocking));
-    vt__alloc_stream_created(0, (uint64_t)(uintptr_t)A);
+    cudaStream_t A = new_stream();
     char *a = vt_malloc(5 * MiB, 0, 0), *b = vt_malloc(5 * MiB, 0, A);
     char *small = vt_malloc(4 * KiB, 0, 0);
     ASSERT(a && b && small);
@@ -224,9 +222,7 @@ TEST(out_of_memory_shrinks_the_range_before_failing)
 {
     setenv("SIMCUDA_MEM", "64M", 1);
     setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
-    cudaStream_t A;
-    ASSERT_OK(cudaStreamCreateWithFlags(&A, cudaStreamNonBlocking));
-    vt__alloc_stream_created(0, (uint64_t)(uintptr_t)A);
+    cudaStream_t A = new_stream();
     void *keep = vt_malloc(4 * MiB, 0, 0), *big = vt_malloc(40 * MiB, 0, 0);
     ASSERT(keep && big);
     vt_free(big, 0, 0, 0);               /* 40 MiB cached at the end of the range */

@@ -75,26 +75,39 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void create_streams(void)
+{
+    for (int i = 0; i < NSTREAMS; i++) {
+        ASSERT_OK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+        vt__alloc_stream_created(0, (uint64_t)(uintptr_t)streams[i]);
+    }
+}
+
+/* After the threads joined: no thread saw a failure, the heap is consistent
+ * and every allocation was freed. The stats, for what the test checks next. */
+static vt_stats assert_consistent_and_all_freed(void)
+{
+    ASSERT_EQ(atomic_load(&failures), 0);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+    vt_stats st;
+    ASSERT_EQ(vt_get_stats(0, &st), 0);
+    ASSERT_EQ(st.allocation[VT_STAT_ALL].current, 0);
+    return st;
+}
+
 TEST(eight_threads_four_streams_keep_the_heap_consistent)
 {
     fake_trace_enable(getenv("STRESS_TRACE") != NULL);
     const char *n = getenv("STRESS_OPS");
     if (n)
         ops_per_thread = atoi(n) / NTHREADS;
-    for (int i = 0; i < NSTREAMS; i++) {
-        ASSERT_OK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
-        vt__alloc_stream_created(0, (uint64_t)(uintptr_t)streams[i]);
-    }
+    create_streams();
     pthread_t t[NTHREADS];
     for (long i = 0; i < NTHREADS; i++)
         ASSERT_EQ(pthread_create(&t[i], NULL, worker, (void *)i), 0);
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(t[i], NULL);
-    ASSERT_EQ(atomic_load(&failures), 0);
-    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
-    vt_stats st;
-    ASSERT_EQ(vt_get_stats(0, &st), 0);
-    ASSERT_EQ(st.allocation[VT_STAT_ALL].current, 0);
+    vt_stats st = assert_consistent_and_all_freed();
     ASSERT_EQ(vt_empty_cache(0), 0);
     ASSERT_EQ(vt_get_stats(0, &st), 0);
     ASSERT_EQ(st.reserved_bytes[VT_STAT_ALL].current, 0);
@@ -147,10 +160,7 @@ static void *churner(void *arg)
 TEST(threads_churning_streams_keep_the_cache_bounded)
 {
     fake_trace_enable(false);
-    for (int i = 0; i < NSTREAMS; i++) {
-        ASSERT_OK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
-        vt__alloc_stream_created(0, (uint64_t)(uintptr_t)streams[i]);
-    }
+    create_streams();
     ops_per_thread = 20000;
     pthread_t w[2], c[CHURNERS];
     for (long i = 0; i < 2; i++)
@@ -161,11 +171,7 @@ TEST(threads_churning_streams_keep_the_cache_bounded)
         pthread_join(c[i], NULL);
     for (int i = 0; i < 2; i++)
         pthread_join(w[i], NULL);
-    ASSERT_EQ(atomic_load(&failures), 0);
-    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
-    vt_stats st;
-    ASSERT_EQ(vt_get_stats(0, &st), 0);
-    ASSERT_EQ(st.allocation[VT_STAT_ALL].current, 0);
+    vt_stats st = assert_consistent_and_all_freed();
     ASSERT_EQ(st.num_ooms, 0);
     /* Every churned stream's segments went back: what is left belongs to
      * the long-lived streams and the legacy one, and empty_cache finds all

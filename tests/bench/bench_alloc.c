@@ -30,36 +30,22 @@
 #include "simcuda.h"
 #include "vramtrace.h"
 
+#define BENCH_OPS
+#include "bench_util.h"
+
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
 
 /* ---- the workload ------------------------------------------------------- */
 
-typedef struct op { uint32_t slot; uint64_t size; } op;   /* size 0 = free slot */
-
-static op *ops;
-static size_t nops, npairs, nslots;
+static size_t nslots;   /* slots the workload uses: 1 + the highest */
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng(void) { return bench_xorshift64(&rng_state); }
 
-static void push(uint32_t slot, uint64_t size)
+static void push_op(uint32_t slot, uint64_t size)
 {
-    static size_t cap;
-    if (nops == cap) {
-        cap = cap ? cap * 2 : 4096;
-        ops = realloc(ops, cap * sizeof *ops);
-        if (!ops)
-            exit(1);
-    }
-    ops[nops++] = (op){ slot, size };
-    npairs += size != 0;
+    push(slot, size);
     if (slot + 1 > nslots)
         nslots = slot + 1;
 }
@@ -83,29 +69,29 @@ static void build_workload(void)
     bool live[MIX] = { 0 };
     for (int step = 0; step < STEPS; step++) {
         for (int l = 0; l < LAYERS; l++) {   /* forward */
-            push((uint32_t)l, sizes[l % ns] + 256 * (uint64_t)(l & 3));
-            push(LAYERS + (uint32_t)l, sizes[(l * 5) % 4]);
-            push(TEMP, sizes[(l + 4) % ns]);
-            push(TEMP, 0);
+            push_op((uint32_t)l, sizes[l % ns] + 256 * (uint64_t)(l & 3));
+            push_op(LAYERS + (uint32_t)l, sizes[(l * 5) % 4]);
+            push_op(TEMP, sizes[(l + 4) % ns]);
+            push_op(TEMP, 0);
             for (int k = 0; k < 4; k++) {   /* the random mix, interleaved */
                 uint32_t m = (uint32_t)(rng() % MIX);
-                push(MIX0 + m, live[m] ? 0 : log_uniform());
+                push_op(MIX0 + m, live[m] ? 0 : log_uniform());
                 live[m] = !live[m];
             }
         }
         for (int l = LAYERS - 1; l >= 0; l--) {   /* backward */
-            push(2 * LAYERS + (uint32_t)l, sizes[l % ns]);
-            push(TEMP, sizes[(l + 2) % ns]);
-            push(TEMP, 0);
-            push((uint32_t)l, 0);
-            push(LAYERS + (uint32_t)l, 0);
+            push_op(2 * LAYERS + (uint32_t)l, sizes[l % ns]);
+            push_op(TEMP, sizes[(l + 2) % ns]);
+            push_op(TEMP, 0);
+            push_op((uint32_t)l, 0);
+            push_op(LAYERS + (uint32_t)l, 0);
         }
         for (int l = 0; l < LAYERS; l++)   /* optimizer step: grads go */
-            push(2 * LAYERS + (uint32_t)l, 0);
+            push_op(2 * LAYERS + (uint32_t)l, 0);
     }
     for (uint32_t m = 0; m < MIX; m++)
         if (live[m])
-            push(MIX0 + m, 0);
+            push_op(MIX0 + m, 0);
 }
 
 /* ---- the allocators ----------------------------------------------------- */
@@ -173,18 +159,6 @@ static void *replay_thread(void *arg)
     return NULL;
 }
 
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static cudaStream_t streams[4];
 
@@ -199,14 +173,14 @@ static double measure(const allocator *a, int nthreads, int repeats)
     for (int r = 0; r < repeats; r++) {
         job j[4];
         pthread_t th[4];
-        double t0 = now_ns();
+        double t0 = (double)bench_now_ns();
         for (int i = 0; i < nthreads; i++) {
             j[i] = (job){ a, streams[i], a->replays, 0 };
             pthread_create(&th[i], NULL, replay_thread, &j[i]);
         }
         for (int i = 0; i < nthreads; i++)
             pthread_join(th[i], NULL);
-        double dt = now_ns() - t0;
+        double dt = (double)bench_now_ns() - t0;
         for (int i = 0; i < nthreads; i++)
             if (j[i].failed) {
                 fprintf(stderr, "bench_alloc: %s: %d allocations failed\n", a->name, j[i].failed);
@@ -214,7 +188,7 @@ static double measure(const allocator *a, int nthreads, int repeats)
             }
         t[r] = dt / ((double)npairs * a->replays * nthreads);
     }
-    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+    qsort(t, (size_t)repeats, sizeof *t, bench_cmp_double);
     last_lo = t[0];
     last_hi = t[repeats - 1];
     return t[repeats / 2];

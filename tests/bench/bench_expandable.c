@@ -27,36 +27,14 @@
 #include "simcuda.h"
 #include "vramtrace.h"
 
+#define BENCH_OPS
+#include "bench_util.h"
+
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
 
-typedef struct op { uint32_t slot; uint64_t size; } op;   /* size 0: free the slot */
-
-static op *ops;
-static size_t nops, npairs;
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rng(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static void push(uint32_t slot, uint64_t size)
-{
-    static size_t cap;
-    if (nops == cap) {
-        cap = cap ? cap * 2 : 4096;
-        ops = realloc(ops, cap * sizeof *ops);
-        if (!ops)
-            exit(1);
-    }
-    ops[nops++] = (op){ slot, size };
-    if (size)
-        npairs++;
-}
+static uint64_t rng(void) { return bench_xorshift64(&rng_state); }
 
 #define SLOTS 4096
 
@@ -135,18 +113,6 @@ static int replay(void)
     return 0;
 }
 
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One setting in this process: prints one line the parent reads. */
 static int run_one(const char *workload)
@@ -157,18 +123,18 @@ static int run_one(const char *workload)
         build_batches();
     cudaFree(NULL);
     simcuda_reset_counters();
-    double t0 = now_ns();
+    double t0 = (double)bench_now_ns();
     if (replay())
         return 1;
-    double cold = (now_ns() - t0) / (double)npairs;
+    double cold = ((double)bench_now_ns() - t0) / (double)npairs;
     double warm[5];
     for (int r = 0; r < 5; r++) {
-        t0 = now_ns();
+        t0 = (double)bench_now_ns();
         if (replay())
             return 1;
-        warm[r] = (now_ns() - t0) / (double)npairs;
+        warm[r] = ((double)bench_now_ns() - t0) / (double)npairs;
     }
-    qsort(warm, 5, sizeof *warm, cmp_double);
+    qsort(warm, 5, sizeof *warm, bench_cmp_double);
     simcuda_counters c;
     simcuda_stats(0, &c);
     vt_stats s;

@@ -22,19 +22,14 @@
 #include <unistd.h>
 
 #include "replay.h"
+#include "bench_util.h"
 
 #define NEVENTS 1000000
 #define PER_STEP 40
 #define REPS 5
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next_rand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next_rand(void) { return bench_xorshift64(&rng); }
 
 static vt_snapshot_data *make_trace(void)
 {
@@ -92,12 +87,7 @@ static vt_snapshot_data *make_trace(void)
     return s;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+static double now_s(void) { return (double)bench_now_ns() / 1e9; }
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -16,6 +16,7 @@
  * snapshots to without tells whether marks wait for snapshots.
  */
 #include "vramtrace.h"
+#include "bench_util.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,13 +29,6 @@
 #include <unistd.h>
 
 #define THREADS 2
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static long rss_kib(void)
 {
@@ -74,9 +68,9 @@ static void *mark_thread(void *arg)
     for (unsigned i = 0; i < m->n; i++) {
         snprintf(label, sizeof label, "epoch 3 step %u.%llu", m->id,
                  (unsigned long long)(m->base + i));
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         vt_mark(label);
-        m->lat[i] = now_ns() - t0;
+        m->lat[i] = bench_now_ns() - t0;
     }
     return NULL;
 }

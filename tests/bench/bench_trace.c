@@ -26,6 +26,7 @@
 #include "snapfile.h"
 #include "timeline.h"
 #include "vramtrace.h"
+#include "bench_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,37 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uintptr_t sink;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define BENCH_ALLOC(size) vt_malloc((ssize_t)(size), 0, NULL)
+#define BENCH_FREE(p, size) vt_free((p), (ssize_t)(size), 0, NULL)
+#include "bench_pairs.h"
 
 /* ---- children ------------------------------------------------------------ */
-
-static uint64_t pairs_loop(long pairs)
-{
-    static const size_t sizes[] = { 4096, 65536, 512, 1 << 20, 24576, 131072, 2048, 8192 };
-    uint64_t t0 = now_ns();
-    for (long i = 0; i < pairs; i++) {
-        void *p = vt_malloc((ssize_t)sizes[i & 7], 0, NULL);
-        sink += (uintptr_t)p;
-        vt_free(p, (ssize_t)sizes[i & 7], 0, NULL);
-    }
-    return now_ns() - t0;
-}
-
-__attribute__((noinline)) static uint64_t recurse(int depth, long pairs)
-{
-    if (depth <= 0)
-        return pairs_loop(pairs);
-    uint64_t r = recurse(depth - 1, pairs);
-    sink += (uintptr_t)depth;   /* no tail call: every level keeps its frame */
-    return r;
-}
 
 static int child_pairs(long pairs, int depth)
 {
@@ -136,9 +111,9 @@ static int child_train(const char *out, long steps)
             vt_mark(label);
         }
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     int rc = vt_snapshot(out);
-    printf("snapshot_ns=%llu rc=%d\n", (unsigned long long)(now_ns() - t0), rc);
+    printf("snapshot_ns=%llu rc=%d\n", (unsigned long long)(bench_now_ns() - t0), rc);
     return rc != 0;
 }
 
@@ -331,17 +306,17 @@ int main(int argc, char **argv)
             uint64_t rec = 0, over = 0;
             for (int i = 0; i < runs; i++) {
                 vt_snapshot_data *s = NULL;
-                uint64_t t0 = now_ns();
+                uint64_t t0 = bench_now_ns();
                 if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
                     break;
-                uint64_t t1 = now_ns();
+                uint64_t t1 = bench_now_ns();
                 vt_timeline *tl = NULL;
                 int trc = vt_timeline_build(s, &tl, err, sizeof err);
-                uint64_t t2 = now_ns();
+                uint64_t t2 = bench_now_ns();
                 vt_timeline_free(tl);
-                uint64_t t3 = now_ns();
+                uint64_t t3 = bench_now_ns();
                 int wrc = vt_snapfile_write(s, path2, err, sizeof err);
-                uint64_t t4 = now_ns();
+                uint64_t t4 = bench_now_ns();
                 nev = s->nevents, nodes = s->nstack_nodes, frames = s->nframes;
                 rec = s->meta.events_recorded, over = s->meta.events_overwritten;
                 vt_snapshot_free(s);

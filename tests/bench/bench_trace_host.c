@@ -14,35 +14,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-static volatile uintptr_t sink;
+#include "bench_util.h"
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t loop(long pairs)
-{
-    static const size_t sizes[] = { 4096, 65536, 512, 1 << 20, 24576, 131072, 2048, 8192 };
-    uint64_t t0 = now_ns();
-    for (long i = 0; i < pairs; i++) {
-        void *p = malloc(sizes[i & 7]);
-        sink += (uintptr_t)p;
-        free(p);
-    }
-    return now_ns() - t0;
-}
-
-__attribute__((noinline)) static uint64_t recurse(int depth, long pairs)
-{
-    if (depth <= 0)
-        return loop(pairs);
-    uint64_t r = recurse(depth - 1, pairs);
-    sink += (uintptr_t)depth;   /* no tail call: every level keeps its frame */
-    return r;
-}
+#define BENCH_ALLOC(size) malloc(size)
+#define BENCH_FREE(p, size) free(p)
+#include "bench_pairs.h"
 
 int main(int argc, char **argv)
 {

@@ -36,6 +36,14 @@ static inline vt_check_report *check(synth *y, const vt_check_options *opt)
     return r;
 }
 
+/* The checker's default options, to change a field of. */
+static inline vt_check_options default_options(void)
+{
+    vt_check_options o;
+    vt_check_options_init(&o);
+    return o;
+}
+
 static inline const vt_check_finding *by_addr(const vt_check_report *r, uint64_t addr)
 {
     for (size_t i = 0; i < r->nfindings; i++)
@@ -66,6 +74,64 @@ static inline void dump(const vt_check_report *r, const synth *y)
                          (r)->nfindings);                                   \
         }                                                                   \
     } while (0)
+
+/* A trace builder whose one argument picks a variant: a leak shape and its
+ * fixed twin (0 / 1), a pinned mode, the step a tensor is last used in. */
+typedef void (*shape_fn)(synth *y, int variant);
+
+/* The report on a fresh trace of `shape` (y is the caller's to finish). */
+static inline vt_check_report *check_shape(synth *y, shape_fn shape, int variant)
+{
+    shape(y, variant);
+    return check(y, NULL);
+}
+
+/* What every fixed twin asserts: its trace comes out clean. */
+static inline void assert_shape_is_clean(shape_fn shape, int variant)
+{
+    synth y;
+    vt_check_report *r = check_shape(&y, shape, variant);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+/* The report has exactly one finding: return it. */
+static inline const vt_check_finding *only_finding(const vt_check_report *r)
+{
+    ASSERT_EQ(r->nfindings, 1);
+    return &r->findings[0];
+}
+
+/* The report has exactly one finding, on `addr`, of `bytes`: return it. */
+static inline const vt_check_finding *the_finding(const vt_check_report *r, uint64_t addr,
+                                                  uint64_t bytes)
+{
+    const vt_check_finding *f = only_finding(r);
+    ASSERT_EQ(f->addr, addr);
+    ASSERT_EQ(f->bytes, bytes);
+    return f;
+}
+
+/* What the one finding of a leak shape says: where, how much, the tensor
+ * that owns the storage (NULL: not looked at) and its first path. */
+struct expected_finding {
+    uint64_t addr, bytes;
+    const char *owner, *path;
+};
+
+/* shape(0), the leak, has exactly the expected finding. */
+static inline void assert_shape_flags(shape_fn shape, struct expected_finding x)
+{
+    synth y;
+    vt_check_report *r = check_shape(&y, shape, 0);
+    const vt_check_finding *f = the_finding(r, x.addr, x.bytes);
+    if (x.owner)
+        ASSERT_STR_EQ(f->owner_name, x.owner);
+    ASSERT_STR_EQ(path_text(f, 0), x.path);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
 
 static uint32_t st_init, st_fwd, st_bwd, st_act;
 

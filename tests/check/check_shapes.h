@@ -31,23 +31,15 @@ static inline void gc_cycle(synth *y, int fixed)
             synth_use_at(y, 100, st_bwd);
             synth_use_at(y, 101, st_bwd);
             if (fixed) {
-                synth_unref(y, 500, 100);
-                synth_unref(y, 501, 101);
-                synth_drop(y, 100);
-                synth_drop(y, 101);
-                synth_free(y, ACT1);
-                synth_free(y, ACT2);
+                synth_release(y, 500, 100, ACT1);
+                synth_release(y, 501, 101, ACT2);
             }
         }
         if (i == 6 && !fixed) {   /* gc collects the cycle */
             synth_unref(y, 500, 501);
             synth_unref(y, 501, 500);
-            synth_unref(y, 500, 100);
-            synth_unref(y, 501, 101);
-            synth_drop(y, 100);
-            synth_drop(y, 101);
-            synth_free(y, ACT1);
-            synth_free(y, ACT2);
+            synth_release(y, 500, 100, ACT1);
+            synth_release(y, 501, 101, ACT2);
         }
     }
 }
@@ -76,17 +68,12 @@ static inline void closure_self(synth *y, int fixed)
             synth_ref(y, 601, 110, ".cache");
             synth_use(y, 110);
             synth_unref(y, 600, 601);   /* the frame returns */
-            if (fixed) {
-                synth_unref(y, 601, 110);
-                synth_drop(y, 110);
-                synth_free(y, CACHE);
-            }
+            if (fixed)
+                synth_release(y, 601, 110, CACHE);
         }
         if (i == 7 && !fixed) {
             synth_unref(y, 603, 601);
-            synth_unref(y, 601, 110);
-            synth_drop(y, 110);
-            synth_free(y, CACHE);
+            synth_release(y, 601, 110, CACHE);
         }
     }
 }
@@ -119,16 +106,10 @@ static inline void view_pins_base(synth *y, int fixed)
                 synth_free(y, BASE);
             }
         }
-        if (i == 3 && fixed) {
-            synth_unref(y, 700, 12);
-            synth_drop(y, 12);
-            synth_free(y, ZC);
-        }
-        if (i == 6 && !fixed) {
-            synth_unref(y, 700, 11);
-            synth_drop(y, 11);
-            synth_free(y, BASE);
-        }
+        if (i == 3 && fixed)
+            synth_release(y, 700, 12, ZC);
+        if (i == 6 && !fixed)
+            synth_release(y, 700, 11, BASE);
     }
 }
 
@@ -154,11 +135,8 @@ static inline void renamed(synth *y)
             synth_name(y, 101, "fc2 head");          /* after its last use */
             synth_drop(y, 100);
         }
-        if (i == 6) {
-            synth_unref(y, 500, 101);
-            synth_drop(y, 101);
-            synth_free(y, RN_ADDR);
-        }
+        if (i == 6)
+            synth_release(y, 500, 101, RN_ADDR);
     }
     synth_name(y, 100, "fc2 out");                  /* after the storage is gone */
 }
@@ -185,12 +163,8 @@ static inline void pipeline(synth *y, int fixed)
             synth_use_at(y, 21, st_bwd);
         }
         if ((i == 2 && fixed) || (i == 5 && !fixed)) {
-            synth_unref(y, 801, 20);
-            synth_unref(y, 801, 21);
-            synth_drop(y, 20);
-            synth_drop(y, 21);
-            synth_free(y, S0);
-            synth_free(y, S1);
+            synth_release(y, 801, 20, S0);
+            synth_release(y, 801, 21, S1);
         }
     }
 }
@@ -218,17 +192,11 @@ static inline void hook_cycle(synth *y, int fixed)
             synth_ref(y, 903, 30, "['acts']");
             synth_use(y, 30);
             synth_unref(y, 900, 901);   /* handle.remove() */
-            if (fixed) {
-                synth_unref(y, 903, 30);
-                synth_drop(y, 30);
-                synth_free(y, INTER);
-            }
+            if (fixed)
+                synth_release(y, 903, 30, INTER);
         }
-        if (i == 6 && !fixed) {
-            synth_unref(y, 903, 30);
-            synth_drop(y, 30);
-            synth_free(y, INTER);
-        }
+        if (i == 6 && !fixed)
+            synth_release(y, 903, 30, INTER);
     }
 }
 
@@ -305,7 +273,7 @@ static inline void ends_alive(synth *y, int at)
 
 /* No marks. Weights used every 100 ms for 31 s; X used every 100 ms during
  * the first second, freed at `free_at_ms` (0: alive at the end). */
-static inline void no_marks(synth *y, uint64_t free_at_ms)
+static inline void no_marks(synth *y, int free_at_ms)
 {
     synth_init(y);
     stacks(y);
@@ -319,16 +287,21 @@ static inline void no_marks(synth *y, uint64_t free_at_ms)
         synth_use(y, W_ID);
         if (k < 10)
             synth_use(y, 60);
-        if (!freed && free_at_ms && y->time - t0 >= free_at_ms * 1000000ull) {
-            synth_drop(y, 60);
-            synth_free(y, XT);
+        if (!freed && free_at_ms && y->time - t0 >= (uint64_t)free_at_ms * 1000000ull) {
+            synth_release(y, 0, 60, XT);
             freed = 1;
         }
     }
 }
 
-static inline void native(synth *y, int fixed_leak, int fixed_outlier)
+/* Native (unannotated) trace: a call site that never frees (a leak) and one
+ * whose step-2 allocation outlives its siblings (an outlier); `fixed` is a
+ * set of NATIVE_*_FIXED bits. */
+enum { NATIVE_LEAK_FIXED = 1, NATIVE_OUTLIER_FIXED = 2 };
+
+static inline void native(synth *y, int fixed)
 {
+    int fixed_leak = fixed & NATIVE_LEAK_FIXED, fixed_outlier = fixed & NATIVE_OUTLIER_FIXED;
     synth_init(y);
     uint32_t s_w = synth_stack(y, "init_weights", "main", NULL);
     uint32_t s_leak = synth_stack(y, "append_history", "train_step", "main", NULL);
@@ -431,17 +404,14 @@ static inline void pinned_then_lingering(synth *y, int last_use_step)
         }
         if (i >= 2 && i <= last_use_step)
             synth_use(y, X_ID);
-        if (i == 8) {
-            synth_unref(y, 61, X_ID);
-            synth_drop(y, X_ID);
-            synth_free(y, BIG);
-        }
+        if (i == 8)
+            synth_release(y, 61, X_ID, BIG);
     }
 }
 
 /* No marks: weights and view used every 100 ms for 31 s; the base dropped
  * at 1 s; the view (and the storage) released at `release_ms`. */
-static inline void pinned_no_marks(synth *y, uint64_t release_ms)
+static inline void pinned_no_marks(synth *y, int release_ms)
 {
     synth_init(y);
     stacks(y);
@@ -460,9 +430,8 @@ static inline void pinned_no_marks(synth *y, uint64_t release_ms)
             synth_drop(y, BIG_ID);
             dropped = 1;
         }
-        if (!released && y->time - t0 >= release_ms * 1000000ull) {
-            synth_drop(y, X_ID);
-            synth_free(y, BIG);
+        if (!released && y->time - t0 >= (uint64_t)release_ms * 1000000ull) {
+            synth_release(y, 0, X_ID, BIG);
             released = 1;
         }
     }

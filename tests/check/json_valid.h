@@ -56,35 +56,36 @@ static inline int jv_number(jv *j)
     return 1;
 }
 
+/* The members of an object (keyed: "name": value) or the elements of an
+ * array, from the opening bracket through `close`. */
+static inline int jv_items(jv *j, char close, int keyed)
+{
+    j->p++; jv_ws(j);
+    if (*j->p == close) { j->p++; return 1; }
+    for (;;) {
+        jv_ws(j);
+        if (keyed) {
+            if (!jv_string(j)) return 0;
+            jv_ws(j);
+            if (*j->p++ != ':') return jv_fail(j, "expected ':'");
+        }
+        if (!jv_value(j)) return 0;
+        jv_ws(j);
+        if (*j->p == ',') { j->p++; continue; }
+        if (*j->p == close) { j->p++; return 1; }
+        return jv_fail(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+}
+
 static inline int jv_value(jv *j)
 {
     if (++j->depth > 200) return jv_fail(j, "too deep");
     jv_ws(j);
     int ok = 1;
     if (*j->p == '{') {
-        j->p++; jv_ws(j);
-        if (*j->p == '}') j->p++;
-        else for (;;) {
-            jv_ws(j);
-            if (!jv_string(j)) { ok = 0; break; }
-            jv_ws(j);
-            if (*j->p++ != ':') { ok = jv_fail(j, "expected ':'"); break; }
-            if (!jv_value(j)) { ok = 0; break; }
-            jv_ws(j);
-            if (*j->p == ',') { j->p++; continue; }
-            if (*j->p == '}') { j->p++; break; }
-            ok = jv_fail(j, "expected ',' or '}'"); break;
-        }
+        ok = jv_items(j, '}', 1);
     } else if (*j->p == '[') {
-        j->p++; jv_ws(j);
-        if (*j->p == ']') j->p++;
-        else for (;;) {
-            if (!jv_value(j)) { ok = 0; break; }
-            jv_ws(j);
-            if (*j->p == ',') { j->p++; continue; }
-            if (*j->p == ']') { j->p++; break; }
-            ok = jv_fail(j, "expected ',' or ']'"); break;
-        }
+        ok = jv_items(j, ']', 0);
     } else if (*j->p == '"') {
         ok = jv_string(j);
     } else if (!strncmp(j->p, "true", 4)) { j->p += 4;

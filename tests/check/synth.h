@@ -88,22 +88,33 @@ static inline vt_event *synth_ev(synth *y, uint8_t kind)
     return e;
 }
 
+/* The next event: p, with synth_ev()'s seq, time, kind and thread. */
+static inline vt_event *synth_put(synth *y, uint8_t kind, vt_event p)
+{
+    vt_event *e = synth_ev(y, kind);
+    p.seq = e->seq;
+    p.time_ns = e->time_ns;
+    p.kind = e->kind;
+    p.thread = e->thread;
+    *e = p;
+    return e;
+}
+
+/* The next event, of `kind`, saying what the designated initializers say
+ * (device 0 unless given). */
+#define SYNTH_EV(y, kind, ...) synth_put((y), (kind), (vt_event){ __VA_ARGS__ })
+
 static inline void synth_tick(synth *y, uint64_t ns) { y->time += ns; y->s.meta.snapshot_time_ns = y->time; }
 
 static inline vt_event *synth_alloc(synth *y, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    vt_event *e = synth_ev(y, VT_EV_ALLOC);
-    e->addr = addr;
-    e->req_size = size;
-    e->size = (size + 511) / 512 * 512;
-    e->stack = stack;
-    return e;
+    return SYNTH_EV(y, VT_EV_ALLOC, .addr = addr, .req_size = size,
+                    .size = (size + 511) / 512 * 512, .stack = stack);
 }
 
 static inline void synth_free(synth *y, uint64_t addr)
 {
-    vt_event *e = synth_ev(y, VT_EV_FREE_REQUESTED);
-    e->addr = addr;
+    SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = addr);
 }
 
 static inline void synth_mark(synth *y, const char *label)
@@ -116,19 +127,12 @@ static inline void synth_tensor(synth *y, uint64_t id, uint64_t addr, uint64_t n
                          const char *name)
 {
     uint32_t n = name ? synth_str(y, name) : 0;
-    vt_event *e = synth_ev(y, VT_EV_TENSOR_NEW);
-    e->aux = id;
-    e->aux2 = base;
-    e->addr = addr;
-    e->size = nbytes;
-    e->str = n;
+    SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = id, .aux2 = base, .addr = addr, .size = nbytes, .str = n);
 }
 
 static inline void synth_use_at(synth *y, uint64_t id, uint32_t stack)
 {
-    vt_event *e = synth_ev(y, VT_EV_TENSOR_USE);
-    e->aux = id;
-    e->stack = stack;
+    SYNTH_EV(y, VT_EV_TENSOR_USE, .aux = id, .stack = stack);
 }
 
 static inline void synth_use(synth *y, uint64_t id) { synth_use_at(y, id, 0); }
@@ -139,49 +143,44 @@ static inline void synth_drop(synth *y, uint64_t id) { synth_ev(y, VT_EV_TENSOR_
 static inline void synth_name(synth *y, uint64_t id, const char *name)
 {
     uint32_t n = name ? synth_str(y, name) : 0;
-    vt_event *e = synth_ev(y, VT_EV_TENSOR_NAME);
-    e->aux = id;
-    e->str = n;
-    e->device = -1;
+    SYNTH_EV(y, VT_EV_TENSOR_NAME, .aux = id, .str = n, .device = -1);
 }
 
 static inline void synth_ext(synth *y, uint64_t addr, uint64_t size)
 {
-    vt_event *e = synth_ev(y, VT_EV_STORAGE_EXTERNAL);
-    e->addr = addr;
-    e->size = size;
-    e->device = -1;
+    SYNTH_EV(y, VT_EV_STORAGE_EXTERNAL, .addr = addr, .size = size, .device = -1);
 }
 
 static inline void synth_ext_free(synth *y, uint64_t addr)
 {
-    vt_event *e = synth_ev(y, VT_EV_STORAGE_EXTERNAL_FREE);
-    e->addr = addr;
-    e->device = -1;
+    SYNTH_EV(y, VT_EV_STORAGE_EXTERNAL_FREE, .addr = addr, .device = -1);
 }
 
 static inline void synth_holder(synth *y, uint64_t id, const char *name)
 {
     uint32_t n = synth_str(y, name);
-    vt_event *e = synth_ev(y, VT_EV_HOLDER_NEW);
-    e->aux = id;
-    e->str = n;
+    SYNTH_EV(y, VT_EV_HOLDER_NEW, .aux = id, .str = n);
 }
 
 static inline void synth_ref(synth *y, uint64_t from, uint64_t to, const char *label)
 {
     uint32_t l = label ? synth_str(y, label) : 0;
-    vt_event *e = synth_ev(y, VT_EV_REF);
-    e->aux = from;
-    e->aux2 = to;
-    e->str = l;
+    SYNTH_EV(y, VT_EV_REF, .aux = from, .aux2 = to, .str = l);
 }
 
 static inline void synth_unref(synth *y, uint64_t from, uint64_t to)
 {
-    vt_event *e = synth_ev(y, VT_EV_UNREF);
-    e->aux = from;
-    e->aux2 = to;
+    SYNTH_EV(y, VT_EV_UNREF, .aux = from, .aux2 = to);
+}
+
+/* Shortcut: `holder` lets go of tensor `id` (no edge to remove when 0), the
+ * tensor is dropped and its storage at `addr` freed. */
+static inline void synth_release(synth *y, uint64_t holder, uint64_t id, uint64_t addr)
+{
+    if (holder)
+        synth_unref(y, holder, id);
+    synth_drop(y, id);
+    synth_free(y, addr);
 }
 
 /* Shortcut: allocation + tensor on it (+ the tensor's creation is a use). */

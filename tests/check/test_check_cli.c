@@ -62,6 +62,55 @@ static int run(const char *args, char **out, char **err)
     return run_sub("check", args, out, err);
 }
 
+/* One expected outcome of `vramtrace check OPTS 'DIR/FILE'` (OPTS alone
+ * without a FILE): the exit status, what stdout and stderr contain, and
+ * whichever of these holds: stdout is valid JSON, stdout is empty, stderr is
+ * empty, stderr is one line. */
+struct check_case {
+    const char *opts, *file;
+    int rc;
+    const char *out_has[5];
+    const char *err_has[2];
+    int json, out_empty, err_empty, err_one_line;
+};
+
+static void expect_cases(const struct check_case *c, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        char *out, *err, args[512];
+        if (c[k].file)
+            snprintf(args, sizeof args, "%s '%s/%s'", c[k].opts ? c[k].opts : "", dir, c[k].file);
+        else
+            snprintf(args, sizeof args, "%s", c[k].opts);
+        int rc = run(args, &out, &err);
+        ASSERT_MSG(rc == c[k].rc, "check %s: exit status %d, not %d", args, rc, c[k].rc);
+        if (c[k].json) {
+            const char *why = json_validate(out);
+            ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
+        }
+        for (size_t i = 0; i < 5 && c[k].out_has[i]; i++)
+            ASSERT_STR_CONTAINS(out, c[k].out_has[i]);
+        for (size_t i = 0; i < 2 && c[k].err_has[i]; i++)
+            ASSERT_STR_CONTAINS(err, c[k].err_has[i]);
+        if (c[k].out_empty)
+            ASSERT_STR_EQ(out, "");
+        if (c[k].err_empty)
+            ASSERT_STR_EQ(err, "");
+        if (c[k].err_one_line) {
+            char *nl = strchr(err, '\n');
+            ASSERT_MSG(nl && nl[1] == 0, "check %s: not one line: %s", args, err);
+        }
+        free(out);
+        free(err);
+    }
+}
+
+#define EXPECT_CASES(...)                                                   \
+    do {                                                                    \
+        const struct check_case cases_[] = { __VA_ARGS__ };                 \
+        expect_cases(cases_, sizeof cases_ / sizeof *cases_);               \
+    } while (0)
+
 static void write_snap(synth *y, const char *name)
 {
     char p[400], err[512] = "";
@@ -96,12 +145,8 @@ static void pipeline(synth *y, int fixed)
             synth_use(y, 21);
         }
         if ((i == 2 && fixed) || (i == 5 && !fixed)) {
-            synth_unref(y, 801, 20);
-            synth_unref(y, 801, 21);
-            synth_drop(y, 20);
-            synth_drop(y, 21);
-            synth_free(y, 0x7f6000000000ull);
-            synth_free(y, 0x7f6001000000ull);
+            synth_release(y, 801, 20, 0x7f6000000000ull);
+            synth_release(y, 801, 21, 0x7f6001000000ull);
         }
     }
 }
@@ -171,45 +216,27 @@ static void cleanup(void)
 TEST(cli_check_leak_exits_1_and_names_the_path)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "vramtrace check: 2 findings, 48 MiB held after last use");
-    ASSERT_STR_CONTAINS(out, "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB");
-    ASSERT_STR_CONTAINS(out, "at send_forward (train.c:10)");
-    ASSERT_STR_CONTAINS(out, "Context.output_tensors \xe2\x86\x92 list[1] \xe2\x86\x92 "
-                             "tensor 'send 1' \xe2\x86\x92 storage 0x7f6001000000 32 MiB");
-    ASSERT_STR_EQ(err, "");
-    free(out);
-    free(err);
+    EXPECT_CASES({ .file = "leak.vtsnap", .rc = 1, .err_empty = 1, .out_has = {
+        "vramtrace check: 2 findings, 48 MiB held after last use",
+        "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB",
+        "at send_forward (train.c:10)",
+        "Context.output_tensors \xe2\x86\x92 list[1] \xe2\x86\x92 "
+        "tensor 'send 1' \xe2\x86\x92 storage 0x7f6001000000 32 MiB" } });
     cleanup();
 }
 
 TEST(cli_check_clean_exits_0)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/clean.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    ASSERT_STR_CONTAINS(out, "vramtrace check: 0 findings");
-    free(out);
-    free(err);
+    EXPECT_CASES({ .file = "clean.vtsnap", .rc = 0, .out_has = { "vramtrace check: 0 findings" } });
     cleanup();
 }
 
 TEST(cli_check_json_is_valid)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--json '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    const char *why = json_validate(out);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
-    ASSERT_STR_CONTAINS(out, "\"vramtrace_check\":1");
-    ASSERT_STR_CONTAINS(out, "\"addr\":\"0x7f6001000000\"");
-    ASSERT_STR_CONTAINS(out, "\"bytes\":33554432");
-    free(out);
-    free(err);
+    EXPECT_CASES({ .opts = "--json", .file = "leak.vtsnap", .rc = 1, .json = 1, .out_has = {
+        "\"vramtrace_check\":1", "\"addr\":\"0x7f6001000000\"", "\"bytes\":33554432" } });
     /* The same through Python's parser when there is one. */
     if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
         char cmd[1024];
@@ -229,132 +256,88 @@ TEST(cli_check_json_is_valid)
 TEST(cli_check_grace_option)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--grace 3steps '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);   /* 2 complete steps unused */
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace=2 '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "grace: 2 complete steps");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace 50ms '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace 2.5s '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--grace soon '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "bad --grace 'soon'");
-    free(out); free(err);
+    EXPECT_CASES(
+        { .opts = "--grace 3steps", .file = "leak.vtsnap", .rc = 0 },   /* 2 complete steps unused */
+        { .opts = "--grace=2", .file = "leak.vtsnap", .rc = 1,
+          .out_has = { "grace: 2 complete steps" } },
+        { .opts = "--grace 50ms", .file = "leak.vtsnap", .rc = 1 },
+        { .opts = "--grace 2.5s", .file = "leak.vtsnap", .rc = 0 },
+        { .opts = "--grace soon", .file = "leak.vtsnap", .rc = 2, .err_has = { "bad --grace 'soon'" } });
     cleanup();
 }
 
 TEST(cli_check_ignore_option)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "--ignore 'send 1' '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "1 finding,");
-    ASSERT_STR_CONTAINS(out, "1 ignored");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--ignore 'send*' '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--ignore nomatch --ignore 'send_forw*' '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
+    EXPECT_CASES(
+        { .opts = "--ignore 'send 1'", .file = "leak.vtsnap", .rc = 1,
+          .out_has = { "1 finding,", "1 ignored" } },
+        { .opts = "--ignore 'send*'", .file = "leak.vtsnap", .rc = 0 },
+        { .opts = "--ignore nomatch --ignore 'send_forw*'", .file = "leak.vtsnap", .rc = 0 });
     cleanup();
 }
 
 TEST(cli_check_native_rules_and_top)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/native.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "[never-freed]");
-    ASSERT_STR_CONTAINS(out, "in 5 allocations");
-    ASSERT_STR_CONTAINS(out, "at append_history");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules outlier '%s/native.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--top 1 '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "... 1 more finding");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules nonsense '%s/leak.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    free(out); free(err);
+    EXPECT_CASES(
+        { .file = "native.vtsnap", .rc = 1,
+          .out_has = { "[never-freed]", "in 5 allocations", "at append_history" } },
+        { .opts = "--rules outlier", .file = "native.vtsnap", .rc = 0 },
+        { .opts = "--top 1", .file = "leak.vtsnap", .rc = 1, .out_has = { "... 1 more finding" } },
+        { .opts = "--rules nonsense", .file = "leak.vtsnap", .rc = 2 });
     cleanup();
 }
 
 TEST(cli_check_pinned_rules_and_ratio)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/pinned.vtsnap'", dir);   /* on by default */
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "rules: linger,pinned;");
-    ASSERT_STR_CONTAINS(out, "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB");
-    ASSERT_STR_CONTAINS(out, "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)");
-    ASSERT_STR_CONTAINS(out, "model.x \xe2\x86\x92 tensor 'x' (view of 'big') \xe2\x86\x92 "
-                             "storage 0x7e8000000000 4 KiB");
-    ASSERT_STR_EQ(err, "");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules pinned '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "rules: pinned;");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules linger '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--rules pinned '%s/leak.vtsnap'", dir);   /* no views */
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    /* 40 B is ~0.98% of 4 KiB. */
-    snprintf(args, sizeof args, "--pinned-ratio 0.005 '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
-    free(out); free(err);
-    snprintf(args, sizeof args, "--pinned-ratio=1%% '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    ASSERT_STR_CONTAINS(out, "pinned: views covering < 1%");
-    free(out); free(err);
-    snprintf(args, sizeof args, "--json --rules pinned --pinned-ratio 25%% '%s/pinned.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    const char *why = json_validate(out);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
-    ASSERT_STR_CONTAINS(out, "\"rules_run\":[\"pinned\"]");
-    ASSERT_STR_CONTAINS(out, "\"pinned_ratio\":0.25");
-    ASSERT_STR_CONTAINS(out, "\"rule\":\"pinned\"");
-    ASSERT_STR_CONTAINS(out, "\"wasted_bytes\":4056");
-    free(out); free(err);
-    const char *bad[] = { "0", "1.5", "150%", "half", "-0.5" };
-    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
-        snprintf(args, sizeof args, "--pinned-ratio '%s' '%s/pinned.vtsnap'", bad[k], dir);
-        ASSERT_EQ(run(args, &out, &err), 2);
-        ASSERT_STR_CONTAINS(err, "bad --pinned-ratio");
-        ASSERT_STR_EQ(out, "");
-        free(out); free(err);
-    }
-    ASSERT_EQ(run("--pinned-ratio", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "--pinned-ratio needs a value");
-    free(out); free(err);
+    EXPECT_CASES(
+        { .file = "pinned.vtsnap", .rc = 1, .err_empty = 1, .out_has = {   /* on by default */
+            "rules: linger,pinned;",
+            "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB",
+            "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)",
+            "model.x \xe2\x86\x92 tensor 'x' (view of 'big') \xe2\x86\x92 "
+            "storage 0x7e8000000000 4 KiB" } },
+        { .opts = "--rules pinned", .file = "pinned.vtsnap", .rc = 1,
+          .out_has = { "rules: pinned;" } },
+        { .opts = "--rules linger", .file = "pinned.vtsnap", .rc = 0 },
+        { .opts = "--rules pinned", .file = "leak.vtsnap", .rc = 0 },   /* no views */
+        /* 40 B is ~0.98% of 4 KiB. */
+        { .opts = "--pinned-ratio 0.005", .file = "pinned.vtsnap", .rc = 0 },
+        { .opts = "--pinned-ratio=1%", .file = "pinned.vtsnap", .rc = 1,
+          .out_has = { "pinned: views covering < 1%" } },
+        { .opts = "--json --rules pinned --pinned-ratio 25%", .file = "pinned.vtsnap", .rc = 1,
+          .json = 1, .out_has = { "\"rules_run\":[\"pinned\"]", "\"pinned_ratio\":0.25",
+                                  "\"rule\":\"pinned\"", "\"wasted_bytes\":4056" } });
+    /* bad ratios */
+#define BAD_RATIO(r)                                                        \
+    { .opts = "--pinned-ratio '" r "'", .file = "pinned.vtsnap", .rc = 2,     \
+      .err_has = { "bad --pinned-ratio" }, .out_empty = 1 }
+    EXPECT_CASES(BAD_RATIO("0"), BAD_RATIO("1.5"), BAD_RATIO("150%"), BAD_RATIO("half"),
+                 BAD_RATIO("-0.5"),
+                 { .opts = "--pinned-ratio", .rc = 2, .err_has = { "--pinned-ratio needs a value" } });
+#undef BAD_RATIO
     cleanup();
+}
+
+/* In a fresh folder, FILE: the leak trace with tensor 21 ('send 1') renamed
+ * `name` after it was recorded. */
+static void write_leak_renamed(const char *name, const char *file)
+{
+    tmpdir();
+    synth y;
+    pipeline(&y, 0);
+    synth_name(&y, 21, name);
+    write_snap(&y, file);
+    synth_fini(&y);
 }
 
 /* A tensor renamed after it was recorded (TENSOR_NAME, format 1.1): the
  * file says 1.3 (the writer's), `json --events` names the kind, `check` the new name. */
 TEST(cli_renamed_tensor_in_json_events_and_check)
 {
-    tmpdir();
-    synth y;
-    pipeline(&y, 0);
-    synth_name(&y, 21, "fc2 out");
-    write_snap(&y, "renamed.vtsnap");
-    synth_fini(&y);
+    write_leak_renamed("fc2 out", "renamed.vtsnap");
     char *out, *err, args[512];
     snprintf(args, sizeof args, "'%s/renamed.vtsnap' --events", dir);
     ASSERT_EQ(run_sub("json", args, &out, &err), 0);
@@ -387,12 +370,7 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
  * size the same in `leaks` and `check`. */
 TEST(json_and_check_print_a_name_and_a_size_the_same)
 {
-    tmpdir();
-    synth y;
-    pipeline(&y, 0);
-    synth_name(&y, 21, "fc2\t\"out\" \xff");
-    write_snap(&y, "odd.vtsnap");
-    synth_fini(&y);
+    write_leak_renamed("fc2\t\"out\" \xff", "odd.vtsnap");
     const char *escaped = "\"fc2\\t\\\"out\\\" \\ufffd\"";
     char *out, *err, args[512];
     snprintf(args, sizeof args, "'%s/odd.vtsnap' --events", dir);
@@ -425,46 +403,25 @@ TEST(json_and_check_print_a_name_and_a_size_the_same)
 TEST(cli_check_help_and_bad_usage)
 {
     tmpdir();
-    char *out, *err;
-    ASSERT_EQ(run("--help", &out, &err), 0);
-    ASSERT_STR_CONTAINS(out, "usage: vramtrace check FILE");
-    ASSERT_STR_CONTAINS(out, "--grace");
-    ASSERT_STR_CONTAINS(out, "--ignore");
-    ASSERT_STR_CONTAINS(out, "--pinned-ratio R");
-    ASSERT_STR_CONTAINS(out, "pinned       base tensor dropped");
-    free(out); free(err);
-    ASSERT_EQ(run("--frobnicate x.vtsnap", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "unknown option '--frobnicate'");
-    free(out); free(err);
-    ASSERT_EQ(run("", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "missing FILE");
-    free(out); free(err);
-    ASSERT_EQ(run("a.vtsnap b.vtsnap", &out, &err), 2);
-    free(out); free(err);
-    ASSERT_EQ(run("--grace", &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "--grace needs a value");
-    free(out); free(err);
+    EXPECT_CASES(
+        { .opts = "--help", .rc = 0, .out_has = { "usage: vramtrace check FILE", "--grace",
+              "--ignore", "--pinned-ratio R", "pinned       base tensor dropped" } },
+        { .opts = "--frobnicate x.vtsnap", .rc = 2,
+          .err_has = { "unknown option '--frobnicate'" } },
+        { .opts = "", .rc = 2, .err_has = { "missing FILE" } },
+        { .opts = "a.vtsnap b.vtsnap", .rc = 2 },
+        { .opts = "--grace", .rc = 2, .err_has = { "--grace needs a value" } });
     cleanup();
 }
 
 TEST(cli_check_bad_file_exits_2_with_one_message)
 {
     setup_files();
-    char *out, *err, args[512];
-    snprintf(args, sizeof args, "'%s/does-not-exist.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "vramtrace check: ");
-    ASSERT_STR_CONTAINS(err, "does-not-exist.vtsnap");
-    ASSERT_STR_EQ(out, "");
-    free(out); free(err);
-    snprintf(args, sizeof args, "'%s/garbage.vtsnap'", dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
-    ASSERT_STR_CONTAINS(err, "vramtrace check: ");
-    ASSERT_STR_CONTAINS(err, "garbage.vtsnap");
-    /* one line */
-    char *nl = strchr(err, '\n');
-    ASSERT(nl && nl[1] == 0);
-    free(out); free(err);
+    EXPECT_CASES(
+        { .file = "does-not-exist.vtsnap", .rc = 2, .out_empty = 1,
+          .err_has = { "vramtrace check: ", "does-not-exist.vtsnap" } },
+        { .file = "garbage.vtsnap", .rc = 2, .err_one_line = 1,
+          .err_has = { "vramtrace check: ", "garbage.vtsnap" } });
     cleanup();
 }
 

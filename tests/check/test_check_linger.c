@@ -11,8 +11,7 @@
 TEST(gc_cycle_is_flagged_with_cycle_path)
 {
     synth y;
-    gc_cycle(&y, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, gc_cycle, 0);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_STEPS);
@@ -63,51 +62,28 @@ TEST(gc_cycle_is_flagged_with_cycle_path)
 
 TEST(gc_cycle_fixed_is_clean)
 {
-    synth y;
-    gc_cycle(&y, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(gc_cycle, 1);
 }
 
 TEST(closure_capturing_self_is_flagged)
 {
-    synth y;
-    closure_self(&y, 0);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
-    ASSERT_EQ(f->addr, CACHE);
-    ASSERT_EQ(f->bytes, 8 * MiB);
-    ASSERT_STR_EQ(f->owner_name, "cache");
-    ASSERT_STR_EQ(path_text(f, 0),
-        "(cycle) Trainer.hook \xe2\x86\x92 <closure>.__closure__[0] \xe2\x86\x92 "
-        "cell.cell_contents \xe2\x86\x92 Trainer.cache \xe2\x86\x92 tensor 'cache' "
-        "\xe2\x86\x92 storage 0x7f3000000000 8 MiB");
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_flags(closure_self, (struct expected_finding){
+        .addr = CACHE, .bytes = 8 * MiB, .owner = "cache",
+        .path = "(cycle) Trainer.hook \xe2\x86\x92 <closure>.__closure__[0] \xe2\x86\x92 "
+                "cell.cell_contents \xe2\x86\x92 Trainer.cache \xe2\x86\x92 tensor 'cache' "
+                "\xe2\x86\x92 storage 0x7f3000000000 8 MiB" });
 }
 
 TEST(closure_capturing_self_fixed_is_clean)
 {
-    synth y;
-    closure_self(&y, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(closure_self, 1);
 }
 
 TEST(view_keeps_base_storage_is_flagged)
 {
     synth y;
-    view_pins_base(&y, 0);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
-    ASSERT_EQ(f->addr, BASE);
-    ASSERT_EQ(f->bytes, 64 * MiB);
+    vt_check_report *r = check_shape(&y, view_pins_base, 0);
+    const vt_check_finding *f = the_finding(r, BASE, 64 * MiB);
     ASSERT_EQ(f->block_bytes, 64 * MiB);
     ASSERT_STR_EQ(f->owner_name, "padded");
     ASSERT_EQ(f->owner_id, 10);
@@ -129,8 +105,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
     synth y;
     renamed(&y);
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(f->addr, RN_ADDR);
     ASSERT_EQ(f->owner_id, 100);
@@ -147,8 +122,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
 
     /* --ignore matches the latest name only */
     const char *pats[] = { "aten.mm*" };
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.ignore = pats;
     o.nignore = 1;
     r = check(&y, &o);
@@ -176,19 +150,13 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
 
 TEST(view_keeps_base_storage_fixed_is_clean)
 {
-    synth y;
-    view_pins_base(&y, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(view_pins_base, 1);
 }
 
 TEST(pipeline_context_keeping_sent_tensors_is_flagged)
 {
     synth y;
-    pipeline(&y, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pipeline, 0);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->findings[0].addr, S1);
     ASSERT_EQ(r->findings[0].bytes, 32 * MiB);
@@ -208,46 +176,27 @@ TEST(pipeline_context_keeping_sent_tensors_is_flagged)
 
 TEST(pipeline_context_fixed_is_clean)
 {
-    synth y;
-    pipeline(&y, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(pipeline, 1);
 }
 
 TEST(hook_closure_cycle_is_flagged)
 {
-    synth y;
-    hook_cycle(&y, 0);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
-    ASSERT_EQ(f->addr, INTER);
-    ASSERT_EQ(f->bytes, 4 * MiB);
-    ASSERT_STR_EQ(path_text(f, 0),
-        "(cycle) dict['hook'] \xe2\x86\x92 <hook>.__closure__[0] \xe2\x86\x92 "
-        "cell.cell_contents \xe2\x86\x92 dict['acts'] \xe2\x86\x92 tensor 'intermediate' "
-        "\xe2\x86\x92 storage 0x7f7000000000 4 MiB");
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_flags(hook_cycle, (struct expected_finding){
+        .addr = INTER, .bytes = 4 * MiB,
+        .path = "(cycle) dict['hook'] \xe2\x86\x92 <hook>.__closure__[0] \xe2\x86\x92 "
+                "cell.cell_contents \xe2\x86\x92 dict['acts'] \xe2\x86\x92 tensor 'intermediate' "
+                "\xe2\x86\x92 storage 0x7f7000000000 4 MiB" });
 }
 
 TEST(hook_closure_cycle_fixed_is_clean)
 {
-    synth y;
-    hook_cycle(&y, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(hook_cycle, 1);
 }
 
 TEST(autograd_graph_kept_by_a_loss_list_is_flagged)
 {
     synth y;
-    autograd_graph(&y, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, autograd_graph, 0);
     ASSERT_EQ(r->nfindings, 2);   /* h (12 MiB) first, then the loss itself */
     const vt_check_finding *f = &r->findings[0];
     ASSERT_EQ(f->addr, HID);
@@ -261,12 +210,7 @@ TEST(autograd_graph_kept_by_a_loss_list_is_flagged)
 
 TEST(autograd_graph_fixed_is_clean)
 {
-    synth y;
-    autograd_graph(&y, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(autograd_graph, 1);
 }
 
 TEST(deep_chain_is_bounded_and_marked_truncated)
@@ -276,24 +220,19 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     step(&y, 1);
     synth_new_tensor(&y, 2, ACT1, MiB, "deep", st_fwd);
     for (uint64_t h = 0; h < 10000; h++) {
-        vt_event *e = synth_ev(&y, VT_EV_HOLDER_NEW);
-        e->aux = 100000 + h;
-        vt_event *rf = synth_ev(&y, VT_EV_REF);
-        rf->aux = 100000 + h;
-        rf->aux2 = h ? 100000 + h - 1 : 2;
+        SYNTH_EV(&y, VT_EV_HOLDER_NEW, .aux = 100000 + h);
+        SYNTH_EV(&y, VT_EV_REF, .aux = 100000 + h, .aux2 = h ? 100000 + h - 1 : 2);
     }
     for (int i = 2; i <= 4; i++)
         step(&y, i);
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 1);
     ASSERT(f->paths[0].truncated);
     ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
     ASSERT_STR_CONTAINS(path_text(f, 0), "\xe2\x80\xa6 holder #104094 \xe2\x86\x92 holder #104093");
     vt_check_report_free(r);
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.max_visit = 20000;
     r = check(&y, &o);
     ASSERT(!r->findings[0].paths[0].truncated);
@@ -321,22 +260,16 @@ TEST(weights_used_every_step_are_never_flagged)
 
 TEST(state_used_every_k_steps_is_never_flagged)
 {
-    synth y;
-    every_k(&y, 12);   /* last use in step 10: steps 11 and 12 unused < gap 3 */
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    /* last use in step 10: steps 11 and 12 unused < gap 3 */
+    assert_shape_is_clean(every_k, 12);
 }
 
 TEST(state_missing_its_next_use_is_flagged)
 {
     synth y;
-    every_k(&y, 15);   /* steps 11, 12, 13 complete and unused: missed step 13 */
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
-    ASSERT_EQ(f->addr, STATE);
+    /* steps 11, 12, 13 complete and unused: missed step 13 */
+    vt_check_report *r = check_shape(&y, every_k, 15);
+    const vt_check_finding *f = the_finding(r, STATE, 8 * MiB);
     ASSERT_EQ(f->usual_gap_steps, 3);
     ASSERT_EQ(f->last_use_step, 10);
     ASSERT_EQ(f->freed, 0);
@@ -381,8 +314,7 @@ TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
                                 .alloc_seq = seq, .state = VT_BLOCK_ACTIVE_ALLOCATED };
     y.s.nsegments = y.s.nblocks = 1;
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].addr, STATE);
+    ASSERT_EQ(only_finding(r)->addr, STATE);
     ASSERT_EQ(r->findings[0].freed, 0);
     vt_check_report_free(r);
     synth_fini(&y);
@@ -390,27 +322,18 @@ TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
 
 TEST(trace_ending_is_not_flagged)
 {
-    for (int at = 7; at <= 8; at++) {  /* last and second-to-last step */
-        synth y;
-        ends_alive(&y, at);
-        vt_check_report *r = check(&y, NULL);
-        ASSERT_CLEAN(r, &y);
-        vt_check_report_free(r);
-        synth_fini(&y);
-    }
+    for (int at = 7; at <= 8; at++)  /* last and second-to-last step */
+        assert_shape_is_clean(ends_alive, at);
 }
 
 TEST(alive_through_a_complete_step_before_the_end_is_flagged)
 {
     synth y;
-    ends_alive(&y, 6);  /* step 7 is complete and unused */
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].addr, LATE);
-    ASSERT_EQ(r->findings[0].bytes, 3 * MiB);
-    ASSERT_EQ(r->findings[0].steps_unused, 1);
-    ASSERT_EQ(r->findings[0].freed, 0);
-    ASSERT_EQ(r->findings[0].linger_ns, r->end_time_ns - r->findings[0].last_use_time_ns);
+    vt_check_report *r = check_shape(&y, ends_alive, 6);  /* step 7 is complete and unused */
+    const vt_check_finding *f = the_finding(r, LATE, 3 * MiB);
+    ASSERT_EQ(f->steps_unused, 1);
+    ASSERT_EQ(f->freed, 0);
+    ASSERT_EQ(f->linger_ns, r->end_time_ns - f->last_use_time_ns);
     vt_check_report_free(r);
     synth_fini(&y);
 }
@@ -422,13 +345,10 @@ TEST(alive_through_a_complete_step_before_the_end_is_flagged)
 TEST(no_marks_time_rule_flags_long_linger)
 {
     synth y;
-    no_marks(&y, 30000);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, no_marks, 30000);
     ASSERT_EQ(r->nmarks, 0);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
-    ASSERT_EQ(f->addr, XT);
+    const vt_check_finding *f = the_finding(r, XT, 10 * MiB);
     ASSERT_EQ(f->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(f->freed, 1);
     ASSERT_EQ(f->usual_gap_ns, 100000000 + 2000);  /* tick + two events */
@@ -442,22 +362,14 @@ TEST(no_marks_time_rule_flags_long_linger)
 
 TEST(no_marks_time_rule_fixed_is_clean)
 {
-    synth y;
-    no_marks(&y, 1500);   /* freed 0.5 s after its last use */
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(no_marks, 1500);   /* freed 0.5 s after its last use */
 }
 
 TEST(no_marks_alive_at_end_with_old_last_use_is_flagged)
 {
     synth y;
-    no_marks(&y, 0);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].addr, XT);
-    ASSERT_EQ(r->findings[0].freed, 0);
+    vt_check_report *r = check_shape(&y, no_marks, 0);
+    ASSERT_EQ(the_finding(r, XT, 10 * MiB)->freed, 0);
     vt_check_report_free(r);
     synth_fini(&y);
 }
@@ -467,8 +379,7 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
 {
     synth y;
     gc_cycle(&y, 1);
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
     vt_check_report *r = check(&y, &o);

@@ -10,11 +10,9 @@
 TEST(native_never_freed_call_site_is_flagged)
 {
     synth y;
-    native(&y, 0, 1);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, native, NATIVE_OUTLIER_FIXED);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(f->nallocs, 5);    /* steps 1..5; step 6 is after the last mark */
     ASSERT_EQ(f->bytes, 5 * MiB);
@@ -29,14 +27,10 @@ TEST(native_never_freed_call_site_is_flagged)
 TEST(native_outlier_call_site_is_flagged)
 {
     synth y;
-    native(&y, 1, 0);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    vt_check_report *r = check_shape(&y, native, NATIVE_LEAK_FIXED);
+    const vt_check_finding *f = the_finding(r, 0x7fd000000000ull + 2 * 0x1000000, 3 * MiB);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(f->nallocs, 1);
-    ASSERT_EQ(f->addr, 0x7fd000000000ull + 2 * 0x1000000);
-    ASSERT_EQ(f->bytes, 3 * MiB);
     ASSERT_EQ(f->freed, 1);
     ASSERT_GT(f->linger_ns, 200000000);   /* about 3 steps of 100 ms */
     vt_check_report_free(r);
@@ -45,12 +39,7 @@ TEST(native_outlier_call_site_is_flagged)
 
 TEST(native_fixed_is_clean)
 {
-    synth y;
-    native(&y, 1, 1);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(native, NATIVE_LEAK_FIXED | NATIVE_OUTLIER_FIXED);
 }
 
 TEST_MAIN()

@@ -10,16 +10,13 @@
 TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 {
     synth y;
-    pinned_view(&y, PIN_LEAK);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
     if (r->nfindings != 1)
         dump(r, &y);
-    ASSERT_EQ(r->nfindings, 1);   /* used every step: LINGER stays silent */
-    const vt_check_finding *f = &r->findings[0];
+    /* used every step: LINGER stays silent */
+    const vt_check_finding *f = the_finding(r, BIG, 4096);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
-    ASSERT_EQ(f->addr, BIG);
-    ASSERT_EQ(f->bytes, 4096);
     ASSERT_EQ(f->covered_bytes, 40);
     ASSERT_EQ(f->wasted_bytes, 4096 - 40);
     ASSERT_EQ(r->total_bytes, 4096 - 40);
@@ -65,12 +62,10 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
     vt_check_report_free(r);
 
     /* The grace: 5 complete steps pinned is enough, 6 are not there. */
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_grace("5steps", &o), 0);
     r = check(&y, &o);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].linger_from_seq, mark_seq_of(&y, "step 8"));
+    ASSERT_EQ(only_finding(r)->linger_from_seq, mark_seq_of(&y, "step 8"));
     vt_check_report_free(r);
     ASSERT_EQ(vt_check_parse_grace("6steps", &o), 0);
     r = check(&y, &o);
@@ -78,7 +73,7 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
     vt_check_report_free(r);
 
     /* Selected alone or not at all. */
-    vt_check_options_init(&o);
+    o = default_options();
     ASSERT_EQ(vt_check_parse_rules("pinned", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULE_PINNED);
     r = check(&y, &o);
@@ -92,7 +87,7 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 
     /* --ignore applies. */
     const char *pats[] = { "big" };
-    vt_check_options_init(&o);
+    o = default_options();
     o.ignore = pats;
     o.nignore = 1;
     r = check(&y, &o);
@@ -104,28 +99,20 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 
 TEST(pinned_fixed_clone_is_clean)
 {
-    synth y;
-    pinned_view(&y, PIN_FIXED);
-    vt_check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(pinned_view, PIN_FIXED);
 }
 
 TEST(pinned_view_covering_most_of_its_base_is_clean)
 {
     synth y;
-    pinned_view(&y, PIN_MOSTLY_COVERED);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pinned_view, PIN_MOSTLY_COVERED);
     ASSERT_CLEAN(r, &y);
     vt_check_report_free(r);
     /* ... unless the ratio asks for more than 90%. */
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_pinned_ratio("95%", &o.pinned_ratio), 0);
     r = check(&y, &o);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].rule, VT_CHECK_RULE_PINNED);
+    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(r->findings[0].covered_bytes, 3687);
     ASSERT_EQ(r->findings[0].wasted_bytes, 4096 - 3687);
     ASSERT(fabs(r->pinned_ratio - 0.95) < 1e-12);
@@ -141,8 +128,7 @@ TEST(pinned_base_still_alive_is_not_pinned)
 {
     synth y;
     pinned_view(&y, PIN_BASE_ALIVE);
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.pinned_ratio = 1;
     vt_check_report *r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
@@ -216,12 +202,10 @@ TEST(pinned_and_linger_never_report_the_same_interval)
     vt_check_report_free(r);
 
     /* PINNED alone is not cut: pinned until the view's drop in step 8. */
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.rules = VT_CHECK_RULE_PINNED;
     r = check(&y, &o);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].pinned_cut, 0);
+    ASSERT_EQ(only_finding(r)->pinned_cut, 0);
     ASSERT_GT(r->findings[0].pinned_until_seq, lg ? 0 : 0);
     ASSERT_EQ(r->findings[0].freed, 1);
     ASSERT_LT(r->findings[0].pinned_until_seq, r->findings[0].free_seq);  /* the drop */
@@ -232,8 +216,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
      * does not outlast a complete step, so LINGER's finding is the only one. */
     pinned_then_lingering(&y, 3);
     r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_LINGER);
     vt_check_report_free(r);
     synth_fini(&y);
 }
@@ -265,8 +248,7 @@ TEST(pinned_coverage_is_the_union_of_live_views_clipped)
     vt_check_report *r = check(&y, NULL);
     if (r->nfindings != 1)
         dump(r, &y);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->bytes, 1000);
     ASSERT_EQ(f->block_bytes, 1024);
@@ -290,11 +272,10 @@ TEST(pinned_coverage_is_the_union_of_live_views_clipped)
 TEST(pinned_time_rule_without_marks)
 {
     synth y;
-    pinned_no_marks(&y, 20000);   /* pinned 19 s: over max(1 s, 5% of 31 s) */
-    vt_check_report *r = check(&y, NULL);
+    /* pinned 19 s: over max(1 s, 5% of 31 s) */
+    vt_check_report *r = check_shape(&y, pinned_no_marks, 20000);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(f->wasted_bytes, 63 * MiB);
@@ -311,12 +292,10 @@ TEST(pinned_time_rule_without_marks)
     r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     vt_check_report_free(r);
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_grace("500ms", &o), 0);
     r = check(&y, &o);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].rule, VT_CHECK_RULE_PINNED);
+    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
     vt_check_report_free(r);
     synth_fini(&y);
 }
@@ -324,8 +303,7 @@ TEST(pinned_time_rule_without_marks)
 TEST(pinned_json_has_rule_and_wasted_bytes)
 {
     synth y;
-    pinned_view(&y, PIN_LEAK);
-    vt_check_report *r = check(&y, NULL);
+    vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     char *js = render(r, &y, 1);
     const char *why = json_validate(js);
     ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
@@ -384,15 +362,13 @@ TEST(pinned_many_views_are_summarized)
         synth_tick(&y, 1000000);
     }
     double t0 = now_s();
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_grace("1s", &o), 0);
     o.rules = VT_CHECK_RULE_PINNED;   /* nothing is used: LINGER would take it all */
     vt_check_report *r = check(&y, &o);
     double dt = now_s() - t0;
     fprintf(stderr, "pinned: %zu events, %" PRIu64 " views in %.3f s\n", y.s.nevents, n, dt);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->nviews, VT_CHECK_MAX_VIEWS);
     ASSERT_LT(f->covered_bytes, 32 * MiB);

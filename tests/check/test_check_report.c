@@ -13,8 +13,7 @@ TEST(grace_steps_option)
 {
     synth y;
     gc_cycle(&y, 0);   /* steps 3, 4, 5 unused, freed in step 6 */
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_grace("4steps", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_STEPS);
     ASSERT_EQ(o.grace_steps, 4);
@@ -42,8 +41,7 @@ TEST(grace_time_option)
 {
     synth y;
     gc_cycle(&y, 0);   /* steps are 100 ms: lingering about 400 ms */
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     ASSERT_EQ(vt_check_parse_grace("50ms", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(o.grace_ns, 50000000);
@@ -74,13 +72,11 @@ TEST(ignore_patterns)
     synth y;
     gc_cycle(&y, 0);
     const char *pats[] = { "act1" };
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.ignore = pats;
     o.nignore = 1;
     vt_check_report *r = check(&y, &o);
-    ASSERT_EQ(r->nfindings, 1);
-    ASSERT_EQ(r->findings[0].addr, ACT2);
+    ASSERT_EQ(only_finding(r)->addr, ACT2);
     ASSERT_EQ(r->nignored, 1);
     vt_check_report_free(r);
 
@@ -130,16 +126,14 @@ TEST(max_paths_and_multiple_roots)
         }
     }
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 3);
     ASSERT_STR_EQ(path_text(f, 0), "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     ASSERT_STR_EQ(path_text(f, 1), "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     ASSERT_STR_EQ(path_text(f, 2), "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     vt_check_report_free(r);
 
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.max_paths = 1;
     r = check(&y, &o);
     ASSERT_EQ(r->findings[0].npaths, 1);
@@ -206,8 +200,7 @@ TEST(external_storage_is_checked)
         }
     }
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->external, 1);
     ASSERT_EQ(f->device, -1);
     ASSERT_EQ(f->bytes, 5 * MiB);
@@ -236,8 +229,7 @@ TEST(storage_from_before_the_window_and_dropped_tensors)
             synth_free(&y, 0x7ee000000000ull);
     }
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->before_window, 1);
     ASSERT_EQ(f->bytes, 6 * MiB);
     ASSERT_EQ(f->freed, 1);
@@ -268,8 +260,7 @@ TEST(free_without_alloc_is_the_same_lifetime_for_checker_and_timeline)
         }
     }
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->addr, blk);
     ASSERT_EQ(f->bytes, 8 * MiB);
     ASSERT_EQ(f->before_window, 1);
@@ -306,8 +297,7 @@ TEST(empty_and_malformed_inputs_never_fail)
         e->str = (uint32_t)i * 1000;
         e->stack = (uint32_t)i * 1000;
     }
-    vt_check_options o;
-    vt_check_options_init(&o);
+    vt_check_options o = default_options();
     o.rules = VT_CHECK_RULES_ALL;
     r = check(&y, &o);
     FILE *devnull = fopen("/dev/null", "w");
@@ -362,7 +352,7 @@ TEST(json_output_is_valid_and_complete)
     synth_fini(&y);
 
     /* Clean, native, and odd strings. */
-    native(&y, 0, 0);
+    native(&y, 0);
     synth_str(&y, "x");
     r = check(&y, NULL);
     js = render(r, &y, 1);

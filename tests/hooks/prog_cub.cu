@@ -9,16 +9,10 @@
 
 #include <cub/util_allocator.cuh>
 
+#include "hk_check.h"
 #include "hk_stats.h"
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            printf("%s failed: %d\n", #x, (int)e_);                            \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
+#define CK(x) HK_CHECK(cudaError_t, cudaSuccess, x, return 1)
 
 int main()
 {

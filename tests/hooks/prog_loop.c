@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hk_check.h"
 #include "hk_stats.h"
 
 #define N_ITER 300
@@ -40,14 +41,7 @@ static void check(size_t n, int v, unsigned long long *sum, long *bad)
 #if defined(SHAPE_RT)
 #include <cuda_runtime_api.h>
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            printf("%s failed: %d\n", #x, (int)e_);                            \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
+#define CK(x) HK_CHECK(cudaError_t, cudaSuccess, x, return 1)
 
 int main(void)
 {
@@ -127,14 +121,7 @@ static int load(void)
 static int load(void) { return 0; }
 #endif
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        CUresult e_ = (x);                                                     \
-        if (e_ != CUDA_SUCCESS) {                                              \
-            printf("%s failed: %d\n", #x, (int)e_);                            \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
+#define CK(x) HK_CHECK(CUresult, CUDA_SUCCESS, x, return 1)
 
 int main(void)
 {

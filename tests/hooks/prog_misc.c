@@ -32,31 +32,10 @@ extern char **environ;
 
 #include <cuda_runtime_api.h>
 
+#include "hk_check.h"
 #include "hk_stats.h"
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            printf("%s failed: %d\n", #x, (int)e_);                            \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
-
-static void CUDART_CB sleep_50ms(void *arg)
-{
-    (void)arg;
-    struct timespec ts = { 0, 50 * 1000 * 1000 };
-    nanosleep(&ts, NULL);
-}
-
-static int count_not(const unsigned char *b, size_t n, unsigned char v)
-{
-    int bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += b[i] != v;
-    return bad;
-}
+#define CK(x) HK_CHECK(cudaError_t, cudaSuccess, x, return 1)
 
 static int race(void)
 {
@@ -72,7 +51,7 @@ static int race(void)
         CK(cudaMalloc(&a, n));
         allocs++;
         /* s1: 50 ms of "kernel", then it writes 0xAA into a. */
-        CK(cudaLaunchHostFunc(s1, sleep_50ms, NULL));
+        CK(cudaLaunchHostFunc(s1, hk_sleep_ms, (void *)(intptr_t)50));
         CK(cudaMemsetAsync(a, 0xAA, n, s1));
         CK(cudaFree(a));                 /* CUDA waits; the cache must fence */
         CK(cudaMalloc(&b, n));           /* same size: a's block if unfenced */
@@ -81,7 +60,7 @@ static int race(void)
         CK(cudaStreamSynchronize(s2));
         CK(cudaDeviceSynchronize());     /* s1's late write has landed by now */
         CK(cudaMemcpy(h, b, n, cudaMemcpyDeviceToHost));
-        corrupted += count_not(h, n, 0x55);
+        corrupted += hk_count_not(h, n, 0x55);
         CK(cudaFree(b));
     }
     printf("race: corrupted bytes=%d\n", corrupted);
@@ -132,7 +111,7 @@ static int pending(void)
         CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         CK(cudaMallocAsync(&a, n, s));
         allocs++;
-        CK(cudaLaunchHostFunc(s, sleep_50ms, NULL));
+        CK(cudaLaunchHostFunc(s, hk_sleep_ms, (void *)(intptr_t)50));
         CK(cudaMemsetAsync(a, 0xAA, n, s));
         CK(cudaFreeAsync(a, s));
         CK(cudaStreamDestroy(s));
@@ -141,7 +120,7 @@ static int pending(void)
         CK(cudaMemset(b, 0x33, n));
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(h, b, n, cudaMemcpyDeviceToHost));
-        corrupted += count_not(h, n, 0x33);
+        corrupted += hk_count_not(h, n, 0x33);
         CK(cudaFree(b));
     }
     printf("pending: corrupted bytes=%d\n", corrupted);
@@ -260,10 +239,10 @@ static int reset(void)
         CK(cudaMemset(x, 0x33 + round, n));
         CK(cudaMemsetAsync(y, 0x44, n, s2));
         CK(cudaMemcpy(h, x, n, cudaMemcpyDeviceToHost));
-        bad += count_not(h, n, (unsigned char)(0x33 + round));
+        bad += hk_count_not(h, n, (unsigned char)(0x33 + round));
         CK(cudaStreamSynchronize(s2));
         CK(cudaMemcpy(h, y, n, cudaMemcpyDeviceToHost));
-        bad += count_not(h, n, 0x44);
+        bad += hk_count_not(h, n, 0x44);
         CK(cudaFree(x));
         CK(cudaFree(y));
     }
@@ -323,20 +302,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: prog_misc race|badfree|pending|lasterr|reset\n");
         return 2;
     }
-    if (!strcmp(argv[1], "race"))
-        return race();
-    if (!strcmp(argv[1], "badfree"))
-        return badfree();
-    if (!strcmp(argv[1], "pending"))
-        return pending();
-    if (!strcmp(argv[1], "lasterr"))
-        return lasterr();
-    if (!strcmp(argv[1], "reset"))
-        return reset();
-    if (!strcmp(argv[1], "hold"))
-        return hold();
-    if (!strcmp(argv[1], "vfork"))
-        return vfork_exec();
+    static const struct { const char *name; int (*run)(void); } modes[] = {
+        { "race", race },       { "badfree", badfree }, { "pending", pending },
+        { "lasterr", lasterr }, { "reset", reset },     { "hold", hold },
+        { "vfork", vfork_exec },
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (!strcmp(argv[1], modes[i].name))
+            return modes[i].run();
     if (!strcmp(argv[1], "exec") && argc > 2)
         return exec_after_alloc(argv + 2);
     fprintf(stderr, "prog_misc: unknown mode %s\n", argv[1]);

@@ -30,31 +30,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "hk_check.h"
 #include "hk_stats.h"
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            printf("%s failed: %d (line %d)\n", #x, (int)e_, __LINE__);        \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-static void CUDART_CB sleep_fn(void *arg)
-{
-    long ms = (long)(intptr_t)arg;
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-static long count_not(const unsigned char *b, size_t n, unsigned char v)
-{
-    long bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += b[i] != v;
-    return bad;
-}
+#define CK(x) HK_CHECK(cudaError_t, cudaSuccess, x, exit(1))
 
 static long allocs;
 
@@ -76,7 +55,7 @@ static long one_shape(size_t n, enum alloc_kind kind, cudaStream_t rs, cudaStrea
         CK(cudaMallocAsync(&p, n, fs));
     allocs++;
     CK(cudaMemsetAsync(p, 0xAA, n, rs));
-    CK(cudaLaunchHostFunc(rs, sleep_fn, (void *)(intptr_t)40));
+    CK(cudaLaunchHostFunc(rs, hk_sleep_ms, (void *)(intptr_t)40));
     CK(cudaMemcpyAsync(copy, p, n, cudaMemcpyDeviceToDevice, rs));
     CK(cudaFreeAsync(p, fs));
     CK(cudaMalloc(&b, n));
@@ -85,9 +64,9 @@ static long one_shape(size_t n, enum alloc_kind kind, cudaStream_t rs, cudaStrea
     CK(cudaStreamSynchronize(other));
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(h, copy, n, cudaMemcpyDeviceToHost));
-    long bad = count_not(h, n, 0xAA);
+    long bad = hk_count_not(h, n, 0xAA);
     CK(cudaMemcpy(h, b, n, cudaMemcpyDeviceToHost));
-    bad += count_not(h, n, 0x55);
+    bad += hk_count_not(h, n, 0x55);
     CK(cudaFree(b));
     return bad;
 }
@@ -211,7 +190,7 @@ static int churn(uint64_t seed)
         cudaStream_t s = st[sl->owner];
         switch (rnd_below(6)) {
         case 0:   /* a slow "kernel" before whatever comes next */
-            CK(cudaLaunchHostFunc(s, sleep_fn, (void *)(intptr_t)(1 + rnd_below(3))));
+            CK(cudaLaunchHostFunc(s, hk_sleep_ms, (void *)(intptr_t)(1 + rnd_below(3))));
             break;
         case 1:   /* rewrite */
             sl->value = (unsigned char)(1 + rnd_below(250));
@@ -222,7 +201,7 @@ static int churn(uint64_t seed)
             unsigned char *dst = reads + (size_t)nread * 2 * PROBE;
             size_t k = sl->n < PROBE ? sl->n : PROBE;
             if (rnd_below(2))   /* often still queued when the block is freed */
-                CK(cudaLaunchHostFunc(s, sleep_fn, (void *)(intptr_t)1));
+                CK(cudaLaunchHostFunc(s, hk_sleep_ms, (void *)(intptr_t)1));
             CK(cudaMemcpyAsync(dst, sl->p, k, cudaMemcpyDeviceToDevice, s));
             CK(cudaMemcpyAsync(dst + PROBE, sl->p + sl->n - k, k, cudaMemcpyDeviceToDevice, s));
             memset(expect + (size_t)nread * 2 * PROBE, sl->value, k);
@@ -289,10 +268,10 @@ static int freewait(void)
     memset(pinned, 0, n);
     CK(cudaMemset(d, 0x3c, n));
     CK(cudaDeviceSynchronize());
-    CK(cudaLaunchHostFunc(s, sleep_fn, (void *)(intptr_t)30));
+    CK(cudaLaunchHostFunc(s, hk_sleep_ms, (void *)(intptr_t)30));
     CK(cudaMemcpyAsync(pinned, d, n, cudaMemcpyDeviceToHost, s));
     CK(cudaFree(x));                  /* CUDA: waits for the copy */
-    printf("read after cudaFree: wrong bytes=%ld\n", count_not(pinned, n, 0x3c));
+    printf("read after cudaFree: wrong bytes=%ld\n", hk_count_not(pinned, n, 0x3c));
     CK(cudaDeviceSynchronize());
     CK(cudaFree(d));
     CK(cudaFreeHost(pinned));

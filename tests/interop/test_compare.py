@@ -14,18 +14,14 @@ import sys
 import tempfile
 
 import torch_snapshot as ts
+from interop_script import run_named_test, vramtrace_runner
 
 exe, prog, name = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
 tmp = tempfile.mkdtemp(prefix="vt-compare-")
 EXTRA = 32 << 20
 
 
-def vt(*args, check=True):
-    p = subprocess.run([exe] + [str(a) for a in args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
-    if check and p.returncode != 0:
-        raise AssertionError(f"vramtrace {args}: exit {p.returncode}\n{p.stderr.decode()}")
-    return p
+vt = vramtrace_runner(exe)
 
 
 def record(rank, imbalanced=1):
@@ -87,9 +83,4 @@ def test_compare_of_pytorch_pickles_names_the_imbalanced_site():
     assert j["sites"][0]["bytes"]["2"] == 48 << 20
 
 
-test = globals().get("test_" + name)
-if not test:
-    print(f"unknown test {name}")
-    sys.exit(2)
-test()
-print("ok", name)
+run_named_test(globals(), name)

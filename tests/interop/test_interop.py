@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 import torch_snapshot as ts
+from interop_script import run_named_test, vramtrace_runner
 
 exe = os.path.abspath(sys.argv[1])
 name = sys.argv[2]
@@ -25,13 +26,7 @@ tmp = tempfile.mkdtemp(prefix="vt-interop-")
 SKIP = 77
 
 
-def vt(*args, check=True):
-    p = subprocess.run([exe] + [str(a) for a in args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
-    if check and p.returncode != 0:
-        raise AssertionError(f"vramtrace {' '.join(map(str, args))}: exit {p.returncode}\n"
-                             f"{p.stderr.decode(errors='replace')}")
-    return p
+vt = vramtrace_runner(exe)
 
 
 def path(n):
@@ -360,9 +355,4 @@ def test_export_refuses_bad_arguments_with_one_line():
         assert p.returncode == 0 and f"usage: vramtrace {cmd}" in p.stdout.decode()
 
 
-test = globals().get("test_" + name)
-if not test:
-    print(f"unknown test {name}")
-    sys.exit(2)
-test()
-print("ok", name)
+run_named_test(globals(), name)

@@ -41,10 +41,13 @@ class Shape:
     # What flags the leak: "linger" judges storages made in a step followed
     # by a complete unused step; "cycle" (a collection freed them) every one.
     rule = "linger"
+    state: Dict[str, Any] = {}   # attribute -> what makes it, per run
 
     def __init__(self, fixed: bool) -> None:
         self.fixed = fixed
         self.leaked: List[torch.Tensor] = []
+        for name, make in self.state.items():
+            setattr(self, name, make())
 
     def step(self, i: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -100,10 +103,7 @@ class Comm:
 
 class CallbackShape(Shape):
     holder = f"function <lambda at leak_shapes.py:{_CALLBACK_LINE}>"
-
-    def __init__(self, fixed):
-        super().__init__(fixed)
-        self.comm = Comm()
+    state = {"comm": Comm}
 
     def step(self, i, x, w):
         recv = AsyncRecv(self.comm, torch.empty(B, 2 * D).fill_(1.0))   # "received" buffer
@@ -116,10 +116,7 @@ class CallbackShape(Shape):
 # 3. A view keeps its base's whole storage alive after the base is dropped.
 class ViewShape(Shape):
     holder = "history"
-
-    def __init__(self, fixed):
-        super().__init__(fixed)
-        self.history: List[torch.Tensor] = []
+    state = {"history": list}   # List[torch.Tensor]
 
     def step(self, i, x, w):
         gathered = torch.cat([x @ w] * 4, dim=1)            # B x 4D, the big buffer
@@ -160,10 +157,7 @@ class Pipeline:
 
 class PipelineShape(Shape):
     holder = "PipeContext"
-
-    def __init__(self, fixed):
-        super().__init__(fixed)
-        self.pipe = Pipeline()
+    state = {"pipe": Pipeline}
 
     def step(self, i, x, w):
         loss = self.pipe.forward(x[: B // 2], w) + self.pipe.forward(x[B // 2:], w)

@@ -45,21 +45,41 @@ static void *get(size_t mib, const char *what)
     return p;
 }
 
-static int pins(void)
+/* n blocks of `mib` units each into p[0..n). */
+static void get_n(void **p, int n, size_t mib, const char *what)
 {
-    void *p[40], *q[9];
-    for (int i = 0; i < 40; i++)
-        p[i] = get(5, "the 5 MiB blocks");
-    for (int i = 0; i < 40; i++)
-        if (i % 4 != 1)
+    for (int i = 0; i < n; i++)
+        p[i] = get(mib, what);
+}
+
+/* Free p[first], p[first + step], ... below n. */
+static void free_every(void **p, int n, int first, int step)
+{
+    for (int i = first; i < n; i += step)
+        cudaFree(p[i]);
+}
+
+/* Holes no later request fits: n blocks of `mib` units, all freed but every
+ * step-th from `first` (they pin their segments), the device synchronized
+ * (the step ends); then m blocks of `big` units, freed, then the pinning
+ * blocks. */
+static void pin_holes(int n, size_t mib, int first, int step, const char *what, int m, size_t big,
+                      const char *big_what)
+{
+    void *p[64], *q[64];
+    get_n(p, n, mib, what);
+    for (int i = 0; i < n; i++)
+        if (i < first || (i - first) % step)
             cudaFree(p[i]);
     cudaDeviceSynchronize();
-    for (int i = 0; i < 9; i++)
-        q[i] = get(12, "the 12 MiB blocks");
-    for (int i = 0; i < 9; i++)
-        cudaFree(q[i]);
-    for (int i = 1; i < 40; i += 4)
-        cudaFree(p[i]);
+    get_n(q, m, big, big_what);
+    free_every(q, m, 0, 1);
+    free_every(p, n, first, step);
+}
+
+static int pins(void)
+{
+    pin_holes(40, 5, 1, 4, "the 5 MiB blocks", 9, 12, "the 12 MiB blocks");
     printf("frag: ok\n");
     return 0;
 }
@@ -70,24 +90,12 @@ int main(int argc, char **argv)
         unit = (size_t)atoi(argv[1]) << 20;
     if (argc > 2 && !strcmp(argv[2], "pins"))
         return pins();
-    void *big[4], *small[8], *huge[2];
-    for (int i = 0; i < 4; i++)
-        big[i] = get(200, "epoch 1");
-    for (int i = 0; i < 4; i++)
-        cudaFree(big[i]);
+    void *big[4];
+    get_n(big, 4, 200, "epoch 1");
+    free_every(big, 4, 0, 1);
     cudaDeviceSynchronize();   /* the epoch ends (a loss read back) */
-    for (int i = 0; i < 8; i++)
-        small[i] = get(60, "epoch 2");
-    for (int i = 0; i < 8; i++)
-        if (i % 3)          /* 0, 3, 6 stay: one per 200 MiB segment */
-            cudaFree(small[i]);
-    cudaDeviceSynchronize();
-    for (int i = 0; i < 2; i++)
-        huge[i] = get(300, "epoch 3");
-    for (int i = 0; i < 2; i++)
-        cudaFree(huge[i]);
-    for (int i = 0; i < 8; i += 3)
-        cudaFree(small[i]);
+    /* epoch 2: 0, 3, 6 stay, one per 200 MiB segment; epoch 3 cannot use them */
+    pin_holes(8, 60, 0, 3, "epoch 2", 2, 300, "epoch 3");
     printf("frag: ok\n");
     return 0;
 }

@@ -9,6 +9,7 @@ load time. One process: importing torch costs seconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 
@@ -34,6 +35,25 @@ def release_everything() -> None:
     torch.cuda.synchronize()
     torch._C._cuda_clearCublasWorkspaces()   # cuBLAS workspaces torch keeps per handle/stream
     torch.cuda.empty_cache()
+
+
+@contextlib.contextmanager
+def memory_history(max_entries: int):
+    """PyTorch's allocator records its history (_record_memory_history) for
+    the block, and stops after it whatever happens."""
+    torch.cuda.memory._record_memory_history(max_entries=max_entries)
+    try:
+        yield
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def dump_snapshot_and_peaks(path) -> tuple[int, int]:
+    """Once the device is idle: PyTorch's snapshot (with the history) written
+    to path, and its allocated and reserved peaks."""
+    torch.cuda.synchronize()
+    torch.cuda.memory._dump_snapshot(str(path))
+    return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
 
 
 def test_all_imports_resolved_at_load_time():
@@ -140,16 +160,13 @@ def test_copies_are_real_even_though_kernels_are_not():
 
 def test_memory_history_snapshot_lists_the_runs_allocations_and_frees(tmp_path):
     release_everything()
-    torch.cuda.memory._record_memory_history(max_entries=100000)
-    try:
+    with memory_history(max_entries=100000):
         keep = torch.empty(3 * MIB, dtype=torch.uint8, device="cuda")
         drop = torch.empty(5 * MIB + 100, dtype=torch.uint8, device="cuda")
         keep_ptr, drop_ptr = keep.data_ptr(), drop.data_ptr()
         del drop
         path = tmp_path / "snapshot.pickle"
         torch.cuda.memory._dump_snapshot(str(path))
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
     with open(path, "rb") as f:
         snap = pickle.load(f)
     trace = snap["device_traces"][0]
@@ -177,19 +194,13 @@ def test_pytorch_snapshot_imported_by_vramtrace_agrees_with_pytorchs_statistics(
     release_everything()
     torch.cuda.reset_peak_memory_stats()
     assert torch.cuda.memory_reserved() == 0
-    torch.cuda.memory._record_memory_history(max_entries=1000000)
-    try:
+    with memory_history(max_entries=1000000):
         model = mlp.make_model()
         opt = torch.optim.AdamW(model.parameters())
         mlp.train(model, opt, 5)
-        torch.cuda.synchronize()
         path = tmp_path / "run.pickle"
-        torch.cuda.memory._dump_snapshot(str(path))
-        peak_allocated = torch.cuda.max_memory_allocated()
-        peak_reserved = torch.cuda.max_memory_reserved()
+        peak_allocated, peak_reserved = dump_snapshot_and_peaks(path)
         allocated = torch.cuda.memory_allocated()
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
 
     def vt(*args: str) -> str:
         p = subprocess.run([cli, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -238,8 +249,7 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
     cli = os.environ["VRAMTRACE_CLI"]
     release_everything()
     torch.cuda.reset_peak_memory_stats()
-    torch.cuda.memory._record_memory_history(max_entries=1000000)
-    try:
+    with memory_history(max_entries=1000000):
         model = mlp.make_model()
         opt = torch.optim.AdamW(model.parameters())
         mlp.train(model, opt, 3)
@@ -250,13 +260,8 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
             keep.append(small[3])
             del acts, small
         mlp.train(model, opt, 2)
-        torch.cuda.synchronize()
         path = tmp_path / "replay.pickle"
-        torch.cuda.memory._dump_snapshot(str(path))
-        peak_reserved = torch.cuda.max_memory_reserved()
-        peak_allocated = torch.cuda.max_memory_allocated()
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
+        peak_allocated, peak_reserved = dump_snapshot_and_peaks(path)
     p = subprocess.run([cli, "replay", str(path), "--json"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)

@@ -19,6 +19,7 @@
 #include "snapfile.h"
 #include "snapfile_encode.h"
 #include "buf.h"
+#include "snap_compare.h"
 #include "test_format_gen.h"
 
 static char err[1024];
@@ -44,95 +45,28 @@ static void *encode(const vt_snapshot_data *s, size_t *size)
     return data;
 }
 
+/* The snapshot read back from n bytes at f, which must be accepted. */
+static vt_snapshot_data *decode_ok(const void *f, size_t n)
+{
+    vt_snapshot_data *r = NULL;
+    ASSERT_MSG(vt_snapfile_decode(f, n, "decoded", &r, err, sizeof err) == 0, "%s", err);
+    return r;
+}
+
 /* ---- field-by-field comparison ------------------------------------------ */
 
 static void same_snapshot(const vt_snapshot_data *a, const vt_snapshot_data *b)
 {
     ASSERT_EQ(b->meta.format_version, VT_FORMAT_VERSION);
-    ASSERT_EQ(a->meta.pid, b->meta.pid);
-    ASSERT_EQ(a->meta.rank, b->meta.rank);
     ASSERT_STR_EQ(vt_snapshot_string(a, a->meta.host), vt_snapshot_string(b, b->meta.host));
-    ASSERT_EQ(a->meta.host, b->meta.host);
-    ASSERT_EQ(a->meta.command_line, b->meta.command_line);
-    ASSERT_EQ(a->meta.config, b->meta.config);
-    ASSERT_EQ(a->meta.library_version, b->meta.library_version);
-    ASSERT_EQ(a->meta.clock_base_monotonic_ns, b->meta.clock_base_monotonic_ns);
-    ASSERT_EQ(a->meta.clock_base_realtime_ns, b->meta.clock_base_realtime_ns);
-    ASSERT_EQ(a->meta.snapshot_time_ns, b->meta.snapshot_time_ns);
-    ASSERT_EQ(a->meta.events_recorded, b->meta.events_recorded);
-    ASSERT_EQ(a->meta.events_overwritten, b->meta.events_overwritten);
-    ASSERT_EQ(a->meta.stacks_dropped, b->meta.stacks_dropped);
-    ASSERT_EQ(a->meta.stacks_truncated, b->meta.stacks_truncated);
-
-    ASSERT_EQ(a->nstrings, b->nstrings);
-    for (size_t i = 0; i < a->nstrings; i++)
-        ASSERT_STR_EQ(vt_snapshot_string(a, (uint32_t)i), vt_snapshot_string(b, (uint32_t)i));
-    ASSERT_EQ(a->ndevices, b->ndevices);
-    for (size_t i = 0; i < a->ndevices; i++) {
-        ASSERT_EQ(a->devices[i].ordinal, b->devices[i].ordinal);
-        ASSERT_EQ(a->devices[i].name, b->devices[i].name);
-        ASSERT_EQ(a->devices[i].total_bytes, b->devices[i].total_bytes);
-        ASSERT_EQ(a->devices[i].peak_allocated, b->devices[i].peak_allocated);
-        ASSERT_EQ(a->devices[i].peak_reserved, b->devices[i].peak_reserved);
-        ASSERT_EQ(a->devices[i].peak_active, b->devices[i].peak_active);
-    }
-    ASSERT_EQ(a->meta.flags, b->meta.flags);
-    ASSERT_EQ(a->nframes, b->nframes);
-    for (size_t i = 0; i < a->nframes; i++) {
-        const vt_frame *x = &a->frames[i], *y = &b->frames[i];
-        ASSERT_EQ(x->ip, y->ip);
-        ASSERT_EQ(x->module_offset, y->module_offset);
-        ASSERT_EQ(x->module, y->module);
-        ASSERT_EQ(x->build_id, y->build_id);
-        ASSERT_EQ(x->function, y->function);
-        ASSERT_EQ(x->file, y->file);
-        ASSERT_EQ(x->line, y->line);
-        ASSERT_EQ(x->first_line, y->first_line);
-    }
-    ASSERT_EQ(a->nstack_nodes, b->nstack_nodes);
-    for (size_t i = 0; i < a->nstack_nodes; i++) {
-        ASSERT_EQ(a->stack_nodes[i].parent, b->stack_nodes[i].parent);
-        ASSERT_EQ(a->stack_nodes[i].frame, b->stack_nodes[i].frame);
-    }
-    ASSERT_EQ(a->nsegments, b->nsegments);
-    for (size_t i = 0; i < a->nsegments; i++) {
-        const vt_segment *x = &a->segments[i], *y = &b->segments[i];
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->first_block, y->first_block);
-        ASSERT_EQ(x->nblocks, y->nblocks);
-        ASSERT_EQ(x->device, y->device);
-        ASSERT_EQ(x->pool, y->pool);
-    }
-    ASSERT_EQ(a->nblocks, b->nblocks);
-    for (size_t i = 0; i < a->nblocks; i++) {
-        const vt_block *x = &a->blocks[i], *y = &b->blocks[i];
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->req_size, y->req_size);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->alloc_seq, y->alloc_seq);
-        ASSERT_EQ(x->stack, y->stack);
-        ASSERT_EQ(x->state, y->state);
-    }
-    ASSERT_EQ(a->nevents, b->nevents);
-    for (size_t i = 0; i < a->nevents; i++) {
-        const vt_event *x = &a->events[i], *y = &b->events[i];
-        ASSERT_EQ(x->seq, y->seq);
-        ASSERT_EQ(x->time_ns, y->time_ns);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->req_size, y->req_size);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->aux, y->aux);
-        ASSERT_EQ(x->aux2, y->aux2);
-        ASSERT_EQ(x->thread, y->thread);
-        ASSERT_EQ(x->stack, y->stack);
-        ASSERT_EQ(x->str, y->str);
-        ASSERT_EQ(x->kind, y->kind);
-        ASSERT_EQ(x->device, y->device);
-    }
+    snap_same_meta(a, b, SNAP_STRINGS_BY_ID);
+    snap_same_strings(a, b);
+    snap_same_devices(a, b, SNAP_STRINGS_BY_ID);
+    snap_same_frames(a, b, SNAP_STRINGS_BY_ID);
+    snap_same_stack_nodes(a, b);
+    snap_same_segments(a, b);
+    snap_same_blocks(a, b);
+    snap_same_events(a, b, SNAP_STRINGS_BY_ID);
 }
 
 TEST(crc32c_matches_the_standard_check_value)
@@ -181,8 +115,7 @@ TEST(round_trip_empty_snapshot)
     vt_snapshot_data *s = calloc(1, sizeof *s);
     size_t size;
     void *data = encode(s, &size);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "empty", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->nstrings, 1);       /* string 0 always exists */
     ASSERT_EQ(r->nstack_nodes, 1);   /* so does the root */
     ASSERT_EQ(r->nevents, 0);
@@ -204,8 +137,7 @@ TEST(round_trip_training_loop_with_extreme_values)
     s->events[s->nevents - 1].seq = UINT64_MAX;
     size_t size;
     void *data = encode(s, &size);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "t", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     same_snapshot(s, r);
     free(data);
     vt_snapshot_free(r);
@@ -388,6 +320,22 @@ static unsigned char *repack(struct raw_section *secs, size_t nsec, unsigned min
     return h.p;
 }
 
+static void free_sections(struct raw_section *secs, size_t nsec)
+{
+    for (size_t i = 0; i < nsec; i++)
+        free(secs[i].raw);
+}
+
+/* The snapshot read back from secs repacked as 1.minor, which must be accepted. */
+static vt_snapshot_data *decode_repacked(struct raw_section *secs, size_t nsec, unsigned minor)
+{
+    size_t n;
+    unsigned char *f = repack(secs, nsec, minor, &n);
+    vt_snapshot_data *r = decode_ok(f, n);
+    free(f);
+    return r;
+}
+
 static struct raw_section *by_id(struct raw_section *secs, uint32_t id)
 {
     for (int i = 0; i < 6; i++)
@@ -409,17 +357,12 @@ TEST(newer_minor_version_unknown_section_is_skipped)
     m->raw = realloc(m->raw, m->n + 3);
     memcpy(m->raw + m->n, "\x01\x02\x03", 3);
     m->n += 3;
-    size_t n2;
-    unsigned char *f = repack(secs, 7, VT_FORMAT_MINOR + 1, &n2);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "minor", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_repacked(secs, 7, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->meta.format_version, (1u << 16) | (VT_FORMAT_MINOR + 1));
     r->meta.format_version = VT_FORMAT_VERSION;
     same_snapshot(s, r);
     vt_snapshot_free(r);
-    for (int i = 0; i < 7; i++)
-        free(secs[i].raw);
-    free(f);
+    free_sections(secs, 7);
     free(data);
     vt_snapshot_free(s);
 }
@@ -578,8 +521,7 @@ TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
         e += 48;
     ASSERT_EQ(vt__rd_le(e + 4, 4) & VT_SECTION_FLAG_ZSTD, 0);
     ASSERT_EQ(vt__rd_le(e + 16, 8), vt__rd_le(e + 24, 8));
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "t", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->nevents, 800000);
     ASSERT_EQ(r->events[799999].seq, 800000);
     vt_snapshot_free(r);
@@ -631,8 +573,7 @@ TEST(over_long_varint_is_named_as_such)
                              "(malformed)");
     ASSERT(strstr(err, "length 0") == NULL);
     free(f);
-    for (int i = 0; i < 6; i++)
-        free(secs[i].raw);
+    free_sections(secs, 6);
     unpack(data, secs);
     /* an event column: the seq column's first varint made over-long */
     struct raw_section *ev = by_id(secs, VT_SECTION_EVENTS);
@@ -661,8 +602,7 @@ TEST(over_long_varint_is_named_as_such)
     expect_reject(f, n2, "section 'events'");
     ASSERT_STR_CONTAINS(err, "has a varint longer than 10 bytes (malformed)");
     free(f);
-    for (int i = 0; i < 6; i++)
-        free(secs[i].raw);
+    free_sections(secs, 6);
     free(data);
     vt_snapshot_free(s);
 }
@@ -688,18 +628,14 @@ TEST(format_1_1_file_reads_without_true_peaks)
     ASSERT(m->n > tail.n && memcmp(m->raw + m->n - tail.n, tail.p, tail.n) == 0);
     m->n -= tail.n;
     free(tail.p);
-    size_t n2;
-    unsigned char *f = repack(secs, 6, 1, &n2);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "old", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     ASSERT_EQ(r->meta.flags, 0);
     ASSERT_EQ(r->devices[0].peak_allocated, 0);
     ASSERT_EQ(r->nevents, s->nevents);
     ASSERT_EQ(r->nblocks, s->nblocks);
     vt_snapshot_free(r);
-    free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
     free(data);
     vt_snapshot_free(s);
 }
@@ -722,7 +658,7 @@ TEST(bad_indexes_are_rejected_naming_section)
     expect_reject(f, n2, "section 'stacks'");
     ASSERT_STR_CONTAINS(err, "does not precede it");
     free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
 
     /* an event of unknown kind (kind column starts after n, ncols, 15 lengths) */
     unpack(data, secs);
@@ -736,13 +672,10 @@ TEST(bad_indexes_are_rejected_naming_section)
     ASSERT_STR_CONTAINS(err, "unknown kind 14");
     free(f);
     /* the same kind in a file of a newer minor version is accepted */
-    f = repack(secs, 6, VT_FORMAT_MINOR + 1, &n2);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->events[2].kind, 14);
     vt_snapshot_free(r);
-    free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
 
     /* blocks not tiling their segment: first segment's first block size is at
      * a known place: after nseg, nblk, addr delta, size, stream, device, pool,
@@ -761,7 +694,7 @@ TEST(bad_indexes_are_rejected_naming_section)
     expect_reject(f, n2, "section 'state'");
     ASSERT_STR_CONTAINS(err, "cover");
     free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
 
     /* a frame naming a string that does not exist: count strings down by
      * removing the last ones from the table's count */
@@ -770,7 +703,7 @@ TEST(bad_indexes_are_rejected_naming_section)
     f = repack(secs, 6, 0, &n2);
     expect_reject(f, n2, "section 'strings'");
     free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
 
     free(data);
     vt_snapshot_free(s);
@@ -814,8 +747,7 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     unsigned char *data = encode(s, &size);
     ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as the current 1.x */
     ASSERT_EQ(vt__rd_le(data + 10, 2), VT_FORMAT_MINOR);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "renamed", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->meta.format_version, (uint32_t)VT_FORMAT_VERSION);
     same_snapshot(s, r);
     const vt_event *e = &r->events[r->nevents - 1];
@@ -828,13 +760,10 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     /* a file of a newer minor holds it too */
     struct raw_section secs[6];
     unpack(data, secs);
-    size_t n2;
-    unsigned char *f = repack(secs, 6, VT_FORMAT_MINOR + 1, &n2);
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_TENSOR_NAME);
     vt_snapshot_free(r);
-    free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
     free(data);
     vt_snapshot_free(s);
 }
@@ -847,8 +776,7 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
     s->meta.stacks_truncated = 5;
     size_t size;
     unsigned char *data = encode(s, &size);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "trunc", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->meta.stacks_truncated, 5);
     same_snapshot(s, r);
     vt_snapshot_free(r);
@@ -861,16 +789,13 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
     data = encode(s, &size);
     struct raw_section secs[6];
     unpack(data, secs);
-    size_t n2;
-    unsigned char *f = repack(secs, 6, 1, &n2);
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     ASSERT_EQ(r->meta.stacks_truncated, 0);
     ASSERT_EQ(r->meta.stacks_dropped, s->meta.stacks_dropped);
     ASSERT_EQ(r->nevents, s->nevents);
     vt_snapshot_free(r);
-    free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
     free(data);
     vt_snapshot_free(s);
 }
@@ -920,8 +845,7 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     ASSERT_EQ(vt__rd_le(data + 32, 4), 7);
     uint64_t off, len;
     find_section(data, VT_SECTION_FIRST_LINES, &off, &len);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(data, size, "py", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->frames[1].first_line, 31);
     ASSERT_EQ(r->frames[2].first_line, 32);
     ASSERT_EQ(r->frames[0].first_line, 0);
@@ -933,7 +857,7 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     s = gen_small();
     data = encode(s, &size);
     ASSERT_EQ(vt__rd_le(data + 32, 4), 6);
-    ASSERT_MSG(vt_snapfile_decode(data, size, "native", &r, err, sizeof err) == 0, "%s", err);
+    r = decode_ok(data, size);
     for (size_t i = 0; i < r->nframes; i++)
         ASSERT_EQ(r->frames[i].first_line, 0);
     same_snapshot(s, r);
@@ -955,10 +879,7 @@ TEST(format_1_3_file_reads_with_no_first_lines)
     ASSERT_EQ(nsec, 7);
     ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
     for (size_t with = 6; with <= 7; with++) {
-        size_t n2;
-        unsigned char *f = repack(secs, with, 3, &n2);
-        vt_snapshot_data *r;
-        ASSERT_MSG(vt_snapfile_decode(f, n2, "old", &r, err, sizeof err) == 0, "%s", err);
+        vt_snapshot_data *r = decode_repacked(secs, with, 3);
         ASSERT_EQ(r->meta.format_version, 0x10003u);
         ASSERT_EQ(r->nframes, s->nframes);
         for (size_t i = 0; i < r->nframes; i++) {
@@ -969,10 +890,8 @@ TEST(format_1_3_file_reads_with_no_first_lines)
         ASSERT_EQ(r->nevents, s->nevents);
         ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
         vt_snapshot_free(r);
-        free(f);
     }
-    for (size_t i = 0; i < nsec; i++)
-        free(secs[i].raw);
+    free_sections(secs, nsec);
     free(data);
     vt_snapshot_free(s);
 }
@@ -1007,8 +926,7 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
     f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
     expect_reject(f, n2, "after the last first line");
     free(f);
-    for (size_t i = 0; i < nsec; i++)
-        free(secs[i].raw);
+    free_sections(secs, nsec);
     free(data);
     /* the writer refuses what the reader would */
     s->frames[1].first_line = (uint32_t)INT32_MAX + 1;
@@ -1036,31 +954,26 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     free(f);
     /* the same bytes as 1.1 are fine: only the claimed version changed (a
      * 1.1 file has no META flags and true peaks: those bytes are skipped) */
-    f = repack(secs, 6, 1, &n2);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     r->meta.format_version = VT_FORMAT_VERSION;
     without_1_2_fields(s);
     same_snapshot(s, r);
     vt_snapshot_free(r);
-    free(f);
     /* and a 1.0 file without it is still read (as 1.0) */
     vt_snapshot_free(s);
     s = gen_small();
     free(data);
     data = encode(s, &size);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
     unpack(data, secs);
-    f = repack(secs, 6, 0, &n2);
-    ASSERT_MSG(vt_snapfile_decode(f, n2, "x", &r, err, sizeof err) == 0, "%s", err);
+    r = decode_repacked(secs, 6, 0);
     ASSERT_EQ(r->meta.format_version, 0x10000u);
     r->meta.format_version = VT_FORMAT_VERSION;
     without_1_2_fields(s);
     same_snapshot(s, r);
     vt_snapshot_free(r);
-    free(f);
-    for (int i = 0; i < 6; i++) free(secs[i].raw);
+    free_sections(secs, 6);
     free(data);
     vt_snapshot_free(s);
 }
@@ -1151,7 +1064,7 @@ TEST(mutations_inside_sections_never_crash)
         else
             rejected++;
         free(f);
-        for (int i = 0; i < 6; i++) free(secs[i].raw);
+        free_sections(secs, 6);
     }
     ASSERT_GT(rejected, 1000);
     free(data);

@@ -64,6 +64,18 @@ static inline void gen_block(struct snap_builder *g, uint64_t size, uint64_t req
     g->s->segments[g->s->nsegments - 1].nblocks++;
 }
 
+/* Allocator state: a small-pool segment of 4 KiB at addr on device 0 whose
+ * first `bytes` are one allocated block (allocated at alloc_seq, requested
+ * as is), the rest one free block. */
+static inline void gen_segment_holding(struct snap_builder *g, uint64_t addr, uint64_t bytes,
+                                       uint64_t alloc_seq)
+{
+    gen_segment(g, addr, 0x1000, 0, VT_POOL_SMALL, 0);
+    gen_block(g, bytes, bytes, 0, alloc_seq, 0, VT_BLOCK_ACTIVE_ALLOCATED);
+    if (bytes < 0x1000)
+        gen_block(g, 0x1000 - bytes, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+}
+
 static inline void gen_device(struct snap_builder *g, int ord, const char *name, uint64_t total)
 {
     uint32_t n = gen_str(g, name);

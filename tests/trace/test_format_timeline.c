@@ -220,14 +220,9 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
      * and F (seq 15, allocated after the ring was copied); B is gone. */
     struct snap_builder g = gapped();
     g.s->meta.flags = VT_META_STATE_COMPLETE;
-    gen_segment(&g, 0x1000, 0x1000, 0, VT_POOL_SMALL, 0);
-    gen_block(&g, 100, 100, 0, 1, 0, VT_BLOCK_ACTIVE_ALLOCATED);
-    gen_block(&g, 0x1000 - 100, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
-    gen_segment(&g, 0x3000, 0x1000, 0, VT_POOL_SMALL, 0);
-    gen_block(&g, 300, 300, 0, 10, 0, VT_BLOCK_ACTIVE_ALLOCATED);
-    gen_block(&g, 0x1000 - 300, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
-    gen_segment(&g, 0x6000, 0x1000, 0, VT_POOL_SMALL, 0);
-    gen_block(&g, 0x1000, 0x1000, 0, 15, 0, VT_BLOCK_ACTIVE_ALLOCATED);
+    gen_segment_holding(&g, 0x1000, 100, 1);
+    gen_segment_holding(&g, 0x3000, 300, 10);
+    gen_segment_holding(&g, 0x6000, 0x1000, 15);
     vt_timeline *tl;
     ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->state_complete, 1);

@@ -18,6 +18,8 @@
 #include <time.h>
 
 #include "../harness.h"
+#include "rec_files.h"
+#include "snap_compare.h"
 
 static vt_snapshot_data *build(void)
 {
@@ -225,17 +227,6 @@ __attribute__((noinline)) static uint32_t capture_here(void)
     return id;
 }
 
-static void make_tmpdir(char *dir, size_t len)
-{
-    snprintf(dir, len, "/tmp/vt-rec-XXXXXX");
-    ASSERT(mkdtemp(dir) != NULL);
-}
-
-static void assert_same_string(const vt_snapshot_data *a, uint32_t ia, const vt_snapshot_data *b, uint32_t ib)
-{
-    ASSERT_STR_EQ(vt_snapshot_string(a, ia), vt_snapshot_string(b, ib));
-}
-
 TEST(snapshot_round_trips_through_the_reader)
 {
     block_stack = capture_here();
@@ -261,40 +252,13 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_MSG(rc == 0, "read: %s", err);
 
     ASSERT_EQ(a->meta.pid, getpid());
-    ASSERT_EQ(b->meta.pid, a->meta.pid);
-    ASSERT_EQ(b->meta.rank, a->meta.rank);
-    assert_same_string(a, a->meta.host, b, b->meta.host);
-    assert_same_string(a, a->meta.command_line, b, b->meta.command_line);
+    snap_same_meta(a, b, SNAP_STRINGS_BY_TEXT);
     ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.command_line), "test_recorder");
-    assert_same_string(a, a->meta.config, b, b->meta.config);
     ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.config), "trace:1");
-    assert_same_string(a, a->meta.library_version, b, b->meta.library_version);
     ASSERT_STR_EQ(vt_snapshot_string(b, b->meta.library_version), VRAMTRACE_VERSION_STRING);
-    ASSERT_EQ(b->meta.clock_base_monotonic_ns, a->meta.clock_base_monotonic_ns);
-    ASSERT_EQ(b->meta.clock_base_realtime_ns, a->meta.clock_base_realtime_ns);
-    ASSERT_EQ(b->meta.snapshot_time_ns, a->meta.snapshot_time_ns);
-    ASSERT_EQ(b->meta.events_recorded, a->meta.events_recorded);
-    ASSERT_EQ(b->meta.events_overwritten, a->meta.events_overwritten);
-    ASSERT_EQ(b->meta.stacks_dropped, a->meta.stacks_dropped);
 
     ASSERT_EQ(a->nevents, 5);
-    ASSERT_EQ(b->nevents, a->nevents);
-    for (size_t i = 0; i < a->nevents; i++) {
-        const vt_event *x = &a->events[i], *y = &b->events[i];
-        ASSERT_EQ(x->seq, y->seq);
-        ASSERT_EQ(x->time_ns, y->time_ns);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->req_size, y->req_size);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->aux, y->aux);
-        ASSERT_EQ(x->aux2, y->aux2);
-        ASSERT_EQ(x->thread, y->thread);
-        ASSERT_EQ(x->stack, y->stack);
-        assert_same_string(a, x->str, b, y->str);
-        ASSERT_EQ(x->kind, y->kind);
-        ASSERT_EQ(x->device, y->device);
-    }
+    snap_same_events(a, b, SNAP_STRINGS_BY_TEXT);
     ASSERT_EQ(a->events[2].kind, VT_EV_MARK);
     ASSERT_STR_EQ(vt_snapshot_string(b, b->events[2].str), "epoch 1");
     ASSERT_EQ(a->events[3].aux, 1);
@@ -302,23 +266,9 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_EQ(a->events[4].device, 1);
     ASSERT_EQ(a->events[4].aux2, 456);
 
-    ASSERT_EQ(b->nstack_nodes, a->nstack_nodes);
-    for (size_t i = 0; i < a->nstack_nodes; i++) {
-        ASSERT_EQ(b->stack_nodes[i].parent, a->stack_nodes[i].parent);
-        ASSERT_EQ(b->stack_nodes[i].frame, a->stack_nodes[i].frame);
-    }
-    ASSERT_EQ(b->nframes, a->nframes);
+    snap_same_stack_nodes(a, b);
     ASSERT_GT(a->nframes, 0);
-    for (size_t i = 0; i < a->nframes; i++) {
-        const vt_frame *x = &a->frames[i], *y = &b->frames[i];
-        ASSERT_EQ(x->ip, y->ip);
-        ASSERT_EQ(x->module_offset, y->module_offset);
-        assert_same_string(a, x->module, b, y->module);
-        assert_same_string(a, x->build_id, b, y->build_id);
-        assert_same_string(a, x->function, b, y->function);
-        assert_same_string(a, x->file, b, y->file);
-        ASSERT_EQ(x->line, y->line);
-    }
+    snap_same_frames(a, b, SNAP_STRINGS_BY_TEXT);
     const vt_frame *f[64];
     size_t nf = vt_snapshot_stack_frames(b, b->events[1].stack, f, 64);
     ASSERT_GE(nf, 2);
@@ -337,23 +287,12 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_EQ(b->segments[0].device, 0);
     ASSERT_EQ(b->segments[0].pool, VT_POOL_SMALL);
     ASSERT_EQ(b->nblocks, 2);
-    for (size_t i = 0; i < 2; i++) {
-        const vt_block *x = &a->blocks[i], *y = &b->blocks[i];
-        ASSERT_EQ(x->addr, y->addr);
-        ASSERT_EQ(x->size, y->size);
-        ASSERT_EQ(x->req_size, y->req_size);
-        ASSERT_EQ(x->stream, y->stream);
-        ASSERT_EQ(x->alloc_seq, y->alloc_seq);
-        ASSERT_EQ(x->stack, y->stack);
-        ASSERT_EQ(x->state, y->state);
-    }
+    snap_same_blocks(a, b);
     /* The block's stack was remapped like the event's that shares it. */
     ASSERT_EQ(b->blocks[0].stack, b->events[1].stack);
     ASSERT_EQ(b->blocks[0].state, VT_BLOCK_ACTIVE_ALLOCATED);
     ASSERT_EQ(b->blocks[1].stack, 0);
-    ASSERT_EQ(b->nstrings, a->nstrings);
-    for (uint32_t i = 0; i < a->nstrings; i++)
-        assert_same_string(a, i, b, i);
+    snap_same_strings(a, b);
 
     vt_snapshot_free(a);
     vt_snapshot_free(b);
@@ -379,20 +318,6 @@ TEST(public_snapshot_writes_a_readable_file)
     rmdir(dir);
 }
 
-static int read_file_with_mark(const char *path, const char *label)
-{
-    vt_snapshot_data *s = NULL;
-    char err[256];
-    if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
-        return 0;
-    int found = 0;
-    for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt_snapshot_string(s, s->events[i].str), label))
-            found = 1;
-    vt_snapshot_free(s);
-    return found;
-}
-
 /* VRAMTRACE_CONF=signal:SIGUSR2, VRAMTRACE_OUT=<builddir>/sig-%p.vtsnap */
 TEST(signal_snapshot_is_written_by_the_background_thread)
 {
@@ -408,7 +333,7 @@ TEST(signal_snapshot_is_written_by_the_background_thread)
     for (int i = 0; i < 500 && stat(path, &st) != 0; i++)
         usleep(10000);
     ASSERT_MSG(stat(path, &st) == 0, "no snapshot at %s", path);
-    ASSERT(read_file_with_mark(path, "before signal"));
+    ASSERT_EQ(has_mark(path, "before signal"), 1);
     unlink(path);
     unsetenv("VRAMTRACE_OUT");     /* no exit snapshot left behind */
 }
@@ -432,7 +357,7 @@ TEST(exit_snapshot_goes_to_VRAMTRACE_OUT)
     ASSERT(pp != NULL);
     *pp = '\0';
     snprintf(path, sizeof path, "%s%d%s", pat, (int)pid, pp + 2);
-    ASSERT(read_file_with_mark(path, "child at exit"));
+    ASSERT_EQ(has_mark(path, "child at exit"), 1);
     unlink(path);
     unsetenv("VRAMTRACE_OUT");     /* the test process writes none itself */
 }
@@ -446,7 +371,7 @@ TEST(out_of_memory_snapshot_when_asked)
     vt_mark("before oom");
     vt__trace_out_of_memory();
     snprintf(path, sizeof path, "%s/vramtrace-%d-1.vtsnap", dir, (int)getpid());
-    ASSERT(read_file_with_mark(path, "before oom"));
+    ASSERT_EQ(has_mark(path, "before oom"), 1);
     unlink(path);
     rmdir(dir);
 }
@@ -491,8 +416,7 @@ TEST(fork_while_another_thread_interns_does_not_hang_the_child)
             alarm(5);
             _exit(vt__string_intern("from the child") != 0 ? 0 : 3);
         }
-        int status = 0;
-        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        int status = wait_child(pid);
         ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                    "child %d: status 0x%x (hung: killed by SIGALRM)", i, status);
     }
@@ -535,8 +459,7 @@ TEST(fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child)
             unlink(cpath);
             _exit(rc == 0 ? 0 : 3);
         }
-        int status = 0;
-        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        int status = wait_child(pid);
         ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                    "child %d: status 0x%x (hung: killed by SIGALRM)", i, status);
     }
@@ -555,7 +478,7 @@ static int find_snapshot_with_mark(const char *prefix, const char *suffix, const
     int found = 0;
     if (glob(pattern, 0, NULL, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc && !found; i++)
-            found = read_file_with_mark(g.gl_pathv[i], label);
+            found = has_mark(g.gl_pathv[i], label) == 1;
         for (size_t i = 0; i < g.gl_pathc; i++)
             unlink(g.gl_pathv[i]);
         globfree(&g);
@@ -593,7 +516,7 @@ TEST(signal_in_a_forked_child_snapshots_the_child)
         struct stat st;
         while (stat(mine, &st) != 0)
             usleep(10000);
-        _exit(read_file_with_mark(mine, "in the child") ? 0 : 4);
+        _exit(has_mark(mine, "in the child") == 1 ? 0 : 4);
     }
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);

@@ -22,71 +22,32 @@
 #include <time.h>
 
 #include "../harness.h"
+#include "rec_files.h"
 
-static void make_tmpdir(char *dir, size_t len)
+/* A fresh folder `dir`, and fork(): the child's stderr goes to the file
+ * dir/stderr, whose name is put in `log`. */
+static pid_t fork_with_stderr_in_fresh_dir(char *dir, size_t dir_len, char *log, size_t log_len)
 {
-    snprintf(dir, len, "/tmp/vt-trig-XXXXXX");
-    ASSERT(mkdtemp(dir) != NULL);
+    make_tmpdir(dir, dir_len);
+    snprintf(log, log_len, "%s/stderr", dir);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+    }
+    return pid;
 }
 
-/* Remove everything in dir, then dir. */
-static void remove_tree(const char *dir)
+/* What the file `log` holds (at most len - 1 bytes, NUL-terminated): its length. */
+static size_t read_log(const char *log, char *buf, size_t len)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")
-            && unlinkat(dirfd(d), e->d_name, 0) != 0)
-            unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
-    closedir(d);
-    rmdir(dir);
-}
-
-static int count_files(const char *dir)
-{
-    int n = 0;
-    DIR *d = opendir(dir);
-    ASSERT(d != NULL);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
+    FILE *f = fopen(log, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
     return n;
-}
-
-/* 1 if `path` reads back and holds a MARK `label`, 0 if not, -1 unreadable. */
-static int has_mark(const char *path, const char *label)
-{
-    vt_snapshot_data *s = NULL;
-    char err[512];
-    if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
-        return -1;
-    int found = 0;
-    for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt_snapshot_string(s, s->events[i].str), label))
-            found = 1;
-    vt_snapshot_free(s);
-    return found;
-}
-
-/* VRAMTRACE_OUT (a pattern with %p) for process `pid`, with `suffix` put
- * before ".vtsnap". */
-static void out_for(pid_t pid, const char *suffix, char *path, size_t len)
-{
-    const char *out = getenv("VRAMTRACE_OUT");
-    ASSERT(out && strstr(out, "%p") && strstr(out, ".vtsnap"));
-    const char *p = strstr(out, "%p");
-    snprintf(path, len, "%.*s%d%.*s%s.vtsnap", (int)(p - out), out, (int)pid,
-             (int)(strstr(out, ".vtsnap") - p - 2), p + 2, suffix);
-}
-
-static int wait_child(pid_t pid)
-{
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    return status;
 }
 
 /* ---- who writes the exit snapshot -------------------------------------- */
@@ -162,10 +123,7 @@ static void dies_of_signal_with_exit_snapshot(int sig, const char *test)
     int status = wait_child(pid);
     ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig,
                "status 0x%x: the child must die of signal %d", status, sig);
-    char path[600];
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "before the signal"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "", "before the signal");
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -204,10 +162,7 @@ TEST(program_sigterm_handler_runs_and_the_exit_snapshot_follows)
     int status = wait_child(pid);
     ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 7,
                "status 0x%x: the program's handler must run", status);
-    char path[600];
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "own handler"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "", "own handler");
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -241,10 +196,7 @@ TEST(termination_signals_still_read_as_default)
     int status = wait_child(pid);
     ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
                "status 0x%x (exit 1: a signal did not read as SIG_DFL, see above)", status);
-    char path[600];
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "reset to default"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "", "reset to default");
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -259,13 +211,8 @@ TEST(signal_snapshot_queued_at_exit_is_written)
         exit(0);          /* at once: the thread may not have woken yet */
     }
     ASSERT(WIFEXITED(wait_child(pid)));
-    char path[600];
-    out_for(pid, "-signal-1", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "queued"), 1);
-    unlink(path);
-    out_for(pid, "", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "queued"), 1);      /* and the exit snapshot after it */
-    unlink(path);
+    assert_marked_and_remove(pid, "-signal-1", "queued");
+    assert_marked_and_remove(pid, "", "queued");   /* and the exit snapshot after it */
     unsetenv("VRAMTRACE_OUT");
 }
 
@@ -276,10 +223,8 @@ TEST(signal_snapshot_queued_at_exit_is_written)
  * exists already never collide: nothing is overwritten. */
 TEST(automatic_snapshots_carry_the_pid_and_never_share_a_name)
 {
-    char dir[64], out[128], path[256];
-    make_tmpdir(dir, sizeof dir);
-    snprintf(out, sizeof out, "%s/t-%%t.vtsnap", dir);
-    setenv("VRAMTRACE_OUT", out, 1);
+    char dir[64], path[256];
+    out_in_fresh_dir(dir, sizeof dir, "t-%t.vtsnap");
     vt_mark("named");
     for (int i = 0; i < 3; i++)
         ASSERT_OK(vt__snapshot_auto("signal"));
@@ -291,8 +236,7 @@ TEST(automatic_snapshots_carry_the_pid_and_never_share_a_name)
     ASSERT_EQ(count_files(dir), 4);
 
     /* a plain name: p-PID-signal-N; an existing file is skipped, not replaced */
-    snprintf(out, sizeof out, "%s/p.vtsnap", dir);
-    setenv("VRAMTRACE_OUT", out, 1);
+    set_out(dir, "p.vtsnap");
     unsigned next = 4;                     /* three signal snapshots counted already */
     char taken[256];
     snprintf(taken, sizeof taken, "%s/p-%d-signal-%u.vtsnap", dir, (int)getpid(), next);
@@ -306,26 +250,22 @@ TEST(automatic_snapshots_carry_the_pid_and_never_share_a_name)
     ASSERT_EQ(st.st_size, 4);                       /* untouched */
     snprintf(path, sizeof path, "%s/p-%d-signal-%u.vtsnap", dir, (int)getpid(), next + 1);
     ASSERT_EQ(has_mark(path, "named"), 1);
-    remove_tree(dir);
-    unsetenv("VRAMTRACE_OUT");
+    remove_out_dir(dir);
 }
 
 /* VRAMTRACE_OUT unset; set here. A rank from the launcher's environment
  * names the file when the pattern has no %r. */
 TEST(rank_from_the_launcher_names_the_snapshot)
 {
-    char dir[64], out[128], path[256];
-    make_tmpdir(dir, sizeof dir);
-    snprintf(out, sizeof out, "%s/r.vtsnap", dir);
-    setenv("VRAMTRACE_OUT", out, 1);
+    char dir[64], path[256];
+    out_in_fresh_dir(dir, sizeof dir, "r.vtsnap");
     setenv("SLURM_PROCID", "6", 1);
     vt_mark("ranked");
     ASSERT_OK(vt__snapshot_auto("signal"));
     snprintf(path, sizeof path, "%s/r-rank6-%d-signal-1.vtsnap", dir, (int)getpid());
     ASSERT_EQ(has_mark(path, "ranked"), 1);
-    remove_tree(dir);
     unsetenv("SLURM_PROCID");
-    unsetenv("VRAMTRACE_OUT");
+    remove_out_dir(dir);
 }
 
 /* ---- what is never overwritten -------------------------------------------- */
@@ -404,22 +344,14 @@ TEST(stale_temporary_files_of_dead_writers_are_swept)
 TEST(write_error_is_one_line_naming_the_file_once)
 {
     char dir[64], log[128];
-    make_tmpdir(dir, sizeof dir);
-    snprintf(log, sizeof log, "%s/stderr", dir);
-    pid_t pid = fork();
+    pid_t pid = fork_with_stderr_in_fresh_dir(dir, sizeof dir, log, sizeof log);
     if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
         _exit(vt_snapshot("/nonexistent-vt-dir/lost.vtsnap") < 0 ? 0 : 3);
     }
     int status = wait_child(pid);
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    char buf[2048] = "";
-    FILE *f = fopen(log, "r");
-    ASSERT(f != NULL);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    char buf[2048];
+    size_t n = read_log(log, buf, sizeof buf);
     ASSERT_MSG(n > 0 && strchr(buf, '\n') == buf + n - 1, "not one line: %s", buf);
     const char *first = strstr(buf, "lost.vtsnap");
     ASSERT_MSG(first && !strstr(first + 1, "lost.vtsnap"), "the path repeats: %s", buf);
@@ -436,12 +368,8 @@ TEST(write_error_is_one_line_naming_the_file_once)
 TEST(oom_snapshots_beyond_the_limit_keep_the_latest)
 {
     char dir[64], log[128];
-    make_tmpdir(dir, sizeof dir);
-    snprintf(log, sizeof log, "%s/stderr", dir);
-    pid_t pid = fork();
+    pid_t pid = fork_with_stderr_in_fresh_dir(dir, sizeof dir, log, sizeof log);
     if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
         vt_mark("probe");
         vt__trace_out_of_memory();
         vt_mark("second");
@@ -457,24 +385,18 @@ TEST(oom_snapshots_beyond_the_limit_keep_the_latest)
     ASSERT_EQ(has_mark(path, "probe"), 1);
     ASSERT_EQ(has_mark(path, "second"), 0);
     unlink(path);
-    out_for(pid, "-oom-2", path, sizeof path);
-    ASSERT_EQ(has_mark(path, "the real one"), 1);
-    unlink(path);
+    assert_marked_and_remove(pid, "-oom-2", "the real one");
     out_for(pid, "-oom-3", path, sizeof path);
     ASSERT(access(path, F_OK) != 0);
     out_for(pid, "", path, sizeof path);             /* the exit snapshot */
     unlink(path);
-    char buf[4096] = "";
-    FILE *f = fopen(log, "r");
-    ASSERT(f != NULL);
-    buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
-    fclose(f);
+    char buf[4096];
+    read_log(log, buf, sizeof buf);
     const char *msg = strstr(buf, "out-of-memory snapshots written");
     ASSERT_MSG(msg && !strstr(msg + 1, "out-of-memory snapshots written"),
                "the limit must be said once: %s", buf);
     ASSERT_STR_CONTAINS(buf, "oom_snapshots:2");
-    remove_tree(dir);
-    unsetenv("VRAMTRACE_OUT");
+    remove_out_dir(dir);
 }
 
 /* ---- fork ------------------------------------------------------------------ */

@@ -21,6 +21,19 @@ static volatile int two = 2, ten = 10, hundred_and_one = 101;
 
 #define KEEP() __asm__ volatile("" ::: "memory")
 
+/* A function with a frame of its own that calls `callee`: kept (no inlining,
+ * no tail call), and adding its own `salt` to sink, so that no two of them
+ * have equal bodies (GCC would fold those into one). One per line: the line
+ * of the call is the line of the FRAME. */
+#define FRAME(name, callee, salt)                                           \
+    __attribute__((noinline)) static uint32_t name(void)                    \
+    {                                                                       \
+        uint32_t id = callee();                                             \
+        KEEP();                                                             \
+        sink += salt;                                                       \
+        return id;                                                          \
+    }
+
 __attribute__((noinline)) static uint32_t chain_c(void)
 {
     uint32_t id = vt__stack_capture();   /* the line the frame of chain_c names */
@@ -29,38 +42,12 @@ __attribute__((noinline)) static uint32_t chain_c(void)
     return id;
 }
 
-__attribute__((noinline)) static uint32_t chain_b(void)
-{
-    uint32_t id = chain_c();
-    KEEP();
-    sink++;
-    return id;
-}
-
-__attribute__((noinline)) static uint32_t chain_a(void)
-{
-    uint32_t id = chain_b();
-    KEEP();
-    sink++;
-    return id;
-}
+FRAME(chain_b, chain_c, 1)
+FRAME(chain_a, chain_b, 1)
 
 /* Bodies differ from chain_c/chain_b, or GCC folds identical functions. */
-__attribute__((noinline)) static uint32_t other_leaf(void)
-{
-    uint32_t id = vt__stack_capture();
-    KEEP();
-    sink += 3;
-    return id;
-}
-
-__attribute__((noinline)) static uint32_t chain_b2(void)
-{
-    uint32_t id = other_leaf();
-    KEEP();
-    sink += 5;
-    return id;
-}
+FRAME(other_leaf, vt__stack_capture, 3)
+FRAME(chain_b2, other_leaf, 5)
 
 /* One call site for several chains: their stacks share everything outside. */
 __attribute__((noinline)) static uint32_t via(uint32_t (*fn)(void))
@@ -281,29 +268,9 @@ TEST(concurrent_interning_agrees_on_ids)
 /* The same wrapper reached from two callers with equal frames: same sp, bp
  * and return address in the capture, different stacks. The remembered walk
  * must notice the changed return address further out. */
-__attribute__((noinline)) static uint32_t wrapper(void)
-{
-    uint32_t id = vt__stack_capture();
-    KEEP();
-    sink++;
-    return id;
-}
-
-__attribute__((noinline)) static uint32_t caller_one(void)
-{
-    uint32_t id = wrapper();
-    KEEP();
-    sink += 7;
-    return id;
-}
-
-__attribute__((noinline)) static uint32_t caller_two(void)
-{
-    uint32_t id = wrapper();
-    KEEP();
-    sink += 11;
-    return id;
-}
+FRAME(wrapper, vt__stack_capture, 1)
+FRAME(caller_one, wrapper, 7)
+FRAME(caller_two, wrapper, 11)
 
 TEST(remembered_walk_notices_a_different_caller)
 {

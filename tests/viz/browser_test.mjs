@@ -144,11 +144,31 @@ function canvasStats(page, id, rgb) {
   }, [id, rgb || null]);
 }
 
+/* Click the lifetime of `name` on the timeline; the detail panel's text once
+ * it shows `text`. */
+async function clickLifetime(page, name, text) {
+  const pos = await page.evaluate((n) => window.__vt.locate(window.__vt.findLifetime(n)), name);
+  check(pos, name + ' is not drawn');
+  await page.mouse.click(pos.x, pos.y);
+  await until(page, (t) => document.getElementById('detail').textContent.includes(t), text);
+  return page.textContent('#detail');
+}
+
+/* Open the page `html`, run body(page, opened), then check the page logged
+ * nothing unexpected (verifyQuiet); the page is closed whatever happens. */
+async function withPage(html, body) {
+  const opened = await open(html);
+  try {
+    await body(opened.page, opened);
+    opened.verifyQuiet();
+  } finally {
+    await opened.close();
+  }
+}
+
 const tests = {
   async page_loads_offline() {
-    const html = makePage('page_loads_offline', false);
-    const { page, close, verifyQuiet, requests, url } = await open(html);
-    try {
+    await withPage(makePage('page_loads_offline', false), async (page, { requests, url }) => {
       const st = await canvasStats(page, 'tl');
       check(st.drawn > 5000, 'timeline canvas mostly empty: ' + JSON.stringify(st));
       check(st.colours >= 6, 'timeline has too few colours (bands by call site): ' + JSON.stringify(st));
@@ -166,16 +186,11 @@ const tests = {
       check(await page.evaluate(() => document.getElementById('flame-all').parentNode.hidden), 'fold toggle shown without Python frames');
       console.log('first paint ' + info.fp.toFixed(0) + ' ms, ' + info.n + ' allocations, ' + info.e + ' events');
       await shot(page, 'page_loads_offline');
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   async hover_and_click() {
-    const html = makePage('hover_and_click', false);
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('hover_and_click', false), async (page) => {
       const pos = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('fc1.weight')));
       check(pos, 'fc1.weight is not drawn on the timeline');
       await page.mouse.move(pos.x, pos.y);
@@ -192,25 +207,16 @@ const tests = {
         check(detail.includes(fn), 'detail panel lacks "' + fn + '": ' + detail);
       }
       // An activation: freed, so its free stack is shown too.
-      const pos2 = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('act2')));
-      check(pos2, 'act2 is not drawn');
-      await page.mouse.click(pos2.x, pos2.y);
-      await until(page, () => document.getElementById('detail').textContent.includes('act2'));
-      const d2 = await page.textContent('#detail');
+      const d2 = await clickLifetime(page, 'act2', 'act2');
       check(d2.includes('Linear.forward') && d2.includes('free_activations'), 'act2 stacks wrong: ' + d2);
       const top = await page.textContent('#top');
       check(top.includes('act2') && top.includes('fc1.weight'), 'table at the clicked moment lacks act2/fc1.weight: ' + top);
       await shot(page, 'hover_and_click');
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   async check_findings() {
-    const html = makePage('check_findings', true);
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('check_findings', true), async (page) => {
       const text = await page.textContent('#findings');
       check(/linger/.test(text) && /cache\.1/.test(text), 'findings panel lacks the leak: ' + text);
       // The part of the leaked bands after their last use is hatched red.
@@ -229,16 +235,11 @@ const tests = {
       const tip = await page.textContent('#tooltip');
       check(tip.includes('cache.1') && tip.includes('linger'), 'tooltip of the leak: ' + tip);
       await shot(page, 'check_findings');
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   async views_and_zoom() {
-    const html = makePage('views_and_zoom', false);
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('views_and_zoom', false), async (page) => {
       await until(page, () => document.getElementById('flame-label').textContent.length > 0);
       const seg = await canvasStats(page, 'seg', [0xf0, 0xb3, 0x5a]);
       check(seg.drawn > 2000 && seg.match > 100, 'segments view lacks unused-in-cache area: ' + JSON.stringify(seg));
@@ -278,19 +279,14 @@ const tests = {
       const marks = await page.evaluate(() => document.getElementById('vt-meta').textContent.includes('step 3'));
       check(marks, 'marks missing from the data');
       await shot(page, 'views_and_zoom');
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   // Level of detail on 20000 small allocations from one call site
   // (gen_snapshot many): zoomed out they are one summary band per site whose
   // tooltip says so; zoomed in each one is its own exact band.
   async lod_aggregate_then_exact() {
-    const html = makePage('lod_aggregate_then_exact', false, 'many');
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('lod_aggregate_then_exact', false, 'many'), async (page) => {
       const lod0 = await page.evaluate(() => window.__vt.lod);
       check(lod0.summary > 100, 'zoomed out, no summary bands: ' + JSON.stringify(lod0));
       const tok = await page.evaluate(() => window.__vt.findLifetime('tok.10000'));
@@ -334,19 +330,14 @@ const tests = {
       await page.mouse.click(pos.x, pos.y);
       await until(page, (t) => document.getElementById('detail').textContent.includes(t), 'tok.10000');
       check((await page.textContent('#detail')).includes('262144 B'), 'detail of the exact band');
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   // The y axis fits the tallest stack in the visible window (the 200 MiB
   // workspace is gone after the first tenth), stays put when locked, and
   // shift+wheel zooms bytes.
   async y_fit_and_lock() {
-    const html = makePage('y_fit_and_lock', false, 'many');
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('y_fit_and_lock', false, 'many'), async (page) => {
       const MiB = 1024 * 1024;
       const yr = () => page.evaluate(() => window.__vt.yRange);
       const r0 = await yr();
@@ -393,10 +384,7 @@ const tests = {
       await until(page, (on) => window.__vt.yRange.locked === on, false);
       const help = await page.textContent('#help');
       check(/shift\+wheel/i.test(help) && /fit to view/.test(help) && /fit activity/.test(help) && /summary band/.test(help), 'help text: ' + help);
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   // Degenerate snapshots (gen_snapshot empty|one|marks|huge): no script
@@ -405,9 +393,7 @@ const tests = {
   // 2000-character names and mark labels are cut, not spilled.
   async edge_snapshots() {
     for (const kind of ['empty', 'one', 'marks', 'huge']) {
-      const html = makePage('edge_' + kind, true, kind);
-      const { page, close, verifyQuiet } = await open(html);
-      try {
+      await withPage(makePage('edge_' + kind, true, kind), async (page) => {
         await until(page, () => document.getElementById('top').textContent.length > 0);
         const lay = await page.evaluate(() => {
           const over = [];
@@ -458,10 +444,7 @@ const tests = {
           check(det[0] <= det[1] + 1, 'huge: detail panel spills sideways: ' + det);
         }
         await shot(page, 'edge_' + kind);
-        verifyQuiet();
-      } finally {
-        await close();
-      }
+      });
     }
   },
 
@@ -471,9 +454,7 @@ const tests = {
   // "show interpreter and dispatch frames" toggle brings them back; Python
   // frames say where their function is defined.
   async python_frames_fold_in_the_icicle() {
-    const html = makePage('python_frames_fold_in_the_icicle', false, 'python');
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(makePage('python_frames_fold_in_the_icicle', false, 'python'), async (page) => {
       await until(page, () => window.__vt.flameBoxes().length > 0);
       const toggle = await page.evaluate(() => {
         const t = document.getElementById('flame-all'), r = t.parentNode.getBoundingClientRect();
@@ -511,18 +492,11 @@ const tests = {
       check((await names()).join() === folded.join(), 'folding again did not give the same icicle');
 
       // The detail panel's stack folds the same frames and names the def line.
-      const pos = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('act.a')));
-      check(pos, 'act.a is not drawn');
-      await page.mouse.click(pos.x, pos.y);
-      await until(page, () => document.getElementById('detail').textContent.includes('Allocation stack'));
-      const detail = await page.textContent('#detail');
+      const detail = await clickLifetime(page, 'act.a', 'Allocation stack');
       check(detail.includes('model.py:88 (def at line 80)') && detail.includes('train.py:30 (def at line 28)'), 'detail lacks def lines: ' + detail);
       check(!detail.includes('_PyEval_EvalFrameDefault') && /interpreter and dispatch frames hidden/.test(detail), 'detail does not fold: ' + detail);
       check(!detail.includes('def at line 1)'), 'the module\'s top level names a def line: ' + detail);
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 
   // vramtrace viz --replay CONF: the replay's reserved bytes, dashed in
@@ -538,16 +512,11 @@ const tests = {
     const orange = [0xd9, 0x48, 0x0f];
     let base;
     {
-      const { page, close, verifyQuiet } = await open(plain);
-      try {
+      await withPage(plain, async (page) => {
         base = await canvasStats(page, 'tl', orange);
-        verifyQuiet();
-      } finally {
-        await close();
-      }
+      });
     }
-    const { page, close, verifyQuiet } = await open(html);
-    try {
+    await withPage(html, async (page) => {
       const st = await canvasStats(page, 'tl', orange);
       check(st.match > base.match + 200, 'no replayed curve drawn: ' + JSON.stringify([st, base]));
       const label = await page.evaluate(() => window.__vt && document.body.innerHTML.includes('roundup_power2_divisions:2'));
@@ -557,10 +526,7 @@ const tests = {
       const tip = await hoverTip(page, box.x + box.w * 0.6, box.y + box.h * 0.5);
       check(tip.includes('replayed reserved'), 'tooltip lacks the replayed reserved bytes: ' + tip);
       await shot(page, 'replay_overlay');
-      verifyQuiet();
-    } finally {
-      await close();
-    }
+    });
   },
 };
 

@@ -163,16 +163,18 @@ static void reuse_step_space(uint64_t live_floor)
     reserved_used = live_floor;
 }
 
-static void generate(int big, size_t target_events)
+/* A new snapshot in S (built through B): the metadata of a run of
+ * `command_line` as process `pid` on one simulated 16 GiB GPU. */
+static void begin_snapshot(uint32_t pid, const char *command_line)
 {
     S = calloc(1, sizeof *S);
     B = (struct snap_builder){ .s = S };
     str("");
     S->meta.format_version = 1;
-    S->meta.pid = 4242;
+    S->meta.pid = pid;
     S->meta.rank = -1;
     S->meta.host = str("testhost");
-    S->meta.command_line = str(big ? "python bench_train.py --events many" : "python train.py --demo");
+    S->meta.command_line = str(command_line);
     S->meta.config = str("cache:1");
     S->meta.library_version = str("0.1.0");
     S->meta.clock_base_monotonic_ns = now_ns;
@@ -180,6 +182,11 @@ static void generate(int big, size_t target_events)
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
     S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
+}
+
+static void generate(int big, size_t target_events)
+{
+    begin_snapshot(4242, big ? "python bench_train.py --events many" : "python train.py --demo");
 
     const uint64_t s_main = 0, s_side = 0x5000;
     uint32_t st_w = STACK("main", "setup", "make_weights");
@@ -318,21 +325,7 @@ static void generate(int big, size_t target_events)
 
 static void generate_many(void)
 {
-    S = calloc(1, sizeof *S);
-    B = (struct snap_builder){ .s = S };
-    str("");
-    S->meta.format_version = 1;
-    S->meta.pid = 4343;
-    S->meta.rank = -1;
-    S->meta.host = str("testhost");
-    S->meta.command_line = str("python tokenize.py --many-small");
-    S->meta.config = str("cache:1");
-    S->meta.library_version = str("0.1.0");
-    S->meta.clock_base_monotonic_ns = now_ns;
-    S->meta.clock_base_realtime_ns = 1700000000000000000ull;
-    S->devices = calloc(1, sizeof *S->devices);
-    S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
+    begin_snapshot(4343, "python tokenize.py --many-small");
 
     uint32_t st_w = STACK("main", "setup", "make_weights");
     uint32_t st_ws = STACK("main", "warmup", "conv_workspace");
