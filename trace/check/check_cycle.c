@@ -48,27 +48,15 @@ int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         const ck_use *last = &m->uses[st->first_use + st->nuses - 1];
         if (last->seq > n->gc_seq)
             continue;
-        if (vt__ck_ignored(m, opt, (uint32_t)i, last->stack)) {
-            r->nignored++;
-            st->ignore_counted = 1;
+        vt_check_finding *f = NULL;
+        int opened = vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_CYCLE, &f);
+        if (opened < 0)
+            return opened;
+        if (!opened)
             continue;
-        }
-        vt_check_finding *f = vt__ck_add_finding(fs, (uint32_t)i);
-        if (!f)
-            return -ENOMEM;
-        vt__ck_fill_storage(f, m, st);
-        f->rule = VT_CHECK_RULE_CYCLE;
         f->grace_mode = steps ? VT_CHECK_GRACE_STEPS : VT_CHECK_GRACE_TIME;
-        f->last_use_seq = last->seq;
-        f->last_use_time_ns = last->time;
-        f->last_use_stack = last->stack;
-        f->last_use_tensor = m->nodes[last->node].id;
-        f->last_use_name = vt__ck_string(m->s, m->nodes[last->node].name);
-        f->nuses = st->nuses;
-        uint32_t j = vt__ck_step_of(m, last->seq);
+        uint32_t j = f->last_use_step;
         uint32_t g = vt__ck_step_of(m, n->gc_seq);
-        f->last_use_step = j;
-        f->last_use_mark = vt__ck_step_label(m, j);
         f->steps_unused = g > j + 1 ? g - j - 1 : 0;
         f->gc_seq = n->gc_seq;
         f->gc_time_ns = n->gc_time;

@@ -3,6 +3,7 @@
  * the --ignore patterns, and making a finding about a storage. The rules
  * call these; check.c only orchestrates the rules.
  */
+#include <errno.h>
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,16 @@ int vt__ck_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+int vt__ck_cmp_key(const void *a, const void *b)
+{
+    const ck_key *x = a, *y = b;
+    if (x->group != y->group)
+        return x->group < y->group ? -1 : 1;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
@@ -109,3 +120,34 @@ void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storag
     }
 }
 
+void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *last)
+{
+    f->last_use_seq = last->seq;
+    f->last_use_time_ns = last->time;
+    f->last_use_stack = last->stack;
+    f->last_use_tensor = m->nodes[last->node].id;
+    f->last_use_name = vt__ck_string(m->s, m->nodes[last->node].name);
+    f->last_use_step = vt__ck_step_of(m, last->seq);
+    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
+}
+
+int vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                            vt_check_report *r, uint32_t sti, const ck_use *last,
+                            unsigned rule, vt_check_finding **out)
+{
+    ck_storage *st = &m->st[sti];
+    if (vt__ck_ignored(m, opt, sti, last->stack)) {
+        r->nignored++;
+        st->ignore_counted = 1;
+        return 0;
+    }
+    vt_check_finding *f = vt__ck_add_finding(fs, sti);
+    if (!f)
+        return -ENOMEM;
+    vt__ck_fill_storage(f, m, st);
+    f->rule = rule;
+    vt__ck_fill_last_use(f, m, last);
+    f->nuses = st->nuses;
+    *out = f;
+    return 1;
+}

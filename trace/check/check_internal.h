@@ -153,6 +153,14 @@ uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limi
 /* ------------------------------------------------------------------------ */
 
 int vt__ck_cmp_u64(const void *a, const void *b);   /* qsort, ascending */
+/* A sort key: by group, then seq, then idx (vt__ck_cmp_key, for qsort).
+ * A key without groups leaves group 0. */
+typedef struct ck_key {
+    uint64_t seq;
+    uint32_t group;
+    uint32_t idx;
+} ck_key;
+int vt__ck_cmp_key(const void *a, const void *b);
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
 uint64_t vt__ck_median(uint64_t *v, size_t n);
 
@@ -167,6 +175,14 @@ vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
 uint64_t vt__ck_storage_bytes(const ck_storage *st);
 /* The storage's fields of a finding (address, sizes, lifetime, owner). */
 void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st);
+/* The last-use fields of a finding (when, where, which tensor, its step). */
+void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *last);
+/* Opens a finding of `rule` on storage sti, last used at `last`: its storage
+ * and last-use fields filled in. 1 with *out set; 0 when --ignore skips it
+ * (counted in r->nignored); -ENOMEM. */
+int vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                            vt_check_report *r, uint32_t sti, const ck_use *last,
+                            unsigned rule, vt_check_finding **out);
 
 /* ------------------------------------------------------------------------ */
 /* check_linger.c, check_pinned.c, check_cycle.c, check_native.c: the rules */

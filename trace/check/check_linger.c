@@ -90,27 +90,15 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
         }
         if (!hit)
             continue;
-        if (vt__ck_ignored(m, opt, (uint32_t)i, last->stack)) {
-            r->nignored++;
-            st->ignore_counted = 1;
-            continue;
-        }
-        vt_check_finding *f = vt__ck_add_finding(fs, (uint32_t)i);
-        if (!f) {
-            rc = -ENOMEM;
+        vt_check_finding *f = NULL;
+        int opened = vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_LINGER, &f);
+        if (opened < 0) {
+            rc = opened;
             break;
         }
-        vt__ck_fill_storage(f, m, st);
-        f->rule = VT_CHECK_RULE_LINGER;
+        if (!opened)
+            continue;
         f->grace_mode = r->grace_mode;
-        f->last_use_seq = last->seq;
-        f->last_use_time_ns = last->time;
-        f->last_use_stack = last->stack;
-        f->last_use_tensor = m->nodes[last->node].id;
-        f->last_use_name = vt__ck_string(m->s, m->nodes[last->node].name);
-        f->nuses = st->nuses;
-        f->last_use_step = j;
-        f->last_use_mark = vt__ck_step_label(m, j);
         f->usual_gap_steps = gap_steps;
         f->usual_gap_ns = gap_ns;
         f->steps_unused = unused;

@@ -10,23 +10,6 @@
 
 #include "check_internal.h"
 
-/* Call-site grouping key: storages sorted by (alloc_stack, alloc_seq). */
-typedef struct site_key {
-    uint64_t seq;
-    uint32_t stack;
-    uint32_t idx;
-} site_key;
-
-static int cmp_site(const void *a, const void *b)
-{
-    const site_key *x = a, *y = b;
-    if (x->stack != y->stack)
-        return x->stack < y->stack ? -1 : 1;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 /* Fill a call-site finding from its member storages idx[0..n). */
 static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint32_t *idx, size_t n,
                         const uint64_t *linger_start, uint64_t from_seq, uint64_t from_time)
@@ -90,7 +73,8 @@ int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
         rc = -ENOMEM;
         goto out;
     }
-    site_key *keys = malloc((m->nst ? m->nst : 1) * sizeof *keys);
+    /* Call sites: storages sorted by (alloc_stack, alloc_seq). */
+    ck_key *keys = malloc((m->nst ? m->nst : 1) * sizeof *keys);
     if (!keys) {
         rc = -ENOMEM;
         goto out;
@@ -99,9 +83,9 @@ int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
     for (size_t i = 0; i < m->nst; i++)
         if (!m->st[i].external && !m->st[i].implicit && !m->st[i].before_window &&
             !m->st[i].fate_unknown)
-            keys[n++] = (site_key){ m->st[i].alloc_seq, m->st[i].alloc_stack, (uint32_t)i };
+            keys[n++] = (ck_key){ m->st[i].alloc_seq, m->st[i].alloc_stack, (uint32_t)i };
     if (n)
-        qsort(keys, n, sizeof *keys, cmp_site);
+        qsort(keys, n, sizeof *keys, vt__ck_cmp_key);
     for (size_t i = 0; i < n; i++)
         idx[i] = keys[i].idx;
     free(keys);

@@ -244,19 +244,6 @@ static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt_check_op
     return emit_path(g, f, sti, CK_NONE, 0, g->queue[nq - 1], 0, 1);
 }
 
-typedef struct query {
-    uint64_t seq;
-    uint32_t finding;
-} query;
-
-static int cmp_query(const void *a, const void *b)
-{
-    const query *x = a, *y = b;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->finding < y->finding ? -1 : x->finding > y->finding;
-}
-
 int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
                  const vt_check_options *opt)
 {
@@ -268,7 +255,7 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
             nqueries++;
     if (!nqueries)
         return 0;
-    query *q = malloc(nqueries * sizeof *q);
+    ck_key *q = malloc(nqueries * sizeof *q);
     if (!q)
         return -ENOMEM;
     nqueries = 0;
@@ -276,8 +263,8 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
         if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
              VT_CHECK_RULE_TAPE)) &&
             fst[i] != CK_NONE)
-            q[nqueries++] = (query){ r->findings[i].path_seq, (uint32_t)i };
-    qsort(q, nqueries, sizeof *q, cmp_query);
+            q[nqueries++] = (ck_key){ r->findings[i].path_seq, 0, (uint32_t)i };
+    qsort(q, nqueries, sizeof *q, vt__ck_cmp_key);   /* by seq, then finding */
 
     graph g;
     memset(&g, 0, sizeof g);
@@ -296,7 +283,7 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
         uint64_t seq = i < m->ngops ? m->gops[i].seq : UINT64_MAX;
         /* The state at q.seq: every operation with seq <= q.seq applied. */
         while (qi < nqueries && (q[qi].seq < seq || i == m->ngops) && !rc) {
-            uint32_t fi = q[qi].finding;
+            uint32_t fi = q[qi].idx;
             rc = search(&g, &r->findings[fi], fst[fi], opt);
             qi++;
         }

@@ -227,16 +227,8 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
     const ck_node *own = &m->nodes[st->owner];
     f->rule = VT_CHECK_RULE_PINNED;
     f->grace_mode = pr->steps ? VT_CHECK_GRACE_STEPS : VT_CHECK_GRACE_TIME;
-    if (st->nuses) {
-        const ck_use *lu = &m->uses[st->first_use + st->nuses - 1];
-        f->last_use_seq = lu->seq;
-        f->last_use_time_ns = lu->time;
-        f->last_use_stack = lu->stack;
-        f->last_use_tensor = m->nodes[lu->node].id;
-        f->last_use_name = vt__ck_string(m->s, m->nodes[lu->node].name);
-        f->last_use_step = vt__ck_step_of(m, lu->seq);
-        f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
-    }
+    if (st->nuses)
+        vt__ck_fill_last_use(f, m, &m->uses[st->first_use + st->nuses - 1]);
     f->nuses = st->nuses;
     f->steps_unused = unused;
     f->linger_from_seq = from_seq;
