@@ -96,6 +96,15 @@ static inline void assert_shape_is_clean(shape_fn shape, int variant)
     synth_fini(&y);
 }
 
+/* `name` parses to `rule` alone, and `rule` is named `name`. */
+static inline void assert_rule_is_named(const char *name, unsigned rule)
+{
+    unsigned rules = 0;
+    ASSERT_EQ(vt_check_parse_rules(name, &rules), 0);
+    ASSERT_EQ(rules, rule);
+    ASSERT_STR_EQ(vt_check_rule_name(rule), name);
+}
+
 /* The report has exactly one finding: return it. */
 static inline const vt_check_finding *only_finding(const vt_check_report *r)
 {

@@ -10,6 +10,14 @@
 #define ACT1 0x7f2000000000ull
 #define ACT2 0x7f2000100000ull
 
+/* Two activations made in forward: act1 (1 MiB at ACT1, tensor 100) and
+ * act2 (2 MiB at ACT2, tensor 101), named as given. */
+static inline void new_act_pair(synth *y, const char *name1, const char *name2)
+{
+    synth_new_tensor(y, 100, ACT1, 1 * MiB, name1, st_fwd);
+    synth_new_tensor(y, 101, ACT2, 2 * MiB, name2, st_fwd);
+}
+
 /* Two objects linking each other, each holding an activation: freed only by
  * the gc pass in step 6. Fixed: no cycle, freed right after backward. */
 static inline void gc_cycle(synth *y, int fixed)
@@ -18,8 +26,7 @@ static inline void gc_cycle(synth *y, int fixed)
     for (int i = 1; i <= 8; i++) {
         step(y, i);
         if (i == 2) {
-            synth_new_tensor(y, 100, ACT1, 1 * MiB, "act1", st_fwd);
-            synth_new_tensor(y, 101, ACT2, 2 * MiB, "act2", st_fwd);
+            new_act_pair(y, "act1", "act2");
             synth_holder(y, 500, "A");
             synth_holder(y, 501, "B");
             synth_ref(y, 500, 100, ".saved");

@@ -101,11 +101,8 @@ TEST(tape_freeing_each_intermediate_after_its_use_is_clean)
     vt_check_report *r = check_tape(&y);
     ASSERT_CLEAN(r, &y);
     vt_check_report_free(r);
-    unsigned rules = 0;
-    ASSERT_EQ(vt_check_parse_rules("tape", &rules), 0);
-    ASSERT_EQ(rules, VT_CHECK_RULE_TAPE);
-    ASSERT_STR_EQ(vt_check_rule_name(VT_CHECK_RULE_TAPE), "tape");
     synth_fini(&y);
+    assert_rule_is_named("tape", VT_CHECK_RULE_TAPE);
 }
 
 TEST_MAIN()
