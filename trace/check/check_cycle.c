@@ -35,7 +35,8 @@ int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
 {
     int steps = opt->grace_mode == VT_CHECK_GRACE_STEPS ||
                 (opt->grace_mode == VT_CHECK_GRACE_AUTO && m->nmarks > 0);
-    for (size_t i = 0; i < m->nst; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < m->nst && !rc; i++) {
         ck_storage *st = &m->st[i];
         if (!st->freed || !st->ntensors || !st->nuses || st->fate_unknown)
             continue;
@@ -48,12 +49,10 @@ int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         const ck_use *last = &m->uses[st->first_use + st->nuses - 1];
         if (last->seq > n->gc_seq)
             continue;
-        vt_check_finding *f = NULL;
-        int opened = vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_CYCLE, &f);
-        if (opened < 0)
-            return opened;
-        if (!opened)
-            continue;
+        vt_check_finding *f =
+            vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_CYCLE, &rc);
+        if (!f)
+            continue;   /* ignored, or out of memory: rc ends the loop */
         f->grace_mode = steps ? VT_CHECK_GRACE_STEPS : VT_CHECK_GRACE_TIME;
         uint32_t j = f->last_use_step;
         uint32_t g = vt__ck_step_of(m, n->gc_seq);
@@ -68,5 +67,5 @@ int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         f->path_seq = n->gc_seq - 1;
         st->gc_freed = 1;
     }
-    return 0;
+    return rc;
 }

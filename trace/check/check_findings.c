@@ -131,23 +131,24 @@ void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *
     f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
 }
 
-int vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt, ck_findings *fs,
-                            vt_check_report *r, uint32_t sti, const ck_use *last,
-                            unsigned rule, vt_check_finding **out)
+vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt,
+                                          ck_findings *fs, vt_check_report *r, uint32_t sti,
+                                          const ck_use *last, unsigned rule, int *rc)
 {
     ck_storage *st = &m->st[sti];
     if (vt__ck_ignored(m, opt, sti, last->stack)) {
         r->nignored++;
         st->ignore_counted = 1;
-        return 0;
+        return NULL;
     }
     vt_check_finding *f = vt__ck_add_finding(fs, sti);
-    if (!f)
-        return -ENOMEM;
+    if (!f) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
     vt__ck_fill_storage(f, m, st);
     f->rule = rule;
     vt__ck_fill_last_use(f, m, last);
     f->nuses = st->nuses;
-    *out = f;
-    return 1;
+    return f;
 }

@@ -178,11 +178,11 @@ void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storag
 /* The last-use fields of a finding (when, where, which tensor, its step). */
 void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *last);
 /* Opens a finding of `rule` on storage sti, last used at `last`: its storage
- * and last-use fields filled in. 1 with *out set; 0 when --ignore skips it
- * (counted in r->nignored); -ENOMEM. */
-int vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt, ck_findings *fs,
-                            vt_check_report *r, uint32_t sti, const ck_use *last,
-                            unsigned rule, vt_check_finding **out);
+ * and last-use fields filled in. NULL when --ignore skips it (counted in
+ * r->nignored) or, with *rc = -ENOMEM, when out of memory. */
+vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt,
+                                          ck_findings *fs, vt_check_report *r, uint32_t sti,
+                                          const ck_use *last, unsigned rule, int *rc);
 
 /* ------------------------------------------------------------------------ */
 /* check_linger.c, check_pinned.c, check_cycle.c, check_native.c: the rules */

@@ -23,7 +23,7 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
     size_t capgaps = 0;
     int rc = 0;
 
-    for (size_t i = 0; i < m->nst; i++) {
+    for (size_t i = 0; i < m->nst && !rc; i++) {
         ck_storage *st = &m->st[i];
         if (!st->ntensors || !st->nuses || st->fate_unknown || st->gc_freed)
             continue;
@@ -90,14 +90,10 @@ int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs
         }
         if (!hit)
             continue;
-        vt_check_finding *f = NULL;
-        int opened = vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_LINGER, &f);
-        if (opened < 0) {
-            rc = opened;
-            break;
-        }
-        if (!opened)
-            continue;
+        vt_check_finding *f =
+            vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_LINGER, &rc);
+        if (!f)
+            continue;   /* ignored, or out of memory: rc ends the loop */
         f->grace_mode = r->grace_mode;
         f->usual_gap_steps = gap_steps;
         f->usual_gap_ns = gap_ns;

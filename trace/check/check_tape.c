@@ -92,14 +92,10 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         uint64_t idle_ns = st->free_time > last->time ? st->free_time - last->time : 0;
         if (!(last->seq < peak_seq[j] && peak_seq[j] < st->free_seq))
             continue;
-        vt_check_finding *f = NULL;
-        int opened = vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_TAPE, &f);
-        if (opened < 0) {
-            rc = opened;
-            break;
-        }
-        if (!opened)
-            continue;
+        vt_check_finding *f =
+            vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_TAPE, &rc);
+        if (!f)
+            continue;   /* ignored, or out of memory: rc ends the loop */
         f->grace_mode = VT_CHECK_GRACE_STEPS;
         f->linger_from_seq = peak_seq[j];
         f->linger_from_time_ns = peak_time[j];
