@@ -14,6 +14,7 @@
 #include "check.h"
 #include "commands.h"
 #include "pytorch.h"
+#include "report_util.h"
 
 static void usage(FILE *f)
 {
@@ -159,15 +160,8 @@ int vt_cmd_check(int argc, char **argv)
         } else if (missing) {
             fprintf(stderr, "vramtrace check: %s needs a value\n", a);
             goto out;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vramtrace check: unknown option '%s' (try vramtrace check --help)\n",
-                    a);
+        } else if (!vt__cli_operand("check", "FILE", a, &path)) {
             goto out;
-        } else if (path) {
-            fprintf(stderr, "vramtrace check: one FILE only ('%s' and '%s')\n", path, a);
-            goto out;
-        } else {
-            path = a;
         }
     }
     if (!path) {

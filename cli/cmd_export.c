@@ -43,14 +43,8 @@ int vt_cmd_export(int argc, char **argv)
             *(a[1] == 'o' ? &out : &format) = argv[i];
         } else if (!strncmp(a, "--format=", 9)) {
             format = a + 9;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vramtrace export: unknown option %s (try --help)\n", a);
+        } else if (!vt__cli_operand("export", "SNAPSHOT", a, &in)) {
             return VT_EXIT_FAILURE;
-        } else if (in) {
-            fprintf(stderr, "vramtrace export: one SNAPSHOT only ('%s' and '%s')\n", in, a);
-            return VT_EXIT_FAILURE;
-        } else {
-            in = a;
         }
     }
     if (!in || !out || !format) {

@@ -56,9 +56,7 @@ static int cmp_stack(const void *a, const void *b)
 static int cmp_bytes(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes < y->bytes ? 1 : -1;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    return vt__report_cmp_bytes(x->bytes, x->stack, y->bytes, y->stack);
 }
 
 static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,

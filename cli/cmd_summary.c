@@ -58,9 +58,7 @@ static int cmp_site_key(const void *a, const void *b)
 static int cmp_site_bytes(const void *a, const void *b)
 {
     const struct site *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes < y->bytes ? 1 : -1;
-    return (x->key > y->key) - (x->key < y->key);
+    return vt__report_cmp_bytes(x->bytes, x->key, y->bytes, y->key);
 }
 
 static double pct(uint64_t part, uint64_t whole)

@@ -27,6 +27,21 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
     return 0;
 }
 
+bool vt__cli_operand(const char *cmd, const char *what, const char *a, const char **operand)
+{
+    if (a[0] == '-' && a[1]) {
+        fprintf(stderr, "vramtrace %s: unknown option '%s' (try vramtrace %s --help)\n", cmd, a,
+                cmd);
+        return false;
+    }
+    if (*operand) {
+        fprintf(stderr, "vramtrace %s: one %s only ('%s' and '%s')\n", cmd, what, *operand, a);
+        return false;
+    }
+    *operand = a;
+    return true;
+}
+
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
                    bool *on, vt__report_view *view)
 {

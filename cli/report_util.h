@@ -1,7 +1,8 @@
 /*
  * cli/report_util.h - what the snapshot views (summary, leaks, json) share:
  * loading a snapshot with one error line, picking the frame of a stack worth
- * showing, printing frames (sizes and JSON strings: trace/common).
+ * showing, printing frames (sizes and JSON strings: trace/common); and the
+ * one-operand argument check that check and export share.
  */
 #ifndef VT_CLI_REPORT_UTIL_H
 #define VT_CLI_REPORT_UTIL_H
@@ -32,6 +33,21 @@ typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const v
  * stderr. @return the command's exit status (commands.h). */
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
                    bool *on, vt__report_view *view);
+
+/* An argument of a command taking one operand `what` (FILE, SNAPSHOT) that
+ * is none of its options: an unknown option or a second operand prints one
+ * line to stderr and returns false; else it is the operand (*operand = a). */
+bool vt__cli_operand(const char *cmd, const char *what, const char *a, const char **operand);
+
+/* The order of a report's rows (qsort): more bytes first, equal bytes by
+ * the smaller key, so that the order is total and the same every run. */
+static inline int vt__report_cmp_bytes(uint64_t x_bytes, uint64_t x_key, uint64_t y_bytes,
+                                       uint64_t y_key)
+{
+    if (x_bytes != y_bytes)
+        return x_bytes < y_bytes ? 1 : -1;
+    return (x_key > y_key) - (x_key < y_key);
+}
 
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;

@@ -47,7 +47,7 @@ import types
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import vramtrace as _vt
 from ._lib import VramtraceError, get_library
@@ -412,6 +412,55 @@ def _take_pending_name(t: Any) -> Optional[str]:
         return None
     del _pending_names[id(t)]
     return got[1]
+
+
+class _GradGraphWalk:
+    """A bounded walk over autograd graphs (``grad_fn`` and its
+    ``next_functions``), shared by the searches for edges that live in C++.
+
+    Every node reached is kept in ``nodes`` with the edge that reached it in
+    ``edges``; each node is handed to the caller once, across all the roots
+    walked, and the whole walk stops after ``budget`` steps."""
+
+    def __init__(self, budget: int = 2048) -> None:
+        self.nodes: Dict[NodeKey, Any] = {}
+        self.edges: List[Edge] = []
+        self.seen: Set[int] = set()
+        self.budget = budget
+
+    def new_nodes(self, fn: Any, root: NodeKey) -> Iterator[Tuple[Any, NodeKey]]:
+        """Walks from ``root``'s grad_fn ``fn``: yields each node not seen
+        before, then follows its next_functions."""
+        stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
+        del fn
+        while stack and self.budget > 0:
+            node, parent, label = stack.pop()
+            self.budget -= 1
+            nkey: NodeKey = ("g", id(node))
+            self.nodes[nkey] = node
+            self.edges.append(Edge(parent, nkey, label))
+            if id(node) in self.seen:
+                continue
+            self.seen.add(id(node))
+            yield node, nkey
+            for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
+                if nxt is not None:
+                    stack.append((nxt, nkey, f"next_functions[{i}]"))
+            del node
+
+
+def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any]
+               ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+    """The edges and nodes on chains that end in ``useful``."""
+    changed = True
+    while changed:
+        changed = False
+        for e in edges:
+            if e.dst in useful and e.src not in useful:
+                useful.add(e.src)
+                changed = True
+    kept = [e for e in edges if e.dst in useful and e.src in useful]
+    return kept, {k: v for k, v in nodes.items() if k in useful}
 
 
 class Tracker:
@@ -1161,49 +1210,25 @@ class Tracker:
             # PyTorch keeps hooks in an OrderedDict (_HookMixin._register_hook)
             if k not in held and type(obj) is OrderedDict and k[0] == "o":
                 want[id(obj)] = k
-        nodes: Dict[NodeKey, Any] = {}
         if not want:
-            return [], nodes
-        edges: List[Edge] = []
-        seen: Set[int] = set()
-        budget = 2048
+            return [], {}
+        graph = _GradGraphWalk()
         for rec in list(self._by_tid.values()):
             t = rec.ref() if rec.ref is not None else None
             fn = t.grad_fn if t is not None else None
             del t
             if fn is None:
                 continue
-            stack: List[Tuple[Any, NodeKey, str]] = [(fn, ("t", rec.tid), "grad_fn")]
-            del fn
-            while stack and budget > 0:
-                node, parent, label = stack.pop()
-                budget -= 1
-                nkey: NodeKey = ("g", id(node))
-                nodes[nkey] = node
-                edges.append(Edge(parent, nkey, label))
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
+            for node, nkey in graph.new_nodes(fn, ("t", rec.tid)):
                 for kind, hooks in _node_hook_dicts(node):
                     k = want.get(id(hooks))
                     if k is not None:
-                        edges.append(Edge(nkey, k, kind))
+                        graph.edges.append(Edge(nkey, k, kind))
                     del hooks
-                for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
-                    if nxt is not None:
-                        stack.append((nxt, nkey, f"next_functions[{i}]"))
                 del node
+            del fn
         # Keep only the chains that end at a wanted dict.
-        useful: Set[NodeKey] = set(want.values())
-        changed = True
-        while changed:
-            changed = False
-            for e in edges:
-                if e.dst in useful and e.src not in useful:
-                    useful.add(e.src)
-                    changed = True
-        kept = [e for e in edges if e.dst in useful and e.src in useful]
-        return kept, {k: v for k, v in nodes.items() if k in useful}
+        return _chains_to(set(want.values()), graph.edges, graph.nodes)
 
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
@@ -1216,12 +1241,10 @@ class Tracker:
             info = _storage_info(starts[k])
             if info is not None:
                 want[info[2]] = k
-        nodes: Dict[NodeKey, Any] = {}
         if not want:
-            return [], nodes
-        edges: List[Edge] = []
-        seen: Set[int] = set()
-        budget = 2048
+            return [], {}
+        graph = _GradGraphWalk()
+        edges = graph.edges
         for rec in list(self._by_tid.values()):
             t = rec.ref() if rec.ref is not None else None
             if t is None:
@@ -1239,16 +1262,7 @@ class Tracker:
             fn = t.grad_fn
             if fn is None:
                 continue
-            stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
-            while stack and budget > 0:
-                node, parent, label = stack.pop()
-                budget -= 1
-                nkey: NodeKey = ("g", id(node))
-                nodes[nkey] = node
-                edges.append(Edge(parent, nkey, label))
-                if id(node) in seen:
-                    continue
-                seen.add(id(node))
+            for node, nkey in graph.new_nodes(fn, root):
                 tname = type(node).__name__
                 for attr in dir(node):
                     if not attr.startswith("_saved_") or attr.endswith(("sizes", "strides")):
@@ -1264,20 +1278,8 @@ class Tracker:
                             if info is not None and info[2] in want:
                                 edges.append(Edge(nkey, want[info[2]],
                                                   f"SavedTensor '{attr[7:]}' of {tname}"))
-                for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
-                    if nxt is not None:
-                        stack.append((nxt, nkey, f"next_functions[{i}]"))
         # Keep only the chains that end at a wanted tensor.
-        useful: Set[NodeKey] = set(want.values())
-        changed = True
-        while changed:
-            changed = False
-            for e in edges:
-                if e.dst in useful and e.src not in useful:
-                    useful.add(e.src)
-                    changed = True
-        kept = [e for e in edges if e.dst in useful and e.src in useful]
-        return kept, {k: v for k, v in nodes.items() if k in useful}
+        return _chains_to(set(want.values()), graph.edges, graph.nodes)
 
 
 # --------------------------------------------------------------------------

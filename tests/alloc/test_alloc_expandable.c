@@ -19,6 +19,21 @@ static uint64_t reserved(void)
     return (uint64_t)stats(0).reserved_bytes[VT_STAT_ALL].current;
 }
 
+/* Expandable segments on a 256 MiB device, then blocks of sizes sa, sb and
+ * sc in a row on the default stream: whether all three were allocated;
+ * *base is the device's bytes in use before them. */
+static bool three_blocks_in_one_range(uint64_t *base, char **a, ssize_t sa, char **b, ssize_t sb,
+                                      char **c, ssize_t sc)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    *base = sim().bytes_in_use;
+    *a = vt_malloc(sa, 0, 0);
+    *b = vt_malloc(sb, 0, 0);
+    *c = vt_malloc(sc, 0, 0);
+    return *a && *b && *c;
+}
+
 TEST(growth_maps_chunks_at_the_end_of_one_range)
 {
     setenv("SIMCUDA_MEM", "256M", 1);
@@ -66,12 +81,9 @@ TEST(each_stream_and_pool_has_its_own_range)
 
 TEST(empty_cache_unmaps_the_whole_free_chunks_at_the_end)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
-    uint64_t base = sim().bytes_in_use;
-    void *a = vt_malloc(5 * MiB, 0, 0), *b = vt_malloc(5 * MiB, 0, 0);
-    void *c = vt_malloc(5 * MiB, 0, 0);
-    ASSERT(a && b && c);
+    char *a, *b, *c;
+    uint64_t base;
+    ASSERT(three_blocks_in_one_range(&base, &a, 5 * MiB, &b, 5 * MiB, &c, 5 * MiB));
     ASSERT_EQ(reserved(), 16 * MiB);    /* 6, +4, +6 */
     vt_free(c, 0, 0, 0);
     vt_free(b, 0, 0, 0);                 /* free from 5 MiB to 16 MiB */
@@ -104,12 +116,9 @@ TEST(empty_cache_unmaps_the_whole_free_chunks_at_the_end)
  * mapped runs as two segments, and a later request maps the hole again. */
 TEST(empty_cache_unmaps_whole_free_chunks_in_the_middle_and_growth_maps_them_again)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
-    uint64_t base = sim().bytes_in_use;
-    char *a = vt_malloc(4 * MiB, 0, 0), *b = vt_malloc(10 * MiB, 0, 0);
-    char *c = vt_malloc(4 * MiB, 0, 0);
-    ASSERT(a && b && c);
+    char *a, *b, *c;
+    uint64_t base;
+    ASSERT(three_blocks_in_one_range(&base, &a, 4 * MiB, &b, 10 * MiB, &c, 4 * MiB));
     ASSERT_PTR_EQ(b, a + 4 * MiB);
     ASSERT_PTR_EQ(c, b + 10 * MiB);
     ASSERT_EQ(reserved(), 18 * MiB);

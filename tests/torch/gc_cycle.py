@@ -17,7 +17,6 @@ stashed ([address, bytes] per step) in OUT.json.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 from typing import Any, Callable, List, Optional
@@ -26,6 +25,8 @@ import torch
 
 import vramtrace
 import vramtrace.torch as vtt
+
+from cycle_args import parse_cycle_args
 
 ROWS, D = 256, 512
 
@@ -53,12 +54,7 @@ LAMBDA_LINE = stash.__code__.co_firstlineno + 3
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["leak", "fixed"])
-    ap.add_argument("out")
-    ap.add_argument("snapshot")
-    ap.add_argument("--steps", type=int, default=9)
-    args = ap.parse_args()
+    args = parse_cycle_args(default_steps=9)
     torch.manual_seed(0)
     gc.disable()
     stashed: List[List[Any]] = []

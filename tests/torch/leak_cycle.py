@@ -18,7 +18,6 @@ step let `vramtrace check SNAPSHOT` judge the storages.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import weakref
@@ -27,6 +26,8 @@ import torch
 
 import vramtrace
 import vramtrace.torch as vtt
+
+from cycle_args import parse_cycle_args
 
 MIB = 1 << 20
 
@@ -38,12 +39,7 @@ class Node:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["leak", "fixed"])
-    ap.add_argument("out")
-    ap.add_argument("snapshot")
-    ap.add_argument("--steps", type=int, default=40)
-    args = ap.parse_args()
+    args = parse_cycle_args(default_steps=40)
     gc.disable()
     result = {"kind": args.kind, "oom_at_step": None, "oom_error": "", "bytes_per_step": []}
     # collect_cycles=False: the tracker must not run the collection gc.disable() turned off.

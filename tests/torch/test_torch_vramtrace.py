@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -131,15 +132,22 @@ def test_native_allocator_with_vramtrace_preloaded_sees_pytorchs_segments(tmp_pa
     assert n == t["segments"] + handles
 
 
-def run_leak(tmp_path, kind: str) -> Dict[str, Any]:
-    out, snap = tmp_path / f"{kind}.json", tmp_path / f"{kind}.vtsnap"
-    run([SIMRUN, "--mem", "96M", "--", CLI, "run", "--", sys.executable,
-         os.path.join(HERE, "leak_cycle.py"), kind, str(out), str(snap), "--steps", "10"],
+def run_cycle_program(script: str, mem: str, out: Path, snap: Path, kind: str,
+                      *extra: str) -> Dict[str, Any]:
+    """Runs tests/torch/SCRIPT (leak|fixed OUT SNAPSHOT) uncached under
+    `vramtrace run` on a device of MEM: what it wrote in OUT, with "snap"."""
+    run([SIMRUN, "--mem", mem, "--", CLI, "run", "--", sys.executable,
+         os.path.join(HERE, script), kind, str(out), str(snap), *extra],
         {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
     with open(out) as f:
         res = json.load(f)
     res["snap"] = str(snap)
     return res
+
+
+def run_leak(tmp_path, kind: str) -> Dict[str, Any]:
+    return run_cycle_program("leak_cycle.py", "96M", tmp_path / f"{kind}.json",
+                             tmp_path / f"{kind}.vtsnap", kind, "--steps", "10")
 
 
 def test_reference_cycle_leak_runs_out_of_memory_and_check_names_the_cycle(tmp_path):
@@ -169,14 +177,8 @@ def test_fixed_cycle_runs_flat_and_check_is_clean(tmp_path):
 
 
 def run_gc_cycle(tmp_path, kind: str) -> Dict[str, Any]:
-    out, snap = tmp_path / f"gc-{kind}.json", tmp_path / f"gc-{kind}.vtsnap"
-    run([SIMRUN, "--mem", "256M", "--", CLI, "run", "--", sys.executable,
-         os.path.join(HERE, "gc_cycle.py"), kind, str(out), str(snap)],
-        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
-    with open(out) as f:
-        res = json.load(f)
-    res["snap"] = str(snap)
-    return res
+    return run_cycle_program("gc_cycle.py", "256M", tmp_path / f"gc-{kind}.json",
+                             tmp_path / f"gc-{kind}.vtsnap", kind)
 
 
 def test_activations_a_collection_freed_are_held_by_a_reference_cycle_until_gc_ran(tmp_path):

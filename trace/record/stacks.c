@@ -500,6 +500,19 @@ static inline uint32_t words_hold(const walk *w, uintptr_t sp, uintptr_t hi)
     return w->nwords;
 }
 
+/* Gives way `slot` to the walk from (sp, bp, ra) under `key`, as most
+ * recently used; the caller has set what the walk holds. */
+static inline void claim_way(tstate *ts, size_t slot, uint64_t key, uintptr_t sp, uintptr_t bp,
+                             uintptr_t ra)
+{
+    walk *w = &ts->walks[slot];
+    w->sp = sp;
+    w->bp = bp;
+    w->ra = ra;
+    w->used = ++ts->clock;
+    ts->wkey[slot] = key;
+}
+
 /* Six arguments, all in registers: nothing of capture()'s below its sp. */
 VT_REC_TEXT static uint32_t learn(tstate *ts, size_t slot, uint64_t key, uintptr_t sp,
                                   uintptr_t bp, uintptr_t ra)
@@ -534,12 +547,8 @@ VT_REC_TEXT static uint32_t learn(tstate *ts, size_t slot, uint64_t key, uintptr
         remember(w, (uintptr_t)csp - sizeof(uintptr_t), sp, ts->stack_hi, false, &ok);
     }
     uint32_t id = finish(buf, n, d, sl, ts);
-    w->sp = sp;
-    w->bp = bp;
-    w->ra = ra;
     w->id = id;
-    w->used = ++ts->clock;
-    ts->wkey[slot] = key;
+    claim_way(ts, slot, key, sp, bp, ra);
     if (!ok || !id || (id & VT_STACK_TRUNCATED))
         w->nwords = NO_LEARN;          /* don't try again: unwind each time */
     return id;
@@ -620,13 +629,9 @@ VT_REC_TEXT static uint32_t capture(void)
         if (ts->credit < CREDIT_MAX)
             ts->credit++;
         walk *w = &ts->walks[victim];   /* first miss: pending, in the LRU way */
-        w->sp = sp;
-        w->bp = bp;
-        w->ra = ra;
         w->nwords = PENDING;
         w->placed = h;
-        w->used = ++ts->clock;
-        ts->wkey[victim] = key;
+        claim_way(ts, victim, key, sp, bp, ra);
     }
 unwind:
 #endif
