@@ -27,7 +27,7 @@
 /* For code our dlsym runs on behalf of a sanitizer runtime that is still
  * initializing (ASan resolves its interceptors with dlsym before its shadow
  * memory exists): such code must not be instrumented. */
-#define HK_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+#define HK_EARLY vt_no_sanitize
 
 #define HK_EXPORT __attribute__((visibility("default")))
 

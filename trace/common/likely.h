@@ -1,10 +1,17 @@
-/* trace/common/likely.h - branch hints for the hot paths (allocator, hooks,
- * recorder): error and rare branches are marked so the common case falls
- * through. */
+/* trace/common/likely.h - compiler hints for the hot and early paths
+ * (allocator, hooks, recorder): error and rare branches are marked so the
+ * common case falls through; code that may run before a sanitizer runtime
+ * has initialized, or inside a signal handler, is left uninstrumented. */
 #ifndef VT_COMMON_LIKELY_H
 #define VT_COMMON_LIKELY_H
 
 #define vt_likely(x)   __builtin_expect(!!(x), 1)
 #define vt_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Not instrumented by ASan, TSan or UBSan: for code that a sanitizer runtime
+ * reaches through our dlsym while it initializes (TSan's instrumentation of a
+ * function entry faults before its thread state exists), and for signal
+ * handler paths the runtimes must not see. */
+#define vt_no_sanitize __attribute__((no_sanitize("address", "thread", "undefined")))
 
 #endif

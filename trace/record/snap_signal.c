@@ -58,7 +58,7 @@ static sigaction_fn real_sigaction;
  * runtime installs its own handlers through them while it starts, before
  * it could run instrumented code. They and what they call are left
  * uninstrumented. */
-#define NO_SANITIZE __attribute__((no_sanitize("thread", "address", "undefined")))
+#define NO_SANITIZE vt_no_sanitize
 
 /* Resolved before anything else of ours runs (the program's constructors
  * may already call sigaction). */

@@ -754,7 +754,9 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
  * capture, and one look (a few dlsym calls) per dlopen or dlsym it makes.
  * Nothing here imports, initializes or locks Python: vt__py_detect only
  * looks symbols up. */
-void vt__trace_modules_loaded(void)
+/* Called by the dlopen and dlsym hooks, also while a sanitizer runtime
+ * resolves its interceptors through our dlsym before it has initialized. */
+vt_no_sanitize void vt__trace_modules_loaded(void)
 {
     atomic_fetch_add_explicit(&loads_gen, 1, memory_order_relaxed);
 }
