@@ -405,7 +405,8 @@ static inline bool heap_may_own(int d, uint64_t addr)
 }
 
 /* Each heap d, h whose range may hold addr (heap_may_own), in device order.
- * The body runs once per such heap: `continue` goes to the next one. */
+ * The body runs once per such heap: `continue` goes to the next one, and so
+ * does `break` (it leaves only the one-pass inner loop): leave with return. */
 #define FOR_EACH_HEAP_MAY_OWN(d, h, addr)                         \
     for (int d = 0, n_ = vt__heap_count(); d < n_; d++)           \
         for (vt__heap *h = &heaps[d]; h && heap_may_own(d, addr); h = NULL)
