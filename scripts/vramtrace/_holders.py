@@ -28,6 +28,9 @@ class HolderBook:
         self._ids: Dict[Tuple[int, str], Tuple[int, Optional[weakref.ref]]] = {}
         self._named: Dict[str, int] = {}      # holders that are not objects
         self._scopes: Dict[str, Dict[Tuple[int, int], str]] = {}
+        # Targets of the references in _scopes (a superset): a tensor's death
+        # looks through the scopes only when it was a target.
+        self._targeted: Set[int] = set()
 
     def holder(self, obj: Any, name: str) -> int:
         """The holder id of ``obj`` (made on first sight)."""
@@ -98,10 +101,14 @@ class HolderBook:
             for pair in sorted(set(before) - set(now)):
                 self._lib.unref(pair[0], pair[1])
             self._scopes[scope] = now
+            self._targeted.update(dst for _, dst in now)
         return set((s, d, lb) for (s, d), lb in now.items())
 
     def forget_target(self, tensor_id: int) -> None:
         """A tensor died: its references no longer need retracting."""
+        if tensor_id not in self._targeted:
+            return
+        self._targeted.discard(tensor_id)
         for refs in self._scopes.values():
             for pair in [p for p in refs if p[1] == tensor_id]:
                 del refs[pair]

@@ -1,12 +1,18 @@
 """Cheap Python stacks for tensor uses.
 
-A stack is captured as a tuple of (code object, instruction offset) pairs,
-innermost first, and interned through the library once per distinct tuple:
+A stack is captured as a tuple of (code object identity, instruction offset)
+pairs, innermost first, and interned through the library once per distinct
+tuple:
 repeated calls from the same place (every step of a training loop) cost one
 frame walk and one dict lookup, with no string formatting. The key holds
 ``f_lasti``, not ``f_lineno``: a frame's line is looked up in its line table
 on every read (3x the cost of the whole walk for 30 frames), its instruction
-offset is a field; lines are looked up only for a tuple not seen before.
+offset is a field; lines are looked up only for a tuple not seen before. The
+key holds ``id(code)``, not the code object: hashing a code object hashes its
+name, bytecode and constants every time (about 1 us for a torch function,
+the bulk of a capture), an int's hash is itself. The interner keeps every
+code object of a cached key alive, so that an id in a key cannot be reused
+by another code object while the key is cached.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Tuple
 __all__ = ["StackInterner", "package_files"]
 
 _MAX_FRAMES = 48        # deeper stacks keep their innermost frames
+_MAX_RAW_FRAMES = 4 * _MAX_FRAMES   # frames looked at, shown or skipped
 _MAX_CACHED = 1 << 16   # distinct stacks before the cache starts over
 
 
@@ -37,7 +44,9 @@ class StackInterner:
     def __init__(self, lib: Any, skip: Iterable[str] = ()) -> None:
         self._lib = lib
         self._skip = frozenset(skip) | package_files()
-        self._cache: Dict[Tuple[Any, ...], int] = {}
+        self._cache: Dict[Tuple[int, ...], int] = {}
+        # id -> code object of every code in a cached key (keeps the ids valid)
+        self._codes: Dict[int, Any] = {}
         # Stack id -> (file, line) of its innermost frame: where the user's
         # code made what the stack is for.
         self.sites: Dict[int, Tuple[str, int]] = {}
@@ -49,44 +58,51 @@ class StackInterner:
         """Leave frames of ``files`` out of captured stacks too."""
         self._skip = self._skip | frozenset(files)
         self._cache.clear()
+        self._codes.clear()
 
     def capture(self, depth: int = 1) -> int:
         """Stack id of the caller ``depth`` frames up (0: none or disabled)."""
         if not self.enabled:
             return 0
-        skip = self._skip
-        key: List[Any] = []
+        # The key holds every frame, skipped ones too: telling them apart
+        # costs a file-name lookup per frame, a key per distinct raw stack
+        # costs nothing (the library interns equal frame lists once).
+        key: List[int] = []
         add = key.append
-        left = _MAX_FRAMES
+        left = _MAX_RAW_FRAMES
         f = sys._getframe(depth)
-        while f is not None:
-            co = f.f_code
-            if co.co_filename not in skip:
-                add(co)
-                add(f.f_lasti)
-                left -= 1
-                if not left:
-                    break
+        while f is not None and left:
+            add(id(f.f_code))
+            add(f.f_lasti)
             f = f.f_back
+            left -= 1
         tkey = tuple(key)
         sid = self._cache.get(tkey)
         if sid is None:
+            skip = self._skip
             frames = []   # walk again, for the lines
+            codes = []
             f = sys._getframe(depth)
-            while f is not None and len(frames) < _MAX_FRAMES:
+            left = _MAX_RAW_FRAMES
+            while f is not None and left and len(frames) < _MAX_FRAMES:
                 co = f.f_code
+                codes.append(co)
                 if co.co_filename not in skip:
                     frames.append((getattr(co, "co_qualname", co.co_name), co.co_filename,
                                    int(f.f_lineno or 0)))
                 f = f.f_back
+                left -= 1
             try:
                 sid = int(self._lib.intern_stack(frames))
             except Exception:  # a stack is a nicety; never fail the op for it
                 sid = 0
             if len(self._cache) >= _MAX_CACHED:
                 self._cache.clear()
+                self._codes.clear()
                 self.sites.clear()
                 self.frames.clear()
+            for co in codes:
+                self._codes[id(co)] = co
             self._cache[tkey] = sid
             if sid and frames:
                 self.sites[sid] = (frames[0][1], frames[0][2])
