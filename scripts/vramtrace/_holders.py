@@ -75,12 +75,14 @@ class HolderBook:
         return self.holder(res.objects[key], res.names[key])
 
     def emit(self, res: WalkResult, scope: Optional[str] = None,
-             extra: Tuple[Edge, ...] = (), extra_ids: Optional[Dict[NodeKey, int]] = None
-             ) -> Set[_Ref]:
+             extra: Tuple[Edge, ...] = (), extra_ids: Optional[Dict[NodeKey, int]] = None,
+             only: Optional[Set[int]] = None) -> Set[_Ref]:
         """Assert the references of ``res`` (plus ``extra``).
 
         With a ``scope``, references that scope asserted before and that this
-        walk did not find again are retracted (``unref``)."""
+        walk did not find again are retracted (``unref``). With ``only`` (the
+        tensor ids a partial walk started from), just the references to
+        those are: the others stay asserted, and in the scope."""
         frame_ids: Dict[int, int] = {}
         ids = dict(extra_ids or {})
         now: Dict[Tuple[int, int], str] = {}
@@ -99,7 +101,10 @@ class HolderBook:
                 self._lib.ref(pair[0], pair[1], now[pair])
         if scope is not None:
             for pair in sorted(set(before) - set(now)):
-                self._lib.unref(pair[0], pair[1])
+                if only is None or pair[1] in only:
+                    self._lib.unref(pair[0], pair[1])
+                else:
+                    now[pair] = before[pair]
             self._scopes[scope] = now
             self._targeted.update(dst for _, dst in now)
         return set((s, d, lb) for (s, d), lb in now.items())

@@ -191,19 +191,20 @@ def walk_referrers(starts: Dict[NodeKey, Any],
                    max_breadth: int = 8,
                    max_nodes: int = 512,
                    use_frames: bool = True,
-                   deadline: Optional[float] = None) -> WalkResult:
+                   deadline: Optional[float] = None,
+                   clock: Callable[[], float] = time.perf_counter) -> WalkResult:
     """Walk up the referrers of ``starts`` (node key -> object).
 
     ``tensor_key(obj)`` returns the node key of a tracked tensor, so that a
     tensor holding another (``t.extra = u``) appears as itself. Objects whose
     id is in ``ignore_ids`` (the caller's own bookkeeping) are skipped.
-    ``deadline`` (a ``time.perf_counter()`` value): no new level starts
-    after it.
+    ``deadline`` (a ``clock()`` value, ``time.perf_counter`` unless given):
+    no new level starts after it.
     """
     w = _Walker(tensor_key, frozenset(skip_files), set(ignore_ids),
                 max_depth, max_breadth, max_nodes)
     try:
-        return w.run(starts, use_frames, deadline)
+        return w.run(starts, use_frames, deadline, clock)
     finally:
         w.held.clear()
 
@@ -282,7 +283,8 @@ class _Walker:
         return src
 
     def run(self, starts: Dict[NodeKey, Any], use_frames: bool,
-            deadline: Optional[float]) -> WalkResult:
+            deadline: Optional[float],
+            clock: Callable[[], float] = time.perf_counter) -> WalkResult:
         self.ignore.add(id(starts))
         for key, obj in starts.items():
             self.held[id(obj)] = obj
@@ -296,7 +298,7 @@ class _Walker:
         if locals_ix is not None:
             self.ignore.add(id(locals_ix.by_id))
         while self.next_level:
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and clock() > deadline:
                 self.res.cut_off = True
                 break
             self.level[:] = self.next_level

@@ -316,7 +316,7 @@ def _view_arg(func: Any) -> int:
 
 class _StorageRec:
     __slots__ = ("ptr", "nbytes", "device", "external", "tids", "last_epoch", "skey", "weak",
-                 "declared")
+                 "declared", "seen_epoch", "rest")
 
     def __init__(self, ptr: int, nbytes: int, device: int, external: bool, epoch: int,
                  skey: int, weak: int) -> None:
@@ -329,6 +329,8 @@ class _StorageRec:
         self.skey = skey          # identity of the StorageImpl
         self.weak = weak          # StorageLife handle, 0 when unavailable
         self.declared = False     # an external storage is open at ptr in the trace
+        self.seen_epoch = epoch   # last_epoch as the previous mark saw it
+        self.rest = 0             # most marks it stayed unused before a use
 
 
 class _Mode(_TorchDispatchMode):
@@ -362,10 +364,17 @@ def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bo
 
 
 _get_ident = threading.get_ident
+_perf_counter = time.perf_counter
+_cpu_clock = time.process_time   # the walk's budget: the process's CPU time
 _current_node = getattr(_torch._C, "_current_autograd_node", lambda: None)
 _next_sequence_nr = getattr(getattr(_torch._C, "_autograd", None), "_get_sequence_nr",
                             lambda: 0)
 _MAX_NODE_STACKS = 1 << 16     # remembered forward ops before starting over
+_FIRST_PASS_S = 0.02           # a heap pass's cost assumed until one is measured
+# gc.get_referrers compares every reference in the heap with each object it
+# looks for: each start of a walk adds about this fraction of a heap pass.
+_STARTS_PER_PASS = 30
+_MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the next
 _FORWARD_FRAMES = 16           # innermost forward frames replayed in backward
 _trampolines: Dict[Tuple[str, str, int, bool], Any] = {}
 
@@ -504,25 +513,35 @@ class Tracker:
         self._lib = lib if lib is not None else get_library()
         self.walk = walk
         # The walk's schedule: it may spend walk_fraction of the program's
-        # own time between marks (credit carried over, capped), more at a
-        # snapshot; it runs when tensors went stale that no walk has seen,
-        # else at exponentially spaced marks (to retract released holders).
+        # own CPU time between marks (credit carried over, capped), more at
+        # a snapshot; it runs from the tensors gone stale that no walk has
+        # seen or whose references changed, else from all stale ones at
+        # exponentially spaced marks (to retract released holders).
         self.walk_fraction = None if walk_fraction is None else float(walk_fraction)
         self.snapshot_walk_s = float(snapshot_walk_s)
         self.walks = 0               # walks made
         self.walk_cutoffs = 0        # walks the time budget stopped early
         self.walks_postponed = 0     # marks where a due walk had no budget
-        self.walk_seconds = 0.0      # time spent at marks (sweeps and walks)
+        self.walk_seconds = 0.0      # CPU seconds spent at marks (sweeps and walks)
         self._credit = 0.0
-        self._level_cost = 0.0       # seconds per heap pass, last measured
-        self._walk_cost = 0.0        # seconds the last walk took, all in
-        self._last_mark_end: Optional[float] = None
+        # CPU seconds per heap pass, last measured; before the first walk,
+        # what one costs in a process with torch loaded (10-40 ms for its
+        # 150,000-300,000 objects), so that the first walk waits for that
+        # much credit instead of overdrawing it by a whole pass.
+        self._pass_cost = _FIRST_PASS_S
+        self._last_mark_end: Optional[Tuple[float, float]] = None   # (CPU, wall) clocks
         self._walked: Set[int] = set()   # tensor ids a walk started from
         # Tensor id -> its reference count when a walk that was not cut off
         # started from it: while the count stays the same, the holders that
         # walk found are still the ones (nothing took or dropped a reference).
         self._settled: Dict[int, int] = {}
         self.walks_skipped = 0       # due walks skipped: every stale tensor unchanged
+        # Stale storages left out of a mark's walk because they rest as long
+        # as they did before being used again (batches reused every k steps).
+        self.resting_skipped = 0
+        self.partial_walks = 0       # walks from only the new or changed stale tensors
+        self._busy = 0.0             # seconds spent recording ops and deaths
+        self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0
         self._backoff = 1
         self.collect_cycles = collect_cycles
@@ -554,6 +573,8 @@ class Tracker:
         self._use = (raw and raw("vt_tensor_use_stack")) or self._lib.tensor_use
         self._drop_use = (raw and raw("vt_tensor_drop")) or self._lib.tensor_drop
         self._new_raw = raw and raw("vt_tensor_new_stack")
+        self._ext_raw = raw and raw("vt_storage_external_stack")
+        self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
         self._mode: Optional[_Mode] = None
         self._recording = False
@@ -718,6 +739,7 @@ class Tracker:
         # attribute lookups, flat arguments without a call per element.
         if not self._recording:
             return
+        began = _perf_counter()
         try:
             if self._maybe_gone:
                 self._settle()
@@ -801,6 +823,8 @@ class Tracker:
             if self.errors == 1:
                 warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
                               RuntimeWarning, stacklevel=3)
+        finally:
+            self._busy += _perf_counter() - began
 
     def _forward_of(self) -> Any:
         """What runs a backward op of this engine thread under the Python
@@ -861,6 +885,7 @@ class Tracker:
             return
         if self._by_obj.get(objid) is rec:
             del self._by_obj[objid]
+        began = _perf_counter()
         try:
             if self._maybe_gone and not self._manual_gc:
                 self._settle()
@@ -876,6 +901,8 @@ class Tracker:
             self._drop(rec, None)
         except Exception:
             self.errors += 1
+        finally:
+            self._busy += _perf_counter() - began
 
     def _drop(self, rec: _TensorRec, stack: Optional[int]) -> None:
         """Record ``rec``'s death (and its storage's, if it was the last);
@@ -912,8 +939,14 @@ class Tracker:
                 break
             self._check_storage(old, stack, force=True)
             i = min(i, len(starts)) - 1
-        self._lib.storage_external(srec.ptr, srec.nbytes,
-                                   -1 if srec.device < 0 else srec.device, stack)
+        device = -1 if srec.device < 0 else srec.device
+        if self._ext_raw is not None and stack is not None:
+            rc = self._ext_raw(srec.ptr, srec.nbytes, device, stack)
+            if rc != 0:
+                raise VramtraceError(f"vt_storage_external_stack({srec.ptr:#x}, {srec.nbytes}) "
+                                     f"failed: {self._lib.strerror(rc)} ({rc})")
+        else:
+            self._lib.storage_external(srec.ptr, srec.nbytes, device, stack)
         srec.declared = True
         bisect.insort(starts, srec.ptr)
         self._at_ptr[srec.ptr] = srec
@@ -927,8 +960,15 @@ class Tracker:
             i = bisect.bisect_left(self._starts, srec.ptr)
             if i < len(self._starts) and self._starts[i] == srec.ptr:
                 del self._starts[i]
-        self._lib.storage_external_free(
-            srec.ptr, stack if stack is not None else self._stacks.capture(1))
+        if stack is None:
+            stack = self._stacks.capture(1)
+        if self._ext_free_raw is not None:
+            rc = self._ext_free_raw(srec.ptr, stack)
+            if rc != 0:
+                raise VramtraceError(f"vt_storage_external_free_stack({srec.ptr:#x}) "
+                                     f"failed: {self._lib.strerror(rc)} ({rc})")
+        else:
+            self._lib.storage_external_free(srec.ptr, stack)
 
     def _end_storage(self, srec: _StorageRec, stack: Optional[int]) -> None:
         """The storage is gone: record its release, forget it; tensors that
@@ -1037,9 +1077,17 @@ class Tracker:
         # storage checks cause (reading saved tensors makes detach views)
         # are not recorded.
         recording, self._recording = self._recording, False
-        began = time.perf_counter()
+        began, began_wall = _cpu_clock(), _perf_counter()
         if self._last_mark_end is not None and self.walk_fraction is not None:
-            self._credit = min(self._credit + self.walk_fraction * (began - self._last_mark_end),
+            # The program's own time: the CPU time since the last mark less
+            # the share of it that recording ops and deaths took (timed on
+            # the wall clock per op, which a syscall per op would not be).
+            # CPU time, because other processes stretch the wall clock of
+            # a busy machine and the walk would be paid by the program.
+            cpu, wall = began - self._last_mark_end[0], began_wall - self._last_mark_end[1]
+            busy = self._busy - self._busy_at_mark
+            own = cpu * max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
+            self._credit = min(self._credit + self.walk_fraction * own,
                                max(1.0, self.snapshot_walk_s))
         try:
             self._flush()
@@ -1060,9 +1108,10 @@ class Tracker:
                               RuntimeWarning, stacklevel=3)
         finally:
             self._recording = recording
-            end = time.perf_counter()
+            end = _cpu_clock()
             self.walk_seconds += end - began
-            self._last_mark_end = end
+            self._last_mark_end = (end, _perf_counter())
+            self._busy_at_mark = self._busy
             # All of a mark's work is paid from the credit, not just the walk.
             self._credit -= end - began
 
@@ -1082,7 +1131,7 @@ class Tracker:
         return walk_referrers(starts, self._tensor_key, skip_files=_SKIP_FILES,
                               ignore_ids=self._ignore_ids() | extra,
                               max_depth=self.max_depth, max_breadth=self.max_breadth,
-                              max_nodes=self.max_nodes, deadline=deadline)
+                              max_nodes=self.max_nodes, deadline=deadline, clock=_cpu_clock)
 
     def _collect_cycles(self) -> None:
         """Collect garbage cycles, recording what held each tracked tensor.
@@ -1128,12 +1177,29 @@ class Tracker:
                 if rec is not None:
                     self._drop(rec, None)
 
-    def _walk_stale(self, threshold: int, final: bool = False) -> None:
+    def _stale_starts(self, threshold: int, final: bool
+                      ) -> Tuple[Dict[NodeKey, Any], Dict[int, int]]:
+        """The tensors a mark walks from, with their reference counts.
+
+        A storage not used since the previous mark is stale; one that went
+        unused this long before and was used again (a batch reused every k
+        steps) rests and is left out until it stays unused longer than it
+        ever did: the checker flags none of those, and a walk would only
+        find the same holder again. At a snapshot every stale one counts."""
         starts: Dict[NodeKey, Any] = {}
         counts: Dict[int, int] = {}
         getrefcount = sys.getrefcount
         for srec in self._storages.values():
-            if srec.last_epoch >= threshold:
+            last = srec.last_epoch
+            if last != srec.seen_epoch:
+                rest = last - srec.seen_epoch - 1
+                if rest > srec.rest:
+                    srec.rest = rest
+                srec.seen_epoch = last
+            if last >= threshold:
+                continue
+            if not final and threshold - last <= srec.rest:
+                self.resting_skipped += 1
                 continue
             for rec in srec.tids:
                 t = rec.ref() if rec.ref is not None and rec.tid else None
@@ -1141,38 +1207,69 @@ class Tracker:
                     starts[("t", rec.tid)] = t
                     counts[rec.tid] = getrefcount(t)   # same spot every mark
                 del t
+        return starts, counts
+
+    def _walk_stale(self, threshold: int, final: bool = False) -> None:
+        starts, counts = self._stale_starts(threshold, final)
         if not starts:
-            self._book.emit(WalkResult(), "stale")
+            self._book.emit(WalkResult(), "stale")   # retracts all it asserted
+            self._walked.clear()
+            self._settled.clear()
             return
-        # A walk costs about one heap pass per level whatever the number of
-        # starts, so all stale tensors are walked together, when it is due.
+        # A walk costs about one heap pass per level plus a little per
+        # start, so the stale tensors no walk has seen, and those whose
+        # references changed since a complete walk, are walked together
+        # (a partial walk: it adds what it finds and retracts only what it
+        # no longer finds of its own starts); all of them, to retry what a
+        # cut-off walk missed and retract released holders, only at
+        # exponentially spaced marks and at a snapshot.
         self._marks_since_walk += 1
-        fresh = any(k[1] not in self._walked for k in starts)
-        if not final and not fresh and self._marks_since_walk < self._backoff:
-            starts.clear()
-            return
         settled = self._settled
-        if not final and not fresh and all(settled.get(t) == n for t, n in counts.items()):
-            # A clean loop's stale tensors (batches reused every k steps)
-            # are the same tensors under the same references mark after
-            # mark: what the last complete walk recorded still stands, and
-            # a heap pass would only find it again.
-            self.walks_skipped += 1
-            self._marks_since_walk = 0
-            starts.clear()
-            return
-        began = time.perf_counter()
+        walked = self._walked
+        fresh = [k for k in starts if k[1] not in walked]
+        changed = [k for k in starts if k[1] in settled and settled[k[1]] != counts[k[1]]]
+        full = final or (not fresh and not changed and self._marks_since_walk >= self._backoff
+                         and not all(settled.get(t) == n for t, n in counts.items()))
+        if not final and not fresh and not changed:
+            if self._marks_since_walk >= self._backoff and not full:
+                # A clean loop's stale tensors (batches reused every k
+                # steps) are the same tensors under the same references
+                # mark after mark: what the last complete walk recorded
+                # still stands, and a heap pass would only find it again.
+                self.walks_skipped += 1
+                self._marks_since_walk = 0
+            if not full:
+                starts.clear()
+                return
+        if not full:
+            part = set(fresh) | set(changed)
+            if len(part) > _MAX_PARTIAL_STARTS:   # the oldest first: dicts keep order
+                part = set([k for k in starts if k in part][:_MAX_PARTIAL_STARTS])
+            if len(part) < len(starts):
+                for k in [k for k in starts if k not in part]:
+                    del starts[k]
+                    del counts[k[1]]
+            else:
+                full = True
+        began = _cpu_clock()
         if self.walk_fraction is None:      # no time budget
             allowance = float("inf")
         else:
             allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
-        if allowance <= 0 or allowance < max(self._level_cost, self._walk_cost):
+        # A walk at a mark runs when its budget fits its first level (a heap
+        # pass, longer with more starts) and one more: the first finds the
+        # containers, the second what owns them. A snapshot's walk, the
+        # last chance, runs its first level whatever its budget.
+        need = 0.0 if final else self._pass_cost * (2 + len(starts) / _STARTS_PER_PASS)
+        if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
             starts.clear()
             return
         res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance)
         if res.levels:
-            self._level_cost = (time.perf_counter() - began) / res.levels
+            # Per heap pass with no start; the first level had them all.
+            self._pass_cost = (_cpu_clock() - began) / (
+                res.levels + len(starts) / _STARTS_PER_PASS)
         self.walks += 1
         self._backoff = 1 if fresh else min(2 * self._backoff, 64)
         self._marks_since_walk = 0
@@ -1186,6 +1283,12 @@ class Tracker:
                     "counts these)", RuntimeWarning, stacklevel=4)
         # Walked (cut off or not): walked again only at the backoff's marks,
         # so a walk that never fits its budget is not retried at every mark.
+        # _walked and _settled hold the tensors whose references the walks
+        # asserted are still asserted: a full walk retracts those of the
+        # tensors it did not start from.
+        if full:
+            self._walked = set()
+            settled = {}
         self._walked = {t for t in self._walked if t in self._by_tid}
         self._walked.update(k[1] for k in starts)
         self._settled = {t: n for t, n in settled.items() if t in self._by_tid}
@@ -1216,10 +1319,12 @@ class Tracker:
                 res.objects[k] = node
             extra += tuple(hook_edges)
         del hook_nodes
+        only = None if full else {k[1] for k in starts}
         starts.clear()
-        self._book.emit(res, "stale", extra)
+        self._book.emit(res, "stale", extra, only=only)
         del res
-        self._walk_cost = time.perf_counter() - began
+        if not full:
+            self.partial_walks += 1
 
     def _hook_edges(self, res: WalkResult, held: Set[NodeKey]
                     ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
@@ -1324,11 +1429,19 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     itself still records the holder), ``max_depth``/``max_breadth``/``max_nodes`` (bounds
     of the referrer walk), ``stacks`` (record Python stacks of uses),
     ``walk_fraction`` (the walk may take this fraction of the program's own
-    time between marks, default 0.5: all of a mark's work is paid from it, so tracking costs at most
-    about twice the walk-free cost; None: no time budget),
+    CPU time between marks -- the time not spent recording ops and deaths --,
+    default 0.5: all of a mark's work is paid from it; None: no time budget),
     ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s).
     A walk cut short by its budget is counted in ``Tracker.walk_cutoffs`` and
     warned about once; what it did not reach is looked for at later marks.
+
+    A mark walks from the tensors whose storage went unused since the
+    previous mark, except a storage resting no longer than it did before
+    being used again (a batch reused every k steps: ``resting_skipped``);
+    only the ones no walk has seen or whose references changed are walked
+    (``partial_walks``), all of them at exponentially spaced marks and at a
+    snapshot; a mark whose stale tensors are all unchanged since a complete
+    walk skips it (``walks_skipped``).
     """
     return Tracker(lib, **options)
 

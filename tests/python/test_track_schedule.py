@@ -1,0 +1,124 @@
+"""When track() walks the heap for holders, against a recording fake: a
+storage that rests as long as it did before (a batch reused every k steps)
+is not walked, one unused longer than ever is; new stale tensors are walked
+alone (a partial walk) without retracting what earlier walks found; and the
+stack cache keys frames by code identity without ever confusing two codes."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import vramtrace.torch as vtt  # noqa: E402
+from vramtrace._stacks import StackInterner  # noqa: E402
+
+
+def _live_holders(fake, tid):
+    return [fake.names.get(src) for (src, dst) in fake.live_refs() if dst == tid]
+
+
+def test_batches_reused_every_k_steps_rest_instead_of_being_walked(fake):
+    batches = [torch.ones(4) * k for k in range(4)]
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(24):
+            vtt.mark(f"iteration {i}")
+            if i == 9:   # every batch went stale once and was used again
+                walks, resting = tr.walks, tr.resting_skipped
+            y = (batches[i % 4] * 2).sum()
+    assert walks >= 1, "the first time a batch went stale it was walked"
+    assert tr.walks == walks, "a resting batch was walked again"
+    assert tr.resting_skipped > resting
+    del y
+
+
+def test_a_resting_storage_unused_longer_than_ever_is_walked_again(fake):
+    batches = [torch.ones(4) * k for k in range(2)]
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(10):                  # each batch rests one step
+            vtt.mark(f"iteration {i}")
+            y = (batches[i % 2] * 2).sum()
+        tid = tr.tensor_id(batches[0])
+        assert tr.resting_skipped > 0
+        for i in range(10, 16):              # batch 0 is not used any more
+            vtt.mark(f"iteration {i}")
+            y = (batches[1] * 2).sum()
+        vtt.mark("iteration 16")
+    assert "list" in _live_holders(fake, tid), fake.paths_to(tid)
+    del y
+
+
+def test_new_stale_tensors_are_walked_alone_and_earlier_holders_stay(fake):
+    kept = []
+    w = torch.ones(4)
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(12):
+            vtt.mark(f"iteration {i}")
+            kept.append(w * i)               # the leak: one tensor per step
+        vtt.mark("iteration 12")
+        ids = [tr.tensor_id(t) for t in kept[:-1]]
+        # every leaked tensor stale since a mark is held, as found by the
+        # walk that first saw it: later walks did not retract it
+        missing = [t for t in ids if "list" not in _live_holders(fake, t)]
+        assert not missing, [fake.paths_to(t) for t in missing]
+        assert tr.partial_walks >= 5
+    del kept
+
+
+def test_a_full_walk_still_retracts_a_released_holder(fake):
+    class Box:
+        pass
+    box = Box()
+    with vtt.track(walk_fraction=None) as tr:
+        vtt.mark("step 0")
+        box.kept = [torch.ones(4) * 2]
+        keep = box.kept[0]
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        tid = tr.tensor_id(keep)
+        assert "list" in _live_holders(fake, tid)
+        box.kept = []                        # released: the count changes
+        vtt.mark("step 3")
+    assert "list" not in _live_holders(fake, tid)
+    del keep
+
+
+class _Frames:
+    def __init__(self):
+        self.stacks = []
+
+    def intern_stack(self, frames):
+        self.stacks.append(list(frames))
+        return len(self.stacks)
+
+
+def _function_at(line, filename):
+    src = "\n" * (line - 1) + "def f(capture):\n    return capture()\n"
+    ns = {}
+    exec(compile(src, filename, "exec"), ns)
+    return ns["f"]
+
+
+def test_stack_cache_keeps_the_codes_of_its_keys_alive():
+    """The cache keys frames by id(code): the code objects stay alive with
+    the key, so a later code object can never take a cached id."""
+    lib = _Frames()
+    st = StackInterner(lib)
+    f1 = _function_at(10, "/nowhere/first.py")
+    code_ref = weakref.ref(f1.__code__)
+    sid1 = f1(lambda: st.capture(2))
+    del f1
+    gc.collect()
+    assert code_ref() is not None
+    sids = set()
+    for k in range(20):                      # new code objects, maybe at freed ids
+        f = _function_at(20 + k, f"/nowhere/other{k}.py")
+        sids.add(f(lambda: st.capture(2)))
+        del f
+    assert sid1 not in sids
+    assert lib.stacks[sid1 - 1][0][1:] == ("/nowhere/first.py", 11)
+    for sid in sids:
+        assert lib.stacks[sid - 1][0][1].startswith("/nowhere/other")
