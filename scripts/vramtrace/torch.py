@@ -508,7 +508,7 @@ class Tracker:
 
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
                  max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
-                 stacks: bool = True, walk_fraction: Optional[float] = 0.5,
+                 stacks: bool = True, walk_fraction: Optional[float] = 0.25,
                  snapshot_walk_s: float = 5.0) -> None:
         self._lib = lib if lib is not None else get_library()
         self.walk = walk
@@ -1430,7 +1430,8 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     of the referrer walk), ``stacks`` (record Python stacks of uses),
     ``walk_fraction`` (the walk may take this fraction of the program's own
     CPU time between marks -- the time not spent recording ops and deaths --,
-    default 0.5: all of a mark's work is paid from it; None: no time budget),
+    default 0.25: all of a mark's work is paid from it, so the marks add at
+    most a quarter of the program's own time; None: no time budget),
     ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s).
     A walk cut short by its budget is counted in ``Tracker.walk_cutoffs`` and
     warned about once; what it did not reach is looked for at later marks.
