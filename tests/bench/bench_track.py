@@ -5,8 +5,14 @@ an MLP training loop, clean and leaking (a list keeps each step's
 activation), untracked, under a dispatch mode that does nothing but run the
 op (the floor of any per-op recorder in Python), and under track() with a
 mark per iteration; prints ms per iteration, the ratio tracked/untracked,
-the walks the tracker made, cut off and skipped, and the snapshot size, then
-one RESULT line.
+the walks the tracker made in the loop (the snapshot's is not counted), cut
+off (the snapshot's included) and skipped, the stale storages left out as
+resting, the marks' CPU ms per iteration (in the tracked time), and the
+snapshot size, then one RESULT line.
+
+The same two loops run again on a wider MLP (ops of about a millisecond
+instead of 50 us; rows marked "wide"), as information: the targets are the
+small loop's, where the per-op cost of a dispatch mode in Python weighs most.
 
 Times are the process's CPU time (torch runs on one thread; vramtrace adds
 none), the median of --runs processes (default 3), so that other jobs on a
@@ -31,17 +37,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 
 
-def child(mode: str, leak: bool, steps: int, snap: str) -> None:
+# (input, hidden, batch) of the MLP: the small one the targets are for, and
+# a wide one whose ops are about 20x longer.
+SIZES = {"small": (256, 512, 64), "wide": (1024, 2048, 256)}
+
+
+def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> None:
     sys.path.insert(0, SCRIPTS)
     import torch
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 10))
+    d_in, d_hid, batch = SIZES[size]
+    model = torch.nn.Sequential(torch.nn.Linear(d_in, d_hid), torch.nn.ReLU(),
+                                torch.nn.Linear(d_hid, d_hid), torch.nn.ReLU(),
+                                torch.nn.Linear(d_hid, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     kept = []
-    batches = [torch.randn(64, 256) for _ in range(4)]   # reused every 4 steps
+    batches = [torch.randn(batch, d_in) for _ in range(4)]   # reused every 4 steps
 
     def step(i: int) -> None:
         x = batches[i % 4]
@@ -51,7 +63,7 @@ def child(mode: str, leak: bool, steps: int, snap: str) -> None:
         loss.backward()
         opt.step()
         if leak:
-            kept.append(h.detach())   # the leak: one 128 KiB activation per step
+            kept.append(h.detach())   # the leak: one activation per step (128 KiB small)
 
     for i in range(5):   # warm-up, untimed
         step(i)
@@ -81,28 +93,32 @@ def child(mode: str, leak: bool, steps: int, snap: str) -> None:
                 vtt.mark(f"iteration {i}")
                 step(i)
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            loop_walks, loop_mark_s = tr.walks, tr.walk_seconds
             vramtrace.snapshot(snap)
-        stats = {"walks": tr.walks, "cutoffs": tr.walk_cutoffs,
+        stats = {"walks": loop_walks, "cutoffs": tr.walk_cutoffs,
+                 "resting": getattr(tr, "resting_skipped", 0),
                  "skipped": getattr(tr, "walks_skipped", 0),
-                 "postponed": tr.walks_postponed, "mark_s": round(tr.walk_seconds, 3),
+                 "postponed": tr.walks_postponed, "mark_s": round(loop_mark_s, 4),
                  "snap_bytes": os.path.getsize(snap)}
     print(json.dumps({"ms": dc * 1e3 / steps, "wall_ms": dt * 1e3 / steps, **stats}))
 
 
-def run(mode: str, leak: bool, steps: int, snap: str) -> dict:
+def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, __file__, "--child", mode, "leak" if leak else "clean",
-                        str(steps), snap], env=env, capture_output=True, text=True, timeout=900)
+                        str(steps), snap, size], env=env, capture_output=True, text=True,
+                       timeout=900)
     if r.returncode != 0:
         sys.exit(f"bench_track: {mode} {'leak' if leak else 'clean'} failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def median_run(mode: str, leak: bool, steps: int, snap: str, runs: int) -> dict:
+def median_run(mode: str, leak: bool, steps: int, snap: str, runs: int, size: str) -> dict:
     """The run with the median CPU ms/it of ``runs`` processes, with the
     median wall ms/it."""
-    got = sorted((run(mode, leak, steps, snap) for _ in range(runs)), key=lambda r: r["ms"])
+    got = sorted((run(mode, leak, steps, snap, size) for _ in range(runs)),
+                 key=lambda r: r["ms"])
     mid = dict(got[len(got) // 2])
     mid["wall_ms"] = sorted(r["wall_ms"] for r in got)[len(got) // 2]
     mid["range"] = (got[0]["ms"], got[-1]["ms"])
@@ -111,7 +127,7 @@ def median_run(mode: str, leak: bool, steps: int, snap: str, runs: int) -> dict:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]), sys.argv[5])
+        child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]), sys.argv[5], sys.argv[6])
         return
     steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 60
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
@@ -123,25 +139,27 @@ def main() -> None:
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
-        print(f"{'loop':<8}{'untracked':>28}{'null dispatch':>28}{'tracked':>28}{'ratio':>8}"
-              f"{'floor':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'snapshot':>10}")
-        for leak in (False, True):
-            name = "leaking" if leak else "clean"
+        print(f"{'loop':<13}{'untracked':>28}{'null dispatch':>28}{'tracked':>28}{'ratio':>8}"
+              f"{'floor':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snapshot':>10}")
+        for size, leak in (("small", False), ("small", True), ("wide", False), ("wide", True)):
+            name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
-            base = median_run("untracked", leak, steps, snap, runs)
-            floor = median_run("dispatch", leak, steps, snap, runs)
-            tr = median_run("tracked", leak, steps, snap, runs)
+            base = median_run("untracked", leak, steps, snap, runs, size)
+            floor = median_run("dispatch", leak, steps, snap, runs, size)
+            tr = median_run("tracked", leak, steps, snap, runs, size)
             ratio = tr["ms"] / base["ms"]
             res[name] = (ratio, floor["ms"] / base["ms"])
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
-            print(f"{name:<8}{cell(base):>28}{cell(floor):>28}{cell(tr):>28}{ratio:>7.2f}x"
+            print(f"{name:<13}{cell(base):>28}{cell(floor):>28}{cell(tr):>28}{ratio:>7.2f}x"
                   f"{res[name][1]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
+                  f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"
                   f"{tr['snap_bytes'] / 1024:>6.0f} KiB")
     print(f"RESULT steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
           f"leaking_ratio={res['leaking'][0]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
-          f"dispatch_floor_leaking={res['leaking'][1]:.2f} targets: clean<=1.5 leaking<=3.0")
+          f"dispatch_floor_leaking={res['leaking'][1]:.2f} targets: clean<=1.5 leaking<=3.0 "
+          f"(wide: clean_ratio={res['clean_wide'][0]:.2f} leaking_ratio={res['leaking_wide'][0]:.2f})")
 
 if __name__ == "__main__":
     main()
