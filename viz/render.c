@@ -468,11 +468,17 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
                                                              : "when it became a finding", 1);
         vt__put_str(b, ",\"path\":[");
         for (size_t p = 0; p < f->npaths; p++) {
-            char line[2048];
-            vt_check_path_format(&f->paths[p], line, sizeof line);
+            /* Whole, as `vramtrace check --json` has it: a deep chain may
+             * need more than the line buffer. */
+            char line[2048], *text = line;
+            size_t need = vt_check_path_format(&f->paths[p], line, sizeof line);
+            if (need >= sizeof line && (text = malloc(need + 1)) != NULL)
+                vt_check_path_format(&f->paths[p], text, need + 1);
             if (p)
                 vt__put_str(b, ",");
-            vt__put_json_str(b, line, 1);
+            vt__put_json_str(b, text ? text : line, 1);
+            if (text != line)
+                free(text);
         }
         vt__put_str(b, "]");
     }

@@ -30,6 +30,11 @@
  * into exact bands. An id buffer remembers which allocation or summary owns
  * each pixel, so hover and click are O(1).
  *
+ * Storages vramtrace did not allocate (a CPU tensor's under track()) are
+ * lifetimes too, on page devices after the CUDA ones: never in the device
+ * curves, the sweeps or the table, drawn in a lane of their own
+ * (drawExternal) on the same x axis, every band exact.
+ *
  * The y range fits the tallest stack in view (allocated or reserved) on
  * every draw, or the span of the allocated total in view, or is locked (the
  * "y" select); shift+wheel zooms bytes around the cursor (and locks),
