@@ -379,7 +379,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
                  rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
                  f->owner_name[0] ? "'" : "", bytes, dur);
     else if (f->rule == VT_CHECK_RULE_TAPE)
-        snprintf(title, sizeof title, "%s: %s%s%s (%s) idle %u%% of its step after its last use, alive at the step's peak",
+        snprintf(title, sizeof title, "%s: %s%s%s (%s) idle after its last use for %u%% of its step's tensor uses, alive at the step's peak",
                  rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
                  f->owner_name[0] ? "'" : "", bytes, f->step_idle_pct);
     else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
@@ -422,7 +422,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         char step[32], peak[32], why[256];
         fmt_secs(f->step_ns, step, sizeof step);
         vt__fmt_bytes(f->step_peak_bytes, peak);
-        snprintf(why, sizeof why, "retained inside its step: alive %s after its last use (%u%% of the step's events, a %s step), through the step's peak of %s",
+        snprintf(why, sizeof why, "retained inside its step: alive %s after its last use (%u%% of the step's tensor uses, a %s step), through the step's peak of %s",
                  dur, f->step_idle_pct, step, peak);
         vt__put_str(b, ",\"why\":");
         vt__put_json_str(b, why, 1);
