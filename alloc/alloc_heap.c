@@ -308,6 +308,8 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
         return vt__uncached_malloc(h, req, key, stack, out);
     uint64_t size = round_size(req, cfg);
     int pool = size <= VT_SMALL_SIZE ? VT_POOL_SMALL : VT_POOL_LARGE;
+    if (key == VT_NO_STREAM_KEY)
+        vt__ipc_refresh(cfg);   /* the IPC-safe mode (alloc_ipc.c), before the lock */
 
     vt__heap_lock(h);
     h->tick++;

@@ -345,29 +345,32 @@ void vt__expandable_trace_free(vt__heap *h, vt__segment *s);
 /* ---- alloc_ipc.c: IPC-safe mode ----------------------------------------- */
 extern atomic_bool vt__ipc_on;
 extern atomic_uint vt__ipc_loads_gen, vt__ipc_scanned_gen;
-/* Look at the loaded objects again if a dlopen came since the last look.
- * @return whether the mode is on (auto). */
-bool vt__ipc_scan(void);
+/* Look at the loaded objects again if a dlopen came since the last look
+ * (skipped while another thread looks). Never under a heap lock: it takes
+ * the dynamic loader's lock. */
+void vt__ipc_scan(void);
 
-/* Is the IPC-safe mode on (VRAMTRACE_CONF ipc_safe)? In auto mode, two
- * relaxed loads while nothing was loaded since the last look. */
-static inline bool vt__ipc_safe(const vt_config *cfg)
+/* Before an allocation ordered on no stream, with no lock held: in auto
+ * mode, look again if something was loaded since the last look (two
+ * relaxed loads when nothing was). */
+static inline void vt__ipc_refresh(const vt_config *cfg)
 {
-    if (cfg->ipc_safe != VT_IPC_SAFE_AUTO)
-        return cfg->ipc_safe == VT_IPC_SAFE_ON;
-    if (atomic_load_explicit(&vt__ipc_on, memory_order_relaxed))
-        return true;
+    if (cfg->ipc_safe != VT_IPC_SAFE_AUTO || atomic_load_explicit(&vt__ipc_on, memory_order_relaxed))
+        return;
     if (vt_likely(atomic_load_explicit(&vt__ipc_loads_gen, memory_order_relaxed) ==
                   atomic_load_explicit(&vt__ipc_scanned_gen, memory_order_relaxed)))
-        return false;
-    return vt__ipc_scan();
+        return;
+    vt__ipc_scan();
 }
 
-/* Does a request on stream key `key` get a whole segment? Only memory
- * ordered on no stream (cudaMalloc, cuMemAlloc) is legacy-exportable. */
+/* Does a request on stream key `key` get a whole segment (IPC-safe mode,
+ * VRAMTRACE_CONF ipc_safe)? Only memory ordered on no stream (cudaMalloc,
+ * cuMemAlloc) is legacy-exportable. Under the lock: no look, what is known. */
 static inline bool vt__ipc_whole(uint64_t key, const vt_config *cfg)
 {
-    return key == VT_NO_STREAM_KEY && vt__ipc_safe(cfg);
+    if (key != VT_NO_STREAM_KEY || cfg->ipc_safe == VT_IPC_SAFE_OFF)
+        return false;
+    return cfg->ipc_safe == VT_IPC_SAFE_ON || atomic_load_explicit(&vt__ipc_on, memory_order_relaxed);
 }
 
 /* ---- alloc_uncached.c: cache:0, one backend allocation per request ----- */

@@ -23,9 +23,12 @@
  * When (VRAMTRACE_CONF ipc_safe): 1 always, 0 never, auto (the default)
  * when some loaded object references cudaIpcGetMemHandle or
  * cuIpcGetMemHandle (an undefined dynamic symbol: it calls it through the
- * shared runtime or driver). Looked for at the first allocation and again
- * after every dlopen (the dlopen hook bumps a generation, the next
- * allocation rescans). The CUDA libraries themselves, PyTorch's (libtorch*,
+ * shared runtime or driver). Looked for before the first cudaMalloc and
+ * again after a dlopen or dlsym (their hooks bump a generation; the next
+ * cudaMalloc looks, at no more than the objects' count when nothing was
+ * loaded: dlpi_adds). The hooks run before the real call (they jump to
+ * it), so a look racing a dlopen may come before its library is there;
+ * the dlsym that usually follows a dlopen brings another look. The CUDA libraries themselves, PyTorch's (libtorch*,
  * libc10*: they send the offset) and vramtrace are not counted. Not seen:
  * a statically linked runtime (its one object, cudart_static.o, defines
  * every entry point, so a definition says nothing about use) and entry
@@ -36,6 +39,7 @@
  * That handle is still the driver's: the block cannot move.
  */
 #include <link.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,32 +125,51 @@ static bool imports_export_call(const struct dl_phdr_info *info)
     return false;
 }
 
+struct scan {
+    bool first;                      /* the next object is the first of this look */
+    bool found;
+    unsigned long long adds;         /* objects ever loaded, as of this look */
+};
+
+static unsigned long long scanned_adds;   /* under scan_lock: as of the last whole look */
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    (void)size;
+    struct scan *sc = arg;
+    if (sc->first) {
+        sc->first = false;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
+            sc->adds = info->dlpi_adds;
+            if (sc->adds == scanned_adds)
+                return 1;   /* nothing loaded since the last look */
+        }
+    }
     const char *name = info->dlpi_name ? info->dlpi_name : "";   /* "": the program */
     if (*name && excluded(name))
         return 0;
     if (imports_export_call(info)) {
-        *(bool *)arg = true;
+        sc->found = true;
         return 1;   /* one is enough */
     }
     return 0;
 }
 
-bool vt__ipc_scan(void)
+void vt__ipc_scan(void)
 {
-    pthread_mutex_lock(&scan_lock);
+    /* A thread that finds another looking goes on with what is known; a
+     * child forked while a look was under way never blocks on the lock. */
+    if (pthread_mutex_trylock(&scan_lock) != 0)
+        return;
     unsigned gen = atomic_load_explicit(&vt__ipc_loads_gen, memory_order_relaxed);
     if (gen != atomic_load_explicit(&vt__ipc_scanned_gen, memory_order_relaxed)) {
-        bool found = false;
-        dl_iterate_phdr(scan_object, &found);
-        if (found)
+        struct scan sc = { .first = true };
+        dl_iterate_phdr(scan_object, &sc);
+        scanned_adds = sc.adds;
+        if (sc.found)
             atomic_store_explicit(&vt__ipc_on, true, memory_order_relaxed);
         atomic_store_explicit(&vt__ipc_scanned_gen, gen, memory_order_relaxed);
     }
     pthread_mutex_unlock(&scan_lock);
-    return atomic_load_explicit(&vt__ipc_on, memory_order_relaxed);
 }
 
 void vt__alloc_ipc_exporting(const void *ptr)

@@ -87,9 +87,9 @@ void vt__alloc_device_reset(int device);
  * make later cudaMalloc blocks ipc-safe (alloc_ipc.c). */
 void vt__alloc_ipc_exporting(const void *ptr);
 
-/* A library may have been loaded (the dlopen hook): the IPC-safe mode's
- * auto detection looks again at the next allocation. Safe while a
- * sanitizer runtime initializes. */
+/* A library may have been loaded (the dlopen and dlsym hooks): the
+ * IPC-safe mode's auto detection looks again at the next cudaMalloc. Safe
+ * while a sanitizer runtime initializes. */
 void vt__alloc_ipc_loads_changed(void);
 
 #endif /* VT_ALLOC_ALLOCATOR_H */

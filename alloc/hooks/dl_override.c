@@ -115,8 +115,10 @@ HK_EARLY void *vt__hk_dlsym_route(void *handle, const char *name, const void *ca
     void *target;
     /* An embedder looks up libpython's entry points after loading it: the
      * recorder looks for Python again (vt__trace_modules_loaded). */
-    if (!vt__hk_is_self(caller))
+    if (!vt__hk_is_self(caller)) {
         vt__trace_modules_loaded();
+        vt__alloc_ipc_loads_changed();
+    }
     /* vramtrace itself (the allocator's driver table) always gets the truth. */
     if (name && vt__hk_is_hooked_name(name) && !vt__hk_is_self(caller)) {
         dlsym_fn h = vt__hk_dlsym_hooked;
