@@ -193,7 +193,7 @@ int vt_cmd_compare(int argc, char **argv)
                 return VT_EXIT_FAILURE;
             }
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vramtrace compare: unknown option %s (try --help)\n", a);
+            vt__cli_unknown_option("compare", a);
             free(files);
             return VT_EXIT_FAILURE;
         } else if (strpbrk(a, "*?[")) {

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "pytorch.h"
+#include "report_util.h"
 #include "snapfile.h"
 
 static const char usage_text[] =
@@ -51,7 +52,7 @@ int vt_cmd_import(int argc, char **argv)
             }
             out = argv[i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "vramtrace import: unknown option %s (try --help)\n", argv[i]);
+            vt__cli_unknown_option("import", argv[i]);
             return VT_EXIT_FAILURE;
         } else if (in) {
             fprintf(stderr, "vramtrace import: one SNAPSHOT only ('%s' and '%s')\n", in, argv[i]);

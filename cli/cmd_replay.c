@@ -497,7 +497,7 @@ int vt_cmd_replay(int argc, char **argv)
                 }
             }
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vramtrace replay: unknown option '%s' (see --help)\n", a);
+            vt__cli_unknown_option("replay", a);
             return VT_EXIT_FAILURE;
         } else if (!path) {
             path = a;

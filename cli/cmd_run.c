@@ -36,6 +36,7 @@
 
 #include "commands.h"
 #include "outfile.h"
+#include "report_util.h"
 
 #define LIBNAME "libvramtrace.so"
 
@@ -440,7 +441,7 @@ int vt_cmd_run(int argc, char **argv)
         } else if (!strncmp(a, "-o", 2) && a[2]) {
             out = a + 2;
         } else if (a[0] == '-') {
-            fprintf(stderr, "vramtrace run: unknown option '%s' (see vramtrace run --help)\n", a);
+            vt__cli_unknown_option("run", a);
             return 2;
         } else {
             break;   /* the command, without a "--" */

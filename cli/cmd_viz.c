@@ -152,7 +152,7 @@ int vt_cmd_viz(int argc, char **argv)
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vramtrace viz: unknown option '%s' (try --help)\n", a);
+            vt__cli_unknown_option("viz", a);
             return VT_EXIT_FAILURE;
         } else {
             if (!in)

@@ -1,4 +1,5 @@
-/* cli/report_util.c - helpers shared by the summary, leaks and json views. */
+/* cli/report_util.c - helpers shared by the commands (loading a snapshot, the
+ * wording of option errors) and by the summary, leaks and json views. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -27,11 +28,15 @@ int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_
     return 0;
 }
 
+void vt__cli_unknown_option(const char *cmd, const char *a)
+{
+    fprintf(stderr, "vramtrace %s: unknown option '%s' (try vramtrace %s --help)\n", cmd, a, cmd);
+}
+
 bool vt__cli_operand(const char *cmd, const char *what, const char *a, const char **operand)
 {
     if (a[0] == '-' && a[1]) {
-        fprintf(stderr, "vramtrace %s: unknown option '%s' (try vramtrace %s --help)\n", cmd, a,
-                cmd);
+        vt__cli_unknown_option(cmd, a);
         return false;
     }
     if (*operand) {
@@ -55,7 +60,7 @@ int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, co
         if (flag && !strcmp(a, flag)) {
             *on = true;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vramtrace %s: unknown option '%s'\n%s", cmd, a, usage);
+            vt__cli_unknown_option(cmd, a);
             return VT_EXIT_FAILURE;
         } else if (path) {
             fprintf(stderr, "vramtrace %s: one FILE only ('%s' is a second)\n%s", cmd, a, usage);

@@ -1,8 +1,9 @@
 /*
  * cli/report_util.h - what the snapshot views (summary, leaks, json) share:
  * loading a snapshot with one error line, picking the frame of a stack worth
- * showing, printing frames (sizes and JSON strings: trace/common); and the
- * one-operand argument check that check and export share.
+ * showing, printing frames (sizes and JSON strings: trace/common); the
+ * one-operand argument check that check and export share, and the one wording
+ * of an unknown option every command uses.
  */
 #ifndef VT_CLI_REPORT_UTIL_H
 #define VT_CLI_REPORT_UTIL_H
@@ -29,10 +30,14 @@ typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const v
 /* The whole of a view command: --help or -h prints the usage to stdout;
  * `flag` (NULL: none) sets *on; the one FILE operand is read with its
  * timeline (vt__report_load) and shown by `view`; stdout is flushed. An
- * unknown option, a second FILE or none prints one line and the usage to
- * stderr. @return the command's exit status (commands.h). */
+ * unknown option prints one line (vt__cli_unknown_option), a second FILE or
+ * none one line and the usage, to stderr. @return the command's exit status (commands.h). */
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
                    bool *on, vt__report_view *view);
+
+/* The one wording of an option a command does not know: one line on
+ * stderr, "vramtrace CMD: unknown option 'A' (try vramtrace CMD --help)". */
+void vt__cli_unknown_option(const char *cmd, const char *a);
 
 /* An argument of a command taking one operand `what` (FILE, SNAPSHOT) that
  * is none of its options: an unknown option or a second operand prints one

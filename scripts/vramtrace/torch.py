@@ -75,6 +75,9 @@ _SKIP_FILES = package_files() | frozenset(
     os.path.join(_TORCH_DIR, p) for p in (
         "_ops.py", os.path.join("utils", "_python_dispatch.py"), "overrides.py",
         os.path.join("utils", "_pytree.py"),
+        # torch.set_default_device / `with torch.device(...)`: a function
+        # mode (DeviceContext) that calls every factory on the user's behalf.
+        os.path.join("utils", "_device.py"),
         # torch 2.x wraps dispatch-mode entry points in torch._dynamo's
         # disable wrappers (eval_frame.DisableContext, _compile._disable_dynamo).
         os.path.join("_dynamo", "eval_frame.py"), "_compile.py"))

@@ -69,13 +69,24 @@ def vt_cli() -> str:
     return cli
 
 
+DEVICES = ["cpu", "cuda"]
+
+
 def run_traced(script: str, args: List[str], out: str, extra_path: Tuple[str, ...] = (),
-               timeout: int = 300) -> dict:
-    """Run a leak program (it prints one JSON line last) that writes snapshot `out`."""
+               timeout: int = 300, device: str = "cpu") -> dict:
+    """Run a leak program (it prints one JSON line last) that writes snapshot `out`.
+
+    device "cuda": its tensors are on the simulated device (the program's
+    `cuda` argument), under `vramtrace run` with PyTorch's own cache off, so
+    that every storage is an allocation of vramtrace's allocator (these tests
+    run under simrun: the child finds the simulated CUDA libraries)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, HERE, *extra_path, env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
-                       text=True, timeout=timeout)
+    cmd = [sys.executable, script, *args]
+    if device == "cuda":
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+        cmd = [vt_cli(), "run", "-o", out + ".atexit", "--", *cmd, "cuda"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     info = json.loads(r.stdout.strip().splitlines()[-1])
     info["snap"] = out

@@ -1,12 +1,13 @@
 """The leak shapes seen in the field, each with its fixed twin, as small
 training loops under vramtrace.torch.track().
 
-Run as ``python leak_shapes.py SHAPE leak|fixed OUT.vtsnap [rename]``: runs
+Run as ``python leak_shapes.py SHAPE leak|fixed OUT.vtsnap [rename] [cuda]``: runs
 STEPS steps with a mark at the start of each, writes the snapshot, and prints
 one JSON line: the storages the leak retains ({"0xADDR": nbytes}, those made
 in the steps the checker can judge), and the holder the path must name.
 ``rename``: the shape names its big tensor only after it was recorded (a
-rename, vt_tensor_name), where it supports that (view).
+rename, vt_tensor_name), where it supports that (view). ``cuda``: every
+tensor is made on the (simulated) CUDA device (torch.set_default_device).
 Each run is its own process: the recorder keeps one trace per process.
 """
 
@@ -238,6 +239,8 @@ def run(shape: str, fixed: bool, out: str, rename: bool = False) -> Dict[str, An
 
 
 if __name__ == "__main__":
+    if "cuda" in sys.argv[4:]:
+        torch.set_default_device("cuda")
     res = run(sys.argv[1], sys.argv[2] == "fixed", sys.argv[3],
-              rename=sys.argv[4:5] == ["rename"])
+              rename="rename" in sys.argv[4:])
     print(json.dumps(res))

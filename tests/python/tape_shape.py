@@ -1,10 +1,11 @@
 """A hand-written autograd tape that keeps every intermediate until the end
 of the step, and its fixed twin.
 
-Run as ``python tape_shape.py leak|fixed OUT.vtsnap``: a manual forward
-records each layer's activation on a tape, a manual backward walks the tape
-in reverse (each activation's last use is its own layer's backward) and
-stacks the per-layer weight gradients at the end, where the step peaks.
+Run as ``python tape_shape.py leak|fixed OUT.vtsnap [cuda]`` (cuda: on the
+simulated CUDA device): a manual forward records each layer's activation on
+a tape, a manual backward walks the tape in reverse (each activation's last
+use is its own layer's backward) and stacks the per-layer weight gradients at
+the end, where the step peaks.
 The leak clears the tape only at the end of the step, so every activation
 whose backward already ran is still alive at that peak; the fixed twin
 drops each tape entry once its backward has run (and the forward's last
@@ -57,6 +58,8 @@ def step(w: torch.Tensor, x: torch.Tensor, fixed: bool, tape: Tape) -> torch.Ten
 
 def main() -> None:
     fixed = sys.argv[1] == "fixed"
+    if sys.argv[3:4] == ["cuda"]:
+        torch.set_default_device("cuda")
     torch.manual_seed(0)
     w = torch.randn(D, D) * 0.1
     tape = Tape()

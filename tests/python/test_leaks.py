@@ -13,16 +13,17 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from conftest import run_traced, vt_check, vt_cli  # noqa: E402
+from conftest import DEVICES, run_traced, vt_check, vt_cli  # noqa: E402
 
 
 def _cli() -> str:
     return vt_cli()
 
 
-def _trace(shape: str, twin: str, tmp_path, *extra: str) -> dict:
+def _trace(shape: str, twin: str, tmp_path, *extra: str, device: str = "cpu") -> dict:
     out = str(tmp_path / f"{shape}-{twin}.vtsnap")
     return run_traced(os.path.join(HERE, "leak_shapes.py"), [shape, twin, out, *extra], out,
+                      device=device,
                       timeout=90)
 
 
@@ -33,10 +34,11 @@ def _check(snap: str) -> tuple:
 SHAPES = ["cycle", "callback", "view", "pipeline", "hook"]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_leak_is_flagged_with_bytes_and_holder(shape, tmp_path):
+def test_leak_is_flagged_with_bytes_and_holder(shape, device, tmp_path):
     _cli()
-    info = _trace(shape, "leak", tmp_path)
+    info = _trace(shape, "leak", tmp_path, device=device)
     rc, rep = _check(info["snap"])
     expect = {int(a, 16): n for a, n in info["expect"].items()}
     assert expect, "the scenario retained nothing"
@@ -48,7 +50,9 @@ def test_leak_is_flagged_with_bytes_and_holder(shape, tmp_path):
     assert not missing, f"not flagged: {missing}\n{text}"
     for addr, nbytes in expect.items():
         assert found[addr]["bytes"] == nbytes
-        assert found[addr]["rule"] == info["rule"] and found[addr]["external"]
+        assert found[addr]["rule"] == info["rule"]
+        # on the device a storage is the allocator's own allocation
+        assert found[addr]["external"] == (device == "cpu"), found[addr]
     # ... nothing else is (the weight, the batches, the grads are fine) ...
     extra = sorted(hex(a) for a in found if a not in expect)
     assert not extra, f"false positives: {extra}\n{text}"
@@ -62,10 +66,11 @@ def test_leak_is_flagged_with_bytes_and_holder(shape, tmp_path):
         assert any(info["holder"] in p for p in paths), (hex(addr), paths)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_fixed_twin_is_clean(shape, tmp_path):
+def test_fixed_twin_is_clean(shape, device, tmp_path):
     _cli()
-    info = _trace(shape, "fixed", tmp_path)
+    info = _trace(shape, "fixed", tmp_path, device=device)
     rc, rep = _check(info["snap"])
     text = "\n".join(f"{f['addr']} {f['bytes']} {[p['text'] for p in f['paths']]}"
                      for f in rep["findings"])
@@ -152,10 +157,11 @@ def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
 
 # -- retention inside a step: the opt-in tape rule ----------------------------
 
-def _tape(twin: str, tmp_path) -> tuple:
+def _tape(twin: str, tmp_path, device: str) -> tuple:
     cli = _cli()
     out = str(tmp_path / f"tape-{twin}.vtsnap")
-    info = run_traced(os.path.join(HERE, "tape_shape.py"), [twin, out], out, timeout=120)
+    info = run_traced(os.path.join(HERE, "tape_shape.py"), [twin, out], out, timeout=120,
+                      device=device)
     r = subprocess.run([cli, "check", out, "--rules", "linger,pinned,tape"],
                        capture_output=True, text=True, timeout=60)
     j = subprocess.run([cli, "check", out, "--rules", "linger,pinned,tape", "--json"],
@@ -164,12 +170,13 @@ def _tape(twin: str, tmp_path) -> tuple:
     return info, r, json.loads(j.stdout), auto
 
 
-def test_tape_keeping_every_intermediate_is_retention_inside_its_step(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_tape_keeping_every_intermediate_is_retention_inside_its_step(device, tmp_path):
     """A hand-written tape cleared only at the end of the step: the
     activations whose backward already ran are still alive at the step's
     peak (the stacked gradients). No mark sees them (each step frees them
     all), so only the tape rule, which is asked for, reports them."""
-    info, text, rep, auto = _tape("leak", tmp_path)
+    info, text, rep, auto = _tape("leak", tmp_path, device)
     assert text.returncode == 1, text.stderr
     assert rep["findings"] and all(f["rule"] == "tape" for f in rep["findings"])
     # at least one activation per complete step, never the weight or a batch
@@ -185,7 +192,8 @@ def test_tape_keeping_every_intermediate_is_retention_inside_its_step(tmp_path):
     assert auto.returncode == 0 and auto.stdout.startswith("vramtrace check: 0 findings")
 
 
-def test_tape_freeing_each_entry_after_its_backward_is_clean(tmp_path):
-    _, text, rep, _ = _tape("fixed", tmp_path)
+@pytest.mark.parametrize("device", DEVICES)
+def test_tape_freeing_each_entry_after_its_backward_is_clean(device, tmp_path):
+    _, text, rep, _ = _tape("fixed", tmp_path, device)
     assert rep["findings"] == [], text.stdout[:3000]
     assert text.returncode == 0 and rep["tensors"] > 0 and rep["marks"] >= 6

@@ -51,6 +51,21 @@ def test_op_outputs_are_named_and_their_storage_declared(fake):
     assert any(_made_by(e[5], "aten.randn out[0]") for e in news)
 
 
+def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
+    """torch.set_default_device and `with torch.device(...)` run every
+    factory through a function mode of torch's (utils/_device.py): the name
+    is still the user's line, not that mode's `return func(*args, **kwargs)`."""
+    with vtt.track():
+        with torch.device("cpu"):
+            z = torch.zeros(32)
+    made = _new_by_name(fake, "aten.zeros out[0]")
+    assert len(made) == 1
+    line = test_tensors_made_under_a_default_device_are_named_by_the_users_line \
+        .__code__.co_firstlineno + 6
+    assert made[0][5] == f"z = torch.zeros(32) (test_track.py:{line}, aten.zeros out[0])", made
+    del z
+
+
 def test_every_input_and_output_is_a_use_with_the_callers_stack(fake):
     with vtt.track() as tr:
         a = torch.ones(4)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
                                 reason=f"needs torch >= 2, this is {torch.__version__}")
 
 import vramtrace  # noqa: E402
-from conftest import run_traced, vt_check, vt_cli  # noqa: E402
+from conftest import DEVICES, run_traced, vt_check, vt_cli  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,8 +30,9 @@ def _cli() -> str:
     return vt_cli()
 
 
-def _trace(program: str, twin: str, out: str) -> dict:
+def _trace(program: str, twin: str, out: str, device: str = "cpu") -> dict:
     return run_traced(os.path.join(LEAKS, "run_leak.py"), [program, twin, out], out,
+                      device=device,
                       extra_path=(LEAKS,), timeout=300)
 
 
@@ -47,10 +48,11 @@ def _text(rep: dict) -> str:
 PROGRAMS = ["tensor_key_cache", "pipeline_dealloc", "padded_gather"]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_leak_is_flagged_exactly_with_its_holder(program, tmp_path):
+def test_leak_is_flagged_exactly_with_its_holder(program, device, tmp_path):
     _cli()
-    info = _trace(program, "leak", str(tmp_path / "leak.vtsnap"))
+    info = _trace(program, "leak", str(tmp_path / "leak.vtsnap"), device)
     rc, rep = _check(info["snap"])
     text = _text(rep)
     expect = {int(a, 16): n for a, n in info["expect"].items()}
@@ -61,6 +63,8 @@ def test_leak_is_flagged_exactly_with_its_holder(program, tmp_path):
     assert not missing, f"not flagged: {missing}\n{text}"
     for addr, nbytes in expect.items():
         assert found[addr]["bytes"] == nbytes, (hex(addr), found[addr]["bytes"], nbytes)
+        # on the device a storage is the allocator's own allocation
+        assert found[addr]["external"] == (device == "cpu"), found[addr]
         paths = [p["text"] for p in found[addr]["paths"]]
         assert any(info["holder"] in p for p in paths), (hex(addr), paths)
     # one bug is one or two causes (the leaked storages and what they pin),
@@ -74,10 +78,11 @@ def test_leak_is_flagged_exactly_with_its_holder(program, tmp_path):
     assert info["errors"] == 0
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_fixed_twin_is_clean(program, tmp_path):
+def test_fixed_twin_is_clean(program, device, tmp_path):
     _cli()
-    info = _trace(program, "fixed", str(tmp_path / "fixed.vtsnap"))
+    info = _trace(program, "fixed", str(tmp_path / "fixed.vtsnap"), device)
     rc, rep = _check(info["snap"])
     assert rep["findings"] == [], _text(rep)
     assert rc == 0

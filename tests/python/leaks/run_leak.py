@@ -1,12 +1,16 @@
 """Run one leak program of this folder under vramtrace.torch.track().
 
-``python run_leak.py PROGRAM leak|fixed OUT.vtsnap [untracked]`` imports
+``python run_leak.py PROGRAM leak|fixed OUT.vtsnap [cuda]`` imports
 PROGRAM.py, runs its training loop for STEPS steps with a mark at the start
 of each (the user's own labels, "iteration N"), writes the snapshot and prints
 one JSON line: the storages the leak retains ({"0xADDR": nbytes}, those the
 checker can judge: made in a step followed by two complete steps), the words
 a user would look for in the holder path, and the process's own measurements.
 Each run is its own process: the recorder keeps one trace per process.
+With ``cuda`` every tensor the program makes is on the (simulated) CUDA
+device (torch.set_default_device): the program is run by tests/torch under
+``vramtrace run`` with PyTorch's cache off, so that a storage's life is the
+allocator's own allocation and free.
 """
 
 from __future__ import annotations
@@ -61,5 +65,7 @@ def run(program: str, fixed: bool, out: str) -> Dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if sys.argv[4:5] == ["cuda"]:
+        torch.set_default_device("cuda")
     res = run(sys.argv[1], sys.argv[2] == "fixed", sys.argv[3])
     print(json.dumps(res))
