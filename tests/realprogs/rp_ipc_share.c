@@ -7,6 +7,9 @@
  * (LD_PRELOAD and VRAMTRACE_* removed from its environment), which opens
  * the handle, checks the bytes and writes some back. The exporter then
  * checks it sees the importer's write and that the neighbours are intact.
+ * The importer also checks PyTorch's way (the pointer's offset from
+ * cuMemGetAddressRange sent along): right in every mode, since the range
+ * and the handle describe the same allocation.
  *
  * Built twice: as rp_ipc_share (calls cudaIpcGetMemHandle: vramtrace sees
  * the import and is ipc-safe from the start) and, with RP_IPC_FETCHED, as
@@ -16,7 +19,7 @@
  * (result on stderr only) and then checks a second share.
  *
  *   rp_ipc_share                          the exporter
- *   rp_ipc_share import HEX SIZE SEED     the importer
+ *   rp_ipc_share import HEX SIZE SEED OFFSET   the importer
  */
 #include <cuda.h>
 #include <stdbool.h>
@@ -31,7 +34,7 @@ extern char **environ;
 #define PATTERN_SEED 7u
 #define WRITE_BACK   64                  /* bytes the importer overwrites with 0xa5 */
 
-static int importer(const char *hex, size_t n, unsigned seed, FILE *out)
+static int importer(const char *hex, size_t n, unsigned seed, size_t off, FILE *out)
 {
     cudaIpcMemHandle_t h;
     if (strlen(hex) != 2 * sizeof h.reserved)
@@ -47,26 +50,32 @@ static int importer(const char *hex, size_t n, unsigned seed, FILE *out)
     unsigned char *got = malloc(n), *want = malloc(n);
     if (!got || !want)
         return 1;
-    CHECK(cudaMemcpy(got, p, n, cudaMemcpyDeviceToHost));
     rp_pattern(want, n, seed);
+    /* PyTorch's way: the offset sent with the handle, added here */
+    CHECK(cudaMemcpy(got, (char *)p + off, n, cudaMemcpyDeviceToHost));
+    bool at_offset = memcmp(got, want, n) == 0;
+    /* a raw program's: the bare handle */
+    CHECK(cudaMemcpy(got, p, n, cudaMemcpyDeviceToHost));
     bool ok = memcmp(got, want, n) == 0;
+    fprintf(out, "importer: data at the sent offset %s\n", at_offset ? "ok" : "WRONG");
     fprintf(out, "importer: data %s\n", ok ? "ok" : "WRONG");
     CHECK(cudaMemset(p, 0xa5, WRITE_BACK));
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaIpcCloseMemHandle(p));
     free(got);
     free(want);
-    return ok ? 0 : 2;
+    return ok && at_offset ? 0 : 2;
 }
 
 /* This program as the importer, in the environment minus vramtrace. */
-static int spawn_importer(const cudaIpcMemHandle_t *h, size_t n, bool quiet)
+static int spawn_importer(const cudaIpcMemHandle_t *h, size_t n, size_t off, bool quiet)
 {
-    char hex[2 * sizeof h->reserved + 1], size[32], seed[16];
+    char hex[2 * sizeof h->reserved + 1], size[32], seed[16], offset[32];
     for (size_t i = 0; i < sizeof h->reserved; i++)
         sprintf(hex + 2 * i, "%02x", (unsigned char)h->reserved[i]);
     snprintf(size, sizeof size, "%zu", n);
     snprintf(seed, sizeof seed, "%u", PATTERN_SEED);
+    snprintf(offset, sizeof offset, "%zu", off);
     size_t nenv = 0;
     while (environ[nenv])
         nenv++;
@@ -76,7 +85,8 @@ static int spawn_importer(const cudaIpcMemHandle_t *h, size_t n, bool quiet)
     for (size_t i = 0, j = 0; i < nenv; i++)
         if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0 && strncmp(environ[i], "VRAMTRACE", 9) != 0)
             env[j++] = environ[i];
-    char *argv[] = { "rp_ipc_importer", quiet ? "import-quiet" : "import", hex, size, seed, NULL };
+    char *argv[] = { "rp_ipc_importer", quiet ? "import-quiet" : "import", hex, size, seed,
+                     offset, NULL };
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
@@ -108,6 +118,23 @@ static void export_handle(cudaIpcMemHandle_t *h, void *p)
 #endif
 }
 
+/* What PyTorch sends with a handle: the pointer's offset in the device
+ * allocation the handle exports (cuMemGetAddressRange). */
+static size_t offset_in_allocation(void *p)
+{
+    CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&range, 13000,
+                                            cudaEnableDefault, &st));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!range || range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+        printf("cuMemGetAddressRange failed\n");
+        exit(1);
+    }
+    return (size_t)((uintptr_t)p - base);
+}
+
 static bool all_bytes(const void *dev, size_t n, unsigned char v)
 {
     unsigned char *host = malloc(n);
@@ -135,7 +162,7 @@ static bool share(FILE *out, bool quiet)
     CHECK(cudaMemset(c, 0x33, C));
     cudaIpcMemHandle_t h;
     export_handle(&h, b);
-    int st = spawn_importer(&h, B, quiet);
+    int st = spawn_importer(&h, B, offset_in_allocation(b), quiet);
     fprintf(out, "importer exit status %d\n", st);
     CHECK(cudaMemcpy(back, b, B, cudaMemcpyDeviceToHost));
     bool seen = true;
@@ -156,9 +183,9 @@ static bool share(FILE *out, bool quiet)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && (!strcmp(argv[1], "import") || !strcmp(argv[1], "import-quiet")))
+    if (argc == 6 && (!strcmp(argv[1], "import") || !strcmp(argv[1], "import-quiet")))
         return importer(argv[2], strtoull(argv[3], NULL, 0), (unsigned)atoi(argv[4]),
-                        !strcmp(argv[1], "import") ? stdout : stderr);
+                        strtoull(argv[5], NULL, 0), !strcmp(argv[1], "import") ? stdout : stderr);
 #ifdef RP_IPC_FETCHED
     share(stderr, true);   /* the export vramtrace learns from; its result is not compared */
 #endif
