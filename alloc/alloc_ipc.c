@@ -47,7 +47,7 @@
 #include "alloc_internal.h"
 
 atomic_bool vt__ipc_on;                    /* auto mode switched on (sticky) */
-atomic_uint vt__ipc_loads_gen = 1;         /* bumped by the dlopen hook */
+atomic_uint vt__ipc_loads_gen = 1;         /* bumped by the dlopen and dlsym hooks */
 atomic_uint vt__ipc_scanned_gen;           /* the generation last scanned */
 static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -83,10 +83,28 @@ static uintptr_t dyn_addr(const struct dl_phdr_info *info, ElfW(Addr) v)
     return v < info->dlpi_addr ? info->dlpi_addr + v : v;
 }
 
+/* The number of dynamic symbols by the GNU hash table: one past the last
+ * symbol of the longest chain (the standard walk; there is no count). */
+static size_t gnu_hash_nsyms(const uint32_t *gnu)
+{
+    uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_words = gnu[2];
+    const uint32_t *buckets = gnu + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < nbuckets; i++)
+        if (buckets[i] > last)
+            last = buckets[i];
+    if (last < symoffset)
+        return symoffset;
+    while (!(chain[last - symoffset] & 1))
+        last++;
+    return (size_t)last + 1;
+}
+
 /* Does the object import cudaIpcGetMemHandle or cuIpcGetMemHandle? Reads
- * its dynamic symbol table in memory: only the symbols below the GNU hash
- * table's first hashed one (the undefined ones) need a look; with only a
- * SysV hash table, all of them. */
+ * its dynamic symbol table in memory, every symbol: undefined ones mostly
+ * sit before the first hashed one, but a non-PIE program's reference whose
+ * address it takes is hashed too (it carries the canonical address). */
 static bool imports_export_call(const struct dl_phdr_info *info)
 {
     const ElfW(Dyn) *dyn = NULL;
@@ -111,10 +129,10 @@ static bool imports_export_call(const struct dl_phdr_info *info)
     }
     if (!syms || !strs)
         return false;
-    if (gnu)
-        nsyms = gnu[1];            /* symoffset: the unhashed (undefined) ones come first */
-    else if (sysv)
-        nsyms = sysv[1];           /* nchain: every symbol */
+    if (sysv)
+        nsyms = sysv[1];           /* nchain: the symbol count */
+    else if (gnu)
+        nsyms = gnu_hash_nsyms(gnu);
     for (size_t i = 1; i < nsyms; i++) {
         const ElfW(Sym) *s = &syms[i];
         if (s->st_shndx != SHN_UNDEF || s->st_name >= strsz)
@@ -182,18 +200,26 @@ void vt__alloc_ipc_exporting(const void *ptr)
         vt__heap_lock(h);
         vt__segment *s = vt__segs_find(h, addr, NULL);
         uint64_t base = s ? s->addr : 0, size = s ? s->size : 0;
+        bool vmm = s && s->va_size;
         vt__heap_unlock(h);
         if (!s)
             continue;
-        if (addr == base)
+        if (addr == base && !vmm)
             return;   /* the importer opens exactly this pointer */
         const vt_config *cfg = vt__config();
-        fprintf(stderr,
-                "vramtrace: cudaIpcGetMemHandle(%p): the block is %llu bytes into a cached "
-                "segment of %llu bytes; an importer that does not add that offset reads other "
-                "bytes. Run with VRAMTRACE_CONF=ipc_safe:1 (or cache:0)%s\n",
-                ptr, (unsigned long long)(addr - base), (unsigned long long)size,
-                cfg->ipc_safe == VT_IPC_SAFE_AUTO ? "; later allocations are ipc-safe" : "");
+        const char *later = cfg->ipc_safe == VT_IPC_SAFE_AUTO ? "; later allocations are ipc-safe"
+                                                              : "";
+        if (vmm)   /* an expandable segment: the driver refuses VMM memory */
+            fprintf(stderr,
+                    "vramtrace: cudaIpcGetMemHandle(%p): the block is in an expandable segment "
+                    "(VMM memory, which legacy IPC refuses). Run with VRAMTRACE_CONF=ipc_safe:1 "
+                    "(or expandable_segments:0)%s\n", ptr, later);
+        else
+            fprintf(stderr,
+                    "vramtrace: cudaIpcGetMemHandle(%p): the block is %llu bytes into a cached "
+                    "segment of %llu bytes; an importer that does not add that offset reads "
+                    "other bytes. Run with VRAMTRACE_CONF=ipc_safe:1 (or cache:0)%s\n",
+                    ptr, (unsigned long long)(addr - base), (unsigned long long)size, later);
         if (cfg->ipc_safe == VT_IPC_SAFE_AUTO)
             atomic_store_explicit(&vt__ipc_on, true, memory_order_relaxed);
         return;

@@ -165,6 +165,28 @@ TEST(export_inside_a_segment_is_reported_and_turns_auto_on)
     no_stream_free(c);
 }
 
+/* Legacy IPC refuses VMM memory: an expandable segment's block cannot be
+ * exported at all; said, and later cudaMalloc blocks are plain segments. */
+TEST(export_from_an_expandable_segment_is_reported)
+{
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    void *a = no_stream_malloc(1000);
+    capture_begin();
+    vt__alloc_ipc_exporting(a);
+    char *err = capture_end();
+    ASSERT_STR_CONTAINS(err, "expandable segment");
+    ASSERT_STR_CONTAINS(err, "later allocations are ipc-safe");
+    void *c = no_stream_malloc(3 * MiB);
+    ASSERT(starts_its_allocation(c, 3 * MiB));
+    int legacy = 0;
+    ASSERT_EQ(cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                    (CUdeviceptr)(uintptr_t)c), CUDA_SUCCESS);
+    ASSERT_EQ(legacy, 1);
+    no_stream_free(a);
+    no_stream_free(c);
+    CHECK_INVARIANTS();
+}
+
 TEST(ipc_safe_off_reports_but_keeps_sharing_segments)
 {
     setenv("VRAMTRACE_CONF", "ipc_safe:0", 1);
