@@ -10,7 +10,7 @@ that no longer finds a reference retracts it with ``unref``.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ._referrers import Edge, NodeKey, WalkResult
 
@@ -76,22 +76,31 @@ class HolderBook:
              ) -> Set[_Ref]:
         """Assert the references of ``res`` (plus ``extra``).
 
+        The walk's references are recorded before ``extra``'s: a collection's
+        references to the tensors it freed (extra) mark the moment the checker
+        shows what held them, so the cycle the walk found must exist by then.
         With a ``scope``, references that scope asserted before and that this
         walk did not find again are retracted (``unref``)."""
         frame_ids: Dict[int, int] = {}
         ids = dict(extra_ids or {})
         now: Dict[Tuple[int, int], str] = {}
-        for e in list(res.edges) + list(extra):
-            src = ids.get(e.src)
-            if src is None:
-                src = ids[e.src] = self.node_id(e.src, res, frame_ids)
-            dst = ids.get(e.dst)
-            if dst is None:
-                dst = ids[e.dst] = self.node_id(e.dst, res, frame_ids)
-            now.setdefault((src, dst), e.label)
+        groups: List[List[Tuple[int, int]]] = []
+        for edges in (res.edges, extra):
+            group = []
+            for e in edges:
+                src = ids.get(e.src)
+                if src is None:
+                    src = ids[e.src] = self.node_id(e.src, res, frame_ids)
+                dst = ids.get(e.dst)
+                if dst is None:
+                    dst = ids[e.dst] = self.node_id(e.dst, res, frame_ids)
+                if (src, dst) not in now:
+                    now[(src, dst)] = e.label
+                    group.append((src, dst))
+            groups.append(sorted(group))
         # unref takes no label: a pair is one reference, its label the first found.
         before = self._scopes.get(scope, {}) if scope is not None else {}
-        for pair in sorted(now):
+        for pair in groups[0] + groups[1]:
             if before.get(pair) != now[pair]:
                 self._lib.ref(pair[0], pair[1], now[pair])
         if scope is not None:

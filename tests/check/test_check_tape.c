@@ -32,6 +32,10 @@ static void tape_steps(synth *y, int fixed)
         }
         synth_tick(y, 150000000);               /* backward: the gradient buffer */
         synth_new_tensor(y, base + 50, GRAD + (uint64_t)i * 0x1000000, 8 * MiB, "grad", st_bwd);
+        for (int k = 0; k < NTAPE; k++) {      /* each layer's backward op writes it */
+            synth_tick(y, 2000000);
+            synth_use(y, base + 50);
+        }
         synth_tick(y, 10000000);
         synth_drop(y, base + 50);
         synth_free(y, GRAD + (uint64_t)i * 0x1000000);

@@ -1,12 +1,15 @@
 """The leak shapes seen in the field, each with its fixed twin, as small
 training loops under vramtrace.torch.track().
 
-Run as ``python leak_shapes.py SHAPE leak|fixed OUT.vtsnap [rename] [cuda]``: runs
+Run as ``python leak_shapes.py SHAPE leak|fixed OUT.vtsnap [rename] [collect] [cuda]``: runs
 STEPS steps with a mark at the start of each, writes the snapshot, and prints
 one JSON line: the storages the leak retains ({"0xADDR": nbytes}, those made
 in the steps the checker can judge), and the holder the path must name.
 ``rename``: the shape names its big tensor only after it was recorded (a
-rename, vt_tensor_name), where it supports that (view). ``cuda``: every
+rename, vt_tensor_name), where it supports that (view). ``collect``: the
+tracker collects garbage cycles at each mark (track(collect_cycles=True)),
+so every pair of the cycle shape is freed at the mark after its step and
+walked as garbage first. ``cuda``: every
 tensor is made on the (simulated) CUDA device (torch.set_default_device).
 Each run is its own process: the recorder keeps one trace per process.
 """
@@ -199,7 +202,8 @@ SHAPES = {"cycle": CycleShape, "callback": CallbackShape, "view": ViewShape,
           "pipeline": PipelineShape, "hook": HookShape}
 
 
-def run(shape: str, fixed: bool, out: str, rename: bool = False) -> Dict[str, Any]:
+def run(shape: str, fixed: bool, out: str, rename: bool = False,
+        collect: bool = False) -> Dict[str, Any]:
     torch.manual_seed(0)
     expect: Dict[str, int] = {}
     walked: Set[str] = set()
@@ -208,7 +212,7 @@ def run(shape: str, fixed: bool, out: str, rename: bool = False) -> Dict[str, An
     # in steps far shorter than one heap pass (the budget's cost side is
     # measured by tests/bench/bench_track.py, and test_track_truth runs with
     # the default budget).
-    with vtt.track(walk_fraction=None):
+    with vtt.track(walk_fraction=None, collect_cycles=collect):
         w = vtt.name(torch.randn(D, D, requires_grad=True), "w")
         sc = SHAPES[shape](fixed)
         sc.rename = rename
@@ -242,5 +246,5 @@ if __name__ == "__main__":
     if "cuda" in sys.argv[4:]:
         torch.set_default_device("cuda")
     res = run(sys.argv[1], sys.argv[2] == "fixed", sys.argv[3],
-              rename="rename" in sys.argv[4:])
+              rename="rename" in sys.argv[4:], collect="collect" in sys.argv[4:])
     print(json.dumps(res))

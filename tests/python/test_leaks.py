@@ -113,6 +113,30 @@ def test_cycle_victims_are_held_by_a_reference_cycle_until_gc_ran(tmp_path):
     assert "tensor 'w'" not in text and "randn" not in text
 
 
+@pytest.mark.parametrize("twin", ["leak", "fixed"])
+def test_cycles_the_tracker_collects_at_marks_are_reported_by_check(twin, tmp_path):
+    """track(collect_cycles=True): each step's pair is freed by the tracker's
+    own collection at the next mark, after a walk of the garbage: check
+    reports every one under the cycle rule, named by its cycle (all but the
+    last step's pair, which the program's own final gc.collect() frees
+    unwalked); the twin without the cycle (weak peers) is clean."""
+    info = _trace("cycle", twin, tmp_path, "collect")
+    rc, rep = _check(info["snap"])
+    if twin == "fixed":
+        assert rc == 0 and rep["findings"] == [], rep["findings"]
+        return
+    expect = {int(a, 16): n for a, n in info["expect"].items()}
+    found = {int(f["addr"], 16): f for f in rep["findings"]}
+    assert rc == 1 and expect and set(found) == set(expect), (sorted(found), sorted(expect))
+    for addr, f in found.items():
+        assert f["rule"] == "cycle" and f["bytes"] == expect[addr], f
+        assert f["collected_by_gc"] is not None
+    named = [f for f in rep["findings"]
+             if any(p["cycle"] and "Peer.peer → Peer.peer → Peer.act" in p["text"]
+                    for p in f["paths"])]
+    assert len(named) >= len(rep["findings"]) - 2 > 0, [f["paths"] for f in rep["findings"]]
+
+
 def test_view_path_names_the_view_and_its_base(tmp_path):
     _cli()
     info = _trace("view", "leak", tmp_path)

@@ -143,8 +143,9 @@
  *   step, e.g. a hand-written autograd tape that keeps every intermediate
  *   until the end of backward. A storage freed in the same complete step
  *   (between two marks) as its last use is flagged when it stayed alive after
- *   that use for at least VT_CHECK_TAPE_PCT % of the step's events (events,
- *   not time: a tracker's own pauses record nothing) and was alive and
+ *   that use for at least VT_CHECK_TAPE_PCT % of the step's tensor uses (the
+ *   ops the tracker saw, not time: a tracker's own pauses record nothing; not
+ *   all events: a device's ALLOC/FREE would double a mass free's weight) and was alive and
  *   unused at the step's peak: the first event at which the live bytes of all
  *   storages in that step were highest (the step's peak depends on it).
  *   linger_from is that peak, linger_ns the time from the last use to the
@@ -338,7 +339,7 @@ typedef struct vt_check_finding {
     /* TAPE only (0 otherwise): the step it was retained in. */
     uint64_t step_ns;          /* the step's length (mark to mark) */
     uint64_t step_peak_bytes;  /* live bytes at the step's peak (linger_from_seq) */
-    uint32_t step_idle_pct;    /* share of the step's events after its last use */
+    uint32_t step_idle_pct;    /* share of the step's tensor uses after its last use */
     vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
 } vt_check_finding;

@@ -416,7 +416,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             print_stack(f, s, x->last_use_stack, "     ");
             if (x->rule == VT_CHECK_RULE_TAPE) {
                 fprintf(f, "   retained inside its step: alive %.3f s after its last use "
-                           "(%u%% of the step's events, a %.3f s step), through the step's "
+                           "(%u%% of the step's tensor uses, a %.3f s step), through the step's "
                            "peak of %s at %.3f s\n",
                         (double)x->linger_ns / 1e9, x->step_idle_pct, (double)x->step_ns / 1e9,
                         vt__fmt_bytes(x->step_peak_bytes, b3), rel_s(r, x->linger_from_time_ns));

@@ -4,14 +4,49 @@
  * frees them all within the step that made them, so no mark ever sees them
  * alive; what they cost is the step's peak. A storage is flagged when it was
  * freed in the complete step of its last use, stayed alive after that use
- * for at least VT_CHECK_TAPE_PCT % of the step's events, and was alive and unused at
+ * for at least VT_CHECK_TAPE_PCT % of the step's uses, and was alive and unused at
  * the step's peak (the first moment the step's live bytes were highest):
  * without it, that peak would have been lower.
+ *
+ * The step's work is counted in tensor uses (the ops the tracker saw), not
+ * time and not events: a tracker's own pauses record nothing but stretch
+ * time, and the other events scale with how storages are recorded (on a
+ * device each tensor's life is also the allocator's ALLOC and FREE, on the
+ * CPU it is not), so a tape's mass free at the end of a step weighed twice
+ * as much on CUDA as on the CPU.
  */
 #include <errno.h>
 #include <stdlib.h>
 
+#include "bsearch.h"
 #include "check_internal.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every use's seq, sorted: uses in a seq interval by two binary searches. */
+static uint64_t *sorted_use_seqs(const ck_model *m)
+{
+    uint64_t *s = malloc((m->nuses ? m->nuses : 1) * sizeof *s);
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < m->nuses; i++)
+        s[i] = m->uses[i].seq;
+    qsort(s, m->nuses, sizeof *s, cmp_u64);
+    return s;
+}
+
+/* How many uses have lo < seq < hi. */
+static uint64_t uses_between(const uint64_t *s, size_t n, uint64_t lo, uint64_t hi)
+{
+    size_t a, b;
+    VT__PARTITION_POINT(n, i, s[i] <= lo, a);
+    VT__PARTITION_POINT(n, i, s[i] < hi, b);
+    return b > a ? b - a : 0;
+}
 
 typedef struct delta {
     uint64_t seq, time;
@@ -70,7 +105,8 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
     uint64_t *peak_seq = malloc((m->nmarks + 1) * sizeof *peak_seq);
     uint64_t *peak_time = malloc((m->nmarks + 1) * sizeof *peak_time);
     uint64_t *peak_bytes = malloc((m->nmarks + 1) * sizeof *peak_bytes);
-    int rc = peak_seq && peak_time && peak_bytes
+    uint64_t *useq = sorted_use_seqs(m);
+    int rc = peak_seq && peak_time && peak_bytes && useq
                  ? step_peaks(m, peak_seq, peak_time, peak_bytes) : -ENOMEM;
     for (size_t i = 0; i < m->nst && !rc; i++) {
         ck_storage *st = &m->st[i];
@@ -82,11 +118,10 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         /* a complete step (between two marks) that also saw the free */
         if (j == 0 || j >= m->nmarks || vt__ck_step_of(m, st->free_seq) != j)
             continue;
-        /* Measured in events, not time: the program's activity, which a
-         * tracker's own pauses (recorded nothing) do not stretch. */
-        uint64_t step_events = m->mark_seq[j] - m->mark_seq[j - 1];
-        uint64_t idle_events = st->free_seq - last->seq;
-        if (!step_events || idle_events * 100 < step_events * (uint64_t)VT_CHECK_TAPE_PCT)
+        /* Measured in uses: the program's own work (see the top). */
+        uint64_t step_uses = uses_between(useq, m->nuses, m->mark_seq[j - 1], m->mark_seq[j]);
+        uint64_t idle_uses = uses_between(useq, m->nuses, last->seq, st->free_seq);
+        if (!step_uses || idle_uses * 100 < step_uses * (uint64_t)VT_CHECK_TAPE_PCT)
             continue;
         uint64_t step_ns = m->mark_time[j] - m->mark_time[j - 1];
         uint64_t idle_ns = st->free_time > last->time ? st->free_time - last->time : 0;
@@ -103,12 +138,13 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
         f->byte_seconds = (double)f->bytes * ((double)idle_ns / 1e9);
         f->step_ns = step_ns;
         f->step_peak_bytes = peak_bytes[j];
-        f->step_idle_pct = (uint32_t)(idle_events * 100 / step_events);
+        f->step_idle_pct = (uint32_t)(idle_uses * 100 / step_uses);
         /* What held it at the peak. */
         f->path_seq = peak_seq[j];
     }
     free(peak_seq);
     free(peak_time);
     free(peak_bytes);
+    free(useq);
     return rc;
 }
