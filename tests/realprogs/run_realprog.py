@@ -6,11 +6,12 @@ declares it leaves allocated ("leak: KIND BYTES" lines).
 
 usage: run_realprog.py VRAMTRACE_EXE SIM_LIBDIR PROG [--devices N] [--mem SIZE] [--status N]
                       [--fails-with CONF] [--traced-stderr-has TEXT]
-                      [--traced-stderr-lacks TEXT]
+                      [--traced-stderr-lacks TEXT] [--ipc-safe 0|1]
 
 --fails-with CONF: under vramtrace with VRAMTRACE_CONF=CONF the program must
 exit with another status and print other bytes (the checks can fail).
 --traced-stderr-has / -lacks TEXT: what the run under vramtrace says on stderr.
+--ipc-safe 0|1: what the snapshot's meta says of the IPC-safe mode.
 """
 import json
 import os
@@ -21,7 +22,7 @@ import tempfile
 exe, simdir, prog = (os.path.abspath(a) for a in sys.argv[1:4])
 opts = sys.argv[4:]
 devices, mem, want_status = "1", "4G", 0
-fails_with, stderr_has, stderr_lacks = None, [], []
+fails_with, stderr_has, stderr_lacks, ipc_safe = None, [], [], None
 while opts:
     k, v = opts[0], opts[1]
     opts = opts[2:]
@@ -37,6 +38,8 @@ while opts:
         stderr_has.append(v)
     elif k == "--traced-stderr-lacks":
         stderr_lacks.append(v)
+    elif k == "--ipc-safe":
+        ipc_safe = v == "1"
     else:
         sys.exit("run_realprog.py: unknown option " + k)
 
@@ -101,6 +104,9 @@ with tempfile.TemporaryDirectory(prefix="vt-realprog-") as tmp:
             leaks[kind] = leaks.get(kind, 0) + int(n)
 
     doc = json.loads(run([exe, "json", snap]).stdout)
+    if ipc_safe is not None:
+        check(name + ": the snapshot says ipc_safe %s" % ipc_safe,
+              doc["meta"]["ipc_safe"] == ipc_safe, doc["meta"])
     alive = {}
     for l in doc["lifetimes"]:
         if "alive" in l["flags"] and "inherited" not in l["flags"]:
