@@ -144,9 +144,9 @@ SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     /* The pages are copied once into the shared file: nothing may write the
-     * old ones meanwhile. */
-    if (atomic_load_explicit(&dev->inflight, memory_order_relaxed) != 0)
-        sim_device_sync(dev);
+     * old ones meanwhile (sim_device_sync's acquire also orders the copy
+     * after the work that wrote them). */
+    sim_device_sync(dev);
     ipc_handle h = { .magic = IPC_MAGIC, .pid = (int32_t)getpid() };
     uintptr_t base;
     size_t size, span;
@@ -237,8 +237,7 @@ SIM_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     *pp = o->next;
     pthread_mutex_unlock(&open_lock);
     /* Unmapped like a free: queued work that uses it runs first. */
-    if (atomic_load_explicit(&o->dev->inflight, memory_order_relaxed) != 0)
-        sim_device_sync(o->dev);
+    sim_device_sync(o->dev);
     CUresult rc = sim_mem_free(o->dev, o->addr, SIM_FREE_IPC);
     free(o);
     return rc;
