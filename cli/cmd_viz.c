@@ -1,5 +1,5 @@
 /*
- * cli/cmd_viz.c - `vramtrace viz FILE [-o OUT.html] [--check]`: render a
+ * cli/cmd_viz.c - `vramtrace viz FILE [-o OUT.html] [--check] [--rules LIST]`: render a
  * snapshot as one self-contained HTML timeline (viz/render.c).
  */
 #include <errno.h>
@@ -22,17 +22,22 @@
 static void viz_usage(FILE *f)
 {
     fprintf(f,
-            "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--replay CONF] [--quiet]\n"
-            "       vramtrace viz FILE FILE... -o OUT.html [--check] [--grace G] [--quiet]\n"
+            "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--rules LIST] [--replay CONF] [--quiet]\n"
+            "       vramtrace viz FILE FILE... -o OUT.html [--check] [--grace G] [--rules LIST] [--quiet]\n"
             "\n"
             "Write the snapshot FILE as one self-contained HTML page (script, style\n"
             "and data inline; it opens offline, from file://): the active memory\n"
             "timeline, segments and fragmentation, the largest allocations at a\n"
-            "chosen moment, and live bytes by call path at the peak.\n"
+            "chosen moment, and live bytes by call path at the peak. Storages vramtrace\n"
+            "did not allocate (CPU tensors under vramtrace.torch.track(), vt_storage_external)\n"
+            "get a lane of their own under the device timeline.\n"
             "\n"
             "  -o OUT.html   output file (default: FILE with its extension replaced by .html)\n"
             "  --check       run the checker and mark what it finds on the timeline\n"
             "  --grace G     the checker's grace (implies --check): N steps or a duration (2.5s)\n"
+            "  --rules LIST  the checker's rules (implies --check), as `vramtrace check --rules`:\n"
+            "                e.g. linger,pinned,tape adds the opt-in tape rule (retention inside a\n"
+            "                step), whose findings are hatched in violet\n"
             "  --replay CONF draw, over the recorded reserved bytes, those of a replay of the\n"
             "                run with allocator settings CONF (K:V,... over the recorded ones,\n"
             "                or 'recorded'), at the recorded device's capacity (vramtrace replay)\n"
@@ -143,6 +148,14 @@ int vt_cmd_viz(int argc, char **argv)
                 return VT_EXIT_FAILURE;
             }
             check = 1;
+        } else if (!strcmp(a, "--rules") || !strncmp(a, "--rules=", 8)) {
+            const char *g = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!g || vt_check_parse_rules(g, &opt.rules) != 0) {
+                fprintf(stderr, "vramtrace viz: bad --rules '%s' (comma-separated: linger, pinned, "
+                                "cycle, tape, never-freed, outlier, all, auto)\n", g ? g : "");
+                return VT_EXIT_FAILURE;
+            }
+            check = 1;
         } else if (!strcmp(a, "--replay")) {
             if (++i >= argc) {
                 fprintf(stderr, "vramtrace viz: --replay needs allocator settings (K:V,... or 'recorded')\n");
@@ -244,10 +257,16 @@ int vt_cmd_viz(int argc, char **argv)
         goto done;
     }
     if (!quiet)
-        printf("wrote %s: %.2f MB, %zu allocation%s, %zu event%s, %zu finding%s, %.2f s\n", out,
-               (double)st.html_bytes / 1e6, st.nlifetimes, st.nlifetimes == 1 ? "" : "s",
+    {
+        char ext[64] = "";
+        if (st.nexternal)
+            snprintf(ext, sizeof ext, ", %zu external storage%s", st.nexternal,
+                     st.nexternal == 1 ? "" : "s");
+        printf("wrote %s: %.2f MB, %zu allocation%s%s, %zu event%s, %zu finding%s, %.2f s\n", out,
+               (double)st.html_bytes / 1e6, st.nlifetimes, st.nlifetimes == 1 ? "" : "s", ext,
                st.naxis, st.naxis == 1 ? "" : "s", st.nfindings, st.nfindings == 1 ? "" : "s",
                now_s() - t_start);
+    }
     status = 0;
 done:
     if (f)

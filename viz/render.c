@@ -10,6 +10,10 @@
  *     of alloc and release, size, requested size, call site (stack node),
  *     free stack, tensor name, stream, device, address, flags;
  *   - reserved bytes per device as (axis position, value) steps;
+ *   - the storages vramtrace did not allocate (a CPU tensor's, declared with
+ *     vt_storage_external) as more lifetimes in the same columns, on page
+ *     devices of their own after the CUDA ones (never in the device curves),
+ *     with their last use, uses and tensors as the checker's model has them;
  *   - only the stack nodes, frames and strings those refer to.
  * Deltas and varints keep 1M events around 10 MB of data before base64.
  */
@@ -35,15 +39,21 @@ extern const char vt__viz_style_css[];
 struct render {
     const vt_snapshot_data *s;
     const vt_timeline *tl;
+    /* External storages: lifetimes nl.. of the page, after the timeline's. */
+    vt_check_storage *xs;    /* the checker's model's list (alloc order) */
+    vt_lifetime *xlt;        /* each as a lifetime: its events, size, stacks */
+    size_t nl, nx;           /* timeline lifetimes, external storages */
+    int xkind_dev[8];        /* device value of each external page device */
+    int nxkinds;
     const vt__viz_overlay *overlay;   /* replayed reserved curve, or NULL */
     uint64_t t0;             /* time origin: the first event */
 
     uint32_t *axis_of;       /* event index -> axis position, NONE if off the axis */
     uint32_t naxis;
 
-    uint32_t *order;         /* page position -> timeline lifetime */
-    uint32_t *rank;          /* timeline lifetime -> page position */
-    uint32_t *name;          /* per timeline lifetime: tensor name string */
+    uint32_t *order;         /* page position -> lifetime (nl + k: external k) */
+    uint32_t *rank;          /* lifetime -> page position */
+    uint32_t *name;          /* per lifetime: tensor name string */
 
     uint32_t *node_map;      /* snapshot stack node -> page node (0 = dropped) */
     uint32_t nnodes;
@@ -70,6 +80,27 @@ struct render {
 static uint64_t rel(const struct render *r, uint64_t t)
 {
     return t > r->t0 ? t - r->t0 : 0;
+}
+
+/* Lifetime i of the page: the timeline's, then the external storages. */
+static const vt_lifetime *lt_at(const struct render *r, size_t i)
+{
+    return i < r->nl ? &r->tl->lifetimes[i] : &r->xlt[i - r->nl];
+}
+
+/* Page device of lifetime i: the timeline's device index, or, for an
+ * external storage, one per device value after them. */
+static uint64_t page_device(const struct render *r, size_t i)
+{
+    if (i >= r->nl) {
+        int dv = r->xlt[i - r->nl].device;
+        for (int k = 0; k < r->nxkinds; k++)
+            if (r->xkind_dev[k] == dv)
+                return r->tl->ndevices + (uint64_t)k;
+        return r->tl->ndevices + (uint64_t)(r->nxkinds ? r->nxkinds - 1 : 0);
+    }
+    int d = r->dev_index[r->tl->lifetimes[i].device + 128];
+    return d < 0 ? 0 : (uint64_t)d;
 }
 
 /* ---- interning of the strings, frames and stack nodes the page uses ----- */
@@ -149,9 +180,9 @@ static void build_axis(struct render *r)
     const vt_timeline *tl = r->tl;
     for (size_t i = 0; i < s->nevents; i++)
         r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
-    for (size_t i = 0; i < tl->nlifetimes; i++) {
-        put_axis(r, band_start(r, &tl->lifetimes[i]));
-        put_axis(r, tl->lifetimes[i].release_event);
+    for (size_t i = 0; i < r->nl + r->nx; i++) {
+        put_axis(r, band_start(r, lt_at(r, i)));
+        put_axis(r, lt_at(r, i)->release_event);
     }
     for (size_t d = 0; d < tl->ndevices; d++)
         for (size_t k = 0; k < tl->devices[d].npoints; k++)
@@ -170,13 +201,14 @@ static uint64_t axis_p1(const struct render *r, uint32_t ev)
     return (uint64_t)r->axis_of[ev] + 1;
 }
 
-static const vt_lifetime *g_sort_lt; /* qsort has no context argument */
+static const struct render *g_sort_r; /* qsort has no context argument */
 
 static int cmp_alloc_order(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    uint64_t kx = g_sort_lt[x].alloc_event == NONE ? 0 : (uint64_t)g_sort_lt[x].alloc_event + 1;
-    uint64_t ky = g_sort_lt[y].alloc_event == NONE ? 0 : (uint64_t)g_sort_lt[y].alloc_event + 1;
+    const vt_lifetime *lx = lt_at(g_sort_r, x), *ly = lt_at(g_sort_r, y);
+    uint64_t kx = lx->alloc_event == NONE ? 0 : (uint64_t)lx->alloc_event + 1;
+    uint64_t ky = ly->alloc_event == NONE ? 0 : (uint64_t)ly->alloc_event + 1;
     if (kx != ky)
         return kx < ky ? -1 : 1;
     return x < y ? -1 : x > y;
@@ -186,18 +218,18 @@ static int cmp_alloc_order(const void *a, const void *b)
  * already sorted) because the page's sweep relies on it. */
 static void build_order(struct render *r)
 {
-    const vt_timeline *tl = r->tl;
+    size_t n = r->nl + r->nx;
     int sorted = 1;
-    g_sort_lt = tl->lifetimes;
-    for (size_t i = 0; i < tl->nlifetimes; i++) {
+    g_sort_r = r;
+    for (size_t i = 0; i < n; i++) {
         r->order[i] = (uint32_t)i;
         if (i && cmp_alloc_order(&(uint32_t){ (uint32_t)i - 1 }, &(uint32_t){ (uint32_t)i }) > 0)
             sorted = 0;
     }
     if (!sorted)
-        qsort(r->order, tl->nlifetimes, sizeof *r->order, cmp_alloc_order);
-    g_sort_lt = NULL;
-    for (size_t i = 0; i < tl->nlifetimes; i++)
+        qsort(r->order, n, sizeof *r->order, cmp_alloc_order);
+    g_sort_r = NULL;
+    for (size_t i = 0; i < n; i++)
         r->rank[r->order[i]] = (uint32_t)i;
 }
 
@@ -263,6 +295,9 @@ static void bind_names(struct render *r)
     }
     free(by_view);
     free(rn);
+    /* External storages: their owner's latest name, as the checker names it. */
+    for (size_t k = 0; k < r->nx; k++)
+        r->name[r->nl + k] = r->xs[k].owner_name;
 }
 
 /* ---- findings ------------------------------------------------------------ */
@@ -274,9 +309,25 @@ static uint32_t event_by_seq(const vt_snapshot_data *s, uint64_t seq)
     return lo < s->nevents && s->events[lo].seq == seq ? (uint32_t)lo : NONE;
 }
 
+/* The external storage a finding is about: the one opened at its alloc_seq
+ * (they are in allocation order), else the last one at its address. */
+static uint32_t external_lifetime(const struct render *r, const vt_check_finding *f)
+{
+    size_t lo;
+    VT__PARTITION_POINT(r->nx, i, r->xs[i].alloc_seq < f->alloc_seq, lo);
+    if (f->alloc_seq && lo < r->nx && r->xs[lo].alloc_seq == f->alloc_seq && r->xs[lo].addr == f->addr)
+        return (uint32_t)(r->nl + lo);
+    for (size_t k = r->nx; k-- > 0;)
+        if (r->xs[k].addr == f->addr)
+            return (uint32_t)(r->nl + k);
+    return NONE;
+}
+
 static uint32_t finding_lifetime(const struct render *r, const vt_check_finding *f)
 {
     const vt_timeline *tl = r->tl;
+    if (f->external)
+        return external_lifetime(r, f);
     if (f->alloc_seq) {
         uint32_t ev = event_by_seq(r->s, f->alloc_seq);
         if (ev != NONE && tl->event_owner && ev < tl->nevents && tl->event_owner[ev] < tl->nlifetimes)
@@ -323,7 +374,15 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
                  rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
                  f->owner_name[0] ? "'" : "", bytes, f->nviews_live,
                  f->nviews_live == 1 ? "" : "s", wasted, dur);
-    } else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
+    } else if (f->rule == VT_CHECK_RULE_CYCLE)
+        snprintf(title, sizeof title, "%s: %s%s%s (%s) held by a reference cycle until gc ran, %s after its last use",
+                 rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
+                 f->owner_name[0] ? "'" : "", bytes, dur);
+    else if (f->rule == VT_CHECK_RULE_TAPE)
+        snprintf(title, sizeof title, "%s: %s%s%s (%s) idle after its last use for %u%% of its step's tensor uses, alive at the step's peak",
+                 rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
+                 f->owner_name[0] ? "'" : "", bytes, f->step_idle_pct);
+    else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
         snprintf(title, sizeof title, "%s: %u allocation%s (%s) from one call site never freed", rule,
                  f->nallocs, f->nallocs == 1 ? "" : "s", bytes);
     else
@@ -335,7 +394,11 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
     vt__put_json_str(b, rule, 1);
     vt__put_str(b, ",\"title\":");
     vt__put_json_str(b, title, 1);
-    if (f->rule == VT_CHECK_RULE_LINGER) {
+    int used = f->rule == VT_CHECK_RULE_LINGER || f->rule == VT_CHECK_RULE_CYCLE ||
+               f->rule == VT_CHECK_RULE_TAPE;
+    if (f->external)
+        vt__put_str(b, ",\"ext\":true");
+    if (used) {
         char msg[512];
         snprintf(msg, sizeof msg, "%u use%s; last by tensor '%s'", f->nuses, f->nuses == 1 ? "" : "s",
                  f->last_use_name);
@@ -346,6 +409,24 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         vt__put_json_str(b, msg, 1);
         if (f->last_use_seq)
             vt__put_printf(b, ",\"lastUse\":%" PRIu64, rel(r, f->last_use_time_ns));
+    }
+    if (f->rule == VT_CHECK_RULE_CYCLE) {
+        char gc[32], why[256];
+        fmt_secs(rel(r, f->gc_time_ns), gc, sizeof gc);
+        snprintf(why, sizeof why, "held by a reference cycle until gc ran: the collection at %s freed it %s after its last use",
+                 gc, dur);
+        vt__put_str(b, ",\"why\":");
+        vt__put_json_str(b, why, 1);
+    }
+    if (f->rule == VT_CHECK_RULE_TAPE) {
+        char step[32], peak[32], why[256];
+        fmt_secs(f->step_ns, step, sizeof step);
+        vt__fmt_bytes(f->step_peak_bytes, peak);
+        snprintf(why, sizeof why, "retained inside its step: alive %s after its last use (%u%% of the step's tensor uses, a %s step), through the step's peak of %s",
+                 dur, f->step_idle_pct, step, peak);
+        vt__put_str(b, ",\"why\":");
+        vt__put_json_str(b, why, 1);
+        vt__put_printf(b, ",\"peak\":%" PRIu64, rel(r, f->linger_from_time_ns));
     }
     if (f->rule == VT_CHECK_RULE_PINNED && f->nviews) {
         /* Which views keep it: the detail panel shows this line. */
@@ -359,7 +440,11 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         vt__put_str(b, ",\"msg\":");
         vt__put_json_str(b, msg, 1);
     }
-    if (f->linger_from_seq || f->linger_from_time_ns)
+    /* Hatched from: when it became a finding; a cycle's and a tape's bytes
+     * count from the last use (the collection and the peak come later). */
+    if ((f->rule == VT_CHECK_RULE_CYCLE || f->rule == VT_CHECK_RULE_TAPE) && f->last_use_seq)
+        vt__put_printf(b, ",\"from\":%" PRIu64, rel(r, f->last_use_time_ns));
+    else if (f->linger_from_seq || f->linger_from_time_ns)
         vt__put_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));
     /* A call-site finding covers every allocation of the site still alive. */
     if (f->rule == VT_CHECK_RULE_NEVER_FREED && f->nallocs > 1 && f->alloc_stack) {
@@ -375,13 +460,25 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         vt__put_str(b, "]");
     }
     if (f->npaths) {
+        /* When the chains were seen, as `vramtrace check` says it. */
+        vt__put_str(b, ",\"pathAt\":");
+        vt__put_json_str(b, f->path_seq == UINT64_MAX        ? "at the end"
+                            : f->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
+                            : f->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
+                                                             : "when it became a finding", 1);
         vt__put_str(b, ",\"path\":[");
         for (size_t p = 0; p < f->npaths; p++) {
-            char line[2048];
-            vt_check_path_format(&f->paths[p], line, sizeof line);
+            /* Whole, as `vramtrace check --json` has it: a deep chain may
+             * need more than the line buffer. */
+            char line[2048], *text = line;
+            size_t need = vt_check_path_format(&f->paths[p], line, sizeof line);
+            if (need >= sizeof line && (text = malloc(need + 1)) != NULL)
+                vt_check_path_format(&f->paths[p], text, need + 1);
             if (p)
                 vt__put_str(b, ",");
-            vt__put_json_str(b, line, 1);
+            vt__put_json_str(b, text ? text : line, 1);
+            if (text != line)
+                free(text);
         }
         vt__put_str(b, "]");
     }
@@ -417,7 +514,7 @@ struct section {
 
 struct columns {
     vt__buf *blob;
-    struct section sec[20];
+    struct section sec[24];
     size_t nsec;
     uint64_t *tmp;           /* one column's values, then its run-length form */
     unsigned size_shift;     /* sizes are multiples of 2^size_shift */
@@ -490,7 +587,7 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
 {
     const vt_snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
-    size_t n = tl->nlifetimes;
+    size_t n = r->nl + r->nx;
     vt__buf *blob = c->blob;
     uint64_t *v = c->tmp;
 
@@ -515,13 +612,13 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
 
     int64_t last = 0;
     for (k = 0; k < n; k++) {
-        int64_t p1 = (int64_t)axis_p1(r, band_start(r, &tl->lifetimes[r->order[k]]));
+        int64_t p1 = (int64_t)axis_p1(r, band_start(r, lt_at(r, r->order[k])));
         v[k] = vt__zigzag(p1 - last);
         last = p1;
     }
     put_column(c, "l_pos", v, n);
     for (k = 0; k < n; k++) {
-        const vt_lifetime *l = &tl->lifetimes[r->order[k]];
+        const vt_lifetime *l = lt_at(r, r->order[k]);
         uint64_t p1 = axis_p1(r, band_start(r, l));
         uint64_t e1 = axis_p1(r, l->release_event);
         /* release position = value + p1 - 2; 0 = never released */
@@ -530,51 +627,49 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
     put_column(c, "l_end", v, n);
     uint64_t acc = 0, aacc = 0;
     for (k = 0; k < n; k++) {
-        acc |= tl->lifetimes[k].size;
-        aacc |= tl->lifetimes[k].addr;
+        acc |= lt_at(r, k)->size;
+        aacc |= lt_at(r, k)->addr;
     }
     c->size_shift = common_shift(acc);
     c->addr_shift = common_shift(aacc);
     for (k = 0; k < n; k++)
-        v[k] = tl->lifetimes[r->order[k]].size >> c->size_shift;
+        v[k] = lt_at(r, r->order[k])->size >> c->size_shift;
     put_column(c, "l_size", v, n);
     for (k = 0; k < n; k++) {
-        const vt_lifetime *l = &tl->lifetimes[r->order[k]];
+        const vt_lifetime *l = lt_at(r, r->order[k]);
         v[k] = l->req_size && l->req_size <= l->size ? l->size - l->req_size + 1 : 0;
     }
     put_column(c, "l_req", v, n);
     for (k = 0; k < n; k++)
-        v[k] = page_node(r, tl->lifetimes[r->order[k]].alloc_stack);
+        v[k] = page_node(r, lt_at(r, r->order[k])->alloc_stack);
     put_column(c, "l_site", v, n);
     for (k = 0; k < n; k++)
-        v[k] = page_node(r, tl->lifetimes[r->order[k]].free_stack);
+        v[k] = page_node(r, lt_at(r, r->order[k])->free_stack);
     put_column(c, "l_fstk", v, n);
     for (k = 0; k < n; k++)
         v[k] = use_str(r, r->name[r->order[k]]);
     put_column(c, "l_name", v, n);
     for (k = 0; k < n; k++)
-        v[k] = stream_index(r, tl->lifetimes[r->order[k]].stream);
+        v[k] = stream_index(r, lt_at(r, r->order[k])->stream);
     put_column(c, "l_stream", v, n);
-    for (k = 0; k < n; k++) {
-        int d = r->dev_index[tl->lifetimes[r->order[k]].device + 128];
-        v[k] = d < 0 ? 0 : (uint64_t)d;
-    }
+    for (k = 0; k < n; k++)
+        v[k] = page_device(r, r->order[k]);
     put_column(c, "l_dev", v, n);
     uint64_t pa = 0;
     for (k = 0; k < n; k++) {
-        uint64_t a = tl->lifetimes[r->order[k]].addr >> c->addr_shift;
+        uint64_t a = lt_at(r, r->order[k])->addr >> c->addr_shift;
         v[k] = vt__zigzag((int64_t)(a - pa));
         pa = a;
     }
     put_column(c, "l_addr", v, n);
     for (k = 0; k < n; k++)
-        v[k] = tl->lifetimes[r->order[k]].flags & 0x7f;
+        v[k] = lt_at(r, r->order[k])->flags & 0x7f;
     put_column(c, "l_flags", v, n);
 
     begin(c, "l_xs", 0);
     size_t lastk = 0;
     for (k = 0; k < n; k++) {
-        const vt_lifetime *l = &tl->lifetimes[r->order[k]];
+        const vt_lifetime *l = lt_at(r, r->order[k]);
         if (!l->nstreams || l->first_stream + (size_t)l->nstreams > tl->nstreams)
             continue;
         vt__put_varint(blob, k - lastk);
@@ -584,6 +679,25 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
             vt__put_varint(blob, stream_index(r, tl->streams[l->first_stream + j]));
         c->nxs++;
     }
+    /* External storages, in page order: last use (time quantum + 1, 0:
+     * never used), uses, tensors bound. */
+    size_t nx = 0;
+    for (k = 0; k < n; k++)
+        if (r->order[k] >= r->nl) {
+            const vt_check_storage *x = &r->xs[r->order[k] - r->nl];
+            v[nx++] = x->last_use_seq ? rel(r, x->last_use_time_ns) / c->tq + 1 : 0;
+        }
+    put_column(c, "x_use", v, nx);
+    nx = 0;
+    for (k = 0; k < n; k++)
+        if (r->order[k] >= r->nl)
+            v[nx++] = r->xs[r->order[k] - r->nl].nuses;
+    put_column(c, "x_nuse", v, nx);
+    nx = 0;
+    for (k = 0; k < n; k++)
+        if (r->order[k] >= r->nl)
+            v[nx++] = r->xs[r->order[k] - r->nl].ntensors;
+    put_column(c, "x_nt", v, nx);
     begin(c, "stk", 0);
     for (size_t i = 0; i < s->nstack_nodes; i++) {
         if (i && !r->node_map[i])
@@ -664,9 +778,18 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     const vt_timeline *tl = r->tl;
     vt__put_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
-                   r->naxis, tl->nlifetimes, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
+                   r->naxis, r->nl + r->nx, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
                    c->tq, c->size_shift, c->addr_shift);
-    vt__put_str(m, "\"info\":{");
+    /* The page devices after the CUDA ones: external storages, by device
+     * value (-1: the host, as `vramtrace check` says "on host"). */
+    vt__put_printf(m, "\"nExt\":%zu,\"extKinds\":[", r->nx);
+    for (int k = 0; k < r->nxkinds; k++) {
+        if (r->xkind_dev[k] < 0)
+            vt__put_printf(m, "%s\"CPU\"", k ? "," : "");
+        else
+            vt__put_printf(m, "%s\"cuda:%d (external)\"", k ? "," : "", r->xkind_dev[k]);
+    }
+    vt__put_str(m, "],\"info\":{");
     json_key_str(m, "command", vt_snapshot_string(s, s->meta.command_line));
     vt__put_str(m, ",");
     json_key_str(m, "host", vt_snapshot_string(s, s->meta.host));
@@ -801,6 +924,8 @@ static int write_page(FILE *out, const struct render *r, const vt__buf *meta, co
 
 static void render_free(struct render *r)
 {
+    free(r->xs);
+    free(r->xlt);
     free(r->axis_of);
     free(r->order);
     free(r->rank);
@@ -831,9 +956,15 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
     vt__buf blob = { 0 }, meta = { 0 };
     int rc = 0;
     size_t nl = tl->nlifetimes;
+    r.nl = nl;
+    if (vt_check_list_external(s, &r.xs, &r.nx, err, errlen) != 0)
+        return -ENOMEM;
+    size_t np = nl + r.nx;   /* lifetimes on the page */
 
-    if (s->nevents >= NONE || nl >= NONE)
+    if (s->nevents >= NONE || np >= NONE) {
+        free(r.xs);
         return vt__errf(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
+    }
     r.t0 = tl->first_time_ns;
     r.checked = report != NULL;
     size_t nstreams_max = nl * 2 + tl->nstreams + 2;
@@ -842,9 +973,10 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
         scap *= 2;
     r.smask = scap - 1;
     r.axis_of = calloc(s->nevents + 1, sizeof *r.axis_of);
-    r.order = calloc(nl + 1, sizeof *r.order);
-    r.rank = calloc(nl + 1, sizeof *r.rank);
-    r.name = calloc(nl + 1, sizeof *r.name);
+    r.order = calloc(np + 1, sizeof *r.order);
+    r.rank = calloc(np + 1, sizeof *r.rank);
+    r.name = calloc(np + 1, sizeof *r.name);
+    r.xlt = calloc(r.nx + 1, sizeof *r.xlt);
     r.node_map = calloc(s->nstack_nodes + 1, sizeof *r.node_map);
     r.frame_map = calloc(s->nframes + 1, sizeof *r.frame_map);
     r.frames = calloc(s->nframes + 1, sizeof *r.frames);
@@ -854,7 +986,7 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
     r.skeys = calloc(scap, sizeof *r.skeys);
     r.svals = malloc(scap * sizeof *r.svals);
     if (!r.axis_of || !r.order || !r.rank || !r.name || !r.node_map || !r.frame_map || !r.frames ||
-        !r.str_map || !r.strs || !r.streams || !r.skeys || !r.svals) {
+        !r.str_map || !r.strs || !r.streams || !r.skeys || !r.svals || !r.xlt) {
         rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
@@ -868,6 +1000,24 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
             r.dev_index[o + 128] = (int)d;
     }
 
+    /* External storages as lifetimes: from their STORAGE_EXTERNAL to their
+     * free (found by seq), on a page device per device value. */
+    for (size_t k = 0; k < r.nx; k++) {
+        const vt_check_storage *x = &r.xs[k];
+        uint32_t rel_ev = x->freed ? event_by_seq(s, x->free_seq) : NONE;
+        r.xlt[k] = (vt_lifetime){ .addr = x->addr, .size = x->bytes, .req_size = x->bytes,
+                                  .alloc_event = x->alloc_event, .start_event = x->alloc_event,
+                                  .release_event = rel_ev, .alloc_seq = x->alloc_seq,
+                                  .alloc_time_ns = x->alloc_time_ns, .alloc_stack = x->alloc_stack,
+                                  .free_stack = x->free_stack, .device = x->device,
+                                  .flags = x->freed ? 0 : VT_LT_ALIVE };
+        int known = 0;
+        for (int j = 0; j < r.nxkinds; j++)
+            known |= r.xkind_dev[j] == x->device;
+        if (!known && r.nxkinds < (int)(sizeof r.xkind_dev / sizeof r.xkind_dev[0]))
+            r.xkind_dev[r.nxkinds++] = x->device;
+    }
+
     build_axis(&r);
     build_order(&r);
     bind_names(&r);
@@ -876,6 +1026,10 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
     for (size_t i = 0; i < nl; i++) {
         keep_stack(&r, tl->lifetimes[i].alloc_stack);
         keep_stack(&r, tl->lifetimes[i].free_stack);
+    }
+    for (size_t i = 0; i < r.nx; i++) {
+        keep_stack(&r, r.xlt[i].alloc_stack);
+        keep_stack(&r, r.xlt[i].free_stack);
     }
     for (size_t i = 0; i < tl->nuncached; i++)
         keep_stack(&r, tl->uncached[i].alloc_stack);
@@ -899,7 +1053,7 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
     add_event_findings(&r);
 
     struct columns cols = { .blob = &blob };
-    size_t ntmp = s->nevents > nl ? s->nevents : nl;
+    size_t ntmp = s->nevents > np ? s->nevents : np;
     cols.tmp = malloc((ntmp + 1) * sizeof *cols.tmp);
     size_t *npoints = calloc(tl->ndevices + 1, sizeof *npoints);
     if (!cols.tmp || !npoints) {
@@ -930,6 +1084,7 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
         stats->data_bytes = blob.n;
         stats->meta_bytes = meta.n;
         stats->nlifetimes = nl;
+        stats->nexternal = r.nx;
         stats->naxis = r.naxis;
         stats->nfindings = r.nfindings;
     }

@@ -25,6 +25,7 @@ typedef struct vt__viz_stats {
     size_t data_bytes;     /* binary data before base64 */
     size_t meta_bytes;     /* JSON metadata */
     size_t nlifetimes;     /* allocations drawn */
+    size_t nexternal;      /* external storages drawn (a CPU tensor's, ...) */
     size_t naxis;          /* events on the x axis */
     size_t nfindings;      /* findings shown (checker + FINDING events) */
 } vt__viz_stats;

@@ -30,6 +30,11 @@
  * into exact bands. An id buffer remembers which allocation or summary owns
  * each pixel, so hover and click are O(1).
  *
+ * Storages vramtrace did not allocate (a CPU tensor's under track()) are
+ * lifetimes too, on page devices after the CUDA ones: never in the device
+ * curves, the sweeps or the table, drawn in a lane of their own
+ * (drawExternal) on the same x axis, every band exact.
+ *
  * The y range fits the tallest stack in view (allocated or reserved) on
  * every draw, or the span of the allocated total in view, or is locked (the
  * "y" select); shift+wheel zooms bytes around the cursor (and locks),
@@ -126,6 +131,7 @@
   const lFlags = new Uint8Array(nL);
   const lLinger = new Float64Array(nL).fill(Infinity); // time from which a band is hatched
   const lFinding = new Int32Array(nL).fill(-1);
+  const lTape = new Uint8Array(nL);     // its hatch is a tape finding's (violet)
   {
     const tmp = new Float64Array(nL);
     varints('l_pos', nL, tmp);
@@ -155,6 +161,24 @@
     }
     varints('l_flags', nL, tmp);
     for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
+  }
+  // Storages vramtrace did not allocate (a CPU tensor's under track(),
+  // vt_storage_external): lifetimes on page devices after the CUDA ones,
+  // drawn in their own lane, never in the device curves. Per one: its last
+  // use (ns, -1: never), uses and tensors bound, as the checker counts them.
+  const nDev = meta.devices.length;
+  const nX = meta.nExt || 0;
+  const extKinds = meta.extKinds || [];
+  const isExt = (l) => lDev[l] >= nDev;
+  const extKind = (l) => extKinds[lDev[l] - nDev] || 'external';
+  const xRow = new Int32Array(nL).fill(-1);
+  const xUse = new Float64Array(nX), xNuse = new Float64Array(nX), xNt = new Float64Array(nX);
+  if (nX) {
+    varints('x_use', nX, xUse);
+    varints('x_nuse', nX, xNuse);
+    varints('x_nt', nX, xNt);
+    for (let i = 0; i < nX; i++) xUse[i] = xUse[i] === 0 ? -1 : (xUse[i] - 1) * (meta.tq || 1);
+    for (let l = 0, k = 0; l < nL; l++) if (isExt(l)) xRow[l] = k++;
   }
   const FL_ALIVE = 1, FL_BEFORE = 2, FL_PENDING = 4, FL_FREE_LOST = 8;
   const FL_FREE_UNSEEN = 32, FL_AFTER = 64;
@@ -221,6 +245,7 @@
     for (const [l, t] of members) {
       if (l < 0 || l >= nL) continue;
       if (lFinding[l] < 0) lFinding[l] = i;
+      if (f.kind === 'tape' && lFinding[l] === i) lTape[l] = 1;
       if (t != null) lLinger[l] = Math.min(lLinger[l], t);
     }
   });
@@ -366,6 +391,8 @@
   }
   siteRGBA[0] = hsl2abgr(0, 0, 0.72); siteDark[0] = hsl2abgr(0, 0, 0.55);   // no stack (or none at all)
   const HATCH_A = 0xff2f2fd3 >>> 0, HATCH_B = 0xff00007f >>> 0;   // reds (ABGR)
+  const TAPE_A = 0xffd040a0 >>> 0, TAPE_B = 0xff5a1a4a >>> 0;     // violets: a tape finding
+  const tapePeaks = findings.filter((f) => f.kind === 'tape' && f.peak != null).map((f) => f.peak);
   const SEL = 0xff00d7ff >>> 0, SEL_DARK = 0xff0090b0 >>> 0;         // amber
 
   // ----------------------------------------------------------------- state
@@ -374,6 +401,7 @@
     v0: 0, v1: lastT,      // visible x range (ns or event index)
     device: -1,            // index into meta.devices, -1 = all
     selected: -1,          // lifetime
+    finding: -1,           // a finding shown alone (its storage is not on the page)
     moment: -2,            // axis state shown in the table (-1 initial, -2 none)
     flameRoot: 0,          // node of the icicle's tree drawn as its root
     flameAll: false,       // the icicle shows the frames the text views fold
@@ -387,7 +415,7 @@
   let peakState = -1, peakAlloc = 0, peakResv = 0;
 
   function applyFilter() {
-    for (let l = 0; l < nL; l++) use[l] = view.device < 0 || lDev[l] === view.device ? 1 : 0;
+    for (let l = 0; l < nL; l++) use[l] = !isExt(l) && (view.device < 0 || lDev[l] === view.device) ? 1 : 0;
     const d = new Float64Array(nE + 1);
     initAlloc = 0;
     for (let l = 0; l < nL; l++) {
@@ -442,21 +470,38 @@
     let v = initReplay;
     for (let e = 0; e < nE; e++) { v += d[e]; replayCurve[e] = v; }
   }
+  // Bytes of the external storages alive after each axis event.
+  const extCurve = new Float64Array(nE);
+  let initExt = 0, peakExt = 0;
+  if (nX) {
+    const d = new Float64Array(nE + 1);
+    for (let l = 0; l < nL; l++) {
+      if (!isExt(l)) continue;
+      if (lAlloc[l] < 0) initExt += lSize[l]; else d[lAlloc[l]] += lSize[l];
+      if (lEnd[l] < nE) d[lEnd[l]] -= lSize[l];
+    }
+    let v = initExt;
+    peakExt = initExt;
+    for (let e = 0; e < nE; e++) { v += d[e]; extCurve[e] = v; if (v > peakExt) peakExt = v; }
+  }
+  const extAt = (s) => (s < 0 ? initExt : extCurve[s]);
   const replayAt = (s) => (s < 0 ? initReplay : replayCurve[s]);
   const allocAt = (s) => (s < 0 ? initAlloc : allocCurve[s]);
   const resvAt = (s) => (s < 0 ? initResv : resvCurve[s]);
   const timeAt = (s) => (s < 0 ? 0 : evT[s]);
 
   /* The live allocations in allocation order, brought forward event by event.
-   * Freed ones are flagged dead and squeezed out once they are the majority. */
-  const sweep = {
+   * Freed ones are flagged dead and squeezed out once they are the majority.
+   * `keep`: which lifetimes it follows (the device filter's, or the
+   * external storages). */
+  const makeSweep = (keep) => ({
     list: new Int32Array(nL),
     on: new Uint8Array(nL),
     len: 0, dead: 0, pos: 0,
     reset() {
       this.on.fill(0);
       this.len = 0; this.dead = 0; this.pos = 0;
-      for (let l = 0; l < nBefore; l++) if (use[l]) { this.list[this.len++] = l; this.on[l] = 1; }
+      for (let l = 0; l < nBefore; l++) if (keep[l]) { this.list[this.len++] = l; this.on[l] = 1; }
     },
     /* State right after axis event s (s = -1: before the first event). */
     to(s) {
@@ -464,7 +509,7 @@
       const list = this.list, on = this.on;
       for (let e = this.pos; e <= s; e++) {
         for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) {
-          if (use[j]) { list[this.len++] = j; on[j] = 1; }
+          if (keep[j]) { list[this.len++] = j; on[j] = 1; }
         }
         for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
           const l = endL[j];
@@ -483,7 +528,11 @@
       for (let i = 0; i < this.len; i++) if (this.on[this.list[i]]) out.push(this.list[i]);
       return out;
     },
-  };
+  });
+  const sweep = makeSweep(use);
+  const extLife = new Uint8Array(nL);
+  for (let l = 0; l < nL; l++) extLife[l] = isExt(l) ? 1 : 0;
+  const xsweep = makeSweep(extLife);
 
   /* Level of detail. Precomputed once: each allocation's x extent in both
    * axis modes (never freed = to the end, before the window = from the
@@ -588,7 +637,7 @@
 
   // ------------------------------------------------------------- canvases
   const $ = (id) => document.getElementById(id);
-  const tl = $('tl'), seg = $('seg'), flame = $('flame');
+  const tl = $('tl'), seg = $('seg'), flame = $('flame'), ext = $('ext');
   const tip = $('tooltip');
   const M = { l: 66, r: 10, t: 16, b: 20 };   // plot margins, CSS px
   let dpr = 1;
@@ -604,8 +653,9 @@
   }
 
   /* Pick, for each pixel column, the axis state it shows: the moment inside
-   * the column with the most bytes allocated. -2 = no data there. */
-  function columnStates(PW) {
+   * the column with the most bytes allocated (by `at` / `curve`: the device
+   * filter's allocations, or the external storages). -2 = no data there. */
+  function columnStates(PW, at = allocAt, curve = allocCurve) {
     const st = new Int32Array(PW);
     const span = view.v1 - view.v0;
     for (let c = 0; c < PW; c++) {
@@ -622,8 +672,8 @@
         e1 = lowerBound(evT, nE, xb);
         best = e0 - 1;                      // the state carried into the column
       }
-      let bv = allocAt(best);
-      for (let e = e0; e < e1; e++) if (allocCurve[e] > bv) { bv = allocCurve[e]; best = e; }
+      let bv = at(best);
+      for (let e = e0; e < e1; e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
       st[c] = best;
     }
     return st;
@@ -728,7 +778,7 @@
         const edge = yPrev - top >= 4 ? (l === sel ? SEL_DARK : siteDark[site]) : col;
         for (let y = top; y < yPrev; y++) {
           const p = y * PW + c;
-          if (linger) px[p] = ((c + y) & 7) < 4 ? HATCH_A : (l === sel ? SEL : HATCH_B);
+          if (linger) px[p] = ((c + y) & 7) < 4 ? (lTape[l] ? TAPE_A : HATCH_A) : (l === sel ? SEL : lTape[l] ? TAPE_B : HATCH_B);
           else px[p] = y === top ? edge : col;
           ids[p] = l + 1;
         }
@@ -808,16 +858,19 @@
     ctx.restore();
 
     drawAxes(ctx, L, T, PW, PH, y0, y1, dpr);
-    if (nL === 0) {
+    if (nL - nX === 0) {
       ctx.save();
       ctx.fillStyle = '#6b6b70';
       ctx.font = (13 * dpr) + 'px system-ui, sans-serif';
       ctx.textAlign = 'center';
       ctx.textBaseline = 'middle';
-      ctx.fillText('no allocation recorded in this snapshot' + (meta.marks.length ? ' (marks only)' : ''), L + PW / 2, T + PH / 2);
+      ctx.fillText(nX ? 'no device allocation recorded; the ' + nX.toLocaleString() + ' tracked ' + (extKinds.join(', ') || 'external') +
+        ' storage' + (nX === 1 ? ' is' : 's are') + ' in their own lane'
+        : 'no allocation recorded in this snapshot' + (meta.marks.length ? ' (marks only)' : ''), L + PW / 2, T + PH / 2);
       ctx.restore();
     }
     drawMarks(ctx, L, T, PW, PH);
+    drawTapePeaks(ctx, L, T, PW);
     if (view.moment > -2) {
       const x = pxOfX(xOf(view.moment), L, PW);
       if (x >= L && x <= L + PW) {
@@ -834,6 +887,7 @@
     if (tipEv && !tip.hidden) timelineTip(tipEv);
     lastLod = { exact: nExact, summary: sum.site.length, minBytes: 1 / ys, minWidth: (view.v1 - view.v0) / PW };
     drawSegments(st, PW, L, R);
+    drawExternal(L, R);
     drawCount++;
     lastDrawMs = performance.now() - t0;
     if (!firstPaint) {
@@ -921,6 +975,94 @@
       }
     }
     ctx.restore();
+  }
+
+  /* A tape finding's step peak (the moment it was alive and idle at):
+   * a violet triangle on the plot's top edge. */
+  function drawTapePeaks(ctx, L, T, PW) {
+    if (!tapePeaks.length) return;
+    ctx.save();
+    ctx.fillStyle = '#8e24aa';
+    let last = -1e9;
+    for (const t of tapePeaks.slice().sort((a, b) => a - b)) {
+      const x = Math.round(pxOfX(view.mode === 'time' ? t : lowerBound(evT, nE, t) + 0.5, L, PW));
+      if (x < L || x > L + PW || x - last < 3 * dpr) continue;
+      last = x;
+      ctx.beginPath();
+      ctx.moveTo(x - 4 * dpr, T); ctx.lineTo(x + 4 * dpr, T); ctx.lineTo(x, T + 7 * dpr); ctx.closePath();
+      ctx.fill();
+    }
+    ctx.restore();
+  }
+
+  /* The lane of the storages vramtrace did not allocate: bands stacked in
+   * allocation order, coloured by call site, under the same x axis as the
+   * device timeline; the top of the stack is their memory curve. Every
+   * band is exact (a band thinner than a pixel still adds its height). */
+  let extPlot = null;
+  function drawExternal(L, R) {
+    if (!nX) return;
+    sizeCanvas(ext);
+    const W = ext.width, H = ext.height;
+    const T = Math.round(M.t * dpr), B = Math.round(M.b * dpr);
+    const PW = Math.max(1, W - L - R), PH = Math.max(1, H - T - B);
+    const ctx = ext.getContext('2d');
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    const st = columnStates(PW, extAt, extCurve);
+    let ymax = 1;
+    for (let c = 0; c < PW; c++) if (st[c] !== -2) ymax = Math.max(ymax, extAt(st[c]));
+    ymax *= 1.04;
+    const ys = PH / ymax;
+    const img = ctx.createImageData(PW, PH);
+    const px = new Uint32Array(img.data.buffer);
+    const ids = new Int32Array(PW * PH);
+    const sel = view.selected;
+    xsweep.reset();
+    const list = xsweep.list, on = xsweep.on;
+    for (let c = 0; c < PW; c++) {
+      const s = st[c];
+      if (s === -2) continue;
+      xsweep.to(s);
+      const t = timeAt(s);
+      let off = 0, yPrev = PH;
+      for (let i = 0, n = xsweep.len; i < n && yPrev > 0; i++) {
+        const l = list[i];
+        if (!on[l]) continue;
+        off += lSize[l];
+        let top = Math.round(PH - off * ys);
+        if (top < 0) top = 0;
+        if (top >= yPrev) continue;
+        const site = lSiteC[l];
+        const linger = lLinger[l] <= t;
+        const col = l === sel ? SEL : siteRGBA[site];
+        const edge = yPrev - top >= 4 ? (l === sel ? SEL_DARK : siteDark[site]) : col;
+        for (let y = top; y < yPrev; y++) {
+          const p = y * PW + c;
+          if (linger) px[p] = ((c + y) & 7) < 4 ? (lTape[l] ? TAPE_A : HATCH_A) : (l === sel ? SEL : lTape[l] ? TAPE_B : HATCH_B);
+          else px[p] = y === top ? edge : col;
+          ids[p] = l + 1;
+        }
+        yPrev = top;
+      }
+    }
+    ctx.putImageData(img, L, T);
+    drawAxes(ctx, L, T, PW, PH, 0, ymax, dpr);
+    drawMarks(ctx, L, T, PW, PH);
+    drawTapePeaks(ctx, L, T, PW);
+    if (view.moment > -2) {
+      const x = pxOfX(xOf(view.moment), L, PW);
+      if (x >= L && x <= L + PW) {
+        ctx.save();
+        ctx.setLineDash([4 * dpr, 3 * dpr]);
+        ctx.strokeStyle = '#2962ff';
+        ctx.lineWidth = dpr;
+        ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + PH); ctx.stroke();
+        ctx.restore();
+      }
+    }
+    extPlot = { L, T, PW, PH, st, ids };
+    if (extTipEv && !tip.hidden) extTip(extTipEv);
   }
 
   function drawSegments(st, PW, L, R) {
@@ -1094,21 +1236,41 @@
   }
   function streamName(i) { return meta.streams[i] === '0x0' ? 'default (0x0)' : meta.streams[i]; }
 
+  /* A finding as `vramtrace check` tells it: what, why (a cycle: "held by
+   * a reference cycle until gc ran"; a tape: its step and peak), and every
+   * holder chain, in the checker's own text ("(cycle) Node.link → ..."). */
+  const CHAIN_RULES = ['linger', 'pinned', 'cycle', 'tape'];
   function findingHTML(fi) {
     const f = findings[fi];
     let h = '<div class="t">' + esc(f.title || f.kind || 'finding') + '</div>';
     if (f.msg) h += '<div>' + esc(f.msg) + '</div>';
+    if (f.why) h += '<div class="why">' + esc(f.why) + '</div>';
     if (f.lastUse != null) h += '<div>last use at ' + fmtTime(f.lastUse) + '</div>';
-    if (f.from != null) h += '<div>alive after its last use since ' + fmtTime(f.from) + '</div>';
+    if (f.peak != null) h += '<div>alive and unused at its step\'s peak, at ' + fmtTime(f.peak) + '</div>';
+    else if (f.from != null) h += '<div>alive after its last use since ' + fmtTime(f.from) + '</div>';
     if (f.path && f.path.length) {
-      h += '<div>held by:</div><ol class="path">' + f.path.map((p) => '<li>' + esc(p) + '</li>').join('') + '</ol>';
+      h += '<div>held by' + (f.pathAt ? ' (' + esc(f.pathAt) + ')' : '') + ':</div><ol class="path">' +
+        f.path.map((p) => '<li' + (p.startsWith('(cycle)') ? ' class="cycle"' : '') + '>' + esc(p) + '</li>').join('') + '</ol>';
+    } else if (f.src === 'check' && CHAIN_RULES.includes(f.kind)) {
+      h += '<div class="none">held by: no recorded reference (every tensor on it was dropped)</div>';
     }
     return h;
+  }
+  const findingBox = (fi) => '<div class="finding' + (findings[fi].kind === 'tape' ? ' tape' : '') + '">' + findingHTML(fi) + '</div>';
+  /* A finding whose storage is not on the page (nothing drawn to select):
+   * the finding alone. */
+  function showFindingDetail(fi) {
+    view.selected = -1;
+    view.finding = fi;
+    $('detail').innerHTML = '<h3>Checker finding</h3>' + findingBox(fi);
+    showFindings();
+    schedule();
   }
 
   function showDetail(l) {
     const el = $('detail');
     if (l < 0) { el.innerHTML = 'Click a band in the timeline.'; return; }
+    if (isExt(l)) { showExternalDetail(l); return; }
     const alive = lEnd[l] >= nE;
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
     const te = alive ? null : evT[lEnd[l]];
@@ -1134,13 +1296,35 @@
     if (fl.length) h += '<dt>state</dt><dd>' + esc(fl.join('; ')) + '</dd>';
     h += '</dl>';
     if (lFinding[l] >= 0) {
-      h += '<h3>Checker finding</h3><div class="finding">';
-      h += findingHTML(lFinding[l]);
-      h += '</div>';
+      h += '<h3>Checker finding</h3>' + findingBox(lFinding[l]);
     }
     h += '<h3>Allocation stack</h3>' + stackHTML(lSite[l]);
     h += '<h3>Free stack</h3>' + (alive ? '<div class="none">not freed</div>' : stackHTML(lFree[l]));
     el.innerHTML = h;
+  }
+
+  /* A storage vramtrace did not allocate: its life as the checker sees it. */
+  function showExternalDetail(l) {
+    const alive = lEnd[l] >= nE;
+    const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
+    const te = alive ? null : evT[lEnd[l]];
+    const k = xRow[l];
+    let h = '<dl>';
+    h += '<dt>storage</dt><dd>' + esc(lName[l] ? 'tensor \'' + str(lName[l]) + '\'' : 'storage #' + l) + '</dd>';
+    h += '<dt>size</dt><dd>' + fmtBytes(lSize[l]) + ' (' + lSize[l] + ' B)</dd>';
+    h += '<dt>address</dt><dd>' + hex(lAddr[l]) + ' on ' + esc(extKind(l)) + ' (tracked; not allocated by vramtrace)</dd>';
+    h += '<dt>allocated</dt><dd>' + (ta == null ? 'before the window' : fmtTime(ta) + ' (event #' + lAlloc[l] + ')') + '</dd>';
+    h += '<dt>last use</dt><dd>' + (k >= 0 && xUse[k] >= 0 ? fmtTime(xUse[k]) : 'never used') +
+      (k >= 0 ? ' (' + xNuse[k] + ' use' + (xNuse[k] === 1 ? '' : 's') + ', ' + xNt[k] + ' tensor' + (xNt[k] === 1 ? '' : 's') + ' bound)' : '') + '</dd>';
+    h += '<dt>released</dt><dd>' + (te != null ? fmtTime(te) + ' (event #' + lEnd[l] + ')' : 'never (alive at the end)') + '</dd>';
+    h += '<dt>lifetime</dt><dd>' + (ta == null ? '?' : fmtTime((te == null ? lastT : te) - ta)) + (te == null ? '+' : '') + '</dd>';
+    h += '</dl>';
+    if (lFinding[l] >= 0) {
+      h += '<h3>Checker finding</h3>' + findingBox(lFinding[l]);
+    }
+    h += '<h3>Allocation stack</h3>' + stackHTML(lSite[l]);
+    h += '<h3>Free stack</h3>' + (alive ? '<div class="none">not freed</div>' : stackHTML(lFree[l]));
+    $('detail').innerHTML = h;
   }
 
   function showTop() {
@@ -1200,14 +1384,17 @@
     $('nfindings').textContent = '(' + findings.length + ')';
     const el = $('findings');
     if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>'; return; }
-    el.innerHTML = findings.map((f, i) => '<div class="finding' + (f.l === view.selected ? ' sel' : '') + '" data-f="' + i + '">' +
+    el.innerHTML = findings.map((f, i) => '<div class="finding' + (f.kind === 'tape' ? ' tape' : '') +
+      ((f.l >= 0 && f.l === view.selected) || (f.l < 0 && view.finding === i) ? ' sel' : '') + '" data-f="' + i + '">' +
       '<div class="t">' + esc(clip(f.title || f.kind, 200)) + '</div>' +
-      (f.l >= 0 ? '<div>' + esc(clip(lifetimeTitle(f.l), 120)) + ', ' + fmtBytes(lSize[f.l]) + ' &middot; ' + esc(clip(siteLabel(lSite[f.l]), 160)) + '</div>' : '') +
+      (f.l >= 0 && f.l < nL ? '<div>' + esc(clip(lifetimeTitle(f.l), 120)) + ', ' + fmtBytes(lSize[f.l]) +
+        (isExt(f.l) ? ' on ' + esc(extKind(f.l)) : '') + ' &middot; ' + esc(clip(siteLabel(lSite[f.l]), 160)) + '</div>' : '') +
       '</div>').join('');
   }
 
   function select(l, moment) {
     view.selected = l;
+    view.finding = -1;
     if (moment !== undefined) view.moment = moment;
     showDetail(l);
     showTop();
@@ -1276,6 +1463,10 @@
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
     h += '\nallocated ' + (ta == null ? 'before the window' : 'at ' + fmtTime(ta)) + ', ' +
       (lEnd[l] >= nE ? 'never freed' : 'freed at ' + fmtTime(evT[lEnd[l]]));
+    if (isExt(l)) {
+      const k = xRow[l];
+      h += '\non ' + esc(extKind(l)) + ', not allocated by vramtrace; last use ' + (xUse[k] >= 0 ? 'at ' + fmtTime(xUse[k]) : ': never');
+    }
     if (lFinding[l] >= 0) {
       const f = findings[lFinding[l]];
       h += '\n<span class="warn">' + esc(clip(f.title || f.kind, 200)) + (lLinger[l] <= timeAt(s) ? ' (past its last use here)' : '') + '</span>';
@@ -1398,6 +1589,30 @@
     }
     select(id - 1, s === -2 ? view.moment : s);
   });
+  // The lane of external storages: hover and click as on the timeline.
+  const extDragging = attachPlotInteraction(ext, () => extPlot);
+  let extTipEv = null;
+  function extIdAt(ev) {
+    if (!extPlot) return 0;
+    const r = ext.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) * dpr) - extPlot.L;
+    const y = Math.floor((ev.clientY - r.top) * dpr) - extPlot.T;
+    if (x < 0 || y < 0 || x >= extPlot.PW || y >= extPlot.PH) return 0;
+    return extPlot.ids[y * extPlot.PW + x];
+  }
+  function extTip(ev) {
+    const id = extIdAt(ev);
+    showTip(ev, id > 0 ? tipFor(id - 1, columnState(ev, extPlot, ext)) : null);
+  }
+  ext.addEventListener('mousemove', (ev) => { extTipEv = { clientX: ev.clientX, clientY: ev.clientY }; extTip(ev); });
+  ext.addEventListener('mouseleave', () => { extTipEv = null; tip.hidden = true; });
+  ext.addEventListener('click', (ev) => {
+    if (extDragging()) return;
+    const id = extIdAt(ev);
+    if (id <= 0) return;
+    const s = columnState(ev, extPlot, ext);
+    select(id - 1, s === -2 ? view.moment : s);
+  });
   seg.addEventListener('mousemove', (ev) => {
     const s = columnState(ev, segPlot, seg);
     if (s === -2) { showTip(ev, null); return; }
@@ -1452,7 +1667,7 @@
     if (!d) return;
     const f = findings[+d.dataset.f];
     const l = f.l >= 0 ? f.l : (f.ls && f.ls.length ? f.ls[0][0] : -1);
-    if (l < 0 || l >= nL) return;
+    if (l < 0 || l >= nL) { showFindingDetail(+d.dataset.f); return; }
     const end = lEnd[l] >= nE ? nE - 1 : lEnd[l] - 1;
     select(l, Math.max(-1, end));
   });
@@ -1502,18 +1717,33 @@
     const parts = [
       '<b>' + fmtBytes(peakA) + '</b> peak allocated' + (truePeak != null || i.eventsOverwritten || i.gaps ? ' in the kept events' : ''),
       '<b>' + fmtBytes(peakR) + '</b> peak reserved',
-      '<b>' + nL.toLocaleString() + '</b> allocations',
+      '<b>' + (nL - nX).toLocaleString() + '</b> allocations',
       '<b>' + nE.toLocaleString() + '</b> events',
     ];
     if (truePeak != null) parts.push('<b>' + fmtBytes(truePeak) + '</b> true peak allocated (allocator, whole run)');
     let uncachedAlive = 0;
     for (const x of meta.uncached || []) if (x[3]) uncachedAlive += x[1];
     if (uncachedAlive) parts.push('<b>' + fmtBytes(uncachedAlive) + '</b> alive not served by the cache');
+    if (nX) parts.push('<b>' + nX.toLocaleString() + '</b> tracked ' + esc(extKinds.join(', ') || 'external') +
+      ' storage' + (nX === 1 ? '' : 's') + ', peak <b>' + fmtBytes(peakExt) + '</b>');
     if (i.gaps) parts.push('<span style="color:#d32f2f">' + i.gaps.toLocaleString() + ' gaps in the events</span>');
     if (i.eventsOverwritten) parts.push('<span style="color:#d32f2f">' + i.eventsOverwritten.toLocaleString() + ' events lost</span>');
     if (i.host) parts.push(esc(i.host) + (i.pid ? ':' + i.pid : ''));
     $('stats').innerHTML = parts.join(' &middot; ');
   }
+
+  if (nX) {
+    // The lane of external storages: named for what they are on; first
+    // when the run allocated nothing on a device.
+    const panel = $('ext-panel');
+    panel.hidden = false;
+    $('ext-label').textContent = '(' + nX.toLocaleString() + ' on ' + (extKinds.join(', ') || 'external') +
+      ', not allocated by vramtrace; peak ' + fmtBytes(peakExt) + ')';
+    if (nL === nX) panel.parentNode.insertBefore(panel, panel.parentNode.firstElementChild);
+  } else {
+    ext.width = 0; ext.height = 0;   // the hidden lane keeps no backing store
+  }
+  if (tapePeaks.length) for (const el of document.querySelectorAll('.tape-legend')) el.hidden = false;
 
   dpr = window.devicePixelRatio || 1;
   applyFilter();
@@ -1530,7 +1760,38 @@
     get firstPaintMs() { return firstPaint; },
     get drawCount() { return drawCount; },
     get lastDrawMs() { return lastDrawMs; },
-    nLifetimes: nL,
+    nLifetimes: nL - nX,   // device allocations (external storages: nExternal)
+    /* External storages (the lane): how many, their names, whether l is one. */
+    nExternal: nX,
+    externalNames() {
+      const out = [];
+      for (let l = 0; l < nL; l++) if (isExt(l)) out.push(str(lName[l]));
+      return out;
+    },
+    isExternal(l) { return isExt(l); },
+    /* Client coordinates of a pixel the external lane drew for lifetime l
+     * (the middle of its tallest column run), or null. */
+    locateExternal(l) {
+      if (!extPlot) return null;
+      let best = null;
+      for (let x = 0; x < extPlot.PW; x++) {
+        let run = 0, y0 = -1;
+        for (let y = 0; y < extPlot.PH; y++) {
+          if (extPlot.ids[y * extPlot.PW + x] === l + 1) { if (run === 0) y0 = y; run++; }
+        }
+        if (run && (!best || run > best.run)) best = { run, x, y: y0 + run / 2 };
+      }
+      if (!best) return null;
+      const r = ext.getBoundingClientRect();
+      return { x: r.left + (extPlot.L + best.x + 0.5) / dpr, y: r.top + (extPlot.T + best.y) / dpr };
+    },
+    /* The lane's drawn bands: distinct lifetimes in its id buffer. */
+    externalDrawn() {
+      if (!extPlot) return 0;
+      const seen = new Set();
+      for (const id of extPlot.ids) if (id > 0) seen.add(id);
+      return seen.size;
+    },
     nEvents: nE,
     /* The rows of the "Not served by the cache" panel, as text. */
     uncachedRows() { return Array.from(document.querySelectorAll('#uncached tr')).map((r) => r.textContent); },

@@ -212,6 +212,58 @@ TEST(external_storage_is_checked)
     synth_fini(&y);
 }
 
+/* The external storages a view draws: in allocation order, each with the
+ * lifetime, owner (its latest name) and last use the checker's model has;
+ * the allocator's own allocations are not in the list. */
+TEST(external_storages_are_listed_with_owner_and_last_use)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    synth_ext(&y, 0x5555000000ull, 5 * MiB);
+    synth_tensor(&y, 90, 0x5555000000ull, 5 * MiB, 0, "cpu batch");
+    synth_tensor(&y, 92, 0x5555000000ull, 1 * MiB, 90, "its view");
+    synth_tick(&y, 1000);
+    synth_use(&y, 92);
+    uint64_t use_time = y.time;
+    step(&y, 2);
+    synth_ext(&y, 0x6666000000ull, 2 * MiB);
+    synth_tensor(&y, 93, 0x6666000000ull, 2 * MiB, 0, "scratch");
+    synth_name(&y, 93, "scratch (renamed)");
+    synth_drop(&y, 93);
+    synth_ext_free(&y, 0x6666000000ull);
+    step(&y, 3);
+    vt_check_storage *xs = NULL;
+    size_t n = 0;
+    char err[256];
+    ASSERT_EQ(vt_check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(xs[0].addr, 0x5555000000ull);
+    ASSERT_EQ(xs[0].bytes, 5 * MiB);
+    ASSERT_EQ(xs[0].device, -1);
+    ASSERT_EQ(xs[0].freed, 0);
+    ASSERT_EQ(xs[0].ntensors, 2);
+    ASSERT_EQ(xs[0].nuses, 3);                       /* two creations and a use */
+    ASSERT_EQ(xs[0].last_use_time_ns, use_time);
+    ASSERT_EQ(xs[0].owner_id, 90);
+    ASSERT_STR_EQ(vt_snapshot_string(&y.s, xs[0].owner_name), "cpu batch");
+    ASSERT_EQ(y.s.events[xs[0].alloc_event].kind, VT_EV_STORAGE_EXTERNAL);
+    ASSERT_EQ(y.s.events[xs[0].alloc_event].seq, xs[0].alloc_seq);
+    ASSERT_EQ(xs[1].addr, 0x6666000000ull);
+    ASSERT_EQ(xs[1].freed, 1);
+    ASSERT_GT(xs[1].free_seq, xs[1].alloc_seq);
+    ASSERT_STR_EQ(vt_snapshot_string(&y.s, xs[1].owner_name), "scratch (renamed)");
+    free(xs);
+    /* None declared: an empty list, not an error. */
+    synth_fini(&y);
+    setup(&y);
+    step(&y, 1);
+    ASSERT_EQ(vt_check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
+    ASSERT_EQ(n, 0);
+    ASSERT(xs == NULL);
+    synth_fini(&y);
+}
+
 TEST(storage_from_before_the_window_and_dropped_tensors)
 {
     /* A tensor on memory allocated before the window (no ALLOC seen), dropped

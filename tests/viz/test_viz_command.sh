@@ -53,6 +53,15 @@ grep -q ", 1 allocation, 2 events, 0 findings, " "$dir/one.txt" || fail "singula
 "$VT_CLI" viz 2>/dev/null && fail "no arguments accepted"
 "$VT_CLI" viz --bogus x 2>/dev/null && fail "unknown option accepted"
 "$VT_CLI" viz --help | grep -q "self-contained" || fail "--help"
+"$VT_CLI" viz --help | grep -q -- "--rules LIST" || fail "--help does not name --rules"
+rc=0; "$VT_CLI" viz "$dir/run.vtsnap" -o "$dir/rules.html" --rules bogus 2>"$dir/rules.txt" || rc=$?
+[ "$rc" -eq 2 ] || fail "--rules bogus: exit $rc, expected 2"
+grep -q "bad --rules 'bogus'" "$dir/rules.txt" || fail "--rules bogus: $(cat "$dir/rules.txt")"
+# --rules runs the checker with those rules: pinned alone finds the pinned
+# view and not the lingering cache entry.
+"$VT_CLI" viz "$dir/run.vtsnap" -o "$dir/rules.html" --rules pinned -q || fail "--rules pinned failed"
+grep -q '"kind":"pinned"' "$dir/rules.html" || fail "--rules pinned: no pinned finding"
+grep -q '"kind":"linger"' "$dir/rules.html" && fail "--rules pinned ran linger too"
 
 
 # The wrapper script: via VRAMTRACE_CLI, and from a source tree layout

@@ -498,4 +498,33 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  * @return 0, or -EIO if writing failed. */
 int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s);
 
+/* A storage vramtrace did not allocate (STORAGE_EXTERNAL: a CPU tensor's,
+ * another allocator's), as the checker's model sees it. */
+typedef struct vt_check_storage {
+    uint64_t addr;
+    uint64_t bytes;            /* as in a finding about it */
+    int8_t device;             /* as declared: -1 host (CPU), else an ordinal */
+    uint8_t freed;             /* 1: freed at free_seq; 0: alive at the end */
+    uint32_t alloc_event;      /* index of its STORAGE_EXTERNAL event in s->events */
+    uint64_t alloc_seq, alloc_time_ns;
+    uint32_t alloc_stack;      /* snapshot stack id, 0 if none */
+    uint64_t free_seq, free_time_ns;   /* 0 while alive at the end */
+    uint32_t free_stack;
+    uint64_t owner_id;         /* owning tensor (check.h's rule), 0 if none */
+    uint32_t owner_name;       /* its latest name: snapshot string index, 0 if none */
+    uint32_t ntensors;         /* tensors ever bound to it */
+    uint32_t nuses;            /* uses, creations included */
+    uint64_t last_use_seq, last_use_time_ns;   /* 0 if never used */
+    uint32_t last_use_stack;
+} vt_check_storage;
+
+/*! vt_check_list_external() :
+ * The external storages of snapshot `s`, in the order of their
+ * STORAGE_EXTERNAL events, with the lifetime, owner and last use the
+ * checker's model gives them (the same a finding about one states).
+ * @return 0 and *out (free() it; NULL when there are none) with *n entries,
+ *         or -ENOMEM with a one-line message in err. */
+int vt_check_list_external(const vt_snapshot_data *s, vt_check_storage **out, size_t *n,
+                           char *err, size_t errlen);
+
 #endif /* VT_TRACE_CHECK_H */

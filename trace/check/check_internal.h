@@ -12,6 +12,7 @@
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
+ *   check_storages.c the model's external storages, listed for the views
  * Below the types, each file's cross-file functions are grouped under its
  * name.
  */

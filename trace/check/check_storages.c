@@ -1,0 +1,74 @@
+/*
+ * trace/check/check_storages.c - the storages of the checker's model that
+ * vramtrace did not allocate (STORAGE_EXTERNAL: a CPU tensor's, another
+ * allocator's), listed for the views that draw them (the HTML timeline).
+ *
+ * The list comes from the same model the rules judge (check_model.c), so a
+ * view shows each external storage with the lifetime, owner name and last
+ * use that a finding about it would state; it never matches the events
+ * itself.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errbuf.h"
+#include "check_internal.h"
+
+int vt_check_list_external(const vt_snapshot_data *s, vt_check_storage **out, size_t *n,
+                           char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    size_t nx = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        nx += s->events[i].kind == VT_EV_STORAGE_EXTERNAL;
+    if (nx == 0)
+        return 0;
+    ck_model m;
+    memset(&m, 0, sizeof m);
+    m.s = s;
+    if (vt__ck_model_build(&m) < 0) {
+        vt__ck_model_free(&m);
+        return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
+    }
+    vt_check_storage *v = calloc(nx, sizeof *v);
+    if (!v) {
+        vt__ck_model_free(&m);
+        return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m.nst && k < nx; i++) {
+        const ck_storage *st = &m.st[i];
+        if (!st->external)
+            continue;
+        vt_check_storage *o = &v[k++];
+        o->addr = st->addr;
+        o->bytes = vt__ck_storage_bytes(st);
+        o->device = st->device;
+        o->freed = st->freed;
+        o->alloc_event = st->alloc_event;
+        o->alloc_seq = st->alloc_seq;
+        o->alloc_time_ns = st->alloc_time;
+        o->alloc_stack = st->alloc_stack;
+        o->free_seq = st->free_seq;
+        o->free_time_ns = st->free_time;
+        o->free_stack = st->free_stack;
+        o->ntensors = st->ntensors;
+        o->nuses = st->nuses;
+        if (st->owner != CK_NONE) {
+            o->owner_id = m.nodes[st->owner].id;
+            o->owner_name = m.nodes[st->owner].name;
+        }
+        if (st->nuses) {
+            const ck_use *last = &m.uses[st->first_use + st->nuses - 1];
+            o->last_use_seq = last->seq;
+            o->last_use_time_ns = last->time;
+            o->last_use_stack = last->stack;
+        }
+    }
+    vt__ck_model_free(&m);
+    *out = v;
+    *n = k;
+    return 0;
+}
