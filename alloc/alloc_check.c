@@ -78,6 +78,10 @@ static int check_heap(vt__heap *h)
         if (!g->first || g->first->prev || g->first->addr != g->addr)
             return fail(h, "segment %#llx does not start with its first block",
                         (unsigned long long)g->addr);
+        if (g->whole && (g->first->next || g->first->size != g->size || g->va_size
+                         || g->stream != VT_NO_STREAM_KEY))
+            return fail(h, "ipc-safe segment %#llx is not one block for no stream",
+                        (unsigned long long)g->addr);
         uint64_t off = g->addr;
         struct sums *p = &s[g->spool];
         p->reserved += (int64_t)vt__seg_mapped(g);

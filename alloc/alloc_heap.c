@@ -170,6 +170,9 @@ vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
     vt__block *b = vt__index_best_fit(&h->free_idx[pool], key, size);
     if (!b)
         return NULL;
+    /* IPC-safe (alloc_ipc.c): a whole segment of about the size, no other */
+    if (vt_unlikely(vt__ipc_whole(key, cfg)))
+        return b->seg->whole && b->size - size <= size / 8 ? b : NULL;
     uint64_t msplit = cfg->max_split_size;
     /* Oversize blocks (>= max_split_size) are never split: a small request
      * must not take one, and a large one only with little waste. */
@@ -194,7 +197,8 @@ static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt_config *cfg
     uint64_t rem = b->size - size;
     /* in an expandable segment any remainder splits off (as PyTorch's):
      * the free end of the range serves every size */
-    bool split = pool == VT_POOL_SMALL || b->seg->va_size
+    bool split = b->seg->whole ? false
+        : pool == VT_POOL_SMALL || b->seg->va_size
         ? rem >= VT_MIN_BLOCK
         : (size < cfg->max_split_size && rem > VT_SMALL_SIZE);
     if (split) {
@@ -304,6 +308,8 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
         return vt__uncached_malloc(h, req, key, stack, out);
     uint64_t size = round_size(req, cfg);
     int pool = size <= VT_SMALL_SIZE ? VT_POOL_SMALL : VT_POOL_LARGE;
+    if (key == VT_NO_STREAM_KEY)
+        vt__ipc_refresh(cfg);   /* the IPC-safe mode (alloc_ipc.c), before the lock */
 
     vt__heap_lock(h);
     h->tick++;

@@ -115,6 +115,8 @@ struct vt__segment {
     vt__mapping *pieces;          /* expandable: its mappings as traced, ascending,
                                      disjoint; together exactly the mapped bytes */
     uint32_t npieces, cappieces;
+    uint8_t whole;                /* ipc-safe: one block from its start, never split
+                                     (alloc_ipc.c) */
 };
 
 /* The bytes a segment holds on the device. */
@@ -339,6 +341,37 @@ int vt__expandable_release(vt__heap *h, vt__segment *s);
 /* Under the lock: trace a range going back whole (a SEGMENT_FREE per traced
  * mapping, so that each matches its SEGMENT_ALLOC). */
 void vt__expandable_trace_free(vt__heap *h, vt__segment *s);
+
+/* ---- alloc_ipc.c: IPC-safe mode ----------------------------------------- */
+extern atomic_bool vt__ipc_on;
+extern atomic_uint vt__ipc_loads_gen, vt__ipc_scanned_gen;
+/* Look at the loaded objects again if a dlopen came since the last look
+ * (skipped while another thread looks). Never under a heap lock: it takes
+ * the dynamic loader's lock. */
+void vt__ipc_scan(void);
+
+/* Before an allocation ordered on no stream, with no lock held: in auto
+ * mode, look again if something was loaded since the last look (two
+ * relaxed loads when nothing was). */
+static inline void vt__ipc_refresh(const vt_config *cfg)
+{
+    if (cfg->ipc_safe != VT_IPC_SAFE_AUTO || atomic_load_explicit(&vt__ipc_on, memory_order_relaxed))
+        return;
+    if (vt_likely(atomic_load_explicit(&vt__ipc_loads_gen, memory_order_relaxed) ==
+                  atomic_load_explicit(&vt__ipc_scanned_gen, memory_order_relaxed)))
+        return;
+    vt__ipc_scan();
+}
+
+/* Does a request on stream key `key` get a whole segment (IPC-safe mode,
+ * VRAMTRACE_CONF ipc_safe)? Only memory ordered on no stream (cudaMalloc,
+ * cuMemAlloc) is legacy-exportable. Under the lock: no look, what is known. */
+static inline bool vt__ipc_whole(uint64_t key, const vt_config *cfg)
+{
+    if (key != VT_NO_STREAM_KEY || cfg->ipc_safe == VT_IPC_SAFE_OFF)
+        return false;
+    return cfg->ipc_safe == VT_IPC_SAFE_ON || atomic_load_explicit(&vt__ipc_on, memory_order_relaxed);
+}
 
 /* ---- alloc_uncached.c: cache:0, one backend allocation per request ----- */
 int vt__uncached_malloc(vt__heap *h, uint64_t req, uint64_t key, uint32_t stack, void **out);

@@ -275,9 +275,9 @@ int vt__heap_backend_malloc(vt__heap *h, uint64_t size, uint64_t *addr)
 /* A new segment from the backend, with the heap lock dropped during the
  * call. The reservation counts against the cap while the lock is dropped. */
 static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
-                       uint32_t stack, vt__block **out)
+                       uint32_t stack, bool whole, vt__block **out)
 {
-    if (vt__config()->expandable_segments) {
+    if (vt__config()->expandable_segments && !whole) {
         int rc = vt__expandable_grow(h, pool, key, size, stack, out);
         if (rc != VT_EXPANDABLE_UNAVAILABLE)
             return rc;
@@ -292,7 +292,7 @@ static int new_segment(vt__heap *h, int pool, uint64_t key, uint64_t size,
     vt__block *b = vt__block_new(h);
     if (s)
         *s = (vt__segment){ .addr = addr, .size = size, .stream = key, .first = b,
-                            .pool = (uint8_t)pool, .spool = (uint8_t)pool,
+                            .pool = (uint8_t)pool, .spool = (uint8_t)pool, .whole = whole,
                             .freed = calloc((size / VT_MIN_BLOCK + 63) / 64,
                                             sizeof(uint64_t)) };
     /* The stream's index again: its stream may have been destroyed (and
@@ -339,12 +339,15 @@ void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint
 int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
                   const vt_config *cfg, vt__block **out)
 {
-    /* an expandable segment maps only what the request lacks */
-    uint64_t seg = cfg->expandable_segments && h->vmm_gran != UINT64_MAX ? size : segment_size(size);
+    /* an expandable segment maps only what the request lacks; an ipc-safe
+     * block is a segment of its own (alloc_ipc.c) */
+    bool whole = vt__ipc_whole(key, cfg);
+    uint64_t seg = whole || (cfg->expandable_segments && h->vmm_gran != UINT64_MAX)
+        ? size : segment_size(size);
     collect_garbage(h, seg, cfg);
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;
-    int rc = new_segment(h, pool, key, seg, stack, out);
+    int rc = new_segment(h, pool, key, seg, stack, whole, out);
     if (rc != VT_CUDA_ERR_OOM)
         return rc;
     /* 1: release unused segments (enough for this one) and retry */
@@ -352,7 +355,7 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
     release_cached(h, seg, false);
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;
-    rc = new_segment(h, pool, key, seg, stack, out);
+    rc = new_segment(h, pool, key, seg, stack, whole, out);
     if (rc != VT_CUDA_ERR_OOM)
         return rc;
     /* 2: wait for every pending free, release everything unused, retry */
@@ -364,13 +367,13 @@ int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t s
     release_cached(h, 0, true);
     if ((*out = vt__find_free(h, pool, key, size, cfg)))
         return 0;
-    rc = new_segment(h, pool, key, seg, stack, out);
+    rc = new_segment(h, pool, key, seg, stack, whole, out);
     if (rc != VT_CUDA_ERR_OOM || seg == size)
         return rc;
     /* 3: what the program's own cudaMalloc would have got: the request
      * alone, no room to share. A program that fits without the cache fits
      * with it. */
-    return new_segment(h, pool, key, size, stack, out);
+    return new_segment(h, pool, key, size, stack, whole, out);
 }
 
 /* ---- what the cache can give back --------------------------------------- */

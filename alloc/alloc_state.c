@@ -73,5 +73,7 @@ int vt__alloc_describe_state(vt_snapshot_data *snap)
         di->peak_active = (uint64_t)st.active_bytes[VT_STAT_ALL].peak;
     }
     snap->meta.flags |= VT_META_DEVICE_PEAKS;
+    if (vt__ipc_whole(VT_NO_STREAM_KEY, vt__config()))
+        snap->meta.flags |= VT_META_IPC_SAFE;   /* a replay reproduces it (alloc_ipc.c) */
     return 0;
 }

@@ -82,4 +82,14 @@ int vt__alloc_empty_cache(int device);
  * streams, so the books match the device afterwards (alloc_reset.c). */
 void vt__alloc_device_reset(int device);
 
+/* A legacy IPC handle is asked for ptr (cuIpcGetMemHandle): when ptr is
+ * inside a cached segment, not at its start, say so and (ipc_safe:auto)
+ * make later cudaMalloc blocks ipc-safe (alloc_ipc.c). */
+void vt__alloc_ipc_exporting(const void *ptr);
+
+/* A library may have been loaded (the dlopen and dlsym hooks): the
+ * IPC-safe mode's auto detection looks again at the next cudaMalloc. Safe
+ * while a sanitizer runtime initializes. */
+void vt__alloc_ipc_loads_changed(void);
+
 #endif /* VT_ALLOC_ALLOCATOR_H */

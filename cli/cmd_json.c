@@ -67,10 +67,10 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
                ",\"snapshot_time_ns\":%" PRIu64 ",\"events_recorded\":%" PRIu64
                ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64
-               ",\"stacks_truncated\":%" PRIu64 ",\"state_complete\":%s},\n",
+               ",\"stacks_truncated\":%" PRIu64 ",\"state_complete\":%s,\"ipc_safe\":%s},\n",
             m->clock_base_monotonic_ns, m->clock_base_realtime_ns, m->snapshot_time_ns,
             m->events_recorded, m->events_overwritten, m->stacks_dropped, m->stacks_truncated,
-            tl->state_complete ? "true" : "false");
+            tl->state_complete ? "true" : "false", m->flags & VT_META_IPC_SAFE ? "true" : "false");
 
     fprintf(o, "\"window\":{\"events\":%zu,\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64
                ",\"first_time_ns\":%" PRIu64 ",\"last_time_ns\":%" PRIu64 ",\"gaps\":%zu"

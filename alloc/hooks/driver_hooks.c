@@ -774,6 +774,23 @@ HK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+/* ---- legacy IPC ----------------------------------------------------------------- */
+
+/* The handle exports the whole device allocation holding the pointer, and
+ * a raw importer opens its start: a block inside a cached segment is
+ * reported, and makes later blocks ipc-safe (alloc/alloc_ipc.c). The handle
+ * is the driver's either way. Reached through cudaIpcGetMemHandle too (the
+ * runtime asks cuGetProcAddress for it). */
+HK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    bool pass = PASS();
+    if (!pass)
+        vt__alloc_ipc_exporting((const void *)(uintptr_t)dptr);
+    CUresult r;
+    REAL_CALL(r, cuIpcGetMemHandle, pHandle, dptr);
+    return r;
+}
+
 /* ---- device reset ------------------------------------------------------------ */
 
 /* The primary context's reset frees every allocation of the device (what
@@ -860,7 +877,8 @@ HK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds) X(cuMemAllocPitch_v2) X(cuArrayCreate_v2) \
     X(cuArray3DCreate_v2) X(cuArrayDestroy) X(cuMemHostRegister_v2)              \
     X(cuMemHostUnregister) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
-    X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolSetAccess)
+    X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolSetAccess)          \
+    X(cuIpcGetMemHandle)
 
 #define ALIAS(name) \
     extern __typeof(name) hkl_##name __attribute__((alias(#name), visibility("hidden")));

@@ -112,6 +112,7 @@ enum vt__hk_drv {
     HK_cuDeviceSetMemPool,
     HK_cuMemPoolSetAttribute,
     HK_cuMemPoolSetAccess,
+    HK_cuIpcGetMemHandle,
     HK_DRV_COUNT
 };
 

@@ -88,6 +88,7 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
     [HK_cuMemPoolSetAttribute]      = { "cuMemPoolSetAttribute", "cuMemPoolSetAttribute", 11020,
                                         false },
     [HK_cuMemPoolSetAccess]         = { "cuMemPoolSetAccess", "cuMemPoolSetAccess", 11020, false },
+    [HK_cuIpcGetMemHandle]          = { "cuIpcGetMemHandle", "cuIpcGetMemHandle", 4010, false },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */

@@ -353,6 +353,10 @@ enum vt_meta_flag {
     VT_META_STATE_COMPLETE = 1u << 0, /* STATE is the allocator's whole state at
                                          the snapshot: the truth of what is alive */
     VT_META_DEVICE_PEAKS = 1u << 1,   /* per-device true peaks follow */
+    VT_META_IPC_SAFE = 1u << 2,       /* the allocator was IPC-safe at the snapshot:
+                                         blocks ordered on no stream got a device
+                                         allocation of their own (VRAMTRACE_CONF
+                                         ipc_safe:1, or auto and switched on) */
 };
 
 /* Size bounds of the raw (decoded) sections, see "Size bounds" above. */

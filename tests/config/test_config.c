@@ -29,7 +29,7 @@ static int config_equal(const vt_config *a, const vt_config *b)
            a->max_events == b->max_events && a->stack_depth == b->stack_depth &&
            a->free_stacks == b->free_stacks && a->stacks == b->stacks &&
            a->signal == b->signal &&
-           a->dump_on_oom == b->dump_on_oom;
+           a->dump_on_oom == b->dump_on_oom && a->ipc_safe == b->ipc_safe;
 }
 
 TEST(defaults_match_the_documented_table)
@@ -49,6 +49,7 @@ TEST(defaults_match_the_documented_table)
     ASSERT_EQ(c.stacks, VT_STACKS_ALL);
     ASSERT_EQ(c.signal, 0);
     ASSERT(!c.dump_on_oom);
+    ASSERT_EQ(c.ipc_safe, VT_IPC_SAFE_AUTO);
 }
 
 TEST(every_key_parses)
@@ -58,7 +59,7 @@ TEST(every_key_parses)
     int n = parse("cache:0, max_split_size_mb:128,roundup_power2_divisions:4,"
                   "garbage_collection_threshold:0.8,per_process_memory_fraction:0.5,"
                   "free_sync:1,trace:off,max_events:2048,stack_depth:16,free_stacks:false,"
-                  "stacks:python,signal:SIGUSR2,dump_on_oom:true", &c, msg, sizeof msg);
+                  "stacks:python,signal:SIGUSR2,dump_on_oom:true,ipc_safe:1", &c, msg, sizeof msg);
     ASSERT_MSG(n == 0, "unexpected problems: %s", msg);
     ASSERT(!c.cache);
     ASSERT_EQ(c.max_split_size, 128ull << 20);
@@ -73,6 +74,11 @@ TEST(every_key_parses)
     ASSERT_EQ(c.stacks, VT_STACKS_PYTHON);
     ASSERT_EQ(c.signal, SIGUSR2);
     ASSERT(c.dump_on_oom);
+    ASSERT_EQ(c.ipc_safe, VT_IPC_SAFE_ON);
+    ASSERT_EQ(parse("ipc_safe:off", &c, msg, sizeof msg), 0);
+    ASSERT_EQ(c.ipc_safe, VT_IPC_SAFE_OFF);
+    ASSERT_EQ(parse("ipc_safe:auto", &c, msg, sizeof msg), 0);
+    ASSERT_EQ(c.ipc_safe, VT_IPC_SAFE_AUTO);
 }
 
 TEST(unknown_key_is_named_with_the_valid_keys_and_the_rest_still_applies)
@@ -100,6 +106,7 @@ TEST(bad_values_keep_the_default_and_name_the_choices)
         { "stack_depth:999", "256" },
         { "signal:SIGFOO", "SIGUSR2" },
         { "stacks:cpp", "native, python or all" },
+        { "ipc_safe:sometimes", "auto, 0 or 1" },
         { "max_events:", "event count" },
         { "nocolon", "not key:value" },
         /* found by fuzz_config: used to overflow computing SIGRTMIN + n */
@@ -121,8 +128,8 @@ TEST(format_round_trips_through_parse)
 {
     char msg[512] = "", text[512];
     vt_config c, back;
-    parse("cache:0,max_split_size_mb:256,signal:SIGRTMIN+2,stack_depth:8,stacks:native", &c,
-          msg, sizeof msg);
+    parse("cache:0,max_split_size_mb:256,signal:SIGRTMIN+2,stack_depth:8,stacks:native,"
+          "ipc_safe:0", &c, msg, sizeof msg);
     vt__config_format(&c, text, sizeof text);
     ASSERT_EQ(parse(text, &back, msg, sizeof msg), 0);
     ASSERT(config_equal(&c, &back));

@@ -5,6 +5,13 @@ same status, and the snapshot's reports must show exactly what the program
 declares it leaves allocated ("leak: KIND BYTES" lines).
 
 usage: run_realprog.py VRAMTRACE_EXE SIM_LIBDIR PROG [--devices N] [--mem SIZE] [--status N]
+                      [--fails-with CONF] [--traced-stderr-has TEXT]
+                      [--traced-stderr-lacks TEXT] [--ipc-safe 0|1]
+
+--fails-with CONF: under vramtrace with VRAMTRACE_CONF=CONF the program must
+exit with another status and print other bytes (the checks can fail).
+--traced-stderr-has / -lacks TEXT: what the run under vramtrace says on stderr.
+--ipc-safe 0|1: what the snapshot's meta says of the IPC-safe mode.
 """
 import json
 import os
@@ -15,6 +22,7 @@ import tempfile
 exe, simdir, prog = (os.path.abspath(a) for a in sys.argv[1:4])
 opts = sys.argv[4:]
 devices, mem, want_status = "1", "4G", 0
+fails_with, stderr_has, stderr_lacks, ipc_safe = None, [], [], None
 while opts:
     k, v = opts[0], opts[1]
     opts = opts[2:]
@@ -24,6 +32,14 @@ while opts:
         mem = v
     elif k == "--status":
         want_status = int(v)
+    elif k == "--fails-with":
+        fails_with = v
+    elif k == "--traced-stderr-has":
+        stderr_has.append(v)
+    elif k == "--traced-stderr-lacks":
+        stderr_lacks.append(v)
+    elif k == "--ipc-safe":
+        ipc_safe = v == "1"
     else:
         sys.exit("run_realprog.py: unknown option " + k)
 
@@ -53,8 +69,9 @@ def fmt_bytes(b):
     return "%s %s" % (num, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"][u])
 
 
-def run(cmd):
-    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=50)
+def run(cmd, conf=None):
+    e = dict(env, VRAMTRACE_CONF=conf) if conf else env
+    return subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=50)
 
 
 with tempfile.TemporaryDirectory(prefix="vt-realprog-") as tmp:
@@ -70,6 +87,16 @@ with tempfile.TemporaryDirectory(prefix="vt-realprog-") as tmp:
     check(name + ": same output under vramtrace", traced.stdout == plain.stdout,
           "plain:\n%s\ntraced:\n%s" % (plain.stdout.decode(errors="replace"),
                                        traced.stdout.decode(errors="replace")))
+    traced_err = traced.stderr.decode(errors="replace")
+    for text in stderr_has:
+        check(name + ": vramtrace says %r" % text, text in traced_err, traced_err)
+    for text in stderr_lacks:
+        check(name + ": vramtrace does not say %r" % text, text not in traced_err, traced_err)
+    if fails_with:
+        bad = run([exe, "run", "-o", os.path.join(tmp, "bad.vtsnap"), "--", prog], conf=fails_with)
+        check(name + ": with %s the program's own checks fail" % fails_with,
+              bad.returncode != plain.returncode and bad.stdout != plain.stdout,
+              "status %d\n%s" % (bad.returncode, bad.stdout.decode(errors="replace")))
     leaks = {}
     for line in plain.stdout.decode().splitlines():
         if line.startswith("leak: "):
@@ -77,6 +104,9 @@ with tempfile.TemporaryDirectory(prefix="vt-realprog-") as tmp:
             leaks[kind] = leaks.get(kind, 0) + int(n)
 
     doc = json.loads(run([exe, "json", snap]).stdout)
+    if ipc_safe is not None:
+        check(name + ": the snapshot says ipc_safe %s" % ipc_safe,
+              doc["meta"]["ipc_safe"] == ipc_safe, doc["meta"])
     alive = {}
     for l in doc["lifetimes"]:
         if "alive" in l["flags"] and "inherited" not in l["flags"]:

@@ -290,6 +290,23 @@ TEST(recorded_settings_apply)
     free(b);
 }
 
+/* A run that was IPC-safe (its snapshot says so) replays IPC-safe: two
+ * small cudaMalloc blocks are two device allocations, not one shared
+ * segment (the replaying process itself imports no IPC call: auto alone
+ * would share). */
+TEST(ipc_safe_recording_replays_ipc_safe)
+{
+    built *b = snap_new(0, "cache:1,ipc_safe:auto");
+    b->s.meta.flags |= VT_META_IPC_SAFE;
+    ev(b, VT_EV_ALLOC, 0x1000, 1000, 0, VT_ALLOC_NO_STREAM);
+    ev(b, VT_EV_ALLOC, 0x2000, 1000, 0, VT_ALLOC_NO_STREAM);
+    vt_replay_result r = run(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 2);
+    ASSERT_EQ(r.devices[0].peak_reserved, 2048);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
 TEST(pytorch_settings_are_translated)
 {
     char buf[256];

@@ -340,7 +340,7 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attr, CUdeviceptr p
         *(int *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(int *)data = 0;
+        *(int *)data = is_dev && kind == SIM_MEM_DEVICE;   /* sim_ipc.c */
         break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
         *(void **)data = NULL;

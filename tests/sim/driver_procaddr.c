@@ -36,6 +36,8 @@
 #undef cuCtxPopCurrent
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
+#undef cuIpcOpenMemHandle
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 CUresult cuStreamDestroy(CUstream h);
 CUresult cuEventDestroy(CUevent h);
 CUresult cuCtxPushCurrent(CUcontext c);
@@ -110,6 +112,10 @@ static const proc_entry table[] = {
     E("cuArray3DCreate", 3020, cuArray3DCreate_v2),
     E("cuArrayDestroy", 2000, cuArrayDestroy),
     E("cuArrayGetDescriptor", 3020, cuArrayGetDescriptor_v2),
+    E("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+    E("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
+    E("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+    E("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
     E("cuMemHostRegister", 6050, cuMemHostRegister_v2),
     E("cuMemHostUnregister", 4000, cuMemHostUnregister),
     E("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),

@@ -66,6 +66,9 @@
     X(cuArrayDestroy, "cuArrayDestroy", CUresult (*)(CUarray))                             \
     X(cuMemHostRegister, "cuMemHostRegister", CUresult (*)(void *, size_t, unsigned))      \
     X(cuMemHostUnregister, "cuMemHostUnregister", CUresult (*)(void *))                    \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", CUresult (*)(CUipcMemHandle *, CUdeviceptr))  \
+    X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", CUresult (*)(CUdeviceptr *, CUipcMemHandle, unsigned)) \
+    X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", CUresult (*)(CUdeviceptr))             \
     X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", CUresult (*)(CUdeviceptr *, void *, unsigned)) \
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", CUresult (*)(CUmemoryPool *, CUdevice)) \
     X(cuDeviceGetMemPool, "cuDeviceGetMemPool", CUresult (*)(CUmemoryPool *, CUdevice))    \

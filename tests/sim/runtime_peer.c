@@ -4,8 +4,9 @@
  * Every simulated device's memory is host memory in one address space, so a
  * device can reach any other's memory: peer access is offered between any
  * two distinct devices and enabling it is bookkeeping with the documented
- * errors. A peer copy is one ordered driver copy. Interprocess handles are
- * not simulated (the device lives inside one process): cudaErrorNotSupported.
+ * errors. A peer copy is one ordered driver copy. Interprocess memory
+ * handles are the driver's (sim_ipc.c); event handles are not simulated:
+ * cudaErrorNotSupported.
  */
 #include "runtime_internal.h"
 
@@ -89,27 +90,43 @@ RT_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
     return cudaSuccess;
 }
 
-/* ---- not simulated: interprocess handles -------------------------------- */
+/* ---- interprocess memory handles: the driver's (sim_ipc.c) -------------- */
 
 RT_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
-    (void)handle; (void)devPtr;
-    return rt_ret(cudaErrorNotSupported);
+    RT_TRY(rt_enter());
+    if (!handle)
+        return rt_ret(cudaErrorInvalidValue);
+    CUipcMemHandle h;
+    CUresult r = rt_drv.cuIpcGetMemHandle(&h, (CUdeviceptr)(uintptr_t)devPtr);
+    if (r != CUDA_SUCCESS)
+        return rt_ret_drv(r);
+    memcpy(handle->reserved, h.reserved, sizeof handle->reserved);
+    return cudaSuccess;
 }
 
 RT_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
 {
-    (void)handle; (void)flags;
-    if (devPtr)
-        *devPtr = NULL;
-    return rt_ret(cudaErrorNotSupported);
+    RT_TRY(rt_enter());
+    if (!devPtr)
+        return rt_ret(cudaErrorInvalidValue);
+    CUipcMemHandle h;
+    memcpy(h.reserved, handle.reserved, sizeof h.reserved);
+    CUdeviceptr p = 0;
+    CUresult r = rt_drv.cuIpcOpenMemHandle(&p, h, flags);
+    if (r != CUDA_SUCCESS)
+        return rt_ret_drv(r);
+    *devPtr = (void *)(uintptr_t)p;
+    return cudaSuccess;
 }
 
 RT_API cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 {
-    (void)devPtr;
-    return rt_ret(cudaErrorNotSupported);
+    RT_TRY(rt_enter());
+    return rt_ret_drv(rt_drv.cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)devPtr));
 }
+
+/* ---- not simulated: interprocess event handles -------------------------- */
 
 RT_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
 {

@@ -8,6 +8,7 @@
  *   sim_device.lock       streams, events, contexts of one device, and the
  *                         `progress` condition every waiter sleeps on
  *   sim_device.mem_lock   the address-range allocator of one device
+ *   (sim_ipc.c)           open_lock before mem_lock; ipc_lock under mem_lock
  * A thread never holds two device locks at once: cross-device waits take the
  * other device's lock alone.
  */
@@ -61,6 +62,9 @@ typedef enum sim_mem_kind {
     SIM_MEM_ASYNC,                       /* cuMemAllocAsync */
     SIM_MEM_MANAGED,                     /* cuMemAllocManaged */
     SIM_MEM_VA,                          /* cuMemAddressReserve: never committed */
+    SIM_MEM_IPC,                         /* cuIpcOpenMemHandle: another process's
+                                            allocation mapped here (sim_ipc.c);
+                                            not counted against capacity */
 } sim_mem_kind;
 
 typedef struct sim_block {
@@ -74,6 +78,8 @@ typedef struct sim_block {
     uint8_t           is_free;
     uint8_t           kind;              /* sim_mem_kind while used */
     uint8_t           free_pending;      /* a stream-ordered free is queued */
+    uint64_t          ipc_id;            /* exported (cuIpcGetMemHandle): its pages are
+                                            the shared file of this id; 0: private */
 } sim_block;
 
 #define SIM_FL_COUNT 48
@@ -217,6 +223,7 @@ typedef enum sim_free_mode {
     SIM_FREE_PLAIN,                      /* cuMemFree */
     SIM_FREE_QUEUED,                     /* the op a cuMemFreeAsync queued */
     SIM_FREE_VA,                         /* cuMemAddressFree */
+    SIM_FREE_IPC,                        /* cuIpcCloseMemHandle */
 } sim_free_mode;
 CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode);
 CUresult sim_mem_charge(sim_device *dev, size_t bytes);
@@ -231,6 +238,19 @@ void sim_mem_info(sim_device *dev, size_t *free_b, size_t *total_b);
 int  sim_mem_host_track(void *p, size_t n, bool add);  /* pinned host allocations */
 bool sim_mem_host_lookup(const void *p, void **base, size_t *size);
 CUresult sim_mem_host_register(void *p, size_t n, bool add); /* cuMemHostRegister ranges */
+/* The cuMemAlloc allocation holding ptr, made shareable (its pages become a
+ * shared file, contents kept; once per allocation): its base, size, span
+ * and export id. CUDA_ERROR_INVALID_VALUE for memory legacy IPC refuses. */
+CUresult sim_mem_share(uintptr_t ptr, int *ordinal, uintptr_t *base, size_t *size,
+                       size_t *span, uint64_t *id);
+/* Map `span` bytes of open file `fd` at a fresh range of dev (kind
+ * SIM_MEM_IPC, `size` bytes as its size). */
+CUresult sim_mem_map_shared(sim_device *dev, int fd, size_t size, size_t span, uintptr_t *out);
+
+/* sim_ipc.c */
+uint64_t sim_ipc_new_id(void);               /* an export id unique in this process */
+int      sim_ipc_create(uint64_t id);        /* the file of export id: fd, or -1 */
+void     sim_ipc_remove(uint64_t id);        /* the export's file goes (its memory was freed) */
 
 /* sim_stream.c */
 CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out); /* checks init */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* Where the ranges go when the kernel honours the hint: far from the brk heap
  * and from the usual mmap area, one TiB apart per device. */
@@ -272,7 +273,7 @@ CUresult sim_mem_alloc_aligned(sim_device *dev, size_t bytes, size_t align,
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (align < SIM_GRANULE)
         align = SIM_GRANULE;
-    bool counted = kind != SIM_MEM_VA;
+    bool counted = kind != SIM_MEM_VA && kind != SIM_MEM_IPC;
 
     pthread_mutex_lock(&dev->mem_lock);
     if (counted && bytes > dev->capacity - dev->used) {
@@ -327,21 +328,26 @@ CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode)
     sim_block *b = tree_find(&dev->heap, ptr);
     if (!b || b->addr != ptr ||
         (b->free_pending && mode != SIM_FREE_QUEUED) ||
-        ((b->kind == SIM_MEM_VA) != (mode == SIM_FREE_VA))) {
+        ((b->kind == SIM_MEM_VA) != (mode == SIM_FREE_VA)) ||
+        ((b->kind == SIM_MEM_IPC) != (mode == SIM_FREE_IPC))) {
         pthread_mutex_unlock(&dev->mem_lock);
         SIM_COUNT(dev, bad_frees);
         return CUDA_ERROR_INVALID_VALUE;
     }
     tdelete(b, &dev->heap.used_tree, range_cmp);
-    bool counted = b->kind != SIM_MEM_VA;
+    bool counted = b->kind != SIM_MEM_VA && b->kind != SIM_MEM_IPC;
     if (counted)
         dev->used -= b->req;
     size_t span = b->span;
-    /* Decommit before the range can be handed out again. */
-    if (counted)
+    /* Decommit before the range can be handed out again; shared pages
+     * (exported or imported) are replaced by a fresh private mapping. */
+    if (counted && !b->ipc_id)
         decommit(b->addr, span);
     else
         unreserve(b->addr, span);
+    if (b->ipc_id)
+        sim_ipc_remove(b->ipc_id);
+    b->ipc_id = 0;
     release(&dev->heap, b);
     pthread_mutex_unlock(&dev->mem_lock);
     if (counted)
@@ -401,11 +407,16 @@ static void collect_block(const void *node, VISIT which, int depth)
         return;
     sim_block *b = *(sim_block *const *)node;
     sim_device *dev = release_all_dev;
-    if (b->kind != SIM_MEM_VA) {
+    if (b->kind != SIM_MEM_VA && b->kind != SIM_MEM_IPC && !b->ipc_id) {
         decommit(b->addr, b->span);
         SIM_COUNT(dev, frees);
     } else {
         unreserve(b->addr, b->span);
+        if (b->kind != SIM_MEM_VA && b->kind != SIM_MEM_IPC)
+            SIM_COUNT(dev, frees);
+        if (b->ipc_id)
+            sim_ipc_remove(b->ipc_id);
+        b->ipc_id = 0;
     }
 }
 
@@ -439,6 +450,78 @@ void sim_mem_release_all(sim_device *dev)
     dev->heap.used_tree = NULL;
     dev->used = 0;
     pthread_mutex_unlock(&dev->mem_lock);
+}
+
+/* ---- interprocess sharing (sim_ipc.c) ----------------------------------- */
+
+/* Private pages cannot be seen by another process: the first export of an
+ * allocation copies its bytes into a shared file and maps that file over
+ * the same addresses. The device is idle meanwhile (the caller waited), so
+ * no queued copy writes into the old pages after they were copied. */
+CUresult sim_mem_share(uintptr_t ptr, int *ordinal, uintptr_t *base, size_t *size,
+                       size_t *span, uint64_t *id)
+{
+    sim_device *dev = sim_mem_owner(ptr);
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    CUresult rc = CUDA_SUCCESS;
+    if (!b || ptr >= b->addr + b->req || b->kind != SIM_MEM_DEVICE)
+        rc = CUDA_ERROR_INVALID_VALUE;   /* legacy IPC: cuMemAlloc memory only */
+    if (rc == CUDA_SUCCESS && !b->ipc_id) {
+        uint64_t nid = sim_ipc_new_id();
+        int fd = sim_ipc_create(nid);
+        rc = CUDA_ERROR_MAP_FAILED;
+        if (fd >= 0) {
+            size_t done = 0;
+            while (done < b->span) {
+                ssize_t w = pwrite(fd, (const char *)b->addr + done, b->span - done, (off_t)done);
+                if (w <= 0)
+                    break;
+                done += (size_t)w;
+            }
+            if (done == b->span &&
+                mmap((void *)b->addr, b->span, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
+                b->ipc_id = nid;
+                rc = CUDA_SUCCESS;
+            } else {
+                sim_ipc_remove(nid);
+            }
+            close(fd);
+        }
+    }
+    if (rc == CUDA_SUCCESS) {
+        *ordinal = dev->ordinal;
+        *base = b->addr;
+        *size = b->req;
+        *span = b->span;
+        *id = b->ipc_id;
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+    return rc;
+}
+
+CUresult sim_mem_map_shared(sim_device *dev, int fd, size_t size, size_t span, uintptr_t *out)
+{
+    uintptr_t p;
+    CUresult rc = sim_mem_alloc_aligned(dev, span, span >= SIM_VMM_GRANULE ? SIM_VMM_GRANULE
+                                                                           : SIM_GRANULE,
+                                        SIM_MEM_IPC, &p);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mmap((void *)p, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        sim_mem_free(dev, p, SIM_FREE_IPC);
+        return CUDA_ERROR_MAP_FAILED;
+    }
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, p);
+    if (b)
+        b->req = size;   /* the exporter's size, as its range queries say */
+    pthread_mutex_unlock(&dev->mem_lock);
+    *out = p;
+    return CUDA_SUCCESS;
 }
 
 /* VMM physical memory: counted against capacity, backed elsewhere. */

@@ -211,7 +211,9 @@ TEST(unsupported_calls_return_the_documented_errors)
     void *p = NULL;
     ASSERT_EQ(cudaHostUnregister(buf), cudaErrorHostMemoryNotRegistered);
     cudaIpcMemHandle_t h;
-    ASSERT_EQ(cudaIpcGetMemHandle(&h, buf), cudaErrorNotSupported);
+    ASSERT_EQ(cudaIpcGetMemHandle(&h, buf), cudaErrorInvalidValue);   /* host memory */
+    cudaIpcEventHandle_t eh;
+    ASSERT_EQ(cudaIpcGetEventHandle(&eh, NULL), cudaErrorNotSupported);
     ASSERT_EQ(cudaGetSymbolAddress(&p, buf), cudaErrorInvalidSymbol);
     cudaGraphNode_t node;
     ASSERT_EQ(cudaGraphAddNode(&node, NULL, NULL, NULL, 0, NULL), cudaErrorNotSupported);

@@ -95,6 +95,11 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
         return fail(err, errlen, -EINVAL, "the recorded settings '%s' are not valid", recorded);
     if (expandable)   /* a PyTorch snapshot's expandable_segments=True */
         cfg.expandable_segments = true;
+    /* ipc_safe:auto that switched on in the recorded run: on from the start
+     * here (the replaying process has nothing to detect) */
+    if (!opt->ignore_recorded_conf && (s->meta.flags & VT_META_IPC_SAFE) &&
+        cfg.ipc_safe == VT_IPC_SAFE_AUTO)
+        cfg.ipc_safe = VT_IPC_SAFE_ON;
     if (opt->conf && *opt->conf) {
         char msg[512] = "";
         FILE *f = fmemopen(msg, sizeof msg - 1, "w");

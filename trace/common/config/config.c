@@ -18,7 +18,8 @@
 #include <string.h>
 #include <strings.h>
 
-enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL, KEY_STACKS };
+enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL, KEY_STACKS,
+                KEY_AUTO_BOOL };
 
 struct key {
     const char *name;
@@ -42,6 +43,7 @@ static const struct key keys[] = {
     { "per_process_memory_fraction", KEY_FRACTION, FIELD(per_process_memory_fraction), 0, 1,
       "a fraction in (0, 1]" },
     { "expandable_segments", KEY_BOOL, FIELD(expandable_segments), 0, 1, "0 or 1" },
+    { "ipc_safe", KEY_AUTO_BOOL, FIELD(ipc_safe), 0, 0, "auto, 0 or 1" },
     { "free_sync", KEY_BOOL, FIELD(free_sync), 0, 1, "0 or 1" },
     { "trace", KEY_BOOL, FIELD(trace), 0, 1, "0 or 1" },
     { "max_events", KEY_U64, FIELD(max_events), 1024, 1e10,
@@ -64,6 +66,7 @@ void vt__config_defaults(vt_config *c)
         .garbage_collection_threshold = 0.0,
         .per_process_memory_fraction = 1.0,
         .expandable_segments = false,
+        .ipc_safe = VT_IPC_SAFE_AUTO,
         .free_sync = false,
         .trace = true,
         .max_events = 1000000,
@@ -175,6 +178,16 @@ static int parse_value(const struct key *k, const char *v, vt_config *c)
         *(double *)field = d;
         return 0;
     }
+    case KEY_AUTO_BOOL:
+        if (!strcasecmp(v, "auto"))
+            *(unsigned *)field = VT_IPC_SAFE_AUTO;
+        else if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+            *(unsigned *)field = VT_IPC_SAFE_ON;
+        else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+            *(unsigned *)field = VT_IPC_SAFE_OFF;
+        else
+            return -EINVAL;
+        return 0;
     case KEY_SIGNAL:
         return parse_signal(v, (int *)field);
     case KEY_STACKS: {
@@ -283,13 +296,14 @@ size_t vt__config_format(const vt_config *c, char *buf, size_t len)
         "garbage_collection_threshold:%g,per_process_memory_fraction:%g,expandable_segments:%d,"
         "free_sync:%d,"
         "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,stacks:%s,signal:%s,"
-        "dump_on_oom:%d,oom_snapshots:%u",
+        "dump_on_oom:%d,oom_snapshots:%u,ipc_safe:%s",
         c->cache, msm, c->roundup_power2_divisions, c->garbage_collection_threshold,
         c->per_process_memory_fraction, c->expandable_segments, c->free_sync, c->trace,
         (unsigned long long)c->max_events, c->stack_depth, c->free_stacks,
         c->stacks == VT_STACKS_NATIVE ? "native" : c->stacks == VT_STACKS_PYTHON ? "python" : "all",
         sig,
-        c->dump_on_oom, c->oom_snapshots);
+        c->dump_on_oom, c->oom_snapshots,
+        c->ipc_safe == VT_IPC_SAFE_ON ? "1" : c->ipc_safe == VT_IPC_SAFE_OFF ? "0" : "auto");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -39,6 +39,16 @@ enum {
     VT_STACKS_PYTHON = 2,  /* Python frames only (native where a thread has none) */
 };
 
+/* VRAMTRACE_CONF ipc_safe: whether cudaMalloc blocks sit at the start of a
+ * device allocation of their own, so that a legacy IPC handle exports
+ * exactly them (alloc/alloc_ipc.c). */
+enum {
+    VT_IPC_SAFE_OFF = 0,   /* blocks share segments (a raw importer may see the wrong bytes) */
+    VT_IPC_SAFE_ON = 1,    /* always */
+    VT_IPC_SAFE_AUTO = 2,  /* when the program may export (it references cudaIpcGetMemHandle
+                              or cuIpcGetMemHandle), or after a first export inside a segment */
+};
+
 typedef struct vt_config {
     /* allocator */
     bool cache;                        /* false: every call goes to the device */
@@ -48,6 +58,7 @@ typedef struct vt_config {
     double per_process_memory_fraction;  /* cap on reserved bytes, of device total */
     bool expandable_segments;          /* one growable virtual range per stream and pool
                                           (alloc/alloc_expandable.c) */
+    unsigned ipc_safe;                 /* VT_IPC_SAFE_*: a segment per cudaMalloc block */
     /* hooks */
     bool free_sync;                    /* plain cudaFree synchronizes like CUDA */
     /* tracing */
