@@ -29,20 +29,33 @@
  * loaded: dlpi_adds). The hooks run before the real call (they jump to
  * it), so a look racing a dlopen may come before its library is there;
  * the dlsym that usually follows a dlopen brings another look. The CUDA libraries themselves, PyTorch's (libtorch*,
- * libc10*: they send the offset) and vramtrace are not counted. Not seen:
- * a statically linked runtime (its one object, cudart_static.o, defines
- * every entry point, so a definition says nothing about use) and entry
- * points fetched at run time (cuGetProcAddress, dlsym). For those the
+ * libc10*: they send the offset) and vramtrace are not counted.
+ *
+ * A program linked with the static runtime (nvcc's default) imports
+ * nothing, and its runtime's one object, cudart_static.o, defines every
+ * entry point, so a definition says nothing about use. What does is a call:
+ * the program's code is looked through for a direct call or jump to its
+ * cudaIpcGetMemHandle (x86-64 E8/E9 rel32, aarch64 BL/B), whose address
+ * comes from the program file's symbol table (a program exports nothing, so
+ * it is not in memory). Only the program itself is looked at so: a shared
+ * library calls its own functions through its PLT.
+ *
+ * Not seen: a static runtime inside a shared library, a stripped program,
+ * and entry points fetched at run time (cuGetProcAddress, dlsym). For those the
  * export itself is the signal: a handle asked for a block inside a segment
  * (vt__alloc_ipc_exporting) prints one line naming the pointer, its offset
  * and the fix, and in auto mode switches the mode on for what comes next.
  * That handle is still the driver's: the block cannot move.
  */
+#include <fcntl.h>
 #include <link.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc_internal.h"
 
@@ -143,6 +156,96 @@ static bool imports_export_call(const struct dl_phdr_info *info)
     return false;
 }
 
+/* The address of the program's own cudaIpcGetMemHandle, from the symbol
+ * table of its file (/proc/self/exe); 0 if it has none (a dynamically
+ * linked or stripped program). The file is mapped, not read: only the
+ * section headers and the symbol table are touched. */
+static uintptr_t program_export_entry(const struct dl_phdr_info *info)
+{
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    uintptr_t found = 0;
+    void *map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(ElfW(Ehdr)))
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return 0;
+    const unsigned char *file = map;
+    size_t size = (size_t)st.st_size;
+    const ElfW(Ehdr) *eh = map;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+        eh->e_shoff > size || eh->e_shnum > (size - eh->e_shoff) / sizeof(ElfW(Shdr)))
+        goto out;
+    const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(file + eh->e_shoff);
+    for (size_t i = 0; i < eh->e_shnum && !found; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum ||
+            sh[i].sh_entsize != sizeof(ElfW(Sym)))
+            continue;
+        const ElfW(Shdr) *strsh = &sh[sh[i].sh_link];
+        if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset ||
+            strsh->sh_offset > size || strsh->sh_size > size - strsh->sh_offset)
+            continue;
+        const ElfW(Sym) *syms = (const ElfW(Sym) *)(file + sh[i].sh_offset);
+        const char *strs = (const char *)(file + strsh->sh_offset);
+        size_t nsyms = sh[i].sh_size / sizeof(ElfW(Sym));
+        for (size_t k = 1; k < nsyms; k++) {
+            const ElfW(Sym) *s = &syms[k];
+            if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF ||
+                s->st_name >= strsh->sh_size ||
+                memchr(strs + s->st_name, 0, strsh->sh_size - s->st_name) == NULL)
+                continue;
+            if (strcmp(strs + s->st_name, "cudaIpcGetMemHandle") == 0) {
+                found = info->dlpi_addr + s->st_value;
+                break;
+            }
+        }
+    }
+out:
+    munmap(map, size);
+    return found;
+}
+
+/* Does the object's code hold a direct call or jump to `target`? Its
+ * executable segments, in memory, instruction encodings of this machine. */
+static bool calls(const struct dl_phdr_info *info, uintptr_t target)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || !(ph->p_flags & PF_R))
+            continue;
+        const unsigned char *code = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        size_t n = ph->p_memsz < ph->p_filesz ? ph->p_memsz : ph->p_filesz;
+#if defined(__x86_64__)
+        for (size_t k = 0; k + 5 <= n; k++) {
+            if (code[k] != 0xe8 && code[k] != 0xe9)
+                continue;
+            int32_t rel;
+            memcpy(&rel, code + k + 1, sizeof rel);
+            if ((uintptr_t)(code + k + 5) + (uintptr_t)(intptr_t)rel == target)
+                return true;
+        }
+#elif defined(__aarch64__)
+        for (size_t k = 0; k + 4 <= n; k += 4) {
+            uint32_t insn;
+            memcpy(&insn, code + k, sizeof insn);
+            if ((insn & 0x7c000000u) != 0x14000000u)   /* B and BL: imm26 */
+                continue;
+            int64_t off = (int64_t)((int32_t)(insn << 6) >> 6) * 4;
+            if ((uintptr_t)(code + k) + (uintptr_t)off == target)
+                return true;
+        }
+#else
+        (void)code;
+        (void)n;
+        (void)target;
+#endif
+    }
+    return false;
+}
+
 struct scan {
     bool first;                      /* the next object is the first of this look */
     bool found;
@@ -150,6 +253,7 @@ struct scan {
 };
 
 static unsigned long long scanned_adds;   /* under scan_lock: as of the last whole look */
+static bool program_looked_at;            /* under scan_lock: its code does not change */
 
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -168,6 +272,14 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
     if (imports_export_call(info)) {
         sc->found = true;
         return 1;   /* one is enough */
+    }
+    if (!*name && !program_looked_at) {   /* a static runtime in it, and a call to it */
+        program_looked_at = true;
+        uintptr_t entry = program_export_entry(info);
+        if (entry && calls(info, entry)) {
+            sc->found = true;
+            return 1;
+        }
     }
     return 0;
 }

@@ -11,12 +11,15 @@
  * cuMemGetAddressRange sent along): right in every mode, since the range
  * and the handle describe the same allocation.
  *
- * Built twice: as rp_ipc_share (calls cudaIpcGetMemHandle: vramtrace sees
+ * Built three times: as rp_ipc_share (calls cudaIpcGetMemHandle: vramtrace sees
  * the import and is ipc-safe from the start) and, with RP_IPC_FETCHED, as
  * rp_ipc_fetched, which fetches cuIpcGetMemHandle at run time
  * (cudaGetDriverEntryPointByVersion): vramtrace cannot know until the first export,
  * which it reports on stderr; this variant shares once to trigger that
- * (result on stderr only) and then checks a second share.
+ * (result on stderr only) and then checks a second share; and as
+ * rp_ipc_static, linked with the static runtime (nvcc's default), which
+ * imports nothing: vramtrace finds the call to cudaIpcGetMemHandle in its
+ * code and is ipc-safe from the start.
  *
  *   rp_ipc_share                          the exporter
  *   rp_ipc_share import HEX SIZE SEED OFFSET   the importer
