@@ -1755,6 +1755,24 @@
   showUncached();
   requestAnimationFrame(() => drawFlame());
 
+  /* Client coordinates of a pixel that canvas `cv`, drawn as `p` (its plot:
+   * ids of the lifetime drawn at each pixel), shows of lifetime l: the middle
+   * of its tallest column run; null if it is not drawn. */
+  function locateOn(p, cv, l) {
+    if (!p) return null;
+    let best = null;
+    for (let x = 0; x < p.PW; x++) {
+      let run = 0, y0 = -1;
+      for (let y = 0; y < p.PH; y++) {
+        if (p.ids[y * p.PW + x] === l + 1) { if (run === 0) y0 = y; run++; }
+      }
+      if (run && (!best || run > best.run)) best = { run, x, y: y0 + run / 2 };
+    }
+    if (!best) return null;
+    const r = cv.getBoundingClientRect();
+    return { x: r.left + (p.L + best.x + 0.5) / dpr, y: r.top + (p.T + best.y) / dpr };
+  }
+
   // For tests and benchmarks: read-only facts about the page.
   window.__vt = {
     get firstPaintMs() { return firstPaint; },
@@ -1771,20 +1789,7 @@
     isExternal(l) { return isExt(l); },
     /* Client coordinates of a pixel the external lane drew for lifetime l
      * (the middle of its tallest column run), or null. */
-    locateExternal(l) {
-      if (!extPlot) return null;
-      let best = null;
-      for (let x = 0; x < extPlot.PW; x++) {
-        let run = 0, y0 = -1;
-        for (let y = 0; y < extPlot.PH; y++) {
-          if (extPlot.ids[y * extPlot.PW + x] === l + 1) { if (run === 0) y0 = y; run++; }
-        }
-        if (run && (!best || run > best.run)) best = { run, x, y: y0 + run / 2 };
-      }
-      if (!best) return null;
-      const r = ext.getBoundingClientRect();
-      return { x: r.left + (extPlot.L + best.x + 0.5) / dpr, y: r.top + (extPlot.T + best.y) / dpr };
-    },
+    locateExternal(l) { return locateOn(extPlot, ext, l); },
     /* The lane's drawn bands: distinct lifetimes in its id buffer. */
     externalDrawn() {
       if (!extPlot) return 0;
@@ -1801,20 +1806,7 @@
     },
     /* Client coordinates of a pixel the timeline drew for lifetime l (the
      * middle of its tallest column run), or null if it is not visible. */
-    locate(l) {
-      if (!plot) return null;
-      let best = null;
-      for (let x = 0; x < plot.PW; x++) {
-        let run = 0, y0 = -1;
-        for (let y = 0; y < plot.PH; y++) {
-          if (plot.ids[y * plot.PW + x] === l + 1) { if (run === 0) y0 = y; run++; }
-        }
-        if (run && (!best || run > best.run)) best = { run, x, y: y0 + run / 2 };
-      }
-      if (!best) return null;
-      const r = tl.getBoundingClientRect();
-      return { x: r.left + (plot.L + best.x + 0.5) / dpr, y: r.top + (plot.T + best.y) / dpr };
-    },
+    locate(l) { return locateOn(plot, tl, l); },
     /* The decoded facts of lifetime l, and the one drawn at a canvas pixel. */
     lifetime(l) {
       return { size: lSize[l], alloc: lAlloc[l], end: lEnd[l], site: lSite[l], name: str(lName[l]),

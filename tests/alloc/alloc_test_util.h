@@ -1,10 +1,14 @@
 /* tests/alloc/alloc_test_util.h - what the allocator's tests on the
  * simulated device share: sizes, the allocator's and the device's counters,
- * the invariant check. Include after harness.h. */
+ * the invariant check, capturing stderr. Include after harness.h. */
 #ifndef VT_TESTS_ALLOC_TEST_UTIL_H
 #define VT_TESTS_ALLOC_TEST_UTIL_H
 
 #include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "alloc_internal.h"
 #include "harness.h"
@@ -31,6 +35,38 @@ static inline cudaStream_t new_stream(void)
 }
 
 #define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
+
+/* Capture what the code under test prints on stderr, between
+ * capture_begin() and capture_end() (which returns it; one capture at a
+ * time: a test process is one test). */
+static char vt_test_cap_path[64];
+static int vt_test_saved_fd = -1;
+
+static inline void capture_begin(void)
+{
+    fflush(stderr);
+    strcpy(vt_test_cap_path, "/tmp/vt_alloc_stderr_XXXXXX");
+    int fd = mkstemp(vt_test_cap_path);
+    ASSERT(fd >= 0);
+    vt_test_saved_fd = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static inline char *capture_end(void)
+{
+    fflush(stderr);
+    dup2(vt_test_saved_fd, 2);
+    close(vt_test_saved_fd);
+    FILE *f = fopen(vt_test_cap_path, "r");
+    ASSERT(f);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    unlink(vt_test_cap_path);
+    return buf;
+}
 
 /* The simulated device's counters of device 0. */
 static inline simcuda_counters sim(void)

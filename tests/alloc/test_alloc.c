@@ -21,33 +21,6 @@
 #include "trace_fake.h"
 #include "vramtrace.h"
 
-/* Capture what the code under test prints on stderr. */
-static int saved_fd = -1;
-static char cap_path[64];
-static void capture_begin(void)
-{
-    fflush(stderr);
-    strcpy(cap_path, "/tmp/vt_alloc_stderr_XXXXXX");
-    int fd = mkstemp(cap_path);
-    ASSERT(fd >= 0);
-    saved_fd = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-static char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(cap_path, "r");
-    ASSERT(f);
-    static char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    unlink(cap_path);
-    return buf;
-}
 static int count_lines(const char *s)
 {
     int n = 0;

@@ -14,35 +14,6 @@
 
 #include "alloc_test_util.h"
 
-static char cap_path[64];
-static int saved_fd = -1;
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    strcpy(cap_path, "/tmp/vt_alloc_ipc_stderr_XXXXXX");
-    int fd = mkstemp(cap_path);
-    ASSERT(fd >= 0);
-    saved_fd = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static char *capture_end(void)
-{
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(cap_path, "r");
-    ASSERT(f);
-    static char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    unlink(cap_path);
-    return buf;
-}
-
 static void *no_stream_malloc(size_t n)
 {
     void *p = NULL;
