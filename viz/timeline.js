@@ -772,16 +772,7 @@
         let top = yOf(off);
         if (top < 0) top = 0;
         if (top >= yPrev) continue;         // below the y range (or rounded away)
-        const site = lSiteC[l];
-        const linger = lLinger[l] <= t;
-        const col = l === sel ? SEL : siteRGBA[site];
-        const edge = yPrev - top >= 4 ? (l === sel ? SEL_DARK : siteDark[site]) : col;
-        for (let y = top; y < yPrev; y++) {
-          const p = y * PW + c;
-          if (linger) px[p] = ((c + y) & 7) < 4 ? (lTape[l] ? TAPE_A : HATCH_A) : (l === sel ? SEL : lTape[l] ? TAPE_B : HATCH_B);
-          else px[p] = y === top ? edge : col;
-          ids[p] = l + 1;
-        }
+        paintBand(px, ids, PW, c, top, yPrev, l, lLinger[l] <= t, l === sel);
         nExact++;
         yPrev = top;
       }
@@ -871,17 +862,7 @@
     }
     drawMarks(ctx, L, T, PW, PH);
     drawTapePeaks(ctx, L, T, PW);
-    if (view.moment > -2) {
-      const x = pxOfX(xOf(view.moment), L, PW);
-      if (x >= L && x <= L + PW) {
-        ctx.save();
-        ctx.setLineDash([4 * dpr, 3 * dpr]);
-        ctx.strokeStyle = '#2962ff';
-        ctx.lineWidth = dpr;
-        ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + PH); ctx.stroke();
-        ctx.restore();
-      }
-    }
+    drawMoment(ctx, L, T, PW, PH);
     plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum };
     // A zoom under a still mouse: what is under it changed.
     if (tipEv && !tip.hidden) timelineTip(tipEv);
@@ -1033,16 +1014,7 @@
         let top = Math.round(PH - off * ys);
         if (top < 0) top = 0;
         if (top >= yPrev) continue;
-        const site = lSiteC[l];
-        const linger = lLinger[l] <= t;
-        const col = l === sel ? SEL : siteRGBA[site];
-        const edge = yPrev - top >= 4 ? (l === sel ? SEL_DARK : siteDark[site]) : col;
-        for (let y = top; y < yPrev; y++) {
-          const p = y * PW + c;
-          if (linger) px[p] = ((c + y) & 7) < 4 ? (lTape[l] ? TAPE_A : HATCH_A) : (l === sel ? SEL : lTape[l] ? TAPE_B : HATCH_B);
-          else px[p] = y === top ? edge : col;
-          ids[p] = l + 1;
-        }
+        paintBand(px, ids, PW, c, top, yPrev, l, lLinger[l] <= t, l === sel);
         yPrev = top;
       }
     }
@@ -1050,17 +1022,7 @@
     drawAxes(ctx, L, T, PW, PH, 0, ymax, dpr);
     drawMarks(ctx, L, T, PW, PH);
     drawTapePeaks(ctx, L, T, PW);
-    if (view.moment > -2) {
-      const x = pxOfX(xOf(view.moment), L, PW);
-      if (x >= L && x <= L + PW) {
-        ctx.save();
-        ctx.setLineDash([4 * dpr, 3 * dpr]);
-        ctx.strokeStyle = '#2962ff';
-        ctx.lineWidth = dpr;
-        ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + PH); ctx.stroke();
-        ctx.restore();
-      }
-    }
+    drawMoment(ctx, L, T, PW, PH);
     extPlot = { L, T, PW, PH, st, ids };
     if (extTipEv && !tip.hidden) extTip(extTipEv);
   }
@@ -1754,6 +1716,35 @@
   showTop();
   showUncached();
   requestAnimationFrame(() => drawFlame());
+
+  /* Column c of a plot, rows [top, yPrev): lifetime l's band in its site's
+   * colour (a darker top edge when it is 4 rows or more), hatched once past
+   * its last use (violet for a tape finding), amber when selected; ids
+   * remember which lifetime each pixel shows. */
+  function paintBand(px, ids, PW, c, top, yPrev, l, linger, selected) {
+    const site = lSiteC[l];
+    const col = selected ? SEL : siteRGBA[site];
+    const edge = yPrev - top >= 4 ? (selected ? SEL_DARK : siteDark[site]) : col;
+    for (let y = top; y < yPrev; y++) {
+      const p = y * PW + c;
+      if (linger) px[p] = ((c + y) & 7) < 4 ? (lTape[l] ? TAPE_A : HATCH_A) : (selected ? SEL : lTape[l] ? TAPE_B : HATCH_B);
+      else px[p] = y === top ? edge : col;
+      ids[p] = l + 1;
+    }
+  }
+
+  /* The selected moment (view.moment), a dashed line across a plot. */
+  function drawMoment(ctx, L, T, PW, PH) {
+    if (view.moment <= -2) return;
+    const x = pxOfX(xOf(view.moment), L, PW);
+    if (x < L || x > L + PW) return;
+    ctx.save();
+    ctx.setLineDash([4 * dpr, 3 * dpr]);
+    ctx.strokeStyle = '#2962ff';
+    ctx.lineWidth = dpr;
+    ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + PH); ctx.stroke();
+    ctx.restore();
+  }
 
   /* Client coordinates of a pixel that canvas `cv`, drawn as `p` (its plot:
    * ids of the lifetime drawn at each pixel), shows of lifetime l: the middle
