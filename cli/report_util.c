@@ -137,6 +137,7 @@ static bool torch_plumbing(const char *file, const char *fn)
         { "torch/_ops.py", "__call__" },
         { "vramtrace/torch.py", "__torch_dispatch__" },
         { "vramtrace/torch.py", "_dispatch" },
+        { "vramtrace/torch.py", "_engine_dispatch" },
     };
     for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
         if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))
@@ -144,11 +145,14 @@ static bool torch_plumbing(const char *file, const char *fn)
     return false;
 }
 
-/* The interpreter itself: libpython, or a python executable built without it. */
+/* The interpreter itself: libpython, or a python executable built without
+ * it; and track()'s dispatch mode in C (vramtrace/_trackfast.c), the
+ * native half of the plumbing above. */
 static bool interpreter_module(const char *module)
 {
     const char *b = basename_of(module);
-    return !strncmp(b, "libpython", 9) || (!strncmp(b, "python", 6) && !strstr(b, ".so"));
+    return !strncmp(b, "libpython", 9) || (!strncmp(b, "python", 6) && !strstr(b, ".so")) ||
+           !strncmp(b, "_trackfast.", 11);
 }
 
 bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python)

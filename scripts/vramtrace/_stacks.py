@@ -79,34 +79,40 @@ class StackInterner:
         tkey = tuple(key)
         sid = self._cache.get(tkey)
         if sid is None:
-            skip = self._skip
-            frames = []   # walk again, for the lines
-            codes = []
-            f = sys._getframe(depth)
-            left = _MAX_RAW_FRAMES
-            while f is not None and left and len(frames) < _MAX_FRAMES:
-                co = f.f_code
-                codes.append(co)
-                if co.co_filename not in skip:
-                    frames.append((getattr(co, "co_qualname", co.co_name), co.co_filename,
-                                   int(f.f_lineno or 0)))
-                f = f.f_back
-                left -= 1
-            try:
-                sid = int(self._lib.intern_stack(frames))
-            except Exception:  # a stack is a nicety; never fail the op for it
-                sid = 0
-            if len(self._cache) >= _MAX_CACHED:
-                self._cache.clear()
-                self._codes.clear()
-                self.sites.clear()
-                self.frames.clear()
-            for co in codes:
-                self._codes[id(co)] = co
-            self._cache[tkey] = sid
-            if sid and frames:
-                self.sites[sid] = (frames[0][1], frames[0][2])
-                self.frames[sid] = frames
+            sid = self._cache[tkey] = self.intern_frame(sys._getframe(depth))
+        return sid
+
+    def intern_frame(self, frame: Any) -> int:
+        """Stack id of the stack from ``frame`` outward, interned in the
+        library (its lines read now): a raw stack not seen before. Keeps
+        the walked code objects alive (their ids are in cached keys)."""
+        skip = self._skip
+        frames = []
+        codes = []
+        f = frame
+        left = _MAX_RAW_FRAMES
+        while f is not None and left and len(frames) < _MAX_FRAMES:
+            co = f.f_code
+            codes.append(co)
+            if co.co_filename not in skip:
+                frames.append((getattr(co, "co_qualname", co.co_name), co.co_filename,
+                               int(f.f_lineno or 0)))
+            f = f.f_back
+            left -= 1
+        try:
+            sid = int(self._lib.intern_stack(frames))
+        except Exception:  # a stack is a nicety; never fail the op for it
+            sid = 0
+        if len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+            self._codes.clear()
+            self.sites.clear()
+            self.frames.clear()
+        for co in codes:
+            self._codes[id(co)] = co
+        if sid and frames:
+            self.sites[sid] = (frames[0][1], frames[0][2])
+            self.frames[sid] = frames
         return sid
 
     def __len__(self) -> int:

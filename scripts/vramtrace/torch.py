@@ -342,6 +342,11 @@ class _Mode(_TorchDispatchMode):
     def __init__(self, tracker: "Tracker") -> None:
         super().__init__()
         self._tracker = tracker
+        fast = tracker._fast
+        if fast is not None:
+            # PyTorch looks __torch_dispatch__ up on the mode object: the C
+            # one, bound to the mode like a method, replaces the one below.
+            self.__torch_dispatch__ = types.MethodType(fast.dispatch, self)
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):  # noqa: D105
         tracker = self._tracker
@@ -349,10 +354,7 @@ class _Mode(_TorchDispatchMode):
             # An autograd engine thread (backward on a device): it runs no
             # Python code of the program, so what the op allocates is shown
             # under the forward op it computes the gradient of.
-            run = tracker._forward_of()
-            if run is not None:
-                return run(_dispatch, (tracker, func, args, kwargs, False))
-            return _dispatch(tracker, func, args, kwargs, False)
+            return tracker._engine_dispatch(func, types_, args, kwargs)
         # The owner thread's path, inlined (a Python call per op is ~3 % of a
         # small op's whole tracked cost).
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -412,6 +414,66 @@ def _forward_runner(frames: List[Tuple[str, str, int]]) -> Any:
     for name, filename, line in frames[1:]:
         run = functools.partial(_trampoline(name, filename, line, False), run)
     return run
+
+
+def _load_trackfast(libdir: str) -> Any:
+    """The _trackfast extension module, or None: installed next to this
+    package, or built next to the library (in ``libdir``: a build tree).
+    VRAMTRACE_TRACKFAST=0 keeps the tracker in Python."""
+    if os.environ.get("VRAMTRACE_TRACKFAST", "1") == "0":
+        return None
+    try:
+        from . import _trackfast as mod   # type: ignore[attr-defined]
+    except ImportError:
+        mod = None
+    if mod is None:
+        import importlib.machinery
+        import importlib.util
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(libdir, "_trackfast" + suffix)
+            if not os.path.exists(path):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location(f"{__package__}._trackfast", path)
+                if spec is None or spec.loader is None:
+                    continue
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                break
+            except ImportError:
+                mod = None
+        if mod is None:
+            return None
+    try:
+        from torch._C._dynamo.eval_frame import set_eval_frame
+    except ImportError:
+        set_eval_frame = None
+    mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
+              _StorageRec, _pending_names, _take_pending_name)
+    return mod
+
+
+_trackfast: Any = False   # not loaded yet
+
+
+def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
+    """A _trackfast.Dispatcher for ``tracker``, or None (Python path)."""
+    global _trackfast
+    path = getattr(tracker._lib, "path", None)
+    if not raw or not path:
+        return None
+    if _trackfast is False:
+        _trackfast = _load_trackfast(os.path.dirname(str(path)))
+    if _trackfast is None:
+        return None
+    import ctypes
+    fns = [raw(n) for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
+                            "vt_storage_external_stack", "vt_storage_external_free_stack")]
+    if any(fn is None for fn in fns):
+        return None
+    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame,
+                                 *(ctypes.cast(fn, ctypes.c_void_p).value for fn in fns),
+                                 bool(stacks))
 
 
 _active: List["Tracker"] = []
@@ -579,6 +641,9 @@ class Tracker:
         self._ext_raw = raw and raw("vt_storage_external_stack")
         self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
+        # The per-op path in C (_trackfast.c), when it is built for this
+        # Python and the library is the real one (its C entry points).
+        self._fast = _make_fast_path(self, raw, stacks)
         self._mode: Optional[_Mode] = None
         self._recording = False
         self._in_gc = False          # inside a collection we did not start
@@ -792,11 +857,7 @@ class Tracker:
                 storages[rec.skey].last_epoch = epoch
             if not outs:
                 return
-            # Keyed by id: an OpOverload hashes in Python (a call per
-            # lookup); the entry keeps the op alive, so its id stays its own.
-            meta = self._op_meta.get(id(func))
-            if meta is None:
-                meta = self._op_meta[id(func)] = (_view_arg(func), _changes_storage(func), func)
+            meta = self._op_meta.get(id(func)) or self._meta_of(func)
             vi, reshaping, _ = meta
             view_of = args[vi] if 0 <= vi < len(args) and isinstance(args[vi], _Tensor) else None
             for i, t in enumerate(outs):
@@ -828,6 +889,30 @@ class Tracker:
                               RuntimeWarning, stacklevel=3)
         finally:
             self._busy += _perf_counter() - began
+
+    def _meta_of(self, func: Any) -> Tuple[int, bool, Any]:
+        """(index of the argument ``func``'s outputs view, -1: none; whether
+        it may give a tensor other memory: set_, resize_; the op), cached.
+        Keyed by id: an OpOverload hashes in Python (a call per lookup);
+        the entry keeps the op alive, so its id stays its own."""
+        meta = self._op_meta[id(func)] = (_view_arg(func), _changes_storage(func), func)
+        return meta
+
+    def _engine_dispatch(self, func: Any, types_: Any, args: Any, kwargs: Any) -> Any:
+        """An op on an autograd engine thread (the C dispatch hands these
+        over): run under the frames of the forward op it differentiates."""
+        run = self._forward_of()
+        if run is not None:
+            return run(_dispatch, (self, func, args, kwargs, False))
+        return _dispatch(self, func, args, kwargs, False)
+
+    def _fast_failed(self, func: Any, exc: BaseException) -> None:
+        """The C recording of ``func`` raised ``exc``: counted, warned once
+        (the op itself succeeded and is returned)."""
+        self.errors += 1
+        if self.errors == 1:
+            warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
+                          RuntimeWarning, stacklevel=2)
 
     def _forward_of(self) -> Any:
         """What runs a backward op of this engine thread under the Python
@@ -919,14 +1004,19 @@ class Tracker:
         if srec is not None:
             srec.tids.discard(rec)
             if not srec.tids:
-                if stack is None and srec.external:
-                    stack = self._stacks.capture(1)
-                if srec.weak and not self._life.sole_owner(srec.skey):
-                    # The storage may outlive its last Python tensor (a view
-                    # of it, held as a storage): ask it, once it can tell.
-                    self._maybe_gone.append((srec, stack))
-                else:
-                    self._end_storage(srec, stack)
+                self._orphaned(srec, stack)
+
+    def _orphaned(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        """The last tracked tensor on ``srec`` died (``stack``: where, None
+        to capture it here)."""
+        if stack is None and srec.external:
+            stack = self._stacks.capture(2)
+        if srec.weak and not self._life.sole_owner(srec.skey):
+            # The storage may outlive its last Python tensor (a view
+            # of it, held as a storage): ask it, once it can tell.
+            self._maybe_gone.append((srec, stack))
+        else:
+            self._end_storage(srec, stack)
 
     # -- storages ------------------------------------------------------------
     def _declare(self, srec: _StorageRec, stack: Optional[int]) -> None:

@@ -1,0 +1,109 @@
+"""track()'s per-op path in C (scripts/vramtrace/_trackfast.c).
+
+With the built library the tracker records through the C extension; with
+VRAMTRACE_TRACKFAST=0 (or a fake library, as test_track.py uses) through
+the Python path. Both must record the same program the same way: the
+leak shapes and their fixed twins give the same findings either way."""
+
+from __future__ import annotations
+
+import os
+import re
+import types
+import warnings
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+from conftest import run_traced, vt_check, vt_cli  # noqa: E402
+
+torch = pytest.importorskip("torch")
+import vramtrace  # noqa: E402
+import vramtrace.torch as vtt  # noqa: E402
+
+
+def test_the_built_library_records_through_the_c_path(real_lib):
+    with vtt.track() as tr:
+        assert tr._fast is not None, "the _trackfast extension was not loaded"
+        # PyTorch looks __torch_dispatch__ up on the mode: the C one, bound to it
+        got = tr._mode.__torch_dispatch__
+        assert isinstance(got, types.MethodType) and got.__self__ is tr._mode
+        assert type(got.__func__).__name__ == "builtin_function_or_method"
+        x = torch.ones(4, 4)
+        y = (x @ x).relu()
+        tid = tr.tensor_id(y)
+    assert tr.ops >= 3 and tid != 0 and tr.errors == 0
+
+
+def test_the_python_path_is_kept_with_trackfast_off(real_lib, monkeypatch):
+    monkeypatch.setenv("VRAMTRACE_TRACKFAST", "0")
+    monkeypatch.setattr(vtt, "_trackfast", False)   # not loaded yet: read the variable
+    with vtt.track() as tr:
+        assert tr._fast is None
+        assert "__torch_dispatch__" not in vars(tr._mode)
+        y = torch.ones(3) * 2
+        assert tr.tensor_id(y) != 0
+    assert tr.ops >= 2 and tr.errors == 0
+
+
+def test_a_recording_failure_never_fails_the_op(real_lib):
+    """The op's result is returned; the failure is counted and warned once."""
+    with vtt.track() as tr:
+        assert tr._fast is not None
+
+        def broken(*_a, **_k):
+            raise RuntimeError("injected")
+        tr._out_name = broken           # every new output's name now fails
+        tr._names.clear()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            a = torch.arange(6.0)
+            b = a * 3
+            c = b + 1
+        assert c.tolist() == [1.0, 4.0, 7.0, 10.0, 13.0, 16.0]
+        assert tr.errors >= 2
+        msgs = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+        assert len(msgs) == 1 and "injected" in msgs[0], msgs
+
+
+def test_tensors_die_through_the_c_callbacks(real_lib):
+    """A tensor made and dropped inside the block leaves the books: its
+    record, its storage, and (host memory) the declared range."""
+    with vtt.track() as tr:
+        keep = torch.zeros(8)
+        for _ in range(20):
+            t = keep + 1
+            v = t[2:4]
+            del t, v
+        tr._settle()
+        live = [r for r in tr._by_tid.values() if r.ref is not None and r.ref() is not None]
+        assert len(live) == len(tr._by_tid), "dead tensors left in the books"
+        assert len(tr._storages) <= 3, tr._storages
+        assert sorted(tr._starts) == tr._starts
+        assert len(tr._starts) == len(tr._at_ptr) == sum(
+            1 for s in tr._storages.values() if s.declared)
+    assert tr.errors == 0
+
+
+def _findings(shape: str, twin: str, tmp_path, fast: str, monkeypatch) -> tuple:
+    monkeypatch.setenv("VRAMTRACE_TRACKFAST", fast)
+    out = str(tmp_path / f"{shape}-{twin}-{fast}.vtsnap")
+    info = run_traced(os.path.join(HERE, "leak_shapes.py"), [shape, twin, out], out,
+                      timeout=90)
+    rc, rep = vt_check(out, timeout=60)
+    # addresses differ between processes: compare what a user reads
+    found = sorted((f["rule"], f["bytes"], f["external"],
+                    tuple(sorted(re.sub(r"0x[0-9a-f]+", "0x?", p["text"]) for p in f["paths"])))
+                   for f in rep["findings"])
+    return rc, found, rep["tensors"], info
+
+
+@pytest.mark.parametrize("shape", ["cycle", "view", "pipeline", "hook"])
+@pytest.mark.parametrize("twin", ["leak", "fixed"])
+def test_the_c_and_python_paths_give_the_same_report(shape, twin, tmp_path, monkeypatch):
+    vt_cli()
+    rc_c, found_c, tensors_c, _ = _findings(shape, twin, tmp_path, "1", monkeypatch)
+    rc_py, found_py, tensors_py, _ = _findings(shape, twin, tmp_path, "0", monkeypatch)
+    assert rc_c == rc_py == (1 if twin == "leak" else 0)
+    assert found_c == found_py
+    assert tensors_c == tensors_py
