@@ -865,11 +865,10 @@ static PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *sta
         Py_DECREF(skey);
         goto out;
     }
-    pend = PyTuple_Pack(3, PyLong_FromUnsignedLongLong(tptr), v, stack_obj);
+    PyObject *tptr_obj = PyLong_FromUnsignedLongLong(tptr);
+    pend = tptr_obj ? PyTuple_Pack(3, tptr_obj, v, stack_obj) : NULL;
+    Py_XDECREF(tptr_obj);
     Py_DECREF(v);
-    /* PyTuple_Pack took its own reference to the first item */
-    if (pend != NULL)
-        Py_DECREF(PyTuple_GET_ITEM(pend, 0));
     PyObject *base_obj = PyLong_FromUnsignedLongLong(base_id);
     if (pend == NULL || base_obj == NULL) {
         Py_XDECREF(base_obj);
@@ -1349,17 +1348,6 @@ static PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
     return out;
 }
 
-static PyObject *dispatcher_clear_stacks(Dispatcher *d, PyObject *unused)
-{
-    clear_stacks(d);
-    Py_RETURN_NONE;
-}
-
-static PyObject *dispatcher_capture(Dispatcher *d, PyObject *unused)
-{
-    return PyLong_FromUnsignedLong(capture(d));
-}
-
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
  * stacks): the addresses of vt_tensor_use_stack, vt_tensor_new_stack,
  * vt_tensor_drop, vt_storage_external_stack and
@@ -1469,10 +1457,6 @@ static PyObject *dispatcher_cached(Dispatcher *d, void *unused)
 static PyMethodDef dispatcher_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
-    {"capture", (PyCFunction)dispatcher_capture, METH_NOARGS,
-     "capture() -> stack id of the calling Python code (0: none)"},
-    {"clear_stacks", (PyCFunction)dispatcher_clear_stacks, METH_NOARGS,
-     "forget the cached raw stacks"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -107,3 +107,31 @@ def test_the_c_and_python_paths_give_the_same_report(shape, twin, tmp_path, monk
     assert rc_c == rc_py == (1 if twin == "leak" else 0)
     assert found_c == found_py
     assert tensors_c == tensors_py
+
+
+def test_a_stack_seen_before_is_looked_up_not_interned_again(real_lib):
+    """Every step of a loop runs the same lines: after the first, an op's
+    stack is one lookup in the C cache (the interner is not called)."""
+    tr = vtt.Tracker()
+    calls = []
+    interned = tr._stacks.intern_frame
+
+    def counting(frame):
+        calls.append(1)
+        return interned(frame)
+    # a Dispatcher made with the counting interner (the mode binds it at enter)
+    tr._fast = type(tr._fast)(tr, counting, *_entry_points(tr), True)
+    with tr:
+        x = torch.ones(4)
+        for _ in range(50):
+            x = x + 1
+        cached = tr._fast.cached_stacks
+    assert x[0].item() == 51.0
+    assert 1 <= cached <= 4 and len(calls) == cached, (cached, len(calls))
+
+
+def _entry_points(tr) -> list:
+    import ctypes
+    return [ctypes.cast(tr._lib.raw(n), ctypes.c_void_p).value
+            for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
+                      "vt_storage_external_stack", "vt_storage_external_free_stack")]
