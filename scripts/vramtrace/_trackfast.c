@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <structmember.h>
 
 #include <stdint.h>
 #include <string.h>
@@ -70,6 +71,9 @@ typedef struct {
     int life_available;      /* StorageLife has weak handles (torch >= 2.0) */
     PyObject *use_count;     /* torch._C._storage_Use_Count, or NULL */
     PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
+    /* The Tracker's containers that are never rebound (see Tracker.__init__),
+     * held here to skip an attribute lookup each: */
+    PyObject *containers[9];
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
 } Dispatcher;
 
@@ -313,9 +317,12 @@ static int tensors_in(PyObject *obj, TensorList *out, int depth)
 
 /* -- records ----------------------------------------------------------------- */
 
+static PyObject *get_attr(PyObject *obj, PyObject *name);
+static int set_attr(PyObject *obj, PyObject *name, PyObject *v);
+
 static int get_u64(PyObject *obj, PyObject *name, uint64_t *out)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = get_attr(obj, name);
     if (v == NULL)
         return -1;
     *out = PyLong_AsUnsignedLongLong(v);
@@ -328,15 +335,102 @@ static int set_u64(PyObject *obj, PyObject *name, uint64_t v)
     PyObject *o = PyLong_FromUnsignedLongLong(v);
     if (o == NULL)
         return -1;
-    int rc = PyObject_SetAttr(obj, name, o);
+    int rc = set_attr(obj, name, o);
     Py_DECREF(o);
     return rc;
 }
 
+/* -- attributes, without the generic lookup --------------------------------
+ *
+ * Half of the C path's time went to attribute lookups (the type's MRO,
+ * then the descriptor) before these. The tracker's records are __slots__
+ * classes: a slot is a pointer at a fixed offset in the object, which the
+ * member descriptor gives once (setup()). The Tracker's containers are
+ * fetched once per Dispatcher. */
+
+typedef struct {
+    PyObject *name;          /* interned: compared by pointer */
+    Py_ssize_t offset;
+} SlotOffset;
+
+enum { MAX_SLOTS = 16 };
+static SlotOffset rec_slots[MAX_SLOTS], srec_slots[MAX_SLOTS];
+static int n_rec_slots, n_srec_slots;
+
+static Py_ssize_t slot_offset(PyObject *obj, PyObject *name)
+{
+    const SlotOffset *t;
+    int n;
+    if (Py_IS_TYPE(obj, (PyTypeObject *)tensor_rec_type)) {
+        t = rec_slots;
+        n = n_rec_slots;
+    } else if (Py_IS_TYPE(obj, (PyTypeObject *)storage_rec_type)) {
+        t = srec_slots;
+        n = n_srec_slots;
+    } else {
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (t[i].name == name)
+            return t[i].offset;
+    return -1;
+}
+
+/* obj.name, a new reference (NULL with an exception). */
+static PyObject *get_attr(PyObject *obj, PyObject *name)
+{
+    Py_ssize_t off = slot_offset(obj, name);
+    if (off >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(obj, name);   /* an unset slot raises as usual */
+}
+
+/* obj.name = v */
+static int set_attr(PyObject *obj, PyObject *name, PyObject *v)
+{
+    Py_ssize_t off = slot_offset(obj, name);
+    if (off < 0)
+        return PyObject_SetAttr(obj, name, v);
+    PyObject **p = (PyObject **)((char *)obj + off);
+    PyObject *old = *p;
+    *p = Py_NewRef(v);
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* Record the offsets of ``type``'s object slots named in ``names``. */
+static int slot_table(PyObject *type, PyObject *const *names, int n, SlotOffset *out)
+{
+    int got = 0;
+    for (int i = 0; i < n && got < MAX_SLOTS; i++) {
+        PyObject *descr = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, names[i]);
+        if (descr == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;   /* not a slot of this class: the generic lookup */
+        }
+        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type))
+            continue;
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+            continue;
+        out[got].name = names[i];
+        out[got].offset = m->offset;
+        got++;
+    }
+    return got;
+}
+
+/* A new reference to the Tracker's attribute ``name``. */
+static PyObject *tracker_attr(Dispatcher *d, PyObject *name);
+
 /* Tracker._record: the TENSOR_NEW of ``rec`` if not made yet; its id. */
 static int record(Dispatcher *d, PyObject *rec, uint64_t *tid)
 {
-    PyObject *pend = PyObject_GetAttr(rec, s_pend);
+    PyObject *pend = get_attr(rec, s_pend);
     if (pend == NULL)
         return -1;
     if (pend == Py_None) {
@@ -355,10 +449,10 @@ static int record(Dispatcher *d, PyObject *rec, uint64_t *tid)
     uint64_t base;
     if (PyErr_Occurred() || get_u64(rec, s_base, &base) < 0)
         goto out;
-    if (PyObject_SetAttr(rec, s_pend, Py_None) < 0)
+    if (set_attr(rec, s_pend, Py_None) < 0)
         goto out;
-    name = PyObject_GetAttr(rec, s_name);
-    enc_cache = PyObject_GetAttr(d->tracker, s_encoded);
+    name = get_attr(rec, s_name);
+    enc_cache = tracker_attr(d, s_encoded);
     if (name == NULL || enc_cache == NULL)
         goto out;
     encoded = PyDict_GetItemWithError(enc_cache, name);   /* borrowed */
@@ -377,9 +471,9 @@ static int record(Dispatcher *d, PyObject *rec, uint64_t *tid)
     }
     *tid = d->tensor_new((const void *)(uintptr_t)ptr, (size_t)nbytes, base,
                          PyBytes_AS_STRING(encoded), (uint32_t)stack);
-    by_tid = PyObject_GetAttr(d->tracker, s_by_tid);
+    by_tid = tracker_attr(d, s_by_tid);
     key = PyLong_FromUnsignedLongLong(*tid);
-    if (by_tid == NULL || key == NULL || PyObject_SetAttr(rec, s_tid, key) < 0 ||
+    if (by_tid == NULL || key == NULL || set_attr(rec, s_tid, key) < 0 ||
         PyDict_SetItem(by_tid, key, rec) < 0)
         goto out;
     rc = 0;
@@ -421,14 +515,14 @@ static int flush(Dispatcher *d)
 /* storages[rec.skey].last_epoch = epoch */
 static int touch_storage(PyObject *storages, PyObject *rec, PyObject *epoch)
 {
-    PyObject *skey = PyObject_GetAttr(rec, s_skey);
+    PyObject *skey = get_attr(rec, s_skey);
     if (skey == NULL)
         return -1;
     PyObject *srec = PyDict_GetItemWithError(storages, skey);   /* borrowed */
     Py_DECREF(skey);
     if (srec == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    return PyObject_SetAttr(srec, s_last_epoch, epoch);
+    return set_attr(srec, s_last_epoch, epoch);
 }
 
 /* tracker._busy += the time since ``began`` (the walk schedule's input),
@@ -456,7 +550,7 @@ static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
 /* Is ``obj``'s attribute ``name`` true? -1 on error. */
 static int attr_true(PyObject *obj, PyObject *name)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = get_attr(obj, name);
     if (v == NULL)
         return -1;
     int r = PyObject_IsTrue(v);
@@ -499,8 +593,8 @@ static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
     if (get_u64(srec, s_ptr, &ptr) < 0 || get_u64(srec, s_nbytes, &nbytes) < 0)
         return -1;
     int rc = -1;
-    PyObject *starts = PyObject_GetAttr(tracker, s_starts);
-    PyObject *at_ptr = PyObject_GetAttr(tracker, s_at_ptr);
+    PyObject *starts = tracker_attr(d, s_starts);
+    PyObject *at_ptr = tracker_attr(d, s_at_ptr);
     PyObject *key = NULL;
     if (starts == NULL || at_ptr == NULL || !PyList_Check(starts))
         goto out;
@@ -531,7 +625,7 @@ static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
                      (unsigned long long)ptr, (unsigned long long)nbytes, err);
         goto out;
     }
-    if (PyObject_SetAttr(srec, s_declared, Py_True) < 0)
+    if (set_attr(srec, s_declared, Py_True) < 0)
         goto out;
     key = PyLong_FromUnsignedLongLong(ptr);
     i = key ? bisect_left(starts, ptr) : -1;
@@ -550,10 +644,9 @@ out:
  * ``stack_obj`` and it leaves the books. */
 static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
-    PyObject *tracker = d->tracker;
     int rc = -1;
-    PyObject *storages = PyObject_GetAttr(tracker, s_storages);
-    PyObject *skey = PyObject_GetAttr(srec, s_skey);
+    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *skey = get_attr(srec, s_skey);
     PyObject *starts = NULL, *at_ptr = NULL, *key = NULL, *weak = NULL;
     if (storages == NULL || skey == NULL)
         goto out;
@@ -567,10 +660,10 @@ static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         goto out;
     if (declared) {
         uint64_t ptr;
-        if (PyObject_SetAttr(srec, s_declared, Py_False) < 0 || get_u64(srec, s_ptr, &ptr) < 0)
+        if (set_attr(srec, s_declared, Py_False) < 0 || get_u64(srec, s_ptr, &ptr) < 0)
             goto out;
-        starts = PyObject_GetAttr(tracker, s_starts);
-        at_ptr = PyObject_GetAttr(tracker, s_at_ptr);
+        starts = tracker_attr(d, s_starts);
+        at_ptr = tracker_attr(d, s_at_ptr);
         key = PyLong_FromUnsignedLongLong(ptr);
         if (starts == NULL || at_ptr == NULL || key == NULL || !PyList_Check(starts))
             goto out;
@@ -598,7 +691,7 @@ static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         }
     }
     /* StorageLife.release: the weak handle goes */
-    weak = PyObject_GetAttr(srec, s_weak);
+    weak = get_attr(srec, s_weak);
     if (weak == NULL)
         goto out;
     int have = PyObject_IsTrue(weak);
@@ -611,7 +704,7 @@ static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         Py_XDECREF(r);
     }
     PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL || PyObject_SetAttr(srec, s_weak, zero) < 0) {
+    if (zero == NULL || set_attr(srec, s_weak, zero) < 0) {
         Py_XDECREF(zero);
         goto out;
     }
@@ -668,7 +761,7 @@ static PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t 
     Py_XDECREF(weak);
     if (srec == NULL)
         return NULL;
-    PyObject *storages = PyObject_GetAttr(tracker, s_storages);
+    PyObject *storages = tracker_attr(d, s_storages);
     int bad = storages == NULL || PyDict_SetItem(storages, skey, srec) < 0;
     Py_XDECREF(storages);
     if (!bad && device < 0)
@@ -702,7 +795,7 @@ static int orphaned(Dispatcher *d, PyObject *srec)
     if (weak) {
         later = 1;
         if (d->use_count != NULL && d->sole >= 0) {
-            PyObject *skey = PyObject_GetAttr(srec, s_skey);
+            PyObject *skey = get_attr(srec, s_skey);
             PyObject *n = skey ? PyObject_CallOneArg(d->use_count, skey) : NULL;
             Py_XDECREF(skey);
             long long count = n ? PyLong_AsLongLong(n) : -1;
@@ -740,7 +833,7 @@ static PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *sta
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
         *key = NULL, *base = NULL, *user = NULL, *pend = NULL, *cb = NULL, *cbself = NULL,
         *ref = NULL, *tids = NULL, *got = NULL;
-    by_obj = PyObject_GetAttr(tracker, s_by_obj);
+    by_obj = tracker_attr(d, s_by_obj);
     key = PyLong_FromVoidPtr(t);
     if (by_obj == NULL || key == NULL)
         goto out;
@@ -786,7 +879,7 @@ static PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *sta
     }
     if (skey == NULL)
         goto out;
-    storages = PyObject_GetAttr(tracker, s_storages);
+    storages = tracker_attr(d, s_storages);
     srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
     Py_XINCREF(srec);
     uint64_t sptr = 0, snbytes = 0;
@@ -884,10 +977,10 @@ static PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *sta
     cbself = PyTuple_Pack(3, (PyObject *)d, rec, key);
     cb = cbself ? PyCFunction_New(&death_def, cbself) : NULL;
     ref = cb ? PyWeakref_NewRef(t, cb) : NULL;
-    if (ref == NULL || PyObject_SetAttr(rec, s_ref, ref) < 0 ||
+    if (ref == NULL || set_attr(rec, s_ref, ref) < 0 ||
         PyDict_SetItem(by_obj, key, rec) < 0)
         goto out;
-    tids = PyObject_GetAttr(srec, s_tids);
+    tids = get_attr(srec, s_tids);
     if (tids == NULL || PySet_Add(tids, rec) < 0)
         goto out;
     if (defer) {
@@ -936,7 +1029,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         Py_XDECREF(r);
         return r == NULL ? -1 : 0;
     }
-    PyObject *ref = PyObject_GetAttr(rec, s_ref);
+    PyObject *ref = get_attr(rec, s_ref);
     if (ref == NULL)
         return -1;
     int live = ref != Py_None;   /* None: renamed, or the tracker was closed */
@@ -947,7 +1040,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
     int rc = -1;
     PyObject *by_obj = NULL, *by_tid = NULL, *tidkey = NULL, *book = NULL, *targeted = NULL,
         *storages = NULL, *skey = NULL, *tids = NULL, *srec = NULL;
-    by_obj = PyObject_GetAttr(tracker, s_by_obj);
+    by_obj = tracker_attr(d, s_by_obj);
     if (by_obj == NULL)
         goto out;
     PyObject *cur = PyDict_GetItemWithError(by_obj, key);
@@ -967,7 +1060,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
     uint64_t tid;
     if (record(d, rec, &tid) < 0)
         goto out;
-    by_tid = PyObject_GetAttr(tracker, s_by_tid);
+    by_tid = tracker_attr(d, s_by_tid);
     tidkey = PyLong_FromUnsignedLongLong(tid);
     if (by_tid == NULL || tidkey == NULL)
         goto out;
@@ -976,7 +1069,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         rc = PyErr_Occurred() ? -1 : 0;   /* dropped already */
         goto out;
     }
-    if (PyDict_DelItem(by_tid, tidkey) < 0 || PyObject_SetAttr(rec, s_ref, Py_None) < 0)
+    if (PyDict_DelItem(by_tid, tidkey) < 0 || set_attr(rec, s_ref, Py_None) < 0)
         goto out;
     d->drop(tid);
     book = PyObject_GetAttr(tracker, s_book);
@@ -992,8 +1085,8 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
             goto out;
         Py_DECREF(r);
     }
-    storages = PyObject_GetAttr(tracker, s_storages);
-    skey = PyObject_GetAttr(rec, s_skey);
+    storages = tracker_attr(d, s_storages);
+    skey = get_attr(rec, s_skey);
     if (storages == NULL || skey == NULL)
         goto out;
     srec = PyDict_GetItemWithError(storages, skey);
@@ -1002,7 +1095,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         rc = PyErr_Occurred() ? -1 : 0;
         goto out;
     }
-    tids = PyObject_GetAttr(srec, s_tids);
+    tids = get_attr(srec, s_tids);
     if (tids == NULL || PySet_Discard(tids, rec) < 0)
         goto out;
     if (PySet_GET_SIZE(tids) == 0 && orphaned(d, srec) < 0)
@@ -1048,7 +1141,7 @@ static PyObject *death_callback(PyObject *self, PyObject *weak)
  * keyed by (id(func), i, stack)), else made by the Python one. */
 static PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj)
 {
-    PyObject *names = PyObject_GetAttr(d->tracker, s_names);
+    PyObject *names = tracker_attr(d, s_names);
     if (names == NULL)
         return NULL;
     PyObject *fid = PyLong_FromVoidPtr(func);
@@ -1067,6 +1160,19 @@ static PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject 
     return name;
 }
 
+
+static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_storages, &s_op_meta,
+                                       &s_node_stacks, &s_names, &s_encoded, &s_starts,
+                                       &s_at_ptr};
+
+static PyObject *tracker_attr(Dispatcher *d, PyObject *name)
+{
+    for (size_t i = 0; i < sizeof container_names / sizeof container_names[0]; i++)
+        if (*container_names[i] == name && d->containers[i] != NULL)
+            return Py_NewRef(d->containers[i]);
+    return PyObject_GetAttr(d->tracker, name);
+}
+
 /* -- the op ------------------------------------------------------------------- */
 
 /* Tracker._on_op for the owner thread's forward ops. */
@@ -1083,7 +1189,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
 
     /* An op that may give a tensor other memory (set_, resize_) goes the
      * Python way whole: it compares storages with what they are now. */
-    PyObject *op_meta = PyObject_GetAttr(tracker, s_op_meta);
+    PyObject *op_meta = tracker_attr(d, s_op_meta);
     if (op_meta == NULL)
         return -1;
     PyObject *fkey = PyLong_FromVoidPtr(func);
@@ -1162,7 +1268,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         } else {
             long long s = PyLong_AsLongLong(seq) - 1;
             Py_DECREF(seq);
-            PyObject *nodes = PyObject_GetAttr(tracker, s_node_stacks);
+            PyObject *nodes = tracker_attr(d, s_node_stacks);
             if (nodes == NULL)
                 goto out;
             PyObject *skey = s >= 0 ? PyLong_FromLongLong(s) : NULL;
@@ -1182,8 +1288,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         }
     }
     epoch = PyObject_GetAttr(tracker, s_epoch);
-    by_obj = PyObject_GetAttr(tracker, s_by_obj);
-    storages = PyObject_GetAttr(tracker, s_storages);
+    by_obj = tracker_attr(d, s_by_obj);
+    storages = tracker_attr(d, s_storages);
     if (epoch == NULL || by_obj == NULL || storages == NULL)
         goto out;
     PyObject *stack_obj = PyLong_FromUnsignedLong(stack);
@@ -1381,6 +1487,11 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     d->stacks_enabled = stacks;
     if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
         return -1;
+    for (size_t i = 0; i < sizeof container_names / sizeof container_names[0]; i++) {
+        Py_CLEAR(d->containers[i]);
+        if ((d->containers[i] = PyObject_GetAttr(tracker, *container_names[i])) == NULL)
+            return -1;
+    }
     /* The tracker's StorageLife: weak handles, and the use count a storage
      * has when only a dying tensor holds it. */
     PyObject *life = PyObject_GetAttr(tracker, s_life);
@@ -1424,6 +1535,8 @@ static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
     Py_VISIT(d->codes);
     Py_VISIT(d->use_count);
     Py_VISIT(d->free_weak_ref);
+    for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
+        Py_VISIT(d->containers[i]);
     return 0;
 }
 
@@ -1434,6 +1547,8 @@ static int dispatcher_clear(Dispatcher *d)
     Py_CLEAR(d->codes);
     Py_CLEAR(d->use_count);
     Py_CLEAR(d->free_weak_ref);
+    for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
+        Py_CLEAR(d->containers[i]);
     return 0;
 }
 
@@ -1504,6 +1619,17 @@ static PyObject *module_setup(PyObject *self, PyObject *args)
     Py_XSETREF(tensor_rec_type, rt);
     Py_INCREF(srt);
     Py_XSETREF(storage_rec_type, srt);
+    if (!PyType_Check(rt) || !PyType_Check(srt)) {
+        PyErr_SetString(PyExc_TypeError, "setup() needs the record classes");
+        return NULL;
+    }
+    PyObject *rec_names[] = {s_tid, s_skey, s_ref, s_name, s_base, s_pend};
+    PyObject *srec_names[] = {s_ptr, s_nbytes, s_external, s_tids, s_last_epoch, s_skey,
+                              s_weak, s_declared};
+    n_rec_slots = slot_table(rt, rec_names, 6, rec_slots);
+    n_srec_slots = slot_table(srt, srec_names, 8, srec_slots);
+    if (n_rec_slots < 0 || n_srec_slots < 0)
+        return NULL;
     Py_INCREF(pn);
     Py_XSETREF(pending_names, pn);
     Py_INCREF(tpn);

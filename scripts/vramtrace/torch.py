@@ -641,9 +641,6 @@ class Tracker:
         self._ext_raw = raw and raw("vt_storage_external_stack")
         self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
-        # The per-op path in C (_trackfast.c), when it is built for this
-        # Python and the library is the real one (its C entry points).
-        self._fast = _make_fast_path(self, raw, stacks)
         self._mode: Optional[_Mode] = None
         self._recording = False
         self._in_gc = False          # inside a collection we did not start
@@ -658,6 +655,12 @@ class Tracker:
         # made the node, and stack id -> the frames that replay it.
         self._node_stacks: Dict[int, int] = {}
         self._forward_frames: Dict[int, Any] = {}
+        # The per-op path in C (_trackfast.c), when it is built for this
+        # Python and the library is the real one (its C entry points). It
+        # holds the containers above: _by_obj, _by_tid, _storages, _op_meta,
+        # _node_stacks, _names, _encoded, _starts and _at_ptr are changed in
+        # place, never rebound.
+        self._fast = _make_fast_path(self, raw, stacks)
 
     # -- context -----------------------------------------------------------
     def __enter__(self) -> "Tracker":

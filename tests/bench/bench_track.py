@@ -3,8 +3,10 @@
 Runs each configuration in its own process (one trace per process):
 an MLP training loop, clean and leaking (a list keeps each step's
 activation), untracked, under a dispatch mode that does nothing but run the
-op (the floor of any per-op recorder in Python), and under track() with a
-mark per iteration; prints ms per iteration, the ratio tracked/untracked,
+op (the floor of any per-op recorder in Python), under track() recording
+through its Python path (VRAMTRACE_TRACKFAST=0), and under track() as users
+run it (the per-op path in C, _trackfast), with a mark per iteration; prints
+ms per iteration, the ratios tracked/untracked (C path, then "py": Python path),
 the walks the tracker made in the loop (the snapshot's is not counted), cut
 off (the snapshot's included) and skipped, the stale storages left out as
 resting, the marks' CPU ms per iteration (in the tracked time), the CPU ms
@@ -99,6 +101,7 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
             vramtrace.snapshot(snap)
             snap_s = time.process_time() - s0
         stats = {"walks": loop_walks, "cutoffs": tr.walk_cutoffs,
+                 "c_path": getattr(tr, "_fast", None) is not None,
                  "resting": getattr(tr, "resting_skipped", 0),
                  "skipped": getattr(tr, "walks_skipped", 0),
                  "postponed": tr.walks_postponed, "mark_s": round(loop_mark_s, 4),
@@ -109,6 +112,8 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
 def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
+    if mode == "tracked_py":   # the tracker's Python path (no _trackfast)
+        env["VRAMTRACE_TRACKFAST"] = "0"
     r = subprocess.run([sys.executable, __file__, "--child", mode, "leak" if leak else "clean",
                         str(steps), snap, size], env=env, capture_output=True, text=True,
                        timeout=900)
@@ -142,25 +147,32 @@ def main() -> None:
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
-        print(f"{'loop':<13}{'untracked':>28}{'null dispatch':>28}{'tracked':>28}{'ratio':>8}"
+        print(f"{'loop':<13}{'untracked':>28}{'null dispatch':>28}{'tracked (Python path)':>28}"
+              f"{'tracked':>28}{'ratio':>8}{'py':>7}"
               f"{'floor':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
         for size, leak in (("small", False), ("small", True), ("wide", False), ("wide", True)):
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
             base = median_run("untracked", leak, steps, snap, runs, size)
             floor = median_run("dispatch", leak, steps, snap, runs, size)
+            trpy = median_run("tracked_py", leak, steps, snap, runs, size)
             tr = median_run("tracked", leak, steps, snap, runs, size)
+            if not tr["c_path"] or trpy["c_path"]:
+                sys.exit("bench_track: the C path was not used where expected "
+                         "(is _trackfast built next to VRAMTRACE_LIB?)")
             ratio = tr["ms"] / base["ms"]
-            res[name] = (ratio, floor["ms"] / base["ms"])
+            res[name] = (ratio, floor["ms"] / base["ms"], trpy["ms"] / base["ms"])
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
-            print(f"{name:<13}{cell(base):>28}{cell(floor):>28}{cell(tr):>28}{ratio:>7.2f}x"
+            print(f"{name:<13}{cell(base):>28}{cell(floor):>28}{cell(trpy):>28}{cell(tr):>28}"
+                  f"{ratio:>7.2f}x{res[name][2]:>6.2f}x"
                   f"{res[name][1]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"
                   f"{tr['snap_ms']:>8.0f}{tr['snap_bytes'] / 1024:>6.0f} KiB")
     print(f"RESULT steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
-          f"leaking_ratio={res['leaking'][0]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
+          f"leaking_ratio={res['leaking'][0]:.2f} python_path_clean={res['clean'][2]:.2f} "
+          f"python_path_leaking={res['leaking'][2]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
           f"dispatch_floor_leaking={res['leaking'][1]:.2f} targets: clean<=1.5 leaking<=3.0 "
           f"(wide: clean_ratio={res['clean_wide'][0]:.2f} leaking_ratio={res['leaking_wide'][0]:.2f})")
 
