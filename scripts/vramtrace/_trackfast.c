@@ -73,14 +73,16 @@ typedef struct {
     PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
     /* The Tracker's containers that are never rebound (see Tracker.__init__),
      * held here to skip an attribute lookup each: */
-    PyObject *containers[9];
+    PyObject *containers[11];
+    uint64_t ops;            /* ops recorded here (Tracker.ops adds the Python path's) */
+    double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
 } Dispatcher;
 
 /* Interned attribute names and objects looked up once. */
 static PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
     *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
-    *s_encoded, *s_op_meta, *s_node_stacks, *s_busy, *s_ops, *s_settle, *s_track,
+    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_fast_failed,
     *s_intern_frame, *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
     *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
@@ -490,7 +492,7 @@ out:
 /* Tracker._flush: record the outputs held back, in creation order. */
 static int flush(Dispatcher *d)
 {
-    PyObject *pending = PyObject_GetAttr(d->tracker, s_pending);
+    PyObject *pending = tracker_attr(d, s_pending);
     if (pending == NULL)
         return -1;
     int rc = 0;
@@ -525,20 +527,10 @@ static int touch_storage(PyObject *storages, PyObject *rec, PyObject *epoch)
     return set_attr(srec, s_last_epoch, epoch);
 }
 
-/* tracker._busy += the time since ``began`` (the walk schedule's input),
- * keeping any exception set. */
-static void add_busy(PyObject *tracker, double began)
+/* The time since ``began`` goes to Tracker._busy() (the walk schedule's input). */
+static void add_busy(Dispatcher *d, double began)
 {
-    PyObject *exc_type, *exc, *tb;
-    PyErr_Fetch(&exc_type, &exc, &tb);
-    PyObject *busy = PyObject_GetAttr(tracker, s_busy);
-    double b = busy ? PyFloat_AsDouble(busy) : 0.0;
-    Py_XDECREF(busy);
-    PyObject *nb = PyFloat_FromDouble(b + now_s() - began);
-    if (nb == NULL || PyObject_SetAttr(tracker, s_busy, nb) < 0)
-        PyErr_Clear();
-    Py_XDECREF(nb);
-    PyErr_Restore(exc_type, exc, tb);
+    d->busy += now_s() - began;
 }
 
 /* -- tensors seen for the first time, and their deaths ---------------------- */
@@ -774,7 +766,6 @@ static PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t 
 /* Tracker._orphaned: the last tracked tensor on ``srec`` died here. */
 static int orphaned(Dispatcher *d, PyObject *srec)
 {
-    PyObject *tracker = d->tracker;
     int external = attr_true(srec, s_external);
     if (external < 0)
         return -1;
@@ -807,7 +798,7 @@ static int orphaned(Dispatcher *d, PyObject *srec)
         }
     }
     if (later) {
-        PyObject *maybe = PyObject_GetAttr(tracker, s_maybe_gone);
+        PyObject *maybe = tracker_attr(d, s_maybe_gone);
         PyObject *pair = PyTuple_Pack(2, srec, stack);
         int bad = maybe == NULL || pair == NULL || PyList_Append(maybe, pair) < 0;
         Py_XDECREF(maybe);
@@ -984,7 +975,7 @@ static PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *sta
     if (tids == NULL || PySet_Add(tids, rec) < 0)
         goto out;
     if (defer) {
-        PyObject *pending = PyObject_GetAttr(tracker, s_pending);
+        PyObject *pending = tracker_attr(d, s_pending);
         int bad = pending == NULL || PyList_Append(pending, rec) < 0;
         Py_XDECREF(pending);
         if (bad)
@@ -1048,7 +1039,9 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         goto out;
     if (cur == NULL && PyErr_Occurred())
         goto out;
-    int gone = attr_true(tracker, s_maybe_gone);
+    PyObject *mg = tracker_attr(d, s_maybe_gone);
+    int gone = mg ? PyObject_IsTrue(mg) : -1;
+    Py_XDECREF(mg);
     if (gone < 0)
         goto out;
     if (gone) {
@@ -1111,7 +1104,7 @@ out:
     Py_XDECREF(skey);
     Py_XDECREF(tids);
     Py_XDECREF(srec);
-    add_busy(tracker, began);
+    add_busy(d, began);
     return rc;
 }
 
@@ -1161,9 +1154,9 @@ static PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject 
 }
 
 
-static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_storages, &s_op_meta,
-                                       &s_node_stacks, &s_names, &s_encoded, &s_starts,
-                                       &s_at_ptr};
+static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_pending, &s_storages,
+                                       &s_maybe_gone, &s_op_meta, &s_node_stacks, &s_names,
+                                       &s_encoded, &s_starts, &s_at_ptr};
 
 static PyObject *tracker_attr(Dispatcher *d, PyObject *name)
 {
@@ -1228,7 +1221,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     tl_init(&outs);
     PyObject *epoch = NULL, *by_obj = NULL, *storages = NULL;
 
-    PyObject *maybe_gone = PyObject_GetAttr(tracker, s_maybe_gone);
+    PyObject *maybe_gone = tracker_attr(d, s_maybe_gone);
     if (maybe_gone == NULL)
         goto out;
     int gone = PyObject_IsTrue(maybe_gone);
@@ -1243,13 +1236,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     }
     if (flush(d) < 0)
         goto out;
-    PyObject *ops = PyObject_GetAttr(tracker, s_ops);
-    if (ops == NULL)
-        goto out;
-    long nops = PyLong_AsLong(ops);
-    Py_DECREF(ops);
-    if (set_u64(tracker, s_ops, (uint64_t)nops + 1) < 0)
-        goto out;
+    d->ops++;
 
     if (tensors_in(args, &ins, 0) < 0 || (kwargs && tensors_in(kwargs, &ins, 0) < 0) ||
         tensors_in(out, &outs, 0) < 0)
@@ -1375,7 +1362,7 @@ out:
     Py_XDECREF(storages);
     tl_free(&ins);
     tl_free(&outs);
-    add_busy(tracker, began);
+    add_busy(d, began);
     return rc;
 }
 
@@ -1575,8 +1562,20 @@ static PyMethodDef dispatcher_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *dispatcher_ops(Dispatcher *d, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(d->ops);
+}
+
+static PyObject *dispatcher_busy(Dispatcher *d, void *unused)
+{
+    return PyFloat_FromDouble(d->busy);
+}
+
 static PyGetSetDef dispatcher_getset[] = {
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
+    {"ops", (getter)dispatcher_ops, NULL, "ops recorded by the C path", NULL},
+    {"busy", (getter)dispatcher_busy, NULL, "seconds the C path spent recording", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1675,7 +1674,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_tid, "tid"}, {&s_skey, "skey"}, {&s_last_epoch, "last_epoch"},
         {&s_pend, "pend"}, {&s_name, "name"}, {&s_base, "base"},
         {&s_encoded, "_encoded"}, {&s_op_meta, "_op_meta"},
-        {&s_node_stacks, "_node_stacks"}, {&s_busy, "_busy"}, {&s_ops, "ops"},
+        {&s_node_stacks, "_node_stacks"},
         {&s_settle, "_settle"}, {&s_track, "_track"}, {&s_out_name, "_out_name"},
         {&s_outs_slow, "_on_op"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_fast_failed, "_fast_failed"},

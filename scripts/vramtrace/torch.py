@@ -605,7 +605,7 @@ class Tracker:
         # as they did before being used again (batches reused every k steps).
         self.resting_skipped = 0
         self.partial_walks = 0       # walks from only the new or changed stale tensors
-        self._busy = 0.0             # seconds spent recording ops and deaths
+        self._py_busy = 0.0          # seconds the Python path spent recording ops and deaths
         self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0
         self._backoff = 1
@@ -648,7 +648,7 @@ class Tracker:
         self._gc_dead: List[Tuple[int, int]] = []   # (tid, id(obj)) died in a collection
         self._gc_holder = 0          # holder of the running automatic collection
         self.errors = 0
-        self.ops = 0
+        self._py_ops = 0             # ops the Python path recorded
         self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
         self._owner = 0              # the thread that entered: it runs the forward ops
         # Autograd node sequence number -> stack id of the forward op that
@@ -657,9 +657,9 @@ class Tracker:
         self._forward_frames: Dict[int, Any] = {}
         # The per-op path in C (_trackfast.c), when it is built for this
         # Python and the library is the real one (its C entry points). It
-        # holds the containers above: _by_obj, _by_tid, _storages, _op_meta,
-        # _node_stacks, _names, _encoded, _starts and _at_ptr are changed in
-        # place, never rebound.
+        # holds the containers above: _by_obj, _by_tid, _pending, _storages,
+        # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and
+        # _at_ptr are changed in place, never rebound.
         self._fast = _make_fast_path(self, raw, stacks)
 
     # -- context -----------------------------------------------------------
@@ -707,6 +707,17 @@ class Tracker:
         self._by_tid.clear()
         self._by_obj.clear()
 
+    @property
+    def ops(self) -> int:
+        """Ops recorded so far (by either path)."""
+        fast = self._fast
+        return self._py_ops + (fast.ops if fast is not None else 0)
+
+    def _busy(self) -> float:
+        """Seconds spent recording ops and deaths (the walk schedule's input)."""
+        fast = self._fast
+        return self._py_busy + (fast.busy if fast is not None else 0.0)
+
     # -- bookkeeping of tensors --------------------------------------------
     def tensor_id(self, t: Any) -> int:
         """The recorder id of tensor ``t`` (0 when not tracked)."""
@@ -735,7 +746,8 @@ class Tracker:
     def _flush(self) -> None:
         """Record the outputs held back, in creation order."""
         if self._pending:
-            pending, self._pending = self._pending, []
+            pending = self._pending[:]
+            self._pending.clear()
             for rec in pending:
                 self._record(rec)
 
@@ -816,7 +828,7 @@ class Tracker:
                 self._settle()
             if self._pending:
                 self._flush()
-            self.ops += 1
+            self._py_ops += 1
             ins: List[Any] = []
             for x in args:   # an op's args: mostly tensors and scalars, flat
                 if isinstance(x, _Tensor):
@@ -891,7 +903,7 @@ class Tracker:
                 warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
                               RuntimeWarning, stacklevel=3)
         finally:
-            self._busy += _perf_counter() - began
+            self._py_busy += _perf_counter() - began
 
     def _meta_of(self, func: Any) -> Tuple[int, bool, Any]:
         """(index of the argument ``func``'s outputs view, -1: none; whether
@@ -993,7 +1005,7 @@ class Tracker:
         except Exception:
             self.errors += 1
         finally:
-            self._busy += _perf_counter() - began
+            self._py_busy += _perf_counter() - began
 
     def _drop(self, rec: _TensorRec, stack: Optional[int]) -> None:
         """Record ``rec``'s death (and its storage's, if it was the last);
@@ -1130,7 +1142,8 @@ class Tracker:
         """Storages whose last tensor died: released now, or kept while
         something else (autograd, a storage object) still holds them."""
         while self._maybe_gone:
-            gone, self._maybe_gone = self._maybe_gone, []
+            gone = self._maybe_gone[:]
+            self._maybe_gone.clear()
             for srec, stack in gone:
                 if srec.tids or self._storages.get(srec.skey) is not srec:
                     continue
@@ -1181,7 +1194,7 @@ class Tracker:
             # CPU time, because other processes stretch the wall clock of
             # a busy machine and the walk would be paid by the program.
             cpu, wall = began - self._last_mark_end[0], began_wall - self._last_mark_end[1]
-            busy = self._busy - self._busy_at_mark
+            busy = self._busy() - self._busy_at_mark
             own = cpu * max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
             self._credit = min(self._credit + self.walk_fraction * own,
                                max(1.0, self.snapshot_walk_s))
@@ -1207,7 +1220,7 @@ class Tracker:
             end = _cpu_clock()
             self.walk_seconds += end - began
             self._last_mark_end = (end, _perf_counter())
-            self._busy_at_mark = self._busy
+            self._busy_at_mark = self._busy()
             # All of a mark's work is paid from the credit, not just the walk.
             self._credit -= end - began
 

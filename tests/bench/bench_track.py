@@ -147,8 +147,8 @@ def main() -> None:
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
-        print(f"{'loop':<13}{'untracked':>28}{'null dispatch':>28}{'tracked (Python path)':>28}"
-              f"{'tracked':>28}{'ratio':>8}{'py':>7}"
+        print(f"{'loop':<13}{'untracked':>31}{'null dispatch':>31}{'tracked (Python path)':>31}"
+              f"{'tracked':>31}{'ratio':>8}{'py':>7}"
               f"{'floor':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
         for size, leak in (("small", False), ("small", True), ("wide", False), ("wide", True)):
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
@@ -165,7 +165,7 @@ def main() -> None:
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
-            print(f"{name:<13}{cell(base):>28}{cell(floor):>28}{cell(trpy):>28}{cell(tr):>28}"
+            print(f"{name:<13}{cell(base):>31}{cell(floor):>31}{cell(trpy):>31}{cell(tr):>31}"
                   f"{ratio:>7.2f}x{res[name][2]:>6.2f}x"
                   f"{res[name][1]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"

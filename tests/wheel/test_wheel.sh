@@ -44,6 +44,8 @@ z = zipfile.ZipFile(sys.argv[1])
 print(z.read(next(n for n in z.namelist() if n.endswith("dist-info/METADATA"))).decode())
 PY
 )
+# track()'s per-op path in C, built for the Python that built the wheel
+grep -Eq 'vramtrace/_trackfast\.[^ ]*\.so' <<<"$listing" || fail "wheel lacks vramtrace/_trackfast*.so"
 grep -q '^Version: ' <<<"$meta" || fail "METADATA has no version"
 grep -q '^Requires-Python: ' <<<"$meta" || fail "METADATA has no Requires-Python"
 grep -q '^Requires-Dist: torch.*extra == "torch"' <<<"$meta" || fail "torch is not an optional extra"
@@ -99,7 +101,8 @@ if [[ -n $torch_py ]]; then
     "$venv_py" - <<'PY' || fail "vramtrace.torch on the CPU with real torch"
 import torch, vramtrace, vramtrace.torch as vt
 assert vramtrace.library_path().startswith(vramtrace.__file__.rsplit("/", 1)[0])
-with vt.track():
+with vt.track() as t:
+    assert t._fast is not None, "track() did not load the installed _trackfast"
     a = torch.ones(1000)
     b = a * 2
 print("track ok", float(b.sum()))
