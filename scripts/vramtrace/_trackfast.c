@@ -514,6 +514,17 @@ static int flush(Dispatcher *d)
     return rc;
 }
 
+/* The record of tensor ``t`` if tracked (a new reference); NULL if not, or
+ * with an exception. */
+static PyObject *known(PyObject *by_obj, PyObject *t)
+{
+    PyObject *key = PyLong_FromVoidPtr(t);
+    PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
+    Py_XDECREF(key);
+    Py_XINCREF(rec);
+    return rec;
+}
+
 /* storages[rec.skey].last_epoch = epoch */
 static int touch_storage(PyObject *storages, PyObject *rec, PyObject *epoch)
 {
@@ -525,6 +536,15 @@ static int touch_storage(PyObject *storages, PyObject *rec, PyObject *epoch)
     if (srec == NULL)
         return PyErr_Occurred() ? -1 : 0;
     return set_attr(srec, s_last_epoch, epoch);
+}
+
+/* ``rec``'s tensor was used in this op (None: a tensor without a storage,
+ * not tracked). Takes the reference to ``rec``. */
+static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
+{
+    int bad = rec != Py_None && touch_storage(storages, rec, epoch) < 0;
+    Py_DECREF(rec);
+    return bad ? -1 : 0;
 }
 
 /* The time since ``began`` goes to Tracker._busy() (the walk schedule's input). */
@@ -1287,30 +1307,19 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
      * this op's stack (its TENSOR_NEW is its use here). */
     for (Py_ssize_t i = 0; i < ins.n; i++) {
         PyObject *t = ins.items[i];
-        PyObject *key = PyLong_FromVoidPtr(t);
-        PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
-        Py_XDECREF(key);
+        PyObject *rec = known(by_obj, t);
         if (rec != NULL) {
-            Py_INCREF(rec);
             uint64_t tid;
-            if (get_u64(rec, s_tid, &tid) < 0)
+            if (get_u64(rec, s_tid, &tid) < 0) {
+                Py_DECREF(rec);
                 goto loop_fail;
+            }
             d->use(tid, stack);
-        } else {
-            if (PyErr_Occurred())
-                goto loop_fail;
+        } else if (!PyErr_Occurred()) {
             int is_param = PyObject_TypeCheck(t, (PyTypeObject *)parameter_type);
             rec = track(d, t, is_param ? s_parameter : s_input, stack_obj, Py_None, 0);
-            if (rec == NULL)
-                goto loop_fail;
-            if (rec == Py_None) {
-                Py_DECREF(rec);
-                continue;
-            }
         }
-        int bad = touch_storage(storages, rec, epoch);
-        Py_DECREF(rec);
-        if (bad < 0)
+        if (rec == NULL || used(storages, rec, epoch) < 0)
             goto loop_fail;
     }
 
@@ -1322,35 +1331,22 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         view_of = PyTuple_GET_ITEM(args, vi);
     for (Py_ssize_t i = 0; i < outs.n; i++) {
         PyObject *t = outs.items[i];
-        PyObject *key = PyLong_FromVoidPtr(t);
-        PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
-        Py_XDECREF(key);
+        PyObject *rec = known(by_obj, t);
         if (rec != NULL) {
-            Py_INCREF(rec);
             uint64_t tid;
             if (record(d, rec, &tid) < 0) {
                 Py_DECREF(rec);
                 goto loop_fail;
             }
             d->use(tid, stack);
-        } else {
-            if (PyErr_Occurred())
-                goto loop_fail;
+        } else if (!PyErr_Occurred()) {
             PyObject *name = out_name(d, func, i, stack_obj);
             if (name == NULL)
                 goto loop_fail;
             rec = track(d, t, name, stack_obj, view_of, 1);
             Py_DECREF(name);
-            if (rec == NULL)
-                goto loop_fail;
-            if (rec == Py_None) {
-                Py_DECREF(rec);
-                continue;
-            }
         }
-        int bad = touch_storage(storages, rec, epoch);
-        Py_DECREF(rec);
-        if (bad < 0)
+        if (rec == NULL || used(storages, rec, epoch) < 0)
             goto loop_fail;
     }
     rc = 0;
