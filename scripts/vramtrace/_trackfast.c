@@ -252,8 +252,9 @@ static uint32_t capture(Dispatcher *d)
 
 /* -- an op's tensors ------------------------------------------------------------ */
 
-/* The tensors of an op's arguments or outputs, borrowed from them (they
- * outlive the op's recording), in order. */
+/* The tensors of an op's arguments or outputs, in order, each with a
+ * reference of its own: the Python the recording calls back into (a
+ * collection's callbacks) could change a list the op was given. */
 typedef struct {
     PyObject **items;
     Py_ssize_t n, cap;
@@ -267,10 +268,17 @@ static void tl_init(TensorList *l)
     l->cap = 16;
 }
 
-static void tl_free(TensorList *l)
+static void tl_free_items(TensorList *l)
 {
     if (l->items != l->inline_items)
         PyMem_Free(l->items);
+}
+
+static void tl_free(TensorList *l)
+{
+    for (Py_ssize_t i = 0; i < l->n; i++)
+        Py_DECREF(l->items[i]);
+    tl_free_items(l);
 }
 
 static int tl_add(TensorList *l, PyObject *t)
@@ -283,11 +291,11 @@ static int tl_add(TensorList *l, PyObject *t)
             return -1;
         }
         memcpy(items, l->items, (size_t)l->n * sizeof *items);
-        tl_free(l);
+        tl_free_items(l);
         l->items = items;
         l->cap = cap;
     }
-    l->items[l->n++] = t;
+    l->items[l->n++] = Py_NewRef(t);
     return 0;
 }
 
@@ -1381,13 +1389,20 @@ static PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
     PyObject *func = argv[1], *types = argv[2];
     PyObject *args = nargs > 3 ? argv[3] : NULL;
     PyObject *kwargs = nargs > 4 && argv[4] != Py_None ? argv[4] : NULL;
-    PyObject *empty = NULL;
+    PyObject *empty = NULL;   /* args made here: () or args as a tuple */
     if (args == NULL) {
         args = empty = PyTuple_New(0);
-        if (args == NULL)
-            return NULL;
+    } else if (!PyTuple_Check(args)) {
+        args = empty = PySequence_Tuple(args);
     }
+    if (args == NULL)
+        return NULL;
 
+    if (d->tracker == NULL) {   /* cleared by a collection: only run the op */
+        PyObject *out = PyObject_Call(func, args, kwargs);
+        Py_XDECREF(empty);
+        return out;
+    }
     PyObject *owner = PyObject_GetAttr(d->tracker, s_owner);
     if (owner == NULL) {
         Py_XDECREF(empty);
@@ -1407,13 +1422,6 @@ static PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
         out = call_method(d->tracker, s_engine_dispatch, a, 4);
         Py_XDECREF(empty);
         return out;
-    }
-    if (!PyTuple_Check(args)) {
-        PyObject *t = PySequence_Tuple(args);
-        Py_XDECREF(empty);
-        if (t == NULL)
-            return NULL;
-        args = empty = t;
     }
     out = PyObject_Call(func, args, kwargs);
     if (out == NULL) {
