@@ -11,7 +11,8 @@ the walks the tracker made in the loop (the snapshot's is not counted), cut
 off (the snapshot's included) and skipped, the stale storages left out as
 resting, the marks' CPU ms per iteration (in the tracked time), the CPU ms
 of the snapshot after the loop (its final walk; not in the tracked time), and
-the snapshot size, then one RESULT line.
+the snapshot size, then one RESULT line. The four modes alternate, one
+process each per round.
 
 The same two loops run again on a wider MLP (ops of about a millisecond
 instead of 50 us; rows marked "wide"), as information: the targets are the
@@ -122,15 +123,26 @@ def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def median_run(mode: str, leak: bool, steps: int, snap: str, runs: int, size: str) -> dict:
-    """The run with the median CPU ms/it of ``runs`` processes, with the
-    median wall ms/it."""
-    got = sorted((run(mode, leak, steps, snap, size) for _ in range(runs)),
-                 key=lambda r: r["ms"])
-    mid = dict(got[len(got) // 2])
-    mid["wall_ms"] = sorted(r["wall_ms"] for r in got)[len(got) // 2]
-    mid["range"] = (got[0]["ms"], got[-1]["ms"])
-    return mid
+MODES = ("untracked", "dispatch", "tracked_py", "tracked")
+
+
+def median_runs(leak: bool, steps: int, snap: str, runs: int, size: str) -> dict:
+    """For each mode, the run with the median CPU ms/it of ``runs``
+    processes, with the median wall ms/it. The modes alternate (one process
+    of each per round), so that a busy spell of a shared machine weighs on
+    all of them alike instead of on one."""
+    got: dict = {m: [] for m in MODES}
+    for _ in range(runs):
+        for mode in MODES:
+            got[mode].append(run(mode, leak, steps, snap, size))
+    out = {}
+    for mode, rs in got.items():
+        rs.sort(key=lambda r: r["ms"])
+        mid = dict(rs[len(rs) // 2])
+        mid["wall_ms"] = sorted(r["wall_ms"] for r in rs)[len(rs) // 2]
+        mid["range"] = (rs[0]["ms"], rs[-1]["ms"])
+        out[mode] = mid
+    return out
 
 
 def main() -> None:
@@ -153,10 +165,8 @@ def main() -> None:
         for size, leak in (("small", False), ("small", True), ("wide", False), ("wide", True)):
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
-            base = median_run("untracked", leak, steps, snap, runs, size)
-            floor = median_run("dispatch", leak, steps, snap, runs, size)
-            trpy = median_run("tracked_py", leak, steps, snap, runs, size)
-            tr = median_run("tracked", leak, steps, snap, runs, size)
+            got = median_runs(leak, steps, snap, runs, size)
+            base, floor, trpy, tr = (got[m] for m in MODES)
             if not tr["c_path"] or trpy["c_path"]:
                 sys.exit("bench_track: the C path was not used where expected "
                          "(is _trackfast built next to VRAMTRACE_LIB?)")
