@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define BUSY (UINT64_C(1) << 63)
@@ -151,7 +152,12 @@ static bool read_slot(uint64_t seq, vt_event *e, const vt_timecal *cal)
 
 /* Copy the newest events (at most the capacity) in seq order into a new
  * array. Writers go on meanwhile; whatever they overwrite during the copy is
- * skipped and counted. @return 0 or -ENOMEM. */
+ * skipped and counted. The copy runs newest first: writers overwrite from
+ * the oldest end, so a reader going that way too (as it did) could be
+ * lapped by a busy writer and keep nothing (seen under ASan: a slow copy,
+ * a thread marking in a loop, a snapshot of zero events); going toward
+ * the writers it meets them last and keeps the newest events.
+ * @return 0 or -ENOMEM. */
 int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten)
 {
     *out = NULL;
@@ -168,10 +174,11 @@ int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *ov
         return -ENOMEM;
     vt_timecal cal;
     vt__time_calibrate(&cal);
-    size_t n = 0;
-    for (uint64_t seq = lo; seq <= h; seq++)
-        if (read_slot(seq, &ev[n], &cal))
+    size_t n = 0;   /* events kept, at the end of ev, in seq order */
+    for (uint64_t seq = h; seq >= lo; seq--)
+        if (read_slot(seq, &ev[want - 1 - n], &cal))
             n++;
+    memmove(ev, ev + (want - n), n * sizeof *ev);
     /* Everything before the window, plus what vanished from it meanwhile. */
     *overwritten = (lo - 1) + (want - n);
     *out = ev;
