@@ -153,33 +153,50 @@ static bool read_slot(uint64_t seq, vt_event *e, const vt_timecal *cal)
 /* Copy the newest events (at most the capacity) in seq order into a new
  * array. Writers go on meanwhile; whatever they overwrite during the copy is
  * skipped and counted. The copy runs newest first: writers overwrite from
- * the oldest end, so a reader going that way too (as it did) could be
- * lapped by a busy writer and keep nothing (seen under ASan: a slow copy,
- * a thread marking in a loop, a snapshot of zero events); going toward
- * the writers it meets them last and keeps the newest events.
+ * the oldest end, so going toward them it meets them last and keeps the
+ * newest events. A copy can still lose the whole window - the copying
+ * thread preempted right after reading the head while a busy writer (a
+ * thread marking in a loop) laps the ring: seen as a snapshot of zero
+ * events under ASan and on a loaded 2-core machine - so a copy that kept
+ * nothing while the head moved is made again from the new head.
  * @return 0 or -ENOMEM. */
 int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten)
 {
     *out = NULL;
     *nout = 0;
-    uint64_t h = vt__ring_head();
-    *recorded = h;
+    *recorded = vt__ring_head();
     *overwritten = 0;
-    if (!ring || h == 0)
+    if (!ring || *recorded == 0)
         return 0;
-    uint64_t lo = h > capacity ? h - capacity + 1 : 1;
-    size_t want = (size_t)(h - lo + 1);
-    vt_event *ev = malloc(want * sizeof *ev);
-    if (!ev)
-        return -ENOMEM;
+    vt_event *ev = NULL;
+    size_t have = 0;   /* events ev has room for */
     vt_timecal cal;
     vt__time_calibrate(&cal);
-    size_t n = 0;   /* events kept, at the end of ev, in seq order */
-    for (uint64_t seq = h; seq >= lo; seq--)
-        if (read_slot(seq, &ev[want - 1 - n], &cal))
-            n++;
+    uint64_t h = 0, lo = 1;
+    size_t n = 0, want = 0;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        h = vt__ring_head();
+        lo = h > capacity ? h - capacity + 1 : 1;
+        want = (size_t)(h - lo + 1);
+        if (want > have) {
+            vt_event *more = realloc(ev, want * sizeof *ev);
+            if (!more) {
+                free(ev);
+                return -ENOMEM;
+            }
+            ev = more;
+            have = want;
+        }
+        n = 0;   /* events kept, at the end of ev's first want slots, in seq order */
+        for (uint64_t seq = h; seq >= lo; seq--)
+            if (read_slot(seq, &ev[want - 1 - n], &cal))
+                n++;
+        if (n > 0 || vt__ring_head() == h)
+            break;
+    }
     memmove(ev, ev + (want - n), n * sizeof *ev);
     /* Everything before the window, plus what vanished from it meanwhile. */
+    *recorded = h;
     *overwritten = (lo - 1) + (want - n);
     *out = ev;
     *nout = n;
