@@ -83,11 +83,11 @@ typedef struct {
 static PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
     *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
-    *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_fast_failed,
-    *s_intern_frame, *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
+    *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
     *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
-    *s_forget_target, *s_orphaned, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
-    *s_weak_ref, *s_declare, *s_external, *s_weak, *s_end_storage, *s_life, *s_cls,
+    *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
+    *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names;
 static PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn;
@@ -1372,7 +1372,7 @@ out:
 
 /* Dispatcher.dispatch(mode, func, types, args=(), kwargs=None): the mode's
  * __torch_dispatch__ (bound to the mode). Runs the op, then records it;
- * a failure to record never fails the op (Tracker._fast_failed counts and
+ * a failure to record never fails the op (Tracker._recording_failed counts and
  * warns once). */
 static PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
                           PyObject *kwnames)
@@ -1433,7 +1433,7 @@ static PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
         PyErr_Fetch(&exc_type, &exc, &tb);
         PyErr_NormalizeException(&exc_type, &exc, &tb);
         PyObject *a[2] = {func, exc ? exc : Py_None};
-        PyObject *r = call_method(d->tracker, s_fast_failed, a, 2);
+        PyObject *r = call_method(d->tracker, s_recording_failed, a, 2);
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);
@@ -1681,16 +1681,16 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_node_stacks, "_node_stacks"},
         {&s_settle, "_settle"}, {&s_track, "_track"}, {&s_out_name, "_out_name"},
         {&s_outs_slow, "_on_op"}, {&s_meta_of, "_meta_of"},
-        {&s_engine_dispatch, "_engine_dispatch"}, {&s_fast_failed, "_fast_failed"},
-        {&s_intern_frame, "intern_frame"}, {&s_input, "input"}, {&s_parameter, "parameter"},
+        {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
+        {&s_input, "input"}, {&s_parameter, "parameter"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
         {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_tids, "tids"},
         {&s_ptr, "ptr"}, {&s_ref, "ref"}, {&s_book, "_book"}, {&s_targeted, "_targeted"},
-        {&s_forget_target, "forget_target"}, {&s_orphaned, "_orphaned"},
+        {&s_forget_target, "forget_target"},
         {&s_on_death, "_on_death"}, {&s_manual_gc, "_manual_gc"}, {&s_in_gc, "_in_gc"},
         {&s_view_base, "view base"}, {&s_errors, "errors"}, {&s_is_cuda, "is_cuda"},
         {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"}, {&s_declare, "_declare"},
-        {&s_external, "external"}, {&s_weak, "weak"}, {&s_end_storage, "_end_storage"},
+        {&s_external, "external"}, {&s_weak, "weak"},
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
         {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_declared, "declared"},
         {&s_free_weak_ref, "_free_weak_ref"}, {&s_names, "_names"},

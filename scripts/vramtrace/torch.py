@@ -898,10 +898,7 @@ class Tracker:
                         continue
                 storages[rec.skey].last_epoch = epoch
         except Exception as exc:  # never break the user's program
-            self.errors += 1
-            if self.errors == 1:
-                warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
-                              RuntimeWarning, stacklevel=3)
+            self._recording_failed(func, exc)
         finally:
             self._py_busy += _perf_counter() - began
 
@@ -921,9 +918,9 @@ class Tracker:
             return run(_dispatch, (self, func, args, kwargs, False))
         return _dispatch(self, func, args, kwargs, False)
 
-    def _fast_failed(self, func: Any, exc: BaseException) -> None:
-        """The C recording of ``func`` raised ``exc``: counted, warned once
-        (the op itself succeeded and is returned)."""
+    def _recording_failed(self, func: Any, exc: BaseException) -> None:
+        """Recording ``func`` raised ``exc`` (either path): counted, warned
+        once (the op itself succeeded and is returned)."""
         self.errors += 1
         if self.errors == 1:
             warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
