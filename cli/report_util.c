@@ -146,7 +146,7 @@ static bool torch_plumbing(const char *file, const char *fn)
 }
 
 /* The interpreter itself: libpython, or a python executable built without
- * it; and track()'s dispatch mode in C (vramtrace/_trackfast.c), the
+ * it; and track()'s dispatch mode in C (vramtrace._trackfast), the
  * native half of the plumbing above. */
 static bool interpreter_module(const char *module)
 {

@@ -655,7 +655,7 @@ class Tracker:
         # made the node, and stack id -> the frames that replay it.
         self._node_stacks: Dict[int, int] = {}
         self._forward_frames: Dict[int, Any] = {}
-        # The per-op path in C (_trackfast.c), when it is built for this
+        # The per-op path in C (_trackfast, scripts/trackfast/), when it is built for this
         # Python and the library is the real one (its C entry points). It
         # holds the containers above: _by_obj, _by_tid, _pending, _storages,
         # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and

@@ -1,4 +1,4 @@
-"""track()'s per-op path in C (scripts/vramtrace/_trackfast.c).
+"""track()'s per-op path in C (scripts/trackfast/, the module vramtrace._trackfast).
 
 With the built library the tracker records through the C extension; with
 VRAMTRACE_TRACKFAST=0 (or a fake library, as test_track.py uses) through

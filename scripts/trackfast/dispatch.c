@@ -1,0 +1,361 @@
+/* The mode's __torch_dispatch__: run the op, then record it. */
+#include "trackfast.h"
+
+/* -- an op's tensors ------------------------------------------------------------ */
+
+/* The tensors of an op's arguments or outputs, in order, each with a
+ * reference of its own: the Python the recording calls back into (a
+ * collection's callbacks) could change a list the op was given. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+    PyObject *inline_items[16];
+} TensorList;
+
+static void tl_init(TensorList *l)
+{
+    l->items = l->inline_items;
+    l->n = 0;
+    l->cap = 16;
+}
+
+static void tl_free_items(TensorList *l)
+{
+    if (l->items != l->inline_items)
+        PyMem_Free(l->items);
+}
+
+static void tl_free(TensorList *l)
+{
+    for (Py_ssize_t i = 0; i < l->n; i++)
+        Py_DECREF(l->items[i]);
+    tl_free_items(l);
+}
+
+static int tl_add(TensorList *l, PyObject *t)
+{
+    if (l->n == l->cap) {
+        Py_ssize_t cap = 2 * l->cap;
+        PyObject **items = PyMem_Malloc((size_t)cap * sizeof *items);
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(items, l->items, (size_t)l->n * sizeof *items);
+        tl_free_items(l);
+        l->items = items;
+        l->cap = cap;
+    }
+    l->items[l->n++] = Py_NewRef(t);
+    return 0;
+}
+
+/* Append the tensors of a nested list/tuple/dict (as torch.py's _tensors_in). */
+static int tensors_in(PyObject *obj, TensorList *out, int depth)
+{
+    if (depth > 32)
+        return 0;
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)tensor_type))
+        return tl_add(out, obj);
+    if (PyTuple_Check(obj) || PyList_Check(obj)) {
+        /* a list is not changed while the op is recorded: nothing else runs */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        PyObject **items = PySequence_Fast_ITEMS(obj);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (tensors_in(items[i], out, depth + 1) < 0)
+                return -1;
+        return 0;
+    }
+    if (PyDict_Check(obj)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(obj, &pos, &k, &v))
+            if (tensors_in(v, out, depth + 1) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* The record of tensor ``t`` if tracked (a new reference); NULL if not, or
+ * with an exception. */
+static PyObject *known(PyObject *by_obj, PyObject *t)
+{
+    PyObject *key = PyLong_FromVoidPtr(t);
+    PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
+    Py_XDECREF(key);
+    Py_XINCREF(rec);
+    return rec;
+}
+
+/* storages[rec.skey].last_epoch = epoch */
+static int touch_storage(PyObject *storages, PyObject *rec, PyObject *epoch)
+{
+    PyObject *skey = get_attr(rec, s_skey);
+    if (skey == NULL)
+        return -1;
+    PyObject *srec = PyDict_GetItemWithError(storages, skey);   /* borrowed */
+    Py_DECREF(skey);
+    if (srec == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return set_attr(srec, s_last_epoch, epoch);
+}
+
+/* ``rec``'s tensor was used in this op (None: a tensor without a storage,
+ * not tracked). Takes the reference to ``rec``. */
+static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
+{
+    int bad = rec != Py_None && touch_storage(storages, rec, epoch) < 0;
+    Py_DECREF(rec);
+    return bad ? -1 : 0;
+}
+
+/* -- the op ------------------------------------------------------------------- */
+
+/* Tracker._on_op for the owner thread's forward ops. */
+static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs, PyObject *out)
+{
+    PyObject *tracker = d->tracker;
+    PyObject *recording = PyObject_GetAttr(tracker, s_recording);
+    if (recording == NULL)
+        return -1;
+    int on = PyObject_IsTrue(recording);
+    Py_DECREF(recording);
+    if (on <= 0)
+        return on;
+
+    /* An op that may give a tensor other memory (set_, resize_) goes the
+     * Python way whole: it compares storages with what they are now. */
+    PyObject *op_meta = tracker_attr(d, s_op_meta);
+    if (op_meta == NULL)
+        return -1;
+    PyObject *fkey = PyLong_FromVoidPtr(func);
+    PyObject *meta = fkey ? PyDict_GetItemWithError(op_meta, fkey) : NULL;
+    Py_XINCREF(meta);
+    Py_XDECREF(fkey);
+    Py_DECREF(op_meta);
+    if (meta == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        meta = call_method(tracker, s_meta_of, &func, 1);
+        if (meta == NULL)
+            return -1;
+    }
+    if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) < 2) {
+        Py_DECREF(meta);
+        PyErr_SetString(PyExc_TypeError, "Tracker._op_meta entry is not (view arg, reshaping, op)");
+        return -1;
+    }
+    long vi = PyLong_AsLong(PyTuple_GET_ITEM(meta, 0));
+    int reshaping = PyObject_IsTrue(PyTuple_GET_ITEM(meta, 1));
+    Py_DECREF(meta);
+    if (reshaping < 0 || (vi == -1 && PyErr_Occurred()))
+        return -1;
+    if (reshaping) {
+        PyObject *a[5] = {func, args, kwargs ? kwargs : Py_None, out, Py_True};
+        PyObject *r = call_method(tracker, s_outs_slow, a, 5);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+
+    double began = now_s();
+    int rc = -1;
+    TensorList ins, outs;
+    tl_init(&ins);
+    tl_init(&outs);
+    PyObject *epoch = NULL, *by_obj = NULL, *storages = NULL;
+
+    PyObject *maybe_gone = tracker_attr(d, s_maybe_gone);
+    if (maybe_gone == NULL)
+        goto out;
+    int gone = PyObject_IsTrue(maybe_gone);
+    Py_DECREF(maybe_gone);
+    if (gone < 0)
+        goto out;
+    if (gone) {
+        PyObject *r = call_method(tracker, s_settle, NULL, 0);
+        if (r == NULL)
+            goto out;
+        Py_DECREF(r);
+    }
+    if (flush(d) < 0)
+        goto out;
+    d->ops++;
+
+    if (tensors_in(args, &ins, 0) < 0 || (kwargs && tensors_in(kwargs, &ins, 0) < 0) ||
+        tensors_in(out, &outs, 0) < 0)
+        goto out;
+    if (ins.n == 0 && outs.n == 0) {
+        rc = 0;
+        goto out;
+    }
+    uint32_t stack = capture(d);
+    if (stack) {
+        /* The autograd node this op made (below autograd, so before the op
+         * ran) holds the sequence number just taken. */
+        PyObject *seq = sequence_nr_fn ? PyObject_CallNoArgs(sequence_nr_fn) : NULL;
+        if (seq == NULL) {
+            PyErr_Clear();
+        } else {
+            long long s = PyLong_AsLongLong(seq) - 1;
+            Py_DECREF(seq);
+            PyObject *nodes = tracker_attr(d, s_node_stacks);
+            if (nodes == NULL)
+                goto out;
+            PyObject *skey = s >= 0 ? PyLong_FromLongLong(s) : NULL;
+            int have = skey ? PyDict_Contains(nodes, skey) : 1;
+            if (have == 0) {
+                if (PyDict_GET_SIZE(nodes) >= (1 << 16))
+                    PyDict_Clear(nodes);
+                PyObject *sv = PyLong_FromUnsignedLong(stack);
+                if (sv == NULL || PyDict_SetItem(nodes, skey, sv) < 0)
+                    have = -1;
+                Py_XDECREF(sv);
+            }
+            Py_XDECREF(skey);
+            Py_DECREF(nodes);
+            if (have < 0)
+                goto out;
+        }
+    }
+    epoch = PyObject_GetAttr(tracker, s_epoch);
+    by_obj = tracker_attr(d, s_by_obj);
+    storages = tracker_attr(d, s_storages);
+    if (epoch == NULL || by_obj == NULL || storages == NULL)
+        goto out;
+    PyObject *stack_obj = PyLong_FromUnsignedLong(stack);
+    if (stack_obj == NULL)
+        goto out;
+
+    /* Inputs: a use each; one seen for the first time is recorded with
+     * this op's stack (its TENSOR_NEW is its use here). */
+    for (Py_ssize_t i = 0; i < ins.n; i++) {
+        PyObject *t = ins.items[i];
+        PyObject *rec = known(by_obj, t);
+        if (rec != NULL) {
+            uint64_t tid;
+            if (get_u64(rec, s_tid, &tid) < 0) {
+                Py_DECREF(rec);
+                goto loop_fail;
+            }
+            d->use(tid, stack);
+        } else if (!PyErr_Occurred()) {
+            int is_param = PyObject_TypeCheck(t, (PyTypeObject *)parameter_type);
+            rec = track(d, t, is_param ? s_parameter : s_input, stack_obj, Py_None, 0);
+        }
+        if (rec == NULL || used(storages, rec, epoch) < 0)
+            goto loop_fail;
+    }
+
+    /* Outputs: an input returned (in-place, out=) is a use; a new one is
+     * tracked under its creation name, recorded at the next recording. */
+    PyObject *view_of = Py_None;
+    if (vi >= 0 && PyTuple_Check(args) && vi < PyTuple_GET_SIZE(args) &&
+        PyObject_TypeCheck(PyTuple_GET_ITEM(args, vi), (PyTypeObject *)tensor_type))
+        view_of = PyTuple_GET_ITEM(args, vi);
+    for (Py_ssize_t i = 0; i < outs.n; i++) {
+        PyObject *t = outs.items[i];
+        PyObject *rec = known(by_obj, t);
+        if (rec != NULL) {
+            uint64_t tid;
+            if (record(d, rec, &tid) < 0) {
+                Py_DECREF(rec);
+                goto loop_fail;
+            }
+            d->use(tid, stack);
+        } else if (!PyErr_Occurred()) {
+            PyObject *name = out_name(d, func, i, stack_obj);
+            if (name == NULL)
+                goto loop_fail;
+            rec = track(d, t, name, stack_obj, view_of, 1);
+            Py_DECREF(name);
+        }
+        if (rec == NULL || used(storages, rec, epoch) < 0)
+            goto loop_fail;
+    }
+    rc = 0;
+loop_fail:
+    Py_DECREF(stack_obj);
+out:
+    Py_XDECREF(epoch);
+    Py_XDECREF(by_obj);
+    Py_XDECREF(storages);
+    tl_free(&ins);
+    tl_free(&outs);
+    add_busy(d, began);
+    return rc;
+}
+
+/* Dispatcher.dispatch(mode, func, types, args=(), kwargs=None): the mode's
+ * __torch_dispatch__ (bound to the mode). Runs the op, then records it;
+ * a failure to record never fails the op (Tracker._recording_failed counts and
+ * warns once). */
+PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
+                          PyObject *kwnames)
+{
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyErr_SetString(PyExc_TypeError, "vramtrace's __torch_dispatch__ takes no keywords");
+        return NULL;
+    }
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "__torch_dispatch__(mode, func, types, args=(), kwargs=None)");
+        return NULL;
+    }
+    PyObject *func = argv[1], *types = argv[2];
+    PyObject *args = nargs > 3 ? argv[3] : NULL;
+    PyObject *kwargs = nargs > 4 && argv[4] != Py_None ? argv[4] : NULL;
+    PyObject *empty = NULL;   /* args made here: () or args as a tuple */
+    if (args == NULL) {
+        args = empty = PyTuple_New(0);
+    } else if (!PyTuple_Check(args)) {
+        args = empty = PySequence_Tuple(args);
+    }
+    if (args == NULL)
+        return NULL;
+
+    if (d->tracker == NULL) {   /* cleared by a collection: only run the op */
+        PyObject *out = PyObject_Call(func, args, kwargs);
+        Py_XDECREF(empty);
+        return out;
+    }
+    PyObject *owner = PyObject_GetAttr(d->tracker, s_owner);
+    if (owner == NULL) {
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    unsigned long owner_id = PyLong_AsUnsignedLong(owner);
+    Py_DECREF(owner);
+    if (owner_id == (unsigned long)-1 && PyErr_Occurred()) {
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    PyObject *out;
+    if (PyThread_get_thread_ident() != owner_id) {
+        /* An autograd engine thread: the Python way (it runs the op under
+         * the frames of the forward op it differentiates). */
+        PyObject *a[4] = {func, types, args, kwargs ? kwargs : Py_None};
+        out = call_method(d->tracker, s_engine_dispatch, a, 4);
+        Py_XDECREF(empty);
+        return out;
+    }
+    out = PyObject_Call(func, args, kwargs);
+    if (out == NULL) {
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    if (on_op(d, func, args, kwargs, out) < 0) {
+        PyObject *exc_type, *exc, *tb;
+        PyErr_Fetch(&exc_type, &exc, &tb);
+        PyErr_NormalizeException(&exc_type, &exc, &tb);
+        PyObject *a[2] = {func, exc ? exc : Py_None};
+        PyObject *r = call_method(d->tracker, s_recording_failed, a, 2);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc);
+        Py_XDECREF(tb);
+    }
+    Py_XDECREF(empty);
+    return out;
+}

@@ -1,0 +1,313 @@
+/* _trackfast (module.c): the per-op path of vramtrace.torch.track(), in C.
+ *
+ * Every op of a tracked program runs through the tracker's dispatch mode.
+ * Written in Python, its recording (find the op's tensors, look them up,
+ * record each use with the Python stack, record the outputs held back from
+ * the previous op) cost about 35 us per op: a clean training loop of 50 us
+ * ops ran at 2.3x. This module is that path, for the case that repeats
+ * every step: tensors already known, a stack already interned, outputs
+ * recorded through the library's C entry points (no ctypes marshalling).
+ * Everything else - a tensor seen for the first time, a storage that moved,
+ * deaths, walks - stays in vramtrace/torch.py: this calls back into the
+ * Tracker for it, so that there is one copy of each rule.
+ *
+ * The state is the Tracker's own (its dicts and record objects); this
+ * module keeps only caches: the raw-stack -> stack id table, and the
+ * library's function pointers.
+ *
+ * A Dispatcher is made per Tracker; `dispatch` is installed, bound to the
+ * mode, as the mode's __torch_dispatch__ (an instance attribute: PyTorch
+ * looks it up on the mode object). Being C, it has no Python frame for
+ * torch._dynamo to compile, so it needs none of the disable wrapper
+ * TorchDispatchMode puts around a Python __torch_dispatch__ (2 us per op);
+ * the Python it calls back into runs with the frame evaluator reset, as
+ * that wrapper would do.
+ */
+#include "trackfast.h"
+
+/* Interned attribute names and objects looked up once. */
+PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
+    *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
+    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
+    *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
+    *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
+    *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
+    *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
+    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names;
+PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
+    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn;
+
+static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_pending, &s_storages,
+                                       &s_maybe_gone, &s_op_meta, &s_node_stacks, &s_names,
+                                       &s_encoded, &s_starts, &s_at_ptr};
+
+PyObject *tracker_attr(Dispatcher *d, PyObject *name)
+{
+    for (size_t i = 0; i < sizeof container_names / sizeof container_names[0]; i++)
+        if (*container_names[i] == name && d->containers[i] != NULL)
+            return Py_NewRef(d->containers[i]);
+    return PyObject_GetAttr(d->tracker, name);
+}
+
+/* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
+ * stacks): the addresses of vt_tensor_use_stack, vt_tensor_new_stack,
+ * vt_tensor_drop, vt_storage_external_stack and
+ * vt_storage_external_free_stack in the loaded library. */
+static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
+{
+    PyObject *tracker, *intern_frame;
+    unsigned long long use_addr, new_addr, drop_addr, ext_addr, ext_free_addr;
+    int stacks;
+    if (!PyArg_ParseTuple(args, "OOKKKKKp", &tracker, &intern_frame, &use_addr, &new_addr,
+                          &drop_addr, &ext_addr, &ext_free_addr, &stacks))
+        return -1;
+    if (tensor_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_trackfast.setup() was not called");
+        return -1;
+    }
+    if (use_addr == 0 || new_addr == 0 || drop_addr == 0 || ext_addr == 0 ||
+        ext_free_addr == 0) {
+        PyErr_SetString(PyExc_ValueError, "the library's entry points are needed");
+        return -1;
+    }
+    Py_INCREF(tracker);
+    Py_XSETREF(d->tracker, tracker);
+    Py_INCREF(intern_frame);
+    Py_XSETREF(d->intern_frame, intern_frame);
+    d->use = (use_fn)(uintptr_t)use_addr;
+    d->tensor_new = (new_fn)(uintptr_t)new_addr;
+    d->drop = (drop_fn)(uintptr_t)drop_addr;
+    d->external = (external_fn)(uintptr_t)ext_addr;
+    d->external_free = (external_free_fn)(uintptr_t)ext_free_addr;
+    d->stacks_enabled = stacks;
+    if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof container_names / sizeof container_names[0]; i++) {
+        Py_CLEAR(d->containers[i]);
+        if ((d->containers[i] = PyObject_GetAttr(tracker, *container_names[i])) == NULL)
+            return -1;
+    }
+    /* The tracker's StorageLife: weak handles, and the use count a storage
+     * has when only a dying tensor holds it. */
+    PyObject *life = PyObject_GetAttr(tracker, s_life);
+    if (life == NULL)
+        return -1;
+    PyObject *cls = PyObject_GetAttr(life, s_cls);
+    PyObject *use_count = cls ? PyObject_GetAttr(life, s_use_count) : NULL;
+    PyObject *sole = use_count ? PyObject_GetAttr(life, s_sole) : NULL;
+    Py_DECREF(life);
+    if (sole == NULL) {
+        Py_XDECREF(cls);
+        Py_XDECREF(use_count);
+        return -1;
+    }
+    d->life_available = cls != Py_None;
+    Py_CLEAR(d->free_weak_ref);
+    if (d->life_available && (d->free_weak_ref = PyObject_GetAttr(cls, s_free_weak_ref)) == NULL) {
+        Py_DECREF(cls);
+        Py_DECREF(use_count);
+        Py_DECREF(sole);
+        return -1;
+    }
+    d->sole = sole == Py_None ? -1 : PyLong_AsLongLong(sole);
+    Py_XSETREF(d->use_count, use_count == Py_None ? NULL : Py_NewRef(use_count));
+    Py_DECREF(cls);
+    Py_DECREF(use_count);
+    Py_DECREF(sole);
+    if (PyErr_Occurred())
+        return -1;
+    if (d->table == NULL && (d->table = PyMem_Calloc(TABLE_CAP, sizeof *d->table)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
+{
+    Py_VISIT(d->tracker);
+    Py_VISIT(d->intern_frame);
+    Py_VISIT(d->codes);
+    Py_VISIT(d->use_count);
+    Py_VISIT(d->free_weak_ref);
+    for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
+        Py_VISIT(d->containers[i]);
+    return 0;
+}
+
+static int dispatcher_clear(Dispatcher *d)
+{
+    Py_CLEAR(d->tracker);
+    Py_CLEAR(d->intern_frame);
+    Py_CLEAR(d->codes);
+    Py_CLEAR(d->use_count);
+    Py_CLEAR(d->free_weak_ref);
+    for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
+        Py_CLEAR(d->containers[i]);
+    return 0;
+}
+
+static void dispatcher_dealloc(Dispatcher *d)
+{
+    PyObject_GC_UnTrack(d);
+    dispatcher_clear(d);
+    if (d->table != NULL) {
+        for (size_t i = 0; i < TABLE_CAP; i++)
+            PyMem_Free(d->table[i]);
+        PyMem_Free(d->table);
+    }
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyObject *dispatcher_cached(Dispatcher *d, void *unused)
+{
+    return PyLong_FromSize_t(d->cached);
+}
+
+static PyMethodDef dispatcher_methods[] = {
+    {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
+     "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *dispatcher_ops(Dispatcher *d, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(d->ops);
+}
+
+static PyObject *dispatcher_busy(Dispatcher *d, void *unused)
+{
+    return PyFloat_FromDouble(d->busy);
+}
+
+static PyGetSetDef dispatcher_getset[] = {
+    {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
+    {"ops", (getter)dispatcher_ops, NULL, "ops recorded by the C path", NULL},
+    {"busy", (getter)dispatcher_busy, NULL, "seconds the C path spent recording", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "vramtrace._trackfast.Dispatcher",
+    .tp_basicsize = sizeof(Dispatcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The tracker's per-op recording (see the module's docstring).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)dispatcher_init,
+    .tp_dealloc = (destructor)dispatcher_dealloc,
+    .tp_traverse = (traverseproc)dispatcher_traverse,
+    .tp_clear = (inquiry)dispatcher_clear,
+    .tp_methods = dispatcher_methods,
+    .tp_getset = dispatcher_getset,
+};
+
+/* setup(Tensor, Parameter, sequence_nr, set_eval_frame, TensorRec,
+ * StorageRec, pending_names, take_pending_name): what the module needs from torch and
+ * vramtrace.torch, handed over by vramtrace.torch (so that this module
+ * imports nothing). set_eval_frame may be None. */
+static PyObject *module_setup(PyObject *self, PyObject *args)
+{
+    PyObject *tt, *pt, *seq, *sef, *rt, *srt, *pn, *tpn;
+    if (!PyArg_ParseTuple(args, "OOOOOOO!O", &tt, &pt, &seq, &sef, &rt, &srt, &PyDict_Type, &pn,
+                          &tpn))
+        return NULL;
+    if (!PyType_Check(tt) || !PyType_Check(pt)) {
+        PyErr_SetString(PyExc_TypeError, "setup() needs torch.Tensor and torch.nn.Parameter");
+        return NULL;
+    }
+    Py_INCREF(tt);
+    Py_XSETREF(tensor_type, tt);
+    Py_INCREF(pt);
+    Py_XSETREF(parameter_type, pt);
+    Py_INCREF(seq);
+    Py_XSETREF(sequence_nr_fn, seq);
+    Py_INCREF(rt);
+    Py_XSETREF(tensor_rec_type, rt);
+    Py_INCREF(srt);
+    Py_XSETREF(storage_rec_type, srt);
+    if (!PyType_Check(rt) || !PyType_Check(srt)) {
+        PyErr_SetString(PyExc_TypeError, "setup() needs the record classes");
+        return NULL;
+    }
+    if (setup_slots(rt, srt) < 0)
+        return NULL;
+    Py_INCREF(pn);
+    Py_XSETREF(pending_names, pn);
+    Py_INCREF(tpn);
+    Py_XSETREF(take_pending_name_fn, tpn);
+    if (sef == Py_None) {
+        Py_CLEAR(set_eval_frame_fn);
+    } else {
+        Py_INCREF(sef);
+        Py_XSETREF(set_eval_frame_fn, sef);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"setup", module_setup, METH_VARARGS,
+     "setup(Tensor, Parameter, sequence_nr, set_eval_frame or None, TensorRec, "
+     "StorageRec, pending_names, take_pending_name)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef trackfast_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "vramtrace._trackfast",
+    .m_doc = "The per-op path of vramtrace.torch.track(), in C.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+static int intern(PyObject **slot, const char *s)
+{
+    *slot = PyUnicode_InternFromString(s);
+    return *slot == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit__trackfast(void);
+
+PyMODINIT_FUNC PyInit__trackfast(void)
+{
+    struct { PyObject **slot; const char *s; } names[] = {
+        {&s_recording, "_recording"}, {&s_maybe_gone, "_maybe_gone"},
+        {&s_pending, "_pending"}, {&s_by_obj, "_by_obj"}, {&s_by_tid, "_by_tid"},
+        {&s_storages, "_storages"}, {&s_epoch, "epoch"}, {&s_owner, "_owner"},
+        {&s_tid, "tid"}, {&s_skey, "skey"}, {&s_last_epoch, "last_epoch"},
+        {&s_pend, "pend"}, {&s_name, "name"}, {&s_base, "base"},
+        {&s_encoded, "_encoded"}, {&s_op_meta, "_op_meta"},
+        {&s_node_stacks, "_node_stacks"},
+        {&s_settle, "_settle"}, {&s_track, "_track"}, {&s_out_name, "_out_name"},
+        {&s_outs_slow, "_on_op"}, {&s_meta_of, "_meta_of"},
+        {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
+        {&s_input, "input"}, {&s_parameter, "parameter"},
+        {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
+        {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_tids, "tids"},
+        {&s_ptr, "ptr"}, {&s_ref, "ref"}, {&s_book, "_book"}, {&s_targeted, "_targeted"},
+        {&s_forget_target, "forget_target"},
+        {&s_on_death, "_on_death"}, {&s_manual_gc, "_manual_gc"}, {&s_in_gc, "_in_gc"},
+        {&s_view_base, "view base"}, {&s_errors, "errors"}, {&s_is_cuda, "is_cuda"},
+        {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"}, {&s_declare, "_declare"},
+        {&s_external, "external"}, {&s_weak, "weak"},
+        {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
+        {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_declared, "declared"},
+        {&s_free_weak_ref, "_free_weak_ref"}, {&s_names, "_names"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (intern(names[i].slot, names[i].s) < 0)
+            return NULL;
+    if (PyType_Ready(&DispatcherType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&trackfast_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&DispatcherType);
+    if (PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0) {
+        Py_DECREF(&DispatcherType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

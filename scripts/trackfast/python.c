@@ -1,0 +1,41 @@
+/* The C path's calls back into the Python Tracker. */
+#include "trackfast.h"
+
+/* Call ``fn(args...)`` with torch._dynamo's frame evaluator off (what its
+ * disable wrapper does around a Python __torch_dispatch__): the tracker's
+ * Python must never be compiled into a user's graph. */
+PyObject *call_python(PyObject *fn, PyObject *const *args, size_t nargs)
+{
+    PyObject *prior = NULL;
+    if (set_eval_frame_fn != NULL) {
+        prior = PyObject_CallOneArg(set_eval_frame_fn, Py_None);
+        if (prior == NULL)
+            PyErr_Clear();
+    }
+    PyObject *got = PyObject_Vectorcall(fn, args, nargs, NULL);
+    if (prior != NULL) {
+        if (prior != Py_None) {
+            PyObject *exc_type, *exc, *tb;
+            PyErr_Fetch(&exc_type, &exc, &tb);
+            PyObject *r = PyObject_CallOneArg(set_eval_frame_fn, prior);
+            if (r == NULL)
+                PyErr_Clear();
+            Py_XDECREF(r);
+            PyErr_Restore(exc_type, exc, tb);
+        }
+        Py_DECREF(prior);
+    }
+    return got;
+}
+
+/* tracker.<name>(args...) */
+PyObject *call_method(PyObject *tracker, PyObject *name, PyObject *const *args,
+                             size_t nargs)
+{
+    PyObject *fn = PyObject_GetAttr(tracker, name);
+    if (fn == NULL)
+        return NULL;
+    PyObject *got = call_python(fn, args, nargs);
+    Py_DECREF(fn);
+    return got;
+}

@@ -1,0 +1,220 @@
+/* The tracker's record objects (_TensorRec, _StorageRec): their slots read
+ * and written at their offsets, and a tensor's TENSOR_NEW. */
+#include "trackfast.h"
+
+int get_u64(PyObject *obj, PyObject *name, uint64_t *out)
+{
+    PyObject *v = get_attr(obj, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+int set_u64(PyObject *obj, PyObject *name, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (o == NULL)
+        return -1;
+    int rc = set_attr(obj, name, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+/* -- attributes, without the generic lookup --------------------------------
+ *
+ * Half of the C path's time went to attribute lookups (the type's MRO,
+ * then the descriptor) before these. The tracker's records are __slots__
+ * classes: a slot is a pointer at a fixed offset in the object, which the
+ * member descriptor gives once (setup()). The Tracker's containers are
+ * fetched once per Dispatcher. */
+
+typedef struct {
+    PyObject *name;          /* interned: compared by pointer */
+    Py_ssize_t offset;
+} SlotOffset;
+
+enum { MAX_SLOTS = 16 };
+static SlotOffset rec_slots[MAX_SLOTS], srec_slots[MAX_SLOTS];
+static int n_rec_slots, n_srec_slots;
+
+static Py_ssize_t slot_offset(PyObject *obj, PyObject *name)
+{
+    const SlotOffset *t;
+    int n;
+    if (Py_IS_TYPE(obj, (PyTypeObject *)tensor_rec_type)) {
+        t = rec_slots;
+        n = n_rec_slots;
+    } else if (Py_IS_TYPE(obj, (PyTypeObject *)storage_rec_type)) {
+        t = srec_slots;
+        n = n_srec_slots;
+    } else {
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (t[i].name == name)
+            return t[i].offset;
+    return -1;
+}
+
+/* obj.name, a new reference (NULL with an exception). */
+PyObject *get_attr(PyObject *obj, PyObject *name)
+{
+    Py_ssize_t off = slot_offset(obj, name);
+    if (off >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(obj, name);   /* an unset slot raises as usual */
+}
+
+/* obj.name = v */
+int set_attr(PyObject *obj, PyObject *name, PyObject *v)
+{
+    Py_ssize_t off = slot_offset(obj, name);
+    if (off < 0)
+        return PyObject_SetAttr(obj, name, v);
+    PyObject **p = (PyObject **)((char *)obj + off);
+    PyObject *old = *p;
+    *p = Py_NewRef(v);
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* Record the offsets of ``type``'s object slots named in ``names``. */
+static int slot_table(PyObject *type, PyObject *const *names, int n, SlotOffset *out)
+{
+    int got = 0;
+    for (int i = 0; i < n && got < MAX_SLOTS; i++) {
+        PyObject *descr = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, names[i]);
+        if (descr == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;   /* not a slot of this class: the generic lookup */
+        }
+        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type))
+            continue;
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+            continue;
+        out[got].name = names[i];
+        out[got].offset = m->offset;
+        got++;
+    }
+    return got;
+}
+
+/* Tracker._record: the TENSOR_NEW of ``rec`` if not made yet; its id. */
+int record(Dispatcher *d, PyObject *rec, uint64_t *tid)
+{
+    PyObject *pend = get_attr(rec, s_pend);
+    if (pend == NULL)
+        return -1;
+    if (pend == Py_None) {
+        Py_DECREF(pend);
+        return get_u64(rec, s_tid, tid);
+    }
+    int rc = -1;
+    PyObject *name = NULL, *encoded = NULL, *enc_cache = NULL, *by_tid = NULL, *key = NULL;
+    if (!PyTuple_Check(pend) || PyTuple_GET_SIZE(pend) != 3) {
+        PyErr_SetString(PyExc_TypeError, "_TensorRec.pend is not (ptr, nbytes, stack)");
+        goto out;
+    }
+    uint64_t ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pend, 0));
+    uint64_t nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pend, 1));
+    uint64_t stack = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pend, 2));
+    uint64_t base;
+    if (PyErr_Occurred() || get_u64(rec, s_base, &base) < 0)
+        goto out;
+    if (set_attr(rec, s_pend, Py_None) < 0)
+        goto out;
+    name = get_attr(rec, s_name);
+    enc_cache = tracker_attr(d, s_encoded);
+    if (name == NULL || enc_cache == NULL)
+        goto out;
+    encoded = PyDict_GetItemWithError(enc_cache, name);   /* borrowed */
+    if (encoded != NULL) {
+        Py_INCREF(encoded);
+    } else {
+        if (PyErr_Occurred())
+            goto out;
+        encoded = PyUnicode_AsEncodedString(name, "utf-8", "replace");
+        if (encoded == NULL)
+            goto out;
+        if (PyDict_GET_SIZE(enc_cache) >= (1 << 16))
+            PyDict_Clear(enc_cache);
+        if (PyDict_SetItem(enc_cache, name, encoded) < 0)
+            goto out;
+    }
+    *tid = d->tensor_new((const void *)(uintptr_t)ptr, (size_t)nbytes, base,
+                         PyBytes_AS_STRING(encoded), (uint32_t)stack);
+    by_tid = tracker_attr(d, s_by_tid);
+    key = PyLong_FromUnsignedLongLong(*tid);
+    if (by_tid == NULL || key == NULL || set_attr(rec, s_tid, key) < 0 ||
+        PyDict_SetItem(by_tid, key, rec) < 0)
+        goto out;
+    rc = 0;
+out:
+    Py_DECREF(pend);
+    Py_XDECREF(name);
+    Py_XDECREF(encoded);
+    Py_XDECREF(enc_cache);
+    Py_XDECREF(by_tid);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* Tracker._flush: record the outputs held back, in creation order. */
+int flush(Dispatcher *d)
+{
+    PyObject *pending = tracker_attr(d, s_pending);
+    if (pending == NULL)
+        return -1;
+    int rc = 0;
+    if (PyList_Check(pending) && PyList_GET_SIZE(pending) > 0) {
+        /* Take the list's items first: recording runs no Python that adds. */
+        PyObject *taken = PyList_GetSlice(pending, 0, PyList_GET_SIZE(pending));
+        if (taken == NULL || PyList_SetSlice(pending, 0, PyList_GET_SIZE(pending), NULL) < 0) {
+            Py_XDECREF(taken);
+            Py_DECREF(pending);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(taken) && rc == 0; i++) {
+            uint64_t tid;
+            rc = record(d, PyList_GET_ITEM(taken, i), &tid);
+        }
+        Py_DECREF(taken);
+    }
+    Py_DECREF(pending);
+    return rc;
+}
+
+/* Is ``obj``'s attribute ``name`` true? -1 on error. */
+int attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = get_attr(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* A new reference to the result of ``obj.name()``. */
+PyObject *call0(PyObject *obj, PyObject *name)
+{
+    return PyObject_CallMethodNoArgs(obj, name);
+}
+
+/* The slot tables of the two record classes (setup()). */
+int setup_slots(PyObject *tensor_rec, PyObject *storage_rec)
+{
+    PyObject *rec_names[] = {s_tid, s_skey, s_ref, s_name, s_base, s_pend};
+    PyObject *srec_names[] = {s_ptr, s_nbytes, s_external, s_tids, s_last_epoch, s_skey,
+                              s_weak, s_declared};
+    n_rec_slots = slot_table(tensor_rec, rec_names, 6, rec_slots);
+    n_srec_slots = slot_table(storage_rec, srec_names, 8, srec_slots);
+    return n_rec_slots < 0 || n_srec_slots < 0 ? -1 : 0;
+}

@@ -1,0 +1,259 @@
+/* Storages: new ones into the books (host ones declared as external: the
+ * CPU allocator is not ours), and their end. */
+#include "trackfast.h"
+
+/* Index of the first start >= ptr in the sorted list of ints ``starts``. */
+static Py_ssize_t bisect_left(PyObject *starts, uint64_t ptr)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(starts);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        uint64_t v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(starts, mid));
+        if (v == (uint64_t)-1 && PyErr_Occurred())
+            return -1;
+        if (v < ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Tracker._declare, when no declared storage overlaps ``srec``'s memory
+ * (the Python one ends those first: their memory was freed behind our
+ * back and reused). */
+static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+{
+    PyObject *tracker = d->tracker;
+    uint64_t ptr, nbytes;
+    if (get_u64(srec, s_ptr, &ptr) < 0 || get_u64(srec, s_nbytes, &nbytes) < 0)
+        return -1;
+    int rc = -1;
+    PyObject *starts = tracker_attr(d, s_starts);
+    PyObject *at_ptr = tracker_attr(d, s_at_ptr);
+    PyObject *key = NULL;
+    if (starts == NULL || at_ptr == NULL || !PyList_Check(starts))
+        goto out;
+    /* the declared storage starting last before our end, if any, must end
+     * at or before our start */
+    Py_ssize_t i = bisect_left(starts, ptr + nbytes);
+    if (i < 0)
+        goto out;
+    if (i > 0) {
+        PyObject *prev = PyDict_GetItemWithError(at_ptr, PyList_GET_ITEM(starts, i - 1));
+        uint64_t pptr, pn;
+        if (prev == NULL && PyErr_Occurred())
+            goto out;
+        if (prev != NULL && (get_u64(prev, s_ptr, &pptr) < 0 || get_u64(prev, s_nbytes, &pn) < 0))
+            goto out;
+        if (prev != NULL && pptr + pn > ptr) {
+            PyObject *a[2] = {srec, stack_obj};
+            PyObject *r = call_method(tracker, s_declare, a, 2);
+            Py_XDECREF(r);
+            rc = r == NULL ? -1 : 0;
+            goto out;
+        }
+    }
+    int err = d->external((const void *)(uintptr_t)ptr, (size_t)nbytes, -1,
+                          (uint32_t)PyLong_AsUnsignedLong(stack_obj));
+    if (err != 0) {
+        PyErr_Format(PyExc_RuntimeError, "vt_storage_external_stack(%#llx, %llu) failed (%d)",
+                     (unsigned long long)ptr, (unsigned long long)nbytes, err);
+        goto out;
+    }
+    if (set_attr(srec, s_declared, Py_True) < 0)
+        goto out;
+    key = PyLong_FromUnsignedLongLong(ptr);
+    i = key ? bisect_left(starts, ptr) : -1;
+    if (i < 0 || PyList_Insert(starts, i, key) < 0 || PyDict_SetItem(at_ptr, key, srec) < 0)
+        goto out;
+    rc = 0;
+out:
+    Py_XDECREF(starts);
+    Py_XDECREF(at_ptr);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* Tracker._end_storage + _undeclare for a storage whose last tracked
+ * tensor died and that nothing else holds: its release is recorded with
+ * ``stack_obj`` and it leaves the books. */
+static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+{
+    int rc = -1;
+    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *skey = get_attr(srec, s_skey);
+    PyObject *starts = NULL, *at_ptr = NULL, *key = NULL, *weak = NULL;
+    if (storages == NULL || skey == NULL)
+        goto out;
+    PyObject *cur = PyDict_GetItemWithError(storages, skey);
+    if (cur == NULL && PyErr_Occurred())
+        goto out;
+    if (cur == srec && PyDict_DelItem(storages, skey) < 0)
+        goto out;
+    int declared = attr_true(srec, s_declared);
+    if (declared < 0)
+        goto out;
+    if (declared) {
+        uint64_t ptr;
+        if (set_attr(srec, s_declared, Py_False) < 0 || get_u64(srec, s_ptr, &ptr) < 0)
+            goto out;
+        starts = tracker_attr(d, s_starts);
+        at_ptr = tracker_attr(d, s_at_ptr);
+        key = PyLong_FromUnsignedLongLong(ptr);
+        if (starts == NULL || at_ptr == NULL || key == NULL || !PyList_Check(starts))
+            goto out;
+        PyObject *there = PyDict_GetItemWithError(at_ptr, key);
+        if (there == NULL && PyErr_Occurred())
+            goto out;
+        if (there == srec) {
+            if (PyDict_DelItem(at_ptr, key) < 0)
+                goto out;
+            Py_ssize_t i = bisect_left(starts, ptr);
+            if (i < 0)
+                goto out;
+            if (i < PyList_GET_SIZE(starts)) {
+                uint64_t v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(starts, i));
+                if (v == ptr && PyList_SetSlice(starts, i, i + 1, NULL) < 0)
+                    goto out;
+            }
+        }
+        uint32_t stack = stack_obj == Py_None ? capture(d) : (uint32_t)PyLong_AsUnsignedLong(stack_obj);
+        int err = d->external_free((const void *)(uintptr_t)ptr, stack);
+        if (err != 0) {
+            PyErr_Format(PyExc_RuntimeError, "vt_storage_external_free_stack(%#llx) failed (%d)",
+                         (unsigned long long)ptr, err);
+            goto out;
+        }
+    }
+    /* StorageLife.release: the weak handle goes */
+    weak = get_attr(srec, s_weak);
+    if (weak == NULL)
+        goto out;
+    int have = PyObject_IsTrue(weak);
+    if (have < 0)
+        goto out;
+    if (have && d->free_weak_ref != NULL) {
+        PyObject *r = PyObject_CallOneArg(d->free_weak_ref, weak);
+        if (r == NULL)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL || set_attr(srec, s_weak, zero) < 0) {
+        Py_XDECREF(zero);
+        goto out;
+    }
+    Py_DECREF(zero);
+    rc = 0;
+out:
+    Py_XDECREF(storages);
+    Py_XDECREF(skey);
+    Py_XDECREF(starts);
+    Py_XDECREF(at_ptr);
+    Py_XDECREF(key);
+    Py_XDECREF(weak);
+    return rc;
+}
+
+/* A storage seen for the first time: its _StorageRec, in the books (a
+ * host storage declared as external: the CPU allocator is not ours). A new
+ * reference, NULL on error. */
+PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr,
+                             uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
+{
+    PyObject *tracker = d->tracker;
+    long device = -1;
+    int cuda = attr_true(t, s_is_cuda);
+    if (cuda < 0)
+        return NULL;
+    if (cuda) {
+        PyObject *v = call0(t, s_get_device);
+        device = v ? PyLong_AsLong(v) : -1;
+        Py_XDECREF(v);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    /* a weak handle on the StorageImpl (StorageLife.weak), 0 without */
+    PyObject *weak = NULL;
+    if (d->life_available) {
+        weak = call0(st, s_weak_ref);
+        if (weak == NULL)
+            PyErr_Clear();
+    }
+    if (weak == NULL)
+        weak = PyLong_FromLong(0);
+    PyObject *epoch = PyObject_GetAttr(tracker, s_epoch);
+    PyObject *a[7] = {PyLong_FromUnsignedLongLong(ptr), PyLong_FromUnsignedLongLong(nbytes),
+                      PyLong_FromLong(device), device < 0 ? Py_True : Py_False, epoch, skey,
+                      weak};
+    PyObject *srec = NULL;
+    if (a[0] != NULL && a[1] != NULL && a[2] != NULL && epoch != NULL && weak != NULL)
+        srec = PyObject_Vectorcall(storage_rec_type, a, 7, NULL);
+    Py_XDECREF(a[0]);
+    Py_XDECREF(a[1]);
+    Py_XDECREF(a[2]);
+    Py_XDECREF(epoch);
+    Py_XDECREF(weak);
+    if (srec == NULL)
+        return NULL;
+    PyObject *storages = tracker_attr(d, s_storages);
+    int bad = storages == NULL || PyDict_SetItem(storages, skey, srec) < 0;
+    Py_XDECREF(storages);
+    if (!bad && device < 0)
+        bad = declare(d, srec, stack_obj) < 0;
+    if (bad)
+        Py_CLEAR(srec);
+    return srec;
+}
+
+/* Tracker._orphaned: the last tracked tensor on ``srec`` died here. */
+int orphaned(Dispatcher *d, PyObject *srec)
+{
+    int external = attr_true(srec, s_external);
+    if (external < 0)
+        return -1;
+    PyObject *stack = PyLong_FromUnsignedLong(external ? capture(d) : 0);
+    if (stack == NULL)
+        return -1;
+    if (!external) {
+        Py_DECREF(stack);
+        stack = Py_NewRef(Py_None);   /* as the Python way: captured if needed */
+    }
+    int rc = -1;
+    /* The storage may outlive its last Python tensor (a view of it held as
+     * a storage): then it is asked once it can tell (Tracker._settle). */
+    uint64_t weak;
+    int later = 0;
+    if (get_u64(srec, s_weak, &weak) < 0)
+        goto out;
+    if (weak) {
+        later = 1;
+        if (d->use_count != NULL && d->sole >= 0) {
+            PyObject *skey = get_attr(srec, s_skey);
+            PyObject *n = skey ? PyObject_CallOneArg(d->use_count, skey) : NULL;
+            Py_XDECREF(skey);
+            long long count = n ? PyLong_AsLongLong(n) : -1;
+            Py_XDECREF(n);
+            if (PyErr_Occurred())
+                PyErr_Clear();   /* StorageLife.sole_owner: not known, ask later */
+            else
+                later = count > d->sole;
+        }
+    }
+    if (later) {
+        PyObject *maybe = tracker_attr(d, s_maybe_gone);
+        PyObject *pair = PyTuple_Pack(2, srec, stack);
+        int bad = maybe == NULL || pair == NULL || PyList_Append(maybe, pair) < 0;
+        Py_XDECREF(maybe);
+        Py_XDECREF(pair);
+        if (bad)
+            goto out;
+    } else if (end_storage(d, srec, stack) < 0) {
+        goto out;
+    }
+    rc = 0;
+out:
+    Py_DECREF(stack);
+    return rc;
+}

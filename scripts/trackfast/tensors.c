@@ -1,0 +1,345 @@
+/* Tensors seen for the first time, and their deaths. */
+#include "trackfast.h"
+
+static PyObject *death_callback(PyObject *self, PyObject *ref);
+static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
+                                "weakref callback: a tracked tensor died"};
+
+/* Tracker._track, but for a storage whose memory moved (the Python one
+ * compares it with the StorageImpl). Returns a new
+ * reference to the tensor's record, or None for a tensor without storage. */
+PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
+                       PyObject *view_of, int defer)
+{
+    PyObject *tracker = d->tracker;
+    PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
+        *key = NULL, *base = NULL, *user = NULL, *pend = NULL, *cb = NULL, *cbself = NULL,
+        *ref = NULL, *tids = NULL, *got = NULL;
+    by_obj = tracker_attr(d, s_by_obj);
+    key = PyLong_FromVoidPtr(t);
+    if (by_obj == NULL || key == NULL)
+        goto out;
+    rec = PyDict_GetItemWithError(by_obj, key);
+    if (rec != NULL) {
+        Py_INCREF(rec);
+        got = rec;
+        rec = NULL;
+        goto out;
+    }
+    if (PyErr_Occurred())
+        goto out;
+
+    /* (data_ptr, nbytes, identity) of its storage; none: not tracked */
+    st = call0(t, s_untyped_storage);
+    if (st == NULL) {
+        PyErr_Clear();   /* sparse, meta, functional wrappers... */
+        got = Py_NewRef(Py_None);
+        goto out;
+    }
+    PyObject *v = call0(st, s_nbytes);
+    long long nbytes = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    v = nbytes >= 0 ? call0(st, s_data_ptr) : NULL;
+    unsigned long long ptr = v ? PyLong_AsUnsignedLongLong(v) : 0;
+    Py_XDECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        got = Py_NewRef(Py_None);
+        goto out;
+    }
+    if (nbytes <= 0 || ptr == 0) {
+        got = Py_NewRef(Py_None);
+        goto out;
+    }
+    PyObject *skey = PyObject_GetAttr(st, s_cdata);
+    if (skey == NULL) {
+        PyErr_Clear();
+        skey = PyLong_FromUnsignedLongLong(ptr);
+    } else if (!PyObject_IsTrue(skey)) {
+        Py_DECREF(skey);
+        skey = PyLong_FromUnsignedLongLong(ptr);
+    }
+    if (skey == NULL)
+        goto out;
+    storages = tracker_attr(d, s_storages);
+    srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
+    Py_XINCREF(srec);
+    uint64_t sptr = 0, snbytes = 0;
+    if (srec != NULL && (get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)) {
+        Py_DECREF(skey);
+        goto out;
+    }
+    if (srec == NULL && !PyErr_Occurred()) {
+        srec = new_storage(d, t, st, ptr, (uint64_t)nbytes, skey, stack_obj);
+        if (srec == NULL) {
+            Py_DECREF(skey);
+            goto out;
+        }
+        sptr = ptr;
+        snbytes = (uint64_t)nbytes;
+    }
+    if (srec == NULL || sptr != ptr || snbytes != (uint64_t)nbytes) {
+        Py_DECREF(skey);
+        if (PyErr_Occurred())
+            goto out;
+        /* its memory moved (resize_): the Python way */
+        PyObject *a[5] = {t, name, stack_obj, view_of, defer ? Py_True : Py_False};
+        got = call_method(tracker, s_track, a, 5);
+        goto out;
+    }
+    Py_CLEAR(st);
+
+    /* its view base, tracked first (its id is the view's base) */
+    uint64_t base_id = 0;
+    base = PyObject_GetAttr(t, s_base_attr);
+    if (base == NULL) {
+        PyErr_Clear();
+        base = Py_NewRef(Py_None);
+    }
+    if (base == Py_None) {
+        Py_DECREF(base);
+        base = Py_NewRef(view_of);
+    }
+    if (base != Py_None) {
+        PyObject *brec = track(d, base, s_view_base, stack_obj, Py_None, 0);
+        if (brec == NULL) {
+            Py_DECREF(skey);
+            goto out;
+        }
+        if (brec != Py_None) {
+            int bad = get_u64(brec, s_base, &base_id) < 0 ||
+                      (base_id == 0 && record(d, brec, &base_id) < 0);
+            if (bad) {
+                Py_DECREF(brec);
+                Py_DECREF(skey);
+                goto out;
+            }
+        }
+        Py_DECREF(brec);
+    }
+    if (PyDict_GET_SIZE(pending_names) > 0) {   /* vtt.name() before we saw it */
+        user = call_python(take_pending_name_fn, &t, 1);
+        if (user == NULL) {
+            Py_DECREF(skey);
+            goto out;
+        }
+        if (user != Py_None)
+            name = user;
+    }
+    unsigned long long tptr = ptr;
+    v = call0(t, s_data_ptr);
+    if (v != NULL)
+        tptr = PyLong_AsUnsignedLongLong(v);
+    Py_XDECREF(v);
+    if (v == NULL || PyErr_Occurred()) {
+        PyErr_Clear();
+        tptr = ptr;
+    }
+    v = PyObject_GetAttr(t, s_nbytes);
+    if (v == NULL) {
+        Py_DECREF(skey);
+        goto out;
+    }
+    PyObject *tptr_obj = PyLong_FromUnsignedLongLong(tptr);
+    pend = tptr_obj ? PyTuple_Pack(3, tptr_obj, v, stack_obj) : NULL;
+    Py_XDECREF(tptr_obj);
+    Py_DECREF(v);
+    PyObject *base_obj = PyLong_FromUnsignedLongLong(base_id);
+    if (pend == NULL || base_obj == NULL) {
+        Py_XDECREF(base_obj);
+        Py_DECREF(skey);
+        goto out;
+    }
+    PyObject *ra[4] = {skey, name, base_obj, pend};
+    rec = PyObject_Vectorcall(tensor_rec_type, ra, 4, NULL);
+    Py_DECREF(base_obj);
+    Py_DECREF(skey);
+    if (rec == NULL)
+        goto out;
+    cbself = PyTuple_Pack(3, (PyObject *)d, rec, key);
+    cb = cbself ? PyCFunction_New(&death_def, cbself) : NULL;
+    ref = cb ? PyWeakref_NewRef(t, cb) : NULL;
+    if (ref == NULL || set_attr(rec, s_ref, ref) < 0 ||
+        PyDict_SetItem(by_obj, key, rec) < 0)
+        goto out;
+    tids = get_attr(srec, s_tids);
+    if (tids == NULL || PySet_Add(tids, rec) < 0)
+        goto out;
+    if (defer) {
+        PyObject *pending = tracker_attr(d, s_pending);
+        int bad = pending == NULL || PyList_Append(pending, rec) < 0;
+        Py_XDECREF(pending);
+        if (bad)
+            goto out;
+    } else {
+        uint64_t tid;
+        if (record(d, rec, &tid) < 0)
+            goto out;
+    }
+    got = rec;
+    rec = NULL;
+out:
+    Py_XDECREF(by_obj);
+    Py_XDECREF(storages);
+    Py_XDECREF(st);
+    Py_XDECREF(srec);
+    Py_XDECREF(rec);
+    Py_XDECREF(key);
+    Py_XDECREF(base);
+    Py_XDECREF(user);
+    Py_XDECREF(pend);
+    Py_XDECREF(cb);
+    Py_XDECREF(cbself);
+    Py_XDECREF(ref);
+    Py_XDECREF(tids);
+    return got;
+}
+
+/* Tracker._on_death + _drop, for a death outside any gc collection: the
+ * tensor's record leaves the books; a storage left without tensors goes to
+ * Tracker._orphaned. Inside a collection the Python way (the collection's
+ * holder, our own collection's victims). */
+static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
+{
+    PyObject *tracker = d->tracker;
+    int manual = attr_true(tracker, s_manual_gc), in_gc = attr_true(tracker, s_in_gc);
+    if (manual < 0 || in_gc < 0)
+        return -1;
+    if (manual || in_gc) {
+        PyObject *a[3] = {rec, key, weak};
+        PyObject *r = call_method(tracker, s_on_death, a, 3);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    PyObject *ref = get_attr(rec, s_ref);
+    if (ref == NULL)
+        return -1;
+    int live = ref != Py_None;   /* None: renamed, or the tracker was closed */
+    Py_DECREF(ref);
+    if (!live)
+        return 0;
+    double began = now_s();
+    int rc = -1;
+    PyObject *by_obj = NULL, *by_tid = NULL, *tidkey = NULL, *book = NULL, *targeted = NULL,
+        *storages = NULL, *skey = NULL, *tids = NULL, *srec = NULL;
+    by_obj = tracker_attr(d, s_by_obj);
+    if (by_obj == NULL)
+        goto out;
+    PyObject *cur = PyDict_GetItemWithError(by_obj, key);
+    if (cur == rec && PyDict_DelItem(by_obj, key) < 0)
+        goto out;
+    if (cur == NULL && PyErr_Occurred())
+        goto out;
+    PyObject *mg = tracker_attr(d, s_maybe_gone);
+    int gone = mg ? PyObject_IsTrue(mg) : -1;
+    Py_XDECREF(mg);
+    if (gone < 0)
+        goto out;
+    if (gone) {
+        PyObject *r = call_method(tracker, s_settle, NULL, 0);
+        if (r == NULL)
+            goto out;
+        Py_DECREF(r);
+    }
+    uint64_t tid;
+    if (record(d, rec, &tid) < 0)
+        goto out;
+    by_tid = tracker_attr(d, s_by_tid);
+    tidkey = PyLong_FromUnsignedLongLong(tid);
+    if (by_tid == NULL || tidkey == NULL)
+        goto out;
+    PyObject *had = PyDict_GetItemWithError(by_tid, tidkey);
+    if (had == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;   /* dropped already */
+        goto out;
+    }
+    if (PyDict_DelItem(by_tid, tidkey) < 0 || set_attr(rec, s_ref, Py_None) < 0)
+        goto out;
+    d->drop(tid);
+    book = PyObject_GetAttr(tracker, s_book);
+    targeted = book ? PyObject_GetAttr(book, s_targeted) : NULL;
+    if (targeted == NULL)
+        goto out;
+    int is_target = PySet_Check(targeted) ? PySet_Contains(targeted, tidkey) : 1;
+    if (is_target < 0)
+        goto out;
+    if (is_target) {
+        PyObject *r = PyObject_CallMethodOneArg(book, s_forget_target, tidkey);
+        if (r == NULL)
+            goto out;
+        Py_DECREF(r);
+    }
+    storages = tracker_attr(d, s_storages);
+    skey = get_attr(rec, s_skey);
+    if (storages == NULL || skey == NULL)
+        goto out;
+    srec = PyDict_GetItemWithError(storages, skey);
+    Py_XINCREF(srec);
+    if (srec == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto out;
+    }
+    tids = get_attr(srec, s_tids);
+    if (tids == NULL || PySet_Discard(tids, rec) < 0)
+        goto out;
+    if (PySet_GET_SIZE(tids) == 0 && orphaned(d, srec) < 0)
+        goto out;
+    rc = 0;
+out:
+    Py_XDECREF(by_obj);
+    Py_XDECREF(by_tid);
+    Py_XDECREF(tidkey);
+    Py_XDECREF(book);
+    Py_XDECREF(targeted);
+    Py_XDECREF(storages);
+    Py_XDECREF(skey);
+    Py_XDECREF(tids);
+    Py_XDECREF(srec);
+    add_busy(d, began);
+    return rc;
+}
+
+/* The weakref callback of a tensor tracked here: self is (dispatcher,
+ * record, id of the tensor). Never raises into the program: a failure is
+ * counted in Tracker.errors. */
+static PyObject *death_callback(PyObject *self, PyObject *weak)
+{
+    Dispatcher *d = (Dispatcher *)PyTuple_GET_ITEM(self, 0);
+    if (d->tracker == NULL)
+        Py_RETURN_NONE;
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    if (died(d, PyTuple_GET_ITEM(self, 1), PyTuple_GET_ITEM(self, 2), weak) < 0) {
+        PyErr_Clear();
+        PyObject *errors = PyObject_GetAttr(d->tracker, s_errors);
+        long n = errors ? PyLong_AsLong(errors) : 0;
+        Py_XDECREF(errors);
+        if (set_u64(d->tracker, s_errors, (uint64_t)n + 1) < 0)
+            PyErr_Clear();
+    }
+    PyErr_Restore(exc_type, exc, tb);
+    Py_RETURN_NONE;
+}
+
+/* Tracker._out_name(func, i, stack): from its cache (tracker._names,
+ * keyed by (id(func), i, stack)), else made by the Python one. */
+PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj)
+{
+    PyObject *names = tracker_attr(d, s_names);
+    if (names == NULL)
+        return NULL;
+    PyObject *fid = PyLong_FromVoidPtr(func);
+    PyObject *idx = PyLong_FromSsize_t(i);
+    PyObject *key = fid && idx ? PyTuple_Pack(3, fid, idx, stack_obj) : NULL;
+    PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
+    Py_XINCREF(name);
+    if (name == NULL && !PyErr_Occurred() && idx != NULL) {
+        PyObject *a[4] = {func, idx, stack_obj, Py_True};
+        name = call_method(d->tracker, s_out_name, a, 4);
+    }
+    Py_DECREF(names);
+    Py_XDECREF(fid);
+    Py_XDECREF(idx);
+    Py_XDECREF(key);
+    return name;
+}

@@ -1,0 +1,137 @@
+/* trackfast.h - what the files of the _trackfast extension share.
+ *
+ * _trackfast is vramtrace.torch.track()'s per-op path in C (module.c says
+ * why it exists). Its files, one concept each:
+ *   module.c    the module, its setup() and the Dispatcher type
+ *   dispatch.c  the mode's __torch_dispatch__: an op's tensors, their uses
+ *   tensors.c   tensors seen for the first time, and their deaths
+ *   storages.c  storages into and out of the books (host ones declared)
+ *   records.c   the record objects' slots; a tensor's TENSOR_NEW
+ *   stacks.c    raw Python stacks -> the library's stack ids, cached
+ *   python.c    calls back into the Python Tracker
+ * Internal: nothing here is exported from the module but PyInit__trackfast.
+ */
+#ifndef VT_TRACKFAST_H
+#define VT_TRACKFAST_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#if PY_VERSION_HEX < 0x030B0000
+#error "_trackfast needs CPython 3.11 or newer (PyFrame_GetLasti); the tracker runs in Python without it"
+#endif
+
+typedef void (*use_fn)(uint64_t id, uint32_t stack);
+typedef void (*drop_fn)(uint64_t id);
+typedef int (*external_fn)(const void *ptr, size_t nbytes, int device, uint32_t stack);
+typedef int (*external_free_fn)(const void *ptr, uint32_t stack);
+typedef uint64_t (*new_fn)(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
+                           const char *name, uint32_t stack);
+
+enum { MAX_RAW_FRAMES = 192,      /* frames looked at per stack (as _stacks.py) */
+       MAX_CACHED = 1 << 16 };    /* distinct raw stacks before the cache starts over */
+
+/* One raw stack seen before: (code identity, instruction offset) pairs,
+ * innermost first, and the stack id the library gave its frames. */
+typedef struct {
+    uint64_t hash;
+    uint32_t sid;
+    uint32_t n;              /* pairs */
+    uintptr_t pairs[];       /* 2 * n words */
+} StackEntry;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *tracker;       /* the Tracker (strong: it owns us, a cycle gc breaks) */
+    PyObject *intern_frame;  /* its StackInterner's intern_frame(frame), for a miss */
+    use_fn use;              /* vt_tensor_use_stack */
+    new_fn tensor_new;       /* vt_tensor_new_stack */
+    drop_fn drop;            /* vt_tensor_drop */
+    external_fn external;    /* vt_storage_external_stack */
+    external_free_fn external_free;   /* vt_storage_external_free_stack */
+    PyObject *codes;         /* id -> code object of every code in a cached key */
+    StackEntry **table;      /* open addressing, capacity 2 * MAX_CACHED */
+    size_t cached;
+    int stacks_enabled;
+    int life_available;      /* StorageLife has weak handles (torch >= 2.0) */
+    PyObject *use_count;     /* torch._C._storage_Use_Count, or NULL */
+    PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
+    /* The Tracker's containers that are never rebound (see Tracker.__init__),
+     * held here to skip an attribute lookup each: */
+    PyObject *containers[11];
+    uint64_t ops;            /* ops recorded here (Tracker.ops adds the Python path's) */
+    double busy;             /* seconds spent recording here (Tracker._busy() adds) */
+    long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
+} Dispatcher;
+
+enum { TABLE_CAP = 2 * MAX_CACHED };
+
+/* Interned attribute names and objects looked up once. */
+extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
+    *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
+    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
+    *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
+    *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
+    *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
+    *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
+    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names;
+extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
+    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn;
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The time since ``began`` goes to Tracker._busy() (the walk schedule's input). */
+static inline void add_busy(Dispatcher *d, double began)
+{
+    d->busy += now_s() - began;
+}
+
+/* python.c */
+PyObject *call_python(PyObject *fn, PyObject *const *args, size_t nargs);
+PyObject *call_method(PyObject *tracker, PyObject *name, PyObject *const *args, size_t nargs);
+
+/* stacks.c */
+void clear_stacks(Dispatcher *d);
+uint32_t capture(Dispatcher *d);
+
+/* records.c */
+int setup_slots(PyObject *tensor_rec, PyObject *storage_rec);
+PyObject *get_attr(PyObject *obj, PyObject *name);
+int set_attr(PyObject *obj, PyObject *name, PyObject *v);
+int get_u64(PyObject *obj, PyObject *name, uint64_t *out);
+int set_u64(PyObject *obj, PyObject *name, uint64_t v);
+int attr_true(PyObject *obj, PyObject *name);
+PyObject *call0(PyObject *obj, PyObject *name);
+int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
+int flush(Dispatcher *d);
+
+/* storages.c */
+PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr, uint64_t nbytes,
+                      PyObject *skey, PyObject *stack_obj);
+int orphaned(Dispatcher *d, PyObject *srec);
+
+/* tensors.c */
+PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
+                PyObject *view_of, int defer);
+PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj);
+
+/* dispatch.c */
+PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);
+
+/* module.c: a new reference to the Tracker's attribute ``name`` (its
+ * never-rebound containers without a lookup). */
+PyObject *tracker_attr(Dispatcher *d, PyObject *name);
+
+#endif
