@@ -290,7 +290,7 @@ out:
  * a failure to record never fails the op (Tracker._recording_failed counts and
  * warns once). */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
-                          PyObject *kwnames)
+                   PyObject *kwnames)
 {
     if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
         PyErr_SetString(PyExc_TypeError, "vramtrace's __torch_dispatch__ takes no keywords");

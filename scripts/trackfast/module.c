@@ -34,9 +34,10 @@ PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_stora
     *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names;
+    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
+    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
-    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn;
+    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn;
 
 static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_pending, &s_storages,
                                        &s_maybe_gone, &s_op_meta, &s_node_stacks, &s_names,
@@ -104,7 +105,11 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     }
     d->life_available = cls != Py_None;
     Py_CLEAR(d->free_weak_ref);
-    if (d->life_available && (d->free_weak_ref = PyObject_GetAttr(cls, s_free_weak_ref)) == NULL) {
+    Py_CLEAR(d->expired);
+    Py_CLEAR(d->from_weak);
+    if (d->life_available && ((d->free_weak_ref = PyObject_GetAttr(cls, s_free_weak_ref)) == NULL ||
+                              (d->expired = PyObject_GetAttr(cls, s_expired)) == NULL ||
+                              (d->from_weak = PyObject_GetAttr(cls, s_new_with_weak_ptr)) == NULL)) {
         Py_DECREF(cls);
         Py_DECREF(use_count);
         Py_DECREF(sole);
@@ -131,6 +136,8 @@ static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
     Py_VISIT(d->codes);
     Py_VISIT(d->use_count);
     Py_VISIT(d->free_weak_ref);
+    Py_VISIT(d->expired);
+    Py_VISIT(d->from_weak);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
         Py_VISIT(d->containers[i]);
     return 0;
@@ -143,6 +150,8 @@ static int dispatcher_clear(Dispatcher *d)
     Py_CLEAR(d->codes);
     Py_CLEAR(d->use_count);
     Py_CLEAR(d->free_weak_ref);
+    Py_CLEAR(d->expired);
+    Py_CLEAR(d->from_weak);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
         Py_CLEAR(d->containers[i]);
     return 0;
@@ -165,9 +174,27 @@ static PyObject *dispatcher_cached(Dispatcher *d, void *unused)
     return PyLong_FromSize_t(d->cached);
 }
 
+static PyObject *dispatcher_storages_to_check(Dispatcher *d, PyObject *unused)
+{
+    if (d->tracker == NULL)
+        return PyList_New(0);
+    return storages_to_check(d);
+}
+
+static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
+{
+    if (d->tracker == NULL)
+        return PyList_New(0);
+    return tensors_to_check(d);
+}
+
 static PyMethodDef dispatcher_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
+    {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
+     "the storages Tracker._check_storage must look at (gone, or on other memory)"},
+    {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
+     "the recorded tensors whose storage may have changed"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -204,14 +231,15 @@ static PyTypeObject DispatcherType = {
 };
 
 /* setup(Tensor, Parameter, sequence_nr, set_eval_frame, TensorRec,
- * StorageRec, pending_names, take_pending_name): what the module needs from torch and
- * vramtrace.torch, handed over by vramtrace.torch (so that this module
- * imports nothing). set_eval_frame may be None. */
+ * StorageRec, pending_names, take_pending_name, storage_id): what the module
+ * needs from torch and vramtrace.torch, handed over by vramtrace.torch (so
+ * that this module imports nothing). set_eval_frame and storage_id
+ * (torch._C._storage_id) may be None. */
 static PyObject *module_setup(PyObject *self, PyObject *args)
 {
-    PyObject *tt, *pt, *seq, *sef, *rt, *srt, *pn, *tpn;
-    if (!PyArg_ParseTuple(args, "OOOOOOO!O", &tt, &pt, &seq, &sef, &rt, &srt, &PyDict_Type, &pn,
-                          &tpn))
+    PyObject *tt, *pt, *seq, *sef, *rt, *srt, *pn, *tpn, *sid;
+    if (!PyArg_ParseTuple(args, "OOOOOOO!OO", &tt, &pt, &seq, &sef, &rt, &srt, &PyDict_Type, &pn,
+                          &tpn, &sid))
         return NULL;
     if (!PyType_Check(tt) || !PyType_Check(pt)) {
         PyErr_SetString(PyExc_TypeError, "setup() needs torch.Tensor and torch.nn.Parameter");
@@ -237,6 +265,10 @@ static PyObject *module_setup(PyObject *self, PyObject *args)
     Py_XSETREF(pending_names, pn);
     Py_INCREF(tpn);
     Py_XSETREF(take_pending_name_fn, tpn);
+    if (sid == Py_None)
+        Py_CLEAR(storage_id_fn);
+    else
+        Py_XSETREF(storage_id_fn, Py_NewRef(sid));
     if (sef == Py_None) {
         Py_CLEAR(set_eval_frame_fn);
     } else {
@@ -249,7 +281,7 @@ static PyObject *module_setup(PyObject *self, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"setup", module_setup, METH_VARARGS,
      "setup(Tensor, Parameter, sequence_nr, set_eval_frame or None, TensorRec, "
-     "StorageRec, pending_names, take_pending_name)"},
+     "StorageRec, pending_names, take_pending_name, storage_id or None)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -294,6 +326,8 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
         {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_declared, "declared"},
         {&s_free_weak_ref, "_free_weak_ref"}, {&s_names, "_names"},
+        {&s_device, "device"}, {&s_seen_epoch, "seen_epoch"}, {&s_rest, "rest"},
+        {&s_expired, "_expired"}, {&s_new_with_weak_ptr, "_new_with_weak_ptr"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (intern(names[i].slot, names[i].s) < 0)

@@ -30,7 +30,7 @@ PyObject *call_python(PyObject *fn, PyObject *const *args, size_t nargs)
 
 /* tracker.<name>(args...) */
 PyObject *call_method(PyObject *tracker, PyObject *name, PyObject *const *args,
-                             size_t nargs)
+                      size_t nargs)
 {
     PyObject *fn = PyObject_GetAttr(tracker, name);
     if (fn == NULL)

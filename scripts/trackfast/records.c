@@ -208,13 +208,103 @@ PyObject *call0(PyObject *obj, PyObject *name)
     return PyObject_CallMethodNoArgs(obj, name);
 }
 
-/* The slot tables of the two record classes (setup()). */
+/* The slot tables of the two record classes (setup()). A class whose every
+ * slot is in its table is made here without its Python __init__ (see
+ * make_record); one with slots we do not know is made by calling it. */
+static int direct_tensor_rec, direct_storage_rec;
+
+static PyObject *rec_names[6], *srec_names[11];
+
+static int slots_of(PyObject *type, Py_ssize_t *n)
+{
+    PyObject *slots = PyObject_GetAttrString(type, "__slots__");
+    if (slots == NULL)
+        return -1;
+    *n = PyTuple_Check(slots) ? PyTuple_GET_SIZE(slots) : -1;
+    Py_DECREF(slots);
+    return 0;
+}
+
 int setup_slots(PyObject *tensor_rec, PyObject *storage_rec)
 {
-    PyObject *rec_names[] = {s_tid, s_skey, s_ref, s_name, s_base, s_pend};
-    PyObject *srec_names[] = {s_ptr, s_nbytes, s_external, s_tids, s_last_epoch, s_skey,
-                              s_weak, s_declared};
+    PyObject *rn[] = {s_tid, s_skey, s_ref, s_name, s_base, s_pend};
+    PyObject *sn[] = {s_ptr, s_nbytes, s_device, s_external, s_tids, s_last_epoch, s_skey,
+                      s_weak, s_declared, s_seen_epoch, s_rest};
+    memcpy(rec_names, rn, sizeof rn);
+    memcpy(srec_names, sn, sizeof sn);
     n_rec_slots = slot_table(tensor_rec, rec_names, 6, rec_slots);
-    n_srec_slots = slot_table(storage_rec, srec_names, 8, srec_slots);
-    return n_rec_slots < 0 || n_srec_slots < 0 ? -1 : 0;
+    n_srec_slots = slot_table(storage_rec, srec_names, 11, srec_slots);
+    Py_ssize_t nr, ns;
+    if (n_rec_slots < 0 || n_srec_slots < 0 || slots_of(tensor_rec, &nr) < 0 ||
+        slots_of(storage_rec, &ns) < 0)
+        return -1;
+    direct_tensor_rec = n_rec_slots == 6 && nr == 6;
+    direct_storage_rec = n_srec_slots == 11 && ns == 11;
+    return 0;
+}
+
+/* A new record of ``type`` whose slots ``names`` (all of them) take
+ * ``values``: what its Python __init__ does, without the bytecode frame
+ * (one per tensor the program makes). A new reference. */
+static PyObject *make_record(PyObject *type, PyObject *const *names, PyObject *const *values,
+                             int n)
+{
+    PyTypeObject *tp = (PyTypeObject *)type;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (obj == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        if (set_attr(obj, names[i], values[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    return obj;
+}
+
+/* _TensorRec(skey, name, base, pend): tid 0, no weakref yet. */
+PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, PyObject *pend)
+{
+    PyObject *base_obj = PyLong_FromUnsignedLongLong(base);
+    if (base_obj == NULL)
+        return NULL;
+    PyObject *rec;
+    if (direct_tensor_rec) {
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *v[6] = {zero, skey, Py_None, name, base_obj, pend};
+        rec = zero ? make_record(tensor_rec_type, rec_names, v, 6) : NULL;
+        Py_XDECREF(zero);
+    } else {
+        PyObject *a[4] = {skey, name, base_obj, pend};
+        rec = PyObject_Vectorcall(tensor_rec_type, a, 4, NULL);
+    }
+    Py_DECREF(base_obj);
+    return rec;
+}
+
+/* _StorageRec(ptr, nbytes, device, external, epoch, skey, weak): no
+ * tensors yet, not declared, last used and seen at ``epoch``. */
+PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, PyObject *epoch,
+                          PyObject *skey, PyObject *weak)
+{
+    PyObject *o_ptr = PyLong_FromUnsignedLongLong(ptr), *o_n = PyLong_FromUnsignedLongLong(nbytes),
+        *o_dev = PyLong_FromLong(device), *ext = device < 0 ? Py_True : Py_False;
+    PyObject *srec = NULL;
+    if (o_ptr != NULL && o_n != NULL && o_dev != NULL) {
+        if (direct_storage_rec) {
+            PyObject *tids = PySet_New(NULL), *zero = PyLong_FromLong(0);
+            PyObject *v[11] = {o_ptr, o_n, o_dev, ext, tids, epoch, skey, weak, Py_False, epoch,
+                               zero};
+            if (tids != NULL && zero != NULL)
+                srec = make_record(storage_rec_type, srec_names, v, 11);
+            Py_XDECREF(tids);
+            Py_XDECREF(zero);
+        } else {
+            PyObject *a[7] = {o_ptr, o_n, o_dev, ext, epoch, skey, weak};
+            srec = PyObject_Vectorcall(storage_rec_type, a, 7, NULL);
+        }
+    }
+    Py_XDECREF(o_ptr);
+    Py_XDECREF(o_n);
+    Py_XDECREF(o_dev);
+    return srec;
 }

@@ -160,7 +160,7 @@ out:
  * host storage declared as external: the CPU allocator is not ours). A new
  * reference, NULL on error. */
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr,
-                             uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
+                      uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
 {
     PyObject *tracker = d->tracker;
     long device = -1;
@@ -184,15 +184,9 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr,
     if (weak == NULL)
         weak = PyLong_FromLong(0);
     PyObject *epoch = PyObject_GetAttr(tracker, s_epoch);
-    PyObject *a[7] = {PyLong_FromUnsignedLongLong(ptr), PyLong_FromUnsignedLongLong(nbytes),
-                      PyLong_FromLong(device), device < 0 ? Py_True : Py_False, epoch, skey,
-                      weak};
     PyObject *srec = NULL;
-    if (a[0] != NULL && a[1] != NULL && a[2] != NULL && epoch != NULL && weak != NULL)
-        srec = PyObject_Vectorcall(storage_rec_type, a, 7, NULL);
-    Py_XDECREF(a[0]);
-    Py_XDECREF(a[1]);
-    Py_XDECREF(a[2]);
+    if (epoch != NULL && weak != NULL)
+        srec = new_storage_rec(ptr, nbytes, device, epoch, skey, weak);
     Py_XDECREF(epoch);
     Py_XDECREF(weak);
     if (srec == NULL)
@@ -256,4 +250,56 @@ int orphaned(Dispatcher *d, PyObject *srec)
 out:
     Py_DECREF(stack);
     return rc;
+}
+
+/* Is the storage behind weak handle ``weak`` gone, or on other memory than
+ * ``srec`` says? 1 yes (or cannot tell), 0 no. */
+static int storage_changed(Dispatcher *d, PyObject *srec, PyObject *weak)
+{
+    PyObject *r = PyObject_CallOneArg(d->expired, weak);
+    int gone = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    if (gone != 0)
+        goto unsure;
+    PyObject *st = PyObject_CallOneArg(d->from_weak, weak);
+    if (st == NULL || st == Py_None) {
+        Py_XDECREF(st);
+        goto unsure;
+    }
+    PyObject *p = call0(st, s_data_ptr), *n = call0(st, s_nbytes);
+    Py_DECREF(st);
+    uint64_t ptr = p ? PyLong_AsUnsignedLongLong(p) : 0, nbytes = n ? PyLong_AsUnsignedLongLong(n) : 0;
+    Py_XDECREF(p);
+    Py_XDECREF(n);
+    uint64_t sptr, snbytes;
+    if (PyErr_Occurred() || get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)
+        goto unsure;
+    return ptr != sptr || nbytes != snbytes;
+unsure:
+    PyErr_Clear();
+    return 1;
+}
+
+/* Tracker._sweep's storage half, as a filter: the storages with a weak
+ * handle that are gone or on other memory than the books say (resize_ or
+ * set_ through a storage object: no op the mode sees). Tracker._check_storage
+ * acts on each; the others, nearly all, need nothing. A new list. */
+PyObject *storages_to_check(Dispatcher *d)
+{
+    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *all = storages ? PyDict_Values(storages) : NULL;   /* deaths may change the dict */
+    Py_XDECREF(storages);
+    PyObject *out = all ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
+        PyObject *srec = PyList_GET_ITEM(all, i);
+        PyObject *weak = get_attr(srec, s_weak);
+        int have = weak ? PyObject_IsTrue(weak) : -1;
+        int changed = have > 0 ? (d->expired && d->from_weak ? storage_changed(d, srec, weak) : 1)
+                               : 0;
+        Py_XDECREF(weak);
+        if (have < 0 || (changed && PyList_Append(out, srec) < 0))
+            Py_CLEAR(out);
+    }
+    Py_XDECREF(all);
+    return out;
 }

@@ -9,7 +9,7 @@ static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
  * compares it with the StorageImpl). Returns a new
  * reference to the tensor's record, or None for a tensor without storage. */
 PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
-                       PyObject *view_of, int defer)
+                PyObject *view_of, int defer)
 {
     PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
@@ -144,15 +144,11 @@ PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
     pend = tptr_obj ? PyTuple_Pack(3, tptr_obj, v, stack_obj) : NULL;
     Py_XDECREF(tptr_obj);
     Py_DECREF(v);
-    PyObject *base_obj = PyLong_FromUnsignedLongLong(base_id);
-    if (pend == NULL || base_obj == NULL) {
-        Py_XDECREF(base_obj);
+    if (pend == NULL) {
         Py_DECREF(skey);
         goto out;
     }
-    PyObject *ra[4] = {skey, name, base_obj, pend};
-    rec = PyObject_Vectorcall(tensor_rec_type, ra, 4, NULL);
-    Py_DECREF(base_obj);
+    rec = new_tensor_rec(skey, name, base_id, pend);
     Py_DECREF(skey);
     if (rec == NULL)
         goto out;
@@ -342,4 +338,49 @@ PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_
     Py_XDECREF(idx);
     Py_XDECREF(key);
     return name;
+}
+
+/* Tracker._sweep's tensor half, as a filter: the recorded tensors, alive,
+ * whose storage may not be the one their record names (set_ or .data =
+ * outside any op the mode sees). torch._C._storage_id tells without making
+ * a storage object; without it every live tensor is a candidate. The
+ * Python rule decides for each. A new list. */
+PyObject *tensors_to_check(Dispatcher *d)
+{
+    PyObject *by_tid = tracker_attr(d, s_by_tid);
+    PyObject *all = by_tid ? PyDict_Values(by_tid) : NULL;
+    Py_XDECREF(by_tid);
+    PyObject *out = all ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
+        PyObject *rec = PyList_GET_ITEM(all, i);
+        PyObject *ref = get_attr(rec, s_ref);
+        if (ref == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *t = PyWeakref_Check(ref) ? PyWeakref_GetObject(ref) : NULL;   /* borrowed */
+        int candidate = 0;
+        if (ref == Py_None || t == Py_None) {
+            candidate = 0;   /* renamed, or dead: nothing to compare */
+        } else if (t == NULL || storage_id_fn == NULL) {
+            PyErr_Clear();
+            candidate = 1;
+        } else {
+            Py_INCREF(t);
+            PyObject *id = PyObject_CallOneArg(storage_id_fn, t);
+            Py_DECREF(t);
+            PyObject *skey = id ? get_attr(rec, s_skey) : NULL;
+            candidate = skey ? PyObject_RichCompareBool(id, skey, Py_NE) : 1;
+            if (candidate < 0)
+                candidate = 1;
+            PyErr_Clear();
+            Py_XDECREF(id);
+            Py_XDECREF(skey);
+        }
+        Py_DECREF(ref);
+        if (candidate && PyList_Append(out, rec) < 0)
+            Py_CLEAR(out);
+    }
+    Py_XDECREF(all);
+    return out;
 }

@@ -62,6 +62,8 @@ typedef struct {
     int life_available;      /* StorageLife has weak handles (torch >= 2.0) */
     PyObject *use_count;     /* torch._C._storage_Use_Count, or NULL */
     PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
+    PyObject *expired;       /* UntypedStorage._expired, or NULL */
+    PyObject *from_weak;     /* UntypedStorage._new_with_weak_ptr, or NULL */
     /* The Tracker's containers that are never rebound (see Tracker.__init__),
      * held here to skip an attribute lookup each: */
     PyObject *containers[11];
@@ -81,9 +83,10 @@ extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *
     *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names;
+    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
+    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
-    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn;
+    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn;
 
 static inline double now_s(void)
 {
@@ -108,6 +111,9 @@ uint32_t capture(Dispatcher *d);
 
 /* records.c */
 int setup_slots(PyObject *tensor_rec, PyObject *storage_rec);
+PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, PyObject *pend);
+PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, PyObject *epoch,
+                          PyObject *skey, PyObject *weak);
 PyObject *get_attr(PyObject *obj, PyObject *name);
 int set_attr(PyObject *obj, PyObject *name, PyObject *v);
 int get_u64(PyObject *obj, PyObject *name, uint64_t *out);
@@ -121,11 +127,13 @@ int flush(Dispatcher *d);
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr, uint64_t nbytes,
                       PyObject *skey, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec);
+PyObject *storages_to_check(Dispatcher *d);
 
 /* tensors.c */
 PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
                 PyObject *view_of, int defer);
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj);
+PyObject *tensors_to_check(Dispatcher *d);
 
 /* dispatch.c */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);

@@ -449,7 +449,8 @@ def _load_trackfast(libdir: str) -> Any:
     except ImportError:
         set_eval_frame = None
     mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
-              _StorageRec, _pending_names, _take_pending_name)
+              _StorageRec, _pending_names, _take_pending_name,
+              getattr(_torch._C, "_storage_id", None))
     return mod
 
 
@@ -1148,12 +1149,15 @@ class Tracker:
                     self._end_storage(srec, stack)
 
     def _sweep(self) -> None:
-        """At a mark: every storage and tensor against what they are now."""
+        """At a mark: every storage and tensor against what they are now.
+        The C path names the few that may have changed (a mark of a big
+        model would otherwise pay Python calls for each of its storages)."""
         self._settle()
-        for srec in list(self._storages.values()):
+        fast = self._fast
+        for srec in fast.storages_to_check() if fast is not None else list(self._storages.values()):
             if srec.weak:
                 self._check_storage(srec, None)
-        for rec in list(self._by_tid.values()):
+        for rec in fast.tensors_to_check() if fast is not None else list(self._by_tid.values()):
             t = rec.ref() if rec.ref is not None else None
             if t is None:
                 continue
