@@ -3,7 +3,9 @@
 Runs each configuration in its own process (one trace per process):
 an MLP training loop, clean and leaking (a list keeps each step's
 activation), untracked, under a dispatch mode that does nothing but run the
-op (the floor of any per-op recorder in Python), under track() recording
+op (the floor of any per-op recorder in Python), under track()'s own mode
+with recording off (its C dispatch's floor: what PyTorch's Python-mode round
+trip costs per op before anything is recorded), under track() recording
 through its Python path (VRAMTRACE_TRACKFAST=0), and under track() as users
 run it (the per-op path in C, _trackfast), with a mark per iteration; prints
 ms per iteration, the ratios tracked/untracked (C path, then "py": Python path),
@@ -11,7 +13,7 @@ the walks the tracker made in the loop (the snapshot's is not counted), cut
 off (the snapshot's included) and skipped, the stale storages left out as
 resting, the marks' CPU ms per iteration (in the tracked time), the CPU ms
 of the snapshot after the loop (its final walk; not in the tracked time), and
-the snapshot size, then one RESULT line. The four modes alternate, one
+the snapshot size, then one RESULT line. The five modes alternate, one
 process each per round.
 
 The same two loops run again on a wider MLP (ops of about a millisecond
@@ -88,6 +90,16 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if mode_cm is not None:
             mode_cm.__exit__(None, None, None)
+    elif mode == "mode_only":
+        import vramtrace.torch as vtt
+        with vtt.track() as tr:
+            tr._recording = False   # the mode's C dispatch runs each op and records nothing
+            t0, c0 = time.perf_counter(), time.process_time()
+            for i in range(steps):
+                step(i)
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            stats = {"c_path": getattr(tr, "_fast", None) is not None}
+            tr._recording = True
     else:
         import vramtrace
         import vramtrace.torch as vtt
@@ -123,7 +135,7 @@ def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-MODES = ("untracked", "dispatch", "tracked_py", "tracked")
+MODES = ("untracked", "dispatch", "mode_only", "tracked_py", "tracked")
 
 
 def median_runs(leak: bool, steps: int, snap: str, runs: int, size: str) -> dict:
@@ -159,31 +171,34 @@ def main() -> None:
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
-        print(f"{'loop':<13}{'untracked':>31}{'null dispatch':>31}{'tracked (Python path)':>31}"
-              f"{'tracked':>31}{'ratio':>8}{'py':>7}"
-              f"{'floor':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
+        print(f"{'loop':<13}{'untracked':>31}{'null dispatch':>31}{'mode, not recording':>31}"
+              f"{'tracked (Python path)':>31}{'tracked':>31}{'ratio':>8}{'py':>7}"
+              f"{'floor':>7}{'floorC':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
         for size, leak in (("small", False), ("small", True), ("wide", False), ("wide", True)):
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
             got = median_runs(leak, steps, snap, runs, size)
-            base, floor, trpy, tr = (got[m] for m in MODES)
-            if not tr["c_path"] or trpy["c_path"]:
+            base, floor, mode_only, trpy, tr = (got[m] for m in MODES)
+            if not tr["c_path"] or not mode_only["c_path"] or trpy["c_path"]:
                 sys.exit("bench_track: the C path was not used where expected "
                          "(is _trackfast built next to VRAMTRACE_LIB?)")
             ratio = tr["ms"] / base["ms"]
-            res[name] = (ratio, floor["ms"] / base["ms"], trpy["ms"] / base["ms"])
+            res[name] = (ratio, floor["ms"] / base["ms"], trpy["ms"] / base["ms"],
+                         mode_only["ms"] / base["ms"])
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
-            print(f"{name:<13}{cell(base):>31}{cell(floor):>31}{cell(trpy):>31}{cell(tr):>31}"
-                  f"{ratio:>7.2f}x{res[name][2]:>6.2f}x"
-                  f"{res[name][1]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
+            print(f"{name:<13}{cell(base):>31}{cell(floor):>31}{cell(mode_only):>31}"
+                  f"{cell(trpy):>31}{cell(tr):>31}{ratio:>7.2f}x{res[name][2]:>6.2f}x"
+                  f"{res[name][1]:>6.2f}x{res[name][3]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"
                   f"{tr['snap_ms']:>8.0f}{tr['snap_bytes'] / 1024:>6.0f} KiB")
     print(f"RESULT steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
           f"leaking_ratio={res['leaking'][0]:.2f} python_path_clean={res['clean'][2]:.2f} "
           f"python_path_leaking={res['leaking'][2]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
-          f"dispatch_floor_leaking={res['leaking'][1]:.2f} targets: clean<=1.5 leaking<=3.0 "
+          f"dispatch_floor_leaking={res['leaking'][1]:.2f} "
+          f"mode_floor_clean={res['clean'][3]:.2f} mode_floor_leaking={res['leaking'][3]:.2f} "
+          f"targets: clean<=1.5 leaking<=3.0 "
           f"(wide: clean_ratio={res['clean_wide'][0]:.2f} leaking_ratio={res['leaking_wide'][0]:.2f})")
 
 if __name__ == "__main__":

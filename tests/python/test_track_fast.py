@@ -85,6 +85,57 @@ def test_tensors_die_through_the_c_callbacks(real_lib):
     assert tr.errors == 0
 
 
+
+def test_records_made_in_c_are_what_the_classes_make(real_lib):
+    """The C path fills the records' slots itself (no Python __init__):
+    every slot set, to what the class's __init__ would set."""
+    with vtt.track() as tr:
+        x = torch.ones(16)
+        y = x * 2
+        v = y[4:]
+        z = v + 1   # flushes y and v
+        for rec in (tr._by_obj[id(y)], tr._by_obj[id(v)]):
+            for slot in type(rec).__slots__:
+                getattr(rec, slot)   # an unset slot raises AttributeError
+            assert rec.tid != 0 and rec.pend is None and rec.ref() is not None
+        assert tr._by_obj[id(v)].base == tr._by_obj[id(y)].tid
+        srec = tr._storages[tr._by_obj[id(y)].skey]
+        for slot in type(srec).__slots__:
+            getattr(srec, slot)
+        assert (srec.device, srec.external, srec.declared) == (-1, True, True)
+        assert srec.seen_epoch == srec.last_epoch == tr.epoch and srec.rest == 0
+        assert srec.tids == {tr._by_obj[id(y)], tr._by_obj[id(v)]}
+        del z
+    assert tr.errors == 0
+
+
+def test_a_marks_sweep_names_only_what_changed(real_lib):
+    """At a mark the C filter hands the Python rules only the storages and
+    tensors that changed behind the mode's back: a storage resized through
+    its storage object, a tensor given another storage by ``.data =``."""
+    with vtt.track() as tr:
+        keep = [torch.ones(64) + i for i in range(10)]
+        resized = torch.zeros(256) + 1
+        moved = torch.zeros(32) + 2
+        vtt.mark("all known")
+        assert tr._fast.storages_to_check() == []
+        assert tr._fast.tensors_to_check() == []
+        srec = tr._storages[tr._by_obj[id(resized)].skey]
+        resized.untyped_storage().resize_(0)   # no op the mode sees
+        moved_rec = tr._by_obj[id(moved)]
+        old = tr._storages[moved_rec.skey]
+        moved.data = torch.empty(1)            # neither; its old storage is freed
+        assert set(tr._fast.storages_to_check()) == {srec, old}
+        assert tr._fast.tensors_to_check() == [moved_rec]
+        vtt.mark("after")                      # the Python rules act on them
+        assert tr._fast.storages_to_check() == []
+        assert tr._fast.tensors_to_check() == []
+        assert srec.nbytes == 0 or tr._storages.get(srec.skey) is not srec
+        assert tr._by_obj[id(moved)] is not moved_rec
+        del keep
+    assert tr.errors == 0
+
+
 def _findings(shape: str, twin: str, tmp_path, fast: str, monkeypatch) -> tuple:
     monkeypatch.setenv("VRAMTRACE_TRACKFAST", fast)
     out = str(tmp_path / f"{shape}-{twin}-{fast}.vtsnap")
