@@ -164,20 +164,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     tl_init(&outs);
     PyObject *epoch = NULL, *by_obj = NULL, *storages = NULL;
 
-    PyObject *maybe_gone = tracker_attr(d, s_maybe_gone);
-    if (maybe_gone == NULL)
-        goto out;
-    int gone = PyObject_IsTrue(maybe_gone);
-    Py_DECREF(maybe_gone);
-    if (gone < 0)
-        goto out;
-    if (gone) {
-        PyObject *r = call_method(tracker, s_settle, NULL, 0);
-        if (r == NULL)
-            goto out;
-        Py_DECREF(r);
-    }
-    if (flush(d) < 0)
+    if (settle(d) < 0 || flush(d) < 0)
         goto out;
     d->ops++;
 

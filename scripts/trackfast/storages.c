@@ -303,3 +303,18 @@ PyObject *storages_to_check(Dispatcher *d)
     Py_XDECREF(all);
     return out;
 }
+
+/* Tracker._settle, if a storage may have gone since the last time (its last
+ * tensor died while something else still held it): before an op or a death
+ * is recorded, so that its release comes first. */
+int settle(Dispatcher *d)
+{
+    PyObject *maybe_gone = tracker_attr(d, s_maybe_gone);
+    int gone = maybe_gone ? PyObject_IsTrue(maybe_gone) : -1;
+    Py_XDECREF(maybe_gone);
+    if (gone <= 0)
+        return gone;
+    PyObject *r = call_method(d->tracker, s_settle, NULL, 0);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}

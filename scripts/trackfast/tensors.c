@@ -226,17 +226,8 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         goto out;
     if (cur == NULL && PyErr_Occurred())
         goto out;
-    PyObject *mg = tracker_attr(d, s_maybe_gone);
-    int gone = mg ? PyObject_IsTrue(mg) : -1;
-    Py_XDECREF(mg);
-    if (gone < 0)
+    if (settle(d) < 0)
         goto out;
-    if (gone) {
-        PyObject *r = call_method(tracker, s_settle, NULL, 0);
-        if (r == NULL)
-            goto out;
-        Py_DECREF(r);
-    }
     uint64_t tid;
     if (record(d, rec, &tid) < 0)
         goto out;

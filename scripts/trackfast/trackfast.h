@@ -128,6 +128,7 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr, ui
                       PyObject *skey, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec);
 PyObject *storages_to_check(Dispatcher *d);
+int settle(Dispatcher *d);
 
 /* tensors.c */
 PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
