@@ -253,7 +253,9 @@ out:
 }
 
 /* Is the storage behind weak handle ``weak`` gone, or on other memory than
- * ``srec`` says? 1 yes (or cannot tell), 0 no. */
+ * ``srec`` says? 1 yes (or cannot tell), 0 no. The reading is
+ * StorageLife.now's (_storage_life.py) without its Python frames; the
+ * decision stays Tracker._check_storage's, which reads it again. */
 static int storage_changed(Dispatcher *d, PyObject *srec, PyObject *weak)
 {
     PyObject *r = PyObject_CallOneArg(d->expired, weak);

@@ -85,11 +85,12 @@ def test_tensors_die_through_the_c_callbacks(real_lib):
     assert tr.errors == 0
 
 
-
 def test_records_made_in_c_are_what_the_classes_make(real_lib):
     """The C path fills the records' slots itself (no Python __init__):
     every slot set, to what the class's __init__ would set."""
     with vtt.track() as tr:
+        vtt.mark("a")
+        vtt.mark("b")   # epoch 2: a slot left at 0 would show
         x = torch.ones(16)
         y = x * 2
         v = y[4:]
@@ -103,7 +104,10 @@ def test_records_made_in_c_are_what_the_classes_make(real_lib):
         for slot in type(srec).__slots__:
             getattr(srec, slot)
         assert (srec.device, srec.external, srec.declared) == (-1, True, True)
-        assert srec.seen_epoch == srec.last_epoch == tr.epoch and srec.rest == 0
+        assert tr.epoch == 2 and srec.seen_epoch == srec.last_epoch == 2 and srec.rest == 0
+        assert (srec.ptr, srec.nbytes) == (y.untyped_storage().data_ptr(), 64)
+        assert srec.skey == y.untyped_storage()._cdata and srec.weak != 0
+        assert tr._by_obj[id(y)].skey == tr._by_obj[id(v)].skey == srec.skey
         assert srec.tids == {tr._by_obj[id(y)], tr._by_obj[id(v)]}
         del z
     assert tr.errors == 0
