@@ -10,9 +10,9 @@ in one process, blocks of iterations alternating:
   untracked      the loop alone
   C++ observer   observer_floor.cpp, built here against the installed torch:
                  PyTorch's RecordFunction callback reading every op's input
-                 and output tensors (a last use per storage), plus its
-                 memory-reporting hook recording every CPU allocation with
-                 the Python stack that made it, and every free
+                 and output tensors (a last use per storage), plus the CPU
+                 allocator wrapped (c10::SetCPUAllocator) to record every
+                 allocation with the Python stack that made it, and every free
   null dispatch  a TorchDispatchMode whose __torch_dispatch__ only runs the op
 
 The loop is bench_track.py's small one (MLP 256-512-512-10, batch 64, SGD,
@@ -120,7 +120,10 @@ def main() -> int:
         for m in modes:
             mode = NullDispatch() if m == "null dispatch" else None
             if m == "C++ observer":
-                lib.floor_start()
+                if lib.floor_start() != 0:
+                    print("bench_observer_floor: the CPU allocator here is not one the "
+                          "observer can wrap (no raw deleter)", file=sys.stderr)
+                    return 2
             elif mode is not None:
                 mode.__enter__()
             c0 = time.process_time()

@@ -8,17 +8,21 @@
 //     the dispatcher, composite ops and their parts too) that reads every
 //     input and output tensor and stamps its StorageImpl with the op count
 //     (its last use);
-//   - a MemoryReportingInfoBase (the profiler's "profile_memory" hook: the
-//     CPU allocator reports every allocation and free to it) that records a
-//     storage's birth with the Python stack that asked for it (the GIL taken,
-//     the frames' code and instruction offset hashed) and forgets it at free.
-// Both under one mutex: the autograd engine runs ops on its own threads.
+//   - the CPU allocator wrapped (c10::SetCPUAllocator, the hook allocator
+//     replacements use): each allocation recorded with the Python stack that
+//     asked for it (the GIL taken, the frames' code and instruction offset
+//     hashed), each free through the wrapper's deleter. Not the profiler's
+//     memory-reporting slot (ThreadLocalDebugInfo PROFILER_STATE): while
+//     anything sits there torch.profiler refuses to start ("Profiler is
+//     already enabled on this thread"), which would change the program.
+// The books under one mutex: the autograd engine runs ops on its own threads.
 #include <Python.h>
 
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
-#include <c10/util/ThreadLocalDebugInfo.h>
+#include <c10/core/CPUAllocator.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -63,22 +67,48 @@ uint64_t python_stack()
     return h;
 }
 
-struct AllocationWatch final : public c10::MemoryReportingInfoBase {
-    void reportMemoryUsage(void *ptr, int64_t size, size_t, size_t, c10::Device) override
-    {
-        if (size > 0) {
-            uint64_t stack = python_stack();   // before the lock: it takes the GIL
-            std::lock_guard<std::mutex> g(books_lock);
-            by_data[ptr] = Storage{static_cast<uint64_t>(size), stack, ops};
-            allocs++;
-        } else if (size < 0) {
-            std::lock_guard<std::mutex> g(books_lock);
-            by_data.erase(ptr);
+// The allocator in place before ours, and its deleter: every allocation is
+// made by it; ours only takes note. Only simple allocations (the data is the
+// context, freed by the allocator's raw deleter) are noted, so that
+// raw_allocate/raw_deallocate keep working through the wrapper.
+at::Allocator *wrapped = nullptr;
+c10::DeleterFnPtr wrapped_delete = nullptr;
+std::atomic<bool> watching{false};
+
+void noted_delete(void *p)
+{
+    if (watching) {
+        std::lock_guard<std::mutex> g(books_lock);
+        if (by_data.erase(p) > 0)
             frees++;
-        }
     }
-    bool memoryProfilingEnabled() const override { return true; }
+    wrapped_delete(p);
+}
+
+struct AllocationWatch final : public at::Allocator {
+    at::DataPtr allocate(size_t n) override
+    {
+        at::DataPtr d = wrapped->allocate(n);
+        if (!watching || d.get() == nullptr || d.get() != d.get_context() ||
+            d.get_deleter() != wrapped_delete)
+            return d;
+        uint64_t stack = python_stack();   // before the lock: it takes the GIL
+        c10::Device device = d.device();
+        void *p = d.release_context();
+        {
+            std::lock_guard<std::mutex> g(books_lock);
+            by_data[p] = Storage{static_cast<uint64_t>(n), stack, ops};
+            allocs++;
+        }
+        return at::DataPtr(p, p, &noted_delete, device);
+    }
+    c10::DeleterFnPtr raw_deleter() const override { return &noted_delete; }
+    void copy_data(void *dest, const void *src, std::size_t count) const override
+    {
+        wrapped->copy_data(dest, src, count);
+    }
 };
+AllocationWatch watch;
 
 void stamp(const c10::IValue &v)
 {
@@ -116,21 +146,33 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *)
 
 extern "C" {
 
-// Starts observing on this thread (the allocation watch is thread-local
-// debug info: PyTorch carries it to the autograd engine's threads).
-void floor_start(void)
+// Starts observing: ops of every thread, allocations by the CPU allocator.
+// Returns 0, or -1 when the CPU allocator in place has no raw deleter (not
+// the default kind: nothing to wrap).
+int floor_start(void)
 {
+    if (wrapped == nullptr) {
+        wrapped = c10::GetCPUAllocator();
+        wrapped_delete = wrapped->raw_deleter();
+        if (wrapped_delete == nullptr) {
+            wrapped = nullptr;
+            return -1;
+        }
+        c10::SetCPUAllocator(&watch, 0);
+    }
+    watching = true;
     callback = at::addGlobalCallback(at::RecordFunctionCallback(op_started, op_ended)
                                          .needsInputs(true)
                                          .needsOutputs(true)
                                          .scopes({at::RecordScope::FUNCTION}));
-    c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
-                                     std::make_shared<AllocationWatch>());
+    return 0;
 }
 
+// Stops observing. The wrapper stays the CPU allocator (passing through):
+// storages it made are freed through its deleter whenever they die.
 void floor_stop(void)
 {
-    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    watching = false;
     at::removeCallback(callback);
     callback = 0;
 }
