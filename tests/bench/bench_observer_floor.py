@@ -137,9 +137,10 @@ def main() -> int:
 
     ops, uses, allocs, frees, frames, live = counts()
     its = a.rounds * a.steps
-    if ops == 0 or allocs == 0 or frames == 0:
-        print(f"bench_observer_floor: the observer saw {ops} ops, {allocs} allocations, "
-              f"{frames} frames: not a floor of anything", file=sys.stderr)
+    if ops == 0 or uses == 0 or allocs == 0 or frees == 0 or frames == 0:
+        print(f"bench_observer_floor: the observer saw {ops} ops, {uses} tensor uses, "
+              f"{allocs} allocations, {frees} frees, {frames} frames: not a floor of "
+              f"anything", file=sys.stderr)
         return 1
     base = statistics.median(times["untracked"])
     print(f"torch {torch.__version__}, {a.rounds} blocks of {a.steps} iterations per mode, "
