@@ -13,6 +13,12 @@ in one process, blocks of iterations alternating:
                  and output tensors (a last use per storage), plus the CPU
                  allocator wrapped (c10::SetCPUAllocator) to record every
                  allocation with the Python stack that made it, and every free
+  C++ observer, recording
+                 the same, also recording what track() records through
+                 vramtrace's C API into its ring (host storages declared and
+                 released with their stacks, tensors born and used with their
+                 op's Python stack): only with $VRAMTRACE_LIB (the built
+                 libvramtrace.so), whose snapshot size is printed
   null dispatch  a TorchDispatchMode whose __torch_dispatch__ only runs the op
 
 The loop is bench_track.py's small one (MLP 256-512-512-10, batch 64, SGD,
@@ -22,7 +28,8 @@ observer saw per iteration (so that a floor of an observer that saw nothing
 cannot pass for one) and one RESULT line; it asserts nothing about speed.
 
     python bench_observer_floor.py [--rounds N] [--steps N]
-                (needs torch with its headers, and a C++20 compiler: $CXX or c++)
+                (needs torch with its headers, and a C++20 compiler: $CXX or c++;
+                 $VRAMTRACE_LIB adds the recording mode)
 
 Exit status 2 when the observer cannot be built (no compiler, no headers),
 77 (skipped) without torch.
@@ -43,8 +50,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def build_observer(out_dir: str) -> str:
-    """observer_floor.cpp as a shared library against this torch; its path."""
+def build_observer(out_dir: str, with_vramtrace: bool) -> str:
+    """observer_floor.cpp as a shared library against this torch (and, with
+    with_vramtrace, against vramtrace's public header: its symbols come from
+    the libvramtrace.so loaded before it); its path."""
     import sysconfig
     import torch
     torch_dir = os.path.dirname(torch.__file__)
@@ -57,6 +66,8 @@ def build_observer(out_dir: str) -> str:
            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
            "-I", os.path.join(torch_dir, "include"),
            "-I", sysconfig.get_paths()["include"],
+           *(["-DWITH_VRAMTRACE", "-I", os.path.join(HERE, "..", "..", "include")]
+             if with_vramtrace else []),
            os.path.join(HERE, "observer_floor.cpp"),
            "-L", os.path.join(torch_dir, "lib"), "-lc10", "-ltorch_cpu",
            f"-Wl,-rpath,{os.path.join(torch_dir, 'lib')}", "-o", lib]
@@ -70,6 +81,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=8, help="blocks per mode (default 8)")
     ap.add_argument("--steps", type=int, default=40, help="iterations per block (default 40)")
+    ap.add_argument("--snapshot", metavar="PATH",
+                    help="keep the recording mode's snapshot there (with $VRAMTRACE_LIB)")
     a = ap.parse_args()
     if a.rounds < 1 or a.steps < 1:
         ap.error("--rounds and --steps must be at least 1")
@@ -81,13 +94,22 @@ def main() -> int:
         print(f"bench_observer_floor: skipped, no torch here ({e})", file=sys.stderr)
         return 77
 
+    vt_path = os.environ.get("VRAMTRACE_LIB")
+    vt = None
+    if vt_path:
+        try:   # first, and global: the observer's vt_* symbols resolve to it
+            vt = ctypes.CDLL(vt_path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            print(f"bench_observer_floor: VRAMTRACE_LIB: {e}", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory(prefix="vt-floor-") as tmp:
         try:
-            lib = ctypes.CDLL(build_observer(tmp))
+            lib = ctypes.CDLL(build_observer(tmp, vt is not None))
         except (RuntimeError, OSError) as e:
             print(f"bench_observer_floor: {e}", file=sys.stderr)
             return 2
     lib.floor_counts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    lib.floor_start.argtypes = [ctypes.c_int]
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -108,19 +130,20 @@ def main() -> int:
             return func(*args, **(kwargs or {}))
 
     def counts() -> list[int]:
-        c = (ctypes.c_uint64 * 6)()
+        c = (ctypes.c_uint64 * 9)()
         lib.floor_counts(c)
         return list(c)
 
     for i in range(10):   # warm-up, untimed
         step(i)
-    modes = ("untracked", "C++ observer", "null dispatch")
+    modes = ("untracked", "C++ observer") + (("C++ observer, recording",) if vt else ()) + \
+        ("null dispatch",)
     times: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(a.rounds):
         for m in modes:
             mode = NullDispatch() if m == "null dispatch" else None
-            if m == "C++ observer":
-                if lib.floor_start() != 0:
+            if m.startswith("C++ observer"):
+                if lib.floor_start(int(m.endswith("recording"))) != 0:
                     print("bench_observer_floor: the CPU allocator here is not one the "
                           "observer can wrap (no raw deleter)", file=sys.stderr)
                     return 2
@@ -130,13 +153,25 @@ def main() -> int:
             for i in range(a.steps):
                 step(i)
             times[m].append((time.process_time() - c0) * 1e3 / a.steps)
-            if m == "C++ observer":
+            if m.startswith("C++ observer"):
                 lib.floor_stop()
             elif mode is not None:
                 mode.__exit__(None, None, None)
 
-    ops, uses, allocs, frees, frames, live = counts()
-    its = a.rounds * a.steps
+    ops, uses, allocs, frees, frames, live, recorded, stacks, reads = counts()
+    its = a.rounds * a.steps * (2 if vt else 1)   # iterations observed
+    snap_bytes = 0
+    if vt is not None:
+        with tempfile.TemporaryDirectory(prefix="vt-floor-") as tmp:
+            snap = a.snapshot or os.path.join(tmp, "floor.vtsnap")
+            vt.vt_snapshot.argtypes = [ctypes.c_char_p]
+            rc = vt.vt_snapshot(snap.encode())
+            snap_bytes = os.path.getsize(snap) if rc == 0 and os.path.exists(snap) else 0
+        if recorded == 0 or stacks == 0 or snap_bytes == 0:
+            print(f"bench_observer_floor: recording handed vramtrace {recorded} events, "
+                  f"{stacks} stacks, snapshot {snap_bytes} bytes (vt_snapshot: {rc}): "
+                  f"not a floor of recording", file=sys.stderr)
+            return 1
     if ops == 0 or uses == 0 or allocs == 0 or frees == 0 or frames == 0:
         print(f"bench_observer_floor: the observer saw {ops} ops, {uses} tensor uses, "
               f"{allocs} allocations, {frees} frees, {frames} frames: not a floor of "
@@ -152,11 +187,18 @@ def main() -> int:
         ratio[m] = med / base
         print(f"{m:16s} {med:8.3f} ({min(times[m]):.3f}-{max(times[m]):.3f}) {ratio[m]:6.2f}x")
     print(f"the C++ observer per iteration: {ops / its:.0f} ops, {uses / its:.0f} tensor uses, "
-          f"{allocs / its:.1f} allocations (each with its Python stack, "
-          f"{frames / max(allocs, 1):.1f} frames), {frees / its:.1f} frees; "
-          f"{live} allocations live at the end")
+          f"{allocs / its:.1f} allocations (each with its Python stack), {frees / its:.1f} "
+          f"frees; {reads / its:.1f} Python stacks read ({frames / max(reads, 1):.1f} frames "
+          f"each); {live} allocations live at the end")
+    rec = ""
+    if vt is not None:
+        per_it = recorded / (a.rounds * a.steps)
+        print(f"recording: {per_it:.0f} events per iteration handed to vramtrace, "
+              f"{stacks} distinct Python stacks interned, snapshot of the whole run "
+              f"{snap_bytes / 1024:.0f} KiB")
+        rec = f"cpp_recording_x={ratio['C++ observer, recording']:.2f} "
     print(f"RESULT untracked_ms={base:.3f} cpp_observer_x={ratio['C++ observer']:.2f} "
-          f"null_dispatch_x={ratio['null dispatch']:.2f} ops_per_it={ops / its:.0f} "
+          f"{rec}null_dispatch_x={ratio['null dispatch']:.2f} ops_per_it={ops / its:.0f} "
           f"allocs_per_it={allocs / its:.1f}")
     return 0
 
