@@ -17,7 +17,8 @@ in one process, blocks of iterations alternating:
                  the same, also recording what track() records through
                  vramtrace's C API into its ring (host storages declared and
                  released with their stacks, tensors born and used with their
-                 op's Python stack): only with $VRAMTRACE_LIB (the built
+                 op's Python stack, a backward op's the stack of the forward
+                 op that made its autograd node): only with $VRAMTRACE_LIB (the built
                  libvramtrace.so), whose snapshot size is printed
   null dispatch  a TorchDispatchMode whose __torch_dispatch__ only runs the op
 
@@ -187,7 +188,7 @@ def main() -> int:
         ratio[m] = med / base
         print(f"{m:16s} {med:8.3f} ({min(times[m]):.3f}-{max(times[m]):.3f}) {ratio[m]:6.2f}x")
     print(f"the C++ observer per iteration: {ops / its:.0f} ops, {uses / its:.0f} tensor uses, "
-          f"{allocs / its:.1f} allocations (each with its Python stack), {frees / its:.1f} "
+          f"{allocs / its:.1f} allocations (each with a Python stack), {frees / its:.1f} "
           f"frees; {reads / its:.1f} Python stacks read ({frames / max(reads, 1):.1f} frames "
           f"each); {live} allocations live at the end")
     rec = ""

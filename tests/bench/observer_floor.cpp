@@ -22,8 +22,10 @@
 // records, through vramtrace's public API into its ring: each host
 // allocation declared with its stack and released, each new tensor (a
 // TensorImpl not seen alive before) with its op's name and stack, each use
-// with the stack of the op. Python stacks are interned once per call site
-// (a hash of the frames' code and instruction offset -> the stack id).
+// with the stack of the op (a backward op: the stack of the forward op
+// that made its autograd node, by sequence number). Python stacks are
+// interned once per call site (a hash of the frames' code and instruction
+// offset -> the stack id).
 #include <Python.h>
 
 #include <ATen/record_function.h>
@@ -69,6 +71,11 @@ std::unordered_map<const c10::TensorImpl *, Tensor> tensors;
 std::unordered_map<uint64_t, uint32_t> stack_ids;   // frames' hash -> stack id
 uint64_t recorded = 0;                               // events handed to vramtrace
 thread_local uint32_t op_stack = 0;                  // the stack of this thread's op
+// A forward op's stack by the sequence number of the autograd node it made;
+// the backward nodes being applied on this thread (their numbers), innermost
+// last: a backward op is charged to the forward op's stack, as track() does.
+std::unordered_map<int64_t, uint32_t> node_stacks;
+thread_local std::vector<int64_t> open_nodes;
 #endif
 
 // The Python stack here, hashed (code object, instruction offset per
@@ -169,7 +176,13 @@ struct AllocationWatch final : public at::Allocator {
             d.get_deleter() != wrapped_delete)
             return d;
         uint32_t stack_id = 0;
-        uint64_t stack = python_stack(recording ? &stack_id : nullptr);   // GIL before lock
+        uint64_t stack = 0;
+#ifdef WITH_VRAMTRACE
+        if (recording && !open_nodes.empty())   // in a backward op: its (forward) stack
+            stack_id = op_stack;
+        else
+#endif
+            stack = python_stack(recording ? &stack_id : nullptr);   // GIL before lock
         c10::Device device = d.device();
         void *p = d.release_context();
         {
@@ -237,9 +250,31 @@ void stamp_all(const c10::IValue &v, const char *op_name, bool output)
 
 std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
 {
+    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {   // a node's apply begins
 #ifdef WITH_VRAMTRACE
-    if (recording)
-        python_stack(&op_stack);   // before the lock: it takes the GIL
+        open_nodes.push_back(fn.seqNr());
+#endif
+        return nullptr;
+    }
+#ifdef WITH_VRAMTRACE
+    if (recording) {
+        bool charged = false;
+        if (!open_nodes.empty()) {   // a backward op: the forward op's stack
+            std::lock_guard<std::mutex> g(books_lock);
+            auto it = node_stacks.find(open_nodes.back());
+            if (it != node_stacks.end()) {
+                op_stack = it->second;
+                charged = true;
+            }
+        }
+        if (!charged) {
+            python_stack(&op_stack);   // before the lock: it takes the GIL
+            if (fn.seqNr() >= 0) {     // it makes autograd node fn.seqNr()
+                std::lock_guard<std::mutex> g(books_lock);
+                node_stacks[fn.seqNr()] = op_stack;
+            }
+        }
+    }
 #endif
     std::lock_guard<std::mutex> g(books_lock);
     ops++;
@@ -250,6 +285,13 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
 
 void op_ended(const at::RecordFunction &fn, at::ObserverContext *)
 {
+    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+#ifdef WITH_VRAMTRACE
+        if (!open_nodes.empty())
+            open_nodes.pop_back();
+#endif
+        return;
+    }
     std::lock_guard<std::mutex> g(books_lock);
     for (const c10::IValue &v : fn.outputs())
         stamp_all(v, fn.name(), true);
@@ -284,7 +326,8 @@ int floor_start(int record)
     callback = at::addGlobalCallback(at::RecordFunctionCallback(op_started, op_ended)
                                          .needsInputs(true)
                                          .needsOutputs(true)
-                                         .scopes({at::RecordScope::FUNCTION}));
+                                         .scopes({at::RecordScope::FUNCTION,
+                                                  at::RecordScope::BACKWARD_FUNCTION}));
     return 0;
 }
 
