@@ -10,8 +10,12 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <glob.h>
 #include <pthread.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "../harness.h"
 
@@ -1000,6 +1004,86 @@ TEST(full_table_counts_dropped_stacks)
     vt_snapshot_data *s = snapshot_with_stack(0);
     ASSERT_GE(s->meta.stacks_dropped, 1);
     vt_snapshot_free(s);
+}
+
+/* ---- the symbol index gives libdwfl's names ------------------------------ */
+
+typedef struct symcheck {
+    size_t compared, differed, modules, local_named;
+    char first[512];
+} symcheck;
+
+/* One address: the index and dwfl_module_addrinfo must agree on the name
+ * (or both have none) and on the offset. */
+static void compare_at(symcheck *k, const vt__symindex *ix, Dwfl_Module *mod, uint64_t pc)
+{
+    uint64_t off_ix = 0;
+    GElf_Off off_dw = 0;
+    GElf_Sym sym;
+    const char *a = vt__symindex_lookup(ix, mod, pc, &off_ix);
+    const char *b = dwfl_module_addrinfo(mod, pc, &off_dw, &sym, NULL, NULL, NULL);
+    k->compared++;
+    bool same = (a == NULL) == (b == NULL) && (!a || (!strcmp(a, b) && off_ix == off_dw));
+    if (!same && k->differed++ == 0)
+        snprintf(k->first, sizeof k->first, "%#llx: index %s+%llu, libdwfl %s+%llu",
+                 (unsigned long long)pc, a ? a : "(none)", (unsigned long long)off_ix,
+                 b ? b : "(none)", (unsigned long long)off_dw);
+    if (b && GELF_ST_BIND(sym.st_info) == STB_LOCAL)
+        k->local_named++;
+}
+
+static int check_module(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr start,
+                        void *arg)
+{
+    (void)user, (void)name, (void)start;
+    symcheck *k = arg;
+    int n = dwfl_module_getsymtab(mod);
+    if (n <= 1)
+        return DWARF_CB_OK;
+    vt__symindex *ix = vt__symindex_build(mod);
+    ASSERT(ix != NULL);
+    k->modules++;
+    /* every function of small modules, an even sample of big ones (libc's
+     * thousands): its first byte, middle, last byte and the byte after it */
+    int stride = n > 4000 ? n / 4000 : 1;
+    for (int i = 1; i < n; i += stride) {
+        GElf_Sym sym;
+        GElf_Addr addr = 0;
+        const char *sname = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+        if (!sname || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF)
+            continue;
+        compare_at(k, ix, mod, addr);
+        if (sym.st_size > 0) {
+            compare_at(k, ix, mod, addr + sym.st_size / 2);
+            compare_at(k, ix, mod, addr + sym.st_size - 1);
+        }
+        compare_at(k, ix, mod, addr + sym.st_size);
+    }
+    vt__symindex_free(ix);
+    return DWARF_CB_OK;
+}
+
+TEST(symbol_index_names_what_libdwfl_names)
+{
+    static const Dwfl_Callbacks callbacks = {
+        .find_elf = dwfl_linux_proc_find_elf,
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+    };
+    Dwfl *dwfl = dwfl_begin(&callbacks);
+    ASSERT(dwfl != NULL);
+    dwfl_report_begin(dwfl);
+    ASSERT_EQ(dwfl_linux_proc_report(dwfl, getpid()), 0);
+    ASSERT_EQ(dwfl_report_end(dwfl, NULL, NULL), 0);
+    symcheck k = { 0 };
+    ASSERT_EQ(dwfl_getmodules(dwfl, check_module, &k, 0), 0);
+    dwfl_end(dwfl);
+    fprintf(stderr, "%zu addresses in %zu modules compared (%zu named by a local symbol), "
+            "%zu differed%s%s\n", k.compared, k.modules, k.local_named, k.differed,
+            k.differed ? "; first: " : "", k.first);
+    ASSERT_GE(k.modules, 3);         /* this program, libc, libdw at least */
+    ASSERT_GE(k.compared, 2000);
+    ASSERT_GE(k.local_named, 100);   /* this program's static functions */
+    ASSERT_EQ(k.differed, 0);
 }
 
 TEST_MAIN()

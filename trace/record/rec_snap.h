@@ -25,6 +25,21 @@ vt__state_provider vt__trace_state_provider(void);
  * Never fails as a whole: what cannot be resolved stays 0. */
 void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *strs);
 
+/* ---- symindex.c ---------------------------------------------------------- */
+/* One module's symbols sorted by address, for many lookups (libdwfl scans
+ * the whole table per lookup). Built per snapshot, used while its Dwfl
+ * lives. */
+typedef struct Dwfl_Module Dwfl_Module;
+typedef struct vt__symindex vt__symindex;
+/* @return the index, or NULL (no symbol table, no memory): lookups then
+ * go to libdwfl. */
+vt__symindex *vt__symindex_build(Dwfl_Module *mod);
+/* The name dwfl_module_addrinfo(mod, pc) gives, and pc's offset from it in
+ * *offset; NULL when none. `ix` may be NULL. */
+const char *vt__symindex_lookup(const vt__symindex *ix, Dwfl_Module *mod, uint64_t pc,
+                                uint64_t *offset);
+void vt__symindex_free(vt__symindex *ix);
+
 /* ---- interned.c ---------------------------------------------------------- */
 /* Replace the interned string indexes of s's events and devices by indexes
  * into st (adding the strings), under a vt__strings_hold. A string whose

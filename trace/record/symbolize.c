@@ -6,8 +6,9 @@
  * (enough to symbolize offline with the same binaries); where possible also
  * the function name, and file and line where debug info exists. elfutils'
  * libdwfl reads the modules from /proc/self/maps and caches the ELF and DWARF
- * data per module; module path and build id strings are cached per module
- * here.
+ * data per module; module path, build id strings and the symbols sorted by
+ * address (symindex.c: libdwfl's own lookup scans them all per address) are
+ * cached per module here.
  *
  * Recorded IPs are return addresses (the innermost frame we keep is already a
  * caller of ours), so the lookups use ip - 1: the call instruction, which is
@@ -32,6 +33,7 @@ typedef struct modinfo {
     uint32_t path;         /* string */
     uint32_t build_id;     /* string */
     Dwarf_Addr bias;       /* load bias: ip - bias = address in the ELF file */
+    vt__symindex *syms;    /* its symbols by address (NULL: ask libdwfl) */
 } modinfo;
 
 /* __cxa_demangle of libstdc++, when the process has it (every C++ program,
@@ -84,6 +86,7 @@ static modinfo *module_of(symctx *c, Dwfl_Module *mod)
             snprintf(hex + 2 * i, 3, "%02x", bits[i]);
         m->build_id = add(c, hex);
     }
+    m->syms = vt__symindex_build(mod);
     return m;
 }
 
@@ -197,9 +200,8 @@ static void native(symctx *c, uint64_t ip, vt_frame *f)
         f->module = m->path;
         f->build_id = m->build_id;
         f->module_offset = ip - m->bias;
-        GElf_Off off = 0;
-        GElf_Sym sym;
-        const char *name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+        uint64_t off = 0;
+        const char *name = vt__symindex_lookup(m->syms, mod, pc, &off);
         if (name)
             f->function = add_function(c, name);
         Dwfl_Line *line = dwfl_module_getsrc(mod, pc);
@@ -256,6 +258,8 @@ void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *s
         else
             native(&c, ips[i], &frames[i]);
     }
+    for (size_t i = 0; i < c.nmods; i++)
+        vt__symindex_free(c.mods[i].syms);
     if (c.dwfl)
         dwfl_end(c.dwfl);
     free(c.mods);
