@@ -49,8 +49,10 @@ SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 SIZES = {"small": (256, 512, 64), "wide": (1024, 2048, 256)}
 
 
-def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> None:
-    sys.path.insert(0, SCRIPTS)
+def training_step(size: str = "small", leak: bool = False):
+    """The benchmarks' CPU training loop: an MLP of SIZES[size] with SGD,
+    batches reused every 4 steps; leaking keeps one activation per step
+    (128 KiB small). Returns step(i). Also used by bench_observer_floor.py."""
     import torch
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -60,7 +62,7 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
                                 torch.nn.Linear(d_hid, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     kept = []
-    batches = [torch.randn(batch, d_in) for _ in range(4)]   # reused every 4 steps
+    batches = [torch.randn(batch, d_in) for _ in range(4)]
 
     def step(i: int) -> None:
         x = batches[i % 4]
@@ -70,19 +72,33 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
         loss.backward()
         opt.step()
         if leak:
-            kept.append(h.detach())   # the leak: one activation per step (128 KiB small)
+            kept.append(h.detach())
+    return step
 
+
+def passthrough_mode(on_op=None):
+    """A dispatch mode that only runs each op (and calls on_op(func) first,
+    if given): the floor of any per-op recorder written in Python. Also used
+    by bench_observer_floor.py."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            if on_op is not None:
+                on_op(func)
+            return func(*args, **(kwargs or {}))
+
+    return Passthrough()
+
+
+def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> None:
+    sys.path.insert(0, SCRIPTS)
+    step = training_step(size, leak)
     for i in range(5):   # warm-up, untimed
         step(i)
     stats = {}
     if mode in ("untracked", "dispatch"):
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        class Passthrough(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-                return func(*args, **(kwargs or {}))
-
-        mode_cm = Passthrough() if mode == "dispatch" else None
+        mode_cm = passthrough_mode() if mode == "dispatch" else None
         if mode_cm is not None:
             mode_cm.__enter__()
         t0, c0 = time.perf_counter(), time.process_time()
