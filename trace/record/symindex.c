@@ -122,15 +122,15 @@ void vt__symindex_free(vt__symindex *ix)
     }
 }
 
-/* try_sym_value's choice between the best so far and `s` (both sized and
- * containing the address), taken in symbol table order. */
+/* Does `s` replace the best so far (both sized, both containing the
+ * address; taken in symbol table order)? libdwfl's preference: a later
+ * start, or a stronger binding wherever it starts; at the same start and
+ * binding, a tighter size. Otherwise the first one found stays. */
 static bool better(const sym_entry *best, const sym_entry *s)
 {
     if (best == NULL || best->addr < s->addr || best->bind < s->bind)
         return true;
-    return best->addr == s->addr &&
-           ((best->size > s->size && best->bind <= s->bind) ||
-            (best->size >= s->size && best->bind < s->bind));
+    return best->addr == s->addr && best->bind == s->bind && s->size < best->size;
 }
 
 static int by_ndx(const void *a, const void *b)
