@@ -340,6 +340,16 @@ VT_API int vt_unref(uint64_t from, uint64_t to);
  *         outermost frame. */
 VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
 
+/*! vt_thread_python_stack() :
+ * Lend this thread Python frames: while it runs no Python code of its own,
+ * the stacks it records (allocations, frees) show `stack`, from
+ * vt_stack_intern_frames(), outside its native frames, as if that Python
+ * code had called it; 0 stops. For a worker thread that works for Python
+ * code it does not run: vramtrace.torch lends an autograd engine thread the
+ * frames of the forward op whose gradient it computes. Per thread; a thread
+ * running Python code records its own frames. */
+VT_API void vt_thread_python_stack(uint32_t stack);
+
 #ifdef __cplusplus
 }
 #endif

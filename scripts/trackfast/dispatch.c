@@ -272,10 +272,28 @@ out:
     return rc;
 }
 
+/* Record an op that ran: a failure to record never fails the op
+ * (Tracker._recording_failed counts and warns once). */
+static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs,
+                      PyObject *out)
+{
+    if (on_op(d, func, args, kwargs, out) == 0)
+        return;
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyErr_NormalizeException(&exc_type, &exc, &tb);
+    PyObject *a[2] = {func, exc ? exc : Py_None};
+    PyObject *r = call_method(d->tracker, s_recording_failed, a, 2);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(exc_type);
+    Py_XDECREF(exc);
+    Py_XDECREF(tb);
+}
+
 /* Dispatcher.dispatch(mode, func, types, args=(), kwargs=None): the mode's
- * __torch_dispatch__ (bound to the mode). Runs the op, then records it;
- * a failure to record never fails the op (Tracker._recording_failed counts and
- * warns once). */
+ * __torch_dispatch__ (bound to the mode). Runs the op, then records it. */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
                    PyObject *kwnames)
 {
@@ -330,19 +348,22 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
         Py_XDECREF(empty);
         return NULL;
     }
-    if (on_op(d, func, args, kwargs, out) < 0) {
-        PyObject *exc_type, *exc, *tb;
-        PyErr_Fetch(&exc_type, &exc, &tb);
-        PyErr_NormalizeException(&exc_type, &exc, &tb);
-        PyObject *a[2] = {func, exc ? exc : Py_None};
-        PyObject *r = call_method(d->tracker, s_recording_failed, a, 2);
-        if (r == NULL)
-            PyErr_Clear();
-        Py_XDECREF(r);
-        Py_XDECREF(exc_type);
-        Py_XDECREF(exc);
-        Py_XDECREF(tb);
-    }
+    record_op(d, func, args, kwargs, out);
     Py_XDECREF(empty);
     return out;
+}
+
+/* Dispatcher.observed(func, args, out): an op of the owner thread that ran
+ * already, handed over by the C++ observer (scripts/trackobs/) instead of
+ * the mode: ``args`` its arguments in schema order (tensors, lists of
+ * tensors, None for the rest), ``out`` a tuple of its outputs. */
+PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "observed(func, args: tuple, out)");
+        return NULL;
+    }
+    if (d->tracker != NULL)
+        record_op(d, argv[0], argv[1], NULL, argv[2]);
+    Py_RETURN_NONE;
 }

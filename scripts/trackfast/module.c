@@ -191,6 +191,8 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
 static PyMethodDef dispatcher_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
+    {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,
+     "observed(func, args, out): record an op the C++ observer saw run"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,

@@ -138,6 +138,7 @@ PyObject *tensors_to_check(Dispatcher *d);
 
 /* dispatch.c */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 
 /* module.c: a new reference to the Tracker's attribute ``name`` (its
  * never-rebound containers without a lookup). */

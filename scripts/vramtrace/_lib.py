@@ -163,6 +163,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_ref": (_int, (_u64, _u64, _cs)),
     "vt_unref": (_int, (_u64, _u64)),
     "vt_stack_intern_frames": (ctypes.c_uint32, (ctypes.POINTER(_cs), ctypes.c_size_t)),
+    "vt_thread_python_stack": (None, (ctypes.c_uint32,)),   # optional: older libraries lack it
 }
 
 

@@ -36,6 +36,7 @@ alone already live apart: ``_referrers.py`` (the holder walk),
 from __future__ import annotations
 
 import bisect
+import ctypes
 import functools
 import gc
 import linecache
@@ -55,6 +56,7 @@ from ._referrers import Edge, NodeKey, WalkResult, walk_referrers
 from ._holders import HolderBook
 from ._stacks import StackInterner, package_files
 from ._storage_life import StorageLife, storage_of
+from . import _trackobs
 
 try:
     import torch as _torch
@@ -368,6 +370,12 @@ def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bo
     return out
 
 
+def _observed(tracker: "Tracker", func: Any, args: Any, out: Any) -> None:
+    # _dispatch's frame for an op the observer saw: _on_op's stack starts
+    # at its caller's caller (the forward frames replayed around this call)
+    tracker._on_op(func, args, None, out, False)
+
+
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
 _cpu_clock = time.process_time   # the walk's budget: the process's CPU time
@@ -467,7 +475,6 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
         _trackfast = _load_trackfast(os.path.dirname(str(path)))
     if _trackfast is None:
         return None
-    import ctypes
     fns = [raw(n) for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
                             "vt_storage_external_stack", "vt_storage_external_free_stack")]
     if any(fn is None for fn in fns):
@@ -643,6 +650,7 @@ class Tracker:
         self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
         self._mode: Optional[_Mode] = None
+        self._observer: Any = None   # the op observer (_trackobs) instead of the mode
         self._recording = False
         self._in_gc = False          # inside a collection we did not start
         self._manual_gc = False      # inside our own cycle collection
@@ -656,6 +664,7 @@ class Tracker:
         # made the node, and stack id -> the frames that replay it.
         self._node_stacks: Dict[int, int] = {}
         self._forward_frames: Dict[int, Any] = {}
+        self._lent_frames: Dict[int, int] = {}   # the same, interned (op observer)
         # The per-op path in C (_trackfast, scripts/trackfast/), when it is built for this
         # Python and the library is the real one (its C entry points). It
         # holds the containers above: _by_obj, _by_tid, _pending, _storages,
@@ -671,8 +680,16 @@ class Tracker:
             return running
         _tls.tracker = self
         self._owner = _get_ident()
-        self._mode = _Mode(self)
-        self._mode.__enter__()
+        self._observer = _trackobs.load() if self._fast is not None and \
+            _trackobs.wanted() else None
+        if self._observer is not None:
+            lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
+            self._observer.install(self._fast.observed, self._observed_engine,
+                                   _trackobs.op_for, self._engine_frames,
+                                   ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
+        else:
+            self._mode = _Mode(self)
+            self._mode.__enter__()
         self._recording = True
         _active.append(self)
         _vt.add_mark_hook(self._on_mark)
@@ -695,6 +712,9 @@ class Tracker:
         if self._mode is not None:
             self._mode.__exit__(*exc)
             self._mode = None
+        if self._observer is not None:
+            self._observer.uninstall()
+            self._observer = None
 
     def close(self) -> None:
         """Stop recording deaths too (tensors still alive are left as they are)."""
@@ -919,6 +939,15 @@ class Tracker:
             return run(_dispatch, (self, func, args, kwargs, False))
         return _dispatch(self, func, args, kwargs, False)
 
+    def _observed_engine(self, func: Any, args: Any, out: Any) -> None:
+        """An op that ran on an autograd engine thread, from the op observer:
+        recorded under the frames of the forward op it differentiates."""
+        run = self._forward_of()
+        if run is not None:
+            run(_observed, (self, func, args, out))
+        else:
+            _observed(self, func, args, out)
+
     def _recording_failed(self, func: Any, exc: BaseException) -> None:
         """Recording ``func`` raised ``exc`` (either path): counted, warned
         once (the op itself succeeded and is returned)."""
@@ -926,6 +955,31 @@ class Tracker:
         if self.errors == 1:
             warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
                           RuntimeWarning, stacklevel=2)
+
+    def _engine_frames(self) -> int:
+        """For the op observer, on an autograd engine thread: the stack id
+        of the frames to lend the thread while its op runs (what the mode
+        gets by running the op through _forward_of's functions), 0: none."""
+        try:
+            node = _current_node()
+            if node is None:
+                return 0
+            sid = self._node_stacks.get(node._sequence_nr())
+            del node
+        except Exception:
+            return 0
+        if not sid:
+            return 0
+        lent = self._lent_frames.get(sid)
+        if lent is None:
+            frames = self._stacks.frames.get(sid) or []
+            lent = self._lib.intern_stack([(f"forward of {name}", filename, line)
+                                           for name, filename, line in
+                                           frames[:_FORWARD_FRAMES]])
+            if len(self._lent_frames) >= _MAX_NODE_STACKS:
+                self._lent_frames.clear()
+            self._lent_frames[sid] = lent
+        return lent
 
     def _forward_of(self) -> Any:
         """What runs a backward op of this engine thread under the Python

@@ -107,7 +107,7 @@ def test_real_library_loads_from_vramtrace_lib(real_lib):
     for name in ("vt_mark", "vt_snapshot", "vt_tensor_new", "vt_holder_new", "vt_ref",
                  "vt_stack_intern_frames", "vt_tensor_use_stack", "vt_get_stats",
                  "vt_tensor_new_stack", "vt_storage_external_stack",
-                 "vt_storage_external_free_stack", "vt_tensor_name"):
+                 "vt_storage_external_free_stack", "vt_tensor_name", "vt_thread_python_stack"):
         assert real_lib.has(name), name
     assert real_lib.can_rename
 

@@ -38,7 +38,8 @@ def main() -> None:
     torch.manual_seed(0)
     w = torch.randn(D, D, device="cuda", requires_grad=True)
     kept: List[torch.Tensor] = []
-    with vtt.track():
+    with vtt.track() as tr:
+        observer = tr._observer is not None   # the op observer, not the mode
         for step in range(args.steps):
             vtt.mark(f"step {step}")
             x = torch.randn(ROWS, D, device="cuda")
@@ -55,7 +56,7 @@ def main() -> None:
         vramtrace.snapshot(args.snapshot)
     with open(args.out, "w") as f:
         json.dump({"forward_line": FORWARD_LINE, "kept": len(kept),
-                   "grad_bytes": ROWS * D * 4}, f)
+                   "grad_bytes": ROWS * D * 4, "observer": observer}, f)
 
 
 def _line() -> int:

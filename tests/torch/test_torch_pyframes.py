@@ -65,15 +65,20 @@ def test_leak_is_grouped_under_its_python_line(tmp_path, way):
     assert "[thread without Python frames]" in sites, sites
 
 
-def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_path):
+@pytest.mark.parametrize("ops_seen_by", ["mode", "observer"])
+def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_path, ops_seen_by):
     """backward_leak.py keeps every step's gradient of an intermediate, made on
     the autograd engine's device thread: under track() it is grouped by
     `leaks`, and reported by `check` (text and JSON), under "forward of" the
-    line of the forward op (h = torch.tanh(x @ w))."""
+    line of the forward op (h = torch.tanh(x @ w)). The mode runs the op
+    inside functions named so; the op observer (VRAMTRACE_TRACK_OBSERVER=1,
+    built at first use) lends the engine thread those frames while the op
+    runs (vt_thread_python_stack)."""
     snap, out = str(tmp_path / "bwd.vtsnap"), str(tmp_path / "bwd.json")
     prog = os.path.join(HERE, "backward_leak.py")
     run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--", sys.executable, prog, out, snap],
-        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+         "VRAMTRACE_TRACK_OBSERVER": "1" if ops_seen_by == "observer" else "0"})
     with open(out) as f:
         info = json.load(f)
     line, n, nbytes = info["forward_line"], info["kept"], info["grad_bytes"]
@@ -87,11 +92,14 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
     # like torch's plumbing, shown with --all-frames. (Its __torch_dispatch__
     # is C, with no Python frame; on the engine thread it hands the op to
     # Tracker._engine_dispatch, which runs it through _dispatch.)
-    ours = ("__torch_dispatch__", " _dispatch ", "_engine_dispatch", "_trackfast")
+    ours = ("__torch_dispatch__", " _dispatch ", "_engine_dispatch", "_trackfast",
+            "_observed", "trackobs")
     assert not any(f in kept[0] for f in ours), kept[0]
-    every = run([CLI, "leaks", "--all-frames", snap])
-    assert "_engine_dispatch" in every and " _dispatch " in every, every[:4000]
-    assert "trackfast/dispatch.c" in every, every[:4000]
+    assert info["observer"] == (ops_seen_by == "observer")
+    if ops_seen_by == "mode":
+        every = run([CLI, "leaks", "--all-frames", snap])
+        assert "_engine_dispatch" in every and " _dispatch " in every, every[:4000]
+        assert "trackfast/dispatch.c" in every, every[:4000]
 
     text = subprocess.run([CLI, "check", snap], capture_output=True, text=True, timeout=120)
     assert text.returncode == 1, text.stderr

@@ -175,6 +175,67 @@ TEST(python_frames_become_synthetic_stack_frames)
 
 /* The calls an interpreter makes per op unwind nothing: a capture from this
  * call site would add new leaf nodes to the stack tree. */
+/* The IPs of stack `id`, outermost first; how many. */
+static size_t outer_first(uint32_t id, uint64_t *ips, size_t max)
+{
+    uint64_t inner[512];
+    size_t n = 0;
+    while (id && n < 512) {
+        uint32_t parent;
+        if (vt__stacks_node(id, &parent, &inner[n]) != 0)
+            break;
+        n++;
+        id = parent;
+    }
+    for (size_t i = 0; i < n && i < max; i++)
+        ips[i] = inner[n - 1 - i];
+    return n < max ? n : max;
+}
+
+static __attribute__((noipa)) uint32_t stack_here(void)
+{
+    return vt__stack_capture();
+}
+
+/* The stack recorded here with `lent` lent to the thread (0: none). */
+static __attribute__((noipa)) uint32_t captured_lending(uint32_t lent)
+{
+    vt_thread_python_stack(lent);
+    uint32_t st = stack_here();
+    vt_thread_python_stack(0);
+    return st;
+}
+
+/* A thread lent frames (vt_thread_python_stack) records its native frames
+ * with the lent ones outside them; lending 0 stops. */
+TEST(frames_lent_to_a_thread_go_outside_its_native_frames)
+{
+    const char *frames[] = { "forward of main train.py:12", "train.py:30 <module>" };
+    uint32_t lent = vt_stack_intern_frames(frames, 2);
+    ASSERT_NE(lent, 0);
+    uint64_t want[2], with_ips[512], alone_ips[512], after_ips[512];
+    ASSERT_EQ(outer_first(lent, want, 2), 2);
+    /* the first captures settle how deep the recorder unwinds past its own
+     * frames: they see less */
+    for (int i = 0; i < 4; i++)
+        captured_lending(0);
+    uint32_t before = captured_lending(0), with = captured_lending(lent);
+    uint32_t after = captured_lending(0);
+    ASSERT_NE(before, 0);
+    ASSERT_NE(with, before);
+    size_t n = outer_first(with, with_ips, 512), nalone = outer_first(before, alone_ips, 512);
+    ASSERT_EQ(outer_first(after, after_ips, 512), nalone);
+    ASSERT_EQ(n, nalone + 2);
+    ASSERT_EQ(with_ips[0], want[0]);   /* the lent frames outermost, */
+    ASSERT_EQ(with_ips[1], want[1]);
+    for (size_t i = 2; i < n; i++)     /* then native frames only */
+        ASSERT((with_ips[i] & VT_IP_SYNTHETIC) == 0);
+    /* the innermost (captured_lending's call) as without lending */
+    ASSERT_EQ(with_ips[n - 1], alone_ips[nalone - 1]);
+    for (size_t i = 0; i < nalone; i++)   /* and stopped: native frames only */
+        ASSERT((after_ips[i] & VT_IP_SYNTHETIC) == 0);
+}
+
 TEST(stack_variants_drops_and_holders_unwind_nothing)
 {
     const char *frames[] = { "step.py:3 step" };

@@ -38,6 +38,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "vramtrace.h"
 #include "rec_internal.h"
 #include "recorder.h"
 
@@ -122,6 +123,7 @@ typedef struct tstate {
     uint32_t pyid[PY_SLOTS];           /* the merged stack's id */
     uint64_t fkey[PY_FRAME_SLOTS];     /* hash of a Python frame (code, names, offset) */
     uint64_t fip[PY_FRAME_SLOTS];      /* its synthetic IP */
+    uint32_t lent;                     /* vt_thread_python_stack's frames, 0: none */
 #ifdef FAST_PATH
     uintptr_t stack_hi;                /* end of this thread's stack, 0 = unknown */
     uint64_t clock;                    /* walk LRU clock */
@@ -673,19 +675,26 @@ static uint64_t py_frame_ip(tstate *ts, const vt_pyframe *f)
     return ip;
 }
 
-static uint32_t merge_python(uint32_t native, tstate *ts, const vt_pyframe *py, int n,
-                             uint32_t ngroups)
+/* The IPs of stack `id`, innermost first, at most `max`; how many. */
+static size_t stack_ips(uint32_t id, uint64_t *ips, size_t max)
 {
-    uint64_t nat[VT_STACK_MAX_DEPTH], out[VT_STACK_MAX_DEPTH];
-    size_t nn = 0, m = 0;
-    for (uint32_t id = native; id && nn < VT_STACK_MAX_DEPTH;) {
+    size_t n = 0;
+    while (id && n < max) {
         uint32_t parent;
         uint64_t ip;
         if (vt__stacks_node(id, &parent, &ip) != 0 || parent >= id)
             break;
-        nat[nn++] = ip;
+        ips[n++] = ip;
         id = parent;
     }
+    return n;
+}
+
+static uint32_t merge_python(uint32_t native, tstate *ts, const vt_pyframe *py, int n,
+                             uint32_t ngroups)
+{
+    uint64_t nat[VT_STACK_MAX_DEPTH], out[VT_STACK_MAX_DEPTH];
+    size_t nn = stack_ips(native, nat, VT_STACK_MAX_DEPTH), m = 0;
     uint32_t g = 0;
     int pi = 0;
     for (size_t i = 0; i < nn && m < VT_STACK_MAX_DEPTH; i++) {
@@ -708,13 +717,44 @@ static uint32_t merge_python(uint32_t native, tstate *ts, const vt_pyframe *py, 
     return m ? intern(out, m, ts) : native;
 }
 
+/* A thread running no Python code that was lent frames (an autograd engine
+ * thread computing a gradient for a forward op: vt_thread_python_stack):
+ * its native frames, then the lent ones outside them, as if the Python code
+ * had called it. Cached with the merged stacks (another hash seed). */
+static uint32_t with_lent_frames(uint32_t native, tstate *ts)
+{
+    if (native & VT_STACK_TRUNCATED)
+        return native;
+    uint64_t h = mix(mix(0x6c656e74, native), ts->lent) | 1;
+    size_t slot = (size_t)(h >> 40) & (PY_SLOTS - 1);
+    if (ts->pykey[slot] == h)
+        return ts->pyid[slot];
+    uint64_t out[VT_STACK_MAX_DEPTH];
+    size_t m = stack_ips(native, out, VT_STACK_MAX_DEPTH);
+    m += stack_ips(ts->lent, out + m, VT_STACK_MAX_DEPTH - m);
+    uint32_t id = m ? intern(out, m, ts) : native;
+    if (id && !(id & VT_STACK_TRUNCATED)) {
+        ts->pykey[slot] = h;
+        ts->pyid[slot] = id;
+    }
+    return id;
+}
+
+/* The native frames here, and the frames lent to this thread if any. */
+VT_REC_TEXT static uint32_t capture_native(void)
+{
+    uint32_t native = capture();
+    tstate *ts = my_ts;
+    return ts != NULL && ts != TS_DEAD && ts->lent ? with_lent_frames(native, ts) : native;
+}
+
 VT_REC_TEXT static uint32_t capture_with_python(void)
 {
     vt_pyframe py[VT_STACK_MAX_DEPTH];
     uint32_t ngroups = 0;
     int n = vt__py_walk(py, VT_STACK_MAX_DEPTH, &ngroups);
     if (n <= 0)
-        return capture();      /* a thread with no Python: native frames */
+        return capture_native();   /* a thread with no Python */
     uint32_t native = atomic_load_explicit(&py_stacks, memory_order_relaxed) == VT_STACKS_ALL
                           ? capture() : 0;
     if (native & VT_STACK_TRUNCATED)
@@ -791,7 +831,7 @@ VT_REC_TEXT uint32_t vt__stack_capture(void)
         return 0;
     if (depth && python_known())
         return capture_with_python();
-    return capture();
+    return capture_native();
 }
 
 VT_REC_TEXT uint32_t vt__stack_capture_free(void)
@@ -800,7 +840,14 @@ VT_REC_TEXT uint32_t vt__stack_capture_free(void)
         return 0;
     if (depth && python_known())
         return capture_with_python();
-    return capture();
+    return capture_native();
+}
+
+void vt_thread_python_stack(uint32_t stack)
+{
+    tstate *ts = ts_get();
+    if (ts != NULL)
+        ts->lent = stack;
 }
 
 unsigned vt__stacks_python_minor(void)

@@ -1,0 +1,329 @@
+// observer.cpp - track()'s per-op entry on PyTorch's own op hook, instead of
+// a TorchDispatchMode (docs/TRACK_OBSERVER.md says why, with the figures).
+//
+// A TorchDispatchMode costs every op a round trip through Python before
+// anything is recorded: PyTorch converts the op's arguments to Python, looks
+// the mode's rule up, calls __torch_dispatch__, which calls the OpOverload
+// back into the dispatcher, and converts the result back (1.3x on a loop of
+// 50 us ops). This file sees the same ops from a RecordFunction callback
+// (ATen/record_function.h, the profiler's hook) and hands each to the
+// tracker's C recording (_trackfast's Dispatcher.observed) once it has run:
+// one GIL acquisition and the op's tensors wrapped, nothing else in Python.
+//
+// Which ops. RecordFunction runs for every call through the dispatcher:
+// composite ops and their parts, and the ops a kernel calls inside. The mode
+// sees an op when dispatch reaches the Python key, below autograd: an op
+// whose autograd kernel is its CompositeImplicitAutograd decomposition is
+// not seen itself but its parts are, and nothing a kernel calls is seen
+// (the mode is popped while the op runs). So: an op with a
+// CompositeImplicitAutograd kernel and no autograd kernel of its own is
+// passed through (its parts are looked at), and while an op this file looks
+// at is open on a thread, the ops inside it are not looked at: neither are
+// the ops the tracker's own recording runs (it runs inside that window).
+//
+// Threads. The callback is thread-local: PyTorch hands it, with the rest of
+// the thread's state, to the autograd engine threads running this thread's
+// backward (as it hands the mode). Ops of the thread that installed it go to
+// `on_owner`; those of other threads (the engine's) to `on_other`, the
+// tracker's Python path for backward ops.
+//
+// Built at first use against the installed torch by
+// torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
+// torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
+// calls hold the GIL): no pybind11, whose headers would triple the build.
+// Exported: vt_obs_install and vt_obs_uninstall.
+#include <Python.h>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+// torch/csrc/autograd/python_variable.h (libtorch_python), declared here:
+// that header brings pybind11 in. The Python tensor of `var`, a new
+// reference: the one it has, or a new one.
+PyObject *THPVariable_Wrap(const at::TensorBase &var);
+
+namespace {
+
+// What an operator (one schema, keyed by its name's address in the
+// registry) is to the tracker: the OpOverload the mode would have been given
+// (a strong reference, kept for the process), or nullptr when it is not
+// looked at (decomposed, or no OpOverload found for it).
+struct Op {
+    PyObject *func = nullptr;
+};
+
+std::mutex ops_lock;                                  // guards known_ops
+std::unordered_map<const char *, Op> known_ops;       // schema name -> Op
+
+// Installed by install(), cleared by uninstall(); read by any thread running
+// an op while it is installed (under the GIL once an op is handed over).
+std::atomic<bool> active{false};
+PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out)
+PyObject *on_other = nullptr;    // the tracker's engine-thread path, same arguments
+PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
+PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
+void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
+unsigned long owner = 0;         // PyThread_get_thread_ident() of the installing thread
+at::CallbackHandle handle = 0;
+
+thread_local int open_ops = 0;   // ops looked at, open on this thread
+
+// The inputs of an op looked at: IValue copies (a reference each) taken when
+// it starts, since RecordFunction hands them to start callbacks only.
+struct Started : at::ObserverContext {
+    PyObject *func = nullptr;
+    std::vector<c10::IValue> inputs;
+    bool lent = false;   // frames lent to this thread while it runs
+};
+
+// An op starting on another thread than the owner's (an autograd engine
+// thread: it runs no Python code): lend it the Python frames of the forward
+// op it differentiates, so that what the op allocates is recorded under
+// them, as the mode does by running the op inside functions named after
+// those frames (Tracker._forward_of).
+bool lend_forward_frames()
+{
+    if (lend == nullptr || !Py_IsInitialized())
+        return false;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    uint32_t sid = 0;
+    if (engine_frames != nullptr && active.load(std::memory_order_relaxed)) {
+        PyObject *r = PyObject_CallNoArgs(engine_frames);
+        if (r != nullptr)
+            sid = static_cast<uint32_t>(PyLong_AsUnsignedLong(r));
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    PyGILState_Release(gil);
+    if (sid == 0 || sid == static_cast<uint32_t>(-1))
+        return false;
+    lend(sid);
+    return true;
+}
+
+// Whether dispatch reaches the Python key with this op itself (the mode
+// would see it) rather than with the parts of its decomposition: not when
+// its autograd slot holds the same kernel as its backend slot, its
+// CompositeImplicitAutograd decomposition ("math kernel" in
+// torch._C._dispatch_dump_table; aten::linear is one, and has an autograd
+// kernel for nested tensors only).
+bool reaches_python_key(const at::RecordFunction &fn)
+{
+    std::optional<c10::OperatorName> name = fn.operator_name();
+    if (!name)
+        return false;
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(*name);
+    if (!op)
+        return false;
+    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
+        return true;
+    using K = c10::DispatchKey;
+    if (!op->hasComputedKernelForDispatchKey(K::AutogradCPU) ||
+        !op->hasComputedKernelForDispatchKey(K::CPU))
+        return true;
+    return !op->lookup(c10::DispatchKeySet(K::AutogradCPU))
+                ._equalsBoxedAndUnboxed(op->lookup(c10::DispatchKeySet(K::CPU)));
+}
+
+// The Op for fn's operator, looked up (GIL taken) the first time it is seen.
+Op lookup(const at::RecordFunction &fn)
+{
+    const char *key = fn.name();
+    {
+        std::lock_guard<std::mutex> g(ops_lock);
+        auto it = known_ops.find(key);
+        if (it != known_ops.end())
+            return it->second;
+    }
+    Op op;
+    if (reaches_python_key(fn) && Py_IsInitialized()) {
+        std::optional<c10::OperatorName> name = fn.operator_name();
+        PyGILState_STATE gil = PyGILState_Ensure();
+        PyObject *f = op_for ? PyObject_CallFunction(op_for, "ss", name->name.c_str(),
+                                                     name->overload_name.c_str())
+                             : nullptr;
+        if (f == nullptr)
+            PyErr_Clear();
+        if (f == Py_None)
+            Py_CLEAR(f);
+        op.func = f;   // kept for the process: the map is never emptied
+        PyGILState_Release(gil);
+    }
+    std::lock_guard<std::mutex> g(ops_lock);
+    auto [it, added] = known_ops.emplace(key, op);
+    if (!added && op.func != nullptr) {   // another thread looked it up meanwhile
+        PyGILState_STATE gil = PyGILState_Ensure();
+        Py_DECREF(op.func);
+        PyGILState_Release(gil);
+    }
+    return it->second;
+}
+
+std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
+{
+    if (open_ops > 0 || !active.load(std::memory_order_relaxed))
+        return nullptr;   // inside an op looked at: the kernel's, or the tracker's own
+    try {
+        Op op = lookup(fn);
+        if (op.func == nullptr)
+            return nullptr;
+        auto started = std::make_unique<Started>();
+        started->func = op.func;
+        c10::ArrayRef<const c10::IValue> in = fn.inputs();
+        started->inputs.assign(in.begin(), in.end());
+        open_ops++;   // first: what lending runs in Python is not the program's
+        if (PyThread_get_thread_ident() != owner)
+            started->lent = lend_forward_frames();
+        return started;
+    } catch (...) {   // never into the program's op
+        return nullptr;
+    }
+}
+
+// A tensor as the mode is given it: None for an undefined one and for a
+// Python number the binding wrapped into a 0-dim tensor (the mode gets the
+// number back). A new reference, or nullptr with an exception set.
+PyObject *wrap(const at::Tensor &t)
+{
+    if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number())
+        return Py_NewRef(Py_None);
+    return THPVariable_Wrap(t);
+}
+
+// A tensor, a list of tensors (None for undefined ones) or None: the
+// arguments the recording looks at. A new reference, or nullptr with an
+// exception set.
+PyObject *to_python(const c10::IValue &v)
+{
+    if (v.isTensor())
+        return wrap(v.toTensor());
+    if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
+                             (v.toListRef()[0].isTensor() || v.toListRef()[0].isNone()))) {
+        c10::ArrayRef<c10::IValue> items = v.toListRef();
+        PyObject *list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+        if (list == nullptr)
+            return nullptr;
+        for (size_t i = 0; i < items.size(); i++) {
+            PyObject *item = items[i].isTensor() ? wrap(items[i].toTensor())
+                                                 : Py_NewRef(Py_None);
+            if (item == nullptr) {
+                Py_DECREF(list);
+                return nullptr;
+            }
+            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+        }
+        return list;
+    }
+    return Py_NewRef(Py_None);
+}
+
+PyObject *tuple_of(const std::vector<c10::IValue> &values)
+{
+    PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
+    if (tuple == nullptr)
+        return nullptr;
+    for (size_t i = 0; i < values.size(); i++) {
+        PyObject *item = to_python(values[i]);
+        if (item == nullptr) {
+            Py_DECREF(tuple);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), item);
+    }
+    return tuple;
+}
+
+void hand_over(Started *started, const at::RecordFunction &fn)
+{
+    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *to = PyThread_get_thread_ident() == owner ? on_owner : on_other;
+    if (to != nullptr && active.load(std::memory_order_relaxed)) {
+        PyObject *callee = Py_NewRef(to);   // uninstall() may run in the call
+        PyObject *args = tuple_of(started->inputs);
+        PyObject *out = args ? tuple_of(fn.outputs()) : nullptr;
+        PyObject *r = nullptr;
+        if (out != nullptr) {
+            PyObject *argv[3] = {started->func, args, out};
+            r = PyObject_Vectorcall(callee, argv, 3, nullptr);
+        }
+        if (r == nullptr)   // the recording reports its own failures; not the op's
+            PyErr_WriteUnraisable(callee);
+        Py_XDECREF(r);
+        Py_XDECREF(args);
+        Py_XDECREF(out);
+        Py_DECREF(callee);
+    }
+    started->inputs.clear();   // the references dropped under the GIL
+    PyGILState_Release(gil);
+}
+
+void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
+{
+    if (ctx == nullptr)
+        return;
+    Started *started = static_cast<Started *>(ctx);
+    if (started->lent)   // its allocations are done; the recording reads its own stacks
+        lend(0);
+    try {
+        hand_over(started, fn);
+    } catch (...) {
+    }
+    open_ops--;
+}
+
+}  // namespace
+
+extern "C" {
+
+// vt_obs_install(on_owner, on_other, op_for, engine_frames, lend): look at
+// this thread's ops (and its backward's on the engine threads) until
+// vt_obs_uninstall(); `lend` is vramtrace's vt_thread_python_stack (0: no
+// frames lent). One at a time: -1 if installed already, else 0. Called with
+// the GIL held.
+__attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
+                                                          PyObject *other_fn,
+                                                          PyObject *lookup_fn,
+                                                          PyObject *frames_fn,
+                                                          uintptr_t lend_fn)
+{
+    if (handle != 0)
+        return -1;
+    on_owner = Py_NewRef(owner_fn);
+    on_other = Py_NewRef(other_fn);
+    engine_frames = Py_NewRef(frames_fn);
+    lend = reinterpret_cast<void (*)(uint32_t)>(lend_fn);
+    Py_XSETREF(op_for, Py_NewRef(lookup_fn));
+    owner = PyThread_get_thread_ident();
+    active = true;
+    handle = at::addThreadLocalCallback(at::RecordFunctionCallback(op_started, op_ended)
+                                            .needsInputs(true)
+                                            .needsOutputs(true)
+                                            .scopes({at::RecordScope::FUNCTION}));
+    return 0;
+}
+
+// Stop looking at ops; called by the thread that installed it, with the GIL
+// held. An op still open on another thread finds the observer inactive and
+// records nothing.
+__attribute__((visibility("default"))) void vt_obs_uninstall(void)
+{
+    if (handle == 0)
+        return;
+    active = false;
+    at::removeCallback(handle);
+    handle = 0;
+    Py_CLEAR(on_owner);
+    Py_CLEAR(on_other);
+    Py_CLEAR(engine_frames);
+}
+
+}  // extern "C"

@@ -1,0 +1,114 @@
+"""track()'s op observer (scripts/trackobs/observer.cpp, vramtrace/_trackobs.py):
+PyTorch's RecordFunction hook instead of the dispatch mode, with
+VRAMTRACE_TRACK_OBSERVER=1.
+
+The observer must hand the tracker the ops the mode would have been given
+(the parts of a decomposed op, not the op; nothing a kernel calls inside),
+with their tensors as the mode gets them, and the tracker must then report
+what it reports through the mode. Built here at first use into
+VRAMTRACE_CACHE_DIR (the meson test environment points it into the build
+directory, so that one build serves the suite)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+from conftest import vt_cli  # noqa: E402
+
+torch = pytest.importorskip("torch")
+import vramtrace.torch as vtt  # noqa: E402
+from vramtrace import _trackobs  # noqa: E402
+from bench_track import passthrough_mode, training_step  # noqa: E402
+from test_track_fast import _findings  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def observer():
+    mod = _trackobs.load()
+    if mod is None:
+        pytest.fail("the op observer could not be built (torch.utils.cpp_extension, "
+                    "g++ and ninja are in the test environment)")
+    return mod
+
+
+def _observed(observer, fn) -> list:
+    """(op name, args) of each op the observer hands over while fn() runs."""
+    got: list = []
+    observer.install(lambda f, a, o: got.append((str(f), a)),
+                     lambda f, a, o: got.append(("engine " + str(f), a)), _trackobs.op_for)
+    try:
+        fn()
+    finally:
+        observer.uninstall()
+    return got
+
+
+def test_the_observer_replaces_the_mode(real_lib, observer, monkeypatch):
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    with vtt.track() as tr:
+        assert tr._observer is observer and tr._mode is None
+        assert torch._C._len_torch_dispatch_stack() == 0, "a dispatch mode is active"
+        x = torch.ones(4, 4)
+        y = (x @ x).relu()
+        tid = tr.tensor_id(y)
+        ops = tr.ops
+    assert ops >= 3 and tid != 0 and tr.errors == 0
+    assert tr._observer is None
+    (y + 1).relu()   # after the block: not recorded
+    assert tr.ops == ops
+
+
+def test_without_the_switch_the_mode_is_used(real_lib, monkeypatch):
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    with vtt.track() as tr:
+        assert tr._observer is None and tr._mode is not None
+
+
+def test_the_observer_hands_over_the_ops_the_mode_sees(observer):
+    step = training_step("small")
+    step(0)
+    seen: list = []
+    with passthrough_mode(on_op=lambda f: seen.append(str(f))):
+        step(1)
+    got = [name for name, _ in _observed(observer, lambda: step(2))]
+    # aten.linear decomposes above the mode: its parts are seen, not it.
+    assert "aten.linear.default" not in got and got.count("aten.addmm.default") == 3
+    # What only the mode sees is the mode's own doing: autograd saves an
+    # output through aten.detach when a Python dispatch mode is active (a
+    # shallow copy, no op, without one), and the profiler's record_function
+    # ops (no tensors) are not observable. Everything else, in order:
+    mode_only = ("aten.detach.default", "profiler.")
+    assert [n for n in got if not n.startswith(mode_only)] == \
+        [n for n in seen if not n.startswith(mode_only)]
+    assert seen.count("aten.detach.default") > got.count("aten.detach.default")
+
+
+def test_a_python_number_is_handed_over_as_the_mode_gets_it(observer):
+    x = torch.ones(3)
+    got = _observed(observer, lambda: (x * 2.5, torch.add(x, 1)))
+    assert [n for n, _ in got] == ["aten.mul.Tensor", "aten.add.Tensor"]
+    for _, args in got:
+        assert args[0] is x and args[1] is None   # not a 0-dim tensor of its own
+
+
+def test_ops_inside_a_kernel_are_not_handed_over(observer):
+    got = [n for n, _ in _observed(observer, lambda: torch.zeros(2, 3))]
+    assert got == ["aten.zeros.default"]   # not its empty + zero_
+
+
+@pytest.mark.parametrize("shape", ["hook", "pipeline"])
+@pytest.mark.parametrize("twin", ["leak", "fixed"])
+def test_the_observer_and_the_mode_give_the_same_findings(shape, twin, tmp_path, monkeypatch,
+                                                         observer):
+    vt_cli()
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    rc_obs, found_obs, _, _ = _findings(shape, twin, tmp_path, "1", monkeypatch)
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "0")
+    rc_mode, found_mode, _, _ = _findings(shape, twin, tmp_path, "1", monkeypatch)
+    assert rc_obs == rc_mode == (1 if twin == "leak" else 0)
+    assert found_obs == found_mode
