@@ -39,6 +39,7 @@
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -59,8 +60,10 @@ struct Op {
     PyObject *func = nullptr;
 };
 
-std::mutex ops_lock;                                  // guards known_ops
-std::unordered_map<const char *, Op> known_ops;       // schema name -> Op
+// Never destroyed: an op may run (and call back here) after static
+// destructors ran, from another library's exit handler.
+std::mutex &ops_lock = *new std::mutex;               // guards known_ops
+auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name -> Op
 
 // Installed by install(), cleared by uninstall(); read by any thread running
 // an op while it is installed (under the GIL once an op is handed over).
@@ -273,9 +276,13 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
     Started *started = static_cast<Started *>(ctx);
     if (started->lent)   // its allocations are done; the recording reads its own stacks
         lend(0);
-    try {
-        hand_over(started, fn);
-    } catch (...) {
+    // An op that failed ends while its exception unwinds the stack: the
+    // mode never records such an op (it raises inside __torch_dispatch__).
+    if (std::uncaught_exceptions() == 0) {
+        try {
+            hand_over(started, fn);
+        } catch (...) {
+        }
     }
     open_ops--;
 }

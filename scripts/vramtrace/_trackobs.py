@@ -1,14 +1,18 @@
 """track()'s op observer (scripts/trackobs/observer.cpp), built at first use.
 
+track() sees ops through this observer, a RecordFunction callback in C++,
+where it can be built, and through its dispatch mode otherwise (1.3x on a
+loop of small ops before anything is recorded: docs/TRACK_OBSERVER.md).
 The observer is C++ against torch's headers and C++ ABI, so it cannot be
-built with vramtrace: it is compiled the first time track() asks for it, by
-torch.utils.cpp_extension against the torch in use (about 15 s with g++ and
-ninja), into a cache directory keyed by the torch and Python versions, and
-loaded from there afterwards. Where it cannot be built (no compiler, no
-ninja, no headers), track() keeps its dispatch mode and says why once.
+built with vramtrace: it is compiled the first time track() runs, by
+torch.utils.cpp_extension against the torch in use (about 12 s with g++ and
+ninja; one line on stderr says so), into a cache directory keyed by the
+torch and Python versions (VRAMTRACE_CACHE_DIR, else ~/.cache/vramtrace),
+and loaded from there afterwards. Where it cannot be built (no compiler, no
+ninja, no headers) track() uses the mode; `why_not` says why.
 
-It is used when VRAMTRACE_TRACK_OBSERVER=1 (docs/TRACK_OBSERVER.md: the
-observer does not yet do everything the mode does).
+VRAMTRACE_TRACK_OBSERVER: unset, the observer where it builds; 1, the
+same, and a warning when it does not build; 0, the mode.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ _SOURCES = (os.path.join(_HERE, "..", "trackobs", "observer.cpp"),
             os.path.join(_HERE, "trackobs", "observer.cpp"))
 
 _module: Any = False   # not tried yet; None: could not be built
+why_not = ""           # why it could not be built
 
 
 def wanted() -> bool:
-    """Whether the environment asks for the observer."""
-    return os.environ.get(ENV_SWITCH, "") == "1"
+    """Whether the environment lets track() use the observer."""
+    return os.environ.get(ENV_SWITCH, "") != "0"
 
 
 def cache_dir(torch_version: str) -> str:
@@ -45,9 +50,9 @@ def cache_dir(torch_version: str) -> str:
 
 
 def load() -> Optional[Any]:
-    """The observer module, built if needed; None (with one warning) if it
-    cannot be."""
-    global _module
+    """The observer, built if needed; None if it cannot be (``why_not``
+    says why; a warning too where VRAMTRACE_TRACK_OBSERVER=1 asked)."""
+    global _module, why_not
     if _module is not False:
         return _module
     _module = None
@@ -67,15 +72,19 @@ def load() -> Optional[Any]:
             quiet.setLevel(level)
         build = cache_dir(torch.__version__)
         os.makedirs(build, exist_ok=True)
+        if not os.path.exists(os.path.join(build, "vramtrace_trackobs.so")):
+            print(f"vramtrace: building track()'s op observer for torch {torch.__version__} "
+                  f"in {build} (once, about 15 s)", file=sys.stderr, flush=True)
         path = cpp_extension.load(
             name="vramtrace_trackobs", sources=[os.path.abspath(source)],
             extra_cflags=["-O2", "-DNDEBUG"], build_directory=build, verbose=False,
             is_python_module=False)
         _module = Observer(ctypes.PyDLL(path))
     except Exception as exc:   # noqa: BLE001 - any failure to build means: the mode
-        warnings.warn(f"vramtrace.torch: {ENV_SWITCH}=1 but the op observer could not be "
-                      f"built ({exc}); tracking through the dispatch mode",
-                      RuntimeWarning, stacklevel=3)
+        why_not = f"the op observer could not be built: {exc}"
+        if os.environ.get(ENV_SWITCH, "") == "1":
+            warnings.warn(f"vramtrace.torch: {ENV_SWITCH}=1 but {why_not}; tracking "
+                          "through the dispatch mode", RuntimeWarning, stacklevel=3)
     return _module
 
 

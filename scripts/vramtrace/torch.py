@@ -651,6 +651,9 @@ class Tracker:
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
         self._mode: Optional[_Mode] = None
         self._observer: Any = None   # the op observer (_trackobs) instead of the mode
+        #: How ops were seen once the block was entered: "observer" (PyTorch's
+        #: RecordFunction hook, vramtrace/_trackobs.py) or "dispatch mode".
+        self.ops_seen_by = ""
         self._recording = False
         self._in_gc = False          # inside a collection we did not start
         self._manual_gc = False      # inside our own cycle collection
@@ -684,12 +687,16 @@ class Tracker:
             _trackobs.wanted() else None
         if self._observer is not None:
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
-            self._observer.install(self._fast.observed, self._observed_engine,
-                                   _trackobs.op_for, self._engine_frames,
-                                   ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
-        else:
+            try:
+                self._observer.install(self._fast.observed, self._observed_engine,
+                                       _trackobs.op_for, self._engine_frames,
+                                       ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
+            except RuntimeError:   # another thread's tracker has it: this one, the mode
+                self._observer = None
+        if self._observer is None:
             self._mode = _Mode(self)
             self._mode.__enter__()
+        self.ops_seen_by = "observer" if self._observer is not None else "dispatch mode"
         self._recording = True
         _active.append(self)
         _vt.add_mark_hook(self._on_mark)

@@ -6,14 +6,17 @@ activation), untracked, under a dispatch mode that does nothing but run the
 op (the floor of any per-op recorder in Python), under track()'s own mode
 with recording off (its C dispatch's floor: what PyTorch's Python-mode round
 trip costs per op before anything is recorded), under track() recording
-through its Python path (VRAMTRACE_TRACKFAST=0), and under track() as users
-run it (the per-op path in C, _trackfast), with a mark per iteration; prints
-ms per iteration, the ratios tracked/untracked (C path, then "py": Python path),
+through its Python path (VRAMTRACE_TRACKFAST=0), under track() seeing ops
+through its dispatch mode (VRAMTRACE_TRACK_OBSERVER=0; the per-op path in
+C, _trackfast), and under track() as users run it (its op observer, built
+at first use, handing ops to the same C path), with a mark per iteration;
+prints ms per iteration, the ratios tracked/untracked (as users run it,
+then "mode": through the dispatch mode, then "py": the Python path),
 the walks the tracker made in the loop (the snapshot's is not counted), cut
 off (the snapshot's included) and skipped, the stale storages left out as
 resting, the marks' CPU ms per iteration (in the tracked time), the CPU ms
 of the snapshot after the loop (its final walk; not in the tracked time), and
-the snapshot size, then one RESULT line. The five modes alternate, one
+the snapshot size, then one RESULT line. The six modes alternate, one
 process each per round.
 
 The same two loops run again on a wider MLP (ops of about a millisecond
@@ -146,7 +149,8 @@ def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     if mode == "tracked_py":   # the tracker's Python path (no _trackfast)
         env["VRAMTRACE_TRACKFAST"] = "0"
-    env["VRAMTRACE_TRACK_OBSERVER"] = "1" if mode == "tracked_obs" else "0"
+    # "tracked": as users run it (the op observer); the others: the mode
+    env["VRAMTRACE_TRACK_OBSERVER"] = "1" if mode == "tracked" else "0"
     r = subprocess.run([sys.executable, __file__, "--child", mode, "leak" if leak else "clean",
                         str(steps), snap, size], env=env, capture_output=True, text=True,
                        timeout=900)
@@ -155,7 +159,7 @@ def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-MODES = ("untracked", "dispatch", "mode_only", "tracked_py", "tracked", "tracked_obs")
+MODES = ("untracked", "dispatch", "mode_only", "tracked_py", "tracked_mode", "tracked")
 
 
 def median_runs(leak: bool, steps: int, snap: str, runs: int, size: str) -> dict:
@@ -192,35 +196,35 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
         print(f"{'loop':<13}{'untracked':>31}{'null dispatch':>31}{'mode, not recording':>31}"
-              f"{'tracked (Python path)':>31}{'tracked':>31}{'tracked, observer':>31}"
-              f"{'ratio':>8}{'obs':>7}{'py':>7}"
+              f"{'tracked (Python path)':>31}{'tracked (mode)':>31}{'tracked':>31}"
+              f"{'ratio':>8}{'mode':>7}{'py':>7}"
               f"{'floor':>7}{'floorC':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
         sizes = ("small",) if "--small-only" in sys.argv else ("small", "wide")
         for size, leak in [(z, lk) for z in sizes for lk in (False, True)]:
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
             got = median_runs(leak, steps, snap, runs, size)
-            base, floor, mode_only, trpy, tr, trobs = (got[m] for m in MODES)
+            base, floor, mode_only, trpy, trmode, tr = (got[m] for m in MODES)
             if not tr["c_path"] or not mode_only["c_path"] or trpy["c_path"] or \
-                    tr["observer"] or not trobs["observer"]:
+                    trmode["observer"] or not tr["observer"]:
                 sys.exit("bench_track: the C path or the op observer was not used where "
                          "expected (is _trackfast built next to VRAMTRACE_LIB? can "
                          "torch.utils.cpp_extension build here?)")
             ratio = tr["ms"] / base["ms"]
             res[name] = (ratio, floor["ms"] / base["ms"], trpy["ms"] / base["ms"],
-                         mode_only["ms"] / base["ms"], trobs["ms"] / base["ms"])
+                         mode_only["ms"] / base["ms"], trmode["ms"] / base["ms"])
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
             print(f"{name:<13}{cell(base):>31}{cell(floor):>31}{cell(mode_only):>31}"
-                  f"{cell(trpy):>31}{cell(tr):>31}{cell(trobs):>31}{ratio:>7.2f}x"
+                  f"{cell(trpy):>31}{cell(trmode):>31}{cell(tr):>31}{ratio:>7.2f}x"
                   f"{res[name][4]:>6.2f}x{res[name][2]:>6.2f}x"
                   f"{res[name][1]:>6.2f}x{res[name][3]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"
                   f"{tr['snap_ms']:>8.0f}{tr['snap_bytes'] / 1024:>6.0f} KiB")
     print(f"RESULT steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
-          f"leaking_ratio={res['leaking'][0]:.2f} observer_clean={res['clean'][4]:.2f} "
-          f"observer_leaking={res['leaking'][4]:.2f} python_path_clean={res['clean'][2]:.2f} "
+          f"leaking_ratio={res['leaking'][0]:.2f} mode_path_clean={res['clean'][4]:.2f} "
+          f"mode_path_leaking={res['leaking'][4]:.2f} python_path_clean={res['clean'][2]:.2f} "
           f"python_path_leaking={res['leaking'][2]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
           f"dispatch_floor_leaking={res['leaking'][1]:.2f} "
           f"mode_floor_clean={res['clean'][3]:.2f} mode_floor_leaking={res['leaking'][3]:.2f} "

@@ -1,6 +1,7 @@
 """track()'s per-op path in C (scripts/trackfast/, the module vramtrace._trackfast).
 
-With the built library the tracker records through the C extension; with
+With the built library and the dispatch mode (VRAMTRACE_TRACK_OBSERVER=0:
+these tests pin it) the tracker records through the C extension; with
 VRAMTRACE_TRACKFAST=0 (or a fake library, as test_track.py uses) through
 the Python path. Both must record the same program the same way: the
 leak shapes and their fixed twins give the same findings either way."""
@@ -20,6 +21,13 @@ from conftest import run_traced, vt_check, vt_cli  # noqa: E402
 torch = pytest.importorskip("torch")
 import vramtrace  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _through_the_mode(monkeypatch):
+    """These tests are the dispatch mode's C path (track() uses the op
+    observer where it builds: test_track_observer.py); children inherit."""
+    monkeypatch.setenv("VRAMTRACE_TRACK_OBSERVER", "0")
 
 
 def test_the_built_library_records_through_the_c_path(real_lib):

@@ -1,6 +1,6 @@
 """track()'s op observer (scripts/trackobs/observer.cpp, vramtrace/_trackobs.py):
-PyTorch's RecordFunction hook instead of the dispatch mode, with
-VRAMTRACE_TRACK_OBSERVER=1.
+PyTorch's RecordFunction hook instead of the dispatch mode, where it builds
+(VRAMTRACE_TRACK_OBSERVER=0 keeps the mode).
 
 The observer must hand the tracker the ops the mode would have been given
 (the parts of a decomposed op, not the op; nothing a kernel calls inside),
@@ -63,10 +63,34 @@ def test_the_observer_replaces_the_mode(real_lib, observer, monkeypatch):
     assert tr.ops == ops
 
 
-def test_without_the_switch_the_mode_is_used(real_lib, monkeypatch):
+def test_by_default_the_observer_is_used_and_0_keeps_the_mode(real_lib, observer,
+                                                              monkeypatch):
     monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
     with vtt.track() as tr:
+        assert tr._observer is observer and tr.ops_seen_by == "observer"
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "0")
+    with vtt.track() as tr:
         assert tr._observer is None and tr._mode is not None
+        assert tr.ops_seen_by == "dispatch mode"
+        assert torch._C._len_torch_dispatch_stack() == 1
+
+
+def test_a_second_thread_tracking_meanwhile_uses_the_mode(real_lib, observer, monkeypatch):
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    import threading
+    seen = []
+
+    def other() -> None:
+        with vtt.track() as tr2:
+            (torch.ones(2) * 2).sum()
+            seen.append((tr2.ops_seen_by, tr2.ops, tr2.errors))
+
+    with vtt.track() as tr:
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert tr.ops_seen_by == "observer"
+    assert seen and seen[0][0] == "dispatch mode" and seen[0][1] >= 2 and seen[0][2] == 0
 
 
 def test_the_observer_hands_over_the_ops_the_mode_sees(observer):
@@ -94,6 +118,17 @@ def test_a_python_number_is_handed_over_as_the_mode_gets_it(observer):
     assert [n for n, _ in got] == ["aten.mul.Tensor", "aten.add.Tensor"]
     for _, args in got:
         assert args[0] is x and args[1] is None   # not a 0-dim tensor of its own
+
+
+def test_an_op_that_raises_is_not_handed_over_and_raises_as_before(observer):
+    a, b = torch.ones(2, 3), torch.ones(2, 3)
+
+    def failing() -> None:
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):
+            torch.mm(a, b)
+        a.relu()
+
+    assert [n for n, _ in _observed(observer, failing)] == ["aten.relu.default"]
 
 
 def test_ops_inside_a_kernel_are_not_handed_over(observer):

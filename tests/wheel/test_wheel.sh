@@ -35,7 +35,8 @@ wheel=$(ls "$work"/dist/vramtrace-*.whl)
 step "wheel contents"
 listing=$(python3 -m zipfile -l "$wheel")
 for f in vramtrace/libvramtrace.so vramtrace/_bin/vramtrace vramtrace/__init__.py \
-         vramtrace/__main__.py vramtrace/torch.py; do
+         vramtrace/__main__.py vramtrace/torch.py vramtrace/_trackobs.py \
+         vramtrace/trackobs/observer.cpp; do
     grep -q " *$f " <<<"$listing" || grep -q "^$f " <<<"$listing" || fail "wheel lacks $f"
 done
 meta=$(python3 - "$wheel" <<'PY'
@@ -98,15 +99,20 @@ if [[ -n $torch_py ]]; then
     step "the package with real torch"
     torch_site=$("$torch_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$torch_site" > "$site/zz_torch_from_test_env.pth"
-    "$venv_py" - <<'PY' || fail "vramtrace.torch on the CPU with real torch"
+    # the op observer is built from the installed source into the work dir
+    VRAMTRACE_CACHE_DIR="$work/cache" "$venv_py" - <<'PY' ||
 import torch, vramtrace, vramtrace.torch as vt
+from vramtrace import _trackobs
 assert vramtrace.library_path().startswith(vramtrace.__file__.rsplit("/", 1)[0])
 with vt.track() as t:
     assert t._fast is not None, "track() did not load the installed _trackfast"
+    assert t.ops_seen_by == "observer", _trackobs.why_not
     a = torch.ones(1000)
     b = a * 2
+    assert t.ops >= 2 and t.tensor_id(b) != 0
 print("track ok", float(b.sum()))
 PY
+        fail "vramtrace.torch on the CPU with real torch"
     "$simrun" --mem 1G -- "$venv_py" - <<'PY' ||
 import torch, vramtrace, vramtrace.torch as vt
 vt.use_allocator()
