@@ -65,7 +65,7 @@ struct Op {
 std::mutex &ops_lock = *new std::mutex;               // guards known_ops
 auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name -> Op
 
-// Installed by install(), cleared by uninstall(); read by any thread running
+// Set by vt_obs_install, cleared by vt_obs_uninstall; read by any thread running
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
 PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out)
@@ -117,12 +117,9 @@ bool lend_forward_frames()
 // CompositeImplicitAutograd decomposition ("math kernel" in
 // torch._C._dispatch_dump_table; aten::linear is one, and has an autograd
 // kernel for nested tensors only).
-bool reaches_python_key(const at::RecordFunction &fn)
+bool reaches_python_key(const c10::OperatorName &name)
 {
-    std::optional<c10::OperatorName> name = fn.operator_name();
-    if (!name)
-        return false;
-    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(*name);
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
     if (!op)
         return false;
     if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
@@ -136,6 +133,10 @@ bool reaches_python_key(const at::RecordFunction &fn)
 }
 
 // The Op for fn's operator, looked up (GIL taken) the first time it is seen.
+// Keyed by the address of its schema's name, which lives as long as the
+// operator's registration; a RecordFunction named by a string of its own (a
+// profiler scope, no operator) is never an op here, nor cached (its name's
+// memory is freed with it and reused).
 Op lookup(const at::RecordFunction &fn)
 {
     const char *key = fn.name();
@@ -145,9 +146,11 @@ Op lookup(const at::RecordFunction &fn)
         if (it != known_ops.end())
             return it->second;
     }
+    std::optional<c10::OperatorName> name = fn.operator_name();
+    if (!name)
+        return Op{};
     Op op;
-    if (reaches_python_key(fn) && Py_IsInitialized()) {
-        std::optional<c10::OperatorName> name = fn.operator_name();
+    if (reaches_python_key(*name) && Py_IsInitialized()) {
         PyGILState_STATE gil = PyGILState_Ensure();
         PyObject *f = op_for ? PyObject_CallFunction(op_for, "ss", name->name.c_str(),
                                                      name->overload_name.c_str())
@@ -159,14 +162,21 @@ Op lookup(const at::RecordFunction &fn)
         op.func = f;   // kept for the process: the map is never emptied
         PyGILState_Release(gil);
     }
-    std::lock_guard<std::mutex> g(ops_lock);
-    auto [it, added] = known_ops.emplace(key, op);
-    if (!added && op.func != nullptr) {   // another thread looked it up meanwhile
+    PyObject *lost = nullptr;   // looked up by another thread meanwhile
+    Op kept;
+    {
+        std::lock_guard<std::mutex> g(ops_lock);   // never held while taking the GIL
+        auto [it, added] = known_ops.emplace(key, op);
+        if (!added)
+            lost = op.func;
+        kept = it->second;
+    }
+    if (lost != nullptr) {
         PyGILState_STATE gil = PyGILState_Ensure();
-        Py_DECREF(op.func);
+        Py_DECREF(lost);
         PyGILState_Release(gil);
     }
-    return it->second;
+    return kept;
 }
 
 std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
