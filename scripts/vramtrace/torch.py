@@ -389,6 +389,7 @@ _FIRST_PASS_S = 0.02           # a heap pass's cost assumed until one is measure
 _STARTS_PER_PASS = 30
 _MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the next
 _FORWARD_FRAMES = 16           # innermost forward frames replayed in backward
+_FORWARD_LABEL = "forward of {}"   # their function names, as a backward op's stack shows them
 _trampolines: Dict[Tuple[str, str, int, bool], Any] = {}
 
 
@@ -406,7 +407,7 @@ def _trampoline(name: str, filename: str, line: int, innermost: bool) -> Any:
         src = "\n" * (max(line, 1) - 1) + f"def _t({params}): return {body}\n"
         code = next(c for c in compile(src, filename, "exec").co_consts
                     if isinstance(c, types.CodeType))
-        label = f"forward of {name}"
+        label = _FORWARD_LABEL.format(name)
         code = code.replace(co_name=label)
         if hasattr(code, "co_qualname"):
             code = code.replace(co_qualname=label)
@@ -963,10 +964,9 @@ class Tracker:
             warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
                           RuntimeWarning, stacklevel=2)
 
-    def _engine_frames(self) -> int:
-        """For the op observer, on an autograd engine thread: the stack id
-        of the frames to lend the thread while its op runs (what the mode
-        gets by running the op through _forward_of's functions), 0: none."""
+    def _forward_stack(self) -> int:
+        """On an autograd engine thread: the stack id of the forward op that
+        made the node whose backward runs now (0: none known)."""
         try:
             node = _current_node()
             if node is None:
@@ -975,12 +975,19 @@ class Tracker:
             del node
         except Exception:
             return 0
+        return sid or 0
+
+    def _engine_frames(self) -> int:
+        """For the op observer, on an autograd engine thread: the stack id
+        of the frames to lend the thread while its op runs (what the mode
+        gets by running the op through _forward_of's functions), 0: none."""
+        sid = self._forward_stack()
         if not sid:
             return 0
         lent = self._lent_frames.get(sid)
         if lent is None:
             frames = self._stacks.frames.get(sid) or []
-            lent = self._lib.intern_stack([(f"forward of {name}", filename, line)
+            lent = self._lib.intern_stack([(_FORWARD_LABEL.format(name), filename, line)
                                            for name, filename, line in
                                            frames[:_FORWARD_FRAMES]])
             if len(self._lent_frames) >= _MAX_NODE_STACKS:
@@ -991,14 +998,7 @@ class Tracker:
     def _forward_of(self) -> Any:
         """What runs a backward op of this engine thread under the Python
         frames of the forward op it differentiates (None: none known)."""
-        try:
-            node = _current_node()
-            if node is None:
-                return None
-            sid = self._node_stacks.get(node._sequence_nr())
-            del node
-        except Exception:
-            return None
+        sid = self._forward_stack()
         if not sid:
             return None
         run = self._forward_frames.get(sid)
