@@ -37,6 +37,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <atomic>
 #include <exception>
@@ -54,10 +55,11 @@ namespace {
 
 // What an operator (one schema, keyed by its name's address in the
 // registry) is to the tracker: the OpOverload the mode would have been given
-// (a strong reference, kept for the process), or nullptr when it is not
-// looked at (decomposed, or no OpOverload found for it).
+// (a strong reference, kept for the process; nullptr: none found, not
+// looked at), and whether autograd runs its decomposition instead of it.
 struct Op {
     PyObject *func = nullptr;
+    bool decomposed = false;
 };
 
 // Never destroyed: an op may run (and call back here) after static
@@ -111,25 +113,26 @@ bool lend_forward_frames()
     return true;
 }
 
-// Whether dispatch reaches the Python key with this op itself (the mode
-// would see it) rather than with the parts of its decomposition: not when
-// its autograd slot holds the same kernel as its backend slot, its
+// Whether autograd runs this op's decomposition instead of it, so that
+// dispatch reaches the Python key (the mode) with its parts: when its
+// autograd slot holds the same kernel as its backend slot, its
 // CompositeImplicitAutograd decomposition ("math kernel" in
 // torch._C._dispatch_dump_table; aten::linear is one, and has an autograd
-// kernel for nested tensors only).
-bool reaches_python_key(const c10::OperatorName &name)
+// kernel for nested tensors only). Where autograd is off (inference mode
+// excludes its keys) the mode sees the op itself: op_started asks.
+bool decomposed_by_autograd(const c10::OperatorName &name)
 {
     std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
     if (!op)
         return false;
     if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
-        return true;
+        return false;
     using K = c10::DispatchKey;
     if (!op->hasComputedKernelForDispatchKey(K::AutogradCPU) ||
         !op->hasComputedKernelForDispatchKey(K::CPU))
-        return true;
-    return !op->lookup(c10::DispatchKeySet(K::AutogradCPU))
-                ._equalsBoxedAndUnboxed(op->lookup(c10::DispatchKeySet(K::CPU)));
+        return false;
+    return op->lookup(c10::DispatchKeySet(K::AutogradCPU))
+        ._equalsBoxedAndUnboxed(op->lookup(c10::DispatchKeySet(K::CPU)));
 }
 
 // The Op for fn's operator, looked up (GIL taken) the first time it is seen.
@@ -150,7 +153,8 @@ Op lookup(const at::RecordFunction &fn)
     if (!name)
         return Op{};
     Op op;
-    if (reaches_python_key(*name) && Py_IsInitialized()) {
+    op.decomposed = decomposed_by_autograd(*name);
+    if (Py_IsInitialized()) {
         PyGILState_STATE gil = PyGILState_Ensure();
         PyObject *f = op_for ? PyObject_CallFunction(op_for, "ss", name->name.c_str(),
                                                      name->overload_name.c_str())
@@ -179,14 +183,22 @@ Op lookup(const at::RecordFunction &fn)
     return kept;
 }
 
+// Whether this thread runs with autograd's dispatch keys excluded
+// (inference mode): the functionality bit, whatever the backend.
+bool autograd_excluded()
+{
+    return c10::impl::tls_local_dispatch_key_set().excluded_.has(
+        c10::DispatchKey::AutogradFunctionality);
+}
+
 std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
 {
     if (open_ops > 0 || !active.load(std::memory_order_relaxed))
         return nullptr;   // inside an op looked at: the kernel's, or the tracker's own
     try {
         Op op = lookup(fn);
-        if (op.func == nullptr)
-            return nullptr;
+        if (op.func == nullptr || (op.decomposed && !autograd_excluded()))
+            return nullptr;   // its parts are looked at
         auto started = std::make_unique<Started>();
         started->func = op.func;
         c10::ArrayRef<const c10::IValue> in = fn.inputs();

@@ -112,6 +112,26 @@ def test_the_observer_hands_over_the_ops_the_mode_sees(observer):
     assert seen.count("aten.detach.default") > got.count("aten.detach.default")
 
 
+@pytest.mark.parametrize("context", ["inference_mode", "no_grad", "enable_grad"])
+def test_autograd_off_the_mode_sees_the_composite_op_and_so_does_the_observer(observer,
+                                                                          context):
+    lin = torch.nn.Linear(8, 4)
+    x = torch.randn(3, 8)
+
+    def run() -> None:
+        with getattr(torch, context)():
+            lin(x).relu().sum()
+
+    seen: list = []
+    with passthrough_mode(on_op=lambda f: seen.append(str(f))):
+        run()
+    got = [n for n, _ in _observed(observer, run)]
+    mode_only = ("aten.detach.default",)
+    assert [n for n in got if n not in mode_only] == [n for n in seen if n not in mode_only]
+    # inference mode excludes autograd's keys: aten.linear reaches the mode whole
+    assert ("aten.linear.default" in got) == (context == "inference_mode")
+
+
 def test_a_python_number_is_handed_over_as_the_mode_gets_it(observer):
     x = torch.ones(3)
     got = _observed(observer, lambda: (x * 2.5, torch.add(x, 1)))
