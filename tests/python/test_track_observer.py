@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import pytest
 
@@ -73,6 +74,24 @@ def test_by_default_the_observer_is_used_and_0_keeps_the_mode(real_lib, observer
         assert tr._observer is None and tr._mode is not None
         assert tr.ops_seen_by == "dispatch mode"
         assert torch._C._len_torch_dispatch_stack() == 1
+
+
+@pytest.mark.parametrize("switch", ["", "1"])
+def test_where_it_cannot_be_built_the_mode_is_used_and_why_is_kept(real_lib, monkeypatch,
+                                                                   switch):
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
+    monkeypatch.setattr(_trackobs, "_SOURCES", ("/nonexistent/observer.cpp",))
+    monkeypatch.setattr(_trackobs, "_module", False)   # not tried yet
+    monkeypatch.setattr(_trackobs, "why_not", "")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with vtt.track() as tr:
+            y = (torch.ones(3) * 2).relu()
+            tid = tr.tensor_id(y)
+    assert tr.ops_seen_by == "dispatch mode" and tid != 0 and tr.errors == 0
+    assert "not installed" in _trackobs.why_not
+    said = [w for w in caught if _trackobs.ENV_SWITCH in str(w.message)]
+    assert len(said) == (1 if switch == "1" else 0), [str(w.message) for w in caught]
 
 
 def test_a_second_thread_tracking_meanwhile_uses_the_mode(real_lib, observer, monkeypatch):
