@@ -14,18 +14,18 @@
 // composite ops and their parts, and the ops a kernel calls inside. The mode
 // sees an op when dispatch reaches the Python key, below autograd: an op
 // whose autograd kernel is its CompositeImplicitAutograd decomposition is
-// not seen itself but its parts are, and nothing a kernel calls is seen
-// (the mode is popped while the op runs). So: an op with a
-// CompositeImplicitAutograd kernel and no autograd kernel of its own is
-// passed through (its parts are looked at), and while an op this file looks
-// at is open on a thread, the ops inside it are not looked at: neither are
-// the ops the tracker's own recording runs (it runs inside that window).
+// not seen itself but its parts are (unless autograd's keys are excluded, as
+// in inference mode), and nothing a kernel calls is seen (the mode is popped
+// while the op runs). So: such an op is passed through (its parts are looked
+// at: decomposed_by_autograd), and while an op this file looks at is open on
+// a thread, the ops inside it are not looked at: neither are the ops the
+// tracker's own recording runs (it runs inside that window).
 //
 // Threads. The callback is thread-local: PyTorch hands it, with the rest of
 // the thread's state, to the autograd engine threads running this thread's
 // backward (as it hands the mode). Ops of the thread that installed it go to
 // `on_owner`; those of other threads (the engine's) to `on_other`, the
-// tracker's Python path for backward ops.
+// tracker's Python path for backward ops, with the forward op's frames.
 //
 // Built at first use against the installed torch by
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
@@ -71,7 +71,7 @@ auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name ->
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
 PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out)
-PyObject *on_other = nullptr;    // the tracker's engine-thread path, same arguments
+PyObject *on_other = nullptr;    // the same, and the stack id of the frames lent
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
@@ -85,18 +85,20 @@ thread_local int open_ops = 0;   // ops looked at, open on this thread
 struct Started : at::ObserverContext {
     PyObject *func = nullptr;
     std::vector<c10::IValue> inputs;
-    bool lent = false;   // frames lent to this thread while it runs
+    bool engine = false;       // on another thread than the owner's
+    uint32_t forward = 0;      // there: the forward op's frames (a stack id), 0: none
 };
 
 // An op starting on another thread than the owner's (an autograd engine
-// thread: it runs no Python code): lend it the Python frames of the forward
-// op it differentiates, so that what the op allocates is recorded under
-// them, as the mode does by running the op inside functions named after
-// those frames (Tracker._forward_of).
-bool lend_forward_frames()
+// thread: it runs no Python code): the stack id of the Python frames of the
+// forward op it differentiates, lent to the thread while the op runs, so
+// that what it allocates is recorded under them (as the mode does by running
+// the op inside functions named after those frames), and given to the
+// recording with the op. 0: none known.
+uint32_t lend_forward_frames()
 {
-    if (lend == nullptr || !Py_IsInitialized())
-        return false;
+    if (!Py_IsInitialized())
+        return 0;
     PyGILState_STATE gil = PyGILState_Ensure();
     uint32_t sid = 0;
     if (engine_frames != nullptr && active.load(std::memory_order_relaxed)) {
@@ -107,10 +109,11 @@ bool lend_forward_frames()
         PyErr_Clear();
     }
     PyGILState_Release(gil);
-    if (sid == 0 || sid == static_cast<uint32_t>(-1))
-        return false;
-    lend(sid);
-    return true;
+    if (sid == static_cast<uint32_t>(-1))
+        return 0;
+    if (sid != 0 && lend != nullptr)
+        lend(sid);
+    return sid;
 }
 
 // Whether autograd runs this op's decomposition instead of it, so that
@@ -204,8 +207,9 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
         c10::ArrayRef<const c10::IValue> in = fn.inputs();
         started->inputs.assign(in.begin(), in.end());
         open_ops++;   // first: what lending runs in Python is not the program's
-        if (PyThread_get_thread_ident() != owner)
-            started->lent = lend_forward_frames();
+        started->engine = PyThread_get_thread_ident() != owner;
+        if (started->engine)
+            started->forward = lend_forward_frames();
         return started;
     } catch (...) {   // never into the program's op
         return nullptr;
@@ -270,21 +274,23 @@ void hand_over(Started *started, const at::RecordFunction &fn)
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
         return;
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *to = PyThread_get_thread_ident() == owner ? on_owner : on_other;
+    PyObject *to = started->engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
         PyObject *callee = Py_NewRef(to);   // uninstall() may run in the call
         PyObject *args = tuple_of(started->inputs);
         PyObject *out = args ? tuple_of(fn.outputs()) : nullptr;
+        PyObject *forward = out ? PyLong_FromUnsignedLong(started->forward) : nullptr;
         PyObject *r = nullptr;
-        if (out != nullptr) {
-            PyObject *argv[3] = {started->func, args, out};
-            r = PyObject_Vectorcall(callee, argv, 3, nullptr);
+        if (forward != nullptr) {
+            PyObject *argv[4] = {started->func, args, out, forward};
+            r = PyObject_Vectorcall(callee, argv, started->engine ? 4 : 3, nullptr);
         }
         if (r == nullptr)   // the recording reports its own failures; not the op's
             PyErr_WriteUnraisable(callee);
         Py_XDECREF(r);
         Py_XDECREF(args);
         Py_XDECREF(out);
+        Py_XDECREF(forward);
         Py_DECREF(callee);
     }
     started->inputs.clear();   // the references dropped under the GIL
@@ -296,7 +302,7 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
     if (ctx == nullptr)
         return;
     Started *started = static_cast<Started *>(ctx);
-    if (started->lent)   // its allocations are done; the recording reads its own stacks
+    if (started->forward != 0 && lend != nullptr)   // its allocations are done
         lend(0);
     // An op that failed ends while its exception unwinds the stack: the
     // mode never records such an op (it raises inside __torch_dispatch__).

@@ -99,10 +99,6 @@ class StackInterner:
                                int(f.f_lineno or 0)))
             f = f.f_back
             left -= 1
-        try:
-            sid = int(self._lib.intern_stack(frames))
-        except Exception:  # a stack is a nicety; never fail the op for it
-            sid = 0
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
             self._codes.clear()
@@ -110,6 +106,15 @@ class StackInterner:
             self.frames.clear()
         for co in codes:
             self._codes[id(co)] = co
+        return self.intern_frames(frames)
+
+    def intern_frames(self, frames: List[Tuple[str, str, int]]) -> int:
+        """Stack id of ``frames`` (function, file, line; innermost first),
+        interned in the library, with its site and frames kept (0: none)."""
+        try:
+            sid = int(self._lib.intern_stack(frames))
+        except Exception:  # a stack is a nicety; never fail the op for it
+            sid = 0
         if sid and frames:
             self.sites[sid] = (frames[0][1], frames[0][2])
             self.frames[sid] = frames

@@ -89,7 +89,7 @@ def load() -> Optional[Any]:
 
 
 class Observer:
-    """The built library: install(on_owner, on_other, op_for), uninstall()."""
+    """The built library: install(...), uninstall()."""
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib
@@ -101,11 +101,11 @@ class Observer:
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda: 0, lend: int = 0) -> None:
         """Hand each op of this thread to on_owner(func, args, out), and
-        each of its backward's engine threads to on_other, the same way;
-        op_for(name, overload) gives the OpOverload of an operator. While
-        an engine thread runs an op, the stack id engine_frames() gives is
-        lent to it through ``lend``, the address of vramtrace's
-        vt_thread_python_stack (0: nothing lent)."""
+        each of its backward's engine threads to on_other(func, args, out,
+        stack); op_for(name, overload) gives the OpOverload of an operator.
+        While an engine thread runs an op, the stack id engine_frames()
+        gives (``stack`` above) is lent to it through ``lend``, the address
+        of vramtrace's vt_thread_python_stack (0: nothing lent)."""
         if self._lib.vt_obs_install(on_owner, on_other, op_for, engine_frames,
                                     lend or None) != 0:
             raise RuntimeError("vramtrace's op observer is installed already")

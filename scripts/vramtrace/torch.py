@@ -370,12 +370,6 @@ def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bo
     return out
 
 
-def _observed(tracker: "Tracker", func: Any, args: Any, out: Any) -> None:
-    # _dispatch's frame for an op the observer saw: _on_op's stack starts
-    # at its caller's caller (the forward frames replayed around this call)
-    tracker._on_op(func, args, None, out, False)
-
-
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
 _cpu_clock = time.process_time   # the walk's budget: the process's CPU time
@@ -846,7 +840,8 @@ class Tracker:
             self._names[key] = got
         return got
 
-    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any, forward: bool = True) -> None:
+    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any, forward: bool = True,
+               stack: Optional[int] = None) -> None:
         # The hot path: every op of the program runs it. Locals instead of
         # attribute lookups, flat arguments without a call per element.
         if not self._recording:
@@ -873,7 +868,8 @@ class Tracker:
                 _tensors_in(out, outs)
             if not ins and not outs:
                 return
-            stack = self._stacks.capture(3)
+            if stack is None:   # given: an engine thread's op from the observer
+                stack = self._stacks.capture(3)
             if forward and stack:
                 # The autograd node an op made (below autograd, so before
                 # this op ran) holds the sequence number just taken.
@@ -947,14 +943,12 @@ class Tracker:
             return run(_dispatch, (self, func, args, kwargs, False))
         return _dispatch(self, func, args, kwargs, False)
 
-    def _observed_engine(self, func: Any, args: Any, out: Any) -> None:
+    def _observed_engine(self, func: Any, args: Any, out: Any, stack: int) -> None:
         """An op that ran on an autograd engine thread, from the op observer:
-        recorded under the frames of the forward op it differentiates."""
-        run = self._forward_of()
-        if run is not None:
-            run(_observed, (self, func, args, out))
-        else:
-            _observed(self, func, args, out)
+        recorded with ``stack``, the frames of the forward op it
+        differentiates that were lent to the thread (_engine_frames; 0:
+        none known, and the thread runs no Python of the program)."""
+        self._on_op(func, args, None, out, False, stack if self._stacks.enabled else 0)
 
     def _recording_failed(self, func: Any, exc: BaseException) -> None:
         """Recording ``func`` raised ``exc`` (either path): counted, warned
@@ -979,17 +973,18 @@ class Tracker:
 
     def _engine_frames(self) -> int:
         """For the op observer, on an autograd engine thread: the stack id
-        of the frames to lend the thread while its op runs (what the mode
-        gets by running the op through _forward_of's functions), 0: none."""
+        of the frames to lend the thread while its op runs and to record the
+        op with (what the mode gets by running the op through _forward_of's
+        functions), 0: none."""
         sid = self._forward_stack()
         if not sid:
             return 0
         lent = self._lent_frames.get(sid)
         if lent is None:
             frames = self._stacks.frames.get(sid) or []
-            lent = self._lib.intern_stack([(_FORWARD_LABEL.format(name), filename, line)
-                                           for name, filename, line in
-                                           frames[:_FORWARD_FRAMES]])
+            lent = self._stacks.intern_frames([(_FORWARD_LABEL.format(name), filename, line)
+                                               for name, filename, line in
+                                               frames[:_FORWARD_FRAMES]])
             if len(self._lent_frames) >= _MAX_NODE_STACKS:
                 self._lent_frames.clear()
             self._lent_frames[sid] = lent

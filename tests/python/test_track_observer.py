@@ -41,7 +41,8 @@ def _observed(observer, fn) -> list:
     """(op name, args) of each op the observer hands over while fn() runs."""
     got: list = []
     observer.install(lambda f, a, o: got.append((str(f), a)),
-                     lambda f, a, o: got.append(("engine " + str(f), a)), _trackobs.op_for)
+                     lambda f, a, o, stack: got.append(("engine " + str(f), a)),
+                     _trackobs.op_for)
     try:
         fn()
     finally:

@@ -717,6 +717,21 @@ static uint32_t merge_python(uint32_t native, tstate *ts, const vt_pyframe *py, 
     return m ? intern(out, m, ts) : native;
 }
 
+/* The per-thread cache of merged stacks (a native stack with Python or
+ * lent frames merged in): the slot of key `h`, and keeping `id` there. */
+static inline size_t merged_slot(uint64_t h)
+{
+    return (size_t)(h >> 40) & (PY_SLOTS - 1);
+}
+
+static inline void remember_merged(tstate *ts, uint64_t h, uint32_t id)
+{
+    if (id && !(id & VT_STACK_TRUNCATED)) {
+        ts->pykey[merged_slot(h)] = h;
+        ts->pyid[merged_slot(h)] = id;
+    }
+}
+
 /* A thread running no Python code that was lent frames (an autograd engine
  * thread computing a gradient for a forward op: vt_thread_python_stack):
  * its native frames, then the lent ones outside them, as if the Python code
@@ -726,17 +741,13 @@ static uint32_t with_lent_frames(uint32_t native, tstate *ts)
     if (native & VT_STACK_TRUNCATED)
         return native;
     uint64_t h = mix(mix(0x6c656e74, native), ts->lent) | 1;
-    size_t slot = (size_t)(h >> 40) & (PY_SLOTS - 1);
-    if (ts->pykey[slot] == h)
-        return ts->pyid[slot];
+    if (ts->pykey[merged_slot(h)] == h)
+        return ts->pyid[merged_slot(h)];
     uint64_t out[VT_STACK_MAX_DEPTH];
     size_t m = stack_ips(native, out, VT_STACK_MAX_DEPTH);
     m += stack_ips(ts->lent, out + m, VT_STACK_MAX_DEPTH - m);
     uint32_t id = m ? intern(out, m, ts) : native;
-    if (id && !(id & VT_STACK_TRUNCATED)) {
-        ts->pykey[slot] = h;
-        ts->pyid[slot] = id;
-    }
+    remember_merged(ts, h, id);
     return id;
 }
 
@@ -765,18 +776,15 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
         h = mix(mix(mix(h, py[i].code), py[i].names),
                 (uint64_t)(uint32_t)py[i].addr | (uint64_t)py[i].group << 32);
     h |= 1;
-    size_t slot = (size_t)(h >> 40) & (PY_SLOTS - 1);
     if (vt_likely(ts != NULL)) {
         ts->stats.python++;
-        if (ts->pykey[slot] == h)
-            return ts->pyid[slot];
+        if (ts->pykey[merged_slot(h)] == h)
+            return ts->pyid[merged_slot(h)];
         ts->stats.python_merges++;
     }
     uint32_t id = merge_python(native, ts, py, n, ngroups);
-    if (ts && id && !(id & VT_STACK_TRUNCATED)) {
-        ts->pykey[slot] = h;
-        ts->pyid[slot] = id;
-    }
+    if (ts)
+        remember_merged(ts, h, id);
     return id;
 }
 
