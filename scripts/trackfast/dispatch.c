@@ -111,8 +111,32 @@ static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
 
 /* -- the op ------------------------------------------------------------------- */
 
+/* What the op observer hands over with an op besides its tensors
+ * (observed()); none from the mode. */
+typedef struct {
+    const vt_tensor_facts *facts;   /* one per tensor in order (tensor_facts.h), or NULL */
+    Py_ssize_t n;
+    int have_seq;                   /* seq given: no Python call for it */
+    long long seq;                  /* the autograd sequence number's last value */
+} Observed;
+
+/* torch._C._autograd._get_sequence_nr() - 1: the number the last autograd
+ * node made on this thread took; -1 if unknown. */
+static long long last_sequence_nr(void)
+{
+    PyObject *v = sequence_nr_fn != NULL ? PyObject_CallNoArgs(sequence_nr_fn) : NULL;
+    long long s = v != NULL ? PyLong_AsLongLong(v) - 1 : -1;
+    Py_XDECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        s = -1;
+    }
+    return s;
+}
+
 /* Tracker._on_op for the owner thread's forward ops. */
-static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs, PyObject *out)
+static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs, PyObject *out,
+                 const Observed *obs)
 {
     PyObject *tracker = d->tracker;
     PyObject *recording = PyObject_GetAttr(tracker, s_recording);
@@ -175,34 +199,30 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         rc = 0;
         goto out;
     }
+    /* the observer's facts, if they are for these tensors */
+    const vt_tensor_facts *facts = obs != NULL && obs->n == ins.n + outs.n ? obs->facts : NULL;
     uint32_t stack = capture(d);
-    if (stack) {
-        /* The autograd node this op made (below autograd, so before the op
-         * ran) holds the sequence number just taken. */
-        PyObject *seq = sequence_nr_fn ? PyObject_CallNoArgs(sequence_nr_fn) : NULL;
-        if (seq == NULL) {
-            PyErr_Clear();
-        } else {
-            long long s = PyLong_AsLongLong(seq) - 1;
-            Py_DECREF(seq);
-            PyObject *nodes = tracker_attr(d, s_node_stacks);
-            if (nodes == NULL)
-                goto out;
-            PyObject *skey = s >= 0 ? PyLong_FromLongLong(s) : NULL;
-            int have = skey ? PyDict_Contains(nodes, skey) : 1;
-            if (have == 0) {
-                if (PyDict_GET_SIZE(nodes) >= (1 << 16))
-                    PyDict_Clear(nodes);
-                PyObject *sv = PyLong_FromUnsignedLong(stack);
-                if (sv == NULL || PyDict_SetItem(nodes, skey, sv) < 0)
-                    have = -1;
-                Py_XDECREF(sv);
-            }
-            Py_XDECREF(skey);
-            Py_DECREF(nodes);
-            if (have < 0)
-                goto out;
+    /* The autograd node this op made (below autograd, so before the op
+     * ran) holds the sequence number just taken: the observer read it. */
+    long long seq = !stack ? -1 : obs != NULL && obs->have_seq ? obs->seq : last_sequence_nr();
+    if (seq >= 0) {
+        PyObject *nodes = tracker_attr(d, s_node_stacks);
+        if (nodes == NULL)
+            goto out;
+        PyObject *skey = PyLong_FromLongLong(seq);
+        int have = skey ? PyDict_Contains(nodes, skey) : -1;
+        if (have == 0) {
+            if (PyDict_GET_SIZE(nodes) >= (1 << 16))
+                PyDict_Clear(nodes);
+            PyObject *sv = PyLong_FromUnsignedLong(stack);
+            if (sv == NULL || PyDict_SetItem(nodes, skey, sv) < 0)
+                have = -1;
+            Py_XDECREF(sv);
         }
+        Py_XDECREF(skey);
+        Py_DECREF(nodes);
+        if (have < 0)
+            goto out;
     }
     epoch = PyObject_GetAttr(tracker, s_epoch);
     by_obj = tracker_attr(d, s_by_obj);
@@ -227,7 +247,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             d->use(tid, stack);
         } else if (!PyErr_Occurred()) {
             int is_param = PyObject_TypeCheck(t, (PyTypeObject *)parameter_type);
-            rec = track(d, t, is_param ? s_parameter : s_input, stack_obj, Py_None, 0);
+            rec = track(d, t, facts ? &facts[i] : NULL, is_param ? s_parameter : s_input,
+                        stack_obj, Py_None, 0);
         }
         if (rec == NULL || used(storages, rec, epoch) < 0)
             goto loop_fail;
@@ -253,7 +274,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             PyObject *name = out_name(d, func, i, stack_obj);
             if (name == NULL)
                 goto loop_fail;
-            rec = track(d, t, name, stack_obj, view_of, 1);
+            rec = track(d, t, facts ? &facts[ins.n + i] : NULL, name, stack_obj, view_of, 1);
             Py_DECREF(name);
         }
         if (rec == NULL || used(storages, rec, epoch) < 0)
@@ -275,9 +296,9 @@ out:
 /* Record an op that ran: a failure to record never fails the op
  * (Tracker._recording_failed counts and warns once). */
 static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs,
-                      PyObject *out)
+                      PyObject *out, const Observed *obs)
 {
-    if (on_op(d, func, args, kwargs, out) == 0)
+    if (on_op(d, func, args, kwargs, out, obs) == 0)
         return;
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
@@ -348,22 +369,38 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
         Py_XDECREF(empty);
         return NULL;
     }
-    record_op(d, func, args, kwargs, out);
+    record_op(d, func, args, kwargs, out, NULL);
     Py_XDECREF(empty);
     return out;
 }
 
-/* Dispatcher.observed(func, args, out): an op of the owner thread that ran
- * already, handed over by the C++ observer (scripts/trackobs/) instead of
- * the mode: ``args`` its arguments in schema order (tensors, lists of
- * tensors, None for the rest), ``out`` a tuple of its outputs. */
+/* Dispatcher.observed(func, args, out[, facts, seq]): an op of the owner
+ * thread that ran already, handed over by the C++ observer
+ * (scripts/trackobs/) instead of the mode: ``args`` its arguments in schema
+ * order (tensors, lists of tensors, None for the rest), ``out`` a tuple of
+ * its outputs, ``facts`` bytes of a vt_tensor_facts per tensor
+ * (tensor_facts.h; used while set_weak_maker() gave the observer's
+ * vt_obs_make_weak), ``seq`` the autograd sequence number's value after
+ * the op (torch._C._autograd._get_sequence_nr() - 1). */
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyTuple_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "observed(func, args: tuple, out)");
+    if ((nargs != 3 && nargs != 5) || !PyTuple_Check(argv[1]) ||
+        (nargs == 5 && (!PyBytes_Check(argv[3]) || !PyLong_Check(argv[4])))) {
+        PyErr_SetString(PyExc_TypeError, "observed(func, args: tuple, out[, facts: bytes, seq: int])");
         return NULL;
     }
+    Observed obs = {NULL, 0, 0, 0};
+    if (nargs == 5) {
+        obs.facts = (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]);
+        obs.n = PyBytes_GET_SIZE(argv[3]) / (Py_ssize_t)sizeof(vt_tensor_facts);
+        if (PyBytes_GET_SIZE(argv[3]) % (Py_ssize_t)sizeof(vt_tensor_facts) != 0)
+            obs.facts = NULL;
+        obs.seq = PyLong_AsLongLong(argv[4]);
+        if (obs.seq == -1 && PyErr_Occurred())
+            return NULL;
+        obs.have_seq = 1;
+    }
     if (d->tracker != NULL)
-        record_op(d, argv[0], argv[1], NULL, argv[2]);
+        record_op(d, argv[0], argv[1], NULL, argv[2], &obs);
     Py_RETURN_NONE;
 }

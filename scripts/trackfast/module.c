@@ -188,11 +188,26 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
     return tensors_to_check(d);
 }
 
+/* set_weak_maker(address): the op observer's vt_obs_make_weak (0: none),
+ * given while it hands ops over; the facts it hands over with them are used
+ * only then (they come with the means to take a weak handle without a
+ * storage object). */
+static PyObject *dispatcher_set_weak_maker(Dispatcher *d, PyObject *addr)
+{
+    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    d->make_weak = (vt_make_weak_fn)(uintptr_t)a;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef dispatcher_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,
-     "observed(func, args, out): record an op the C++ observer saw run"},
+     "observed(func, args, out[, facts, seq]): record an op the C++ observer saw run"},
+    {"set_weak_maker", (PyCFunction)dispatcher_set_weak_maker, METH_O,
+     "set_weak_maker(address): the observer's vt_obs_make_weak, 0: none"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
@@ -205,6 +220,11 @@ static PyObject *dispatcher_ops(Dispatcher *d, void *unused)
     return PyLong_FromUnsignedLongLong(d->ops);
 }
 
+static PyObject *dispatcher_from_facts(Dispatcher *d, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(d->from_facts);
+}
+
 static PyObject *dispatcher_busy(Dispatcher *d, void *unused)
 {
     return PyFloat_FromDouble(d->busy);
@@ -214,6 +234,8 @@ static PyGetSetDef dispatcher_getset[] = {
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
     {"ops", (getter)dispatcher_ops, NULL, "ops recorded by the C path", NULL},
     {"busy", (getter)dispatcher_busy, NULL, "seconds the C path spent recording", NULL},
+    {"tracked_from_facts", (getter)dispatcher_from_facts, NULL,
+     "tensors tracked from the op observer's facts, without asking Python", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

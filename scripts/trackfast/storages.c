@@ -157,26 +157,34 @@ out:
 }
 
 /* A storage seen for the first time: its _StorageRec, in the books (a
- * host storage declared as external: the CPU allocator is not ours). A new
+ * host storage declared as external: the CPU allocator is not ours). Its
+ * device and weak handle from the op observer's facts ``f`` if given, else
+ * asked of the tensor ``t`` and its storage object ``st``. A new
  * reference, NULL on error. */
-PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr,
-                      uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
+PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt_tensor_facts *f,
+                      uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
 {
     PyObject *tracker = d->tracker;
     long device = -1;
-    int cuda = attr_true(t, s_is_cuda);
-    if (cuda < 0)
-        return NULL;
-    if (cuda) {
-        PyObject *v = call0(t, s_get_device);
-        device = v ? PyLong_AsLong(v) : -1;
-        Py_XDECREF(v);
-        if (PyErr_Occurred())
+    if (f != NULL) {
+        device = (long)f->device;
+    } else {
+        int cuda = attr_true(t, s_is_cuda);
+        if (cuda < 0)
             return NULL;
+        if (cuda) {
+            PyObject *v = call0(t, s_get_device);
+            device = v ? PyLong_AsLong(v) : -1;
+            Py_XDECREF(v);
+            if (PyErr_Occurred())
+                return NULL;
+        }
     }
     /* a weak handle on the StorageImpl (StorageLife.weak), 0 without */
     PyObject *weak = NULL;
-    if (d->life_available) {
+    if (d->life_available && f != NULL) {
+        weak = PyLong_FromUnsignedLongLong(d->make_weak(f->storage));
+    } else if (d->life_available) {
         weak = call0(st, s_weak_ref);
         if (weak == NULL)
             PyErr_Clear();

@@ -5,11 +5,61 @@ static PyObject *death_callback(PyObject *self, PyObject *ref);
 static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
                                 "weakref callback: a tracked tensor died"};
 
+/* A tensor's storage as track() needs it, asked of Python: the storage
+ * object (*st, a new reference), its data pointer and size, and its key
+ * (_cdata, the StorageImpl's address; else the data pointer). 1: found, 0:
+ * none to track (no storage: sparse, meta, functional wrappers...; or no
+ * memory), -1: error. */
+static int storage_of(PyObject *t, PyObject **st, unsigned long long *ptr,
+                      unsigned long long *nbytes, PyObject **skey)
+{
+    *st = call0(t, s_untyped_storage);
+    if (*st == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *v = call0(*st, s_nbytes);
+    long long n = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    v = n >= 0 ? call0(*st, s_data_ptr) : NULL;
+    *ptr = v ? PyLong_AsUnsignedLongLong(v) : 0;
+    Py_XDECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (n <= 0 || *ptr == 0)
+        return 0;
+    *nbytes = (unsigned long long)n;
+    *skey = PyObject_GetAttr(*st, s_cdata);
+    if (*skey == NULL) {
+        PyErr_Clear();
+        *skey = PyLong_FromUnsignedLongLong(*ptr);
+    } else if (!PyObject_IsTrue(*skey)) {
+        Py_DECREF(*skey);
+        *skey = PyLong_FromUnsignedLongLong(*ptr);
+    }
+    return *skey == NULL ? -1 : 1;
+}
+
+/* The same from the op observer's facts, without Python. */
+static int storage_of_facts(const vt_tensor_facts *f, unsigned long long *ptr,
+                            unsigned long long *nbytes, PyObject **skey)
+{
+    *ptr = f->storage_ptr;
+    *nbytes = f->storage_nbytes;
+    if (*nbytes == 0 || *ptr == 0)
+        return 0;
+    *skey = PyLong_FromUnsignedLongLong(f->storage);
+    return *skey == NULL ? -1 : 1;
+}
+
 /* Tracker._track, but for a storage whose memory moved (the Python one
- * compares it with the StorageImpl). Returns a new
+ * compares it with the StorageImpl). ``f``: what the op observer read of
+ * the tensor (NULL, or no storage in it: asked here of Python). Returns a new
  * reference to the tensor's record, or None for a tensor without storage. */
-PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
-                PyObject *view_of, int defer)
+PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *name,
+                PyObject *stack_obj, PyObject *view_of, int defer)
 {
     PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
@@ -28,39 +78,20 @@ PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
     }
     if (PyErr_Occurred())
         goto out;
+    if (f != NULL && (f->storage == 0 || d->make_weak == NULL))
+        f = NULL;
 
     /* (data_ptr, nbytes, identity) of its storage; none: not tracked */
-    st = call0(t, s_untyped_storage);
-    if (st == NULL) {
-        PyErr_Clear();   /* sparse, meta, functional wrappers... */
-        got = Py_NewRef(Py_None);
+    unsigned long long ptr, nbytes;
+    PyObject *skey;
+    int found = f != NULL ? storage_of_facts(f, &ptr, &nbytes, &skey)
+                          : storage_of(t, &st, &ptr, &nbytes, &skey);
+    if (found <= 0) {
+        if (found == 0)
+            got = Py_NewRef(Py_None);
         goto out;
     }
-    PyObject *v = call0(st, s_nbytes);
-    long long nbytes = v ? PyLong_AsLongLong(v) : -1;
-    Py_XDECREF(v);
-    v = nbytes >= 0 ? call0(st, s_data_ptr) : NULL;
-    unsigned long long ptr = v ? PyLong_AsUnsignedLongLong(v) : 0;
-    Py_XDECREF(v);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        got = Py_NewRef(Py_None);
-        goto out;
-    }
-    if (nbytes <= 0 || ptr == 0) {
-        got = Py_NewRef(Py_None);
-        goto out;
-    }
-    PyObject *skey = PyObject_GetAttr(st, s_cdata);
-    if (skey == NULL) {
-        PyErr_Clear();
-        skey = PyLong_FromUnsignedLongLong(ptr);
-    } else if (!PyObject_IsTrue(skey)) {
-        Py_DECREF(skey);
-        skey = PyLong_FromUnsignedLongLong(ptr);
-    }
-    if (skey == NULL)
-        goto out;
+    d->from_facts += f != NULL;
     storages = tracker_attr(d, s_storages);
     srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
     Py_XINCREF(srec);
@@ -70,7 +101,7 @@ PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
         goto out;
     }
     if (srec == NULL && !PyErr_Occurred()) {
-        srec = new_storage(d, t, st, ptr, (uint64_t)nbytes, skey, stack_obj);
+        srec = new_storage(d, t, st, f, ptr, (uint64_t)nbytes, skey, stack_obj);
         if (srec == NULL) {
             Py_DECREF(skey);
             goto out;
@@ -91,7 +122,7 @@ PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
 
     /* its view base, tracked first (its id is the view's base) */
     uint64_t base_id = 0;
-    base = PyObject_GetAttr(t, s_base_attr);
+    base = f != NULL && !f->is_view ? Py_NewRef(Py_None) : PyObject_GetAttr(t, s_base_attr);
     if (base == NULL) {
         PyErr_Clear();
         base = Py_NewRef(Py_None);
@@ -101,7 +132,7 @@ PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
         base = Py_NewRef(view_of);
     }
     if (base != Py_None) {
-        PyObject *brec = track(d, base, s_view_base, stack_obj, Py_None, 0);
+        PyObject *brec = track(d, base, NULL, s_view_base, stack_obj, Py_None, 0);
         if (brec == NULL) {
             Py_DECREF(skey);
             goto out;
@@ -127,15 +158,21 @@ PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
             name = user;
     }
     unsigned long long tptr = ptr;
-    v = call0(t, s_data_ptr);
-    if (v != NULL)
-        tptr = PyLong_AsUnsignedLongLong(v);
-    Py_XDECREF(v);
-    if (v == NULL || PyErr_Occurred()) {
-        PyErr_Clear();
-        tptr = ptr;
+    PyObject *v;
+    if (f != NULL) {
+        tptr = f->tensor_ptr;
+        v = PyLong_FromUnsignedLongLong(f->tensor_nbytes);
+    } else {
+        v = call0(t, s_data_ptr);
+        if (v != NULL)
+            tptr = PyLong_AsUnsignedLongLong(v);
+        Py_XDECREF(v);
+        if (v == NULL || PyErr_Occurred()) {
+            PyErr_Clear();
+            tptr = ptr;
+        }
+        v = PyObject_GetAttr(t, s_nbytes);
     }
-    v = PyObject_GetAttr(t, s_nbytes);
     if (v == NULL) {
         Py_DECREF(skey);
         goto out;

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../trackobs/tensor_facts.h"
+
 #if PY_VERSION_HEX < 0x030B0000
 #error "_trackfast needs CPython 3.11 or newer (PyFrame_GetLasti); the tracker runs in Python without it"
 #endif
@@ -70,6 +72,9 @@ typedef struct {
     uint64_t ops;            /* ops recorded here (Tracker.ops adds the Python path's) */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
+    vt_make_weak_fn make_weak;   /* the op observer's, while it hands ops over; NULL: none,
+                                  * and its facts are not used */
+    uint64_t from_facts;     /* tensors tracked from the observer's facts */
 } Dispatcher;
 
 enum { TABLE_CAP = 2 * MAX_CACHED };
@@ -124,15 +129,15 @@ int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int flush(Dispatcher *d);
 
 /* storages.c */
-PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, uint64_t ptr, uint64_t nbytes,
-                      PyObject *skey, PyObject *stack_obj);
+PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt_tensor_facts *f,
+                      uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec);
 PyObject *storages_to_check(Dispatcher *d);
 int settle(Dispatcher *d);
 
 /* tensors.c */
-PyObject *track(Dispatcher *d, PyObject *t, PyObject *name, PyObject *stack_obj,
-                PyObject *view_of, int defer);
+PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *name,
+                PyObject *stack_obj, PyObject *view_of, int defer);
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj);
 PyObject *tensors_to_check(Dispatcher *d);
 

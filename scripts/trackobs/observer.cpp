@@ -8,7 +8,8 @@
 // 50 us ops). This file sees the same ops from a RecordFunction callback
 // (ATen/record_function.h, the profiler's hook) and hands each to the
 // tracker's C recording (_trackfast's Dispatcher.observed) once it has run:
-// one GIL acquisition and the op's tensors wrapped, nothing else in Python.
+// one GIL acquisition and the op's tensors wrapped, with what the recording
+// needs of their storages read here (tensor_facts.h), nothing else in Python.
 //
 // Which ops. RecordFunction runs for every call through the dispatcher:
 // composite ops and their parts, and the ops a kernel calls inside. The mode
@@ -31,13 +32,16 @@
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
-// Exported: vt_obs_install and vt_obs_uninstall.
+// Exported: vt_obs_install, vt_obs_uninstall and vt_obs_make_weak.
 #include <Python.h>
 
+#include <ATen/SequenceNumber.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
 #include <exception>
@@ -45,6 +49,8 @@
 #include <mutex>
 #include <unordered_map>
 #include <vector>
+
+#include "tensor_facts.h"
 
 // torch/csrc/autograd/python_variable.h (libtorch_python), declared here:
 // that header brings pybind11 in. The Python tensor of `var`, a new
@@ -70,7 +76,7 @@ auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name ->
 // Set by vt_obs_install, cleared by vt_obs_uninstall; read by any thread running
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
-PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out)
+PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out, facts, seq)
 PyObject *on_other = nullptr;    // the same, and the stack id of the frames lent
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
@@ -216,81 +222,131 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
     }
 }
 
-// A tensor as the mode is given it: None for an undefined one and for a
-// Python number the binding wrapped into a 0-dim tensor (the mode gets the
-// number back). A new reference, or nullptr with an exception set.
-PyObject *wrap(const at::Tensor &t)
+// What the recording needs to know of a tensor's storage (tensor_facts.h),
+// read here in C++ instead of through Python; storage 0 where it cannot be
+// read (no storage, symbolic sizes, a wrapper that refuses data access):
+// the recording then asks Python, as the mode's does.
+vt_tensor_facts facts_of(const at::Tensor &t)
 {
-    if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number())
-        return Py_NewRef(Py_None);
-    return THPVariable_Wrap(t);
+    vt_tensor_facts f{};
+    try {
+        if (!t.has_storage())
+            return f;
+        const c10::Storage &s = t.storage();
+        f.storage_ptr = reinterpret_cast<uintptr_t>(s.data());
+        f.storage_nbytes = static_cast<uint64_t>(s.nbytes());
+        f.tensor_ptr = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+        f.tensor_nbytes = static_cast<uint64_t>(t.nbytes());
+        f.device = t.is_cuda() ? static_cast<int64_t>(t.get_device()) : -1;
+        f.is_view = t.is_view() ? 1 : 0;
+        f.storage = reinterpret_cast<uintptr_t>(s.unsafeGetStorageImpl());
+    } catch (...) {
+        f = vt_tensor_facts{};
+    }
+    return f;
 }
 
-// A tensor, a list of tensors (None for undefined ones) or None: the
-// arguments the recording looks at. A new reference, or nullptr with an
-// exception set.
-PyObject *to_python(const c10::IValue &v)
-{
-    if (v.isTensor())
-        return wrap(v.toTensor());
-    if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
-                             (v.toListRef()[0].isTensor() || v.toListRef()[0].isNone()))) {
-        c10::ArrayRef<c10::IValue> items = v.toListRef();
-        PyObject *list = PyList_New(static_cast<Py_ssize_t>(items.size()));
-        if (list == nullptr)
+// The Python objects the recording is given, and the facts of their tensors
+// (nullptr: none wanted), in the order it meets them.
+struct Wrapper {
+    std::vector<vt_tensor_facts> *facts;
+
+    // A tensor as the mode is given it: None for an undefined one and for a
+    // Python number the binding wrapped into a 0-dim tensor (the mode gets
+    // the number back). A new reference, or nullptr with an exception set.
+    PyObject *wrap(const at::Tensor &t)
+    {
+        if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number())
+            return Py_NewRef(Py_None);
+        PyObject *obj = THPVariable_Wrap(t);
+        if (obj != nullptr && facts != nullptr)
+            facts->push_back(facts_of(t));
+        return obj;
+    }
+
+    // A tensor, a list of tensors (None for undefined ones) or None: the
+    // arguments the recording looks at. A new reference, or nullptr with an
+    // exception set.
+    PyObject *to_python(const c10::IValue &v)
+    {
+        if (v.isTensor())
+            return wrap(v.toTensor());
+        if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
+                                 (v.toListRef()[0].isTensor() || v.toListRef()[0].isNone()))) {
+            c10::ArrayRef<c10::IValue> items = v.toListRef();
+            PyObject *list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+            if (list == nullptr)
+                return nullptr;
+            for (size_t i = 0; i < items.size(); i++) {
+                PyObject *item = items[i].isTensor() ? wrap(items[i].toTensor())
+                                                     : Py_NewRef(Py_None);
+                if (item == nullptr) {
+                    Py_DECREF(list);
+                    return nullptr;
+                }
+                PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+            }
+            return list;
+        }
+        return Py_NewRef(Py_None);
+    }
+
+    PyObject *tuple_of(const std::vector<c10::IValue> &values)
+    {
+        PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
+        if (tuple == nullptr)
             return nullptr;
-        for (size_t i = 0; i < items.size(); i++) {
-            PyObject *item = items[i].isTensor() ? wrap(items[i].toTensor())
-                                                 : Py_NewRef(Py_None);
+        for (size_t i = 0; i < values.size(); i++) {
+            PyObject *item = to_python(values[i]);
             if (item == nullptr) {
-                Py_DECREF(list);
+                Py_DECREF(tuple);
                 return nullptr;
             }
-            PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+            PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), item);
         }
-        return list;
+        return tuple;
     }
-    return Py_NewRef(Py_None);
-}
+};
 
-PyObject *tuple_of(const std::vector<c10::IValue> &values)
-{
-    PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
-    if (tuple == nullptr)
-        return nullptr;
-    for (size_t i = 0; i < values.size(); i++) {
-        PyObject *item = to_python(values[i]);
-        if (item == nullptr) {
-            Py_DECREF(tuple);
-            return nullptr;
-        }
-        PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), item);
-    }
-    return tuple;
-}
-
+// The owner thread's op goes to on_owner(func, args, out, facts, seq):
+// its tensors' facts, and the sequence number of the autograd node it made
+// if it made one (the counter's last value; the recording keeps the first
+// op's stack for a number). An engine thread's goes to on_other(func, args,
+// out, stack) with the frames lent to it.
 void hand_over(Started *started, const at::RecordFunction &fn)
 {
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
         return;
+    int64_t seq = static_cast<int64_t>(at::sequence_number::peek()) - 1;
+    std::vector<vt_tensor_facts> facts;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *to = started->engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
         PyObject *callee = Py_NewRef(to);   // uninstall() may run in the call
-        PyObject *args = tuple_of(started->inputs);
-        PyObject *out = args ? tuple_of(fn.outputs()) : nullptr;
-        PyObject *forward = out ? PyLong_FromUnsignedLong(started->forward) : nullptr;
+        Wrapper w{started->engine ? nullptr : &facts};
+        PyObject *args = w.tuple_of(started->inputs);
+        PyObject *out = args ? w.tuple_of(fn.outputs()) : nullptr;
+        PyObject *extra[2] = {nullptr, nullptr};
+        if (out != nullptr && started->engine) {
+            extra[0] = PyLong_FromUnsignedLong(started->forward);
+        } else if (out != nullptr) {
+            extra[0] = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(facts.data()),
+                                                 static_cast<Py_ssize_t>(facts.size() *
+                                                                         sizeof(vt_tensor_facts)));
+            extra[1] = extra[0] ? PyLong_FromLongLong(seq) : nullptr;
+        }
         PyObject *r = nullptr;
-        if (forward != nullptr) {
-            PyObject *argv[4] = {started->func, args, out, forward};
-            r = PyObject_Vectorcall(callee, argv, started->engine ? 4 : 3, nullptr);
+        if (extra[0] != nullptr && (started->engine || extra[1] != nullptr)) {
+            PyObject *argv[5] = {started->func, args, out, extra[0], extra[1]};
+            r = PyObject_Vectorcall(callee, argv, started->engine ? 4 : 5, nullptr);
         }
         if (r == nullptr)   // the recording reports its own failures; not the op's
             PyErr_WriteUnraisable(callee);
         Py_XDECREF(r);
         Py_XDECREF(args);
         Py_XDECREF(out);
-        Py_XDECREF(forward);
+        Py_XDECREF(extra[0]);
+        Py_XDECREF(extra[1]);
         Py_DECREF(callee);
     }
     started->inputs.clear();   // the references dropped under the GIL
@@ -359,6 +415,17 @@ __attribute__((visibility("default"))) void vt_obs_uninstall(void)
     Py_CLEAR(on_owner);
     Py_CLEAR(on_other);
     Py_CLEAR(engine_frames);
+}
+
+// vt_obs_make_weak(storage): a weak handle on a StorageImpl whose tensor
+// the recording holds, as UntypedStorage._weak_ref() makes it
+// (tensor_facts.h): its weak count taken, its address returned.
+__attribute__((visibility("default"))) uint64_t vt_obs_make_weak(uint64_t storage)
+{
+    if (storage == 0)
+        return 0;
+    return reinterpret_cast<uintptr_t>(
+        c10::raw::intrusive_ptr::make_weak(reinterpret_cast<c10::StorageImpl *>(storage)));
 }
 
 }  // extern "C"

@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import warnings
+import zlib
 from typing import Any, Optional
 
 ENV_SWITCH = "VRAMTRACE_TRACK_OBSERVER"
@@ -75,10 +76,15 @@ def load() -> Optional[Any]:
         if not os.path.exists(os.path.join(build, "vramtrace_trackobs.so")):
             print(f"vramtrace: building track()'s op observer for torch {torch.__version__} "
                   f"in {build} (once, about 15 s)", file=sys.stderr, flush=True)
+        # cpp_extension rebuilds when a source or a flag changes, not a
+        # header: the shared header's digest as a flag makes it rebuild
+        header = os.path.join(os.path.dirname(source), "tensor_facts.h")
+        with open(header, "rb") as f:
+            digest = zlib.crc32(f.read())
         path = cpp_extension.load(
             name="vramtrace_trackobs", sources=[os.path.abspath(source)],
-            extra_cflags=["-O2", "-DNDEBUG"], build_directory=build, verbose=False,
-            is_python_module=False)
+            extra_cflags=["-O2", "-DNDEBUG", f"-DVT_TENSOR_FACTS_CRC={digest}"],
+            build_directory=build, verbose=False, is_python_module=False)
         _module = Observer(ctypes.PyDLL(path))
     except Exception as exc:   # noqa: BLE001 - any failure to build means: the mode
         why_not = f"the op observer could not be built: {exc}"
@@ -100,9 +106,10 @@ class Observer:
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda: 0, lend: int = 0) -> None:
-        """Hand each op of this thread to on_owner(func, args, out), and
-        each of its backward's engine threads to on_other(func, args, out,
-        stack); op_for(name, overload) gives the OpOverload of an operator.
+        """Hand each op of this thread to on_owner(func, args, out, facts,
+        seq) (Dispatcher.observed), and each of its backward's engine
+        threads to on_other(func, args, out, stack); op_for(name, overload)
+        gives the OpOverload of an operator.
         While an engine thread runs an op, the stack id engine_frames()
         gives (``stack`` above) is lent to it through ``lend``, the address
         of vramtrace's vt_thread_python_stack (0: nothing lent)."""
@@ -113,6 +120,12 @@ class Observer:
     def uninstall(self) -> None:
         """Stop handing ops over."""
         self._lib.vt_obs_uninstall()
+
+    @property
+    def make_weak_address(self) -> int:
+        """The address of its vt_obs_make_weak (scripts/trackobs/
+        tensor_facts.h), for _trackfast's Dispatcher.set_weak_maker."""
+        return ctypes.cast(self._lib.vt_obs_make_weak, ctypes.c_void_p).value or 0
 
 
 def op_for(name: str, overload: str) -> Any:

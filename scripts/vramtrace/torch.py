@@ -686,6 +686,8 @@ class Tracker:
                 self._observer.install(self._fast.observed, self._observed_engine,
                                        _trackobs.op_for, self._engine_frames,
                                        ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
+                # what it reads of each tensor in C++, used with its weak maker
+                self._fast.set_weak_maker(self._observer.make_weak_address)
             except RuntimeError:   # another thread's tracker has it: this one, the mode
                 self._observer = None
         if self._observer is None:
@@ -716,6 +718,7 @@ class Tracker:
             self._mode = None
         if self._observer is not None:
             self._observer.uninstall()
+            self._fast.set_weak_maker(0)
             self._observer = None
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ directory, so that one build serves the suite)."""
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import warnings
 
@@ -37,10 +38,12 @@ def observer():
     return mod
 
 
-def _observed(observer, fn) -> list:
-    """(op name, args) of each op the observer hands over while fn() runs."""
+def _observed(observer, fn, full: bool = False) -> list:
+    """(op name, args) of each op the observer hands over while fn() runs;
+    full: (op name, args, outputs, facts, seq) of the owner thread's."""
     got: list = []
-    observer.install(lambda f, a, o: got.append((str(f), a)),
+    observer.install(lambda f, a, o, facts, seq: got.append(
+                         (str(f), a, o, facts, seq) if full else (str(f), a)),
                      lambda f, a, o, stack: got.append(("engine " + str(f), a)),
                      _trackobs.op_for)
     try:
@@ -48,6 +51,24 @@ def _observed(observer, fn) -> list:
     finally:
         observer.uninstall()
     return got
+
+
+# scripts/trackobs/tensor_facts.h: seven 64-bit words per tensor
+_FACTS = struct.Struct("=QQQQQqQ")
+
+
+def _facts(blob: bytes) -> list:
+    return [_FACTS.unpack_from(blob, i) for i in range(0, len(blob), _FACTS.size)]
+
+
+def _tensors(args, out) -> list:
+    """The tensors of an op handed over, in the order the recording meets them."""
+    flat = []
+    for v in list(args) + list(out):
+        for t in (v if isinstance(v, list) else [v]):
+            if isinstance(t, torch.Tensor):
+                flat.append(t)
+    return flat
 
 
 def test_the_observer_replaces_the_mode(real_lib, observer, monkeypatch):
@@ -158,6 +179,60 @@ def test_a_python_number_is_handed_over_as_the_mode_gets_it(observer):
     assert [n for n, _ in got] == ["aten.mul.Tensor", "aten.add.Tensor"]
     for _, args in got:
         assert args[0] is x and args[1] is None   # not a 0-dim tensor of its own
+
+
+def test_each_tensor_comes_with_what_python_reads_of_its_storage(observer):
+    # The recording takes a new tensor's storage from these facts instead of
+    # six Python calls; they must be what those calls return.
+    x = torch.arange(32, dtype=torch.float32).reshape(8, 4).clone()   # no view itself
+    got = _observed(observer, lambda: (x[2:] * 2.5, torch.cat([x, x[1:]]),
+                                       torch.empty(0), x.t().contiguous()), full=True)
+    assert [g[0] for g in got] == ["aten.slice.Tensor", "aten.mul.Tensor", "aten.slice.Tensor",
+                                   "aten.cat.default", "aten.empty.memory_format",
+                                   "aten.t.default", "aten.clone.default"]
+    for name, args, out, blob, _ in got:
+        tensors = _tensors(args, out)
+        facts = _facts(blob)
+        assert len(facts) == len(tensors), name   # the 2.5 has none: it is no tensor here
+        for t, (skey, sptr, sbytes, tptr, tbytes, device, is_view) in zip(tensors, facts):
+            st = t.untyped_storage()
+            assert (skey, sptr, sbytes) == (st._cdata, st.data_ptr(), st.nbytes()), name
+            assert (tptr, tbytes, device) == (t.data_ptr(), t.nbytes, -1), name
+            assert is_view == int(t._is_view()), name
+    slice_out = got[0][2][0]
+    assert slice_out._base is x and _facts(got[0][3])[-1][6] == 1
+
+
+def test_the_recording_takes_new_tensors_from_the_facts_and_records_the_same(
+        real_lib, observer, monkeypatch, tmp_path):
+    # With the facts (the observer's weak maker given) and without (the
+    # tensors asked of Python, as the mode's recording does): the same books.
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    books = []
+    for use_facts in (True, False):
+        step = training_step("small")
+        step(0)
+        with vtt.track() as tr:
+            if not use_facts:
+                tr._fast.set_weak_maker(0)
+            for i in range(1, 4):
+                vtt.mark(f"iteration {i}")
+                step(i)
+            from_facts = tr._fast.tracked_from_facts
+            # the tensors alive (weights, gradients, batches...), their storages
+            books.append((tr._fast.ops, sorted((rec.name, tr._storages[rec.skey].nbytes,
+                                                rec.base != 0)
+                                               for rec in tr._by_tid.values())))
+        assert tr.errors == 0
+        assert (from_facts > 50) if use_facts else from_facts == 0
+    assert books[0] == books[1] and len(books[0][1]) >= 10
+
+
+def test_an_op_that_makes_an_autograd_node_comes_with_its_sequence_number(observer):
+    w = torch.ones(3, requires_grad=True)
+    got = _observed(observer, lambda: w * 2, full=True)
+    assert [g[0] for g in got] == ["aten.mul.Tensor"]
+    assert got[0][4] == got[0][2][0].grad_fn._sequence_nr()
 
 
 def test_an_op_that_raises_is_not_handed_over_and_raises_as_before(observer):

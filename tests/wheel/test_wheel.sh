@@ -36,7 +36,7 @@ step "wheel contents"
 listing=$(python3 -m zipfile -l "$wheel")
 for f in vramtrace/libvramtrace.so vramtrace/_bin/vramtrace vramtrace/__init__.py \
          vramtrace/__main__.py vramtrace/torch.py vramtrace/_trackobs.py \
-         vramtrace/trackobs/observer.cpp; do
+         vramtrace/trackobs/observer.cpp vramtrace/trackobs/tensor_facts.h; do
     grep -q " *$f " <<<"$listing" || grep -q "^$f " <<<"$listing" || fail "wheel lacks $f"
 done
 meta=$(python3 - "$wheel" <<'PY'

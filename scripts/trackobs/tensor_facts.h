@@ -1,0 +1,38 @@
+/* tensor_facts.h - what the op observer (observer.cpp, C++) tells
+ * _trackfast (scripts/trackfast/, C) about each tensor of an op it hands
+ * over, so that recording a tensor seen for the first time asks nothing of
+ * Python: without them _trackfast makes a storage object and calls
+ * data_ptr(), nbytes(), _cdata, _base, data_ptr() and nbytes on it and the
+ * tensor, six to eight Python calls per new tensor (about a quarter of the
+ * recording's instructions on bench_track's loop).
+ *
+ * Dispatcher.observed(func, args, out, facts, seq) gets them as one bytes
+ * object: a vt_tensor_facts per tensor, in the order the recording meets
+ * the tensors (the arguments' tensors in order, a list's items in order,
+ * then the outputs'); no entry for None. Both sides are built on the same
+ * machine (the observer at first use, _trackfast with vramtrace), from this
+ * one header, so the layout is theirs alone: every field a 64-bit word.
+ */
+#ifndef VT_TENSOR_FACTS_H
+#define VT_TENSOR_FACTS_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t storage;         /* its StorageImpl* (UntypedStorage._cdata); 0: no facts,
+                               * the recording asks Python */
+    uint64_t storage_ptr;     /* the storage's data pointer (not materialized: a
+                               * copy-on-write storage stays as it is) */
+    uint64_t storage_nbytes;
+    uint64_t tensor_ptr;      /* the tensor's data pointer */
+    uint64_t tensor_nbytes;   /* numel x element size */
+    int64_t device;           /* CUDA device index, -1 for any other device */
+    uint64_t is_view;         /* 1: a view (its _base is the one Python lookup left) */
+} vt_tensor_facts;
+
+/* The observer's vt_obs_make_weak(storage): a weak handle on the
+ * StorageImpl, what UntypedStorage._weak_ref() returns (freed with
+ * UntypedStorage._free_weak_ref). Called with the tensor alive. */
+typedef uint64_t (*vt_make_weak_fn)(uint64_t storage);
+
+#endif
