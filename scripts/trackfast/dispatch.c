@@ -116,7 +116,6 @@ static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
 typedef struct {
     const vt_tensor_facts *facts;   /* one per tensor in order (tensor_facts.h), or NULL */
     Py_ssize_t n;
-    int have_seq;                   /* seq given: no Python call for it */
     long long seq;                  /* the autograd sequence number's last value */
 } Observed;
 
@@ -204,7 +203,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     uint32_t stack = capture(d);
     /* The autograd node this op made (below autograd, so before the op
      * ran) holds the sequence number just taken: the observer read it. */
-    long long seq = !stack ? -1 : obs != NULL && obs->have_seq ? obs->seq : last_sequence_nr();
+    long long seq = !stack ? -1 : obs != NULL ? obs->seq : last_sequence_nr();
     if (seq >= 0) {
         PyObject *nodes = tracker_attr(d, s_node_stacks);
         if (nodes == NULL)
@@ -374,7 +373,7 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
     return out;
 }
 
-/* Dispatcher.observed(func, args, out[, facts, seq]): an op of the owner
+/* Dispatcher.observed(func, args, out, facts, seq): an op of the owner
  * thread that ran already, handed over by the C++ observer
  * (scripts/trackobs/) instead of the mode: ``args`` its arguments in schema
  * order (tensors, lists of tensors, None for the rest), ``out`` a tuple of
@@ -384,22 +383,20 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
  * the op (torch._C._autograd._get_sequence_nr() - 1). */
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    if ((nargs != 3 && nargs != 5) || !PyTuple_Check(argv[1]) ||
-        (nargs == 5 && (!PyBytes_Check(argv[3]) || !PyLong_Check(argv[4])))) {
-        PyErr_SetString(PyExc_TypeError, "observed(func, args: tuple, out[, facts: bytes, seq: int])");
+    if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
+        !PyLong_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "observed(func, args: tuple, out, facts: bytes, seq: int)");
         return NULL;
     }
-    Observed obs = {NULL, 0, 0, 0};
-    if (nargs == 5) {
-        obs.facts = (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]);
-        obs.n = PyBytes_GET_SIZE(argv[3]) / (Py_ssize_t)sizeof(vt_tensor_facts);
-        if (PyBytes_GET_SIZE(argv[3]) % (Py_ssize_t)sizeof(vt_tensor_facts) != 0)
-            obs.facts = NULL;
-        obs.seq = PyLong_AsLongLong(argv[4]);
-        if (obs.seq == -1 && PyErr_Occurred())
-            return NULL;
-        obs.have_seq = 1;
-    }
+    Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);
+    Observed obs = {
+        .facts = size % (Py_ssize_t)sizeof(vt_tensor_facts) == 0
+                     ? (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL,
+        .n = size / (Py_ssize_t)sizeof(vt_tensor_facts),
+        .seq = PyLong_AsLongLong(argv[4]),
+    };
+    if (obs.seq == -1 && PyErr_Occurred())
+        return NULL;
     if (d->tracker != NULL)
         record_op(d, argv[0], argv[1], NULL, argv[2], &obs);
     Py_RETURN_NONE;

@@ -205,7 +205,7 @@ static PyMethodDef dispatcher_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,
-     "observed(func, args, out[, facts, seq]): record an op the C++ observer saw run"},
+     "observed(func, args, out, facts, seq): record an op the C++ observer saw run"},
     {"set_weak_maker", (PyCFunction)dispatcher_set_weak_maker, METH_O,
      "set_weak_maker(address): the observer's vt_obs_make_weak, 0: none"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,

@@ -77,7 +77,7 @@ auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name ->
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
 PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out, facts, seq)
-PyObject *on_other = nullptr;    // the same, and the stack id of the frames lent
+PyObject *on_other = nullptr;    // Tracker._observed_engine(func, args, out, stack lent)
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
@@ -317,7 +317,6 @@ void hand_over(Started *started, const at::RecordFunction &fn)
 {
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
         return;
-    int64_t seq = static_cast<int64_t>(at::sequence_number::peek()) - 1;
     std::vector<vt_tensor_facts> facts;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *to = started->engine ? on_other : on_owner;
@@ -326,27 +325,29 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         Wrapper w{started->engine ? nullptr : &facts};
         PyObject *args = w.tuple_of(started->inputs);
         PyObject *out = args ? w.tuple_of(fn.outputs()) : nullptr;
-        PyObject *extra[2] = {nullptr, nullptr};
+        PyObject *tail[2] = {nullptr, nullptr};   // (stack) or (facts, seq)
+        size_t ntail = 0;
         if (out != nullptr && started->engine) {
-            extra[0] = PyLong_FromUnsignedLong(started->forward);
+            tail[ntail++] = PyLong_FromUnsignedLong(started->forward);
         } else if (out != nullptr) {
-            extra[0] = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(facts.data()),
-                                                 static_cast<Py_ssize_t>(facts.size() *
-                                                                         sizeof(vt_tensor_facts)));
-            extra[1] = extra[0] ? PyLong_FromLongLong(seq) : nullptr;
+            tail[ntail++] = PyBytes_FromStringAndSize(
+                reinterpret_cast<const char *>(facts.data()),
+                static_cast<Py_ssize_t>(facts.size() * sizeof(vt_tensor_facts)));
+            tail[ntail++] = PyLong_FromLongLong(
+                static_cast<int64_t>(at::sequence_number::peek()) - 1);
         }
         PyObject *r = nullptr;
-        if (extra[0] != nullptr && (started->engine || extra[1] != nullptr)) {
-            PyObject *argv[5] = {started->func, args, out, extra[0], extra[1]};
-            r = PyObject_Vectorcall(callee, argv, started->engine ? 4 : 5, nullptr);
+        if (ntail > 0 && tail[0] != nullptr && (ntail == 1 || tail[1] != nullptr)) {
+            PyObject *argv[5] = {started->func, args, out, tail[0], tail[1]};
+            r = PyObject_Vectorcall(callee, argv, 3 + ntail, nullptr);
         }
         if (r == nullptr)   // the recording reports its own failures; not the op's
             PyErr_WriteUnraisable(callee);
         Py_XDECREF(r);
         Py_XDECREF(args);
         Py_XDECREF(out);
-        Py_XDECREF(extra[0]);
-        Py_XDECREF(extra[1]);
+        Py_XDECREF(tail[0]);
+        Py_XDECREF(tail[1]);
         Py_DECREF(callee);
     }
     started->inputs.clear();   // the references dropped under the GIL

@@ -830,7 +830,7 @@ class Tracker:
         ("y = torch.tanh(x @ w) (train.py:12, aten.mm out[0])"); the op
         alone when there is no stack. An op of the backward pass is named
         by the line of its forward op ("..., backward: aten.mm out[0])")."""
-        key = (id(func), i, stack)
+        key = (id(func), i if forward else -1 - i, stack)   # a backward name apart
         got = self._names.get(key)
         if got is None:
             packet = getattr(func, "overloadpacket", func)

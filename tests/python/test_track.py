@@ -51,6 +51,17 @@ def test_op_outputs_are_named_and_their_storage_declared(fake):
     assert any(_made_by(e[5], "aten.randn out[0]") for e in news)
 
 
+def test_a_backward_output_is_not_named_as_the_forward_one_of_the_same_op(fake):
+    # names are cached per (op, output, stack); without a stack (0) a forward
+    # op's output and a backward op's of the same op share the rest of it
+    with vtt.track() as tr:
+        mm = torch.ops.aten.mm.default
+        forward = tr._out_name(mm, 0, 0, True)
+        backward = tr._out_name(mm, 0, 0, False)
+        assert (forward, backward) == ("aten.mm out[0]", "backward: aten.mm out[0]")
+        assert tr._out_name(mm, 0, 0, True) == forward
+
+
 def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
     """torch.set_default_device and `with torch.device(...)` run every
     factory through a function mode of torch's (utils/_device.py): the name

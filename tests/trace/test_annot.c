@@ -173,8 +173,6 @@ TEST(python_frames_become_synthetic_stack_frames)
     vt_snapshot_free(s);
 }
 
-/* The calls an interpreter makes per op unwind nothing: a capture from this
- * call site would add new leaf nodes to the stack tree. */
 /* The IPs of stack `id`, outermost first; how many. */
 static size_t outer_first(uint32_t id, uint64_t *ips, size_t max)
 {
@@ -236,6 +234,8 @@ TEST(frames_lent_to_a_thread_go_outside_its_native_frames)
         ASSERT((after_ips[i] & VT_IP_SYNTHETIC) == 0);
 }
 
+/* The calls an interpreter makes per op unwind nothing: a capture from this
+ * call site would add new leaf nodes to the stack tree. */
 TEST(stack_variants_drops_and_holders_unwind_nothing)
 {
     const char *frames[] = { "step.py:3 step" };

@@ -751,8 +751,12 @@ static uint32_t with_lent_frames(uint32_t native, tstate *ts)
     return id;
 }
 
-/* The native frames here, and the frames lent to this thread if any. */
-VT_REC_TEXT static uint32_t capture_native(void)
+/* The native frames here, and the frames lent to this thread if any.
+ * Inlined into the recorder's entry points (so not VT_REC_TEXT, which
+ * forbids inlining): no frame of its own between them and capture(), whose
+ * cache keys on its caller's frame, and a thread with nothing lent pays one
+ * thread-local load. */
+static inline __attribute__((always_inline)) uint32_t capture_native(void)
 {
     uint32_t native = capture();
     tstate *ts = my_ts;
