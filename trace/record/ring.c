@@ -157,9 +157,14 @@ static bool read_slot(uint64_t seq, vt_event *e, const vt_timecal *cal)
  * newest events. A copy can still lose the whole window - the copying
  * thread preempted right after reading the head while a busy writer (a
  * thread marking in a loop) laps the ring: seen as a snapshot of zero
- * events under ASan and on a loaded 2-core machine - so a copy that kept
- * nothing while the head moved is made again from the new head.
+ * events under ASan and on a loaded 2-core machine, where four tries in a
+ * row once lost it - so a copy that kept nothing while the head moved is made
+ * again from the new head, up to COPY_TRIES times. A lost try is cheap (every
+ * slot fails its stamp check at once), so even the default million-event ring
+ * bounds the retries to a fraction of a second.
  * @return 0 or -ENOMEM. */
+#define COPY_TRIES 64
+
 int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten)
 {
     *out = NULL;
@@ -174,7 +179,7 @@ int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *ov
     vt__time_calibrate(&cal);
     uint64_t h = 0, lo = 1;
     size_t n = 0, want = 0;
-    for (int attempt = 0; attempt < 4; attempt++) {
+    for (int attempt = 0; attempt < COPY_TRIES; attempt++) {
         h = vt__ring_head();
         lo = h > capacity ? h - capacity + 1 : 1;
         want = (size_t)(h - lo + 1);
