@@ -30,14 +30,17 @@ PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_stora
     *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
-    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
+    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
+    *s_element_size,
     *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
-    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr;
+    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr, *s_twins,
+    *s_end_storage;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
-    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn;
+    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn,
+    *data_address_fn;
 
 static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_pending, &s_storages,
                                        &s_maybe_gone, &s_op_meta, &s_node_stacks, &s_names,
@@ -201,6 +204,18 @@ static PyObject *dispatcher_set_weak_maker(Dispatcher *d, PyObject *addr)
     Py_RETURN_NONE;
 }
 
+/* set_storage_reader(address): the op observer's vt_obs_storage_now (0:
+ * none), which storages_to_check reads storages with instead of Python's
+ * data_ptr(). */
+static PyObject *dispatcher_set_storage_reader(Dispatcher *d, PyObject *addr)
+{
+    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    d->storage_now = (vt_storage_now_fn)(uintptr_t)a;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef dispatcher_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
@@ -208,6 +223,8 @@ static PyMethodDef dispatcher_methods[] = {
      "observed(func, args, out, facts, seq): record an op the C++ observer saw run"},
     {"set_weak_maker", (PyCFunction)dispatcher_set_weak_maker, METH_O,
      "set_weak_maker(address): the observer's vt_obs_make_weak, 0: none"},
+    {"set_storage_reader", (PyCFunction)dispatcher_set_storage_reader, METH_O,
+     "set_storage_reader(address): the observer's vt_obs_storage_now, 0: none"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
@@ -255,15 +272,16 @@ static PyTypeObject DispatcherType = {
 };
 
 /* setup(Tensor, Parameter, sequence_nr, set_eval_frame, TensorRec,
- * StorageRec, pending_names, take_pending_name, storage_id): what the module
- * needs from torch and vramtrace.torch, handed over by vramtrace.torch (so
- * that this module imports nothing). set_eval_frame and storage_id
- * (torch._C._storage_id) may be None. */
+ * StorageRec, pending_names, take_pending_name, storage_id, data_address):
+ * what the module needs from torch and vramtrace.torch, handed over by
+ * vramtrace.torch (so that this module imports nothing). set_eval_frame,
+ * storage_id (torch._C._storage_id) and data_address (torch._C._data_address)
+ * may be None. */
 static PyObject *module_setup(PyObject *self, PyObject *args)
 {
-    PyObject *tt, *pt, *seq, *sef, *rt, *srt, *pn, *tpn, *sid;
-    if (!PyArg_ParseTuple(args, "OOOOOOO!OO", &tt, &pt, &seq, &sef, &rt, &srt, &PyDict_Type, &pn,
-                          &tpn, &sid))
+    PyObject *tt, *pt, *seq, *sef, *rt, *srt, *pn, *tpn, *sid, *dad;
+    if (!PyArg_ParseTuple(args, "OOOOOOO!OOO", &tt, &pt, &seq, &sef, &rt, &srt, &PyDict_Type, &pn,
+                          &tpn, &sid, &dad))
         return NULL;
     if (!PyType_Check(tt) || !PyType_Check(pt)) {
         PyErr_SetString(PyExc_TypeError, "setup() needs torch.Tensor and torch.nn.Parameter");
@@ -293,6 +311,10 @@ static PyObject *module_setup(PyObject *self, PyObject *args)
         Py_CLEAR(storage_id_fn);
     else
         Py_XSETREF(storage_id_fn, Py_NewRef(sid));
+    if (dad == Py_None)
+        Py_CLEAR(data_address_fn);
+    else
+        Py_XSETREF(data_address_fn, Py_NewRef(dad));
     if (sef == Py_None) {
         Py_CLEAR(set_eval_frame_fn);
     } else {
@@ -340,6 +362,8 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
         {&s_input, "input"}, {&s_parameter, "parameter"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
+        {&s_twins, "twins"}, {&s_end_storage, "_end_storage"},
+        {&s_storage_offset, "storage_offset"}, {&s_element_size, "element_size"},
         {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_tids, "tids"},
         {&s_ptr, "ptr"}, {&s_ref, "ref"}, {&s_book, "_book"}, {&s_targeted, "_targeted"},
         {&s_forget_target, "forget_target"},

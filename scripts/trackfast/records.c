@@ -213,7 +213,7 @@ PyObject *call0(PyObject *obj, PyObject *name)
  * make_record); one with slots we do not know is made by calling it. */
 static int direct_tensor_rec, direct_storage_rec;
 
-static PyObject *rec_names[6], *srec_names[11];
+static PyObject *rec_names[6], *srec_names[12];
 
 static int slots_of(PyObject *type, Py_ssize_t *n)
 {
@@ -229,17 +229,17 @@ int setup_slots(PyObject *tensor_rec, PyObject *storage_rec)
 {
     PyObject *rn[] = {s_tid, s_skey, s_ref, s_name, s_base, s_pend};
     PyObject *sn[] = {s_ptr, s_nbytes, s_device, s_external, s_tids, s_last_epoch, s_skey,
-                      s_weak, s_declared, s_seen_epoch, s_rest};
+                      s_weak, s_declared, s_seen_epoch, s_rest, s_twins};
     memcpy(rec_names, rn, sizeof rn);
     memcpy(srec_names, sn, sizeof sn);
     n_rec_slots = slot_table(tensor_rec, rec_names, 6, rec_slots);
-    n_srec_slots = slot_table(storage_rec, srec_names, 11, srec_slots);
+    n_srec_slots = slot_table(storage_rec, srec_names, 12, srec_slots);
     Py_ssize_t nr, ns;
     if (n_rec_slots < 0 || n_srec_slots < 0 || slots_of(tensor_rec, &nr) < 0 ||
         slots_of(storage_rec, &ns) < 0)
         return -1;
     direct_tensor_rec = n_rec_slots == 6 && nr == 6;
-    direct_storage_rec = n_srec_slots == 11 && ns == 11;
+    direct_storage_rec = n_srec_slots == 12 && ns == 12;
     return 0;
 }
 
@@ -282,7 +282,7 @@ PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, PyObject
 }
 
 /* _StorageRec(ptr, nbytes, device, external, epoch, skey, weak): no
- * tensors yet, not declared, last used and seen at ``epoch``. */
+ * tensors yet, not declared, no twins, last used and seen at ``epoch``. */
 PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, PyObject *epoch,
                           PyObject *skey, PyObject *weak)
 {
@@ -292,10 +292,10 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, PyObject *
     if (o_ptr != NULL && o_n != NULL && o_dev != NULL) {
         if (direct_storage_rec) {
             PyObject *tids = PySet_New(NULL), *zero = PyLong_FromLong(0);
-            PyObject *v[11] = {o_ptr, o_n, o_dev, ext, tids, epoch, skey, weak, Py_False, epoch,
-                               zero};
+            PyObject *v[12] = {o_ptr, o_n, o_dev, ext, tids, epoch, skey, weak, Py_False, epoch,
+                               zero, Py_None};
             if (tids != NULL && zero != NULL)
-                srec = make_record(storage_rec_type, srec_names, v, 11);
+                srec = make_record(storage_rec_type, srec_names, v, 12);
             Py_XDECREF(tids);
             Py_XDECREF(zero);
         } else {

@@ -77,9 +77,22 @@ out:
 
 /* Tracker._end_storage + _undeclare for a storage whose last tracked
  * tensor died and that nothing else holds: its release is recorded with
- * ``stack_obj`` and it leaves the books. */
+ * ``stack_obj`` and it leaves the books. A storage with twins (another
+ * StorageImpl on its very memory: copy-on-write, one buffer wrapped twice)
+ * is Tracker._end_storage's: the memory lives on with them. */
 static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
+    PyObject *twins = get_attr(srec, s_twins);
+    if (twins == NULL)
+        return -1;
+    if (twins != Py_None) {
+        Py_DECREF(twins);
+        PyObject *a[2] = {srec, stack_obj};
+        PyObject *r = call_method(d->tracker, s_end_storage, a, 2);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    Py_DECREF(twins);
     int rc = -1;
     PyObject *storages = tracker_attr(d, s_storages);
     PyObject *skey = get_attr(srec, s_skey);
@@ -266,6 +279,19 @@ out:
  * decision stays Tracker._check_storage's, which reads it again. */
 static int storage_changed(Dispatcher *d, PyObject *srec, PyObject *weak)
 {
+    if (d->storage_now != NULL) {
+        uint64_t handle = PyLong_AsUnsignedLongLong(weak), now[2], sptr, snbytes;
+        if (PyErr_Occurred())
+            goto unsure;
+        int alive = d->storage_now(handle, now);
+        if (alive == 0)
+            return 1;
+        if (alive > 0) {
+            if (get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)
+                goto unsure;
+            return now[0] != sptr || now[1] != snbytes;
+        }
+    }
     PyObject *r = PyObject_CallOneArg(d->expired, weak);
     int gone = r ? PyObject_IsTrue(r) : -1;
     Py_XDECREF(r);

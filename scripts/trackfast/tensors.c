@@ -7,8 +7,10 @@ static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
 
 /* A tensor's storage as track() needs it, asked of Python: the storage
  * object (*st, a new reference), its data pointer and size, and its key
- * (_cdata, the StorageImpl's address; else the data pointer). 1: found, 0:
- * none to track (no storage: sparse, meta, functional wrappers...; or no
+ * (_cdata, the StorageImpl's address; else the data pointer). The data
+ * pointer comes from torch._C._data_address(t) where there is one: the
+ * storage's data_ptr() would materialize a copy-on-write storage. 1: found,
+ * 0: none to track (no storage: sparse, meta, functional wrappers...; or no
  * memory), -1: error. */
 static int storage_of(PyObject *t, PyObject **st, unsigned long long *ptr,
                       unsigned long long *nbytes, PyObject **skey)
@@ -21,7 +23,8 @@ static int storage_of(PyObject *t, PyObject **st, unsigned long long *ptr,
     PyObject *v = call0(*st, s_nbytes);
     long long n = v ? PyLong_AsLongLong(v) : -1;
     Py_XDECREF(v);
-    v = n >= 0 ? call0(*st, s_data_ptr) : NULL;
+    v = n < 0 ? NULL
+        : data_address_fn != NULL ? PyObject_CallOneArg(data_address_fn, t) : call0(*st, s_data_ptr);
     *ptr = v ? PyLong_AsUnsignedLongLong(v) : 0;
     Py_XDECREF(v);
     if (PyErr_Occurred()) {
@@ -40,6 +43,28 @@ static int storage_of(PyObject *t, PyObject **st, unsigned long long *ptr,
         *skey = PyLong_FromUnsignedLongLong(*ptr);
     }
     return *skey == NULL ? -1 : 1;
+}
+
+/* t.data_ptr() into *tptr, without materializing a copy-on-write storage
+ * where torch._C._data_address gives the storage's address ``storage_ptr``
+ * without it: that plus storage_offset() x element_size(). 0, or -1 with
+ * a Python error set. */
+static int tensor_address(PyObject *t, unsigned long long storage_ptr, unsigned long long *tptr)
+{
+    if (data_address_fn == NULL) {
+        PyObject *v = call0(t, s_data_ptr);
+        *tptr = v ? PyLong_AsUnsignedLongLong(v) : 0;
+        Py_XDECREF(v);
+        return v == NULL || PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *off = call0(t, s_storage_offset), *size = off ? call0(t, s_element_size) : NULL;
+    long long o = off ? PyLong_AsLongLong(off) : -1, e = size ? PyLong_AsLongLong(size) : -1;
+    Py_XDECREF(off);
+    Py_XDECREF(size);
+    if (off == NULL || size == NULL || PyErr_Occurred())
+        return -1;
+    *tptr = storage_ptr + (unsigned long long)(o * e);
+    return 0;
 }
 
 /* The same from the op observer's facts, without Python. */
@@ -163,11 +188,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *
         tptr = f->tensor_ptr;
         v = PyLong_FromUnsignedLongLong(f->tensor_nbytes);
     } else {
-        v = call0(t, s_data_ptr);
-        if (v != NULL)
-            tptr = PyLong_AsUnsignedLongLong(v);
-        Py_XDECREF(v);
-        if (v == NULL || PyErr_Occurred()) {
+        if (tensor_address(t, ptr, &tptr) < 0) {
             PyErr_Clear();
             tptr = ptr;
         }

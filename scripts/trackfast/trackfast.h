@@ -74,6 +74,8 @@ typedef struct {
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
     vt_make_weak_fn make_weak;   /* the op observer's, while it hands ops over; NULL: none,
                                   * and its facts are not used */
+    vt_storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
+                                      * Python (which materializes copy-on-write) */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
 } Dispatcher;
 
@@ -84,14 +86,17 @@ extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *
     *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
-    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes,
+    *s_input, *s_parameter, *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
+    *s_element_size,
     *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
-    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr;
+    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr, *s_twins,
+    *s_end_storage;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
-    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn;
+    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn,
+    *data_address_fn;
 
 static inline double now_s(void)
 {

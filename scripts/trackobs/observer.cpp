@@ -32,7 +32,8 @@
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
-// Exported: vt_obs_install, vt_obs_uninstall and vt_obs_make_weak.
+// Exported: vt_obs_install, vt_obs_uninstall, vt_obs_make_weak and
+// vt_obs_storage_now.
 #include <Python.h>
 
 #include <ATen/SequenceNumber.h>
@@ -427,6 +428,37 @@ __attribute__((visibility("default"))) uint64_t vt_obs_make_weak(uint64_t storag
         return 0;
     return reinterpret_cast<uintptr_t>(
         c10::raw::intrusive_ptr::make_weak(reinterpret_cast<c10::StorageImpl *>(storage)));
+}
+
+// vt_obs_storage_now(handle, out): where the storage behind weak handle
+// `handle` (vt_obs_make_weak's or UntypedStorage._weak_ref()'s) is now,
+// read as StorageImpl::data(), which leaves a copy-on-write storage as it is:
+// UntypedStorage.data_ptr(), what Python could ask instead, materializes it
+// (a copy the program never made). 1: alive, out = {data, nbytes}; 0: gone;
+// -1: it cannot be read here (a fake or symbolic storage): ask Python.
+// Locking the weak handle for the read is what _new_with_weak_ptr does; the
+// handle stays the caller's.
+__attribute__((visibility("default"))) int vt_obs_storage_now(uint64_t handle, uint64_t *out)
+{
+    if (handle == 0)
+        return 0;
+    auto weak = c10::weak_intrusive_ptr<c10::StorageImpl>::reclaim(
+        reinterpret_cast<c10::StorageImpl *>(handle));
+    int alive = -1;
+    try {
+        c10::intrusive_ptr<c10::StorageImpl> s = weak.lock();
+        if (!s) {
+            alive = 0;
+        } else {
+            out[0] = reinterpret_cast<uintptr_t>(s->data());
+            out[1] = static_cast<uint64_t>(s->nbytes());
+            alive = 1;
+        }
+    } catch (...) {
+        alive = -1;
+    }
+    (void)weak.release();
+    return alive;
 }
 
 }  // extern "C"

@@ -35,4 +35,9 @@ typedef struct {
  * UntypedStorage._free_weak_ref). Called with the tensor alive. */
 typedef uint64_t (*vt_make_weak_fn)(uint64_t storage);
 
+/* The observer's vt_obs_storage_now(handle, out): where the storage behind a
+ * weak handle is now, read without materializing a copy-on-write storage.
+ * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
+typedef int (*vt_storage_now_fn)(uint64_t handle, uint64_t *out);
+
 #endif

@@ -15,6 +15,7 @@ storage stays unique for as long as the tracker knows it.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Optional, Tuple
 
 __all__ = ["StorageLife", "storage_of"]
@@ -36,6 +37,8 @@ class StorageLife:
         cls = getattr(torch, "UntypedStorage", None)
         names = ("_weak_ref", "_expired", "_free_weak_ref", "_new_with_weak_ptr")
         self._cls = cls if cls is not None and all(hasattr(cls, n) for n in names) else None
+        self._reader: Any = None
+        self._out: Any = None
 
         # What a storage's use count reads, from inside the weakref callback
         # of the only tensor on it (the dying TensorImpl still holds it).
@@ -81,10 +84,24 @@ class StorageLife:
         except Exception:
             return 0
 
+    def read_with(self, reader: Any) -> None:
+        """Read storages with ``reader`` (the op observer's
+        vt_obs_storage_now, a ctypes function) from now on; None: through
+        Python again, whose ``data_ptr()`` materializes a copy-on-write
+        storage -- a copy the program did not make."""
+        self._reader = reader
+        self._out = (ctypes.c_uint64 * 2)() if reader is not None else None
+
     def now(self, handle: int) -> Optional[Tuple[int, int]]:
         """(data_ptr, nbytes) of the storage now; None once it is gone."""
         if not handle or self._cls is None:
             return None
+        reader = self._reader
+        if reader is not None:
+            out = self._out
+            alive = reader(handle, out)
+            if alive >= 0:
+                return (int(out[0]), int(out[1])) if alive else None
         cls = self._cls
         if cls._expired(handle):
             return None

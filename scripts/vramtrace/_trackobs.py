@@ -103,6 +103,8 @@ class Observer:
         lib.vt_obs_install.restype = ctypes.c_int
         lib.vt_obs_uninstall.argtypes = []
         lib.vt_obs_uninstall.restype = None
+        lib.vt_obs_storage_now.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+        lib.vt_obs_storage_now.restype = ctypes.c_int
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda: 0, lend: int = 0) -> None:
@@ -126,6 +128,19 @@ class Observer:
         """The address of its vt_obs_make_weak (scripts/trackobs/
         tensor_facts.h), for _trackfast's Dispatcher.set_weak_maker."""
         return ctypes.cast(self._lib.vt_obs_make_weak, ctypes.c_void_p).value or 0
+
+    @property
+    def storage_now(self) -> Any:
+        """Its vt_obs_storage_now(handle, out) as a ctypes function: where a
+        storage is now, read without materializing a copy-on-write one (for
+        StorageLife.read_with)."""
+        return self._lib.vt_obs_storage_now
+
+    @property
+    def storage_now_address(self) -> int:
+        """The address of vt_obs_storage_now, for _trackfast's
+        Dispatcher.set_storage_reader."""
+        return ctypes.cast(self._lib.vt_obs_storage_now, ctypes.c_void_p).value or 0
 
 
 def op_for(name: str, overload: str) -> Any:

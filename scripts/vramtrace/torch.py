@@ -152,12 +152,25 @@ _Parameter = _torch.nn.Parameter
 _untyped_storage = getattr(_Tensor, "untyped_storage", None) or storage_of
 
 
+# The address of a tensor's storage, read without materializing a
+# copy-on-write storage (Tensor.data_ptr() and UntypedStorage.data_ptr() do:
+# the program would get a copy it never made); torch >= 2.1.
+_storage_address = getattr(_torch._C, "_data_address", None)
+
+
+def _tensor_address(t: Any) -> int:
+    """``t.data_ptr()``, without materializing a copy-on-write storage."""
+    if _storage_address is None:
+        return int(t.data_ptr())
+    return int(_storage_address(t)) + int(t.storage_offset()) * int(t.element_size())
+
+
 def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
     """((data_ptr, nbytes, identity), storage) of ``t``, or None."""
     try:
         st = _untyped_storage(t)
         nbytes = st.nbytes()
-        ptr = st.data_ptr()
+        ptr = _storage_address(t) if _storage_address is not None else st.data_ptr()
         ident = getattr(st, "_cdata", 0) or ptr
     except Exception:  # sparse, meta, functional wrappers...
         return None
@@ -321,7 +334,7 @@ def _view_arg(func: Any) -> int:
 
 class _StorageRec:
     __slots__ = ("ptr", "nbytes", "device", "external", "tids", "last_epoch", "skey", "weak",
-                 "declared", "seen_epoch", "rest")
+                 "declared", "seen_epoch", "rest", "twins")
 
     def __init__(self, ptr: int, nbytes: int, device: int, external: bool, epoch: int,
                  skey: int, weak: int) -> None:
@@ -336,6 +349,10 @@ class _StorageRec:
         self.declared = False     # an external storage is open at ptr in the trace
         self.seen_epoch = epoch   # last_epoch as the previous mark saw it
         self.rest = 0             # most marks it stayed unused before a use
+        # The storages on its very memory, itself included (a copy-on-write
+        # clone and its source; one buffer wrapped twice), shared by all of
+        # them; one of them is declared. None: it has the memory to itself.
+        self.twins: Optional[Set["_StorageRec"]] = None
 
 
 class _Mode(_TorchDispatchMode):
@@ -453,7 +470,7 @@ def _load_trackfast(libdir: str) -> Any:
         set_eval_frame = None
     mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
               _StorageRec, _pending_names, _take_pending_name,
-              getattr(_torch._C, "_storage_id", None))
+              getattr(_torch._C, "_storage_id", None), _storage_address)
     return mod
 
 
@@ -681,6 +698,11 @@ class Tracker:
         self._observer = _trackobs.load() if self._fast is not None and \
             _trackobs.wanted() else None
         if self._observer is not None:
+            # Storages read in C++ from now on, also after __exit__ and
+            # when another thread's tracker has the observer: Python's
+            # data_ptr() would materialize a copy-on-write storage.
+            self._life.read_with(self._observer.storage_now)
+            self._fast.set_storage_reader(self._observer.storage_now_address)
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
             try:
                 self._observer.install(self._fast.observed, self._observed_engine,
@@ -811,7 +833,7 @@ class Tracker:
         if user is not None:
             name = user
         try:
-            tptr = t.data_ptr()
+            tptr = _tensor_address(t)
         except Exception:
             tptr = ptr
         rec = _TensorRec(skey, name, base_id, (tptr, t.nbytes, stack))
@@ -1028,7 +1050,7 @@ class Tracker:
         # name as the storage's owner.
         stack = self._stacks.capture(1)
         new = _TensorRec(rec.skey, label, rec.base,
-                         (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), stack))
+                         (_tensor_address(t), int(t.numel()) * int(t.element_size()), stack))
         new.ref = weakref.ref(t, functools.partial(self._on_death, new, id(t)))
         self._by_obj[id(t)] = new
         srec = self._storages.get(rec.skey)
@@ -1094,7 +1116,10 @@ class Tracker:
     def _declare(self, srec: _StorageRec, stack: Optional[int]) -> None:
         """Open ``srec``'s memory as an external storage in the trace; first
         end any storage known at an overlapping address (its memory was freed
-        behind our back and the allocator reused it: a new storage)."""
+        behind our back and the allocator reused it: a new storage) -- unless
+        that storage is alive on this very memory: then ``srec`` is its twin
+        (a copy-on-write clone of it, or the same buffer wrapped again), and
+        the memory, open already, stays open while either lives."""
         starts = self._starts
         end = srec.ptr + srec.nbytes
         i = bisect.bisect_left(starts, end) - 1
@@ -1103,6 +1128,14 @@ class Tracker:
             if old is None or old.ptr + old.nbytes <= srec.ptr:
                 break
             self._check_storage(old, stack, force=True)
+            if srec.weak and self._at_ptr.get(old.ptr) is old and old.declared \
+                    and old.ptr == srec.ptr and old.nbytes == srec.nbytes:
+                twins = old.twins
+                if twins is None:
+                    twins = old.twins = {old}
+                twins.add(srec)
+                srec.twins = twins
+                return
             i = min(i, len(starts)) - 1
         device = -1 if srec.device < 0 else srec.device
         if self._ext_raw is not None and stack is not None:
@@ -1117,6 +1150,8 @@ class Tracker:
         self._at_ptr[srec.ptr] = srec
 
     def _undeclare(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        if srec.twins is not None and self._leave_twins(srec):
+            return
         if not srec.declared:
             return
         srec.declared = False
@@ -1134,6 +1169,26 @@ class Tracker:
                                      f"failed: {self._lib.strerror(rc)} ({rc})")
         else:
             self._lib.storage_external_free(srec.ptr, stack)
+
+    def _leave_twins(self, srec: _StorageRec) -> bool:
+        """``srec`` is gone or has memory of its own now (a copy-on-write
+        storage written to): it leaves its twins, which keep the memory --
+        the declaration passes to one of them if it held it. True: the
+        memory lives on (nothing to record)."""
+        twins = srec.twins
+        srec.twins = None
+        twins.discard(srec)
+        if not twins:
+            return False
+        if len(twins) == 1:
+            next(iter(twins)).twins = None
+        if srec.declared:
+            heir = next(iter(twins))
+            heir.declared = True
+            srec.declared = False
+            if self._at_ptr.get(srec.ptr) is srec:
+                self._at_ptr[srec.ptr] = heir
+        return True
 
     def _end_storage(self, srec: _StorageRec, stack: Optional[int]) -> None:
         """The storage is gone: record its release, forget it; tensors that

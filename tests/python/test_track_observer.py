@@ -228,6 +228,56 @@ def test_the_recording_takes_new_tensors_from_the_facts_and_records_the_same(
     assert books[0] == books[1] and len(books[0][1]) >= 10
 
 
+def _cow(t) -> bool:
+    return bool(torch._C._is_cow_tensor(t))
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["observer", "observer busy: the mode"])
+def test_copy_on_write_tensors_stay_copy_on_write_and_share_their_memory(
+        real_lib, observer, monkeypatch, busy):
+    # torch._lazy_clone: two StorageImpls on one memory until one is written.
+    # Reading a storage's address through Python (data_ptr()) would give the
+    # program copies it never made; the tracker reads it in C++
+    # (vt_obs_storage_now, the facts; torch._C._data_address for tensors),
+    # also when the observer is busy (installed for another thread's tracker,
+    # here by hand) and this tracker uses the mode; and it keeps the memory
+    # open while either storage lives.
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    x = torch.arange(1000.)
+    if busy:
+        observer.install(lambda *a: None, lambda *a: None, _trackobs.op_for)
+    try:
+        with vtt.track(walk_fraction=None) as tr:
+            assert tr.ops_seen_by == ("dispatch mode" if busy else "observer")
+            z = _copy_on_write_steps(tr, x)
+    finally:
+        if busy:
+            observer.uninstall()
+    assert tr.errors == 0
+    assert torch.equal(z, x * 2)
+
+
+def _copy_on_write_steps(tr, x):
+    y = torch._lazy_clone(x)
+    vtt.mark("a")           # the sweep reads every storage it knows
+    z = y * 2               # a read leaves both as they are
+    vtt.mark("b")
+    assert _cow(x) and _cow(y)
+    sx, sy = (tr._storages[t.untyped_storage()._cdata] for t in (x, y))
+    assert sx.twins is sy.twins and sx.twins == {sx, sy}
+    assert sx.declared != sy.declared       # the memory is open once
+    y.add_(1)               # a write gives y memory of its own
+    vtt.mark("c")
+    assert _cow(x) and not _cow(y)
+    assert sy.ptr == torch._C._data_address(y) != sx.ptr == torch._C._data_address(x)
+    assert sx.twins is None and sy.twins is None and sx.declared and sy.declared
+    assert torch.equal(y, x + 1)
+    del y
+    vtt.mark("d")
+    assert _cow(x) and sx.declared
+    return z
+
+
 def test_an_op_that_makes_an_autograd_node_comes_with_its_sequence_number(observer):
     w = torch.ones(3, requires_grad=True)
     got = _observed(observer, lambda: w * 2, full=True)

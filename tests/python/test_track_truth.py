@@ -179,6 +179,28 @@ def test_storage_resize_to_zero_releases_it_while_the_tensor_lives(fake):
     del view
 
 
+def test_one_buffer_wrapped_twice_is_one_memory_open_while_either_lives(fake):
+    # Two storages on one memory (as a copy-on-write clone and its source
+    # are): not memory freed and reused, so neither ends the other.
+    buf = bytearray(4096)
+    with vtt.track(walk_fraction=None):
+        a = torch.frombuffer(buf, dtype=torch.float32)
+        b = torch.frombuffer(buf, dtype=torch.float32)
+        c = a + b
+        ptr = a.untyped_storage().data_ptr()
+        assert b.untyped_storage().data_ptr() == ptr
+        assert a.untyped_storage()._cdata != b.untyped_storage()._cdata
+        del a
+        vtt.mark("a gone")
+        assert ("storage_free", ptr) not in fake.events
+        d = b * 2
+        del b
+        vtt.mark("b gone")
+    assert [e for e in fake.events if e[:2] == ("storage", ptr)] == [("storage", ptr, 4096, -1)]
+    assert fake.events.count(("storage_free", ptr)) == 1
+    del c, d
+
+
 def test_walk_without_budget_is_postponed_and_a_cut_off_is_reported(fake, tmp_path):
     with vtt.track(walk_fraction=0.0, snapshot_walk_s=1e-9) as tr:
         vtt.mark("a")
