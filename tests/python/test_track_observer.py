@@ -11,8 +11,10 @@ directory, so that one build serves the suite)."""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
+import subprocess
 import sys
 import warnings
 
@@ -23,6 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 from conftest import vt_cli  # noqa: E402
 
 torch = pytest.importorskip("torch")
+import vramtrace  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
 from vramtrace import _trackobs  # noqa: E402
 from bench_track import passthrough_mode, training_step  # noqa: E402
@@ -255,6 +258,36 @@ def test_copy_on_write_tensors_stay_copy_on_write_and_share_their_memory(
             observer.uninstall()
     assert tr.errors == 0
     assert torch.equal(z, x * 2)
+
+
+def test_the_memory_of_twins_is_freed_once_when_the_last_of_them_goes(real_lib, observer,
+                                                                        monkeypatch, tmp_path):
+    # The storage that opened the memory goes first: its twin holds it on.
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    with vtt.track(walk_fraction=None) as tr:
+        x = torch.arange(1000.) * 1
+        y = torch._lazy_clone(x)
+        ptr = torch._C._data_address(x)
+        sx, sy = (tr._storages[t.untyped_storage()._cdata] for t in (x, y))
+        assert sx.declared and not sy.declared
+        del x, sx
+        vtt.mark("x gone")
+        assert sy.declared and sy.twins is None and _cow(y)
+        z = y + 1
+        del y, sy
+        vtt.mark("y gone")
+    assert tr.errors == 0
+    snap = str(tmp_path / "twins.vtsnap")
+    vramtrace.snapshot(snap)
+    events = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
+                                       capture_output=True, text=True).stdout)["events"]
+    opened = max(i for i, e in enumerate(events)
+                 if e["kind"] == "STORAGE_EXTERNAL" and int(e["addr"], 16) == ptr)
+    after = [e["str"] if e["kind"] == "MARK" else e["kind"] for e in events[opened:]
+             if e["kind"] == "MARK" or (e["kind"].startswith("STORAGE")
+                                        and int(e["addr"], 16) == ptr)]
+    assert after == ["STORAGE_EXTERNAL", "x gone", "STORAGE_EXTERNAL_FREE", "y gone"], after
+    del z
 
 
 def _copy_on_write_steps(tr, x):
