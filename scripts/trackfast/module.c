@@ -191,16 +191,27 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
     return tensors_to_check(d);
 }
 
+/* A function's address handed over from Python (0: none): 0, or -1 with
+ * a Python error set. */
+static int address_arg(PyObject *addr, uintptr_t *out)
+{
+    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = (uintptr_t)a;
+    return 0;
+}
+
 /* set_weak_maker(address): the op observer's vt_obs_make_weak (0: none),
  * given while it hands ops over; the facts it hands over with them are used
  * only then (they come with the means to take a weak handle without a
  * storage object). */
 static PyObject *dispatcher_set_weak_maker(Dispatcher *d, PyObject *addr)
 {
-    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
-    if (a == (unsigned long long)-1 && PyErr_Occurred())
+    uintptr_t a;
+    if (address_arg(addr, &a) < 0)
         return NULL;
-    d->make_weak = (vt_make_weak_fn)(uintptr_t)a;
+    d->make_weak = (vt_make_weak_fn)a;
     Py_RETURN_NONE;
 }
 
@@ -209,10 +220,10 @@ static PyObject *dispatcher_set_weak_maker(Dispatcher *d, PyObject *addr)
  * data_ptr(). */
 static PyObject *dispatcher_set_storage_reader(Dispatcher *d, PyObject *addr)
 {
-    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
-    if (a == (unsigned long long)-1 && PyErr_Occurred())
+    uintptr_t a;
+    if (address_arg(addr, &a) < 0)
         return NULL;
-    d->storage_now = (vt_storage_now_fn)(uintptr_t)a;
+    d->storage_now = (vt_storage_now_fn)a;
     Py_RETURN_NONE;
 }
 
