@@ -378,7 +378,7 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
  * (scripts/trackobs/) instead of the mode: ``args`` its arguments in schema
  * order (tensors, lists of tensors, None for the rest), ``out`` a tuple of
  * its outputs, ``facts`` bytes of a vt_tensor_facts per tensor
- * (tensor_facts.h; used while set_weak_maker() gave the observer's
+ * (tensor_facts.h; used while Dispatcher.weak_maker holds the observer's
  * vt_obs_make_weak), ``seq`` the autograd sequence number's value after
  * the op (torch._C._autograd._get_sequence_nr() - 1). */
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)

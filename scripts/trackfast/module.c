@@ -191,40 +191,31 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
     return tensors_to_check(d);
 }
 
-/* A function's address handed over from Python (0: none): 0, or -1 with
- * a Python error set. */
-static int address_arg(PyObject *addr, uintptr_t *out)
+/* The op observer's functions, handed over from Python by address (0:
+ * none) as two attributes: weak_maker, its vt_obs_make_weak, given while it
+ * hands ops over (the facts it hands over with them are used only then:
+ * they come with the means to take a weak handle without a storage
+ * object); storage_reader, its vt_obs_storage_now, which storages_to_check
+ * reads storages with instead of Python's data_ptr(). */
+enum { WEAK_MAKER, STORAGE_READER };
+
+static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
 {
-    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
+    uintptr_t a = (intptr_t)which == WEAK_MAKER ? (uintptr_t)d->make_weak
+                                                : (uintptr_t)d->storage_now;
+    return PyLong_FromUnsignedLongLong(a);
+}
+
+static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *which)
+{
+    unsigned long long a = value != NULL ? PyLong_AsUnsignedLongLong(value) : 0;
     if (a == (unsigned long long)-1 && PyErr_Occurred())
         return -1;
-    *out = (uintptr_t)a;
+    if ((intptr_t)which == WEAK_MAKER)
+        d->make_weak = (vt_make_weak_fn)(uintptr_t)a;
+    else
+        d->storage_now = (vt_storage_now_fn)(uintptr_t)a;
     return 0;
-}
-
-/* set_weak_maker(address): the op observer's vt_obs_make_weak (0: none),
- * given while it hands ops over; the facts it hands over with them are used
- * only then (they come with the means to take a weak handle without a
- * storage object). */
-static PyObject *dispatcher_set_weak_maker(Dispatcher *d, PyObject *addr)
-{
-    uintptr_t a;
-    if (address_arg(addr, &a) < 0)
-        return NULL;
-    d->make_weak = (vt_make_weak_fn)a;
-    Py_RETURN_NONE;
-}
-
-/* set_storage_reader(address): the op observer's vt_obs_storage_now (0:
- * none), which storages_to_check reads storages with instead of Python's
- * data_ptr(). */
-static PyObject *dispatcher_set_storage_reader(Dispatcher *d, PyObject *addr)
-{
-    uintptr_t a;
-    if (address_arg(addr, &a) < 0)
-        return NULL;
-    d->storage_now = (vt_storage_now_fn)a;
-    Py_RETURN_NONE;
 }
 
 static PyMethodDef dispatcher_methods[] = {
@@ -232,10 +223,6 @@ static PyMethodDef dispatcher_methods[] = {
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,
      "observed(func, args, out, facts, seq): record an op the C++ observer saw run"},
-    {"set_weak_maker", (PyCFunction)dispatcher_set_weak_maker, METH_O,
-     "set_weak_maker(address): the observer's vt_obs_make_weak, 0: none"},
-    {"set_storage_reader", (PyCFunction)dispatcher_set_storage_reader, METH_O,
-     "set_storage_reader(address): the observer's vt_obs_storage_now, 0: none"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
@@ -264,6 +251,12 @@ static PyGetSetDef dispatcher_getset[] = {
     {"busy", (getter)dispatcher_busy, NULL, "seconds the C path spent recording", NULL},
     {"tracked_from_facts", (getter)dispatcher_from_facts, NULL,
      "tensors tracked from the op observer's facts, without asking Python", NULL},
+    {"weak_maker", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
+     "address of the op observer's vt_obs_make_weak, 0: none (its facts unused)",
+     (void *)(intptr_t)WEAK_MAKER},
+    {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
+     "address of the op observer's vt_obs_storage_now, 0: none (Python's data_ptr())",
+     (void *)(intptr_t)STORAGE_READER},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

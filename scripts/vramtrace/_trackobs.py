@@ -75,7 +75,7 @@ def load() -> Optional[Any]:
         os.makedirs(build, exist_ok=True)
         if not os.path.exists(os.path.join(build, "vramtrace_trackobs.so")):
             print(f"vramtrace: building track()'s op observer for torch {torch.__version__} "
-                  f"in {build} (once, about 15 s)", file=sys.stderr, flush=True)
+                  f"in {build} (once, about 12 s)", file=sys.stderr, flush=True)
         # cpp_extension rebuilds when a source or a flag changes, not a
         # header: the shared header's digest as a flag makes it rebuild
         header = os.path.join(os.path.dirname(source), "tensor_facts.h")
@@ -126,7 +126,7 @@ class Observer:
     @property
     def make_weak_address(self) -> int:
         """The address of its vt_obs_make_weak (scripts/trackobs/
-        tensor_facts.h), for _trackfast's Dispatcher.set_weak_maker."""
+        tensor_facts.h), for _trackfast's Dispatcher.weak_maker."""
         return ctypes.cast(self._lib.vt_obs_make_weak, ctypes.c_void_p).value or 0
 
     @property
@@ -139,7 +139,7 @@ class Observer:
     @property
     def storage_now_address(self) -> int:
         """The address of vt_obs_storage_now, for _trackfast's
-        Dispatcher.set_storage_reader."""
+        Dispatcher.storage_reader."""
         return ctypes.cast(self._lib.vt_obs_storage_now, ctypes.c_void_p).value or 0
 
 

@@ -702,14 +702,14 @@ class Tracker:
             # when another thread's tracker has the observer: Python's
             # data_ptr() would materialize a copy-on-write storage.
             self._life.read_with(self._observer.storage_now)
-            self._fast.set_storage_reader(self._observer.storage_now_address)
+            self._fast.storage_reader = self._observer.storage_now_address
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
             try:
                 self._observer.install(self._fast.observed, self._observed_engine,
                                        _trackobs.op_for, self._engine_frames,
                                        ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
                 # what it reads of each tensor in C++, used with its weak maker
-                self._fast.set_weak_maker(self._observer.make_weak_address)
+                self._fast.weak_maker = self._observer.make_weak_address
             except RuntimeError:   # another thread's tracker has it: this one, the mode
                 self._observer = None
         if self._observer is None:
@@ -740,7 +740,7 @@ class Tracker:
             self._mode = None
         if self._observer is not None:
             self._observer.uninstall()
-            self._fast.set_weak_maker(0)
+            self._fast.weak_maker = 0
             self._observer = None
 
     def close(self) -> None:
@@ -1150,7 +1150,8 @@ class Tracker:
         self._at_ptr[srec.ptr] = srec
 
     def _undeclare(self, srec: _StorageRec, stack: Optional[int]) -> None:
-        if srec.twins is not None and self._leave_twins(srec):
+        if srec.twins is not None:   # the memory lives on with its twins
+            self._leave_twins(srec)
             return
         if not srec.declared:
             return
@@ -1170,25 +1171,22 @@ class Tracker:
         else:
             self._lib.storage_external_free(srec.ptr, stack)
 
-    def _leave_twins(self, srec: _StorageRec) -> bool:
+    def _leave_twins(self, srec: _StorageRec) -> None:
         """``srec`` is gone or has memory of its own now (a copy-on-write
-        storage written to): it leaves its twins, which keep the memory --
-        the declaration passes to one of them if it held it. True: the
-        memory lives on (nothing to record)."""
+        storage written to): it leaves its twins (at least one: a storage
+        left alone has no twins), which keep the memory; the declaration
+        passes to one of them if it held it. Nothing to record."""
         twins = srec.twins
         srec.twins = None
         twins.discard(srec)
-        if not twins:
-            return False
+        heir = next(iter(twins))
         if len(twins) == 1:
-            next(iter(twins)).twins = None
+            heir.twins = None
         if srec.declared:
-            heir = next(iter(twins))
             heir.declared = True
             srec.declared = False
             if self._at_ptr.get(srec.ptr) is srec:
                 self._at_ptr[srec.ptr] = heir
-        return True
 
     def _end_storage(self, srec: _StorageRec, stack: Optional[int]) -> None:
         """The storage is gone: record its release, forget it; tensors that

@@ -217,7 +217,7 @@ def test_the_recording_takes_new_tensors_from_the_facts_and_records_the_same(
         step(0)
         with vtt.track() as tr:
             if not use_facts:
-                tr._fast.set_weak_maker(0)
+                tr._fast.weak_maker = 0
             for i in range(1, 4):
                 vtt.mark(f"iteration {i}")
                 step(i)
