@@ -147,7 +147,10 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         return on;
 
     /* An op that may give a tensor other memory (set_, resize_) goes the
-     * Python way whole: it compares storages with what they are now. */
+     * Python way whole: it compares storages with what they are now. With
+     * the stack taken here: no frame of the tracker's is between the
+     * program's and this call, where Tracker._on_op's own capture skips the
+     * Python path's two. */
     PyObject *op_meta = tracker_attr(d, s_op_meta);
     if (op_meta == NULL)
         return -1;
@@ -174,8 +177,12 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     if (reshaping < 0 || (vi == -1 && PyErr_Occurred()))
         return -1;
     if (reshaping) {
-        PyObject *a[5] = {func, args, kwargs ? kwargs : Py_None, out, Py_True};
-        PyObject *r = call_method(tracker, s_outs_slow, a, 5);
+        PyObject *stack_obj = PyLong_FromUnsignedLong(capture(d));
+        if (stack_obj == NULL)
+            return -1;
+        PyObject *a[6] = {func, args, kwargs ? kwargs : Py_None, out, Py_True, stack_obj};
+        PyObject *r = call_method(tracker, s_outs_slow, a, 6);
+        Py_DECREF(stack_obj);
         Py_XDECREF(r);
         return r == NULL ? -1 : 0;
     }

@@ -893,7 +893,7 @@ class Tracker:
                 _tensors_in(out, outs)
             if not ins and not outs:
                 return
-            if stack is None:   # given: an engine thread's op from the observer
+            if stack is None:   # given: from _trackfast, or an engine thread's op
                 stack = self._stacks.capture(3)
             if forward and stack:
                 # The autograd node an op made (below autograd, so before
@@ -936,6 +936,10 @@ class Tracker:
                             self._check_storage(srec, stack)
                         else:
                             self._migrate(rec, stack)
+                            if srec is not None and not srec.tids:
+                                # it may have gone with the move: its release
+                                # is this op's, not the next mark's
+                                self._check_storage(srec, stack)
                         rec = by_obj.get(id(t))
                         if rec is None:
                             continue

@@ -30,6 +30,7 @@ import vramtrace.torch as vtt  # noqa: E402
 from vramtrace import _trackobs  # noqa: E402
 from bench_track import passthrough_mode, training_step  # noqa: E402
 from test_track_fast import _findings  # noqa: E402
+from test_pyframes import python_frames  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +230,43 @@ def test_the_recording_takes_new_tensors_from_the_facts_and_records_the_same(
         assert tr.errors == 0
         assert (from_facts > 50) if use_facts else from_facts == 0
     assert books[0] == books[1] and len(books[0][1]) >= 10
+
+
+@pytest.mark.parametrize("switch", ["1", "0"], ids=["observer", "mode"])
+def test_an_op_giving_a_tensor_other_memory_is_recorded_at_the_programs_line(
+        real_lib, observer, monkeypatch, tmp_path, switch):
+    # set_ (and resize_) go from the C recording to the tracker's Python
+    # path whole, which took its stack two frames too far out: at a
+    # shallow call it failed ("call stack is not deep enough"), deeper it
+    # named a caller's line.
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
+
+    def move(t, src):
+        t.set_(src.untyped_storage()); return sys._getframe().f_lineno  # noqa: E702
+
+    with vtt.track(walk_fraction=None) as tr:
+        t = torch.zeros(1000) * 1
+        src = torch.ones(250) * 2
+        old = torch._C._data_address(t)
+        line = move(t, src)
+        vtt.mark(label := f"moved {id(t):x}")
+        assert tr._by_obj[id(t)].skey == src.untyped_storage()._cdata
+    assert tr.errors == 0
+    snap = str(tmp_path / "moved.vtsnap")
+    vramtrace.snapshot(snap)
+    sj = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
+                                   capture_output=True, text=True).stdout)
+    # this test's events: the suite's earlier ones share the ring and addresses
+    events = sj["events"]
+    marked = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == label)
+    opened = max(i for i, e in enumerate(events[:marked])
+                 if e["kind"] == "STORAGE_EXTERNAL" and int(e["addr"], 16) == old)
+    freed = [e for e in events[opened:marked]
+             if e["kind"] == "STORAGE_EXTERNAL_FREE" and int(e["addr"], 16) == old]
+    assert len(freed) == 1
+    innermost = python_frames(sj, freed[0]["stack"])[-1]
+    assert innermost[:2] == [__file__, line] and innermost[2].endswith(".move"), innermost
+    del t, src
 
 
 def _cow(t) -> bool:
