@@ -179,6 +179,24 @@ def test_storage_resize_to_zero_releases_it_while_the_tensor_lives(fake):
     del view
 
 
+def test_set_moves_a_live_tensor_to_another_storage_and_releases_the_old_one(fake):
+    with vtt.track(walk_fraction=None) as tr:
+        t = torch.zeros(1000) * 1
+        old = t.untyped_storage().data_ptr()
+        src = torch.ones(250) * 2
+        new = src.untyped_storage().data_ptr()
+        before = len(fake.events)
+        t.set_(src.untyped_storage())       # t alone held the old storage
+        vtt.mark("after")
+        assert tr._by_obj[id(t)].skey == src.untyped_storage()._cdata
+    after = fake.events[before:]
+    assert ("storage_free", old) in after
+    # t is recorded anew on src's memory, under the name it had
+    moved = [e for e in after if e[0] == "tensor_new" and e[2] == new and e[5].startswith("t = ")]
+    assert len(moved) == 1 and moved[0][3] == 1000, after
+    del t, src
+
+
 def test_one_buffer_wrapped_twice_is_one_memory_open_while_either_lives(fake):
     # Two storages on one memory (as a copy-on-write clone and its source
     # are): not memory freed and reused, so neither ends the other.
