@@ -1,7 +1,7 @@
 /*
  * cli/cmd_run.c - `vramtrace run`: run a program with libvramtrace preloaded.
  *
- *   vramtrace run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]
+ *   vramtrace run [-o SNAPSHOT] [--track] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]
  *
  * Sets LD_PRELOAD (ours first, an existing list kept after it),
  * VRAMTRACE_CONF (the environment's, then --conf, then --no-cache: later
@@ -15,6 +15,12 @@
  * it writes (trace/record/runlog.c). At the end run lists them all, renames the
  * exit snapshot to the plain -o name when only one process wrote one (each
  * writes a pid-tagged name meanwhile), and exits non-zero when one was lost.
+ *
+ * A Python program gets vramtrace's bootstrap on PYTHONPATH
+ * (vramtrace/_boot/sitecustomize.py): in a PyTorch program it observes
+ * PyTorch's caching allocator and marks optimizer steps. What a process could
+ * not do there (the observer not built) it leaves in the run directory's
+ * notes, and run repeats each note once at the end.
  *
  * Signals sent to run (kill, a container runtime, a scheduler) are passed on
  * to CMD; the terminal's own (^C, ^\, hangup) reach CMD directly and are not
@@ -43,21 +49,31 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vramtrace run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]\n"
+            "usage: vramtrace run [-o SNAPSHOT] [--track] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]\n"
             "\n"
             "Run CMD with the vramtrace allocator preloaded (LD_PRELOAD=" LIBNAME "):\n"
             "every device allocation it makes (cudaMalloc, cuMemAlloc, cudaMallocAsync, ...,\n"
             "through a shared or static CUDA runtime or the driver) is served from the\n"
             "cache and recorded.\n"
             "\n"
+            "In a Python program that uses PyTorch, PyTorch's own caching allocator is\n"
+            "observed, not replaced: every tensor's block is recorded with its stack,\n"
+            "PyTorch's segments go to the device as without vramtrace, and each\n"
+            "optimizer step is marked \"step N\" (unless the program marks steps itself).\n"
+            "The observer is compiled once per torch version (about 15 s, announced).\n"
+            "If it cannot be, the run says so and the snapshot shows segments only.\n"
+            "\n"
             "options:\n"
             "  -o, --output FILE   write the snapshot to FILE when CMD exits (VRAMTRACE_OUT;\n"
             "                      patterns: %%p pid, %%h host, %%r rank (RANK,\n"
             "                      OMPI_COMM_WORLD_RANK, SLURM_PROCID or LOCAL_RANK),\n"
             "                      %%t time, %%n snapshot counter)\n"
+            "  --track             PyTorch: run the whole program under vramtrace.torch.track(),\n"
+            "                      which also records who holds each tensor (torch:track)\n"
             "  --no-cache          record only: every allocation goes to the device (cache:0)\n"
             "  --conf K:V,...      allocator/tracing settings (VRAMTRACE_CONF syntax), merged\n"
-            "                      over VRAMTRACE_CONF from the environment\n"
+            "                      over VRAMTRACE_CONF from the environment; torch:off leaves\n"
+            "                      PyTorch unobserved\n"
             "  -h, --help          this text\n"
             "\n"
             "Only processes that recorded something write a snapshot (a wrapper such as\n"
@@ -249,7 +265,102 @@ static void remove_run_dir(const char *dir)
     char f[PATH_MAX + 16];
     snprintf(f, sizeof f, "%s/snapshots", dir);
     unlink(f);
+    snprintf(f, sizeof f, "%s/notes", dir);
+    unlink(f);
     rmdir(dir);
+}
+
+/* What the run's processes could not do (vramtrace/_autorun.py writes
+ * "pid<TAB>message" lines): each message once, with how many processes said it. */
+static void report_notes(const char *rundir)
+{
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof f, "%s/notes", rundir);
+    FILE *fp = fopen(f, "r");
+    if (!fp)
+        return;
+    char *seen[32];
+    int count[32], n = 0;
+    char buf[4096];
+    while (fgets(buf, sizeof buf, fp)) {
+        buf[strcspn(buf, "\n")] = '\0';
+        char *msg = strchr(buf, '\t');
+        msg = msg ? msg + 1 : buf;
+        int k = 0;
+        while (k < n && strcmp(seen[k], msg) != 0)
+            k++;
+        if (k < n) {
+            count[k]++;
+        } else if (n < (int)(sizeof seen / sizeof seen[0]) && (seen[n] = strdup(msg))) {
+            count[n++] = 1;
+        }
+    }
+    fclose(fp);
+    for (int k = 0; k < n; k++) {
+        if (count[k] > 1)
+            fprintf(stderr, "vramtrace run: (%d processes) %s\n", count[k], seen[k]);
+        else
+            fprintf(stderr, "vramtrace run: %s\n", seen[k]);
+        free(seen[k]);
+    }
+}
+
+/* ---- the Python bootstrap ----------------------------------------------- */
+
+static int has_boot(const char *dir)
+{
+    char f[PATH_MAX + 128];
+    snprintf(f, sizeof f, "%s/sitecustomize.py", dir);
+    return is_file(f);
+}
+
+/* The folder of vramtrace's Python bootstrap (vramtrace/_boot), or NULL:
+ * inside the wheel's package next to this program (vramtrace/_bin/), in the
+ * source tree of a build tree's program, in the install's Python folder. */
+static char *find_python_boot(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    char cand[PATH_MAX + 64];
+    snprintf(cand, sizeof cand, "%s/../_boot", exe);
+    if (has_boot(cand))
+        return realpath(cand, NULL);
+    snprintf(cand, sizeof cand, "%s/../build.ninja", exe);
+#ifdef VT_PY_SOURCE_DIR
+    if (is_file(cand) && has_boot(VT_PY_SOURCE_DIR "/vramtrace/_boot"))
+        return realpath(VT_PY_SOURCE_DIR "/vramtrace/_boot", NULL);
+#endif
+#ifdef VT_PY_INSTALL_DIR
+    if (has_boot(VT_PY_INSTALL_DIR "/vramtrace/_boot"))
+        return realpath(VT_PY_INSTALL_DIR "/vramtrace/_boot", NULL);
+#endif
+    return NULL;
+}
+
+/* PYTHONPATH with the bootstrap first. @return 0, -1 without a bootstrap. */
+static int set_python_boot(void)
+{
+    char *boot = find_python_boot();
+    if (!boot)
+        return -1;
+    const char *old = getenv("PYTHONPATH");
+    size_t len = strlen(boot) + (old ? strlen(old) : 0) + 2;
+    char *pp = malloc(len);
+    if (!pp) {
+        free(boot);
+        return -1;
+    }
+    snprintf(pp, len, "%s%s%s", boot, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", pp, 1);
+    free(pp);
+    free(boot);
+    return 0;
 }
 
 /* One registered snapshot (trace/record/runlog.c writes the lines). */
@@ -407,7 +518,7 @@ static int run_child(char **argv, int *status)
 int vt_cmd_run(int argc, char **argv)
 {
     const char *out = NULL;
-    int no_cache = 0;
+    int no_cache = 0, track = 0;
     struct kv_list conf = { .n = 0 };
     int i = 1;
     const char *env_conf = getenv("VRAMTRACE_CONF");
@@ -425,6 +536,8 @@ int vt_cmd_run(int argc, char **argv)
         }
         if (!strcmp(a, "--no-cache")) {
             no_cache = 1;
+        } else if (!strcmp(a, "--track")) {
+            track = 1;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--conf")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vramtrace run: %s needs a value (see vramtrace run --help)\n", a);
@@ -449,11 +562,13 @@ int vt_cmd_run(int argc, char **argv)
     }
     if (i >= argc) {
         fprintf(stderr, "vramtrace run: no command given\n"
-                        "usage: vramtrace run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]\n");
+                        "usage: vramtrace run [-o SNAPSHOT] [--track] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]\n");
         return 2;
     }
     if (no_cache)
         kv_add(&conf, "cache:0");
+    if (track)
+        kv_add(&conf, "torch:track");
 
     char *lib = find_library();
     if (!lib)
@@ -473,8 +588,12 @@ int vt_cmd_run(int argc, char **argv)
     if (outabs && check_output(outabs) != 0)
         return 2;
     char rundir[PATH_MAX] = "";
-    if (outabs && make_run_dir(rundir, sizeof rundir) != 0)
+    if (make_run_dir(rundir, sizeof rundir) != 0)
         return 2;
+    /* Without it a Python program still runs, recorded as any program. */
+    if (set_python_boot() != 0 && track)
+        fprintf(stderr, "vramtrace run: --track: vramtrace's Python package was not found "
+                        "next to this program; PyTorch is recorded without it\n");
     setenv("LD_PRELOAD", preload, 1);
     if (conf.n)
         setenv("VRAMTRACE_CONF", confs, 1);
@@ -490,6 +609,7 @@ int vt_cmd_run(int argc, char **argv)
     }
     int rc = WIFEXITED(status) ? WEXITSTATUS(status)
            : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    report_notes(rundir);
     if (outabs) {
         int lost = report_snapshots(rundir, outabs, &status);
         if (lost && rc == 0)

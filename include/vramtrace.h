@@ -350,6 +350,46 @@ VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
  * running Python code records its own frames. */
 VT_API void vt_thread_python_stack(uint32_t stack);
 
+/* ======================================================================== */
+/*  A framework's own caching allocator, observed                           */
+/* ======================================================================== */
+
+/* A framework that caches device memory itself (PyTorch) asks the device for
+ * segments and hands out blocks inside them. An observer running inside the
+ * framework's process reports those blocks and segments here as they happen,
+ * and vramtrace records them as allocations and segments, as the framework's
+ * own snapshot would. vramtrace.torch does this for PyTorch, on its allocator
+ * trace tracker, under `vramtrace run`. */
+
+/*! vt_pool_observe() :
+ * From now on the framework allocator whose code is the shared object holding
+ * `pool_code` is observed: the device allocations and frees it makes itself
+ * (its segments) go to the device exactly as without vramtrace, neither
+ * cached nor recorded by the hooks (the observer reports them), and frames in
+ * the shared object holding `observer_code` (NULL: none) are left out of
+ * stacks, as vramtrace's own are. Snapshots say so (VT_META_POOL_OBSERVED).
+ * @return 0, or -EINVAL when a code address lies in no loaded shared object. */
+VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
+
+/*! vt_pool_event() :
+ * Record one event of the observed allocator on `device`, on `stream` (the
+ * cudaStream_t as an integer): VT_EV_ALLOC (`size` bytes asked for at `addr`;
+ * `aux` the block's size when it differs, else 0), VT_EV_FREE_REQUESTED and
+ * VT_EV_FREE_COMPLETED (the block at `addr` freed by the program, then
+ * reusable), VT_EV_SEGMENT_ALLOC (`aux` a VT_POOL_*) and VT_EV_SEGMENT_FREE,
+ * VT_EV_OOM (`size` the request, `aux` the bytes free on the device).
+ * Captures a stack for allocations, segments and OOMs (frees: with
+ * free_stacks:1). Safe from any thread, with the framework's locks held.
+ * @return 0, or -EINVAL for another kind. */
+VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uint64_t stream,
+                         uint64_t aux);
+
+/*! vt_pool_unseen() :
+ * A framework allocator ran in this process that could not be observed:
+ * snapshots say so (VT_META_POOL_UNSEEN), and views then say that their
+ * allocations are its segments, not the objects inside them. */
+VT_API void vt_pool_unseen(void);
+
 #ifdef __cplusplus
 }
 #endif

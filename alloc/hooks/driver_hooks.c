@@ -52,7 +52,10 @@
 __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 
 #define SELF_CALLER() vt__hk_is_self(__builtin_return_address(0))
-#define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER()))
+/* Our own calls, and an observed framework allocator's (vt_pool_observe):
+ * its segments reach the device as without us, and its observer records them. */
+#define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER())                  \
+                || vt_unlikely(vt__pool_caller(__builtin_return_address(0))))
 
 /* The real function of entry e, as a function pointer of var's type. */
 #define REAL(var, e)                                                           \

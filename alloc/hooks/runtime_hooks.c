@@ -57,6 +57,7 @@
 #include "config.h"
 #include "cuda_driver.h"
 #include "hooks_internal.h"
+#include "recorder.h"
 #include "vramtrace/format.h"
 
 /* Declared by the toolkit headers only in per-thread-stream builds. */
@@ -282,7 +283,10 @@ static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint
 
 HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+    /* An observed framework allocator's segment (vt_pool_observe): the
+     * device's, as without us; its observer records it. */
+    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0
+        || vt_unlikely(vt__pool_caller(__builtin_return_address(0))))
         CALL_REAL(cudaMalloc, devPtr, size);
     return rt_alloc(devPtr, size, NULL, VT_NO_STREAM);   /* usable on every stream at once */
 }
@@ -368,6 +372,8 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
     /* NULL: the real cudaFree(NULL) initializes the context, as programs expect. */
     if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFree, devPtr);
+    if (vt_unlikely(vt__pool_caller(__builtin_return_address(0))) && !vt__alloc_owns(devPtr))
+        CALL_REAL(cudaFree, devPtr);   /* an observed framework's segment */
     int dev;
     cudaError_t r = rt_enter(&dev);
     if (r != cudaSuccess)

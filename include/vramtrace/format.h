@@ -115,6 +115,8 @@ enum vt_event_kind {
  * allocation on stream 0 may have been ordered on no stream). */
 enum vt_alloc_flags {
     VT_ALLOC_NO_STREAM = 1,  /* cudaMalloc / cuMemAlloc: ordered on no stream */
+    VT_ALLOC_POOL_BLOCK = 2, /* (1.6) a block of an observed framework allocator
+                                (vt_pool_event; VT_META_POOL_OBSERVED) */
 };
 
 /* Flags of a HOLDER_NEW event's aux2 (format 1.5; 0 in older files, where a
@@ -185,7 +187,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.5).
+ *   reader would find it). A writer writes its own minor (this one: 1.6).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -217,6 +219,12 @@ enum vt_passthrough_call {
  *   older reader keeps as kinds it does not know (views skip them); without
  *   them (older files) a replay keeps a destroyed stream's segments and an
  *   emptied cache's segments cached.
+ *   1.6 adds META flags VT_META_POOL_OBSERVED and VT_META_POOL_UNSEEN (a
+ *   framework's caching allocator, PyTorch's, seen or not seen block by
+ *   block) and the ALLOC flag VT_ALLOC_POOL_BLOCK, which older readers drop
+ *   with the other unknown bits: they then count an observed process's blocks
+ *   and its libraries' own device allocations alike as allocated, and say
+ *   nothing of an unseen framework allocator.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -341,7 +349,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 5
+#define VT_FORMAT_MINOR 6
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -357,6 +365,17 @@ enum vt_meta_flag {
                                          blocks ordered on no stream got a device
                                          allocation of their own (VRAMTRACE_CONF
                                          ipc_safe:1, or auto and switched on) */
+    VT_META_POOL_OBSERVED = 1u << 3,  /* (1.6) a framework's own caching allocator
+                                         (PyTorch's) was observed: its blocks are
+                                         ALLOC/FREE_* events and the device
+                                         allocations it made its segments
+                                         (SEGMENT_ALLOC/FREE); STATE describes
+                                         vramtrace's cache only, so it is not
+                                         complete */
+    VT_META_POOL_UNSEEN = 1u << 4,    /* (1.6) a framework's caching allocator ran
+                                         that could not be observed: its ALLOCs
+                                         are whole segments of it, not the
+                                         objects (tensors) inside them */
 };
 
 /* Size bounds of the raw (decoded) sections, see "Size bounds" above. */

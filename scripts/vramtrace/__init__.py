@@ -91,10 +91,21 @@ def snapshot(path: "str | os.PathLike[str]") -> str:
     return spath
 
 
+# Set by the program's first own mark(): from then on `vramtrace run` marks no
+# optimizer steps by itself (vramtrace/_autorun.py), the program's marks win.
+_program_marks = False
+
+
 def mark(label: str) -> None:
     """Record a labelled mark (e.g. "step 12") in the timeline."""
+    global _program_marks
     if not isinstance(label, str):
         raise TypeError(f"mark(): label must be str, not {type(label).__name__}")
+    _program_marks = True
+    _mark(label)
+
+
+def _mark(label: str) -> None:
     lib = get_library()
     _run_hooks("mark", label)
     lib.mark(label)

@@ -164,6 +164,10 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_unref": (_int, (_u64, _u64)),
     "vt_stack_intern_frames": (ctypes.c_uint32, (ctypes.POINTER(_cs), ctypes.c_size_t)),
     "vt_thread_python_stack": (None, (ctypes.c_uint32,)),   # optional: older libraries lack it
+    # a framework allocator observed (format 1.6; optional: older libraries lack them)
+    "vt_pool_observe": (_int, (_vp, _vp)),
+    "vt_pool_event": (_int, (_int, _int, _u64, _u64, _u64, _u64)),
+    "vt_pool_unseen": (None, ()),
 }
 
 
@@ -199,6 +203,12 @@ class Library:
     def has(self, name: str) -> bool:
         """True when the loaded library exports ``name`` (e.g. "vt_mark")."""
         return name in self._fn
+
+    def address(self, name: str) -> int:
+        """The address of C function ``name`` (0 if absent), for native
+        code that calls it directly."""
+        fn = self._fn.get(name)
+        return int(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn is not None else 0
 
     def raw(self, name: str) -> Any:
         """The bare ctypes function ``name`` (None if absent), for hot paths

@@ -19,6 +19,8 @@
  *   runlog.c     registering snapshots with `vramtrace run`
  *   exec_hook.c  the exec family: the snapshot before an exec
  *   annotate.c   the annotation API (tensors, holders, references)
+ *   pool_observe.c  a framework's own caching allocator observed (PyTorch's):
+ *                its blocks and segments as events, its device calls known
  *   version.c    vt_version_number / vt_version_string
  */
 #ifndef VT_TRACE_REC_INTERNAL_H
@@ -115,6 +117,13 @@ uint64_t vt__ring_head(void);
 #define VT_IP_FIRST_LINE_MAX INT32_MAX
 
 int vt__stacks_init(unsigned depth);
+/* The executable range [lo, hi) of the loaded object containing addr.
+ * @return 1 for a shared object, 2 for the main program, 0 if none holds it. */
+int vt__module_text(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+/* Frames in the shared object containing addr are ours too: left out of the
+ * stacks captured below them (an observer of another allocator calls us from
+ * its callbacks). One such object at a time. @return 0 or -ENOENT. */
+int vt__stacks_own_module(const void *addr);
 /* Set in a stack id whose stack lost its inner frames because the node
  * table was full: the id names the deepest prefix (outer callers) that was
  * already interned. Node ids stay below NODE_CAP (2^20), far from this bit;

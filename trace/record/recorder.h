@@ -75,4 +75,13 @@ void vt__trace_modules_loaded(void);
  * records the OOM event) but writes a snapshot when dump_on_oom:1. */
 void vt__trace_out_of_memory(void);
 
+/* True when `ret` (a hook's return address) lies in the code of an observed
+ * framework allocator (vt_pool_observe): the call is one of its segments,
+ * which goes to the device untouched and unrecorded. One branch when none is
+ * observed. */
+bool vt__pool_caller(const void *ret);
+
+/* VT_META_POOL_* flags for a snapshot of this process. */
+uint32_t vt__pool_meta_flags(void);
+
 #endif /* VT_TRACE_RECORDER_H */

@@ -296,6 +296,13 @@ int vt__snapshot_build(vt_snapshot_data **out)
         } else if (p) {
             s->meta.flags |= VT_META_STATE_COMPLETE;
         }
+        /* An observed framework allocator's blocks are not in our state: it
+         * describes vramtrace's own cache, neither the whole of what is alive
+         * nor its peaks. */
+        uint32_t pool = vt__pool_meta_flags();
+        s->meta.flags |= pool;
+        if (pool & VT_META_POOL_OBSERVED)
+            s->meta.flags &= ~(uint32_t)(VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS);
         rc = vt__strtab_init(&st);
         if (rc == 0)
             rc = vt__strings_export(s, &st);   /* after the provider: device names */

@@ -155,6 +155,7 @@ static _Atomic uint32_t py_probed_gen; /* loads_gen when Python was last looked 
 static _Atomic bool py_probing;        /* one thread looks at a time */
 static _Atomic unsigned slack = 8;     /* extra frames unwound for our own */
 static uintptr_t mod_lo, mod_hi;       /* our module's code, when a shared object */
+static _Atomic uintptr_t obs_lo, obs_hi; /* an observer's module (vt_pool_observe): ours too */
 static pthread_key_t ts_key;
 /* Bumped when a library is unloaded: code at a remembered address may now be
  * another library's, so every thread forgets its walks (see ts_get). */
@@ -278,18 +279,41 @@ int vt__stacks_init(unsigned d)
             return -EAGAIN;
     }
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-    struct find_self f = { .addr = (uintptr_t)&vt__stacks_init };
-    dl_iterate_phdr(find_self_cb, &f);
-    if (f.found && !f.is_main) {
-        mod_lo = f.lo;
-        mod_hi = f.hi;
+    uintptr_t lo, hi;
+    if (vt__module_text((uintptr_t)&vt__stacks_init, &lo, &hi) == 1) {
+        mod_lo = lo;
+        mod_hi = hi;
     }
+    return 0;
+}
+
+int vt__module_text(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    struct find_self f = { .addr = addr };
+    dl_iterate_phdr(find_self_cb, &f);
+    if (!f.found)
+        return 0;
+    *lo = f.lo;
+    *hi = f.hi;
+    return f.is_main ? 2 : 1;
+}
+
+int vt__stacks_own_module(const void *addr)
+{
+    uintptr_t lo, hi;
+    if (vt__module_text((uintptr_t)addr, &lo, &hi) != 1)
+        return -ENOENT;
+    atomic_store_explicit(&obs_hi, 0, memory_order_relaxed);   /* empty while it changes */
+    atomic_store_explicit(&obs_lo, lo, memory_order_relaxed);
+    atomic_store_explicit(&obs_hi, hi, memory_order_release);
     return 0;
 }
 
 static inline bool own_frame(uintptr_t ip)
 {
-    return (ip - mod_lo < mod_hi - mod_lo) ||
+    uintptr_t olo = atomic_load_explicit(&obs_lo, memory_order_relaxed);
+    uintptr_t ohi = atomic_load_explicit(&obs_hi, memory_order_acquire);
+    return (ip - mod_lo < mod_hi - mod_lo) || (ip - olo < ohi - olo) ||
            (ip - (uintptr_t)__start_vt_rec_text <
             (uintptr_t)__stop_vt_rec_text - (uintptr_t)__start_vt_rec_text);
 }

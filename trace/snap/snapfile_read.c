@@ -386,7 +386,8 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
     uint64_t flags = vt__get_varint(&c);
     NEED(&c, "metadata flags");
     m->flags = (uint32_t)(flags & (VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS |
-                                   VT_META_IPC_SAFE));
+                                   VT_META_IPC_SAFE | VT_META_POOL_OBSERVED |
+                                   VT_META_POOL_UNSEEN));
     if (flags & VT_META_DEVICE_PEAKS)
         for (uint64_t i = 0; i < nd; i++) {
             s->devices[i].peak_allocated = vt__get_varint(&c);

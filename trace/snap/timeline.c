@@ -146,6 +146,8 @@ static int match_events(struct builder *b)
             l->alloc_stack = e->stack;
             l->alloc_event = l->start_event = ei;
             l->device = e->device;
+            if ((s->meta.flags & VT_META_POOL_OBSERVED) && !(e->aux & VT_ALLOC_POOL_BLOCK))
+                l->flags |= VT_LT_OUTSIDE_POOL;
             vt__u64map_put(&b->lmap, e->addr, idx);
             tl->event_owner[i] = idx;
             break;
@@ -504,7 +506,7 @@ static uint64_t sub_sat(uint64_t a, uint64_t b)
  * shows it, already freed. */
 static int in_curves(const vt_lifetime *l)
 {
-    if (l->flags & VT_LT_AFTER_WINDOW)
+    if (l->flags & (VT_LT_AFTER_WINDOW | VT_LT_OUTSIDE_POOL))
         return 0;
     return !((l->flags & VT_LT_FROM_STATE) && (l->flags & VT_LT_FREE_UNSEEN));
 }
@@ -514,6 +516,8 @@ static int in_curves(const vt_lifetime *l)
  * index it starts at, VT_TL_NONE for before the window, or -1 if never. */
 static int64_t pending_from(const vt_lifetime *l)
 {
+    if (l->flags & VT_LT_OUTSIDE_POOL)
+        return -1;
     if (l->reusable_event == VT_TL_NONE && !(l->flags & VT_LT_PENDING_FREE))
         return -1;
     if (l->free_event != VT_TL_NONE)

@@ -52,6 +52,10 @@
  *    sizes of the lifetimes / segment spans counted from before it, per
  *    device, so the step curves start at the right height.
  *
+ *  - In a snapshot of an observed framework allocator (PyTorch's), only its
+ *    blocks count as allocated (VT_ALLOC_POOL_BLOCK); every other allocation
+ *    is VT_LT_OUTSIDE_POOL: its segment counts it as reserved.
+ *
  * "allocated" counts block sizes (vt_event.size, the rounded size) of
  * lifetimes the program holds; "pending" those freed and not yet reusable;
  * "reserved" counts segment sizes (SEGMENT_ALLOC .. SEGMENT_FREE).
@@ -81,6 +85,11 @@ enum vt_lifetime_flag {
                                       freed in a gap or after the copy, or of unknown
                                       fate (a gap follows it, no complete state) */
     VT_LT_AFTER_WINDOW = 1u << 6,  /* from the state, allocated after the last kept event */
+    VT_LT_OUTSIDE_POOL = 1u << 8,  /* a framework allocator was observed (VT_META_POOL_OBSERVED)
+                                      and this is not one of its blocks: a device allocation
+                                      of a library's own (cuBLAS, NCCL), counted as reserved
+                                      by its segment, not as allocated, as the framework's
+                                      memory_allocated() does not count it */
 };
 
 /* One allocation (block handed to the program) from alloc to free. */

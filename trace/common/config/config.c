@@ -19,7 +19,7 @@
 #include <strings.h>
 
 enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL, KEY_STACKS,
-                KEY_AUTO_BOOL };
+                KEY_AUTO_BOOL, KEY_TORCH };
 
 struct key {
     const char *name;
@@ -54,6 +54,7 @@ static const struct key keys[] = {
     { "signal", KEY_SIGNAL, FIELD(signal), 0, 0, "none, SIGUSR1, SIGUSR2, SIGPROF, SIGRTMIN+N" },
     { "dump_on_oom", KEY_BOOL, FIELD(dump_on_oom), 0, 1, "0 or 1" },
     { "oom_snapshots", KEY_UINT, FIELD(oom_snapshots), 1, 1000000, "a count from 1 to 1000000" },
+    { "torch", KEY_TORCH, FIELD(torch), 0, 0, "observe, track or off" },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -76,6 +77,7 @@ void vt__config_defaults(vt_config *c)
         .signal = 0,
         .dump_on_oom = false,
         .oom_snapshots = 4,
+        .torch = VT_TORCH_OBSERVE,
     };
 }
 
@@ -190,11 +192,16 @@ static int parse_value(const struct key *k, const char *v, vt_config *c)
         return 0;
     case KEY_SIGNAL:
         return parse_signal(v, (int *)field);
-    case KEY_STACKS: {
-        static const char *const names[] = { [VT_STACKS_ALL] = "all",
-                                             [VT_STACKS_NATIVE] = "native",
-                                             [VT_STACKS_PYTHON] = "python" };
-        for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+    case KEY_STACKS:
+    case KEY_TORCH: {
+        static const char *const stacks[] = { [VT_STACKS_ALL] = "all",
+                                              [VT_STACKS_NATIVE] = "native",
+                                              [VT_STACKS_PYTHON] = "python" };
+        static const char *const torch[] = { [VT_TORCH_OBSERVE] = "observe",
+                                             [VT_TORCH_TRACK] = "track",
+                                             [VT_TORCH_OFF] = "off" };
+        const char *const *names = k->type == KEY_STACKS ? stacks : torch;
+        for (unsigned i = 0; i < 3; i++)
             if (!strcasecmp(v, names[i])) {
                 *(unsigned *)field = i;
                 return 0;
@@ -296,14 +303,15 @@ size_t vt__config_format(const vt_config *c, char *buf, size_t len)
         "garbage_collection_threshold:%g,per_process_memory_fraction:%g,expandable_segments:%d,"
         "free_sync:%d,"
         "trace:%d,max_events:%llu,stack_depth:%u,free_stacks:%d,stacks:%s,signal:%s,"
-        "dump_on_oom:%d,oom_snapshots:%u,ipc_safe:%s",
+        "dump_on_oom:%d,oom_snapshots:%u,ipc_safe:%s,torch:%s",
         c->cache, msm, c->roundup_power2_divisions, c->garbage_collection_threshold,
         c->per_process_memory_fraction, c->expandable_segments, c->free_sync, c->trace,
         (unsigned long long)c->max_events, c->stack_depth, c->free_stacks,
         c->stacks == VT_STACKS_NATIVE ? "native" : c->stacks == VT_STACKS_PYTHON ? "python" : "all",
         sig,
         c->dump_on_oom, c->oom_snapshots,
-        c->ipc_safe == VT_IPC_SAFE_ON ? "1" : c->ipc_safe == VT_IPC_SAFE_OFF ? "0" : "auto");
+        c->ipc_safe == VT_IPC_SAFE_ON ? "1" : c->ipc_safe == VT_IPC_SAFE_OFF ? "0" : "auto",
+        c->torch == VT_TORCH_TRACK ? "track" : c->torch == VT_TORCH_OFF ? "off" : "observe");
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -39,6 +39,15 @@ enum {
     VT_STACKS_PYTHON = 2,  /* Python frames only (native where a thread has none) */
 };
 
+/* VRAMTRACE_CONF torch: what `vramtrace run` does in a Python process that
+ * uses PyTorch's CUDA allocator (vramtrace/_autorun.py reads it; the library
+ * only checks it). */
+enum {
+    VT_TORCH_OBSERVE = 0,  /* observe its caching allocator, mark optimizer steps */
+    VT_TORCH_TRACK = 1,    /* that, and the whole program under vramtrace.torch.track() */
+    VT_TORCH_OFF = 2,      /* nothing: PyTorch's segments only, as any program's */
+};
+
 /* VRAMTRACE_CONF ipc_safe: whether cudaMalloc blocks sit at the start of a
  * device allocation of their own, so that a legacy IPC handle exports
  * exactly them (alloc/alloc_ipc.c). */
@@ -67,6 +76,7 @@ typedef struct vt_config {
     unsigned stack_depth;              /* frames captured per stack */
     bool free_stacks;                  /* capture stacks on free too */
     unsigned stacks;                   /* what a stack holds: VT_STACKS_* */
+    unsigned torch;                    /* a PyTorch process under run: VT_TORCH_* */
     int signal;                        /* snapshot on this signal, 0 = none */
     bool dump_on_oom;                  /* snapshot when an allocation fails */
     unsigned oom_snapshots;            /* files for OOMs; the last keeps the latest */

@@ -1,0 +1,183 @@
+"""What ``vramtrace run`` does inside a Python program, unasked.
+
+``vramtrace run`` puts ``vramtrace/_boot`` on PYTHONPATH; its
+``sitecustomize`` calls :func:`start` before the program's first line. From
+then on, when the program imports torch:
+
+- once CUDA is initialized (``torch.cuda._lazy_call``: the per-device
+  allocators exist then), PyTorch's caching allocator is observed
+  (``_pool_observer``): every tensor's block recorded with its stack, and
+  PyTorch's allocator, statistics and recorder left exactly as they are;
+- every ``optimizer.step()`` of the first optimizer that steps records a mark
+  "step N" (PyTorch's global optimizer hooks), so ``vramtrace check``'s
+  step rules work on a program without marks; a program that calls
+  ``vramtrace.mark()`` itself keeps only its own;
+- with ``VRAMTRACE_CONF=torch:track`` (``vramtrace run --track``), the
+  whole program runs under ``vramtrace.torch.track()``, which names holders.
+
+``torch:off`` does none of it. Nothing here may change what the program
+computes, prints or raises: every failure is reported on stderr (and to
+``vramtrace run``, which repeats it at the end) and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import weakref
+from typing import Any, Optional
+
+_MODES = ("observe", "track", "off")
+
+_started = False
+_step = 0
+_step_optimizer: Optional["weakref.ref[Any]"] = None
+_tracker: Any = None
+
+
+def mode() -> str:
+    """The ``torch`` key of VRAMTRACE_CONF (the last one wins, as in the
+    library's parser): observe (default), track or off."""
+    value = "observe"
+    for item in os.environ.get("VRAMTRACE_CONF", "").split(","):
+        key, _, val = item.strip().partition(":")
+        if key.strip() == "torch" and val.strip().lower() in _MODES:
+            value = val.strip().lower()
+    return value
+
+
+def note(message: str) -> None:
+    """Say ``message`` on stderr now, and leave it for ``vramtrace run`` to
+    repeat when the program has ended (its run directory's notes file)."""
+    line = f"vramtrace: {message}"
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a closed stderr must not matter
+        pass
+    run_dir = os.environ.get("VRAMTRACE_RUN_DIR")
+    if run_dir:
+        try:
+            fd = os.open(os.path.join(run_dir, "notes"),
+                         os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, f"{os.getpid()}\t{message}\n".encode("utf-8", "replace"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+
+def start() -> None:
+    """Arrange for what the module docstring says; called once per process."""
+    global _started
+    if _started or mode() == "off":
+        return
+    _started = True
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "cuda"):
+        _on_torch(torch)
+    else:
+        sys.meta_path.insert(0, _TorchImportWatch())
+
+
+class _TorchImportWatch:
+    """A meta-path finder that finds nothing itself: when ``torch`` is
+    imported, it lets the usual finders find it and runs :func:`_on_torch`
+    once the import has completed."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec(fullname)
+        loader = getattr(spec, "loader", None)
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        inner = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            try:
+                inner(module)
+            finally:
+                try:
+                    del loader.exec_module   # the loader as it was
+                except AttributeError:
+                    pass
+            _on_torch(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _on_torch(torch: Any) -> None:
+    try:
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and hasattr(cuda, "_lazy_call"):
+            cuda._lazy_call(_observe_allocator)
+        # torch.optim deletes its submodule's name; `import torch` loaded it
+        optimizer = sys.modules.get("torch.optim.optimizer")
+        hook = getattr(optimizer, "register_optimizer_step_post_hook", None)
+        if hook is not None:
+            hook(_on_optimizer_step)
+        if mode() == "track":
+            _track_whole_program()
+    except Exception as exc:  # noqa: BLE001 - the program goes on as without us
+        note(f"could not prepare to observe PyTorch ({type(exc).__name__}: {exc})")
+
+
+def _observe_allocator() -> None:
+    """Queued for CUDA's lazy initialization; must never raise (torch
+    would turn it into the program's error)."""
+    try:
+        from . import _pool_observer
+        if not _pool_observer.attach():
+            note("PyTorch's CUDA allocator is not observed: " + _pool_observer.why_not +
+                 ". This run's snapshot shows PyTorch's segments, not its tensors; "
+                 "`vramtrace check` cannot name leaks in it. Fix: install a C++ compiler "
+                 "and ninja (pip install ninja) for the observer's one-time build, or run with "
+                 "PYTORCH_NO_CUDA_MEMORY_CACHING=1 (every tensor a cudaMalloc; changes "
+                 "PyTorch's caching).")
+    except BaseException as exc:  # noqa: BLE001
+        note(f"observing PyTorch's CUDA allocator failed ({type(exc).__name__}: {exc})")
+
+
+def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """After every step of the first optimizer that steps: mark "step N"."""
+    global _step, _step_optimizer
+    try:
+        import vramtrace
+        if vramtrace._program_marks:
+            return
+        if _step_optimizer is None or _step_optimizer() is None:
+            _step_optimizer = weakref.ref(optimizer)
+        elif _step_optimizer() is not optimizer:
+            return
+        _step += 1
+        vramtrace._mark(f"step {_step}")
+    except Exception:  # noqa: BLE001 - a mark lost, the program unchanged
+        pass
+
+
+def _track_whole_program() -> None:
+    """Enter vramtrace.torch.track() for the rest of the program (the thread
+    that imported torch), left at interpreter exit before the exit
+    snapshot is written."""
+    global _tracker
+    import atexit
+
+    import vramtrace.torch as vtt
+    _tracker = vtt.track()
+    _tracker.__enter__()
+
+    def leave() -> None:
+        try:
+            _tracker.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001
+            note(f"leaving track() at exit failed ({type(exc).__name__}: {exc})")
+
+    atexit.register(leave)

@@ -1,0 +1,121 @@
+"""Native parts built at first use against the torch in use.
+
+Two parts of vramtrace are C++ against torch's headers and C++ ABI, so they
+cannot ship prebuilt: track()'s op observer (``_trackobs``) and the observer
+of PyTorch's caching allocator (``_pool_observer``). Each is compiled the
+first time it is needed, by ``torch.utils.cpp_extension`` (g++ and ninja),
+into a cache directory keyed by the torch and Python versions
+(``VRAMTRACE_CACHE_DIR``, else ``~/.cache/vramtrace``), announced by one line
+on stderr, and loaded from there afterwards without importing the build
+machinery again (a stamp file says which sources and flags it was built from).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import logging
+import os
+import sys
+from typing import List, Sequence
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def cache_root() -> str:
+    """The folder every built part goes under."""
+    return os.environ.get("VRAMTRACE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vramtrace")
+
+
+def cache_dir(part: str, torch_version: str) -> str:
+    """The build directory of ``part`` for this torch and Python."""
+    tag = f"torch-{torch_version}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return os.path.join(cache_root(), part, tag.replace("+", "_"))
+
+
+def source(*names: str) -> str:
+    """The first of the package-relative paths ``names`` that exists (a part
+    may sit elsewhere in the source tree than in the installed package)."""
+    for name in names:
+        path = os.path.normpath(os.path.join(_HERE, name))
+        if os.path.isfile(path):
+            return path
+    raise RuntimeError(f"{os.path.basename(names[0])} is not installed with this vramtrace")
+
+
+def cuda_include_dirs() -> List[str]:
+    """Folders with the CUDA runtime's headers, which torch's c10/cuda
+    headers include: the NVIDIA runtime wheel that a CUDA build of torch
+    depends on (its own version), then a toolkit (CUDA_HOME, /usr/local/cuda)."""
+    dirs: List[str] = []
+    try:
+        import nvidia  # the namespace package of NVIDIA's wheels
+        for root in getattr(nvidia, "__path__", []):
+            dirs += sorted(glob.glob(os.path.join(root, "cu*", "include")))
+            dirs += sorted(glob.glob(os.path.join(root, "cuda_runtime", "include")))
+    except ImportError:
+        pass
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            dirs.append(os.path.join(home, "include"))
+    return [d for d in dirs if os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
+
+
+def build(part: str, name: str, sources: Sequence[str], *, what: str,
+          cflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
+          ldflags: Sequence[str] = (), depends: Sequence[str] = (),
+          python_module: bool = False) -> ctypes.CDLL:
+    """Build (once) and load the shared object ``name`` from ``sources``.
+
+    ``what`` names the part for the announcement ("track()'s op observer");
+    ``depends`` are headers whose change must rebuild it. Loaded with
+    ``ctypes.PyDLL`` when ``python_module`` (it calls the Python C API under
+    the GIL), else ``ctypes.CDLL``. Raises with the compiler's reason when
+    it cannot be built."""
+    import torch
+    folder = cache_dir(part, torch.__version__)
+    target = os.path.join(folder, f"{name}.so")
+    digest = hashlib.sha256()
+    for path in list(sources) + list(depends):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    for flag in list(cflags) + list(include_dirs) + list(ldflags):
+        digest.update(flag.encode())
+    stamp = os.path.join(folder, f"{name}.stamp")
+    want = digest.hexdigest()
+    loader = ctypes.PyDLL if python_module else ctypes.CDLL
+    try:
+        with open(stamp) as f:
+            if f.read().strip() == want and os.path.exists(target):
+                return loader(target)
+    except OSError:
+        pass
+    os.makedirs(folder, exist_ok=True)
+    print(f"vramtrace: building {what} for torch {torch.__version__} in {folder} "
+          "(once, about 15 s)", file=sys.stderr, flush=True)
+    # cpp_extension's import logs a warning where no CUDA toolkit is found,
+    # which these CPU-compiled parts do not need: not the program's output
+    quiet = logging.getLogger("torch.utils.cpp_extension")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        quiet.setLevel(level)
+    path = cpp_extension.load(
+        name=name, sources=[os.path.abspath(s) for s in sources],
+        extra_cflags=["-O2", "-DNDEBUG", f"-DVT_BUILD_DIGEST={want[:16]}", *cflags],
+        extra_include_paths=list(include_dirs), extra_ldflags=list(ldflags),
+        build_directory=folder, verbose=False, is_python_module=False)
+    lib = loader(path)
+    with open(stamp, "w") as f:
+        f.write(want + "\n")
+    return lib
+
+
+def torch_lib_dir() -> str:
+    """torch's own folder of shared libraries (libc10_cuda.so ...)."""
+    import torch
+    return os.path.join(os.path.dirname(torch.__file__), "lib")

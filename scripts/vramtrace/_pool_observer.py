@@ -1,0 +1,71 @@
+"""PyTorch's own CUDA caching allocator, observed block by block.
+
+Preloaded into a PyTorch program, libvramtrace sees only the segments that
+PyTorch's caching allocator asks the device for, not the tensors inside them.
+PyTorch calls every *trace tracker* attached to that allocator with each
+block it hands out and takes back (``attachAllocatorTraceTracker``), whether
+or not its own recorder is on. ``native/pool_observer.cpp``, built at first
+use against the torch in use (``_native_build``), attaches one that records
+each block, free and segment into vramtrace's ring, with vramtrace's own
+native and Python stacks. PyTorch keeps its allocator, its statistics, its
+recorder and its behaviour: nothing is replaced.
+
+``attach()`` must run after CUDA's lazy initialization (the per-device
+allocators exist then); ``vramtrace run`` queues it with
+``torch.cuda._lazy_call`` (``vramtrace/_autorun.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from . import _native_build
+from ._lib import get_library
+
+why_not = ""        # why the allocator is not observed ("" while it is, or not tried)
+attached = False
+
+
+def _build() -> Any:
+    src = _native_build.source("native/pool_observer.cpp")
+    lib = _native_build.build(
+        "pool_observer", "vramtrace_pool_observer", [src],
+        what="the observer of PyTorch's CUDA allocator",
+        include_dirs=_native_build.cuda_include_dirs(),
+        ldflags=[f"-L{_native_build.torch_lib_dir()}", "-lc10_cuda"])
+    fn = lib.vt_torch_pool_attach
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def attach() -> bool:
+    """Observe PyTorch's CUDA caching allocator from now on. Returns True
+    when it is observed; False with ``why_not`` saying why (and the
+    snapshot saying that this process's tensors were not seen). Never
+    raises: a program must run the same whether or not this works."""
+    global why_not, attached
+    if attached:
+        return True
+    try:
+        lib = get_library()
+    except Exception as exc:  # noqa: BLE001 - no library: nothing to record into
+        why_not = f"libvramtrace could not be loaded: {exc}"
+        return False
+    try:
+        fn = _build()
+        why = ctypes.create_string_buffer(512)
+        rc = fn(lib.address("vt_pool_event") or None, lib.address("vt_pool_observe") or None,
+                why, len(why))
+        if rc != 0:
+            raise RuntimeError(why.value.decode("utf-8", "replace"))
+        attached = True
+        why_not = ""
+        return True
+    except Exception as exc:  # noqa: BLE001 - any failure: say so, change nothing
+        why_not = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        fn_unseen = lib.raw("vt_pool_unseen")
+        if fn_unseen is not None:
+            fn_unseen()
+        return False

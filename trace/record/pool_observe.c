@@ -1,0 +1,101 @@
+/*
+ * trace/record/pool_observe.c - a framework's own caching allocator, observed.
+ *
+ * PyTorch keeps its own cache of device memory: it asks the device for
+ * segments and hands tensors blocks inside them. Preloaded, vramtrace sees
+ * only the segments. An observer inside the process (vramtrace.torch's, on
+ * PyTorch's allocator trace tracker) reports every block and segment as it
+ * happens, through vt_pool_event(), so the snapshot holds the framework's
+ * blocks as allocations and its segments as segments, as its own snapshot
+ * would, next to every other device allocation the hooks see.
+ *
+ * For that picture to be true, and for the framework to behave exactly as
+ * without vramtrace, the device calls the framework's allocator makes for its
+ * segments must not be cached or recorded a second time by the hooks: they
+ * go to the device as they would without us (vt__pool_caller() tells the hooks
+ * which calls those are: the ones made from the allocator's shared object).
+ */
+#include "vramtrace.h"
+#include "rec_internal.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+
+#include "vramtrace/format.h"
+
+static _Atomic uintptr_t pool_lo, pool_hi;   /* the observed allocator's code */
+static _Atomic uint32_t meta_flags;          /* VT_META_POOL_* for the snapshot */
+
+int vt_pool_observe(const void *pool_code, const void *observer_code)
+{
+    uintptr_t lo, hi;
+    if (!pool_code || vt__module_text((uintptr_t)pool_code, &lo, &hi) != 1)
+        return -EINVAL;
+    if (observer_code && vt__stacks_own_module(observer_code) != 0)
+        return -EINVAL;
+    atomic_store_explicit(&pool_hi, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool_lo, lo, memory_order_relaxed);
+    atomic_store_explicit(&pool_hi, hi, memory_order_release);
+    atomic_fetch_or_explicit(&meta_flags, VT_META_POOL_OBSERVED, memory_order_relaxed);
+    return 0;
+}
+
+void vt_pool_unseen(void)
+{
+    atomic_fetch_or_explicit(&meta_flags, VT_META_POOL_UNSEEN, memory_order_relaxed);
+}
+
+bool vt__pool_caller(const void *ret)
+{
+    uintptr_t hi = atomic_load_explicit(&pool_hi, memory_order_acquire);
+    if (vt_likely(hi == 0))
+        return false;
+    uintptr_t lo = atomic_load_explicit(&pool_lo, memory_order_relaxed);
+    return (uintptr_t)ret - lo < hi - lo;
+}
+
+uint32_t vt__pool_meta_flags(void)
+{
+    return atomic_load_explicit(&meta_flags, memory_order_relaxed);
+}
+
+/* Only the kinds an allocator's life has; each with the stack a view shows
+ * for it (the allocation's, the free's, the growth's, the failed request's). */
+VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size,
+                              uint64_t stream, uint64_t aux)
+{
+    if (!vt__rec_on())
+        return 0;
+    switch (kind) {
+    case VT_EV_ALLOC:
+        vt__trace(.kind = VT_EV_ALLOC, .device = device, .stream = stream, .addr = addr,
+                  .req_size = size, .size = aux ? aux : size, .stack = vt__stack_capture(),
+                  .aux = VT_ALLOC_POOL_BLOCK);
+        return 0;
+    case VT_EV_FREE_REQUESTED:
+        /* aux 1: the block counts as active until its FREE_COMPLETED, which
+         * the allocator reports when the streams that used it are done. */
+        vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = device, .stream = stream,
+                  .addr = addr, .size = size, .stack = vt__stack_capture_free(), .aux = 1);
+        return 0;
+    case VT_EV_FREE_COMPLETED:
+        vt__trace(.kind = VT_EV_FREE_COMPLETED, .device = device, .stream = stream,
+                  .addr = addr, .size = size);
+        return 0;
+    case VT_EV_SEGMENT_ALLOC:
+        vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device, .stream = stream,
+                  .addr = addr, .size = size, .stack = vt__stack_capture(), .aux = aux);
+        return 0;
+    case VT_EV_SEGMENT_FREE:
+        vt__trace(.kind = VT_EV_SEGMENT_FREE, .device = device, .stream = stream,
+                  .addr = addr, .size = size);
+        return 0;
+    case VT_EV_OOM:
+        vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = size,
+                  .size = size, .stack = vt__stack_capture(), .aux = aux);
+        vt__trace_out_of_memory();
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
