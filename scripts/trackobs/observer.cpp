@@ -45,6 +45,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
+#include <string_view>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,32 @@ unsigned long owner = 0;         // PyThread_get_thread_ident() of the installin
 at::CallbackHandle handle = 0;
 
 thread_local int open_ops = 0;   // ops looked at, open on this thread
+
+// An alias made for a tensor subclass. Tensor._make_subclass (nn.Parameter,
+// nn.Buffer) and Tensor.as_subclass (every __torch_function__ subclass's
+// results) run aten::detach / aten::alias and then give the new tensor a
+// Python object of the subclass, which PyTorch refuses when the tensor has
+// one already: wrapping such an output when its op ends would make the
+// program's own call fail. So these outputs are handed over at the next op
+// this thread starts (or when the observer is uninstalled), with whatever
+// Python object the program gave them by then; weakly held meanwhile, so
+// that nothing lives longer than the program lets it (one that died is never
+// handed over, as the mode, which these calls hide themselves from, never sees it).
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+struct Deferred {
+    PyObject *func = nullptr;     // the OpOverload (kept for the process)
+    std::vector<WeakImpl> inputs, outputs;
+    int64_t seq = -1;             // the autograd counter when it ran
+};
+thread_local std::vector<Deferred> *deferred = nullptr;
+
+void hand_over_deferred();
+
+bool alias_for_subclass(const at::RecordFunction &fn)
+{
+    std::string_view name(fn.name());
+    return name == "aten::detach" || name == "aten::alias";
+}
 
 // The inputs of an op looked at: IValue copies (a reference each) taken when
 // it starts, since RecordFunction hands them to start callbacks only.
@@ -206,6 +233,7 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
     if (open_ops > 0 || !active.load(std::memory_order_relaxed))
         return nullptr;   // inside an op looked at: the kernel's, or the tracker's own
     try {
+        hand_over_deferred();
         Op op = lookup(fn);
         if (op.func == nullptr || (op.decomposed && !autograd_excluded()))
             return nullptr;   // its parts are looked at
@@ -292,7 +320,7 @@ struct Wrapper {
         return Py_NewRef(Py_None);
     }
 
-    PyObject *tuple_of(const std::vector<c10::IValue> &values)
+    PyObject *tuple_of(c10::ArrayRef<c10::IValue> values)
     {
         PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
         if (tuple == nullptr)
@@ -314,32 +342,32 @@ struct Wrapper {
 // if it made one (the counter's last value; the recording keeps the first
 // op's stack for a number). An engine thread's goes to on_other(func, args,
 // out, stack) with the frames lent to it.
-void hand_over(Started *started, const at::RecordFunction &fn)
+// The call itself, with the GIL held: (func, args, out, stack) to on_other
+// for an engine thread's op, (func, args, out, facts, seq) to on_owner.
+void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
+                    c10::ArrayRef<c10::IValue> outputs, bool engine, uint32_t forward,
+                    int64_t seq)
 {
-    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
-        return;
     std::vector<vt_tensor_facts> facts;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *to = started->engine ? on_other : on_owner;
+    PyObject *to = engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
         PyObject *callee = Py_NewRef(to);   // uninstall() may run in the call
-        Wrapper w{started->engine ? nullptr : &facts};
-        PyObject *args = w.tuple_of(started->inputs);
-        PyObject *out = args ? w.tuple_of(fn.outputs()) : nullptr;
+        Wrapper w{engine ? nullptr : &facts};
+        PyObject *args = w.tuple_of(inputs);
+        PyObject *out = args ? w.tuple_of(outputs) : nullptr;
         PyObject *tail[2] = {nullptr, nullptr};   // (stack) or (facts, seq)
         size_t ntail = 0;
-        if (out != nullptr && started->engine) {
-            tail[ntail++] = PyLong_FromUnsignedLong(started->forward);
+        if (out != nullptr && engine) {
+            tail[ntail++] = PyLong_FromUnsignedLong(forward);
         } else if (out != nullptr) {
             tail[ntail++] = PyBytes_FromStringAndSize(
                 reinterpret_cast<const char *>(facts.data()),
                 static_cast<Py_ssize_t>(facts.size() * sizeof(vt_tensor_facts)));
-            tail[ntail++] = PyLong_FromLongLong(
-                static_cast<int64_t>(at::sequence_number::peek()) - 1);
+            tail[ntail++] = PyLong_FromLongLong(seq);
         }
         PyObject *r = nullptr;
         if (ntail > 0 && tail[0] != nullptr && (ntail == 1 || tail[1] != nullptr)) {
-            PyObject *argv[5] = {started->func, args, out, tail[0], tail[1]};
+            PyObject *argv[5] = {func, args, out, tail[0], tail[1]};
             r = PyObject_Vectorcall(callee, argv, 3 + ntail, nullptr);
         }
         if (r == nullptr)   // the recording reports its own failures; not the op's
@@ -351,7 +379,76 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         Py_XDECREF(tail[1]);
         Py_DECREF(callee);
     }
-    started->inputs.clear();   // the references dropped under the GIL
+}
+
+std::vector<WeakImpl> weakly(c10::ArrayRef<c10::IValue> values)
+{
+    std::vector<WeakImpl> w;
+    for (const c10::IValue &v : values)
+        if (v.isTensor() && v.toTensor().defined())
+            w.emplace_back(v.toTensor().getIntrusivePtr());
+    return w;
+}
+
+// The aliases deferred on this thread, handed over now (the GIL not held).
+void hand_over_deferred()
+{
+    if (deferred == nullptr || deferred->empty())
+        return;
+    std::vector<Deferred> now;
+    now.swap(*deferred);
+    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
+        return;
+    open_ops++;   // the recording's own ops are not the program's
+    PyGILState_STATE gil = PyGILState_Ensure();
+    for (Deferred &d : now) {
+        std::vector<c10::IValue> in, out;
+        bool alive = true;
+        for (auto &w : d.inputs) {
+            auto t = w.lock();
+            alive = alive && t;
+            if (t)
+                in.emplace_back(at::Tensor(std::move(t)));
+        }
+        for (auto &w : d.outputs) {
+            auto t = w.lock();
+            alive = alive && t;
+            if (t)
+                out.emplace_back(at::Tensor(std::move(t)));
+        }
+        if (alive && !out.empty())
+            call_recording(d.func, in, out, false, 0, d.seq);
+        in.clear();   // the references dropped under the GIL
+        out.clear();
+    }
+    PyGILState_Release(gil);
+    open_ops--;
+}
+
+void hand_over(Started *started, const at::RecordFunction &fn)
+{
+    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
+        return;
+    int64_t seq = static_cast<int64_t>(at::sequence_number::peek()) - 1;
+    if (!started->engine && alias_for_subclass(fn)) {
+        if (deferred == nullptr)
+            deferred = new std::vector<Deferred>;   // per thread, for the process
+        Deferred d;
+        d.func = started->func;
+        d.inputs = weakly(started->inputs);
+        d.outputs = weakly(fn.outputs());
+        d.seq = seq;
+        deferred->push_back(std::move(d));
+    } else {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        call_recording(started->func, started->inputs, fn.outputs(), started->engine,
+                       started->forward, seq);
+        started->inputs.clear();   // the references dropped under the GIL
+        PyGILState_Release(gil);
+        return;
+    }
+    PyGILState_STATE gil = PyGILState_Ensure();
+    started->inputs.clear();
     PyGILState_Release(gil);
 }
 
@@ -411,6 +508,10 @@ __attribute__((visibility("default"))) void vt_obs_uninstall(void)
 {
     if (handle == 0)
         return;
+    // this thread's last deferred aliases (the GIL is held: let go for the call)
+    Py_BEGIN_ALLOW_THREADS
+    hand_over_deferred();
+    Py_END_ALLOW_THREADS
     active = false;
     at::removeCallback(handle);
     handle = 0;

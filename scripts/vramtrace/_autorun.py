@@ -15,7 +15,9 @@ then on, when the program imports torch:
 - with ``VRAMTRACE_CONF=torch:track`` (``vramtrace run --track``), the
   whole program runs under ``vramtrace.torch.track()``, which names holders.
 
-``torch:off`` does none of it. Nothing here may change what the program
+``torch:off`` does none of it; neither does PYTORCH_NO_CUDA_MEMORY_CACHING=1
+(torch's switch: then PyTorch caches nothing, and every tensor is a
+``cudaMalloc`` that the preloaded library records itself). Nothing here may change what the program
 computes, prints or raises: every failure is reported on stderr (and to
 ``vramtrace run``, which repeats it at the end) and otherwise ignored.
 """
@@ -134,6 +136,8 @@ def _observe_allocator() -> None:
     """Queued for CUDA's lazy initialization; must never raise (torch
     would turn it into the program's error)."""
     try:
+        if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+            return   # no cache: every tensor is a cudaMalloc the preload records
         from . import _pool_observer
         if not _pool_observer.attach():
             note("PyTorch's CUDA allocator is not observed: " + _pool_observer.why_not +
@@ -170,12 +174,17 @@ def _track_whole_program() -> None:
     global _tracker
     import atexit
 
+    import vramtrace
     import vramtrace.torch as vtt
     _tracker = vtt.track()
     _tracker.__enter__()
 
     def leave() -> None:
         try:
+            # what a vramtrace.snapshot() call does first: the holders of
+            # every stale tensor looked up (the exit snapshot, written after
+            # Python is gone, cannot ask), then the tracker closed
+            vramtrace._run_hooks("snapshot", "(exit)")
             _tracker.__exit__(None, None, None)
         except Exception as exc:  # noqa: BLE001
             note(f"leaving track() at exit failed ({type(exc).__name__}: {exc})")

@@ -4,11 +4,9 @@ track() sees ops through this observer, a RecordFunction callback in C++,
 where it can be built, and through its dispatch mode otherwise (1.3x on a
 loop of small ops before anything is recorded: docs/TRACK_OBSERVER.md).
 The observer is C++ against torch's headers and C++ ABI, so it cannot be
-built with vramtrace: it is compiled the first time track() runs, by
-torch.utils.cpp_extension against the torch in use (about 12 s with g++ and
-ninja; one line on stderr says so), into a cache directory keyed by the
-torch and Python versions (VRAMTRACE_CACHE_DIR, else ~/.cache/vramtrace),
-and loaded from there afterwards. Where it cannot be built (no compiler, no
+built with vramtrace: it is compiled the first time track() runs, against
+the torch in use (``_native_build``: about 12 s with g++ and ninja, one line
+on stderr says so), and loaded from its cache afterwards. Where it cannot be built (no compiler, no
 ninja, no headers) track() uses the mode; `why_not` says why.
 
 VRAMTRACE_TRACK_OBSERVER: unset, the observer where it builds; 1, the
@@ -18,20 +16,13 @@ same, and a warning when it does not build; 0, the mode.
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
-import sys
 import warnings
-import zlib
 from typing import Any, Optional
 
-ENV_SWITCH = "VRAMTRACE_TRACK_OBSERVER"
-_HERE = os.path.dirname(os.path.abspath(__file__))
+from . import _native_build
 
-# Where observer.cpp is: next to the package in the source tree
-# (scripts/trackobs/), inside it when installed.
-_SOURCES = (os.path.join(_HERE, "..", "trackobs", "observer.cpp"),
-            os.path.join(_HERE, "trackobs", "observer.cpp"))
+ENV_SWITCH = "VRAMTRACE_TRACK_OBSERVER"
 
 _module: Any = False   # not tried yet; None: could not be built
 why_not = ""           # why it could not be built
@@ -44,10 +35,7 @@ def wanted() -> bool:
 
 def cache_dir(torch_version: str) -> str:
     """The build directory for this torch and Python."""
-    root = os.environ.get("VRAMTRACE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vramtrace")
-    tag = f"torch-{torch_version}-py{sys.version_info[0]}{sys.version_info[1]}"
-    return os.path.join(root, "trackobs", tag.replace("+", "_"))
+    return _native_build.cache_dir("trackobs", torch_version)
 
 
 def load() -> Optional[Any]:
@@ -57,35 +45,14 @@ def load() -> Optional[Any]:
     if _module is not False:
         return _module
     _module = None
-    source = next((p for p in _SOURCES if os.path.isfile(p)), None)
     try:
-        if source is None:
-            raise RuntimeError("observer.cpp is not installed with this vramtrace")
-        import torch
-        # its import logs a warning where no CUDA toolkit is found, which the
-        # CPU build here does not need: not the program's output
-        quiet = logging.getLogger("torch.utils.cpp_extension")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)
-        try:
-            from torch.utils import cpp_extension
-        finally:
-            quiet.setLevel(level)
-        build = cache_dir(torch.__version__)
-        os.makedirs(build, exist_ok=True)
-        if not os.path.exists(os.path.join(build, "vramtrace_trackobs.so")):
-            print(f"vramtrace: building track()'s op observer for torch {torch.__version__} "
-                  f"in {build} (once, about 12 s)", file=sys.stderr, flush=True)
-        # cpp_extension rebuilds when a source or a flag changes, not a
-        # header: the shared header's digest as a flag makes it rebuild
+        # next to the package in the source tree (scripts/trackobs/), inside it when installed
+        source = _native_build.source("../trackobs/observer.cpp", "trackobs/observer.cpp")
         header = os.path.join(os.path.dirname(source), "tensor_facts.h")
-        with open(header, "rb") as f:
-            digest = zlib.crc32(f.read())
-        path = cpp_extension.load(
-            name="vramtrace_trackobs", sources=[os.path.abspath(source)],
-            extra_cflags=["-O2", "-DNDEBUG", f"-DVT_TENSOR_FACTS_CRC={digest}"],
-            build_directory=build, verbose=False, is_python_module=False)
-        _module = Observer(ctypes.PyDLL(path))
+        lib = _native_build.build("trackobs", "vramtrace_trackobs", [source],
+                                  what="track()'s op observer", depends=[header],
+                                  python_module=True)
+        _module = Observer(lib)
     except Exception as exc:   # noqa: BLE001 - any failure to build means: the mode
         why_not = f"the op observer could not be built: {exc}"
         if os.environ.get(ENV_SWITCH, "") == "1":
