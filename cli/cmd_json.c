@@ -28,7 +28,8 @@ static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 static void flags_list(FILE *o, uint32_t f)
 {
     static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
-                                   "from_state", "free_unseen", "after_window", "inherited" };
+                                   "from_state", "free_unseen", "after_window", "inherited",
+                                   "outside_pool" };
     fputc('[', o);
     int first = 1;
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
@@ -67,10 +68,13 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
                ",\"snapshot_time_ns\":%" PRIu64 ",\"events_recorded\":%" PRIu64
                ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64
-               ",\"stacks_truncated\":%" PRIu64 ",\"state_complete\":%s,\"ipc_safe\":%s},\n",
+               ",\"stacks_truncated\":%" PRIu64 ",\"state_complete\":%s,\"ipc_safe\":%s"
+               ",\"framework_allocator\":\"%s\"},\n",
             m->clock_base_monotonic_ns, m->clock_base_realtime_ns, m->snapshot_time_ns,
             m->events_recorded, m->events_overwritten, m->stacks_dropped, m->stacks_truncated,
-            tl->state_complete ? "true" : "false", m->flags & VT_META_IPC_SAFE ? "true" : "false");
+            tl->state_complete ? "true" : "false", m->flags & VT_META_IPC_SAFE ? "true" : "false",
+            m->flags & VT_META_POOL_OBSERVED ? "observed"
+            : m->flags & VT_META_POOL_UNSEEN ? "unseen" : "none");
 
     fprintf(o, "\"window\":{\"events\":%zu,\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64
                ",\"first_time_ns\":%" PRIu64 ",\"last_time_ns\":%" PRIu64 ",\"gaps\":%zu"

@@ -154,6 +154,9 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
         printf("(not listed: %s in %" PRIu64 " allocation%s inherited at fork from the parent "
                "process, pid %" PRIu64 ")\n", vt__fmt_bytes(inherited_bytes, b), inherited,
                inherited == 1 ? "" : "s", tl->fork_parent_pid);
+    const char *pool = vt_snapshot_pool_note(s);
+    if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
+        printf("NOTE: %s.\n", pool);
     free(g);
     return 0;
 }

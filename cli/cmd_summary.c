@@ -219,6 +219,9 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
                "process; counted in allocated)\n", tl->fork_parent_pid, tl->fork_seq,
                vt__fmt_bytes(bytes, b1), n);
     }
+    const char *pool = vt_snapshot_pool_note(s);
+    if (pool)
+        printf("  %s%s\n", (s->meta.flags & VT_META_POOL_UNSEEN) ? "NOTE: " : "", pool);
     uncached_kinds(tl);
     if (!tl->ndevices)
         printf("no device memory recorded\n");

@@ -54,7 +54,11 @@ def attach() -> bool:
         why_not = f"libvramtrace could not be loaded: {exc}"
         return False
     try:
-        fn = _build()
+        try:
+            fn = _build()
+        except Exception as exc:  # noqa: BLE001
+            last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            raise RuntimeError(f"its observer could not be built ({last.rstrip('.')})") from exc
         why = ctypes.create_string_buffer(512)
         rc = fn(lib.address("vt_pool_event") or None, lib.address("vt_pool_observe") or None,
                 why, len(why))
@@ -64,7 +68,7 @@ def attach() -> bool:
         why_not = ""
         return True
     except Exception as exc:  # noqa: BLE001 - any failure: say so, change nothing
-        why_not = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        why_not = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].rstrip(".")
         fn_unseen = lib.raw("vt_pool_unseen")
         if fn_unseen is not None:
             fn_unseen()

@@ -10,8 +10,8 @@ WAY:
              every tensor is a cudaMalloc that vramtrace serves
   pluggable  vramtrace.torch.use_allocator(): PyTorch's CUDAPluggableAllocator
              calls vt_malloc/vt_free (vramtrace is not preloaded)
-  native     run under `vramtrace run`, PyTorch's own caching allocator: what
-             vramtrace sees are PyTorch's segments
+  native     PyTorch's own caching allocator, alone or under `vramtrace run`,
+             which observes it block by block
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def main() -> None:
             "segment_frees": st["segment.all.freed"],
             "allocations": st["allocation.all.allocated"],
         }
-    if args.way in ("pluggable", "native"):
+    if args.way == "pluggable" or out["preloaded"]:
         out["vramtrace"] = vramtrace.stats(0)
     if args.way == "pluggable":
         # PyTorch's own recorder has nothing to record with a pluggable allocator.

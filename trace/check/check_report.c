@@ -321,6 +321,9 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                 vt__fmt_bytes(r->total_bytes, b1),
                 any_pinned ? " or pinned by small views" : "",
                 vt__fmt_byte_seconds(r->total_byte_seconds, b2));
+    const char *pool = vt_snapshot_pool_note(s);
+    if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
+        fprintf(f, "\n  NOTE: %s", pool);
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
     fprintf(f, "; grace: ");

@@ -10,6 +10,19 @@
 
 #include "snapshot.h"
 
+const char *vt_snapshot_pool_note(const vt_snapshot_data *s)
+{
+    if (s->meta.flags & VT_META_POOL_UNSEEN)
+        return "PyTorch's caching allocator ran unobserved in this process: its allocations "
+               "here are whole segments, not tensors, so findings cover segments only (see "
+               "`vramtrace run`'s message at the end of the run for why and the fix)";
+    if (s->meta.flags & VT_META_POOL_OBSERVED)
+        return "PyTorch's caching allocator observed: allocations are its tensors' blocks "
+               "(allocated as torch.cuda.memory_allocated() counts); reserved is its segments "
+               "and every other device allocation";
+    return NULL;
+}
+
 const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
 {
     if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)

@@ -132,6 +132,11 @@ typedef struct vt_snapshot_data {
 /* Accessors that never fail: an out-of-range index yields "" / NULL. */
 const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index);
 
+/* What a view must say about a framework allocator (PyTorch's) in this
+ * snapshot (VT_META_POOL_*): one sentence, or NULL when there is nothing to
+ * say. Every view that reports allocations prints it the same way. */
+const char *vt_snapshot_pool_note(const vt_snapshot_data *s);
+
 /* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
  * to `out` and returns how many the stack has (may exceed max). */
 size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,

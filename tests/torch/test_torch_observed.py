@@ -1,0 +1,144 @@
+"""`vramtrace run -- python train.py` on a program that never imports
+vramtrace: PyTorch's own caching allocator is observed, not replaced
+(vramtrace/_autorun.py, native/pool_observer.cpp). Each case runs
+train_leak.py (a leaking loop and its fixed twin) in its own processes on the
+simulated device; this driver never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
+CLI = os.environ["VRAMTRACE_CLI"]
+SCRIPT = os.path.join(HERE, "train_leak.py")
+LOGITS_LINE = next(i for i, line in enumerate(open(SCRIPT), 1) if "# LOGITS_LINE" in line)
+
+
+def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str]:
+    full = dict(os.environ)
+    full.update(env or {})
+    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=600)
+    return p.returncode, p.stdout
+
+
+def train(kind: str, snap: str = "", *args: str, env: Dict[str, str] | None = None,
+          run_args: Tuple[str, ...] = ()) -> str:
+    """train_leak.py KIND ARGS on the device, under `vramtrace run -o SNAP`
+    when SNAP is given; its output (stdout and stderr)."""
+    cmd = [SIMRUN, "--mem", "1G", "--"]
+    if snap:
+        cmd += [CLI, "run", *run_args, "-o", snap, "--"]
+    cmd += [sys.executable, SCRIPT, kind, *args]
+    rc, out = run(cmd, env)
+    assert rc == 0, out[-4000:]
+    return out
+
+
+def figures(out: str) -> List[str]:
+    """The lines of PyTorch's own figures the script printed."""
+    return [line for line in out.splitlines()
+            if line.startswith(("step ", "max_allocated ", "max_reserved "))]
+
+
+def printed(out: str, name: str) -> int:
+    m = re.search(rf"^{name} (\d+)$", out, re.M)
+    assert m, out[-3000:]
+    return int(m.group(1))
+
+
+def snapshot_json(snap: str) -> dict:
+    rc, out = run([CLI, "json", snap])
+    assert rc == 0, out[-2000:]
+    return json.loads(out)
+
+
+def test_leak_is_flagged_at_the_scripts_line_and_its_fixed_twin_is_clean(tmp_path):
+    leak = str(tmp_path / "leak.vtsnap")
+    out = train("leak", leak)
+    assert "not observed" not in out, out[-3000:]
+    rc, text = run([CLI, "check", leak])
+    assert rc == 1, text
+    # the kept logits, named by the line of the script that made them, found
+    # with no mark in the program: the optimizer's steps were marked
+    assert f"train_leak.py:{LOGITS_LINE}" in text, text[:4000]
+    sj = snapshot_json(leak)
+    assert sj["meta"]["framework_allocator"] == "observed"
+    assert [m["label"] for m in sj["marks"]][:3] == ["step 1", "step 2", "step 3"], sj["marks"]
+
+    fixed = str(tmp_path / "fixed.vtsnap")
+    train("fixed", fixed)
+    rc, text = run([CLI, "check", fixed])
+    assert rc == 0, text
+
+
+def test_pytorch_behaves_as_without_vramtrace_and_its_recorder_agrees(tmp_path):
+    """memory_allocated()/memory_reserved() step by step, the maxima, and
+    PyTorch's own recorder and snapshot inside the run: as without vramtrace;
+    vramtrace's allocated curve is PyTorch's memory_allocated()."""
+    plain = train("leak", "", "--torch-snapshot", str(tmp_path / "plain.pickle"))
+    snap = str(tmp_path / "run.vtsnap")
+    traced = train("leak", snap, "--torch-snapshot", str(tmp_path / "run.pickle"))
+    assert figures(plain) == figures(traced), (figures(plain), figures(traced))
+
+    with open(tmp_path / "run.pickle", "rb") as f:
+        torch_snap = pickle.load(f)
+    trace = torch_snap["device_traces"][0]
+    # PyTorch's recorder ran next to vramtrace's: it saw every block
+    allocs = sum(1 for e in trace if e["action"] == "alloc")
+    assert allocs > 10 * 10, allocs
+
+    sj = snapshot_json(snap)
+    dev = next(d for d in sj["devices"] if d["ordinal"] == 0)
+    assert dev["peak_allocated"] == printed(traced, "max_allocated"), dev
+    pool_blocks = [lt for lt in sj["lifetimes"]
+                   if "outside_pool" not in lt["flags"] and "alive" in lt["flags"]]
+    last_allocated = int(figures(traced)[-3].split()[2])
+    assert sum(lt["size"] for lt in pool_blocks) == last_allocated
+    # every block PyTorch's recorder saw allocated after the observer attached
+    # is one of vramtrace's lifetimes at the same address
+    ours = {int(lt["addr"], 16) for lt in sj["lifetimes"] if "outside_pool" not in lt["flags"]}
+    theirs = {e["addr"] for e in trace if e["action"] == "alloc"}
+    assert theirs <= ours, sorted(theirs - ours)[:5]
+
+
+def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
+    snap = str(tmp_path / "track.vtsnap")
+    train("leak", snap, "--steps", "6", run_args=("--track",))
+    rc, text = run([CLI, "check", snap])
+    assert rc == 1, text
+    # the script's module-level list `history`, then an item of it
+    assert re.search(r"held by: module __main__\.history → list\[\*\] → tensor", text), text[:4000]
+
+
+def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
+    snap = str(tmp_path / "marks.vtsnap")
+    train("fixed", snap, "--steps", "4", "--marks")
+    labels = [m["label"] for m in snapshot_json(snap)["marks"]]
+    assert labels == [f"epoch 0 batch {i}" for i in range(4)], labels
+
+
+def test_a_run_whose_observer_cannot_be_built_says_so_everywhere(tmp_path):
+    """No compiler: the run says why and what to do, and every view says
+    that its findings cover PyTorch's segments only: never a bare all-clear."""
+    snap = str(tmp_path / "blind.vtsnap")
+    out = train("leak", snap, env={"CXX": "/bin/false",
+                                   "VRAMTRACE_CACHE_DIR": str(tmp_path / "cache")})
+    tail = out[out.rfind("step 9 "):]
+    assert re.search(r"vramtrace run: PyTorch's CUDA allocator is not observed: its observer "
+                     r"could not be built .*Fix: install a C\+\+ compiler", tail), tail
+    # PyTorch itself ran as ever
+    assert figures(out) == figures(train("leak"))
+    note = "NOTE: PyTorch's caching allocator ran unobserved in this process"
+    for view in ("check", "summary", "leaks"):
+        rc, text = run([CLI, view, snap])
+        assert note in text, (view, text[:3000])
+    assert snapshot_json(snap)["meta"]["framework_allocator"] == "unseen"
