@@ -81,10 +81,6 @@ int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, co
     rc = view(path, s, tl, flag && *on);
     vt_timeline_free(tl);
     vt_snapshot_free(s);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "vramtrace %s: cannot write output\n", cmd);
-        return VT_EXIT_FAILURE;
-    }
     return rc;
 }
 

@@ -29,7 +29,7 @@ typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const v
                             bool flag);
 /* The whole of a view command: --help or -h prints the usage to stdout;
  * `flag` (NULL: none) sets *on; the one FILE operand is read with its
- * timeline (vt__report_load) and shown by `view`; stdout is flushed. An
+ * timeline (vt__report_load) and shown by `view` (main() flushes stdout). An
  * unknown option prints one line (vt__cli_unknown_option), a second FILE or
  * none one line and the usage, to stderr. @return the command's exit status (commands.h). */
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,

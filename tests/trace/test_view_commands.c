@@ -460,4 +460,25 @@ TEST(cli_views_show_passthrough_kinds_of_a_1_2_file)
     ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n");
 }
 
+/* Output that cannot be written (stdout on a full disk) fails the command,
+ * whichever command it is: never exit 0 with truncated output. */
+TEST(cli_stdout_on_a_full_disk_exits_2_in_every_command)
+{
+    if (access("/dev/full", W_OK) != 0)
+        SKIP("no writable /dev/full");
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    const char *cmds[] = { "summary", "leaks", "json", "check", "compare", "compare --json",
+                           "replay", "replay --json" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char cmd[2048], e[128];
+        snprintf(e, sizeof e, "%s/stderr", dir);
+        snprintf(cmd, sizeof cmd, "'%s' %s '%s' >/dev/full 2>'%s'", exe(), cmds[i], p, e);
+        int st = system(cmd);
+        slurp(e, errout, sizeof errout);
+        ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s on a full disk: status %d (%s)",
+                   cmds[i], st, errout);
+        ASSERT_STR_CONTAINS(errout, "cannot write");
+    }
+}
+
 TEST_MAIN()
