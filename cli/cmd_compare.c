@@ -268,7 +268,8 @@ int vt_cmd_compare(int argc, char **argv)
         }
         sites[k].spread = hi - lo;
     }
-    qsort(sites, nsites, sizeof *sites, cmp_spread);
+    if (nsites)   /* none when no rank allocated anything: qsort wants an array */
+        qsort(sites, nsites, sizeof *sites, cmp_spread);
     size_t lo_a = 0, hi_a = 0, lo_r = 0, hi_r = 0;
     for (size_t i = 1; i < total; i++) {
         if (r[i].peak_alloc < r[lo_a].peak_alloc) lo_a = i;

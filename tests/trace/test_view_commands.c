@@ -481,4 +481,24 @@ TEST(cli_stdout_on_a_full_disk_exits_2_in_every_command)
     }
 }
 
+/* A snapshot without a single allocation (a rank that only marked steps):
+ * compare says so instead of sorting nothing. */
+TEST(cli_compare_of_snapshots_without_allocations)
+{
+    struct snap_builder g = gen_begin();
+    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    e->str = gen_str(&g, "step 1");
+    e->device = -1;
+    char a[256], args[1024];
+    snprintf(a, sizeof a, "%s", write_snap(g.s, "a.vtsnap"));
+    const char *b = write_snap(gen_begin().s, "b.vtsnap");
+    snprintf(args, sizeof args, "compare '%s' '%s'", a, b);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("no device memory recorded", "none: every call site holds the same bytes");
+    snprintf(args, sizeof args, "compare --json '%s' '%s'", a, b);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("\"sites\":[]}");
+    ASSERT_STR_EQ(errout, "");
+}
+
 TEST_MAIN()
