@@ -501,4 +501,44 @@ TEST(cli_compare_of_snapshots_without_allocations)
     ASSERT_STR_EQ(errout, "");
 }
 
+/* A snapshot whose names are not UTF-8 (a Latin-1 source path, stray lead
+ * bytes in a label): every machine-readable output still decodes strictly. */
+static vt_snapshot_data *gen_not_utf8(void)
+{
+    struct snap_builder g = gen_begin();
+    uint32_t f = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "/home/jos\xe9/caf\xe9.py", 10);
+    uint32_t st = gen_node(&g, 0, f);
+    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    e->str = gen_str(&g, "step \xf8\x88\x80\x80\x80 \xff\xbf\xbf");
+    e->device = -1;
+    e = gen_ev(&g, VT_EV_ALLOC, 2, 2000);
+    e->addr = 0x10000000; e->size = e->req_size = MiB; e->stack = st;
+    return g.s;
+}
+
+TEST(cli_outputs_of_names_that_are_not_utf8_decode_strictly)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0)
+        SKIP("python3 not found");
+    const char *p = write_snap(gen_not_utf8(), "latin1.vtsnap");
+    char args[1024], cmd[2048];
+    ASSERT_EQ(view("json", p, "--events"), 0);
+    snprintf(cmd, sizeof cmd, "%s/snap.json", dir);
+    FILE *f = fopen(cmd, "w");
+    ASSERT(f && fputs(out, f) >= 0 && fclose(f) == 0);
+    snprintf(args, sizeof args, "export --format perfetto '%s' -o '%s/t.json'", p, dir);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    snprintf(args, sizeof args, "export --format torch '%s' -o '%s/t.pickle'", p, dir);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    /* json.loads of bytes and pickle.load both insist on valid UTF-8 */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,pickle,sys; d=sys.argv[1]; "
+             "j=json.loads(open(d+\"/snap.json\",\"rb\").read().decode(\"utf-8\")); "
+             "assert j[\"marks\"][0][\"label\"].startswith(\"step \\ufffd\"), j[\"marks\"]; "
+             "json.loads(open(d+\"/t.json\",\"rb\").read().decode(\"utf-8\")); "
+             "t=pickle.load(open(d+\"/t.pickle\",\"rb\")); "
+             "assert \"caf\\ufffd.py\" in repr(t), t' '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+}
+
 TEST_MAIN()
