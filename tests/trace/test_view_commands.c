@@ -541,4 +541,96 @@ TEST(cli_outputs_of_names_that_are_not_utf8_decode_strictly)
     ASSERT_EQ(system(cmd), 0);
 }
 
+/* Each rank's mark labels and file name are data in the page of several
+ * ranks: a label that closes the <script> element must stay a label. */
+TEST(cli_viz_of_several_ranks_keeps_hostile_labels_and_names_inside_their_script)
+{
+    static const char evil[] = "</script><script>document.title='pwned'</script><!--";
+    struct snap_builder g = gen_begin();
+    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    e->str = gen_str(&g, evil);
+    e->device = -1;
+    e = gen_ev(&g, VT_EV_ALLOC, 2, 2000);
+    e->addr = 0x10000000; e->size = e->req_size = MiB;
+    char a[256], page[256], args[1024];
+    snprintf(a, sizeof a, "%s", write_snap(g.s, "a<script>.vtsnap"));
+    const char *b = write_snap(gen_small(), "b.vtsnap");
+    snprintf(page, sizeof page, "%s/ranks.html", dir);
+    snprintf(args, sizeof args, "viz -q '%s' '%s' -o '%s'", a, b, page);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    static char html[1 << 20];
+    slurp(page, html, sizeof html);
+    const char *open_tag = "<script id=\"vt-ranks\" type=\"application/json\">";
+    char *data = strstr(html, open_tag);
+    ASSERT(data);
+    data += strlen(open_tag);
+    char *end = strstr(data, "</script>");
+    ASSERT(end);
+    *end = 0;
+    ASSERT_MSG(!strchr(data, '<') && !strchr(data, '>'), "raw markup in the data: %.300s", data);
+    ASSERT(strstr(data, "\\u003c/script\\u003e"));
+    /* the page's scripts are its own: the data, one page per rank, the code */
+    *end = '<';
+    size_t nscripts = 0;
+    for (const char *q = html; (q = strstr(q, "<script")) != NULL; q++)
+        nscripts++;
+    ASSERT_EQ(nscripts, 4);
+    ASSERT(!strstr(html, "pwned'</script>"));
+}
+
+/* Creates a character device of our own as root, else names /dev/null (which
+ * then cannot be replaced anyway): the machine's own must never be lost. */
+static void char_device(char *dev, size_t len)
+{
+    snprintf(dev, len, "%s/null", test_dir());
+    if (geteuid() == 0)
+        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
+    else
+        snprintf(dev, len, "/dev/null");
+}
+
+/* `export -o` and `viz A B -o` write through the checked writer, as `viz -o`
+ * does: never over a device, FIFO, directory or symbolic link, and never
+ * through a symbolic link planted at the temporary name. */
+TEST(cli_export_and_viz_of_several_ranks_refuse_special_files_and_planted_links)
+{
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    char fifo[128], link[128], target[128], dev[128], args[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo.out", dir);
+    snprintf(link, sizeof link, "%s/link.out", dir);
+    snprintf(target, sizeof target, "%s/target.out", dir);
+    ASSERT_OK(mkfifo(fifo, 0600));
+    ASSERT_OK(symlink(target, link));
+    char_device(dev, sizeof dev);
+    const char *refused[] = { fifo, link, dev, dir };
+    const char *why[] = { "FIFO", "symbolic link", "character device", "directory" };
+    const char *cmds[] = { "export --format torch '%s' -o '%s'",
+                           "export --format perfetto '%s' -o '%s'",
+                           "viz -q '%1$s' '%1$s' -o '%2$s'" };
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+        for (int i = 0; i < 4; i++) {
+            snprintf(args, sizeof args, cmds[c], p, refused[i]);
+            ASSERT_MSG(run(args) == 2, "%s: accepted (%s)", args, errout);
+            ASSERT_STR_CONTAINS(errout, why[i]);
+            ASSERT_MSG(strchr(errout, '\n') == errout + strlen(errout) - 1, "one line: %s", errout);
+        }
+    struct stat st;
+    ASSERT(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT(access(target, F_OK) != 0);
+    /* a link planted at OUT.tmp.PID (the shell's pid is the command's: exec) */
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        char outp[128], cmd[2048], inner[1024];
+        snprintf(outp, sizeof outp, "%s/planted%zu.out", dir, c);
+        snprintf(inner, sizeof inner, cmds[c], p, outp);
+        snprintf(cmd, sizeof cmd, "sh -c 'ln -s \"%s\" \"%s.tmp.$$\" && exec \"%s\" %s' 2>/dev/null",
+                 target, outp, exe(), inner);
+        int rc = system(cmd);
+        ASSERT_MSG(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "%s: status %d", inner, rc);
+        ASSERT_MSG(access(target, F_OK) != 0, "%s wrote through the planted link", inner);
+        ASSERT(access(outp, F_OK) != 0);
+    }
+}
+
 TEST_MAIN()
