@@ -633,4 +633,32 @@ TEST(cli_export_and_viz_of_several_ranks_refuse_special_files_and_planted_links)
     }
 }
 
+/* Snapshots, pages and exports carry the command line, the host name and
+ * absolute paths: only their owner may read them, whatever the umask. */
+TEST(cli_outputs_are_readable_by_their_owner_only)
+{
+    umask(022);
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    struct stat st;
+    ASSERT(stat(p, &st) == 0);
+    ASSERT_MSG((st.st_mode & 0777) == 0600, "%s: mode %o", p, st.st_mode & 0777);
+    const char *cmds[] = { "viz -q '%s' -o '%s/one.html'",
+                           "viz -q '%1$s' '%1$s' -o '%2$s/two.html'",
+                           "export --format torch '%s' -o '%s/t.pickle'",
+                           "export --format perfetto '%s' -o '%s/t.json'",
+                           "import '%s/t.pickle' -o '%s/back.vtsnap'" };
+    const char *made[] = { "one.html", "two.html", "t.pickle", "t.json", "back.vtsnap" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[1024], f[256];
+        if (i == 4)
+            snprintf(args, sizeof args, cmds[i], dir, dir);
+        else
+            snprintf(args, sizeof args, cmds[i], p, dir);
+        ASSERT_MSG(run(args) == 0, "%s: %s", args, errout);
+        snprintf(f, sizeof f, "%s/%s", dir, made[i]);
+        ASSERT(stat(f, &st) == 0);
+        ASSERT_MSG((st.st_mode & 0777) == 0600, "%s: mode %o", f, st.st_mode & 0777);
+    }
+}
+
 TEST_MAIN()

@@ -120,7 +120,7 @@ int vt__outfile_create(const char *path, char *tmp, size_t tmplen, char *err, si
     split(path, dir, sizeof dir, &base);
     sweep_stale(dir, base);
     for (int attempt = 0;; attempt++) {
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0)
             return fd;
         rc = -errno;

@@ -10,6 +10,9 @@
  *  - a symbolic link as the last component is refused, never followed and
  *    never replaced (an output path in a shared directory cannot be redirected
  *    onto another file); links in the directories above it are followed;
+ *  - the file is created 0600: it carries the command line (secrets passed
+ *    as flags), the host name and absolute paths, so only its owner reads it
+ *    (as with core files);
  *  - the temporary file is `TARGET.tmp.PID`, created exclusively (never
  *    through a symbolic link planted under that name); before
  *    creating it, temporaries of the same target left by processes that no
