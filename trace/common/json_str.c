@@ -104,6 +104,11 @@ void vt__text_str(FILE *out, const char *s)
     escape(s, TEXT, put_file, out);
 }
 
+void vt__put_text_str(vt__buf *b, const char *s)
+{
+    escape(s, TEXT, put_buf, b);
+}
+
 void vt__put_utf8_str(vt__buf *b, const char *s)
 {
     escape(s, UTF8, put_buf, b);

@@ -32,6 +32,9 @@ void vt__put_json_str(vt__buf *b, const char *s, int in_script);
 /* `s` for a terminal (no quotes added), to `out`. */
 void vt__text_str(FILE *out, const char *s);
 
+/* The same into a buffer (no NUL added). */
+void vt__put_text_str(vt__buf *b, const char *s);
+
 /* `s` with its invalid UTF-8 replaced, into a buffer (no NUL added). */
 void vt__put_utf8_str(vt__buf *b, const char *s);
 
