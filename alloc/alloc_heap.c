@@ -47,6 +47,8 @@ static inline void cpu_relax(void)
 #endif
 }
 
+__thread unsigned vt__heap_locks_held __attribute__((tls_model("initial-exec")));
+
 void vt__heap_lock_slow(vt__heap *h)
 {
     for (;;) {

@@ -279,8 +279,18 @@ static inline int vt__reserve_one(void **arr, uint64_t n, uint64_t *cap, size_t 
  * A waiter spins briefly, then yields its CPU (vt__heap_lock_slow). */
 void vt__heap_lock_slow(vt__heap *h);
 
+/* Heap locks this thread holds or is taking. A signal handler that
+ * interrupted this thread inside the allocator must not wait for a heap lock:
+ * it would wait for itself (vt__alloc_describe_state refuses instead). Counted
+ * before the lock is taken and after it is dropped, so that a handler never
+ * sees the lock held with the count at zero; the signal fences keep the
+ * compiler from moving the count across the lock. */
+extern __thread unsigned vt__heap_locks_held __attribute__((tls_model("initial-exec")));
+
 static inline void vt__heap_lock(vt__heap *h)
 {
+    vt__heap_locks_held++;
+    atomic_signal_fence(memory_order_seq_cst);
     if (vt_unlikely(atomic_exchange_explicit(&h->lock, 1, memory_order_acquire)))
         vt__heap_lock_slow(h);
 }
@@ -288,6 +298,8 @@ static inline void vt__heap_lock(vt__heap *h)
 static inline void vt__heap_unlock(vt__heap *h)
 {
     atomic_store_explicit(&h->lock, 0, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst);
+    vt__heap_locks_held--;
 }
 
 /* ---- alloc_segment.c: segments, their release, gc, the OOM chain ------- */
@@ -451,6 +463,8 @@ VT_API int vt__alloc_check_invariants(int device);
 /* The snapshot state provider: every heap's segments and blocks, and the
  * devices' peaks (alloc_api.c registers it with the recorder). */
 struct vt_snapshot_data;
+/* The state provider (recorder.h); with snap NULL, whether it could describe
+ * the state now: -EDEADLK on a thread that holds a heap lock. */
 int vt__alloc_describe_state(struct vt_snapshot_data *snap);
 
 #endif /* VT_ALLOC_INTERNAL_H */

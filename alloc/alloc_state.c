@@ -4,6 +4,8 @@
  * recorder calls it as its state provider (registered by alloc_api.c) with
  * no recorder lock held; each heap is read under its lock.
  */
+#include <errno.h>
+
 #include "alloc_internal.h"
 #include "backend.h"
 #include "recorder.h"
@@ -45,6 +47,12 @@ static int describe(vt__heap *h, vt_snapshot_data *snap)
 
 int vt__alloc_describe_state(vt_snapshot_data *snap)
 {
+    /* asked from a signal handler that interrupted this thread inside the
+     * allocator: the heap lock it would wait for is its own */
+    if (vt__heap_locks_held)
+        return -EDEADLK;
+    if (!snap)
+        return 0;
     int n = vt__heap_count();
     for (int d = 0; d < n; d++) {
         vt__heap *h = vt__heap_get(d, false);

@@ -177,6 +177,12 @@ int vt_cmd_check(int argc, char **argv)
         fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
         goto out;
     }
+    /* before the run: the report points into the names */
+    if (!json && vt__report_text_names(s) != 0) {
+        fprintf(stderr, "vramtrace check: out of memory\n");
+        vt_snapshot_free(s);
+        goto out;
+    }
     vt_check_report *r = NULL;
     if (vt_check_run(s, &opt, &r, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err);

@@ -221,6 +221,10 @@ int vt_cmd_compare(int argc, char **argv)
         r[i].file = i < nfiles ? files[i] : g.gl_pathv[i - nfiles];
         if (vt__report_load("compare", r[i].file, &r[i].s, &r[i].tl))
             goto out;
+        if (!json && vt__report_text_names(r[i].s) != 0) {
+            fprintf(stderr, "vramtrace compare: out of memory\n");
+            goto out;
+        }
         r[i].rank = r[i].s->meta.rank >= 0 ? r[i].s->meta.rank : (int)i;
         for (size_t d = 0; d < r[i].tl->ndevices; d++) {
             const vt_tl_device *dv = &r[i].tl->devices[d];
@@ -268,7 +272,8 @@ int vt_cmd_compare(int argc, char **argv)
         }
         sites[k].spread = hi - lo;
     }
-    qsort(sites, nsites, sizeof *sites, cmp_spread);
+    if (nsites)   /* none when no rank allocated anything: qsort wants an array */
+        qsort(sites, nsites, sizeof *sites, cmp_spread);
     size_t lo_a = 0, hi_a = 0, lo_r = 0, hi_r = 0;
     for (size_t i = 1; i < total; i++) {
         if (r[i].peak_alloc < r[lo_a].peak_alloc) lo_a = i;
@@ -310,7 +315,9 @@ int vt_cmd_compare(int argc, char **argv)
         printf("]}\n");
     } else {
         for (size_t i = 0; i < total; i++) {
-            printf("rank %d  %s\n", r[i].rank, r[i].file);
+            printf("rank %d  ", r[i].rank);
+            vt__text_str(stdout, r[i].file);   /* a globbed name is anyone's */
+            putchar('\n');
             if (!r[i].dev) {
                 printf("  no device memory recorded\n");
                 continue;

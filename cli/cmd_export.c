@@ -1,15 +1,16 @@
 /*
  * cli/cmd_export.c - `vramtrace export --format torch|perfetto SNAP -o OUT`:
  * a snapshot (a .vtsnap or a PyTorch pickle) in another tool's format.
- * Written to OUT.tmp.<pid> and renamed: never a half-written file.
+ * Written through the one checked output writer (outfile.h): never a
+ * half-written file, never a device or a symbolic link replaced.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "commands.h"
 #include "export.h"
+#include "outfile.h"
 #include "pytorch.h"
 #include "report_util.h"
 
@@ -61,23 +62,13 @@ int vt_cmd_export(int argc, char **argv)
     vt_timeline *tl = NULL;
     if (vt__report_load("export", in, &s, torch ? NULL : &tl))
         return VT_EXIT_FAILURE;
-    size_t n = strlen(out) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        fprintf(stderr, "vramtrace export: out of memory\n");
-        vt_snapshot_free(s);
-        vt_timeline_free(tl);
-        return VT_EXIT_FAILURE;
-    }
-    snprintf(tmp, n, "%s.tmp.%ld", out, (long)getpid());
     int status = VT_EXIT_FAILURE;
-    FILE *f = fopen(tmp, "wb");
+    char err[512] = "", tmp[4096];
+    FILE *f = vt__outfile_open(out, tmp, sizeof tmp, err, sizeof err);
     if (!f) {
-        fprintf(stderr, "vramtrace export: cannot create %s: ", tmp);
-        perror(NULL);
+        fprintf(stderr, "vramtrace export: %s\n", err);
         goto done;
     }
-    char err[512] = "";
     vt_check_report *rep = NULL;
     if (!torch) {
         vt_check_options opt;
@@ -91,22 +82,17 @@ int vt_cmd_export(int argc, char **argv)
     }
     int rc = torch ? vt_pytorch_export(s, f, err, sizeof err) : vt__export_perfetto(f, s, tl, rep);
     vt_check_report_free(rep);
-    if (fclose(f) != 0 && !rc)
-        rc = -1;
-    if (rc) {
+    if (rc)
         fprintf(stderr, "vramtrace export: %s: %s\n", out, err[0] ? err : "write error");
-        unlink(tmp);
+    int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);
+    if (rc)
         goto done;
-    }
-    if (rename(tmp, out) != 0) {
-        fprintf(stderr, "vramtrace export: cannot rename %s to %s: ", tmp, out);
-        perror(NULL);
-        unlink(tmp);
+    if (crc) {
+        fprintf(stderr, "vramtrace export: %s\n", err);
         goto done;
     }
     status = 0;
 done:
-    free(tmp);
     vt_timeline_free(tl);
     vt_snapshot_free(s);
     return status;

@@ -276,5 +276,6 @@ static int view_json(const char *path, const vt_snapshot_data *s, const vt_timel
 int vt_cmd_json(int argc, char **argv)
 {
     bool with_events = false;
-    return vt__report_run("json", argc, argv, usage_text, "--events", &with_events, view_json);
+    return vt__report_run("json", argc, argv, usage_text, "--events", &with_events, false,
+                          view_json);
 }

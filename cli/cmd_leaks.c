@@ -164,5 +164,5 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
 int vt_cmd_leaks(int argc, char **argv)
 {
     return vt__report_run("leaks", argc, argv, usage_text, "--all-frames",
-                          &vt__report_all_frames, view_leaks);
+                          &vt__report_all_frames, true, view_leaks);
 }

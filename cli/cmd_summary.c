@@ -288,5 +288,5 @@ static int view_summary(const char *path, const vt_snapshot_data *s, const vt_ti
 int vt_cmd_summary(int argc, char **argv)
 {
     return vt__report_run("summary", argc, argv, usage_text, "--all-frames",
-                          &vt__report_all_frames, view_summary);
+                          &vt__report_all_frames, true, view_summary);
 }

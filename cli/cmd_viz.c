@@ -228,31 +228,20 @@ int vt_cmd_viz(int argc, char **argv)
     /* Write next to the target and rename (only over a regular file): never
      * a half-written page, never a device or FIFO replaced. */
     char tmp[4096];
-    int fd = vt__outfile_create(out, tmp, sizeof tmp, err, sizeof err);
-    if (fd < 0) {
+    f = vt__outfile_open(out, tmp, sizeof tmp, err, sizeof err);
+    if (!f) {
         fprintf(stderr, "vramtrace viz: %s\n", err);
         goto done;
     }
-    f = fdopen(fd, "w");
-    if (!f) {
-        fprintf(stderr, "vramtrace viz: cannot write %s: %s\n", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        goto done;
-    }
-    static char iobuf[1 << 16];
-    setvbuf(f, iobuf, _IOFBF, sizeof iobuf);
     vt__viz_stats st = { 0 };
     int rc = vt__viz_render_overlay(f, s, tl, rep, replay_conf ? &ov : NULL, &st, err, sizeof err);
-    if (fclose(f) != 0 && rc == 0)
-        rc = -EIO, snprintf(err, sizeof err, "viz: write failed");
-    f = NULL;
-    if (rc != 0) {
+    if (rc != 0)
         fprintf(stderr, "vramtrace viz: %s: %s\n", out, err);
-        unlink(tmp);
+    int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);
+    f = NULL;
+    if (rc != 0)
         goto done;
-    }
-    if (vt__outfile_commit(tmp, out, 0, err, sizeof err) != 0) {
+    if (crc != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err);
         goto done;
     }

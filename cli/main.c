@@ -50,6 +50,17 @@ static void usage(FILE *out)
                  "vramtrace %s\n", VRAMTRACE_VERSION_STRING);
 }
 
+/* Output lost to a full disk or a closed pipe is a failure of the command,
+ * whichever command printed it: stdout is flushed and checked once, here. */
+static int finish(const char *cmd, int status)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "vramtrace %s: cannot write output\n", cmd);
+        return VT_EXIT_FAILURE;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -66,7 +77,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+            return finish(commands[i].name, commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "vramtrace: unknown command '%s' (try vramtrace --help)\n", argv[1]);
     return VT_EXIT_FAILURE;
 }

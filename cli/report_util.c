@@ -1,5 +1,6 @@
 /* cli/report_util.c - helpers shared by the commands (loading a snapshot, the
  * wording of option errors) and by the summary, leaks and json views. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -47,8 +48,34 @@ bool vt__cli_operand(const char *cmd, const char *what, const char *a, const cha
     return true;
 }
 
+int vt__report_text_names(vt_snapshot_data *s)
+{
+    vt__buf b = { 0 };
+    uint32_t *off = malloc((s->nstrings ? s->nstrings : 1) * sizeof *off);
+    if (!off)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->nstrings && !b.oom; i++) {
+        off[i] = (uint32_t)b.n;
+        vt__put_text_str(&b, vt_snapshot_string(s, (uint32_t)i));
+        vt__put_u8(&b, 0);
+        if (b.n > UINT32_MAX)   /* offsets are 32 bits */
+            b.oom = 1;
+    }
+    if (b.oom) {
+        free(off);
+        vt__buf_free(&b);
+        return -ENOMEM;
+    }
+    free(s->strings_blob);
+    free(s->string_offsets);
+    s->strings_blob = (char *)b.p;
+    s->strings_blob_size = b.n;
+    s->string_offsets = off;
+    return 0;
+}
+
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                   bool *on, vt__report_view *view)
+                   bool *on, bool text, vt__report_view *view)
 {
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -78,13 +105,14 @@ int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, co
     int rc = vt__report_load(cmd, path, &s, &tl);
     if (rc)
         return rc;
-    rc = view(path, s, tl, flag && *on);
+    if (text && vt__report_text_names(s) != 0) {
+        fprintf(stderr, "vramtrace %s: out of memory\n", cmd);
+        rc = VT_EXIT_FAILURE;
+    } else {
+        rc = view(path, s, tl, flag && *on);
+    }
     vt_timeline_free(tl);
     vt_snapshot_free(s);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "vramtrace %s: cannot write output\n", cmd);
-        return VT_EXIT_FAILURE;
-    }
     return rc;
 }
 

@@ -22,6 +22,13 @@
  * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
 
+/* Make every name in `s` (its string table: functions, files, modules,
+ * tensors, holders, marks, the command line) safe to print on a terminal
+ * (vt__text_str's form): a name can then neither forge a line of a text
+ * report nor send an escape sequence. For text views only: JSON has its own
+ * escaping and must keep the names as recorded. @return 0 or -ENOMEM. */
+int vt__report_text_names(vt_snapshot_data *s);
+
 /* A view: prints the report of path's snapshot to stdout; `flag` is whether
  * the command's one option was given. @return 0, or the exit status after
  * saying why on stderr. */
@@ -29,11 +36,12 @@ typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const v
                             bool flag);
 /* The whole of a view command: --help or -h prints the usage to stdout;
  * `flag` (NULL: none) sets *on; the one FILE operand is read with its
- * timeline (vt__report_load) and shown by `view`; stdout is flushed. An
+ * timeline (vt__report_load), its names escaped when the view is `text`
+ * (vt__report_text_names), and shown by `view` (main() flushes stdout). An
  * unknown option prints one line (vt__cli_unknown_option), a second FILE or
  * none one line and the usage, to stderr. @return the command's exit status (commands.h). */
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                   bool *on, vt__report_view *view);
+                   bool *on, bool text, vt__report_view *view);
 
 /* The one wording of an option a command does not know: one line on
  * stderr, "vramtrace CMD: unknown option 'A' (try vramtrace CMD --help)". */

@@ -5,81 +5,26 @@
  * The page holds every rank's own timeline page (viz/render.c, unchanged),
  * base64-encoded, shown one at a time in an iframe by a rank selector, and an
  * overview with every rank's allocated-bytes curve on one time axis, aligned
- * by wall clock or by each rank's first mark (a training step). Curves are
- * reduced to at most OVERVIEW_POINTS points per rank, keeping each bucket's
- * maximum so no peak disappears. No network request of any kind.
+ * by wall clock or by each rank's first mark (a training step); the curves
+ * and marks come from viz/rank_data.c, embedded as every page embeds data.
+ * Written through the one checked output writer (outfile.h). No network
+ * request of any kind.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
-#include "pytorch.h"
-#include "render.h"
 #include "commands.h"
+#include "emit.h"
+#include "outfile.h"
+#include "pytorch.h"
+#include "rank_data.h"
+#include "render.h"
 #include "report_util.h"
 #include "timeline.h"
 #include "viz_ranks.h"
-
-#define OVERVIEW_POINTS 2000
-
-static void put_base64(FILE *o, const unsigned char *d, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char buf[4096];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0) |
-                     (i + 2 < n ? d[i + 2] : 0);
-        buf[k++] = tab[v >> 18 & 63];
-        buf[k++] = tab[v >> 12 & 63];
-        buf[k++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
-        buf[k++] = i + 2 < n ? tab[v & 63] : '=';
-        if (k > sizeof buf - 4) {
-            fwrite(buf, 1, k, o);
-            k = 0;
-        }
-    }
-    fwrite(buf, 1, k, o);
-}
-
-/* The overview data of one rank as a JSON object. */
-static void put_rank_json(FILE *o, int rank, const char *file, const vt_snapshot_data *s,
-                          const vt_timeline *tl)
-{
-    const vt_tl_device *dev = NULL;
-    for (size_t d = 0; d < tl->ndevices; d++)
-        if (!dev || tl->devices[d].peak_allocated > dev->peak_allocated)
-            dev = &tl->devices[d];
-    int64_t base = (int64_t)s->meta.clock_base_realtime_ns - (int64_t)s->meta.clock_base_monotonic_ns;
-    fprintf(o, "{\"rank\":%d,\"file\":", rank);
-    vt__json_str(o, file);
-    fprintf(o, ",\"device\":%d,\"peak\":%" PRIu64 ",\"points\":[", dev ? dev->device : -1,
-            dev ? dev->peak_allocated : 0);
-    if (dev) {
-        size_t n = dev->npoints, step = n > OVERVIEW_POINTS ? (n + OVERVIEW_POINTS - 1) / OVERVIEW_POINTS : 1;
-        for (size_t i = 0; i < n; i += step) {
-            size_t best = i;
-            for (size_t k = i; k < i + step && k < n; k++)
-                if (dev->points[k].allocated > dev->points[best].allocated)
-                    best = k;
-            /* wall clock in ms (a double keeps µs precision for years) */
-            fprintf(o, "%s[%.3f,%" PRIu64 "]", i ? "," : "",
-                    (double)((int64_t)dev->points[best].time_ns + base) / 1e6,
-                    dev->points[best].allocated);
-        }
-    }
-    fputs("],\"marks\":[", o);
-    for (size_t m = 0; m < tl->nmarks; m++) {
-        fprintf(o, "%s[%.3f,", m ? "," : "", (double)((int64_t)tl->marks[m].time_ns + base) / 1e6);
-        vt__json_str(o, vt_snapshot_string(s, tl->marks[m].label));
-        fputc(']', o);
-    }
-    fputs("]}", o);
-}
 
 static const char page_head[] =
     "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -188,7 +133,6 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
 {
     struct rank_page *p = calloc(n, sizeof *p);
     char err[1024] = "";
-    char *tmp = NULL;
     FILE *f = NULL;
     int status = VT_EXIT_FAILURE;
     if (!p) {
@@ -223,52 +167,45 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
     }
     qsort(p, n, sizeof *p, cmp_page);
 
-    size_t tl_len = strlen(out) + 32;
-    tmp = malloc(tl_len);
-    if (!tmp) {
+    vt__buf data = { 0 };
+    vt__put_u8(&data, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            vt__put_u8(&data, ',');
+        vt__viz_rank_json(&data, p[i].rank, p[i].file, p[i].s, p[i].tl);
+    }
+    vt__put_u8(&data, ']');
+    if (data.oom) {
         fprintf(stderr, "vramtrace viz: out of memory\n");
+        vt__buf_free(&data);
         goto done;
     }
-    snprintf(tmp, tl_len, "%s.tmp.%d", out, (int)getpid());
-    f = fopen(tmp, "w");
+    char tmp[4096];
+    f = vt__outfile_open(out, tmp, sizeof tmp, err, sizeof err);
     if (!f) {
-        fprintf(stderr, "vramtrace viz: cannot create %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "vramtrace viz: %s\n", err);
+        vt__buf_free(&data);
         goto done;
     }
     fputs(page_head, f);
-    fputc('[', f);
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            fputc(',', f);
-        put_rank_json(f, p[i].rank, p[i].file, p[i].s, p[i].tl);
-    }
-    fputc(']', f);
+    fwrite(data.p, 1, data.n, f);
+    vt__buf_free(&data);
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "</script>\n<script type=\"application/octet-stream\" data-rank-page=\"%d\">",
                 p[i].rank);
-        put_base64(f, (const unsigned char *)p[i].html, p[i].len);
+        vt__write_base64(f, (const unsigned char *)p[i].html, p[i].len);
     }
     fputs(page_script, f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        f = NULL;
-        fprintf(stderr, "vramtrace viz: %s: write failed\n", out);
-        unlink(tmp);
-        goto done;
-    }
+    int rc = vt__outfile_close(f, 1, tmp, out, 0, err, sizeof err);
     f = NULL;
-    if (rename(tmp, out) != 0) {
-        fprintf(stderr, "vramtrace viz: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
-        unlink(tmp);
+    if (rc != 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", err);
         goto done;
     }
     if (!quiet)
         printf("wrote %s: %zu ranks\n", out, n);
     status = 0;
 done:
-    if (f)
-        fclose(f);
-    free(tmp);
     for (size_t i = 0; i < n; i++) {
         free(p[i].html);
         vt_timeline_free(p[i].tl);

@@ -204,6 +204,15 @@ VT_API int vt_set_memory_fraction(double fraction, int device);
  * named as described above).
  * Allocation goes on while the snapshot is taken; only copying the event ring
  * competes with it. Works with trace:0 too (the allocator state, no events).
+ * Not async-signal-safe: it allocates memory, symbolizes and writes a file.
+ * Called from a signal handler anyway, it refuses (-EDEADLK, nothing
+ * written) when the handler interrupted this thread inside the allocator (a
+ * cudaMalloc or cudaFree holding the allocator's lock), instead of waiting
+ * forever for a lock its own thread holds; interrupting other code (malloc,
+ * stdio) it may still hang. For a snapshot on a signal use
+ * VRAMTRACE_CONF=signal:SIG (above): its handler is async-signal-safe, it
+ * only wakes vramtrace's thread, which writes the snapshot. No other function
+ * of this header is async-signal-safe.
  * @return 0, or a negative errno (the reason is also printed on stderr). */
 VT_API int vt_snapshot(const char *path);
 

@@ -841,6 +841,28 @@ TEST(empty_cache_and_reset_with_a_dead_segment)
     ASSERT_EQ(sim().bytes_in_use, in_use - 2 * MiB);
 }
 
+/* A signal handler that interrupted cudaMalloc on this thread, inside the
+ * heap lock, and asks for a snapshot: the state provider refuses at once
+ * (the recorder then writes nothing) instead of waiting for the lock its own
+ * thread holds; once the lock is dropped it describes the state again. */
+TEST(state_asked_on_a_thread_holding_the_heap_lock_is_refused_not_waited_for)
+{
+    ASSERT(vt_malloc(4096, 0, 0));
+    vt__heap *h = vt__heap_get(0, false);
+    ASSERT(h);
+    alarm(10);   /* a wait for ourselves never ends */
+    vt__heap_lock(h);
+    ASSERT(fake_snapshot() == NULL);
+    ASSERT_EQ(vt__alloc_describe_state(NULL), -EDEADLK);
+    vt__heap_unlock(h);
+    alarm(0);
+    ASSERT_EQ(vt__alloc_describe_state(NULL), 0);
+    vt_snapshot_data *snap = fake_snapshot();
+    ASSERT(snap);
+    ASSERT_EQ(snap->nblocks, 2);
+    fake_snapshot_free(snap);
+}
+
 /* fork() while another thread holds a heap lock: the child must not inherit
  * it held (its snapshot at exit, any hook, would spin forever). */
 static atomic_int holder_state;

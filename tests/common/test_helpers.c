@@ -60,6 +60,10 @@ TEST(json_strings_escape_quotes_controls_and_invalid_utf8)
         { "caf\xc3\xa9 \xe2\x86\x92", "\"caf\xc3\xa9 \xe2\x86\x92\"" },  /* valid UTF-8 kept */
         { "bad \xff end", "\"bad \\ufffd end\"" },
         { "cut \xe2\x86", "\"cut \\ufffd\\ufffd\"" },
+        /* lead bytes no sequence starts with, followed by continuation bytes */
+        { "\xf8\x80\x80", "\"\\ufffd\\ufffd\\ufffd\"" },
+        { "\xf5\x80\x80\x80|\xff\xbf\xbf", "\"\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\"" },
+        { "\xc0\xaf \xed\xa0\x80", "\"\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\"" },  /* overlong, surrogate */
         { "<b>&", "\"<b>&\"" },
         { NULL, "\"\"" },
     };
@@ -70,6 +74,37 @@ TEST(json_strings_escape_quotes_controls_and_invalid_utf8)
         free(f);
         free(b);
     }
+}
+
+/* Terminal text: no control character gets through (a name cannot start a
+ * line of its own or send an escape sequence), and the text is valid UTF-8. */
+TEST(text_strings_escape_control_characters_and_invalid_utf8)
+{
+    static const struct { const char *in, *out; } cases[] = {
+        { "plain caf\xc3\xa9", "plain caf\xc3\xa9" },
+        { "a.py\nSUMMARY: vramtrace: no leaks.", "a.py\\x0aSUMMARY: vramtrace: no leaks." },
+        { "\x1b]0;title\x07\x1b[2J", "\\x1b]0;title\\x07\\x1b[2J" },
+        { "del\x7f c1\xc2\x9b[2J", "del\\x7f c1\\x9b[2J" },
+        { "nbsp\xc2\xa0 bad\xff", "nbsp\xc2\xa0 bad\xef\xbf\xbd" },
+        { NULL, "" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        ASSERT(f != NULL);
+        vt__text_str(f, cases[i].in);
+        fclose(f);
+        ASSERT_STR_EQ(text, cases[i].out);
+        free(text);
+    }
+    vt__buf b = { 0 };
+    vt__put_utf8_str(&b, "caf\xe9 \xe2\x86\x92\n");
+    vt__put_u8(&b, 0);
+    ASSERT_STR_EQ((char *)b.p, "caf\xef\xbf\xbd \xe2\x86\x92\n");
+    ASSERT(vt__utf8_valid((char *)b.p));
+    ASSERT(!vt__utf8_valid("caf\xe9"));
+    vt__buf_free(&b);
 }
 
 TEST(json_strings_inside_a_script_cannot_close_it)

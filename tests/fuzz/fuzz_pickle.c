@@ -3,6 +3,11 @@
  * the PyTorch snapshot importer, then the timeline and the PyTorch exporter
  * on whatever the importer accepts (and the exporter's output read back).
  *
+ * The importer's work is bounded by its dict lookups: a large dict (one
+ * that memo references may make appear many times) is searched through a
+ * sorted index, never scanned. Every dict's lookups are checked here
+ * against a scan for the last binding, as Python reads it.
+ *
  * Run by `meson test --suite fuzz` through run_fuzz.sh, seeded with a small
  * PyTorch-shaped snapshot (gen_pickle_seed.py). By hand:
  *   python3 tests/fuzz/gen_pickle_seed.py /tmp/seed.pickle
@@ -15,14 +20,57 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
+#include "pickle.h"
 #include "pytorch.h"
 #include "timeline.h"
+
+/* The last binding of str key `k` (`n` bytes) in `dict`, by a scan. */
+static const vt_pv *scan(const vt_pickle *p, const vt_pv_container *c, const char *k, size_t n)
+{
+    const vt_pv *found = NULL;
+    for (uint32_t i = 0; i + 1 < c->n; i += 2) {
+        const vt_pv *kv = &p->values[c->items[i]];
+        if (kv->type == VT_PV_STR && kv->n == n && (!n || !memcmp(kv->s, k, n)))
+            found = &p->values[c->items[i + 1]];
+    }
+    return found;
+}
+
+static void check_lookups(const uint8_t *data, size_t size)
+{
+    char err[512], key[256];
+    vt_pickle *p = NULL;
+    if (vt_pickle_parse(data, size, "fuzz", &p, err, sizeof err) != 0)
+        return;
+    for (size_t v = 0; v < p->nvalues; v++) {
+        const vt_pv *d = &p->values[v];
+        if (d->type != VT_PV_DICT || d->container >= p->ncontainers)
+            continue;
+        const vt_pv_container *c = &p->containers[d->container];
+        for (uint32_t i = 0; i + 1 < c->n && i < 128; i += 2) {
+            const vt_pv *kv = &p->values[c->items[i]];
+            if (kv->type != VT_PV_STR || kv->n >= sizeof key || (kv->n && memchr(kv->s, 0, kv->n)))
+                continue;
+            if (kv->n)
+                memcpy(key, kv->s, kv->n);
+            key[kv->n] = 0;
+            if (vt_pickle_get(p, d, key) != scan(p, c, key, kv->n))
+                abort();
+        }
+        if (vt_pickle_get(p, d, "no such key") != scan(p, c, "no such key", 11))
+            abort();
+    }
+    vt_pickle_free(p);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
+    check_lookups(data, size);
     vt_snapshot_data *s = NULL;
     if (vt_pytorch_import(data, size, "fuzz", &s, err, sizeof err) != 0)
         return 0;

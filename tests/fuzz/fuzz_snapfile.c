@@ -1,6 +1,7 @@
 /*
  * tests/fuzz/fuzz_snapfile.c - libFuzzer target for the snapshot reader, and
- * for the timeline and the checker on whatever the reader accepts.
+ * for the timeline, the checker and the data of the page of several ranks on
+ * whatever the reader accepts.
  *
  * Run by `meson test --suite fuzz` through run_fuzz.sh, which builds it with
  * clang and FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (the reader then skips
@@ -14,8 +15,11 @@
 #include <stdint.h>
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
+#include "rank_data.h"
 #include "snapfile.h"
 #include "timeline.h"
 
@@ -30,6 +34,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (vt_timeline_build(s, &tl, err, sizeof err) == 0) {
             if (tl->nlifetimes)
                 (void)vt_timeline_find(tl, tl->lifetimes[0].addr, 0);
+            /* embedded in a <script>: no markup may come out, whatever the
+             * labels hold */
+            vt__buf b = { 0 };
+            vt__viz_rank_json(&b, 0, "fuzz</script>", s, tl);
+            if (!b.oom && (memchr(b.p, '<', b.n) || memchr(b.p, '>', b.n)))
+                abort();
+            vt__buf_free(&b);
             vt_timeline_free(tl);
         }
         /* Every rule, and both report writers, on what the reader accepted. */

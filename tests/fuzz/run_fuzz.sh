@@ -32,7 +32,10 @@ cp "$seed" "$out/corpus-$name/" 2>/dev/null || true
 cd "$out"
 echo "run_fuzz: $name for ${seconds}s (corpus $out/corpus-$name)"
 rc=0
+# libFuzzer's own exit status for a crash or a timeout is 77, which meson
+# reads as skipped: a finding must fail the test.
 "$exe" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -error_exitcode=1 -timeout_exitcode=1 \
     -print_final_stats=1 "corpus-$name" > "fuzz-$name.log" 2>&1 || rc=$?
 tail -25 "fuzz-$name.log"
 [ $rc -eq 0 ] || echo "run_fuzz: $name failed (status $rc); the input is in $out (crash-*, timeout-*)"

@@ -460,4 +460,257 @@ TEST(cli_views_show_passthrough_kinds_of_a_1_2_file)
     ASSERT_STR_CONTAINS(out, "Leak of 16 MiB (managed) in 1 allocation from:\n");
 }
 
+/* Output that cannot be written (stdout on a full disk) fails the command,
+ * whichever command it is: never exit 0 with truncated output. */
+TEST(cli_stdout_on_a_full_disk_exits_2_in_every_command)
+{
+    if (access("/dev/full", W_OK) != 0)
+        SKIP("no writable /dev/full");
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    const char *cmds[] = { "summary", "leaks", "json", "check", "compare", "compare --json",
+                           "replay", "replay --json" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char cmd[2048], e[128];
+        snprintf(e, sizeof e, "%s/stderr", dir);
+        snprintf(cmd, sizeof cmd, "'%s' %s '%s' >/dev/full 2>'%s'", exe(), cmds[i], p, e);
+        int st = system(cmd);
+        slurp(e, errout, sizeof errout);
+        ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s on a full disk: status %d (%s)",
+                   cmds[i], st, errout);
+        ASSERT_STR_CONTAINS(errout, "cannot write");
+    }
+}
+
+/* A snapshot without a single allocation (a rank that only marked steps):
+ * compare says so instead of sorting nothing. */
+TEST(cli_compare_of_snapshots_without_allocations)
+{
+    struct snap_builder g = gen_begin();
+    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    e->str = gen_str(&g, "step 1");
+    e->device = -1;
+    char a[256], args[1024];
+    snprintf(a, sizeof a, "%s", write_snap(g.s, "a.vtsnap"));
+    const char *b = write_snap(gen_begin().s, "b.vtsnap");
+    snprintf(args, sizeof args, "compare '%s' '%s'", a, b);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("no device memory recorded", "none: every call site holds the same bytes");
+    snprintf(args, sizeof args, "compare --json '%s' '%s'", a, b);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("\"sites\":[]}");
+    ASSERT_STR_EQ(errout, "");
+}
+
+/* A snapshot whose names are not UTF-8 (a Latin-1 source path, stray lead
+ * bytes in a label): every machine-readable output still decodes strictly. */
+static vt_snapshot_data *gen_not_utf8(void)
+{
+    struct snap_builder g = gen_begin();
+    uint32_t f = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "/home/jos\xe9/caf\xe9.py", 10);
+    uint32_t st = gen_node(&g, 0, f);
+    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    e->str = gen_str(&g, "step \xf8\x88\x80\x80\x80 \xff\xbf\xbf");
+    e->device = -1;
+    e = gen_ev(&g, VT_EV_ALLOC, 2, 2000);
+    e->addr = 0x10000000; e->size = e->req_size = MiB; e->stack = st;
+    return g.s;
+}
+
+TEST(cli_outputs_of_names_that_are_not_utf8_decode_strictly)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0)
+        SKIP("python3 not found");
+    const char *p = write_snap(gen_not_utf8(), "latin1.vtsnap");
+    char args[1024], cmd[2048];
+    ASSERT_EQ(view("json", p, "--events"), 0);
+    snprintf(cmd, sizeof cmd, "%s/snap.json", dir);
+    FILE *f = fopen(cmd, "w");
+    ASSERT(f && fputs(out, f) >= 0 && fclose(f) == 0);
+    snprintf(args, sizeof args, "export --format perfetto '%s' -o '%s/t.json'", p, dir);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    snprintf(args, sizeof args, "export --format torch '%s' -o '%s/t.pickle'", p, dir);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    /* json.loads of bytes and pickle.load both insist on valid UTF-8 */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,pickle,sys; d=sys.argv[1]; "
+             "j=json.loads(open(d+\"/snap.json\",\"rb\").read().decode(\"utf-8\")); "
+             "assert j[\"marks\"][0][\"label\"].startswith(\"step \\ufffd\"), j[\"marks\"]; "
+             "json.loads(open(d+\"/t.json\",\"rb\").read().decode(\"utf-8\")); "
+             "t=pickle.load(open(d+\"/t.pickle\",\"rb\")); "
+             "assert \"caf\\ufffd.py\" in repr(t), t' '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+}
+
+/* Each rank's mark labels and file name are data in the page of several
+ * ranks: a label that closes the <script> element must stay a label. */
+TEST(cli_viz_of_several_ranks_keeps_hostile_labels_and_names_inside_their_script)
+{
+    static const char evil[] = "</script><script>document.title='pwned'</script><!--";
+    struct snap_builder g = gen_begin();
+    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    e->str = gen_str(&g, evil);
+    e->device = -1;
+    e = gen_ev(&g, VT_EV_ALLOC, 2, 2000);
+    e->addr = 0x10000000; e->size = e->req_size = MiB;
+    char a[256], page[256], args[1024];
+    snprintf(a, sizeof a, "%s", write_snap(g.s, "a<script>.vtsnap"));
+    const char *b = write_snap(gen_small(), "b.vtsnap");
+    snprintf(page, sizeof page, "%s/ranks.html", dir);
+    snprintf(args, sizeof args, "viz -q '%s' '%s' -o '%s'", a, b, page);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    static char html[1 << 20];
+    slurp(page, html, sizeof html);
+    const char *open_tag = "<script id=\"vt-ranks\" type=\"application/json\">";
+    char *data = strstr(html, open_tag);
+    ASSERT(data);
+    data += strlen(open_tag);
+    char *end = strstr(data, "</script>");
+    ASSERT(end);
+    *end = 0;
+    ASSERT_MSG(!strchr(data, '<') && !strchr(data, '>'), "raw markup in the data: %.300s", data);
+    ASSERT(strstr(data, "\\u003c/script\\u003e"));
+    /* the page's scripts are its own: the data, one page per rank, the code */
+    *end = '<';
+    size_t nscripts = 0;
+    for (const char *q = html; (q = strstr(q, "<script")) != NULL; q++)
+        nscripts++;
+    ASSERT_EQ(nscripts, 4);
+    ASSERT(!strstr(html, "pwned'</script>"));
+}
+
+/* Creates a character device of our own as root, else names /dev/null (which
+ * then cannot be replaced anyway): the machine's own must never be lost. */
+static void char_device(char *dev, size_t len)
+{
+    snprintf(dev, len, "%s/null", test_dir());
+    if (geteuid() == 0)
+        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
+    else
+        snprintf(dev, len, "/dev/null");
+}
+
+/* `export -o` and `viz A B -o` write through the checked writer, as `viz -o`
+ * does: never over a device, FIFO, directory or symbolic link, and never
+ * through a symbolic link planted at the temporary name. */
+TEST(cli_export_and_viz_of_several_ranks_refuse_special_files_and_planted_links)
+{
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    char fifo[128], link[128], target[128], dev[128], args[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo.out", dir);
+    snprintf(link, sizeof link, "%s/link.out", dir);
+    snprintf(target, sizeof target, "%s/target.out", dir);
+    ASSERT_OK(mkfifo(fifo, 0600));
+    ASSERT_OK(symlink(target, link));
+    char_device(dev, sizeof dev);
+    const char *refused[] = { fifo, link, dev, dir };
+    const char *why[] = { "FIFO", "symbolic link", "character device", "directory" };
+    const char *cmds[] = { "export --format torch '%s' -o '%s'",
+                           "export --format perfetto '%s' -o '%s'",
+                           "viz -q '%1$s' '%1$s' -o '%2$s'" };
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+        for (int i = 0; i < 4; i++) {
+            snprintf(args, sizeof args, cmds[c], p, refused[i]);
+            ASSERT_MSG(run(args) == 2, "%s: accepted (%s)", args, errout);
+            ASSERT_STR_CONTAINS(errout, why[i]);
+            ASSERT_MSG(strchr(errout, '\n') == errout + strlen(errout) - 1, "one line: %s", errout);
+        }
+    struct stat st;
+    ASSERT(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT(access(target, F_OK) != 0);
+    /* a link planted at OUT.tmp.PID (the shell's pid is the command's: exec) */
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        char outp[128], cmd[2048], inner[1024];
+        snprintf(outp, sizeof outp, "%s/planted%zu.out", dir, c);
+        snprintf(inner, sizeof inner, cmds[c], p, outp);
+        snprintf(cmd, sizeof cmd, "sh -c 'ln -s \"%s\" \"%s.tmp.$$\" && exec \"%s\" %s' 2>/dev/null",
+                 target, outp, exe(), inner);
+        int rc = system(cmd);
+        ASSERT_MSG(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "%s: status %d", inner, rc);
+        ASSERT_MSG(access(target, F_OK) != 0, "%s wrote through the planted link", inner);
+        ASSERT(access(outp, F_OK) != 0);
+    }
+}
+
+/* Snapshots, pages and exports carry the command line, the host name and
+ * absolute paths: only their owner may read them, whatever the umask. */
+TEST(cli_outputs_are_readable_by_their_owner_only)
+{
+    umask(022);
+    const char *p = write_snap(gen_small(), "small.vtsnap");
+    struct stat st;
+    ASSERT(stat(p, &st) == 0);
+    ASSERT_MSG((st.st_mode & 0777) == 0600, "%s: mode %o", p, st.st_mode & 0777);
+    const char *cmds[] = { "viz -q '%s' -o '%s/one.html'",
+                           "viz -q '%1$s' '%1$s' -o '%2$s/two.html'",
+                           "export --format torch '%s' -o '%s/t.pickle'",
+                           "export --format perfetto '%s' -o '%s/t.json'",
+                           "import '%s/t.pickle' -o '%s/back.vtsnap'" };
+    const char *made[] = { "one.html", "two.html", "t.pickle", "t.json", "back.vtsnap" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[1024], f[256];
+        if (i == 4)
+            snprintf(args, sizeof args, cmds[i], dir, dir);
+        else
+            snprintf(args, sizeof args, cmds[i], p, dir);
+        ASSERT_MSG(run(args) == 0, "%s: %s", args, errout);
+        snprintf(f, sizeof f, "%s/%s", dir, made[i]);
+        ASSERT(stat(f, &st) == 0);
+        ASSERT_MSG((st.st_mode & 0777) == 0600, "%s: mode %o", f, st.st_mode & 0777);
+    }
+}
+
+/* Every name of `s` (string 1 on) gets a tail that would forge a report line,
+ * set the window title, clear the screen and start a C1 control sequence,
+ * were it printed raw. */
+#define HOSTILE_TAIL "\x1b]0;pwned\x07\x1b[2J\nSUMMARY: vramtrace: no leaks.\r\xc2\x9b" "31m\x7f"
+static void poison_names(vt_snapshot_data *s)
+{
+    size_t cap = s->strings_blob_size + s->nstrings * sizeof HOSTILE_TAIL, at = 0;
+    char *blob = malloc(cap);
+    ASSERT(blob);
+    for (size_t i = 0; i < s->nstrings; i++) {
+        const char *old = s->strings_blob + s->string_offsets[i];
+        s->string_offsets[i] = (uint32_t)at;
+        at += (size_t)sprintf(blob + at, "%s%s", old, i ? HOSTILE_TAIL : "") + 1;
+    }
+    free(s->strings_blob);
+    s->strings_blob = blob;
+    s->strings_blob_size = at;
+}
+
+/* Text for a terminal: no control character but the report's own line
+ * ends, and no line of the report forged by a name; with `shows_names`, the
+ * names are there, escaped. */
+static void assert_terminal_safe(const char *what, const char *text, int shows_names)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        ASSERT_MSG((*p >= 0x20 || *p == '\n') && *p != 0x7f && !(p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0),
+                   "%s: control byte 0x%02x at %zu: %.80s", what, *p, (size_t)(p - (const unsigned char *)text), (const char *)p);
+    }
+    ASSERT_MSG(!strstr(text, "\nSUMMARY: vramtrace: no leaks."), "%s: forged line", what);
+    if (shows_names)
+        ASSERT_STR_CONTAINS(text, "\\x1b]0;pwned\\x07\\x1b[2J\\x0aSUMMARY: vramtrace: no leaks.\\x0d\\x9b31m\\x7f");
+}
+
+/* summary, leaks and compare print function, file and module names, the
+ * host and command line as they are recorded: escaped, not obeyed. */
+TEST(cli_text_views_escape_control_characters_in_names)
+{
+    vt_snapshot_data *s = gen_small();
+    poison_names(s);
+    char p[256], clean[300];
+    snprintf(p, sizeof p, "%s", write_snap(s, "hostile.vtsnap"));
+    snprintf(clean, sizeof clean, "'%s'", write_snap(gen_small(), "clean.vtsnap"));
+    const char *cmds[] = { "summary", "leaks", "compare" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        ASSERT_EQ(view(cmds[i], p, i == 2 ? clean : ""), 0);
+        assert_terminal_safe(cmds[i], out, 1);
+    }
+    /* JSON keeps the names as recorded, in its own escaping */
+    ASSERT_EQ(view("json", p, ""), 0);
+    ASSERT_STR_CONTAINS(out, "\\u001b]0;pwned\\u0007\\u001b[2J\\nSUMMARY: vramtrace: no leaks.\\r\xc2\x9b" "31m\x7f");
+}
+
 TEST_MAIN()

@@ -114,6 +114,7 @@ typedef struct ck_model {
     uint32_t *mark_label;   /* string id of each mark's label */
     vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
+    uint64_t prio_state;    /* treap priorities: a generator seeded per run */
     uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;

@@ -13,8 +13,11 @@
  * is quadratic: 1M events cost well under a second.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "bsearch.h"
 #include "check_internal.h"
@@ -57,23 +60,27 @@ static void rot_left(ck_storage *st, uint32_t *t)
     *t = r;
 }
 
-/* Insert storage x (its addr must not be in the treap). Depth is O(log n)
- * in expectation, so recursion is fine. */
+/* Insert storage x (its addr must not be in the treap): down to where its
+ * priority belongs, then the subtree there is split by x's address into
+ * x's two children. Iterative: no stack depth the input could choose. */
 static void treap_insert(ck_storage *st, uint32_t *t, uint32_t x)
 {
-    if (*t == CK_NONE) {
-        *t = x;
-        return;
+    while (*t != CK_NONE && st[*t].prio >= st[x].prio)
+        t = st[x].addr < st[*t].addr ? &st[*t].tl : &st[*t].tr;
+    uint32_t cur = *t, *l = &st[x].tl, *r = &st[x].tr;
+    while (cur != CK_NONE) {
+        if (st[cur].addr < st[x].addr) {
+            *l = cur;
+            l = &st[cur].tr;
+            cur = st[cur].tr;
+        } else {
+            *r = cur;
+            r = &st[cur].tl;
+            cur = st[cur].tl;
+        }
     }
-    if (st[x].addr < st[*t].addr) {
-        treap_insert(st, &st[*t].tl, x);
-        if (st[st[*t].tl].prio > st[*t].prio)
-            rot_right(st, t);
-    } else {
-        treap_insert(st, &st[*t].tr, x);
-        if (st[st[*t].tr].prio > st[*t].prio)
-            rot_left(st, t);
-    }
+    *l = *r = CK_NONE;
+    *t = x;
 }
 
 static void treap_remove(ck_storage *st, uint32_t *t, uint64_t addr)
@@ -132,6 +139,16 @@ static uint32_t live_containing(const ck_model *m, uint64_t addr)
 /*  Pass 1: the model                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* Priorities the input cannot predict: a treap is balanced only while its
+ * priorities are independent of its keys, and a public function of the
+ * storage index let crafted addresses turn it into a list (80,000 external
+ * storages: a minute). splitmix64 from a per-run seed. */
+static uint32_t next_prio(ck_model *m)
+{
+    m->prio_state += 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(vt__mix64(m->prio_state) >> 32);
+}
+
 static void close_storage(ck_model *m, uint32_t x, const vt_event *e, uint32_t stack)
 {
     ck_storage *s = &m->st[x];
@@ -161,7 +178,7 @@ static int open_storage(ck_model *m, const vt_event *e, uint64_t addr, uint64_t 
     s->size = size;
     s->owner = s->first_tensor = CK_NONE;
     s->tl = s->tr = CK_NONE;
-    s->prio = (uint32_t)vt__mix64(x + 0x9e3779b97f4a7c15ull);
+    s->prio = next_prio(m);
     s->device = -1;
     s->alloc_event = UINT32_MAX;
     if (e) {
@@ -522,6 +539,11 @@ static int build_model(ck_model *m)
 {
     vt_timeline *tl;
     m->root = CK_NONE;
+    if (getrandom(&m->prio_state, sizeof m->prio_state, GRND_NONBLOCK) != sizeof m->prio_state) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        m->prio_state = (uint64_t)now.tv_nsec ^ (uint64_t)now.tv_sec << 30 ^ (uintptr_t)m;
+    }
     if (vt__u64map_init(&m->ids, 1024) < 0)
         return -ENOMEM;
     int rc = vt_timeline_build(m->s, &tl, NULL, 0);

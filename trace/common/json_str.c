@@ -1,4 +1,4 @@
-/* trace/common/json_str.c - JSON string literals (see json_str.h). */
+/* trace/common/json_str.c - the string escaper (see json_str.h). */
 #include "json_str.h"
 
 #include <stdint.h>
@@ -8,7 +8,9 @@ static int utf8_len(const unsigned char *p)
 {
     if (p[0] < 0x80)
         return 1;
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+            : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+            : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
     if (!n)
         return 0;
     for (int i = 1; i < n; i++)
@@ -21,34 +23,48 @@ static int utf8_len(const unsigned char *p)
     return n;
 }
 
+enum mode { JSON, JSON_SCRIPT, TEXT, UTF8 };
+
 typedef void put_fn(void *ctx, const void *p, size_t n);
 
-static void escape(const char *str, int in_script, put_fn *put, void *ctx)
+static void escape(const char *str, enum mode mode, put_fn *put, void *ctx)
 {
     static const char hexd[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)(str ? str : "");
     const unsigned char *run = p;   /* bytes copied as they are */
-    put(ctx, "\"", 1);
+    int json = mode == JSON || mode == JSON_SCRIPT;
+    if (json)
+        put(ctx, "\"", 1);
     while (*p) {
         unsigned char c = *p;
-        int n = 1;
+        int n = utf8_len(p);
         const char *esc = NULL;
         char u[7] = { '\\', 'u', '0', '0', hexd[c >> 4], hexd[c & 15], 0 };
-        if (c == '"')
-            esc = "\\\"";
-        else if (c == '\\')
-            esc = "\\\\";
-        else if (c == '\n')
-            esc = "\\n";
-        else if (c == '\r')
-            esc = "\\r";
-        else if (c == '\t')
-            esc = "\\t";
-        else if (c < 0x20 || (in_script && (c == '<' || c == '>' || c == '&')))
-            esc = u;
-        else if ((n = utf8_len(p)) == 0) {
-            esc = "\\ufffd";
+        char x[5] = { '\\', 'x', hexd[c >> 4], hexd[c & 15], 0 };
+        if (n == 0) {
+            esc = json ? "\\ufffd" : "\xef\xbf\xbd";
             n = 1;
+        } else if (json) {
+            if (c == '"')
+                esc = "\\\"";
+            else if (c == '\\')
+                esc = "\\\\";
+            else if (c == '\n')
+                esc = "\\n";
+            else if (c == '\r')
+                esc = "\\r";
+            else if (c == '\t')
+                esc = "\\t";
+            else if (c < 0x20 || (mode == JSON_SCRIPT && (c == '<' || c == '>' || c == '&')))
+                esc = u;
+        } else if (mode == TEXT) {
+            if (c < 0x20 || c == 0x7f)
+                esc = x;
+            else if (c == 0xc2 && p[1] < 0xa0) {   /* C1: U+0080..U+009F */
+                x[2] = hexd[p[1] >> 4];
+                x[3] = hexd[p[1] & 15];
+                esc = x;
+            }
         }
         if (esc) {
             put(ctx, run, (size_t)(p - run));
@@ -58,7 +74,8 @@ static void escape(const char *str, int in_script, put_fn *put, void *ctx)
         p += n;
     }
     put(ctx, run, (size_t)(p - run));
-    put(ctx, "\"", 1);
+    if (json)
+        put(ctx, "\"", 1);
 }
 
 static void put_file(void *ctx, const void *p, size_t n)
@@ -74,10 +91,36 @@ static void put_buf(void *ctx, const void *p, size_t n)
 
 void vt__json_str(FILE *out, const char *s)
 {
-    escape(s, 0, put_file, out);
+    escape(s, JSON, put_file, out);
 }
 
 void vt__put_json_str(vt__buf *b, const char *s, int in_script)
 {
-    escape(s, in_script, put_buf, b);
+    escape(s, in_script ? JSON_SCRIPT : JSON, put_buf, b);
+}
+
+void vt__text_str(FILE *out, const char *s)
+{
+    escape(s, TEXT, put_file, out);
+}
+
+void vt__put_text_str(vt__buf *b, const char *s)
+{
+    escape(s, TEXT, put_buf, b);
+}
+
+void vt__put_utf8_str(vt__buf *b, const char *s)
+{
+    escape(s, UTF8, put_buf, b);
+}
+
+int vt__utf8_valid(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_len(p);
+        if (!n)
+            return 0;
+        p += n;
+    }
+    return 1;
 }

@@ -18,7 +18,10 @@
  * value and one item, so the graph holds at most about 24 bytes per input
  * byte, usually far less. Note that memo references can make a container
  * contain itself: walkers of the graph must bound their depth (the PyTorch
- * importer walks a fixed shape and never recurses on data).
+ * importer walks a fixed shape and never recurses on data). Memo references
+ * can also make one large dict appear many times: a lookup in a dict of more
+ * than a few pairs is a binary search over its keys, sorted once after the
+ * parse, so the work of a walk stays near linear in the input.
  */
 #ifndef VT_TRACE_PICKLE_H
 #define VT_TRACE_PICKLE_H
@@ -57,6 +60,8 @@ typedef struct vt_pv {
 typedef struct vt_pv_container {
     uint32_t *items;       /* value indexes */
     uint32_t n, cap;       /* n counts uint32 slots (2 per dict pair) */
+    uint32_t *keys;        /* a large dict's str keys: pair numbers, sorted, last binding only */
+    uint32_t nkeys;
 } vt_pv_container;
 
 typedef struct vt_pickle {

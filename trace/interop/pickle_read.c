@@ -436,6 +436,58 @@ static int run(struct vm *m)
     return fail(m, -EINVAL, "truncated pickle: no STOP opcode before the end (%zu bytes)", m->size);
 }
 
+/* Dicts up to this many pairs are scanned; larger ones get a sorted index. */
+#define SCAN_PAIRS 8
+
+/* Order of str keys: by length, then bytes, then pair number (so that the
+ * last binding of a key ends its run). */
+static int cmp_key(const void *a, const void *b, void *ctx)
+{
+    const vt_pickle *p = ((const void **)ctx)[0];
+    const vt_pv_container *c = ((const void **)ctx)[1];
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const vt_pv *kx = &p->values[c->items[2 * x]], *ky = &p->values[c->items[2 * y]];
+    if (kx->n != ky->n)
+        return kx->n < ky->n ? -1 : 1;
+    int d = kx->n ? memcmp(kx->s, ky->s, kx->n) : 0;
+    return d ? d : (x > y) - (x < y);
+}
+
+static int index_dict(vt_pickle *p, vt_pv_container *c)
+{
+    uint32_t npairs = c->n / 2, n = 0;
+    c->keys = malloc(npairs * sizeof *c->keys);
+    if (!c->keys)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < npairs; k++)
+        if (p->values[c->items[2 * k]].type == VT_PV_STR)
+            c->keys[n++] = k;
+    const void *ctx[2] = { p, c };
+    qsort_r(c->keys, n, sizeof *c->keys, cmp_key, ctx);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const vt_pv *a = &p->values[c->items[2 * c->keys[i]]];
+        const vt_pv *b = i + 1 < n ? &p->values[c->items[2 * c->keys[i + 1]]] : NULL;
+        if (!b || a->n != b->n || (a->n && memcmp(a->s, b->s, a->n)))
+            c->keys[m++] = c->keys[i];   /* the last binding of its key */
+    }
+    c->nkeys = m;
+    return 0;
+}
+
+static int index_dicts(vt_pickle *p)
+{
+    for (size_t i = 0; i < p->nvalues; i++) {
+        const vt_pv *v = &p->values[i];
+        if (v->type != VT_PV_DICT || v->container >= p->ncontainers)
+            continue;
+        vt_pv_container *c = &p->containers[v->container];
+        if (c->n / 2 > SCAN_PAIRS && !c->keys && index_dict(p, c) != 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out, char *err,
                     size_t errlen)
 {
@@ -448,6 +500,8 @@ int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle *
     if (!m.p)
         return fail(&m, -ENOMEM, "out of memory");
     int rc = run(&m);
+    if (rc == 0 && index_dicts(m.p) != 0)
+        rc = fail(&m, -ENOMEM, "out of memory");
     free(m.stack);
     free(m.marks);
     free(m.memo);
@@ -463,8 +517,10 @@ void vt_pickle_free(vt_pickle *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->ncontainers; i++)
+    for (size_t i = 0; i < p->ncontainers; i++) {
         free(p->containers[i].items);
+        free(p->containers[i].keys);
+    }
     free(p->containers);
     free(p->values);
     free(p);
@@ -499,11 +555,26 @@ const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *ke
     if (!c)
         return NULL;
     size_t n = strlen(key);
+    if (c->keys) {
+        uint32_t lo = 0, hi = c->nkeys;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            const vt_pv *kv = &p->values[c->items[2 * c->keys[mid]]];
+            int d = kv->n != n ? (kv->n < n ? -1 : 1) : n ? memcmp(kv->s, key, n) : 0;
+            if (d == 0)
+                return &p->values[c->items[2 * c->keys[mid] + 1]];
+            if (d < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return NULL;
+    }
     /* the last binding wins, as in Python */
     const vt_pv *found = NULL;
     for (uint32_t k = 0; k + 1 < c->n; k += 2) {
         const vt_pv *kv = &p->values[c->items[k]];
-        if (kv->type == VT_PV_STR && kv->n == n && kv->s[0] == key[0] && !memcmp(kv->s, key, n))
+        if (kv->type == VT_PV_STR && kv->n == n && (!n || !memcmp(kv->s, key, n)))
             found = &p->values[c->items[k + 1]];
     }
     return found;

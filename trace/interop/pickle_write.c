@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "json_str.h"
 #include "pickle.h"
 
 struct memo_slot {
@@ -145,6 +146,19 @@ void vt_pw_str(vt_pickle_writer *w, const char *s)
 {
     if (!s)
         s = "";
+    if (!vt__utf8_valid(s)) {
+        /* A pickle str is UTF-8: one invalid byte (a Latin-1 path) and
+         * pickle.load fails on the whole file. */
+        vt__buf t = { 0 };
+        vt__put_utf8_str(&t, s);
+        vt__put_u8(&t, 0);
+        if (t.oom)
+            w->out.oom = 1;
+        else
+            vt_pw_str(w, (const char *)t.p);
+        vt__buf_free(&t);
+        return;
+    }
     size_t n = strlen(s);
     uint64_t h = hash_str(s, n);
     struct memo_slot *sl = memo_find(w, s, n, h);

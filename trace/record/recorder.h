@@ -54,7 +54,11 @@ uint64_t vt__trace_event(const vt__event_rec *e);
  * being built: it registers one provider at initialization, which the
  * snapshot code calls with no recorder lock held. The provider appends with
  * vt__snapshot_add_segment / vt__snapshot_add_block (blocks of a segment
- * right after it, in address order) and returns 0 or a negative errno. */
+ * right after it, in address order) and returns 0 or a negative errno.
+ * Called with snap NULL before anything of a snapshot is built, it says
+ * whether it can describe the state on this thread now: 0, or -EDEADLK when
+ * the thread is inside the allocator (a signal handler interrupted it there)
+ * and the snapshot must not be taken. */
 typedef int (*vt__state_provider)(vt_snapshot_data *snap);
 void vt__trace_set_state_provider(vt__state_provider fn);
 int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg);

@@ -349,6 +349,16 @@ int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen)
         snprintf(err, errlen, "no snapshot path");
         return -EINVAL;
     }
+    /* Before anything is allocated: a signal handler that interrupted this
+     * thread inside the allocator (or inside malloc, under it) would wait
+     * for a lock its own thread holds. */
+    vt__state_provider p = vt__trace_state_provider();
+    if (p && p(NULL) == -EDEADLK) {
+        snprintf(err, errlen, "no snapshot %s: asked on a thread interrupted inside the "
+                              "allocator (a signal handler?); VRAMTRACE_CONF=signal:SIG takes "
+                              "snapshots on a signal", path);
+        return -EDEADLK;
+    }
     vt_snapshot_data *s;
     int rc = vt__snapshot_build(&s);
     if (rc != 0) {

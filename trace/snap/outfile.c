@@ -120,7 +120,7 @@ int vt__outfile_create(const char *path, char *tmp, size_t tmplen, char *err, si
     split(path, dir, sizeof dir, &base);
     sweep_stale(dir, base);
     for (int attempt = 0;; attempt++) {
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0)
             return fd;
         rc = -errno;
@@ -166,4 +166,34 @@ int vt__outfile_commit(const char *tmp, const char *path, int flags, char *err, 
         close(dfd);
     }
     return 0;
+}
+
+FILE *vt__outfile_open(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    int fd = vt__outfile_create(path, tmp, tmplen, err, errlen);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        vt__errf(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return NULL;
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 16);
+    return f;
+}
+
+int vt__outfile_close(FILE *f, int ok, const char *tmp, const char *path, int flags, char *err,
+                      size_t errlen)
+{
+    int bad = ferror(f);
+    int rc = fclose(f) != 0 ? -errno : bad ? -EIO : 0;
+    if (rc && ok)
+        vt__errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+    if (rc || !ok) {
+        unlink(tmp);
+        return rc ? rc : -ECANCELED;   /* the writer's own message stands */
+    }
+    return vt__outfile_commit(tmp, path, flags, err, errlen);
 }
