@@ -93,11 +93,13 @@ thread_local int open_ops = 0;   // ops looked at, open on this thread
 // results) run aten::detach / aten::alias and then give the new tensor a
 // Python object of the subclass, which PyTorch refuses when the tensor has
 // one already: wrapping such an output when its op ends would make the
-// program's own call fail. So these outputs are handed over at the next op
-// this thread starts (or when the observer is uninstalled), with whatever
-// Python object the program gave them by then; weakly held meanwhile, so
-// that nothing lives longer than the program lets it (one that died is never
-// handed over, as the mode, which these calls hide themselves from, never sees it).
+// program's own call fail. Both run the op with the GIL held, which
+// PyTorch's generated bindings never do: such outputs are handed over at the
+// next op this thread starts (or when the observer is uninstalled), with
+// whatever Python object the program gave them by then; weakly held
+// meanwhile, so that nothing lives longer than the program lets it (one that
+// died is never handed over, as the mode, which these calls hide themselves
+// from, never sees it).
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 struct Deferred {
     PyObject *func = nullptr;     // the OpOverload (kept for the process)
@@ -430,7 +432,10 @@ void hand_over(Started *started, const at::RecordFunction &fn)
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
         return;
     int64_t seq = static_cast<int64_t>(at::sequence_number::peek()) - 1;
-    if (!started->engine && alias_for_subclass(fn)) {
+    // PyTorch's generated bindings let the GIL go around an op; the two
+    // calls that give an alias a subclass object hold it through: only their
+    // aliases wait (a detach in backward, or Tensor.detach(), does not).
+    if (!started->engine && alias_for_subclass(fn) && PyGILState_Check()) {
         if (deferred == nullptr)
             deferred = new std::vector<Deferred>;   // per thread, for the process
         Deferred d;

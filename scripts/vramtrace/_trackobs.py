@@ -24,6 +24,10 @@ from . import _native_build
 
 ENV_SWITCH = "VRAMTRACE_TRACK_OBSERVER"
 
+# Where observer.cpp is, relative to the package: next to it in the source
+# tree (scripts/trackobs/), inside it when installed.
+_SOURCES = ("../trackobs/observer.cpp", "trackobs/observer.cpp")
+
 _module: Any = False   # not tried yet; None: could not be built
 why_not = ""           # why it could not be built
 
@@ -46,8 +50,7 @@ def load() -> Optional[Any]:
         return _module
     _module = None
     try:
-        # next to the package in the source tree (scripts/trackobs/), inside it when installed
-        source = _native_build.source("../trackobs/observer.cpp", "trackobs/observer.cpp")
+        source = _native_build.source(*_SOURCES)
         header = os.path.join(os.path.dirname(source), "tensor_facts.h")
         lib = _native_build.build("trackobs", "vramtrace_trackobs", [source],
                                   what="track()'s op observer", depends=[header],

@@ -90,6 +90,35 @@ def test_the_observer_replaces_the_mode(real_lib, observer, monkeypatch):
     assert tr.ops == ops
 
 
+class _Tagged(torch.Tensor):
+    """A __torch_function__ subclass: its results are made by as_subclass."""
+
+
+def test_modules_parameters_and_subclasses_are_made_inside_track_as_without_it(
+        real_lib, observer, monkeypatch):
+    """nn.Parameter and nn.Buffer (Tensor._make_subclass) and a
+    __torch_function__ subclass's results (Tensor.as_subclass) give an alias
+    a Python object of their own type: the observer must not have given it
+    one first (PyTorch then refuses the program's call)."""
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    with vtt.track() as tr:
+        assert tr._observer is observer
+        lin = torch.nn.Linear(4, 4)
+        norm = torch.nn.LayerNorm(4)
+        buf = torch.nn.Buffer(torch.ones(3))
+        t = torch.ones(4).as_subclass(_Tagged)
+        u = t * 2
+        out = norm(lin(torch.ones(2, 4)))
+        lin2 = torch.nn.Linear(4, 4)          # rebuilt inside
+        tid = tr.tensor_id(lin.weight)
+        errors = tr.errors
+    assert type(lin.weight) is torch.nn.Parameter and type(lin2.bias) is torch.nn.Parameter
+    assert isinstance(buf, torch.nn.Buffer) and type(u) is _Tagged
+    assert out.shape == (2, 4)
+    # the parameter was recorded (at the next op), with its own object
+    assert tid != 0 and errors == 0
+
+
 def test_by_default_the_observer_is_used_and_0_keeps_the_mode(real_lib, observer,
                                                               monkeypatch):
     monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
