@@ -36,7 +36,9 @@ step "wheel contents"
 listing=$(python3 -m zipfile -l "$wheel")
 for f in vramtrace/libvramtrace.so vramtrace/_bin/vramtrace vramtrace/__init__.py \
          vramtrace/__main__.py vramtrace/torch.py vramtrace/_trackobs.py \
-         vramtrace/trackobs/observer.cpp vramtrace/trackobs/tensor_facts.h; do
+         vramtrace/trackobs/observer.cpp vramtrace/trackobs/tensor_facts.h \
+         vramtrace/native/pool_observer.cpp vramtrace/_boot/sitecustomize.py \
+         vramtrace/_autorun.py vramtrace/_pool_observer.py vramtrace/_native_build.py; do
     grep -q " *$f " <<<"$listing" || grep -q "^$f " <<<"$listing" || fail "wheel lacks $f"
 done
 meta=$(python3 - "$wheel" <<'PY'
@@ -123,6 +125,14 @@ del x
 print("use_allocator ok")
 PY
         fail "vramtrace.torch.use_allocator() with real torch on the simulated device"
+    # the installed `vramtrace run` observes PyTorch's allocator in a script
+    # that never imports vramtrace (its bootstrap comes from the package)
+    printf 'import torch\nx = torch.ones(1000, device="cuda")\ny = x * 2\n' > "$work/plain_torch.py"
+    VRAMTRACE_CACHE_DIR="$work/cache" "$simrun" --mem 1G -- \
+        vramtrace run -o "$work/torch.vtsnap" -- "$venv_py" "$work/plain_torch.py" \
+        > "$work/torch.out" 2>&1 || fail "vramtrace run on torch: $(tail -5 "$work/torch.out")"
+    vramtrace json "$work/torch.vtsnap" | grep -q '"framework_allocator":"observed"' ||
+        fail "the installed vramtrace run did not observe PyTorch: $(tail -5 "$work/torch.out")"
     rm -f "$site/zz_torch_from_test_env.pth"
 fi
 
