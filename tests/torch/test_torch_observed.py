@@ -142,3 +142,58 @@ def test_a_run_whose_observer_cannot_be_built_says_so_everywhere(tmp_path):
         rc, text = run([CLI, view, snap])
         assert note in text, (view, text[:3000])
     assert snapshot_json(snap)["meta"]["framework_allocator"] == "unseen"
+
+
+def test_two_devices_a_thread_dataloader_workers_and_empty_cache_as_without_vramtrace(tmp_path):
+    """torch_surface.py: PyTorch's figures after each part are the same with
+    and without `vramtrace run`, and the snapshot has every block of both
+    devices, the thread's included, and the segments empty_cache() released."""
+    surface = os.path.join(HERE, "torch_surface.py")
+    cmd = [SIMRUN, "--devices", "2", "--mem", "1G", "--"]
+    rc, plain = run(cmd + [sys.executable, surface])
+    assert rc == 0, plain[-3000:]
+    snap = str(tmp_path / "surface.vtsnap")
+    rc, traced = run(cmd + [CLI, "run", "-o", snap, "--", sys.executable, surface])
+    assert rc == 0, traced[-3000:]
+    ours = [line for line in traced.splitlines() if not line.startswith("vramtrace")]
+    theirs = [line for line in plain.splitlines() if not line.startswith("vramtrace")]
+    assert ours == theirs, (ours, theirs)
+    last = {}
+    for line in theirs:
+        f = line.split()
+        if f[0] == "empty_cache":   # device allocated reserved max allocations segs segs_freed
+            last[int(f[1])] = [int(v) for v in f[2:]]
+    assert sorted(last) == [0, 1], theirs
+    sj = snapshot_json(snap)
+    for dev, (_alloc, _res, max_alloc, allocations, _segs, segs_freed) in last.items():
+        info = next(d for d in sj["devices"] if d["ordinal"] == dev)
+        assert info["peak_allocated"] == max_alloc, (dev, info)
+        blocks = [lt for lt in sj["lifetimes"]
+                  if lt["device"] == dev and "outside_pool" not in lt["flags"]]
+        assert len(blocks) == allocations, (dev, len(blocks), allocations)
+        assert segs_freed == 1
+    rc, text = run([CLI, "summary", snap])
+    assert re.search(r"segment frees ([2-9]|\d\d)", text), text[:2000]
+
+
+def test_every_rank_of_a_torchrun_job_is_observed(tmp_path):
+    """`vramtrace run -- torchrun ...`: the launcher starts the ranks with the
+    bootstrap on PYTHONPATH; each rank's snapshot holds its own blocks and
+    optimizer steps."""
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    rc, out = run([SIMRUN, "--devices", "2", "--mem", "1G", "--", CLI, "run", "-o",
+                   str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+                   "--nproc_per_node", "2", os.path.join(HERE, "ranks.py")])
+    assert rc == 0, out[-3000:]
+    allocated = {int(m.group(1)): int(m.group(2))
+                 for m in re.finditer(r"rank (\d) of 2 pid \d+ total \S+ allocated (\d+)", out)}
+    assert sorted(allocated) == [0, 1], out[-3000:]
+    snaps = sorted(tmp_path.glob("rank*.vtsnap"))
+    assert len(snaps) == 2, out[-3000:]
+    for snap in snaps:
+        sj = snapshot_json(str(snap))
+        rank = sj["meta"]["rank"]
+        assert sj["meta"]["framework_allocator"] == "observed", snap
+        assert [m["label"] for m in sj["marks"]] == ["step 1", "step 2", "step 3"]
+        dev = next(d for d in sj["devices"] if d["ordinal"] == rank)
+        assert dev["peak_allocated"] >= allocated[rank] > 0
