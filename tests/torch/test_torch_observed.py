@@ -197,3 +197,28 @@ def test_every_rank_of_a_torchrun_job_is_observed(tmp_path):
         assert [m["label"] for m in sj["marks"]] == ["step 1", "step 2", "step 3"]
         dev = next(d for d in sj["devices"] if d["ordinal"] == rank)
         assert dev["peak_allocated"] >= allocated[rank] > 0
+
+
+def test_no_output_of_a_pytorch_run_has_a_mangled_cpp_name(tmp_path):
+    """C++ frames read demangled in every view: summary, leaks, check, json,
+    the HTML page and the Perfetto and PyTorch exports."""
+    snap = str(tmp_path / "names.vtsnap")
+    train("leak", snap, "--steps", "3")
+    outputs = {}
+    for view in (["summary"], ["leaks", "--all-frames"], ["check"], ["check", "--json"],
+                 ["json"]):
+        rc, outputs[" ".join(view)] = run([CLI, *view, snap])
+        assert rc in (0, 1), outputs[" ".join(view)][-2000:]
+    for fmt, ext in (("perfetto", "json"), ("torch", "pickle")):
+        out = tmp_path / f"names.{ext}"
+        rc, text = run([CLI, "export", "--format", fmt, snap, "-o", str(out)])
+        assert rc == 0, text
+        outputs[fmt] = out.read_bytes().decode("latin-1")
+    page = tmp_path / "names.html"
+    rc, text = run([CLI, "viz", "-o", str(page), snap])
+    assert rc == 0, text
+    outputs["html"] = page.read_text()
+    # native frames are there (torch's own, demangled) ...
+    assert "c10::cuda::CUDACachingAllocator" in outputs["json"] or "at::" in outputs["json"]
+    for name, text in outputs.items():
+        assert not re.search(r"\b_Z[NLS]?\d", text), (name, re.findall(r"_Z\w{0,40}", text)[:3])

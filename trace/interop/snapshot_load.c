@@ -2,7 +2,14 @@
  * trace/interop/snapshot_load.c - the one entry point of every reading view: a
  * snapshot file of either kind, told apart by its content (a .vtsnap starts
  * with its magic, a PyTorch pickle with the PROTO opcode), never by its name.
+ * C++ function names still mangled in the file (a process whose libstdc++
+ * the recorder could not reach, an older vramtrace) are demangled here.
  */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demangle.h"
 #include "pickle.h"
 #include "pytorch.h"
 #include "snapfile.h"
@@ -16,7 +23,64 @@ static int decode_either(const void *data, size_t size, const char *name, vt_sna
     return vt_snapfile_decode(data, size, name, out, err, errlen);
 }
 
+/* Append `str` to the string table. @return its index, 0 on no memory. */
+static uint32_t add_string(vt_snapshot_data *s, const char *str, size_t *cap_offsets)
+{
+    size_t len = strlen(str) + 1;
+    if (s->nstrings >= UINT32_MAX || s->strings_blob_size + len > UINT32_MAX)
+        return 0;
+    char *blob = realloc(s->strings_blob, s->strings_blob_size + len);
+    if (!blob)
+        return 0;
+    s->strings_blob = blob;
+    if (s->nstrings == *cap_offsets) {
+        size_t cap = *cap_offsets ? *cap_offsets * 2 : 64;
+        uint32_t *o = realloc(s->string_offsets, cap * sizeof *o);
+        if (!o)
+            return 0;
+        s->string_offsets = o;
+        *cap_offsets = cap;
+    }
+    memcpy(blob + s->strings_blob_size, str, len);
+    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
+    s->strings_blob_size += len;
+    return (uint32_t)s->nstrings++;
+}
+
+/* Every frame whose function is a mangled C++ name gets the demangled one
+ * (each distinct string demangled once). Without libstdc++ they stay. */
+static void demangle_frames(vt_snapshot_data *s)
+{
+    vt__demangle_fn fn = NULL;
+    uint32_t *done = NULL;   /* old string index -> new one (0: not a mangled name) */
+    size_t nold = s->nstrings, cap = s->nstrings;
+    for (size_t i = 0; i < s->nframes; i++) {
+        uint32_t idx = s->frames[i].function;
+        const char *name = vt_snapshot_string(s, idx);
+        if (idx == 0 || idx >= nold || name[0] != '_' || name[1] != 'Z')
+            continue;
+        if (!done) {
+            fn = vt__demangler(true);
+            done = fn ? calloc(nold, sizeof *done) : NULL;
+            if (!done)
+                return;
+        }
+        if (!done[idx]) {
+            char *d = vt__demangle(fn, name);
+            done[idx] = d ? add_string(s, d, &cap) : 0;
+            free(d);
+            if (!done[idx])
+                done[idx] = idx;   /* not demangled: keep it, never try again */
+        }
+        s->frames[i].function = done[idx];
+    }
+    free(done);
+}
+
 int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
 {
-    return vt__snapfile_read_with(path, decode_either, out, err, errlen);
+    int rc = vt__snapfile_read_with(path, decode_either, out, err, errlen);
+    if (rc >= 0 && *out)
+        demangle_frames(*out);
+    return rc;
 }

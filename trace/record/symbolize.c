@@ -20,6 +20,7 @@
  * "python".
  */
 #include "rec_snap.h"
+#include "demangle.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
@@ -36,12 +37,8 @@ typedef struct modinfo {
     vt__symindex *syms;    /* its symbols by address (NULL: ask libdwfl) */
 } modinfo;
 
-/* __cxa_demangle of libstdc++, when the process has it (every C++ program,
- * PyTorch): C++ names are shown demangled. */
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-
 typedef struct symctx {
-    demangle_fn demangle;
+    vt__demangle_fn demangle;   /* libstdc++'s, when the process has one (demangle.h) */
     Dwfl *dwfl;
     modinfo *mods;
     size_t nmods, capmods;
@@ -129,15 +126,11 @@ static void synthetic(symctx *c, uint64_t ip, vt_frame *f)
 
 static uint32_t add_function(symctx *c, const char *name)
 {
-    if (c->demangle && name[0] == '_' && name[1] == 'Z') {
-        int status = -1;
-        char *d = c->demangle(name, NULL, NULL, &status);
-        if (d && status == 0) {
-            uint32_t i = add(c, d);
-            free(d);
-            return i;
-        }
+    char *d = vt__demangle(c->demangle, name);
+    if (d) {
+        uint32_t i = add(c, d);
         free(d);
+        return i;
     }
     return add(c, name);
 }
@@ -235,7 +228,7 @@ void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *s
         .find_debuginfo = dwfl_standard_find_debuginfo,
     };
     symctx c = { .strs = strs };
-    *(void **)&c.demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    c.demangle = vt__demangler(false);   /* never load anything into the program */
     c.python = add(&c, "python");
     bool any_native = false;
     for (size_t i = 0; i < n && !any_native; i++)
