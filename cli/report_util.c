@@ -192,6 +192,14 @@ bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool 
     return interpreter_module(vt_snapshot_string(s, f->module));
 }
 
+bool vt__report_stack_has_user_code(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (vt_frame_is_user_code(s, fr[i]))
+            return true;
+    return false;
+}
+
 bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -223,8 +231,13 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
     size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
     if (n > 256)
         n = 256;
-    /* Where Python ran, the innermost Python line is what the program's
-     * author wrote (the native frames under it are the framework's). */
+    /* The innermost line of the program's own code; else, where Python ran,
+     * the innermost Python line (the native frames under it are the
+     * framework's). */
+    if (!vt__report_all_frames)
+        for (size_t i = 0; i < n; i++)
+            if (vt_frame_is_user_code(s, fr[i]))
+                return fr[i];
     if (!vt__report_all_frames)
         for (size_t i = 0; i < n; i++)
             if (vt__report_python_frame(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
@@ -261,11 +274,18 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
         fprintf(out, "%s<no stack recorded>\n", indent);
         return;
     }
-    size_t shown = n > 512 ? 512 : n, folded = 0;
+    size_t shown = n > 512 ? 512 : n, folded = 0, library = 0;
     bool has_python = vt__report_stack_has_python(s, fr, shown);
+    /* Where the program's own code is on the stack, the libraries' Python
+     * frames inside it (torch's modules) are folded too: its line leads. */
+    bool has_user = !vt__report_all_frames && vt__report_stack_has_user_code(s, fr, shown);
     for (size_t i = 0; i < shown; i++) {
         if (vt__report_frame_folded(s, fr[i], has_python)) {
             folded++;
+            continue;
+        }
+        if (has_user && vt__report_python_frame(s, fr[i]) && !vt_frame_is_user_code(s, fr[i])) {
+            library++;
             continue;
         }
         if (fr[i]->ip) /* 0 for frames without one: Python frames of an imported snapshot */
@@ -277,6 +297,9 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
     }
     if (n > shown)
         fprintf(out, "%s... %zu more frames\n", indent, n - shown);
+    if (library)
+        fprintf(out, "%s(%zu library Python frame%s hidden; --all-frames shows them)\n", indent,
+                library, library == 1 ? "" : "s");
     if (folded)
         fprintf(out, "%s(%zu interpreter and dispatch frame%s hidden; --all-frames shows them)\n",
                 indent, folded, folded == 1 ? "" : "s");

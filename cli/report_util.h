@@ -70,6 +70,8 @@ bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f);
 bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
 /* Python frames were recorded in this snapshot (some thread ran Python). */
 bool vt__report_snapshot_has_python(const vt_snapshot_data *s);
+/* Whether any of fr[0..n) is the program's own code (vt_frame_is_user_code). */
+bool vt__report_stack_has_user_code(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
 /* Stack `id` has frames, none of them Python: in a snapshot with Python
  * frames, it was recorded on a thread running no Python code (PyTorch's
  * autograd engine threads during backward, a C++ worker). */

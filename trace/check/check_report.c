@@ -135,15 +135,26 @@ static bool python_frame(const vt_snapshot_data *s, const vt_frame *fr)
 static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const char *indent)
 {
     const vt_frame *all[256], *fr[8];
-    size_t nall = stack_frames(s, id, all, 256), n = 0, py = 0;
+    size_t nall = stack_frames(s, id, all, 256), n = 0, py = 0, user = 0;
     if (nall > 256)
         nall = 256;
-    for (size_t i = 0; i < nall; i++)
+    for (size_t i = 0; i < nall; i++) {
         py += python_frame(s, all[i]);
-    for (size_t i = 0; i < nall && n < 8; i++)
-        if (!py || python_frame(s, all[i]))
+        user += vt_frame_is_user_code(s, all[i]);
+    }
+    /* The program's own lines lead; the libraries' Python frames inside
+     * them (torch's modules) are folded into one line after them. */
+    const vt_frame *inner_library = NULL;
+    for (size_t i = 0; i < nall; i++) {
+        if (user && python_frame(s, all[i]) && !vt_frame_is_user_code(s, all[i])) {
+            if (!inner_library)
+                inner_library = all[i];
+            continue;
+        }
+        if ((!py || python_frame(s, all[i])) && n < 8)
             fr[n++] = all[i];
-    n = py ? py : nall;
+    }
+    n = user ? user : py ? py : nall;
     if (!n) {
         fprintf(f, "%s(no stack)\n", indent);
         return;
@@ -166,7 +177,16 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
     }
     if (n > 8)
         fprintf(f, "%s... %zu more %sframes\n", indent, n - 8, py ? "Python " : "");
-    if (py)
+    if (inner_library) {
+        const char *fn = vt__ck_string(s, inner_library->function);
+        fprintf(f, "%s(inside it: %s (%s:%u)", indent, *fn ? fn : "??",
+                vt__ck_string(s, inner_library->file), inner_library->line);
+        if (py - user > 1)
+            fprintf(f, " and %zu more library Python frame%s", py - user - 1,
+                    py - user - 1 == 1 ? "" : "s");
+        fprintf(f, ")\n");
+    }
+    if (py && nall > py)
         fprintf(f, "%s(%zu native frames not shown)\n", indent, nall - py);
 }
 

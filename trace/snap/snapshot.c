@@ -23,6 +23,25 @@ const char *vt_snapshot_pool_note(const vt_snapshot_data *s)
     return NULL;
 }
 
+bool vt_frame_is_user_code(const vt_snapshot_data *s, const vt_frame *f)
+{
+    if (f->ip != 0 || strcmp(vt_snapshot_string(s, f->module), "python") != 0)
+        return false;
+    const char *file = vt_snapshot_string(s, f->file);
+    if (!*file || !strncmp(file, "<frozen", 7))
+        return false;
+    static const char *const library[] = {
+        "/site-packages/", "/dist-packages/",   /* installed packages: torch among them */
+        "/vramtrace/",                          /* vramtrace's own package */
+    };
+    for (size_t i = 0; i < sizeof library / sizeof library[0]; i++)
+        if (strstr(file, library[i]))
+            return false;
+    /* the standard library: .../lib/python3.N/x.py (packages were ruled out) */
+    const char *std = strstr(file, "/lib/python");
+    return !(std && strchr(std + 11, '/'));
+}
+
 const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
 {
     if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)

@@ -14,6 +14,7 @@
 #ifndef VT_TRACE_SNAPSHOT_H
 #define VT_TRACE_SNAPSHOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -146,6 +147,12 @@ size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
  * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown
  * or when f runs a module's top-level code ("<module>", always line 1). */
 uint32_t vt_frame_def_line(const vt_snapshot_data *s, const vt_frame *f);
+
+/* A Python frame of the program's own code: not a library's (site-packages,
+ * dist-packages), not the standard library's or the interpreter's own
+ * (<frozen ...>, <string> is the program's), not vramtrace's. Views lead
+ * with the innermost such frame: the line the user wrote. */
+bool vt_frame_is_user_code(const vt_snapshot_data *s, const vt_frame *f);
 
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt_snapshot_free(vt_snapshot_data *s);
