@@ -502,6 +502,53 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
     synth_fini(&y);
 }
 
+TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
+{
+    synth y;
+    pipeline(&y, 0);
+    uint32_t python = synth_str(&y, "python");
+    uint32_t lib = synth_str(&y, "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
+    uint32_t user = synth_str(&y, "/home/me/train.py");
+    for (size_t i = 0; i < y.s.nframes; i++) {
+        vt_frame *f = &y.s.frames[i];
+        const char *fn = vt_snapshot_string(&y.s, f->function);
+        f->ip = f->module_offset = 0;
+        f->module = python;
+        f->file = !strcmp(fn, "forward_block") ? lib : user;
+    }
+    vt_check_report *r = check(&y, NULL);
+    char *t = render(r, &y, 0);
+    /* the program's line first; torch's forward folded after it */
+    ASSERT_STR_CONTAINS(t, " s\n     at train_step (/home/me/train.py:11)\n");
+    ASSERT_STR_CONTAINS(t, "(inside it: forward_block (/venv/lib/python3.11/site-packages/torch/"
+                           "nn/modules/linear.py:10))");
+    ASSERT(!strstr(t, "at forward_block"));
+    free(t);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(user_code_is_the_programs_python_frames_only)
+{
+    synth y;
+    synth_init(&y);
+    uint32_t python = synth_str(&y, "python"), so = synth_str(&y, "libtorch.so");
+    const char *files[] = {
+        "/home/me/train.py", "train.py", "<string>",                            /* the program's */
+        "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py",       /* not */
+        "/usr/lib/python3/dist-packages/numpy/core/a.py",
+        "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py",
+        "<frozen importlib._bootstrap>", "/work/scripts/vramtrace/_autorun.py",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        vt_frame f = { .module = python, .file = synth_str(&y, files[i]) };
+        ASSERT_MSG(vt_frame_is_user_code(&y.s, &f) == (i < 3), "%s", files[i]);
+    }
+    vt_frame native = { .ip = 0x1234, .module = so, .file = synth_str(&y, "/home/me/x.cpp") };
+    ASSERT(!vt_frame_is_user_code(&y.s, &native));
+    synth_fini(&y);
+}
+
 TEST(one_million_events_checked)
 {
     /* 4000 steps x ~250 events: 20 weights used every step, 30 activations
