@@ -349,6 +349,15 @@ VT_API int vt_unref(uint64_t from, uint64_t to);
  *         outermost frame. */
 VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
 
+/*! vt_source_is_programs() :
+ * Whether Python source file `file` is the program's own code, by the rule
+ * every report uses to choose the line it leads with: not under
+ * site-packages or dist-packages, not the standard library (lib/pythonX.Y/),
+ * not <frozen ...>, not vramtrace's own package. For interpreters that name
+ * what they record by the user's line.
+ * @return 1 if it is, 0 if not (or NULL). */
+VT_API int vt_source_is_programs(const char *file);
+
 /*! vt_thread_python_stack() :
  * Lend this thread Python frames: while it runs no Python code of its own,
  * the stacks it records (allocations, frees) show `stack`, from

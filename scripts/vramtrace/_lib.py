@@ -168,6 +168,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_pool_observe": (_int, (_vp, _vp)),
     "vt_pool_event": (_int, (_int, _int, _u64, _u64, _u64, _u64)),
     "vt_pool_unseen": (None, ()),
+    "vt_source_is_programs": (_int, (_cs,)),   # optional: older libraries lack it
 }
 
 
@@ -333,6 +334,12 @@ class Library:
         """Rename tensor ``tensor_id`` (check :attr:`can_rename` first)."""
         self._check("vt_tensor_name", self._get("vt_tensor_name")(tensor_id, _enc(name)),
                     f"{tensor_id}, {name!r}")
+
+    def source_is_programs(self, file: str) -> Optional[bool]:
+        """Whether Python source ``file`` is the program's own code (the rule
+        every report leads with); None when the library cannot say."""
+        fn = self._fn.get("vt_source_is_programs")
+        return None if fn is None else bool(fn(_enc(file)))
 
     def intern_stack(self, frames: Sequence[Tuple[str, str, int]]) -> int:
         """Intern a Python stack (innermost first) of (function, file, line).

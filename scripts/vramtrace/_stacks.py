@@ -47,11 +47,13 @@ class StackInterner:
         self._cache: Dict[Tuple[int, ...], int] = {}
         # id -> code object of every code in a cached key (keeps the ids valid)
         self._codes: Dict[int, Any] = {}
-        # Stack id -> (file, line) of its innermost frame: where the user's
-        # code made what the stack is for.
+        # Stack id -> (file, line) of its innermost frame of the program's
+        # own code (else its innermost frame): where the user's code made
+        # what the stack is for.
         self.sites: Dict[int, Tuple[str, int]] = {}
         # Stack id -> its frames (function, file, line), innermost first.
         self.frames: Dict[int, List[Tuple[str, str, int]]] = {}
+        self._own: Dict[str, bool] = {}   # source file -> the program's own code?
         self.enabled = True
 
     def add_skip(self, files: Iterable[str]) -> None:
@@ -116,9 +118,24 @@ class StackInterner:
         except Exception:  # a stack is a nicety; never fail the op for it
             sid = 0
         if sid and frames:
-            self.sites[sid] = (frames[0][1], frames[0][2])
+            own = next((f for f in frames if self._programs(f[1])), frames[0])
+            self.sites[sid] = (own[1], own[2])
             self.frames[sid] = frames
         return sid
+
+    def _programs(self, file: str) -> bool:
+        """Whether ``file`` is the program's own code (the library's rule,
+        asked once per file): a name leads with the innermost such line."""
+        own = self._own.get(file)
+        if own is None:
+            try:
+                own = bool(self._lib.source_is_programs(file))
+            except Exception:  # an older or fake library: the innermost frame
+                own = False
+            if len(self._own) >= 1 << 16:
+                self._own.clear()
+            self._own[file] = own
+        return own
 
     def __len__(self) -> int:
         return len(self._cache)

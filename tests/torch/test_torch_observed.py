@@ -115,8 +115,11 @@ def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
     train("leak", snap, "--steps", "6", run_args=("--track",))
     rc, text = run([CLI, "check", snap])
     assert rc == 1, text
-    # the script's module-level list `history`, then an item of it
-    assert re.search(r"held by: module __main__\.history → list\[\*\] → tensor", text), text[:4000]
+    # the script's module-level list `history`, then an item of it: the
+    # tensor named by the script's line that made it, not torch's
+    assert re.search(r"held by: module __main__\.history → list\[\*\] → tensor "
+                     rf"'logits = model\(x\) .*\(train_leak\.py:{LOGITS_LINE}, aten\.addmm out\[0\]\)'",
+                     text), text[:4000]
 
 
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):

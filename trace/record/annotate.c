@@ -22,6 +22,7 @@
 #include <errno.h>
 
 #include "vramtrace/format.h"
+#include "user_code.h"
 
 static _Atomic uint64_t next_id = 1;
 
@@ -188,4 +189,9 @@ uint32_t vt_stack_intern_frames(const char *const *frames, size_t n)
         ips[i] = VT_IP_SYNTHETIC | s;
     }
     return vt__stack_intern_ips(ips, n);
+}
+
+int vt_source_is_programs(const char *file)
+{
+    return vt__source_is_programs(file);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "snapshot.h"
+#include "user_code.h"
 
 const char *vt_snapshot_pool_note(const vt_snapshot_data *s)
 {
@@ -27,19 +28,7 @@ bool vt_frame_is_user_code(const vt_snapshot_data *s, const vt_frame *f)
 {
     if (f->ip != 0 || strcmp(vt_snapshot_string(s, f->module), "python") != 0)
         return false;
-    const char *file = vt_snapshot_string(s, f->file);
-    if (!*file || !strncmp(file, "<frozen", 7))
-        return false;
-    static const char *const library[] = {
-        "/site-packages/", "/dist-packages/",   /* installed packages: torch among them */
-        "/vramtrace/",                          /* vramtrace's own package */
-    };
-    for (size_t i = 0; i < sizeof library / sizeof library[0]; i++)
-        if (strstr(file, library[i]))
-            return false;
-    /* the standard library: .../lib/python3.N/x.py (packages were ruled out) */
-    const char *std = strstr(file, "/lib/python");
-    return !(std && strchr(std + 11, '/'));
+    return vt__source_is_programs(vt_snapshot_string(s, f->file));
 }
 
 const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
