@@ -12,9 +12,11 @@
  * With -o: the path is checked before CMD starts (a new name in a writable
  * directory, or a regular file); a private run directory is passed down as
  * VRAMTRACE_RUN_DIR, where every process of the run registers the snapshots
- * it writes (trace/record/runlog.c). At the end run lists them all, renames the
- * exit snapshot to the plain -o name when only one process wrote one (each
- * writes a pid-tagged name meanwhile), and exits non-zero when one was lost.
+ * it writes (trace/record/runlog.c). At the end run lists them all, gives each
+ * exit snapshot its plain name (the -o pattern expanded) where no other exit
+ * snapshot has the same one: the only one, or each rank's under a %r pattern
+ * (each writes a pid-tagged name meanwhile), and exits non-zero when one was
+ * lost.
  *
  * A Python program gets vramtrace's bootstrap on PYTHONPATH
  * (vramtrace/_boot/sitecustomize.py): in a PyTorch program it observes
@@ -391,7 +393,7 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
     snprintf(f, sizeof f, "%s/snapshots", rundir);
     FILE *fp = fopen(f, "r");
     struct snap_line *lines = NULL;
-    size_t n = 0, cap = 0, exits = 0;
+    size_t n = 0, cap = 0;
     char buf[3 * PATH_MAX];
     while (fp && fgets(buf, sizeof buf, fp)) {
         if (n == cap) {
@@ -401,18 +403,21 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
                 break;
             lines = p;
         }
-        if (parse_line(buf, &lines[n]) == 0) {
-            if (lines[n].ok && !strcmp(lines[n].kind, "exit"))
-                exits++;
+        if (parse_line(buf, &lines[n]) == 0)
             n++;
-        }
     }
     if (fp)
         fclose(fp);
     int lost = 0;
     for (size_t k = 0; k < n; k++) {
         struct snap_line *l = &lines[k];
-        if (l->ok && exits == 1 && !strcmp(l->kind, "exit") && l->plain[0]
+        /* The plain name, where no other exit snapshot of the run expands to
+         * it: the only one, or each rank's own under -o 'rank%r.vtsnap'. */
+        size_t same = 0;
+        for (size_t j = 0; j < n; j++)
+            same += lines[j].ok && !strcmp(lines[j].kind, "exit") &&
+                    !strcmp(lines[j].plain, l->plain);
+        if (l->ok && same == 1 && !strcmp(l->kind, "exit") && l->plain[0]
             && strcmp(l->plain, l->path) != 0) {
             char err[1024];
             if (vt__outfile_check(l->plain, err, sizeof err) != 0)

@@ -191,8 +191,9 @@ def test_every_rank_of_a_torchrun_job_is_observed(tmp_path):
     allocated = {int(m.group(1)): int(m.group(2))
                  for m in re.finditer(r"rank (\d) of 2 pid \d+ total \S+ allocated (\d+)", out)}
     assert sorted(allocated) == [0, 1], out[-3000:]
+    # each rank's snapshot under its own name: the pattern made them unique
     snaps = sorted(tmp_path.glob("rank*.vtsnap"))
-    assert len(snaps) == 2, out[-3000:]
+    assert [p.name for p in snaps] == ["rank0.vtsnap", "rank1.vtsnap"], out[-3000:]
     for snap in snaps:
         sj = snapshot_json(str(snap))
         rank = sj["meta"]["rank"]

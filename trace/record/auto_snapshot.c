@@ -17,7 +17,7 @@
  *    name in the process that loaded vramtrace first; a forked child that
  *    recorded adds its pid. Under `vramtrace run` (VRAMTRACE_RUN_DIR set)
  *    every exit snapshot carries the pid and is registered (runlog.c); `run`
- *    renames it to the plain name when it is the only one.
+ *    renames it to its plain name when no other exit snapshot has that name.
  */
 #include "vramtrace.h"
 #include "rec_internal.h"
