@@ -33,8 +33,8 @@ typedef struct sim_phys {
     sim_device         *dev;
     size_t              size;
     int                 fd;
-    int                 refs;        /* the handle + one per mapping; under vmm_lock */
-    bool                released;
+    int                 refs;        /* handles + one per mapping; under vmm_lock */
+    int                 handles;     /* created, retained or imported, not yet released */
     bool                charged;     /* counted against dev's capacity (not an import
                                         from another process) */
     CUmemAllocationProp prop;        /* as created (cuMemGetAllocationPropertiesFromHandle) */
@@ -81,7 +81,7 @@ static CUresult phys_new(sim_device *dev, int fd, size_t size, bool charged,
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *p = (sim_phys){ .magic = SIM_MAGIC_PHYS, .dev = dev, .size = size, .fd = fd, .refs = 1,
+    *p = (sim_phys){ .magic = SIM_MAGIC_PHYS, .dev = dev, .size = size, .fd = fd, .refs = 1, .handles = 1,
                      .charged = charged, .prop = *prop, .st_dev = st.st_dev,
                      .st_ino = st.st_ino };
     p->prop.win32HandleMetaData = NULL;
@@ -96,7 +96,7 @@ static CUresult phys_new(sim_device *dev, int fd, size_t size, bool charged,
 static sim_phys *phys_from_handle(CUmemGenericAllocationHandle h)
 {
     sim_phys *p = (sim_phys *)(uintptr_t)h;
-    if (!p || p->magic != SIM_MAGIC_PHYS || p->released)
+    if (!p || p->magic != SIM_MAGIC_PHYS || p->handles == 0)
         return NULL;
     return p;
 }
@@ -162,7 +162,7 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return CUDA_ERROR_INVALID_VALUE;
     }
     SIM_COUNT(p->dev, vmm_release_calls);
-    p->released = true;
+    p->handles--;
     phys_unref_locked(p);
     pthread_mutex_unlock(&vmm_lock);
     return CUDA_SUCCESS;
@@ -315,7 +315,7 @@ SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
         if (a == m->va) {
             /* A retained handle is a new reference, released by cuMemRelease. */
             m->phys->refs++;
-            m->phys->released = false;
+            m->phys->handles++;
             *handle = (CUmemGenericAllocationHandle)(uintptr_t)m->phys;
             pthread_mutex_unlock(&vmm_lock);
             return CUDA_SUCCESS;
@@ -407,7 +407,7 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     for (sim_phys *p = allocations; p; p = p->next) {
         if (p->st_dev == st.st_dev && p->st_ino == st.st_ino) {
             p->refs++;
-            p->released = false;
+            p->handles++;
             *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
             pthread_mutex_unlock(&vmm_lock);
             return CUDA_SUCCESS;
