@@ -47,7 +47,7 @@ def capacity(device: int = 0) -> int:
 
 
 # The NVIDIA libraries that must never be real in a sim process: the
-# runtime, the driver, cuBLAS/cuBLASLt and cuDNN (all of cuDNN's parts).
+# runtime, the driver, cuBLAS/cuBLASLt, cuDNN (all of cuDNN's parts) and NVML.
 _GUARDED = re.compile(
     r"/lib(cuda\.so|cudart\.so|cublas\.so|cublasLt\.so|cudnn[a-z_]*\.so|nvidia-ml\.so)[.\d]*$")
 

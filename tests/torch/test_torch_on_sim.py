@@ -275,3 +275,46 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
     assert abs(d["peak_reserved"] - peak_reserved) <= 0.01 * peak_reserved, (d, peak_reserved)
     assert peak_reserved - d["peak_reserved"] <= 2 * MIB * d["segment_allocs"], d
     del model, opt, keep
+
+
+def test_expandable_segments_map_and_unmap_device_memory_in_2_mib_pieces():
+    """PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (its own process:
+    expandable_run.py): PyTorch reserves through cuMemCreate/cuMemMap, every
+    byte it reserves is mapped on the device, a large tensor grows the
+    existing segment, and empty_cache() unmaps and releases what is free,
+    down to nothing."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    script = os.path.join(os.path.dirname(__file__), "expandable_run.py")
+    p = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    points = [r["start"], *r["steps"], r["big_held"], r["big_freed"], r["end"]]
+    # cuBLAS's handle workspaces are the only cuMemAlloc memory; all else is mapped VMM.
+    handles_ws = r["end"]["mem_alloc"] * CUBLAS_HANDLE_WORKSPACE
+    assert handles_ws in (CUBLAS_HANDLE_WORKSPACE, 2 * CUBLAS_HANDLE_WORKSPACE), r["end"]
+    for pt in points:
+        assert pt["reserved"] % (2 * MIB) == 0, pt
+        assert pt["used"] - pt["reserved"] in (0, handles_ws), pt
+    assert r["start"]["reserved"] == 0
+    steps = r["steps"]
+    assert steps[0]["reserved"] > 0 and steps[0]["vmm_create"] > 0
+    assert all(s["reserved"] == steps[0]["reserved"] for s in steps), steps   # steady state
+    assert r["expandable_segments"] and all(r["expandable_segments"]), r["expandable_segments"]
+
+    held, freed = r["big_held"], r["big_freed"]
+    grown = held["reserved"] - steps[-1]["reserved"]
+    assert 100 * MIB <= grown < 120 * MIB, held
+    assert held["vmm_create"] > steps[-1]["vmm_create"]
+    assert held["segments"] == freed["segments"] == len(r["expandable_segments"])  # grown in place
+    assert freed["reserved"] <= steps[-1]["reserved"] and freed["vmm_release"] > 0, freed
+    assert held["used"] - freed["used"] == held["reserved"] - freed["reserved"]   # unmapped
+
+    end = r["end"]
+    assert end["reserved"] == 0 and end["allocated"] == 0
+    assert end["used"] == handles_ws
+    assert end["vmm_release"] == end["vmm_create"], end
