@@ -139,6 +139,7 @@ static const proc_entry table[] = {
     S("cuGraphLaunch", 10000, cuGraphLaunch, cuGraphLaunch_ptsz),
     E("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
     E("cuGraphDestroy", 10000, cuGraphDestroy),
+    E("cuGraphGetNodes", 10000, cuGraphGetNodes),
     S("cuMemAllocAsync", 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz),
     S("cuMemFreeAsync", 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz),
     S("cuMemcpy", 4000, cuMemcpy, cuMemcpy_ptds),

@@ -318,3 +318,51 @@ def test_expandable_segments_map_and_unmap_device_memory_in_2_mib_pieces():
     assert end["reserved"] == 0 and end["allocated"] == 0
     assert end["used"] == handles_ws
     assert end["vmm_release"] == end["vmm_create"], end
+
+
+def test_cuda_graph_capture_replays_and_private_pools_hold_its_memory():
+    """torch.cuda.graph around `z = x * 3 + 1`: the capture records the two
+    kernels (the sim counts them at capture; they run only at replay), z comes from the graph's private
+    pool, and a pool shared through graph_pool_handle() serves two graphs;
+    everything goes back once the graphs and their outputs are gone."""
+    release_everything()
+    base_alloc, base_reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    x = torch.ones(1024, device="cuda")
+    s = torch.cuda.Stream()                     # warm-up on a side stream, as documented
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _ = x * 3 + 1
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    del _
+    before = torch.cuda.memory_allocated()
+
+    g = torch.cuda.CUDAGraph()
+    launches0 = simdev.counters()["kernel_launches"]
+    with torch.cuda.graph(g):
+        z = x * 3 + 1
+    captured = simdev.counters()["kernel_launches"] - launches0
+    # z (4 KiB) is alive in the graph's pool; the intermediate x * 3 was freed in it.
+    assert torch.cuda.memory_allocated() - before == mlp.block_bytes(4096)
+    assert captured == 2, captured             # the sim counts launch calls as captured
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+
+    pool = torch.cuda.graph_pool_handle()
+    g2, g3 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2, pool=pool):
+        w = x + 2
+    with torch.cuda.graph(g3, pool=pool):
+        v = w - 1
+    assert torch.cuda.memory_allocated() - before == 3 * mlp.block_bytes(4096)
+    g2.replay()
+    g3.replay()
+    torch.cuda.synchronize()
+
+    del z, w, v
+    assert torch.cuda.memory_allocated() - before == 0
+    del g, g2, g3, x, s
+    release_everything()
+    assert torch.cuda.memory_allocated() == base_alloc
+    assert torch.cuda.memory_reserved() == base_reserved
