@@ -8,6 +8,7 @@
 #include "sim_internal.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #define SIM_CU_ERRORS \
     X(CUDA_SUCCESS) \
@@ -165,4 +166,49 @@ SIM_API CUresult cuGetErrorString(CUresult error, const char **pStr)
     const char *d = describe(error);
     *pStr = d ? d : name;
     return CUDA_SUCCESS;
+}
+
+/* ---- error log callbacks ------------------------------------------------ */
+
+/* Registered callbacks are kept until unregistered. The simulated driver
+ * writes no log messages, so none is ever called. */
+struct CUlogsCallbackEntry_st {
+    CUlogsCallback                 fn;
+    void                          *user;
+    struct CUlogsCallbackEntry_st *next;
+};
+
+static pthread_mutex_t         log_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUlogsCallbackHandle    log_callbacks;
+
+SIM_API CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData,
+                                        CUlogsCallbackHandle *callback_out)
+{
+    if (!callbackFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUlogsCallbackHandle e = malloc(sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&log_lock);
+    *e = (struct CUlogsCallbackEntry_st){ callbackFunc, userData, log_callbacks };
+    log_callbacks = e;
+    pthread_mutex_unlock(&log_lock);
+    if (callback_out)                    /* optional, says cuda.h */
+        *callback_out = e;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
+{
+    pthread_mutex_lock(&log_lock);
+    for (CUlogsCallbackHandle *pp = &log_callbacks; *pp; pp = &(*pp)->next) {
+        if (*pp == callback) {
+            *pp = callback->next;
+            pthread_mutex_unlock(&log_lock);
+            free(callback);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return CUDA_ERROR_INVALID_VALUE;
 }

@@ -254,20 +254,23 @@ SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUs
 SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)      { return copy(P(d), P(s), n, h, false, true); }
 SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { return copy(P(d), P(s), n, h, true, true); }
 
-static CUresult set8(CUdeviceptr d, unsigned char v, size_t n, CUstream h, bool ptsz, bool async)
+/* n elements of `width` bytes (1 or 4) set to v. */
+static CUresult set(CUdeviceptr d, unsigned v, unsigned width, size_t n, CUstream h, bool ptsz,
+                    bool async)
 {
     sim_stream *s;
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, memsets);
     if (n == 0)
         return CUDA_SUCCESS;
-    if (!d)
+    if (!d || (d % width))                       /* 32-bit sets need 4-byte alignment */
         return CUDA_ERROR_INVALID_VALUE;
     sim_op *op = sim_op_new(SIM_OP_MEMSET);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.set.dst = P(d);
     op->u.set.value = v;
+    op->u.set.width = width;
     op->u.set.n = n;
     /* Synchronous memsets are asynchronous to the host unless the target is
      * host memory (pinned or managed). */
@@ -276,10 +279,14 @@ static CUresult set8(CUdeviceptr d, unsigned char v, size_t n, CUstream h, bool 
     return sim_stream_run_sync(s, op);
 }
 
-SIM_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)      { return set8(d, v, n, 0, false, false); }
-SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { return set8(d, v, n, 0, true, false); }
-SIM_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream h)      { return set8(d, v, n, h, false, true); }
-SIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream h) { return set8(d, v, n, h, true, true); }
+SIM_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)      { return set(d, v, 1, n, 0, false, false); }
+SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { return set(d, v, 1, n, 0, true, false); }
+SIM_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream h)      { return set(d, v, 1, n, h, false, true); }
+SIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream h) { return set(d, v, 1, n, h, true, true); }
+SIM_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n)      { return set(d, v, 4, n, 0, false, false); }
+SIM_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) { return set(d, v, 4, n, 0, true, false); }
+SIM_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream h)      { return set(d, v, 4, n, h, false, true); }
+SIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream h) { return set(d, v, 4, n, h, true, true); }
 
 /* ---- pointer attributes ------------------------------------------------- */
 
@@ -394,9 +401,14 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
         return rc;
     uintptr_t base;
     size_t size;
-    rc = sim_mem_lookup((uintptr_t)dptr, NULL, &base, &size, NULL);
+    sim_mem_kind kind;
+    rc = sim_mem_lookup((uintptr_t)dptr, NULL, &base, &size, &kind);
     if (rc != CUDA_SUCCESS)
         return CUDA_ERROR_NOT_FOUND;
+    /* In a cuMemAddressReserve range the allocation is the one handle
+     * mapped at dptr, not the reservation; nothing mapped: not found. */
+    if (kind == SIM_MEM_VA)
+        SIM_TRY(sim_vmm_mapping_range((uintptr_t)dptr, &base, &size));
     if (pbase) *pbase = (CUdeviceptr)base;
     if (psize) *psize = size;
     return CUDA_SUCCESS;

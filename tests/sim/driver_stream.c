@@ -130,6 +130,45 @@ static CUresult host_func(CUstream h, CUhostFn fn, void *arg, bool ptsz)
 SIM_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *arg)      { return host_func(h, fn, arg, false); }
 SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *arg) { return host_func(h, fn, arg, true); }
 
+/* A 32-bit store in stream order. The target is device memory or pinned
+ * host memory (its device pointer is the host pointer here), never managed
+ * memory, 4-byte aligned. The v2 ABI has no NO_MEMORY_BARRIER flag. */
+static CUresult write_value32(CUstream h, CUdeviceptr addr, cuuint32_t value, unsigned flags,
+                              bool ptsz)
+{
+    sim_stream *s;
+    SIM_TRY(sim_stream_arg(h, ptsz, addr != 0 && addr % 4 == 0 &&
+                           flags == CU_STREAM_WRITE_VALUE_DEFAULT, &s));
+    sim_mem_kind kind;
+    uintptr_t base;
+    size_t size;
+    bool ok;
+    if (sim_mem_lookup((uintptr_t)addr, NULL, NULL, NULL, &kind) == CUDA_SUCCESS)
+        ok = kind == SIM_MEM_VA ? sim_vmm_mapping_range((uintptr_t)addr, &base, &size) == CUDA_SUCCESS
+                                : kind != SIM_MEM_MANAGED;
+    else
+        ok = sim_mem_host_lookup((void *)(uintptr_t)addr, NULL, NULL);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op *op = sim_op_new(SIM_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.set.dst = (void *)(uintptr_t)addr;
+    op->u.set.value = value;
+    op->u.set.width = 4;
+    op->u.set.n = 1;
+    return sim_stream_enqueue(s, op, NULL);
+}
+
+SIM_API CUresult cuStreamWriteValue32_v2(CUstream h, CUdeviceptr a, cuuint32_t v, unsigned int f)
+{
+    return write_value32(h, a, v, f, false);
+}
+SIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream h, CUdeviceptr a, cuuint32_t v, unsigned int f)
+{
+    return write_value32(h, a, v, f, true);
+}
+
 /* Device code cannot run here: a launch is validated, ordered in its stream
  * like any other work, and counted. `f` is not checked against a module. */
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,

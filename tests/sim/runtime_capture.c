@@ -130,8 +130,9 @@ RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 
 RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
 {
-    (void)graph; (void)nodes; (void)numNodes;
-    NOT_SUPPORTED;
+    RT_TRY(rt_init());
+    return rt_ret_drv(rt_drv.cuGraphGetNodes((CUgraph)(void *)graph, (CUgraphNode *)(void *)nodes,
+                                             numNodes));
 }
 
 RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,

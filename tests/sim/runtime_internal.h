@@ -92,6 +92,7 @@
     X(cuGraphInstantiate, "cuGraphInstantiate", CUresult (*)(CUgraphExec *, CUgraph, unsigned long long)) \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                 \
     X(cuGraphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))                             \
+    X(cuGraphGetNodes, "cuGraphGetNodes", CUresult (*)(CUgraph, CUgraphNode *, size_t *))  \
     PTSZ(cuMemAllocAsync, "cuMemAllocAsync", CUresult (*)(CUdeviceptr *, size_t, CUstream)) \
     PTSZ(cuMemFreeAsync, "cuMemFreeAsync", CUresult (*)(CUdeviceptr, CUstream))            \
     PTSZ(cuMemcpy, "cuMemcpy", CUresult (*)(CUdeviceptr, CUdeviceptr, size_t))             \

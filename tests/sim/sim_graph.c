@@ -338,6 +338,26 @@ SIM_API CUresult cuGraphDestroy(CUgraph h)
     return CUDA_SUCCESS;
 }
 
+/* The graph's nodes are its recorded work (copies, memsets, kernels, host
+ * functions, frees) and its memory nodes (one per capture-time allocation,
+ * one per free of it); event records only order work, not nodes here.
+ * Only the count is given: nodes are not exposed (node handles would need
+ * the node-by-node API, which is not simulated). */
+SIM_API CUresult cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *numNodes)
+{
+    SIM_TRY(sim_check_init());
+    sim_graph *g = graph_of(h);
+    if (!g || !numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodes)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    size_t n = g->nallocs + g->nowned;
+    for (size_t i = 0; i < g->nops; i++)
+        n += g->ops[i]->type != SIM_OP_EVENT_RECORD;
+    *numNodes = n;
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsigned long long flags)
 {
     SIM_TRY(sim_check_init());

@@ -123,7 +123,8 @@ typedef struct sim_op {
         struct { void *dst; const void *src; size_t n;
                  void *staged; } copy;   /* staged: our copy of a pageable
                                             source, freed with the op */
-        struct { void *dst; int value; size_t n; } set;
+        struct { void *dst; unsigned value; unsigned width;
+                 size_t n; } set;        /* n elements of width (1 or 4) bytes */
         struct { CUhostFn fn; void *arg; } host;
         struct { sim_event *ev; uint64_t gen; } rec;
         struct { uintptr_t ptr; sim_device *dev; } free;
@@ -247,6 +248,10 @@ CUresult sim_mem_share(uintptr_t ptr, int *ordinal, uintptr_t *base, size_t *siz
  * SIM_MEM_IPC, `size` bytes as its size). */
 CUresult sim_mem_map_shared(sim_device *dev, int fd, size_t size, size_t span, uintptr_t *out);
 
+/* sim_vmm.c */
+/* The cuMemMap mapping holding ptr (one handle's pages), or CUDA_ERROR_NOT_FOUND. */
+CUresult sim_vmm_mapping_range(uintptr_t ptr, uintptr_t *base, size_t *size);
+
 /* sim_ipc.c */
 uint64_t sim_ipc_new_id(void);               /* an export id unique in this process */
 int      sim_ipc_create(uint64_t id);        /* the file of export id: fd, or -1 */
@@ -306,6 +311,9 @@ CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstrea
 CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h);
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n);
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h);
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n);
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h);
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream h, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream h);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream h);
 CUresult cuStreamSynchronize_ptsz(CUstream h);

@@ -118,7 +118,13 @@ static void op_execute(sim_op *op)
         memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
         break;
     case SIM_OP_MEMSET:
-        memset(op->u.set.dst, op->u.set.value, op->u.set.n);
+        if (op->u.set.width == 4) {
+            uint32_t *w = op->u.set.dst;
+            for (size_t i = 0; i < op->u.set.n; i++)
+                w[i] = op->u.set.value;
+        } else {
+            memset(op->u.set.dst, (int)op->u.set.value, op->u.set.n);
+        }
         break;
     case SIM_OP_HOSTFN:
         op->u.host.fn(op->u.host.arg);

@@ -53,6 +53,10 @@ TEST(captured_work_runs_only_when_the_graph_is_launched)
     ASSERT_OK(cudaDeviceSynchronize());
     ASSERT_EQ(host[0], 0);                  /* captured and instantiated, not run */
     ASSERT_EQ(load_flag(&calls), 0);
+    size_t nodes = 0;
+    ASSERT_OK(cudaGraphGetNodes(g, NULL, &nodes));
+    ASSERT_EQ(nodes, 4);                    /* memset, two copies, host function */
+    ASSERT_EQ(cudaGraphGetNodes(g, NULL, NULL), cudaErrorInvalidValue);
     ASSERT_OK(cudaGraphDestroy(g));         /* the instance keeps what it needs */
     for (int launch = 1; launch <= 3; launch++) {
         memset(host, 0, N);

@@ -47,8 +47,9 @@ def capacity(device: int = 0) -> int:
 
 
 # The NVIDIA libraries that must never be real in a sim process: the
-# runtime, the driver, cuBLAS/cuBLASLt and cuDNN (all of cuDNN's parts).
-_GUARDED = re.compile(r"/lib(cuda\.so|cudart\.so|cublas\.so|cublasLt\.so|cudnn[a-z_]*\.so)[.\d]*$")
+# runtime, the driver, cuBLAS/cuBLASLt, cuDNN (all of cuDNN's parts) and NVML.
+_GUARDED = re.compile(
+    r"/lib(cuda\.so|cudart\.so|cublas\.so|cublasLt\.so|cudnn[a-z_]*\.so|nvidia-ml\.so)[.\d]*$")
 
 
 def mapped_cuda_libraries() -> Dict[str, str]:

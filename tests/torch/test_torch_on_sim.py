@@ -275,3 +275,94 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
     assert abs(d["peak_reserved"] - peak_reserved) <= 0.01 * peak_reserved, (d, peak_reserved)
     assert peak_reserved - d["peak_reserved"] <= 2 * MIB * d["segment_allocs"], d
     del model, opt, keep
+
+
+def test_expandable_segments_map_and_unmap_device_memory_in_2_mib_pieces():
+    """PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (its own process:
+    expandable_run.py): PyTorch reserves through cuMemCreate/cuMemMap, every
+    byte it reserves is mapped on the device, a large tensor grows the
+    existing segment, and empty_cache() unmaps and releases what is free,
+    down to nothing."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    script = os.path.join(os.path.dirname(__file__), "expandable_run.py")
+    p = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    points = [r["start"], *r["steps"], r["big_held"], r["big_freed"], r["end"]]
+    # cuBLAS's handle workspaces are the only cuMemAlloc memory; all else is mapped VMM.
+    handles_ws = r["end"]["mem_alloc"] * CUBLAS_HANDLE_WORKSPACE
+    assert handles_ws in (CUBLAS_HANDLE_WORKSPACE, 2 * CUBLAS_HANDLE_WORKSPACE), r["end"]
+    for pt in points:
+        assert pt["reserved"] % (2 * MIB) == 0, pt
+        assert pt["used"] - pt["reserved"] in (0, handles_ws), pt
+    assert r["start"]["reserved"] == 0
+    steps = r["steps"]
+    assert steps[0]["reserved"] > 0 and steps[0]["vmm_create"] > 0
+    assert all(s["reserved"] == steps[0]["reserved"] for s in steps), steps   # steady state
+    assert r["expandable_segments"] and all(r["expandable_segments"]), r["expandable_segments"]
+
+    held, freed = r["big_held"], r["big_freed"]
+    grown = held["reserved"] - steps[-1]["reserved"]
+    assert 100 * MIB <= grown < 120 * MIB, held
+    assert held["vmm_create"] > steps[-1]["vmm_create"]
+    assert held["segments"] == freed["segments"] == len(r["expandable_segments"])  # grown in place
+    assert freed["reserved"] <= steps[-1]["reserved"] and freed["vmm_release"] > 0, freed
+    assert held["used"] - freed["used"] == held["reserved"] - freed["reserved"]   # unmapped
+
+    end = r["end"]
+    assert end["reserved"] == 0 and end["allocated"] == 0
+    assert end["used"] == handles_ws
+    assert end["vmm_release"] == end["vmm_create"], end
+
+
+def test_cuda_graph_capture_replays_and_private_pools_hold_its_memory():
+    """torch.cuda.graph around `z = x * 3 + 1`: the capture records the two
+    kernels (the sim counts them at capture; they run only at replay), z comes from the graph's private
+    pool, and a pool shared through graph_pool_handle() serves two graphs;
+    everything goes back once the graphs and their outputs are gone."""
+    release_everything()
+    base_alloc, base_reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    x = torch.ones(1024, device="cuda")
+    s = torch.cuda.Stream()                     # warm-up on a side stream, as documented
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _ = x * 3 + 1
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    del _
+    before = torch.cuda.memory_allocated()
+
+    g = torch.cuda.CUDAGraph()
+    launches0 = simdev.counters()["kernel_launches"]
+    with torch.cuda.graph(g):
+        z = x * 3 + 1
+    captured = simdev.counters()["kernel_launches"] - launches0
+    # z (4 KiB) is alive in the graph's pool; the intermediate x * 3 was freed in it.
+    assert torch.cuda.memory_allocated() - before == mlp.block_bytes(4096)
+    assert captured == 2, captured             # the sim counts launch calls as captured
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+
+    pool = torch.cuda.graph_pool_handle()
+    g2, g3 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2, pool=pool):
+        w = x + 2
+    with torch.cuda.graph(g3, pool=pool):
+        v = w - 1
+    assert torch.cuda.memory_allocated() - before == 3 * mlp.block_bytes(4096)
+    g2.replay()
+    g3.replay()
+    torch.cuda.synchronize()
+
+    del z, w, v
+    assert torch.cuda.memory_allocated() - before == 0
+    del g, g2, g3, x, s
+    release_everything()
+    assert torch.cuda.memory_allocated() == base_alloc
+    assert torch.cuda.memory_reserved() == base_reserved
