@@ -226,3 +226,30 @@ def test_no_output_of_a_pytorch_run_has_a_mangled_cpp_name(tmp_path):
     assert "c10::cuda::CUDACachingAllocator" in outputs["json"] or "at::" in outputs["json"]
     for name, text in outputs.items():
         assert not re.search(r"\b_Z[NLS]?\d", text), (name, re.findall(r"_Z\w{0,40}", text)[:3])
+
+
+def test_expandable_segments_and_a_cuda_graphs_pool_as_without_vramtrace(tmp_path):
+    """torch_pools.py: with expandable_segments:True (mapped chunks) and with
+    a CUDA graph's private pool, PyTorch's figures are the same with and
+    without `vramtrace run`, and vramtrace's allocated curve is theirs."""
+    pools = os.path.join(HERE, "torch_pools.py")
+    for part, env in (("expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+                      ("graph", {})):
+        cmd = [SIMRUN, "--mem", "1G", "--"]
+        rc, plain = run(cmd + [sys.executable, pools, part], env)
+        assert rc == 0, plain[-3000:]
+        snap = str(tmp_path / f"{part}.vtsnap")
+        rc, traced = run(cmd + [CLI, "run", "-o", snap, "--", sys.executable, pools, part], env)
+        assert rc == 0, traced[-3000:]
+        ours = [line for line in traced.splitlines() if not line.startswith("vramtrace")]
+        theirs = [line for line in plain.splitlines() if not line.startswith("vramtrace")]
+        assert ours == theirs, (part, ours, theirs)
+        last = [int(v) for v in theirs[-1].split()[1:]]    # allocated reserved max max_res
+        sj = snapshot_json(snap)
+        assert sj["meta"]["framework_allocator"] == "observed"
+        dev = next(d for d in sj["devices"] if d["ordinal"] == 0)
+        assert dev["peak_allocated"] == last[2], (part, dev, last)
+        assert dev["final_allocated"] == last[0], (part, dev, last)
+        # PyTorch's reserved bytes are among vramtrace's (which adds the
+        # device allocations of cuBLAS's own)
+        assert dev["final_reserved"] >= last[1], (part, dev, last)
