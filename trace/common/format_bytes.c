@@ -20,7 +20,7 @@ const char *vt__fmt_bytes(uint64_t bytes, char *buf)
         v /= 1024;
         u++;
     }
-    char num[VT_FMT_BYTES_LEN];
+    char num[16];                      /* v < 1024 (16 EiB at most): "1023.99" */
     snprintf(num, sizeof num, "%.2f", v);
     char *dot = strchr(num, '.');
     if (dot) {

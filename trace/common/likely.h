@@ -14,4 +14,17 @@
  * handler paths the runtimes must not see. */
 #define vt_no_sanitize __attribute__((no_sanitize("address", "thread", "undefined")))
 
+/* 1 in a ThreadSanitizer build: GCC defines __SANITIZE_THREAD__, Clang has
+ * the feature. */
+#if defined(__SANITIZE_THREAD__)
+#define VT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define VT_TSAN 1
+#endif
+#endif
+#ifndef VT_TSAN
+#define VT_TSAN 0
+#endif
+
 #endif

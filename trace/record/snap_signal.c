@@ -272,12 +272,8 @@ static int spawn_signal_thread(void)
     return rc;
 }
 
-#if defined(__SANITIZE_THREAD__)
+#if VT_TSAN
 #define NO_THREADS_IN_FORKED_CHILD 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NO_THREADS_IN_FORKED_CHILD 1
-#endif
 #endif
 
 /* A forked child (a DataLoader worker) inherits the handlers and the pipe

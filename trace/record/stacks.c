@@ -27,7 +27,8 @@
  * from and the stack words they read - and a walk whose words all still hold
  * their values gives the same stack (see "Remembering walks" below). Where
  * that does not apply, libunwind's unw_backtrace runs (~60 ns for 40 frames
- * once its per-thread frame cache is warm), and a per-thread
+ * once its per-thread frame cache is warm; under ThreadSanitizer a cursor
+ * walk, see unwind_ips), and a per-thread
  * direct-mapped cache from the hash of the raw IP array to the stack id spares
  * the tree lookups. Its keys are 64-bit hashes of the whole array; a false hit
  * needs a 64-bit collision between two distinct stacks of one thread.
@@ -581,6 +582,39 @@ VT_REC_TEXT static uint32_t learn(tstate *ts, size_t slot, uint64_t key, uintptr
 }
 #endif
 
+/* The unwind behind a capture the fast path cannot answer, into buf (our own
+ * frames first; finish() drops them); how many frames.
+ *
+ * Under ThreadSanitizer it steps libunwind's cursor instead of calling
+ * unw_backtrace. unw_backtrace keeps a per-thread trace cache that its
+ * thread-specific-data destructor frees only in the last destructor round
+ * of thread exit; TSan tears the thread's state down in that same round,
+ * and its key, created when the runtime started, comes first. Freeing the
+ * cache then takes a mutex through TSan's interceptor on a dead thread
+ * state and faults inside the runtime: every thread of a preloaded program
+ * that had allocated crashed as it exited. The cursor keeps no per-thread
+ * state (the per-thread caching policy set in vt__stacks_init is TLS
+ * without a destructor), so no libunwind code runs at thread exit. */
+VT_REC_TEXT static int unwind_ips(void **buf, int max)
+{
+#if VT_TSAN
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    int n = 0;
+    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+        return 0;
+    do {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0)
+            break;
+        buf[n++] = (void *)(uintptr_t)ip;
+    } while (n < max && unw_step(&cur) > 0);
+    return n;
+#else
+    return unw_backtrace(buf, max);
+#endif
+}
+
 VT_REC_TEXT static uint32_t capture(void)
 {
     unsigned d = depth;
@@ -666,7 +700,7 @@ unwind:
     unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
     if (vt_likely(ts != NULL))
         ts->stats.unwinds++;
-    int n = unw_backtrace(buf, (int)(d + sl));
+    int n = unwind_ips(buf, (int)(d + sl));
     return finish(buf, n, d, sl, ts);
 }
 
