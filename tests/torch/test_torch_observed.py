@@ -253,3 +253,25 @@ def test_expandable_segments_and_a_cuda_graphs_pool_as_without_vramtrace(tmp_pat
         # PyTorch's reserved bytes are among vramtrace's (which adds the
         # device allocations of cuBLAS's own)
         assert dev["final_reserved"] >= last[1], (part, dev, last)
+
+
+def test_the_bootstrap_leaves_a_python_program_as_it_was(tmp_path):
+    """vramtrace run puts its bootstrap first on PYTHONPATH as sitecustomize:
+    the program's own sitecustomize still runs, sys.path is the program's,
+    and a program without torch imports nothing of it."""
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'ran'\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import os, sys\n"
+        "print('own', os.environ.get('OWN_SITE'))\n"
+        "print('boot', any(p.rstrip('/').endswith('vramtrace/_boot') for p in sys.path))\n"
+        "print('torch', 'torch' in sys.modules)\n")
+    env = {"PYTHONPATH": str(own)}
+    rc, plain = run([sys.executable, str(prog)], env)
+    assert rc == 0, plain
+    rc, traced = run([CLI, "run", "--", sys.executable, str(prog)], env)
+    assert rc == 0, traced
+    lines = [line for line in traced.splitlines() if not line.startswith("vramtrace")]
+    assert lines == plain.splitlines() == ["own ran", "boot False", "torch False"], lines
