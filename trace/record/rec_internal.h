@@ -124,6 +124,9 @@ int vt__module_text(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
  * stacks captured below them (an observer of another allocator calls us from
  * its callbacks). One such object at a time. @return 0 or -ENOENT. */
 int vt__stacks_own_module(const void *addr);
+/* How many library loads and lookups the hooks have seen (dlopen, dlsym):
+ * what the process has loaded may have changed when it moved. */
+uint32_t vt__modules_loaded_gen(void);
 /* Set in a stack id whose stack lost its inner frames because the node
  * table was full: the id names the deepest prefix (outer callers) that was
  * already interned. Node ids stay below NODE_CAP (2^20), far from this bit;

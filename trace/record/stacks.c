@@ -871,6 +871,11 @@ vt_no_sanitize void vt__trace_modules_loaded(void)
     atomic_fetch_add_explicit(&loads_gen, 1, memory_order_relaxed);
 }
 
+uint32_t vt__modules_loaded_gen(void)
+{
+    return atomic_load_explicit(&loads_gen, memory_order_relaxed);
+}
+
 static void look_for_python_again(uint32_t gen)
 {
     bool idle = false;

@@ -221,6 +221,25 @@ static void native(symctx *c, uint64_t ip, vt_frame *f)
     }
 }
 
+/* The process's __cxa_demangle (never loading anything into the program),
+ * looked for again only when the program has loaded libraries since: a
+ * lookup takes the loader's lock, which a fork in another thread must not
+ * find held on every snapshot. */
+static vt__demangle_fn demangler(void)
+{
+    static _Atomic(vt__demangle_fn) found;
+    static _Atomic uint32_t looked_at = UINT32_MAX;   /* loads generation of the last look */
+    vt__demangle_fn fn = atomic_load_explicit(&found, memory_order_acquire);
+    uint32_t gen = vt__modules_loaded_gen();
+    if (fn || atomic_load_explicit(&looked_at, memory_order_relaxed) == gen)
+        return fn;
+    fn = vt__demangler(false);
+    atomic_store_explicit(&looked_at, gen, memory_order_relaxed);
+    if (fn)
+        atomic_store_explicit(&found, fn, memory_order_release);
+    return fn;
+}
+
 void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *strs)
 {
     static const Dwfl_Callbacks callbacks = {
@@ -228,7 +247,7 @@ void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *s
         .find_debuginfo = dwfl_standard_find_debuginfo,
     };
     symctx c = { .strs = strs };
-    c.demangle = vt__demangler(false);   /* never load anything into the program */
+    c.demangle = demangler();
     c.python = add(&c, "python");
     bool any_native = false;
     for (size_t i = 0; i < n && !any_native; i++)
