@@ -672,6 +672,8 @@ class Tracker:
         self._gc_dead: List[Tuple[int, int]] = []   # (tid, id(obj)) died in a collection
         self._gc_holder = 0          # holder of the running automatic collection
         self.errors = 0
+        #: Tracked tensors that a garbage collection freed (held by a reference cycle).
+        self.gc_freed = 0
         self._py_ops = 0             # ops the Python path recorded
         self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
         self._owner = 0              # the thread that entered: it runs the forward ops
@@ -765,6 +767,14 @@ class Tracker:
         """Seconds spent recording ops and deaths (the walk schedule's input)."""
         fast = self._fast
         return self._py_busy + (fast.busy if fast is not None else 0.0)
+
+    def storages_now(self) -> Dict[int, Tuple[int, int, int]]:
+        """The tracked storages alive now, by identity: (address, bytes,
+        device; -1 for host memory). Outputs held back are recorded and the
+        storages whose last tensor died are settled first."""
+        self._flush()
+        self._settle()
+        return {k: (s.ptr, s.nbytes, s.device) for k, s in self._storages.items()}
 
     # -- bookkeeping of tensors --------------------------------------------
     def tensor_id(self, t: Any) -> int:
@@ -1081,6 +1091,7 @@ class Tracker:
                 self._gc_dead.append((tid, objid))
                 return
             if self._in_gc:
+                self.gc_freed += 1
                 if not self._gc_holder:
                     self._gc_holder = self._book.collection(CYCLE_HOLDER)
                 self._lib.ref(self._gc_holder, tid, "cycle")
@@ -1377,6 +1388,7 @@ class Tracker:
         garbage = gc.garbage[n0:]
         del gc.garbage[n0:]
         dead, self._gc_dead = self._gc_dead, []
+        self.gc_freed += len(dead)
         try:
             if dead:
                 dead_ids = {objid: tid for tid, objid in dead}

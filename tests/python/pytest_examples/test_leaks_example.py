@@ -1,0 +1,82 @@
+"""Example suite for the pytest plugin: three leaks and their fixed twins.
+
+Run by ../test_pytest_plugin.py with --vramtrace-leaks: exactly the *_leak
+tests must fail, each naming its holder and the line (marked LEAK_...)."""
+
+import weakref
+
+import pytest
+import torch
+
+CACHE = []                   # a module-level cache
+TABLE = torch.ones(256)      # made at import: the module's, not a test's
+
+
+class Node:
+    def __init__(self, buf):
+        self.buf = buf
+        self.other = None
+
+
+def test_cycle_leak():
+    a = Node(torch.randn(1024))  # LEAK_CYCLE
+    b = Node(None)
+    a.other, b.other = b, a
+
+
+def test_cycle_fixed():
+    a = Node(torch.randn(1024))
+    b = Node(None)
+    a.other, b.other = weakref.ref(b), a
+
+
+def test_cache_leak():
+    x = torch.randn(2048)
+    CACHE.append(x * 2)  # LEAK_CACHE
+
+
+def test_cache_fixed():
+    x = torch.randn(2048)
+    CACHE.append(float((x * 2).sum()))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return torch.nn.Linear(64, 64)   # kept on purpose by a module-scoped fixture
+
+
+def test_hook_leak(model):
+    seen = torch.zeros(4096)  # LEAK_HOOK
+    model.register_forward_hook(lambda mod, args, out: seen.add_(out.detach().sum()))
+    model(torch.randn(2, 64))
+
+
+def test_hook_fixed(model):
+    seen = torch.zeros(4096)
+    handle = model.register_forward_hook(lambda mod, args, out: seen.add_(out.detach().sum()))
+    model(torch.randn(2, 64))
+    handle.remove()
+
+
+def test_module_global_is_not_the_tests():
+    assert float((TABLE * 2).sum()) == 512
+
+
+@pytest.fixture
+def scratch():
+    buf = torch.zeros(1000)
+    yield buf
+    buf.zero_()   # a function-scoped fixture's tensor dies with its teardown
+
+
+def test_function_fixture_is_torn_down_first(scratch):
+    scratch.add_(1)
+
+
+@pytest.mark.vramtrace_allow_leaks
+def test_allowed_leak():
+    CACHE.append(torch.ones(100))
+
+
+def test_ignored_leak():
+    CACHE.append(torch.full((300,), 2.0))  # the runner ignores this line's tensors
