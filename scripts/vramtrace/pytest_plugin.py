@@ -31,6 +31,7 @@ PyTorch's own ``max_memory_allocated()``.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import json
 import os
 import re
@@ -159,6 +160,13 @@ class _Gate:
         except Exception as exc:   # no library, torch broken: say so, test on
             self.why_not = f"cannot track tensors ({exc}): tests run without leak or limit gates"
             self.tracker = None
+            return
+        # CUDA tensors live in blocks of PyTorch's caching allocator: observe
+        # it from CUDA's initialization on, as `vramtrace run` does
+        from . import _autorun
+        cuda = getattr(sys.modules.get("torch"), "cuda", None)
+        if cuda is not None and hasattr(cuda, "_lazy_call"):
+            cuda._lazy_call(_autorun._observe_allocator)
 
     def pytest_report_header(self, config: Any) -> Optional[str]:
         if self.why_not:

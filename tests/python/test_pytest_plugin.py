@@ -137,3 +137,18 @@ def test_missing_torch_is_said_once(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:]
     assert r.stdout.count("vramtrace: torch") == 1, r.stdout
     assert "3 passed" in r.stdout
+
+
+def test_a_cuda_leak_is_flagged_through_pytorchs_observed_allocator():
+    """On the (simulated) device: the leaking test fails naming its line and
+    holder, its clean twin passes; PyTorch's allocator is observed, not replaced."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (the suite runs on the simulated one)")
+    cuda = os.path.join(EXAMPLES, "test_cuda_example.py")
+    rc, out, verdicts = _pytest(["--vramtrace-leaks", cuda])
+    assert verdicts == {"test_cuda_cache_leak": "FAILED", "test_cuda_clean": "PASSED"}, out[-4000:]
+    text = _section(out, "test_cuda_cache_leak")
+    assert "on cuda:0" in text, text
+    assert f"test_cuda_example.py:{_line(cuda, 'CUDA_LEAK_LINE')}" in text, text
+    assert "module test_cuda_example.KEPT → list[0]" in text, text
