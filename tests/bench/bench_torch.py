@@ -80,7 +80,7 @@ def worker(variant: str, steps: int, out: str, snap: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--worker", choices=VARIANTS)
     ap.add_argument("--out", default="")
