@@ -131,8 +131,14 @@ PY
     VRAMTRACE_CACHE_DIR="$work/cache" "$simrun" --mem 1G -- \
         vramtrace run -o "$work/torch.vtsnap" -- "$venv_py" "$work/plain_torch.py" \
         > "$work/torch.out" 2>&1 || fail "vramtrace run on torch: $(tail -5 "$work/torch.out")"
-    vramtrace json "$work/torch.vtsnap" | grep -q '"framework_allocator":"observed"' ||
+    json=$(vramtrace json "$work/torch.vtsnap") || fail "vramtrace json of the torch run failed"
+    grep -q '"framework_allocator":"observed"' <<<"$json" ||
         fail "the installed vramtrace run did not observe PyTorch: $(tail -5 "$work/torch.out")"
+    # the pytest plugin comes with the package (its pytest11 entry point): no -p
+    # (the whole help read first: grep -q stopping early would break pytest's pipe)
+    help=$("$venv_py" -m pytest --help 2>&1) || fail "pytest --help failed: $help"
+    grep -q -- "--vramtrace-leaks" <<<"$help" ||
+        fail "pytest did not load the installed plugin (pytest11 entry point)"
     rm -f "$site/zz_torch_from_test_env.pth"
 fi
 
