@@ -17,7 +17,10 @@ for the recorders the snapshot's bytes and the seconds to write it
 (torch.cuda.memory._dump_snapshot / vramtrace.snapshot; `observed` writes
 its snapshot at exit, as `vramtrace run -o` does, not timed here). The
 RESULT line also gives what `observed` adds per step as a share of what
-PyTorch's python recorder adds (observed_share_of_python). Device code does
+PyTorch's python recorder adds (observed_share_of_python), and each
+variant's median over rounds of its ratio to the same round's plain loop
+(observed_paired_x, python_paired_x): steadier than the fastest rounds on a
+busy machine. Device code does
 not run on the simulated device, so a step's time is the host's work:
 PyTorch's dispatch, the allocator and the recorder, which is what a
 recorder adds to. Ends with a RESULT line.
@@ -90,6 +93,7 @@ def main() -> None:
         worker(args.worker, args.steps, args.out, args.snapshot)
         return
     results: dict = {}
+    rounds: dict = {}   # variant -> ms/step of each round
     with tempfile.TemporaryDirectory() as tmp:
         # Rounds, each running every variant once in turn, the fastest round
         # of each kept: a loaded machine slows some runs, never speeds one up.
@@ -105,6 +109,7 @@ def main() -> None:
                 res = json.load(f)
             if v == "observed":
                 res["snapshot_bytes"] = os.path.getsize(snap)
+            rounds.setdefault(v, []).append(res["ms_per_step"])
             if v not in results or res["ms_per_step"] < results[v]["ms_per_step"]:
                 results[v] = res
     base = results["plain"]["ms_per_step"]
@@ -116,17 +121,25 @@ def main() -> None:
         snap = f"{r['snapshot_bytes']:,}" if r["snapshot_bytes"] else "-"
         dump = f"{r['dump_s']:.3f}" if r["dump_s"] else "-"
         print(f"{v:<10} {r['ms_per_step']:>9.2f} {r['ms_per_step'] / base:>8.2f}x {snap:>12} {dump:>8}")
+    # Each round's variant against the same round's plain loop, the median of
+    # those ratios: a machine that slows down for a while slows both.
+    paired = {v: statistics.median(r / p for r, p in zip(rounds[v], rounds["plain"]))
+              for v in VARIANTS}
+    print("median of per-round ratios to plain: " +
+          ", ".join(f"{v} {paired[v]:.3f}x" for v in VARIANTS if v != "plain"))
     added = {v: results[v]["ms_per_step"] - base for v in VARIANTS}
     share = added["observed"] / added["python"] if added["python"] > 0 else float("nan")
     print(f"observed adds {added['observed']:.3f} ms/step, python's recorder "
           f"{added['python']:.3f} ms/step: {share:.2f} of it")
     print("RESULT ms_step_plain=%.2f observed_x=%.3f python_x=%.2f all_x=%.2f vramtrace_x=%.2f "
+          "observed_paired_x=%.3f python_paired_x=%.3f "
           "observed_share_of_python=%.2f "
           "bytes_observed=%d bytes_python=%d bytes_all=%d bytes_vramtrace=%d "
           "dump_s_python=%.3f dump_s_all=%.3f dump_s_vramtrace=%.3f" % (
               base, results["observed"]["ms_per_step"] / base,
               results["python"]["ms_per_step"] / base, results["all"]["ms_per_step"] / base,
-              results["vramtrace"]["ms_per_step"] / base, share,
+              results["vramtrace"]["ms_per_step"] / base,
+              paired["observed"], paired["python"], share,
               results["observed"]["snapshot_bytes"],
               results["python"]["snapshot_bytes"], results["all"]["snapshot_bytes"],
               results["vramtrace"]["snapshot_bytes"], results["python"]["dump_s"],
