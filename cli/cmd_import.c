@@ -65,6 +65,13 @@ int vt_cmd_import(int argc, char **argv)
         fputs(usage_text, stderr);
         return VT_EXIT_FAILURE;
     }
+    size_t len = strlen(in);
+    if (!out && len >= 7 && !strcmp(in + len - 7, ".vtsnap")) {
+        /* its default name would be IN.vtsnap.vtsnap: nobody means that */
+        fprintf(stderr, "vramtrace import: %s is a vramtrace snapshot already; import reads "
+                        "PyTorch's snapshot pickles (-o OUT writes a copy)\n", in);
+        return VT_EXIT_FAILURE;
+    }
     char *def = out ? NULL : default_output(in);
     if (!out && !def) {
         fprintf(stderr, "vramtrace import: out of memory\n");

@@ -502,6 +502,29 @@ TEST(cli_compare_of_snapshots_without_allocations)
     ASSERT_STR_EQ(errout, "");
 }
 
+/* `import x.vtsnap` would write x.vtsnap.vtsnap: it says what import is for
+ * and writes nothing; with -o it copies. */
+TEST(cli_import_of_a_vtsnap_says_it_is_one_already)
+{
+    const char *a = write_snap(gen_begin().s, "already.vtsnap");
+    char args[1024], twice[600];
+    snprintf(args, sizeof args, "import '%s'", a);
+    ASSERT_MSG(run(args) == 2, "%s", errout);
+    ASSERT_STR_CONTAINS(errout, "is a vramtrace snapshot already; import reads PyTorch's");
+    snprintf(twice, sizeof twice, "%s.vtsnap", a);
+    ASSERT_MSG(access(twice, F_OK) != 0, "%s was written", twice);
+    snprintf(args, sizeof args, "import '%s' -o '%s.copy.vtsnap'", a, a);
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+}
+
+/* replay --help names every allocator setting --conf takes and --sweep tries. */
+TEST(cli_replay_help_names_expandable_segments)
+{
+    ASSERT_MSG(run("replay --help") == 0, "%s", errout);
+    OUT_HAS("expandable_segments, cache)", "garbage_collection_threshold,\n"
+            "                   expandable_segments),");
+}
+
 /* A snapshot whose names are not UTF-8 (a Latin-1 source path, stray lead
  * bytes in a label): every machine-readable output still decodes strictly. */
 static vt_snapshot_data *gen_not_utf8(void)
