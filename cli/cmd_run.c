@@ -62,7 +62,7 @@ static void usage(FILE *out)
             "observed, not replaced: every tensor's block is recorded with its stack,\n"
             "PyTorch's segments go to the device as without vramtrace, and each\n"
             "optimizer step is marked \"step N\" (unless the program marks steps itself).\n"
-            "The observer is compiled once per torch version (about 15 s, announced).\n"
+            "The observer is compiled once per torch version (announced on stderr).\n"
             "If it cannot be, the run says so and the snapshot shows segments only.\n"
             "\n"
             "options:\n"

@@ -116,11 +116,17 @@ class _TorchImportWatch:
         return spec
 
 
+def observe_when_cuda_starts(torch: Any) -> None:
+    """Observe PyTorch's CUDA caching allocator once CUDA is initialized
+    (at once when it is already): its per-device allocators exist then."""
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and hasattr(cuda, "_lazy_call"):
+        cuda._lazy_call(_observe_allocator)
+
+
 def _on_torch(torch: Any) -> None:
     try:
-        cuda = getattr(torch, "cuda", None)
-        if cuda is not None and hasattr(cuda, "_lazy_call"):
-            cuda._lazy_call(_observe_allocator)
+        observe_when_cuda_starts(torch)
         # torch.optim deletes its submodule's name; `import torch` loaded it
         optimizer = sys.modules.get("torch.optim.optimizer")
         hook = getattr(optimizer, "register_optimizer_step_post_hook", None)

@@ -94,7 +94,7 @@ def build(part: str, name: str, sources: Sequence[str], *, what: str,
         pass
     os.makedirs(folder, exist_ok=True)
     print(f"vramtrace: building {what} for torch {torch.__version__} in {folder} "
-          "(once, about 15 s)", file=sys.stderr, flush=True)
+          "(once per torch version)", file=sys.stderr, flush=True)
     # cpp_extension's import logs a warning where no CUDA toolkit is found,
     # which these CPU-compiled parts do not need: not the program's output
     quiet = logging.getLogger("torch.utils.cpp_extension")

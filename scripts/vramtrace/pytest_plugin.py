@@ -164,9 +164,7 @@ class _Gate:
         # CUDA tensors live in blocks of PyTorch's caching allocator: observe
         # it from CUDA's initialization on, as `vramtrace run` does
         from . import _autorun
-        cuda = getattr(sys.modules.get("torch"), "cuda", None)
-        if cuda is not None and hasattr(cuda, "_lazy_call"):
-            cuda._lazy_call(_autorun._observe_allocator)
+        _autorun.observe_when_cuda_starts(sys.modules.get("torch"))
 
     def pytest_report_header(self, config: Any) -> Optional[str]:
         if self.why_not:

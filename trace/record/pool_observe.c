@@ -79,16 +79,13 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
                   .addr = addr, .size = size, .stack = vt__stack_capture_free(), .aux = 1);
         return 0;
     case VT_EV_FREE_COMPLETED:
-        vt__trace(.kind = VT_EV_FREE_COMPLETED, .device = device, .stream = stream,
-                  .addr = addr, .size = size);
+    case VT_EV_SEGMENT_FREE:   /* no stack: views show the free's or the growth's */
+        vt__trace(.kind = (uint8_t)kind, .device = device, .stream = stream, .addr = addr,
+                  .size = size);
         return 0;
     case VT_EV_SEGMENT_ALLOC:
         vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device, .stream = stream,
                   .addr = addr, .size = size, .stack = vt__stack_capture(), .aux = aux);
-        return 0;
-    case VT_EV_SEGMENT_FREE:
-        vt__trace(.kind = VT_EV_SEGMENT_FREE, .device = device, .stream = stream,
-                  .addr = addr, .size = size);
         return 0;
     case VT_EV_OOM:
         vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = size,
