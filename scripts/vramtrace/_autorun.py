@@ -145,11 +145,13 @@ def _observe_allocator() -> None:
         if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
             return   # no cache: every tensor is a cudaMalloc the preload records
         from . import _pool_observer
-        if not _pool_observer.attach():
+        if not _pool_observer.attach() and _pool_observer.unseen:
+            fix = ("install a C++ compiler and ninja (pip install ninja) for the observer's "
+                   "one-time build, or run with " if "could not be built" in
+                   _pool_observer.why_not else "run with ")
             note("PyTorch's CUDA allocator is not observed: " + _pool_observer.why_not +
                  ". This run's snapshot shows PyTorch's segments, not its tensors; "
-                 "`vramtrace check` cannot name leaks in it. Fix: install a C++ compiler "
-                 "and ninja (pip install ninja) for the observer's one-time build, or run with "
+                 "`vramtrace check` cannot name leaks in it. Fix: " + fix +
                  "PYTORCH_NO_CUDA_MEMORY_CACHING=1 (every tensor a cudaMalloc; changes "
                  "PyTorch's caching).")
     except BaseException as exc:  # noqa: BLE001

@@ -25,6 +25,7 @@ from ._lib import get_library
 
 why_not = ""        # why the allocator is not observed ("" while it is, or not tried)
 attached = False
+unseen = False      # it caches memory the preload cannot see into, unobserved
 
 
 def _build() -> Any:
@@ -45,7 +46,7 @@ def attach() -> bool:
     when it is observed; False with ``why_not`` saying why (and the
     snapshot saying that this process's tensors were not seen). Never
     raises: a program must run the same whether or not this works."""
-    global why_not, attached
+    global why_not, attached, unseen
     if attached:
         return True
     try:
@@ -62,6 +63,9 @@ def attach() -> bool:
         why = ctypes.create_string_buffer(512)
         rc = fn(lib.address("vt_pool_event") or None, lib.address("vt_pool_observe") or None,
                 why, len(why))
+        if rc == 1:   # no cache of PyTorch's own: nothing hidden from the preload
+            why_not = why.value.decode("utf-8", "replace")
+            return False
         if rc != 0:
             raise RuntimeError(why.value.decode("utf-8", "replace"))
         attached = True
@@ -69,6 +73,7 @@ def attach() -> bool:
         return True
     except Exception as exc:  # noqa: BLE001 - any failure: say so, change nothing
         why_not = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].rstrip(".")
+        unseen = True
         fn_unseen = lib.raw("vt_pool_unseen")
         if fn_unseen is not None:
             fn_unseen()

@@ -275,3 +275,23 @@ def test_the_bootstrap_leaves_a_python_program_as_it_was(tmp_path):
     assert rc == 0, traced
     lines = [line for line in traced.splitlines() if not line.startswith("vramtrace")]
     assert lines == plain.splitlines() == ["own ran", "boot False", "torch False"], lines
+
+
+def test_a_program_that_replaces_pytorchs_allocator_is_not_called_unobserved(tmp_path):
+    """With another allocator than PyTorch's caching one (here vramtrace's own,
+    use_allocator()) there is no cache to observe: each tensor is an
+    allocation recorded as such, and no run says otherwise."""
+    prog = tmp_path / "plug.py"
+    prog.write_text("import vramtrace.torch as vtt\nvtt.use_allocator()\nimport torch\n"
+                    "x = torch.ones(1 << 20, device='cuda')\ny = x * 2\nprint('ok')\n")
+    snap = str(tmp_path / "plug.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--",
+                   sys.executable, str(prog)])
+    assert rc == 0 and "ok" in out, out[-3000:]
+    assert "not observed" not in out, out[-3000:]
+    sj = snapshot_json(snap)
+    assert sj["meta"]["framework_allocator"] == "none"
+    sizes = [lt["size"] for lt in sj["lifetimes"]]
+    assert sizes.count(4 << 20) >= 2, sizes        # x and y, each a tensor of its own
+    rc, text = run([CLI, "summary", snap])
+    assert "NOTE" not in text, text[:2000]

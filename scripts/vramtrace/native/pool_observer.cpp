@@ -99,7 +99,9 @@ void put_why(char *why, size_t len, const std::string &s)
 // Attach to PyTorch's CUDA caching allocator (after CUDA's lazy
 // initialization: the per-device allocators must exist). `event` and
 // `observe` are the addresses of vramtrace's vt_pool_event and
-// vt_pool_observe. Returns 0, or -1 with the reason in `why`.
+// vt_pool_observe. Returns 0; 1 when PyTorch uses another allocator than its
+// caching one (nothing to observe: `why` says which); -1 with the reason in
+// `why` when attaching failed.
 extern "C" int vt_torch_pool_attach(void *event, void *observe, char *why, size_t len)
 {
     if (attached)
@@ -116,10 +118,13 @@ extern "C" int vt_torch_pool_attach(void *event, void *observe, char *why, size_
         }
         std::string name = a->name();
         if (name != "native") {
+            // no cache of PyTorch's own: each of its allocations is one the
+            // preload sees (cudaMallocAsync) or one vramtrace makes itself
+            // (use_allocator()); other pluggable allocators are their own
             put_why(why, len, "PyTorch's CUDA allocator is '" + name +
-                                  "', not its caching allocator ('native'): a pluggable "
-                                  "allocator or PYTORCH_CUDA_ALLOC_CONF backend:" + name);
-            return -1;
+                                  "', not its caching allocator: its allocations are recorded "
+                                  "as the device calls it makes");
+            return 1;
         }
         pool_observe_fn observe_fn;
         std::memcpy(&observe_fn, &observe, sizeof observe_fn);
