@@ -216,6 +216,17 @@ VT_API int vt_set_memory_fraction(double fraction, int device);
  * @return 0, or a negative errno (the reason is also printed on stderr). */
 VT_API int vt_snapshot(const char *path);
 
+/*! vt_program_ended() :
+ * The program's own work is over: write the exit snapshot now (as at exit:
+ * only when one is wanted, $VRAMTRACE_OUT, and this process recorded
+ * something; the latest OOM snapshot first when it is stale) instead of at
+ * exit(). An interpreter calls it when it starts tearing its objects down
+ * (Python: its last atexit handler), so what the program still held at its
+ * end is alive in the snapshot, not freed by the teardown and counted as the
+ * program's frees. Later calls, and the one at exit, write nothing more.
+ * @return 0. */
+VT_API int vt_program_ended(void);
+
 /*! vt_mark() :
  * Record a MARK event labelled `label` (a phase: "epoch 3", "step 100"); the
  * timeline shows it, and views can cut the events at it. NULL is an empty label.

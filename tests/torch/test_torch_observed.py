@@ -122,6 +122,43 @@ def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
                      text), text[:4000]
 
 
+TRAINER = os.path.join(HERE, "trainer_leak.py")
+LOSS_LINE = next(i for i, line in enumerate(open(TRAINER), 1) if "# LOSS_LINE" in line)
+
+
+def trainer(kind: str, snap: str, run_args: Tuple[str, ...] = ()) -> str:
+    """trainer_leak.py KIND under `vramtrace run -o SNAP`, with vramtrace's
+    own RuntimeWarnings (if it issued any) made errors, as `-W error` does."""
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *run_args, "-o", snap, "--",
+                   sys.executable, "-W", "error::RuntimeWarning", TRAINER, kind])
+    assert rc == 0 and "kept 12" in out, out[-4000:]
+    return out
+
+
+def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(tmp_path):
+    """A trainer and its logger refer to each other (minGPT's and
+    Lightning's shape): the losses the logger kept are freed by the
+    interpreter's last collection at exit. The snapshot is the program's end,
+    before that teardown: the kept losses are alive in it and flagged."""
+    leak = str(tmp_path / "leak.vtsnap")
+    trainer("leak", leak)
+    rc, text = run([CLI, "check", leak])
+    assert rc == 1, text
+    assert f"trainer_leak.py:{LOSS_LINE}" in text, text[:4000]
+    assert "in 11 allocations" in text, text[:4000]
+    fixed = str(tmp_path / "fixed.vtsnap")
+    trainer("fixed", fixed)
+    rc, text = run([CLI, "check", fixed])
+    assert rc == 0, text
+
+    tracked = str(tmp_path / "track.vtsnap")
+    trainer("leak", tracked, ("--track",))
+    rc, text = run([CLI, "check", tracked])
+    assert rc == 1, text
+    assert re.search(r"held by: \(cycle\) .*LossLog\.history → list\[\*\] → tensor "
+                     rf"'self\.loss = .*\(trainer_leak\.py:{LOSS_LINE}, ", text), text[:4000]
+
+
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
     snap = str(tmp_path / "marks.vtsnap")
     train("fixed", snap, "--steps", "4", "--marks")
