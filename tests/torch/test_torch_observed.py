@@ -159,6 +159,34 @@ def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(tmp_path):
                      rf"'self\.loss = .*\(trainer_leak\.py:{LOSS_LINE}, ", text), text[:4000]
 
 
+def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(tmp_path):
+    snap = str(tmp_path / "leak.vtsnap")
+    trainer("leak", snap)
+    rc, text = run([CLI, "leaks", snap])
+    assert rc == 0, text
+    header = "The libraries' own handles and workspaces (cuBLAS, cuDNN, NCCL)"
+    assert header in text, text[-3000:]
+    program, libraries = text.split(header)
+    groups = program.split("Leak of ")[1:]
+    assert groups and all("cublas" not in g.lower() and "Workspace" not in g for g in groups)
+    # the kept losses, led by the program's lines, innermost first: no
+    # native frame before them (they are counted, --all-frames shows them)
+    kept = [g for g in groups if f"trainer_leak.py:{LOSS_LINE}" in g]
+    assert len(kept) == 1 and kept[0].startswith("6 KiB in 12 allocations"), groups
+    lines = kept[0].splitlines()
+    assert re.match(rf"\s+#\d+ run .*trainer_leak\.py:{LOSS_LINE} ", lines[1]), kept[0]
+    assert " 0x" not in kept[0] and "native frames under them hidden" in kept[0], kept[0]
+    assert all(g.splitlines()[1].strip().startswith("the library's: ")
+               for g in libraries.split("Leak of ")[1:]), libraries
+    rc, every = run([CLI, "leaks", "--all-frames", snap])
+    assert " 0x" in every and "native frames under them hidden" not in every
+
+    rc, top = run([CLI, "leaks", "--top", "1", snap])
+    assert rc == 0 and top.count("Leak of ") == 2, top      # one of each part
+    assert "not listed: --top 0 lists all)" in top, top
+    assert run([CLI, "leaks", "--top", "x", snap])[0] == 2
+
+
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
     snap = str(tmp_path / "marks.vtsnap")
     train("fixed", snap, "--steps", "4", "--marks")
