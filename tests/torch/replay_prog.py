@@ -2,7 +2,9 @@
 the small/large boundary (and the 10 MiB one), frees out of order, a second
 stream with record_stream, empty_cache. No kernels: only the allocator works.
 
-Prints torch's own ``max_reserved N`` and ``max_allocated N`` at the end.
+Prints torch's own ``max_reserved N`` and ``max_allocated N`` at the end;
+an allocation refused (torch.OutOfMemoryError) ends the loop with
+``oom_at K SIZE``: the K-th allocation (from 1), of SIZE bytes.
 ``--fraction F`` sets the per-process memory fraction first;
 ``--pickle PATH`` records PyTorch's history and dumps its snapshot there.
 """
@@ -36,14 +38,18 @@ def main() -> None:
     live: list = []
     for step in range(args.steps):
         size = rng.choice(SIZES) + rng.randrange(0, 4096)
-        if rng.random() < 0.15:
-            with torch.cuda.stream(side):
-                live.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
-        else:
-            t = torch.empty(size, dtype=torch.uint8, device="cuda")
-            if rng.random() < 0.2:
-                t.record_stream(side)   # used on the side stream: its free waits
-            live.append(t)
+        try:
+            if rng.random() < 0.15:
+                with torch.cuda.stream(side):
+                    live.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+            else:
+                t = torch.empty(size, dtype=torch.uint8, device="cuda")
+                if rng.random() < 0.2:
+                    t.record_stream(side)   # used on the side stream: its free waits
+                live.append(t)
+        except torch.OutOfMemoryError:
+            print("oom_at", step + 1, size, flush=True)
+            break
         # free out of order, keeping the live set around 20 tensors
         while len(live) > 20 or (live and rng.random() < 0.3):
             live.pop(rng.randrange(len(live)))

@@ -37,14 +37,16 @@ def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str]:
     return p.returncode, p.stdout
 
 
-def prog(conf: str = "", snap: str = "", pickle_path: str = "") -> int:
+def prog(conf: str = "", snap: str = "", pickle_path: str = "", fraction: str = FRACTION,
+         oom: List[int] | None = None) -> int:
     """replay_prog.py on the device (under `vramtrace run -o SNAP` when
     SNAP is given, with PYTORCH_CUDA_ALLOC_CONF=CONF); torch's own
-    max_memory_reserved()."""
+    max_memory_reserved(). A list `oom` receives the size of the request
+    torch refused, if it refused one."""
     cmd = [SIMRUN, "--mem", "1G", "--"]
     if snap:
         cmd += [CLI, "run", "-o", snap, "--"]
-    cmd += [sys.executable, PROG, "--fraction", FRACTION]
+    cmd += [sys.executable, PROG, "--fraction", fraction]
     if pickle_path:
         cmd += ["--pickle", pickle_path]
     env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
@@ -52,6 +54,9 @@ def prog(conf: str = "", snap: str = "", pickle_path: str = "") -> int:
     assert rc == 0, out[-4000:]
     m = re.search(r"^max_reserved (\d+)$", out, re.M)
     assert m, out[-3000:]
+    refused = re.search(r"^oom_at \d+ (\d+)$", out, re.M)
+    if oom is not None and refused:
+        oom.append(int(refused.group(1)))
     return int(m.group(1))
 
 
@@ -101,6 +106,26 @@ def test_a_run_with_a_setting_matches_the_replay_of_the_default_run_with_it(reco
     assert r["rules"] == "pytorch"
     assert r["oom"] is None
     agree(r["devices"][0]["peak_reserved"], torch_max)
+
+
+@pytest.mark.parametrize("fraction", ["0.45", "0.4"])
+def test_a_smaller_memory_fraction_retries_and_runs_out_of_memory_as_in_replay(recorded, fraction):
+    """Under 0.45 of the device PyTorch's cudaMalloc fails and it frees its
+    cache and tries again (the retry path) and fits; under 0.4 it runs out
+    of memory: the replay of the run recorded under 0.7 does the same, with
+    the same reserved bytes and the same request refused."""
+    snap, _, _ = recorded
+    refused: List[int] = []
+    torch_max = prog(fraction=fraction, oom=refused)
+    r = replay(snap, "--conf", f"per_process_memory_fraction:{fraction}")
+    dev = r["devices"][0]
+    assert dev["alloc_retries"] > 0, dev
+    agree(dev["peak_reserved"], torch_max)
+    if refused:
+        assert r["oom"] is not None and r["oom"]["size"] == refused[0], (r["oom"], refused)
+    else:
+        assert r["oom"] is None, r["oom"]
+    assert bool(refused) == (fraction == "0.4")
 
 
 def test_imported_pytorch_snapshot_replays_to_its_recorded_max_reserved(recorded):
