@@ -33,6 +33,9 @@ def main() -> None:
         torch.cuda.set_per_process_memory_fraction(args.fraction)
     if args.pickle:
         torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    a = torch.ones(64, 64, device="cuda")
+    product = a @ a   # cuBLAS: its workspace is memory outside the pool
+    del a
     rng = random.Random(1234)
     side = torch.cuda.Stream()
     live: list = []
@@ -60,7 +63,7 @@ def main() -> None:
         side.synchronize()
         if step % 97 == 96:
             torch.cuda.empty_cache()
-    del live
+    del live, product
     torch.cuda.synchronize()
     print("max_reserved", torch.cuda.max_memory_reserved(), flush=True)
     print("max_allocated", torch.cuda.max_memory_allocated(), flush=True)
