@@ -29,16 +29,21 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace replay SNAPSHOT [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]\n"
+    "usage: vramtrace replay SNAPSHOT [--rules R] [--conf K:V,...] [--capacity SIZE] [--sweep]\n"
+    "                        [--json]\n"
     "\n"
     "Replay the recorded allocations and frees (a .vtsnap, or a PyTorch snapshot\n"
-    "pickle) through vramtrace's allocator on a simulated device, and report peak\n"
+    "pickle) under an allocator's rules on a simulated device, and report peak\n"
     "allocated and reserved bytes, fragmentation at the reserved peak, the device\n"
     "calls made, and where the run would run out of memory.\n"
+    "  --rules R        auto (default): PyTorch's caching allocator's rules for a\n"
+    "                   recording of it (a PyTorch snapshot, or `vramtrace run` of a\n"
+    "                   PyTorch program), vramtrace's allocator otherwise;\n"
+    "                   vramtrace; pytorch (see docs/replay.md)\n"
     "  --conf K:V,...   allocator settings over the recorded ones (keys as in\n"
-    "                   VRAMTRACE_CONF: max_split_size_mb, roundup_power2_divisions,\n"
-    "                   garbage_collection_threshold, per_process_memory_fraction,\n"
-    "                   expandable_segments, cache)\n"
+    "                   VRAMTRACE_CONF or PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb,\n"
+    "                   roundup_power2_divisions, garbage_collection_threshold,\n"
+    "                   per_process_memory_fraction, expandable_segments, cache)\n"
     "  --capacity SIZE  device memory, e.g. 40G, 81920M, 40GiB (K/M/G/T: powers of\n"
     "                   1024; KB/MB/GB/TB: of 1000), or 'unlimited';\n"
     "                   default: the recorded device's\n"
@@ -123,6 +128,9 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
 {
     char b1[32], b2[32], b3[32], b4[32];
     printf("replay of %s: %zu events, %zu allocator calls replayed\n", path, r->events, r->replayed);
+    printf("rules: %s\n", r->rules == VT_REPLAY_RULES_PYTORCH
+                              ? "pytorch (a model of PyTorch's caching allocator)"
+                              : "vramtrace (vramtrace's allocator)");
     printf("settings: %s (%s)\n", r->conf, origin);
     if (r->events_lost)
         printf("note: the recording lost its first %" PRIu64 " events (ring overflow): the "
@@ -283,7 +291,7 @@ static void print_oom_json(const vt_snapshot_data *s, const vt_replay_oom *o)
 
 static void print_result_json(const vt_snapshot_data *s, const vt_replay_result *r)
 {
-    printf("\"settings\": ");
+    printf("\"rules\": \"%s\", \"settings\": ", vt_replay_rules_name(r->rules));
     vt__json_str(stdout, r->conf);
     printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
            r->replayed, r->skipped_frees);
@@ -340,7 +348,7 @@ static int cmp_ranked(const void *a, const void *b)
 }
 
 static int run_sweep(const char *path, const vt_snapshot_data *s, const char *user_conf,
-                     uint64_t capacity, unsigned jobs, int json)
+                     uint64_t capacity, vt_replay_rules rules, unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
      * with a capacity does it do anything */
@@ -380,7 +388,8 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
                 }
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
-    if (vt_replay_sweep(s, conf_ptrs, n, capacity, jobs, res, status, errs)) {
+    vt_replay_options sweep_opt = { .capacity = capacity, .rules = rules };
+    if (vt_replay_sweep_with(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -403,7 +412,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             printf("null");
         else
             printf("%" PRIu64, cap0);
-        printf(", \"runs\": [");
+        printf(", \"rules\": \"%s\", \"runs\": [", vt_replay_rules_name(res[0].rules));
         for (size_t j = 0; j < n; j++) {
             size_t i = order[j].index;
             printf("%s{\"rank\": %zu, \"label\": ", j ? ", " : "", j + 1);
@@ -420,8 +429,8 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
         }
         printf("]}\n");
     } else {
-        printf("sweep of %s: %zu settings, device capacity %s, ranked by peak reserved\n",
-               path, n, cap_text(cap0, b1));
+        printf("sweep of %s: %zu settings, device capacity %s, rules %s, ranked by peak "
+               "reserved\n", path, n, cap_text(cap0, b1), vt_replay_rules_name(res[0].rules));
         printf("%4s  %-12s %-12s %6s  %-22s %s\n", "rank", "reserved", "allocated", "frag",
                "fits", "settings");
         for (size_t j = 0; j < n; j++) {
@@ -466,6 +475,7 @@ int vt_cmd_replay(int argc, char **argv)
     const char *path = NULL, *conf = NULL;
     uint64_t capacity = 0;
     int json = 0, sweep = 0;
+    vt_replay_rules rules = VT_REPLAY_RULES_AUTO;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -476,7 +486,8 @@ int vt_cmd_replay(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--sweep")) {
             sweep = 1;
-        } else if (!strcmp(a, "--conf") || !strcmp(a, "--capacity") || !strcmp(a, "--jobs")) {
+        } else if (!strcmp(a, "--conf") || !strcmp(a, "--capacity") || !strcmp(a, "--jobs") ||
+                   !strcmp(a, "--rules")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vramtrace replay: %s needs a value (see --help)\n", a);
                 return VT_EXIT_FAILURE;
@@ -484,6 +495,18 @@ int vt_cmd_replay(int argc, char **argv)
             const char *v = argv[++i];
             if (!strcmp(a, "--conf")) {
                 conf = v;
+            } else if (!strcmp(a, "--rules")) {
+                if (!strcmp(v, "auto")) {
+                    rules = VT_REPLAY_RULES_AUTO;
+                } else if (!strcmp(v, "vramtrace")) {
+                    rules = VT_REPLAY_RULES_VRAMTRACE;
+                } else if (!strcmp(v, "pytorch")) {
+                    rules = VT_REPLAY_RULES_PYTORCH;
+                } else {
+                    fprintf(stderr, "vramtrace replay: bad --rules '%s' (expected auto, vramtrace "
+                                    "or pytorch)\n", v);
+                    return VT_EXIT_FAILURE;
+                }
             } else if (!strcmp(a, "--capacity")) {
                 if (parse_capacity(v, &capacity)) {
                     fprintf(stderr, "vramtrace replay: bad --capacity '%s' (expected a size such "
@@ -517,11 +540,11 @@ int vt_cmd_replay(int argc, char **argv)
     if (rc)
         return rc;
     if (sweep) {
-        rc = run_sweep(path, s, conf, capacity, jobs < 1 ? 1 : (unsigned)jobs, json);
+        rc = run_sweep(path, s, conf, capacity, rules, jobs < 1 ? 1 : (unsigned)jobs, json);
         vt_snapshot_free(s);
         return rc;
     }
-    vt_replay_options opt = { .conf = conf, .capacity = capacity };
+    vt_replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
     vt_replay_result r;
     char err[512];
     int st = vt_replay_run(s, &opt, &r, err, sizeof err);
@@ -532,7 +555,9 @@ int vt_cmd_replay(int argc, char **argv)
     }
     /* recorded settings that are all defaults translate to no keys: still
      * "as recorded" */
-    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0';
+    /* an observed PyTorch run records vramtrace's settings, not PyTorch's */
+    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0' &&
+                   !(r.rules == VT_REPLAY_RULES_PYTORCH && (s->meta.flags & VT_META_POOL_OBSERVED));
     const char *origin = conf ? (recorded ? "recorded, then --conf" : "defaults, then --conf")
                               : (recorded ? "as recorded" : "defaults: none recorded");
     if (json) {

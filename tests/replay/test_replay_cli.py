@@ -207,6 +207,11 @@ def test_replay_refuses_bad_input_with_one_line():
         ([snap, "--frobnicate"], "unknown option '--frobnicate'"),
         ([snap, snap], "one snapshot at a time"),
         ([snap, "--jobs", "0", "--sweep"], "bad --jobs '0'"),
+        ([snap, "--rules", "tensorflow"], "bad --rules 'tensorflow'"),
+        ([snap, "--rules", "pytorch", "--conf", "nope:1"],
+         "unknown key 'nope' for PyTorch's allocator"),
+        ([snap, "--rules", "pytorch", "--conf", "roundup_power2_divisions:3"],
+         "bad value '3' for roundup_power2_divisions"),
     ]
     for args, msg in cases:
         p = replay(*args, status=2)   # the commands' convention: 2 for bad input
@@ -220,7 +225,11 @@ def test_replay_refuses_bad_input_with_one_line():
     p = replay(not_snap, status=2)
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
     h = replay("--help")
-    assert "--capacity SIZE" in h.stdout and "--sweep" in h.stdout
+    assert "--capacity SIZE" in h.stdout and "--sweep" in h.stdout and "--rules" in h.stdout
+    # a recording of vramtrace's own allocator keeps its rules unless asked
+    assert replay_json(snap)["rules"] == "vramtrace"
+    assert replay_json(snap, "--rules", "pytorch")["rules"] == "pytorch"
+    assert "rules: vramtrace" in replay(snap).stdout
     for cap, want in (("40G", 40 << 30), ("40GiB", 40 << 30), ("40GB", 40 * 10**9),
                       ("81920M", 80 << 30), ("1.5T", 3 << 39)):
         assert replay_json(snap, "--capacity", cap)["devices"][0]["capacity"] == want, cap

@@ -87,6 +87,9 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device, .stream = stream,
                   .addr = addr, .size = size, .stack = vt__stack_capture(), .aux = aux);
         return 0;
+    case VT_EV_EMPTY_CACHE:   /* the program emptied the framework's cache */
+        vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = device, .stack = vt__stack_capture());
+        return 0;
     case VT_EV_OOM:
         vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = size,
                   .size = size, .stack = vt__stack_capture(), .aux = aux);

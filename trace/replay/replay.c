@@ -45,7 +45,8 @@ static bool allocator_event(uint8_t kind)
 /* First pass: completion[i] for every FREE_REQUESTED i: the index of its
  * FREE_COMPLETED (NO_COMPLETION when the window ends first); immediate[i]
  * when it completed at once. */
-static int find_completions(const vt_snapshot_data *s, uint64_t *completion, uint8_t *immediate)
+int vt__replay_find_completions(const vt_snapshot_data *s, uint64_t *completion,
+                                uint8_t *immediate)
 {
     vt__rmap open;
     if (vt__rmap_init(&open, 1024))
@@ -133,7 +134,7 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
 }
 
 static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt,
-                         vt_replay_result *r, char *err, size_t errlen)
+                         vt_replay_result *r, bool host, char *err, size_t errlen)
 {
     int n = 0;
     for (size_t i = 0; i < s->nevents; i++) {
@@ -161,7 +162,7 @@ static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt
         r->devices[d].capacity = cap[d];
     }
     r->ndevices = (size_t)n;
-    if (vt__host_setup(n, cap))
+    if (host && vt__host_setup(n, cap))
         return fail(err, errlen, -ENOMEM, "no memory for the replay device");
     return 0;
 }
@@ -372,6 +373,43 @@ static void finish(vt_replay_result *r)
     }
 }
 
+vt_replay_rules vt_replay_auto_rules(const vt_snapshot_data *s)
+{
+    return s && vt__replay_is_torch(s) ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE;
+}
+
+const char *vt_replay_rules_name(vt_replay_rules rules)
+{
+    switch (rules) {
+    case VT_REPLAY_RULES_VRAMTRACE: return "vramtrace";
+    case VT_REPLAY_RULES_PYTORCH: return "pytorch";
+    default: return "auto";
+    }
+}
+
+/* PyTorch's rules: a model, no allocator of this process involved. */
+static int replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
+                        vt_replay_result *out, char *err, size_t errlen)
+{
+    int rc = setup_devices(s, opt, out, false, err, errlen);
+    if (rc)
+        return rc;
+    out->rules = VT_REPLAY_RULES_PYTORCH;
+    out->events = s->nevents;
+    out->events_lost = s->meta.events_overwritten;
+    uint64_t *completion = malloc((s->nevents ? s->nevents : 1) * sizeof *completion);
+    uint8_t *immediate = calloc(s->nevents ? s->nevents : 1, 1);
+    if (!completion || !immediate || vt__replay_find_completions(s, completion, immediate)) {
+        free(completion);
+        free(immediate);
+        return fail(err, errlen, -ENOMEM, "out of host memory");
+    }
+    rc = vt__replay_torch(s, opt, out, completion, immediate, err, errlen);
+    free(completion);
+    free(immediate);
+    return rc;
+}
+
 int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
                   vt_replay_result *out, char *err, size_t errlen)
 {
@@ -383,11 +421,18 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     memset(out, 0, sizeof *out);
     if (!s)
         return fail(err, errlen, -EINVAL, "no snapshot");
+    vt_replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? vt_replay_auto_rules(s)
+                                                              : opt->rules;
+    if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
+        return fail(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
+    if (rules == VT_REPLAY_RULES_PYTORCH)
+        return replay_torch(s, opt, out, err, errlen);
     if (used_once)
         return fail(err, errlen, -EBUSY, "this process has replayed once already");
-    int rc = setup_devices(s, opt, out, err, errlen);
+    int rc = setup_devices(s, opt, out, true, err, errlen);
     if (rc)
         return rc;
+    out->rules = VT_REPLAY_RULES_VRAMTRACE;
     if ((rc = setup_config(s, opt, out, err, errlen))) {
         vt__host_teardown();
         return rc;
@@ -403,7 +448,7 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     memset(&vt__books, 0, sizeof vt__books);
     vt__books.want_curve = opt->curve;
     if (!completion || !immediate || recorded_books(s, out, &rsegs, &nrsegs)
-        || find_completions(s, completion, immediate)
+        || vt__replay_find_completions(s, completion, immediate)
         || (rc = drive(s, out, completion, immediate)) || vt__books.failed) {
         free(completion);
         free(immediate);

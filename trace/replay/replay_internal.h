@@ -1,7 +1,8 @@
 /*
  * trace/replay/replay_internal.h - the replay's types and cross-file map.
  *
- * replay.c walks the recorded events and drives the allocator;
+ * replay.c walks the recorded events and drives the allocator (vramtrace's
+ * rules) or hands them to replay_torch.c (a model of PyTorch's allocator);
  * replay_trace.c is the recorder the allocator reports to during a replay
  * (trace/recorder.h), which keeps the replay's own books; replay_map.c maps
  * recorded addresses to replayed blocks; replay_conf.c turns recorded
@@ -71,5 +72,22 @@ static inline uint64_t vt__seg_code(bool is_free, int device, uint64_t size)
 /* Recorded settings into conf text (see vt_replay_recorded_conf); sets
  * *expandable when the recording says expandable segments were on. */
 void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool *expandable);
+
+/* ---- replay.c ---------------------------------------------------------- */
+/* For every FREE_REQUESTED i: completion[i], the index of its
+ * FREE_COMPLETED (UINT64_MAX when the window ends first), and immediate[i]
+ * when it completed at once. */
+int vt__replay_find_completions(const vt_snapshot_data *s, uint64_t *completion,
+                                uint8_t *immediate);
+
+/* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
+/* Is `s` a recording of PyTorch's caching allocator? */
+bool vt__replay_is_torch(const vt_snapshot_data *s);
+/* Replay `s` under PyTorch's rules into `r`, whose devices (ordinal,
+ * capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
+ * in err) or -ENOMEM. */
+int vt__replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
+                     vt_replay_result *r, const uint64_t *completion, const uint8_t *immediate,
+                     char *err, size_t errlen);
 
 #endif /* VT_REPLAY_INTERNAL_H */

@@ -39,12 +39,14 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-static void run_child(const vt_snapshot_data *s, const char *conf, uint64_t capacity, int fd)
+static void run_child(const vt_snapshot_data *s, const char *conf, const vt_replay_options *base,
+                      int fd)
 {
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
         _exit(1);
-    vt_replay_options opt = { .conf = conf, .capacity = capacity };
+    vt_replay_options opt = { .conf = conf, .capacity = base->capacity, .rules = base->rules,
+                              .ignore_recorded_conf = base->ignore_recorded_conf };
     m->status = vt_replay_run(s, &opt, &m->result, m->err, sizeof m->err);
     vt_replay_result_free(&m->result);
     int rc = transfer_all(fd, (char *)m, sizeof *m, true);
@@ -80,7 +82,15 @@ int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t 
                     uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
                     char (*errs)[256])
 {
-    if (!s || (!confs && n))
+    vt_replay_options base = { .capacity = capacity, .rules = VT_REPLAY_RULES_AUTO };
+    return vt_replay_sweep_with(s, confs, n, &base, jobs, out, status, errs);
+}
+
+int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                         const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
+                         int *status, char (*errs)[256])
+{
+    if (!s || (!confs && n) || !base)
         return -EINVAL;
     if (jobs < 1)
         jobs = 1;
@@ -101,7 +111,7 @@ int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t 
             pid_t pid = fork();
             if (pid == 0) {
                 close(fds[0]);
-                run_child(s, confs[next], capacity, fds[1]);
+                run_child(s, confs[next], base, fds[1]);
             }
             close(fds[1]);
             if (pid < 0) {
