@@ -9,7 +9,10 @@
  * fragmentation at the reserved peak, the device calls the allocator made,
  * and where it ran out of memory (event, time, call site, live bytes), if it
  * did. --sweep replays a grid of settings and ranks them by peak reserved;
- * with --capacity, the ones that fit come first.
+ * with --capacity, the ones that fit come first; its last line recommends
+ * the best that fits (as PYTORCH_CUDA_ALLOC_CONF or VRAMTRACE_CONF text,
+ * defaults left out) and by how much it beats the recorded settings, or
+ * says to keep them, or that none fits.
  *
  * Exit status (the commands' convention, commands.h): 0 when the replay ran,
  * whether or not it ran out of memory; 2 for bad arguments or a snapshot that
@@ -347,6 +350,74 @@ static int cmp_ranked(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A sweep label as the setting a user writes: the keys left at their
+ * defaults dropped ("max_split_size_mb:unlimited,...,expandable_segments:1"
+ * -> "expandable_segments:True" for PyTorch, ":1" for vramtrace). */
+static void setting_text(const char *label, bool torch, char *out, size_t len)
+{
+    static const char *const defaults[] = { "max_split_size_mb:unlimited",
+        "roundup_power2_divisions:0", "garbage_collection_threshold:0",
+        "expandable_segments:0" };
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *p = label; *p;) {
+        size_t n = strcspn(p, ",");
+        bool dflt = false;
+        for (size_t k = 0; k < N_OF(defaults); k++)
+            dflt |= n == strlen(defaults[k]) && !strncmp(p, defaults[k], n);
+        if (!dflt && used + 1 < len) {
+            bool expandable_on = torch && n == strlen("expandable_segments:1") &&
+                                 !strncmp(p, "expandable_segments:1", n);
+            int w = snprintf(out + used, len - used, "%s%.*s", used ? "," : "",
+                             expandable_on ? (int)strlen("expandable_segments:True") : (int)n,
+                             expandable_on ? "expandable_segments:True" : p);
+            if (w > 0)
+                used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+        }
+        p += n + (p[n] == ',');
+    }
+}
+
+/* One line: the best setting that fits (the first ranked), and by how much
+ * it beats the recorded settings; or that none does. */
+static void print_recommendation(const vt_replay_result *res, const int *status,
+                                 const char (*labels)[160], const struct ranked *order, size_t n,
+                                 uint64_t cap)
+{
+    char b1[32], b2[32], b3[32], conf[256];
+    const vt_replay_result *best = &res[order[0].index];
+    bool torch = best->rules == VT_REPLAY_RULES_PYTORCH;
+    const char *var = torch ? "PYTORCH_CUDA_ALLOC_CONF" : "VRAMTRACE_CONF";
+    uint64_t bp = max_peak_reserved(best), rp = max_peak_reserved(&res[0]);
+    if (status[order[0].index] || (cap != VT_REPLAY_UNLIMITED && best->oom.happened)) {
+        size_t i = order[0].index;
+        for (size_t j = 0; j < n; j++)   /* the OOMs' ranks: the least reserved */
+            if (!status[order[j].index]) {
+                i = order[j].index;
+                break;
+            }
+        printf("recommendation: none: no setting tried fits in %s; the least reserved when it "
+               "ran out was %s (%s)\n", cap_text(cap, b1), vt__fmt_bytes(max_peak_reserved(&res[i]), b2),
+               labels[i]);
+        return;
+    }
+    if (order[0].index == 0 || bp >= rp) {
+        printf("recommendation: keep the recorded settings: no setting tried peaks lower "
+               "(%s reserved)\n", vt__fmt_bytes(rp, b1));
+        return;
+    }
+    setting_text(labels[order[0].index], torch, conf, sizeof conf);
+    if (res[0].oom.happened)
+        printf("recommendation: %s=%s fits, peaking at %s reserved of %s; the recorded "
+               "settings ran out\n", var, *conf ? conf : "(defaults)", vt__fmt_bytes(bp, b1),
+               cap_text(cap, b2));
+    else
+        printf("recommendation: %s=%s peaks at %s reserved, %s (%.1f%%) less than the "
+               "recorded settings' %s\n", var, *conf ? conf : "(defaults)",
+               vt__fmt_bytes(bp, b1), vt__fmt_bytes(rp - bp, b2),
+               100.0 * (double)(rp - bp) / (double)rp, vt__fmt_bytes(rp, b3));
+}
+
 static int run_sweep(const char *path, const vt_snapshot_data *s, const char *user_conf,
                      uint64_t capacity, vt_replay_rules rules, unsigned jobs, int json)
 {
@@ -457,6 +528,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             printf("%zu of %zu settings fit in %s%s\n", nfit, n, cap_text(cap0, b1),
                    res[0].oom.happened ? "; the recorded settings do not" : "");
         }
+        print_recommendation(res, status, (const char (*)[160])labels, order, n, cap0);
     }
     rc = 0;
 out:
