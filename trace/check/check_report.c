@@ -193,6 +193,8 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
 static void print_rules(FILE *f, unsigned rules)
 {
     const char *sep = "";
+    if (!rules)
+        fprintf(f, "none");
     for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (rules & b) {
             fprintf(f, "%s%s", sep, vt_check_rule_name(b));
@@ -344,6 +346,13 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
     const char *pool = vt_snapshot_pool_note(s);
     if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
         fprintf(f, "\n  NOTE: %s", pool);
+    if (r->rules_need_steps) {
+        fprintf(f, "\n  NOTE: this trace has no steps (marks), and ");
+        print_rules(f, r->rules_need_steps);
+        fprintf(f, " judge step by step: not run. Mark steps with vramtrace.mark(\"step N\") "
+                   "(or record with `vramtrace run`, which marks optimizer steps), or name "
+                   "them with --rules to judge by time");
+    }
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
     fprintf(f, "; grace: ");
@@ -637,6 +646,13 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
     const char *sep = "";
     for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (r->rules_run & b) {
+            fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
+            sep = ",";
+        }
+    fprintf(f, "],\"rules_need_steps\":[");
+    sep = "";
+    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
+        if (r->rules_need_steps & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
         }
