@@ -277,8 +277,8 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
     peak within 1 % of PyTorch's. The difference is the segment size of
     mid-size requests (1 to 10 MiB): PyTorch carves them from 20 MiB
     segments, vramtrace from a whole number of the request (3 MiB -> 18 MiB),
-    so vramtrace's peak is at most 2 MiB lower per such segment (README,
-    "Replay")."""
+    so vramtrace's peak is at most 2 MiB lower per such segment (docs/replay.md,
+    "Replay: would it fit?")."""
     import json
     import subprocess
 
