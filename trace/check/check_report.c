@@ -38,12 +38,15 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
         b->pos += (size_t)n;
 }
 
-/* A label joins its holder like an attribute or a subscript. */
+/* A label joins its holder like an attribute or a subscript; a frame's
+ * local reads as words ("frame of step (train.py:52) local 'logits'"). */
 static void sb_label(sbuf *b, const char *label)
 {
     if (!label || !*label)
         return;
-    if (isalpha((unsigned char)label[0]) || label[0] == '_')
+    if (!strncmp(label, "local '", 7))
+        sb_printf(b, " %s", label);
+    else if (isalpha((unsigned char)label[0]) || label[0] == '_')
         sb_printf(b, ".%s", label);
     else
         sb_printf(b, "%s", label);
