@@ -16,7 +16,8 @@ mark per step. --snapshot: vramtrace.snapshot(PATH) at the end (under
 
 Writes OUT.json: the device's name, torch's version, PyTorch's
 memory_allocated() and memory_reserved() after every step (its caching
-allocator only), the median ms per step and vramtrace.stats(0) when vramtrace serves the allocations.
+allocator only), the median ms per step and vramtrace.stats(0) when
+vramtrace serves the allocations.
 """
 
 from __future__ import annotations
