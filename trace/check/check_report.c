@@ -207,8 +207,10 @@ static void print_rules(FILE *f, unsigned rules)
 
 /* ------------------------------------------------------------------------ */
 /*  Groups: one bug leaks one storage per step, each its own finding; the   */
-/*  user wants the bug. Findings group by rule, owner name (the line that  */
-/*  made the tensor) and first path with its indices and ids blanked.      */
+/*  user wants the bug. Findings group by rule, owner line (the line that   */
+/*  made the tensor, whichever op of it) and first path with its indices,   */
+/*  ids and ops blanked and its runs of autograd nodes made one hop (one    */
+/*  graph kept alive reaches its tensors through chains of any length).     */
 /* ------------------------------------------------------------------------ */
 
 #define GROUP_KEY_MAX 1024
@@ -246,16 +248,68 @@ static void normalize_path(const char *in, char *out, size_t len)
     out[o] = 0;
 }
 
+/* "h = model(x) (train.py:40, aten.relu out[0])" -> "h = model(x) (train.py:40)":
+ * the ops one line made are one cause. In place, over every tensor name. */
+static void drop_ops(char *s)
+{
+    static const char *const ops[] = { ", aten.", ", prims.", ", torchvision.", ", _c10d" };
+    for (char *p = s; *p; p++) {
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            if (strncmp(p, ops[k], strlen(ops[k])))
+                continue;
+            char *close = strchr(p, ')');
+            if (close)
+                memmove(p, close, strlen(close) + 1);
+            break;
+        }
+    }
+}
+
+/* "A → B.next_functions[*] → C.next_functions[*] → D" -> "A → (autograd nodes) → D". */
+static void collapse_autograd(char *s)
+{
+    static const char arrow[] = " \xe2\x86\x92 ", hop[] = ".next_functions[*]";
+    char out[GROUP_KEY_MAX];
+    size_t o = 0;
+    int in_run = 0;
+    for (char *p = s; *p;) {
+        char *next = strstr(p, arrow);
+        size_t n = next ? (size_t)(next - p) : strlen(p);
+        int is_hop = n >= sizeof hop - 1 && !strncmp(p + n - (sizeof hop - 1), hop, sizeof hop - 1);
+        if (!(is_hop && in_run)) {
+            const char *text = is_hop ? "(autograd nodes)" : p;
+            size_t tn = is_hop ? strlen(text) : n;
+            if (o && o + sizeof arrow < sizeof out) {
+                memcpy(out + o, arrow, sizeof arrow - 1);
+                o += sizeof arrow - 1;
+            }
+            if (o + tn < sizeof out) {
+                memcpy(out + o, text, tn);
+                o += tn;
+            }
+        }
+        in_run = is_hop;
+        p = next ? next + sizeof arrow - 1 : p + n;
+    }
+    out[o] = 0;
+    memcpy(s, out, o + 1);
+}
+
 static void group_key(const vt_check_finding *x, char *key, size_t len)
 {
-    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX];
+    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX];
     path[0] = norm[0] = 0;
     if (x->npaths) {
         vt_check_path_format(&x->paths[0], path, sizeof path);
         normalize_path(path, norm, sizeof norm);
+        drop_ops(norm);
+        collapse_autograd(norm);
     }
-    snprintf(key, len, "%s\x1f%s\x1f%s", vt_check_rule_name(x->rule),
-             x->owner_name ? x->owner_name : "", norm);
+    snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
+    drop_ops(owner);
+    int n = snprintf(key, len, "%s\x1f%s\x1f%s", vt_check_rule_name(x->rule), owner, norm);
+    if (n < 0 || (size_t)n >= len)
+        key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
 }
 
 static int group_cmp_bytes(const void *a, const void *b)
