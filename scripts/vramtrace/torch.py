@@ -1342,6 +1342,7 @@ class Tracker:
             self._flush()
             threshold = self.epoch
             if kind == "mark":
+                self._grads_follow_parameters(threshold)
                 self.epoch += 1
             try:
                 self._sweep()
@@ -1425,6 +1426,28 @@ class Tracker:
                 rec = self._by_tid.get(tid)
                 if rec is not None:
                     self._drop(rec, None)
+
+    def _grads_follow_parameters(self, epoch: int) -> None:
+        """A parameter's ``.grad`` is the parameter's state, not a tensor of
+        its own step: it lives until the next backward replaces it or
+        ``zero_grad`` frees it. Each step that used a parameter (``epoch``)
+        uses its grad too, so a grad left after the last backward (an
+        evaluation after training, a skipped optimizer step) is not a
+        finding while its parameter is in use; a grad whose parameter is
+        no longer used lingers like any tensor."""
+        by_obj, storages, use = self._by_obj, self._storages, self._use
+        params = [rec for srec in storages.values() if srec.last_epoch >= epoch
+                  for rec in srec.tids if rec.name == "parameter"]
+        for rec in params:
+            t = rec.ref() if rec.ref is not None else None
+            g = getattr(t, "_grad", None) if t is not None else None
+            grec = by_obj.get(id(g)) if g is not None else None
+            if grec is not None and grec.tid:
+                use(grec.tid, 0)
+                gst = storages.get(grec.skey)
+                if gst is not None:
+                    gst.last_epoch = epoch
+            del t, g
 
     def _stale_starts(self, threshold: int, final: bool
                       ) -> Tuple[Dict[NodeKey, Any], Dict[int, int]]:

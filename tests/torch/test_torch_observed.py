@@ -207,6 +207,16 @@ def test_a_kept_exception_is_named_with_its_traceback_frame_and_local(tmp_path):
                 f"frame of step (stored_exception.py:{line}) local 'logits' → ") in text, text[:4000]
 
 
+def test_gradients_left_on_parameters_in_use_are_state_not_findings(tmp_path):
+    snap = str(tmp_path / "eval.vtsnap")
+    prog = os.path.join(HERE, "eval_after_training.py")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                   sys.executable, prog])
+    assert rc == 0 and "grads kept 4" in out, out[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert rc == 0, text
+
+
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
     snap = str(tmp_path / "marks.vtsnap")
     train("fixed", snap, "--steps", "4", "--marks")
