@@ -233,16 +233,88 @@ static void note_oom(const vt_snapshot_data *s, size_t i, vt_replay_result *r)
     o->device_free = vt__books.oom_device_free;
 }
 
-static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t *completion,
-                 const uint8_t *immediate)
+/* options.free_at, sorted by the event after which each is freed. */
+typedef struct early_frees {
+    vt_replay_free_at *at;
+    size_t n, next;            /* next: the first not yet due */
+    uint8_t *marked;           /* per event: an ALLOC freed early */
+    vt__rmap done;             /* recorded addresses freed early, until their recorded free */
+} early_frees;
+
+static int cmp_free_at(const void *a, const void *b)
+{
+    const vt_replay_free_at *x = a, *y = b;
+    if (x->at_event != y->at_event)
+        return x->at_event < y->at_event ? -1 : 1;
+    return (x->alloc_event > y->alloc_event) - (x->alloc_event < y->alloc_event);
+}
+
+static int early_init(early_frees *ef, const vt_snapshot_data *s, const vt_replay_options *opt)
+{
+    memset(ef, 0, sizeof *ef);
+    if (!opt->nfree_at || !opt->free_at)
+        return 0;
+    ef->at = malloc(opt->nfree_at * sizeof *ef->at);
+    ef->marked = calloc(s->nevents ? s->nevents : 1, 1);
+    if (!ef->at || !ef->marked || vt__rmap_init(&ef->done, 64))
+        return -ENOMEM;
+    for (size_t k = 0; k < opt->nfree_at; k++) {
+        vt_replay_free_at f = opt->free_at[k];
+        if (f.alloc_event >= s->nevents || f.at_event < f.alloc_event
+            || s->events[f.alloc_event].kind != VT_EV_ALLOC)
+            continue;
+        ef->marked[f.alloc_event] = 1;
+        ef->at[ef->n++] = f;
+    }
+    qsort(ef->at, ef->n, sizeof *ef->at, cmp_free_at);
+    return 0;
+}
+
+static void early_destroy(early_frees *ef)
+{
+    free(ef->at);
+    free(ef->marked);
+    vt__rmap_destroy(&ef->done);   /* a zeroed map too */
+}
+
+/* Free what is due before event `i` (after every event before it): the
+ * allocation of each entry still live, as allocated at its ALLOC. */
+static int early_due(early_frees *ef, const vt_snapshot_data *s, vt__rmap *live, size_t i,
+                     vt_replay_result *r)
+{
+    for (; ef->next < ef->n && ef->at[ef->next].at_event < i; ef->next++) {
+        uint64_t addr = s->events[ef->at[ef->next].alloc_event].addr;
+        vt__rmap_entry *x = vt__rmap_get(live, addr);
+        if (!x || !x->early)
+            continue;   /* freed by the recording already */
+        vt__alloc_free((void *)(uintptr_t)x->value, x->stream, VT_FREE_ON_STREAM);
+        vt__rmap_del(live, x);
+        if (!vt__rmap_put(&ef->done, addr))
+            return -ENOMEM;
+        r->early_frees++;
+        r->replayed++;
+    }
+    return 0;
+}
+
+static int drive(const vt_snapshot_data *s, const vt_replay_options *opt, vt_replay_result *r,
+                 const uint64_t *completion, const uint8_t *immediate)
 {
     vt__rmap live;
+    early_frees ef;
     if (vt__rmap_init(&live, 4096))
         return -ENOMEM;
+    if (early_init(&ef, s, opt)) {
+        early_destroy(&ef);
+        vt__rmap_destroy(&live);
+        return -ENOMEM;
+    }
     uint64_t peak[VT_REPLAY_MAX_DEVICES] = { 0 };
     int rc = 0;
     for (size_t i = 0; i < s->nevents && rc == 0; i++) {
         const vt_event *e = &s->events[i];
+        if (ef.n && (rc = early_due(&ef, s, &live, i, r)))
+            break;
         if (e->device < 0 || e->device >= (int)r->ndevices)
             continue;
         int d = e->device;
@@ -273,12 +345,17 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             x->value = (uint64_t)(uintptr_t)p;
             x->stream = stream;
             x->device = (int8_t)d;
+            x->early = ef.marked && ef.marked[i];
             break;
         }
         case VT_EV_FREE_REQUESTED: {
             vt__rmap_entry *x = vt__rmap_get(&live, e->addr);
             if (!x || x->device != d) {
-                r->skipped_frees++;
+                vt__rmap_entry *y = ef.n ? vt__rmap_get(&ef.done, e->addr) : NULL;
+                if (y)   /* freed early: this is its recorded free */
+                    vt__rmap_del(&ef.done, y);
+                else
+                    r->skipped_frees++;
                 break;
             }
             void *p = (void *)(uintptr_t)x->value;
@@ -340,6 +417,7 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
         }
     }
 done:
+    early_destroy(&ef);
     vt__rmap_destroy(&live);
     return rc;
 }
@@ -404,7 +482,7 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     vt__books.want_curve = opt->curve;
     if (!completion || !immediate || recorded_books(s, out, &rsegs, &nrsegs)
         || find_completions(s, completion, immediate)
-        || (rc = drive(s, out, completion, immediate)) || vt__books.failed) {
+        || (rc = drive(s, opt, out, completion, immediate)) || vt__books.failed) {
         free(completion);
         free(immediate);
         free(rsegs);

@@ -21,6 +21,7 @@ typedef struct vt__rmap_entry {
                                 * free entry: the next free one */
     uint64_t stream;           /* stream it was allocated on (or a count) */
     int8_t device;
+    uint8_t early;             /* options.free_at frees it before its recorded free */
 } vt__rmap_entry;
 
 typedef struct vt__rmap {
