@@ -1,0 +1,54 @@
+"""Programs that run out of device memory, for tests/torch/test_torch_oom.py.
+
+    python oom_prog.py frag    fragmentation: 5 MiB blocks, one in four kept,
+                               pin every 20 MiB segment; then 12 MiB tensors
+                               (fits with expandable segments)
+    python oom_prog.py leak    a training loop that keeps every step's
+                               activation in a list, never using it again
+                               (fits when the kept tensors are dropped)
+    python oom_prog.py big     more live tensors than the device holds
+                               (nothing but a bigger device fits)
+
+Each prints "done" when it did not run out of memory; an out-of-memory
+error ends it with PyTorch's exception, as it would end a training script.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+MIB = 1 << 20
+
+
+def frag() -> None:
+    blocks = [torch.empty(5 * MIB, dtype=torch.uint8, device="cuda") for _ in range(40)]
+    kept = [b for i, b in enumerate(blocks) if i % 4 == 1]
+    del blocks
+    big = [torch.empty(12 * MIB, dtype=torch.uint8, device="cuda") for _ in range(9)]
+    print("live", len(kept), len(big))
+
+
+def leak() -> None:
+    w = torch.nn.Parameter(torch.ones(1024, device="cuda"))
+    opt = torch.optim.SGD([w], lr=0.1)
+    history = []
+    for _ in range(40):
+        act = torch.empty(16 * MIB // 4, device="cuda") + w.sum()  # ACT_LINE
+        history.append(act)
+        loss = (w * 2).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def big() -> None:
+    a = torch.empty(100 * MIB, dtype=torch.uint8, device="cuda")
+    b = torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
+    print("live", a.numel() + b.numel())
+
+
+if __name__ == "__main__":
+    {"frag": frag, "leak": leak, "big": big}[sys.argv[1]]()
+    print("done")
