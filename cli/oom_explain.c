@@ -528,19 +528,24 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     vt__oom_fix dev = { .kind = VT__OOM_FIX_DEVICE };
     if (unl && r->capacity && r->reproduced) {
         uint64_t lo = r->capacity, hi = unl > r->capacity ? unl : r->capacity + 2 * MIB;
+        hi = (hi + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
         uint64_t best = 0, best_peak = 0;
-        for (int round = 0; round < 2 && hi > lo + 2 * MIB; round++) {
+        for (int round = 0; round < 2 && (round == 0 || hi > lo + 2 * MIB); round++) {
             vt_replay_options po[PROBES + 1];
             uint64_t pc[PROBES + 1];
             size_t np = 0;
+            /* PROBES capacities between lo and hi (2 MiB apart at least),
+             * and hi itself in the first round */
             for (int j = 1; j <= PROBES + (round == 0); j++) {
-                uint64_t c = lo + (hi - lo) * (uint64_t)j / (PROBES + 1);
-                if (round == 0 && j == PROBES + 1)
-                    c = hi;
+                uint64_t c = j > PROBES ? hi : lo + (hi - lo) * (uint64_t)j / (PROBES + 1);
                 c = (c + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+                if (c <= lo || (np && c <= pc[np - 1]) || (j <= PROBES && c >= hi))
+                    continue;
                 pc[np] = c;
                 po[np++] = (vt_replay_options){ .capacity = c };
             }
+            if (!np)
+                break;
             if (vt_replay_sweep_options(s, po, np, jobs, res, status, errs))
                 break;
             uint64_t prev_fail = lo;
@@ -621,6 +626,8 @@ int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__
     const vt_event *e = &s->events[first];
     r->event = first;
     r->noom = noom;
+    for (size_t i = first + 1; i < s->nevents; i++)
+        r->allocs_after += s->events[i].kind == VT_EV_ALLOC;
     r->device = e->device;
     r->stream = e->stream;
     r->size = e->req_size ? e->req_size : e->size;

@@ -81,6 +81,8 @@ typedef struct vt__oom_report {
     /* the request */
     size_t event;              /* index of the OOM event in s->events */
     size_t noom;               /* OOM events recorded */
+    size_t allocs_after;       /* ALLOC events recorded after it (0: the program
+                                  ended there, and a replay checks no further) */
     int device;
     uint64_t stream, size, seq, time_ns;
     uint32_t stack;

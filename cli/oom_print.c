@@ -63,7 +63,7 @@ static size_t nfits(const vt__oom_report *r)
 static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
                         const vt__oom_report *r)
 {
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     fprintf(f, "vramtrace run: the program ran out of device memory: %s asked on device %d at ",
             vt__fmt_bytes(r->size, b1), r->device);
     site_text(f, s, vt__report_site_frame(s, r->stack));
@@ -71,7 +71,7 @@ static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
     fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
             vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
-            vt__fmt_bytes(r->free_smaller, b1));
+            vt__fmt_bytes(r->free_smaller, b4));
     if (r->replayed && r->reproduced && nfits(r)) {
         fputs("  fixes that fit, checked by replaying the run:", f);
         size_t k = 0;
@@ -197,6 +197,9 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
                                                   : "run out of memory only later",
                 vt__fmt_bytes(r->baseline_peak, b1));
     }
+    if (!r->allocs_after)
+        fputs("  (the recording ends at the OOM: a fix is checked up to the request that failed;"
+              " what the\n   program would have asked next was not recorded)\n", f);
     size_t nfit = r->reproduced ? nfits(r) : 0;
     if (nfit) {
         fprintf(f, "  %s:\n", nfit == 1 ? "the fix that fits" : "fixes that fit");
@@ -276,7 +279,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
                ", \"line\": ", r->event, r->seq, rel_s(s, r->time_ns), r->device, r->stream,
             r->size);
     frame_json(f, s, vt__report_site_frame(s, r->stack));
-    fprintf(f, ", \"ooms_recorded\": %zu}", r->noom);
+    fprintf(f, ", \"ooms_recorded\": %zu, \"allocations_after\": %zu}", r->noom, r->allocs_after);
     fputs(", \"device\": {\"total\": ", f);
     if (r->total)
         fprintf(f, "%" PRIu64, r->total);
