@@ -14,6 +14,7 @@
 #include "replay.h"
 #include "report_util.h"
 #include "u64map.h"
+#include "user_code.h"
 
 #define MIB (1ull << 20)
 
@@ -212,6 +213,23 @@ out:
 
 /* ---- what was alive, by line ------------------------------------------- */
 
+const vt_frame *vt__oom_site_frame(const vt_snapshot_data *s, uint32_t id)
+{
+    const vt_frame *f = vt__report_site_frame(s, id);
+    if (!f || vt__report_python_frame(s, f))
+        return f;
+    const vt_frame *fr[256];
+    size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
+    for (size_t i = 0; i < n && i < 256; i++) {
+        const char *file = vt_snapshot_string(s, fr[i]->file);
+        size_t len = strlen(file);
+        if (!fr[i]->ip && !fr[i]->module && len > 3 && !strcmp(file + len - 3, ".py")
+            && vt__source_is_programs(file))
+            return fr[i];
+    }
+    return f;
+}
+
 typedef struct site_key {
     uint64_t key;              /* the line's frame, as function/file/line */
     const vt_frame *frame;
@@ -272,7 +290,7 @@ static int alive_sites(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom
         if (l->device != r->device || !vt_lifetime_allocated_at(l, (uint32_t)k)
             || (observed && (l->flags & VT_LT_OUTSIDE_POOL)))
             continue;
-        const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
+        const vt_frame *f = vt__oom_site_frame(s, l->alloc_stack);
         keys[n] = (site_key){ .key = frame_key(s, f), .frame = f, .bytes = l->size,
                               .lt = (uint32_t)i, .finding = UINT32_MAX };
         if (vt__u64map_put(&by_addr, l->addr, (uint32_t)n))

@@ -135,6 +135,12 @@ int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__
 
 void vt__oom_free(vt__oom_report *r);
 
+/* The line a report names for stack `id`: vt__report_site_frame's, or, in
+ * an imported PyTorch stack whose frames carry no module (C++ and Python
+ * frames interleaved, stacks='all'), the innermost frame of a .py file of
+ * the program's own. */
+const vt_frame *vt__oom_site_frame(const vt_snapshot_data *s, uint32_t id);
+
 /* The explanation as text (about a screenful); `brief`: the short form
  * `vramtrace run` prints (the request, the device, the fixes). */
 void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const vt__oom_report *r,

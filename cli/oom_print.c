@@ -66,7 +66,7 @@ static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
     char b1[32], b2[32], b3[32], b4[32];
     fprintf(f, "vramtrace run: the program ran out of device memory: %s asked on device %d at ",
             vt__fmt_bytes(r->size, b1), r->device);
-    site_text(f, s, vt__report_site_frame(s, r->stack));
+    site_text(f, s, vt__oom_site_frame(s, r->stack));
     fputc('\n', f);
     fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
@@ -103,7 +103,7 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
     if (r->noom > 1)
         fprintf(f, "; the first of %zu OOMs", r->noom);
     fputs(")\n  at ", f);
-    site_text(f, s, vt__report_site_frame(s, r->stack));
+    site_text(f, s, vt__oom_site_frame(s, r->stack));
     fputc('\n', f);
 
     if (r->total)
@@ -278,7 +278,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
                "\"device\": %d, \"stream\": \"0x%" PRIx64 "\", \"size\": %" PRIu64
                ", \"line\": ", r->event, r->seq, rel_s(s, r->time_ns), r->device, r->stream,
             r->size);
-    frame_json(f, s, vt__report_site_frame(s, r->stack));
+    frame_json(f, s, vt__oom_site_frame(s, r->stack));
     fprintf(f, ", \"ooms_recorded\": %zu, \"allocations_after\": %zu}", r->noom, r->allocs_after);
     fputs(", \"device\": {\"total\": ", f);
     if (r->total)

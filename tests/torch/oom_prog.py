@@ -11,6 +11,8 @@
 
 Each prints "done" when it did not run out of memory; an out-of-memory
 error ends it with PyTorch's exception, as it would end a training script.
+With --torch-snapshot PATH, PyTorch's own recorder runs and its snapshot
+(with the OOM) is dumped to PATH before the exception ends the program.
 """
 
 from __future__ import annotations
@@ -50,5 +52,13 @@ def big() -> None:
 
 
 if __name__ == "__main__":
-    {"frag": frag, "leak": leak, "big": big}[sys.argv[1]]()
+    pickle_path = sys.argv[3] if sys.argv[2:3] == ["--torch-snapshot"] else None
+    if pickle_path:
+        torch.cuda.memory._record_memory_history(max_entries=100000)
+    try:
+        {"frag": frag, "leak": leak, "big": big}[sys.argv[1]]()
+    except torch.OutOfMemoryError:
+        if pickle_path:
+            torch.cuda.memory._dump_snapshot(pickle_path)
+        raise
     print("done")
