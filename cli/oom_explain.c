@@ -453,7 +453,7 @@ static void conf_value(const char *conf, const char *key, char *out, size_t len)
 }
 
 #define MAX_CANDIDATES 16
-#define PROBES 4
+#define PROBES 4           /* capacities replayed at once by the device search */
 
 static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
                    unsigned jobs)
@@ -518,6 +518,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                  nc == 1 ? "" : "s");
         opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
     }
+    r->nreplays += n;
     if (vt_replay_sweep_options(s, opts, n, jobs, res, status, errs)) {
         snprintf(r->replay_err, sizeof r->replay_err, "cannot start the replays");
         rc = 0;
@@ -541,43 +542,54 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     }
 
     /* a bigger device: the smallest capacity the recorded settings fit in,
-     * searched between the capacity and the unlimited replay's peak */
+     * searched between the capacity (too small: the replay reproduced the
+     * OOM) and the unlimited replay's peak reserved, from its peak
+     * allocated (no capacity below it can fit) */
     uint64_t unl = status[1] ? 0 : peak_of(&res[1]);
+    uint64_t unl_alloc = 0;
+    for (size_t d = 0; !status[1] && d < res[1].ndevices; d++)
+        if (res[1].devices[d].peak_allocated > unl_alloc)
+            unl_alloc = res[1].devices[d].peak_allocated;
     vt__oom_fix dev = { .kind = VT__OOM_FIX_DEVICE };
     if (unl && r->capacity && r->reproduced) {
-        uint64_t lo = r->capacity, hi = unl > r->capacity ? unl : r->capacity + 2 * MIB;
-        hi = (hi + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+        const uint64_t G = 2 * MIB;
+        uint64_t lo = r->capacity, hi = unl > r->capacity ? unl : r->capacity + G;
+        hi = (hi + G - 1) / G * G;
         uint64_t best = 0, best_peak = 0;
-        for (int round = 0; round < 2 && (round == 0 || hi > lo + 2 * MIB); round++) {
-            vt_replay_options po[PROBES + 1];
-            uint64_t pc[PROBES + 1];
+        for (int round = 0; round < 2 && (round ? hi > lo + G : hi > lo); round++) {
+            vt_replay_options po[PROBES];
+            uint64_t pc[PROBES];
             size_t np = 0;
-            /* PROBES capacities between lo and hi (2 MiB apart at least),
-             * and hi itself in the first round */
-            for (int j = 1; j <= PROBES + (round == 0); j++) {
-                uint64_t c = j > PROBES ? hi : lo + (hi - lo) * (uint64_t)j / (PROBES + 1);
-                c = (c + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-                if (c <= lo || (np && c <= pc[np - 1]) || (j <= PROBES && c >= hi))
+            /* first: the floor, two between it and the peak, the peak;
+             * then three between the largest that failed and the smallest
+             * that fitted (2 MiB apart at least) */
+            uint64_t from = round == 0 && unl_alloc > lo ? unl_alloc : lo;
+            for (int k = 0; k < PROBES; k++) {
+                uint64_t c = round == 0 ? (k == PROBES - 1 ? hi : from + (hi - from) * (uint64_t)k / (PROBES - 1))
+                                        : lo + (hi - lo) * (uint64_t)(k + 1) / PROBES;
+                c = (c + G - 1) / G * G;
+                if (c <= lo || (np && c <= pc[np - 1]) || (round && c >= hi) || c > hi)
                     continue;
                 pc[np] = c;
                 po[np++] = (vt_replay_options){ .capacity = c };
             }
             if (!np)
                 break;
+            r->nreplays += np;
             if (vt_replay_sweep_options(s, po, np, jobs, res, status, errs))
                 break;
             uint64_t prev_fail = lo;
-            for (size_t j = 0; j < np; j++) {
-                if (status[j])
+            for (size_t k = 0; k < np; k++) {
+                if (status[k])
                     continue;
-                if (!res[j].oom.happened) {
-                    if (!best || pc[j] < best) {
-                        best = pc[j];
-                        best_peak = peak_of(&res[j]);
+                if (!res[k].oom.happened) {
+                    if (!best || pc[k] < best) {
+                        best = pc[k];
+                        best_peak = peak_of(&res[k]);
                     }
                     break;
                 }
-                prev_fail = pc[j];
+                prev_fail = pc[k];
             }
             if (!best)
                 break;
@@ -669,9 +681,14 @@ int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__
     } else {
         r->capacity = held + r->device_free;
     }
+    /* the checker's storage rules need track()'s tensors (its native
+     * rules name call sites, not storages to free) */
+    bool tensors = false;
+    for (size_t i = 0; i < s->nevents && !tensors; i++)
+        tensors = s->events[i].kind == VT_EV_TENSOR_NEW;
     char cerr[256];
     vt_check_report *rep = NULL;
-    if (vt_check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
+    if (tensors && vt_check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
         r->check = rep;
     if ((rc = alive_sites(s, tl, r)))
         goto fail;

@@ -119,6 +119,7 @@ typedef struct vt__oom_report {
     vt__oom_fix *fixes;        /* fitting first, then by peak reserved */
     size_t nfixes;
     uint64_t min_capacity;     /* the smallest capacity the replay fitted in, 0: none */
+    size_t nreplays;           /* replays run, of the whole recording each */
 } vt__oom_report;
 
 typedef struct vt__oom_options {

@@ -340,7 +340,8 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
             fputs("null", f);
         else
             fprintf(f, "%zu", r->baseline_oom_event);
-        fprintf(f, ", \"peak_reserved\": %" PRIu64 ", \"min_capacity\": ", r->baseline_peak);
+        fprintf(f, ", \"peak_reserved\": %" PRIu64 ", \"replays\": %zu, \"min_capacity\": ",
+                r->baseline_peak, r->nreplays);
         if (r->min_capacity)
             fprintf(f, "%" PRIu64 "}", r->min_capacity);
         else
