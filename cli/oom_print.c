@@ -161,8 +161,10 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
         site_text(f, s, st->frame);
         fputc('\n', f);
         if (st->flagged) {
-            fprintf(f, "                    check: %u of them (%s) alive after their last use",
-                    st->flagged, vt__fmt_bytes(st->flagged_bytes, b1));
+            fprintf(f, "                    check: %u of them (%s) alive after their last use%s",
+                    st->flagged, vt__fmt_bytes(st->flagged_bytes, b1),
+                    st->finding && st->finding->rule == VT_CHECK_RULE_CYCLE
+                        ? ", held by reference cycles until gc ran" : "");
             if (st->finding && st->finding->npaths) {
                 char path_text[512];
                 vt_check_path_format(&st->finding->paths[0], path_text, sizeof path_text);

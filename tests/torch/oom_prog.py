@@ -6,6 +6,9 @@
     python oom_prog.py leak    a training loop that keeps every step's
                                activation in a list, never using it again
                                (fits when the kept tensors are dropped)
+    python oom_prog.py cycle   the same, each activation held by a reference
+                               cycle the collector never ran for (fits with
+                               a gc.collect() before the retry)
     python oom_prog.py big     more live tensors than the device holds
                                (nothing but a bigger device fits)
 
@@ -17,6 +20,7 @@ With --torch-snapshot PATH, PyTorch's own recorder runs and its snapshot
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import torch
@@ -45,6 +49,26 @@ def leak() -> None:
         opt.zero_grad()
 
 
+class Node:
+    """One half of a reference cycle."""
+
+
+def cycle() -> None:
+    """Each step's activation is held by a reference cycle that the
+    collector (disabled, as a long gc pause would) never frees."""
+    gc.disable()
+    w = torch.nn.Parameter(torch.ones(1024, device="cuda"))
+    opt = torch.optim.SGD([w], lr=0.1)
+    for _ in range(40):
+        a, b = Node(), Node()
+        a.peer, b.peer = b, a
+        a.act = torch.empty(16 * MIB // 4, device="cuda") + w.sum()  # CYCLE_LINE
+        del a, b
+        (w * 2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
 def big() -> None:
     a = torch.empty(100 * MIB, dtype=torch.uint8, device="cuda")
     b = torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
@@ -56,9 +80,11 @@ if __name__ == "__main__":
     if pickle_path:
         torch.cuda.memory._record_memory_history(max_entries=100000)
     try:
-        {"frag": frag, "leak": leak, "big": big}[sys.argv[1]]()
+        {"frag": frag, "leak": leak, "cycle": cycle, "big": big}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)
+        if sys.argv[1] == "cycle":
+            gc.collect()   # too late: what it frees could have served the request
         raise
     print("done")

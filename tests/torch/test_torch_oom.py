@@ -96,6 +96,19 @@ def test_a_kept_list_fits_only_when_the_flagged_storages_are_freed(tmp_path):
     assert "fits" in run([CLI, "oom", snap])[1]
 
 
+def test_activations_held_by_reference_cycles_fit_with_a_gc_collect_before_the_retry(tmp_path):
+    snap = str(tmp_path / "cycle.vtsnap")
+    rc, out, err = prog("cycle", snap, run_args=("--track",))
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    j = oom_json(snap)
+    # the program's gc.collect() after the OOM freed them: a cycle held each
+    assert j["alive"]["flagged"] >= 5, j["alive"]
+    assert verified(j) == ["free_flagged", "gc_collect", "device"], j["fixes"]
+    gc_fix = next(f for f in j["fixes"] if f["kind"] == "gc_collect")
+    assert gc_fix["storages"] == j["alive"]["flagged"], (gc_fix, j["alive"])
+    assert "held by reference cycles until gc ran" in run([CLI, "oom", snap])[1]
+
+
 def test_nothing_but_a_bigger_device_fits(tmp_path):
     snap = str(tmp_path / "big.vtsnap")
     rc, out, err = prog("big", snap)
