@@ -533,7 +533,8 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     snprintf(r->baseline_conf, sizeof r->baseline_conf, "%s", res[0].conf);
     /* running out later than the program did would be kinder than the
      * device was: then no candidate is shown to fit by its replay */
-    r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event;
+    r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event
+                    && res[0].oom.device == r->device;
     r->baseline_oom_event = res[0].oom.happened ? res[0].oom.event_index : SIZE_MAX;
     r->baseline_peak = peak_of(&res[0]);
     for (size_t i = first; i < n; i++) {

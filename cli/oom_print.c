@@ -82,6 +82,8 @@ static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
                 fix_text(f, r, &r->fixes[i]);
             }
         fputc('\n', f);
+    } else if (r->replayed && r->reproduced) {
+        fputs("  nothing tried fits in the replay, not even a bigger device\n", f);
     } else if (r->replayed && !r->reproduced) {
         fputs("  the replay does not run out of memory where the program did: no fix is "
               "verified\n", f);
