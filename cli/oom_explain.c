@@ -689,6 +689,7 @@ int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__
         tensors = s->events[i].kind == VT_EV_TENSOR_NEW;
     char cerr[256];
     vt_check_report *rep = NULL;
+    r->tensors = tensors;
     if (tensors && vt_check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
         r->check = rep;
     if ((rc = alive_sites(s, tl, r)))

@@ -106,6 +106,7 @@ typedef struct vt__oom_report {
     size_t nsites;
     uint64_t alive_bytes;
     size_t alive_count;
+    bool tensors;              /* track() recorded tensors: the checker ran */
     size_t nflagged;           /* alive at the OOM, after their last use */
     uint64_t flagged_bytes;
     vt_check_report *check;    /* NULL when the checker found nothing to say */

@@ -184,6 +184,9 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
     if (r->nflagged)
         fprintf(f, "  check flags %zu of these (%s) as alive after their last use "
                    "(vramtrace check %s)\n", r->nflagged, vt__fmt_bytes(r->flagged_bytes, b1), path);
+    else if (!r->tensors && r->pytorch)
+        fputs("  (no tensors recorded: which of these outlived their last use is not known; "
+              "vramtrace run --track\n   records it, and then freeing them is tried too)\n", f);
 
     if (!r->replayed) {
         fprintf(f, "what would have fit: %s\n", r->replay_err);
@@ -307,9 +310,9 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
         fprintf(f, "%" PRIu64 "}", r->other);
     else
         fputs("null}", f);
-    fprintf(f, ", \"alive\": {\"bytes\": %" PRIu64 ", \"count\": %zu, \"flagged_bytes\": %" PRIu64
-               ", \"flagged\": %zu, \"lines\": [", r->alive_bytes, r->alive_count,
-            r->flagged_bytes, r->nflagged);
+    fprintf(f, ", \"alive\": {\"bytes\": %" PRIu64 ", \"count\": %zu, \"checked\": %s, "
+               "\"flagged_bytes\": %" PRIu64 ", \"flagged\": %zu, \"lines\": [", r->alive_bytes,
+            r->alive_count, r->tensors ? "true" : "false", r->flagged_bytes, r->nflagged);
     for (size_t i = 0; i < r->nsites; i++) {
         const vt__oom_site *st = &r->sites[i];
         fprintf(f, "%s{\"line\": ", i ? ", " : "");
