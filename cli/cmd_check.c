@@ -21,7 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: vramtrace check FILE [--json] [--grace G] [--ignore PATTERN]...\n"
         "                            [--rules LIST] [--pinned-ratio R] [--top N]\n"
-        "                            [--paths N]\n"
+        "                            [--paths N] [--host]\n"
         "\n"
         "Flags every storage still alive after the last use of the tensors on it,\n"
         "and every storage whose base tensor was dropped while small views of it\n"
@@ -66,6 +66,8 @@ static void usage(FILE *f)
         "                    storage, 0 < R <= 1, e.g. 0.25 or 25%% (default 0.5)\n"
         "  --top N           findings shown in the text report (default 20, 0 = all)\n"
         "  --paths N         retention paths per finding (default 3)\n"
+        "  --host            judge storages in host memory (CPU tensors) too; by default\n"
+        "                    they are judged only in a trace with no device storage\n"
         "  -h, --help        this help\n"
         "\n"
         "exit status: 0 nothing flagged, 1 findings, 2 bad usage or a file that cannot be\n"
@@ -123,6 +125,8 @@ int vt_cmd_check(int argc, char **argv)
             usage(stdout);
             rc = VT_EXIT_OK;
             goto out;
+        } else if (!strcmp(a, "--host")) {
+            opt.host = VT_CHECK_HOST_ALWAYS;
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if ((v = optval(argc, argv, &i, "--grace", &missing))) {

@@ -11,7 +11,7 @@
  *
  * Output (stable; tests and scripts read it):
  *   rank R  FILE
- *     allocated: peak X at T s (wall W), now Y
+ *     allocated: peak X at T s (W: UTC wall clock, as "2026-11-28 09:15:03.123 UTC"), now Y
  *     reserved:  peak X at T s, now Y
  *   spread of peak allocated: MIN (rank a) .. MAX (rank b), +D
  *   spread of peak reserved:  MIN (rank a) .. MAX (rank b), +D
@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "commands.h"
 #include "report_util.h"
@@ -58,6 +59,20 @@ struct site {
 static double rel_s(const struct rank_info *r, uint64_t t)
 {
     return t > r->tl->first_time_ns ? (double)(t - r->tl->first_time_ns) / 1e9 : 0.0;
+}
+
+/* "2026-11-28 09:15:03.123 UTC": when, on the clock a user compares logs by. */
+static const char *wall_text(uint64_t ns, char *buf, size_t len)
+{
+    time_t sec = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    if (!gmtime_r(&sec, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm)) {
+        snprintf(buf, len, "%" PRIu64 " ns", ns);
+        return buf;
+    }
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, ".%03u UTC", (unsigned)(ns / 1000000u % 1000u));
+    return buf;
 }
 
 static uint64_t wall_ns(const struct rank_info *r, uint64_t t)
@@ -322,9 +337,10 @@ int vt_cmd_compare(int argc, char **argv)
                 printf("  no device memory recorded\n");
                 continue;
             }
-            printf("  allocated: peak %s at %.3f s (wall %.6f), now %s\n",
+            char wall[64];
+            printf("  allocated: peak %s at %.3f s (%s), now %s\n",
                    vt__fmt_bytes(r[i].peak_alloc, b1), rel_s(&r[i], r[i].peak_alloc_time),
-                   (double)wall_ns(&r[i], r[i].peak_alloc_time) / 1e9,
+                   wall_text(wall_ns(&r[i], r[i].peak_alloc_time), wall, sizeof wall),
                    vt__fmt_bytes(r[i].final_alloc, b2));
             printf("  reserved:  peak %s at %.3f s, now %s\n", vt__fmt_bytes(r[i].peak_resv, b1),
                    rel_s(&r[i], r[i].peak_resv_time), vt__fmt_bytes(r[i].final_resv, b2));

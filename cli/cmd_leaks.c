@@ -10,6 +10,10 @@
  *
  *   SUMMARY: vramtrace: 72 MiB alive in 5 allocations from 2 stacks.
  *
+ * The program's own allocations come first; the libraries' handles and
+ * workspaces (cuBLAS, cuDNN, NCCL: kept and reused by design) after them,
+ * under a line that says so. `--top N` lists the N largest groups of each.
+ *
  * Memory the cache did not serve (managed, pinned host, pitched, arrays,
  * explicit pools, VMM: trace/snap/uncached.h) is listed the same way, its
  * kind in parentheses ("Leak of 24.0 MiB (managed) in 1 allocation from:"),
@@ -20,6 +24,7 @@
  * it inherited (counted on one line). Exit status 0 whether or not anything is alive (this is
  * a report, not a check): 2 only when the file cannot be read (commands.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +33,18 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace leaks [--all-frames] FILE\n"
+    "usage: vramtrace leaks [--all-frames] [--top N] FILE\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
-    "first. Pending frees (freed, waiting for stream events) are not listed.\n"
+    "first: the program's own, then the libraries' handles and workspaces\n"
+    "(cuBLAS, cuDNN, NCCL). Pending frees (freed, waiting for stream events)\n"
+    "are not listed.\n"
     "\n"
-    "  --all-frames  also show the Python interpreter's own frames and torch's\n"
-    "                Python dispatch plumbing (hidden in stacks with Python frames)\n"
+    "  --all-frames  every frame: where the program's own Python code is on a\n"
+    "                stack only its lines are shown (innermost first); this adds\n"
+    "                the libraries' Python frames, the native frames and the\n"
+    "                interpreter's\n"
+    "  --top N       the N largest groups of each part (default 0: all)\n"
     VT_EXIT_HELP;
 
 #define CACHED_KIND 0xff   /* a block of the cache (struct group.kind) */
@@ -42,8 +52,11 @@ static const char usage_text[] =
 struct group {
     uint32_t stack;
     uint8_t kind;            /* enum vt_uncached_kind, or CACHED_KIND */
+    uint8_t workspace;       /* a library's own handle or workspace */
     uint64_t bytes, count, before;
 };
+
+static size_t top_groups;    /* --top N; 0: all */
 
 static int cmp_stack(const void *a, const void *b)
 {
@@ -53,10 +66,37 @@ static int cmp_stack(const void *a, const void *b)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
+/* The program's groups first, then the libraries' workspaces; largest first. */
 static int cmp_bytes(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
+    if (x->workspace != y->workspace)
+        return x->workspace ? 1 : -1;
     return vt__report_cmp_bytes(x->bytes, x->stack, y->bytes, y->stack);
+}
+
+static void print_group(const vt_snapshot_data *s, const struct group *g, bool has_python)
+{
+    char b[32];
+    printf("Leak of %s", vt__fmt_bytes(g->bytes, b));
+    if (g->kind != CACHED_KIND)
+        printf(" (%s)", vt_uncached_kind_name((enum vt_uncached_kind)g->kind));
+    printf(" in %" PRIu64 " allocation%s from:\n", g->count, g->count == 1 ? "" : "s");
+    const vt_frame *lib = g->workspace ? vt__report_library_workspace(s, g->stack) : NULL;
+    if (lib && !vt__report_all_frames) {
+        printf("    the library's: ");
+        vt__report_frame_text(stdout, s, lib);
+        putchar('\n');
+    }
+    vt__report_stack(stdout, s, g->stack, "    ");
+    if (has_python && vt__report_stack_without_python(s, g->stack))
+        printf("  (from a thread running no Python code: no Python frames, e.g. PyTorch's "
+               "autograd engine during backward)\n");
+    if (g->before == g->count)
+        printf("  (allocated before the retained window)\n");
+    else if (g->before)
+        printf("  (%" PRIu64 " of them allocated before the retained window)\n", g->before);
+    putchar('\n');
 }
 
 static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
@@ -79,8 +119,8 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
             inherited_bytes += l->size;
             continue;
         }
-        g[n++] = (struct group){ l->alloc_stack, CACHED_KIND, l->size, 1,
-                                 (l->flags & VT_LT_BEFORE_WINDOW) ? 1 : 0 };
+        g[n++] = (struct group){ .stack = l->alloc_stack, .kind = CACHED_KIND, .bytes = l->size,
+                                 .count = 1, .before = (l->flags & VT_LT_BEFORE_WINDOW) ? 1 : 0 };
     }
     /* Memory the cache did not serve, each kind apart (uncached.h). */
     uint64_t kind_bytes[VT_UK_COUNT] = { 0 };
@@ -94,7 +134,8 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
             continue;
         }
         kind_bytes[u->kind] += u->size;
-        g[n++] = (struct group){ u->alloc_stack, u->kind, u->size, 1, 0 };
+        g[n++] = (struct group){ .stack = u->alloc_stack, .kind = u->kind, .bytes = u->size,
+                                 .count = 1 };
     }
     qsort(g, n, sizeof *g, cmp_stack);
     size_t m = 0;
@@ -109,24 +150,33 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
             g[m++] = g[i];
         }
     }
+    for (size_t i = 0; i < m; i++)
+        g[i].workspace = vt__report_library_workspace(s, g[i].stack) != NULL;
     qsort(g, m, sizeof *g, cmp_bytes);
     char b[32];
     bool has_python = vt__report_snapshot_has_python(s);
+    size_t shown = 0, hidden = 0, nprogram = 0;
+    while (nprogram < m && !g[nprogram].workspace)
+        nprogram++;
     for (size_t i = 0; i < m; i++) {
-        printf("Leak of %s", vt__fmt_bytes(g[i].bytes, b));
-        if (g[i].kind != CACHED_KIND)
-            printf(" (%s)", vt_uncached_kind_name((enum vt_uncached_kind)g[i].kind));
-        printf(" in %" PRIu64 " allocation%s from:\n", g[i].count, g[i].count == 1 ? "" : "s");
-        vt__report_stack(stdout, s, g[i].stack, "    ");
-        if (has_python && vt__report_stack_without_python(s, g[i].stack))
-            printf("  (from a thread running no Python code: no Python frames, e.g. PyTorch's "
-                   "autograd engine during backward)\n");
-        if (g[i].before == g[i].count)
-            printf("  (allocated before the retained window)\n");
-        else if (g[i].before)
-            printf("  (%" PRIu64 " of them allocated before the retained window)\n", g[i].before);
-        putchar('\n');
+        if (i == nprogram) {
+            uint64_t wbytes = 0;
+            for (size_t k = nprogram; k < m; k++)
+                wbytes += g[k].bytes;
+            printf("The libraries' own handles and workspaces (cuBLAS, cuDNN, NCCL), kept and "
+                   "reused by design: %s\n\n", vt__fmt_bytes(wbytes, b));
+            shown = 0;
+        }
+        if (top_groups && shown == top_groups) {
+            hidden++;
+            continue;
+        }
+        shown++;
+        print_group(s, &g[i], has_python);
     }
+    if (hidden)
+        printf("(%zu smaller group%s not listed: --top 0 lists all)\n\n", hidden,
+               hidden == 1 ? "" : "s");
     if (tl->nfree_unseen)
         printf("(%zu allocation%s without a free among the kept events %s not listed: %s%s)\n\n",
                tl->nfree_unseen, tl->nfree_unseen == 1 ? "" : "s",
@@ -163,6 +213,42 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
 
 int vt_cmd_leaks(int argc, char **argv)
 {
-    return vt__report_run("leaks", argc, argv, usage_text, "--all-frames",
-                          &vt__report_all_frames, true, view_leaks);
+    /* --top N here; the rest as every report command takes it. */
+    char **rest = malloc((size_t)(argc + 1) * sizeof *rest);
+    if (!rest) {
+        fprintf(stderr, "vramtrace leaks: out of memory\n");
+        return VT_EXIT_FAILURE;
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (i > 0 && !strcmp(argv[i], "--top")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "vramtrace leaks: --top needs a number\n%s", usage_text);
+                free(rest);
+                return VT_EXIT_FAILURE;
+            }
+            v = argv[++i];
+        } else if (i > 0 && !strncmp(argv[i], "--top=", 6)) {
+            v = argv[i] + 6;
+        }
+        if (!v) {
+            rest[n++] = argv[i];
+            continue;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (!*v || *end || errno || *v == '-' || x > 1000000) {
+            fprintf(stderr, "vramtrace leaks: bad --top '%s' (a number of groups, 0: all)\n", v);
+            free(rest);
+            return VT_EXIT_FAILURE;
+        }
+        top_groups = (size_t)x;
+    }
+    rest[n] = NULL;
+    int rc = vt__report_run("leaks", n, rest, usage_text, "--all-frames",
+                            &vt__report_all_frames, true, view_leaks);
+    free(rest);
+    return rc;
 }

@@ -9,7 +9,10 @@
  * fragmentation at the reserved peak, the device calls the allocator made,
  * and where it ran out of memory (event, time, call site, live bytes), if it
  * did. --sweep replays a grid of settings and ranks them by peak reserved;
- * with --capacity, the ones that fit come first.
+ * with --capacity, the ones that fit come first; its last line recommends
+ * the best that fits (as PYTORCH_CUDA_ALLOC_CONF or VRAMTRACE_CONF text,
+ * defaults left out) and by how much it beats the recorded settings, or
+ * says to keep them, or that none fits.
  *
  * Exit status (the commands' convention, commands.h): 0 when the replay ran,
  * whether or not it ran out of memory; 2 for bad arguments or a snapshot that
@@ -29,16 +32,21 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace replay SNAPSHOT [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]\n"
+    "usage: vramtrace replay SNAPSHOT [--rules R] [--conf K:V,...] [--capacity SIZE] [--sweep]\n"
+    "                        [--json]\n"
     "\n"
     "Replay the recorded allocations and frees (a .vtsnap, or a PyTorch snapshot\n"
-    "pickle) through vramtrace's allocator on a simulated device, and report peak\n"
+    "pickle) under an allocator's rules on a simulated device, and report peak\n"
     "allocated and reserved bytes, fragmentation at the reserved peak, the device\n"
     "calls made, and where the run would run out of memory.\n"
+    "  --rules R        auto (default): PyTorch's caching allocator's rules for a\n"
+    "                   recording of it (a PyTorch snapshot, or `vramtrace run` of a\n"
+    "                   PyTorch program), vramtrace's allocator otherwise;\n"
+    "                   vramtrace; pytorch (see docs/replay.md)\n"
     "  --conf K:V,...   allocator settings over the recorded ones (keys as in\n"
-    "                   VRAMTRACE_CONF: max_split_size_mb, roundup_power2_divisions,\n"
-    "                   garbage_collection_threshold, per_process_memory_fraction,\n"
-    "                   expandable_segments, cache)\n"
+    "                   VRAMTRACE_CONF or PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb,\n"
+    "                   roundup_power2_divisions, garbage_collection_threshold,\n"
+    "                   per_process_memory_fraction, expandable_segments, cache)\n"
     "  --capacity SIZE  device memory, e.g. 40G, 81920M, 40GiB (K/M/G/T: powers of\n"
     "                   1024; KB/MB/GB/TB: of 1000), or 'unlimited';\n"
     "                   default: the recorded device's\n"
@@ -123,6 +131,9 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
 {
     char b1[32], b2[32], b3[32], b4[32];
     printf("replay of %s: %zu events, %zu allocator calls replayed\n", path, r->events, r->replayed);
+    printf("rules: %s\n", r->rules == VT_REPLAY_RULES_PYTORCH
+                              ? "pytorch (a model of PyTorch's caching allocator)"
+                              : "vramtrace (vramtrace's allocator)");
     printf("settings: %s (%s)\n", r->conf, origin);
     if (r->events_lost)
         printf("note: the recording lost its first %" PRIu64 " events (ring overflow): the "
@@ -283,7 +294,7 @@ static void print_oom_json(const vt_snapshot_data *s, const vt_replay_oom *o)
 
 static void print_result_json(const vt_snapshot_data *s, const vt_replay_result *r)
 {
-    printf("\"settings\": ");
+    printf("\"rules\": \"%s\", \"settings\": ", vt_replay_rules_name(r->rules));
     vt__json_str(stdout, r->conf);
     printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
            r->replayed, r->skipped_frees);
@@ -339,8 +350,76 @@ static int cmp_ranked(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A sweep label as the setting a user writes: the keys left at their
+ * defaults dropped ("max_split_size_mb:unlimited,...,expandable_segments:1"
+ * -> "expandable_segments:True" for PyTorch, ":1" for vramtrace). */
+static void setting_text(const char *label, bool torch, char *out, size_t len)
+{
+    static const char *const defaults[] = { "max_split_size_mb:unlimited",
+        "roundup_power2_divisions:0", "garbage_collection_threshold:0",
+        "expandable_segments:0" };
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *p = label; *p;) {
+        size_t n = strcspn(p, ",");
+        bool dflt = false;
+        for (size_t k = 0; k < N_OF(defaults); k++)
+            dflt |= n == strlen(defaults[k]) && !strncmp(p, defaults[k], n);
+        if (!dflt && used + 1 < len) {
+            bool expandable_on = torch && n == strlen("expandable_segments:1") &&
+                                 !strncmp(p, "expandable_segments:1", n);
+            int w = snprintf(out + used, len - used, "%s%.*s", used ? "," : "",
+                             expandable_on ? (int)strlen("expandable_segments:True") : (int)n,
+                             expandable_on ? "expandable_segments:True" : p);
+            if (w > 0)
+                used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+        }
+        p += n + (p[n] == ',');
+    }
+}
+
+/* One line: the best setting that fits (the first ranked), and by how much
+ * it beats the recorded settings; or that none does. */
+static void print_recommendation(const vt_replay_result *res, const int *status,
+                                 const char (*labels)[160], const struct ranked *order, size_t n,
+                                 uint64_t cap)
+{
+    char b1[32], b2[32], b3[32], conf[256];
+    const vt_replay_result *best = &res[order[0].index];
+    bool torch = best->rules == VT_REPLAY_RULES_PYTORCH;
+    const char *var = torch ? "PYTORCH_CUDA_ALLOC_CONF" : "VRAMTRACE_CONF";
+    uint64_t bp = max_peak_reserved(best), rp = max_peak_reserved(&res[0]);
+    if (status[order[0].index] || (cap != VT_REPLAY_UNLIMITED && best->oom.happened)) {
+        size_t i = order[0].index;
+        for (size_t j = 0; j < n; j++)   /* the OOMs' ranks: the least reserved */
+            if (!status[order[j].index]) {
+                i = order[j].index;
+                break;
+            }
+        printf("recommendation: none: no setting tried fits in %s; the least reserved when it "
+               "ran out was %s (%s)\n", cap_text(cap, b1), vt__fmt_bytes(max_peak_reserved(&res[i]), b2),
+               labels[i]);
+        return;
+    }
+    if (order[0].index == 0 || bp >= rp) {
+        printf("recommendation: keep the recorded settings: no setting tried peaks lower "
+               "(%s reserved)\n", vt__fmt_bytes(rp, b1));
+        return;
+    }
+    setting_text(labels[order[0].index], torch, conf, sizeof conf);
+    if (res[0].oom.happened)
+        printf("recommendation: %s=%s fits, peaking at %s reserved of %s; the recorded "
+               "settings ran out\n", var, *conf ? conf : "(defaults)", vt__fmt_bytes(bp, b1),
+               cap_text(cap, b2));
+    else
+        printf("recommendation: %s=%s peaks at %s reserved, %s (%.1f%%) less than the "
+               "recorded settings' %s\n", var, *conf ? conf : "(defaults)",
+               vt__fmt_bytes(bp, b1), vt__fmt_bytes(rp - bp, b2),
+               100.0 * (double)(rp - bp) / (double)rp, vt__fmt_bytes(rp, b3));
+}
+
 static int run_sweep(const char *path, const vt_snapshot_data *s, const char *user_conf,
-                     uint64_t capacity, unsigned jobs, int json)
+                     uint64_t capacity, vt_replay_rules rules, unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
      * with a capacity does it do anything */
@@ -380,7 +459,8 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
                 }
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
-    if (vt_replay_sweep(s, conf_ptrs, n, capacity, jobs, res, status, errs)) {
+    vt_replay_options sweep_opt = { .capacity = capacity, .rules = rules };
+    if (vt_replay_sweep_with(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -403,7 +483,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             printf("null");
         else
             printf("%" PRIu64, cap0);
-        printf(", \"runs\": [");
+        printf(", \"rules\": \"%s\", \"runs\": [", vt_replay_rules_name(res[0].rules));
         for (size_t j = 0; j < n; j++) {
             size_t i = order[j].index;
             printf("%s{\"rank\": %zu, \"label\": ", j ? ", " : "", j + 1);
@@ -420,8 +500,8 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
         }
         printf("]}\n");
     } else {
-        printf("sweep of %s: %zu settings, device capacity %s, ranked by peak reserved\n",
-               path, n, cap_text(cap0, b1));
+        printf("sweep of %s: %zu settings, device capacity %s, rules %s, ranked by peak "
+               "reserved\n", path, n, cap_text(cap0, b1), vt_replay_rules_name(res[0].rules));
         printf("%4s  %-12s %-12s %6s  %-22s %s\n", "rank", "reserved", "allocated", "frag",
                "fits", "settings");
         for (size_t j = 0; j < n; j++) {
@@ -448,6 +528,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             printf("%zu of %zu settings fit in %s%s\n", nfit, n, cap_text(cap0, b1),
                    res[0].oom.happened ? "; the recorded settings do not" : "");
         }
+        print_recommendation(res, status, (const char (*)[160])labels, order, n, cap0);
     }
     rc = 0;
 out:
@@ -466,6 +547,7 @@ int vt_cmd_replay(int argc, char **argv)
     const char *path = NULL, *conf = NULL;
     uint64_t capacity = 0;
     int json = 0, sweep = 0;
+    vt_replay_rules rules = VT_REPLAY_RULES_AUTO;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -476,7 +558,8 @@ int vt_cmd_replay(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--sweep")) {
             sweep = 1;
-        } else if (!strcmp(a, "--conf") || !strcmp(a, "--capacity") || !strcmp(a, "--jobs")) {
+        } else if (!strcmp(a, "--conf") || !strcmp(a, "--capacity") || !strcmp(a, "--jobs") ||
+                   !strcmp(a, "--rules")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "vramtrace replay: %s needs a value (see --help)\n", a);
                 return VT_EXIT_FAILURE;
@@ -484,6 +567,18 @@ int vt_cmd_replay(int argc, char **argv)
             const char *v = argv[++i];
             if (!strcmp(a, "--conf")) {
                 conf = v;
+            } else if (!strcmp(a, "--rules")) {
+                if (!strcmp(v, "auto")) {
+                    rules = VT_REPLAY_RULES_AUTO;
+                } else if (!strcmp(v, "vramtrace")) {
+                    rules = VT_REPLAY_RULES_VRAMTRACE;
+                } else if (!strcmp(v, "pytorch")) {
+                    rules = VT_REPLAY_RULES_PYTORCH;
+                } else {
+                    fprintf(stderr, "vramtrace replay: bad --rules '%s' (expected auto, vramtrace "
+                                    "or pytorch)\n", v);
+                    return VT_EXIT_FAILURE;
+                }
             } else if (!strcmp(a, "--capacity")) {
                 if (parse_capacity(v, &capacity)) {
                     fprintf(stderr, "vramtrace replay: bad --capacity '%s' (expected a size such "
@@ -517,11 +612,11 @@ int vt_cmd_replay(int argc, char **argv)
     if (rc)
         return rc;
     if (sweep) {
-        rc = run_sweep(path, s, conf, capacity, jobs < 1 ? 1 : (unsigned)jobs, json);
+        rc = run_sweep(path, s, conf, capacity, rules, jobs < 1 ? 1 : (unsigned)jobs, json);
         vt_snapshot_free(s);
         return rc;
     }
-    vt_replay_options opt = { .conf = conf, .capacity = capacity };
+    vt_replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
     vt_replay_result r;
     char err[512];
     int st = vt_replay_run(s, &opt, &r, err, sizeof err);
@@ -532,7 +627,9 @@ int vt_cmd_replay(int argc, char **argv)
     }
     /* recorded settings that are all defaults translate to no keys: still
      * "as recorded" */
-    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0';
+    /* an observed PyTorch run records vramtrace's settings, not PyTorch's */
+    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0' &&
+                   !(r.rules == VT_REPLAY_RULES_PYTORCH && (s->meta.flags & VT_META_POOL_OBSERVED));
     const char *origin = conf ? (recorded ? "recorded, then --conf" : "defaults, then --conf")
                               : (recorded ? "as recorded" : "defaults: none recorded");
     if (json) {

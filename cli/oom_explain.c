@@ -531,6 +531,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     }
     r->replayed = true;
     snprintf(r->baseline_conf, sizeof r->baseline_conf, "%s", res[0].conf);
+    r->rules = vt_replay_rules_name(res[0].rules);
     /* running out later than the program did would be kinder than the
      * device was: then no candidate is shown to fit by its replay */
     r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event

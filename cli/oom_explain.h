@@ -17,8 +17,9 @@
  * allocations alive grouped by the line that made them, and which of them
  * the checker flags as alive after their last use.
  *
- * What would have fit: the recorded settings replayed at the capacity the
- * process had (device memory minus what others held at the OOM) must run
+ * What would have fit: the recorded settings replayed (under the recorded
+ * allocator's rules: PyTorch's model for a recording of PyTorch's allocator,
+ * vramtrace's own allocator otherwise) at the capacity the process had (device memory minus what others held at the OOM) must run
  * out of memory too ("the replay reproduces the OOM"); then each candidate
  * (expandable segments, max_split_size_mb values derived from the request,
  * garbage_collection_threshold, roundup_power2_divisions, the flagged
@@ -117,6 +118,7 @@ typedef struct vt__oom_report {
     size_t baseline_oom_event; /* where (SIZE_MAX: they did not) */
     uint64_t baseline_peak;    /* their peak reserved */
     char baseline_conf[512];   /* the settings replayed */
+    const char *rules;         /* whose allocator rules: "pytorch" or "vramtrace" */
     vt__oom_fix *fixes;        /* fitting first, then by peak reserved */
     size_t nfixes;
     uint64_t min_capacity;     /* the smallest capacity the replay fitted in, 0: none */

@@ -192,14 +192,15 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
         fprintf(f, "what would have fit: %s\n", r->replay_err);
         return;
     }
-    fprintf(f, "what would have fit, checked by replaying the recording to its end in %s:\n",
-            vt__fmt_bytes(r->capacity, b1));
+    fprintf(f, "what would have fit, checked by replaying the recording to its end in %s "
+               "(%s rules):\n", vt__fmt_bytes(r->capacity, b1),
+            r->rules && !strcmp(r->rules, "pytorch") ? "PyTorch's" : "vramtrace's");
     if (r->reproduced) {
         fprintf(f, "  as recorded, the replay runs out of memory too (event %zu", r->baseline_oom_event);
         fputs(r->baseline_oom_event == r->event ? ", the same request)\n" : ")\n", f);
     } else {
-        fprintf(f, "  as recorded, the replay does %s (peak reserved %s): vramtrace's allocator "
-                   "rules differ from the recorded allocator's here, so no fix is verified\n",
+        fprintf(f, "  as recorded, the replay does %s (peak reserved %s): the replay's rules "
+                   "differ from the recorded allocator's here, so no fix is verified\n",
                 r->baseline_oom_event == SIZE_MAX ? "not run out of memory"
                                                   : "run out of memory only later",
                 vt__fmt_bytes(r->baseline_peak, b1));
@@ -339,7 +340,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
         vt__json_str(f, r->replay_err);
         fputs("}", f);
     } else {
-        fputs("{\"settings\": ", f);
+        fprintf(f, "{\"rules\": \"%s\", \"settings\": ", r->rules ? r->rules : "");
         vt__json_str(f, r->baseline_conf);
         fprintf(f, ", \"capacity\": %" PRIu64 ", \"reproduced\": %s, \"oom_event\": ",
                 r->capacity, r->reproduced ? "true" : "false");

@@ -274,12 +274,17 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
         fprintf(out, "%s<no stack recorded>\n", indent);
         return;
     }
-    size_t shown = n > 512 ? 512 : n, folded = 0, library = 0;
+    size_t shown = n > 512 ? 512 : n, folded = 0, library = 0, native = 0;
     bool has_python = vt__report_stack_has_python(s, fr, shown);
-    /* Where the program's own code is on the stack, the libraries' Python
-     * frames inside it (torch's modules) are folded too: its line leads. */
+    /* Where the program's own code is on the stack, its lines lead: the
+     * libraries' Python frames inside it (torch's modules) and the native
+     * frames under them (the framework's, the interpreter's) are folded. */
     bool has_user = !vt__report_all_frames && vt__report_stack_has_user_code(s, fr, shown);
     for (size_t i = 0; i < shown; i++) {
+        if (has_user && !vt__report_python_frame(s, fr[i])) {
+            native++;
+            continue;
+        }
         if (vt__report_frame_folded(s, fr[i], has_python)) {
             folded++;
             continue;
@@ -303,6 +308,44 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
     if (folded)
         fprintf(out, "%s(%zu interpreter and dispatch frame%s hidden; --all-frames shows them)\n",
                 indent, folded, folded == 1 ? "" : "s");
+    if (native)
+        fprintf(out, "%s(%zu native frame%s under them hidden; --all-frames shows them)\n",
+                indent, native, native == 1 ? "" : "s");
+}
+
+/* What the libraries keep for themselves and reuse: cuBLAS/cuBLASLt and
+ * cuDNN handles and workspaces (PyTorch's at::cuda::getCurrentCUDABlasHandle,
+ * getCUDABlasLtWorkspace, setWorkspaceForHandle), NCCL's buffers. Named by a
+ * native frame's function, or by the library that made the device call. */
+const vt_frame *vt__report_library_workspace(const vt_snapshot_data *s, uint32_t id)
+{
+    static const char *const functions[] = {
+        "Workspace", "BlasHandle", "BlasLtHandle", "cublasCreate", "cublasLtCreate",
+        "cudnnCreate", "getCudnnHandle", "cusolverDnCreate", "cusparseCreate", "ncclComm",
+    };
+    static const char *const libraries[] = { "libcublas", "libcudnn", "libnccl",
+                                             "libcusolver", "libcusparse" };
+    const vt_frame *fr[512];
+    size_t n = vt_snapshot_stack_frames(s, id, fr, 512);
+    if (n > 512)
+        n = 512;
+    bool caller_seen = false;
+    for (size_t i = 0; i < n; i++) {
+        if (vt__report_python_frame(s, fr[i]))
+            continue;
+        const char *fn = vt_snapshot_string(s, fr[i]->function);
+        for (size_t k = 0; k < sizeof functions / sizeof *functions; k++)
+            if (strstr(fn, functions[k]))
+                return fr[i];
+        const char *mod = vt_snapshot_string(s, fr[i]->module);
+        if (!caller_seen && !boring_module(mod)) {   /* who called the allocator */
+            caller_seen = true;
+            for (size_t k = 0; k < sizeof libraries / sizeof *libraries; k++)
+                if (!strncmp(basename_of(mod), libraries[k], strlen(libraries[k])))
+                    return fr[i];
+        }
+    }
+    return NULL;
 }
 
 const char *vt__kind_name(unsigned kind, char *buf, size_t len)

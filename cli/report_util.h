@@ -93,8 +93,15 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
 void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
 
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,
- * or "    <no stack recorded>". */
+ * or "    <no stack recorded>". Where the program's own Python code is on
+ * the stack (and not --all-frames), only its frames are listed, innermost
+ * first, and the rest counted on "(N ... hidden)" lines. */
 void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent);
+
+/* Whether stack `id` allocated a library's own handle or workspace (cuBLAS,
+ * cuDNN, NCCL, ...: memory the library keeps and reuses by design): the
+ * frame that says so, else NULL. */
+const vt_frame *vt__report_library_workspace(const vt_snapshot_data *s, uint32_t id);
 
 /* The allocator's state at the snapshot, per device (STATE section). */
 typedef struct vt__state_totals {

@@ -216,6 +216,17 @@ VT_API int vt_set_memory_fraction(double fraction, int device);
  * @return 0, or a negative errno (the reason is also printed on stderr). */
 VT_API int vt_snapshot(const char *path);
 
+/*! vt_program_ended() :
+ * The program's own work is over: write the exit snapshot now (as at exit:
+ * only when one is wanted, $VRAMTRACE_OUT, and this process recorded
+ * something; the latest OOM snapshot first when it is stale) instead of at
+ * exit(). An interpreter calls it when it starts tearing its objects down
+ * (Python: its last atexit handler), so what the program still held at its
+ * end is alive in the snapshot, not freed by the teardown and counted as the
+ * program's frees. Later calls, and the one at exit, write nothing more.
+ * @return 0. */
+VT_API int vt_program_ended(void);
+
 /*! vt_mark() :
  * Record a MARK event labelled `label` (a phase: "epoch 3", "step 100"); the
  * timeline shows it, and views can cut the events at it. NULL is an empty label.
@@ -397,7 +408,11 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
  * reusable), VT_EV_SEGMENT_ALLOC (`aux` a VT_POOL_*) and VT_EV_SEGMENT_FREE,
  * VT_EV_OOM (`size` the request, `aux` the bytes free on the device, `addr`
  * the device's total memory or 0: snapshots then list the device with it, as
- * they list the devices vramtrace's own cache served). Captures a stack for allocations, segments and OOMs (frees: with
+ * they list the devices vramtrace's own cache served), VT_EV_EMPTY_CACHE (the
+ * program asked the allocator to give its cached memory back, e.g.
+ * torch.cuda.empty_cache(); recorded before the segment frees it causes, so
+ * that a replay empties its cache there too).
+ * Captures a stack for allocations, segments, OOMs and emptyings (frees: with
  * free_stacks:1). Safe from any thread, with the framework's locks held.
  * @return 0, or -EINVAL for another kind. */
 VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uint64_t stream,

@@ -1017,7 +1017,8 @@
     h += '</ol>';
     const rp = x.replay;
     if (rp.error) return h + '<div class="none">not replayed: ' + esc(rp.error) + '</div>';
-    h += '<div class="t">what would have fit, replayed in ' + fmtBytes(rp.capacity) + '</div>';
+    h += '<div class="t">what would have fit, replayed in ' + fmtBytes(rp.capacity) +
+      (rp.rules === 'pytorch' ? ' (PyTorch\'s rules)' : ' (vramtrace\'s rules)') + '</div>';
     if (!rp.reproduced) h += '<div class="why">the replay of the recorded settings does not run out of memory there: no fix is verified</div>';
     const fixes = x.fixes.filter((f) => f.verified), tried = x.fixes.filter((f) => !f.verified);
     h += fixes.length ? '<ul class="fixes">' + fixes.map((f) => '<li class="fix">' + esc(conf(f)) + ' <span class="sub">fits, peak reserved ' +

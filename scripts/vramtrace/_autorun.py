@@ -15,7 +15,11 @@ then on, when the program imports torch:
 - with ``VRAMTRACE_CONF=torch:track`` (``vramtrace run --track``), the
   whole program runs under ``vramtrace.torch.track()``, which names holders.
 
-``torch:off`` does none of it; neither does PYTORCH_NO_CUDA_MEMORY_CACHING=1
+In every Python program (torch or not, ``torch:off`` too) the exit
+snapshot is written when the program's own work is over, by the last of its
+atexit handlers, before Python's teardown frees what it still held.
+
+``torch:off`` does none of the torch part; neither does PYTORCH_NO_CUDA_MEMORY_CACHING=1
 (torch's switch: then PyTorch caches nothing, and every tensor is a
 ``cudaMalloc`` that the preloaded library records itself). Nothing here may change what the program
 computes, prints or raises: every failure is reported on stderr (and to
@@ -74,14 +78,32 @@ def note(message: str) -> None:
 def start() -> None:
     """Arrange for what the module docstring says; called once per process."""
     global _started
-    if _started or mode() == "off":
+    if _started:
         return
     _started = True
+    # Registered first, so it runs last of the program's atexit handlers.
+    import atexit
+    atexit.register(_program_ended)
+    if mode() == "off":
+        return
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "cuda"):
         _on_torch(torch)
     else:
         sys.meta_path.insert(0, _TorchImportWatch())
+
+
+def _program_ended() -> None:
+    """The exit snapshot, taken when the program's own work is over: Python
+    runs this handler before it tears the program's objects down, so the
+    tensors the program still held at its end are alive in the snapshot
+    (freed by the teardown, they would read as the program's frees, and a
+    list that kept a tensor every step would look released)."""
+    try:
+        import vramtrace
+        vramtrace.get_library().program_ended()
+    except Exception as exc:  # noqa: BLE001 - the snapshot is then taken at exit
+        note(f"the snapshot is taken at exit, after Python's teardown ({type(exc).__name__}: {exc})")
 
 
 class _TorchImportWatch:
@@ -185,13 +207,15 @@ def _track_whole_program() -> None:
     import vramtrace
     import vramtrace.torch as vtt
     _tracker = vtt.track()
+    _tracker.say = lambda message: note(message.replace("vramtrace.torch: ", "", 1))
     _tracker.__enter__()
 
     def leave() -> None:
         try:
             # what a vramtrace.snapshot() call does first: the holders of
-            # every stale tensor looked up (the exit snapshot, written after
-            # Python is gone, cannot ask), then the tracker closed
+            # every stale tensor looked up (the exit snapshot, written by
+            # _program_ended after this, records no walk itself), then the
+            # tracker closed
             vramtrace._run_hooks("snapshot", "(exit)")
             _tracker.__exit__(None, None, None)
         except Exception as exc:  # noqa: BLE001

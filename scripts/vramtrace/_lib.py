@@ -148,6 +148,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_empty_cache": (_int, (_int,)),
     "vt_snapshot": (_int, (_cs,)),
     "vt_mark": (_int, (_cs,)),
+    "vt_program_ended": (_int, ()),    # optional: libraries before 0.1 of 2026-11-28 lack it
     "vt_tensor_new": (_u64, (_vp, ctypes.c_size_t, _u64, _cs)),
     "vt_tensor_new_stack": (_u64, (_vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32)),
     "vt_tensor_use": (None, (_u64,)),
@@ -271,6 +272,11 @@ class Library:
 
     def mark(self, label: str) -> None:
         self._check("vt_mark", self._get("vt_mark")(_enc(label)), repr(label))
+
+    def program_ended(self) -> None:
+        """The exit snapshot now: the program's work is over (see _autorun)."""
+        if self.has("vt_program_ended"):
+            self._get("vt_program_ended")()
 
     # -- annotations --------------------------------------------------------
     # ``stack``: a stack id from intern_stack() (0: no stack), or None to let

@@ -41,6 +41,41 @@ def _build() -> Any:
     return fn
 
 
+_EMPTY_CACHE = 13   # VT_EV_EMPTY_CACHE (vramtrace/format.h)
+
+
+def _record_empty_cache(lib: Any) -> None:
+    """Record each ``torch.cuda.empty_cache()`` before it runs: PyTorch's
+    tracker sees only the segment frees it causes, and a replay must empty
+    its own cache at the same point (a replay under other settings caches
+    other blocks). The function is wrapped where programs look it up."""
+    import sys
+    torch = sys.modules.get("torch")
+    event = lib.raw("vt_pool_event")
+    if torch is None or event is None:
+        return
+    cuda = torch.cuda
+    original = cuda.memory.empty_cache
+    if getattr(original, "_vramtrace_wrapped", False):
+        return
+
+    def empty_cache() -> None:
+        try:
+            if cuda.is_initialized():
+                for device in range(cuda.device_count()):
+                    event(_EMPTY_CACHE, device, 0, 0, 0, 0)
+        except Exception:  # noqa: BLE001 - recording must never change the program
+            pass
+        original()
+
+    empty_cache.__doc__ = original.__doc__
+    empty_cache.__wrapped__ = original  # type: ignore[attr-defined]
+    empty_cache._vramtrace_wrapped = True  # type: ignore[attr-defined]
+    cuda.memory.empty_cache = empty_cache
+    if cuda.empty_cache is original:
+        cuda.empty_cache = empty_cache
+
+
 def attach() -> bool:
     """Observe PyTorch's CUDA caching allocator from now on. Returns True
     when it is observed; False with ``why_not`` saying why (and the
@@ -70,6 +105,7 @@ def attach() -> bool:
             raise RuntimeError(why.value.decode("utf-8", "replace"))
         attached = True
         why_not = ""
+        _record_empty_cache(lib)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure: say so, change nothing
         why_not = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].rstrip(".")

@@ -48,7 +48,7 @@ import types
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import vramtrace as _vt
 from ._lib import VramtraceError, get_library
@@ -597,6 +597,11 @@ class Tracker:
                  snapshot_walk_s: float = 5.0) -> None:
         self._lib = lib if lib is not None else get_library()
         self.walk = walk
+        # Where the tracker's own troubles are said: a RuntimeWarning (once
+        # per kind) for a program that called track(); `vramtrace run
+        # --track` sets its note(), so that an unmodified program's warnings
+        # filters (-W error, pytest's) never see vramtrace's.
+        self.say: Optional[Callable[[str], None]] = None
         # The walk's schedule: it may spend walk_fraction of the program's
         # own CPU time between marks (credit carried over, capped), more at
         # a snapshot; it runs from the tensors gone stale that no walk has
@@ -989,13 +994,20 @@ class Tracker:
         none known, and the thread runs no Python of the program)."""
         self._on_op(func, args, None, out, False, stack if self._stacks.enabled else 0)
 
+    def _warn(self, message: str, stacklevel: int) -> None:
+        """Say ``message`` where :attr:`say` wants it (a RuntimeWarning
+        pointing ``stacklevel`` frames up from the caller by default)."""
+        if self.say is not None:
+            self.say(message)
+        else:
+            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
+
     def _recording_failed(self, func: Any, exc: BaseException) -> None:
         """Recording ``func`` raised ``exc`` (either path): counted, warned
         once (the op itself succeeded and is returned)."""
         self.errors += 1
         if self.errors == 1:
-            warnings.warn(f"vramtrace.torch: recording {func} failed: {exc!r}",
-                          RuntimeWarning, stacklevel=2)
+            self._warn(f"vramtrace.torch: recording {func} failed: {exc!r}", 2)
 
     def _forward_stack(self) -> int:
         """On an autograd engine thread: the stack id of the forward op that
@@ -1341,8 +1353,7 @@ class Tracker:
                 raise
             except Exception as exc:
                 self.errors += 1
-                warnings.warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}",
-                              RuntimeWarning, stacklevel=3)
+                self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
         finally:
             self._recording = recording
             end = _cpu_clock()
@@ -1514,11 +1525,11 @@ class Tracker:
         if res.cut_off:
             self.walk_cutoffs += 1
             if self.walk_cutoffs == 1:
-                warnings.warn(
+                self._warn(
                     f"vramtrace.torch: the holder walk ran out of its time budget "
                     f"({allowance * 1e3:.0f} ms) after {res.levels} levels; holders "
                     "farther up are looked for at later marks (Tracker.walk_cutoffs "
-                    "counts these)", RuntimeWarning, stacklevel=4)
+                    "counts these)", 4)
         # Walked (cut off or not): walked again only at the backoff's marks,
         # so a walk that never fits its budget is not retried at every mark.
         # _walked and _settled hold the tensors whose references the walks

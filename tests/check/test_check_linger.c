@@ -338,6 +338,70 @@ TEST(alive_through_a_complete_step_before_the_end_is_flagged)
     synth_fini(&y);
 }
 
+/* A CPU tensor (host storage, as track() declares one) made in step 1 and
+ * kept unused to the end, next to weights used every step: device memory,
+ * or with `device` false host memory too (a CPU-only program). */
+#define HOST_ADDR 0x55550000a000ull
+static void host_tensor_kept(synth *y, int device)
+{
+    synth_init(y);
+    stacks(y);
+    if (device) {
+        synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
+    } else {
+        synth_ext(y, W_ADDR, 4 * MiB);
+        synth_tensor(y, W_ID, W_ADDR, 4 * MiB, 0, "fc.weight");
+    }
+    for (int i = 1; i <= 5; i++) {
+        char l[32];
+        synth_tick(y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(y, l);
+        synth_use(y, W_ID);
+        if (i == 1) {
+            synth_ext(y, HOST_ADDR, 4096);
+            synth_tensor(y, 77, HOST_ADDR, 4096, 0, "idx = ixes[i]");
+            synth_use(y, 77);
+        }
+    }
+}
+
+TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
+{
+    synth y;
+    host_tensor_kept(&y, 1);
+    vt_check_options o = default_options();
+    vt_check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 0);
+    ASSERT_EQ(r->nhost_skipped, 1);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "1 host storage (CPU tensors) not judged"), "%s", text);
+    free(text);
+    text = render(r, &y, 1);
+    ASSERT_MSG(strstr(text, "\"host_skipped\":1"), "%s", text);
+    free(text);
+    vt_check_report_free(r);
+
+    o.host = VT_CHECK_HOST_ALWAYS;               /* check --host */
+    r = check(&y, &o);
+    ASSERT_EQ(r->nhost_skipped, 0);
+    the_finding(r, HOST_ADDR, 4096);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(host_storages_are_judged_in_a_trace_without_device_storage)
+{
+    synth y;
+    host_tensor_kept(&y, 0);
+    vt_check_options o = default_options();
+    vt_check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nhost_skipped, 0);
+    the_finding(r, HOST_ADDR, 4096);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 /* ------------------------------------------------------------------------ */
 /*  Without marks: the time rule                                            */
 /* ------------------------------------------------------------------------ */

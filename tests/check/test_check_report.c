@@ -200,7 +200,15 @@ TEST(external_storage_is_checked)
             synth_ext_free(&y, 0x5555000000ull);
         }
     }
+    /* A host storage next to device ones: judged with --host only (by
+     * default the report says it was not judged). */
     vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 0);
+    ASSERT_EQ(r->nhost_skipped, 1);
+    vt_check_report_free(r);
+    vt_check_options o = default_options();
+    o.host = VT_CHECK_HOST_ALWAYS;
+    r = check(&y, &o);
     const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->external, 1);
     ASSERT_EQ(f->device, -1);

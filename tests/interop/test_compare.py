@@ -9,6 +9,7 @@ more from hold_extra_buffers_on_this_rank().
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ def test_compare_names_the_rank_and_call_site_that_hold_more():
     first = lines[i + 1]
     assert "+32 MiB" in first and "hold_extra_buffers_on_this_rank rank_prog.c:" in first, out
     assert "rank 0: 0 B, rank 1: 32 MiB" in first, first
+    # when, as a date and time (UTC), not as seconds since 1970
+    assert re.search(r"  allocated: peak 56 MiB at \d+\.\d{3} s "
+                     r"\(20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC\), now ", out), out
     # the sites every rank shares differ by nothing and are not listed
     assert not any("alloc_weights" in l for l in lines[i + 1:]), out
 

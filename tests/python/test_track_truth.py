@@ -232,6 +232,23 @@ def test_walk_without_budget_is_postponed_and_a_cut_off_is_reported(fake, tmp_pa
     del held
 
 
+def test_a_tracker_told_where_to_say_things_issues_no_warning(fake, tmp_path):
+    """`vramtrace run --track` gives the tracker its own note(): the
+    program's warnings filters (-W error, pytest's) never see vramtrace's."""
+    said = []
+    with vtt.track(walk_fraction=0.0, snapshot_walk_s=1e-9) as tr:
+        tr.say = said.append
+        vtt.mark("a")
+        held = [torch.ones(4) * 2 for _ in range(3)]
+        vtt.mark("b")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            vramtrace.snapshot(str(tmp_path / "x.vtsnap"))
+    assert tr.walk_cutoffs == 1
+    assert len(said) == 1 and "time budget" in said[0], said
+    del held
+
+
 class _Keeper:
     def __init__(self) -> None:
         self.late = None

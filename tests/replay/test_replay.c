@@ -245,6 +245,46 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
     free(b);
 }
 
+/* A (40 MiB) is last used at event 1 but freed only at the end: a 100 MiB
+ * device cannot hold B and C beside it; freed right after event 1, all fit. */
+static void moved_frees_case(vt_replay_rules rules)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
+    ev(b, VT_EV_MARK, 0, 0, 0, 0);                   /* 1: its last use */
+    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);      /* 2: B */
+    ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
+    vt_replay_free_at moved[] = {
+        { .alloc_event = 0, .at_event = 1 },
+        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
+        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
+    };
+    vt_replay_options opt = { .capacity = 100 * MIB, .rules = rules };
+    vt_replay_result r;
+    char err[256];
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT(r.oom.happened);                          /* as recorded: C does not fit */
+    ASSERT_EQ(r.oom.event_index, 3);
+    vt_replay_result_free(&r);
+    opt.free_at = moved;
+    opt.nfree_at = 3;
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), rules == VT_REPLAY_RULES_PYTORCH ? 0 : -EBUSY);
+    if (rules == VT_REPLAY_RULES_PYTORCH) {          /* a model: it replays again */
+        ASSERT(!r.oom.happened);
+        ASSERT_EQ(r.early_frees, 1);
+        ASSERT_EQ(r.skipped_frees, 0);
+        vt_replay_result_free(&r);
+    }
+    free(b);
+}
+
+TEST(moved_frees_free_an_allocation_right_after_the_given_event_under_pytorchs_rules)
+{
+    moved_frees_case(VT_REPLAY_RULES_PYTORCH);
+}
+
 TEST(moved_frees_free_an_allocation_right_after_the_given_event)
 {
     /* A (40 MiB) is last used at event 1 but freed only at the end: a
@@ -480,6 +520,227 @@ TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
     ASSERT_EQ(out[1].devices[0].peak_reserved, 200 * MIB);
     ASSERT_EQ(out[1].devices[0].device_maps, 100);   /* 200 MiB of 2 MiB chunks */
     ASSERT_EQ(out[1].devices[0].device_mallocs, 0);
+    free(b);
+}
+
+/* ---- PyTorch's rules (replay_torch.c) ------------------------------------ */
+
+static vt_replay_result run_torch(built *b, const char *conf, uint64_t capacity)
+{
+    vt_replay_options opt = { .conf = conf, .capacity = capacity,
+                              .rules = VT_REPLAY_RULES_PYTORCH };
+    vt_replay_result r;
+    char err[256];
+    int rc = vt_replay_run(&b->s, &opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
+    return r;
+}
+
+/* an allocation freed at once */
+static void alloc_free(built *b, uint64_t addr, uint64_t size)
+{
+    ev(b, VT_EV_ALLOC, addr, size, 0, 0);
+    ev(b, VT_EV_FREE_REQUESTED, addr, size, 0, 1);
+    ev(b, VT_EV_FREE_COMPLETED, addr, size, 0, 0);
+}
+
+TEST(torch_rules_small_requests_share_2_mib_segments_large_ones_20_mib_or_their_own)
+{
+    built *b = snap_new(0, NULL);
+    for (uint64_t i = 0; i < 3; i++)
+        ev(b, VT_EV_ALLOC, 0x1000 + i * 0x1000, 1000, 0, 0);   /* 1 KiB blocks */
+    ev(b, VT_EV_ALLOC, 0x100000, 3 * MIB, 0, 0);              /* a 20 MiB segment, split */
+    /* over the 17 MiB left there: its own segment, rounded to 2 MiB (20 MiB);
+     * 1 MiB - 512 left is not worth a split: handed out whole */
+    ev(b, VT_EV_ALLOC, 0x10000000, 19 * MIB + 1, 0, 0);
+    vt_replay_result r = run_torch(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 3);
+    ASSERT_EQ(r.devices[0].peak_reserved, 2 * MIB + 20 * MIB + 20 * MIB);
+    ASSERT_EQ(r.devices[0].peak_allocated, 3 * 1024 + 3 * MIB + 20 * MIB);
+    free(b);
+}
+
+TEST(torch_rules_split_large_blocks_only_with_more_than_1_mib_left)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 19 * MIB, 0, 0);   /* a 20 MiB segment, 1 MiB left: whole */
+    alloc_free(b, 0x9000000, 5 * MIB);            /* a 20 MiB segment, split */
+    ev(b, VT_EV_ALLOC, 0xa000000, 4 * MIB, 0, 0); /* from the cached 20 MiB */
+    vt_replay_result r = run_torch(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].segment_allocs, 2);
+    ASSERT_EQ(r.devices[0].peak_reserved, 40 * MIB);
+    ASSERT_EQ(r.devices[0].peak_allocated, 20 * MIB + 5 * MIB);
+    free(b);
+}
+
+TEST(torch_rules_max_split_size_keeps_oversize_blocks_for_large_requests)
+{
+    built *b = snap_new(0, NULL);
+    alloc_free(b, 0x1000, 60 * MIB);
+    ev(b, VT_EV_ALLOC, 0x10000000, 30 * MIB, 0, 0);   /* not from the oversize 60 MiB */
+    ev(b, VT_EV_ALLOC, 0x20000000, 50 * MIB, 0, 0);   /* from it: less than 20 MiB over */
+    vt_replay_result r = run_torch(b, "max_split_size_mb:40", 0);
+    ASSERT_EQ(r.devices[0].peak_reserved, 90 * MIB);
+    ASSERT_EQ(r.devices[0].segment_allocs, 2);
+    vt_replay_result u = run_torch(b, NULL, 0);        /* unlimited: 30 MiB splits the 60 */
+    ASSERT_EQ(u.devices[0].peak_reserved, 110 * MIB);
+    free(b);
+}
+
+TEST(torch_rules_pending_free_comes_back_at_its_recorded_completion)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 0, 1);   /* used on another stream */
+    ev(b, VT_EV_ALLOC, 0x9000000, 30 * MIB, 0, 0);         /* cannot have it yet */
+    ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 0, 0);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);            /* can now */
+    vt_replay_result r = run_torch(b, NULL, 0);
+    ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);
+    ASSERT_EQ(r.devices[0].segment_allocs, 2);
+    free(b);
+}
+
+TEST(torch_rules_expandable_segments_grow_in_20_mib_pages_and_unmap_when_emptied)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);         /* maps 40 MiB */
+    ev(b, VT_EV_ALLOC, 0x9000000, 5 * MIB, 0, 0);       /* in the 10 MiB left */
+    ev(b, VT_EV_ALLOC, 0xa000000, 30 * MIB, 0, 0);      /* 5 MiB free + 40 MiB more */
+    ev(b, VT_EV_FREE_REQUESTED, 0x9000000, 5 * MIB, 0, 1);
+    ev(b, VT_EV_FREE_COMPLETED, 0x9000000, 5 * MIB, 0, 0);
+    ev(b, VT_EV_EMPTY_CACHE, 0, 0, 0, 0);               /* nothing whole to unmap */
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 0, 1);
+    ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 0, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0xa000000, 30 * MIB, 0, 1);
+    ev(b, VT_EV_FREE_COMPLETED, 0xa000000, 30 * MIB, 0, 0);
+    ev(b, VT_EV_EMPTY_CACHE, 0, 0, 0, 0);               /* everything */
+    vt_replay_result r = run_torch(b, "expandable_segments:True", 1 << 30);
+    ASSERT(r.expandable_segments);
+    ASSERT_EQ(r.devices[0].peak_reserved, 80 * MIB);
+    ASSERT_EQ(r.devices[0].device_maps, 4);
+    ASSERT_EQ(r.devices[0].device_unmaps, 4);
+    ASSERT_EQ(r.devices[0].peak_allocated, 65 * MIB);
+    free(b);
+}
+
+TEST(torch_rules_garbage_collection_releases_the_oldest_cached_blocks)
+{
+    built *b = snap_new(100 * MIB, NULL);
+    alloc_free(b, 0x1000, 30 * MIB);
+    alloc_free(b, 0x9000000, 40 * MIB);
+    ev(b, VT_EV_ALLOC, 0x20000000, 50 * MIB, 0, 0);
+    /* over half of the allowed 100 MiB: the older 30 MiB block goes first,
+     * and that is enough */
+    vt_replay_result r = run_torch(b, "per_process_memory_fraction:1,"
+                                      "garbage_collection_threshold:0.5", 0);
+    ASSERT_EQ(r.devices[0].peak_reserved, 90 * MIB);
+    ASSERT_EQ(r.devices[0].alloc_retries, 0);
+    ASSERT_EQ(r.devices[0].segment_frees, 1);
+    /* without it the device refuses, and the retry frees the whole cache */
+    vt_replay_result n = run_torch(b, "per_process_memory_fraction:1", 0);
+    ASSERT_EQ(n.devices[0].peak_reserved, 70 * MIB);
+    ASSERT_EQ(n.devices[0].alloc_retries, 1);
+    ASSERT_EQ(n.devices[0].segment_frees, 2);
+    ASSERT(!n.oom.happened);
+    free(b);
+}
+
+TEST(torch_rules_retry_frees_the_cache_then_runs_out_of_memory)
+{
+    built *b = snap_new(100 * MIB, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 60 * MIB, 0, 0);
+    alloc_free(b, 0x9000000, 30 * MIB);
+    ev(b, VT_EV_ALLOC, 0x20000000, 50 * MIB, 0, 0);
+    vt_replay_result r = run_torch(b, NULL, 0);
+    ASSERT(r.oom.happened);
+    ASSERT_EQ(r.oom.event_index, 4);
+    ASSERT_EQ(r.oom.reserved, 60 * MIB);
+    ASSERT_EQ(r.devices[0].alloc_retries, 1);
+    ASSERT_EQ(r.devices[0].peak_reserved, 90 * MIB);
+    free(b);
+}
+
+TEST(torch_rules_roundup_power2_divisions_round_to_the_next_step)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 5 * MIB + 1, 0, 0);   /* 4..8 MiB in 4 steps: 6 MiB */
+    vt_replay_result r = run_torch(b, "roundup_power2_divisions:4", 0);
+    ASSERT_EQ(r.devices[0].peak_allocated, 6 * MIB);
+    vt_replay_result p = run_torch(b, NULL, 0);
+    ASSERT_EQ(p.devices[0].peak_allocated, 5 * MIB + 512);
+    free(b);
+}
+
+TEST(auto_rules_pick_pytorchs_for_an_observed_recording_outside_memory_counts_against_capacity)
+{
+    built *b = snap_new(100 * MIB, "cache:1,max_split_size_mb:unlimited");
+    b->s.meta.flags = VT_META_POOL_OBSERVED;
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 50 * MIB, 0, VT_POOL_LARGE);   /* a library's own */
+    ev(b, VT_EV_ALLOC, 0x1000, 50 * MIB, 0, VT_ALLOC_NO_STREAM);
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 60 * MIB, 0, VT_POOL_LARGE);
+    ev(b, VT_EV_ALLOC, 0x9000000, 60 * MIB, 0, VT_ALLOC_POOL_BLOCK);
+    vt_replay_options opt = { 0 };
+    vt_replay_result r;
+    char err[256];
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
+    ASSERT(r.oom.happened);                  /* 50 + 60 MiB > 100 MiB */
+    ASSERT_EQ(r.oom.event_index, 3);
+    opt.capacity = 120 * MIB;
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT(!r.oom.happened);
+    ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);             /* PyTorch's own */
+    ASSERT_EQ(r.devices[0].recorded_peak_reserved, 60 * MIB);
+    ASSERT(r.segments_identical);
+    /* vramtrace's settings of the run are not PyTorch's: not applied */
+    ASSERT_MSG(strstr(r.conf, "max_split_size_mb:unlimited") != NULL, "%s", r.conf);
+    free(b);
+}
+
+TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
+{
+    built *b = snap_new(0, "pytorch");
+    b->s.meta.config = 0;
+    b->s.meta.library_version = 1;            /* what `vramtrace import` writes */
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 30 * MIB, 0, VT_POOL_LARGE);
+    alloc_free(b, 0x1000, 30 * MIB);
+    ev(b, VT_EV_SEGMENT_FREE, 0x1000, 30 * MIB, 0, 0);   /* torch.cuda.empty_cache() */
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 30 * MIB, 0, VT_POOL_LARGE);
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
+    vt_replay_options opt = { 0 };
+    vt_replay_result r;
+    char err[256];
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
+    ASSERT_EQ(r.devices[0].segment_frees, 1);
+    ASSERT_EQ(r.devices[0].segment_allocs, 2);
+    ASSERT(r.segments_identical);
+    ASSERT_EQ(r.devices[0].peak_reserved, 30 * MIB);
+    free(b);
+}
+
+TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
+    const char *confs[] = { "", "expandable_segments:True", "no_such_key:1" };
+    vt_replay_result out[3];
+    int status[3];
+    char errs[3][256];
+    vt_replay_options base = { .rules = VT_REPLAY_RULES_PYTORCH };
+    ASSERT_EQ(vt_replay_sweep_with(&b->s, confs, 3, &base, 2, out, status, errs), 0);
+    ASSERT_EQ(status[0], 0);
+    ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_PYTORCH);
+    ASSERT_EQ(out[0].devices[0].peak_reserved, 20 * MIB);
+    ASSERT_EQ(out[1].devices[0].peak_reserved, 20 * MIB);   /* one 20 MiB page */
+    ASSERT(out[1].expandable_segments);
+    ASSERT_EQ(status[2], -EINVAL);
+    ASSERT_MSG(strstr(errs[2], "no_such_key") != NULL, "%s", errs[2]);
+    /* AUTO: a recording of vramtrace's allocator keeps vramtrace's rules */
+    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 1, 0, 1, out, status, errs), 0);
+    ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_VRAMTRACE);
     free(b);
 }
 

@@ -115,6 +115,13 @@ def test_fragmentation_oom_at_capacity_is_found_and_a_swept_setting_fits_live():
     text = replay(snap, "--capacity", cap, "--sweep").stdout
     assert "%d of %d settings fit in 1000 MiB; the recorded settings do not" % (
         len(fits), len(runs)) in text, text
+    # and ends with the one to use, as a user writes it (defaults left out)
+    short = ",".join(kv for kv in best.split(",") if kv not in (
+        "max_split_size_mb:unlimited", "roundup_power2_divisions:0",
+        "garbage_collection_threshold:0", "expandable_segments:0"))
+    assert text.splitlines()[-1].startswith(
+        f"recommendation: VRAMTRACE_CONF={short} fits, peaking at "), text[-600:]
+    assert text.splitlines()[-1].endswith(" of 1000 MiB; the recorded settings ran out"), text
 
 
 def test_pinned_fragmentation_fits_with_expandable_segments_in_replay_and_live():
@@ -145,6 +152,16 @@ def test_pinned_fragmentation_fits_with_expandable_segments_in_replay_and_live()
     fits = [x["label"] for x in runs if x.get("fits")]
     assert fits and all("expandable_segments:1" in x for x in fits), fits
     assert [x for x in runs if "expandable_segments:0" in x["label"]], runs[:3]
+    # where nothing fits, the sweep says so instead of naming a setting
+    text = replay(snap, "--capacity", "60M", "--sweep").stdout
+    assert text.splitlines()[-1].startswith(
+        "recommendation: none: no setting tried fits in 60 MiB; the least reserved when it "
+        "ran out was "), text[-600:]
+    # on the device it was recorded on (1 GiB): the lowest that fits, and by how much
+    text = replay(snap, "--sweep").stdout
+    assert text.splitlines()[-1] == (
+        "recommendation: VRAMTRACE_CONF=expandable_segments:1 peaks at 200 MiB reserved, "
+        "108 MiB (35.1%) less than the recorded settings' 308 MiB"), text[-600:]
 
 
 def test_fragmentation_fits_with_expandable_segments_live_and_in_replay():
@@ -155,6 +172,10 @@ def test_fragmentation_fits_with_expandable_segments_live_and_in_replay():
     # recording made with them and of one made without them
     snap, out = record("frag_live_expandable", [FRAG], "1000M", conf="expandable_segments:1")
     assert "frag: ok" in out, out
+    # recorded with the best setting the sweep knows: it says to keep it
+    text = replay(snap, "--sweep").stdout
+    assert text.splitlines()[-1] == ("recommendation: keep the recorded settings: no setting "
+                                     "tried peaks lower (800 MiB reserved)"), text[-600:]
     dev = json.loads(subprocess.run([VT, "json", snap], capture_output=True, text=True,
                                     check=True).stdout)["devices"][0]
     assert dev["peak_reserved"] == dev["true_peak_reserved"] == 800 * MIB, dev
@@ -207,6 +228,11 @@ def test_replay_refuses_bad_input_with_one_line():
         ([snap, "--frobnicate"], "unknown option '--frobnicate'"),
         ([snap, snap], "one snapshot at a time"),
         ([snap, "--jobs", "0", "--sweep"], "bad --jobs '0'"),
+        ([snap, "--rules", "tensorflow"], "bad --rules 'tensorflow'"),
+        ([snap, "--rules", "pytorch", "--conf", "nope:1"],
+         "unknown key 'nope' for PyTorch's allocator"),
+        ([snap, "--rules", "pytorch", "--conf", "roundup_power2_divisions:3"],
+         "bad value '3' for roundup_power2_divisions"),
     ]
     for args, msg in cases:
         p = replay(*args, status=2)   # the commands' convention: 2 for bad input
@@ -220,7 +246,11 @@ def test_replay_refuses_bad_input_with_one_line():
     p = replay(not_snap, status=2)
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
     h = replay("--help")
-    assert "--capacity SIZE" in h.stdout and "--sweep" in h.stdout
+    assert "--capacity SIZE" in h.stdout and "--sweep" in h.stdout and "--rules" in h.stdout
+    # a recording of vramtrace's own allocator keeps its rules unless asked
+    assert replay_json(snap)["rules"] == "vramtrace"
+    assert replay_json(snap, "--rules", "pytorch")["rules"] == "pytorch"
+    assert "rules: vramtrace" in replay(snap).stdout
     for cap, want in (("40G", 40 << 30), ("40GiB", 40 << 30), ("40GB", 40 * 10**9),
                       ("81920M", 80 << 30), ("1.5T", 3 << 39)):
         assert replay_json(snap, "--capacity", cap)["devices"][0]["capacity"] == want, cap

@@ -122,6 +122,71 @@ def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
                      text), text[:4000]
 
 
+TRAINER = os.path.join(HERE, "trainer_leak.py")
+LOSS_LINE = next(i for i, line in enumerate(open(TRAINER), 1) if "# LOSS_LINE" in line)
+
+
+def trainer(kind: str, snap: str, run_args: Tuple[str, ...] = ()) -> str:
+    """trainer_leak.py KIND under `vramtrace run -o SNAP`, with vramtrace's
+    own RuntimeWarnings (if it issued any) made errors, as `-W error` does."""
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *run_args, "-o", snap, "--",
+                   sys.executable, "-W", "error::RuntimeWarning", TRAINER, kind])
+    assert rc == 0 and "kept 12" in out, out[-4000:]
+    return out
+
+
+def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(tmp_path):
+    """A trainer and its logger refer to each other (minGPT's and
+    Lightning's shape): the losses the logger kept are freed by the
+    interpreter's last collection at exit. The snapshot is the program's end,
+    before that teardown: the kept losses are alive in it and flagged."""
+    leak = str(tmp_path / "leak.vtsnap")
+    trainer("leak", leak)
+    rc, text = run([CLI, "check", leak])
+    assert rc == 1, text
+    assert f"trainer_leak.py:{LOSS_LINE}" in text, text[:4000]
+    assert "in 11 allocations" in text, text[:4000]
+    fixed = str(tmp_path / "fixed.vtsnap")
+    trainer("fixed", fixed)
+    rc, text = run([CLI, "check", fixed])
+    assert rc == 0, text
+
+    tracked = str(tmp_path / "track.vtsnap")
+    trainer("leak", tracked, ("--track",))
+    rc, text = run([CLI, "check", tracked])
+    assert rc == 1, text
+    assert re.search(r"held by: \(cycle\) .*LossLog\.history → list\[\*\] → tensor "
+                     rf"'self\.loss = .*\(trainer_leak\.py:{LOSS_LINE}, ", text), text[:4000]
+
+
+def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(tmp_path):
+    snap = str(tmp_path / "leak.vtsnap")
+    trainer("leak", snap)
+    rc, text = run([CLI, "leaks", snap])
+    assert rc == 0, text
+    header = "The libraries' own handles and workspaces (cuBLAS, cuDNN, NCCL)"
+    assert header in text, text[-3000:]
+    program, libraries = text.split(header)
+    groups = program.split("Leak of ")[1:]
+    assert groups and all("cublas" not in g.lower() and "Workspace" not in g for g in groups)
+    # the kept losses, led by the program's lines, innermost first: no
+    # native frame before them (they are counted, --all-frames shows them)
+    kept = [g for g in groups if f"trainer_leak.py:{LOSS_LINE}" in g]
+    assert len(kept) == 1 and kept[0].startswith("6 KiB in 12 allocations"), groups
+    lines = kept[0].splitlines()
+    assert re.match(rf"\s+#\d+ run .*trainer_leak\.py:{LOSS_LINE} ", lines[1]), kept[0]
+    assert " 0x" not in kept[0] and "native frames under them hidden" in kept[0], kept[0]
+    assert all(g.splitlines()[1].strip().startswith("the library's: ")
+               for g in libraries.split("Leak of ")[1:]), libraries
+    rc, every = run([CLI, "leaks", "--all-frames", snap])
+    assert " 0x" in every and "native frames under them hidden" not in every
+
+    rc, top = run([CLI, "leaks", "--top", "1", snap])
+    assert rc == 0 and top.count("Leak of ") == 2, top      # one of each part
+    assert "not listed: --top 0 lists all)" in top, top
+    assert run([CLI, "leaks", "--top", "x", snap])[0] == 2
+
+
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
     snap = str(tmp_path / "marks.vtsnap")
     train("fixed", snap, "--steps", "4", "--marks")

@@ -262,7 +262,9 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
         mlp.train(model, opt, 2)
         path = tmp_path / "replay.pickle"
         peak_allocated, peak_reserved = dump_snapshot_and_peaks(path)
-    p = subprocess.run([cli, "replay", str(path), "--json"], capture_output=True, text=True)
+    # vramtrace's own allocator's rules (auto would model PyTorch's: to the byte)
+    p = subprocess.run([cli, "replay", str(path), "--rules", "vramtrace", "--json"],
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     d = r["devices"][0]

@@ -183,6 +183,9 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
         goto fail;
     if (vt__ck_model_build(&m) < 0)
         goto fail;
+    if (opt.host == VT_CHECK_HOST_AUTO)
+        for (size_t i = 0; i < m.nst && !m.skip_host; i++)
+            m.skip_host = m.st[i].device >= 0;
 
     unsigned rules = opt.rules & VT_CHECK_RULES_ALL;
     if (!rules)

@@ -230,7 +230,19 @@ typedef struct vt_check_options {
                                   20M visits in all, each search gets 64) */
     double pinned_ratio;       /* PINNED: flagged while live views cover less than this
                                   share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
+    int host;                  /* storages in host memory (CPU tensors): VT_CHECK_HOST_* */
 } vt_check_options;
+
+/* Whether the tensor rules judge storages in host memory. A GPU memory check
+ * is about device memory: in a program that used a device, its CPU tensors
+ * (a dataset's index tensors, a DataLoader's batches) are not what the user
+ * asked about, and there are many of them. A trace with no device storage at
+ * all (a CPU-only program, or tensors made on the host on purpose) is
+ * judged on its host storages. */
+enum vt_check_host {
+    VT_CHECK_HOST_AUTO = 0,    /* only when the trace has no device storage */
+    VT_CHECK_HOST_ALWAYS = 1,  /* `check --host` */
+};
 
 /* Node kinds of a retention path step. */
 enum vt_check_node_kind {
@@ -356,6 +368,8 @@ typedef struct vt_check_report {
     size_t nstorages;          /* storages in the model (all kinds) */
     size_t ntensors, nholders, nrefs; /* annotation counts */
     size_t nignored;           /* storages skipped by --ignore patterns */
+    size_t nhost_skipped;      /* host storages not judged (VT_CHECK_HOST_AUTO in a
+                                  trace with device storages) */
     uint64_t start_time_ns;    /* first event */
     uint64_t end_time_ns;      /* end of the trace (see the time rule) */
     double pinned_ratio;       /* PINNED threshold as applied */
@@ -443,6 +457,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  *   "pinned_ratio": X,                          PINNED threshold as applied
  *   "marks": N, "storages": N, "tensors": N, "holders": N, "refs": N,
  *   "ignored": N,
+ *   "host_skipped": N,                 (host storages not judged: vt_check_host)
  *   "start_time_ns": N, "end_time_ns": N,
  *   "total_bytes": N, "total_byte_seconds": X,
  *   "findings": [                               ranked, largest bytes x time first

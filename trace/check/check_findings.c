@@ -62,9 +62,11 @@ static int stack_matches(const vt_snapshot_data *s, uint32_t stack, const char *
 int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
                    uint32_t extra_stack)
 {
+    const ck_storage *st = &m->st[sti];
+    if (m->skip_host && st->device < 0)
+        return 2;
     if (!opt->nignore)
         return 0;
-    const ck_storage *st = &m->st[sti];
     for (size_t p = 0; p < opt->nignore; p++) {
         const char *pat = opt->ignore[p];
         if (!pat)
@@ -136,8 +138,10 @@ vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *o
                                           const ck_use *last, unsigned rule, int *rc)
 {
     ck_storage *st = &m->st[sti];
-    if (vt__ck_ignored(m, opt, sti, last->stack)) {
-        r->nignored++;
+    int why = vt__ck_ignored(m, opt, sti, last->stack);
+    if (why) {
+        if (!st->ignore_counted)
+            ++*(why == 2 ? &r->nhost_skipped : &r->nignored);
         st->ignore_counted = 1;
         return NULL;
     }

@@ -119,6 +119,7 @@ typedef struct ck_model {
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
+    uint8_t skip_host;      /* host storages are not judged (vt_check_host) */
 } ck_model;
 
 /* The findings of all rules, in the order the rules add them. */
@@ -166,8 +167,10 @@ int vt__ck_cmp_key(const void *a, const void *b);
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
 uint64_t vt__ck_median(uint64_t *v, size_t n);
 
-/* Whether --ignore skips storage sti: a pattern matches one of its tensors'
- * names or a function of its allocation stack or of extra_stack. */
+/* Whether storage sti is not judged: 2 when it is in host memory and the
+ * model skips host storages (vt_check_host), 1 when --ignore skips it (a
+ * pattern matches one of its tensors' names or a function of its
+ * allocation stack or of extra_stack), else 0. */
 int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
                    uint32_t extra_stack);
 /* A new zeroed finding about storage sti (CK_NONE: a call site); NULL on

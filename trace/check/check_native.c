@@ -100,7 +100,7 @@ int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
         const uint32_t *site = &idx[a];
         size_t ns = b - a;
         a = b;
-        if (opt->nignore && vt__ck_ignored(m, opt, site[0], 0)) {
+        if (opt->nignore && vt__ck_ignored(m, opt, site[0], 0) == 1) {
             r->nignored += ns;
             continue;
         }

@@ -214,9 +214,10 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
     if (!hit)
         return 0;
     *done = 1;
-    if (vt__ck_ignored(m, pr->opt, pr->sti, 0)) {
+    int why = vt__ck_ignored(m, pr->opt, pr->sti, 0);
+    if (why) {
         if (!st->ignore_counted)
-            pr->r->nignored++;
+            ++*(why == 2 ? &pr->r->nhost_skipped : &pr->r->nignored);
         st->ignore_counted = 1;
         return 0;
     }

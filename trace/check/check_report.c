@@ -363,6 +363,10 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
             rel_s(r, r->end_time_ns));
     if (r->nignored)
         fprintf(f, ", %zu ignored", r->nignored);
+    if (r->nhost_skipped)
+        fprintf(f, "\n  %zu host storage%s (CPU tensors) not judged: device memory only"
+                   " (--host judges them too)", r->nhost_skipped,
+                r->nhost_skipped == 1 ? "" : "s");
     fputc('\n', f);
 
     print_groups(f, r);
@@ -650,10 +654,10 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
     fprintf(f, "},\"pinned_ratio\":");
     json_num(f, r->pinned_ratio);
     fprintf(f, ",\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
-               "\"ignored\":%zu,\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
+               "\"ignored\":%zu,\"host_skipped\":%zu,\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
                ",\"total_bytes\":%" PRIu64 ",\"total_byte_seconds\":",
             r->nmarks, r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nignored,
-            r->start_time_ns, r->end_time_ns, r->total_bytes);
+            r->nhost_skipped, r->start_time_ns, r->end_time_ns, r->total_bytes);
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
     for (size_t i = 0; i < r->nfindings; i++) {

@@ -307,6 +307,15 @@ void vt__trace_out_of_memory(void)
     pthread_mutex_unlock(&oom_lock);
 }
 
+int vt_program_ended(void)
+{
+    if (getpid() != vt__known_pid())   /* a vfork()/clone() child: never */
+        return 0;
+    oom_at_exit();
+    vt__exit_snapshot();
+    return 0;
+}
+
 static void at_exit(void)
 {
     vt__signal_at_exit();          /* queued signal snapshots, the latest OOM, then ... */

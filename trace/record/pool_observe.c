@@ -101,6 +101,9 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device, .stream = stream,
                   .addr = addr, .size = size, .stack = vt__stack_capture(), .aux = aux);
         return 0;
+    case VT_EV_EMPTY_CACHE:   /* the program emptied the framework's cache */
+        vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = device, .stack = vt__stack_capture());
+        return 0;
     case VT_EV_OOM:
         if (addr && device >= 0 && device < POOL_MAX_DEVICES)   /* the device's total */
             atomic_store_explicit(&pool_total[device], addr, memory_order_relaxed);

@@ -45,7 +45,8 @@ static bool allocator_event(uint8_t kind)
 /* First pass: completion[i] for every FREE_REQUESTED i: the index of its
  * FREE_COMPLETED (NO_COMPLETION when the window ends first); immediate[i]
  * when it completed at once. */
-static int find_completions(const vt_snapshot_data *s, uint64_t *completion, uint8_t *immediate)
+int vt__replay_find_completions(const vt_snapshot_data *s, uint64_t *completion,
+                                uint8_t *immediate)
 {
     vt__rmap open;
     if (vt__rmap_init(&open, 1024))
@@ -133,7 +134,7 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
 }
 
 static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt,
-                         vt_replay_result *r, char *err, size_t errlen)
+                         vt_replay_result *r, bool host, char *err, size_t errlen)
 {
     int n = 0;
     for (size_t i = 0; i < s->nevents; i++) {
@@ -161,7 +162,7 @@ static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt
         r->devices[d].capacity = cap[d];
     }
     r->ndevices = (size_t)n;
-    if (vt__host_setup(n, cap))
+    if (host && vt__host_setup(n, cap))
         return fail(err, errlen, -ENOMEM, "no memory for the replay device");
     return 0;
 }
@@ -233,63 +234,19 @@ static void note_oom(const vt_snapshot_data *s, size_t i, vt_replay_result *r)
     o->device_free = vt__books.oom_device_free;
 }
 
-/* options.free_at, sorted by the event after which each is freed. */
-typedef struct early_frees {
-    vt_replay_free_at *at;
-    size_t n, next;            /* next: the first not yet due */
-    uint8_t *marked;           /* per event: an ALLOC freed early */
-    vt__rmap done;             /* recorded addresses freed early, until their recorded free */
-} early_frees;
-
-static int cmp_free_at(const void *a, const void *b)
-{
-    const vt_replay_free_at *x = a, *y = b;
-    if (x->at_event != y->at_event)
-        return x->at_event < y->at_event ? -1 : 1;
-    return (x->alloc_event > y->alloc_event) - (x->alloc_event < y->alloc_event);
-}
-
-static int early_init(early_frees *ef, const vt_snapshot_data *s, const vt_replay_options *opt)
-{
-    memset(ef, 0, sizeof *ef);
-    if (!opt->nfree_at || !opt->free_at)
-        return 0;
-    ef->at = malloc(opt->nfree_at * sizeof *ef->at);
-    ef->marked = calloc(s->nevents ? s->nevents : 1, 1);
-    if (!ef->at || !ef->marked || vt__rmap_init(&ef->done, 64))
-        return -ENOMEM;
-    for (size_t k = 0; k < opt->nfree_at; k++) {
-        vt_replay_free_at f = opt->free_at[k];
-        if (f.alloc_event >= s->nevents || f.at_event < f.alloc_event
-            || s->events[f.alloc_event].kind != VT_EV_ALLOC)
-            continue;
-        ef->marked[f.alloc_event] = 1;
-        ef->at[ef->n++] = f;
-    }
-    qsort(ef->at, ef->n, sizeof *ef->at, cmp_free_at);
-    return 0;
-}
-
-static void early_destroy(early_frees *ef)
-{
-    free(ef->at);
-    free(ef->marked);
-    vt__rmap_destroy(&ef->done);   /* a zeroed map too */
-}
-
-/* Free what is due before event `i` (after every event before it): the
- * allocation of each entry still live, as allocated at its ALLOC. */
-static int early_due(early_frees *ef, const vt_snapshot_data *s, vt__rmap *live, size_t i,
+/* Free what is due before event `i`: each allocation still live as it was
+ * allocated at its ALLOC, on its own stream. */
+static int early_due(vt__early *ef, const vt_snapshot_data *s, vt__rmap *live, size_t i,
                      vt_replay_result *r)
 {
-    for (; ef->next < ef->n && ef->at[ef->next].at_event < i; ef->next++) {
-        uint64_t addr = s->events[ef->at[ef->next].alloc_event].addr;
+    uint64_t addr;
+    while (vt__early_due(ef, s, i, &addr)) {
         vt__rmap_entry *x = vt__rmap_get(live, addr);
         if (!x || !x->early)
             continue;   /* freed by the recording already */
         vt__alloc_free((void *)(uintptr_t)x->value, x->stream, VT_FREE_ON_STREAM);
         vt__rmap_del(live, x);
-        if (!vt__rmap_put(&ef->done, addr))
+        if (vt__early_freed(ef, addr))
             return -ENOMEM;
         r->early_frees++;
         r->replayed++;
@@ -301,11 +258,11 @@ static int drive(const vt_snapshot_data *s, const vt_replay_options *opt, vt_rep
                  const uint64_t *completion, const uint8_t *immediate)
 {
     vt__rmap live;
-    early_frees ef;
+    vt__early ef;
     if (vt__rmap_init(&live, 4096))
         return -ENOMEM;
-    if (early_init(&ef, s, opt)) {
-        early_destroy(&ef);
+    if (vt__early_init(&ef, s, opt)) {
+        vt__early_destroy(&ef);
         vt__rmap_destroy(&live);
         return -ENOMEM;
     }
@@ -351,10 +308,7 @@ static int drive(const vt_snapshot_data *s, const vt_replay_options *opt, vt_rep
         case VT_EV_FREE_REQUESTED: {
             vt__rmap_entry *x = vt__rmap_get(&live, e->addr);
             if (!x || x->device != d) {
-                vt__rmap_entry *y = ef.n ? vt__rmap_get(&ef.done, e->addr) : NULL;
-                if (y)   /* freed early: this is its recorded free */
-                    vt__rmap_del(&ef.done, y);
-                else
+                if (!vt__early_recorded_free(&ef, e->addr))   /* not one freed early */
                     r->skipped_frees++;
                 break;
             }
@@ -417,7 +371,7 @@ static int drive(const vt_snapshot_data *s, const vt_replay_options *opt, vt_rep
         }
     }
 done:
-    early_destroy(&ef);
+    vt__early_destroy(&ef);
     vt__rmap_destroy(&live);
     return rc;
 }
@@ -450,6 +404,43 @@ static void finish(vt_replay_result *r)
     }
 }
 
+vt_replay_rules vt_replay_auto_rules(const vt_snapshot_data *s)
+{
+    return s && vt__replay_is_torch(s) ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE;
+}
+
+const char *vt_replay_rules_name(vt_replay_rules rules)
+{
+    switch (rules) {
+    case VT_REPLAY_RULES_VRAMTRACE: return "vramtrace";
+    case VT_REPLAY_RULES_PYTORCH: return "pytorch";
+    default: return "auto";
+    }
+}
+
+/* PyTorch's rules: a model, no allocator of this process involved. */
+static int replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
+                        vt_replay_result *out, char *err, size_t errlen)
+{
+    int rc = setup_devices(s, opt, out, false, err, errlen);
+    if (rc)
+        return rc;
+    out->rules = VT_REPLAY_RULES_PYTORCH;
+    out->events = s->nevents;
+    out->events_lost = s->meta.events_overwritten;
+    uint64_t *completion = malloc((s->nevents ? s->nevents : 1) * sizeof *completion);
+    uint8_t *immediate = calloc(s->nevents ? s->nevents : 1, 1);
+    if (!completion || !immediate || vt__replay_find_completions(s, completion, immediate)) {
+        free(completion);
+        free(immediate);
+        return fail(err, errlen, -ENOMEM, "out of host memory");
+    }
+    rc = vt__replay_torch(s, opt, out, completion, immediate, err, errlen);
+    free(completion);
+    free(immediate);
+    return rc;
+}
+
 int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
                   vt_replay_result *out, char *err, size_t errlen)
 {
@@ -461,11 +452,18 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     memset(out, 0, sizeof *out);
     if (!s)
         return fail(err, errlen, -EINVAL, "no snapshot");
+    vt_replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? vt_replay_auto_rules(s)
+                                                              : opt->rules;
+    if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
+        return fail(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
+    if (rules == VT_REPLAY_RULES_PYTORCH)
+        return replay_torch(s, opt, out, err, errlen);
     if (used_once)
         return fail(err, errlen, -EBUSY, "this process has replayed once already");
-    int rc = setup_devices(s, opt, out, err, errlen);
+    int rc = setup_devices(s, opt, out, true, err, errlen);
     if (rc)
         return rc;
+    out->rules = VT_REPLAY_RULES_VRAMTRACE;
     if ((rc = setup_config(s, opt, out, err, errlen))) {
         vt__host_teardown();
         return rc;
@@ -481,7 +479,7 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     memset(&vt__books, 0, sizeof vt__books);
     vt__books.want_curve = opt->curve;
     if (!completion || !immediate || recorded_books(s, out, &rsegs, &nrsegs)
-        || find_completions(s, completion, immediate)
+        || vt__replay_find_completions(s, completion, immediate)
         || (rc = drive(s, opt, out, completion, immediate)) || vt__books.failed) {
         free(completion);
         free(immediate);

@@ -46,12 +46,24 @@ typedef struct vt_replay_free_at {
                                   the ALLOC and before the recorded free */
 } vt_replay_free_at;
 
+/* Whose allocator's rules a replay follows. */
+typedef enum vt_replay_rules {
+    VT_REPLAY_RULES_AUTO = 0,      /* PyTorch's for a recording of PyTorch's caching
+                                      allocator (an imported PyTorch snapshot, or
+                                      VT_META_POOL_OBSERVED), vramtrace's otherwise */
+    VT_REPLAY_RULES_VRAMTRACE = 1, /* vramtrace's own allocator (alloc/) on a host device */
+    VT_REPLAY_RULES_PYTORCH = 2,   /* a model of PyTorch's CUDACachingAllocator
+                                      (replay_torch.c): its pools, rounding, splits,
+                                      stream-ordered reuse and PYTORCH_CUDA_ALLOC_CONF keys */
+} vt_replay_rules;
+
 typedef struct vt_replay_options {
     const char *conf;          /* "key:value,..." over the recorded settings, NULL: none */
     uint64_t capacity;         /* bytes per device; 0: each device's recorded total
                                   (unlimited when unknown); VT_REPLAY_UNLIMITED */
     bool curve;                /* keep the reserved bytes after every segment change */
     bool ignore_recorded_conf; /* start from the defaults, not the recorded settings */
+    vt_replay_rules rules;     /* VT_REPLAY_RULES_AUTO (0) unless set */
     const vt_replay_free_at *free_at; /* frees moved earlier, any order (NULL: none) */
     size_t nfree_at;
 } vt_replay_options;
@@ -102,6 +114,8 @@ typedef struct vt_replay_point {   /* reserved bytes after a segment change */
 
 typedef struct vt_replay_result {
     char conf[512];            /* the settings replayed (normalized allocator keys) */
+    vt_replay_rules rules;     /* the rules followed: VT_REPLAY_RULES_VRAMTRACE or
+                                  VT_REPLAY_RULES_PYTORCH (never AUTO) */
     bool expandable_segments;  /* replayed with expandable segments */
     size_t ndevices;
     vt_replay_device devices[VT_REPLAY_MAX_DEVICES];
@@ -131,7 +145,20 @@ typedef struct vt_replay_result {
 /* Replay `s` with `opt`. On success fills *out and returns 0; on bad input
  * (a bad conf value, no allocations in the snapshot, too many devices)
  * returns -EINVAL with one line in `err`; -ENOMEM; -EBUSY when the
- * allocator of this process has already been used. */
+ * allocator of this process has already been used (vramtrace's rules only:
+ * PyTorch's are a model that a process can replay any number of times).
+ *
+ * Under PyTorch's rules the conf keys are PYTORCH_CUDA_ALLOC_CONF's
+ * (max_split_size_mb, roundup_power2_divisions (one number),
+ * garbage_collection_threshold, expandable_segments (True/False/1/0),
+ * max_non_split_rounding_mb) plus per_process_memory_fraction
+ * (torch.cuda.set_per_process_memory_fraction, which a recording does not
+ * hold) and cache:0 (PYTORCH_NO_CUDA_MEMORY_CACHING). An imported PyTorch
+ * snapshot's allocator_settings are the recorded settings; a recording of
+ * the observed allocator does not hold PyTorch's settings: replay starts from
+ * PyTorch's defaults. The peaks are PyTorch's own (max_memory_reserved(),
+ * max_memory_allocated()); memory outside its pool (a library's own
+ * cudaMalloc) counts against the capacity as recorded. */
 int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
                   vt_replay_result *out, char *err, size_t errlen);
 
@@ -156,5 +183,18 @@ int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t 
 int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
                             unsigned jobs, vt_replay_result *out, int *status,
                             char (*errs)[256]);
+
+/* vt_replay_sweep() with the capacity, rules and ignore_recorded_conf of
+ * `base` (its conf and curve are not used: each run has confs[i], no curve);
+ * vt_replay_sweep() is this with rules AUTO. */
+int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                         const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
+                         int *status, char (*errs)[256]);
+
+/* The rules AUTO picks for `s`. */
+vt_replay_rules vt_replay_auto_rules(const vt_snapshot_data *s);
+
+/* "vramtrace" or "pytorch" (AUTO: "auto"). */
+const char *vt_replay_rules_name(vt_replay_rules rules);
 
 #endif /* VT_REPLAY_H */

@@ -1,7 +1,8 @@
 /*
  * trace/replay/replay_internal.h - the replay's types and cross-file map.
  *
- * replay.c walks the recorded events and drives the allocator;
+ * replay.c walks the recorded events and drives the allocator (vramtrace's
+ * rules) or hands them to replay_torch.c (a model of PyTorch's allocator);
  * replay_trace.c is the recorder the allocator reports to during a replay
  * (trace/recorder.h), which keeps the replay's own books; replay_map.c maps
  * recorded addresses to replayed blocks; replay_conf.c turns recorded
@@ -72,5 +73,44 @@ static inline uint64_t vt__seg_code(bool is_free, int device, uint64_t size)
 /* Recorded settings into conf text (see vt_replay_recorded_conf); sets
  * *expandable when the recording says expandable segments were on. */
 void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool *expandable);
+
+/* ---- replay.c ---------------------------------------------------------- */
+/* For every FREE_REQUESTED i: completion[i], the index of its
+ * FREE_COMPLETED (UINT64_MAX when the window ends first), and immediate[i]
+ * when it completed at once. */
+int vt__replay_find_completions(const vt_snapshot_data *s, uint64_t *completion,
+                                uint8_t *immediate);
+
+/* ---- replay_early.c: frees moved earlier (options.free_at) ------------- */
+typedef struct vt__early {
+    vt_replay_free_at *at;     /* the valid entries, by the event they follow */
+    size_t n, next;            /* next: the first not yet due */
+    uint8_t *marked;           /* per event: an ALLOC freed early (mark its live entry) */
+    vt__rmap done;             /* recorded addresses freed early, until their recorded free */
+} vt__early;
+
+/* Keep opt->free_at's entries that name an ALLOC and an event at or after
+ * it. @return 0 or -ENOMEM (then vt__early_destroy). */
+int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt_replay_options *opt);
+void vt__early_destroy(vt__early *ef);
+/* The recorded address of the next allocation due to be freed before event
+ * `i` (after every event before it); false when none is. The engine frees
+ * it if its live entry is still the early-marked one, then calls
+ * vt__early_freed. */
+bool vt__early_due(vt__early *ef, const vt_snapshot_data *s, size_t i, uint64_t *addr);
+int vt__early_freed(vt__early *ef, uint64_t addr);
+/* A recorded free of an address with no live allocation: true (and
+ * forgotten) when it is the late free of one freed early. */
+bool vt__early_recorded_free(vt__early *ef, uint64_t addr);
+
+/* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
+/* Is `s` a recording of PyTorch's caching allocator? */
+bool vt__replay_is_torch(const vt_snapshot_data *s);
+/* Replay `s` under PyTorch's rules into `r`, whose devices (ordinal,
+ * capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
+ * in err) or -ENOMEM. */
+int vt__replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
+                     vt_replay_result *r, const uint64_t *completion, const uint8_t *immediate,
+                     char *err, size_t errlen);
 
 #endif /* VT_REPLAY_INTERNAL_H */

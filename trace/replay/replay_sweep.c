@@ -81,13 +81,23 @@ int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t 
                     uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
                     char (*errs)[256])
 {
-    if (!s || (!confs && n))
+    vt_replay_options base = { .capacity = capacity, .rules = VT_REPLAY_RULES_AUTO };
+    return vt_replay_sweep_with(s, confs, n, &base, jobs, out, status, errs);
+}
+
+int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                         const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
+                         int *status, char (*errs)[256])
+{
+    if (!s || (!confs && n) || !base)
         return -EINVAL;
     vt_replay_options *opts = calloc(n ? n : 1, sizeof *opts);
     if (!opts)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        opts[i] = (vt_replay_options){ .conf = confs[i], .capacity = capacity };
+        opts[i] = (vt_replay_options){ .conf = confs[i], .capacity = base->capacity,
+                                       .rules = base->rules,
+                                       .ignore_recorded_conf = base->ignore_recorded_conf };
     int rc = vt_replay_sweep_options(s, opts, n, jobs, out, status, errs);
     free(opts);
     return rc;

@@ -1,0 +1,141 @@
+"""`vramtrace replay` under PyTorch's rules against real PyTorch on the
+simulated device: replay_prog.py (sizes across the small/large and 10 MiB
+boundaries, frees out of order, a side stream with record_stream,
+empty_cache) recorded once under `vramtrace run` with PyTorch's default
+settings; replayed with a setting, it must give the max_memory_reserved()
+that a real run with that PYTORCH_CUDA_ALLOC_CONF prints (within 1 %).
+
+The program sets a per-process memory fraction in every run (the
+garbage_collection_threshold acts only under one); a recording does not hold
+it, so each replay is given it (per_process_memory_fraction). Each case runs
+one PyTorch process; this driver never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
+CLI = os.environ["VRAMTRACE_CLI"]
+PROG = os.path.join(HERE, "replay_prog.py")
+FRACTION = "0.7"   # of the simulated 1 GiB: the GC threshold below acts under it
+
+
+def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str]:
+    full = dict(os.environ)
+    full.update(env or {})
+    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=300)
+    return p.returncode, p.stdout
+
+
+def prog(conf: str = "", snap: str = "", pickle_path: str = "", fraction: str = FRACTION,
+         oom: List[int] | None = None) -> int:
+    """replay_prog.py on the device (under `vramtrace run -o SNAP` when
+    SNAP is given, with PYTORCH_CUDA_ALLOC_CONF=CONF); torch's own
+    max_memory_reserved(). A list `oom` receives the size of the request
+    torch refused, if it refused one."""
+    cmd = [SIMRUN, "--mem", "1G", "--"]
+    if snap:
+        cmd += [CLI, "run", "-o", snap, "--"]
+    cmd += [sys.executable, PROG, "--fraction", fraction]
+    if pickle_path:
+        cmd += ["--pickle", pickle_path]
+    env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
+    rc, out = run(cmd, env)
+    assert rc == 0, out[-4000:]
+    m = re.search(r"^max_reserved (\d+)$", out, re.M)
+    assert m, out[-3000:]
+    refused = re.search(r"^oom_at \d+ (\d+)$", out, re.M)
+    if oom is not None and refused:
+        oom.append(int(refused.group(1)))
+    return int(m.group(1))
+
+
+def replay(snap: str, *args: str) -> dict:
+    rc, out = run([CLI, "replay", snap, "--json", *args])
+    assert rc == 0, out[-3000:]
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Tuple[str, str, int]:
+    """The default-settings run, recorded: (vtsnap, PyTorch pickle of the
+    same run, its max_memory_reserved())."""
+    d = tmp_path_factory.mktemp("replay")
+    snap, pkl = str(d / "run.vtsnap"), str(d / "run.pickle")
+    return snap, pkl, prog(snap=snap, pickle_path=pkl)
+
+
+def agree(replayed: int, torch: int) -> None:
+    assert abs(replayed - torch) <= torch / 100, (replayed, torch)
+
+
+def test_replay_of_a_recorded_pytorch_run_gives_its_max_reserved(recorded):
+    snap, _, torch_max = recorded
+    r = replay(snap, "--conf", f"per_process_memory_fraction:{FRACTION}")
+    assert r["rules"] == "pytorch", r["rules"]   # auto: the recording is PyTorch's allocator
+    dev = r["devices"][0]
+    agree(dev["peak_reserved"], torch_max)
+    assert dev["recorded"]["peak_reserved"] == torch_max
+    assert r["segments_identical"], r
+    assert r["oom"] is None
+    # vramtrace's own rules stay one --rules away
+    assert replay(snap, "--rules", "vramtrace")["rules"] == "vramtrace"
+
+
+@pytest.mark.parametrize("conf", [
+    "expandable_segments:True",
+    "max_split_size_mb:40",
+    "garbage_collection_threshold:0.6",
+    "roundup_power2_divisions:4",
+])
+def test_a_run_with_a_setting_matches_the_replay_of_the_default_run_with_it(recorded, conf):
+    snap, _, default_max = recorded
+    torch_max = prog(conf)
+    assert torch_max != default_max, "the setting changes nothing: the case proves nothing"
+    r = replay(snap, "--conf", f"per_process_memory_fraction:{FRACTION},{conf}")
+    assert r["rules"] == "pytorch"
+    assert r["oom"] is None
+    agree(r["devices"][0]["peak_reserved"], torch_max)
+
+
+@pytest.mark.parametrize("fraction", ["0.5", "0.4"])
+def test_a_smaller_memory_fraction_retries_and_runs_out_of_memory_as_in_replay(recorded, fraction):
+    """Under 0.5 of the device PyTorch's cudaMalloc fails and it frees its
+    cache and tries again (the retry path) and fits; under 0.4 it runs out
+    of memory: the replay of the run recorded under 0.7 does the same, with
+    the same reserved bytes and the same request refused."""
+    snap, _, _ = recorded
+    refused: List[int] = []
+    torch_max = prog(fraction=fraction, oom=refused)
+    r = replay(snap, "--conf", f"per_process_memory_fraction:{fraction}")
+    dev = r["devices"][0]
+    assert dev["alloc_retries"] > 0, dev
+    agree(dev["peak_reserved"], torch_max)
+    if refused:
+        assert r["oom"] is not None and r["oom"]["size"] == refused[0], (r["oom"], refused)
+    else:
+        assert r["oom"] is None, r["oom"]
+    assert bool(refused) == (fraction == "0.4")
+
+
+def test_imported_pytorch_snapshot_replays_to_its_recorded_max_reserved(recorded):
+    _, pkl, torch_max = recorded
+    r = replay(pkl, "--rules", "pytorch")
+    assert r["rules"] == "pytorch"
+    dev = r["devices"][0]
+    assert dev["recorded"]["peak_reserved"] == torch_max
+    agree(dev["peak_reserved"], torch_max)
+    # its empty_cache() calls are not events in the pickle: inferred from the
+    # runs of segment frees no allocation explains
+    assert dev["segment_frees"] == dev["recorded"]["segment_frees"] > 0
+    assert r["segments_identical"], r
