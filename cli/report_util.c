@@ -183,9 +183,32 @@ static bool interpreter_module(const char *module)
            !strncmp(b, "_trackfast.", 11);
 }
 
+/* A recorder's own frames: PyTorch's unwinder, which a snapshot taken with
+ * _record_memory_history(stacks="all") puts at the top of every stack, and
+ * its caching allocator's, the plumbing between the program and memory.
+ * Imported frames have no module to tell them by; their names do. */
+static bool recorder_frame(const vt_snapshot_data *s, const vt_frame *f)
+{
+    static const char *const prefixes[] = {
+        "torch::unwind::", "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather",
+        "c10::cuda::CUDACachingAllocator::",
+    };
+    if (*vt_snapshot_string(s, f->module))
+        return false;
+    const char *fn = vt_snapshot_string(s, f->function);
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (!strncmp(fn, prefixes[i], strlen(prefixes[i])))
+            return true;
+    return false;
+}
+
 bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python)
 {
-    if (vt__report_all_frames || !has_python)
+    if (vt__report_all_frames)
+        return false;
+    if (recorder_frame(s, f))
+        return true;
+    if (!has_python)
         return false;
     if (vt__report_python_frame(s, f))
         return torch_plumbing(vt_snapshot_string(s, f->file), vt_snapshot_string(s, f->function));
@@ -243,7 +266,7 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
             if (vt__report_python_frame(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
                 return fr[i];
     for (size_t i = 0; i < n; i++)
-        if (!boring_module(vt_snapshot_string(s, fr[i]->module)))
+        if (!boring_module(vt_snapshot_string(s, fr[i]->module)) && !recorder_frame(s, fr[i]))
             return fr[i];
     return n ? fr[0] : NULL;
 }

@@ -97,6 +97,11 @@ def holder_name(obj: Any) -> str:
         return f"module {obj.__name__}"
     if isinstance(obj, type):
         return f"class {obj.__name__}"
+    if isinstance(obj, types.FrameType):
+        # A frame that has returned, kept by a traceback (an exception the
+        # program stored) or a generator: where it stopped.
+        co = obj.f_code
+        return f"frame of {co.co_name} ({os.path.basename(co.co_filename)}:{obj.f_lineno})"
     return type(obj).__name__
 
 
@@ -117,6 +122,28 @@ def _attr_labels(owner: Any, child: Any) -> List[str]:
                         labels.append(f".{slot}")
                 except Exception:
                     pass
+    return labels
+
+
+def _frame_labels(frame: types.FrameType, child: Any) -> List[str]:
+    """The locals of a frame that has returned (kept by a traceback or a
+    generator) that hold ``child``: ``local 'x'``. Reading them fills the
+    frame's locals dict, which is emptied again: the frame itself keeps the
+    values, no more and no longer than before."""
+    labels: List[str] = []
+    try:
+        loc = frame.f_locals
+    except Exception:
+        return labels
+    try:
+        labels.extend(f"local '{k}'" for k, v in list(loc.items()) if v is child)
+        if frame.f_back is child:
+            labels.append(".f_back")
+    finally:
+        if frame.f_code.co_flags & _CO_OPTIMIZED and frame.f_trace is None \
+                and sys.gettrace() is None:
+            loc.clear()
+        del loc
     return labels
 
 
@@ -241,6 +268,9 @@ class _Walker:
         # closure tuple, closure tuple -> cell.
         self.dict_owner: Dict[NodeKey, NodeKey] = {}
         self.closure_of: Dict[NodeKey, NodeKey] = {}
+        # Frames running now (their locals come from _Locals, as "local 'x'
+        # in fn file:line" edges); other frames are holders like any object.
+        self.running: Set[int] = set()
         self.ignore = ignore
         ignore.update(id(x) for x in (self.held, self.res.objects, self.res.names,
                                       self.res.tops, self.res.edges, self.__dict__,
@@ -297,6 +327,7 @@ class _Walker:
         locals_ix = _Locals(self.skip) if use_frames else None
         if locals_ix is not None:
             self.ignore.add(id(locals_ix.by_id))
+            self.running = set(locals_ix.frames)
         while self.next_level:
             if deadline is not None and clock() > deadline:
                 self.res.cut_off = True
@@ -337,8 +368,11 @@ class _Walker:
         n_in: Dict[NodeKey, int] = {}
         try:
             for r in found:
-                if id(r) in self.ignore or isinstance(r, types.FrameType):
+                if id(r) in self.ignore:
                     continue
+                if isinstance(r, types.FrameType) and (
+                        id(r) in self.running or r.f_code.co_filename in self.skip):
+                    continue   # a running frame's locals: frame_edges; ours: never
                 if type(r) is tuple and r and r[-1] is sentinel:
                     continue   # the argument tuple of the get_referrers call
                 for x in gc.get_referents(r):
@@ -358,6 +392,18 @@ class _Walker:
 
     def describe(self, r: Any, obj: Any, key: NodeKey) -> List[Tuple[Any, str]]:
         """(holder, label) pairs for referrer ``r`` of ``obj``."""
+        if isinstance(r, types.FrameType):
+            return [(r, lb) for lb in _frame_labels(r, obj)] or [(r, "(referent)")]
+        if isinstance(r, types.TracebackType):
+            return [(r, lb) for lb, v in ((".tb_frame", r.tb_frame), (".tb_next", r.tb_next))
+                    if v is obj] or [(r, "(referent)")]
+        if isinstance(r, BaseException):
+            labels = [lb for lb, v in ((".__traceback__", r.__traceback__),
+                                       (".__context__", r.__context__),
+                                       (".__cause__", r.__cause__), (".args", r.args))
+                      if v is obj]
+            if labels:
+                return [(r, lb) for lb in labels]
         if isinstance(r, dict):
             return [(r, lb) for lb in _container_labels(r, obj)]
         if type(r) is _CELL:

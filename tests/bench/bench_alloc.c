@@ -14,9 +14,12 @@
  * Reported: ns per alloc+free pair (median of repeats, 1 and 4 threads),
  * backend calls (simcuda counters, whole run incl. the cold first pass),
  * peak device bytes (simcuda high-water mark), and ratios. Not a test: run
- * it by hand (LD_LIBRARY_PATH=<build>/tests/sim SIMCUDA_MEM=64G).
+ * it by hand (LD_LIBRARY_PATH=<build>/tests/sim SIMCUDA_MEM=64G). On a real
+ * driver (scripts/gpu-check) the simulator's counters are absent: the times
+ * are reported, backend calls and peaks are not.
  */
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -201,11 +204,28 @@ typedef struct result {
     uint64_t pairs;
 } result;
 
+/* The simulator's counters, looked up in the driver the runtime loaded (a
+ * real libcuda has none): call after the first CUDA call. */
+static int (*sim_stats)(int, simcuda_counters *);
+static void (*sim_reset)(void);
+
+static void find_sim_counters(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *stats = h ? dlsym(h, "simcuda_stats") : NULL;
+    void *reset = h ? dlsym(h, "simcuda_reset_counters") : NULL;
+    if (stats && reset) {
+        memcpy(&sim_stats, &stats, sizeof stats);
+        memcpy(&sim_reset, &reset, sizeof reset);
+    }
+}
+
 static result run(const allocator *a, int repeats)
 {
     result r = { 0 };
-    simcuda_counters c;
-    simcuda_reset_counters();
+    simcuda_counters c = { 0 };
+    if (sim_reset)
+        sim_reset();
     /* cold pass: fills the cache, counted in backend calls and peak */
     job cold = { a, streams[0], 1, 0 };
     replay(&cold);
@@ -213,7 +233,8 @@ static result run(const allocator *a, int repeats)
     r.ns1_lo = last_lo, r.ns1_hi = last_hi;
     r.ns4 = measure(a, 4, repeats);
     r.ns4_lo = last_lo, r.ns4_hi = last_hi;
-    simcuda_stats(0, &c);
+    if (sim_stats)
+        sim_stats(0, &c);
     r.backend_calls = c.mem_alloc_calls + c.mem_free_calls;
     r.peak = c.peak_bytes;
     r.pairs = npairs * (1 + (uint64_t)a->replays * (uint64_t)repeats * 5);
@@ -277,14 +298,19 @@ int main(void)
     }
     double traced = run_self("trace:1");
     setup_streams();
+    find_sim_counters();
     bench_cub_init();
 
     result v = run(&vt_alloc, repeats);
     result c = run(&cub, repeats);
     result r = run(&raw_alloc, 3);
 
+    struct cudaDeviceProp prop;
+    const char *device = cudaGetDeviceProperties(&prop, 0) == cudaSuccess ? prop.name : "?";
     printf("bench_alloc: %zu alloc+free pairs per replay (16-layer fwd/bwd x %d steps + "
-           "log-uniform mix), sizes 512 B .. 64 MiB, simulated device\n", npairs, STEPS);
+           "log-uniform mix), sizes 512 B .. 64 MiB, device: %s\n", npairs, STEPS, device);
+    if (!sim_stats)
+        printf("(not the simulated device: backend calls and peaks are not counted, shown as 0)\n");
     printf("cub config: %s\n", bench_cub_config());
     printf("%-22s %12s %12s %14s %12s %14s\n", "allocator", "ns/pair 1T", "ns/pair 4T",
            "backend calls", "pairs", "peak MiB");

@@ -25,7 +25,7 @@ not run on the simulated device, so a step's time is the host's work:
 PyTorch's dispatch, the allocator and the recorder, which is what a
 recorder adds to. Ends with a RESULT line.
 
-  simrun -- python tests/bench/bench_torch.py [--steps N]
+  simrun -- python tests/bench/bench_torch.py [--steps N] [--rounds N] [--variants plain,...]
   (meson test -C build --benchmark bench_torch -v)
 """
 
@@ -85,6 +85,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="comma-separated, plain among them (default: all)")
     ap.add_argument("--worker", choices=VARIANTS)
     ap.add_argument("--out", default="")
     ap.add_argument("--snapshot", default="")
@@ -92,12 +94,15 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.steps, args.out, args.snapshot)
         return
+    variants = [v for v in VARIANTS if v in args.variants.split(",")]
+    if "plain" not in variants or len(variants) != len(args.variants.split(",")):
+        ap.error(f"--variants: plain and some of {', '.join(VARIANTS)}")
     results: dict = {}
     rounds: dict = {}   # variant -> ms/step of each round
     with tempfile.TemporaryDirectory() as tmp:
         # Rounds, each running every variant once in turn, the fastest round
         # of each kept: a loaded machine slows some runs, never speeds one up.
-        for _round, v in [(r, v) for r in range(args.rounds) for v in VARIANTS]:
+        for _round, v in [(r, v) for r in range(args.rounds) for v in variants]:
             out = os.path.join(tmp, v + ".json")
             snap = os.path.join(tmp, v + (".vtsnap" if v == "vramtrace" else ".pickle"))
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", v,
@@ -116,7 +121,7 @@ def main() -> None:
     print(f"bench_torch: MLP {args.steps} timed steps after {WARMUP} warm-up, one process per "
           f"variant, the fastest of {args.rounds} rounds")
     print(f"{'variant':<10} {'ms/step':>9} {'vs plain':>9} {'snapshot':>12} {'dump s':>8}")
-    for v in VARIANTS:
+    for v in variants:
         r = results[v]
         snap = f"{r['snapshot_bytes']:,}" if r["snapshot_bytes"] else "-"
         dump = f"{r['dump_s']:.3f}" if r["dump_s"] else "-"
@@ -124,9 +129,14 @@ def main() -> None:
     # Each round's variant against the same round's plain loop, the median of
     # those ratios: a machine that slows down for a while slows both.
     paired = {v: statistics.median(r / p for r, p in zip(rounds[v], rounds["plain"]))
-              for v in VARIANTS}
+              for v in variants}
     print("median of per-round ratios to plain: " +
-          ", ".join(f"{v} {paired[v]:.3f}x" for v in VARIANTS if v != "plain"))
+          ", ".join(f"{v} {paired[v]:.3f}x" for v in variants if v != "plain"))
+    if variants != VARIANTS:   # a subset (scripts/gpu-check --dry-run): the figures it has
+        print("RESULT ms_step_plain=%.2f " % base + " ".join(
+            "%s_x=%.3f %s_paired_x=%.3f" % (v, results[v]["ms_per_step"] / base, v, paired[v])
+            for v in variants if v != "plain"))
+        return
     added = {v: results[v]["ms_per_step"] - base for v in VARIANTS}
     share = added["observed"] / added["python"] if added["python"] > 0 else float("nan")
     print(f"observed adds {added['observed']:.3f} ms/step, python's recorder "

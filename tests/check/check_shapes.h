@@ -303,8 +303,8 @@ static inline void no_marks(synth *y, int free_at_ms)
 
 /* Native (unannotated) trace: a call site that never frees (a leak) and one
  * whose step-2 allocation outlives its siblings (an outlier); `fixed` is a
- * set of NATIVE_*_FIXED bits. */
-enum { NATIVE_LEAK_FIXED = 1, NATIVE_OUTLIER_FIXED = 2 };
+ * set of NATIVE_*_FIXED bits; NATIVE_NO_MARKS leaves the steps unmarked. */
+enum { NATIVE_LEAK_FIXED = 1, NATIVE_OUTLIER_FIXED = 2, NATIVE_NO_MARKS = 4 };
 
 static inline void native(synth *y, int fixed)
 {
@@ -321,7 +321,8 @@ static inline void native(synth *y, int fixed)
         char l[32];
         synth_tick(y, 100000000);
         snprintf(l, sizeof l, "step %d", i);
-        synth_mark(y, l);
+        if (!(fixed & NATIVE_NO_MARKS))
+            synth_mark(y, l);
         uint64_t a = 0x7f1000000000ull + (uint64_t)i * 0x10000000ull;
         synth_alloc(y, a, 2 * MiB, s_act);
         synth_free(y, a);

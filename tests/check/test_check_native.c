@@ -37,6 +37,32 @@ TEST(native_outlier_call_site_is_flagged)
     synth_fini(&y);
 }
 
+TEST(native_rules_need_steps_and_say_so_without_marks)
+{
+    synth y;
+    vt_check_report *r = check_shape(&y, native, NATIVE_NO_MARKS);
+    ASSERT_EQ(r->nfindings, 0);
+    ASSERT_EQ(r->rules_run, 0);
+    ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "NOTE: this trace has no steps (marks), and never-freed,outlier "
+                            "judge step by step: not run."), "%s", text);
+    ASSERT_MSG(strstr(text, "rules: none;"), "%s", text);
+    free(text);
+    text = render(r, &y, 1);
+    ASSERT_MSG(strstr(text, "\"rules_need_steps\":[\"never-freed\",\"outlier\"]"), "%s", text);
+    free(text);
+    vt_check_report_free(r);
+    /* named, they judge by time */
+    vt_check_options o = default_options();
+    o.rules = VT_CHECK_RULE_NEVER_FREED;
+    r = check(&y, &o);
+    ASSERT_EQ(r->rules_need_steps, 0);
+    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(native_fixed_is_clean)
 {
     assert_shape_is_clean(native, NATIVE_LEAK_FIXED | NATIVE_OUTLIER_FIXED);

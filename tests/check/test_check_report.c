@@ -182,6 +182,56 @@ TEST(findings_ranked_by_bytes_times_time)
     synth_fini(&y);
 }
 
+/* One bug, one cause: a list keeps every step's loss, and through each
+ * loss's graph (chains of autograd nodes of different lengths) activations
+ * made by two ops of one line. The text report groups them as one. */
+TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_holder(&y, 5001, "list");
+    synth_ref(&y, 5000, 5001, ".losses");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
+        synth_new_tensor(&y, base, act, MiB,
+                         i % 2 ? "h = block(x) (train.py:40, aten.relu out[0])"
+                               : "h = block(x) (train.py:40, aten.addmm out[0])", st_fwd);
+        synth_use(&y, base);
+        synth_new_tensor(&y, base + 1, act + MiB / 2, 4, "loss", st_fwd);
+        synth_use(&y, base + 1);
+        synth_ref(&y, 5001, base + 1, "[0]");
+        synth_holder(&y, base + 2, "MeanBackward0");
+        synth_ref(&y, base + 1, base + 2, "grad_fn");
+        uint64_t node = base + 2;
+        for (int k = 0; k <= i; k++) {    /* i autograd hops, then the node that saved h */
+            synth_holder(&y, base + 10 + (uint64_t)k,
+                         k == i ? "ReluBackward0" : k % 2 ? "MulBackward0" : "AddmmBackward0");
+            synth_ref(&y, node, base + 10 + (uint64_t)k, "next_functions[0]");
+            node = base + 10 + (uint64_t)k;
+        }
+        synth_ref(&y, node, base, "SavedTensor 'self' of ReluBackward0");
+    }
+    vt_check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt_check_report *r = check(&y, &o);
+    size_t acts = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        acts += r->findings[i].bytes == MiB;
+    ASSERT_EQ(acts, 4);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "4 \xc3\x97 [linger] 4 MiB (1 MiB each on average)"), "%s", text);
+    ASSERT_MSG(strstr(text, "tensor 'h = block(x) (train.py:40)'"), "%s", text);
+    ASSERT_MSG(strstr(text, "tensor 'loss'.grad_fn \xe2\x86\x92 (autograd nodes) \xe2\x86\x92 "
+                            "ReluBackward0.SavedTensor 'self' of ReluBackward0"), "%s", text);
+    free(text);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(external_storage_is_checked)
 {
     synth y;

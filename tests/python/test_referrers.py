@@ -110,6 +110,33 @@ def test_frame_local_label_has_function_file_and_line():
                              "test_referrers.py:") for lb in locals_), locals_
 
 
+def _fail_holding(payload):
+    batch = payload        # a local of a frame that raises: kept by the traceback
+    raise ValueError("bad batch")
+
+
+def test_a_stored_exception_holds_its_frames_locals_through_its_traceback():
+    """`failures.append(e)`: the list holds the exception, its traceback,
+    the frame that raised and that frame's locals: every hop named."""
+    failures = []
+    p = Payload()
+    try:
+        _fail_holding(p)
+    except ValueError as e:
+        failures.append(e)
+    res = _walk(p)
+    chains = _chains(res, limit=12)
+    line = _fail_holding.__code__.co_firstlineno + 2
+    assert any(c.endswith("-> [0] -> .__traceback__ -> .tb_next -> .tb_frame -> local 'batch' -> ")
+               for c in chains), chains
+    names = set(res.names.values())
+    assert {"ValueError", "traceback", f"frame of _fail_holding (test_referrers.py:{line})"} <= names
+    # naming the local did not keep anything alive: the frame's locals dict is empty again
+    frame = failures[0].__traceback__.tb_next.tb_frame
+    assert frame.f_locals["batch"] is p        # (reading them again fills it)
+    del frame, failures
+
+
 def test_slots_attribute():
     s = Slotted()
     s.held = Payload()

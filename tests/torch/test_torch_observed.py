@@ -187,6 +187,26 @@ def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(t
     assert run([CLI, "leaks", "--top", "x", snap])[0] == 2
 
 
+def test_a_kept_exception_is_named_with_its_traceback_frame_and_local(tmp_path):
+    """`failures.append(e)` keeps the step's activations through the
+    exception's traceback: run --track names every hop up to the list."""
+    prog = os.path.join(HERE, "stored_exception.py")
+    line = next(i for i, text in enumerate(open(prog), 1) if "# RAISE_LINE" in text)
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0 and "failures 4" in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        if kind == "fixed":
+            assert rc == 0, text
+            continue
+        assert rc == 1, text
+        assert ("held by: module __main__.failures → list[*] → ValueError.__traceback__ → "
+                "traceback.tb_next → traceback.tb_frame → "
+                f"frame of step (stored_exception.py:{line}) local 'logits' → ") in text, text[:4000]
+
+
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
     snap = str(tmp_path / "marks.vtsnap")
     train("fixed", snap, "--steps", "4", "--marks")

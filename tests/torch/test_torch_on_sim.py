@@ -233,6 +233,42 @@ def test_pytorch_snapshot_imported_by_vramtrace_agrees_with_pytorchs_statistics(
     del model, opt
 
 
+def test_a_pickle_with_cpp_stacks_reads_in_the_programs_lines(tmp_path):
+    """_record_memory_history(stacks="all") puts PyTorch's own unwinder at the
+    top of every stack (torch::unwind::unwind, CapturedTraceback::gather):
+    the reports fold it as vramtrace folds its own frames, and lead with the
+    program's lines (imported .py frames are Python frames)."""
+    import subprocess
+
+    cli = os.environ["VRAMTRACE_CLI"]
+    release_everything()
+    torch.cuda.memory._record_memory_history(max_entries=100000, stacks="all")
+    try:
+        model = mlp.make_model()
+        opt = torch.optim.AdamW(model.parameters())
+        mlp.train(model, opt, 3)
+        path = tmp_path / "all.pickle"
+        dump_snapshot_and_peaks(path)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+    def vt(*args: str) -> str:
+        p = subprocess.run([cli, *args, str(path)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        assert p.returncode in (0, 1), (args, p.stderr)
+        return p.stdout
+
+    summary = vt("summary")
+    sites = summary[summary.index("top call sites"):].splitlines()[1:4]
+    assert "mlp.py:" in sites[0] and not any("torch::unwind" in l for l in sites), sites
+    leaks = vt("leaks")
+    assert "torch::unwind" not in leaks and "CapturedTraceback" not in leaks, leaks[:3000]
+    first = leaks.split("Leak of ")[1].splitlines()
+    assert "mlp.py:" in first[1] or "test_torch_on_sim.py:" in first[1], first[:4]
+    assert "torch::unwind" not in vt("check")
+    del model, opt
+
+
 def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
     """A trace PyTorch's recorder wrote on the simulated device (a training
     loop, then activations of varying batch sizes with one small tensor of
@@ -241,8 +277,8 @@ def test_pytorch_trace_replayed_by_vramtrace_lands_near_pytorchs_peak(tmp_path):
     peak within 1 % of PyTorch's. The difference is the segment size of
     mid-size requests (1 to 10 MiB): PyTorch carves them from 20 MiB
     segments, vramtrace from a whole number of the request (3 MiB -> 18 MiB),
-    so vramtrace's peak is at most 2 MiB lower per such segment (README,
-    "Replay")."""
+    so vramtrace's peak is at most 2 MiB lower per such segment (docs/replay.md,
+    "Replay: would it fit?")."""
     import json
     import subprocess
 

@@ -114,4 +114,4 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
         for where in (f["alloc"]["stack"], f["last_use"]["stack"]):
             fwd = [fr for fr in where if fr["function"] == "forward of main"]
             assert fwd and fwd[0]["file"] == prog and fwd[0]["line"] == line, where
-        assert any("frame.local 'kept'" in p["text"] for p in f["paths"]), f["paths"]
+        assert any("frame local 'kept'" in p["text"] for p in f["paths"]), f["paths"]

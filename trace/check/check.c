@@ -192,6 +192,13 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
         rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED |
                               (m.ngc_collections ? VT_CHECK_RULE_CYCLE : 0))
                            : (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+    /* Without steps, accumulation step after step cannot be told from setup,
+     * nor an outlier from a sibling of another phase: the automatic choice
+     * says so instead of guessing by time (asked by name, they run on time). */
+    if (!(opt.rules & VT_CHECK_RULES_ALL) && !m.nmarks && !m.ntensors) {
+        r->rules_need_steps = rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+        rules &= ~r->rules_need_steps;
+    }
     r->rules_run = rules;
     r->grace_mode = opt.grace_mode;
     r->grace_user = opt.grace_mode != VT_CHECK_GRACE_AUTO;

@@ -78,7 +78,9 @@
  *   allocated before the last mark and after the first one (without marks:
  *   before the last VT_CHECK_TIME_FRACTION_PCT % of the trace), when they come
  *   from at least two different steps (without marks: spread over at least
- *   VT_CHECK_TIME_FRACTION_PCT % of the trace). That is the signature of a
+ *   VT_CHECK_TIME_FRACTION_PCT % of the trace; only when named in
+ *   vt_check_options.rules: the automatic choice does not run it on a trace
+ *   without marks, rules_need_steps says so). That is the signature of a
  *   call site that accumulates memory step after step; one-time setup
  *   (weights, lazily created optimizer state: all in one step) is not flagged.
  * VT_CHECK_RULE_OUTLIER (native trace): per call site, the allocations that
@@ -360,6 +362,9 @@ typedef struct vt_check_report {
     vt_check_finding *findings; /* ranked: byte_seconds, then bytes, then addr */
     size_t nfindings;
     unsigned rules_run;        /* VT_CHECK_RULE_* bits actually evaluated */
+    unsigned rules_need_steps; /* automatic rules not run: they need steps (MARK
+                                  events) and the trace has none (never-freed,
+                                  outlier); --rules runs them on time instead */
     int grace_mode;            /* GRACE_STEPS or GRACE_TIME as applied to LINGER */
     uint8_t grace_user;        /* the grace came from the options (not automatic) */
     uint32_t grace_steps;      /* user's grace (GRACE_STEPS from options), else 0 */
@@ -450,7 +455,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
  * Schema, stable (fields are only ever added):
  * {
  *   "vramtrace_check": 1,                       schema version
- *   "rules_run": ["linger", ...],      ("linger", "never-freed", "outlier", "pinned",
+ *   "rules_run": ["linger", ...],
+ *   "rules_need_steps": ["never-freed", ...],  (automatic rules not run: no marks)      ("linger", "never-freed", "outlier", "pinned",
  *                                        "cycle", "tape")
  *   "grace": {"mode": "steps"|"time", "steps": N|null, "seconds": S|null},
  *             (N / S are set when the user gave them, null = the automatic rule)

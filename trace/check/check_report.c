@@ -38,12 +38,15 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
         b->pos += (size_t)n;
 }
 
-/* A label joins its holder like an attribute or a subscript. */
+/* A label joins its holder like an attribute or a subscript; a frame's
+ * local reads as words ("frame of step (train.py:52) local 'logits'"). */
 static void sb_label(sbuf *b, const char *label)
 {
     if (!label || !*label)
         return;
-    if (isalpha((unsigned char)label[0]) || label[0] == '_')
+    if (!strncmp(label, "local '", 7))
+        sb_printf(b, " %s", label);
+    else if (isalpha((unsigned char)label[0]) || label[0] == '_')
         sb_printf(b, ".%s", label);
     else
         sb_printf(b, "%s", label);
@@ -193,6 +196,8 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
 static void print_rules(FILE *f, unsigned rules)
 {
     const char *sep = "";
+    if (!rules)
+        fprintf(f, "none");
     for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (rules & b) {
             fprintf(f, "%s%s", sep, vt_check_rule_name(b));
@@ -202,8 +207,10 @@ static void print_rules(FILE *f, unsigned rules)
 
 /* ------------------------------------------------------------------------ */
 /*  Groups: one bug leaks one storage per step, each its own finding; the   */
-/*  user wants the bug. Findings group by rule, owner name (the line that  */
-/*  made the tensor) and first path with its indices and ids blanked.      */
+/*  user wants the bug. Findings group by rule, owner line (the line that   */
+/*  made the tensor, whichever op of it) and first path with its indices,   */
+/*  ids and ops blanked and its runs of autograd nodes made one hop (one    */
+/*  graph kept alive reaches its tensors through chains of any length).     */
 /* ------------------------------------------------------------------------ */
 
 #define GROUP_KEY_MAX 1024
@@ -241,16 +248,68 @@ static void normalize_path(const char *in, char *out, size_t len)
     out[o] = 0;
 }
 
+/* "h = model(x) (train.py:40, aten.relu out[0])" -> "h = model(x) (train.py:40)":
+ * the ops one line made are one cause. In place, over every tensor name. */
+static void drop_ops(char *s)
+{
+    static const char *const ops[] = { ", aten.", ", prims.", ", torchvision.", ", _c10d" };
+    for (char *p = s; *p; p++) {
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            if (strncmp(p, ops[k], strlen(ops[k])))
+                continue;
+            char *close = strchr(p, ')');
+            if (close)
+                memmove(p, close, strlen(close) + 1);
+            break;
+        }
+    }
+}
+
+/* "A → B.next_functions[*] → C.next_functions[*] → D" -> "A → (autograd nodes) → D". */
+static void collapse_autograd(char *s)
+{
+    static const char arrow[] = " \xe2\x86\x92 ", hop[] = ".next_functions[*]";
+    char out[GROUP_KEY_MAX];
+    size_t o = 0;
+    int in_run = 0;
+    for (char *p = s; *p;) {
+        char *next = strstr(p, arrow);
+        size_t n = next ? (size_t)(next - p) : strlen(p);
+        int is_hop = n >= sizeof hop - 1 && !strncmp(p + n - (sizeof hop - 1), hop, sizeof hop - 1);
+        if (!(is_hop && in_run)) {
+            const char *text = is_hop ? "(autograd nodes)" : p;
+            size_t tn = is_hop ? strlen(text) : n;
+            if (o && o + sizeof arrow < sizeof out) {
+                memcpy(out + o, arrow, sizeof arrow - 1);
+                o += sizeof arrow - 1;
+            }
+            if (o + tn < sizeof out) {
+                memcpy(out + o, text, tn);
+                o += tn;
+            }
+        }
+        in_run = is_hop;
+        p = next ? next + sizeof arrow - 1 : p + n;
+    }
+    out[o] = 0;
+    memcpy(s, out, o + 1);
+}
+
 static void group_key(const vt_check_finding *x, char *key, size_t len)
 {
-    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX];
+    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX];
     path[0] = norm[0] = 0;
     if (x->npaths) {
         vt_check_path_format(&x->paths[0], path, sizeof path);
         normalize_path(path, norm, sizeof norm);
+        drop_ops(norm);
+        collapse_autograd(norm);
     }
-    snprintf(key, len, "%s\x1f%s\x1f%s", vt_check_rule_name(x->rule),
-             x->owner_name ? x->owner_name : "", norm);
+    snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
+    drop_ops(owner);
+    int n = snprintf(key, len, "%s\x1f%s\x1f%s", vt_check_rule_name(x->rule), owner, norm);
+    if (n < 0 || (size_t)n >= len)
+        key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
 }
 
 static int group_cmp_bytes(const void *a, const void *b)
@@ -344,6 +403,13 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
     const char *pool = vt_snapshot_pool_note(s);
     if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
         fprintf(f, "\n  NOTE: %s", pool);
+    if (r->rules_need_steps) {
+        fprintf(f, "\n  NOTE: this trace has no steps (marks), and ");
+        print_rules(f, r->rules_need_steps);
+        fprintf(f, " judge step by step: not run. Mark steps with vramtrace.mark(\"step N\") "
+                   "(or record with `vramtrace run`, which marks optimizer steps), or name "
+                   "them with --rules to judge by time");
+    }
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
     fprintf(f, "; grace: ");
@@ -637,6 +703,13 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
     const char *sep = "";
     for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
         if (r->rules_run & b) {
+            fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
+            sep = ",";
+        }
+    fprintf(f, "],\"rules_need_steps\":[");
+    sep = "";
+    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
+        if (r->rules_need_steps & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
         }

@@ -163,8 +163,20 @@ static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line
     }
     if (vt__grow((void **)&s->frames, &b->cap_frames, s->nframes + 1, sizeof *s->frames))
         return -ENOMEM;
-    /* A Python (or symbolized C++) frame has no instruction pointer. */
-    s->frames[s->nframes] = (vt_frame){ .function = fn, .file = file, .line = line };
+    /* A Python (or symbolized C++) frame has no instruction pointer. A
+     * Python one (its file a .py) is marked as the recorder marks the
+     * frames it reads from the interpreter (module "python"), so that the
+     * reports find the program's own lines in an imported stack too. */
+    uint32_t module = 0;
+    const char *path = str_at(s, file);
+    size_t plen = strlen(path);
+    if (plen > 3 && !strcmp(path + plen - 3, ".py")) {
+        int rc = intern(b, "python", 6, &module);
+        if (rc)
+            return rc;
+    }
+    s->frames[s->nframes] = (vt_frame){ .function = fn, .file = file, .line = line,
+                                        .module = module };
     *out = (uint32_t)s->nframes++;
     b->frames.slots[k] = (struct slot){ h, *out + 1 };
     b->frames.used++;
