@@ -28,6 +28,9 @@
  * to CMD; the terminal's own (^C, ^\, hangup) reach CMD directly and are not
  * sent twice. The exit status is CMD's (128+N when it died of signal N, as
  * shells report it), or 1 when CMD succeeded but a snapshot was lost.
+ *
+ * A process whose snapshot holds an out-of-memory gets the short form of
+ * `vramtrace oom` (oom_explain.h) on stderr at the end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +46,9 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "oom_explain.h"
 #include "outfile.h"
+#include "pytorch.h"
 #include "report_util.h"
 
 #define LIBNAME "libvramtrace.so"
@@ -81,7 +86,9 @@ static void usage(FILE *out)
             "Only processes that recorded something write a snapshot (a wrapper such as\n"
             "timeout or bash -c does not); when several write under one name, each file\n"
             "gets its pid (-o 'rank%%r.vtsnap' gives each rank its own name), and\n"
-            "every snapshot of the run is listed at the end. Signals sent to run are\n"
+            "every snapshot of the run is listed at the end; a process that ran out of\n"
+            "device memory gets the short form of `vramtrace oom` for its snapshot (the\n"
+            "fixes a replay verified). Signals sent to run are\n"
             "passed on to CMD. The exit status is CMD's (128+N if it died of signal N),\n"
             "or 1 if CMD succeeded but a snapshot could not be written. The library is\n"
             "taken from VRAMTRACE_LIB if set, else found next to this program or in its\n"
@@ -386,6 +393,46 @@ static int parse_line(char *line, struct snap_line *l)
     return 0;
 }
 
+/* A process that ran out of device memory: the short form of `vramtrace
+ * oom` for its snapshot (its exit snapshot, else its latest OOM one), at
+ * most a few processes. */
+static void explain_ooms(const struct snap_line *lines, size_t n)
+{
+    int shown = 0;
+    for (size_t k = 0; k < n && shown < 4; k++) {
+        const struct snap_line *l = &lines[k];
+        if (!l->ok || (strcmp(l->kind, "exit") && strcmp(l->kind, "oom")))
+            continue;
+        bool later = false;   /* the same process wrote a better one */
+        for (size_t j = 0; j < n && !later; j++)
+            later = j != k && lines[j].ok && lines[j].pid == l->pid
+                    && (!strcmp(lines[j].kind, "exit") ? strcmp(l->kind, "exit") != 0
+                                                       : !strcmp(lines[j].kind, "oom") &&
+                                                         !strcmp(l->kind, "oom") && j > k);
+        if (later)
+            continue;
+        vt_snapshot_data *s = NULL;
+        vt_timeline *tl = NULL;
+        char err[512];
+        if (vt_snapshot_load(l->path, &s, err, sizeof err) != 0)
+            continue;
+        bool any = false;
+        for (size_t i = 0; i < s->nevents && !any; i++)
+            any = s->events[i].kind == VT_EV_OOM;
+        vt__oom_report *r = NULL;
+        if (any && vt__report_text_names(s) == 0
+            && vt_timeline_build(s, &tl, err, sizeof err) == 0
+            && vt__oom_explain(s, tl, NULL, &r, err, sizeof err) == 0) {
+            fflush(stderr);
+            vt__oom_print(stderr, l->path, s, r, true);
+            shown++;
+        }
+        vt__oom_free(r);
+        vt_timeline_free(tl);
+        vt_snapshot_free(s);
+    }
+}
+
 /* List what the run's processes wrote; the only exit snapshot gets the
  * plain name. @return the number of snapshots that could not be written. */
 static int report_snapshots(const char *rundir, const char *out, const int *status)
@@ -438,6 +485,7 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
             lost++;
         }
     }
+    explain_ooms(lines, n);
     free(lines);
     if (n == 0)
         fprintf(stderr, "vramtrace run: no exit snapshot for %s (%s)\n", out,

@@ -14,6 +14,7 @@
 #include "outfile.h"
 #include "render.h"
 #include "pytorch.h"
+#include "oom_explain.h"
 #include "replay.h"
 #include "report_util.h"
 #include "timeline.h"
@@ -201,6 +202,7 @@ int vt_cmd_viz(int argc, char **argv)
     vt__viz_overlay ov;
     memset(&ov, 0, sizeof ov);
     char label[640] = "";
+    char *oom_json = NULL;
 
     if (!out) {
         def_out = default_output(in);
@@ -224,6 +226,22 @@ int vt_cmd_viz(int argc, char **argv)
     }
     if (replay_conf && make_overlay(s, replay_conf, &rr, &ov, label, sizeof label, in) != 0)
         goto done;
+    /* a run that ran out of memory: the OOM explained, as `vramtrace oom --json` */
+    for (size_t i = 0; i < s->nevents && !oom_json; i++)
+        if (s->events[i].kind == VT_EV_OOM) {
+            vt__oom_report *orep = NULL;
+            size_t olen = 0;
+            FILE *m = vt__oom_explain(s, tl, NULL, &orep, err, sizeof err) == 0
+                          ? open_memstream(&oom_json, &olen) : NULL;
+            if (m) {
+                vt__oom_write_json(m, in, s, orep);
+                fclose(m);
+            } else {
+                fprintf(stderr, "vramtrace viz: %s: the OOM is not explained: %s\n", in, err);
+            }
+            vt__oom_free(orep);
+            break;
+        }
 
     /* Write next to the target and rename (only over a regular file): never
      * a half-written page, never a device or FIFO replaced. */
@@ -234,7 +252,8 @@ int vt_cmd_viz(int argc, char **argv)
         goto done;
     }
     vt__viz_stats st = { 0 };
-    int rc = vt__viz_render_overlay(f, s, tl, rep, replay_conf ? &ov : NULL, &st, err, sizeof err);
+    int rc = vt__viz_render_page(f, s, tl, rep, replay_conf ? &ov : NULL, oom_json, &st, err,
+                                 sizeof err);
     if (rc != 0)
         fprintf(stderr, "vramtrace viz: %s: %s\n", out, err);
     int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);
@@ -264,6 +283,7 @@ done:
     free((void *)ov.reserved);
     free((void *)ov.device);
     vt_replay_result_free(&rr);
+    free(oom_json);
     free(def_out);
     vt_check_report_free(rep);
     vt_timeline_free(tl);

@@ -10,7 +10,7 @@
  * command's status): one convention, in each --help and the README. */
 enum {
     VT_EXIT_OK = 0,        /* done */
-    VT_EXIT_FINDINGS = 1,  /* `check` only: something was flagged */
+    VT_EXIT_FINDINGS = 1,  /* `check`: something was flagged; `oom`: no OOM to explain */
     VT_EXIT_FAILURE = 2,   /* bad usage, a file that cannot be read or written,
                             * out of memory */
 };
@@ -27,5 +27,6 @@ int vt_cmd_import(int argc, char **argv);   /* cmd_import.c */
 int vt_cmd_export(int argc, char **argv);   /* cmd_export.c */
 int vt_cmd_compare(int argc, char **argv);  /* cmd_compare.c */
 int vt_cmd_replay(int argc, char **argv);   /* cmd_replay.c */
+int vt_cmd_oom(int argc, char **argv);      /* cmd_oom.c */
 
 #endif /* VT_CLI_COMMANDS_H */

@@ -33,6 +33,8 @@ static const struct command commands[] = {
       "one snapshot per rank side by side: peaks, spread, differing call sites" },
     { "replay", vt_cmd_replay, "replay FILE [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]",
       "replay the recorded allocations under other settings or another capacity" },
+    { "oom", vt_cmd_oom, "oom SNAPSHOT [--json] [--jobs N] [--no-replay]",
+      "why it ran out of memory, and which settings would have fit (checked by replay)" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -44,8 +46,9 @@ static void usage(FILE *out)
     fprintf(out, "\nusage of each:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  vramtrace %s\n", commands[i].usage);
-    fprintf(out, "\nexit status: 0 done; 1 `check` flagged something; 2 bad usage or a file that\n"
-                 "cannot be read or written; `run` exits with its command's status.\n");
+    fprintf(out, "\nexit status: 0 done; 1 `check` flagged something, `oom` found no OOM; 2 bad\n"
+                 "usage or a file that cannot be read or written; `run` exits with its\n"
+                 "command's status.\n");
     fprintf(out, "\n`vramtrace COMMAND --help` explains a command's options.\n"
                  "vramtrace %s\n", VRAMTRACE_VERSION_STRING);
 }

@@ -406,10 +406,12 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
  * `aux` the block's size when it differs, else 0), VT_EV_FREE_REQUESTED and
  * VT_EV_FREE_COMPLETED (the block at `addr` freed by the program, then
  * reusable), VT_EV_SEGMENT_ALLOC (`aux` a VT_POOL_*) and VT_EV_SEGMENT_FREE,
- * VT_EV_OOM (`size` the request, `aux` the bytes free on the device),
- * VT_EV_EMPTY_CACHE (the program asked the allocator to give its cached
- * memory back, e.g. torch.cuda.empty_cache(); recorded before the segment
- * frees it causes, so that a replay empties its cache there too).
+ * VT_EV_OOM (`size` the request, `aux` the bytes free on the device, `addr`
+ * the device's total memory or 0: snapshots then list the device with it, as
+ * they list the devices vramtrace's own cache served), VT_EV_EMPTY_CACHE (the
+ * program asked the allocator to give its cached memory back, e.g.
+ * torch.cuda.empty_cache(); recorded before the segment frees it causes, so
+ * that a replay empties its cache there too).
  * Captures a stack for allocations, segments, OOMs and emptyings (frees: with
  * free_stacks:1). Safe from any thread, with the framework's locks held.
  * @return 0, or -EINVAL for another kind. */

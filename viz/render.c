@@ -46,6 +46,7 @@ struct render {
     int xkind_dev[8];        /* device value of each external page device */
     int nxkinds;
     const vt__viz_overlay *overlay;   /* replayed reserved curve, or NULL */
+    const char *oom_json;    /* `vramtrace oom --json` of the snapshot, or NULL */
     uint64_t t0;             /* time origin: the first event */
 
     uint32_t *axis_of;       /* event index -> axis position, NONE if off the axis */
@@ -769,6 +770,35 @@ static void write_overlay(struct render *r, vt__buf *m)
     vt__put_printf(m, "],\"oom\":%" PRId64 "}", oom);
 }
 
+/* The OOM explained (the JSON of `vramtrace oom`) with its place on the
+ * axis: ,"oom":{"ax":N,"x":{...}} or ,"oom":null. Its text can only hold
+ * '<' inside strings: written as \u003c, no "</script>" can close the tag. */
+static void write_oom(struct render *r, vt__buf *m)
+{
+    const char *x = r->oom_json;
+    if (!x) {
+        vt__put_str(m, ",\"oom\":null");
+        return;
+    }
+    int64_t ax = -1;
+    for (size_t i = 0; i < r->s->nevents; i++)
+        if (r->s->events[i].kind == VT_EV_OOM) {
+            ax = (int64_t)axis_p1(r, (uint32_t)i) - 1;
+            break;
+        }
+    vt__put_printf(m, ",\"oom\":{\"ax\":%" PRId64 ",\"x\":", ax);
+    for (const char *p = x; *p; p++) {
+        const char *lt = strchr(p, '<');
+        size_t n = lt ? (size_t)(lt - p) : strlen(p);
+        vt__put_bytes(m, p, n);
+        if (!lt)
+            break;
+        vt__put_str(m, "\\u003c");
+        p = lt;
+    }
+    vt__put_str(m, "}");
+}
+
 static void write_meta(struct render *r, vt__buf *m, const struct columns *c, const size_t *npoints)
 {
     const vt__buf *blob = c->blob;
@@ -866,6 +896,7 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     vt__put_bytes(m, r->findings.p, r->findings.n);
     vt__put_str(m, "],\"replay\":");
     write_overlay(r, m);
+    write_oom(r, m);
     vt__put_str(m, ",\"sec\":[");
     for (size_t i = 0; i < nsec; i++) {
         size_t end = i + 1 < nsec ? sec[i + 1].start : blob->n;
@@ -952,7 +983,14 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
                            const vt_check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen)
 {
-    struct render r = { .s = s, .tl = tl, .overlay = overlay };
+    return vt__viz_render_page(out, s, tl, report, overlay, NULL, stats, err, errlen);
+}
+
+int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+                        const vt_check_report *report, const vt__viz_overlay *overlay,
+                        const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen)
+{
+    struct render r = { .s = s, .tl = tl, .overlay = overlay, .oom_json = oom_json };
     vt__buf blob = { 0 }, meta = { 0 };
     int rc = 0;
     size_t nl = tl->nlifetimes;

@@ -57,4 +57,11 @@ int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeli
                            const vt_check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen);
 
+/* The same with, besides, the explanation of the snapshot's first OOM
+ * (`vramtrace oom --json`'s document, NULL: none): the page marks the OOM
+ * on the timeline and shows the explanation in a panel. */
+int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+                        const vt_check_report *report, const vt__viz_overlay *overlay,
+                        const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen);
+
 #endif /* VT_VIZ_RENDER_H */

@@ -862,6 +862,7 @@
     }
     drawMarks(ctx, L, T, PW, PH);
     drawTapePeaks(ctx, L, T, PW);
+    drawOom(ctx, L, T, PW, PH);
     drawMoment(ctx, L, T, PW, PH);
     plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum };
     // A zoom under a still mouse: what is under it changed.
@@ -956,6 +957,86 @@
       }
     }
     ctx.restore();
+  }
+
+  /* The out-of-memory (vramtrace oom, meta.oom): a red line across the
+   * plot, labelled at its top; where it is drawn, for the tests. */
+  const oom = meta.oom;
+  let oomX = null;
+  function oomShown() {
+    if (!oom || oom.ax < 0) return false;
+    const d = view.device >= 0 ? meta.devices[view.device] : null;
+    return !d || d.ord === oom.x.request.device;
+  }
+  function drawOom(ctx, L, T, PW, PH) {
+    oomX = null;
+    if (!oomShown()) return;
+    const x = Math.round(pxOfX(xOf(oom.ax), L, PW)) + 0.5;
+    if (x < L || x > L + PW) return;
+    oomX = x;
+    ctx.save();
+    ctx.strokeStyle = '#d32f2f';
+    ctx.lineWidth = 2 * dpr;
+    ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, T + PH); ctx.stroke();
+    ctx.fillStyle = '#d32f2f';
+    ctx.font = 'bold ' + (11 * dpr) + 'px system-ui, sans-serif';
+    ctx.textBaseline = 'top';
+    const label = 'OOM: ' + fmtBytes(oom.x.request.size);
+    const w = ctx.measureText(label).width;
+    ctx.fillText(label, x + 3 * dpr + w > L + PW ? x - 3 * dpr - w : x + 3 * dpr, T + 2 * dpr);
+    ctx.restore();
+  }
+
+  /* The OOM explained, as `vramtrace oom` says it: the request, the device,
+   * what was alive by line, and what would have fit (only what the replay
+   * verified as fixes). */
+  function oomHTML(x) {
+    const q = x.request, d = x.device, o = x.outside;
+    const conf = (f) => f.kind === 'setting' ? (x.allocator === 'pytorch' ? 'PYTORCH_CUDA_ALLOC_CONF=' : 'VRAMTRACE_CONF=') + f.conf : f.conf;
+    let h = '<div class="t">' + fmtBytes(q.size) + ' asked on cuda:' + q.device + ', stream ' + esc(q.stream) +
+      (q.ooms_recorded > 1 ? ' (the first of ' + q.ooms_recorded + ' OOMs)' : '') + '</div>';
+    h += '<div class="loc">' + esc(q.line || 'no stack recorded') + '</div>';
+    h += '<div>device: ' + fmtBytes(d.capacity) + (d.total ? '' : ' for this process') + ', ' + fmtBytes(d.free) + ' free at the OOM</div>';
+    h += '<div>reserved ' + fmtBytes(d.reserved) + ': ' + fmtBytes(d.allocated) + ' allocated, ' +
+      fmtBytes(d.pending_free) + ' pending free, ' + fmtBytes(d.cache_free) + ' free in the cache</div>';
+    if (d.cache_free_pieces) {
+      h += '<div>free in ' + d.cache_free_pieces + ' piece' + (d.cache_free_pieces === 1 ? '' : 's') + ', the largest ' +
+        fmtBytes(d.largest_free) + '; <b>' + fmtBytes(d.free_in_smaller_pieces) + '</b> in pieces smaller than the request</div>';
+    }
+    const out = [];
+    if (o.libraries_reserved) out.push(fmtBytes(o.libraries_reserved) + ' for libraries\' own allocations');
+    if (o.uncached) out.push(fmtBytes(o.uncached) + ' not served by the cache');
+    if (o.other) out.push(fmtBytes(o.other) + ' other processes or contexts');
+    h += '<div>outside the cache: ' + (out.length ? esc(out.join('; ')) : 'nothing seen') + '</div>';
+    h += '<div class="t">alive: ' + fmtBytes(x.alive.bytes) + ' in ' + x.alive.count + ' allocation' + (x.alive.count === 1 ? '' : 's') + '</div><ol class="oom-lines">';
+    for (const s of x.alive.lines.slice(0, 6)) {
+      h += '<li>' + fmtBytes(s.bytes) + ' &times;' + s.count + ' <span class="loc">' + esc(s.line || 'no stack') + '</span>' +
+        (s.flagged ? '<div class="why">check: ' + s.flagged + ' alive after their last use (' + fmtBytes(s.flagged_bytes) + ')' +
+          (s.held_by ? '; held by ' + esc(s.held_by) : '') + '</div>' : s.tensor ? '<div class="none">' + esc(s.tensor) + '</div>' : '') + '</li>';
+    }
+    h += '</ol>';
+    const rp = x.replay;
+    if (rp.error) return h + '<div class="none">not replayed: ' + esc(rp.error) + '</div>';
+    h += '<div class="t">what would have fit, replayed in ' + fmtBytes(rp.capacity) +
+      (rp.rules === 'pytorch' ? ' (PyTorch\'s rules)' : ' (vramtrace\'s rules)') + '</div>';
+    if (!rp.reproduced) h += '<div class="why">the replay of the recorded settings does not run out of memory there: no fix is verified</div>';
+    const fixes = x.fixes.filter((f) => f.verified), tried = x.fixes.filter((f) => !f.verified);
+    h += fixes.length ? '<ul class="fixes">' + fixes.map((f) => '<li class="fix">' + esc(conf(f)) + ' <span class="sub">fits, peak reserved ' +
+      fmtBytes(f.peak_reserved) + '</span></li>').join('') + '</ul>' : '<div class="none">nothing tried fits</div>';
+    if (tried.length) h += '<div>tried, would not fit:</div><ul class="tried">' + tried.map((f) => '<li>' + esc(conf(f)) +
+      ' <span class="sub">' + (f.error ? esc(f.error) : (f.fits ? 'fits in replay, not verified' : 'OOM at event ' + f.oom_event) +
+        ', peak reserved ' + fmtBytes(f.peak_reserved)) + '</span></li>').join('') + '</ul>';
+    return h;
+  }
+  function showOom() {
+    if (!oom) return;
+    $('oom-panel').hidden = false;
+    $('oom').innerHTML = oomHTML(oom.x);
+    $('oom-go').addEventListener('click', () => {
+      view.moment = oom.ax;
+      showTop();
+      schedule();
+    });
   }
 
   /* A tape finding's step peak (the moment it was alive and idle at):
@@ -1715,6 +1796,7 @@
   showFindings();
   showTop();
   showUncached();
+  showOom();
   requestAnimationFrame(() => drawFlame());
 
   /* Column c of a plot, rows [top, yPrev): lifetime l's band in its site's
@@ -1789,6 +1871,14 @@
       return seen.size;
     },
     nEvents: nE,
+    /* The OOM: its axis position and the panel's text (null without one),
+     * and the client x of its marker in the last draw (null: not drawn). */
+    oom: oom ? { ax: oom.ax, size: oom.x.request.size } : null,
+    oomPanelText() { return oom ? $('oom').textContent : null; },
+    oomMarkerX() {
+      if (oomX == null) return null;
+      return tl.getBoundingClientRect().left + oomX / dpr;
+    },
     /* The rows of the "Not served by the cache" panel, as text. */
     uncachedRows() { return Array.from(document.querySelectorAll('#uncached tr')).map((r) => r.textContent); },
     findLifetime(name) {

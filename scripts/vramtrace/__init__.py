@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List
 
 from ._lib import (LibraryNotFoundError, VramtraceError, get_library,
                    set_library)
+from .reports import oom_report, oom_text
 
 __all__ = [
     "VramtraceError", "LibraryNotFoundError",
@@ -31,6 +32,7 @@ __all__ = [
     "holder_new", "ref", "unref",
     "add_mark_hook", "remove_mark_hook",
     "set_library",
+    "oom_report", "oom_text",
 ]
 
 __version__ = "0.1.0"

@@ -245,6 +245,77 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
     free(b);
 }
 
+/* A (40 MiB) is last used at event 1 but freed only at the end: a 100 MiB
+ * device cannot hold B and C beside it; freed right after event 1, all fit. */
+static void moved_frees_case(vt_replay_rules rules)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
+    ev(b, VT_EV_MARK, 0, 0, 0, 0);                   /* 1: its last use */
+    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);      /* 2: B */
+    ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
+    vt_replay_free_at moved[] = {
+        { .alloc_event = 0, .at_event = 1 },
+        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
+        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
+    };
+    vt_replay_options opt = { .capacity = 100 * MIB, .rules = rules };
+    vt_replay_result r;
+    char err[256];
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT(r.oom.happened);                          /* as recorded: C does not fit */
+    ASSERT_EQ(r.oom.event_index, 3);
+    vt_replay_result_free(&r);
+    opt.free_at = moved;
+    opt.nfree_at = 3;
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), rules == VT_REPLAY_RULES_PYTORCH ? 0 : -EBUSY);
+    if (rules == VT_REPLAY_RULES_PYTORCH) {          /* a model: it replays again */
+        ASSERT(!r.oom.happened);
+        ASSERT_EQ(r.early_frees, 1);
+        ASSERT_EQ(r.skipped_frees, 0);
+        vt_replay_result_free(&r);
+    }
+    free(b);
+}
+
+TEST(moved_frees_free_an_allocation_right_after_the_given_event_under_pytorchs_rules)
+{
+    moved_frees_case(VT_REPLAY_RULES_PYTORCH);
+}
+
+TEST(moved_frees_free_an_allocation_right_after_the_given_event)
+{
+    /* A (40 MiB) is last used at event 1 but freed only at the end: a
+     * 100 MiB device cannot hold B and C beside it. Freed after event 1
+     * instead, everything fits, and its recorded free is not counted as a
+     * free of an allocation the replay does not know. */
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
+    ev(b, VT_EV_MARK, 0, 0, 0, 0);                   /* 1: its last use */
+    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);      /* 2: B */
+    ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
+    ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
+    vt_replay_free_at moved[] = {
+        { .alloc_event = 0, .at_event = 1 },
+        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
+        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
+    };
+    vt_replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
+    vt_replay_result r;
+    char err[256];
+    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT(!r.oom.happened);
+    ASSERT_EQ(r.early_frees, 1);
+    ASSERT_EQ(r.skipped_frees, 0);
+    ASSERT_EQ(r.devices[0].peak_allocated, 80 * MIB);
+    ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
+    vt_replay_result_free(&r);
+    free(b);
+}
+
 TEST(recorded_device_total_is_the_default_capacity)
 {
     built *b = snap_new(50 * MIB, NULL);

@@ -676,6 +676,54 @@ const tests = {
       await shot(page, 'replay_overlay');
     });
   },
+  async oom_is_marked_and_explained() {
+    // a run that ran out of memory: the OOM is a red line on the timeline
+    // and the panel says what `vramtrace oom` says, fixes verified by replay
+    const snap = join(artifacts, 'oom.vtsnap');
+    const html = join(artifacts, 'oom.html');
+    execFileSync(process.env.VT_GEN, ['oom', snap], { stdio: 'pipe' });
+    viz(snap, html);
+    const cli = JSON.parse(execFileSync(process.env.VT_CLI, ['oom', snap, '--json'], { stdio: 'pipe' }).toString());
+    const red = [0xd3, 0x2f, 0x2f];
+    await withPage(html, async (page) => {
+      const oom = await page.evaluate(() => window.__vt.oom);
+      check(oom && oom.size === 12 * 1024 * 1024 && oom.ax >= 0, 'no OOM on the page: ' + JSON.stringify(oom));
+      const x = await page.evaluate(() => window.__vt.oomMarkerX());
+      check(x != null, 'the OOM marker is not drawn');
+      const col = await page.evaluate(([cx, c]) => {
+        const cv = document.getElementById('tl');
+        const r = cv.getBoundingClientRect();
+        const px = Math.round((cx - r.left) * (cv.width / r.width));
+        const d = cv.getContext('2d').getImageData(px, 0, 1, cv.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - c[0]) < 10 && Math.abs(d[i + 1] - c[1]) < 10 && Math.abs(d[i + 2] - c[2]) < 10) n++;
+        return n;
+      }, [x, red]);
+      check(col > 50, 'the marker column has ' + col + ' red pixels');
+      const text = await page.evaluate(() => window.__vt.oomPanelText());
+      const hidden = await page.evaluate(() => document.getElementById('oom-panel').hidden);
+      check(!hidden, 'the OOM panel is hidden');
+      for (const want of ['12.0 MiB asked', 'forward', 'in pieces smaller than the request',
+        'VRAMTRACE_CONF=expandable_segments:True', 'tried, would not fit', 'max_split_size_mb']) {
+        check(text.includes(want), 'the panel lacks "' + want + '": ' + text);
+      }
+      // the same verdicts as the command's
+      for (const f of cli.fixes) check(text.includes(f.conf), 'the panel lacks the fix ' + f.conf);
+      check(cli.fixes.some((f) => f.verified && f.conf === 'expandable_segments:True'), JSON.stringify(cli.fixes));
+      // "show the moment": the table lists what was alive at the OOM
+      await page.click('#oom-go');
+      await until(page, (ax) => document.getElementById('moment-label').textContent.includes('#' + ax), oom.ax);
+      const rows = await page.evaluate(() => document.getElementById('top').textContent);
+      check(rows.includes('14 allocations alive'), 'the table at the OOM: ' + rows);
+      await shot(page, 'oom');
+    });
+    // a page without an OOM has no panel
+    const plain = makePage('oom_none', false);
+    await withPage(plain, async (page) => {
+      check(await page.evaluate(() => window.__vt.oom === null && document.getElementById('oom-panel').hidden),
+        'a run without an OOM shows one');
+    });
+  },
 };
 
 if (!tests[name]) {

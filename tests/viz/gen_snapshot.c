@@ -21,6 +21,11 @@
  *       40 allocations later (about 10 MiB alive at any time), every 500th
  *       named "tok.N"; every 100th token a 4 MiB "scratch" from
  *       attention_scratch that is freed right away.
+ *   gen_snapshot oom OUT.vtsnap
+ *       Fragmentation on a 256 MiB device: ten 20 MiB segments of four
+ *       5 MiB blocks (load_batch), one of each kept, then 12 MiB blocks
+ *       (forward) in segments of their own until the fifth runs out of
+ *       memory (an OOM event; expandable segments fit in replay).
  *   gen_snapshot python OUT.vtsnap
  *       Stacks as the recorder writes them in a PyTorch program: Python
  *       frames (ip 0, module "python", with their functions' first lines)
@@ -493,6 +498,41 @@ static void generate_edge(const char *kind)
         mark("step 1");
         mark("step 2");
         mark("step 3");
+    } else if (!strcmp(kind, "oom")) {
+        /* A cache pinned by one 5 MiB block in every 20 MiB segment runs
+         * out of memory for a 12 MiB one on a 256 MiB device (as
+         * tests/replay/frag_prog.c's "pins", which expandable segments fit) */
+        S->devices[0].total_bytes = 256 * MiB;
+        uint32_t st_small = STACK("main", "load_batch"), st_big = STACK("main", "forward");
+        uint32_t st_drop = STACK("main", "drop_batch");
+        uint64_t base = bump, res = 0;
+        for (int s = 0; s < 10; s++) {
+            vt_event *g = ev(VT_EV_SEGMENT_ALLOC);
+            g->addr = base + res;
+            g->size = 20 * MiB;
+            g->aux = VT_POOL_LARGE;
+            for (int b = 0; b < 4; b++)
+                alloc_at(base + res + (uint64_t)b * 5 * MiB, 5 * MiB, st_small);
+            res += 20 * MiB;
+        }
+        for (int s = 0; s < 10; s++)
+            for (int b = 0; b < 4; b++)
+                if (b != 1)
+                    release(base + (uint64_t)s * 20 * MiB + (uint64_t)b * 5 * MiB, 5 * MiB,
+                            st_drop, 0);
+        for (int k = 0; k < 4; k++) {
+            vt_event *g = ev(VT_EV_SEGMENT_ALLOC);
+            g->addr = base + res;
+            g->size = 12 * MiB;
+            g->aux = VT_POOL_LARGE;
+            alloc_at(base + res, 12 * MiB, st_big);
+            res += 12 * MiB;
+        }
+        vt_event *o = ev(VT_EV_OOM);
+        o->req_size = o->size = 12 * MiB;
+        o->stack = st_big;
+        o->aux = 256 * MiB - res;   /* the device's free bytes */
+        o->aux2 = res;              /* reserved by the cache */
     } else if (!strcmp(kind, "huge")) {
         static char big[2001];
         memset(big, 'x', sizeof big - 1);
@@ -519,13 +559,13 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python" };
+                                         "python", "oom" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python OUT\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom OUT\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");

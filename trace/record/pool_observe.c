@@ -25,6 +25,8 @@
 
 static _Atomic uintptr_t pool_lo, pool_hi;   /* the observed allocator's code */
 static _Atomic uint32_t meta_flags;          /* VT_META_POOL_* for the snapshot */
+#define POOL_MAX_DEVICES 64
+static _Atomic uint64_t pool_total[POOL_MAX_DEVICES];  /* device memory an OOM reported */
 
 int vt_pool_observe(const void *pool_code, const void *observer_code)
 {
@@ -59,6 +61,18 @@ uint32_t vt__pool_meta_flags(void)
     return atomic_load_explicit(&meta_flags, memory_order_relaxed);
 }
 
+void vt__pool_add_devices(vt_snapshot_data *s)
+{
+    for (int d = 0; d < POOL_MAX_DEVICES; d++) {
+        uint64_t total = atomic_load_explicit(&pool_total[d], memory_order_relaxed);
+        bool listed = false;
+        for (size_t i = 0; i < s->ndevices && !listed; i++)
+            listed = s->devices[i].ordinal == d;
+        if (total && !listed)
+            vt__snapshot_add_device(s, d, "", total);   /* without it: total unknown */
+    }
+}
+
 /* Only the kinds an allocator's life has; each with the stack a view shows
  * for it (the allocation's, the free's, the growth's, the failed request's). */
 VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size,
@@ -91,6 +105,8 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = device, .stack = vt__stack_capture());
         return 0;
     case VT_EV_OOM:
+        if (addr && device >= 0 && device < POOL_MAX_DEVICES)   /* the device's total */
+            atomic_store_explicit(&pool_total[device], addr, memory_order_relaxed);
         vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = size,
                   .size = size, .stack = vt__stack_capture(), .aux = aux);
         vt__trace_out_of_memory();

@@ -87,5 +87,8 @@ bool vt__pool_caller(const void *ret);
 
 /* VT_META_POOL_* flags for a snapshot of this process. */
 uint32_t vt__pool_meta_flags(void);
+/* The devices an observed allocator ran out of memory on, with the total
+ * memory it reported, added to `s` where the allocator's state lists none. */
+void vt__pool_add_devices(vt_snapshot_data *s);
 
 #endif /* VT_TRACE_RECORDER_H */

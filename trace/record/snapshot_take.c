@@ -301,8 +301,10 @@ int vt__snapshot_build(vt_snapshot_data **out)
          * nor its peaks. */
         uint32_t pool = vt__pool_meta_flags();
         s->meta.flags |= pool;
-        if (pool & VT_META_POOL_OBSERVED)
+        if (pool & VT_META_POOL_OBSERVED) {
             s->meta.flags &= ~(uint32_t)(VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS);
+            vt__pool_add_devices(s);   /* before the strings are exported: its name */
+        }
         rc = vt__strtab_init(&st);
         if (rc == 0)
             rc = vt__strings_export(s, &st);   /* after the provider: device names */

@@ -234,16 +234,44 @@ static void note_oom(const vt_snapshot_data *s, size_t i, vt_replay_result *r)
     o->device_free = vt__books.oom_device_free;
 }
 
-static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t *completion,
-                 const uint8_t *immediate)
+/* Free what is due before event `i`: each allocation still live as it was
+ * allocated at its ALLOC, on its own stream. */
+static int early_due(vt__early *ef, const vt_snapshot_data *s, vt__rmap *live, size_t i,
+                     vt_replay_result *r)
+{
+    uint64_t addr;
+    while (vt__early_due(ef, s, i, &addr)) {
+        vt__rmap_entry *x = vt__rmap_get(live, addr);
+        if (!x || !x->early)
+            continue;   /* freed by the recording already */
+        vt__alloc_free((void *)(uintptr_t)x->value, x->stream, VT_FREE_ON_STREAM);
+        vt__rmap_del(live, x);
+        if (vt__early_freed(ef, addr))
+            return -ENOMEM;
+        r->early_frees++;
+        r->replayed++;
+    }
+    return 0;
+}
+
+static int drive(const vt_snapshot_data *s, const vt_replay_options *opt, vt_replay_result *r,
+                 const uint64_t *completion, const uint8_t *immediate)
 {
     vt__rmap live;
+    vt__early ef;
     if (vt__rmap_init(&live, 4096))
         return -ENOMEM;
+    if (vt__early_init(&ef, s, opt)) {
+        vt__early_destroy(&ef);
+        vt__rmap_destroy(&live);
+        return -ENOMEM;
+    }
     uint64_t peak[VT_REPLAY_MAX_DEVICES] = { 0 };
     int rc = 0;
     for (size_t i = 0; i < s->nevents && rc == 0; i++) {
         const vt_event *e = &s->events[i];
+        if (ef.n && (rc = early_due(&ef, s, &live, i, r)))
+            break;
         if (e->device < 0 || e->device >= (int)r->ndevices)
             continue;
         int d = e->device;
@@ -274,12 +302,14 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
             x->value = (uint64_t)(uintptr_t)p;
             x->stream = stream;
             x->device = (int8_t)d;
+            x->early = ef.marked && ef.marked[i];
             break;
         }
         case VT_EV_FREE_REQUESTED: {
             vt__rmap_entry *x = vt__rmap_get(&live, e->addr);
             if (!x || x->device != d) {
-                r->skipped_frees++;
+                if (!vt__early_recorded_free(&ef, e->addr))   /* not one freed early */
+                    r->skipped_frees++;
                 break;
             }
             void *p = (void *)(uintptr_t)x->value;
@@ -341,6 +371,7 @@ static int drive(const vt_snapshot_data *s, vt_replay_result *r, const uint64_t 
         }
     }
 done:
+    vt__early_destroy(&ef);
     vt__rmap_destroy(&live);
     return rc;
 }
@@ -449,7 +480,7 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     vt__books.want_curve = opt->curve;
     if (!completion || !immediate || recorded_books(s, out, &rsegs, &nrsegs)
         || vt__replay_find_completions(s, completion, immediate)
-        || (rc = drive(s, out, completion, immediate)) || vt__books.failed) {
+        || (rc = drive(s, opt, out, completion, immediate)) || vt__books.failed) {
         free(completion);
         free(immediate);
         free(rsegs);

@@ -36,6 +36,16 @@
 #define VT_REPLAY_MAX_DEVICES 8
 #define VT_REPLAY_UNLIMITED UINT64_MAX
 
+/* An allocation the replay frees earlier than the recording did: what the
+ * program would have reserved had it dropped the storage at its last use
+ * (or collected a reference cycle before an out-of-memory retry). */
+typedef struct vt_replay_free_at {
+    size_t alloc_event;        /* index of the ALLOC in snapshot->events */
+    size_t at_event;           /* freed right after this event is replayed (on the
+                                  block's own stream); ignored unless it comes after
+                                  the ALLOC and before the recorded free */
+} vt_replay_free_at;
+
 /* Whose allocator's rules a replay follows. */
 typedef enum vt_replay_rules {
     VT_REPLAY_RULES_AUTO = 0,      /* PyTorch's for a recording of PyTorch's caching
@@ -54,6 +64,8 @@ typedef struct vt_replay_options {
     bool curve;                /* keep the reserved bytes after every segment change */
     bool ignore_recorded_conf; /* start from the defaults, not the recorded settings */
     vt_replay_rules rules;     /* VT_REPLAY_RULES_AUTO (0) unless set */
+    const vt_replay_free_at *free_at; /* frees moved earlier, any order (NULL: none) */
+    size_t nfree_at;
 } vt_replay_options;
 
 /* Where the replay ran out of memory (the program would have failed there). */
@@ -112,6 +124,8 @@ typedef struct vt_replay_result {
     size_t replayed;           /* allocator calls made (allocs, frees, stream
                                   destructions, cache emptyings) */
     size_t skipped_frees;      /* frees of allocations made before the window */
+    size_t early_frees;        /* options.free_at entries replayed (the others came
+                                  too late or named no allocation) */
     size_t recorded_ooms;      /* OOM events in the recording (each replayed as the
                                   allocation it was) */
     size_t recorded_ooms_served; /* of those, allocations the replay could serve */
@@ -163,6 +177,12 @@ void vt_replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
 int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
                     uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
                     char (*errs)[256]);
+
+/* The same with whole options per replay (conf, capacity, moved frees; the
+ * curve is never kept). */
+int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
+                            unsigned jobs, vt_replay_result *out, int *status,
+                            char (*errs)[256]);
 
 /* vt_replay_sweep() with the capacity, rules and ignore_recorded_conf of
  * `base` (its conf and curve are not used: each run has confs[i], no curve);

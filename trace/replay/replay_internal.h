@@ -22,6 +22,7 @@ typedef struct vt__rmap_entry {
                                 * free entry: the next free one */
     uint64_t stream;           /* stream it was allocated on (or a count) */
     int8_t device;
+    uint8_t early;             /* options.free_at frees it before its recorded free */
 } vt__rmap_entry;
 
 typedef struct vt__rmap {
@@ -79,6 +80,28 @@ void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool
  * when it completed at once. */
 int vt__replay_find_completions(const vt_snapshot_data *s, uint64_t *completion,
                                 uint8_t *immediate);
+
+/* ---- replay_early.c: frees moved earlier (options.free_at) ------------- */
+typedef struct vt__early {
+    vt_replay_free_at *at;     /* the valid entries, by the event they follow */
+    size_t n, next;            /* next: the first not yet due */
+    uint8_t *marked;           /* per event: an ALLOC freed early (mark its live entry) */
+    vt__rmap done;             /* recorded addresses freed early, until their recorded free */
+} vt__early;
+
+/* Keep opt->free_at's entries that name an ALLOC and an event at or after
+ * it. @return 0 or -ENOMEM (then vt__early_destroy). */
+int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt_replay_options *opt);
+void vt__early_destroy(vt__early *ef);
+/* The recorded address of the next allocation due to be freed before event
+ * `i` (after every event before it); false when none is. The engine frees
+ * it if its live entry is still the early-marked one, then calls
+ * vt__early_freed. */
+bool vt__early_due(vt__early *ef, const vt_snapshot_data *s, size_t i, uint64_t *addr);
+int vt__early_freed(vt__early *ef, uint64_t addr);
+/* A recorded free of an address with no live allocation: true (and
+ * forgotten) when it is the late free of one freed early. */
+bool vt__early_recorded_free(vt__early *ef, uint64_t addr);
 
 /* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
 /* Is `s` a recording of PyTorch's caching allocator? */

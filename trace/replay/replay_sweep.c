@@ -39,14 +39,13 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-static void run_child(const vt_snapshot_data *s, const char *conf, const vt_replay_options *base,
-                      int fd)
+static void run_child(const vt_snapshot_data *s, const vt_replay_options *o, int fd)
 {
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
         _exit(1);
-    vt_replay_options opt = { .conf = conf, .capacity = base->capacity, .rules = base->rules,
-                              .ignore_recorded_conf = base->ignore_recorded_conf };
+    vt_replay_options opt = *o;
+    opt.curve = false;
     m->status = vt_replay_run(s, &opt, &m->result, m->err, sizeof m->err);
     vt_replay_result_free(&m->result);
     int rc = transfer_all(fd, (char *)m, sizeof *m, true);
@@ -92,6 +91,24 @@ int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, si
 {
     if (!s || (!confs && n) || !base)
         return -EINVAL;
+    vt_replay_options *opts = calloc(n ? n : 1, sizeof *opts);
+    if (!opts)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        opts[i] = (vt_replay_options){ .conf = confs[i], .capacity = base->capacity,
+                                       .rules = base->rules,
+                                       .ignore_recorded_conf = base->ignore_recorded_conf };
+    int rc = vt_replay_sweep_options(s, opts, n, jobs, out, status, errs);
+    free(opts);
+    return rc;
+}
+
+int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
+                            unsigned jobs, vt_replay_result *out, int *status,
+                            char (*errs)[256])
+{
+    if (!s || (!opts && n))
+        return -EINVAL;
     if (jobs < 1)
         jobs = 1;
     running *run = calloc(jobs, sizeof *run);
@@ -111,7 +128,7 @@ int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, si
             pid_t pid = fork();
             if (pid == 0) {
                 close(fds[0]);
-                run_child(s, confs[next], base, fds[1]);
+                run_child(s, &opts[next], fds[1]);
             }
             close(fds[1]);
             if (pid < 0) {

@@ -1088,21 +1088,51 @@ static void free_all(tstate *t)
     free(t->segs);
 }
 
-static int drive(tstate *t, const vt_snapshot_data *s, const uint8_t *cls,
-                 const uint64_t *completion, const uint8_t *immediate)
+/* Free what options.free_at makes due before event `i`: each block still
+ * live as its ALLOC made it, at once (as on its own stream). */
+static void early_due(tstate *t, vt__early *ef, const vt_snapshot_data *s, vt__rmap *live,
+                      size_t i)
+{
+    uint64_t addr;
+    while (vt__early_due(ef, s, i, &addr)) {
+        vt__rmap_entry *x = vt__rmap_get(live, addr);
+        if (!x || !x->early)
+            continue;   /* freed by the recording already */
+        tblock *b = (tblock *)(uintptr_t)x->value;
+        int d = x->device;
+        vt__rmap_del(live, x);
+        torch_free(t, d, b, false);
+        if (vt__early_freed(ef, addr))
+            t->failed = true;
+        t->r->early_frees++;
+        t->r->replayed++;
+    }
+}
+
+static int drive(tstate *t, const vt_snapshot_data *s, const vt_replay_options *opt,
+                 const uint8_t *cls, const uint64_t *completion, const uint8_t *immediate)
 {
     vt_replay_result *r = t->r;
     vt__rmap live, pend;
+    vt__early ef;
     if (vt__rmap_init(&live, 4096))
         return -ENOMEM;
     if (vt__rmap_init(&pend, 256)) {
         vt__rmap_destroy(&live);
         return -ENOMEM;
     }
+    if (vt__early_init(&ef, s, opt)) {
+        vt__early_destroy(&ef);
+        vt__rmap_destroy(&live);
+        vt__rmap_destroy(&pend);
+        return -ENOMEM;
+    }
     (void)completion;
     int rc = 0;
     for (size_t i = 0; i < s->nevents && !t->failed; i++) {
         const vt_event *e = &s->events[i];
+        if (ef.n)
+            early_due(t, &ef, s, &live, i);
         if (e->device < 0 || e->device >= (int)r->ndevices)
             continue;
         int d = e->device;
@@ -1131,12 +1161,14 @@ static int drive(tstate *t, const vt_snapshot_data *s, const uint8_t *cls,
             }
             x->value = (uint64_t)(uintptr_t)b;
             x->device = (int8_t)d;
+            x->early = ef.marked && ef.marked[i];
             break;
         }
         case VT_EV_FREE_REQUESTED: {
             vt__rmap_entry *x = vt__rmap_get(&live, e->addr);
             if (!x || x->device != d) {
-                r->skipped_frees++;
+                if (!vt__early_recorded_free(&ef, e->addr))   /* not one freed early */
+                    r->skipped_frees++;
                 break;
             }
             tblock *b = (tblock *)(uintptr_t)x->value;
@@ -1213,6 +1245,7 @@ done:
             free((void *)(uintptr_t)live.entries[k].value);
     vt__rmap_destroy(&live);
     vt__rmap_destroy(&pend);
+    vt__early_destroy(&ef);
     if (t->failed)
         rc = -ENOMEM;
     return rc;
@@ -1274,7 +1307,7 @@ int vt__replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
     }
     size_t nrsegs = 0;
     recorded_books(s, cls, r, rsegs, &nrsegs);
-    if ((rc = drive(t, s, cls, completion, immediate))) {
+    if ((rc = drive(t, s, opt, cls, completion, immediate))) {
         snprintf(err, errlen, "out of host memory");
         goto out;
     }

@@ -16,6 +16,7 @@
 // allocator's, and this object's own frames are left out of the stacks.
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -80,9 +81,18 @@ void on_entry(const TraceEntry &e)
     case TraceEntry::SEGMENT_UNMAP:
         fn(EV_SEGMENT_FREE, dev, addr, size, stream, 0);
         break;
-    case TraceEntry::OOM:
-        fn(EV_OOM, dev, 0, size, stream, addr);   // addr_: the device's free bytes
+    case TraceEntry::OOM: {
+        // addr_: the device's free bytes; its total (the current device is
+        // the one that ran out, as for PyTorch's own cudaMemGetInfo just
+        // before) tells a report what other processes held
+        size_t dfree = 0, dtotal = 0;
+        if (cudaMemGetInfo(&dfree, &dtotal) != cudaSuccess) {
+            (void)cudaGetLastError();   // leave no error for PyTorch to find
+            dtotal = 0;
+        }
+        fn(EV_OOM, dev, static_cast<uint64_t>(dtotal), size, stream, addr);
         break;
+    }
     default:   // SNAPSHOT, ANNOTATE: nothing allocated
         break;
     }

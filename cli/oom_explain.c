@@ -1,0 +1,723 @@
+/*
+ * cli/oom_explain.c - the OOM explanation: the state at the OOM from the
+ * timeline, the checker's findings, and the candidates replayed (see
+ * oom_explain.h). The printers are in oom_print.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "oom_explain.h"
+#include "replay.h"
+#include "report_util.h"
+#include "u64map.h"
+#include "user_code.h"
+
+#define MIB (1ull << 20)
+
+/* ---- the state at the OOM ----------------------------------------------- */
+
+static bool before(uint32_t ev, size_t k) { return ev != VT_TL_NONE && ev <= k; }
+
+/* Lifetime l holds its block right after event k: allocated, or freed and
+ * still waiting for stream work. */
+static bool occupies(const vt_lifetime *l, size_t k)
+{
+    if (vt_lifetime_allocated_at(l, (uint32_t)k))
+        return true;
+    if (!before(l->free_event, k))
+        return false;
+    return l->reusable_event != VT_TL_NONE ? l->reusable_event > k
+                                           : (l->flags & VT_LT_PENDING_FREE) != 0;
+}
+
+static bool pending_at(const vt_lifetime *l, size_t k)
+{
+    return occupies(l, k) && !vt_lifetime_allocated_at(l, (uint32_t)k);
+}
+
+static bool segment_alive(const vt_segment_span *g, size_t k)
+{
+    bool born = g->alloc_event != VT_TL_NONE ? g->alloc_event <= k
+                                             : (g->flags & VT_LT_BEFORE_WINDOW) != 0;
+    return born && !before(g->free_event, k);
+}
+
+typedef struct seg_at {
+    uint64_t addr, size, stream;
+    uint8_t pool, outside, framework;
+    int8_t device;
+} seg_at;
+
+typedef struct span { uint64_t addr, end; } span;
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const seg_at *x = a, *y = b;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+/* The segment of segs[0..n) (sorted) holding addr, or -1. */
+static long find_seg(const seg_at *segs, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (segs[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || addr >= segs[lo - 1].addr + segs[lo - 1].size)
+        return -1;
+    return (long)(lo - 1);
+}
+
+static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
+{
+    if (!bytes)
+        return 0;
+    r->cache_free += bytes;
+    r->cache_pieces++;
+    if (bytes > r->largest_free)
+        r->largest_free = bytes;
+    if (bytes < r->size)
+        r->free_smaller += bytes;
+    size_t i = 0;
+    while (i < r->ngroups && !(r->groups[i].pool == g->pool && r->groups[i].stream == g->stream))
+        i++;
+    if (i == r->ngroups) {
+        vt__oom_free_group *p = realloc(r->groups, (r->ngroups + 1) * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        r->groups = p;
+        r->groups[r->ngroups++] = (vt__oom_free_group){ .pool = g->pool, .stream = g->stream };
+    }
+    vt__oom_free_group *fg = &r->groups[i];
+    fg->bytes += bytes;
+    fg->pieces++;
+    if (bytes > fg->largest)
+        fg->largest = bytes;
+    return 0;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const vt__oom_free_group *x = a, *y = b;
+    return vt__report_cmp_bytes(x->bytes, x->stream, y->bytes, y->stream);
+}
+
+/* Reserved, allocated, free pieces and what lies outside the cache, right
+ * after event k on r->device. */
+static int device_state(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
+{
+    size_t k = r->event;
+    size_t nseg = 0;
+    for (size_t i = 0; i < tl->nsegments; i++)
+        nseg += tl->segments[i].device == r->device && segment_alive(&tl->segments[i], k);
+    seg_at *segs = calloc(nseg ? nseg : 1, sizeof *segs);
+    span *occ = NULL;
+    size_t nocc = 0;
+    int rc = -ENOMEM;
+    if (!segs)
+        return -ENOMEM;
+    nseg = 0;
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt_segment_span *g = &tl->segments[i];
+        if (g->device != r->device || !segment_alive(g, k))
+            continue;
+        uint64_t stream = g->alloc_event != VT_TL_NONE ? s->events[g->alloc_event].stream
+                                                       : g->stream;
+        segs[nseg++] = (seg_at){ .addr = g->addr, .size = g->size, .stream = stream,
+                                 .pool = g->pool, .device = g->device };
+    }
+    qsort(segs, nseg, sizeof *segs, cmp_seg);
+    occ = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *occ);
+    if (!occ)
+        goto out;
+    bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (l->device != r->device)
+            continue;
+        bool made = l->alloc_event != VT_TL_NONE ? l->alloc_event <= k
+                                                 : (l->flags & VT_LT_BEFORE_WINDOW) != 0;
+        if (!made)
+            continue;
+        long g = find_seg(segs, nseg, l->addr);
+        bool outside = observed && (l->flags & VT_LT_OUTSIDE_POOL);
+        if (g >= 0) {
+            if (outside)
+                segs[g].outside = 1;
+            else
+                segs[g].framework = 1;
+        }
+        if (!occupies(l, k))
+            continue;
+        if (outside) {
+            r->outside_allocated += l->size;
+        } else if (pending_at(l, k)) {
+            r->pending += l->size;
+        } else {
+            r->allocated += l->size;
+        }
+        if (g >= 0)
+            occ[nocc++] = (span){ l->addr, l->addr + l->size };
+    }
+    qsort(occ, nocc, sizeof *occ, cmp_span);
+    size_t o = 0;
+    for (size_t i = 0; i < nseg; i++) {
+        seg_at *g = &segs[i];
+        uint64_t end = g->addr + g->size, at = g->addr;
+        /* a segment only a library's own allocations ever used is not the
+         * framework's cache: its bytes are outside it */
+        bool lib = g->outside && !g->framework;
+        if (lib)
+            r->outside_reserved += g->size;
+        else
+            r->reserved += g->size;
+        while (o < nocc && occ[o].end <= g->addr)
+            o++;
+        for (; o < nocc && occ[o].addr < end; o++) {
+            if (!lib && occ[o].addr > at && add_piece(r, g, occ[o].addr - at))
+                goto out;
+            if (occ[o].end > at)
+                at = occ[o].end;
+        }
+        if (!lib && end > at && add_piece(r, g, end - at))
+            goto out;
+    }
+    qsort(r->groups, r->ngroups, sizeof *r->groups, cmp_group);
+    for (size_t i = 0; i < tl->nuncached; i++) {
+        const vt_uncached *u = &tl->uncached[i];
+        if (u->device != r->device || vt_uncached_kind_is_host(u->kind) || u->alloc_event > k)
+            continue;
+        if (u->free_event == UINT32_MAX || u->free_event > k)
+            r->uncached += u->size;
+    }
+    rc = 0;
+out:
+    free(segs);
+    free(occ);
+    return rc;
+}
+
+/* ---- what was alive, by line ------------------------------------------- */
+
+const vt_frame *vt__oom_site_frame(const vt_snapshot_data *s, uint32_t id)
+{
+    const vt_frame *f = vt__report_site_frame(s, id);
+    if (!f || vt__report_python_frame(s, f))
+        return f;
+    const vt_frame *fr[256];
+    size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
+    for (size_t i = 0; i < n && i < 256; i++) {
+        const char *file = vt_snapshot_string(s, fr[i]->file);
+        size_t len = strlen(file);
+        if (!fr[i]->ip && !fr[i]->module && len > 3 && !strcmp(file + len - 3, ".py")
+            && vt__source_is_programs(file))
+            return fr[i];
+    }
+    return f;
+}
+
+typedef struct site_key {
+    uint64_t key;              /* the line's frame, as function/file/line */
+    const vt_frame *frame;
+    uint64_t bytes;
+    uint32_t lt;               /* lifetime index */
+    uint32_t finding;          /* UINT32_MAX: not flagged */
+} site_key;
+
+static int cmp_site_key(const void *a, const void *b)
+{
+    const site_key *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return vt__report_cmp_bytes(x->bytes, x->lt, y->bytes, y->lt);
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+    const vt__oom_site *x = a, *y = b;
+    return vt__report_cmp_bytes(x->bytes, x->frame ? x->frame->line : 0, y->bytes,
+                                y->frame ? y->frame->line : 0);
+}
+
+static uint64_t frame_key(const vt_snapshot_data *s, const vt_frame *f)
+{
+    if (!f)
+        return 0;
+    if (f->file)   /* one line of one file, however many frames name it */
+        return vt__mix64((uint64_t)f->file << 32 | f->line) ^ f->function;
+    return vt__mix64(f->ip ^ ((uint64_t)f->module << 48)) + (uint64_t)(f - s->frames) + 1;
+}
+
+/* A storage finding the checker made about lifetime l: the storage alive
+ * at the OOM after the last use of its tensors. */
+static bool flagged_at(const vt_check_finding *f, uint64_t oom_seq)
+{
+    if (f->external || f->before_window || f->nallocs != 1 || !f->last_use_seq)
+        return false;
+    if (!(f->rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_CYCLE | VT_CHECK_RULE_TAPE |
+                     VT_CHECK_RULE_PINNED)))
+        return false;
+    return f->alloc_seq < oom_seq && f->last_use_seq < oom_seq
+           && (!f->freed || f->free_seq > oom_seq);
+}
+
+static int alive_sites(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
+{
+    size_t k = r->event;
+    bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
+    site_key *keys = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *keys);
+    vt__u64map by_addr = { 0 }, names = { 0 };
+    int rc = -ENOMEM;
+    if (!keys || vt__u64map_init(&by_addr, 1024) || vt__u64map_init(&names, 64))
+        goto out;
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt_lifetime *l = &tl->lifetimes[i];
+        if (l->device != r->device || !vt_lifetime_allocated_at(l, (uint32_t)k)
+            || (observed && (l->flags & VT_LT_OUTSIDE_POOL)))
+            continue;
+        const vt_frame *f = vt__oom_site_frame(s, l->alloc_stack);
+        keys[n] = (site_key){ .key = frame_key(s, f), .frame = f, .bytes = l->size,
+                              .lt = (uint32_t)i, .finding = UINT32_MAX };
+        if (vt__u64map_put(&by_addr, l->addr, (uint32_t)n))
+            goto out;
+        n++;
+        r->alive_bytes += l->size;
+        r->alive_count++;
+    }
+    /* track()'s names of the tensors that own them (the latest before the
+     * OOM), and the checker's findings about them */
+    for (size_t i = 0; i < k && i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        if (e->kind != VT_EV_TENSOR_NEW || e->aux2 || !e->str)
+            continue;
+        uint32_t x = vt__u64map_get(&by_addr, e->addr);
+        if (x != VT__U64MAP_NONE && e->seq > tl->lifetimes[keys[x].lt].alloc_seq
+            && vt__u64map_put(&names, e->addr, e->str))
+            goto out;
+    }
+    if (r->check)
+        for (size_t i = 0; i < r->check->nfindings; i++) {
+            const vt_check_finding *f = &r->check->findings[i];
+            if (!flagged_at(f, r->seq))
+                continue;
+            uint32_t x = vt__u64map_get(&by_addr, f->addr);
+            if (x == VT__U64MAP_NONE || tl->lifetimes[keys[x].lt].alloc_seq != f->alloc_seq)
+                continue;
+            keys[x].finding = (uint32_t)i;
+            r->nflagged++;
+            r->flagged_bytes += keys[x].bytes;
+        }
+    qsort(keys, n, sizeof *keys, cmp_site_key);
+    r->sites = calloc(n ? n : 1, sizeof *r->sites);
+    if (!r->sites)
+        goto out;
+    for (size_t i = 0; i < n;) {
+        vt__oom_site *st = &r->sites[r->nsites++];
+        st->frame = keys[i].frame;
+        uint32_t name = vt__u64map_get(&names, tl->lifetimes[keys[i].lt].addr);
+        st->tensor = name == VT__U64MAP_NONE ? 0 : name;
+        size_t j = i;
+        for (; j < n && keys[j].key == keys[i].key; j++) {
+            st->bytes += keys[j].bytes;
+            st->count++;
+            if (keys[j].finding != UINT32_MAX) {
+                st->flagged++;
+                st->flagged_bytes += keys[j].bytes;
+                if (!st->finding)
+                    st->finding = &r->check->findings[keys[j].finding];
+            }
+        }
+        i = j;
+    }
+    qsort(r->sites, r->nsites, sizeof *r->sites, cmp_site);
+    rc = 0;
+out:
+    free(keys);
+    vt__u64map_free(&by_addr);
+    vt__u64map_free(&names);
+    return rc;
+}
+
+/* ---- what would have fit ------------------------------------------------ */
+
+/* The index of the event with sequence number seq (or the last before it). */
+static size_t event_of_seq(const vt_snapshot_data *s, uint64_t seq)
+{
+    size_t lo = 0, hi = s->nevents;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->events[mid].seq <= seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? lo - 1 : 0;
+}
+
+/* The allocations to free earlier: `gc` those alive at the OOM that only a
+ * reference cycle holds, freed just before it; else every storage the
+ * checker flags with a last use, freed right after it. */
+static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_report *r,
+                          bool gc, vt_replay_free_at *out, uint64_t *bytes)
+{
+    size_t n = 0;
+    *bytes = 0;
+    if (!r->check)
+        return 0;
+    for (size_t i = 0; i < r->check->nfindings; i++) {
+        const vt_check_finding *f = &r->check->findings[i];
+        if (f->external || f->before_window || f->nallocs != 1 || !f->last_use_seq || !f->alloc_seq
+            || (f->rule & VT_CHECK_RULE_PINNED) || !(f->rule & (VT_CHECK_RULE_LINGER |
+                                                               VT_CHECK_RULE_CYCLE |
+                                                               VT_CHECK_RULE_TAPE)))
+            continue;
+        size_t a = event_of_seq(s, f->alloc_seq);
+        if (s->events[a].kind != VT_EV_ALLOC || s->events[a].seq != f->alloc_seq)
+            continue;
+        size_t at;
+        if (gc) {
+            bool cycle = (f->rule & VT_CHECK_RULE_CYCLE) ? f->gc_seq > r->seq
+                                                         : f->npaths && f->paths[0].cycle;
+            if (!cycle || !flagged_at(f, r->seq))
+                continue;
+            at = r->event ? r->event - 1 : 0;
+        } else {
+            at = event_of_seq(s, f->last_use_seq);
+        }
+        if (at < a)
+            continue;
+        out[n++] = (vt_replay_free_at){ .alloc_event = a, .at_event = at };
+        *bytes += f->bytes;
+    }
+    (void)tl;
+    return n;
+}
+
+static uint64_t peak_of(const vt_replay_result *x)
+{
+    uint64_t m = 0;
+    for (size_t d = 0; d < x->ndevices; d++)
+        if (x->devices[d].peak_reserved > m)
+            m = x->devices[d].peak_reserved;
+    return m;
+}
+
+static void fill_fix(vt__oom_fix *fx, const vt_replay_result *res, int status, const char *err)
+{
+    if (status) {
+        fx->failed = true;
+        snprintf(fx->err, sizeof fx->err, "%s", err && *err ? err : "the replay failed");
+        return;
+    }
+    fx->peak_reserved = peak_of(res);
+    fx->fits = !res->oom.happened;
+    fx->oom_event = res->oom.happened ? res->oom.event_index : SIZE_MAX;
+}
+
+static int cmp_fix(const void *a, const void *b)
+{
+    const vt__oom_fix *x = a, *y = b;
+    int fx = x->failed ? 2 : !x->fits, fy = y->failed ? 2 : !y->fits;
+    if (fx != fy)
+        return fx - fy;
+    if ((x->kind == VT__OOM_FIX_DEVICE) != (y->kind == VT__OOM_FIX_DEVICE))
+        return x->kind == VT__OOM_FIX_DEVICE ? 1 : -1;   /* a bigger device last */
+    return (x->peak_reserved > y->peak_reserved) - (x->peak_reserved < y->peak_reserved);
+}
+
+/* The recorded value of a key in the replayed settings text, or "". */
+static void conf_value(const char *conf, const char *key, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *p = strstr(conf, key);
+    if (!p || p[strlen(key)] != ':')
+        return;
+    p += strlen(key) + 1;
+    size_t n = strcspn(p, ",");
+    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
+#define MAX_CANDIDATES 16
+#define PROBES 4           /* capacities replayed at once by the device search */
+
+static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
+                   unsigned jobs)
+{
+    vt_replay_options opts[MAX_CANDIDATES];
+    vt__oom_fix cand[MAX_CANDIDATES];
+    vt_replay_result *res = calloc(MAX_CANDIDATES, sizeof *res);
+    int status[MAX_CANDIDATES];
+    char (*errs)[256] = calloc(MAX_CANDIDATES, sizeof *errs);
+    size_t nmax = r->check ? r->check->nfindings : 0;
+    vt_replay_free_at *flagged = calloc(nmax ? nmax : 1, sizeof *flagged);
+    vt_replay_free_at *cycles = calloc(nmax ? nmax : 1, sizeof *cycles);
+    int rc = -ENOMEM;
+    if (!res || !errs || !flagged || !cycles)
+        goto out;
+    memset(opts, 0, sizeof opts);
+    memset(cand, 0, sizeof cand);
+    uint64_t cap = r->capacity ? r->capacity : VT_REPLAY_UNLIMITED;
+
+    /* 0: the recorded settings at the capacity; 1: the same, unlimited */
+    size_t n = 0;
+    opts[n++] = (vt_replay_options){ .capacity = cap };
+    opts[n++] = (vt_replay_options){ .capacity = VT_REPLAY_UNLIMITED };
+    size_t first = n;
+    char recorded[512];
+    vt_replay_recorded_conf(s, recorded, sizeof recorded);
+    char have[64];
+    conf_value(recorded, "expandable_segments", have, sizeof have);
+    bool expandable_on = !strcmp(have, "1") || !strcasecmp(have, "true");
+    if (!expandable_on)
+        snprintf(cand[n++].conf, sizeof cand[0].conf, "expandable_segments:True");
+    /* blocks at least this large are never split: powers of two from the
+     * request's down (PyTorch takes no value under 20 MiB) */
+    uint64_t req_mib = (r->size + MIB - 1) / MIB, p2 = 32;
+    while (p2 * 2 <= req_mib)
+        p2 *= 2;
+    uint64_t splits[3] = { p2 >= 64 ? p2 / 2 : 32, p2 > 32 ? p2 : 64, p2 > 32 ? p2 * 2 : 128 };
+    for (int i = 0; i < 3; i++)
+        snprintf(cand[n++].conf, sizeof cand[0].conf, "max_split_size_mb:%" PRIu64, splits[i]);
+    snprintf(cand[n++].conf, sizeof cand[0].conf, "garbage_collection_threshold:0.6");
+    snprintf(cand[n++].conf, sizeof cand[0].conf, "roundup_power2_divisions:4");
+    snprintf(cand[n++].conf, sizeof cand[0].conf, "roundup_power2_divisions:8");
+    for (size_t i = first; i < n; i++) {
+        cand[i].kind = VT__OOM_FIX_SETTING;
+        opts[i] = (vt_replay_options){ .conf = cand[i].conf, .capacity = cap };
+    }
+    uint64_t fb = 0, cb = 0;
+    size_t nf = moved_frees(s, tl, r, false, flagged, &fb);
+    size_t nc = moved_frees(s, tl, r, true, cycles, &cb);
+    if (nf) {
+        cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_FREE_FLAGGED, .storages = (uint32_t)nf,
+                                 .storage_bytes = fb };
+        snprintf(cand[n].conf, sizeof cand[0].conf,
+                 "free the %zu storage%s check flags at their last use", nf, nf == 1 ? "" : "s");
+        opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
+    }
+    if (nc) {
+        cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GC, .storages = (uint32_t)nc,
+                                 .storage_bytes = cb };
+        snprintf(cand[n].conf, sizeof cand[0].conf,
+                 "gc.collect() before the retry (%zu storage%s held by reference cycles)", nc,
+                 nc == 1 ? "" : "s");
+        opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
+    }
+    r->nreplays += n;
+    if (vt_replay_sweep_options(s, opts, n, jobs, res, status, errs)) {
+        snprintf(r->replay_err, sizeof r->replay_err, "cannot start the replays");
+        rc = 0;
+        goto out;
+    }
+    if (status[0]) {
+        snprintf(r->replay_err, sizeof r->replay_err, "%s", errs[0]);
+        rc = 0;
+        goto out;
+    }
+    r->replayed = true;
+    snprintf(r->baseline_conf, sizeof r->baseline_conf, "%s", res[0].conf);
+    r->rules = vt_replay_rules_name(res[0].rules);
+    /* running out later than the program did would be kinder than the
+     * device was: then no candidate is shown to fit by its replay */
+    r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event
+                    && res[0].oom.device == r->device;
+    r->baseline_oom_event = res[0].oom.happened ? res[0].oom.event_index : SIZE_MAX;
+    r->baseline_peak = peak_of(&res[0]);
+    for (size_t i = first; i < n; i++) {
+        cand[i].capacity = cap;
+        fill_fix(&cand[i], &res[i], status[i], errs[i]);
+    }
+
+    /* a bigger device: the smallest capacity the recorded settings fit in,
+     * searched between the capacity (too small: the replay reproduced the
+     * OOM) and the unlimited replay's peak reserved, from its peak
+     * allocated (no capacity below it can fit) */
+    uint64_t unl = status[1] ? 0 : peak_of(&res[1]);
+    uint64_t unl_alloc = 0;
+    for (size_t d = 0; !status[1] && d < res[1].ndevices; d++)
+        if (res[1].devices[d].peak_allocated > unl_alloc)
+            unl_alloc = res[1].devices[d].peak_allocated;
+    vt__oom_fix dev = { .kind = VT__OOM_FIX_DEVICE };
+    if (unl && r->capacity && r->reproduced) {
+        const uint64_t G = 2 * MIB;
+        uint64_t lo = r->capacity, hi = unl > r->capacity ? unl : r->capacity + G;
+        hi = (hi + G - 1) / G * G;
+        uint64_t best = 0, best_peak = 0;
+        for (int round = 0; round < 2 && (round ? hi > lo + G : hi > lo); round++) {
+            vt_replay_options po[PROBES];
+            uint64_t pc[PROBES];
+            size_t np = 0;
+            /* first: the floor, two between it and the peak, the peak;
+             * then three between the largest that failed and the smallest
+             * that fitted (2 MiB apart at least) */
+            uint64_t from = round == 0 && unl_alloc > lo ? unl_alloc : lo;
+            for (int k = 0; k < PROBES; k++) {
+                uint64_t c = round == 0 ? (k == PROBES - 1 ? hi : from + (hi - from) * (uint64_t)k / (PROBES - 1))
+                                        : lo + (hi - lo) * (uint64_t)(k + 1) / PROBES;
+                c = (c + G - 1) / G * G;
+                if (c <= lo || (np && c <= pc[np - 1]) || (round && c >= hi) || c > hi)
+                    continue;
+                pc[np] = c;
+                po[np++] = (vt_replay_options){ .capacity = c };
+            }
+            if (!np)
+                break;
+            r->nreplays += np;
+            if (vt_replay_sweep_options(s, po, np, jobs, res, status, errs))
+                break;
+            uint64_t prev_fail = lo;
+            for (size_t k = 0; k < np; k++) {
+                if (status[k])
+                    continue;
+                if (!res[k].oom.happened) {
+                    if (!best || pc[k] < best) {
+                        best = pc[k];
+                        best_peak = peak_of(&res[k]);
+                    }
+                    break;
+                }
+                prev_fail = pc[k];
+            }
+            if (!best)
+                break;
+            lo = prev_fail;
+            hi = best;
+        }
+        if (best) {
+            r->min_capacity = best;
+            dev.capacity = best;
+            dev.peak_reserved = best_peak;
+            dev.fits = true;
+            char b1[32];
+            uint64_t total = best + (r->total ? r->other : 0);
+            snprintf(dev.conf, sizeof dev.conf, "a device with %s or more%s", vt__fmt_bytes(total, b1),
+                     r->total && r->other ? " (for this process and the others)" : "");
+        }
+    }
+    if (!dev.fits) {
+        dev.failed = true;
+        snprintf(dev.conf, sizeof dev.conf, "a bigger device");
+        snprintf(dev.err, sizeof dev.err, "no capacity was found that fits");
+    }
+    cand[n++] = dev;
+
+    r->fixes = calloc(n - first, sizeof *r->fixes);
+    if (!r->fixes)
+        goto out;
+    memcpy(r->fixes, &cand[first], (n - first) * sizeof *r->fixes);
+    r->nfixes = n - first;
+    qsort(r->fixes, r->nfixes, sizeof *r->fixes, cmp_fix);
+    rc = 0;
+out:
+    free(res);
+    free(errs);
+    free(flagged);
+    free(cycles);
+    return rc;
+}
+
+/* ---- the whole -------------------------------------------------------- */
+
+int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
+                    vt__oom_report **out, char *err, size_t errlen)
+{
+    static const vt__oom_options defaults = { 0 };
+    if (!opt)
+        opt = &defaults;
+    *out = NULL;
+    size_t first = SIZE_MAX, noom = 0;
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_OOM) {
+            if (first == SIZE_MAX)
+                first = i;
+            noom++;
+        }
+    if (first == SIZE_MAX) {
+        snprintf(err, errlen, "the recording holds no out-of-memory event: the program did not "
+                              "run out of device memory while it was recorded");
+        return -ENOENT;
+    }
+    vt__oom_report *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    const vt_event *e = &s->events[first];
+    r->event = first;
+    r->noom = noom;
+    for (size_t i = first + 1; i < s->nevents; i++)
+        r->allocs_after += s->events[i].kind == VT_EV_ALLOC;
+    r->device = e->device;
+    r->stream = e->stream;
+    r->size = e->req_size ? e->req_size : e->size;
+    r->seq = e->seq;
+    r->time_ns = e->time_ns;
+    r->stack = e->stack;
+    r->device_free = e->aux;
+    r->baseline_oom_event = SIZE_MAX;
+    r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
+                 || !strncmp(vt_snapshot_string(s, s->meta.library_version), "pytorch", 7);
+    const vt_device_info *di = vt__report_device(s, r->device);
+    r->total = di ? di->total_bytes : 0;
+
+    int rc = device_state(s, tl, r);
+    if (rc)
+        goto fail;
+    uint64_t held = r->reserved + r->outside_reserved + r->uncached;
+    if (r->total) {
+        r->other = r->total > held + r->device_free ? r->total - held - r->device_free : 0;
+        r->capacity = r->total - r->other;
+    } else {
+        r->capacity = held + r->device_free;
+    }
+    /* the checker's storage rules need track()'s tensors (its native
+     * rules name call sites, not storages to free) */
+    bool tensors = false;
+    for (size_t i = 0; i < s->nevents && !tensors; i++)
+        tensors = s->events[i].kind == VT_EV_TENSOR_NEW;
+    char cerr[256];
+    vt_check_report *rep = NULL;
+    r->tensors = tensors;
+    if (tensors && vt_check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
+        r->check = rep;
+    if ((rc = alive_sites(s, tl, r)))
+        goto fail;
+    if (!opt->no_replay) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        unsigned jobs = opt->jobs ? opt->jobs : cpus > 0 ? (unsigned)cpus : 1;
+        if ((rc = replays(s, tl, r, jobs)))
+            goto fail;
+    } else {
+        snprintf(r->replay_err, sizeof r->replay_err, "not replayed (--no-replay)");
+    }
+    *out = r;
+    return 0;
+fail:
+    vt__oom_free(r);
+    snprintf(err, errlen, "out of memory");
+    return rc;
+}
+
+void vt__oom_free(vt__oom_report *r)
+{
+    if (!r)
+        return;
+    free(r->groups);
+    free(r->sites);
+    free(r->fixes);
+    vt_check_report_free(r->check);
+    free(r);
+}

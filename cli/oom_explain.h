@@ -1,0 +1,158 @@
+/*
+ * cli/oom_explain.h - why a recorded run ran out of device memory, and what
+ * would have fit, each candidate checked by replaying the run to its end
+ * (trace/replay/replay.h). One analysis, three views: `vramtrace oom`
+ * (text and --json), the short form `vramtrace run` prints after a run that
+ * ran out of memory, and the OOM panel of `vramtrace viz` (the JSON).
+ *
+ * What it reads at the OOM (the first OOM event of the recording; the
+ * timeline's matching rules, trace/snap/timeline.h): the request (size,
+ * device, stream, the user's line), the device curve (reserved, allocated,
+ * pending), the segments alive and the blocks alive or pending in them (the
+ * free pieces of the cache: by pool and stream, the largest, and the bytes
+ * free in pieces smaller than the request), memory outside the caching
+ * allocator (a library's own device allocations next to an observed
+ * framework allocator, memory the cache did not serve, and what the device's
+ * free figure leaves unexplained: other processes, contexts), the
+ * allocations alive grouped by the line that made them, and which of them
+ * the checker flags as alive after their last use.
+ *
+ * What would have fit: the recorded settings replayed (under the recorded
+ * allocator's rules: PyTorch's model for a recording of PyTorch's allocator,
+ * vramtrace's own allocator otherwise) at the capacity the process had (device memory minus what others held at the OOM) must run
+ * out of memory too ("the replay reproduces the OOM"); then each candidate
+ * (expandable segments, max_split_size_mb values derived from the request,
+ * garbage_collection_threshold, roundup_power2_divisions, the flagged
+ * storages freed at their last use, a gc.collect() before the retry, a
+ * bigger device) is replayed to the end of the recording. A candidate
+ * whose replay does not run out of memory fits; it is offered as a fix only
+ * when the recorded settings reproduce the OOM.
+ */
+#ifndef VT_CLI_OOM_EXPLAIN_H
+#define VT_CLI_OOM_EXPLAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "check.h"
+#include "snapshot.h"
+#include "timeline.h"
+
+/* Free bytes of the cache at the OOM, per pool and stream. */
+typedef struct vt__oom_free_group {
+    uint8_t pool;              /* enum vt_pool */
+    uint64_t stream;
+    uint64_t bytes, pieces, largest;
+} vt__oom_free_group;
+
+/* Allocations alive at the OOM made by one line of the program. */
+typedef struct vt__oom_site {
+    const vt_frame *frame;     /* the user's line (vt__report_site_frame), NULL: no stack */
+    uint64_t bytes;
+    uint32_t count;
+    uint32_t tensor;           /* string: the largest one's tensor name (track()), 0 */
+    uint64_t flagged_bytes;    /* of them, alive after their last use (check) */
+    uint32_t flagged;
+    const vt_check_finding *finding;  /* the largest flagged one, NULL */
+} vt__oom_site;
+
+enum vt__oom_fix_kind {
+    VT__OOM_FIX_SETTING = 0,   /* an allocator setting (conf: its key:value) */
+    VT__OOM_FIX_FREE_FLAGGED,  /* the flagged storages freed at their last use */
+    VT__OOM_FIX_GC,            /* the cycle-held storages freed before the retry */
+    VT__OOM_FIX_DEVICE,        /* more device memory */
+};
+
+typedef struct vt__oom_fix {
+    int kind;                  /* enum vt__oom_fix_kind */
+    char conf[192];            /* PYTORCH_CUDA_ALLOC_CONF syntax, or a description */
+    uint64_t peak_reserved;    /* the replay's, the largest device's */
+    uint64_t capacity;         /* the capacity replayed */
+    bool fits;                 /* the replay ran to the end without running out */
+    bool failed;               /* the replay itself failed: err */
+    char err[160];
+    size_t oom_event;          /* where it ran out, when it did not fit */
+    uint32_t storages;         /* FREE_FLAGGED, GC: allocations freed earlier */
+    uint64_t storage_bytes;
+} vt__oom_fix;
+
+typedef struct vt__oom_report {
+    /* the request */
+    size_t event;              /* index of the OOM event in s->events */
+    size_t noom;               /* OOM events recorded */
+    size_t allocs_after;       /* ALLOC events recorded after it (0: the program
+                                  ended there, and a replay checks no further) */
+    int device;
+    uint64_t stream, size, seq, time_ns;
+    uint32_t stack;
+    bool pytorch;              /* PyTorch's allocator (observed or imported) */
+    /* the device at the OOM */
+    uint64_t total;            /* device memory as recorded, 0: not recorded */
+    uint64_t device_free;      /* what the device said was free (cudaMemGetInfo) */
+    uint64_t capacity;         /* what this process's allocators could have held:
+                                  total - other, else reserved + free + uncached */
+    uint64_t reserved, allocated, pending;   /* the caching allocator's */
+    uint64_t cache_free, cache_pieces, largest_free, free_smaller;
+    vt__oom_free_group *groups;
+    size_t ngroups;
+    uint64_t outside_reserved; /* a library's own allocations next to an observed
+                                  framework allocator (their segments) */
+    uint64_t outside_allocated;
+    uint64_t uncached;         /* device memory the cache did not serve, alive */
+    uint64_t other;            /* total - free - the above: others, contexts */
+    /* what was alive */
+    vt__oom_site *sites;
+    size_t nsites;
+    uint64_t alive_bytes;
+    size_t alive_count;
+    bool tensors;              /* track() recorded tensors: the checker ran */
+    size_t nflagged;           /* alive at the OOM, after their last use */
+    uint64_t flagged_bytes;
+    vt_check_report *check;    /* NULL when the checker found nothing to say */
+    /* what would have fit */
+    bool replayed;             /* the replays ran */
+    char replay_err[256];      /* why they did not, when not */
+    bool reproduced;           /* the recorded settings ran out of memory in replay */
+    size_t baseline_oom_event; /* where (SIZE_MAX: they did not) */
+    uint64_t baseline_peak;    /* their peak reserved */
+    char baseline_conf[512];   /* the settings replayed */
+    const char *rules;         /* whose allocator rules: "pytorch" or "vramtrace" */
+    vt__oom_fix *fixes;        /* fitting first, then by peak reserved */
+    size_t nfixes;
+    uint64_t min_capacity;     /* the smallest capacity the replay fitted in, 0: none */
+    size_t nreplays;           /* replays run, of the whole recording each */
+} vt__oom_report;
+
+typedef struct vt__oom_options {
+    unsigned jobs;             /* replays at once, 0: the CPUs */
+    bool no_replay;            /* explain only */
+} vt__oom_options;
+
+/* Explain the first OOM of `s` (its timeline `tl`). Names in `s` should be
+ * terminal-safe for the text view (vt__report_text_names) and as recorded
+ * for JSON. @return 0 and *out (vt__oom_free), -ENOENT when the recording
+ * has no OOM, -ENOMEM; a one-line message in err. */
+int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
+                    vt__oom_report **out, char *err, size_t errlen);
+
+void vt__oom_free(vt__oom_report *r);
+
+/* The line a report names for stack `id`: vt__report_site_frame's, or, in
+ * an imported PyTorch stack whose frames carry no module (C++ and Python
+ * frames interleaved, stacks='all'), the innermost frame of a .py file of
+ * the program's own. */
+const vt_frame *vt__oom_site_frame(const vt_snapshot_data *s, uint32_t id);
+
+/* The explanation as text (about a screenful); `brief`: the short form
+ * `vramtrace run` prints (the request, the device, the fixes). */
+void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const vt__oom_report *r,
+                   bool brief);
+
+/* The same as one JSON object (docs/json-schema.md, "vramtrace oom"),
+ * without a trailing newline. */
+void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
+                        const vt__oom_report *r);
+
+#endif /* VT_CLI_OOM_EXPLAIN_H */

@@ -1,0 +1,379 @@
+/*
+ * cli/oom_print.c - the OOM explanation (oom_explain.h) as text, in a
+ * screenful or in the few lines `vramtrace run` prints, and as JSON.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oom_explain.h"
+#include "report_util.h"
+
+#define SITES_SHOWN 6
+#define TRIED_SHOWN 8
+
+static double rel_s(const vt_snapshot_data *s, uint64_t t)
+{
+    uint64_t first = s->nevents ? s->events[0].time_ns : 0;
+    return t > first ? (double)(t - first) / 1e9 : 0.0;
+}
+
+static const char *pool_name(uint8_t pool)
+{
+    return pool == VT_POOL_SMALL ? "small" : pool == VT_POOL_LARGE ? "large" : "uncached";
+}
+
+static void site_text(FILE *f, const vt_snapshot_data *s, const vt_frame *fr)
+{
+    if (fr)
+        vt__report_frame_text(f, s, fr);
+    else
+        fputs("<no stack recorded>", f);
+}
+
+/* What to set, as the program would set it. */
+static void fix_text(FILE *f, const vt__oom_report *r, const vt__oom_fix *x)
+{
+    if (x->kind == VT__OOM_FIX_SETTING)
+        fprintf(f, "%s=%s", r->pytorch ? "PYTORCH_CUDA_ALLOC_CONF" : "VRAMTRACE_CONF", x->conf);
+    else
+        fputs(x->conf, f);
+}
+
+static void fix_outcome(FILE *f, const vt__oom_fix *x)
+{
+    char b1[32];
+    if (x->failed)
+        fprintf(f, "not checked: %s", x->err);
+    else if (x->fits)
+        fprintf(f, "fits, peak reserved %s", vt__fmt_bytes(x->peak_reserved, b1));
+    else
+        fprintf(f, "OOM at event %zu, peak reserved %s", x->oom_event,
+                vt__fmt_bytes(x->peak_reserved, b1));
+}
+
+static size_t nfits(const vt__oom_report *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nfixes; i++)
+        n += r->fixes[i].fits && !r->fixes[i].failed;
+    return n;
+}
+
+static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
+                        const vt__oom_report *r)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    fprintf(f, "vramtrace run: the program ran out of device memory: %s asked on device %d at ",
+            vt__fmt_bytes(r->size, b1), r->device);
+    site_text(f, s, vt__oom_site_frame(s, r->stack));
+    fputc('\n', f);
+    fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
+               "than the request\n", vt__fmt_bytes(r->allocated, b1),
+            vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
+            vt__fmt_bytes(r->free_smaller, b4));
+    if (r->replayed && r->reproduced && nfits(r)) {
+        fputs("  fixes that fit, checked by replaying the run:", f);
+        size_t k = 0;
+        for (size_t i = 0; i < r->nfixes; i++)
+            if (r->fixes[i].fits && !r->fixes[i].failed) {
+                fputs(k++ ? ";" : "", f);
+                fputs(" ", f);
+                fix_text(f, r, &r->fixes[i]);
+            }
+        fputc('\n', f);
+    } else if (r->replayed && r->reproduced) {
+        fputs("  nothing tried fits in the replay, not even a bigger device\n", f);
+    } else if (r->replayed && !r->reproduced) {
+        fputs("  the replay does not run out of memory where the program did: no fix is "
+              "verified\n", f);
+    }
+    fprintf(f, "  why, and what else was tried: vramtrace oom %s\n", path);
+}
+
+void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const vt__oom_report *r,
+                   bool brief)
+{
+    if (brief) {
+        print_brief(f, path, s, r);
+        return;
+    }
+    char b1[32], b2[32], b3[32], b4[32];
+    fprintf(f, "OUT OF MEMORY: %s asked on device %d, stream 0x%" PRIx64 ", %.3f s into the "
+               "recording (event %zu", vt__fmt_bytes(r->size, b1), r->device, r->stream,
+            rel_s(s, r->time_ns), r->event);
+    if (r->noom > 1)
+        fprintf(f, "; the first of %zu OOMs", r->noom);
+    fputs(")\n  at ", f);
+    site_text(f, s, vt__oom_site_frame(s, r->stack));
+    fputc('\n', f);
+
+    if (r->total)
+        fprintf(f, "device %d: %s, %s free at the OOM\n", r->device, vt__fmt_bytes(r->total, b1),
+                vt__fmt_bytes(r->device_free, b2));
+    else
+        fprintf(f, "device %d: %s for this process (its memory in use + %s free at the OOM; the "
+                   "device's total was not recorded)\n", r->device,
+                vt__fmt_bytes(r->capacity, b1), vt__fmt_bytes(r->device_free, b2));
+    fprintf(f, "  reserved by the cache  %s: %s allocated, %s pending free, %s free\n",
+            vt__fmt_bytes(r->reserved, b1), vt__fmt_bytes(r->allocated, b2),
+            vt__fmt_bytes(r->pending, b3), vt__fmt_bytes(r->cache_free, b4));
+    if (r->cache_pieces) {
+        fprintf(f, "  free in the cache      %s in %" PRIu64 " piece%s, the largest %s\n",
+                vt__fmt_bytes(r->cache_free, b1), r->cache_pieces,
+                r->cache_pieces == 1 ? "" : "s", vt__fmt_bytes(r->largest_free, b2));
+        fprintf(f, "  fragmentation          %s (%.0f %% of the free bytes) in pieces smaller than "
+                   "the %s asked\n", vt__fmt_bytes(r->free_smaller, b1),
+                r->cache_free ? 100.0 * (double)r->free_smaller / (double)r->cache_free : 0.0,
+                vt__fmt_bytes(r->size, b2));
+        for (size_t i = 0; i < r->ngroups && i < 4; i++)
+            fprintf(f, "    %s pool, stream 0x%" PRIx64 ": %s in %" PRIu64 " piece%s, the largest "
+                       "%s\n", pool_name(r->groups[i].pool), r->groups[i].stream,
+                    vt__fmt_bytes(r->groups[i].bytes, b1), r->groups[i].pieces,
+                    r->groups[i].pieces == 1 ? "" : "s", vt__fmt_bytes(r->groups[i].largest, b2));
+        if (r->ngroups > 4)
+            fprintf(f, "    ... %zu more pools and streams\n", r->ngroups - 4);
+    }
+    if (r->outside_reserved || r->uncached || r->other) {
+        fputs("  outside the cache     ", f);
+        const char *sep = " ";
+        if (r->outside_reserved) {
+            fprintf(f, "%s%s held for libraries' own allocations (%s of them alive)", sep,
+                    vt__fmt_bytes(r->outside_reserved, b1), vt__fmt_bytes(r->outside_allocated, b2));
+            sep = "; ";
+        }
+        if (r->uncached) {
+            fprintf(f, "%s%s the cache did not serve (managed, VMM, pools...)", sep,
+                    vt__fmt_bytes(r->uncached, b1));
+            sep = "; ";
+        }
+        if (r->other)
+            fprintf(f, "%s%s used by other processes or contexts", sep,
+                    vt__fmt_bytes(r->other, b1));
+        fputc('\n', f);
+    } else {
+        fputs("  outside the cache      nothing seen\n", f);
+    }
+
+    fprintf(f, "alive at the OOM: %s in %zu allocation%s, by the line that made them\n",
+            vt__fmt_bytes(r->alive_bytes, b1), r->alive_count, r->alive_count == 1 ? "" : "s");
+    for (size_t i = 0; i < r->nsites && i < SITES_SHOWN; i++) {
+        const vt__oom_site *st = &r->sites[i];
+        fprintf(f, "  %10s %5u  ", vt__fmt_bytes(st->bytes, b1), st->count);
+        site_text(f, s, st->frame);
+        fputc('\n', f);
+        if (st->flagged) {
+            fprintf(f, "                    check: %u of them (%s) alive after their last use%s",
+                    st->flagged, vt__fmt_bytes(st->flagged_bytes, b1),
+                    st->finding && st->finding->rule == VT_CHECK_RULE_CYCLE
+                        ? ", held by reference cycles until gc ran" : "");
+            if (st->finding && st->finding->npaths) {
+                char path_text[512];
+                vt_check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
+                fprintf(f, "; held by %s", path_text);
+            }
+            fputc('\n', f);
+        } else if (st->tensor) {
+            fputs("                    tensor '", f);
+            vt__text_str(f, vt_snapshot_string(s, st->tensor));
+            fputs("'\n", f);
+        }
+    }
+    if (r->nsites > SITES_SHOWN)
+        fprintf(f, "  ... %zu more lines\n", r->nsites - SITES_SHOWN);
+    if (r->nflagged)
+        fprintf(f, "  check flags %zu of these (%s) as alive after their last use "
+                   "(vramtrace check %s)\n", r->nflagged, vt__fmt_bytes(r->flagged_bytes, b1), path);
+    else if (!r->tensors && r->pytorch)
+        fputs("  (no tensors recorded: which of these outlived their last use is not known; "
+              "vramtrace run --track\n   records it, and then freeing them is tried too)\n", f);
+
+    if (!r->replayed) {
+        fprintf(f, "what would have fit: %s\n", r->replay_err);
+        return;
+    }
+    fprintf(f, "what would have fit, checked by replaying the recording to its end in %s "
+               "(%s rules):\n", vt__fmt_bytes(r->capacity, b1),
+            r->rules && !strcmp(r->rules, "pytorch") ? "PyTorch's" : "vramtrace's");
+    if (r->reproduced) {
+        fprintf(f, "  as recorded, the replay runs out of memory too (event %zu", r->baseline_oom_event);
+        fputs(r->baseline_oom_event == r->event ? ", the same request)\n" : ")\n", f);
+    } else {
+        fprintf(f, "  as recorded, the replay does %s (peak reserved %s): the replay's rules "
+                   "differ from the recorded allocator's here, so no fix is verified\n",
+                r->baseline_oom_event == SIZE_MAX ? "not run out of memory"
+                                                  : "run out of memory only later",
+                vt__fmt_bytes(r->baseline_peak, b1));
+    }
+    if (!r->allocs_after)
+        fputs("  (the recording ends at the OOM: a fix is checked up to the request that failed;"
+              " what the\n   program would have asked next was not recorded)\n", f);
+    size_t nfit = r->reproduced ? nfits(r) : 0;
+    if (nfit) {
+        fprintf(f, "  %s:\n", nfit == 1 ? "the fix that fits" : "fixes that fit");
+        for (size_t i = 0; i < r->nfixes; i++) {
+            const vt__oom_fix *x = &r->fixes[i];
+            if (!x->fits || x->failed)
+                continue;
+            fputs("    ", f);
+            fix_text(f, r, x);
+            fputs("  (", f);
+            fix_outcome(f, x);
+            fputs(")\n", f);
+        }
+        bool only_device = nfit == 1 && r->fixes[0].kind == VT__OOM_FIX_DEVICE;
+        if (only_device)
+            fputs("  no setting and no earlier free would have fit: only more memory\n", f);
+    } else if (r->reproduced) {
+        fputs("  nothing tried fits\n", f);
+    }
+    size_t shown = 0, tried = 0;
+    for (size_t i = 0; i < r->nfixes; i++)
+        tried += !(r->reproduced && r->fixes[i].fits && !r->fixes[i].failed);
+    if (tried)
+        fprintf(f, "  %s:\n", r->reproduced ? "tried, would not fit" : "replayed, not verified");
+    for (size_t i = 0; i < r->nfixes && shown < TRIED_SHOWN; i++) {
+        const vt__oom_fix *x = &r->fixes[i];
+        if (r->reproduced && x->fits && !x->failed)
+            continue;
+        fputs("    ", f);
+        fix_text(f, r, x);
+        fputs("  (", f);
+        fix_outcome(f, x);
+        fputs(")\n", f);
+        shown++;
+    }
+    if (tried > shown)
+        fprintf(f, "    ... %zu more (--json lists them all)\n", tried - shown);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void frame_json(FILE *f, const vt_snapshot_data *s, const vt_frame *fr)
+{
+    if (!fr) {
+        fputs("null", f);
+        return;
+    }
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&txt, &len);
+    if (m) {
+        vt__report_frame_text(m, s, fr);
+        fclose(m);
+    }
+    vt__json_str(f, txt ? txt : "");
+    free(txt);
+}
+
+static const char *fix_kind(int k)
+{
+    switch (k) {
+    case VT__OOM_FIX_SETTING: return "setting";
+    case VT__OOM_FIX_FREE_FLAGGED: return "free_flagged";
+    case VT__OOM_FIX_GC: return "gc_collect";
+    default: return "device";
+    }
+}
+
+void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
+                        const vt__oom_report *r)
+{
+    fputs("{\"schema\": \"vramtrace-oom\", \"schema_version\": 1, \"file\": ", f);
+    vt__json_str(f, path);
+    fprintf(f, ", \"allocator\": \"%s\"", r->pytorch ? "pytorch" : "vramtrace");
+    fprintf(f, ", \"request\": {\"event\": %zu, \"seq\": %" PRIu64 ", \"time_s\": %.6f, "
+               "\"device\": %d, \"stream\": \"0x%" PRIx64 "\", \"size\": %" PRIu64
+               ", \"line\": ", r->event, r->seq, rel_s(s, r->time_ns), r->device, r->stream,
+            r->size);
+    frame_json(f, s, vt__oom_site_frame(s, r->stack));
+    fprintf(f, ", \"ooms_recorded\": %zu, \"allocations_after\": %zu}", r->noom, r->allocs_after);
+    fputs(", \"device\": {\"total\": ", f);
+    if (r->total)
+        fprintf(f, "%" PRIu64, r->total);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"capacity\": %" PRIu64 ", \"free\": %" PRIu64 ", \"reserved\": %" PRIu64
+               ", \"allocated\": %" PRIu64 ", \"pending_free\": %" PRIu64 ", \"cache_free\": %"
+               PRIu64 ", \"cache_free_pieces\": %" PRIu64 ", \"largest_free\": %" PRIu64
+               ", \"free_in_smaller_pieces\": %" PRIu64 ", \"free_by_pool\": [",
+            r->capacity, r->device_free, r->reserved, r->allocated, r->pending, r->cache_free,
+            r->cache_pieces, r->largest_free, r->free_smaller);
+    for (size_t i = 0; i < r->ngroups; i++)
+        fprintf(f, "%s{\"pool\": \"%s\", \"stream\": \"0x%" PRIx64 "\", \"bytes\": %" PRIu64
+                   ", \"pieces\": %" PRIu64 ", \"largest\": %" PRIu64 "}", i ? ", " : "",
+                pool_name(r->groups[i].pool), r->groups[i].stream, r->groups[i].bytes,
+                r->groups[i].pieces, r->groups[i].largest);
+    fprintf(f, "]}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
+               PRIu64 ", \"uncached\": %" PRIu64 ", \"other\": ", r->outside_reserved,
+            r->outside_allocated, r->uncached);
+    if (r->total)
+        fprintf(f, "%" PRIu64 "}", r->other);
+    else
+        fputs("null}", f);
+    fprintf(f, ", \"alive\": {\"bytes\": %" PRIu64 ", \"count\": %zu, \"checked\": %s, "
+               "\"flagged_bytes\": %" PRIu64 ", \"flagged\": %zu, \"lines\": [", r->alive_bytes,
+            r->alive_count, r->tensors ? "true" : "false", r->flagged_bytes, r->nflagged);
+    for (size_t i = 0; i < r->nsites; i++) {
+        const vt__oom_site *st = &r->sites[i];
+        fprintf(f, "%s{\"line\": ", i ? ", " : "");
+        frame_json(f, s, st->frame);
+        fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %u, \"tensor\": ", st->bytes, st->count);
+        if (st->tensor)
+            vt__json_str(f, vt_snapshot_string(s, st->tensor));
+        else
+            fputs("null", f);
+        fprintf(f, ", \"flagged\": %u, \"flagged_bytes\": %" PRIu64 ", \"held_by\": ",
+                st->flagged, st->flagged_bytes);
+        if (st->finding && st->finding->npaths) {
+            char path_text[1024];
+            vt_check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
+            vt__json_str(f, path_text);
+        } else {
+            fputs("null", f);
+        }
+        fputc('}', f);
+    }
+    fputs("]}, \"replay\": ", f);
+    if (!r->replayed) {
+        fputs("{\"error\": ", f);
+        vt__json_str(f, r->replay_err);
+        fputs("}", f);
+    } else {
+        fprintf(f, "{\"rules\": \"%s\", \"settings\": ", r->rules ? r->rules : "");
+        vt__json_str(f, r->baseline_conf);
+        fprintf(f, ", \"capacity\": %" PRIu64 ", \"reproduced\": %s, \"oom_event\": ",
+                r->capacity, r->reproduced ? "true" : "false");
+        if (r->baseline_oom_event == SIZE_MAX)
+            fputs("null", f);
+        else
+            fprintf(f, "%zu", r->baseline_oom_event);
+        fprintf(f, ", \"peak_reserved\": %" PRIu64 ", \"replays\": %zu, \"min_capacity\": ",
+                r->baseline_peak, r->nreplays);
+        if (r->min_capacity)
+            fprintf(f, "%" PRIu64 "}", r->min_capacity);
+        else
+            fputs("null}", f);
+    }
+    fputs(", \"fixes\": [", f);
+    for (size_t i = 0; i < r->nfixes; i++) {
+        const vt__oom_fix *x = &r->fixes[i];
+        fprintf(f, "%s{\"conf\": ", i ? ", " : "");
+        vt__json_str(f, x->conf);
+        fprintf(f, ", \"kind\": \"%s\", \"peak_reserved\": %" PRIu64 ", \"fits\": %s, "
+                   "\"verified\": %s, \"capacity\": %" PRIu64, fix_kind(x->kind),
+                x->peak_reserved, x->fits && !x->failed ? "true" : "false",
+                x->fits && !x->failed && r->reproduced ? "true" : "false", x->capacity);
+        if (x->kind == VT__OOM_FIX_FREE_FLAGGED || x->kind == VT__OOM_FIX_GC)
+            fprintf(f, ", \"storages\": %u, \"storage_bytes\": %" PRIu64, x->storages,
+                    x->storage_bytes);
+        if (!x->fits && !x->failed)
+            fprintf(f, ", \"oom_event\": %zu", x->oom_event);
+        if (x->failed) {
+            fputs(", \"error\": ", f);
+            vt__json_str(f, x->err);
+        }
+        fputc('}', f);
+    }
+    fputs("]}", f);
+}

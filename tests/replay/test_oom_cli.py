@@ -1,0 +1,105 @@
+"""`vramtrace oom` (and the short form `vramtrace run` prints) on a native
+program recorded on the simulated device.
+
+    test_oom_cli.py VRAMTRACE FRAG_PROG TEST_NAME
+
+frag_prog "pins" (tests/replay/frag_prog.c) runs out of memory at 200 MiB
+with fixed segments and fits with expandable segments: the report names
+that fix, verified by replay, and the program run again with it fits.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+VT, FRAG = sys.argv[1:3]
+MIB = 1 << 20
+TMP = tempfile.mkdtemp(prefix="vt-oom-")
+PINS = [FRAG, "1", "pins"]
+
+
+def record(name, mem, conf=None, status=0):
+    snap = os.path.join(TMP, name + ".vtsnap")
+    cmd = [VT, "run", "-o", snap] + (["--conf", conf] if conf else []) + ["--"] + PINS
+    p = subprocess.run(cmd, env=dict(os.environ, SIMCUDA_MEM=mem), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == status, (cmd, p.returncode, p.stdout, p.stderr)
+    return snap, p
+
+
+def oom(*args, status=0):
+    p = subprocess.run([VT, "oom", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == status, (args, p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def test_fragmentation_is_explained_and_the_verified_fix_fits_live():
+    snap, run = record("pins", "200M", status=3)
+    # run's end: the short form, with the fix the replay verified
+    assert "ran out of device memory: 12 MiB asked" in run.stderr, run.stderr
+    assert "fixes that fit, checked by replaying the run: VRAMTRACE_CONF=expandable_segments:True" \
+        in run.stderr, run.stderr
+    assert f"vramtrace oom {snap}" in run.stderr, run.stderr
+    text = oom(snap).stdout
+    lines = text.splitlines()
+    assert len(lines) <= 40, text
+    assert lines[0].startswith("OUT OF MEMORY: 12 MiB asked on device 0"), text
+    assert "frag_prog.c" in lines[1], text
+    # 40 blocks of 5 MiB, one in four kept: 150 MiB free, all in 5 and 10 MiB pieces
+    assert "150 MiB free" in text and "the largest 10 MiB" in text, text
+    assert "150 MiB (100 % of the free bytes) in pieces smaller than the 12 MiB asked" in text, text
+    assert "as recorded, the replay runs out of memory too" in text, text
+    fixes = text[text.index("fixes that fit:"):text.index("tried, would not fit:")]
+    assert "VRAMTRACE_CONF=expandable_segments:True  (fits" in fixes, text
+    assert "a device with" in fixes, text
+    assert "max_split_size_mb" not in fixes, text
+
+    j = json.loads(oom(snap, "--json").stdout)
+    assert j["schema"] == "vramtrace-oom" and j["allocator"] == "vramtrace", j
+    q, d = j["request"], j["device"]
+    assert q["size"] == 12 * MIB and q["device"] == 0 and "frag_prog.c" in q["line"], q
+    assert d["total"] == 200 * MIB and d["reserved"] == d["allocated"] + d["pending_free"] + d["cache_free"], d
+    assert d["free_in_smaller_pieces"] == d["cache_free"] == 150 * MIB and d["largest_free"] == 10 * MIB, d
+    assert sum(g["bytes"] for g in d["free_by_pool"]) == d["cache_free"], d
+    assert j["alive"]["lines"][0]["bytes"] >= j["alive"]["lines"][-1]["bytes"], j["alive"]
+    assert j["replay"]["reproduced"] is True, j["replay"]
+    for f in j["fixes"]:
+        assert {"conf", "peak_reserved", "fits", "verified", "kind"} <= set(f), f
+        assert f["verified"] == f["fits"], f   # reproduced: every fit is verified
+    verified = [f["conf"] for f in j["fixes"] if f["verified"]]
+    assert "expandable_segments:True" in verified, j["fixes"]
+    exp = next(f for f in j["fixes"] if f["conf"] == "expandable_segments:True")
+    assert exp["peak_reserved"] <= 200 * MIB, exp
+    dev = next(f for f in j["fixes"] if f["kind"] == "device")
+    assert dev["fits"] and dev["capacity"] > 200 * MIB and j["replay"]["min_capacity"] == dev["capacity"], dev
+    # the fix, applied: the program fits live
+    _, live = record("pins_expandable", "200M", conf="expandable_segments:True")
+    assert "frag: ok" in live.stdout and "ran out of device memory" not in live.stderr, live
+
+
+def test_bad_input_and_no_oom_are_refused_with_one_line():
+    assert "usage: vramtrace oom SNAPSHOT" in oom("--help").stdout
+    p = oom(status=2)
+    assert "missing SNAPSHOT" in p.stderr, p.stderr
+    p = oom("--bogus", status=2)
+    assert "unknown option '--bogus'" in p.stderr, p.stderr
+    junk = os.path.join(TMP, "junk.vtsnap")
+    with open(junk, "w") as f:
+        f.write("not a snapshot\n")
+    p = oom(junk, status=2)
+    assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = oom(os.path.join(TMP, "missing.vtsnap"), status=2)
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = oom(junk, junk, status=2)
+    assert "one SNAPSHOT only" in p.stderr, p.stderr
+    # a run that fitted: nothing to explain, exit 1 (as check's "nothing flagged" is 0)
+    snap, run = record("fits", "1G")
+    assert "ran out of device memory" not in run.stderr, run.stderr
+    p = oom(snap, status=1)
+    assert p.stdout == "" and "holds no out-of-memory event" in p.stderr, p.stderr
+
+
+if __name__ == "__main__":
+    globals()["test_" + sys.argv[3]]()
+    print("ok", sys.argv[3])

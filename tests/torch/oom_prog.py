@@ -1,0 +1,90 @@
+"""Programs that run out of device memory, for tests/torch/test_torch_oom.py.
+
+    python oom_prog.py frag    fragmentation: 5 MiB blocks, one in four kept,
+                               pin every 20 MiB segment; then 12 MiB tensors
+                               (fits with expandable segments)
+    python oom_prog.py leak    a training loop that keeps every step's
+                               activation in a list, never using it again
+                               (fits when the kept tensors are dropped)
+    python oom_prog.py cycle   the same, each activation held by a reference
+                               cycle the collector never ran for (fits with
+                               a gc.collect() before the retry)
+    python oom_prog.py big     more live tensors than the device holds
+                               (nothing but a bigger device fits)
+
+Each prints "done" when it did not run out of memory; an out-of-memory
+error ends it with PyTorch's exception, as it would end a training script.
+With --torch-snapshot PATH, PyTorch's own recorder runs and its snapshot
+(with the OOM) is dumped to PATH before the exception ends the program.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import torch
+
+MIB = 1 << 20
+
+
+def frag() -> None:
+    blocks = [torch.empty(5 * MIB, dtype=torch.uint8, device="cuda") for _ in range(40)]
+    kept = [b for i, b in enumerate(blocks) if i % 4 == 1]
+    del blocks
+    big = [torch.empty(12 * MIB, dtype=torch.uint8, device="cuda") for _ in range(9)]
+    print("live", len(kept), len(big))
+
+
+def leak() -> None:
+    w = torch.nn.Parameter(torch.ones(1024, device="cuda"))
+    opt = torch.optim.SGD([w], lr=0.1)
+    history = []
+    for _ in range(40):
+        act = torch.empty(16 * MIB // 4, device="cuda") + w.sum()  # ACT_LINE
+        history.append(act)
+        loss = (w * 2).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+class Node:
+    """One half of a reference cycle."""
+
+
+def cycle() -> None:
+    """Each step's activation is held by a reference cycle that the
+    collector (disabled, as a long gc pause would) never frees."""
+    gc.disable()
+    w = torch.nn.Parameter(torch.ones(1024, device="cuda"))
+    opt = torch.optim.SGD([w], lr=0.1)
+    for _ in range(40):
+        a, b = Node(), Node()
+        a.peer, b.peer = b, a
+        a.act = torch.empty(16 * MIB // 4, device="cuda") + w.sum()  # CYCLE_LINE
+        del a, b
+        (w * 2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def big() -> None:
+    a = torch.empty(100 * MIB, dtype=torch.uint8, device="cuda")
+    b = torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
+    print("live", a.numel() + b.numel())
+
+
+if __name__ == "__main__":
+    pickle_path = sys.argv[3] if sys.argv[2:3] == ["--torch-snapshot"] else None
+    if pickle_path:
+        torch.cuda.memory._record_memory_history(max_entries=100000)
+    try:
+        {"frag": frag, "leak": leak, "cycle": cycle, "big": big}[sys.argv[1]]()
+    except torch.OutOfMemoryError:
+        if pickle_path:
+            torch.cuda.memory._dump_snapshot(pickle_path)
+        if sys.argv[1] == "cycle":
+            gc.collect()   # too late: what it frees could have served the request
+        raise
+    print("done")

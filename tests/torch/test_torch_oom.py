@@ -1,0 +1,124 @@
+"""`vramtrace oom` on real PyTorch programs that run out of memory on the
+simulated device (oom_prog.py), recorded by `vramtrace run` (PyTorch's
+allocator observed) or by PyTorch's own recorder (a snapshot pickle). The
+fixes it offers are the ones its replay verified; the one that is a
+setting is applied to the program again, which then fits. This driver never
+imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+import vramtrace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
+CLI = os.environ["VRAMTRACE_CLI"]
+PROG = os.path.join(HERE, "oom_prog.py")
+MEM = "256M"
+
+
+def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str, str]:
+    full = dict(os.environ)
+    full.update(env or {})
+    p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def prog(mode: str, snap: str = "", *args: str, run_args: Tuple[str, ...] = (),
+         env: Dict[str, str] | None = None) -> Tuple[int, str, str]:
+    cmd = [SIMRUN, "--mem", MEM, "--"]
+    if snap:
+        cmd += [CLI, "run", *run_args, "-o", snap, "--"]
+    return run(cmd + [sys.executable, PROG, mode, *args], env)
+
+
+def oom_json(path: str) -> dict:
+    rc, out, err = run([CLI, "oom", path, "--json"])
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def verified(j: dict) -> List[str]:
+    return [f["kind"] if f["kind"] != "setting" else f["conf"] for f in j["fixes"] if f["verified"]]
+
+
+def test_fragmentation_fits_with_expandable_segments_and_the_rerun_fits(tmp_path):
+    snap = str(tmp_path / "frag.vtsnap")
+    rc, out, err = prog("frag", snap)
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    # run's end: the short form, naming the checked fix
+    assert "the program ran out of device memory: 12 MiB asked" in err, err[-3000:]
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in err, err[-3000:]
+    j = oom_json(snap)
+    assert j["allocator"] == "pytorch" and j["request"]["size"] == 12 << 20, j["request"]
+    assert "oom_prog.py:" in j["request"]["line"], j["request"]
+    d = j["device"]
+    # every 20 MiB segment pinned by one 5 MiB block: 150 MiB free in pieces under 12 MiB
+    assert d["cache_free"] == d["free_in_smaller_pieces"] == 150 << 20, d
+    # the device's total, from the observer's OOM: nothing else held memory
+    assert d["capacity"] == d["total"] == 256 << 20 and j["outside"]["other"] == 0, (d, j["outside"])
+    assert j["replay"]["reproduced"], j["replay"]
+    # the setting that fits, and only that one (and a bigger device)
+    assert verified(j) == ["expandable_segments:True", "device"], j["fixes"]
+    text = run([CLI, "oom", snap])[1]
+    assert len(text.splitlines()) <= 40, text
+    # applied to the program: it fits
+    rc, out, err = prog("frag", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert rc == 0 and "done" in out, err[-3000:]
+
+    # PyTorch's own snapshot of the same OOM: the same verdict
+    pickle_path = str(tmp_path / "frag.pickle")
+    rc, out, err = prog("frag", "", "--torch-snapshot", pickle_path)
+    assert rc == 1 and os.path.exists(pickle_path), err[-3000:]
+    pj = oom_json(pickle_path)
+    assert pj["allocator"] == "pytorch" and pj["device"]["cache_free"] == 150 << 20, pj["device"]
+    assert "oom_prog.py:" in pj["request"]["line"], pj["request"]
+    assert verified(pj) == ["expandable_segments:True", "device"], pj["fixes"]
+
+
+def test_a_kept_list_fits_only_when_the_flagged_storages_are_freed(tmp_path):
+    snap = str(tmp_path / "leak.vtsnap")
+    rc, out, err = prog("leak", snap, run_args=("--track",))
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    j = oom_json(snap)
+    assert j["alive"]["flagged"] >= 5, j["alive"]
+    top = j["alive"]["lines"][0]
+    assert "oom_prog.py:" in top["line"] and top["flagged"] >= 5, top
+    assert verified(j) == ["free_flagged", "device"], j["fixes"]
+    free = next(f for f in j["fixes"] if f["kind"] == "free_flagged")
+    assert free["storages"] >= top["flagged"] and free["peak_reserved"] < j["device"]["reserved"], free
+    assert "fits" in run([CLI, "oom", snap])[1]
+
+
+def test_activations_held_by_reference_cycles_fit_with_a_gc_collect_before_the_retry(tmp_path):
+    snap = str(tmp_path / "cycle.vtsnap")
+    rc, out, err = prog("cycle", snap, run_args=("--track",))
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    j = oom_json(snap)
+    # the program's gc.collect() after the OOM freed them: a cycle held each
+    assert j["alive"]["flagged"] >= 5, j["alive"]
+    assert verified(j) == ["free_flagged", "gc_collect", "device"], j["fixes"]
+    gc_fix = next(f for f in j["fixes"] if f["kind"] == "gc_collect")
+    assert gc_fix["storages"] == j["alive"]["flagged"], (gc_fix, j["alive"])
+    assert "held by reference cycles until gc ran" in run([CLI, "oom", snap])[1]
+
+
+def test_nothing_but_a_bigger_device_fits(tmp_path):
+    snap = str(tmp_path / "big.vtsnap")
+    rc, out, err = prog("big", snap)
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    # reachable from Python, as the command's JSON
+    j = vramtrace.oom_report(snap)
+    assert j is not None and verified(j) == ["device"], j["fixes"]
+    dev = j["fixes"][0]
+    assert dev["kind"] == "device" and dev["capacity"] >= 300 << 20, dev
+    assert all(not f["fits"] for f in j["fixes"][1:]), j["fixes"]
+    text = vramtrace.oom_text(snap)
+    assert "no setting and no earlier free would have fit: only more memory" in text, text
+    assert "tried, would not fit:" in text, text
