@@ -65,6 +65,11 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     vt__json_str(o, vt_snapshot_string(s, m->config));
     fputs(",\"library_version\":", o);
     vt__json_str(o, vt_snapshot_string(s, m->library_version));
+    fputs(",\"framework_settings\":", o);
+    if (m->flags & VT_META_FRAMEWORK_SETTINGS)
+        vt__json_str(o, vt_snapshot_string(s, m->framework_settings));
+    else
+        fputs("null", o);
     fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
                ",\"snapshot_time_ns\":%" PRIu64 ",\"events_recorded\":%" PRIu64
                ",\"events_overwritten\":%" PRIu64 ",\"stacks_dropped\":%" PRIu64

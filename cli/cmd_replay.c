@@ -627,9 +627,11 @@ int vt_cmd_replay(int argc, char **argv)
     }
     /* recorded settings that are all defaults translate to no keys: still
      * "as recorded" */
-    /* an observed PyTorch run records vramtrace's settings, not PyTorch's */
-    int recorded = *vt_snapshot_string(s, s->meta.config) != '\0' &&
-                   !(r.rules == VT_REPLAY_RULES_PYTORCH && (s->meta.flags & VT_META_POOL_OBSERVED));
+    /* an observed PyTorch run records vramtrace's settings in its config, and
+     * PyTorch's as the framework's settings (format 1.7) */
+    int recorded = r.rules == VT_REPLAY_RULES_PYTORCH && (s->meta.flags & VT_META_POOL_OBSERVED)
+                       ? (s->meta.flags & VT_META_FRAMEWORK_SETTINGS) != 0
+                       : *vt_snapshot_string(s, s->meta.config) != '\0';
     const char *origin = conf ? (recorded ? "recorded, then --conf" : "defaults, then --conf")
                               : (recorded ? "as recorded" : "defaults: none recorded");
     if (json) {

@@ -418,6 +418,16 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
 VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uint64_t stream,
                          uint64_t aux);
 
+/*! vt_pool_settings() :
+ * The observed allocator's settings, in its own syntax (PyTorch: the
+ * PYTORCH_CUDA_ALLOC_CONF text it runs with, plus
+ * "per_process_memory_fraction:F" where the program set one), kept for the
+ * snapshots (META, format 1.7) so that a replay starts from the settings the
+ * program ran with. A later call replaces them (the snapshot keeps the last);
+ * NULL or "" clears them. Text past 1 KiB is cut.
+ * @return 0. */
+VT_API int vt_pool_settings(const char *settings);
+
 /*! vt_pool_unseen() :
  * A framework allocator ran in this process that could not be observed:
  * snapshots say so (VT_META_POOL_UNSEEN), and views then say that their

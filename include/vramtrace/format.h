@@ -187,7 +187,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.6).
+ *   reader would find it). A writer writes its own minor (this one: 1.7).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -225,6 +225,11 @@ enum vt_passthrough_call {
  *   with the other unknown bits: they then count an observed process's blocks
  *   and its libraries' own device allocations alike as allocated, and say
  *   nothing of an unseen framework allocator.
+ *   1.7 adds META flag VT_META_FRAMEWORK_SETTINGS and, after the peaks, the
+ *   string of the observed framework allocator's settings (vt_pool_settings:
+ *   PyTorch's PYTORCH_CUDA_ALLOC_CONF text), which a replay under the
+ *   framework's rules starts from; older readers skip it (trailing META
+ *   bytes) and replay from the framework's defaults.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -277,6 +282,8 @@ enum vt_passthrough_call {
  *     peak_allocated, peak_reserved, peak_active (bytes, the allocator's own
  *     peaks as vt_get_stats keeps them: since the start of the process or the
  *     last vt_reset_peak_stats, whatever the event window kept).
+     Since 1.7, when flags has VT_META_FRAMEWORK_SETTINGS: varint
+     framework_settings (string).
  *     stacks_dropped counts the stack captures of the whole run that could
  *     not be interned whole because the recorder's stack table was full.
  *     Such a capture keeps the deepest prefix of its stack that the table
@@ -349,7 +356,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 6
+#define VT_FORMAT_MINOR 7
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -376,6 +383,9 @@ enum vt_meta_flag {
                                          that could not be observed: its ALLOCs
                                          are whole segments of it, not the
                                          objects (tensors) inside them */
+    VT_META_FRAMEWORK_SETTINGS = 1u << 5, /* (1.7) the observed framework allocator's
+                                         settings follow (a string: PyTorch's
+                                         PYTORCH_CUDA_ALLOC_CONF text) */
 };
 
 /* Size bounds of the raw (decoded) sections, see "Size bounds" above. */

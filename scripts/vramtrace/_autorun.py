@@ -101,6 +101,12 @@ def _program_ended() -> None:
     list that kept a tensor every step would look released)."""
     try:
         import vramtrace
+        from vramtrace import _pool_observer
+        if _pool_observer.attached:
+            try:
+                _pool_observer.refresh_settings()
+            except Exception:  # noqa: BLE001 - the settings as last recorded
+                pass
         vramtrace.get_library().program_ended()
     except Exception as exc:  # noqa: BLE001 - the snapshot is then taken at exit
         note(f"the snapshot is taken at exit, after Python's teardown ({type(exc).__name__}: {exc})")

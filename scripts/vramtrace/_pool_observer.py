@@ -76,6 +76,86 @@ def _record_empty_cache(lib: Any) -> None:
         cuda.empty_cache = empty_cache
 
 
+_settings = {"conf": "", "fraction": ""}
+
+
+def refresh_settings() -> None:
+    """Record the settings again (the program's end: a fraction set by the
+    call that initialized CUDA came after attach()); set by attach()."""
+
+
+def _settings_text() -> str:
+    parts = [p for p in (_settings["conf"], _settings["fraction"]) if p]
+    return ",".join(parts)
+
+
+def _record_settings(lib: Any) -> None:
+    """Keep PyTorch's allocator settings in the snapshot (format 1.7), so
+    that a replay under PyTorch's rules starts from those the program ran
+    with: PYTORCH_CUDA_ALLOC_CONF (PYTORCH_ALLOC_CONF, its newer name),
+    then what the program sets while it runs
+    (``torch.cuda.memory._set_allocator_settings``,
+    ``torch.cuda.set_per_process_memory_fraction``: the last value of each).
+    The functions are wrapped where programs look them up, and call
+    PyTorch's as they were."""
+    import os
+    import sys
+    torch = sys.modules.get("torch")
+    setter = lib.raw("vt_pool_settings")
+    if torch is None or setter is None:
+        return
+
+    def publish() -> None:
+        getter = getattr(torch.cuda.memory, "get_per_process_memory_fraction", None)
+        try:   # the fraction set by the call that initialized CUDA, before any wrapper
+            fraction = float(getter()) if getter is not None and torch.cuda.is_initialized() \
+                else 1.0
+        except Exception:  # noqa: BLE001
+            fraction = 1.0
+        if fraction < 1.0:
+            _settings["fraction"] = f"per_process_memory_fraction:{fraction:g}"
+        setter(_settings_text().encode("utf-8", "replace"))
+
+    global refresh_settings
+    refresh_settings = publish
+
+    _settings["conf"] = (os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+                         or os.environ.get("PYTORCH_ALLOC_CONF") or "").strip()
+    publish()
+    memory = torch.cuda.memory
+
+    def wrap(owner: Any, name: str, note: Any) -> None:
+        original = getattr(owner, name, None)
+        if original is None or getattr(original, "_vramtrace_wrapped", False):
+            return
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)   # PyTorch's own errors as they were
+            try:
+                note(*args, **kwargs)
+                publish()
+            except Exception:  # noqa: BLE001 - recording must never change the program
+                pass
+            return result
+
+        wrapper.__doc__ = original.__doc__
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapper._vramtrace_wrapped = True  # type: ignore[attr-defined]
+        setattr(owner, name, wrapper)
+        if owner is memory and getattr(torch.cuda, name, None) is original:
+            setattr(torch.cuda, name, wrapper)
+
+    def on_settings(text: Any, *args: Any, **kwargs: Any) -> None:
+        text = str(text).strip()
+        _settings["conf"] = ",".join(p for p in (_settings["conf"], text) if p)
+
+    def on_fraction(fraction: Any, *args: Any, **kwargs: Any) -> None:
+        _settings["fraction"] = f"per_process_memory_fraction:{float(fraction):g}"
+
+    wrap(memory, "_set_allocator_settings", on_settings)
+    wrap(memory, "set_per_process_memory_fraction", on_fraction)
+
+
 def attach() -> bool:
     """Observe PyTorch's CUDA caching allocator from now on. Returns True
     when it is observed; False with ``why_not`` saying why (and the
@@ -106,6 +186,7 @@ def attach() -> bool:
         attached = True
         why_not = ""
         _record_empty_cache(lib)
+        _record_settings(lib)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure: say so, change nothing
         why_not = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].rstrip(".")

@@ -6,9 +6,10 @@ settings; replayed with a setting, it must give the max_memory_reserved()
 that a real run with that PYTORCH_CUDA_ALLOC_CONF prints (within 1 %).
 
 The program sets a per-process memory fraction in every run (the
-garbage_collection_threshold acts only under one); a recording does not hold
-it, so each replay is given it (per_process_memory_fraction). Each case runs
-one PyTorch process; this driver never imports torch.
+garbage_collection_threshold acts only under one); a recording holds it and
+the PYTORCH_CUDA_ALLOC_CONF the program ran with (format 1.7), and a replay
+starts from them. Each case runs one PyTorch process; this driver never
+imports torch.
 """
 
 from __future__ import annotations
@@ -90,6 +91,22 @@ def test_replay_of_a_recorded_pytorch_run_gives_its_max_reserved(recorded):
     assert r["oom"] is None
     # vramtrace's own rules stay one --rules away
     assert replay(snap, "--rules", "vramtrace")["rules"] == "vramtrace"
+    # the fraction the program set is in the recording: as recorded, the same
+    r = replay(snap)
+    assert "per_process_memory_fraction:0.7" in r["settings"], r["settings"]
+    assert r["settings_origin"] == "as recorded", r["settings_origin"]
+    agree(r["devices"][0]["peak_reserved"], torch_max)
+
+
+def test_a_run_recorded_with_a_setting_replays_as_recorded_to_its_max_reserved(tmp_path):
+    """PYTORCH_CUDA_ALLOC_CONF and the fraction the program ran with are in
+    its recording: replayed with nothing given, torch's own figure."""
+    snap = str(tmp_path / "expandable.vtsnap")
+    torch_max = prog("expandable_segments:True", snap=snap)
+    r = replay(snap)
+    assert "expandable_segments:True" in r["settings"], r["settings"]
+    assert r["expandable_segments"] and r["oom"] is None, r
+    agree(r["devices"][0]["peak_reserved"], torch_max)
 
 
 @pytest.mark.parametrize("conf", [

@@ -19,6 +19,8 @@
 #include "rec_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 
 #include "vramtrace/format.h"
@@ -40,6 +42,24 @@ int vt_pool_observe(const void *pool_code, const void *observer_code)
     atomic_store_explicit(&pool_hi, hi, memory_order_release);
     atomic_fetch_or_explicit(&meta_flags, VT_META_POOL_OBSERVED, memory_order_relaxed);
     return 0;
+}
+
+static pthread_mutex_t settings_lock = PTHREAD_MUTEX_INITIALIZER;
+static char settings[1024];   /* vt_pool_settings (under settings_lock) */
+
+int vt_pool_settings(const char *text)
+{
+    pthread_mutex_lock(&settings_lock);
+    snprintf(settings, sizeof settings, "%s", text ? text : "");
+    pthread_mutex_unlock(&settings_lock);
+    return 0;
+}
+
+void vt__pool_settings(char *buf, size_t len)
+{
+    pthread_mutex_lock(&settings_lock);
+    snprintf(buf, len, "%s", settings);
+    pthread_mutex_unlock(&settings_lock);
 }
 
 void vt_pool_unseen(void)

@@ -90,5 +90,7 @@ uint32_t vt__pool_meta_flags(void);
 /* The devices an observed allocator ran out of memory on, with the total
  * memory it reported, added to `s` where the allocator's state lists none. */
 void vt__pool_add_devices(vt_snapshot_data *s);
+/* The observed allocator's settings (vt_pool_settings), "" when none. */
+void vt__pool_settings(char *buf, size_t len);
 
 #endif /* VT_TRACE_RECORDER_H */

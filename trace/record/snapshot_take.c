@@ -129,6 +129,12 @@ static void fill_meta(vt_snapshot_data *s, vt_strtab *st)
     vt__config_format(vt__config(), conf, sizeof conf);
     m->config = (i = vt__strtab_add(st, conf)) == UINT32_MAX ? 0 : i;
     m->library_version = (i = vt__strtab_add(st, vt_version_string())) == UINT32_MAX ? 0 : i;
+    char fw[1024];
+    vt__pool_settings(fw, sizeof fw);
+    if (*fw && (i = vt__strtab_add(st, fw)) != UINT32_MAX) {
+        m->framework_settings = i;
+        m->flags |= VT_META_FRAMEWORK_SETTINGS;
+    }
     m->stacks_dropped = vt__stacks_dropped();
 }
 

@@ -1268,13 +1268,18 @@ int vt__replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
     t->want_curve = opt->curve;
     t->c = (tconf){ .max_split = NO_LIMIT, .max_nonsplit_round = LARGE_BUFFER };
     /* the settings PyTorch ran with: an imported snapshot has them; a
-     * recording of the observed allocator has vramtrace's own, which are
-     * not PyTorch's */
-    char recorded[512] = "";
+     * recording of the observed allocator has them as the framework's
+     * settings (format 1.7: PYTORCH_CUDA_ALLOC_CONF text), and vramtrace's
+     * own in its config, which are not PyTorch's (older recordings: the
+     * defaults) */
+    char recorded[1024] = "";
     bool expandable = false;
     if (!opt->ignore_recorded_conf && imported(s))
         vt__replay_conf_from_meta(vt_snapshot_string(s, s->meta.config), recorded,
                                   sizeof recorded, &expandable);
+    else if (!opt->ignore_recorded_conf && (s->meta.flags & VT_META_FRAMEWORK_SETTINGS))
+        snprintf(recorded, sizeof recorded, "%s",
+                 vt_snapshot_string(s, s->meta.framework_settings));
     char msg[256] = "";
     if (apply_conf(&t->c, recorded, msg, sizeof msg)) {
         rc = -EINVAL;

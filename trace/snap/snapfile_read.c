@@ -387,7 +387,7 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
     NEED(&c, "metadata flags");
     m->flags = (uint32_t)(flags & (VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS |
                                    VT_META_IPC_SAFE | VT_META_POOL_OBSERVED |
-                                   VT_META_POOL_UNSEEN));
+                                   VT_META_POOL_UNSEEN | VT_META_FRAMEWORK_SETTINGS));
     if (flags & VT_META_DEVICE_PEAKS)
         for (uint64_t i = 0; i < nd; i++) {
             s->devices[i].peak_allocated = vt__get_varint(&c);
@@ -395,6 +395,14 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
             s->devices[i].peak_active = vt__get_varint(&c);
             NEED(&c, "device peaks");
         }
+    if (flags & VT_META_FRAMEWORK_SETTINGS) {   /* 1.7 */
+        off = vt__cur_off(&c);
+        uint64_t fw = vt__get_varint(&c);
+        NEED(&c, "framework settings");
+        if ((rc = check_str(r, off, fw, "framework settings")))
+            return rc;
+        m->framework_settings = (uint32_t)fw;
+    }
     /* trailing bytes: fields appended by a later minor version */
     return 0;
 }

@@ -167,6 +167,8 @@ static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
             vt__put_varint(b, s->devices[i].peak_reserved);
             vt__put_varint(b, s->devices[i].peak_active);
         }
+    if (s->meta.flags & VT_META_FRAMEWORK_SETTINGS)      /* 1.7 */
+        vt__put_varint(b, m->framework_settings);
 }
 
 static void enc_strings(const vt_snapshot_data *s, vt__buf *b)

@@ -112,6 +112,9 @@ typedef struct vt_snapshot_meta {
     uint64_t stacks_truncated; /* events in the file whose stack is truncated
                                 * (table full): format 1.2, 0 in older files */
     uint32_t flags;            /* VT_META_* (format 1.2) */
+    uint32_t framework_settings; /* string: the observed framework allocator's
+                                  * settings in its syntax (VT_META_FRAMEWORK_SETTINGS,
+                                  * format 1.7), 0 if none */
 } vt_snapshot_meta;
 
 typedef struct vt_snapshot_data {
