@@ -866,6 +866,22 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     vt_snapshot_free(s);
 }
 
+TEST(framework_settings_round_trip_in_meta)
+{
+    vt_snapshot_data *s = gen_small();
+    s->meta.flags |= VT_META_FRAMEWORK_SETTINGS;
+    s->meta.framework_settings = s->meta.host;     /* any string of the table */
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt_snapshot_data *r = decode_ok(data, size);
+    ASSERT(r->meta.flags & VT_META_FRAMEWORK_SETTINGS);
+    ASSERT_STR_EQ(vt_snapshot_string(r, r->meta.framework_settings),
+                  vt_snapshot_string(s, s->meta.host));
+    vt_snapshot_free(r);
+    free(data);
+    vt_snapshot_free(s);
+}
+
 /* A 1.3 file (no FIRST_LINES) reads whole, every first line 0; and a
  * FIRST_LINES section in a file claiming 1.3 is ignored, as a 1.3 reader
  * ignores it (it never knew the section). */
