@@ -159,7 +159,7 @@ def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(tmp_path):
     rc, text = run([CLI, "check", tracked])
     assert rc == 1, text
     assert re.search(r"held by: \(cycle\) .*LossLog\.history → list\[\*\] → tensor "
-                     rf"'self\.loss = .*\(trainer_leak\.py:{LOSS_LINE}, ", text), text[:4000]
+                     rf"'self\.loss = .*\(trainer_leak\.py:{LOSS_LINE}\)'", text), text[:4000]
 
 
 def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(tmp_path):
