@@ -1420,11 +1420,11 @@
       if (g.members.length === 1) return findingLine(findings[g.members[0]], g.members[0]);
       const i = g.members[0], f = findings[i];
       const n = g.members.length;
-      const held = f.path && f.path.length ? '<div class="path1">held by: ' + esc(clip(f.path[0], 200)) + '</div>' : '';
+      const held = f.path && f.path.length ? '<div class="path1">the first held by: ' + esc(clip(f.path[0], 200)) + '</div>' : '';
       return '<details class="fgroup' + (f.kind === 'tape' ? ' tape' : '') + '" data-g="' + esc(g.key) + '"' + (openGroups.has(g.key) ? ' open' : '') + '>' +
         '<summary class="finding' + (f.kind === 'tape' ? ' tape' : '') + '" data-f="' + i + '"><span class="count">' + n + ' &times;</span> ' +
         '<span class="t">' + esc(clip(f.title || f.kind, 200)) + '</span>' +
-        '<div>' + n + ' findings from one cause, ' + fmtBytes(g.bytes) + ' in all (' + fmtBytes(g.bytes / n) + ' each on average); the first shown</div>' +
+        '<div>' + n + ' findings from one cause, ' + fmtBytes(g.bytes) + ' in all (' + fmtBytes(g.bytes / n) + ' each on average); open to list them</div>' +
         held + '</summary>' +
         g.members.map((m) => findingLine(findings[m], m)).join('') + '</details>';
     }).join('');
@@ -1542,12 +1542,12 @@
     const tFirst = evT[0], tLast = evT[nE - 1];
     let first = 0;   // the first event of the run
     if (meta.marks.length) {
-      const m = Math.max(0, meta.marks[0][0]);
-      if (evT[m] - tFirst > 0.25 * (tLast - tFirst)) first = m;
-    } else {
+      const m = Math.max(0, Math.min(nE - 1, meta.marks[0][0]));
+      if (evT[m] - tFirst > 0.25 * (tLast - tFirst) && tLast > evT[m]) first = m;
+    } else if (nE >= 16) {   // a handful of events is all setup: show it whole
       let gap = 0, at = 0;
       for (let e = 1; e < nE; e++) if (evT[e] - evT[e - 1] > gap) { gap = evT[e] - evT[e - 1]; at = e; }
-      if (gap > 0.5 * (tLast - tFirst) && at <= Math.max(8, 0.05 * nE)) first = at;
+      if (gap > 0.5 * (tLast - tFirst) && at <= Math.max(8, 0.05 * nE) && tLast > evT[at]) first = at;
     }
     if (view.mode === 'event') {
       const lead = first ? Math.max(1, Math.round(0.04 * (nE - first))) : 0;
@@ -1736,14 +1736,17 @@
     const tr = ev.target.closest('tr[data-l]');
     if (tr) select(+tr.dataset.l);
   });
-  $('findings').addEventListener('toggle', (ev) => {
-    const d = ev.target;
-    if (!d.dataset || !d.dataset.g) return;
-    if (d.open) openGroups.add(d.dataset.g); else openGroups.delete(d.dataset.g);
-  }, true);
   $('findings').addEventListener('click', (ev) => {
     const d = ev.target.closest('[data-f]');
     if (!d) return;
+    // A group's head: opens or closes it (the list is drawn again below, so
+    // the state lives in openGroups) and selects its first finding.
+    const g = d.tagName === 'SUMMARY' ? d.parentNode.dataset.g : null;
+    if (g != null) {
+      ev.preventDefault();
+      if (openGroups.has(g)) openGroups.delete(g); else openGroups.add(g);
+      showFindings();
+    }
     const f = findings[+d.dataset.f];
     const l = f.l >= 0 ? f.l : (f.ls && f.ls.length ? f.ls[0][0] : -1);
     if (l < 0 || l >= nL) { showFindingDetail(+d.dataset.f); return; }
@@ -1970,6 +1973,8 @@
         leftOut,
       };
     },
+    /* The plot's size in canvas pixels (idAt's coordinates). */
+    get plotSize() { return plot ? { rows: plot.PH, cols: plot.PW } : { rows: 0, cols: 0 }; },
     /* The last draw's level of detail and y range. */
     get lod() { return lastLod; },
     get yRange() { return { y0: plot ? plot.y0 : 0, y1: plot ? plot.y1 : 0, mode: view.yMode, locked: view.yMode === 'lock' }; },
