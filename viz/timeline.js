@@ -35,10 +35,12 @@
  * curves, the sweeps or the table, drawn in a lane of their own
  * (drawExternal) on the same x axis, every band exact.
  *
- * The y range fits the tallest stack in view (allocated or reserved) on
- * every draw, or the span of the allocated total in view, or is locked (the
- * "y" select); shift+wheel zooms bytes around the cursor (and locks),
- * dragging pans y while it is locked.
+ * The first view is the run (runRange): from its first busy moment to its
+ * last event. The y range fits the tallest allocated stack in view on every
+ * draw (the reserved line joins it when close above, else leaves the top),
+ * or the span of the allocated total in view, or is locked (the "y"
+ * select); shift+wheel zooms bytes around the cursor (and locks), dragging
+ * pans y while it is locked.
  */
 'use strict';
 
