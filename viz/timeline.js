@@ -1540,13 +1540,15 @@
    * few early events. What the view leaves out on the left is said on the
    * plot, and "show all" brings it back. By event index: the same events. */
   function runRange() {
-    if (nE === 0) return [0, domainMax()];
+    // A handful of events: the whole recording, up to the snapshot, shows
+    // what is alive at its end better than a cut would.
+    if (nE < 16) return [0, domainMax()];
     const tFirst = evT[0], tLast = evT[nE - 1];
     let first = 0;   // the first event of the run
     if (meta.marks.length) {
       const m = Math.max(0, Math.min(nE - 1, meta.marks[0][0]));
       if (evT[m] - tFirst > 0.25 * (tLast - tFirst) && tLast > evT[m]) first = m;
-    } else if (nE >= 16) {   // a handful of events is all setup: show it whole
+    } else {
       let gap = 0, at = 0;
       for (let e = 1; e < nE; e++) if (evT[e] - evT[e - 1] > gap) { gap = evT[e] - evT[e - 1]; at = e; }
       if (gap > 0.5 * (tLast - tFirst) && at <= Math.max(8, 0.05 * nE) && tLast > evT[at]) first = at;
