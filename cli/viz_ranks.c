@@ -6,7 +6,8 @@
  * base64-encoded, shown one at a time in an iframe by a rank selector, and an
  * overview with every rank's allocated-bytes curve on one time axis, aligned
  * by wall clock or by each rank's first mark (a training step); the curves
- * and marks come from viz/rank_data.c, embedded as every page embeds data.
+ * and marks come from viz/rank_data.c, embedded as every page embeds data;
+ * the page's script is viz/ranks.js, compiled in as the timeline's is.
  * Written through the one checked output writer (outfile.h). No network
  * request of any kind.
  */
@@ -33,85 +34,20 @@ static const char page_head[] =
     "header{padding:6px 10px;display:flex;gap:14px;align-items:center;border-bottom:1px solid #ddd}\n"
     "#ranks button{margin-right:4px;border:1px solid #aaa;background:#fff;padding:3px 8px;cursor:pointer}\n"
     "#ranks button.sel{background:#2b6cb0;color:#fff;border-color:#2b6cb0}\n"
-    "#overview{display:block;width:100%;height:170px;background:#fff;border-bottom:1px solid #ddd}\n"
-    "#view{display:block;width:100%;height:calc(100vh - 220px);border:0}\n"
+    "#overview{display:block;width:100%;height:190px;background:#fff;border-bottom:1px solid #ddd;font-size:11px}\n"
+    "#overview text{fill:#555}#overview .legend text{fill:#222}#overview .legend .caption{fill:#6b6b70}\n"
+    "#align-note{color:#6b6b70}\n"
+    "#ov-tip{position:fixed;z-index:10;pointer-events:none;background:rgba(20,20,24,.94);color:#fff;"
+    "padding:6px 8px;border-radius:4px;font-size:12px;white-space:nowrap}\n"
+    "#ov-tip[hidden]{display:none}\n"
+    "#view{display:block;width:100%;height:calc(100vh - 240px);border:0}\n"
     "</style></head><body>\n<header><b id=\"title\"></b><span id=\"ranks\"></span>\n"
     "<label>align <select id=\"align\"><option value=\"wall\">wall clock</option>"
-    "<option value=\"mark\">first mark (step)</option></select></label></header>\n"
-    "<svg id=\"overview\" viewBox=\"0 0 1000 170\" preserveAspectRatio=\"none\"></svg>\n"
+    "<option value=\"mark\">first mark (step)</option></select></label> <span id=\"align-note\"></span></header>\n"
+    "<svg id=\"overview\" role=\"img\" aria-label=\"allocated bytes of every rank\"></svg>\n"
+    "<div id=\"ov-tip\" hidden></div>\n"
     "<iframe id=\"view\" title=\"rank timeline\"></iframe>\n"
     "<script id=\"vt-ranks\" type=\"application/json\">";
-
-/* Selector, overview drawing, and decoding of the embedded pages. */
-static const char page_script[] =
-    "</script>\n<script>\n"
-    "'use strict';\n"
-    "const R = JSON.parse(document.getElementById('vt-ranks').textContent);\n"
-    "const pages = Array.from(document.querySelectorAll('script[data-rank-page]'));\n"
-    "const colors = ['#2b6cb0','#c05621','#2f855a','#9b2c2c','#6b46c1','#b7791f','#2c7a7b','#97266d'];\n"
-    "const fmt = b => b < 1024 ? b + ' B' : b < 1048576 ? (b/1024).toFixed(1) + ' KiB' :\n"
-    "  b < 1073741824 ? (b/1048576).toFixed(1) + ' MiB' : (b/1073741824).toFixed(2) + ' GiB';\n"
-    "document.getElementById('title').textContent = R.length + ' ranks';\n"
-    "let current = -1;\n"
-    "function show(i) {\n"
-    "  if (i === current) return;\n"
-    "  current = i;\n"
-    "  const bin = atob(pages[i].textContent.trim());\n"
-    "  const bytes = new Uint8Array(bin.length);\n"
-    "  for (let k = 0; k < bin.length; k++) bytes[k] = bin.charCodeAt(k);\n"
-    "  document.getElementById('view').srcdoc = new TextDecoder().decode(bytes);\n"
-    "  document.querySelectorAll('#ranks button').forEach((b, k) => b.classList.toggle('sel', k === i));\n"
-    "  draw();\n"
-    "}\n"
-    "const nav = document.getElementById('ranks');\n"
-    "R.forEach((r, i) => {\n"
-    "  const b = document.createElement('button');\n"
-    "  b.textContent = 'rank ' + r.rank + ' (' + fmt(r.peak) + ')';\n"
-    "  b.title = r.file; b.dataset.rank = r.rank;\n"
-    "  b.style.borderLeft = '6px solid ' + colors[i % colors.length];\n"
-    "  b.onclick = () => show(i);\n"
-    "  nav.appendChild(b);\n"
-    "});\n"
-    "function offset(r) {\n"
-    "  if (document.getElementById('align').value === 'mark' && r.marks.length) return r.marks[0][0];\n"
-    "  return 0;\n"
-    "}\n"
-    "function draw() {\n"
-    "  const svg = document.getElementById('overview');\n"
-    "  while (svg.firstChild) svg.removeChild(svg.firstChild);\n"
-    "  let t0 = Infinity, t1 = -Infinity, ymax = 1;\n"
-    "  for (const r of R) { const o = offset(r); for (const p of r.points) {\n"
-    "    t0 = Math.min(t0, p[0] - o); t1 = Math.max(t1, p[0] - o); ymax = Math.max(ymax, p[1]); } }\n"
-    "  if (!(t1 > t0)) t1 = t0 + 1;\n"
-    "  const ns = 'http://www.w3.org/2000/svg';\n"
-    "  R.forEach((r, i) => {\n"
-    "    const o = offset(r);\n"
-    "    const pts = [];\n"
-    "    let prev = 160;\n"
-    "    for (const p of r.points) {\n"
-    "      const x = (p[0] - o - t0) / (t1 - t0) * 990 + 5, y = 160 - p[1] / ymax * 150;\n"
-    "      pts.push(x.toFixed(1) + ',' + prev.toFixed(1), x.toFixed(1) + ',' + y.toFixed(1)); prev = y;\n"
-    "    }\n"
-    "    const pl = document.createElementNS(ns, 'polyline');\n"
-    "    pl.setAttribute('points', pts.join(' '));\n"
-    "    pl.setAttribute('fill', 'none');\n"
-    "    pl.setAttribute('stroke', colors[i % colors.length]);\n"
-    "    pl.setAttribute('stroke-width', i === current ? '2.5' : '1');\n"
-    "    pl.setAttribute('vector-effect', 'non-scaling-stroke');\n"
-    "    pl.dataset.rank = r.rank;\n"
-    "    pl.style.cursor = 'pointer';\n"
-    "    pl.onclick = () => show(i);\n"
-    "    const t = document.createElementNS(ns, 'title');\n"
-    "    t.textContent = 'rank ' + r.rank + ': peak ' + fmt(r.peak);\n"
-    "    pl.appendChild(t);\n"
-    "    svg.appendChild(pl);\n"
-    "  });\n"
-    "}\n"
-    "document.getElementById('align').onchange = draw;\n"
-    "let highest = 0;\n"
-    "R.forEach((r, i) => { if (r.peak > R[highest].peak) highest = i; });\n"
-    "show(highest);\n"
-    "</script>\n</body></html>\n";
 
 struct rank_page {
     const char *file;
@@ -195,7 +131,9 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
                 p[i].rank);
         vt__write_base64(f, (const unsigned char *)p[i].html, p[i].len);
     }
-    fputs(page_script, f);
+    fputs("</script>\n<script>\n", f);
+    fputs(vt__viz_ranks_js, f);
+    fputs("</script>\n</body></html>\n", f);
     int rc = vt__outfile_close(f, 1, tmp, out, 0, err, sizeof err);
     f = NULL;
     if (rc != 0) {

@@ -13,6 +13,10 @@
 
 #define VT_RANK_POINTS 2000
 
+/* viz/ranks.js, the script of the page of several ranks (embedded by
+ * viz/embed.py, NUL-terminated). */
+extern const char vt__viz_ranks_js[];
+
 /* Append rank `rank`'s object {"rank", "file", "device", "peak", "points",
  * "marks"} to `b`, as JSON that is safe inside an HTML <script> element:
  * every string goes through the one escaper's script form (json_str.h), so

@@ -355,7 +355,7 @@ static void fmt_secs(uint64_t ns, char *buf, size_t len)
         snprintf(buf, len, "%.3g us", (double)ns / 1e3);
 }
 
-static void add_check_finding(struct render *r, const vt_check_finding *f)
+static void add_check_finding(struct render *r, const vt_check_finding *f, uint32_t group)
 {
     const vt_timeline *tl = r->tl;
     uint32_t li = finding_lifetime(r, f);
@@ -393,6 +393,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f)
         vt__put_str(b, ",");
     vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", li == NONE ? (int64_t)-1 : (int64_t)r->rank[li]);
     vt__put_json_str(b, rule, 1);
+    vt__put_printf(b, ",\"g\":%" PRIu32 ",\"bytes\":%" PRIu64, group, f->bytes);
     vt__put_str(b, ",\"title\":");
     vt__put_json_str(b, title, 1);
     int used = f->rule == VT_CHECK_RULE_LINGER || f->rule == VT_CHECK_RULE_CYCLE ||
@@ -663,8 +664,12 @@ static void write_columns(struct render *r, struct columns *c, size_t *npoints_t
         pa = a;
     }
     put_column(c, "l_addr", v, n);
-    for (k = 0; k < n; k++)
-        v[k] = lt_at(r, r->order[k])->flags & 0x7f;
+    for (k = 0; k < n; k++) {
+        /* Bit 7 of the page: outside an observed framework's pool (a
+         * segment it reserved, a library's own buffer), not allocated. */
+        uint32_t fl = lt_at(r, r->order[k])->flags;
+        v[k] = (fl & 0x7f) | (fl & VT_LT_OUTSIDE_POOL ? 0x80 : 0);
+    }
     put_column(c, "l_flags", v, n);
 
     begin(c, "l_xs", 0);
@@ -1085,9 +1090,18 @@ int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline 
     if (s->nstack_nodes == 0)
         r.nnodes = 0;
 
-    if (report)
+    if (report && report->nfindings) {
+        /* Findings by cause, as `vramtrace check` groups them. */
+        uint32_t *group = malloc(report->nfindings * sizeof *group);
+        if (!group || vt_check_report_groups(report, group) < 0) {
+            free(group);
+            rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
+            goto out;
+        }
         for (size_t i = 0; i < report->nfindings; i++)
-            add_check_finding(&r, &report->findings[i]);
+            add_check_finding(&r, &report->findings[i], group[i]);
+        free(group);
+    }
     add_event_findings(&r);
 
     struct columns cols = { .blob = &blob };

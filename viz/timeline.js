@@ -35,10 +35,12 @@
  * curves, the sweeps or the table, drawn in a lane of their own
  * (drawExternal) on the same x axis, every band exact.
  *
- * The y range fits the tallest stack in view (allocated or reserved) on
- * every draw, or the span of the allocated total in view, or is locked (the
- * "y" select); shift+wheel zooms bytes around the cursor (and locks),
- * dragging pans y while it is locked.
+ * The first view is the run (runRange): from its first busy moment to its
+ * last event. The y range fits the tallest allocated stack in view on every
+ * draw (the reserved line joins it when close above, else leaves the top),
+ * or the span of the allocated total in view, or is locked (the "y"
+ * select); shift+wheel zooms bytes around the cursor (and locks), dragging
+ * pans y while it is locked.
  */
 'use strict';
 
@@ -182,6 +184,10 @@
   }
   const FL_ALIVE = 1, FL_BEFORE = 2, FL_PENDING = 4, FL_FREE_LOST = 8;
   const FL_FREE_UNSEEN = 32, FL_AFTER = 64;
+  // Not one of an observed framework allocator's (PyTorch's) blocks: one of
+  // its segments or a library's own buffer (cuBLAS), in the reserved line
+  // and never in the allocated bytes, as the framework and `summary` count.
+  const FL_OUTSIDE_POOL = 128;
 
   // Extra streams (record_stream), sparse: lifetime -> [stream index...].
   const extraStreams = new Map();
@@ -415,7 +421,9 @@
   let peakState = -1, peakAlloc = 0, peakResv = 0;
 
   function applyFilter() {
-    for (let l = 0; l < nL; l++) use[l] = !isExt(l) && (view.device < 0 || lDev[l] === view.device) ? 1 : 0;
+    for (let l = 0; l < nL; l++) {
+      use[l] = !isExt(l) && !(lFlags[l] & FL_OUTSIDE_POOL) && (view.device < 0 || lDev[l] === view.device) ? 1 : 0;
+    }
     const d = new Float64Array(nE + 1);
     initAlloc = 0;
     for (let l = 0; l < nL; l++) {
@@ -695,23 +703,29 @@
   let drawCount = 0, firstPaint = 0, lastDrawMs = 0;
   let lastLod = { exact: 0, summary: 0, minBytes: 0, minWidth: 0 };
 
-  /* The y range to draw. 'fit': from 0 to the tallest stack (allocated or
-   * reserved) in the visible columns. 'span': from a little below the
-   * lowest to a little above the highest allocated total in view, so the
-   * activity of a deep zoom on top of a large base fills the plot (the
-   * reserved line may leave it). 'lock': the range as it is. */
+  /* The y range to draw. 'fit': from 0 to the tallest allocated stack in
+   * the visible columns; the reserved line (and a replay's) joins the range
+   * only while it stays within RESERVED_ROOM of that stack, else it leaves
+   * the top of the plot (drawTimeline says how high it goes): a cache that
+   * holds twice what is allocated must not squash the bands into the bottom
+   * of the plot. 'span': from a little below the lowest to a little above
+   * the highest allocated total in view, so the activity of a deep zoom on
+   * top of a large base fills the plot. 'lock': the range as it is. */
+  const RESERVED_ROOM = 1.3;
   function yRange(st, PW) {
     if (view.yMode === 'lock' && view.y1 > view.y0) return [view.y0, view.y1];
-    let ymax = 1, amin = Infinity, amax = 0;
+    let amin = Infinity, amax = 0, rmax = 0;
     for (let c = 0; c < PW; c++) {
       if (st[c] === -2) continue;
       const a = allocAt(st[c]);
-      ymax = Math.max(ymax, a, resvAt(st[c]), replayCurve && st[c] <= replayEnd ? replayAt(st[c]) : 0);
+      rmax = Math.max(rmax, resvAt(st[c]), replayCurve && st[c] <= replayEnd ? replayAt(st[c]) : 0);
       amin = Math.min(amin, a);
       amax = Math.max(amax, a);
     }
+    // Nothing allocated in view: the reserved line is all there is to show.
+    const top = amax > 0 ? (rmax <= amax * RESERVED_ROOM ? Math.max(amax, rmax) : amax) : rmax;
     view.y0 = 0;
-    view.y1 = ymax * 1.04;
+    view.y1 = Math.max(1, top) * 1.04;
     if (view.yMode === 'span' && amax > amin) {
       const pad = (amax - amin) * 0.08;
       view.y0 = Math.max(0, amin - pad);
@@ -818,14 +832,24 @@
     ctx.strokeStyle = '#111';
     ctx.lineWidth = Math.max(1, dpr * 1.2);
     ctx.beginPath();
-    let pen = false;
+    let pen = false, rAbove = 0;
     for (let c = 0; c < PW; c++) {
       if (st[c] === -2) { pen = false; continue; }
-      const y = T + PH - (resvAt(st[c]) - y0) * ys;
+      const r = resvAt(st[c]);
+      if (r > y1) rAbove = Math.max(rAbove, r);
+      const y = T + PH - (r - y0) * ys;
       if (!pen) { ctx.moveTo(L + c, y); pen = true; } else ctx.lineTo(L + c, y);
       ctx.lineTo(L + c + 1, y);
     }
     ctx.stroke();
+    if (rAbove) {
+      // The y range follows the allocated bytes: say where the cache went.
+      ctx.fillStyle = '#111';
+      ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
+      ctx.textBaseline = 'top';
+      ctx.textAlign = 'right';
+      ctx.fillText('\u25b2 reserved above the plot, up to ' + fmtBytes(rAbove), L + PW - 6 * dpr, T + 4 * dpr);
+    }
     if (replayCurve) {
       // the replay's reserved bytes: dashed, until it ran out of memory
       ctx.strokeStyle = '#d9480f';
@@ -864,7 +888,8 @@
     drawTapePeaks(ctx, L, T, PW);
     drawOom(ctx, L, T, PW, PH);
     drawMoment(ctx, L, T, PW, PH);
-    plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum };
+    drawLeftOut(ctx, L, T, PH);
+    plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum, rAbove };
     // A zoom under a still mouse: what is under it changed.
     if (tipEv && !tip.hidden) timelineTip(tipEv);
     lastLod = { exact: nExact, summary: sum.site.length, minBytes: 1 / ys, minWidth: (view.v1 - view.v0) / PW };
@@ -908,6 +933,27 @@
     ctx.strokeStyle = '#999';
     ctx.strokeRect(L - 0.5, T - 0.5, PW + 1, PH + 1);
   }
+
+  /* The events left of the view (the first view leaves out a quiet start):
+   * how many, over how long, at the plot's bottom left. */
+  function drawLeftOut(ctx, L, T, PH) {
+    const before = view.mode === 'time' ? lowerBound(evT, nE, view.v0) : Math.max(0, Math.min(nE, Math.ceil(view.v0 - 0.5)));
+    leftOut = before;
+    if (before === 0) return;
+    const t = (view.mode === 'time' ? view.v0 : evT[before]) - evT[0];
+    ctx.save();
+    ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
+    ctx.textBaseline = 'bottom';
+    ctx.textAlign = 'left';
+    const text = '\u25c0 ' + before.toLocaleString() + ' event' + (before === 1 ? '' : 's') + ' in the ' + fmtTime(t) + ' before (show all)';
+    const w = ctx.measureText(text).width;
+    ctx.fillStyle = 'rgba(255, 255, 255, 0.85)';
+    ctx.fillRect(L + 2 * dpr, T + PH - 17 * dpr, w + 8 * dpr, 15 * dpr);
+    ctx.fillStyle = '#444';
+    ctx.fillText(text, L + 6 * dpr, T + PH - 4 * dpr);
+    ctx.restore();
+  }
+  let leftOut = 0;
 
   /* `text` cut to at most `w` canvas pixels in ctx's font, with an ellipsis. */
   function fitText(ctx, text, w) {
@@ -1423,16 +1469,48 @@
     tbl.innerHTML = h;
   }
 
-  function showFindings() {
-    $('nfindings').textContent = '(' + findings.length + ')';
-    const el = $('findings');
-    if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>'; return; }
-    el.innerHTML = findings.map((f, i) => '<div class="finding' + (f.kind === 'tape' ? ' tape' : '') +
-      ((f.l >= 0 && f.l === view.selected) || (f.l < 0 && view.finding === i) ? ' sel' : '') + '" data-f="' + i + '">' +
+  /* Findings by cause, as `vramtrace check` groups them (rule, owner name
+   * and first holder path: one bug leaks one storage per step, each its
+   * own finding): the checker's group of each (f.g), largest bytes first,
+   * then the snapshot's recorded findings, one group per title. */
+  const findingGroups = (() => {
+    const byKey = new Map();
+    findings.forEach((f, i) => {
+      const key = f.g != null ? 'g' + f.g : 'r' + (f.kind || '') + '\u001f' + (f.title || '');
+      let grp = byKey.get(key);
+      if (!grp) byKey.set(key, (grp = { key, order: f.g != null ? f.g : Infinity, members: [], bytes: 0 }));
+      grp.members.push(i);
+      grp.bytes += f.bytes != null ? f.bytes : (f.l >= 0 && f.l < nL ? lSize[f.l] : 0);
+    });
+    return Array.from(byKey.values()).sort((a, b) => a.order - b.order || a.members[0] - b.members[0]);
+  })();
+  const openGroups = new Set();   // groups the user expanded
+
+  function findingLine(f, i) {
+    const sel = (f.l >= 0 && f.l === view.selected) || (f.l < 0 && view.finding === i);
+    return '<div class="finding' + (f.kind === 'tape' ? ' tape' : '') + (sel ? ' sel' : '') + '" data-f="' + i + '">' +
       '<div class="t">' + esc(clip(f.title || f.kind, 200)) + '</div>' +
       (f.l >= 0 && f.l < nL ? '<div>' + esc(clip(lifetimeTitle(f.l), 120)) + ', ' + fmtBytes(lSize[f.l]) +
         (isExt(f.l) ? ' on ' + esc(extKind(f.l)) : '') + ' &middot; ' + esc(clip(siteLabel(lSite[f.l]), 160)) + '</div>' : '') +
-      '</div>').join('');
+      '</div>';
+  }
+  function showFindings() {
+    const nG = findingGroups.length;
+    $('nfindings').textContent = '(' + findings.length + (nG < findings.length ? ' from ' + nG + ' cause' + (nG === 1 ? '' : 's') : '') + ')';
+    const el = $('findings');
+    if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>'; return; }
+    el.innerHTML = findingGroups.map((g) => {
+      if (g.members.length === 1) return findingLine(findings[g.members[0]], g.members[0]);
+      const i = g.members[0], f = findings[i];
+      const n = g.members.length;
+      const held = f.path && f.path.length ? '<div class="path1">the first held by: ' + esc(clip(f.path[0], 200)) + '</div>' : '';
+      return '<details class="fgroup' + (f.kind === 'tape' ? ' tape' : '') + '" data-g="' + esc(g.key) + '"' + (openGroups.has(g.key) ? ' open' : '') + '>' +
+        '<summary class="finding' + (f.kind === 'tape' ? ' tape' : '') + '" data-f="' + i + '"><span class="count">' + n + ' &times;</span> ' +
+        '<span class="t">' + esc(clip(f.title || f.kind, 200)) + '</span>' +
+        '<div>' + n + ' findings from one cause, ' + fmtBytes(g.bytes) + ' in all (' + fmtBytes(g.bytes / n) + ' each on average); open to list them</div>' +
+        held + '</summary>' +
+        g.members.map((m) => findingLine(findings[m], m)).join('') + '</details>';
+    }).join('');
   }
 
   function select(l, moment) {
@@ -1533,9 +1611,47 @@
     if (v0 + span > dm * 1.01) v0 = dm * 1.01 - span;
     view.v0 = v0; view.v1 = v0 + span;
   }
+  /* The first view: the run, not the wait before it nor the time after it.
+   * Time: from the first event to the last (not to the snapshot, which a
+   * program writes at exit, maybe seconds later). When the first mark (a
+   * step) comes after a long quiet start, a quarter of the span or more (the
+   * import of a framework, its first kernels loading between the weights and
+   * the first step), the view starts a little before that mark; without
+   * marks, the same for one quiet gap that takes over half the span after a
+   * few early events. What the view leaves out on the left is said on the
+   * plot, and "show all" brings it back. By event index: the same events. */
+  function runRange() {
+    // A handful of events: the whole recording, up to the snapshot, shows
+    // what is alive at its end better than a cut would.
+    if (nE < 16) return [0, domainMax()];
+    const tFirst = evT[0], tLast = evT[nE - 1];
+    let first = 0;   // the first event of the run
+    if (meta.marks.length) {
+      const m = Math.max(0, Math.min(nE - 1, meta.marks[0][0]));
+      if (evT[m] - tFirst > 0.25 * (tLast - tFirst) && tLast > evT[m]) first = m;
+    } else {
+      let gap = 0, at = 0;
+      for (let e = 1; e < nE; e++) if (evT[e] - evT[e - 1] > gap) { gap = evT[e] - evT[e - 1]; at = e; }
+      if (gap > 0.5 * (tLast - tFirst) && at <= Math.max(8, 0.05 * nE) && tLast > evT[at]) first = at;
+    }
+    if (view.mode === 'event') {
+      const lead = first ? Math.max(1, Math.round(0.04 * (nE - first))) : 0;
+      return [Math.max(0, first - lead) - 0.5, nE + 0.5];
+    }
+    const span = Math.max(tLast - evT[first], 1);
+    // A little lead-in: what the run starts from (weights, the first step's setup).
+    const t0 = first ? Math.max(tFirst, evT[first] - 0.04 * span) : tFirst;
+    return [t0 - 0.01 * span, tLast + 0.02 * span];
+  }
   function resetView() {
-    view.v0 = 0; view.v1 = domainMax();
+    [view.v0, view.v1] = runRange();
+    clampView();
     setYMode('fit');
+    schedule();
+  }
+  function showAll() {
+    view.v0 = 0; view.v1 = domainMax();
+    clampView();
     schedule();
   }
   /* The y range stays inside [0, the tallest stack of the whole run] and
@@ -1708,6 +1824,14 @@
   $('findings').addEventListener('click', (ev) => {
     const d = ev.target.closest('[data-f]');
     if (!d) return;
+    // A group's head: opens or closes it (the list is drawn again below, so
+    // the state lives in openGroups) and selects its first finding.
+    const g = d.tagName === 'SUMMARY' ? d.parentNode.dataset.g : null;
+    if (g != null) {
+      ev.preventDefault();
+      if (openGroups.has(g)) openGroups.delete(g); else openGroups.add(g);
+      showFindings();
+    }
     const f = findings[+d.dataset.f];
     const l = f.l >= 0 ? f.l : (f.ls && f.ls.length ? f.ls[0][0] : -1);
     if (l < 0 || l >= nL) { showFindingDetail(+d.dataset.f); return; }
@@ -1729,6 +1853,7 @@
     schedule();
   });
   $('reset').addEventListener('click', resetView);
+  $('all').addEventListener('click', showAll);
   $('ymode').addEventListener('change', () => {
     // 'lock' keeps the range of the last draw; the others fit again.
     view.yMode = $('ymode').value;
@@ -1763,6 +1888,9 @@
       '<b>' + (nL - nX).toLocaleString() + '</b> allocations',
       '<b>' + nE.toLocaleString() + '</b> events',
     ];
+    let nOutside = 0;
+    for (let l = 0; l < nL; l++) if (lFlags[l] & FL_OUTSIDE_POOL) nOutside++;
+    if (nOutside) parts.push('<b>' + nOutside.toLocaleString() + '</b> allocations outside the framework\'s pool (in reserved, not drawn)');
     if (truePeak != null) parts.push('<b>' + fmtBytes(truePeak) + '</b> true peak allocated (allocator, whole run)');
     let uncachedAlive = 0;
     for (const x of meta.uncached || []) if (x[3]) uncachedAlive += x[1];
@@ -1775,6 +1903,7 @@
     $('stats').innerHTML = parts.join(' &middot; ');
   }
 
+  applyFilter();
   if (nX) {
     // The lane of external storages: named for what they are on; first
     // when the run allocated nothing on a device.
@@ -1783,13 +1912,18 @@
     $('ext-label').textContent = '(' + nX.toLocaleString() + ' on ' + (extKinds.join(', ') || 'external') +
       ', not allocated by vramtrace; peak ' + fmtBytes(peakExt) + ')';
     if (nL === nX) panel.parentNode.insertBefore(panel, panel.parentNode.firstElementChild);
+    else {
+      // Sized by what it holds next to the device's bytes: 112 bytes of CPU
+      // tensors get a thin strip, a lane as large as the device a tall one.
+      const share = peakExt / Math.max(1, peakExt + peakAlloc);
+      $('ext-wrap').style.height = Math.round(Math.min(300, 72 + 260 * Math.sqrt(share))) + 'px';
+    }
   } else {
     ext.width = 0; ext.height = 0;   // the hidden lane keeps no backing store
   }
   if (tapePeaks.length) for (const el of document.querySelectorAll('.tape-legend')) el.hidden = false;
 
   dpr = window.devicePixelRatio || 1;
-  applyFilter();
   header();
   resetView();
   drawTimeline();   // first paint right away, not a frame later
@@ -1916,6 +2050,25 @@
       return { x: rr.left + (plot.L + q.col[best] + 0.5) / dpr,
         y: rr.top + (plot.T + (q.top[best] + q.bot[best]) / 2) / dpr, px: q.bot[best] - q.top[best] };
     },
+    /* The last draw's layout as shares of the plot (0: left or bottom
+     * edge, 1: right or top): where the marked steps run (from the first
+     * mark to the last event), the top of the tallest allocated stack, the
+     * reserved bytes above the plot (0 if none), the events left of it. */
+    get layout() {
+      if (!plot) return null;
+      const xs = (v) => (v - view.v0) / (view.v1 - view.v0);
+      let amax = 0;
+      for (const s of plot.st) if (s !== -2) amax = Math.max(amax, allocAt(s));
+      return {
+        stepsFrom: meta.marks.length ? xs(xOf(meta.marks[0][0])) : null,
+        stepsTo: nE ? xs(xOf(nE - 1)) : null,
+        allocTop: (amax - plot.y0) / (plot.y1 - plot.y0),
+        reservedAbove: plot.rAbove,
+        leftOut,
+      };
+    },
+    /* The plot's size in canvas pixels (idAt's coordinates). */
+    get plotSize() { return plot ? { rows: plot.PH, cols: plot.PW } : { rows: 0, cols: 0 }; },
     /* The last draw's level of detail and y range. */
     get lod() { return lastLod; },
     get yRange() { return { y0: plot ? plot.y0 : 0, y1: plot ? plot.y1 : 0, mode: view.yMode, locked: view.yMode === 'lock' }; },

@@ -494,6 +494,43 @@ TEST(json_output_is_valid_and_complete)
     synth_fini(&y);
 }
 
+/* One bug leaks one storage per step: views list it once, as the report's
+ * groups do (rule, owner name, first path with its indices blanked). */
+TEST(report_groups_give_each_finding_its_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5, "history");
+    synth_holder(&y, 6, "cache");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        char label[16];
+        uint64_t t = 100 + (uint64_t)i;
+        synth_new_tensor(&y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB, "logits", st_fwd);
+        synth_use(&y, t);
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        synth_ref(&y, 5, t, label);
+        if (i == 1) {   /* another cause, smaller */
+            synth_new_tensor(&y, 200, 0x7f3000000000ull, 1 * MiB, "batch", st_act);
+            synth_use(&y, 200);
+            synth_ref(&y, 6, 200, "['last']");
+        }
+    }
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 5);
+    uint32_t g[5];
+    ASSERT_EQ(vt_check_report_groups(r, g), 2);
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const vt_check_finding *f = &r->findings[i];
+        /* Group 0 is the largest bytes: the four logits. */
+        ASSERT_EQ(g[i], f->bytes == 8 * MiB ? 0u : 1u);
+    }
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(text_report_names_everything)
 {
     synth y;

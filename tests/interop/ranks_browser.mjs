@@ -73,11 +73,30 @@ try {
   await page.selectOption('#align', 'mark');
   const widths = await page.$$eval('#overview polyline', (p) => p.map((x) => x.getAttribute('stroke-width')));
   check(widths.length === 2 && widths[0] === '2.5', 'aligned by marks, rank 0 highlighted: ' + widths);
+  // The overview reads on its own: ticks on both axes, a legend naming
+  // every rank, and a tooltip with every rank's bytes at the cursor.
+  const ov = await page.evaluate(() => ({
+    yl: Array.from(document.querySelectorAll('#overview .ylabel')).map((t) => t.textContent),
+    xl: Array.from(document.querySelectorAll('#overview .xlabel')).map((t) => t.textContent),
+    legend: Array.from(document.querySelectorAll('#overview .legend .item')).map((t) => t.textContent),
+  }));
+  check(ov.yl.length >= 2 && ov.yl.some((t) => /MiB/.test(t)), 'byte ticks: ' + JSON.stringify(ov.yl));
+  check(ov.xl.length >= 3 && ov.xl.every((t) => / m?s$/.test(t)), 'time ticks: ' + JSON.stringify(ov.xl));
+  check(ov.legend.join('|') === 'rank 0|rank 1', 'legend: ' + JSON.stringify(ov.legend));
+  const box = await page.locator('#overview').boundingBox();
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height * 0.5);
+  const tipText = await page.textContent('#ov-tip');
+  check(await page.isVisible('#ov-tip') && /rank 0: .*(B|iB)/.test(tipText) && /rank 1: /.test(tipText), 'overview tooltip: ' + tipText);
+  const note = await page.textContent('#align-note');
   await page.screenshot({ path: join(work, 'ranks.png') });
   const bad = requests.filter((u) => u !== url && !u.startsWith('data:') && !u.startsWith('blob:') &&
     !u.startsWith('about:'));
   check(bad.length === 0, 'network requests: ' + bad.join(', '));
   check(errors.length === 0, 'errors: ' + errors.join(' | '));
+  // A rank without marks: aligning at the first mark says so
+  // (tests/viz's ranks_without_marks_say_so checks a page with none).
+  const unmarked = await page.evaluate(() => JSON.parse(document.getElementById('vt-ranks').textContent).filter((r) => !r.marks.length).length);
+  check(!unmarked || /no marks/.test(note), 'a rank without marks, not said: ' + note);
   console.log('ok viz_of_several_ranks_has_a_selector_and_an_overview');
 } finally {
   await ctx.close();

@@ -86,7 +86,7 @@ function viz(snap, html, args) {
 const pythonTests = join(here, '..', 'python');
 
 /* Open `html` from file:// in a fresh profile; record requests and errors. */
-async function open(html) {
+async function open(html, ready) {
   const profile = mkdtempSync(join(tmpdir(), 'vt-chromium-'));
   const ctx = await playwright.chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -105,7 +105,7 @@ async function open(html) {
   page.on('pageerror', (e) => errors.push('pageerror: ' + e.message));
   page.on('requestfailed', (r) => errors.push('request failed: ' + r.url()));
   await page.goto(url, { waitUntil: 'load' });
-  await until(page, () => window.__vt && window.__vt.firstPaintMs > 0, null, 15000);
+  await until(page, ready || (() => window.__vt && window.__vt.firstPaintMs > 0), null, 15000);
   const close = async () => {
     await ctx.close();
     rmSync(profile, { recursive: true, force: true });
@@ -182,6 +182,18 @@ async function clickLifetime(page, name, text) {
   await page.mouse.click(pos.x, pos.y);
   await until(page, (t) => document.getElementById('detail').textContent.includes(t), text);
   return page.textContent('#detail');
+}
+
+/* Open every group of the findings list (one entry per cause, as
+ * `vramtrace check` groups them): afterwards each finding is one
+ * `#findings div.finding[data-f=K]`, K its place in the checker's order. */
+async function expandFindings(page) {
+  for (let guard = 0; guard < 200; guard++) {
+    const closed = await page.$('#findings details:not([open]) > summary');
+    if (!closed) return;
+    await closed.click();
+  }
+  fail('the findings groups do not open');
 }
 
 /* Open the page `html`, run body(page, opened), then check the page logged
@@ -363,9 +375,9 @@ const tests = {
     });
   },
 
-  // The y axis fits the tallest stack in the visible window (the 200 MiB
-  // workspace is gone after the first tenth), stays put when locked, and
-  // shift+wheel zooms bytes.
+  // The y axis fits the tallest allocated stack in the visible window (the
+  // 200 MiB workspace is gone after the first tenth), stays put when locked,
+  // and shift+wheel zooms bytes.
   async y_fit_and_lock() {
     await withPage(makePage('y_fit_and_lock', false, 'many'), async (page) => {
       const MiB = 1024 * 1024;
@@ -377,7 +389,11 @@ const tests = {
       const cx = box.x + box.width * 0.7, cy = box.y + box.height / 2;
       await wheelAt(page, cx, cy, -400, 3);
       const r1 = await yr();
-      check(r1.y1 < 60 * MiB && r1.y1 >= 48 * MiB, 'y did not fit the zoomed window: ' + JSON.stringify(r1));
+      // The allocated bytes in view (26-30 MiB) fill it; the reserved line,
+      // far above them in this never-reusing cache, leaves the top.
+      check(r1.y1 < 36 * MiB && r1.y1 >= 28 * MiB, 'y did not fit the zoomed window: ' + JSON.stringify(r1));
+      const lay1 = await page.evaluate(() => window.__vt.layout);
+      check(lay1.reservedAbove > r1.y1, 'the reserved bytes above the plot are not reported: ' + JSON.stringify(lay1));
       const w = await page.evaluate(() => window.__vt.locate(window.__vt.findLifetime('embed.weight')));
       check(w, 'embed.weight not drawn after the y fit');
       await shot(page, 'y_fit_zoomed');
@@ -575,11 +591,14 @@ const tests = {
     check(cyc >= 0, 'the checker found no external storage held by a cycle: ' + JSON.stringify(rep.findings.map((f) => f.rule)));
     const want = rep.findings[cyc];
     await withPage(viz(snap, join(artifacts, 'cpu_cycle.html'), ['--check']), async (page) => {
-      const nItems = await page.$$eval('#findings .finding', (f) => f.length);
+      const nGroups = await page.$$eval('#findings > .finding, #findings > details', (f) => f.length);
+      check(nGroups === rep.groups.length, 'findings entries: ' + nGroups + ', checker\'s causes: ' + rep.groups.length);
+      await expandFindings(page);
+      const nItems = await page.$$eval('#findings div.finding', (f) => f.length);
       check(nItems === rep.findings.length, 'findings listed: ' + nItems + ', checker: ' + rep.findings.length);
-      // The page lists findings in the checker's order (the list is redrawn
-      // on every selection: click by position).
-      const item = (k) => '#findings .finding:nth-child(' + (k + 1) + ')';
+      // Each finding keeps its place in the checker's order (the list is
+      // redrawn on every selection: click by that place).
+      const item = (k) => '#findings div.finding[data-f="' + k + '"]';
       await page.click(item(cyc));
       await until(page, () => document.getElementById('detail').textContent.includes('Checker finding'));
       const detail = await page.textContent('#detail');
@@ -593,7 +612,7 @@ const tests = {
       // Every finding is clickable: each selects a storage or shows itself.
       for (let i = 0; i < nItems; i++) {
         await page.click(item(i));
-        await until(page, (k) => document.querySelector('#findings .finding.sel') === document.querySelectorAll('#findings .finding')[k], i);
+        await until(page, (k) => document.querySelector('#findings div.finding.sel') === document.querySelector('#findings div.finding[data-f="' + k + '"]'), i);
       }
       await shot(page, 'external_finding_shows_its_holder_chain');
     });
@@ -617,7 +636,11 @@ const tests = {
       check(await page.$$eval('#findings .finding.tape', (f) => f.length) === 0, 'tape findings without --rules tape');
     });
     await withPage(viz(snap, join(artifacts, 'tape.html'), rules), async (page) => {
-      const items = await page.$$eval('#findings .finding.tape', (f) => f.map((x) => x.textContent));
+      const ntapeGroups = rep.groups.filter((g) => g.rule === 'tape').length;
+      const heads = await page.$$eval('#findings > .finding.tape, #findings > details.tape', (f) => f.length);
+      check(heads === ntapeGroups, 'tape entries: ' + heads + ', checker\'s tape causes: ' + ntapeGroups);
+      await expandFindings(page);
+      const items = await page.$$eval('#findings div.finding.tape', (f) => f.map((x) => x.textContent));
       check(items.length === ntape, 'tape findings listed: ' + items.length + ', checker: ' + ntape);
       check(items.every((t) => t.startsWith('tape: ') && t.includes("alive at the step's peak")), 'tape titles: ' + items[0]);
       const st = await canvasStats(page, 'ext', violet);
@@ -645,6 +668,75 @@ const tests = {
       check(tipText.includes('tape: ') && tipText.includes('on CPU'), 'tooltip of the tape storage: ' + tipText);
       await shot(page, 'tape_findings_in_the_timeline');
     });
+  },
+
+  // The first view of a run shaped like a real PyTorch one (gen_snapshot
+  // run: weights, 3.6 s with no event, 30 short steps, a cache reserving
+  // far more than is allocated, a 112-byte CPU storage, 28 leaks from one
+  // cause, the snapshot 1 s after the last event): the steps run across
+  // most of the width, the allocated bands reach the upper half, the CPU
+  // lane is a thin strip, and the findings are one entry with its count,
+  // as `vramtrace check` groups them.
+  async first_view_shows_the_run() {
+    const snap = join(artifacts, 'first_view.vtsnap');
+    execFileSync(process.env.VT_GEN, ['run', snap], { stdio: 'pipe' });
+    const html = viz(snap, join(artifacts, 'first_view.html'), ['--check']);
+    const groups = checkJson(snap).groups;
+    check(groups.length === 1 && groups[0].count >= 20, 'check groups: ' + JSON.stringify(groups));
+    await withPage(html, async (page) => {
+      const lay = await page.evaluate(() => window.__vt.layout);
+      const share = Math.min(1, lay.stepsTo) - Math.max(0, lay.stepsFrom);
+      check(share >= 0.7, 'the marked steps take ' + (100 * share).toFixed(1) + '% of the width: ' + JSON.stringify(lay));
+      check(lay.leftOut > 0, 'the events left of the first view are not counted: ' + JSON.stringify(lay));
+      check(lay.allocTop >= 0.5, 'the allocated peak is drawn in the lower half: ' + JSON.stringify(lay));
+      check(lay.reservedAbove > 0, 'the reserved bytes above the plot are not said: ' + JSON.stringify(lay));
+      // Bands, not only the axis range: a drawn allocation in the upper half.
+      const top = await page.evaluate(() => {
+        const v = window.__vt, rows = v.plotSize.rows, cols = v.plotSize.cols;
+        for (let y = 0; y < rows; y++) for (let x = 0; x < cols; x += 3) if (v.idAt(x, y) >= 0) return y / rows;
+        return 1;
+      });
+      check(top < 0.5, 'the bands stay in the lower half (top at ' + top.toFixed(2) + ' of the plot from its top)');
+      const h = await page.evaluate(() => [document.getElementById('ext-wrap').getBoundingClientRect().height,
+        document.getElementById('tl-wrap').getBoundingClientRect().height]);
+      check(h[0] > 0 && h[0] <= 0.25 * h[1], 'the 112-byte CPU lane is ' + h[0] + ' px tall next to ' + h[1] + ' px');
+      const entries = await page.$$eval('#findings > .finding, #findings > details', (e) => e.map((x) => x.textContent));
+      check(entries.length === groups.length, 'findings entries: ' + entries.length + ' for ' + groups.length + ' cause(s)');
+      check(entries[0].includes(groups[0].count + ' \u00d7') && entries[0].includes('logits'), 'the group entry: ' + entries[0]);
+      check((await page.textContent('#nfindings')).includes('from 1 cause'), 'findings count: ' + await page.textContent('#nfindings'));
+      // Expanded, it lists every finding of the group; one click selects it.
+      await page.click('#findings > details > summary');
+      await until(page, (n) => document.querySelectorAll('#findings details[open] > div.finding').length === n, groups[0].count);
+      await shot(page, 'first_view_shows_the_run');
+      // "show all" brings back the quiet start.
+      await page.click('#all');
+      await until(page, () => window.__vt.layout && window.__vt.layout.leftOut === 0);
+      const all = await page.evaluate(() => window.__vt.layout);
+      check(all.stepsTo - all.stepsFrom < 0.3, 'show all: ' + JSON.stringify(all));
+    });
+  },
+
+  // `vramtrace viz A B` of two snapshots without marks: the overview has
+  // its axes and legend, and "first mark" says there are none.
+  async ranks_without_marks_say_so() {
+    const a = join(artifacts, 'ranks_a.vtsnap'), b = join(artifacts, 'ranks_b.vtsnap');
+    execFileSync(process.env.VT_GEN, ['one', a], { stdio: 'pipe' });
+    execFileSync(process.env.VT_GEN, ['one', b], { stdio: 'pipe' });
+    const html = join(artifacts, 'ranks_without_marks.html');
+    execFileSync(process.env.VT_CLI, ['viz', a, b, '-o', html, '-q'], { stdio: 'pipe' });
+    const opened = await open(html, () => document.querySelectorAll('#overview polyline').length === 2);
+    try {
+      const page = opened.page;
+      const opt = await page.$eval('#align option[value="mark"]', (o) => [o.disabled, o.textContent]);
+      check(opt[0] && /no marks/.test(opt[1]), 'the "first mark" option: ' + JSON.stringify(opt));
+      const n = await page.evaluate(() => [document.querySelectorAll('#overview .xlabel').length,
+        document.querySelectorAll('#overview .ylabel').length, document.querySelectorAll('#overview .legend .item').length]);
+      check(n[0] >= 3 && n[1] >= 2 && n[2] === 2, 'overview ticks and legend: ' + n);
+      await shot(page, 'ranks_without_marks');
+      opened.verifyQuiet();
+    } finally {
+      await opened.close();
+    }
   },
 
   // vramtrace viz --replay CONF: the replay's reserved bytes, dashed in

@@ -26,6 +26,17 @@
  *       5 MiB blocks (load_batch), one of each kept, then 12 MiB blocks
  *       (forward) in segments of their own until the fifth runs out of
  *       memory (an OOM event; expandable segments fit in replay).
+ *   gen_snapshot run OUT.vtsnap
+ *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
+ *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
+ *       3.6 s with no event (the framework's import, its kernels loading),
+ *       then 30 steps "step 1".."step 30" of about 5 ms each: activations
+ *       from forward, freed in backward, and the leak, one "logits" (1 MiB)
+ *       per step appended to the list "history" ("[N]") after its only
+ *       use, so `--check` finds 30 storages from one cause; a 96 MiB
+ *       segment the cache keeps unused (reserved far above allocated); a
+ *       112-byte tracked CPU storage; the snapshot written 1 s after the
+ *       last event, at exit.
  *   gen_snapshot python OUT.vtsnap
  *       Stacks as the recorder writes them in a PyTorch program: Python
  *       frames (ip 0, module "python", with their functions' first lines)
@@ -477,6 +488,73 @@ static void generate_python(void)
  * at all), "one" (a single allocation, never freed), "marks" (only marks, no
  * allocation), "huge" (a 2000-character tensor name, mark labels and
  * function names, a 300-frame stack). */
+static void generate_run(void)
+{
+    begin_snapshot(4444, "python train_leak.py leak --steps 30");
+    uint32_t st_w = STACK("<module>", "setup", "Linear.__init__");
+    uint32_t st_act = STACK("<module>", "step", "forward", "linear");
+    uint32_t st_logits = STACK("<module>", "step", "forward", "logits");
+    uint32_t st_grad = STACK("<module>", "step", "backward", "autograd_engine");
+    uint32_t st_cpu = STACK("<module>", "setup", "seed_table");
+    uint64_t w[3];
+    for (int i = 0; i < 3; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "w.%d", i);
+        w[i] = tensor(n, alloc(8 * MiB, st_w, 0), 8 * MiB);
+    }
+    {
+        vt_event *e = ev(VT_EV_STORAGE_EXTERNAL);   /* a tiny CPU tensor under track() */
+        e->addr = 0x5500000000ull;
+        e->size = 112;
+        e->device = -1;
+        e->stack = st_cpu;
+    }
+    uint64_t history = next_tensor++;
+    {
+        vt_event *e = ev(VT_EV_HOLDER_NEW);
+        e->aux = history;
+        e->str = str("history");
+    }
+    now_ns += 3600000000ull;   /* the quiet start */
+    {
+        vt_event *e = ev(VT_EV_SEGMENT_ALLOC);   /* kept by the cache, never used */
+        e->addr = 0x7a0000000000ull;
+        e->size = 96 * MiB;
+        e->aux = VT_POOL_LARGE;
+    }
+    for (unsigned step = 1; step <= 30; step++) {
+        char label[32];
+        snprintf(label, sizeof label, "step %u", step);
+        mark(label);
+        for (int i = 0; i < 3; i++) {
+            vt_event *u = ev(VT_EV_TENSOR_USE);
+            u->aux = w[i];
+            u->stack = st_act;
+        }
+        uint64_t acts[4];
+        for (int i = 0; i < 4; i++)
+            acts[i] = alloc(4 * MiB, st_act, 0);
+        uint64_t a = alloc(1 * MiB, st_logits, 0);
+        uint64_t t = tensor("logits", a, 1 * MiB);
+        vt_event *u = ev(VT_EV_TENSOR_USE);
+        u->aux = t;
+        u->stack = st_logits;
+        uint64_t g = alloc(6 * MiB, st_grad, 0);
+        for (int i = 4; i-- > 0;)
+            release(acts[i], 4 * MiB, st_grad, 0);
+        release(g, 6 * MiB, st_grad, 0);
+        vt_event *r = ev(VT_EV_REF);
+        r->aux = history;
+        r->aux2 = t;
+        char lab[16];
+        snprintf(lab, sizeof lab, "[%u]", step - 1);
+        r->str = str(lab);
+        now_ns += 5000000;   /* the step's kernels */
+    }
+    S->meta.snapshot_time_ns = now_ns + 1000000000ull;
+    S->meta.events_recorded = S->nevents;
+}
+
 static void generate_edge(const char *kind)
 {
     S = calloc(1, sizeof *S);
@@ -559,13 +637,13 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom" };
+                                         "python", "oom", "run" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom OUT\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|run OUT\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
@@ -573,6 +651,8 @@ int main(int argc, char **argv)
         generate_many();
     else if (!strcmp(argv[1], "python"))
         generate_python();
+    else if (!strcmp(argv[1], "run"))
+        generate_run();
     else if (strcmp(argv[1], "small") && !big)
         generate_edge(argv[1]);
     else

@@ -450,6 +450,15 @@ size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
 int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
                           size_t max_findings);
 
+/*! vt_check_report_groups() :
+ * The findings by cause, as the printed report and "groups" below list them
+ * (rule, owner name, first path with its indices and ids blanked; largest
+ * bytes first): group_of[i] is the group of finding i (0 the largest), for
+ * each of r->nfindings. Views that list findings use it to show one entry
+ * per cause, as `vramtrace check` does.
+ * @return the number of groups, or -ENOMEM. */
+long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of);
+
 /*! vt_check_report_write_json() :
  * The whole report as one JSON object (UTF-8, valid JSON, ends with "\n").
  * Schema, stable (fields are only ever added):

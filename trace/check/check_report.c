@@ -346,6 +346,24 @@ static finding_group *group_findings(const vt_check_report *r, size_t *ngroups)
     return g;
 }
 
+long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of)
+{
+    size_t ng = 0;
+    finding_group *g = group_findings(r, &ng);
+    if (!g)
+        return -ENOMEM;
+    char key[GROUP_KEY_MAX];
+    for (size_t i = 0; i < r->nfindings; i++) {
+        group_key(&r->findings[i], key, sizeof key);
+        size_t k = 0;
+        while (k + 1 < ng && strcmp(g[k].key, key) != 0)
+            k++;
+        group_of[i] = (uint32_t)k;
+    }
+    free(g);
+    return (long)ng;
+}
+
 /* The key's parts: rule, owner, path (pointers into a copy). */
 static void group_parts(const finding_group *grp, char *copy, size_t len, const char **rule,
                         const char **owner, const char **path)
