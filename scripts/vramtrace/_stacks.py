@@ -56,12 +56,6 @@ class StackInterner:
         self._own: Dict[str, bool] = {}   # source file -> the program's own code?
         self.enabled = True
 
-    def add_skip(self, files: Iterable[str]) -> None:
-        """Leave frames of ``files`` out of captured stacks too."""
-        self._skip = self._skip | frozenset(files)
-        self._cache.clear()
-        self._codes.clear()
-
     def capture(self, depth: int = 1) -> int:
         """Stack id of the caller ``depth`` frames up (0: none or disabled)."""
         if not self.enabled:

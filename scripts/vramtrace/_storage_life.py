@@ -71,10 +71,6 @@ class StorageLife:
         except Exception:
             return False
 
-    @property
-    def available(self) -> bool:
-        return self._cls is not None
-
     def weak(self, storage: Any) -> int:
         """A weak handle on ``storage`` (0 when unavailable)."""
         if self._cls is None:

@@ -92,7 +92,6 @@ const vt_pv *vt_pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k);
 /* Integer value (bool, int, uint, float truncated), `dflt` when not a number. */
 int64_t vt_pickle_int(const vt_pv *v, int64_t dflt);
 uint64_t vt_pickle_u64(const vt_pv *v, uint64_t dflt);
-double vt_pickle_float(const vt_pv *v, double dflt);
 /* Is v a str equal to `text`? */
 int vt_pickle_str_is(const vt_pv *v, const char *text);
 
@@ -107,11 +106,9 @@ void vt_pickle_writer_free(vt_pickle_writer *w);
 /* Start (PROTO 4) and end (STOP); then the bytes are w's buffer. */
 void vt_pw_begin(vt_pickle_writer *w);
 void vt_pw_end(vt_pickle_writer *w);
-void vt_pw_none(vt_pickle_writer *w);
 void vt_pw_bool(vt_pickle_writer *w, int b);
 void vt_pw_int(vt_pickle_writer *w, int64_t v);
 void vt_pw_uint(vt_pickle_writer *w, uint64_t v);
-void vt_pw_float(vt_pickle_writer *w, double v);
 void vt_pw_str(vt_pickle_writer *w, const char *s);      /* memoized */
 /* Containers: open, write items (dicts: key then value), close. */
 void vt_pw_dict_begin(vt_pickle_writer *w);

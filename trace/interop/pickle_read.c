@@ -610,15 +610,3 @@ uint64_t vt_pickle_u64(const vt_pv *v, uint64_t dflt)
     return v && (v->type == VT_PV_INT || v->type == VT_PV_BOOL) ? (uint64_t)v->i : dflt;
 }
 
-double vt_pickle_float(const vt_pv *v, double dflt)
-{
-    if (!v)
-        return dflt;
-    switch (v->type) {
-    case VT_PV_FLOAT: return v->f;
-    case VT_PV_BOOL:
-    case VT_PV_INT: return (double)v->i;
-    case VT_PV_UINT: return (double)v->u;
-    default: return dflt;
-    }
-}

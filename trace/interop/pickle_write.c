@@ -51,7 +51,6 @@ void vt_pw_begin(vt_pickle_writer *w)
 }
 
 void vt_pw_end(vt_pickle_writer *w) { put1(w, '.'); }
-void vt_pw_none(vt_pickle_writer *w) { put1(w, 'N'); }
 void vt_pw_bool(vt_pickle_writer *w, int b) { put1(w, b ? 0x88 : 0x89); }
 
 void vt_pw_int(vt_pickle_writer *w, int64_t v)
@@ -90,16 +89,6 @@ void vt_pw_uint(vt_pickle_writer *w, uint64_t v)
     put1(w, 9);
     vt__put_le(&w->out, v, 8);
     put1(w, 0);
-}
-
-void vt_pw_float(vt_pickle_writer *w, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    unsigned char b[9] = { 'G' };
-    for (int i = 0; i < 8; i++)
-        b[1 + i] = (unsigned char)(u >> (8 * (7 - i)));
-    put(w, b, 9);
 }
 
 static uint64_t hash_str(const char *s, size_t n)

@@ -262,7 +262,6 @@ void vt__strtab_free(vt_strtab *t);
 /* @return the index of s (added if new), 0 for NULL/"", UINT32_MAX on ENOMEM. */
 uint32_t vt__strtab_add(vt_strtab *t, const char *s);
 uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len);
-const char *vt__strtab_get(const vt_strtab *t, uint32_t i);
 /* FNV-1a over len bytes. */
 uint64_t vt__str_hash(const char *s, size_t len);
 

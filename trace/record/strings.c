@@ -47,11 +47,6 @@ void vt__strtab_free(vt_strtab *t)
     memset(t, 0, sizeof *t);
 }
 
-const char *vt__strtab_get(const vt_strtab *t, uint32_t i)
-{
-    return i < t->n ? t->blob + t->offsets[i] : "";
-}
-
 static int rehash(vt_strtab *t)
 {
     size_t nmask = t->mask * 2 + 1;

@@ -17,23 +17,13 @@
 #include "allocator.h"
 #include "backend_host.h"
 #include "config.h"
+#include "errbuf.h"
 #include "replay_internal.h"
 #include "vramtrace.h"
 
 #define NO_COMPLETION UINT64_MAX
 
 static bool used_once;
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static bool allocator_event(uint8_t kind)
 {
@@ -93,7 +83,7 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
         vt__replay_conf_from_meta(vt_snapshot_string(s, s->meta.config), recorded,
                                   sizeof recorded, &expandable);
     if (vt__config_parse(recorded, &cfg, NULL))
-        return fail(err, errlen, -EINVAL, "the recorded settings '%s' are not valid", recorded);
+        return vt__errf(err, errlen, -EINVAL, "the recorded settings '%s' are not valid", recorded);
     if (expandable)   /* a PyTorch snapshot's expandable_segments=True */
         cfg.expandable_segments = true;
     /* ipc_safe:auto that switched on in the recorded run: on from the start
@@ -115,7 +105,7 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
              * replay stops instead */
             if ((cut = strstr(msg, "; keeping the default")) || (cut = strstr(msg, "; ignored")))
                 *cut = '\0';
-            return fail(err, errlen, -EINVAL, "bad --conf '%s': %s", opt->conf,
+            return vt__errf(err, errlen, -EINVAL, "bad --conf '%s': %s", opt->conf,
                         *msg ? msg + (strncmp(msg, "vramtrace: ", 11) ? 0 : 11) : "not valid");
         }
     }
@@ -142,13 +132,13 @@ static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt
         if (e->kind != VT_EV_ALLOC || e->device < 0)
             continue;
         if (e->device >= VT_REPLAY_MAX_DEVICES)
-            return fail(err, errlen, -EINVAL, "device %d: a replay handles devices 0 to %d",
+            return vt__errf(err, errlen, -EINVAL, "device %d: a replay handles devices 0 to %d",
                         e->device, VT_REPLAY_MAX_DEVICES - 1);
         if (e->device + 1 > n)
             n = e->device + 1;
     }
     if (n == 0)
-        return fail(err, errlen, -EINVAL, "the snapshot holds no allocation to replay");
+        return vt__errf(err, errlen, -EINVAL, "the snapshot holds no allocation to replay");
     uint64_t cap[VT_REPLAY_MAX_DEVICES];
     for (int d = 0; d < n; d++) {
         cap[d] = opt->capacity;
@@ -163,7 +153,7 @@ static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt
     }
     r->ndevices = (size_t)n;
     if (host && vt__host_setup(n, cap))
-        return fail(err, errlen, -ENOMEM, "no memory for the replay device");
+        return vt__errf(err, errlen, -ENOMEM, "no memory for the replay device");
     return 0;
 }
 
@@ -433,7 +423,7 @@ static int replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
     if (!completion || !immediate || vt__replay_find_completions(s, completion, immediate)) {
         free(completion);
         free(immediate);
-        return fail(err, errlen, -ENOMEM, "out of host memory");
+        return vt__errf(err, errlen, -ENOMEM, "out of host memory");
     }
     rc = vt__replay_torch(s, opt, out, completion, immediate, err, errlen);
     free(completion);
@@ -451,15 +441,15 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
         err[0] = '\0';
     memset(out, 0, sizeof *out);
     if (!s)
-        return fail(err, errlen, -EINVAL, "no snapshot");
+        return vt__errf(err, errlen, -EINVAL, "no snapshot");
     vt_replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? vt_replay_auto_rules(s)
                                                               : opt->rules;
     if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
-        return fail(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
+        return vt__errf(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
     if (rules == VT_REPLAY_RULES_PYTORCH)
         return replay_torch(s, opt, out, err, errlen);
     if (used_once)
-        return fail(err, errlen, -EBUSY, "this process has replayed once already");
+        return vt__errf(err, errlen, -EBUSY, "this process has replayed once already");
     int rc = setup_devices(s, opt, out, true, err, errlen);
     if (rc)
         return rc;
@@ -486,7 +476,7 @@ int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
         free(rsegs);
         free(vt__books.segs);
         free(vt__books.curve);
-        return fail(err, errlen, -ENOMEM, "out of host memory");
+        return vt__errf(err, errlen, -ENOMEM, "out of host memory");
     }
     finish(out);
     /* the segment allocations, in order */
