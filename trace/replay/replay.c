@@ -9,7 +9,6 @@
  * pending free completes exactly when the recording says its free did.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
