@@ -17,7 +17,8 @@ for the recorders the snapshot's bytes and the seconds to write it
 (torch.cuda.memory._dump_snapshot / vramtrace.snapshot; `observed` writes
 its snapshot at exit, as `vramtrace run -o` does, not timed here). The
 RESULT line also gives what `observed` adds per step as a share of what
-PyTorch's python recorder adds (observed_share_of_python), and each
+PyTorch's python recorder adds (observed_share_of_python from the fastest
+rounds, observed_share_of_python_paired from the paired ratios), and each
 variant's median over rounds of its ratio to the same round's plain loop
 (observed_paired_x, python_paired_x): steadier than the fastest rounds on a
 busy machine. Device code does
@@ -83,8 +84,11 @@ def worker(variant: str, steps: int, out: str, snap: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--rounds", type=int, default=3)
+    # Many short rounds: a process's step time differs from the next one's by
+    # more than a recorder costs (memory layout, the machine), and the median
+    # of paired ratios over 11 rounds settles where 3 long rounds did not.
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma-separated, plain among them (default: all)")
     ap.add_argument("--worker", choices=VARIANTS)
@@ -132,10 +136,16 @@ def main() -> None:
               for v in variants}
     print("median of per-round ratios to plain: " +
           ", ".join(f"{v} {paired[v]:.3f}x" for v in variants if v != "plain"))
+    # What observing adds per step as a share of what PyTorch's python-only
+    # recorder adds, from the paired ratios (the same rounds' plain loops).
+    paired_share = (paired["observed"] - 1) / (paired["python"] - 1) \
+        if "observed" in paired and paired.get("python", 1) > 1 else float("nan")
     if variants != VARIANTS:   # a subset (scripts/gpu-check --dry-run): the figures it has
         print("RESULT ms_step_plain=%.2f " % base + " ".join(
             "%s_x=%.3f %s_paired_x=%.3f" % (v, results[v]["ms_per_step"] / base, v, paired[v])
-            for v in variants if v != "plain"))
+            for v in variants if v != "plain") +
+            (" observed_share_of_python_paired=%.2f" % paired_share
+             if paired_share == paired_share else ""))
         return
     added = {v: results[v]["ms_per_step"] - base for v in VARIANTS}
     share = added["observed"] / added["python"] if added["python"] > 0 else float("nan")
@@ -143,13 +153,13 @@ def main() -> None:
           f"{added['python']:.3f} ms/step: {share:.2f} of it")
     print("RESULT ms_step_plain=%.2f observed_x=%.3f python_x=%.2f all_x=%.2f vramtrace_x=%.2f "
           "observed_paired_x=%.3f python_paired_x=%.3f "
-          "observed_share_of_python=%.2f "
+          "observed_share_of_python=%.2f observed_share_of_python_paired=%.2f "
           "bytes_observed=%d bytes_python=%d bytes_all=%d bytes_vramtrace=%d "
           "dump_s_python=%.3f dump_s_all=%.3f dump_s_vramtrace=%.3f" % (
               base, results["observed"]["ms_per_step"] / base,
               results["python"]["ms_per_step"] / base, results["all"]["ms_per_step"] / base,
               results["vramtrace"]["ms_per_step"] / base,
-              paired["observed"], paired["python"], share,
+              paired["observed"], paired["python"], share, paired_share,
               results["observed"]["snapshot_bytes"],
               results["python"]["snapshot_bytes"], results["all"]["snapshot_bytes"],
               results["vramtrace"]["snapshot_bytes"], results["python"]["dump_s"],
