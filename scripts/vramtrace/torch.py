@@ -367,6 +367,14 @@ class _Mode(_TorchDispatchMode):
             # one, bound to the mode like a method, replaces the one below.
             self.__torch_dispatch__ = types.MethodType(fast.dispatch, self)
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """torch.compile compiles with the mode off and runs what it compiled
+        with the mode on: a mode saying False here makes Dynamo skip every
+        frame ("non-infra torch dispatch mode present") and run the program
+        eagerly instead (its backend never called; fullgraph=True raises)."""
+        return True
+
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):  # noqa: D105
         tracker = self._tracker
         if _get_ident() != tracker._owner:
