@@ -90,6 +90,21 @@ class Recorder:
         if self.cuda:
             self.seen.append([label, torch.cuda.memory_allocated()])
 
+    def mark(self, label: str) -> None:
+        """vramtrace.mark() where the program is tracked: the tracker's
+        sweep and referrer walk run there (nothing untracked)."""
+        if isinstance(self.tracked, _Trackers):
+            import vramtrace
+            vramtrace.mark(label)
+
+    def snapshot(self) -> None:
+        """vramtrace.snapshot() where the program is tracked (its walk)."""
+        if isinstance(self.tracked, _Trackers):
+            import tempfile
+            import vramtrace
+            with tempfile.TemporaryDirectory() as d:
+                vramtrace.snapshot(os.path.join(d, "s.vtsnap"))
+
 
 def _seed(r: Recorder) -> None:
     torch.manual_seed(0)
@@ -106,6 +121,7 @@ def _train(r: Recorder, model: nn.Module, x: Any, y: Any, steps: int = 2,
         opt.step()
         r.val(loss)
         r.mem("step")
+        r.mark("step")
     for p in model.parameters():
         r.val(p)
 
@@ -303,12 +319,14 @@ def parametrize_and_norms(r: Recorder) -> None:
         b = parametrizations.weight_norm(nn.Linear(6, 6).to(r.dev))
         # spectral norm's power iteration calls cublasSdot, which the
         # simulated cuBLAS does not have: on the CPU only
-        c = parametrizations.spectral_norm(nn.Linear(6, 4)) if not r.cuda else nn.Linear(6, 4,
-                                                                                          device=r.dev)
+        c = parametrizations.spectral_norm(nn.Linear(6, 4)) if not r.cuda else nn.Linear(
+            6, 4, device=r.dev)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             d = nn.utils.weight_norm(nn.Linear(4, 4).to(r.dev))   # the old hook form
-        e = parametrizations.orthogonal(nn.Linear(4, 4).to(r.dev))
+        # orthogonal's QR needs cuSOLVER, which the simulated device lacks
+        e = parametrizations.orthogonal(nn.Linear(4, 4)) if not r.cuda else nn.Linear(
+            4, 4, device=r.dev)
         model = nn.Sequential(a, b, c, d, e)
         x = torch.randn(3, 6, device=r.dev)
         _train(r, model, x, torch.randn(3, 4, device=r.dev))
@@ -853,6 +871,94 @@ def error_in_backward_hook(r: Recorder) -> None:
         y.backward()
 
 
+@program()
+def saved_tensors_unpacked_by_the_program_only(r: Recorder) -> None:
+    _seed(r)
+    with r.tracked():
+        calls = {"pack": 0, "unpack": 0}
+
+        def pack(t: torch.Tensor) -> Any:
+            calls["pack"] += 1
+            return t
+
+        def unpack(t: torch.Tensor) -> torch.Tensor:
+            calls["unpack"] += 1
+            print("unpack", tuple(t.shape))
+            return t.clone()   # an allocation on each unpack
+
+        w = torch.randn(4, 4, device=r.dev, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            h = (w @ w).tanh()
+            loss = (h * h).sum()
+        r.mark("forward")      # the graph alive at a mark: walked from its nodes
+        r.snapshot()
+        r.mem("marked")
+        r.note(dict(calls))
+        loss.backward()
+        r.note(dict(calls))
+        r.val(w.grad)
+        r.mem("after")
+
+
+@program()
+def storages_moved_and_freed(r: Recorder) -> None:
+    import sys as _sys
+    _seed(r)
+    with r.tracked():
+        p = nn.Parameter(torch.randn(64, 64, device=r.dev))
+        r.note(_sys.getrefcount(p))
+        full = p.detach().clone()
+        p.untyped_storage().resize_(0)        # FSDP frees a sharded parameter so
+        r.mem("freed")
+        r.mark("freed")
+        p.untyped_storage().resize_(full.nbytes)
+        p.data.copy_(full)
+        r.mem("restored")
+        a = torch.arange(6.0, device=r.dev)
+        b = torch.zeros(2, device=r.dev)
+        b.set_(a.untyped_storage(), 2, (2,), (1,))
+        r.val(b)
+        c = torch.ones(3, device=r.dev)
+        c.data = torch.full((5,), 2.0, device=r.dev)
+        r.val(c)
+        lazy = torch._lazy_clone(a)          # copy-on-write until written
+        r.mark("lazy")
+        r.note(torch._C._data_address(lazy) == torch._C._data_address(a))
+        r.mem("lazy clone")
+        lazy.add_(1)
+        r.note(torch._C._data_address(lazy) == torch._C._data_address(a))
+        r.val([a, lazy])
+        r.note(_sys.getrefcount(p))
+        del full
+        r.mem("after")
+
+
+@program()
+def threads(r: Recorder) -> None:
+    import threading
+    _seed(r)
+    model = nn.Linear(8, 8).to(r.dev)
+    x = torch.randn(4, 8, device=r.dev)
+    outs: Dict[int, Any] = {}
+
+    def work(i: int, tracked: bool) -> None:
+        # no matrix product: which cuBLAS handle (and workspace) a new
+        # thread gets from PyTorch's pool depends on when the last one let go
+        with (r.tracked() if tracked else contextlib.nullcontext()):
+            with torch.no_grad():
+                outs[i] = (x * i).relu().sum(0)
+
+    with r.tracked():
+        for i in range(3):
+            t = threading.Thread(target=work, args=(i, i == 1))
+            t.start()
+            t.join()
+        out = model(x)
+        out.sum().backward()
+    r.val([outs[i] for i in range(3)] + [out, model.weight.grad])
+    r.mem("after")
+
+
 class _Node:
     def __init__(self, t: torch.Tensor) -> None:
         self.t = t
@@ -884,7 +990,9 @@ class _Trackers:
         self.made: List[Any] = []
 
     def __call__(self) -> Any:
-        tr = self._track()
+        # No time budget for the walk: it runs at every mark where it is due
+        # (the same walks in every run), the strictest test of its reads.
+        tr = self._track(walk_fraction=None)
         self.made.append(tr)
         return tr
 
