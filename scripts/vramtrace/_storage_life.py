@@ -65,6 +65,7 @@ class StorageLife:
         cls = getattr(torch, "UntypedStorage", None)
         names = ("_weak_ref", "_expired", "_free_weak_ref", "_new_with_weak_ptr")
         self._cls = cls if cls is not None and all(hasattr(cls, n) for n in names) else None
+        self._torch = torch
         self._reader: Any = None
         self._out: Any = None
 
@@ -124,9 +125,24 @@ class StorageLife:
         if st is None:
             return None
         try:
-            return int(st.data_ptr()), int(st.nbytes())
+            return self._address(st), int(st.nbytes())
         finally:
             del st
+
+    def _address(self, st: Any) -> int:
+        """Where storage ``st``'s memory is, read as StorageImpl::data():
+        ``st.data_ptr()`` would materialize a copy-on-write storage (a copy
+        the program never made, memory it never allocated). Read through an
+        empty tensor set onto it, made past the program's modes (none of
+        them sees it) and allocating nothing; ``data_ptr()`` where this
+        PyTorch has no ``torch._C._data_address``."""
+        torch = self._torch
+        address = getattr(torch._C, "_data_address", None)
+        if address is None:
+            return int(st.data_ptr())
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            on = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+            return int(address(on))
 
     def expired(self, handle: int) -> bool:
         return bool(handle) and self._cls is not None and bool(self._cls._expired(handle))
