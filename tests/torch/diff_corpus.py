@@ -966,6 +966,20 @@ class _Node:
 
 
 @program("cuda")
+def cycles_freed_by_the_automatic_gc(r: Recorder) -> None:
+    # When a dropped cycle goes depends on the collector's schedule: the
+    # allocations of container objects since the last collection.
+    gc.collect()
+    w = torch.randn(16, 16, device=r.dev, requires_grad=True)
+    with r.tracked():
+        for i in range(12):
+            _Node(torch.empty(1 << 16, device=r.dev))
+            for _ in range(4):
+                (w @ w).relu().sum().backward()
+            r.mem(f"step {i}")
+
+
+@program("cuda")
 def cycles_freed_by_gc(r: Recorder) -> None:
     gc.collect()
     with r.tracked():
