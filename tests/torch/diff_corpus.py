@@ -1000,8 +1000,13 @@ class _Trackers:
 
     def __init__(self) -> None:
         import vramtrace.torch as vtt
+        from vramtrace import _trackobs
         self._track = vtt.track
         self.made: List[Any] = []
+        if _trackobs.wanted() and os.environ.get("VRAMTRACE_TRACKFAST") != "0":
+            # built (or found in VRAMTRACE_CACHE_DIR) before any program runs:
+            # the one line on stderr that announces a build is not a program's
+            _trackobs.load()
 
     def __call__(self) -> Any:
         # No time budget for the walk: it runs at every mark where it is due

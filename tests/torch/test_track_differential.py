@@ -40,7 +40,7 @@ PATHS: Dict[str, Dict[str, str]] = {
 SEEN_BY = {"observer": ["observer", True], "mode": ["dispatch mode", True],
            "python": ["dispatch mode", False]}
 
-# What a path cannot hide, (program, path) -> why: skipped, not compared.
+# What a path cannot hide, (program, path) -> why: skipped where it differs.
 KNOWN: Dict[Tuple[str, str], str] = {
     (prog, path): ("torch.profiler records what a Python dispatch mode does: each op "
                    "the mode hands back to PyTorch is recorded again (aten::mm twice), "
@@ -50,10 +50,11 @@ KNOWN: Dict[Tuple[str, str], str] = {
 }
 KNOWN.update({
     ("cycles_freed_by_the_automatic_gc[cuda]", path): (
-        "the cyclic collector counts track()'s own objects (per tensor: a record, a "
-        "weak reference with its callback): generation 0's threshold comes after fewer "
-        "of the program's allocations, so a dropped reference cycle holding device "
-        "memory is freed a step earlier than untracked")
+        "the cyclic collector counts track()'s own objects (its records, weak "
+        "references and caches) towards generation 0's threshold: an automatic "
+        "collection comes after fewer of the program's allocations, so a dropped "
+        "reference cycle holding device memory may be freed steps earlier than untracked "
+        "(where the count stood when the program began decides)")
     for path in ("observer", "mode", "python")})
 
 # Compared as the program sees them; "traceback" is for the reader.
@@ -116,9 +117,10 @@ def test_each_tracked_path_is_the_one_asked_for_and_records(results, path):
 @pytest.mark.parametrize("path", [p for p in PATHS if p != "untracked"])
 @pytest.mark.parametrize("prog", PROGRAMS)
 def test_track_changes_nothing_the_program_observes(results, prog, path):
-    if (prog, path) in KNOWN:
-        pytest.skip(KNOWN[prog, path])
     want, got = results["untracked"][prog], results[path][prog]
+    differs = [key for key in COMPARED if got.get(key) != want.get(key)]
+    if differs and (prog, path) in KNOWN:   # compared first: a known case that agrees passes
+        pytest.skip(f"differs in {', '.join(differs)}: {KNOWN[prog, path]}")
     for key in COMPARED:
         assert got.get(key) == want.get(key), (
             f"{prog} under track() ({path}) differs in {key}:\n"
