@@ -36,7 +36,7 @@ PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_stora
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
-    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr, *s_twins,
+    *s_device, *s_seen_epoch, *s_rest, *s_now, *s_twins,
     *s_end_storage;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn,
@@ -100,24 +100,24 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     PyObject *cls = PyObject_GetAttr(life, s_cls);
     PyObject *use_count = cls ? PyObject_GetAttr(life, s_use_count) : NULL;
     PyObject *sole = use_count ? PyObject_GetAttr(life, s_sole) : NULL;
-    Py_DECREF(life);
     if (sole == NULL) {
+        Py_DECREF(life);
         Py_XDECREF(cls);
         Py_XDECREF(use_count);
         return -1;
     }
     d->life_available = cls != Py_None;
     Py_CLEAR(d->free_weak_ref);
-    Py_CLEAR(d->expired);
-    Py_CLEAR(d->from_weak);
+    Py_CLEAR(d->life_now);
     if (d->life_available && ((d->free_weak_ref = PyObject_GetAttr(cls, s_free_weak_ref)) == NULL ||
-                              (d->expired = PyObject_GetAttr(cls, s_expired)) == NULL ||
-                              (d->from_weak = PyObject_GetAttr(cls, s_new_with_weak_ptr)) == NULL)) {
+                              (d->life_now = PyObject_GetAttr(life, s_now)) == NULL)) {
+        Py_DECREF(life);
         Py_DECREF(cls);
         Py_DECREF(use_count);
         Py_DECREF(sole);
         return -1;
     }
+    Py_DECREF(life);
     d->sole = sole == Py_None ? -1 : PyLong_AsLongLong(sole);
     Py_XSETREF(d->use_count, use_count == Py_None ? NULL : Py_NewRef(use_count));
     Py_DECREF(cls);
@@ -139,8 +139,7 @@ static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
     Py_VISIT(d->codes);
     Py_VISIT(d->use_count);
     Py_VISIT(d->free_weak_ref);
-    Py_VISIT(d->expired);
-    Py_VISIT(d->from_weak);
+    Py_VISIT(d->life_now);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
         Py_VISIT(d->containers[i]);
     return 0;
@@ -153,8 +152,7 @@ static int dispatcher_clear(Dispatcher *d)
     Py_CLEAR(d->codes);
     Py_CLEAR(d->use_count);
     Py_CLEAR(d->free_weak_ref);
-    Py_CLEAR(d->expired);
-    Py_CLEAR(d->from_weak);
+    Py_CLEAR(d->life_now);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
         Py_CLEAR(d->containers[i]);
     return 0;
@@ -379,7 +377,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_declared, "declared"},
         {&s_free_weak_ref, "_free_weak_ref"}, {&s_names, "_names"},
         {&s_device, "device"}, {&s_seen_epoch, "seen_epoch"}, {&s_rest, "rest"},
-        {&s_expired, "_expired"}, {&s_new_with_weak_ptr, "_new_with_weak_ptr"},
+        {&s_now, "now"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (intern(names[i].slot, names[i].s) < 0)

@@ -292,21 +292,16 @@ static int storage_changed(Dispatcher *d, PyObject *srec, PyObject *weak)
             return now[0] != sptr || now[1] != snbytes;
         }
     }
-    PyObject *r = PyObject_CallOneArg(d->expired, weak);
-    int gone = r ? PyObject_IsTrue(r) : -1;
-    Py_XDECREF(r);
-    if (gone != 0)
-        goto unsure;
-    PyObject *st = PyObject_CallOneArg(d->from_weak, weak);
-    if (st == NULL || st == Py_None) {
-        Py_XDECREF(st);
+    /* StorageLife.now: (address, nbytes), None once gone; read without
+     * materializing a copy-on-write storage, as storage_now does */
+    PyObject *now = PyObject_CallOneArg(d->life_now, weak);
+    if (now == NULL || !PyTuple_Check(now) || PyTuple_GET_SIZE(now) != 2) {
+        Py_XDECREF(now);
         goto unsure;
     }
-    PyObject *p = call0(st, s_data_ptr), *n = call0(st, s_nbytes);
-    Py_DECREF(st);
-    uint64_t ptr = p ? PyLong_AsUnsignedLongLong(p) : 0, nbytes = n ? PyLong_AsUnsignedLongLong(n) : 0;
-    Py_XDECREF(p);
-    Py_XDECREF(n);
+    uint64_t ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(now, 0)),
+             nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(now, 1));
+    Py_DECREF(now);
     uint64_t sptr, snbytes;
     if (PyErr_Occurred() || get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)
         goto unsure;
@@ -330,7 +325,7 @@ PyObject *storages_to_check(Dispatcher *d)
         PyObject *srec = PyList_GET_ITEM(all, i);
         PyObject *weak = get_attr(srec, s_weak);
         int have = weak ? PyObject_IsTrue(weak) : -1;
-        int changed = have > 0 ? (d->expired && d->from_weak ? storage_changed(d, srec, weak) : 1)
+        int changed = have > 0 ? (d->life_now ? storage_changed(d, srec, weak) : 1)
                                : 0;
         Py_XDECREF(weak);
         if (have < 0 || (changed && PyList_Append(out, srec) < 0))

@@ -64,8 +64,7 @@ typedef struct {
     int life_available;      /* StorageLife has weak handles (torch >= 2.0) */
     PyObject *use_count;     /* torch._C._storage_Use_Count, or NULL */
     PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
-    PyObject *expired;       /* UntypedStorage._expired, or NULL */
-    PyObject *from_weak;     /* UntypedStorage._new_with_weak_ptr, or NULL */
+    PyObject *life_now;      /* the tracker's StorageLife.now, or NULL */
     /* The Tracker's containers that are never rebound (see Tracker.__init__),
      * held here to skip an attribute lookup each: */
     PyObject *containers[11];
@@ -92,7 +91,7 @@ extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
-    *s_device, *s_seen_epoch, *s_rest, *s_expired, *s_new_with_weak_ptr, *s_twins,
+    *s_device, *s_seen_epoch, *s_rest, *s_now, *s_twins,
     *s_end_storage;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn,

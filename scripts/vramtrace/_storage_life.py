@@ -30,6 +30,34 @@ def storage_of(t: Any) -> Any:
     return t.storage()
 
 
+_SOLE_UNKNOWN = -1
+_sole_count = _SOLE_UNKNOWN   # what _calibrated found, once per process
+
+
+def _calibrated(torch: Any, use_count: Any) -> Optional[int]:
+    """The use count a storage reads from the weakref callback of its only
+    tensor, measured once on a probe tensor. The probe is made on the CPU
+    with the program's modes (TorchFunctionMode, ``torch.device(...)``,
+    TorchDispatchMode) out of the way: track() may be entered inside any of
+    them, and the program must see no op of ours."""
+    global _sole_count
+    if _sole_count != _SOLE_UNKNOWN:
+        return _sole_count
+    import weakref
+    seen: list = []
+    try:
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            probe = torch.empty(1, dtype=torch.uint8, device="cpu")
+            key = probe.untyped_storage()._cdata
+            ref = weakref.ref(probe, lambda _r: seen.append(int(use_count(key))))
+            del probe
+            del ref
+    except Exception:
+        return None
+    _sole_count = seen[0] if seen else None
+    return _sole_count
+
+
 class StorageLife:
     """Weak handles on storages, when this PyTorch has them."""
 
@@ -37,6 +65,7 @@ class StorageLife:
         cls = getattr(torch, "UntypedStorage", None)
         names = ("_weak_ref", "_expired", "_free_weak_ref", "_new_with_weak_ptr")
         self._cls = cls if cls is not None and all(hasattr(cls, n) for n in names) else None
+        self._torch = torch
         self._reader: Any = None
         self._out: Any = None
 
@@ -45,20 +74,7 @@ class StorageLife:
         self._use_count = getattr(getattr(torch, "_C", None), "_storage_Use_Count", None)
         self._sole: Optional[int] = None
         if self._cls is not None and self._use_count is not None:
-            self._sole = self._calibrate(torch)
-
-    def _calibrate(self, torch: Any) -> Optional[int]:
-        import weakref
-        seen: list = []
-        try:
-            probe = torch.empty(1)
-            key = probe.untyped_storage()._cdata
-            ref = weakref.ref(probe, lambda _r: seen.append(int(self._use_count(key))))
-            del probe
-            del ref
-        except Exception:
-            return None
-        return seen[0] if seen else None
+            self._sole = _calibrated(torch, self._use_count)
 
     def sole_owner(self, key: int) -> bool:
         """From a dying tensor's weakref callback: is it the storage's only
@@ -105,9 +121,24 @@ class StorageLife:
         if st is None:
             return None
         try:
-            return int(st.data_ptr()), int(st.nbytes())
+            return self._address(st), int(st.nbytes())
         finally:
             del st
+
+    def _address(self, st: Any) -> int:
+        """Where storage ``st``'s memory is, read as StorageImpl::data():
+        ``st.data_ptr()`` would materialize a copy-on-write storage (a copy
+        the program never made, memory it never allocated). Read through an
+        empty tensor set onto it, made past the program's modes (none of
+        them sees it) and allocating nothing; ``data_ptr()`` where this
+        PyTorch has no ``torch._C._data_address``."""
+        torch = self._torch
+        address = getattr(torch._C, "_data_address", None)
+        if address is None:
+            return int(st.data_ptr())
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            on = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+            return int(address(on))
 
     def expired(self, handle: int) -> bool:
         return bool(handle) and self._cls is not None and bool(self._cls._expired(handle))

@@ -367,6 +367,14 @@ class _Mode(_TorchDispatchMode):
             # one, bound to the mode like a method, replaces the one below.
             self.__torch_dispatch__ = types.MethodType(fast.dispatch, self)
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """torch.compile compiles with the mode off and runs what it compiled
+        with the mode on: a mode saying False here makes Dynamo skip every
+        frame ("non-infra torch dispatch mode present") and run the program
+        eagerly instead (its backend never called; fullgraph=True raises)."""
+        return True
+
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):  # noqa: D105
         tracker = self._tracker
         if _get_ident() != tracker._owner:
@@ -379,6 +387,25 @@ class _Mode(_TorchDispatchMode):
         out = func(*args, **kwargs) if kwargs else func(*args)
         tracker._on_op(func, args, kwargs, out, True)
         return out
+
+
+_ENGINE_RELEASE_S = 0.1   # the longest __exit__ waits for engine threads to drop the mode
+
+
+def _let_engine_threads_go(mode: Any, refs: int) -> None:
+    """Wait (the GIL released) until no autograd engine thread holds
+    ``mode`` any more; ``refs``: its reference count when nothing but the
+    caller held it.
+
+    A backward on a device copies the thread's state, the mode included, into
+    its graph task, which the engine thread may drop only after the program
+    has its gradients back. Dropping the mode takes the GIL: were the
+    interpreter finalizing by then (a program that ends right after its
+    block), the engine thread would be stopped inside C++ and the process
+    abort ("terminate called without an active exception")."""
+    deadline = _perf_counter() + _ENGINE_RELEASE_S
+    while sys.getrefcount(mode) - 1 > refs and _perf_counter() < deadline:
+        time.sleep(0.0005)
 
 
 def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bool) -> Any:
@@ -667,6 +694,7 @@ class Tracker:
         self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
         self._mode: Optional[_Mode] = None
+        self._mode_refs = 0          # the mode's reference count before it was entered
         self._observer: Any = None   # the op observer (_trackobs) instead of the mode
         #: How ops were seen once the block was entered: "observer" (PyTorch's
         #: RecordFunction hook, vramtrace/_trackobs.py) or "dispatch mode".
@@ -721,6 +749,7 @@ class Tracker:
                 self._observer = None
         if self._observer is None:
             self._mode = _Mode(self)
+            self._mode_refs = sys.getrefcount(self._mode)
             self._mode.__enter__()
         self.ops_seen_by = "observer" if self._observer is not None else "dispatch mode"
         self._recording = True
@@ -743,8 +772,10 @@ class Tracker:
         if self in _active:
             _active.remove(self)
         if self._mode is not None:
-            self._mode.__exit__(*exc)
-            self._mode = None
+            mode, self._mode = self._mode, None
+            mode.__exit__(*exc)
+            _let_engine_threads_go(mode, self._mode_refs)
+            del mode
         if self._observer is not None:
             self._observer.uninstall()
             self._fast.weak_maker = 0

@@ -404,3 +404,37 @@ def test_cuda_graph_capture_replays_and_private_pools_hold_its_memory():
     release_everything()
     assert torch.cuda.memory_allocated() == base_alloc
     assert torch.cuda.memory_reserved() == base_reserved
+
+
+def test_track_mode_is_let_go_by_the_engine_threads_when_its_block_ends(monkeypatch):
+    # A backward on the device copies the thread's state, track()'s dispatch
+    # mode included, into its graph task, which the engine thread may drop
+    # after the program has its gradients back; dropping it takes the GIL,
+    # and a program that ended meanwhile aborted ("terminate called without
+    # an active exception"). The block waits for them to let go.
+    import sys
+    import threading
+
+    import vramtrace.torch as vtt
+    monkeypatch.setenv("VRAMTRACE_TRACK_OBSERVER", "0")
+    model = torch.nn.Linear(8, 8).cuda()
+    x = torch.randn(4, 8, device="cuda")
+    held = []
+    # No switching between threads: the engine thread gets the GIL only
+    # when the main thread lets it go (as a finalizing interpreter never does).
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        for _ in range(10):
+            with vtt.track() as tr:
+                mode = tr._mode
+                inside = sys.getrefcount(mode)   # the mode stack's and the tracker's too
+                t = threading.Thread(target=lambda: (x * 2).relu())
+                t.start()
+                t.join()
+                model(x).sum().backward()
+            held.append(sys.getrefcount(mode) - (inside - 2))
+            del mode
+    finally:
+        sys.setswitchinterval(was)
+    assert held == [0] * 10
