@@ -891,6 +891,11 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     vt__put_str(m, "],\"def\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", vt_frame_def_line(s, &s->frames[r->frames[i]]));
+    /* 1: the program's own code (vt_frame_is_user_code), as the text views
+     * lead with it */
+    vt__put_str(m, "],\"user\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__put_printf(m, "%s%d", i ? "," : "", vt_frame_is_user_code(s, &s->frames[r->frames[i]]));
     vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));

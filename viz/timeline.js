@@ -341,6 +341,8 @@
     ['vramtrace/torch.py', '__torch_dispatch__'], ['vramtrace/torch.py', '_dispatch'],
   ];
   function isPython(fr) { return str(F.mod[fr]) === 'python'; }
+  /* The program's own code (not torch, the standard library or site-packages). */
+  function isUser(fr) { return !!(F.user && F.user[fr]); }
   function isPlumbing(fr) {
     const file = str(F.file[fr]), fn = str(F.fn[fr]);
     return PLUMBING.some(([f, n]) => fn === n && file.endsWith(f));
@@ -360,9 +362,11 @@
     let s = siteCache.get(node);
     if (s) return s;
     const frs = stackFrames(node);
-    // Where Python ran, its innermost line (not torch's dispatch plumbing)
-    // is the program's own call site.
-    let pick = frs.find((fr) => isPython(fr) && !isPlumbing(fr));
+    // The innermost line of the program's own code, as the text views name
+    // a site; else, where Python ran, its innermost line (not torch's
+    // dispatch plumbing).
+    let pick = frs.find(isUser);
+    if (pick === undefined) pick = frs.find((fr) => isPython(fr) && !isPlumbing(fr));
     if (pick === undefined) pick = frs.find((fr) => F.fn[fr] > 0);
     if (pick === undefined) pick = frs[0];
     const t = frameText(pick);
@@ -1308,20 +1312,28 @@
   }
 
   // ------------------------------------------------------------- panels
+  /* A stack as the text views show it: where the program's own code is on
+   * it, its lines first (innermost first) and the rest (the libraries'
+   * Python frames, the native frames) under one line that opens; else every
+   * frame, the interpreter's and torch's dispatch plumbing folded. */
   function stackHTML(node) {
     if (!node) return '<div class="none">no stack recorded</div>';
-    let frs = stackFrames(node);
-    let folded = 0;
-    if (frs.some(isPython)) {
-      const kept = frs.filter((fr) => isPython(fr) ? !isPlumbing(fr) : !isInterpreter(fr));
-      folded = frs.length - kept.length;
-      frs = kept;
-    }
-    const note = folded ? '<div class="none">' + folded + ' interpreter and dispatch frames hidden</div>' : '';
-    return note + '<ol class="stack">' + frs.map((fr) => {
+    const frs = stackFrames(node);
+    const list = (xs) => '<ol class="stack">' + xs.map((fr) => {
       const t = frameText(fr);
       return '<li>' + esc(t.fn) + (t.where ? ' <span class="loc">' + esc(whereDef(t)) + '</span>' : '') + '</li>';
     }).join('') + '</ol>';
+    // the interpreter's own frames and torch's dispatch plumbing, folded
+    const python = frs.some(isPython);
+    const fold = (xs) => python ? xs.filter((fr) => isPython(fr) ? !isPlumbing(fr) : !isInterpreter(fr)) : xs;
+    const own = frs.filter(isUser);
+    const rest = own.length ? frs.filter((fr) => !isUser(fr)) : frs;
+    const kept = fold(rest), folded = rest.length - kept.length;
+    const note = folded ? '<div class="none">' + folded + ' interpreter and dispatch frames hidden</div>' : '';
+    if (!own.length)
+      return note + list(kept);
+    return list(own) + '<details class="stack-rest"><summary>' + kept.length +
+      ' library and native frames under them</summary>' + note + list(kept) + '</details>';
   }
   function streamName(i) { return meta.streams[i] === '0x0' ? 'default (0x0)' : meta.streams[i]; }
 

@@ -542,6 +542,11 @@ const tests = {
       check(detail.includes('model.py:88 (def at line 80)') && detail.includes('train.py:30 (def at line 28)'), 'detail lacks def lines: ' + detail);
       check(!detail.includes('_PyEval_EvalFrameDefault') && /interpreter and dispatch frames hidden/.test(detail), 'detail does not fold: ' + detail);
       check(!detail.includes('def at line 1)'), 'the module\'s top level names a def line: ' + detail);
+      // The program's own lines first, innermost first, as leaks and check show them;
+      // the libraries' and native frames under one line that opens.
+      const first = await page.evaluate(() => document.querySelector('#detail ol.stack li').textContent);
+      check(first.includes('model.py:88'), 'the stack does not lead with the program\'s line: ' + first);
+      check(/library and native frames under them/.test(detail), 'no folded rest: ' + detail);
     });
   },
 
