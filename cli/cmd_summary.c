@@ -44,10 +44,16 @@ static const char usage_text[] =
     VT_EXIT_HELP;
 
 struct site {
-    uint64_t key;            /* frame index + 1, 0 = no stack */
+    uint64_t key;            /* (frame index + 1, 0 = no stack) * 2 + workspace */
     uint64_t bytes, count;
     uint32_t stack;          /* one representative stack */
 };
+
+static int cmp_site_stack(const void *a, const void *b)
+{
+    const struct site *x = a, *y = b;
+    return (x->stack > y->stack) - (x->stack < y->stack);
+}
 
 static int cmp_site_key(const void *a, const void *b)
 {
@@ -78,8 +84,18 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
         if (l->device != d->device || !vt_lifetime_allocated_at(l, pk->event))
             continue;
         const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
-        v[n++] = (struct site){ f ? (uint64_t)(f - s->frames) + 1 : 0, l->size, 1,
+        v[n++] = (struct site){ (f ? (uint64_t)(f - s->frames) + 1 : 0) * 2, l->size, 1,
                                 l->alloc_stack };
+    }
+    /* A library's handle or workspace (cuBLAS's, first needed at the
+     * program's line) is a site of its own, said as such: the line did not
+     * ask for those bytes. Looked up once per stack. */
+    qsort(v, n, sizeof *v, cmp_site_stack);
+    bool ws = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!i || v[i].stack != v[i - 1].stack)
+            ws = v[i].stack && vt__report_library_workspace(s, v[i].stack) != NULL;
+        v[i].key |= ws;
     }
     qsort(v, n, sizeof *v, cmp_site_key);
     size_t m = 0;
@@ -103,12 +119,16 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
     for (size_t i = 0; i < m && i < TOP_SITES; i++) {
         printf("    %10s  %" PRIu64 " allocation%s  ", vt__fmt_bytes(v[i].bytes, b), v[i].count,
                v[i].count == 1 ? " " : "s");
-        if (v[i].key)
-            vt__report_frame_text(stdout, s, &s->frames[v[i].key - 1]);
+        if (v[i].key >> 1)
+            vt__report_frame_text(stdout, s, &s->frames[(v[i].key >> 1) - 1]);
         else
             fputs("<no stack recorded>", stdout);
+        const vt_frame *lib = v[i].key & 1 ? vt__report_library_workspace(s, v[i].stack) : NULL;
+        if (lib && (!(v[i].key >> 1) || lib != &s->frames[(v[i].key >> 1) - 1]))   /* not the site */
+            printf("  [a library's own: %s]", *vt_snapshot_string(s, lib->function)
+                                                ? vt_snapshot_string(s, lib->function) : "??");
         /* The site's first stack stands for all: one site, one thread kind. */
-        if (v[i].key && has_python && vt__report_stack_without_python(s, v[i].stack))
+        if ((v[i].key >> 1) && has_python && vt__report_stack_without_python(s, v[i].stack))
             fputs("  [thread without Python frames]", stdout);
         putchar('\n');
     }

@@ -184,6 +184,14 @@ def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(t
     rc, every = run([CLI, "leaks", "--all-frames", snap])
     assert " 0x" in every and "native frames under them hidden" not in every
 
+    # summary: cuBLAS's workspace, first needed at the program's first matmul, is
+    # said to be the library's, a site apart from that line's own tensors
+    model_line = next(i for i, text in enumerate(open(TRAINER), 1) if "self.model(x)" in text)
+    rc, summary = run([CLI, "summary", snap])
+    sites = summary[summary.index("top call sites"):]
+    assert re.search(rf"trainer_leak\.py:{model_line} .*\[a library's own: ", sites), sites
+    assert re.search(rf"KiB .*trainer_leak\.py:{model_line} \(def at line \d+\)\n", sites), sites
+
     rc, top = run([CLI, "leaks", "--top", "1", snap])
     assert rc == 0 and top.count("Leak of ") == 2, top      # one of each part
     assert "not listed: --top 0 lists all)" in top, top
