@@ -663,6 +663,20 @@ static bool should_split(const tconf *c, const tblock *b, uint64_t size)
 }
 
 /* @return the block, or NULL: out of memory (t->failed: out of host memory) */
+/* Block b handed to the program, which asked for `asked` bytes: the
+ * device's allocated figures as PyTorch keeps them (block sizes). */
+static tblock *hand_out(tdev *v, tblock *b, uint64_t asked)
+{
+    b->allocated = true;
+    b->req = asked;
+    v->allocated += b->size;
+    v->requested += asked;
+    v->live++;
+    if (v->allocated > v->peak_allocated)
+        v->peak_allocated = v->allocated;
+    return b;
+}
+
 static tblock *torch_malloc(tstate *t, int d, uint64_t asked, uint64_t stream)
 {
     tdev *v = &t->dev[d];
@@ -678,14 +692,7 @@ static tblock *torch_malloc(tstate *t, int d, uint64_t asked, uint64_t stream)
         t->r->devices[d].segment_allocs++;
         t->r->devices[d].device_mallocs++;
         curve_point(t, d);
-        b->allocated = true;
-        b->req = asked;
-        v->allocated += b->size;
-        v->requested += asked;
-        v->live++;
-        if (v->allocated > v->peak_allocated)
-            v->peak_allocated = v->allocated;
-        return b;
+        return hand_out(v, b, asked);
     }
     p.pool = p.size <= SMALL_SIZE ? 0 : 1;
     p.alloc_size = allocation_size(p.size);
@@ -718,14 +725,7 @@ static tblock *torch_malloc(tstate *t, int d, uint64_t asked, uint64_t stream)
         cache_block(t, d, b);
         b = head;
     }
-    b->allocated = true;
-    b->req = asked;
-    v->allocated += b->size;
-    v->requested += asked;
-    v->live++;
-    if (v->allocated > v->peak_allocated)
-        v->peak_allocated = v->allocated;
-    return b;
+    return hand_out(v, b, asked);
 }
 
 static void torch_free(tstate *t, int d, tblock *b, bool pending)
