@@ -60,6 +60,16 @@ static size_t nfits(const vt__oom_report *r)
     return n;
 }
 
+/* "    <the fix>  (<its outcome>)": one candidate, as both lists give it. */
+static void fix_line(FILE *f, const vt__oom_report *r, const vt__oom_fix *x)
+{
+    fputs("    ", f);
+    fix_text(f, r, x);
+    fputs("  (", f);
+    fix_outcome(f, x);
+    fputs(")\n", f);
+}
+
 static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
                         const vt__oom_report *r)
 {
@@ -215,11 +225,7 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
             const vt__oom_fix *x = &r->fixes[i];
             if (!x->fits || x->failed)
                 continue;
-            fputs("    ", f);
-            fix_text(f, r, x);
-            fputs("  (", f);
-            fix_outcome(f, x);
-            fputs(")\n", f);
+            fix_line(f, r, x);
         }
         bool only_device = nfit == 1 && r->fixes[0].kind == VT__OOM_FIX_DEVICE;
         if (only_device)
@@ -236,11 +242,7 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
         const vt__oom_fix *x = &r->fixes[i];
         if (r->reproduced && x->fits && !x->failed)
             continue;
-        fputs("    ", f);
-        fix_text(f, r, x);
-        fputs("  (", f);
-        fix_outcome(f, x);
-        fputs(")\n", f);
+        fix_line(f, r, x);
         shown++;
     }
     if (tried > shown)
