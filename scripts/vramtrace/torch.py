@@ -666,6 +666,8 @@ class Tracker:
         self.max_breadth = max_breadth
         self.max_nodes = max_nodes
         self.epoch = 0                                # marks seen
+        # id(parameter) -> (weakref, its name in a model): _param_name
+        self._param_names: Dict[int, Tuple[Any, str]] = {}
         self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
         self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
         self._pending: List[_TensorRec] = []          # outputs not recorded yet
@@ -1469,6 +1471,7 @@ class Tracker:
         by_obj, storages, use = self._by_obj, self._storages, self._use
         params = [rec for srec in storages.values() if srec.last_epoch >= epoch
                   for rec in srec.tids if rec.name == "parameter"]
+        looked_up = False
         for rec in params:
             t = rec.ref() if rec.ref is not None else None
             g = getattr(t, "_grad", None) if t is not None else None
@@ -1478,7 +1481,52 @@ class Tracker:
                 gst = storages.get(grec.skey)
                 if gst is not None:
                     gst.last_epoch = epoch
+                if not grec.name.endswith(".grad"):
+                    name = self._param_name(t, not looked_up)
+                    looked_up = True
+                    if name:
+                        self._name_grad(g, grec, name + ".grad")
             del t, g
+
+    def _name_grad(self, g: Any, grec: "_TensorRec", name: str) -> None:
+        """Name a gradient after its parameter: the ``.grad`` tensor and the
+        backward output it views (the storage's owner, made by the autograd
+        engine and named by the forward's line), also when that one is gone."""
+        self._rename(g, name)
+        if not getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
+            return
+        base = self._by_tid.get(grec.base) if grec.base else None
+        if grec.base and (base is None or "backward: " in base.name):
+            self._lib.tensor_name(grec.base, name)
+            if base is not None:
+                base.name = name
+
+    def _param_name(self, param: Any, look: bool) -> str:
+        """A parameter's name in the model that holds it, as the program knows
+        it: ``GPT.transformer.h.0.attn.c_attn.weight`` (the model's class,
+        then ``named_parameters()``'s name). The models alive are looked up
+        (``look``: at most once per mark, one pass over the collector's
+        objects) when a parameter is not known yet; "" when none holds it."""
+        known = self._param_names.get(id(param))
+        if known is not None and known[0]() is param:
+            return known[1]
+        if not look:
+            return ""
+        module_type = _torch.nn.Module
+        try:
+            modules = [o for o in gc.get_objects() if isinstance(o, module_type)]
+            inner = {id(c) for m in modules for c in m._modules.values() if c is not None}
+            for root in modules:
+                if id(root) in inner:
+                    continue
+                prefix = type(root).__name__
+                for n, p in root.named_parameters():
+                    self._param_names[id(p)] = (weakref.ref(p), f"{prefix}.{n}")
+            del modules
+        except Exception:  # noqa: BLE001 - a name is a nicety
+            return ""
+        known = self._param_names.get(id(param))
+        return known[1] if known is not None and known[0]() is param else ""
 
     def _stale_starts(self, threshold: int, final: bool
                       ) -> Tuple[Dict[NodeKey, Any], Dict[int, int]]:

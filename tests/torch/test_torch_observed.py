@@ -228,6 +228,17 @@ def test_gradients_left_on_parameters_in_use_are_state_not_findings(tmp_path):
     assert rc == 0, text
 
 
+def test_a_kept_gradient_is_named_after_its_parameter(tmp_path):
+    snap = str(tmp_path / "grad.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                   sys.executable, os.path.join(HERE, "kept_grad.py")])
+    assert rc == 0 and "kept (512, 64)" in out, out[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert rc == 1, text
+    assert "owner: tensor 'Net.fc1.weight.grad'" in text, text[:4000]
+    assert "module __main__.keep → tensor 'Net.fc1.weight.grad'" in text, text[:4000]
+
+
 def test_the_programs_own_marks_win_over_the_optimizer_steps(tmp_path):
     snap = str(tmp_path / "marks.vtsnap")
     train("fixed", snap, "--steps", "4", "--marks")
