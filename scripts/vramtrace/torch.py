@@ -1514,7 +1514,9 @@ class Tracker:
             return ""
         module_type = _torch.nn.Module
         try:
-            modules = [o for o in gc.get_objects() if isinstance(o, module_type)]
+            # type(), not isinstance(): isinstance reads __class__, which some
+            # objects compute (torch.distributed's deprecated reduce_op warns)
+            modules = [o for o in gc.get_objects() if issubclass(type(o), module_type)]
             inner = {id(c) for m in modules for c in m._modules.values() if c is not None}
             for root in modules:
                 if id(root) in inner:
