@@ -44,116 +44,107 @@ def _build() -> Any:
 _EMPTY_CACHE = 13   # VT_EV_EMPTY_CACHE (vramtrace/format.h)
 
 
-def _record_empty_cache(lib: Any) -> None:
+def _wrap(torch: Any, name: str, before: Any = None, after: Any = None) -> None:
+    """Wrap ``torch.cuda.memory.NAME`` (and ``torch.cuda.NAME`` when it is
+    the same function) so that ``before(*args)`` runs before PyTorch's own
+    and ``after(*args)`` once it returned; PyTorch's results and errors as
+    they were, the hooks' failures swallowed: recording never changes the
+    program."""
+    memory = torch.cuda.memory
+    original = getattr(memory, name, None)
+    if original is None or getattr(original, "_vramtrace_wrapped", False):
+        return
+
+    def call(hook: Any, args: Any, kwargs: Any) -> None:
+        if hook is not None:
+            try:
+                hook(*args, **kwargs)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call(before, args, kwargs)
+        result = original(*args, **kwargs)
+        call(after, args, kwargs)
+        return result
+
+    wrapper.__doc__ = original.__doc__
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    wrapper._vramtrace_wrapped = True  # type: ignore[attr-defined]
+    setattr(memory, name, wrapper)
+    if getattr(torch.cuda, name, None) is original:
+        setattr(torch.cuda, name, wrapper)
+
+
+def _record_empty_cache(torch: Any, lib: Any) -> None:
     """Record each ``torch.cuda.empty_cache()`` before it runs: PyTorch's
     tracker sees only the segment frees it causes, and a replay must empty
     its own cache at the same point (a replay under other settings caches
-    other blocks). The function is wrapped where programs look it up."""
-    import sys
-    torch = sys.modules.get("torch")
+    other blocks)."""
     event = lib.raw("vt_pool_event")
-    if torch is None or event is None:
-        return
-    cuda = torch.cuda
-    original = cuda.memory.empty_cache
-    if getattr(original, "_vramtrace_wrapped", False):
+    if event is None:
         return
 
-    def empty_cache() -> None:
-        try:
-            if cuda.is_initialized():
-                for device in range(cuda.device_count()):
-                    event(_EMPTY_CACHE, device, 0, 0, 0, 0)
-        except Exception:  # noqa: BLE001 - recording must never change the program
-            pass
-        original()
+    def emptying() -> None:
+        if torch.cuda.is_initialized():
+            for device in range(torch.cuda.device_count()):
+                event(_EMPTY_CACHE, device, 0, 0, 0, 0)
 
-    empty_cache.__doc__ = original.__doc__
-    empty_cache.__wrapped__ = original  # type: ignore[attr-defined]
-    empty_cache._vramtrace_wrapped = True  # type: ignore[attr-defined]
-    cuda.memory.empty_cache = empty_cache
-    if cuda.empty_cache is original:
-        cuda.empty_cache = empty_cache
+    _wrap(torch, "empty_cache", before=emptying)
 
 
-_settings = {"conf": "", "fraction": ""}
+# PyTorch's allocator settings as the program runs with them: key -> value,
+# the last value of each key (PYTORCH_CUDA_ALLOC_CONF's, then
+# _set_allocator_settings's), in the order first set.
+_settings: dict = {}
+_torch: Any = None
+_setter: Any = None
+
+
+def _merge_settings(text: str) -> None:
+    for item in str(text).split(","):
+        key, sep, value = item.strip().partition(":")
+        if key and sep:
+            _settings[key.strip()] = value.strip()
 
 
 def refresh_settings() -> None:
-    """Record the settings again (the program's end: a fraction set by the
-    call that initialized CUDA came after attach()); set by attach()."""
-
-
-def _settings_text() -> str:
-    parts = [p for p in (_settings["conf"], _settings["fraction"]) if p]
-    return ",".join(parts)
-
-
-def _record_settings(lib: Any) -> None:
-    """Keep PyTorch's allocator settings in the snapshot (format 1.7), so
-    that a replay under PyTorch's rules starts from those the program ran
-    with: PYTORCH_CUDA_ALLOC_CONF (PYTORCH_ALLOC_CONF, its newer name),
-    then what the program sets while it runs
-    (``torch.cuda.memory._set_allocator_settings``,
-    ``torch.cuda.set_per_process_memory_fraction``: the last value of each).
-    The functions are wrapped where programs look them up, and call
-    PyTorch's as they were."""
-    import os
-    import sys
-    torch = sys.modules.get("torch")
-    setter = lib.raw("vt_pool_settings")
-    if torch is None or setter is None:
+    """Hand PyTorch's allocator settings to the snapshots (format 1.7), with
+    the memory fraction the program set as PyTorch reports it now (the one
+    set by the call that initialized CUDA came before attach()). Called by
+    attach(), after each setting changes, and at the program's end."""
+    if _setter is None:
         return
+    getter = getattr(_torch.cuda.memory, "get_per_process_memory_fraction", None)
+    try:
+        fraction = float(getter()) if getter is not None and _torch.cuda.is_initialized() \
+            else 1.0
+    except Exception:  # noqa: BLE001
+        fraction = 1.0
+    if fraction < 1.0:
+        _settings["per_process_memory_fraction"] = f"{fraction:g}"
+    text = ",".join(f"{k}:{v}" for k, v in _settings.items())
+    _setter(text.encode("utf-8", "replace"))
 
-    def publish() -> None:
-        getter = getattr(torch.cuda.memory, "get_per_process_memory_fraction", None)
-        try:   # the fraction set by the call that initialized CUDA, before any wrapper
-            fraction = float(getter()) if getter is not None and torch.cuda.is_initialized() \
-                else 1.0
-        except Exception:  # noqa: BLE001
-            fraction = 1.0
-        if fraction < 1.0:
-            _settings["fraction"] = f"per_process_memory_fraction:{fraction:g}"
-        setter(_settings_text().encode("utf-8", "replace"))
 
-    global refresh_settings
-    refresh_settings = publish
-
-    _settings["conf"] = (os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
-                         or os.environ.get("PYTORCH_ALLOC_CONF") or "").strip()
-    publish()
-    memory = torch.cuda.memory
-
-    def wrap(owner: Any, name: str, note: Any) -> None:
-        original = getattr(owner, name, None)
-        if original is None or getattr(original, "_vramtrace_wrapped", False):
-            return
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)   # PyTorch's own errors as they were
-            try:
-                note(*args, **kwargs)
-                publish()
-            except Exception:  # noqa: BLE001 - recording must never change the program
-                pass
-            return result
-
-        wrapper.__doc__ = original.__doc__
-        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        wrapper._vramtrace_wrapped = True  # type: ignore[attr-defined]
-        setattr(owner, name, wrapper)
-        if owner is memory and getattr(torch.cuda, name, None) is original:
-            setattr(torch.cuda, name, wrapper)
-
-    def on_settings(text: Any, *args: Any, **kwargs: Any) -> None:
-        text = str(text).strip()
-        _settings["conf"] = ",".join(p for p in (_settings["conf"], text) if p)
-
-    def on_fraction(fraction: Any, *args: Any, **kwargs: Any) -> None:
-        _settings["fraction"] = f"per_process_memory_fraction:{float(fraction):g}"
-
-    wrap(memory, "_set_allocator_settings", on_settings)
-    wrap(memory, "set_per_process_memory_fraction", on_fraction)
+def _record_settings(torch: Any, lib: Any) -> None:
+    """Keep PyTorch's allocator settings in the snapshot, so that a replay
+    under PyTorch's rules starts from those the program ran with:
+    PYTORCH_CUDA_ALLOC_CONF (PYTORCH_ALLOC_CONF, its newer name), then what
+    the program sets while it runs (``_set_allocator_settings``,
+    ``set_per_process_memory_fraction``)."""
+    import os
+    global _torch, _setter
+    _setter = lib.raw("vt_pool_settings")
+    if _setter is None:
+        return
+    _torch = torch
+    _merge_settings(os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+                    or os.environ.get("PYTORCH_ALLOC_CONF") or "")
+    refresh_settings()
+    _wrap(torch, "_set_allocator_settings",
+          after=lambda text, *a, **k: (_merge_settings(text), refresh_settings()))
+    _wrap(torch, "set_per_process_memory_fraction", after=lambda *a, **k: refresh_settings())
 
 
 def attach() -> bool:
@@ -185,8 +176,11 @@ def attach() -> bool:
             raise RuntimeError(why.value.decode("utf-8", "replace"))
         attached = True
         why_not = ""
-        _record_empty_cache(lib)
-        _record_settings(lib)
+        import sys
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            _record_empty_cache(torch, lib)
+            _record_settings(torch, lib)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure: say so, change nothing
         why_not = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].rstrip(".")

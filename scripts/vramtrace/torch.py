@@ -1506,12 +1506,14 @@ class Tracker:
         it: ``GPT.transformer.h.0.attn.c_attn.weight`` (the model's class,
         then ``named_parameters()``'s name). The models alive are looked up
         (``look``: at most once per mark, one pass over the collector's
-        objects) when a parameter is not known yet; "" when none holds it."""
+        objects) when a parameter is not known yet; "" when none holds it
+        (remembered too: a parameter no model holds is not looked up again)."""
         known = self._param_names.get(id(param))
         if known is not None and known[0]() is param:
             return known[1]
         if not look:
             return ""
+        self._param_names[id(param)] = (weakref.ref(param), "")
         module_type = _torch.nn.Module
         try:
             # type(), not isinstance(): isinstance reads __class__, which some
