@@ -198,8 +198,9 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
             continue;
         uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
         synth_new_tensor(&y, base, act, MiB,
-                         i % 2 ? "h = block(x) (train.py:40, aten.relu out[0])"
-                               : "h = block(x) (train.py:40, aten.addmm out[0])", st_fwd);
+                         i == 4   ? "h = block(x) (train.py:40, backward: aten.mm out[0])"
+                         : i % 2 ? "h = block(x) (train.py:40, aten.relu out[0])"
+                                 : "h = block(x) (train.py:40, aten.addmm out[0])", st_fwd);
         synth_use(&y, base);
         synth_new_tensor(&y, base + 1, act + MiB / 2, 4, "loss", st_fwd);
         synth_use(&y, base + 1);

@@ -252,16 +252,20 @@ static void normalize_path(const char *in, char *out, size_t len)
  * the ops one line made are one cause. In place, over every tensor name. */
 static void drop_ops(char *s)
 {
-    static const char *const ops[] = { ", aten.", ", prims.", ", torchvision.", ", _c10d" };
+    /* track()'s names end "(FILE:LINE, WHAT)" whatever the op's namespace
+     * ("aten.relu out[0]", "backward: aten.mm out[0]", a custom op's): the
+     * ", WHAT" after a line number goes */
     for (char *p = s; *p; p++) {
-        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
-            if (strncmp(p, ops[k], strlen(ops[k])))
-                continue;
-            char *close = strchr(p, ')');
-            if (close)
-                memmove(p, close, strlen(close) + 1);
-            break;
-        }
+        if (*p != ':' || !isdigit((unsigned char)p[1]))
+            continue;
+        char *q = p + 1;
+        while (isdigit((unsigned char)*q))
+            q++;
+        if (q[0] != ',' || q[1] != ' ')
+            continue;
+        char *close = strchr(q, ')');
+        if (close)
+            memmove(q, close, strlen(close) + 1);
     }
 }
 
