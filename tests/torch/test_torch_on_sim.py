@@ -265,7 +265,6 @@ def test_a_pickle_with_cpp_stacks_reads_in_the_programs_lines(tmp_path):
     assert "torch::unwind" not in leaks and "CapturedTraceback" not in leaks, leaks[:3000]
     first = leaks.split("Leak of ")[1].splitlines()
     assert "mlp.py:" in first[1] or "test_torch_on_sim.py:" in first[1], first[:4]
-    assert "torch::unwind" not in vt("check")
     del model, opt
 
 
