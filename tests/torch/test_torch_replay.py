@@ -98,6 +98,28 @@ def test_replay_of_a_recorded_pytorch_run_gives_its_max_reserved(recorded):
     agree(r["devices"][0]["peak_reserved"], torch_max)
 
 
+def test_the_recording_keeps_the_settings_a_program_changes_while_it_runs(tmp_path):
+    """PYTORCH_CUDA_ALLOC_CONF, then _set_allocator_settings twice (the last value
+    of a key wins) and the memory fraction: the recording holds what PyTorch ran
+    with at the end, and a replay starts from it."""
+    snap = str(tmp_path / "changed.vtsnap")
+    prog_text = ("import torch\n"
+                 "torch.cuda.set_per_process_memory_fraction(0.5)\n"
+                 "for v in ('64', '128'):\n"
+                 "    torch.cuda.memory._set_allocator_settings(f'max_split_size_mb:{v}')\n"
+                 "x = torch.empty(1000, device='cuda')\n")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--",
+                   sys.executable, "-c", prog_text],
+                  {"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"})
+    assert rc == 0, out[-3000:]
+    rc, text = run([CLI, "json", snap])
+    assert json.loads(text)["meta"]["framework_settings"] == (
+        "garbage_collection_threshold:0.6,max_split_size_mb:128,per_process_memory_fraction:0.5")
+    settings = replay(snap)["settings"]
+    assert "max_split_size_mb:128" in settings and "per_process_memory_fraction:0.5" in settings, \
+        settings
+
+
 def test_a_run_recorded_with_a_setting_replays_as_recorded_to_its_max_reserved(tmp_path):
     """PYTORCH_CUDA_ALLOC_CONF and the fraction the program ran with are in
     its recording: replayed with nothing given, torch's own figure."""
