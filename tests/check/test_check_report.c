@@ -532,6 +532,65 @@ TEST(report_groups_give_each_finding_its_cause)
     synth_fini(&y);
 }
 
+/* An optimizer keeps two state tensors of every replaced parameter under
+ * two keys of one dict, made by one line: one cause, whatever key holds
+ * each; and a tensor of that line made after the last walk (no holder
+ * recorded) is counted with it, not shown as a cause of its own. */
+TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 7000, "module __main__");
+    synth_holder(&y, 7001, "Adam");
+    synth_ref(&y, 7000, 7001, ".opt");
+    synth_holder(&y, 7002, "defaultdict");
+    synth_ref(&y, 7001, 7002, ".state");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t d = 7100 + (uint64_t)i, t = 7200 + 2 * (uint64_t)i;
+        uint64_t at = 0x7f4000000000ull + (uint64_t)i * 4 * MiB;
+        synth_new_tensor(&y, t, at, MiB, "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
+        synth_use(&y, t);
+        synth_new_tensor(&y, t + 1, at + 2 * MiB, MiB,
+                         "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
+        synth_use(&y, t + 1);
+        if (i == 4)      /* made after the last walk: no holder recorded */
+            continue;
+        synth_holder(&y, d, "dict");
+        synth_ref(&y, 7002, d, "[<Parameter>]");
+        synth_ref(&y, d, t, "['exp_avg']");
+        synth_ref(&y, d, t + 1, "['exp_avg_sq']");
+    }
+    vt_check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt_check_report *r = check(&y, &o);
+    size_t state = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        state += r->findings[i].bytes == MiB;
+    ASSERT_EQ(state, 8);
+    uint32_t *g = calloc(r->nfindings, sizeof *g);
+    ASSERT(g != NULL);
+    long ng = vt_check_report_groups(r, g);
+    ASSERT(ng >= 1);
+    long state_group = -1;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (r->findings[i].bytes == MiB) {
+            if (state_group < 0)
+                state_group = g[i];
+            ASSERT_EQ((long)g[i], state_group);    /* all eight in one group */
+        }
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 8 MiB"), "%s", text);
+    /* shown by a finding that has a holder, its whole path */
+    ASSERT_MSG(strstr(text, "held by: module __main__.opt \xe2\x86\x92 Adam.state \xe2\x86\x92 "), "%s", text);
+    free(text);
+    free(g);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(text_report_names_everything)
 {
     synth y;

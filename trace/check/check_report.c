@@ -208,16 +208,22 @@ static void print_rules(FILE *f, unsigned rules)
 /* ------------------------------------------------------------------------ */
 /*  Groups: one bug leaks one storage per step, each its own finding; the   */
 /*  user wants the bug. Findings group by rule, owner line (the line that   */
-/*  made the tensor, whichever op of it) and first path with its indices,   */
-/*  ids and ops blanked and its runs of autograd nodes made one hop (one    */
-/*  graph kept alive reaches its tensors through chains of any length).     */
+/*  made the tensor, whichever op of it) and the holder their first path    */
+/*  reaches it through: the path with its indices, ids and ops blanked, its */
+/*  runs of autograd nodes made one hop (one graph kept alive reaches its   */
+/*  tensors through chains of any length), up to the last object before the */
+/*  containers the tensor sits in (an optimizer's state keeps exp_avg and   */
+/*  exp_avg_sq of one parameter under two keys: one cause). A finding with  */
+/*  no holder recorded (made after the last walk) joins the group of its    */
+/*  rule and line that has one.                                             */
 /* ------------------------------------------------------------------------ */
 
 #define GROUP_KEY_MAX 1024
 #define GROUPS_SHOWN 20
 
 typedef struct finding_group {
-    char key[GROUP_KEY_MAX];   /* rule \x1f owner \x1f normalized path */
+    char key[GROUP_KEY_MAX];   /* rule \x1f owner \x1f holder (see holder_root) */
+    char shown[GROUP_KEY_MAX]; /* rule \x1f owner \x1f its first finding's normalized path */
     size_t first;              /* index of its first finding */
     size_t count;
     uint64_t bytes;
@@ -299,9 +305,48 @@ static void collapse_autograd(char *s)
     memcpy(s, out, o + 1);
 }
 
-static void group_key(const vt_check_finding *x, char *key, size_t len)
+/* A hop into a container ("list[*]", "dict['exp_avg']",
+ * "defaultdict.key <Parameter>"), not an object's own reference. */
+static int container_hop(const char *seg, size_t n)
 {
-    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX];
+    static const char key[] = ".key ";
+    if (n && seg[n - 1] == ']')
+        return 1;
+    for (size_t i = 0; i + sizeof key - 1 <= n; i++)
+        if (!memcmp(seg + i, key, sizeof key - 1))
+            return 1;
+    return 0;
+}
+
+/* "P → Trainer.opt → Adam.state → defaultdict[<Parameter>] → dict['exp_avg'] → tensor 't'"
+ * -> "P → Trainer.opt → Adam.state": the path without the tensor it ends at and the
+ * containers that tensor sits in, the first hop kept whatever it is; "" for a
+ * path that is the tensor alone (no holder recorded). In place. */
+static void holder_root(char *s)
+{
+    static const char arrow[] = " \xe2\x86\x92 ";
+    char *cut[GROUP_KEY_MAX / 4];   /* where each hop after the first begins (its arrow) */
+    size_t n = 0;
+    for (char *p = strstr(s, arrow); p && n < sizeof cut / sizeof *cut; p = strstr(p + 1, arrow))
+        cut[n++] = p;
+    if (!n) {          /* one hop: the tensor itself, or a holder whose tensor was cut off */
+        if (!strncmp(s, "tensor '", 8))
+            s[0] = 0;
+        return;
+    }
+    *cut[--n] = 0;     /* the tensor holding the storage */
+    while (n) {
+        char *seg = cut[n - 1] + sizeof arrow - 1;
+        if (!container_hop(seg, strlen(seg)))
+            break;
+        *cut[--n] = 0;
+    }
+}
+
+/* The key of x's group, and what the report shows of it (its path in full). */
+static void group_key(const vt_check_finding *x, char *key, char *shown, size_t len)
+{
+    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
     path[0] = norm[0] = 0;
     if (x->npaths) {
         vt_check_path_format(&x->paths[0], path, sizeof path);
@@ -309,11 +354,24 @@ static void group_key(const vt_check_finding *x, char *key, size_t len)
         drop_ops(norm);
         collapse_autograd(norm);
     }
+    memcpy(root, norm, sizeof root);
+    holder_root(root);
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
-    int n = snprintf(key, len, "%s\x1f%s\x1f%s", vt_check_rule_name(x->rule), owner, norm);
+    const char *rule = vt_check_rule_name(x->rule);
+    int n = snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
     if (n < 0 || (size_t)n >= len)
         key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
+    n = snprintf(shown, len, "%s\x1f%s\x1f%s", rule, owner, norm);
+    if (n < 0 || (size_t)n >= len)
+        shown[len - 1] = 0;
+}
+
+/* key's group has no holder: its path part is empty. */
+static int key_without_holder(const char *key)
+{
+    const char *b = strrchr(key, '\x1f');
+    return b && !b[1];
 }
 
 static int group_cmp_bytes(const void *a, const void *b)
@@ -324,46 +382,103 @@ static int group_cmp_bytes(const void *a, const void *b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* The groups of r's findings, largest bytes first; NULL when out of memory. */
-static finding_group *group_findings(const vt_check_report *r, size_t *ngroups)
+/* The groups of r's findings, largest bytes first, and each finding's group
+ * in group_of (when not NULL); NULL when out of memory. */
+static finding_group *group_findings(const vt_check_report *r, size_t *ngroups, uint32_t *group_of)
 {
     *ngroups = 0;
-    finding_group *g = calloc(r->nfindings ? r->nfindings : 1, sizeof *g);
-    if (!g)
-        return NULL;
-    char key[GROUP_KEY_MAX];
+    size_t ng = 0, cap = 16;
+    finding_group *g = malloc(cap * sizeof *g);
+    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
+    char *key = malloc(GROUP_KEY_MAX), *shown = malloc(GROUP_KEY_MAX);
+    uint32_t *into = NULL, *order = NULL;
+    finding_group *sorted = NULL;
+    if (!g || !of || !key || !shown)
+        goto out;
     for (size_t i = 0; i < r->nfindings; i++) {
         const vt_check_finding *x = &r->findings[i];
-        group_key(x, key, sizeof key);
+        group_key(x, key, shown, GROUP_KEY_MAX);
         size_t k = 0;
-        while (k < *ngroups && strcmp(g[k].key, key) != 0)
+        while (k < ng && strcmp(g[k].key, key) != 0)
             k++;
-        if (k == *ngroups) {
-            snprintf(g[k].key, sizeof g[k].key, "%s", key);
+        if (k == ng) {
+            if (ng == cap) {
+                finding_group *more = realloc(g, 2 * cap * sizeof *g);
+                if (!more)
+                    goto out;
+                g = more;
+                cap *= 2;
+            }
+            memcpy(g[k].key, key, GROUP_KEY_MAX);
+            memcpy(g[k].shown, shown, GROUP_KEY_MAX);
             g[k].first = i;
-            (*ngroups)++;
+            g[k].count = 0;
+            g[k].bytes = 0;
+            ng++;
         }
         g[k].count++;
         g[k].bytes += x->bytes;
+        of[i] = (uint32_t)k;
     }
-    qsort(g, *ngroups, sizeof *g, group_cmp_bytes);
-    return g;
+    into = malloc((ng ? ng : 1) * sizeof *into);
+    order = malloc((ng ? ng : 1) * sizeof *order);
+    sorted = malloc((ng ? ng : 1) * sizeof *sorted);
+    if (!into || !order || !sorted) {
+        free(sorted);
+        sorted = NULL;
+        goto out;
+    }
+    /* A group with no holder joins its rule's and line's group that has one
+     * (shown by that group's first finding: it has a holder to show). */
+    for (size_t k = 0; k < ng; k++) {
+        into[k] = (uint32_t)k;
+        if (!key_without_holder(g[k].key))
+            continue;
+        size_t rule_owner = strlen(g[k].key);    /* "rule \x1f owner \x1f" */
+        for (size_t j = 0; j < ng; j++)
+            if (j != k && g[j].count && !key_without_holder(g[j].key) &&
+                !strncmp(g[j].key, g[k].key, rule_owner)) {
+                into[k] = (uint32_t)j;
+                g[j].count += g[k].count;
+                g[j].bytes += g[k].bytes;
+                g[k].count = 0;
+                break;
+            }
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < ng; k++)
+        if (g[k].count)
+            order[kept++] = (uint32_t)k;
+    /* Largest bytes first, ties by first finding: insertion sort, few groups. */
+    for (size_t a = 1; a < kept; a++)
+        for (size_t b = a; b > 0 && group_cmp_bytes(&g[order[b]], &g[order[b - 1]]) < 0; b--) {
+            uint32_t t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    for (size_t k = 0; k < kept; k++)
+        sorted[k] = g[order[k]];
+    /* A finding's group: the one its own went into, found in `sorted` by its
+     * first finding (each group's own). */
+    if (group_of)
+        for (size_t i = 0; i < r->nfindings; i++) {
+            size_t first = g[into[of[i]]].first, s = 0;
+            while (s + 1 < kept && sorted[s].first != first)
+                s++;
+            group_of[i] = (uint32_t)s;
+        }
+    *ngroups = kept;
+out:
+    free(g), free(of), free(into), free(order), free(key), free(shown);
+    return sorted;
 }
 
 long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of)
 {
     size_t ng = 0;
-    finding_group *g = group_findings(r, &ng);
+    finding_group *g = group_findings(r, &ng, group_of);
     if (!g)
         return -ENOMEM;
-    char key[GROUP_KEY_MAX];
-    for (size_t i = 0; i < r->nfindings; i++) {
-        group_key(&r->findings[i], key, sizeof key);
-        size_t k = 0;
-        while (k + 1 < ng && strcmp(g[k].key, key) != 0)
-            k++;
-        group_of[i] = (uint32_t)k;
-    }
     free(g);
     return (long)ng;
 }
@@ -372,7 +487,7 @@ long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of)
 static void group_parts(const finding_group *grp, char *copy, size_t len, const char **rule,
                         const char **owner, const char **path)
 {
-    snprintf(copy, len, "%s", grp->key);
+    snprintf(copy, len, "%s", grp->shown);
     *rule = copy;
     char *a = strchr(copy, '\x1f');
     char *b = a ? strchr(a + 1, '\x1f') : NULL;
@@ -387,7 +502,7 @@ static void group_parts(const finding_group *grp, char *copy, size_t len, const 
 static void print_groups(FILE *f, const vt_check_report *r)
 {
     size_t ng = 0;
-    finding_group *g = group_findings(r, &ng);
+    finding_group *g = group_findings(r, &ng, NULL);
     if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
         free(g);
         return;
@@ -820,7 +935,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
     }
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
-    finding_group *g = group_findings(r, &ng);
+    finding_group *g = group_findings(r, &ng, NULL);
     if (!g)
         return -ENOMEM;
     for (size_t k = 0; k < ng; k++) {

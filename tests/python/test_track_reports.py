@@ -1,0 +1,72 @@
+"""track() + `vramtrace check` on leaks modelled on public reports (leaks/):
+each leak twin flagged with the storages it keeps and the holder a user
+would look for named on their paths, each fixed twin clean.
+
+The programs (docstrings say which reports): a forward hook that stashes
+every batch, a custom autograd.Function that keeps its output on ``ctx`` (a
+cycle through its graph node), a LambdaLR lambda that captures its trainer
+(a cycle that keeps every fold's model and optimizer state), an optimizer
+that keeps the parameters and state of every head the model replaced. They
+run on the CPU with the holder walks unbudgeted (run_leak.py says why)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                                reason=f"needs torch >= 2, this is {torch.__version__}")
+
+from conftest import run_traced, vt_check  # noqa: E402
+
+LEAKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "leaks")
+
+# program -> (words of which one names the holder on a flagged storage's path,
+#             the rule that flags it)
+REPORTS = {
+    "hook_stash": (["Program.features"], "linger"),
+    "ctx_attribute_cycle": (["GeluBackward.out", "GeluBackward.x"], "cycle"),
+    "lambda_scheduler_cycle": (["closure cell 'self' of <lambda>"], "cycle"),
+    "replaced_head_optimizer": (["Adam.state", "Adam.param_groups"], "linger"),
+}
+
+
+def _run(program: str, twin: str, tmp_path) -> tuple:
+    out = str(tmp_path / f"{twin}.vtsnap")
+    info = run_traced(os.path.join(LEAKS, "run_leak.py"), [program, twin, out, "unbudgeted"],
+                      out, extra_path=(LEAKS,), timeout=300)
+    assert info["errors"] == 0
+    return info, *vt_check(info["snap"])
+
+
+@pytest.mark.parametrize("program", sorted(REPORTS))
+def test_report_leak_is_flagged_with_its_holder_named(program, tmp_path):
+    words, rule = REPORTS[program]
+    info, rc, rep = _run(program, "leak", tmp_path)
+    expect = {int(a, 16): n for a, n in info["expect"].items()}
+    assert expect, "the program retained nothing"
+    assert rc == 1
+    found = {int(f["addr"], 16): f for f in rep["findings"]}
+    text = "\n".join(f"{f['addr']} {f['rule']} {[p['text'] for p in f['paths']]}"
+                     for f in rep["findings"])
+    for addr, nbytes in expect.items():
+        assert addr in found, f"not flagged: {hex(addr)}\n{text}"
+        f = found[addr]
+        assert (f["bytes"], f["rule"]) == (nbytes, rule), (hex(addr), f["bytes"], f["rule"])
+        paths = [p["text"] for p in f["paths"]]
+        assert any(w in p for w in words for p in paths), (hex(addr), paths)
+    # one bug: a few causes (the kinds of tensor it keeps), not one per storage
+    groups = rep["groups"]
+    assert sum(g["count"] for g in groups) == len(rep["findings"])
+    assert len(groups) <= 4 and len(groups) < len(rep["findings"]), groups
+    assert f"{program}.py:" in groups[0]["owner"] + groups[0]["path"], groups[0]
+
+
+@pytest.mark.parametrize("program", sorted(REPORTS))
+def test_report_fixed_twin_is_clean(program, tmp_path):
+    info, rc, rep = _run(program, "fixed", tmp_path)
+    assert rep["findings"] == [], [f["paths"] for f in rep["findings"]][:3]
+    assert rc == 0
+    assert rep["tensors"] > 0 and rep["marks"] >= 6
