@@ -609,7 +609,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                 : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
-                : x->rule == VT_CHECK_RULE_GROWTH  ? "growing, from its first judged mark"
+                : x->rule == VT_CHECK_RULE_GROWTH  ? "while growing, from its first judged mark"
                                                    : "since allocation (longest)",
                 vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
