@@ -80,26 +80,6 @@ static uint64_t wall_ns(const struct rank_info *r, uint64_t t)
     return t - r->s->meta.clock_base_monotonic_ns + r->s->meta.clock_base_realtime_ns;
 }
 
-static void site_name(const vt_snapshot_data *s, uint32_t stack, char *buf, size_t len)
-{
-    const vt_frame *f = vt__report_site_frame(s, stack);
-    if (!f) {
-        snprintf(buf, len, "<no stack recorded>");
-        return;
-    }
-    const char *fn = vt_snapshot_string(s, f->function);
-    const char *file = vt_snapshot_string(s, f->file);
-    const char *mod = vt_snapshot_string(s, f->module);
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    if (*fn && *file)
-        snprintf(buf, len, "%s %s:%u", fn, base, f->line);
-    else if (*fn)
-        snprintf(buf, len, "%s", fn);
-    else
-        snprintf(buf, len, "%s+0x%" PRIx64, *mod ? mod : "??", f->module_offset);
-}
-
 /* Sites by name: an open-addressing index over the site array, so that a
  * snapshot with many call sites stays linear. */
 struct site_set {
@@ -268,7 +248,8 @@ int vt_cmd_compare(int argc, char **argv)
             if (l->device != r[i].dev->device || !vt_lifetime_allocated_at(l, ev))
                 continue;
             char name[512];
-            site_name(r[i].s, l->alloc_stack, name, sizeof name);
+            vt__report_site_name(r[i].s, vt__report_site_frame(r[i].s, l->alloc_stack), name,
+                                 sizeof name);
             int si = find_site(&ss, name, total);
             if (si < 0) {
                 fprintf(stderr, "vramtrace compare: out of memory\n");
