@@ -17,6 +17,12 @@
  *   spread of peak reserved:  MIN (rank a) .. MAX (rank b), +D
  *   call sites whose bytes at the peak differ most between ranks:
  *     +D  SITE   rank 0: X, rank 1: Y, ...
+ *   growth across steps (...):       the ranks aligned by step (compare_growth.c)
+ *     mark  label  rank 0  rank 1 ...    bytes allocated at each mark
+ *     per step (marks A..B; ...): rank 0 +X, rank 1 +Y, ...
+ *   rank R grows +X per step (the ranks' median: +M) from SITE
+ *       +X per step  SITE  (...; the other ranks: +Y per step)
+ *   the others are flat
  * A snapshot without a rank (RANK unset when it was taken) is numbered by
  * its position on the command line. Arguments with * or ? are globbed.
  */
@@ -27,6 +33,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "compare_growth.h"
 #include "report_util.h"
 
 static const char usage_text[] =
@@ -35,9 +42,12 @@ static const char usage_text[] =
     "Compare the snapshots of several ranks (.vtsnap or PyTorch pickles; a quoted\n"
     "glob such as 'rank*.vtsnap' is expanded): per rank, peak allocated and\n"
     "reserved bytes and when; the spread across ranks; the call sites whose bytes\n"
-    "at the allocated peak differ most between ranks.\n"
+    "at the allocated peak differ most between ranks. Then growth across steps,\n"
+    "the ranks aligned by their marks (the k-th mark of each is the same step):\n"
+    "the bytes allocated at each mark per rank, the ranks whose growth per step\n"
+    "differs from the others' median, and their call sites that grow.\n"
     "  --json    one JSON document instead of text\n"
-    "  --top N   call sites to list (default 10)\n"
+    "  --top N   call sites to list (default 10; growth: per rank)\n"
     VT_EXIT_HELP;
 
 struct rank_info {
@@ -208,6 +218,8 @@ int vt_cmd_compare(int argc, char **argv)
     }
     struct rank_info *r = calloc(total, sizeof *r);
     struct site_set ss = { 0 };
+    vt__growth_rank *gr = NULL;
+    vt__growth *growth = NULL;
     if (!r) {
         fprintf(stderr, "vramtrace compare: out of memory\n");
         goto out;
@@ -238,6 +250,17 @@ int vt_cmd_compare(int argc, char **argv)
         }
     }
     qsort(r, total, sizeof *r, cmp_rank);
+    gr = calloc(total, sizeof *gr);
+    if (!gr) {
+        fprintf(stderr, "vramtrace compare: out of memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < total; i++)
+        gr[i] = (vt__growth_rank){ r[i].rank, r[i].s, r[i].tl };
+    if (vt__growth_build(gr, total, &growth) != 0) {
+        fprintf(stderr, "vramtrace compare: out of memory\n");
+        goto out;
+    }
     /* bytes per call site at each rank's allocated peak */
     for (size_t i = 0; i < total; i++) {
         if (!r[i].dev)
@@ -308,7 +331,9 @@ int vt_cmd_compare(int argc, char **argv)
                 printf("%s\"%d\":%" PRIu64, i ? "," : "", r[i].rank, sites[k].bytes[i]);
             printf("}}");
         }
-        printf("]}\n");
+        printf("],\n\"growth\":");
+        vt__growth_json(stdout, growth, (size_t)top);
+        printf("}\n");
     } else {
         for (size_t i = 0; i < total; i++) {
             printf("rank %d  ", r[i].rank);
@@ -348,6 +373,7 @@ int vt_cmd_compare(int argc, char **argv)
         }
         if (!shown)
             printf("  none: every call site holds the same bytes on every rank\n");
+        vt__growth_print(stdout, growth, (size_t)top);
     }
     status = 0;
 out:
@@ -357,6 +383,8 @@ out:
             vt_snapshot_free(r[i].s);
         }
     free(r);
+    free(gr);
+    vt__growth_free(growth);
     free_sites(ss.v, ss.n);
     free(ss.index);
     free(files);
