@@ -383,11 +383,11 @@ static int site_shown(const vt__growth *g, const struct site_growth *x)
 }
 
 /* "+1 MiB" / "-512 KiB" / "0 B": a growth per step. */
-static const char *fmt_signed(int64_t v, char *buf)
+static const char *fmt_signed(int64_t v, char buf[static VT_FMT_BYTES_LEN + 1])
 {
-    char b[32];
+    char b[VT_FMT_BYTES_LEN];
     vt__fmt_bytes((uint64_t)abs64(v), b);
-    snprintf(buf, 34, "%s%s", v > 0 ? "+" : v < 0 ? "-" : "", b);
+    snprintf(buf, VT_FMT_BYTES_LEN + 1, "%s%s", v > 0 ? "+" : v < 0 ? "-" : "", b);
     return buf;
 }
 
@@ -398,7 +398,8 @@ static const char *mark_label(const vt__growth *g, size_t k)
 
 void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
 {
-    char b1[40], b2[40], b3[40], b4[40];
+    char b1[VT_FMT_BYTES_LEN + 1], b2[VT_FMT_BYTES_LEN + 1], b3[VT_FMT_BYTES_LEN + 1],
+        b4[VT_FMT_BYTES_LEN + 1];
     fprintf(f, "growth across steps (bytes allocated at each mark, the k-th mark of every rank"
                " the same step):\n");
     if (!g->nmarks) {
@@ -425,7 +426,7 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
             fprintf(f, "  ... %zu marks\n", g->nmarks - TABLE_HEAD - TABLE_TAIL);
             k = g->nmarks - TABLE_TAIL;
         }
-        fprintf(f, "  %-5zu %-16.16s", k + 1, mark_label(g, k));
+        fprintf(f, "  %-5zu %-16s", k + 1, mark_label(g, k));
         for (size_t i = 0; i < g->nranks; i++)
             if (g->ranks[i].nmarks)
                 fprintf(f, " %11s", vt__fmt_bytes(g->ranks[i].alive[k], b1));
