@@ -28,8 +28,8 @@ static void usage(FILE *f)
         "keep the whole buffer alive (or, for a trace without tensor annotations,\n"
         "call sites that accumulate never-freed memory or whose allocations\n"
         "outlive their siblings), with the chain of references that keeps it\n"
-        "alive. Findings are ranked by bytes x seconds held (pinned: wasted bytes\n"
-        "x seconds).\n"
+        "alive, and call sites whose live bytes grow step over step. Findings are\n"
+        "ranked by bytes x seconds held (pinned: wasted bytes x seconds).\n"
         "\n"
         "options:\n"
         "  --json            the whole report as JSON on stdout (schema: trace/check/check.h)\n"
@@ -58,10 +58,14 @@ static void usage(FILE *f)
         "                      tape         freed in the step of its last use, but\n"
         "                                   idle for a quarter of its events and\n"
         "                                   through its peak\n"
+        "                      growth       a call site whose live bytes at each mark\n"
+        "                                   grow step over step (after a warm-up),\n"
+        "                                   among the storages no other rule flagged\n"
         "                      all\n"
         "                    (default: linger,pinned when the trace has tensor\n"
         "                    annotations, plus cycle when it recorded a collection;\n"
-        "                    never-freed,outlier otherwise; tape only when asked)\n"
+        "                    never-freed,outlier otherwise; plus growth with at least\n"
+        "                    5 marks; tape only when asked)\n"
         "  --pinned-ratio R  pinned: flag while the live views cover less than R of the\n"
         "                    storage, 0 < R <= 1, e.g. 0.25 or 25%% (default 0.5)\n"
         "  --top N           findings shown in the text report (default 20, 0 = all)\n"
@@ -140,7 +144,8 @@ int vt_cmd_check(int argc, char **argv)
         } else if ((v = optval(argc, argv, &i, "--rules", &missing))) {
             if (vt_check_parse_rules(v, &opt.rules) < 0) {
                 fprintf(stderr, "vramtrace check: bad --rules '%s' (want a comma-separated"
-                                " list of linger, pinned, never-freed, outlier, cycle, tape, all)\n", v);
+                                " list of linger, pinned, never-freed, outlier, cycle, tape, growth,"
+                                " all)\n", v);
                 goto out;
             }
         } else if ((v = optval(argc, argv, &i, "--pinned-ratio", &missing))) {

@@ -17,6 +17,12 @@
  *   spread of peak reserved:  MIN (rank a) .. MAX (rank b), +D
  *   call sites whose bytes at the peak differ most between ranks:
  *     +D  SITE   rank 0: X, rank 1: Y, ...
+ *   growth across steps (...):       the ranks aligned by step (compare_growth.c)
+ *     mark  label  rank 0  rank 1 ...    bytes allocated at each mark
+ *     per step (marks A..B; ...): rank 0 +X, rank 1 +Y, ...
+ *   rank R grows +X per step (the ranks' median: +M) from SITE
+ *       +X per step  SITE  (...; the other ranks: +Y per step)
+ *   the others are flat
  * A snapshot without a rank (RANK unset when it was taken) is numbered by
  * its position on the command line. Arguments with * or ? are globbed.
  */
@@ -27,6 +33,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "compare_growth.h"
 #include "report_util.h"
 
 static const char usage_text[] =
@@ -35,9 +42,12 @@ static const char usage_text[] =
     "Compare the snapshots of several ranks (.vtsnap or PyTorch pickles; a quoted\n"
     "glob such as 'rank*.vtsnap' is expanded): per rank, peak allocated and\n"
     "reserved bytes and when; the spread across ranks; the call sites whose bytes\n"
-    "at the allocated peak differ most between ranks.\n"
+    "at the allocated peak differ most between ranks. Then growth across steps,\n"
+    "the ranks aligned by their marks (the k-th mark of each is the same step):\n"
+    "the bytes allocated at each mark per rank, the ranks whose growth per step\n"
+    "differs from the others' median, and their call sites that grow.\n"
     "  --json    one JSON document instead of text\n"
-    "  --top N   call sites to list (default 10)\n"
+    "  --top N   call sites to list (default 10; growth: per rank)\n"
     VT_EXIT_HELP;
 
 struct rank_info {
@@ -78,26 +88,6 @@ static const char *wall_text(uint64_t ns, char *buf, size_t len)
 static uint64_t wall_ns(const struct rank_info *r, uint64_t t)
 {
     return t - r->s->meta.clock_base_monotonic_ns + r->s->meta.clock_base_realtime_ns;
-}
-
-static void site_name(const vt_snapshot_data *s, uint32_t stack, char *buf, size_t len)
-{
-    const vt_frame *f = vt__report_site_frame(s, stack);
-    if (!f) {
-        snprintf(buf, len, "<no stack recorded>");
-        return;
-    }
-    const char *fn = vt_snapshot_string(s, f->function);
-    const char *file = vt_snapshot_string(s, f->file);
-    const char *mod = vt_snapshot_string(s, f->module);
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    if (*fn && *file)
-        snprintf(buf, len, "%s %s:%u", fn, base, f->line);
-    else if (*fn)
-        snprintf(buf, len, "%s", fn);
-    else
-        snprintf(buf, len, "%s+0x%" PRIx64, *mod ? mod : "??", f->module_offset);
 }
 
 /* Sites by name: an open-addressing index over the site array, so that a
@@ -228,6 +218,8 @@ int vt_cmd_compare(int argc, char **argv)
     }
     struct rank_info *r = calloc(total, sizeof *r);
     struct site_set ss = { 0 };
+    vt__growth_rank *gr = NULL;
+    vt__growth *growth = NULL;
     if (!r) {
         fprintf(stderr, "vramtrace compare: out of memory\n");
         goto out;
@@ -258,6 +250,17 @@ int vt_cmd_compare(int argc, char **argv)
         }
     }
     qsort(r, total, sizeof *r, cmp_rank);
+    gr = calloc(total, sizeof *gr);
+    if (!gr) {
+        fprintf(stderr, "vramtrace compare: out of memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < total; i++)
+        gr[i] = (vt__growth_rank){ r[i].rank, r[i].s, r[i].tl };
+    if (vt__growth_build(gr, total, &growth) != 0) {
+        fprintf(stderr, "vramtrace compare: out of memory\n");
+        goto out;
+    }
     /* bytes per call site at each rank's allocated peak */
     for (size_t i = 0; i < total; i++) {
         if (!r[i].dev)
@@ -268,7 +271,8 @@ int vt_cmd_compare(int argc, char **argv)
             if (l->device != r[i].dev->device || !vt_lifetime_allocated_at(l, ev))
                 continue;
             char name[512];
-            site_name(r[i].s, l->alloc_stack, name, sizeof name);
+            vt__report_site_name(r[i].s, vt__report_site_frame(r[i].s, l->alloc_stack), name,
+                                 sizeof name);
             int si = find_site(&ss, name, total);
             if (si < 0) {
                 fprintf(stderr, "vramtrace compare: out of memory\n");
@@ -327,7 +331,9 @@ int vt_cmd_compare(int argc, char **argv)
                 printf("%s\"%d\":%" PRIu64, i ? "," : "", r[i].rank, sites[k].bytes[i]);
             printf("}}");
         }
-        printf("]}\n");
+        printf("],\n\"growth\":");
+        vt__growth_json(stdout, growth, (size_t)top);
+        printf("}\n");
     } else {
         for (size_t i = 0; i < total; i++) {
             printf("rank %d  ", r[i].rank);
@@ -367,6 +373,7 @@ int vt_cmd_compare(int argc, char **argv)
         }
         if (!shown)
             printf("  none: every call site holds the same bytes on every rank\n");
+        vt__growth_print(stdout, growth, (size_t)top);
     }
     status = 0;
 out:
@@ -376,6 +383,8 @@ out:
             vt_snapshot_free(r[i].s);
         }
     free(r);
+    free(gr);
+    vt__growth_free(growth);
     free_sites(ss.v, ss.n);
     free(ss.index);
     free(files);

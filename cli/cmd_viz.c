@@ -153,7 +153,7 @@ int vt_cmd_viz(int argc, char **argv)
             const char *g = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
             if (!g || vt_check_parse_rules(g, &opt.rules) != 0) {
                 fprintf(stderr, "vramtrace viz: bad --rules '%s' (comma-separated: linger, pinned, "
-                                "cycle, tape, never-freed, outlier, all, auto)\n", g ? g : "");
+                                "cycle, tape, never-freed, outlier, growth, all, auto)\n", g ? g : "");
                 return VT_EXIT_FAILURE;
             }
             check = 1;

@@ -271,6 +271,23 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
     return n ? fr[0] : NULL;
 }
 
+void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *buf, size_t len)
+{
+    if (!f) {
+        snprintf(buf, len, "<no stack recorded>");
+        return;
+    }
+    const char *fn = vt_snapshot_string(s, f->function);
+    const char *file = vt_snapshot_string(s, f->file);
+    const char *mod = vt_snapshot_string(s, f->module);
+    if (*fn && *file)
+        snprintf(buf, len, "%s %s:%u", fn, basename_of(file), f->line);
+    else if (*fn)
+        snprintf(buf, len, "%s", fn);
+    else
+        snprintf(buf, len, "%s+0x%" PRIx64, *mod ? mod : "??", f->module_offset);
+}
+
 void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f)
 {
     const char *fn = vt_snapshot_string(s, f->function);

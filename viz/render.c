@@ -386,7 +386,12 @@ static void add_check_finding(struct render *r, const vt_check_finding *f, uint3
     else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
         snprintf(title, sizeof title, "%s: %u allocation%s (%s) from one call site never freed", rule,
                  f->nallocs, f->nallocs == 1 ? "" : "s", bytes);
-    else
+    else if (f->rule == VT_CHECK_RULE_GROWTH) {
+        char per[32];
+        vt__fmt_bytes(f->growth_per_step, per);
+        snprintf(title, sizeof title, "%s: one call site's live bytes grow %s per step (%s over %u steps)",
+                 rule, per, bytes, f->growth_last_mark - f->growth_first_mark);
+    } else
         snprintf(title, sizeof title, "%s: %s outlived its call site's siblings by %s", rule, bytes, dur);
 
     if (r->nfindings++)

@@ -295,7 +295,7 @@ TEST(cli_check_pinned_rules_and_ratio)
     setup_files();
     EXPECT_CASES(
         { .file = "pinned.vtsnap", .rc = 1, .err_empty = 1, .out_has = {   /* on by default */
-            "rules: linger,pinned;",
+            "rules: linger,pinned,growth;",
             "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB",
             "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)",
             "model.x \xe2\x86\x92 tensor 'x' (view of 'big') \xe2\x86\x92 "

@@ -71,7 +71,8 @@ TEST(storage_a_collection_freed_is_held_by_a_reference_cycle_until_gc_ran)
     synth y;
     stash_in_cycle(&y, 0, 1, 0);
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
+                                VT_CHECK_RULE_GROWTH);
     /* act1 only: act2's last tensor (the view) died by refcount later; the
      * weights and each step's activation were never the collector's. */
     ASSERT_EQ(r->nfindings, 1);
@@ -98,7 +99,7 @@ TEST(storage_a_collection_freed_is_held_by_a_reference_cycle_until_gc_ran)
     ASSERT_STR_CONTAINS(text, "held by (just before gc collected it):\n     (cycle) Ctx.peer");
     free(text);
     char *js = render(r, &y, 1);
-    ASSERT_STR_CONTAINS(js, "\"rules_run\":[\"linger\",\"pinned\",\"cycle\"]");
+    ASSERT_STR_CONTAINS(js, "\"rules_run\":[\"linger\",\"pinned\",\"cycle\",\"growth\"]");
     ASSERT_STR_CONTAINS(js, "\"rule\":\"cycle\"");
     char want[96];
     snprintf(want, sizeof want, "\"collected_by_gc\":{\"seq\":%" PRIu64 ",", f->gc_seq);
@@ -115,7 +116,7 @@ static void assert_clean_without_cycle_rule(int fixed, int flagged)
     synth y;
     stash_in_cycle(&y, fixed, flagged, 0);
     vt_check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     ASSERT_CLEAN(r, &y);
     vt_check_report_free(r);
     synth_fini(&y);

@@ -13,7 +13,7 @@ TEST(gc_cycle_is_flagged_with_cycle_path)
     synth y;
     vt_check_report *r = check_shape(&y, gc_cycle, 0);
     ASSERT_EQ(r->nfindings, 2);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_STEPS);
     ASSERT_EQ(r->nmarks, 8);
     /* Same lingering, bigger first. */
@@ -444,7 +444,7 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
     synth y;
     gc_cycle(&y, 1);
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape", &o.rules), 0);
+    ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape,growth", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULES_ALL);

@@ -11,7 +11,8 @@ TEST(native_never_freed_call_site_is_flagged)
 {
     synth y;
     vt_check_report *r = check_shape(&y, native, NATIVE_OUTLIER_FIXED);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(r->rules_run,
+              VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER | VT_CHECK_RULE_GROWTH);
     const vt_check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(f->nallocs, 5);    /* steps 1..5; step 6 is after the last mark */

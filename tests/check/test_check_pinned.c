@@ -11,7 +11,7 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 {
     synth y;
     vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     if (r->nfindings != 1)
         dump(r, &y);
     /* used every step: LINGER stays silent */
@@ -307,7 +307,7 @@ TEST(pinned_json_has_rule_and_wasted_bytes)
     char *js = render(r, &y, 1);
     const char *why = json_validate(js);
     ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
-    ASSERT_STR_CONTAINS(js, "\"rules_run\":[\"linger\",\"pinned\"]");
+    ASSERT_STR_CONTAINS(js, "\"rules_run\":[\"linger\",\"pinned\",\"growth\"]");
     ASSERT_STR_CONTAINS(js, "\"pinned_ratio\":0.5,");
     ASSERT_STR_CONTAINS(js, "\"rule\":\"pinned\"");
     ASSERT_STR_CONTAINS(js, "\"bytes\":4096,");

@@ -502,6 +502,84 @@ TEST(cli_compare_of_snapshots_without_allocations)
     ASSERT_STR_EQ(errout, "");
 }
 
+/* Rank `rank` of a job of `steps` marked steps: every step makes and frees
+ * its activations; with `leak`, keep_recv_buffer() keeps `leak` bytes more
+ * every step. */
+static vt_snapshot_data *gen_rank(int rank, int steps, uint64_t leak)
+{
+    struct snap_builder g = gen_begin();
+    g.s->meta.rank = rank;
+    uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/train", "main", "train.c", 10);
+    uint32_t f_fwd = gen_frame(&g, 0x400200, "/usr/bin/train", "forward", "model.c", 42);
+    uint32_t f_keep = gen_frame(&g, 0x400300, "/usr/bin/train", "keep_recv_buffer", "stage.c", 41);
+    uint32_t n_main = gen_node(&g, 0, f_main);
+    uint32_t st_fwd = gen_node(&g, n_main, f_fwd), st_keep = gen_node(&g, n_main, f_keep);
+    uint64_t seq = 1, t = 2000000000ull;
+    vt_event *e = gen_ev(&g, VT_EV_ALLOC, seq++, t);
+    e->addr = 0x10000000; e->size = e->req_size = 8 * MiB; e->stack = st_fwd;   /* weights */
+    for (int i = 0; i < steps; i++) {
+        e = gen_ev(&g, VT_EV_ALLOC, seq++, t += 1000000);
+        e->addr = 0x20000000; e->size = e->req_size = 4 * MiB; e->stack = st_fwd;
+        e = gen_ev(&g, VT_EV_FREE_REQUESTED, seq++, t += 1000000);
+        e->addr = 0x20000000; e->size = 4 * MiB; e->stack = st_fwd;
+        if (leak) {
+            e = gen_ev(&g, VT_EV_ALLOC, seq++, t += 1000);
+            e->addr = 0x40000000 + (uint64_t)i * leak; e->size = e->req_size = leak;
+            e->stack = st_keep;
+        }
+        e = gen_ev(&g, VT_EV_MARK, seq++, t += 1000);
+        char label[32];
+        snprintf(label, sizeof label, "step %d", i + 1);
+        e->str = gen_str(&g, label);
+        e->device = -1;
+    }
+    return g.s;
+}
+
+/* compare lines the ranks up by mark and names the rank that grows, with
+ * its line and its growth per step; a rank with more marks is compared on
+ * its first ones; with no leak, no rank is named. */
+TEST(cli_compare_aligns_ranks_by_mark_and_names_the_rank_that_grows)
+{
+    char args[4096] = "compare", name[64];
+    for (int r = 0; r < 4; r++) {
+        snprintf(name, sizeof name, "grow%d.vtsnap", r);
+        const char *p = write_snap(gen_rank(r, r == 0 ? 10 : 8, r == 3 ? MiB : 0), name);
+        snprintf(args + strlen(args), sizeof args - strlen(args), " '%s'", p);
+    }
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("rank 0 has 10 marks: its first 8 are compared",
+            "  8     step 8                 8 MiB       8 MiB       8 MiB      16 MiB\n",
+            "  per step (marks 3..8; the first 2 a warm-up): rank 0 0 B, rank 1 0 B, rank 2 0 B,"
+            " rank 3 +1 MiB\n",
+            "\nrank 3 grows 1 MiB per step from keep_recv_buffer stage.c:41 (the ranks' median:"
+            " 0 B per step)\n",
+            "    +1 MiB per step  keep_recv_buffer stage.c:41  (3 MiB at mark 3, 8 MiB at mark 8;"
+            " the other ranks: 0 B per step)\n",
+            "\nthe others are flat\n");
+    ASSERT_MSG(!strstr(out, "rank 0 grows") && !strstr(out, "rank 1 grows") &&
+               !strstr(out, "rank 2 grows"), "%s", out);
+    char json[4200];
+    snprintf(json, sizeof json, "compare --json%s", args + strlen("compare"));
+    ASSERT_MSG(run(json) == 0, "%s", errout);
+    OUT_HAS("\"growth\":{\"marks\":8,\"labels\":[\"step 1\",",
+            "{\"rank\":3,\"marks\":8,\"alive\":[9437184,10485760,",
+            "\"per_step\":1048576,\"judged\":{\"first_mark\":2,\"last_mark\":7},"
+            "\"differs\":true,\"sites\":[{\"site\":\"keep_recv_buffer stage.c:41\","
+            "\"per_step\":1048576,\"others_per_step\":0,");
+    ASSERT_MSG(!strstr(strstr(out, "\"differs\":true") + 1, "\"differs\":true"), "%s", out);
+    /* the fixed twin */
+    snprintf(args, sizeof args, "compare");
+    for (int r = 0; r < 4; r++) {
+        snprintf(name, sizeof name, "flat%d.vtsnap", r);
+        const char *p = write_snap(gen_rank(r, 8, 0), name);
+        snprintf(args + strlen(args), sizeof args - strlen(args), " '%s'", p);
+    }
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("no rank's growth differs from the others': every rank is flat\n");
+    ASSERT_MSG(!strstr(out, " grows "), "%s", out);
+}
+
 /* `import x.vtsnap` would write x.vtsnap.vtsnap: it says what import is for
  * and writes nothing; with -o it copies. */
 TEST(cli_import_of_a_vtsnap_says_it_is_one_already)

@@ -5,7 +5,7 @@
  *
  * vt_check_run builds the model (pass 1, check_model.c), runs the rules on
  * each storage's uses and lifetime (check_linger.c, check_pinned.c,
- * check_native.c), finds the retention paths (pass 2, check_paths.c) and
+ * check_native.c, check_growth.c), finds the retention paths (pass 2, check_paths.c) and
  * ranks the findings. Nothing is quadratic: 1M events cost well under a
  * second.
  */
@@ -41,6 +41,7 @@ const char *vt_check_rule_name(unsigned rule)
     case VT_CHECK_RULE_PINNED: return "pinned";
     case VT_CHECK_RULE_CYCLE: return "cycle";
     case VT_CHECK_RULE_TAPE: return "tape";
+    case VT_CHECK_RULE_GROWTH: return "growth";
     default: return "?";
     }
 }
@@ -59,6 +60,7 @@ int vt_check_parse_rules(const char *text, unsigned *rules)
         else if (n == 6 && !strncmp(p, "pinned", n)) acc |= VT_CHECK_RULE_PINNED;
         else if (n == 5 && !strncmp(p, "cycle", n)) acc |= VT_CHECK_RULE_CYCLE;
         else if (n == 4 && !strncmp(p, "tape", n)) acc |= VT_CHECK_RULE_TAPE;
+        else if (n == 6 && !strncmp(p, "growth", n)) acc |= VT_CHECK_RULE_GROWTH;
         else if (n == 3 && !strncmp(p, "all", n)) acc |= VT_CHECK_RULES_ALL;
         else if (n == 4 && !strncmp(p, "auto", n)) acc |= 0;
         else return -EINVAL;
@@ -199,6 +201,14 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
         r->rules_need_steps = rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
         rules &= ~r->rules_need_steps;
     }
+    /* Growth is judged at step ends only, after a warm-up: automatic when
+     * there are enough of them; asked by name without, it says so. */
+    if (!(opt.rules & VT_CHECK_RULES_ALL) && m.nmarks >= VT_CHECK_GROWTH_MIN_MARKS)
+        rules |= VT_CHECK_RULE_GROWTH;
+    if ((rules & VT_CHECK_RULE_GROWTH) && m.nmarks < VT_CHECK_GROWTH_MIN_MARKS) {
+        r->rules_need_steps |= VT_CHECK_RULE_GROWTH;
+        rules &= ~VT_CHECK_RULE_GROWTH;
+    }
     r->rules_run = rules;
     r->grace_mode = opt.grace_mode;
     r->grace_user = opt.grace_mode != VT_CHECK_GRACE_AUTO;
@@ -237,6 +247,10 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
             goto fail;
     if (rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER))
         if (vt__ck_rule_native(&m, &opt, rules, &fs, r) < 0)
+            goto fail;
+    /* Last: one finding per storage, what the others left. */
+    if (rules & VT_CHECK_RULE_GROWTH)
+        if (vt__ck_rule_growth(&m, &opt, &fs, r) < 0)
             goto fail;
 
     r->findings = fs.f;

@@ -155,6 +155,19 @@
  *   paths show what held it at the peak. Storages LINGER or CYCLE flagged are
  *   not judged again.
  *
+ * VT_CHECK_RULE_GROWTH (marks: at least VT_CHECK_GROWTH_MIN_MARKS): a call
+ *   site (allocation stack) whose live bytes grow step over step. Its series
+ *   is the bytes of its storages alive at each mark (a step's end), counting
+ *   only storages no other rule flagged (LINGER, CYCLE, NEVER-FREED and
+ *   OUTLIER run first: one finding per storage), so it adds what they cannot
+ *   see: a buffer reallocated larger every step, a cache that grows and is
+ *   freed only at the end. The series is judged by vt_check_growth_fit
+ *   (below): warm-up marks skipped, a robust slope, a floor that rises.
+ *   One finding per site: bytes is the growth over the judged marks, nallocs
+ *   its storages alive at the last judged mark, growth_* the figures;
+ *   linger_from is the first judged mark, linger_ns the time to the last,
+ *   byte_seconds half of bytes x linger_ns (growth from nothing to bytes).
+ *
  * "Lingering" is measured from the last use (native rules: from the
  * allocation plus the siblings' median lifetime, or from the allocation for
  * never-freed; PINNED: from the start of the pinned interval) to the free or
@@ -197,6 +210,10 @@
 #define VT_CHECK_TAPE_PCT 25
 /* PINNED: views listed per finding (the largest ones; nviews_live counts all). */
 #define VT_CHECK_MAX_VIEWS 8
+/* GROWTH: step ends (marks) judged after the warm-up, at least. */
+#define VT_CHECK_GROWTH_MIN_STEPS 4
+/* GROWTH: marks a trace needs for the rule to run (one of warm-up at least). */
+#define VT_CHECK_GROWTH_MIN_MARKS (VT_CHECK_GROWTH_MIN_STEPS + 1)
 
 /* Rules (bit flags; vt_check_options.rules, vt_check_finding.rule). */
 enum vt_check_rule {
@@ -206,11 +223,12 @@ enum vt_check_rule {
     VT_CHECK_RULE_PINNED = 1u << 3,      /* small live views pin a dropped base's storage */
     VT_CHECK_RULE_CYCLE = 1u << 4,       /* held by a reference cycle until gc freed it */
     VT_CHECK_RULE_TAPE = 1u << 5,        /* idle through its step's peak (opt-in) */
+    VT_CHECK_RULE_GROWTH = 1u << 6,      /* a call site's live bytes grow step over step */
 };
 #define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors (+ CYCLE
                                      when it recorded a garbage collection), else the
-                                     native rules */
-#define VT_CHECK_RULES_ALL 63u
+                                     native rules; + GROWTH with enough marks */
+#define VT_CHECK_RULES_ALL 127u
 
 /* How the grace of the LINGER rule is decided. */
 enum vt_check_grace_mode {
@@ -356,6 +374,12 @@ typedef struct vt_check_finding {
     uint32_t step_idle_pct;    /* share of the step's tensor uses after its last use */
     vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
+    /* GROWTH only (0 otherwise): the site's live bytes at the judged marks. */
+    uint64_t growth_per_step;  /* robust slope, bytes per step (vt_check_growth) */
+    uint32_t growth_first_mark; /* first judged mark (0-based index of the MARK) */
+    uint32_t growth_last_mark; /* last judged mark */
+    uint64_t growth_first_bytes; /* live bytes of the site at the first judged mark */
+    uint64_t growth_last_bytes;  /* at the last one */
 } vt_check_finding;
 
 typedef struct vt_check_report {
@@ -382,6 +406,31 @@ typedef struct vt_check_report {
     double total_byte_seconds; /* sum of findings' byte_seconds */
 } vt_check_report;
 
+/* The verdict on a series of bytes alive at consecutive step ends (marks). */
+typedef struct vt_check_growth {
+    uint32_t first, last;      /* the judged step ends: v[first..last]; the ones before
+                                  first are the warm-up */
+    uint64_t first_bytes, last_bytes; /* v[first], v[last] */
+    int64_t per_step;          /* Theil-Sen slope over the judged ends, bytes per step */
+    uint8_t judged;            /* enough ends to judge (VT_CHECK_GROWTH_MIN_STEPS) */
+    uint8_t grows;             /* the rule below says it grows */
+} vt_check_growth;
+
+/*! vt_check_growth_fit() :
+ * Judge the series v[0..n) (bytes alive at each step end, in step order):
+ * the first max(1, n/4) ends are the warm-up (caches fill, optimizer state
+ * is made at the first step, an allocator's pools warm up) and are not
+ * judged. Over the rest (at least VT_CHECK_GROWTH_MIN_STEPS, else judged =
+ * 0): per_step is the Theil-Sen slope (the median of the slopes between
+ * every two ends; over at most 256 ends, evenly spaced), robust to a few
+ * odd steps. It grows when per_step > 0 and its floor rises: the least
+ * bytes of each third of the judged ends is more than the third's before
+ * it. A leak's floor rises; a one-time jump lifts one third only, a warm-up
+ * longer than the skipped ends the first only, and a cache emptied in
+ * cycles comes back to the same floor in every third.
+ * @return 0, or -ENOMEM (out zeroed). */
+int vt_check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out);
+
 /*! vt_check_options_init() :
  * Fill `opt` with the defaults: automatic grace and rules, no ignore
  * patterns, 3 paths, 4096 visited nodes per search. */
@@ -396,7 +445,7 @@ int vt_check_parse_grace(const char *text, vt_check_options *opt);
 
 /*! vt_check_parse_rules() :
  * Parse a comma-separated list of rule names ("linger", "never-freed",
- * "outlier", "pinned", "cycle", "tape", "all", "auto") into VT_CHECK_RULE_* bits.
+ * "outlier", "pinned", "cycle", "tape", "growth", "all", "auto") into VT_CHECK_RULE_* bits.
  * @return 0 and *rules, or -EINVAL. */
 int vt_check_parse_rules(const char *text, unsigned *rules);
 
@@ -419,7 +468,7 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
 void vt_check_report_free(vt_check_report *r);
 
 /*! vt_check_rule_name() :
- * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", or "?"; static
+ * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", "growth", or "?"; static
  * storage. */
 const char *vt_check_rule_name(unsigned rule);
 
@@ -466,7 +515,7 @@ long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of);
  *   "vramtrace_check": 1,                       schema version
  *   "rules_run": ["linger", ...],
  *   "rules_need_steps": ["never-freed", ...],  (automatic rules not run: no marks)      ("linger", "never-freed", "outlier", "pinned",
- *                                        "cycle", "tape")
+ *                                        "cycle", "tape", "growth")
  *   "grace": {"mode": "steps"|"time", "steps": N|null, "seconds": S|null},
  *             (N / S are set when the user gave them, null = the automatic rule)
  *   "pinned_ratio": X,                          PINNED threshold as applied
@@ -477,7 +526,7 @@ long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of);
  *   "total_bytes": N, "total_byte_seconds": X,
  *   "findings": [                               ranked, largest bytes x time first
  *     {
- *       "rule": "linger"|"never-freed"|"outlier"|"pinned"|"cycle"|"tape",
+ *       "rule": "linger"|"never-freed"|"outlier"|"pinned"|"cycle"|"tape"|"growth",
  *       "addr": "0x...",  (hex string: 64-bit addresses exceed JSON doubles)
  *       "device": N, "external": bool, "before_window": bool,
  *       "bytes": N, "block_bytes": N, "allocations": N,
@@ -497,6 +546,9 @@ long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of);
  *       "step": {"ns": N, "peak_bytes": N, "idle_pct": N} | null,  (set for
  *                                  "tape" only: the step it was retained in, and
  *                                  the share of its events after the last use)
+ *       "growth": {"per_step": N, "first_mark": N, "last_mark": N,
+ *                  "first_bytes": N, "last_bytes": N} | null,  (set for "growth"
+ *                                  only: marks are 0-based indices of the MARKs)
  *       "pinned": null | {                      (set for "pinned" only)
  *           "owner_dropped": {"seq": N, "time_ns": N},
  *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)

@@ -10,6 +10,8 @@
  *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
  *   check_tape.c    the TAPE rule: retention inside a step, through its peak
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
+ *   check_growth.c  the GROWTH rule: call sites growing step over step, and
+ *                   vt_check_growth_fit
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
  *   check_storages.c the model's external storages, listed for the views
@@ -190,7 +192,8 @@ vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *o
                                           const ck_use *last, unsigned rule, int *rc);
 
 /* ------------------------------------------------------------------------ */
-/* check_linger.c, check_pinned.c, check_cycle.c, check_native.c: the rules */
+/* check_linger.c, check_pinned.c, check_cycle.c, check_native.c,          */
+/* check_growth.c: the rules                                                */
 /* ------------------------------------------------------------------------ */
 
 /* Each adds its findings to fs; 0 or -ENOMEM. LINGER also sets
@@ -209,6 +212,9 @@ int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
                        ck_findings *fs, vt_check_report *r);
+/* GROWTH runs last: it judges the storages no other rule flagged. */
+int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r);
 
 /* ------------------------------------------------------------------------ */
 /* check_paths.c                                                            */

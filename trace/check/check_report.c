@@ -198,7 +198,7 @@ static void print_rules(FILE *f, unsigned rules)
     const char *sep = "";
     if (!rules)
         fprintf(f, "none");
-    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
         if (rules & b) {
             fprintf(f, "%s%s", sep, vt_check_rule_name(b));
             sep = ",";
@@ -359,7 +359,11 @@ static void group_key(const vt_check_finding *x, char *key, char *shown, size_t 
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
     const char *rule = vt_check_rule_name(x->rule);
-    int n = snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
+    /* A growth finding is its call site already: one group each (the
+     * stack after a third separator, which group_parts drops). */
+    int n = x->rule == VT_CHECK_RULE_GROWTH
+                ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
+                : snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
     if (n < 0 || (size_t)n >= len)
         key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
     n = snprintf(shown, len, "%s\x1f%s\x1f%s", rule, owner, norm);
@@ -495,6 +499,9 @@ static void group_parts(const finding_group *grp, char *copy, size_t len, const 
         *a = 0;
     if (b)
         *b = 0;
+    char *c = b ? strchr(b + 1, '\x1f') : NULL;
+    if (c)
+        *c = 0;
     *owner = a ? a + 1 : "";
     *path = b ? b + 1 : "";
 }
@@ -516,6 +523,10 @@ static void print_groups(FILE *f, const vt_check_report *r)
         fprintf(f, "  %zu \xc3\x97 [%s] %s (%s each on average), first #%zu\n", g[k].count, rule,
                 vt__fmt_bytes(g[k].bytes, b1), vt__fmt_bytes(g[k].bytes / g[k].count, b2),
                 g[k].first + 1);
+        if (!strcmp(rule, vt_check_rule_name(VT_CHECK_RULE_GROWTH))) {
+            fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
+            continue;
+        }
         fprintf(f, "     tensor '%s'\n", *owner ? owner : "?");
         fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
     }
@@ -623,6 +634,16 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
         } else if (x->rule == VT_CHECK_RULE_OUTLIER) {
             fprintf(f, "   outlived a complete step while its siblings from the same call site"
                        " died within one\n");
+        } else if (x->rule == VT_CHECK_RULE_GROWTH) {
+            fprintf(f, "   grows %s per step: its live bytes at each step's end (mark) went from %s"
+                       " at mark %u to %s at mark %u",
+                    vt__fmt_bytes(x->growth_per_step, b1), vt__fmt_bytes(x->growth_first_bytes, b2),
+                    x->growth_first_mark + 1, vt__fmt_bytes(x->growth_last_bytes, b3),
+                    x->growth_last_mark + 1);
+            if (x->growth_first_mark == 1)
+                fprintf(f, " (mark 1 not judged: warm-up)\n");
+            else
+                fprintf(f, " (marks 1..%u not judged: warm-up)\n", x->growth_first_mark);
         } else {
             fprintf(f, "   never freed, allocated step after step by the same call site\n");
         }
@@ -702,6 +723,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                 : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
+                : x->rule == VT_CHECK_RULE_GROWTH  ? "while growing, from its first judged mark"
                                                    : "since allocation (longest)",
                 vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
@@ -838,14 +860,14 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
         if (r->rules_run & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
         }
     fprintf(f, "],\"rules_need_steps\":[");
     sep = "";
-    for (unsigned b = 1; b <= VT_CHECK_RULE_TAPE; b <<= 1)
+    for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
         if (r->rules_need_steps & b) {
             fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
             sep = ",";
@@ -920,6 +942,13 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
                        ",\"idle_pct\":%u}", x->step_ns, x->step_peak_bytes, x->step_idle_pct);
         else
             fprintf(f, ",\"step\":null");
+        if (x->rule == VT_CHECK_RULE_GROWTH)
+            fprintf(f, ",\"growth\":{\"per_step\":%" PRIu64 ",\"first_mark\":%u,\"last_mark\":%u,"
+                       "\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64 "}",
+                    x->growth_per_step, x->growth_first_mark, x->growth_last_mark,
+                    x->growth_first_bytes, x->growth_last_bytes);
+        else
+            fprintf(f, ",\"growth\":null");
         fprintf(f, ",\"paths_at\":");
         if (x->path_seq == UINT64_MAX)
             fprintf(f, "\"end\"");

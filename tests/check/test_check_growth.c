@@ -1,0 +1,197 @@
+/* tests/check/test_check_growth.c - GROWTH (check_growth.c): a call site
+ * whose live bytes at each mark grow step over step, and the fit that judges
+ * such a series (vt_check_growth_fit, which `vramtrace compare` shares). */
+#include "check_fixture.h"
+
+#define BUF 0x7fa000000000ull   /* the growing site's allocations */
+#define ACT 0x7fb000000000ull   /* each step's activations */
+
+static uint32_t st_weights, st_act_native, st_buf;
+
+/* A native training loop of `steps` marked steps: weights made once,
+ * activations made and freed in every step, and one call site holding
+ * keep(i) bytes at the end of step i: in one buffer made again at each new
+ * size (`realloc`), or in one allocation more per step for what it adds
+ * (keep must not shrink then). */
+typedef uint64_t (*keep_fn)(int step);
+
+static void loop(synth *y, int steps, keep_fn keep, int realloc)
+{
+    synth_init(y);
+    st_weights = synth_stack(y, "init_weights", "main", NULL);
+    st_act_native = synth_stack(y, "forward", "train_step", "main", NULL);
+    st_buf = synth_stack(y, "append_history", "train_step", "main", NULL);
+    synth_alloc(y, W_ADDR, 8 * MiB, st_weights);
+    uint64_t held = 0;
+    int nbuf = 0;
+    for (int i = 1; i <= steps; i++) {
+        synth_tick(y, 100000000);
+        synth_alloc(y, ACT, 4 * MiB, st_act_native);
+        synth_free(y, ACT);
+        uint64_t want = keep(i);
+        if (realloc) {
+            /* one buffer, made again at its new size (torch.cat onto it) */
+            if (nbuf)
+                synth_free(y, BUF + (uint64_t)(nbuf - 1) * 0x10000000ull);
+            if (want)
+                synth_alloc(y, BUF + (uint64_t)nbuf++ * 0x10000000ull, want, st_buf);
+        } else if (want > held) {   /* keeps what it had, adds the rest */
+            synth_alloc(y, BUF + (uint64_t)nbuf++ * 0x1000000ull, want - held, st_buf);
+        }
+        held = want;
+        synth_mark(y, "step");
+    }
+}
+
+static uint64_t one_mib_per_step(int i) { return (uint64_t)i * MiB; }
+static uint64_t flat(int i) { return i ? MiB : 0; }
+static uint64_t warm_up_then_flat(int i) { return (uint64_t)(i < 4 ? i : 4) * MiB; }
+static uint64_t long_warm_up(int i) { return (uint64_t)(i < 6 ? i : 6) * MiB; }
+static uint64_t one_jump(int i) { return i <= 6 ? MiB : 6 * MiB; }
+static uint64_t emptied_in_cycles(int i) { return (uint64_t)((i - 1) % 4 + 1) * MiB; }
+
+TEST(a_buffer_reallocated_larger_every_step_is_flagged_with_its_growth_per_step)
+{
+    synth y;
+    loop(&y, 12, one_mib_per_step, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    const vt_check_finding *f = only_finding(r);   /* never-freed and outlier see nothing */
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(f->growth_per_step, MiB);
+    ASSERT_EQ(f->growth_first_mark, 3);            /* marks 1..3 (a quarter): warm-up */
+    ASSERT_EQ(f->growth_last_mark, 11);
+    ASSERT_EQ(f->growth_first_bytes, 4 * MiB);
+    ASSERT_EQ(f->growth_last_bytes, 12 * MiB);
+    ASSERT_EQ(f->bytes, 8 * MiB);
+    ASSERT_EQ(f->nallocs, 1);
+    ASSERT_EQ(f->alloc_stack, st_buf);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "[growth]");
+    ASSERT_STR_CONTAINS(text, "grows 1 MiB per step: its live bytes at each step's end (mark) "
+                              "went from 4 MiB at mark 4 to 12 MiB at mark 12 "
+                              "(marks 1..3 not judged: warm-up)");
+    ASSERT_STR_CONTAINS(text, "at append_history");
+    free(text);
+    text = render(r, &y, 1);
+    ASSERT_STR_CONTAINS(text, "\"rule\":\"growth\"");
+    ASSERT_STR_CONTAINS(text, "\"growth\":{\"per_step\":1048576,\"first_mark\":3,\"last_mark\":11,"
+                              "\"first_bytes\":4194304,\"last_bytes\":12582912}");
+    free(text);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(a_site_keeping_more_every_step_and_freeing_it_at_the_end_is_flagged)
+{
+    synth y;
+    loop(&y, 10, one_mib_per_step, 0);
+    for (int k = 0; k < 10; k++)   /* cleared before the end: never-freed does not see it */
+        synth_free(&y, BUF + (uint64_t)k * 0x1000000ull);
+    vt_check_report *r = check(&y, NULL);
+    const vt_check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(f->growth_per_step, MiB);
+    ASSERT_EQ(f->nallocs, 10);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(memory_never_freed_step_after_step_stays_one_never_freed_finding)
+{
+    synth y;
+    loop(&y, 10, one_mib_per_step, 0);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    /* one finding per storage: growth judges what the others left */
+    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+static void assert_loop_is_clean(keep_fn keep, int realloc, int steps)
+{
+    synth y;
+    loop(&y, steps, keep, realloc);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    ASSERT_CLEAN(r, &y);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(a_flat_program_is_clean)
+{
+    assert_loop_is_clean(flat, 1, 12);
+}
+
+TEST(a_warm_up_then_flat_is_clean)
+{
+    /* caches fill in the first steps: three steps, then the same */
+    assert_loop_is_clean(warm_up_then_flat, 1, 12);
+    /* a warm-up longer than the quarter of the marks the fit skips */
+    assert_loop_is_clean(long_warm_up, 1, 12);
+}
+
+TEST(a_one_time_jump_and_a_cache_emptied_in_cycles_are_clean)
+{
+    assert_loop_is_clean(one_jump, 1, 12);
+    assert_loop_is_clean(emptied_in_cycles, 1, 16);
+}
+
+TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
+{
+    assert_rule_is_named("growth", VT_CHECK_RULE_GROWTH);
+    synth y;
+    loop(&y, VT_CHECK_GROWTH_MIN_MARKS - 1, one_mib_per_step, 1);
+    vt_check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->rules_run & VT_CHECK_RULE_GROWTH, 0);
+    ASSERT_EQ(r->rules_need_steps & VT_CHECK_RULE_GROWTH, 0);   /* automatic: silent */
+    vt_check_report_free(r);
+    vt_check_options o = default_options();
+    o.rules = VT_CHECK_RULE_GROWTH;
+    r = check(&y, &o);
+    ASSERT_EQ(r->rules_run, 0);
+    ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(r->nfindings, 0);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
+{
+    vt_check_growth g;
+    uint64_t few[4] = { 1, 2, 3, 4 };
+    ASSERT_EQ(vt_check_growth_fit(few, 4, &g), 0);
+    ASSERT_EQ(g.judged, 0);
+    ASSERT_EQ(g.grows, 0);
+    /* a leak of 100 per step with every other step 40 more */
+    uint64_t noisy[12];
+    for (int i = 0; i < 12; i++)
+        noisy[i] = 1000 + 100 * (uint64_t)i + (i % 2 ? 40 : 0);
+    ASSERT_EQ(vt_check_growth_fit(noisy, 12, &g), 0);
+    ASSERT_EQ(g.judged, 1);
+    ASSERT_EQ(g.first, 3);
+    ASSERT_EQ(g.last, 11);
+    ASSERT_EQ(g.grows, 1);
+    ASSERT(g.per_step >= 90 && g.per_step <= 110);
+    /* a big warm-up (optimizer state at the first step), flat after it */
+    uint64_t warm[8] = { 10, 5000, 5000, 5000, 5000, 5000, 5000, 5000 };
+    ASSERT_EQ(vt_check_growth_fit(warm, 8, &g), 0);
+    ASSERT_EQ(g.per_step, 0);
+    ASSERT_EQ(g.grows, 0);
+    /* shrinking is not growth */
+    uint64_t down[8] = { 80, 70, 60, 50, 40, 30, 20, 10 };
+    ASSERT_EQ(vt_check_growth_fit(down, 8, &g), 0);
+    ASSERT_EQ(g.per_step, -10);
+    ASSERT_EQ(g.grows, 0);
+    /* a long series: the slope from at most 256 evenly spaced ends */
+    static uint64_t longer[5000];
+    for (int i = 0; i < 5000; i++)
+        longer[i] = 7 * (uint64_t)i;
+    ASSERT_EQ(vt_check_growth_fit(longer, 5000, &g), 0);
+    ASSERT_EQ(g.per_step, 7);
+    ASSERT_EQ(g.grows, 1);
+}
+
+TEST_MAIN()

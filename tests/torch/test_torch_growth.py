@@ -1,0 +1,74 @@
+"""`vramtrace compare` on a four-rank job (torchrun, gloo; each rank on its
+own simulated device, ranks_growth.py): the rank that keeps a buffer every
+step is named with its line and its growth per step, the others are not; in
+the fixed twin nobody is. The program never imports vramtrace: `vramtrace
+run` observes PyTorch's allocator and marks the optimizer steps, which align
+the ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
+CLI = os.environ["VRAMTRACE_CLI"]
+SCRIPT = os.path.join(HERE, "ranks_growth.py")
+RECV_LINE = next(i for i, line in enumerate(open(SCRIPT), 1) if "# RECV_LINE" in line)
+MiB = 1 << 20
+
+
+def run(cmd: List[str]) -> str:
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:]
+    return p.stdout
+
+
+def job(tmp_path, *args: str) -> List[str]:
+    """The four ranks under `vramtrace run` (Python stacks only: the line is
+    all the test reads, and native symbols cost seconds per rank)."""
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    run([SIMRUN, "--devices", "4", "--mem", "256M", "--", CLI, "run", "--conf", "stacks:python",
+         "-o", str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+         "--nproc_per_node", "4", SCRIPT, *args])
+    snaps = sorted(str(p) for p in tmp_path.glob("rank*.vtsnap"))
+    assert [os.path.basename(p) for p in snaps] == [f"rank{r}.vtsnap" for r in range(4)]
+    return snaps
+
+
+def named(out: str) -> List[str]:
+    """compare's lines that name a rank for its growth."""
+    return [line for line in out.splitlines() if re.match(r"rank \d+ (grows|shrinks) ", line)]
+
+
+def test_compare_names_the_rank_that_grows_its_line_and_its_growth_per_step(tmp_path):
+    snaps = job(tmp_path)
+    out = run([CLI, "compare", *snaps])
+    site = f"<module> ranks_growth.py:{RECV_LINE}"
+    assert named(out) == [f"rank 2 grows 1 MiB per step from {site} "
+                          "(the ranks' median: 0 B per step)"], out
+    assert "the others are flat" in out.splitlines(), out
+    growth = json.loads(run([CLI, "compare", "--json", *snaps]))["growth"]
+    assert growth["marks"] == 8 and growth["labels"][:2] == ["step 1", "step 2"], growth
+    ranks = {r["rank"]: r for r in growth["ranks"]}
+    assert [r for r in sorted(ranks) if ranks[r]["differs"]] == [2], growth
+    assert [ranks[r]["per_step"] for r in range(4)] == [0, 0, MiB, 0], growth
+    alive = ranks[2]["alive"]
+    assert [b - a for a, b in zip(alive, alive[1:])] == [MiB] * 7, alive
+    assert ranks[2]["sites"] == [{"site": site, "per_step": MiB, "others_per_step": 0,
+                                  "first_bytes": 2 * MiB, "last_bytes": 7 * MiB}], growth
+
+
+def test_the_fixed_twin_names_no_rank(tmp_path):
+    snaps = job(tmp_path, "fixed")
+    out = run([CLI, "compare", *snaps])
+    assert named(out) == [], out
+    assert "no rank's growth differs from the others': every rank is flat" in out, out
+    growth = json.loads(run([CLI, "compare", "--json", *snaps]))["growth"]
+    assert not any(r["differs"] or r["sites"] for r in growth["ranks"]), growth

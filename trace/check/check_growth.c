@@ -1,0 +1,192 @@
+/*
+ * trace/check/check_growth.c - GROWTH: a call site whose live bytes grow
+ * step over step (see check.h, "Rules"), and vt_check_growth_fit, the one
+ * judgement of a series of bytes at step ends that `vramtrace compare` uses
+ * across ranks too.
+ *
+ * A step's end is a mark; what a site holds there is what outlives its
+ * step. A leak grows that by the same bytes every step, a warm-up (optimizer
+ * state made at the first step, caches that fill) for a few steps only, a
+ * cache that is emptied now and then in cycles. The series is the site's
+ * live bytes at every mark, built from each storage's span of marks (two
+ * binary searches each) with one difference array per site: O(n log n) in
+ * the storages plus O(marks) per site that outlives a step.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bsearch.h"
+#include "check_internal.h"
+
+/* Points of the Theil-Sen slope at most: 256 ends give 32640 pairs. */
+#define FIT_MAX_POINTS 256
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int vt_check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t warm = n / 4 > 1 ? n / 4 : 1;
+    if (n < warm + VT_CHECK_GROWTH_MIN_STEPS)
+        return 0;
+    size_t a = warm, b = n - 1, k = b - a + 1;
+    size_t np = k > FIT_MAX_POINTS ? FIT_MAX_POINTS : k;
+    double *slope = malloc(np * (np - 1) / 2 * sizeof *slope);
+    if (!slope)
+        return -ENOMEM;
+    size_t ns = 0;
+    for (size_t i = 0; i < np; i++) {
+        size_t x = a + i * (k - 1) / (np - 1);
+        for (size_t j = i + 1; j < np; j++) {
+            size_t y = a + j * (k - 1) / (np - 1);
+            slope[ns++] = ((double)v[y] - (double)v[x]) / (double)(y - x);
+        }
+    }
+    qsort(slope, ns, sizeof *slope, cmp_double);
+    double med = ns % 2 ? slope[ns / 2] : (slope[ns / 2 - 1] + slope[ns / 2]) / 2;
+    free(slope);
+    out->first = (uint32_t)a;
+    out->last = (uint32_t)b;
+    out->first_bytes = v[a];
+    out->last_bytes = v[b];
+    out->per_step = (int64_t)(med >= 0 ? med + 0.5 : med - 0.5);
+    out->judged = 1;
+    /* The floor rises third after third: a leak's does; a one-time jump
+     * crosses one border only, and a cache emptied in cycles (or a warm-up
+     * that ends early) comes back to the same floor. */
+    size_t t1 = a + k / 3, t2 = a + 2 * k / 3;
+    uint64_t floor[3] = { UINT64_MAX, UINT64_MAX, UINT64_MAX };
+    for (size_t i = a; i <= b; i++) {
+        int t = i < t1 ? 0 : i < t2 ? 1 : 2;
+        if (v[i] < floor[t])
+            floor[t] = v[i];
+    }
+    out->grows = out->per_step > 0 && floor[0] < floor[1] && floor[1] < floor[2];
+    return 0;
+}
+
+/* A storage alive at marks [a, b) of its call site. */
+typedef struct span {
+    uint32_t stack, idx, a, b;
+} span;
+
+static int cmp_span(const void *p, const void *q)
+{
+    const span *x = p, *y = q;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The finding of one growing site, its storages sp[0..n). */
+static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
+                        const vt_check_growth *g)
+{
+    /* its largest storage alive at the last judged mark stands for it */
+    uint32_t big = CK_NONE, nalive = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!(sp[k].a <= g->last && g->last < sp[k].b))
+            continue;
+        nalive++;
+        if (big == CK_NONE ||
+            vt__ck_storage_bytes(&m->st[sp[k].idx]) > vt__ck_storage_bytes(&m->st[big]))
+            big = sp[k].idx;
+    }
+    if (big == CK_NONE)
+        return 0;   /* cannot be: it grew to last_bytes > 0 */
+    vt_check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    if (!f)
+        return -ENOMEM;
+    vt__ck_fill_storage(f, m, &m->st[big]);
+    f->rule = VT_CHECK_RULE_GROWTH;
+    f->nallocs = nalive;
+    f->bytes = f->block_bytes = g->last_bytes - g->first_bytes;
+    f->grace_mode = VT_CHECK_GRACE_STEPS;
+    f->last_use_seq = f->alloc_seq;
+    f->last_use_time_ns = f->alloc_time_ns;
+    f->last_use_stack = f->alloc_stack;
+    f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
+    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
+    f->linger_from_seq = m->mark_seq[g->first];
+    f->linger_from_time_ns = m->mark_time[g->first];
+    f->linger_ns = m->mark_time[g->last] - m->mark_time[g->first];
+    f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9) / 2;
+    f->path_seq = UINT64_MAX;
+    f->growth_per_step = (uint64_t)g->per_step;
+    f->growth_first_mark = g->first;
+    f->growth_last_mark = g->last;
+    f->growth_first_bytes = g->first_bytes;
+    f->growth_last_bytes = g->last_bytes;
+    return 0;
+}
+
+int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+                       vt_check_report *r)
+{
+    size_t nm = m->nmarks;
+    if (nm < VT_CHECK_GROWTH_MIN_MARKS)
+        return 0;
+    span *sp = malloc((m->nst ? m->nst : 1) * sizeof *sp);
+    int64_t *delta = malloc((nm + 1) * sizeof *delta);
+    uint64_t *v = malloc(nm * sizeof *v);
+    int rc = 0;
+    if (!sp || !delta || !v) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < m->nst; i++) {
+        ck_storage *st = &m->st[i];
+        /* one finding per storage: what the other rules flagged is theirs */
+        if (st->implicit || st->fate_unknown || st->claimed || st->lingered || st->gc_freed)
+            continue;
+        size_t a = 0, b = nm;
+        if (st->alloc_seq)
+            VT__PARTITION_POINT(nm, k, m->mark_seq[k] <= st->alloc_seq, a);
+        if (st->freed)
+            VT__PARTITION_POINT(nm, k, m->mark_seq[k] < st->free_seq, b);
+        if (a >= b)
+            continue;   /* alive at no step's end */
+        int why = vt__ck_ignored(m, opt, (uint32_t)i, 0);
+        if (why) {
+            if (!st->ignore_counted)
+                ++*(why == 2 ? &r->nhost_skipped : &r->nignored);
+            st->ignore_counted = 1;
+            continue;
+        }
+        sp[n++] = (span){ st->alloc_stack, (uint32_t)i, (uint32_t)a, (uint32_t)b };
+    }
+    if (n)
+        qsort(sp, n, sizeof *sp, cmp_span);
+    for (size_t s0 = 0; s0 < n && !rc;) {
+        size_t s1 = s0;
+        while (s1 < n && sp[s1].stack == sp[s0].stack)
+            s1++;
+        memset(delta, 0, (nm + 1) * sizeof *delta);
+        for (size_t k = s0; k < s1; k++) {
+            int64_t bytes = (int64_t)vt__ck_storage_bytes(&m->st[sp[k].idx]);
+            delta[sp[k].a] += bytes;
+            delta[sp[k].b] -= bytes;
+        }
+        int64_t live = 0;
+        for (size_t k = 0; k < nm; k++) {
+            live += delta[k];
+            v[k] = (uint64_t)live;
+        }
+        vt_check_growth g;
+        rc = vt_check_growth_fit(v, nm, &g);
+        if (!rc && g.grows)
+            rc = site_finding(m, fs, &sp[s0], s1 - s0, &g);
+        s0 = s1;
+    }
+out:
+    free(sp);
+    free(delta);
+    free(v);
+    return rc;
+}
