@@ -125,6 +125,28 @@ def _attr_labels(owner: Any, child: Any) -> List[str]:
     return labels
 
 
+# A tensor's references that live in C++ (no __dict__ entry): the hooks
+# registered on it. Read with getattr, which has no side effect for these
+# (unlike .grad of a non-leaf, which warns).
+_TENSOR_HIDDEN_ATTRS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def _tensor_attr_labels(owner: Any, child: Any) -> List[str]:
+    """The C++-held attributes of a torch tensor ``owner`` that hold ``child``."""
+    torch = sys.modules.get("torch")
+    tensor = getattr(torch, "Tensor", None) if torch is not None else None
+    if tensor is None or not issubclass(type(owner), tensor):
+        return []
+    labels = []
+    for name in _TENSOR_HIDDEN_ATTRS:
+        try:
+            if getattr(owner, name, None) is child:
+                labels.append(f".{name}")
+        except Exception:
+            pass
+    return labels
+
+
 def _frame_labels(frame: types.FrameType, child: Any) -> List[str]:
     """The locals of a frame that has returned (kept by a traceback or a
     generator) that hold ``child``: ``local 'x'``. Reading them fills the
@@ -430,7 +452,8 @@ class _Walker:
                     return [(r, ".__dict__")]
             except Exception:
                 pass
-        return [(r, lb) for lb in _attr_labels(r, obj)] or [(r, "(referent)")]
+        return ([(r, lb) for lb in _attr_labels(r, obj)] or
+                [(r, lb) for lb in _tensor_attr_labels(r, obj)] or [(r, "(referent)")])
 
     def fold(self) -> None:
         """Fold ``owner.__dict__['k']`` into ``owner.k`` and

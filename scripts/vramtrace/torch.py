@@ -41,6 +41,7 @@ import functools
 import gc
 import linecache
 import os
+import re
 import sys
 import threading
 import time
@@ -204,6 +205,15 @@ def _site_name(filename: str, line: int, what: str) -> str:
 
 
 _NESTED = (list, tuple, dict)
+
+# "h = f(x) (train.py:40, aten.relu out[0])" -> "h = f(x) (train.py:40)": a line.
+_OP_PART = re.compile(r"(:\d+), [^()]*\)$")
+# A snapshot's walk also starts from the storages in use of a line that made
+# at least _GROWING_LINE of them (the oldest _GROWING_WALKED of each, at most
+# about _GROWING_WALKED_ALL in all): see Tracker._growing_starts.
+_GROWING_LINE = 3
+_GROWING_WALKED = 4
+_GROWING_WALKED_ALL = 128
 
 
 def _tensors_in(obj: Any, out: List[Any]) -> None:
@@ -1562,7 +1572,41 @@ class Tracker:
                     starts[("t", rec.tid)] = t
                     counts[rec.tid] = getrefcount(t)   # same spot every mark
                 del t
+        if final:
+            self._growing_starts(threshold, starts, counts)
         return starts, counts
+
+    def _growing_starts(self, threshold: int, starts: Dict[NodeKey, Any],
+                        counts: Dict[int, int]) -> None:
+        """At a snapshot, also the tensors of storages in use that one line
+        made many of: what grows step over step is used every step (hooks
+        that pile up on a parameter, each using its own closure's tensor),
+        so no mark walks it, and the checker's growth rule would name the
+        line but not what keeps its storages. The oldest few of each such
+        line (those a growth finding shows), a bounded number in all."""
+        by_line: Dict[str, List[_StorageRec]] = {}
+        for srec in self._storages.values():     # oldest first: dicts keep order
+            if srec.last_epoch < threshold:
+                continue                          # stale: walked already
+            for rec in srec.tids:
+                if rec.base == 0 and rec.tid:
+                    by_line.setdefault(_OP_PART.sub(r"\1)", rec.name), []).append(srec)
+                    break
+        added = 0
+        getrefcount = sys.getrefcount
+        for line, srecs in by_line.items():
+            if len(srecs) < _GROWING_LINE or "(" not in line:
+                continue
+            for srec in srecs[:_GROWING_WALKED]:
+                for rec in srec.tids:
+                    t = rec.ref() if rec.ref is not None and rec.tid else None
+                    if t is not None and ("t", rec.tid) not in starts:
+                        starts[("t", rec.tid)] = t
+                        counts[rec.tid] = getrefcount(t)
+                        added += 1
+                    del t
+            if added >= _GROWING_WALKED_ALL:
+                break
 
     def _walk_stale(self, threshold: int, final: bool = False) -> None:
         starts, counts = self._stale_starts(threshold, final)

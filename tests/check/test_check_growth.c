@@ -195,3 +195,38 @@ TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
 }
 
 TEST_MAIN()
+
+/* Hooks that pile up on a parameter, each keeping its step's mask, every
+ * mask used at every backward: nothing lingers, the line's live bytes grow,
+ * and the finding shows what holds its storage, as a lingering one's does. */
+TEST(a_growing_line_is_shown_with_what_holds_its_storages)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 8000, "Program");
+    synth_holder(&y, 8001, "OrderedDict");
+    synth_ref(&y, 8000, 8001, ".hooks");
+    for (int i = 1; i <= 8; i++) {
+        step(&y, i);
+        synth_new_tensor(&y, 8100 + (uint64_t)i, 0x7f5000000000ull + (uint64_t)i * 2 * MiB, MiB,
+                         "mask = torch.rand(n) (train.py:31, aten.rand out[0])", st_fwd);
+        char label[16];
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        synth_ref(&y, 8001, 8100 + (uint64_t)i, label);
+        for (int k = 1; k <= i; k++)
+            synth_use(&y, 8100 + (uint64_t)k);
+    }
+    vt_check_report *r = check(&y, NULL);
+    const vt_check_finding *g = NULL;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (r->findings[i].rule == VT_CHECK_RULE_GROWTH)
+            g = &r->findings[i];
+    ASSERT(g != NULL);
+    ASSERT(g->npaths >= 1);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "held by (at the end):");
+    ASSERT_STR_CONTAINS(text, "Program.hooks \xe2\x86\x92 OrderedDict[0] \xe2\x86\x92 tensor 'mask");
+    free(text);
+    vt_check_report_free(r);
+    synth_fini(&y);
+}

@@ -99,7 +99,8 @@ static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
     }
     if (big == CK_NONE)
         return 0;   /* cannot be: it grew to last_bytes > 0 */
-    vt_check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    /* its storage's holders are looked up like any finding's */
+    vt_check_finding *f = vt__ck_add_finding(fs, big);
     if (!f)
         return -ENOMEM;
     vt__ck_fill_storage(f, m, &m->st[big]);

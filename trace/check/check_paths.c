@@ -16,6 +16,12 @@
 
 #include "check_internal.h"
 
+/* The rules whose findings are held by something the program keeps: their
+ * holders are looked up (never-freed and the native rules name allocations
+ * with no tensor: nothing to hold them). */
+#define PATH_RULES (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE | \
+                    VT_CHECK_RULE_TAPE | VT_CHECK_RULE_GROWTH)
+
 typedef struct ck_edge {
     uint32_t from, to;
     uint32_t label;         /* string index */
@@ -249,8 +255,7 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
 {
     size_t nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
-             VT_CHECK_RULE_TAPE)) &&
+        if ((r->findings[i].rule & PATH_RULES) &&
             fst[i] != CK_NONE)
             nqueries++;
     if (!nqueries)
@@ -260,8 +265,7 @@ int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
         return -ENOMEM;
     nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
-             VT_CHECK_RULE_TAPE)) &&
+        if ((r->findings[i].rule & PATH_RULES) &&
             fst[i] != CK_NONE)
             q[nqueries++] = (ck_key){ r->findings[i].path_seq, 0, (uint32_t)i };
     qsort(q, nqueries, sizeof *q, vt__ck_cmp_key);   /* by seq, then finding */

@@ -727,7 +727,8 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                                                    : "since allocation (longest)",
                 vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
-            x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE) {
+            x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE ||
+            x->rule == VT_CHECK_RULE_GROWTH) {
             if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
