@@ -2,11 +2,26 @@
  * trace/record/snap_signal.c - snapshots on the configured signal, and the exit
  * snapshot on SIGTERM, SIGINT and SIGHUP.
  *
- * A handler does nothing but count the request and write one byte to a pipe
- * (async-signal safe); a background thread started at initialization wakes
+ * A handler does nothing but count the request and write a small record to
+ * a pipe (async-signal safe); a background thread started at initialization wakes
  * up and takes the snapshot, so no allocator state is ever touched from a
- * signal context. The counters, not the bytes, say what is owed: at exit the
- * snapshots still owed are written before the exit snapshot, never dropped.
+ * signal context. The counters, not the pipe's records, say what is owed: at
+ * exit the snapshots still owed are written before the exit snapshot, never
+ * dropped.
+ *
+ * Every process of a run: under `vramtrace run` (VRAMTRACE_RUN_DIR), a
+ * process with a snapshot signal registers in the run directory (runlog.c),
+ * and its handler also takes the sender's pid (SA_SIGINFO) into the pipe. The
+ * thread, not the handler, judges the sender: a signal from outside the run
+ * (a user's kill, `vramtrace run` passing one on, a scheduler) is passed on
+ * to every other registered process before this one takes its own snapshot,
+ * so one signal to the launcher dumps every rank at once. A signal from a
+ * process of the run (one passing it on, or the program signalling itself)
+ * is never passed on again: no loops, one snapshot per process. In a run, a
+ * process that recorded nothing of its own (a launcher such as torchrun, a
+ * shell, a DataLoader worker without CUDA) writes no signal snapshot: asked
+ * for every rank, it is none, and its empty file would only take a rank's
+ * name (%r reads 0 where no rank is set). It still passes the signal on.
  *
  * Termination signals: when an exit snapshot is asked for (VRAMTRACE_OUT) and
  * the program left SIGTERM/SIGINT/SIGHUP at their default action, the
@@ -45,6 +60,8 @@ static unsigned snap_done;               /* ... and taken (under `busy`) */
 static _Atomic int term_sig;             /* termination signal received, 0 = none */
 static _Atomic pid_t thread_pid;         /* process whose thread reads the pipe */
 static _Atomic pid_t known_pid;          /* this process (updated at fork) */
+static _Atomic bool pass_on;             /* in a run, registered: pass outside signals on */
+static int snap_signal;                  /* the configured snapshot signal, 0 = none */
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
 
 static const int term_signals[] = { SIGTERM, SIGINT, SIGHUP };
@@ -145,12 +162,22 @@ int vt__known_pid(void)
     return atomic_load(&known_pid);
 }
 
+/* The pipe carries records of one int32 (a pipe write that small is atomic):
+ * the pid that sent a snapshot signal (0: unknown, the kernel or another pid
+ * namespace, outside the run either way), or NOT_A_SENDER for a plain wake. */
+#define NOT_A_SENDER (-1)
+
+static void wake_with(int32_t rec)
+{
+    if (write(sig_pipe[1], &rec, sizeof rec) < 0) {
+        /* Pipe full: the thread is awake already; the counters hold the rest
+         * (a sender lost here is not passed on: thousands are queued). */
+    }
+}
+
 static void wake(void)
 {
-    char c = 0;
-    if (write(sig_pipe[1], &c, 1) < 0) {
-        /* Pipe full: the thread is awake already; the counters hold the rest. */
-    }
+    wake_with(NOT_A_SENDER);
 }
 
 static void on_snapshot_signal(int sig)
@@ -159,6 +186,18 @@ static void on_snapshot_signal(int sig)
     int saved = errno;
     atomic_fetch_add(&snap_requested, 1);
     wake();
+    errno = saved;
+}
+
+/* The same, with who sent it: kill, sigqueue and tgkill fill si_pid (si_code
+ * <= 0); anything the kernel raised says nothing of a sender. */
+static void on_snapshot_signal_info(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    int saved = errno;
+    atomic_fetch_add(&snap_requested, 1);
+    wake_with(si && si->si_code <= 0 && si->si_pid > 0 ? (int32_t)si->si_pid : 0);
     errno = saved;
 }
 
@@ -191,13 +230,33 @@ static void on_term_signal(int sig)
     errno = saved;
 }
 
-/* Take the configured-signal snapshots still owed. */
+/* Take the configured-signal snapshots still owed. In a run, a process that
+ * recorded nothing of its own counts them done without a snapshot. */
 static void take_owed(void)
 {
+    bool none = atomic_load(&pass_on) && !vt__process_recorded();
     while (snap_done < atomic_load(&snap_requested)) {
         snap_done++;
-        vt__snapshot_auto("signal");
+        if (!none)
+            vt__snapshot_auto("signal");
     }
+}
+
+/* Judge the senders of the snapshot signals in `rec`: a signal from outside
+ * the run is passed on to the run's other processes. Once per batch read:
+ * signals that arrive together ask the others once (as the kernel merges a
+ * signal sent again while it is pending). */
+static void judge_senders(const int32_t *rec, size_t n)
+{
+    bool outside = false;
+    for (size_t i = 0; i < n && !outside; i++)
+        outside = rec[i] != NOT_A_SENDER && !(rec[i] > 0 && vt__runlog_fellow((pid_t)rec[i]));
+    if (!outside)
+        return;
+    int sent = vt__runlog_fan_out(snap_signal);
+    if (sent > 0)   /* a process alone in its run says nothing */
+        fprintf(stderr, "vramtrace: signal %d passed on to %d other process%s of the run\n",
+                snap_signal, sent, sent == 1 ? "" : "es");
 }
 
 /* Posted by the signal thread once it runs: spawn_signal_thread returns
@@ -208,13 +267,16 @@ static void *signal_thread(void *arg)
 {
     (void)arg;
     sem_post(&thread_running);
-    char c;
+    int32_t rec[64];
     for (;;) {
-        ssize_t n = read(sig_pipe[0], &c, 1);
+        /* Records are written whole, so a read returns whole records. */
+        ssize_t n = read(sig_pipe[0], rec, sizeof rec);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return NULL;
+        if (atomic_load(&pass_on))
+            judge_senders(rec, (size_t)n / sizeof rec[0]);
         pthread_mutex_lock(&busy);
         take_owed();
         pthread_mutex_unlock(&busy);
@@ -307,9 +369,17 @@ static void signal_after_fork_child(void)
     close(sig_pipe[0]);
     sig_pipe[0] = p[0];
     int rc = spawn_signal_thread();
-    if (rc != 0)
+    if (rc != 0) {
         fprintf(stderr, "vramtrace: cannot set up snapshots on signal in process %d (%s)\n",
                 (int)getpid(), strerror(rc));
+        atomic_store(&pass_on, false);
+        return;
+    }
+    /* A rank started by fork (multiprocessing's fork start) is a process of
+     * the run as much as an exec'd one: it is signalled too, and writes a
+     * snapshot when it has recorded something by then. */
+    if (atomic_load(&pass_on) && vt__runlog_register_signal() != 0)
+        atomic_store(&pass_on, false);
 }
 
 static int install(int sig, void (*fn)(int))
@@ -320,6 +390,25 @@ static int install(int sig, void (*fn)(int))
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     return call_sigaction(sig, &sa, NULL);
+}
+
+/* The snapshot signal: with its sender under `vramtrace run` (to pass it on),
+ * a plain handler elsewhere, as before runs could pass signals on. */
+static int install_snapshot_signal(int sig)
+{
+    if (!vt__runlog_active())
+        return install(sig, on_snapshot_signal);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_snapshot_signal_info;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (call_sigaction(sig, &sa, NULL) != 0)
+        return -1;
+    /* Registered only once the handler is in place: whoever reads the
+     * registration may signal us at once. */
+    atomic_store(&pass_on, vt__runlog_register_signal() == 0);
+    return 0;
 }
 
 void vt__signal_init(void)
@@ -338,7 +427,8 @@ void vt__signal_init(void)
         errno = rc;
         goto fail;
     }
-    if (snap_sig > 0 && install(snap_sig, on_snapshot_signal) != 0)
+    snap_signal = snap_sig > 0 ? snap_sig : 0;
+    if (snap_sig > 0 && install_snapshot_signal(snap_sig) != 0)
         goto fail;
     atomic_store(&term_enabled, on_term);
     for (size_t i = 0; on_term && i < sizeof term_signals / sizeof term_signals[0]; i++) {
