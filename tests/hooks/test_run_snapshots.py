@@ -175,6 +175,110 @@ def case_run_forwards_a_snapshot_signal_to_the_program(d):
     summary(os.path.join(d, sig[0]))
 
 
+# Inside the run: two held programs, then SIGUSR1 to the first of them from
+# this process (a process of the run), then wait for SIGTERM, which ends both.
+FELLOW_DRIVER = """
+import os, signal, subprocess, sys, time
+misc, go = sys.argv[1:3]
+held = [subprocess.Popen([misc, "hold"], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+for h in held:
+    assert h.stdout.readline().strip() == "ready"
+def end(sig, frame):
+    for h in held:
+        h.terminate()
+        h.wait()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, end)
+print(os.getpid(), held[0].pid, held[1].pid, flush=True)
+while not os.path.exists(go):
+    time.sleep(0.02)
+os.kill(held[0].pid, signal.SIGUSR1)
+while True:
+    signal.pause()
+"""
+
+
+def run_dir_of(d):
+    """The run directory `vramtrace run` made under TMPDIR=d."""
+    dirs = [f for f in os.listdir(d) if f.startswith("vramtrace-run-")]
+    if len(dirs) != 1:
+        fail("one run directory expected in %s: %s" % (d, os.listdir(d)))
+    return os.path.join(d, dirs[0])
+
+
+def signal_snapshots_by_pid(d):
+    by_pid = {}
+    for f in snapshots(d):
+        if "-signal-" in f:
+            by_pid.setdefault(summary(os.path.join(d, f))[0], []).append(f)
+    return by_pid
+
+
+def case_signal_from_outside_reaches_every_process_once_and_a_fellows_is_not_passed_on(d):
+    """A process of the run signalled by a fellow process writes its snapshot
+    and passes nothing on; a signal sent to run reaches its child from
+    outside, which passes it on to every registered process: one snapshot
+    each (none of its own: it recorded nothing). Registration: one line per
+    process, pid and its start time."""
+    env = dict(base, TMPDIR=d)
+    go = os.path.join(d, "go")
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", FELLOW_DRIVER, misc, go],
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline().split()
+    if len(line) != 3:
+        p.kill()
+        fail("the driver did not start: " + p.stderr.read())
+    driver, a, b = (int(x) for x in line)
+    with open(os.path.join(run_dir_of(d), "signal")) as f:
+        reg = [tuple(int(x) for x in ln.split()) for ln in f]
+    for pid in (driver, a, b):
+        with open("/proc/%d/stat" % pid) as f:
+            start = int(f.read().rpartition(")")[2].split()[19])
+        if (pid, start) not in reg:
+            fail("%d (started at %d) is not registered: %s" % (pid, start, reg))
+    open(go, "w").close()
+    wait_for(lambda: a in signal_snapshots_by_pid(d), "the fellow-signalled snapshot")
+    time.sleep(0.5)
+    got = signal_snapshots_by_pid(d)
+    if sorted(got) != [a] or len(got[a]) != 1:
+        p.kill()
+        fail("a signal from a fellow process must not be passed on: %s" % got)
+    os.kill(p.pid, signal.SIGUSR1)           # to run: from outside for its child
+    wait_for(lambda: len(signal_snapshots_by_pid(d).get(b, [])) == 1
+             and len(signal_snapshots_by_pid(d).get(a, [])) == 2, "every process's snapshot")
+    time.sleep(0.5)
+    got = signal_snapshots_by_pid(d)
+    want = {a: 2, b: 1}     # the driver recorded nothing: it passes on, writes none
+    if {pid: len(v) for pid, v in got.items()} != want:
+        p.kill()
+        fail("one snapshot per process and signal expected: %s" % got)
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    kinds = [k for path, k in listed(r) if "-signal-" in path]
+    if r.returncode != 0 or kinds != ["signal"] * 3:
+        fail("run must list the three signal snapshots", r)
+    if "vramtrace: signal %d passed on to 2 other processes of the run" % signal.SIGUSR1 \
+            not in r.stderr:
+        fail("the process that passed the signal on must say so", r)
+
+
+def case_without_a_snapshot_signal_no_process_registers(d):
+    p = subprocess.Popen([exe, "run", "-o", os.path.join(d, "x.vtsnap"), "--", misc, "hold"],
+                         env=dict(base, TMPDIR=d), text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        fail("the held program did not start: " + p.stderr.read())
+    registered = os.path.exists(os.path.join(run_dir_of(d), "signal"))
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    if registered:
+        fail("a process without signal: registered for it", r)
+    if any(f.startswith("vramtrace-run-") for f in os.listdir(d)):
+        fail("run left its run directory behind", r)
+
+
 def case_sigterm_to_run_ends_the_program_with_its_exit_snapshot(d):
     p = start_hold(d)
     os.kill(p.pid, signal.SIGTERM)
