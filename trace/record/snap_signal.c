@@ -17,7 +17,12 @@
  * to every other registered process before this one takes its own snapshot,
  * so one signal to the launcher dumps every rank at once. A signal from a
  * process of the run (one passing it on, or the program signalling itself)
- * is never passed on again: no loops, one snapshot per process. In a run, a
+ * is never passed on again: no loops. A signal sent to the whole job at once
+ * (`kill` of its process group, Slurm's `scancel --signal`) reaches every
+ * process from outside, and each passes it on: a signal passed on by a
+ * fellow within PASSED_ON_WINDOW_NS of this process's own signal snapshot
+ * (or read together with the outside one) is the same request, and is not
+ * taken again. One signal, one snapshot per process. In a run, a
  * process that recorded nothing of its own (a launcher such as torchrun, a
  * shell, a DataLoader worker without CUDA) writes no signal snapshot: asked
  * for every rank, it is none, and its empty file would only take a rank's
@@ -45,6 +50,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -62,6 +68,12 @@ static _Atomic pid_t thread_pid;         /* process whose thread reads the pipe 
 static _Atomic pid_t known_pid;          /* this process (updated at fork) */
 static _Atomic bool pass_on;             /* in a run, registered: pass outside signals on */
 static int snap_signal;                  /* the configured snapshot signal, 0 = none */
+static uint64_t last_signal_snap_ns;     /* end of the latest signal snapshot (under `busy`) */
+
+/* Passing a signal on takes milliseconds (a few /proc reads per process):
+ * a fellow's signal this close to our own snapshot is the request we just
+ * served. A second dump asked for on purpose comes later than this. */
+#define PASSED_ON_WINDOW_NS UINT64_C(1000000000)
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
 
 static const int term_signals[] = { SIGTERM, SIGINT, SIGHUP };
@@ -230,33 +242,63 @@ static void on_term_signal(int sig)
     errno = saved;
 }
 
-/* Take the configured-signal snapshots still owed. In a run, a process that
- * recorded nothing of its own counts them done without a snapshot. */
-static void take_owed(void)
+/* Take the configured-signal snapshots still owed, at most `max` of them,
+ * the first `skip` counted done without a snapshot. In a run, a process that
+ * recorded nothing of its own takes none. */
+static void take_owed(unsigned max, unsigned skip)
 {
     bool none = atomic_load(&pass_on) && !vt__process_recorded();
-    while (snap_done < atomic_load(&snap_requested)) {
+    for (; max && snap_done < atomic_load(&snap_requested); max--) {
         snap_done++;
-        if (!none)
-            vt__snapshot_auto("signal");
+        if (none)
+            continue;
+        if (skip) {
+            skip--;
+            continue;
+        }
+        vt__snapshot_auto("signal");
+        last_signal_snap_ns = vt__now_ns();
     }
 }
 
 /* Judge the senders of the snapshot signals in `rec`: a signal from outside
- * the run is passed on to the run's other processes. Once per batch read:
- * signals that arrive together ask the others once (as the kernel merges a
- * signal sent again while it is pending). */
-static void judge_senders(const int32_t *rec, size_t n)
+ * the run is passed on to the run's other processes, once per batch read
+ * (signals that arrive together ask the others once, as the kernel merges a
+ * signal sent again while it is pending). @return how many of them were
+ * passed on by a fellow; *requests: how many snapshot signals `rec` holds;
+ * *outside: whether one came from outside. */
+static unsigned judge_senders(const int32_t *rec, size_t n, unsigned *requests, bool *outside)
 {
-    bool outside = false;
-    for (size_t i = 0; i < n && !outside; i++)
-        outside = rec[i] != NOT_A_SENDER && !(rec[i] > 0 && vt__runlog_fellow((pid_t)rec[i]));
-    if (!outside)
-        return;
-    int sent = vt__runlog_fan_out(snap_signal);
-    if (sent > 0)   /* a process alone in its run says nothing */
-        fprintf(stderr, "vramtrace: signal %d passed on to %d other process%s of the run\n",
-                snap_signal, sent, sent == 1 ? "" : "es");
+    unsigned fellows = 0;
+    *outside = false;
+    *requests = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rec[i] == NOT_A_SENDER)
+            continue;
+        ++*requests;
+        if (rec[i] > 0 && vt__runlog_fellow((pid_t)rec[i]))
+            fellows++;
+        else
+            *outside = true;
+    }
+    if (*outside) {
+        int sent = vt__runlog_fan_out(snap_signal);
+        if (sent > 0)   /* a process alone in its run says nothing */
+            fprintf(stderr, "vramtrace: signal %d passed on to %d other process%s of the run\n",
+                    snap_signal, sent, sent == 1 ? "" : "es");
+    }
+    return fellows;
+}
+
+/* How many of `fellows` signals passed on by fellow processes repeat a
+ * request already served: all of them next to a signal from outside or
+ * within the window of our latest signal snapshot, else all but one. */
+static unsigned repeated(unsigned fellows, bool outside)
+{
+    if (!fellows)
+        return 0;
+    bool recent = last_signal_snap_ns && vt__now_ns() - last_signal_snap_ns < PASSED_ON_WINDOW_NS;
+    return outside || recent ? fellows : fellows - 1;
 }
 
 /* Posted by the signal thread once it runs: spawn_signal_thread returns
@@ -275,13 +317,20 @@ static void *signal_thread(void *arg)
             continue;
         if (n <= 0)
             return NULL;
+        /* Passing on, the records say what is owed now: a signal counted
+         * while a snapshot is written is taken when its record is read,
+         * judged by its sender. Its record may trail the count a moment;
+         * what the records never tell (a full pipe) is taken at exit. */
+        unsigned fellows = 0, requests = UINT_MAX;
+        bool outside = false;
         if (atomic_load(&pass_on))
-            judge_senders(rec, (size_t)n / sizeof rec[0]);
+            fellows = judge_senders(rec, (size_t)n / sizeof rec[0], &requests, &outside);
         pthread_mutex_lock(&busy);
-        take_owed();
+        take_owed(requests, repeated(fellows, outside));
         pthread_mutex_unlock(&busy);
         int sig = atomic_load(&term_sig);
         if (sig) {
+            vt__signal_at_exit();   /* every signal snapshot owed, read or not */
             vt__exit_snapshot();
             die_of(sig);      /* the thread blocks it: some other thread dies */
             kill(getpid(), sig);
@@ -294,7 +343,7 @@ void vt__signal_at_exit(void)
     if (sig_pipe[0] < 0)
         return;
     pthread_mutex_lock(&busy);
-    take_owed();
+    take_owed(UINT_MAX, 0);
     pthread_mutex_unlock(&busy);
 }
 
@@ -350,6 +399,7 @@ static void signal_after_fork_child(void)
     atomic_store(&term_sig, 0);
     atomic_store(&snap_requested, 0);
     snap_done = 0;
+    last_signal_snap_ns = 0;
     pthread_mutex_init(&busy, NULL);   /* a thread of the parent may have held it */
 #ifdef NO_THREADS_IN_FORKED_CHILD
     /* ThreadSanitizer cannot start a thread in the child of a multi-threaded
