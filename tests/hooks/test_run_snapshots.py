@@ -265,6 +265,55 @@ def case_signal_from_outside_reaches_every_process_once_and_a_fellows_is_not_pas
         fail("the process that passed the signal on must say so", r)
 
 
+# Inside the run: a held program, and a Python child that registers and then
+# execs `sleep` without the preload (same pid and start time, no handler).
+EXEC_DRIVER = """
+import os, subprocess, sys
+held = subprocess.Popen([sys.argv[1], "hold"], stdout=subprocess.PIPE, text=True)
+assert held.stdout.readline().strip() == "ready"
+child = subprocess.Popen([sys.executable, "-c", sys.argv[2]], stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+print(held.pid, child.pid, flush=True)
+child.wait()
+held.terminate()
+held.wait()
+print("child status", child.returncode, flush=True)
+"""
+EXEC_CHILD = """
+import os, sys
+print("registered", flush=True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+os.execvpe("sleep", ["sleep", "60"], env)
+"""
+
+
+def case_a_registered_process_that_no_longer_catches_the_signal_is_spared(d):
+    """A process that registered and then exec'd a program without vramtrace
+    (same pid, same start time) would die of the signal: it is not sent."""
+    env = dict(base, TMPDIR=d)
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", EXEC_DRIVER, misc, EXEC_CHILD],
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline().split()
+    if len(line) != 2:
+        p.kill()
+        fail("the driver did not start: " + p.stderr.read())
+    held, execd = (int(x) for x in line)
+    wait_for(lambda: open("/proc/%d/comm" % execd).read().strip() == "sleep", "the exec")
+    with open(os.path.join(run_dir_of(d), "signal")) as f:
+        if not any(int(ln.split()[0]) == execd for ln in f):
+            fail("the process did not register before its exec")
+    os.kill(held, signal.SIGUSR1)            # from outside: held passes it on
+    wait_for(lambda: held in signal_snapshots_by_pid(d), "the held program's snapshot")
+    time.sleep(0.3)
+    alive = os.path.exists("/proc/%d" % execd) and \
+        open("/proc/%d/stat" % execd).read().rpartition(")")[2].split()[0] != "Z"
+    os.kill(execd, signal.SIGTERM)
+    r = finish(p)
+    if not alive or "child status -15" not in r.stdout:
+        fail("the signal was passed on to a program that does not catch it", r)
+
+
 def case_without_a_snapshot_signal_no_process_registers(d):
     p = subprocess.Popen([exe, "run", "-o", os.path.join(d, "x.vtsnap"), "--", misc, "hold"],
                          env=dict(base, TMPDIR=d), text=True, stdout=subprocess.PIPE,
