@@ -16,7 +16,8 @@
  *   auto_snapshot.c vt_snapshot(), vt_mark(), snapshot names, exit/exec/OOM snapshots
  *                (calls into the recorder; the recorder never calls it)
  *   snap_signal.c  snapshots on a signal, the exit snapshot on SIGTERM/SIGINT
- *   runlog.c     registering snapshots with `vramtrace run`
+ *   runlog.c     the run directory of `vramtrace run`: snapshots registered,
+ *                the processes a snapshot signal is passed on to
  *   exec_hook.c  the exec family: the snapshot before an exec
  *   annotate.c   the annotation API (tensors, holders, references)
  *   pool_observe.c  a framework's own caching allocator observed (PyTorch's):
