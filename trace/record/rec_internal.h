@@ -237,9 +237,8 @@ int vt__known_pid(void);
  * (rc 0) or lost. plain: the name run may rename an exit snapshot to. */
 void vt__runlog_add(const char *kind, const char *path, const char *plain, int rc);
 bool vt__runlog_active(void);
-/* Register this process as one that takes snapshots on the signal
- * (async-signal safe: also called in a forked child). @return 0, -1 when
- * not in a run or the run directory cannot be written. */
+/* Register this process as one that takes snapshots on the signal.
+ * @return 0, -1 when not in a run or the run directory cannot be written. */
 int vt__runlog_register_signal(void);
 /* `pid` is a process of this run: this one, a registered one still alive, or
  * one started with this run's VRAMTRACE_RUN_DIR. */

@@ -102,9 +102,8 @@ void vt__runlog_add(const char *kind, const char *path, const char *plain, int r
 
 /* ---- the processes that take snapshots on the signal -------------------- */
 
-/* The whole of a small /proc file (at most len - 1 bytes, NUL-terminated),
- * with open and read only: callable in a forked child. @return its length,
- * -1 if it cannot be read. */
+/* The whole of a small /proc file (at most len - 1 bytes, NUL-terminated).
+ * @return its length, -1 if it cannot be read. */
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -119,23 +118,9 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
     return (ssize_t)o;
 }
 
-/* "/proc/<pid>/<what>" without stdio (async-signal safe). */
 static void proc_path(char *out, size_t len, pid_t pid, const char *what)
 {
-    char digits[16];
-    int nd = 0;
-    for (unsigned v = (unsigned)pid; nd == 0 || v; v /= 10)
-        digits[nd++] = (char)('0' + v % 10);
-    size_t o = 0;
-    for (const char *s = "/proc/"; *s && o + 1 < len; s++)
-        out[o++] = *s;
-    while (nd && o + 1 < len)
-        out[o++] = digits[--nd];
-    if (o + 1 < len)
-        out[o++] = '/';
-    for (; *what && o + 1 < len; what++)
-        out[o++] = *what;
-    out[o] = '\0';
+    snprintf(out, len, "/proc/%d/%s", (int)pid, what);
 }
 
 /* The start time of `pid` (clock ticks since boot), 0 if it is gone. */
@@ -170,23 +155,10 @@ int vt__runlog_register_signal(void)
     unsigned long long start = start_time(getpid());
     if (!start)
         return -1;
-    char file[PATH_MAX], line[64], rev[48];
-    size_t dl = strlen(dir);
-    if (dl + sizeof "/signal" > sizeof file)
+    char file[PATH_MAX], line[64];
+    if ((size_t)snprintf(file, sizeof file, "%s/signal", dir) >= sizeof file)
         return -1;
-    memcpy(file, dir, dl);
-    memcpy(file + dl, "/signal", sizeof "/signal");
-    /* "PID START\n", formatted by hand: a forked child registers from
-     * pthread_atfork, where stdio may hold a lock of the parent's. */
-    size_t o = 0, r = 0;
-    rev[r++] = '\n';
-    for (; start; start /= 10)
-        rev[r++] = (char)('0' + start % 10);
-    rev[r++] = ' ';
-    for (unsigned v = (unsigned)getpid(); v; v /= 10)
-        rev[r++] = (char)('0' + v % 10);
-    while (r)
-        line[o++] = rev[--r];
+    size_t o = (size_t)snprintf(line, sizeof line, "%d %llu\n", (int)getpid(), start);
     int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;                /* the run is over, or not ours */

@@ -419,17 +419,14 @@ static void signal_after_fork_child(void)
     close(sig_pipe[0]);
     sig_pipe[0] = p[0];
     int rc = spawn_signal_thread();
-    if (rc != 0) {
+    if (rc != 0)
         fprintf(stderr, "vramtrace: cannot set up snapshots on signal in process %d (%s)\n",
                 (int)getpid(), strerror(rc));
-        atomic_store(&pass_on, false);
-        return;
-    }
-    /* A rank started by fork (multiprocessing's fork start) is a process of
-     * the run as much as an exec'd one: it is signalled too, and writes a
-     * snapshot when it has recorded something by then. */
-    if (atomic_load(&pass_on) && vt__runlog_register_signal() != 0)
-        atomic_store(&pass_on, false);
+    /* Not registered: shells fork for every command and DataLoader workers
+     * record nothing; a line per fork would grow the run's list without
+     * bound. Launchers start ranks with exec (torchrun, spawn, mpirun), and
+     * the exec'd program registers. A forked child signalled from outside
+     * still passes the signal on (pass_on is inherited). */
 }
 
 static int install(int sig, void (*fn)(int))
