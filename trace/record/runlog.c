@@ -176,8 +176,9 @@ static int by_pid(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* @return the count (sorted by pid, each pid once: the latest line of a pid
- * kept, an exec registers again), *out to free; 0 if none. */
+/* @return the count, *out (to free) sorted by pid: a pid has several lines
+ * after an exec (the same process registered again) or a reuse (another
+ * process, which a start time tells apart); 0 if none. */
 static size_t read_registered(struct registered **out)
 {
     *out = NULL;
@@ -210,8 +211,6 @@ static size_t read_registered(struct registered **out)
         free(v);
         return 0;
     }
-    /* Stable for equal pids is not needed: a pid registered twice with two
-     * start times is two processes, and only the living one matches below. */
     qsort(v, n, sizeof *v, by_pid);
     *out = v;
     return n;
