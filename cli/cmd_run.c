@@ -26,7 +26,9 @@
  *
  * Signals sent to run (kill, a container runtime, a scheduler) are passed on
  * to CMD; the terminal's own (^C, ^\, hangup) reach CMD directly and are not
- * sent twice. The exit status is CMD's (128+N when it died of signal N, as
+ * sent twice. With a snapshot signal configured (signal:SIG), CMD passes
+ * that one on to every process of the run that registered for it
+ * (trace/record/snap_signal.c): one signal to run dumps every rank. The exit status is CMD's (128+N when it died of signal N, as
  * shells report it), or 1 when CMD succeeded but a snapshot was lost.
  *
  * A process whose snapshot holds an out-of-memory gets the short form of
@@ -89,7 +91,8 @@ static void usage(FILE *out)
             "every snapshot of the run is listed at the end; a process that ran out of\n"
             "device memory gets the short form of `vramtrace oom` for its snapshot (the\n"
             "fixes a replay verified). Signals sent to run are\n"
-            "passed on to CMD. The exit status is CMD's (128+N if it died of signal N),\n"
+            "passed on to CMD; with --conf signal:SIG, CMD passes SIG on to every\n"
+            "process of the run, so each rank writes a snapshot. The exit status is CMD's (128+N if it died of signal N),\n"
             "or 1 if CMD succeeded but a snapshot could not be written. The library is\n"
             "taken from VRAMTRACE_LIB if set, else found next to this program or in its\n"
             "lib dir.\n");
@@ -277,6 +280,8 @@ static void remove_run_dir(const char *dir)
     unlink(f);
     snprintf(f, sizeof f, "%s/notes", dir);
     unlink(f);
+    snprintf(f, sizeof f, "%s/signal", dir);
+    unlink(f);
     rmdir(dir);
 }
 
@@ -374,22 +379,31 @@ static int set_python_boot(void)
 }
 
 /* One registered snapshot (trace/record/runlog.c writes the lines). */
-struct snap_line { char kind[16]; long pid; int ok; char path[PATH_MAX]; char plain[PATH_MAX]; };
+struct snap_line {
+    char kind[16];
+    long pid;
+    int ok;
+    char path[PATH_MAX];
+    char plain[PATH_MAX];   /* an exit snapshot's name without its pid, or "" */
+    char rank[16];          /* from the launcher's environment, or "" */
+};
 
+/* KIND PID ok|failed PATH [PLAIN [RANK]], tab-separated; empty fields kept. */
 static int parse_line(char *line, struct snap_line *l)
 {
-    char *f[5];
+    char *f[6] = { NULL };
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(line, "\t\n", &save); t && n < 5;
-         t = strtok_r(NULL, "\t\n", &save))
+    line[strcspn(line, "\n")] = '\0';
+    for (char *rest = line, *t; n < 6 && (t = strsep(&rest, "\t")) != NULL;)
         f[n++] = t;
-    if (n < 4)
+    if (n < 4 || !f[0][0] || !f[3][0])
         return -1;
     snprintf(l->kind, sizeof l->kind, "%s", f[0]);
     l->pid = strtol(f[1], NULL, 10);
     l->ok = !strcmp(f[2], "ok");
     snprintf(l->path, sizeof l->path, "%s", f[3]);
     snprintf(l->plain, sizeof l->plain, "%s", n > 4 ? f[4] : "");
+    snprintf(l->rank, sizeof l->rank, "%s", n > 5 ? f[5] : "");
     return 0;
 }
 
@@ -476,12 +490,15 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
             else
                 memcpy(l->path, l->plain, sizeof l->path);
         }
+        char rank[32] = "";
+        if (l->rank[0])
+            snprintf(rank, sizeof rank, ", rank %s", l->rank);
         if (l->ok) {
-            fprintf(stderr, "vramtrace run: snapshot written to %s (%s, pid %ld)\n", l->path,
-                    l->kind, l->pid);
+            fprintf(stderr, "vramtrace run: snapshot written to %s (%s%s, pid %ld)\n", l->path,
+                    l->kind, rank, l->pid);
         } else {
-            fprintf(stderr, "vramtrace run: snapshot LOST: %s (%s, pid %ld): see the message "
-                            "above\n", l->path, l->kind, l->pid);
+            fprintf(stderr, "vramtrace run: snapshot LOST: %s (%s%s, pid %ld): see the message "
+                            "above\n", l->path, l->kind, rank, l->pid);
             lost++;
         }
     }

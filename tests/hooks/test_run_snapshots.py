@@ -175,6 +175,161 @@ def case_run_forwards_a_snapshot_signal_to_the_program(d):
     summary(os.path.join(d, sig[0]))
 
 
+# Inside the run: two held programs, then SIGUSR1 to the first of them from
+# this process (a process of the run), then wait for SIGTERM, which ends both.
+FELLOW_DRIVER = """
+import os, signal, subprocess, sys, time
+misc, go = sys.argv[1:3]
+held = [subprocess.Popen([misc, "hold"], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+for h in held:
+    assert h.stdout.readline().strip() == "ready"
+def end(sig, frame):
+    for h in held:
+        h.terminate()
+        h.wait()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, end)
+print(os.getpid(), held[0].pid, held[1].pid, flush=True)
+while not os.path.exists(go):
+    time.sleep(0.02)
+os.kill(held[0].pid, signal.SIGUSR1)
+while True:
+    signal.pause()
+"""
+
+
+def run_dir_of(d):
+    """The run directory `vramtrace run` made under TMPDIR=d."""
+    dirs = [f for f in os.listdir(d) if f.startswith("vramtrace-run-")]
+    if len(dirs) != 1:
+        fail("one run directory expected in %s: %s" % (d, os.listdir(d)))
+    return os.path.join(d, dirs[0])
+
+
+def signal_snapshots_by_pid(d):
+    by_pid = {}
+    for f in snapshots(d):
+        if "-signal-" in f:
+            by_pid.setdefault(summary(os.path.join(d, f))[0], []).append(f)
+    return by_pid
+
+
+def case_signal_from_outside_reaches_every_process_once_and_a_fellows_is_not_passed_on(d):
+    """A process of the run signalled by a fellow process writes its snapshot
+    and passes nothing on; a signal sent to run reaches its child from
+    outside, which passes it on to every registered process: one snapshot
+    each (none of its own: it recorded nothing). Registration: one line per
+    process, pid and its start time."""
+    env = dict(base, TMPDIR=d)
+    go = os.path.join(d, "go")
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", FELLOW_DRIVER, misc, go],
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    line = p.stdout.readline().split()
+    if len(line) != 3:
+        p.kill()
+        fail("the driver did not start: " + p.stderr.read())
+    driver, a, b = (int(x) for x in line)
+    with open(os.path.join(run_dir_of(d), "signal")) as f:
+        reg = [tuple(int(x) for x in ln.split()) for ln in f]
+    for pid in (driver, a, b):
+        with open("/proc/%d/stat" % pid) as f:
+            start = int(f.read().rpartition(")")[2].split()[19])
+        if (pid, start) not in reg:
+            fail("%d (started at %d) is not registered: %s" % (pid, start, reg))
+    open(go, "w").close()
+    def counts():
+        return {pid: len(v) for pid, v in signal_snapshots_by_pid(d).items()}
+
+    def expect(want, what):
+        wait_for(lambda: counts() == want, what)
+        time.sleep(1.2)     # past the window in which a passed-on repeat is dropped
+        if counts() != want:
+            os.killpg(p.pid, signal.SIGKILL)
+            fail("%s: want %s, got %s" % (what, want, signal_snapshots_by_pid(d)), finish(p))
+
+    expect({a: 1}, "a signal from a fellow process is not passed on")
+    os.kill(p.pid, signal.SIGUSR1)           # to run: from outside for its child
+    # the driver recorded nothing: it passes the signal on and writes none
+    expect({a: 2, b: 1}, "one signal to run: one snapshot per process")
+    os.killpg(p.pid, signal.SIGUSR1)         # to the whole job: each passes it on
+    expect({a: 3, b: 2}, "one signal to the process group: one snapshot per process")
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    kinds = [k for path, k in listed(r) if "-signal-" in path]
+    if r.returncode != 0 or kinds != ["signal"] * 5:
+        fail("run must list the five signal snapshots", r)
+    if "vramtrace: signal %d passed on to 2 other processes of the run" % signal.SIGUSR1 \
+            not in r.stderr:
+        fail("the process that passed the signal on must say so", r)
+
+
+# Inside the run: a held program, and a Python child that registers and then
+# execs `sleep` without the preload (same pid and start time, no handler).
+EXEC_DRIVER = """
+import os, subprocess, sys
+held = subprocess.Popen([sys.argv[1], "hold"], stdout=subprocess.PIPE, text=True)
+assert held.stdout.readline().strip() == "ready"
+child = subprocess.Popen([sys.executable, "-c", sys.argv[2]], stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+print(held.pid, child.pid, flush=True)
+child.wait()
+held.terminate()
+held.wait()
+print("child status", child.returncode, flush=True)
+"""
+EXEC_CHILD = """
+import os, sys
+print("registered", flush=True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+os.execvpe("sleep", ["sleep", "60"], env)
+"""
+
+
+def case_a_registered_process_that_no_longer_catches_the_signal_is_spared(d):
+    """A process that registered and then exec'd a program without vramtrace
+    (same pid, same start time) would die of the signal: it is not sent."""
+    env = dict(base, TMPDIR=d)
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", EXEC_DRIVER, misc, EXEC_CHILD],
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline().split()
+    if len(line) != 2:
+        p.kill()
+        fail("the driver did not start: " + p.stderr.read())
+    held, execd = (int(x) for x in line)
+    wait_for(lambda: open("/proc/%d/comm" % execd).read().strip() == "sleep", "the exec")
+    with open(os.path.join(run_dir_of(d), "signal")) as f:
+        if not any(int(ln.split()[0]) == execd for ln in f):
+            fail("the process did not register before its exec")
+    os.kill(held, signal.SIGUSR1)            # from outside: held passes it on
+    wait_for(lambda: held in signal_snapshots_by_pid(d), "the held program's snapshot")
+    time.sleep(0.3)
+    alive = os.path.exists("/proc/%d" % execd) and \
+        open("/proc/%d/stat" % execd).read().rpartition(")")[2].split()[0] != "Z"
+    os.kill(execd, signal.SIGTERM)
+    r = finish(p)
+    if not alive or "child status -15" not in r.stdout:
+        fail("the signal was passed on to a program that does not catch it", r)
+
+
+def case_without_a_snapshot_signal_no_process_registers(d):
+    p = subprocess.Popen([exe, "run", "-o", os.path.join(d, "x.vtsnap"), "--", misc, "hold"],
+                         env=dict(base, TMPDIR=d), text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        fail("the held program did not start: " + p.stderr.read())
+    registered = os.path.exists(os.path.join(run_dir_of(d), "signal"))
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    if registered:
+        fail("a process without signal: registered for it", r)
+    if any(f.startswith("vramtrace-run-") for f in os.listdir(d)):
+        fail("run left its run directory behind", r)
+
+
 def case_sigterm_to_run_ends_the_program_with_its_exit_snapshot(d):
     p = start_hold(d)
     os.kill(p.pid, signal.SIGTERM)

@@ -11,8 +11,11 @@ import json
 import os
 import pickle
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -318,6 +321,60 @@ def test_every_rank_of_a_torchrun_job_is_observed(tmp_path):
         assert [m["label"] for m in sj["marks"]] == ["step 1", "step 2", "step 3"]
         dev = next(d for d in sj["devices"] if d["ordinal"] == rank)
         assert dev["peak_allocated"] >= allocated[rank] > 0
+
+
+def test_one_signal_to_the_launcher_dumps_every_rank_once(tmp_path):
+    """`vramtrace run --conf signal:SIGUSR2 -- torchrun --nproc_per_node 4`:
+    one SIGUSR2 to torchrun (which passes nothing on itself) reaches every
+    rank, each writes exactly one signal snapshot, readable, and run lists
+    each with its rank; torchrun itself, which recorded nothing, writes none."""
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    cmd = [SIMRUN, "--mem", "1G", "--", CLI, "run", "--conf", "signal:SIGUSR2", "-o",
+           str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+           "--nproc_per_node", "4", os.path.join(HERE, "ranks_hold.py"), str(tmp_path)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        ready = [tmp_path / f"ready-{r}" for r in range(4)]
+        while not all(f.exists() for f in ready):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()[0][-3000:]
+            time.sleep(0.05)
+        ranks = {int(f.read_text()): r for r, f in enumerate(ready)}
+        # torchrun: the child of `vramtrace run`, the parent of every rank
+        with open(f"/proc/{next(iter(ranks))}/stat") as f:
+            launcher = int(f.read().rpartition(")")[2].split()[1])
+        os.kill(launcher, signal.SIGUSR2)
+
+        def signal_snaps() -> List[Path]:
+            return sorted(q for q in tmp_path.glob("*.vtsnap") if "-signal-" in q.name)
+        while len(signal_snaps()) < 4:          # one per rank
+            assert time.monotonic() < deadline, [q.name for q in signal_snaps()]
+            time.sleep(0.05)
+        time.sleep(0.5)                         # a second snapshot would show by now
+        (tmp_path / "release").touch()
+        out = p.communicate(timeout=120)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, out[-3000:]
+    by_pid: Dict[int, List[Path]] = {}
+    for snap in signal_snaps():
+        sj = snapshot_json(str(snap))
+        by_pid.setdefault(sj["meta"]["pid"], []).append(snap)
+        rc, text = run([CLI, "summary", str(snap)])
+        assert rc == 0, text[-2000:]
+    # the launcher recorded nothing: it passes the signal on and writes none
+    assert sorted(by_pid) == sorted(ranks), (by_pid, ranks, launcher)
+    assert "vramtrace: signal 12 passed on to 4 other processes of the run" in out, out[-3000:]
+    assert all(len(v) == 1 for v in by_pid.values()), by_pid
+    for pid, rank in ranks.items():
+        sj = snapshot_json(str(by_pid[pid][0]))
+        assert sj["meta"]["rank"] == rank
+        # the rank's own tensors, alive when it was signalled
+        alive = [lt for lt in sj["lifetimes"] if "alive" in lt["flags"]]
+        assert sum(lt["size"] >= 256 * 256 * 4 for lt in alive) >= 3, by_pid[pid]
+        assert f"{by_pid[pid][0]} (signal, rank {rank}, pid {pid})" in out, out[-3000:]
 
 
 def test_no_output_of_a_pytorch_run_has_a_mangled_cpp_name(tmp_path):

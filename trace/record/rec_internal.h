@@ -16,7 +16,8 @@
  *   auto_snapshot.c vt_snapshot(), vt_mark(), snapshot names, exit/exec/OOM snapshots
  *                (calls into the recorder; the recorder never calls it)
  *   snap_signal.c  snapshots on a signal, the exit snapshot on SIGTERM/SIGINT
- *   runlog.c     registering snapshots with `vramtrace run`
+ *   runlog.c     the run directory of `vramtrace run`: snapshots registered,
+ *                the processes a snapshot signal is passed on to
  *   exec_hook.c  the exec family: the snapshot before an exec
  *   annotate.c   the annotation API (tensors, holders, references)
  *   pool_observe.c  a framework's own caching allocator observed (PyTorch's):
@@ -30,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "likely.h"
 #include "recorder.h"
@@ -235,6 +237,15 @@ int vt__known_pid(void);
  * (rc 0) or lost. plain: the name run may rename an exit snapshot to. */
 void vt__runlog_add(const char *kind, const char *path, const char *plain, int rc);
 bool vt__runlog_active(void);
+/* Register this process as one that takes snapshots on the signal.
+ * @return 0, -1 when not in a run or the run directory cannot be written. */
+int vt__runlog_register_signal(void);
+/* `pid` is a process of this run: this one, a registered one still alive, or
+ * one started with this run's VRAMTRACE_RUN_DIR. */
+bool vt__runlog_fellow(pid_t pid);
+/* Send `sig` to every other registered process of the run that is still
+ * alive and catches it. @return how many were signalled. */
+int vt__runlog_fan_out(int sig);
 
 /* ---- exec_hook.c --------------------------------------------------------- */
 void vt__exec_hooks_init(void);

@@ -2,11 +2,31 @@
  * trace/record/snap_signal.c - snapshots on the configured signal, and the exit
  * snapshot on SIGTERM, SIGINT and SIGHUP.
  *
- * A handler does nothing but count the request and write one byte to a pipe
- * (async-signal safe); a background thread started at initialization wakes
+ * A handler does nothing but count the request and write a small record to
+ * a pipe (async-signal safe); a background thread started at initialization wakes
  * up and takes the snapshot, so no allocator state is ever touched from a
- * signal context. The counters, not the bytes, say what is owed: at exit the
- * snapshots still owed are written before the exit snapshot, never dropped.
+ * signal context. The counters, not the pipe's records, say what is owed: at
+ * exit the snapshots still owed are written before the exit snapshot, never
+ * dropped.
+ *
+ * Every process of a run: under `vramtrace run` (VRAMTRACE_RUN_DIR), a
+ * process with a snapshot signal registers in the run directory (runlog.c),
+ * and its handler also takes the sender's pid (SA_SIGINFO) into the pipe. The
+ * thread, not the handler, judges the sender: a signal from outside the run
+ * (a user's kill, `vramtrace run` passing one on, a scheduler) is passed on
+ * to every other registered process before this one takes its own snapshot,
+ * so one signal to the launcher dumps every rank at once. A signal from a
+ * process of the run (one passing it on, or the program signalling itself)
+ * is never passed on again: no loops. A signal sent to the whole job at once
+ * (`kill` of its process group, Slurm's `scancel --signal`) reaches every
+ * process from outside, and each passes it on: a signal passed on by a
+ * fellow within PASSED_ON_WINDOW_NS of this process's own signal snapshot
+ * (or read together with the outside one) is the same request, and is not
+ * taken again. One signal, one snapshot per process. In a run, a
+ * process that recorded nothing of its own (a launcher such as torchrun, a
+ * shell, a DataLoader worker without CUDA) writes no signal snapshot: asked
+ * for every rank, it is none, and its empty file would only take a rank's
+ * name (%r reads 0 where no rank is set). It still passes the signal on.
  *
  * Termination signals: when an exit snapshot is asked for (VRAMTRACE_OUT) and
  * the program left SIGTERM/SIGINT/SIGHUP at their default action, the
@@ -30,6 +50,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -45,6 +66,14 @@ static unsigned snap_done;               /* ... and taken (under `busy`) */
 static _Atomic int term_sig;             /* termination signal received, 0 = none */
 static _Atomic pid_t thread_pid;         /* process whose thread reads the pipe */
 static _Atomic pid_t known_pid;          /* this process (updated at fork) */
+static _Atomic bool pass_on;             /* in a run, registered: pass outside signals on */
+static int snap_signal;                  /* the configured snapshot signal, 0 = none */
+static uint64_t last_signal_snap_ns;     /* end of the latest signal snapshot (under `busy`) */
+
+/* Passing a signal on takes milliseconds (a few /proc reads per process):
+ * a fellow's signal this close to our own snapshot is the request we just
+ * served. A second dump asked for on purpose comes later than this. */
+#define PASSED_ON_WINDOW_NS UINT64_C(1000000000)
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
 
 static const int term_signals[] = { SIGTERM, SIGINT, SIGHUP };
@@ -145,12 +174,22 @@ int vt__known_pid(void)
     return atomic_load(&known_pid);
 }
 
+/* The pipe carries records of one int32 (a pipe write that small is atomic):
+ * the pid that sent a snapshot signal (0: unknown, the kernel or another pid
+ * namespace, outside the run either way), or NOT_A_SENDER for a plain wake. */
+#define NOT_A_SENDER (-1)
+
+static void wake_with(int32_t rec)
+{
+    if (write(sig_pipe[1], &rec, sizeof rec) < 0) {
+        /* Pipe full: the thread is awake already; the counters hold the rest
+         * (a sender lost here is not passed on: thousands are queued). */
+    }
+}
+
 static void wake(void)
 {
-    char c = 0;
-    if (write(sig_pipe[1], &c, 1) < 0) {
-        /* Pipe full: the thread is awake already; the counters hold the rest. */
-    }
+    wake_with(NOT_A_SENDER);
 }
 
 static void on_snapshot_signal(int sig)
@@ -159,6 +198,18 @@ static void on_snapshot_signal(int sig)
     int saved = errno;
     atomic_fetch_add(&snap_requested, 1);
     wake();
+    errno = saved;
+}
+
+/* The same, with who sent it: kill, sigqueue and tgkill fill si_pid (si_code
+ * <= 0); anything the kernel raised says nothing of a sender. */
+static void on_snapshot_signal_info(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    int saved = errno;
+    atomic_fetch_add(&snap_requested, 1);
+    wake_with(si && si->si_code <= 0 && si->si_pid > 0 ? (int32_t)si->si_pid : 0);
     errno = saved;
 }
 
@@ -191,13 +242,63 @@ static void on_term_signal(int sig)
     errno = saved;
 }
 
-/* Take the configured-signal snapshots still owed. */
-static void take_owed(void)
+/* Take the configured-signal snapshots still owed, at most `max` of them,
+ * the first `skip` counted done without a snapshot. In a run, a process that
+ * recorded nothing of its own takes none. */
+static void take_owed(unsigned max, unsigned skip)
 {
-    while (snap_done < atomic_load(&snap_requested)) {
+    bool none = atomic_load(&pass_on) && !vt__process_recorded();
+    for (; max && snap_done < atomic_load(&snap_requested); max--) {
         snap_done++;
+        if (none)
+            continue;
+        if (skip) {
+            skip--;
+            continue;
+        }
         vt__snapshot_auto("signal");
+        last_signal_snap_ns = vt__now_ns();
     }
+}
+
+/* Judge the senders of the snapshot signals in `rec`: a signal from outside
+ * the run is passed on to the run's other processes, once per batch read
+ * (signals that arrive together ask the others once, as the kernel merges a
+ * signal sent again while it is pending). @return how many of them were
+ * passed on by a fellow; *requests: how many snapshot signals `rec` holds;
+ * *outside: whether one came from outside. */
+static unsigned judge_senders(const int32_t *rec, size_t n, unsigned *requests, bool *outside)
+{
+    unsigned fellows = 0;
+    *outside = false;
+    *requests = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rec[i] == NOT_A_SENDER)
+            continue;
+        ++*requests;
+        if (rec[i] > 0 && vt__runlog_fellow((pid_t)rec[i]))
+            fellows++;
+        else
+            *outside = true;
+    }
+    if (*outside) {
+        int sent = vt__runlog_fan_out(snap_signal);
+        if (sent > 0)   /* a process alone in its run says nothing */
+            fprintf(stderr, "vramtrace: signal %d passed on to %d other process%s of the run\n",
+                    snap_signal, sent, sent == 1 ? "" : "es");
+    }
+    return fellows;
+}
+
+/* How many of `fellows` signals passed on by fellow processes repeat a
+ * request already served: all of them next to a signal from outside or
+ * within the window of our latest signal snapshot, else all but one. */
+static unsigned repeated(unsigned fellows, bool outside)
+{
+    if (!fellows)
+        return 0;
+    bool recent = last_signal_snap_ns && vt__now_ns() - last_signal_snap_ns < PASSED_ON_WINDOW_NS;
+    return outside || recent ? fellows : fellows - 1;
 }
 
 /* Posted by the signal thread once it runs: spawn_signal_thread returns
@@ -208,18 +309,28 @@ static void *signal_thread(void *arg)
 {
     (void)arg;
     sem_post(&thread_running);
-    char c;
+    int32_t rec[64];
     for (;;) {
-        ssize_t n = read(sig_pipe[0], &c, 1);
+        /* Records are written whole, so a read returns whole records. */
+        ssize_t n = read(sig_pipe[0], rec, sizeof rec);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return NULL;
+        /* Passing on, the records say what is owed now: a signal counted
+         * while a snapshot is written is taken when its record is read,
+         * judged by its sender. Its record may trail the count a moment;
+         * what the records never tell (a full pipe) is taken at exit. */
+        unsigned fellows = 0, requests = UINT_MAX;
+        bool outside = false;
+        if (atomic_load(&pass_on))
+            fellows = judge_senders(rec, (size_t)n / sizeof rec[0], &requests, &outside);
         pthread_mutex_lock(&busy);
-        take_owed();
+        take_owed(requests, repeated(fellows, outside));
         pthread_mutex_unlock(&busy);
         int sig = atomic_load(&term_sig);
         if (sig) {
+            vt__signal_at_exit();   /* every signal snapshot owed, read or not */
             vt__exit_snapshot();
             die_of(sig);      /* the thread blocks it: some other thread dies */
             kill(getpid(), sig);
@@ -232,7 +343,7 @@ void vt__signal_at_exit(void)
     if (sig_pipe[0] < 0)
         return;
     pthread_mutex_lock(&busy);
-    take_owed();
+    take_owed(UINT_MAX, 0);
     pthread_mutex_unlock(&busy);
 }
 
@@ -288,6 +399,7 @@ static void signal_after_fork_child(void)
     atomic_store(&term_sig, 0);
     atomic_store(&snap_requested, 0);
     snap_done = 0;
+    last_signal_snap_ns = 0;
     pthread_mutex_init(&busy, NULL);   /* a thread of the parent may have held it */
 #ifdef NO_THREADS_IN_FORKED_CHILD
     /* ThreadSanitizer cannot start a thread in the child of a multi-threaded
@@ -310,6 +422,11 @@ static void signal_after_fork_child(void)
     if (rc != 0)
         fprintf(stderr, "vramtrace: cannot set up snapshots on signal in process %d (%s)\n",
                 (int)getpid(), strerror(rc));
+    /* Not registered: shells fork for every command and DataLoader workers
+     * record nothing; a line per fork would grow the run's list without
+     * bound. Launchers start ranks with exec (torchrun, spawn, mpirun), and
+     * the exec'd program registers. A forked child signalled from outside
+     * still passes the signal on (pass_on is inherited). */
 }
 
 static int install(int sig, void (*fn)(int))
@@ -320,6 +437,25 @@ static int install(int sig, void (*fn)(int))
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     return call_sigaction(sig, &sa, NULL);
+}
+
+/* The snapshot signal: with its sender under `vramtrace run` (to pass it on),
+ * a plain handler elsewhere, as before runs could pass signals on. */
+static int install_snapshot_signal(int sig)
+{
+    if (!vt__runlog_active())
+        return install(sig, on_snapshot_signal);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_snapshot_signal_info;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (call_sigaction(sig, &sa, NULL) != 0)
+        return -1;
+    /* Registered only once the handler is in place: whoever reads the
+     * registration may signal us at once. */
+    atomic_store(&pass_on, vt__runlog_register_signal() == 0);
+    return 0;
 }
 
 void vt__signal_init(void)
@@ -338,7 +474,8 @@ void vt__signal_init(void)
         errno = rc;
         goto fail;
     }
-    if (snap_sig > 0 && install(snap_sig, on_snapshot_signal) != 0)
+    snap_signal = snap_sig > 0 ? snap_sig : 0;
+    if (snap_sig > 0 && install_snapshot_signal(snap_sig) != 0)
         goto fail;
     atomic_store(&term_enabled, on_term);
     for (size_t i = 0; on_term && i < sizeof term_signals / sizeof term_signals[0]; i++) {
