@@ -2,6 +2,7 @@
  * wording of option errors) and by the summary, leaks and json views. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,50 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
     return n ? fr[0] : NULL;
 }
 
+#define SOURCE_TEXT_MAX 60   /* characters of a source line in a site's name */
+
+/* Line `line` of the Python source `path` as it is now (a traceback reads it
+ * the same way), whitespace runs made one space, cut to SOURCE_TEXT_MAX with
+ * "..."; 0 when the file or the line cannot be read. */
+static int source_text(const char *path, unsigned line, char *buf, size_t len)
+{
+    size_t n = strlen(path);
+    if (!line || n < 3 || strcmp(path + n - 3, ".py") != 0 || len < SOURCE_TEXT_MAX + 1)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char text[4096];
+    unsigned at = 0;
+    int found = 0;
+    while (fgets(text, sizeof text, f)) {
+        if (strchr(text, '\n') || feof(f))
+            at++;
+        else
+            continue;   /* the rest of a line longer than the buffer */
+        if (at == line) {
+            found = 1;
+            break;
+        }
+    }
+    fclose(f);
+    if (!found)
+        return 0;
+    size_t o = 0;
+    for (const char *c = text; *c && o < SOURCE_TEXT_MAX; c++) {
+        int space = *c == ' ' || *c == '\t' || *c == '\n' || *c == '\r';
+        if (space && (o == 0 || buf[o - 1] == ' '))
+            continue;
+        buf[o++] = space ? ' ' : *c;
+    }
+    while (o && buf[o - 1] == ' ')
+        o--;
+    if (o == SOURCE_TEXT_MAX)
+        memcpy(buf + o - 3, "...", 3);
+    buf[o] = 0;
+    return o > 0;
+}
+
 void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *buf, size_t len)
 {
     if (!f) {
@@ -280,7 +325,10 @@ void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *bu
     const char *fn = vt_snapshot_string(s, f->function);
     const char *file = vt_snapshot_string(s, f->file);
     const char *mod = vt_snapshot_string(s, f->module);
-    if (*fn && *file)
+    char text[SOURCE_TEXT_MAX + 1];
+    if (*file && source_text(file, f->line, text, sizeof text))
+        snprintf(buf, len, "%s (%s:%u)", text, basename_of(file), f->line);
+    else if (*fn && *file)
         snprintf(buf, len, "%s %s:%u", fn, basename_of(file), f->line);
     else if (*fn)
         snprintf(buf, len, "%s", fn);

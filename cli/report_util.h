@@ -87,9 +87,11 @@ bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool 
  * wrappers); the innermost frame when all are; NULL for an empty stack. */
 const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
 
-/* A site's short name, one line, as compare lists sites across ranks:
- * "fn file:line" with the file's base name ("fn", "module+0xoff" where
- * less is known; "<no stack recorded>" for NULL). */
+/* A site's short name, one line, as compare lists sites across ranks: the
+ * Python source line as the file reads now with the file's base name,
+ * "recv = torch.empty(n) (stage.py:41)", where it can be read; else
+ * "fn file:line" ("fn", "module+0xoff" where less is known; "<no stack
+ * recorded>" for NULL). */
 void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *buf, size_t len);
 
 /* "fn file:line (module+0xoff)" with the parts that are known; a Python

@@ -26,7 +26,7 @@ for step in range(8):
     total = torch.tensor([loss.item()])
     dist.all_reduce(total)
     if rank == 2:
-        recv_buf = torch.empty(256 * 1024, device="cuda")  # RECV_LINE
+        recv_buf = torch.empty(256 * 1024, device="cuda")
         recv_buf.fill_(float(total))
         if not fixed:
             received.append(recv_buf)
