@@ -266,6 +266,16 @@ static int hold(void)
         pause();
 }
 
+/* Ask for more than the device has: refused with cudaErrorMemoryAllocation. */
+static int oom(void)
+{
+    void *p;
+    CK(cudaMalloc(&p, 1 << 20));
+    cudaError_t e = cudaMalloc(&p, (size_t)1 << 40);
+    printf("%s\n", e == cudaErrorMemoryAllocation ? "out of memory" : "served");
+    return e == cudaErrorMemoryAllocation ? 0 : 1;
+}
+
 static int exec_after_alloc(char **argv)
 {
     void *p;
@@ -299,13 +309,13 @@ static int vfork_exec(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prog_misc race|badfree|pending|lasterr|reset\n");
+        fprintf(stderr, "usage: prog_misc race|badfree|pending|lasterr|reset|hold|vfork|oom|exec CMD\n");
         return 2;
     }
     static const struct { const char *name; int (*run)(void); } modes[] = {
         { "race", race },       { "badfree", badfree }, { "pending", pending },
         { "lasterr", lasterr }, { "reset", reset },     { "hold", hold },
-        { "vfork", vfork_exec },
+        { "vfork", vfork_exec }, { "oom", oom },
     };
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
         if (!strcmp(argv[1], modes[i].name))

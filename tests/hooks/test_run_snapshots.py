@@ -265,6 +265,50 @@ def case_signal_from_outside_reaches_every_process_once_and_a_fellows_is_not_pas
         fail("the process that passed the signal on must say so", r)
 
 
+# Inside the run: a held program, then one that runs out of device memory.
+OOM_DRIVER = """
+import os, signal, subprocess, sys
+misc = sys.argv[1]
+held = subprocess.Popen([misc, "hold"], stdout=subprocess.PIPE, text=True)
+assert held.stdout.readline().strip() == "ready"
+oom = subprocess.run([misc, "oom"], stdout=subprocess.PIPE, text=True)
+def end(sig, frame):
+    held.terminate()
+    held.wait()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, end)
+print(held.pid, oom.stdout.strip(), flush=True)
+while True:
+    signal.pause()
+"""
+
+
+def case_an_out_of_memory_in_one_process_dumps_every_process_of_the_run(d):
+    """With a snapshot signal configured, the first OOM of a process of the
+    run (its own OOM snapshot) sends that signal to the run's other
+    processes: each dumps its memory of that moment."""
+    env = dict(base, TMPDIR=d)
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1,dump_on_oom:1",
+                          "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", OOM_DRIVER, misc],
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline().split(maxsplit=1)
+    if len(line) != 2 or line[1].strip() != "out of memory":
+        p.kill()
+        fail("the driver did not run out of memory: %s %s" % (line, p.stderr.read()))
+    held = int(line[0])
+    wait_for(lambda: held in signal_snapshots_by_pid(d), "the held program's signal snapshot")
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    kinds = sorted(k for path, k in listed(r))
+    if "oom" not in kinds or kinds.count("signal") != 1:
+        fail("one OOM snapshot and the other process's signal snapshot: %s" % kinds, r)
+    # passed on to the held program and to the driver (which recorded nothing: no snapshot)
+    if "out of memory: signal %d passed on to 2 other processes of the run" % signal.SIGUSR1 \
+            not in r.stderr:
+        fail("the process that ran out of memory must say it passed the signal on", r)
+
+
 # Inside the run: a held program, and a Python child that registers and then
 # execs `sleep` without the preload (same pid and start time, no handler).
 EXEC_DRIVER = """

@@ -290,6 +290,8 @@ void vt__trace_out_of_memory(void)
     unsigned limit = c->oom_snapshots ? c->oom_snapshots : 1;
     pthread_mutex_lock(&oom_lock);
     unsigned n = ++oom_count;
+    if (n == 1)   /* the first: every rank's memory at the moment one ran out */
+        vt__signal_oom_pass_on();
     if (n < limit || (n == limit && !oom_latest[0])) {
         char path[sizeof oom_latest];
         if (vt__snapshot_auto_named("oom", path, sizeof path) == 0 && n == limit) {

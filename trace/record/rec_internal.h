@@ -246,6 +246,10 @@ bool vt__runlog_fellow(pid_t pid);
 /* Send `sig` to every other registered process of the run that is still
  * alive and catches it. @return how many were signalled. */
 int vt__runlog_fan_out(int sig);
+/* This process ran out of memory: in a run with a snapshot signal configured,
+ * the signal thread sends that signal to the run's other processes (each
+ * dumps a signal snapshot beside this one's OOM snapshot). Never waits. */
+void vt__signal_oom_pass_on(void);
 
 /* ---- exec_hook.c --------------------------------------------------------- */
 void vt__exec_hooks_init(void);

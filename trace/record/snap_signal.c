@@ -176,8 +176,11 @@ int vt__known_pid(void)
 
 /* The pipe carries records of one int32 (a pipe write that small is atomic):
  * the pid that sent a snapshot signal (0: unknown, the kernel or another pid
- * namespace, outside the run either way), or NOT_A_SENDER for a plain wake. */
+ * namespace, outside the run either way), NOT_A_SENDER for a plain wake, or
+ * OOM_PASS_ON: this process ran out of memory (its own OOM snapshot is the
+ * recorder's), so the run's other processes are signalled to dump theirs. */
 #define NOT_A_SENDER (-1)
+#define OOM_PASS_ON (-2)
 
 static void wake_with(int32_t rec)
 {
@@ -270,24 +273,37 @@ static void take_owed(unsigned max, unsigned skip)
 static unsigned judge_senders(const int32_t *rec, size_t n, unsigned *requests, bool *outside)
 {
     unsigned fellows = 0;
+    bool oom = false;
     *outside = false;
     *requests = 0;
     for (size_t i = 0; i < n; i++) {
         if (rec[i] == NOT_A_SENDER)
             continue;
+        if (rec[i] == OOM_PASS_ON) {
+            oom = true;
+            continue;
+        }
         ++*requests;
         if (rec[i] > 0 && vt__runlog_fellow((pid_t)rec[i]))
             fellows++;
         else
             *outside = true;
     }
-    if (*outside) {
+    if (*outside || oom) {
         int sent = vt__runlog_fan_out(snap_signal);
         if (sent > 0)   /* a process alone in its run says nothing */
-            fprintf(stderr, "vramtrace: signal %d passed on to %d other process%s of the run\n",
-                    snap_signal, sent, sent == 1 ? "" : "es");
+            fprintf(stderr, "vramtrace: %ssignal %d passed on to %d other process%s of the run\n",
+                    oom && !*outside ? "out of memory: " : "", snap_signal, sent,
+                    sent == 1 ? "" : "es");
     }
     return fellows;
+}
+
+void vt__signal_oom_pass_on(void)
+{
+    /* the signal thread passes it on: nothing here waits on another process */
+    if (atomic_load(&pass_on) && sig_pipe[1] >= 0)
+        wake_with(OOM_PASS_ON);
 }
 
 /* How many of `fellows` signals passed on by fellow processes repeat a
