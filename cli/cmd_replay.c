@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "config.h"
 #include "replay.h"
 #include "report_util.h"
 
@@ -65,32 +66,7 @@ static int parse_capacity(const char *v, uint64_t *out)
         *out = VT_REPLAY_UNLIMITED;
         return 0;
     }
-    char *end;
-    errno = 0;
-    double n = strtod(v, &end);
-    if (errno || end == v || !(n > 0))
-        return -EINVAL;
-    double mul = 1;
-    static const struct { const char *suffix; double mul; } units[] = {
-        { "", 1 }, { "B", 1 },
-        { "K", 1024.0 }, { "KiB", 1024.0 }, { "KB", 1e3 },
-        { "M", 1048576.0 }, { "MiB", 1048576.0 }, { "MB", 1e6 },
-        { "G", 1073741824.0 }, { "GiB", 1073741824.0 }, { "GB", 1e9 },
-        { "T", 1099511627776.0 }, { "TiB", 1099511627776.0 }, { "TB", 1e12 },
-    };
-    size_t i;
-    for (i = 0; i < sizeof units / sizeof *units; i++)
-        if (!strcasecmp(end, units[i].suffix)) {
-            mul = units[i].mul;
-            break;
-        }
-    if (i == sizeof units / sizeof *units)
-        return -EINVAL;
-    double bytes = n * mul;
-    if (bytes < 1 || bytes >= 1.8e19)
-        return -EINVAL;
-    *out = (uint64_t)bytes;
-    return 0;
+    return vt__parse_bytes(v, out);
 }
 
 static double rel_s(const vt_snapshot_data *s, uint64_t t)

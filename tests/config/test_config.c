@@ -1,5 +1,6 @@
 /* tests/config/test_config.c - VRAMTRACE_CONF parsing: every key, every
  * kind of mistake, and that mistakes never change anything else. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,9 @@ TEST(bad_values_keep_the_default_and_name_the_choices)
         { "stacks:cpp", "native, python or all" },
         { "ipc_safe:sometimes", "auto, 0 or 1" },
         { "max_events:", "event count" },
+        { "ring:64KB", "256MB" },          /* room for fewer than 1024 events */
+        { "ring:lots", "256MB" },
+        { "ring:-1MB", "256MB" },
         { "nocolon", "not key:value" },
         /* found by fuzz_config: used to overflow computing SIGRTMIN + n */
         { "signal:RTMIN+9223372036854775807", "SIGUSR2" },
@@ -122,6 +126,37 @@ TEST(bad_values_keep_the_default_and_name_the_choices)
         ASSERT_STR_CONTAINS(msg, cases[i].expect);
         ASSERT_MSG(config_equal(&c, &d), "%s changed the config", cases[i].text);
     }
+}
+
+/* ring:SIZE is max_events in memory: the most events, a power of two of
+ * them (the ring's slots are), whose slots fit in SIZE. */
+TEST(ring_size_keeps_the_events_that_fit_in_it)
+{
+    static const struct { const char *text; uint64_t events; } cases[] = {
+        { "ring:1MiB", 8192 },                   /* 13107 fit: 8192 slots, 640 KiB */
+        { "ring:256MB", 2097152 },               /* 3.2M fit: 2^21 slots, 160 MiB */
+        { "ring:1G", 8388608 },
+        { "ring:80KiB", 1024 },
+        { "max_events:5000,ring:1MiB", 8192 },   /* the later key wins */
+        { "ring:1MiB,max_events:5000", 5000 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[512] = "";
+        vt_config c;
+        ASSERT_MSG(parse(cases[i].text, &c, msg, sizeof msg) == 0, "%s: %s", cases[i].text, msg);
+        ASSERT_MSG(c.max_events == cases[i].events, "%s: %llu events", cases[i].text,
+                   (unsigned long long)c.max_events);
+        ASSERT(c.max_events * VT_RING_EVENT_BYTES <= (uint64_t)1 << 30);
+    }
+    uint64_t b;
+    ASSERT_EQ(vt__parse_bytes("1.5GiB", &b), 0);
+    ASSERT_EQ(b, 3ull << 29);
+    ASSERT_EQ(vt__parse_bytes("40GB", &b), 0);
+    ASSERT_EQ(b, 40000000000ull);
+    ASSERT_EQ(vt__parse_bytes("12", &b), 0);
+    ASSERT_EQ(b, 12);
+    ASSERT_EQ(vt__parse_bytes("12 parsecs", &b), -EINVAL);
+    ASSERT_EQ(vt__parse_bytes("", &b), -EINVAL);
 }
 
 TEST(format_round_trips_through_parse)

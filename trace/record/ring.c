@@ -21,6 +21,7 @@
  * as overwritten.
  */
 #include "rec_snap.h"
+#include "config.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -35,6 +36,8 @@ typedef struct slot {
     _Atomic uint64_t stamp;      /* seq when complete, seq|BUSY while written */
     _Atomic uint64_t w[NW];      /* the event, packed (see vt__ring_write) */
 } slot;
+
+_Static_assert(sizeof(slot) == VT_RING_EVENT_BYTES, "ring:SIZE counts VT_RING_EVENT_BYTES a slot");
 
 static slot *ring;               /* mmap'ed, pages committed on first touch */
 static uint64_t mask;            /* physical slots - 1 */

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_FRACTION, KEY_SIGNAL, KEY_STACKS,
+enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_RING, KEY_FRACTION, KEY_SIGNAL, KEY_STACKS,
                 KEY_AUTO_BOOL, KEY_TORCH };
 
 struct key {
@@ -48,6 +48,8 @@ static const struct key keys[] = {
     { "trace", KEY_BOOL, FIELD(trace), 0, 1, "0 or 1" },
     { "max_events", KEY_U64, FIELD(max_events), 1024, 1e10,
       "an event count from 1024 to 10000000000" },
+    { "ring", KEY_RING, FIELD(max_events), 1024, 1e10,
+      "a size such as 256MB or 1GiB, room for 1024 to 10000000000 events" },
     { "stack_depth", KEY_UINT, FIELD(stack_depth), 0, 256, "0 (no stacks) to 256" },
     { "free_stacks", KEY_BOOL, FIELD(free_stacks), 0, 1, "0 or 1" },
     { "stacks", KEY_STACKS, FIELD(stacks), 0, 0, "native, python or all" },
@@ -123,6 +125,33 @@ static int parse_count(const struct key *k, const char *v, unsigned long long *o
     return 0;
 }
 
+int vt__parse_bytes(const char *v, uint64_t *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)*v) && *v != '.')
+        return -EINVAL;
+    errno = 0;
+    double n = strtod(v, &end);
+    if (errno || end == v || !(n > 0))
+        return -EINVAL;
+    static const struct { const char *suffix; double mul; } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "K", 1024.0 }, { "KiB", 1024.0 }, { "KB", 1e3 },
+        { "M", 1048576.0 }, { "MiB", 1048576.0 }, { "MB", 1e6 },
+        { "G", 1073741824.0 }, { "GiB", 1073741824.0 }, { "GB", 1e9 },
+        { "T", 1099511627776.0 }, { "TiB", 1099511627776.0 }, { "TB", 1e12 },
+    };
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcasecmp(end, units[i].suffix)) {
+            double bytes = n * units[i].mul;
+            if (bytes < 1 || bytes >= 1.8e19)
+                return -EINVAL;
+            *out = (uint64_t)bytes;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 /* Parse one value into the field; -EINVAL (or -ERANGE) when it is not valid. */
 static int parse_value(const struct key *k, const char *v, vt_config *c)
 {
@@ -165,6 +194,20 @@ static int parse_value(const struct key *k, const char *v, vt_config *c)
         if (rc)
             return rc;
         *(uint64_t *)field = (uint64_t)n << 20;
+        return 0;
+    }
+    case KEY_RING: {
+        /* the events whose slots fit: the ring's slots are a power of two
+         * (ring.c), so the most events in a power of two of them */
+        uint64_t bytes, events = 1;
+        int rc = vt__parse_bytes(v, &bytes);
+        if (rc)
+            return rc;
+        while ((events << 1) * VT_RING_EVENT_BYTES <= bytes && (double)(events << 1) <= k->max)
+            events <<= 1;
+        if ((double)events < k->min || events * VT_RING_EVENT_BYTES > bytes)
+            return -ERANGE;
+        *(uint64_t *)field = events;
         return 0;
     }
     case KEY_FRACTION: {

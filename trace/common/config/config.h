@@ -72,7 +72,7 @@ typedef struct vt_config {
     bool free_sync;                    /* plain cudaFree synchronizes like CUDA */
     /* tracing */
     bool trace;                        /* record events */
-    uint64_t max_events;               /* ring capacity */
+    uint64_t max_events;               /* ring capacity (also set by ring:SIZE) */
     unsigned stack_depth;              /* frames captured per stack */
     bool free_stacks;                  /* capture stacks on free too */
     unsigned stacks;                   /* what a stack holds: VT_STACKS_* */
@@ -98,6 +98,14 @@ int vt__config_parse(const char *text, vt_config *out, FILE *err);
 
 /* The defaults. */
 void vt__config_defaults(vt_config *out);
+
+/* The ring's memory per event (trace/record/ring.c asserts its slot is this
+ * size): `ring:SIZE` keeps the most events whose slots fit in SIZE. */
+#define VT_RING_EVENT_BYTES 80
+
+/* A size as people write it: "256MB", "1.5GiB", "512M", "40G", "123" (bytes);
+ * K, M, G, T and KiB... are binary, KB, MB... decimal. @return 0, or -EINVAL. */
+int vt__parse_bytes(const char *v, uint64_t *out);
 
 /* Normalized "key:value,..." of every key, for snapshots. @return length. */
 size_t vt__config_format(const vt_config *c, char *buf, size_t len);
