@@ -209,6 +209,21 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
            " recorded, %" PRIu64 " overwritten, %" PRIu64 " stacks dropped\n",
            s->nevents, tl->first_seq, tl->last_seq, span, m->events_recorded,
            m->events_overwritten, m->stacks_dropped);
+    if (m->events_overwritten) {
+        /* The ring kept the newest events: the window's first step has lost
+         * its start unless the window begins at a mark. */
+        size_t first_mark = s->nevents;
+        for (size_t i = 0; i < s->nevents && first_mark == s->nevents; i++)
+            if (s->events[i].kind == VT_EV_MARK)
+                first_mark = i;
+        if (first_mark > 0 && first_mark < s->nevents)
+            printf("  window: it starts inside a step: the %zu event%s before the first mark "
+                   "'%s' (%.3f s) %s the end of a step whose start was overwritten (a larger "
+                   "ring: VRAMTRACE_CONF=ring:SIZE)\n", first_mark, first_mark == 1 ? "" : "s",
+                   vt_snapshot_string(s, s->events[first_mark].str),
+                   (double)(s->events[first_mark].time_ns - tl->first_time_ns) * 1e-9,
+                   first_mark == 1 ? "is" : "are");
+    }
     if (m->stacks_truncated)
         printf("  stacks: %" PRIu64 " events have truncated stacks (the recorder's stack table "
                "was full: they keep only their outer callers)\n", m->stacks_truncated);

@@ -111,6 +111,10 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
             "107 overwritten, 2 stacks dropped\n",
         "  counts: allocs 3, frees 3, segment allocs 2, segment frees 1, "
             "segments alive 2, OOMs 1, bad frees 1, marks 1\n",
+        /* the ring overwrote 107 events and the window's first is no mark */
+        "  window: it starts inside a step: the 1 event before the first mark 'step 1' (0.000 s) "
+            "is the end of a step whose start was overwritten (a larger ring: "
+            "VRAMTRACE_CONF=ring:SIZE)\n",
         "device 0 (Simulated GPU 0, 80 GiB):\n"
             "  allocated: peak 13 MiB (seq 18) in the kept events, "
             "current 12 MiB\n"
