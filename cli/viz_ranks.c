@@ -132,6 +132,7 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
         vt__write_base64(f, (const unsigned char *)p[i].html, p[i].len);
     }
     fputs("</script>\n<script>\n", f);
+    fputs(vt__viz_ticks_js, f);
     fputs(vt__viz_ranks_js, f);
     fputs("</script>\n</body></html>\n", f);
     int rc = vt__outfile_close(f, 1, tmp, out, 0, err, sizeof err);

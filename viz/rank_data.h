@@ -16,6 +16,7 @@
 /* viz/ranks.js, the script of the page of several ranks (embedded by
  * viz/embed.py, NUL-terminated). */
 extern const char vt__viz_ranks_js[];
+extern const char vt__viz_ticks_js[];   /* viz/ticks.js: inlined before either page script */
 
 /* Append rank `rank`'s object {"rank", "file", "device", "peak", "points",
  * "marks"} to `b`, as JSON that is safe inside an HTML <script> element:

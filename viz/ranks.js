@@ -35,17 +35,7 @@
     const decimals = Math.max(0, Math.min(6, Math.ceil(-Math.log10(s) - 1e-9)));
     return v.toFixed(decimals) + (big ? ' s' : ' ms');
   }
-  function niceStep(span, n) {
-    const raw = span / n;
-    const p = Math.pow(10, Math.floor(Math.log10(raw)));
-    const m = raw / p;
-    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
-  }
-  function niceBytesStep(max, n) {
-    let step = 1;
-    while (max / step > n) step *= 2;
-    return step;
-  }
+  const { niceStep, niceBytesStep } = vtTicks;   /* viz/ticks.js */
   function el(name, attrs, text) {
     const e = document.createElementNS(NS, name);
     for (const k in attrs) e.setAttribute(k, attrs[k]);

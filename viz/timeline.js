@@ -692,17 +692,7 @@
   }
   const xOf = (s) => (view.mode === 'time' ? timeAt(s) : s + 0.5);
 
-  function niceStep(span, n) {
-    const raw = span / n;
-    const p = Math.pow(10, Math.floor(Math.log10(raw)));
-    const m = raw / p;
-    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
-  }
-  function niceBytesStep(max, n) {
-    let step = 1;
-    while (max / step > n) step *= 2;
-    return step;
-  }
+  const { niceStep, niceBytesStep } = vtTicks;   /* viz/ticks.js */
 
   let drawCount = 0, firstPaint = 0, lastDrawMs = 0;
   let lastLod = { exact: 0, summary: 0, minBytes: 0, minWidth: 0 };
