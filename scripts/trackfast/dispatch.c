@@ -252,9 +252,15 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             }
             d->use(tid, stack);
         } else if (!PyErr_Occurred()) {
+            /* Tracker._input_name(is_param, stack): rare (a tensor's first
+             * sight), and it caches */
             int is_param = PyObject_TypeCheck(t, (PyTypeObject *)parameter_type);
-            rec = track(d, t, facts ? &facts[i] : NULL, is_param ? s_parameter : s_input,
-                        stack_obj, Py_None, 0);
+            PyObject *a[2] = {is_param ? Py_True : Py_False, stack_obj};
+            PyObject *name = call_method(d->tracker, s_input_name, a, 2);
+            if (name == NULL)
+                goto loop_fail;
+            rec = track(d, t, facts ? &facts[i] : NULL, name, stack_obj, Py_None, 0);
+            Py_DECREF(name);
         }
         if (rec == NULL || used(storages, rec, epoch) < 0)
             goto loop_fail;

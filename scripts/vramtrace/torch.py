@@ -678,6 +678,7 @@ class Tracker:
         self.epoch = 0                                # marks seen
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
+        self._named_params: Set[int] = set()   # parameters' tids renamed after their model's name
         self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
         self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
         self._pending: List[_TensorRec] = []          # outputs not recorded yet
@@ -923,6 +924,30 @@ class Tracker:
             self._names[key] = got
         return got
 
+    def _input_name(self, is_param: bool, stack: int) -> str:
+        """The name of a tensor first seen as an op's input (made before
+        track() began, or where no op showed it being made: a parameter's
+        memory made by ``nn.Linear``): what it is and the user's line that
+        first used it, ``parameter, first used by "self.head = nn.Linear(d, h)"
+        (model.py:41)``; a parameter is renamed after its model's name for it
+        at the next mark that finds one (_grads_follow_parameters)."""
+        kind = "parameter" if is_param else "input"
+        key = (kind, stack)
+        got = self._names.get(key)
+        if got is None:
+            got = kind
+            site = self._stacks.sites.get(stack) if stack else None
+            if site is not None:
+                src = " ".join(linecache.getline(site[0], site[1]).split())
+                if len(src) > _MAX_SOURCE:
+                    src = src[:_MAX_SOURCE - 3] + "..."
+                where = f"{os.path.basename(site[0])}:{site[1]}"
+                got = f'{kind}, first used by "{src}" ({where})' if src else f"{kind} at {where}"
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
+            self._names[key] = got
+        return got
+
     def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any, forward: bool = True,
                stack: Optional[int] = None) -> None:
         # The hot path: every op of the program runs it. Locals instead of
@@ -973,8 +998,7 @@ class Tracker:
                 if rec is not None:
                     use(rec.tid, stack)
                 else:
-                    rec = self._track(
-                        t, "parameter" if isinstance(t, _Parameter) else "input", stack)
+                    rec = self._track(t, self._input_name(isinstance(t, _Parameter), stack), stack)
                     if rec is None:
                         continue
                 storages[rec.skey].last_epoch = epoch
@@ -1479,11 +1503,19 @@ class Tracker:
         finding while its parameter is in use; a grad whose parameter is
         no longer used lingers like any tensor."""
         by_obj, storages, use = self._by_obj, self._storages, self._use
+        named = self._named_params
         params = [rec for srec in storages.values() if srec.last_epoch >= epoch
-                  for rec in srec.tids if rec.name == "parameter"]
+                  for rec in srec.tids
+                  if rec.name.startswith("parameter") or rec.tid in named]
         looked_up = False
         for rec in params:
             t = rec.ref() if rec.ref is not None else None
+            if rec.name.startswith("parameter") and t is not None:
+                # named as its model knows it, once a model holds it
+                name = self._param_name(t, not looked_up)
+                looked_up = True
+                if name and self._rename(t, name):
+                    named.add(rec.tid)
             g = getattr(t, "_grad", None) if t is not None else None
             grec = by_obj.get(id(g)) if g is not None else None
             if grec is not None and grec.tid:
