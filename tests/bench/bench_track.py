@@ -32,13 +32,17 @@ The small loop runs again on the simulated CUDA device (rows marked
 skipped without one), untracked and tracked as users run it: there the
 backward ops run on the autograd engine's device thread, not the calling
 thread. Device code does not run on the simulated device, so a step's time
-is the host's work. Its times are wall-clock ms per step (each step ends
-with a synchronize), because the simulator's stream threads add CPU time of
-their own, and they move a process between a fast and a slow regime: so
-each process gives the median and the fastest tenth (p10) of its steps, and
-the ratios printed are the median over --device-rounds rounds (default 7,
-the two modes alternating) of each round's tracked/untracked medians
-("paired"), and the best process's p10 against the best untracked one's.
+is the host's work. Each step ends with a synchronize and is timed alone:
+the process's CPU time (all its threads: the program's, the autograd
+engine's and the simulator's stream thread), the figure the targets are
+read against as on the CPU, and the wall clock, which on a shared machine
+depends on when the three threads get a core. Each process gives its median
+step (and the wall's fastest tenth, p10); a ratio is the median over
+--device-rounds rounds (default 7, the two modes alternating) of each
+round's tracked/untracked medians, p10 the best process's against the best
+untracked one's. Per-step medians leave out what happens once (the first
+mark's lookup of the models, the first ops' lookups), which the CPU rows'
+totals keep.
 They also say which path recorded the tracked run's ops: "py_ops" counts
 those the Python path recorded (0 when every op, the engine thread's
 backward included, took the C path).
@@ -165,42 +169,42 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
 
 def device_child(mode: str, leak: bool, steps: int) -> None:
     """The small loop on the (simulated) CUDA device, ``mode`` "untracked"
-    or "tracked" (as users run it, a mark per iteration): wall ms per step,
-    each step synchronized."""
+    or "tracked" (as users run it, a mark per iteration): the process's CPU
+    ms and the wall ms of each step, each step synchronized; their medians
+    and the wall's fastest tenth."""
     sys.path.insert(0, SCRIPTS)
     import torch
     step = training_step("small", leak, "cuda")
     for i in range(5):   # warm-up, untimed
         step(i)
     torch.cuda.synchronize()
-    times = []
+    times, cpu = [], []
     stats: dict = {}
+
+    def timed(i: int, mark=None) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
+        if mark is not None:
+            mark(f"iteration {i}")
+        step(i)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     if mode == "untracked":
-        c0 = time.process_time()
         for i in range(steps):
-            t0 = time.perf_counter()
-            step(i)
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        dc = time.process_time() - c0
+            timed(i)
     else:
         import vramtrace.torch as vtt
         with vtt.track() as tr:
             observer = tr._observer is not None
-            c0 = time.process_time()
             for i in range(steps):
-                t0 = time.perf_counter()
-                vtt.mark(f"iteration {i}")
-                step(i)
-                torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            dc = time.process_time() - c0
+                timed(i, vtt.mark)
         fast = getattr(tr, "_fast", None)
         stats = {"observer": observer, "c_path": fast is not None,
                  "py_ops": tr._py_ops, "ops": tr.ops, "walks": tr.walks}
     times.sort()
+    cpu.sort()
     print(json.dumps({"ms": times[len(times) // 2] * 1e3, "p10_ms": times[len(times) // 10] * 1e3,
-                      "cpu_ms": dc * 1e3 / steps, **stats}))
+                      "cpu_ms": cpu[len(cpu) // 2] * 1e3, **stats}))
 
 
 def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
@@ -220,12 +224,16 @@ def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
 def device_rows(simrun: str, steps: int, rounds: int) -> dict:
     """The device rows: for clean and leaking, ``rounds`` rounds of an
     untracked and a tracked process; printed, and their ratios returned
-    (name -> (paired median ratio, p10 ratio))."""
-    print(f"\nsimulated CUDA device: wall ms per step, {steps} steps per process, "
-          f"{rounds} rounds; median of the processes' medians (min-max), then the "
-          f"best process's p10")
-    print(f"{'loop':<16}{'untracked':>24}{'tracked':>24}{'paired':>8}{'p10':>7}"
-          f"{'cpu':>7}{'ops/it':>8}{'py_ops':>8}")
+    (name -> (CPU ratio, wall ratio, wall p10 ratio, ops the Python path
+    recorded))."""
+    print(f"\nsimulated CUDA device, {steps} steps per process, {rounds} rounds: the "
+          f"process's CPU ms per step (each process's median step; the median process, "
+          f"min-max), then wall ms (the median process's median step / the best "
+          f"process's p10); ratios: the median over rounds of tracked/untracked, p10: "
+          f"best against best")
+    print(f"{'loop':<16}{'untracked':>22}{'tracked':>22}{'cpu':>7}"
+          f"{'untracked wall':>16}{'tracked wall':>14}{'wall':>7}{'p10':>7}"
+          f"{'ops/it':>8}{'py_ops':>8}{'walks':>7}")
     out = {}
     for leak in (False, True):
         name = "device_" + ("leaking" if leak else "clean")
@@ -236,17 +244,23 @@ def device_rows(simrun: str, steps: int, rounds: int) -> dict:
         base, tr = got["untracked"], got["tracked"]
         if not all(r["observer"] and r["c_path"] for r in tr):
             sys.exit("bench_track: the device runs did not use the op observer and the C path")
-        paired = statistics.median(t["ms"] / b["ms"] for t, b in zip(tr, base))
-        p10 = min(r["p10_ms"] for r in tr) / min(r["p10_ms"] for r in base)
         cpu = statistics.median(t["cpu_ms"] / b["cpu_ms"] for t, b in zip(tr, base))
+        wall = statistics.median(t["ms"] / b["ms"] for t, b in zip(tr, base))
+        p10 = min(r["p10_ms"] for r in tr) / min(r["p10_ms"] for r in base)
 
         def cell(rs: list) -> str:
-            ms = sorted(r["ms"] for r in rs)
-            return (f"{statistics.median(ms):.2f} ({ms[0]:.2f}-{ms[-1]:.2f}) / "
+            ms = sorted(r["cpu_ms"] for r in rs)
+            return f"{statistics.median(ms):.2f} ({ms[0]:.2f}-{ms[-1]:.2f})"
+
+        def wall_cell(rs: list) -> str:
+            return (f"{statistics.median(r['ms'] for r in rs):.2f} / "
                     f"{min(r['p10_ms'] for r in rs):.2f}")
-        print(f"{name:<16}{cell(base):>24}{cell(tr):>24}{paired:>7.2f}x{p10:>6.2f}x"
-              f"{cpu:>6.2f}x{tr[0]['ops'] / steps:>8.0f}{max(r['py_ops'] for r in tr):>8}")
-        out[name] = (paired, p10, max(r["py_ops"] for r in tr))
+        py_ops = max(r["py_ops"] for r in tr)
+        print(f"{name:<16}{cell(base):>22}{cell(tr):>22}{cpu:>6.2f}x"
+              f"{wall_cell(base):>16}{wall_cell(tr):>14}{wall:>6.2f}x{p10:>6.2f}x"
+              f"{tr[0]['ops'] / steps:>8.0f}{py_ops:>8}"
+              f"{statistics.median(r['walks'] for r in tr):>7.0f}")
+        out[name] = (cpu, wall, p10, py_ops)
     return out
 
 
@@ -361,7 +375,8 @@ def main() -> None:
                f"leaking_ratio={res['leaking_wide'][0]:.2f})" if "clean_wide" in res else ""))
     if dev:
         fields.append(" ".join(
-            f"{n}_ratio={dev[n][0]:.2f} {n}_p10_ratio={dev[n][1]:.2f} {n}_py_ops={dev[n][2]}"
+            f"{n}_ratio={dev[n][0]:.2f} {n}_wall_ratio={dev[n][1]:.2f} "
+            f"{n}_p10_ratio={dev[n][2]:.2f} {n}_py_ops={dev[n][3]}"
             for n in ("device_clean", "device_leaking")) + " device_targets: clean<=1.5 leaking<=3.0")
     print("RESULT " + " ".join(fields))
 
