@@ -112,11 +112,14 @@ static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
 /* -- the op ------------------------------------------------------------------- */
 
 /* What the op observer hands over with an op besides its tensors
- * (observed()); none from the mode. */
+ * (observed(), observed_engine()); none from the mode. */
 typedef struct {
     const vt_tensor_facts *facts;   /* one per tensor in order (tensor_facts.h), or NULL */
     Py_ssize_t n;
     long long seq;                  /* the autograd sequence number's last value */
+    int backward;                   /* an autograd engine thread's op: recorded with
+                                     * ``stack``, named as a backward op */
+    uint32_t stack;                 /* there: the forward op's frames lent (0: none) */
 } Observed;
 
 /* torch._C._autograd._get_sequence_nr() - 1: the number the last autograd
@@ -133,7 +136,11 @@ static long long last_sequence_nr(void)
     return s;
 }
 
-/* Tracker._on_op for the owner thread's forward ops. */
+/* Tracker._on_op: the owner thread's forward ops (its stack captured
+ * here), and the autograd engine threads' backward ops handed over by the
+ * op observer (obs->backward: the stack lent to the thread, no autograd
+ * node made, outputs named as a backward op's; the Python path's
+ * _on_op(..., forward=False, stack)). */
 static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs, PyObject *out,
                  const Observed *obs)
 {
@@ -176,11 +183,13 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     Py_DECREF(meta);
     if (reshaping < 0 || (vi == -1 && PyErr_Occurred()))
         return -1;
+    int backward = obs != NULL && obs->backward;
     if (reshaping) {
-        PyObject *stack_obj = PyLong_FromUnsignedLong(capture(d));
+        PyObject *stack_obj = PyLong_FromUnsignedLong(backward ? obs->stack : capture(d));
         if (stack_obj == NULL)
             return -1;
-        PyObject *a[6] = {func, args, kwargs ? kwargs : Py_None, out, Py_True, stack_obj};
+        PyObject *a[6] = {func, args, kwargs ? kwargs : Py_None, out,
+                          backward ? Py_False : Py_True, stack_obj};
         PyObject *r = call_method(tracker, s_outs_slow, a, 6);
         Py_DECREF(stack_obj);
         Py_XDECREF(r);
@@ -207,10 +216,11 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     }
     /* the observer's facts, if they are for these tensors */
     const vt_tensor_facts *facts = obs != NULL && obs->n == ins.n + outs.n ? obs->facts : NULL;
-    uint32_t stack = capture(d);
+    uint32_t stack = backward ? obs->stack : capture(d);
     /* The autograd node this op made (below autograd, so before the op
-     * ran) holds the sequence number just taken: the observer read it. */
-    long long seq = !stack ? -1 : obs != NULL ? obs->seq : last_sequence_nr();
+     * ran) holds the sequence number just taken: the observer read it. A
+     * backward op's nodes (double backward) are not the program's forward. */
+    long long seq = !stack || backward ? -1 : obs != NULL ? obs->seq : last_sequence_nr();
     if (seq >= 0) {
         PyObject *nodes = tracker_attr(d, s_node_stacks);
         if (nodes == NULL)
@@ -283,7 +293,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             }
             d->use(tid, stack);
         } else if (!PyErr_Occurred()) {
-            PyObject *name = out_name(d, func, i, stack_obj);
+            PyObject *name = out_name(d, func, i, stack_obj, !backward);
             if (name == NULL)
                 goto loop_fail;
             rec = track(d, t, facts ? &facts[ins.n + i] : NULL, name, stack_obj, view_of, 1);
@@ -410,6 +420,38 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
     };
     if (obs.seq == -1 && PyErr_Occurred())
         return NULL;
+    if (d->tracker != NULL)
+        record_op(d, argv[0], argv[1], NULL, argv[2], &obs);
+    Py_RETURN_NONE;
+}
+
+/* Dispatcher.observed_engine(func, args, out, facts, stack): an op that ran
+ * on an autograd engine thread (a backward op), handed over by the C++
+ * observer: as observed(), with ``stack`` the stack id of the frames of the
+ * forward op it differentiates, lent to the thread while it ran (0: none
+ * known; the thread runs no Python of the program, so there is nothing to
+ * capture). Recorded as Tracker._on_op(func, args, None, out,
+ * forward=False, stack) would: the same records, named "backward: ...". */
+PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
+        !PyLong_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "observed_engine(func, args: tuple, out, facts: bytes, stack: int)");
+        return NULL;
+    }
+    unsigned long stack = PyLong_AsUnsignedLong(argv[4]);
+    if (stack == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);
+    Observed obs = {
+        .facts = size % (Py_ssize_t)sizeof(vt_tensor_facts) == 0
+                     ? (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL,
+        .n = size / (Py_ssize_t)sizeof(vt_tensor_facts),
+        .seq = -1,
+        .backward = 1,
+        .stack = d->stacks_enabled ? (uint32_t)stack : 0,
+    };
     if (d->tracker != NULL)
         record_op(d, argv[0], argv[1], NULL, argv[2], &obs);
     Py_RETURN_NONE;

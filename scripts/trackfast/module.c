@@ -221,6 +221,9 @@ static PyMethodDef dispatcher_methods[] = {
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,
      "observed(func, args, out, facts, seq): record an op the C++ observer saw run"},
+    {"observed_engine", (PyCFunction)(void (*)(void))observed_engine, METH_FASTCALL,
+     "observed_engine(func, args, out, facts, stack): record an autograd engine "
+     "thread's op the C++ observer saw run, under the forward op's frames lent"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,

@@ -142,12 +142,14 @@ int settle(Dispatcher *d);
 /* tensors.c */
 PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *name,
                 PyObject *stack_obj, PyObject *view_of, int defer);
-PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj);
+PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
+                   int forward);
 PyObject *tensors_to_check(Dispatcher *d);
 
 /* dispatch.c */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
+PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 
 /* module.c: a new reference to the Tracker's attribute ``name`` (its
  * never-rebound containers without a lookup). */

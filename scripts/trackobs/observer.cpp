@@ -25,8 +25,10 @@
 // Threads. The callback is thread-local: PyTorch hands it, with the rest of
 // the thread's state, to the autograd engine threads running this thread's
 // backward (as it hands the mode). Ops of the thread that installed it go to
-// `on_owner`; those of other threads (the engine's) to `on_other`, the
-// tracker's Python path for backward ops, with the forward op's frames.
+// `on_owner`; those of other threads (the engine's) to `on_other`, the same
+// C recording for backward ops (Dispatcher.observed_engine), with the stack
+// id of the forward op's frames instead of a sequence number: an engine
+// thread runs no Python of the program, so there is nothing to capture.
 //
 // Built at first use against the installed torch by
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
@@ -79,7 +81,7 @@ auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name ->
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
 PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out, facts, seq)
-PyObject *on_other = nullptr;    // Tracker._observed_engine(func, args, out, stack lent)
+PyObject *on_other = nullptr;    // Dispatcher.observed_engine(func, args, out, facts, stack)
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
@@ -339,13 +341,12 @@ struct Wrapper {
     }
 };
 
-// The owner thread's op goes to on_owner(func, args, out, facts, seq):
-// its tensors' facts, and the sequence number of the autograd node it made
-// if it made one (the counter's last value; the recording keeps the first
-// op's stack for a number). An engine thread's goes to on_other(func, args,
-// out, stack) with the frames lent to it.
-// The call itself, with the GIL held: (func, args, out, stack) to on_other
-// for an engine thread's op, (func, args, out, facts, seq) to on_owner.
+// The call itself, with the GIL held. The owner thread's op goes to
+// on_owner(func, args, out, facts, seq): its tensors' facts, and the
+// sequence number of the autograd node it made if it made one (the
+// counter's last value; the recording keeps the first op's stack for a
+// number). An engine thread's goes to on_other(func, args, out, facts,
+// stack), with the stack id of the frames lent to it.
 void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
                     c10::ArrayRef<c10::IValue> outputs, bool engine, uint32_t forward,
                     int64_t seq)
@@ -354,23 +355,20 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
     PyObject *to = engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
         PyObject *callee = Py_NewRef(to);   // uninstall() may run in the call
-        Wrapper w{engine ? nullptr : &facts};
+        Wrapper w{&facts};
         PyObject *args = w.tuple_of(inputs);
         PyObject *out = args ? w.tuple_of(outputs) : nullptr;
-        PyObject *tail[2] = {nullptr, nullptr};   // (stack) or (facts, seq)
-        size_t ntail = 0;
-        if (out != nullptr && engine) {
-            tail[ntail++] = PyLong_FromUnsignedLong(forward);
-        } else if (out != nullptr) {
-            tail[ntail++] = PyBytes_FromStringAndSize(
+        PyObject *tail[2] = {nullptr, nullptr};   // (facts, seq) or (facts, stack)
+        if (out != nullptr) {
+            tail[0] = PyBytes_FromStringAndSize(
                 reinterpret_cast<const char *>(facts.data()),
                 static_cast<Py_ssize_t>(facts.size() * sizeof(vt_tensor_facts)));
-            tail[ntail++] = PyLong_FromLongLong(seq);
+            tail[1] = engine ? PyLong_FromUnsignedLong(forward) : PyLong_FromLongLong(seq);
         }
         PyObject *r = nullptr;
-        if (ntail > 0 && tail[0] != nullptr && (ntail == 1 || tail[1] != nullptr)) {
+        if (tail[0] != nullptr && tail[1] != nullptr) {
             PyObject *argv[5] = {func, args, out, tail[0], tail[1]};
-            r = PyObject_Vectorcall(callee, argv, 3 + ntail, nullptr);
+            r = PyObject_Vectorcall(callee, argv, 5, nullptr);
         }
         if (r == nullptr)   // the recording reports its own failures; not the op's
             PyErr_WriteUnraisable(callee);

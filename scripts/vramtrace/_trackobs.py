@@ -80,8 +80,9 @@ class Observer:
                 engine_frames: Any = lambda: 0, lend: int = 0) -> None:
         """Hand each op of this thread to on_owner(func, args, out, facts,
         seq) (Dispatcher.observed), and each of its backward's engine
-        threads to on_other(func, args, out, stack); op_for(name, overload)
-        gives the OpOverload of an operator.
+        threads to on_other(func, args, out, facts, stack)
+        (Dispatcher.observed_engine); op_for(name, overload) gives the
+        OpOverload of an operator.
         While an engine thread runs an op, the stack id engine_frames()
         gives (``stack`` above) is lent to it through ``lend``, the address
         of vramtrace's vt_thread_python_stack (0: nothing lent)."""

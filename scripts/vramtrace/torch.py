@@ -753,7 +753,7 @@ class Tracker:
             self._fast.storage_reader = self._observer.storage_now_address
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
             try:
-                self._observer.install(self._fast.observed, self._observed_engine,
+                self._observer.install(self._fast.observed, self._fast.observed_engine,
                                        _trackobs.op_for, self._engine_frames,
                                        ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
                 # what it reads of each tensor in C++, used with its weak maker
@@ -1053,13 +1053,6 @@ class Tracker:
         if run is not None:
             return run(_dispatch, (self, func, args, kwargs, False))
         return _dispatch(self, func, args, kwargs, False)
-
-    def _observed_engine(self, func: Any, args: Any, out: Any, stack: int) -> None:
-        """An op that ran on an autograd engine thread, from the op observer:
-        recorded with ``stack``, the frames of the forward op it
-        differentiates that were lent to the thread (_engine_frames; 0:
-        none known, and the thread runs no Python of the program)."""
-        self._on_op(func, args, None, out, False, stack if self._stacks.enabled else 0)
 
     def _warn(self, message: str, stacklevel: int) -> None:
         """Say ``message`` where :attr:`say` wants it (a RuntimeWarning

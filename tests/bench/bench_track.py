@@ -27,7 +27,29 @@ Times are the process's CPU time (torch runs on one thread; vramtrace adds
 none), the median of --runs processes (default 3), so that other jobs on a
 shared machine change them little; wall-clock medians are printed too.
 
+The small loop runs again on the simulated CUDA device (rows marked
+"device"; each process under simrun, given by --simrun or VRAMTRACE_SIMRUN,
+skipped without one), untracked and tracked as users run it: there the
+backward ops run on the autograd engine's device thread, not the calling
+thread. Device code does not run on the simulated device, so a step's time
+is the host's work. Each step ends with a synchronize and is timed alone:
+the process's CPU time (all its threads: the program's, the autograd
+engine's and the simulator's stream thread), the figure the targets are
+read against as on the CPU, and the wall clock, which on a shared machine
+depends on when the three threads get a core. Each process gives its median
+step (and the wall's fastest tenth, p10); a ratio is the median over
+--device-rounds rounds (default 7, the two modes alternating) of each
+round's tracked/untracked medians, p10 the best process's against the best
+untracked one's. Per-step medians leave out what happens once (the first
+mark's lookup of the models, the first ops' lookups), which the CPU rows'
+totals keep.
+They also say which path recorded the tracked run's ops: "py_ops" counts
+those the Python path recorded (0 when every op, the engine thread's
+backward included, took the C path).
+
     python bench_track.py [--steps N] [--runs N] [--small-only]
+                          [--simrun PATH] [--device-only] [--device-steps N]
+                          [--device-rounds N]
                                            (needs torch and VRAMTRACE_LIB)
 
 The issue's targets: a leaking run at most 3x untracked, a clean one at
@@ -38,6 +60,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,8 +75,8 @@ SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 SIZES = {"small": (256, 512, 64), "wide": (1024, 2048, 256)}
 
 
-def training_step(size: str = "small", leak: bool = False):
-    """The benchmarks' CPU training loop: an MLP of SIZES[size] with SGD,
+def training_step(size: str = "small", leak: bool = False, device: str = "cpu"):
+    """The benchmarks' training loop: an MLP of SIZES[size] with SGD,
     batches reused every 4 steps; leaking keeps one activation per step
     (128 KiB small). Returns step(i). Also used by bench_observer_floor.py."""
     import torch
@@ -62,10 +85,10 @@ def training_step(size: str = "small", leak: bool = False):
     d_in, d_hid, batch = SIZES[size]
     model = torch.nn.Sequential(torch.nn.Linear(d_in, d_hid), torch.nn.ReLU(),
                                 torch.nn.Linear(d_hid, d_hid), torch.nn.ReLU(),
-                                torch.nn.Linear(d_hid, 10))
+                                torch.nn.Linear(d_hid, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     kept = []
-    batches = [torch.randn(batch, d_in) for _ in range(4)]
+    batches = [torch.randn(batch, d_in, device=device) for _ in range(4)]
 
     def step(i: int) -> None:
         x = batches[i % 4]
@@ -144,6 +167,103 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
     print(json.dumps({"ms": dc * 1e3 / steps, "wall_ms": dt * 1e3 / steps, **stats}))
 
 
+def device_child(mode: str, leak: bool, steps: int) -> None:
+    """The small loop on the (simulated) CUDA device, ``mode`` "untracked"
+    or "tracked" (as users run it, a mark per iteration): the process's CPU
+    ms and the wall ms of each step, each step synchronized; their medians
+    and the wall's fastest tenth."""
+    sys.path.insert(0, SCRIPTS)
+    import torch
+    step = training_step("small", leak, "cuda")
+    for i in range(5):   # warm-up, untimed
+        step(i)
+    torch.cuda.synchronize()
+    times, cpu = [], []
+    stats: dict = {}
+
+    def timed(i: int, mark=None) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
+        if mark is not None:
+            mark(f"iteration {i}")
+        step(i)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    if mode == "untracked":
+        for i in range(steps):
+            timed(i)
+    else:
+        import vramtrace.torch as vtt
+        with vtt.track() as tr:
+            observer = tr._observer is not None
+            for i in range(steps):
+                timed(i, vtt.mark)
+        fast = getattr(tr, "_fast", None)
+        stats = {"observer": observer, "c_path": fast is not None,
+                 "py_ops": tr._py_ops, "ops": tr.ops, "walks": tr.walks}
+    times.sort()
+    cpu.sort()
+    print(json.dumps({"ms": times[len(times) // 2] * 1e3, "p10_ms": times[len(times) // 10] * 1e3,
+                      "cpu_ms": cpu[len(cpu) // 2] * 1e3, **stats}))
+
+
+def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
+    env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
+    env.pop("VRAMTRACE_TRACKFAST", None)
+    r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--device-child",
+                        mode, "leak" if leak else "clean", str(steps)], env=env,
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        sys.exit(f"bench_track: device {mode} {'leak' if leak else 'clean'} failed:\n"
+                 f"{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def device_rows(simrun: str, steps: int, rounds: int) -> dict:
+    """The device rows: for clean and leaking, ``rounds`` rounds of an
+    untracked and a tracked process; printed, and their ratios returned
+    (name -> (CPU ratio, wall ratio, wall p10 ratio, ops the Python path
+    recorded))."""
+    print(f"\nsimulated CUDA device, {steps} steps per process, {rounds} rounds: the "
+          f"process's CPU ms per step (each process's median step; the median process, "
+          f"min-max), then wall ms (the median process's median step / the best "
+          f"process's p10); ratios: the median over rounds of tracked/untracked, p10: "
+          f"best against best")
+    print(f"{'loop':<16}{'untracked':>22}{'tracked':>22}{'cpu':>7}"
+          f"{'untracked wall':>16}{'tracked wall':>14}{'wall':>7}{'p10':>7}"
+          f"{'ops/it':>8}{'py_ops':>8}{'walks':>7}")
+    out = {}
+    for leak in (False, True):
+        name = "device_" + ("leaking" if leak else "clean")
+        got: dict = {"untracked": [], "tracked": []}
+        for _ in range(rounds):
+            for mode in got:
+                got[mode].append(run_device(simrun, mode, leak, steps))
+        base, tr = got["untracked"], got["tracked"]
+        if not all(r["observer"] and r["c_path"] for r in tr):
+            sys.exit("bench_track: the device runs did not use the op observer and the C path")
+        cpu = statistics.median(t["cpu_ms"] / b["cpu_ms"] for t, b in zip(tr, base))
+        wall = statistics.median(t["ms"] / b["ms"] for t, b in zip(tr, base))
+        p10 = min(r["p10_ms"] for r in tr) / min(r["p10_ms"] for r in base)
+
+        def cell(rs: list) -> str:
+            ms = sorted(r["cpu_ms"] for r in rs)
+            return f"{statistics.median(ms):.2f} ({ms[0]:.2f}-{ms[-1]:.2f})"
+
+        def wall_cell(rs: list) -> str:
+            return (f"{statistics.median(r['ms'] for r in rs):.2f} / "
+                    f"{min(r['p10_ms'] for r in rs):.2f}")
+        py_ops = max(r["py_ops"] for r in tr)
+        print(f"{name:<16}{cell(base):>22}{cell(tr):>22}{cpu:>6.2f}x"
+              f"{wall_cell(base):>16}{wall_cell(tr):>14}{wall:>6.2f}x{p10:>6.2f}x"
+              f"{tr[0]['ops'] / steps:>8.0f}{py_ops:>8}"
+              f"{statistics.median(r['walks'] for r in tr):>7.0f}")
+        out[name] = (cpu, wall, p10, py_ops)
+    return out
+
+
 def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
@@ -181,18 +301,8 @@ def median_runs(leak: bool, steps: int, snap: str, runs: int, size: str) -> dict
     return out
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]), sys.argv[5], sys.argv[6])
-        return
-    steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 60
-    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("bench_track: SKIP (no torch in this Python)")
-        sys.exit(77)
-    res = {}
+def cpu_rows(steps: int, runs: int, res: dict) -> None:
+    """The CPU rows, printed; their ratios into ``res`` (name -> ratios)."""
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
         print(f"{'loop':<13}{'untracked':>31}{'null dispatch':>31}{'mode, not recording':>31}"
@@ -222,15 +332,54 @@ def main() -> None:
                   f"{res[name][1]:>6.2f}x{res[name][3]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"
                   f"{tr['snap_ms']:>8.0f}{tr['snap_bytes'] / 1024:>6.0f} KiB")
-    print(f"RESULT steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
-          f"leaking_ratio={res['leaking'][0]:.2f} mode_path_clean={res['clean'][4]:.2f} "
-          f"mode_path_leaking={res['leaking'][4]:.2f} python_path_clean={res['clean'][2]:.2f} "
-          f"python_path_leaking={res['leaking'][2]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
-          f"dispatch_floor_leaking={res['leaking'][1]:.2f} "
-          f"mode_floor_clean={res['clean'][3]:.2f} mode_floor_leaking={res['leaking'][3]:.2f} "
-          f"targets: clean<=1.5 leaking<=3.0 "
-          + (f"(wide: clean_ratio={res['clean_wide'][0]:.2f} "
-             f"leaking_ratio={res['leaking_wide'][0]:.2f})" if "clean_wide" in res else ""))
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]), sys.argv[5], sys.argv[6])
+        return
+    if sys.argv[1:2] == ["--device-child"]:
+        device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]))
+        return
+
+    def opt(flag: str, default: str) -> str:
+        return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
+    steps = int(opt("--steps", "60"))
+    runs = int(opt("--runs", "3"))
+    simrun = opt("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("bench_track: SKIP (no torch in this Python)")
+        sys.exit(77)
+    res: dict = {}
+    if "--device-only" not in sys.argv:
+        cpu_rows(steps, runs, res)
+    dev: dict = {}
+    if simrun:
+        dev = device_rows(simrun, int(opt("--device-steps", "100")),
+                          int(opt("--device-rounds", "7")))
+    else:
+        print("bench_track: no device rows (no --simrun or VRAMTRACE_SIMRUN)")
+    fields = []
+    if res:
+        fields.append(
+            f"steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
+            f"leaking_ratio={res['leaking'][0]:.2f} mode_path_clean={res['clean'][4]:.2f} "
+            f"mode_path_leaking={res['leaking'][4]:.2f} python_path_clean={res['clean'][2]:.2f} "
+            f"python_path_leaking={res['leaking'][2]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
+            f"dispatch_floor_leaking={res['leaking'][1]:.2f} "
+            f"mode_floor_clean={res['clean'][3]:.2f} mode_floor_leaking={res['leaking'][3]:.2f} "
+            f"targets: clean<=1.5 leaking<=3.0 "
+            + (f"(wide: clean_ratio={res['clean_wide'][0]:.2f} "
+               f"leaking_ratio={res['leaking_wide'][0]:.2f})" if "clean_wide" in res else ""))
+    if dev:
+        fields.append(" ".join(
+            f"{n}_ratio={dev[n][0]:.2f} {n}_wall_ratio={dev[n][1]:.2f} "
+            f"{n}_p10_ratio={dev[n][2]:.2f} {n}_py_ops={dev[n][3]}"
+            for n in ("device_clean", "device_leaking")) + " device_targets: clean<=1.5 leaking<=3.0")
+    print("RESULT " + " ".join(fields))
+
 
 if __name__ == "__main__":
     main()

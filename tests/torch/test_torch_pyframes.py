@@ -115,3 +115,28 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
             fwd = [fr for fr in where if fr["function"] == "forward of main"]
             assert fwd and fwd[0]["file"] == prog and fwd[0]["line"] == line, where
         assert any("frame local 'kept'" in p["text"] for p in f["paths"]), f["paths"]
+
+
+def test_backward_ops_under_the_observer_take_the_c_path_and_record_as_the_python_path(
+        tmp_path):
+    """On the device, backward runs on the autograd engine's device thread:
+    the op observer hands those ops to the C recording (none to the
+    tracker's Python path, whose op count stays 0), which records them as
+    the Python path does: engine_ops.py runs the same loop both ways and the
+    records of the tensors alive at its end (names, views, epochs) are the
+    same, the activation's gradient named by the user's forward line."""
+    out = str(tmp_path / "engine.json")
+    run([SIMRUN, "--mem", "1G", "--", sys.executable, os.path.join(HERE, "engine_ops.py"), out],
+        {"VRAMTRACE_TRACK_OBSERVER": "1"})
+    with open(out) as f:
+        got = json.load(f)
+    c, py = got["c"], got["python"]
+    assert c["observer"] and py["observer"]
+    assert c["errors"] == 0 and py["errors"] == 0
+    assert c["py_ops"] == 0 and c["c_ops"] > 0, c
+    assert py["py_ops"] > 0, py   # the reference run did go through Python
+    assert c["c_ops"] == py["py_ops"] + py["c_ops"]
+    assert c["alive"] == py["alive"] and c["grads"] == py["grads"]
+    site = f"h = torch.relu(model(x)) (engine_ops.py:{got['forward_line']}, backward: aten."
+    activation_grads = [g for g in c["grads"] if g and g.startswith(site)]
+    assert len(activation_grads) == 3, c["grads"]
