@@ -678,7 +678,7 @@ class Tracker:
         self.epoch = 0                                # marks seen
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
-        self._named_params: Set[int] = set()   # parameters' tids renamed after their model's name
+        self._param_labels: Set[str] = set()   # the model names parameters were given
         self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
         self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
         self._pending: List[_TensorRec] = []          # outputs not recorded yet
@@ -1496,20 +1496,23 @@ class Tracker:
         finding while its parameter is in use; a grad whose parameter is
         no longer used lingers like any tensor."""
         by_obj, storages, use = self._by_obj, self._storages, self._use
-        named = self._named_params
+        named = self._param_labels
         params = [rec for srec in storages.values() if srec.last_epoch >= epoch
                   for rec in srec.tids
-                  if rec.name.startswith("parameter") or rec.tid in named]
+                  if rec.name.startswith("parameter") or rec.name in named]
         looked_up = False
         for rec in params:
             t = rec.ref() if rec.ref is not None else None
-            if rec.name.startswith("parameter") and t is not None:
+            if not isinstance(t, _Parameter):
+                del t
+                continue
+            if rec.name.startswith("parameter"):
                 # named as its model knows it, once a model holds it
                 name = self._param_name(t, not looked_up)
                 looked_up = True
                 if name and self._rename(t, name):
-                    named.add(rec.tid)
-            g = getattr(t, "_grad", None) if t is not None else None
+                    named.add(name)
+            g = getattr(t, "_grad", None)
             grec = by_obj.get(id(g)) if g is not None else None
             if grec is not None and grec.tid:
                 use(grec.tid, 0)
