@@ -1,17 +1,15 @@
 """One rank of a four-rank job (torchrun, gloo), each rank on its own
-device: eight training steps, the ranks' losses all-reduced every step. Rank 2
-keeps a receive buffer every step, as a pipeline stage that never lets go of
-what it received would; `fixed` keeps none. Never imports vramtrace.
+device: eight training steps, the ranks' losses all-reduced every step. Ranks
+2 and 3 receive a buffer every step; rank 2 keeps each one, as a pipeline
+stage that never lets go of what it received would, rank 3 lets it go (the
+fixed twin, in the same job). Never imports vramtrace.
 
-  torchrun --nproc_per_node 4 ranks_growth.py [fixed]
+  torchrun --nproc_per_node 4 ranks_growth.py
 """
-
-import sys
 
 import torch
 import torch.distributed as dist
 
-fixed = sys.argv[1:] == ["fixed"]
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.cuda.set_device(rank)
@@ -25,9 +23,9 @@ for step in range(8):
     opt.zero_grad()
     total = torch.tensor([loss.item()])
     dist.all_reduce(total)
-    if rank == 2:
+    if rank in (2, 3):
         recv_buf = torch.empty(256 * 1024, device="cuda")
         recv_buf.fill_(float(total))
-        if not fixed:
+        if rank == 2:
             received.append(recv_buf)
 dist.destroy_process_group()

@@ -1,9 +1,11 @@
 """`vramtrace compare` on a four-rank job (torchrun, gloo; each rank on its
 own simulated device, ranks_growth.py): the rank that keeps a buffer every
-step is named with its line and its growth per step, the others are not; in
-the fixed twin nobody is. The program never imports vramtrace: `vramtrace
-run` observes PyTorch's allocator and marks the optimizer steps, which align
-the ranks.
+step is named with its line and its growth per step, the others are not,
+among them the fixed twin (rank 3 receives the same buffer every step and
+lets it go); compared without the leaking rank, nobody is. One job for both
+(a four-rank torchrun job costs seconds). The program never imports
+vramtrace: `vramtrace run` observes PyTorch's allocator and marks the
+optimizer steps, which align the ranks.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 import subprocess
 import sys
 from typing import List
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
@@ -31,13 +35,18 @@ def run(cmd: List[str]) -> str:
     return p.stdout
 
 
-def job(tmp_path, *args: str) -> List[str]:
+@pytest.fixture(scope="module")
+def snaps(tmp_path_factory) -> List[str]:
+    return job(tmp_path_factory.mktemp("job"))
+
+
+def job(tmp_path) -> List[str]:
     """The four ranks under `vramtrace run` (Python stacks only: the line is
     all the test reads, and native symbols cost seconds per rank)."""
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     run([SIMRUN, "--devices", "4", "--mem", "256M", "--", CLI, "run", "--conf", "stacks:python",
          "-o", str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
-         "--nproc_per_node", "4", SCRIPT, *args])
+         "--nproc_per_node", "4", SCRIPT])
     snaps = sorted(str(p) for p in tmp_path.glob("rank*.vtsnap"))
     assert [os.path.basename(p) for p in snaps] == [f"rank{r}.vtsnap" for r in range(4)]
     return snaps
@@ -48,8 +57,7 @@ def named(out: str) -> List[str]:
     return [line for line in out.splitlines() if re.match(r"rank \d+ (grows|shrinks) ", line)]
 
 
-def test_compare_names_the_rank_that_grows_its_line_and_its_growth_per_step(tmp_path):
-    snaps = job(tmp_path)
+def test_compare_names_the_rank_that_grows_its_line_and_its_growth_per_step(snaps):
     out = run([CLI, "compare", *snaps])
     site = f"{RECV} (ranks_growth.py:{RECV_LINE})"   # the line as the user wrote it
     assert named(out) == [f"rank 2 grows 1 MiB per step from {site} "
@@ -66,8 +74,8 @@ def test_compare_names_the_rank_that_grows_its_line_and_its_growth_per_step(tmp_
                                   "first_bytes": 2 * MiB, "last_bytes": 7 * MiB}], growth
 
 
-def test_the_fixed_twin_names_no_rank(tmp_path):
-    snaps = job(tmp_path, "fixed")
+def test_the_fixed_twin_names_no_rank(snaps):
+    snaps = [snaps[0], snaps[1], snaps[3]]   # rank 3 lets its buffers go
     out = run([CLI, "compare", *snaps])
     assert named(out) == [], out
     assert "no rank's growth differs from the others': every rank is flat" in out, out
