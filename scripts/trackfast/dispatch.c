@@ -396,6 +396,25 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
     return out;
 }
 
+/* The observer's arguments (func, args: tuple, out, facts: bytes, last: int)
+ * read into *obs (its facts, when they are whole records) and *last; -1 with
+ * a TypeError naming `call` when they are not. */
+static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *call,
+                         Observed *obs, PyObject **last)
+{
+    if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
+        !PyLong_Check(argv[4])) {
+        PyErr_Format(PyExc_TypeError, "%s", call);
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);
+    obs->facts = size % (Py_ssize_t)sizeof(vt_tensor_facts) == 0
+                     ? (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL;
+    obs->n = size / (Py_ssize_t)sizeof(vt_tensor_facts);
+    *last = argv[4];
+    return 0;
+}
+
 /* Dispatcher.observed(func, args, out, facts, seq): an op of the owner
  * thread that ran already, handed over by the C++ observer
  * (scripts/trackobs/) instead of the mode: ``args`` its arguments in schema
@@ -406,18 +425,12 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
  * the op (torch._C._autograd._get_sequence_nr() - 1). */
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
-        !PyLong_Check(argv[4])) {
-        PyErr_SetString(PyExc_TypeError, "observed(func, args: tuple, out, facts: bytes, seq: int)");
+    Observed obs = {0};
+    PyObject *seq;
+    if (observer_args(argv, nargs, "observed(func, args: tuple, out, facts: bytes, seq: int)",
+                      &obs, &seq) < 0)
         return NULL;
-    }
-    Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);
-    Observed obs = {
-        .facts = size % (Py_ssize_t)sizeof(vt_tensor_facts) == 0
-                     ? (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL,
-        .n = size / (Py_ssize_t)sizeof(vt_tensor_facts),
-        .seq = PyLong_AsLongLong(argv[4]),
-    };
+    obs.seq = PyLong_AsLongLong(seq);
     if (obs.seq == -1 && PyErr_Occurred())
         return NULL;
     if (d->tracker != NULL)
@@ -434,24 +447,18 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
  * forward=False, stack) would: the same records, named "backward: ...". */
 PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
-        !PyLong_Check(argv[4])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "observed_engine(func, args: tuple, out, facts: bytes, stack: int)");
+    Observed obs = {0};
+    PyObject *stack_obj;
+    if (observer_args(argv, nargs,
+                      "observed_engine(func, args: tuple, out, facts: bytes, stack: int)", &obs,
+                      &stack_obj) < 0)
         return NULL;
-    }
-    unsigned long stack = PyLong_AsUnsignedLong(argv[4]);
+    unsigned long stack = PyLong_AsUnsignedLong(stack_obj);
     if (stack == (unsigned long)-1 && PyErr_Occurred())
         return NULL;
-    Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);
-    Observed obs = {
-        .facts = size % (Py_ssize_t)sizeof(vt_tensor_facts) == 0
-                     ? (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL,
-        .n = size / (Py_ssize_t)sizeof(vt_tensor_facts),
-        .seq = -1,
-        .backward = 1,
-        .stack = d->stacks_enabled ? (uint32_t)stack : 0,
-    };
+    obs.seq = -1;
+    obs.backward = 1;
+    obs.stack = d->stacks_enabled ? (uint32_t)stack : 0;
     if (d->tracker != NULL)
         record_op(d, argv[0], argv[1], NULL, argv[2], &obs);
     Py_RETURN_NONE;
