@@ -148,14 +148,22 @@ def main() -> None:
     p10 = {v: min(r["p10_ms"] for r in per_round[v]) for v in variants}
     print("fastest tenth of the steps: " + ", ".join(
         f"{v} {p10[v]:.3f} ms ({p10[v] / p10['plain']:.3f}x)" for v in variants))
+    # Both at once, the steadiest on a shared machine: each round's fastest
+    # tenth against the same round's plain loop's, the median over rounds.
+    paired_p10 = {v: statistics.median(r["p10_ms"] / p["p10_ms"]
+                                       for r, p in zip(per_round[v], per_round["plain"]))
+                  for v in variants}
+    print("median of per-round ratios of the fastest tenths: " + ", ".join(
+        f"{v} {paired_p10[v]:.3f}x" for v in variants if v != "plain"))
     # What observing adds per step as a share of what PyTorch's python-only
     # recorder adds, from the paired ratios (the same rounds' plain loops).
     paired_share = (paired["observed"] - 1) / (paired["python"] - 1) \
         if "observed" in paired and paired.get("python", 1) > 1 else float("nan")
     if variants != VARIANTS:   # a subset (scripts/gpu-check --dry-run): the figures it has
         print("RESULT ms_step_plain=%.2f " % base + " ".join(
-            "%s_x=%.3f %s_paired_x=%.3f %s_p10_x=%.3f" % (
-                v, results[v]["ms_per_step"] / base, v, paired[v], v, p10[v] / p10["plain"])
+            "%s_x=%.3f %s_paired_x=%.3f %s_p10_x=%.3f %s_paired_p10_x=%.3f" % (
+                v, results[v]["ms_per_step"] / base, v, paired[v], v, p10[v] / p10["plain"],
+                v, paired_p10[v])
             for v in variants if v != "plain") +
             (" observed_share_of_python_paired=%.2f" % paired_share
              if paired_share == paired_share else ""))
@@ -167,6 +175,7 @@ def main() -> None:
     print("RESULT ms_step_plain=%.2f observed_x=%.3f python_x=%.2f all_x=%.2f vramtrace_x=%.2f "
           "observed_paired_x=%.3f python_paired_x=%.3f "
           "observed_p10_x=%.3f python_p10_x=%.3f "
+          "observed_paired_p10_x=%.3f python_paired_p10_x=%.3f "
           "observed_share_of_python=%.2f observed_share_of_python_paired=%.2f "
           "bytes_observed=%d bytes_python=%d bytes_all=%d bytes_vramtrace=%d "
           "dump_s_python=%.3f dump_s_all=%.3f dump_s_vramtrace=%.3f" % (
@@ -174,7 +183,8 @@ def main() -> None:
               results["python"]["ms_per_step"] / base, results["all"]["ms_per_step"] / base,
               results["vramtrace"]["ms_per_step"] / base,
               paired["observed"], paired["python"],
-              p10["observed"] / p10["plain"], p10["python"] / p10["plain"], share, paired_share,
+              p10["observed"] / p10["plain"], p10["python"] / p10["plain"],
+              paired_p10["observed"], paired_p10["python"], share, paired_share,
               results["observed"]["snapshot_bytes"],
               results["python"]["snapshot_bytes"], results["all"]["snapshot_bytes"],
               results["vramtrace"]["snapshot_bytes"], results["python"]["dump_s"],

@@ -36,6 +36,10 @@ def _trace(program: str, twin: str, out: str, device: str = "cpu") -> dict:
                       extra_path=(LEAKS,), timeout=300)
 
 
+# The leak twins' runs, kept for the test that runs each a second time.
+_LEAK_RUNS: dict = {}
+
+
 def _check(snap: str) -> tuple:
     return vt_check(snap, timeout=120)
 
@@ -54,6 +58,7 @@ def test_leak_is_flagged_exactly_with_its_holder(program, device, tmp_path):
     _cli()
     info = _trace(program, "leak", str(tmp_path / "leak.vtsnap"), device)
     rc, rep = _check(info["snap"])
+    _LEAK_RUNS[program, device] = (rc, rep)
     text = _text(rep)
     expect = {int(a, 16): n for a, n in info["expect"].items()}
     assert expect, "the program retained nothing"
@@ -100,9 +105,9 @@ def _finding_shapes(rep: dict) -> list:
 @pytest.mark.parametrize("program", ["pipeline_dealloc", "padded_gather"])
 def test_results_do_not_change_between_runs(program, tmp_path):
     _cli()
-    reps = []
-    for k in range(2):
-        info = _trace(program, "leak", str(tmp_path / f"run{k}.vtsnap"))
+    reps = [_LEAK_RUNS[program, "cpu"]] if (program, "cpu") in _LEAK_RUNS else []
+    while len(reps) < 2:   # the leak test's run, and one more
+        info = _trace(program, "leak", str(tmp_path / f"run{len(reps)}.vtsnap"))
         reps.append(_check(info["snap"]))
     assert reps[0][0] == reps[1][0]
     assert _finding_shapes(reps[0][1]) == _finding_shapes(reps[1][1])
