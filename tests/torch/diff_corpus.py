@@ -1059,6 +1059,12 @@ def run_one(fn: Callable[[Recorder], None], dev: str, tracked: Callable[[], Any]
         result["peak"] = torch.cuda.max_memory_allocated()
     if isinstance(tracked, _Trackers):
         result["tracked"] = tracked.report()
+    elif getattr(sys.modules.get("vramtrace.torch"), "_active", None):
+        # under `vramtrace run --track`: the whole program's tracker (the
+        # corpus itself never imports vramtrace on this path)
+        t = sys.modules["vramtrace.torch"]._active[0]
+        result["tracked"] = {"seen_by": [t.ops_seen_by, t._fast is not None], "ops": t.ops,
+                             "errors": t.errors}
     return result
 
 

@@ -6,7 +6,9 @@ autocast, checkpointing, torch.func, custom Functions, hooks, subclasses,
 sparse/complex/meta tensors, DataLoader workers, shared memory) runs once
 untracked (vramtrace never imported) and once under track() on each of its
 paths: the op observer (the default), the C dispatch mode
-(VRAMTRACE_TRACK_OBSERVER=0) and the Python mode (VRAMTRACE_TRACKFAST=0).
+(VRAMTRACE_TRACK_OBSERVER=0) and the Python mode (VRAMTRACE_TRACKFAST=0),
+and once more untracked by the corpus but under `vramtrace run --track`, which
+tracks the whole program (and observes PyTorch's allocator) without it asking.
 On the CPU its results are compared bit for bit; on the simulated device,
 where kernels compute nothing, its memory_allocated() figures. What it
 printed, the warnings it got and what it raised are compared everywhere.
@@ -35,10 +37,11 @@ PATHS: Dict[str, Dict[str, str]] = {
     "observer": {"VT_DIFF_TRACK": "1", "VRAMTRACE_TRACK_OBSERVER": "1"},
     "mode": {"VT_DIFF_TRACK": "1", "VRAMTRACE_TRACK_OBSERVER": "0"},
     "python": {"VT_DIFF_TRACK": "1", "VRAMTRACE_TRACKFAST": "0"},
+    "run --track": {"VT_DIFF_TRACK": "0"},
 }
 # how each tracked path reports it saw ops (Tracker.ops_seen_by, whether _trackfast ran)
 SEEN_BY = {"observer": ["observer", True], "mode": ["dispatch mode", True],
-           "python": ["dispatch mode", False]}
+           "python": ["dispatch mode", False], "run --track": ["observer", True]}
 
 # What a path cannot hide, (program, path) -> why: skipped where it differs.
 KNOWN: Dict[Tuple[str, str], str] = {
@@ -55,7 +58,7 @@ KNOWN.update({
         "collection comes after fewer of the program's allocations, so a dropped "
         "reference cycle holding device memory may be freed steps earlier than untracked "
         "(where the count stood when the program began decides)")
-    for path in ("observer", "mode", "python")})
+    for path in ("observer", "mode", "python", "run --track")})
 
 # Compared as the program sees them; "traceback" is for the reader.
 COMPARED = ("exception", "seen", "stdout", "stderr", "warnings", "left", "peak")
@@ -89,8 +92,12 @@ def results(tmp_path_factory) -> Dict[str, Dict[str, dict]]:
         for k in ("VT_DIFF_TRACK", "VRAMTRACE_TRACK_OBSERVER", "VRAMTRACE_TRACKFAST"):
             env.pop(k, None)
         env.update(env_set)
-        out = str(tmp / f"{path}.json")
-        procs[path] = (subprocess.Popen([sys.executable, CORPUS, out], env=env,
+        out = str(tmp / f"{path.replace(' ', '_')}.json")
+        cmd = [sys.executable, CORPUS, out]
+        if path == "run --track":
+            cmd = [os.environ["VRAMTRACE_CLI"], "run", "--track", "-o",
+                   str(tmp / "run.vtsnap"), "--"] + cmd
+        procs[path] = (subprocess.Popen(cmd, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True), out)
     got: Dict[str, Dict[str, dict]] = {}
