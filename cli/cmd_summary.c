@@ -212,11 +212,8 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
     if (m->events_overwritten) {
         /* The ring kept the newest events: the window's first step has lost
          * its start unless the window begins at a mark. */
-        size_t first_mark = s->nevents;
-        for (size_t i = 0; i < s->nevents && first_mark == s->nevents; i++)
-            if (s->events[i].kind == VT_EV_MARK)
-                first_mark = i;
-        if (first_mark > 0 && first_mark < s->nevents)
+        size_t first_mark = tl->nmarks ? tl->marks[0].event : 0;
+        if (first_mark > 0)
             printf("  window: it starts inside a step: the %zu event%s before the first mark "
                    "'%s' (%.3f s) %s the end of a step whose start was overwritten (a larger "
                    "ring: VRAMTRACE_CONF=ring:SIZE)\n", first_mark, first_mark == 1 ? "" : "s",

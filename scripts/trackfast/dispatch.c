@@ -404,7 +404,7 @@ static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *ca
 {
     if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
         !PyLong_Check(argv[4])) {
-        PyErr_Format(PyExc_TypeError, "%s", call);
+        PyErr_SetString(PyExc_TypeError, call);
         return -1;
     }
     Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);

@@ -189,19 +189,22 @@ def _device_of(t: Any) -> int:
 _MAX_SOURCE = 60   # characters of a source line kept in a tensor's name
 
 
-def _site_name(filename: str, line: int, what: str) -> str:
-    """``what`` (an op's output) named by the source line that made it, as
-    the user wrote it: ``h = model(x) (train.py:40, aten.relu out[0])``."""
+def _source_line(filename: str, line: int) -> str:
+    """Line ``line`` of ``filename`` as the user wrote it, whitespace runs made
+    one space, cut at _MAX_SOURCE characters; "" when it cannot be read."""
     try:
         src = " ".join(linecache.getline(filename, line).split())
     except Exception:
-        src = ""
+        return ""
+    return src[:_MAX_SOURCE - 3] + "..." if len(src) > _MAX_SOURCE else src
+
+
+def _site_name(filename: str, line: int, what: str) -> str:
+    """``what`` (an op's output) named by the source line that made it, as
+    the user wrote it: ``h = model(x) (train.py:40, aten.relu out[0])``."""
+    src = _source_line(filename, line)
     where = f"{os.path.basename(filename)}:{line}"
-    if not src:
-        return f"{what} at {where}"
-    if len(src) > _MAX_SOURCE:
-        src = src[:_MAX_SOURCE - 3] + "..."
-    return f"{src} ({where}, {what})"
+    return f"{src} ({where}, {what})" if src else f"{what} at {where}"
 
 
 _NESTED = (list, tuple, dict)
@@ -938,9 +941,7 @@ class Tracker:
             got = kind
             site = self._stacks.sites.get(stack) if stack else None
             if site is not None:
-                src = " ".join(linecache.getline(site[0], site[1]).split())
-                if len(src) > _MAX_SOURCE:
-                    src = src[:_MAX_SOURCE - 3] + "..."
+                src = _source_line(site[0], site[1])
                 where = f"{os.path.basename(site[0])}:{site[1]}"
                 got = f'{kind}, first used by "{src}" ({where})' if src else f"{kind} at {where}"
             if len(self._names) >= 1 << 16:

@@ -132,13 +132,13 @@ TEST(bad_values_keep_the_default_and_name_the_choices)
  * them (the ring's slots are), whose slots fit in SIZE. */
 TEST(ring_size_keeps_the_events_that_fit_in_it)
 {
-    static const struct { const char *text; uint64_t events; } cases[] = {
-        { "ring:1MiB", 8192 },                   /* 13107 fit: 8192 slots, 640 KiB */
-        { "ring:256MB", 2097152 },               /* 3.2M fit: 2^21 slots, 160 MiB */
-        { "ring:1G", 8388608 },
-        { "ring:80KiB", 1024 },
-        { "max_events:5000,ring:1MiB", 8192 },   /* the later key wins */
-        { "ring:1MiB,max_events:5000", 5000 },
+    static const struct { const char *text; uint64_t events, bytes; } cases[] = {
+        { "ring:1MiB", 8192, 1 << 20 },          /* 13107 fit: 8192 slots, 640 KiB */
+        { "ring:256MB", 2097152, 256000000 },    /* 3.2M fit: 2^21 slots, 160 MiB */
+        { "ring:1G", 8388608, 1 << 30 },
+        { "ring:80KiB", 1024, 80 << 10 },
+        { "max_events:5000,ring:1MiB", 8192, 1 << 20 },   /* the later key wins */
+        { "ring:1MiB,max_events:5000", 5000, 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char msg[512] = "";
@@ -146,7 +146,9 @@ TEST(ring_size_keeps_the_events_that_fit_in_it)
         ASSERT_MSG(parse(cases[i].text, &c, msg, sizeof msg) == 0, "%s: %s", cases[i].text, msg);
         ASSERT_MSG(c.max_events == cases[i].events, "%s: %llu events", cases[i].text,
                    (unsigned long long)c.max_events);
-        ASSERT(c.max_events * VT_RING_EVENT_BYTES <= (uint64_t)1 << 30);
+        if (cases[i].bytes)   /* the most events, a power of two of them, that fit */
+            ASSERT(c.max_events * VT_RING_EVENT_BYTES <= cases[i].bytes &&
+                   2 * c.max_events * VT_RING_EVENT_BYTES > cases[i].bytes);
     }
     uint64_t b;
     ASSERT_EQ(vt__parse_bytes("1.5GiB", &b), 0);
