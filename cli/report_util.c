@@ -274,36 +274,72 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
 
 #define SOURCE_TEXT_MAX 60   /* characters of a source line in a site's name */
 
+/* The last Python source read, whole: compare names many sites of one file,
+ * each by one line of it. */
+static struct { char *path, *text; size_t len; } source_cache;
+
+#define SOURCE_FILE_MAX (16u << 20)   /* a larger file is not read */
+
+static const char *source_file(const char *path, size_t *len)
+{
+    if (source_cache.path && !strcmp(source_cache.path, path)) {
+        *len = source_cache.len;
+        return source_cache.text;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    int ok = 1;
+    for (;;) {
+        if (n == cap) {
+            char *more = cap < SOURCE_FILE_MAX ? realloc(text, cap ? 2 * cap : 65536) : NULL;
+            if (!more) {
+                ok = 0;
+                break;
+            }
+            text = more;
+            cap = cap ? 2 * cap : 65536;
+        }
+        size_t got = fread(text + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    ok = ok && !ferror(f);
+    fclose(f);
+    char *copy = ok ? strdup(path) : NULL;
+    if (!copy) {
+        free(text);
+        return NULL;
+    }
+    free(source_cache.path);
+    free(source_cache.text);
+    source_cache.path = copy;
+    source_cache.text = text;
+    source_cache.len = *len = n;
+    return text;
+}
+
 /* Line `line` of the Python source `path` as it is now (a traceback reads it
  * the same way), whitespace runs made one space, cut to SOURCE_TEXT_MAX with
  * "..."; 0 when the file or the line cannot be read. */
 static int source_text(const char *path, unsigned line, char *buf, size_t len)
 {
-    size_t n = strlen(path);
+    size_t n = strlen(path), size = 0;
     if (!line || n < 3 || strcmp(path + n - 3, ".py") != 0 || len < SOURCE_TEXT_MAX + 1)
         return 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
+    const char *text = source_file(path, &size), *end = text + size, *c = text;
+    if (!text)
         return 0;
-    char text[4096];
-    unsigned at = 0;
-    int found = 0;
-    while (fgets(text, sizeof text, f)) {
-        if (strchr(text, '\n') || feof(f))
-            at++;
-        else
-            continue;   /* the rest of a line longer than the buffer */
-        if (at == line) {
-            found = 1;
-            break;
-        }
+    for (unsigned at = 1; at < line && c < end; at++) {
+        const char *nl = memchr(c, '\n', (size_t)(end - c));
+        c = nl ? nl + 1 : end;
     }
-    fclose(f);
-    if (!found)
-        return 0;
     size_t o = 0;
-    for (const char *c = text; *c && o < SOURCE_TEXT_MAX; c++) {
-        int space = *c == ' ' || *c == '\t' || *c == '\n' || *c == '\r';
+    for (; c < end && *c != '\n' && o < SOURCE_TEXT_MAX; c++) {
+        int space = *c == ' ' || *c == '\t' || *c == '\r';
         if (space && (o == 0 || buf[o - 1] == ' '))
             continue;
         buf[o++] = space ? ' ' : *c;
