@@ -54,14 +54,12 @@ def mode() -> str:
 
 
 def note(message: str) -> None:
-    """Say ``message`` on stderr now, and leave it for ``vramtrace run`` to
-    repeat when the program has ended (its run directory's notes file)."""
-    line = f"vramtrace: {message}"
-    try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    except Exception:  # noqa: BLE001 - a closed stderr must not matter
-        pass
+    """Say ``message`` without touching what the program writes: under
+    ``vramtrace run`` it goes to the run directory's notes file, and run says
+    it once the program has ended; otherwise (or when that file cannot be
+    written) straight to file descriptor 2. Never through ``sys.stderr``: a
+    program that captures or redirects its stderr would see our line as its
+    own output (the differential suite compares it)."""
     run_dir = os.environ.get("VRAMTRACE_RUN_DIR")
     if run_dir:
         try:
@@ -71,8 +69,13 @@ def note(message: str) -> None:
                 os.write(fd, f"{os.getpid()}\t{message}\n".encode("utf-8", "replace"))
             finally:
                 os.close(fd)
+            return
         except OSError:
             pass
+    try:
+        os.write(2, f"vramtrace: {message}\n".encode("utf-8", "replace"))
+    except OSError:  # a closed stderr must not matter
+        pass
 
 
 def start() -> None:

@@ -187,3 +187,34 @@ def test_use_allocator_on_cpu_torch_is_a_clear_error(fake, monkeypatch):
         assert "CUDAPluggableAllocator" in msg and "vramtrace run" in msg
     else:
         assert "CUDA" in msg
+
+
+def test_notes_never_go_through_the_programs_stderr(tmp_path, monkeypatch, capfd):
+    """vramtrace's own notes (a walk cut short, an observer not built) are
+    not the program's output: a program that captures sys.stderr sees none
+    of them. Under `vramtrace run` they go to the run's notes file (run says
+    them after the program), else to file descriptor 2."""
+    import contextlib
+    import io
+
+    from vramtrace import _autorun
+    seen = io.StringIO()
+    monkeypatch.setenv("VRAMTRACE_RUN_DIR", str(tmp_path))
+    with contextlib.redirect_stderr(seen):
+        _autorun.note("under run")
+    assert seen.getvalue() == ""
+    assert (tmp_path / "notes").read_text() == f"{os.getpid()}\tunder run\n"
+    assert capfd.readouterr().err == ""
+
+    monkeypatch.delenv("VRAMTRACE_RUN_DIR")
+    with contextlib.redirect_stderr(seen):
+        _autorun.note("alone")
+    assert seen.getvalue() == ""
+    assert capfd.readouterr().err == "vramtrace: alone\n"
+
+    # a run directory that cannot be written: said on fd 2 instead
+    monkeypatch.setenv("VRAMTRACE_RUN_DIR", str(tmp_path / "gone"))
+    with contextlib.redirect_stderr(seen):
+        _autorun.note("lost dir")
+    assert seen.getvalue() == ""
+    assert capfd.readouterr().err == "vramtrace: lost dir\n"
