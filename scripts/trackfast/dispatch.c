@@ -316,12 +316,16 @@ out:
 }
 
 /* Record an op that ran: a failure to record never fails the op
- * (Tracker._recording_failed counts and warns once). */
+ * (Tracker._recording_failed counts and warns once). What recording
+ * allocates is kept out of the collector's count (gc_schedule.c). */
 static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs,
                       PyObject *out, const Observed *obs)
 {
-    if (on_op(d, func, args, kwargs, out, obs) == 0)
+    long held = gc_hold();
+    if (on_op(d, func, args, kwargs, out, obs) == 0) {
+        gc_release(held);
         return;
+    }
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
     PyErr_NormalizeException(&exc_type, &exc, &tb);
@@ -333,6 +337,7 @@ static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *k
     Py_XDECREF(exc_type);
     Py_XDECREF(exc);
     Py_XDECREF(tb);
+    gc_release(held);
 }
 
 /* Dispatcher.dispatch(mode, func, types, args=(), kwargs=None): the mode's

@@ -333,6 +333,10 @@ static PyMethodDef module_methods[] = {
     {"setup", module_setup, METH_VARARGS,
      "setup(Tensor, Parameter, sequence_nr, set_eval_frame or None, TensorRec, "
      "StorageRec, pending_names, take_pending_name, storage_id or None)"},
+    {"gc_hold", py_gc_hold, METH_NOARGS,
+     "gc_hold() -> token: the collector's count held while the tracker works "
+     "(gc_schedule.c); give the token to gc_release()"},
+    {"gc_release", py_gc_release, METH_O, "gc_release(token): the count as gc_hold() found it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -393,6 +397,12 @@ PyMODINIT_FUNC PyInit__trackfast(void)
     Py_INCREF(&DispatcherType);
     if (PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0) {
         Py_DECREF(&DispatcherType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* whether gc_hold() holds anything (False: built without CPython's
+     * internal headers, or free-threaded) */
+    if (PyModule_AddIntConstant(m, "GC_HELD", gc_can_hold()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -210,8 +210,26 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *
     Py_DECREF(skey);
     if (rec == NULL)
         goto out;
-    cbself = PyTuple_Pack(3, (PyObject *)d, rec, key);
+    /* (d, rec, key, the callback's address): CPython drops its last
+     * reference to the callback after the callback returns, outside the
+     * tracker's hold on the collector's count; the callback, knowing its
+     * own address, hands itself to gc_free_later() (gc_schedule.c). */
+    cbself = PyTuple_New(4);
+    if (cbself != NULL) {
+        PyTuple_SET_ITEM(cbself, 0, Py_NewRef((PyObject *)d));
+        PyTuple_SET_ITEM(cbself, 1, Py_NewRef(rec));
+        PyTuple_SET_ITEM(cbself, 2, Py_NewRef(key));
+        PyTuple_SET_ITEM(cbself, 3, Py_NewRef(Py_None));
+    }
     cb = cbself ? PyCFunction_New(&death_def, cbself) : NULL;
+    if (cb != NULL) {   /* the tuple is only ours and cb's yet: filled in place */
+        PyObject *self_address = PyLong_FromVoidPtr(cb);
+        if (self_address == NULL)
+            goto out;
+        PyObject *placeholder = PyTuple_GET_ITEM(cbself, 3);
+        PyTuple_SET_ITEM(cbself, 3, self_address);
+        Py_DECREF(placeholder);
+    }
     ref = cb ? PyWeakref_NewRef(t, cb) : NULL;
     if (ref == NULL || set_attr(rec, s_ref, ref) < 0 ||
         PyDict_SetItem(by_obj, key, rec) < 0)
@@ -354,6 +372,11 @@ static PyObject *death_callback(PyObject *self, PyObject *weak)
         Py_RETURN_NONE;
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
+    long held = gc_hold();   /* the books' changes are not the program's allocations */
+    /* the weak reference and this callback: their last references go
+     * after this returns (the callback is alive: CPython holds it now) */
+    gc_free_later(weak);
+    gc_free_later((PyObject *)PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 3)));
     if (died(d, PyTuple_GET_ITEM(self, 1), PyTuple_GET_ITEM(self, 2), weak) < 0) {
         PyErr_Clear();
         PyObject *errors = PyObject_GetAttr(d->tracker, s_errors);
@@ -362,6 +385,7 @@ static PyObject *death_callback(PyObject *self, PyObject *weak)
         if (set_u64(d->tracker, s_errors, (uint64_t)n + 1) < 0)
             PyErr_Clear();
     }
+    gc_release(held);
     PyErr_Restore(exc_type, exc, tb);
     Py_RETURN_NONE;
 }

@@ -9,6 +9,7 @@
  *   records.c   the record objects' slots; a tensor's TENSOR_NEW
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
  *   python.c    calls back into the Python Tracker
+ *   gc_schedule.c  the tracker's own objects kept out of the collector's count
  * Internal: nothing here is exported from the module but PyInit__trackfast.
  */
 #ifndef VT_TRACKFAST_H
@@ -154,5 +155,14 @@ PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
 /* module.c: a new reference to the Tracker's attribute ``name`` (its
  * never-rebound containers without a lookup). */
 PyObject *tracker_attr(Dispatcher *d, PyObject *name);
+
+/* gc_schedule.c: hold the collector's count while the tracker works. */
+long gc_hold(void);
+void gc_release(long saved);
+/* inside a hold: ``obj`` (a new reference taken) freed at the next hold */
+void gc_free_later(PyObject *obj);
+int gc_can_hold(void);
+PyObject *py_gc_hold(PyObject *self, PyObject *unused);
+PyObject *py_gc_release(PyObject *self, PyObject *token);
 
 #endif

@@ -511,10 +511,43 @@ def _load_trackfast(libdir: str) -> Any:
     mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
               _StorageRec, _pending_names, _take_pending_name,
               getattr(_torch._C, "_storage_id", None), _storage_address)
+    _use_gc_hold(mod)
     return mod
 
 
 _trackfast: Any = False   # not loaded yet
+
+
+# The cyclic collector's count held while the tracker works, so that its own
+# objects never bring an automatic collection forward and a cycle the
+# program dropped is freed when it would be without vramtrace
+# (scripts/trackfast/gc_schedule.c). No-ops until _trackfast, built with
+# CPython's internal headers, is loaded: on the Python path a declared limit.
+def _gc_hold() -> int:
+    return 0
+
+
+def _gc_release(_token: int) -> None:
+    return None
+
+
+def _use_gc_hold(mod: Any) -> None:
+    global _gc_hold, _gc_release
+    if getattr(mod, "GC_HELD", 0):
+        _gc_hold, _gc_release = mod.gc_hold, mod.gc_release
+
+
+def _gc_held(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` run with the collector's count held (an entry into the
+    tracker from the program: a mark, a collection's callback, a death)."""
+    @functools.wraps(method)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        token = _gc_hold()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _gc_release(token)
+    return held
 
 
 def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
@@ -739,6 +772,7 @@ class Tracker:
         self._fast = _make_fast_path(self, raw, stacks)
 
     # -- context -----------------------------------------------------------
+    @_gc_held
     def __enter__(self) -> "Tracker":
         running = getattr(_tls, "tracker", None)
         if running is not None:
@@ -775,6 +809,7 @@ class Tracker:
             gc.callbacks.append(self._on_gc)
         return self
 
+    @_gc_held
     def __exit__(self, *exc: Any) -> None:
         if self._deferred:   # a nested enter: the running tracker goes on
             self._deferred.pop()
@@ -797,6 +832,7 @@ class Tracker:
             self._fast.weak_maker = 0
             self._observer = None
 
+    @_gc_held
     def close(self) -> None:
         """Stop recording deaths too (tensors still alive are left as they are)."""
         try:
@@ -1149,6 +1185,7 @@ class Tracker:
         return True
 
     # -- deaths ------------------------------------------------------------
+    @_gc_held
     def _on_death(self, rec: _TensorRec, objid: int, _ref: Any) -> None:
         if rec.ref is None:    # renamed, or the tracker was closed
             return
@@ -1366,6 +1403,7 @@ class Tracker:
                 self._migrate(rec, None)
             del t
 
+    @_gc_held
     def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
         if self._manual_gc:
             return
@@ -1378,6 +1416,7 @@ class Tracker:
         self._gc_holder = 0   # one holder per collection, made on first need
 
     # -- marks and snapshots -------------------------------------------------
+    @_gc_held
     def _on_mark(self, kind: str, arg: str) -> None:
         # Runs just before the mark is recorded. The checker flags a storage
         # last used in step j that is still alive at mark j+2 (one complete

@@ -53,11 +53,13 @@ KNOWN: Dict[Tuple[str, str], str] = {
 }
 KNOWN.update({
     ("cycles_freed_by_the_automatic_gc[cuda]", path): (
-        "the cyclic collector counts track()'s own objects (its records, weak "
-        "references and caches) towards generation 0's threshold: an automatic "
-        "collection comes after fewer of the program's allocations, so a dropped "
-        "reference cycle holding device memory may be freed steps earlier than untracked "
-        "(where the count stood when the program began decides)")
+        "the cyclic collector's schedule is the count of container objects made "
+        "less those freed; track() holds the count while it works "
+        "(scripts/trackfast/gc_schedule.c), but the Python objects it has PyTorch "
+        "make for the program's tensors and autograd nodes, and the list, tuple and "
+        "dict free lists its own work leaves fuller or emptier, still move the count "
+        "by a few objects per step: a dropped reference cycle may be freed at another "
+        "step than untracked (where the count stood when the program began decides)")
     for path in ("observer", "mode", "python", "run --track")})
 
 # Compared as the program sees them; "traceback" is for the reader.
