@@ -4,7 +4,7 @@
  * settings, or on a device of another size?
  *
  * The recorded allocations and frees go, in order, through vramtrace's own
- * allocator on a host-only device (trace/replay/replay.h). One replay prints, per
+ * allocator on a host-only device (alloc/replay/replay.h). One replay prints, per
  * device: peak allocated and reserved (and the recording's, for comparison),
  * fragmentation at the reserved peak, the device calls the allocator made,
  * and where it ran out of memory (event, time, call site, live bytes), if it

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_trace.c - trace/recorder.h for a replay.
+ * alloc/replay/replay_trace.c - trace/record/recorder.h for a replay.
  *
  * The allocator tells its recorder every block it hands out and takes back,
  * every segment and every OOM; during a replay that is exactly what the

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_sweep.c - several settings replayed side by side.
+ * alloc/replay/replay_sweep.c - several settings replayed side by side.
  *
  * The allocator is one per process and reads some settings once, so each
  * setting runs in a child process of its own (forked after the snapshot was

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_torch.c - a recording replayed under PyTorch's caching
+ * alloc/replay/replay_torch.c - a recording replayed under PyTorch's caching
  * allocator's rules: a model of its state (pools, blocks, segments) driven by
  * the recorded allocations and frees.
  *

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_early.c - frees moved earlier (vt_replay_options.free_at),
+ * alloc/replay/replay_early.c - frees moved earlier (vt_replay_options.free_at),
  * the bookkeeping both engines share: which ALLOCs are freed early, which
  * are due before an event, and the recorded free that then comes too late.
  * Each engine frees the block itself, by its own rules.

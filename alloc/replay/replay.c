@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay.c - the replay engine: see replay.h.
+ * alloc/replay/replay.c - the replay engine: see replay.h.
  *
  * Two passes over the events. The first finds, for every FREE_REQUESTED,
  * the index of its FREE_COMPLETED and whether the free completed at once

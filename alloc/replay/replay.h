@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay.h - run a recorded program's allocations again, through the
+ * alloc/replay/replay.h - run a recorded program's allocations again, through the
  * real caching allocator on a host-only device (alloc/backend_host.c), under
  * other settings and another capacity.
  *

@@ -1,10 +1,10 @@
 /*
- * trace/replay/replay_internal.h - the replay's types and cross-file map.
+ * alloc/replay/replay_internal.h - the replay's types and cross-file map.
  *
  * replay.c walks the recorded events and drives the allocator (vramtrace's
  * rules) or hands them to replay_torch.c (a model of PyTorch's allocator);
  * replay_trace.c is the recorder the allocator reports to during a replay
- * (trace/recorder.h), which keeps the replay's own books; replay_map.c maps
+ * (trace/record/recorder.h), which keeps the replay's own books; replay_map.c maps
  * recorded addresses to replayed blocks; replay_conf.c turns recorded
  * settings into allocator settings; replay_sweep.c runs settings side by
  * side in child processes.
