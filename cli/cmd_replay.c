@@ -251,26 +251,13 @@ static void print_oom_json(const vt_snapshot_data *s, const vt_replay_oom *o)
     json_u64("reserved", o->reserved, 1);
     json_u64("device_free", o->device_free, 1);
     printf("\"call_site\": ");
-    const vt_frame *f = vt__report_site_frame(s, o->stack);
-    if (f) {
-        char *txt = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&txt, &len);
-        if (m) {
-            vt__report_frame_text(m, s, f);
-            fclose(m);
-        }
-        vt__json_str(stdout, txt ? txt : "");
-        free(txt);
-    } else {
-        printf("null");
-    }
+    vt__report_frame_json(stdout, s, vt__report_site_frame(s, o->stack));
     printf("}");
 }
 
 static void print_result_json(const vt_snapshot_data *s, const vt_replay_result *r)
 {
-    printf("\"rules\": \"%s\", \"settings\": ", vt_replay_rules_name(r->rules));
+    printf("\"rules\": \"%s\", \"settings\": ", vt__replay_rules_name(r->rules));
     vt__json_str(stdout, r->conf);
     printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
            r->replayed, r->skipped_frees);
@@ -301,15 +288,6 @@ static const char *const sweep_gc[] = { "0", "0.6", "0.8" };
 static const char *const sweep_expandable[] = { "0", "1" };
 #define N_OF(a) (sizeof a / sizeof *a)
 
-static uint64_t max_peak_reserved(const vt_replay_result *r)
-{
-    uint64_t m = 0;
-    for (size_t d = 0; d < r->ndevices; d++)
-        if (r->devices[d].peak_reserved > m)
-            m = r->devices[d].peak_reserved;
-    return m;
-}
-
 struct ranked { size_t index; };
 static const vt_replay_result *rank_results;
 static const int *rank_status;
@@ -320,7 +298,7 @@ static int cmp_ranked(const void *a, const void *b)
     int fx = rank_status[x] ? 2 : rank_results[x].oom.happened, fy = rank_status[y] ? 2 : rank_results[y].oom.happened;
     if (fx != fy)
         return fx - fy;
-    uint64_t px = max_peak_reserved(&rank_results[x]), py = max_peak_reserved(&rank_results[y]);
+    uint64_t px = vt__replay_peak_reserved(&rank_results[x]), py = vt__replay_peak_reserved(&rank_results[y]);
     if (px != py)
         return px < py ? -1 : 1;
     return (x > y) - (x < y);
@@ -364,7 +342,7 @@ static void print_recommendation(const vt_replay_result *res, const int *status,
     const vt_replay_result *best = &res[order[0].index];
     bool torch = best->rules == VT_REPLAY_RULES_PYTORCH;
     const char *var = torch ? "PYTORCH_CUDA_ALLOC_CONF" : "VRAMTRACE_CONF";
-    uint64_t bp = max_peak_reserved(best), rp = max_peak_reserved(&res[0]);
+    uint64_t bp = vt__replay_peak_reserved(best), rp = vt__replay_peak_reserved(&res[0]);
     if (status[order[0].index] || (cap != VT_REPLAY_UNLIMITED && best->oom.happened)) {
         size_t i = order[0].index;
         for (size_t j = 0; j < n; j++)   /* the OOMs' ranks: the least reserved */
@@ -373,7 +351,7 @@ static void print_recommendation(const vt_replay_result *res, const int *status,
                 break;
             }
         printf("recommendation: none: no setting tried fits in %s; the least reserved when it "
-               "ran out was %s (%s)\n", cap_text(cap, b1), vt__fmt_bytes(max_peak_reserved(&res[i]), b2),
+               "ran out was %s (%s)\n", cap_text(cap, b1), vt__fmt_bytes(vt__replay_peak_reserved(&res[i]), b2),
                labels[i]);
         return;
     }
@@ -436,7 +414,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
     vt_replay_options sweep_opt = { .capacity = capacity, .rules = rules };
-    if (vt_replay_sweep_with(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
+    if (vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -459,7 +437,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             printf("null");
         else
             printf("%" PRIu64, cap0);
-        printf(", \"rules\": \"%s\", \"runs\": [", vt_replay_rules_name(res[0].rules));
+        printf(", \"rules\": \"%s\", \"runs\": [", vt__replay_rules_name(res[0].rules));
         for (size_t j = 0; j < n; j++) {
             size_t i = order[j].index;
             printf("%s{\"rank\": %zu, \"label\": ", j ? ", " : "", j + 1);
@@ -477,7 +455,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
         printf("]}\n");
     } else {
         printf("sweep of %s: %zu settings, device capacity %s, rules %s, ranked by peak "
-               "reserved\n", path, n, cap_text(cap0, b1), vt_replay_rules_name(res[0].rules));
+               "reserved\n", path, n, cap_text(cap0, b1), vt__replay_rules_name(res[0].rules));
         printf("%4s  %-12s %-12s %6s  %-22s %s\n", "rank", "reserved", "allocated", "frag",
                "fits", "settings");
         for (size_t j = 0; j < n; j++) {
@@ -494,7 +472,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             else
                 snprintf(fits, sizeof fits, "%s", cap0 == VT_REPLAY_UNLIMITED ? "-" : "fits");
             printf("%4zu  %-12s %-12s %5.1f%%  %-22s %s\n", j + 1,
-                   vt__fmt_bytes(max_peak_reserved(r), b2), vt__fmt_bytes(d->peak_allocated, b3),
+                   vt__fmt_bytes(vt__replay_peak_reserved(r), b2), vt__fmt_bytes(d->peak_allocated, b3),
                    frag_at_peak(d), fits, labels[i]);
         }
         if (cap0 != VT_REPLAY_UNLIMITED) {
@@ -595,7 +573,7 @@ int vt_cmd_replay(int argc, char **argv)
     vt_replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
     vt_replay_result r;
     char err[512];
-    int st = vt_replay_run(s, &opt, &r, err, sizeof err);
+    int st = vt__replay_run(s, &opt, &r, err, sizeof err);
     if (st) {
         fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
         vt_snapshot_free(s);
@@ -621,7 +599,7 @@ int vt_cmd_replay(int argc, char **argv)
     } else {
         print_text(path, s, &r, origin);
     }
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     vt_snapshot_free(s);
     return 0;
 }

@@ -80,7 +80,7 @@ static int make_overlay(const vt_snapshot_data *s, const char *conf, vt_replay_r
 {
     char err[512];
     vt_replay_options ropt = { .conf = strcmp(conf, "recorded") ? conf : NULL, .curve = true };
-    if (vt_replay_run(s, &ropt, rr, err, sizeof err) != 0) {
+    if (vt__replay_run(s, &ropt, rr, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: --replay: %s: %s\n", in, err);
         return -1;
     }
@@ -282,7 +282,7 @@ done:
     free((void *)ov.event);
     free((void *)ov.reserved);
     free((void *)ov.device);
-    vt_replay_result_free(&rr);
+    vt__replay_result_free(&rr);
     free(oom_json);
     free(def_out);
     vt_check_report_free(rep);

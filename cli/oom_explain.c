@@ -408,15 +408,6 @@ static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, cons
     return n;
 }
 
-static uint64_t peak_of(const vt_replay_result *x)
-{
-    uint64_t m = 0;
-    for (size_t d = 0; d < x->ndevices; d++)
-        if (x->devices[d].peak_reserved > m)
-            m = x->devices[d].peak_reserved;
-    return m;
-}
-
 static void fill_fix(vt__oom_fix *fx, const vt_replay_result *res, int status, const char *err)
 {
     if (status) {
@@ -424,7 +415,7 @@ static void fill_fix(vt__oom_fix *fx, const vt_replay_result *res, int status, c
         snprintf(fx->err, sizeof fx->err, "%s", err && *err ? err : "the replay failed");
         return;
     }
-    fx->peak_reserved = peak_of(res);
+    fx->peak_reserved = vt__replay_peak_reserved(res);
     fx->fits = !res->oom.happened;
     fx->oom_event = res->oom.happened ? res->oom.event_index : SIZE_MAX;
 }
@@ -479,7 +470,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     opts[n++] = (vt_replay_options){ .capacity = VT_REPLAY_UNLIMITED };
     size_t first = n;
     char recorded[512];
-    vt_replay_recorded_conf(s, recorded, sizeof recorded);
+    vt__replay_recorded_conf(s, recorded, sizeof recorded);
     char have[64];
     conf_value(recorded, "expandable_segments", have, sizeof have);
     bool expandable_on = !strcmp(have, "1") || !strcasecmp(have, "true");
@@ -519,7 +510,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
         opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
     }
     r->nreplays += n;
-    if (vt_replay_sweep_options(s, opts, n, jobs, res, status, errs)) {
+    if (vt__replay_sweep(s, opts, n, jobs, res, status, errs)) {
         snprintf(r->replay_err, sizeof r->replay_err, "cannot start the replays");
         rc = 0;
         goto out;
@@ -531,13 +522,13 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     }
     r->replayed = true;
     snprintf(r->baseline_conf, sizeof r->baseline_conf, "%s", res[0].conf);
-    r->rules = vt_replay_rules_name(res[0].rules);
+    r->rules = vt__replay_rules_name(res[0].rules);
     /* running out later than the program did would be kinder than the
      * device was: then no candidate is shown to fit by its replay */
     r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event
                     && res[0].oom.device == r->device;
     r->baseline_oom_event = res[0].oom.happened ? res[0].oom.event_index : SIZE_MAX;
-    r->baseline_peak = peak_of(&res[0]);
+    r->baseline_peak = vt__replay_peak_reserved(&res[0]);
     for (size_t i = first; i < n; i++) {
         cand[i].capacity = cap;
         fill_fix(&cand[i], &res[i], status[i], errs[i]);
@@ -547,7 +538,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
      * searched between the capacity (too small: the replay reproduced the
      * OOM) and the unlimited replay's peak reserved, from its peak
      * allocated (no capacity below it can fit) */
-    uint64_t unl = status[1] ? 0 : peak_of(&res[1]);
+    uint64_t unl = status[1] ? 0 : vt__replay_peak_reserved(&res[1]);
     uint64_t unl_alloc = 0;
     for (size_t d = 0; !status[1] && d < res[1].ndevices; d++)
         if (res[1].devices[d].peak_allocated > unl_alloc)
@@ -578,7 +569,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
             if (!np)
                 break;
             r->nreplays += np;
-            if (vt_replay_sweep_options(s, po, np, jobs, res, status, errs))
+            if (vt__replay_sweep(s, po, np, jobs, res, status, errs))
                 break;
             uint64_t prev_fail = lo;
             for (size_t k = 0; k < np; k++) {
@@ -587,7 +578,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                 if (!res[k].oom.happened) {
                     if (!best || pc[k] < best) {
                         best = pc[k];
-                        best_peak = peak_of(&res[k]);
+                        best_peak = vt__replay_peak_reserved(&res[k]);
                     }
                     break;
                 }

@@ -1,5 +1,5 @@
 /*
- * alloc/replay/replay.c - vt_replay_run (replay.h): the rules chosen, the
+ * alloc/replay/replay.c - vt__replay_run (replay.h): the rules chosen, the
  * devices and their capacities set, then one engine replays the recording:
  * vramtrace's allocator (replay_alloc.c) or PyTorch's, modelled
  * (replay_torch.c), both through the one walk of the events (replay_walk.c).
@@ -48,7 +48,7 @@ static vt_replay_rules auto_rules(const vt_snapshot_data *s)
     return vt__replay_is_torch(s) ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE;
 }
 
-const char *vt_replay_rules_name(vt_replay_rules rules)
+const char *vt__replay_rules_name(vt_replay_rules rules)
 {
     switch (rules) {
     case VT_REPLAY_RULES_VRAMTRACE: return "vramtrace";
@@ -57,7 +57,7 @@ const char *vt_replay_rules_name(vt_replay_rules rules)
     }
 }
 
-int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
+int vt__replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
                   vt_replay_result *out, char *err, size_t errlen)
 {
     static const vt_replay_options defaults = { 0 };

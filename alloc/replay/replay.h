@@ -20,8 +20,8 @@
  * events (segments, OOM) are what the replay measures; the recorded ones are
  * compared with them.
  *
- * The allocator is one per process: vt_replay_run() can run once in a
- * process (a second call returns -EBUSY); vt_replay_sweep() runs each setting
+ * The allocator is one per process: vt__replay_run() can run once in a
+ * process (a second call returns -EBUSY); vt__replay_sweep() runs each setting
  * in a child process of its own.
  */
 #ifndef VT_REPLAY_H
@@ -138,7 +138,7 @@ typedef struct vt_replay_result {
     bool segments_identical;
     size_t segments_compared;  /* segment allocations compared */
     size_t first_segment_difference; /* index in that sequence, when not identical */
-    vt_replay_point *curve;    /* options.curve: owned; vt_replay_result_free */
+    vt_replay_point *curve;    /* options.curve: owned; vt__replay_result_free */
     size_t ncurve;
 } vt_replay_result;
 
@@ -159,42 +159,36 @@ typedef struct vt_replay_result {
  * PyTorch's defaults. The peaks are PyTorch's own (max_memory_reserved(),
  * max_memory_allocated()); memory outside its pool (a library's own
  * cudaMalloc) counts against the capacity as recorded. */
-int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
+int vt__replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
                   vt_replay_result *out, char *err, size_t errlen);
 
 /* Free what a result owns (the curve). */
-void vt_replay_result_free(vt_replay_result *r);
+void vt__replay_result_free(vt_replay_result *r);
+
+/* The highest peak reserved of r's devices: what a setting needs. */
+uint64_t vt__replay_peak_reserved(const vt_replay_result *r);
 
 /* Settings recorded in the snapshot, as replay conf text ("key:value,...",
  * allocator keys only; PyTorch's allocator_settings translated). Empty when
  * none were recorded. */
-void vt_replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
+void vt__replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
 
-/* Each of `n` confs replayed in a child process (at most `jobs` at once),
- * results in out[i] (curve never kept). A child that fails leaves out[i]
- * zeroed with status[i] < 0 (its error text in errs[i] when errs != NULL).
- * @return 0, or -ENOMEM/-EINVAL when nothing could be started. */
-int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                    uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
-                    char (*errs)[256]);
-
-/* The same with whole options per replay (conf, capacity, moved frees; the
- * curve is never kept). */
-int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
+/* Each of `n` options replayed in a child process (at most `jobs` at
+ * once; the curve is never kept), results in out[i]. A child that fails
+ * leaves out[i] zeroed with status[i] < 0 (its error text in errs[i] when
+ * errs != NULL). @return 0, or -ENOMEM/-EINVAL when nothing could be
+ * started. */
+int vt__replay_sweep(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
                             unsigned jobs, vt_replay_result *out, int *status,
                             char (*errs)[256]);
 
-/* vt_replay_sweep() with the capacity, rules and ignore_recorded_conf of
- * `base` (its conf and curve are not used: each run has confs[i], no curve);
- * vt_replay_sweep() is this with rules AUTO. */
-int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
+/* The same with confs[i] over `base`'s capacity, rules and
+ * ignore_recorded_conf (its conf and curve are not used). */
+int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
                          const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
                          int *status, char (*errs)[256]);
 
-/* The rules AUTO picks for `s`. */
-vt_replay_rules vt_replay_auto_rules(const vt_snapshot_data *s);
-
 /* "vramtrace" or "pytorch" (AUTO: "auto"). */
-const char *vt_replay_rules_name(vt_replay_rules rules);
+const char *vt__replay_rules_name(vt_replay_rules rules);
 
 #endif /* VT_REPLAY_H */

@@ -153,7 +153,7 @@ typedef struct vt__replay_books {
 extern vt__replay_books vt__books;
 
 /* ---- replay_conf.c ----------------------------------------------------- */
-/* Recorded settings into conf text (see vt_replay_recorded_conf); sets
+/* Recorded settings into conf text (see vt__replay_recorded_conf); sets
  * *expandable when the recording says expandable segments were on. */
 void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool *expandable);
 

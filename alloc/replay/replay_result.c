@@ -50,11 +50,20 @@ void vt__trail_free(vt__replay_trail *t)
     t->nsegs = t->capsegs = t->ncurve = t->capcurve = 0;
 }
 
-void vt_replay_result_free(vt_replay_result *r)
+void vt__replay_result_free(vt_replay_result *r)
 {
     if (!r)
         return;
     free(r->curve);
     r->curve = NULL;
     r->ncurve = 0;
+}
+
+uint64_t vt__replay_peak_reserved(const vt_replay_result *r)
+{
+    uint64_t m = 0;
+    for (size_t d = 0; d < r->ndevices; d++)
+        if (r->devices[d].peak_reserved > m)
+            m = r->devices[d].peak_reserved;
+    return m;
 }

@@ -46,8 +46,8 @@ static void run_child(const vt_snapshot_data *s, const vt_replay_options *o, int
         _exit(1);
     vt_replay_options opt = *o;
     opt.curve = false;
-    m->status = vt_replay_run(s, &opt, &m->result, m->err, sizeof m->err);
-    vt_replay_result_free(&m->result);
+    m->status = vt__replay_run(s, &opt, &m->result, m->err, sizeof m->err);
+    vt__replay_result_free(&m->result);
     int rc = transfer_all(fd, (char *)m, sizeof *m, true);
     _exit(rc ? 1 : 0);
 }
@@ -77,15 +77,7 @@ static void collect(running *c, vt_replay_result *out, int *status, char (*errs)
     free(m);
 }
 
-int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                    uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
-                    char (*errs)[256])
-{
-    vt_replay_options base = { .capacity = capacity, .rules = VT_REPLAY_RULES_AUTO };
-    return vt_replay_sweep_with(s, confs, n, &base, jobs, out, status, errs);
-}
-
-int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
+int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
                          const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
                          int *status, char (*errs)[256])
 {
@@ -98,12 +90,12 @@ int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, si
         opts[i] = (vt_replay_options){ .conf = confs[i], .capacity = base->capacity,
                                        .rules = base->rules,
                                        .ignore_recorded_conf = base->ignore_recorded_conf };
-    int rc = vt_replay_sweep_options(s, opts, n, jobs, out, status, errs);
+    int rc = vt__replay_sweep(s, opts, n, jobs, out, status, errs);
     free(opts);
     return rc;
 }
 
-int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
+int vt__replay_sweep(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
                             unsigned jobs, vt_replay_result *out, int *status,
                             char (*errs)[256])
 {

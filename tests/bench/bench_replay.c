@@ -193,7 +193,7 @@ int main(int argc, char **argv)
             vt_replay_result r;
             char err[256];
             double t0 = now_s();
-            int rc = vt_replay_run(s, NULL, &r, err, sizeof err);
+            int rc = vt__replay_run(s, NULL, &r, err, sizeof err);
             double dt = now_s() - t0;
             if (rc) {
                 fprintf(stderr, "bench_replay: %s\n", err);

@@ -146,7 +146,7 @@ static vt_replay_result run(built *b, const char *conf, uint64_t capacity)
     vt_replay_options opt = { .conf = conf, .capacity = capacity, .curve = true };
     vt_replay_result r;
     char err[256];
-    int rc = vt_replay_run(&b->s, &opt, &r, err, sizeof err);
+    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
     ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
     return r;
@@ -166,7 +166,7 @@ TEST(same_stream_free_is_reused_at_once)
     ASSERT_EQ(r.replayed, 3);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].capacity, VT_REPLAY_UNLIMITED);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -185,7 +185,7 @@ TEST(cross_stream_free_waits_for_its_recorded_completion)
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);
     ASSERT_GE(r.devices[0].fence_events, 1);
     ASSERT_GE(r.devices[0].event_queries, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -201,7 +201,7 @@ TEST(cross_stream_free_completed_early_is_reused)
     ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -218,7 +218,7 @@ TEST(record_stream_use_keeps_the_block_until_its_recorded_completion)
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 3);
     ASSERT_EQ(r.replayed, 5);   /* the stream use is covered by the free's completion */
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -241,7 +241,7 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
     ASSERT_EQ(r.oom.device_free, 20 * MIB);
     ASSERT_EQ(r.devices[0].capacity, 100 * MIB);
     ASSERT_EQ(r.replayed, 3);           /* stops there, as the program would */
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -264,18 +264,18 @@ static void moved_frees_case(vt_replay_rules rules)
     vt_replay_options opt = { .capacity = 100 * MIB, .rules = rules };
     vt_replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT(r.oom.happened);                          /* as recorded: C does not fit */
     ASSERT_EQ(r.oom.event_index, 3);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     opt.free_at = moved;
     opt.nfree_at = 3;
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), rules == VT_REPLAY_RULES_PYTORCH ? 0 : -EBUSY);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), rules == VT_REPLAY_RULES_PYTORCH ? 0 : -EBUSY);
     if (rules == VT_REPLAY_RULES_PYTORCH) {          /* a model: it replays again */
         ASSERT(!r.oom.happened);
         ASSERT_EQ(r.early_frees, 1);
         ASSERT_EQ(r.skipped_frees, 0);
-        vt_replay_result_free(&r);
+        vt__replay_result_free(&r);
     }
     free(b);
 }
@@ -306,13 +306,13 @@ TEST(moved_frees_free_an_allocation_right_after_the_given_event)
     vt_replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
     vt_replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.early_frees, 1);
     ASSERT_EQ(r.skipped_frees, 0);
     ASSERT_EQ(r.devices[0].peak_allocated, 80 * MIB);
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -325,7 +325,7 @@ TEST(recorded_device_total_is_the_default_capacity)
     ASSERT_EQ(r.devices[0].capacity, 50 * MIB);
     ASSERT(r.oom.happened);
     ASSERT_EQ(r.oom.event_index, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -339,7 +339,7 @@ TEST(recorded_settings_apply_and_conf_overrides_them)
     vt_replay_options opt = { .conf = "roundup_power2_divisions:0" };
     vt_replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT_MSG(strstr(r.conf, "max_split_size_mb:64,roundup_power2_divisions:0") != NULL,
                "%s", r.conf);
     ASSERT(strstr(r.conf, "free_sync") == NULL);   /* allocator keys only */
@@ -357,7 +357,7 @@ TEST(recorded_settings_apply)
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_MSG(strstr(r.conf, "roundup_power2_divisions:4") != NULL, "%s", r.conf);
     ASSERT_EQ(r.devices[0].peak_reserved, 32 * MIB);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -374,7 +374,7 @@ TEST(ipc_safe_recording_replays_ipc_safe)
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
     ASSERT_EQ(r.devices[0].peak_reserved, 2048);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -390,14 +390,14 @@ TEST(pytorch_settings_are_translated)
     s.string_offsets = offs;
     s.nstrings = 2;
     s.meta.config = 1;
-    vt_replay_recorded_conf(&s, buf, sizeof buf);
+    vt__replay_recorded_conf(&s, buf, sizeof buf);
     ASSERT_MSG(!strcmp(buf, "max_split_size_mb:128,garbage_collection_threshold:0.5,"
                             "roundup_power2_divisions:4"), "%s", buf);
     char blob2[] = "\0PYTORCH_CUDA_ALLOC_CONF=None,max_split_size=-1,"
                    "garbage_collection_threshold=0,expandable_segments=False";
     s.strings_blob = blob2;
     s.strings_blob_size = sizeof blob2;
-    vt_replay_recorded_conf(&s, buf, sizeof buf);
+    vt__replay_recorded_conf(&s, buf, sizeof buf);
     ASSERT_MSG(!strcmp(buf, ""), "%s", buf);
 }
 
@@ -409,7 +409,7 @@ TEST(frees_of_allocations_before_the_window_are_skipped)
     vt_replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.skipped_frees, 1);
     ASSERT_EQ(r.replayed, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -428,13 +428,13 @@ TEST(segments_are_compared_with_the_recording)
     ASSERT_EQ(r.devices[0].peak_reserved, 20 * MIB);
     ASSERT_EQ(r.ncurve, 2);
     ASSERT_EQ(r.curve[1].reserved, 20 * MIB);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
     built *c = snap_new(0, NULL);   /* a second replay in one process is refused */
     ev(c, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
     char err[128];
     vt_replay_result r2;
-    ASSERT_EQ(vt_replay_run(&c->s, NULL, &r2, err, sizeof err), -EBUSY);
+    ASSERT_EQ(vt__replay_run(&c->s, NULL, &r2, err, sizeof err), -EBUSY);
     free(c);
 }
 
@@ -443,20 +443,20 @@ TEST(bad_input_is_refused_with_one_line)
     built *b = snap_new(0, NULL);
     char err[256];
     vt_replay_result r;
-    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);   /* nothing to replay */
+    ASSERT_EQ(vt__replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);   /* nothing to replay */
     ASSERT(strstr(err, "no allocation") && !strchr(err, '\n'));
     ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
     vt_replay_options opt = { .conf = "max_split_size_mb:0" };
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
     ASSERT_MSG(strstr(err, "max_split_size_mb") && !strchr(err, '\n'), "%s", err);
     opt.conf = "no_such_key:1";
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
     ASSERT_MSG(strstr(err, "no_such_key"), "%s", err);
     b->ev[0].device = 40;
-    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);
+    ASSERT_EQ(vt__replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);
     ASSERT_MSG(strstr(err, "device 40"), "%s", err);
     b->ev[0].device = 0;
-    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), 0);   /* still usable */
+    ASSERT_EQ(vt__replay_run(&b->s, NULL, &r, err, sizeof err), 0);   /* still usable */
     free(b);
 }
 
@@ -469,7 +469,8 @@ TEST(sweep_runs_each_setting_in_its_own_process)
     vt_replay_result out[3];
     int status[3];
     char errs[3][256];
-    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 3, 100 * MIB, 2, out, status, errs), 0);
+    vt_replay_options base = { .capacity = 100 * MIB };
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 3, &base, 2, out, status, errs), 0);
     ASSERT_EQ(status[0], 0);
     ASSERT_EQ(status[1], 0);
     ASSERT_EQ(status[2], -EINVAL);
@@ -486,7 +487,7 @@ TEST(sweep_runs_each_setting_in_its_own_process)
     vt_replay_result r = run(b, NULL, 0);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].peak_reserved, 6 * 18 * MIB);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -509,7 +510,8 @@ TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
     vt_replay_result out[2];
     int status[2];
     char errs[2][256];
-    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 2, 200 * MIB, 2, out, status, errs), 0);
+    vt_replay_options base = { .capacity = 200 * MIB };
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 2, &base, 2, out, status, errs), 0);
     ASSERT_EQ(status[0], 0);
     ASSERT_EQ(status[1], 0);
     ASSERT(out[0].oom.happened);
@@ -531,7 +533,7 @@ static vt_replay_result run_torch(built *b, const char *conf, uint64_t capacity)
                               .rules = VT_REPLAY_RULES_PYTORCH };
     vt_replay_result r;
     char err[256];
-    int rc = vt_replay_run(&b->s, &opt, &r, err, sizeof err);
+    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
     ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     return r;
@@ -684,12 +686,12 @@ TEST(auto_rules_pick_pytorchs_for_an_observed_recording_outside_memory_counts_ag
     vt_replay_options opt = { 0 };
     vt_replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT(r.oom.happened);                  /* 50 + 60 MiB > 100 MiB */
     ASSERT_EQ(r.oom.event_index, 3);
     opt.capacity = 120 * MIB;
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);             /* PyTorch's own */
     ASSERT_EQ(r.devices[0].recorded_peak_reserved, 60 * MIB);
@@ -712,7 +714,7 @@ TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
     vt_replay_options opt = { 0 };
     vt_replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT_EQ(r.devices[0].segment_frees, 1);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
@@ -730,7 +732,7 @@ TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
     int status[3];
     char errs[3][256];
     vt_replay_options base = { .rules = VT_REPLAY_RULES_PYTORCH };
-    ASSERT_EQ(vt_replay_sweep_with(&b->s, confs, 3, &base, 2, out, status, errs), 0);
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 3, &base, 2, out, status, errs), 0);
     ASSERT_EQ(status[0], 0);
     ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT_EQ(out[0].devices[0].peak_reserved, 20 * MIB);
@@ -739,7 +741,8 @@ TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
     ASSERT_EQ(status[2], -EINVAL);
     ASSERT_MSG(strstr(errs[2], "no_such_key") != NULL, "%s", errs[2]);
     /* AUTO: a recording of vramtrace's allocator keeps vramtrace's rules */
-    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 1, 0, 1, out, status, errs), 0);
+    base.rules = VT_REPLAY_RULES_AUTO;
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 1, &base, 1, out, status, errs), 0);
     ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_VRAMTRACE);
     free(b);
 }
