@@ -249,15 +249,9 @@ tblock *tm_malloc(tstate *t, int d, uint64_t asked, uint64_t stream)
         return NULL;
     tblock *b = p.block;
     if (should_split(c, b, p.size)) {
-        tblock *head = tm_new_block(t, b->addr, p.size, stream, p.pool);
+        tblock *head = tm_neighbour(t, b, b->addr, p.size, true);
         if (!head)
             return NULL;
-        head->seg = b->seg;
-        head->prev = b->prev;
-        if (head->prev)
-            head->prev->next = head;
-        head->next = b;
-        b->prev = head;
         b->addr += p.size;
         b->size -= p.size;
         tm_cache_block(t, d, b);

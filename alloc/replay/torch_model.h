@@ -89,6 +89,9 @@ void tm_set_remove(tset *s, tblock *b);
 /* Device d's reserved bytes change by delta: its peak, the trail. */
 void tm_reserve(tstate *t, int d, int64_t delta);
 tblock *tm_new_block(tstate *t, uint64_t addr, uint64_t size, uint64_t stream, int pool);
+/* A new block [addr, addr + size) of b's segment, stream and pool, linked
+ * just before (or after) b; b's own range is the caller's to shrink. */
+tblock *tm_neighbour(tstate *t, tblock *b, uint64_t addr, uint64_t size, bool before);
 /* insert_into_blocks: a free block cached in its pool's set. */
 int tm_cache_block(tstate *t, int d, tblock *b);
 /* Address space for a segment of `size` (never reused). */

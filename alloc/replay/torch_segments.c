@@ -94,6 +94,28 @@ tblock *tm_new_block(tstate *t, uint64_t addr, uint64_t size, uint64_t stream, i
     return b;
 }
 
+tblock *tm_neighbour(tstate *t, tblock *b, uint64_t addr, uint64_t size, bool before)
+{
+    tblock *x = tm_new_block(t, addr, size, b->stream, b->pool);
+    if (!x)
+        return NULL;
+    x->seg = b->seg;
+    if (before) {
+        x->prev = b->prev;
+        x->next = b;
+        if (b->prev)
+            b->prev->next = x;
+        b->prev = x;
+    } else {
+        x->prev = b;
+        x->next = b->next;
+        if (b->next)
+            b->next->prev = x;
+        b->next = x;
+    }
+    return x;
+}
+
 int tm_cache_block(tstate *t, int d, tblock *b)   /* insert_into_blocks */
 {
     b->gc_base = t->dev[d].searches[b->pool];
@@ -172,16 +194,10 @@ static bool map_block(tstate *t, int d, tblock *b, uint64_t size)
     tm_set_remove(&v->unmapped[b->pool], b);
     b->mapped = true;
     if (bytes < b->size) {
-        tblock *rest = tm_new_block(t, b->addr + bytes, b->size - bytes, b->stream, b->pool);
+        tblock *rest = tm_neighbour(t, b, b->addr + bytes, b->size - bytes, false);
         if (!rest)
             return false;
         rest->mapped = false;
-        rest->seg = s;
-        rest->prev = b;
-        rest->next = b->next;
-        if (b->next)
-            b->next->prev = rest;
-        b->next = rest;
         tm_set_insert(t, &v->unmapped[b->pool], rest);
         b->size = bytes;
     }
@@ -268,27 +284,15 @@ static void unmap_block(tstate *t, int d, tblock *b)
     tm_set_remove(&v->free[b->pool], b);
     uint64_t lo = s->base + begin * s->page, hi = s->base + end * s->page;
     if (lo > b->addr) {
-        tblock *x = tm_new_block(t, b->addr, lo - b->addr, b->stream, b->pool);
+        tblock *x = tm_neighbour(t, b, b->addr, lo - b->addr, true);
         if (!x)
             return;
-        x->seg = s;
-        x->prev = b->prev;
-        x->next = b;
-        if (b->prev)
-            b->prev->next = x;
-        b->prev = x;
         tm_cache_block(t, d, x);
     }
     if (hi < b->addr + b->size) {
-        tblock *x = tm_new_block(t, hi, b->addr + b->size - hi, b->stream, b->pool);
+        tblock *x = tm_neighbour(t, b, hi, b->addr + b->size - hi, false);
         if (!x)
             return;
-        x->seg = s;
-        x->prev = b;
-        x->next = b->next;
-        if (b->next)
-            b->next->prev = x;
-        b->next = x;
         tm_cache_block(t, d, x);
     }
     b->addr = lo;
