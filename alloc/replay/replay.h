@@ -53,7 +53,7 @@ typedef enum vt_replay_rules {
                                       VT_META_POOL_OBSERVED), vramtrace's otherwise */
     VT_REPLAY_RULES_VRAMTRACE = 1, /* vramtrace's own allocator (alloc/) on a host device */
     VT_REPLAY_RULES_PYTORCH = 2,   /* a model of PyTorch's CUDACachingAllocator
-                                      (replay_torch.c): its pools, rounding, splits,
+                                      (replay_torch.c, torch_*.c): its pools, rounding, splits,
                                       stream-ordered reuse and PYTORCH_CUDA_ALLOC_CONF keys */
 } vt_replay_rules;
 

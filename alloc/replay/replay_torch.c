@@ -28,15 +28,15 @@
 /* classify()'s marks; POOL is bit 0, as vt__recorded_scope.ours reads it */
 enum { POOL = 1, OUTSIDE = 2, EMPTIED = 4 };
 
-bool vt__replay_is_torch(const vt_snapshot_data *s)
-{
-    return (s->meta.flags & VT_META_POOL_OBSERVED) ||
-           !strcmp(vt_snapshot_string(s, s->meta.library_version), "pytorch");
-}
-
+/* A PyTorch snapshot brought in by `vramtrace import`. */
 static bool imported(const vt_snapshot_data *s)
 {
     return !strcmp(vt_snapshot_string(s, s->meta.library_version), "pytorch");
+}
+
+bool vt__replay_is_torch(const vt_snapshot_data *s)
+{
+    return (s->meta.flags & VT_META_POOL_OBSERVED) || imported(s);
 }
 
 /* Is ALLOC e a request to PyTorch's allocator? */

@@ -525,7 +525,7 @@ TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
     free(b);
 }
 
-/* ---- PyTorch's rules (replay_torch.c) ------------------------------------ */
+/* ---- PyTorch's rules (replay_torch.c, torch_*.c) ------------------------- */
 
 static vt_replay_result run_torch(built *b, const char *conf, uint64_t capacity)
 {
