@@ -373,7 +373,7 @@ static size_t event_of_seq(const vt_snapshot_data *s, uint64_t seq)
  * reference cycle holds, freed just before it; else every storage the
  * checker flags with a last use, freed right after it. */
 static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_report *r,
-                          bool gc, vt_replay_free_at *out, uint64_t *bytes)
+                          bool gc, vt__replay_free_at *out, uint64_t *bytes)
 {
     size_t n = 0;
     *bytes = 0;
@@ -401,14 +401,14 @@ static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, cons
         }
         if (at < a)
             continue;
-        out[n++] = (vt_replay_free_at){ .alloc_event = a, .at_event = at };
+        out[n++] = (vt__replay_free_at){ .alloc_event = a, .at_event = at };
         *bytes += f->bytes;
     }
     (void)tl;
     return n;
 }
 
-static void fill_fix(vt__oom_fix *fx, const vt_replay_result *res, int status, const char *err)
+static void fill_fix(vt__oom_fix *fx, const vt__replay_result *res, int status, const char *err)
 {
     if (status) {
         fx->failed = true;
@@ -449,14 +449,14 @@ static void conf_value(const char *conf, const char *key, char *out, size_t len)
 static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
                    unsigned jobs)
 {
-    vt_replay_options opts[MAX_CANDIDATES];
+    vt__replay_options opts[MAX_CANDIDATES];
     vt__oom_fix cand[MAX_CANDIDATES];
-    vt_replay_result *res = calloc(MAX_CANDIDATES, sizeof *res);
+    vt__replay_result *res = calloc(MAX_CANDIDATES, sizeof *res);
     int status[MAX_CANDIDATES];
     char (*errs)[256] = calloc(MAX_CANDIDATES, sizeof *errs);
     size_t nmax = r->check ? r->check->nfindings : 0;
-    vt_replay_free_at *flagged = calloc(nmax ? nmax : 1, sizeof *flagged);
-    vt_replay_free_at *cycles = calloc(nmax ? nmax : 1, sizeof *cycles);
+    vt__replay_free_at *flagged = calloc(nmax ? nmax : 1, sizeof *flagged);
+    vt__replay_free_at *cycles = calloc(nmax ? nmax : 1, sizeof *cycles);
     int rc = -ENOMEM;
     if (!res || !errs || !flagged || !cycles)
         goto out;
@@ -466,8 +466,8 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
 
     /* 0: the recorded settings at the capacity; 1: the same, unlimited */
     size_t n = 0;
-    opts[n++] = (vt_replay_options){ .capacity = cap };
-    opts[n++] = (vt_replay_options){ .capacity = VT_REPLAY_UNLIMITED };
+    opts[n++] = (vt__replay_options){ .capacity = cap };
+    opts[n++] = (vt__replay_options){ .capacity = VT_REPLAY_UNLIMITED };
     size_t first = n;
     char recorded[512];
     vt__replay_recorded_conf(s, recorded, sizeof recorded);
@@ -489,7 +489,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     snprintf(cand[n++].conf, sizeof cand[0].conf, "roundup_power2_divisions:8");
     for (size_t i = first; i < n; i++) {
         cand[i].kind = VT__OOM_FIX_SETTING;
-        opts[i] = (vt_replay_options){ .conf = cand[i].conf, .capacity = cap };
+        opts[i] = (vt__replay_options){ .conf = cand[i].conf, .capacity = cap };
     }
     uint64_t fb = 0, cb = 0;
     size_t nf = moved_frees(s, tl, r, false, flagged, &fb);
@@ -499,7 +499,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                                  .storage_bytes = fb };
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "free the %zu storage%s check flags at their last use", nf, nf == 1 ? "" : "s");
-        opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
     }
     if (nc) {
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GC, .storages = (uint32_t)nc,
@@ -507,7 +507,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "gc.collect() before the retry (%zu storage%s held by reference cycles)", nc,
                  nc == 1 ? "" : "s");
-        opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
     }
     r->nreplays += n;
     if (vt__replay_sweep(s, opts, n, jobs, res, status, errs)) {
@@ -550,7 +550,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
         hi = (hi + G - 1) / G * G;
         uint64_t best = 0, best_peak = 0;
         for (int round = 0; round < 2 && (round ? hi > lo + G : hi > lo); round++) {
-            vt_replay_options po[PROBES];
+            vt__replay_options po[PROBES];
             uint64_t pc[PROBES];
             size_t np = 0;
             /* first: the floor, two between it and the peak, the peak;
@@ -564,7 +564,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                 if (c <= lo || (np && c <= pc[np - 1]) || (round && c >= hi) || c > hi)
                     continue;
                 pc[np] = c;
-                po[np++] = (vt_replay_options){ .capacity = c };
+                po[np++] = (vt__replay_options){ .capacity = c };
             }
             if (!np)
                 break;

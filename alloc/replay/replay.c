@@ -12,8 +12,8 @@
 
 /* The devices the recording allocated on, each with the capacity the
  * replay gives it. */
-static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt,
-                         vt_replay_result *r, char *err, size_t errlen)
+static int setup_devices(const vt_snapshot_data *s, const vt__replay_options *opt,
+                         vt__replay_result *r, char *err, size_t errlen)
 {
     int n = 0;
     for (size_t i = 0; i < s->nevents; i++) {
@@ -43,12 +43,12 @@ static int setup_devices(const vt_snapshot_data *s, const vt_replay_options *opt
     return 0;
 }
 
-static vt_replay_rules auto_rules(const vt_snapshot_data *s)
+static vt__replay_rules auto_rules(const vt_snapshot_data *s)
 {
     return vt__replay_is_torch(s) ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE;
 }
 
-const char *vt__replay_rules_name(vt_replay_rules rules)
+const char *vt__replay_rules_name(vt__replay_rules rules)
 {
     switch (rules) {
     case VT_REPLAY_RULES_VRAMTRACE: return "vramtrace";
@@ -57,10 +57,10 @@ const char *vt__replay_rules_name(vt_replay_rules rules)
     }
 }
 
-int vt__replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
-                  vt_replay_result *out, char *err, size_t errlen)
+int vt__replay_run(const vt_snapshot_data *s, const vt__replay_options *opt,
+                   vt__replay_result *out, char *err, size_t errlen)
 {
-    static const vt_replay_options defaults = { 0 };
+    static const vt__replay_options defaults = { 0 };
     if (!opt)
         opt = &defaults;
     if (err && errlen)
@@ -68,7 +68,7 @@ int vt__replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
     memset(out, 0, sizeof *out);
     if (!s)
         return vt__errf(err, errlen, -EINVAL, "no snapshot");
-    vt_replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? auto_rules(s) : opt->rules;
+    vt__replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? auto_rules(s) : opt->rules;
     if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
         return vt__errf(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
     int rc = setup_devices(s, opt, out, err, errlen);

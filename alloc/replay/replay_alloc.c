@@ -20,8 +20,8 @@
 
 static bool used_once;
 
-static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
-                        vt_replay_result *r, char *err, size_t errlen)
+static int setup_config(const vt_snapshot_data *s, const vt__replay_options *opt,
+                        vt__replay_result *r, char *err, size_t errlen)
 {
     vt_config cfg;
     vt__config_defaults(&cfg);
@@ -75,7 +75,7 @@ static int setup_config(const vt_snapshot_data *s, const vt_replay_options *opt,
 
 typedef struct engine {
     const vt_snapshot_data *s;
-    vt_replay_result *r;
+    vt__replay_result *r;
     const uint64_t *completion;    /* per FREE_REQUESTED: its FREE_COMPLETED */
     uint64_t peak[VT_REPLAY_MAX_DEVICES];
 } engine;
@@ -154,7 +154,7 @@ static void after(void *self, size_t i, const vt_event *e)
     }
 }
 
-static void oom(void *self, int d, vt_replay_oom *o)
+static void oom(void *self, int d, vt__replay_oom *o)
 {
     (void)self;
     o->allocated = (uint64_t)vt__books.allocated[d];
@@ -165,10 +165,10 @@ static void oom(void *self, int d, vt_replay_oom *o)
 }
 
 /* The allocator's and the device's own counters into the result. */
-static void finish(vt_replay_result *r)
+static void finish(vt__replay_result *r)
 {
     for (size_t d = 0; d < r->ndevices; d++) {
-        vt_replay_device *o = &r->devices[d];
+        vt__replay_device *o = &r->devices[d];
         vt_stats st;
         if (vt_get_stats((int)d, &st) == 0) {
             o->peak_allocated = (uint64_t)st.allocated_bytes[VT_STAT_ALL].peak;
@@ -193,8 +193,8 @@ static void finish(vt_replay_result *r)
     }
 }
 
-int vt__replay_alloc(const vt_snapshot_data *s, const vt_replay_options *opt,
-                     vt_replay_result *r, char *err, size_t errlen)
+int vt__replay_alloc(const vt_snapshot_data *s, const vt__replay_options *opt,
+                     vt__replay_result *r, char *err, size_t errlen)
 {
     if (used_once)
         return vt__errf(err, errlen, -EBUSY, "this process has replayed once already");

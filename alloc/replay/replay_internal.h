@@ -49,7 +49,7 @@ void vt__rmap_del(vt__rmap *m, vt__rmap_entry *e);
 typedef struct vt__replay_trail {
     uint64_t *segs;            /* segment allocations, vt__seg_code() */
     size_t nsegs, capsegs;
-    vt_replay_point *curve;    /* reserved after each change; NULL unless wanted */
+    vt__replay_point *curve;    /* reserved after each change; NULL unless wanted */
     size_t ncurve, capcurve;
     bool want_curve;
 } vt__replay_trail;
@@ -69,7 +69,7 @@ int vt__trail_reserved(vt__replay_trail *t, int device, int64_t delta, uint64_t 
  * (segments_identical, _compared, first_segment_difference), hand r the
  * curve and free the rest of the trail. */
 void vt__trail_finish(vt__replay_trail *t, const uint64_t *recorded, size_t nrecorded,
-                      vt_replay_result *r);
+                      vt__replay_result *r);
 void vt__trail_free(vt__replay_trail *t);
 
 /* ---- replay_recorded.c: what the recording says ------------------------ */
@@ -91,7 +91,7 @@ typedef struct vt__recorded_scope {
  * segment allocations (vt__seg_code, in order) into *segs (freed by the
  * caller). @return 0 or -ENOMEM. */
 int vt__replay_recorded(const vt_snapshot_data *s, const vt__recorded_scope *scope,
-                        vt_replay_result *r, uint64_t **segs, size_t *nsegs);
+                        vt__replay_result *r, uint64_t **segs, size_t *nsegs);
 
 /* ---- replay_walk.c: the recorded events, in order, through an engine --- */
 enum {
@@ -123,7 +123,7 @@ typedef struct vt__replay_engine {
      * of memory. */
     void (*after)(void *self, size_t i, const vt_event *e);
     /* Out of memory: the engine's books when it happened. */
-    void (*oom)(void *self, int device, vt_replay_oom *o);
+    void (*oom)(void *self, int device, vt__replay_oom *o);
     /* A block still handed out when the walk ends (NULL: nothing to do). */
     void (*forget)(void *self, uint64_t block);
 } vt__replay_engine;
@@ -132,8 +132,8 @@ typedef struct vt__replay_engine {
  * recorded frees of blocks the replay holds (immediate[i]: completed at
  * once), recorded OOMs asked again, everything else to en->other. Stops at
  * the first OUT_OF_MEMORY (filling r->oom). @return 0 or -ENOMEM. */
-int vt__replay_walk(const vt_snapshot_data *s, const vt_replay_options *opt,
-                    const uint8_t *immediate, vt_replay_result *r, const vt__replay_engine *en);
+int vt__replay_walk(const vt_snapshot_data *s, const vt__replay_options *opt,
+                    const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en);
 
 /* ---- replay_trace.c: the recorder the allocator reports to in a replay -- */
 typedef struct vt__replay_books {
@@ -159,7 +159,7 @@ void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool
 
 /* ---- replay_early.c: frees moved earlier (options.free_at) ------------- */
 typedef struct vt__early {
-    vt_replay_free_at *at;     /* the valid entries, by the event they follow */
+    vt__replay_free_at *at;     /* the valid entries, by the event they follow */
     size_t n, next;            /* next: the first not yet due */
     uint8_t *marked;           /* per event: an ALLOC freed early (mark its live entry) */
     vt__rmap done;             /* recorded addresses freed early, until their recorded free */
@@ -167,7 +167,7 @@ typedef struct vt__early {
 
 /* Keep opt->free_at's entries that name an ALLOC and an event at or after
  * it. @return 0 or -ENOMEM (then vt__early_destroy). */
-int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt_replay_options *opt);
+int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt__replay_options *opt);
 void vt__early_destroy(vt__early *ef);
 /* The recorded address of the next allocation due to be freed before event
  * `i` (after every event before it); false when none is. The walker frees
@@ -183,8 +183,8 @@ bool vt__early_recorded_free(vt__early *ef, uint64_t addr);
 /* Replay `s` through the allocator on the host device into `r`, whose
  * devices are set. Once per process. @return 0, -EINVAL (bad settings,
  * one line in err) or -ENOMEM. */
-int vt__replay_alloc(const vt_snapshot_data *s, const vt_replay_options *opt,
-                     vt_replay_result *r, char *err, size_t errlen);
+int vt__replay_alloc(const vt_snapshot_data *s, const vt__replay_options *opt,
+                     vt__replay_result *r, char *err, size_t errlen);
 
 /* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
 /* Is `s` a recording of PyTorch's caching allocator? */
@@ -192,7 +192,7 @@ bool vt__replay_is_torch(const vt_snapshot_data *s);
 /* Replay `s` under PyTorch's rules into `r`, whose devices (ordinal,
  * capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
  * in err) or -ENOMEM. */
-int vt__replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
-                     vt_replay_result *r, char *err, size_t errlen);
+int vt__replay_torch(const vt_snapshot_data *s, const vt__replay_options *opt,
+                     vt__replay_result *r, char *err, size_t errlen);
 
 #endif /* VT_REPLAY_INTERNAL_H */

@@ -78,7 +78,7 @@ int vt__replay_completions(const vt_snapshot_data *s, uint64_t **completion, uin
 }
 
 int vt__replay_recorded(const vt_snapshot_data *s, const vt__recorded_scope *scope,
-                        vt_replay_result *r, uint64_t **segs, size_t *nsegs)
+                        vt__replay_result *r, uint64_t **segs, size_t *nsegs)
 {
     int64_t reserved[VT_REPLAY_MAX_DEVICES] = { 0 }, allocated[VT_REPLAY_MAX_DEVICES] = { 0 };
     size_t n = 0;
@@ -99,7 +99,7 @@ int vt__replay_recorded(const vt_snapshot_data *s, const vt__recorded_scope *sco
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;
         bool ours = !scope->ours || (scope->ours[i] & 1);
-        vt_replay_device *d = &r->devices[e->device];
+        vt__replay_device *d = &r->devices[e->device];
         switch (e->kind) {
         case VT_EV_SEGMENT_ALLOC:
         case VT_EV_SEGMENT_FREE: {

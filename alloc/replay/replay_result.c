@@ -21,13 +21,13 @@ int vt__trail_reserved(vt__replay_trail *t, int device, int64_t delta, uint64_t 
         return 0;
     if (vt__grow_from((void **)&t->curve, &t->capcurve, t->ncurve + 1, sizeof *t->curve, 1024))
         return -ENOMEM;
-    t->curve[t->ncurve++] = (vt_replay_point){ .event = event, .time_ns = time_ns,
+    t->curve[t->ncurve++] = (vt__replay_point){ .event = event, .time_ns = time_ns,
                                                .reserved = reserved, .device = (int8_t)device };
     return 0;
 }
 
 void vt__trail_finish(vt__replay_trail *t, const uint64_t *recorded, size_t nrecorded,
-                      vt_replay_result *r)
+                      vt__replay_result *r)
 {
     size_t n = nrecorded < t->nsegs ? nrecorded : t->nsegs, k = 0;
     while (k < n && recorded[k] == t->segs[k])
@@ -50,7 +50,7 @@ void vt__trail_free(vt__replay_trail *t)
     t->nsegs = t->capsegs = t->ncurve = t->capcurve = 0;
 }
 
-void vt__replay_result_free(vt_replay_result *r)
+void vt__replay_result_free(vt__replay_result *r)
 {
     if (!r)
         return;
@@ -59,7 +59,7 @@ void vt__replay_result_free(vt_replay_result *r)
     r->ncurve = 0;
 }
 
-uint64_t vt__replay_peak_reserved(const vt_replay_result *r)
+uint64_t vt__replay_peak_reserved(const vt__replay_result *r)
 {
     uint64_t m = 0;
     for (size_t d = 0; d < r->ndevices; d++)

@@ -19,7 +19,7 @@
 typedef struct child_msg {
     int status;
     char err[256];
-    vt_replay_result result;   /* curve never kept: no pointer crosses */
+    vt__replay_result result;   /* curve never kept: no pointer crosses */
 } child_msg;
 
 /* All n bytes through a pipe (written when `out`, else read), across
@@ -39,12 +39,12 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-static void run_child(const vt_snapshot_data *s, const vt_replay_options *o, int fd)
+static void run_child(const vt_snapshot_data *s, const vt__replay_options *o, int fd)
 {
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
         _exit(1);
-    vt_replay_options opt = *o;
+    vt__replay_options opt = *o;
     opt.curve = false;
     m->status = vt__replay_run(s, &opt, &m->result, m->err, sizeof m->err);
     vt__replay_result_free(&m->result);
@@ -54,7 +54,7 @@ static void run_child(const vt_snapshot_data *s, const vt_replay_options *o, int
 
 typedef struct running { pid_t pid; int fd; size_t index; } running;
 
-static void collect(running *c, vt_replay_result *out, int *status, char (*errs)[256])
+static void collect(running *c, vt__replay_result *out, int *status, char (*errs)[256])
 {
     child_msg *m = calloc(1, sizeof *m);
     int ok = m && transfer_all(c->fd, (char *)m, sizeof *m, false) == 0;
@@ -78,16 +78,16 @@ static void collect(running *c, vt_replay_result *out, int *status, char (*errs)
 }
 
 int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                         const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
-                         int *status, char (*errs)[256])
+                           const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
+                           int *status, char (*errs)[256])
 {
     if (!s || (!confs && n) || !base)
         return -EINVAL;
-    vt_replay_options *opts = calloc(n ? n : 1, sizeof *opts);
+    vt__replay_options *opts = calloc(n ? n : 1, sizeof *opts);
     if (!opts)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        opts[i] = (vt_replay_options){ .conf = confs[i], .capacity = base->capacity,
+        opts[i] = (vt__replay_options){ .conf = confs[i], .capacity = base->capacity,
                                        .rules = base->rules,
                                        .ignore_recorded_conf = base->ignore_recorded_conf };
     int rc = vt__replay_sweep(s, opts, n, jobs, out, status, errs);
@@ -95,9 +95,9 @@ int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, 
     return rc;
 }
 
-int vt__replay_sweep(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
-                            unsigned jobs, vt_replay_result *out, int *status,
-                            char (*errs)[256])
+int vt__replay_sweep(const vt_snapshot_data *s, const vt__replay_options *opts, size_t n,
+                     unsigned jobs, vt__replay_result *out, int *status,
+                     char (*errs)[256])
 {
     if (!s || (!opts && n))
         return -EINVAL;

@@ -224,7 +224,7 @@ static int other(void *self, size_t i, const vt_event *e)
     return g->t->failed ? -ENOMEM : calls;
 }
 
-static void oom(void *self, int d, vt_replay_oom *o)
+static void oom(void *self, int d, vt__replay_oom *o)
 {
     engine *g = self;
     const tdev *v = &g->t->dev[d];
@@ -246,7 +246,7 @@ static void forget(void *self, uint64_t block)
 /* ---- the replay ---------------------------------------------------------- */
 
 /* The settings PyTorch ran with, then opt->conf over them. */
-static int setup_conf(tstate *t, const vt_snapshot_data *s, const vt_replay_options *opt,
+static int setup_conf(tstate *t, const vt_snapshot_data *s, const vt__replay_options *opt,
                       char *recorded, size_t len, char *err, size_t errlen)
 {
     /* an imported snapshot has them; a recording of the observed allocator
@@ -287,8 +287,8 @@ static void setup_devices(tstate *t)
     }
 }
 
-int vt__replay_torch(const vt_snapshot_data *s, const vt_replay_options *opt,
-                     vt_replay_result *r, char *err, size_t errlen)
+int vt__replay_torch(const vt_snapshot_data *s, const vt__replay_options *opt,
+                     vt__replay_result *r, char *err, size_t errlen)
 {
     tstate *t = calloc(1, sizeof *t);
     uint8_t *cls = calloc(s->nevents ? s->nevents : 1, 1);

@@ -18,7 +18,7 @@
 typedef struct walk {
     const vt_snapshot_data *s;
     const vt__replay_engine *en;
-    vt_replay_result *r;
+    vt__replay_result *r;
     vt__rmap live;             /* recorded address -> served block */
     vt__early early;
 } walk;
@@ -27,8 +27,8 @@ typedef struct walk {
 static void out_of_memory(walk *w, size_t i, uint64_t size)
 {
     const vt_event *e = &w->s->events[i];
-    vt_replay_oom *o = &w->r->oom;
-    *o = (vt_replay_oom){ .happened = true, .event_index = i, .seq = e->seq,
+    vt__replay_oom *o = &w->r->oom;
+    *o = (vt__replay_oom){ .happened = true, .event_index = i, .seq = e->seq,
                           .time_ns = e->time_ns, .device = e->device, .stream = e->stream,
                           .req_size = size, .stack = e->stack };
     w->en->oom(w->en->self, e->device, o);
@@ -118,8 +118,8 @@ static int oom_event(walk *w, size_t i, const vt_event *e)
     return w->en->free(w->en->self, e->device, block, stream, VT__REPLAY_AT_ONCE);
 }
 
-int vt__replay_walk(const vt_snapshot_data *s, const vt_replay_options *opt,
-                    const uint8_t *immediate, vt_replay_result *r, const vt__replay_engine *en)
+int vt__replay_walk(const vt_snapshot_data *s, const vt__replay_options *opt,
+                    const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en)
 {
     walk w = { .s = s, .en = en, .r = r };
     if (vt__rmap_init(&w.live, 4096))

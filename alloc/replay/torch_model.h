@@ -73,7 +73,7 @@ typedef struct tdev {
 typedef struct tstate {
     tconf c;
     tdev dev[VT_REPLAY_MAX_DEVICES];
-    vt_replay_result *r;
+    vt__replay_result *r;
     size_t now;                        /* event being replayed */
     uint64_t now_ns;
     bool failed;                       /* out of host memory */
