@@ -4,7 +4,7 @@
  * settings, or on a device of another size?
  *
  * The recorded allocations and frees go, in order, through vramtrace's own
- * allocator on a host-only device (trace/replay/replay.h). One replay prints, per
+ * allocator on a host-only device (alloc/replay/replay.h). One replay prints, per
  * device: peak allocated and reserved (and the recording's, for comparison),
  * fragmentation at the reserved peak, the device calls the allocator made,
  * and where it ran out of memory (event, time, call site, live bytes), if it
@@ -84,7 +84,7 @@ static const char *cap_text(uint64_t cap, char *buf)
     return vt__fmt_bytes(cap, buf);
 }
 
-static double frag_at_peak(const vt_replay_device *d)
+static double frag_at_peak(const vt__replay_device *d)
 {
     /* measured after the call that set the peak: the share of reserved
      * bytes not handed out */
@@ -102,7 +102,7 @@ static void print_site(const vt_snapshot_data *s, uint32_t stack)
         printf("<no stack recorded>");
 }
 
-static void print_text(const char *path, const vt_snapshot_data *s, const vt_replay_result *r,
+static void print_text(const char *path, const vt_snapshot_data *s, const vt__replay_result *r,
                        const char *origin)
 {
     char b1[32], b2[32], b3[32], b4[32];
@@ -118,7 +118,7 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
         printf("note: %zu frees of allocations made before the window were skipped\n",
                r->skipped_frees);
     for (size_t i = 0; i < r->ndevices; i++) {
-        const vt_replay_device *d = &r->devices[i];
+        const vt__replay_device *d = &r->devices[i];
         printf("device %d (capacity %s):\n", d->ordinal, cap_text(d->capacity, b1));
         printf("  peak allocated  %-12s (recorded %s)\n", vt__fmt_bytes(d->peak_allocated, b1),
                vt__fmt_bytes(d->recorded_peak_allocated, b2));
@@ -148,7 +148,7 @@ static void print_text(const char *path, const vt_snapshot_data *s, const vt_rep
                : (r->first_segment_difference + 1) % 10 == 2 && (r->first_segment_difference + 1) % 100 != 12 ? "nd"
                : (r->first_segment_difference + 1) % 10 == 3 && (r->first_segment_difference + 1) % 100 != 13 ? "rd" : "th");
     if (r->oom.happened) {
-        const vt_replay_oom *o = &r->oom;
+        const vt__replay_oom *o = &r->oom;
         printf("OUT OF MEMORY at event %zu (seq %" PRIu64 ", %.3f s): %s asked on device %d, "
                "stream 0x%" PRIx64 "\n", o->event_index, o->seq, rel_s(s, o->time_ns),
                vt__fmt_bytes(o->req_size, b1), o->device, o->stream);
@@ -175,12 +175,12 @@ static void json_u64(const char *key, uint64_t v, int comma)
     printf("\"%s\": %" PRIu64 "%s", key, v, comma ? ", " : "");
 }
 
-/* The counters of vt_replay_device that print as plain numbers, by group. */
+/* The counters of vt__replay_device that print as plain numbers, by group. */
 struct counter {
     const char *key;
-    size_t offset;             /* of a uint64_t in vt_replay_device */
+    size_t offset;             /* of a uint64_t in vt__replay_device */
 };
-#define COUNTER(key, member) { key, offsetof(vt_replay_device, member) }
+#define COUNTER(key, member) { key, offsetof(vt__replay_device, member) }
 
 static const struct counter replay_counters[] = {
     COUNTER("segment_allocs", segment_allocs), COUNTER("segment_frees", segment_frees),
@@ -202,7 +202,7 @@ static const struct counter recorded_counters[] = {
 
 /* "key": value pairs of d, separated by ", " (and followed by one when
  * `comma`). */
-static void json_counters(const vt_replay_device *d, const struct counter *c, size_t n, int comma)
+static void json_counters(const vt__replay_device *d, const struct counter *c, size_t n, int comma)
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t v;
@@ -213,7 +213,7 @@ static void json_counters(const vt_replay_device *d, const struct counter *c, si
 #define JSON_COUNTERS(d, table, comma) \
     json_counters(d, table, sizeof table / sizeof *table, comma)
 
-static void print_device_json(const vt_replay_device *d)
+static void print_device_json(const vt__replay_device *d)
 {
     printf("{");
     printf("\"device\": %d, ", d->ordinal);
@@ -234,7 +234,7 @@ static void print_device_json(const vt_replay_device *d)
     printf("}}");
 }
 
-static void print_oom_json(const vt_snapshot_data *s, const vt_replay_oom *o)
+static void print_oom_json(const vt_snapshot_data *s, const vt__replay_oom *o)
 {
     if (!o->happened) {
         printf("null");
@@ -251,26 +251,13 @@ static void print_oom_json(const vt_snapshot_data *s, const vt_replay_oom *o)
     json_u64("reserved", o->reserved, 1);
     json_u64("device_free", o->device_free, 1);
     printf("\"call_site\": ");
-    const vt_frame *f = vt__report_site_frame(s, o->stack);
-    if (f) {
-        char *txt = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&txt, &len);
-        if (m) {
-            vt__report_frame_text(m, s, f);
-            fclose(m);
-        }
-        vt__json_str(stdout, txt ? txt : "");
-        free(txt);
-    } else {
-        printf("null");
-    }
+    vt__report_frame_json(stdout, s, vt__report_site_frame(s, o->stack));
     printf("}");
 }
 
-static void print_result_json(const vt_snapshot_data *s, const vt_replay_result *r)
+static void print_result_json(const vt_snapshot_data *s, const vt__replay_result *r)
 {
-    printf("\"rules\": \"%s\", \"settings\": ", vt_replay_rules_name(r->rules));
+    printf("\"rules\": \"%s\", \"settings\": ", vt__replay_rules_name(r->rules));
     vt__json_str(stdout, r->conf);
     printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
            r->replayed, r->skipped_frees);
@@ -301,17 +288,8 @@ static const char *const sweep_gc[] = { "0", "0.6", "0.8" };
 static const char *const sweep_expandable[] = { "0", "1" };
 #define N_OF(a) (sizeof a / sizeof *a)
 
-static uint64_t max_peak_reserved(const vt_replay_result *r)
-{
-    uint64_t m = 0;
-    for (size_t d = 0; d < r->ndevices; d++)
-        if (r->devices[d].peak_reserved > m)
-            m = r->devices[d].peak_reserved;
-    return m;
-}
-
 struct ranked { size_t index; };
-static const vt_replay_result *rank_results;
+static const vt__replay_result *rank_results;
 static const int *rank_status;
 
 static int cmp_ranked(const void *a, const void *b)
@@ -320,7 +298,8 @@ static int cmp_ranked(const void *a, const void *b)
     int fx = rank_status[x] ? 2 : rank_results[x].oom.happened, fy = rank_status[y] ? 2 : rank_results[y].oom.happened;
     if (fx != fy)
         return fx - fy;
-    uint64_t px = max_peak_reserved(&rank_results[x]), py = max_peak_reserved(&rank_results[y]);
+    uint64_t px = vt__replay_peak_reserved(&rank_results[x]);
+    uint64_t py = vt__replay_peak_reserved(&rank_results[y]);
     if (px != py)
         return px < py ? -1 : 1;
     return (x > y) - (x < y);
@@ -356,15 +335,15 @@ static void setting_text(const char *label, bool torch, char *out, size_t len)
 
 /* One line: the best setting that fits (the first ranked), and by how much
  * it beats the recorded settings; or that none does. */
-static void print_recommendation(const vt_replay_result *res, const int *status,
+static void print_recommendation(const vt__replay_result *res, const int *status,
                                  const char (*labels)[160], const struct ranked *order, size_t n,
                                  uint64_t cap)
 {
     char b1[32], b2[32], b3[32], conf[256];
-    const vt_replay_result *best = &res[order[0].index];
+    const vt__replay_result *best = &res[order[0].index];
     bool torch = best->rules == VT_REPLAY_RULES_PYTORCH;
     const char *var = torch ? "PYTORCH_CUDA_ALLOC_CONF" : "VRAMTRACE_CONF";
-    uint64_t bp = max_peak_reserved(best), rp = max_peak_reserved(&res[0]);
+    uint64_t bp = vt__replay_peak_reserved(best), rp = vt__replay_peak_reserved(&res[0]);
     if (status[order[0].index] || (cap != VT_REPLAY_UNLIMITED && best->oom.happened)) {
         size_t i = order[0].index;
         for (size_t j = 0; j < n; j++)   /* the OOMs' ranks: the least reserved */
@@ -373,8 +352,8 @@ static void print_recommendation(const vt_replay_result *res, const int *status,
                 break;
             }
         printf("recommendation: none: no setting tried fits in %s; the least reserved when it "
-               "ran out was %s (%s)\n", cap_text(cap, b1), vt__fmt_bytes(max_peak_reserved(&res[i]), b2),
-               labels[i]);
+               "ran out was %s (%s)\n", cap_text(cap, b1),
+               vt__fmt_bytes(vt__replay_peak_reserved(&res[i]), b2), labels[i]);
         return;
     }
     if (order[0].index == 0 || bp >= rp) {
@@ -395,7 +374,7 @@ static void print_recommendation(const vt_replay_result *res, const int *status,
 }
 
 static int run_sweep(const char *path, const vt_snapshot_data *s, const char *user_conf,
-                     uint64_t capacity, vt_replay_rules rules, unsigned jobs, int json)
+                     uint64_t capacity, vt__replay_rules rules, unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
      * with a capacity does it do anything */
@@ -408,7 +387,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
     char (*confs)[256] = calloc(n, sizeof *confs);
     const char **conf_ptrs = calloc(n, sizeof *conf_ptrs);
     char (*labels)[160] = calloc(n, sizeof *labels);
-    vt_replay_result *res = calloc(n, sizeof *res);
+    vt__replay_result *res = calloc(n, sizeof *res);
     int *status = calloc(n, sizeof *status);
     char (*errs)[256] = calloc(n, sizeof *errs);
     struct ranked *order = calloc(n, sizeof *order);
@@ -435,8 +414,8 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
                 }
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
-    vt_replay_options sweep_opt = { .capacity = capacity, .rules = rules };
-    if (vt_replay_sweep_with(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
+    vt__replay_options sweep_opt = { .capacity = capacity, .rules = rules };
+    if (vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -459,7 +438,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
             printf("null");
         else
             printf("%" PRIu64, cap0);
-        printf(", \"rules\": \"%s\", \"runs\": [", vt_replay_rules_name(res[0].rules));
+        printf(", \"rules\": \"%s\", \"runs\": [", vt__replay_rules_name(res[0].rules));
         for (size_t j = 0; j < n; j++) {
             size_t i = order[j].index;
             printf("%s{\"rank\": %zu, \"label\": ", j ? ", " : "", j + 1);
@@ -477,7 +456,7 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
         printf("]}\n");
     } else {
         printf("sweep of %s: %zu settings, device capacity %s, rules %s, ranked by peak "
-               "reserved\n", path, n, cap_text(cap0, b1), vt_replay_rules_name(res[0].rules));
+               "reserved\n", path, n, cap_text(cap0, b1), vt__replay_rules_name(res[0].rules));
         printf("%4s  %-12s %-12s %6s  %-22s %s\n", "rank", "reserved", "allocated", "frag",
                "fits", "settings");
         for (size_t j = 0; j < n; j++) {
@@ -486,16 +465,16 @@ static int run_sweep(const char *path, const vt_snapshot_data *s, const char *us
                 printf("%4zu  error: %s  %s\n", j + 1, errs[i], labels[i]);
                 continue;
             }
-            const vt_replay_result *r = &res[i];
-            const vt_replay_device *d = &r->devices[0];
+            const vt__replay_result *r = &res[i];
+            const vt__replay_device *d = &r->devices[0];
             char fits[48];
             if (r->oom.happened)
                 snprintf(fits, sizeof fits, "OOM at event %zu", r->oom.event_index);
             else
                 snprintf(fits, sizeof fits, "%s", cap0 == VT_REPLAY_UNLIMITED ? "-" : "fits");
             printf("%4zu  %-12s %-12s %5.1f%%  %-22s %s\n", j + 1,
-                   vt__fmt_bytes(max_peak_reserved(r), b2), vt__fmt_bytes(d->peak_allocated, b3),
-                   frag_at_peak(d), fits, labels[i]);
+                   vt__fmt_bytes(vt__replay_peak_reserved(r), b2),
+                   vt__fmt_bytes(d->peak_allocated, b3), frag_at_peak(d), fits, labels[i]);
         }
         if (cap0 != VT_REPLAY_UNLIMITED) {
             size_t nfit = 0;
@@ -523,7 +502,7 @@ int vt_cmd_replay(int argc, char **argv)
     const char *path = NULL, *conf = NULL;
     uint64_t capacity = 0;
     int json = 0, sweep = 0;
-    vt_replay_rules rules = VT_REPLAY_RULES_AUTO;
+    vt__replay_rules rules = VT_REPLAY_RULES_AUTO;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -592,10 +571,10 @@ int vt_cmd_replay(int argc, char **argv)
         vt_snapshot_free(s);
         return rc;
     }
-    vt_replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
-    vt_replay_result r;
+    vt__replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
+    vt__replay_result r;
     char err[512];
-    int st = vt_replay_run(s, &opt, &r, err, sizeof err);
+    int st = vt__replay_run(s, &opt, &r, err, sizeof err);
     if (st) {
         fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
         vt_snapshot_free(s);
@@ -621,7 +600,7 @@ int vt_cmd_replay(int argc, char **argv)
     } else {
         print_text(path, s, &r, origin);
     }
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     vt_snapshot_free(s);
     return 0;
 }

@@ -75,12 +75,12 @@ static double now_s(void)
 
 /* Replay the snapshot with `conf` and turn its reserved curve into an
  * overlay. Prints one line and returns -1 on failure. */
-static int make_overlay(const vt_snapshot_data *s, const char *conf, vt_replay_result *rr,
+static int make_overlay(const vt_snapshot_data *s, const char *conf, vt__replay_result *rr,
                         vt__viz_overlay *ov, char *label, size_t len, const char *in)
 {
     char err[512];
-    vt_replay_options ropt = { .conf = strcmp(conf, "recorded") ? conf : NULL, .curve = true };
-    if (vt_replay_run(s, &ropt, rr, err, sizeof err) != 0) {
+    vt__replay_options ropt = { .conf = strcmp(conf, "recorded") ? conf : NULL, .curve = true };
+    if (vt__replay_run(s, &ropt, rr, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: --replay: %s: %s\n", in, err);
         return -1;
     }
@@ -197,7 +197,7 @@ int vt_cmd_viz(int argc, char **argv)
     vt_check_report *rep = NULL;
     FILE *f = NULL;
     int status = VT_EXIT_FAILURE;
-    vt_replay_result rr;
+    vt__replay_result rr;
     memset(&rr, 0, sizeof rr);
     vt__viz_overlay ov;
     memset(&ov, 0, sizeof ov);
@@ -282,7 +282,7 @@ done:
     free((void *)ov.event);
     free((void *)ov.reserved);
     free((void *)ov.device);
-    vt_replay_result_free(&rr);
+    vt__replay_result_free(&rr);
     free(oom_json);
     free(def_out);
     vt_check_report_free(rep);

@@ -373,7 +373,7 @@ static size_t event_of_seq(const vt_snapshot_data *s, uint64_t seq)
  * reference cycle holds, freed just before it; else every storage the
  * checker flags with a last use, freed right after it. */
 static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_report *r,
-                          bool gc, vt_replay_free_at *out, uint64_t *bytes)
+                          bool gc, vt__replay_free_at *out, uint64_t *bytes)
 {
     size_t n = 0;
     *bytes = 0;
@@ -401,30 +401,21 @@ static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, cons
         }
         if (at < a)
             continue;
-        out[n++] = (vt_replay_free_at){ .alloc_event = a, .at_event = at };
+        out[n++] = (vt__replay_free_at){ .alloc_event = a, .at_event = at };
         *bytes += f->bytes;
     }
     (void)tl;
     return n;
 }
 
-static uint64_t peak_of(const vt_replay_result *x)
-{
-    uint64_t m = 0;
-    for (size_t d = 0; d < x->ndevices; d++)
-        if (x->devices[d].peak_reserved > m)
-            m = x->devices[d].peak_reserved;
-    return m;
-}
-
-static void fill_fix(vt__oom_fix *fx, const vt_replay_result *res, int status, const char *err)
+static void fill_fix(vt__oom_fix *fx, const vt__replay_result *res, int status, const char *err)
 {
     if (status) {
         fx->failed = true;
         snprintf(fx->err, sizeof fx->err, "%s", err && *err ? err : "the replay failed");
         return;
     }
-    fx->peak_reserved = peak_of(res);
+    fx->peak_reserved = vt__replay_peak_reserved(res);
     fx->fits = !res->oom.happened;
     fx->oom_event = res->oom.happened ? res->oom.event_index : SIZE_MAX;
 }
@@ -458,14 +449,14 @@ static void conf_value(const char *conf, const char *key, char *out, size_t len)
 static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
                    unsigned jobs)
 {
-    vt_replay_options opts[MAX_CANDIDATES];
+    vt__replay_options opts[MAX_CANDIDATES];
     vt__oom_fix cand[MAX_CANDIDATES];
-    vt_replay_result *res = calloc(MAX_CANDIDATES, sizeof *res);
+    vt__replay_result *res = calloc(MAX_CANDIDATES, sizeof *res);
     int status[MAX_CANDIDATES];
     char (*errs)[256] = calloc(MAX_CANDIDATES, sizeof *errs);
     size_t nmax = r->check ? r->check->nfindings : 0;
-    vt_replay_free_at *flagged = calloc(nmax ? nmax : 1, sizeof *flagged);
-    vt_replay_free_at *cycles = calloc(nmax ? nmax : 1, sizeof *cycles);
+    vt__replay_free_at *flagged = calloc(nmax ? nmax : 1, sizeof *flagged);
+    vt__replay_free_at *cycles = calloc(nmax ? nmax : 1, sizeof *cycles);
     int rc = -ENOMEM;
     if (!res || !errs || !flagged || !cycles)
         goto out;
@@ -475,11 +466,11 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
 
     /* 0: the recorded settings at the capacity; 1: the same, unlimited */
     size_t n = 0;
-    opts[n++] = (vt_replay_options){ .capacity = cap };
-    opts[n++] = (vt_replay_options){ .capacity = VT_REPLAY_UNLIMITED };
+    opts[n++] = (vt__replay_options){ .capacity = cap };
+    opts[n++] = (vt__replay_options){ .capacity = VT_REPLAY_UNLIMITED };
     size_t first = n;
     char recorded[512];
-    vt_replay_recorded_conf(s, recorded, sizeof recorded);
+    vt__replay_recorded_conf(s, recorded, sizeof recorded);
     char have[64];
     conf_value(recorded, "expandable_segments", have, sizeof have);
     bool expandable_on = !strcmp(have, "1") || !strcasecmp(have, "true");
@@ -498,7 +489,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     snprintf(cand[n++].conf, sizeof cand[0].conf, "roundup_power2_divisions:8");
     for (size_t i = first; i < n; i++) {
         cand[i].kind = VT__OOM_FIX_SETTING;
-        opts[i] = (vt_replay_options){ .conf = cand[i].conf, .capacity = cap };
+        opts[i] = (vt__replay_options){ .conf = cand[i].conf, .capacity = cap };
     }
     uint64_t fb = 0, cb = 0;
     size_t nf = moved_frees(s, tl, r, false, flagged, &fb);
@@ -508,7 +499,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                                  .storage_bytes = fb };
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "free the %zu storage%s check flags at their last use", nf, nf == 1 ? "" : "s");
-        opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
     }
     if (nc) {
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GC, .storages = (uint32_t)nc,
@@ -516,10 +507,10 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "gc.collect() before the retry (%zu storage%s held by reference cycles)", nc,
                  nc == 1 ? "" : "s");
-        opts[n++] = (vt_replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
     }
     r->nreplays += n;
-    if (vt_replay_sweep_options(s, opts, n, jobs, res, status, errs)) {
+    if (vt__replay_sweep(s, opts, n, jobs, res, status, errs)) {
         snprintf(r->replay_err, sizeof r->replay_err, "cannot start the replays");
         rc = 0;
         goto out;
@@ -531,13 +522,13 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
     }
     r->replayed = true;
     snprintf(r->baseline_conf, sizeof r->baseline_conf, "%s", res[0].conf);
-    r->rules = vt_replay_rules_name(res[0].rules);
+    r->rules = vt__replay_rules_name(res[0].rules);
     /* running out later than the program did would be kinder than the
      * device was: then no candidate is shown to fit by its replay */
     r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event
                     && res[0].oom.device == r->device;
     r->baseline_oom_event = res[0].oom.happened ? res[0].oom.event_index : SIZE_MAX;
-    r->baseline_peak = peak_of(&res[0]);
+    r->baseline_peak = vt__replay_peak_reserved(&res[0]);
     for (size_t i = first; i < n; i++) {
         cand[i].capacity = cap;
         fill_fix(&cand[i], &res[i], status[i], errs[i]);
@@ -547,7 +538,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
      * searched between the capacity (too small: the replay reproduced the
      * OOM) and the unlimited replay's peak reserved, from its peak
      * allocated (no capacity below it can fit) */
-    uint64_t unl = status[1] ? 0 : peak_of(&res[1]);
+    uint64_t unl = status[1] ? 0 : vt__replay_peak_reserved(&res[1]);
     uint64_t unl_alloc = 0;
     for (size_t d = 0; !status[1] && d < res[1].ndevices; d++)
         if (res[1].devices[d].peak_allocated > unl_alloc)
@@ -559,7 +550,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
         hi = (hi + G - 1) / G * G;
         uint64_t best = 0, best_peak = 0;
         for (int round = 0; round < 2 && (round ? hi > lo + G : hi > lo); round++) {
-            vt_replay_options po[PROBES];
+            vt__replay_options po[PROBES];
             uint64_t pc[PROBES];
             size_t np = 0;
             /* first: the floor, two between it and the peak, the peak;
@@ -573,12 +564,12 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                 if (c <= lo || (np && c <= pc[np - 1]) || (round && c >= hi) || c > hi)
                     continue;
                 pc[np] = c;
-                po[np++] = (vt_replay_options){ .capacity = c };
+                po[np++] = (vt__replay_options){ .capacity = c };
             }
             if (!np)
                 break;
             r->nreplays += np;
-            if (vt_replay_sweep_options(s, po, np, jobs, res, status, errs))
+            if (vt__replay_sweep(s, po, np, jobs, res, status, errs))
                 break;
             uint64_t prev_fail = lo;
             for (size_t k = 0; k < np; k++) {
@@ -587,7 +578,7 @@ static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_rep
                 if (!res[k].oom.happened) {
                     if (!best || pc[k] < best) {
                         best = pc[k];
-                        best_peak = peak_of(&res[k]);
+                        best_peak = vt__replay_peak_reserved(&res[k]);
                     }
                     break;
                 }

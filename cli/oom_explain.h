@@ -1,7 +1,7 @@
 /*
  * cli/oom_explain.h - why a recorded run ran out of device memory, and what
  * would have fit, each candidate checked by replaying the run to its end
- * (trace/replay/replay.h). One analysis, three views: `vramtrace oom`
+ * (alloc/replay/replay.h). One analysis, three views: `vramtrace oom`
  * (text and --json), the short form `vramtrace run` prints after a run that
  * ran out of memory, and the OOM panel of `vramtrace viz` (the JSON).
  *

@@ -251,23 +251,6 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
 
 /* ---- JSON --------------------------------------------------------------- */
 
-static void frame_json(FILE *f, const vt_snapshot_data *s, const vt_frame *fr)
-{
-    if (!fr) {
-        fputs("null", f);
-        return;
-    }
-    char *txt = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&txt, &len);
-    if (m) {
-        vt__report_frame_text(m, s, fr);
-        fclose(m);
-    }
-    vt__json_str(f, txt ? txt : "");
-    free(txt);
-}
-
 static const char *fix_kind(int k)
 {
     switch (k) {
@@ -288,7 +271,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
                "\"device\": %d, \"stream\": \"0x%" PRIx64 "\", \"size\": %" PRIu64
                ", \"line\": ", r->event, r->seq, rel_s(s, r->time_ns), r->device, r->stream,
             r->size);
-    frame_json(f, s, vt__oom_site_frame(s, r->stack));
+    vt__report_frame_json(f, s, vt__oom_site_frame(s, r->stack));
     fprintf(f, ", \"ooms_recorded\": %zu, \"allocations_after\": %zu}", r->noom, r->allocs_after);
     fputs(", \"device\": {\"total\": ", f);
     if (r->total)
@@ -319,7 +302,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
     for (size_t i = 0; i < r->nsites; i++) {
         const vt__oom_site *st = &r->sites[i];
         fprintf(f, "%s{\"line\": ", i ? ", " : "");
-        frame_json(f, s, st->frame);
+        vt__report_frame_json(f, s, st->frame);
         fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %u, \"tensor\": ", st->bytes, st->count);
         if (st->tensor)
             vt__json_str(f, vt_snapshot_string(s, st->tensor));

@@ -390,6 +390,23 @@ void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame 
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }
 
+void vt__report_frame_json(FILE *out, const vt_snapshot_data *s, const vt_frame *f)
+{
+    if (!f) {
+        fputs("null", out);
+        return;
+    }
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&txt, &len);
+    if (m) {
+        vt__report_frame_text(m, s, f);
+        fclose(m);
+    }
+    vt__json_str(out, txt ? txt : "");
+    free(txt);
+}
+
 void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent)
 {
     const vt_frame *fr[512];

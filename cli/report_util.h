@@ -99,6 +99,9 @@ void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *bu
  * known (vt_frame_def_line). */
 void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
 
+/* That text as a JSON string; null for no frame. */
+void vt__report_frame_json(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
+
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,
  * or "    <no stack recorded>". Where the program's own Python code is on
  * the stack (and not --all-frames), only its frames are listed, innermost

@@ -180,7 +180,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double secs[REPS];
-    vt_replay_result first;
+    vt__replay_result first;
     memset(&first, 0, sizeof first);
     for (int rep = 0; rep < REPS; rep++) {
         int fds[2];
@@ -190,10 +190,10 @@ int main(int argc, char **argv)
         pid_t pid = fork();
         if (pid == 0) {
             close(fds[0]);
-            vt_replay_result r;
+            vt__replay_result r;
             char err[256];
             double t0 = now_s();
-            int rc = vt_replay_run(s, NULL, &r, err, sizeof err);
+            int rc = vt__replay_run(s, NULL, &r, err, sizeof err);
             double dt = now_s() - t0;
             if (rc) {
                 fprintf(stderr, "bench_replay: %s\n", err);
@@ -204,7 +204,7 @@ int main(int argc, char **argv)
             _exit(w1 == sizeof dt && w2 == sizeof r ? 0 : 1);
         }
         close(fds[1]);
-        vt_replay_result r;
+        vt__replay_result r;
         ssize_t r1 = read(fds[0], &secs[rep], sizeof secs[rep]);
         ssize_t r2 = read(fds[0], &r, sizeof r);
         close(fds[0]);

@@ -141,12 +141,12 @@ static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t st
                            .device = 0, .thread = 1 };
 }
 
-static vt_replay_result run(built *b, const char *conf, uint64_t capacity)
+static vt__replay_result run(built *b, const char *conf, uint64_t capacity)
 {
-    vt_replay_options opt = { .conf = conf, .capacity = capacity, .curve = true };
-    vt_replay_result r;
+    vt__replay_options opt = { .conf = conf, .capacity = capacity, .curve = true };
+    vt__replay_result r;
     char err[256];
-    int rc = vt_replay_run(&b->s, &opt, &r, err, sizeof err);
+    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
     ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
     return r;
@@ -159,14 +159,14 @@ TEST(same_stream_free_is_reused_at_once)
     ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 7, 0);
     ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
     ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 1);
     ASSERT_EQ(r.devices[0].peak_reserved, 30 * MIB);
     ASSERT_EQ(r.devices[0].peak_allocated, 30 * MIB);
     ASSERT_EQ(r.replayed, 3);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].capacity, VT_REPLAY_UNLIMITED);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -180,12 +180,12 @@ TEST(cross_stream_free_waits_for_its_recorded_completion)
     ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);            /* before completion: new segment */
     ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
     ev(b, VT_EV_ALLOC, 0x3000, 30 * MIB, 7, 0);            /* after it: the freed block */
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);
     ASSERT_GE(r.devices[0].fence_events, 1);
     ASSERT_GE(r.devices[0].event_queries, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -199,9 +199,9 @@ TEST(cross_stream_free_completed_early_is_reused)
     ev(b, VT_EV_MARK, 0, 0, 0, 0);
     ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
     ev(b, VT_EV_ALLOC, 0x2000, 30 * MIB, 7, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -215,10 +215,10 @@ TEST(record_stream_use_keeps_the_block_until_its_recorded_completion)
     ev(b, VT_EV_ALLOC, 0x3000, 30 * MIB, 7, 0);
     ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 7, 0);
     ev(b, VT_EV_ALLOC, 0x4000, 30 * MIB, 7, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 3);
     ASSERT_EQ(r.replayed, 5);   /* the stream use is covered by the free's completion */
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -230,7 +230,7 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
     ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);
     b->ev[2].stack = 5;
     ev(b, VT_EV_ALLOC, 0x4000, 40 * MIB, 0, 0);
-    vt_replay_result r = run(b, NULL, 100 * MIB);
+    vt__replay_result r = run(b, NULL, 100 * MIB);
     ASSERT(r.oom.happened);
     ASSERT_EQ(r.oom.event_index, 2);
     ASSERT_EQ(r.oom.seq, 3);
@@ -241,13 +241,13 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
     ASSERT_EQ(r.oom.device_free, 20 * MIB);
     ASSERT_EQ(r.devices[0].capacity, 100 * MIB);
     ASSERT_EQ(r.replayed, 3);           /* stops there, as the program would */
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
 /* A (40 MiB) is last used at event 1 but freed only at the end: a 100 MiB
  * device cannot hold B and C beside it; freed right after event 1, all fit. */
-static void moved_frees_case(vt_replay_rules rules)
+static void moved_frees_case(vt__replay_rules rules)
 {
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
@@ -256,26 +256,27 @@ static void moved_frees_case(vt_replay_rules rules)
     ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
     ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
     ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
-    vt_replay_free_at moved[] = {
+    vt__replay_free_at moved[] = {
         { .alloc_event = 0, .at_event = 1 },
         { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
         { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
     };
-    vt_replay_options opt = { .capacity = 100 * MIB, .rules = rules };
-    vt_replay_result r;
+    vt__replay_options opt = { .capacity = 100 * MIB, .rules = rules };
+    vt__replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT(r.oom.happened);                          /* as recorded: C does not fit */
     ASSERT_EQ(r.oom.event_index, 3);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     opt.free_at = moved;
     opt.nfree_at = 3;
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), rules == VT_REPLAY_RULES_PYTORCH ? 0 : -EBUSY);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err),
+              rules == VT_REPLAY_RULES_PYTORCH ? 0 : -EBUSY);
     if (rules == VT_REPLAY_RULES_PYTORCH) {          /* a model: it replays again */
         ASSERT(!r.oom.happened);
         ASSERT_EQ(r.early_frees, 1);
         ASSERT_EQ(r.skipped_frees, 0);
-        vt_replay_result_free(&r);
+        vt__replay_result_free(&r);
     }
     free(b);
 }
@@ -298,21 +299,21 @@ TEST(moved_frees_free_an_allocation_right_after_the_given_event)
     ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
     ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
     ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
-    vt_replay_free_at moved[] = {
+    vt__replay_free_at moved[] = {
         { .alloc_event = 0, .at_event = 1 },
         { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
         { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
     };
-    vt_replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
-    vt_replay_result r;
+    vt__replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
+    vt__replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.early_frees, 1);
     ASSERT_EQ(r.skipped_frees, 0);
     ASSERT_EQ(r.devices[0].peak_allocated, 80 * MIB);
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -321,11 +322,11 @@ TEST(recorded_device_total_is_the_default_capacity)
     built *b = snap_new(50 * MIB, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);
     ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].capacity, 50 * MIB);
     ASSERT(r.oom.happened);
     ASSERT_EQ(r.oom.event_index, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -336,10 +337,10 @@ TEST(recorded_settings_apply_and_conf_overrides_them)
                            "garbage_collection_threshold:0,per_process_memory_fraction:1,"
                            "free_sync:0,trace:1");
     ev(b, VT_EV_ALLOC, 0x1000, 29 * MIB, 0, 0);
-    vt_replay_options opt = { .conf = "roundup_power2_divisions:0" };
-    vt_replay_result r;
+    vt__replay_options opt = { .conf = "roundup_power2_divisions:0" };
+    vt__replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT_MSG(strstr(r.conf, "max_split_size_mb:64,roundup_power2_divisions:0") != NULL,
                "%s", r.conf);
     ASSERT(strstr(r.conf, "free_sync") == NULL);   /* allocator keys only */
@@ -354,10 +355,10 @@ TEST(recorded_settings_apply)
     built *b = snap_new(0, "cache:1,max_split_size_mb:64,roundup_power2_divisions:4,"
                            "garbage_collection_threshold:0,per_process_memory_fraction:1");
     ev(b, VT_EV_ALLOC, 0x1000, 29 * MIB, 0, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_MSG(strstr(r.conf, "roundup_power2_divisions:4") != NULL, "%s", r.conf);
     ASSERT_EQ(r.devices[0].peak_reserved, 32 * MIB);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -371,10 +372,10 @@ TEST(ipc_safe_recording_replays_ipc_safe)
     b->s.meta.flags |= VT_META_IPC_SAFE;
     ev(b, VT_EV_ALLOC, 0x1000, 1000, 0, VT_ALLOC_NO_STREAM);
     ev(b, VT_EV_ALLOC, 0x2000, 1000, 0, VT_ALLOC_NO_STREAM);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
     ASSERT_EQ(r.devices[0].peak_reserved, 2048);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -390,14 +391,14 @@ TEST(pytorch_settings_are_translated)
     s.string_offsets = offs;
     s.nstrings = 2;
     s.meta.config = 1;
-    vt_replay_recorded_conf(&s, buf, sizeof buf);
+    vt__replay_recorded_conf(&s, buf, sizeof buf);
     ASSERT_MSG(!strcmp(buf, "max_split_size_mb:128,garbage_collection_threshold:0.5,"
                             "roundup_power2_divisions:4"), "%s", buf);
     char blob2[] = "\0PYTORCH_CUDA_ALLOC_CONF=None,max_split_size=-1,"
                    "garbage_collection_threshold=0,expandable_segments=False";
     s.strings_blob = blob2;
     s.strings_blob_size = sizeof blob2;
-    vt_replay_recorded_conf(&s, buf, sizeof buf);
+    vt__replay_recorded_conf(&s, buf, sizeof buf);
     ASSERT_MSG(!strcmp(buf, ""), "%s", buf);
 }
 
@@ -406,10 +407,10 @@ TEST(frees_of_allocations_before_the_window_are_skipped)
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_FREE_REQUESTED, 0x9000, 30 * MIB, 0, 0);
     ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT_EQ(r.skipped_frees, 1);
     ASSERT_EQ(r.replayed, 1);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -420,7 +421,7 @@ TEST(segments_are_compared_with_the_recording)
     ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
     ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 2 * MIB, 0, 0);
     ev(b, VT_EV_ALLOC, 0x9000000, 4096, 0, 0);
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     /* 3 MiB requests share 18 MiB segments (a whole number of them), not 20 */
     ASSERT(!r.segments_identical);
     ASSERT_EQ(r.first_segment_difference, 0);
@@ -428,13 +429,13 @@ TEST(segments_are_compared_with_the_recording)
     ASSERT_EQ(r.devices[0].peak_reserved, 20 * MIB);
     ASSERT_EQ(r.ncurve, 2);
     ASSERT_EQ(r.curve[1].reserved, 20 * MIB);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
     built *c = snap_new(0, NULL);   /* a second replay in one process is refused */
     ev(c, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
     char err[128];
-    vt_replay_result r2;
-    ASSERT_EQ(vt_replay_run(&c->s, NULL, &r2, err, sizeof err), -EBUSY);
+    vt__replay_result r2;
+    ASSERT_EQ(vt__replay_run(&c->s, NULL, &r2, err, sizeof err), -EBUSY);
     free(c);
 }
 
@@ -442,21 +443,21 @@ TEST(bad_input_is_refused_with_one_line)
 {
     built *b = snap_new(0, NULL);
     char err[256];
-    vt_replay_result r;
-    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);   /* nothing to replay */
+    vt__replay_result r;
+    ASSERT_EQ(vt__replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);   /* nothing to replay */
     ASSERT(strstr(err, "no allocation") && !strchr(err, '\n'));
     ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
-    vt_replay_options opt = { .conf = "max_split_size_mb:0" };
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
+    vt__replay_options opt = { .conf = "max_split_size_mb:0" };
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
     ASSERT_MSG(strstr(err, "max_split_size_mb") && !strchr(err, '\n'), "%s", err);
     opt.conf = "no_such_key:1";
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), -EINVAL);
     ASSERT_MSG(strstr(err, "no_such_key"), "%s", err);
     b->ev[0].device = 40;
-    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);
+    ASSERT_EQ(vt__replay_run(&b->s, NULL, &r, err, sizeof err), -EINVAL);
     ASSERT_MSG(strstr(err, "device 40"), "%s", err);
     b->ev[0].device = 0;
-    ASSERT_EQ(vt_replay_run(&b->s, NULL, &r, err, sizeof err), 0);   /* still usable */
+    ASSERT_EQ(vt__replay_run(&b->s, NULL, &r, err, sizeof err), 0);   /* still usable */
     free(b);
 }
 
@@ -466,10 +467,11 @@ TEST(sweep_runs_each_setting_in_its_own_process)
     for (int i = 0; i < 6; i++)
         ev(b, VT_EV_ALLOC, 0x1000 + (uint64_t)i * 0x1000, 17 * MIB, 0, 0);
     const char *confs[] = { "", "roundup_power2_divisions:2", "max_split_size_mb:x" };
-    vt_replay_result out[3];
+    vt__replay_result out[3];
     int status[3];
     char errs[3][256];
-    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 3, 100 * MIB, 2, out, status, errs), 0);
+    vt__replay_options base = { .capacity = 100 * MIB };
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 3, &base, 2, out, status, errs), 0);
     ASSERT_EQ(status[0], 0);
     ASSERT_EQ(status[1], 0);
     ASSERT_EQ(status[2], -EINVAL);
@@ -483,10 +485,10 @@ TEST(sweep_runs_each_setting_in_its_own_process)
     ASSERT_EQ(out[1].oom.event_index, 4);
     ASSERT_EQ(out[1].devices[0].peak_reserved, 96 * MIB);
     /* the parent's allocator was never touched: it can still replay */
-    vt_replay_result r = run(b, NULL, 0);
+    vt__replay_result r = run(b, NULL, 0);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].peak_reserved, 6 * 18 * MIB);
-    vt_replay_result_free(&r);
+    vt__replay_result_free(&r);
     free(b);
 }
 
@@ -506,10 +508,11 @@ TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
     for (uint64_t i = 0; i < 9; i++)
         ev(b, VT_EV_ALLOC, 0x90000000 + i * 0x1000000, 12 * MIB, 0, 0);
     const char *confs[] = { "", "expandable_segments:1" };
-    vt_replay_result out[2];
+    vt__replay_result out[2];
     int status[2];
     char errs[2][256];
-    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 2, 200 * MIB, 2, out, status, errs), 0);
+    vt__replay_options base = { .capacity = 200 * MIB };
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 2, &base, 2, out, status, errs), 0);
     ASSERT_EQ(status[0], 0);
     ASSERT_EQ(status[1], 0);
     ASSERT(out[0].oom.happened);
@@ -523,15 +526,15 @@ TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
     free(b);
 }
 
-/* ---- PyTorch's rules (replay_torch.c) ------------------------------------ */
+/* ---- PyTorch's rules (replay_torch.c, torch_*.c) ------------------------- */
 
-static vt_replay_result run_torch(built *b, const char *conf, uint64_t capacity)
+static vt__replay_result run_torch(built *b, const char *conf, uint64_t capacity)
 {
-    vt_replay_options opt = { .conf = conf, .capacity = capacity,
+    vt__replay_options opt = { .conf = conf, .capacity = capacity,
                               .rules = VT_REPLAY_RULES_PYTORCH };
-    vt_replay_result r;
+    vt__replay_result r;
     char err[256];
-    int rc = vt_replay_run(&b->s, &opt, &r, err, sizeof err);
+    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
     ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     return r;
@@ -554,7 +557,7 @@ TEST(torch_rules_small_requests_share_2_mib_segments_large_ones_20_mib_or_their_
     /* over the 17 MiB left there: its own segment, rounded to 2 MiB (20 MiB);
      * 1 MiB - 512 left is not worth a split: handed out whole */
     ev(b, VT_EV_ALLOC, 0x10000000, 19 * MIB + 1, 0, 0);
-    vt_replay_result r = run_torch(b, NULL, 0);
+    vt__replay_result r = run_torch(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 3);
     ASSERT_EQ(r.devices[0].peak_reserved, 2 * MIB + 20 * MIB + 20 * MIB);
     ASSERT_EQ(r.devices[0].peak_allocated, 3 * 1024 + 3 * MIB + 20 * MIB);
@@ -567,7 +570,7 @@ TEST(torch_rules_split_large_blocks_only_with_more_than_1_mib_left)
     ev(b, VT_EV_ALLOC, 0x1000, 19 * MIB, 0, 0);   /* a 20 MiB segment, 1 MiB left: whole */
     alloc_free(b, 0x9000000, 5 * MIB);            /* a 20 MiB segment, split */
     ev(b, VT_EV_ALLOC, 0xa000000, 4 * MIB, 0, 0); /* from the cached 20 MiB */
-    vt_replay_result r = run_torch(b, NULL, 0);
+    vt__replay_result r = run_torch(b, NULL, 0);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
     ASSERT_EQ(r.devices[0].peak_reserved, 40 * MIB);
     ASSERT_EQ(r.devices[0].peak_allocated, 20 * MIB + 5 * MIB);
@@ -580,10 +583,10 @@ TEST(torch_rules_max_split_size_keeps_oversize_blocks_for_large_requests)
     alloc_free(b, 0x1000, 60 * MIB);
     ev(b, VT_EV_ALLOC, 0x10000000, 30 * MIB, 0, 0);   /* not from the oversize 60 MiB */
     ev(b, VT_EV_ALLOC, 0x20000000, 50 * MIB, 0, 0);   /* from it: less than 20 MiB over */
-    vt_replay_result r = run_torch(b, "max_split_size_mb:40", 0);
+    vt__replay_result r = run_torch(b, "max_split_size_mb:40", 0);
     ASSERT_EQ(r.devices[0].peak_reserved, 90 * MIB);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
-    vt_replay_result u = run_torch(b, NULL, 0);        /* unlimited: 30 MiB splits the 60 */
+    vt__replay_result u = run_torch(b, NULL, 0);        /* unlimited: 30 MiB splits the 60 */
     ASSERT_EQ(u.devices[0].peak_reserved, 110 * MIB);
     free(b);
 }
@@ -596,7 +599,7 @@ TEST(torch_rules_pending_free_comes_back_at_its_recorded_completion)
     ev(b, VT_EV_ALLOC, 0x9000000, 30 * MIB, 0, 0);         /* cannot have it yet */
     ev(b, VT_EV_FREE_COMPLETED, 0x1000, 30 * MIB, 0, 0);
     ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);            /* can now */
-    vt_replay_result r = run_torch(b, NULL, 0);
+    vt__replay_result r = run_torch(b, NULL, 0);
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
     free(b);
@@ -616,7 +619,7 @@ TEST(torch_rules_expandable_segments_grow_in_20_mib_pages_and_unmap_when_emptied
     ev(b, VT_EV_FREE_REQUESTED, 0xa000000, 30 * MIB, 0, 1);
     ev(b, VT_EV_FREE_COMPLETED, 0xa000000, 30 * MIB, 0, 0);
     ev(b, VT_EV_EMPTY_CACHE, 0, 0, 0, 0);               /* everything */
-    vt_replay_result r = run_torch(b, "expandable_segments:True", 1 << 30);
+    vt__replay_result r = run_torch(b, "expandable_segments:True", 1 << 30);
     ASSERT(r.expandable_segments);
     ASSERT_EQ(r.devices[0].peak_reserved, 80 * MIB);
     ASSERT_EQ(r.devices[0].device_maps, 4);
@@ -633,13 +636,13 @@ TEST(torch_rules_garbage_collection_releases_the_oldest_cached_blocks)
     ev(b, VT_EV_ALLOC, 0x20000000, 50 * MIB, 0, 0);
     /* over half of the allowed 100 MiB: the older 30 MiB block goes first,
      * and that is enough */
-    vt_replay_result r = run_torch(b, "per_process_memory_fraction:1,"
+    vt__replay_result r = run_torch(b, "per_process_memory_fraction:1,"
                                       "garbage_collection_threshold:0.5", 0);
     ASSERT_EQ(r.devices[0].peak_reserved, 90 * MIB);
     ASSERT_EQ(r.devices[0].alloc_retries, 0);
     ASSERT_EQ(r.devices[0].segment_frees, 1);
     /* without it the device refuses, and the retry frees the whole cache */
-    vt_replay_result n = run_torch(b, "per_process_memory_fraction:1", 0);
+    vt__replay_result n = run_torch(b, "per_process_memory_fraction:1", 0);
     ASSERT_EQ(n.devices[0].peak_reserved, 70 * MIB);
     ASSERT_EQ(n.devices[0].alloc_retries, 1);
     ASSERT_EQ(n.devices[0].segment_frees, 2);
@@ -653,7 +656,7 @@ TEST(torch_rules_retry_frees_the_cache_then_runs_out_of_memory)
     ev(b, VT_EV_ALLOC, 0x1000, 60 * MIB, 0, 0);
     alloc_free(b, 0x9000000, 30 * MIB);
     ev(b, VT_EV_ALLOC, 0x20000000, 50 * MIB, 0, 0);
-    vt_replay_result r = run_torch(b, NULL, 0);
+    vt__replay_result r = run_torch(b, NULL, 0);
     ASSERT(r.oom.happened);
     ASSERT_EQ(r.oom.event_index, 4);
     ASSERT_EQ(r.oom.reserved, 60 * MIB);
@@ -666,9 +669,9 @@ TEST(torch_rules_roundup_power2_divisions_round_to_the_next_step)
 {
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 5 * MIB + 1, 0, 0);   /* 4..8 MiB in 4 steps: 6 MiB */
-    vt_replay_result r = run_torch(b, "roundup_power2_divisions:4", 0);
+    vt__replay_result r = run_torch(b, "roundup_power2_divisions:4", 0);
     ASSERT_EQ(r.devices[0].peak_allocated, 6 * MIB);
-    vt_replay_result p = run_torch(b, NULL, 0);
+    vt__replay_result p = run_torch(b, NULL, 0);
     ASSERT_EQ(p.devices[0].peak_allocated, 5 * MIB + 512);
     free(b);
 }
@@ -681,15 +684,15 @@ TEST(auto_rules_pick_pytorchs_for_an_observed_recording_outside_memory_counts_ag
     ev(b, VT_EV_ALLOC, 0x1000, 50 * MIB, 0, VT_ALLOC_NO_STREAM);
     ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 60 * MIB, 0, VT_POOL_LARGE);
     ev(b, VT_EV_ALLOC, 0x9000000, 60 * MIB, 0, VT_ALLOC_POOL_BLOCK);
-    vt_replay_options opt = { 0 };
-    vt_replay_result r;
+    vt__replay_options opt = { 0 };
+    vt__replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT(r.oom.happened);                  /* 50 + 60 MiB > 100 MiB */
     ASSERT_EQ(r.oom.event_index, 3);
     opt.capacity = 120 * MIB;
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);             /* PyTorch's own */
     ASSERT_EQ(r.devices[0].recorded_peak_reserved, 60 * MIB);
@@ -709,10 +712,10 @@ TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
     ev(b, VT_EV_SEGMENT_FREE, 0x1000, 30 * MIB, 0, 0);   /* torch.cuda.empty_cache() */
     ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 30 * MIB, 0, VT_POOL_LARGE);
     ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
-    vt_replay_options opt = { 0 };
-    vt_replay_result r;
+    vt__replay_options opt = { 0 };
+    vt__replay_result r;
     char err[256];
-    ASSERT_EQ(vt_replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT_EQ(r.devices[0].segment_frees, 1);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
@@ -726,11 +729,11 @@ TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
     const char *confs[] = { "", "expandable_segments:True", "no_such_key:1" };
-    vt_replay_result out[3];
+    vt__replay_result out[3];
     int status[3];
     char errs[3][256];
-    vt_replay_options base = { .rules = VT_REPLAY_RULES_PYTORCH };
-    ASSERT_EQ(vt_replay_sweep_with(&b->s, confs, 3, &base, 2, out, status, errs), 0);
+    vt__replay_options base = { .rules = VT_REPLAY_RULES_PYTORCH };
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 3, &base, 2, out, status, errs), 0);
     ASSERT_EQ(status[0], 0);
     ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT_EQ(out[0].devices[0].peak_reserved, 20 * MIB);
@@ -739,7 +742,8 @@ TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
     ASSERT_EQ(status[2], -EINVAL);
     ASSERT_MSG(strstr(errs[2], "no_such_key") != NULL, "%s", errs[2]);
     /* AUTO: a recording of vramtrace's allocator keeps vramtrace's rules */
-    ASSERT_EQ(vt_replay_sweep(&b->s, confs, 1, 0, 1, out, status, errs), 0);
+    base.rules = VT_REPLAY_RULES_AUTO;
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 1, &base, 1, out, status, errs), 0);
     ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_VRAMTRACE);
     free(b);
 }

@@ -13,7 +13,7 @@
  * reach into its folder for it, against the arrow between them (alloc/ ->
  * trace/record/). So it sits below both, with the helpers every product
  * shares (trace/common/), in a folder of its own that depends on nothing of
- * ours (trace/replay/ reads it too, to replay with a snapshot's settings):
+ * ours (alloc/replay/ reads it too, to replay with a snapshot's settings):
  *
  *     alloc/, alloc/hooks/ --> trace/record/
  *              \                  /

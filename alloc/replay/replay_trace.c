@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_trace.c - trace/recorder.h for a replay.
+ * alloc/replay/replay_trace.c - trace/record/recorder.h for a replay.
  *
  * The allocator tells its recorder every block it hands out and takes back,
  * every segment and every OOM; during a replay that is exactly what the
@@ -12,7 +12,6 @@
 #include <stdlib.h>
 
 #include "recorder.h"
-#include "grow.h"
 #include "replay_internal.h"
 
 vt__replay_books vt__books;
@@ -21,23 +20,11 @@ static uint64_t seq;
 static void segment_event(int device, bool is_free, uint64_t size)
 {
     vt__replay_books *b = &vt__books;
-    b->reserved[device] += is_free ? -(int64_t)size : (int64_t)size;
-    if (!is_free) {
-        if (vt__grow_from((void **)&b->segs, &b->capsegs, b->nsegs + 1, sizeof *b->segs, 1024)) {
-            b->failed = true;
-            return;
-        }
-        b->segs[b->nsegs++] = vt__seg_code(false, device, size);
-    }
-    if (!b->want_curve)
-        return;
-    if (vt__grow_from((void **)&b->curve, &b->capcurve, b->ncurve + 1, sizeof *b->curve, 1024)) {
+    int64_t delta = is_free ? -(int64_t)size : (int64_t)size;
+    b->reserved[device] += delta;
+    if (vt__trail_reserved(&b->trail, device, delta, (uint64_t)b->reserved[device], b->now_event,
+                           b->now_ns))
         b->failed = true;
-        return;
-    }
-    b->curve[b->ncurve++] = (vt_replay_point){ .event = b->now_event, .time_ns = b->now_ns,
-                                               .reserved = (uint64_t)b->reserved[device],
-                                               .device = (int8_t)device };
 }
 
 uint64_t vt__trace_event(const vt__event_rec *e)

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay.h - run a recorded program's allocations again, through the
+ * alloc/replay/replay.h - run a recorded program's allocations again, through the
  * real caching allocator on a host-only device (alloc/backend_host.c), under
  * other settings and another capacity.
  *
@@ -20,8 +20,8 @@
  * events (segments, OOM) are what the replay measures; the recorded ones are
  * compared with them.
  *
- * The allocator is one per process: vt_replay_run() can run once in a
- * process (a second call returns -EBUSY); vt_replay_sweep() runs each setting
+ * The allocator is one per process: vt__replay_run() can run once in a
+ * process (a second call returns -EBUSY); vt__replay_sweep() runs each setting
  * in a child process of its own.
  */
 #ifndef VT_REPLAY_H
@@ -39,37 +39,37 @@
 /* An allocation the replay frees earlier than the recording did: what the
  * program would have reserved had it dropped the storage at its last use
  * (or collected a reference cycle before an out-of-memory retry). */
-typedef struct vt_replay_free_at {
+typedef struct vt__replay_free_at {
     size_t alloc_event;        /* index of the ALLOC in snapshot->events */
     size_t at_event;           /* freed right after this event is replayed (on the
                                   block's own stream); ignored unless it comes after
                                   the ALLOC and before the recorded free */
-} vt_replay_free_at;
+} vt__replay_free_at;
 
 /* Whose allocator's rules a replay follows. */
-typedef enum vt_replay_rules {
+typedef enum vt__replay_rules {
     VT_REPLAY_RULES_AUTO = 0,      /* PyTorch's for a recording of PyTorch's caching
                                       allocator (an imported PyTorch snapshot, or
                                       VT_META_POOL_OBSERVED), vramtrace's otherwise */
     VT_REPLAY_RULES_VRAMTRACE = 1, /* vramtrace's own allocator (alloc/) on a host device */
     VT_REPLAY_RULES_PYTORCH = 2,   /* a model of PyTorch's CUDACachingAllocator
-                                      (replay_torch.c): its pools, rounding, splits,
+                                      (replay_torch.c, torch_*.c): its pools, rounding, splits,
                                       stream-ordered reuse and PYTORCH_CUDA_ALLOC_CONF keys */
-} vt_replay_rules;
+} vt__replay_rules;
 
-typedef struct vt_replay_options {
+typedef struct vt__replay_options {
     const char *conf;          /* "key:value,..." over the recorded settings, NULL: none */
     uint64_t capacity;         /* bytes per device; 0: each device's recorded total
                                   (unlimited when unknown); VT_REPLAY_UNLIMITED */
     bool curve;                /* keep the reserved bytes after every segment change */
     bool ignore_recorded_conf; /* start from the defaults, not the recorded settings */
-    vt_replay_rules rules;     /* VT_REPLAY_RULES_AUTO (0) unless set */
-    const vt_replay_free_at *free_at; /* frees moved earlier, any order (NULL: none) */
+    vt__replay_rules rules;    /* VT_REPLAY_RULES_AUTO (0) unless set */
+    const vt__replay_free_at *free_at; /* frees moved earlier, any order (NULL: none) */
     size_t nfree_at;
-} vt_replay_options;
+} vt__replay_options;
 
 /* Where the replay ran out of memory (the program would have failed there). */
-typedef struct vt_replay_oom {
+typedef struct vt__replay_oom {
     bool happened;
     size_t event_index;        /* index of the ALLOC event in snapshot->events */
     uint64_t seq, time_ns;     /* of that event */
@@ -82,9 +82,9 @@ typedef struct vt_replay_oom {
     uint64_t live_blocks;
     uint64_t reserved;         /* held by the cache when it failed */
     uint64_t device_free;      /* what the device had left */
-} vt_replay_oom;
+} vt__replay_oom;
 
-typedef struct vt_replay_device {
+typedef struct vt__replay_device {
     int ordinal;
     uint64_t capacity;         /* VT_REPLAY_UNLIMITED: none */
     /* the replay */
@@ -103,23 +103,23 @@ typedef struct vt_replay_device {
     uint64_t recorded_peak_reserved;   /* running sum of SEGMENT events */
     uint64_t recorded_peak_allocated;  /* running sum of ALLOC / FREE_REQUESTED */
     uint64_t recorded_segment_allocs, recorded_segment_frees;
-} vt_replay_device;
+} vt__replay_device;
 
-typedef struct vt_replay_point {   /* reserved bytes after a segment change */
+typedef struct vt__replay_point {   /* reserved bytes after a segment change */
     size_t event;              /* index of the event being replayed */
     uint64_t time_ns;          /* its recorded time */
     uint64_t reserved;
     int8_t device;
-} vt_replay_point;
+} vt__replay_point;
 
-typedef struct vt_replay_result {
+typedef struct vt__replay_result {
     char conf[512];            /* the settings replayed (normalized allocator keys) */
-    vt_replay_rules rules;     /* the rules followed: VT_REPLAY_RULES_VRAMTRACE or
+    vt__replay_rules rules;    /* the rules followed: VT_REPLAY_RULES_VRAMTRACE or
                                   VT_REPLAY_RULES_PYTORCH (never AUTO) */
     bool expandable_segments;  /* replayed with expandable segments */
     size_t ndevices;
-    vt_replay_device devices[VT_REPLAY_MAX_DEVICES];
-    vt_replay_oom oom;
+    vt__replay_device devices[VT_REPLAY_MAX_DEVICES];
+    vt__replay_oom oom;
     size_t events;             /* events in the snapshot */
     size_t replayed;           /* allocator calls made (allocs, frees, stream
                                   destructions, cache emptyings) */
@@ -138,9 +138,9 @@ typedef struct vt_replay_result {
     bool segments_identical;
     size_t segments_compared;  /* segment allocations compared */
     size_t first_segment_difference; /* index in that sequence, when not identical */
-    vt_replay_point *curve;    /* options.curve: owned; vt_replay_result_free */
+    vt__replay_point *curve;   /* options.curve: owned; vt__replay_result_free */
     size_t ncurve;
-} vt_replay_result;
+} vt__replay_result;
 
 /* Replay `s` with `opt`. On success fills *out and returns 0; on bad input
  * (a bad conf value, no allocations in the snapshot, too many devices)
@@ -159,42 +159,36 @@ typedef struct vt_replay_result {
  * PyTorch's defaults. The peaks are PyTorch's own (max_memory_reserved(),
  * max_memory_allocated()); memory outside its pool (a library's own
  * cudaMalloc) counts against the capacity as recorded. */
-int vt_replay_run(const vt_snapshot_data *s, const vt_replay_options *opt,
-                  vt_replay_result *out, char *err, size_t errlen);
+int vt__replay_run(const vt_snapshot_data *s, const vt__replay_options *opt,
+                   vt__replay_result *out, char *err, size_t errlen);
 
 /* Free what a result owns (the curve). */
-void vt_replay_result_free(vt_replay_result *r);
+void vt__replay_result_free(vt__replay_result *r);
+
+/* The highest peak reserved of r's devices: what a setting needs. */
+uint64_t vt__replay_peak_reserved(const vt__replay_result *r);
 
 /* Settings recorded in the snapshot, as replay conf text ("key:value,...",
  * allocator keys only; PyTorch's allocator_settings translated). Empty when
  * none were recorded. */
-void vt_replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
+void vt__replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
 
-/* Each of `n` confs replayed in a child process (at most `jobs` at once),
- * results in out[i] (curve never kept). A child that fails leaves out[i]
- * zeroed with status[i] < 0 (its error text in errs[i] when errs != NULL).
- * @return 0, or -ENOMEM/-EINVAL when nothing could be started. */
-int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                    uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
-                    char (*errs)[256]);
+/* Each of `n` options replayed in a child process (at most `jobs` at
+ * once; the curve is never kept), results in out[i]. A child that fails
+ * leaves out[i] zeroed with status[i] < 0 (its error text in errs[i] when
+ * errs != NULL). @return 0, or -ENOMEM/-EINVAL when nothing could be
+ * started. */
+int vt__replay_sweep(const vt_snapshot_data *s, const vt__replay_options *opts, size_t n,
+                     unsigned jobs, vt__replay_result *out, int *status,
+                     char (*errs)[256]);
 
-/* The same with whole options per replay (conf, capacity, moved frees; the
- * curve is never kept). */
-int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
-                            unsigned jobs, vt_replay_result *out, int *status,
-                            char (*errs)[256]);
-
-/* vt_replay_sweep() with the capacity, rules and ignore_recorded_conf of
- * `base` (its conf and curve are not used: each run has confs[i], no curve);
- * vt_replay_sweep() is this with rules AUTO. */
-int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                         const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
-                         int *status, char (*errs)[256]);
-
-/* The rules AUTO picks for `s`. */
-vt_replay_rules vt_replay_auto_rules(const vt_snapshot_data *s);
+/* The same with confs[i] over `base`'s capacity, rules and
+ * ignore_recorded_conf (its conf and curve are not used). */
+int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                           const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
+                           int *status, char (*errs)[256]);
 
 /* "vramtrace" or "pytorch" (AUTO: "auto"). */
-const char *vt_replay_rules_name(vt_replay_rules rules);
+const char *vt__replay_rules_name(vt__replay_rules rules);
 
 #endif /* VT_REPLAY_H */

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_early.c - frees moved earlier (vt_replay_options.free_at),
+ * alloc/replay/replay_early.c - frees moved earlier (vt__replay_options.free_at),
  * the bookkeeping both engines share: which ALLOCs are freed early, which
  * are due before an event, and the recorded free that then comes too late.
  * Each engine frees the block itself, by its own rules.
@@ -12,13 +12,13 @@
 
 static int cmp_free_at(const void *a, const void *b)
 {
-    const vt_replay_free_at *x = a, *y = b;
+    const vt__replay_free_at *x = a, *y = b;
     if (x->at_event != y->at_event)
         return x->at_event < y->at_event ? -1 : 1;
     return (x->alloc_event > y->alloc_event) - (x->alloc_event < y->alloc_event);
 }
 
-int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt_replay_options *opt)
+int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt__replay_options *opt)
 {
     memset(ef, 0, sizeof *ef);
     if (!opt->nfree_at || !opt->free_at)
@@ -28,7 +28,7 @@ int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt_replay_opt
     if (!ef->at || !ef->marked || vt__rmap_init(&ef->done, 64))
         return -ENOMEM;
     for (size_t k = 0; k < opt->nfree_at; k++) {
-        vt_replay_free_at f = opt->free_at[k];
+        vt__replay_free_at f = opt->free_at[k];
         if (f.alloc_event >= s->nevents || f.at_event < f.alloc_event
             || s->events[f.alloc_event].kind != VT_EV_ALLOC)
             continue;

@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_map.c - recorded address -> entry: the shared hash map
+ * alloc/replay/replay_map.c - recorded address -> entry: the shared hash map
  * (u64map.h, which deletes without tombstones: a replay frees as often as
  * it allocates, for millions of events) indexes a pool of entries whose
  * freed ones are reused, so neither grows past the most addresses live at

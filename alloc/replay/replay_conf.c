@@ -1,12 +1,12 @@
 /*
- * trace/replay/replay_conf.c - the settings a snapshot was recorded under, as
+ * alloc/replay/replay_conf.c - the settings a snapshot was recorded under, as
  * allocator conf text.
  *
  * A vramtrace snapshot records its whole VRAMTRACE_CONF, normalized
  * ("cache:1,max_split_size_mb:unlimited,..."); only the allocator's keys
  * matter to a replay. A PyTorch snapshot imported by `vramtrace import`
  * records PyTorch's allocator_settings as "key=value,..."
- * (trace/pytorch_import.c): max_split_size in bytes (SIZE_MAX when
+ * (trace/interop/pytorch_import.c): max_split_size in bytes (SIZE_MAX when
  * unlimited), garbage_collection_threshold, expandable_segments, and
  * roundup_power2_divisions as a per-size table, which is kept only when the
  * PYTORCH_CUDA_ALLOC_CONF text gives one number for every size.
@@ -94,7 +94,7 @@ void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool
     }
 }
 
-void vt_replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len)
+void vt__replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len)
 {
     bool expandable;
     vt__replay_conf_from_meta(vt_snapshot_string(s, s->meta.config), buf, len, &expandable);

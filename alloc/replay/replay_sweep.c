@@ -1,5 +1,5 @@
 /*
- * trace/replay/replay_sweep.c - several settings replayed side by side.
+ * alloc/replay/replay_sweep.c - several settings replayed side by side.
  *
  * The allocator is one per process and reads some settings once, so each
  * setting runs in a child process of its own (forked after the snapshot was
@@ -19,7 +19,7 @@
 typedef struct child_msg {
     int status;
     char err[256];
-    vt_replay_result result;   /* curve never kept: no pointer crosses */
+    vt__replay_result result;   /* curve never kept: no pointer crosses */
 } child_msg;
 
 /* All n bytes through a pipe (written when `out`, else read), across
@@ -39,22 +39,22 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-static void run_child(const vt_snapshot_data *s, const vt_replay_options *o, int fd)
+static void run_child(const vt_snapshot_data *s, const vt__replay_options *o, int fd)
 {
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
         _exit(1);
-    vt_replay_options opt = *o;
+    vt__replay_options opt = *o;
     opt.curve = false;
-    m->status = vt_replay_run(s, &opt, &m->result, m->err, sizeof m->err);
-    vt_replay_result_free(&m->result);
+    m->status = vt__replay_run(s, &opt, &m->result, m->err, sizeof m->err);
+    vt__replay_result_free(&m->result);
     int rc = transfer_all(fd, (char *)m, sizeof *m, true);
     _exit(rc ? 1 : 0);
 }
 
 typedef struct running { pid_t pid; int fd; size_t index; } running;
 
-static void collect(running *c, vt_replay_result *out, int *status, char (*errs)[256])
+static void collect(running *c, vt__replay_result *out, int *status, char (*errs)[256])
 {
     child_msg *m = calloc(1, sizeof *m);
     int ok = m && transfer_all(c->fd, (char *)m, sizeof *m, false) == 0;
@@ -77,35 +77,27 @@ static void collect(running *c, vt_replay_result *out, int *status, char (*errs)
     free(m);
 }
 
-int vt_replay_sweep(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                    uint64_t capacity, unsigned jobs, vt_replay_result *out, int *status,
-                    char (*errs)[256])
-{
-    vt_replay_options base = { .capacity = capacity, .rules = VT_REPLAY_RULES_AUTO };
-    return vt_replay_sweep_with(s, confs, n, &base, jobs, out, status, errs);
-}
-
-int vt_replay_sweep_with(const vt_snapshot_data *s, const char *const *confs, size_t n,
-                         const vt_replay_options *base, unsigned jobs, vt_replay_result *out,
-                         int *status, char (*errs)[256])
+int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
+                           const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
+                           int *status, char (*errs)[256])
 {
     if (!s || (!confs && n) || !base)
         return -EINVAL;
-    vt_replay_options *opts = calloc(n ? n : 1, sizeof *opts);
+    vt__replay_options *opts = calloc(n ? n : 1, sizeof *opts);
     if (!opts)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        opts[i] = (vt_replay_options){ .conf = confs[i], .capacity = base->capacity,
+        opts[i] = (vt__replay_options){ .conf = confs[i], .capacity = base->capacity,
                                        .rules = base->rules,
                                        .ignore_recorded_conf = base->ignore_recorded_conf };
-    int rc = vt_replay_sweep_options(s, opts, n, jobs, out, status, errs);
+    int rc = vt__replay_sweep(s, opts, n, jobs, out, status, errs);
     free(opts);
     return rc;
 }
 
-int vt_replay_sweep_options(const vt_snapshot_data *s, const vt_replay_options *opts, size_t n,
-                            unsigned jobs, vt_replay_result *out, int *status,
-                            char (*errs)[256])
+int vt__replay_sweep(const vt_snapshot_data *s, const vt__replay_options *opts, size_t n,
+                     unsigned jobs, vt__replay_result *out, int *status,
+                     char (*errs)[256])
 {
     if (!s || (!opts && n))
         return -EINVAL;

@@ -1,0 +1,83 @@
+/*
+ * alloc/replay/replay.c - vt__replay_run (replay.h): the rules chosen, the
+ * devices and their capacities set, then one engine replays the recording:
+ * vramtrace's allocator (replay_alloc.c) or PyTorch's, modelled
+ * (replay_torch.c), both through the one walk of the events (replay_walk.c).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "errbuf.h"
+#include "replay_internal.h"
+
+/* The devices the recording allocated on, each with the capacity the
+ * replay gives it. */
+static int setup_devices(const vt_snapshot_data *s, const vt__replay_options *opt,
+                         vt__replay_result *r, char *err, size_t errlen)
+{
+    int n = 0;
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt_event *e = &s->events[i];
+        if (e->kind != VT_EV_ALLOC || e->device < 0)
+            continue;
+        if (e->device >= VT_REPLAY_MAX_DEVICES)
+            return vt__errf(err, errlen, -EINVAL, "device %d: a replay handles devices 0 to %d",
+                        e->device, VT_REPLAY_MAX_DEVICES - 1);
+        if (e->device + 1 > n)
+            n = e->device + 1;
+    }
+    if (n == 0)
+        return vt__errf(err, errlen, -EINVAL, "the snapshot holds no allocation to replay");
+    for (int d = 0; d < n; d++) {
+        uint64_t cap = opt->capacity;
+        if (!cap) {
+            cap = VT_REPLAY_UNLIMITED;
+            for (size_t k = 0; k < s->ndevices; k++)
+                if (s->devices[k].ordinal == d && s->devices[k].total_bytes)
+                    cap = s->devices[k].total_bytes;
+        }
+        r->devices[d].ordinal = d;
+        r->devices[d].capacity = cap;
+    }
+    r->ndevices = (size_t)n;
+    return 0;
+}
+
+static vt__replay_rules auto_rules(const vt_snapshot_data *s)
+{
+    return vt__replay_is_torch(s) ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE;
+}
+
+const char *vt__replay_rules_name(vt__replay_rules rules)
+{
+    switch (rules) {
+    case VT_REPLAY_RULES_VRAMTRACE: return "vramtrace";
+    case VT_REPLAY_RULES_PYTORCH: return "pytorch";
+    default: return "auto";
+    }
+}
+
+int vt__replay_run(const vt_snapshot_data *s, const vt__replay_options *opt,
+                   vt__replay_result *out, char *err, size_t errlen)
+{
+    static const vt__replay_options defaults = { 0 };
+    if (!opt)
+        opt = &defaults;
+    if (err && errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return vt__errf(err, errlen, -EINVAL, "no snapshot");
+    vt__replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? auto_rules(s) : opt->rules;
+    if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
+        return vt__errf(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
+    int rc = setup_devices(s, opt, out, err, errlen);
+    if (rc)
+        return rc;
+    out->rules = rules;
+    out->events = s->nevents;
+    out->events_lost = s->meta.events_overwritten;
+    if (rules == VT_REPLAY_RULES_PYTORCH)
+        return vt__replay_torch(s, opt, out, err, errlen);
+    return vt__replay_alloc(s, opt, out, err, errlen);
+}

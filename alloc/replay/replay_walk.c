@@ -1,0 +1,169 @@
+/*
+ * alloc/replay/replay_walk.c - the one walk of the recorded events, in
+ * order, through an engine (vramtrace's allocator or PyTorch's model).
+ *
+ * What is the same under either rules lives here: which recorded address
+ * is which replayed block, a recorded free of a block the replay never
+ * served (made before the window, or already freed early) skipped, the
+ * frees moved earlier (options.free_at) made before the event they follow,
+ * a recorded OOM asked again (and, when served, given back at once: the
+ * recording does not say what the program would have done with it), the
+ * counts of what was replayed, and where the replay ran out of memory.
+ * What a block is, and how a free waits for other streams, is the engine's.
+ */
+#include <errno.h>
+
+#include "replay_internal.h"
+
+typedef struct walk {
+    const vt_snapshot_data *s;
+    const vt__replay_engine *en;
+    vt__replay_result *r;
+    vt__rmap live;             /* recorded address -> served block */
+    vt__early early;
+} walk;
+
+/* The engine ran out of memory at event i, asking `size` bytes. */
+static void out_of_memory(walk *w, size_t i, uint64_t size)
+{
+    const vt_event *e = &w->s->events[i];
+    vt__replay_oom *o = &w->r->oom;
+    *o = (vt__replay_oom){ .happened = true, .event_index = i, .seq = e->seq,
+                          .time_ns = e->time_ns, .device = e->device, .stream = e->stream,
+                          .req_size = size, .stack = e->stack };
+    w->en->oom(w->en->self, e->device, o);
+}
+
+/* Free what options.free_at makes due before event i: each allocation
+ * still live as its ALLOC made it, at once on its own stream. */
+static int early_due(walk *w, size_t i)
+{
+    uint64_t addr;
+    while (vt__early_due(&w->early, w->s, i, &addr)) {
+        vt__rmap_entry *x = vt__rmap_get(&w->live, addr);
+        if (!x || !x->early)
+            continue;   /* freed by the recording already */
+        uint64_t block = x->value, stream = x->stream;
+        int device = x->device;
+        vt__rmap_del(&w->live, x);
+        if (w->en->free(w->en->self, device, block, stream, VT__REPLAY_AT_ONCE)
+            || vt__early_freed(&w->early, addr))
+            return -ENOMEM;
+        w->r->early_frees++;
+        w->r->replayed++;
+    }
+    return 0;
+}
+
+/* @return 0, 1 when the replay stops here (out of memory), or -ENOMEM. */
+static int alloc_event(walk *w, size_t i, const vt_event *e)
+{
+    uint64_t size = e->req_size ? e->req_size : e->size, block = 0, stream = 0;
+    int a = w->en->malloc(w->en->self, e, size, &block, &stream);
+    if (a < 0 || a == VT__REPLAY_PASS)
+        return a < 0 ? a : 0;
+    w->r->replayed++;
+    vt__rmap_entry *x = vt__rmap_get(&w->live, e->addr);
+    if (x)   /* allocated again without a free in the window: forget it */
+        vt__rmap_del(&w->live, x);
+    if (a == VT__REPLAY_OUT_OF_MEMORY) {
+        out_of_memory(w, i, size);
+        return 1;
+    }
+    if (a != VT__REPLAY_SERVED)
+        return 0;
+    if (!(x = vt__rmap_put(&w->live, e->addr))) {
+        if (w->en->forget)
+            w->en->forget(w->en->self, block);
+        return -ENOMEM;
+    }
+    x->value = block;
+    x->stream = stream;
+    x->device = (int8_t)e->device;
+    x->early = w->early.marked && w->early.marked[i];
+    return 0;
+}
+
+static int free_event(walk *w, size_t i, const vt_event *e, bool at_once)
+{
+    vt__rmap_entry *x = vt__rmap_get(&w->live, e->addr);
+    if (!x || x->device != e->device) {
+        if (!vt__early_recorded_free(&w->early, e->addr))   /* not one freed early */
+            w->r->skipped_frees++;
+        return 0;
+    }
+    uint64_t block = x->value, stream = x->stream;
+    vt__rmap_del(&w->live, x);
+    w->r->replayed++;
+    return w->en->free(w->en->self, e->device, block, stream, at_once ? VT__REPLAY_AT_ONCE : i);
+}
+
+/* The recorded program asked here and was refused: ask again. */
+static int oom_event(walk *w, size_t i, const vt_event *e)
+{
+    if (!e->req_size)
+        return 0;
+    uint64_t block = 0, stream = 0;
+    int a = w->en->malloc(w->en->self, e, e->req_size, &block, &stream);
+    if (a < 0)
+        return a;
+    w->r->replayed++;
+    if (a == VT__REPLAY_OUT_OF_MEMORY) {
+        out_of_memory(w, i, e->req_size);
+        return 1;
+    }
+    if (a != VT__REPLAY_SERVED)
+        return 0;
+    w->r->recorded_ooms_served++;
+    return w->en->free(w->en->self, e->device, block, stream, VT__REPLAY_AT_ONCE);
+}
+
+int vt__replay_walk(const vt_snapshot_data *s, const vt__replay_options *opt,
+                    const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en)
+{
+    walk w = { .s = s, .en = en, .r = r };
+    if (vt__rmap_init(&w.live, 4096))
+        return -ENOMEM;
+    if (vt__early_init(&w.early, s, opt)) {
+        vt__early_destroy(&w.early);
+        vt__rmap_destroy(&w.live);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < s->nevents && rc == 0; i++) {
+        const vt_event *e = &s->events[i];
+        if (w.early.n && (rc = early_due(&w, i)))
+            break;
+        if (e->device < 0 || e->device >= (int)r->ndevices)
+            continue;
+        en->now(en->self, i, e);
+        switch (e->kind) {
+        case VT_EV_ALLOC:
+            rc = alloc_event(&w, i, e);
+            break;
+        case VT_EV_FREE_REQUESTED:
+            rc = free_event(&w, i, e, immediate[i]);
+            break;
+        case VT_EV_OOM:
+            rc = oom_event(&w, i, e);
+            break;
+        default: {
+            int calls = en->other(en->self, i, e);
+            if (calls < 0)
+                rc = calls;
+            else
+                r->replayed += (size_t)calls;
+            break;
+        }
+        }
+        if (rc == 0 && en->after)
+            en->after(en->self, i, e);
+    }
+    if (en->forget)
+        for (size_t k = 0; k < w.live.nentries; k++)
+            if (w.live.entries[k].key)
+                en->forget(en->self, w.live.entries[k].value);
+    vt__early_destroy(&w.early);
+    vt__rmap_destroy(&w.live);
+    return rc < 0 ? rc : 0;
+}
