@@ -6,11 +6,11 @@
  * references, lists, a walk's frames) while the program runs. Counted, they
  * would bring every automatic collection forward, and a reference cycle the
  * program dropped would be freed at another step than without vramtrace:
- * memory_allocated() would read differently (the differential suite's
- * cycles_freed_by_the_automatic_gc).
+ * memory_allocated() would read differently.
  *
- * So each entry from the program into the tracker (an op, a tensor's death,
- * a mark, a collection's callback) holds the count: on the way in it is
+ * So each entry from the program into the tracker (an op the observer hands
+ * over, a tensor's death, a mark, a collection's callback, track() itself)
+ * holds the count: on the way in it is
  * saved and set far below the threshold, so that no collection starts
  * inside the tracker's work and none of its frees is subtracted; on the way
  * out it is put back. Holds nest. The count is interpreter state with no
@@ -18,6 +18,27 @@
  * the Python this extension is built for (meson checks that they compile:
  * VT_GC_INTERNALS). Without them, or on a free-threaded build (per-thread
  * counts), holding does nothing: a declared limit (docs/limitations.md).
+ *
+ * The container types' free lists are part of the count too: a list,
+ * tuple or dict taken from its type's free list is not counted, and one put
+ * back is not subtracted. The tracker's work leaves them fuller or emptier,
+ * so the program's next allocations would count otherwise than untracked:
+ * the outermost hold notes their levels, and its release puts them back
+ * (objects freed or made while the count is held; VT_GC_FREELISTS, the
+ * layout of CPython 3.11 and 3.12).
+ *
+ * A Python object the tracker has CPython or PyTorch make for the
+ * program's things is not the tracker's: a tensor's (the observer wraps
+ * each op's tensors), a view's base read through ``_base``, a storage's
+ * through ``untyped_storage()``, a running frame's (reading the stack).
+ * It lives as long as its tensor, storage or function call and is freed
+ * outside any hold, when the program lets that go. Such a call is counted
+ * as the program's (gc_count_as_program() with how far the call moved the
+ * held count), or each of those frees would be subtracted from a count
+ * that never had it. (Untracked, none of them would exist: the count
+ * stands higher by those alive, a few frames and an op's tensors, not
+ * more each step.) The autograd node whose backward runs is read in C++
+ * for the same reason: its Python object would live as long as the graph.
  *
  * An object the tracker made inside a hold must also be freed inside one
  * (its free would otherwise be subtracted from the program's count): a
@@ -27,9 +48,14 @@
  *
  * What holding cannot hide: another thread of the program that runs while
  * the tracker's Python code has let the GIL go sees no collection start and
- * its own allocations of that moment are forgotten; and the tracker's
- * objects that survive collections count toward the oldest generation's
- * "long-lived" ratio, which paces full collections.
+ * its own allocations of that moment are forgotten; the tracker's objects
+ * that survive collections count toward the oldest generation's
+ * "long-lived" ratio, which paces full collections; and where the count
+ * and the free lists stand when the program starts differs with what the
+ * process imported (vramtrace.torch and its dependencies). Through the
+ * dispatch mode, an engine thread's ops run through Python (not held).
+ * Tests: test_the_trackers_own_objects_are_kept_out_of_the_collectors_count
+ * and the differential suite's the_collectors_count_moves_per_step_as_untracked.
  */
 #if defined(VT_GC_INTERNALS) && !defined(Py_GIL_DISABLED)
 #define Py_BUILD_CORE_MODULE 1
@@ -58,15 +84,100 @@ static int *young_count(void)
 #endif
 }
 
+/* A count saved by the outermost hold (a nested one saves a held count). */
+#define OUTERMOST(saved) ((saved) > HELD_COUNT / 2)
+
+#ifdef VT_GC_FREELISTS
+typedef struct {
+    int lists, dicts;
+    int tuples[PyTuple_NFREELISTS];   /* by size - 1 */
+} FreeLevels;
+
+/* The levels the outermost hold found. */
+static FreeLevels held_levels;
+
+static void note_levels(PyInterpreterState *interp, FreeLevels *out)
+{
+    out->lists = interp->list.numfree;
+    out->dicts = interp->dict_state.numfree;
+    for (int k = 0; k < PyTuple_NFREELISTS; k++)
+        out->tuples[k] = interp->tuple.numfree[k];
+}
+
+/* Each free list back to its level in *want: the extra objects freed, the
+ * missing ones made (untracked, as the free lists keep them), the count held. */
+static void restore_levels(PyInterpreterState *interp, const FreeLevels *want)
+{
+    struct _Py_list_state *lists = &interp->list;
+    while (lists->numfree > want->lists)
+        PyObject_GC_Del(lists->free_list[--lists->numfree]);
+    while (lists->numfree < want->lists) {
+        PyListObject *op = PyObject_GC_New(PyListObject, &PyList_Type);
+        if (op == NULL)
+            break;
+        op->ob_item = NULL;
+        Py_SET_SIZE(op, 0);
+        op->allocated = 0;
+        lists->free_list[lists->numfree++] = op;
+    }
+    struct _Py_dict_state *dicts = &interp->dict_state;
+    while (dicts->numfree > want->dicts)
+        PyObject_GC_Del(dicts->free_list[--dicts->numfree]);
+    while (dicts->numfree < want->dicts) {
+        PyDictObject *op = PyObject_GC_New(PyDictObject, &PyDict_Type);
+        if (op == NULL)
+            break;
+        dicts->free_list[dicts->numfree++] = op;
+    }
+    struct _Py_tuple_state *tuples = &interp->tuple;
+    for (int k = 0; k < PyTuple_NFREELISTS; k++) {
+        /* a free list of tuples of size k + 1 links through ob_item[0] */
+        while (tuples->numfree[k] > want->tuples[k] && tuples->free_list[k] != NULL) {
+            PyTupleObject *op = tuples->free_list[k];
+            tuples->free_list[k] = (PyTupleObject *)op->ob_item[0];
+            tuples->numfree[k]--;
+            PyObject_GC_Del(op);
+        }
+        while (tuples->numfree[k] < want->tuples[k]) {
+            PyTupleObject *op = PyObject_GC_NewVar(PyTupleObject, &PyTuple_Type, k + 1);
+            if (op == NULL)
+                break;
+            op->ob_item[0] = (PyObject *)tuples->free_list[k];
+            tuples->free_list[k] = op;
+            tuples->numfree[k]++;
+        }
+    }
+    PyErr_Clear();   /* out of memory making one: the level stays lower */
+}
+#endif
+
 /* What gc_free_later() was given, freed at the next hold (a list made
  * inside a hold, never freed). */
 static PyObject *later;
+
+/* Objects counted as the program's since the outermost hold. */
+static long credit;
+
+long gc_held_count(void)
+{
+    return *young_count();
+}
+
+void gc_count_as_program(long n)
+{
+    if (n > 0 && *young_count() < HELD_COUNT / 2)   /* inside a hold only */
+        credit += n;
+}
 
 long gc_hold(void)
 {
     int *count = young_count();
     long saved = *count;
     *count = HELD_COUNT;
+#ifdef VT_GC_FREELISTS
+    if (OUTERMOST(saved))
+        note_levels(PyInterpreterState_Get(), &held_levels);
+#endif
     if (later != NULL && PyList_GET_SIZE(later) > 0) {
         PyObject *exc_type, *exc, *tb;
         PyErr_Fetch(&exc_type, &exc, &tb);
@@ -89,6 +200,18 @@ void gc_free_later(PyObject *obj)
 
 void gc_release(long saved)
 {
+#ifdef VT_GC_FREELISTS
+    if (OUTERMOST(saved)) {
+        PyObject *exc_type, *exc, *tb;
+        PyErr_Fetch(&exc_type, &exc, &tb);
+        restore_levels(PyInterpreterState_Get(), &held_levels);
+        PyErr_Restore(exc_type, exc, tb);
+    }
+#endif
+    if (OUTERMOST(saved)) {
+        saved += credit;
+        credit = 0;
+    }
     *young_count() = (int)saved;
 }
 
@@ -110,6 +233,16 @@ void gc_release(long saved)
 void gc_free_later(PyObject *obj)
 {
     (void)obj;   /* freed when its last holder lets it go, as untracked */
+}
+
+long gc_held_count(void)
+{
+    return 0;
+}
+
+void gc_count_as_program(long n)
+{
+    (void)n;
 }
 
 int gc_can_hold(void)

@@ -406,5 +406,14 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         Py_DECREF(m);
         return NULL;
     }
+    /* the same hold for the op observer's work, by address (0: none) */
+    static const vt_gc_hold_api gc_api = {gc_hold, gc_release, gc_held_count,
+                                          gc_count_as_program};
+    PyObject *api = PyLong_FromVoidPtr(gc_can_hold() ? (void *)&gc_api : NULL);
+    if (api == NULL || PyModule_AddObject(m, "GC_HOLD_API", api) < 0) {
+        Py_XDECREF(api);
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -27,6 +27,9 @@ uint32_t capture(Dispatcher *d)
 {
     if (!d->stacks_enabled)
         return 0;
+    /* Reading a frame makes its Python object, which lives until the
+     * program's function returns: counted as the program's (gc_schedule.c). */
+    long made = gc_held_count();
     PyFrameObject *top = PyEval_GetFrame();   /* borrowed */
     if (top == NULL)
         return 0;
@@ -49,6 +52,7 @@ uint32_t capture(Dispatcher *d)
         f = back;
     }
     Py_XDECREF(f);
+    gc_count_as_program(gc_held_count() - made);
 
     size_t mask = TABLE_CAP - 1;
     size_t i = (size_t)(h ^ (h >> 29)) & mask;

@@ -15,7 +15,9 @@ static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
 static int storage_of(PyObject *t, PyObject **st, unsigned long long *ptr,
                       unsigned long long *nbytes, PyObject **skey)
 {
+    long made = gc_held_count();   /* PyTorch keeps the storage's object: the program's */
     *st = call0(t, s_untyped_storage);
+    gc_count_as_program(gc_held_count() - made);
     if (*st == NULL) {
         PyErr_Clear();
         return 0;
@@ -147,7 +149,13 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *
 
     /* its view base, tracked first (its id is the view's base) */
     uint64_t base_id = 0;
-    base = f != NULL && !f->is_view ? Py_NewRef(Py_None) : PyObject_GetAttr(t, s_base_attr);
+    if (f != NULL && !f->is_view) {
+        base = Py_NewRef(Py_None);
+    } else {
+        long made = gc_held_count();   /* a base's object, kept by PyTorch: the program's */
+        base = PyObject_GetAttr(t, s_base_attr);
+        gc_count_as_program(gc_held_count() - made);
+    }
     if (base == NULL) {
         PyErr_Clear();
         base = Py_NewRef(Py_None);

@@ -161,6 +161,10 @@ long gc_hold(void);
 void gc_release(long saved);
 /* inside a hold: ``obj`` (a new reference taken) freed at the next hold */
 void gc_free_later(PyObject *obj);
+/* inside a hold: the count now, and ``n`` objects made since counted as the
+ * program's (PyTorch keeps them for its tensors and storages) */
+long gc_held_count(void);
+void gc_count_as_program(long n);
 int gc_can_hold(void);
 PyObject *py_gc_hold(PyObject *self, PyObject *unused);
 PyObject *py_gc_release(PyObject *self, PyObject *token);

@@ -42,6 +42,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/node.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/intrusive_ptr.h>
@@ -85,6 +86,18 @@ PyObject *on_other = nullptr;    // Dispatcher.observed_engine(func, args, out, 
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
+const vt_gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's count, or nullptr
+
+// The collector's count held while this scope, under the GIL, does the
+// observer's own Python work (the tracker's, never the program's: see
+// scripts/trackfast/gc_schedule.c).
+struct GcHeld {
+    long token = 0;
+    GcHeld() { if (gc != nullptr) token = gc->hold(); }
+    ~GcHeld() { if (gc != nullptr) gc->release(token); }
+    GcHeld(const GcHeld &) = delete;
+    GcHeld &operator=(const GcHeld &) = delete;
+};
 unsigned long owner = 0;         // PyThread_get_thread_ident() of the installing thread
 at::CallbackHandle handle = 0;
 
@@ -137,10 +150,19 @@ uint32_t lend_forward_frames()
 {
     if (!Py_IsInitialized())
         return 0;
+    // the node whose backward runs, read here: asking Python would give the
+    // node a Python object, kept as long as the graph (the program's count)
+    auto node = torch::autograd::get_current_node();
+    if (node == nullptr)
+        return 0;
+    unsigned long long seq = node->sequence_nr();
     PyGILState_STATE gil = PyGILState_Ensure();
     uint32_t sid = 0;
     if (engine_frames != nullptr && active.load(std::memory_order_relaxed)) {
-        PyObject *r = PyObject_CallNoArgs(engine_frames);
+        GcHeld held;
+        PyObject *arg = PyLong_FromUnsignedLongLong(seq);
+        PyObject *r = arg ? PyObject_CallOneArg(engine_frames, arg) : nullptr;
+        Py_XDECREF(arg);
         if (r != nullptr)
             sid = static_cast<uint32_t>(PyLong_AsUnsignedLong(r));
         Py_XDECREF(r);
@@ -197,14 +219,17 @@ Op lookup(const at::RecordFunction &fn)
     op.decomposed = decomposed_by_autograd(*name);
     if (Py_IsInitialized()) {
         PyGILState_STATE gil = PyGILState_Ensure();
-        PyObject *f = op_for ? PyObject_CallFunction(op_for, "ss", name->name.c_str(),
-                                                     name->overload_name.c_str())
-                             : nullptr;
-        if (f == nullptr)
-            PyErr_Clear();
-        if (f == Py_None)
-            Py_CLEAR(f);
-        op.func = f;   // kept for the process: the map is never emptied
+        {
+            GcHeld held;   // the OpOverload PyTorch makes and keeps is the tracker's
+            PyObject *f = op_for ? PyObject_CallFunction(op_for, "ss", name->name.c_str(),
+                                                         name->overload_name.c_str())
+                                 : nullptr;
+            if (f == nullptr)
+                PyErr_Clear();
+            if (f == Py_None)
+                Py_CLEAR(f);
+            op.func = f;   // kept for the process: the map is never emptied
+        }
         PyGILState_Release(gil);
     }
     PyObject *lost = nullptr;   // looked up by another thread meanwhile
@@ -218,7 +243,10 @@ Op lookup(const at::RecordFunction &fn)
     }
     if (lost != nullptr) {
         PyGILState_STATE gil = PyGILState_Ensure();
-        Py_DECREF(lost);
+        {
+            GcHeld held;
+            Py_DECREF(lost);
+        }
         PyGILState_Release(gil);
     }
     return kept;
@@ -291,7 +319,11 @@ struct Wrapper {
     {
         if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number())
             return Py_NewRef(Py_None);
+        // a new Python object lives as long as the tensor: the program's
+        long made = gc != nullptr ? gc->count() : 0;
         PyObject *obj = THPVariable_Wrap(t);
+        if (gc != nullptr)
+            gc->as_program(gc->count() - made);
         if (obj != nullptr && facts != nullptr)
             facts->push_back(facts_of(t));
         return obj;
@@ -354,6 +386,7 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
     std::vector<vt_tensor_facts> facts;
     PyObject *to = engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
+        GcHeld held;
         PyObject *callee = Py_NewRef(to);   // uninstall() may run in the call
         Wrapper w{&facts};
         PyObject *args = w.tuple_of(inputs);
@@ -477,19 +510,22 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
 
 extern "C" {
 
-// vt_obs_install(on_owner, on_other, op_for, engine_frames, lend): look at
-// this thread's ops (and its backward's on the engine threads) until
+// vt_obs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api):
+// look at this thread's ops (and its backward's on the engine threads) until
 // vt_obs_uninstall(); `lend` is vramtrace's vt_thread_python_stack (0: no
-// frames lent). One at a time: -1 if installed already, else 0. Called with
-// the GIL held.
+// frames lent), `gc_api` _trackfast's vt_gc_hold_api (0: the count not
+// held). One at a time: -1 if installed already, else 0. Called with the
+// GIL held.
 __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
                                                           PyObject *other_fn,
                                                           PyObject *lookup_fn,
                                                           PyObject *frames_fn,
-                                                          uintptr_t lend_fn)
+                                                          uintptr_t lend_fn,
+                                                          uintptr_t gc_api)
 {
     if (handle != 0)
         return -1;
+    gc = reinterpret_cast<const vt_gc_hold_api *>(gc_api);
     on_owner = Py_NewRef(owner_fn);
     on_other = Py_NewRef(other_fn);
     engine_frames = Py_NewRef(frames_fn);

@@ -40,4 +40,15 @@ typedef uint64_t (*vt_make_weak_fn)(uint64_t storage);
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
 typedef int (*vt_storage_now_fn)(uint64_t handle, uint64_t *out);
 
+/* _trackfast's hold on the cyclic collector's count (gc_schedule.c), for
+ * the observer's own Python work: hold() -> token, release(token); count()
+ * the count now and as_program(n): n objects made inside the hold that
+ * PyTorch keeps for the program (a tensor's Python object). */
+typedef struct {
+    long (*hold)(void);
+    void (*release)(long token);
+    long (*count)(void);
+    void (*as_program)(long n);
+} vt_gc_hold_api;
+
 #endif

@@ -550,15 +550,20 @@ def _gc_held(method: Callable[..., Any]) -> Callable[..., Any]:
     return held
 
 
-def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
-    """A _trackfast.Dispatcher for ``tracker``, or None (Python path)."""
+def _trackfast_for(lib: Any) -> Any:
+    """The _trackfast module next to ``lib`` (loaded once), or None."""
     global _trackfast
-    path = getattr(tracker._lib, "path", None)
-    if not raw or not path:
+    path = getattr(lib, "path", None)
+    if not path:
         return None
     if _trackfast is False:
         _trackfast = _load_trackfast(os.path.dirname(str(path)))
-    if _trackfast is None:
+    return _trackfast
+
+
+def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
+    """A _trackfast.Dispatcher for ``tracker``, or None (Python path)."""
+    if not raw or _trackfast_for(tracker._lib) is None:
         return None
     fns = [raw(n) for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
                             "vt_storage_external_stack", "vt_storage_external_free_stack")]
@@ -664,6 +669,7 @@ class Tracker:
     of the next recording, which changes no step (marks record first).
     """
 
+    @_gc_held
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
                  max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
                  stacks: bool = True, walk_fraction: Optional[float] = 0.25,
@@ -792,7 +798,8 @@ class Tracker:
             try:
                 self._observer.install(self._fast.observed, self._fast.observed_engine,
                                        _trackobs.op_for, self._engine_frames,
-                                       ctypes.cast(lend, ctypes.c_void_p).value if lend else 0)
+                                       ctypes.cast(lend, ctypes.c_void_p).value if lend else 0,
+                                       getattr(_trackfast, "GC_HOLD_API", 0))
                 # what it reads of each tensor in C++, used with its weak maker
                 self._fast.weak_maker = self._observer.make_weak_address
             except RuntimeError:   # another thread's tracker has it: this one, the mode
@@ -1106,9 +1113,12 @@ class Tracker:
         if self.errors == 1:
             self._warn(f"vramtrace.torch: recording {func} failed: {exc!r}", 2)
 
-    def _forward_stack(self) -> int:
+    def _forward_stack(self, seq: Optional[int] = None) -> int:
         """On an autograd engine thread: the stack id of the forward op that
-        made the node whose backward runs now (0: none known)."""
+        made the node whose backward runs now, or the node numbered ``seq``
+        (0: none known)."""
+        if seq is not None:
+            return self._node_stacks.get(seq) or 0
         try:
             node = _current_node()
             if node is None:
@@ -1119,12 +1129,14 @@ class Tracker:
             return 0
         return sid or 0
 
-    def _engine_frames(self) -> int:
-        """For the op observer, on an autograd engine thread: the stack id
-        of the frames to lend the thread while its op runs and to record the
-        op with (what the mode gets by running the op through _forward_of's
-        functions), 0: none."""
-        sid = self._forward_stack()
+    def _engine_frames(self, seq: int) -> int:
+        """For the op observer, on an autograd engine thread running the
+        backward of the node numbered ``seq``: the stack id of the frames to
+        lend the thread while its op runs and to record the op with (what
+        the mode gets by running the op through _forward_of's functions),
+        0: none. (The observer reads the node's number in C++: asking
+        Python for the node would give it a Python object.)"""
+        sid = self._forward_stack(seq)
         if not sid:
             return 0
         lent = self._lent_frames.get(sid)
@@ -1911,7 +1923,24 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     snapshot; a mark whose stale tensors are all unchanged since a complete
     walk skips it (``walks_skipped``).
     """
-    return Tracker(lib, **options)
+    # Loading the library and _trackfast and building the tracker are
+    # vramtrace's own work: no collection starts meanwhile, and the
+    # collector's count is put back as it was (gc_schedule.c; the hold
+    # itself comes with _trackfast).
+    before, enabled = gc.get_count()[0], gc.isenabled()
+    gc.disable()
+    try:
+        lib = lib if lib is not None else get_library()
+        if getattr(lib, "raw", None) is not None:
+            _trackfast_for(lib)
+        tracker = Tracker(lib, **options)
+    finally:
+        if enabled:
+            gc.enable()
+        if _trackfast and getattr(_trackfast, "GC_HELD", 0):
+            _trackfast.gc_hold()   # its token (the count now) is not wanted
+            _trackfast.gc_release(before)
+    return tracker
 
 
 def name(t: Any, label: str) -> Any:

@@ -461,16 +461,22 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
         assert tr._observer is observer
         assert vtt._trackfast.GC_HELD, \
             "built without CPython's internal headers: nothing holds the count"
+        # Warm: reading the stack gives the running frames Python objects
+        # (the program's, counted, freed when each function returns); the
+        # callers' ones (pytest's) are made here, not in the measurement.
+        program()
+        emptied()
         tracked = _count_moved_by(program)
         assert len(tr._by_tid) >= len(outs)   # records were made for them
         replaced = _count_moved_by(program)   # each kept tensor dies, its record too
     emptied()
     assert untracked >= len(outs)
-    # within one object of untracked (unheld: ~6 per op); the mode path is
-    # not there yet: the Python storage objects it asks PyTorch for live past
-    # its hold (the differential suite's KNOWN entries)
-    assert abs(tracked - untracked) <= 1, (untracked, tracked)
-    assert abs(replaced) <= 1, replaced
+    # As untracked but for one frame object (_count_moved_by's own, made
+    # readable by the first op it runs, freed after it has measured); unheld,
+    # the tracker's objects moved it by ~6 per op. The mode path is not
+    # there yet (the differential suite's KNOWN entries).
+    assert 0 <= tracked - untracked <= 1, (untracked, tracked)
+    assert 0 <= replaced <= 1, replaced
 
     # inside a hold nothing counts and no collection starts
     token = vtt._trackfast.gc_hold()

@@ -979,6 +979,37 @@ def cycles_freed_by_the_automatic_gc(r: Recorder) -> None:
             r.mem(f"step {i}")
 
 
+@program()
+def the_collectors_count_moves_per_step_as_untracked(r: Recorder) -> None:
+    # What paces the cyclic collector: the count of container objects made
+    # less those freed. track() keeps its own work out of it
+    # (scripts/trackfast/gc_schedule.c): each step of forward ops, views,
+    # copies, a dropped reference cycle and a backward moves it as untracked.
+    # (Where it stands when the program starts differs with what the process
+    # imported and left in the free lists: compared are the steps.)
+    w = torch.randn(16, 16, device=r.dev, requires_grad=True)
+    threshold = gc.get_threshold()
+    with r.tracked():
+        gc.collect()
+        gc.set_threshold(1 << 30)   # no collection in between: the counts compared
+        try:
+            counts = []
+            for _ in range(6):
+                x = w @ w
+                y = x.relu()
+                v = x[2:5].t().contiguous()
+                u = torch.cat([v, v, y[:, :1]], 1)
+                _Node(u)
+                u.sum().backward()
+                del x, y, v, u
+                counts.append(gc.get_count()[0])
+        finally:
+            gc.set_threshold(*threshold)
+            gc.collect()
+    # the first steps warm PyTorch's and the tracker's caches
+    r.seen.append(["count per step", [b - a for a, b in zip(counts[2:], counts[3:])]])
+
+
 @program("cuda")
 def cycles_freed_by_gc(r: Recorder) -> None:
     gc.collect()

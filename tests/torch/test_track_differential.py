@@ -53,14 +53,22 @@ KNOWN: Dict[Tuple[str, str], str] = {
 }
 KNOWN.update({
     ("cycles_freed_by_the_automatic_gc[cuda]", path): (
-        "the cyclic collector's schedule is the count of container objects made "
-        "less those freed; track() holds the count while it works "
-        "(scripts/trackfast/gc_schedule.c), but the Python objects it has PyTorch "
-        "make for the program's tensors and autograd nodes, and the list, tuple and "
-        "dict free lists its own work leaves fuller or emptier, still move the count "
-        "by a few objects per step: a dropped reference cycle may be freed at another "
-        "step than untracked (where the count stood when the program began decides)")
+        "when an automatic collection comes depends on where the collector's count "
+        "stood when the program began, which differs with what the process imported "
+        "and left in the list, tuple and dict free lists before (vramtrace.torch and "
+        "its dependencies): a dropped reference cycle may be freed at another step "
+        "than untracked. How each step moves the count is compared by "
+        "the_collectors_count_moves_per_step_as_untracked")
     for path in ("observer", "mode", "python", "run --track")})
+KNOWN.update({
+    (f"the_collectors_count_moves_per_step_as_untracked[{dev}]", path): why
+    for dev in ("cpu", "cuda") for path, why in (
+        ("mode", "an autograd engine thread's ops go through the mode's Python "
+                 "dispatch (run under trampolines named after the forward frames), "
+                 "and the mode gets Python tensors for a composite op's parts: "
+                 "neither is held out of the collector's count"),
+        ("python", "without _trackfast nothing holds the collector's count while the "
+                   "tracker works (scripts/trackfast/gc_schedule.c)"))})
 
 # Compared as the program sees them; "traceback" is for the reader.
 COMPARED = ("exception", "seen", "stdout", "stderr", "warnings", "left", "peak")
