@@ -32,6 +32,7 @@ observer that saw nothing cannot pass for one), and prints one RESULT line;
 it asserts nothing about speed.
 
     python bench_observer_floor.py [--rounds N] [--steps N] [--snapshot PATH]
+                                   [--build-dir DIR]
         (needs torch with its headers, a C++ compiler and ninja for
          torch.utils.cpp_extension, $VRAMTRACE_LIB and $VRAMTRACE_CLI)
 
@@ -85,6 +86,10 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=40, help="iterations per block (default 40)")
     ap.add_argument("--snapshot", metavar="PATH",
                     help="keep the recording mode's snapshot there")
+    ap.add_argument("--build-dir", metavar="DIR",
+                    help="build the observer in DIR, where ninja rebuilds it only when its "
+                         "source, the headers it includes or the flags changed (default: a "
+                         "new temporary directory, built from scratch)")
     a = ap.parse_args()
     if a.rounds < 1 or a.steps < 1:
         ap.error("--rounds and --steps must be at least 1")
@@ -102,7 +107,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vt-floor-") as tmp:
         try:   # first, and global: the observer's vt_* symbols resolve to it
             vt = ctypes.CDLL(vt_path, mode=ctypes.RTLD_GLOBAL)
-            lib = build_observer(tmp)
+            if a.build_dir:
+                os.makedirs(a.build_dir, exist_ok=True)
+            lib = build_observer(a.build_dir or tmp)
         except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
             print(f"bench_observer_floor: {e}", file=sys.stderr)
             return 2

@@ -16,18 +16,36 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do cflags="$cflags $1"; shift; done
 [ $# -gt 0 ] && shift
 
 mkdir -p "$out/corpus-$name"
-probe="$out/probe.c"
-echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$probe"
-if ! command -v clang >/dev/null 2>&1 ||
-   ! clang -fsanitize=fuzzer "$probe" -o "$out/probe" 2>/dev/null; then
+if ! command -v clang >/dev/null 2>&1; then
     echo "run_fuzz: clang with libFuzzer is not available: skipped"
     exit 77
 fi
 
+# The target is built again only when the command (clang's version, the
+# flags, the sources) differs from the last build's, or a source or a file
+# of an include directory is newer than the target: fuzzed is always what
+# the tree holds now.
 exe="$out/fuzz_$name"
+stamp="$exe.command"
+incdirs=$(for f in $cflags; do case "$f" in -I*) echo "${f#-I}" ;; esac; done)
+command="$(clang --version | head -1) | -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION $cflags $* -lzstd -lm"
 # shellcheck disable=SC2086
-clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION $cflags "$@" -lzstd -lm -o "$exe"
+if [ -x "$exe" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$command" ] &&
+   [ -z "$(find "$@" "$0" $incdirs -newer "$exe" -print 2>/dev/null | head -1)" ]; then
+    echo "run_fuzz: fuzz_$name is up to date"
+else
+    probe="$out/probe.c"
+    echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$probe"
+    if ! clang -fsanitize=fuzzer "$probe" -o "$out/probe" 2>/dev/null; then
+        echo "run_fuzz: clang with libFuzzer is not available: skipped"
+        exit 77
+    fi
+    rm -f "$stamp"
+    # shellcheck disable=SC2086
+    clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION $cflags "$@" -lzstd -lm -o "$exe"
+    echo "$command" > "$stamp"
+fi
 cp "$seed" "$out/corpus-$name/" 2>/dev/null || true
 cd "$out"
 echo "run_fuzz: $name for ${seconds}s (corpus $out/corpus-$name)"

@@ -20,11 +20,21 @@ def _cli() -> str:
     return vt_cli()
 
 
-def _trace(shape: str, twin: str, tmp_path, *extra: str, device: str = "cpu") -> dict:
-    out = str(tmp_path / f"{shape}-{twin}.vtsnap")
-    return run_traced(os.path.join(HERE, "leak_shapes.py"), [shape, twin, out, *extra], out,
-                      device=device,
-                      timeout=90)
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """``traced(shape, twin, *extra, device=)``: leak_shapes.py run once per
+    arguments, its info (with "snap") shared by the tests that read that run
+    (each run is a torch process; the tests only read its snapshot)."""
+    runs: dict = {}
+
+    def run(shape: str, twin: str, *extra: str, device: str = "cpu") -> dict:
+        key = (shape, twin, extra, device)
+        if key not in runs:
+            out = str(tmp_path_factory.mktemp(f"{shape}-{twin}") / f"{shape}-{twin}.vtsnap")
+            runs[key] = run_traced(os.path.join(HERE, "leak_shapes.py"),
+                                   [shape, twin, out, *extra], out, device=device, timeout=90)
+        return runs[key]
+    return run
 
 
 def _check(snap: str) -> tuple:
@@ -36,9 +46,9 @@ SHAPES = ["cycle", "callback", "view", "pipeline", "hook"]
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_leak_is_flagged_with_bytes_and_holder(shape, device, tmp_path):
+def test_leak_is_flagged_with_bytes_and_holder(shape, device, traced):
     _cli()
-    info = _trace(shape, "leak", tmp_path, device=device)
+    info = traced(shape, "leak", device=device)
     rc, rep = _check(info["snap"])
     expect = {int(a, 16): n for a, n in info["expect"].items()}
     assert expect, "the scenario retained nothing"
@@ -68,9 +78,9 @@ def test_leak_is_flagged_with_bytes_and_holder(shape, device, tmp_path):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_fixed_twin_is_clean(shape, device, tmp_path):
+def test_fixed_twin_is_clean(shape, device, traced):
     _cli()
-    info = _trace(shape, "fixed", tmp_path, device=device)
+    info = traced(shape, "fixed", device=device)
     rc, rep = _check(info["snap"])
     text = "\n".join(f"{f['addr']} {f['bytes']} {[p['text'] for p in f['paths']]}"
                      for f in rep["findings"])
@@ -79,9 +89,9 @@ def test_fixed_twin_is_clean(shape, device, tmp_path):
     assert rep["tensors"] > 0 and rep["marks"] >= 6
 
 
-def test_cycle_paths_are_marked_as_cycles(tmp_path):
+def test_cycle_paths_are_marked_as_cycles(traced):
     _cli()
-    info = _trace("cycle", "leak", tmp_path)
+    info = traced("cycle", "leak")
     _, rep = _check(info["snap"])
     assert rep["findings"]
     walked = {int(a, 16) for a in info["walked"]}
@@ -95,12 +105,12 @@ def test_cycle_paths_are_marked_as_cycles(tmp_path):
             assert any(p["cycle"] and "Peer.act" in p["text"] for p in f["paths"]), f["paths"]
 
 
-def test_cycle_victims_are_held_by_a_reference_cycle_until_gc_ran(tmp_path):
+def test_cycle_victims_are_held_by_a_reference_cycle_until_gc_ran(traced):
     """The pipeline user's signal: storages a collection freed are said to
     be held by a reference cycle until gc ran, with their bytes and how long
     after their last use; the weight and the batches are not."""
     cli = _cli()
-    info = _trace("cycle", "leak", tmp_path)
+    info = traced("cycle", "leak")
     r = subprocess.run([cli, "check", info["snap"]], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1, r.stderr
@@ -114,13 +124,13 @@ def test_cycle_victims_are_held_by_a_reference_cycle_until_gc_ran(tmp_path):
 
 
 @pytest.mark.parametrize("twin", ["leak", "fixed"])
-def test_cycles_the_tracker_collects_at_marks_are_reported_by_check(twin, tmp_path):
+def test_cycles_the_tracker_collects_at_marks_are_reported_by_check(twin, traced):
     """track(collect_cycles=True): each step's pair is freed by the tracker's
     own collection at the next mark, after a walk of the garbage: check
     reports every one under the cycle rule, named by its cycle (all but the
     last step's pair, which the program's own final gc.collect() frees
     unwalked); the twin without the cycle (weak peers) is clean."""
-    info = _trace("cycle", twin, tmp_path, "collect")
+    info = traced("cycle", twin, "collect")
     rc, rep = _check(info["snap"])
     if twin == "fixed":
         assert rc == 0 and rep["findings"] == [], rep["findings"]
@@ -137,9 +147,9 @@ def test_cycles_the_tracker_collects_at_marks_are_reported_by_check(twin, tmp_pa
     assert len(named) >= len(rep["findings"]) - 2 > 0, [f["paths"] for f in rep["findings"]]
 
 
-def test_view_path_names_the_view_and_its_base(tmp_path):
+def test_view_path_names_the_view_and_its_base(traced):
     _cli()
-    info = _trace("view", "leak", tmp_path)
+    info = traced("view", "leak")
     _, rep = _check(info["snap"])
     f = rep["findings"][0]
     steps = f["paths"][0]["steps"]
@@ -154,12 +164,12 @@ def test_view_path_names_the_view_and_its_base(tmp_path):
     assert f["last_use"]["stack"][0]["file"].endswith("leak_shapes.py")
 
 
-def test_renamed_tensor_finding_shows_the_new_name(tmp_path):
+def test_renamed_tensor_finding_shows_the_new_name(traced):
     """name() on a tensor already recorded renames it (vt_tensor_name): the
     finding's owner, the path's view_of and the text use the new name, and
     the snapshot says format 1.1 or later (TENSOR_NAME) with TENSOR_NAME events."""
     cli = _cli()
-    info = _trace("view", "leak", tmp_path, "rename")
+    info = traced("view", "leak", "rename")
     rc, rep = _check(info["snap"])
     assert rc == 1 and rep["findings"]
     expect = {int(a, 16) for a in info["expect"]}

@@ -4,7 +4,8 @@ With the built library and the dispatch mode (VRAMTRACE_TRACK_OBSERVER=0:
 these tests pin it) the tracker records through the C extension; with
 VRAMTRACE_TRACKFAST=0 (or a fake library, as test_track.py uses) through
 the Python path. Both must record the same program the same way: the
-leak shapes and their fixed twins give the same findings either way."""
+leak shapes and their fixed twins give the same findings either way, and
+(two shapes) the same as through the op observer."""
 
 from __future__ import annotations
 
@@ -148,28 +149,71 @@ def test_a_marks_sweep_names_only_what_changed(real_lib):
     assert tr.errors == 0
 
 
-def _findings(shape: str, twin: str, tmp_path, fast: str, monkeypatch) -> tuple:
-    monkeypatch.setenv("VRAMTRACE_TRACKFAST", fast)
-    out = str(tmp_path / f"{shape}-{twin}-{fast}.vtsnap")
-    info = run_traced(os.path.join(HERE, "leak_shapes.py"), [shape, twin, out], out,
-                      timeout=90)
-    rc, rep = vt_check(out, timeout=60)
-    # addresses differ between processes: compare what a user reads
-    found = sorted((f["rule"], f["bytes"], f["external"],
-                    tuple(sorted(re.sub(r"0x[0-9a-f]+", "0x?", p["text"]) for p in f["paths"])))
-                   for f in rep["findings"])
-    return rc, found, rep["tensors"], info
+# track()'s paths, by the environment that picks each (the children inherit it)
+PATHS = {"c": {"VRAMTRACE_TRACK_OBSERVER": "0", "VRAMTRACE_TRACKFAST": "1"},
+         "python": {"VRAMTRACE_TRACK_OBSERVER": "0", "VRAMTRACE_TRACKFAST": "0"},
+         "observer": {"VRAMTRACE_TRACK_OBSERVER": "1", "VRAMTRACE_TRACKFAST": "1"}}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """``report(shape, twin, path)``: (exit status, findings as a user reads
+    them, tensors) of `vramtrace check` on leak_shapes.py SHAPE TWIN tracked
+    on PATHS[path]. One run per arguments (each is a torch process): the C
+    path's run is compared with the Python path's and with the observer's."""
+    runs: dict = {}
+
+    def get(shape: str, twin: str, path: str) -> tuple:
+        key = (shape, twin, path)
+        if key not in runs:
+            out = str(tmp_path_factory.mktemp(f"{shape}-{twin}-{path}") / "run.vtsnap")
+            with pytest.MonkeyPatch.context() as mp:
+                for name, value in PATHS[path].items():
+                    mp.setenv(name, value)
+                run_traced(os.path.join(HERE, "leak_shapes.py"), [shape, twin, out], out,
+                           timeout=90)
+            rc, rep = vt_check(out, timeout=60)
+            # addresses differ between processes: compare what a user reads
+            found = sorted((f["rule"], f["bytes"], f["external"],
+                            tuple(sorted(re.sub(r"0x[0-9a-f]+", "0x?", p["text"])
+                                         for p in f["paths"])))
+                           for f in rep["findings"])
+            runs[key] = (rc, found, rep["tensors"])
+        return runs[key]
+    return get
 
 
 @pytest.mark.parametrize("shape", ["cycle", "view", "pipeline", "hook"])
 @pytest.mark.parametrize("twin", ["leak", "fixed"])
-def test_the_c_and_python_paths_give_the_same_report(shape, twin, tmp_path, monkeypatch):
+def test_the_c_and_python_paths_give_the_same_report(shape, twin, report):
     vt_cli()
-    rc_c, found_c, tensors_c, _ = _findings(shape, twin, tmp_path, "1", monkeypatch)
-    rc_py, found_py, tensors_py, _ = _findings(shape, twin, tmp_path, "0", monkeypatch)
+    rc_c, found_c, tensors_c = report(shape, twin, "c")
+    rc_py, found_py, tensors_py = report(shape, twin, "python")
     assert rc_c == rc_py == (1 if twin == "leak" else 0)
     assert found_c == found_py
     assert tensors_c == tensors_py
+
+
+@pytest.fixture(scope="module")
+def observer():
+    """The op observer, built into VRAMTRACE_CACHE_DIR, where the children
+    load it (one that cannot would quietly take the mode: no comparison)."""
+    from vramtrace import _trackobs
+    if _trackobs.load() is None:
+        pytest.fail("the op observer could not be built (torch.utils.cpp_extension, "
+                    f"g++ and ninja are in the test environment): {_trackobs.why_not}")
+
+
+@pytest.mark.parametrize("shape", ["hook", "pipeline"])
+@pytest.mark.parametrize("twin", ["leak", "fixed"])
+def test_the_observer_and_the_mode_give_the_same_findings(shape, twin, report, observer):
+    """The op observer (test_track_observer.py's subject) against the mode's
+    C path: here, where the C path's run is made anyway."""
+    vt_cli()
+    rc_obs, found_obs, _ = report(shape, twin, "observer")
+    rc_mode, found_mode, _ = report(shape, twin, "c")
+    assert rc_obs == rc_mode == (1 if twin == "leak" else 0)
+    assert found_obs == found_mode
 
 
 def test_a_stack_seen_before_is_looked_up_not_interned_again(real_lib):

@@ -2,7 +2,8 @@
 vramtrace: PyTorch's own caching allocator is observed, not replaced
 (vramtrace/_autorun.py, native/pool_observer.cpp). Each case runs
 train_leak.py (a leaking loop and its fixed twin) in its own processes on the
-simulated device; this driver never imports torch.
+simulated device (a run that several cases only read is made once, by a
+module fixture); this driver never imports torch.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
@@ -64,9 +67,16 @@ def snapshot_json(snap: str) -> dict:
     return json.loads(out)
 
 
-def test_leak_is_flagged_at_the_scripts_line_and_its_fixed_twin_is_clean(tmp_path):
-    leak = str(tmp_path / "leak.vtsnap")
-    out = train("leak", leak)
+@pytest.fixture(scope="module")
+def leak_run(tmp_path_factory) -> Tuple[str, str]:
+    """train_leak.py leak under `vramtrace run`: (its snapshot, its output),
+    one torch process read by the tests of what such a run's views say."""
+    snap = str(tmp_path_factory.mktemp("leak") / "leak.vtsnap")
+    return snap, train("leak", snap)
+
+
+def test_leak_is_flagged_at_the_scripts_line_and_its_fixed_twin_is_clean(leak_run, tmp_path):
+    leak, out = leak_run
     assert "not observed" not in out, out[-3000:]
     rc, text = run([CLI, "check", leak])
     assert rc == 1, text
@@ -141,13 +151,21 @@ def trainer(kind: str, snap: str, run_args: Tuple[str, ...] = ()) -> str:
     return out
 
 
-def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(tmp_path):
+@pytest.fixture(scope="module")
+def trainer_leak(tmp_path_factory) -> str:
+    """The snapshot of trainer_leak.py leak under `vramtrace run` (untracked),
+    one torch process read by the tests of check and of leaks."""
+    snap = str(tmp_path_factory.mktemp("trainer") / "leak.vtsnap")
+    trainer("leak", snap)
+    return snap
+
+
+def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(trainer_leak, tmp_path):
     """A trainer and its logger refer to each other (minGPT's and
     Lightning's shape): the losses the logger kept are freed by the
     interpreter's last collection at exit. The snapshot is the program's end,
     before that teardown: the kept losses are alive in it and flagged."""
-    leak = str(tmp_path / "leak.vtsnap")
-    trainer("leak", leak)
+    leak = trainer_leak
     rc, text = run([CLI, "check", leak])
     assert rc == 1, text
     assert f"trainer_leak.py:{LOSS_LINE}" in text, text[:4000]
@@ -165,9 +183,8 @@ def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(tmp_path):
                      rf"'self\.loss = .*\(trainer_leak\.py:{LOSS_LINE}\)'", text), text[:4000]
 
 
-def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(tmp_path):
-    snap = str(tmp_path / "leak.vtsnap")
-    trainer("leak", snap)
+def test_leaks_leads_with_the_programs_lines_and_lists_library_workspaces_last(trainer_leak):
+    snap = trainer_leak
     rc, text = run([CLI, "leaks", snap])
     assert rc == 0, text
     header = "The libraries' own handles and workspaces (cuBLAS, cuDNN, NCCL)"
@@ -377,11 +394,10 @@ def test_one_signal_to_the_launcher_dumps_every_rank_once(tmp_path):
         assert f"{by_pid[pid][0]} (signal, rank {rank}, pid {pid})" in out, out[-3000:]
 
 
-def test_no_output_of_a_pytorch_run_has_a_mangled_cpp_name(tmp_path):
+def test_no_output_of_a_pytorch_run_has_a_mangled_cpp_name(leak_run, tmp_path):
     """C++ frames read demangled in every view: summary, leaks, check, json,
     the HTML page and the Perfetto and PyTorch exports."""
-    snap = str(tmp_path / "names.vtsnap")
-    train("leak", snap, "--steps", "3")
+    snap = leak_run[0]
     outputs = {}
     for view in (["summary"], ["leaks", "--all-frames"], ["check"], ["check", "--json"],
                  ["json"]):

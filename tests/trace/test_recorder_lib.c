@@ -198,7 +198,9 @@ static void *churn(void *arg)
 
 TEST(live_snapshot_under_load_agrees_with_the_allocator_state)
 {
-    enum { NTHREADS = 4, NSNAPS = 4 };
+    /* each snapshot copies and builds a 262144-event ring while four
+     * threads keep writing it: two of them under ThreadSanitizer */
+    enum { NTHREADS = 4, NSNAPS = HARNESS_STRESS(4, 2) };
     pthread_t th[NTHREADS];
     /* the allocator (and with it the state in snapshots) exists from the
      * first allocation: make it before the first snapshot can run */
