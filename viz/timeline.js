@@ -2082,6 +2082,8 @@
     },
     /* Where lifetime l starts on the x axis (ns or event index). */
     startOf(l) { return view.mode === 'time' ? timeAt(lAlloc[l]) : lAlloc[l] + 0.5; },
+    /* The first view's x range (the run), as [v0, v1]. */
+    get fullRange() { return runRange(); },
     /* Show [v0, v1] on the x axis (ns or event index) and draw now. */
     zoomTo(v0, v1) { view.v0 = v0; view.v1 = v1; clampView(); drawTimeline(); },
     view,
