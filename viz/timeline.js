@@ -4,7 +4,8 @@
  * Plain, dependency-free JavaScript. The data comes from two tags the
  * renderer (viz/render.c) fills: #vt-meta (JSON: strings, frames, marks,
  * findings, section sizes) and #vt-data (base64 of little-endian unsigned
- * LEB128 varint columns, one section per column). Everything is decoded into
+ * LEB128 varint columns, one section per column, deflated when the renderer
+ * had zlib). Everything is decoded into
  * typed arrays once; nothing per allocation ever becomes a DOM node.
  *
  * One file of over 1,000 lines on purpose: the page must stay one
@@ -44,7 +45,7 @@
  */
 'use strict';
 
-(function () {
+(async function () {
   // ------------------------------------------------------------------ data
   const meta = JSON.parse(document.getElementById('vt-meta').textContent);
   const S = meta.strings;
@@ -59,7 +60,18 @@
     return u;
   }
 
-  const blob = base64Bytes(document.getElementById('vt-data').textContent);
+  /* The columns: base64 of their bytes, deflated when the renderer had
+   * zlib (meta.deflated), inflated natively. The page text is dropped once
+   * read: a 10M-event page would hold it twice. */
+  async function columnBytes() {
+    const el = document.getElementById('vt-data');
+    const raw = base64Bytes(el.textContent);
+    el.textContent = '';
+    if (!meta.deflated) return raw;
+    const inflated = new Response(raw).body.pipeThrough(new DecompressionStream('deflate'));
+    return new Uint8Array(await new Response(inflated).arrayBuffer());
+  }
+  const blob = await columnBytes();
   const sections = {};
   {
     let p = 0;
@@ -114,12 +126,16 @@
 
   // Axis: time of each event, ns since the first one.
   const evT = new Float64Array(nE);
-  varints('ev_dt', nE, evT);
-  for (let i = 1; i < nE; i++) evT[i] += evT[i - 1];
-  if (meta.tq > 1) for (let i = 0; i < nE; i++) evT[i] *= meta.tq;
+  (() => {
+    varints('ev_dt', nE, evT);
+    for (let i = 1; i < nE; i++) evT[i] += evT[i - 1];
+    if (meta.tq > 1) for (let i = 0; i < nE; i++) evT[i] *= meta.tq;
+  })();
   const lastT = Math.max(nE ? evT[nE - 1] : 0, meta.info.snapshotTime || 0, 1);
 
-  // Lifetimes, columnar.
+  // Lifetimes, columnar. Each loop over the events or the allocations runs
+  // in a small function of its own ((() => { ... })()): V8 never optimizes a
+  // function as large as this page's, and its loops would run interpreted.
   const lAlloc = new Int32Array(nL);    // axis index of the alloc, -1 before the window
   const lEnd = new Int32Array(nL);      // axis index of the release, nE if never
   const lSize = new Float64Array(nL);
@@ -134,7 +150,7 @@
   const lLinger = new Float64Array(nL).fill(Infinity); // time from which a band is hatched
   const lFinding = new Int32Array(nL).fill(-1);
   const lTape = new Uint8Array(nL);     // its hatch is a tape finding's (violet)
-  {
+  (() => {
     const tmp = new Float64Array(nL);
     varints('l_pos', nL, tmp);
     let p1 = 0;
@@ -163,7 +179,7 @@
     }
     varints('l_flags', nL, tmp);
     for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
-  }
+  })();
   // Storages vramtrace did not allocate (a CPU tensor's under track(),
   // vt_storage_external): lifetimes on page devices after the CUDA ones,
   // drawn in their own lane, never in the device curves. Per one: its last
@@ -175,13 +191,13 @@
   const extKind = (l) => extKinds[lDev[l] - nDev] || 'external';
   const xRow = new Int32Array(nL).fill(-1);
   const xUse = new Float64Array(nX), xNuse = new Float64Array(nX), xNt = new Float64Array(nX);
-  if (nX) {
+  if (nX) (() => {
     varints('x_use', nX, xUse);
     varints('x_nuse', nX, xNuse);
     varints('x_nt', nX, xNt);
     for (let i = 0; i < nX; i++) xUse[i] = xUse[i] === 0 ? -1 : (xUse[i] - 1) * (meta.tq || 1);
     for (let l = 0, k = 0; l < nL; l++) if (isExt(l)) xRow[l] = k++;
-  }
+  })();
   const FL_ALIVE = 1, FL_BEFORE = 2, FL_PENDING = 4, FL_FREE_LOST = 8;
   const FL_FREE_UNSEEN = 32, FL_AFTER = 64;
   // Not one of an observed framework allocator's (PyTorch's) blocks: one of
@@ -191,7 +207,7 @@
 
   // Extra streams (record_stream), sparse: lifetime -> [stream index...].
   const extraStreams = new Map();
-  {
+  (() => {
     const sec = sections.l_xs;
     const vals = [];
     for (let p = sec[0]; p < sec[1];) {
@@ -206,24 +222,24 @@
       extraStreams.set(l, vals.slice(p, p + cnt));
       p += cnt;
     }
-  }
+  })();
 
   // Stack prefix tree: node -> (parent, frame).
   const kParent = new Uint32Array(nK);
   const kFrame = new Uint32Array(nK);
-  {
+  (() => {
     const tmp = new Float64Array(2 * nK);
     varints('stk', 2 * nK, tmp);
     for (let i = 0; i < nK; i++) {
       kParent[i] = tmp[2 * i];
       kFrame[i] = tmp[2 * i + 1];
     }
-  }
+  })();
   const F = meta.frames;
 
   // Reserved bytes per device: sparse steps (axis position, value).
   const devCurves = [];
-  {
+  (() => {
     let total = 0;
     for (const d of meta.devices) total += d.npoints;
     const tmp = new Float64Array(2 * total);
@@ -240,7 +256,7 @@
       }
       devCurves.push({ pos, val });
     }
-  }
+  })();
 
   // Findings: mark the part of each band after its last use. A call-site
   // finding (`ls`) covers several allocations, each from its own moment.
@@ -260,21 +276,21 @@
   let nBefore = 0;
   while (nBefore < nL && lAlloc[nBefore] < 0) nBefore++;
   const startOff = new Int32Array(nE + 1);   // lifetimes are in alloc order
-  {
+  (() => {
     let l = nBefore;
     for (let e = 0; e <= nE; e++) {
       while (l < nL && lAlloc[l] < e) l++;
       startOff[e] = l;
     }
-  }
+  })();
   const endOff = new Int32Array(nE + 1);     // counting sort by end event
   const endL = new Int32Array(nL);
-  {
+  (() => {
     for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endOff[lEnd[l] + 1]++;
     for (let e = 0; e < nE; e++) endOff[e + 1] += endOff[e];
     const fill = endOff.slice();
     for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endL[fill[lEnd[l]]++] = l;
-  }
+  })();
 
   // ---------------------------------------------------------------- helpers
   function fmtBytes(b) {
@@ -459,6 +475,7 @@
     peakResv = initResv;
     for (let e = 0; e < nE; e++) { v += d[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
     applyReplay();
+    checkpointsLater();
   }
   // A replay's reserved bytes (vramtrace viz --replay), drawn over the
   // recorded ones: steps (device index, axis position, bytes).
@@ -555,7 +572,7 @@
   const lSiteC = new Uint32Array(nL);
   const NS = Math.max(nK, 1);
   const siteRank = new Int32Array(NS).fill(-1);
-  {
+  (() => {
     let r = 0;
     for (let l = 0; l < nL; l++) {
       lT0[l] = lAlloc[l] < 0 ? -Infinity : evT[lAlloc[l]];
@@ -566,16 +583,63 @@
       lSiteC[l] = k;
       if (siteRank[k] < 0) siteRank[k] = r++;
     }
+  })();
+
+  /* Checkpoints of the sweep: the allocations alive (passing the device
+   * filter) at some axis positions, so a draw of a window late in the run
+   * starts from the last checkpoint before it instead of walking every
+   * event from the start. One is kept once the events since the last one
+   * outnumber the allocations alive, so they never hold more entries than
+   * there are events, and a draw starting from one adds as many
+   * allocations as it would walk events. Built after the first paint (and
+   * again after a device filter change); until then draws start at 0. */
+  const ckpt = { pos: [0], off: [0], ids: new Int32Array(0), ready: false, pending: false };
+  function buildCheckpoints() {
+    const pos = [], off = [];
+    let ids = new Int32Array(Math.max(1024, nBefore * 2)), n = 0;
+    const s = makeSweep(use);
+    s.reset();
+    let last = -Infinity;
+    for (let e = 0; e <= nE; e++) {
+      if (e - last >= Math.max(4096, s.len - s.dead)) {
+        s.to(e - 1);
+        const alive = s.len - s.dead;
+        if (n + alive > ids.length) {
+          const grown = new Int32Array(Math.max(ids.length * 2, n + alive));
+          grown.set(ids.subarray(0, n));
+          ids = grown;
+        }
+        pos.push(e); off.push(n);
+        for (let i = 0; i < s.len; i++) if (s.on[s.list[i]]) ids[n++] = s.list[i];
+        last = e;
+      }
+    }
+    off.push(n);
+    ckpt.pos = pos; ckpt.off = off; ckpt.ids = ids; ckpt.ready = true;
+  }
+  /* Checkpoints for the filter now, built once the page has drawn. */
+  function checkpointsLater() {
+    ckpt.ready = false;
+    if (ckpt.pending) return;
+    ckpt.pending = true;
+    setTimeout(() => { ckpt.pending = false; buildCheckpoints(); }, 0);
   }
 
   /* The draw's sweep: like `sweep`, but an allocation that is small at this
    * zoom never enters the list; it only moves its site's sums. A small one
    * with a finding stays in the list (state 2): whether it is past its last
-   * use depends on the column's time, not on an event. */
+   * use depends on the column's time, not on an event. The list is cut in
+   * blocks of BLK slots with their exact bytes (blkB) and small findings
+   * (blkF), so a column skips whole blocks of bands below the y range (a
+   * zoom into the activity on top of a large base) in one step. */
   const LOD_OFF = 0, LOD_EXACT = 1, LOD_SMALL_FINDING = 2, LOD_SMALL = 3;
+  const BLK_SHIFT = 6, BLK = 1 << BLK_SHIFT;
   const dsw = {
     list: new Int32Array(nL),
     st: new Uint8Array(nL),          // LOD_* per lifetime
+    at: new Int32Array(nL),          // its slot in list
+    blkB: new Float64Array((nL >> BLK_SHIFT) + 2),   // exact bytes alive per block of slots
+    blkF: new Int32Array((nL >> BLK_SHIFT) + 2),     // small findings alive per block
     len: 0, dead: 0, pos: 0,
     siteB: new Float64Array(NS),     // bytes of LOD_SMALL allocations alive, per site
     siteN: new Int32Array(NS),       // their count
@@ -583,13 +647,22 @@
     siteOn: new Uint8Array(NS),      // site is in `act`
     act: [], dirty: false,           // sites that may have small ones alive
     minBytes: 0, minW: 0, x0: lT0, x1: lT1, sel: -1,
-    reset(minBytes, minW, timeMode, sel) {
+    /* Ready to walk from the last checkpoint at or before axis state s0. */
+    reset(minBytes, minW, timeMode, sel, s0) {
       this.st.fill(0); this.siteB.fill(0); this.siteN.fill(0); this.siteF.fill(0); this.siteOn.fill(0);
+      this.blkB.fill(0); this.blkF.fill(0);
       this.act = []; this.dirty = false;
       this.len = 0; this.dead = 0; this.pos = 0;
       this.minBytes = minBytes; this.minW = minW; this.sel = sel;
       this.x0 = timeMode ? lT0 : lE0; this.x1 = timeMode ? lT1 : lE1;
-      for (let l = 0; l < nBefore; l++) this.add(l);
+      let k = ckpt.ready ? lowerBound(ckpt.pos, ckpt.pos.length, s0 + 2) - 1 : -1;
+      if (k < 0) {
+        for (let l = 0; l < nBefore; l++) this.add(l);
+        return;
+      }
+      const ids = ckpt.ids;
+      for (let i = ckpt.off[k], i1 = ckpt.off[k + 1]; i < i1; i++) this.add(ids[i]);
+      this.pos = ckpt.pos[k];
     },
     site(k) {
       if (!this.siteOn[k]) { this.siteOn[k] = 1; this.act.push(k); this.dirty = true; }
@@ -599,8 +672,10 @@
       const small = l !== this.sel && (lSize[l] < this.minBytes || this.x1[l] - this.x0[l] < this.minW);
       const k = lSiteC[l];
       if (!small) {
+        this.at[l] = this.len; this.blkB[this.len >> BLK_SHIFT] += lSize[l];
         this.list[this.len++] = l; this.st[l] = LOD_EXACT;
       } else if (lFinding[l] >= 0 && lLinger[l] < Infinity) {
+        this.at[l] = this.len; this.blkF[this.len >> BLK_SHIFT]++;
         this.list[this.len++] = l; this.st[l] = LOD_SMALL_FINDING; this.siteF[k]++; this.site(k);
       } else {
         this.st[l] = LOD_SMALL; this.siteB[k] += lSize[l]; this.siteN[k]++; this.site(k);
@@ -615,15 +690,25 @@
           if (v === LOD_OFF) continue;
           st[l] = LOD_OFF;
           if (v === LOD_SMALL) { const k = lSiteC[l]; this.siteB[k] -= lSize[l]; this.siteN[k]--; continue; }
-          if (v === LOD_SMALL_FINDING) this.siteF[lSiteC[l]]--;
+          if (v === LOD_SMALL_FINDING) { this.siteF[lSiteC[l]]--; this.blkF[this.at[l] >> BLK_SHIFT]--; }
+          else this.blkB[this.at[l] >> BLK_SHIFT] -= lSize[l];
           this.dead++;
         }
       }
       if (s + 1 > this.pos) this.pos = s + 1;
-      if (this.dead > 256 && this.dead * 2 > this.len) {
-        let n = 0;
-        for (let i = 0; i < this.len; i++) if (st[this.list[i]]) this.list[n++] = this.list[i];
-        this.len = n; this.dead = 0;
+      if (this.dead > 256 && this.dead * 2 > this.len) this.squeeze();
+    },
+    /* Drop the freed from the list, renumbering slots and blocks. */
+    squeeze() {
+      const st = this.st, list = this.list;
+      let n = 0;
+      for (let i = 0; i < this.len; i++) if (st[list[i]]) list[n++] = list[i];
+      this.len = n; this.dead = 0;
+      this.blkB.fill(0); this.blkF.fill(0);
+      for (let i = 0; i < n; i++) {
+        const l = list[i];
+        this.at[l] = i;
+        if (st[l] === LOD_EXACT) this.blkB[i >> BLK_SHIFT] += lSize[l]; else this.blkF[i >> BLK_SHIFT]++;
       }
     },
     /* Sites with small allocations alive, in stacking order. */
@@ -751,8 +836,10 @@
     const sum = { site: [], n: [], bytes: [], linger: [], state: [], col: [], top: [], bot: [] };
     const sel = view.selected;
     // Small: thinner than one pixel row, or alive for less than one column.
-    dsw.reset(1 / ys, (view.v1 - view.v0) / PW, view.mode === 'time', sel);
-    const list = dsw.list, lst = dsw.st;
+    let s0 = nE;
+    for (let c = 0; c < PW; c++) if (st[c] !== -2) { s0 = st[c]; break; }
+    dsw.reset(1 / ys, (view.v1 - view.v0) / PW, view.mode === 'time', sel, s0);
+    const list = dsw.list, lst = dsw.st, blkB = dsw.blkB, blkF = dsw.blkF;
     const colB = new Float64Array(NS), colN = new Int32Array(NS);   // small ones with findings, this column
     const colLB = new Float64Array(NS), colLN = new Int32Array(NS); // ... of which past their last use
     const touched = [];
@@ -765,6 +852,13 @@
       let off = 0, yPrev = PH;
       const n = dsw.len;
       for (let i = 0; i < n; i++) {
+        if ((i & (BLK - 1)) === 0) {
+          // Whole blocks whose bands all round below what is drawn: their
+          // bytes only lift what comes after.
+          let b = i >> BLK_SHIFT;
+          while (i < n && blkF[b] === 0 && yOf(off + blkB[b]) >= yPrev) { off += blkB[b]; i = ++b << BLK_SHIFT; }
+          if (i >= n) break;
+        }
         const l = list[i];
         const v = lst[l];
         if (v === LOD_OFF) continue;
@@ -776,7 +870,7 @@
           continue;
         }
         off += lSize[l];
-        if (yPrev <= 0) continue;
+        if (yPrev <= 0) break;              // the plot is full: nothing above shows
         let top = yOf(off);
         if (top < 0) top = 0;
         if (top >= yPrev) continue;         // below the y range (or rounded away)
