@@ -139,13 +139,8 @@
   const lAlloc = new Int32Array(nL);    // axis index of the alloc, -1 before the window
   const lEnd = new Int32Array(nL);      // axis index of the release, nE if never
   const lSize = new Float64Array(nL);
-  const lReq = new Float64Array(nL);
   const lSite = new Uint32Array(nL);    // allocation stack node
-  const lFree = new Uint32Array(nL);    // free stack node
-  const lName = new Uint32Array(nL);    // tensor name (string)
-  const lStream = new Uint32Array(nL);  // index into meta.streams
   const lDev = new Uint32Array(nL);     // index into meta.devices
-  const lAddr = new Float64Array(nL);
   const lFlags = new Uint8Array(nL);
   const lLinger = new Float64Array(nL).fill(Infinity); // time from which a band is hatched
   const lFinding = new Int32Array(nL).fill(-1);
@@ -163,13 +158,29 @@
     varints('l_size', nL, lSize);
     const sizeMul = Math.pow(2, meta.sizeShift || 0);
     if (sizeMul > 1) for (let i = 0; i < nL; i++) lSize[i] *= sizeMul;
+    varints('l_site', nL, lSite);
+    varints('l_dev', nL, lDev);
+    varints('l_flags', nL, tmp);
+    for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
+  })();
+  // The detail columns: what hover, the panels and the table read, never a
+  // draw. Decoded after the first paint (detail()), or at the first hover or
+  // click before that: a 10M-event page shows its timeline first.
+  const lReq = new Float64Array(nL);
+  const lFree = new Uint32Array(nL);    // free stack node
+  const lName = new Uint32Array(nL);    // tensor name (string)
+  const lStream = new Uint32Array(nL);  // index into meta.streams
+  const lAddr = new Float64Array(nL);
+  let detailDecoded = false;
+  function detail() {
+    if (detailDecoded) return;
+    detailDecoded = true;
+    const tmp = new Float64Array(nL);
     varints('l_req', nL, tmp);
     for (let i = 0; i < nL; i++) lReq[i] = tmp[i] === 0 ? 0 : lSize[i] - tmp[i] + 1;
-    varints('l_site', nL, lSite);
     varints('l_fstk', nL, lFree);
     varints('l_name', nL, lName);
     varints('l_stream', nL, lStream);
-    varints('l_dev', nL, lDev);
     varints('l_addr', nL, tmp);
     let a = 0;
     const addrMul = Math.pow(2, meta.addrShift || 0);
@@ -177,9 +188,7 @@
       a += unzig(tmp[i]);
       lAddr[i] = a * addrMul;
     }
-    varints('l_flags', nL, tmp);
-    for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
-  })();
+  }
   // Storages vramtrace did not allocate (a CPU tensor's under track(),
   // vt_storage_external): lifetimes on page devices after the CUDA ones,
   // drawn in their own lane, never in the device curves. Per one: its last
@@ -393,6 +402,7 @@
     return s;
   }
   function lifetimeTitle(l) {
+    detail();
     return lName[l] ? str(lName[l]) : 'allocation #' + l;
   }
 
@@ -536,11 +546,13 @@
     to(s) {
       if (s + 1 < this.pos) this.reset();
       const list = this.list, on = this.on;
-      for (let e = this.pos; e <= s; e++) {
-        for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) {
-          if (keep[j]) { list[this.len++] = j; on[j] = 1; }
+      if (s >= this.pos) {
+        // Born up to s and still alive after it (one born and freed on the
+        // way never enters); then the ones alive before that died.
+        for (let j = startOff[this.pos], j1 = startOff[s + 1]; j < j1; j++) {
+          if (keep[j] && lEnd[j] > s) { list[this.len++] = j; on[j] = 1; }
         }
-        for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
+        for (let j = endOff[this.pos], j1 = endOff[s + 1]; j < j1; j++) {
           const l = endL[j];
           if (on[l]) { on[l] = 0; this.dead++; }
         }
@@ -681,11 +693,15 @@
         this.st[l] = LOD_SMALL; this.siteB[k] += lSize[l]; this.siteN[k]++; this.site(k);
       }
     },
+    /* The state right after axis event s, s never before the last one:
+     * only the allocations alive at s are touched (a zoomed-out column
+     * jumps over thousands born and freed inside it), then the ones alive
+     * before that died. */
     to(s) {
       const st = this.st;
-      for (let e = this.pos; e <= s; e++) {
-        for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) this.add(j);
-        for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
+      if (s >= this.pos) {
+        for (let j = startOff[this.pos], j1 = startOff[s + 1]; j < j1; j++) if (lEnd[j] > s) this.add(j);
+        for (let j = endOff[this.pos], j1 = endOff[s + 1]; j < j1; j++) {
           const l = endL[j], v = st[l];
           if (v === LOD_OFF) continue;
           st[l] = LOD_OFF;
@@ -1453,6 +1469,7 @@
   }
 
   function showDetail(l) {
+    detail();
     const el = $('detail');
     if (l < 0) { el.innerHTML = 'Click a band in the timeline.'; return; }
     if (isExt(l)) { showExternalDetail(l); return; }
@@ -1490,6 +1507,7 @@
 
   /* A storage vramtrace did not allocate: its life as the checker sees it. */
   function showExternalDetail(l) {
+    detail();
     const alive = lEnd[l] >= nE;
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
     const te = alive ? null : evT[lEnd[l]];
@@ -1513,6 +1531,7 @@
   }
 
   function showTop() {
+    detail();
     const tbl = $('top');
     const m = view.moment > -2 ? view.moment : peakState;
     $('moment-label').textContent = (m < 0 ? 'the start' : fmtTime(evT[m]) + ' (event #' + m + ')') +
@@ -1675,6 +1694,7 @@
     return p.st[x];
   }
   function tipFor(l, s) {
+    detail();
     let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(clip(lName[l] ? str(lName[l]) : 'allocation #' + l, 160));
     h += '\n' + esc(clip(siteLabel(lSite[l]), 160));
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
@@ -2023,11 +2043,15 @@
   header();
   resetView();
   drawTimeline();   // first paint right away, not a frame later
+  // Shown before the detail columns and the panels cost their time; they
+  // are all there together after that.
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  detail();
   showFindings();
   showTop();
   showUncached();
   showOom();
-  requestAnimationFrame(() => drawFlame());
+  drawFlame();
 
   /* Column c of a plot, rows [top, yPrev): lifetime l's band in its site's
    * colour (a darker top edge when it is 4 rows or more), hatched once past
@@ -2085,6 +2109,7 @@
     /* External storages (the lane): how many, their names, whether l is one. */
     nExternal: nX,
     externalNames() {
+      detail();
       const out = [];
       for (let l = 0; l < nL; l++) if (isExt(l)) out.push(str(lName[l]));
       return out;
@@ -2112,6 +2137,7 @@
     /* The rows of the "Not served by the cache" panel, as text. */
     uncachedRows() { return Array.from(document.querySelectorAll('#uncached tr')).map((r) => r.textContent); },
     findLifetime(name) {
+      detail();
       for (let l = 0; l < nL; l++) if (lName[l] && str(lName[l]) === name) return l;
       return -1;
     },
@@ -2120,6 +2146,7 @@
     locate(l) { return locateOn(plot, tl, l); },
     /* The decoded facts of lifetime l, and the one drawn at a canvas pixel. */
     lifetime(l) {
+      detail();
       return { size: lSize[l], alloc: lAlloc[l], end: lEnd[l], site: lSite[l], name: str(lName[l]),
         addr: lAddr[l], flags: lFlags[l], finding: lFinding[l] };
     },
