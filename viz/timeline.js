@@ -638,6 +638,37 @@
     setTimeout(() => { ckpt.pending = false; buildCheckpoints(); }, 0);
   }
 
+  /* Zoomed out, a column spans thousands of events, and most allocations
+   * are born and freed between two columns' moments. The draw then keeps
+   * in its list only the "long" allocations, those alive for LONG_W events
+   * or more (and those allocated before the window), and takes the ones
+   * born in the last LONG_W events before each column's moment straight
+   * from the sweep index: the same allocations alive there, in the same
+   * (allocation) order, for the cost of the long ones plus LONG_W per
+   * column instead of every event in view. LONG_W is the smallest power of
+   * two from 64 up that leaves at most a sixteenth of the allocations long. */
+  const longIdx = (() => {
+    const hist = new Float64Array(32);
+    let forever = 0;
+    for (let l = 0; l < nL; l++) {
+      if (lAlloc[l] < 0 || lEnd[l] >= nE) forever++;
+      else hist[31 - Math.clz32(Math.max(1, lEnd[l] - lAlloc[l]))]++;
+    }
+    let j = 31, count = forever;
+    const bound = Math.max(nL / 16, 1024);
+    while (j > 6 && count + hist[j - 1] <= bound) count += hist[--j];
+    const w = 2 ** Math.min(Math.max(j, 6), 20);
+    const isLong = (l) => lAlloc[l] < 0 || lEnd[l] >= nE || lEnd[l] - lAlloc[l] >= w;
+    let n = 0, m = 0;
+    for (let l = 0; l < nL; l++) if (isLong(l)) { n++; if (lEnd[l] < nE) m++; }
+    const byAlloc = new Int32Array(n), byEnd = new Int32Array(m);
+    n = 0; m = 0;
+    for (let l = 0; l < nL; l++) if (isLong(l)) byAlloc[n++] = l;
+    for (let j2 = 0, j1 = endOff[nE]; j2 < j1; j2++) if (isLong(endL[j2])) byEnd[m++] = endL[j2];
+    return { w, byAlloc, byEnd };
+  })();
+  const LONG_W = longIdx.w;
+
   /* The draw's sweep: like `sweep`, but an allocation that is small at this
    * zoom never enters the list; it only moves its site's sums. A small one
    * with a finding stays in the list (state 2): whether it is past its last
@@ -660,15 +691,41 @@
     siteOn: new Uint8Array(NS),      // site is in `act`
     act: [], dirty: false,           // sites that may have small ones alive
     minBytes: 0, minW: 0, timeMode: true, sel: -1,
-    /* Ready to walk from the last checkpoint at or before axis state s0. */
-    reset(minBytes, minW, timeMode, sel, s0) {
+    win: 0, iA: 0, iD: 0,            // window mode: LONG_W, next long one by alloc, by end
+    /* Ready to walk from the last checkpoint at or before axis state s0;
+     * `win` (LONG_W or 0): the list holds only the long allocations born
+     * `win` events or more before the state (see longIdx). */
+    reset(minBytes, minW, timeMode, sel, s0, win) {
       this.st.fill(0); this.siteB.fill(0); this.siteN.fill(0); this.siteF.fill(0); this.siteOn.fill(0);
       this.blkB.fill(0); this.blkF.fill(0);
       this.act = []; this.dirty = false;
       this.len = 0; this.dead = 0; this.pos = 0;
       this.minBytes = minBytes; this.minW = minW; this.sel = sel;
       this.timeMode = timeMode;
+      this.win = win;
       let k = ckpt.ready ? lowerBound(ckpt.pos, ckpt.pos.length, s0 + 2) - 1 : -1;
+      if (win) {
+        const lim = s0 - win, A = longIdx.byAlloc, E = longIdx.byEnd;
+        this.iA = 0;
+        if (k >= 0) {
+          // From the checkpoint: the ones alive at s0 born by lim; the long
+          // ones born after both come through iA.
+          const ids = ckpt.ids;
+          for (let i = ckpt.off[k], i1 = ckpt.off[k + 1]; i < i1; i++) {
+            const l = ids[i];
+            if ((lAlloc[l] < 0 || lAlloc[l] <= lim) && lEnd[l] > s0) this.add(l);
+          }
+          const from = Math.max(0, Math.min(ckpt.pos[k], lim + 1));
+          let lo = 0, hi = A.length;
+          while (lo < hi) { const m = (lo + hi) >>> 1; if (lAlloc[A[m]] < from) lo = m + 1; else hi = m; }
+          this.iA = lo;
+        }
+        let lo = 0, hi = E.length;
+        while (lo < hi) { const m = (lo + hi) >>> 1; if (lEnd[E[m]] <= s0) lo = m + 1; else hi = m; }
+        this.iD = lo;
+        this.pos = s0;
+        return;
+      }
       if (k < 0) {
         for (let l = 0; l < nBefore; l++) this.add(l);
         return;
@@ -699,21 +756,35 @@
      * jumps over thousands born and freed inside it), then the ones alive
      * before that died. */
     to(s) {
-      const st = this.st;
+      if (this.win) { this.toWin(s); return; }
       if (s >= this.pos) {
         for (let j = startOff[this.pos], j1 = startOff[s + 1]; j < j1; j++) if (lEnd[j] > s) this.add(j);
-        for (let j = endOff[this.pos], j1 = endOff[s + 1]; j < j1; j++) {
-          const l = endL[j], v = st[l];
-          if (v === LOD_OFF) continue;
-          st[l] = LOD_OFF;
-          if (v === LOD_SMALL) { const k = lSiteC[l]; this.siteB[k] -= lSize[l]; this.siteN[k]--; continue; }
-          if (v === LOD_SMALL_FINDING) { this.siteF[lSiteC[l]]--; this.blkF[this.at[l] >> BLK_SHIFT]--; }
-          else this.blkB[this.at[l] >> BLK_SHIFT] -= lSize[l];
-          this.dead++;
-        }
+        for (let j = endOff[this.pos], j1 = endOff[s + 1]; j < j1; j++) this.drop(endL[j]);
       }
       if (s + 1 > this.pos) this.pos = s + 1;
       if (this.dead > 256 && this.dead * 2 > this.len) this.squeeze();
+    },
+    /* Window mode: the long ones born by s - win and alive after s in, the
+     * long ones freed by s out. */
+    toWin(s) {
+      const A = longIdx.byAlloc, E = longIdx.byEnd, lim = s - this.win;
+      while (this.iA < A.length) {
+        const l = A[this.iA];
+        if (lAlloc[l] >= 0 && lAlloc[l] > lim) break;
+        this.iA++;
+        if (lEnd[l] > s) this.add(l);
+      }
+      while (this.iD < E.length && lEnd[E[this.iD]] <= s) this.drop(E[this.iD++]);
+      if (this.dead > 256 && this.dead * 2 > this.len) this.squeeze();
+    },
+    drop(l) {
+      const v = this.st[l];
+      if (v === LOD_OFF) return;
+      this.st[l] = LOD_OFF;
+      if (v === LOD_SMALL) { const k = lSiteC[l]; this.siteB[k] -= lSize[l]; this.siteN[k]--; return; }
+      if (v === LOD_SMALL_FINDING) { this.siteF[lSiteC[l]]--; this.blkF[this.at[l] >> BLK_SHIFT]--; }
+      else this.blkB[this.at[l] >> BLK_SHIFT] -= lSize[l];
+      this.dead++;
     },
     /* Drop the freed from the list, renumbering slots and blocks. */
     squeeze() {
@@ -797,6 +868,7 @@
   const { niceStep, niceBytesStep } = vtTicks;   /* viz/ticks.js */
 
   let drawCount = 0, firstPaint = 0, lastDrawMs = 0;
+  let lodWindow = null;   // window mode: null as the view asks, true / false forced (tests)
   let lastLod = { exact: 0, summary: 0, minBytes: 0, minWidth: 0 };
 
   /* The y range to draw. 'fit': from 0 to the tallest allocated stack in
@@ -853,13 +925,21 @@
     const sum = { site: [], n: [], bytes: [], linger: [], state: [], col: [], top: [], bot: [] };
     const sel = view.selected;
     // Small: thinner than one pixel row, or alive for less than one column.
-    let s0 = nE;
+    let s0 = nE, s1 = nE;
     for (let c = 0; c < PW; c++) if (st[c] !== -2) { s0 = st[c]; break; }
-    dsw.reset(1 / ys, (view.v1 - view.v0) / PW, view.mode === 'time', sel, s0);
+    for (let c = PW - 1; c >= 0; c--) if (st[c] !== -2) { s1 = st[c]; break; }
+    // Window mode (longIdx) once the view holds more events than a column
+    // by column walk of the last LONG_W events costs.
+    const win = lodWindow !== false && (lodWindow === true || s1 - s0 > PW * LONG_W) ? LONG_W : 0;
+    const minBytes = 1 / ys, minW = (view.v1 - view.v0) / PW, timeMode = view.mode === 'time';
+    dsw.reset(minBytes, minW, timeMode, sel, s0, win);
     const list = dsw.list, lst = dsw.st, blkB = dsw.blkB, blkF = dsw.blkF;
-    const colB = new Float64Array(NS), colN = new Int32Array(NS);   // small ones with findings, this column
+    // Small ones counted in this column only (with findings: past their last
+    // use or not by the column's time; in window mode, all the recent ones).
+    const colB = new Float64Array(NS), colN = new Int32Array(NS);
     const colLB = new Float64Array(NS), colLN = new Int32Array(NS); // ... of which past their last use
     const touched = [];
+    const recent = [];   // window mode: exact bands born in the last LONG_W events, after the list's
     let nExact = 0;
     for (let c = 0; c < PW; c++) {
       const s = st[c];
@@ -868,6 +948,17 @@
       const t = timeAt(s);
       let off = 0, yPrev = PH;
       const n = dsw.len;
+      if (win) {
+        recent.length = 0;
+        for (let l = startOff[Math.max(0, s - win + 1)], l1 = startOff[s + 1]; l < l1; l++) {
+          if (!use[l] || lEnd[l] <= s) continue;
+          if (l === sel || (lSize[l] >= minBytes && lifeWidth(l, timeMode) >= minW)) { recent.push(l); continue; }
+          const k = lSiteC[l];
+          if (colN[k] === 0) touched.push(k);
+          colB[k] += lSize[l]; colN[k]++;
+          if (lLinger[l] <= t) { colLB[k] += lSize[l]; colLN[k]++; }
+        }
+      }
       for (let i = 0; i < n; i++) {
         if ((i & (BLK - 1)) === 0) {
           // Whole blocks whose bands all round below what is drawn: their
@@ -895,9 +986,24 @@
         nExact++;
         yPrev = top;
       }
+      for (let i = 0; i < recent.length && yPrev > 0; i++) {
+        const l = recent[i];
+        off += lSize[l];
+        let top = yOf(off);
+        if (top < 0) top = 0;
+        if (top >= yPrev) continue;
+        paintBand(px, ids, PW, c, top, yPrev, l, lLinger[l] <= t, l === sel);
+        nExact++;
+        yPrev = top;
+      }
       // One summary band per site on top: the plain bytes, then the part
-      // past its last use hatched.
-      const sites = dsw.sites();
+      // past its last use hatched. A site with only recent small ones
+      // (window mode) is not among the sweep's.
+      let sites = dsw.sites();
+      if (win) {
+        const extra = touched.filter((k) => !dsw.siteOn[k]);
+        if (extra.length) sites = sites.concat(extra).sort((a, b) => siteRank[a] - siteRank[b]);
+      }
       for (let i = 0; i < sites.length && yPrev > 0; i++) {
         const k = sites[i];
         const cnt = dsw.siteN[k] + colN[k];
@@ -997,7 +1103,7 @@
     plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum, rAbove };
     // A zoom under a still mouse: what is under it changed.
     if (tipEv && !tip.hidden) timelineTip(tipEv);
-    lastLod = { exact: nExact, summary: sum.site.length, minBytes: 1 / ys, minWidth: (view.v1 - view.v0) / PW };
+    lastLod = { exact: nExact, summary: sum.site.length, minBytes, minWidth: minW, window: win };
     drawSegments(st, PW, L, R);
     drawExternal(L, R);
     drawCount++;
@@ -2195,6 +2301,22 @@
     get plotSize() { return plot ? { rows: plot.PH, cols: plot.PW } : { rows: 0, cols: 0 }; },
     /* The last draw's level of detail and y range. */
     get lod() { return lastLod; },
+    /* Force the draw's window mode on or off (null: as the view asks) and
+     * the sweep's checkpoints off (false) or back (true); for tests that
+     * compare what each way draws. */
+    lodModes(window, checkpoints) {
+      lodWindow = window;
+      if (checkpoints === false) ckpt.ready = false;
+      else if (checkpoints === true && !ckpt.ready) buildCheckpoints();
+    },
+    get checkpointsReady() { return ckpt.ready; },
+    /* The last draw's id buffer (lifetime + 1, -(summary + 1), 0) and its
+     * summary records, to compare two draws of the same view. */
+    drawn() {
+      if (!plot) return null;
+      const q = plot.sum;
+      return { ids: Array.from(plot.ids), sum: q.site.map((k, r) => [k, q.n[r], q.bytes[r], q.linger[r], q.state[r], q.col[r], q.top[r], q.bot[r]]) };
+    },
     get yRange() { return { y0: plot ? plot.y0 : 0, y1: plot ? plot.y1 : 0, mode: view.yMode, locked: view.yMode === 'lock' }; },
     /* Client x of an x-axis value (ns or event index) in the last draw. */
     clientXOf(v) {
