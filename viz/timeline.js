@@ -764,6 +764,20 @@
       if (s + 1 > this.pos) this.pos = s + 1;
       if (this.dead > 256 && this.dead * 2 > this.len) this.squeeze();
     },
+    /* The state after axis event s as a column draws it: to(s), then in
+     * window mode the allocations born in the last `win` events and alive
+     * after s, the small ones into the column's sums `col`, the others (in
+     * allocation order, after the list's) into `recent`. */
+    column(s, t, col, recent) {
+      this.to(s);
+      recent.length = 0;
+      if (!this.win) return;
+      for (let l = startOff[Math.max(0, s - this.win + 1)], l1 = startOff[s + 1]; l < l1; l++) {
+        if (!use[l] || lEnd[l] <= s) continue;
+        if (l === this.sel || (lSize[l] >= this.minBytes && lifeWidth(l, this.timeMode) >= this.minW)) recent.push(l);
+        else col.add(l, t);
+      }
+    },
     /* Window mode: the long ones born by s - win and alive after s in, the
      * long ones freed by s out. */
     toWin(s) {
@@ -812,6 +826,26 @@
       return this.act;
     },
   };
+
+  /* One column's sums per site of small allocations it counts itself
+   * (with findings: past their last use or not at the column's time t). */
+  function columnSums() {
+    return {
+      B: new Float64Array(NS), N: new Int32Array(NS),     // bytes, count
+      LB: new Float64Array(NS), LN: new Int32Array(NS),   // ... of which past their last use
+      touched: [],                                        // sites with any
+      add(l, t) {
+        const k = lSiteC[l];
+        if (this.N[k] === 0) this.touched.push(k);
+        this.B[k] += lSize[l]; this.N[k]++;
+        if (lLinger[l] <= t) { this.LB[k] += lSize[l]; this.LN[k]++; }
+      },
+      clear() {
+        for (const k of this.touched) { this.B[k] = 0; this.N[k] = 0; this.LB[k] = 0; this.LN[k] = 0; }
+        this.touched.length = 0;
+      },
+    };
+  }
 
   function lowerBound(arr, n, x) {
     let lo = 0, hi = n;
@@ -936,29 +970,17 @@
     const list = dsw.list, lst = dsw.st, blkB = dsw.blkB, blkF = dsw.blkF;
     // Small ones counted in this column only (with findings: past their last
     // use or not by the column's time; in window mode, all the recent ones).
-    const colB = new Float64Array(NS), colN = new Int32Array(NS);
-    const colLB = new Float64Array(NS), colLN = new Int32Array(NS); // ... of which past their last use
-    const touched = [];
+    const col = columnSums();
+    const { B: colB, N: colN, LB: colLB, LN: colLN, touched } = col;
     const recent = [];   // window mode: exact bands born in the last LONG_W events, after the list's
     let nExact = 0;
     for (let c = 0; c < PW; c++) {
       const s = st[c];
       if (s === -2) continue;
-      dsw.to(s);
       const t = timeAt(s);
+      dsw.column(s, t, col, recent);
       let off = 0, yPrev = PH;
       const n = dsw.len;
-      if (win) {
-        recent.length = 0;
-        for (let l = startOff[Math.max(0, s - win + 1)], l1 = startOff[s + 1]; l < l1; l++) {
-          if (!use[l] || lEnd[l] <= s) continue;
-          if (l === sel || (lSize[l] >= minBytes && lifeWidth(l, timeMode) >= minW)) { recent.push(l); continue; }
-          const k = lSiteC[l];
-          if (colN[k] === 0) touched.push(k);
-          colB[k] += lSize[l]; colN[k]++;
-          if (lLinger[l] <= t) { colLB[k] += lSize[l]; colLN[k]++; }
-        }
-      }
       for (let i = 0; i < n; i++) {
         if ((i & (BLK - 1)) === 0) {
           // Whole blocks whose bands all round below what is drawn: their
@@ -970,13 +992,7 @@
         const l = list[i];
         const v = lst[l];
         if (v === LOD_OFF) continue;
-        if (v === LOD_SMALL_FINDING) {
-          const k = lSiteC[l];
-          if (colN[k] === 0) touched.push(k);
-          colB[k] += lSize[l]; colN[k]++;
-          if (lLinger[l] <= t) { colLB[k] += lSize[l]; colLN[k]++; }
-          continue;
-        }
+        if (v === LOD_SMALL_FINDING) { col.add(l, t); continue; }
         off += lSize[l];
         if (yPrev <= 0) break;              // the plot is full: nothing above shows
         let top = yOf(off);
@@ -1032,8 +1048,7 @@
           sum.state.push(s); sum.col.push(c); sum.top.push(yPrev); sum.bot.push(bot);
         }
       }
-      for (const k of touched) { colB[k] = 0; colN[k] = 0; colLB[k] = 0; colLN[k] = 0; }
-      touched.length = 0;
+      col.clear();
     }
     ctx.putImageData(img, L, T);
 
@@ -2310,6 +2325,39 @@
       else if (checkpoints === true && !ckpt.ready) buildCheckpoints();
     },
     get checkpointsReady() { return ckpt.ready; },
+    /* What the draw's sweep holds at each of the axis states `states`
+     * (ascending), reset at the first as a draw would be with the given
+     * level of detail (window: LONG_W or 0; checkpoints used or not): per
+     * state the exact allocations in stacking order and, per site, the
+     * small ones' bytes, count and bytes past their last use. */
+    sweepStates(states, opts) {
+      const keep = ckpt.ready;
+      if (!opts.checkpoints) ckpt.ready = false;
+      const timeMode = view.mode === 'time';
+      dsw.reset(opts.minBytes, opts.minW, timeMode, opts.sel ?? -1, states[0], opts.window ? LONG_W : 0);
+      ckpt.ready = keep;
+      const col = columnSums(), recent = [], out = [];
+      for (const s of states) {
+        const t = timeAt(s);
+        dsw.column(s, t, col, recent);
+        const exact = [];
+        for (let i = 0; i < dsw.len; i++) {
+          const l = dsw.list[i], v = dsw.st[l];
+          if (v === LOD_EXACT) exact.push(l); else if (v === LOD_SMALL_FINDING) col.add(l, t);
+        }
+        exact.push(...recent);
+        const sites = [];
+        for (let k = 0; k < NS; k++) {
+          const n = dsw.siteN[k] + col.N[k];
+          if (n) sites.push([k, dsw.siteB[k] + col.B[k], n, col.LB[k]]);
+        }
+        col.clear();
+        out.push({ s, exact, sites });
+      }
+      return out;
+    },
+    /* The axis positions of the sweep's checkpoints. */
+    get checkpointPositions() { return ckpt.pos.slice(); },
     /* The last draw's id buffer (lifetime + 1, -(summary + 1), 0) and its
      * summary records, to compare two draws of the same view. */
     drawn() {
