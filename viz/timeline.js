@@ -457,6 +457,7 @@
       use[l] = !isExt(l) && !(lFlags[l] & FL_OUTSIDE_POOL) && (view.device < 0 || lDev[l] === view.device) ? 1 : 0;
     }
     const d = allocCurve;
+    peakBlocks.delete(allocCurve);   // summed again below
     d.fill(0);
     initAlloc = 0;
     for (let l = 0; l < nL; l++) {
@@ -891,11 +892,40 @@
         e1 = lowerBound(evT, nE, xb);
         best = e0 - 1;                      // the state carried into the column
       }
-      let bv = at(best);
-      for (let e = e0; e < e1; e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
-      st[c] = best;
+      st[c] = peakIn(curve, e0, e1, best, at(best));
     }
     return st;
+  }
+  /* The first event of [e0, e1) where `curve` is highest, if above bv (the
+   * value at `best`), else best. Whole blocks of PEAK_BLK events are
+   * looked up in the curve's block maxima, so a zoomed-out column costs
+   * its blocks, not its events. */
+  const PEAK_SHIFT = 8, PEAK_BLK = 1 << PEAK_SHIFT;
+  const peakBlocks = new Map();   // curve -> index of the first maximum of each block
+  function blockPeaks(curve) {
+    let m = peakBlocks.get(curve);
+    if (m) return m;
+    m = new Int32Array((curve.length >> PEAK_SHIFT) + 1);
+    for (let b = 0; b < m.length; b++) {
+      let best = b << PEAK_SHIFT;
+      for (let e = best + 1, e1 = Math.min(curve.length, (b + 1) << PEAK_SHIFT); e < e1; e++) if (curve[e] > curve[best]) best = e;
+      m[b] = best;
+    }
+    peakBlocks.set(curve, m);
+    return m;
+  }
+  function peakIn(curve, e0, e1, best, bv) {
+    let e = e0;
+    if (e1 - e0 >= 2 * PEAK_BLK) {
+      const m = blockPeaks(curve);
+      for (; e & (PEAK_BLK - 1); e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
+      for (; e + PEAK_BLK <= e1; e += PEAK_BLK) {
+        const k = m[e >> PEAK_SHIFT];
+        if (curve[k] > bv) { bv = curve[k]; best = k; }
+      }
+    }
+    for (; e < e1; e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
+    return best;
   }
   const xOf = (s) => (view.mode === 'time' ? timeAt(s) : s + 0.5);
 
@@ -2356,6 +2386,10 @@
       }
       return out;
     },
+    /* The allocated bytes after axis event e, and the state a column over
+     * the events [e0, e1) shows (the first highest, else the one before). */
+    allocAt: (e) => allocAt(e),
+    peakIn: (e0, e1) => peakIn(allocCurve, e0, e1, e0 - 1, allocAt(e0 - 1)),
     /* The axis positions of the sweep's checkpoints. */
     get checkpointPositions() { return ckpt.pos.slice(); },
     /* The last draw's id buffer (lifetime + 1, -(summary + 1), 0) and its

@@ -454,6 +454,22 @@ const tests = {
         return { errs, compared, checkpoints: ck.length };
       });
       check(bad.checkpoints > 10 && bad.compared > 100, 'too few checkpoints compared: ' + JSON.stringify(bad));
+      // A column's state from the curve's block maxima: the first highest
+      // moment, as a walk over every event finds it (ranges of all lengths,
+      // on and off block edges).
+      const peaks = await page.evaluate(() => {
+        const vt = window.__vt, nE = vt.nEvents, errs = [];
+        let seed = 7;
+        const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+        for (let i = 0; i < 400 && errs.length < 5; i++) {
+          const e0 = rnd(nE), e1 = Math.min(nE, e0 + [1, 255, 256, 257, 511, 512, 513, 4096, 70000][i % 9] + rnd(3));
+          let best = e0 - 1, bv = vt.allocAt(best);
+          for (let e = e0; e < e1; e++) if (vt.allocAt(e) > bv) { bv = vt.allocAt(e); best = e; }
+          if (vt.peakIn(e0, e1) !== best) errs.push([e0, e1, vt.peakIn(e0, e1), best]);
+        }
+        return errs;
+      });
+      check(peaks.length === 0, 'a column\'s peak differs from the walk over its events: ' + JSON.stringify(peaks));
       check(bad.errs.length === 0, 'the sweep differs from a checkpoint or in window mode: ' + JSON.stringify(bad));
     });
   },
