@@ -38,10 +38,12 @@ try {
   await page.goto(pathToFileURL(process.argv[2]).href, { waitUntil: 'load', timeout: 60000 });
   await page.waitForFunction(() => window.__vt && window.__vt.firstPaintMs > 0, null, { timeout: 60000 });
   const fp = await page.evaluate(() => window.__vt.firstPaintMs);
+  // The first view is the run: the pans below start from it.
+  const full = await page.evaluate(() => [window.__vt.view.v0, window.__vt.view.v1]);
   const info = await page.evaluate(() => ({ n: window.__vt.nLifetimes, e: window.__vt.nEvents, draw: window.__vt.lastDrawMs }));
   console.log(`page: ${info.e} axis events, ${info.n} allocations; first draw took ${info.draw.toFixed(1)} ms; wall to first paint ${Date.now() - t0} ms`);
   const lod = await page.evaluate(() => window.__vt.lod);
-  console.log(`level of detail at full view: ${lod.exact} exact band columns, ${lod.summary} summary band columns`);
+  console.log(`level of detail at full view: ${lod.exact} exact band columns, ${lod.summary} summary band columns${lod.window ? ", window mode (" + lod.window + " events)" : ""}`);
   if (process.env.VT_BENCH_SHOT) {
     await page.screenshot({ path: process.env.VT_BENCH_SHOT + '-full.png' });
     console.log('screenshot: ' + process.env.VT_BENCH_SHOT + '-full.png');
@@ -60,11 +62,11 @@ try {
   // Deep zoom near the end of the run, a two-thousandth of it wide (the
   // sweep walks every event before the window), and a y zoom there.
   const n0 = await page.evaluate(() => window.__vt.drawCount);
-  const deep = await page.evaluate(() => {
-    const [v0, v1] = window.__vt.fullRange, span = v1 - v0, end = v0 + span * 0.97;
+  const deep = await page.evaluate(([v0, v1]) => {
+    const span = v1 - v0, end = v0 + span * 0.97;
     window.__vt.zoomTo(end - span / 2000, end);
     return window.__vt.lastDrawMs;
-  });
+  }, full);
   const redrawn = async (k) => {
     for (let i = 0; i < 250 && await page.evaluate(() => window.__vt.drawCount) <= k; i++) await page.waitForTimeout(20);
     return page.evaluate(() => [window.__vt.lastDrawMs, window.__vt.drawCount, window.__vt.lod]);
@@ -99,11 +101,10 @@ try {
   };
   const pans = [];
   for (const zoom of [1, 100]) {
-    await page.evaluate((z) => {
-      const full = window.__vt.fullRange, mid = (full[0] + full[1]) / 2;
-      const half = (full[1] - full[0]) / 2 / z;
+    await page.evaluate(([z, v0, v1]) => {
+      const mid = (v0 + v1) / 2, half = (v1 - v0) / 2 / z;
       window.__vt.zoomTo(mid - half, mid + half);
-    }, zoom);
+    }, [zoom, ...full]);
     for (const dx of [-300, 300, 300, -300]) pans.push(await drag(dx));
   }
   const worstPan = Math.max(...pans);
