@@ -146,22 +146,21 @@
   const lFinding = new Int32Array(nL).fill(-1);
   const lTape = new Uint8Array(nL);     // its hatch is a tape finding's (violet)
   (() => {
-    const tmp = new Float64Array(nL);
-    varints('l_pos', nL, tmp);
+    // Decoded in place: positions and their deltas fit 32 bits, flags 8.
+    varints('l_pos', nL, lAlloc);
     let p1 = 0;
     for (let i = 0; i < nL; i++) {
-      p1 += unzig(tmp[i]);
+      p1 += unzig(lAlloc[i]);
       lAlloc[i] = p1 - 1;
     }
-    varints('l_end', nL, tmp);
-    for (let i = 0; i < nL; i++) lEnd[i] = tmp[i] === 0 ? nE : tmp[i] + lAlloc[i] - 1;
+    varints('l_end', nL, lEnd);
+    for (let i = 0; i < nL; i++) lEnd[i] = lEnd[i] === 0 ? nE : lEnd[i] + lAlloc[i] - 1;
     varints('l_size', nL, lSize);
     const sizeMul = Math.pow(2, meta.sizeShift || 0);
     if (sizeMul > 1) for (let i = 0; i < nL; i++) lSize[i] *= sizeMul;
     varints('l_site', nL, lSite);
     varints('l_dev', nL, lDev);
-    varints('l_flags', nL, tmp);
-    for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
+    varints('l_flags', nL, lFlags);
   })();
   // The detail columns: what hover, the panels and the table read, never a
   // draw. Decoded after the first paint (detail()), or at the first hover or
@@ -2192,12 +2191,12 @@
   if (tapePeaks.length) for (const el of document.querySelectorAll('.tape-legend')) el.hidden = false;
 
   dpr = window.devicePixelRatio || 1;
-  header();
   resetView();
   drawTimeline();   // first paint right away, not a frame later
   // Shown before the detail columns and the panels cost their time; they
   // are all there together after that.
   await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  header();
   detail();
   showFindings();
   showTop();
