@@ -5,8 +5,9 @@
  * renderer (viz/render.c) fills: #vt-meta (JSON: strings, frames, marks,
  * findings, section sizes) and #vt-data (base64 of little-endian unsigned
  * LEB128 varint columns, one section per column, deflated when the renderer
- * had zlib). Everything is decoded into
- * typed arrays once; nothing per allocation ever becomes a DOM node.
+ * had zlib). Everything is decoded into typed arrays once (what only hover,
+ * the panels and the table read, after the first paint); nothing per
+ * allocation ever becomes a DOM node.
  *
  * One file of over 1,000 lines on purpose: the page must stay one
  * self-contained, offline HTML file with no module loader, and embed.py
@@ -30,6 +31,16 @@
  * never O(live allocations), and zooming in (x or y) turns summaries back
  * into exact bands. An id buffer remembers which allocation or summary owns
  * each pixel, so hover and click are O(1).
+ *
+ * What a redraw walks is bounded for 10M-event pages: a column's moment is
+ * found from the allocated curve's block maxima (peakIn); a column touches
+ * only the allocations alive at its moment, never those born and freed
+ * between two columns (dsw.to); a draw starts from the last checkpoint of
+ * the sweep before its window (buildCheckpoints); zoomed out, the sweep
+ * keeps only the long-lived allocations and each column takes the recent
+ * ones from the index (window mode, longIdx); bands below the y range are
+ * skipped a block at a time. Each draws what the plain sweep from the first
+ * event draws (tests/viz: lod_window_and_checkpoints_draw_what_the_sweep_draws).
  *
  * Storages vramtrace did not allocate (a CPU tensor's under track()) are
  * lifetimes too, on page devices after the CUDA ones: never in the device
@@ -68,6 +79,9 @@
     const raw = base64Bytes(el.textContent);
     el.textContent = '';
     if (!meta.deflated) return raw;
+    if (typeof DecompressionStream !== 'function') {
+      throw new Error('vramtrace: this browser cannot inflate the page\'s data (no DecompressionStream): open it in a current one');
+    }
     const inflated = new Response(raw).body.pipeThrough(new DecompressionStream('deflate'));
     return new Uint8Array(await new Response(inflated).arrayBuffer());
   }
@@ -671,23 +685,25 @@
 
   /* The draw's sweep: like `sweep`, but an allocation that is small at this
    * zoom never enters the list; it only moves its site's sums. A small one
-   * with a finding stays in the list (state 2): whether it is past its last
-   * use depends on the column's time, not on an event. The list is cut in
-   * blocks of BLK slots with their exact bytes (blkB) and small findings
-   * (blkF), so a column skips whole blocks of bands below the y range (a
-   * zoom into the activity on top of a large base) in one step. */
-  const LOD_OFF = 0, LOD_EXACT = 1, LOD_SMALL_FINDING = 2, LOD_SMALL = 3;
+   * with a finding is hatched from its last use on: it waits in a heap by
+   * that time and moves to its site's hatched sums (state LOD_SMALL_PAST)
+   * when a column's time passes it, as columns only go forward. The list
+   * is cut in blocks of BLK slots with their exact bytes (blkB), so a
+   * column skips whole blocks of bands below the y range (a zoom into the
+   * activity on top of a large base) in one step. */
+  const LOD_OFF = 0, LOD_EXACT = 1, LOD_SMALL_PAST = 2, LOD_SMALL = 3;
   const BLK_SHIFT = 6, BLK = 1 << BLK_SHIFT;
   const dsw = {
     list: new Int32Array(nL),
     st: new Uint8Array(nL),          // LOD_* per lifetime
     at: new Int32Array(nL),          // its slot in list
     blkB: new Float64Array((nL >> BLK_SHIFT) + 2),   // exact bytes alive per block of slots
-    blkF: new Int32Array((nL >> BLK_SHIFT) + 2),     // small findings alive per block
     len: 0, dead: 0, pos: 0,
     siteB: new Float64Array(NS),     // bytes of LOD_SMALL allocations alive, per site
     siteN: new Int32Array(NS),       // their count
-    siteF: new Int32Array(NS),       // LOD_SMALL_FINDING ones alive, per site
+    siteLB: new Float64Array(NS),    // of siteB, the bytes past their last use (LOD_SMALL_PAST)
+    siteLN: new Int32Array(NS),      // their count
+    heap: [],                        // small ones with a finding not yet past it, by lLinger
     siteOn: new Uint8Array(NS),      // site is in `act`
     act: [], dirty: false,           // sites that may have small ones alive
     minBytes: 0, minW: 0, timeMode: true, sel: -1,
@@ -696,8 +712,9 @@
      * `win` (LONG_W or 0): the list holds only the long allocations born
      * `win` events or more before the state (see longIdx). */
     reset(minBytes, minW, timeMode, sel, s0, win) {
-      this.st.fill(0); this.siteB.fill(0); this.siteN.fill(0); this.siteF.fill(0); this.siteOn.fill(0);
-      this.blkB.fill(0); this.blkF.fill(0);
+      this.st.fill(0); this.siteB.fill(0); this.siteN.fill(0); this.siteOn.fill(0);
+      this.siteLB.fill(0); this.siteLN.fill(0); this.heap.length = 0;
+      this.blkB.fill(0);
       this.act = []; this.dirty = false;
       this.len = 0; this.dead = 0; this.pos = 0;
       this.minBytes = minBytes; this.minW = minW; this.sel = sel;
@@ -744,11 +761,46 @@
       if (!small) {
         this.at[l] = this.len; this.blkB[this.len >> BLK_SHIFT] += lSize[l];
         this.list[this.len++] = l; this.st[l] = LOD_EXACT;
-      } else if (lFinding[l] >= 0 && lLinger[l] < Infinity) {
-        this.at[l] = this.len; this.blkF[this.len >> BLK_SHIFT]++;
-        this.list[this.len++] = l; this.st[l] = LOD_SMALL_FINDING; this.siteF[k]++; this.site(k);
       } else {
         this.st[l] = LOD_SMALL; this.siteB[k] += lSize[l]; this.siteN[k]++; this.site(k);
+        if (lFinding[l] >= 0 && lLinger[l] < Infinity) this.heapPush(l);
+      }
+    },
+    heapPush(l) {
+      const h = this.heap, key = lLinger[l];
+      let i = h.length;
+      h.push(l);
+      while (i > 0) {
+        const p = (i - 1) >> 1;
+        if (lLinger[h[p]] <= key) break;
+        h[i] = h[p]; i = p;
+      }
+      h[i] = l;
+    },
+    heapPop() {
+      const h = this.heap, top = h[0], last = h.pop();
+      if (h.length) {
+        const key = lLinger[last];
+        let i = 0;
+        for (;;) {
+          let c = 2 * i + 1;
+          if (c >= h.length) break;
+          if (c + 1 < h.length && lLinger[h[c + 1]] < lLinger[h[c]]) c++;
+          if (lLinger[h[c]] >= key) break;
+          h[i] = h[c]; i = c;
+        }
+        h[i] = last;
+      }
+      return top;
+    },
+    /* Small ones alive whose last use is at or before time t: hatched. */
+    past(t) {
+      while (this.heap.length && lLinger[this.heap[0]] <= t) {
+        const l = this.heapPop();
+        if (this.st[l] !== LOD_SMALL) continue;   // freed since
+        this.st[l] = LOD_SMALL_PAST;
+        const k = lSiteC[l];
+        this.siteLB[k] += lSize[l]; this.siteLN[k]++;
       }
     },
     /* The state right after axis event s, s never before the last one:
@@ -770,6 +822,7 @@
      * allocation order, after the list's) into `recent`. */
     column(s, t, col, recent) {
       this.to(s);
+      this.past(t);
       recent.length = 0;
       if (!this.win) return;
       for (let l = startOff[Math.max(0, s - this.win + 1)], l1 = startOff[s + 1]; l < l1; l++) {
@@ -795,9 +848,13 @@
       const v = this.st[l];
       if (v === LOD_OFF) return;
       this.st[l] = LOD_OFF;
-      if (v === LOD_SMALL) { const k = lSiteC[l]; this.siteB[k] -= lSize[l]; this.siteN[k]--; return; }
-      if (v === LOD_SMALL_FINDING) { this.siteF[lSiteC[l]]--; this.blkF[this.at[l] >> BLK_SHIFT]--; }
-      else this.blkB[this.at[l] >> BLK_SHIFT] -= lSize[l];
+      if (v !== LOD_EXACT) {
+        const k = lSiteC[l];
+        this.siteB[k] -= lSize[l]; this.siteN[k]--;
+        if (v === LOD_SMALL_PAST) { this.siteLB[k] -= lSize[l]; this.siteLN[k]--; }
+        return;
+      }
+      this.blkB[this.at[l] >> BLK_SHIFT] -= lSize[l];
       this.dead++;
     },
     /* Drop the freed from the list, renumbering slots and blocks. */
@@ -806,11 +863,11 @@
       let n = 0;
       for (let i = 0; i < this.len; i++) if (st[list[i]]) list[n++] = list[i];
       this.len = n; this.dead = 0;
-      this.blkB.fill(0); this.blkF.fill(0);
+      this.blkB.fill(0);
       for (let i = 0; i < n; i++) {
         const l = list[i];
         this.at[l] = i;
-        if (st[l] === LOD_EXACT) this.blkB[i >> BLK_SHIFT] += lSize[l]; else this.blkF[i >> BLK_SHIFT]++;
+        this.blkB[i >> BLK_SHIFT] += lSize[l];
       }
     },
     /* Sites with small allocations alive, in stacking order. */
@@ -818,7 +875,7 @@
       if (this.dirty) {
         const keep = [];
         for (const k of this.act) {
-          if (this.siteN[k] > 0 || this.siteF[k] > 0) keep.push(k); else this.siteOn[k] = 0;
+          if (this.siteN[k] > 0) keep.push(k); else this.siteOn[k] = 0;
         }
         keep.sort((a, b) => siteRank[a] - siteRank[b]);
         this.act = keep; this.dirty = false;
@@ -996,7 +1053,7 @@
     const win = lodWindow !== false && (lodWindow === true || s1 - s0 > PW * LONG_W) ? LONG_W : 0;
     const minBytes = 1 / ys, minW = (view.v1 - view.v0) / PW, timeMode = view.mode === 'time';
     dsw.reset(minBytes, minW, timeMode, sel, s0, win);
-    const list = dsw.list, lst = dsw.st, blkB = dsw.blkB, blkF = dsw.blkF;
+    const list = dsw.list, lst = dsw.st, blkB = dsw.blkB;
     // Small ones counted in this column only (with findings: past their last
     // use or not by the column's time; in window mode, all the recent ones).
     const col = columnSums();
@@ -1015,13 +1072,12 @@
           // Whole blocks whose bands all round below what is drawn: their
           // bytes only lift what comes after.
           let b = i >> BLK_SHIFT;
-          while (i < n && blkF[b] === 0 && yOf(off + blkB[b]) >= yPrev) { off += blkB[b]; i = ++b << BLK_SHIFT; }
+          while (i < n && yOf(off + blkB[b]) >= yPrev) { off += blkB[b]; i = ++b << BLK_SHIFT; }
           if (i >= n) break;
         }
         const l = list[i];
         const v = lst[l];
         if (v === LOD_OFF) continue;
-        if (v === LOD_SMALL_FINDING) { col.add(l, t); continue; }
         off += lSize[l];
         if (yPrev <= 0) break;              // the plot is full: nothing above shows
         let top = yOf(off);
@@ -1053,7 +1109,7 @@
         const k = sites[i];
         const cnt = dsw.siteN[k] + colN[k];
         if (cnt === 0) continue;
-        const lb = colLB[k];
+        const lb = dsw.siteLB[k] + colLB[k];
         const plain = dsw.siteB[k] + colB[k] - lb;
         const bot = yPrev;
         const r = sum.site.length;
@@ -1073,7 +1129,7 @@
           yPrev = top;
         }
         if (yPrev < bot) {
-          sum.site.push(k); sum.n.push(cnt); sum.bytes.push(plain + lb); sum.linger.push(colLN[k]);
+          sum.site.push(k); sum.n.push(cnt); sum.bytes.push(plain + lb); sum.linger.push(dsw.siteLN[k] + colLN[k]);
           sum.state.push(s); sum.col.push(c); sum.top.push(yPrev); sum.bot.push(bot);
         }
       }
@@ -1227,38 +1283,57 @@
     ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
     ctx.textBaseline = 'bottom';
     ctx.textAlign = 'left';
+    // Only the marks in view: they are in axis order.
+    const marks = meta.marks, xAt = (i) => Math.round(pxOfX(xOf(marks[i][0]), L, PW)) + 0.5;
+    let i0 = 0, hi = marks.length;
+    while (i0 < hi) { const m = (i0 + hi) >>> 1; if (xAt(m) < L) i0 = m + 1; else hi = m; }
     const xs = [];
-    for (const [ax, label] of meta.marks) {
-      const x = Math.round(pxOfX(xOf(ax), L, PW)) + 0.5;
-      if (x >= L && x <= L + PW) xs.push([x, label]);
+    for (let i = i0; i < marks.length; i++) {
+      const x = xAt(i);
+      if (x > L + PW) break;
+      xs.push([x, marks[i][1]]);
     }
     // Thousands of marks (one per step) would paint the plot over: then
-    // draw ticks along the top edge and lines only where there is room.
+    // draw ticks along the top edge and lines only where there is room,
+    // each kind as one path (a path per mark costs more than the draw).
     const dense = xs.length > PW / (8 * dpr);
-    let lastLine = -1e9, lastRight = -1e9;
-    for (const [x, label] of xs) {
-      ctx.strokeStyle = 'rgba(90, 30, 160, 0.75)';
-      ctx.lineWidth = dpr;
-      ctx.beginPath();
-      ctx.moveTo(x, T);
-      if (!dense || x - lastLine >= 60 * dpr) {
-        ctx.lineTo(x, T + PH);
-        lastLine = x;
-      } else {
-        ctx.lineTo(x, T + 5 * dpr);
+    ctx.strokeStyle = 'rgba(90, 30, 160, 0.75)';
+    ctx.lineWidth = dpr;
+    let lastLine = -1e9, lastRight = -1e9, lastTick = -1e9;
+    if (dense) {
+      const lines = new Path2D(), ticks = new Path2D();
+      for (const [x] of xs) {
+        if (x - lastLine >= 60 * dpr) {
+          lines.moveTo(x, T); lines.lineTo(x, T + PH);
+          lastLine = x;
+        } else if (x !== lastTick) {
+          ticks.moveTo(x, T); ticks.lineTo(x, T + 5 * dpr);
+          lastTick = x;
+        }
       }
-      ctx.stroke();
+      ctx.stroke(lines);
+      ctx.stroke(ticks);
+    } else {
+      for (const [x] of xs) {
+        ctx.beginPath();
+        ctx.moveTo(x, T);
+        ctx.lineTo(x, T + PH);
+        ctx.stroke();
+      }
+    }
+    ctx.fillStyle = '#5a1ea0';
+    for (const [x, label] of xs) {
       if (x > lastRight + 4 * dpr) {
         // A long label is cut (with an ellipsis) so that it never hides
         // the labels of the marks after it nor runs off the plot.
         const text = fitText(ctx, str(label), Math.min(240 * dpr, L + PW - x - 2 * dpr));
-        ctx.fillStyle = '#5a1ea0';
         ctx.fillText(text, x + 2 * dpr, T - 1 * dpr);
         lastRight = x + 2 * dpr + ctx.measureText(text).width;
       }
     }
     ctx.restore();
   }
+
 
   /* The out-of-memory (vramtrace oom, meta.oom): a red line across the
    * plot, labelled at its top; where it is drawn, for the tests. */
@@ -2372,13 +2447,13 @@
         const exact = [];
         for (let i = 0; i < dsw.len; i++) {
           const l = dsw.list[i], v = dsw.st[l];
-          if (v === LOD_EXACT) exact.push(l); else if (v === LOD_SMALL_FINDING) col.add(l, t);
+          if (v === LOD_EXACT) exact.push(l);
         }
         exact.push(...recent);
         const sites = [];
         for (let k = 0; k < NS; k++) {
           const n = dsw.siteN[k] + col.N[k];
-          if (n) sites.push([k, dsw.siteB[k] + col.B[k], n, col.LB[k]]);
+          if (n) sites.push([k, dsw.siteB[k] + col.B[k], n, dsw.siteLB[k] + col.LB[k], dsw.siteLN[k] + col.LN[k]]);
         }
         col.clear();
         out.push({ s, exact, sites });
