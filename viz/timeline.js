@@ -133,6 +133,34 @@
     return out;
   }
   const unzig = (v) => (v % 2 === 0 ? v / 2 : -(v + 1) / 2);
+  /* A delta column decoded and summed in one pass: out[i] = (sum of the
+   * first i + 1 values) * scale + bias; `zig`: the deltas are zigzag-signed. */
+  function varintSums(name, count, out, zig, scale, bias) {
+    const u = blob;
+    const [start, end, rle] = sections[name];
+    if (rle) {
+      varints(name, count, out);
+      for (let i = 0, acc = 0; i < count; i++) { acc += zig ? unzig(out[i]) : out[i]; out[i] = acc * scale + bias; }
+      return out;
+    }
+    let p = start, i = 0, acc = 0;
+    while (i < count && p < end) {
+      let b = u[p++];
+      let v = b & 127;
+      if (b >= 128) {
+        let mul = 128;
+        do {
+          b = u[p++];
+          v += (b & 127) * mul;
+          mul *= 128;
+        } while (b >= 128);
+      }
+      acc += zig ? (v % 2 === 0 ? v / 2 : -(v + 1) / 2) : v;
+      out[i++] = acc * scale + bias;
+    }
+    if (p > end || i < count) throw new Error('vramtrace: column ' + name + ' is damaged');
+    return out;
+  }
 
   const nE = meta.nAxis;           // events on the x axis (allocator events)
   const nL = meta.nLife;           // allocations (lifetimes)
@@ -140,11 +168,7 @@
 
   // Axis: time of each event, ns since the first one.
   const evT = new Float64Array(nE);
-  (() => {
-    varints('ev_dt', nE, evT);
-    for (let i = 1; i < nE; i++) evT[i] += evT[i - 1];
-    if (meta.tq > 1) for (let i = 0; i < nE; i++) evT[i] *= meta.tq;
-  })();
+  varintSums('ev_dt', nE, evT, false, meta.tq > 1 ? meta.tq : 1, 0);
   const lastT = Math.max(nE ? evT[nE - 1] : 0, meta.info.snapshotTime || 0, 1);
 
   // Lifetimes, columnar. Each loop over the events or the allocations runs
@@ -161,12 +185,7 @@
   const lTape = new Uint8Array(nL);     // its hatch is a tape finding's (violet)
   (() => {
     // Decoded in place: positions and their deltas fit 32 bits, flags 8.
-    varints('l_pos', nL, lAlloc);
-    let p1 = 0;
-    for (let i = 0; i < nL; i++) {
-      p1 += unzig(lAlloc[i]);
-      lAlloc[i] = p1 - 1;
-    }
+    varintSums('l_pos', nL, lAlloc, true, 1, -1);
     varints('l_end', nL, lEnd);
     for (let i = 0; i < nL; i++) lEnd[i] = lEnd[i] === 0 ? nE : lEnd[i] + lAlloc[i] - 1;
     varints('l_size', nL, lSize);
@@ -310,8 +329,11 @@
   (() => {
     for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endOff[lEnd[l] + 1]++;
     for (let e = 0; e < nE; e++) endOff[e + 1] += endOff[e];
-    const fill = endOff.slice();
-    for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endL[fill[lEnd[l]]++] = l;
+    // Placed with each start as the cursor, which leaves it at the next
+    // start: shifted back by one, without a copy of the offsets.
+    for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endL[endOff[lEnd[l]]++] = l;
+    for (let e = nE; e > 0; e--) endOff[e] = endOff[e - 1];
+    endOff[0] = 0;
   })();
 
   // ---------------------------------------------------------------- helpers
