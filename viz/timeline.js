@@ -98,12 +98,15 @@
 
   /* Decode `count` values of column `name` into `out`: unsigned varints,
    * or (value, run length) varint pairs for a run-length column. Values up
-   * to 2^53 stay exact (no 32-bit shifts). Returns out. */
-  function varints(name, count, out) {
+   * to 2^53 stay exact (no 32-bit shifts). With `sum` ({zig, scale, bias}),
+   * a delta column summed as it is decoded: out[i] = (the first i + 1
+   * values summed, zigzag-signed if zig) * scale + bias. Returns out. */
+  function varints(name, count, out, sum) {
     const u = blob;
     const [start, end, rle] = sections[name];
     let p = start;
-    let i = 0;
+    let i = 0, acc = 0;
+    const sumPlain = sum && !rle;
     while (i < count && p < end) {
       let b = u[p++];
       let v = b & 127;
@@ -116,7 +119,7 @@
         } while (b >= 128);
       }
       if (!rle) {
-        out[i++] = v;
+        out[i++] = sumPlain ? (acc += sum.zig ? unzig(v) : v) * sum.scale + sum.bias : v;
         continue;
       }
       b = u[p++];
@@ -130,37 +133,12 @@
       i = stop;
     }
     if (p > end || i < count) throw new Error('vramtrace: column ' + name + ' is damaged');
+    if (sum && rle) {
+      for (let j = 0; j < count; j++) out[j] = (acc += sum.zig ? unzig(out[j]) : out[j]) * sum.scale + sum.bias;
+    }
     return out;
   }
-  const unzig = (v) => (v % 2 === 0 ? v / 2 : -(v + 1) / 2);
-  /* A delta column decoded and summed in one pass: out[i] = (sum of the
-   * first i + 1 values) * scale + bias; `zig`: the deltas are zigzag-signed. */
-  function varintSums(name, count, out, zig, scale, bias) {
-    const u = blob;
-    const [start, end, rle] = sections[name];
-    if (rle) {
-      varints(name, count, out);
-      for (let i = 0, acc = 0; i < count; i++) { acc += zig ? unzig(out[i]) : out[i]; out[i] = acc * scale + bias; }
-      return out;
-    }
-    let p = start, i = 0, acc = 0;
-    while (i < count && p < end) {
-      let b = u[p++];
-      let v = b & 127;
-      if (b >= 128) {
-        let mul = 128;
-        do {
-          b = u[p++];
-          v += (b & 127) * mul;
-          mul *= 128;
-        } while (b >= 128);
-      }
-      acc += zig ? (v % 2 === 0 ? v / 2 : -(v + 1) / 2) : v;
-      out[i++] = acc * scale + bias;
-    }
-    if (p > end || i < count) throw new Error('vramtrace: column ' + name + ' is damaged');
-    return out;
-  }
+  function unzig(v) { return v % 2 === 0 ? v / 2 : -(v + 1) / 2; }
 
   const nE = meta.nAxis;           // events on the x axis (allocator events)
   const nL = meta.nLife;           // allocations (lifetimes)
@@ -168,7 +146,7 @@
 
   // Axis: time of each event, ns since the first one.
   const evT = new Float64Array(nE);
-  varintSums('ev_dt', nE, evT, false, meta.tq > 1 ? meta.tq : 1, 0);
+  varints('ev_dt', nE, evT, { zig: false, scale: meta.tq > 1 ? meta.tq : 1, bias: 0 });
   const lastT = Math.max(nE ? evT[nE - 1] : 0, meta.info.snapshotTime || 0, 1);
 
   // Lifetimes, columnar. Each loop over the events or the allocations runs
@@ -185,7 +163,7 @@
   const lTape = new Uint8Array(nL);     // its hatch is a tape finding's (violet)
   (() => {
     // Decoded in place: positions and their deltas fit 32 bits, flags 8.
-    varintSums('l_pos', nL, lAlloc, true, 1, -1);
+    varints('l_pos', nL, lAlloc, { zig: true, scale: 1, bias: -1 });
     varints('l_end', nL, lEnd);
     for (let i = 0; i < nL; i++) lEnd[i] = lEnd[i] === 0 ? nE : lEnd[i] + lAlloc[i] - 1;
     varints('l_size', nL, lSize);
@@ -2445,8 +2423,8 @@
     /* Force the draw's window mode on or off (null: as the view asks) and
      * the sweep's checkpoints off (false) or back (true); for tests that
      * compare what each way draws. */
-    lodModes(window, checkpoints) {
-      lodWindow = window;
+    lodModes(windowMode, checkpoints) {
+      lodWindow = windowMode;
       if (checkpoints === false) ckpt.ready = false;
       else if (checkpoints === true && !ckpt.ready) buildCheckpoints();
     },
