@@ -616,9 +616,10 @@
    * filter) at some axis positions, so a draw of a window late in the run
    * starts from the last checkpoint before it instead of walking every
    * event from the start. One is kept once the events since the last one
-   * outnumber the allocations alive, so they never hold more entries than
-   * there are events, and a draw starting from one adds as many
-   * allocations as it would walk events. Built after the first paint (and
+   * outnumber the allocations alive at the last one, so each holds at most
+   * twice the events since the one before (all of them at most twice the
+   * events), and a draw starting from one adds about as many allocations
+   * as it would walk events. Built after the first paint (and
    * again after a device filter change); until then draws start at 0. */
   const ckpt = { pos: [0], off: [0], ids: new Int32Array(0), ready: false, pending: false };
   function buildCheckpoints() {
