@@ -35,6 +35,7 @@
 extern const char vt__viz_template_html[];
 extern const char vt__viz_timeline_js[];
 extern const char vt__viz_ticks_js[];
+extern const char vt__viz_sweep_js[];
 extern const char vt__viz_style_css[];
 
 #define NONE VT_TL_NONE
@@ -957,7 +958,8 @@ static int write_page(FILE *out, const struct render *r, const vt__buf *meta, co
         } else if (klen == 5 && !strncmp(key, "STYLE", 5)) {
             rc = fputs(vt__viz_style_css, out) < 0 ? -EIO : 0;
         } else if (klen == 6 && !strncmp(key, "SCRIPT", 6)) {
-            rc = fputs(vt__viz_ticks_js, out) < 0 || fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
+            rc = fputs(vt__viz_ticks_js, out) < 0 || fputs(vt__viz_sweep_js, out) < 0 ||
+                 fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
         } else if (klen == 4 && !strncmp(key, "META", 4)) {
             rc = fwrite(meta->p, 1, meta->n, out) == meta->n ? 0 : -EIO;
         } else if (klen == 4 && !strncmp(key, "DATA", 4)) {
