@@ -15,7 +15,9 @@
  *     devices of their own after the CUDA ones (never in the device curves),
  *     with their last use, uses and tensors as the checker's model has them;
  *   - only the stack nodes, frames and strings those refer to.
- * Deltas and varints keep 1M events around 10 MB of data before base64.
+ * Deltas and varints keep 1M events around 5 MB of columns; deflated (with
+ * zlib; the page inflates them natively) they are far smaller again on a
+ * training run's repeated steps.
  */
 #include "bsearch.h"
 #include "errbuf.h"
@@ -33,6 +35,7 @@
 extern const char vt__viz_template_html[];
 extern const char vt__viz_timeline_js[];
 extern const char vt__viz_ticks_js[];
+extern const char vt__viz_sweep_js[];
 extern const char vt__viz_style_css[];
 
 #define NONE VT_TL_NONE
@@ -529,6 +532,8 @@ struct columns {
     unsigned addr_shift;     /* addresses likewise */
     uint64_t tq;             /* time quantum in ns */
     size_t nxs;              /* lifetimes with extra streams */
+    size_t raw_bytes;        /* the columns' bytes before deflate */
+    int deflated;            /* the blob is deflated (zlib format) */
 };
 
 static void begin(struct columns *c, const char *name, int rle)
@@ -812,7 +817,6 @@ static void write_oom(struct render *r, vt__buf *m)
 
 static void write_meta(struct render *r, vt__buf *m, const struct columns *c, const size_t *npoints)
 {
-    const vt__buf *blob = c->blob;
     const struct section *sec = c->sec;
     size_t nsec = c->nsec, nxs = c->nxs;
     const vt_snapshot_data *s = r->s;
@@ -913,9 +917,9 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     vt__put_str(m, "],\"replay\":");
     write_overlay(r, m);
     write_oom(r, m);
-    vt__put_str(m, ",\"sec\":[");
+    vt__put_printf(m, ",\"deflated\":%s,\"sec\":[", c->deflated ? "true" : "false");
     for (size_t i = 0; i < nsec; i++) {
-        size_t end = i + 1 < nsec ? sec[i + 1].start : blob->n;
+        size_t end = i + 1 < nsec ? sec[i + 1].start : c->raw_bytes;
         vt__put_printf(m, "%s[\"%s\",%zu,%d]", i ? "," : "", sec[i].name, end - sec[i].start, sec[i].rle);
     }
     /* Strings last: everything above may have added some. */
@@ -954,7 +958,8 @@ static int write_page(FILE *out, const struct render *r, const vt__buf *meta, co
         } else if (klen == 5 && !strncmp(key, "STYLE", 5)) {
             rc = fputs(vt__viz_style_css, out) < 0 ? -EIO : 0;
         } else if (klen == 6 && !strncmp(key, "SCRIPT", 6)) {
-            rc = fputs(vt__viz_ticks_js, out) < 0 || fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
+            rc = fputs(vt__viz_ticks_js, out) < 0 || fputs(vt__viz_sweep_js, out) < 0 ||
+                 fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
         } else if (klen == 4 && !strncmp(key, "META", 4)) {
             rc = fwrite(meta->p, 1, meta->n, out) == meta->n ? 0 : -EIO;
         } else if (klen == 4 && !strncmp(key, "DATA", 4)) {
@@ -1126,6 +1131,17 @@ int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline 
         goto out;
     }
     write_columns(&r, &cols, npoints);
+    cols.raw_bytes = blob.n;
+    /* Deflated when zlib is there: the page inflates it natively
+     * (DecompressionStream), faster than a browser parses the bytes saved. */
+    vt__buf zblob = { 0 };
+    cols.deflated = vt__deflate(&zblob, blob.p, blob.n) == 0 && !zblob.oom;
+    if (cols.deflated) {
+        vt__buf_free(&blob);
+        blob = zblob;
+    } else {
+        vt__buf_free(&zblob);
+    }
     write_meta(&r, &meta, &cols, npoints);
     free(cols.tmp);
     free(npoints);

@@ -4,16 +4,17 @@
  * Plain, dependency-free JavaScript. The data comes from two tags the
  * renderer (viz/render.c) fills: #vt-meta (JSON: strings, frames, marks,
  * findings, section sizes) and #vt-data (base64 of little-endian unsigned
- * LEB128 varint columns, one section per column). Everything is decoded into
- * typed arrays once; nothing per allocation ever becomes a DOM node.
+ * LEB128 varint columns, one section per column, deflated when the renderer
+ * had zlib). Everything is decoded into typed arrays once (what only hover,
+ * the panels and the table read, after the first paint); nothing per
+ * allocation ever becomes a DOM node.
  *
- * One file of over 1,000 lines on purpose: the page must stay one
- * self-contained, offline HTML file with no module loader, and embed.py
- * inlines exactly this script; its parts (decoding, the canvas timeline and
- * its level of detail, the panels, the icicle, the findings) are the
- * sections below, each marked with a banner comment.
- * One file on purpose: the page inlines it as one script, offline and
- * without a module system or a bundler.
+ * Over 1,000 lines on purpose: the page is one self-contained, offline
+ * HTML file without a module loader, and what the parts below (decoding,
+ * the canvas timeline, the panels, the icicle, the findings, each under a
+ * banner comment) share is this script's state; what stands alone is in
+ * scripts of its own inlined before it (ticks.js: axis ticks; sweep.js:
+ * what a draw walks).
  *
  * Drawing is a raster sweep: for each pixel column the renderer picks the
  * moment inside that column with the most bytes allocated (so peaks never
@@ -30,6 +31,10 @@
  * into exact bands. An id buffer remembers which allocation or summary owns
  * each pixel, so hover and click are O(1).
  *
+ * What a redraw walks stays bounded on 10M-event pages: a column's moment
+ * comes from the allocated curve's block maxima (peakIn), the sweeps and
+ * their level of detail are viz/sweep.js's (inlined before this script).
+ *
  * Storages vramtrace did not allocate (a CPU tensor's under track()) are
  * lifetimes too, on page devices after the CUDA ones: never in the device
  * curves, the sweeps or the table, drawn in a lane of their own
@@ -44,7 +49,7 @@
  */
 'use strict';
 
-(function () {
+(async function () {
   // ------------------------------------------------------------------ data
   const meta = JSON.parse(document.getElementById('vt-meta').textContent);
   const S = meta.strings;
@@ -59,7 +64,21 @@
     return u;
   }
 
-  const blob = base64Bytes(document.getElementById('vt-data').textContent);
+  /* The columns: base64 of their bytes, deflated when the renderer had
+   * zlib (meta.deflated), inflated natively. The page text is dropped once
+   * read: a 10M-event page would hold it twice. */
+  async function columnBytes() {
+    const el = document.getElementById('vt-data');
+    const raw = base64Bytes(el.textContent);
+    el.textContent = '';
+    if (!meta.deflated) return raw;
+    if (typeof DecompressionStream !== 'function') {
+      throw new Error('vramtrace: this browser cannot inflate the page\'s data (no DecompressionStream): open it in a current one');
+    }
+    const inflated = new Response(raw).body.pipeThrough(new DecompressionStream('deflate'));
+    return new Uint8Array(await new Response(inflated).arrayBuffer());
+  }
+  const blob = await columnBytes();
   const sections = {};
   {
     let p = 0;
@@ -72,12 +91,15 @@
 
   /* Decode `count` values of column `name` into `out`: unsigned varints,
    * or (value, run length) varint pairs for a run-length column. Values up
-   * to 2^53 stay exact (no 32-bit shifts). Returns out. */
-  function varints(name, count, out) {
+   * to 2^53 stay exact (no 32-bit shifts). With `sum` ({zig, scale, bias}),
+   * a delta column summed as it is decoded: out[i] = (the first i + 1
+   * values summed, zigzag-signed if zig) * scale + bias. Returns out. */
+  function varints(name, count, out, sum) {
     const u = blob;
     const [start, end, rle] = sections[name];
     let p = start;
-    let i = 0;
+    let i = 0, acc = 0;
+    const sumPlain = sum && !rle;
     while (i < count && p < end) {
       let b = u[p++];
       let v = b & 127;
@@ -90,7 +112,7 @@
         } while (b >= 128);
       }
       if (!rle) {
-        out[i++] = v;
+        out[i++] = sumPlain ? (acc += sum.zig ? unzig(v) : v) * sum.scale + sum.bias : v;
         continue;
       }
       b = u[p++];
@@ -104,9 +126,12 @@
       i = stop;
     }
     if (p > end || i < count) throw new Error('vramtrace: column ' + name + ' is damaged');
+    if (sum && rle) {
+      for (let j = 0; j < count; j++) out[j] = (acc += sum.zig ? unzig(out[j]) : out[j]) * sum.scale + sum.bias;
+    }
     return out;
   }
-  const unzig = (v) => (v % 2 === 0 ? v / 2 : -(v + 1) / 2);
+  function unzig(v) { return v % 2 === 0 ? v / 2 : -(v + 1) / 2; }
 
   const nE = meta.nAxis;           // events on the x axis (allocator events)
   const nL = meta.nLife;           // allocations (lifetimes)
@@ -114,46 +139,51 @@
 
   // Axis: time of each event, ns since the first one.
   const evT = new Float64Array(nE);
-  varints('ev_dt', nE, evT);
-  for (let i = 1; i < nE; i++) evT[i] += evT[i - 1];
-  if (meta.tq > 1) for (let i = 0; i < nE; i++) evT[i] *= meta.tq;
+  varints('ev_dt', nE, evT, { zig: false, scale: meta.tq > 1 ? meta.tq : 1, bias: 0 });
   const lastT = Math.max(nE ? evT[nE - 1] : 0, meta.info.snapshotTime || 0, 1);
 
-  // Lifetimes, columnar.
+  // Lifetimes, columnar. Each loop over the events or the allocations runs
+  // in a small function of its own ((() => { ... })()): V8 never optimizes a
+  // function as large as this page's, and its loops would run interpreted.
   const lAlloc = new Int32Array(nL);    // axis index of the alloc, -1 before the window
   const lEnd = new Int32Array(nL);      // axis index of the release, nE if never
   const lSize = new Float64Array(nL);
-  const lReq = new Float64Array(nL);
   const lSite = new Uint32Array(nL);    // allocation stack node
-  const lFree = new Uint32Array(nL);    // free stack node
-  const lName = new Uint32Array(nL);    // tensor name (string)
-  const lStream = new Uint32Array(nL);  // index into meta.streams
   const lDev = new Uint32Array(nL);     // index into meta.devices
-  const lAddr = new Float64Array(nL);
   const lFlags = new Uint8Array(nL);
   const lLinger = new Float64Array(nL).fill(Infinity); // time from which a band is hatched
   const lFinding = new Int32Array(nL).fill(-1);
   const lTape = new Uint8Array(nL);     // its hatch is a tape finding's (violet)
-  {
-    const tmp = new Float64Array(nL);
-    varints('l_pos', nL, tmp);
-    let p1 = 0;
-    for (let i = 0; i < nL; i++) {
-      p1 += unzig(tmp[i]);
-      lAlloc[i] = p1 - 1;
-    }
-    varints('l_end', nL, tmp);
-    for (let i = 0; i < nL; i++) lEnd[i] = tmp[i] === 0 ? nE : tmp[i] + lAlloc[i] - 1;
+  (() => {
+    // Decoded in place: positions and their deltas fit 32 bits, flags 8.
+    varints('l_pos', nL, lAlloc, { zig: true, scale: 1, bias: -1 });
+    varints('l_end', nL, lEnd);
+    for (let i = 0; i < nL; i++) lEnd[i] = lEnd[i] === 0 ? nE : lEnd[i] + lAlloc[i] - 1;
     varints('l_size', nL, lSize);
     const sizeMul = Math.pow(2, meta.sizeShift || 0);
     if (sizeMul > 1) for (let i = 0; i < nL; i++) lSize[i] *= sizeMul;
+    varints('l_site', nL, lSite);
+    varints('l_dev', nL, lDev);
+    varints('l_flags', nL, lFlags);
+  })();
+  // The detail columns: what hover, the panels and the table read, never a
+  // draw. Decoded after the first paint (detail()), or at the first hover or
+  // click before that: a 10M-event page shows its timeline first.
+  const lReq = new Float64Array(nL);
+  const lFree = new Uint32Array(nL);    // free stack node
+  const lName = new Uint32Array(nL);    // tensor name (string)
+  const lStream = new Uint32Array(nL);  // index into meta.streams
+  const lAddr = new Float64Array(nL);
+  let detailDecoded = false;
+  function detail() {
+    if (detailDecoded) return;
+    detailDecoded = true;
+    const tmp = new Float64Array(nL);
     varints('l_req', nL, tmp);
     for (let i = 0; i < nL; i++) lReq[i] = tmp[i] === 0 ? 0 : lSize[i] - tmp[i] + 1;
-    varints('l_site', nL, lSite);
     varints('l_fstk', nL, lFree);
     varints('l_name', nL, lName);
     varints('l_stream', nL, lStream);
-    varints('l_dev', nL, lDev);
     varints('l_addr', nL, tmp);
     let a = 0;
     const addrMul = Math.pow(2, meta.addrShift || 0);
@@ -161,8 +191,6 @@
       a += unzig(tmp[i]);
       lAddr[i] = a * addrMul;
     }
-    varints('l_flags', nL, tmp);
-    for (let i = 0; i < nL; i++) lFlags[i] = tmp[i];
   }
   // Storages vramtrace did not allocate (a CPU tensor's under track(),
   // vt_storage_external): lifetimes on page devices after the CUDA ones,
@@ -175,13 +203,13 @@
   const extKind = (l) => extKinds[lDev[l] - nDev] || 'external';
   const xRow = new Int32Array(nL).fill(-1);
   const xUse = new Float64Array(nX), xNuse = new Float64Array(nX), xNt = new Float64Array(nX);
-  if (nX) {
+  if (nX) (() => {
     varints('x_use', nX, xUse);
     varints('x_nuse', nX, xNuse);
     varints('x_nt', nX, xNt);
     for (let i = 0; i < nX; i++) xUse[i] = xUse[i] === 0 ? -1 : (xUse[i] - 1) * (meta.tq || 1);
     for (let l = 0, k = 0; l < nL; l++) if (isExt(l)) xRow[l] = k++;
-  }
+  })();
   const FL_ALIVE = 1, FL_BEFORE = 2, FL_PENDING = 4, FL_FREE_LOST = 8;
   const FL_FREE_UNSEEN = 32, FL_AFTER = 64;
   // Not one of an observed framework allocator's (PyTorch's) blocks: one of
@@ -191,7 +219,7 @@
 
   // Extra streams (record_stream), sparse: lifetime -> [stream index...].
   const extraStreams = new Map();
-  {
+  (() => {
     const sec = sections.l_xs;
     const vals = [];
     for (let p = sec[0]; p < sec[1];) {
@@ -206,24 +234,24 @@
       extraStreams.set(l, vals.slice(p, p + cnt));
       p += cnt;
     }
-  }
+  })();
 
   // Stack prefix tree: node -> (parent, frame).
   const kParent = new Uint32Array(nK);
   const kFrame = new Uint32Array(nK);
-  {
+  (() => {
     const tmp = new Float64Array(2 * nK);
     varints('stk', 2 * nK, tmp);
     for (let i = 0; i < nK; i++) {
       kParent[i] = tmp[2 * i];
       kFrame[i] = tmp[2 * i + 1];
     }
-  }
+  })();
   const F = meta.frames;
 
   // Reserved bytes per device: sparse steps (axis position, value).
   const devCurves = [];
-  {
+  (() => {
     let total = 0;
     for (const d of meta.devices) total += d.npoints;
     const tmp = new Float64Array(2 * total);
@@ -240,7 +268,7 @@
       }
       devCurves.push({ pos, val });
     }
-  }
+  })();
 
   // Findings: mark the part of each band after its last use. A call-site
   // finding (`ls`) covers several allocations, each from its own moment.
@@ -260,21 +288,24 @@
   let nBefore = 0;
   while (nBefore < nL && lAlloc[nBefore] < 0) nBefore++;
   const startOff = new Int32Array(nE + 1);   // lifetimes are in alloc order
-  {
+  (() => {
     let l = nBefore;
     for (let e = 0; e <= nE; e++) {
       while (l < nL && lAlloc[l] < e) l++;
       startOff[e] = l;
     }
-  }
+  })();
   const endOff = new Int32Array(nE + 1);     // counting sort by end event
   const endL = new Int32Array(nL);
-  {
+  (() => {
     for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endOff[lEnd[l] + 1]++;
     for (let e = 0; e < nE; e++) endOff[e + 1] += endOff[e];
-    const fill = endOff.slice();
-    for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endL[fill[lEnd[l]]++] = l;
-  }
+    // Placed with each start as the cursor, which leaves it at the next
+    // start: shifted back by one, without a copy of the offsets.
+    for (let l = 0; l < nL; l++) if (lEnd[l] < nE) endL[endOff[lEnd[l]]++] = l;
+    for (let e = nE; e > 0; e--) endOff[e] = endOff[e - 1];
+    endOff[0] = 0;
+  })();
 
   // ---------------------------------------------------------------- helpers
   function fmtBytes(b) {
@@ -377,6 +408,7 @@
     return s;
   }
   function lifetimeTitle(l) {
+    detail();
     return lName[l] ? str(lName[l]) : 'allocation #' + l;
   }
 
@@ -424,11 +456,15 @@
   let initAlloc = 0, initResv = 0;
   let peakState = -1, peakAlloc = 0, peakResv = 0;
 
+  /* The curves are summed in place from their steps: no second array of
+   * the events' size (80 MB on 10M events). */
   function applyFilter() {
     for (let l = 0; l < nL; l++) {
       use[l] = !isExt(l) && !(lFlags[l] & FL_OUTSIDE_POOL) && (view.device < 0 || lDev[l] === view.device) ? 1 : 0;
     }
-    const d = new Float64Array(nE + 1);
+    const d = allocCurve;
+    peakBlocks.delete(allocCurve);   // summed again below
+    d.fill(0);
     initAlloc = 0;
     for (let l = 0; l < nL; l++) {
       if (!use[l]) continue;
@@ -442,7 +478,8 @@
       allocCurve[e] = v;
       if (v > best) { best = v; peakState = e; }
     }
-    d.fill(0);
+    const r = resvCurve;
+    r.fill(0);
     initResv = 0;
     meta.devices.forEach((dev, i) => {
       if (view.device >= 0 && view.device !== i) return;
@@ -450,15 +487,16 @@
       let prev = 0;
       for (let k = 0; k < c.pos.length; k++) {
         if (c.pos[k] < 0) initResv += c.val[k] - prev;
-        else d[c.pos[k]] += c.val[k] - prev;
+        else r[c.pos[k]] += c.val[k] - prev;
         prev = c.val[k];
       }
     });
     v = initResv;
     peakAlloc = best;
     peakResv = initResv;
-    for (let e = 0; e < nE; e++) { v += d[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
+    for (let e = 0; e < nE; e++) { v += r[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
     applyReplay();
+    checkpointsLater();
   }
   // A replay's reserved bytes (vramtrace viz --replay), drawn over the
   // recorded ones: steps (device index, axis position, bytes).
@@ -502,149 +540,39 @@
   const resvAt = (s) => (s < 0 ? initResv : resvCurve[s]);
   const timeAt = (s) => (s < 0 ? 0 : evT[s]);
 
-  /* The live allocations in allocation order, brought forward event by event.
-   * Freed ones are flagged dead and squeezed out once they are the majority.
-   * `keep`: which lifetimes it follows (the device filter's, or the
-   * external storages). */
-  const makeSweep = (keep) => ({
-    list: new Int32Array(nL),
-    on: new Uint8Array(nL),
-    len: 0, dead: 0, pos: 0,
-    reset() {
-      this.on.fill(0);
-      this.len = 0; this.dead = 0; this.pos = 0;
-      for (let l = 0; l < nBefore; l++) if (keep[l]) { this.list[this.len++] = l; this.on[l] = 1; }
-    },
-    /* State right after axis event s (s = -1: before the first event). */
-    to(s) {
-      if (s + 1 < this.pos) this.reset();
-      const list = this.list, on = this.on;
-      for (let e = this.pos; e <= s; e++) {
-        for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) {
-          if (keep[j]) { list[this.len++] = j; on[j] = 1; }
-        }
-        for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
-          const l = endL[j];
-          if (on[l]) { on[l] = 0; this.dead++; }
-        }
-      }
-      if (s + 1 > this.pos) this.pos = s + 1;
-      if (this.dead > 256 && this.dead * 2 > this.len) {
-        let n = 0;
-        for (let i = 0; i < this.len; i++) if (on[list[i]]) list[n++] = list[i];
-        this.len = n; this.dead = 0;
-      }
-    },
-    alive() {
-      const out = [];
-      for (let i = 0; i < this.len; i++) if (this.on[this.list[i]]) out.push(this.list[i]);
-      return out;
-    },
-  });
-  const sweep = makeSweep(use);
-  const extLife = new Uint8Array(nL);
-  for (let l = 0; l < nL; l++) extLife[l] = isExt(l) ? 1 : 0;
-  const xsweep = makeSweep(extLife);
-
-  /* Level of detail. Precomputed once: each allocation's x extent in both
-   * axis modes (never freed = to the end, before the window = from the
-   * start), its call site clamped to the stack table, and each site's
-   * stacking rank (the order of its first allocation). */
-  const lT0 = new Float64Array(nL), lT1 = new Float64Array(nL);   // time mode
-  const lE0 = new Float64Array(nL), lE1 = new Float64Array(nL);   // event mode
+  /* Level of detail. Precomputed once: each allocation's call site clamped
+   * to the stack table, and each site's stacking rank (the order of its
+   * first allocation). */
   const lSiteC = new Uint32Array(nL);
   const NS = Math.max(nK, 1);
   const siteRank = new Int32Array(NS).fill(-1);
-  {
+  /* How long lifetime l lives on the x axis (ns or events); one allocated
+   * before the window or never freed, forever. */
+  const lifeWidth = (l, timeMode) => (lAlloc[l] < 0 || lEnd[l] >= nE ? Infinity
+    : timeMode ? evT[lEnd[l]] - evT[lAlloc[l]] : lEnd[l] - lAlloc[l]);
+  (() => {
     let r = 0;
     for (let l = 0; l < nL; l++) {
-      lT0[l] = lAlloc[l] < 0 ? -Infinity : evT[lAlloc[l]];
-      lT1[l] = lEnd[l] >= nE ? Infinity : evT[lEnd[l]];
-      lE0[l] = lAlloc[l] < 0 ? -Infinity : lAlloc[l];
-      lE1[l] = lEnd[l] >= nE ? Infinity : lEnd[l];
       const k = lSite[l] < nK ? lSite[l] : 0;
       lSiteC[l] = k;
       if (siteRank[k] < 0) siteRank[k] = r++;
     }
-  }
+  })();
 
-  /* The draw's sweep: like `sweep`, but an allocation that is small at this
-   * zoom never enters the list; it only moves its site's sums. A small one
-   * with a finding stays in the list (state 2): whether it is past its last
-   * use depends on the column's time, not on an event. */
-  const LOD_OFF = 0, LOD_EXACT = 1, LOD_SMALL_FINDING = 2, LOD_SMALL = 3;
-  const dsw = {
-    list: new Int32Array(nL),
-    st: new Uint8Array(nL),          // LOD_* per lifetime
-    len: 0, dead: 0, pos: 0,
-    siteB: new Float64Array(NS),     // bytes of LOD_SMALL allocations alive, per site
-    siteN: new Int32Array(NS),       // their count
-    siteF: new Int32Array(NS),       // LOD_SMALL_FINDING ones alive, per site
-    siteOn: new Uint8Array(NS),      // site is in `act`
-    act: [], dirty: false,           // sites that may have small ones alive
-    minBytes: 0, minW: 0, x0: lT0, x1: lT1, sel: -1,
-    reset(minBytes, minW, timeMode, sel) {
-      this.st.fill(0); this.siteB.fill(0); this.siteN.fill(0); this.siteF.fill(0); this.siteOn.fill(0);
-      this.act = []; this.dirty = false;
-      this.len = 0; this.dead = 0; this.pos = 0;
-      this.minBytes = minBytes; this.minW = minW; this.sel = sel;
-      this.x0 = timeMode ? lT0 : lE0; this.x1 = timeMode ? lT1 : lE1;
-      for (let l = 0; l < nBefore; l++) this.add(l);
-    },
-    site(k) {
-      if (!this.siteOn[k]) { this.siteOn[k] = 1; this.act.push(k); this.dirty = true; }
-    },
-    add(l) {
-      if (!use[l]) return;
-      const small = l !== this.sel && (lSize[l] < this.minBytes || this.x1[l] - this.x0[l] < this.minW);
-      const k = lSiteC[l];
-      if (!small) {
-        this.list[this.len++] = l; this.st[l] = LOD_EXACT;
-      } else if (lFinding[l] >= 0 && lLinger[l] < Infinity) {
-        this.list[this.len++] = l; this.st[l] = LOD_SMALL_FINDING; this.siteF[k]++; this.site(k);
-      } else {
-        this.st[l] = LOD_SMALL; this.siteB[k] += lSize[l]; this.siteN[k]++; this.site(k);
-      }
-    },
-    to(s) {
-      const st = this.st;
-      for (let e = this.pos; e <= s; e++) {
-        for (let j = startOff[e], j1 = startOff[e + 1]; j < j1; j++) this.add(j);
-        for (let j = endOff[e], j1 = endOff[e + 1]; j < j1; j++) {
-          const l = endL[j], v = st[l];
-          if (v === LOD_OFF) continue;
-          st[l] = LOD_OFF;
-          if (v === LOD_SMALL) { const k = lSiteC[l]; this.siteB[k] -= lSize[l]; this.siteN[k]--; continue; }
-          if (v === LOD_SMALL_FINDING) this.siteF[lSiteC[l]]--;
-          this.dead++;
-        }
-      }
-      if (s + 1 > this.pos) this.pos = s + 1;
-      if (this.dead > 256 && this.dead * 2 > this.len) {
-        let n = 0;
-        for (let i = 0; i < this.len; i++) if (st[this.list[i]]) this.list[n++] = this.list[i];
-        this.len = n; this.dead = 0;
-      }
-    },
-    /* Sites with small allocations alive, in stacking order. */
-    sites() {
-      if (this.dirty) {
-        const keep = [];
-        for (const k of this.act) {
-          if (this.siteN[k] > 0 || this.siteF[k] > 0) keep.push(k); else this.siteOn[k] = 0;
-        }
-        keep.sort((a, b) => siteRank[a] - siteRank[b]);
-        this.act = keep; this.dirty = false;
-      }
-      return this.act;
-    },
-  };
+  // What a draw walks (viz/sweep.js): the sweeps, their checkpoints, the
+  // draw's level of detail.
+  const {
+    makeSweep, buildCheckpoints, checkpointsLater, ckpt, LONG_W, dsw, columnSums, lowerBound,
+    BLK, BLK_SHIFT, LOD_OFF, LOD_EXACT,
+  } = vtSweep.create({
+    nL, nE, nBefore, lAlloc, lEnd, lSize, lSiteC, lLinger, lFinding, startOff, endOff, endL,
+    siteRank, NS, use, lifeWidth,
+  });
+  const sweep = makeSweep(use);
+  const extLife = new Uint8Array(nL);
+  (() => { for (let l = 0; l < nL; l++) extLife[l] = isExt(l) ? 1 : 0; })();
+  const xsweep = makeSweep(extLife);
 
-  function lowerBound(arr, n, x) {
-    let lo = 0, hi = n;
-    while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < x) lo = m + 1; else hi = m; }
-    return lo;
-  }
   const domainMax = () => (view.mode === 'time' ? lastT : Math.max(nE, 1));
 
   // ------------------------------------------------------------- canvases
@@ -684,17 +612,47 @@
         e1 = lowerBound(evT, nE, xb);
         best = e0 - 1;                      // the state carried into the column
       }
-      let bv = at(best);
-      for (let e = e0; e < e1; e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
-      st[c] = best;
+      st[c] = peakIn(curve, e0, e1, best, at(best));
     }
     return st;
+  }
+  /* The first event of [e0, e1) where `curve` is highest, if above bv (the
+   * value at `best`), else best. Whole blocks of PEAK_BLK events are
+   * looked up in the curve's block maxima, so a zoomed-out column costs
+   * its blocks, not its events. */
+  const PEAK_SHIFT = 8, PEAK_BLK = 1 << PEAK_SHIFT;
+  const peakBlocks = new Map();   // curve -> index of the first maximum of each block
+  function blockPeaks(curve) {
+    let m = peakBlocks.get(curve);
+    if (m) return m;
+    m = new Int32Array((curve.length >> PEAK_SHIFT) + 1);
+    for (let b = 0; b < m.length; b++) {
+      let best = b << PEAK_SHIFT;
+      for (let e = best + 1, e1 = Math.min(curve.length, (b + 1) << PEAK_SHIFT); e < e1; e++) if (curve[e] > curve[best]) best = e;
+      m[b] = best;
+    }
+    peakBlocks.set(curve, m);
+    return m;
+  }
+  function peakIn(curve, e0, e1, best, bv) {
+    let e = e0;
+    if (e1 - e0 >= 2 * PEAK_BLK) {
+      const m = blockPeaks(curve);
+      for (; e & (PEAK_BLK - 1); e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
+      for (; e + PEAK_BLK <= e1; e += PEAK_BLK) {
+        const k = m[e >> PEAK_SHIFT];
+        if (curve[k] > bv) { bv = curve[k]; best = k; }
+      }
+    }
+    for (; e < e1; e++) if (curve[e] > bv) { bv = curve[e]; best = e; }
+    return best;
   }
   const xOf = (s) => (view.mode === 'time' ? timeAt(s) : s + 0.5);
 
   const { niceStep, niceBytesStep } = vtTicks;   /* viz/ticks.js */
 
   let drawCount = 0, firstPaint = 0, lastDrawMs = 0;
+  let lodWindow = null;   // window mode: null as the view asks, true / false forced (tests)
   let lastLod = { exact: 0, summary: 0, minBytes: 0, minWidth: 0 };
 
   /* The y range to draw. 'fit': from 0 to the tallest allocated stack in
@@ -751,32 +709,41 @@
     const sum = { site: [], n: [], bytes: [], linger: [], state: [], col: [], top: [], bot: [] };
     const sel = view.selected;
     // Small: thinner than one pixel row, or alive for less than one column.
-    dsw.reset(1 / ys, (view.v1 - view.v0) / PW, view.mode === 'time', sel);
-    const list = dsw.list, lst = dsw.st;
-    const colB = new Float64Array(NS), colN = new Int32Array(NS);   // small ones with findings, this column
-    const colLB = new Float64Array(NS), colLN = new Int32Array(NS); // ... of which past their last use
-    const touched = [];
+    let s0 = nE, s1 = nE;
+    for (let c = 0; c < PW; c++) if (st[c] !== -2) { s0 = st[c]; break; }
+    for (let c = PW - 1; c >= 0; c--) if (st[c] !== -2) { s1 = st[c]; break; }
+    // Window mode (sweep.js) once the view holds more events than a column
+    // by column walk of the last LONG_W events costs.
+    const win = lodWindow !== false && (lodWindow === true || s1 - s0 > PW * LONG_W) ? LONG_W : 0;
+    const minBytes = 1 / ys, minW = (view.v1 - view.v0) / PW, timeMode = view.mode === 'time';
+    dsw.reset(minBytes, minW, timeMode, sel, s0, win);
+    const list = dsw.list, lst = dsw.st, blkB = dsw.blkB;
+    // Small ones counted in this column only (with findings: past their last
+    // use or not by the column's time; in window mode, all the recent ones).
+    const col = columnSums();
+    const { B: colB, N: colN, LB: colLB, LN: colLN, touched } = col;
+    const recent = [];   // window mode: exact bands born in the last LONG_W events, after the list's
     let nExact = 0;
     for (let c = 0; c < PW; c++) {
       const s = st[c];
       if (s === -2) continue;
-      dsw.to(s);
       const t = timeAt(s);
+      dsw.column(s, t, col, recent);
       let off = 0, yPrev = PH;
       const n = dsw.len;
       for (let i = 0; i < n; i++) {
+        if ((i & (BLK - 1)) === 0) {
+          // Whole blocks whose bands all round below what is drawn: their
+          // bytes only lift what comes after.
+          let b = i >> BLK_SHIFT;
+          while (i < n && yOf(off + blkB[b]) >= yPrev) { off += blkB[b]; i = ++b << BLK_SHIFT; }
+          if (i >= n) break;
+        }
         const l = list[i];
         const v = lst[l];
         if (v === LOD_OFF) continue;
-        if (v === LOD_SMALL_FINDING) {
-          const k = lSiteC[l];
-          if (colN[k] === 0) touched.push(k);
-          colB[k] += lSize[l]; colN[k]++;
-          if (lLinger[l] <= t) { colLB[k] += lSize[l]; colLN[k]++; }
-          continue;
-        }
         off += lSize[l];
-        if (yPrev <= 0) continue;
+        if (yPrev <= 0) break;              // the plot is full: nothing above shows
         let top = yOf(off);
         if (top < 0) top = 0;
         if (top >= yPrev) continue;         // below the y range (or rounded away)
@@ -784,14 +751,29 @@
         nExact++;
         yPrev = top;
       }
+      for (let i = 0; i < recent.length && yPrev > 0; i++) {
+        const l = recent[i];
+        off += lSize[l];
+        let top = yOf(off);
+        if (top < 0) top = 0;
+        if (top >= yPrev) continue;
+        paintBand(px, ids, PW, c, top, yPrev, l, lLinger[l] <= t, l === sel);
+        nExact++;
+        yPrev = top;
+      }
       // One summary band per site on top: the plain bytes, then the part
-      // past its last use hatched.
-      const sites = dsw.sites();
+      // past its last use hatched. A site with only recent small ones
+      // (window mode) is not among the sweep's.
+      let sites = dsw.sites();
+      if (win) {
+        const extra = touched.filter((k) => !dsw.siteOn[k]);
+        if (extra.length) sites = sites.concat(extra).sort((a, b) => siteRank[a] - siteRank[b]);
+      }
       for (let i = 0; i < sites.length && yPrev > 0; i++) {
         const k = sites[i];
         const cnt = dsw.siteN[k] + colN[k];
         if (cnt === 0) continue;
-        const lb = colLB[k];
+        const lb = dsw.siteLB[k] + colLB[k];
         const plain = dsw.siteB[k] + colB[k] - lb;
         const bot = yPrev;
         const r = sum.site.length;
@@ -811,12 +793,11 @@
           yPrev = top;
         }
         if (yPrev < bot) {
-          sum.site.push(k); sum.n.push(cnt); sum.bytes.push(plain + lb); sum.linger.push(colLN[k]);
+          sum.site.push(k); sum.n.push(cnt); sum.bytes.push(plain + lb); sum.linger.push(dsw.siteLN[k] + colLN[k]);
           sum.state.push(s); sum.col.push(c); sum.top.push(yPrev); sum.bot.push(bot);
         }
       }
-      for (const k of touched) { colB[k] = 0; colN[k] = 0; colLB[k] = 0; colLN[k] = 0; }
-      touched.length = 0;
+      col.clear();
     }
     ctx.putImageData(img, L, T);
 
@@ -886,7 +867,7 @@
     plot = { L, T, PW, PH, st, ids, ys, y0, y1, sum, rAbove };
     // A zoom under a still mouse: what is under it changed.
     if (tipEv && !tip.hidden) timelineTip(tipEv);
-    lastLod = { exact: nExact, summary: sum.site.length, minBytes: 1 / ys, minWidth: (view.v1 - view.v0) / PW };
+    lastLod = { exact: nExact, summary: sum.site.length, minBytes, minWidth: minW, window: win };
     drawSegments(st, PW, L, R);
     drawExternal(L, R);
     drawCount++;
@@ -966,38 +947,57 @@
     ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
     ctx.textBaseline = 'bottom';
     ctx.textAlign = 'left';
+    // Only the marks in view: they are in axis order.
+    const marks = meta.marks, xAt = (i) => Math.round(pxOfX(xOf(marks[i][0]), L, PW)) + 0.5;
+    let i0 = 0, hi = marks.length;
+    while (i0 < hi) { const m = (i0 + hi) >>> 1; if (xAt(m) < L) i0 = m + 1; else hi = m; }
     const xs = [];
-    for (const [ax, label] of meta.marks) {
-      const x = Math.round(pxOfX(xOf(ax), L, PW)) + 0.5;
-      if (x >= L && x <= L + PW) xs.push([x, label]);
+    for (let i = i0; i < marks.length; i++) {
+      const x = xAt(i);
+      if (x > L + PW) break;
+      xs.push([x, marks[i][1]]);
     }
     // Thousands of marks (one per step) would paint the plot over: then
-    // draw ticks along the top edge and lines only where there is room.
+    // draw ticks along the top edge and lines only where there is room,
+    // each kind as one path (a path per mark costs more than the draw).
     const dense = xs.length > PW / (8 * dpr);
-    let lastLine = -1e9, lastRight = -1e9;
-    for (const [x, label] of xs) {
-      ctx.strokeStyle = 'rgba(90, 30, 160, 0.75)';
-      ctx.lineWidth = dpr;
-      ctx.beginPath();
-      ctx.moveTo(x, T);
-      if (!dense || x - lastLine >= 60 * dpr) {
-        ctx.lineTo(x, T + PH);
-        lastLine = x;
-      } else {
-        ctx.lineTo(x, T + 5 * dpr);
+    ctx.strokeStyle = 'rgba(90, 30, 160, 0.75)';
+    ctx.lineWidth = dpr;
+    let lastLine = -1e9, lastRight = -1e9, lastTick = -1e9;
+    if (dense) {
+      const lines = new Path2D(), ticks = new Path2D();
+      for (const [x] of xs) {
+        if (x - lastLine >= 60 * dpr) {
+          lines.moveTo(x, T); lines.lineTo(x, T + PH);
+          lastLine = x;
+        } else if (x !== lastTick) {
+          ticks.moveTo(x, T); ticks.lineTo(x, T + 5 * dpr);
+          lastTick = x;
+        }
       }
-      ctx.stroke();
+      ctx.stroke(lines);
+      ctx.stroke(ticks);
+    } else {
+      for (const [x] of xs) {
+        ctx.beginPath();
+        ctx.moveTo(x, T);
+        ctx.lineTo(x, T + PH);
+        ctx.stroke();
+      }
+    }
+    ctx.fillStyle = '#5a1ea0';
+    for (const [x, label] of xs) {
       if (x > lastRight + 4 * dpr) {
         // A long label is cut (with an ellipsis) so that it never hides
         // the labels of the marks after it nor runs off the plot.
         const text = fitText(ctx, str(label), Math.min(240 * dpr, L + PW - x - 2 * dpr));
-        ctx.fillStyle = '#5a1ea0';
         ctx.fillText(text, x + 2 * dpr, T - 1 * dpr);
         lastRight = x + 2 * dpr + ctx.measureText(text).width;
       }
     }
     ctx.restore();
   }
+
 
   /* The out-of-memory (vramtrace oom, meta.oom): a red line across the
    * plot, labelled at its top; where it is drawn, for the tests. */
@@ -1359,6 +1359,7 @@
   }
 
   function showDetail(l) {
+    detail();
     const el = $('detail');
     if (l < 0) { el.innerHTML = 'Click a band in the timeline.'; return; }
     if (isExt(l)) { showExternalDetail(l); return; }
@@ -1396,6 +1397,7 @@
 
   /* A storage vramtrace did not allocate: its life as the checker sees it. */
   function showExternalDetail(l) {
+    detail();
     const alive = lEnd[l] >= nE;
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
     const te = alive ? null : evT[lEnd[l]];
@@ -1419,6 +1421,7 @@
   }
 
   function showTop() {
+    detail();
     const tbl = $('top');
     const m = view.moment > -2 ? view.moment : peakState;
     $('moment-label').textContent = (m < 0 ? 'the start' : fmtTime(evT[m]) + ' (event #' + m + ')') +
@@ -1581,6 +1584,7 @@
     return p.st[x];
   }
   function tipFor(l, s) {
+    detail();
     let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(clip(lName[l] ? str(lName[l]) : 'allocation #' + l, 160));
     h += '\n' + esc(clip(siteLabel(lSite[l]), 160));
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
@@ -1926,14 +1930,18 @@
   if (tapePeaks.length) for (const el of document.querySelectorAll('.tape-legend')) el.hidden = false;
 
   dpr = window.devicePixelRatio || 1;
-  header();
   resetView();
   drawTimeline();   // first paint right away, not a frame later
+  // Shown before the detail columns and the panels cost their time; they
+  // are all there together after that.
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  header();
+  detail();
   showFindings();
   showTop();
   showUncached();
   showOom();
-  requestAnimationFrame(() => drawFlame());
+  drawFlame();
 
   /* Column c of a plot, rows [top, yPrev): lifetime l's band in its site's
    * colour (a darker top edge when it is 4 rows or more), hatched once past
@@ -1991,6 +1999,7 @@
     /* External storages (the lane): how many, their names, whether l is one. */
     nExternal: nX,
     externalNames() {
+      detail();
       const out = [];
       for (let l = 0; l < nL; l++) if (isExt(l)) out.push(str(lName[l]));
       return out;
@@ -2018,6 +2027,7 @@
     /* The rows of the "Not served by the cache" panel, as text. */
     uncachedRows() { return Array.from(document.querySelectorAll('#uncached tr')).map((r) => r.textContent); },
     findLifetime(name) {
+      detail();
       for (let l = 0; l < nL; l++) if (lName[l] && str(lName[l]) === name) return l;
       return -1;
     },
@@ -2026,6 +2036,7 @@
     locate(l) { return locateOn(plot, tl, l); },
     /* The decoded facts of lifetime l, and the one drawn at a canvas pixel. */
     lifetime(l) {
+      detail();
       return { size: lSize[l], alloc: lAlloc[l], end: lEnd[l], site: lSite[l], name: str(lName[l]),
         addr: lAddr[l], flags: lFlags[l], finding: lFinding[l] };
     },
@@ -2073,6 +2084,59 @@
     get plotSize() { return plot ? { rows: plot.PH, cols: plot.PW } : { rows: 0, cols: 0 }; },
     /* The last draw's level of detail and y range. */
     get lod() { return lastLod; },
+    /* Force the draw's window mode on or off (null: as the view asks) and
+     * the sweep's checkpoints off (false) or back (true); for tests that
+     * compare what each way draws. */
+    lodModes(windowMode, checkpoints) {
+      lodWindow = windowMode;
+      if (checkpoints === false) ckpt.ready = false;
+      else if (checkpoints === true && !ckpt.ready) buildCheckpoints();
+    },
+    get checkpointsReady() { return ckpt.ready; },
+    /* What the draw's sweep holds at each of the axis states `states`
+     * (ascending), reset at the first as a draw would be with the given
+     * level of detail (window: LONG_W or 0; checkpoints used or not): per
+     * state the exact allocations in stacking order and, per site, the
+     * small ones' bytes, count and bytes past their last use. */
+    sweepStates(states, opts) {
+      const keep = ckpt.ready;
+      if (!opts.checkpoints) ckpt.ready = false;
+      const timeMode = view.mode === 'time';
+      dsw.reset(opts.minBytes, opts.minW, timeMode, opts.sel ?? -1, states[0], opts.window ? LONG_W : 0);
+      ckpt.ready = keep;
+      const col = columnSums(), recent = [], out = [];
+      for (const s of states) {
+        const t = timeAt(s);
+        dsw.column(s, t, col, recent);
+        const exact = [];
+        for (let i = 0; i < dsw.len; i++) {
+          const l = dsw.list[i], v = dsw.st[l];
+          if (v === LOD_EXACT) exact.push(l);
+        }
+        exact.push(...recent);
+        const sites = [];
+        for (let k = 0; k < NS; k++) {
+          const n = dsw.siteN[k] + col.N[k];
+          if (n) sites.push([k, dsw.siteB[k] + col.B[k], n, dsw.siteLB[k] + col.LB[k], dsw.siteLN[k] + col.LN[k]]);
+        }
+        col.clear();
+        out.push({ s, exact, sites });
+      }
+      return out;
+    },
+    /* The allocated bytes after axis event e, and the state a column over
+     * the events [e0, e1) shows (the first highest, else the one before). */
+    allocAt: (e) => allocAt(e),
+    peakIn: (e0, e1) => peakIn(allocCurve, e0, e1, e0 - 1, allocAt(e0 - 1)),
+    /* The axis positions of the sweep's checkpoints. */
+    get checkpointPositions() { return ckpt.pos.slice(); },
+    /* The last draw's id buffer (lifetime + 1, -(summary + 1), 0) and its
+     * summary records, to compare two draws of the same view. */
+    drawn() {
+      if (!plot) return null;
+      const q = plot.sum;
+      return { ids: Array.from(plot.ids), sum: q.site.map((k, r) => [k, q.n[r], q.bytes[r], q.linger[r], q.state[r], q.col[r], q.top[r], q.bot[r]]) };
+    },
     get yRange() { return { y0: plot ? plot.y0 : 0, y1: plot ? plot.y1 : 0, mode: view.yMode, locked: view.yMode === 'lock' }; },
     /* Client x of an x-axis value (ns or event index) in the last draw. */
     clientXOf(v) {
@@ -2082,6 +2146,8 @@
     },
     /* Where lifetime l starts on the x axis (ns or event index). */
     startOf(l) { return view.mode === 'time' ? timeAt(lAlloc[l]) : lAlloc[l] + 0.5; },
+    /* The first view's x range (the run), as [v0, v1]. */
+    get fullRange() { return runRange(); },
     /* Show [v0, v1] on the x axis (ns or event index) and draw now. */
     zoomTo(v0, v1) { view.v0 = v0; view.v1 = v1; clampView(); drawTimeline(); },
     view,

@@ -50,11 +50,12 @@ for (const v of ['VT_CLI', 'VT_GEN']) if (!process.env[v]) fail(v + ' is not set
 
 mkdirSync(artifacts, { recursive: true });
 
-/* Make the snapshot and its page for one test. */
-function makePage(tag, withCheck, kind) {
+/* Make the snapshot and its page for one test (genArgs: gen_snapshot's
+ * arguments after the file, as the big run's event count). */
+function makePage(tag, withCheck, kind, genArgs) {
   const snap = join(artifacts, tag + '.vtsnap');
   const html = join(artifacts, tag + '.html');
-  execFileSync(process.env.VT_GEN, [kind || 'small', snap], { stdio: 'pipe' });
+  execFileSync(process.env.VT_GEN, [kind || 'small', snap].concat(genArgs || []), { stdio: 'pipe' });
   execFileSync(process.env.VT_CLI, ['viz', snap, '-o', html, '-q'].concat(withCheck ? ['--check'] : []), { stdio: 'pipe' });
   return html;
 }
@@ -372,6 +373,104 @@ const tests = {
       await page.mouse.click(pos.x, pos.y);
       await until(page, (t) => document.getElementById('detail').textContent.includes(t), 'tok.10000');
       check((await page.textContent('#detail')).includes('262144 B'), 'detail of the exact band');
+    });
+  },
+
+  // A long run (600k events, checked: hatched findings among the small
+  // ones) zoomed out is drawn in window mode, from summaries (no exact
+  // band but the long-lived ones), and pixel for pixel as the plain sweep
+  // from the first event draws it, in both y modes; zoomed in, a draw that
+  // starts from a checkpoint of the sweep shows the same bands as one that
+  // walks every event before the window, a selected band included.
+  async lod_window_and_checkpoints_draw_what_the_sweep_draws() {
+    await withPage(makePage('lod_window', true, 'big', ['600000']), async (page) => {
+      await until(page, () => window.__vt.checkpointsReady);
+      const compare = (a, b) => page.evaluate(([v0, v1, modesA, modesB]) => {
+        const vt = window.__vt;
+        vt.lodModes(...modesA); vt.zoomTo(v0, v1);
+        const x = vt.drawn(), lod = vt.lod;
+        vt.lodModes(...modesB); vt.zoomTo(v0, v1);
+        const y = vt.drawn(), lodB = vt.lod;
+        vt.lodModes(null, true);
+        let differ = 0;
+        for (let i = 0; i < x.ids.length; i++) if (x.ids[i] !== y.ids[i]) differ++;
+        return { differ, sumsA: x.sum.length, sumSame: JSON.stringify(x.sum) === JSON.stringify(y.sum), lod, lodB,
+          drawnA: x.ids.filter((id) => id !== 0).length };
+      }, [a[0], a[1], a[2], b]);
+      const full = await page.evaluate(() => window.__vt.fullRange);
+      const at = (f0, f1) => [full[0] + (full[1] - full[0]) * f0, full[0] + (full[1] - full[0]) * f1];
+      for (const ym of ['fit', 'span']) {
+        await page.selectOption('#ymode', ym);
+        const r = await compare([...at(0, 1), [null, true]], [false, false]);
+        check(r.lod.window > 0, ym + ': zoomed out, the draw is not in window mode: ' + JSON.stringify(r.lod));
+        check(r.lodB.window === 0, ym + ': the plain sweep was not forced: ' + JSON.stringify(r.lodB));
+        check(r.lod.summary > 1000 && r.drawnA > 10000, ym + ': zoomed out, too little drawn from summaries: ' + JSON.stringify(r));
+        check(r.differ === 0 && r.sumSame, ym + ': window mode and the plain sweep differ: ' + JSON.stringify(r));
+      }
+      // Deep in the run with y fitting the activity: the leaks under it are
+      // thousands of exact bands; from a checkpoint or from the start.
+      await page.selectOption('#ymode', 'span');
+      const deep = at(0.8, 0.8004);
+      const r = await compare([...deep, [null, true]], [false, false]);
+      check(r.lod.window === 0 && r.lod.exact > 1000, 'zoomed in: no exact bands, or window mode: ' + JSON.stringify(r.lod));
+      check(r.differ === 0 && r.sumSame, 'zoomed in: from a checkpoint and from the start differ: ' + JSON.stringify(r));
+      // The same with one band selected (never summarized).
+      const l = await page.evaluate(() => {
+        const vt = window.__vt, p = vt.plotSize;
+        for (let y = p.rows - 1; y >= 0; y--) { const id = vt.idAt(Math.floor(p.cols / 2), y); if (id >= 0) return id; }
+        return -1;
+      });
+      check(l >= 0, 'zoomed in, nothing drawn mid-plot');
+      await page.evaluate((k) => { window.__vt.view.selected = k; }, l);
+      const rs = await compare([...deep, [null, true]], [false, false]);
+      check(rs.differ === 0 && rs.sumSame, 'with a selection: from a checkpoint and from the start differ: ' + JSON.stringify(rs));
+      const rw = await compare([...at(0, 1), [null, true]], [false, false]);
+      check(rw.differ === 0 && rw.sumSame, 'with a selection, zoomed out: window mode and the plain sweep differ: ' + JSON.stringify(rw));
+      await shot(page, 'lod_window');
+
+      // The sweep's state itself, at and around its checkpoints (where a
+      // draw starts from one) and further on: the same exact allocations in
+      // the same order and the same sums per site whether it starts from a
+      // checkpoint or from the first event, and in window mode.
+      const bad = await page.evaluate(() => {
+        const vt = window.__vt, ck = vt.checkpointPositions, nE = vt.nEvents;
+        const lods = [{ minBytes: 8 << 20, minW: 1e6 }, { minBytes: 1 << 18, minW: 5e3 }, { minBytes: 1, minW: 0 }];
+        const errs = [];
+        let compared = 0;
+        for (let i = 1; i < ck.length && errs.length < 5; i++) {
+          const p = ck[i];
+          // A draw resets at its first state: start just before, at and after the checkpoint.
+          for (const d of [-2, -1, 0, 1]) for (const lod of lods) {
+            const states = [p + d, p + d + 1, p + 97, p + 4099].filter((x) => x >= -1 && x < nE);
+            const plain = JSON.stringify(vt.sweepStates(states, { ...lod, window: false, checkpoints: false }));
+            for (const [w, c] of [[false, true], [true, true], [true, false]]) {
+              compared++;
+              if (JSON.stringify(vt.sweepStates(states, { ...lod, window: w, checkpoints: c })) !== plain) {
+                errs.push({ p, lod, window: w, checkpoints: c });
+              }
+            }
+          }
+        }
+        return { errs, compared, checkpoints: ck.length };
+      });
+      check(bad.checkpoints > 10 && bad.compared > 100, 'too few checkpoints compared: ' + JSON.stringify(bad));
+      // A column's state from the curve's block maxima: the first highest
+      // moment, as a walk over every event finds it (ranges of all lengths,
+      // on and off block edges).
+      const peaks = await page.evaluate(() => {
+        const vt = window.__vt, nE = vt.nEvents, errs = [];
+        let seed = 7;
+        const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+        for (let i = 0; i < 400 && errs.length < 5; i++) {
+          const e0 = rnd(nE), e1 = Math.min(nE, e0 + [1, 255, 256, 257, 511, 512, 513, 4096, 70000][i % 9] + rnd(3));
+          let best = e0 - 1, bv = vt.allocAt(best);
+          for (let e = e0; e < e1; e++) if (vt.allocAt(e) > bv) { bv = vt.allocAt(e); best = e; }
+          if (vt.peakIn(e0, e1) !== best) errs.push([e0, e1, vt.peakIn(e0, e1), best]);
+        }
+        return errs;
+      });
+      check(peaks.length === 0, 'a column\'s peak differs from the walk over its events: ' + JSON.stringify(peaks));
+      check(bad.errs.length === 0, 'the sweep differs from a checkpoint or in window mode: ' + JSON.stringify(bad));
     });
   },
 
