@@ -15,6 +15,14 @@
 #include "snapfile_encode.h"
 #include "snapshot.h"
 
+/* Fuzz builds skip the checksums, so that mutated inputs reach the decoders
+ * behind them (the libFuzzer convention; tests/fuzz/run_fuzz.sh sets it). */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define FUZZING 1
+#else
+#define FUZZING 0
+#endif
+
 #define NKNOWN 7
 /* Section names for messages, by section id ("?" for 0). */
 extern const char *const vt__section_names[NKNOWN + 1];
@@ -92,8 +100,10 @@ struct vt__evstate {
 int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_t *base,
                  size_t i, vt_event *e);
 
-/* After the last event: every column consumed exactly, none malformed.
+/* After the last event: every column consumed exactly (to the end `lay`
+ * gives it, which a stream's cursor need not hold yet), none malformed.
  * @return 0 or -EINVAL. */
-int vt__rd_events_end(struct rd *r, vt__cur *col, const size_t *base);
+int vt__rd_events_end(struct rd *r, const vt__cur *col, const size_t *base,
+                      const struct vt__evcols *lay);
 
 #endif /* VT_TRACE_SNAPFILE_RD_H */

@@ -27,14 +27,6 @@
 #include "buf.h"
 #include "snapfile_rd.h"
 
-/* Fuzz builds skip the checksums, so that mutated inputs reach the decoders
- * behind them (the libFuzzer convention; tests/fuzz/run_fuzz.sh sets it). */
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-#define FUZZING 1
-#else
-#define FUZZING 0
-#endif
-
 const char *const vt__section_names[NKNOWN + 1] = {
     "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines",
 };
@@ -694,15 +686,16 @@ int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_
     return 0;
 }
 
-int vt__rd_events_end(struct rd *r, vt__cur *col, const size_t *base)
+int vt__rd_events_end(struct rd *r, const vt__cur *col, const size_t *base,
+                      const struct vt__evcols *lay)
 {
     for (int c = 0; c < VT_COL_COUNT; c++) {
+        size_t at = base[c] + vt__cur_off(&col[c]);
         if (col[c].bad)
-            return SFAIL(r, base[c] + vt__cur_off(&col[c]), "event column %d %s", c,
-                         vt__cur_why(&col[c]));
-        if (vt__cur_left(&col[c]))
-            return SFAIL(r, base[c] + vt__cur_off(&col[c]),
-                         "event column %d has %zu bytes left over", c, vt__cur_left(&col[c]));
+            return SFAIL(r, at, "event column %d %s", c, vt__cur_why(&col[c]));
+        if (at < lay->off[c] + lay->len[c])
+            return SFAIL(r, at, "event column %d has %zu bytes left over", c,
+                         (size_t)(lay->off[c] + lay->len[c] - at));
     }
     return 0;
 }
@@ -726,7 +719,7 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
     for (size_t i = 0; i < lay.n; i++)
         if ((rc = vt__rd_event(r, &st, col, lay.off, i, &s->events[i])))
             return rc;
-    return vt__rd_events_end(r, col, lay.off);
+    return vt__rd_events_end(r, col, lay.off, &lay);
 }
 
 /* ---- entry points ------------------------------------------------------- */
