@@ -62,7 +62,7 @@ int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
         return 0;               /* always a release; an allocation flag would be corrupt */
     /* an allocation open at the addr: its release was not recorded; the map
      * now names the new one */
-    if (um->n >= UINT32_MAX - 1)
+    if (um->n >= UINT32_MAX - 1 || (!um->open.vals && vt__u64map_init(&um->open, 16)))
         return -ENOMEM;
     vt_uncached *u = vt__grow_push((void **)&um->v, &um->cap, &um->n, sizeof *u);
     if (!u || vt__u64map_put(&um->open, e->addr, (uint32_t)(um->n - 1))) {
