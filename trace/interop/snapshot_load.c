@@ -6,10 +6,12 @@
  * the recorder could not reach, an older vramtrace) are demangled here.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "demangle.h"
+#include "event_stream.h"
 #include "pickle.h"
 #include "pytorch.h"
 #include "snapfile.h"
@@ -81,6 +83,39 @@ int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t
 {
     int rc = vt__snapfile_read_with(path, decode_either, out, err, errlen);
     if (rc >= 0 && *out)
+        demangle_frames(*out);
+    return rc;
+}
+
+/* Does the file start as a PyTorch pickle? (A file that cannot be read is
+ * left to the .vtsnap reader to say so.) */
+static int is_pickle(const char *path)
+{
+    unsigned char head[2];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return n == sizeof head && vt_pickle_sniff(head, sizeof head);
+}
+
+int vt_snapshot_open(const char *path, vt_snapshot_data **out, vt_event_stream **es, char *err,
+                     size_t errlen)
+{
+    *es = NULL;
+    int rc;
+    if (is_pickle(path)) {   /* its importer reads it whole */
+        rc = vt_snapshot_load(path, out, err, errlen);
+        if (rc == 0 && (rc = vt_event_stream_of(*out, es)) != 0) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            vt_snapshot_free(*out);
+            *out = NULL;
+        }
+        return rc;
+    }
+    rc = vt_snapfile_open_stream(path, 0, out, es, err, errlen);
+    if (rc == 0)
         demangle_frames(*out);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errbuf.h"
 #include "liveness.h"
 #include "timeline.h"
 #include "u64map.h"
