@@ -113,17 +113,24 @@ static void end_pending(vt_lifetime *l, uint32_t i)
     l->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
 }
 
-/* A lifetime the rules can no longer change (its ALLOC seen, freed or
- * lost, not pending): a streamed build retires it. */
+/* A lifetime whose fate the events have settled: its ALLOC seen, freed or
+ * lost, not pending. Only its FREE_COMPLETED may still come (the allocator
+ * records one right after a free that needs no wait), while the addr is
+ * still its own. */
 static int resolved(const vt_lifetime *l)
 {
     return l->alloc_event != VT_TL_NONE && !lifetime_open(l) &&
            !(l->flags & VT_LT_PENDING_FREE);
 }
 
-static void retire_if_resolved(struct builder *b, uint32_t idx)
+/* A streamed build retires a settled lifetime once nothing can change it:
+ * completed, or no longer the one its addr names (`displaced`). */
+static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
 {
-    if (b->stream && idx != VT_TL_NONE && resolved(&b->tl->lifetimes[idx]))
+    if (!b->stream || idx == VT_TL_NONE)
+        return;
+    const vt_lifetime *l = &b->tl->lifetimes[idx];
+    if (resolved(l) && (displaced || l->complete_event != VT_TL_NONE))
         b->retire[b->nretire++] = idx;
 }
 
@@ -156,7 +163,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
                 end_pending(old, ei);
                 b->prev = prev;
             }
-            retire_if_resolved(b, b->prev);
+            retire_if_done(b, prev, 1);   /* the new ALLOC takes its addr */
         }
         vt_lifetime *l = new_lifetime(b, &idx);
         if (!l)
@@ -183,6 +190,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         if (idx != VT_TL_NONE && lifetime_open(&tl->lifetimes[idx])) {
             l = &tl->lifetimes[idx];
         } else {
+            retire_if_done(b, idx, 1);   /* the new lifetime takes its addr */
             /* allocated before the window */
             l = new_lifetime(b, &idx);
             if (!l)
@@ -205,7 +213,6 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         if (e->aux)
             l->flags |= VT_LT_PENDING_FREE;
         b->owner = idx;
-        retire_if_resolved(b, idx);
         break;
     }
     case VT_EV_FREE_COMPLETED: {
@@ -219,7 +226,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         if (l->flags & VT_LT_PENDING_FREE)
             end_pending(l, ei);
         b->owner = idx;
-        retire_if_resolved(b, idx);
+        retire_if_done(b, idx, 0);
         break;
     }
     case VT_EV_STREAM_USE: {
