@@ -123,14 +123,16 @@ static int resolved(const vt_lifetime *l)
            !(l->flags & VT_LT_PENDING_FREE);
 }
 
-/* A streamed build retires a settled lifetime once nothing can change it:
- * completed, or no longer the one its addr names (`displaced`). */
+/* A streamed build retires a settled lifetime: nothing but that
+ * FREE_COMPLETED can change it, and the completion of a free that needs no
+ * wait changes no figure. One whose record is kept whole (TL_KEEP) waits
+ * for it, or for its addr to be another's (`displaced`). */
 static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
 {
     if (!b->stream || idx == VT_TL_NONE)
         return;
     const vt_lifetime *l = &b->tl->lifetimes[idx];
-    if (resolved(l) && (displaced || l->complete_event != VT_TL_NONE))
+    if (resolved(l) && (displaced || l->complete_event != VT_TL_NONE || !(l->flags & TL_KEEP)))
         b->retire[b->nretire++] = idx;
 }
 
@@ -213,6 +215,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         if (e->aux)
             l->flags |= VT_LT_PENDING_FREE;
         b->owner = idx;
+        retire_if_done(b, idx, 0);
         break;
     }
     case VT_EV_FREE_COMPLETED: {

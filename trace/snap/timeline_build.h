@@ -19,7 +19,8 @@
 
 /* Builder-only lifetime and span flags, never seen outside a build. */
 #define TL_RETIRED (1u << 31)   /* its slot is free (streamed build) */
-#define TL_KEEP (1u << 30)      /* copied out when retired (timeline_stream.c) */
+#define TL_KEEP (1u << 30)      /* copied out when retired, and retired only when
+                                   nothing can change it (timeline_stream.c) */
 
 /* An event that follows a gap, as a streamed build remembers it. */
 struct tl_gap_event {

@@ -404,6 +404,17 @@ static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt_
         if (ev >= last_peak && b3.nkept == marked)
             break;   /* every one kept is released: the rest changes none */
     }
+    /* kept ones whose free needed no wait and whose FREE_COMPLETED did not
+     * come: as the events leave them */
+    for (size_t j = 0; rc >= 0 && j < t3->nlifetimes; j++)
+        if ((t3->lifetimes[j].flags & (TL_KEEP | TL_RETIRED)) == TL_KEEP) {
+            vt_lifetime *c = vt__grow_push((void **)&b3.kept, &b3.cap_kept, &b3.nkept,
+                                           sizeof *c);
+            if (!c)
+                rc = tl_fail(b, -ENOMEM, "timeline: out of memory");
+            else
+                *c = t3->lifetimes[j], c->flags &= ~(uint32_t)TL_KEEP;
+        }
     if (rc >= 0) {
         rc = 0;
         size_t cap = tl->nlifetimes;
