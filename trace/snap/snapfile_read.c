@@ -563,9 +563,12 @@ static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
     return 0;
 }
 
-static void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
+static inline void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
 {
-    memmove(list + 1, list, pos * sizeof *list);
+    /* a loop, not memmove: pos is mostly 0 or 1, and the call would cost
+     * more than the move (every event has two such codes) */
+    for (; pos > 0; pos--)
+        list[pos] = list[pos - 1];
     list[0] = v;
 }
 
