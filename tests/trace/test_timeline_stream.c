@@ -44,15 +44,12 @@ static void lifetimes_within(const vt_lifetime *const *part, size_t np,
         size_t j = 0;
         while (j < nw && (used[j] || !same_lifetime(part[i], whole[j])))
             j++;
-        if (j == nw)
-            for (size_t q = 0; q < nw; q++)
-                if (whole[q]->addr == part[i]->addr)
-                    fprintf(stderr, "cand a%u f%u c%u r%u s%u u%u fl%x | mine a%u f%u c%u r%u s%u u%u fl%x\n",
-                            whole[q]->alloc_event, whole[q]->free_event, whole[q]->complete_event,
-                            whole[q]->release_event, whole[q]->start_event, whole[q]->reusable_event,
-                            whole[q]->flags, part[i]->alloc_event, part[i]->free_event,
-                            part[i]->complete_event, part[i]->release_event, part[i]->start_event,
-                            part[i]->reusable_event, part[i]->flags);
+        for (size_t q = 0; j == nw && q < nw; q++)   /* say what it could have been */
+            if (whole[q]->addr == part[i]->addr)
+                fprintf(stderr, "  whole: alloc %u free %u complete %u release %u start %u "
+                        "reusable %u flags 0x%x\n", whole[q]->alloc_event, whole[q]->free_event,
+                        whole[q]->complete_event, whole[q]->release_event,
+                        whole[q]->start_event, whole[q]->reusable_event, whole[q]->flags);
         ASSERT_MSG(j < nw, "%s: lifetime at 0x%llx (alloc event %u, flags 0x%x) is not the "
                    "whole timeline's", what, (unsigned long long)part[i]->addr,
                    part[i]->alloc_event, part[i]->flags);

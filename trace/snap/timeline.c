@@ -4,9 +4,15 @@
  *
  * Two passes over the events: the first matches ALLOC/FREE and
  * SEGMENT_ALLOC/SEGMENT_FREE by address through open-addressing hash maps
- * (addr -> newest lifetime at that addr; entries are never deleted, the
- * lifetime's state says whether it is open), the second replays byte counts
- * per device starting from what the before-window lifetimes add up to.
+ * (addr -> newest lifetime at that addr; over a whole snapshot entries are
+ * never deleted, the lifetime's state says whether it is open), the second
+ * replays byte counts per device starting from what the before-window
+ * lifetimes add up to.
+ *
+ * The first pass is one event at a time (vt__tl_match_event), so that a
+ * build over a stream of events (timeline_stream.c) applies the very same
+ * rules; streamed, the builder retires what they have settled (a lifetime
+ * freed and not pending, a closed span) and reuses its slot.
  *
  * Over 1,000 lines on purpose: the matching rules of timeline.h are one state
  * machine over the events, and both passes share its builder state; split,
