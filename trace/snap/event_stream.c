@@ -478,6 +478,8 @@ int vt_event_stream_rewind(vt_event_stream *es)
         es->next = 0;
         return 0;
     }
+    if (es->i == 0 && !es->ended)
+        return 0;   /* at the start already: decoding up to each column again costs */
     close_columns(es);
     return open_columns(es);
 }
