@@ -12,7 +12,7 @@
  *
  * The other sections are small next to the events (strings, frames, stacks,
  * the allocator's state) and are read the way vt_snapfile_read() reads
- * them, by the same code (snapfile_rd.h); an event is decoded by the
+ * them, by the same code (snapfile_reader.h); an event is decoded by the
  * reader's own vt__rd_event().
  */
 #include <errno.h>
@@ -27,7 +27,7 @@
 
 #include "checksum.h"
 #include "event_stream.h"
-#include "snapfile_rd.h"
+#include "snapfile_reader.h"
 
 #define DEFAULT_CHUNK (64u << 10)
 #define MIN_CHUNK 16          /* more than a varint's 10 bytes */

@@ -25,7 +25,7 @@
 #include "snapfile.h"
 #include "snapfile_encode.h"
 #include "buf.h"
-#include "snapfile_rd.h"
+#include "snapfile_reader.h"
 
 const char *const vt__section_names[NKNOWN + 1] = {
     "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines",

@@ -1,11 +1,11 @@
 /*
- * trace/snap/snapfile_rd.h - the reader's state, shared by the whole-file
+ * trace/snap/snapfile_reader.h - the reader's state, shared by the whole-file
  * reader (snapfile_read.c) and the event stream (snapfile_stream.c), which
  * decode the same bytes with the same checks and the same messages (not
  * part of the snapfile.h contract).
  */
-#ifndef VT_TRACE_SNAPFILE_RD_H
-#define VT_TRACE_SNAPFILE_RD_H
+#ifndef VT_TRACE_SNAPFILE_READER_H
+#define VT_TRACE_SNAPFILE_READER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -106,4 +106,4 @@ int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_
 int vt__rd_events_end(struct rd *r, const vt__cur *col, const size_t *base,
                       const struct vt__evcols *lay);
 
-#endif /* VT_TRACE_SNAPFILE_RD_H */
+#endif /* VT_TRACE_SNAPFILE_READER_H */
