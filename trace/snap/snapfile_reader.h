@@ -1,6 +1,6 @@
 /*
  * trace/snap/snapfile_reader.h - the reader's state, shared by the whole-file
- * reader (snapfile_read.c) and the event stream (snapfile_stream.c), which
+ * reader (snapfile_read.c) and the event stream (event_stream.c), which
  * decode the same bytes with the same checks and the same messages (not
  * part of the snapfile.h contract).
  */
