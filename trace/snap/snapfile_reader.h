@@ -44,7 +44,7 @@ struct rd {
     struct entry sec[NKNOWN + 1];   /* by section id */
     vt_snapshot_data *s;
     int events_streamed;            /* the EVENTS section's stored bytes are not in
-                                       data: snapfile_stream.c reads them */
+                                       data: event_stream.c reads them */
     /* current section, for messages about its decompressed bytes */
     const char *cur_name;
     uint64_t cur_offset;
