@@ -34,10 +34,6 @@
 
 /* ---- builder state ------------------------------------------------------ */
 
-#define fail tl_fail
-#define lifetime_open tl_lifetime_open
-#define in_curves tl_in_curves
-
 /* The next lifetime or span, zeroed, and its index; NULL past the index
  * limit or without memory. */
 static void *push(void **arr, size_t *cap, size_t *n, size_t elem, uint32_t *idx)
@@ -125,7 +121,7 @@ static void end_pending(vt_lifetime *l, uint32_t i)
  * still its own. */
 static int resolved(const vt_lifetime *l)
 {
-    return l->alloc_event != VT_TL_NONE && !lifetime_open(l) &&
+    return l->alloc_event != VT_TL_NONE && !tl_lifetime_open(l) &&
            !(l->flags & VT_LT_PENDING_FREE);
 }
 
@@ -162,7 +158,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
         if (prev != VT_TL_NONE) {
             vt_lifetime *old = &tl->lifetimes[prev];
-            if (lifetime_open(old)) {
+            if (tl_lifetime_open(old)) {
                 old->flags |= VT_LT_FREE_LOST;
                 release(old, e, ei);
                 b->prev = prev;
@@ -175,7 +171,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         }
         vt_lifetime *l = new_lifetime(b, &idx);
         if (!l)
-            return fail(b, -ENOMEM, "timeline: out of memory (%zu lifetimes)", tl->nlifetimes);
+            return tl_fail(b, -ENOMEM, "timeline: out of memory (%zu lifetimes)", tl->nlifetimes);
         l->addr = e->addr;
         l->size = e->size;
         l->req_size = e->req_size;
@@ -188,21 +184,21 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         if ((s->meta.flags & VT_META_POOL_OBSERVED) && !(e->aux & VT_ALLOC_POOL_BLOCK))
             l->flags |= VT_LT_OUTSIDE_POOL;
         if (vt__u64map_put(&b->lmap, e->addr, idx))
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         b->owner = idx;
         break;
     }
     case VT_EV_FREE_REQUESTED: {
         vt_lifetime *l = NULL;
         idx = vt__u64map_get(&b->lmap, e->addr);
-        if (idx != VT_TL_NONE && lifetime_open(&tl->lifetimes[idx])) {
+        if (idx != VT_TL_NONE && tl_lifetime_open(&tl->lifetimes[idx])) {
             l = &tl->lifetimes[idx];
         } else {
             retire_if_done(b, idx, 1);   /* the new lifetime takes its addr */
             /* allocated before the window */
             l = new_lifetime(b, &idx);
             if (!l)
-                return fail(b, -ENOMEM, "timeline: out of memory");
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
             l->addr = e->addr;
             l->size = e->size;
             l->stream = e->stream;
@@ -211,7 +207,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
             /* its ALLOC is in the gap before this free, if there is one */
             l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
             if (vt__u64map_put(&b->lmap, e->addr, idx))
-                return fail(b, -ENOMEM, "timeline: out of memory");
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
         }
         l->free_seq = e->seq;
         l->free_time_ns = e->time_ns;
@@ -245,7 +241,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
     case VT_EV_SEGMENT_ALLOC: {
         vt_segment_span *g = new_span(b, &idx);
         if (!g)
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->addr = e->addr;
         g->size = e->size;
         g->stream = e->stream;
@@ -255,14 +251,14 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         g->device = e->device;
         g->pool = (uint8_t)e->aux;
         if (vt__u64map_put(&b->smap, e->addr, idx))
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         b->owner = idx;
         break;
     }
     case VT_EV_SEGMENT_FREE: {
         vt_segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
         if (!g)
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->free_seq = e->seq;
         g->free_time_ns = e->time_ns;
         g->free_event = ei;
@@ -275,7 +271,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
     }
     case VT_EV_MARK: {
         if (vt__grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         tl->marks[tl->nmarks++] = (vt_tl_mark){ e->seq, e->time_ns, ei, e->str };
         break;
     }
@@ -306,7 +302,7 @@ int vt__tl_retire(struct builder *b)
         if (l->flags & TL_KEEP) {
             vt_lifetime *c = vt__grow_push((void **)&b->kept, &b->cap_kept, &b->nkept, sizeof *c);
             if (!c)
-                return fail(b, -ENOMEM, "timeline: out of memory");
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
             *c = *l;
             c->flags &= ~(uint32_t)TL_KEEP;
         }
@@ -315,7 +311,7 @@ int vt__tl_retire(struct builder *b)
         b->dev_seen[(uint8_t)l->device] = 1;
         l->flags = TL_RETIRED;
         if (push_free(&b->free_l, &b->nfree_l, &b->cap_free_l, idx))
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     b->nretire = 0;
     if (b->retire_span != VT_TL_NONE) {
@@ -325,7 +321,7 @@ int vt__tl_retire(struct builder *b)
         b->dev_seen[(uint8_t)g->device] = 1;
         g->flags = TL_RETIRED;
         if (push_free(&b->free_s, &b->nfree_s, &b->cap_free_s, b->retire_span))
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         b->retire_span = VT_TL_NONE;
     }
     return 0;
@@ -370,7 +366,7 @@ static void fate_of_open(struct builder *b)
         vt_lifetime *l = &tl->lifetimes[i];
         if (l->flags & VT_LT_FROM_STATE)
             continue;
-        if (lifetime_open(l)) {
+        if (tl_lifetime_open(l)) {
             uint32_t last = l->start_event;
             if (vt_liveness_fate(b->lv, l->addr, l->alloc_seq, last) == VT_FATE_ALIVE)
                 continue;
@@ -416,7 +412,7 @@ int vt__tl_merge_state(struct builder *b)
         uint32_t idx;
         vt_segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
         if (!g)
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->stream = sg->stream;
         g->pool = sg->pool;
         g->state_segment = (uint32_t)gi;
@@ -432,17 +428,17 @@ int vt__tl_merge_state(struct builder *b)
             if (li != VT_TL_NONE) {
                 vt_lifetime *l = &tl->lifetimes[li];
                 int same = !bl->alloc_seq || !l->alloc_seq || bl->alloc_seq == l->alloc_seq;
-                if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && lifetime_open(l) && same)
+                if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && tl_lifetime_open(l) && same)
                     continue; /* explained by the events */
                 if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same &&
                     (l->flags & VT_LT_PENDING_FREE))
                     continue; /* freed in the window, still pending */
-                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && lifetime_open(l))
+                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && tl_lifetime_open(l))
                     continue; /* freed after the window: fate_of_open() says so */
             }
             vt_lifetime *l = new_lifetime(b, &li);
             if (!l)
-                return fail(b, -ENOMEM, "timeline: out of memory");
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
             l->addr = bl->addr;
             l->size = bl->size;
             l->req_size = bl->req_size;
@@ -465,7 +461,7 @@ int vt__tl_merge_state(struct builder *b)
                 l->start_event = VT_TL_NONE;
             }
             if (vt__u64map_put(&b->lmap, bl->addr, li))
-                return fail(b, -ENOMEM, "timeline: out of memory");
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
         }
     }
     fate_of_open(b);
@@ -488,12 +484,12 @@ int vt__tl_reorder(struct builder *b)
     size_t n = tl->nlifetimes, ns = tl->nsegments;
     uint32_t *map = malloc((n > ns ? n : ns) * sizeof *map + 1);
     if (!map)
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
 
     vt_lifetime *nl = malloc(n * sizeof *nl + 1);
     if (!nl) {
         free(map);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     size_t k = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -515,7 +511,7 @@ int vt__tl_reorder(struct builder *b)
     vt_segment_span *ng = malloc(ns * sizeof *ng + 1);
     if (!ng) {
         free(map);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     k = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -559,7 +555,7 @@ static int collect_streams(struct builder *b)
         return 0;
     struct pair *p = malloc(n * sizeof *p);
     if (!p)
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     n = 0;
     for (size_t i = 0; i < s->nevents; i++)
         if (s->events[i].kind == VT_EV_STREAM_USE && tl->event_owner[i] != VT_TL_NONE)
@@ -568,7 +564,7 @@ static int collect_streams(struct builder *b)
     tl->streams = malloc(n * sizeof *tl->streams);
     if (!tl->streams) {
         free(p);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         if (i && p[i].life == p[i - 1].life && p[i].stream == p[i - 1].stream)
@@ -596,11 +592,6 @@ static int cmp_dev(const void *a, const void *b)
 {
     const vt_tl_device *x = a, *y = b;
     return (x->device > y->device) - (x->device < y->device);
-}
-
-static uint64_t sub_sat(uint64_t a, uint64_t b)
-{
-    return a >= b ? a - b : 0;
 }
 
 /* A lifetime is pending from its free (or, for a block only the state shows
@@ -633,7 +624,7 @@ static int64_t pending_from(const vt_lifetime *l)
 size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d)
 {
     size_t n = 0;
-    if (in_curves(l)) {
+    if (tl_in_curves(l)) {
         if (l->start_event == VT_TL_NONE || l->start_event != l->alloc_event)
             PUT(l->start_event, l->device, 0, +1, l->size);
         if (l->release_event != VT_TL_NONE && l->release_event != l->free_event)
@@ -683,13 +674,13 @@ size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt_segment_sp
     size_t n = 0;
     switch (kind) {
     case VT_EV_ALLOC:
-        if (in_curves(l) && l->start_event == ev)
+        if (tl_in_curves(l) && l->start_event == ev)
             d[n++] = (struct tl_delta){ ev, l->device, 0, +1, l->size };
         break;
     case VT_EV_FREE_REQUESTED:
         if (l->free_event != ev)
             break;
-        if (in_curves(l) && l->release_event == ev)
+        if (tl_in_curves(l) && l->release_event == ev)
             d[n++] = (struct tl_delta){ ev, l->device, 0, -1, l->size };
         if (pending_from(l) == (int64_t)ev)
             d[n++] = (struct tl_delta){ ev, l->device, 1, +1, l->size };
@@ -745,7 +736,7 @@ int vt__tl_devices(struct builder *b, int8_t didx[256])
         nd += seen[i];
     tl->devices = calloc(nd + 1, sizeof *tl->devices);
     if (!tl->devices)
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     for (int i = 0; i < 256; i++)
         if (seen[i])
             tl->devices[tl->ndevices++].device = (int8_t)(uint8_t)i;
@@ -773,7 +764,7 @@ static int build_curves(struct builder *b)
     if (!cv || !fd) {
         free(cv);
         free(fd);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     foreign_deltas(tl, fd);
     qsort(fd, nf, sizeof *fd, vt__tl_cmp_delta);   /* order within an event is moot */
@@ -812,7 +803,7 @@ static int build_curves(struct builder *b)
                 struct curve *c = &cv[didx[(uint8_t)x->device]];
                 if (pass == 0) {
                     uint64_t *v = &c->v[x->what];
-                    *v = x->sign > 0 ? *v + x->bytes : sub_sat(*v, x->bytes);
+                    *v = x->sign > 0 ? *v + x->bytes : tl_sub_sat(*v, x->bytes);
                     continue;
                 }
                 if (c->touched == ev + 1)
@@ -856,7 +847,7 @@ out:
     free(cv);
     free(fd);
     if (rc)
-        return fail(b, rc, "timeline: out of memory");
+        return tl_fail(b, rc, "timeline: out of memory");
     return 0;
 }
 
@@ -875,7 +866,7 @@ int vt__tl_build_addr_index(struct builder *b)
     if (!tl->by_addr || !k1 || !k2) {
         free(k1);
         free(k2);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         k1[i] = (struct akey){ tl->lifetimes[i].addr, (uint32_t)i };
@@ -945,10 +936,10 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         err[0] = 0;
     struct builder b = { .s = s, .err = err, .errlen = errlen };
     if (s->nevents >= VT_TL_NONE / 2 || s->nblocks >= VT_TL_NONE / 2)
-        return fail(&b, -EOVERFLOW, "timeline: too many events (%zu)", s->nevents);
+        return tl_fail(&b, -EOVERFLOW, "timeline: too many events (%zu)", s->nevents);
     vt_timeline *tl = calloc(1, sizeof *tl);
     if (!tl)
-        return fail(&b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(&b, -ENOMEM, "timeline: out of memory");
     b.tl = tl;
     int rc = -ENOMEM;
     size_t nl = s->nblocks, ns = s->nsegments;
@@ -961,7 +952,7 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
     if (!tl->event_owner || vt__u64map_init(&b.lmap, nl) || vt__u64map_init(&b.smap, ns) ||
         vt_liveness_build(s, &b.lv)) {
-        fail(&b, rc, "timeline: out of memory");
+        tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
     memset(tl->event_owner, 0xff, s->nevents * sizeof *tl->event_owner);
@@ -979,7 +970,7 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         goto fail;
     vt__tl_mark_inherited(&b);
     if ((rc = vt_uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
-        fail(&b, rc, "timeline: out of memory");
+        tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
     vt__tl_builder_free(&b);
@@ -1036,7 +1027,7 @@ const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt
 int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
 {
     /* ev = VT_TL_NONE means "before event 0": compare as -1 */
-    if (!in_curves(l))
+    if (!tl_in_curves(l))
         return 0;
     int64_t e = ev == VT_TL_NONE ? -1 : (int64_t)ev;
     int64_t a = l->start_event == VT_TL_NONE ? -2 : (int64_t)l->start_event;

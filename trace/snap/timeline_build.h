@@ -76,6 +76,12 @@ static inline int tl_in_curves(const vt_lifetime *l)
     return !((l->flags & VT_LT_FROM_STATE) && (l->flags & VT_LT_FREE_UNSEEN));
 }
 
+/* A curve's figure never goes below 0, whatever inconsistent events say. */
+static inline uint64_t tl_sub_sat(uint64_t a, uint64_t b)
+{
+    return a >= b ? a - b : 0;
+}
+
 /* One change of one device's figures at one event. */
 struct tl_delta {
     uint32_t event;          /* VT_TL_NONE: before the first event */

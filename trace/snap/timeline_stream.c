@@ -194,11 +194,6 @@ static void see_point(struct peaks *p, const vt_tl_point *pt)
     p->last = *pt;
 }
 
-static uint64_t sub_sat(uint64_t a, uint64_t b)
-{
-    return a >= b ? a - b : 0;
-}
-
 static int cmp_point(const void *a, const void *b)
 {
     const vt_tl_point *x = a, *y = b;
@@ -333,7 +328,7 @@ static int read_curves(struct builder *b, vt_event_stream *es, const vt__u64map 
             goto out;
         for (size_t j = 0; j < n; j++) {   /* apply all, then one point per device */
             uint64_t *v = &pk[didx[(uint8_t)own[j].device]].v[own[j].what];
-            *v = own[j].sign > 0 ? *v + own[j].bytes : sub_sat(*v, own[j].bytes);
+            *v = own[j].sign > 0 ? *v + own[j].bytes : tl_sub_sat(*v, own[j].bytes);
         }
         for (size_t j = 0; j < n; j++) {
             struct peaks *p = &pk[didx[(uint8_t)own[j].device]];
