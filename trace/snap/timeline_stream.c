@@ -20,9 +20,12 @@
  * final record. Only each device's first, peak and last points are kept.
  * A third reading stops at each device's allocated peak to keep the
  * lifetimes allocated there (summary's call sites at the peak), followed
- * to their release.
+ * until nothing can change their records (their FREE_COMPLETED, or the
+ * addr taken by another), which ends the reading early where the recorder
+ * wrote a FREE_COMPLETED after each free.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
