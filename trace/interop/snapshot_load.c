@@ -5,10 +5,13 @@
  * C++ function names still mangled in the file (a process whose libstdc++
  * the recorder could not reach, an older vramtrace) are demangled here.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "demangle.h"
 #include "event_stream.h"
@@ -87,17 +90,20 @@ int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t
     return rc;
 }
 
-/* Does the file start as a PyTorch pickle? (A file that cannot be read is
- * left to the .vtsnap reader to say so.) */
+/* Does the file start as a PyTorch pickle? (A file that cannot be read, or
+ * is no regular file, is left to the .vtsnap reader to say so.) */
 static int is_pickle(const char *path)
 {
     unsigned char head[2];
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         return 0;
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    return n == sizeof head && vt_pickle_sniff(head, sizeof head);
+    int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+              vt_pickle_sniff(head, sizeof head);
+    close(fd);
+    return yes;
 }
 
 int vt_snapshot_open(const char *path, vt_snapshot_data **out, vt_event_stream **es, char *err,
