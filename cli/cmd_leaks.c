@@ -247,8 +247,8 @@ int vt_cmd_leaks(int argc, char **argv)
         top_groups = (size_t)x;
     }
     rest[n] = NULL;
-    int rc = vt__report_run("leaks", n, rest, usage_text, "--all-frames",
-                            &vt__report_all_frames, true, view_leaks);
+    int rc = vt__report_run_streamed("leaks", n, rest, usage_text, "--all-frames",
+                                     &vt__report_all_frames, 0, view_leaks);
     free(rest);
     return rc;
 }

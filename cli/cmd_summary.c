@@ -207,7 +207,7 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
     double span = (double)(tl->last_time_ns - tl->first_time_ns) * 1e-9;
     printf("  events: %zu in the window (seq %" PRIu64 "..%" PRIu64 ", %.3f s), %" PRIu64
            " recorded, %" PRIu64 " overwritten, %" PRIu64 " stacks dropped\n",
-           s->nevents, tl->first_seq, tl->last_seq, span, m->events_recorded,
+           tl->nevents, tl->first_seq, tl->last_seq, span, m->events_recorded,
            m->events_overwritten, m->stacks_dropped);
     if (m->events_overwritten) {
         /* The ring kept the newest events: the window's first step has lost
@@ -217,8 +217,8 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
             printf("  window: it starts inside a step: the %zu event%s before the first mark "
                    "'%s' (%.3f s) %s the end of a step whose start was overwritten (a larger "
                    "ring: VRAMTRACE_CONF=ring:SIZE)\n", first_mark, first_mark == 1 ? "" : "s",
-                   vt_snapshot_string(s, s->events[first_mark].str),
-                   (double)(s->events[first_mark].time_ns - tl->first_time_ns) * 1e-9,
+                   vt_snapshot_string(s, tl->marks[0].label),
+                   (double)(tl->marks[0].time_ns - tl->first_time_ns) * 1e-9,
                    first_mark == 1 ? "is" : "are");
     }
     if (m->stacks_truncated)
@@ -319,6 +319,6 @@ static int view_summary(const char *path, const vt_snapshot_data *s, const vt_ti
 
 int vt_cmd_summary(int argc, char **argv)
 {
-    return vt__report_run("summary", argc, argv, usage_text, "--all-frames",
-                          &vt__report_all_frames, true, view_summary);
+    return vt__report_run_streamed("summary", argc, argv, usage_text, "--all-frames",
+                                   &vt__report_all_frames, VT_TL_STREAM_CURVES, view_summary);
 }

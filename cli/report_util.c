@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "report_util.h"
+#include "event_stream.h"
 #include "pytorch.h"
 
 int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
@@ -75,44 +76,95 @@ int vt__report_text_names(vt_snapshot_data *s)
     return 0;
 }
 
-int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                   bool *on, bool text, vt__report_view *view)
+/* The one FILE operand and the flag of a view command. @return 0 and
+ * *path; 1 after --help (printed); else the exit status (said why). */
+static int view_args(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                     bool *on, const char **path)
 {
-    const char *path = NULL;
+    *path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage, stdout);
-            return 0;
+            return 1;
         }
         if (flag && !strcmp(a, flag)) {
             *on = true;
         } else if (a[0] == '-' && a[1]) {
             vt__cli_unknown_option(cmd, a);
             return VT_EXIT_FAILURE;
-        } else if (path) {
+        } else if (*path) {
             fprintf(stderr, "vramtrace %s: one FILE only ('%s' is a second)\n%s", cmd, a, usage);
             return VT_EXIT_FAILURE;
         } else {
-            path = a;
+            *path = a;
         }
     }
-    if (!path) {
+    if (!*path) {
         fprintf(stderr, "vramtrace %s: missing FILE\n%s", cmd, usage);
         return VT_EXIT_FAILURE;
     }
-    vt_snapshot_data *s;
-    vt_timeline *tl;
-    int rc = vt__report_load(cmd, path, &s, &tl);
-    if (rc)
-        return rc;
+    return 0;
+}
+
+/* Show s and tl with `view`, its names made safe for a terminal first when
+ * the view is text. */
+static int show(const char *cmd, const char *path, vt_snapshot_data *s, const vt_timeline *tl,
+                bool text, bool flag, vt__report_view *view)
+{
     if (text && vt__report_text_names(s) != 0) {
         fprintf(stderr, "vramtrace %s: out of memory\n", cmd);
+        return VT_EXIT_FAILURE;
+    }
+    return view(path, s, tl, flag);
+}
+
+int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                   bool *on, bool text, vt__report_view *view)
+{
+    const char *path;
+    int rc = view_args(cmd, argc, argv, usage, flag, on, &path);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    vt_snapshot_data *s;
+    vt_timeline *tl;
+    if ((rc = vt__report_load(cmd, path, &s, &tl)))
+        return rc;
+    rc = show(cmd, path, s, tl, text, flag && *on, view);
+    vt_timeline_free(tl);
+    vt_snapshot_free(s);
+    return rc;
+}
+
+int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *usage,
+                            const char *flag, bool *on, unsigned what, vt__report_view *view)
+{
+    const char *path;
+    int rc = view_args(cmd, argc, argv, usage, flag, on, &path);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    char err[1024], tlerr[1024];
+    vt_snapshot_data *s;
+    vt_event_stream *es;
+    if (vt_snapshot_open(path, &s, &es, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
+        return VT_EXIT_FAILURE;
+    }
+    vt_timeline *tl;
+    err[0] = 0;
+    if (vt_timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr) != 0) {
+        /* a damaged file is said as the reader says it; else the timeline's
+         * own trouble (memory), as vt__report_load says it */
+        if (err[0])
+            fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
+        else
+            fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, tlerr);
         rc = VT_EXIT_FAILURE;
     } else {
-        rc = view(path, s, tl, flag && *on);
+        rc = show(cmd, path, s, tl, true, flag && *on, view);
+        vt_timeline_free(tl);
     }
-    vt_timeline_free(tl);
+    vt_event_stream_close(es);
     vt_snapshot_free(s);
     return rc;
 }

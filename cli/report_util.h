@@ -43,6 +43,12 @@ typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const v
 int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
                    bool *on, bool text, vt__report_view *view);
 
+/* The same for a text view that a condensed timeline serves
+ * (vt_timeline_build_stream with `what`): the events are read as a stream,
+ * never held all at once. */
+int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *usage,
+                            const char *flag, bool *on, unsigned what, vt__report_view *view);
+
 /* The one wording of an option a command does not know: one line on
  * stderr, "vramtrace CMD: unknown option 'A' (try vramtrace CMD --help)". */
 void vt__cli_unknown_option(const char *cmd, const char *a);

@@ -1,7 +1,9 @@
 /*
  * tests/fuzz/fuzz_snapfile.c - libFuzzer target for the snapshot reader, and
  * for the timeline, the checker and the data of the page of several ranks on
- * whatever the reader accepts.
+ * whatever the reader accepts; and for the event stream (the same bytes as
+ * a file read in small chunks) and the timeline built from it: where both
+ * readers accept, they give the same events.
  *
  * Run by `meson test --suite fuzz` through run_fuzz.sh, which builds it with
  * clang and FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (the reader then skips
@@ -11,19 +13,69 @@
  *     tests/fuzz/fuzz_snapfile.c trace/snap/snapfile_*.c trace/snap/snapshot.c trace/snap/checksum.c \
  *     trace/snap/timeline.c trace/snap/liveness.c trace/check/check*.c
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* memfd_create */
+#endif
 #include <stddef.h>
 #include <stdint.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "event_stream.h"
 #include "rank_data.h"
 #include "snapfile.h"
 #include "timeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int same_event(const vt_event *a, const vt_event *b)
+{
+    return a->seq == b->seq && a->time_ns == b->time_ns && a->stream == b->stream &&
+           a->addr == b->addr && a->req_size == b->req_size && a->size == b->size &&
+           a->aux == b->aux && a->aux2 == b->aux2 && a->thread == b->thread &&
+           a->stack == b->stack && a->str == b->str && a->kind == b->kind &&
+           a->device == b->device;
+}
+
+/* The bytes as a file, read as a stream in chunks of 16 bytes, then its
+ * streamed timeline. `whole`: the reader's snapshot, NULL if it refused. */
+static void fuzz_stream(const uint8_t *data, size_t size, const vt_snapshot_data *whole)
+{
+    int fd = memfd_create("fuzz", 0);
+    if (fd < 0)
+        return;
+    char path[64], err[512], tlerr[512];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    if (write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        return;
+    }
+    vt_snapshot_data *s;
+    vt_event_stream *es;
+    if (vt_snapfile_open_stream(path, 16, &s, &es, err, sizeof err) == 0) {
+        vt_event e;
+        size_t i = 0;
+        int rc;
+        while ((rc = vt_event_stream_next(es, &e)) == 1) {
+            if (whole && (i >= whole->nevents || !same_event(&e, &whole->events[i])))
+                abort();
+            i++;
+        }
+        if (rc == 0 && whole && i != whole->nevents)
+            abort();
+        vt_timeline *tl = NULL;
+        if (vt_timeline_build_stream(s, es, VT_TL_STREAM_CURVES, &tl, tlerr, sizeof tlerr) == 0)
+            vt_timeline_free(tl);
+        vt_event_stream_close(es);
+        vt_snapshot_free(s);
+    }
+    close(fd);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -57,7 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             vt_check_report_free(r);
         }
-        vt_snapshot_free(s);
     }
+    fuzz_stream(data, size, s);
+    vt_snapshot_free(s);
     return 0;
 }

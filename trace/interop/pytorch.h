@@ -49,4 +49,13 @@ int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t er
  * @return as vt_snapfile_read(). */
 int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
 
+/* The same, its events left to a stream (event_stream.h: a .vtsnap's read
+ * as they are needed; a pickle's, imported whole, handed out one by one):
+ * *out holds every other part. `err` must outlive *es (the stream writes
+ * its errors there). Close *es before freeing *out.
+ * @return as vt_snapfile_read(). */
+struct vt_event_stream;
+int vt_snapshot_open(const char *path, vt_snapshot_data **out, struct vt_event_stream **es,
+                     char *err, size_t errlen);
+
 #endif /* VT_TRACE_PYTORCH_H */

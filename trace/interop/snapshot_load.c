@@ -5,11 +5,16 @@
  * C++ function names still mangled in the file (a process whose libstdc++
  * the recorder could not reach, an older vramtrace) are demangled here.
  */
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "demangle.h"
+#include "event_stream.h"
 #include "pickle.h"
 #include "pytorch.h"
 #include "snapfile.h"
@@ -81,6 +86,42 @@ int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t
 {
     int rc = vt__snapfile_read_with(path, decode_either, out, err, errlen);
     if (rc >= 0 && *out)
+        demangle_frames(*out);
+    return rc;
+}
+
+/* Does the file start as a PyTorch pickle? (A file that cannot be read, or
+ * is no regular file, is left to the .vtsnap reader to say so.) */
+static int is_pickle(const char *path)
+{
+    unsigned char head[2];
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+              vt_pickle_sniff(head, sizeof head);
+    close(fd);
+    return yes;
+}
+
+int vt_snapshot_open(const char *path, vt_snapshot_data **out, vt_event_stream **es, char *err,
+                     size_t errlen)
+{
+    *es = NULL;
+    int rc;
+    if (is_pickle(path)) {   /* its importer reads it whole */
+        rc = vt_snapshot_load(path, out, err, errlen);
+        if (rc == 0 && (rc = vt_event_stream_of(*out, es)) != 0) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            vt_snapshot_free(*out);
+            *out = NULL;
+        }
+        return rc;
+    }
+    rc = vt_snapfile_open_stream(path, 0, out, es, err, errlen);
+    if (rc == 0)
         demangle_frames(*out);
     return rc;
 }

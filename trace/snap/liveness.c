@@ -6,6 +6,7 @@
  * search); gaps are the sorted event indexes that follow missing seqs.
  */
 #include "bsearch.h"
+#include "grow.h"
 #include "liveness.h"
 
 #include <errno.h>
@@ -14,7 +15,8 @@
 struct vt_liveness {
     const vt_snapshot_data *s;
     uint32_t *gaps;          /* event indexes that follow a gap, ascending */
-    size_t ngaps;
+    size_t ngaps, gcap;
+    uint64_t prev_seq;       /* of the last event noted */
     uint64_t missing;
     uint32_t *active;        /* indexes of non-inactive blocks, by addr */
     size_t nactive;
@@ -37,7 +39,7 @@ static int cmp_block(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out)
+int vt_liveness_build_state(const vt_snapshot_data *s, vt_liveness **out)
 {
     *out = NULL;
     vt_liveness *lv = calloc(1, sizeof *lv);
@@ -45,22 +47,14 @@ int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out)
         return -ENOMEM;
     lv->s = s;
     lv->complete = vt_snapshot_state_complete(s);
-    size_t ng = 0, na = 0;
-    for (size_t i = 1; i < s->nevents; i++)
-        ng += s->events[i].seq > s->events[i - 1].seq + 1;
+    size_t na = 0;
     for (size_t i = 0; i < s->nblocks; i++)
         na += s->blocks[i].state != VT_BLOCK_INACTIVE;
-    lv->gaps = malloc((ng + 1) * sizeof *lv->gaps);
     lv->active = malloc((na + 1) * sizeof *lv->active);
-    if (!lv->gaps || !lv->active) {
+    if (!lv->active) {
         vt_liveness_free(lv);
         return -ENOMEM;
     }
-    for (size_t i = 1; i < s->nevents; i++)
-        if (s->events[i].seq > s->events[i - 1].seq + 1) {
-            lv->gaps[lv->ngaps++] = (uint32_t)i;
-            lv->missing += s->events[i].seq - s->events[i - 1].seq - 1;
-        }
     for (size_t i = 0; i < s->nblocks; i++)
         if (s->blocks[i].state != VT_BLOCK_INACTIVE)
             lv->active[lv->nactive++] = (uint32_t)i;
@@ -69,6 +63,30 @@ int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out)
     qsort(lv->active, lv->nactive, sizeof *lv->active, cmp_block);
     *out = lv;
     return 0;
+}
+
+int vt_liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq)
+{
+    if (ev > 0 && seq > lv->prev_seq + 1) {
+        if (vt__grow((void **)&lv->gaps, &lv->gcap, lv->ngaps + 1, sizeof *lv->gaps))
+            return -ENOMEM;
+        lv->gaps[lv->ngaps++] = ev;
+        lv->missing += seq - lv->prev_seq - 1;
+    }
+    lv->prev_seq = seq;
+    return 0;
+}
+
+int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out)
+{
+    int rc = vt_liveness_build_state(s, out);
+    for (size_t i = 0; i < s->nevents && !rc; i++)
+        rc = vt_liveness_note_event(*out, (uint32_t)i, s->events[i].seq);
+    if (rc) {
+        vt_liveness_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 void vt_liveness_free(vt_liveness *lv)

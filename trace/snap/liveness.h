@@ -27,6 +27,11 @@ typedef struct vt_liveness vt_liveness;
 
 /* @return 0 and *out (free with vt_liveness_free), or -ENOMEM. */
 int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out);
+/* The same for events read one at a time (event_stream.h): the state's
+ * part first, then every event noted in order (index ev, its seq); the gaps
+ * at or before an event are known once it is noted. @return 0 or -ENOMEM. */
+int vt_liveness_build_state(const vt_snapshot_data *s, vt_liveness **out);
+int vt_liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq);
 void vt_liveness_free(vt_liveness *lv);
 
 /* Does the snapshot's STATE section hold the allocator's complete state at

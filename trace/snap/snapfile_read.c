@@ -25,51 +25,13 @@
 #include "snapfile.h"
 #include "snapfile_encode.h"
 #include "buf.h"
+#include "snapfile_reader.h"
 
-/* Fuzz builds skip the checksums, so that mutated inputs reach the decoders
- * behind them (the libFuzzer convention; tests/fuzz/run_fuzz.sh sets it). */
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-#define FUZZING 1
-#else
-#define FUZZING 0
-#endif
-
-#define NKNOWN 7
-static const char *const section_names[NKNOWN + 1] = {
+const char *const vt__section_names[NKNOWN + 1] = {
     "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines",
 };
 /* Sections a file may leave out (format.h): FIRST_LINES. */
 #define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES)
-
-struct entry {
-    uint32_t id, flags;
-    uint64_t offset, stored, raw, count;
-    uint32_t crc;
-    int present;
-};
-
-struct rd {
-    const char *name;
-    char *err;
-    size_t errlen;
-    const unsigned char *data;
-    size_t size;
-    unsigned major, minor;
-    struct entry sec[NKNOWN + 1];   /* by section id */
-    vt_snapshot_data *s;
-    /* current section, for messages about its decompressed bytes */
-    const char *cur_name;
-    uint64_t cur_offset;
-};
-
-/* A malformed file: "NAME: message", -EINVAL. */
-#define rfail(r, ...) vt__errf_in((r)->err, (r)->errlen, -EINVAL, (r)->name, __VA_ARGS__)
-
-/* An error inside the decompressed bytes of the current section. */
-#define SFAIL(r, off, fmt, ...)                                                          \
-    rfail(r, "section '%s' (at byte offset %llu), byte %llu of its decoded data: " fmt, \
-          (r)->cur_name, (unsigned long long)(r)->cur_offset, (unsigned long long)(off),  \
-          __VA_ARGS__)
 
 /* ---- header and table --------------------------------------------------- */
 
@@ -89,7 +51,7 @@ static int plausible_other_version(const struct rd *r)
            vt__rd_le(d + 12, 4) >= VT_FILE_HEADER_SIZE;
 }
 
-static int parse_header(struct rd *r)
+int vt__rd_parse_header(struct rd *r)
 {
     const unsigned char *d = r->data;
     if (r->size == 0)
@@ -166,13 +128,13 @@ static int parse_header(struct rd *r)
             continue; /* not of this file's version: what a 1.3 reader does */
         if (r->sec[en.id].present)
             return rfail(r, "section table at byte offset %llu: section '%s' appears twice",
-                         (unsigned long long)eoff, section_names[en.id]);
+                         (unsigned long long)eoff, vt__section_names[en.id]);
         r->sec[en.id] = en;
     }
     for (int id = 1; id <= NKNOWN; id++)
         if (!r->sec[id].present && !OPTIONAL_SECTION(id))
             return rfail(r, "section table at byte offset %llu: section '%s' is missing",
-                         (unsigned long long)toff, section_names[id]);
+                         (unsigned long long)toff, vt__section_names[id]);
     return 0;
 }
 
@@ -202,18 +164,11 @@ static uint64_t raw_bound(int id, uint64_t count)
  * The declared raw size is checked against what the section's count can
  * need and against the compression ratio before anything is allocated, so a
  * small file cannot make the reader allocate (or inflate) gigabytes. */
-static int load_section(struct rd *r, int id, unsigned char **raw)
+int vt__rd_check_sizes(struct rd *r, int id)
 {
     const struct entry *en = &r->sec[id];
-    const unsigned char *p = r->data + en->offset;
-    r->cur_name = section_names[id];
+    r->cur_name = vt__section_names[id];
     r->cur_offset = en->offset;
-    *raw = NULL;
-    uint32_t crc = vt__crc32c(0, p, en->stored);
-    if (crc != en->crc && !FUZZING)
-        return rfail(r, "section '%s' at byte offset %llu: checksum mismatch (stored 0x%08x, "
-                        "computed 0x%08x): the file is corrupt", r->cur_name,
-                     (unsigned long long)en->offset, en->crc, crc);
     uint64_t need = raw_bound(id, en->count);
     if (en->raw > need)
         return rfail(r, "section '%s' at byte offset %llu: declares %llu decoded bytes, more "
@@ -228,21 +183,43 @@ static int load_section(struct rd *r, int id, unsigned char **raw)
                         "corrupt or hostile", r->cur_name, (unsigned long long)en->offset,
                      (unsigned long long)en->raw, (unsigned long long)en->stored,
                      VT_MAX_COMPRESSION_RATIO);
+    if (!(en->flags & VT_SECTION_FLAG_ZSTD) && en->raw != en->stored)
+        return rfail(r, "section '%s' at byte offset %llu: uncompressed but its sizes "
+                        "differ (%llu vs %llu)", r->cur_name, (unsigned long long)en->offset,
+                     (unsigned long long)en->raw, (unsigned long long)en->stored);
+    if ((en->flags & VT_SECTION_FLAG_ZSTD) && en->raw > ((uint64_t)1 << 40))
+        return rfail(r, "section '%s' at byte offset %llu: implausible decoded size %llu for "
+                        "%llu stored bytes", r->cur_name, (unsigned long long)en->offset,
+                     (unsigned long long)en->raw, (unsigned long long)en->stored);
+    return 0;
+}
+
+/* Check and decompress section `id` into *raw (malloc'ed, *raw_size bytes).
+ * The declared raw size is checked against what the section's count can
+ * need and against the compression ratio before anything is allocated, so a
+ * small file cannot make the reader allocate (or inflate) gigabytes. */
+static int load_section(struct rd *r, int id, unsigned char **raw)
+{
+    const struct entry *en = &r->sec[id];
+    const unsigned char *p = r->data + en->offset;
+    r->cur_name = vt__section_names[id];
+    r->cur_offset = en->offset;
+    *raw = NULL;
+    uint32_t crc = vt__crc32c(0, p, en->stored);
+    if (crc != en->crc && !FUZZING)
+        return rfail(r, "section '%s' at byte offset %llu: checksum mismatch (stored 0x%08x, "
+                        "computed 0x%08x): the file is corrupt", r->cur_name,
+                     (unsigned long long)en->offset, en->crc, crc);
+    int rc = vt__rd_check_sizes(r, id);
+    if (rc)
+        return rc;
     if (!(en->flags & VT_SECTION_FLAG_ZSTD)) {
-        if (en->raw != en->stored)
-            return rfail(r, "section '%s' at byte offset %llu: uncompressed but its sizes "
-                            "differ (%llu vs %llu)", r->cur_name, (unsigned long long)en->offset,
-                         (unsigned long long)en->raw, (unsigned long long)en->stored);
         *raw = malloc(en->raw + 1);
         if (!*raw)
             return rfail(r, "section '%s': out of memory", r->cur_name), -ENOMEM;
         memcpy(*raw, p, en->raw);
         return 0;
     }
-    if (en->raw > ((uint64_t)1 << 40))
-        return rfail(r, "section '%s' at byte offset %llu: implausible decoded size %llu for "
-                        "%llu stored bytes", r->cur_name, (unsigned long long)en->offset,
-                     (unsigned long long)en->raw, (unsigned long long)en->stored);
     unsigned long long fcs = ZSTD_getFrameContentSize(p, en->stored);
     size_t fsz = ZSTD_findFrameCompressedSize(p, en->stored);
     if (fcs == ZSTD_CONTENTSIZE_ERROR || fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs != en->raw ||
@@ -586,9 +563,12 @@ static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
     return 0;
 }
 
-static void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
+static inline void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
 {
-    memmove(list + 1, list, pos * sizeof *list);
+    /* a loop, not memmove: pos is mostly 0 or 1, and the call would cost
+     * more than the move (every event has two such codes) */
+    for (; pos > 0; pos--)
+        list[pos] = list[pos - 1];
     list[0] = v;
 }
 
@@ -605,10 +585,10 @@ static inline bool mtf_decode(uint64_t *list, unsigned n, unsigned code, vt__cur
     return true;
 }
 
-static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
+int vt__rd_events_layout(struct rd *r, const unsigned char *head, size_t nhead, size_t n,
+                         struct vt__evcols *out)
 {
-    vt_snapshot_data *s = r->s;
-    vt__cur h = vt__cur_make(raw, n);
+    vt__cur h = vt__cur_make(head, nhead);
     uint64_t ne = vt__get_varint(&h), ncol = vt__get_varint(&h);
     NEED(&h, "events header");
     if (ne != r->sec[VT_SECTION_EVENTS].count)
@@ -620,125 +600,138 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
     if (ncol < VT_COL_COUNT || ncol > 1024)
         return SFAIL(r, vt__cur_off(&h), "%llu event columns (this reader needs %d)",
                      (unsigned long long)ncol, VT_COL_COUNT);
-    uint64_t len[1024];
     uint64_t total = 0;
     for (uint64_t c = 0; c < ncol; c++) {
-        len[c] = vt__get_varint(&h);
+        uint64_t len = vt__get_varint(&h);
         NEED(&h, "column table");
-        if (len[c] > n)
+        if (len > n)
             return SFAIL(r, vt__cur_off(&h), "column %llu: length %llu exceeds the section",
-                         (unsigned long long)c, (unsigned long long)len[c]);
-        total += len[c];
+                         (unsigned long long)c, (unsigned long long)len);
+        if (c < VT_COL_COUNT)
+            out->len[c] = len;
+        total += len;
     }
-    if (total != vt__cur_left(&h))
-        return SFAIL(r, vt__cur_off(&h), "columns add up to %llu bytes, the section holds %zu",
-                     (unsigned long long)total, vt__cur_left(&h));
-    vt__cur col[VT_COL_COUNT];
-    size_t col_off[VT_COL_COUNT];
-    const unsigned char *p = h.p;
+    size_t header = vt__cur_off(&h);
+    if (total != n - header)
+        return SFAIL(r, header, "columns add up to %llu bytes, the section holds %zu",
+                     (unsigned long long)total, n - header);
+    size_t at = header;
     for (int c = 0; c < VT_COL_COUNT; c++) {
-        col_off[c] = (size_t)(p - raw);
-        col[c] = vt__cur_make(p, len[c]);
-        p += len[c];
+        out->off[c] = at;
+        at += out->len[c];
     }
     static const int fixed[] = { VT_COL_KIND, VT_COL_DEVICE, VT_COL_STREAM, VT_COL_SIZE };
     for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++)
-        if (len[fixed[k]] != ne)
-            return SFAIL(r, col_off[fixed[k]], "column %d holds %llu bytes for %llu events",
-                         fixed[k], (unsigned long long)len[fixed[k]], (unsigned long long)ne);
+        if (out->len[fixed[k]] != ne)
+            return SFAIL(r, out->off[fixed[k]], "column %d holds %llu bytes for %llu events",
+                         fixed[k], (unsigned long long)out->len[fixed[k]],
+                         (unsigned long long)ne);
+    out->n = ne;
+    return 0;
+}
 
-    s->events = malloc((ne + 1) * sizeof *s->events);
-    if (!s->events)
-        return rfail(r, "events: out of memory (%llu events)", (unsigned long long)ne), -ENOMEM;
-    s->nevents = ne;
+int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_t *base,
+                 size_t i, vt_event *e)
+{
     const int newer = r->minor > VT_FORMAT_MINOR;
-    uint64_t next_seq = 0, time = 0;
-    int64_t thread = 0;
-    uint64_t streams[VT_MTF_STREAMS] = { 0 }, sizes[VT_MTF_SIZES] = { 0 };
-    uint64_t last_addr[256] = { 0 };
-    const unsigned char *kinds = col[VT_COL_KIND].p, *devs = col[VT_COL_DEVICE].p;
-    const unsigned char *scode = col[VT_COL_STREAM].p, *zcode = col[VT_COL_SIZE].p;
-    const size_t nn = s->nstack_nodes, ns = s->nstrings;
-    for (size_t i = 0; i < ne; i++) {
-        vt_event *e = &s->events[i];
-        uint8_t kind = kinds[i];
-        /* A kind newer than the file's own minor cannot be in it, even if we
-         * know it; a kind we do not know is fine only in a newer file. */
-        int since = vt__event_kind_minor(kind);
-        if (since < 0 && !(newer && kind != 0))
-            return SFAIL(r, col_off[VT_COL_KIND] + i, "event %zu has unknown kind %u", i, kind);
-        if (since > 0 && (unsigned)since > r->minor)
-            return SFAIL(r, col_off[VT_COL_KIND] + i, "event %zu has kind %u, which format "
-                         "%u.%d introduced, in a file of format %u.%u", i, kind, r->major, since,
-                         r->major, r->minor);
-        e->kind = kind;
-        uint64_t d = vt__get_varint(&col[VT_COL_SEQ]);
-        if ((i && next_seq == 0) || d > UINT64_MAX - next_seq)
-            return SFAIL(r, col_off[VT_COL_SEQ] + vt__cur_off(&col[VT_COL_SEQ]),
-                         "event %zu: sequence number overflows", i);
-        e->seq = next_seq + d;
-        next_seq = e->seq + 1;
-        time += (uint64_t)vt__get_svarint(&col[VT_COL_TIME]);
-        e->time_ns = time;
-        thread += vt__get_svarint(&col[VT_COL_THREAD]);
-        e->thread = (uint32_t)thread;
-        e->device = (int8_t)devs[i];
-        unsigned sc = scode[i];
-        if (!mtf_decode(streams, VT_MTF_STREAMS, sc, &col[VT_COL_STREAM_LIT], &e->stream))
-            return SFAIL(r, col_off[VT_COL_STREAM] + i, "event %zu: bad stream code %u", i, sc);
-        last_addr[kind] += (uint64_t)vt__get_svarint(&col[VT_COL_ADDR]);
-        e->addr = last_addr[kind];
-        unsigned zc = zcode[i];
-        if (!mtf_decode(sizes, VT_MTF_SIZES, zc, &col[VT_COL_SIZE_LIT], &e->size))
-            return SFAIL(r, col_off[VT_COL_SIZE] + i, "event %zu: bad size code %u", i, zc);
-        e->req_size = e->size - (uint64_t)vt__get_svarint(&col[VT_COL_REQ_SIZE]);
-        uint64_t stack = vt__get_varint(&col[VT_COL_STACK]);
-        e->aux = vt__get_varint(&col[VT_COL_AUX]);
-        e->aux2 = vt__get_varint(&col[VT_COL_AUX2]);
-        uint64_t str = vt__get_varint(&col[VT_COL_STR]);
-        if (stack >= nn)
-            return SFAIL(r, col_off[VT_COL_STACK] + vt__cur_off(&col[VT_COL_STACK]),
-                         "event %zu (seq %llu) names stack %llu of %zu", i,
-                         (unsigned long long)e->seq, (unsigned long long)stack, nn);
-        if (str >= ns)
-            return SFAIL(r, col_off[VT_COL_STR] + vt__cur_off(&col[VT_COL_STR]),
-                         "event %zu (seq %llu) names string %llu of %zu", i,
-                         (unsigned long long)e->seq, (unsigned long long)str, ns);
-        e->stack = (uint32_t)stack;
-        e->str = (uint32_t)str;
-        if (thread < 0 || thread > UINT32_MAX)
-            return SFAIL(r, col_off[VT_COL_THREAD] + vt__cur_off(&col[VT_COL_THREAD]),
-                         "event %zu: thread %lld out of range", i, (long long)thread);
-    }
-    for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++)
-        col[fixed[k]].p = col[fixed[k]].end; /* indexed directly above */
+    const size_t nn = r->s->nstack_nodes, ns = r->s->nstrings;
+    /* A kind newer than the file's own minor cannot be in it, even if we
+     * know it; a kind we do not know is fine only in a newer file. */
+    size_t at = base[VT_COL_KIND] + vt__cur_off(&col[VT_COL_KIND]);
+    uint8_t kind = vt__get_u8(&col[VT_COL_KIND]);
+    int since = vt__event_kind_minor(kind);
+    if (since < 0 && !(newer && kind != 0))
+        return SFAIL(r, at, "event %zu has unknown kind %u", i, kind);
+    if (since > 0 && (unsigned)since > r->minor)
+        return SFAIL(r, at, "event %zu has kind %u, which format "
+                     "%u.%d introduced, in a file of format %u.%u", i, kind, r->major, since,
+                     r->major, r->minor);
+    e->kind = kind;
+    uint64_t d = vt__get_varint(&col[VT_COL_SEQ]);
+    if ((i && st->next_seq == 0) || d > UINT64_MAX - st->next_seq)
+        return SFAIL(r, base[VT_COL_SEQ] + vt__cur_off(&col[VT_COL_SEQ]),
+                     "event %zu: sequence number overflows", i);
+    e->seq = st->next_seq + d;
+    st->next_seq = e->seq + 1;
+    st->time += (uint64_t)vt__get_svarint(&col[VT_COL_TIME]);
+    e->time_ns = st->time;
+    st->thread += vt__get_svarint(&col[VT_COL_THREAD]);
+    e->thread = (uint32_t)st->thread;
+    e->device = (int8_t)vt__get_u8(&col[VT_COL_DEVICE]);
+    at = base[VT_COL_STREAM] + vt__cur_off(&col[VT_COL_STREAM]);
+    unsigned sc = vt__get_u8(&col[VT_COL_STREAM]);
+    if (!mtf_decode(st->streams, VT_MTF_STREAMS, sc, &col[VT_COL_STREAM_LIT], &e->stream))
+        return SFAIL(r, at, "event %zu: bad stream code %u", i, sc);
+    st->last_addr[kind] += (uint64_t)vt__get_svarint(&col[VT_COL_ADDR]);
+    e->addr = st->last_addr[kind];
+    at = base[VT_COL_SIZE] + vt__cur_off(&col[VT_COL_SIZE]);
+    unsigned zc = vt__get_u8(&col[VT_COL_SIZE]);
+    if (!mtf_decode(st->sizes, VT_MTF_SIZES, zc, &col[VT_COL_SIZE_LIT], &e->size))
+        return SFAIL(r, at, "event %zu: bad size code %u", i, zc);
+    e->req_size = e->size - (uint64_t)vt__get_svarint(&col[VT_COL_REQ_SIZE]);
+    uint64_t stack = vt__get_varint(&col[VT_COL_STACK]);
+    e->aux = vt__get_varint(&col[VT_COL_AUX]);
+    e->aux2 = vt__get_varint(&col[VT_COL_AUX2]);
+    uint64_t str = vt__get_varint(&col[VT_COL_STR]);
+    if (stack >= nn)
+        return SFAIL(r, base[VT_COL_STACK] + vt__cur_off(&col[VT_COL_STACK]),
+                     "event %zu (seq %llu) names stack %llu of %zu", i,
+                     (unsigned long long)e->seq, (unsigned long long)stack, nn);
+    if (str >= ns)
+        return SFAIL(r, base[VT_COL_STR] + vt__cur_off(&col[VT_COL_STR]),
+                     "event %zu (seq %llu) names string %llu of %zu", i,
+                     (unsigned long long)e->seq, (unsigned long long)str, ns);
+    e->stack = (uint32_t)stack;
+    e->str = (uint32_t)str;
+    if (st->thread < 0 || st->thread > UINT32_MAX)
+        return SFAIL(r, base[VT_COL_THREAD] + vt__cur_off(&col[VT_COL_THREAD]),
+                     "event %zu: thread %lld out of range", i, (long long)st->thread);
+    return 0;
+}
+
+int vt__rd_events_end(struct rd *r, const vt__cur *col, const size_t *base,
+                      const struct vt__evcols *lay)
+{
     for (int c = 0; c < VT_COL_COUNT; c++) {
+        size_t at = base[c] + vt__cur_off(&col[c]);
         if (col[c].bad)
-            return SFAIL(r, col_off[c] + vt__cur_off(&col[c]), "event column %d %s", c,
-                         vt__cur_why(&col[c]));
-        if (vt__cur_left(&col[c]))
-            return SFAIL(r, col_off[c] + vt__cur_off(&col[c]),
-                         "event column %d has %zu bytes left over", c, vt__cur_left(&col[c]));
+            return SFAIL(r, at, "event column %d %s", c, vt__cur_why(&col[c]));
+        if (at < lay->off[c] + lay->len[c])
+            return SFAIL(r, at, "event column %d has %zu bytes left over", c,
+                         (size_t)(lay->off[c] + lay->len[c] - at));
     }
     return 0;
 }
 
-/* ---- entry points ------------------------------------------------------- */
-
-int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snapshot_data **out,
-                       char *err, size_t errlen)
+static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
 {
-    *out = NULL;
-    if (errlen)
-        err[0] = 0;
-    struct rd r = { .name = name ? name : "(memory)", .err = err, .errlen = errlen,
-                    .data = data, .size = size };
-    int rc = parse_header(&r);
+    struct vt__evcols lay;
+    int rc = vt__rd_events_layout(r, raw, n, n, &lay);
     if (rc)
         return rc;
-    r.s = calloc(1, sizeof *r.s);
-    if (!r.s)
-        return rfail(&r, "out of memory"), -ENOMEM;
+    vt__cur col[VT_COL_COUNT];
+    for (int c = 0; c < VT_COL_COUNT; c++)
+        col[c] = vt__cur_make(raw + lay.off[c], lay.len[c]);
+    vt_snapshot_data *s = r->s;
+    s->events = malloc((lay.n + 1) * sizeof *s->events);
+    if (!s->events)
+        return rfail(r, "events: out of memory (%llu events)", (unsigned long long)lay.n),
+               -ENOMEM;
+    s->nevents = lay.n;
+    struct vt__evstate st = { 0 };
+    for (size_t i = 0; i < lay.n; i++)
+        if ((rc = vt__rd_event(r, &st, col, lay.off, i, &s->events[i])))
+            return rc;
+    return vt__rd_events_end(r, col, lay.off, &lay);
+}
+
+/* ---- entry points ------------------------------------------------------- */
+
+int vt__rd_decode_sections(struct rd *r)
+{
+    r->s = calloc(1, sizeof *r->s);
+    if (!r->s)
+        return rfail(r, "out of memory"), -ENOMEM;
     /* decoding order: what is referenced before what refers to it */
     static const struct {
         int id;
@@ -749,21 +742,39 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
         { VT_SECTION_STACKS, dec_stacks },   { VT_SECTION_STATE, dec_state },
         { VT_SECTION_EVENTS, dec_events },
     };
+    int rc = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !rc; i++) {
-        if (!r.sec[order[i].id].present)
+        if (!r->sec[order[i].id].present)
             continue;   /* an optional section the file leaves out */
+        if (order[i].id == VT_SECTION_EVENTS && r->events_streamed)
+            continue;
         unsigned char *raw;
-        rc = load_section(&r, order[i].id, &raw);
+        rc = load_section(r, order[i].id, &raw);
         if (!rc)
-            rc = order[i].fn(&r, raw, r.sec[order[i].id].raw);
+            rc = order[i].fn(r, raw, r->sec[order[i].id].raw);
         free(raw);
     }
     if (rc) {
-        vt_snapshot_free(r.s);
-        return rc;
+        vt_snapshot_free(r->s);
+        r->s = NULL;
     }
-    *out = r.s;
-    return 0;
+    return rc;
+}
+
+int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+                       char *err, size_t errlen)
+{
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    struct rd r = { .name = name ? name : "(memory)", .err = err, .errlen = errlen,
+                    .data = data, .size = size };
+    int rc = vt__rd_parse_header(&r);
+    if (!rc)
+        rc = vt__rd_decode_sections(&r);
+    if (!rc)
+        *out = r.s;
+    return rc;
 }
 
 int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,

@@ -4,9 +4,15 @@
  *
  * Two passes over the events: the first matches ALLOC/FREE and
  * SEGMENT_ALLOC/SEGMENT_FREE by address through open-addressing hash maps
- * (addr -> newest lifetime at that addr; entries are never deleted, the
- * lifetime's state says whether it is open), the second replays byte counts
- * per device starting from what the before-window lifetimes add up to.
+ * (addr -> newest lifetime at that addr; over a whole snapshot entries are
+ * never deleted, the lifetime's state says whether it is open), the second
+ * replays byte counts per device starting from what the before-window
+ * lifetimes add up to.
+ *
+ * The first pass is one event at a time (vt__tl_match_event), so that a
+ * build over a stream of events (timeline_stream.c) applies the very same
+ * rules; streamed, the builder retires what they have settled (a lifetime
+ * freed and not pending, a closed span) and reuses its slot.
  *
  * Over 1,000 lines on purpose: the matching rules of timeline.h are one state
  * machine over the events, and both passes share its builder state; split,
@@ -23,22 +29,10 @@
 #include "grow.h"
 #include "liveness.h"
 #include "timeline.h"
+#include "timeline_build.h"
 #include "u64map.h"
 
 /* ---- builder state ------------------------------------------------------ */
-
-struct builder {
-    const vt_snapshot_data *s;
-    vt_timeline *tl;
-    size_t lcap, scap, mcap;
-    vt__u64map lmap, smap;  /* addr -> lifetime, segment span: sized for every
-                             * key, so a put never grows and never fails */
-    vt_liveness *lv;
-    char *err;
-    size_t errlen;
-};
-
-#define fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)
 
 /* The next lifetime or span, zeroed, and its index; NULL past the index
  * limit or without memory. */
@@ -50,10 +44,23 @@ static void *push(void **arr, size_t *cap, size_t *n, size_t elem, uint32_t *idx
     return vt__grow_push(arr, cap, n, elem);
 }
 
+/* A retired slot again (streamed build), zeroed. */
+static void *reuse(void *arr, size_t elem, uint32_t *free_list, size_t *nfree, uint32_t *idx)
+{
+    if (!*nfree)
+        return NULL;
+    *idx = free_list[--*nfree];
+    void *p = (char *)arr + (size_t)*idx * elem;
+    memset(p, 0, elem);
+    return p;
+}
+
 static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
-    vt_lifetime *l = push((void **)&tl->lifetimes, &b->lcap, &tl->nlifetimes, sizeof *l, idx);
+    vt_lifetime *l = reuse(tl->lifetimes, sizeof *l, b->free_l, &b->nfree_l, idx);
+    if (!l)
+        l = push((void **)&tl->lifetimes, &b->lcap, &tl->nlifetimes, sizeof *l, idx);
     if (l) {
         l->alloc_event = l->free_event = l->complete_event = l->release_event = VT_TL_NONE;
         l->start_event = l->reusable_event = VT_TL_NONE;
@@ -64,7 +71,9 @@ static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
-    vt_segment_span *g = push((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g, idx);
+    vt_segment_span *g = reuse(tl->segments, sizeof *g, b->free_s, &b->nfree_s, idx);
+    if (!g)
+        g = push((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g, idx);
     if (g)
         g->alloc_event = g->free_event = g->state_segment = VT_TL_NONE;
     return g;
@@ -85,16 +94,10 @@ static vt_segment_span *open_span(struct builder *b, uint64_t addr, uint64_t siz
         g->size = size;
         g->device = device;
         g->flags |= VT_LT_BEFORE_WINDOW | flags;
-        vt__u64map_put(&b->smap, addr, *idx);
+        if (vt__u64map_put(&b->smap, addr, *idx))
+            return NULL;   /* a streamed build's map could not grow */
     }
     return g;
-}
-
-/* A lifetime is "open" (still holds its addr) until its FREE_REQUESTED. */
-static int lifetime_open(const vt_lifetime *l)
-{
-    return l->free_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_LOST) &&
-           !(l->flags & VT_LT_BEFORE_WINDOW && l->free_seq);
 }
 
 static void release(vt_lifetime *l, const vt_event *e, uint32_t i)
@@ -112,140 +115,243 @@ static void end_pending(vt_lifetime *l, uint32_t i)
     l->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
 }
 
-/* Pass 1: match events into lifetimes and segment spans. */
-static int match_events(struct builder *b)
+/* A lifetime whose fate the events have settled: its ALLOC seen, freed or
+ * lost, not pending. Only its FREE_COMPLETED may still come (the allocator
+ * records one right after a free that needs no wait), while the addr is
+ * still its own. */
+static int resolved(const vt_lifetime *l)
+{
+    return l->alloc_event != VT_TL_NONE && !tl_lifetime_open(l) &&
+           !(l->flags & VT_LT_PENDING_FREE);
+}
+
+/* A streamed build retires a settled lifetime: nothing but that
+ * FREE_COMPLETED can change it, and the completion of a free that needs no
+ * wait changes no figure. One whose record is kept whole (TL_KEEP) waits
+ * for it, or for its addr to be another's (`displaced`). */
+static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
+{
+    if (!b->stream || idx == VT_TL_NONE)
+        return;
+    const vt_lifetime *l = &b->tl->lifetimes[idx];
+    if (resolved(l) && (displaced || l->complete_event != VT_TL_NONE || !(l->flags & TL_KEEP)))
+        b->retire[b->nretire++] = idx;
+}
+
+/* Match one event into lifetimes and segment spans. */
+int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
 {
     const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
-        uint32_t ei = (uint32_t)i, idx;
-        tl->kind_counts[e->kind]++;
-        switch (e->kind) {
-        case VT_EV_ALLOC: {
-            uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
-            if (prev != VT_TL_NONE) {
-                vt_lifetime *old = &tl->lifetimes[prev];
-                if (lifetime_open(old)) {
-                    old->flags |= VT_LT_FREE_LOST;
-                    release(old, e, ei);
-                } else if (old->flags & VT_LT_PENDING_FREE) {
-                    /* pending free whose completion was not recorded */
-                    end_pending(old, ei);
-                }
+    uint32_t idx;
+    b->owner = b->prev = b->retire_span = VT_TL_NONE;
+    b->nretire = 0;
+    if (ei == 0) {
+        tl->first_seq = e->seq;
+        tl->first_time_ns = e->time_ns;
+    }
+    tl->last_seq = e->seq;
+    tl->last_time_ns = e->time_ns;
+    tl->kind_counts[e->kind]++;
+    switch (e->kind) {
+    case VT_EV_ALLOC: {
+        uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
+        if (prev != VT_TL_NONE) {
+            vt_lifetime *old = &tl->lifetimes[prev];
+            if (tl_lifetime_open(old)) {
+                old->flags |= VT_LT_FREE_LOST;
+                release(old, e, ei);
+                b->prev = prev;
+            } else if (old->flags & VT_LT_PENDING_FREE) {
+                /* pending free whose completion was not recorded */
+                end_pending(old, ei);
+                b->prev = prev;
             }
-            vt_lifetime *l = new_lifetime(b, &idx);
+            retire_if_done(b, prev, 1);   /* the new ALLOC takes its addr */
+        }
+        vt_lifetime *l = new_lifetime(b, &idx);
+        if (!l)
+            return tl_fail(b, -ENOMEM, "timeline: out of memory (%zu lifetimes)", tl->nlifetimes);
+        l->addr = e->addr;
+        l->size = e->size;
+        l->req_size = e->req_size;
+        l->stream = e->stream;
+        l->alloc_seq = e->seq;
+        l->alloc_time_ns = e->time_ns;
+        l->alloc_stack = e->stack;
+        l->alloc_event = l->start_event = ei;
+        l->device = e->device;
+        if ((s->meta.flags & VT_META_POOL_OBSERVED) && !(e->aux & VT_ALLOC_POOL_BLOCK))
+            l->flags |= VT_LT_OUTSIDE_POOL;
+        if (vt__u64map_put(&b->lmap, e->addr, idx))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+        b->owner = idx;
+        break;
+    }
+    case VT_EV_FREE_REQUESTED: {
+        vt_lifetime *l = NULL;
+        idx = vt__u64map_get(&b->lmap, e->addr);
+        if (idx != VT_TL_NONE && tl_lifetime_open(&tl->lifetimes[idx])) {
+            l = &tl->lifetimes[idx];
+        } else {
+            retire_if_done(b, idx, 1);   /* the new lifetime takes its addr */
+            /* allocated before the window */
+            l = new_lifetime(b, &idx);
             if (!l)
-                return fail(b, -ENOMEM, "timeline: out of memory (%zu lifetimes)", tl->nlifetimes);
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
             l->addr = e->addr;
             l->size = e->size;
-            l->req_size = e->req_size;
             l->stream = e->stream;
-            l->alloc_seq = e->seq;
-            l->alloc_time_ns = e->time_ns;
-            l->alloc_stack = e->stack;
-            l->alloc_event = l->start_event = ei;
             l->device = e->device;
-            if ((s->meta.flags & VT_META_POOL_OBSERVED) && !(e->aux & VT_ALLOC_POOL_BLOCK))
-                l->flags |= VT_LT_OUTSIDE_POOL;
-            vt__u64map_put(&b->lmap, e->addr, idx);
-            tl->event_owner[i] = idx;
-            break;
+            l->flags |= VT_LT_BEFORE_WINDOW;
+            /* its ALLOC is in the gap before this free, if there is one */
+            l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
+            if (vt__u64map_put(&b->lmap, e->addr, idx))
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
         }
-        case VT_EV_FREE_REQUESTED: {
-            vt_lifetime *l = NULL;
-            idx = vt__u64map_get(&b->lmap, e->addr);
-            if (idx != VT_TL_NONE && lifetime_open(&tl->lifetimes[idx])) {
-                l = &tl->lifetimes[idx];
-            } else {
-                /* allocated before the window */
-                l = new_lifetime(b, &idx);
-                if (!l)
-                    return fail(b, -ENOMEM, "timeline: out of memory");
-                l->addr = e->addr;
-                l->size = e->size;
-                l->stream = e->stream;
-                l->device = e->device;
-                l->flags |= VT_LT_BEFORE_WINDOW;
-                /* its ALLOC is in the gap before this free, if there is one */
-                l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
-                vt__u64map_put(&b->lmap, e->addr, idx);
-            }
-            l->free_seq = e->seq;
-            l->free_time_ns = e->time_ns;
-            l->free_stack = e->stack;
-            l->free_event = ei;
-            release(l, e, ei);   /* the program freed it: no longer allocated */
-            if (e->aux)
-                l->flags |= VT_LT_PENDING_FREE;
-            tl->event_owner[i] = idx;
+        l->free_seq = e->seq;
+        l->free_time_ns = e->time_ns;
+        l->free_stack = e->stack;
+        l->free_event = ei;
+        release(l, e, ei);   /* the program freed it: no longer allocated */
+        if (e->aux)
+            l->flags |= VT_LT_PENDING_FREE;
+        b->owner = idx;
+        retire_if_done(b, idx, 0);
+        break;
+    }
+    case VT_EV_FREE_COMPLETED: {
+        idx = vt__u64map_get(&b->lmap, e->addr);
+        if (idx == VT_TL_NONE)
             break;
-        }
-        case VT_EV_FREE_COMPLETED: {
-            idx = vt__u64map_get(&b->lmap, e->addr);
-            if (idx == VT_TL_NONE)
-                break;
-            vt_lifetime *l = &tl->lifetimes[idx];
-            if (l->free_event == VT_TL_NONE || l->complete_event != VT_TL_NONE)
-                break;
-            l->complete_event = ei;
-            if (l->flags & VT_LT_PENDING_FREE)
-                end_pending(l, ei);
-            tl->event_owner[i] = idx;
+        vt_lifetime *l = &tl->lifetimes[idx];
+        if (l->free_event == VT_TL_NONE || l->complete_event != VT_TL_NONE)
             break;
+        l->complete_event = ei;
+        if (l->flags & VT_LT_PENDING_FREE)
+            end_pending(l, ei);
+        b->owner = idx;
+        retire_if_done(b, idx, 0);
+        break;
+    }
+    case VT_EV_STREAM_USE: {
+        b->owner = vt__u64map_get(&b->lmap, e->addr);
+        break;
+    }
+    case VT_EV_SEGMENT_ALLOC: {
+        vt_segment_span *g = new_span(b, &idx);
+        if (!g)
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+        g->addr = e->addr;
+        g->size = e->size;
+        g->stream = e->stream;
+        g->alloc_seq = e->seq;
+        g->alloc_time_ns = e->time_ns;
+        g->alloc_event = ei;
+        g->device = e->device;
+        g->pool = (uint8_t)e->aux;
+        if (vt__u64map_put(&b->smap, e->addr, idx))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+        b->owner = idx;
+        break;
+    }
+    case VT_EV_SEGMENT_FREE: {
+        vt_segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
+        if (!g)
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+        g->free_seq = e->seq;
+        g->free_time_ns = e->time_ns;
+        g->free_event = ei;
+        b->owner = idx;
+        /* a span allocated in the window and freed is done; one from
+         * before it adds to the curves' start (kept) */
+        if (b->stream && g->alloc_event != VT_TL_NONE)
+            b->retire_span = idx;
+        break;
+    }
+    case VT_EV_MARK: {
+        if (vt__grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+        tl->marks[tl->nmarks++] = (vt_tl_mark){ e->seq, e->time_ns, ei, e->str };
+        break;
+    }
+    case VT_EV_FORK:   /* the last one counts (timeline.h) */
+        tl->fork_seq = e->seq;
+        tl->fork_parent_pid = e->aux;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int push_free(uint32_t **list, size_t *n, size_t *cap, uint32_t idx)
+{
+    if (vt__grow((void **)list, cap, *n + 1, sizeof **list))
+        return -ENOMEM;
+    (*list)[(*n)++] = idx;
+    return 0;
+}
+
+int vt__tl_retire(struct builder *b)
+{
+    vt_timeline *tl = b->tl;
+    for (size_t k = 0; k < b->nretire; k++) {
+        uint32_t idx = b->retire[k];
+        vt_lifetime *l = &tl->lifetimes[idx];
+        if (l->flags & TL_KEEP) {
+            vt_lifetime *c = vt__grow_push((void **)&b->kept, &b->cap_kept, &b->nkept, sizeof *c);
+            if (!c)
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
+            *c = *l;
+            c->flags &= ~(uint32_t)TL_KEEP;
         }
-        case VT_EV_STREAM_USE: {
-            idx = vt__u64map_get(&b->lmap, e->addr);
-            if (idx != VT_TL_NONE)
-                tl->event_owner[i] = idx;
-            break;
-        }
-        case VT_EV_SEGMENT_ALLOC: {
-            vt_segment_span *g = new_span(b, &idx);
-            if (!g)
-                return fail(b, -ENOMEM, "timeline: out of memory");
-            g->addr = e->addr;
-            g->size = e->size;
-            g->stream = e->stream;
-            g->alloc_seq = e->seq;
-            g->alloc_time_ns = e->time_ns;
-            g->alloc_event = ei;
-            g->device = e->device;
-            g->pool = (uint8_t)e->aux;
-            vt__u64map_put(&b->smap, e->addr, idx);
-            tl->event_owner[i] = idx;
-            break;
-        }
-        case VT_EV_SEGMENT_FREE: {
-            vt_segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
-            if (!g)
-                return fail(b, -ENOMEM, "timeline: out of memory");
-            g->free_seq = e->seq;
-            g->free_time_ns = e->time_ns;
-            g->free_event = ei;
-            tl->event_owner[i] = idx;
-            break;
-        }
-        case VT_EV_MARK: {
-            if (vt__grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
-                return fail(b, -ENOMEM, "timeline: out of memory");
-            tl->marks[tl->nmarks++] = (vt_tl_mark){ e->seq, e->time_ns, ei, e->str };
-            break;
-        }
-        default:
-            break;
-        }
+        if (vt__u64map_get(&b->lmap, l->addr) == idx)
+            vt__u64map_del(&b->lmap, l->addr);
+        b->dev_seen[(uint8_t)l->device] = 1;
+        l->flags = TL_RETIRED;
+        if (push_free(&b->free_l, &b->nfree_l, &b->cap_free_l, idx))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    b->nretire = 0;
+    if (b->retire_span != VT_TL_NONE) {
+        vt_segment_span *g = &tl->segments[b->retire_span];
+        if (vt__u64map_get(&b->smap, g->addr) == b->retire_span)
+            vt__u64map_del(&b->smap, g->addr);
+        b->dev_seen[(uint8_t)g->device] = 1;
+        g->flags = TL_RETIRED;
+        if (push_free(&b->free_s, &b->nfree_s, &b->cap_free_s, b->retire_span))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
+        b->retire_span = VT_TL_NONE;
     }
     return 0;
 }
 
 /* The first event index whose seq is above `seq` (the event after the gap
  * that holds seq). */
-static uint32_t first_event_after(const vt_snapshot_data *s, uint64_t seq)
+static uint32_t first_event_after(const struct builder *b, uint64_t seq)
 {
+    const vt_snapshot_data *s = b->s;
     size_t lo;
+    if (b->stream) {   /* noted while the events went by (timeline_stream.c) */
+        VT__PARTITION_POINT(b->nafter, i, b->after_seq[i] < seq, lo);
+        return lo < b->nafter && b->after_seq[lo] == seq ? b->after_event[lo] : VT_TL_NONE;
+    }
     VT__PARTITION_POINT(s->nevents, i, s->events[i].seq <= seq, lo);
     return lo < s->nevents ? (uint32_t)lo : VT_TL_NONE;
+}
+
+/* Release l at event g, one that follows a gap. */
+static void release_at_gap(const struct builder *b, vt_lifetime *l, uint32_t g)
+{
+    if (!b->stream) {
+        release(l, &b->s->events[g], g);
+        return;
+    }
+    size_t lo;   /* a streamed build remembers those events (timeline_stream.c) */
+    VT__PARTITION_POINT(b->ngaps, i, b->gaps[i].event < g, lo);
+    vt_event e = { .seq = b->gaps[lo].seq, .time_ns = b->gaps[lo].time_ns };
+    release(l, &e, g);
 }
 
 /* Lifetimes the kept events leave open, and pending frees they leave
@@ -260,14 +366,14 @@ static void fate_of_open(struct builder *b)
         vt_lifetime *l = &tl->lifetimes[i];
         if (l->flags & VT_LT_FROM_STATE)
             continue;
-        if (lifetime_open(l)) {
+        if (tl_lifetime_open(l)) {
             uint32_t last = l->start_event;
             if (vt_liveness_fate(b->lv, l->addr, l->alloc_seq, last) == VT_FATE_ALIVE)
                 continue;
             l->flags |= VT_LT_FREE_UNSEEN;
             uint32_t g = vt_liveness_gap_after(b->lv, last);
             if (g != VT_TL_NONE)
-                release(l, &s->events[g], g);
+                release_at_gap(b, l, g);
             if (tl->state_complete) {
                 long bi = vt_liveness_state_block(b->lv, l->addr);
                 if (bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE &&
@@ -297,7 +403,7 @@ static void fate_of_open(struct builder *b)
 /* Reconcile with the allocator state: blocks/segments alive at the end that no
  * event in the window explains were allocated before it (or in a gap, or
  * after the events were copied). */
-static int merge_state(struct builder *b)
+int vt__tl_merge_state(struct builder *b)
 {
     const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
@@ -306,7 +412,7 @@ static int merge_state(struct builder *b)
         uint32_t idx;
         vt_segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
         if (!g)
-            return fail(b, -ENOMEM, "timeline: out of memory");
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->stream = sg->stream;
         g->pool = sg->pool;
         g->state_segment = (uint32_t)gi;
@@ -322,17 +428,17 @@ static int merge_state(struct builder *b)
             if (li != VT_TL_NONE) {
                 vt_lifetime *l = &tl->lifetimes[li];
                 int same = !bl->alloc_seq || !l->alloc_seq || bl->alloc_seq == l->alloc_seq;
-                if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && lifetime_open(l) && same)
+                if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && tl_lifetime_open(l) && same)
                     continue; /* explained by the events */
                 if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same &&
                     (l->flags & VT_LT_PENDING_FREE))
                     continue; /* freed in the window, still pending */
-                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && lifetime_open(l))
+                if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && tl_lifetime_open(l))
                     continue; /* freed after the window: fate_of_open() says so */
             }
             vt_lifetime *l = new_lifetime(b, &li);
             if (!l)
-                return fail(b, -ENOMEM, "timeline: out of memory");
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
             l->addr = bl->addr;
             l->size = bl->size;
             l->req_size = bl->req_size;
@@ -341,12 +447,12 @@ static int merge_state(struct builder *b)
             l->alloc_stack = bl->stack;
             l->device = sg->device;
             l->flags = VT_LT_FROM_STATE;
-            if (bl->alloc_seq && s->nevents && bl->alloc_seq > tl->last_seq) {
+            if (bl->alloc_seq && tl->nevents && bl->alloc_seq > tl->last_seq) {
                 l->flags |= VT_LT_AFTER_WINDOW;
             } else {
                 l->flags |= VT_LT_BEFORE_WINDOW;
-                if (bl->alloc_seq && s->nevents && bl->alloc_seq > tl->first_seq)
-                    l->start_event = first_event_after(s, bl->alloc_seq);
+                if (bl->alloc_seq && tl->nevents && bl->alloc_seq > tl->first_seq)
+                    l->start_event = first_event_after(b, bl->alloc_seq);
             }
             if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE) {
                 /* freed where the events do not show it, still pending */
@@ -354,7 +460,8 @@ static int merge_state(struct builder *b)
                 l->flags &= ~(uint32_t)VT_LT_AFTER_WINDOW;
                 l->start_event = VT_TL_NONE;
             }
-            vt__u64map_put(&b->lmap, bl->addr, li);
+            if (vt__u64map_put(&b->lmap, bl->addr, li))
+                return tl_fail(b, -ENOMEM, "timeline: out of memory");
         }
     }
     fate_of_open(b);
@@ -371,18 +478,18 @@ static int merge_state(struct builder *b)
 }
 
 /* Move before-window lifetimes/spans to the front (stable), fixing indexes. */
-static int reorder(struct builder *b)
+int vt__tl_reorder(struct builder *b)
 {
     vt_timeline *tl = b->tl;
     size_t n = tl->nlifetimes, ns = tl->nsegments;
     uint32_t *map = malloc((n > ns ? n : ns) * sizeof *map + 1);
     if (!map)
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
 
     vt_lifetime *nl = malloc(n * sizeof *nl + 1);
     if (!nl) {
         free(map);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     size_t k = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -394,7 +501,7 @@ static int reorder(struct builder *b)
     free(tl->lifetimes);
     tl->lifetimes = nl;
     const vt_snapshot_data *s = b->s;
-    for (size_t i = 0; i < s->nevents; i++) {
+    for (size_t i = 0; tl->event_owner && i < s->nevents; i++) {
         uint8_t kd = s->events[i].kind;
         if (tl->event_owner[i] != VT_TL_NONE && kd != VT_EV_SEGMENT_ALLOC &&
             kd != VT_EV_SEGMENT_FREE)
@@ -404,7 +511,7 @@ static int reorder(struct builder *b)
     vt_segment_span *ng = malloc(ns * sizeof *ng + 1);
     if (!ng) {
         free(map);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     k = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -415,7 +522,7 @@ static int reorder(struct builder *b)
             }
     free(tl->segments);
     tl->segments = ng;
-    for (size_t i = 0; i < s->nevents; i++) {
+    for (size_t i = 0; tl->event_owner && i < s->nevents; i++) {
         uint8_t kd = s->events[i].kind;
         if (tl->event_owner[i] != VT_TL_NONE &&
             (kd == VT_EV_SEGMENT_ALLOC || kd == VT_EV_SEGMENT_FREE))
@@ -448,7 +555,7 @@ static int collect_streams(struct builder *b)
         return 0;
     struct pair *p = malloc(n * sizeof *p);
     if (!p)
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     n = 0;
     for (size_t i = 0; i < s->nevents; i++)
         if (s->events[i].kind == VT_EV_STREAM_USE && tl->event_owner[i] != VT_TL_NONE)
@@ -457,7 +564,7 @@ static int collect_streams(struct builder *b)
     tl->streams = malloc(n * sizeof *tl->streams);
     if (!tl->streams) {
         free(p);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         if (i && p[i].life == p[i - 1].life && p[i].stream == p[i - 1].stream)
@@ -474,15 +581,6 @@ static int collect_streams(struct builder *b)
 
 /* ---- curves ------------------------------------------------------------- */
 
-/* One change of one device's figures at one event. */
-struct delta {
-    uint32_t event;          /* VT_TL_NONE: before the first event */
-    int8_t device;
-    uint8_t what;            /* 0 allocated, 1 pending, 2 reserved */
-    int sign;
-    uint64_t bytes;
-};
-
 struct curve {
     vt_tl_point *pts;
     size_t n, cap;
@@ -494,21 +592,6 @@ static int cmp_dev(const void *a, const void *b)
 {
     const vt_tl_device *x = a, *y = b;
     return (x->device > y->device) - (x->device < y->device);
-}
-
-static uint64_t sub_sat(uint64_t a, uint64_t b)
-{
-    return a >= b ? a - b : 0;
-}
-
-/* Does lifetime l count as allocated at some point of the curves? Not when
- * it was allocated after the last kept event, nor when the state alone
- * shows it, already freed. */
-static int in_curves(const vt_lifetime *l)
-{
-    if (l->flags & (VT_LT_AFTER_WINDOW | VT_LT_OUTSIDE_POOL))
-        return 0;
-    return !((l->flags & VT_LT_FROM_STATE) && (l->flags & VT_LT_FREE_UNSEEN));
 }
 
 /* A lifetime is pending from its free (or, for a block only the state shows
@@ -530,109 +613,117 @@ static int64_t pending_from(const vt_lifetime *l)
 /* Deltas that do not happen at the lifetime's (or span's) own event of the
  * kind: before the window, at a gap, at the ALLOC that replaces a lost
  * lifetime. The common ones are applied in the sweep through event_owner;
- * these few are collected here. `count_only`: just count them. */
-static size_t foreign_deltas(const vt_timeline *tl, struct delta *d, int count_only)
-{
-    size_t n = 0;
+ * these few are collected here. */
 #define PUT(ev, dev, w, sg, by)                                                      \
     do {                                                                             \
-        if (!count_only)                                                             \
-            d[n] = (struct delta){ (ev), (dev), (w), (sg), (by) };                   \
+        if (d)                                                                       \
+            d[n] = (struct tl_delta){ (ev), (dev), (w), (sg), (by) };                \
         n++;                                                                         \
     } while (0)
-    for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
-        if (in_curves(l)) {
-            if (l->start_event == VT_TL_NONE || l->start_event != l->alloc_event)
-                PUT(l->start_event, l->device, 0, +1, l->size);
-            if (l->release_event != VT_TL_NONE && l->release_event != l->free_event)
-                PUT(l->release_event, l->device, 0, -1, l->size);
-        }
-        int64_t pf = pending_from(l);
-        if (pf < 0)
-            continue;
-        if ((uint32_t)pf == VT_TL_NONE)
-            PUT(VT_TL_NONE, l->device, 1, +1, l->size);
-        if (l->reusable_event != VT_TL_NONE && l->reusable_event != l->complete_event)
-            PUT(l->reusable_event, l->device, 1, -1, l->size);
+
+size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d)
+{
+    size_t n = 0;
+    if (tl_in_curves(l)) {
+        if (l->start_event == VT_TL_NONE || l->start_event != l->alloc_event)
+            PUT(l->start_event, l->device, 0, +1, l->size);
+        if (l->release_event != VT_TL_NONE && l->release_event != l->free_event)
+            PUT(l->release_event, l->device, 0, -1, l->size);
     }
-    for (size_t i = 0; i < tl->nsegments; i++) {
-        const vt_segment_span *g = &tl->segments[i];
-        if (g->alloc_event == VT_TL_NONE)
-            PUT(VT_TL_NONE, g->device, 2, +1, g->size);
-    }
-#undef PUT
+    int64_t pf = pending_from(l);
+    if (pf < 0)
+        return n;
+    if ((uint32_t)pf == VT_TL_NONE)
+        PUT(VT_TL_NONE, l->device, 1, +1, l->size);
+    if (l->reusable_event != VT_TL_NONE && l->reusable_event != l->complete_event)
+        PUT(l->reusable_event, l->device, 1, -1, l->size);
     return n;
 }
 
-static int cmp_delta(const void *a, const void *b)
+size_t vt__tl_foreign_span(const vt_segment_span *g, struct tl_delta *d)
 {
-    const struct delta *x = a, *y = b;
+    size_t n = 0;
+    if (g->alloc_event == VT_TL_NONE)
+        PUT(VT_TL_NONE, g->device, 2, +1, g->size);
+    return n;
+}
+#undef PUT
+
+static size_t foreign_deltas(const vt_timeline *tl, struct tl_delta *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        n += vt__tl_foreign_lifetime(&tl->lifetimes[i], d ? d + n : NULL);
+    for (size_t i = 0; i < tl->nsegments; i++)
+        n += vt__tl_foreign_span(&tl->segments[i], d ? d + n : NULL);
+    return n;
+}
+
+int vt__tl_cmp_delta(const void *a, const void *b)
+{
+    const struct tl_delta *x = a, *y = b;
     /* VT_TL_NONE (before the first event) sorts first */
     uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
     uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
     return (ex > ey) - (ex < ey);
 }
 
-/* The deltas at event i that belong to its own lifetime or span. */
-static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_t i,
-                         struct delta *d)
+size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt_segment_span *g,
+                         uint32_t ev, struct tl_delta *d)
 {
-    uint32_t o = tl->event_owner[i];
-    if (o == VT_TL_NONE)
-        return 0;
     size_t n = 0;
-    uint32_t ev = (uint32_t)i;
-    switch (s->events[i].kind) {
-    case VT_EV_ALLOC: {
-        const vt_lifetime *l = &tl->lifetimes[o];
-        if (in_curves(l) && l->start_event == ev)
-            d[n++] = (struct delta){ ev, l->device, 0, +1, l->size };
+    switch (kind) {
+    case VT_EV_ALLOC:
+        if (tl_in_curves(l) && l->start_event == ev)
+            d[n++] = (struct tl_delta){ ev, l->device, 0, +1, l->size };
         break;
-    }
-    case VT_EV_FREE_REQUESTED: {
-        const vt_lifetime *l = &tl->lifetimes[o];
+    case VT_EV_FREE_REQUESTED:
         if (l->free_event != ev)
             break;
-        if (in_curves(l) && l->release_event == ev)
-            d[n++] = (struct delta){ ev, l->device, 0, -1, l->size };
+        if (tl_in_curves(l) && l->release_event == ev)
+            d[n++] = (struct tl_delta){ ev, l->device, 0, -1, l->size };
         if (pending_from(l) == (int64_t)ev)
-            d[n++] = (struct delta){ ev, l->device, 1, +1, l->size };
+            d[n++] = (struct tl_delta){ ev, l->device, 1, +1, l->size };
         break;
-    }
-    case VT_EV_FREE_COMPLETED: {
-        const vt_lifetime *l = &tl->lifetimes[o];
+    case VT_EV_FREE_COMPLETED:
         if (l->complete_event == ev && l->reusable_event == ev && pending_from(l) >= 0)
-            d[n++] = (struct delta){ ev, l->device, 1, -1, l->size };
+            d[n++] = (struct tl_delta){ ev, l->device, 1, -1, l->size };
         break;
-    }
-    case VT_EV_SEGMENT_ALLOC: {
-        const vt_segment_span *g = &tl->segments[o];
+    case VT_EV_SEGMENT_ALLOC:
         if (g->alloc_event == ev)
-            d[n++] = (struct delta){ ev, g->device, 2, +1, g->size };
+            d[n++] = (struct tl_delta){ ev, g->device, 2, +1, g->size };
         break;
-    }
-    case VT_EV_SEGMENT_FREE: {
-        const vt_segment_span *g = &tl->segments[o];
+    case VT_EV_SEGMENT_FREE:
         if (g->free_event == ev)
-            d[n++] = (struct delta){ ev, g->device, 2, -1, g->size };
+            d[n++] = (struct tl_delta){ ev, g->device, 2, -1, g->size };
         break;
-    }
     default:
         break;
     }
     return n;
 }
 
-/* One sweep over the events: the deltas of each event (its own lifetime's,
- * then the few foreign ones, sorted by event) change the figures of their
- * devices; each device an event changed gets one point with the values
- * after all of them. */
-static int build_curves(struct builder *b)
+/* The deltas at event i that belong to its own lifetime or span. */
+static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_t i,
+                         struct tl_delta *d)
+{
+    uint32_t o = tl->event_owner[i];
+    if (o == VT_TL_NONE)
+        return 0;
+    uint8_t kind = s->events[i].kind;
+    int span = kind == VT_EV_SEGMENT_ALLOC || kind == VT_EV_SEGMENT_FREE;
+    if (kind == VT_EV_STREAM_USE)
+        return 0;
+    return vt__tl_own_deltas(kind, span ? NULL : &tl->lifetimes[o],
+                             span ? &tl->segments[o] : NULL, (uint32_t)i, d);
+}
+
+int vt__tl_devices(struct builder *b, int8_t didx[256])
 {
     const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
-    uint8_t seen[256] = { 0 };
+    uint8_t seen[256];
+    memcpy(seen, b->dev_seen, sizeof seen);
     for (size_t i = 0; i < s->ndevices; i++)
         if (s->devices[i].ordinal >= -128 && s->devices[i].ordinal < 128)
             seen[(uint8_t)(int8_t)s->devices[i].ordinal] = 1;
@@ -643,25 +734,40 @@ static int build_curves(struct builder *b)
     size_t nd = 0;
     for (int i = 0; i < 256; i++)
         nd += seen[i];
-    size_t nf = foreign_deltas(tl, NULL, 1);
     tl->devices = calloc(nd + 1, sizeof *tl->devices);
-    struct curve *cv = calloc(nd + 1, sizeof *cv);
-    struct delta *fd = malloc((nf + 1) * sizeof *fd);
-    if (!tl->devices || !cv || !fd) {
-        free(cv);
-        free(fd);
-        return fail(b, -ENOMEM, "timeline: out of memory");
-    }
-    foreign_deltas(tl, fd, 0);
-    qsort(fd, nf, sizeof *fd, cmp_delta);   /* stable enough: order within an event is moot */
+    if (!tl->devices)
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     for (int i = 0; i < 256; i++)
         if (seen[i])
             tl->devices[tl->ndevices++].device = (int8_t)(uint8_t)i;
     qsort(tl->devices, tl->ndevices, sizeof *tl->devices, cmp_dev);
-    int8_t didx[256];
-    memset(didx, -1, sizeof didx);
+    memset(didx, -1, 256);
     for (size_t i = 0; i < tl->ndevices; i++)
         didx[(uint8_t)(int8_t)tl->devices[i].device] = (int8_t)i;
+    return 0;
+}
+
+/* One sweep over the events: the deltas of each event (its own lifetime's,
+ * then the few foreign ones, sorted by event) change the figures of their
+ * devices; each device an event changed gets one point with the values
+ * after all of them. */
+static int build_curves(struct builder *b)
+{
+    const vt_snapshot_data *s = b->s;
+    vt_timeline *tl = b->tl;
+    int8_t didx[256];
+    if (vt__tl_devices(b, didx))
+        return -ENOMEM;
+    size_t nf = foreign_deltas(tl, NULL);
+    struct curve *cv = calloc(tl->ndevices + 1, sizeof *cv);
+    struct tl_delta *fd = malloc((nf + 1) * sizeof *fd);
+    if (!cv || !fd) {
+        free(cv);
+        free(fd);
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
+    }
+    foreign_deltas(tl, fd);
+    qsort(fd, nf, sizeof *fd, vt__tl_cmp_delta);   /* order within an event is moot */
 
     int rc = 0;
     size_t fi = 0;
@@ -682,7 +788,7 @@ static int build_curves(struct builder *b)
     }
 
     for (size_t ev = 0; ev < s->nevents; ev++) {
-        struct delta own[3];
+        struct tl_delta own[3];
         size_t no = own_deltas(tl, s, ev, own);
         size_t f0 = fi;
         while (fi < nf && fd[fi].event == ev)
@@ -693,11 +799,11 @@ static int build_curves(struct builder *b)
         for (size_t pass = 0; pass < 2; pass++) {
             /* pass 0 applies, pass 1 adds the points */
             for (size_t j = 0; j < no + (fi - f0); j++) {
-                const struct delta *x = j < no ? &own[j] : &fd[f0 + j - no];
+                const struct tl_delta *x = j < no ? &own[j] : &fd[f0 + j - no];
                 struct curve *c = &cv[didx[(uint8_t)x->device]];
                 if (pass == 0) {
                     uint64_t *v = &c->v[x->what];
-                    *v = x->sign > 0 ? *v + x->bytes : sub_sat(*v, x->bytes);
+                    *v = x->sign > 0 ? *v + x->bytes : tl_sub_sat(*v, x->bytes);
                     continue;
                 }
                 if (c->touched == ev + 1)
@@ -741,7 +847,7 @@ out:
     free(cv);
     free(fd);
     if (rc)
-        return fail(b, rc, "timeline: out of memory");
+        return tl_fail(b, rc, "timeline: out of memory");
     return 0;
 }
 
@@ -751,7 +857,7 @@ out:
  * index order; sorting copies of the keys keeps every pass sequential. */
 struct akey { uint64_t addr; uint32_t idx; };
 
-static int build_addr_index(struct builder *b)
+int vt__tl_build_addr_index(struct builder *b)
 {
     vt_timeline *tl = b->tl;
     size_t n = tl->nlifetimes;
@@ -760,7 +866,7 @@ static int build_addr_index(struct builder *b)
     if (!tl->by_addr || !k1 || !k2) {
         free(k1);
         free(k2);
-        return fail(b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         k1[i] = (struct akey){ tl->lifetimes[i].addr, (uint32_t)i };
@@ -796,16 +902,9 @@ static int build_addr_index(struct builder *b)
 /* ---- public ------------------------------------------------------------- */
 
 /* Flag what the parent held at the last fork (timeline.h). */
-static void mark_inherited(struct builder *b)
+void vt__tl_mark_inherited(struct builder *b)
 {
-    const vt_snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
-    for (size_t i = s->nevents; i-- > 0;)
-        if (s->events[i].kind == VT_EV_FORK) {
-            tl->fork_seq = s->events[i].seq;
-            tl->fork_parent_pid = s->events[i].aux;
-            break;
-        }
     if (!tl->fork_seq)
         return;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
@@ -817,6 +916,19 @@ static void mark_inherited(struct builder *b)
     }
 }
 
+void vt__tl_builder_free(struct builder *b)
+{
+    vt__u64map_free(&b->lmap);
+    vt__u64map_free(&b->smap);
+    vt_liveness_free(b->lv);
+    free(b->free_l);
+    free(b->free_s);
+    free(b->kept);
+    free(b->gaps);
+    free(b->after_event);
+    b->lv = NULL;
+}
+
 int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -824,10 +936,10 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         err[0] = 0;
     struct builder b = { .s = s, .err = err, .errlen = errlen };
     if (s->nevents >= VT_TL_NONE / 2 || s->nblocks >= VT_TL_NONE / 2)
-        return fail(&b, -EOVERFLOW, "timeline: too many events (%zu)", s->nevents);
+        return tl_fail(&b, -EOVERFLOW, "timeline: too many events (%zu)", s->nevents);
     vt_timeline *tl = calloc(1, sizeof *tl);
     if (!tl)
-        return fail(&b, -ENOMEM, "timeline: out of memory");
+        return tl_fail(&b, -ENOMEM, "timeline: out of memory");
     b.tl = tl;
     int rc = -ENOMEM;
     size_t nl = s->nblocks, ns = s->nsegments;
@@ -840,37 +952,32 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
     if (!tl->event_owner || vt__u64map_init(&b.lmap, nl) || vt__u64map_init(&b.smap, ns) ||
         vt_liveness_build(s, &b.lv)) {
-        fail(&b, rc, "timeline: out of memory");
+        tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
     memset(tl->event_owner, 0xff, s->nevents * sizeof *tl->event_owner);
-    if (s->nevents) {
-        tl->first_seq = s->events[0].seq;
-        tl->last_seq = s->events[s->nevents - 1].seq;
-        tl->first_time_ns = s->events[0].time_ns;
-        tl->last_time_ns = s->events[s->nevents - 1].time_ns;
-    }
     tl->ngaps = vt_liveness_gap_count(b.lv);
     tl->events_missing = vt_liveness_events_missing(b.lv);
     tl->state_complete = vt_snapshot_state_complete(s);
-    if ((rc = match_events(&b)) || (rc = merge_state(&b)) || (rc = reorder(&b)) ||
+    for (size_t i = 0; i < s->nevents; i++) {
+        if ((rc = vt__tl_match_event(&b, &s->events[i], (uint32_t)i)))
+            goto fail;
+        tl->event_owner[i] = b.owner;
+    }
+    if ((rc = vt__tl_merge_state(&b)) || (rc = vt__tl_reorder(&b)) ||
         (rc = collect_streams(&b)) || (rc = build_curves(&b)) ||
-        (rc = build_addr_index(&b)))
+        (rc = vt__tl_build_addr_index(&b)))
         goto fail;
-    mark_inherited(&b);
+    vt__tl_mark_inherited(&b);
     if ((rc = vt_uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
-        fail(&b, rc, "timeline: out of memory");
+        tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
-    vt__u64map_free(&b.lmap);
-    vt__u64map_free(&b.smap);
-    vt_liveness_free(b.lv);
+    vt__tl_builder_free(&b);
     *out = tl;
     return 0;
 fail:
-    vt__u64map_free(&b.lmap);
-    vt__u64map_free(&b.smap);
-    vt_liveness_free(b.lv);
+    vt__tl_builder_free(&b);
     vt_timeline_free(tl);
     return rc;
 }
@@ -895,7 +1002,7 @@ void vt_timeline_free(vt_timeline *tl)
 const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
                                               size_t ev)
 {
-    if (!tl || !s || ev >= tl->nevents || ev >= s->nevents)
+    if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
         return NULL;
     uint8_t k = s->events[ev].kind;
     if (k != VT_EV_ALLOC && k != VT_EV_FREE_REQUESTED && k != VT_EV_FREE_COMPLETED &&
@@ -908,7 +1015,7 @@ const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_sn
 const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
                                                  size_t ev)
 {
-    if (!tl || !s || ev >= tl->nevents || ev >= s->nevents)
+    if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
         return NULL;
     uint8_t k = s->events[ev].kind;
     if (k != VT_EV_SEGMENT_ALLOC && k != VT_EV_SEGMENT_FREE)
@@ -920,7 +1027,7 @@ const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt
 int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
 {
     /* ev = VT_TL_NONE means "before event 0": compare as -1 */
-    if (!in_curves(l))
+    if (!tl_in_curves(l))
         return 0;
     int64_t e = ev == VT_TL_NONE ? -1 : (int64_t)ev;
     int64_t a = l->start_event == VT_TL_NONE ? -2 : (int64_t)l->start_event;

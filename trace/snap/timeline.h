@@ -224,6 +224,32 @@ typedef struct vt_timeline {
  *         reconciled by the matching rules above. */
 int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen);
 
+/* The timeline of a snapshot read as a stream of its events (s holds every
+ * section but the events, as vt_snapfile_open_stream gives it; or a whole
+ * snapshot with vt_event_stream_of), in memory that follows what is alive
+ * at once rather than the number of events: a condensed timeline, the same
+ * figures as vt_timeline_build's where it has them. It has:
+ *  - the counts, window, gaps, marks, fork, uncached allocations, the
+ *    segment spans left open or from before the window;
+ *  - the lifetimes the events leave unresolved, with their flags exactly as
+ *    vt_timeline_build gives them: alive at the end (VT_LT_ALIVE), pending,
+ *    allocated before the window or shown only by the state, freed where
+ *    the events do not show it; not the ones allocated and freed in the
+ *    window;
+ *  - with VT_TL_STREAM_CURVES (what reads the events three times): each
+ *    device's curve reduced to its first point, its peaks' points and its
+ *    last (so peak_*_point, final_* and initial_* as vt_timeline_build's),
+ *    and the lifetimes allocated at each device's allocated peak;
+ *    without it, no devices.
+ * No event_owner, streams or per-event points. Errors of the stream (a
+ * damaged file) come back as its message.
+ * @return 0 and *out (free with vt_timeline_free), or a negative errno with
+ *         one line in err. */
+#define VT_TL_STREAM_CURVES 1u
+struct vt_event_stream;
+int vt_timeline_build_stream(const vt_snapshot_data *s, struct vt_event_stream *es,
+                             unsigned what, vt_timeline **out, char *err, size_t errlen);
+
 /* Release a timeline. NULL is fine. */
 void vt_timeline_free(vt_timeline *tl);
 

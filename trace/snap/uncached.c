@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "vramtrace/format.h"
 
 enum vt_uncached_kind vt_uncached_kind_of(unsigned call)
@@ -40,97 +41,72 @@ int vt_uncached_kind_is_host(enum vt_uncached_kind k)
     return k == VT_UK_PINNED_HOST;
 }
 
-/* Open allocations by addr: a small open-addressing map of indexes. */
-struct open_map {
-    uint64_t *keys;
-    uint32_t *vals;          /* index + 1; 0 = empty, UINT32_MAX = deleted */
-    size_t cap;
-};
-
-static size_t slot_of(const struct open_map *m, uint64_t k)
+int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
 {
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & (m->cap - 1);
-}
-
-static uint32_t *find(struct open_map *m, uint64_t k)
-{
-    for (size_t i = slot_of(m, k);; i = (i + 1) & (m->cap - 1)) {
-        if (m->vals[i] == 0)
-            return NULL;
-        if (m->vals[i] != UINT32_MAX && m->keys[i] == k)
-            return &m->vals[i];
+    if (e->kind != VT_EV_PASSTHROUGH || e->aux == VT_PASS_VMM_MAP)
+        return 0;
+    uint32_t open = vt__u64map_get(&um->open, e->addr);
+    if (e->aux2) {              /* a release */
+        if (open == VT__U64MAP_NONE)
+            return 0;           /* allocated before the window, or not ours to show */
+        vt_uncached *u = &um->v[open];
+        u->alive = 0;
+        u->free_seq = e->seq;
+        u->free_time_ns = e->time_ns;
+        u->free_stack = e->stack;
+        u->free_event = i;
+        vt__u64map_del(&um->open, e->addr);
+        return 0;
     }
+    if (e->aux == VT_PASS_FOREIGN_FREE)
+        return 0;               /* always a release; an allocation flag would be corrupt */
+    /* an allocation open at the addr: its release was not recorded; the map
+     * now names the new one */
+    if (um->n >= UINT32_MAX - 1 || (!um->open.vals && vt__u64map_init(&um->open, 16)))
+        return -ENOMEM;
+    vt_uncached *u = vt__grow_push((void **)&um->v, &um->cap, &um->n, sizeof *u);
+    if (!u || vt__u64map_put(&um->open, e->addr, (uint32_t)(um->n - 1))) {
+        if (u)
+            um->n--;
+        return -ENOMEM;
+    }
+    *u = (vt_uncached){
+        .addr = e->addr, .size = e->size, .stream = e->stream,
+        .alloc_seq = e->seq, .alloc_time_ns = e->time_ns, .alloc_stack = e->stack,
+        .alloc_event = i, .free_event = UINT32_MAX,
+        .call = (uint8_t)e->aux, .kind = (uint8_t)vt_uncached_kind_of((unsigned)e->aux),
+        .alive = 1, .device = (int8_t)e->device,
+    };
+    return 0;
 }
 
-static void put(struct open_map *m, uint64_t k, uint32_t v)
+void vt__uncached_finish(vt__uncached_matcher *um, uint64_t fork_seq, vt_uncached **out, size_t *n)
 {
-    size_t i = slot_of(m, k);
-    while (m->vals[i] != 0 && m->vals[i] != UINT32_MAX && m->keys[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    m->keys[i] = k;
-    m->vals[i] = v + 1;
+    for (size_t k = 0; k < um->n; k++)
+        um->v[k].inherited = fork_seq && um->v[k].alloc_seq < fork_seq;
+    *out = um->v;
+    *n = um->n;
+    vt__u64map_free(&um->open);
+    memset(um, 0, sizeof *um);
+}
+
+void vt__uncached_discard(vt__uncached_matcher *um)
+{
+    vt__u64map_free(&um->open);
+    free(um->v);
+    memset(um, 0, sizeof *um);
 }
 
 int vt_uncached_build(const vt_snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    size_t count = 0;
+    vt__uncached_matcher um = { 0 };
     for (size_t i = 0; i < s->nevents; i++)
-        count += s->events[i].kind == VT_EV_PASSTHROUGH && !s->events[i].aux2 &&
-                 s->events[i].aux != VT_PASS_VMM_MAP && s->events[i].aux != VT_PASS_FOREIGN_FREE;
-    if (!count)
-        return 0;
-    struct open_map m = { 0 };
-    m.cap = 16;
-    while (m.cap < count * 2)
-        m.cap <<= 1;
-    m.keys = calloc(m.cap, sizeof *m.keys);
-    m.vals = calloc(m.cap, sizeof *m.vals);
-    vt_uncached *v = calloc(count, sizeof *v);
-    if (!m.keys || !m.vals || !v) {
-        free(m.keys);
-        free(m.vals);
-        free(v);
-        return -ENOMEM;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
-        if (e->kind != VT_EV_PASSTHROUGH || e->aux == VT_PASS_VMM_MAP)
-            continue;
-        uint32_t *slot = find(&m, e->addr);
-        if (e->aux2) {              /* a release */
-            if (!slot)
-                continue;           /* allocated before the window, or not ours to show */
-            vt_uncached *u = &v[*slot - 1];
-            u->alive = 0;
-            u->free_seq = e->seq;
-            u->free_time_ns = e->time_ns;
-            u->free_stack = e->stack;
-            u->free_event = (uint32_t)i;
-            *slot = UINT32_MAX;
-            continue;
+        if (vt__uncached_note(&um, &s->events[i], (uint32_t)i)) {
+            vt__uncached_discard(&um);
+            return -ENOMEM;
         }
-        if (e->aux == VT_PASS_FOREIGN_FREE)
-            continue;               /* always a release; an allocation flag would be corrupt */
-        if (slot)                   /* the previous one's release was not recorded */
-            *slot = UINT32_MAX;
-        enum vt_uncached_kind kind = vt_uncached_kind_of((unsigned)e->aux);
-        v[k] = (vt_uncached){
-            .addr = e->addr, .size = e->size, .stream = e->stream,
-            .alloc_seq = e->seq, .alloc_time_ns = e->time_ns, .alloc_stack = e->stack,
-            .alloc_event = (uint32_t)i, .free_event = UINT32_MAX,
-            .call = (uint8_t)e->aux, .kind = (uint8_t)kind, .alive = 1,
-            .inherited = fork_seq && e->seq < fork_seq, .device = (int8_t)e->device,
-        };
-        put(&m, e->addr, (uint32_t)k);
-        k++;
-    }
-    free(m.keys);
-    free(m.vals);
-    *out = v;
-    *n = k;
+    vt__uncached_finish(&um, fork_seq, out, n);
     return 0;
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "snapshot.h"
+#include "u64map.h"
 
 /* What the views call each kind (one name per VT_PASS_* allocation call). */
 enum vt_uncached_kind {
@@ -66,5 +67,19 @@ int vt_uncached_kind_is_host(enum vt_uncached_kind k);
  * fork_seq: seq of the last FORK event (0: none).
  * @return 0 and *out (free()), *n; -ENOMEM. */
 int vt_uncached_build(const vt_snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n);
+
+/* The same matching for events read one at a time (event_stream.h): each
+ * event noted in order (index i), then the allocations taken, in allocation
+ * order, with the last FORK's seq known by then. note: 0 or -ENOMEM (the
+ * matcher then still to be discarded). */
+typedef struct vt__uncached_matcher {
+    vt__u64map open;          /* addr -> the allocation open there */
+    vt_uncached *v;
+    size_t n, cap;
+} vt__uncached_matcher;
+int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i);
+/* *out (free()) and *n; the matcher is left empty. */
+void vt__uncached_finish(vt__uncached_matcher *um, uint64_t fork_seq, vt_uncached **out, size_t *n);
+void vt__uncached_discard(vt__uncached_matcher *um);
 
 #endif /* VT_TRACE_UNCACHED_H */

@@ -1,0 +1,193 @@
+/*
+ * tests/bench/bench_analysis.c - what reading a big snapshot costs: seconds
+ * and peak resident memory of `vramtrace summary`, `leaks` and `check` on
+ * generated snapshots (tests/viz/gen_snapshot big) of 1M and 10M events,
+ * and, side by side in the same build, the timeline built from the whole
+ * snapshot (vt_snapshot_load + vt_timeline_build: what every view did before
+ * the events were streamed, and what check, json and viz still do) against
+ * the one built from a stream of its events (vt_timeline_build_stream,
+ * what summary and leaks use).
+ *
+ *   bench_analysis --cli build/cli/vramtrace --gen build/tests/viz/gen_snapshot
+ *                  [--events 1000000,10000000] [--dir /tmp]
+ *
+ * Each figure is one run in a child process of its own: its wall time, its
+ * CPU time (user + system: what a shared machine's load does not inflate)
+ * and its peak resident set (wait4's ru_maxrss). The whole-snapshot build is
+ * left out above 20M events (it needs about 250 bytes per event). Prints a
+ * table, then one RESULT line (sizes in MB, times in s).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "event_stream.h"
+#include "pytorch.h"
+#include "timeline.h"
+
+#define WHOLE_LIMIT 20000000ul
+
+struct cost {
+    double seconds;
+    double cpu;              /* user + system seconds: steadier on a shared machine */
+    double mb;               /* peak resident, MiB */
+    int status;              /* the child's exit status */
+};
+
+/* Run fn(arg) or argv in a child; its time and peak memory. */
+static struct cost measure(int (*fn)(const char *), const char *arg, char *const argv[])
+{
+    struct cost c = { 0 };
+    uint64_t t0 = bench_now_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        if (fn)
+            _exit(fn(arg));
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR)
+        ;
+    c.seconds = (double)(bench_now_ns() - t0) * 1e-9;
+    c.mb = (double)ru.ru_maxrss / 1024.0;
+    c.cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return c;
+}
+
+static int build_whole(const char *path)
+{
+    char err[1024];
+    vt_snapshot_data *s;
+    vt_timeline *tl;
+    if (vt_snapshot_load(path, &s, err, sizeof err) || vt_timeline_build(s, &tl, err, sizeof err)) {
+        fprintf(stderr, "bench_analysis: %s\n", err);
+        return 1;
+    }
+    return 0;   /* the process ends: nothing to free */
+}
+
+static int build_streamed(const char *path, unsigned what)
+{
+    char err[1024], tlerr[1024];
+    vt_snapshot_data *s;
+    vt_event_stream *es;
+    vt_timeline *tl;
+    if (vt_snapshot_open(path, &s, &es, err, sizeof err) ||
+        vt_timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr)) {
+        fprintf(stderr, "bench_analysis: %s %s\n", err, tlerr);
+        return 1;
+    }
+    return 0;
+}
+
+static int build_streamed_end(const char *path) { return build_streamed(path, 0); }
+static int build_streamed_curves(const char *path)
+{
+    return build_streamed(path, VT_TL_STREAM_CURVES);
+}
+
+static void row(size_t n, const char *what, struct cost c)
+{
+    printf("%11zu  %-38s %8.2f s %8.2f s %9.1f MB %7.1f B/event%s\n", n, what, c.seconds,
+           c.cpu, c.mb, c.mb * 1048576.0 / (double)n,
+           c.status == 0 || c.status == 1 ? "" : "  (FAILED)");
+}
+
+int main(int argc, char **argv)
+{
+    const char *cli = NULL, *gen = NULL, *dir = "/tmp", *list = "1000000,10000000";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--cli"))
+            cli = argv[i + 1];
+        else if (!strcmp(argv[i], "--gen"))
+            gen = argv[i + 1];
+        else if (!strcmp(argv[i], "--events"))
+            list = argv[i + 1];
+        else if (!strcmp(argv[i], "--dir"))
+            dir = argv[i + 1];
+    }
+    if (!cli || !gen) {
+        fprintf(stderr, "usage: bench_analysis --cli VRAMTRACE --gen GEN_SNAPSHOT "
+                        "[--events N,N,...] [--dir DIR]\n");
+        return 2;
+    }
+    printf("%11s  %-38s %10s %10s %12s %13s\n", "events", "what", "wall", "cpu", "peak RSS",
+           "per event");
+    char result[4096] = "RESULT";
+    char *copy = strdup(list);
+    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+        size_t n = strtoul(tok, NULL, 10);
+        char path[512], count[32];
+        snprintf(path, sizeof path, "%s/bench-analysis-%d-%zu.vtsnap", dir, (int)getpid(), n);
+        snprintf(count, sizeof count, "%zu", n);
+        char *genv[] = { (char *)gen, "big", path, count, NULL };
+        struct cost g = measure(NULL, NULL, genv);
+        struct stat st;
+        if (g.status || stat(path, &st)) {
+            fprintf(stderr, "bench_analysis: generating %zu events failed\n", n);
+            return 1;
+        }
+        printf("%11zu  %-38s %8.2f s   (%lld bytes on disk)\n", n, "generate", g.seconds,
+               (long long)st.st_size);
+        struct cost whole = { 0 }, se, sc;
+        if (n <= WHOLE_LIMIT) {
+            whole = measure(build_whole, path, NULL);
+            row(n, "timeline, whole snapshot", whole);
+        } else {
+            printf("%11zu  %-38s (left out: about %.0f GB)\n", n, "timeline, whole snapshot",
+                   (double)n * 250 / 1e9);
+        }
+        se = measure(build_streamed_end, path, NULL);
+        row(n, "timeline, streamed (leaks)", se);
+        sc = measure(build_streamed_curves, path, NULL);
+        row(n, "timeline, streamed + curves (summary)", sc);
+        static const char *const cmds[] = { "summary", "leaks", "check" };
+        struct cost cc[3];
+        for (int k = 0; k < 3; k++) {
+            char *av[] = { (char *)cli, (char *)cmds[k], path, NULL };
+            char what[64];
+            if (!strcmp(cmds[k], "check") && n > WHOLE_LIMIT) {
+                printf("%11zu  vramtrace %-28s (left out: reads the whole snapshot)\n", n,
+                       cmds[k]);
+                cc[k] = (struct cost){ 0 };
+                continue;
+            }
+            cc[k] = measure(NULL, NULL, av);
+            snprintf(what, sizeof what, "vramtrace %s", cmds[k]);
+            row(n, what, cc[k]);
+        }
+        unlink(path);
+        char part[512];
+        const char *m = n >= 1000000 ? "M" : "";
+        size_t u = n >= 1000000 ? n / 1000000 : n;
+        snprintf(part, sizeof part,
+                 " summary_%zu%s_cpu_s=%.2f summary_%zu%s_mb=%.0f leaks_%zu%s_cpu_s=%.2f "
+                 "leaks_%zu%s_mb=%.0f check_%zu%s_mb=%.0f whole_%zu%s_cpu_s=%.2f "
+                 "whole_%zu%s_mb=%.0f",
+                 u, m, cc[0].cpu, u, m, cc[0].mb, u, m, cc[1].cpu, u, m, cc[1].mb, u, m,
+                 cc[2].mb, u, m, whole.cpu, u, m, whole.mb);
+        strncat(result, part, sizeof result - strlen(result) - 1);
+        fflush(stdout);
+    }
+    free(copy);
+    puts(result);
+    return 0;
+}

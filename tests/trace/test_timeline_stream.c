@@ -1,0 +1,344 @@
+/*
+ * tests/trace/test_timeline_stream.c - the timeline built from a stream of
+ * events (vt_timeline_build_stream) against the one built from the whole
+ * snapshot: the same counts, fates, flags, peaks and lifetimes at the peak,
+ * on random event streams full of what the matching rules reconcile (lost
+ * frees, frees without their ALLOC, pending frees, gaps, allocator states
+ * that do and do not agree, forks, observed pools), on training loops, and
+ * with files read in chunks small enough to end inside events.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "event_stream.h"
+#include "snapfile.h"
+#include "test_format_gen.h"
+#include "timeline.h"
+
+static char err[1024];
+
+/* ---- comparing a condensed timeline with the whole one ------------------ */
+
+static int same_lifetime(const vt_lifetime *a, const vt_lifetime *b)
+{
+    /* every field but the extra streams, which a condensed timeline has not */
+    return a->addr == b->addr && a->size == b->size && a->req_size == b->req_size &&
+           a->stream == b->stream && a->alloc_seq == b->alloc_seq &&
+           a->alloc_time_ns == b->alloc_time_ns && a->free_seq == b->free_seq &&
+           a->free_time_ns == b->free_time_ns && a->release_seq == b->release_seq &&
+           a->release_time_ns == b->release_time_ns && a->alloc_stack == b->alloc_stack &&
+           a->free_stack == b->free_stack && a->alloc_event == b->alloc_event &&
+           a->free_event == b->free_event && a->complete_event == b->complete_event &&
+           a->release_event == b->release_event && a->start_event == b->start_event &&
+           a->reusable_event == b->reusable_event && a->flags == b->flags &&
+           a->device == b->device;
+}
+
+/* Every lifetime of `part` is one of `whole` (each matched once). */
+static void lifetimes_within(const vt_lifetime *const *part, size_t np,
+                             const vt_lifetime *const *whole, size_t nw, const char *what)
+{
+    char *used = calloc(nw + 1, 1);
+    for (size_t i = 0; i < np; i++) {
+        size_t j = 0;
+        while (j < nw && (used[j] || !same_lifetime(part[i], whole[j])))
+            j++;
+        for (size_t q = 0; j == nw && q < nw; q++)   /* say what it could have been */
+            if (whole[q]->addr == part[i]->addr)
+                fprintf(stderr, "  whole: alloc %u free %u complete %u release %u start %u "
+                        "reusable %u flags 0x%x\n", whole[q]->alloc_event, whole[q]->free_event,
+                        whole[q]->complete_event, whole[q]->release_event,
+                        whole[q]->start_event, whole[q]->reusable_event, whole[q]->flags);
+        ASSERT_MSG(j < nw, "%s: lifetime at 0x%llx (alloc event %u, flags 0x%x) is not the "
+                   "whole timeline's", what, (unsigned long long)part[i]->addr,
+                   part[i]->alloc_event, part[i]->flags);
+        used[j] = 1;
+    }
+    free(used);
+}
+
+/* The lifetimes of tl that pick() takes. */
+static size_t pick_lifetimes(const vt_timeline *tl, const vt_lifetime **out,
+                             int (*pick)(const vt_lifetime *, const void *), const void *arg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        if (pick(&tl->lifetimes[i], arg))
+            out[n++] = &tl->lifetimes[i];
+    return n;
+}
+
+static int any(const vt_lifetime *l, const void *arg)
+{
+    (void)l, (void)arg;
+    return 1;
+}
+
+/* What a condensed timeline must hold: what the events leave unresolved. */
+static int unresolved(const vt_lifetime *l, const void *arg)
+{
+    (void)arg;
+    return (l->flags & (VT_LT_ALIVE | VT_LT_FREE_UNSEEN | VT_LT_BEFORE_WINDOW |
+                        VT_LT_FROM_STATE | VT_LT_PENDING_FREE)) != 0;
+}
+
+struct at_peak { int device; uint32_t event; };
+
+static int allocated_at_peak(const vt_lifetime *l, const void *arg)
+{
+    const struct at_peak *p = arg;
+    return l->device == p->device && vt_lifetime_allocated_at(l, p->event);
+}
+
+static void same_point(const vt_tl_point *a, const vt_tl_point *b)
+{
+    ASSERT_EQ(a->seq, b->seq);
+    ASSERT_EQ(a->time_ns, b->time_ns);
+    ASSERT_EQ(a->allocated, b->allocated);
+    ASSERT_EQ(a->pending, b->pending);
+    ASSERT_EQ(a->reserved, b->reserved);
+    ASSERT_EQ(a->event, b->event);
+}
+
+static int span_kept(const vt_segment_span *g)
+{
+    return !(g->alloc_event != VT_TL_NONE && g->free_event != VT_TL_NONE);
+}
+
+static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curves)
+{
+    ASSERT_EQ(c->nevents, w->nevents);
+    for (int k = 0; k < 256; k++)
+        ASSERT_EQ(c->kind_counts[k], w->kind_counts[k]);
+    ASSERT_EQ(c->ngaps, w->ngaps);
+    ASSERT_EQ(c->events_missing, w->events_missing);
+    ASSERT_EQ(c->state_complete, w->state_complete);
+    ASSERT_EQ(c->nfree_unseen, w->nfree_unseen);
+    ASSERT_EQ(c->first_seq, w->first_seq);
+    ASSERT_EQ(c->last_seq, w->last_seq);
+    ASSERT_EQ(c->first_time_ns, w->first_time_ns);
+    ASSERT_EQ(c->last_time_ns, w->last_time_ns);
+    ASSERT_EQ(c->fork_seq, w->fork_seq);
+    ASSERT_EQ(c->fork_parent_pid, w->fork_parent_pid);
+    ASSERT_EQ(c->nmarks, w->nmarks);
+    for (size_t i = 0; i < c->nmarks; i++)
+        ASSERT(c->marks[i].seq == w->marks[i].seq && c->marks[i].event == w->marks[i].event &&
+               c->marks[i].label == w->marks[i].label);
+    ASSERT_EQ(c->nuncached, w->nuncached);
+    for (size_t i = 0; i < c->nuncached; i++) {
+        const vt_uncached *x = &c->uncached[i], *y = &w->uncached[i];
+        ASSERT(x->addr == y->addr && x->size == y->size && x->alloc_event == y->alloc_event &&
+               x->free_event == y->free_event && x->alive == y->alive &&
+               x->inherited == y->inherited && x->kind == y->kind);
+    }
+    /* spans: the ones not opened and closed in the window, alike */
+    size_t nw = 0, alive_w = 0, alive_c = 0;
+    for (size_t i = 0; i < w->nsegments; i++) {
+        nw += span_kept(&w->segments[i]);
+        alive_w += (w->segments[i].flags & VT_LT_ALIVE) != 0;
+    }
+    for (size_t i = 0; i < c->nsegments; i++)
+        alive_c += (c->segments[i].flags & VT_LT_ALIVE) != 0;
+    ASSERT_EQ(c->nsegments, nw);
+    ASSERT_EQ(alive_c, alive_w);
+
+    const vt_lifetime **lw = malloc((w->nlifetimes + 1) * sizeof *lw);
+    const vt_lifetime **lc = malloc((c->nlifetimes + 1) * sizeof *lc);
+    size_t nlw = pick_lifetimes(w, lw, any, NULL);
+    size_t nlc = pick_lifetimes(c, lc, any, NULL);
+    lifetimes_within(lc, nlc, lw, nlw, "condensed");
+    nlw = pick_lifetimes(w, lw, unresolved, NULL);
+    lifetimes_within(lw, nlw, lc, nlc, "unresolved");
+    if (!curves) {
+        ASSERT_EQ(c->ndevices, 0);
+        free(lw);
+        free(lc);
+        return;
+    }
+    ASSERT_EQ(c->ndevices, w->ndevices);
+    for (size_t k = 0; k < w->ndevices; k++) {
+        const vt_tl_device *a = &w->devices[k], *b = &c->devices[k];
+        ASSERT_EQ(b->device, a->device);
+        ASSERT_EQ(b->peak_allocated, a->peak_allocated);
+        ASSERT_EQ(b->peak_reserved, a->peak_reserved);
+        ASSERT_EQ(b->peak_active, a->peak_active);
+        ASSERT_EQ(b->final_allocated, a->final_allocated);
+        ASSERT_EQ(b->final_pending, a->final_pending);
+        ASSERT_EQ(b->final_reserved, a->final_reserved);
+        ASSERT_EQ(b->initial_allocated, a->initial_allocated);
+        ASSERT_EQ(b->initial_pending, a->initial_pending);
+        ASSERT_EQ(b->initial_reserved, a->initial_reserved);
+        same_point(&b->points[b->peak_allocated_point], &a->points[a->peak_allocated_point]);
+        same_point(&b->points[b->peak_reserved_point], &a->points[a->peak_reserved_point]);
+        same_point(&b->points[b->peak_active_point], &a->points[a->peak_active_point]);
+        same_point(&b->points[0], &a->points[0]);
+        same_point(&b->points[b->npoints - 1], &a->points[a->npoints - 1]);
+        /* the lifetimes allocated at the peak: the same ones */
+        struct at_peak p = { a->device, a->points[a->peak_allocated_point].event };
+        nlw = pick_lifetimes(w, lw, allocated_at_peak, &p);
+        nlc = pick_lifetimes(c, lc, allocated_at_peak, &p);
+        ASSERT_EQ(nlc, nlw);
+        lifetimes_within(lc, nlc, lw, nlw, "at the peak");
+    }
+    free(lw);
+    free(lc);
+}
+
+/* Both condensed timelines of s (its events in memory) against the whole. */
+static void check_in_memory(const vt_snapshot_data *s)
+{
+    vt_timeline *w;
+    ASSERT_MSG(vt_timeline_build(s, &w, err, sizeof err) == 0, "%s", err);
+    for (int curves = 0; curves < 2; curves++) {
+        vt_event_stream *es;
+        vt_timeline *c;
+        ASSERT(vt_event_stream_of(s, &es) == 0);
+        ASSERT_MSG(vt_timeline_build_stream(s, es, curves ? VT_TL_STREAM_CURVES : 0, &c, err,
+                                            sizeof err) == 0, "%s", err);
+        same_condensed(w, c, curves);
+        vt_timeline_free(c);
+        vt_event_stream_close(es);
+    }
+    vt_timeline_free(w);
+}
+
+/* The same with s written to a file and read back in chunks of `chunk`. */
+static void check_from_file(const vt_snapshot_data *s, size_t chunk)
+{
+    char dir[] = "/tmp/vt-test-tlstream-XXXXXX", path[64];
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/s.vtsnap", dir);
+    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *r;
+    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    vt_timeline *w;
+    ASSERT_MSG(vt_timeline_build(r, &w, err, sizeof err) == 0, "%s", err);
+    vt_snapshot_data *h;
+    vt_event_stream *es;
+    char serr[1024];
+    ASSERT_MSG(vt_snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    vt_timeline *c;
+    ASSERT_MSG(vt_timeline_build_stream(h, es, VT_TL_STREAM_CURVES, &c, err, sizeof err) == 0,
+               "%s %s", err, serr);
+    same_condensed(w, c, 1);
+    vt_timeline_free(c);
+    vt_event_stream_close(es);
+    vt_snapshot_free(h);
+    vt_timeline_free(w);
+    vt_snapshot_free(r);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---- random event streams ---------------------------------------------- */
+
+#define NADDR 12
+
+/* A random snapshot of n events on few addresses, with everything the
+ * matching rules reconcile; its state (when any) tiles segments over the
+ * same addresses. */
+static vt_snapshot_data *random_snapshot(uint64_t *rnd, size_t n)
+{
+    struct snap_builder g = gen_begin();
+    vt_snapshot_data *s = g.s;
+    s->meta.format_version = VT_FORMAT_VERSION;
+    unsigned shape = (unsigned)(gen_rand(rnd) % 8);
+    if (shape & 1)
+        s->meta.flags |= VT_META_STATE_COMPLETE;
+    if (shape & 2)
+        s->meta.flags |= VT_META_POOL_OBSERVED;
+    gen_device(&g, 0, "GPU 0", 80ull << 30);
+    if (shape & 4)
+        gen_device(&g, 1, "GPU 1", 80ull << 30);
+    static const uint64_t sizes[] = { 0x100, 0x800, 0x1000 };
+    uint64_t seq = 1 + gen_rand(rnd) % 50, t = 1000;
+    for (size_t i = 0; i < n; i++) {
+        seq += gen_rand(rnd) % 40 == 0 ? 2 + gen_rand(rnd) % 30 : 1;   /* gaps */
+        t += 1 + gen_rand(rnd) % 100;
+        unsigned r = (unsigned)(gen_rand(rnd) % 100);
+        uint8_t kind = r < 30 ? VT_EV_ALLOC : r < 55 ? VT_EV_FREE_REQUESTED
+                     : r < 65 ? VT_EV_FREE_COMPLETED : r < 71 ? VT_EV_SEGMENT_ALLOC
+                     : r < 77 ? VT_EV_SEGMENT_FREE : r < 82 ? VT_EV_STREAM_USE
+                     : r < 88 ? VT_EV_PASSTHROUGH : r < 92 ? VT_EV_MARK
+                     : r < 93 ? VT_EV_FORK : VT_EV_OOM;
+        vt_event *e = gen_ev(&g, kind, seq, t);
+        e->device = (int8_t)(gen_rand(rnd) % ((shape & 4) ? 3 : 1));
+        e->addr = 0x10000 + 0x1000 * (gen_rand(rnd) % NADDR);
+        e->size = sizes[gen_rand(rnd) % 3];
+        e->req_size = e->size;
+        switch (kind) {
+        case VT_EV_ALLOC:
+            e->aux = gen_rand(rnd) % 2 ? VT_ALLOC_POOL_BLOCK : 0;
+            break;
+        case VT_EV_FREE_REQUESTED:
+            e->aux = gen_rand(rnd) % 3 == 0;
+            break;
+        case VT_EV_SEGMENT_ALLOC:
+        case VT_EV_SEGMENT_FREE:
+            e->addr = 0x100000 * (1 + gen_rand(rnd) % 4);
+            e->size = 0x200000;
+            break;
+        case VT_EV_STREAM_USE:
+            e->stream = 0x99 + gen_rand(rnd) % 2;
+            break;
+        case VT_EV_PASSTHROUGH:
+            e->aux = 1 + gen_rand(rnd) % 10;
+            e->aux2 = gen_rand(rnd) % 2;
+            break;
+        case VT_EV_FORK:
+            e->aux = 1000 + gen_rand(rnd) % 100;
+            break;
+        default:
+            break;
+        }
+        seq++;
+    }
+    /* a state over the same addresses: blocks that agree with the events,
+     * that do not, pending ones, ones allocated after the last event */
+    size_t nseg = gen_rand(rnd) % 3;
+    for (size_t k = 0; k < nseg; k++) {
+        uint64_t base = 0x10000 + 0x1000 * (k * 4);
+        gen_segment(&g, base, 4 * 0x1000, (int)(gen_rand(rnd) % 2), VT_POOL_SMALL, 0);
+        for (int j = 0; j < 4; j++) {
+            uint8_t st = (uint8_t)(gen_rand(rnd) % 3);
+            uint64_t aseq = 0;
+            unsigned how = (unsigned)(gen_rand(rnd) % 4);
+            if (how == 1 && s->nevents)
+                aseq = s->events[gen_rand(rnd) % s->nevents].seq;
+            else if (how == 2)
+                aseq = seq + 5;
+            gen_block(&g, 0x1000, st == VT_BLOCK_INACTIVE ? 0 : 0x1000, 0, aseq, 0, st);
+        }
+    }
+    s->meta.snapshot_time_ns = t + 1;
+    s->meta.events_recorded = seq;
+    return s;
+}
+
+TEST(streamed_timeline_agrees_with_the_whole_on_random_event_streams)
+{
+    uint64_t rnd = 20261128;
+    for (int k = 0; k < 400; k++) {
+        vt_snapshot_data *s = random_snapshot(&rnd, 1 + gen_rand(&rnd) % 300);
+        check_in_memory(s);
+        if (k % 10 == 0)
+            check_from_file(s, 1 + gen_rand(&rnd) % 64);
+        vt_snapshot_free(s);
+    }
+}
+
+TEST(streamed_timeline_agrees_on_training_loops_read_in_small_chunks)
+{
+    vt_snapshot_data *s = gen_training(300000, 7);
+    check_in_memory(s);
+    check_from_file(s, 16);
+    check_from_file(s, 0);
+    vt_snapshot_free(s);
+    s = gen_small();
+    check_in_memory(s);
+    check_from_file(s, 17);
+    vt_snapshot_free(s);
+}
+
+TEST_MAIN()
