@@ -462,9 +462,9 @@ VT_API int vt__alloc_check_invariants(int device);
 /* ---- alloc_state.c ----------------------------------------------------- */
 /* The snapshot state provider: every heap's segments and blocks, and the
  * devices' peaks (alloc_api.c registers it with the recorder). */
-struct vt_snapshot_data;
+struct vt__snapshot_data;
 /* The state provider (recorder.h); with snap NULL, whether it could describe
  * the state now: -EDEADLK on a thread that holds a heap lock. */
-int vt__alloc_describe_state(struct vt_snapshot_data *snap);
+int vt__alloc_describe_state(struct vt__snapshot_data *snap);
 
 #endif /* VT_ALLOC_INTERNAL_H */

@@ -12,7 +12,7 @@
 
 /* A segment as the snapshot shows it: an expandable one with holes is one
  * segment per mapped run of blocks (as PyTorch's snapshots show it). */
-static int describe(vt__heap *h, vt_snapshot_data *snap)
+static int describe(vt__heap *h, vt__snapshot_data *snap)
 {
     for (uint64_t i = 0; i < h->nsegs; i++) {
         vt__segment *g = h->segs[i];
@@ -45,7 +45,7 @@ static int describe(vt__heap *h, vt_snapshot_data *snap)
     return 0;
 }
 
-int vt__alloc_describe_state(vt_snapshot_data *snap)
+int vt__alloc_describe_state(vt__snapshot_data *snap)
 {
     /* asked from a signal handler that interrupted this thread inside the
      * allocator: the heap lock it would wait for is its own */

@@ -107,10 +107,10 @@ static int parse_count(const char *v, size_t *out)
     return 0;
 }
 
-int vt_cmd_check(int argc, char **argv)
+int vt__cmd_check(int argc, char **argv)
 {
     vt_check_options opt;
-    vt_check_options_init(&opt);
+    vt__check_options_init(&opt);
     const char *path = NULL;
     int json = 0;
     size_t top = 20;
@@ -134,7 +134,7 @@ int vt_cmd_check(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if ((v = optval(argc, argv, &i, "--grace", &missing))) {
-            if (vt_check_parse_grace(v, &opt) < 0) {
+            if (vt__check_parse_grace(v, &opt) < 0) {
                 fprintf(stderr, "vramtrace check: bad --grace '%s' (want Nsteps, 2.5s, 300ms"
                                 " or auto)\n", v);
                 goto out;
@@ -142,14 +142,14 @@ int vt_cmd_check(int argc, char **argv)
         } else if ((v = optval(argc, argv, &i, "--ignore", &missing))) {
             ignore[nignore++] = v;
         } else if ((v = optval(argc, argv, &i, "--rules", &missing))) {
-            if (vt_check_parse_rules(v, &opt.rules) < 0) {
+            if (vt__check_parse_rules(v, &opt.rules) < 0) {
                 fprintf(stderr, "vramtrace check: bad --rules '%s' (want a comma-separated"
                                 " list of linger, pinned, never-freed, outlier, cycle, tape, growth,"
                                 " all)\n", v);
                 goto out;
             }
         } else if ((v = optval(argc, argv, &i, "--pinned-ratio", &missing))) {
-            if (vt_check_parse_pinned_ratio(v, &opt.pinned_ratio) < 0) {
+            if (vt__check_parse_pinned_ratio(v, &opt.pinned_ratio) < 0) {
                 fprintf(stderr, "vramtrace check: bad --pinned-ratio '%s' (want a share"
                                 " 0 < R <= 1 such as 0.25, or a percentage such as 25%%)\n", v);
                 goto out;
@@ -181,33 +181,33 @@ int vt_cmd_check(int argc, char **argv)
     opt.nignore = nignore;
 
     char err[512] = "";
-    vt_snapshot_data *s = NULL;
-    if (vt_snapshot_load(path, &s, err, sizeof err) < 0) {
+    vt__snapshot_data *s = NULL;
+    if (vt__snapshot_load(path, &s, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
         goto out;
     }
     /* before the run: the report points into the names */
     if (!json && vt__report_text_names(s) != 0) {
         fprintf(stderr, "vramtrace check: out of memory\n");
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
         goto out;
     }
     vt_check_report *r = NULL;
-    if (vt_check_run(s, &opt, &r, err, sizeof err) < 0) {
+    if (vt__check_run(s, &opt, &r, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err);
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
         goto out;
     }
-    int wrc = json ? vt_check_report_write_json(stdout, r, s)
-                   : vt_check_report_print(stdout, r, s, top);
+    int wrc = json ? vt__check_report_write_json(stdout, r, s)
+                   : vt__check_report_print(stdout, r, s, top);
     if (wrc < 0) {
         fprintf(stderr, "vramtrace check: cannot write the report\n");
         rc = VT_EXIT_FAILURE;
     } else {
         rc = r->nfindings ? VT_EXIT_FINDINGS : VT_EXIT_OK;
     }
-    vt_check_report_free(r);
-    vt_snapshot_free(s);
+    vt__check_report_free(r);
+    vt__snapshot_free(s);
 out:
     free(ignore);
     return rc;

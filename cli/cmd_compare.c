@@ -53,7 +53,7 @@ static const char usage_text[] =
 struct rank_info {
     const char *file;
     int rank;
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_timeline *tl;
     const vt_tl_device *dev;     /* the device with the highest allocated peak */
     uint64_t peak_alloc, peak_resv, final_alloc, final_resv;
@@ -172,7 +172,7 @@ static void free_sites(struct site *v, size_t n)
     free(v);
 }
 
-int vt_cmd_compare(int argc, char **argv)
+int vt__cmd_compare(int argc, char **argv)
 {
     int json = 0;
     long top = 10;
@@ -268,7 +268,7 @@ int vt_cmd_compare(int argc, char **argv)
         uint32_t ev = r[i].dev->points[r[i].dev->peak_allocated_point].event;
         for (size_t k = 0; k < r[i].tl->nlifetimes; k++) {
             const vt_lifetime *l = &r[i].tl->lifetimes[k];
-            if (l->device != r[i].dev->device || !vt_lifetime_allocated_at(l, ev))
+            if (l->device != r[i].dev->device || !vt__lifetime_allocated_at(l, ev))
                 continue;
             char name[512];
             vt__report_site_name(r[i].s, vt__report_site_frame(r[i].s, l->alloc_stack), name,
@@ -379,8 +379,8 @@ int vt_cmd_compare(int argc, char **argv)
 out:
     if (r)
         for (size_t i = 0; i < total; i++) {
-            vt_timeline_free(r[i].tl);
-            vt_snapshot_free(r[i].s);
+            vt__timeline_free(r[i].tl);
+            vt__snapshot_free(r[i].s);
         }
     free(r);
     free(gr);

@@ -28,7 +28,7 @@ static const char usage_text[] =
     "  -o OUT             output file (required)\n"
     VT_EXIT_HELP;
 
-int vt_cmd_export(int argc, char **argv)
+int vt__cmd_export(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *format = NULL;
     for (int i = 1; i < argc; i++) {
@@ -58,7 +58,7 @@ int vt_cmd_export(int argc, char **argv)
         fprintf(stderr, "vramtrace export: unknown format '%s' (torch or perfetto)\n", format);
         return VT_EXIT_FAILURE;
     }
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     if (vt__report_load("export", in, &s, torch ? NULL : &tl))
         return VT_EXIT_FAILURE;
@@ -72,16 +72,16 @@ int vt_cmd_export(int argc, char **argv)
     vt_check_report *rep = NULL;
     if (!torch) {
         vt_check_options opt;
-        vt_check_options_init(&opt);
-        if (vt_check_run(s, &opt, &rep, err, sizeof err) != 0) {
+        vt__check_options_init(&opt);
+        if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
             /* the trace is still worth having: say so, export without */
             fprintf(stderr, "vramtrace export: check: %s (findings left out)\n", err);
             rep = NULL;
             err[0] = 0;
         }
     }
-    int rc = torch ? vt_pytorch_export(s, f, err, sizeof err) : vt__export_perfetto(f, s, tl, rep);
-    vt_check_report_free(rep);
+    int rc = torch ? vt__pytorch_export(s, f, err, sizeof err) : vt__export_perfetto(f, s, tl, rep);
+    vt__check_report_free(rep);
     if (rc)
         fprintf(stderr, "vramtrace export: %s: %s\n", out, err[0] ? err : "write error");
     int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);
@@ -93,7 +93,7 @@ int vt_cmd_export(int argc, char **argv)
     }
     status = 0;
 done:
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
     return status;
 }

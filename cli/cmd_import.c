@@ -38,7 +38,7 @@ static char *default_output(const char *in)
     return out;
 }
 
-int vt_cmd_import(int argc, char **argv)
+int vt__cmd_import(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
@@ -80,20 +80,20 @@ int vt_cmd_import(int argc, char **argv)
     if (!out)
         out = def;
     char err[1024];
-    vt_snapshot_data *s = NULL;
-    int rc = vt_snapshot_load(in, &s, err, sizeof err);
+    vt__snapshot_data *s = NULL;
+    int rc = vt__snapshot_load(in, &s, err, sizeof err);
     if (rc) {
         fprintf(stderr, "vramtrace import: %s\n", err);
         free(def);
         return VT_EXIT_FAILURE;
     }
-    rc = vt_snapfile_write(s, out, err, sizeof err);
+    rc = vt__snapfile_write(s, out, err, sizeof err);
     if (rc)
         fprintf(stderr, "vramtrace import: %s: %s\n", out, err);
     else
         printf("%s: %zu segments, %zu blocks, %zu events, %zu stacks -> %s\n", in, s->nsegments,
                s->nblocks, s->nevents, s->nstack_nodes ? s->nstack_nodes - 1 : 0, out);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     free(def);
     return rc ? VT_EXIT_FAILURE : VT_EXIT_OK;
 }

@@ -48,7 +48,7 @@ static void opt_u64(FILE *o, const char *key, uint64_t v, int known)
         fprintf(o, ",\"%s\":null", key);
 }
 
-static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
                  int with_events)
 {
     const vt_snapshot_meta *m = &s->meta;
@@ -58,16 +58,16 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     vt__json_str(o, path);
     fprintf(o, ",\n\"meta\":{\"format_version\":\"%u.%u\",\"pid\":%d,\"rank\":%d,\"host\":",
             m->format_version >> 16, m->format_version & 0xffff, m->pid, m->rank);
-    vt__json_str(o, vt_snapshot_string(s, m->host));
+    vt__json_str(o, vt__snapshot_string(s, m->host));
     fputs(",\"command_line\":", o);
-    vt__json_str(o, vt_snapshot_string(s, m->command_line));
+    vt__json_str(o, vt__snapshot_string(s, m->command_line));
     fputs(",\"config\":", o);
-    vt__json_str(o, vt_snapshot_string(s, m->config));
+    vt__json_str(o, vt__snapshot_string(s, m->config));
     fputs(",\"library_version\":", o);
-    vt__json_str(o, vt_snapshot_string(s, m->library_version));
+    vt__json_str(o, vt__snapshot_string(s, m->library_version));
     fputs(",\"framework_settings\":", o);
     if (m->flags & VT_META_FRAMEWORK_SETTINGS)
-        vt__json_str(o, vt_snapshot_string(s, m->framework_settings));
+        vt__json_str(o, vt__snapshot_string(s, m->framework_settings));
     else
         fputs("null", o);
     fprintf(o, ",\"clock_base_monotonic_ns\":%" PRIu64 ",\"clock_base_realtime_ns\":%" PRIu64
@@ -104,7 +104,7 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
             if (s->devices[j].ordinal == d->device)
                 info = &s->devices[j];
         fprintf(o, "%s\n {\"ordinal\":%d,\"name\":", i ? "," : "", d->device);
-        vt__json_str(o, info ? vt_snapshot_string(s, info->name) : "");
+        vt__json_str(o, info ? vt__snapshot_string(s, info->name) : "");
         opt_u64(o, "total_bytes", info ? info->total_bytes : 0, info != NULL);
         const vt_tl_point *pa = &d->points[d->peak_allocated_point];
         const vt_tl_point *pr = &d->points[d->peak_reserved_point];
@@ -147,15 +147,15 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
         fprintf(o, "%s\n {\"ip\":", i ? "," : "");
         hex(o, f->ip);
         fputs(",\"module\":", o);
-        vt__json_str(o, vt_snapshot_string(s, f->module));
+        vt__json_str(o, vt__snapshot_string(s, f->module));
         fputs(",\"module_offset\":", o);
         hex(o, f->module_offset);
         fputs(",\"build_id\":", o);
-        vt__json_str(o, vt_snapshot_string(s, f->build_id));
+        vt__json_str(o, vt__snapshot_string(s, f->build_id));
         fputs(",\"function\":", o);
-        vt__json_str(o, vt_snapshot_string(s, f->function));
+        vt__json_str(o, vt__snapshot_string(s, f->function));
         fputs(",\"file\":", o);
-        vt__json_str(o, vt_snapshot_string(s, f->file));
+        vt__json_str(o, vt__snapshot_string(s, f->file));
         fprintf(o, ",\"line\":%u,\"first_line\":%u}", f->line, f->first_line);
     }
     fputs("],\n\"stacks\":[", o);
@@ -225,7 +225,7 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, u->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d,\"stream\":",
-                u->size, vt_uncached_kind_name((enum vt_uncached_kind)u->kind), u->call,
+                u->size, vt__uncached_kind_name((enum vt_uncached_kind)u->kind), u->call,
                 u->device);
         hex(o, u->stream);
         fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"alloc_time_ns\":%" PRIu64, u->alloc_seq,
@@ -242,7 +242,7 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     for (size_t i = 0; i < tl->nmarks; i++) {
         fprintf(o, "%s{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"label\":", i ? "," : "",
                 tl->marks[i].seq, tl->marks[i].time_ns);
-        vt__json_str(o, vt_snapshot_string(s, tl->marks[i].label));
+        vt__json_str(o, vt__snapshot_string(s, tl->marks[i].label));
         fputc('}', o);
     }
     fputs("]", o);
@@ -261,7 +261,7 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
             fprintf(o, ",\"req_size\":%" PRIu64 ",\"size\":%" PRIu64 ",\"stack\":%u,\"aux\":%"
                        PRIu64 ",\"aux2\":%" PRIu64 ",\"str\":",
                     e->req_size, e->size, e->stack, e->aux, e->aux2);
-            vt__json_str(o, vt_snapshot_string(s, e->str));
+            vt__json_str(o, vt__snapshot_string(s, e->str));
             fputc('}', o);
         }
         fputs("]", o);
@@ -269,7 +269,7 @@ static void emit(FILE *o, const char *path, const vt_snapshot_data *s, const vt_
     fputs("}\n", o);
 }
 
-static int view_json(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+static int view_json(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
                      bool with_events)
 {
     static char buf[1 << 16];
@@ -278,7 +278,7 @@ static int view_json(const char *path, const vt_snapshot_data *s, const vt_timel
     return 0;
 }
 
-int vt_cmd_json(int argc, char **argv)
+int vt__cmd_json(int argc, char **argv)
 {
     bool with_events = false;
     return vt__report_run("json", argc, argv, usage_text, "--events", &with_events, false,

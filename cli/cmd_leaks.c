@@ -75,12 +75,12 @@ static int cmp_bytes(const void *a, const void *b)
     return vt__report_cmp_bytes(x->bytes, x->stack, y->bytes, y->stack);
 }
 
-static void print_group(const vt_snapshot_data *s, const struct group *g, bool has_python)
+static void print_group(const vt__snapshot_data *s, const struct group *g, bool has_python)
 {
     char b[32];
     printf("Leak of %s", vt__fmt_bytes(g->bytes, b));
     if (g->kind != CACHED_KIND)
-        printf(" (%s)", vt_uncached_kind_name((enum vt_uncached_kind)g->kind));
+        printf(" (%s)", vt__uncached_kind_name((enum vt_uncached_kind)g->kind));
     printf(" in %" PRIu64 " allocation%s from:\n", g->count, g->count == 1 ? "" : "s");
     const vt_frame *lib = g->workspace ? vt__report_library_workspace(s, g->stack) : NULL;
     if (lib && !vt__report_all_frames) {
@@ -99,7 +99,7 @@ static void print_group(const vt_snapshot_data *s, const struct group *g, bool h
     putchar('\n');
 }
 
-static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+static int view_leaks(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
                       bool all_frames)
 {
     (void)all_frames;   /* read through vt__report_all_frames */
@@ -195,7 +195,7 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
         if (!kind_bytes[k])
             continue;
         printf("%s%s %s", sep ? ", " : "(of which not served by the cache: ",
-               vt_uncached_kind_name((enum vt_uncached_kind)k), vt__fmt_bytes(kind_bytes[k], b));
+               vt__uncached_kind_name((enum vt_uncached_kind)k), vt__fmt_bytes(kind_bytes[k], b));
         sep = 1;
     }
     if (sep)
@@ -204,14 +204,14 @@ static int view_leaks(const char *path, const vt_snapshot_data *s, const vt_time
         printf("(not listed: %s in %" PRIu64 " allocation%s inherited at fork from the parent "
                "process, pid %" PRIu64 ")\n", vt__fmt_bytes(inherited_bytes, b), inherited,
                inherited == 1 ? "" : "s", tl->fork_parent_pid);
-    const char *pool = vt_snapshot_pool_note(s);
+    const char *pool = vt__snapshot_pool_note(s);
     if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
         printf("NOTE: %s.\n", pool);
     free(g);
     return 0;
 }
 
-int vt_cmd_leaks(int argc, char **argv)
+int vt__cmd_leaks(int argc, char **argv)
 {
     /* --top N here; the rest as every report command takes it. */
     char **rest = malloc((size_t)(argc + 1) * sizeof *rest);

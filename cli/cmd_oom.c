@@ -42,7 +42,7 @@ static const char usage_text[] =
     "exit status: 0 explained, 1 the recording holds no out-of-memory, 2 bad usage\n"
     "or a file that cannot be read\n";
 
-int vt_cmd_oom(int argc, char **argv)
+int vt__cmd_oom(int argc, char **argv)
 {
     const char *path = NULL;
     int json = 0;
@@ -73,7 +73,7 @@ int vt_cmd_oom(int argc, char **argv)
         fprintf(stderr, "vramtrace oom: missing SNAPSHOT (try vramtrace oom --help)\n");
         return VT_EXIT_FAILURE;
     }
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     int rc = vt__report_load("oom", path, &s, &tl);
     if (rc)
@@ -105,7 +105,7 @@ int vt_cmd_oom(int argc, char **argv)
     vt__oom_free(r);
     rc = VT_EXIT_OK;
 out:
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
     return rc;
 }

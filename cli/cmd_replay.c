@@ -69,7 +69,7 @@ static int parse_capacity(const char *v, uint64_t *out)
     return vt__parse_bytes(v, out);
 }
 
-static double rel_s(const vt_snapshot_data *s, uint64_t t)
+static double rel_s(const vt__snapshot_data *s, uint64_t t)
 {
     uint64_t first = s->nevents ? s->events[0].time_ns : 0;
     return t > first ? (double)(t - first) / 1e9 : 0.0;
@@ -93,7 +93,7 @@ static double frag_at_peak(const vt__replay_device *d)
                ? 100.0 * (double)(peak - d->allocated_at_peak) / (double)peak : 0.0;
 }
 
-static void print_site(const vt_snapshot_data *s, uint32_t stack)
+static void print_site(const vt__snapshot_data *s, uint32_t stack)
 {
     const vt_frame *f = vt__report_site_frame(s, stack);
     if (f)
@@ -102,7 +102,7 @@ static void print_site(const vt_snapshot_data *s, uint32_t stack)
         printf("<no stack recorded>");
 }
 
-static void print_text(const char *path, const vt_snapshot_data *s, const vt__replay_result *r,
+static void print_text(const char *path, const vt__snapshot_data *s, const vt__replay_result *r,
                        const char *origin)
 {
     char b1[32], b2[32], b3[32], b4[32];
@@ -234,7 +234,7 @@ static void print_device_json(const vt__replay_device *d)
     printf("}}");
 }
 
-static void print_oom_json(const vt_snapshot_data *s, const vt__replay_oom *o)
+static void print_oom_json(const vt__snapshot_data *s, const vt__replay_oom *o)
 {
     if (!o->happened) {
         printf("null");
@@ -255,7 +255,7 @@ static void print_oom_json(const vt_snapshot_data *s, const vt__replay_oom *o)
     printf("}");
 }
 
-static void print_result_json(const vt_snapshot_data *s, const vt__replay_result *r)
+static void print_result_json(const vt__snapshot_data *s, const vt__replay_result *r)
 {
     printf("\"rules\": \"%s\", \"settings\": ", vt__replay_rules_name(r->rules));
     vt__json_str(stdout, r->conf);
@@ -373,7 +373,7 @@ static void print_recommendation(const vt__replay_result *res, const int *status
                100.0 * (double)(rp - bp) / (double)rp, vt__fmt_bytes(rp, b3));
 }
 
-static int run_sweep(const char *path, const vt_snapshot_data *s, const char *user_conf,
+static int run_sweep(const char *path, const vt__snapshot_data *s, const char *user_conf,
                      uint64_t capacity, vt__replay_rules rules, unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
@@ -497,7 +497,7 @@ out:
     return rc;
 }
 
-int vt_cmd_replay(int argc, char **argv)
+int vt__cmd_replay(int argc, char **argv)
 {
     const char *path = NULL, *conf = NULL;
     uint64_t capacity = 0;
@@ -562,13 +562,13 @@ int vt_cmd_replay(int argc, char **argv)
         fputs(usage_text, stderr);
         return VT_EXIT_FAILURE;
     }
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     int rc = vt__report_load("replay", path, &s, NULL);
     if (rc)
         return rc;
     if (sweep) {
         rc = run_sweep(path, s, conf, capacity, rules, jobs < 1 ? 1 : (unsigned)jobs, json);
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
         return rc;
     }
     vt__replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
@@ -577,7 +577,7 @@ int vt_cmd_replay(int argc, char **argv)
     int st = vt__replay_run(s, &opt, &r, err, sizeof err);
     if (st) {
         fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
         return VT_EXIT_FAILURE;
     }
     /* recorded settings that are all defaults translate to no keys: still
@@ -586,7 +586,7 @@ int vt_cmd_replay(int argc, char **argv)
      * PyTorch's as the framework's settings (format 1.7) */
     int recorded = r.rules == VT_REPLAY_RULES_PYTORCH && (s->meta.flags & VT_META_POOL_OBSERVED)
                        ? (s->meta.flags & VT_META_FRAMEWORK_SETTINGS) != 0
-                       : *vt_snapshot_string(s, s->meta.config) != '\0';
+                       : *vt__snapshot_string(s, s->meta.config) != '\0';
     const char *origin = conf ? (recorded ? "recorded, then --conf" : "defaults, then --conf")
                               : (recorded ? "as recorded" : "defaults: none recorded");
     if (json) {
@@ -601,6 +601,6 @@ int vt_cmd_replay(int argc, char **argv)
         print_text(path, s, &r, origin);
     }
     vt__replay_result_free(&r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     return 0;
 }

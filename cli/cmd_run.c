@@ -425,25 +425,25 @@ static void explain_ooms(const struct snap_line *lines, size_t n)
                                                          !strcmp(l->kind, "oom") && j > k);
         if (later)
             continue;
-        vt_snapshot_data *s = NULL;
+        vt__snapshot_data *s = NULL;
         vt_timeline *tl = NULL;
         char err[512];
-        if (vt_snapshot_load(l->path, &s, err, sizeof err) != 0)
+        if (vt__snapshot_load(l->path, &s, err, sizeof err) != 0)
             continue;
         bool any = false;
         for (size_t i = 0; i < s->nevents && !any; i++)
             any = s->events[i].kind == VT_EV_OOM;
         vt__oom_report *r = NULL;
         if (any && vt__report_text_names(s) == 0
-            && vt_timeline_build(s, &tl, err, sizeof err) == 0
+            && vt__timeline_build(s, &tl, err, sizeof err) == 0
             && vt__oom_explain(s, tl, NULL, &r, err, sizeof err) == 0) {
             fflush(stderr);
             vt__oom_print(stderr, l->path, s, r, true);
             shown++;
         }
         vt__oom_free(r);
-        vt_timeline_free(tl);
-        vt_snapshot_free(s);
+        vt__timeline_free(tl);
+        vt__snapshot_free(s);
     }
 }
 
@@ -586,7 +586,7 @@ static int run_child(char **argv, int *status)
     return 0;
 }
 
-int vt_cmd_run(int argc, char **argv)
+int vt__cmd_run(int argc, char **argv)
 {
     const char *out = NULL;
     int no_cache = 0, track = 0;

@@ -72,7 +72,7 @@ static double pct(uint64_t part, uint64_t whole)
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt_tl_device *d)
+static void top_sites(const vt__snapshot_data *s, const vt_timeline *tl, const vt_tl_device *d)
 {
     const vt_tl_point *pk = &d->points[d->peak_allocated_point];
     struct site *v = malloc((tl->nlifetimes + 1) * sizeof *v);
@@ -81,7 +81,7 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt_lifetime *l = &tl->lifetimes[i];
-        if (l->device != d->device || !vt_lifetime_allocated_at(l, pk->event))
+        if (l->device != d->device || !vt__lifetime_allocated_at(l, pk->event))
             continue;
         const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
         v[n++] = (struct site){ (f ? (uint64_t)(f - s->frames) + 1 : 0) * 2, l->size, 1,
@@ -125,8 +125,8 @@ static void top_sites(const vt_snapshot_data *s, const vt_timeline *tl, const vt
             fputs("<no stack recorded>", stdout);
         const vt_frame *lib = v[i].key & 1 ? vt__report_library_workspace(s, v[i].stack) : NULL;
         if (lib && (!(v[i].key >> 1) || lib != &s->frames[(v[i].key >> 1) - 1]))   /* not the site */
-            printf("  [a library's own: %s]", *vt_snapshot_string(s, lib->function)
-                                                ? vt_snapshot_string(s, lib->function) : "??");
+            printf("  [a library's own: %s]", *vt__snapshot_string(s, lib->function)
+                                                ? vt__snapshot_string(s, lib->function) : "??");
         /* The site's first stack stands for all: one site, one thread kind. */
         if ((v[i].key >> 1) && has_python && vt__report_stack_without_python(s, v[i].stack))
             fputs("  [thread without Python frames]", stdout);
@@ -190,20 +190,20 @@ static void uncached_kinds(const vt_timeline *tl)
         if (!count[k])
             continue;
         printf("  %s: %" PRIu64 " allocation%s, peak %s, alive %s in %" PRIu64 "\n",
-               vt_uncached_kind_name((enum vt_uncached_kind)k), count[k], count[k] == 1 ? "" : "s",
+               vt__uncached_kind_name((enum vt_uncached_kind)k), count[k], count[k] == 1 ? "" : "s",
                have_peak ? vt__fmt_bytes(peak[k], b1) : "?", vt__fmt_bytes(alive[k], b2),
                nalive[k]);
     }
 }
 
-static void print_summary(const char *path, const vt_snapshot_data *s, const vt_timeline *tl)
+static void print_summary(const char *path, const vt__snapshot_data *s, const vt_timeline *tl)
 {
     const vt_snapshot_meta *m = &s->meta;
     char b1[32], b2[32];
     printf("snapshot %s\n", path);
     printf("  format %u.%u, pid %d, rank %d, host %s\n", m->format_version >> 16,
-           m->format_version & 0xffff, m->pid, m->rank, vt_snapshot_string(s, m->host));
-    printf("  command: %s\n", vt_snapshot_string(s, m->command_line));
+           m->format_version & 0xffff, m->pid, m->rank, vt__snapshot_string(s, m->host));
+    printf("  command: %s\n", vt__snapshot_string(s, m->command_line));
     double span = (double)(tl->last_time_ns - tl->first_time_ns) * 1e-9;
     printf("  events: %zu in the window (seq %" PRIu64 "..%" PRIu64 ", %.3f s), %" PRIu64
            " recorded, %" PRIu64 " overwritten, %" PRIu64 " stacks dropped\n",
@@ -217,7 +217,7 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
             printf("  window: it starts inside a step: the %zu event%s before the first mark "
                    "'%s' (%.3f s) %s the end of a step whose start was overwritten (a larger "
                    "ring: VRAMTRACE_CONF=ring:SIZE)\n", first_mark, first_mark == 1 ? "" : "s",
-                   vt_snapshot_string(s, tl->marks[0].label),
+                   vt__snapshot_string(s, tl->marks[0].label),
                    (double)(tl->marks[0].time_ns - tl->first_time_ns) * 1e-9,
                    first_mark == 1 ? "is" : "are");
     }
@@ -251,7 +251,7 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
                "process; counted in allocated)\n", tl->fork_parent_pid, tl->fork_seq,
                vt__fmt_bytes(bytes, b1), n);
     }
-    const char *pool = vt_snapshot_pool_note(s);
+    const char *pool = vt__snapshot_pool_note(s);
     if (pool)
         printf("  %s%s\n", (s->meta.flags & VT_META_POOL_UNSEEN) ? "NOTE: " : "", pool);
     uncached_kinds(tl);
@@ -263,7 +263,7 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
         uint64_t total = 0;
         for (size_t j = 0; j < s->ndevices; j++)
             if (s->devices[j].ordinal == d->device) {
-                name = vt_snapshot_string(s, s->devices[j].name);
+                name = vt__snapshot_string(s, s->devices[j].name);
                 total = s->devices[j].total_bytes;
             }
         printf("device %d", d->device);
@@ -309,7 +309,7 @@ static void print_summary(const char *path, const vt_snapshot_data *s, const vt_
     }
 }
 
-static int view_summary(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+static int view_summary(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
                         bool all_frames)
 {
     (void)all_frames;   /* read through vt__report_all_frames */
@@ -317,7 +317,7 @@ static int view_summary(const char *path, const vt_snapshot_data *s, const vt_ti
     return 0;
 }
 
-int vt_cmd_summary(int argc, char **argv)
+int vt__cmd_summary(int argc, char **argv)
 {
     return vt__report_run_streamed("summary", argc, argv, usage_text, "--all-frames",
                                    &vt__report_all_frames, VT_TL_STREAM_CURVES, view_summary);

@@ -75,7 +75,7 @@ static double now_s(void)
 
 /* Replay the snapshot with `conf` and turn its reserved curve into an
  * overlay. Prints one line and returns -1 on failure. */
-static int make_overlay(const vt_snapshot_data *s, const char *conf, vt__replay_result *rr,
+static int make_overlay(const vt__snapshot_data *s, const char *conf, vt__replay_result *rr,
                         vt__viz_overlay *ov, char *label, size_t len, const char *in)
 {
     char err[512];
@@ -114,7 +114,7 @@ static int make_overlay(const vt_snapshot_data *s, const char *conf, vt__replay_
     return 0;
 }
 
-int vt_cmd_viz(int argc, char **argv)
+int vt__cmd_viz(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
     /* every FILE, when several: kept in argv itself, whose slots before
@@ -124,7 +124,7 @@ int vt_cmd_viz(int argc, char **argv)
     int check = 0, quiet = 0;
     const char *replay_conf = NULL;
     vt_check_options opt;
-    vt_check_options_init(&opt);
+    vt__check_options_init(&opt);
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -143,7 +143,7 @@ int vt_cmd_viz(int argc, char **argv)
             check = 1;
         } else if (!strcmp(a, "--grace") || !strncmp(a, "--grace=", 8)) {
             const char *g = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!g || vt_check_parse_grace(g, &opt) != 0) {
+            if (!g || vt__check_parse_grace(g, &opt) != 0) {
                 fprintf(stderr, "vramtrace viz: bad --grace '%s' (N steps or a duration like 2.5s)\n",
                         g ? g : "");
                 return VT_EXIT_FAILURE;
@@ -151,7 +151,7 @@ int vt_cmd_viz(int argc, char **argv)
             check = 1;
         } else if (!strcmp(a, "--rules") || !strncmp(a, "--rules=", 8)) {
             const char *g = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!g || vt_check_parse_rules(g, &opt.rules) != 0) {
+            if (!g || vt__check_parse_rules(g, &opt.rules) != 0) {
                 fprintf(stderr, "vramtrace viz: bad --rules '%s' (comma-separated: linger, pinned, "
                                 "cycle, tape, never-freed, outlier, growth, all, auto)\n", g ? g : "");
                 return VT_EXIT_FAILURE;
@@ -192,7 +192,7 @@ int vt_cmd_viz(int argc, char **argv)
     double t_start = now_s();
     char err[512] = "";
     char *def_out = NULL;
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     vt_check_report *rep = NULL;
     FILE *f = NULL;
@@ -212,15 +212,15 @@ int vt_cmd_viz(int argc, char **argv)
         }
         out = def_out;
     }
-    if (vt_snapshot_load(in, &s, err, sizeof err) != 0) {
+    if (vt__snapshot_load(in, &s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
         goto done;
     }
-    if (vt_timeline_build(s, &tl, err, sizeof err) != 0) {
+    if (vt__timeline_build(s, &tl, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s: %s\n", in, err);
         goto done;
     }
-    if (check && vt_check_run(s, &opt, &rep, err, sizeof err) != 0) {
+    if (check && vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: check: %s: %s\n", in, err);
         goto done;
     }
@@ -285,8 +285,8 @@ done:
     vt__replay_result_free(&rr);
     free(oom_json);
     free(def_out);
-    vt_check_report_free(rep);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__check_report_free(rep);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
     return status;
 }

@@ -17,16 +17,16 @@ enum {
 #define VT_EXIT_HELP \
     "\nexit status: 0 done, 2 bad usage or a file that cannot be read or written\n"
 
-int vt_cmd_run(int argc, char **argv);      /* cmd_run.c */
-int vt_cmd_summary(int argc, char **argv);  /* cmd_summary.c */
-int vt_cmd_leaks(int argc, char **argv);    /* cmd_leaks.c */
-int vt_cmd_json(int argc, char **argv);     /* cmd_json.c */
-int vt_cmd_check(int argc, char **argv);    /* cmd_check.c */
-int vt_cmd_viz(int argc, char **argv);      /* cmd_viz.c */
-int vt_cmd_import(int argc, char **argv);   /* cmd_import.c */
-int vt_cmd_export(int argc, char **argv);   /* cmd_export.c */
-int vt_cmd_compare(int argc, char **argv);  /* cmd_compare.c */
-int vt_cmd_replay(int argc, char **argv);   /* cmd_replay.c */
-int vt_cmd_oom(int argc, char **argv);      /* cmd_oom.c */
+int vt__cmd_run(int argc, char **argv);      /* cmd_run.c */
+int vt__cmd_summary(int argc, char **argv);  /* cmd_summary.c */
+int vt__cmd_leaks(int argc, char **argv);    /* cmd_leaks.c */
+int vt__cmd_json(int argc, char **argv);     /* cmd_json.c */
+int vt__cmd_check(int argc, char **argv);    /* cmd_check.c */
+int vt__cmd_viz(int argc, char **argv);      /* cmd_viz.c */
+int vt__cmd_import(int argc, char **argv);   /* cmd_import.c */
+int vt__cmd_export(int argc, char **argv);   /* cmd_export.c */
+int vt__cmd_compare(int argc, char **argv);  /* cmd_compare.c */
+int vt__cmd_replay(int argc, char **argv);   /* cmd_replay.c */
+int vt__cmd_oom(int argc, char **argv);      /* cmd_oom.c */
 
 #endif /* VT_CLI_COMMANDS_H */

@@ -6,7 +6,7 @@
  * so the ranks line up by step even when their clocks and speeds differ.
  * Per rank, the bytes allocated right after each mark (what outlives its
  * step), and per call site the bytes of its allocations alive there; each
- * series is judged by the checker's vt_check_growth_fit (warm-up skipped, a
+ * series is judged by the checker's vt__check_growth_fit (warm-up skipped, a
  * robust slope per step), the one rule `check`'s growth finding uses too.
  *
  * Which ranks differ: the ranks' slopes per step against their median, as
@@ -54,7 +54,7 @@ struct vt__growth {
     struct rank_growth *ranks;
     size_t nranks;
     size_t nmarks;              /* aligned: the fewest marks of a rank that has some */
-    const vt_snapshot_data *labels_s;   /* the mark labels shown: this rank's */
+    const vt__snapshot_data *labels_s;   /* the mark labels shown: this rank's */
     const vt_timeline *labels_tl;
     size_t njudged;             /* ranks with enough marks for the fit */
     int64_t median;             /* the judged ranks' median per step */
@@ -100,7 +100,7 @@ static int64_t lower_median(int64_t *v, size_t n)
 
 static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
 
-static char *site_name(const vt_snapshot_data *s, uint64_t key)
+static char *site_name(const vt__snapshot_data *s, uint64_t key)
 {
     char name[512];
     vt__report_site_name(s, key ? &s->frames[key - 1] : NULL, name, sizeof name);
@@ -117,7 +117,7 @@ static int cmp_named(const void *p, const void *q)
  * places, an imported snapshot's frames) are one site. Renumber sp[0..n)
  * (sorted by frame) by name, sorted again; names[id] is site id's name.
  * @return the number of sites, or -ENOMEM. */
-static long sites_by_name(const vt_snapshot_data *s, span *sp, size_t n, named **names)
+static long sites_by_name(const vt__snapshot_data *s, span *sp, size_t n, named **names)
 {
     size_t nk = 0;
     for (size_t k = 0; k < n; k++)
@@ -193,7 +193,7 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
             VT__PARTITION_POINT(nm, m, tl->marks[m].event < l->start_event, a);
         if (l->release_event != VT_TL_NONE)
             VT__PARTITION_POINT(nm, m, tl->marks[m].event < l->release_event, b);
-        if (a >= b || !vt_lifetime_allocated_at(l, tl->marks[a].event))
+        if (a >= b || !vt__lifetime_allocated_at(l, tl->marks[a].event))
             continue;   /* alive at no step's end, or in no curve */
         const vt_frame *f = vt__report_site_frame(in->s, l->alloc_stack);
         sp[n++] = (span){ f ? (uint64_t)(f - in->s->frames) + 1 : 0, (uint32_t)a, (uint32_t)b,
@@ -206,7 +206,7 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
         live += total[k];
         rg->alive[k] = (uint64_t)live;
     }
-    if ((rc = vt_check_growth_fit(rg->alive, nm, &rg->fit)) != 0)
+    if ((rc = vt__check_growth_fit(rg->alive, nm, &rg->fit)) != 0)
         goto out;
     if (n)
         qsort(sp, n, sizeof *sp, cmp_span);
@@ -230,7 +230,7 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
             v[k] = (uint64_t)live;
         }
         vt_check_growth fit;
-        if ((rc = vt_check_growth_fit(v, nm, &fit)) != 0)
+        if ((rc = vt__check_growth_fit(v, nm, &fit)) != 0)
             goto out;
         if (fit.judged && fit.per_step) {   /* a flat site is the same on every rank */
             if (g->nsites == *capsites) {
@@ -393,7 +393,7 @@ static const char *fmt_signed(int64_t v, char buf[static VT_FMT_BYTES_LEN + 1])
 
 static const char *mark_label(const vt__growth *g, size_t k)
 {
-    return vt_snapshot_string(g->labels_s, g->labels_tl->marks[k].label);
+    return vt__snapshot_string(g->labels_s, g->labels_tl->marks[k].label);
 }
 
 void vt__growth_print(FILE *f, const vt__growth *g, size_t top)

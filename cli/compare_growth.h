@@ -20,7 +20,7 @@
 /* One rank as compare read it. */
 typedef struct vt__growth_rank {
     int rank;
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     const vt_timeline *tl;
 } vt__growth_rank;
 
@@ -30,7 +30,7 @@ typedef struct vt__growth vt__growth;
  * allocated at each mark, the k-th mark of every rank being the same step;
  * the ranks whose growth per step differs from the rest; and for those the
  * call sites (vt__report_site_frame) whose live bytes grow step over step.
- * Series are judged by vt_check_growth_fit. Names are read from r[i].s as
+ * Series are judged by vt__check_growth_fit. Names are read from r[i].s as
  * they are (escaped or not: the caller's choice). @return 0 and *out, or
  * -ENOMEM. */
 int vt__growth_build(const vt__growth_rank *r, size_t n, vt__growth **out);

@@ -14,7 +14,7 @@
 
 /* Trace Event Format JSON (Perfetto, chrome://tracing); `report` (may be
  * NULL) adds the checker's findings as instants. 0 or -1 on a write error. */
-int vt__export_perfetto(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__export_perfetto(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                         const vt_check_report *report);
 
 #endif /* VT_CLI_EXPORT_H */

@@ -50,19 +50,19 @@ static int tid_of(struct streams *st, uint64_t stream)
     return (int)st->n;
 }
 
-static void frames_arg(FILE *o, const vt_snapshot_data *s, uint32_t stack)
+static void frames_arg(FILE *o, const vt__snapshot_data *s, uint32_t stack)
 {
     const vt_frame *fr[TOP_FRAMES];
-    size_t n = vt_snapshot_stack_frames(s, stack, fr, TOP_FRAMES);
+    size_t n = vt__snapshot_stack_frames(s, stack, fr, TOP_FRAMES);
     if (n > TOP_FRAMES)
         n = TOP_FRAMES;
     fputs(",\"frames\":[", o);
     for (size_t i = 0; i < n; i++) {
         char buf[1024];
-        const char *fn = vt_snapshot_string(s, fr[i]->function);
-        const char *file = vt_snapshot_string(s, fr[i]->file);
+        const char *fn = vt__snapshot_string(s, fr[i]->function);
+        const char *file = vt__snapshot_string(s, fr[i]->file);
         if (!*file)
-            file = vt_snapshot_string(s, fr[i]->module);
+            file = vt__snapshot_string(s, fr[i]->module);
         if (*fn)
             snprintf(buf, sizeof buf, "%s %s:%u", fn, file, fr[i]->line);
         else
@@ -74,15 +74,15 @@ static void frames_arg(FILE *o, const vt_snapshot_data *s, uint32_t stack)
     fputc(']', o);
 }
 
-static void slice_name(char *buf, size_t len, const vt_snapshot_data *s, const vt_lifetime *l)
+static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const vt_lifetime *l)
 {
     char b[32];
     const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
-    const char *fn = f ? vt_snapshot_string(s, f->function) : "";
+    const char *fn = f ? vt__snapshot_string(s, f->function) : "";
     snprintf(buf, len, "%s%s%s", vt__fmt_bytes(l->size, b), *fn ? " " : "", fn);
 }
 
-int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__export_perfetto(FILE *o, const vt__snapshot_data *s, const vt_timeline *tl,
                         const vt_check_report *report)
 {
     struct streams st = { 0 };
@@ -145,7 +145,7 @@ int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *t
         if (e->kind == VT_EV_MARK) {
             fprintf(o, "%s{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"mark\",\"pid\":%d,\"tid\":0,"
                        "\"ts\":%.3f,\"name\":", SEP(), pid_of(e->device), ts_us(tl, e->time_ns));
-            vt__json_str(o, vt_snapshot_string(s, e->str));
+            vt__json_str(o, vt__snapshot_string(s, e->str));
             fputc('}', o);
         } else if (e->kind == VT_EV_OOM || e->kind == VT_EV_BAD_FREE ||
                    e->kind == VT_EV_FINDING) {
@@ -165,7 +165,7 @@ int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *t
             vt__json_str(o, name);
             fprintf(o, ",\"args\":{\"requested\":%" PRIu64 ",\"device_free\":%" PRIu64,
                     e->req_size, e->kind == VT_EV_OOM ? e->aux : 0);
-            const char *text = vt_snapshot_string(s, e->str);
+            const char *text = vt__snapshot_string(s, e->str);
             if (*text) {
                 fputs(",\"text\":", o);
                 vt__json_str(o, text);
@@ -180,14 +180,14 @@ int vt__export_perfetto(FILE *o, const vt_snapshot_data *s, const vt_timeline *t
         uint64_t t = fd->linger_from_time_ns ? fd->linger_from_time_ns
                    : fd->alloc_time_ns ? fd->alloc_time_ns : tl->first_time_ns;
         char name[160];
-        snprintf(name, sizeof name, "%s: %s", vt_check_rule_name(fd->rule),
+        snprintf(name, sizeof name, "%s: %s", vt__check_rule_name(fd->rule),
                  vt__fmt_bytes(fd->bytes, b));
         fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"finding\",\"pid\":%d,\"tid\":0,"
                    "\"ts\":%.3f,\"name\":", SEP(), pid_of(fd->device), ts_us(tl, t));
         vt__json_str(o, name);
         fprintf(o, ",\"args\":{\"rule\":\"%s\",\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
                    "\",\"allocations\":%u,\"freed\":%s",
-                vt_check_rule_name(fd->rule), fd->bytes, fd->addr, fd->nallocs,
+                vt__check_rule_name(fd->rule), fd->bytes, fd->addr, fd->nallocs,
                 fd->freed ? "true" : "false");
         frames_arg(o, s, fd->alloc_stack);
         fputs("}}", o);

@@ -13,27 +13,27 @@ struct command {
 };
 
 static const struct command commands[] = {
-    { "run", vt_cmd_run, "run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]",
+    { "run", vt__cmd_run, "run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]",
       "run a program with the vramtrace allocator preloaded" },
-    { "summary", vt_cmd_summary, "summary FILE",
+    { "summary", vt__cmd_summary, "summary FILE",
       "peak and current memory, counts, fragmentation, top call sites" },
-    { "leaks", vt_cmd_leaks, "leaks FILE",
+    { "leaks", vt__cmd_leaks, "leaks FILE",
       "allocations alive at the snapshot, grouped by stack" },
-    { "json", vt_cmd_json, "json FILE [--events]", "the whole snapshot as JSON" },
-    { "check", vt_cmd_check, "check FILE [--json] [--grace G] [--ignore PATTERN]... [--rules LIST]\n"
+    { "json", vt__cmd_json, "json FILE [--events]", "the whole snapshot as JSON" },
+    { "check", vt__cmd_check, "check FILE [--json] [--grace G] [--ignore PATTERN]... [--rules LIST]\n"
       "                  [--pinned-ratio R] [--top N] [--paths N]",
       "storages alive after their last use, and what holds them" },
-    { "viz", vt_cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [--replay CONF] [-q]",
+    { "viz", vt__cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [--replay CONF] [-q]",
       "render the snapshot as one self-contained HTML timeline" },
-    { "import", vt_cmd_import, "import SNAPSHOT.pickle [-o OUT.vtsnap]",
+    { "import", vt__cmd_import, "import SNAPSHOT.pickle [-o OUT.vtsnap]",
       "convert a PyTorch memory snapshot (pickle) into a .vtsnap" },
-    { "export", vt_cmd_export, "export --format torch|perfetto SNAPSHOT -o OUT",
+    { "export", vt__cmd_export, "export --format torch|perfetto SNAPSHOT -o OUT",
       "write a snapshot as a PyTorch pickle or a Perfetto (Trace Event) JSON" },
-    { "compare", vt_cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
+    { "compare", vt__cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
       "one snapshot per rank side by side: peaks, spread, differing call sites" },
-    { "replay", vt_cmd_replay, "replay FILE [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]",
+    { "replay", vt__cmd_replay, "replay FILE [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]",
       "replay the recorded allocations under other settings or another capacity" },
-    { "oom", vt_cmd_oom, "oom SNAPSHOT [--json] [--jobs N] [--no-replay]",
+    { "oom", vt__cmd_oom, "oom SNAPSHOT [--json] [--jobs N] [--no-replay]",
       "why it ran out of memory, and which settings would have fit (checked by replay)" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

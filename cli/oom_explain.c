@@ -26,7 +26,7 @@ static bool before(uint32_t ev, size_t k) { return ev != VT_TL_NONE && ev <= k; 
  * still waiting for stream work. */
 static bool occupies(const vt_lifetime *l, size_t k)
 {
-    if (vt_lifetime_allocated_at(l, (uint32_t)k))
+    if (vt__lifetime_allocated_at(l, (uint32_t)k))
         return true;
     if (!before(l->free_event, k))
         return false;
@@ -36,7 +36,7 @@ static bool occupies(const vt_lifetime *l, size_t k)
 
 static bool pending_at(const vt_lifetime *l, size_t k)
 {
-    return occupies(l, k) && !vt_lifetime_allocated_at(l, (uint32_t)k);
+    return occupies(l, k) && !vt__lifetime_allocated_at(l, (uint32_t)k);
 }
 
 static bool segment_alive(const vt_segment_span *g, size_t k)
@@ -118,7 +118,7 @@ static int cmp_group(const void *a, const void *b)
 
 /* Reserved, allocated, free pieces and what lies outside the cache, right
  * after event k on r->device. */
-static int device_state(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
+static int device_state(const vt__snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
 {
     size_t k = r->event;
     size_t nseg = 0;
@@ -199,7 +199,7 @@ static int device_state(const vt_snapshot_data *s, const vt_timeline *tl, vt__oo
     qsort(r->groups, r->ngroups, sizeof *r->groups, cmp_group);
     for (size_t i = 0; i < tl->nuncached; i++) {
         const vt_uncached *u = &tl->uncached[i];
-        if (u->device != r->device || vt_uncached_kind_is_host(u->kind) || u->alloc_event > k)
+        if (u->device != r->device || vt__uncached_kind_is_host(u->kind) || u->alloc_event > k)
             continue;
         if (u->free_event == UINT32_MAX || u->free_event > k)
             r->uncached += u->size;
@@ -213,15 +213,15 @@ out:
 
 /* ---- what was alive, by line ------------------------------------------- */
 
-const vt_frame *vt__oom_site_frame(const vt_snapshot_data *s, uint32_t id)
+const vt_frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id)
 {
     const vt_frame *f = vt__report_site_frame(s, id);
     if (!f || vt__report_python_frame(s, f))
         return f;
     const vt_frame *fr[256];
-    size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
     for (size_t i = 0; i < n && i < 256; i++) {
-        const char *file = vt_snapshot_string(s, fr[i]->file);
+        const char *file = vt__snapshot_string(s, fr[i]->file);
         size_t len = strlen(file);
         if (!fr[i]->ip && !fr[i]->module && len > 3 && !strcmp(file + len - 3, ".py")
             && vt__source_is_programs(file))
@@ -253,7 +253,7 @@ static int cmp_site(const void *a, const void *b)
                                 y->frame ? y->frame->line : 0);
 }
 
-static uint64_t frame_key(const vt_snapshot_data *s, const vt_frame *f)
+static uint64_t frame_key(const vt__snapshot_data *s, const vt_frame *f)
 {
     if (!f)
         return 0;
@@ -275,7 +275,7 @@ static bool flagged_at(const vt_check_finding *f, uint64_t oom_seq)
            && (!f->freed || f->free_seq > oom_seq);
 }
 
-static int alive_sites(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
+static int alive_sites(const vt__snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
 {
     size_t k = r->event;
     bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
@@ -287,7 +287,7 @@ static int alive_sites(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt_lifetime *l = &tl->lifetimes[i];
-        if (l->device != r->device || !vt_lifetime_allocated_at(l, (uint32_t)k)
+        if (l->device != r->device || !vt__lifetime_allocated_at(l, (uint32_t)k)
             || (observed && (l->flags & VT_LT_OUTSIDE_POOL)))
             continue;
         const vt_frame *f = vt__oom_site_frame(s, l->alloc_stack);
@@ -356,7 +356,7 @@ out:
 /* ---- what would have fit ------------------------------------------------ */
 
 /* The index of the event with sequence number seq (or the last before it). */
-static size_t event_of_seq(const vt_snapshot_data *s, uint64_t seq)
+static size_t event_of_seq(const vt__snapshot_data *s, uint64_t seq)
 {
     size_t lo = 0, hi = s->nevents;
     while (lo < hi) {
@@ -372,7 +372,7 @@ static size_t event_of_seq(const vt_snapshot_data *s, uint64_t seq)
 /* The allocations to free earlier: `gc` those alive at the OOM that only a
  * reference cycle holds, freed just before it; else every storage the
  * checker flags with a last use, freed right after it. */
-static size_t moved_frees(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_report *r,
+static size_t moved_frees(const vt__snapshot_data *s, const vt_timeline *tl, const vt__oom_report *r,
                           bool gc, vt__replay_free_at *out, uint64_t *bytes)
 {
     size_t n = 0;
@@ -446,7 +446,7 @@ static void conf_value(const char *conf, const char *key, char *out, size_t len)
 #define MAX_CANDIDATES 16
 #define PROBES 4           /* capacities replayed at once by the device search */
 
-static int replays(const vt_snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
+static int replays(const vt__snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
                    unsigned jobs)
 {
     vt__replay_options opts[MAX_CANDIDATES];
@@ -624,7 +624,7 @@ out:
 
 /* ---- the whole -------------------------------------------------------- */
 
-int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
+int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen)
 {
     static const vt__oom_options defaults = { 0 };
@@ -660,7 +660,7 @@ int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__
     r->device_free = e->aux;
     r->baseline_oom_event = SIZE_MAX;
     r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
-                 || !strncmp(vt_snapshot_string(s, s->meta.library_version), "pytorch", 7);
+                 || !strncmp(vt__snapshot_string(s, s->meta.library_version), "pytorch", 7);
     const vt_device_info *di = vt__report_device(s, r->device);
     r->total = di ? di->total_bytes : 0;
 
@@ -682,7 +682,7 @@ int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__
     char cerr[256];
     vt_check_report *rep = NULL;
     r->tensors = tensors;
-    if (tensors && vt_check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
+    if (tensors && vt__check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
         r->check = rep;
     if ((rc = alive_sites(s, tl, r)))
         goto fail;
@@ -709,6 +709,6 @@ void vt__oom_free(vt__oom_report *r)
     free(r->groups);
     free(r->sites);
     free(r->fixes);
-    vt_check_report_free(r->check);
+    vt__check_report_free(r->check);
     free(r);
 }

@@ -134,7 +134,7 @@ typedef struct vt__oom_options {
  * terminal-safe for the text view (vt__report_text_names) and as recorded
  * for JSON. @return 0 and *out (vt__oom_free), -ENOENT when the recording
  * has no OOM, -ENOMEM; a one-line message in err. */
-int vt__oom_explain(const vt_snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
+int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen);
 
 void vt__oom_free(vt__oom_report *r);
@@ -143,16 +143,16 @@ void vt__oom_free(vt__oom_report *r);
  * an imported PyTorch stack whose frames carry no module (C++ and Python
  * frames interleaved, stacks='all'), the innermost frame of a .py file of
  * the program's own. */
-const vt_frame *vt__oom_site_frame(const vt_snapshot_data *s, uint32_t id);
+const vt_frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id);
 
 /* The explanation as text (about a screenful); `brief`: the short form
  * `vramtrace run` prints (the request, the device, the fixes). */
-void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const vt__oom_report *r,
+void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const vt__oom_report *r,
                    bool brief);
 
 /* The same as one JSON object (docs/json-schema.md, "vramtrace oom"),
  * without a trailing newline. */
-void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
+void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r);
 
 #endif /* VT_CLI_OOM_EXPLAIN_H */

@@ -12,7 +12,7 @@
 #define SITES_SHOWN 6
 #define TRIED_SHOWN 8
 
-static double rel_s(const vt_snapshot_data *s, uint64_t t)
+static double rel_s(const vt__snapshot_data *s, uint64_t t)
 {
     uint64_t first = s->nevents ? s->events[0].time_ns : 0;
     return t > first ? (double)(t - first) / 1e9 : 0.0;
@@ -23,7 +23,7 @@ static const char *pool_name(uint8_t pool)
     return pool == VT_POOL_SMALL ? "small" : pool == VT_POOL_LARGE ? "large" : "uncached";
 }
 
-static void site_text(FILE *f, const vt_snapshot_data *s, const vt_frame *fr)
+static void site_text(FILE *f, const vt__snapshot_data *s, const vt_frame *fr)
 {
     if (fr)
         vt__report_frame_text(f, s, fr);
@@ -70,7 +70,7 @@ static void fix_line(FILE *f, const vt__oom_report *r, const vt__oom_fix *x)
     fputs(")\n", f);
 }
 
-static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
+static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r)
 {
     char b1[32], b2[32], b3[32], b4[32];
@@ -101,7 +101,7 @@ static void print_brief(FILE *f, const char *path, const vt_snapshot_data *s,
     fprintf(f, "  why, and what else was tried: vramtrace oom %s\n", path);
 }
 
-void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const vt__oom_report *r,
+void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const vt__oom_report *r,
                    bool brief)
 {
     if (brief) {
@@ -179,13 +179,13 @@ void vt__oom_print(FILE *f, const char *path, const vt_snapshot_data *s, const v
                         ? ", held by reference cycles until gc ran" : "");
             if (st->finding && st->finding->npaths) {
                 char path_text[512];
-                vt_check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
+                vt__check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
                 fprintf(f, "; held by %s", path_text);
             }
             fputc('\n', f);
         } else if (st->tensor) {
             fputs("                    tensor '", f);
-            vt__text_str(f, vt_snapshot_string(s, st->tensor));
+            vt__text_str(f, vt__snapshot_string(s, st->tensor));
             fputs("'\n", f);
         }
     }
@@ -261,7 +261,7 @@ static const char *fix_kind(int k)
     }
 }
 
-void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
+void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r)
 {
     fputs("{\"schema\": \"vramtrace-oom\", \"schema_version\": 1, \"file\": ", f);
@@ -305,14 +305,14 @@ void vt__oom_write_json(FILE *f, const char *path, const vt_snapshot_data *s,
         vt__report_frame_json(f, s, st->frame);
         fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %u, \"tensor\": ", st->bytes, st->count);
         if (st->tensor)
-            vt__json_str(f, vt_snapshot_string(s, st->tensor));
+            vt__json_str(f, vt__snapshot_string(s, st->tensor));
         else
             fputs("null", f);
         fprintf(f, ", \"flagged\": %u, \"flagged_bytes\": %" PRIu64 ", \"held_by\": ",
                 st->flagged, st->flagged_bytes);
         if (st->finding && st->finding->npaths) {
             char path_text[1024];
-            vt_check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
+            vt__check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
             vt__json_str(f, path_text);
         } else {
             fputs("null", f);

@@ -12,19 +12,19 @@
 #include "event_stream.h"
 #include "pytorch.h"
 
-int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl)
+int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt_timeline **tl)
 {
     char err[1024];
     *s = NULL;
     if (tl)
         *tl = NULL;
-    if (vt_snapshot_load(path, s, err, sizeof err) != 0) {
+    if (vt__snapshot_load(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
         return VT_EXIT_FAILURE;
     }
-    if (tl && vt_timeline_build(*s, tl, err, sizeof err) != 0) {
+    if (tl && vt__timeline_build(*s, tl, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, err);
-        vt_snapshot_free(*s);
+        vt__snapshot_free(*s);
         *s = NULL;
         return VT_EXIT_FAILURE;
     }
@@ -50,7 +50,7 @@ bool vt__cli_operand(const char *cmd, const char *what, const char *a, const cha
     return true;
 }
 
-int vt__report_text_names(vt_snapshot_data *s)
+int vt__report_text_names(vt__snapshot_data *s)
 {
     vt__buf b = { 0 };
     uint32_t *off = malloc((s->nstrings ? s->nstrings : 1) * sizeof *off);
@@ -58,7 +58,7 @@ int vt__report_text_names(vt_snapshot_data *s)
         return -ENOMEM;
     for (size_t i = 0; i < s->nstrings && !b.oom; i++) {
         off[i] = (uint32_t)b.n;
-        vt__put_text_str(&b, vt_snapshot_string(s, (uint32_t)i));
+        vt__put_text_str(&b, vt__snapshot_string(s, (uint32_t)i));
         vt__put_u8(&b, 0);
         if (b.n > UINT32_MAX)   /* offsets are 32 bits */
             b.oom = 1;
@@ -109,7 +109,7 @@ static int view_args(const char *cmd, int argc, char **argv, const char *usage, 
 
 /* Show s and tl with `view`, its names made safe for a terminal first when
  * the view is text. */
-static int show(const char *cmd, const char *path, vt_snapshot_data *s, const vt_timeline *tl,
+static int show(const char *cmd, const char *path, vt__snapshot_data *s, const vt_timeline *tl,
                 bool text, bool flag, vt__report_view *view)
 {
     if (text && vt__report_text_names(s) != 0) {
@@ -126,13 +126,13 @@ int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, co
     int rc = view_args(cmd, argc, argv, usage, flag, on, &path);
     if (rc)
         return rc == 1 ? 0 : rc;
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_timeline *tl;
     if ((rc = vt__report_load(cmd, path, &s, &tl)))
         return rc;
     rc = show(cmd, path, s, tl, text, flag && *on, view);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
     return rc;
 }
 
@@ -144,15 +144,15 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
     if (rc)
         return rc == 1 ? 0 : rc;
     char err[1024], tlerr[1024];
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_event_stream *es;
-    if (vt_snapshot_open(path, &s, &es, err, sizeof err) != 0) {
+    if (vt__snapshot_open(path, &s, &es, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
         return VT_EXIT_FAILURE;
     }
     vt_timeline *tl;
     err[0] = 0;
-    if (vt_timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr) != 0) {
+    if (vt__timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr) != 0) {
         /* a damaged file is said as the reader says it; else the timeline's
          * own trouble (memory), as vt__report_load says it */
         if (err[0])
@@ -162,10 +162,10 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
         rc = VT_EXIT_FAILURE;
     } else {
         rc = show(cmd, path, s, tl, true, flag && *on, view);
-        vt_timeline_free(tl);
+        vt__timeline_free(tl);
     }
-    vt_event_stream_close(es);
-    vt_snapshot_free(s);
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
     return rc;
 }
 
@@ -190,9 +190,9 @@ static bool boring_module(const char *module)
 
 bool vt__report_all_frames;
 
-bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f)
+bool vt__report_python_frame(const vt__snapshot_data *s, const vt_frame *f)
 {
-    return f->ip == 0 && !strcmp(vt_snapshot_string(s, f->module), "python");
+    return f->ip == 0 && !strcmp(vt__snapshot_string(s, f->module), "python");
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -240,22 +240,22 @@ static bool interpreter_module(const char *module)
  * _record_memory_history(stacks="all") puts at the top of every stack, and
  * its caching allocator's, the plumbing between the program and memory.
  * Imported frames have no module to tell them by; their names do. */
-static bool recorder_frame(const vt_snapshot_data *s, const vt_frame *f)
+static bool recorder_frame(const vt__snapshot_data *s, const vt_frame *f)
 {
     static const char *const prefixes[] = {
         "torch::unwind::", "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather",
         "c10::cuda::CUDACachingAllocator::",
     };
-    if (*vt_snapshot_string(s, f->module))
+    if (*vt__snapshot_string(s, f->module))
         return false;
-    const char *fn = vt_snapshot_string(s, f->function);
+    const char *fn = vt__snapshot_string(s, f->function);
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
         if (!strncmp(fn, prefixes[i], strlen(prefixes[i])))
             return true;
     return false;
 }
 
-bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python)
+bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool has_python)
 {
     if (vt__report_all_frames)
         return false;
@@ -264,19 +264,19 @@ bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool 
     if (!has_python)
         return false;
     if (vt__report_python_frame(s, f))
-        return torch_plumbing(vt_snapshot_string(s, f->file), vt_snapshot_string(s, f->function));
-    return interpreter_module(vt_snapshot_string(s, f->module));
+        return torch_plumbing(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function));
+    return interpreter_module(vt__snapshot_string(s, f->module));
 }
 
-bool vt__report_stack_has_user_code(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n)
+bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (vt_frame_is_user_code(s, fr[i]))
+        if (vt__frame_is_user_code(s, fr[i]))
             return true;
     return false;
 }
 
-bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n)
+bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (vt__report_python_frame(s, fr[i]))
@@ -284,7 +284,7 @@ bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *cons
     return false;
 }
 
-bool vt__report_snapshot_has_python(const vt_snapshot_data *s)
+bool vt__report_snapshot_has_python(const vt__snapshot_data *s)
 {
     for (size_t i = 0; i < s->nframes; i++)
         if (vt__report_python_frame(s, &s->frames[i]))
@@ -292,19 +292,19 @@ bool vt__report_snapshot_has_python(const vt_snapshot_data *s)
     return false;
 }
 
-bool vt__report_stack_without_python(const vt_snapshot_data *s, uint32_t id)
+bool vt__report_stack_without_python(const vt__snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[512];
-    size_t n = vt_snapshot_stack_frames(s, id, fr, 512);
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 512);
     if (n > 512)
         n = 512;
     return n > 0 && !vt__report_stack_has_python(s, fr, n);
 }
 
-const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
+const vt_frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[256];
-    size_t n = vt_snapshot_stack_frames(s, id, fr, 256);
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
     if (n > 256)
         n = 256;
     /* The innermost line of the program's own code; else, where Python ran,
@@ -312,14 +312,14 @@ const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id)
      * framework's). */
     if (!vt__report_all_frames)
         for (size_t i = 0; i < n; i++)
-            if (vt_frame_is_user_code(s, fr[i]))
+            if (vt__frame_is_user_code(s, fr[i]))
                 return fr[i];
     if (!vt__report_all_frames)
         for (size_t i = 0; i < n; i++)
             if (vt__report_python_frame(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
                 return fr[i];
     for (size_t i = 0; i < n; i++)
-        if (!boring_module(vt_snapshot_string(s, fr[i]->module)) && !recorder_frame(s, fr[i]))
+        if (!boring_module(vt__snapshot_string(s, fr[i]->module)) && !recorder_frame(s, fr[i]))
             return fr[i];
     return n ? fr[0] : NULL;
 }
@@ -404,15 +404,15 @@ static int source_text(const char *path, unsigned line, char *buf, size_t len)
     return o > 0;
 }
 
-void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *buf, size_t len)
+void vt__report_site_name(const vt__snapshot_data *s, const vt_frame *f, char *buf, size_t len)
 {
     if (!f) {
         snprintf(buf, len, "<no stack recorded>");
         return;
     }
-    const char *fn = vt_snapshot_string(s, f->function);
-    const char *file = vt_snapshot_string(s, f->file);
-    const char *mod = vt_snapshot_string(s, f->module);
+    const char *fn = vt__snapshot_string(s, f->function);
+    const char *file = vt__snapshot_string(s, f->file);
+    const char *mod = vt__snapshot_string(s, f->module);
     char text[SOURCE_TEXT_MAX + 1];
     if (*file && source_text(file, f->line, text, sizeof text))
         snprintf(buf, len, "%s (%s:%u)", text, basename_of(file), f->line);
@@ -424,25 +424,25 @@ void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *bu
         snprintf(buf, len, "%s+0x%" PRIx64, *mod ? mod : "??", f->module_offset);
 }
 
-void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f)
+void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt_frame *f)
 {
-    const char *fn = vt_snapshot_string(s, f->function);
-    const char *file = vt_snapshot_string(s, f->file);
-    const char *mod = vt_snapshot_string(s, f->module);
+    const char *fn = vt__snapshot_string(s, f->function);
+    const char *file = vt__snapshot_string(s, f->file);
+    const char *mod = vt__snapshot_string(s, f->module);
     fputs(*fn ? fn : "??", out);
     if (*file) {
         fprintf(out, " %s", file);
         if (f->line)
             fprintf(out, ":%u", f->line);
     }
-    uint32_t def = vt_frame_def_line(s, f);
+    uint32_t def = vt__frame_def_line(s, f);
     if (def)
         fprintf(out, " (def at line %u)", def);
     if (*mod && !vt__report_python_frame(s, f))
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }
 
-void vt__report_frame_json(FILE *out, const vt_snapshot_data *s, const vt_frame *f)
+void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt_frame *f)
 {
     if (!f) {
         fputs("null", out);
@@ -459,10 +459,10 @@ void vt__report_frame_json(FILE *out, const vt_snapshot_data *s, const vt_frame 
     free(txt);
 }
 
-void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent)
+void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, const char *indent)
 {
     const vt_frame *fr[512];
-    size_t n = vt_snapshot_stack_frames(s, stack, fr, 512);
+    size_t n = vt__snapshot_stack_frames(s, stack, fr, 512);
     if (n == 0) {
         fprintf(out, "%s<no stack recorded>\n", indent);
         return;
@@ -482,7 +482,7 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
             folded++;
             continue;
         }
-        if (has_user && vt__report_python_frame(s, fr[i]) && !vt_frame_is_user_code(s, fr[i])) {
+        if (has_user && vt__report_python_frame(s, fr[i]) && !vt__frame_is_user_code(s, fr[i])) {
             library++;
             continue;
         }
@@ -510,7 +510,7 @@ void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, cons
  * cuDNN handles and workspaces (PyTorch's at::cuda::getCurrentCUDABlasHandle,
  * getCUDABlasLtWorkspace, setWorkspaceForHandle), NCCL's buffers. Named by a
  * native frame's function, or by the library that made the device call. */
-const vt_frame *vt__report_library_workspace(const vt_snapshot_data *s, uint32_t id)
+const vt_frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id)
 {
     static const char *const functions[] = {
         "Workspace", "BlasHandle", "BlasLtHandle", "cublasCreate", "cublasLtCreate",
@@ -519,18 +519,18 @@ const vt_frame *vt__report_library_workspace(const vt_snapshot_data *s, uint32_t
     static const char *const libraries[] = { "libcublas", "libcudnn", "libnccl",
                                              "libcusolver", "libcusparse" };
     const vt_frame *fr[512];
-    size_t n = vt_snapshot_stack_frames(s, id, fr, 512);
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 512);
     if (n > 512)
         n = 512;
     bool caller_seen = false;
     for (size_t i = 0; i < n; i++) {
         if (vt__report_python_frame(s, fr[i]))
             continue;
-        const char *fn = vt_snapshot_string(s, fr[i]->function);
+        const char *fn = vt__snapshot_string(s, fr[i]->function);
         for (size_t k = 0; k < sizeof functions / sizeof *functions; k++)
             if (strstr(fn, functions[k]))
                 return fr[i];
-        const char *mod = vt_snapshot_string(s, fr[i]->module);
+        const char *mod = vt__snapshot_string(s, fr[i]->module);
         if (!caller_seen && !boring_module(mod)) {   /* who called the allocator */
             caller_seen = true;
             for (size_t k = 0; k < sizeof libraries / sizeof *libraries; k++)
@@ -574,7 +574,7 @@ const char *vt__kind_name(unsigned kind, char *buf, size_t len)
     return buf;
 }
 
-void vt__report_state_totals(const vt_snapshot_data *s, int device, vt__state_totals *out)
+void vt__report_state_totals(const vt__snapshot_data *s, int device, vt__state_totals *out)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < s->nsegments; i++) {
@@ -596,7 +596,7 @@ void vt__report_state_totals(const vt_snapshot_data *s, int device, vt__state_to
     }
 }
 
-const vt_device_info *vt__report_device(const vt_snapshot_data *s, int device)
+const vt_device_info *vt__report_device(const vt__snapshot_data *s, int device)
 {
     for (size_t i = 0; i < s->ndevices; i++)
         if (s->devices[i].ordinal == device)

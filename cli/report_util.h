@@ -20,19 +20,19 @@
 /* Read `path` and build its timeline (tl may be NULL when not wanted). On
  * failure prints "vramtrace CMD: <reason>" to stderr and returns the exit
  * status to use (VT_EXIT_FAILURE); 0 on success. */
-int vt__report_load(const char *cmd, const char *path, vt_snapshot_data **s, vt_timeline **tl);
+int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt_timeline **tl);
 
 /* Make every name in `s` (its string table: functions, files, modules,
  * tensors, holders, marks, the command line) safe to print on a terminal
  * (vt__text_str's form): a name can then neither forge a line of a text
  * report nor send an escape sequence. For text views only: JSON has its own
  * escaping and must keep the names as recorded. @return 0 or -ENOMEM. */
-int vt__report_text_names(vt_snapshot_data *s);
+int vt__report_text_names(vt__snapshot_data *s);
 
 /* A view: prints the report of path's snapshot to stdout; `flag` is whether
  * the command's one option was given. @return 0, or the exit status after
  * saying why on stderr. */
-typedef int vt__report_view(const char *path, const vt_snapshot_data *s, const vt_timeline *tl,
+typedef int vt__report_view(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
                             bool flag);
 /* The whole of a view command: --help or -h prints the usage to stdout;
  * `flag` (NULL: none) sets *on; the one FILE operand is read with its
@@ -44,7 +44,7 @@ int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, co
                    bool *on, bool text, vt__report_view *view);
 
 /* The same for a text view that a condensed timeline serves
- * (vt_timeline_build_stream with `what`): the events are read as a stream,
+ * (vt__timeline_build_stream with `what`): the events are read as a stream,
  * never held all at once. */
 int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *usage,
                             const char *flag, bool *on, unsigned what, vt__report_view *view);
@@ -71,53 +71,53 @@ static inline int vt__report_cmp_bytes(uint64_t x_bytes, uint64_t x_key, uint64_
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
 /* A Python frame (recorded from the interpreter, or imported). */
-bool vt__report_python_frame(const vt_snapshot_data *s, const vt_frame *f);
+bool vt__report_python_frame(const vt__snapshot_data *s, const vt_frame *f);
 /* Whether any of fr[0..n) is a Python frame. */
-bool vt__report_stack_has_python(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
+bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n);
 /* Python frames were recorded in this snapshot (some thread ran Python). */
-bool vt__report_snapshot_has_python(const vt_snapshot_data *s);
-/* Whether any of fr[0..n) is the program's own code (vt_frame_is_user_code). */
-bool vt__report_stack_has_user_code(const vt_snapshot_data *s, const vt_frame *const *fr, size_t n);
+bool vt__report_snapshot_has_python(const vt__snapshot_data *s);
+/* Whether any of fr[0..n) is the program's own code (vt__frame_is_user_code). */
+bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n);
 /* Stack `id` has frames, none of them Python: in a snapshot with Python
  * frames, it was recorded on a thread running no Python code (PyTorch's
  * autograd engine threads during backward, a C++ worker). */
-bool vt__report_stack_without_python(const vt_snapshot_data *s, uint32_t id);
+bool vt__report_stack_without_python(const vt__snapshot_data *s, uint32_t id);
 /* A frame hidden unless --all-frames: in a stack with Python frames, the
  * interpreter's native frames (its evaluation loop and calls) and torch's
  * Python dispatch plumbing (nn.Module.__call__ and the like). */
-bool vt__report_frame_folded(const vt_snapshot_data *s, const vt_frame *f, bool has_python);
+bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool has_python);
 
 /* The call site of stack `id`: its innermost Python frame not folded, when
  * it has one (and not --all-frames); else the innermost frame that is not
  * vramtrace, the CUDA runtime or driver, or the C/C++ runtime (allocation
  * wrappers); the innermost frame when all are; NULL for an empty stack. */
-const vt_frame *vt__report_site_frame(const vt_snapshot_data *s, uint32_t id);
+const vt_frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id);
 
 /* A site's short name, one line, as compare lists sites across ranks: the
  * Python source line as the file reads now with the file's base name,
  * "recv = torch.empty(n) (stage.py:41)", where it can be read; else
  * "fn file:line" ("fn", "module+0xoff" where less is known; "<no stack
  * recorded>" for NULL). */
-void vt__report_site_name(const vt_snapshot_data *s, const vt_frame *f, char *buf, size_t len);
+void vt__report_site_name(const vt__snapshot_data *s, const vt_frame *f, char *buf, size_t len);
 
 /* "fn file:line (module+0xoff)" with the parts that are known; a Python
  * frame's "fn file:line (def at line N)" where its function's first line is
- * known (vt_frame_def_line). */
-void vt__report_frame_text(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
+ * known (vt__frame_def_line). */
+void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt_frame *f);
 
 /* That text as a JSON string; null for no frame. */
-void vt__report_frame_json(FILE *out, const vt_snapshot_data *s, const vt_frame *f);
+void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt_frame *f);
 
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,
  * or "    <no stack recorded>". Where the program's own Python code is on
  * the stack (and not --all-frames), only its frames are listed, innermost
  * first, and the rest counted on "(N ... hidden)" lines. */
-void vt__report_stack(FILE *out, const vt_snapshot_data *s, uint32_t stack, const char *indent);
+void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, const char *indent);
 
 /* Whether stack `id` allocated a library's own handle or workspace (cuBLAS,
  * cuDNN, NCCL, ...: memory the library keeps and reuses by design): the
  * frame that says so, else NULL. */
-const vt_frame *vt__report_library_workspace(const vt_snapshot_data *s, uint32_t id);
+const vt_frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id);
 
 /* The allocator's state at the snapshot, per device (STATE section). */
 typedef struct vt__state_totals {
@@ -125,10 +125,10 @@ typedef struct vt__state_totals {
     uint64_t pending, pending_blocks;      /* active_pending_free blocks */
     uint64_t reserved, segments;
 } vt__state_totals;
-void vt__report_state_totals(const vt_snapshot_data *s, int device, vt__state_totals *out);
+void vt__report_state_totals(const vt__snapshot_data *s, int device, vt__state_totals *out);
 
 /* The device info of ordinal `device`, or NULL. */
-const vt_device_info *vt__report_device(const vt_snapshot_data *s, int device);
+const vt_device_info *vt__report_device(const vt__snapshot_data *s, int device);
 
 /* Name of an event kind ("ALLOC", ...; "KIND_<n>" for unknown ones). */
 const char *vt__kind_name(unsigned kind, char *buf, size_t len);

@@ -54,7 +54,7 @@ struct rank_page {
     int rank;
     char *html;
     size_t len;
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_timeline *tl;
 };
 
@@ -77,17 +77,17 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
     }
     for (size_t i = 0; i < n; i++) {
         p[i].file = inputs[i];
-        if (vt_snapshot_load(inputs[i], &p[i].s, err, sizeof err) != 0) {
+        if (vt__snapshot_load(inputs[i], &p[i].s, err, sizeof err) != 0) {
             fprintf(stderr, "vramtrace viz: %s\n", err);
             goto done;
         }
-        if (vt_timeline_build(p[i].s, &p[i].tl, err, sizeof err) != 0) {
+        if (vt__timeline_build(p[i].s, &p[i].tl, err, sizeof err) != 0) {
             fprintf(stderr, "vramtrace viz: %s: %s\n", inputs[i], err);
             goto done;
         }
         p[i].rank = p[i].s->meta.rank >= 0 ? p[i].s->meta.rank : (int)i;
         vt_check_report *rep = NULL;
-        if (check && vt_check_run(p[i].s, opt, &rep, err, sizeof err) != 0) {
+        if (check && vt__check_run(p[i].s, opt, &rep, err, sizeof err) != 0) {
             fprintf(stderr, "vramtrace viz: check: %s: %s\n", inputs[i], err);
             goto done;
         }
@@ -95,7 +95,7 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
         int rc = m ? vt__viz_render(m, p[i].s, p[i].tl, rep, NULL, err, sizeof err) : -ENOMEM;
         if (m && fclose(m) != 0 && !rc)
             rc = -ENOMEM;
-        vt_check_report_free(rep);
+        vt__check_report_free(rep);
         if (rc) {
             fprintf(stderr, "vramtrace viz: %s: %s\n", inputs[i], err[0] ? err : "out of memory");
             goto done;
@@ -147,8 +147,8 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
 done:
     for (size_t i = 0; i < n; i++) {
         free(p[i].html);
-        vt_timeline_free(p[i].tl);
-        vt_snapshot_free(p[i].s);
+        vt__timeline_free(p[i].tl);
+        vt__snapshot_free(p[i].s);
     }
     free(p);
     return status;

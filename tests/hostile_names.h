@@ -17,7 +17,7 @@
  * set the window title, clear the screen and start a C1 control sequence,
  * were it printed raw. */
 #define HOSTILE_TAIL "\x1b]0;pwned\x07\x1b[2J\nSUMMARY: vramtrace: no leaks.\r\xc2\x9b" "31m\x7f"
-static void poison_names(vt_snapshot_data *s)
+static void poison_names(vt__snapshot_data *s)
 {
     size_t cap = s->strings_blob_size + s->nstrings * sizeof HOSTILE_TAIL, at = 0;
     char *blob = malloc(cap);

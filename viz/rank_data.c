@@ -22,13 +22,13 @@ static void put_fmt(vt__buf *b, const char *fmt, ...)
 
 /* A recorded time on the wall clock, in ms. Unsigned arithmetic: clock
  * bases are whatever the file says, and must not overflow a signed sum. */
-static double wall_ms(const vt_snapshot_data *s, uint64_t t)
+static double wall_ms(const vt__snapshot_data *s, uint64_t t)
 {
     uint64_t wall = t + s->meta.clock_base_realtime_ns - s->meta.clock_base_monotonic_ns;
     return (double)(int64_t)wall / 1e6;
 }
 
-void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt_snapshot_data *s,
+void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt__snapshot_data *s,
                        const vt_timeline *tl)
 {
     const vt_tl_device *dev = NULL;
@@ -55,7 +55,7 @@ void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt_snapshot
     put_fmt(b, "],\"marks\":[");
     for (size_t m = 0; m < tl->nmarks; m++) {
         put_fmt(b, "%s[%.3f,", m ? "," : "", wall_ms(s, tl->marks[m].time_ns));
-        vt__put_json_str(b, vt_snapshot_string(s, tl->marks[m].label), 1);
+        vt__put_json_str(b, vt__snapshot_string(s, tl->marks[m].label), 1);
         vt__put_u8(b, ']');
     }
     put_fmt(b, "]}");

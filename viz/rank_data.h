@@ -22,7 +22,7 @@ extern const char vt__viz_ticks_js[];   /* viz/ticks.js: inlined before either p
  * "marks"} to `b`, as JSON that is safe inside an HTML <script> element:
  * every string goes through the one escaper's script form (json_str.h), so
  * a mark label or a file name can never close the element. */
-void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt_snapshot_data *s,
+void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt__snapshot_data *s,
                        const vt_timeline *tl);
 
 #endif /* VT_VIZ_RANK_DATA_H */

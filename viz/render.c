@@ -41,7 +41,7 @@ extern const char vt__viz_style_css[];
 #define NONE VT_TL_NONE
 
 struct render {
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     const vt_timeline *tl;
     /* External storages: lifetimes nl.. of the page, after the timeline's. */
     vt_check_storage *xs;    /* the checker's model's list (alloc order) */
@@ -181,7 +181,7 @@ static uint32_t band_start(const struct render *r, const vt_lifetime *l)
 
 static void build_axis(struct render *r)
 {
-    const vt_snapshot_data *s = r->s;
+    const vt__snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
     for (size_t i = 0; i < s->nevents; i++)
         r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
@@ -265,7 +265,7 @@ static uint32_t latest_name(const struct rename *rn, size_t n, uint64_t id, uint
  * and the detail panel then agree with the findings. */
 static void bind_names(struct render *r)
 {
-    const vt_snapshot_data *s = r->s;
+    const vt__snapshot_data *s = r->s;
     size_t nrn = 0;
     for (size_t i = 0; i < s->nevents; i++)
         nrn += s->events[i].kind == VT_EV_TENSOR_NAME;
@@ -287,7 +287,7 @@ static void bind_names(struct render *r)
         uint32_t name = nrn ? latest_name(rn, nrn, e->aux, e->str) : e->str;
         if (name == 0)
             continue;
-        const vt_lifetime *lt = vt_timeline_find(r->tl, e->addr, (uint32_t)i);
+        const vt_lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
         if (!lt)
             continue;
         size_t li = (size_t)(lt - r->tl->lifetimes);
@@ -307,7 +307,7 @@ static void bind_names(struct render *r)
 
 /* ---- findings ------------------------------------------------------------ */
 
-static uint32_t event_by_seq(const vt_snapshot_data *s, uint64_t seq)
+static uint32_t event_by_seq(const vt__snapshot_data *s, uint64_t seq)
 {
     size_t lo;
     VT__PARTITION_POINT(s->nevents, i, s->events[i].seq < seq, lo);
@@ -343,9 +343,9 @@ static uint32_t finding_lifetime(const struct render *r, const vt_check_finding 
         at = event_by_seq(r->s, f->last_use_seq);
     if (at == NONE && r->s->nevents)
         at = (uint32_t)r->s->nevents - 1;
-    const vt_lifetime *lt = vt_timeline_find(tl, f->addr, at);
+    const vt_lifetime *lt = vt__timeline_find(tl, f->addr, at);
     if (!lt)
-        lt = vt_timeline_find(tl, f->addr, NONE);
+        lt = vt__timeline_find(tl, f->addr, NONE);
     return lt ? (uint32_t)(lt - tl->lifetimes) : NONE;
 }
 
@@ -367,7 +367,7 @@ static void add_check_finding(struct render *r, const vt_check_finding *f, uint3
     char bytes[32], dur[32], title[512];
     vt__fmt_bytes(f->bytes, bytes);
     fmt_secs(f->linger_ns, dur, sizeof dur);
-    const char *rule = vt_check_rule_name(f->rule);
+    const char *rule = vt__check_rule_name(f->rule);
     if (f->rule == VT_CHECK_RULE_LINGER)
         snprintf(title, sizeof title, "%s: %s%s%s (%s) alive %s after its last use%s", rule,
                  f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
@@ -482,9 +482,9 @@ static void add_check_finding(struct render *r, const vt_check_finding *f, uint3
             /* Whole, as `vramtrace check --json` has it: a deep chain may
              * need more than the line buffer. */
             char line[2048], *text = line;
-            size_t need = vt_check_path_format(&f->paths[p], line, sizeof line);
+            size_t need = vt__check_path_format(&f->paths[p], line, sizeof line);
             if (need >= sizeof line && (text = malloc(need + 1)) != NULL)
-                vt_check_path_format(&f->paths[p], text, need + 1);
+                vt__check_path_format(&f->paths[p], text, need + 1);
             if (p)
                 vt__put_str(b, ",");
             vt__put_json_str(b, text ? text : line, 1);
@@ -498,18 +498,18 @@ static void add_check_finding(struct render *r, const vt_check_finding *f, uint3
 
 static void add_event_findings(struct render *r)
 {
-    const vt_snapshot_data *s = r->s;
+    const vt__snapshot_data *s = r->s;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
         if (e->kind != VT_EV_FINDING)
             continue;
-        const vt_lifetime *lt = vt_timeline_find(r->tl, e->addr, (uint32_t)i);
+        const vt_lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
         vt__buf *b = &r->findings;
         if (r->nfindings++)
             vt__put_str(b, ",");
         vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
                        lt ? (int64_t)r->rank[lt - r->tl->lifetimes] : (int64_t)-1);
-        const char *text = vt_snapshot_string(s, e->str);
+        const char *text = vt__snapshot_string(s, e->str);
         vt__put_json_str(b, text[0] ? text : "finding recorded in the snapshot", 1);
         vt__put_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
     }
@@ -598,7 +598,7 @@ static unsigned common_shift(uint64_t acc)
 
 static void write_columns(struct render *r, struct columns *c, size_t *npoints_total)
 {
-    const vt_snapshot_data *s = r->s;
+    const vt__snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
     size_t n = r->nl + r->nx;
     vt__buf *blob = c->blob;
@@ -819,7 +819,7 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
 {
     const struct section *sec = c->sec;
     size_t nsec = c->nsec, nxs = c->nxs;
-    const vt_snapshot_data *s = r->s;
+    const vt__snapshot_data *s = r->s;
     const vt_timeline *tl = r->tl;
     vt__put_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
@@ -835,13 +835,13 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
             vt__put_printf(m, "%s\"cuda:%d (external)\"", k ? "," : "", r->xkind_dev[k]);
     }
     vt__put_str(m, "],\"info\":{");
-    json_key_str(m, "command", vt_snapshot_string(s, s->meta.command_line));
+    json_key_str(m, "command", vt__snapshot_string(s, s->meta.command_line));
     vt__put_str(m, ",");
-    json_key_str(m, "host", vt_snapshot_string(s, s->meta.host));
+    json_key_str(m, "host", vt__snapshot_string(s, s->meta.host));
     vt__put_str(m, ",");
-    json_key_str(m, "version", vt_snapshot_string(s, s->meta.library_version));
+    json_key_str(m, "version", vt__snapshot_string(s, s->meta.library_version));
     vt__put_str(m, ",");
-    json_key_str(m, "config", vt_snapshot_string(s, s->meta.config));
+    json_key_str(m, "config", vt__snapshot_string(s, s->meta.config));
     vt__put_printf(m, ",\"pid\":%" PRId32 ",\"rank\":%" PRId32 ",\"snapshotTime\":%" PRIu64
                    ",\"eventsRecorded\":%" PRIu64 ",\"eventsOverwritten\":%" PRIu64
                    ",\"gaps\":%zu,\"freeUnseen\":%zu},",
@@ -874,7 +874,7 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     for (size_t k = 0; k < tl->nuncached; k++) {
         const vt_uncached *u = &tl->uncached[k];
         vt__put_printf(m, "%s[\"%s\",%" PRIu64 ",%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRId64 "]",
-                       k ? "," : "", vt_uncached_kind_name((enum vt_uncached_kind)u->kind), u->size,
+                       k ? "," : "", vt__uncached_kind_name((enum vt_uncached_kind)u->kind), u->size,
                        page_node(r, u->alloc_stack), u->alive ? 1 : 0, u->device,
                        u->alloc_time_ns > r->t0 ? u->alloc_time_ns - r->t0 : 0,
                        u->alive ? (int64_t)-1
@@ -900,12 +900,12 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", s->frames[r->frames[i]].line);
     vt__put_str(m, "],\"def\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", vt_frame_def_line(s, &s->frames[r->frames[i]]));
-    /* 1: the program's own code (vt_frame_is_user_code), as the text views
+        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", vt__frame_def_line(s, &s->frames[r->frames[i]]));
+    /* 1: the program's own code (vt__frame_is_user_code), as the text views
      * lead with it */
     vt__put_str(m, "],\"user\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%d", i ? "," : "", vt_frame_is_user_code(s, &s->frames[r->frames[i]]));
+        vt__put_printf(m, "%s%d", i ? "," : "", vt__frame_is_user_code(s, &s->frames[r->frames[i]]));
     vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));
@@ -926,7 +926,7 @@ static void write_meta(struct render *r, vt__buf *m, const struct columns *c, co
     vt__put_str(m, "],\"strings\":[\"\"");
     for (uint32_t i = 1; i < r->nstrs; i++) {
         vt__put_str(m, ",");
-        vt__put_json_str(m, vt_snapshot_string(s, r->strs[i]), 1);
+        vt__put_json_str(m, vt__snapshot_string(s, r->strs[i]), 1);
     }
     vt__put_str(m, "]}");
 }
@@ -951,7 +951,7 @@ static int write_page(FILE *out, const struct render *r, const vt__buf *meta, co
         const char *key = m + 5;
         int rc = 0;
         if (klen == 5 && !strncmp(key, "TITLE", 5)) {
-            const char *cmd = vt_snapshot_string(r->s, r->s->meta.command_line);
+            const char *cmd = vt__snapshot_string(r->s, r->s->meta.command_line);
             char title[160];
             snprintf(title, sizeof title, "%s", cmd[0] ? cmd : "snapshot");
             rc = vt__write_html_text(out, title);
@@ -993,21 +993,21 @@ static void render_free(struct render *r)
     vt__buf_free(&r->findings);
 }
 
-int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                    const vt_check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen)
 {
     return vt__viz_render_overlay(out, s, tl, report, NULL, stats, err, errlen);
 }
 
-int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                            const vt_check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen)
 {
     return vt__viz_render_page(out, s, tl, report, overlay, NULL, stats, err, errlen);
 }
 
-int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                         const vt_check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen)
 {
@@ -1016,7 +1016,7 @@ int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline 
     int rc = 0;
     size_t nl = tl->nlifetimes;
     r.nl = nl;
-    if (vt_check_list_external(s, &r.xs, &r.nx, err, errlen) != 0)
+    if (vt__check_list_external(s, &r.xs, &r.nx, err, errlen) != 0)
         return -ENOMEM;
     size_t np = nl + r.nx;   /* lifetimes on the page */
 
@@ -1109,7 +1109,7 @@ int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline 
     if (report && report->nfindings) {
         /* Findings by cause, as `vramtrace check` groups them. */
         uint32_t *group = malloc(report->nfindings * sizeof *group);
-        if (!group || vt_check_report_groups(report, group) < 0) {
+        if (!group || vt__check_report_groups(report, group) < 0) {
             free(group);
             rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
             goto out;

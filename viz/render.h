@@ -31,11 +31,11 @@ typedef struct vt__viz_stats {
 } vt__viz_stats;
 
 /* Write the page for snapshot `s` (with its timeline `tl`, built by
- * vt_timeline_build) to `out`. `report` (may be NULL) adds the checker's
+ * vt__timeline_build) to `out`. `report` (may be NULL) adds the checker's
  * findings; VT_EV_FINDING events of the snapshot are always shown.
  * @return 0, or a negative errno (-ENOMEM, -EIO) with a one-line message in
  *         err. `stats` may be NULL. */
-int vt__viz_render(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                    const vt_check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen);
 
@@ -53,14 +53,14 @@ typedef struct vt__viz_overlay {
 } vt__viz_overlay;
 
 /* vt__viz_render with an overlay curve (NULL: none). */
-int vt__viz_render_overlay(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                            const vt_check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen);
 
 /* The same with, besides, the explanation of the snapshot's first OOM
  * (`vramtrace oom --json`'s document, NULL: none): the page marks the OOM
  * on the timeline and shows the explanation in a panel. */
-int vt__viz_render_page(FILE *out, const vt_snapshot_data *s, const vt_timeline *tl,
+int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                         const vt_check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen);
 

@@ -12,7 +12,7 @@
 
 /* The devices the recording allocated on, each with the capacity the
  * replay gives it. */
-static int setup_devices(const vt_snapshot_data *s, const vt__replay_options *opt,
+static int setup_devices(const vt__snapshot_data *s, const vt__replay_options *opt,
                          vt__replay_result *r, char *err, size_t errlen)
 {
     int n = 0;
@@ -43,7 +43,7 @@ static int setup_devices(const vt_snapshot_data *s, const vt__replay_options *op
     return 0;
 }
 
-static vt__replay_rules auto_rules(const vt_snapshot_data *s)
+static vt__replay_rules auto_rules(const vt__snapshot_data *s)
 {
     return vt__replay_is_torch(s) ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE;
 }
@@ -57,7 +57,7 @@ const char *vt__replay_rules_name(vt__replay_rules rules)
     }
 }
 
-int vt__replay_run(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
                    vt__replay_result *out, char *err, size_t errlen)
 {
     static const vt__replay_options defaults = { 0 };

@@ -159,7 +159,7 @@ typedef struct vt__replay_result {
  * PyTorch's defaults. The peaks are PyTorch's own (max_memory_reserved(),
  * max_memory_allocated()); memory outside its pool (a library's own
  * cudaMalloc) counts against the capacity as recorded. */
-int vt__replay_run(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
                    vt__replay_result *out, char *err, size_t errlen);
 
 /* Free what a result owns (the curve). */
@@ -171,20 +171,20 @@ uint64_t vt__replay_peak_reserved(const vt__replay_result *r);
 /* Settings recorded in the snapshot, as replay conf text ("key:value,...",
  * allocator keys only; PyTorch's allocator_settings translated). Empty when
  * none were recorded. */
-void vt__replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len);
+void vt__replay_recorded_conf(const vt__snapshot_data *s, char *buf, size_t len);
 
 /* Each of `n` options replayed in a child process (at most `jobs` at
  * once; the curve is never kept), results in out[i]. A child that fails
  * leaves out[i] zeroed with status[i] < 0 (its error text in errs[i] when
  * errs != NULL). @return 0, or -ENOMEM/-EINVAL when nothing could be
  * started. */
-int vt__replay_sweep(const vt_snapshot_data *s, const vt__replay_options *opts, size_t n,
+int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts, size_t n,
                      unsigned jobs, vt__replay_result *out, int *status,
                      char (*errs)[256]);
 
 /* The same with confs[i] over `base`'s capacity, rules and
  * ignore_recorded_conf (its conf and curve are not used). */
-int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
+int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
                            const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
                            int *status, char (*errs)[256]);
 

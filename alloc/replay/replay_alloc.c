@@ -20,7 +20,7 @@
 
 static bool used_once;
 
-static int setup_config(const vt_snapshot_data *s, const vt__replay_options *opt,
+static int setup_config(const vt__snapshot_data *s, const vt__replay_options *opt,
                         vt__replay_result *r, char *err, size_t errlen)
 {
     vt_config cfg;
@@ -28,7 +28,7 @@ static int setup_config(const vt_snapshot_data *s, const vt__replay_options *opt
     char recorded[512] = "";
     bool expandable = false;
     if (!opt->ignore_recorded_conf)
-        vt__replay_conf_from_meta(vt_snapshot_string(s, s->meta.config), recorded,
+        vt__replay_conf_from_meta(vt__snapshot_string(s, s->meta.config), recorded,
                                   sizeof recorded, &expandable);
     if (vt__config_parse(recorded, &cfg, NULL))
         return vt__errf(err, errlen, -EINVAL, "the recorded settings '%s' are not valid", recorded);
@@ -74,7 +74,7 @@ static int setup_config(const vt_snapshot_data *s, const vt__replay_options *opt
 /* ---- the engine ---------------------------------------------------------- */
 
 typedef struct engine {
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     vt__replay_result *r;
     const uint64_t *completion;    /* per FREE_REQUESTED: its FREE_COMPLETED */
     uint64_t peak[VT_REPLAY_MAX_DEVICES];
@@ -193,7 +193,7 @@ static void finish(vt__replay_result *r)
     }
 }
 
-int vt__replay_alloc(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_alloc(const vt__snapshot_data *s, const vt__replay_options *opt,
                      vt__replay_result *r, char *err, size_t errlen)
 {
     if (used_once)

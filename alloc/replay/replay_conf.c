@@ -94,8 +94,8 @@ void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool
     }
 }
 
-void vt__replay_recorded_conf(const vt_snapshot_data *s, char *buf, size_t len)
+void vt__replay_recorded_conf(const vt__snapshot_data *s, char *buf, size_t len)
 {
     bool expandable;
-    vt__replay_conf_from_meta(vt_snapshot_string(s, s->meta.config), buf, len, &expandable);
+    vt__replay_conf_from_meta(vt__snapshot_string(s, s->meta.config), buf, len, &expandable);
 }

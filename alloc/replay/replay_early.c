@@ -18,7 +18,7 @@ static int cmp_free_at(const void *a, const void *b)
     return (x->alloc_event > y->alloc_event) - (x->alloc_event < y->alloc_event);
 }
 
-int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt__replay_options *opt)
+int vt__early_init(vt__early *ef, const vt__snapshot_data *s, const vt__replay_options *opt)
 {
     memset(ef, 0, sizeof *ef);
     if (!opt->nfree_at || !opt->free_at)
@@ -47,7 +47,7 @@ void vt__early_destroy(vt__early *ef)
     memset(ef, 0, sizeof *ef);
 }
 
-bool vt__early_due(vt__early *ef, const vt_snapshot_data *s, size_t i, uint64_t *addr)
+bool vt__early_due(vt__early *ef, const vt__snapshot_data *s, size_t i, uint64_t *addr)
 {
     if (ef->next >= ef->n || ef->at[ef->next].at_event >= i)
         return false;

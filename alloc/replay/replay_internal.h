@@ -77,7 +77,7 @@ void vt__trail_free(vt__replay_trail *t);
  * FREE_COMPLETED (UINT64_MAX when the window ends first), and immediate[i]
  * when it completed at once. Both arrays allocated here (NULL when the
  * completion is not wanted). @return 0 or -ENOMEM. */
-int vt__replay_completions(const vt_snapshot_data *s, uint64_t **completion, uint8_t **immediate);
+int vt__replay_completions(const vt__snapshot_data *s, uint64_t **completion, uint8_t **immediate);
 
 /* Which of the recording's events the replayed allocator owns. */
 typedef struct vt__recorded_scope {
@@ -90,7 +90,7 @@ typedef struct vt__recorded_scope {
 /* The recording's own peaks, segment counts and OOMs into r, and its
  * segment allocations (vt__seg_code, in order) into *segs (freed by the
  * caller). @return 0 or -ENOMEM. */
-int vt__replay_recorded(const vt_snapshot_data *s, const vt__recorded_scope *scope,
+int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *scope,
                         vt__replay_result *r, uint64_t **segs, size_t *nsegs);
 
 /* ---- replay_walk.c: the recorded events, in order, through an engine --- */
@@ -132,7 +132,7 @@ typedef struct vt__replay_engine {
  * recorded frees of blocks the replay holds (immediate[i]: completed at
  * once), recorded OOMs asked again, everything else to en->other. Stops at
  * the first OUT_OF_MEMORY (filling r->oom). @return 0 or -ENOMEM. */
-int vt__replay_walk(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_walk(const vt__snapshot_data *s, const vt__replay_options *opt,
                     const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en);
 
 /* ---- replay_trace.c: the recorder the allocator reports to in a replay -- */
@@ -167,13 +167,13 @@ typedef struct vt__early {
 
 /* Keep opt->free_at's entries that name an ALLOC and an event at or after
  * it. @return 0 or -ENOMEM (then vt__early_destroy). */
-int vt__early_init(vt__early *ef, const vt_snapshot_data *s, const vt__replay_options *opt);
+int vt__early_init(vt__early *ef, const vt__snapshot_data *s, const vt__replay_options *opt);
 void vt__early_destroy(vt__early *ef);
 /* The recorded address of the next allocation due to be freed before event
  * `i` (after every event before it); false when none is. The walker frees
  * it if its live entry is still the early-marked one, then calls
  * vt__early_freed. */
-bool vt__early_due(vt__early *ef, const vt_snapshot_data *s, size_t i, uint64_t *addr);
+bool vt__early_due(vt__early *ef, const vt__snapshot_data *s, size_t i, uint64_t *addr);
 int vt__early_freed(vt__early *ef, uint64_t addr);
 /* A recorded free of an address with no live allocation: true (and
  * forgotten) when it is the late free of one freed early. */
@@ -183,16 +183,16 @@ bool vt__early_recorded_free(vt__early *ef, uint64_t addr);
 /* Replay `s` through the allocator on the host device into `r`, whose
  * devices are set. Once per process. @return 0, -EINVAL (bad settings,
  * one line in err) or -ENOMEM. */
-int vt__replay_alloc(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_alloc(const vt__snapshot_data *s, const vt__replay_options *opt,
                      vt__replay_result *r, char *err, size_t errlen);
 
 /* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
 /* Is `s` a recording of PyTorch's caching allocator? */
-bool vt__replay_is_torch(const vt_snapshot_data *s);
+bool vt__replay_is_torch(const vt__snapshot_data *s);
 /* Replay `s` under PyTorch's rules into `r`, whose devices (ordinal,
  * capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
  * in err) or -ENOMEM. */
-int vt__replay_torch(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
                      vt__replay_result *r, char *err, size_t errlen);
 
 #endif /* VT_REPLAY_INTERNAL_H */

@@ -20,7 +20,7 @@ static bool allocator_event(uint8_t kind)
            || kind == VT_EV_STREAM_DESTROY || kind == VT_EV_EMPTY_CACHE;
 }
 
-static int find_completions(const vt_snapshot_data *s, uint64_t *completion, uint8_t *immediate)
+static int find_completions(const vt__snapshot_data *s, uint64_t *completion, uint8_t *immediate)
 {
     vt__rmap open;
     if (vt__rmap_init(&open, 1024))
@@ -58,7 +58,7 @@ static int find_completions(const vt_snapshot_data *s, uint64_t *completion, uin
     return 0;
 }
 
-int vt__replay_completions(const vt_snapshot_data *s, uint64_t **completion, uint8_t **immediate)
+int vt__replay_completions(const vt__snapshot_data *s, uint64_t **completion, uint8_t **immediate)
 {
     size_t n = s->nevents ? s->nevents : 1;
     *immediate = calloc(n, 1);
@@ -77,7 +77,7 @@ int vt__replay_completions(const vt_snapshot_data *s, uint64_t **completion, uin
     return 0;
 }
 
-int vt__replay_recorded(const vt_snapshot_data *s, const vt__recorded_scope *scope,
+int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *scope,
                         vt__replay_result *r, uint64_t **segs, size_t *nsegs)
 {
     int64_t reserved[VT_REPLAY_MAX_DEVICES] = { 0 }, allocated[VT_REPLAY_MAX_DEVICES] = { 0 };

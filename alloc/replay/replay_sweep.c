@@ -39,7 +39,7 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-static void run_child(const vt_snapshot_data *s, const vt__replay_options *o, int fd)
+static void run_child(const vt__snapshot_data *s, const vt__replay_options *o, int fd)
 {
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
@@ -77,7 +77,7 @@ static void collect(running *c, vt__replay_result *out, int *status, char (*errs
     free(m);
 }
 
-int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, size_t n,
+int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
                            const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
                            int *status, char (*errs)[256])
 {
@@ -95,7 +95,7 @@ int vt__replay_sweep_confs(const vt_snapshot_data *s, const char *const *confs, 
     return rc;
 }
 
-int vt__replay_sweep(const vt_snapshot_data *s, const vt__replay_options *opts, size_t n,
+int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts, size_t n,
                      unsigned jobs, vt__replay_result *out, int *status,
                      char (*errs)[256])
 {

@@ -29,25 +29,25 @@
 enum { POOL = 1, OUTSIDE = 2, EMPTIED = 4 };
 
 /* A PyTorch snapshot brought in by `vramtrace import`. */
-static bool imported(const vt_snapshot_data *s)
+static bool imported(const vt__snapshot_data *s)
 {
-    return !strcmp(vt_snapshot_string(s, s->meta.library_version), "pytorch");
+    return !strcmp(vt__snapshot_string(s, s->meta.library_version), "pytorch");
 }
 
-bool vt__replay_is_torch(const vt_snapshot_data *s)
+bool vt__replay_is_torch(const vt__snapshot_data *s)
 {
     return (s->meta.flags & VT_META_POOL_OBSERVED) || imported(s);
 }
 
 /* Is ALLOC e a request to PyTorch's allocator? */
-static bool pool_request(const vt_snapshot_data *s, const vt_event *e)
+static bool pool_request(const vt__snapshot_data *s, const vt_event *e)
 {
     return !(s->meta.flags & VT_META_POOL_OBSERVED) || (e->aux & VT_ALLOC_POOL_BLOCK);
 }
 
 /* Per event: whose ALLOC or segment event it is, and where the cache was
  * emptied. */
-static int classify(const vt_snapshot_data *s, bool gc_recorded, uint8_t *cls)
+static int classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls)
 {
     bool observed = s->meta.flags & VT_META_POOL_OBSERVED;
     bool infer_empty = imported(s);
@@ -132,7 +132,7 @@ static int classify(const vt_snapshot_data *s, bool gc_recorded, uint8_t *cls)
 
 typedef struct engine {
     tstate *t;
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     const uint8_t *cls;                /* classify() */
     vt__rmap pend;                     /* recorded address -> block pending on other streams */
 } engine;
@@ -246,7 +246,7 @@ static void forget(void *self, uint64_t block)
 /* ---- the replay ---------------------------------------------------------- */
 
 /* The settings PyTorch ran with, then opt->conf over them. */
-static int setup_conf(tstate *t, const vt_snapshot_data *s, const vt__replay_options *opt,
+static int setup_conf(tstate *t, const vt__snapshot_data *s, const vt__replay_options *opt,
                       char *recorded, size_t len, char *err, size_t errlen)
 {
     /* an imported snapshot has them; a recording of the observed allocator
@@ -256,10 +256,10 @@ static int setup_conf(tstate *t, const vt_snapshot_data *s, const vt__replay_opt
     bool expandable = false;
     recorded[0] = '\0';
     if (!opt->ignore_recorded_conf && imported(s))
-        vt__replay_conf_from_meta(vt_snapshot_string(s, s->meta.config), recorded, len,
+        vt__replay_conf_from_meta(vt__snapshot_string(s, s->meta.config), recorded, len,
                                   &expandable);
     else if (!opt->ignore_recorded_conf && (s->meta.flags & VT_META_FRAMEWORK_SETTINGS))
-        snprintf(recorded, len, "%s", vt_snapshot_string(s, s->meta.framework_settings));
+        snprintf(recorded, len, "%s", vt__snapshot_string(s, s->meta.framework_settings));
     t->c = (tconf){ .max_split = NO_LIMIT, .max_nonsplit_round = LARGE_BUFFER };
     char msg[256] = "";
     if (tm_apply_conf(&t->c, recorded, msg, sizeof msg))
@@ -287,7 +287,7 @@ static void setup_devices(tstate *t)
     }
 }
 
-int vt__replay_torch(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
                      vt__replay_result *r, char *err, size_t errlen)
 {
     tstate *t = calloc(1, sizeof *t);

@@ -16,7 +16,7 @@
 #include "replay_internal.h"
 
 typedef struct walk {
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     const vt__replay_engine *en;
     vt__replay_result *r;
     vt__rmap live;             /* recorded address -> served block */
@@ -118,7 +118,7 @@ static int oom_event(walk *w, size_t i, const vt_event *e)
     return w->en->free(w->en->self, e->device, block, stream, VT__REPLAY_AT_ONCE);
 }
 
-int vt__replay_walk(const vt_snapshot_data *s, const vt__replay_options *opt,
+int vt__replay_walk(const vt__snapshot_data *s, const vt__replay_options *opt,
                     const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en)
 {
     walk w = { .s = s, .en = en, .r = r };

@@ -468,7 +468,7 @@ TEST(free_coalesces_with_free_neighbours)
     s = stats(0);
     ASSERT_EQ(s.inactive_split[VT_STAT_ALL].current, 0);
     ASSERT_EQ(s.inactive_split_bytes[VT_STAT_ALL].current, 0);
-    vt_snapshot_data *snap = fake_snapshot();
+    vt__snapshot_data *snap = fake_snapshot();
     ASSERT(snap);
     ASSERT_EQ(snap->nsegments, 1);
     ASSERT_EQ(snap->nblocks, 1);
@@ -857,7 +857,7 @@ TEST(state_asked_on_a_thread_holding_the_heap_lock_is_refused_not_waited_for)
     vt__heap_unlock(h);
     alarm(0);
     ASSERT_EQ(vt__alloc_describe_state(NULL), 0);
-    vt_snapshot_data *snap = fake_snapshot();
+    vt__snapshot_data *snap = fake_snapshot();
     ASSERT(snap);
     ASSERT_EQ(snap->nblocks, 2);
     fake_snapshot_free(snap);
@@ -1306,7 +1306,7 @@ TEST(events_and_state_carry_stacks_and_sequence_numbers)
     ASSERT_EQ(ev.size, 3072);
     ASSERT_EQ(ev.stack, 42);
     ASSERT_EQ(ev.stream, (uint64_t)(uintptr_t)s);
-    vt_snapshot_data *snap = fake_snapshot();
+    vt__snapshot_data *snap = fake_snapshot();
     ASSERT(snap && snap->nsegments == 1 && snap->nblocks == 2 && snap->ndevices == 1);
     ASSERT_EQ(snap->blocks[0].alloc_seq, ev.seq);
     ASSERT_EQ(snap->blocks[0].stack, 42);

@@ -135,7 +135,7 @@ TEST(empty_cache_unmaps_whole_free_chunks_in_the_middle_and_growth_maps_them_aga
     CHECK_INVARIANTS();
     ASSERT_OK(cudaMemset(a, 1, 4 * MiB));
     ASSERT_OK(cudaMemset(c, 2, 4 * MiB));
-    vt_snapshot_data *snap = fake_snapshot();
+    vt__snapshot_data *snap = fake_snapshot();
     ASSERT(snap);
     ASSERT_EQ(snap->nsegments, 2);   /* a's run and c's run */
     ASSERT_EQ(snap->segments[0].size + snap->segments[1].size, 8 * MiB);

@@ -95,7 +95,7 @@ uint64_t vt__trace_event(const vt__event_rec *e)
 
 void vt__trace_set_state_provider(vt__state_provider fn) { atomic_store(&provider, fn); }
 
-int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)
+int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg)
 {
     vt_segment *n = realloc(snap->segments, (snap->nsegments + 1) * sizeof *n);
     if (!n)
@@ -108,7 +108,7 @@ int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)
     return 0;
 }
 
-int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block)
+int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block)
 {
     vt_block *n = realloc(snap->blocks, (snap->nblocks + 1) * sizeof *n);
     if (!n || !snap->nsegments)
@@ -119,7 +119,7 @@ int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block)
     return 0;
 }
 
-int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
+int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes)
 {
     vt_device_info *n = realloc(snap->devices, (snap->ndevices + 1) * sizeof *n);
@@ -133,12 +133,12 @@ int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *nam
 
 void vt__trace_out_of_memory(void) { atomic_fetch_add(&ooms, 1); }
 
-vt_snapshot_data *fake_snapshot(void)
+vt__snapshot_data *fake_snapshot(void)
 {
     vt__state_provider p = atomic_load(&provider);
     if (!p)
         return NULL;
-    vt_snapshot_data *s = calloc(1, sizeof *s);
+    vt__snapshot_data *s = calloc(1, sizeof *s);
     if (s && p(s) != 0) {
         fake_snapshot_free(s);
         return NULL;
@@ -146,7 +146,7 @@ vt_snapshot_data *fake_snapshot(void)
     return s;
 }
 
-void fake_snapshot_free(vt_snapshot_data *s)
+void fake_snapshot_free(vt__snapshot_data *s)
 {
     if (!s)
         return;

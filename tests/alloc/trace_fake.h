@@ -20,7 +20,7 @@ size_t fake_oom_calls(void);                 /* vt__trace_out_of_memory calls */
 void fake_trace_reset(void);
 /* Run the registered state provider into a fresh snapshot (free with
  * fake_snapshot_free). NULL if no provider. */
-vt_snapshot_data *fake_snapshot(void);
-void fake_snapshot_free(vt_snapshot_data *s);
+vt__snapshot_data *fake_snapshot(void);
+void fake_snapshot_free(vt__snapshot_data *s);
 
 #endif

@@ -3,9 +3,9 @@
  * and peak resident memory of `vramtrace summary`, `leaks` and `check` on
  * generated snapshots (tests/viz/gen_snapshot big) of 1M and 10M events,
  * and, side by side in the same build, the timeline built from the whole
- * snapshot (vt_snapshot_load + vt_timeline_build: what every view did before
+ * snapshot (vt__snapshot_load + vt__timeline_build: what every view did before
  * the events were streamed, and what check, json and viz still do) against
- * the one built from a stream of its events (vt_timeline_build_stream,
+ * the one built from a stream of its events (vt__timeline_build_stream,
  * what summary and leaks use).
  *
  *   bench_analysis --cli build/cli/vramtrace --gen build/tests/viz/gen_snapshot
@@ -75,9 +75,9 @@ static struct cost measure(int (*fn)(const char *), const char *arg, char *const
 static int build_whole(const char *path)
 {
     char err[1024];
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_timeline *tl;
-    if (vt_snapshot_load(path, &s, err, sizeof err) || vt_timeline_build(s, &tl, err, sizeof err)) {
+    if (vt__snapshot_load(path, &s, err, sizeof err) || vt__timeline_build(s, &tl, err, sizeof err)) {
         fprintf(stderr, "bench_analysis: %s\n", err);
         return 1;
     }
@@ -87,11 +87,11 @@ static int build_whole(const char *path)
 static int build_streamed(const char *path, unsigned what)
 {
     char err[1024], tlerr[1024];
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_event_stream *es;
     vt_timeline *tl;
-    if (vt_snapshot_open(path, &s, &es, err, sizeof err) ||
-        vt_timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr)) {
+    if (vt__snapshot_open(path, &s, &es, err, sizeof err) ||
+        vt__timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr)) {
         fprintf(stderr, "bench_analysis: %s %s\n", err, tlerr);
         return 1;
     }

@@ -42,9 +42,9 @@
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_rand(void) { return bench_xorshift64(&rng); }
 
-static vt_snapshot_data *make_trace(void)
+static vt__snapshot_data *make_trace(void)
 {
-    vt_snapshot_data *s = calloc(1, sizeof *s);
+    vt__snapshot_data *s = calloc(1, sizeof *s);
     vt_event *ev = calloc(NEVENTS + 4 * PER_STEP, sizeof *ev);
     static char blob[1] = "";
     static uint32_t offs[1] = { 0 };
@@ -107,7 +107,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* `vramtrace oom` on the trace ended by an OOM on a device of `capacity`. */
-static int bench_oom(const char *cli, vt_snapshot_data *s, uint64_t capacity)
+static int bench_oom(const char *cli, vt__snapshot_data *s, uint64_t capacity)
 {
     vt_device_info dev = { .ordinal = 0, .total_bytes = capacity };
     vt_stack_node root = { 0, 0 };
@@ -127,7 +127,7 @@ static int bench_oom(const char *cli, vt_snapshot_data *s, uint64_t capacity)
         return 1;
     close(fd);
     char err[512];
-    if (vt_snapfile_write(s, path, err, sizeof err)) {
+    if (vt__snapfile_write(s, path, err, sizeof err)) {
         fprintf(stderr, "bench_replay: %s\n", err);
         unlink(path);
         return 1;
@@ -174,7 +174,7 @@ static int bench_oom(const char *cli, vt_snapshot_data *s, uint64_t capacity)
 
 int main(int argc, char **argv)
 {
-    vt_snapshot_data *s = make_trace();
+    vt__snapshot_data *s = make_trace();
     if (!s) {
         fprintf(stderr, "bench_replay: out of memory\n");
         return 1;

@@ -16,8 +16,8 @@
  *     under heaptrack, depth 32.
  *  3. A training-like loop (forward allocations from a few layers, backward
  *     frees and gradients, marks) recorded until the ring holds 1M events:
- *     vt_snapshot() to a file, then vt_snapfile_read, vt_timeline_build and
- *     vt_snapfile_write of that file, R times each, and the bytes per event
+ *     vt_snapshot() to a file, then vt__snapfile_read, vt__timeline_build and
+ *     vt__snapfile_write of that file, R times each, and the bytes per event
  *     on disk. The first read and write of the process are reported apart:
  *     they pay the page faults of buffers the later ones reuse.
  * Every figure is the median of its runs, with the range (min-max) after it.
@@ -306,21 +306,21 @@ int main(int argc, char **argv)
             size_t nev = 0, nodes = 0, frames = 0;
             uint64_t rec = 0, over = 0;
             for (int i = 0; i < runs; i++) {
-                vt_snapshot_data *s = NULL;
+                vt__snapshot_data *s = NULL;
                 uint64_t t0 = bench_now_ns();
-                if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
+                if (vt__snapfile_read(path, &s, err, sizeof err) != 0)
                     break;
                 uint64_t t1 = bench_now_ns();
                 vt_timeline *tl = NULL;
-                int trc = vt_timeline_build(s, &tl, err, sizeof err);
+                int trc = vt__timeline_build(s, &tl, err, sizeof err);
                 uint64_t t2 = bench_now_ns();
-                vt_timeline_free(tl);
+                vt__timeline_free(tl);
                 uint64_t t3 = bench_now_ns();
-                int wrc = vt_snapfile_write(s, path2, err, sizeof err);
+                int wrc = vt__snapfile_write(s, path2, err, sizeof err);
                 uint64_t t4 = bench_now_ns();
                 nev = s->nevents, nodes = s->nstack_nodes, frames = s->nframes;
                 rec = s->meta.events_recorded, over = s->meta.events_overwritten;
-                vt_snapshot_free(s);
+                vt__snapshot_free(s);
                 if (trc != 0 || wrc != 0)
                     break;
                 rv[n] = (double)(t1 - t0) / 1e9;
@@ -341,8 +341,8 @@ int main(int argc, char **argv)
                        (long long)st.st_size, bpe);
                 printf("vt_snapshot() in the process: %.3f s (ring copy, symbolization, "
                        "write, one run)\n", (double)snap_ns / 1e9);
-                printf("1M events, %d runs, seconds: vt_snapfile_read %s, vt_timeline_build %s, "
-                       "vt_snapfile_write %s\n", n, fmt_spread(rd, "%.3f", b1, sizeof b1),
+                printf("1M events, %d runs, seconds: vt__snapfile_read %s, vt__timeline_build %s, "
+                       "vt__snapfile_write %s\n", n, fmt_spread(rd, "%.3f", b1, sizeof b1),
                        fmt_spread(tlb, "%.3f", b2, sizeof b2), fmt_spread(w, "%.3f", b3, sizeof b3));
                 printf("first run of the process: read %.3f s, write %.3f s\n", first_r, first_w);
             } else {

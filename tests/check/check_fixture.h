@@ -31,8 +31,8 @@ static inline vt_check_report *check(synth *y, const vt_check_options *opt)
 {
     vt_check_report *r = NULL;
     char err[256] = "";
-    int rc = vt_check_run(&y->s, opt, &r, err, sizeof err);
-    ASSERT_MSG(rc == 0 && r, "vt_check_run: %d %s", rc, err);
+    int rc = vt__check_run(&y->s, opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0 && r, "vt__check_run: %d %s", rc, err);
     return r;
 }
 
@@ -40,7 +40,7 @@ static inline vt_check_report *check(synth *y, const vt_check_options *opt)
 static inline vt_check_options default_options(void)
 {
     vt_check_options o;
-    vt_check_options_init(&o);
+    vt__check_options_init(&o);
     return o;
 }
 
@@ -57,13 +57,13 @@ static inline const char *path_text(const vt_check_finding *f, size_t i)
     static char buf[1024];
     ASSERT_MSG(i < f->npaths, "finding 0x%llx has %zu paths", (unsigned long long)f->addr,
                f->npaths);
-    vt_check_path_format(&f->paths[i], buf, sizeof buf);
+    vt__check_path_format(&f->paths[i], buf, sizeof buf);
     return buf;
 }
 
 static inline void dump(const vt_check_report *r, const synth *y)
 {
-    vt_check_report_print(stderr, r, &y->s, 0);
+    vt__check_report_print(stderr, r, &y->s, 0);
 }
 
 #define ASSERT_CLEAN(r, y)                                                  \
@@ -92,7 +92,7 @@ static inline void assert_shape_is_clean(shape_fn shape, int variant)
     synth y;
     vt_check_report *r = check_shape(&y, shape, variant);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -100,9 +100,9 @@ static inline void assert_shape_is_clean(shape_fn shape, int variant)
 static inline void assert_rule_is_named(const char *name, unsigned rule)
 {
     unsigned rules = 0;
-    ASSERT_EQ(vt_check_parse_rules(name, &rules), 0);
+    ASSERT_EQ(vt__check_parse_rules(name, &rules), 0);
     ASSERT_EQ(rules, rule);
-    ASSERT_STR_EQ(vt_check_rule_name(rule), name);
+    ASSERT_STR_EQ(vt__check_rule_name(rule), name);
 }
 
 /* The report has exactly one finding: return it. */
@@ -138,7 +138,7 @@ static inline void assert_shape_flags(shape_fn shape, struct expected_finding x)
     if (x.owner)
         ASSERT_STR_EQ(f->owner_name, x.owner);
     ASSERT_STR_EQ(path_text(f, 0), x.path);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -183,9 +183,9 @@ static inline char *render(const vt_check_report *r, const synth *y, int json)
     FILE *f = open_memstream(&buf, &len);
     ASSERT(f);
     if (json)
-        ASSERT_EQ(vt_check_report_write_json(f, r, &y->s), 0);
+        ASSERT_EQ(vt__check_report_write_json(f, r, &y->s), 0);
     else
-        ASSERT_EQ(vt_check_report_print(f, r, &y->s, 0), 0);
+        ASSERT_EQ(vt__check_report_print(f, r, &y->s, 0), 0);
     fclose(f);
     return buf;
 }

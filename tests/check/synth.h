@@ -1,6 +1,6 @@
 /* tests/check/synth.h - build synthetic snapshots in memory for the checker.
  *
- * A `synth` owns a vt_snapshot_data whose arrays it grows as events are added
+ * A `synth` owns a vt__snapshot_data whose arrays it grows as events are added
  * (through tests/common/snap_builder.h).
  * Every event gets the next seq (from 1) and advances the clock by `dt`
  * (default 1 ms); synth_tick() moves the clock further. Stacks are built from
@@ -20,7 +20,7 @@
 #include "snapshot.h"
 
 typedef struct synth {
-    vt_snapshot_data s;
+    vt__snapshot_data s;
     struct snap_builder b;  /* grows s's arrays (b.s == &s) */
     uint64_t seq;       /* last seq used */
     uint64_t time;      /* current clock, ns */
@@ -39,7 +39,7 @@ static inline void synth_init(synth *y)
     y->dt = 1000000;
     y->time = 1000000000;
     synth_str_fast(y, "");
-    vt_snapshot_data *s = &y->s;
+    vt__snapshot_data *s = &y->s;
     sb_node(&y->b, 0, 0);   /* node 0: no stack */
     s->meta.format_version = 1;
     s->meta.pid = 4242;
@@ -60,7 +60,7 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
     for (const char *f = fn; f && n < 32; f = va_arg(ap, const char *))
         names[n++] = f;
     va_end(ap);
-    vt_snapshot_data *s = &y->s;
+    vt__snapshot_data *s = &y->s;
     uint32_t parent = 0;
     for (size_t i = n; i-- > 0;) {   /* outermost first */
         uint32_t module = synth_str(y, "/usr/bin/train"), function = synth_str(y, names[i]);
@@ -75,7 +75,7 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
 
 static inline vt_event *synth_ev(synth *y, uint8_t kind)
 {
-    vt_snapshot_data *s = &y->s;
+    vt__snapshot_data *s = &y->s;
     vt_event *e = sb_event(&y->b);
     e->seq = ++y->seq;
     y->time += y->dt;
@@ -194,7 +194,7 @@ static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64
 /* Release everything (the arrays are the synth's own). */
 static inline void synth_fini(synth *y)
 {
-    vt_snapshot_free_arrays(&y->s);
+    vt__snapshot_free_arrays(&y->s);
     memset(y, 0, sizeof *y);
 }
 

@@ -1,5 +1,5 @@
 /* tests/check/test_check_cli.c - the built `vramtrace check` (VRAMTRACE_EXE)
- * on synthetic snapshots written with vt_snapfile_write: exit codes, text,
+ * on synthetic snapshots written with vt__snapfile_write: exit codes, text,
  * --json, --grace, --ignore, --rules, --top, --help and bad usage. */
 #include <sys/stat.h>
 
@@ -116,8 +116,8 @@ static void write_snap(synth *y, const char *name)
 {
     char p[400], err[512] = "";
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    int rc = vt_snapfile_write(&y->s, p, err, sizeof err);
-    ASSERT_MSG(rc == 0, "vt_snapfile_write: %d %s", rc, err);
+    int rc = vt__snapfile_write(&y->s, p, err, sizeof err);
+    ASSERT_MSG(rc == 0, "vt__snapfile_write: %d %s", rc, err);
 }
 
 /* A training loop of 8 steps with a pipeline context that keeps its two

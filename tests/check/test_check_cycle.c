@@ -105,7 +105,7 @@ TEST(storage_a_collection_freed_is_held_by_a_reference_cycle_until_gc_ran)
     snprintf(want, sizeof want, "\"collected_by_gc\":{\"seq\":%" PRIu64 ",", f->gc_seq);
     ASSERT_STR_CONTAINS(js, want);
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -118,7 +118,7 @@ static void assert_clean_without_cycle_rule(int fixed, int flagged)
     vt_check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -144,13 +144,13 @@ TEST(a_late_collection_is_one_cycle_finding_not_a_linger_one_too)
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     /* --rules linger: the same storage is LINGER's alone */
     vt_check_options o;
-    vt_check_options_init(&o);
-    ASSERT_EQ(vt_check_parse_rules("linger", &o.rules), 0);
+    vt__check_options_init(&o);
+    ASSERT_EQ(vt__check_parse_rules("linger", &o.rules), 0);
     vt_check_report *l = check(&y, &o);
     ASSERT_EQ(l->nfindings, 2);
     ASSERT_EQ(by_addr(l, ACT1)->rule, VT_CHECK_RULE_LINGER);
-    vt_check_report_free(l);
-    vt_check_report_free(r);
+    vt__check_report_free(l);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 

@@ -1,6 +1,6 @@
 /* tests/check/test_check_growth.c - GROWTH (check_growth.c): a call site
  * whose live bytes at each mark grow step over step, and the fit that judges
- * such a series (vt_check_growth_fit, which `vramtrace compare` shares). */
+ * such a series (vt__check_growth_fit, which `vramtrace compare` shares). */
 #include "check_fixture.h"
 
 #define BUF 0x7fa000000000ull   /* the growing site's allocations */
@@ -78,7 +78,7 @@ TEST(a_buffer_reallocated_larger_every_step_is_flagged_with_its_growth_per_step)
     ASSERT_STR_CONTAINS(text, "\"growth\":{\"per_step\":1048576,\"first_mark\":3,\"last_mark\":11,"
                               "\"first_bytes\":4194304,\"last_bytes\":12582912}");
     free(text);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -93,7 +93,7 @@ TEST(a_site_keeping_more_every_step_and_freeing_it_at_the_end_is_flagged)
     ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(f->growth_per_step, MiB);
     ASSERT_EQ(f->nallocs, 10);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -105,7 +105,7 @@ TEST(memory_never_freed_step_after_step_stays_one_never_freed_finding)
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
     /* one finding per storage: growth judges what the others left */
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -116,7 +116,7 @@ static void assert_loop_is_clean(keep_fn keep, int realloc, int steps)
     vt_check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -147,14 +147,14 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
     vt_check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run & VT_CHECK_RULE_GROWTH, 0);
     ASSERT_EQ(r->rules_need_steps & VT_CHECK_RULE_GROWTH, 0);   /* automatic: silent */
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     vt_check_options o = default_options();
     o.rules = VT_CHECK_RULE_GROWTH;
     r = check(&y, &o);
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->nfindings, 0);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -162,14 +162,14 @@ TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
 {
     vt_check_growth g;
     uint64_t few[4] = { 1, 2, 3, 4 };
-    ASSERT_EQ(vt_check_growth_fit(few, 4, &g), 0);
+    ASSERT_EQ(vt__check_growth_fit(few, 4, &g), 0);
     ASSERT_EQ(g.judged, 0);
     ASSERT_EQ(g.grows, 0);
     /* a leak of 100 per step with every other step 40 more */
     uint64_t noisy[12];
     for (int i = 0; i < 12; i++)
         noisy[i] = 1000 + 100 * (uint64_t)i + (i % 2 ? 40 : 0);
-    ASSERT_EQ(vt_check_growth_fit(noisy, 12, &g), 0);
+    ASSERT_EQ(vt__check_growth_fit(noisy, 12, &g), 0);
     ASSERT_EQ(g.judged, 1);
     ASSERT_EQ(g.first, 3);
     ASSERT_EQ(g.last, 11);
@@ -177,19 +177,19 @@ TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
     ASSERT(g.per_step >= 90 && g.per_step <= 110);
     /* a big warm-up (optimizer state at the first step), flat after it */
     uint64_t warm[8] = { 10, 5000, 5000, 5000, 5000, 5000, 5000, 5000 };
-    ASSERT_EQ(vt_check_growth_fit(warm, 8, &g), 0);
+    ASSERT_EQ(vt__check_growth_fit(warm, 8, &g), 0);
     ASSERT_EQ(g.per_step, 0);
     ASSERT_EQ(g.grows, 0);
     /* shrinking is not growth */
     uint64_t down[8] = { 80, 70, 60, 50, 40, 30, 20, 10 };
-    ASSERT_EQ(vt_check_growth_fit(down, 8, &g), 0);
+    ASSERT_EQ(vt__check_growth_fit(down, 8, &g), 0);
     ASSERT_EQ(g.per_step, -10);
     ASSERT_EQ(g.grows, 0);
     /* a long series: the slope from at most 256 evenly spaced ends */
     static uint64_t longer[5000];
     for (int i = 0; i < 5000; i++)
         longer[i] = 7 * (uint64_t)i;
-    ASSERT_EQ(vt_check_growth_fit(longer, 5000, &g), 0);
+    ASSERT_EQ(vt__check_growth_fit(longer, 5000, &g), 0);
     ASSERT_EQ(g.per_step, 7);
     ASSERT_EQ(g.grows, 1);
 }
@@ -227,6 +227,6 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
     ASSERT_STR_CONTAINS(text, "held by (at the end):");
     ASSERT_STR_CONTAINS(text, "Program.hooks \xe2\x86\x92 OrderedDict[0] \xe2\x86\x92 tensor 'mask");
     free(text);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }

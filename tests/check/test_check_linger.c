@@ -56,7 +56,7 @@ TEST(gc_cycle_is_flagged_with_cycle_path)
     ASSERT_EQ(f->paths[0].steps[3].kind, VT_CHECK_NODE_TENSOR);
     ASSERT_EQ(f->paths[0].steps[4].kind, VT_CHECK_NODE_STORAGE);
     ASSERT_EQ(f->paths[0].steps[4].bytes, 2 * MiB);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -96,7 +96,7 @@ TEST(view_keeps_base_storage_is_flagged)
         "outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded') \xe2\x86\x92 "
         "storage 0x7f4000000000 64 MiB");
     ASSERT_EQ(f->paths[0].steps[1].base_id, 10);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -118,7 +118,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
         "cache[0] \xe2\x86\x92 tensor 'fc2 head' (view of 'fc2 out') \xe2\x86\x92 "
         "storage 0x7f2000000000 1 MiB");
     ASSERT_EQ(r->ntensors, 1 + 8 + 2);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     /* --ignore matches the latest name only */
     const char *pats[] = { "aten.mm*" };
@@ -127,24 +127,24 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
     o.nignore = 1;
     r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 1);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     pats[0] = "fc2 out";
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     /* the text report and the JSON carry the new name */
     char *buf = NULL;
     size_t n = 0;
     FILE *mf = open_memstream(&buf, &n);
     r = check(&y, NULL);
-    vt_check_report_print(mf, r, &y.s, 0);
+    vt__check_report_print(mf, r, &y.s, 0);
     fclose(mf);
     ASSERT_STR_CONTAINS(buf, "fc2 out");
     ASSERT(strstr(buf, "aten.mm out[0]") == NULL);
     ASSERT(strstr(buf, "fc2 tmp") == NULL);
     free(buf);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -170,7 +170,7 @@ TEST(pipeline_context_keeping_sent_tensors_is_flagged)
         "Context.output_tensors \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'send 0' "
         "\xe2\x86\x92 storage 0x7f6000000000 16 MiB");
     ASSERT_EQ(r->findings[0].steps_unused, 2);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -204,7 +204,7 @@ TEST(autograd_graph_kept_by_a_loss_list_is_flagged)
         "losses[1] \xe2\x86\x92 tensor 'loss'.grad_fn \xe2\x86\x92 MulBackward0.saved_self "
         "\xe2\x86\x92 tensor 'h' \xe2\x86\x92 storage 0x7ef000000000 12 MiB");
     ASSERT_EQ(f->freed, 0);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -231,13 +231,13 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     ASSERT(f->paths[0].truncated);
     ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
     ASSERT_STR_CONTAINS(path_text(f, 0), "\xe2\x80\xa6 holder #104094 \xe2\x86\x92 holder #104093");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     vt_check_options o = default_options();
     o.max_visit = 20000;
     r = check(&y, &o);
     ASSERT(!r->findings[0].paths[0].truncated);
     ASSERT_EQ(r->findings[0].paths[0].nsteps, 10000 + 2);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -254,7 +254,7 @@ TEST(weights_used_every_step_are_never_flagged)
     vt_check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     ASSERT_EQ(r->ntensors, 31);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -277,7 +277,7 @@ TEST(state_missing_its_next_use_is_flagged)
     /* Nothing refers to the tensor, and it was never dropped: it is its own root. */
     ASSERT_STR_EQ(path_text(f, 0),
                   "tensor 'exp_avg' \xe2\x86\x92 storage 0x7f8000000000 8 MiB");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -291,7 +291,7 @@ TEST(storage_whose_lifetime_crosses_a_gap_is_not_judged)
     open_a_gap(&y);
     vt_check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -316,7 +316,7 @@ TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
     vt_check_report *r = check(&y, NULL);
     ASSERT_EQ(only_finding(r)->addr, STATE);
     ASSERT_EQ(r->findings[0].freed, 0);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -334,7 +334,7 @@ TEST(alive_through_a_complete_step_before_the_end_is_flagged)
     ASSERT_EQ(f->steps_unused, 1);
     ASSERT_EQ(f->freed, 0);
     ASSERT_EQ(f->linger_ns, r->end_time_ns - f->last_use_time_ns);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -380,13 +380,13 @@ TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
     text = render(r, &y, 1);
     ASSERT_MSG(strstr(text, "\"host_skipped\":1"), "%s", text);
     free(text);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     o.host = VT_CHECK_HOST_ALWAYS;               /* check --host */
     r = check(&y, &o);
     ASSERT_EQ(r->nhost_skipped, 0);
     the_finding(r, HOST_ADDR, 4096);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -398,7 +398,7 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(r->nhost_skipped, 0);
     the_finding(r, HOST_ADDR, 4096);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -420,7 +420,7 @@ TEST(no_marks_time_rule_flags_long_linger)
     uint64_t dur = r->end_time_ns - r->start_time_ns;
     ASSERT_EQ(f->linger_from_time_ns, f->last_use_time_ns + dur / 100 * 5);
     ASSERT_GT(f->linger_ns, 28000000000ull);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -434,7 +434,7 @@ TEST(no_marks_alive_at_end_with_old_last_use_is_flagged)
     synth y;
     vt_check_report *r = check_shape(&y, no_marks, 0);
     ASSERT_EQ(the_finding(r, XT, 10 * MiB)->freed, 0);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -444,13 +444,13 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
     synth y;
     gc_cycle(&y, 1);
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape,growth", &o.rules), 0);
+    ASSERT_EQ(vt__check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape,growth", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULES_ALL);
     ASSERT_CLEAN(r, &y);   /* weights: setup, not accumulating */
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_parse_rules("linger,bogus", &o.rules), -EINVAL);
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_parse_rules("linger,bogus", &o.rules), -EINVAL);
     synth_fini(&y);
 }
 

@@ -21,7 +21,7 @@ TEST(native_never_freed_call_site_is_flagged)
     ASSERT_EQ(f->npaths, 0);
     const vt_frame *fr = &y.s.frames[y.s.stack_nodes[f->alloc_stack].frame];
     ASSERT_STR_EQ(y.s.strings_blob + y.s.string_offsets[fr->function], "append_history");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -34,7 +34,7 @@ TEST(native_outlier_call_site_is_flagged)
     ASSERT_EQ(f->nallocs, 1);
     ASSERT_EQ(f->freed, 1);
     ASSERT_GT(f->linger_ns, 200000000);   /* about 3 steps of 100 ms */
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -53,14 +53,14 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     text = render(r, &y, 1);
     ASSERT_MSG(strstr(text, "\"rules_need_steps\":[\"never-freed\",\"outlier\"]"), "%s", text);
     free(text);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     /* named, they judge by time */
     vt_check_options o = default_options();
     o.rules = VT_CHECK_RULE_NEVER_FREED;
     r = check(&y, &o);
     ASSERT_EQ(r->rules_need_steps, 0);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 

@@ -50,7 +50,7 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
     size_t tl = 0;
     FILE *mf = open_memstream(&t, &tl);
     ASSERT(mf);
-    ASSERT_EQ(vt_check_report_print(mf, r, &y.s, 0), 0);
+    ASSERT_EQ(vt__check_report_print(mf, r, &y.s, 0), 0);
     fclose(mf);
     ASSERT_STR_CONTAINS(t, "#1 [pinned] storage 0x7e8000000000 on cuda:0, 4 KiB");
     ASSERT_STR_CONTAINS(t, "kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)");
@@ -59,31 +59,31 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
     ASSERT_STR_CONTAINS(t, "model.x \xe2\x86\x92 tensor 'x' (view of 'big')");
     ASSERT_STR_CONTAINS(t, "or pinned by small views");
     free(t);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     /* The grace: 5 complete steps pinned is enough, 6 are not there. */
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_grace("5steps", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("5steps", &o), 0);
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->linger_from_seq, mark_seq_of(&y, "step 8"));
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_parse_grace("6steps", &o), 0);
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_parse_grace("6steps", &o), 0);
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     /* Selected alone or not at all. */
     o = default_options();
-    ASSERT_EQ(vt_check_parse_rules("pinned", &o.rules), 0);
+    ASSERT_EQ(vt__check_parse_rules("pinned", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULE_PINNED);
     r = check(&y, &o);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(r->nfindings, 1);
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_parse_rules("linger", &o.rules), 0);
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_parse_rules("linger", &o.rules), 0);
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     /* --ignore applies. */
     const char *pats[] = { "big" };
@@ -93,7 +93,7 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
     ASSERT_EQ(r->nignored, 1);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -107,20 +107,20 @@ TEST(pinned_view_covering_most_of_its_base_is_clean)
     synth y;
     vt_check_report *r = check_shape(&y, pinned_view, PIN_MOSTLY_COVERED);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     /* ... unless the ratio asks for more than 90%. */
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_pinned_ratio("95%", &o.pinned_ratio), 0);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("95%", &o.pinned_ratio), 0);
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(r->findings[0].covered_bytes, 3687);
     ASSERT_EQ(r->findings[0].wasted_bytes, 4096 - 3687);
     ASSERT(fabs(r->pinned_ratio - 0.95) < 1e-12);
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("0.9", &o.pinned_ratio), 0);  /* 3687 >= 0.9 x 4096 */
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("0.9", &o.pinned_ratio), 0);  /* 3687 >= 0.9 x 4096 */
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -132,39 +132,39 @@ TEST(pinned_base_still_alive_is_not_pinned)
     o.pinned_ratio = 1;
     vt_check_report *r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
 TEST(pinned_ratio_parse)
 {
     double v = 0.5;
-    ASSERT_EQ(vt_check_parse_pinned_ratio("0.25", &v), 0);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("0.25", &v), 0);
     ASSERT(fabs(v - 0.25) < 1e-12);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("10%", &v), 0);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("10%", &v), 0);
     ASSERT(fabs(v - 0.10) < 1e-12);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("1", &v), 0);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("1", &v), 0);
     ASSERT_EQ(v, 1.0);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("100%", &v), 0);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("100%", &v), 0);
     ASSERT_EQ(v, 1.0);
     v = 0.5;
-    ASSERT_EQ(vt_check_parse_pinned_ratio("0", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("0%", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("1.5", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("101%", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("-0.5", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("half", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("0.5x", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("nan", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio("", &v), -EINVAL);
-    ASSERT_EQ(vt_check_parse_pinned_ratio(NULL, &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("0", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("0%", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("1.5", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("101%", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("-0.5", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("half", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("0.5x", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("nan", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio("", &v), -EINVAL);
+    ASSERT_EQ(vt__check_parse_pinned_ratio(NULL, &v), -EINVAL);
     ASSERT_EQ(v, 0.5);
     vt_check_options o;
-    vt_check_options_init(&o);
+    vt__check_options_init(&o);
     ASSERT_EQ(o.pinned_ratio, VT_CHECK_PINNED_RATIO);
-    ASSERT_STR_EQ(vt_check_rule_name(VT_CHECK_RULE_PINNED), "pinned");
+    ASSERT_STR_EQ(vt__check_rule_name(VT_CHECK_RULE_PINNED), "pinned");
     unsigned rules = 0;
-    ASSERT_EQ(vt_check_parse_rules("all", &rules), 0);
+    ASSERT_EQ(vt__check_parse_rules("all", &rules), 0);
     ASSERT(rules & VT_CHECK_RULE_PINNED);
 }
 
@@ -199,7 +199,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
         "storage 0x7e8000000000 4 KiB");
     ASSERT_EQ(lg->bytes, 4096);
     ASSERT_EQ(r->total_bytes, 4096 + 4056);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     /* PINNED alone is not cut: pinned until the view's drop in step 8. */
     vt_check_options o = default_options();
@@ -209,7 +209,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
     ASSERT_GT(r->findings[0].pinned_until_seq, lg ? 0 : 0);
     ASSERT_EQ(r->findings[0].freed, 1);
     ASSERT_LT(r->findings[0].pinned_until_seq, r->findings[0].free_seq);  /* the drop */
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     /* Used in step 3 only after the drop: what is left before the last use
@@ -217,7 +217,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
     pinned_then_lingering(&y, 3);
     r = check(&y, NULL);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_LINGER);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -265,7 +265,7 @@ TEST(pinned_coverage_is_the_union_of_live_views_clipped)
     ASSERT_EQ(f->views[2].id, 72);
     ASSERT(fabs(f->byte_seconds - 550.0 * (double)f->linger_ns / 1e9) < 1e-6);
     ASSERT_EQ(f->npaths, 3);   /* three live views, three roots */
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -285,18 +285,18 @@ TEST(pinned_time_rule_without_marks)
     ASSERT_EQ(f->path_seq, f->linger_from_seq);
     ASSERT_STR_EQ(path_text(f, 0), "tensor 'x' (view of 'padded') \xe2\x86\x92 "
                                    "storage 0x7e8000000000 64 MiB");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     pinned_no_marks(&y, 2000);    /* pinned 1 s: under the grace */
     r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_grace("500ms", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("500ms", &o), 0);
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -321,7 +321,7 @@ TEST(pinned_json_has_rule_and_wasted_bytes)
     ASSERT_STR_CONTAINS(js, "\"paths_at\":\"end\"");
     ASSERT_STR_CONTAINS(js, "\"text\":\"model.x \xe2\x86\x92 tensor 'x' (view of 'big')");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     /* Other findings carry "wasted_bytes":0 and "pinned":null. */
@@ -333,7 +333,7 @@ TEST(pinned_json_has_rule_and_wasted_bytes)
     ASSERT_STR_CONTAINS(js, "\"wasted_bytes\":0,\"pinned\":null");
     ASSERT_STR_CONTAINS(js, "\"cut_at_last_use\":true");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -363,7 +363,7 @@ TEST(pinned_many_views_are_summarized)
     }
     double t0 = now_s();
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_grace("1s", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("1s", &o), 0);
     o.rules = VT_CHECK_RULE_PINNED;   /* nothing is used: LINGER would take it all */
     vt_check_report *r = check(&y, &o);
     double dt = now_s() - t0;
@@ -373,7 +373,7 @@ TEST(pinned_many_views_are_summarized)
     ASSERT_EQ(f->nviews, VT_CHECK_MAX_VIEWS);
     ASSERT_LT(f->covered_bytes, 32 * MiB);
     ASSERT_EQ(f->covered_bytes, (uint64_t)f->nviews_live * 1024);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 

@@ -15,26 +15,26 @@ TEST(grace_steps_option)
     synth y;
     gc_cycle(&y, 0);   /* steps 3, 4, 5 unused, freed in step 6 */
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_grace("4steps", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("4steps", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_STEPS);
     ASSERT_EQ(o.grace_steps, 4);
     vt_check_report *r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_parse_grace("3", &o), 0);
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_parse_grace("3", &o), 0);
     r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->grace_user, 1);
     ASSERT_EQ(r->grace_steps, 3);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     /* 0 steps: alive at the end of the step of its last use is enough. */
     pipeline(&y, 1);
-    ASSERT_EQ(vt_check_parse_grace("0steps", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("0steps", &o), 0);
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);   /* freed within the step */
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -43,7 +43,7 @@ TEST(grace_time_option)
     synth y;
     gc_cycle(&y, 0);   /* steps are 100 ms: lingering about 400 ms */
     vt_check_options o = default_options();
-    ASSERT_EQ(vt_check_parse_grace("50ms", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("50ms", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(o.grace_ns, 50000000);
     vt_check_report *r = check(&y, &o);
@@ -52,19 +52,19 @@ TEST(grace_time_option)
     ASSERT_EQ(r->findings[0].linger_from_time_ns, r->findings[0].last_use_time_ns + 50000000);
     ASSERT_EQ(r->findings[0].npaths, 1);   /* paths at last use + 50 ms: the cycle */
     ASSERT(r->findings[0].paths[0].cycle);
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_parse_grace("2.5s", &o), 0);
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_parse_grace("2.5s", &o), 0);
     ASSERT_EQ(o.grace_ns, 2500000000ull);
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
-    ASSERT_EQ(vt_check_parse_grace("1.5steps", &o), -EINVAL);
-    ASSERT_EQ(vt_check_parse_grace("-1s", &o), -EINVAL);
-    ASSERT_EQ(vt_check_parse_grace("3parsecs", &o), -EINVAL);
-    ASSERT_EQ(vt_check_parse_grace("", &o), -EINVAL);
-    ASSERT_EQ(vt_check_parse_grace("auto", &o), 0);
+    ASSERT_EQ(vt__check_parse_grace("1.5steps", &o), -EINVAL);
+    ASSERT_EQ(vt__check_parse_grace("-1s", &o), -EINVAL);
+    ASSERT_EQ(vt__check_parse_grace("3parsecs", &o), -EINVAL);
+    ASSERT_EQ(vt__check_parse_grace("", &o), -EINVAL);
+    ASSERT_EQ(vt__check_parse_grace("auto", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_AUTO);
 }
 
@@ -79,29 +79,29 @@ TEST(ignore_patterns)
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->addr, ACT2);
     ASSERT_EQ(r->nignored, 1);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     pats[0] = "act*";
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
     ASSERT_EQ(r->nignored, 2);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     pats[0] = "forward_*";   /* a function of the allocation stack */
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     pats[0] = "backward_block";   /* a function of the last-use stack */
     r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     pats[0] = "nothing*";
     r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->nignored, 0);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -132,13 +132,13 @@ TEST(max_paths_and_multiple_roots)
     ASSERT_STR_EQ(path_text(f, 0), "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     ASSERT_STR_EQ(path_text(f, 1), "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     ASSERT_STR_EQ(path_text(f, 2), "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
 
     vt_check_options o = default_options();
     o.max_paths = 1;
     r = check(&y, &o);
     ASSERT_EQ(r->findings[0].npaths, 1);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -178,7 +178,7 @@ TEST(findings_ranked_by_bytes_times_time)
     }
     ASSERT(fabs(total - r->total_byte_seconds) < 1e-6);
     ASSERT_EQ(r->total_bytes, 12 * MiB + 100);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -229,7 +229,7 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
     ASSERT_MSG(strstr(text, "tensor 'loss'.grad_fn \xe2\x86\x92 (autograd nodes) \xe2\x86\x92 "
                             "ReluBackward0.SavedTensor 'self' of ReluBackward0"), "%s", text);
     free(text);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -256,7 +256,7 @@ TEST(external_storage_is_checked)
     vt_check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nhost_skipped, 1);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     vt_check_options o = default_options();
     o.host = VT_CHECK_HOST_ALWAYS;
     r = check(&y, &o);
@@ -268,7 +268,7 @@ TEST(external_storage_is_checked)
     ASSERT_STR_EQ(path_text(f, 0),
         "DataLoader._prefetched[0] \xe2\x86\x92 tensor 'cpu batch' \xe2\x86\x92 "
         "storage 0x5555000000 5 MiB");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -296,7 +296,7 @@ TEST(external_storages_are_listed_with_owner_and_last_use)
     vt_check_storage *xs = NULL;
     size_t n = 0;
     char err[256];
-    ASSERT_EQ(vt_check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
+    ASSERT_EQ(vt__check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
     ASSERT_EQ(n, 2);
     ASSERT_EQ(xs[0].addr, 0x5555000000ull);
     ASSERT_EQ(xs[0].bytes, 5 * MiB);
@@ -306,19 +306,19 @@ TEST(external_storages_are_listed_with_owner_and_last_use)
     ASSERT_EQ(xs[0].nuses, 3);                       /* two creations and a use */
     ASSERT_EQ(xs[0].last_use_time_ns, use_time);
     ASSERT_EQ(xs[0].owner_id, 90);
-    ASSERT_STR_EQ(vt_snapshot_string(&y.s, xs[0].owner_name), "cpu batch");
+    ASSERT_STR_EQ(vt__snapshot_string(&y.s, xs[0].owner_name), "cpu batch");
     ASSERT_EQ(y.s.events[xs[0].alloc_event].kind, VT_EV_STORAGE_EXTERNAL);
     ASSERT_EQ(y.s.events[xs[0].alloc_event].seq, xs[0].alloc_seq);
     ASSERT_EQ(xs[1].addr, 0x6666000000ull);
     ASSERT_EQ(xs[1].freed, 1);
     ASSERT_GT(xs[1].free_seq, xs[1].alloc_seq);
-    ASSERT_STR_EQ(vt_snapshot_string(&y.s, xs[1].owner_name), "scratch (renamed)");
+    ASSERT_STR_EQ(vt__snapshot_string(&y.s, xs[1].owner_name), "scratch (renamed)");
     free(xs);
     /* None declared: an empty list, not an error. */
     synth_fini(&y);
     setup(&y);
     step(&y, 1);
-    ASSERT_EQ(vt_check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
+    ASSERT_EQ(vt__check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
     ASSERT_EQ(n, 0);
     ASSERT(xs == NULL);
     synth_fini(&y);
@@ -346,7 +346,7 @@ TEST(storage_from_before_the_window_and_dropped_tensors)
     ASSERT_EQ(f->bytes, 6 * MiB);
     ASSERT_EQ(f->freed, 1);
     ASSERT_EQ(f->npaths, 0);   /* nothing alive holds it */
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -380,14 +380,14 @@ TEST(free_without_alloc_is_the_same_lifetime_for_checker_and_timeline)
 
     vt_timeline *tl;
     char err[256];
-    ASSERT_EQ(vt_timeline_build(&y.s, &tl, err, sizeof err), 0);
-    const vt_lifetime *l = vt_timeline_find(tl, blk, VT_TL_NONE);
+    ASSERT_EQ(vt__timeline_build(&y.s, &tl, err, sizeof err), 0);
+    const vt_lifetime *l = vt__timeline_find(tl, blk, VT_TL_NONE);
     ASSERT(l != NULL);
     ASSERT(l->flags & VT_LT_BEFORE_WINDOW);
     ASSERT_EQ(l->size, f->bytes);
     ASSERT_EQ(l->free_seq, f->free_seq);
-    vt_timeline_free(tl);
-    vt_check_report_free(r);
+    vt__timeline_free(tl);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -397,7 +397,7 @@ TEST(empty_and_malformed_inputs_never_fail)
     synth_init(&y);
     vt_check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     /* Garbage: unknown ids, unref without ref, frees of nothing, uses of
      * unknown tensors, out-of-range strings and stacks. */
     for (int i = 0; i < 50; i++) {
@@ -414,11 +414,11 @@ TEST(empty_and_malformed_inputs_never_fail)
     r = check(&y, &o);
     FILE *devnull = fopen("/dev/null", "w");
     ASSERT(devnull);
-    ASSERT_EQ(vt_check_report_print(devnull, r, &y.s, 0), 0);
-    ASSERT_EQ(vt_check_report_write_json(devnull, r, &y.s), 0);
+    ASSERT_EQ(vt__check_report_print(devnull, r, &y.s, 0), 0);
+    ASSERT_EQ(vt__check_report_write_json(devnull, r, &y.s), 0);
     fclose(devnull);
-    vt_check_report_free(r);
-    ASSERT_EQ(vt_check_run(NULL, NULL, &r, NULL, 0), -EINVAL);
+    vt__check_report_free(r);
+    ASSERT_EQ(vt__check_run(NULL, NULL, &r, NULL, 0), -EINVAL);
     synth_fini(&y);
 }
 
@@ -428,13 +428,13 @@ TEST(path_format_truncates_like_snprintf)
     pipeline(&y, 0);
     vt_check_report *r = check(&y, NULL);
     char small[10];
-    size_t need = vt_check_path_format(&r->findings[0].paths[0], small, sizeof small);
+    size_t need = vt__check_path_format(&r->findings[0].paths[0], small, sizeof small);
     char big[512];
-    ASSERT_EQ(vt_check_path_format(&r->findings[0].paths[0], big, sizeof big), need);
+    ASSERT_EQ(vt__check_path_format(&r->findings[0].paths[0], big, sizeof big), need);
     ASSERT_EQ(strlen(big), need);
     ASSERT_EQ(strlen(small), sizeof small - 1);
     ASSERT_EQ(strncmp(small, big, sizeof small - 1), 0);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -460,7 +460,7 @@ TEST(json_output_is_valid_and_complete)
     ASSERT_STR_CONTAINS(js, "\"text\":\"outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded')");
     ASSERT_STR_CONTAINS(js, "\"grace\":{\"mode\":\"steps\",\"steps\":null,\"seconds\":null}");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     /* Clean, native, and odd strings. */
@@ -474,7 +474,7 @@ TEST(json_output_is_valid_and_complete)
     ASSERT_STR_CONTAINS(js, "\"rule\":\"outlier\"");
     ASSERT_STR_CONTAINS(js, "\"owner\":null");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     setup(&y);
@@ -491,7 +491,7 @@ TEST(json_output_is_valid_and_complete)
     ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
     ASSERT_STR_CONTAINS(js, "quote\\\" back\\\\slash \\u0001 tab\\t");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -522,13 +522,13 @@ TEST(report_groups_give_each_finding_its_cause)
     vt_check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 5);
     uint32_t g[5];
-    ASSERT_EQ(vt_check_report_groups(r, g), 2);
+    ASSERT_EQ(vt__check_report_groups(r, g), 2);
     for (size_t i = 0; i < r->nfindings; i++) {
         const vt_check_finding *f = &r->findings[i];
         /* Group 0 is the largest bytes: the four logits. */
         ASSERT_EQ(g[i], f->bytes == 8 * MiB ? 0u : 1u);
     }
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -572,7 +572,7 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
     ASSERT_EQ(state, 8);
     uint32_t *g = calloc(r->nfindings, sizeof *g);
     ASSERT(g != NULL);
-    long ng = vt_check_report_groups(r, g);
+    long ng = vt__check_report_groups(r, g);
     ASSERT(ng >= 1);
     long state_group = -1;
     for (size_t i = 0; i < r->nfindings; i++)
@@ -587,7 +587,7 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
     ASSERT_MSG(strstr(text, "held by: module __main__.opt \xe2\x86\x92 Adam.state \xe2\x86\x92 "), "%s", text);
     free(text);
     free(g);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -608,7 +608,7 @@ TEST(text_report_names_everything)
     ASSERT_STR_CONTAINS(t, " MiB\xc2\xb7s");
     ASSERT_STR_CONTAINS(t, "Context.output_tensors \xe2\x86\x92 list[1]");
     free(t);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 
     ends_alive(&y, 6);
@@ -617,7 +617,7 @@ TEST(text_report_names_everything)
     ASSERT_STR_CONTAINS(t, "still alive at the end");
     ASSERT_STR_CONTAINS(t, "held by (at the end):");
     free(t);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -631,7 +631,7 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
     uint32_t python = synth_str(&y, "python"), top = synth_str(&y, "<module>");
     for (size_t i = 0; i < y.s.nframes; i++) {
         vt_frame *f = &y.s.frames[i];
-        const char *fn = vt_snapshot_string(&y.s, f->function);
+        const char *fn = vt__snapshot_string(&y.s, f->function);
         f->ip = f->module_offset = 0;
         f->module = python;
         if (!strcmp(fn, "forward_block"))
@@ -653,7 +653,7 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
     ASSERT_STR_CONTAINS(js, "\"function\":\"forward_block\",\"file\":\"train.c\",\"line\":10,"
                             "\"first_line\":7,");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -666,7 +666,7 @@ TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
     uint32_t user = synth_str(&y, "/home/me/train.py");
     for (size_t i = 0; i < y.s.nframes; i++) {
         vt_frame *f = &y.s.frames[i];
-        const char *fn = vt_snapshot_string(&y.s, f->function);
+        const char *fn = vt__snapshot_string(&y.s, f->function);
         f->ip = f->module_offset = 0;
         f->module = python;
         f->file = !strcmp(fn, "forward_block") ? lib : user;
@@ -679,7 +679,7 @@ TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
                            "nn/modules/linear.py:10))");
     ASSERT(!strstr(t, "at forward_block"));
     free(t);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -697,10 +697,10 @@ TEST(user_code_is_the_programs_python_frames_only)
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         vt_frame f = { .module = python, .file = synth_str(&y, files[i]) };
-        ASSERT_MSG(vt_frame_is_user_code(&y.s, &f) == (i < 3), "%s", files[i]);
+        ASSERT_MSG(vt__frame_is_user_code(&y.s, &f) == (i < 3), "%s", files[i]);
     }
     vt_frame native = { .ip = 0x1234, .module = so, .file = synth_str(&y, "/home/me/x.cpp") };
-    ASSERT(!vt_frame_is_user_code(&y.s, &native));
+    ASSERT(!vt__frame_is_user_code(&y.s, &native));
     synth_fini(&y);
 }
 
@@ -770,7 +770,7 @@ TEST(one_million_events_checked)
     ASSERT_EQ(r->nfindings, 4000 / 50);
     ASSERT_STR_EQ(path_text(&r->findings[0], 0),
                   "history[i] \xe2\x86\x92 tensor 'act' \xe2\x86\x92 storage 0x900000000 1 MiB");
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -812,7 +812,7 @@ TEST(crafted_storage_addresses_keep_the_model_fast)
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     ASSERT_MSG(s < 5, "the checker took %.1f s on %d storages", s, N);
     ASSERT_EQ(r->nstorages, N);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
     free(order);
     free(addr);

@@ -52,8 +52,8 @@ static void tape_steps(synth *y, int fixed)
 static vt_check_report *check_tape(synth *y)
 {
     vt_check_options o;
-    vt_check_options_init(&o);
-    ASSERT_EQ(vt_check_parse_rules("linger,pinned,tape", &o.rules), 0);
+    vt__check_options_init(&o);
+    ASSERT_EQ(vt__check_parse_rules("linger,pinned,tape", &o.rules), 0);
     return check(y, &o);
 }
 
@@ -64,7 +64,7 @@ TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
     /* Not an automatic rule: the default check sees nothing. */
     vt_check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     r = check_tape(&y);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_TAPE);
     ASSERT_EQ(r->nfindings, 4 * NTAPE);        /* steps 2..5, every entry */
@@ -94,7 +94,7 @@ TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
     ASSERT_STR_CONTAINS(js, ",\"step\":{\"ns\":");
     ASSERT_STR_CONTAINS(js, ",\"idle_pct\":");
     free(js);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
 }
 
@@ -104,7 +104,7 @@ TEST(tape_freeing_each_intermediate_after_its_use_is_clean)
     tape_steps(&y, 1);
     vt_check_report *r = check_tape(&y);
     ASSERT_CLEAN(r, &y);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     synth_fini(&y);
     assert_rule_is_named("tape", VT_CHECK_RULE_TAPE);
 }

@@ -1,4 +1,4 @@
-/* tests/common/snap_builder.h - the one way tests build a vt_snapshot_data in
+/* tests/common/snap_builder.h - the one way tests build a vt__snapshot_data in
  * memory: strings, frames, stack nodes, events, segments, blocks and devices
  * appended to growing arrays. The per-area builders (tests/check/synth.h for
  * the checker, tests/trace/test_format_gen.h for the format and the views,
@@ -15,7 +15,7 @@
 #include "snapshot.h"
 
 struct snap_builder {
-    vt_snapshot_data *s;     /* the snapshot being built (not owned) */
+    vt__snapshot_data *s;     /* the snapshot being built (not owned) */
     size_t cap_blob, cap_str, cap_ev, cap_node, cap_frame, cap_seg, cap_blk, cap_dev;
 };
 
@@ -38,7 +38,7 @@ static inline void *sb_grow(void *p, size_t *cap, size_t need, size_t elem)
 /* Append a string (no search: repeated texts get new indexes). */
 static inline uint32_t sb_str(struct snap_builder *b, const char *text)
 {
-    vt_snapshot_data *s = b->s;
+    vt__snapshot_data *s = b->s;
     size_t len = strlen(text) + 1;
     s->strings_blob = sb_grow(s->strings_blob, &b->cap_blob, s->strings_blob_size + len, 1);
     s->string_offsets = sb_grow(s->string_offsets, &b->cap_str, s->nstrings + 1,
@@ -53,7 +53,7 @@ static inline uint32_t sb_str(struct snap_builder *b, const char *text)
  * few hundred strings of a test). */
 static inline uint32_t sb_str_dedup(struct snap_builder *b, const char *text)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     for (size_t i = 0; i < s->nstrings; i++)
         if (!strcmp(s->strings_blob + s->string_offsets[i], text))
             return (uint32_t)i;
@@ -62,7 +62,7 @@ static inline uint32_t sb_str_dedup(struct snap_builder *b, const char *text)
 
 static inline uint32_t sb_frame(struct snap_builder *b, vt_frame f)
 {
-    vt_snapshot_data *s = b->s;
+    vt__snapshot_data *s = b->s;
     s->frames = sb_grow(s->frames, &b->cap_frame, s->nframes + 1, sizeof *s->frames);
     s->frames[s->nframes] = f;
     return (uint32_t)s->nframes++;
@@ -70,7 +70,7 @@ static inline uint32_t sb_frame(struct snap_builder *b, vt_frame f)
 
 static inline uint32_t sb_node(struct snap_builder *b, uint32_t parent, uint32_t frame)
 {
-    vt_snapshot_data *s = b->s;
+    vt__snapshot_data *s = b->s;
     s->stack_nodes = sb_grow(s->stack_nodes, &b->cap_node, s->nstack_nodes + 1,
                              sizeof *s->stack_nodes);
     s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };

@@ -1,5 +1,5 @@
 /* tests/common/snap_compare.h - the one field-by-field comparison of two
- * vt_snapshot_data, for the tests that write a snapshot and read it back
+ * vt__snapshot_data, for the tests that write a snapshot and read it back
  * (tests/trace/test_format.c, test_recorder.c).
  *
  * Each record's fields are listed once, numbers apart from string ids. A
@@ -36,12 +36,12 @@ enum snap_strings { SNAP_STRINGS_BY_ID, SNAP_STRINGS_BY_TEXT };
 #define SNAP_DEVICE_STRINGS(X) X(name)
 #define SNAP_NO_STRINGS(X)
 
-static inline void snap_same_string(const vt_snapshot_data *a, uint32_t ia,
-                                    const vt_snapshot_data *b, uint32_t ib,
+static inline void snap_same_string(const vt__snapshot_data *a, uint32_t ia,
+                                    const vt__snapshot_data *b, uint32_t ib,
                                     enum snap_strings how)
 {
     if (how == SNAP_STRINGS_BY_TEXT)
-        ASSERT_STR_EQ(vt_snapshot_string(a, ia), vt_snapshot_string(b, ib));
+        ASSERT_STR_EQ(vt__snapshot_string(a, ia), vt__snapshot_string(b, ib));
     else
         ASSERT_EQ(ia, ib);
 }
@@ -62,42 +62,42 @@ static inline void snap_same_string(const vt_snapshot_data *a, uint32_t ia,
         }                                                                   \
     } while (0)
 
-static inline void snap_same_meta(const vt_snapshot_data *a, const vt_snapshot_data *b,
+static inline void snap_same_meta(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                   enum snap_strings how)
 {
     const vt_snapshot_meta *x = &a->meta, *y = &b->meta;
     SNAP_SAME_RECORD_(SNAP_META_NUMBERS, SNAP_META_STRINGS)
 }
 
-static inline void snap_same_events(const vt_snapshot_data *a, const vt_snapshot_data *b,
+static inline void snap_same_events(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                     enum snap_strings how)
 {
     SNAP_SAME_ARRAY_(vt_event, events, nevents, SNAP_EVENT_NUMBERS, SNAP_EVENT_STRINGS);
 }
 
-static inline void snap_same_frames(const vt_snapshot_data *a, const vt_snapshot_data *b,
+static inline void snap_same_frames(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                     enum snap_strings how)
 {
     SNAP_SAME_ARRAY_(vt_frame, frames, nframes, SNAP_FRAME_NUMBERS, SNAP_FRAME_STRINGS);
 }
 
-static inline void snap_same_stack_nodes(const vt_snapshot_data *a, const vt_snapshot_data *b)
+static inline void snap_same_stack_nodes(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
     SNAP_SAME_ARRAY_(vt_stack_node, stack_nodes, nstack_nodes, SNAP_NODE_NUMBERS,
                      SNAP_NO_STRINGS);
 }
 
-static inline void snap_same_segments(const vt_snapshot_data *a, const vt_snapshot_data *b)
+static inline void snap_same_segments(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
     SNAP_SAME_ARRAY_(vt_segment, segments, nsegments, SNAP_SEGMENT_NUMBERS, SNAP_NO_STRINGS);
 }
 
-static inline void snap_same_blocks(const vt_snapshot_data *a, const vt_snapshot_data *b)
+static inline void snap_same_blocks(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
     SNAP_SAME_ARRAY_(vt_block, blocks, nblocks, SNAP_BLOCK_NUMBERS, SNAP_NO_STRINGS);
 }
 
-static inline void snap_same_devices(const vt_snapshot_data *a, const vt_snapshot_data *b,
+static inline void snap_same_devices(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                      enum snap_strings how)
 {
     SNAP_SAME_ARRAY_(vt_device_info, devices, ndevices, SNAP_DEVICE_NUMBERS,
@@ -105,11 +105,11 @@ static inline void snap_same_devices(const vt_snapshot_data *a, const vt_snapsho
 }
 
 /* Every string, index by index, has the same text. */
-static inline void snap_same_strings(const vt_snapshot_data *a, const vt_snapshot_data *b)
+static inline void snap_same_strings(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
     ASSERT_EQ(a->nstrings, b->nstrings);
     for (size_t i = 0; i < a->nstrings; i++)
-        ASSERT_STR_EQ(vt_snapshot_string(a, (uint32_t)i), vt_snapshot_string(b, (uint32_t)i));
+        ASSERT_STR_EQ(vt__snapshot_string(a, (uint32_t)i), vt__snapshot_string(b, (uint32_t)i));
 }
 
 #endif /* VT_TESTS_SNAP_COMPARE_H */

@@ -42,7 +42,7 @@ static void check_lookups(const uint8_t *data, size_t size)
 {
     char err[512], key[256];
     vt_pickle *p = NULL;
-    if (vt_pickle_parse(data, size, "fuzz", &p, err, sizeof err) != 0)
+    if (vt__pickle_parse(data, size, "fuzz", &p, err, sizeof err) != 0)
         return;
     for (size_t v = 0; v < p->nvalues; v++) {
         const vt_pv *d = &p->values[v];
@@ -56,13 +56,13 @@ static void check_lookups(const uint8_t *data, size_t size)
             if (kv->n)
                 memcpy(key, kv->s, kv->n);
             key[kv->n] = 0;
-            if (vt_pickle_get(p, d, key) != scan(p, c, key, kv->n))
+            if (vt__pickle_get(p, d, key) != scan(p, c, key, kv->n))
                 abort();
         }
-        if (vt_pickle_get(p, d, "no such key") != scan(p, c, "no such key", 11))
+        if (vt__pickle_get(p, d, "no such key") != scan(p, c, "no such key", 11))
             abort();
     }
-    vt_pickle_free(p);
+    vt__pickle_free(p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -71,29 +71,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
     check_lookups(data, size);
-    vt_snapshot_data *s = NULL;
-    if (vt_pytorch_import(data, size, "fuzz", &s, err, sizeof err) != 0)
+    vt__snapshot_data *s = NULL;
+    if (vt__pytorch_import(data, size, "fuzz", &s, err, sizeof err) != 0)
         return 0;
     vt_timeline *tl = NULL;
-    if (vt_timeline_build(s, &tl, err, sizeof err) == 0)
-        vt_timeline_free(tl);
+    if (vt__timeline_build(s, &tl, err, sizeof err) == 0)
+        vt__timeline_free(tl);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (f) {
-        int rc = vt_pytorch_export(s, f, err, sizeof err);
+        int rc = vt__pytorch_export(s, f, err, sizeof err);
         fclose(f);
         if (rc == 0) {
             /* what we write, we read back */
-            vt_snapshot_data *back = NULL;
-            if (vt_pytorch_import(buf, len, "fuzz-export", &back, err, sizeof err) != 0) {
+            vt__snapshot_data *back = NULL;
+            if (vt__pytorch_import(buf, len, "fuzz-export", &back, err, sizeof err) != 0) {
                 fprintf(stderr, "exported pickle not readable: %s\n", err);
                 abort();
             }
-            vt_snapshot_free(back);
+            vt__snapshot_free(back);
         }
         free(buf);
     }
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     return 0;
 }

@@ -44,7 +44,7 @@ static int same_event(const vt_event *a, const vt_event *b)
 
 /* The bytes as a file, read as a stream in chunks of 16 bytes, then its
  * streamed timeline. `whole`: the reader's snapshot, NULL if it refused. */
-static void fuzz_stream(const uint8_t *data, size_t size, const vt_snapshot_data *whole)
+static void fuzz_stream(const uint8_t *data, size_t size, const vt__snapshot_data *whole)
 {
     int fd = memfd_create("fuzz", 0);
     if (fd < 0)
@@ -55,13 +55,13 @@ static void fuzz_stream(const uint8_t *data, size_t size, const vt_snapshot_data
         close(fd);
         return;
     }
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_event_stream *es;
-    if (vt_snapfile_open_stream(path, 16, &s, &es, err, sizeof err) == 0) {
+    if (vt__snapfile_open_stream(path, 16, &s, &es, err, sizeof err) == 0) {
         vt_event e;
         size_t i = 0;
         int rc;
-        while ((rc = vt_event_stream_next(es, &e)) == 1) {
+        while ((rc = vt__event_stream_next(es, &e)) == 1) {
             if (whole && (i >= whole->nevents || !same_event(&e, &whole->events[i])))
                 abort();
             i++;
@@ -69,10 +69,10 @@ static void fuzz_stream(const uint8_t *data, size_t size, const vt_snapshot_data
         if (rc == 0 && whole && i != whole->nevents)
             abort();
         vt_timeline *tl = NULL;
-        if (vt_timeline_build_stream(s, es, VT_TL_STREAM_CURVES, &tl, tlerr, sizeof tlerr) == 0)
-            vt_timeline_free(tl);
-        vt_event_stream_close(es);
-        vt_snapshot_free(s);
+        if (vt__timeline_build_stream(s, es, VT_TL_STREAM_CURVES, &tl, tlerr, sizeof tlerr) == 0)
+            vt__timeline_free(tl);
+        vt__event_stream_close(es);
+        vt__snapshot_free(s);
     }
     close(fd);
 }
@@ -80,12 +80,12 @@ static void fuzz_stream(const uint8_t *data, size_t size, const vt_snapshot_data
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
-    vt_snapshot_data *s = NULL;
-    if (vt_snapfile_decode(data, size, "fuzz", &s, err, sizeof err) == 0) {
+    vt__snapshot_data *s = NULL;
+    if (vt__snapfile_decode(data, size, "fuzz", &s, err, sizeof err) == 0) {
         vt_timeline *tl = NULL;
-        if (vt_timeline_build(s, &tl, err, sizeof err) == 0) {
+        if (vt__timeline_build(s, &tl, err, sizeof err) == 0) {
             if (tl->nlifetimes)
-                (void)vt_timeline_find(tl, tl->lifetimes[0].addr, 0);
+                (void)vt__timeline_find(tl, tl->lifetimes[0].addr, 0);
             /* embedded in a <script>: no markup may come out, whatever the
              * labels hold */
             vt__buf b = { 0 };
@@ -93,24 +93,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!b.oom && (memchr(b.p, '<', b.n) || memchr(b.p, '>', b.n)))
                 abort();
             vt__buf_free(&b);
-            vt_timeline_free(tl);
+            vt__timeline_free(tl);
         }
         /* Every rule, and both report writers, on what the reader accepted. */
         vt_check_options opt;
-        vt_check_options_init(&opt);
+        vt__check_options_init(&opt);
         opt.rules = VT_CHECK_RULES_ALL;
         vt_check_report *r = NULL;
-        if (vt_check_run(s, &opt, &r, err, sizeof err) == 0) {
+        if (vt__check_run(s, &opt, &r, err, sizeof err) == 0) {
             FILE *sink = fopen("/dev/null", "w");
             if (sink) {
-                vt_check_report_print(sink, r, s, 0);
-                vt_check_report_write_json(sink, r, s);
+                vt__check_report_print(sink, r, s, 0);
+                vt__check_report_write_json(sink, r, s);
                 fclose(sink);
             }
-            vt_check_report_free(r);
+            vt__check_report_free(r);
         }
     }
     fuzz_stream(data, size, s);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* tests/hooks/hk_snapshot.h - a snapshot of the preloaded library's state,
  * taken and read back by a test running under the preload (vt_snapshot is
  * looked up by name: the tests never link vramtrace). Include after
- * harness.h; the caller frees the result with vt_snapshot_free(). */
+ * harness.h; the caller frees the result with vt__snapshot_free(). */
 #ifndef HK_SNAPSHOT_H
 #define HK_SNAPSHOT_H
 
@@ -13,7 +13,7 @@
 #include "harness.h"
 #include "snapfile.h"
 
-static inline vt_snapshot_data *hk_take_snapshot(void)
+static inline vt__snapshot_data *hk_take_snapshot(void)
 {
     char path[] = "/tmp/hk_snapXXXXXX";
     int fd = mkstemp(path);
@@ -24,9 +24,9 @@ static inline vt_snapshot_data *hk_take_snapshot(void)
     ASSERT(p != NULL);
     memcpy(&snap, &p, sizeof p);
     ASSERT_EQ(snap(path), 0);
-    vt_snapshot_data *sn = NULL;
+    vt__snapshot_data *sn = NULL;
     char err[256];
-    int rc = vt_snapfile_read(path, &sn, err, sizeof err);
+    int rc = vt__snapfile_read(path, &sn, err, sizeof err);
     unlink(path);
     ASSERT_MSG(rc == 0, "%s", err);
     return sn;

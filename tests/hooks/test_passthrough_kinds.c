@@ -25,7 +25,7 @@ struct expect {
 /* Counts the PASSTHROUGH events of each expected address. A release may be
  * recorded as VT_PASS_FOREIGN_FREE (cudaFree of a pointer the cache does not
  * own) or with the allocation's own kind (cuArrayDestroy, ...). */
-static void count_events(const vt_snapshot_data *sn, struct expect *x, int n)
+static void count_events(const vt__snapshot_data *sn, struct expect *x, int n)
 {
     for (size_t i = 0; i < sn->nevents; i++) {
         const vt_event *e = &sn->events[i];
@@ -90,9 +90,9 @@ TEST(pitched_arrays_registered_and_pool_allocations_are_recorded)
         { (uint64_t)dp, dpitch * 3, VT_PASS_PITCH, 0, 0 },
     };
     int n = (int)(sizeof x / sizeof x[0]);
-    vt_snapshot_data *sn = hk_take_snapshot();
+    vt__snapshot_data *sn = hk_take_snapshot();
     count_events(sn, x, n);
-    vt_snapshot_free(sn);
+    vt__snapshot_free(sn);
     for (int j = 0; j < n; j++) {
         ASSERT_MSG(x[j].allocs == 1, "allocation %d recorded %d times", j, x[j].allocs);
         ASSERT_MSG(x[j].releases == 1, "release %d recorded %d times", j, x[j].releases);
@@ -159,9 +159,9 @@ TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
 
     struct expect e = { (uint64_t)(uintptr_t)g1, N, VT_PASS_GRAPH, 0, 0 };
-    vt_snapshot_data *sn = hk_take_snapshot();
+    vt__snapshot_data *sn = hk_take_snapshot();
     count_events(sn, &e, 1);
-    vt_snapshot_free(sn);
+    vt__snapshot_free(sn);
     ASSERT_EQ(e.allocs, 1);
     ASSERT_EQ(e.releases, 1);
     ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);

@@ -654,7 +654,7 @@ TEST(host_alloc_is_a_passthrough_event)
     ASSERT_EQ(cudaFreeHost(h3), cudaSuccess);
     ASSERT_EQ(sim().mem_alloc_host_calls, 3);      /* still the program's */
 
-    vt_snapshot_data *sn = hk_take_snapshot();
+    vt__snapshot_data *sn = hk_take_snapshot();
     const void *ptrs[3] = { h1, h2, h3 };
     const uint64_t sizes[3] = { 10000, 20000, 30000 };
     int allocs[3] = { 0 }, frees[3] = { 0 }, others = 0;
@@ -677,7 +677,7 @@ TEST(host_alloc_is_a_passthrough_event)
             ASSERT_EQ(e->req_size, sizes[k]);
         }
     }
-    vt_snapshot_free(sn);
+    vt__snapshot_free(sn);
     for (int j = 0; j < 3; j++) {
         ASSERT_MSG(allocs[j] == 1, "host allocation %d recorded %d times", j, allocs[j]);
         ASSERT_MSG(frees[j] == 1, "host release %d recorded %d times", j, frees[j]);

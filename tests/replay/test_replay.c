@@ -105,7 +105,7 @@ TEST(host_device_event_on_a_logical_stream_completes_when_the_clock_reaches_it)
 /* ---- snapshots built in memory ------------------------------------------- */
 
 typedef struct built {
-    vt_snapshot_data s;
+    vt__snapshot_data s;
     vt_event ev[256];
     vt_device_info dev;
     char blob[256];
@@ -382,7 +382,7 @@ TEST(ipc_safe_recording_replays_ipc_safe)
 TEST(pytorch_settings_are_translated)
 {
     char buf[256];
-    vt_snapshot_data s = { 0 };
+    vt__snapshot_data s = { 0 };
     char blob[] = "\0PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:4,max_split_size=134217728,"
                   "garbage_collection_threshold=0.5,expandable_segments=False";
     uint32_t offs[] = { 0, 1 };

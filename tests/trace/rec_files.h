@@ -48,15 +48,15 @@ static inline int count_files(const char *dir)
 /* 1 if `path` reads back and holds a MARK `label`, 0 if not, -1 unreadable. */
 static inline int has_mark(const char *path, const char *label)
 {
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     char err[512];
-    if (vt_snapfile_read(path, &s, err, sizeof err) != 0)
+    if (vt__snapfile_read(path, &s, err, sizeof err) != 0)
         return -1;
     int found = 0;
     for (size_t i = 0; i < s->nevents; i++)
-        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt_snapshot_string(s, s->events[i].str), label))
+        if (s->events[i].kind == VT_EV_MARK && !strcmp(vt__snapshot_string(s, s->events[i].str), label))
             found = 1;
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     return found;
 }
 

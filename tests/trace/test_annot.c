@@ -8,14 +8,14 @@
 
 #include "../harness.h"
 
-static vt_snapshot_data *build(void)
+static vt__snapshot_data *build(void)
 {
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     return s;
 }
 
-static const char *str(const vt_snapshot_data *s, uint32_t i) { return vt_snapshot_string(s, i); }
+static const char *str(const vt__snapshot_data *s, uint32_t i) { return vt__snapshot_string(s, i); }
 
 TEST(annotations_record_their_fields)
 {
@@ -36,7 +36,7 @@ TEST(annotations_record_their_fields)
     ASSERT_OK(vt_storage_external((void *)0xdead0000, 1 << 20, 2));
     ASSERT_OK(vt_storage_external_free((void *)0xdead0000));
 
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 9);
     const vt_event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
@@ -60,7 +60,7 @@ TEST(annotations_record_their_fields)
     ASSERT_EQ(e[3].aux, t2);
     ASSERT_NE(e[3].stack, 0);
     const vt_frame *f[8];
-    ASSERT_GE(vt_snapshot_stack_frames(s, e[3].stack, f, 8), 1);
+    ASSERT_GE(vt__snapshot_stack_frames(s, e[3].stack, f, 8), 1);
     /* Our own frames (vt_tensor_use, the capture) are not in the stack. */
     ASSERT_STR_EQ(str(s, f[0]->function), "test_annotations_record_their_fields");
     ASSERT_EQ(e[4].kind, VT_EV_REF);
@@ -85,7 +85,7 @@ TEST(annotations_record_their_fields)
         ASSERT_GE(e[i].time_ns, e[i - 1].time_ns);
         ASSERT_EQ(e[i].thread, e[0].thread);
     }
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(bad_arguments_are_rejected)
@@ -103,9 +103,9 @@ TEST(bad_arguments_are_rejected)
     vt_tensor_drop(0);
     vt_tensor_use_stack(0, 1);
     ASSERT_EQ(vt_stack_intern_frames(NULL, 3), 0);
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(python_frames_become_synthetic_stack_frames)
@@ -130,7 +130,7 @@ TEST(python_frames_become_synthetic_stack_frames)
     uint64_t t = vt_tensor_new((void *)0x1000, 16, 0, NULL);
     vt_tensor_use_stack(t, st);
 
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 6);
     const vt_event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_STORAGE_EXTERNAL);
@@ -158,7 +158,7 @@ TEST(python_frames_become_synthetic_stack_frames)
     ASSERT_EQ(e->aux, t);
     ASSERT_EQ(e->stack, st);
     const vt_frame *f[8];
-    ASSERT_EQ(vt_snapshot_stack_frames(s, e->stack, f, 8), 3);
+    ASSERT_EQ(vt__snapshot_stack_frames(s, e->stack, f, 8), 3);
     ASSERT_EQ(f[0]->ip, 0);
     ASSERT_STR_EQ(str(s, f[0]->module), "python");
     ASSERT_STR_EQ(str(s, f[0]->file), "model.py");
@@ -170,7 +170,7 @@ TEST(python_frames_become_synthetic_stack_frames)
     ASSERT_STR_EQ(str(s, f[2]->function), "no_location");
     ASSERT_EQ(f[2]->file, 0);
     ASSERT_EQ(f[2]->line, 0);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* The IPs of stack `id`, outermost first; how many. */
@@ -254,14 +254,14 @@ TEST(stack_variants_drops_and_holders_unwind_nothing)
     vt_tensor_use(t);                           /* the capturing call does add */
     ASSERT_GT(vt__stacks_count(), before);
 
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 9);
     for (size_t i = 0; i < 3; i++)
         ASSERT_EQ(s->events[i].stack, st);
     for (size_t i = 3; i < 8; i++)
         ASSERT_EQ(s->events[i].stack, 0);
     ASSERT_NE(s->events[8].stack, 0);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* A rename keeps the tensor's id (aux) and carries the new name; like a drop
@@ -276,7 +276,7 @@ TEST(tensor_name_records_a_rename_without_a_stack)
     ASSERT_OK(vt_tensor_name(987654321, "never made"));  /* unknown ids are the readers' call */
     ASSERT_EQ(vt__stacks_count(), before);
 
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 4);
     const vt_event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
@@ -297,7 +297,7 @@ TEST(tensor_name_records_a_rename_without_a_stack)
     ASSERT_EQ(e[2].str, 0);
     ASSERT_EQ(e[3].aux, 987654321);
     ASSERT_STR_EQ(str(s, e[3].str), "never made");
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* trace:0 */
@@ -315,9 +315,9 @@ TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
     ASSERT_OK(vt_tensor_name(a, "renamed"));
     ASSERT_EQ(vt_tensor_name(0, "x"), -EINVAL);
     ASSERT_EQ(vt_stack_intern_frames((const char *const[]){ "x.py:1 f" }, 1), 0);
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST_MAIN()

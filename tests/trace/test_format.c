@@ -38,7 +38,7 @@ static void tmpdir(char *out, size_t n)
     ASSERT(mkdtemp(out) != NULL);
 }
 
-static void *encode(const vt_snapshot_data *s, size_t *size)
+static void *encode(const vt__snapshot_data *s, size_t *size)
 {
     void *data;
     int rc = vt__snapfile_encode(s, &data, size, err, sizeof err);
@@ -47,19 +47,19 @@ static void *encode(const vt_snapshot_data *s, size_t *size)
 }
 
 /* The snapshot read back from n bytes at f, which must be accepted. */
-static vt_snapshot_data *decode_ok(const void *f, size_t n)
+static vt__snapshot_data *decode_ok(const void *f, size_t n)
 {
-    vt_snapshot_data *r = NULL;
-    ASSERT_MSG(vt_snapfile_decode(f, n, "decoded", &r, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r = NULL;
+    ASSERT_MSG(vt__snapfile_decode(f, n, "decoded", &r, err, sizeof err) == 0, "%s", err);
     return r;
 }
 
 /* ---- field-by-field comparison ------------------------------------------ */
 
-static void same_snapshot(const vt_snapshot_data *a, const vt_snapshot_data *b)
+static void same_snapshot(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
     ASSERT_EQ(b->meta.format_version, VT_FORMAT_VERSION);
-    ASSERT_STR_EQ(vt_snapshot_string(a, a->meta.host), vt_snapshot_string(b, b->meta.host));
+    ASSERT_STR_EQ(vt__snapshot_string(a, a->meta.host), vt__snapshot_string(b, b->meta.host));
     snap_same_meta(a, b, SNAP_STRINGS_BY_ID);
     snap_same_strings(a, b);
     snap_same_devices(a, b, SNAP_STRINGS_BY_ID);
@@ -78,22 +78,22 @@ TEST(crc32c_matches_the_standard_check_value)
 
 TEST(round_trip_small_snapshot_keeps_every_field)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     char dir[64], path[128];
     tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/small.vtsnap", dir);
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     same_snapshot(s, r);
     /* stack accessor: innermost first */
     const vt_frame *fr[8];
-    size_t n = vt_snapshot_stack_frames(r, r->events[3].stack, fr, 8);
+    size_t n = vt__snapshot_stack_frames(r, r->events[3].stack, fr, 8);
     ASSERT_EQ(n, 3);
-    ASSERT_STR_EQ(vt_snapshot_string(r, fr[0]->function), "cudaMalloc");
-    ASSERT_STR_EQ(vt_snapshot_string(r, fr[1]->function), "forward");
-    ASSERT_STR_EQ(vt_snapshot_string(r, fr[2]->function), "main");
-    ASSERT_STR_EQ(vt_snapshot_string(r, 999999), "");
+    ASSERT_STR_EQ(vt__snapshot_string(r, fr[0]->function), "cudaMalloc");
+    ASSERT_STR_EQ(vt__snapshot_string(r, fr[1]->function), "forward");
+    ASSERT_STR_EQ(vt__snapshot_string(r, fr[2]->function), "main");
+    ASSERT_STR_EQ(vt__snapshot_string(r, 999999), "");
     /* no temporary file left behind */
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -107,28 +107,28 @@ TEST(round_trip_small_snapshot_keeps_every_field)
     ASSERT_EQ(files, 1);
     unlink(path);
     rmdir(dir);
-    vt_snapshot_free(r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
 }
 
 TEST(round_trip_empty_snapshot)
 {
-    vt_snapshot_data *s = calloc(1, sizeof *s);
+    vt__snapshot_data *s = calloc(1, sizeof *s);
     size_t size;
     void *data = encode(s, &size);
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->nstrings, 1);       /* string 0 always exists */
     ASSERT_EQ(r->nstack_nodes, 1);   /* so does the root */
     ASSERT_EQ(r->nevents, 0);
-    ASSERT_STR_EQ(vt_snapshot_string(r, 0), "");
+    ASSERT_STR_EQ(vt__snapshot_string(r, 0), "");
     free(data);
-    vt_snapshot_free(r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
 }
 
 TEST(round_trip_training_loop_with_extreme_values)
 {
-    vt_snapshot_data *s = gen_training(20000, 7);
+    vt__snapshot_data *s = gen_training(20000, 7);
     /* edge values every encoder must survive */
     vt_event *e = &s->events[5];
     e->addr = UINT64_MAX; e->size = UINT64_MAX; e->req_size = 0; e->time_ns = 0;
@@ -138,15 +138,15 @@ TEST(round_trip_training_loop_with_extreme_values)
     s->events[s->nevents - 1].seq = UINT64_MAX;
     size_t size;
     void *data = encode(s, &size);
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     same_snapshot(s, r);
     free(data);
-    vt_snapshot_free(r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
 }
 
 /* What a reader of a file older than 1.2 sees of `s`. */
-static void without_1_2_fields(vt_snapshot_data *s)
+static void without_1_2_fields(vt__snapshot_data *s)
 {
     s->meta.flags = 0;
     for (size_t i = 0; i < s->ndevices; i++)
@@ -174,8 +174,8 @@ static void find_section(const unsigned char *d, uint32_t id, uint64_t *off, uin
 
 static void expect_reject(const void *d, size_t n, const char *needle)
 {
-    vt_snapshot_data *r = NULL;
-    int rc = vt_snapfile_decode(d, n, "bad.vtsnap", &r, err, sizeof err);
+    vt__snapshot_data *r = NULL;
+    int rc = vt__snapfile_decode(d, n, "bad.vtsnap", &r, err, sizeof err);
     ASSERT_MSG(rc < 0, "accepted a damaged file (expected: %s)", needle);
     ASSERT(r == NULL);
     ASSERT_STR_CONTAINS(err, "bad.vtsnap: ");
@@ -185,7 +185,7 @@ static void expect_reject(const void *d, size_t n, const char *needle)
 
 TEST(flipped_byte_in_every_section_is_rejected_naming_it)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     static const char *names[] = { "", "meta", "strings", "frames", "stacks", "state", "events" };
@@ -208,16 +208,16 @@ TEST(flipped_byte_in_every_section_is_rejected_naming_it)
     data[64 + 5] ^= 1;
     expect_reject(data, size, "section table at byte offset 64: checksum mismatch");
     data[64 + 5] ^= 1;
-    vt_snapshot_data *r;
-    ASSERT(vt_snapfile_decode(data, size, "ok", &r, err, sizeof err) == 0);
-    vt_snapshot_free(r);
+    vt__snapshot_data *r;
+    ASSERT(vt__snapfile_decode(data, size, "ok", &r, err, sizeof err) == 0);
+    vt__snapshot_free(r);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(truncated_file_is_rejected)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     expect_reject(data, size - 1, "the file is truncated");
@@ -231,19 +231,19 @@ TEST(truncated_file_is_rejected)
     int fd = open(path, O_WRONLY | O_CREAT, 0644);
     ASSERT(write(fd, data, size / 2) == (ssize_t)(size / 2));
     close(fd);
-    vt_snapshot_data *r;
-    ASSERT(vt_snapfile_read(path, &r, err, sizeof err) < 0);
+    vt__snapshot_data *r;
+    ASSERT(vt__snapfile_read(path, &r, err, sizeof err) < 0);
     ASSERT_STR_CONTAINS(err, path);
     ASSERT_STR_CONTAINS(err, "truncated");
     unlink(path);
     rmdir(dir);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(future_major_version_is_rejected)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     data[8] = 2;
@@ -251,17 +251,17 @@ TEST(future_major_version_is_rejected)
     expect_reject(data, size, "written by a newer vramtrace (format 2.x); this reader "
                               "understands 1.x");
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(file_that_is_not_a_snapshot_is_rejected)
 {
     const char *text = "{\"this\": \"is json\"}\n";
     expect_reject(text, strlen(text), "not a vramtrace snapshot");
-    vt_snapshot_data *r;
-    ASSERT(vt_snapfile_read("/nonexistent/x.vtsnap", &r, err, sizeof err) == -ENOENT);
+    vt__snapshot_data *r;
+    ASSERT(vt__snapfile_read("/nonexistent/x.vtsnap", &r, err, sizeof err) == -ENOENT);
     ASSERT_STR_CONTAINS(err, "/nonexistent/x.vtsnap: cannot open");
-    ASSERT(vt_snapfile_read("/tmp", &r, err, sizeof err) < 0);
+    ASSERT(vt__snapfile_read("/tmp", &r, err, sizeof err) < 0);
     ASSERT_STR_CONTAINS(err, "not a regular file");
 }
 
@@ -328,11 +328,11 @@ static void free_sections(struct raw_section *secs, size_t nsec)
 }
 
 /* The snapshot read back from secs repacked as 1.minor, which must be accepted. */
-static vt_snapshot_data *decode_repacked(struct raw_section *secs, size_t nsec, unsigned minor)
+static vt__snapshot_data *decode_repacked(struct raw_section *secs, size_t nsec, unsigned minor)
 {
     size_t n;
     unsigned char *f = repack(secs, nsec, minor, &n);
-    vt_snapshot_data *r = decode_ok(f, n);
+    vt__snapshot_data *r = decode_ok(f, n);
     free(f);
     return r;
 }
@@ -347,7 +347,7 @@ static struct raw_section *by_id(struct raw_section *secs, uint32_t id)
 
 TEST(newer_minor_version_unknown_section_is_skipped)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
@@ -358,14 +358,14 @@ TEST(newer_minor_version_unknown_section_is_skipped)
     m->raw = realloc(m->raw, m->n + 3);
     memcpy(m->raw + m->n, "\x01\x02\x03", 3);
     m->n += 3;
-    vt_snapshot_data *r = decode_repacked(secs, 7, VT_FORMAT_MINOR + 1);
+    vt__snapshot_data *r = decode_repacked(secs, 7, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->meta.format_version, (1u << 16) | (VT_FORMAT_MINOR + 1));
     r->meta.format_version = VT_FORMAT_VERSION;
     same_snapshot(s, r);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free_sections(secs, 7);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* ---- hostile sizes and damaged headers --------------------------------- */
@@ -404,7 +404,7 @@ static unsigned char *zero_bomb_frame(uint64_t raw, size_t *n)
 static unsigned char *file_with_section(uint32_t id, const unsigned char *stored, size_t nstored,
                                         uint64_t raw, uint64_t count, size_t *size)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t n0;
     unsigned char *data = encode(s, &n0);
     struct raw_section secs[6];
@@ -445,7 +445,7 @@ static unsigned char *file_with_section(uint32_t id, const unsigned char *stored
     free(tab.p);
     free(body.p);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     *size = h.n;
     return h.p;
 }
@@ -522,17 +522,17 @@ TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
         e += 48;
     ASSERT_EQ(vt__rd_le(e + 4, 4) & VT_SECTION_FLAG_ZSTD, 0);
     ASSERT_EQ(vt__rd_le(e + 16, 8), vt__rd_le(e + 24, 8));
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->nevents, 800000);
     ASSERT_EQ(r->events[799999].seq, 800000);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free(data);
-    vt_snapshot_free(g.s);
+    vt__snapshot_free(g.s);
 }
 
 TEST(flipped_major_version_byte_reads_as_corrupt)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     data[9] ^= 0x10;                      /* major 1 -> 4097 */
@@ -549,12 +549,12 @@ TEST(flipped_major_version_byte_reads_as_corrupt)
         data[60 + i] = (unsigned char)(crc >> (8 * i));
     expect_reject(data, size, "written by a newer vramtrace (format 3.x)");
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(over_long_varint_is_named_as_such)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
@@ -605,14 +605,14 @@ TEST(over_long_varint_is_named_as_such)
     free(f);
     free_sections(secs, 6);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(format_1_1_file_reads_without_true_peaks)
 {
     /* A 1.1 writer wrote META without the 1.2 flags and peaks: strip them
      * (they are META's last bytes) and label the file 1.1. */
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
     size_t size;
     unsigned char *data = encode(s, &size);
@@ -629,22 +629,22 @@ TEST(format_1_1_file_reads_without_true_peaks)
     ASSERT(m->n > tail.n && memcmp(m->raw + m->n - tail.n, tail.p, tail.n) == 0);
     m->n -= tail.n;
     free(tail.p);
-    vt_snapshot_data *r = decode_repacked(secs, 6, 1);
+    vt__snapshot_data *r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     ASSERT_EQ(r->meta.flags, 0);
     ASSERT_EQ(r->devices[0].peak_allocated, 0);
     ASSERT_EQ(r->nevents, s->nevents);
     ASSERT_EQ(r->nblocks, s->nblocks);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free_sections(secs, 6);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* Damage inside a section whose checksum is right: index checks catch it. */
 TEST(bad_indexes_are_rejected_naming_section)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
@@ -673,9 +673,9 @@ TEST(bad_indexes_are_rejected_naming_section)
     ASSERT_STR_CONTAINS(err, "unknown kind 14");
     free(f);
     /* the same kind in a file of a newer minor version is accepted */
-    vt_snapshot_data *r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
+    vt__snapshot_data *r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->events[2].kind, 14);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free_sections(secs, 6);
 
     /* blocks not tiling their segment: first segment's first block size is at
@@ -707,11 +707,11 @@ TEST(bad_indexes_are_rejected_naming_section)
     free_sections(secs, 6);
 
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* A gen over an existing snapshot, to append to it. */
-static struct snap_builder gen_reopen(vt_snapshot_data *s)
+static struct snap_builder gen_reopen(vt__snapshot_data *s)
 {
     return (struct snap_builder){ .s = s, .cap_blob = s->strings_blob_size, .cap_str = s->nstrings,
                          .cap_ev = s->nevents, .cap_node = s->nstack_nodes,
@@ -720,9 +720,9 @@ static struct snap_builder gen_reopen(vt_snapshot_data *s)
 }
 
 /* gen_small() plus a TENSOR_NAME (format 1.1) of its tensor 7. */
-static vt_snapshot_data *gen_small_renamed(void)
+static vt__snapshot_data *gen_small_renamed(void)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     struct snap_builder g = gen_reopen(s);
     uint64_t t = s->events[s->nevents - 1].time_ns;
     vt_event *e = gen_ev(&g, VT_EV_TENSOR_NAME, 25, t + 5);
@@ -743,45 +743,45 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     ASSERT_EQ(vt__event_kind_minor(14), -1);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_STREAM_DESTROY), 5);
     ASSERT_EQ(vt__event_kind_minor(VT_EV_EMPTY_CACHE), 5);
-    vt_snapshot_data *s = gen_small_renamed();
+    vt__snapshot_data *s = gen_small_renamed();
     size_t size;
     unsigned char *data = encode(s, &size);
     ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as the current 1.x */
     ASSERT_EQ(vt__rd_le(data + 10, 2), VT_FORMAT_MINOR);
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->meta.format_version, (uint32_t)VT_FORMAT_VERSION);
     same_snapshot(s, r);
     const vt_event *e = &r->events[r->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_NAME);
     ASSERT_EQ(e->aux, 7);
     ASSERT_EQ(e->device, -1);
-    ASSERT_STR_EQ(vt_snapshot_string(r, e->str), "fc2 out");
-    vt_snapshot_free(r);
+    ASSERT_STR_EQ(vt__snapshot_string(r, e->str), "fc2 out");
+    vt__snapshot_free(r);
 
     /* a file of a newer minor holds it too */
     struct raw_section secs[6];
     unpack(data, secs);
     r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_TENSOR_NAME);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free_sections(secs, 6);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* format.h: 1.2 appends stacks_truncated to META; a 1.1 file (no such
  * field) reads as 0, and a 1.1 reader skips it as trailing bytes. */
 TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     s->meta.stacks_truncated = 5;
     size_t size;
     unsigned char *data = encode(s, &size);
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->meta.stacks_truncated, 5);
     same_snapshot(s, r);
-    vt_snapshot_free(r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
     free(data);
 
     /* The same bytes claiming 1.1: the field is trailing bytes to ignore. */
@@ -795,17 +795,17 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
     ASSERT_EQ(r->meta.stacks_truncated, 0);
     ASSERT_EQ(r->meta.stacks_dropped, s->meta.stacks_dropped);
     ASSERT_EQ(r->nevents, s->nevents);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free_sections(secs, 6);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* gen_small() with two Python frames (ip 0, module "python"), as the
  * recorder writes them: where forward and backward are defined. */
-static vt_snapshot_data *gen_small_with_first_lines(void)
+static vt__snapshot_data *gen_small_with_first_lines(void)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     ASSERT_GE(s->nframes, 3);
     for (size_t i = 1; i <= 2; i++) {
         s->frames[i].ip = s->frames[i].module_offset = 0;
@@ -840,20 +840,20 @@ static size_t unpack_all(const unsigned char *d, struct raw_section *out, size_t
  * version). */
 TEST(first_lines_round_trip_and_are_left_out_when_none)
 {
-    vt_snapshot_data *s = gen_small_with_first_lines();
+    vt__snapshot_data *s = gen_small_with_first_lines();
     size_t size;
     unsigned char *data = encode(s, &size);
     ASSERT_EQ(vt__rd_le(data + 32, 4), 7);
     uint64_t off, len;
     find_section(data, VT_SECTION_FIRST_LINES, &off, &len);
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->frames[1].first_line, 31);
     ASSERT_EQ(r->frames[2].first_line, 32);
     ASSERT_EQ(r->frames[0].first_line, 0);
     same_snapshot(s, r);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 
     s = gen_small();
     data = encode(s, &size);
@@ -862,25 +862,25 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     for (size_t i = 0; i < r->nframes; i++)
         ASSERT_EQ(r->frames[i].first_line, 0);
     same_snapshot(s, r);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(framework_settings_round_trip_in_meta)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     s->meta.flags |= VT_META_FRAMEWORK_SETTINGS;
     s->meta.framework_settings = s->meta.host;     /* any string of the table */
     size_t size;
     unsigned char *data = encode(s, &size);
-    vt_snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = decode_ok(data, size);
     ASSERT(r->meta.flags & VT_META_FRAMEWORK_SETTINGS);
-    ASSERT_STR_EQ(vt_snapshot_string(r, r->meta.framework_settings),
-                  vt_snapshot_string(s, s->meta.host));
-    vt_snapshot_free(r);
+    ASSERT_STR_EQ(vt__snapshot_string(r, r->meta.framework_settings),
+                  vt__snapshot_string(s, s->meta.host));
+    vt__snapshot_free(r);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* A 1.3 file (no FIRST_LINES) reads whole, every first line 0; and a
@@ -888,7 +888,7 @@ TEST(framework_settings_round_trip_in_meta)
  * ignores it (it never knew the section). */
 TEST(format_1_3_file_reads_with_no_first_lines)
 {
-    vt_snapshot_data *s = gen_small_with_first_lines();
+    vt__snapshot_data *s = gen_small_with_first_lines();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
@@ -896,7 +896,7 @@ TEST(format_1_3_file_reads_with_no_first_lines)
     ASSERT_EQ(nsec, 7);
     ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
     for (size_t with = 6; with <= 7; with++) {
-        vt_snapshot_data *r = decode_repacked(secs, with, 3);
+        vt__snapshot_data *r = decode_repacked(secs, with, 3);
         ASSERT_EQ(r->meta.format_version, 0x10003u);
         ASSERT_EQ(r->nframes, s->nframes);
         for (size_t i = 0; i < r->nframes; i++) {
@@ -906,16 +906,16 @@ TEST(format_1_3_file_reads_with_no_first_lines)
         }
         ASSERT_EQ(r->nevents, s->nevents);
         ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
-        vt_snapshot_free(r);
+        vt__snapshot_free(r);
     }
     free_sections(secs, nsec);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(bad_first_lines_are_rejected_naming_the_section)
 {
-    vt_snapshot_data *s = gen_small_with_first_lines();
+    vt__snapshot_data *s = gen_small_with_first_lines();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
@@ -950,7 +950,7 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
     void *out;
     ASSERT(vt__snapfile_encode(s, &out, &size, err, sizeof err) < 0);
     ASSERT_STR_CONTAINS(err, "first line");
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* format.h: a kind belongs to the minor that introduced it; a 1.0 file
@@ -958,7 +958,7 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
  * of its own minor, and so does this one). */
 TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
 {
-    vt_snapshot_data *s = gen_small_renamed();
+    vt__snapshot_data *s = gen_small_renamed();
     size_t size;
     unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
@@ -971,14 +971,14 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     free(f);
     /* the same bytes as 1.1 are fine: only the claimed version changed (a
      * 1.1 file has no META flags and true peaks: those bytes are skipped) */
-    vt_snapshot_data *r = decode_repacked(secs, 6, 1);
+    vt__snapshot_data *r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     r->meta.format_version = VT_FORMAT_VERSION;
     without_1_2_fields(s);
     same_snapshot(s, r);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     /* and a 1.0 file without it is still read (as 1.0) */
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     s = gen_small();
     free(data);
     data = encode(s, &size);
@@ -989,15 +989,15 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     r->meta.format_version = VT_FORMAT_VERSION;
     without_1_2_fields(s);
     same_snapshot(s, r);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free_sections(secs, 6);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(writer_refuses_inconsistent_snapshots)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     void *d;
     size_t n;
     s->events[3].stack = 1000;
@@ -1011,18 +1011,18 @@ TEST(writer_refuses_inconsistent_snapshots)
     s->events[4].seq = s->events[3].seq;
     ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
     ASSERT_STR_CONTAINS(err, "strictly increase");
-    ASSERT(vt_snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -EINVAL);
+    ASSERT(vt__snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -EINVAL);
     s->events[4].seq = s->events[3].seq + 1;
-    ASSERT(vt_snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -ENOENT);
+    ASSERT(vt__snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -ENOENT);
     ASSERT_STR_CONTAINS(err, "cannot create");
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* Every single-byte flip and every truncation of a small file is rejected
  * (everything is under a CRC) and never crashes; run under ASan/UBSan too. */
 TEST(mutations_at_every_offset_are_rejected_without_crash)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     unsigned char *copy = malloc(size);
@@ -1030,13 +1030,13 @@ TEST(mutations_at_every_offset_are_rejected_without_crash)
     for (size_t off = 0; off < size; off++) {
         memcpy(copy, data, size);
         copy[off] ^= (unsigned char)(1u << (gen_rand(&rnd) % 8));
-        vt_snapshot_data *r = NULL;
-        int rc = vt_snapfile_decode(copy, size, "m", &r, err, sizeof err);
+        vt__snapshot_data *r = NULL;
+        int rc = vt__snapfile_decode(copy, size, "m", &r, err, sizeof err);
         ASSERT_MSG(rc < 0, "flip at %zu accepted", off);
         ASSERT(err[0] != 0);
         copy[off] = data[off];
         r = NULL;
-        rc = vt_snapfile_decode(copy, off, "m", &r, err, sizeof err);
+        rc = vt__snapfile_decode(copy, off, "m", &r, err, sizeof err);
         ASSERT_MSG(rc < 0, "truncation to %zu accepted", off);
     }
     /* random multi-byte garbage after a valid header */
@@ -1044,20 +1044,20 @@ TEST(mutations_at_every_offset_are_rejected_without_crash)
         memcpy(copy, data, size);
         for (int j = 0; j < 4; j++)
             copy[64 + gen_rand(&rnd) % (size - 64)] = (unsigned char)gen_rand(&rnd);
-        vt_snapshot_data *r = NULL;
-        if (vt_snapfile_decode(copy, size, "m", &r, err, sizeof err) == 0)
-            vt_snapshot_free(r);
+        vt__snapshot_data *r = NULL;
+        if (vt__snapfile_decode(copy, size, "m", &r, err, sizeof err) == 0)
+            vt__snapshot_free(r);
     }
     free(copy);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* Structural mutation of decoded content under valid CRCs: the decoders'
  * own bounds and index checks, not the checksums, must stop these. */
 TEST(mutations_inside_sections_never_crash)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     uint64_t rnd = 777;
@@ -1075,9 +1075,9 @@ TEST(mutations_inside_sections_never_crash)
             t->count += (gen_rand(&rnd) % 5) - 2;
         size_t n2;
         unsigned char *f = repack(secs, 6, 0, &n2);
-        vt_snapshot_data *r = NULL;
-        if (vt_snapfile_decode(f, n2, "m", &r, err, sizeof err) == 0)
-            vt_snapshot_free(r);
+        vt__snapshot_data *r = NULL;
+        if (vt__snapfile_decode(f, n2, "m", &r, err, sizeof err) == 0)
+            vt__snapshot_free(r);
         else
             rejected++;
         free(f);
@@ -1085,7 +1085,7 @@ TEST(mutations_inside_sections_never_crash)
     }
     ASSERT_GT(rejected, 1000);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 
@@ -1102,13 +1102,13 @@ static void same_event(const vt_event *a, const vt_event *b, size_t i)
 
 /* The stream of `path` in chunks of `chunk` bytes gives r's events, twice
  * (rewound), and every other section as the reader does. */
-static void stream_matches(const char *path, size_t chunk, const vt_snapshot_data *r)
+static void stream_matches(const char *path, size_t chunk, const vt__snapshot_data *r)
 {
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_event_stream *es;
-    ASSERT_MSG(vt_snapfile_open_stream(path, chunk, &s, &es, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &s, &es, err, sizeof err) == 0, "%s", err);
     ASSERT(s->events == NULL && s->nevents == 0);
-    ASSERT_EQ(vt_event_stream_count(es), r->nevents);
+    ASSERT_EQ(vt__event_stream_count(es), r->nevents);
     ASSERT_EQ(s->nstrings, r->nstrings);
     ASSERT_EQ(s->nframes, r->nframes);
     ASSERT_EQ(s->nstack_nodes, r->nstack_nodes);
@@ -1119,18 +1119,18 @@ static void stream_matches(const char *path, size_t chunk, const vt_snapshot_dat
         vt_event e;
         size_t i = 0;
         int rc;
-        while ((rc = vt_event_stream_next(es, &e)) == 1) {
+        while ((rc = vt__event_stream_next(es, &e)) == 1) {
             ASSERT(i < r->nevents);
             same_event(&e, &r->events[i], i);
             i++;
         }
         ASSERT_MSG(rc == 0, "%s", err);
         ASSERT_EQ(i, r->nevents);
-        ASSERT_EQ(vt_event_stream_next(es, &e), 0);
-        ASSERT(vt_event_stream_rewind(es) == 0);
+        ASSERT_EQ(vt__event_stream_next(es, &e), 0);
+        ASSERT(vt__event_stream_rewind(es) == 0);
     }
-    vt_event_stream_close(es);
-    vt_snapshot_free(s);
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
 }
 
 TEST(event_stream_gives_the_readers_events_in_chunks_of_any_size)
@@ -1139,15 +1139,15 @@ TEST(event_stream_gives_the_readers_events_in_chunks_of_any_size)
     tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/t.vtsnap", dir);
     /* compressed: the writer's own file */
-    vt_snapshot_data *s = gen_training(200000, 5);
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *s = gen_training(200000, 5);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     static const size_t chunks[] = { 0, 1, 16, 17, 101, 4096 };  /* 1: the smallest, 16 */
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++)
         stream_matches(path, chunks[k], r);
-    vt_snapshot_free(r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
     /* uncompressed sections, and a later minor's extra columns and section */
     s = gen_small();
     size_t size;
@@ -1160,15 +1160,15 @@ TEST(event_stream_gives_the_readers_events_in_chunks_of_any_size)
     int fd = open(path, O_WRONLY | O_TRUNC, 0600);
     ASSERT(fd >= 0 && write(fd, f, n) == (ssize_t)n);
     close(fd);
-    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     ASSERT_GT(r->nevents, 0);
     stream_matches(path, 16, r);
     stream_matches(path, 0, r);
-    vt_snapshot_free(r);
+    vt__snapshot_free(r);
     free(f);
     free_sections(secs, 7);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     unlink(path);
     rmdir(dir);
 }
@@ -1176,16 +1176,16 @@ TEST(event_stream_gives_the_readers_events_in_chunks_of_any_size)
 /* The stream's verdict on `path`: 0 accepted, else its message in msg. */
 static int stream_verdict(const char *path, size_t chunk, char *msg, size_t len)
 {
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     vt_event_stream *es;
-    int rc = vt_snapfile_open_stream(path, chunk, &s, &es, msg, len);
+    int rc = vt__snapfile_open_stream(path, chunk, &s, &es, msg, len);
     if (rc)
         return rc;
     vt_event e;
-    while ((rc = vt_event_stream_next(es, &e)) == 1)
+    while ((rc = vt__event_stream_next(es, &e)) == 1)
         ;
-    vt_event_stream_close(es);
-    vt_snapshot_free(s);
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
     return rc;
 }
 
@@ -1194,7 +1194,7 @@ TEST(event_stream_rejects_what_the_reader_rejects_with_its_message)
     char dir[64], path[128], msg[1024];
     tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/m.vtsnap", dir);
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     size_t size;
     unsigned char *data = encode(s, &size);
     uint64_t rnd = 4242;
@@ -1219,9 +1219,9 @@ TEST(event_stream_rejects_what_the_reader_rejects_with_its_message)
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         ASSERT(fd >= 0 && write(fd, f, n) == (ssize_t)n);
         close(fd);
-        vt_snapshot_data *r = NULL;
-        int want = vt_snapfile_read(path, &r, err, sizeof err);
-        vt_snapshot_free(r);
+        vt__snapshot_data *r = NULL;
+        int want = vt__snapfile_read(path, &r, err, sizeof err);
+        vt__snapshot_free(r);
         int got = stream_verdict(path, 1 + gen_rand(&rnd) % 40, msg, sizeof msg);
         ASSERT_MSG((want == 0) == (got == 0), "mutation %d: reader %d (%s), stream %d (%s)", k,
                    want, want ? err : "", got, got ? msg : "");
@@ -1258,9 +1258,9 @@ TEST(event_stream_rejects_what_the_reader_rejects_with_its_message)
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         ASSERT(fd >= 0 && write(fd, d2, size) == (ssize_t)size);
         close(fd);
-        vt_snapshot_data *r = NULL;
-        int want = vt_snapfile_read(path, &r, err, sizeof err);
-        vt_snapshot_free(r);
+        vt__snapshot_data *r = NULL;
+        int want = vt__snapfile_read(path, &r, err, sizeof err);
+        vt__snapshot_free(r);
         int got = stream_verdict(path, 1 + gen_rand(&rnd) % 40, msg, sizeof msg);
         /* zstd may find the damage at another point of the frame: both
          * reject, each naming the events section */
@@ -1271,7 +1271,7 @@ TEST(event_stream_rejects_what_the_reader_rejects_with_its_message)
     }
     free(d2);
     free(data);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     unlink(path);
     rmdir(dir);
 }
@@ -1281,15 +1281,15 @@ TEST(event_stream_rejects_what_the_reader_rejects_with_its_message)
 TEST(one_million_training_events_round_trip_small)
 {
     const size_t N = 1000000;
-    vt_snapshot_data *s = gen_training(N, 99);
+    vt__snapshot_data *s = gen_training(N, 99);
     char dir[64], path[128];
     tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/big.vtsnap", dir);
     double t0 = now_s();
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
     double t1 = now_s();
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     double t2 = now_s();
     struct stat st;
     ASSERT(stat(path, &st) == 0);
@@ -1303,8 +1303,8 @@ TEST(one_million_training_events_round_trip_small)
     /* speed is measured side by side in tests/bench/bench_trace.c, not here */
     unlink(path);
     rmdir(dir);
-    vt_snapshot_free(r);
-    vt_snapshot_free(s);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
 }
 
 TEST_MAIN()

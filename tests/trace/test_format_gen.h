@@ -55,7 +55,7 @@ static inline void gen_segment(struct snap_builder *g, uint64_t addr, uint64_t s
 static inline void gen_block(struct snap_builder *g, uint64_t size, uint64_t req, uint64_t stream,
                              uint64_t alloc_seq, uint32_t stack, uint8_t state)
 {
-    vt_snapshot_data *s = g->s;
+    vt__snapshot_data *s = g->s;
     vt_segment *sg = &s->segments[s->nsegments - 1];
     uint64_t addr = sg->addr;
     for (uint32_t i = 0; i < sg->nblocks; i++)
@@ -118,10 +118,10 @@ static inline struct snap_builder gen_begin(void)
  * Expected dev 0: initial allocated 8 MiB + 1 MiB, reserved 20 MiB; peak
  * allocated 13 MiB (after the 1 MiB temp). Dev 1: peak 512 KiB, reserved 2 MiB.
  */
-static inline vt_snapshot_data *gen_small(void)
+static inline vt__snapshot_data *gen_small(void)
 {
     struct snap_builder g = gen_begin();
-    vt_snapshot_data *s = g.s;
+    vt__snapshot_data *s = g.s;
     s->meta.snapshot_time_ns = 5000000000ull;
     s->meta.events_recorded = 120;
     s->meta.events_overwritten = 107;
@@ -214,10 +214,10 @@ static inline uint64_t gen_rand(uint64_t *st)
  * step), a few temporaries freed right away, then frees activations in
  * reverse while allocating gradients, plus a MARK per step. Times advance by
  * a few microseconds of noise per event. */
-static inline vt_snapshot_data *gen_training(size_t n, uint64_t seed)
+static inline vt__snapshot_data *gen_training(size_t n, uint64_t seed)
 {
     struct snap_builder g = gen_begin();
-    vt_snapshot_data *s = g.s;
+    vt__snapshot_data *s = g.s;
     gen_device(&g, 0, "Simulated GPU 0", 80ull << 30);
     enum { L = 48 };
     uint32_t stacks[2 * L + 4];

@@ -20,9 +20,9 @@ static const vt_lifetime *at_addr(const vt_timeline *tl, uint64_t addr, int nth)
 
 TEST(timeline_small_lifetimes_and_window)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     vt_timeline *tl;
-    ASSERT_MSG(vt_timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(tl->nlifetimes, 5);
     /* before-window ones come first */
     ASSERT(tl->lifetimes[0].flags & VT_LT_BEFORE_WINDOW);
@@ -61,19 +61,19 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(tmp->free_stack, s->events[9].stack);
 
     /* event -> lifetime */
-    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 5), b1);   /* STREAM_USE */
-    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 7), b1);   /* FREE_REQUESTED */
-    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 1), NULL); /* MARK */
-    ASSERT_PTR_EQ(vt_timeline_event_lifetime(tl, s, 99), NULL);
+    ASSERT_PTR_EQ(vt__timeline_event_lifetime(tl, s, 5), b1);   /* STREAM_USE */
+    ASSERT_PTR_EQ(vt__timeline_event_lifetime(tl, s, 7), b1);   /* FREE_REQUESTED */
+    ASSERT_PTR_EQ(vt__timeline_event_lifetime(tl, s, 1), NULL); /* MARK */
+    ASSERT_PTR_EQ(vt__timeline_event_lifetime(tl, s, 99), NULL);
 
     /* segments: A from state, B in window, a short-lived third */
     ASSERT_EQ(tl->nsegments, 3);
     ASSERT_EQ(tl->segments[0].addr, 0x10000000);
     ASSERT_EQ(tl->segments[0].flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);
     ASSERT_EQ(tl->segments[0].state_segment, 0);
-    const vt_segment_span *sb = vt_timeline_event_segment(tl, s, 2);
+    const vt_segment_span *sb = vt__timeline_event_segment(tl, s, 2);
     ASSERT(sb && sb->addr == 0x20000000 && sb->flags == VT_LT_ALIVE && sb->state_segment == 1);
-    const vt_segment_span *sc = vt_timeline_event_segment(tl, s, 13);
+    const vt_segment_span *sc = vt__timeline_event_segment(tl, s, 13);
     ASSERT(sc && sc->free_seq == 24 && !(sc->flags & VT_LT_ALIVE));
 
     /* marks and counts */
@@ -84,18 +84,18 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(tl->first_seq, 10);
     ASSERT_EQ(tl->last_seq, 24);
 
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
 }
 
 TEST(timeline_curves_start_at_before_window_bytes)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     vt_timeline *tl;
-    ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
+    ASSERT(vt__timeline_build(s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->ndevices, 2);
-    const vt_tl_device *d0 = vt_timeline_device(tl, 0), *d1 = vt_timeline_device(tl, 1);
-    ASSERT(d0 && d1 && !vt_timeline_device(tl, 5));
+    const vt_tl_device *d0 = vt__timeline_device(tl, 0), *d1 = vt__timeline_device(tl, 1);
+    ASSERT(d0 && d1 && !vt__timeline_device(tl, 5));
     ASSERT_EQ(d0->initial_allocated, 9 * MiB);
     ASSERT_EQ(d0->initial_reserved, 20 * MiB);
     ASSERT_EQ(d0->peak_allocated, 13 * MiB);
@@ -114,8 +114,8 @@ TEST(timeline_curves_start_at_before_window_bytes)
     ASSERT_EQ(d1->peak_active, 512 * 1024);
     ASSERT_EQ(d1->final_reserved, 2 * MiB);
     ASSERT_EQ(d0->final_pending, 0);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
 }
 
 TEST(timeline_pending_free_released_at_completion_and_lost_frees)
@@ -132,7 +132,7 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 6, 60); e->addr = 0x2000; e->size = 70;
     e = gen_ev(&g, VT_EV_FREE_COMPLETED, 7, 70); e->addr = 0x2000; e->size = 70;
     vt_timeline *tl;
-    ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
+    ASSERT(vt__timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->nlifetimes, 3);
     const vt_lifetime *a = at_addr(tl, 0x1000, 0);
     ASSERT_EQ(a->release_seq, 2);               /* allocated until the program frees */
@@ -145,7 +145,7 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     const vt_lifetime *c = at_addr(tl, 0x2000, 1);
     ASSERT_EQ(c->release_seq, 6);
     ASSERT_EQ(c->complete_event, 6);
-    const vt_tl_device *d = vt_timeline_device(tl, 0);
+    const vt_tl_device *d = vt__timeline_device(tl, 0);
     /* after seq 1, 2 (pending), 3, 4 (completed), 5 (+70 -50), 6 */
     uint64_t want[] = { 0, 100, 0, 50, 50, 70, 0 };
     uint64_t want_pending[] = { 0, 0, 100, 100, 0, 0, 0 };
@@ -158,15 +158,15 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     ASSERT_EQ(d->peak_active, 150);             /* 50 allocated + 100 pending */
     ASSERT_EQ(d->final_pending, 0);
     /* find: by interior address, at a point in time */
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000 + 99, 0), a);
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000 + 100, 0), NULL);
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 1), NULL);     /* freed at event 1 */
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x1000, 2), NULL);     /* pending is not allocated */
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000 + 60, 4), c);
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000 + 10, 3), lost);
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0x2000, VT_TL_NONE), NULL);
-    vt_timeline_free(tl);
-    vt_snapshot_free(g.s);
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x1000 + 99, 0), a);
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x1000 + 100, 0), NULL);
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x1000, 1), NULL);     /* freed at event 1 */
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x1000, 2), NULL);     /* pending is not allocated */
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x2000 + 60, 4), c);
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x2000 + 10, 3), lost);
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0x2000, VT_TL_NONE), NULL);
+    vt__timeline_free(tl);
+    vt__snapshot_free(g.s);
 }
 
 /* A live snapshot under load: writers lapped the ring copy, so seqs 3..9 are
@@ -188,7 +188,7 @@ TEST(timeline_lifetime_crossing_a_gap_without_state_is_never_alive)
 {
     struct snap_builder g = gapped();
     vt_timeline *tl;
-    ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
+    ASSERT(vt__timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->state_complete, 0);
     ASSERT_EQ(tl->ngaps, 1);
     ASSERT_EQ(tl->events_missing, 7);
@@ -203,15 +203,15 @@ TEST(timeline_lifetime_crossing_a_gap_without_state_is_never_alive)
     ASSERT_EQ(d->flags, VT_LT_BEFORE_WINDOW);
     ASSERT_EQ(d->start_event, 2);
     ASSERT_EQ(tl->nfree_unseen, 2);
-    const vt_tl_device *dv = vt_timeline_device(tl, 0);
+    const vt_tl_device *dv = vt__timeline_device(tl, 0);
     ASSERT_EQ(dv->initial_allocated, 0);
     uint64_t want[] = { 0, 100, 300, 350, 300 };   /* -A -B +C +D at the gap, -D */
     ASSERT_EQ(dv->npoints, 5);
     for (int i = 0; i < 5; i++)
         ASSERT_EQ(dv->points[i].allocated, want[i]);
     ASSERT_EQ(dv->peak_allocated, 350);
-    vt_timeline_free(tl);
-    vt_snapshot_free(g.s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(g.s);
 }
 
 TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
@@ -224,14 +224,14 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
     gen_segment_holding(&g, 0x3000, 300, 10);
     gen_segment_holding(&g, 0x6000, 0x1000, 15);
     vt_timeline *tl;
-    ASSERT(vt_timeline_build(g.s, &tl, err, sizeof err) == 0);
+    ASSERT(vt__timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->state_complete, 1);
     ASSERT_EQ(at_addr(tl, 0x1000, 0)->flags, VT_LT_ALIVE);   /* confirmed across the gap */
     ASSERT_EQ(at_addr(tl, 0x2000, 0)->flags, VT_LT_FREE_UNSEEN);
     ASSERT_EQ(at_addr(tl, 0x3000, 0)->flags, VT_LT_ALIVE);
     const vt_lifetime *f = at_addr(tl, 0x6000, 0);
     ASSERT_EQ(f->flags, VT_LT_ALIVE | VT_LT_FROM_STATE | VT_LT_AFTER_WINDOW);
-    ASSERT_EQ(vt_lifetime_allocated_at(f, 4), 0);            /* in no curve */
+    ASSERT_EQ(vt__lifetime_allocated_at(f, 4), 0);            /* in no curve */
     /* what is alive is exactly the state's active blocks */
     uint64_t alive = 0, nalive = 0, state = 0, nstate = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++)
@@ -247,40 +247,40 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
     ASSERT_EQ(nalive, nstate);
     ASSERT_EQ(alive, state);
     /* B stopped counting at the gap; A counts on */
-    const vt_tl_device *dv = vt_timeline_device(tl, 0);
+    const vt_tl_device *dv = vt__timeline_device(tl, 0);
     ASSERT_EQ(dv->final_allocated, 100 + 300);
-    vt_timeline_free(tl);
-    vt_snapshot_free(g.s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(g.s);
 }
 
 /* Its speed is measured in tests/bench/bench_trace.c, not asserted here. */
 TEST(timeline_of_one_million_events_is_consistent)
 {
-    vt_snapshot_data *s = gen_training(1000000, 5);
+    vt__snapshot_data *s = gen_training(1000000, 5);
     vt_timeline *tl;
-    ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
+    ASSERT(vt__timeline_build(s, &tl, err, sizeof err) == 0);
     printf("timeline of %zu events: %zu lifetimes\n", s->nevents, tl->nlifetimes);
     ASSERT_EQ(tl->kind_counts[VT_EV_ALLOC] + tl->kind_counts[VT_EV_FREE_REQUESTED] > 0, 1);
     ASSERT_EQ(tl->ngaps, 0);
     ASSERT_EQ(tl->nfree_unseen, 0);
     /* every allocation freed within its step except the last step's tail */
-    const vt_tl_device *d = vt_timeline_device(tl, 0);
+    const vt_tl_device *d = vt__timeline_device(tl, 0);
     ASSERT(d->peak_allocated > 0 && d->peak_allocated <= d->peak_reserved);
     ASSERT_EQ(tl->kind_counts[VT_EV_MARK], tl->nmarks);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
 }
 
 TEST(timeline_of_empty_snapshot)
 {
-    vt_snapshot_data *s = calloc(1, sizeof *s);
+    vt__snapshot_data *s = calloc(1, sizeof *s);
     vt_timeline *tl;
-    ASSERT(vt_timeline_build(s, &tl, err, sizeof err) == 0);
+    ASSERT(vt__timeline_build(s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->nlifetimes, 0);
     ASSERT_EQ(tl->ndevices, 0);
-    ASSERT_PTR_EQ(vt_timeline_find(tl, 0, 0), NULL);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    ASSERT_PTR_EQ(vt__timeline_find(tl, 0, 0), NULL);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
 }
 
 TEST_MAIN()

@@ -21,9 +21,9 @@
 #include "rec_files.h"
 #include "snap_compare.h"
 
-static vt_snapshot_data *build(void)
+static vt__snapshot_data *build(void)
 {
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     ASSERT(s != NULL);
     return s;
@@ -37,7 +37,7 @@ TEST(ring_overflow_keeps_the_newest_n_in_order)
     for (uint64_t i = 0; i < n + k; i++)
         ASSERT_EQ(vt__trace(.kind = VT_EV_ALLOC, .stream = 7, .addr = 0x1000 + i, .req_size = i,
                             .size = i, .aux = i), i + 1);
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->meta.events_recorded, n + k);
     ASSERT_EQ(s->meta.events_overwritten, k);
     ASSERT_EQ(s->nevents, n);
@@ -48,7 +48,7 @@ TEST(ring_overflow_keeps_the_newest_n_in_order)
         ASSERT_EQ(s->events[i].stream, 7);
         ASSERT_EQ(s->events[i].kind, VT_EV_ALLOC);
     }
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 #define WRITERS 8
@@ -86,7 +86,7 @@ TEST(eight_writers_lose_and_tear_nothing)
         ASSERT_OK(pthread_create(&t[w], NULL, writer, (void *)w));
     for (int w = 0; w < WRITERS; w++)
         pthread_join(t[w], NULL);
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->meta.events_recorded, WRITERS * PER_WRITER);
     ASSERT_EQ(s->meta.events_overwritten, 0);
     ASSERT_EQ(s->nevents, WRITERS * PER_WRITER);
@@ -113,7 +113,7 @@ TEST(eight_writers_lose_and_tear_nothing)
     }
     for (int w = 0; w < WRITERS; w++)
         ASSERT_EQ(next[w], PER_WRITER);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 static atomic_bool stop_writers;
@@ -136,7 +136,7 @@ TEST(snapshots_during_overflow_see_no_torn_events)
     for (uintptr_t w = 0; w < 4; w++)
         ASSERT_OK(pthread_create(&t[w], NULL, endless_writer, (void *)w));
     for (int round = 0; round < 30; round++) {
-        vt_snapshot_data *s = build();
+        vt__snapshot_data *s = build();
         ASSERT_LE(s->nevents, 1024);
         /* Every recorded event is either kept or counted as overwritten. */
         ASSERT_EQ(s->meta.events_overwritten + s->nevents, s->meta.events_recorded);
@@ -145,7 +145,7 @@ TEST(snapshots_during_overflow_see_no_torn_events)
             if (i)
                 ASSERT_GT(s->events[i].seq, s->events[i - 1].seq);
         }
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
     }
     atomic_store(&stop_writers, true);
     for (int w = 0; w < 4; w++)
@@ -160,11 +160,11 @@ TEST(trace_off_records_nothing)
     ASSERT_EQ(vt__stack_capture(), 0);
     ASSERT_EQ(vt__stack_capture_free(), 0);
     ASSERT_EQ(vt_mark("x"), 0);
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);
     ASSERT_EQ(s->meta.events_recorded, 0);
     ASSERT_EQ(s->nstack_nodes, 1);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(output_path_patterns_expand)
@@ -204,7 +204,7 @@ TEST(output_path_patterns_expand)
 
 static uint32_t block_stack;
 
-static int fake_provider(vt_snapshot_data *snap)
+static int fake_provider(vt__snapshot_data *snap)
 {
     if (!snap)
         return 0;
@@ -244,25 +244,25 @@ TEST(snapshot_round_trips_through_the_reader)
     vt__trace(.kind = VT_EV_OOM, .device = 1, .req_size = UINT64_C(1) << 40, .aux = 123,
               .aux2 = 456);
 
-    vt_snapshot_data *a = build();
+    vt__snapshot_data *a = build();
     char dir[64], path[128], err[256] = "";
     make_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/a.vtsnap", dir);
-    ASSERT_OK(vt_snapfile_write(a, path, err, sizeof err));
-    vt_snapshot_data *b = NULL;
-    int rc = vt_snapfile_read(path, &b, err, sizeof err);
+    ASSERT_OK(vt__snapfile_write(a, path, err, sizeof err));
+    vt__snapshot_data *b = NULL;
+    int rc = vt__snapfile_read(path, &b, err, sizeof err);
     ASSERT_MSG(rc == 0, "read: %s", err);
 
     ASSERT_EQ(a->meta.pid, getpid());
     snap_same_meta(a, b, SNAP_STRINGS_BY_TEXT);
-    ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.command_line), "test_recorder");
-    ASSERT_STR_CONTAINS(vt_snapshot_string(b, b->meta.config), "trace:1");
-    ASSERT_STR_EQ(vt_snapshot_string(b, b->meta.library_version), VRAMTRACE_VERSION_STRING);
+    ASSERT_STR_CONTAINS(vt__snapshot_string(b, b->meta.command_line), "test_recorder");
+    ASSERT_STR_CONTAINS(vt__snapshot_string(b, b->meta.config), "trace:1");
+    ASSERT_STR_EQ(vt__snapshot_string(b, b->meta.library_version), VRAMTRACE_VERSION_STRING);
 
     ASSERT_EQ(a->nevents, 5);
     snap_same_events(a, b, SNAP_STRINGS_BY_TEXT);
     ASSERT_EQ(a->events[2].kind, VT_EV_MARK);
-    ASSERT_STR_EQ(vt_snapshot_string(b, b->events[2].str), "epoch 1");
+    ASSERT_STR_EQ(vt__snapshot_string(b, b->events[2].str), "epoch 1");
     ASSERT_EQ(a->events[3].aux, 1);
     ASSERT_NE(a->events[3].stack, 0);
     ASSERT_EQ(a->events[4].device, 1);
@@ -272,14 +272,14 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_GT(a->nframes, 0);
     snap_same_frames(a, b, SNAP_STRINGS_BY_TEXT);
     const vt_frame *f[64];
-    size_t nf = vt_snapshot_stack_frames(b, b->events[1].stack, f, 64);
+    size_t nf = vt__snapshot_stack_frames(b, b->events[1].stack, f, 64);
     ASSERT_GE(nf, 2);
-    ASSERT_STR_EQ(vt_snapshot_string(b, f[0]->function), "capture_here");
+    ASSERT_STR_EQ(vt__snapshot_string(b, f[0]->function), "capture_here");
 
     ASSERT_EQ(b->ndevices, 1);
     ASSERT_EQ(b->devices[0].ordinal, 0);
     ASSERT_EQ(b->devices[0].total_bytes, UINT64_C(80) << 30);
-    ASSERT_STR_EQ(vt_snapshot_string(b, b->devices[0].name), "Simulated H100");
+    ASSERT_STR_EQ(vt__snapshot_string(b, b->devices[0].name), "Simulated H100");
     ASSERT_EQ(b->nsegments, 1);
     ASSERT_EQ(b->segments[0].addr, 0x7f0000000000);
     ASSERT_EQ(b->segments[0].size, 2 << 20);
@@ -296,8 +296,8 @@ TEST(snapshot_round_trips_through_the_reader)
     ASSERT_EQ(b->blocks[1].stack, 0);
     snap_same_strings(a, b);
 
-    vt_snapshot_free(a);
-    vt_snapshot_free(b);
+    vt__snapshot_free(a);
+    vt__snapshot_free(b);
     unlink(path);
     rmdir(dir);
 }
@@ -309,12 +309,12 @@ TEST(public_snapshot_writes_a_readable_file)
     snprintf(path, sizeof path, "%s/pub.vtsnap", dir);
     ASSERT_OK(vt_mark("hello"));
     ASSERT_OK(vt_snapshot(path));
-    vt_snapshot_data *s = NULL;
-    int rc = vt_snapfile_read(path, &s, err, sizeof err);
+    vt__snapshot_data *s = NULL;
+    int rc = vt__snapfile_read(path, &s, err, sizeof err);
     ASSERT_MSG(rc == 0, "read: %s", err);
     ASSERT_EQ(s->nevents, 1);
-    ASSERT_STR_EQ(vt_snapshot_string(s, s->events[0].str), "hello");
-    vt_snapshot_free(s);
+    ASSERT_STR_EQ(vt__snapshot_string(s, s->events[0].str), "hello");
+    vt__snapshot_free(s);
     ASSERT(vt_snapshot("/nonexistent-dir/x.vtsnap") < 0);
     unlink(path);
     rmdir(dir);
@@ -559,12 +559,12 @@ TEST(tracing_off_still_writes_exit_and_oom_snapshots)
     const char *kinds[] = { ".vtsnap", "-oom-1.vtsnap" };
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s%d%s", prefix, (int)pid, kinds[k]);
-        vt_snapshot_data *s = NULL;
-        int rc = vt_snapfile_read(path, &s, err, sizeof err);
+        vt__snapshot_data *s = NULL;
+        int rc = vt__snapfile_read(path, &s, err, sizeof err);
         ASSERT_MSG(rc == 0, "%s: %s", path, err);
         ASSERT_EQ(s->nevents, 0);
         ASSERT_EQ(s->meta.pid, pid);
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
         unlink(path);
     }
     unsetenv("VRAMTRACE_OUT");

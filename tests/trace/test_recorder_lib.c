@@ -30,15 +30,15 @@ __attribute__((noinline)) static void free_site(void *p, size_t n)
     sink += 2;
 }
 
-static vt_snapshot_data *snapshot_now(char *path, size_t len)
+static vt__snapshot_data *snapshot_now(char *path, size_t len)
 {
     char dir[] = "/tmp/vt-reclib-XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
     snprintf(path, len, "%s/s.vtsnap", dir);
     ASSERT_OK(vt_snapshot(path));
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     char err[256] = "";
-    int rc = vt_snapfile_read(path, &s, err, sizeof err);
+    int rc = vt__snapfile_read(path, &s, err, sizeof err);
     ASSERT_MSG(rc == 0, "%s", err);
     return s;
 }
@@ -60,7 +60,7 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
     free_site(gone, 3000);
     ASSERT_OK(vt_mark("after free"));
     char path[256];
-    vt_snapshot_data *s = snapshot_now(path, sizeof path);
+    vt__snapshot_data *s = snapshot_now(path, sizeof path);
 
     int allocs = 0, frees = 0, marks = 0;
     for (size_t i = 0; i < s->nevents; i++) {
@@ -68,19 +68,19 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
         const vt_frame *f[8];
         if (e->kind == VT_EV_ALLOC && (e->addr == (uintptr_t)keep || e->addr == (uintptr_t)gone)) {
             allocs++;
-            ASSERT_GE(vt_snapshot_stack_frames(s, e->stack, f, 8), 3);
-            ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "alloc_site");
-            ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[0]->file), "test_recorder_lib.c");
-            ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function),
+            ASSERT_GE(vt__snapshot_stack_frames(s, e->stack, f, 8), 3);
+            ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "alloc_site");
+            ASSERT_STR_CONTAINS(vt__snapshot_string(s, f[0]->file), "test_recorder_lib.c");
+            ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function),
                           "test_allocator_events_carry_the_callers_stack_without_library_frames");
         }
         if (e->kind == VT_EV_FREE_REQUESTED && e->addr == (uintptr_t)gone) {
             frees++;
-            ASSERT_GE(vt_snapshot_stack_frames(s, e->stack, f, 8), 2);
-            ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "free_site");
+            ASSERT_GE(vt__snapshot_stack_frames(s, e->stack, f, 8), 2);
+            ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "free_site");
         }
         if (e->kind == VT_EV_MARK)
-            marks += !strcmp(vt_snapshot_string(s, e->str), "after free");
+            marks += !strcmp(vt__snapshot_string(s, e->str), "after free");
     }
     ASSERT_EQ(allocs, 2);
     ASSERT_EQ(frees, 1);
@@ -96,14 +96,14 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
         ASSERT_EQ(b->state, VT_BLOCK_ACTIVE_ALLOCATED);
         ASSERT_EQ(b->req_size, 1000);
         const vt_frame *f[2];
-        ASSERT_GE(vt_snapshot_stack_frames(s, b->stack, f, 2), 1);
-        ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "alloc_site");
+        ASSERT_GE(vt__snapshot_stack_frames(s, b->stack, f, 2), 1);
+        ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "alloc_site");
     }
     ASSERT(found);
     ASSERT_GE(s->ndevices, 1);
     ASSERT_GE(s->nsegments, 1);
-    ASSERT_STR_CONTAINS(vt_snapshot_string(s, s->frames[0].module), "/");
-    vt_snapshot_free(s);
+    ASSERT_STR_CONTAINS(vt__snapshot_string(s, s->frames[0].module), "/");
+    vt__snapshot_free(s);
     remove_snapshot(path);
     free_site(keep, 1000);
 }
@@ -115,20 +115,20 @@ TEST(annotations_through_the_shared_library)
     vt_tensor_use(t);
     vt_tensor_drop(t);
     char path[256];
-    vt_snapshot_data *s = snapshot_now(path, sizeof path);
+    vt__snapshot_data *s = snapshot_now(path, sizeof path);
     int uses = 0;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
         if (e->kind == VT_EV_TENSOR_USE && e->aux == t) {
             const vt_frame *f[2];
-            ASSERT_GE(vt_snapshot_stack_frames(s, e->stack, f, 2), 1);
-            ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function),
+            ASSERT_GE(vt__snapshot_stack_frames(s, e->stack, f, 2), 1);
+            ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function),
                           "test_annotations_through_the_shared_library");
             uses++;
         }
     }
     ASSERT_EQ(uses, 1);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     remove_snapshot(path);
     free_site(p, 4096);
 }
@@ -146,7 +146,7 @@ TEST(snapshot_records_the_allocators_true_peaks)
     vt_stats st;
     ASSERT_OK(vt_get_stats(0, &st));
     char path[256];
-    vt_snapshot_data *s = snapshot_now(path, sizeof path);
+    vt__snapshot_data *s = snapshot_now(path, sizeof path);
     ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
     ASSERT(s->meta.events_overwritten > 0);
     ASSERT_EQ(s->ndevices, 1);
@@ -156,12 +156,12 @@ TEST(snapshot_records_the_allocators_true_peaks)
     ASSERT_GE(s->devices[0].peak_allocated, (uint64_t)64 << 20);
     vt_timeline *tl;
     char err[256];
-    ASSERT_MSG(vt_timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
-    const vt_tl_device *d = vt_timeline_device(tl, 0);
+    ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
+    const vt_tl_device *d = vt__timeline_device(tl, 0);
     ASSERT(d);
     ASSERT_LT(d->peak_allocated, (uint64_t)64 << 20);   /* the window's peak: labelled apart */
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
     remove_snapshot(path);
 }
 
@@ -210,12 +210,12 @@ TEST(live_snapshot_under_load_agrees_with_the_allocator_state)
     size_t gaps = 0, unseen = 0;
     for (int n = 0; n < NSNAPS; n++) {
         char path[256];
-        vt_snapshot_data *s = snapshot_now(path, sizeof path);
+        vt__snapshot_data *s = snapshot_now(path, sizeof path);
         ASSERT(s->meta.flags & VT_META_STATE_COMPLETE);
         ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
         vt_timeline *tl;
         char err[256];
-        ASSERT_MSG(vt_timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
+        ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
         ASSERT_EQ(tl->state_complete, 1);
         uint64_t alive = 0, nalive = 0, state = 0, nstate = 0;
         for (size_t i = 0; i < tl->nlifetimes; i++) {
@@ -240,13 +240,13 @@ TEST(live_snapshot_under_load_agrees_with_the_allocator_state)
         ASSERT_EQ(nalive, nstate);
         ASSERT_EQ(alive, state);
         /* the allocator's true peak is at least what the window shows */
-        const vt_tl_device *d = vt_timeline_device(tl, 0);
+        const vt_tl_device *d = vt__timeline_device(tl, 0);
         ASSERT(d && s->ndevices >= 1);
         ASSERT_GE(s->devices[0].peak_allocated, state);
         gaps += tl->ngaps;
         unseen += tl->nfree_unseen;
-        vt_timeline_free(tl);
-        vt_snapshot_free(s);
+        vt__timeline_free(tl);
+        vt__snapshot_free(s);
         remove_snapshot(path);
     }
     atomic_store(&churn_stop, 1);

@@ -420,8 +420,8 @@ TEST(forked_child_marks_the_parents_allocations_as_inherited)
     }
     int status = wait_child(pid);
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    vt_snapshot_data *s = NULL;
-    ASSERT_MSG(vt_snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *s = NULL;
+    ASSERT_MSG(vt__snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(s->meta.format_version & 0xffff, VT_FORMAT_MINOR);   /* the writer's own (>= 1.2: FORK) */
     size_t forks = 0;
     for (size_t i = 0; i < s->nevents; i++)
@@ -431,7 +431,7 @@ TEST(forked_child_marks_the_parents_allocations_as_inherited)
         }
     ASSERT_EQ(forks, 1);
     vt_timeline *tl = NULL;
-    ASSERT_OK(vt_timeline_build(s, &tl, err, sizeof err));
+    ASSERT_OK(vt__timeline_build(s, &tl, err, sizeof err));
     ASSERT_EQ(tl->fork_parent_pid, getpid());
     int seen = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
@@ -445,8 +445,8 @@ TEST(forked_child_marks_the_parents_allocations_as_inherited)
         }
     }
     ASSERT_EQ(seen, 3);
-    vt_timeline_free(tl);
-    vt_snapshot_free(s);
+    vt__timeline_free(tl);
+    vt__snapshot_free(s);
     remove_tree(dir);
 }
 

@@ -62,15 +62,15 @@ __attribute__((noinline)) static uint32_t via(uint32_t (*fn)(void))
     return id;
 }
 
-static vt_snapshot_data *snapshot_with_stack(uint32_t stack)
+static vt__snapshot_data *snapshot_with_stack(uint32_t stack)
 {
     vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000, .req_size = 1, .size = 1, .stack = stack);
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     return s;
 }
 
-static const vt_event *last_event(const vt_snapshot_data *s)
+static const vt_event *last_event(const vt__snapshot_data *s)
 {
     ASSERT_GT(s->nevents, 0);
     return &s->events[s->nevents - 1];
@@ -80,24 +80,24 @@ TEST(known_call_chain_symbolizes_to_its_functions)
 {
     uint32_t id = chain_a();
     ASSERT_NE(id, 0);
-    vt_snapshot_data *s = snapshot_with_stack(id);
+    vt__snapshot_data *s = snapshot_with_stack(id);
     const vt_frame *f[64];
-    size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64);
+    size_t n = vt__snapshot_stack_frames(s, last_event(s)->stack, f, 64);
     ASSERT_GE(n, 4);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "chain_c");
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "chain_b");
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[2]->function), "chain_a");
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[3]->function), "test_known_call_chain_symbolizes_to_its_functions");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "chain_c");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "chain_b");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[2]->function), "chain_a");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[3]->function), "test_known_call_chain_symbolizes_to_its_functions");
     for (int i = 0; i < 3; i++) {
-        ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[i]->file), "test_stacks.c");
-        ASSERT_EQ(vt_snapshot_string(s, f[i]->file)[0], '/');   /* absolute */
+        ASSERT_STR_CONTAINS(vt__snapshot_string(s, f[i]->file), "test_stacks.c");
+        ASSERT_EQ(vt__snapshot_string(s, f[i]->file)[0], '/');   /* absolute */
         /* normalized, and naming the real file */
-        ASSERT(!strstr(vt_snapshot_string(s, f[i]->file), "/../"));
-        ASSERT(!strstr(vt_snapshot_string(s, f[i]->file), "/./"));
-        ASSERT_EQ(access(vt_snapshot_string(s, f[i]->file), R_OK), 0);
+        ASSERT(!strstr(vt__snapshot_string(s, f[i]->file), "/../"));
+        ASSERT(!strstr(vt__snapshot_string(s, f[i]->file), "/./"));
+        ASSERT_EQ(access(vt__snapshot_string(s, f[i]->file), R_OK), 0);
         ASSERT_GT(f[i]->line, 0);
-        ASSERT_STR_CONTAINS(vt_snapshot_string(s, f[i]->module), "test_stacks");
-        ASSERT_GT(strlen(vt_snapshot_string(s, f[i]->build_id)), 16);
+        ASSERT_STR_CONTAINS(vt__snapshot_string(s, f[i]->module), "test_stacks");
+        ASSERT_GT(strlen(vt__snapshot_string(s, f[i]->build_id)), 16);
         ASSERT_NE(f[i]->ip, 0);
         ASSERT_LT(f[i]->module_offset, f[i]->ip);
     }
@@ -108,9 +108,9 @@ TEST(known_call_chain_symbolizes_to_its_functions)
     /* main and libc's start are there too (depth 48 is plenty). */
     int saw_main = 0;
     for (size_t i = 0; i < n && i < 64; i++)
-        saw_main |= !strcmp(vt_snapshot_string(s, f[i]->function), "main");
+        saw_main |= !strcmp(vt__snapshot_string(s, f[i]->function), "main");
     ASSERT(saw_main);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(interning_shares_prefixes)
@@ -144,11 +144,11 @@ TEST(interning_shares_prefixes)
     uint32_t x = ids[0], y = ids[1];
     vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = x);
     vt__trace(.kind = VT_EV_ALLOC, .addr = 2, .req_size = 1, .size = 1, .stack = y);
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     const vt_frame *fx[64], *fy[64];
-    size_t nx = vt_snapshot_stack_frames(s, s->events[s->nevents - 2].stack, fx, 64);
-    size_t ny = vt_snapshot_stack_frames(s, s->events[s->nevents - 1].stack, fy, 64);
+    size_t nx = vt__snapshot_stack_frames(s, s->events[s->nevents - 2].stack, fx, 64);
+    size_t ny = vt__snapshot_stack_frames(s, s->events[s->nevents - 1].stack, fy, 64);
     ASSERT_GE(nx, 6);
     ASSERT_GE(ny, 5);
     /* The exported tree holds x's nodes plus y's frames below the last one
@@ -158,7 +158,7 @@ TEST(interning_shares_prefixes)
         shared++;
     ASSERT_GE(shared, 4);
     ASSERT_EQ(s->nstack_nodes - 1, nx + ny - shared);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(repeated_stack_is_answered_by_the_thread_cache)
@@ -279,16 +279,16 @@ TEST(remembered_walk_notices_a_different_caller)
     ASSERT_NE(ids[0], ids[3]);
     for (int i = 0; i < 200; i++)
         ASSERT_EQ(ids[i], ids[((i / 3) & 1) * 3]);
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = ids[0]);
     vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = ids[3]);
     ASSERT_OK(vt__snapshot_build(&s));
     const vt_frame *f[8];
-    ASSERT_GE(vt_snapshot_stack_frames(s, s->events[s->nevents - 2].stack, f, 8), 2);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "caller_one");
-    ASSERT_GE(vt_snapshot_stack_frames(s, s->events[s->nevents - 1].stack, f, 8), 2);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "caller_two");
-    vt_snapshot_free(s);
+    ASSERT_GE(vt__snapshot_stack_frames(s, s->events[s->nevents - 2].stack, f, 8), 2);
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "caller_one");
+    ASSERT_GE(vt__snapshot_stack_frames(s, s->events[s->nevents - 1].stack, f, 8), 2);
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "caller_two");
+    vt__snapshot_free(s);
 }
 
 /* Call sites in code built without frame pointers, as most libraries and
@@ -361,12 +361,12 @@ TEST(many_call_sites_with_changing_rbp_stay_remembered)
             ASSERT_NE(ids[0][j], ids[0][k]);
     }
     /* And the remembered stacks are the right ones. */
-    vt_snapshot_data *s = snapshot_with_stack(ids[REPS - 1][7]);
+    vt__snapshot_data *s = snapshot_with_stack(ids[REPS - 1][7]);
     const vt_frame *f[8];
-    ASSERT_GE(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 8), 3);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "call_with_rbp");
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "site_7");
-    vt_snapshot_free(s);
+    ASSERT_GE(vt__snapshot_stack_frames(s, last_event(s)->stack, f, 8), 3);
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "call_with_rbp");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "site_7");
+    vt__snapshot_free(s);
 }
 
 /* One call site, always reached the same way. */
@@ -380,13 +380,13 @@ __attribute__((noinline)) static uint32_t site_3_from_here(void)
 /* The functions of stack `id`, innermost first, joined by spaces. */
 static void stack_functions(uint32_t id, char *out, size_t len)
 {
-    vt_snapshot_data *sd = snapshot_with_stack(id);
+    vt__snapshot_data *sd = snapshot_with_stack(id);
     const vt_frame *f[16];
-    size_t nf = vt_snapshot_stack_frames(sd, last_event(sd)->stack, f, 16), o = 0;
+    size_t nf = vt__snapshot_stack_frames(sd, last_event(sd)->stack, f, 16), o = 0;
     out[0] = '\0';
     for (size_t k = 0; k < nf && k < 16 && o < len; k++)
-        o += (size_t)snprintf(out + o, len - o, "%s ", vt_snapshot_string(sd, f[k]->function));
-    vt_snapshot_free(sd);
+        o += (size_t)snprintf(out + o, len - o, "%s ", vt__snapshot_string(sd, f[k]->function));
+    vt__snapshot_free(sd);
 }
 
 /* Out of line, so the loop below has one call of site_3_from_here. */
@@ -479,14 +479,14 @@ TEST(deep_stacks_beyond_the_remembered_words_still_agree)
         ids[i] = via(deep150);
     for (int i = 1; i < 10; i++)
         ASSERT_EQ(ids[i], ids[0]);
-    vt_snapshot_data *s = snapshot_with_stack(ids[0]);
+    vt__snapshot_data *s = snapshot_with_stack(ids[0]);
     const vt_frame *f[256];
-    size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 256);
+    size_t n = vt__snapshot_stack_frames(s, last_event(s)->stack, f, 256);
     ASSERT_GE(n, 151 + 3);
     ASSERT_LE(n, 200);
     for (int i = 0; i <= 150; i++)
-        ASSERT_STR_EQ(vt_snapshot_string(s, f[i]->function), "deep");
-    vt_snapshot_free(s);
+        ASSERT_STR_EQ(vt__snapshot_string(s, f[i]->function), "deep");
+    vt__snapshot_free(s);
 }
 
 /* A C function under a C++ name, as PyTorch's frames are. */
@@ -505,11 +505,11 @@ TEST(cxx_names_are_demangled_when_libstdcxx_is_loaded)
         fprintf(stderr, "libstdc++.so.6 not found: nothing to test\n");
         return;
     }
-    vt_snapshot_data *s = snapshot_with_stack(mangled_capture());
+    vt__snapshot_data *s = snapshot_with_stack(mangled_capture());
     const vt_frame *f[2];
-    ASSERT_GE(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 2), 1);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "vt::test::capture()");
-    vt_snapshot_free(s);
+    ASSERT_GE(vt__snapshot_stack_frames(s, last_event(s)->stack, f, 2), 1);
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "vt::test::capture()");
+    vt__snapshot_free(s);
 }
 
 /* ---- many threads reaching the same fresh deep paths at once ------------ */
@@ -550,22 +550,22 @@ static void *race_thread(void *arg)
 
 /* Every event stack of `path`'s snapshot, read back from the file: one
  * distinct stack per distinct path, each giving its frames back. */
-static vt_snapshot_data *snapshot_through_a_file(void)
+static vt__snapshot_data *snapshot_through_a_file(void)
 {
     char dir[] = "/tmp/vt-stacks-XXXXXX", path[64], err[512];
     ASSERT(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/s.vtsnap", dir);
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_free(s);
-    ASSERT_MSG(vt_snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_free(s);
+    ASSERT_MSG(vt__snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
     unlink(path);
     rmdir(dir);
     return s;
 }
 
-static size_t distinct_event_stacks(const vt_snapshot_data *s)
+static size_t distinct_event_stacks(const vt__snapshot_data *s)
 {
     uint8_t *seen = calloc(s->nstack_nodes ? s->nstack_nodes : 1, 1);
     size_t n = 0;
@@ -615,7 +615,7 @@ TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
                       .req_size = 1, .size = 1, .stack = race_ids[r][0][p]);
         }
 
-    vt_snapshot_data *s = snapshot_through_a_file();
+    vt__snapshot_data *s = snapshot_through_a_file();
     ASSERT_EQ(s->nevents, RACE_ROUNDS * RACE_PATHS);
     ASSERT_EQ(distinct_event_stacks(s), RACE_ROUNDS * RACE_PATHS);
     for (size_t i = 0; i < s->nevents; i++) {
@@ -623,13 +623,13 @@ TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
         uint64_t want[RACE_DEPTH];
         race_path(k / RACE_PATHS, k % RACE_PATHS, want);
         const vt_frame *f[RACE_DEPTH + 1];
-        ASSERT_EQ(vt_snapshot_stack_frames(s, s->events[i].stack, f, RACE_DEPTH + 1),
+        ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[i].stack, f, RACE_DEPTH + 1),
                   RACE_DEPTH);
         for (int j = 0; j < RACE_DEPTH; j++)
             ASSERT_EQ(f[j]->ip, want[j]);
     }
     ASSERT_EQ(s->meta.stacks_truncated, 0);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* Whatever the live tree holds, the exporter follows only parents it has
@@ -658,17 +658,17 @@ TEST(exporter_survives_a_tree_that_breaks_its_invariants)
     vt__trace(.kind = VT_EV_ALLOC, .addr = 0x3000, .req_size = 1, .size = 1, .stack = ic);
     vt__trace(.kind = VT_EV_ALLOC, .addr = 0x4000, .req_size = 1, .size = 1,
               .stack = (1u << 20) + 7);   /* beyond any node */
-    vt_snapshot_data *s = snapshot_through_a_file();
+    vt__snapshot_data *s = snapshot_through_a_file();
     ASSERT_EQ(s->nevents, 4);
     ASSERT_EQ(s->events[0].stack, 0);
     ASSERT_EQ(s->events[1].stack, 0);
     ASSERT_EQ(s->events[3].stack, 0);
     const uint64_t want[] = { 0xc2, 0xc1, 0xd2, 0xd1 };
     const vt_frame *f[8];
-    ASSERT_EQ(vt_snapshot_stack_frames(s, s->events[2].stack, f, 8), 4);
+    ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[2].stack, f, 8), 4);
     for (int i = 0; i < 4; i++)
         ASSERT_EQ(f[i]->ip, want[i]);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* The same with real unwinds: the stack of descend(depth, bits) is a chain of
@@ -752,7 +752,7 @@ TEST(racing_threads_unwinding_fresh_deep_stacks_export_them_all)
                       .req_size = 1, .size = 1, .stack = id);
         }
 
-    vt_snapshot_data *s = snapshot_through_a_file();
+    vt__snapshot_data *s = snapshot_through_a_file();
     ASSERT_EQ(s->nevents, UNWIND_ROUNDS * UNWIND_PATHS);
     ASSERT_EQ(distinct_event_stacks(s), UNWIND_ROUNDS * UNWIND_PATHS);
     for (size_t i = 0; i < s->nevents; i++) {
@@ -760,25 +760,25 @@ TEST(racing_threads_unwinding_fresh_deep_stacks_export_them_all)
         uint64_t bits;
         unwind_path(k / UNWIND_PATHS, k % UNWIND_PATHS, &d, &bits);
         const vt_frame *f[64];
-        ASSERT_GE(vt_snapshot_stack_frames(s, s->events[i].stack, f, 64), d + 2);
+        ASSERT_GE(vt__snapshot_stack_frames(s, s->events[i].stack, f, 64), d + 2);
         /* innermost first: the frame of bit d ... the frame of bit 0 */
         for (unsigned j = 0; j <= d; j++)
-            ASSERT_STR_EQ(vt_snapshot_string(s, f[j]->function),
+            ASSERT_STR_EQ(vt__snapshot_string(s, f[j]->function),
                           (bits >> (d - j)) & 1 ? "go_left" : "go_right");
-        ASSERT_STR_EQ(vt_snapshot_string(s, f[d + 1]->function), "unwind_thread");
+        ASSERT_STR_EQ(vt__snapshot_string(s, f[d + 1]->function), "unwind_thread");
     }
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* stack_depth:4 */
 TEST(depth_limits_the_frames)
 {
     uint32_t id = chain_a();
-    vt_snapshot_data *s = snapshot_with_stack(id);
+    vt__snapshot_data *s = snapshot_with_stack(id);
     const vt_frame *f[64];
-    ASSERT_EQ(vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64), 4);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "chain_c");
-    vt_snapshot_free(s);
+    ASSERT_EQ(vt__snapshot_stack_frames(s, last_event(s)->stack, f, 64), 4);
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "chain_c");
+    vt__snapshot_free(s);
 }
 
 /* free_stacks:0 */
@@ -906,12 +906,12 @@ TEST(python_loaded_after_the_first_allocation_gives_python_frames_from_then_on)
     ASSERT_EQ(vt__stacks_python_minor(), minor);
     ASSERT_NE(from_python, 0);
     ASSERT(stack_has_synthetic_frame(from_python));
-    vt_snapshot_data *s = snapshot_with_stack(from_python);
+    vt__snapshot_data *s = snapshot_with_stack(from_python);
     const vt_frame *f[64];
-    size_t n = vt_snapshot_stack_frames(s, last_event(s)->stack, f, 64);
+    size_t n = vt__snapshot_stack_frames(s, last_event(s)->stack, f, 64);
     int chain = -1, python = -1;
     for (size_t i = 0; i < n && i < 64; i++) {
-        const char *fn = vt_snapshot_string(s, f[i]->function);
+        const char *fn = vt__snapshot_string(s, f[i]->function);
         if (chain < 0 && !strcmp(fn, "chain_a"))
             chain = (int)i;
         if (python < 0 && !strcmp(fn, "allocate_from_python"))
@@ -919,9 +919,9 @@ TEST(python_loaded_after_the_first_allocation_gives_python_frames_from_then_on)
     }
     ASSERT_GE(chain, 0);
     ASSERT_GT(python, chain);              /* the Python caller is further out */
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[python]->file), "<string>");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[python]->file), "<string>");
     ASSERT_EQ(f[python]->line, 4);         /* return callback() */
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     /* The stack recorded before Python came stays native. */
     ASSERT(!stack_has_synthetic_frame(before));
 }
@@ -960,19 +960,19 @@ TEST(full_table_keeps_the_known_prefix_and_counts_truncated_events)
     vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000, .req_size = 1, .size = 1, .stack = t1);
     vt__trace(.kind = VT_EV_ALLOC, .addr = 0x2000, .req_size = 1, .size = 1, .stack = t2);
     vt__trace(.kind = VT_EV_ALLOC, .addr = 0x3000, .req_size = 1, .size = 1, .stack = whole);
-    vt_snapshot_data *s = snapshot_through_a_file();
+    vt__snapshot_data *s = snapshot_through_a_file();
     ASSERT_EQ(s->nevents, 3);
     ASSERT_EQ(s->meta.stacks_truncated, 2);
     ASSERT_GE(s->meta.stacks_dropped, dropped + 3);
     ASSERT_EQ(s->events[0].stack, s->events[2].stack);         /* the prefix is the stack */
     const vt_frame *f[8];
-    ASSERT_EQ(vt_snapshot_stack_frames(s, s->events[0].stack, f, 8), 3);
+    ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[0].stack, f, 8), 3);
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(f[i]->ip, known[i]);
-    ASSERT_EQ(vt_snapshot_stack_frames(s, s->events[1].stack, f, 8), 2);
+    ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[1].stack, f, 8), 2);
     ASSERT_EQ(f[0]->ip, 0xa02);
     ASSERT_EQ(f[1]->ip, 0xa01);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST(full_table_counts_dropped_stacks)
@@ -987,9 +987,9 @@ TEST(full_table_counts_dropped_stacks)
     }
     ASSERT_EQ(last, 0);
     ASSERT_GE(vt__stacks_dropped(), 1);
-    vt_snapshot_data *s = snapshot_with_stack(0);
+    vt__snapshot_data *s = snapshot_with_stack(0);
     ASSERT_GE(s->meta.stacks_dropped, 1);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 /* ---- the symbol index gives libdwfl's names ------------------------------ */

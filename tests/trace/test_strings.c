@@ -17,26 +17,26 @@
 #define RING 4096               /* max_events of these tests (meson.build) */
 #define GEN_STRINGS 32768       /* interned.c: strings per generation */
 
-static vt_snapshot_data *build(void)
+static vt__snapshot_data *build(void)
 {
-    vt_snapshot_data *s = NULL;
+    vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
     return s;
 }
 
-static vt_snapshot_data *through_a_file(vt_snapshot_data *s, size_t *file_size)
+static vt__snapshot_data *through_a_file(vt__snapshot_data *s, size_t *file_size)
 {
     char dir[] = "/tmp/vt-strings-XXXXXX", path[64], err[512];
     ASSERT(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/s.vtsnap", dir);
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_free(s);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_free(s);
     FILE *f = fopen(path, "rb");
     ASSERT(f != NULL);
     fseek(f, 0, SEEK_END);
     *file_size = (size_t)ftell(f);
     fclose(f);
-    ASSERT_MSG(vt_snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_read(path, &s, err, sizeof err) == 0, "%s", err);
     unlink(path);
     rmdir(dir);
     return s;
@@ -70,12 +70,12 @@ TEST(unique_labels_keep_interned_memory_bounded_by_the_ring)
     ASSERT_LE(most_bytes, 3 * (GEN_STRINGS * 12 + (2u << 20) + 4096));
 
     /* The snapshot has every kept mark's label, and only those. */
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, RING);
     for (size_t i = 0; i < s->nevents; i++) {
         ASSERT_EQ(s->events[i].kind, VT_EV_MARK);
         snprintf(label, sizeof label, "epoch 3 step %zu", MARKS - RING + i);
-        ASSERT_STR_EQ(vt_snapshot_string(s, s->events[i].str), label);
+        ASSERT_STR_EQ(vt__snapshot_string(s, s->events[i].str), label);
     }
     ASSERT_LE(s->nstrings, RING + 16);   /* + "", host, command line, config, version */
     size_t file_size;
@@ -84,8 +84,8 @@ TEST(unique_labels_keep_interned_memory_bounded_by_the_ring)
     ASSERT_LE(s->nstrings, RING + 16);
     ASSERT_LE(s->strings_blob_size, RING * 24 + 16384);
     ASSERT_LE(file_size, 256 * 1024);
-    ASSERT_STR_EQ(vt_snapshot_string(s, s->events[RING - 1].str), "epoch 3 step 399999");
-    vt_snapshot_free(s);
+    ASSERT_STR_EQ(vt__snapshot_string(s, s->events[RING - 1].str), "epoch 3 step 399999");
+    vt__snapshot_free(s);
 }
 
 /* The label of an overwritten event can go; used again, it comes back under
@@ -125,16 +125,16 @@ TEST(stack_frame_strings_outlive_the_events_that_named_them)
     vt_strings_stats stats;
     vt__strings_stats(&stats);
     ASSERT_EQ(stats.pinned_strings, 2);
-    vt_snapshot_data *s = build();
+    vt__snapshot_data *s = build();
     const vt_event *e = &s->events[s->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_USE);
     const vt_frame *f[4];
-    ASSERT_EQ(vt_snapshot_stack_frames(s, e->stack, f, 4), 2);
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->function), "forward");
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[0]->file), "model.py");
-    ASSERT_STR_EQ(vt_snapshot_string(s, f[1]->function), "<module>");
-    ASSERT_STR_EQ(vt_snapshot_string(s, s->events[s->nevents - 2].str), "x");
-    vt_snapshot_free(s);
+    ASSERT_EQ(vt__snapshot_stack_frames(s, e->stack, f, 4), 2);
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "forward");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->file), "model.py");
+    ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "<module>");
+    ASSERT_STR_EQ(vt__snapshot_string(s, s->events[s->nevents - 2].str), "x");
+    vt__snapshot_free(s);
 }
 
 /* A thread makes a new label per event while snapshots are taken: each
@@ -170,7 +170,7 @@ TEST(snapshots_keep_the_labels_of_their_events_while_labels_churn)
         while (atomic_load(&marks_made) < last + GEN_STRINGS / 2)
             sched_yield();
         last = atomic_load(&marks_made);
-        vt_snapshot_data *s = build();
+        vt__snapshot_data *s = build();
         if (s->nevents == 0)
             ASSERT_EQ(s->meta.events_overwritten, s->meta.events_recorded);
         labels_checked += s->nevents;
@@ -179,14 +179,14 @@ TEST(snapshots_keep_the_labels_of_their_events_while_labels_churn)
             const vt_event *e = &s->events[i];
             ASSERT_EQ(e->kind, VT_EV_MARK);
             unsigned k;
-            const char *l = vt_snapshot_string(s, e->str);
+            const char *l = vt__snapshot_string(s, e->str);
             ASSERT_MSG(sscanf(l, "churn %u", &k) == 1, "event seq %" PRIu64 ": label '%s'",
                        e->seq, l);
             if (prev >= 0 && e->seq == s->events[i - 1].seq + 1)
                 ASSERT_EQ(k, (unsigned long)prev + 1);
             prev = k;
         }
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
     }
     atomic_store(&marking, false);
     pthread_join(t, NULL);

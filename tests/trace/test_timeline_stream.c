@@ -1,6 +1,6 @@
 /*
  * tests/trace/test_timeline_stream.c - the timeline built from a stream of
- * events (vt_timeline_build_stream) against the one built from the whole
+ * events (vt__timeline_build_stream) against the one built from the whole
  * snapshot: the same counts, fates, flags, peaks and lifetimes at the peak,
  * on random event streams full of what the matching rules reconcile (lost
  * frees, frees without their ALLOC, pending frees, gaps, allocator states
@@ -88,7 +88,7 @@ struct at_peak { int device; uint32_t event; };
 static int allocated_at_peak(const vt_lifetime *l, const void *arg)
 {
     const struct at_peak *p = arg;
-    return l->device == p->device && vt_lifetime_allocated_at(l, p->event);
+    return l->device == p->device && vt__lifetime_allocated_at(l, p->event);
 }
 
 static void same_point(const vt_tl_point *a, const vt_tl_point *b)
@@ -186,47 +186,47 @@ static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curve
 }
 
 /* Both condensed timelines of s (its events in memory) against the whole. */
-static void check_in_memory(const vt_snapshot_data *s)
+static void check_in_memory(const vt__snapshot_data *s)
 {
     vt_timeline *w;
-    ASSERT_MSG(vt_timeline_build(s, &w, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__timeline_build(s, &w, err, sizeof err) == 0, "%s", err);
     for (int curves = 0; curves < 2; curves++) {
         vt_event_stream *es;
         vt_timeline *c;
-        ASSERT(vt_event_stream_of(s, &es) == 0);
-        ASSERT_MSG(vt_timeline_build_stream(s, es, curves ? VT_TL_STREAM_CURVES : 0, &c, err,
+        ASSERT(vt__event_stream_of(s, &es) == 0);
+        ASSERT_MSG(vt__timeline_build_stream(s, es, curves ? VT_TL_STREAM_CURVES : 0, &c, err,
                                             sizeof err) == 0, "%s", err);
         same_condensed(w, c, curves);
-        vt_timeline_free(c);
-        vt_event_stream_close(es);
+        vt__timeline_free(c);
+        vt__event_stream_close(es);
     }
-    vt_timeline_free(w);
+    vt__timeline_free(w);
 }
 
 /* The same with s written to a file and read back in chunks of `chunk`. */
-static void check_from_file(const vt_snapshot_data *s, size_t chunk)
+static void check_from_file(const vt__snapshot_data *s, size_t chunk)
 {
     char dir[] = "/tmp/vt-test-tlstream-XXXXXX", path[64];
     ASSERT(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/s.vtsnap", dir);
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_data *r;
-    ASSERT_MSG(vt_snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     vt_timeline *w;
-    ASSERT_MSG(vt_timeline_build(r, &w, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_data *h;
+    ASSERT_MSG(vt__timeline_build(r, &w, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *h;
     vt_event_stream *es;
     char serr[1024];
-    ASSERT_MSG(vt_snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
     vt_timeline *c;
-    ASSERT_MSG(vt_timeline_build_stream(h, es, VT_TL_STREAM_CURVES, &c, err, sizeof err) == 0,
+    ASSERT_MSG(vt__timeline_build_stream(h, es, VT_TL_STREAM_CURVES, &c, err, sizeof err) == 0,
                "%s %s", err, serr);
     same_condensed(w, c, 1);
-    vt_timeline_free(c);
-    vt_event_stream_close(es);
-    vt_snapshot_free(h);
-    vt_timeline_free(w);
-    vt_snapshot_free(r);
+    vt__timeline_free(c);
+    vt__event_stream_close(es);
+    vt__snapshot_free(h);
+    vt__timeline_free(w);
+    vt__snapshot_free(r);
     unlink(path);
     rmdir(dir);
 }
@@ -238,10 +238,10 @@ static void check_from_file(const vt_snapshot_data *s, size_t chunk)
 /* A random snapshot of n events on few addresses, with everything the
  * matching rules reconcile; its state (when any) tiles segments over the
  * same addresses. */
-static vt_snapshot_data *random_snapshot(uint64_t *rnd, size_t n)
+static vt__snapshot_data *random_snapshot(uint64_t *rnd, size_t n)
 {
     struct snap_builder g = gen_begin();
-    vt_snapshot_data *s = g.s;
+    vt__snapshot_data *s = g.s;
     s->meta.format_version = VT_FORMAT_VERSION;
     unsigned shape = (unsigned)(gen_rand(rnd) % 8);
     if (shape & 1)
@@ -320,25 +320,25 @@ TEST(streamed_timeline_agrees_with_the_whole_on_random_event_streams)
 {
     uint64_t rnd = 20261128;
     for (int k = 0; k < 400; k++) {
-        vt_snapshot_data *s = random_snapshot(&rnd, 1 + gen_rand(&rnd) % 300);
+        vt__snapshot_data *s = random_snapshot(&rnd, 1 + gen_rand(&rnd) % 300);
         check_in_memory(s);
         if (k % 10 == 0)
             check_from_file(s, 1 + gen_rand(&rnd) % 64);
-        vt_snapshot_free(s);
+        vt__snapshot_free(s);
     }
 }
 
 TEST(streamed_timeline_agrees_on_training_loops_read_in_small_chunks)
 {
-    vt_snapshot_data *s = gen_training(300000, 7);
+    vt__snapshot_data *s = gen_training(300000, 7);
     check_in_memory(s);
     check_from_file(s, 16);
     check_from_file(s, 0);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     s = gen_small();
     check_in_memory(s);
     check_from_file(s, 17);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
 }
 
 TEST_MAIN()

@@ -45,14 +45,14 @@ static const char *test_dir(void)
     return dir;
 }
 
-static const char *write_snap(vt_snapshot_data *s, const char *name)
+static const char *write_snap(vt__snapshot_data *s, const char *name)
 {
     static char path[256];
     char err[512];
     test_dir();
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    ASSERT_MSG(vt_snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt_snapshot_free(s);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_free(s);
     return path;
 }
 
@@ -146,7 +146,7 @@ TEST(cli_summary_reports_peaks_counts_fragmentation_sites)
  * full) are counted in the file, and summary says how many. */
 TEST(cli_summary_counts_events_with_truncated_stacks)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     s->meta.stacks_truncated = 3;
     const char *p = write_snap(s, "truncated.vtsnap");
     ASSERT_EQ(view("summary", p, ""), 0);
@@ -380,7 +380,7 @@ TEST(cli_viz_refuses_a_special_file_as_output)
  * (allocated + registered) alive, a pitched allocation freed through
  * cudaFree (a foreign free), an array destroyed, and a VMM mapping (not
  * memory of its own). */
-static vt_snapshot_data *gen_uncached(void)
+static vt__snapshot_data *gen_uncached(void)
 {
     struct snap_builder g = gen_begin();
     uint32_t f_main = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "app.c", 10);
@@ -509,7 +509,7 @@ TEST(cli_compare_of_snapshots_without_allocations)
 /* Rank `rank` of a job of `steps` marked steps: every step makes and frees
  * its activations; with `leak`, keep_recv_buffer() keeps `leak` bytes more
  * every step. */
-static vt_snapshot_data *gen_rank(int rank, int steps, uint64_t leak)
+static vt__snapshot_data *gen_rank(int rank, int steps, uint64_t leak)
 {
     struct snap_builder g = gen_begin();
     g.s->meta.rank = rank;
@@ -609,7 +609,7 @@ TEST(cli_replay_help_names_expandable_segments)
 
 /* A snapshot whose names are not UTF-8 (a Latin-1 source path, stray lead
  * bytes in a label): every machine-readable output still decodes strictly. */
-static vt_snapshot_data *gen_not_utf8(void)
+static vt__snapshot_data *gen_not_utf8(void)
 {
     struct snap_builder g = gen_begin();
     uint32_t f = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "/home/jos\xe9/caf\xe9.py", 10);
@@ -771,7 +771,7 @@ TEST(cli_outputs_are_readable_by_their_owner_only)
  * host and command line as they are recorded: escaped, not obeyed. */
 TEST(cli_text_views_escape_control_characters_in_names)
 {
-    vt_snapshot_data *s = gen_small();
+    vt__snapshot_data *s = gen_small();
     poison_names(s);
     char p[256], clean[300];
     snprintf(p, sizeof p, "%s", write_snap(s, "hostile.vtsnap"));

@@ -1,6 +1,6 @@
 /*
  * tests/viz/gen_snapshot.c - synthetic snapshots for the timeline tests and
- * the viz benchmark, written with vt_snapfile_write (no recorder, no CUDA).
+ * the viz benchmark, written with vt__snapfile_write (no recorder, no CUDA).
  *
  *   gen_snapshot small OUT.vtsnap
  *       A short training run with known facts the browser test checks:
@@ -60,7 +60,7 @@
 
 #define MiB (1024ull * 1024ull)
 
-static vt_snapshot_data *S;
+static vt__snapshot_data *S;
 static struct snap_builder B;   /* grows S's arrays */
 static uint64_t seq, now_ns = 1000000000ull, bump = 0x7f0000000000ull, reserved, reserved_used;
 static uint64_t next_tensor = 1;
@@ -658,12 +658,12 @@ int main(int argc, char **argv)
     else
         generate(big, big && argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 0);
     char err[512];
-    int rc = vt_snapfile_write(S, argv[2], err, sizeof err);
+    int rc = vt__snapfile_write(S, argv[2], err, sizeof err);
     if (rc) {
         fprintf(stderr, "gen_snapshot: %s\n", err);
         return 1;
     }
     printf("%s: %zu events, %zu stack nodes, %zu strings\n", argv[2], S->nevents, S->nstack_nodes, S->nstrings);
-    vt_snapshot_free(S);
+    vt__snapshot_free(S);
     return 0;
 }

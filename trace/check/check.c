@@ -1,9 +1,9 @@
 /*
  * trace/check/check.c - the checker's entry points (see check.h): options
- * parsing, ranking and vt_check_run, which orchestrates the passes; what the
+ * parsing, ranking and vt__check_run, which orchestrates the passes; what the
  * rules share lives in check_findings.c.
  *
- * vt_check_run builds the model (pass 1, check_model.c), runs the rules on
+ * vt__check_run builds the model (pass 1, check_model.c), runs the rules on
  * each storage's uses and lifetime (check_linger.c, check_pinned.c,
  * check_native.c, check_growth.c), finds the retention paths (pass 2, check_paths.c) and
  * ranks the findings. Nothing is quadratic: 1M events cost well under a
@@ -22,7 +22,7 @@
 /*  Entry points                                                            */
 /* ------------------------------------------------------------------------ */
 
-void vt_check_options_init(vt_check_options *opt)
+void vt__check_options_init(vt_check_options *opt)
 {
     memset(opt, 0, sizeof *opt);
     opt->grace_mode = VT_CHECK_GRACE_AUTO;
@@ -32,7 +32,7 @@ void vt_check_options_init(vt_check_options *opt)
     opt->pinned_ratio = VT_CHECK_PINNED_RATIO;
 }
 
-const char *vt_check_rule_name(unsigned rule)
+const char *vt__check_rule_name(unsigned rule)
 {
     switch (rule) {
     case VT_CHECK_RULE_LINGER: return "linger";
@@ -46,7 +46,7 @@ const char *vt_check_rule_name(unsigned rule)
     }
 }
 
-int vt_check_parse_rules(const char *text, unsigned *rules)
+int vt__check_parse_rules(const char *text, unsigned *rules)
 {
     if (!text || !*text)
         return -EINVAL;
@@ -72,7 +72,7 @@ int vt_check_parse_rules(const char *text, unsigned *rules)
     return 0;
 }
 
-int vt_check_parse_pinned_ratio(const char *text, double *ratio)
+int vt__check_parse_pinned_ratio(const char *text, double *ratio)
 {
     if (!text || !*text || !ratio || text[0] == '-' || text[0] == '+')
         return -EINVAL;
@@ -91,7 +91,7 @@ int vt_check_parse_pinned_ratio(const char *text, double *ratio)
     return 0;
 }
 
-int vt_check_parse_grace(const char *text, vt_check_options *opt)
+int vt__check_parse_grace(const char *text, vt_check_options *opt)
 {
     if (!text || !*text)
         return -EINVAL;
@@ -138,7 +138,7 @@ static int cmp_rank(const void *a, const void *b)
     return x->linger_from_seq < y->linger_from_seq ? -1 : x->linger_from_seq > y->linger_from_seq;
 }
 
-void vt_check_report_free(vt_check_report *r)
+void vt__check_report_free(vt_check_report *r)
 {
     if (!r)
         return;
@@ -153,11 +153,11 @@ void vt_check_report_free(vt_check_report *r)
     free(r);
 }
 
-int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
+int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt_in,
                  vt_check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
-        (void)vt__errf(err, errlen, 0, "vt_check_run: no snapshot");
+        (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");
         return -EINVAL;
     }
     *out = NULL;
@@ -165,13 +165,13 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     if (opt_in)
         opt = *opt_in;
     else
-        vt_check_options_init(&opt);
+        vt__check_options_init(&opt);
     if (!opt.max_paths)
         opt.max_paths = 3;
     if (!opt.max_visit)
         opt.max_visit = 4096;
     if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
-        (void)vt__errf(err, errlen, 0, "vt_check_run: snapshot too large (%zu events)", s->nevents);
+        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu events)", s->nevents);
         return -EOVERFLOW;
     }
 
@@ -272,10 +272,10 @@ int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt_in,
     return 0;
 
 fail:
-    (void)vt__errf(err, errlen, 0, "vt_check_run: out of memory");
+    (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
     free(fs.f);
     free(fs.fst);
-    vt_check_report_free(r);
+    vt__check_report_free(r);
     vt__ck_model_free(&m);
     return rc;
 }

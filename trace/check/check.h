@@ -8,7 +8,7 @@
  * it was cut from, a pipeline context that keeps send/recv buffers one
  * micro-batch too long, a hook closure that keeps a dict of intermediates.
  *
- * Input: a vt_snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
+ * Input: a vt__snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
  * function of it: no allocator, no CUDA, no globals, no I/O except the
  * printers below. Cost: O(n log n) in the number of events plus a bounded
  * search per finding (see vt_check_options.max_visit); 1M events take well
@@ -161,7 +161,7 @@
  *   only storages no other rule flagged (LINGER, CYCLE, NEVER-FREED and
  *   OUTLIER run first: one finding per storage), so it adds what they cannot
  *   see: a buffer reallocated larger every step, a cache that grows and is
- *   freed only at the end. The series is judged by vt_check_growth_fit
+ *   freed only at the end. The series is judged by vt__check_growth_fit
  *   (below): warm-up marks skipped, a robust slope, a floor that rises.
  *   One finding per site: bytes is the growth over the judged marks, nallocs
  *   its storages alive at the last judged mark, growth_* the figures;
@@ -416,7 +416,7 @@ typedef struct vt_check_growth {
     uint8_t grows;             /* the rule below says it grows */
 } vt_check_growth;
 
-/*! vt_check_growth_fit() :
+/*! vt__check_growth_fit() :
  * Judge the series v[0..n) (bytes alive at each step end, in step order):
  * the first max(1, n/4) ends are the warm-up (caches fill, optimizer state
  * is made at the first step, an allocator's pools warm up) and are not
@@ -429,50 +429,50 @@ typedef struct vt_check_growth {
  * longer than the skipped ends the first only, and a cache emptied in
  * cycles comes back to the same floor in every third.
  * @return 0, or -ENOMEM (out zeroed). */
-int vt_check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out);
+int vt__check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out);
 
-/*! vt_check_options_init() :
+/*! vt__check_options_init() :
  * Fill `opt` with the defaults: automatic grace and rules, no ignore
  * patterns, 3 paths, 4096 visited nodes per search. */
-void vt_check_options_init(vt_check_options *opt);
+void vt__check_options_init(vt_check_options *opt);
 
-/*! vt_check_parse_grace() :
+/*! vt__check_parse_grace() :
  * Parse a `--grace` argument into `opt`: "N" or "Nsteps"/"Nstep" (complete
  * steps, integer >= 0), or a duration "2.5s", "300ms", "50us", "10ns",
  * "1m" (minutes). "auto" restores the default.
  * @return 0, or -EINVAL (opt unchanged). */
-int vt_check_parse_grace(const char *text, vt_check_options *opt);
+int vt__check_parse_grace(const char *text, vt_check_options *opt);
 
-/*! vt_check_parse_rules() :
+/*! vt__check_parse_rules() :
  * Parse a comma-separated list of rule names ("linger", "never-freed",
  * "outlier", "pinned", "cycle", "tape", "growth", "all", "auto") into VT_CHECK_RULE_* bits.
  * @return 0 and *rules, or -EINVAL. */
-int vt_check_parse_rules(const char *text, unsigned *rules);
+int vt__check_parse_rules(const char *text, unsigned *rules);
 
-/*! vt_check_parse_pinned_ratio() :
+/*! vt__check_parse_pinned_ratio() :
  * Parse a `--pinned-ratio` argument: a share "0.25" or a percentage "25%",
  * greater than 0 and at most 1 (100%).
  * @return 0 and *ratio, or -EINVAL (*ratio unchanged). */
-int vt_check_parse_pinned_ratio(const char *text, double *ratio);
+int vt__check_parse_pinned_ratio(const char *text, double *ratio);
 
-/*! vt_check_run() :
+/*! vt__check_run() :
  * Check snapshot `s` with `opt` (NULL = defaults).
- * @return 0 and *out (free with vt_check_report_free; it borrows strings and
+ * @return 0 and *out (free with vt__check_report_free; it borrows strings and
  *         stack ids from `s`), or a negative errno (-ENOMEM, -EINVAL) with a
  *         one-line message in err. A malformed event stream never fails: it
  *         is reconciled by trace/snap/timeline.h's rules. */
-int vt_check_run(const vt_snapshot_data *s, const vt_check_options *opt,
+int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt,
                  vt_check_report **out, char *err, size_t errlen);
 
-/*! vt_check_report_free() : release a report. NULL is fine. */
-void vt_check_report_free(vt_check_report *r);
+/*! vt__check_report_free() : release a report. NULL is fine. */
+void vt__check_report_free(vt_check_report *r);
 
-/*! vt_check_rule_name() :
+/*! vt__check_rule_name() :
  * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", "growth", or "?"; static
  * storage. */
-const char *vt_check_rule_name(unsigned rule);
+const char *vt__check_rule_name(unsigned rule);
 
-/*! vt_check_path_format() :
+/*! vt__check_path_format() :
  * Render a path on one line, snprintf-style, e.g.
  *   Context.output_tensors → list[1] → tensor 'z' (view of 'fc2 out') → storage 0x7f0000 64 MiB
  * Holders print as their name (or "holder #ID") immediately followed by the
@@ -484,9 +484,9 @@ const char *vt_check_rule_name(unsigned rule);
  * size. A cycle path is prefixed "(cycle) " and a truncated one "… ".
  * Arrows are UTF-8 " → ".
  * @return the length the full text needs (excluding the NUL), like snprintf. */
-size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
+size_t vt__check_path_format(const vt_check_path *p, char *buf, size_t len);
 
-/*! vt_check_report_print() :
+/*! vt__check_report_print() :
  * The human-readable report: a summary line; when findings repeat, their
  * causes (findings grouped by rule, owner name and first path, with counts
  * and bytes; see "groups" below); then up to `max_findings`
@@ -496,19 +496,19 @@ size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len);
  *   kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)
  * and its wasted bytes. Stacks are symbolized from `s`.
  * @return 0, or -EIO if writing failed. */
-int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
+int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot_data *s,
                           size_t max_findings);
 
-/*! vt_check_report_groups() :
+/*! vt__check_report_groups() :
  * The findings by cause, as the printed report and "groups" below list them
  * (rule, owner name, first path with its indices and ids blanked; largest
  * bytes first): group_of[i] is the group of finding i (0 the largest), for
  * each of r->nfindings. Views that list findings use it to show one entry
  * per cause, as `vramtrace check` does.
  * @return the number of groups, or -ENOMEM. */
-long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of);
+long vt__check_report_groups(const vt_check_report *r, uint32_t *group_of);
 
-/*! vt_check_report_write_json() :
+/*! vt__check_report_write_json() :
  * The whole report as one JSON object (UTF-8, valid JSON, ends with "\n").
  * Schema, stable (fields are only ever added):
  * {
@@ -578,7 +578,7 @@ long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of);
  * Integers are written exactly (no exponent); N < 2^63 except ids and
  * seqs, which are exact uint64 decimals.
  * @return 0, or -EIO if writing failed. */
-int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s);
+int vt__check_report_write_json(FILE *f, const vt_check_report *r, const vt__snapshot_data *s);
 
 /* A storage vramtrace did not allocate (STORAGE_EXTERNAL: a CPU tensor's,
  * another allocator's), as the checker's model sees it. */
@@ -600,13 +600,13 @@ typedef struct vt_check_storage {
     uint32_t last_use_stack;
 } vt_check_storage;
 
-/*! vt_check_list_external() :
+/*! vt__check_list_external() :
  * The external storages of snapshot `s`, in the order of their
  * STORAGE_EXTERNAL events, with the lifetime, owner and last use the
  * checker's model gives them (the same a finding about one states).
  * @return 0 and *out (free() it; NULL when there are none) with *n entries,
  *         or -ENOMEM with a one-line message in err. */
-int vt_check_list_external(const vt_snapshot_data *s, vt_check_storage **out, size_t *n,
+int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, size_t *n,
                            char *err, size_t errlen);
 
 #endif /* VT_TRACE_CHECK_H */

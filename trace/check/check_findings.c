@@ -43,7 +43,7 @@ uint64_t vt__ck_median(uint64_t *v, size_t n)
 /*  What the rules share                                                    */
 /* ------------------------------------------------------------------------ */
 
-static int stack_matches(const vt_snapshot_data *s, uint32_t stack, const char *pat)
+static int stack_matches(const vt__snapshot_data *s, uint32_t stack, const char *pat)
 {
     for (uint32_t guard = 0; stack && stack < s->nstack_nodes && guard < 4096; guard++) {
         const vt_stack_node *sn = &s->stack_nodes[stack];

@@ -1,6 +1,6 @@
 /*
  * trace/check/check_growth.c - GROWTH: a call site whose live bytes grow
- * step over step (see check.h, "Rules"), and vt_check_growth_fit, the one
+ * step over step (see check.h, "Rules"), and vt__check_growth_fit, the one
  * judgement of a series of bytes at step ends that `vramtrace compare` uses
  * across ranks too.
  *
@@ -28,7 +28,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int vt_check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out)
+int vt__check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out)
 {
     memset(out, 0, sizeof *out);
     size_t warm = n / 4 > 1 ? n / 4 : 1;
@@ -180,7 +180,7 @@ int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs
             v[k] = (uint64_t)live;
         }
         vt_check_growth g;
-        rc = vt_check_growth_fit(v, nm, &g);
+        rc = vt__check_growth_fit(v, nm, &g);
         if (!rc && g.grows)
             rc = site_finding(m, fs, &sp[s0], s1 - s0, &g);
         s0 = s1;

@@ -1,6 +1,6 @@
 /*
  * trace/check/check_internal.h - the checker's model, shared by its files:
- *   check.c         entry points: options, ranking, vt_check_run (runs the
+ *   check.c         entry points: options, ranking, vt__check_run (runs the
  *                   passes and the rules; nothing calls back into it)
  *   check_findings.c what the rules share: ignore patterns, findings, medians
  *   check_model.c   the model (pass 1, on the timeline's lifetimes) and its
@@ -11,7 +11,7 @@
  *   check_tape.c    the TAPE rule: retention inside a step, through its peak
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
  *   check_growth.c  the GROWTH rule: call sites growing step over step, and
- *                   vt_check_growth_fit
+ *                   vt__check_growth_fit
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
  *   check_storages.c the model's external storages, listed for the views
@@ -107,7 +107,7 @@ typedef struct ck_gop {
 } ck_gop;
 
 typedef struct ck_model {
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     ck_storage *st;   size_t nst, capst;
     ck_node *nodes;   size_t nnodes, capnodes;
     ck_use *uses;     size_t nuses, capuses;
@@ -139,7 +139,7 @@ typedef struct ck_findings {
 #define CK_GROW(arr, cap, need) vt__grow((void **)&(arr), &(cap), (need), sizeof *(arr))
 
 /* String idx of the snapshot, "" when absent or malformed. */
-const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx);
+const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
 
 /* Build the model of m->s (m zeroed but for s): pass 1, the uses grouped
  * by storage, start and end time. 0 or -ENOMEM (then vt__ck_model_free). */
@@ -151,7 +151,7 @@ uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 /* Label of the mark that began step `step` ("" for step 0). */
 const char *vt__ck_step_label(const ck_model *m, uint32_t step);
 /* First event seq whose time is >= t, clamped below `limit` (0: none). */
-uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit);
+uint64_t vt__ck_seq_at_time(const vt__snapshot_data *s, uint64_t t, uint64_t limit);
 
 /* ------------------------------------------------------------------------ */
 /* check_findings.c: what the rules share                                   */

@@ -27,7 +27,7 @@
 /*  Small helpers                                                           */
 /* ------------------------------------------------------------------------ */
 
-const char *vt__ck_string(const vt_snapshot_data *s, uint32_t idx)
+const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx)
 {
     if (!s || idx == 0 || idx >= s->nstrings || !s->string_offsets || !s->strings_blob)
         return "";
@@ -375,7 +375,7 @@ static void settle_open_storages(ck_model *m, const vt_timeline *tl)
  * implicit storages, tensors, holders, references, marks. */
 static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late, size_t nlate)
 {
-    const vt_snapshot_data *s = m->s;
+    const vt__snapshot_data *s = m->s;
     size_t next_late = 0;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
@@ -546,7 +546,7 @@ static int build_model(ck_model *m)
     }
     if (vt__u64map_init(&m->ids, 1024) < 0)
         return -ENOMEM;
-    int rc = vt_timeline_build(m->s, &tl, NULL, 0);
+    int rc = vt__timeline_build(m->s, &tl, NULL, 0);
     if (rc < 0)
         return rc;
     uint32_t *late = NULL;
@@ -563,13 +563,13 @@ static int build_model(ck_model *m)
     if (rc == 0 && m->s->nevents)
         settle_open_storages(m, tl);
     free(late);
-    vt_timeline_free(tl);
+    vt__timeline_free(tl);
     return rc;
 }
 
 int vt__ck_model_build(ck_model *m)
 {
-    const vt_snapshot_data *s = m->s;
+    const vt__snapshot_data *s = m->s;
     int rc = build_model(m);
     if (rc < 0)
         return rc;
@@ -605,7 +605,7 @@ const char *vt__ck_step_label(const ck_model *m, uint32_t step)
 
 /* First event seq whose time is >= t (events are in time order up to clock
  * jitter between threads), clamped below `limit`. */
-uint64_t vt__ck_seq_at_time(const vt_snapshot_data *s, uint64_t t, uint64_t limit)
+uint64_t vt__ck_seq_at_time(const vt__snapshot_data *s, uint64_t t, uint64_t limit)
 {
     size_t lo;
     VT__PARTITION_POINT(s->nevents, i, s->events[i].time_ns < t, lo);

@@ -52,7 +52,7 @@ static void sb_label(sbuf *b, const char *label)
         sb_printf(b, "%s", label);
 }
 
-size_t vt_check_path_format(const vt_check_path *p, char *buf, size_t len)
+size_t vt__check_path_format(const vt_check_path *p, char *buf, size_t len)
 {
     sbuf b = { buf, len, 0 };
     if (buf && len)
@@ -108,7 +108,7 @@ static double rel_s(const vt_check_report *r, uint64_t t)
 }
 
 /* Walk a stack innermost first without relying on anything but the struct. */
-static size_t stack_frames(const vt_snapshot_data *s, uint32_t id, const vt_frame **out, size_t max)
+static size_t stack_frames(const vt__snapshot_data *s, uint32_t id, const vt_frame **out, size_t max)
 {
     size_t n = 0;
     for (uint32_t guard = 0; id && id < s->nstack_nodes && guard < 4096; guard++) {
@@ -127,7 +127,7 @@ static size_t stack_frames(const vt_snapshot_data *s, uint32_t id, const vt_fram
 
 /* A frame the recorder read from the Python interpreter (ip 0, module
  * "python"), or one imported from a PyTorch snapshot's Python frames. */
-static bool python_frame(const vt_snapshot_data *s, const vt_frame *fr)
+static bool python_frame(const vt__snapshot_data *s, const vt_frame *fr)
 {
     return fr->ip == 0 && !strcmp(vt__ck_string(s, fr->module), "python");
 }
@@ -135,7 +135,7 @@ static bool python_frame(const vt_snapshot_data *s, const vt_frame *fr)
 /* A finding names the program's own code: where a stack has Python frames,
  * those (innermost first) are its lines, the native frames under them the
  * framework's and the interpreter's. */
-static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const char *indent)
+static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const char *indent)
 {
     const vt_frame *all[256], *fr[8];
     size_t nall = stack_frames(s, id, all, 256), n = 0, py = 0, user = 0;
@@ -143,13 +143,13 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
         nall = 256;
     for (size_t i = 0; i < nall; i++) {
         py += python_frame(s, all[i]);
-        user += vt_frame_is_user_code(s, all[i]);
+        user += vt__frame_is_user_code(s, all[i]);
     }
     /* The program's own lines lead; the libraries' Python frames inside
      * them (torch's modules) are folded into one line after them. */
     const vt_frame *inner_library = NULL;
     for (size_t i = 0; i < nall; i++) {
-        if (user && python_frame(s, all[i]) && !vt_frame_is_user_code(s, all[i])) {
+        if (user && python_frame(s, all[i]) && !vt__frame_is_user_code(s, all[i])) {
             if (!inner_library)
                 inner_library = all[i];
             continue;
@@ -167,7 +167,7 @@ static void print_stack(FILE *f, const vt_snapshot_data *s, uint32_t id, const c
         const char *file = vt__ck_string(s, fr[i]->file);
         const char *mod = vt__ck_string(s, fr[i]->module);
         fprintf(f, "%sat %s", indent, *fn ? fn : "??");
-        uint32_t def = vt_frame_def_line(s, fr[i]);
+        uint32_t def = vt__frame_def_line(s, fr[i]);
         if (*file && def)
             fprintf(f, " (%s:%u, def at line %u)", file, fr[i]->line, def);
         else if (*file)
@@ -200,7 +200,7 @@ static void print_rules(FILE *f, unsigned rules)
         fprintf(f, "none");
     for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
         if (rules & b) {
-            fprintf(f, "%s%s", sep, vt_check_rule_name(b));
+            fprintf(f, "%s%s", sep, vt__check_rule_name(b));
             sep = ",";
         }
 }
@@ -349,7 +349,7 @@ static void group_key(const vt_check_finding *x, char *key, char *shown, size_t 
     char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
     path[0] = norm[0] = 0;
     if (x->npaths) {
-        vt_check_path_format(&x->paths[0], path, sizeof path);
+        vt__check_path_format(&x->paths[0], path, sizeof path);
         normalize_path(path, norm, sizeof norm);
         drop_ops(norm);
         collapse_autograd(norm);
@@ -358,7 +358,7 @@ static void group_key(const vt_check_finding *x, char *key, char *shown, size_t 
     holder_root(root);
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
-    const char *rule = vt_check_rule_name(x->rule);
+    const char *rule = vt__check_rule_name(x->rule);
     /* A growth finding is its call site already: one group each (the
      * stack after a third separator, which group_parts drops). */
     int n = x->rule == VT_CHECK_RULE_GROWTH
@@ -477,7 +477,7 @@ out:
     return sorted;
 }
 
-long vt_check_report_groups(const vt_check_report *r, uint32_t *group_of)
+long vt__check_report_groups(const vt_check_report *r, uint32_t *group_of)
 {
     size_t ng = 0;
     finding_group *g = group_findings(r, &ng, group_of);
@@ -523,7 +523,7 @@ static void print_groups(FILE *f, const vt_check_report *r)
         fprintf(f, "  %zu \xc3\x97 [%s] %s (%s each on average), first #%zu\n", g[k].count, rule,
                 vt__fmt_bytes(g[k].bytes, b1), vt__fmt_bytes(g[k].bytes / g[k].count, b2),
                 g[k].first + 1);
-        if (!strcmp(rule, vt_check_rule_name(VT_CHECK_RULE_GROWTH))) {
+        if (!strcmp(rule, vt__check_rule_name(VT_CHECK_RULE_GROWTH))) {
             fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
             continue;
         }
@@ -535,7 +535,7 @@ static void print_groups(FILE *f, const vt_check_report *r)
     free(g);
 }
 
-int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_data *s,
+int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot_data *s,
                           size_t max_findings)
 {
     char b1[32], b2[32], b3[32];
@@ -548,7 +548,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                 vt__fmt_bytes(r->total_bytes, b1),
                 any_pinned ? " or pinned by small views" : "",
                 vt__fmt_byte_seconds(r->total_byte_seconds, b2));
-    const char *pool = vt_snapshot_pool_note(s);
+    const char *pool = vt__snapshot_pool_note(s);
     if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
         fprintf(f, "\n  NOTE: %s", pool);
     if (r->rules_need_steps) {
@@ -587,7 +587,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
     size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
     for (size_t i = 0; i < n; i++) {
         const vt_check_finding *x = &r->findings[i];
-        fprintf(f, "\n#%zu [%s] storage 0x%" PRIx64, i + 1, vt_check_rule_name(x->rule), x->addr);
+        fprintf(f, "\n#%zu [%s] storage 0x%" PRIx64, i + 1, vt__check_rule_name(x->rule), x->addr);
         if (x->device >= 0)
             fprintf(f, " on cuda:%d", x->device);
         else
@@ -739,7 +739,7 @@ int vt_check_report_print(FILE *f, const vt_check_report *r, const vt_snapshot_d
                                                           : "when it became a finding");
             for (size_t p = 0; p < x->npaths; p++) {
                 char line[2048];
-                size_t need = vt_check_path_format(&x->paths[p], line, sizeof line);
+                size_t need = vt__check_path_format(&x->paths[p], line, sizeof line);
                 fprintf(f, "     %s%s\n", line, need >= sizeof line ? "..." : "");
             }
         }
@@ -775,7 +775,7 @@ static void json_num(FILE *f, double v)
     fprintf(f, "%.17g", v);
 }
 
-static void json_stack(FILE *f, const vt_snapshot_data *s, uint32_t id)
+static void json_stack(FILE *f, const vt__snapshot_data *s, uint32_t id)
 {
     const vt_frame *fr[256];
     size_t n = stack_frames(s, id, fr, 256);
@@ -803,7 +803,7 @@ static const char *kind_name(uint8_t k)
 static void json_path(FILE *f, const vt_check_path *p)
 {
     char line[4096];
-    vt_check_path_format(p, line, sizeof line);
+    vt__check_path_format(p, line, sizeof line);
     fprintf(f, "{\"text\":");
     vt__json_str(f, line);
     fprintf(f, ",\"cycle\":%s,\"truncated\":%s,\"steps\":[", p->cycle ? "true" : "false",
@@ -857,20 +857,20 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
     fprintf(f, "]}");
 }
 
-int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snapshot_data *s)
+int vt__check_report_write_json(FILE *f, const vt_check_report *r, const vt__snapshot_data *s)
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
     for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
         if (r->rules_run & b) {
-            fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
+            fprintf(f, "%s\"%s\"", sep, vt__check_rule_name(b));
             sep = ",";
         }
     fprintf(f, "],\"rules_need_steps\":[");
     sep = "";
     for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
         if (r->rules_need_steps & b) {
-            fprintf(f, "%s\"%s\"", sep, vt_check_rule_name(b));
+            fprintf(f, "%s\"%s\"", sep, vt__check_rule_name(b));
             sep = ",";
         }
     fprintf(f, "],\"grace\":{\"mode\":\"%s\",\"steps\":",
@@ -898,7 +898,7 @@ int vt_check_report_write_json(FILE *f, const vt_check_report *r, const vt_snaps
         fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
                    "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
                    ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,\"owner\":",
-                i ? "," : "", vt_check_rule_name(x->rule), x->addr, x->device,
+                i ? "," : "", vt__check_rule_name(x->rule), x->addr, x->device,
                 x->external ? "true" : "false", x->before_window ? "true" : "false",
                 x->bytes, x->block_bytes, x->nallocs);
         json_tensor_ref(f, x->owner_id, x->owner_name);

@@ -15,7 +15,7 @@
 #include "errbuf.h"
 #include "check_internal.h"
 
-int vt_check_list_external(const vt_snapshot_data *s, vt_check_storage **out, size_t *n,
+int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, size_t *n,
                            char *err, size_t errlen)
 {
     *out = NULL;

@@ -3,7 +3,7 @@
  *
  * One rule for everything that names a line for people: the reports lead
  * with the innermost frame of the program's own code (trace/snap's
- * vt_frame_is_user_code), and track() names tensors by it (the library's
+ * vt__frame_is_user_code), and track() names tensors by it (the library's
  * vt_source_is_programs, asked by vramtrace.torch).
  */
 #ifndef VT_COMMON_USER_CODE_H

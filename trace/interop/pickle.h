@@ -72,28 +72,28 @@ typedef struct vt_pickle {
 } vt_pickle;
 
 /* Does `data` look like a pickle (PROTO opcode 0x80 with protocol 2..5)? */
-int vt_pickle_sniff(const void *data, size_t size);
+int vt__pickle_sniff(const void *data, size_t size);
 
 /* Parse a pickle held in `data` (which must outlive *out).
- * @return 0 and *out (free with vt_pickle_free), or a negative errno with a
+ * @return 0 and *out (free with vt__pickle_free), or a negative errno with a
  *         one-line message in err naming `name`, the opcode and the byte
  *         offset ("refusing to run code" for opcodes that name globals). */
-int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out,
+int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out,
                     char *err, size_t errlen);
 
-void vt_pickle_free(vt_pickle *p);
+void vt__pickle_free(vt_pickle *p);
 
 /* Accessors that never fail: a wrong type or index yields NULL / 0. */
-const vt_pv *vt_pickle_value(const vt_pickle *p, uint32_t index);
+const vt_pv *vt__pickle_value(const vt_pickle *p, uint32_t index);
 /* The value of key `key` (a str) in dict `dict`, or NULL. */
-const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key);
+const vt_pv *vt__pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key);
 /* Item k of a list/tuple, or NULL. */
-const vt_pv *vt_pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k);
+const vt_pv *vt__pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k);
 /* Integer value (bool, int, uint, float truncated), `dflt` when not a number. */
-int64_t vt_pickle_int(const vt_pv *v, int64_t dflt);
-uint64_t vt_pickle_u64(const vt_pv *v, uint64_t dflt);
+int64_t vt__pickle_int(const vt_pv *v, int64_t dflt);
+uint64_t vt__pickle_u64(const vt_pv *v, uint64_t dflt);
 /* Is v a str equal to `text`? */
-int vt_pickle_str_is(const vt_pv *v, const char *text);
+int vt__pickle_str_is(const vt_pv *v, const char *text);
 
 /* ---- writing (protocol 4, plain containers only) ---------------------- */
 
@@ -101,23 +101,23 @@ int vt_pickle_str_is(const vt_pv *v, const char *text);
  * repeated keys and frame names cost two bytes (BINGET) after the first. */
 typedef struct vt_pickle_writer vt_pickle_writer;
 
-vt_pickle_writer *vt_pickle_writer_new(void);
-void vt_pickle_writer_free(vt_pickle_writer *w);
+vt_pickle_writer *vt__pickle_writer_new(void);
+void vt__pickle_writer_free(vt_pickle_writer *w);
 /* Start (PROTO 4) and end (STOP); then the bytes are w's buffer. */
-void vt_pw_begin(vt_pickle_writer *w);
-void vt_pw_end(vt_pickle_writer *w);
-void vt_pw_bool(vt_pickle_writer *w, int b);
-void vt_pw_int(vt_pickle_writer *w, int64_t v);
-void vt_pw_uint(vt_pickle_writer *w, uint64_t v);
-void vt_pw_str(vt_pickle_writer *w, const char *s);      /* memoized */
+void vt__pw_begin(vt_pickle_writer *w);
+void vt__pw_end(vt_pickle_writer *w);
+void vt__pw_bool(vt_pickle_writer *w, int b);
+void vt__pw_int(vt_pickle_writer *w, int64_t v);
+void vt__pw_uint(vt_pickle_writer *w, uint64_t v);
+void vt__pw_str(vt_pickle_writer *w, const char *s);      /* memoized */
 /* Containers: open, write items (dicts: key then value), close. */
-void vt_pw_dict_begin(vt_pickle_writer *w);
-void vt_pw_dict_end(vt_pickle_writer *w);
-void vt_pw_list_begin(vt_pickle_writer *w);
-void vt_pw_list_end(vt_pickle_writer *w);
-void vt_pw_tuple_begin(vt_pickle_writer *w);
-void vt_pw_tuple_end(vt_pickle_writer *w);
+void vt__pw_dict_begin(vt_pickle_writer *w);
+void vt__pw_dict_end(vt_pickle_writer *w);
+void vt__pw_list_begin(vt_pickle_writer *w);
+void vt__pw_list_end(vt_pickle_writer *w);
+void vt__pw_tuple_begin(vt_pickle_writer *w);
+void vt__pw_tuple_end(vt_pickle_writer *w);
 /* The bytes written; NULL when memory ran out at some point. */
-const unsigned char *vt_pw_data(const vt_pickle_writer *w, size_t *size);
+const unsigned char *vt__pw_data(const vt_pickle_writer *w, size_t *size);
 
 #endif /* VT_TRACE_PICKLE_H */

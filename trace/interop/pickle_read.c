@@ -208,7 +208,7 @@ static const char *refused_name(unsigned op)
     }
 }
 
-int vt_pickle_sniff(const void *data, size_t size)
+int vt__pickle_sniff(const void *data, size_t size)
 {
     const unsigned char *b = data;
     return size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
@@ -488,7 +488,7 @@ static int index_dicts(vt_pickle *p)
     return 0;
 }
 
-int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out, char *err,
+int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out, char *err,
                     size_t errlen)
 {
     *out = NULL;
@@ -506,14 +506,14 @@ int vt_pickle_parse(const void *data, size_t size, const char *name, vt_pickle *
     free(m.marks);
     free(m.memo);
     if (rc) {
-        vt_pickle_free(m.p);
+        vt__pickle_free(m.p);
         return rc;
     }
     *out = m.p;
     return 0;
 }
 
-void vt_pickle_free(vt_pickle *p)
+void vt__pickle_free(vt_pickle *p)
 {
     if (!p)
         return;
@@ -526,7 +526,7 @@ void vt_pickle_free(vt_pickle *p)
     free(p);
 }
 
-const vt_pv *vt_pickle_value(const vt_pickle *p, uint32_t index)
+const vt_pv *vt__pickle_value(const vt_pickle *p, uint32_t index)
 {
     return p && index < p->nvalues ? &p->values[index] : NULL;
 }
@@ -539,7 +539,7 @@ static const vt_pv_container *container_of(const vt_pickle *p, const vt_pv *v)
     return &p->containers[v->container];
 }
 
-int vt_pickle_str_is(const vt_pv *v, const char *text)
+int vt__pickle_str_is(const vt_pv *v, const char *text)
 {
     if (!v || v->type != VT_PV_STR)
         return 0;
@@ -547,7 +547,7 @@ int vt_pickle_str_is(const vt_pv *v, const char *text)
     return v->n == n && !memcmp(v->s, text, n);
 }
 
-const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key)
+const vt_pv *vt__pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key)
 {
     if (!dict || dict->type != VT_PV_DICT)
         return NULL;
@@ -580,7 +580,7 @@ const vt_pv *vt_pickle_get(const vt_pickle *p, const vt_pv *dict, const char *ke
     return found;
 }
 
-const vt_pv *vt_pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k)
+const vt_pv *vt__pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k)
 {
     if (!seq || (seq->type != VT_PV_LIST && seq->type != VT_PV_TUPLE))
         return NULL;
@@ -588,7 +588,7 @@ const vt_pv *vt_pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k)
     return c && k < c->n ? &p->values[c->items[k]] : NULL;
 }
 
-int64_t vt_pickle_int(const vt_pv *v, int64_t dflt)
+int64_t vt__pickle_int(const vt_pv *v, int64_t dflt)
 {
     if (!v)
         return dflt;
@@ -601,7 +601,7 @@ int64_t vt_pickle_int(const vt_pv *v, int64_t dflt)
     }
 }
 
-uint64_t vt_pickle_u64(const vt_pv *v, uint64_t dflt)
+uint64_t vt__pickle_u64(const vt_pv *v, uint64_t dflt)
 {
     if (v && v->type == VT_PV_UINT)
         return v->u;

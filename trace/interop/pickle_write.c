@@ -25,12 +25,12 @@ struct vt_pickle_writer {
     uint32_t next_memo;
 };
 
-vt_pickle_writer *vt_pickle_writer_new(void)
+vt_pickle_writer *vt__pickle_writer_new(void)
 {
     return calloc(1, sizeof(vt_pickle_writer));
 }
 
-void vt_pickle_writer_free(vt_pickle_writer *w)
+void vt__pickle_writer_free(vt_pickle_writer *w)
 {
     if (!w)
         return;
@@ -44,16 +44,16 @@ void vt_pickle_writer_free(vt_pickle_writer *w)
 static void put(vt_pickle_writer *w, const void *data, size_t n) { vt__put_bytes(&w->out, data, n); }
 static void put1(vt_pickle_writer *w, unsigned char c) { vt__put_u8(&w->out, c); }
 
-void vt_pw_begin(vt_pickle_writer *w)
+void vt__pw_begin(vt_pickle_writer *w)
 {
     put1(w, 0x80); /* PROTO 4 */
     put1(w, 4);
 }
 
-void vt_pw_end(vt_pickle_writer *w) { put1(w, '.'); }
-void vt_pw_bool(vt_pickle_writer *w, int b) { put1(w, b ? 0x88 : 0x89); }
+void vt__pw_end(vt_pickle_writer *w) { put1(w, '.'); }
+void vt__pw_bool(vt_pickle_writer *w, int b) { put1(w, b ? 0x88 : 0x89); }
 
-void vt_pw_int(vt_pickle_writer *w, int64_t v)
+void vt__pw_int(vt_pickle_writer *w, int64_t v)
 {
     if (v >= 0 && v < 256) {
         put1(w, 'K');
@@ -79,10 +79,10 @@ void vt_pw_int(vt_pickle_writer *w, int64_t v)
     }
 }
 
-void vt_pw_uint(vt_pickle_writer *w, uint64_t v)
+void vt__pw_uint(vt_pickle_writer *w, uint64_t v)
 {
     if (v <= INT64_MAX) {
-        vt_pw_int(w, (int64_t)v);
+        vt__pw_int(w, (int64_t)v);
         return;
     }
     put1(w, 0x8a); /* 9 bytes: a zero byte keeps it positive */
@@ -131,7 +131,7 @@ static int memo_grow(vt_pickle_writer *w)
     return 0;
 }
 
-void vt_pw_str(vt_pickle_writer *w, const char *s)
+void vt__pw_str(vt_pickle_writer *w, const char *s)
 {
     if (!s)
         s = "";
@@ -144,7 +144,7 @@ void vt_pw_str(vt_pickle_writer *w, const char *s)
         if (t.oom)
             w->out.oom = 1;
         else
-            vt_pw_str(w, (const char *)t.p);
+            vt__pw_str(w, (const char *)t.p);
         vt__buf_free(&t);
         return;
     }
@@ -189,14 +189,14 @@ void vt_pw_str(vt_pickle_writer *w, const char *s)
     put1(w, 0x94); /* MEMOIZE */
 }
 
-void vt_pw_dict_begin(vt_pickle_writer *w) { put(w, "}(", 2); }  /* EMPTY_DICT MARK */
-void vt_pw_dict_end(vt_pickle_writer *w) { put1(w, 'u'); }       /* SETITEMS */
-void vt_pw_list_begin(vt_pickle_writer *w) { put(w, "](", 2); }  /* EMPTY_LIST MARK */
-void vt_pw_list_end(vt_pickle_writer *w) { put1(w, 'e'); }       /* APPENDS */
-void vt_pw_tuple_begin(vt_pickle_writer *w) { put1(w, '('); }    /* MARK */
-void vt_pw_tuple_end(vt_pickle_writer *w) { put1(w, 't'); }      /* TUPLE */
+void vt__pw_dict_begin(vt_pickle_writer *w) { put(w, "}(", 2); }  /* EMPTY_DICT MARK */
+void vt__pw_dict_end(vt_pickle_writer *w) { put1(w, 'u'); }       /* SETITEMS */
+void vt__pw_list_begin(vt_pickle_writer *w) { put(w, "](", 2); }  /* EMPTY_LIST MARK */
+void vt__pw_list_end(vt_pickle_writer *w) { put1(w, 'e'); }       /* APPENDS */
+void vt__pw_tuple_begin(vt_pickle_writer *w) { put1(w, '('); }    /* MARK */
+void vt__pw_tuple_end(vt_pickle_writer *w) { put1(w, 't'); }      /* TUPLE */
 
-const unsigned char *vt_pw_data(const vt_pickle_writer *w, size_t *size)
+const unsigned char *vt__pw_data(const vt_pickle_writer *w, size_t *size)
 {
     *size = w->out.oom ? 0 : w->out.n;
     return w->out.oom ? NULL : w->out.p;

@@ -34,28 +34,28 @@
 #include "snapshot.h"
 
 /* Decode a PyTorch snapshot pickle held in memory.
- * @return 0 and *out (free with vt_snapshot_free), or a negative errno with
+ * @return 0 and *out (free with vt__snapshot_free), or a negative errno with
  *         one line in err naming `name` and what is wrong. */
-int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
                       char *err, size_t errlen);
 
 /* Encode `s` as a PyTorch snapshot pickle (protocol 4, plain containers) that
  * torch.cuda._memory_viz and MemoryViz.js read.
  * @return 0, or a negative errno with one line in err. */
-int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t errlen);
+int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t errlen);
 
 /* Read a snapshot file of either kind: a .vtsnap, or a PyTorch pickle
  * (recognized by its content: the PROTO opcode, not by its name).
- * @return as vt_snapfile_read(). */
-int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
+ * @return as vt__snapfile_read(). */
+int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size_t errlen);
 
 /* The same, its events left to a stream (event_stream.h: a .vtsnap's read
  * as they are needed; a pickle's, imported whole, handed out one by one):
  * *out holds every other part. `err` must outlive *es (the stream writes
  * its errors there). Close *es before freeing *out.
- * @return as vt_snapfile_read(). */
+ * @return as vt__snapfile_read(). */
 struct vt_event_stream;
-int vt_snapshot_open(const char *path, vt_snapshot_data **out, struct vt_event_stream **es,
+int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt_event_stream **es,
                      char *err, size_t errlen);
 
 #endif /* VT_TRACE_PYTORCH_H */

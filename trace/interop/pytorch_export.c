@@ -1,5 +1,5 @@
 /*
- * trace/interop/pytorch_export.c - vt_snapshot_data as the pickle PyTorch's
+ * trace/interop/pytorch_export.c - vt__snapshot_data as the pickle PyTorch's
  * `_dump_snapshot` writes (PyTorch 2.x field names), protocol 4 so that
  * MemoryViz.js (protocols 2..4) reads it too.
  *
@@ -25,48 +25,48 @@
 
 static void put_key_int(vt_pickle_writer *w, const char *k, int64_t v)
 {
-    vt_pw_str(w, k);
-    vt_pw_int(w, v);
+    vt__pw_str(w, k);
+    vt__pw_int(w, v);
 }
 
 static void put_key_u64(vt_pickle_writer *w, const char *k, uint64_t v)
 {
-    vt_pw_str(w, k);
-    vt_pw_uint(w, v);
+    vt__pw_str(w, k);
+    vt__pw_uint(w, v);
 }
 
 static void put_key_str(vt_pickle_writer *w, const char *k, const char *v)
 {
-    vt_pw_str(w, k);
-    vt_pw_str(w, v);
+    vt__pw_str(w, k);
+    vt__pw_str(w, v);
 }
 
-static void put_frames(vt_pickle_writer *w, const vt_snapshot_data *s, uint32_t stack)
+static void put_frames(vt_pickle_writer *w, const vt__snapshot_data *s, uint32_t stack)
 {
     const vt_frame *fr[MAX_EXPORT_FRAMES];
-    size_t n = vt_snapshot_stack_frames(s, stack, fr, MAX_EXPORT_FRAMES);
+    size_t n = vt__snapshot_stack_frames(s, stack, fr, MAX_EXPORT_FRAMES);
     if (n > MAX_EXPORT_FRAMES)
         n = MAX_EXPORT_FRAMES;
-    vt_pw_str(w, "frames");
-    vt_pw_list_begin(w);
+    vt__pw_str(w, "frames");
+    vt__pw_list_begin(w);
     for (size_t i = 0; i < n; i++) { /* innermost first, as PyTorch */
         const vt_frame *f = fr[i];
-        const char *fn = vt_snapshot_string(s, f->function);
-        const char *file = vt_snapshot_string(s, f->file);
+        const char *fn = vt__snapshot_string(s, f->function);
+        const char *file = vt__snapshot_string(s, f->file);
         char ipbuf[32];
         if (!*fn) {
             snprintf(ipbuf, sizeof ipbuf, "0x%" PRIx64, f->ip);
             fn = ipbuf;
         }
         if (!*file)
-            file = vt_snapshot_string(s, f->module);
-        vt_pw_dict_begin(w);
+            file = vt__snapshot_string(s, f->module);
+        vt__pw_dict_begin(w);
         put_key_str(w, "filename", *file ? file : "??");
         put_key_int(w, "line", f->line);
         put_key_str(w, "name", fn);
-        vt_pw_dict_end(w);
+        vt__pw_dict_end(w);
     }
-    vt_pw_list_end(w);
+    vt__pw_list_end(w);
 }
 
 static const char *state_name(uint8_t st)
@@ -76,10 +76,10 @@ static const char *state_name(uint8_t st)
                                                 : "inactive";
 }
 
-static void put_segments(vt_pickle_writer *w, const vt_snapshot_data *s)
+static void put_segments(vt_pickle_writer *w, const vt__snapshot_data *s)
 {
-    vt_pw_str(w, "segments");
-    vt_pw_list_begin(w);
+    vt__pw_str(w, "segments");
+    vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nsegments; i++) {
         const vt_segment *g = &s->segments[i];
         uint64_t allocated = 0, active = 0, requested = 0;
@@ -92,7 +92,7 @@ static void put_segments(vt_pickle_writer *w, const vt_snapshot_data *s)
                 requested += b->req_size;
             }
         }
-        vt_pw_dict_begin(w);
+        vt__pw_dict_begin(w);
         put_key_int(w, "device", g->device < 0 ? 0 : g->device);
         put_key_u64(w, "address", g->addr);
         put_key_u64(w, "total_size", g->size);
@@ -101,45 +101,45 @@ static void put_segments(vt_pickle_writer *w, const vt_snapshot_data *s)
         put_key_u64(w, "requested_size", requested);
         put_key_u64(w, "stream", g->stream);
         put_key_str(w, "segment_type", g->pool == VT_POOL_SMALL ? "small" : "large");
-        vt_pw_str(w, "segment_pool_id");
-        vt_pw_tuple_begin(w);
-        vt_pw_int(w, 0);
-        vt_pw_int(w, 0);
-        vt_pw_tuple_end(w);
-        vt_pw_str(w, "is_expandable");
-        vt_pw_bool(w, 0);
-        vt_pw_str(w, "frames");
-        vt_pw_list_begin(w);
-        vt_pw_list_end(w);
-        vt_pw_str(w, "blocks");
-        vt_pw_list_begin(w);
+        vt__pw_str(w, "segment_pool_id");
+        vt__pw_tuple_begin(w);
+        vt__pw_int(w, 0);
+        vt__pw_int(w, 0);
+        vt__pw_tuple_end(w);
+        vt__pw_str(w, "is_expandable");
+        vt__pw_bool(w, 0);
+        vt__pw_str(w, "frames");
+        vt__pw_list_begin(w);
+        vt__pw_list_end(w);
+        vt__pw_str(w, "blocks");
+        vt__pw_list_begin(w);
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
             const vt_block *b = &s->blocks[g->first_block + k];
-            vt_pw_dict_begin(w);
+            vt__pw_dict_begin(w);
             put_key_u64(w, "address", b->addr);
             put_key_u64(w, "size", b->size);
             put_key_u64(w, "requested_size", b->state == VT_BLOCK_INACTIVE ? 0 : b->req_size);
             put_key_str(w, "state", state_name(b->state));
             put_frames(w, s, b->stack);
-            vt_pw_dict_end(w);
+            vt__pw_dict_end(w);
         }
-        vt_pw_list_end(w);
-        vt_pw_dict_end(w);
+        vt__pw_list_end(w);
+        vt__pw_dict_end(w);
     }
-    vt_pw_list_end(w);
+    vt__pw_list_end(w);
 }
 
-static uint64_t wall_us(const vt_snapshot_data *s, uint64_t mono_ns)
+static uint64_t wall_us(const vt__snapshot_data *s, uint64_t mono_ns)
 {
     int64_t ns = (int64_t)mono_ns - (int64_t)s->meta.clock_base_monotonic_ns +
                  (int64_t)s->meta.clock_base_realtime_ns;
     return ns > 0 ? (uint64_t)ns / 1000 : 0;
 }
 
-static void put_entry(vt_pickle_writer *w, const vt_snapshot_data *s, const vt_event *e,
+static void put_entry(vt_pickle_writer *w, const vt__snapshot_data *s, const vt_event *e,
                       const char *action, uint64_t size, int with_frames)
 {
-    vt_pw_dict_begin(w);
+    vt__pw_dict_begin(w);
     put_key_str(w, "action", action);
     put_key_u64(w, "addr", e->addr);
     put_key_u64(w, "size", size);
@@ -147,16 +147,16 @@ static void put_entry(vt_pickle_writer *w, const vt_snapshot_data *s, const vt_e
     put_key_u64(w, "time_us", wall_us(s, e->time_ns));
     if (with_frames || e->stack) /* free_completed has frames only when recorded */
         put_frames(w, s, e->stack);
-    const char *meta = vt_snapshot_string(s, e->str);
+    const char *meta = vt__snapshot_string(s, e->str);
     if (*meta)
         put_key_str(w, "user_metadata", meta);
-    vt_pw_dict_end(w);
+    vt__pw_dict_end(w);
 }
 
-static void put_device_trace(vt_pickle_writer *w, const vt_snapshot_data *s, const vt_timeline *tl,
+static void put_device_trace(vt_pickle_writer *w, const vt__snapshot_data *s, const vt_timeline *tl,
                              int device)
 {
-    vt_pw_list_begin(w);
+    vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
         if (e->device != device && !(device == 0 && e->device < 0))
@@ -172,7 +172,7 @@ static void put_device_trace(vt_pickle_writer *w, const vt_snapshot_data *s, con
                 put_entry(w, s, e, "free_completed", req, 0);
             break;
         case VT_EV_FREE_COMPLETED: {
-            const vt_lifetime *l = vt_timeline_event_lifetime(tl, s, i);
+            const vt_lifetime *l = vt__timeline_event_lifetime(tl, s, i);
             if (l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux)
                 break; /* written with its plain free */
             put_entry(w, s, e, "free_completed", req, 0);
@@ -185,7 +185,7 @@ static void put_device_trace(vt_pickle_writer *w, const vt_snapshot_data *s, con
             put_entry(w, s, e, "segment_free", e->size, 1);
             break;
         case VT_EV_OOM:
-            vt_pw_dict_begin(w);
+            vt__pw_dict_begin(w);
             put_key_str(w, "action", "oom");
             put_key_u64(w, "addr", e->aux);
             put_key_u64(w, "device_free", e->aux);
@@ -193,51 +193,51 @@ static void put_device_trace(vt_pickle_writer *w, const vt_snapshot_data *s, con
             put_key_u64(w, "stream", e->stream);
             put_key_u64(w, "time_us", wall_us(s, e->time_ns));
             put_frames(w, s, e->stack);
-            vt_pw_dict_end(w);
+            vt__pw_dict_end(w);
             break;
         default:
             break;
         }
     }
-    vt_pw_list_end(w);
+    vt__pw_list_end(w);
 }
 
-int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t errlen)
+int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t errlen)
 {
     vt_timeline *tl = NULL;
-    int rc = vt_timeline_build(s, &tl, err, errlen);
+    int rc = vt__timeline_build(s, &tl, err, errlen);
     if (rc)
         return rc;
-    vt_pickle_writer *w = vt_pickle_writer_new();
+    vt_pickle_writer *w = vt__pickle_writer_new();
     if (!w) {
-        vt_timeline_free(tl);
+        vt__timeline_free(tl);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    int maxdev = vt_snapshot_max_device(s);
+    int maxdev = vt__snapshot_max_device(s);
     if (maxdev < 0)
         maxdev = 0;   /* a trace for device 0 even when nothing names one */
 
-    vt_pw_begin(w);
-    vt_pw_dict_begin(w);
+    vt__pw_begin(w);
+    vt__pw_dict_begin(w);
     put_segments(w, s);
-    vt_pw_str(w, "device_traces");
-    vt_pw_list_begin(w);
+    vt__pw_str(w, "device_traces");
+    vt__pw_list_begin(w);
     for (int d = 0; d <= maxdev; d++)
         put_device_trace(w, s, tl, d);
-    vt_pw_list_end(w);
-    vt_pw_str(w, "allocator_settings");
-    vt_pw_dict_begin(w);
-    vt_pw_dict_end(w);
-    vt_pw_str(w, "external_annotations");
-    vt_pw_list_begin(w);
+    vt__pw_list_end(w);
+    vt__pw_str(w, "allocator_settings");
+    vt__pw_dict_begin(w);
+    vt__pw_dict_end(w);
+    vt__pw_str(w, "external_annotations");
+    vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
         if (e->kind != VT_EV_MARK)
             continue;
         /* "NAME START" / "NAME END" (what the importer makes of an
          * annotation) go back as that stage; any other mark as a START */
-        const char *label = vt_snapshot_string(s, e->str);
+        const char *label = vt__snapshot_string(s, e->str);
         size_t n = strlen(label);
         const char *stage = "START";
         if (n > 4 && !strcmp(label + n - 4, " END")) {
@@ -247,21 +247,21 @@ int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t er
             n -= 6;
         }
         char *nm = strndup(label, n);
-        vt_pw_dict_begin(w);
+        vt__pw_dict_begin(w);
         put_key_str(w, "name", nm ? nm : label);
         put_key_str(w, "stage", stage);
         put_key_int(w, "device", e->device < 0 ? 0 : e->device);
         put_key_u64(w, "time_us", wall_us(s, e->time_ns));
-        vt_pw_dict_end(w);
+        vt__pw_dict_end(w);
         free(nm);
     }
-    vt_pw_list_end(w);
-    vt_pw_dict_end(w);
-    vt_pw_end(w);
-    vt_timeline_free(tl);
+    vt__pw_list_end(w);
+    vt__pw_dict_end(w);
+    vt__pw_end(w);
+    vt__timeline_free(tl);
 
     size_t size;
-    const unsigned char *data = vt_pw_data(w, &size);
+    const unsigned char *data = vt__pw_data(w, &size);
     rc = 0;
     if (!data) {
         snprintf(err, errlen, "out of memory");
@@ -270,6 +270,6 @@ int vt_pytorch_export(const vt_snapshot_data *s, FILE *out, char *err, size_t er
         snprintf(err, errlen, "write error");
         rc = -EIO;
     }
-    vt_pickle_writer_free(w);
+    vt__pickle_writer_free(w);
     return rc;
 }

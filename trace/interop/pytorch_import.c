@@ -1,5 +1,5 @@
 /*
- * trace/interop/pytorch_import.c - a PyTorch snapshot pickle into vt_snapshot_data
+ * trace/interop/pytorch_import.c - a PyTorch snapshot pickle into vt__snapshot_data
  * (the mapping is documented in pytorch.h). The pickle is parsed by the safe
  * reader (pickle_read.c); this file only walks PyTorch's fixed shape: it
  * never recurses on the data, so a self-containing list cannot loop it.
@@ -27,7 +27,7 @@ struct table {
 };
 
 struct bld {
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     size_t cap_blob, cap_offs, cap_frames, cap_nodes, cap_events, cap_segs, cap_blocks;
     struct table strs, frames, nodes;
     /* per pickle value: its interned string or frame id + 1 (0 = not yet).
@@ -75,7 +75,7 @@ static int table_grow(struct table *t)
     return 0;
 }
 
-static const char *str_at(const vt_snapshot_data *s, uint32_t i)
+static const char *str_at(const vt__snapshot_data *s, uint32_t i)
 {
     return s->strings_blob + s->string_offsets[i];
 }
@@ -92,7 +92,7 @@ static int intern(struct bld *b, const char *p, size_t n, uint32_t *out)
     }
     if (table_grow(&b->strs))
         return -ENOMEM;
-    vt_snapshot_data *s = b->s;
+    vt__snapshot_data *s = b->s;
     uint64_t h = hash_bytes(p, n);
     size_t k = h & (b->strs.n - 1);
     for (; b->strs.slots[k].v; k = (k + 1) & (b->strs.n - 1)) {
@@ -151,7 +151,7 @@ static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line
 {
     if (table_grow(&b->frames))
         return -ENOMEM;
-    vt_snapshot_data *s = b->s;
+    vt__snapshot_data *s = b->s;
     uint64_t h = mix(((uint64_t)fn << 32 | file) * 31 + line);
     size_t k = h & (b->frames.n - 1);
     for (; b->frames.slots[k].v; k = (k + 1) & (b->frames.n - 1)) {
@@ -187,7 +187,7 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
 {
     if (table_grow(&b->nodes))
         return -ENOMEM;
-    vt_snapshot_data *s = b->s;
+    vt__snapshot_data *s = b->s;
     uint64_t h = mix((uint64_t)parent << 32 | frame);
     size_t k = h & (b->nodes.n - 1);
     for (; b->nodes.slots[k].v; k = (k + 1) & (b->nodes.n - 1)) {
@@ -217,7 +217,7 @@ static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint
     size_t n = frames->n < MAX_FRAMES_PER_STACK ? frames->n : MAX_FRAMES_PER_STACK;
     uint32_t node = 0;
     for (size_t i = n; i-- > 0;) {
-        const vt_pv *f = vt_pickle_item(p, frames, i);
+        const vt_pv *f = vt__pickle_item(p, frames, i);
         if (!f || f->type != VT_PV_DICT)
             continue;
         uint32_t fn, file, fr;
@@ -228,12 +228,12 @@ static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint
                 return rc;
             continue;
         }
-        rc = intern_pv(b, vt_pickle_get(p, f, "name"), &fn);
+        rc = intern_pv(b, vt__pickle_get(p, f, "name"), &fn);
         if (!rc)
-            rc = intern_pv(b, vt_pickle_get(p, f, "filename"), &file);
+            rc = intern_pv(b, vt__pickle_get(p, f, "filename"), &file);
         if (rc)
             return rc;
-        int64_t line = vt_pickle_int(vt_pickle_get(p, f, "line"), 0);
+        int64_t line = vt__pickle_int(vt__pickle_get(p, f, "line"), 0);
         if (line < 0 || line > UINT32_MAX)
             line = 0;
         if ((rc = intern_frame(b, fn, file, (uint32_t)line, &fr)) ||
@@ -266,16 +266,16 @@ static int oom(struct imp *im, int rc)
 
 static uint8_t block_state(const vt_pv *st)
 {
-    if (vt_pickle_str_is(st, "active_allocated"))
+    if (vt__pickle_str_is(st, "active_allocated"))
         return VT_BLOCK_ACTIVE_ALLOCATED;
-    if (vt_pickle_str_is(st, "active_pending_free"))
+    if (vt__pickle_str_is(st, "active_pending_free"))
         return VT_BLOCK_ACTIVE_PENDING_FREE;
     return VT_BLOCK_INACTIVE;
 }
 
 static int add_block(struct imp *im, vt_block blk)
 {
-    vt_snapshot_data *s = im->b.s;
+    vt__snapshot_data *s = im->b.s;
     if (s->nblocks >= UINT32_MAX - 1)
         return oom(im, -EOVERFLOW);
     if (vt__grow((void **)&s->blocks, &im->b.cap_blocks, s->nblocks + 1, sizeof *s->blocks))
@@ -287,11 +287,11 @@ static int add_block(struct imp *im, vt_block blk)
 static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
 {
     const vt_pickle *p = im->p;
-    vt_snapshot_data *s = im->b.s;
+    vt__snapshot_data *s = im->b.s;
     if (!seg || seg->type != VT_PV_DICT)
         return fail(im, -EINVAL, "segment %zu is not a dict", si);
-    uint64_t addr = vt_pickle_u64(vt_pickle_get(p, seg, "address"), 0);
-    uint64_t size = vt_pickle_u64(vt_pickle_get(p, seg, "total_size"), 0);
+    uint64_t addr = vt__pickle_u64(vt__pickle_get(p, seg, "address"), 0);
+    uint64_t size = vt__pickle_u64(vt__pickle_get(p, seg, "total_size"), 0);
     if (!size || addr + size < addr)
         return fail(im, -EINVAL, "segment %zu (address 0x%llx) has no valid total_size", si,
                     (unsigned long long)addr);
@@ -299,22 +299,22 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
         return oom(im, -ENOMEM);
     vt_segment g = {
         .addr = addr, .size = size,
-        .stream = vt_pickle_u64(vt_pickle_get(p, seg, "stream"), 0),
+        .stream = vt__pickle_u64(vt__pickle_get(p, seg, "stream"), 0),
         .first_block = (uint32_t)s->nblocks,
-        .device = (int8_t)vt_pickle_int(vt_pickle_get(p, seg, "device"), 0),
-        .pool = vt_pickle_str_is(vt_pickle_get(p, seg, "segment_type"), "small") ? VT_POOL_SMALL
+        .device = (int8_t)vt__pickle_int(vt__pickle_get(p, seg, "device"), 0),
+        .pool = vt__pickle_str_is(vt__pickle_get(p, seg, "segment_type"), "small") ? VT_POOL_SMALL
                                                                                  : VT_POOL_LARGE,
     };
-    const vt_pv *blocks = vt_pickle_get(p, seg, "blocks");
+    const vt_pv *blocks = vt__pickle_get(p, seg, "blocks");
     uint64_t at = addr, end = addr + size;
     size_t nb = blocks && (blocks->type == VT_PV_LIST || blocks->type == VT_PV_TUPLE) ? blocks->n : 0;
     int rc;
     for (size_t k = 0; k < nb; k++) {
-        const vt_pv *bl = vt_pickle_item(p, blocks, k);
+        const vt_pv *bl = vt__pickle_item(p, blocks, k);
         if (!bl || bl->type != VT_PV_DICT)
             return fail(im, -EINVAL, "segment %zu: block %zu is not a dict", si, k);
-        uint64_t bsize = vt_pickle_u64(vt_pickle_get(p, bl, "size"), 0);
-        uint64_t baddr = vt_pickle_u64(vt_pickle_get(p, bl, "address"), at);
+        uint64_t bsize = vt__pickle_u64(vt__pickle_get(p, bl, "size"), 0);
+        uint64_t baddr = vt__pickle_u64(vt__pickle_get(p, bl, "address"), at);
         if (!bsize)
             continue;
         if (baddr < at || bsize > end - baddr || baddr > end)
@@ -327,16 +327,16 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
                                                           .state = VT_BLOCK_INACTIVE })))
             return rc;
         vt_block blk = { .addr = baddr, .size = bsize, .stream = g.stream,
-                         .state = block_state(vt_pickle_get(p, bl, "state")) };
-        const vt_pv *frames = vt_pickle_get(p, bl, "frames");
-        blk.req_size = vt_pickle_u64(vt_pickle_get(p, bl, "requested_size"), 0);
-        const vt_pv *hist = vt_pickle_get(p, bl, "history"); /* 2.0-era blocks */
-        const vt_pv *h0 = vt_pickle_item(p, hist, 0);
+                         .state = block_state(vt__pickle_get(p, bl, "state")) };
+        const vt_pv *frames = vt__pickle_get(p, bl, "frames");
+        blk.req_size = vt__pickle_u64(vt__pickle_get(p, bl, "requested_size"), 0);
+        const vt_pv *hist = vt__pickle_get(p, bl, "history"); /* 2.0-era blocks */
+        const vt_pv *h0 = vt__pickle_item(p, hist, 0);
         if (h0 && h0->type == VT_PV_DICT) {
             if (!frames)
-                frames = vt_pickle_get(p, h0, "frames");
+                frames = vt__pickle_get(p, h0, "frames");
             if (!blk.req_size)
-                blk.req_size = vt_pickle_u64(vt_pickle_get(p, h0, "real_size"), 0);
+                blk.req_size = vt__pickle_u64(vt__pickle_get(p, h0, "real_size"), 0);
         }
         if (blk.state == VT_BLOCK_INACTIVE)
             blk.req_size = 0;
@@ -389,7 +389,7 @@ static uint8_t action_kind(const vt_pv *a)
         { "annotate", VT_EV_MARK },
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (vt_pickle_str_is(a, map[i].name))
+        if (vt__pickle_str_is(a, map[i].name))
             return map[i].kind;
     return 0;
 }
@@ -412,7 +412,7 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
     e->thread = 1;
     if (pe->annotation) {
         /* external_annotations: {name, stage, device, time_us} */
-        const vt_pv *nm = vt_pickle_get(p, en, "name"), *stage = vt_pickle_get(p, en, "stage");
+        const vt_pv *nm = vt__pickle_get(p, en, "name"), *stage = vt__pickle_get(p, en, "stage");
         char label[512];
         snprintf(label, sizeof label, "%.*s%s%.*s",
                  nm && nm->type == VT_PV_STR ? (int)(nm->n > 400 ? 400 : nm->n) : 0,
@@ -423,14 +423,14 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
         e->kind = VT_EV_MARK;
         return intern_c(&im->b, label, &e->str);
     }
-    const vt_pv *action = vt_pickle_get(p, en, "action");
+    const vt_pv *action = vt__pickle_get(p, en, "action");
     e->kind = action_kind(action);
-    e->addr = vt_pickle_u64(vt_pickle_get(p, en, "addr"), 0);
-    uint64_t size = vt_pickle_u64(vt_pickle_get(p, en, "size"), 0);
-    e->stream = vt_pickle_u64(vt_pickle_get(p, en, "stream"), 0);
-    if ((rc = stack_of(&im->b, p, vt_pickle_get(p, en, "frames"), &e->stack)))
+    e->addr = vt__pickle_u64(vt__pickle_get(p, en, "addr"), 0);
+    uint64_t size = vt__pickle_u64(vt__pickle_get(p, en, "size"), 0);
+    e->stream = vt__pickle_u64(vt__pickle_get(p, en, "stream"), 0);
+    if ((rc = stack_of(&im->b, p, vt__pickle_get(p, en, "frames"), &e->stack)))
         return rc;
-    if ((rc = intern_pv(&im->b, vt_pickle_get(p, en, "user_metadata"), &e->str)))
+    if ((rc = intern_pv(&im->b, vt__pickle_get(p, en, "user_metadata"), &e->str)))
         return rc;
     switch (e->kind) {
     case VT_EV_ALLOC:
@@ -454,14 +454,14 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
             e->aux = 0;
         break;
     case VT_EV_OOM: {
-        const vt_pv *df = vt_pickle_get(p, en, "device_free");
+        const vt_pv *df = vt__pickle_get(p, en, "device_free");
         e->req_size = size;
-        e->aux = vt_pickle_u64(df ? df : vt_pickle_get(p, en, "addr"), 0);
+        e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
         e->addr = 0;
         break;
     }
     case VT_EV_MARK:
-        if (vt_pickle_str_is(action, "snapshot"))
+        if (vt__pickle_str_is(action, "snapshot"))
             rc = intern_c(&im->b, "torch snapshot", &e->str);
         else if (!e->str)
             rc = intern_c(&im->b, "annotate", &e->str);
@@ -477,11 +477,11 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
 static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annotations)
 {
     const vt_pickle *p = im->p;
-    vt_snapshot_data *s = im->b.s;
+    vt__snapshot_data *s = im->b.s;
     size_t n = 0;
     size_t ndev = traces && traces->type == VT_PV_LIST ? traces->n : 0;
     for (size_t d = 0; d < ndev; d++) {
-        const vt_pv *dt = vt_pickle_item(p, traces, d);
+        const vt_pv *dt = vt__pickle_item(p, traces, d);
         if (dt && dt->type == VT_PV_LIST)
             n += dt->n;
     }
@@ -494,22 +494,22 @@ static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annot
         return oom(im, -ENOMEM);
     size_t m = 0;
     for (size_t d = 0; d < ndev && d < 128; d++) {
-        const vt_pv *dt = vt_pickle_item(p, traces, d);
+        const vt_pv *dt = vt__pickle_item(p, traces, d);
         for (size_t i = 0; dt && dt->type == VT_PV_LIST && i < dt->n; i++) {
-            const vt_pv *en = vt_pickle_item(p, dt, i);
-            if (!en || en->type != VT_PV_DICT || !action_kind(vt_pickle_get(p, en, "action")))
+            const vt_pv *en = vt__pickle_item(p, dt, i);
+            if (!en || en->type != VT_PV_DICT || !action_kind(vt__pickle_get(p, en, "action")))
                 continue;
-            v[m] = (struct pending){ vt_pickle_u64(vt_pickle_get(p, en, "time_us"), 0),
+            v[m] = (struct pending){ vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
                                      (uint32_t)d, (uint32_t)m, en, 0 };
             m++;
         }
     }
     for (size_t i = 0; i < nann; i++) {
-        const vt_pv *en = vt_pickle_item(p, annotations, i);
+        const vt_pv *en = vt__pickle_item(p, annotations, i);
         if (!en || en->type != VT_PV_DICT)
             continue;
-        int64_t dev = vt_pickle_int(vt_pickle_get(p, en, "device"), 0);
-        v[m] = (struct pending){ vt_pickle_u64(vt_pickle_get(p, en, "time_us"), 0),
+        int64_t dev = vt__pickle_int(vt__pickle_get(p, en, "device"), 0);
+        v[m] = (struct pending){ vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
                                  (uint32_t)(dev >= 0 && dev < 128 ? dev : 0), (uint32_t)m, en, 1 };
         m++;
     }
@@ -536,7 +536,7 @@ static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annot
  * block size, and the block gets that event's seq. */
 static int link_blocks(struct imp *im)
 {
-    vt_snapshot_data *s = im->b.s;
+    vt__snapshot_data *s = im->b.s;
     size_t n = 1024;
     while (n < s->nevents * 2)
         n *= 2;
@@ -598,7 +598,7 @@ static int import_settings(struct imp *im, const vt_pv *settings)
         else if (val->type == VT_PV_FLOAT)
             w = snprintf(txt + len, cap - len, "%g", val->f);
         else if (val->type == VT_PV_INT || val->type == VT_PV_UINT)
-            w = snprintf(txt + len, cap - len, "%lld", (long long)vt_pickle_int(val, 0));
+            w = snprintf(txt + len, cap - len, "%lld", (long long)vt__pickle_int(val, 0));
         else if (val->type == VT_PV_NONE)
             w = snprintf(txt + len, cap - len, "None");
         else
@@ -612,7 +612,7 @@ static int import_settings(struct imp *im, const vt_pv *settings)
 
 static int finish_meta(struct imp *im)
 {
-    vt_snapshot_data *s = im->b.s;
+    vt__snapshot_data *s = im->b.s;
     vt_snapshot_meta *m = &s->meta;
     m->format_version = VT_FORMAT_VERSION;
     m->rank = -1;
@@ -632,7 +632,7 @@ static int finish_meta(struct imp *im)
         if (s->events[i].time_ns > m->snapshot_time_ns)
             m->snapshot_time_ns = s->events[i].time_ns;
     /* one device entry per ordinal seen */
-    int maxdev = vt_snapshot_max_device(s);
+    int maxdev = vt__snapshot_max_device(s);
     if (maxdev >= 0) {
         s->devices = calloc((size_t)maxdev + 1, sizeof *s->devices);
         if (!s->devices)
@@ -644,7 +644,7 @@ static int finish_meta(struct imp *im)
     return 0;
 }
 
-int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
                       char *err, size_t errlen)
 {
     *out = NULL;
@@ -652,7 +652,7 @@ int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapsh
         err[0] = 0;
     name = name ? name : "(memory)";
     vt_pickle *p = NULL;
-    int rc = vt_pickle_parse(data, size, name, &p, err, errlen);
+    int rc = vt__pickle_parse(data, size, name, &p, err, errlen);
     if (rc)
         return rc;
     struct imp im = { .p = p, .name = name, .err = err, .errlen = errlen };
@@ -673,15 +673,15 @@ int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapsh
     im.b.s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
     im.b.s->nstack_nodes = 1;
 
-    const vt_pv *root = vt_pickle_value(p, p->root);
+    const vt_pv *root = vt__pickle_value(p, p->root);
     const vt_pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
     if (root->type == VT_PV_LIST) {
         segments = root; /* legacy: a bare list of segments */
     } else if (root->type == VT_PV_DICT) {
-        segments = vt_pickle_get(p, root, "segments");
-        traces = vt_pickle_get(p, root, "device_traces");
-        annotations = vt_pickle_get(p, root, "external_annotations");
-        settings = vt_pickle_get(p, root, "allocator_settings");
+        segments = vt__pickle_get(p, root, "segments");
+        traces = vt__pickle_get(p, root, "device_traces");
+        annotations = vt__pickle_get(p, root, "external_annotations");
+        settings = vt__pickle_get(p, root, "allocator_settings");
         if (!segments && !traces) {
             rc = fail(&im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (no 'segments' "
                       "or 'device_traces')");
@@ -694,7 +694,7 @@ int vt_pytorch_import(const void *data, size_t size, const char *name, vt_snapsh
     }
     size_t nseg = segments && segments->type == VT_PV_LIST ? segments->n : 0;
     for (size_t i = 0; i < nseg && !rc; i++)
-        rc = import_segment(&im, vt_pickle_item(p, segments, i), i);
+        rc = import_segment(&im, vt__pickle_item(p, segments, i), i);
     if (!rc)
         rc = import_traces(&im, traces, annotations);
     if (!rc)
@@ -708,9 +708,9 @@ out:
     free(im.b.frames.slots);
     free(im.b.nodes.slots);
     free(im.b.vcache);
-    vt_pickle_free(p);
+    vt__pickle_free(p);
     if (rc) {
-        vt_snapshot_free(im.b.s);
+        vt__snapshot_free(im.b.s);
         return rc;
     }
     *out = im.b.s;

@@ -20,16 +20,16 @@
 #include "snapfile.h"
 
 /* A PyTorch pickle starts with the PROTO opcode, a .vtsnap with its magic. */
-static int decode_either(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+static int decode_either(const void *data, size_t size, const char *name, vt__snapshot_data **out,
                          char *err, size_t errlen)
 {
-    if (size >= 2 && vt_pickle_sniff(data, 2))
-        return vt_pytorch_import(data, size, name, out, err, errlen);
-    return vt_snapfile_decode(data, size, name, out, err, errlen);
+    if (size >= 2 && vt__pickle_sniff(data, 2))
+        return vt__pytorch_import(data, size, name, out, err, errlen);
+    return vt__snapfile_decode(data, size, name, out, err, errlen);
 }
 
 /* Append `str` to the string table. @return its index, 0 on no memory. */
-static uint32_t add_string(vt_snapshot_data *s, const char *str, size_t *cap_offsets)
+static uint32_t add_string(vt__snapshot_data *s, const char *str, size_t *cap_offsets)
 {
     size_t len = strlen(str) + 1;
     if (s->nstrings >= UINT32_MAX || s->strings_blob_size + len > UINT32_MAX)
@@ -54,14 +54,14 @@ static uint32_t add_string(vt_snapshot_data *s, const char *str, size_t *cap_off
 
 /* Every frame whose function is a mangled C++ name gets the demangled one
  * (each distinct string demangled once). Without libstdc++ they stay. */
-static void demangle_frames(vt_snapshot_data *s)
+static void demangle_frames(vt__snapshot_data *s)
 {
     vt__demangle_fn fn = NULL;
     uint32_t *done = NULL;   /* old string index -> new one (0: not a mangled name) */
     size_t nold = s->nstrings, cap = s->nstrings;
     for (size_t i = 0; i < s->nframes; i++) {
         uint32_t idx = s->frames[i].function;
-        const char *name = vt_snapshot_string(s, idx);
+        const char *name = vt__snapshot_string(s, idx);
         if (idx == 0 || idx >= nold || name[0] != '_' || name[1] != 'Z')
             continue;
         if (!done) {
@@ -82,7 +82,7 @@ static void demangle_frames(vt_snapshot_data *s)
     free(done);
 }
 
-int vt_snapshot_load(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
+int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size_t errlen)
 {
     int rc = vt__snapfile_read_with(path, decode_either, out, err, errlen);
     if (rc >= 0 && *out)
@@ -101,26 +101,26 @@ static int is_pickle(const char *path)
         return 0;
     int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
               pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
-              vt_pickle_sniff(head, sizeof head);
+              vt__pickle_sniff(head, sizeof head);
     close(fd);
     return yes;
 }
 
-int vt_snapshot_open(const char *path, vt_snapshot_data **out, vt_event_stream **es, char *err,
+int vt__snapshot_open(const char *path, vt__snapshot_data **out, vt_event_stream **es, char *err,
                      size_t errlen)
 {
     *es = NULL;
     int rc;
     if (is_pickle(path)) {   /* its importer reads it whole */
-        rc = vt_snapshot_load(path, out, err, errlen);
-        if (rc == 0 && (rc = vt_event_stream_of(*out, es)) != 0) {
+        rc = vt__snapshot_load(path, out, err, errlen);
+        if (rc == 0 && (rc = vt__event_stream_of(*out, es)) != 0) {
             snprintf(err, errlen, "%s: out of memory", path);
-            vt_snapshot_free(*out);
+            vt__snapshot_free(*out);
             *out = NULL;
         }
         return rc;
     }
-    rc = vt_snapfile_open_stream(path, 0, out, es, err, errlen);
+    rc = vt__snapfile_open_stream(path, 0, out, es, err, errlen);
     if (rc == 0)
         demangle_frames(*out);
     return rc;

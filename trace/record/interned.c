@@ -320,7 +320,7 @@ static const char *held_string(uint32_t index)
 
 #define REMAP_SLOTS 4096
 
-int vt__strings_export(vt_snapshot_data *s, vt_strtab *st)
+int vt__strings_export(vt__snapshot_data *s, vt_strtab *st)
 {
     /* Events naming one string tend to come together (a tensor's name on its
      * new and its uses): a small direct-mapped cache spares most lookups. */

@@ -81,7 +81,7 @@ uint32_t vt__pool_meta_flags(void)
     return atomic_load_explicit(&meta_flags, memory_order_relaxed);
 }
 
-void vt__pool_add_devices(vt_snapshot_data *s)
+void vt__pool_add_devices(vt__snapshot_data *s)
 {
     for (int d = 0; d < POOL_MAX_DEVICES; d++) {
         uint64_t total = atomic_load_explicit(&pool_total[d], memory_order_relaxed);

@@ -12,7 +12,7 @@
  *   strings.c    the string table a snapshot is built with
  *   interned.c   the process-wide interned strings, kept as long as events
  *   symbolize.c  IP -> module/build id/function/file/line at export (libdwfl)
- *   snapshot_take.c  building a vt_snapshot_data from the live process, writing it
+ *   snapshot_take.c  building a vt__snapshot_data from the live process, writing it
  *   auto_snapshot.c vt_snapshot(), vt_mark(), snapshot names, exit/exec/OOM snapshots
  *                (calls into the recorder; the recorder never calls it)
  *   snap_signal.c  snapshots on a signal, the exit snapshot on SIGTERM/SIGINT

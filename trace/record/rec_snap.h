@@ -1,5 +1,5 @@
 /*
- * trace/record/rec_snap.h - the recorder's internals that speak vt_snapshot_data.
+ * trace/record/rec_snap.h - the recorder's internals that speak vt__snapshot_data.
  *
  * Separate from rec_internal.h so that the hot-path files (ring writers,
  * stack capture) do not depend on the snapshot model.
@@ -44,11 +44,11 @@ void vt__symindex_free(vt__symindex *ix);
 /* Replace the interned string indexes of s's events and devices by indexes
  * into st (adding the strings), under a vt__strings_hold. A string whose
  * generation is gone becomes "". @return 0 or -ENOMEM. */
-int vt__strings_export(vt_snapshot_data *s, vt_strtab *st);
+int vt__strings_export(vt__snapshot_data *s, vt_strtab *st);
 
 /* ---- snapshot_take.c ----------------------------------------------------- */
 /* Build a complete snapshot of the live process in memory.
- * @return 0 and *out (free with vt_snapshot_free), or a negative errno. */
-int vt__snapshot_build(vt_snapshot_data **out);
+ * @return 0 and *out (free with vt__snapshot_free), or a negative errno. */
+int vt__snapshot_build(vt__snapshot_data **out);
 
 #endif /* VT_TRACE_REC_SNAP_H */

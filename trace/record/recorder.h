@@ -59,11 +59,11 @@ uint64_t vt__trace_event(const vt__event_rec *e);
  * whether it can describe the state on this thread now: 0, or -EDEADLK when
  * the thread is inside the allocator (a signal handler interrupted it there)
  * and the snapshot must not be taken. */
-typedef int (*vt__state_provider)(vt_snapshot_data *snap);
+typedef int (*vt__state_provider)(vt__snapshot_data *snap);
 void vt__trace_set_state_provider(vt__state_provider fn);
-int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg);
-int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block);
-int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
+int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg);
+int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block);
+int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes);
 
 /* A library was unloaded (dlclose): cached unwind information and remembered
@@ -89,7 +89,7 @@ bool vt__pool_caller(const void *ret);
 uint32_t vt__pool_meta_flags(void);
 /* The devices an observed allocator ran out of memory on, with the total
  * memory it reported, added to `s` where the allocator's state lists none. */
-void vt__pool_add_devices(vt_snapshot_data *s);
+void vt__pool_add_devices(vt__snapshot_data *s);
 /* The observed allocator's settings (vt_pool_settings), "" when none. */
 void vt__pool_settings(char *buf, size_t len);
 

@@ -1,5 +1,5 @@
 /*
- * trace/record/snapshot_take.c - a vt_snapshot_data of the live process.
+ * trace/record/snapshot_take.c - a vt__snapshot_data of the live process.
  *
  * The snapshot copies the event ring (writers go on meanwhile: allocation is
  * never blocked for longer than it takes to copy), asks the allocator's state
@@ -42,7 +42,7 @@ static int grow(void **arr, size_t n, size_t elem)
     return vt__grow(arr, &cap, n + 1, elem);
 }
 
-int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)
+int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg)
 {
     if (!snap || !seg)
         return -EINVAL;
@@ -55,7 +55,7 @@ int vt__snapshot_add_segment(vt_snapshot_data *snap, const vt_segment *seg)
     return 0;
 }
 
-int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block)
+int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block)
 {
     if (!snap || !block || snap->nsegments == 0)
         return -EINVAL;
@@ -66,7 +66,7 @@ int vt__snapshot_add_block(vt_snapshot_data *snap, const vt_block *block)
     return 0;
 }
 
-int vt__snapshot_add_device(vt_snapshot_data *snap, int ordinal, const char *name,
+int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes)
 {
     if (!snap)
@@ -110,7 +110,7 @@ static uint32_t command_line(vt_strtab *st)
     return i == UINT32_MAX ? 0 : i;
 }
 
-static void fill_meta(vt_snapshot_data *s, vt_strtab *st)
+static void fill_meta(vt__snapshot_data *s, vt_strtab *st)
 {
     vt_snapshot_meta *m = &s->meta;
     struct timespec mono, real;
@@ -225,7 +225,7 @@ static uint32_t export_one(stack_export *x, uint32_t id)
 /* Export the nodes referenced by events and blocks, and their ancestors,
  * renumbered densely in order of first reference. Events whose stack was
  * truncated (the tree was full) are counted in meta.stacks_truncated. */
-static int export_stacks(vt_snapshot_data *s, vt_strtab *st)
+static int export_stacks(vt__snapshot_data *s, vt_strtab *st)
 {
     stack_export x = { .count = vt__stacks_count(), .next = 1 };
     if (x.count == 0)
@@ -276,11 +276,11 @@ out:
     return rc;
 }
 
-int vt__snapshot_build(vt_snapshot_data **out)
+int vt__snapshot_build(vt__snapshot_data **out)
 {
     *out = NULL;
     vt__rec_init();
-    vt_snapshot_data *s = calloc(1, sizeof *s);
+    vt__snapshot_data *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     vt_strtab st = { 0 };
@@ -333,7 +333,7 @@ int vt__snapshot_build(vt_snapshot_data **out)
         return 0;
     }
     vt__strtab_free(&st);
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     return rc;
 }
 
@@ -367,7 +367,7 @@ int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen)
                               "snapshots on a signal", path);
         return -EDEADLK;
     }
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     int rc = vt__snapshot_build(&s);
     if (rc != 0) {
         snprintf(err, errlen, "cannot build a snapshot for %s: %s", path, strerror(-rc));
@@ -375,11 +375,11 @@ int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen)
     }
     err[0] = '\0';
     pthread_mutex_lock(&write_lock);
-    rc = vt_snapfile_write_flags(s, path, flags, err, errlen);
+    rc = vt__snapfile_write_flags(s, path, flags, err, errlen);
     pthread_mutex_unlock(&write_lock);
     if (rc != 0 && !err[0])
         snprintf(err, errlen, "cannot write snapshot %s: %s", path, strerror(-rc));
-    vt_snapshot_free(s);
+    vt__snapshot_free(s);
     return rc;
 }
 

@@ -11,7 +11,7 @@
  * the events, which is what the stream is for.
  *
  * The other sections are small next to the events (strings, frames, stacks,
- * the allocator's state) and are read the way vt_snapfile_read() reads
+ * the allocator's state) and are read the way vt__snapfile_read() reads
  * them, by the same code (snapfile_reader.h); an event is decoded by the
  * reader's own vt__rd_event().
  */
@@ -49,7 +49,7 @@ struct column {
 };
 
 struct vt_event_stream {
-    const vt_snapshot_data *mem;   /* a stream over memory: its events */
+    const vt__snapshot_data *mem;   /* a stream over memory: its events */
     size_t next;                   /* ... and the next one's index */
 
     int fd;                        /* a stream over a file */
@@ -355,7 +355,7 @@ static int read_layout(struct vt_event_stream *es)
 
 /* ---- public ------------------------------------------------------------- */
 
-int vt_snapfile_open_stream(const char *path, size_t chunk, vt_snapshot_data **s,
+int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
                             vt_event_stream **out, char *err, size_t errlen)
 {
     *s = NULL;
@@ -384,13 +384,13 @@ int vt_snapfile_open_stream(const char *path, size_t chunk, vt_snapshot_data **s
     if (fstat(es->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
         snprintf(err, errlen, "%s: not a regular file", path);
-        vt_event_stream_close(es);
+        vt__event_stream_close(es);
         return rc;
     }
     es->r.size = (size_t)st.st_size;
     unsigned char *data = malloc(es->r.size + 1);
     if (!data) {
-        vt_event_stream_close(es);
+        vt__event_stream_close(es);
         return vt__errf(err, errlen, -ENOMEM, "%s: out of memory (%zu bytes)", path,
                         (size_t)st.st_size);
     }
@@ -413,8 +413,8 @@ int vt_snapfile_open_stream(const char *path, size_t chunk, vt_snapshot_data **s
     if (!rc)
         rc = open_columns(es);
     if (rc) {
-        vt_snapshot_free(es->r.s);
-        vt_event_stream_close(es);
+        vt__snapshot_free(es->r.s);
+        vt__event_stream_close(es);
         return rc < 0 ? rc : -EINVAL;
     }
     *s = es->r.s;
@@ -422,7 +422,7 @@ int vt_snapfile_open_stream(const char *path, size_t chunk, vt_snapshot_data **s
     return 0;
 }
 
-int vt_event_stream_of(const vt_snapshot_data *s, vt_event_stream **out)
+int vt__event_stream_of(const vt__snapshot_data *s, vt_event_stream **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out)
@@ -432,12 +432,12 @@ int vt_event_stream_of(const vt_snapshot_data *s, vt_event_stream **out)
     return 0;
 }
 
-size_t vt_event_stream_count(const vt_event_stream *es)
+size_t vt__event_stream_count(const vt_event_stream *es)
 {
     return es->mem ? es->mem->nevents : (size_t)es->lay.n;
 }
 
-int vt_event_stream_next(vt_event_stream *es, vt_event *e)
+int vt__event_stream_next(vt_event_stream *es, vt_event *e)
 {
     if (es->mem) {
         if (es->next >= es->mem->nevents)
@@ -472,7 +472,7 @@ int vt_event_stream_next(vt_event_stream *es, vt_event *e)
     return 1;
 }
 
-int vt_event_stream_rewind(vt_event_stream *es)
+int vt__event_stream_rewind(vt_event_stream *es)
 {
     if (es->mem) {
         es->next = 0;
@@ -484,7 +484,7 @@ int vt_event_stream_rewind(vt_event_stream *es)
     return open_columns(es);
 }
 
-void vt_event_stream_close(vt_event_stream *es)
+void vt__event_stream_close(vt_event_stream *es)
 {
     if (!es)
         return;

@@ -6,7 +6,7 @@
  * A stream of a .vtsnap file decodes its EVENTS section column by column
  * (zstd streaming decompression, one decoder per column: the columns lie
  * back to back, and one event takes a field of each), a few KiB of each at
- * a time. It validates exactly what vt_snapfile_read() validates, with the
+ * a time. It validates exactly what vt__snapfile_read() validates, with the
  * same messages; the checks that need a whole column (the bytes left over
  * at its end, the zstd frame's own size) are made when the last event has
  * been read, so a view reports a bad file only after reading it through.
@@ -27,26 +27,26 @@ typedef struct vt_event_stream vt_event_stream;
  * bytes of file and of each column are decoded at a time (0: the default,
  * 64 KiB; tests make it tiny so that chunks end inside events). `err` must
  * outlive the stream: its errors are written there too.
- * @return 0, or a negative errno with one line in err (as vt_snapfile_read). */
-int vt_snapfile_open_stream(const char *path, size_t chunk, vt_snapshot_data **s,
+ * @return 0, or a negative errno with one line in err (as vt__snapfile_read). */
+int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
                             vt_event_stream **es, char *err, size_t errlen);
 
 /* A stream over s->events (s must outlive it). @return 0 or -ENOMEM. */
-int vt_event_stream_of(const vt_snapshot_data *s, vt_event_stream **es);
+int vt__event_stream_of(const vt__snapshot_data *s, vt_event_stream **es);
 
 /* How many events the stream holds (the section's count). */
-size_t vt_event_stream_count(const vt_event_stream *es);
+size_t vt__event_stream_count(const vt_event_stream *es);
 
 /* The next event into *e. @return 1, 0 after the last one (the section then
  * checked to its end), or a negative errno with one line in the stream's
- * err (the file's problem, named as vt_snapfile_read names it). */
-int vt_event_stream_next(vt_event_stream *es, vt_event *e);
+ * err (the file's problem, named as vt__snapfile_read names it). */
+int vt__event_stream_next(vt_event_stream *es, vt_event *e);
 
 /* Back to the first event (a view that reads the events more than once).
  * @return 0 or a negative errno with one line in err. */
-int vt_event_stream_rewind(vt_event_stream *es);
+int vt__event_stream_rewind(vt_event_stream *es);
 
 /* Close the stream. NULL is fine. */
-void vt_event_stream_close(vt_event_stream *es);
+void vt__event_stream_close(vt_event_stream *es);
 
 #endif /* VT_TRACE_EVENT_STREAM_H */

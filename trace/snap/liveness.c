@@ -13,24 +13,24 @@
 #include <stdlib.h>
 
 struct vt_liveness {
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     uint32_t *gaps;          /* event indexes that follow a gap, ascending */
     size_t ngaps, gcap;
     uint64_t prev_seq;       /* of the last event noted */
     uint64_t missing;
     uint32_t *active;        /* indexes of non-inactive blocks, by addr */
     size_t nactive;
-    int complete;            /* vt_snapshot_state_complete */
+    int complete;            /* vt__snapshot_state_complete */
 };
 
-int vt_snapshot_state_complete(const vt_snapshot_data *s)
+int vt__snapshot_state_complete(const vt__snapshot_data *s)
 {
     if (s->meta.format_version >= ((1u << 16) | 2))
         return (s->meta.flags & VT_META_STATE_COMPLETE) != 0;
     return s->nsegments > 0 || (s->meta.flags & VT_META_STATE_COMPLETE);
 }
 
-static const vt_snapshot_data *sort_s;
+static const vt__snapshot_data *sort_s;
 
 static int cmp_block(const void *a, const void *b)
 {
@@ -39,20 +39,20 @@ static int cmp_block(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int vt_liveness_build_state(const vt_snapshot_data *s, vt_liveness **out)
+int vt__liveness_build_state(const vt__snapshot_data *s, vt_liveness **out)
 {
     *out = NULL;
     vt_liveness *lv = calloc(1, sizeof *lv);
     if (!lv)
         return -ENOMEM;
     lv->s = s;
-    lv->complete = vt_snapshot_state_complete(s);
+    lv->complete = vt__snapshot_state_complete(s);
     size_t na = 0;
     for (size_t i = 0; i < s->nblocks; i++)
         na += s->blocks[i].state != VT_BLOCK_INACTIVE;
     lv->active = malloc((na + 1) * sizeof *lv->active);
     if (!lv->active) {
-        vt_liveness_free(lv);
+        vt__liveness_free(lv);
         return -ENOMEM;
     }
     for (size_t i = 0; i < s->nblocks; i++)
@@ -65,7 +65,7 @@ int vt_liveness_build_state(const vt_snapshot_data *s, vt_liveness **out)
     return 0;
 }
 
-int vt_liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq)
+int vt__liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq)
 {
     if (ev > 0 && seq > lv->prev_seq + 1) {
         if (vt__grow((void **)&lv->gaps, &lv->gcap, lv->ngaps + 1, sizeof *lv->gaps))
@@ -77,19 +77,19 @@ int vt_liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq)
     return 0;
 }
 
-int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out)
+int vt__liveness_build(const vt__snapshot_data *s, vt_liveness **out)
 {
-    int rc = vt_liveness_build_state(s, out);
+    int rc = vt__liveness_build_state(s, out);
     for (size_t i = 0; i < s->nevents && !rc; i++)
-        rc = vt_liveness_note_event(*out, (uint32_t)i, s->events[i].seq);
+        rc = vt__liveness_note_event(*out, (uint32_t)i, s->events[i].seq);
     if (rc) {
-        vt_liveness_free(*out);
+        vt__liveness_free(*out);
         *out = NULL;
     }
     return rc;
 }
 
-void vt_liveness_free(vt_liveness *lv)
+void vt__liveness_free(vt_liveness *lv)
 {
     if (!lv)
         return;
@@ -98,8 +98,8 @@ void vt_liveness_free(vt_liveness *lv)
     free(lv);
 }
 
-size_t vt_liveness_gap_count(const vt_liveness *lv) { return lv->ngaps; }
-uint64_t vt_liveness_events_missing(const vt_liveness *lv) { return lv->missing; }
+size_t vt__liveness_gap_count(const vt_liveness *lv) { return lv->ngaps; }
+uint64_t vt__liveness_events_missing(const vt_liveness *lv) { return lv->missing; }
 
 /* How many gaps are at or before event ev. */
 static size_t gaps_upto(const vt_liveness *lv, uint32_t ev)
@@ -109,14 +109,14 @@ static size_t gaps_upto(const vt_liveness *lv, uint32_t ev)
     return lo;
 }
 
-uint32_t vt_liveness_gap_after(const vt_liveness *lv, uint32_t ev)
+uint32_t vt__liveness_gap_after(const vt_liveness *lv, uint32_t ev)
 {
     /* ev = UINT32_MAX: before the first event, so any gap is after it */
     size_t k = ev == UINT32_MAX ? 0 : gaps_upto(lv, ev);
     return k < lv->ngaps ? lv->gaps[k] : UINT32_MAX;
 }
 
-uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
+uint32_t vt__liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
 {
     if (ev == UINT32_MAX)
         return UINT32_MAX;
@@ -124,7 +124,7 @@ uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
     return k ? lv->gaps[k - 1] : UINT32_MAX;
 }
 
-long vt_liveness_state_block(const vt_liveness *lv, uint64_t addr)
+long vt__liveness_state_block(const vt_liveness *lv, uint64_t addr)
 {
     size_t lo;
     VT__PARTITION_POINT(lv->nactive, i, lv->s->blocks[lv->active[i]].addr < addr, lo);
@@ -133,11 +133,11 @@ long vt_liveness_state_block(const vt_liveness *lv, uint64_t addr)
     return -1;
 }
 
-enum vt_fate vt_liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
+enum vt_fate vt__liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
                               uint32_t last_ev)
 {
     if (lv->complete) {
-        long b = vt_liveness_state_block(lv, addr);
+        long b = vt__liveness_state_block(lv, addr);
         if (b < 0)
             return VT_FATE_FREED_UNSEEN;
         const vt_block *bl = &lv->s->blocks[b];
@@ -147,5 +147,5 @@ enum vt_fate vt_liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t all
             return VT_FATE_FREED_UNSEEN;   /* freed, and the addr handed out again */
         return VT_FATE_ALIVE;
     }
-    return vt_liveness_gap_after(lv, last_ev) != UINT32_MAX ? VT_FATE_UNKNOWN : VT_FATE_ALIVE;
+    return vt__liveness_gap_after(lv, last_ev) != UINT32_MAX ? VT_FATE_UNKNOWN : VT_FATE_ALIVE;
 }

@@ -25,27 +25,27 @@
 
 typedef struct vt_liveness vt_liveness;
 
-/* @return 0 and *out (free with vt_liveness_free), or -ENOMEM. */
-int vt_liveness_build(const vt_snapshot_data *s, vt_liveness **out);
+/* @return 0 and *out (free with vt__liveness_free), or -ENOMEM. */
+int vt__liveness_build(const vt__snapshot_data *s, vt_liveness **out);
 /* The same for events read one at a time (event_stream.h): the state's
  * part first, then every event noted in order (index ev, its seq); the gaps
  * at or before an event are known once it is noted. @return 0 or -ENOMEM. */
-int vt_liveness_build_state(const vt_snapshot_data *s, vt_liveness **out);
-int vt_liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq);
-void vt_liveness_free(vt_liveness *lv);
+int vt__liveness_build_state(const vt__snapshot_data *s, vt_liveness **out);
+int vt__liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq);
+void vt__liveness_free(vt_liveness *lv);
 
 /* Does the snapshot's STATE section hold the allocator's complete state at
  * snapshot time? Format 1.2 says so in META (VT_META_STATE_COMPLETE); older
  * files, written by the recorder, had it whenever they had any segment. */
-int vt_snapshot_state_complete(const vt_snapshot_data *s);
+int vt__snapshot_state_complete(const vt__snapshot_data *s);
 
 /* Gaps: event index i "follows a gap" when events[i].seq > events[i-1].seq + 1. */
-size_t vt_liveness_gap_count(const vt_liveness *lv);
-uint64_t vt_liveness_events_missing(const vt_liveness *lv); /* seqs missing inside the window */
+size_t vt__liveness_gap_count(const vt_liveness *lv);
+uint64_t vt__liveness_events_missing(const vt_liveness *lv); /* seqs missing inside the window */
 /* The first event index > ev that follows a gap, or UINT32_MAX. */
-uint32_t vt_liveness_gap_after(const vt_liveness *lv, uint32_t ev);
+uint32_t vt__liveness_gap_after(const vt_liveness *lv, uint32_t ev);
 /* The last event index <= ev that follows a gap, or UINT32_MAX. */
-uint32_t vt_liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev);
+uint32_t vt__liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev);
 
 /* The fate at the snapshot of an allocation at `addr` (alloc seq
  * `alloc_seq`, 0 if unknown) whose free the kept events do not hold, and
@@ -55,10 +55,10 @@ enum vt_fate {
     VT_FATE_FREED_UNSEEN = 1, /* the state says it is gone: freed in a gap or after the copy */
     VT_FATE_UNKNOWN = 2,      /* no complete state, and a gap follows its last event */
 };
-enum vt_fate vt_liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
+enum vt_fate vt__liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
                               uint32_t last_ev);
 
 /* The state block (index into s->blocks) that is active at `addr`, or -1. */
-long vt_liveness_state_block(const vt_liveness *lv, uint64_t addr);
+long vt__liveness_state_block(const vt_liveness *lv, uint64_t addr);
 
 #endif /* VT_TRACE_LIVENESS_H */

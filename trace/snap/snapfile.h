@@ -3,7 +3,7 @@
  *
  * The only code that knows the on-disk encoding (documented in
  * include/vramtrace/format.h). Writer and reader are pure functions of a
- * vt_snapshot_data (trace/snapshot.h); neither needs the allocator.
+ * vt__snapshot_data (trace/snapshot.h); neither needs the allocator.
  */
 #ifndef VT_TRACE_SNAPFILE_H
 #define VT_TRACE_SNAPFILE_H
@@ -18,29 +18,29 @@
  * symbolic link at `path` is refused).
  * @return 0, or a negative errno; on failure a one-line message naming the
  *         path is written to err (if errlen > 0) and no file is left behind. */
-int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen);
+int vt__snapfile_write(const vt__snapshot_data *s, const char *path, char *err, size_t errlen);
 /* The same; flags VT_OUTFILE_NO_REPLACE (outfile.h): -EEXIST instead of
  * replacing an existing file. */
-int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int flags, char *err,
+int vt__snapfile_write_flags(const vt__snapshot_data *s, const char *path, int flags, char *err,
                             size_t errlen);
 
 /* Read and validate `path` (magic, version, bounds, checksums, every index).
- * @return 0 and *out (free with vt_snapshot_free), or a negative errno with a
+ * @return 0 and *out (free with vt__snapshot_free), or a negative errno with a
  *         one-line message in err naming the file, the section and the byte
  *         offset of the problem. Never crashes on any input. */
-int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen);
+int vt__snapfile_read(const char *path, vt__snapshot_data **out, char *err, size_t errlen);
 
 /* The same on a memory buffer (fuzzing, tests); `name` is used in messages. */
-int vt_snapfile_decode(const void *data, size_t size, const char *name,
-                       vt_snapshot_data **out, char *err, size_t errlen);
+int vt__snapfile_decode(const void *data, size_t size, const char *name,
+                       vt__snapshot_data **out, char *err, size_t errlen);
 
-/* What turns a whole file's bytes into a snapshot: vt_snapfile_decode, the
+/* What turns a whole file's bytes into a snapshot: vt__snapfile_decode, the
  * PyTorch importer, or a loader's choice between them. */
 typedef int vt__snap_decoder(const void *data, size_t size, const char *name,
-                             vt_snapshot_data **out, char *err, size_t errlen);
-/* vt_snapfile_read with another decoder: `path` (a regular file) read whole
+                             vt__snapshot_data **out, char *err, size_t errlen);
+/* vt__snapfile_read with another decoder: `path` (a regular file) read whole
  * (what is there, if it shrank while read), then decoded. */
-int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt__snapshot_data **out,
                            char *err, size_t errlen);
 
 #endif /* VT_TRACE_SNAPFILE_H */

@@ -14,9 +14,9 @@
 #define VT_MTF_SIZES 16
 
 /* Encode `s` into a malloc'ed buffer (*data, *size): the exact bytes
- * vt_snapfile_write() puts in the file. @return 0 or a negative errno with a
+ * vt__snapfile_write() puts in the file. @return 0 or a negative errno with a
  * message in err. */
-int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, char *err,
+int vt__snapfile_encode(const vt__snapshot_data *s, void **data, size_t *size, char *err,
                         size_t errlen);
 
 /* Kinds this build knows (format.h: 1..13 and 16..VT_EV_KIND_COUNT-1). */

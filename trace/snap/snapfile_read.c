@@ -260,7 +260,7 @@ static int check_str(struct rd *r, size_t off, uint64_t idx, const char *what)
 
 static int dec_strings(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_STRINGS].count;
     if (count == 0 || count - 1 > n)
         return SFAIL(r, (size_t)0, "%llu strings cannot fit in %zu bytes",
@@ -302,7 +302,7 @@ static int dec_strings(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     vt_snapshot_meta *m = &s->meta;
     vt__cur c = vt__cur_make(raw, n);
     m->format_version = (r->major << 16) | r->minor;
@@ -386,7 +386,7 @@ static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_FRAMES].count;
     if (count > n / 7)
         return SFAIL(r, (size_t)0, "%llu frames cannot fit in %zu bytes",
@@ -425,7 +425,7 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_FIRST_LINES].count;
     if (count != s->nframes)
         return SFAIL(r, (size_t)0, "%llu first lines for %zu frames",
@@ -448,7 +448,7 @@ static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     uint64_t count = r->sec[VT_SECTION_STACKS].count;
     if (count == 0 || count - 1 > n / 2 || count > UINT32_MAX)
         return SFAIL(r, (size_t)0, "%llu stack nodes cannot fit in %zu bytes",
@@ -477,7 +477,7 @@ static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
 
 static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     vt__cur c = vt__cur_make(raw, n);
     uint64_t nseg = vt__get_varint(&c), nblk = vt__get_varint(&c);
     NEED(&c, "state header");
@@ -712,7 +712,7 @@ static int dec_events(struct rd *r, const unsigned char *raw, size_t n)
     vt__cur col[VT_COL_COUNT];
     for (int c = 0; c < VT_COL_COUNT; c++)
         col[c] = vt__cur_make(raw + lay.off[c], lay.len[c]);
-    vt_snapshot_data *s = r->s;
+    vt__snapshot_data *s = r->s;
     s->events = malloc((lay.n + 1) * sizeof *s->events);
     if (!s->events)
         return rfail(r, "events: out of memory (%llu events)", (unsigned long long)lay.n),
@@ -755,13 +755,13 @@ int vt__rd_decode_sections(struct rd *r)
         free(raw);
     }
     if (rc) {
-        vt_snapshot_free(r->s);
+        vt__snapshot_free(r->s);
         r->s = NULL;
     }
     return rc;
 }
 
-int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snapshot_data **out,
+int vt__snapfile_decode(const void *data, size_t size, const char *name, vt__snapshot_data **out,
                        char *err, size_t errlen)
 {
     *out = NULL;
@@ -777,7 +777,7 @@ int vt_snapfile_decode(const void *data, size_t size, const char *name, vt_snaps
     return rc;
 }
 
-int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapshot_data **out,
+int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt__snapshot_data **out,
                            char *err, size_t errlen)
 {
     *out = NULL;
@@ -826,7 +826,7 @@ int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt_snapsh
     return rc;
 }
 
-int vt_snapfile_read(const char *path, vt_snapshot_data **out, char *err, size_t errlen)
+int vt__snapfile_read(const char *path, vt__snapshot_data **out, char *err, size_t errlen)
 {
-    return vt__snapfile_read_with(path, vt_snapfile_decode, out, err, errlen);
+    return vt__snapfile_read_with(path, vt__snapfile_decode, out, err, errlen);
 }

@@ -42,7 +42,7 @@ struct rd {
     size_t size;
     unsigned major, minor;
     struct entry sec[NKNOWN + 1];   /* by section id */
-    vt_snapshot_data *s;
+    vt__snapshot_data *s;
     int events_streamed;            /* the EVENTS section's stored bytes are not in
                                        data: event_stream.c reads them */
     /* current section, for messages about its decompressed bytes */

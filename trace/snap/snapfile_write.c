@@ -1,5 +1,5 @@
 /*
- * trace/snap/snapfile_write.c - encode a vt_snapshot_data into the .vtsnap format
+ * trace/snap/snapfile_write.c - encode a vt__snapshot_data into the .vtsnap format
  * (layout: include/vramtrace/format.h) and write it atomically.
  *
  * The input is validated first (the same rules the reader enforces), so a
@@ -50,10 +50,10 @@ int vt__event_kind_known(unsigned kind)
     return vt__event_kind_minor(kind) >= 0;
 }
 
-static size_t nstrings_of(const vt_snapshot_data *s) { return s->nstrings ? s->nstrings : 1; }
-static size_t nnodes_of(const vt_snapshot_data *s) { return s->nstack_nodes ? s->nstack_nodes : 1; }
+static size_t nstrings_of(const vt__snapshot_data *s) { return s->nstrings ? s->nstrings : 1; }
+static size_t nnodes_of(const vt__snapshot_data *s) { return s->nstack_nodes ? s->nstack_nodes : 1; }
 
-static int validate(const vt_snapshot_data *s, char *err, size_t errlen)
+static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
 {
     size_t ns = nstrings_of(s), nn = nnodes_of(s);
 #define BAD(...) return vt__errf(err, errlen, -EINVAL, "snapshot not written: " __VA_ARGS__)
@@ -138,7 +138,7 @@ static int validate(const vt_snapshot_data *s, char *err, size_t errlen)
 
 /* ---- section encoders --------------------------------------------------- */
 
-static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
+static void enc_meta(const vt__snapshot_data *s, vt__buf *b)
 {
     const vt_snapshot_meta *m = &s->meta;
     vt__put_svarint(b, m->pid);
@@ -171,7 +171,7 @@ static void enc_meta(const vt_snapshot_data *s, vt__buf *b)
         vt__put_varint(b, m->framework_settings);
 }
 
-static void enc_strings(const vt_snapshot_data *s, vt__buf *b)
+static void enc_strings(const vt__snapshot_data *s, vt__buf *b)
 {
     for (size_t i = 1; i < s->nstrings; i++) {
         const char *str = s->strings_blob + s->string_offsets[i];
@@ -181,7 +181,7 @@ static void enc_strings(const vt_snapshot_data *s, vt__buf *b)
     }
 }
 
-static void enc_frames(const vt_snapshot_data *s, vt__buf *b)
+static void enc_frames(const vt__snapshot_data *s, vt__buf *b)
 {
     uint64_t ip = 0, mo = 0;
     for (size_t i = 0; i < s->nframes; i++) {
@@ -199,7 +199,7 @@ static void enc_frames(const vt_snapshot_data *s, vt__buf *b)
 }
 
 /* Whether any frame has a first line: FIRST_LINES is written only then. */
-static bool any_first_line(const vt_snapshot_data *s)
+static bool any_first_line(const vt__snapshot_data *s)
 {
     for (size_t i = 0; i < s->nframes; i++)
         if (s->frames[i].first_line)
@@ -207,13 +207,13 @@ static bool any_first_line(const vt_snapshot_data *s)
     return false;
 }
 
-static void enc_first_lines(const vt_snapshot_data *s, vt__buf *b)
+static void enc_first_lines(const vt__snapshot_data *s, vt__buf *b)
 {
     for (size_t i = 0; i < s->nframes; i++)
         vt__put_varint(b, s->frames[i].first_line);
 }
 
-static void enc_stacks(const vt_snapshot_data *s, vt__buf *b)
+static void enc_stacks(const vt__snapshot_data *s, vt__buf *b)
 {
     for (size_t i = 1; i < s->nstack_nodes; i++) {
         vt__put_varint(b, i - s->stack_nodes[i].parent);
@@ -221,7 +221,7 @@ static void enc_stacks(const vt_snapshot_data *s, vt__buf *b)
     }
 }
 
-static void enc_state(const vt_snapshot_data *s, vt__buf *b)
+static void enc_state(const vt__snapshot_data *s, vt__buf *b)
 {
     vt__put_varint(b, s->nsegments);
     vt__put_varint(b, s->nblocks);
@@ -263,7 +263,7 @@ static unsigned mtf_encode(uint64_t *list, unsigned n, uint64_t v)
     return pos;
 }
 
-static int enc_events(const vt_snapshot_data *s, vt__buf *b)
+static int enc_events(const vt__snapshot_data *s, vt__buf *b)
 {
     vt__buf col[VT_COL_COUNT];
     memset(col, 0, sizeof col);
@@ -354,7 +354,7 @@ static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
     return 0;
 }
 
-int vt__snapfile_encode(const vt_snapshot_data *s, void **data, size_t *size, char *err,
+int vt__snapfile_encode(const vt__snapshot_data *s, void **data, size_t *size, char *err,
                         size_t errlen)
 {
     *data = NULL;
@@ -478,7 +478,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
-int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int flags, char *err,
+int vt__snapfile_write_flags(const vt__snapshot_data *s, const char *path, int flags, char *err,
                             size_t errlen)
 {
     if (errlen)
@@ -518,7 +518,7 @@ int vt_snapfile_write_flags(const vt_snapshot_data *s, const char *path, int fla
     return vt__outfile_commit(tmp, path, flags, err, errlen);
 }
 
-int vt_snapfile_write(const vt_snapshot_data *s, const char *path, char *err, size_t errlen)
+int vt__snapfile_write(const vt__snapshot_data *s, const char *path, char *err, size_t errlen)
 {
-    return vt_snapfile_write_flags(s, path, 0, err, errlen);
+    return vt__snapfile_write_flags(s, path, 0, err, errlen);
 }

@@ -1,9 +1,9 @@
 /*
  * trace/snap/snapshot.c - accessors of the in-memory snapshot model.
  *
- * Ownership rule shared by everyone who builds a vt_snapshot_data (the reader, the
+ * Ownership rule shared by everyone who builds a vt__snapshot_data (the reader, the
  * recorder, tests): the struct itself and each array are separate malloc()
- * blocks, so vt_snapshot_free() can free() them one by one.
+ * blocks, so vt__snapshot_free() can free() them one by one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@
 #include "snapshot.h"
 #include "user_code.h"
 
-const char *vt_snapshot_pool_note(const vt_snapshot_data *s)
+const char *vt__snapshot_pool_note(const vt__snapshot_data *s)
 {
     if (s->meta.flags & VT_META_POOL_UNSEEN)
         return "PyTorch's caching allocator ran unobserved in this process: its allocations "
@@ -24,14 +24,14 @@ const char *vt_snapshot_pool_note(const vt_snapshot_data *s)
     return NULL;
 }
 
-bool vt_frame_is_user_code(const vt_snapshot_data *s, const vt_frame *f)
+bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt_frame *f)
 {
-    if (f->ip != 0 || strcmp(vt_snapshot_string(s, f->module), "python") != 0)
+    if (f->ip != 0 || strcmp(vt__snapshot_string(s, f->module), "python") != 0)
         return false;
-    return vt__source_is_programs(vt_snapshot_string(s, f->file));
+    return vt__source_is_programs(vt__snapshot_string(s, f->file));
 }
 
-const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
+const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index)
 {
     if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)
         return "";
@@ -41,7 +41,7 @@ const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index)
     return s->strings_blob + off;
 }
 
-size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
+size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
                                 const vt_frame **out, size_t max)
 {
     size_t n = 0;
@@ -61,14 +61,14 @@ size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
     return n;
 }
 
-uint32_t vt_frame_def_line(const vt_snapshot_data *s, const vt_frame *f)
+uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt_frame *f)
 {
-    if (!f || !f->first_line || !strcmp(vt_snapshot_string(s, f->function), "<module>"))
+    if (!f || !f->first_line || !strcmp(vt__snapshot_string(s, f->function), "<module>"))
         return 0;
     return f->first_line;
 }
 
-void vt_snapshot_free_arrays(vt_snapshot_data *s)
+void vt__snapshot_free_arrays(vt__snapshot_data *s)
 {
     free(s->devices);
     free(s->segments);
@@ -80,15 +80,15 @@ void vt_snapshot_free_arrays(vt_snapshot_data *s)
     free(s->string_offsets);
 }
 
-void vt_snapshot_free(vt_snapshot_data *s)
+void vt__snapshot_free(vt__snapshot_data *s)
 {
     if (!s)
         return;
-    vt_snapshot_free_arrays(s);
+    vt__snapshot_free_arrays(s);
     free(s);
 }
 
-int vt_snapshot_max_device(const vt_snapshot_data *s)
+int vt__snapshot_max_device(const vt__snapshot_data *s)
 {
     int maxdev = -1;
     for (size_t i = 0; i < s->nsegments; i++)

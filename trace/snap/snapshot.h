@@ -1,14 +1,14 @@
 /*
  * trace/snap/snapshot.h - the in-memory model of one snapshot.
  *
- * This is the contract between the parts: the recorder fills a vt_snapshot_data
+ * This is the contract between the parts: the recorder fills a vt__snapshot_data
  * from the live process, the file writer encodes it (snapfile_write.c), the
  * reader decodes a file back into the very same struct (snapfile_read.c), and
  * every view (summary, leaks, json, check, viz) reads only this struct.
  * Nothing here depends on the allocator.
  *
- * Ownership: a vt_snapshot_data returned by the reader owns all its arrays; free it
- * with vt_snapshot_free(). Strings are indexes into `strings` (0 = none, the
+ * Ownership: a vt__snapshot_data returned by the reader owns all its arrays; free it
+ * with vt__snapshot_free(). Strings are indexes into `strings` (0 = none, the
  * empty string). Stack ids are indexes into `stack_nodes` (0 = no stack).
  */
 #ifndef VT_TRACE_SNAPSHOT_H
@@ -117,7 +117,7 @@ typedef struct vt_snapshot_meta {
                                   * format 1.7), 0 if none */
 } vt_snapshot_meta;
 
-typedef struct vt_snapshot_data {
+typedef struct vt__snapshot_data {
     vt_snapshot_meta meta;
 
     vt_device_info *devices;   size_t ndevices;
@@ -131,40 +131,40 @@ typedef struct vt_snapshot_data {
      * String 0 is always "". */
     char *strings_blob;        size_t strings_blob_size;
     uint32_t *string_offsets;  size_t nstrings;
-} vt_snapshot_data;
+} vt__snapshot_data;
 
 /* Accessors that never fail: an out-of-range index yields "" / NULL. */
-const char *vt_snapshot_string(const vt_snapshot_data *s, uint32_t index);
+const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index);
 
 /* What a view must say about a framework allocator (PyTorch's) in this
  * snapshot (VT_META_POOL_*): one sentence, or NULL when there is nothing to
  * say. Every view that reports allocations prints it the same way. */
-const char *vt_snapshot_pool_note(const vt_snapshot_data *s);
+const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
 
 /* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
  * to `out` and returns how many the stack has (may exceed max). */
-size_t vt_snapshot_stack_frames(const vt_snapshot_data *s, uint32_t id,
+size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
                                 const vt_frame **out, size_t max);
 
 /* The line where frame f's function is defined, as the views show it
  * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown
  * or when f runs a module's top-level code ("<module>", always line 1). */
-uint32_t vt_frame_def_line(const vt_snapshot_data *s, const vt_frame *f);
+uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt_frame *f);
 
 /* A Python frame of the program's own code: not a library's (site-packages,
  * dist-packages), not the standard library's or the interpreter's own
  * (<frozen ...>, <string> is the program's), not vramtrace's. Views lead
  * with the innermost such frame: the line the user wrote. */
-bool vt_frame_is_user_code(const vt_snapshot_data *s, const vt_frame *f);
+bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt_frame *f);
 
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
-void vt_snapshot_free(vt_snapshot_data *s);
+void vt__snapshot_free(vt__snapshot_data *s);
 
 /* Release the arrays a snapshot owns, not the struct (one that lives
  * elsewhere, e.g. inside a test's builder). */
-void vt_snapshot_free_arrays(vt_snapshot_data *s);
+void vt__snapshot_free_arrays(vt__snapshot_data *s);
 
 /* The highest device ordinal an event or a segment names; -1 when none. */
-int vt_snapshot_max_device(const vt_snapshot_data *s);
+int vt__snapshot_max_device(const vt__snapshot_data *s);
 
 #endif /* VT_TRACE_SNAPSHOT_H */

@@ -141,7 +141,7 @@ static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
 /* Match one event into lifetimes and segment spans. */
 int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     uint32_t idx;
     b->owner = b->prev = b->retire_span = VT_TL_NONE;
@@ -205,7 +205,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
             l->device = e->device;
             l->flags |= VT_LT_BEFORE_WINDOW;
             /* its ALLOC is in the gap before this free, if there is one */
-            l->start_event = vt_liveness_gap_at_or_before(b->lv, ei);
+            l->start_event = vt__liveness_gap_at_or_before(b->lv, ei);
             if (vt__u64map_put(&b->lmap, e->addr, idx))
                 return tl_fail(b, -ENOMEM, "timeline: out of memory");
         }
@@ -331,7 +331,7 @@ int vt__tl_retire(struct builder *b)
  * that holds seq). */
 static uint32_t first_event_after(const struct builder *b, uint64_t seq)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     size_t lo;
     if (b->stream) {   /* noted while the events went by (timeline_stream.c) */
         VT__PARTITION_POINT(b->nafter, i, b->after_seq[i] < seq, lo);
@@ -360,7 +360,7 @@ static void release_at_gap(const struct builder *b, vt_lifetime *l, uint32_t g)
  * its last known event, or stays counted to the last event. */
 static void fate_of_open(struct builder *b)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         vt_lifetime *l = &tl->lifetimes[i];
@@ -368,14 +368,14 @@ static void fate_of_open(struct builder *b)
             continue;
         if (tl_lifetime_open(l)) {
             uint32_t last = l->start_event;
-            if (vt_liveness_fate(b->lv, l->addr, l->alloc_seq, last) == VT_FATE_ALIVE)
+            if (vt__liveness_fate(b->lv, l->addr, l->alloc_seq, last) == VT_FATE_ALIVE)
                 continue;
             l->flags |= VT_LT_FREE_UNSEEN;
-            uint32_t g = vt_liveness_gap_after(b->lv, last);
+            uint32_t g = vt__liveness_gap_after(b->lv, last);
             if (g != VT_TL_NONE)
                 release_at_gap(b, l, g);
             if (tl->state_complete) {
-                long bi = vt_liveness_state_block(b->lv, l->addr);
+                long bi = vt__liveness_state_block(b->lv, l->addr);
                 if (bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE &&
                     (!l->alloc_seq || !s->blocks[bi].alloc_seq ||
                      l->alloc_seq == s->blocks[bi].alloc_seq))
@@ -384,14 +384,14 @@ static void fate_of_open(struct builder *b)
         } else if (l->flags & VT_LT_PENDING_FREE) {
             int still;
             if (tl->state_complete) {
-                long bi = vt_liveness_state_block(b->lv, l->addr);
+                long bi = vt__liveness_state_block(b->lv, l->addr);
                 still = bi >= 0 && s->blocks[bi].state == VT_BLOCK_ACTIVE_PENDING_FREE;
             } else {
-                still = vt_liveness_gap_after(b->lv, l->free_event) == VT_TL_NONE;
+                still = vt__liveness_gap_after(b->lv, l->free_event) == VT_TL_NONE;
             }
             if (still)
                 continue;
-            uint32_t g = vt_liveness_gap_after(b->lv, l->free_event);
+            uint32_t g = vt__liveness_gap_after(b->lv, l->free_event);
             if (g != VT_TL_NONE)
                 end_pending(l, g);
             else
@@ -405,7 +405,7 @@ static void fate_of_open(struct builder *b)
  * after the events were copied). */
 int vt__tl_merge_state(struct builder *b)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
         const vt_segment *sg = &s->segments[gi];
@@ -500,7 +500,7 @@ int vt__tl_reorder(struct builder *b)
             }
     free(tl->lifetimes);
     tl->lifetimes = nl;
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     for (size_t i = 0; tl->event_owner && i < s->nevents; i++) {
         uint8_t kd = s->events[i].kind;
         if (tl->event_owner[i] != VT_TL_NONE && kd != VT_EV_SEGMENT_ALLOC &&
@@ -546,7 +546,7 @@ static int cmp_pair(const void *a, const void *b)
 
 static int collect_streams(struct builder *b)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     size_t n = 0;
     for (size_t i = 0; i < s->nevents; i++)
@@ -704,7 +704,7 @@ size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt_segment_sp
 }
 
 /* The deltas at event i that belong to its own lifetime or span. */
-static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_t i,
+static size_t own_deltas(const vt_timeline *tl, const vt__snapshot_data *s, size_t i,
                          struct tl_delta *d)
 {
     uint32_t o = tl->event_owner[i];
@@ -720,7 +720,7 @@ static size_t own_deltas(const vt_timeline *tl, const vt_snapshot_data *s, size_
 
 int vt__tl_devices(struct builder *b, int8_t didx[256])
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     uint8_t seen[256];
     memcpy(seen, b->dev_seen, sizeof seen);
@@ -753,7 +753,7 @@ int vt__tl_devices(struct builder *b, int8_t didx[256])
  * after all of them. */
 static int build_curves(struct builder *b)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     int8_t didx[256];
     if (vt__tl_devices(b, didx))
@@ -920,7 +920,7 @@ void vt__tl_builder_free(struct builder *b)
 {
     vt__u64map_free(&b->lmap);
     vt__u64map_free(&b->smap);
-    vt_liveness_free(b->lv);
+    vt__liveness_free(b->lv);
     free(b->free_l);
     free(b->free_s);
     free(b->kept);
@@ -929,7 +929,7 @@ void vt__tl_builder_free(struct builder *b)
     b->lv = NULL;
 }
 
-int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
+int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -951,14 +951,14 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     tl->nevents = s->nevents;
     tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
     if (!tl->event_owner || vt__u64map_init(&b.lmap, nl) || vt__u64map_init(&b.smap, ns) ||
-        vt_liveness_build(s, &b.lv)) {
+        vt__liveness_build(s, &b.lv)) {
         tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
     memset(tl->event_owner, 0xff, s->nevents * sizeof *tl->event_owner);
-    tl->ngaps = vt_liveness_gap_count(b.lv);
-    tl->events_missing = vt_liveness_events_missing(b.lv);
-    tl->state_complete = vt_snapshot_state_complete(s);
+    tl->ngaps = vt__liveness_gap_count(b.lv);
+    tl->events_missing = vt__liveness_events_missing(b.lv);
+    tl->state_complete = vt__snapshot_state_complete(s);
     for (size_t i = 0; i < s->nevents; i++) {
         if ((rc = vt__tl_match_event(&b, &s->events[i], (uint32_t)i)))
             goto fail;
@@ -969,7 +969,7 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
         (rc = vt__tl_build_addr_index(&b)))
         goto fail;
     vt__tl_mark_inherited(&b);
-    if ((rc = vt_uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
+    if ((rc = vt__uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
         tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
@@ -978,11 +978,11 @@ int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, s
     return 0;
 fail:
     vt__tl_builder_free(&b);
-    vt_timeline_free(tl);
+    vt__timeline_free(tl);
     return rc;
 }
 
-void vt_timeline_free(vt_timeline *tl)
+void vt__timeline_free(vt_timeline *tl)
 {
     if (!tl)
         return;
@@ -999,7 +999,7 @@ void vt_timeline_free(vt_timeline *tl)
     free(tl);
 }
 
-const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
+const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__snapshot_data *s,
                                               size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
@@ -1012,7 +1012,7 @@ const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_sn
     return o < tl->nlifetimes ? &tl->lifetimes[o] : NULL;
 }
 
-const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
+const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
                                                  size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
@@ -1024,7 +1024,7 @@ const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt
     return o < tl->nsegments ? &tl->segments[o] : NULL;
 }
 
-int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
+int vt__lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
 {
     /* ev = VT_TL_NONE means "before event 0": compare as -1 */
     if (!tl_in_curves(l))
@@ -1038,7 +1038,7 @@ int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
     return (int64_t)l->release_event > e;
 }
 
-const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev)
+const vt_lifetime *vt__timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev)
 {
     if (!tl || !tl->nlifetimes)
         return NULL;
@@ -1052,13 +1052,13 @@ const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32
         if (addr - l->addr >= tl->max_lifetime_size && l->addr != addr)
             break;
         if (addr - l->addr < l->size || (l->size == 0 && l->addr == addr))
-            if (vt_lifetime_allocated_at(l, ev))
+            if (vt__lifetime_allocated_at(l, ev))
                 return l;
     }
     return NULL;
 }
 
-const vt_tl_device *vt_timeline_device(const vt_timeline *tl, int device)
+const vt_tl_device *vt__timeline_device(const vt_timeline *tl, int device)
 {
     if (!tl)
         return NULL;

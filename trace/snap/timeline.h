@@ -1,10 +1,10 @@
 /*
  * trace/snap/timeline.h - the whole memory timeline reconstructed from a snapshot.
  *
- * A vt_snapshot_data holds raw events (ALLOC, FREE_REQUESTED, ...) plus the
+ * A vt__snapshot_data holds raw events (ALLOC, FREE_REQUESTED, ...) plus the
  * allocator's state at snapshot time. Every view wants the same derived
  * picture: which allocation lived when, which segments existed when, how many
- * bytes were allocated and reserved after each event. vt_timeline_build()
+ * bytes were allocated and reserved after each event. vt__timeline_build()
  * computes it once, in O(n log n) for n events (hash maps for matching, one
  * sort for the stream lists), so views never rescan events quadratically.
  *
@@ -27,7 +27,7 @@
  *    alloc_* fields are unknown (size/stack taken from the free event); its
  *    bytes count from the gap before its free when there is one
  *    (start_event), else from before the first event.
- *  - The allocator-state section, when complete (vt_snapshot_state_complete),
+ *  - The allocator-state section, when complete (vt__snapshot_state_complete),
  *    is the truth of what is alive at the end (liveness.h): an open lifetime
  *    without an active-allocated block at its addr and seq was freed where
  *    the events do not show it (VT_LT_FREE_UNSEEN: in a gap or after the
@@ -200,7 +200,7 @@ typedef struct vt_timeline {
     uint64_t kind_counts[256];   /* events per kind (index = vt_event.kind) */
     size_t ngaps;                /* gaps inside the window (liveness.h) */
     uint64_t events_missing;     /* seqs missing in those gaps */
-    int state_complete;          /* vt_snapshot_state_complete(s) */
+    int state_complete;          /* vt__snapshot_state_complete(s) */
     size_t nfree_unseen;         /* lifetimes flagged VT_LT_FREE_UNSEEN */
     uint64_t first_seq, last_seq;        /* 0 when there are no events */
     uint64_t first_time_ns, last_time_ns;
@@ -212,68 +212,68 @@ typedef struct vt_timeline {
      * curves, the lifetimes or the event owners above. */
     vt_uncached *uncached;       size_t nuncached;
 
-    /* Lifetimes sorted by addr (then alloc order), for vt_timeline_find(). */
+    /* Lifetimes sorted by addr (then alloc order), for vt__timeline_find(). */
     uint32_t *by_addr;
     uint64_t max_lifetime_size;
 } vt_timeline;
 
 /* Build the timeline of `s`.
- * @return 0 and *out (free with vt_timeline_free), or a negative errno
+ * @return 0 and *out (free with vt__timeline_free), or a negative errno
  *         (-ENOMEM, -EOVERFLOW beyond 4G events/lifetimes) with a one-line
  *         message in err. Inconsistent event streams never fail: they are
  *         reconciled by the matching rules above. */
-int vt_timeline_build(const vt_snapshot_data *s, vt_timeline **out, char *err, size_t errlen);
+int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err, size_t errlen);
 
 /* The timeline of a snapshot read as a stream of its events (s holds every
- * section but the events, as vt_snapfile_open_stream gives it; or a whole
- * snapshot with vt_event_stream_of), in memory that follows what is alive
+ * section but the events, as vt__snapfile_open_stream gives it; or a whole
+ * snapshot with vt__event_stream_of), in memory that follows what is alive
  * at once rather than the number of events: a condensed timeline, the same
- * figures as vt_timeline_build's where it has them. It has:
+ * figures as vt__timeline_build's where it has them. It has:
  *  - the counts, window, gaps, marks, fork, uncached allocations, the
  *    segment spans left open or from before the window;
  *  - the lifetimes the events leave unresolved, with their flags exactly as
- *    vt_timeline_build gives them: alive at the end (VT_LT_ALIVE), pending,
+ *    vt__timeline_build gives them: alive at the end (VT_LT_ALIVE), pending,
  *    allocated before the window or shown only by the state, freed where
  *    the events do not show it; not the ones allocated and freed in the
  *    window;
  *  - with VT_TL_STREAM_CURVES (what reads the events three times): each
  *    device's curve reduced to its first point, its peaks' points and its
- *    last (so peak_*_point, final_* and initial_* as vt_timeline_build's),
+ *    last (so peak_*_point, final_* and initial_* as vt__timeline_build's),
  *    and the lifetimes allocated at each device's allocated peak;
  *    without it, no devices.
  * No event_owner, streams or per-event points. Errors of the stream (a
  * damaged file) come back as its message.
- * @return 0 and *out (free with vt_timeline_free), or a negative errno with
+ * @return 0 and *out (free with vt__timeline_free), or a negative errno with
  *         one line in err. */
 #define VT_TL_STREAM_CURVES 1u
 struct vt_event_stream;
-int vt_timeline_build_stream(const vt_snapshot_data *s, struct vt_event_stream *es,
+int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt_event_stream *es,
                              unsigned what, vt_timeline **out, char *err, size_t errlen);
 
 /* Release a timeline. NULL is fine. */
-void vt_timeline_free(vt_timeline *tl);
+void vt__timeline_free(vt_timeline *tl);
 
 /* The lifetime an event belongs to, or NULL (not an allocation event or out
- * of range). For SEGMENT_* events use vt_timeline_event_segment(). */
-const vt_lifetime *vt_timeline_event_lifetime(const vt_timeline *tl, const vt_snapshot_data *s,
+ * of range). For SEGMENT_* events use vt__timeline_event_segment(). */
+const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__snapshot_data *s,
                                               size_t event_index);
 
 /* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
-const vt_segment_span *vt_timeline_event_segment(const vt_timeline *tl, const vt_snapshot_data *s,
+const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
                                                  size_t event_index);
 
 /* Is lifetime `l` counted as allocated right after event index `ev`, i.e.
  * at or after its start_event and before its release_event? Never for one
  * allocated after the kept events or shown only by the state as freed.
  * (ev = VT_TL_NONE asks about the state before the first event.) */
-int vt_lifetime_allocated_at(const vt_lifetime *l, uint32_t ev);
+int vt__lifetime_allocated_at(const vt_lifetime *l, uint32_t ev);
 
 /* The lifetime whose block [addr, addr+size) contains `addr` and which is
  * allocated right after event `ev` (VT_TL_NONE: before the first event;
  * tl->nevents - 1 or more: at the snapshot). NULL if none. O(log n + k). */
-const vt_lifetime *vt_timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev);
+const vt_lifetime *vt__timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev);
 
 /* The device curve of ordinal `device`, or NULL. */
-const vt_tl_device *vt_timeline_device(const vt_timeline *tl, int device);
+const vt_tl_device *vt__timeline_device(const vt_timeline *tl, int device);
 
 #endif /* VT_TRACE_TIMELINE_H */

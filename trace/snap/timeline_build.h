@@ -1,7 +1,7 @@
 /*
  * trace/snap/timeline_build.h - the timeline builder: its state and its steps,
- * shared by the build over a whole snapshot (vt_timeline_build, timeline.c)
- * and the build over a stream of its events (vt_timeline_build_stream,
+ * shared by the build over a whole snapshot (vt__timeline_build, timeline.c)
+ * and the build over a stream of its events (vt__timeline_build_stream,
  * timeline_stream.c). One state machine applies the matching rules of
  * timeline.h in both; the stream's build retires what those rules can no
  * longer change, so that it holds what is alive at once.
@@ -29,7 +29,7 @@ struct tl_gap_event {
 };
 
 struct builder {
-    const vt_snapshot_data *s;
+    const vt__snapshot_data *s;
     vt_timeline *tl;
     size_t lcap, scap, mcap;
     vt__u64map lmap, smap;  /* addr -> lifetime, segment span (the newest at the addr) */

@@ -1,6 +1,6 @@
 /*
  * trace/snap/timeline_stream.c - the timeline of a snapshot whose events are
- * read as a stream (vt_timeline_build_stream, timeline.h): what summary and
+ * read as a stream (vt__timeline_build_stream, timeline.h): what summary and
  * leaks show, in memory that follows what is alive at once rather than the
  * number of events.
  *
@@ -39,7 +39,7 @@
 
 #define MAP_START 1024
 
-static int builder_init(struct builder *b, const vt_snapshot_data *s, vt_timeline *tl,
+static int builder_init(struct builder *b, const vt__snapshot_data *s, vt_timeline *tl,
                         vt_liveness *lv, char *err, size_t errlen)
 {
     *b = (struct builder){ .s = s, .tl = tl, .lv = lv, .err = err, .errlen = errlen,
@@ -58,7 +58,7 @@ static void builder_done(struct builder *b)
 
 static int next_event(struct builder *b, vt_event_stream *es, vt_event *e, size_t i)
 {
-    int rc = vt_event_stream_next(es, e);
+    int rc = vt__event_stream_next(es, e);
     if (rc == 1 && i >= VT_TL_NONE / 2)
         return tl_fail(b, -EOVERFLOW, "timeline: too many events (%zu)", i);
     return rc;   /* a damaged file: its message is in the stream's err */
@@ -74,7 +74,7 @@ static int cmp_u64(const void *a, const void *b)
  * the events go by (merge_state asks for it). */
 static int after_table(struct builder *b, uint64_t **seqs)
 {
-    const vt_snapshot_data *s = b->s;
+    const vt__snapshot_data *s = b->s;
     *seqs = malloc((s->nblocks + 1) * sizeof **seqs);
     if (!*seqs)
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
@@ -106,10 +106,10 @@ static int read_matching(struct builder *b, vt_event_stream *es, vt__uncached_ma
     int rc;
     while ((rc = next_event(b, es, &e, i)) == 1) {
         uint32_t ev = (uint32_t)i;
-        size_t g0 = vt_liveness_gap_count(b->lv);
-        if (vt_liveness_note_event(b->lv, ev, e.seq))
+        size_t g0 = vt__liveness_gap_count(b->lv);
+        if (vt__liveness_note_event(b->lv, ev, e.seq))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
-        if (vt_liveness_gap_count(b->lv) != g0) {
+        if (vt__liveness_gap_count(b->lv) != g0) {
             struct tl_gap_event *g = vt__grow_push((void **)&b->gaps, &b->cap_gaps, &b->ngaps,
                                                    sizeof *g);
             if (!g)
@@ -127,8 +127,8 @@ static int read_matching(struct builder *b, vt_event_stream *es, vt__uncached_ma
     if (rc < 0)
         return rc;
     tl->nevents = i;
-    tl->ngaps = vt_liveness_gap_count(b->lv);
-    tl->events_missing = vt_liveness_events_missing(b->lv);
+    tl->ngaps = vt__liveness_gap_count(b->lv);
+    tl->events_missing = vt__liveness_events_missing(b->lv);
     return 0;
 }
 
@@ -311,7 +311,7 @@ static int read_curves(struct builder *b, vt_event_stream *es, const vt__u64map 
     size_t own_cap = 0;
     vt_event e;
     size_t i = 0;
-    if ((rc = vt_event_stream_rewind(es)))
+    if ((rc = vt__event_stream_rewind(es)))
         goto out;
     while ((rc = next_event(b, es, &e, i)) == 1) {
         uint32_t ev = (uint32_t)i++;
@@ -353,7 +353,7 @@ out:
     free(fd);
     free(pk);
     builder_done(&b2);
-    vt_timeline_free(t2);
+    vt__timeline_free(t2);
     return rc;
 }
 
@@ -379,7 +379,7 @@ static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt_
         free(t3);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
-    int rc = vt_event_stream_rewind(es);
+    int rc = vt__event_stream_rewind(es);
     size_t marked = 0, i = 0;
     vt_event e;
     while (!rc && (rc = next_event(b, es, &e, i)) == 1) {
@@ -393,7 +393,7 @@ static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt_
             for (size_t j = 0; j < t3->nlifetimes; j++) {
                 vt_lifetime *l = &t3->lifetimes[j];
                 if (!(l->flags & (TL_RETIRED | TL_KEEP)) && l->device == d->device &&
-                    vt_lifetime_allocated_at(l, ev) && !final_of(tl, left, l)) {
+                    vt__lifetime_allocated_at(l, ev) && !final_of(tl, left, l)) {
                     l->flags |= TL_KEEP;
                     marked++;
                 }
@@ -424,13 +424,13 @@ static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt_
                 tl->lifetimes[tl->nlifetimes++] = b3.kept[k];
     }
     builder_done(&b3);
-    vt_timeline_free(t3);
+    vt__timeline_free(t3);
     return rc;
 }
 
 /* ---- public -------------------------------------------------------------- */
 
-int vt_timeline_build_stream(const vt_snapshot_data *s, vt_event_stream *es, unsigned what,
+int vt__timeline_build_stream(const vt__snapshot_data *s, vt_event_stream *es, unsigned what,
                              vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -450,12 +450,12 @@ int vt_timeline_build_stream(const vt_snapshot_data *s, vt_event_stream *es, uns
         rc = tl_fail(&b, -EOVERFLOW, "timeline: too many blocks (%zu)", s->nblocks);
         goto fail;
     }
-    if (vt_liveness_build_state(s, &b.lv)) {
+    if (vt__liveness_build_state(s, &b.lv)) {
         rc = tl_fail(&b, -ENOMEM, "timeline: out of memory");
         goto fail;
     }
-    tl->state_complete = vt_snapshot_state_complete(s);
-    if ((rc = after_table(&b, &seqs)) || (rc = vt_event_stream_rewind(es)) ||
+    tl->state_complete = vt__snapshot_state_complete(s);
+    if ((rc = after_table(&b, &seqs)) || (rc = vt__event_stream_rewind(es)) ||
         (rc = read_matching(&b, es, &um)) ||
         (rc = compact(&b, tl->lifetimes, &tl->nlifetimes, sizeof *tl->lifetimes,
                       offsetof(vt_lifetime, flags), &b.lmap)) ||
@@ -490,6 +490,6 @@ fail:
     vt__u64map_free(&left);
     free(seqs);
     vt__tl_builder_free(&b);
-    vt_timeline_free(tl);
+    vt__timeline_free(tl);
     return rc < 0 ? rc : -EINVAL;
 }

@@ -11,7 +11,7 @@
 #include "grow.h"
 #include "vramtrace/format.h"
 
-enum vt_uncached_kind vt_uncached_kind_of(unsigned call)
+enum vt_uncached_kind vt__uncached_kind_of(unsigned call)
 {
     switch (call) {
     case VT_PASS_MANAGED:       return VT_UK_MANAGED;
@@ -26,7 +26,7 @@ enum vt_uncached_kind vt_uncached_kind_of(unsigned call)
     }
 }
 
-const char *vt_uncached_kind_name(enum vt_uncached_kind k)
+const char *vt__uncached_kind_name(enum vt_uncached_kind k)
 {
     static const char *const names[VT_UK_COUNT] = {
         [VT_UK_MANAGED] = "managed", [VT_UK_PINNED_HOST] = "pinned host",
@@ -36,7 +36,7 @@ const char *vt_uncached_kind_name(enum vt_uncached_kind k)
     return (unsigned)k < VT_UK_COUNT ? names[k] : "other";
 }
 
-int vt_uncached_kind_is_host(enum vt_uncached_kind k)
+int vt__uncached_kind_is_host(enum vt_uncached_kind k)
 {
     return k == VT_UK_PINNED_HOST;
 }
@@ -74,7 +74,7 @@ int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
         .addr = e->addr, .size = e->size, .stream = e->stream,
         .alloc_seq = e->seq, .alloc_time_ns = e->time_ns, .alloc_stack = e->stack,
         .alloc_event = i, .free_event = UINT32_MAX,
-        .call = (uint8_t)e->aux, .kind = (uint8_t)vt_uncached_kind_of((unsigned)e->aux),
+        .call = (uint8_t)e->aux, .kind = (uint8_t)vt__uncached_kind_of((unsigned)e->aux),
         .alive = 1, .device = (int8_t)e->device,
     };
     return 0;
@@ -97,7 +97,7 @@ void vt__uncached_discard(vt__uncached_matcher *um)
     memset(um, 0, sizeof *um);
 }
 
-int vt_uncached_build(const vt_snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n)
+int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n)
 {
     *out = NULL;
     *n = 0;

@@ -55,18 +55,18 @@ typedef struct vt_uncached {
 } vt_uncached;
 
 /* Kind of a VT_PASS_* allocation call (VT_UK_OTHER for unknown ones). */
-enum vt_uncached_kind vt_uncached_kind_of(unsigned call);
+enum vt_uncached_kind vt__uncached_kind_of(unsigned call);
 
 /* "managed", "pinned host", "pitched", "array", "pool", "vmm", "graph", "other". */
-const char *vt_uncached_kind_name(enum vt_uncached_kind k);
+const char *vt__uncached_kind_name(enum vt_uncached_kind k);
 
 /* Is a kind host memory (pinned host) rather than device memory? */
-int vt_uncached_kind_is_host(enum vt_uncached_kind k);
+int vt__uncached_kind_is_host(enum vt_uncached_kind k);
 
 /* Match the PASSTHROUGH events of `s` into allocations, in allocation order.
  * fork_seq: seq of the last FORK event (0: none).
  * @return 0 and *out (free()), *n; -ENOMEM. */
-int vt_uncached_build(const vt_snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n);
+int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n);
 
 /* The same matching for events read one at a time (event_stream.h): each
  * event noted in order (index i), then the allocations taken, in allocation
