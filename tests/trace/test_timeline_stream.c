@@ -195,7 +195,7 @@ static void check_in_memory(const vt__snapshot_data *s)
         vt_timeline *c;
         ASSERT(vt__event_stream_of(s, &es) == 0);
         ASSERT_MSG(vt__timeline_build_stream(s, es, curves ? VT_TL_STREAM_CURVES : 0, &c, err,
-                                            sizeof err) == 0, "%s", err);
+                                             sizeof err) == 0, "%s", err);
         same_condensed(w, c, curves);
         vt__timeline_free(c);
         vt__event_stream_close(es);

@@ -154,7 +154,7 @@ void vt__check_report_free(vt_check_report *r)
 }
 
 int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt_in,
-                 vt_check_report **out, char *err, size_t errlen)
+                  vt_check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
         (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");

@@ -462,7 +462,7 @@ int vt__check_parse_pinned_ratio(const char *text, double *ratio);
  *         one-line message in err. A malformed event stream never fails: it
  *         is reconciled by trace/snap/timeline.h's rules. */
 int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt,
-                 vt_check_report **out, char *err, size_t errlen);
+                  vt_check_report **out, char *err, size_t errlen);
 
 /*! vt__check_report_free() : release a report. NULL is fine. */
 void vt__check_report_free(vt_check_report *r);
@@ -497,7 +497,7 @@ size_t vt__check_path_format(const vt_check_path *p, char *buf, size_t len);
  * and its wasted bytes. Stacks are symbolized from `s`.
  * @return 0, or -EIO if writing failed. */
 int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot_data *s,
-                          size_t max_findings);
+                           size_t max_findings);
 
 /*! vt__check_report_groups() :
  * The findings by cause, as the printed report and "groups" below list them
@@ -607,6 +607,6 @@ typedef struct vt_check_storage {
  * @return 0 and *out (free() it; NULL when there are none) with *n entries,
  *         or -ENOMEM with a one-line message in err. */
 int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, size_t *n,
-                           char *err, size_t errlen);
+                            char *err, size_t errlen);
 
 #endif /* VT_TRACE_CHECK_H */

@@ -536,7 +536,7 @@ static void print_groups(FILE *f, const vt_check_report *r)
 }
 
 int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot_data *s,
-                          size_t max_findings)
+                           size_t max_findings)
 {
     char b1[32], b2[32], b3[32];
     fprintf(f, "vramtrace check: %zu finding%s", r->nfindings, r->nfindings == 1 ? "" : "s");

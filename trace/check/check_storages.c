@@ -16,7 +16,7 @@
 #include "check_internal.h"
 
 int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, size_t *n,
-                           char *err, size_t errlen)
+                            char *err, size_t errlen)
 {
     *out = NULL;
     *n = 0;

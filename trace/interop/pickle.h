@@ -79,7 +79,7 @@ int vt__pickle_sniff(const void *data, size_t size);
  *         one-line message in err naming `name`, the opcode and the byte
  *         offset ("refusing to run code" for opcodes that name globals). */
 int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out,
-                    char *err, size_t errlen);
+                     char *err, size_t errlen);
 
 void vt__pickle_free(vt_pickle *p);
 

@@ -489,7 +489,7 @@ static int index_dicts(vt_pickle *p)
 }
 
 int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out, char *err,
-                    size_t errlen)
+                     size_t errlen)
 {
     *out = NULL;
     if (errlen)

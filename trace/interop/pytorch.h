@@ -37,7 +37,7 @@
  * @return 0 and *out (free with vt__snapshot_free), or a negative errno with
  *         one line in err naming `name` and what is wrong. */
 int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
-                      char *err, size_t errlen);
+                       char *err, size_t errlen);
 
 /* Encode `s` as a PyTorch snapshot pickle (protocol 4, plain containers) that
  * torch.cuda._memory_viz and MemoryViz.js read.
@@ -56,6 +56,6 @@ int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size
  * @return as vt__snapfile_read(). */
 struct vt_event_stream;
 int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt_event_stream **es,
-                     char *err, size_t errlen);
+                      char *err, size_t errlen);
 
 #endif /* VT_TRACE_PYTORCH_H */

@@ -645,7 +645,7 @@ static int finish_meta(struct imp *im)
 }
 
 int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
-                      char *err, size_t errlen)
+                       char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)

@@ -107,7 +107,7 @@ static int is_pickle(const char *path)
 }
 
 int vt__snapshot_open(const char *path, vt__snapshot_data **out, vt_event_stream **es, char *err,
-                     size_t errlen)
+                      size_t errlen)
 {
     *es = NULL;
     int rc;

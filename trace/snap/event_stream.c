@@ -356,7 +356,7 @@ static int read_layout(struct vt_event_stream *es)
 /* ---- public ------------------------------------------------------------- */
 
 int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
-                            vt_event_stream **out, char *err, size_t errlen)
+                             vt_event_stream **out, char *err, size_t errlen)
 {
     *s = NULL;
     *out = NULL;

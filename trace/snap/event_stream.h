@@ -29,7 +29,7 @@ typedef struct vt_event_stream vt_event_stream;
  * outlive the stream: its errors are written there too.
  * @return 0, or a negative errno with one line in err (as vt__snapfile_read). */
 int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
-                            vt_event_stream **es, char *err, size_t errlen);
+                             vt_event_stream **es, char *err, size_t errlen);
 
 /* A stream over s->events (s must outlive it). @return 0 or -ENOMEM. */
 int vt__event_stream_of(const vt__snapshot_data *s, vt_event_stream **es);

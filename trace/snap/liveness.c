@@ -134,7 +134,7 @@ long vt__liveness_state_block(const vt_liveness *lv, uint64_t addr)
 }
 
 enum vt_fate vt__liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
-                              uint32_t last_ev)
+                               uint32_t last_ev)
 {
     if (lv->complete) {
         long b = vt__liveness_state_block(lv, addr);

@@ -56,7 +56,7 @@ enum vt_fate {
     VT_FATE_UNKNOWN = 2,      /* no complete state, and a gap follows its last event */
 };
 enum vt_fate vt__liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
-                              uint32_t last_ev);
+                               uint32_t last_ev);
 
 /* The state block (index into s->blocks) that is active at `addr`, or -1. */
 long vt__liveness_state_block(const vt_liveness *lv, uint64_t addr);

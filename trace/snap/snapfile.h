@@ -22,7 +22,7 @@ int vt__snapfile_write(const vt__snapshot_data *s, const char *path, char *err, 
 /* The same; flags VT_OUTFILE_NO_REPLACE (outfile.h): -EEXIST instead of
  * replacing an existing file. */
 int vt__snapfile_write_flags(const vt__snapshot_data *s, const char *path, int flags, char *err,
-                            size_t errlen);
+                             size_t errlen);
 
 /* Read and validate `path` (magic, version, bounds, checksums, every index).
  * @return 0 and *out (free with vt__snapshot_free), or a negative errno with a

@@ -762,7 +762,7 @@ int vt__rd_decode_sections(struct rd *r)
 }
 
 int vt__snapfile_decode(const void *data, size_t size, const char *name, vt__snapshot_data **out,
-                       char *err, size_t errlen)
+                        char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)

@@ -479,7 +479,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 }
 
 int vt__snapfile_write_flags(const vt__snapshot_data *s, const char *path, int flags, char *err,
-                            size_t errlen)
+                             size_t errlen)
 {
     if (errlen)
         err[0] = 0;

@@ -42,7 +42,7 @@ const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index)
 }
 
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
-                                const vt_frame **out, size_t max)
+                                 const vt_frame **out, size_t max)
 {
     size_t n = 0;
     if (!s)

@@ -144,7 +144,7 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
 /* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
  * to `out` and returns how many the stack has (may exceed max). */
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
-                                const vt_frame **out, size_t max);
+                                 const vt_frame **out, size_t max);
 
 /* The line where frame f's function is defined, as the views show it
  * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown

@@ -1000,7 +1000,7 @@ void vt__timeline_free(vt_timeline *tl)
 }
 
 const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__snapshot_data *s,
-                                              size_t ev)
+                                               size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
         return NULL;
@@ -1013,7 +1013,7 @@ const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__
 }
 
 const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
-                                                 size_t ev)
+                                                  size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
         return NULL;

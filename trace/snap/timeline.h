@@ -248,7 +248,7 @@ int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err,
 #define VT_TL_STREAM_CURVES 1u
 struct vt_event_stream;
 int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt_event_stream *es,
-                             unsigned what, vt_timeline **out, char *err, size_t errlen);
+                              unsigned what, vt_timeline **out, char *err, size_t errlen);
 
 /* Release a timeline. NULL is fine. */
 void vt__timeline_free(vt_timeline *tl);
@@ -256,11 +256,11 @@ void vt__timeline_free(vt_timeline *tl);
 /* The lifetime an event belongs to, or NULL (not an allocation event or out
  * of range). For SEGMENT_* events use vt__timeline_event_segment(). */
 const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__snapshot_data *s,
-                                              size_t event_index);
+                                               size_t event_index);
 
 /* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
 const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
-                                                 size_t event_index);
+                                                  size_t event_index);
 
 /* Is lifetime `l` counted as allocated right after event index `ev`, i.e.
  * at or after its start_event and before its release_event? Never for one

@@ -431,7 +431,7 @@ static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt_
 /* ---- public -------------------------------------------------------------- */
 
 int vt__timeline_build_stream(const vt__snapshot_data *s, vt_event_stream *es, unsigned what,
-                             vt_timeline **out, char *err, size_t errlen)
+                              vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
