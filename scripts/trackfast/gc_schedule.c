@@ -53,7 +53,8 @@
  * "long-lived" ratio, which paces full collections; and where the count
  * and the free lists stand when the program starts differs with what the
  * process imported (vramtrace.torch and its dependencies). Through the
- * dispatch mode, an engine thread's ops run through Python (not held).
+ * dispatch mode, the Python storage objects it reads storages through and
+ * the tensors it is given for ops the program never sees.
  * Tests: test_the_trackers_own_objects_are_kept_out_of_the_collectors_count
  * and the differential suite's the_collectors_count_moves_per_step_as_untracked.
  */
@@ -251,12 +252,30 @@ int gc_can_hold(void)
 }
 #endif
 
-/* The same for the tracker's Python code: gc_hold() -> token, gc_release(token). */
+/* The same for the tracker's Python code (vramtrace/_gc_hold.py): gc_hold() ->
+ * token, gc_release(token), gc_held_count(), gc_count_as_program(n). */
 PyObject *py_gc_hold(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
     return PyLong_FromLong(gc_hold());
+}
+
+PyObject *py_gc_held_count(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(gc_held_count());
+}
+
+PyObject *py_gc_count_as_program(PyObject *self, PyObject *n)
+{
+    (void)self;
+    long v = PyLong_AsLong(n);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    gc_count_as_program(v);
+    Py_RETURN_NONE;
 }
 
 PyObject *py_gc_release(PyObject *self, PyObject *token)

@@ -337,6 +337,9 @@ static PyMethodDef module_methods[] = {
      "gc_hold() -> token: the collector's count held while the tracker works "
      "(gc_schedule.c); give the token to gc_release()"},
     {"gc_release", py_gc_release, METH_O, "gc_release(token): the count as gc_hold() found it"},
+    {"gc_held_count", py_gc_held_count, METH_NOARGS, "gc_held_count(): the count now"},
+    {"gc_count_as_program", py_gc_count_as_program, METH_O,
+     "gc_count_as_program(n): inside a hold, n objects made are the program's"},
     {NULL, NULL, 0, NULL},
 };
 

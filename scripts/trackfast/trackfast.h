@@ -168,5 +168,7 @@ void gc_count_as_program(long n);
 int gc_can_hold(void);
 PyObject *py_gc_hold(PyObject *self, PyObject *unused);
 PyObject *py_gc_release(PyObject *self, PyObject *token);
+PyObject *py_gc_held_count(PyObject *self, PyObject *unused);
+PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
 
 #endif

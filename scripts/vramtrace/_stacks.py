@@ -21,6 +21,8 @@ import os
 import sys
 from typing import Any, Dict, FrozenSet, Iterable, List, Tuple
 
+from . import _gc_hold
+
 __all__ = ["StackInterner", "package_files"]
 
 _MAX_FRAMES = 48        # deeper stacks keep their innermost frames
@@ -66,12 +68,16 @@ class StackInterner:
         key: List[int] = []
         add = key.append
         left = _MAX_RAW_FRAMES
+        # Reading frames gives them Python objects, which live until their
+        # functions return: the program's (scripts/trackfast/gc_schedule.c).
+        made = _gc_hold.count()
         f = sys._getframe(depth)
         while f is not None and left:
             add(id(f.f_code))
             add(f.f_lasti)
             f = f.f_back
             left -= 1
+        _gc_hold.as_program(_gc_hold.count() - made)
         tkey = tuple(key)
         sid = self._cache.get(tkey)
         if sid is None:

@@ -57,7 +57,7 @@ from ._referrers import Edge, NodeKey, WalkResult, walk_referrers
 from ._holders import HolderBook
 from ._stacks import StackInterner, package_files
 from ._storage_life import StorageLife, storage_of
-from . import _trackobs
+from . import _gc_hold, _trackobs
 
 try:
     import torch as _torch
@@ -423,7 +423,11 @@ def _let_engine_threads_go(mode: Any, refs: int) -> None:
 
 def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bool) -> Any:
     out = func(*args, **(kwargs or {}))
-    tracker._on_op(func, args, kwargs, out, forward)
+    token = _gc_hold.hold()   # the recording is the tracker's work, not the op
+    try:
+        tracker._on_op(func, args, kwargs, out, forward)
+    finally:
+        _gc_hold.release(token)
     return out
 
 
@@ -511,43 +515,11 @@ def _load_trackfast(libdir: str) -> Any:
     mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
               _StorageRec, _pending_names, _take_pending_name,
               getattr(_torch._C, "_storage_id", None), _storage_address)
-    _use_gc_hold(mod)
+    _gc_hold.use(mod)
     return mod
 
 
 _trackfast: Any = False   # not loaded yet
-
-
-# The cyclic collector's count held while the tracker works, so that its own
-# objects never bring an automatic collection forward and a cycle the
-# program dropped is freed when it would be without vramtrace
-# (scripts/trackfast/gc_schedule.c). No-ops until _trackfast, built with
-# CPython's internal headers, is loaded: on the Python path a declared limit.
-def _gc_hold() -> int:
-    return 0
-
-
-def _gc_release(_token: int) -> None:
-    return None
-
-
-def _use_gc_hold(mod: Any) -> None:
-    global _gc_hold, _gc_release
-    if getattr(mod, "GC_HELD", 0):
-        _gc_hold, _gc_release = mod.gc_hold, mod.gc_release
-
-
-def _gc_held(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` run with the collector's count held (an entry into the
-    tracker from the program: a mark, a collection's callback, a death)."""
-    @functools.wraps(method)
-    def held(*args: Any, **kwargs: Any) -> Any:
-        token = _gc_hold()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            _gc_release(token)
-    return held
 
 
 def _trackfast_for(lib: Any) -> Any:
@@ -669,7 +641,7 @@ class Tracker:
     of the next recording, which changes no step (marks record first).
     """
 
-    @_gc_held
+    @_gc_hold.held
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
                  max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
                  stacks: bool = True, walk_fraction: Optional[float] = 0.25,
@@ -778,7 +750,7 @@ class Tracker:
         self._fast = _make_fast_path(self, raw, stacks)
 
     # -- context -----------------------------------------------------------
-    @_gc_held
+    @_gc_hold.held
     def __enter__(self) -> "Tracker":
         running = getattr(_tls, "tracker", None)
         if running is not None:
@@ -816,7 +788,7 @@ class Tracker:
             gc.callbacks.append(self._on_gc)
         return self
 
-    @_gc_held
+    @_gc_hold.held
     def __exit__(self, *exc: Any) -> None:
         if self._deferred:   # a nested enter: the running tracker goes on
             self._deferred.pop()
@@ -839,7 +811,7 @@ class Tracker:
             self._fast.weak_maker = 0
             self._observer = None
 
-    @_gc_held
+    @_gc_hold.held
     def close(self) -> None:
         """Stop recording deaths too (tensors still alive are left as they are)."""
         try:
@@ -1093,7 +1065,11 @@ class Tracker:
     def _engine_dispatch(self, func: Any, types_: Any, args: Any, kwargs: Any) -> Any:
         """An op on an autograd engine thread (the C dispatch hands these
         over): run under the frames of the forward op it differentiates."""
-        run = self._forward_of()
+        token = _gc_hold.hold()
+        try:
+            run = self._forward_of()
+        finally:
+            _gc_hold.release(token)
         if run is not None:
             return run(_dispatch, (self, func, args, kwargs, False))
         return _dispatch(self, func, args, kwargs, False)
@@ -1120,7 +1096,10 @@ class Tracker:
         if seq is not None:
             return self._node_stacks.get(seq) or 0
         try:
+            # the node's Python object lives as long as the graph: the program's
+            made = _gc_hold.count()
             node = _current_node()
+            _gc_hold.as_program(_gc_hold.count() - made)
             if node is None:
                 return 0
             sid = self._node_stacks.get(node._sequence_nr())
@@ -1197,7 +1176,7 @@ class Tracker:
         return True
 
     # -- deaths ------------------------------------------------------------
-    @_gc_held
+    @_gc_hold.held
     def _on_death(self, rec: _TensorRec, objid: int, _ref: Any) -> None:
         if rec.ref is None:    # renamed, or the tracker was closed
             return
@@ -1415,7 +1394,7 @@ class Tracker:
                 self._migrate(rec, None)
             del t
 
-    @_gc_held
+    @_gc_hold.held
     def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
         if self._manual_gc:
             return
@@ -1428,7 +1407,7 @@ class Tracker:
         self._gc_holder = 0   # one holder per collection, made on first need
 
     # -- marks and snapshots -------------------------------------------------
-    @_gc_held
+    @_gc_hold.held
     def _on_mark(self, kind: str, arg: str) -> None:
         # Runs just before the mark is recorded. The checker flags a storage
         # last used in step j that is still alive at mark j+2 (one complete

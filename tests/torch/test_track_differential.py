@@ -63,10 +63,11 @@ KNOWN.update({
 KNOWN.update({
     (f"the_collectors_count_moves_per_step_as_untracked[{dev}]", path): why
     for dev in ("cpu", "cuda") for path, why in (
-        ("mode", "an autograd engine thread's ops go through the mode's Python "
-                 "dispatch (run under trampolines named after the forward frames), "
-                 "and the mode gets Python tensors for a composite op's parts: "
-                 "neither is held out of the collector's count"),
+        ("mode", "the mode reads storages through Python storage objects, which "
+                 "live as long as their storages (counted as the program's: the count "
+                 "stands higher while they live), and it is given Python tensors for "
+                 "the parts of composite ops and engine threads' ops that the program "
+                 "never sees"),
         ("python", "without _trackfast nothing holds the collector's count while the "
                    "tracker works (scripts/trackfast/gc_schedule.c)"))})
 
