@@ -201,15 +201,13 @@ void gc_free_later(PyObject *obj)
 
 void gc_release(long saved)
 {
-#ifdef VT_GC_FREELISTS
     if (OUTERMOST(saved)) {
+#ifdef VT_GC_FREELISTS
         PyObject *exc_type, *exc, *tb;
         PyErr_Fetch(&exc_type, &exc, &tb);
         restore_levels(PyInterpreterState_Get(), &held_levels);
         PyErr_Restore(exc_type, exc, tb);
-    }
 #endif
-    if (OUTERMOST(saved)) {
         saved += credit;
         credit = 0;
     }

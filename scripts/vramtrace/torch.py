@@ -1916,9 +1916,8 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     finally:
         if enabled:
             gc.enable()
-        if _trackfast and getattr(_trackfast, "GC_HELD", 0):
-            _trackfast.gc_hold()   # its token (the count now) is not wanted
-            _trackfast.gc_release(before)
+        _gc_hold.hold()   # its token (the count now) is not wanted
+        _gc_hold.release(before)
     return tracker
 
 
