@@ -52,17 +52,41 @@ void vt__badfree_report(int device, uint64_t addr, int reason, uint32_t stack)
               .aux = (uint64_t)reason);
 }
 
-static bool reset_listed(const vt__heap *h, uint64_t addr)
+/* Was addr live at the last reset? reset_ptrs holds addr << 1 | 1 for a
+ * stream-ordered allocation, addr << 1 for a cudaMalloc one (sorted by
+ * address): *stream_ordered says which (may be NULL). */
+static bool reset_listed_as(const vt__heap *h, uint64_t addr, bool *stream_ordered)
 {
-    uint64_t lo = 0, hi = h->nreset;
+    uint64_t lo = 0, hi = h->nreset, want = addr << 1;
     while (lo < hi) {
         uint64_t mid = (lo + hi) / 2;
-        if (h->reset_ptrs[mid] < addr)
+        if (h->reset_ptrs[mid] < want)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < h->nreset && h->reset_ptrs[lo] == addr;
+    if (lo >= h->nreset || h->reset_ptrs[lo] >> 1 != addr)
+        return false;
+    if (stream_ordered)
+        *stream_ordered = h->reset_ptrs[lo] & 1;
+    return true;
+}
+
+static bool reset_listed(const vt__heap *h, uint64_t addr)
+{
+    return reset_listed_as(h, addr, NULL);
+}
+
+bool vt__alloc_freed_by_reset_stream_ordered(int device, const void *ptr)
+{
+    vt__heap *h = vt__heap_get(device, false);
+    if (!h || vt_likely(!__atomic_load_n(&h->nreset, __ATOMIC_RELAXED)))
+        return false;
+    bool ordered = false;
+    vt__heap_lock(h);
+    bool listed = reset_listed_as(h, (uint64_t)(uintptr_t)ptr, &ordered);
+    vt__heap_unlock(h);
+    return listed && ordered;
 }
 
 int vt__badfree_classify(vt__heap *h, const vt__segment *s, uint64_t addr)

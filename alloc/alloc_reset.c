@@ -16,7 +16,10 @@
  * A later free of an old pointer is no longer the cache's: it goes to the
  * real free, which fails it as the real runtime does (invalid value); the
  * pointers are remembered so that such a free is reported as what it is,
- * a pointer freed by the reset (alloc_badfree.c).
+ * a pointer freed by the reset (alloc_badfree.c). A stream-ordered free of
+ * an old stream-ordered allocation is the exception: a real driver accepts
+ * it (cudaSuccess; driver_facts.real, reset_then_free_old), so the hooks
+ * ask vt__alloc_freed_by_reset_stream_ordered first and answer success.
  * The hooks call it from cudaDeviceReset and cuDevicePrimaryCtxReset.
  */
 #include <stdlib.h>
@@ -96,8 +99,8 @@ void vt__alloc_device_reset(int device)
     uint64_t *addrs = n ? malloc(n * sizeof *addrs) : NULL;
     for (uint64_t i = 0; i < n; i++) {
         vt__heap_free((void *)(uintptr_t)v[i].addr, v[i].key, VT_FREE_ON_STREAM, stack);
-        if (addrs)
-            addrs[i] = v[i].addr;
+        if (addrs)   /* alloc_badfree.c: the address, and whether stream-ordered */
+            addrs[i] = v[i].addr << 1 | (v[i].key != VT_NO_STREAM_KEY);
     }
     free(v);
     vt__heap_empty_cache(h);

@@ -87,6 +87,42 @@ static void leave(const vt__driver_api *d, int pushed)
         }                                                       \
     } while (0)
 
+/* The cache's own device calls that CUDA counts as "potentially unsafe"
+ * during a stream capture (allocating, freeing, mapping, synchronizing):
+ * made in the relaxed capture mode of this thread, so that a capture the
+ * program runs (in global mode: on any thread) is never refused or
+ * invalidated by work the program did not ask for. A plain
+ * cudaMallocAsync during a global capture, say, grows its pool without
+ * disturbing the capture; the cache's segment cuMemAlloc must not disturb
+ * it either (cuThreadExchangeStreamCaptureMode; what a real driver does
+ * with it: tests/gpucheck/driver_facts.c, capture_thread_mode_relaxed). */
+static CUstreamCaptureMode relax_begin(const vt__driver_api *d)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!d->cuThreadExchangeStreamCaptureMode || d->cuThreadExchangeStreamCaptureMode(&m))
+        m = CU_STREAM_CAPTURE_MODE_RELAXED;   /* nothing to put back */
+    return m;
+}
+
+static void relax_end(const vt__driver_api *d, CUstreamCaptureMode was)
+{
+    if (was != CU_STREAM_CAPTURE_MODE_RELAXED)
+        d->cuThreadExchangeStreamCaptureMode(&was);
+}
+
+/* IN_CONTEXT for the calls above: in the relaxed capture mode. */
+#define IN_CONTEXT_RELAXED(device, r, call)                     \
+    do {                                                        \
+        const vt__driver_api *d;                                \
+        int pushed_;                                            \
+        if (((r) = enter((device), &d, &pushed_)) == 0) {       \
+            CUstreamCaptureMode was_ = relax_begin(d);          \
+            (r) = (int)(call);                                  \
+            relax_end(d, was_);                                 \
+            leave(d, pushed_);                                  \
+        }                                                       \
+    } while (0)
+
 int vt__backend_init(void)
 {
     return (int)vt__driver_init();
@@ -152,8 +188,8 @@ int vt__backend_mem_info(int device, uint64_t *free_bytes, uint64_t *total_bytes
 {
     size_t f = 0, t = 0;
     int r;
-    IN_CONTEXT(device, r, d->cuMemGetInfo_v2 ? d->cuMemGetInfo_v2(&f, &t)
-                                             : CUDA_ERROR_NOT_SUPPORTED);
+    IN_CONTEXT_RELAXED(device, r, d->cuMemGetInfo_v2 ? d->cuMemGetInfo_v2(&f, &t)
+                                                     : CUDA_ERROR_NOT_SUPPORTED);
     *free_bytes = f;
     *total_bytes = t;
     return r;
@@ -163,7 +199,7 @@ int vt__backend_malloc(int device, uint64_t size, uint64_t *addr)
 {
     CUdeviceptr p = 0;
     int r;
-    IN_CONTEXT(device, r, d->cuMemAlloc_v2(&p, (size_t)size));
+    IN_CONTEXT_RELAXED(device, r, d->cuMemAlloc_v2(&p, (size_t)size));
     *addr = r ? 0 : (uint64_t)p;
     return r;
 }
@@ -171,7 +207,7 @@ int vt__backend_malloc(int device, uint64_t size, uint64_t *addr)
 int vt__backend_free(int device, uint64_t addr)
 {
     int r;
-    IN_CONTEXT(device, r, d->cuMemFree_v2((CUdeviceptr)addr));
+    IN_CONTEXT_RELAXED(device, r, d->cuMemFree_v2((CUdeviceptr)addr));
     return r;
 }
 
@@ -215,7 +251,7 @@ int vt__backend_va_reserve(int device, uint64_t size, uint64_t *addr)
 {
     CUdeviceptr p = 0;
     int r;
-    IN_CONTEXT(device, r, d->cuMemAddressReserve(&p, (size_t)size, 0, 0, 0));
+    IN_CONTEXT_RELAXED(device, r, d->cuMemAddressReserve(&p, (size_t)size, 0, 0, 0));
     *addr = r ? 0 : (uint64_t)p;
     return r;
 }
@@ -223,7 +259,7 @@ int vt__backend_va_reserve(int device, uint64_t size, uint64_t *addr)
 int vt__backend_va_free(int device, uint64_t addr, uint64_t size)
 {
     int r;
-    IN_CONTEXT(device, r, d->cuMemAddressFree((CUdeviceptr)addr, (size_t)size));
+    IN_CONTEXT_RELAXED(device, r, d->cuMemAddressFree((CUdeviceptr)addr, (size_t)size));
     return r;
 }
 
@@ -246,6 +282,7 @@ int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
     int pushed, r = enter(device, &d, &pushed);
     if (r)
         return r;
+    CUstreamCaptureMode was = relax_begin(d);
     CUmemAllocationProp prop = device_prop(device);
     CUmemAccessDesc access = { .location = prop.location,
                                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
@@ -269,6 +306,7 @@ int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
         int ignored = 0;
         unmap_chunks(d, addr, off, chunk, &ignored);
     }
+    relax_end(d, was);
     leave(d, pushed);
     return r;
 }
@@ -279,7 +317,9 @@ int vt__backend_unmap(int device, uint64_t addr, uint64_t size, uint64_t chunk)
     int pushed, r = enter(device, &d, &pushed);
     if (r)
         return r;
+    CUstreamCaptureMode was = relax_begin(d);
     unmap_chunks(d, addr, size, chunk, &r);
+    relax_end(d, was);
     leave(d, pushed);
     return r;
 }
@@ -303,7 +343,7 @@ int vt__backend_event_record(int device, void *event, uint64_t stream)
 int vt__backend_stream_sync(int device, uint64_t stream)
 {
     int r;
-    IN_CONTEXT(device, r, d->cuStreamSynchronize
+    IN_CONTEXT_RELAXED(device, r, d->cuStreamSynchronize
                               ? d->cuStreamSynchronize((CUstream)(uintptr_t)stream)
                               : CUDA_ERROR_NOT_SUPPORTED);
     return r;
@@ -335,7 +375,11 @@ int vt__backend_event_query(int device, void *event)
 int vt__backend_event_sync(int device, void *event)
 {
     (void)device;
-    return (int)vt__driver()->cuEventSynchronize((CUevent)event);
+    const vt__driver_api *d = vt__driver();
+    CUstreamCaptureMode was = relax_begin(d);
+    int r = (int)d->cuEventSynchronize((CUevent)event);
+    relax_end(d, was);
+    return r;
 }
 
 int vt__backend_event_destroy(int device, void *event)

@@ -143,6 +143,7 @@ static int resolve(void)
     ENTRY_AT(cuStreamGetCtx, "cuStreamGetCtx", 12000);
     ENTRY(cuStreamQuery, "cuStreamQuery");
     ENTRY(cuStreamIsCapturing, "cuStreamIsCapturing");
+    ENTRY(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
     ENTRY(cuStreamWaitEvent, "cuStreamWaitEvent");
     ENTRY(cuEventCreate, "cuEventCreate");
     ENTRY(cuEventRecord, "cuEventRecord");

@@ -70,6 +70,7 @@ typedef struct vt__driver_api {
     CUresult (*cuStreamGetCtx)(CUstream s, CUcontext *ctx);    /* the 9.2 ABI (no green ctx) */
     CUresult (*cuStreamQuery)(CUstream s);
     CUresult (*cuStreamIsCapturing)(CUstream s, CUstreamCaptureStatus *st); /* 10.0+, else NULL */
+    CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode); /* 10.1+, else NULL */
     CUresult (*cuStreamWaitEvent)(CUstream s, CUevent ev, unsigned flags);
     CUresult (*cuEventCreate)(CUevent *ev, unsigned flags);
     CUresult (*cuEventRecord)(CUevent ev, CUstream s);

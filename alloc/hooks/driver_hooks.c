@@ -105,6 +105,21 @@ static CUresult ctx_device(int *dev)
     return r;
 }
 
+/* The device an allocation is on (with unified addressing, no context
+ * needed); a pointer no allocation returned: INVALID_VALUE, as the real
+ * free says. */
+static CUresult pointer_device(CUdeviceptr p, int *dev)
+{
+    const vt__driver_api *d = vt__driver();
+    if (!d || !d->cuPointerGetAttribute)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    int ord = -1;
+    CUresult r = d->cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    if (r == CUDA_SUCCESS)
+        *dev = ord;
+    return r;
+}
+
 static int device_or_zero(void)
 {
     int dev = 0;
@@ -116,7 +131,8 @@ static bool is_default_stream(uint64_t stream)
     return stream == 0 || stream == HK_STREAM_PER_THREAD;
 }
 
-/* Device of stream-ordered work on `s` (`stream` = hk_stream(s, ...)). The
+/* Device of stream-ordered work on `s` (`stream` = hk_stream(s, ...)), and
+ * whether `s` is capturing into a graph (`capturing`, may be NULL). The
  * legacy and per-thread streams belong to the current context: without one
  * the driver refuses (INVALID_CONTEXT). A created stream carries its
  * context: cuMemAllocAsync takes "the memory pool current to the stream's
@@ -126,10 +142,20 @@ static bool is_default_stream(uint64_t stream)
  * stands in when there is one (a stream of another device is then not told
  * apart) and only without one is the stream's context asked and made
  * current for the question. An invalid handle fails here as it would in
- * the real call (a destroyed stream: CUDA_ERROR_INVALID_HANDLE). */
-int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
+ * the real call (a destroyed stream: CUDA_ERROR_INVALID_HANDLE).
+ *
+ * The capture is asked first: on a capturing stream a real driver refuses
+ * cuStreamGetDevice (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates
+ * the program's capture (NVIDIA H200, driver 580.159.04:
+ * tests/gpucheck/driver_facts.real, capture_after_stream_queries), so there
+ * the current context's device stands in; cuStreamIsCapturing and
+ * cuCtxGetDevice are allowed. */
+int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev, bool *capturing)
 {
     CUstream s = (CUstream)(uintptr_t)handle;
+    bool cap = vt__hk_stream_capturing(stream);
+    if (capturing)
+        *capturing = cap;
     if (is_default_stream(stream))
         return ctx_device(dev);
     const vt__driver_api *d = vt__driver();
@@ -137,7 +163,7 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUdevice cd = 0;
     CUresult r;
-    if (vt_likely(d->cuStreamGetDevice != NULL)) {
+    if (vt_likely(d->cuStreamGetDevice != NULL) && vt_likely(!cap)) {
         r = d->cuStreamGetDevice(s, &cd);
     } else {
         r = ctx_device(dev);
@@ -171,10 +197,11 @@ void vt__hk_passthrough(int device, uint64_t stream, uint64_t addr, uint64_t siz
 /* Stream capture (CUDA Programming Guide, "Graph Memory Nodes"): a
  * stream-ordered allocation on a capturing stream is a node of the graph
  * and its address is valid at every launch, so it goes to the driver, which
- * records it (VT_PASS_GRAPH). A free there of a block the cache owns is the
- * graph's free node, which would run at a later launch: the block stays
- * allocated (the program's, as far as the cache knows), never reused under
- * the graph. */
+ * records it (VT_PASS_GRAPH). A stream-ordered free there of memory
+ * allocated before the capture (every block the cache owns) is refused by a
+ * real driver: CUDA_ERROR_INVALID_VALUE, the capture goes on and the memory
+ * stays allocated (driver_facts.real, capture_free_async_of_*); so it is
+ * here, the block staying the program's. */
 bool vt__hk_stream_capturing(uint64_t stream)
 {
     const vt__driver_api *d = vt__driver();
@@ -210,6 +237,8 @@ HK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS)
         return r;
+    if (vt_unlikely((r = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+        return r;   /* a capture prohibits it (capture_modes.c) */
     return alloc_on(dev, dptr, bytesize, VT_NO_STREAM);   /* usable on every stream at once */
 }
 
@@ -224,10 +253,10 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     }
     uint64_t stream = hk_stream(s, ptsz);
     int dev;
-    CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev);
+    bool graph;
+    CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev, &graph);
     if (r != CUDA_SUCCESS)
         return r;
-    bool graph = vt__hk_stream_capturing(stream);
     if (vt_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
@@ -275,6 +304,16 @@ static CUresult free_foreign(CUresult (*real1)(CUdeviceptr), CUresult (*real2)(C
     return r;
 }
 
+bool vt__hk_async_free_after_reset(int dev, const void *p)
+{
+    if (vt_likely(!vt__alloc_freed_by_reset_stream_ordered(dev, p)))
+        return false;
+    HK_ENTER();
+    vt__alloc_foreign_free_failed(dev, p);   /* the program's bug all the same: reported */
+    HK_LEAVE();
+    return true;
+}
+
 HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult (*real)(CUdeviceptr);
@@ -283,12 +322,18 @@ HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         CUresult r_;
         return real ? GUARDED(real(dptr)) : CUDA_ERROR_NOT_INITIALIZED;
     }
-    /* The real cuMemFree needs a current context, like cuMemAlloc: without
-     * one it frees nothing (NOT_INITIALIZED / INVALID_CONTEXT). */
+    /* Before cuInit the real cuMemFree frees nothing (NOT_INITIALIZED).
+     * Without a current context it still frees: the allocation names its
+     * device (driver_facts.real, no_context_calls), and the cache makes the
+     * primary context current for its own calls (backend_cuda.c). */
     int dev;
     CUresult cr = ctx_device(&dev);
+    if (cr == CUDA_ERROR_INVALID_CONTEXT)
+        cr = pointer_device(dptr, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
+    if (vt_unlikely((cr = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+        return cr;   /* a capture prohibits it (capture_modes.c) */
     HK_ENTER();
     if (vt__config()->free_sync) {
         /* Exactly what cuMemFree does: wait for the device, then free. */
@@ -316,17 +361,20 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
      * one the real call fails and frees nothing. A created stream carries
      * its context; the real call needs none current (vt__hk_stream_device). */
     int dev;
-    CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev);
+    bool capturing;
+    CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev, &capturing);
     if (cr != CUDA_SUCCESS)
         return cr;
-    if (vt_unlikely(vt__hk_stream_capturing(stream))) {
+    if (vt_unlikely(capturing)) {
         if (vt__alloc_owns((const void *)(uintptr_t)dptr))
-            return CUDA_SUCCESS;       /* the graph's free node: kept (see above) */
+            return CUDA_ERROR_INVALID_VALUE;   /* allocated before the capture: refused (above) */
         return free_foreign(NULL, real, dptr, s, stream, dev);
     }
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
+    if (rc == VT_ALLOC_NOT_OWNED && vt__hk_async_free_after_reset(dev, (void *)(uintptr_t)dptr))
+        return CUDA_SUCCESS;
     if (rc == VT_ALLOC_NOT_OWNED)
         return free_foreign(NULL, real, dptr, s, stream, dev);
     return to_cu(rc);
@@ -679,7 +727,7 @@ static CUresult from_pool(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytesize,
     if (!pass && r == CUDA_SUCCESS && dptr) {
         uint64_t stream = hk_stream(hStream, ptsz);
         int dev = 0;
-        if (vt__hk_stream_device(hStream, stream, &dev) != CUDA_SUCCESS)
+        if (vt__hk_stream_device(hStream, stream, &dev, NULL) != CUDA_SUCCESS)
             dev = device_or_zero();
         vt__hk_passthrough(dev, stream, (uint64_t)*dptr, bytesize, VT_PASS_FROM_POOL, false);
     }
@@ -895,6 +943,10 @@ void *vt__hk_drv_hook(enum vt__hk_drv e)
 #define CASE(name) case HK_##name: f = (void (*)(void))hkl_##name; break;
     HOOKS(CASE)
 #undef CASE
+    case HK_cuStreamBeginCapture_v2: case HK_cuStreamBeginCapture_v2_ptsz:
+    case HK_cuStreamBeginCaptureToGraph: case HK_cuStreamBeginCaptureToGraph_ptsz:
+    case HK_cuStreamEndCapture: case HK_cuStreamEndCapture_ptsz:
+        return vt__hk_capture_hook(e);
     case HK_DRV_COUNT: break;
     }
     void *p;

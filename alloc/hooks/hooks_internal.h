@@ -113,6 +113,12 @@ enum vt__hk_drv {
     HK_cuMemPoolSetAttribute,
     HK_cuMemPoolSetAccess,
     HK_cuIpcGetMemHandle,
+    HK_cuStreamBeginCapture_v2,          /* capture_modes.c */
+    HK_cuStreamBeginCapture_v2_ptsz,
+    HK_cuStreamBeginCaptureToGraph,
+    HK_cuStreamBeginCaptureToGraph_ptsz,
+    HK_cuStreamEndCapture,
+    HK_cuStreamEndCapture_ptsz,
     HK_DRV_COUNT
 };
 
@@ -135,9 +141,17 @@ void *vt__hk_drv_hook(enum vt__hk_drv e);
 
 /* The device of stream-ordered work on `handle` (`stream`: its hk_stream()
  * value): the current context's for the default streams, the stream's own
- * for a created one. @return a CUresult; an invalid (destroyed) handle is
- * CUDA_ERROR_INVALID_HANDLE, as in the real call. */
-int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
+ * for a created one; `capturing` (may be NULL): whether the stream captures
+ * into a graph (then the current context's device: the driver refuses the
+ * stream's during a capture). @return a CUresult; an invalid (destroyed)
+ * handle is CUDA_ERROR_INVALID_HANDLE, as in the real call. */
+int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev, bool *capturing);
+
+/* A stream-ordered free of p, which the cache does not own: was p a
+ * stream-ordered allocation from before dev's last reset? A real driver
+ * answers such a free with success (alloc_reset.c); it is reported as a bad
+ * free, and the caller returns success without the real call. */
+bool vt__hk_async_free_after_reset(int dev, const void *p);
 
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
@@ -148,6 +162,18 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev);
  * created stream) capturing into a graph? Stream-ordered allocations and
  * frees on it are then the graph's (graph memory nodes), never the cache's. */
 bool vt__hk_stream_capturing(uint64_t stream);
+
+/* ---- capture_modes.c: calls a capture prohibits --------------------------- */
+
+/* Would a real driver refuse a potentially unsafe call (cudaMalloc,
+ * cudaFree, cuMemAlloc, cuMemFree) from this thread now, a stream capture
+ * being underway? CUDA_SUCCESS when not (two loads when no capture is);
+ * else the driver's refusal (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, with its
+ * effect on the capture), which the hook returns instead of serving. */
+int vt__hk_capture_refusal(void);
+
+/* The hook standing in for a capture entry (HK_cuStreamBeginCapture_v2 ...). */
+void *vt__hk_capture_hook(enum vt__hk_drv e);
 
 /* ---- program_pools.c: devices whose memory pool the program configures -- */
 

@@ -89,6 +89,17 @@ static const struct hk_entry entries[HK_DRV_COUNT] = {
                                         false },
     [HK_cuMemPoolSetAccess]         = { "cuMemPoolSetAccess", "cuMemPoolSetAccess", 11020, false },
     [HK_cuIpcGetMemHandle]          = { "cuIpcGetMemHandle", "cuIpcGetMemHandle", 4010, false },
+    [HK_cuStreamBeginCapture_v2]    = { "cuStreamBeginCapture_v2", "cuStreamBeginCapture", 10010,
+                                        false },
+    [HK_cuStreamBeginCapture_v2_ptsz] = { "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture",
+                                          10010, true },
+    [HK_cuStreamBeginCaptureToGraph] = { "cuStreamBeginCaptureToGraph",
+                                         "cuStreamBeginCaptureToGraph", 12030, false },
+    [HK_cuStreamBeginCaptureToGraph_ptsz] = { "cuStreamBeginCaptureToGraph_ptsz",
+                                              "cuStreamBeginCaptureToGraph", 12030, true },
+    [HK_cuStreamEndCapture]         = { "cuStreamEndCapture", "cuStreamEndCapture", 10000, false },
+    [HK_cuStreamEndCapture_ptsz]    = { "cuStreamEndCapture_ptsz", "cuStreamEndCapture", 10000,
+                                        true },
 };
 
 static void *_Atomic real_fn[HK_DRV_COUNT];     /* exported by libcuda under .abi */

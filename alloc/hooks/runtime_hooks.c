@@ -257,14 +257,23 @@ static int device_or_zero(void)
  * device. A destroyed stream is an invalid handle: the real call fails with
  * cudaErrorInvalidResourceHandle (the driver's CUDA_ERROR_INVALID_HANDLE, the
  * same number) and does nothing, and so must a call the cache serves. */
-static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev)
+/* The device of work on `stream` (vt__hk_stream_device), and whether the
+ * stream captures into a graph (`capturing`, may be NULL). */
+static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev,
+                                   bool *capturing)
 {
+    if (capturing)
+        *capturing = false;
     cudaError_t r = rt_enter(dev);
-    if (r != cudaSuccess || stream == VT_NO_STREAM || stream == 0
-        || stream == HK_STREAM_PER_THREAD)
+    if (r != cudaSuccess || stream == VT_NO_STREAM)
         return r;
+    if (stream == 0 || stream == HK_STREAM_PER_THREAD) {
+        if (capturing)
+            *capturing = vt__hk_stream_capturing(stream);
+        return r;
+    }
     HK_ENTER();
-    int e = vt__hk_stream_device(handle, stream, dev);
+    int e = vt__hk_stream_device(handle, stream, dev, capturing);
     HK_LEAVE();
     return rt_fail((cudaError_t)e);
 }
@@ -272,9 +281,12 @@ static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev
 static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_stream_enter(handle, stream, &dev);
+    cudaError_t r = rt_stream_enter(handle, stream, &dev, NULL);
     if (r != cudaSuccess)
         return r;
+    int refused = vt__hk_capture_refusal();   /* capture_modes.c */
+    if (vt_unlikely(refused))
+        return rt_fail((cudaError_t)refused);
     HK_ENTER();
     int e = vt__alloc_malloc(dev, size, stream, devPtr);
     HK_LEAVE();
@@ -299,10 +311,10 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
 {
     uint64_t stream = hk_stream(s, ptsz);
     int dev;
-    cudaError_t r = rt_stream_enter(s, stream, &dev);
+    bool graph;   /* a graph memory node (driver_hooks.c) */
+    cudaError_t r = rt_stream_enter(s, stream, &dev, &graph);
     if (r != cudaSuccess)
         return r;
-    bool graph = vt__hk_stream_capturing(stream);   /* a graph memory node (driver_hooks.c) */
     if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
         HK_ENTER();
         int err = vt__alloc_malloc(dev, size, stream, devPtr);
@@ -378,6 +390,9 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
     cudaError_t r = rt_enter(&dev);
     if (r != cudaSuccess)
         return r;
+    int refused = vt__hk_capture_refusal();   /* capture_modes.c */
+    if (vt_unlikely(refused))
+        return rt_fail((cudaError_t)refused);
     if (vt__config()->free_sync) {
         cudaError_t (*sync)(void);
         REAL(sync, cudaDeviceSynchronize);
@@ -399,11 +414,13 @@ VT_V13(cudaFree)
 static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stream)
 {
     int dev;
-    cudaError_t r = rt_stream_enter(handle, stream, &dev);
+    bool capturing;
+    cudaError_t r = rt_stream_enter(handle, stream, &dev, &capturing);
     if (r != cudaSuccess)
         return r;
-    if (vt_unlikely(vt__hk_stream_capturing(stream)))   /* the graph's free node */
-        return vt__alloc_owns(devPtr) ? cudaSuccess : (cudaError_t)VT_ALLOC_NOT_OWNED;
+    if (vt_unlikely(capturing))   /* memory from before the capture: refused (driver_hooks.c) */
+        return vt__alloc_owns(devPtr) ? rt_fail(cudaErrorInvalidValue)
+                                      : (cudaError_t)VT_ALLOC_NOT_OWNED;
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
@@ -415,6 +432,8 @@ HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
+    if ((int)e == VT_ALLOC_NOT_OWNED && vt__hk_async_free_after_reset(device_or_zero(), devPtr))
+        return cudaSuccess;
     if ((int)e == VT_ALLOC_NOT_OWNED)
         FREE_FOREIGN(cudaFreeAsync, hk_stream(hStream, false), devPtr, hStream);
     return e;
@@ -426,6 +445,8 @@ HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
     if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
+    if ((int)e == VT_ALLOC_NOT_OWNED && vt__hk_async_free_after_reset(device_or_zero(), devPtr))
+        return cudaSuccess;
     if ((int)e == VT_ALLOC_NOT_OWNED)
         FREE_FOREIGN(cudaFreeAsync_ptsz, hk_stream(hStream, true), devPtr, hStream);
     return e;
