@@ -52,8 +52,8 @@ static struct capture ongoing[MAX_CAPTURES];
 static unsigned nongoing;
 static atomic_int global_captures;   /* ongoing, begun in global mode, every thread */
 static atomic_bool overflowed;       /* more than MAX_CAPTURES at once: always ask */
-static __thread int my_strict;       /* this thread's ongoing non-relaxed captures */
-static __thread int my_global;       /* of which begun in global mode */
+static __thread int my_strict __attribute__((tls_model("initial-exec")));   /* this thread's ongoing non-relaxed captures */
+static __thread int my_global __attribute__((tls_model("initial-exec")));   /* of which begun in global mode */
 
 static void began(CUstream s, CUstreamCaptureMode mode)
 {
