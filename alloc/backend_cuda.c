@@ -74,19 +74,6 @@ static void leave(const vt__driver_api *d, int pushed)
     }
 }
 
-/* r = `call`, an expression over `d` (the driver's table), made in the
- * device's primary context; or enter()'s failure, `call` not made. A macro
- * so that every one-call entry point below is one line of what it calls. */
-#define IN_CONTEXT(device, r, call)                             \
-    do {                                                        \
-        const vt__driver_api *d;                                \
-        int pushed_;                                            \
-        if (((r) = enter((device), &d, &pushed_)) == 0) {       \
-            (r) = (int)(call);                                  \
-            leave(d, pushed_);                                  \
-        }                                                       \
-    } while (0)
-
 /* The cache's own device calls that CUDA counts as "potentially unsafe"
  * during a stream capture (allocating, freeing, mapping, synchronizing):
  * made in the relaxed capture mode of this thread, so that a capture the
@@ -110,18 +97,24 @@ static void relax_end(const vt__driver_api *d, CUstreamCaptureMode was)
         d->cuThreadExchangeStreamCaptureMode(&was);
 }
 
-/* IN_CONTEXT for the calls above: in the relaxed capture mode. */
-#define IN_CONTEXT_RELAXED(device, r, call)                     \
-    do {                                                        \
-        const vt__driver_api *d;                                \
-        int pushed_;                                            \
-        if (((r) = enter((device), &d, &pushed_)) == 0) {       \
-            CUstreamCaptureMode was_ = relax_begin(d);          \
-            (r) = (int)(call);                                  \
-            relax_end(d, was_);                                 \
-            leave(d, pushed_);                                  \
-        }                                                       \
+/* r = `call`, an expression over `d` (the driver's table), made in the
+ * device's primary context (and, `relaxed`, in the relaxed capture mode);
+ * or enter()'s failure, `call` not made. A macro so that every one-call
+ * entry point below is one line of what it calls. */
+#define IN_CONTEXT_AS(device, r, relaxed, call)                              \
+    do {                                                                     \
+        const vt__driver_api *d;                                             \
+        int pushed_;                                                         \
+        if (((r) = enter((device), &d, &pushed_)) == 0) {                    \
+            CUstreamCaptureMode was_ = (relaxed) ? relax_begin(d)            \
+                                                 : CU_STREAM_CAPTURE_MODE_RELAXED; \
+            (r) = (int)(call);                                               \
+            relax_end(d, was_);                                              \
+            leave(d, pushed_);                                               \
+        }                                                                    \
     } while (0)
+#define IN_CONTEXT(device, r, call) IN_CONTEXT_AS(device, r, false, call)
+#define IN_CONTEXT_RELAXED(device, r, call) IN_CONTEXT_AS(device, r, true, call)
 
 int vt__backend_init(void)
 {
