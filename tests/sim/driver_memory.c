@@ -89,6 +89,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_alloc_async_calls);
     SIM_TRY(sim_graph_capture_state(s));
+    /* Outside a capture, a potentially unsafe call (seen on an H200). */
+    bool capturing = sim_graph_is_capturing(s);
+    if (!capturing)
+        SIM_TRY(sim_capture_unsafe_call());
     /* Simplified pool: the memory is taken now. Being unused until the
      * stream reaches this point is indistinguishable from being taken then.
      * On a capturing stream it is a graph memory node (sim_graph.c). */
@@ -104,6 +108,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_free_async_calls);
     SIM_TRY(sim_graph_capture_state(s));
+    bool capturing = sim_graph_is_capturing(s);
+    if (!capturing)
+        SIM_TRY(sim_capture_unsafe_call());
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_device *dev;
@@ -111,7 +118,14 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
     /* On a capturing stream only a graph's allocation can be freed (a free
      * node); anything else is refused and the capture goes on (seen on an
      * H200: sim_graph.c). */
-    if (sim_graph_is_capturing(s) && !sim_mem_is_graph((uintptr_t)dptr)) {
+    if (capturing && !sim_mem_is_graph((uintptr_t)dptr)) {
+        SIM_COUNT(dev, bad_frees);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* A graph's allocation no launch has made yet, freed outside a
+     * capture: refused too (H200: cudaFreeAsync on another stream, during
+     * a relaxed capture, of what the capture allocated). */
+    if (!capturing && sim_mem_is_unlaunched_graph((uintptr_t)dptr)) {
         SIM_COUNT(dev, bad_frees);
         return CUDA_ERROR_INVALID_VALUE;
     }

@@ -106,6 +106,11 @@ static CUresult get_flags(CUstream h, unsigned *flags, bool ptsz)
 {
     sim_stream *s;
     CUresult rc = attr_stream(h, ptsz, flags, &s);
+    /* Not permitted on a capturing stream, and the capture is invalidated
+     * (seen on an H200, fact capture_other_queries; cuStreamGetCtx is
+     * allowed). */
+    if (rc == CUDA_SUCCESS && sim_graph_invalidate_if_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (rc == CUDA_SUCCESS)
         *flags = s->flags;
     return rc;

@@ -120,6 +120,7 @@ typedef struct sim_graph_exec {
 static atomic_ullong next_capture_id = 1;
 static sim_graph *active[SIM_MAX_DEVICES][MAX_ACTIVE];   /* under dev->lock */
 static atomic_int strict_captures;       /* active captures not begun RELAXED */
+static atomic_int any_captures;          /* active captures */
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 /* Is a graph allocation: allocated during the capture, not freed in it. */
@@ -274,6 +275,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     s->capture = g;
     if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         atomic_fetch_add(&strict_captures, 1);
+    atomic_fetch_add(&any_captures, 1);
     pthread_mutex_unlock(&dev->lock);
     return CUDA_SUCCESS;
 }
@@ -307,6 +309,7 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool ptsz)
             active[dev->ordinal][i] = NULL;
     if (g->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         atomic_fetch_sub(&strict_captures, 1);
+    atomic_fetch_sub(&any_captures, 1);
     g->ended = true;
     bool bad = g->invalidated;
     pthread_mutex_unlock(&dev->lock);
@@ -581,6 +584,23 @@ CUresult sim_capture_unsafe_call(void)
         pthread_mutex_unlock(&dev->lock);
     }
     return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult sim_capture_device_sync(sim_device *dev)
+{
+    if (atomic_load_explicit(&any_captures, memory_order_relaxed) == 0)
+        return CUDA_SUCCESS;
+    bool any = false;
+    pthread_mutex_lock(&dev->lock);
+    for (int i = 0; i < MAX_ACTIVE; i++) {
+        sim_graph *g = active[dev->ordinal][i];
+        if (g) {
+            g->invalidated = true;
+            any = true;
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return any ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)

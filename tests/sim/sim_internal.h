@@ -47,6 +47,7 @@
                                             this size (sim_memory.c, "Footprint") */
 #define SIM_SMALL_MAX     (1u << 20)     /* cuMemAlloc up to this size shares pages */
 #define SIM_SMALL_UNIT    512u           /* ... in units of this size (a guess) */
+#define SIM_POOL_CHUNK    (32u << 20)    /* a memory pool reserves chunks of this size */
 
 #define SIM_MAGIC_STREAM  0x5354524du    /* 'STRM' */
 #define SIM_MAGIC_DEAD_STREAM 0x44454144u /* 'DEAD': released, kept as a tombstone */
@@ -84,8 +85,10 @@ typedef struct sim_block {
     uint8_t           is_free;
     uint8_t           kind;              /* sim_mem_kind while used */
     uint8_t           free_pending;      /* a stream-ordered free is queued */
-    uint8_t           small;             /* charge is in the shared small pages */
+    uint8_t           small;             /* charge is in shared memory: 1 the small
+                                            pages, 2 a pool's chunks (sim_memory.c) */
     uint8_t           graph;             /* a graph's allocation (sim_graph.c) */
+    uint8_t           unlaunched;        /* graph allocation no launch has made yet */
     uint8_t           parked;            /* graph allocation freed by the program: the
                                             range stays the graph's, uncommitted and
                                             uncharged, until a launch allocates it again */
@@ -213,6 +216,7 @@ struct sim_device {
     size_t            peak;
     size_t            footprint;         /* under mem_lock: capacity taken, in pages */
     size_t            small_bytes;       /* under mem_lock: small allocations' charges */
+    size_t            pool_bytes;        /* under mem_lock: pool allocations' charges */
     simcuda_counters  stats;             /* fields updated with relaxed atomics */
 };
 
@@ -255,6 +259,7 @@ bool     sim_mem_graph_is_live(sim_device *dev, uintptr_t ptr);
 CUresult sim_mem_graph_revive(sim_device *dev, uintptr_t ptr);
 void     sim_mem_graph_drop(sim_device *dev, uintptr_t ptr);
 bool     sim_mem_is_graph(uintptr_t ptr);
+bool     sim_mem_is_unlaunched_graph(uintptr_t ptr);
 /* A stream-ordered allocation cudaDeviceReset released: its free is
  * accepted once afterwards (sim_memory.c). */
 bool     sim_mem_reset_orphan_take(sim_device *dev, uintptr_t ptr);
@@ -322,6 +327,9 @@ CUresult sim_graph_capture_state(sim_stream *s);
  * checks this first: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures
  * that forbid it invalidated, if the capture rules forbid it now. */
 CUresult sim_capture_unsafe_call(void);
+/* cuCtxSynchronize: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, every capture of
+ * dev invalidated, if dev has any (relaxed ones too). */
+CUresult sim_capture_device_sync(sim_device *dev);
 
 /* sim_event.c */
 void sim_event_record_done(sim_event *ev, uint64_t gen); /* called by workers */

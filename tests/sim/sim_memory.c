@@ -15,9 +15,13 @@
  * 512 B allocations took nothing more, sixteen of 1 MiB took 16 MiB): here
  * the small ones are packed perfectly, each rounded up to 512 B (a guess:
  * the real sub-allocator's unit and its fragmentation were not seen). A
- * cuMemAllocAsync from a pool takes its size rounded up to a whole page
- * (fact malloc_async_footprint: sixteen of 1 MiB took 2 MiB each; a guess
- * that fits what was seen: the pool's real granularity is not documented).
+ * cuMemAllocAsync from a pool takes its size rounded up to a whole page, out
+ * of chunks of 32 MiB the pools reserve (fact malloc_async_footprint: the
+ * first 1 MiB allocation took 32 MiB, sixteen of 1 MiB took 2 MiB each,
+ * nothing was kept once they were freed, release threshold 0). A guess that
+ * fits what was seen, the pools' real policy being undocumented: the chunks
+ * are shared by every pool of the device and packed perfectly; a pool
+ * allocation above 32 MiB takes its own pages.
  * bytes_in_use (simcuda_stats) still counts the requested sizes.
  * The address range is four times the capacity (at least 64 GiB), so that
  * fragmentation of the range is not what makes an allocation fail.
@@ -154,8 +158,8 @@ static size_t round_up(size_t n, size_t unit)
     return (n + unit - 1) / unit * unit;
 }
 
-/* Capacity one allocation of `bytes` of `kind` takes; *small: in the shared
- * pages. */
+/* Capacity one allocation of `bytes` of `kind` takes; *small: in shared
+ * memory (1: the small pages, 2: the pools' chunks). */
 static size_t charge_of(size_t bytes, sim_mem_kind kind, uint8_t *small)
 {
     *small = 0;
@@ -163,17 +167,26 @@ static size_t charge_of(size_t bytes, sim_mem_kind kind, uint8_t *small)
         *small = 1;
         return round_up(bytes, SIM_SMALL_UNIT);
     }
+    if (kind == SIM_MEM_ASYNC && bytes <= SIM_POOL_CHUNK)
+        *small = 2;
     return round_up(bytes, SIM_PAGE);
 }
 
-/* The footprint once `charge` (small or not) is added (or, negative, taken
- * away); under mem_lock. */
-static size_t footprint_with(const sim_device *dev, size_t charge, bool small, bool add)
+static size_t *shared_bytes(sim_device *dev, uint8_t cls)
 {
-    if (!small)
+    return cls == 1 ? &dev->small_bytes : &dev->pool_bytes;
+}
+
+/* The footprint once `charge` (of class `cls`) is added (or taken away);
+ * under mem_lock. */
+static size_t footprint_with(sim_device *dev, size_t charge, uint8_t cls, bool add)
+{
+    if (!cls)
         return add ? dev->footprint + charge : dev->footprint - charge;
-    size_t s = add ? dev->small_bytes + charge : dev->small_bytes - charge;
-    return dev->footprint - round_up(dev->small_bytes, SIM_PAGE) + round_up(s, SIM_PAGE);
+    size_t unit = cls == 1 ? SIM_PAGE : SIM_POOL_CHUNK;
+    size_t old = *shared_bytes(dev, cls);
+    size_t s = add ? old + charge : old - charge;
+    return dev->footprint - round_up(old, unit) + round_up(s, unit);
 }
 
 /* Take (add) or give back the capacity of b; false if it does not fit. */
@@ -183,8 +196,10 @@ static bool charge_block(sim_device *dev, sim_block *b, bool add)
     if (add && (f > dev->capacity || f < dev->footprint))
         return false;
     dev->footprint = f;
-    if (b->small)
-        dev->small_bytes = add ? dev->small_bytes + b->charge : dev->small_bytes - b->charge;
+    if (b->small) {
+        size_t *sb = shared_bytes(dev, b->small);
+        *sb = add ? *sb + b->charge : *sb - b->charge;
+    }
     if (add) {
         dev->used += b->req;
         if (dev->used > dev->peak)
@@ -360,7 +375,7 @@ static void release(sim_heap *h, sim_block *b)
     b->charge = 0;
     b->kind = 0;
     b->free_pending = 0;
-    b->small = b->graph = b->parked = b->stale_frees = 0;
+    b->small = b->graph = b->unlaunched = b->parked = b->stale_frees = 0;
     sim_block *prev = b->prev_phys, *next = b->next_phys;
     if (prev && prev->is_free) {
         free_list_remove(h, prev);
@@ -599,6 +614,7 @@ void sim_mem_release_all(sim_device *dev)
     dev->used = 0;
     dev->footprint = 0;
     dev->small_bytes = 0;
+    dev->pool_bytes = 0;
     pthread_mutex_unlock(&dev->mem_lock);
 }
 
@@ -609,8 +625,20 @@ void sim_mem_graph_mark(sim_device *dev, uintptr_t ptr)
     pthread_mutex_lock(&dev->mem_lock);
     sim_block *b = live_find(&dev->heap, ptr);
     if (b && b->addr == ptr)
-        b->graph = 1;
+        b->graph = b->unlaunched = 1;
     pthread_mutex_unlock(&dev->mem_lock);
+}
+
+bool sim_mem_is_unlaunched_graph(uintptr_t ptr)
+{
+    sim_device *dev = sim_mem_owner(ptr);
+    if (!dev)
+        return false;
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = live_find(&dev->heap, ptr);
+    bool u = b && b->addr == ptr && b->graph && b->unlaunched;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return u;
 }
 
 bool sim_mem_is_graph(uintptr_t ptr)
@@ -640,6 +668,8 @@ CUresult sim_mem_graph_revive(sim_device *dev, uintptr_t ptr)
     pthread_mutex_lock(&dev->mem_lock);
     sim_block *b = tree_find(&dev->heap, ptr);
     CUresult rc = CUDA_SUCCESS;
+    if (b && b->addr == ptr)
+        b->unlaunched = 0;
     if (!b || b->addr != ptr || !b->graph) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else if (b->parked) {
@@ -664,7 +694,7 @@ void sim_mem_graph_drop(sim_device *dev, uintptr_t ptr)
     pthread_mutex_lock(&dev->mem_lock);
     sim_block *b = tree_find(&dev->heap, ptr);
     if (b && b->addr == ptr && b->graph) {
-        b->graph = 0;
+        b->graph = b->unlaunched = 0;
         if (b->parked) {
             tdelete(b, &dev->heap.used_tree, range_cmp);
             b->parked = 0;
