@@ -19,8 +19,13 @@ writes to $HOOKS_STATS (tests/hooks/hk_stats.h) are then checked:
           printed)
 --active additionally requires the cache's statistics in the preloaded run
 (the hooks were really loaded, not silently absent).
+--on-sim PROG2 runs PROG2 instead of PROG when the libcuda.so.1 in --simdir
+is the simulator (it exports simcuda_stats): PROG linked with the toolkit's
+static runtime, which cannot run on the simulator, PROG2 the same program
+linked with the simulator's (tests/hooks/meson.build).
 """
 import argparse
+import ctypes
 import os
 import re
 import subprocess
@@ -74,6 +79,14 @@ def at_least(plain, hooked, tol):
                for x, y in zip(num.findall(plain), num.findall(hooked)))
 
 
+def on_simulator(simdir):
+    """Is the driver in simdir the simulator?"""
+    try:
+        return hasattr(ctypes.CDLL(os.path.join(simdir, "libcuda.so.1")), "simcuda_stats")
+    except OSError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -82,11 +95,14 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.0)
     ap.add_argument("--conf", default=None)
     ap.add_argument("--active", action="store_true")
+    ap.add_argument("--on-sim", default=None)
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog
     if prog and prog[0] == "--":
         prog = prog[1:]
+    if a.on_sim and on_simulator(a.simdir):
+        prog = [a.on_sim] + prog[1:]
 
     if not os.path.isfile(a.lib):
         print("FAIL: no such library:", a.lib)
