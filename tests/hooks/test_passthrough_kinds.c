@@ -103,9 +103,12 @@ TEST(pitched_arrays_registered_and_pool_allocations_are_recorded)
  * driver's, valid at every launch. Before, the cache served them and took
  * the capture-time free as real, so the next allocation got the same block
  * and every replay of the graph wrote into it. A cache block freed inside
- * the capture stays allocated (the graph frees it at a launch), and a plain
- * cudaFree during the capture never records a fence on the legacy stream
- * (which would invalidate the capture of a blocking stream). */
+ * the capture is refused as CUDA refuses memory allocated before the
+ * capture (cudaErrorInvalidValue, the capture goes on, the memory stays
+ * allocated: seen on an NVIDIA H200, tests/gpucheck/driver_facts.real,
+ * capture_free_async_of_pool_memory), and a plain cudaFree during a relaxed
+ * capture frees without recording a fence on the legacy stream (which
+ * would invalidate the capture of a blocking stream). */
 TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
 {
     enum { N = 1 << 20 };
@@ -125,7 +128,8 @@ TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
     ASSERT_EQ(cudaMemsetAsync(g1, 0x11, N, s), cudaSuccess);
     ASSERT_EQ(cudaMemcpyAsync(host, held, N, cudaMemcpyDeviceToHost, s), cudaSuccess);
     ASSERT_EQ(cudaFreeAsync(g1, s), cudaSuccess);
-    ASSERT_EQ(cudaFreeAsync(held, s), cudaSuccess);                /* a cache block */
+    ASSERT_EQ(cudaFreeAsync(held, s), cudaErrorInvalidValue);      /* a cache block */
+    ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
     ASSERT_EQ(cudaFree(plain), cudaSuccess);                       /* unknown stream */
     cudaGraph_t g;
     ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
@@ -156,6 +160,7 @@ TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
     }
     ASSERT_EQ(cudaGraphExecDestroy(x), cudaSuccess);
     ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(held, s), cudaSuccess);                /* still allocated */
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
 
     struct expect e = { (uint64_t)(uintptr_t)g1, N, VT_PASS_GRAPH, 0, 0 };
