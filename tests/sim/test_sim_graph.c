@@ -1,5 +1,6 @@
 /* tests/sim/test_sim_graph.c - stream capture and graphs (sim_graph.c). */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -232,6 +233,75 @@ TEST(a_graph_keeping_its_allocation_relaunches_once_it_is_freed)
     ASSERT_OK(cudaGraphExecDestroy(x));
     ASSERT_OK(cudaGraphDestroy(g));
     ASSERT_EQ(free_bytes(), before);
+    release_held();
+}
+
+/* The capture rules for potentially unsafe calls (cudaStreamBeginCapture,
+ * cudaThreadExchangeStreamCaptureMode): a thread-local capture forbids them
+ * to its own thread only; a global one to every thread in global mode; a
+ * thread in relaxed mode is never forbidden. Refused calls invalidate the
+ * capture that forbade them. (Global mode, the other thread and the relaxed
+ * thread were seen so on an H200: tests/gpucheck, facts
+ * capture_global_other_thread_allocates and capture_thread_mode_relaxed;
+ * thread-local mode follows the documentation.) */
+static cudaError_t other_thread_rc;
+
+static void *other_thread_mallocs(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    other_thread_rc = cudaMalloc(&p, N);
+    if (other_thread_rc == cudaSuccess)
+        cudaFree(p);
+    cudaGetLastError();
+    return NULL;
+}
+
+static cudaError_t malloc_from_another_thread(void)
+{
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, other_thread_mallocs, NULL), 0);
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    return other_thread_rc;
+}
+
+TEST(capture_forbids_unsafe_calls_by_interaction_mode)
+{
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    void *p = NULL;
+    cudaGraph_t g = NULL;
+    /* thread-local: the other thread may, this one may not */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    ASSERT_EQ(malloc_from_another_thread(), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&p, N), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    /* global: neither */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    ASSERT_EQ(malloc_from_another_thread(), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    /* this thread relaxed during its own global capture: allowed, and
+     * forbidden again once its mode is back; cudaMemGetInfo is safe */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    size_t f, t;
+    ASSERT_OK(cudaMemGetInfo(&f, &t));
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    ASSERT_OK(cudaThreadExchangeStreamCaptureMode(&m));
+    ASSERT_EQ(m, cudaStreamCaptureModeGlobal);
+    ASSERT_OK(cudaMalloc(&p, N));
+    ASSERT_OK(cudaThreadExchangeStreamCaptureMode(&m));
+    ASSERT_EQ(cudaFree(p), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    ASSERT_OK(cudaFree(p));
+    /* relaxed capture: everything but a device-wide synchronization */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    ASSERT_OK(cudaMalloc(&p, N));
+    ASSERT_OK(cudaFree(p));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
     release_held();
 }
 
