@@ -67,18 +67,21 @@
  *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture
  *    (H200: cudaMalloc and cudaFree during a GLOBAL capture returned 900,
  *    cudaStreamEndCapture then 901; in RELAXED mode cudaFree freed: facts
- *    capture_forbidden_calls, capture_cuda_free_global/relaxed). Which
- *    captures another thread's prohibited call invalidates is not seen:
- *    here the GLOBAL captures that prohibited it (a guess). The calls treated
- *    as unsafe: sim_capture_unsafe_call's callers (cuMemAlloc, cuMemAllocPitch,
- *    cuMemAllocManaged, cuMemAllocHost/cuMemHostAlloc, cuMemFree,
- *    cuMemFreeHost, cuCtxSynchronize, cuEventSynchronize, cuEventQuery,
- *    cuStreamSynchronize and cuStreamQuery of a stream that is not
- *    capturing); the documentation names cudaMalloc as its example and gives
- *    no list, the others are the synchronous calls the CUDA Programming
- *    Guide's "Prohibited and Unhandled Operations" describes as unsafe
- *    (synchronizing or querying the device or a stream or event outside
- *    the capture).
+ *    capture_forbidden_calls, capture_cuda_free_global/relaxed); another
+ *    thread's cudaMalloc/cudaMallocAsync during a GLOBAL capture: 900, and
+ *    that capture invalidated ("API call conflicts with a stream capture
+ *    sequence initiated from another thread": capture_global_other_thread_allocates).
+ *    The calls treated as unsafe: sim_capture_unsafe_call's callers
+ *    (cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged,
+ *    cuMemAllocHost/cuMemHostAlloc, cuMemFree, cuMemFreeHost,
+ *    cuCtxSynchronize, cuEventSynchronize, cuEventQuery, cuStreamSynchronize
+ *    and cuStreamQuery of a stream that is not capturing, cuMemAllocAsync
+ *    and cuMemFreeAsync on one); the documentation names cudaMalloc as its
+ *    example and gives no list: all but cuMemAllocPitch were seen refused on
+ *    the H200 (fact capture_unsafe_calls), which allowed cuMemGetInfo,
+ *    synchronous copies from pageable memory and memsets. cuCtxSynchronize
+ *    is refused during any capture of its device, relaxed ones too (seen),
+ *    from any thread (a guess).
  * Simplified: the recorded work is one list in capture order (a valid
  * ordering of the real graph's dependencies).
  */
