@@ -203,6 +203,78 @@ static void capture_forbidden_calls(void)
     kv("last2", cudaGetLastError());
 }
 
+/* Which calls a capture forbids: each in a capture of its own on stream s
+ * (global, then relaxed mode), what it returns and what ending the capture
+ * returns. Stream o and event ev are outside any capture; dp is device
+ * memory, hp pinned host memory. */
+static cudaStream_t uc_s, uc_o;
+static cudaEvent_t uc_ev;
+static void *uc_dp;
+static char uc_pageable[4096];
+
+static long unsafe_call(int i)
+{
+    void *p = NULL, *q = NULL;
+    size_t f, t;
+    CUdevice d;
+    switch (i) {
+    case 0: return cudaStreamQuery(uc_o);
+    case 1: return cudaEventQuery(uc_ev);
+    case 2: return cudaEventSynchronize(uc_ev);
+    case 3: return cudaDeviceSynchronize();
+    case 4: return cudaStreamSynchronize(uc_o);
+    case 5: {
+        long r = cudaMallocHost(&p, 4096);
+        if (r == cudaSuccess)
+            cudaFreeHost(p);
+        return r;
+    }
+    case 6: return cudaMemGetInfo(&f, &t);
+    case 7: return cudaMemcpy(uc_dp, uc_pageable, 4096, cudaMemcpyHostToDevice);
+    case 8: return cudaMemset(uc_dp, 0, 4096);
+    case 9: return cudaFree(NULL);
+    case 10: return cudaMallocManaged(&p, 4096, cudaMemAttachGlobal);
+    case 11: return cudaMallocAsync(&p, 4096, uc_o);
+    case 12: return cudaMemcpyAsync(uc_dp, uc_pageable, 4096, cudaMemcpyHostToDevice, uc_s);
+    case 13: return cuStreamGetDevice((CUstream)uc_o, &d);
+    case 14:
+        cudaMallocAsync(&q, 4096, uc_s);
+        return cudaFreeAsync(q, uc_o);
+    }
+    return -1;
+}
+
+static void capture_unsafe_calls(void)
+{
+    static const char *names[] = {"stream_query_other", "event_query", "event_sync", "device_sync",
+                                  "stream_sync_other", "malloc_host", "mem_get_info",
+                                  "memcpy_pageable", "memset", "free_null", "malloc_managed",
+                                  "malloc_async_other", "memcpy_async_captured",
+                                  "stream_device_other", "free_async_other"};
+    cudaStreamCreateWithFlags(&uc_s, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&uc_o, cudaStreamNonBlocking);
+    cudaEventCreate(&uc_ev);
+    cudaEventRecord(uc_ev, uc_o);
+    cudaMalloc(&uc_dp, 4096);
+    cudaDeviceSynchronize();
+    for (int relaxed = 0; relaxed < 2; relaxed++) {
+        for (int i = 0; i < (int)(sizeof names / sizeof *names); i++) {
+            char key[64];
+            cudaStreamBeginCapture(uc_s, relaxed ? cudaStreamCaptureModeRelaxed
+                                                 : cudaStreamCaptureModeGlobal);
+            snprintf(key, sizeof key, "%s_%s", relaxed ? "r" : "g", names[i]);
+            kv(key, unsafe_call(i));
+            cudaGraph_t g = NULL;
+            snprintf(key, sizeof key, "%s_%s_end", relaxed ? "r" : "g", names[i]);
+            kv(key, cudaStreamEndCapture(uc_s, &g));
+            if (g)
+                cudaGraphDestroy(g);
+            cudaDeviceSynchronize();
+            cudaGetLastError();
+        }
+    }
+}
+
 /* A graph that allocates and does not free, launched again. */
 static void graph_relaunch(unsigned long long flags)
 {
@@ -371,6 +443,7 @@ static const struct fact facts[] = {
     {"capture_cuda_free_relaxed", capture_cuda_free_relaxed},
     {"capture_cuda_free_global", capture_cuda_free_global},
     {"capture_forbidden_calls", capture_forbidden_calls},
+    {"capture_unsafe_calls", capture_unsafe_calls},
     {"graph_relaunch_unfreed", graph_relaunch_unfreed},
     {"graph_relaunch_auto_free", graph_relaunch_auto_free},
     {"no_context_calls", no_context_calls},

@@ -18,7 +18,13 @@
  *                             one behaviour vramtrace changes, unless
  *                             free_sync:1)
  *   prog_streams dead         stream-ordered calls on a destroyed stream: the
- *                             error codes, and nothing allocated or freed
+ *                             error codes, and nothing allocated or freed.
+ *                             Undefined behaviour in CUDA: on an NVIDIA H200
+ *                             (driver 580.159.04, CUDA 13.0) the plain
+ *                             program crashed (SIGSEGV); the simulator's
+ *                             cudaErrorInvalidResourceHandle is its choice
+ *                             (tests/sim/README.md), and vramtrace must
+ *                             answer as the simulator does
  * A correct program on real CUDA (but for the calls on a dead stream): output (corrupted bytes, a hash of what was
  * read) must be identical with and without libvramtrace preloaded.
  */

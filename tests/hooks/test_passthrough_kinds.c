@@ -159,6 +159,7 @@ TEST(captured_allocations_are_graph_memory_and_replays_corrupt_nothing)
     }
     ASSERT_EQ(cudaGraphExecDestroy(x), cudaSuccess);
     ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(held, s), cudaSuccess);                /* still allocated */
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     ASSERT_EQ(cudaFree(held), cudaSuccess);                        /* still the program's */
 

@@ -3,8 +3,12 @@
  * through events) with stream-ordered temporaries allocated and freed inside
  * the capture, instantiated once and launched many times while the program
  * allocates, fills and frees its own buffers between launches. Every launch
- * and every buffer is checked. Leaks on purpose one 256 KiB buffer the graph
- * allocates and does not free (graph memory the program then owns). */
+ * and every buffer is checked. The graph allocates a 256 KiB buffer and does
+ * not free it: it is instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch
+ * (without it a relaunch while the buffer is still allocated fails with
+ * cudaErrorInvalidValue, as cudaGraphLaunch documents and an NVIDIA H200
+ * did), so each launch frees the previous launch's buffer; the last one is
+ * leaked on purpose (graph memory the program then owns). */
 #include <string.h>
 
 #include "realprog.h"
@@ -45,7 +49,7 @@ int main(void)
     cudaGraph_t graph;
     CHECK(cudaStreamEndCapture(s, &graph));
     cudaGraphExec_t exec;
-    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
     CHECK(cudaGraphDestroy(graph));
 
     uint64_t acc = 0;

@@ -19,7 +19,8 @@
  *
  * With "pins" as argv[2], another pattern: forty 5 MiB blocks of which one
  * in four stays alive, then nine 12 MiB ones. Live at most 50 + 108 MiB,
- * which fits in 200 MiB with plain cudaMalloc; fixed 20 MiB segments (four
+ * which fits in 240 MiB with plain cudaMalloc (a 5 MiB block takes three
+ * 2 MiB pages); fixed 20 MiB segments (four
  * blocks each) all stay pinned, fill the device and leave no room for a
  * 12 MiB segment; in one expandable range the freed neighbours coalesce
  * into 15 MiB holes.

@@ -42,6 +42,7 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     sim_ctx *c;
     SIM_TRY(sim_current_ctx(&c));
+    SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, mem_alloc_calls);
     return alloc_out(c->dev, dptr, bytesize, SIM_MEM_DEVICE);
 }
@@ -50,21 +51,29 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 {
     sim_ctx *c;
     SIM_TRY(sim_current_ctx(&c));
+    SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, mem_alloc_managed_calls);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_out(c->dev, dptr, bytesize, SIM_MEM_MANAGED);
 }
 
+/* No context needed: the H200 freed a valid pointer with none current and
+ * refused a second free of it with CUDA_ERROR_INVALID_VALUE (fact
+ * no_context_calls); the counts then go to the owning device. */
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    sim_ctx *c;
-    SIM_TRY(sim_current_ctx(&c));
-    SIM_COUNT(c->dev, mem_free_calls);
+    SIM_TRY(sim_check_init());
+    sim_ctx *c = NULL;
+    sim_device *caller = sim_current_ctx(&c) == CUDA_SUCCESS ? c->dev : sim_mem_owner((uintptr_t)dptr);
+    SIM_TRY(sim_capture_unsafe_call());
+    if (!caller)
+        return dptr == 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
+    SIM_COUNT(caller, mem_free_calls);
     if (dptr == 0)
         return CUDA_SUCCESS;
     sim_device *dev;
-    SIM_TRY(free_owner(c->dev, dptr, &dev));
+    SIM_TRY(free_owner(caller, dptr, &dev));
     /* Stream-ordered allocations are freed without a device-wide wait. */
     if (atomic_load_explicit(&dev->inflight, memory_order_relaxed) != 0 &&
         !sim_mem_is_async(dev, (uintptr_t)dptr)) {
@@ -79,6 +88,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
     sim_stream *s;
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_alloc_async_calls);
+    SIM_TRY(sim_graph_capture_state(s));
+    /* Outside a capture, a potentially unsafe call (seen on an H200). */
+    bool capturing = sim_graph_is_capturing(s);
+    if (!capturing)
+        SIM_TRY(sim_capture_unsafe_call());
     /* Simplified pool: the memory is taken now. Being unused until the
      * stream reaches this point is indistinguishable from being taken then.
      * On a capturing stream it is a graph memory node (sim_graph.c). */
@@ -93,10 +107,31 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
     sim_stream *s;
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_free_async_calls);
+    SIM_TRY(sim_graph_capture_state(s));
+    bool capturing = sim_graph_is_capturing(s);
+    if (!capturing)
+        SIM_TRY(sim_capture_unsafe_call());
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_device *dev;
     SIM_TRY(free_owner(s->dev, dptr, &dev));
+    /* On a capturing stream only a graph's allocation can be freed (a free
+     * node); anything else is refused and the capture goes on (seen on an
+     * H200: sim_graph.c). */
+    if (capturing && !sim_mem_is_graph((uintptr_t)dptr)) {
+        SIM_COUNT(dev, bad_frees);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* A graph's allocation no launch has made yet, freed outside a
+     * capture: refused too (H200: cudaFreeAsync on another stream, during
+     * a relaxed capture, of what the capture allocated). */
+    if (!capturing && sim_mem_is_unlaunched_graph((uintptr_t)dptr)) {
+        SIM_COUNT(dev, bad_frees);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* A stream-ordered allocation a cudaDeviceReset released: accepted. */
+    if (sim_mem_reset_orphan_take(dev, (uintptr_t)dptr))
+        return CUDA_SUCCESS;
     SIM_TRY(sim_mem_mark_free_pending(dev, (uintptr_t)dptr));
     sim_op *op = sim_op_new(SIM_OP_FREE);
     if (!op)
@@ -127,6 +162,7 @@ static CUresult host_alloc(void **pp, size_t bytesize)
 {
     sim_ctx *c;
     SIM_TRY(sim_current_ctx(&c));
+    SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, mem_alloc_host_calls);
     if (!pp || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -153,6 +189,7 @@ SIM_API CUresult cuMemFreeHost(void *p)
 {
     sim_ctx *c;
     SIM_TRY(sim_current_ctx(&c));
+    SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, mem_free_host_calls);
     if (!p)
         return CUDA_SUCCESS;

@@ -35,6 +35,7 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     CUresult rc = sim_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
+    SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, mem_alloc_calls);
     if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))

@@ -64,6 +64,7 @@ static CUresult stream_sync(CUstream h, bool ptsz)
     SIM_COUNT(s->dev, stream_syncs);
     if (sim_graph_invalidate_if_capturing(s))   /* not permitted: ends the capture's use */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    SIM_TRY(sim_capture_unsafe_call());
     return sim_stream_sync(s);
 }
 
@@ -73,6 +74,7 @@ static CUresult stream_query(CUstream h, bool ptsz)
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     if (sim_graph_invalidate_if_capturing(s))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    SIM_TRY(sim_capture_unsafe_call());
     return sim_stream_query(s);
 }
 
@@ -104,6 +106,11 @@ static CUresult get_flags(CUstream h, unsigned *flags, bool ptsz)
 {
     sim_stream *s;
     CUresult rc = attr_stream(h, ptsz, flags, &s);
+    /* Not permitted on a capturing stream, and the capture is invalidated
+     * (seen on an H200, fact capture_other_queries; cuStreamGetCtx is
+     * allowed). */
+    if (rc == CUDA_SUCCESS && sim_graph_invalidate_if_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (rc == CUDA_SUCCESS)
         *flags = s->flags;
     return rc;
@@ -222,6 +229,10 @@ static CUresult get_device(CUstream h, CUdevice *dev, bool ptsz)
 {
     sim_stream *s;
     SIM_TRY(sim_stream_arg(h, ptsz, dev != NULL, &s));
+    /* Not permitted on a capturing stream, and the capture is invalidated
+     * (seen on an H200: sim_graph.c). */
+    if (sim_graph_invalidate_if_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     *dev = s->dev->ordinal;
     return CUDA_SUCCESS;
 }

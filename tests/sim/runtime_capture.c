@@ -11,8 +11,6 @@
 
 #define STREAM(s) ((CUstream)(s))
 
-static __thread enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
-
 RT_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
 {
     if (!pCaptureStatus)
@@ -52,15 +50,19 @@ RT_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStream
     return rt_ret_drv(r);
 }
 
+/* The mode is the driver's (cuThreadExchangeStreamCaptureMode): its
+ * potentially unsafe calls check it (sim_graph.c). */
 RT_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
 {
     if (!mode || (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
                   *mode != cudaStreamCaptureModeRelaxed))
         return rt_ret(cudaErrorInvalidValue);
-    enum cudaStreamCaptureMode old = tls_capture_mode;
-    tls_capture_mode = *mode;
-    *mode = old;
-    return cudaSuccess;
+    RT_TRY(rt_init());
+    CUstreamCaptureMode m = (CUstreamCaptureMode)*mode;
+    CUresult r = rt_drv.cuThreadExchangeStreamCaptureMode(&m);
+    if (r == CUDA_SUCCESS)
+        *mode = (enum cudaStreamCaptureMode)m;
+    return rt_ret_drv(r);
 }
 
 /* ---- forwarded to the driver, or not simulated ---------------------------- */

@@ -85,6 +85,7 @@
     PTSZ(cuStreamBeginCapture, "cuStreamBeginCapture", CUresult (*)(CUstream, CUstreamCaptureMode)) \
     PTSZ(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *))      \
     PTSZ(cuStreamIsCapturing, "cuStreamIsCapturing", CUresult (*)(CUstream, CUstreamCaptureStatus *)) \
+    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", CUresult (*)(CUstreamCaptureMode *)) \
     PTSZ(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo",                                 \
          CUresult (*)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,          \
                       const CUgraphNode **, const CUgraphEdgeData **, size_t *))           \

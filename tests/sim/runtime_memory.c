@@ -72,11 +72,20 @@ static cudaError_t malloc_async(void **devPtr, size_t size, cudaStream_t s, bool
     return alloc_done(r, p, devPtr);
 }
 
+/* A NULL pointer is no work, unless the stream's capture was invalidated:
+ * then cudaErrorStreamCaptureInvalidated, like every call on it (seen on an
+ * H200: fact capture_after_stream_queries frees the NULL a refused
+ * cudaMallocAsync left). */
 static cudaError_t free_async(void *devPtr, cudaStream_t s, bool ptsz)
 {
     RT_TRY(rt_enter());
-    if (!devPtr)
+    if (!devPtr) {
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (RT_DRV(cuStreamIsCapturing, ptsz)((CUstream)s, &st) == CUDA_SUCCESS &&
+            st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+            return rt_ret_drv(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         return cudaSuccess;
+    }
     return rt_ret_drv(RT_DRV(cuMemFreeAsync, ptsz)(DPTR(devPtr), (CUstream)s));
 }
 

@@ -374,6 +374,8 @@ static CUresult ctx_sync(CUcontext ctx)
 {
     sim_ctx *c;
     SIM_TRY(ctx_or_current(ctx, &c));
+    SIM_TRY(sim_capture_device_sync(c->dev));
+    SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, device_syncs);
     sim_device_sync(c->dev);
     return CUDA_SUCCESS;

@@ -177,7 +177,9 @@ static CUresult event_state(CUevent h, bool query, sim_event **ev, bool *done)
     bool captured = (*ev)->captured_id != 0;
     *done = !(*ev)->recorded || (*ev)->rec_stream->completed >= (*ev)->rec_seq;
     pthread_mutex_unlock(&dev->lock);
-    return captured ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+    if (captured)
+        return CUDA_ERROR_CAPTURED_EVENT;
+    return sim_capture_unsafe_call();
 }
 
 SIM_API CUresult cuEventQuery(CUevent h)

@@ -36,9 +36,54 @@
  *    graph allocates without freeing it is the program's after the capture
  *    (freed with cuMemFreeAsync/cuMemFree). A free node of memory allocated
  *    outside the graph frees it at the first launch.
+ *  - cuGraphLaunch: "If any allocations created by hGraphExec remain unfreed
+ *    (from a previous launch) and hGraphExec was not instantiated with
+ *    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, the launch will fail
+ *    with CUDA_ERROR_INVALID_VALUE" (cuGraphLaunch). Seen on the H200 (facts
+ *    graph_relaunch_unfreed, graph_relaunch_auto_free): the second launch
+ *    fails with 1 without the flag, succeeds with it; after cudaFree of the
+ *    allocation a launch succeeds and the address is usable again (the
+ *    graph allocates it anew at the same address); a cudaFreeAsync of it
+ *    after that launch succeeds, a second free is cudaErrorInvalidValue.
+ *    Here a freed graph allocation is "parked": its range stays the graph's,
+ *    uncommitted and uncharged, and every launch makes it live again.
+ *  - cuStreamGetDevice of a capturing stream: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ *    and the capture is invalidated (seen on the H200, fact
+ *    capture_after_stream_queries; the driver logged "Returning 900 from
+ *    cuStreamGetDevice", then "Capture was invalidated by a prior API call").
+ *    cuStreamIsCapturing and cuCtxGetDevice are allowed.
+ *  - cuMemFreeAsync on a capturing stream of memory allocated outside any
+ *    graph (a pool's or cuMemAlloc's, before the capture):
+ *    CUDA_ERROR_INVALID_VALUE ("Virtual address ... does not refer to an
+ *    active allocation"); the capture goes on and the memory stays
+ *    allocated (H200, facts capture_free_async_of_*).
+ *  - Potentially unsafe calls during a capture (cuStreamBeginCapture,
+ *    cuThreadExchangeStreamCaptureMode): a thread in GLOBAL interaction mode
+ *    may not make them while it has a capture of its own not begun RELAXED,
+ *    or while another thread has a GLOBAL capture; THREAD_LOCAL: only its
+ *    own non-relaxed capture counts; RELAXED: never prohibited. The
+ *    interaction mode is per thread, GLOBAL by default, swapped by
+ *    cuThreadExchangeStreamCaptureMode. A prohibited call returns
+ *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture
+ *    (H200: cudaMalloc and cudaFree during a GLOBAL capture returned 900,
+ *    cudaStreamEndCapture then 901; in RELAXED mode cudaFree freed: facts
+ *    capture_forbidden_calls, capture_cuda_free_global/relaxed); another
+ *    thread's cudaMalloc/cudaMallocAsync during a GLOBAL capture: 900, and
+ *    that capture invalidated ("API call conflicts with a stream capture
+ *    sequence initiated from another thread": capture_global_other_thread_allocates).
+ *    The calls treated as unsafe: sim_capture_unsafe_call's callers
+ *    (cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged,
+ *    cuMemAllocHost/cuMemHostAlloc, cuMemFree, cuMemFreeHost,
+ *    cuCtxSynchronize, cuEventSynchronize, cuEventQuery, cuStreamSynchronize
+ *    and cuStreamQuery of a stream that is not capturing, cuMemAllocAsync
+ *    and cuMemFreeAsync on one); the documentation names cudaMalloc as its
+ *    example and gives no list: all but cuMemAllocPitch were seen refused on
+ *    the H200 (fact capture_unsafe_calls), which allowed cuMemGetInfo,
+ *    synchronous copies from pageable memory and memsets. cuCtxSynchronize
+ *    is refused during any capture of its device, relaxed ones too (seen),
+ *    from any thread (a guess).
  * Simplified: the recorded work is one list in capture order (a valid
- * ordering of the real graph's dependencies); global-mode restrictions on
- * other threads' unsafe calls are not modeled.
+ * ordering of the real graph's dependencies).
  */
 #include "sim_internal.h"
 
@@ -55,6 +100,9 @@ struct sim_graph {
     atomic_int  refs;                    /* handle (or capture) + instances */
     uint64_t    id;                      /* capture id */
     sim_stream *origin;                  /* the stream that began the capture */
+    CUstreamCaptureMode mode;            /* given to cuStreamBeginCapture */
+    pthread_t   thread;                  /* the thread that began it */
+    bool        launched;                /* an instance was launched */
     bool        invalidated;
     bool        ended;
     sim_op    **ops;                     /* recorded work, in capture order */
@@ -69,10 +117,23 @@ typedef struct sim_graph_exec {
     uint32_t   magic;
     sim_graph *g;
     bool       launched;
+    bool       auto_free;                /* CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH */
 } sim_graph_exec;
 
 static atomic_ullong next_capture_id = 1;
 static sim_graph *active[SIM_MAX_DEVICES][MAX_ACTIVE];   /* under dev->lock */
+static atomic_int strict_captures;       /* active captures not begun RELAXED */
+static atomic_int any_captures;          /* active captures */
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* Is a graph allocation: allocated during the capture, not freed in it. */
+static bool owned_by(const sim_graph *g, uintptr_t p)
+{
+    for (size_t i = 0; i < g->nowned; i++)
+        if (g->owned[i] == p)
+            return true;
+    return false;
+}
 
 sim_graph *sim_graph_active(sim_device *dev, uint64_t id)
 {
@@ -95,6 +156,11 @@ static void graph_unref(sim_graph *g)
         return;
     for (size_t i = 0; i < g->nops; i++)
         sim_op_free(g->ops[i]);
+    /* Memory it allocated and freed goes with it; what it allocated and
+     * did not free stays the program's, or, if the program freed it, goes
+     * now. */
+    for (size_t i = 0; i < g->nallocs; i++)
+        sim_mem_graph_drop(g->dev, g->allocs[i]);
     for (size_t i = 0; i < g->nowned; i++)
         sim_mem_free(g->dev, g->owned[i], SIM_FREE_QUEUED);
     free(g->ops);
@@ -129,7 +195,13 @@ CUresult sim_graph_capture_op(sim_graph *g, sim_op *op)
     op->deps = op->dep_inline;
     op->ndeps = 0;
     op->cap_deps = 2;
-    if (op->type == SIM_OP_NOP || g->invalidated) {
+    if (g->invalidated) {
+        /* Work on a stream whose capture was invalidated: refused (H200,
+         * fact capture_after_stream_queries). */
+        sim_op_free(op);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (op->type == SIM_OP_NOP) {
         sim_op_free(op);
         return CUDA_SUCCESS;
     }
@@ -189,6 +261,8 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     atomic_init(&g->refs, 1);
     g->id = atomic_fetch_add(&next_capture_id, 1);
     g->origin = s;
+    g->mode = mode;
+    g->thread = pthread_self();
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
     int slot = -1;
@@ -202,6 +276,9 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
     }
     active[dev->ordinal][slot] = g;
     s->capture = g;
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        atomic_fetch_add(&strict_captures, 1);
+    atomic_fetch_add(&any_captures, 1);
     pthread_mutex_unlock(&dev->lock);
     return CUDA_SUCCESS;
 }
@@ -233,6 +310,9 @@ static CUresult end_capture(CUstream h, CUgraph *out, bool ptsz)
     for (int i = 0; i < MAX_ACTIVE; i++)
         if (active[dev->ordinal][i] == g)
             active[dev->ordinal][i] = NULL;
+    if (g->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        atomic_fetch_sub(&strict_captures, 1);
+    atomic_fetch_sub(&any_captures, 1);
     g->ended = true;
     bool bad = g->invalidated;
     pthread_mutex_unlock(&dev->lock);
@@ -370,6 +450,7 @@ SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsign
         return CUDA_ERROR_OUT_OF_MEMORY;
     x->magic = SIM_MAGIC_EXEC;
     x->g = g;
+    x->auto_free = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
     atomic_fetch_add(&g->refs, 1);
     *out = (CUgraphExec)(void *)x;
     return CUDA_SUCCESS;
@@ -419,6 +500,18 @@ static CUresult launch(CUgraphExec h, CUstream hs, bool ptsz)
     if (rc != CUDA_SUCCESS)
         return rc;
     sim_graph *g = x->g;
+    /* Its allocations: still live from the previous launch, the launch
+     * fails unless instantiated to free them first; then each is allocated
+     * anew at its address. */
+    if (g->launched && !x->auto_free) {
+        for (size_t i = 0; i < g->nallocs; i++)
+            if (!owned_by(g, g->allocs[i]) && sim_mem_graph_is_live(g->dev, g->allocs[i]))
+                return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < g->nallocs; i++)
+        if (!owned_by(g, g->allocs[i]))
+            SIM_TRY(sim_mem_graph_revive(g->dev, g->allocs[i]));
+    g->launched = true;
     for (size_t i = 0; i < g->nops; i++) {
         const sim_op *o = g->ops[i];
         if (o->type == SIM_OP_EVENT_RECORD)
@@ -447,5 +540,80 @@ bool sim_graph_note_alloc(sim_stream *s, uintptr_t p)
     if (g)
         push(&g->allocs, &g->nallocs, &g->allocs_cap, p);
     pthread_mutex_unlock(&s->dev->lock);
+    if (g)
+        sim_mem_graph_mark(s->dev, p);
     return g != NULL;
+}
+
+CUresult sim_graph_capture_state(sim_stream *s)
+{
+    pthread_mutex_lock(&s->dev->lock);
+    bool bad = s->capture && s->capture->invalidated;
+    pthread_mutex_unlock(&s->dev->lock);
+    return bad ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
+bool sim_graph_is_capturing(sim_stream *s)
+{
+    pthread_mutex_lock(&s->dev->lock);
+    bool capturing = s->capture != NULL;
+    pthread_mutex_unlock(&s->dev->lock);
+    return capturing;
+}
+
+/* ---- potentially unsafe calls (see the header) ----------------------------- */
+
+CUresult sim_capture_unsafe_call(void)
+{
+    if (atomic_load_explicit(&strict_captures, memory_order_relaxed) == 0 ||
+        thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
+    pthread_t self = pthread_self();
+    bool prohibited = false;
+    for (int d = 0; d < sim_device_count; d++) {
+        sim_device *dev = &sim_devices[d];
+        pthread_mutex_lock(&dev->lock);
+        for (int i = 0; i < MAX_ACTIVE; i++) {
+            sim_graph *g = active[d][i];
+            if (!g || g->mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+                continue;
+            bool mine = pthread_equal(g->thread, self);
+            if (mine || (thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                         g->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+                g->invalidated = true;
+                prohibited = true;
+            }
+        }
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult sim_capture_device_sync(sim_device *dev)
+{
+    if (atomic_load_explicit(&any_captures, memory_order_relaxed) == 0)
+        return CUDA_SUCCESS;
+    bool any = false;
+    pthread_mutex_lock(&dev->lock);
+    for (int i = 0; i < MAX_ACTIVE; i++) {
+        sim_graph *g = active[dev->ordinal][i];
+        if (g) {
+            g->invalidated = true;
+            any = true;
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return any ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    SIM_TRY(sim_check_init());
+    if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
 }

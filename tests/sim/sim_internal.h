@@ -43,6 +43,11 @@
 #define SIM_GRANULE       4096u          /* address carving unit: a page, so
                                             decommit never hits a neighbour */
 #define SIM_VMM_GRANULE   (2u << 20)     /* cuMemGetAllocationGranularity */
+#define SIM_PAGE          (2u << 20)     /* device memory is consumed in pages of
+                                            this size (sim_memory.c, "Footprint") */
+#define SIM_SMALL_MAX     (1u << 20)     /* cuMemAlloc up to this size shares pages */
+#define SIM_SMALL_UNIT    512u           /* ... in units of this size (a guess) */
+#define SIM_POOL_CHUNK    (32u << 20)    /* a memory pool reserves chunks of this size */
 
 #define SIM_MAGIC_STREAM  0x5354524du    /* 'STRM' */
 #define SIM_MAGIC_DEAD_STREAM 0x44454144u /* 'DEAD': released, kept as a tombstone */
@@ -70,7 +75,9 @@ typedef enum sim_mem_kind {
 typedef struct sim_block {
     uintptr_t         addr;              /* start, SIM_GRANULE aligned */
     size_t            span;              /* bytes of address range, granules */
-    size_t            req;               /* bytes asked for (capacity is counted by these) */
+    size_t            req;               /* bytes asked for (bytes_in_use counts these) */
+    size_t            charge;            /* bytes of capacity it takes: its own pages,
+                                            or (small) its share of the shared pages */
     struct sim_block *prev_phys;         /* address-order neighbours, for coalescing */
     struct sim_block *next_phys;
     struct sim_block *prev_free;         /* size-class list, while free */
@@ -78,6 +85,16 @@ typedef struct sim_block {
     uint8_t           is_free;
     uint8_t           kind;              /* sim_mem_kind while used */
     uint8_t           free_pending;      /* a stream-ordered free is queued */
+    uint8_t           small;             /* charge is in shared memory: 1 the small
+                                            pages, 2 a pool's chunks (sim_memory.c) */
+    uint8_t           graph;             /* a graph's allocation (sim_graph.c) */
+    uint8_t           unlaunched;        /* graph allocation no launch has made yet */
+    uint8_t           parked;            /* graph allocation freed by the program: the
+                                            range stays the graph's, uncommitted and
+                                            uncharged, until a launch allocates it again */
+    uint8_t           stale_frees;       /* queued frees that a relaunch overtook: they
+                                            free the previous launch's memory, which the
+                                            relaunch made its own again: no-ops */
     uint64_t          ipc_id;            /* exported (cuIpcGetMemHandle): its pages are
                                             the shared file of this id; 0: private */
 } sim_block;
@@ -195,8 +212,11 @@ struct sim_device {
     sim_ctx           primary;
     pthread_mutex_t   mem_lock;
     sim_heap          heap;
-    size_t            used;              /* under mem_lock: bytes counted */
+    size_t            used;              /* under mem_lock: bytes asked for (bytes_in_use) */
     size_t            peak;
+    size_t            footprint;         /* under mem_lock: capacity taken, in pages */
+    size_t            small_bytes;       /* under mem_lock: small allocations' charges */
+    size_t            pool_bytes;        /* under mem_lock: pool allocations' charges */
     simcuda_counters  stats;             /* fields updated with relaxed atomics */
 };
 
@@ -230,6 +250,19 @@ CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode);
 CUresult sim_mem_charge(sim_device *dev, size_t bytes);
 void sim_mem_uncharge(sim_device *dev, size_t bytes);
 CUresult sim_mem_mark_free_pending(sim_device *dev, uintptr_t ptr);
+/* Graph allocations (sim_graph.c): flag ptr as the graph's; make a parked
+ * one live again (or, if live, count its queued free as stale: a relaunch
+ * with auto-free); release it for good when the graph goes (live ones stay
+ * the program's). is_live: allocated and not freed by the program. */
+void     sim_mem_graph_mark(sim_device *dev, uintptr_t ptr);
+bool     sim_mem_graph_is_live(sim_device *dev, uintptr_t ptr);
+CUresult sim_mem_graph_revive(sim_device *dev, uintptr_t ptr);
+void     sim_mem_graph_drop(sim_device *dev, uintptr_t ptr);
+bool     sim_mem_is_graph(uintptr_t ptr);
+bool     sim_mem_is_unlaunched_graph(uintptr_t ptr);
+/* A stream-ordered allocation cudaDeviceReset released: its free is
+ * accepted once afterwards (sim_memory.c). */
+bool     sim_mem_reset_orphan_take(sim_device *dev, uintptr_t ptr);
 CUresult sim_mem_lookup(uintptr_t ptr, sim_device **dev_out, uintptr_t *base,
                         size_t *size, sim_mem_kind *kind);
 sim_device *sim_mem_owner(uintptr_t ptr);    /* device whose range holds ptr, or NULL */
@@ -286,6 +319,17 @@ uint64_t sim_graph_capture_id(const sim_graph *g);
 bool     sim_graph_invalidate_if_capturing(sim_stream *s);  /* true if s was capturing */
 void     sim_graph_invalidate_locked(sim_graph *g);
 bool     sim_graph_note_alloc(sim_stream *s, uintptr_t p);  /* (no lock held) */
+bool     sim_graph_is_capturing(sim_stream *s);             /* (no lock held) */
+/* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED if s captures into an invalidated
+ * capture: every stream call then fails so (no lock held). */
+CUresult sim_graph_capture_state(sim_stream *s);
+/* A potentially unsafe call (cuMemAlloc, cuMemFree, synchronizing calls...)
+ * checks this first: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures
+ * that forbid it invalidated, if the capture rules forbid it now. */
+CUresult sim_capture_unsafe_call(void);
+/* cuCtxSynchronize: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, every capture of
+ * dev invalidated, if dev has any (relaxed ones too). */
+CUresult sim_capture_device_sync(sim_device *dev);
 
 /* sim_event.c */
 void sim_event_record_done(sim_event *ev, uint64_t gen); /* called by workers */

@@ -6,7 +6,23 @@
  * drops the pages (MADV_DONTNEED) and makes them PROT_NONE again, so a
  * use-after-free faults the way an illegal address would on a GPU.
  *
- * Capacity is counted by the requested sizes, not by the page-rounded spans.
+ * Footprint: capacity (and cudaMemGetInfo's free memory) is consumed the way
+ * an NVIDIA H200 (driver 580.159.04, CUDA 13.0) was seen to consume it
+ * (tests/gpucheck/driver_facts.real, fact malloc_footprint, 2026-11-28):
+ * in 2 MiB pages (SIM_PAGE). A cuMemAlloc above 1 MiB takes its size rounded
+ * up to whole pages (1 MiB+1: 2 MiB, 3 MiB: 4 MiB, 7 MiB: 8 MiB, 20 MiB+1:
+ * 22 MiB); up to 1 MiB it shares pages with the other small ones (sixteen
+ * 512 B allocations took nothing more, sixteen of 1 MiB took 16 MiB): here
+ * the small ones are packed perfectly, each rounded up to 512 B (a guess:
+ * the real sub-allocator's unit and its fragmentation were not seen). A
+ * cuMemAllocAsync from a pool takes its size rounded up to a whole page, out
+ * of chunks of 32 MiB the pools reserve (fact malloc_async_footprint: the
+ * first 1 MiB allocation took 32 MiB, sixteen of 1 MiB took 2 MiB each,
+ * nothing was kept once they were freed, release threshold 0). A guess that
+ * fits what was seen, the pools' real policy being undocumented: the chunks
+ * are shared by every pool of the device and packed perfectly; a pool
+ * allocation above 32 MiB takes its own pages.
+ * bytes_in_use (simcuda_stats) still counts the requested sizes.
  * The address range is four times the capacity (at least 64 GiB), so that
  * fragmentation of the range is not what makes an allocation fail.
  *
@@ -127,6 +143,127 @@ static sim_block *tree_find(sim_heap *h, uintptr_t p)
     return node ? *(sim_block **)node : NULL;
 }
 
+/* The used block holding p, unless it is a parked graph allocation (which
+ * the program sees as freed). */
+static sim_block *live_find(sim_heap *h, uintptr_t p)
+{
+    sim_block *b = tree_find(h, p);
+    return b && !b->parked ? b : NULL;
+}
+
+/* ---- footprint (see the header) ------------------------------------------ */
+
+static size_t round_up(size_t n, size_t unit)
+{
+    return (n + unit - 1) / unit * unit;
+}
+
+/* Capacity one allocation of `bytes` of `kind` takes; *small: in shared
+ * memory (1: the small pages, 2: the pools' chunks). */
+static size_t charge_of(size_t bytes, sim_mem_kind kind, uint8_t *small)
+{
+    *small = 0;
+    if ((kind == SIM_MEM_DEVICE || kind == SIM_MEM_MANAGED) && bytes <= SIM_SMALL_MAX) {
+        *small = 1;
+        return round_up(bytes, SIM_SMALL_UNIT);
+    }
+    if (kind == SIM_MEM_ASYNC && bytes <= SIM_POOL_CHUNK)
+        *small = 2;
+    return round_up(bytes, SIM_PAGE);
+}
+
+static size_t *shared_bytes(sim_device *dev, uint8_t cls)
+{
+    return cls == 1 ? &dev->small_bytes : &dev->pool_bytes;
+}
+
+/* The footprint once `charge` (of class `cls`) is added (or taken away);
+ * under mem_lock. */
+static size_t footprint_with(sim_device *dev, size_t charge, uint8_t cls, bool add)
+{
+    if (!cls)
+        return add ? dev->footprint + charge : dev->footprint - charge;
+    size_t unit = cls == 1 ? SIM_PAGE : SIM_POOL_CHUNK;
+    size_t old = *shared_bytes(dev, cls);
+    size_t s = add ? old + charge : old - charge;
+    return dev->footprint - round_up(old, unit) + round_up(s, unit);
+}
+
+/* Take (add) or give back the capacity of b; false if it does not fit. */
+static bool charge_block(sim_device *dev, sim_block *b, bool add)
+{
+    size_t f = footprint_with(dev, b->charge, b->small, add);
+    if (add && (f > dev->capacity || f < dev->footprint))
+        return false;
+    dev->footprint = f;
+    if (b->small) {
+        size_t *sb = shared_bytes(dev, b->small);
+        *sb = add ? *sb + b->charge : *sb - b->charge;
+    }
+    if (add) {
+        dev->used += b->req;
+        if (dev->used > dev->peak)
+            dev->peak = dev->used;
+    } else {
+        dev->used -= b->req;
+    }
+    return true;
+}
+
+/* ---- allocations cudaDeviceReset released ----------------------------------- */
+/* After cudaDeviceReset, cudaFreeAsync of a stream-ordered pointer from
+ * before it returned cudaSuccess on the H200 (fact reset_then_free_old),
+ * while cudaFree of a cudaMalloc pointer from before returned
+ * cudaErrorInvalidValue. Here: the bases of the stream-ordered allocations
+ * a reset released are remembered; one free of each is accepted and does
+ * nothing, until the address is handed out again. */
+
+static uintptr_t *orphans[SIM_MAX_DEVICES];   /* under mem_lock */
+static size_t norphans[SIM_MAX_DEVICES], orphans_cap[SIM_MAX_DEVICES];
+
+static void orphan_add(sim_device *dev, uintptr_t p)
+{
+    int d = dev->ordinal;
+    if (norphans[d] == orphans_cap[d]) {
+        size_t c = orphans_cap[d] ? 2 * orphans_cap[d] : 16;
+        uintptr_t *v = realloc(orphans[d], c * sizeof *v);
+        if (!v)
+            return;
+        orphans[d] = v;
+        orphans_cap[d] = c;
+    }
+    orphans[d][norphans[d]++] = p;
+}
+
+/* Forget the orphans in [addr, addr+span): the range is handed out again. */
+static void orphans_forget(sim_device *dev, uintptr_t addr, size_t span)
+{
+    int d = dev->ordinal;
+    for (size_t i = 0; i < norphans[d];) {
+        if (orphans[d][i] >= addr && orphans[d][i] < addr + span)
+            orphans[d][i] = orphans[d][--norphans[d]];
+        else
+            i++;
+    }
+}
+
+bool sim_mem_reset_orphan_take(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    bool found = false;
+    if (!tree_find(&dev->heap, ptr)) {
+        int d = dev->ordinal;
+        for (size_t i = 0; i < norphans[d] && !found; i++) {
+            if (orphans[d][i] == ptr) {
+                orphans[d][i] = orphans[d][--norphans[d]];
+                found = true;
+            }
+        }
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+    return found;
+}
+
 /* ---- commit / decommit -------------------------------------------------- */
 
 static void commit(uintptr_t addr, size_t span)
@@ -235,8 +372,10 @@ static sim_block *carve(sim_heap *h, size_t span, size_t align)
 static void release(sim_heap *h, sim_block *b)
 {
     b->req = 0;
+    b->charge = 0;
     b->kind = 0;
     b->free_pending = 0;
+    b->small = b->graph = b->unlaunched = b->parked = b->stale_frees = 0;
     sim_block *prev = b->prev_phys, *next = b->next_phys;
     if (prev && prev->is_free) {
         free_list_remove(h, prev);
@@ -275,8 +414,11 @@ CUresult sim_mem_alloc_aligned(sim_device *dev, size_t bytes, size_t align,
         align = SIM_GRANULE;
     bool counted = kind != SIM_MEM_VA && kind != SIM_MEM_IPC;
 
+    uint8_t small = 0;
+    size_t charge = counted ? charge_of(bytes, kind, &small) : 0;
+
     pthread_mutex_lock(&dev->mem_lock);
-    if (counted && bytes > dev->capacity - dev->used) {
+    if (counted && footprint_with(dev, charge, small, true) > dev->capacity) {
         pthread_mutex_unlock(&dev->mem_lock);
         SIM_COUNT(dev, failed_allocs);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -289,16 +431,17 @@ CUresult sim_mem_alloc_aligned(sim_device *dev, size_t bytes, size_t align,
     }
     b->req = bytes;
     b->kind = (uint8_t)kind;
+    b->charge = charge;
+    b->small = small;
     if (!tsearch(b, &dev->heap.used_tree, range_cmp)) {
         release(&dev->heap, b);
         pthread_mutex_unlock(&dev->mem_lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (counted) {
-        dev->used += bytes;
-        if (dev->used > dev->peak)
-            dev->peak = dev->used;
-    }
+    if (counted)
+        charge_block(dev, b, true);
+    if (norphans[dev->ordinal])
+        orphans_forget(dev, b->addr, b->span);
     uintptr_t addr = b->addr;
     pthread_mutex_unlock(&dev->mem_lock);
 
@@ -325,7 +468,12 @@ CUresult sim_mem_alloc_aligned(sim_device *dev, size_t bytes, size_t align,
 CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode)
 {
     pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = tree_find(&dev->heap, ptr);
+    sim_block *b = live_find(&dev->heap, ptr);
+    if (b && b->addr == ptr && mode == SIM_FREE_QUEUED && b->stale_frees) {
+        b->stale_frees--;                /* a relaunch took the memory back */
+        pthread_mutex_unlock(&dev->mem_lock);
+        return CUDA_SUCCESS;
+    }
     if (!b || b->addr != ptr ||
         (b->free_pending && mode != SIM_FREE_QUEUED) ||
         ((b->kind == SIM_MEM_VA) != (mode == SIM_FREE_VA)) ||
@@ -334,10 +482,21 @@ CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode)
         SIM_COUNT(dev, bad_frees);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    tdelete(b, &dev->heap.used_tree, range_cmp);
     bool counted = b->kind != SIM_MEM_VA && b->kind != SIM_MEM_IPC;
+    if (b->graph) {
+        /* A graph's allocation: the range stays the graph's for its next
+         * launch (sim_graph.c); the memory goes. */
+        b->parked = 1;
+        b->free_pending = 0;
+        charge_block(dev, b, false);
+        decommit(b->addr, b->span);
+        pthread_mutex_unlock(&dev->mem_lock);
+        SIM_COUNT(dev, frees);
+        return CUDA_SUCCESS;
+    }
+    tdelete(b, &dev->heap.used_tree, range_cmp);
     if (counted)
-        dev->used -= b->req;
+        charge_block(dev, b, false);
     size_t span = b->span;
     /* Decommit before the range can be handed out again; shared pages
      * (exported or imported) are replaced by a fresh private mapping. */
@@ -358,7 +517,7 @@ CUresult sim_mem_free(sim_device *dev, uintptr_t ptr, sim_free_mode mode)
 CUresult sim_mem_mark_free_pending(sim_device *dev, uintptr_t ptr)
 {
     pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = tree_find(&dev->heap, ptr);
+    sim_block *b = live_find(&dev->heap, ptr);
     CUresult rc = CUDA_SUCCESS;
     if (!b || b->addr != ptr || b->free_pending || b->kind == SIM_MEM_VA)
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -373,7 +532,7 @@ CUresult sim_mem_mark_free_pending(sim_device *dev, uintptr_t ptr)
 bool sim_mem_is_async(sim_device *dev, uintptr_t ptr)
 {
     pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = tree_find(&dev->heap, ptr);
+    sim_block *b = live_find(&dev->heap, ptr);
     bool async = b && b->addr == ptr && b->kind == SIM_MEM_ASYNC;
     pthread_mutex_unlock(&dev->mem_lock);
     return async;
@@ -386,7 +545,7 @@ CUresult sim_mem_lookup(uintptr_t ptr, sim_device **dev_out, uintptr_t *base,
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = tree_find(&dev->heap, ptr);
+    sim_block *b = live_find(&dev->heap, ptr);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (b && ptr < b->addr + (b->req ? b->req : 1)) {
         if (dev_out) *dev_out = dev;
@@ -407,7 +566,11 @@ static void collect_block(const void *node, VISIT which, int depth)
         return;
     sim_block *b = *(sim_block *const *)node;
     sim_device *dev = release_all_dev;
-    if (b->kind != SIM_MEM_VA && b->kind != SIM_MEM_IPC && !b->ipc_id) {
+    if (b->kind == SIM_MEM_ASYNC && !b->parked)
+        orphan_add(dev, b->addr);
+    if (b->parked) {
+        /* already uncommitted and not counted */
+    } else if (b->kind != SIM_MEM_VA && b->kind != SIM_MEM_IPC && !b->ipc_id) {
         decommit(b->addr, b->span);
         SIM_COUNT(dev, frees);
     } else {
@@ -449,6 +612,96 @@ void sim_mem_release_all(sim_device *dev)
     tdestroy(dev->heap.used_tree, no_free);
     dev->heap.used_tree = NULL;
     dev->used = 0;
+    dev->footprint = 0;
+    dev->small_bytes = 0;
+    dev->pool_bytes = 0;
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+/* ---- graph allocations (sim_graph.c) ---------------------------------------- */
+
+void sim_mem_graph_mark(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = live_find(&dev->heap, ptr);
+    if (b && b->addr == ptr)
+        b->graph = b->unlaunched = 1;
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+bool sim_mem_is_unlaunched_graph(uintptr_t ptr)
+{
+    sim_device *dev = sim_mem_owner(ptr);
+    if (!dev)
+        return false;
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = live_find(&dev->heap, ptr);
+    bool u = b && b->addr == ptr && b->graph && b->unlaunched;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return u;
+}
+
+bool sim_mem_is_graph(uintptr_t ptr)
+{
+    sim_device *dev = sim_mem_owner(ptr);
+    if (!dev)
+        return false;
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = live_find(&dev->heap, ptr);
+    bool g = b && b->addr == ptr && b->graph;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return g;
+}
+
+/* Live: allocated, and no free of it done or queued. */
+bool sim_mem_graph_is_live(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    bool live = b && b->addr == ptr && b->graph && !b->parked && !b->free_pending;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return live;
+}
+
+CUresult sim_mem_graph_revive(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    CUresult rc = CUDA_SUCCESS;
+    if (b && b->addr == ptr)
+        b->unlaunched = 0;
+    if (!b || b->addr != ptr || !b->graph) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (b->parked) {
+        if (!charge_block(dev, b, true)) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            b->parked = 0;
+            commit(b->addr, b->span);
+        }
+    } else if (b->free_pending) {
+        /* Its free is queued, not yet reached: that free belongs to the
+         * previous launch's allocation, which this launch takes back. */
+        b->free_pending = 0;
+        b->stale_frees++;
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+    return rc;
+}
+
+void sim_mem_graph_drop(sim_device *dev, uintptr_t ptr)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    sim_block *b = tree_find(&dev->heap, ptr);
+    if (b && b->addr == ptr && b->graph) {
+        b->graph = b->unlaunched = 0;
+        if (b->parked) {
+            tdelete(b, &dev->heap.used_tree, range_cmp);
+            b->parked = 0;
+            b->stale_frees = 0;
+            release(&dev->heap, b);
+        }
+    }
     pthread_mutex_unlock(&dev->mem_lock);
 }
 
@@ -465,7 +718,7 @@ CUresult sim_mem_share(uintptr_t ptr, int *ordinal, uintptr_t *base, size_t *siz
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = tree_find(&dev->heap, ptr);
+    sim_block *b = live_find(&dev->heap, ptr);
     CUresult rc = CUDA_SUCCESS;
     if (!b || ptr >= b->addr + b->req || b->kind != SIM_MEM_DEVICE)
         rc = CUDA_ERROR_INVALID_VALUE;   /* legacy IPC: cuMemAlloc memory only */
@@ -527,15 +780,13 @@ CUresult sim_mem_map_shared(sim_device *dev, int fd, size_t size, size_t span, u
 /* VMM physical memory: counted against capacity, backed elsewhere. */
 CUresult sim_mem_charge(sim_device *dev, size_t bytes)
 {
+    sim_block probe = { .req = bytes, .charge = round_up(bytes, SIM_PAGE) };
     pthread_mutex_lock(&dev->mem_lock);
-    if (bytes > dev->capacity - dev->used) {
+    if (!charge_block(dev, &probe, true)) {
         pthread_mutex_unlock(&dev->mem_lock);
         SIM_COUNT(dev, failed_allocs);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    dev->used += bytes;
-    if (dev->used > dev->peak)
-        dev->peak = dev->used;
     pthread_mutex_unlock(&dev->mem_lock);
     SIM_COUNT(dev, allocs);
     return CUDA_SUCCESS;
@@ -543,8 +794,14 @@ CUresult sim_mem_charge(sim_device *dev, size_t bytes)
 
 void sim_mem_uncharge(sim_device *dev, size_t bytes)
 {
+    sim_block probe = { .req = bytes, .charge = round_up(bytes, SIM_PAGE) };
     pthread_mutex_lock(&dev->mem_lock);
-    dev->used = bytes > dev->used ? 0 : dev->used - bytes;
+    if (probe.charge > dev->footprint || bytes > dev->used) {
+        dev->used = bytes > dev->used ? 0 : dev->used - bytes;
+        dev->footprint = probe.charge > dev->footprint ? 0 : dev->footprint - probe.charge;
+    } else {
+        charge_block(dev, &probe, false);
+    }
     pthread_mutex_unlock(&dev->mem_lock);
     SIM_COUNT(dev, frees);
 }
@@ -552,7 +809,7 @@ void sim_mem_uncharge(sim_device *dev, size_t bytes)
 void sim_mem_info(sim_device *dev, size_t *free_b, size_t *total_b)
 {
     pthread_mutex_lock(&dev->mem_lock);
-    *free_b = dev->capacity - dev->used;
+    *free_b = dev->capacity - dev->footprint;
     *total_b = dev->capacity;
     pthread_mutex_unlock(&dev->mem_lock);
 }

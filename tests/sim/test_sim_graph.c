@@ -1,5 +1,6 @@
 /* tests/sim/test_sim_graph.c - stream capture and graphs (sim_graph.c). */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -18,14 +19,20 @@ static size_t free_bytes(void)
 
 /* Ends the capture on `s` and instantiates what it captured: the instance;
  * the graph into *g. */
-static cudaGraphExec_t end_capture_instantiated(cudaStream_t s, cudaGraph_t *g)
+static cudaGraphExec_t end_capture_instantiated_with(cudaStream_t s, cudaGraph_t *g,
+                                                     unsigned long long flags)
 {
     *g = NULL;
     ASSERT_OK(cudaStreamEndCapture(s, g));
     ASSERT(*g != NULL);
     cudaGraphExec_t x;
-    ASSERT_OK(cudaGraphInstantiate(&x, *g, 0));
+    ASSERT_OK(cudaGraphInstantiate(&x, *g, flags));
     return x;
+}
+
+static cudaGraphExec_t end_capture_instantiated(cudaStream_t s, cudaGraph_t *g)
+{
+    return end_capture_instantiated_with(s, g, 0);
 }
 
 TEST(captured_work_runs_only_when_the_graph_is_launched)
@@ -163,7 +170,9 @@ TEST(graph_memory_nodes_live_as_long_as_the_graph)
     ASSERT_OK(cudaMemcpyAsync(host, p, N, cudaMemcpyDeviceToHost, s));
     ASSERT_OK(cudaFreeAsync(p, s));
     cudaGraph_t g;
-    cudaGraphExec_t x = end_capture_instantiated(s, &g);
+    /* `kept` is still allocated when the graph is launched again: only an
+     * instance that frees it first may relaunch (cudaGraphLaunch). */
+    cudaGraphExec_t x = end_capture_instantiated_with(s, &g, cudaGraphInstantiateFlagAutoFreeOnLaunch);
     for (int launch = 0; launch < 3; launch++) {
         memset(host, 0, N);
         ASSERT_OK(cudaGraphLaunch(x, s));
@@ -175,11 +184,124 @@ TEST(graph_memory_nodes_live_as_long_as_the_graph)
     ASSERT_OK(cudaMemcpy(back, kept, sizeof back, cudaMemcpyDeviceToHost));
     ASSERT_EQ(back[0], 0x7e);
     ASSERT_OK(cudaFree(kept));
-    ASSERT_EQ(before - free_bytes(), 1u << 20);     /* the graph's own */
+    ASSERT_EQ(cudaFree(kept), cudaErrorInvalidValue);
+    cudaGetLastError();
+    /* the graph's own: its 2 MiB page of a pool's 32 MiB chunk (README.md,
+     * "Footprint") */
+    ASSERT_EQ(before - free_bytes(), 32u << 20);
     ASSERT_OK(cudaGraphExecDestroy(x));
-    ASSERT_EQ(before - free_bytes(), 1u << 20);     /* the graph still holds it */
+    ASSERT_EQ(before - free_bytes(), 32u << 20);    /* the graph still holds it */
     ASSERT_OK(cudaGraphDestroy(g));
     ASSERT_EQ(free_bytes(), before);
+    release_held();
+}
+
+/* cudaGraphLaunch: "If any allocations created by graphExec remain unfreed
+ * (from a previous launch) and graphExec was not instantiated with
+ * cudaGraphInstantiateFlagAutoFreeOnLaunch, the launch will fail with
+ * cudaErrorInvalidValue"; seen so on an H200 (tests/gpucheck, fact
+ * graph_relaunch_unfreed). Once freed, the next launch allocates it again
+ * at the same address. */
+TEST(a_graph_keeping_its_allocation_relaunches_once_it_is_freed)
+{
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    unsigned char *host = held_pinned(N);
+    size_t before = free_bytes();
+    unsigned char *k = NULL;
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    ASSERT_OK(cudaMallocAsync((void **)&k, N, s));
+    ASSERT_OK(cudaMemsetAsync(k, 7, N, s));
+    cudaGraph_t g;
+    cudaGraphExec_t x = end_capture_instantiated(s, &g);
+    ASSERT_OK(cudaGraphLaunch(x, s));
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(cudaGraphLaunch(x, s), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    ASSERT_OK(cudaFree(k));
+    ASSERT_EQ(free_bytes(), before);
+    ASSERT_OK(cudaGraphLaunch(x, s));              /* allocates k again */
+    ASSERT_OK(cudaMemcpyAsync(host, k, N, cudaMemcpyDeviceToHost, s));
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(host[N - 1], 7);
+    ASSERT(before - free_bytes() >= N);
+    ASSERT_OK(cudaFreeAsync(k, s));                /* stream-ordered, after the launch */
+    ASSERT_OK(cudaGraphLaunch(x, s));              /* and again: the free is ahead of it */
+    ASSERT_OK(cudaFreeAsync(k, s));
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(cudaFree(k), cudaErrorInvalidValue); /* freed twice */
+    cudaGetLastError();
+    ASSERT_OK(cudaGraphExecDestroy(x));
+    ASSERT_OK(cudaGraphDestroy(g));
+    ASSERT_EQ(free_bytes(), before);
+    release_held();
+}
+
+/* The capture rules for potentially unsafe calls (cudaStreamBeginCapture,
+ * cudaThreadExchangeStreamCaptureMode): a thread-local capture forbids them
+ * to its own thread only; a global one to every thread in global mode; a
+ * thread in relaxed mode is never forbidden. Refused calls invalidate the
+ * capture that forbade them. (Global mode, the other thread and the relaxed
+ * thread were seen so on an H200: tests/gpucheck, facts
+ * capture_global_other_thread_allocates and capture_thread_mode_relaxed;
+ * thread-local mode follows the documentation.) */
+static cudaError_t other_thread_rc;
+
+static void *other_thread_mallocs(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    other_thread_rc = cudaMalloc(&p, N);
+    if (other_thread_rc == cudaSuccess)
+        cudaFree(p);
+    cudaGetLastError();
+    return NULL;
+}
+
+static cudaError_t malloc_from_another_thread(void)
+{
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, other_thread_mallocs, NULL), 0);
+    ASSERT_EQ(pthread_join(t, NULL), 0);
+    return other_thread_rc;
+}
+
+TEST(capture_forbids_unsafe_calls_by_interaction_mode)
+{
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    void *p = NULL;
+    cudaGraph_t g = NULL;
+    /* thread-local: the other thread may, this one may not */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    ASSERT_EQ(malloc_from_another_thread(), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&p, N), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    /* global: neither */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    ASSERT_EQ(malloc_from_another_thread(), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    /* this thread relaxed during its own global capture: allowed, and
+     * forbidden again once its mode is back; cudaMemGetInfo is safe */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    size_t f, t;
+    ASSERT_OK(cudaMemGetInfo(&f, &t));
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    ASSERT_OK(cudaThreadExchangeStreamCaptureMode(&m));
+    ASSERT_EQ(m, cudaStreamCaptureModeGlobal);
+    ASSERT_OK(cudaMalloc(&p, N));
+    ASSERT_OK(cudaThreadExchangeStreamCaptureMode(&m));
+    ASSERT_EQ(cudaFree(p), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    ASSERT_OK(cudaFree(p));
+    /* relaxed capture: everything but a device-wide synchronization */
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    ASSERT_OK(cudaMalloc(&p, N));
+    ASSERT_OK(cudaFree(p));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorStreamCaptureUnsupported);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
     release_held();
 }
 

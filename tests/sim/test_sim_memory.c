@@ -18,12 +18,12 @@ TEST(out_of_memory_at_capacity)
     ASSERT_OK(cudaMalloc(&a, 3 * GiB));
     ASSERT_EQ(cudaMalloc(&b, 2 * GiB), cudaErrorMemoryAllocation);
     ASSERT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
-    ASSERT_OK(cudaMalloc(&c, GiB - 4096));           /* capacity counts sizes */
-    ASSERT_EQ(cuMemAlloc((CUdeviceptr *)&b, 8192), CUDA_ERROR_OUT_OF_MEMORY);
+    ASSERT_OK(cudaMalloc(&c, GiB - 4096));           /* takes 1 GiB: whole 2 MiB pages */
+    ASSERT_EQ(cuMemAlloc((CUdeviceptr *)&b, 8192), CUDA_ERROR_OUT_OF_MEMORY); /* no page left */
     simcuda_counters st;
     ASSERT_EQ(simcuda_stats(0, &st), 0);
     ASSERT_EQ(st.failed_allocs, 2);
-    ASSERT_EQ(st.bytes_in_use, 4 * GiB - 4096);
+    ASSERT_EQ(st.bytes_in_use, 4 * GiB - 4096);      /* the sizes asked for */
     ASSERT_OK(cudaFree(a));
     ASSERT_OK(cudaMalloc(&b, 2 * GiB));
     ASSERT_OK(cudaFree(b));
@@ -89,6 +89,28 @@ TEST(mem_get_info_tracks_allocations)
     ASSERT_OK(cudaMalloc(&p, 100 << 20));
     ASSERT_OK(cudaMemGetInfo(&f1, &t1));
     ASSERT_EQ(f0 - f1, 100 << 20);
+    ASSERT_OK(cudaFree(p));
+    ASSERT_OK(cudaMemGetInfo(&f1, &t1));
+    ASSERT_EQ(f1, f0);
+    /* Memory is consumed in 2 MiB pages, as on an H200 (README.md,
+     * "Footprint"): above 1 MiB an allocation takes whole pages, up to 1 MiB
+     * allocations share them. */
+    void *q[3];
+    ASSERT_OK(cudaMalloc(&p, (3 << 20) + 1));
+    ASSERT_OK(cudaMemGetInfo(&f1, &t1));
+    ASSERT_EQ(f0 - f1, 4 << 20);
+    ASSERT_OK(cudaMalloc(&q[0], 1 << 20));
+    ASSERT_OK(cudaMalloc(&q[1], 512));
+    ASSERT_OK(cudaMemGetInfo(&f1, &t1));
+    ASSERT_EQ(f0 - f1, 6 << 20);                     /* one shared page */
+    ASSERT_OK(cudaMalloc(&q[2], 1 << 20));
+    ASSERT_OK(cudaMemGetInfo(&f1, &t1));
+    ASSERT_EQ(f0 - f1, 8 << 20);                     /* a second one */
+    ASSERT_OK(cudaFree(q[2]));
+    ASSERT_OK(cudaFree(q[1]));
+    ASSERT_OK(cudaMemGetInfo(&f1, &t1));
+    ASSERT_EQ(f0 - f1, 6 << 20);
+    ASSERT_OK(cudaFree(q[0]));
     ASSERT_OK(cudaFree(p));
     ASSERT_OK(cudaMemGetInfo(&f1, &t1));
     ASSERT_EQ(f1, f0);
