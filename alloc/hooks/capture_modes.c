@@ -11,7 +11,9 @@
  * counts; in relaxed mode nothing does. A refused call returns
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture
  * (NVIDIA H200, driver 580.159.04: tests/gpucheck/driver_facts.real,
- * capture_forbidden_calls, capture_cuda_free_global). Served from the
+ * capture_forbidden_calls, capture_cuda_free_global, capture_unsafe_calls).
+ * Stream-ordered allocations and frees on a stream that is not capturing
+ * are such calls too (capture_global_other_thread_allocates). Served from the
  * cache, the same call would succeed and the program's capture would go on:
  * vramtrace would change what the program raises.
  *
@@ -19,7 +21,8 @@
  * cuStreamBeginCapture_v2, cuStreamBeginCaptureToGraph, cuStreamEndCapture
  * and their per-thread-stream twins; the runtime reaches them through
  * cuGetProcAddress), and the allocation hooks ask vt__hk_capture_refusal
- * before serving cudaMalloc, cuMemAlloc, cudaFree or cuMemFree. With no
+ * before serving cudaMalloc, cuMemAlloc, cudaFree, cuMemFree, and the
+ * stream-ordered ones on a stream that is not capturing. With no
  * capture underway that is two loads. When the rule says the call is
  * prohibited, the driver itself is asked with a real 1-byte cuMemAlloc: a
  * refusal is then the driver's own, with its own effect on the capture,

@@ -267,6 +267,8 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
                                graph ? VT_PASS_GRAPH : VT_PASS_FROM_POOL, false);
         return r;
     }
+    if (vt_unlikely((r = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+        return r;   /* another stream's capture prohibits it (capture_modes.c) */
     return alloc_on(dev, dptr, bytes, stream);
 }
 
@@ -370,6 +372,8 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
             return CUDA_ERROR_INVALID_VALUE;   /* allocated before the capture: refused (above) */
         return free_foreign(NULL, real, dptr, s, stream, dev);
     }
+    if (vt_unlikely((cr = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+        return cr;   /* another stream's capture prohibits it (capture_modes.c) */
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();

@@ -166,8 +166,8 @@ bool vt__hk_stream_capturing(uint64_t stream);
 /* ---- capture_modes.c: calls a capture prohibits --------------------------- */
 
 /* Would a real driver refuse a potentially unsafe call (cudaMalloc,
- * cudaFree, cuMemAlloc, cuMemFree) from this thread now, a stream capture
- * being underway? CUDA_SUCCESS when not (two loads when no capture is);
+ * cudaFree, cuMemAlloc, cuMemFree, stream-ordered ones on a stream that is
+ * not capturing) from this thread now, a stream capture being underway? CUDA_SUCCESS when not (two loads when no capture is);
  * else the driver's refusal (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, with its
  * effect on the capture), which the hook returns instead of serving. */
 int vt__hk_capture_refusal(void);

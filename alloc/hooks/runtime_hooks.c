@@ -316,6 +316,9 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     if (r != cudaSuccess)
         return r;
     if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
+        int refused = vt__hk_capture_refusal();   /* another stream's capture (capture_modes.c) */
+        if (vt_unlikely(refused))
+            return rt_fail((cudaError_t)refused);
         HK_ENTER();
         int err = vt__alloc_malloc(dev, size, stream, devPtr);
         HK_LEAVE();
@@ -421,6 +424,9 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
     if (vt_unlikely(capturing))   /* memory from before the capture: refused (driver_hooks.c) */
         return vt__alloc_owns(devPtr) ? rt_fail(cudaErrorInvalidValue)
                                       : (cudaError_t)VT_ALLOC_NOT_OWNED;
+    int refused = vt__hk_capture_refusal();   /* another stream's capture (capture_modes.c) */
+    if (vt_unlikely(refused))
+        return rt_fail((cudaError_t)refused);
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();

@@ -26,6 +26,8 @@ def parse(line: str) -> Tuple[str, Dict[str, str]]:
 def run_fact(exe: str, name: str, env: Dict[str, str]) -> str:
     p = subprocess.run([exe, name], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=120)
+    if "cannot be preloaded" in p.stderr:   # ld.so goes on without it: a plain run
+        sys.exit(f"driver_facts: {env.get('LD_PRELOAD')} was not preloaded: {p.stderr.strip()}")
     out = p.stdout.strip().splitlines()
     line = out[-1] if out else f"{name}:"
     if p.returncode != 0:
@@ -74,6 +76,9 @@ def main() -> int:
     ap.add_argument("--compare", help="check the plain answers against this file")
     ap.add_argument("--header", default="", help="a comment line for --record")
     a = ap.parse_args()
+    a.lib = os.path.abspath(a.lib)   # a bare name would be looked up on the library path
+    if not os.path.isfile(a.lib):
+        ap.error(f"--lib {a.lib}: no such file")
 
     base = dict(os.environ)
     base.pop("LD_PRELOAD", None)
