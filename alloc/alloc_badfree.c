@@ -77,6 +77,12 @@ static bool reset_listed(const vt__heap *h, uint64_t addr)
     return reset_listed_as(h, addr, NULL);
 }
 
+bool vt__badfree_accepted(const vt__heap *h, uint64_t addr, int reason)
+{
+    bool ordered = false;
+    return reason == VT_BAD_FREE_AFTER_RESET && reset_listed_as(h, addr, &ordered) && ordered;
+}
+
 bool vt__alloc_freed_by_reset_stream_ordered(int device, const void *ptr)
 {
     vt__heap *h = vt__heap_get(device, false);

@@ -433,12 +433,13 @@ int vt__heap_free(void *ptr, uint64_t key, enum vt__free_mode mode, uint32_t sta
             return 0;
         }
         int reason = classify(h, addr);
+        bool accepted = reason && vt__badfree_accepted(h, addr, reason);
         if (reason)
             h->num_bad_frees++;
         vt__heap_unlock(h);
         if (reason) {
             vt__badfree_report(d, addr, reason, stack);
-            return VT_CUDA_ERR_INVALID_VALUE;
+            return accepted ? 0 : VT_CUDA_ERR_INVALID_VALUE;
         }
     }
     return VT_ALLOC_NOT_OWNED;

@@ -445,6 +445,11 @@ void vt__badfree_report(int device, uint64_t addr, int reason, uint32_t stack);
 /* Under h's lock: the reason of a bad free inside segment s / outside every
  * segment of h. */
 int vt__badfree_classify(vt__heap *h, const vt__segment *s, uint64_t addr);
+/* A bad free (`reason`) that a real driver accepts all the same: a free of
+ * a stream-ordered allocation from before the last reset, even where its
+ * address now lies in a newer segment (seen on an H200, alloc_reset.c).
+ * Reported, answered with success. Under h's lock. */
+bool vt__badfree_accepted(const vt__heap *h, uint64_t addr, int reason);
 int vt__badfree_foreign_reason(vt__heap *h, uint64_t addr);
 /* Under h's lock: a cache:0 free gave addr back to the device; the device
  * handed addr out again. */

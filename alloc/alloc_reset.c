@@ -16,10 +16,13 @@
  * A later free of an old pointer is no longer the cache's: it goes to the
  * real free, which fails it as the real runtime does (invalid value); the
  * pointers are remembered so that such a free is reported as what it is,
- * a pointer freed by the reset (alloc_badfree.c). A stream-ordered free of
- * an old stream-ordered allocation is the exception: a real driver accepts
- * it (cudaSuccess; driver_facts.real, reset_then_free_old), so the hooks
- * ask vt__alloc_freed_by_reset_stream_ordered first and answer success.
+ * a pointer freed by the reset (alloc_badfree.c). A free of an old
+ * stream-ordered allocation is the exception: a real driver accepts it
+ * (cudaSuccess, cudaFree and cudaFreeAsync alike; driver_facts.real,
+ * reset_then_free_old, and prog_misc reset on an H200), so the hooks ask
+ * vt__alloc_freed_by_reset_stream_ordered first and answer success, and so
+ * does the heap where the address lies in a newer segment (alloc_badfree.c,
+ * vt__badfree_accepted).
  * The hooks call it from cudaDeviceReset and cuDevicePrimaryCtxReset.
  */
 #include <stdlib.h>

@@ -49,7 +49,7 @@ bool vt__alloc_owns(const void *ptr);
 
 /* Was ptr a stream-ordered allocation of the program's, live when device
  * was last reset (cudaDeviceReset, cuDevicePrimaryCtxReset)? A real driver
- * accepts a stream-ordered free of such a pointer (alloc_reset.c). */
+ * accepts a free of such a pointer (alloc_reset.c). */
 bool vt__alloc_freed_by_reset_stream_ordered(int device, const void *ptr);
 
 /* The block containing ptr is used on `stream` too (vt_record_stream). */

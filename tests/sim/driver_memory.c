@@ -72,6 +72,11 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     SIM_COUNT(caller, mem_free_calls);
     if (dptr == 0)
         return CUDA_SUCCESS;
+    /* A stream-ordered allocation a cudaDeviceReset released: a plain free
+     * is accepted too (H200: prog_misc reset, cudaFree of the old
+     * stream-ordered pointer returned 0). */
+    if (sim_mem_reset_orphan_take(caller, (uintptr_t)dptr))
+        return CUDA_SUCCESS;
     sim_device *dev;
     SIM_TRY(free_owner(caller, dptr, &dev));
     /* Stream-ordered allocations are freed without a device-wide wait. */

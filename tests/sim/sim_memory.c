@@ -212,8 +212,9 @@ static bool charge_block(sim_device *dev, sim_block *b, bool add)
 
 /* ---- allocations cudaDeviceReset released ----------------------------------- */
 /* After cudaDeviceReset, cudaFreeAsync of a stream-ordered pointer from
- * before it returned cudaSuccess on the H200 (fact reset_then_free_old),
- * while cudaFree of a cudaMalloc pointer from before returned
+ * before it returned cudaSuccess on the H200 (fact reset_then_free_old; so
+ * did cudaFree of one: prog_misc reset, the first real run), while cudaFree
+ * of a cudaMalloc pointer from before returned
  * cudaErrorInvalidValue. Here: the bases of the stream-ordered allocations
  * a reset released are remembered; one free of each is accepted and does
  * nothing, until the address is handed out again. */
