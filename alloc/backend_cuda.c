@@ -44,6 +44,19 @@ static int primary_ctx(const vt__driver_api *d, int device, CUcontext *out)
     return 0;
 }
 
+/* A reset (cudaDeviceReset, cuDevicePrimaryCtxReset: the program's, or the
+ * runtime's) destroyed the primary context we retained: a call made in it
+ * fails with CUDA_ERROR_CONTEXT_IS_DESTROYED until it is retained again
+ * (seen on an H200: a cudaMalloc the cache served right after
+ * cudaDeviceReset failed so). Forget the handle, so that the next enter()
+ * retains it anew. @return whether there was one to forget (retry then). */
+static bool revive(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return false;
+    return atomic_exchange_explicit(&primary[device], NULL, memory_order_acq_rel) != NULL;
+}
+
 /* Make device's primary context current for one call. */
 static int enter(int device, const vt__driver_api **dp, int *pushed)
 {
@@ -103,14 +116,18 @@ static void relax_end(const vt__driver_api *d, CUstreamCaptureMode was)
  * entry point below is one line of what it calls. */
 #define IN_CONTEXT_AS(device, r, relaxed, call)                              \
     do {                                                                     \
-        const vt__driver_api *d;                                             \
-        int pushed_;                                                         \
-        if (((r) = enter((device), &d, &pushed_)) == 0) {                    \
+        for (int try_ = 0; try_ < 2; try_++) {                               \
+            const vt__driver_api *d;                                         \
+            int pushed_;                                                     \
+            if (((r) = enter((device), &d, &pushed_)) != 0)                  \
+                break;                                                       \
             CUstreamCaptureMode was_ = (relaxed) ? relax_begin(d)            \
                                                  : CU_STREAM_CAPTURE_MODE_RELAXED; \
             (r) = (int)(call);                                               \
             relax_end(d, was_);                                              \
             leave(d, pushed_);                                               \
+            if ((r) != CUDA_ERROR_CONTEXT_IS_DESTROYED || !revive((device))) \
+                break;                                                       \
         }                                                                    \
     } while (0)
 #define IN_CONTEXT(device, r, call) IN_CONTEXT_AS(device, r, false, call)

@@ -347,6 +347,23 @@ static void reset_then_free_old(void)
     kv("last3", cudaGetLastError());
 }
 
+/* The first calls after cudaDeviceReset, before any other runtime call:
+ * an allocation (which the preload's cache serves) and a free. */
+static void reset_then_allocate(void)
+{
+    void *p = NULL, *q = NULL;
+    kv("alloc", cudaMalloc(&p, MIB));
+    kv("reset", cudaDeviceReset());
+    kv("alloc_after", cudaMalloc(&q, MIB));
+    kv("memset", cudaMemset(q, 1, MIB));
+    kv("free", cudaFree(q));
+    cudaStream_t s = stream(cudaStreamNonBlocking);
+    kv("alloc_async", cudaMallocAsync(&q, MIB, s));
+    kv("free_async", cudaFreeAsync(q, s));
+    kv("sync", cudaStreamSynchronize(s));
+    kv("last", cudaGetLastError());
+}
+
 /* Frees of pointers no allocation returned: inside a block, and of a block
  * already freed. */
 static void bad_frees(void)
@@ -448,6 +465,7 @@ static const struct fact facts[] = {
     {"graph_relaunch_auto_free", graph_relaunch_auto_free},
     {"no_context_calls", no_context_calls},
     {"reset_then_free_old", reset_then_free_old},
+    {"reset_then_allocate", reset_then_allocate},
     {"bad_frees", bad_frees},
     {"malloc_footprint", malloc_footprint},
     {"malloc_async_footprint", malloc_async_footprint},

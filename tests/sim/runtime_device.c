@@ -119,7 +119,11 @@ RT_API cudaError_t cudaDeviceSynchronize(void)
 RT_API cudaError_t cudaDeviceReset(void)
 {
     RT_TRY(rt_enter());
-    return rt_ret_drv(rt_drv.cuDevicePrimaryCtxReset(rt_current_device()));
+    int dev = rt_current_device();
+    CUresult r = rt_drv.cuDevicePrimaryCtxReset(dev);
+    if (r == CUDA_SUCCESS)
+        rt_primary_was_reset(dev);   /* retained again at each thread's next call */
+    return rt_ret_drv(r);
 }
 
 RT_API cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)

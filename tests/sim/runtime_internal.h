@@ -130,6 +130,7 @@ extern rt_driver rt_drv;
 /* runtime_loader.c */
 cudaError_t rt_init(void);                  /* driver loaded and initialised */
 cudaError_t rt_enter(void);                 /* rt_init + a current context */
+void rt_primary_was_reset(int device);      /* cudaDeviceReset destroyed it */
 cudaError_t rt_error(CUresult r);           /* driver code -> runtime code */
 cudaError_t rt_ret(cudaError_t e);          /* remember e as the last error */
 cudaError_t rt_ret_drv(CUresult r);         /* rt_ret(rt_error(r)) */

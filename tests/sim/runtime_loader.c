@@ -162,9 +162,21 @@ cudaError_t rt_set_device(int device)
     return cudaSuccess;
 }
 
+/* cudaDeviceReset destroyed device's primary context: forget the handle,
+ * so that the next rt_set_device retains it again. */
+void rt_primary_was_reset(int device)
+{
+    pthread_mutex_lock(&primary_lock);
+    atomic_store_explicit(&primary[device], NULL, memory_order_release);
+    pthread_mutex_unlock(&primary_lock);
+}
+
 /* Like the real runtime, adopt whatever context the thread has current
  * (cuCtxSetCurrent from driver code included); with none, make the primary
- * context of this thread's device current. */
+ * context of this thread's device current. A current primary context that a
+ * reset destroyed (cudaDeviceReset, or cuDevicePrimaryCtxReset from driver
+ * code) is retained again first, as the real runtime makes it anew at its
+ * next call (a guess for the driver's reset: tests/sim/README.md). */
 cudaError_t rt_enter(void)
 {
     cudaError_t e = rt_init();
@@ -172,8 +184,12 @@ cudaError_t rt_enter(void)
         return e;
     CUcontext c = NULL;
     rt_drv.cuCtxGetCurrent(&c);
-    if (c)
-        return cudaSuccess;
+    if (c) {
+        CUdevice d;
+        if (!rt_unlikely(rt_drv.cuCtxGetDevice(&d, NULL) == CUDA_ERROR_CONTEXT_IS_DESTROYED))
+            return cudaSuccess;
+        rt_primary_was_reset(tls_device);
+    }
     return rt_set_device(tls_device);
 }
 

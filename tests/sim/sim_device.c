@@ -110,6 +110,8 @@ CUresult sim_current_ctx(sim_ctx **out)
     sim_ctx *c = ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
     if (sim_unlikely(!c))
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (sim_unlikely(atomic_load_explicit(&c->reset, memory_order_relaxed)))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -251,6 +253,7 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     sim_device *d;
     SIM_TRY(device_arg(dev, pctx != NULL, &d));
     atomic_fetch_add(&d->primary.retains, 1);
+    atomic_store(&d->primary.reset, false);   /* made anew after a reset */
     *pctx = (CUcontext)&d->primary;
     return CUDA_SUCCESS;
 }
@@ -286,6 +289,13 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     sim_device *d;
     SIM_TRY(device_arg(dev, true, &d));
     sim_device_reset(d);
+    /* The context is destroyed: a thread that keeps it current gets
+     * CUDA_ERROR_CONTEXT_IS_DESTROYED until someone retains it again (the
+     * runtime does, at its next call). Seen on an H200: the simulator's
+     * static runtime, which did not retain again, ran over the real driver
+     * and every call after cudaDeviceReset failed with 709; so did a
+     * cudaMalloc served by the preload's cache right after the reset. */
+    atomic_store(&d->primary.reset, true);
     return CUDA_SUCCESS;
 }
 

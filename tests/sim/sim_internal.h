@@ -199,6 +199,9 @@ struct sim_ctx {
     sim_device  *dev;
     atomic_int   retains;                /* cuDevicePrimaryCtxRetain count */
     unsigned     flags;
+    atomic_bool  reset;                  /* cuDevicePrimaryCtxReset destroyed it: calls
+                                            in it fail (CONTEXT_IS_DESTROYED) until the
+                                            next cuDevicePrimaryCtxRetain */
 };
 
 struct sim_device {
