@@ -108,6 +108,7 @@ static int fill_count(uint64_t size)
 
 TEST(device_filled_with_mid_size_requests_fits_as_many_as_plain_cuda_malloc)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "1G", 1);
     ASSERT_EQ(fill_count(7 * MiB), 1024 / 7);
     vt_stats s = stats(0);
@@ -117,6 +118,7 @@ TEST(device_filled_with_mid_size_requests_fits_as_many_as_plain_cuda_malloc)
 
 TEST(device_filled_with_3mib_requests_ends_with_exact_size_segments)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "1G", 1);
     /* 56 shared segments of 18 MiB (1008 MiB), then exact-size ones of
      * 3 MiB, each taking 4 MiB of the 16 MiB left (2 MiB pages) */
@@ -130,6 +132,7 @@ TEST(device_filled_with_3mib_requests_ends_with_exact_size_segments)
  * allocating exactly that much then succeeds. */
 TEST(cached_free_bytes_can_all_be_allocated_at_once)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "256M", 1);
     void *p[40];
     int n = 0;
@@ -495,6 +498,7 @@ static void late_writer(void *arg)
 
 TEST(record_stream_keeps_block_from_other_stream_until_its_work_is_done)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 256 * KiB;
     cudaStream_t A = new_stream(), B = new_stream();
     unsigned char *p = vt_malloc((ssize_t)n, 0, B);
@@ -526,6 +530,7 @@ TEST(record_stream_keeps_block_from_other_stream_until_its_work_is_done)
 
 TEST(free_on_another_stream_waits_for_that_stream)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 64 * KiB;
     cudaStream_t A = new_stream(), B = new_stream();
     unsigned char *p = vt_malloc((ssize_t)n, 0, B);
@@ -544,6 +549,7 @@ TEST(free_on_another_stream_waits_for_that_stream)
  * has reached the free. An allocation on the freeing stream itself does. */
 TEST(no_stream_allocation_waits_until_the_freeing_stream_reached_the_free)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 64 * KiB;
     unsigned char *p;
     ASSERT_OK(vt__alloc_malloc(0, n, 0, (void **)&p));     /* legacy stream */
@@ -659,6 +665,7 @@ static void assert_next_block_is_not_written_late(size_t n)
  * hand the block out before that work is done. */
 TEST(record_stream_on_a_destroyed_stream_still_waits_for_its_work)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 256 * KiB;
     cudaStream_t A = new_stream();
     unsigned char *p = vt_malloc((ssize_t)n, 0, 0);
@@ -676,6 +683,7 @@ TEST(record_stream_on_a_destroyed_stream_still_waits_for_its_work)
  * destroyed meanwhile must still be part of it. */
 TEST(unknown_stream_free_before_a_stream_is_destroyed_waits_for_it)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 1 * MiB;
     cudaStream_t A = new_stream();
     unsigned char *keep = vt_malloc((ssize_t)n, 0, 0);   /* p is the segment's */
@@ -752,6 +760,7 @@ TEST(destroyed_streams_give_their_segments_back)
  * destroy waits for the stream's work on the block first. */
 TEST(block_live_when_its_stream_is_destroyed_returns_its_segment_at_its_free)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 256 * KiB;
     cudaStream_t S = new_stream(), T = new_stream();
     unsigned char *p = vt_malloc((ssize_t)n, 0, S);
@@ -792,6 +801,7 @@ TEST(block_live_when_its_stream_is_destroyed_returns_its_segment_at_its_free)
  * invariant checker). */
 TEST(dead_segment_goes_back_after_its_fenced_frees_complete)
 {
+    simcuda_require("a host function writes device memory in place of a kernel");
     const size_t n = 3 * MiB;
     cudaStream_t S = new_stream(), T = new_stream();
     unsigned char *a = vt_malloc((ssize_t)n, 0, S), *b = vt_malloc((ssize_t)n, 0, S);
@@ -1089,6 +1099,7 @@ TEST(stats_track_current_peak_and_reset)
 
 TEST(oom_releases_cache_and_retries)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "64M", 1);
     void *p[12];
     for (int i = 0; i < 12; i++)        /* 3 x 20 MiB segments */
@@ -1108,6 +1119,7 @@ TEST(oom_releases_cache_and_retries)
 
 TEST(oom_waits_for_pending_frees_before_failing)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "64M", 1);
     cudaStream_t A = new_stream();
     void *p = vt_malloc(40 * MiB, 0, 0);
@@ -1126,6 +1138,7 @@ TEST(oom_waits_for_pending_frees_before_failing)
 
 TEST(oom_fails_with_memory_allocation_and_is_counted)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "64M", 1);
     void *keep = vt_malloc(30 * MiB, 0, 0);
     ASSERT(keep);
@@ -1190,6 +1203,7 @@ TEST(huge_sizes_fail_with_cache_off)
 
 TEST(memory_fraction_caps_reserved_bytes)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "64M", 1);
     ASSERT_EQ(vt_set_memory_fraction(0.25, 0), 0);   /* 16 MiB */
     ASSERT_EQ(vt_set_memory_fraction(1.5, 0), -EINVAL);
@@ -1206,6 +1220,7 @@ TEST(memory_fraction_caps_reserved_bytes)
  * lets the program allocate. */
 TEST(mem_free_keeps_to_the_memory_fraction)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("VRAMTRACE_CONF", "per_process_memory_fraction:0.25", 1);   /* 1 GiB of 4 */
     void *a, *b, *c;
     ASSERT_OK(vt__alloc_malloc(0, 512 * MiB, VT_NO_STREAM, &a));
@@ -1224,6 +1239,7 @@ TEST(mem_free_keeps_to_the_memory_fraction)
 
 TEST(memory_fraction_from_config)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "64M", 1);
     setenv("VRAMTRACE_CONF", "per_process_memory_fraction:0.5", 1);
     ASSERT(vt_malloc(30 * MiB, 0, 0));
@@ -1233,6 +1249,7 @@ TEST(memory_fraction_from_config)
 
 TEST(gc_threshold_releases_cold_segments_before_the_cap)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "100M", 1);
     setenv("VRAMTRACE_CONF", "garbage_collection_threshold:0.5", 1);
     void *p[4];
@@ -1350,6 +1367,7 @@ TEST(no_stack_capture_when_tracing_is_off)
 
 TEST(each_device_has_its_own_heap)
 {
+    simcuda_require("needs two devices (SIMCUDA_DEVICES=2)");
     setenv("SIMCUDA_DEVICES", "2", 1);
     void *a = vt_malloc(4096, 0, 0), *b = vt_malloc(4096, 1, 0);
     ASSERT(a && b);

@@ -209,6 +209,7 @@ static int pinned_pattern(void)
 
 TEST(pinned_fragmentation_runs_out_of_memory_with_fixed_segments)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     ASSERT_EQ(pinned_pattern(), 0);
     vt_stats s = stats(0);
     ASSERT_EQ(s.num_ooms, 1);
@@ -229,6 +230,7 @@ TEST(pinned_fragmentation_fits_with_expandable_segments)
 
 TEST(out_of_memory_shrinks_the_range_before_failing)
 {
+    simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
     setenv("SIMCUDA_MEM", "64M", 1);
     setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
     cudaStream_t A = new_stream();

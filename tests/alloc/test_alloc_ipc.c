@@ -34,6 +34,7 @@ static void no_stream_free(void *p)
 /* What a legacy IPC handle of p exports: the device allocation holding it. */
 static void device_range(void *p, CUdeviceptr *base, size_t *size)
 {
+    ASSERT_OK(cudaFree(NULL));   /* a current context: the driver call needs one */
     ASSERT_EQ(cuMemGetAddressRange(base, size, (CUdeviceptr)(uintptr_t)p), CUDA_SUCCESS);
 }
 

@@ -438,7 +438,10 @@ SIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *att
 
 SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    CUresult rc = sim_check_init();
+    /* A current context is needed (an H200 answered CUDA_ERROR_INVALID_CONTEXT
+     * to test_alloc_ipc, whose thread had none). */
+    sim_ctx *c;
+    CUresult rc = sim_current_ctx(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
     uintptr_t base;

@@ -77,18 +77,34 @@ size_t simcuda_capacity(int device);
  * a test binary linked against the simulator also loads and runs on a real
  * driver (scripts/gpu-check). Without the simulator the test stops there as
  * skipped (exit 77): the part before its first reading of the counters has
- * run against the real device. */
+ * run against the real device. simcuda_require(WHY) skips so at once, for a
+ * test whose premise is the simulator's (its capacity, host access to device
+ * memory, two devices). */
+/* simcuda_stats of the libcuda.so.1 this process uses (loaded here if
+ * nothing loaded it yet), or NULL: a real driver. */
+static inline void *simcuda_stats_symbol(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_NOW);
+    return h ? dlsym(h, "simcuda_stats") : NULL;
+}
+
+static inline void simcuda_require(const char *why)
+{
+    if (!simcuda_stats_symbol()) {
+        fprintf(stderr, "SKIP: on a real driver: %s\n", why);
+        fflush(NULL);
+        _exit(77);
+    }
+}
+
 static inline int simcuda_stats_or_skip(int device, simcuda_counters *out)
 {
     static int (*fn)(int, simcuda_counters *);
     if (!fn) {
-        void *sym = dlsym(RTLD_DEFAULT, "simcuda_stats");
-        if (!sym) {
-            fprintf(stderr, "SKIP: reads the simulated device's counters (simcuda_stats), "
-                            "which a real driver does not have\n");
-            fflush(NULL);
-            _exit(77);
-        }
+        simcuda_require("reads the simulated device's counters (simcuda_stats)");
+        void *sym = simcuda_stats_symbol();
         memcpy(&fn, &sym, sizeof sym);
     }
     return fn(device, out);
