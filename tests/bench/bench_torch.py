@@ -7,6 +7,9 @@ the simulated device, one process per variant:
   observed     the same program under `vramtrace run` (PyTorch's allocator
                observed block by block, every block with its native and
                Python stack; the program unchanged)
+  observed_py  the same with VRAMTRACE_CONF=stacks:python (Python frames
+               only): what native unwinding costs (only when asked for,
+               --variants)
   python       + torch.cuda.memory._record_memory_history(stacks="python")
   all          + _record_memory_history(stacks="all") (C++ frames too)
   vramtrace    vramtrace.torch.use_allocator(), tracing on (the default)
@@ -47,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 
 VARIANTS = ["plain", "observed", "python", "all", "vramtrace"]
+ALL_VARIANTS = VARIANTS + ["observed_py"]   # observed_py: only when asked for
 WARMUP = 5
 
 
@@ -76,7 +80,7 @@ def worker(variant: str, steps: int, out: str, snap: str) -> None:
            # fast one, which every variant reaches
            "p10_ms": sorted(times)[len(times) // 10] * 1e3,
            "snapshot_bytes": 0, "dump_s": 0.0}
-    if variant not in ("plain", "observed"):
+    if variant not in ("plain", "observed", "observed_py"):
         t0 = time.perf_counter()
         if variant == "vramtrace":
             vramtrace.snapshot(snap)
@@ -97,16 +101,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma-separated, plain among them (default: all)")
-    ap.add_argument("--worker", choices=VARIANTS)
+    ap.add_argument("--worker", choices=ALL_VARIANTS)
     ap.add_argument("--out", default="")
     ap.add_argument("--snapshot", default="")
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.steps, args.out, args.snapshot)
         return
-    variants = [v for v in VARIANTS if v in args.variants.split(",")]
+    variants = [v for v in ALL_VARIANTS if v in args.variants.split(",")]
     if "plain" not in variants or len(variants) != len(args.variants.split(",")):
-        ap.error(f"--variants: plain and some of {', '.join(VARIANTS)}")
+        ap.error(f"--variants: plain and some of {', '.join(ALL_VARIANTS)}")
     results: dict = {}
     rounds: dict = {}   # variant -> ms/step of each round
     per_round: dict = {}   # variant -> each round's worker result
@@ -118,12 +122,16 @@ def main() -> None:
             snap = os.path.join(tmp, v + (".vtsnap" if v == "vramtrace" else ".pickle"))
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", v,
                    "--steps", str(args.steps), "--out", out, "--snapshot", snap]
-            if v == "observed":
+            env = None
+            if v in ("observed", "observed_py"):
                 cmd = [os.environ["VRAMTRACE_CLI"], "run", "-o", snap, "--"] + cmd
-            subprocess.run(cmd, check=True)
+            if v == "observed_py":
+                conf = os.environ.get("VRAMTRACE_CONF", "")
+                env = dict(os.environ, VRAMTRACE_CONF=(conf + "," if conf else "") + "stacks:python")
+            subprocess.run(cmd, check=True, env=env)
             with open(out) as f:
                 res = json.load(f)
-            if v == "observed":
+            if v in ("observed", "observed_py"):
                 res["snapshot_bytes"] = os.path.getsize(snap)
             rounds.setdefault(v, []).append(res["ms_per_step"])
             per_round.setdefault(v, []).append(res)
