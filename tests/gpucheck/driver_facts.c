@@ -58,20 +58,19 @@ static void capture_alloc(enum cudaStreamCaptureMode mode, unsigned stream_flags
 static void capture_malloc_async_relaxed(void) { capture_alloc(cudaStreamCaptureModeRelaxed, cudaStreamDefault); }
 static void capture_malloc_async_global(void) { capture_alloc(cudaStreamCaptureModeGlobal, cudaStreamNonBlocking); }
 
-/* The queries the preload makes before a stream-ordered allocation, made by
- * the program itself during a capture: do they disturb it? */
-static void capture_after_stream_queries(void)
+/* A capture begun after a warm-up allocation (*warm), for the queries
+ * below; capture_queries_end allocates and frees in it and ends it. */
+static cudaStream_t capture_queries_begin(enum cudaStreamCaptureMode mode, void **warm)
 {
-    void *warm = NULL;
-    cudaMalloc(&warm, MIB);
+    *warm = NULL;
+    cudaMalloc(warm, MIB);
     cudaStream_t s = stream(cudaStreamDefault);
-    kv("begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    kv("is_capturing", cuStreamIsCapturing((CUstream)s, &st));
-    kv("status", st);
-    CUdevice d = -1;
-    kv("stream_device", cuStreamGetDevice((CUstream)s, &d));
-    kv("ctx_device", cuCtxGetDevice(&d));
+    kv("begin", cudaStreamBeginCapture(s, mode));
+    return s;
+}
+
+static void capture_queries_end(cudaStream_t s, void *warm)
+{
     void *p = NULL;
     kv("alloc", cudaMallocAsync(&p, MIB, s));
     kv("free", cudaFreeAsync(p, s));
@@ -81,14 +80,27 @@ static void capture_after_stream_queries(void)
     cudaFree(warm);
 }
 
+/* The queries the preload makes before a stream-ordered allocation, made by
+ * the program itself during a capture: do they disturb it? */
+static void capture_after_stream_queries(void)
+{
+    void *warm;
+    cudaStream_t s = capture_queries_begin(cudaStreamCaptureModeRelaxed, &warm);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    kv("is_capturing", cuStreamIsCapturing((CUstream)s, &st));
+    kv("status", st);
+    CUdevice d = -1;
+    kv("stream_device", cuStreamGetDevice((CUstream)s, &d));
+    kv("ctx_device", cuCtxGetDevice(&d));
+    capture_queries_end(s, warm);
+}
+
 /* More queries during a capture: which of them are allowed (the preload
  * needs a stream's device, and a pointer's). */
 static void capture_other_queries(void)
 {
-    void *warm = NULL;
-    cudaMalloc(&warm, MIB);
-    cudaStream_t s = stream(cudaStreamDefault);
-    kv("begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    void *warm;
+    cudaStream_t s = capture_queries_begin(cudaStreamCaptureModeGlobal, &warm);
     CUcontext c = NULL;
     kv("stream_ctx", cuStreamGetCtx((CUstream)s, &c));
     unsigned flags = 0;
@@ -100,12 +112,7 @@ static void capture_other_queries(void)
     int dev = -1;
     kv("get_device", cudaGetDevice(&dev));
     kv("event_create", cuEventCreate(&(CUevent){0}, CU_EVENT_DISABLE_TIMING));
-    void *p = NULL;
-    kv("alloc", cudaMallocAsync(&p, MIB, s));
-    kv("free", cudaFreeAsync(p, s));
-    cudaGraph_t g = NULL;
-    kv("end", cudaStreamEndCapture(s, &g));
-    kv("last", cudaGetLastError());
+    capture_queries_end(s, warm);
 }
 
 /* A thread that captures in global mode and makes its own interaction mode

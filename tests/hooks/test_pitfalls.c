@@ -135,12 +135,15 @@ TEST(gpa_version_selects_abi)
     ASSERT_STR_EQ(sym_name(p), "cuStreamDestroy_v2");
     p = gpa("cuMemAlloc", 3020, 0, &r);
     ASSERT_STR_EQ(sym_name(p), "cuMemAlloc_v2");
-    /* Older than the 64-bit ABI: the driver's answer, unchanged (12.0+:
-     * success with the status saying why there is no function). */
+    /* Older than the 64-bit ABI: the driver's answer, unchanged: its 3.0
+     * cuMemAlloc (an H200 handed it out, CU_GET_PROC_ADDRESS_SUCCESS), not
+     * a hook of ours (the cache serves only the 64-bit ABI). */
     p = gpa("cuMemAlloc", 3010, 0, &r);
     ASSERT_EQ(r, CUDA_SUCCESS);
-    ASSERT_EQ(last_status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-    ASSERT(p == NULL);
+    ASSERT_EQ(last_status, CU_GET_PROC_ADDRESS_SUCCESS);
+    ASSERT(p != NULL);
+    ASSERT(!in_vramtrace(p));
+    ASSERT_STR_EQ(sym_name(p), "cuMemAlloc");
     /* Not hooked: the driver's own function. */
     p = gpa("cuMemcpyDtoD", CUDA_VERSION, 0, &r);
     ASSERT_EQ(r, CUDA_SUCCESS);

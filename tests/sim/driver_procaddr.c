@@ -20,8 +20,11 @@
  *  - a cudaVersion above the driver's version (13000) is
  *    CUDA_ERROR_INVALID_VALUE;
  *  - it works before cuInit (the runtime asks for cuInit through it).
- * Functions whose old ABI differs (32-bit CUdeviceptr, cuMemAlloc before
- * 3.2) are not provided: asking for them is "version not sufficient".
+ * Functions whose old ABI differs (32-bit CUdeviceptr, before 3.2) are not
+ * provided, asking for them is "version not sufficient", except cuMemAlloc:
+ * an H200 (driver 580) handed out its 3.0 ABI for cudaVersion 3010
+ * (CU_GET_PROC_ADDRESS_SUCCESS), so it is here too, and refuses to run
+ * (what the real one does when called was not seen).
  */
 #include "sim_internal.h"
 
@@ -51,6 +54,15 @@ SIM_API CUresult cuCtxPushCurrent(CUcontext c)          { return cuCtxPushCurren
 SIM_API CUresult cuCtxPopCurrent(CUcontext *c)          { return cuCtxPopCurrent_v2(c); }
 SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice d)  { return cuDevicePrimaryCtxRelease_v2(d); }
 SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice d)    { return cuDevicePrimaryCtxReset_v2(d); }
+
+#undef cuMemAlloc
+CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize);
+SIM_API CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
+{
+    (void)dptr;
+    (void)bytesize;
+    return CUDA_ERROR_NOT_SUPPORTED;   /* the 32-bit ABI (see the top) */
+}
 
 /* Any function pointer type; stored as one, handed out through memcpy since
  * ISO C has no conversion between function and object pointers. */
@@ -98,6 +110,7 @@ static const proc_entry table[] = {
     E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     E("cuCtxGetApiVersion", 3020, cuCtxGetApiVersion),
     E("cuCtxGetStreamPriorityRange", 5050, cuCtxGetStreamPriorityRange),
+    E("cuMemAlloc", 2000, cuMemAlloc),
     E("cuMemAlloc", 3020, cuMemAlloc_v2),
     E("cuMemFree", 3020, cuMemFree_v2),
     E("cuMemGetInfo", 3020, cuMemGetInfo_v2),
