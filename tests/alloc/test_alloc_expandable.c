@@ -284,7 +284,12 @@ TEST(random_sequences_keep_invariants_with_expandable_segments)
  * legacy stream, allocating, freeing and emptying the cache at random:
  * growth and unmapping of one range race the others' (and empty_cache
  * shrinks every range). */
-struct churn { cudaStream_t stream; unsigned seed; int failed; };
+struct churn {
+    cudaStream_t stream;
+    unsigned seed;
+    int failed;
+    char first[160];   /* the first failure: which call, its size and error */
+};
 
 static void *churn_thread(void *arg)
 {
@@ -301,10 +306,15 @@ static void *churn_thread(void *arg)
         } else {
             size_t sizes[] = { 512, 70 * KiB, 1 * MiB, 3 * MiB, 9 * MiB };
             size_t n = sizes[rand_r(&c->seed) % 5];
-            if (!(live[i] = vt_malloc((ssize_t)n, 0, c->stream)))
-                c->failed++;
-            else if (cudaMemsetAsync(live[i], 1, n, c->stream) != cudaSuccess)
-                c->failed++;   /* every byte handed out is mapped */
+            cudaError_t e = cudaSuccess;
+            if (!(live[i] = vt_malloc((ssize_t)n, 0, c->stream))) {
+                if (!c->failed++)
+                    snprintf(c->first, sizeof c->first, "step %d: vt_malloc(%zu) failed", step, n);
+            } else if ((e = cudaMemsetAsync(live[i], 1, n, c->stream)) != cudaSuccess) {
+                if (!c->failed++)   /* every byte handed out is mapped */
+                    snprintf(c->first, sizeof c->first, "step %d: cudaMemsetAsync(%p, %zu) = %d",
+                             step, live[i], n, (int)e);
+            }
         }
         if (step % EMPTY_EVERY == EMPTY_EVERY - 1)
             vt_empty_cache(0);
@@ -322,7 +332,7 @@ TEST(threads_growing_and_shrinking_ranges_keep_the_heap_consistent)
     struct churn c[5];
     pthread_t th[5];
     for (int t = 0; t < 5; t++) {
-        c[t] = (struct churn){ 0, (unsigned)t + 1, 0 };
+        c[t] = (struct churn){ .stream = 0, .seed = (unsigned)t + 1 };
         if (t) {
             ASSERT_OK(cudaStreamCreateWithFlags(&c[t].stream, cudaStreamNonBlocking));
             vt__alloc_stream_created(0, (uint64_t)(uintptr_t)c[t].stream);
@@ -333,7 +343,8 @@ TEST(threads_growing_and_shrinking_ranges_keep_the_heap_consistent)
     for (int t = 0; t < 5; t++)
         ASSERT_EQ(pthread_join(th[t], NULL), 0);
     for (int t = 0; t < 5; t++)
-        ASSERT_EQ(c[t].failed, 0);
+        ASSERT_MSG(c[t].failed == 0, "thread %d (stream %p): %d failed, the first at %s", t,
+                   (void *)c[t].stream, c[t].failed, c[t].first);
     ASSERT_OK(cudaDeviceSynchronize());
     CHECK_INVARIANTS();
     ASSERT_EQ(vt_empty_cache(0), 0);
