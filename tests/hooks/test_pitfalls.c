@@ -533,7 +533,11 @@ TEST(mem_get_info_counts_cache_as_free)
     ASSERT_EQ(cudaFree(p), cudaSuccess);
     ASSERT_EQ(cudaMemGetInfo(&f1, &t1), cudaSuccess);
     ASSERT_EQ(t0, t1);
-    ASSERT_EQ(f0, f1);         /* the segment is still held, and counted free */
+    /* The segment is still held, and counted free: the free bytes did not
+     * drop by its 64 MiB. Not to the byte: a real driver's first allocation
+     * takes memory of its own (8 MiB on an H200, driver 580). */
+    ASSERT_MSG(f1 <= f0 && f0 - f1 < ((size_t)32 << 20),
+               "free bytes %zu before, %zu with the segment cached", f0, f1);
     simcuda_counters c = sim();
     ASSERT_GE(c.bytes_in_use, (size_t)64 << 20);    /* the device does hold it */
     size_t fd = 0, td = 0;
