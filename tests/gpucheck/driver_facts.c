@@ -166,6 +166,45 @@ static void capture_global_other_thread_allocates(void)
     kv("last", cudaGetLastError());
 }
 
+static void *other_thread_malloc_free(void *arg)
+{
+    (void)arg;
+    void *p = NULL;
+    other_thread_result[0] = cudaMalloc(&p, MIB);
+    other_thread_result[1] = cudaFree(p);
+    return NULL;
+}
+
+/* A capture begun in thread-local mode: it prohibits this thread's unsafe
+ * calls, not another thread's (cuThreadExchangeStreamCaptureMode, cuda.h).
+ * Then the same begun in global mode, seen from the other thread. */
+static void capture_thread_local_and_other_thread(void)
+{
+    void *warm = NULL;
+    cudaMalloc(&warm, MIB);
+    cudaStream_t s = stream(cudaStreamNonBlocking);
+    kv("begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    pthread_t t;
+    pthread_create(&t, NULL, other_thread_malloc_free, NULL);
+    pthread_join(t, NULL);
+    kv("other_malloc", other_thread_result[0]);
+    kv("other_free", other_thread_result[1]);
+    void *p = NULL;
+    kv("own_malloc", cudaMalloc(&p, MIB));
+    cudaGraph_t g = NULL;
+    kv("end", cudaStreamEndCapture(s, &g));
+    kv("last", cudaGetLastError());
+    kv("begin_global", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    pthread_create(&t, NULL, other_thread_malloc_free, NULL);
+    pthread_join(t, NULL);
+    kv("other_malloc_global", other_thread_result[0]);
+    kv("end_global", cudaStreamEndCapture(s, &g));
+    kv("last_global", cudaGetLastError());
+    kv("malloc_after", cudaMalloc(&p, MIB));
+    kv("free_after", cudaFree(p));
+    cudaFree(warm);
+}
+
 /* A free during a capture of memory allocated before it. */
 static void capture_free(int how, enum cudaStreamCaptureMode mode)
 {
@@ -462,6 +501,7 @@ static const struct fact facts[] = {
     {"capture_other_queries", capture_other_queries},
     {"capture_thread_mode_relaxed", capture_thread_mode_relaxed},
     {"capture_global_other_thread_allocates", capture_global_other_thread_allocates},
+    {"capture_thread_local_and_other_thread", capture_thread_local_and_other_thread},
     {"capture_free_async_of_pool_memory", capture_free_async_of_pool_memory},
     {"capture_free_async_of_cuda_malloc", capture_free_async_of_cuda_malloc},
     {"capture_cuda_free_relaxed", capture_cuda_free_relaxed},
