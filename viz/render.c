@@ -18,108 +18,28 @@
  * Deltas and varints keep 1M events around 5 MB of columns; deflated (with
  * zlib; the page inflates them natively) they are far smaller again on a
  * training run's repeated steps.
+ *
+ * This file lays the page out (the x axis, the stacking order, the names,
+ * the stacks kept) and writes it from the template; the findings are
+ * render_findings.c's, the columns render_columns.c's, the JSON metadata
+ * render_meta.c's, their shared state render_internal.h's.
  */
 #include "bsearch.h"
 #include "errbuf.h"
 #include "render.h"
+#include "render_internal.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
-#include "format_bytes.h"
 
 extern const char vt__viz_template_html[];
 extern const char vt__viz_timeline_js[];
 extern const char vt__viz_ticks_js[];
 extern const char vt__viz_sweep_js[];
 extern const char vt__viz_style_css[];
-
-#define NONE VT_TL_NONE
-
-struct render {
-    const vt__snapshot_data *s;
-    const vt_timeline *tl;
-    /* External storages: lifetimes nl.. of the page, after the timeline's. */
-    vt_check_storage *xs;    /* the checker's model's list (alloc order) */
-    vt_lifetime *xlt;        /* each as a lifetime: its events, size, stacks */
-    size_t nl, nx;           /* timeline lifetimes, external storages */
-    int xkind_dev[8];        /* device value of each external page device */
-    int nxkinds;
-    const vt__viz_overlay *overlay;   /* replayed reserved curve, or NULL */
-    const char *oom_json;    /* `vramtrace oom --json` of the snapshot, or NULL */
-    uint64_t t0;             /* time origin: the first event */
-
-    uint32_t *axis_of;       /* event index -> axis position, NONE if off the axis */
-    uint32_t naxis;
-
-    uint32_t *order;         /* page position -> lifetime (nl + k: external k) */
-    uint32_t *rank;          /* lifetime -> page position */
-    uint32_t *name;          /* per lifetime: tensor name string */
-
-    uint32_t *node_map;      /* snapshot stack node -> page node (0 = dropped) */
-    uint32_t nnodes;
-    uint32_t *frame_map;     /* snapshot frame -> page frame + 1 (0 = unused) */
-    uint32_t *frames;        /* page frame -> snapshot frame */
-    uint32_t nframes;
-    uint32_t *str_map;       /* snapshot string -> page string (0 = unused/"") */
-    uint32_t *strs;          /* page string -> snapshot string */
-    uint32_t nstrs;
-
-    uint64_t *streams;       /* page stream table */
-    uint32_t nstreams;
-    uint64_t *skeys;         /* stream value -> index hash (open addressing) */
-    uint32_t *svals;
-    size_t smask;
-
-    int dev_index[256];      /* ordinal + 128 -> index into tl->devices */
-
-    vt__buf findings;        /* JSON array items */
-    size_t nfindings;
-    int checked;
-};
-
-static uint64_t rel(const struct render *r, uint64_t t)
-{
-    return t > r->t0 ? t - r->t0 : 0;
-}
-
-/* Lifetime i of the page: the timeline's, then the external storages. */
-static const vt_lifetime *lt_at(const struct render *r, size_t i)
-{
-    return i < r->nl ? &r->tl->lifetimes[i] : &r->xlt[i - r->nl];
-}
-
-/* Page device of lifetime i: the timeline's device index, or, for an
- * external storage, one per device value after them. */
-static uint64_t page_device(const struct render *r, size_t i)
-{
-    if (i >= r->nl) {
-        int dv = r->xlt[i - r->nl].device;
-        for (int k = 0; k < r->nxkinds; k++)
-            if (r->xkind_dev[k] == dv)
-                return r->tl->ndevices + (uint64_t)k;
-        return r->tl->ndevices + (uint64_t)(r->nxkinds ? r->nxkinds - 1 : 0);
-    }
-    int d = r->dev_index[r->tl->lifetimes[i].device + 128];
-    return d < 0 ? 0 : (uint64_t)d;
-}
-
-/* ---- interning of the strings, frames and stack nodes the page uses ----- */
-
-static uint32_t use_str(struct render *r, uint32_t idx)
-{
-    if (idx == 0 || idx >= r->s->nstrings)
-        return 0;
-    if (!r->str_map[idx]) {
-        r->str_map[idx] = r->nstrs;
-        r->strs[r->nstrs++] = idx;
-    }
-    return r->str_map[idx];
-}
 
 /* Keep stack `id` and its callers. Walks stop at a node already kept, so the
  * total work is linear in the nodes kept. */
@@ -130,25 +50,6 @@ static void keep_stack(struct render *r, uint32_t id)
         r->node_map[id] = 1;   /* numbered later, in snapshot order */
         id = r->s->stack_nodes[id].parent;
     }
-}
-
-static uint32_t page_node(const struct render *r, uint32_t id)
-{
-    return id < r->s->nstack_nodes ? r->node_map[id] : 0;
-}
-
-static uint32_t stream_index(struct render *r, uint64_t v)
-{
-    size_t i = (size_t)((v * 0x9e3779b97f4a7c15ull) >> 17) & r->smask;
-    while (r->svals[i] != NONE) {
-        if (r->skeys[i] == v)
-            return r->svals[i];
-        i = (i + 1) & r->smask;
-    }
-    r->skeys[i] = v;
-    r->svals[i] = r->nstreams;
-    r->streams[r->nstreams] = v;
-    return r->nstreams++;
 }
 
 /* ---- the x axis and the stacking order ---------------------------------- */
@@ -170,15 +71,6 @@ static void put_axis(struct render *r, uint32_t ev)
         r->axis_of[ev] = 1;
 }
 
-/* Where a lifetime's band starts: its ALLOC, the event after the gap that
- * hid it, the start; one allocated after the kept events starts at the last. */
-static uint32_t band_start(const struct render *r, const vt_lifetime *l)
-{
-    if ((l->flags & VT_LT_AFTER_WINDOW) && r->s->nevents)
-        return (uint32_t)(r->s->nevents - 1);
-    return l->start_event;
-}
-
 static void build_axis(struct render *r)
 {
     const vt__snapshot_data *s = r->s;
@@ -196,14 +88,6 @@ static void build_axis(struct render *r)
     for (size_t i = 0; i < s->nevents; i++)
         r->axis_of[i] = r->axis_of[i] ? n++ : NONE;
     r->naxis = n;
-}
-
-/* Axis position of an event, +1 (0 = before the first event / unknown). */
-static uint64_t axis_p1(const struct render *r, uint32_t ev)
-{
-    if (ev >= r->s->nevents || r->axis_of[ev] == NONE)
-        return 0;
-    return (uint64_t)r->axis_of[ev] + 1;
 }
 
 static const struct render *g_sort_r; /* qsort has no context argument */
@@ -303,632 +187,6 @@ static void bind_names(struct render *r)
     /* External storages: their owner's latest name, as the checker names it. */
     for (size_t k = 0; k < r->nx; k++)
         r->name[r->nl + k] = r->xs[k].owner_name;
-}
-
-/* ---- findings ------------------------------------------------------------ */
-
-static uint32_t event_by_seq(const vt__snapshot_data *s, uint64_t seq)
-{
-    size_t lo;
-    VT__PARTITION_POINT(s->nevents, i, s->events[i].seq < seq, lo);
-    return lo < s->nevents && s->events[lo].seq == seq ? (uint32_t)lo : NONE;
-}
-
-/* The external storage a finding is about: the one opened at its alloc_seq
- * (they are in allocation order), else the last one at its address. */
-static uint32_t external_lifetime(const struct render *r, const vt_check_finding *f)
-{
-    size_t lo;
-    VT__PARTITION_POINT(r->nx, i, r->xs[i].alloc_seq < f->alloc_seq, lo);
-    if (f->alloc_seq && lo < r->nx && r->xs[lo].alloc_seq == f->alloc_seq && r->xs[lo].addr == f->addr)
-        return (uint32_t)(r->nl + lo);
-    for (size_t k = r->nx; k-- > 0;)
-        if (r->xs[k].addr == f->addr)
-            return (uint32_t)(r->nl + k);
-    return NONE;
-}
-
-static uint32_t finding_lifetime(const struct render *r, const vt_check_finding *f)
-{
-    const vt_timeline *tl = r->tl;
-    if (f->external)
-        return external_lifetime(r, f);
-    if (f->alloc_seq) {
-        uint32_t ev = event_by_seq(r->s, f->alloc_seq);
-        if (ev != NONE && tl->event_owner && ev < tl->nevents && tl->event_owner[ev] < tl->nlifetimes)
-            return tl->event_owner[ev];
-    }
-    uint32_t at = NONE;
-    if (f->last_use_seq)
-        at = event_by_seq(r->s, f->last_use_seq);
-    if (at == NONE && r->s->nevents)
-        at = (uint32_t)r->s->nevents - 1;
-    const vt_lifetime *lt = vt__timeline_find(tl, f->addr, at);
-    if (!lt)
-        lt = vt__timeline_find(tl, f->addr, NONE);
-    return lt ? (uint32_t)(lt - tl->lifetimes) : NONE;
-}
-
-static void fmt_secs(uint64_t ns, char *buf, size_t len)
-{
-    if (ns >= 1000000000ull)
-        snprintf(buf, len, "%.3g s", (double)ns / 1e9);
-    else if (ns >= 1000000ull)
-        snprintf(buf, len, "%.3g ms", (double)ns / 1e6);
-    else
-        snprintf(buf, len, "%.3g us", (double)ns / 1e3);
-}
-
-static void add_check_finding(struct render *r, const vt_check_finding *f, uint32_t group)
-{
-    const vt_timeline *tl = r->tl;
-    uint32_t li = finding_lifetime(r, f);
-    vt__buf *b = &r->findings;
-    char bytes[32], dur[32], title[512];
-    vt__fmt_bytes(f->bytes, bytes);
-    fmt_secs(f->linger_ns, dur, sizeof dur);
-    const char *rule = vt__check_rule_name(f->rule);
-    if (f->rule == VT_CHECK_RULE_LINGER)
-        snprintf(title, sizeof title, "%s: %s%s%s (%s) alive %s after its last use%s", rule,
-                 f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, dur, f->freed ? "" : ", never freed");
-    else if (f->rule == VT_CHECK_RULE_PINNED) {
-        char wasted[32];
-        vt__fmt_bytes(f->wasted_bytes, wasted);
-        snprintf(title, sizeof title, "%s: %s%s%s (%s) kept by %u small view%s, %s wasted for %s",
-                 rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, f->nviews_live,
-                 f->nviews_live == 1 ? "" : "s", wasted, dur);
-    } else if (f->rule == VT_CHECK_RULE_CYCLE)
-        snprintf(title, sizeof title, "%s: %s%s%s (%s) held by a reference cycle until gc ran, %s after its last use",
-                 rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, dur);
-    else if (f->rule == VT_CHECK_RULE_TAPE)
-        snprintf(title, sizeof title, "%s: %s%s%s (%s) idle after its last use for %u%% of its step's tensor uses, alive at the step's peak",
-                 rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, f->step_idle_pct);
-    else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
-        snprintf(title, sizeof title, "%s: %u allocation%s (%s) from one call site never freed", rule,
-                 f->nallocs, f->nallocs == 1 ? "" : "s", bytes);
-    else if (f->rule == VT_CHECK_RULE_GROWTH) {
-        char per[32];
-        vt__fmt_bytes(f->growth_per_step, per);
-        snprintf(title, sizeof title, "%s: one call site's live bytes grow %s per step (%s over %u steps)",
-                 rule, per, bytes, f->growth_last_mark - f->growth_first_mark);
-    } else
-        snprintf(title, sizeof title, "%s: %s outlived its call site's siblings by %s", rule, bytes, dur);
-
-    if (r->nfindings++)
-        vt__put_str(b, ",");
-    vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", li == NONE ? (int64_t)-1 : (int64_t)r->rank[li]);
-    vt__put_json_str(b, rule, 1);
-    vt__put_printf(b, ",\"g\":%" PRIu32 ",\"bytes\":%" PRIu64, group, f->bytes);
-    vt__put_str(b, ",\"title\":");
-    vt__put_json_str(b, title, 1);
-    int used = f->rule == VT_CHECK_RULE_LINGER || f->rule == VT_CHECK_RULE_CYCLE ||
-               f->rule == VT_CHECK_RULE_TAPE;
-    if (f->external)
-        vt__put_str(b, ",\"ext\":true");
-    if (used) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%u use%s; last by tensor '%s'", f->nuses, f->nuses == 1 ? "" : "s",
-                 f->last_use_name);
-        if (f->steps_unused)
-            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %u complete step%s unused after it",
-                     f->steps_unused, f->steps_unused == 1 ? "" : "s");
-        vt__put_str(b, ",\"msg\":");
-        vt__put_json_str(b, msg, 1);
-        if (f->last_use_seq)
-            vt__put_printf(b, ",\"lastUse\":%" PRIu64, rel(r, f->last_use_time_ns));
-    }
-    if (f->rule == VT_CHECK_RULE_CYCLE) {
-        char gc[32], why[256];
-        fmt_secs(rel(r, f->gc_time_ns), gc, sizeof gc);
-        snprintf(why, sizeof why, "held by a reference cycle until gc ran: the collection at %s freed it %s after its last use",
-                 gc, dur);
-        vt__put_str(b, ",\"why\":");
-        vt__put_json_str(b, why, 1);
-    }
-    if (f->rule == VT_CHECK_RULE_TAPE) {
-        char step[32], peak[32], why[256];
-        fmt_secs(f->step_ns, step, sizeof step);
-        vt__fmt_bytes(f->step_peak_bytes, peak);
-        snprintf(why, sizeof why, "retained inside its step: alive %s after its last use (%u%% of the step's tensor uses, a %s step), through the step's peak of %s",
-                 dur, f->step_idle_pct, step, peak);
-        vt__put_str(b, ",\"why\":");
-        vt__put_json_str(b, why, 1);
-        vt__put_printf(b, ",\"peak\":%" PRIu64, rel(r, f->linger_from_time_ns));
-    }
-    if (f->rule == VT_CHECK_RULE_PINNED && f->nviews) {
-        /* Which views keep it: the detail panel shows this line. */
-        char msg[512], vb[32], cb[32];
-        const vt_check_view *v = &f->views[0];
-        vt__fmt_bytes(v->bytes, vb);
-        vt__fmt_bytes(f->covered_bytes, cb);
-        snprintf(msg, sizeof msg, "base tensor dropped; live views cover %s; largest: tensor '%s'%s%s%s (%s)",
-                 cb, v->name[0] ? v->name : "?", v->base_name[0] ? " (view of '" : "",
-                 v->base_name, v->base_name[0] ? "')" : "", vb);
-        vt__put_str(b, ",\"msg\":");
-        vt__put_json_str(b, msg, 1);
-    }
-    /* Hatched from: when it became a finding; a cycle's and a tape's bytes
-     * count from the last use (the collection and the peak come later). */
-    if ((f->rule == VT_CHECK_RULE_CYCLE || f->rule == VT_CHECK_RULE_TAPE) && f->last_use_seq)
-        vt__put_printf(b, ",\"from\":%" PRIu64, rel(r, f->last_use_time_ns));
-    else if (f->linger_from_seq || f->linger_from_time_ns)
-        vt__put_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));
-    /* A call-site finding covers every allocation of the site still alive. */
-    if (f->rule == VT_CHECK_RULE_NEVER_FREED && f->nallocs > 1 && f->alloc_stack) {
-        vt__put_str(b, ",\"ls\":[");
-        size_t n = 0;
-        for (size_t i = 0; i < tl->nlifetimes; i++) {
-            const vt_lifetime *l = &tl->lifetimes[i];
-            if (l->alloc_stack != f->alloc_stack || !(l->flags & VT_LT_ALIVE) || l->alloc_event == NONE)
-                continue;
-            vt__put_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", n++ ? "," : "", r->rank[i],
-                           rel(r, l->alloc_time_ns));
-        }
-        vt__put_str(b, "]");
-    }
-    if (f->npaths) {
-        /* When the chains were seen, as `vramtrace check` says it. */
-        vt__put_str(b, ",\"pathAt\":");
-        vt__put_json_str(b, f->path_seq == UINT64_MAX        ? "at the end"
-                            : f->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
-                            : f->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
-                                                             : "when it became a finding", 1);
-        vt__put_str(b, ",\"path\":[");
-        for (size_t p = 0; p < f->npaths; p++) {
-            /* Whole, as `vramtrace check --json` has it: a deep chain may
-             * need more than the line buffer. */
-            char line[2048], *text = line;
-            size_t need = vt__check_path_format(&f->paths[p], line, sizeof line);
-            if (need >= sizeof line && (text = malloc(need + 1)) != NULL)
-                vt__check_path_format(&f->paths[p], text, need + 1);
-            if (p)
-                vt__put_str(b, ",");
-            vt__put_json_str(b, text ? text : line, 1);
-            if (text != line)
-                free(text);
-        }
-        vt__put_str(b, "]");
-    }
-    vt__put_str(b, "}");
-}
-
-static void add_event_findings(struct render *r)
-{
-    const vt__snapshot_data *s = r->s;
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
-        if (e->kind != VT_EV_FINDING)
-            continue;
-        const vt_lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
-        vt__buf *b = &r->findings;
-        if (r->nfindings++)
-            vt__put_str(b, ",");
-        vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
-                       lt ? (int64_t)r->rank[lt - r->tl->lifetimes] : (int64_t)-1);
-        const char *text = vt__snapshot_string(s, e->str);
-        vt__put_json_str(b, text[0] ? text : "finding recorded in the snapshot", 1);
-        vt__put_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
-    }
-}
-
-/* ---- the binary columns -------------------------------------------------- */
-
-struct section {
-    const char *name;
-    size_t start;
-    int rle;                 /* (value, run length) pairs instead of plain values */
-};
-
-struct columns {
-    vt__buf *blob;
-    struct section sec[24];
-    size_t nsec;
-    uint64_t *tmp;           /* one column's values, then its run-length form */
-    unsigned size_shift;     /* sizes are multiples of 2^size_shift */
-    unsigned addr_shift;     /* addresses likewise */
-    uint64_t tq;             /* time quantum in ns */
-    size_t nxs;              /* lifetimes with extra streams */
-    size_t raw_bytes;        /* the columns' bytes before deflate */
-    int deflated;            /* the blob is deflated (zlib format) */
-};
-
-static void begin(struct columns *c, const char *name, int rle)
-{
-    c->sec[c->nsec].name = name;
-    c->sec[c->nsec].start = c->blob->n;
-    c->sec[c->nsec].rle = rle;
-    c->nsec++;
-}
-
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-/* Write n values as a column, run-length encoded when that is smaller
- * (names, devices, streams, flags are mostly long runs). */
-static void put_column(struct columns *c, const char *name, const uint64_t *v, size_t n)
-{
-    size_t plain = 0, rle = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && v[j] == v[i])
-            j++;
-        for (size_t k = i; k < j; k++)
-            plain += varint_len(v[k]);
-        rle += varint_len(v[i]) + varint_len(j - i);
-        i = j;
-    }
-    begin(c, name, rle < plain);
-    if (rle < plain) {
-        for (size_t i = 0; i < n;) {
-            size_t j = i + 1;
-            while (j < n && v[j] == v[i])
-                j++;
-            vt__put_varint(c->blob, v[i]);
-            vt__put_varint(c->blob, j - i);
-            i = j;
-        }
-    } else {
-        for (size_t i = 0; i < n; i++)
-            vt__put_varint(c->blob, v[i]);
-    }
-}
-
-static unsigned common_shift(uint64_t acc)
-{
-    unsigned sh = 0;
-    if (!acc)
-        return 0;
-    while (!(acc & 1) && sh < 40) {
-        acc >>= 1;
-        sh++;
-    }
-    return sh;
-}
-
-static void write_columns(struct render *r, struct columns *c, size_t *npoints_total)
-{
-    const vt__snapshot_data *s = r->s;
-    const vt_timeline *tl = r->tl;
-    size_t n = r->nl + r->nx;
-    vt__buf *blob = c->blob;
-    uint64_t *v = c->tmp;
-
-    /* Time: quantized to a power of two about 1/64 of the mean gap, which
-     * keeps most deltas in one byte and is far below what a pixel shows. */
-    uint64_t span = tl->last_time_ns > r->t0 ? tl->last_time_ns - r->t0 : 0;
-    c->tq = 1;
-    if (r->naxis)
-        while (c->tq * 2 <= span / r->naxis / 64)
-            c->tq *= 2;
-    size_t k = 0;
-    uint64_t prevq = 0;
-    for (size_t i = 0; i < s->nevents; i++) {
-        if (r->axis_of[i] == NONE)
-            continue;
-        uint64_t q = rel(r, s->events[i].time_ns) / c->tq;
-        v[k++] = q > prevq ? q - prevq : 0;
-        if (q > prevq)
-            prevq = q;
-    }
-    put_column(c, "ev_dt", v, k);
-
-    int64_t last = 0;
-    for (k = 0; k < n; k++) {
-        int64_t p1 = (int64_t)axis_p1(r, band_start(r, lt_at(r, r->order[k])));
-        v[k] = vt__zigzag(p1 - last);
-        last = p1;
-    }
-    put_column(c, "l_pos", v, n);
-    for (k = 0; k < n; k++) {
-        const vt_lifetime *l = lt_at(r, r->order[k]);
-        uint64_t p1 = axis_p1(r, band_start(r, l));
-        uint64_t e1 = axis_p1(r, l->release_event);
-        /* release position = value + p1 - 2; 0 = never released */
-        v[k] = e1 == 0 ? 0 : (e1 >= p1 ? e1 - p1 + 1 : 1);
-    }
-    put_column(c, "l_end", v, n);
-    uint64_t acc = 0, aacc = 0;
-    for (k = 0; k < n; k++) {
-        acc |= lt_at(r, k)->size;
-        aacc |= lt_at(r, k)->addr;
-    }
-    c->size_shift = common_shift(acc);
-    c->addr_shift = common_shift(aacc);
-    for (k = 0; k < n; k++)
-        v[k] = lt_at(r, r->order[k])->size >> c->size_shift;
-    put_column(c, "l_size", v, n);
-    for (k = 0; k < n; k++) {
-        const vt_lifetime *l = lt_at(r, r->order[k]);
-        v[k] = l->req_size && l->req_size <= l->size ? l->size - l->req_size + 1 : 0;
-    }
-    put_column(c, "l_req", v, n);
-    for (k = 0; k < n; k++)
-        v[k] = page_node(r, lt_at(r, r->order[k])->alloc_stack);
-    put_column(c, "l_site", v, n);
-    for (k = 0; k < n; k++)
-        v[k] = page_node(r, lt_at(r, r->order[k])->free_stack);
-    put_column(c, "l_fstk", v, n);
-    for (k = 0; k < n; k++)
-        v[k] = use_str(r, r->name[r->order[k]]);
-    put_column(c, "l_name", v, n);
-    for (k = 0; k < n; k++)
-        v[k] = stream_index(r, lt_at(r, r->order[k])->stream);
-    put_column(c, "l_stream", v, n);
-    for (k = 0; k < n; k++)
-        v[k] = page_device(r, r->order[k]);
-    put_column(c, "l_dev", v, n);
-    uint64_t pa = 0;
-    for (k = 0; k < n; k++) {
-        uint64_t a = lt_at(r, r->order[k])->addr >> c->addr_shift;
-        v[k] = vt__zigzag((int64_t)(a - pa));
-        pa = a;
-    }
-    put_column(c, "l_addr", v, n);
-    for (k = 0; k < n; k++) {
-        /* Bit 7 of the page: outside an observed framework's pool (a
-         * segment it reserved, a library's own buffer), not allocated. */
-        uint32_t fl = lt_at(r, r->order[k])->flags;
-        v[k] = (fl & 0x7f) | (fl & VT_LT_OUTSIDE_POOL ? 0x80 : 0);
-    }
-    put_column(c, "l_flags", v, n);
-
-    begin(c, "l_xs", 0);
-    size_t lastk = 0;
-    for (k = 0; k < n; k++) {
-        const vt_lifetime *l = lt_at(r, r->order[k]);
-        if (!l->nstreams || l->first_stream + (size_t)l->nstreams > tl->nstreams)
-            continue;
-        vt__put_varint(blob, k - lastk);
-        lastk = k;
-        vt__put_varint(blob, l->nstreams);
-        for (uint32_t j = 0; j < l->nstreams; j++)
-            vt__put_varint(blob, stream_index(r, tl->streams[l->first_stream + j]));
-        c->nxs++;
-    }
-    /* External storages, in page order: last use (time quantum + 1, 0:
-     * never used), uses, tensors bound. */
-    size_t nx = 0;
-    for (k = 0; k < n; k++)
-        if (r->order[k] >= r->nl) {
-            const vt_check_storage *x = &r->xs[r->order[k] - r->nl];
-            v[nx++] = x->last_use_seq ? rel(r, x->last_use_time_ns) / c->tq + 1 : 0;
-        }
-    put_column(c, "x_use", v, nx);
-    nx = 0;
-    for (k = 0; k < n; k++)
-        if (r->order[k] >= r->nl)
-            v[nx++] = r->xs[r->order[k] - r->nl].nuses;
-    put_column(c, "x_nuse", v, nx);
-    nx = 0;
-    for (k = 0; k < n; k++)
-        if (r->order[k] >= r->nl)
-            v[nx++] = r->xs[r->order[k] - r->nl].ntensors;
-    put_column(c, "x_nt", v, nx);
-    begin(c, "stk", 0);
-    for (size_t i = 0; i < s->nstack_nodes; i++) {
-        if (i && !r->node_map[i])
-            continue;
-        const vt_stack_node *nd = &s->stack_nodes[i];
-        vt__put_varint(blob, i ? page_node(r, nd->parent) : 0);
-        vt__put_varint(blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
-    }
-    /* Reserved bytes: only the points where it changes (the timeline has a
-     * point for every allocation too). */
-    begin(c, "curves", 0);
-    for (size_t d = 0; d < tl->ndevices; d++) {
-        uint64_t lp = 0, lv = 0;
-        size_t kept = 0;
-        for (size_t j = 0; j < tl->devices[d].npoints; j++) {
-            const vt_tl_point *pt = &tl->devices[d].points[j];
-            if (j && pt->reserved == lv)
-                continue;
-            uint64_t p1 = pt->event == NONE ? 0 : axis_p1(r, pt->event);
-            vt__put_varint(blob, p1 >= lp ? p1 - lp : 0);
-            if (p1 > lp)
-                lp = p1;
-            vt__put_varint(blob, pt->reserved);
-            lv = pt->reserved;
-            kept++;
-        }
-        npoints_total[d] = kept;
-    }
-}
-
-/* ---- the JSON metadata ---------------------------------------------------- */
-
-static void json_key_str(vt__buf *b, const char *key, const char *val)
-{
-    vt__put_printf(b, "\"%s\":", key);
-    vt__put_json_str(b, val, 1);
-}
-
-/* The replay's curve as {"label":..,"pts":[[device index, axis position
- * (-1: before the first event), bytes],...]}, or null. A point's event that
- * is not on the axis takes the axis position of the last one before it. */
-static void write_overlay(struct render *r, vt__buf *m)
-{
-    const vt__viz_overlay *o = r->overlay;
-    if (!o) {
-        vt__put_str(m, "null");
-        return;
-    }
-    vt__put_str(m, "{");
-    json_key_str(m, "label", o->label ? o->label : "");
-    vt__put_str(m, ",\"pts\":[");
-    size_t kept = 0;
-    for (size_t k = 0; k < o->npoints; k++) {
-        int d = r->dev_index[o->device[k] + 128];   /* int8_t: always in range */
-        if (d < 0)
-            continue;
-        int64_t pos = -1;
-        for (uint32_t e = o->event[k] + 1; e-- > 0;)
-            if (e < r->s->nevents && r->axis_of[e] != NONE) {
-                pos = r->axis_of[e];
-                break;
-            }
-        vt__put_printf(m, "%s[%d,%" PRId64 ",%" PRIu64 "]", kept++ ? "," : "", d, pos,
-                       o->reserved[k]);
-    }
-    int64_t oom = -1;
-    if (o->oom_event >= 0 && (uint64_t)o->oom_event < r->s->nevents)
-        oom = (int64_t)axis_p1(r, (uint32_t)o->oom_event) - 1;
-    vt__put_printf(m, "],\"oom\":%" PRId64 "}", oom);
-}
-
-/* The OOM explained (the JSON of `vramtrace oom`) with its place on the
- * axis: ,"oom":{"ax":N,"x":{...}} or ,"oom":null. Its text can only hold
- * '<' inside strings: written as \u003c, no "</script>" can close the tag. */
-static void write_oom(struct render *r, vt__buf *m)
-{
-    const char *x = r->oom_json;
-    if (!x) {
-        vt__put_str(m, ",\"oom\":null");
-        return;
-    }
-    int64_t ax = -1;
-    for (size_t i = 0; i < r->s->nevents; i++)
-        if (r->s->events[i].kind == VT_EV_OOM) {
-            ax = (int64_t)axis_p1(r, (uint32_t)i) - 1;
-            break;
-        }
-    vt__put_printf(m, ",\"oom\":{\"ax\":%" PRId64 ",\"x\":", ax);
-    for (const char *p = x; *p; p++) {
-        const char *lt = strchr(p, '<');
-        size_t n = lt ? (size_t)(lt - p) : strlen(p);
-        vt__put_bytes(m, p, n);
-        if (!lt)
-            break;
-        vt__put_str(m, "\\u003c");
-        p = lt;
-    }
-    vt__put_str(m, "}");
-}
-
-static void write_meta(struct render *r, vt__buf *m, const struct columns *c, const size_t *npoints)
-{
-    const struct section *sec = c->sec;
-    size_t nsec = c->nsec, nxs = c->nxs;
-    const vt__snapshot_data *s = r->s;
-    const vt_timeline *tl = r->tl;
-    vt__put_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
-                   ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
-                   r->naxis, r->nl + r->nx, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
-                   c->tq, c->size_shift, c->addr_shift);
-    /* The page devices after the CUDA ones: external storages, by device
-     * value (-1: the host, as `vramtrace check` says "on host"). */
-    vt__put_printf(m, "\"nExt\":%zu,\"extKinds\":[", r->nx);
-    for (int k = 0; k < r->nxkinds; k++) {
-        if (r->xkind_dev[k] < 0)
-            vt__put_printf(m, "%s\"CPU\"", k ? "," : "");
-        else
-            vt__put_printf(m, "%s\"cuda:%d (external)\"", k ? "," : "", r->xkind_dev[k]);
-    }
-    vt__put_str(m, "],\"info\":{");
-    json_key_str(m, "command", vt__snapshot_string(s, s->meta.command_line));
-    vt__put_str(m, ",");
-    json_key_str(m, "host", vt__snapshot_string(s, s->meta.host));
-    vt__put_str(m, ",");
-    json_key_str(m, "version", vt__snapshot_string(s, s->meta.library_version));
-    vt__put_str(m, ",");
-    json_key_str(m, "config", vt__snapshot_string(s, s->meta.config));
-    vt__put_printf(m, ",\"pid\":%" PRId32 ",\"rank\":%" PRId32 ",\"snapshotTime\":%" PRIu64
-                   ",\"eventsRecorded\":%" PRIu64 ",\"eventsOverwritten\":%" PRIu64
-                   ",\"gaps\":%zu,\"freeUnseen\":%zu},",
-                   s->meta.pid, s->meta.rank,
-                   s->meta.snapshot_time_ns > r->t0 ? s->meta.snapshot_time_ns - r->t0 : 0,
-                   s->meta.events_recorded, s->meta.events_overwritten, tl->ngaps,
-                   tl->nfree_unseen);
-
-    vt__put_str(m, "\"devices\":[");
-    for (size_t d = 0; d < tl->ndevices; d++) {
-        uint32_t name = 0;
-        uint64_t total = 0, true_peak = 0;
-        for (size_t i = 0; i < s->ndevices; i++)
-            if (s->devices[i].ordinal == tl->devices[d].device) {
-                name = use_str(r, s->devices[i].name);
-                total = s->devices[i].total_bytes;
-                true_peak = s->devices[i].peak_allocated;
-            }
-        vt__put_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu",
-                       d ? "," : "", tl->devices[d].device, name, total, npoints[d]);
-        /* the allocator's own peak (format 1.2), whatever the window kept */
-        if (s->meta.flags & VT_META_DEVICE_PEAKS)
-            vt__put_printf(m, ",\"truePeak\":%" PRIu64 "}", true_peak);
-        else
-            vt__put_str(m, ",\"truePeak\":null}");
-    }
-    /* Memory the cache did not serve (uncached.h): [kind, size, page stack
-     * node, alive, device, ns from t0 at its allocation, at its release or -1]. */
-    vt__put_str(m, "],\"uncached\":[");
-    for (size_t k = 0; k < tl->nuncached; k++) {
-        const vt_uncached *u = &tl->uncached[k];
-        vt__put_printf(m, "%s[\"%s\",%" PRIu64 ",%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRId64 "]",
-                       k ? "," : "", vt__uncached_kind_name((enum vt_uncached_kind)u->kind), u->size,
-                       page_node(r, u->alloc_stack), u->alive ? 1 : 0, u->device,
-                       u->alloc_time_ns > r->t0 ? u->alloc_time_ns - r->t0 : 0,
-                       u->alive ? (int64_t)-1
-                                : (int64_t)(u->free_time_ns > r->t0 ? u->free_time_ns - r->t0 : 0));
-    }
-    vt__put_str(m, "],\"marks\":[");
-    for (size_t k = 0; k < tl->nmarks; k++) {
-        uint64_t p1 = axis_p1(r, tl->marks[k].event);
-        vt__put_printf(m, "%s[%" PRId64 ",%" PRIu32 "]", k ? "," : "", (int64_t)p1 - 1,
-                       use_str(r, tl->marks[k].label));
-    }
-    vt__put_str(m, "],\"streams\":[");
-    for (uint32_t i = 0; i < r->nstreams; i++)
-        vt__put_printf(m, "%s\"0x%" PRIx64 "\"", i ? "," : "", r->streams[i]);
-    vt__put_str(m, "],\"frames\":{\"fn\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].function));
-    vt__put_str(m, "],\"file\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].file));
-    vt__put_str(m, "],\"line\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", s->frames[r->frames[i]].line);
-    vt__put_str(m, "],\"def\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", vt__frame_def_line(s, &s->frames[r->frames[i]]));
-    /* 1: the program's own code (vt__frame_is_user_code), as the text views
-     * lead with it */
-    vt__put_str(m, "],\"user\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%d", i ? "," : "", vt__frame_is_user_code(s, &s->frames[r->frames[i]]));
-    vt__put_str(m, "],\"mod\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));
-    vt__put_str(m, "],\"off\":[");
-    for (uint32_t i = 0; i < r->nframes; i++)
-        vt__put_printf(m, "%s%" PRIu64, i ? "," : "", (uint64_t)(s->frames[r->frames[i]].module_offset & ((1ull << 53) - 1)));
-    vt__put_str(m, "]},\"findings\":[");
-    vt__put_bytes(m, r->findings.p, r->findings.n);
-    vt__put_str(m, "],\"replay\":");
-    write_overlay(r, m);
-    write_oom(r, m);
-    vt__put_printf(m, ",\"deflated\":%s,\"sec\":[", c->deflated ? "true" : "false");
-    for (size_t i = 0; i < nsec; i++) {
-        size_t end = i + 1 < nsec ? sec[i + 1].start : c->raw_bytes;
-        vt__put_printf(m, "%s[\"%s\",%zu,%d]", i ? "," : "", sec[i].name, end - sec[i].start, sec[i].rle);
-    }
-    /* Strings last: everything above may have added some. */
-    vt__put_str(m, "],\"strings\":[\"\"");
-    for (uint32_t i = 1; i < r->nstrs; i++) {
-        vt__put_str(m, ",");
-        vt__put_json_str(m, vt__snapshot_string(s, r->strs[i]), 1);
-    }
-    vt__put_str(m, "]}");
 }
 
 /* ---- the page ------------------------------------------------------------- */
@@ -1115,10 +373,10 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline
             goto out;
         }
         for (size_t i = 0; i < report->nfindings; i++)
-            add_check_finding(&r, &report->findings[i], group[i]);
+            vt__viz_add_check_finding(&r, &report->findings[i], group[i]);
         free(group);
     }
-    add_event_findings(&r);
+    vt__viz_add_event_findings(&r);
 
     struct columns cols = { .blob = &blob };
     size_t ntmp = s->nevents > np ? s->nevents : np;
@@ -1130,7 +388,7 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline
         rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
-    write_columns(&r, &cols, npoints);
+    vt__viz_write_columns(&r, &cols, npoints);
     cols.raw_bytes = blob.n;
     /* Deflated when zlib is there: the page inflates it natively
      * (DecompressionStream), faster than a browser parses the bytes saved. */
@@ -1142,7 +400,7 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline
     } else {
         vt__buf_free(&zblob);
     }
-    write_meta(&r, &meta, &cols, npoints);
+    vt__viz_write_meta(&r, &meta, &cols, npoints);
     free(cols.tmp);
     free(npoints);
     if (blob.oom || meta.oom || r.findings.oom) {

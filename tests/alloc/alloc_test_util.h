@@ -1,6 +1,8 @@
 /* tests/alloc/alloc_test_util.h - what the allocator's tests on the
  * simulated device share: sizes, the allocator's and the device's counters,
- * the invariant check, capturing stderr. Include after harness.h. */
+ * the invariant check, capturing stderr and counting its lines, streams
+ * created and destroyed as the hooks announce them, a host function that
+ * uses a block late. Include after harness.h. */
 #ifndef VT_TESTS_ALLOC_TEST_UTIL_H
 #define VT_TESTS_ALLOC_TEST_UTIL_H
 
@@ -8,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc_internal.h"
@@ -32,6 +35,25 @@ static inline cudaStream_t new_stream(void)
     ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     vt__alloc_stream_created(0, (uint64_t)(uintptr_t)s);
     return s;
+}
+
+/* A stream destroyed, the allocator told first, as the hooks do. */
+static inline void destroy_stream(cudaStream_t s)
+{
+    vt__alloc_stream_destroyed((uint64_t)(uintptr_t)s);   /* what the hooks do */
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+/* Queued on a stream with cudaLaunchHostFunc, late_writer stands in for a
+ * kernel still using a block: it writes the block 50 ms later. */
+struct late_write { unsigned char *p; size_t n; };
+
+static inline void late_writer(void *arg)
+{
+    struct late_write *w = arg;
+    struct timespec ts = { 0, 50 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    memset(w->p, 0x5A, w->n);   /* the kernel on stream A that used the block */
 }
 
 #define CHECK_INVARIANTS() ASSERT_EQ(vt__alloc_check_invariants(-1), 0)
@@ -66,6 +88,15 @@ static inline char *capture_end(void)
     fclose(f);
     unlink(vt_test_cap_path);
     return buf;
+}
+
+/* Each report is one line: a captured stderr's count of them. */
+static inline int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
 }
 
 /* The simulated device's counters of device 0. */

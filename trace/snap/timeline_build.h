@@ -4,7 +4,9 @@
  * and the build over a stream of its events (vt__timeline_build_stream,
  * timeline_stream.c). One state machine applies the matching rules of
  * timeline.h in both; the stream's build retires what those rules can no
- * longer change, so that it holds what is alive at once.
+ * longer change, so that it holds what is alive at once. The steps are
+ * grouped below by the file that defines them: timeline_match.c (the
+ * matching), timeline_curves.c (the curves), timeline.c (the rest).
  */
 #ifndef VT_TRACE_TIMELINE_BUILD_H
 #define VT_TRACE_TIMELINE_BUILD_H
@@ -91,7 +93,7 @@ struct tl_delta {
     uint64_t bytes;
 };
 
-/* ---- timeline.c --------------------------------------------------------- */
+/* ---- timeline_match.c --------------------------------------------------- */
 
 /* Match event e (index ei) into the lifetimes and spans; sets b->owner,
  * b->prev and, streamed, what it resolved (vt__tl_retire retires it).
@@ -102,11 +104,9 @@ int vt__tl_retire(struct builder *b);
 /* After the last event: the allocator state and the fates of what is left
  * open (timeline.h), VT_LT_ALIVE, nfree_unseen. @return 0 or -ENOMEM. */
 int vt__tl_merge_state(struct builder *b);
-/* Before-window lifetimes and spans first (stable). @return 0 or -ENOMEM. */
-int vt__tl_reorder(struct builder *b);
-/* VT_LT_INHERITED for what was allocated before tl->fork_seq. */
-void vt__tl_mark_inherited(struct builder *b);
-int vt__tl_build_addr_index(struct builder *b);
+
+/* ---- timeline_curves.c -------------------------------------------------- */
+
 /* tl->devices (sorted, zeroed curves) for every device a lifetime, span or
  * the snapshot names; didx: ordinal (as uint8_t) -> index. @return 0 or -ENOMEM. */
 int vt__tl_devices(struct builder *b, int8_t didx[256]);
@@ -120,6 +120,17 @@ size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt_segment_sp
 size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d);
 size_t vt__tl_foreign_span(const vt_segment_span *g, struct tl_delta *d);
 int vt__tl_cmp_delta(const void *a, const void *b);
+/* The curves of a whole snapshot's timeline, in one sweep over its events
+ * (the streamed build sweeps its own way). @return 0 or -ENOMEM. */
+int vt__tl_build_curves(struct builder *b);
+
+/* ---- timeline.c --------------------------------------------------------- */
+
+/* Before-window lifetimes and spans first (stable). @return 0 or -ENOMEM. */
+int vt__tl_reorder(struct builder *b);
+/* VT_LT_INHERITED for what was allocated before tl->fork_seq. */
+void vt__tl_mark_inherited(struct builder *b);
+int vt__tl_build_addr_index(struct builder *b);
 void vt__tl_builder_free(struct builder *b);
 
 #endif /* VT_TRACE_TIMELINE_BUILD_H */

@@ -1,0 +1,341 @@
+/*
+ * tests/trace/test_format_versions.c - the format's version rules: a newer
+ * minor's unknown sections and trailing bytes skipped, each minor's
+ * additions (true peaks, TENSOR_NAME, stacks_truncated, FIRST_LINES,
+ * framework settings) round-tripped and absent from older files, and what
+ * an older minor cannot hold rejected.
+ */
+#include "harness.h"
+#include "test_format_gen.h"
+#include "format_test_util.h"
+
+/* What a reader of a file older than 1.2 sees of `s`. */
+static void without_1_2_fields(vt__snapshot_data *s)
+{
+    s->meta.flags = 0;
+    for (size_t i = 0; i < s->ndevices; i++)
+        s->devices[i].peak_allocated = s->devices[i].peak_reserved =
+            s->devices[i].peak_active = 0;
+}
+
+TEST(newer_minor_version_unknown_section_is_skipped)
+{
+    vt__snapshot_data *s = gen_small();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[7];
+    unpack(data, secs);
+    secs[6] = (struct raw_section){ 99, (unsigned char *)strdup("future stuff"), 12, 1 };
+    /* trailing metadata bytes are future fields too */
+    struct raw_section *m = by_id(secs, VT_SECTION_META);
+    m->raw = realloc(m->raw, m->n + 3);
+    memcpy(m->raw + m->n, "\x01\x02\x03", 3);
+    m->n += 3;
+    vt__snapshot_data *r = decode_repacked(secs, 7, VT_FORMAT_MINOR + 1);
+    ASSERT_EQ(r->meta.format_version, (1u << 16) | (VT_FORMAT_MINOR + 1));
+    r->meta.format_version = VT_FORMAT_VERSION;
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    free_sections(secs, 7);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+TEST(format_1_1_file_reads_without_true_peaks)
+{
+    /* A 1.1 writer wrote META without the 1.2 flags and peaks: strip them
+     * (they are META's last bytes) and label the file 1.1. */
+    vt__snapshot_data *s = gen_small();
+    ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    struct raw_section *m = by_id(secs, VT_SECTION_META);
+    vt__buf tail = { 0 };
+    vt__put_varint(&tail, s->meta.flags);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        vt__put_varint(&tail, s->devices[i].peak_allocated);
+        vt__put_varint(&tail, s->devices[i].peak_reserved);
+        vt__put_varint(&tail, s->devices[i].peak_active);
+    }
+    ASSERT(m->n > tail.n && memcmp(m->raw + m->n - tail.n, tail.p, tail.n) == 0);
+    m->n -= tail.n;
+    free(tail.p);
+    vt__snapshot_data *r = decode_repacked(secs, 6, 1);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.flags, 0);
+    ASSERT_EQ(r->devices[0].peak_allocated, 0);
+    ASSERT_EQ(r->nevents, s->nevents);
+    ASSERT_EQ(r->nblocks, s->nblocks);
+    vt__snapshot_free(r);
+    free_sections(secs, 6);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+/* A gen over an existing snapshot, to append to it. */
+static struct snap_builder gen_reopen(vt__snapshot_data *s)
+{
+    return (struct snap_builder){ .s = s, .cap_blob = s->strings_blob_size, .cap_str = s->nstrings,
+                         .cap_ev = s->nevents, .cap_node = s->nstack_nodes,
+                         .cap_frame = s->nframes, .cap_seg = s->nsegments,
+                         .cap_blk = s->nblocks, .cap_dev = s->ndevices };
+}
+
+/* gen_small() plus a TENSOR_NAME (format 1.1) of its tensor 7. */
+static vt__snapshot_data *gen_small_renamed(void)
+{
+    vt__snapshot_data *s = gen_small();
+    struct snap_builder g = gen_reopen(s);
+    uint64_t t = s->events[s->nevents - 1].time_ns;
+    vt_event *e = gen_ev(&g, VT_EV_TENSOR_NAME, 25, t + 5);
+    e->aux = 7;
+    e->str = gen_str(&g, "fc2 out");
+    e->device = -1;
+    return s;
+}
+
+TEST(tensor_name_round_trips_in_a_format_1_1_file)
+{
+    ASSERT_EQ(VT_FORMAT_MAJOR, 1);
+    ASSERT_GE(VT_FORMAT_MINOR, 1);
+    ASSERT_EQ(VT_EV_TENSOR_NAME, 25);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_TENSOR_NAME), 1);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_FINDING), 0);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_KIND_COUNT), -1);
+    ASSERT_EQ(vt__event_kind_minor(14), -1);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_STREAM_DESTROY), 5);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_EMPTY_CACHE), 5);
+    vt__snapshot_data *s = gen_small_renamed();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 8, 2), 1);      /* written as the current 1.x */
+    ASSERT_EQ(vt__rd_le(data + 10, 2), VT_FORMAT_MINOR);
+    vt__snapshot_data *r = decode_ok(data, size);
+    ASSERT_EQ(r->meta.format_version, (uint32_t)VT_FORMAT_VERSION);
+    same_snapshot(s, r);
+    const vt_event *e = &r->events[r->nevents - 1];
+    ASSERT_EQ(e->kind, VT_EV_TENSOR_NAME);
+    ASSERT_EQ(e->aux, 7);
+    ASSERT_EQ(e->device, -1);
+    ASSERT_STR_EQ(vt__snapshot_string(r, e->str), "fc2 out");
+    vt__snapshot_free(r);
+
+    /* a file of a newer minor holds it too */
+    struct raw_section secs[6];
+    unpack(data, secs);
+    r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
+    ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_TENSOR_NAME);
+    vt__snapshot_free(r);
+    free_sections(secs, 6);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+/* format.h: 1.2 appends stacks_truncated to META; a 1.1 file (no such
+ * field) reads as 0, and a 1.1 reader skips it as trailing bytes. */
+TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
+{
+    vt__snapshot_data *s = gen_small();
+    s->meta.stacks_truncated = 5;
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    ASSERT_EQ(r->meta.stacks_truncated, 5);
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
+    free(data);
+
+    /* The same bytes claiming 1.1: the field is trailing bytes to ignore. */
+    s = gen_small();
+    s->meta.stacks_truncated = 5;
+    data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    r = decode_repacked(secs, 6, 1);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    ASSERT_EQ(r->meta.stacks_truncated, 0);
+    ASSERT_EQ(r->meta.stacks_dropped, s->meta.stacks_dropped);
+    ASSERT_EQ(r->nevents, s->nevents);
+    vt__snapshot_free(r);
+    free_sections(secs, 6);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+/* gen_small() with two Python frames (ip 0, module "python"), as the
+ * recorder writes them: where forward and backward are defined. */
+static vt__snapshot_data *gen_small_with_first_lines(void)
+{
+    vt__snapshot_data *s = gen_small();
+    ASSERT_GE(s->nframes, 3);
+    for (size_t i = 1; i <= 2; i++) {
+        s->frames[i].ip = s->frames[i].module_offset = 0;
+        s->frames[i].first_line = 30 + (uint32_t)i;
+    }
+    return s;
+}
+
+/* format.h, 1.4: FIRST_LINES holds each frame's first line; a writer leaves
+ * it out when no frame has one (the file is then a 1.3 writer's, bar the
+ * version). */
+TEST(first_lines_round_trip_and_are_left_out_when_none)
+{
+    vt__snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), 7);
+    uint64_t off, len;
+    find_section(data, VT_SECTION_FIRST_LINES, &off, &len);
+    vt__snapshot_data *r = decode_ok(data, size);
+    ASSERT_EQ(r->frames[1].first_line, 31);
+    ASSERT_EQ(r->frames[2].first_line, 32);
+    ASSERT_EQ(r->frames[0].first_line, 0);
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    free(data);
+    vt__snapshot_free(s);
+
+    s = gen_small();
+    data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), 6);
+    r = decode_ok(data, size);
+    for (size_t i = 0; i < r->nframes; i++)
+        ASSERT_EQ(r->frames[i].first_line, 0);
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+TEST(framework_settings_round_trip_in_meta)
+{
+    vt__snapshot_data *s = gen_small();
+    s->meta.flags |= VT_META_FRAMEWORK_SETTINGS;
+    s->meta.framework_settings = s->meta.host;     /* any string of the table */
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    ASSERT(r->meta.flags & VT_META_FRAMEWORK_SETTINGS);
+    ASSERT_STR_EQ(vt__snapshot_string(r, r->meta.framework_settings),
+                  vt__snapshot_string(s, s->meta.host));
+    vt__snapshot_free(r);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+/* A 1.3 file (no FIRST_LINES) reads whole, every first line 0; and a
+ * FIRST_LINES section in a file claiming 1.3 is ignored, as a 1.3 reader
+ * ignores it (it never knew the section). */
+TEST(format_1_3_file_reads_with_no_first_lines)
+{
+    vt__snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[7];
+    size_t nsec = unpack_all(data, secs, 7);
+    ASSERT_EQ(nsec, 7);
+    ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
+    for (size_t with = 6; with <= 7; with++) {
+        vt__snapshot_data *r = decode_repacked(secs, with, 3);
+        ASSERT_EQ(r->meta.format_version, 0x10003u);
+        ASSERT_EQ(r->nframes, s->nframes);
+        for (size_t i = 0; i < r->nframes; i++) {
+            ASSERT_EQ(r->frames[i].first_line, 0);
+            ASSERT_EQ(r->frames[i].line, s->frames[i].line);
+            ASSERT_EQ(r->frames[i].function, s->frames[i].function);
+        }
+        ASSERT_EQ(r->nevents, s->nevents);
+        ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
+        vt__snapshot_free(r);
+    }
+    free_sections(secs, nsec);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+TEST(bad_first_lines_are_rejected_naming_the_section)
+{
+    vt__snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[7];
+    size_t nsec = unpack_all(data, secs, 7), n2;
+    struct raw_section *fl = &secs[6];
+    ASSERT_EQ(fl->id, VT_SECTION_FIRST_LINES);
+    /* a count that is not the frames' */
+    fl->count--;
+    unsigned char *f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "section 'first lines'");
+    ASSERT_STR_CONTAINS(err, "first lines for");
+    free(f);
+    fl->count++;
+    /* a first line beyond 2^31 - 1: the last frame's varint made 2^31 */
+    ASSERT_EQ(fl->raw[fl->n - 1], 0);
+    fl->raw = realloc(fl->raw, fl->n + 4);
+    memcpy(fl->raw + fl->n - 1, "\x80\x80\x80\x80\x08", 5);
+    fl->n += 4;
+    f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "section 'first lines'");
+    ASSERT_STR_CONTAINS(err, "out of range");
+    free(f);
+    /* bytes left over */
+    memcpy(fl->raw + fl->n - 5, "\x00\x01\x02\x03\x04", 5);
+    f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
+    expect_reject(f, n2, "after the last first line");
+    free(f);
+    free_sections(secs, nsec);
+    free(data);
+    /* the writer refuses what the reader would */
+    s->frames[1].first_line = (uint32_t)INT32_MAX + 1;
+    void *out;
+    ASSERT(vt__snapfile_encode(s, &out, &size, err, sizeof err) < 0);
+    ASSERT_STR_CONTAINS(err, "first line");
+    vt__snapshot_free(s);
+}
+
+/* format.h: a kind belongs to the minor that introduced it; a 1.0 file
+ * cannot hold TENSOR_NAME (a 1.0 reader would reject it as unknown in a file
+ * of its own minor, and so does this one). */
+TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
+{
+    vt__snapshot_data *s = gen_small_renamed();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    size_t n2;
+    unsigned char *f = repack(secs, 6, 0, &n2);
+    expect_reject(f, n2, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "event 15 has kind 25, which format 1.1 introduced, in a file "
+                             "of format 1.0");
+    free(f);
+    /* the same bytes as 1.1 are fine: only the claimed version changed (a
+     * 1.1 file has no META flags and true peaks: those bytes are skipped) */
+    vt__snapshot_data *r = decode_repacked(secs, 6, 1);
+    ASSERT_EQ(r->meta.format_version, 0x10001u);
+    r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_2_fields(s);
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    /* and a 1.0 file without it is still read (as 1.0) */
+    vt__snapshot_free(s);
+    s = gen_small();
+    free(data);
+    data = encode(s, &size);
+    free_sections(secs, 6);
+    unpack(data, secs);
+    r = decode_repacked(secs, 6, 0);
+    ASSERT_EQ(r->meta.format_version, 0x10000u);
+    r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_2_fields(s);
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    free_sections(secs, 6);
+    free(data);
+    vt__snapshot_free(s);
+}
+
+TEST_MAIN()
