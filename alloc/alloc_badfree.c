@@ -83,16 +83,10 @@ bool vt__badfree_accepted(const vt__heap *h, uint64_t addr, int reason)
     return reason == VT_BAD_FREE_AFTER_RESET && reset_listed_as(h, addr, &ordered) && ordered;
 }
 
-bool vt__alloc_freed_by_reset_stream_ordered(int device, const void *ptr)
+int vt__badfree_outside_segments(const vt__heap *h, uint64_t addr)
 {
-    vt__heap *h = vt__heap_get(device, false);
-    if (!h || vt_likely(!__atomic_load_n(&h->nreset, __ATOMIC_RELAXED)))
-        return false;
     bool ordered = false;
-    vt__heap_lock(h);
-    bool listed = reset_listed_as(h, (uint64_t)(uintptr_t)ptr, &ordered);
-    vt__heap_unlock(h);
-    return listed && ordered;
+    return reset_listed_as(h, addr, &ordered) && ordered ? VT_BAD_FREE_AFTER_RESET : 0;
 }
 
 int vt__badfree_classify(vt__heap *h, const vt__segment *s, uint64_t addr)

@@ -399,7 +399,7 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mo
 static int classify(vt__heap *h, uint64_t addr)
 {
     vt__segment *s = vt__segs_find(h, addr, NULL);
-    return s ? vt__badfree_classify(h, s, addr) : 0;
+    return s ? vt__badfree_classify(h, s, addr) : vt__badfree_outside_segments(h, addr);
 }
 
 /* Could heap d own addr? Its [lo, hi) range only grows, so a lock-free look

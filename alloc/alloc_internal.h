@@ -450,6 +450,11 @@ int vt__badfree_classify(vt__heap *h, const vt__segment *s, uint64_t addr);
  * address now lies in a newer segment (seen on an H200, alloc_reset.c).
  * Reported, answered with success. Under h's lock. */
 bool vt__badfree_accepted(const vt__heap *h, uint64_t addr, int reason);
+/* Under h's lock: the reason of a free at addr, in h's range but in none of
+ * its segments: VT_BAD_FREE_AFTER_RESET for a stream-ordered allocation
+ * from before the last reset (accepted, above); else 0, not the cache's
+ * (the real free decides, and a refusal is reported as a foreign one). */
+int vt__badfree_outside_segments(const vt__heap *h, uint64_t addr);
 int vt__badfree_foreign_reason(vt__heap *h, uint64_t addr);
 /* Under h's lock: a cache:0 free gave addr back to the device; the device
  * handed addr out again. */

@@ -19,10 +19,9 @@
  * a pointer freed by the reset (alloc_badfree.c). A free of an old
  * stream-ordered allocation is the exception: a real driver accepts it
  * (cudaSuccess, cudaFree and cudaFreeAsync alike; driver_facts.real,
- * reset_then_free_old, and prog_misc reset on an H200), so the hooks ask
- * vt__alloc_freed_by_reset_stream_ordered first and answer success, and so
- * does the heap where the address lies in a newer segment (alloc_badfree.c,
- * vt__badfree_accepted).
+ * reset_then_free_old, and prog_misc reset on an H200): the heap answers
+ * success for it, reported all the same, whether its address now lies in a
+ * newer segment or in none (alloc_badfree.c, vt__badfree_accepted).
  * The hooks call it from cudaDeviceReset and cuDevicePrimaryCtxReset.
  */
 #include <stdlib.h>

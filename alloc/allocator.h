@@ -47,11 +47,6 @@ void vt__alloc_foreign_free_failed(int device, const void *ptr);
 /* Does the cache own the block starting at (or containing) ptr? */
 bool vt__alloc_owns(const void *ptr);
 
-/* Was ptr a stream-ordered allocation of the program's, live when device
- * was last reset (cudaDeviceReset, cuDevicePrimaryCtxReset)? A real driver
- * accepts a free of such a pointer (alloc_reset.c). */
-bool vt__alloc_freed_by_reset_stream_ordered(int device, const void *ptr);
-
 /* The block containing ptr is used on `stream` too (vt_record_stream). */
 int vt__alloc_record_stream(void *ptr, uint64_t stream);
 

@@ -306,16 +306,6 @@ static CUresult free_foreign(CUresult (*real1)(CUdeviceptr), CUresult (*real2)(C
     return r;
 }
 
-bool vt__hk_free_after_reset(int dev, const void *p)
-{
-    if (vt_likely(!vt__alloc_freed_by_reset_stream_ordered(dev, p)))
-        return false;
-    HK_ENTER();
-    vt__alloc_foreign_free_failed(dev, p);   /* the program's bug all the same: reported */
-    HK_LEAVE();
-    return true;
-}
-
 HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult (*real)(CUdeviceptr);
@@ -345,8 +335,6 @@ HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     }
     int e = vt__alloc_free((void *)(uintptr_t)dptr, 0, VT_FREE_UNKNOWN_STREAM);
     HK_LEAVE();
-    if (e == VT_ALLOC_NOT_OWNED && vt__hk_free_after_reset(dev, (void *)(uintptr_t)dptr))
-        return CUDA_SUCCESS;
     if (e == VT_ALLOC_NOT_OWNED)
         return free_foreign(real, NULL, dptr, NULL, 0, dev);
     return to_cu(e);
@@ -379,8 +367,6 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);
     HK_LEAVE();
-    if (rc == VT_ALLOC_NOT_OWNED && vt__hk_free_after_reset(dev, (void *)(uintptr_t)dptr))
-        return CUDA_SUCCESS;
     if (rc == VT_ALLOC_NOT_OWNED)
         return free_foreign(NULL, real, dptr, s, stream, dev);
     return to_cu(rc);

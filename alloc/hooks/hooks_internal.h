@@ -147,13 +147,6 @@ void *vt__hk_drv_hook(enum vt__hk_drv e);
  * handle is CUDA_ERROR_INVALID_HANDLE, as in the real call. */
 int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev, bool *capturing);
 
-/* A free of p (stream-ordered or not), which the cache does not own: was p
- * a stream-ordered allocation from before dev's last reset? A real driver
- * answers such a free with success (alloc_reset.c); it is reported as a bad
- * free, and the caller returns success without the real call. */
-bool vt__hk_free_after_reset(int dev, const void *p);
-
-
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 
 /* ---- driver_hooks.c: stream capture ------------------------------------ */

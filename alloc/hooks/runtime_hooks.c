@@ -408,8 +408,6 @@ HK_EXPORT cudaError_t cudaFree(void *devPtr)
     HK_ENTER();
     int e = vt__alloc_free(devPtr, 0, VT_FREE_UNKNOWN_STREAM);
     HK_LEAVE();
-    if (e == VT_ALLOC_NOT_OWNED && vt__hk_free_after_reset(dev, devPtr))
-        return cudaSuccess;
     if (e == VT_ALLOC_NOT_OWNED)
         FREE_FOREIGN(cudaFree, 0, devPtr);
     return rt_fail((cudaError_t)e);
@@ -440,8 +438,6 @@ HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
-    if ((int)e == VT_ALLOC_NOT_OWNED && vt__hk_free_after_reset(device_or_zero(), devPtr))
-        return cudaSuccess;
     if ((int)e == VT_ALLOC_NOT_OWNED)
         FREE_FOREIGN(cudaFreeAsync, hk_stream(hStream, false), devPtr, hStream);
     return e;
@@ -453,8 +449,6 @@ HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
     if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
-    if ((int)e == VT_ALLOC_NOT_OWNED && vt__hk_free_after_reset(device_or_zero(), devPtr))
-        return cudaSuccess;
     if ((int)e == VT_ALLOC_NOT_OWNED)
         FREE_FOREIGN(cudaFreeAsync_ptsz, hk_stream(hStream, true), devPtr, hStream);
     return e;
