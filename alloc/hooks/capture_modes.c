@@ -22,10 +22,11 @@
  * and their per-thread-stream twins; the runtime reaches them through
  * cuGetProcAddress), and the allocation hooks ask vt__hk_capture_refusal
  * before serving cudaMalloc, cuMemAlloc, cudaFree, cuMemFree, and the
- * stream-ordered ones on a stream that is not capturing. With no
- * capture underway that is two loads. When the rule says the call is
- * prohibited, the driver itself is asked with a real 1-byte cuMemAlloc: a
- * refusal is then the driver's own, with its own effect on the capture,
+ * stream-ordered ones on a stream that is not capturing. With no capture
+ * underway that is one inline load (hooks_internal.h). When the rule says
+ * the call is prohibited, the driver itself is asked with a real 1-byte
+ * cuMemAlloc: a refusal is then the driver's own, with its own effect on
+ * the capture,
  * and an acceptance (the books missed something) is undone and the cache
  * serves the call as usual. The cache's own device calls run in relaxed
  * mode (alloc/backend_cuda.c), so they are never refused.
@@ -53,6 +54,10 @@ struct capture {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capture ongoing[MAX_CAPTURES];
 static unsigned nongoing;
+/* Ongoing captures not begun in relaxed mode, every thread (the hooks' one
+ * load when none is: hooks_internal.h); one past the table is never taken
+ * off, so that the slow path stays on. */
+atomic_int vt__hk_strict_captures;
 static atomic_int global_captures;   /* ongoing, begun in global mode, every thread */
 static atomic_bool overflowed;       /* more than MAX_CAPTURES at once: always ask */
 static __thread int my_strict __attribute__((tls_model("initial-exec")));   /* this thread's ongoing non-relaxed captures */
@@ -68,8 +73,10 @@ static void began(CUstream s, CUstreamCaptureMode mode)
     pthread_mutex_unlock(&lock);
     /* A capture not begun in relaxed mode ends on the thread that began it
      * (cuStreamBeginCapture), so the per-thread counts stay this thread's. */
-    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
         my_strict++;
+        atomic_fetch_add(&vt__hk_strict_captures, 1);
+    }
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
         my_global++;
         atomic_fetch_add(&global_captures, 1);
@@ -92,8 +99,11 @@ static void ended(CUstream s)
     pthread_mutex_unlock(&lock);
     if (!found)
         return;
-    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED && my_strict > 0)
-        my_strict--;
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        if (my_strict > 0)
+            my_strict--;
+        atomic_fetch_sub(&vt__hk_strict_captures, 1);
+    }
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
         if (my_global > 0)
             my_global--;
@@ -112,12 +122,8 @@ static bool capture_over(CUstream s)
            || st == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-int vt__hk_capture_refusal(void)
+int vt__hk_capture_refusal_slow(void)
 {
-    if (vt_likely(atomic_load_explicit(&global_captures, memory_order_relaxed) == 0)
-        && vt_likely(my_strict == 0)
-        && vt_likely(!atomic_load_explicit(&overflowed, memory_order_relaxed)))
-        return CUDA_SUCCESS;
     const vt__driver_api *d = vt__driver();
     if (!d || !d->cuThreadExchangeStreamCaptureMode || !d->cuMemAlloc_v2 || !d->cuMemFree_v2)
         return CUDA_SUCCESS;
@@ -144,16 +150,10 @@ int vt__hk_capture_refusal(void)
 
 /* ---- the hooks ------------------------------------------------------------ */
 
-#define REAL_FN(var, e)                                                        \
-    do {                                                                       \
-        void *p_ = vt__hk_drv_real(e);                                         \
-        memcpy(&(var), &p_, sizeof p_);                                        \
-    } while (0)
-
 static CUresult begin_capture(enum vt__hk_drv e, CUstream s, CUstreamCaptureMode mode)
 {
     CUresult (*real)(CUstream, CUstreamCaptureMode);
-    REAL_FN(real, e);
+    HK_DRV_REAL(real, e);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     HK_ENTER();
@@ -181,7 +181,7 @@ static CUresult begin_capture_to_graph(enum vt__hk_drv e, CUstream s, CUgraph g,
 {
     CUresult (*real)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
                      CUstreamCaptureMode);
-    REAL_FN(real, e);
+    HK_DRV_REAL(real, e);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     HK_ENTER();
@@ -219,7 +219,7 @@ HK_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hG
 static CUresult end_capture(enum vt__hk_drv e, CUstream s, CUgraph *g)
 {
     CUresult (*real)(CUstream, CUgraph *);
-    REAL_FN(real, e);
+    HK_DRV_REAL(real, e);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     HK_ENTER();

@@ -57,12 +57,7 @@ __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 #define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER())                  \
                 || vt_unlikely(vt__pool_caller(__builtin_return_address(0))))
 
-/* The real function of entry e, as a function pointer of var's type. */
-#define REAL(var, e)                                                           \
-    do {                                                                       \
-        void *p_ = vt__hk_drv_real(e);                                         \
-        memcpy(&(var), &p_, sizeof p_);                                        \
-    } while (0)
+#define REAL HK_DRV_REAL   /* hooks_internal.h */
 
 /* A real driver call, under the guard so whatever it calls back passes. */
 #define GUARDED(expr) (HK_ENTER(), r_ = (expr), HK_LEAVE(), r_)

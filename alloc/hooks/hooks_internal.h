@@ -19,6 +19,7 @@
 #ifndef VT_HOOKS_INTERNAL_H
 #define VT_HOOKS_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -126,6 +127,13 @@ enum vt__hk_drv {
  * the driver lacks it or cannot be loaded. */
 void *vt__hk_drv_real(enum vt__hk_drv e);
 
+/* The real function of entry e, as a function pointer of var's type. */
+#define HK_DRV_REAL(var, e)                                                    \
+    do {                                                                       \
+        void *p_ = vt__hk_drv_real(e);                                         \
+        memcpy(&(var), &p_, sizeof p_);                                        \
+    } while (0)
+
 /* `p` was returned by the real driver or dlsym for `symbol` (a base name for
  * cuGetProcAddress, an ABI name for dlsym; NULL: unknown): our hook when p
  * is one of the hooked real functions, else p unchanged. */
@@ -160,10 +168,17 @@ bool vt__hk_stream_capturing(uint64_t stream);
 
 /* Would a real driver refuse a potentially unsafe call (cudaMalloc,
  * cudaFree, cuMemAlloc, cuMemFree, stream-ordered ones on a stream that is
- * not capturing) from this thread now, a stream capture being underway? CUDA_SUCCESS when not (two loads when no capture is);
- * else the driver's refusal (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, with its
+ * not capturing) from this thread now, a stream capture being underway?
+ * CUDA_SUCCESS when not (one load when no capture is); else the driver's refusal (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, with its
  * effect on the capture), which the hook returns instead of serving. */
-int vt__hk_capture_refusal(void);
+extern atomic_int vt__hk_strict_captures;
+int vt__hk_capture_refusal_slow(void);
+static inline int vt__hk_capture_refusal(void)
+{
+    if (vt_likely(atomic_load_explicit(&vt__hk_strict_captures, memory_order_relaxed) == 0))
+        return 0;   /* nothing can be prohibited: no capture outside relaxed mode */
+    return vt__hk_capture_refusal_slow();
+}
 
 /* The hook standing in for a capture entry (HK_cuStreamBeginCapture_v2 ...). */
 void *vt__hk_capture_hook(enum vt__hk_drv e);
