@@ -49,7 +49,8 @@ static int primary_ctx(const vt__driver_api *d, int device, CUcontext *out)
  * fails with CUDA_ERROR_CONTEXT_IS_DESTROYED until it is retained again
  * (seen on an H200: a cudaMalloc the cache served right after
  * cudaDeviceReset failed so). Forget the handle, so that the next enter()
- * retains it anew. @return whether there was one to forget (retry then). */
+ * retains it anew. @return whether there was one to forget (retry then).
+ * Every call of the cache's goes through IN_CONTEXT_AS, which retries. */
 static bool revive(int device)
 {
     if (device < 0 || device >= MAX_DEVICES)
@@ -241,16 +242,12 @@ static CUmemAllocationProp device_prop(int device)
 
 int vt__backend_vmm_granularity(int device, uint64_t *granularity)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
     size_t g = 0;
     CUmemAllocationProp prop = device_prop(device);
-    r = have_vmm(d) ? (int)d->cuMemGetAllocationGranularity(&g, &prop,
-                                                            CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
-                    : CUDA_ERROR_NOT_SUPPORTED;
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, have_vmm(d) ? d->cuMemGetAllocationGranularity(
+                                            &g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+                                      : CUDA_ERROR_NOT_SUPPORTED);
     if (!r && !g)
         r = CUDA_ERROR_NOT_SUPPORTED;
     *granularity = g;
@@ -273,29 +270,29 @@ int vt__backend_va_free(int device, uint64_t addr, uint64_t size)
     return r;
 }
 
-static void unmap_chunks(const vt__driver_api *d, uint64_t addr, uint64_t size, uint64_t chunk,
-                         int *rc)
+/* Unmaps [addr, addr+size) chunk by chunk: the first failure, all tried. */
+static int unmap_chunks(const vt__driver_api *d, uint64_t addr, uint64_t size, uint64_t chunk)
 {
+    int rc = 0;
     for (uint64_t off = 0; off < size; off += chunk) {
         int r = (int)d->cuMemUnmap((CUdeviceptr)(addr + off), (size_t)chunk);
-        if (r && !*rc)
-            *rc = r;
+        if (r && !rc)
+            rc = r;
     }
+    return rc;
 }
 
 /* One physical allocation per chunk: cuMemUnmap must cover whole mappings,
  * so a chunk can go back alone only when it was mapped alone. The handle is
- * released at once: the memory lives while it is mapped. */
-int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
+ * released at once: the memory lives while it is mapped. On a failure what
+ * was mapped is unmapped again. */
+static int map_chunks(const vt__driver_api *d, int device, uint64_t addr, uint64_t size,
+                      uint64_t chunk)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
-    CUstreamCaptureMode was = relax_begin(d);
     CUmemAllocationProp prop = device_prop(device);
     CUmemAccessDesc access = { .location = prop.location,
                                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    int r = 0;
     uint64_t off = 0;
     for (; off < size; off += chunk) {
         CUmemGenericAllocationHandle handle;
@@ -312,25 +309,22 @@ int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
             break;
         }
     }
-    if (r) {
-        int ignored = 0;
-        unmap_chunks(d, addr, off, chunk, &ignored);
-    }
-    relax_end(d, was);
-    leave(d, pushed);
+    if (r)
+        (void)unmap_chunks(d, addr, off, chunk);
+    return r;
+}
+
+int vt__backend_map(int device, uint64_t addr, uint64_t size, uint64_t chunk)
+{
+    int r;
+    IN_CONTEXT_RELAXED(device, r, map_chunks(d, device, addr, size, chunk));
     return r;
 }
 
 int vt__backend_unmap(int device, uint64_t addr, uint64_t size, uint64_t chunk)
 {
-    const vt__driver_api *d;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
-        return r;
-    CUstreamCaptureMode was = relax_begin(d);
-    unmap_chunks(d, addr, size, chunk, &r);
-    relax_end(d, was);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT_RELAXED(device, r, unmap_chunks(d, addr, size, chunk));
     return r;
 }
 
@@ -361,15 +355,12 @@ int vt__backend_stream_sync(int device, uint64_t stream)
 
 int vt__backend_stream_capturing(int device, uint64_t stream)
 {
-    const vt__driver_api *d = vt__driver();
-    if (!d || !d->cuStreamIsCapturing)
-        return 0;
-    int pushed, r = enter(device, &d, &pushed);
-    if (r)
+    const vt__driver_api *drv = vt__driver();
+    if (!drv || !drv->cuStreamIsCapturing)
         return 0;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    r = (int)d->cuStreamIsCapturing((CUstream)(uintptr_t)stream, &st);
-    leave(d, pushed);
+    int r;
+    IN_CONTEXT(device, r, d->cuStreamIsCapturing((CUstream)(uintptr_t)stream, &st));
     if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
         return 1;
     return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
