@@ -128,6 +128,32 @@ static inline size_t unpack_all(const unsigned char *d, struct raw_section *out,
     return n;
 }
 
+/* A file of header, section table `tab` and sections `body` (`end`: the
+ * offset past the last section), every checksum valid; tab and body freed. */
+static inline unsigned char *assemble(unsigned major, unsigned minor, uint64_t end,
+                                      uint32_t nsec, vt__buf *tab, vt__buf *body, size_t *size)
+{
+    vt__buf h = { 0 };
+    vt__put_bytes(&h, VT_FILE_MAGIC, 8);
+    vt__put_le(&h, major, 2);
+    vt__put_le(&h, minor, 2);
+    vt__put_le(&h, 64, 4);
+    vt__put_le(&h, end, 8);
+    vt__put_le(&h, 64, 8);
+    vt__put_le(&h, nsec, 4);
+    vt__put_le(&h, 48, 4);
+    vt__put_le(&h, vt__crc32c(0, tab->p, tab->n), 4);
+    vt__put_le(&h, 0, 8);
+    vt__put_le(&h, 0, 8);
+    vt__put_le(&h, vt__crc32c(0, h.p, h.n), 4);
+    vt__put_bytes(&h, tab->p, tab->n);
+    vt__put_bytes(&h, body->p, body->n);
+    free(tab->p);
+    free(body->p);
+    *size = h.n;
+    return h.p;
+}
+
 static inline unsigned char *repack(struct raw_section *secs, size_t nsec, unsigned minor,
                                     size_t *size)
 {
@@ -145,25 +171,7 @@ static inline unsigned char *repack(struct raw_section *secs, size_t nsec, unsig
         vt__put_bytes(&body, secs[i].raw, secs[i].n);
         off += secs[i].n;
     }
-    vt__buf h = { 0 };
-    vt__put_bytes(&h, VT_FILE_MAGIC, 8);
-    vt__put_le(&h, 1, 2);
-    vt__put_le(&h, minor, 2);
-    vt__put_le(&h, 64, 4);
-    vt__put_le(&h, off, 8);
-    vt__put_le(&h, 64, 8);
-    vt__put_le(&h, nsec, 4);
-    vt__put_le(&h, 48, 4);
-    vt__put_le(&h, vt__crc32c(0, tab.p, tab.n), 4);
-    vt__put_le(&h, 0, 8);
-    vt__put_le(&h, 0, 8);
-    vt__put_le(&h, vt__crc32c(0, h.p, h.n), 4);
-    vt__put_bytes(&h, tab.p, tab.n);
-    vt__put_bytes(&h, body.p, body.n);
-    free(tab.p);
-    free(body.p);
-    *size = h.n;
-    return h.p;
+    return assemble(1, minor, off, nsec, &tab, &body, size);
 }
 
 /* gen_small() with section `id` replaced by `stored` (zstd-flagged,
@@ -195,27 +203,9 @@ static inline unsigned char *file_with_section(uint32_t id, const unsigned char 
         off += np;
         free(secs[i].raw);
     }
-    vt__buf h = { 0 };
-    vt__put_bytes(&h, VT_FILE_MAGIC, 8);
-    vt__put_le(&h, VT_FORMAT_MAJOR, 2);
-    vt__put_le(&h, VT_FORMAT_MINOR, 2);
-    vt__put_le(&h, 64, 4);
-    vt__put_le(&h, off, 8);
-    vt__put_le(&h, 64, 8);
-    vt__put_le(&h, 6, 4);
-    vt__put_le(&h, 48, 4);
-    vt__put_le(&h, vt__crc32c(0, tab.p, tab.n), 4);
-    vt__put_le(&h, 0, 8);
-    vt__put_le(&h, 0, 8);
-    vt__put_le(&h, vt__crc32c(0, h.p, h.n), 4);
-    vt__put_bytes(&h, tab.p, tab.n);
-    vt__put_bytes(&h, body.p, body.n);
-    free(tab.p);
-    free(body.p);
     free(data);
     vt__snapshot_free(s);
-    *size = h.n;
-    return h.p;
+    return assemble(VT_FORMAT_MAJOR, VT_FORMAT_MINOR, off, 6, &tab, &body, size);
 }
 
 static inline void free_sections(struct raw_section *secs, size_t nsec)
