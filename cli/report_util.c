@@ -219,6 +219,10 @@ static bool torch_plumbing(const char *file, const char *fn)
         { "vramtrace/torch.py", "__torch_dispatch__" },
         { "vramtrace/torch.py", "_dispatch" },
         { "vramtrace/torch.py", "_engine_dispatch" },
+        /* the same since vramtrace.torch became a package */
+        { "vramtrace/torch/_recording.py", "__torch_dispatch__" },
+        { "vramtrace/torch/_recording.py", "_dispatch" },
+        { "vramtrace/torch/_recording.py", "_engine_dispatch" },
     };
     for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
         if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))

@@ -370,6 +370,8 @@
     ['torch/_tensor.py', '_handle_torch_function_and_wrap_type_error_to_not_implemented'],
     ['torch/overrides.py', 'handle_torch_function'], ['torch/_ops.py', '__call__'],
     ['vramtrace/torch.py', '__torch_dispatch__'], ['vramtrace/torch.py', '_dispatch'],
+    ['vramtrace/torch/_recording.py', '__torch_dispatch__'],
+    ['vramtrace/torch/_recording.py', '_dispatch'],
   ];
   function isPython(fr) { return str(F.mod[fr]) === 'python'; }
   /* The program's own code (not torch, the standard library or site-packages). */

@@ -50,7 +50,7 @@ static int tl_add(TensorList *l, PyObject *t)
     return 0;
 }
 
-/* Append the tensors of a nested list/tuple/dict (as torch.py's _tensors_in). */
+/* Append the tensors of a nested list/tuple/dict (as vramtrace/torch/_torch_facts.py's _tensors_in). */
 static int tensors_in(PyObject *obj, TensorList *out, int depth)
 {
     if (depth > 32)

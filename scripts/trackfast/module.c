@@ -8,7 +8,7 @@
  * every step: tensors already known, a stack already interned, outputs
  * recorded through the library's C entry points (no ctypes marshalling).
  * Everything else - a tensor seen for the first time, a storage that moved,
- * deaths, walks - stays in vramtrace/torch.py: this calls back into the
+ * deaths, walks - stays in the vramtrace.torch package: this calls back into the
  * Tracker for it, so that there is one copy of each rule.
  *
  * The state is the Tracker's own (its dicts and record objects); this

@@ -33,7 +33,8 @@ _MAX_CACHED = 1 << 16   # distinct stacks before the cache starts over
 def package_files() -> FrozenSet[str]:
     """Source files of the vramtrace package (their frames are never shown)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return frozenset(os.path.join(here, n) for n in os.listdir(here) if n.endswith(".py"))
+    return frozenset(os.path.join(root, n) for root, _dirs, names in os.walk(here)
+                     for n in names if n.endswith(".py"))
 
 
 class StackInterner:

@@ -46,7 +46,7 @@ def test_the_built_library_records_through_the_c_path(real_lib):
 
 def test_the_python_path_is_kept_with_trackfast_off(real_lib, monkeypatch):
     monkeypatch.setenv("VRAMTRACE_TRACKFAST", "0")
-    monkeypatch.setattr(vtt, "_trackfast", False)   # not loaded yet: read the variable
+    monkeypatch.setattr(vtt._fast_path, "_trackfast", False)   # not loaded yet: read the variable
     with vtt.track() as tr:
         assert tr._fast is None
         assert "__torch_dispatch__" not in vars(tr._mode)

@@ -450,7 +450,7 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
     emptied()
     with vtt.track() as tr:
         assert tr._observer is observer
-        assert vtt._trackfast.GC_HELD, \
+        assert vtt._fast_path._trackfast.GC_HELD, \
             "built without CPython's internal headers: nothing holds the count"
         # Warm: reading the stack gives the running frames Python objects
         # (the program's, counted, freed when each function returns); the
@@ -470,10 +470,10 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
     assert 0 <= replaced <= 1, replaced
 
     # inside a hold nothing counts and no collection starts
-    token = vtt._trackfast.gc_hold()
+    token = vtt._fast_path._trackfast.gc_hold()
     runs = gc.get_stats()[0]["collections"]
     junk = [{} for _ in range(5000)]
     del junk
     assert gc.get_stats()[0]["collections"] == runs
-    vtt._trackfast.gc_release(token)
+    vtt._fast_path._trackfast.gc_release(token)
     assert gc.get_count()[0] == token

@@ -35,7 +35,7 @@ wheel=$(ls "$work"/dist/vramtrace-*.whl)
 step "wheel contents"
 listing=$(python3 -m zipfile -l "$wheel")
 for f in vramtrace/libvramtrace.so vramtrace/_bin/vramtrace vramtrace/__init__.py \
-         vramtrace/__main__.py vramtrace/torch.py vramtrace/_trackobs.py \
+         vramtrace/__main__.py vramtrace/torch/__init__.py vramtrace/torch/_tracker.py vramtrace/_trackobs.py \
          vramtrace/trackobs/observer.cpp vramtrace/trackobs/tensor_facts.h \
          vramtrace/native/pool_observer.cpp vramtrace/_boot/sitecustomize.py \
          vramtrace/_autorun.py vramtrace/_pool_observer.py vramtrace/_native_build.py; do

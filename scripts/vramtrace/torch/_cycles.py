@@ -1,0 +1,75 @@
+"""Reference cycles: what held the tensors a garbage collection freed.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Dict
+
+from .._referrers import Edge, NodeKey
+from .. import _gc_hold
+
+
+#: Name of the holder that points at tensors freed only by a gc collection.
+CYCLE_HOLDER = "reference cycle collected by gc"
+
+
+class _Cycles:
+    """The tracker's view of garbage collections (a mixin of :class:`Tracker`)."""
+
+    @_gc_hold.held
+    def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
+        if self._manual_gc:
+            return
+        if phase == "stop" and self._maybe_gone:
+            try:
+                self._settle()
+            except Exception:
+                self.errors += 1
+        self._in_gc = phase == "start"
+        self._gc_holder = 0   # one holder per collection, made on first need
+
+    def _collect_cycles(self) -> None:
+        """Collect garbage cycles, recording what held each tracked tensor.
+
+        The first collection saves the garbage (DEBUG_SAVEALL) so its
+        structure can be walked; the second frees it. Tensor weakrefs are
+        cleared by the first already, so their deaths queue in _gc_dead."""
+        old_debug = gc.get_debug()
+        n0 = len(gc.garbage)
+        self._manual_gc = True
+        try:
+            gc.set_debug(old_debug | gc.DEBUG_SAVEALL)
+            gc.collect()
+        finally:
+            gc.set_debug(old_debug)
+            self._manual_gc = False
+        garbage = gc.garbage[n0:]
+        del gc.garbage[n0:]
+        dead, self._gc_dead = self._gc_dead, []
+        self.gc_freed += len(dead)
+        try:
+            if dead:
+                dead_ids = {objid: tid for tid, objid in dead}
+                starts: Dict[NodeKey, Any] = {}
+                for obj in garbage:
+                    tid = dead_ids.get(id(obj))
+                    if tid is not None:
+                        starts[("t", tid)] = obj
+                res = self._walk(starts, {id(garbage), id(dead_ids)})
+                starts.clear()
+                cyc = self._book.collection(CYCLE_HOLDER)
+                extra = [Edge(("c", 0), top, "cycle") for top in set(res.tops.values())]
+                # A reference to every tensor it freed (the checker's mark
+                # of a collection's victims), also those the walk reached.
+                extra += [Edge(("c", 0), ("t", tid), "cycle") for tid, _ in dead]
+                self._book.emit(res, None, tuple(extra), {("c", 0): cyc})
+                del res
+        finally:
+            garbage.clear()
+            del garbage
+            gc.collect()   # now without SAVEALL: frees the cycles for real
+            for tid, _ in dead:
+                rec = self._by_tid.get(tid)
+                if rec is not None:
+                    self._drop(rec, None)

@@ -1,0 +1,83 @@
+"""The per-op path in C (the ``_trackfast`` extension), loaded once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import TYPE_CHECKING, Any
+
+from .. import _gc_hold
+from ._records import _StorageRec, _TensorRec
+from ._registry import _pending_names, _take_pending_name
+from ._torch_facts import _Parameter, _Tensor, _next_sequence_nr, _storage_address
+if TYPE_CHECKING:   # only for annotations: _tracker imports this module
+    from ._tracker import Tracker
+
+import torch as _torch
+
+
+def _load_trackfast(libdir: str) -> Any:
+    """The _trackfast extension module, or None: installed next to this
+    package, or built next to the library (in ``libdir``: a build tree).
+    VRAMTRACE_TRACKFAST=0 keeps the tracker in Python."""
+    if os.environ.get("VRAMTRACE_TRACKFAST", "1") == "0":
+        return None
+    try:
+        from .. import _trackfast as mod   # type: ignore[attr-defined]
+    except ImportError:
+        mod = None
+    if mod is None:
+        import importlib.machinery
+        import importlib.util
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(libdir, "_trackfast" + suffix)
+            if not os.path.exists(path):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location("vramtrace._trackfast", path)
+                if spec is None or spec.loader is None:
+                    continue
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                break
+            except ImportError:
+                mod = None
+        if mod is None:
+            return None
+    try:
+        from torch._C._dynamo.eval_frame import set_eval_frame
+    except ImportError:
+        set_eval_frame = None
+    mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
+              _StorageRec, _pending_names, _take_pending_name,
+              getattr(_torch._C, "_storage_id", None), _storage_address)
+    _gc_hold.use(mod)
+    return mod
+
+
+_trackfast: Any = False   # not loaded yet
+
+
+def _trackfast_for(lib: Any) -> Any:
+    """The _trackfast module next to ``lib`` (loaded once), or None."""
+    global _trackfast
+    path = getattr(lib, "path", None)
+    if not path:
+        return None
+    if _trackfast is False:
+        _trackfast = _load_trackfast(os.path.dirname(str(path)))
+    return _trackfast
+
+
+def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
+    """A _trackfast.Dispatcher for ``tracker``, or None (Python path)."""
+    if not raw or _trackfast_for(tracker._lib) is None:
+        return None
+    fns = [raw(n) for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
+                            "vt_storage_external_stack", "vt_storage_external_free_stack")]
+    if any(fn is None for fn in fns):
+        return None
+    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame,
+                                 *(ctypes.cast(fn, ctypes.c_void_p).value for fn in fns),
+                                 bool(stacks))

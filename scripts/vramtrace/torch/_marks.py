@@ -1,0 +1,106 @@
+"""What the tracker does at each mark and snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .._lib import VramtraceError
+from .. import _gc_hold
+from ._torch_facts import _Parameter
+
+
+_perf_counter = time.perf_counter
+_cpu_clock = time.process_time   # the walk's budget: the process's CPU time
+
+
+class _Marks:
+    """The tracker's work at marks (a mixin of :class:`Tracker`)."""
+
+    # -- marks and snapshots -------------------------------------------------
+    @_gc_hold.held
+    def _on_mark(self, kind: str, arg: str) -> None:
+        # Runs just before the mark is recorded. The checker flags a storage
+        # last used in step j that is still alive at mark j+2 (one complete
+        # unused step), and looks up its holders at that mark: so walk every
+        # storage not used since the previous mark, and do it now.
+        # Nothing done here is the program's: ops that the walk or the
+        # storage checks cause (reading saved tensors makes detach views)
+        # are not recorded.
+        recording, self._recording = self._recording, False
+        began, began_wall = _cpu_clock(), _perf_counter()
+        if self._last_mark_end is not None and self.walk_fraction is not None:
+            # The program's own time: the CPU time since the last mark less
+            # the share of it that recording ops and deaths took (timed on
+            # the wall clock per op, which a syscall per op would not be).
+            # CPU time, because other processes stretch the wall clock of
+            # a busy machine and the walk would be paid by the program.
+            cpu, wall = began - self._last_mark_end[0], began_wall - self._last_mark_end[1]
+            busy = self._busy() - self._busy_at_mark
+            own = cpu * max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
+            self._credit = min(self._credit + self.walk_fraction * own,
+                               max(1.0, self.snapshot_walk_s))
+        try:
+            self._flush()
+            threshold = self.epoch
+            if kind == "mark":
+                self._grads_follow_parameters(threshold)
+                self.epoch += 1
+            try:
+                self._sweep()
+                if self.collect_cycles:
+                    self._collect_cycles()
+                if self.walk:
+                    self._walk_stale(threshold, kind == "snapshot")
+            except VramtraceError:
+                raise
+            except Exception as exc:
+                self.errors += 1
+                self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
+        finally:
+            self._recording = recording
+            end = _cpu_clock()
+            self.walk_seconds += end - began
+            self._last_mark_end = (end, _perf_counter())
+            self._busy_at_mark = self._busy()
+            # All of a mark's work is paid from the credit, not just the walk.
+            self._credit -= end - began
+
+    def _grads_follow_parameters(self, epoch: int) -> None:
+        """A parameter's ``.grad`` is the parameter's state, not a tensor of
+        its own step: it lives until the next backward replaces it or
+        ``zero_grad`` frees it. Each step that used a parameter (``epoch``)
+        uses its grad too, so a grad left after the last backward (an
+        evaluation after training, a skipped optimizer step) is not a
+        finding while its parameter is in use; a grad whose parameter is
+        no longer used lingers like any tensor."""
+        by_obj, storages, use = self._by_obj, self._storages, self._use
+        named = self._param_labels
+        params = [rec for srec in storages.values() if srec.last_epoch >= epoch
+                  for rec in srec.tids
+                  if rec.name.startswith("parameter") or rec.name in named]
+        looked_up = False
+        for rec in params:
+            t = rec.ref() if rec.ref is not None else None
+            if not isinstance(t, _Parameter):
+                del t
+                continue
+            if rec.name.startswith("parameter"):
+                # named as its model knows it, once a model holds it
+                name = self._param_name(t, not looked_up)
+                looked_up = True
+                if name and self._rename(t, name):
+                    named.add(name)
+            g = getattr(t, "_grad", None)
+            grec = by_obj.get(id(g)) if g is not None else None
+            if grec is not None and grec.tid:
+                use(grec.tid, 0)
+                gst = storages.get(grec.skey)
+                if gst is not None:
+                    gst.last_epoch = epoch
+                if not grec.name.endswith(".grad"):
+                    name = self._param_name(t, not looked_up)
+                    looked_up = True
+                    if name:
+                        self._name_grad(g, grec, name + ".grad")
+            del t, g

@@ -1,0 +1,117 @@
+"""How tracked tensors are named: after the line that made them, after the
+model's name of a parameter (and its ``.grad``), or as the program named them.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import linecache
+import os
+import weakref
+from typing import Any
+
+from ._records import _TensorRec
+from ._torch_facts import _tensor_address
+
+import torch as _torch
+
+
+_MAX_SOURCE = 60   # characters of a source line kept in a tensor's name
+
+
+def _source_line(filename: str, line: int) -> str:
+    """Line ``line`` of ``filename`` as the user wrote it, whitespace runs made
+    one space, cut at _MAX_SOURCE characters; "" when it cannot be read."""
+    try:
+        src = " ".join(linecache.getline(filename, line).split())
+    except Exception:
+        return ""
+    return src[:_MAX_SOURCE - 3] + "..." if len(src) > _MAX_SOURCE else src
+
+
+def _site_name(filename: str, line: int, what: str) -> str:
+    """``what`` (an op's output) named by the source line that made it, as
+    the user wrote it: ``h = model(x) (train.py:40, aten.relu out[0])``."""
+    src = _source_line(filename, line)
+    where = f"{os.path.basename(filename)}:{line}"
+    return f"{src} ({where}, {what})" if src else f"{what} at {where}"
+
+
+class _Naming:
+    """The tracker's naming of tensors (a mixin of :class:`Tracker`)."""
+
+    def _rename(self, t: Any, label: str) -> bool:
+        rec = self._by_obj.get(id(t))
+        if rec is None:
+            return False
+        if rec.name == label:
+            return True
+        if rec.pend is not None:   # not recorded yet: recorded under this name
+            rec.name = label
+            return True
+        if getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
+            # The library records a rename: same id, storage and uses.
+            self._lib.tensor_name(rec.tid, label)
+            rec.name = label
+            return True
+        # Fallback for a library older than vt_tensor_name (format 1.0): the
+        # tensor continues as a new logical tensor under the new name (same
+        # storage), the old one ends here; reports may still show the old
+        # name as the storage's owner.
+        stack = self._stacks.capture(1)
+        new = _TensorRec(rec.skey, label, rec.base,
+                         (_tensor_address(t), int(t.numel()) * int(t.element_size()), stack))
+        new.ref = weakref.ref(t, functools.partial(self._on_death, new, id(t)))
+        self._by_obj[id(t)] = new
+        srec = self._storages.get(rec.skey)
+        if srec is not None:
+            srec.tids.add(new)
+        self._record(new)
+        rec.ref = None  # its death callback is moot
+        self._drop(rec, stack)
+        return True
+
+    def _name_grad(self, g: Any, grec: "_TensorRec", name: str) -> None:
+        """Name a gradient after its parameter: the ``.grad`` tensor and the
+        backward output it views (the storage's owner, made by the autograd
+        engine and named by the forward's line), also when that one is gone."""
+        self._rename(g, name)
+        if not getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
+            return
+        base = self._by_tid.get(grec.base) if grec.base else None
+        if grec.base and (base is None or "backward: " in base.name):
+            self._lib.tensor_name(grec.base, name)
+            if base is not None:
+                base.name = name
+
+    def _param_name(self, param: Any, look: bool) -> str:
+        """A parameter's name in the model that holds it, as the program knows
+        it: ``GPT.transformer.h.0.attn.c_attn.weight`` (the model's class,
+        then ``named_parameters()``'s name). The models alive are looked up
+        (``look``: at most once per mark, one pass over the collector's
+        objects) when a parameter is not known yet; "" when none holds it
+        (remembered too: a parameter no model holds is not looked up again)."""
+        known = self._param_names.get(id(param))
+        if known is not None and known[0]() is param:
+            return known[1]
+        if not look:
+            return ""
+        self._param_names[id(param)] = (weakref.ref(param), "")
+        module_type = _torch.nn.Module
+        try:
+            # type(), not isinstance(): isinstance reads __class__, which some
+            # objects compute (torch.distributed's deprecated reduce_op warns)
+            modules = [o for o in gc.get_objects() if issubclass(type(o), module_type)]
+            inner = {id(c) for m in modules for c in m._modules.values() if c is not None}
+            for root in modules:
+                if id(root) in inner:
+                    continue
+                prefix = type(root).__name__
+                for n, p in root.named_parameters():
+                    self._param_names[id(p)] = (weakref.ref(p), f"{prefix}.{n}")
+            del modules
+        except Exception:  # noqa: BLE001 - a name is a nicety
+            return ""
+        known = self._param_names.get(id(param))
+        return known[1] if known is not None and known[0]() is param else ""

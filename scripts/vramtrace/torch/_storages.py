@@ -1,0 +1,181 @@
+"""Storages into and out of the books: declared, ended, checked, swept.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Optional
+
+from .._lib import VramtraceError
+from ._records import _StorageRec, _TensorRec
+from ._torch_facts import _storage_info
+
+
+class _Storages:
+    """The tracker's storage books (a mixin of :class:`Tracker`)."""
+
+    # -- storages ------------------------------------------------------------
+    def _declare(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        """Open ``srec``'s memory as an external storage in the trace; first
+        end any storage known at an overlapping address (its memory was freed
+        behind our back and the allocator reused it: a new storage) -- unless
+        that storage is alive on this very memory: then ``srec`` is its twin
+        (a copy-on-write clone of it, or the same buffer wrapped again), and
+        the memory, open already, stays open while either lives."""
+        starts = self._starts
+        end = srec.ptr + srec.nbytes
+        i = bisect.bisect_left(starts, end) - 1
+        while i >= 0:
+            old = self._at_ptr.get(starts[i])
+            if old is None or old.ptr + old.nbytes <= srec.ptr:
+                break
+            self._check_storage(old, stack, force=True)
+            if srec.weak and self._at_ptr.get(old.ptr) is old and old.declared \
+                    and old.ptr == srec.ptr and old.nbytes == srec.nbytes:
+                twins = old.twins
+                if twins is None:
+                    twins = old.twins = {old}
+                twins.add(srec)
+                srec.twins = twins
+                return
+            i = min(i, len(starts)) - 1
+        device = -1 if srec.device < 0 else srec.device
+        if self._ext_raw is not None and stack is not None:
+            rc = self._ext_raw(srec.ptr, srec.nbytes, device, stack)
+            if rc != 0:
+                raise VramtraceError(f"vt_storage_external_stack({srec.ptr:#x}, {srec.nbytes}) "
+                                     f"failed: {self._lib.strerror(rc)} ({rc})")
+        else:
+            self._lib.storage_external(srec.ptr, srec.nbytes, device, stack)
+        srec.declared = True
+        bisect.insort(starts, srec.ptr)
+        self._at_ptr[srec.ptr] = srec
+
+    def _undeclare(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        if srec.twins is not None:   # the memory lives on with its twins
+            self._leave_twins(srec)
+            return
+        if not srec.declared:
+            return
+        srec.declared = False
+        if self._at_ptr.get(srec.ptr) is srec:
+            del self._at_ptr[srec.ptr]
+            i = bisect.bisect_left(self._starts, srec.ptr)
+            if i < len(self._starts) and self._starts[i] == srec.ptr:
+                del self._starts[i]
+        if stack is None:
+            stack = self._stacks.capture(1)
+        if self._ext_free_raw is not None:
+            rc = self._ext_free_raw(srec.ptr, stack)
+            if rc != 0:
+                raise VramtraceError(f"vt_storage_external_free_stack({srec.ptr:#x}) "
+                                     f"failed: {self._lib.strerror(rc)} ({rc})")
+        else:
+            self._lib.storage_external_free(srec.ptr, stack)
+
+    def _leave_twins(self, srec: _StorageRec) -> None:
+        """``srec`` is gone or has memory of its own now (a copy-on-write
+        storage written to): it leaves its twins (at least one: a storage
+        left alone has no twins), which keep the memory; the declaration
+        passes to one of them if it held it. Nothing to record."""
+        twins = srec.twins
+        srec.twins = None
+        twins.discard(srec)
+        heir = next(iter(twins))
+        if len(twins) == 1:
+            heir.twins = None
+        if srec.declared:
+            heir.declared = True
+            srec.declared = False
+            if self._at_ptr.get(srec.ptr) is srec:
+                self._at_ptr[srec.ptr] = heir
+
+    def _end_storage(self, srec: _StorageRec, stack: Optional[int]) -> None:
+        """The storage is gone: record its release, forget it; tensors that
+        were on it and still live have moved to another storage."""
+        if self._storages.get(srec.skey) is srec:
+            del self._storages[srec.skey]
+        if srec.external:
+            self._undeclare(srec, stack)
+        self._life.release(srec.weak)
+        srec.weak = 0
+        for rec in list(srec.tids):
+            self._migrate(rec, stack)
+
+    def _check_storage(self, srec: _StorageRec, stack: Optional[int], force: bool = False
+                       ) -> None:
+        """Compare what we know of ``srec`` with the storage itself."""
+        if not srec.weak:
+            if force:   # no way to ask it: an address reused means it is gone
+                self._end_storage(srec, stack)
+            return
+        now = self._life.now(srec.weak)
+        if now is None:
+            self._end_storage(srec, stack)
+            return
+        ptr, nbytes = now
+        if (ptr, nbytes) == (srec.ptr, srec.nbytes):
+            return
+        # Same storage, new memory (resize_, resize_(0)): the old memory's
+        # life ends here; new memory is a new storage in the trace, and the
+        # tensors on it are bound anew.
+        if srec.external:
+            self._undeclare(srec, stack)
+        srec.ptr, srec.nbytes = ptr, nbytes
+        if nbytes > 0 and ptr and srec.external:
+            self._declare(srec, stack)
+        for rec in list(srec.tids):
+            self._migrate(rec, stack)
+
+    def _migrate(self, rec: _TensorRec, stack: Optional[int]) -> None:
+        """``rec``'s tensor now lives on other memory: end it and record the
+        tensor anew (same name) on the memory it has now."""
+        t = rec.ref() if rec.ref is not None else None
+        srec = self._storages.get(rec.skey)
+        if srec is not None:
+            srec.tids.discard(rec)
+        if rec.tid:
+            self._by_tid.pop(rec.tid, None)
+            self._drop_use(rec.tid)
+            self._book.forget_target(rec.tid)
+        elif rec in self._pending:
+            self._pending.remove(rec)
+        rec.ref = None
+        if t is None:
+            return
+        if self._by_obj.get(id(t)) is rec:
+            del self._by_obj[id(t)]
+        if stack is None:
+            stack = self._stacks.capture(1)
+        self._track(t, rec.name, stack)
+        del t
+
+    def _settle(self) -> None:
+        """Storages whose last tensor died: released now, or kept while
+        something else (autograd, a storage object) still holds them."""
+        while self._maybe_gone:
+            gone = self._maybe_gone[:]
+            self._maybe_gone.clear()
+            for srec, stack in gone:
+                if srec.tids or self._storages.get(srec.skey) is not srec:
+                    continue
+                if self._life.expired(srec.weak):
+                    self._end_storage(srec, stack)
+
+    def _sweep(self) -> None:
+        """At a mark: every storage and tensor against what they are now.
+        The C path names the few that may have changed (a mark of a big
+        model would otherwise pay Python calls for each of its storages)."""
+        self._settle()
+        fast = self._fast
+        for srec in fast.storages_to_check() if fast is not None else list(self._storages.values()):
+            if srec.weak:
+                self._check_storage(srec, None)
+        for rec in fast.tensors_to_check() if fast is not None else list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            if t is None:
+                continue
+            info = _storage_info(t)
+            if info is not None and info[2] != rec.skey:
+                self._migrate(rec, None)
+            del t

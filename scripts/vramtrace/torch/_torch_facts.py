@@ -1,0 +1,133 @@
+"""What the tracker reads of PyTorch, across its versions: the frames that
+are dispatch machinery, a tensor's storage and device, what an op does to
+its arguments' memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Tuple
+
+from .._stacks import package_files
+from .._storage_life import storage_of
+
+import torch as _torch
+
+
+# Frames never shown in use stacks nor scanned for locals: ours and the
+# dispatch machinery between the user's call and __torch_dispatch__.
+_TORCH_DIR = os.path.dirname(os.path.abspath(_torch.__file__))
+_SKIP_FILES = package_files() | frozenset(
+    os.path.join(_TORCH_DIR, p) for p in (
+        "_ops.py", os.path.join("utils", "_python_dispatch.py"), "overrides.py",
+        os.path.join("utils", "_pytree.py"),
+        # torch.set_default_device / `with torch.device(...)`: a function
+        # mode (DeviceContext) that calls every factory on the user's behalf.
+        os.path.join("utils", "_device.py"),
+        # torch 2.x wraps dispatch-mode entry points in torch._dynamo's
+        # disable wrappers (eval_frame.DisableContext, _compile._disable_dynamo).
+        os.path.join("_dynamo", "eval_frame.py"), "_compile.py"))
+
+
+# --------------------------------------------------------------------------
+# Storage access across PyTorch versions
+# --------------------------------------------------------------------------
+
+def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
+    """(data_ptr, nbytes, identity) of ``t``'s storage, or None if it has none."""
+    got = _storage_and_info(t)
+    return got[0] if got is not None else None
+
+
+_Tensor = _torch.Tensor
+_Parameter = _torch.nn.Parameter
+# Tensor.untyped_storage on torch 2.x, else the version-tolerant lookup.
+_untyped_storage = getattr(_Tensor, "untyped_storage", None) or storage_of
+
+
+# The address of a tensor's storage, read without materializing a
+# copy-on-write storage (Tensor.data_ptr() and UntypedStorage.data_ptr() do:
+# the program would get a copy it never made); torch >= 2.1.
+_storage_address = getattr(_torch._C, "_data_address", None)
+
+
+def _tensor_address(t: Any) -> int:
+    """``t.data_ptr()``, without materializing a copy-on-write storage."""
+    if _storage_address is None:
+        return int(t.data_ptr())
+    return int(_storage_address(t)) + int(t.storage_offset()) * int(t.element_size())
+
+
+def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
+    """((data_ptr, nbytes, identity), storage) of ``t``, or None."""
+    try:
+        st = _untyped_storage(t)
+        nbytes = st.nbytes()
+        ptr = _storage_address(t) if _storage_address is not None else st.data_ptr()
+        ident = getattr(st, "_cdata", 0) or ptr
+    except Exception:  # sparse, meta, functional wrappers...
+        return None
+    if nbytes <= 0 or ptr == 0:
+        return None
+    return (ptr, nbytes, ident), st
+
+
+def _device_of(t: Any) -> int:
+    if t.is_cuda:
+        return int(t.get_device())
+    return -1
+
+
+# In-place ops that can give a tensor other memory.
+_STORAGE_CHANGING_OPS = frozenset(("set_", "resize_", "resize_as_", "_resize_output_",
+                                   "resize_as_sparse_"))
+
+
+def _changes_storage(func: Any) -> bool:
+    packet = getattr(func, "overloadpacket", None)
+    name = getattr(packet, "__name__", "") or str(packet)
+    return name.split(".")[-1] in _STORAGE_CHANGING_OPS
+
+
+def _view_arg(func: Any) -> int:
+    """Index of the argument an op's outputs are views of, -1 if none.
+
+    Inside __torch_dispatch__ an output's ``_base`` is not set yet (autograd
+    sets it on the way out), so views are recognized from the schema's alias
+    annotations: ``t(Tensor(a) self) -> Tensor(a)``."""
+    try:
+        schema = func._schema
+        rets = [r.alias_info for r in schema.returns]
+        if not any(a is not None and not a.is_write for a in rets):
+            return -1
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is not None and not arg.alias_info.is_write:
+                return i
+    except Exception:
+        pass
+    return -1
+
+
+# Autograd's node of the running backward op, and the sequence number the
+# next node will take.
+_current_node = getattr(_torch._C, "_current_autograd_node", lambda: None)
+_next_sequence_nr = getattr(getattr(_torch._C, "_autograd", None), "_get_sequence_nr",
+                            lambda: 0)
+
+
+_NESTED = (list, tuple, dict)
+
+
+def _tensors_in(obj: Any, out: List[Any]) -> None:
+    """Append the tensors of a nested list/tuple/dict to ``out``."""
+    if isinstance(obj, _Tensor):
+        out.append(obj)
+    elif type(obj) is tuple or type(obj) is list or isinstance(obj, (list, tuple)):
+        for x in obj:   # an op's args: mostly tensors and scalars, flat
+            if isinstance(x, _Tensor):
+                out.append(x)
+            elif isinstance(x, _NESTED):
+                _tensors_in(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors_in(x, out)

@@ -1,0 +1,262 @@
+"""The tracker: its state, and entering and leaving ``track()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import sys
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import vramtrace as _vt
+from .._lib import get_library
+from .._holders import HolderBook
+from .._stacks import StackInterner
+from .._storage_life import StorageLife
+from .. import _gc_hold, _trackobs
+from ._cycles import _Cycles
+from . import _fast_path
+from ._fast_path import _make_fast_path
+from ._marks import _Marks
+from ._naming import _Naming
+from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
+from ._walks import _FIRST_PASS_S
+from ._records import _StorageRec, _TensorRec
+from ._registry import _active, _tls
+from ._storages import _Storages
+from ._torch_facts import _SKIP_FILES
+from ._walks import _Walks
+
+import torch as _torch
+
+
+class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
+    """Records tensors, uses, deaths and holders for ``vramtrace check``.
+
+    Use through :func:`track`. Tensor deaths keep being recorded after the
+    ``with`` block ends (a tensor that outlives the block still dies later);
+    uses and holder walks stop.
+
+    Ops are seen in the thread that entered the block, and in the autograd
+    engine threads that run its backward passes (PyTorch hands the dispatch
+    mode to them; other threads of the program are not seen); tracked
+    tensors' deaths are recorded in any thread. A backward op on an engine
+    thread (a CUDA device's backward) runs under the Python frames of the
+    forward op it differentiates, found from its autograd node's sequence
+    number, as functions named ``forward of FN`` at the forward's lines: the
+    recorder's Python frames then show, for what it allocates, where the
+    program made the forward op. A ``track()`` entered while another one records in the same
+    thread (nested, or the same tracker re-entered) records nothing of its
+    own: ``with`` gives the running tracker, which already sees every op,
+    instead of declaring each tensor and storage a second time.
+
+    An op's outputs are recorded (TENSOR_NEW, with the op's stack) only when
+    the tracker next records anything - the next op, a mark or snapshot, a
+    death, :meth:`tensor_id` - so that ``name(op(...), "label")`` right after
+    the op names the tensor from its creation on, with no extra event. A name
+    given later is a rename (vt_tensor_name, format 1.1: reports show the
+    latest name). The creation event is the output's use; its time is that
+    of the next recording, which changes no step (marks record first).
+    """
+
+    @_gc_hold.held
+    def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
+                 max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
+                 stacks: bool = True, walk_fraction: Optional[float] = 0.25,
+                 snapshot_walk_s: float = 5.0) -> None:
+        self._lib = lib if lib is not None else get_library()
+        self.walk = walk
+        # Where the tracker's own troubles are said: a RuntimeWarning (once
+        # per kind) for a program that called track(); `vramtrace run
+        # --track` sets its note(), so that an unmodified program's warnings
+        # filters (-W error, pytest's) never see vramtrace's.
+        self.say: Optional[Callable[[str], None]] = None
+        # The walk's schedule: it may spend walk_fraction of the program's
+        # own CPU time between marks (credit carried over, capped), more at
+        # a snapshot; it runs from the tensors gone stale that no walk has
+        # seen or whose references changed, else from all stale ones at
+        # exponentially spaced marks (to retract released holders).
+        self.walk_fraction = None if walk_fraction is None else float(walk_fraction)
+        self.snapshot_walk_s = float(snapshot_walk_s)
+        self.walks = 0               # walks made
+        self.walk_cutoffs = 0        # walks the time budget stopped early
+        self.walks_postponed = 0     # marks where a due walk had no budget
+        self.walk_seconds = 0.0      # CPU seconds spent at marks (sweeps and walks)
+        self._credit = 0.0
+        # CPU seconds per heap pass, last measured; before the first walk,
+        # what one costs in a process with torch loaded (10-40 ms for its
+        # 150,000-300,000 objects), so that the first walk waits for that
+        # much credit instead of overdrawing it by a whole pass.
+        self._pass_cost = _FIRST_PASS_S
+        self._last_mark_end: Optional[Tuple[float, float]] = None   # (CPU, wall) clocks
+        self._walked: Set[int] = set()   # tensor ids a walk started from
+        # Tensor id -> its reference count when a walk that was not cut off
+        # started from it: while the count stays the same, the holders that
+        # walk found are still the ones (nothing took or dropped a reference).
+        self._settled: Dict[int, int] = {}
+        self.walks_skipped = 0       # due walks skipped: every stale tensor unchanged
+        # Stale storages left out of a mark's walk because they rest as long
+        # as they did before being used again (batches reused every k steps).
+        self.resting_skipped = 0
+        self.partial_walks = 0       # walks from only the new or changed stale tensors
+        self._py_busy = 0.0          # seconds the Python path spent recording ops and deaths
+        self._busy_at_mark = 0.0     # _busy at the end of the last mark
+        self._marks_since_walk = 0
+        self._backoff = 1
+        self.collect_cycles = collect_cycles
+        self.max_depth = max_depth
+        self.max_breadth = max_breadth
+        self.max_nodes = max_nodes
+        self.epoch = 0                                # marks seen
+        # id(parameter) -> (weakref, its name in a model): _param_name
+        self._param_names: Dict[int, Tuple[Any, str]] = {}
+        self._param_labels: Set[str] = set()   # the model names parameters were given
+        self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
+        self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
+        self._pending: List[_TensorRec] = []          # outputs not recorded yet
+        self._storages: Dict[int, _StorageRec] = {}
+        self._life = StorageLife(_torch)
+        self._starts: List[int] = []                  # sorted ptrs of declared storages
+        self._at_ptr: Dict[int, _StorageRec] = {}     # declared external storages by ptr
+        # Storages whose last tracked tensor died: the StorageImpl is released
+        # only after the death callback returns, so it is checked at the next
+        # recording point. (storage, stack of the death)
+        self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = []
+        # id(op) -> (index of the argument its outputs view, -1: none; whether
+        # it may give a tensor other memory: set_, resize_; the op itself)
+        self._op_meta: Dict[int, Tuple[int, bool, Any]] = {}
+        # (id(op), output index, stack) -> name; ops in _op_meta keep their ids
+        self._names: Dict[Tuple[int, int, int], str] = {}
+        self._stacks = StackInterner(self._lib, _SKIP_FILES)
+        self._stacks.enabled = stacks
+        self._book = HolderBook(self._lib)
+        # Hot paths: the bare ctypes calls when the library has them.
+        raw = getattr(self._lib, "raw", None)
+        self._use = (raw and raw("vt_tensor_use_stack")) or self._lib.tensor_use
+        self._drop_use = (raw and raw("vt_tensor_drop")) or self._lib.tensor_drop
+        self._new_raw = raw and raw("vt_tensor_new_stack")
+        self._ext_raw = raw and raw("vt_storage_external_stack")
+        self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
+        self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
+        self._mode: Optional[_Mode] = None
+        self._mode_refs = 0          # the mode's reference count before it was entered
+        self._observer: Any = None   # the op observer (_trackobs) instead of the mode
+        #: How ops were seen once the block was entered: "observer" (PyTorch's
+        #: RecordFunction hook, vramtrace/_trackobs.py) or "dispatch mode".
+        self.ops_seen_by = ""
+        self._recording = False
+        self._in_gc = False          # inside a collection we did not start
+        self._manual_gc = False      # inside our own cycle collection
+        self._gc_dead: List[Tuple[int, int]] = []   # (tid, id(obj)) died in a collection
+        self._gc_holder = 0          # holder of the running automatic collection
+        self.errors = 0
+        #: Tracked tensors that a garbage collection freed (held by a reference cycle).
+        self.gc_freed = 0
+        self._py_ops = 0             # ops the Python path recorded
+        self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
+        self._owner = 0              # the thread that entered: it runs the forward ops
+        # Autograd node sequence number -> stack id of the forward op that
+        # made the node, and stack id -> the frames that replay it.
+        self._node_stacks: Dict[int, int] = {}
+        self._forward_frames: Dict[int, Any] = {}
+        self._lent_frames: Dict[int, int] = {}   # the same, interned (op observer)
+        # The per-op path in C (_trackfast, scripts/trackfast/), when it is built for this
+        # Python and the library is the real one (its C entry points). It
+        # holds the containers above: _by_obj, _by_tid, _pending, _storages,
+        # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and
+        # _at_ptr are changed in place, never rebound.
+        self._fast = _make_fast_path(self, raw, stacks)
+
+    # -- context -----------------------------------------------------------
+    @_gc_hold.held
+    def __enter__(self) -> "Tracker":
+        running = getattr(_tls, "tracker", None)
+        if running is not None:
+            self._deferred.append(running)
+            return running
+        _tls.tracker = self
+        self._owner = _get_ident()
+        self._observer = _trackobs.load() if self._fast is not None and \
+            _trackobs.wanted() else None
+        if self._observer is not None:
+            # Storages read in C++ from now on, also after __exit__ and
+            # when another thread's tracker has the observer: Python's
+            # data_ptr() would materialize a copy-on-write storage.
+            self._life.read_with(self._observer.storage_now)
+            self._fast.storage_reader = self._observer.storage_now_address
+            lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
+            try:
+                self._observer.install(self._fast.observed, self._fast.observed_engine,
+                                       _trackobs.op_for, self._engine_frames,
+                                       ctypes.cast(lend, ctypes.c_void_p).value if lend else 0,
+                                       getattr(_fast_path._trackfast, "GC_HOLD_API", 0))
+                # what it reads of each tensor in C++, used with its weak maker
+                self._fast.weak_maker = self._observer.make_weak_address
+            except RuntimeError:   # another thread's tracker has it: this one, the mode
+                self._observer = None
+        if self._observer is None:
+            self._mode = _Mode(self)
+            self._mode_refs = sys.getrefcount(self._mode)
+            self._mode.__enter__()
+        self.ops_seen_by = "observer" if self._observer is not None else "dispatch mode"
+        self._recording = True
+        _active.append(self)
+        _vt.add_mark_hook(self._on_mark)
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+        return self
+
+    @_gc_hold.held
+    def __exit__(self, *exc: Any) -> None:
+        if self._deferred:   # a nested enter: the running tracker goes on
+            self._deferred.pop()
+            return
+        if getattr(_tls, "tracker", None) is self:
+            _tls.tracker = None
+        self._flush()
+        self._settle()
+        self._recording = False
+        _vt.remove_mark_hook(self._on_mark)
+        if self in _active:
+            _active.remove(self)
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(*exc)
+            _let_engine_threads_go(mode, self._mode_refs)
+            del mode
+        if self._observer is not None:
+            self._observer.uninstall()
+            self._fast.weak_maker = 0
+            self._observer = None
+
+    @_gc_hold.held
+    def close(self) -> None:
+        """Stop recording deaths too (tensors still alive are left as they are)."""
+        try:
+            gc.callbacks.remove(self._on_gc)
+        except ValueError:
+            pass
+        self._flush()
+        for rec in list(self._by_tid.values()):
+            rec.ref = None
+        self._by_tid.clear()
+        self._by_obj.clear()
+
+    @property
+    def ops(self) -> int:
+        """Ops recorded so far (by either path)."""
+        fast = self._fast
+        return self._py_ops + (fast.ops if fast is not None else 0)
+
+    def _busy(self) -> float:
+        """Seconds spent recording ops and deaths (the walk schedule's input)."""
+        fast = self._fast
+        return self._py_busy + (fast.busy if fast is not None else 0.0)
+
+    def storages_now(self) -> Dict[int, Tuple[int, int, int]]:
+        """The tracked storages alive now, by identity: (address, bytes,
+        device; -1 for host memory). Outputs held back are recorded and the
+        storages whose last tensor died are settled first."""
+        self._flush()
+        self._settle()
+        return {k: (s.ptr, s.nbytes, s.device) for k, s in self._storages.items()}

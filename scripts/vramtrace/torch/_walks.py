@@ -1,0 +1,449 @@
+"""Holder walks: from the storages gone stale to what still holds them,
+through referrers, autograd hooks and graph edges.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections import OrderedDict
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+
+from .._referrers import Edge, NodeKey, WalkResult, walk_referrers
+from ._records import _StorageRec
+from ._torch_facts import _SKIP_FILES, _storage_info
+
+import torch as _torch
+
+
+# "h = f(x) (train.py:40, aten.relu out[0])" -> "h = f(x) (train.py:40)": a line.
+_OP_PART = re.compile(r"(:\d+), [^()]*\)$")
+# A snapshot's walk also starts from the storages in use of a line that made
+# at least _GROWING_LINE of them (the oldest _GROWING_WALKED of each, at most
+# about _GROWING_WALKED_ALL in all): see Tracker._growing_starts.
+_FIRST_PASS_S = 0.02           # a heap pass's cost assumed until one is measured
+# gc.get_referrers compares every reference in the heap with each object it
+# looks for: each start of a walk adds about this fraction of a heap pass.
+_STARTS_PER_PASS = 30
+_MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the next
+_GROWING_LINE = 3
+_GROWING_WALKED = 4
+_GROWING_WALKED_ALL = 128
+
+
+# --------------------------------------------------------------------------
+# Hooks of autograd nodes
+# --------------------------------------------------------------------------
+
+class _HookProbe(Exception):
+    """Raised inside PyTorch's hook registration to abort it (see below)."""
+
+    def __init__(self, hooks: Any) -> None:
+        super().__init__()
+        self.hooks = hooks
+
+
+def _probe_hook(*_args: Any) -> None:   # never runs: its registration is aborted
+    return None
+
+
+def _node_hook_dicts(node: Any) -> List[Tuple[str, Any]]:
+    """("pre_hooks" | "hooks", dict) of autograd ``node``, read without changing it.
+
+    A node keeps the hooks given to ``register_prehook``/``register_hook`` in
+    a dict held from C++ only (gc cannot see the edge; Python has no getter).
+    Registering a hook looks up that dict and hands it to
+    ``_HookMixin._register_hook(dict, hook)`` before changing the node: for
+    our probe hook that call raises with the dict, so the node stays as it
+    was (no dict is made where there was none)."""
+    mixin = _hook_mixin
+    if mixin is None:
+        return []
+    original = mixin.__dict__.get("_register_hook")
+    if not isinstance(original, staticmethod):
+        return []
+    real = original.__func__
+
+    def probing(backward_hooks: Any, hook: Any) -> Any:
+        if hook is _probe_hook:
+            raise _HookProbe(backward_hooks)
+        return real(backward_hooks, hook)   # another thread's own registration
+
+    out: List[Tuple[str, Any]] = []
+    mixin._register_hook = staticmethod(probing)
+    try:
+        for kind in ("pre_hooks", "hooks"):
+            register = getattr(node, "register_prehook" if kind == "pre_hooks"
+                               else "register_hook", None)
+            if register is None:
+                continue
+            try:
+                register(_probe_hook)
+            except _HookProbe as got:
+                if got.hooks is not None:
+                    out.append((kind, got.hooks))
+            except Exception:
+                continue
+    finally:
+        mixin._register_hook = original
+    return out
+
+
+try:
+    from torch.autograd.function import _HookMixin as _hook_mixin
+except ImportError:  # pragma: no cover - other torch layouts
+    _hook_mixin = None
+
+
+# --------------------------------------------------------------------------
+# The tracker
+# --------------------------------------------------------------------------
+
+
+class _GradGraphWalk:
+    """A bounded walk over autograd graphs (``grad_fn`` and its
+    ``next_functions``), shared by the searches for edges that live in C++.
+
+    Every node reached is kept in ``nodes`` with the edge that reached it in
+    ``edges``; each node is handed to the caller once, across all the roots
+    walked, and the whole walk stops after ``budget`` steps."""
+
+    def __init__(self, budget: int = 2048) -> None:
+        self.nodes: Dict[NodeKey, Any] = {}
+        self.edges: List[Edge] = []
+        self.seen: Set[int] = set()
+        self.budget = budget
+
+    def new_nodes(self, fn: Any, root: NodeKey) -> Iterator[Tuple[Any, NodeKey]]:
+        """Walks from ``root``'s grad_fn ``fn``: yields each node not seen
+        before, then follows its next_functions."""
+        stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
+        del fn
+        while stack and self.budget > 0:
+            node, parent, label = stack.pop()
+            self.budget -= 1
+            nkey: NodeKey = ("g", id(node))
+            self.nodes[nkey] = node
+            self.edges.append(Edge(parent, nkey, label))
+            if id(node) in self.seen:
+                continue
+            self.seen.add(id(node))
+            yield node, nkey
+            for i, (nxt, _) in enumerate(getattr(node, "next_functions", ()) or ()):
+                if nxt is not None:
+                    stack.append((nxt, nkey, f"next_functions[{i}]"))
+            del node
+
+
+def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any]
+               ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+    """The edges and nodes on chains that end in ``useful``."""
+    changed = True
+    while changed:
+        changed = False
+        for e in edges:
+            if e.dst in useful and e.src not in useful:
+                useful.add(e.src)
+                changed = True
+    kept = [e for e in edges if e.dst in useful and e.src in useful]
+    return kept, {k: v for k, v in nodes.items() if k in useful}
+
+
+_cpu_clock = time.process_time   # the walk's budget: the process's CPU time
+
+
+class _Walks:
+    """The tracker's holder walks (a mixin of :class:`Tracker`)."""
+
+    def _tensor_key(self, obj: Any) -> Optional[NodeKey]:
+        if isinstance(obj, _torch.Tensor):
+            rec = self._by_obj.get(id(obj))
+            if rec is not None:
+                return ("t", self._record(rec))
+        return None
+
+    def _ignore_ids(self) -> Set[int]:
+        return {id(self), id(self._by_obj), id(self._by_tid), id(self._storages),
+                id(self._gc_dead), id(self._pending), id(self.__dict__)}
+
+    def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int],
+              deadline: Optional[float] = None) -> WalkResult:
+        return walk_referrers(starts, self._tensor_key, skip_files=_SKIP_FILES,
+                              ignore_ids=self._ignore_ids() | extra,
+                              max_depth=self.max_depth, max_breadth=self.max_breadth,
+                              max_nodes=self.max_nodes, deadline=deadline, clock=_cpu_clock)
+
+    def _stale_starts(self, threshold: int, final: bool
+                      ) -> Tuple[Dict[NodeKey, Any], Dict[int, int]]:
+        """The tensors a mark walks from, with their reference counts.
+
+        A storage not used since the previous mark is stale; one that went
+        unused this long before and was used again (a batch reused every k
+        steps) rests and is left out until it stays unused longer than it
+        ever did: the checker flags none of those, and a walk would only
+        find the same holder again. At a snapshot every stale one counts."""
+        starts: Dict[NodeKey, Any] = {}
+        counts: Dict[int, int] = {}
+        getrefcount = sys.getrefcount
+        for srec in self._storages.values():
+            last = srec.last_epoch
+            if last != srec.seen_epoch:
+                rest = last - srec.seen_epoch - 1
+                if rest > srec.rest:
+                    srec.rest = rest
+                srec.seen_epoch = last
+            if last >= threshold:
+                continue
+            if not final and threshold - last <= srec.rest:
+                self.resting_skipped += 1
+                continue
+            for rec in srec.tids:
+                t = rec.ref() if rec.ref is not None and rec.tid else None
+                if t is not None:
+                    starts[("t", rec.tid)] = t
+                    counts[rec.tid] = getrefcount(t)   # same spot every mark
+                del t
+        if final:
+            self._growing_starts(threshold, starts, counts)
+        return starts, counts
+
+    def _growing_starts(self, threshold: int, starts: Dict[NodeKey, Any],
+                        counts: Dict[int, int]) -> None:
+        """At a snapshot, also the tensors of storages in use that one line
+        made many of: what grows step over step is used every step (hooks
+        that pile up on a parameter, each using its own closure's tensor),
+        so no mark walks it, and the checker's growth rule would name the
+        line but not what keeps its storages. The oldest few of each such
+        line (those a growth finding shows), a bounded number in all."""
+        by_line: Dict[str, List[_StorageRec]] = {}
+        for srec in self._storages.values():     # oldest first: dicts keep order
+            if srec.last_epoch < threshold:
+                continue                          # stale: walked already
+            for rec in srec.tids:
+                if rec.base == 0 and rec.tid:
+                    by_line.setdefault(_OP_PART.sub(r"\1)", rec.name), []).append(srec)
+                    break
+        added = 0
+        getrefcount = sys.getrefcount
+        for line, srecs in by_line.items():
+            if len(srecs) < _GROWING_LINE or "(" not in line:
+                continue
+            for srec in srecs[:_GROWING_WALKED]:
+                for rec in srec.tids:
+                    t = rec.ref() if rec.ref is not None and rec.tid else None
+                    if t is not None and ("t", rec.tid) not in starts:
+                        starts[("t", rec.tid)] = t
+                        counts[rec.tid] = getrefcount(t)
+                        added += 1
+                    del t
+            if added >= _GROWING_WALKED_ALL:
+                break
+
+    def _walk_stale(self, threshold: int, final: bool = False) -> None:
+        starts, counts = self._stale_starts(threshold, final)
+        if not starts:
+            self._book.emit(WalkResult(), "stale")   # retracts all it asserted
+            self._walked.clear()
+            self._settled.clear()
+            return
+        # A walk costs about one heap pass per level plus a little per
+        # start, so the stale tensors no walk has seen, and those whose
+        # references changed since a complete walk, are walked together
+        # (a partial walk: it adds what it finds and retracts only what it
+        # no longer finds of its own starts); all of them, to retry what a
+        # cut-off walk missed and retract released holders, only at
+        # exponentially spaced marks and at a snapshot.
+        self._marks_since_walk += 1
+        settled = self._settled
+        walked = self._walked
+        fresh = [k for k in starts if k[1] not in walked]
+        changed = [k for k in starts if k[1] in settled and settled[k[1]] != counts[k[1]]]
+        full = final or (not fresh and not changed and self._marks_since_walk >= self._backoff
+                         and not all(settled.get(t) == n for t, n in counts.items()))
+        if not final and not fresh and not changed:
+            if self._marks_since_walk >= self._backoff and not full:
+                # A clean loop's stale tensors (batches reused every k
+                # steps) are the same tensors under the same references
+                # mark after mark: what the last complete walk recorded
+                # still stands, and a heap pass would only find it again.
+                self.walks_skipped += 1
+                self._marks_since_walk = 0
+            if not full:
+                starts.clear()
+                return
+        if not full:
+            part = set(fresh) | set(changed)
+            if len(part) > _MAX_PARTIAL_STARTS:   # the oldest first: dicts keep order
+                part = set([k for k in starts if k in part][:_MAX_PARTIAL_STARTS])
+            if len(part) < len(starts):
+                for k in [k for k in starts if k not in part]:
+                    del starts[k]
+                    del counts[k[1]]
+            else:
+                full = True
+        began = _cpu_clock()
+        if self.walk_fraction is None:      # no time budget
+            allowance = float("inf")
+        else:
+            allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
+        # A walk at a mark runs when its budget fits its first level (a heap
+        # pass, longer with more starts) and one more: the first finds the
+        # containers, the second what owns them. A snapshot's walk, the
+        # last chance, runs its first level whatever its budget.
+        need = 0.0 if final else self._pass_cost * (2 + len(starts) / _STARTS_PER_PASS)
+        if allowance <= 0 or allowance < need:
+            self.walks_postponed += 1
+            starts.clear()
+            return
+        res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance)
+        if res.levels:
+            # Per heap pass with no start; the first level had them all.
+            self._pass_cost = (_cpu_clock() - began) / (
+                res.levels + len(starts) / _STARTS_PER_PASS)
+        self.walks += 1
+        self._backoff = 1 if fresh else min(2 * self._backoff, 64)
+        self._marks_since_walk = 0
+        if res.cut_off:
+            self.walk_cutoffs += 1
+            if self.walk_cutoffs == 1:
+                self._warn(
+                    f"vramtrace.torch: the holder walk ran out of its time budget "
+                    f"({allowance * 1e3:.0f} ms) after {res.levels} levels; holders "
+                    "farther up are looked for at later marks (Tracker.walk_cutoffs "
+                    "counts these)", 4)
+        # Walked (cut off or not): walked again only at the backoff's marks,
+        # so a walk that never fits its budget is not retried at every mark.
+        # _walked and _settled hold the tensors whose references the walks
+        # asserted are still asserted: a full walk retracts those of the
+        # tensors it did not start from.
+        if full:
+            self._walked = set()
+            settled = {}
+        self._walked = {t for t in self._walked if t in self._by_tid}
+        self._walked.update(k[1] for k in starts)
+        self._settled = {t: n for t, n in settled.items() if t in self._by_tid}
+        if not res.cut_off:
+            self._settled.update(counts)
+        else:
+            for t in counts:
+                self._settled.pop(t, None)
+        # A view holds its base (view._base, from C++: invisible to gc).
+        views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
+                 if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
+        res.edges.extend(views)
+        edges = list(res.edges)
+        held = {e.dst for e in edges}
+        orphans = [k for k in starts if k not in held]
+        extra: Tuple[Edge, ...] = ()
+        if orphans:
+            grad_edges, grad_nodes = self._autograd_edges(orphans, starts)
+            for k, node in grad_nodes.items():
+                res.names[k] = type(node).__name__
+                res.objects[k] = node
+            extra = tuple(grad_edges)
+            del grad_nodes
+        hook_edges, hook_nodes = self._hook_edges(res, held)
+        if hook_edges:
+            for k, node in hook_nodes.items():
+                res.names[k] = type(node).__name__
+                res.objects[k] = node
+            extra += tuple(hook_edges)
+        del hook_nodes
+        only = None if full else {k[1] for k in starts}
+        starts.clear()
+        self._book.emit(res, "stale", extra, only=only)
+        del res
+        if not full:
+            self.partial_walks += 1
+
+    def _hook_edges(self, res: WalkResult, held: Set[NodeKey]
+                    ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+        """Edges from autograd nodes to the hook dicts a walk stopped at.
+
+        A walk up from a tensor kept by a hook's closure ends at the hooks
+        dict (nothing in Python holds it: its node does, from C++). Search
+        the graphs of the live tracked tensors (bounded) for the node that
+        owns each such dict, so that a cycle through a node's hooks (the
+        tensor's grad_fn -> its pre-hook -> the closure -> the tensor) shows
+        as the cycle it is."""
+        want: Dict[int, NodeKey] = {}
+        for k, obj in res.objects.items():
+            # PyTorch keeps hooks in an OrderedDict (_HookMixin._register_hook)
+            if k not in held and type(obj) is OrderedDict and k[0] == "o":
+                want[id(obj)] = k
+        if not want:
+            return [], {}
+        graph = _GradGraphWalk()
+        for rec in list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            fn = t.grad_fn if t is not None else None
+            del t
+            if fn is None:
+                continue
+            for node, nkey in graph.new_nodes(fn, ("t", rec.tid)):
+                for kind, hooks in _node_hook_dicts(node):
+                    k = want.get(id(hooks))
+                    if k is not None:
+                        graph.edges.append(Edge(nkey, k, kind))
+                    del hooks
+                del node
+            del fn
+        # Keep only the chains that end at a wanted dict.
+        return _chains_to(set(want.values()), graph.edges, graph.nodes)
+
+    def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
+                        ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+        """Edges from autograd nodes that save the storages of ``orphans``.
+
+        Saved tensors live in C++, invisible to gc: search the graphs of the
+        live tracked tensors (bounded) for `_saved_*` tensors sharing storage."""
+        want: Dict[int, NodeKey] = {}
+        for k in orphans:
+            info = _storage_info(starts[k])
+            if info is not None:
+                want[info[2]] = k
+        if not want:
+            return [], {}
+        graph = _GradGraphWalk()
+        edges = graph.edges
+        for rec in list(self._by_tid.values()):
+            t = rec.ref() if rec.ref is not None else None
+            if t is None:
+                continue
+            root: NodeKey = ("t", rec.tid)
+            # A tensor's .grad lives in C++ (invisible to gc).
+            # (Reading .grad of a non-leaf makes PyTorch warn the user.)
+            g = getattr(t, "_grad", None) if t.requires_grad and (
+                t.is_leaf or t.retains_grad) else None
+            if g is not None:
+                info = _storage_info(g)
+                if info is not None and info[2] in want and ("t", rec.tid) != want[info[2]]:
+                    edges.append(Edge(root, want[info[2]], ".grad"))
+            del g
+            fn = t.grad_fn
+            if fn is None:
+                continue
+            for node, nkey in graph.new_nodes(fn, root):
+                tname = type(node).__name__
+                for attr in dir(node):
+                    if not attr.startswith("_saved_") or attr.endswith(("sizes", "strides")):
+                        continue
+                    try:
+                        val = getattr(node, attr)
+                    except Exception:
+                        continue
+                    vals = val if isinstance(val, (list, tuple)) else (val,)
+                    for v in vals:
+                        if isinstance(v, _torch.Tensor):
+                            info = _storage_info(v)
+                            if info is not None and info[2] in want:
+                                edges.append(Edge(nkey, want[info[2]],
+                                                  f"SavedTensor '{attr[7:]}' of {tname}"))
+        # Keep only the chains that end at a wanted tensor.
+        return _chains_to(set(want.values()), graph.edges, graph.nodes)
+
+
+# --------------------------------------------------------------------------
+# Module-level helpers
+# --------------------------------------------------------------------------
