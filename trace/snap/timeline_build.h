@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "errbuf.h"
+#include "free_match.h"
 #include "liveness.h"
 #include "timeline.h"
 #include "u64map.h"
@@ -35,6 +36,7 @@ struct builder {
     vt_timeline *tl;
     size_t lcap, scap, mcap;
     vt__u64map lmap, smap;  /* addr -> lifetime, segment span (the newest at the addr) */
+    vt__free_match frees;   /* which free request a FREE_COMPLETED completes */
     vt_liveness *lv;
     char *err;
     size_t errlen;

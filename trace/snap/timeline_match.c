@@ -150,6 +150,9 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
     tl->last_seq = e->seq;
     tl->last_time_ns = e->time_ns;
     tl->kind_counts[e->kind]++;
+    uint32_t request;   /* at a FREE_COMPLETED, the FREE_REQUESTED it completes */
+    if (vt__free_match_event(&b->frees, e, ei, &request))
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     switch (e->kind) {
     case VT_EV_ALLOC: {
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
@@ -218,12 +221,11 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         break;
     }
     case VT_EV_FREE_COMPLETED: {
-        idx = vt__u64map_get(&b->lmap, e->addr);
+        /* the lifetime that request freed, unless a streamed build retired it */
+        idx = request == VT__FREE_MATCH_NONE ? VT_TL_NONE : vt__u64map_get(&b->lmap, e->addr);
         if (idx == VT_TL_NONE)
             break;
         vt_lifetime *l = &tl->lifetimes[idx];
-        if (l->free_event == VT_TL_NONE || l->complete_event != VT_TL_NONE)
-            break;
         l->complete_event = ei;
         if (l->flags & VT_LT_PENDING_FREE)
             end_pending(l, ei);

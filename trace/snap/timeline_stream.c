@@ -44,7 +44,8 @@ static int builder_init(struct builder *b, const vt__snapshot_data *s, vt_timeli
 {
     *b = (struct builder){ .s = s, .tl = tl, .lv = lv, .err = err, .errlen = errlen,
                            .stream = 1 };
-    if (vt__u64map_init(&b->lmap, MAP_START) || vt__u64map_init(&b->smap, MAP_START))
+    if (vt__u64map_init(&b->lmap, MAP_START) || vt__u64map_init(&b->smap, MAP_START) ||
+        vt__free_match_init(&b->frees))
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     return 0;
 }
