@@ -52,14 +52,12 @@ static void put_frames(vt_pickle_writer *w, const vt__snapshot_data *s, uint32_t
     for (size_t i = 0; i < n; i++) { /* innermost first, as PyTorch */
         const vt_frame *f = fr[i];
         const char *fn = vt__snapshot_string(s, f->function);
-        const char *file = vt__snapshot_string(s, f->file);
+        const char *file = vt__frame_file(s, f);
         char ipbuf[32];
         if (!*fn) {
             snprintf(ipbuf, sizeof ipbuf, "0x%" PRIx64, f->ip);
             fn = ipbuf;
         }
-        if (!*file)
-            file = vt__snapshot_string(s, f->module);
         vt__pw_dict_begin(w);
         put_key_str(w, "filename", *file ? file : "??");
         put_key_int(w, "line", f->line);

@@ -146,6 +146,10 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
                                  const vt_frame **out, size_t max);
 
+/* Where frame f runs: its source file, or else its module ("" when neither
+ * is known). */
+const char *vt__frame_file(const vt__snapshot_data *s, const vt_frame *f);
+
 /* The line where frame f's function is defined, as the views show it
  * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown
  * or when f runs a module's top-level code ("<module>", always line 1). */
