@@ -35,7 +35,7 @@ static const char usage_text[] =
 static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt_timeline *tl)
 {
     char err[512];
-    vt_check_options opt;
+    vt__check_options opt;
     vt__check_options_init(&opt);
     vt_check_report *rep = NULL;
     if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {

@@ -71,9 +71,9 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(tl->segments[0].addr, 0x10000000);
     ASSERT_EQ(tl->segments[0].flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);
     ASSERT_EQ(tl->segments[0].state_segment, 0);
-    const vt_segment_span *sb = vt__timeline_event_segment(tl, s, 2);
+    const vt__segment_span *sb = vt__timeline_event_segment(tl, s, 2);
     ASSERT(sb && sb->addr == 0x20000000 && sb->flags == VT_LT_ALIVE && sb->state_segment == 1);
-    const vt_segment_span *sc = vt__timeline_event_segment(tl, s, 13);
+    const vt__segment_span *sc = vt__timeline_event_segment(tl, s, 13);
     ASSERT(sc && sc->free_seq == 24 && !(sc->flags & VT_LT_ALIVE));
 
     /* marks and counts */

@@ -52,7 +52,7 @@ int vt__tl_reorder(struct builder *b)
             tl->event_owner[i] = map[tl->event_owner[i]];
     }
 
-    vt_segment_span *ng = malloc(ns * sizeof *ng + 1);
+    vt__segment_span *ng = malloc(ns * sizeof *ng + 1);
     if (!ng) {
         free(map);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
@@ -285,8 +285,8 @@ const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__
     return o < tl->nlifetimes ? &tl->lifetimes[o] : NULL;
 }
 
-const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
-                                                  size_t ev)
+const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
+                                                   const vt__snapshot_data *s, size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
         return NULL;
