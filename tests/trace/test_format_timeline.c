@@ -4,6 +4,7 @@
  */
 #include <time.h>
 
+#include "free_match.h"
 #include "harness.h"
 #include "timeline.h"
 #include "test_format_gen.h"
@@ -281,6 +282,36 @@ TEST(timeline_of_empty_snapshot)
     ASSERT_PTR_EQ(vt__timeline_find(tl, 0, 0), NULL);
     vt__timeline_free(tl);
     vt__snapshot_free(s);
+}
+
+TEST(free_completion_completes_the_newest_request_its_address_was_not_allocated_since)
+{
+    enum { N = VT__FREE_MATCH_NONE };
+    static const struct {
+        vt_event e;
+        uint32_t completes;
+    } ev[] = {
+        { { .kind = VT_EV_ALLOC, .addr = 0x1000 }, N },
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x1000, .aux = 1 }, N },
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x2000, .aux = 1 }, N },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x1000 }, 1 },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x1000 }, N },  /* completed already */
+        { { .kind = VT_EV_ALLOC, .addr = 0x2000 }, N },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x2000 }, N },  /* allocated again since */
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x3000 }, N },  /* requested before the window */
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x2000 }, N },
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x2000 }, N },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x2000 }, 9 },  /* the newest */
+    };
+    vt__free_match m;
+    ASSERT_EQ(vt__free_match_init(&m), 0);
+    for (uint32_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        uint32_t request;
+        ASSERT_EQ(vt__free_match_event(&m, &ev[i].e, i, &request), 0);
+        ASSERT_MSG(request == ev[i].completes, "event %u completes %u, not %u", i, request,
+                   ev[i].completes);
+    }
+    vt__free_match_free(&m);
 }
 
 TEST_MAIN()

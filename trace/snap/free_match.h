@@ -9,8 +9,9 @@
  * window). The address alone is the key: device addresses are unique
  * across devices.
  *
- * The matcher holds only requests still open, so a build over a stream of
- * events stays bounded by what is pending.
+ * It holds a request only until its completion or the next ALLOC of its
+ * address, so that a build over a stream of events stays bounded by what
+ * is pending.
  */
 #ifndef VT_TRACE_FREE_MATCH_H
 #define VT_TRACE_FREE_MATCH_H
