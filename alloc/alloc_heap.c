@@ -94,7 +94,7 @@ static inline void account_free(vt__heap *h, vt__block *b, int sign)
     }
 }
 
-static uint64_t round_size(uint64_t req, const vt_config *cfg)
+static uint64_t round_size(uint64_t req, const vt__conf *cfg)
 {
     if (req < VT_MIN_BLOCK)
         return VT_MIN_BLOCK;
@@ -113,7 +113,7 @@ static uint64_t round_size(uint64_t req, const vt_config *cfg)
 
 static void heap_setup(vt__heap *h, int device)
 {
-    const vt_config *cfg = vt__config();
+    const vt__conf *cfg = vt__config();
     h->device = device;
     uint64_t total = 0;
     if (vt__backend_total_mem(device, &total) || !total)
@@ -167,7 +167,7 @@ int vt__heap_count(void)
 /* ---- free blocks -------------------------------------------------------- */
 
 vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
-                         const vt_config *cfg)
+                         const vt__conf *cfg)
 {
     vt__block *b = vt__index_best_fit(&h->free_idx[pool], key, size);
     if (!b)
@@ -189,7 +189,7 @@ vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
 
 /* Hand out `size` bytes from the start of free block b; the rest stays
  * free when it is worth keeping as a block of its own. */
-static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt_config *cfg)
+static void carve(vt__heap *h, vt__block *b, uint64_t size, const vt__conf *cfg)
 {
     int pool = b->pool;
     vt__index_remove(&h->free_idx[pool], b);
@@ -299,7 +299,7 @@ void vt__make_free(vt__heap *h, vt__block *b)
 
 int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 {
-    const vt_config *cfg = vt__config();
+    const vt__conf *cfg = vt__config();
     uint32_t stack = vt__trace_enabled() ? vt__stack_capture() : 0;
     if (vt_unlikely(req > VT_MAX_REQUEST)) {
         vt__oom_report(h, key, req, req, stack);

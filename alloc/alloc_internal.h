@@ -258,7 +258,7 @@ void vt__block_release(vt__heap *h, vt__block *b);
 /* Under the lock: a free block of `pool` on stream `key` that can serve
  * `size` (max_split_size rules applied), NULL if none. */
 vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
-                         const vt_config *cfg);
+                         const vt__conf *cfg);
 /* Under the lock: b becomes free and merges with free neighbours (pending
  * ones stay apart); in a dead segment the segment may retire. */
 void vt__make_free(vt__heap *h, vt__block *b);
@@ -327,7 +327,7 @@ int vt__release_detached(vt__heap *h, vt__segment *list);
 /* The miss path: gc, a new segment, the OOM chain. Called and returns with
  * the lock held; may drop it in between. */
 int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
-                  const vt_config *cfg, vt__block **out);
+                  const vt__conf *cfg, vt__block **out);
 /* Count and record an out-of-memory (takes the lock). */
 void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint32_t stack);
 int vt__heap_empty_cache(vt__heap *h);
@@ -365,7 +365,7 @@ void vt__ipc_scan(void);
 /* Before an allocation ordered on no stream, with no lock held: in auto
  * mode, look again if something was loaded since the last look (two
  * relaxed loads when nothing was). */
-static inline void vt__ipc_refresh(const vt_config *cfg)
+static inline void vt__ipc_refresh(const vt__conf *cfg)
 {
     if (cfg->ipc_safe != VT_IPC_SAFE_AUTO || atomic_load_explicit(&vt__ipc_on, memory_order_relaxed))
         return;
@@ -378,7 +378,7 @@ static inline void vt__ipc_refresh(const vt_config *cfg)
 /* Does a request on stream key `key` get a whole segment (IPC-safe mode,
  * VRAMTRACE_CONF ipc_safe)? Only memory ordered on no stream (cudaMalloc,
  * cuMemAlloc) is legacy-exportable. Under the lock: no look, what is known. */
-static inline bool vt__ipc_whole(uint64_t key, const vt_config *cfg)
+static inline bool vt__ipc_whole(uint64_t key, const vt__conf *cfg)
 {
     if (key != VT_NO_STREAM_KEY || cfg->ipc_safe == VT_IPC_SAFE_OFF)
         return false;

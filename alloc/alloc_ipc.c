@@ -318,7 +318,7 @@ void vt__alloc_ipc_exporting(const void *ptr)
             continue;
         if (addr == base && !vmm)
             return;   /* the importer opens exactly this pointer */
-        const vt_config *cfg = vt__config();
+        const vt__conf *cfg = vt__config();
         const char *later = cfg->ipc_safe == VT_IPC_SAFE_AUTO ? "; later allocations are ipc-safe"
                                                               : "";
         if (vmm)   /* an expandable segment: the driver refuses VMM memory */

@@ -197,7 +197,7 @@ static int release_cached(vt__heap *h, uint64_t need, bool all)
 
 /* garbage_collection_threshold: before the cache grows past threshold x cap,
  * release the unused segments that have been idle longer than average. */
-static void collect_garbage(vt__heap *h, uint64_t incoming, const vt_config *cfg)
+static void collect_garbage(vt__heap *h, uint64_t incoming, const vt__conf *cfg)
 {
     double thr = cfg->garbage_collection_threshold;
     if (thr <= 0 || h->cap == UINT64_MAX)
@@ -337,7 +337,7 @@ void vt__oom_report(vt__heap *h, uint64_t key, uint64_t req, uint64_t size, uint
 /* The miss path: grow, or recover memory and retry. Called and returns with
  * the lock held; may drop it in between. */
 int vt__heap_grow(vt__heap *h, int pool, uint64_t key, uint64_t size, uint32_t stack,
-                  const vt_config *cfg, vt__block **out)
+                  const vt__conf *cfg, vt__block **out)
 {
     /* an expandable segment maps only what the request lacks; an ipc-safe
      * block is a segment of its own (alloc_ipc.c) */

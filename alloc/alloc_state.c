@@ -23,15 +23,15 @@ static int describe(vt__heap *h, vt__snapshot_data *snap)
                 uint64_t end = b->addr;
                 for (const vt__block *x = b; x && x->state != VT_B_UNMAPPED; x = x->next)
                     end = x->addr + x->size;
-                vt_segment seg = { .addr = b->addr, .size = end - b->addr,
+                vt__snap_segment seg = { .addr = b->addr, .size = end - b->addr,
                                    .stream = vt__trace_stream(g->stream),
                                    .device = (int8_t)h->device, .pool = g->pool };
                 int rc = vt__snapshot_add_segment(snap, &seg);
                 if (rc)
                     return rc;
             }
-            vt_block blk = { .addr = b->addr, .size = b->size, .stream = vt__trace_stream(b->stream),
-                             .state = b->state };
+            vt__snap_block blk = { .addr = b->addr, .size = b->size,
+                                   .stream = vt__trace_stream(b->stream), .state = b->state };
             if (b->state != VT_B_FREE) {
                 blk.req_size = b->req_size;
                 blk.alloc_seq = b->alloc_seq;
@@ -75,7 +75,7 @@ int vt__alloc_describe_state(vt__snapshot_data *snap)
          * before could be below what the state then holds (peaks only grow). */
         vt_stats st;
         vt__heap_stats(h, &st);
-        vt_device_info *di = &snap->devices[snap->ndevices - 1];
+        vt__snap_device *di = &snap->devices[snap->ndevices - 1];
         di->peak_allocated = (uint64_t)st.allocated_bytes[VT_STAT_ALL].peak;
         di->peak_reserved = (uint64_t)st.reserved_bytes[VT_STAT_ALL].peak;
         di->peak_active = (uint64_t)st.active_bytes[VT_STAT_ALL].peak;

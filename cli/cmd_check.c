@@ -109,7 +109,7 @@ static int parse_count(const char *v, size_t *out)
 
 int vt__cmd_check(int argc, char **argv)
 {
-    vt_check_options opt;
+    vt__check_options opt;
     vt__check_options_init(&opt);
     const char *path = NULL;
     int json = 0;

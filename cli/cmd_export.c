@@ -4,13 +4,15 @@
  * Written through the one checked output writer (outfile.h): never a
  * half-written file, never a device or a symbolic link replaced.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "commands.h"
-#include "export.h"
 #include "outfile.h"
+#include "perfetto.h"
 #include "pytorch.h"
 #include "report_util.h"
 
@@ -27,6 +29,41 @@ static const char usage_text[] =
     "                     and the checker's findings (vramtrace check's default rules)\n"
     "  -o OUT             output file (required)\n"
     VT_EXIT_HELP;
+
+/* Perfetto with the checker's findings (vramtrace check's default rules),
+ * each at the moment it became one; without them when the check fails. */
+static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt_timeline *tl)
+{
+    char err[512];
+    vt__check_options opt;
+    vt__check_options_init(&opt);
+    vt_check_report *rep = NULL;
+    if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
+        /* the trace is still worth having: say so, export without */
+        fprintf(stderr, "vramtrace export: check: %s (findings left out)\n", err);
+        rep = NULL;
+    }
+    size_t n = rep ? rep->nfindings : 0;
+    vt__perfetto_finding *fds = calloc(n ? n : 1, sizeof *fds);
+    if (!fds) {
+        vt__check_report_free(rep);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const vt_check_finding *c = &rep->findings[i];
+        fds[i] = (vt__perfetto_finding){
+            .rule = vt__check_rule_name(c->rule),
+            .time_ns = c->linger_from_time_ns ? c->linger_from_time_ns : c->alloc_time_ns,
+            .device = c->device, .bytes = c->bytes, .addr = c->addr, .nallocs = c->nallocs,
+            .freed = c->freed, .stack = c->alloc_stack };
+    }
+    vt__perfetto_options popt = { .findings = fds, .nfindings = n,
+                                  .site_frame = vt__report_site_frame };
+    int rc = vt__perfetto_export(f, s, tl, &popt);
+    free(fds);
+    vt__check_report_free(rep);
+    return rc;
+}
 
 int vt__cmd_export(int argc, char **argv)
 {
@@ -69,19 +106,7 @@ int vt__cmd_export(int argc, char **argv)
         fprintf(stderr, "vramtrace export: %s\n", err);
         goto done;
     }
-    vt_check_report *rep = NULL;
-    if (!torch) {
-        vt_check_options opt;
-        vt__check_options_init(&opt);
-        if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
-            /* the trace is still worth having: say so, export without */
-            fprintf(stderr, "vramtrace export: check: %s (findings left out)\n", err);
-            rep = NULL;
-            err[0] = 0;
-        }
-    }
-    int rc = torch ? vt__pytorch_export(s, f, err, sizeof err) : vt__export_perfetto(f, s, tl, rep);
-    vt__check_report_free(rep);
+    int rc = torch ? vt__pytorch_export(s, f, err, sizeof err) : export_perfetto(f, s, tl);
     if (rc)
         fprintf(stderr, "vramtrace export: %s: %s\n", out, err[0] ? err : "write error");
     int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);

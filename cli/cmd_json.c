@@ -99,7 +99,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fputs("\"devices\":[", o);
     for (size_t i = 0; i < tl->ndevices; i++) {
         const vt_tl_device *d = &tl->devices[i];
-        const vt_device_info *info = NULL;
+        const vt__snap_device *info = NULL;
         for (size_t j = 0; j < s->ndevices; j++)
             if (s->devices[j].ordinal == d->device)
                 info = &s->devices[j];
@@ -171,7 +171,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     static const char *states[] = { "active_allocated", "active_pending_free", "inactive" };
     static const char *pools[] = { "small", "large", "uncached" };
     for (size_t i = 0; i < s->nsegments; i++) {
-        const vt_segment *g = &s->segments[i];
+        const vt__snap_segment *g = &s->segments[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, g->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"stream\":", g->size);
@@ -179,7 +179,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"blocks\":[", g->device,
                 g->pool <= 2 ? pools[g->pool] : "?");
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
-            const vt_block *b = &s->blocks[g->first_block + k];
+            const vt__snap_block *b = &s->blocks[g->first_block + k];
             fprintf(o, "%s{\"addr\":", k ? "," : "");
             hex(o, b->addr);
             fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"stream\":", b->size,

@@ -282,7 +282,7 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
         printf("  reserved:  peak %s (seq %" PRIu64 ") in the kept events, current %s\n",
                vt__fmt_bytes(d->peak_reserved, b1), pr->seq,
                vt__fmt_bytes(d->final_reserved, b2));
-        const vt_device_info *info = vt__report_device(s, d->device);
+        const vt__snap_device *info = vt__report_device(s, d->device);
         if (info && (m->flags & VT_META_DEVICE_PEAKS)) {
             char b3[32];
             printf("  true peaks (allocator, whole run): allocated %s, reserved %s, active %s\n",

@@ -123,7 +123,7 @@ int vt__cmd_viz(int argc, char **argv)
     size_t nmore = 0;
     int check = 0, quiet = 0;
     const char *replay_conf = NULL;
-    vt_check_options opt;
+    vt__check_options opt;
     vt__check_options_init(&opt);
 
     for (int i = 1; i < argc; i++) {

@@ -39,14 +39,14 @@ struct rank_growth {
     int rank;
     size_t nmarks;              /* the rank's own marks */
     uint64_t *alive;            /* bytes allocated at each aligned mark */
-    vt_check_growth fit;
+    vt__check_growth fit;
     int differs;
 };
 
 struct site_growth {
     char *name;                 /* its site, as vt__report_site_name says it */
     size_t rank;                /* index into ranks */
-    vt_check_growth fit;
+    vt__check_growth fit;
     int64_t others;             /* the other judged ranks' median per step at this site */
 };
 
@@ -229,7 +229,7 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
             live += delta[k];
             v[k] = (uint64_t)live;
         }
-        vt_check_growth fit;
+        vt__check_growth fit;
         if ((rc = vt__check_growth_fit(v, nm, &fit)) != 0)
             goto out;
         if (fit.judged && fit.per_step) {   /* a flat site is the same on every rank */
@@ -437,7 +437,7 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
                    " them at least\n", VT_CHECK_GROWTH_MIN_STEPS);
         return;
     }
-    const vt_check_growth *any = NULL;
+    const vt__check_growth *any = NULL;
     for (size_t i = 0; i < g->nranks && !any; i++)
         if (g->ranks[i].fit.judged)
             any = &g->ranks[i].fit;

@@ -39,7 +39,7 @@ static bool pending_at(const vt_lifetime *l, size_t k)
     return occupies(l, k) && !vt__lifetime_allocated_at(l, (uint32_t)k);
 }
 
-static bool segment_alive(const vt_segment_span *g, size_t k)
+static bool segment_alive(const vt__segment_span *g, size_t k)
 {
     bool born = g->alloc_event != VT_TL_NONE ? g->alloc_event <= k
                                              : (g->flags & VT_LT_BEFORE_WINDOW) != 0;
@@ -132,7 +132,7 @@ static int device_state(const vt__snapshot_data *s, const vt_timeline *tl, vt__o
         return -ENOMEM;
     nseg = 0;
     for (size_t i = 0; i < tl->nsegments; i++) {
-        const vt_segment_span *g = &tl->segments[i];
+        const vt__segment_span *g = &tl->segments[i];
         if (g->device != r->device || !segment_alive(g, k))
             continue;
         uint64_t stream = g->alloc_event != VT_TL_NONE ? s->events[g->alloc_event].stream
@@ -661,7 +661,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt_
     r->baseline_oom_event = SIZE_MAX;
     r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
                  || !strncmp(vt__snapshot_string(s, s->meta.library_version), "pytorch", 7);
-    const vt_device_info *di = vt__report_device(s, r->device);
+    const vt__snap_device *di = vt__report_device(s, r->device);
     r->total = di ? di->total_bytes : 0;
 
     int rc = device_state(s, tl, r);

@@ -145,7 +145,7 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
         return rc == 1 ? 0 : rc;
     char err[1024], tlerr[1024];
     vt__snapshot_data *s;
-    vt_event_stream *es;
+    vt__event_stream *es;
     if (vt__snapshot_open(path, &s, &es, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
         return VT_EXIT_FAILURE;
@@ -582,13 +582,13 @@ void vt__report_state_totals(const vt__snapshot_data *s, int device, vt__state_t
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < s->nsegments; i++) {
-        const vt_segment *g = &s->segments[i];
+        const vt__snap_segment *g = &s->segments[i];
         if (g->device != device)
             continue;
         out->reserved += g->size;
         out->segments++;
         for (uint32_t k = 0; k < g->nblocks && (size_t)g->first_block + k < s->nblocks; k++) {
-            const vt_block *b = &s->blocks[g->first_block + k];
+            const vt__snap_block *b = &s->blocks[g->first_block + k];
             if (b->state == VT_BLOCK_ACTIVE_ALLOCATED) {
                 out->allocated += b->size;
                 out->allocated_blocks++;
@@ -600,7 +600,7 @@ void vt__report_state_totals(const vt__snapshot_data *s, int device, vt__state_t
     }
 }
 
-const vt_device_info *vt__report_device(const vt__snapshot_data *s, int device)
+const vt__snap_device *vt__report_device(const vt__snapshot_data *s, int device)
 {
     for (size_t i = 0; i < s->ndevices; i++)
         if (s->devices[i].ordinal == device)

@@ -128,7 +128,7 @@ typedef struct vt__state_totals {
 void vt__report_state_totals(const vt__snapshot_data *s, int device, vt__state_totals *out);
 
 /* The device info of ordinal `device`, or NULL. */
-const vt_device_info *vt__report_device(const vt__snapshot_data *s, int device);
+const vt__snap_device *vt__report_device(const vt__snapshot_data *s, int device);
 
 /* Name of an event kind ("ALLOC", ...; "KIND_<n>" for unknown ones). */
 const char *vt__kind_name(unsigned kind, char *buf, size_t len);

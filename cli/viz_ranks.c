@@ -65,7 +65,7 @@ static int cmp_page(const void *a, const void *b)
 }
 
 int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int check,
-                  const vt_check_options *opt, int quiet)
+                  const vt__check_options *opt, int quiet)
 {
     struct rank_page *p = calloc(n, sizeof *p);
     char err[1024] = "";

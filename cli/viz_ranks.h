@@ -12,6 +12,6 @@
  * overview of every rank's curve; `check` runs the checker on each. Prints
  * its own messages; returns the exit status. */
 int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int check,
-                  const vt_check_options *opt, int quiet);
+                  const vt__check_options *opt, int quiet);
 
 #endif /* VT_CLI_VIZ_RANKS_H */

@@ -23,7 +23,7 @@ static bool used_once;
 static int setup_config(const vt__snapshot_data *s, const vt__replay_options *opt,
                         vt__replay_result *r, char *err, size_t errlen)
 {
-    vt_config cfg;
+    vt__conf cfg;
     vt__config_defaults(&cfg);
     char recorded[512] = "";
     bool expandable = false;

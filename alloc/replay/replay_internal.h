@@ -20,10 +20,10 @@
 
 /* ---- replay_map.c: recorded address -> what replay knows of it ---------- */
 typedef struct vt__rmap_entry {
-    uint64_t key;              /* recorded address; 0 = a free entry */
-    uint64_t value;            /* replayed address (or an event index); a
-                                * free entry: the next free one */
-    uint64_t stream;           /* stream it was allocated on (or a count) */
+    uint64_t key;              /* recorded address (or event index); 0 = a free entry */
+    uint64_t value;            /* replayed address (or a size); a free entry:
+                                * the next free one */
+    uint64_t stream;           /* stream it was allocated on (or a serial) */
     int8_t device;
     uint8_t early;             /* options.free_at frees it before its recorded free */
 } vt__rmap_entry;

@@ -7,10 +7,13 @@
  * between its FREE_REQUESTED and its FREE_COMPLETED (or it was not marked
  * pending); any other is replayed as pending until its recorded completion,
  * so that a block comes back exactly when it did, whatever the settings.
+ * Which request a completion completes is the timeline's rule
+ * (trace/snap/free_match.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 
+#include "free_match.h"
 #include "replay_internal.h"
 
 static bool allocator_event(uint8_t kind)
@@ -22,40 +25,34 @@ static bool allocator_event(uint8_t kind)
 
 static int find_completions(const vt__snapshot_data *s, uint64_t *completion, uint8_t *immediate)
 {
-    vt__rmap open;
-    if (vt__rmap_init(&open, 1024))
+    vt__free_match frees;
+    if (vt__free_match_init(&frees))
         return -ENOMEM;
-    uint64_t count[VT_REPLAY_MAX_DEVICES] = { 0 };  /* allocator events so far */
+    size_t last[VT_REPLAY_MAX_DEVICES];   /* each device's latest allocator event */
+    for (int d = 0; d < VT_REPLAY_MAX_DEVICES; d++)
+        last[d] = SIZE_MAX;
+    int rc = 0;
     for (size_t i = 0; i < s->nevents; i++) {
         const vt_event *e = &s->events[i];
+        uint32_t request;
+        if ((rc = vt__free_match_event(&frees, e, (uint32_t)i, &request)))
+            break;
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES || !allocator_event(e->kind))
             continue;
-        count[e->device]++;
         if (e->kind == VT_EV_FREE_REQUESTED) {
             if (completion)
                 completion[i] = UINT64_MAX;
             immediate[i] = e->aux == 0;
-            vt__rmap_entry *x = vt__rmap_put(&open, e->addr);
-            if (!x) {
-                vt__rmap_destroy(&open);
-                return -ENOMEM;
-            }
-            x->value = i;
-            x->stream = count[e->device];   /* allocator events up to the request */
-            x->device = e->device;
-        } else if (e->kind == VT_EV_FREE_COMPLETED) {
-            vt__rmap_entry *x = vt__rmap_get(&open, e->addr);
-            if (x && x->device == e->device) {
-                if (completion)
-                    completion[x->value] = i;
-                if (count[e->device] == x->stream + 1)
-                    immediate[x->value] = 1;
-                vt__rmap_del(&open, x);
-            }
+        } else if (request != VT__FREE_MATCH_NONE) {
+            if (completion)
+                completion[request] = i;
+            if (last[e->device] == request)
+                immediate[request] = 1;
         }
+        last[e->device] = i;
     }
-    vt__rmap_destroy(&open);
-    return 0;
+    vt__free_match_free(&frees);
+    return rc;
 }
 
 int vt__replay_completions(const vt__snapshot_data *s, uint64_t **completion, uint8_t **immediate)

@@ -134,7 +134,9 @@ typedef struct engine {
     tstate *t;
     const vt__snapshot_data *s;
     const uint8_t *cls;                /* classify() */
-    vt__rmap pend;                     /* recorded address -> block pending on other streams */
+    const uint64_t *completion;        /* per FREE_REQUESTED: its FREE_COMPLETED */
+    vt__rmap pend;                     /* recorded FREE_COMPLETED (event index) -> the
+                                          block pending on other streams until then */
 } engine;
 
 static void now(void *self, size_t i, const vt_event *e)
@@ -165,13 +167,13 @@ static int do_free(void *self, int d, uint64_t block, uint64_t stream, size_t fr
     bool pending = free_event != VT__REPLAY_AT_ONCE;
     (void)stream;
     tm_free(g->t, d, b, pending);
-    if (pending && !g->t->c.uncached) {
-        vt__rmap_entry *y = vt__rmap_put(&g->pend, g->s->events[free_event].addr);
+    uint64_t done = pending ? g->completion[free_event] : UINT64_MAX;
+    if (done != UINT64_MAX && !g->t->c.uncached) {
+        vt__rmap_entry *y = vt__rmap_put(&g->pend, done);
         if (!y)
             return -ENOMEM;
         y->value = block;
         y->stream = b->serial;
-        y->device = (int8_t)d;
     }
     return g->t->failed ? -ENOMEM : 0;
 }
@@ -191,8 +193,8 @@ static int other(void *self, size_t i, const vt_event *e)
     tdev *v = &g->t->dev[d];
     switch (e->kind) {
     case VT_EV_FREE_COMPLETED: {
-        vt__rmap_entry *y = vt__rmap_get(&g->pend, e->addr);
-        if (!y || y->device != d)
+        vt__rmap_entry *y = vt__rmap_get(&g->pend, i);
+        if (!y)
             break;
         tblock *b = (tblock *)(uintptr_t)y->value;
         uint64_t serial = y->stream;
@@ -293,7 +295,7 @@ int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
     tstate *t = calloc(1, sizeof *t);
     uint8_t *cls = calloc(s->nevents ? s->nevents : 1, 1);
     uint8_t *immediate = NULL;
-    uint64_t *rsegs = NULL;
+    uint64_t *completion = NULL, *rsegs = NULL;
     size_t nrsegs = 0;
     engine g = { .t = t, .s = s, .cls = cls };
     char recorded[1024];
@@ -310,9 +312,10 @@ int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
     vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true };
     if ((rc = classify(s, strstr(recorded, "garbage_collection_threshold") != NULL, cls))
         || (rc = vt__replay_recorded(s, &pool, r, &rsegs, &nrsegs))
-        || (rc = vt__replay_completions(s, NULL, &immediate))
+        || (rc = vt__replay_completions(s, &completion, &immediate))
         || (rc = vt__rmap_init(&g.pend, 256)))
         goto out;
+    g.completion = completion;
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc,
                                    .free = do_free, .other = other, .oom = oom,
                                    .forget = forget };
@@ -332,6 +335,7 @@ out:
     free(t);
     free(cls);
     free(immediate);
+    free(completion);
     free(rsegs);
     return rc == -ENOMEM ? vt__errf(err, errlen, rc, "out of host memory") : rc;
 }

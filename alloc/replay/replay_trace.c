@@ -74,8 +74,8 @@ void vt__trace_out_of_memory(void) {}
 
 /* A replay takes no snapshot of its allocator: the provider is never called. */
 void vt__trace_set_state_provider(vt__state_provider fn) { (void)fn; }
-int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg) { return -ENOSYS; }
-int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block) { return -ENOSYS; }
+int vt__snapshot_add_segment(vt__snapshot_data *s, const vt__snap_segment *g) { return -ENOSYS; }
+int vt__snapshot_add_block(vt__snapshot_data *s, const vt__snap_block *b) { return -ENOSYS; }
 int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes)
 {

@@ -61,16 +61,16 @@ static inline void late_writer(void *arg)
 /* Capture what the code under test prints on stderr, between
  * capture_begin() and capture_end() (which returns it; one capture at a
  * time: a test process is one test). */
-static char vt_test_cap_path[64];
-static int vt_test_saved_fd = -1;
+static char cap_path[64];
+static int saved_fd = -1;
 
 static inline void capture_begin(void)
 {
     fflush(stderr);
-    strcpy(vt_test_cap_path, "/tmp/vt_alloc_stderr_XXXXXX");
-    int fd = mkstemp(vt_test_cap_path);
+    strcpy(cap_path, "/tmp/vt_alloc_stderr_XXXXXX");
+    int fd = mkstemp(cap_path);
     ASSERT(fd >= 0);
-    vt_test_saved_fd = dup(2);
+    saved_fd = dup(2);
     dup2(fd, 2);
     close(fd);
 }
@@ -78,15 +78,15 @@ static inline void capture_begin(void)
 static inline char *capture_end(void)
 {
     fflush(stderr);
-    dup2(vt_test_saved_fd, 2);
-    close(vt_test_saved_fd);
-    FILE *f = fopen(vt_test_cap_path, "r");
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(cap_path, "r");
     ASSERT(f);
     static char buf[65536];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     buf[n] = 0;
     fclose(f);
-    unlink(vt_test_cap_path);
+    unlink(cap_path);
     return buf;
 }
 

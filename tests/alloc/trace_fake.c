@@ -95,9 +95,9 @@ uint64_t vt__trace_event(const vt__event_rec *e)
 
 void vt__trace_set_state_provider(vt__state_provider fn) { atomic_store(&provider, fn); }
 
-int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg)
+int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt__snap_segment *seg)
 {
-    vt_segment *n = realloc(snap->segments, (snap->nsegments + 1) * sizeof *n);
+    vt__snap_segment *n = realloc(snap->segments, (snap->nsegments + 1) * sizeof *n);
     if (!n)
         return -1;
     snap->segments = n;
@@ -108,9 +108,9 @@ int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg)
     return 0;
 }
 
-int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block)
+int vt__snapshot_add_block(vt__snapshot_data *snap, const vt__snap_block *block)
 {
-    vt_block *n = realloc(snap->blocks, (snap->nblocks + 1) * sizeof *n);
+    vt__snap_block *n = realloc(snap->blocks, (snap->nblocks + 1) * sizeof *n);
     if (!n || !snap->nsegments)
         return -1;
     snap->blocks = n;
@@ -122,11 +122,11 @@ int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block)
 int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes)
 {
-    vt_device_info *n = realloc(snap->devices, (snap->ndevices + 1) * sizeof *n);
+    vt__snap_device *n = realloc(snap->devices, (snap->ndevices + 1) * sizeof *n);
     if (!n)
         return -1;
     snap->devices = n;
-    n[snap->ndevices++] = (vt_device_info){ .ordinal = ordinal, .name = name ? 1 : 0,
+    n[snap->ndevices++] = (vt__snap_device){ .ordinal = ordinal, .name = name ? 1 : 0,
                                             .total_bytes = total_bytes };
     return 0;
 }

@@ -113,9 +113,9 @@ typedef struct allocator {
     int replays;        /* replays per timed repeat */
 } allocator;
 
-static void *vt_a(size_t n, cudaStream_t s) { return vt_malloc((ssize_t)n, 0, s); }
-static void vt_f(void *p, size_t n, cudaStream_t s) { vt_free(p, (ssize_t)n, 0, s); }
-static void vt_r(void) { vt_empty_cache(-1); }
+static void *vram_a(size_t n, cudaStream_t s) { return vt_malloc((ssize_t)n, 0, s); }
+static void vram_f(void *p, size_t n, cudaStream_t s) { vt_free(p, (ssize_t)n, 0, s); }
+static void vram_r(void) { vt_empty_cache(-1); }
 static void *cub_a(size_t n, cudaStream_t s) { return bench_cub_alloc(n, s); }
 static void cub_f(void *p, size_t n, cudaStream_t s) { (void)n; bench_cub_free(p, s); }
 static void *raw_a(size_t n, cudaStream_t s)
@@ -243,7 +243,7 @@ static result run(const allocator *a, int repeats)
     return r;
 }
 
-static const allocator vt_alloc = { "vramtrace", vt_a, vt_f, vt_r, 20 };
+static const allocator vram_alloc = { "vramtrace", vram_a, vram_f, vram_r, 20 };
 static const allocator cub_alloc = { "cub", cub_a, cub_f, NULL, 20 };
 static const allocator raw_alloc = { "cudaMalloc", raw_a, raw_f, raw_r, 1 };
 
@@ -284,9 +284,9 @@ int main(void)
 
     if (getenv("BENCH_VT_ONLY")) {   /* vramtrace alone, 1 thread (also for profiling) */
         setup_streams();
-        job cold = { &vt_alloc, streams[0], 1, 0 };
+        job cold = { &vram_alloc, streams[0], 1, 0 };
         replay(&cold);
-        printf("vramtrace ns_per_pair %.1f\n", measure(&vt_alloc, 1, 3 * repeats));
+        printf("vramtrace ns_per_pair %.1f\n", measure(&vram_alloc, 1, 3 * repeats));
         return 0;
     }
     if (!getenv("BENCH_ALLOC_MAIN")) {   /* rerun with tracing off */
@@ -301,7 +301,7 @@ int main(void)
     find_sim_counters();
     bench_cub_init();
 
-    result v = run(&vt_alloc, repeats);
+    result v = run(&vram_alloc, repeats);
     result c = run(&cub, repeats);
     result r = run(&raw_alloc, 3);
 

@@ -88,7 +88,7 @@ static int build_streamed(const char *path, unsigned what)
 {
     char err[1024], tlerr[1024];
     vt__snapshot_data *s;
-    vt_event_stream *es;
+    vt__event_stream *es;
     vt_timeline *tl;
     if (vt__snapshot_open(path, &s, &es, err, sizeof err) ||
         vt__timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr)) {

@@ -109,7 +109,7 @@ static int cmp_double(const void *a, const void *b)
 /* `vramtrace oom` on the trace ended by an OOM on a device of `capacity`. */
 static int bench_oom(const char *cli, vt__snapshot_data *s, uint64_t capacity)
 {
-    vt_device_info dev = { .ordinal = 0, .total_bytes = capacity };
+    vt__snap_device dev = { .ordinal = 0, .total_bytes = capacity };
     vt_stack_node root = { 0, 0 };
     s->devices = &dev;
     s->ndevices = 1;

@@ -27,7 +27,7 @@
 /*  Helpers                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static inline vt_check_report *check(synth *y, const vt_check_options *opt)
+static inline vt_check_report *check(synth *y, const vt__check_options *opt)
 {
     vt_check_report *r = NULL;
     char err[256] = "";
@@ -37,9 +37,9 @@ static inline vt_check_report *check(synth *y, const vt_check_options *opt)
 }
 
 /* The checker's default options, to change a field of. */
-static inline vt_check_options default_options(void)
+static inline vt__check_options default_options(void)
 {
-    vt_check_options o;
+    vt__check_options o;
     vt__check_options_init(&o);
     return o;
 }

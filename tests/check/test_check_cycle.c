@@ -143,7 +143,7 @@ TEST(a_late_collection_is_one_cycle_finding_not_a_linger_one_too)
     ASSERT(f);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     /* --rules linger: the same storage is LINGER's alone */
-    vt_check_options o;
+    vt__check_options o;
     vt__check_options_init(&o);
     ASSERT_EQ(vt__check_parse_rules("linger", &o.rules), 0);
     vt_check_report *l = check(&y, &o);

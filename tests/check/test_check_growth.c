@@ -148,7 +148,7 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
     ASSERT_EQ(r->rules_run & VT_CHECK_RULE_GROWTH, 0);
     ASSERT_EQ(r->rules_need_steps & VT_CHECK_RULE_GROWTH, 0);   /* automatic: silent */
     vt__check_report_free(r);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_GROWTH;
     r = check(&y, &o);
     ASSERT_EQ(r->rules_run, 0);
@@ -160,7 +160,7 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
 
 TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
 {
-    vt_check_growth g;
+    vt__check_growth g;
     uint64_t few[4] = { 1, 2, 3, 4 };
     ASSERT_EQ(vt__check_growth_fit(few, 4, &g), 0);
     ASSERT_EQ(g.judged, 0);

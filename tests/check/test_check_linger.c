@@ -122,7 +122,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
 
     /* --ignore matches the latest name only */
     const char *pats[] = { "aten.mm*" };
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.ignore = pats;
     o.nignore = 1;
     r = check(&y, &o);
@@ -232,7 +232,7 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
     ASSERT_STR_CONTAINS(path_text(f, 0), "\xe2\x80\xa6 holder #104094 \xe2\x86\x92 holder #104093");
     vt__check_report_free(r);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.max_visit = 20000;
     r = check(&y, &o);
     ASSERT(!r->findings[0].paths[0].truncated);
@@ -309,8 +309,8 @@ TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
     y.s.meta.flags = VT_META_STATE_COMPLETE;
     y.s.segments = calloc(1, sizeof *y.s.segments);
     y.s.blocks = calloc(1, sizeof *y.s.blocks);
-    y.s.segments[0] = (vt_segment){ .addr = STATE, .size = 8 * MiB, .nblocks = 1 };
-    y.s.blocks[0] = (vt_block){ .addr = STATE, .size = 8 * MiB, .req_size = 8 * MiB,
+    y.s.segments[0] = (vt__snap_segment){ .addr = STATE, .size = 8 * MiB, .nblocks = 1 };
+    y.s.blocks[0] = (vt__snap_block){ .addr = STATE, .size = 8 * MiB, .req_size = 8 * MiB,
                                 .alloc_seq = seq, .state = VT_BLOCK_ACTIVE_ALLOCATED };
     y.s.nsegments = y.s.nblocks = 1;
     vt_check_report *r = check(&y, NULL);
@@ -370,7 +370,7 @@ TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
 {
     synth y;
     host_tensor_kept(&y, 1);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nhost_skipped, 1);
@@ -394,7 +394,7 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
 {
     synth y;
     host_tensor_kept(&y, 0);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     vt_check_report *r = check(&y, &o);
     ASSERT_EQ(r->nhost_skipped, 0);
     the_finding(r, HOST_ADDR, 4096);
@@ -443,7 +443,7 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
 {
     synth y;
     gc_cycle(&y, 1);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape,growth", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
     vt_check_report *r = check(&y, &o);

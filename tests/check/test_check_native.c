@@ -55,7 +55,7 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     free(text);
     vt__check_report_free(r);
     /* named, they judge by time */
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_NEVER_FREED;
     r = check(&y, &o);
     ASSERT_EQ(r->rules_need_steps, 0);

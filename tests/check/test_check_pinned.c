@@ -62,7 +62,7 @@ TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
     vt__check_report_free(r);
 
     /* The grace: 5 complete steps pinned is enough, 6 are not there. */
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("5steps", &o), 0);
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->linger_from_seq, mark_seq_of(&y, "step 8"));
@@ -109,7 +109,7 @@ TEST(pinned_view_covering_most_of_its_base_is_clean)
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     /* ... unless the ratio asks for more than 90%. */
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_pinned_ratio("95%", &o.pinned_ratio), 0);
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
@@ -128,7 +128,7 @@ TEST(pinned_base_still_alive_is_not_pinned)
 {
     synth y;
     pinned_view(&y, PIN_BASE_ALIVE);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.pinned_ratio = 1;
     vt_check_report *r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
@@ -159,7 +159,7 @@ TEST(pinned_ratio_parse)
     ASSERT_EQ(vt__check_parse_pinned_ratio("", &v), -EINVAL);
     ASSERT_EQ(vt__check_parse_pinned_ratio(NULL, &v), -EINVAL);
     ASSERT_EQ(v, 0.5);
-    vt_check_options o;
+    vt__check_options o;
     vt__check_options_init(&o);
     ASSERT_EQ(o.pinned_ratio, VT_CHECK_PINNED_RATIO);
     ASSERT_STR_EQ(vt__check_rule_name(VT_CHECK_RULE_PINNED), "pinned");
@@ -202,7 +202,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
     vt__check_report_free(r);
 
     /* PINNED alone is not cut: pinned until the view's drop in step 8. */
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_PINNED;
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->pinned_cut, 0);
@@ -292,7 +292,7 @@ TEST(pinned_time_rule_without_marks)
     r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("500ms", &o), 0);
     r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
@@ -362,7 +362,7 @@ TEST(pinned_many_views_are_summarized)
         synth_tick(&y, 1000000);
     }
     double t0 = now_s();
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("1s", &o), 0);
     o.rules = VT_CHECK_RULE_PINNED;   /* nothing is used: LINGER would take it all */
     vt_check_report *r = check(&y, &o);

@@ -14,7 +14,7 @@ TEST(grace_steps_option)
 {
     synth y;
     gc_cycle(&y, 0);   /* steps 3, 4, 5 unused, freed in step 6 */
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("4steps", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_STEPS);
     ASSERT_EQ(o.grace_steps, 4);
@@ -42,7 +42,7 @@ TEST(grace_time_option)
 {
     synth y;
     gc_cycle(&y, 0);   /* steps are 100 ms: lingering about 400 ms */
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("50ms", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(o.grace_ns, 50000000);
@@ -73,7 +73,7 @@ TEST(ignore_patterns)
     synth y;
     gc_cycle(&y, 0);
     const char *pats[] = { "act1" };
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.ignore = pats;
     o.nignore = 1;
     vt_check_report *r = check(&y, &o);
@@ -134,7 +134,7 @@ TEST(max_paths_and_multiple_roots)
     ASSERT_STR_EQ(path_text(f, 2), "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     vt__check_report_free(r);
 
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.max_paths = 1;
     r = check(&y, &o);
     ASSERT_EQ(r->findings[0].npaths, 1);
@@ -216,7 +216,7 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
         }
         synth_ref(&y, node, base, "SavedTensor 'self' of ReluBackward0");
     }
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_LINGER;
     vt_check_report *r = check(&y, &o);
     size_t acts = 0;
@@ -257,7 +257,7 @@ TEST(external_storage_is_checked)
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nhost_skipped, 1);
     vt__check_report_free(r);
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.host = VT_CHECK_HOST_ALWAYS;
     r = check(&y, &o);
     const vt_check_finding *f = only_finding(r);
@@ -409,7 +409,7 @@ TEST(empty_and_malformed_inputs_never_fail)
         e->str = (uint32_t)i * 1000;
         e->stack = (uint32_t)i * 1000;
     }
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.rules = VT_CHECK_RULES_ALL;
     r = check(&y, &o);
     FILE *devnull = fopen("/dev/null", "w");
@@ -563,7 +563,7 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
         synth_ref(&y, d, t, "['exp_avg']");
         synth_ref(&y, d, t + 1, "['exp_avg_sq']");
     }
-    vt_check_options o = default_options();
+    vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_LINGER;
     vt_check_report *r = check(&y, &o);
     size_t state = 0;

@@ -51,7 +51,7 @@ static void tape_steps(synth *y, int fixed)
 
 static vt_check_report *check_tape(synth *y)
 {
-    vt_check_options o;
+    vt__check_options o;
     vt__check_options_init(&o);
     ASSERT_EQ(vt__check_parse_rules("linger,pinned,tape", &o.rules), 0);
     return check(y, &o);

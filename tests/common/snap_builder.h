@@ -89,17 +89,17 @@ static inline vt_event *sb_event(struct snap_builder *b)
     return SB_APPEND(b, events, nevents, cap_ev);
 }
 
-static inline vt_segment *sb_segment(struct snap_builder *b)
+static inline vt__snap_segment *sb_segment(struct snap_builder *b)
 {
     return SB_APPEND(b, segments, nsegments, cap_seg);
 }
 
-static inline vt_block *sb_block(struct snap_builder *b)
+static inline vt__snap_block *sb_block(struct snap_builder *b)
 {
     return SB_APPEND(b, blocks, nblocks, cap_blk);
 }
 
-static inline vt_device_info *sb_device(struct snap_builder *b)
+static inline vt__snap_device *sb_device(struct snap_builder *b)
 {
     return SB_APPEND(b, devices, ndevices, cap_dev);
 }

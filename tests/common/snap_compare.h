@@ -89,18 +89,18 @@ static inline void snap_same_stack_nodes(const vt__snapshot_data *a, const vt__s
 
 static inline void snap_same_segments(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
-    SNAP_SAME_ARRAY_(vt_segment, segments, nsegments, SNAP_SEGMENT_NUMBERS, SNAP_NO_STRINGS);
+    SNAP_SAME_ARRAY_(vt__snap_segment, segments, nsegments, SNAP_SEGMENT_NUMBERS, SNAP_NO_STRINGS);
 }
 
 static inline void snap_same_blocks(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
-    SNAP_SAME_ARRAY_(vt_block, blocks, nblocks, SNAP_BLOCK_NUMBERS, SNAP_NO_STRINGS);
+    SNAP_SAME_ARRAY_(vt__snap_block, blocks, nblocks, SNAP_BLOCK_NUMBERS, SNAP_NO_STRINGS);
 }
 
 static inline void snap_same_devices(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                      enum snap_strings how)
 {
-    SNAP_SAME_ARRAY_(vt_device_info, devices, ndevices, SNAP_DEVICE_NUMBERS,
+    SNAP_SAME_ARRAY_(vt__snap_device, devices, ndevices, SNAP_DEVICE_NUMBERS,
                      SNAP_DEVICE_STRINGS);
 }
 

@@ -10,7 +10,7 @@
 #include "harness.h"
 
 /* Parse `text` and capture what was reported on stderr. */
-static int parse(const char *text, vt_config *c, char *msg, size_t msglen)
+static int parse(const char *text, vt__conf *c, char *msg, size_t msglen)
 {
     vt__config_defaults(c);
     FILE *err = fmemopen(msg, msglen, "w");
@@ -20,7 +20,7 @@ static int parse(const char *text, vt_config *c, char *msg, size_t msglen)
 }
 
 /* Field by field: the struct has padding that memcmp would read. */
-static int config_equal(const vt_config *a, const vt_config *b)
+static int config_equal(const vt__conf *a, const vt__conf *b)
 {
     return a->cache == b->cache && a->max_split_size == b->max_split_size &&
            a->roundup_power2_divisions == b->roundup_power2_divisions &&
@@ -35,7 +35,7 @@ static int config_equal(const vt_config *a, const vt_config *b)
 
 TEST(defaults_match_the_documented_table)
 {
-    vt_config c;
+    vt__conf c;
     vt__config_defaults(&c);
     ASSERT(c.cache);
     ASSERT_EQ(c.max_split_size, UINT64_MAX);
@@ -56,7 +56,7 @@ TEST(defaults_match_the_documented_table)
 TEST(every_key_parses)
 {
     char msg[512] = "";
-    vt_config c;
+    vt__conf c;
     int n = parse("cache:0, max_split_size_mb:128,roundup_power2_divisions:4,"
                   "garbage_collection_threshold:0.8,per_process_memory_fraction:0.5,"
                   "free_sync:1,trace:off,max_events:2048,stack_depth:16,free_stacks:false,"
@@ -85,7 +85,7 @@ TEST(every_key_parses)
 TEST(unknown_key_is_named_with_the_valid_keys_and_the_rest_still_applies)
 {
     char msg[512] = "";
-    vt_config c;
+    vt__conf c;
     int n = parse("max_split_size_mb:64,bogus_key:3,cache:0", &c, msg, sizeof msg);
     ASSERT_EQ(n, 1);
     ASSERT_STR_CONTAINS(msg, "unknown VRAMTRACE_CONF key 'bogus_key'");
@@ -119,7 +119,7 @@ TEST(bad_values_keep_the_default_and_name_the_choices)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char msg[512] = "";
-        vt_config c, d;
+        vt__conf c, d;
         vt__config_defaults(&d);
         int n = parse(cases[i].text, &c, msg, sizeof msg);
         ASSERT_MSG(n == 1, "%s: %d problems", cases[i].text, n);
@@ -142,7 +142,7 @@ TEST(ring_size_keeps_the_events_that_fit_in_it)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char msg[512] = "";
-        vt_config c;
+        vt__conf c;
         ASSERT_MSG(parse(cases[i].text, &c, msg, sizeof msg) == 0, "%s: %s", cases[i].text, msg);
         ASSERT_MSG(c.max_events == cases[i].events, "%s: %llu events", cases[i].text,
                    (unsigned long long)c.max_events);
@@ -164,7 +164,7 @@ TEST(ring_size_keeps_the_events_that_fit_in_it)
 TEST(format_round_trips_through_parse)
 {
     char msg[512] = "", text[512];
-    vt_config c, back;
+    vt__conf c, back;
     parse("cache:0,max_split_size_mb:256,signal:SIGRTMIN+2,stack_depth:8,stacks:native,"
           "ipc_safe:0", &c, msg, sizeof msg);
     vt__config_format(&c, text, sizeof text);
@@ -176,7 +176,7 @@ TEST(format_round_trips_through_parse)
 TEST(environment_is_read_once)
 {
     setenv("VRAMTRACE_CONF", "stack_depth:7", 1);
-    const vt_config *c = vt__config();
+    const vt__conf *c = vt__config();
     ASSERT_EQ(c->stack_depth, 7);
     setenv("VRAMTRACE_CONF", "stack_depth:9", 1);
     ASSERT_EQ(vt__config()->stack_depth, 7);

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = '\0';
     FILE *sink = fopen("/dev/null", "w");
-    vt_config c;
+    vt__conf c;
     vt__config_defaults(&c);
     vt__config_parse(text, &c, sink);
     if (c.stack_depth > 256 || c.max_events < 1024 || c.per_process_memory_fraction <= 0 ||
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     char back[1024];
     vt__config_format(&c, back, sizeof back);
-    vt_config again;
+    vt__conf again;
     vt__config_defaults(&again);
     if (vt__config_parse(back, &again, sink) != 0)
         abort();   /* what we print must read back */

@@ -27,11 +27,11 @@
 #include "timeline.h"
 
 /* The last binding of str key `k` (`n` bytes) in `dict`, by a scan. */
-static const vt_pv *scan(const vt_pickle *p, const vt_pv_container *c, const char *k, size_t n)
+static const vt__pv *scan(const vt__pickle *p, const vt__pv_container *c, const char *k, size_t n)
 {
-    const vt_pv *found = NULL;
+    const vt__pv *found = NULL;
     for (uint32_t i = 0; i + 1 < c->n; i += 2) {
-        const vt_pv *kv = &p->values[c->items[i]];
+        const vt__pv *kv = &p->values[c->items[i]];
         if (kv->type == VT_PV_STR && kv->n == n && (!n || !memcmp(kv->s, k, n)))
             found = &p->values[c->items[i + 1]];
     }
@@ -41,16 +41,16 @@ static const vt_pv *scan(const vt_pickle *p, const vt_pv_container *c, const cha
 static void check_lookups(const uint8_t *data, size_t size)
 {
     char err[512], key[256];
-    vt_pickle *p = NULL;
+    vt__pickle *p = NULL;
     if (vt__pickle_parse(data, size, "fuzz", &p, err, sizeof err) != 0)
         return;
     for (size_t v = 0; v < p->nvalues; v++) {
-        const vt_pv *d = &p->values[v];
+        const vt__pv *d = &p->values[v];
         if (d->type != VT_PV_DICT || d->container >= p->ncontainers)
             continue;
-        const vt_pv_container *c = &p->containers[d->container];
+        const vt__pv_container *c = &p->containers[d->container];
         for (uint32_t i = 0; i + 1 < c->n && i < 128; i += 2) {
-            const vt_pv *kv = &p->values[c->items[i]];
+            const vt__pv *kv = &p->values[c->items[i]];
             if (kv->type != VT_PV_STR || kv->n >= sizeof key || (kv->n && memchr(kv->s, 0, kv->n)))
                 continue;
             if (kv->n)

@@ -56,7 +56,7 @@ static void fuzz_stream(const uint8_t *data, size_t size, const vt__snapshot_dat
         return;
     }
     vt__snapshot_data *s;
-    vt_event_stream *es;
+    vt__event_stream *es;
     if (vt__snapfile_open_stream(path, 16, &s, &es, err, sizeof err) == 0) {
         vt_event e;
         size_t i = 0;
@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             vt__timeline_free(tl);
         }
         /* Every rule, and both report writers, on what the reader accepted. */
-        vt_check_options opt;
+        vt__check_options opt;
         vt__check_options_init(&opt);
         opt.rules = VT_CHECK_RULES_ALL;
         vt_check_report *r = NULL;

@@ -107,7 +107,7 @@ TEST(host_device_event_on_a_logical_stream_completes_when_the_clock_reaches_it)
 typedef struct built {
     vt__snapshot_data s;
     vt_event ev[256];
-    vt_device_info dev;
+    vt__snap_device dev;
     char blob[256];
     uint32_t offs[2];
 } built;
@@ -117,7 +117,7 @@ static built *snap_new(uint64_t total, const char *config)
     built *b = calloc(1, sizeof *b);
     ASSERT(b);
     b->s.events = b->ev;
-    b->dev = (vt_device_info){ .ordinal = 0, .total_bytes = total };
+    b->dev = (vt__snap_device){ .ordinal = 0, .total_bytes = total };
     b->s.devices = &b->dev;
     b->s.ndevices = 1;
     /* string 0 "", string 1 the recorded config */

@@ -28,7 +28,7 @@ static void same_event(const vt_event *a, const vt_event *b, size_t i)
 static void stream_matches(const char *path, size_t chunk, const vt__snapshot_data *r)
 {
     vt__snapshot_data *s;
-    vt_event_stream *es;
+    vt__event_stream *es;
     ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &s, &es, err, sizeof err) == 0, "%s", err);
     ASSERT(s->events == NULL && s->nevents == 0);
     ASSERT_EQ(vt__event_stream_count(es), r->nevents);
@@ -100,7 +100,7 @@ TEST(event_stream_gives_the_readers_events_in_chunks_of_any_size)
 static int stream_verdict(const char *path, size_t chunk, char *msg, size_t len)
 {
     vt__snapshot_data *s;
-    vt_event_stream *es;
+    vt__event_stream *es;
     int rc = vt__snapfile_open_stream(path, chunk, &s, &es, msg, len);
     if (rc)
         return rc;

@@ -1,5 +1,5 @@
 /*
- * tests/trace/test_format_gen.h - synthesize vt_snapshots in C for the format,
+ * tests/trace/test_format_gen.h - synthesize snapshots (vt__snapshot_data) in C for the format,
  * timeline and CLI tests (no recorder, no CUDA).
  *
  *   gen_small()          a hand-written snapshot using every field, with
@@ -48,7 +48,7 @@ static inline void gen_segment(struct snap_builder *g, uint64_t addr, uint64_t s
                                uint64_t stream)
 {
     uint32_t first = (uint32_t)g->s->nblocks;
-    *sb_segment(g) = (vt_segment){ addr, size, stream, first, 0, (int8_t)dev, pool };
+    *sb_segment(g) = (vt__snap_segment){ addr, size, stream, first, 0, (int8_t)dev, pool };
 }
 
 /* Append a block to the last segment (address implied by the previous ones). */
@@ -56,11 +56,11 @@ static inline void gen_block(struct snap_builder *g, uint64_t size, uint64_t req
                              uint64_t alloc_seq, uint32_t stack, uint8_t state)
 {
     vt__snapshot_data *s = g->s;
-    vt_segment *sg = &s->segments[s->nsegments - 1];
+    vt__snap_segment *sg = &s->segments[s->nsegments - 1];
     uint64_t addr = sg->addr;
     for (uint32_t i = 0; i < sg->nblocks; i++)
         addr += s->blocks[sg->first_block + i].size;
-    *sb_block(g) = (vt_block){ addr, size, req, stream, alloc_seq, stack, state };
+    *sb_block(g) = (vt__snap_block){ addr, size, req, stream, alloc_seq, stack, state };
     g->s->segments[g->s->nsegments - 1].nblocks++;
 }
 
@@ -79,7 +79,7 @@ static inline void gen_segment_holding(struct snap_builder *g, uint64_t addr, ui
 static inline void gen_device(struct snap_builder *g, int ord, const char *name, uint64_t total)
 {
     uint32_t n = gen_str(g, name);
-    *sb_device(g) = (vt_device_info){ .ordinal = ord, .name = n, .total_bytes = total };
+    *sb_device(g) = (vt__snap_device){ .ordinal = ord, .name = n, .total_bytes = total };
 }
 
 static inline struct snap_builder gen_begin(void)

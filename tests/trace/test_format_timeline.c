@@ -4,6 +4,7 @@
  */
 #include <time.h>
 
+#include "free_match.h"
 #include "harness.h"
 #include "timeline.h"
 #include "test_format_gen.h"
@@ -71,9 +72,9 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(tl->segments[0].addr, 0x10000000);
     ASSERT_EQ(tl->segments[0].flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);
     ASSERT_EQ(tl->segments[0].state_segment, 0);
-    const vt_segment_span *sb = vt__timeline_event_segment(tl, s, 2);
+    const vt__segment_span *sb = vt__timeline_event_segment(tl, s, 2);
     ASSERT(sb && sb->addr == 0x20000000 && sb->flags == VT_LT_ALIVE && sb->state_segment == 1);
-    const vt_segment_span *sc = vt__timeline_event_segment(tl, s, 13);
+    const vt__segment_span *sc = vt__timeline_event_segment(tl, s, 13);
     ASSERT(sc && sc->free_seq == 24 && !(sc->flags & VT_LT_ALIVE));
 
     /* marks and counts */
@@ -281,6 +282,36 @@ TEST(timeline_of_empty_snapshot)
     ASSERT_PTR_EQ(vt__timeline_find(tl, 0, 0), NULL);
     vt__timeline_free(tl);
     vt__snapshot_free(s);
+}
+
+TEST(free_completion_completes_the_newest_request_its_address_was_not_allocated_since)
+{
+    enum { N = VT__FREE_MATCH_NONE };
+    static const struct {
+        vt_event e;
+        uint32_t completes;
+    } ev[] = {
+        { { .kind = VT_EV_ALLOC, .addr = 0x1000 }, N },
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x1000, .aux = 1 }, N },
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x2000, .aux = 1 }, N },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x1000 }, 1 },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x1000 }, N },  /* completed already */
+        { { .kind = VT_EV_ALLOC, .addr = 0x2000 }, N },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x2000 }, N },  /* allocated again since */
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x3000 }, N },  /* requested before the window */
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x2000 }, N },
+        { { .kind = VT_EV_FREE_REQUESTED, .addr = 0x2000 }, N },
+        { { .kind = VT_EV_FREE_COMPLETED, .addr = 0x2000 }, 9 },  /* the newest */
+    };
+    vt__free_match m;
+    ASSERT_EQ(vt__free_match_init(&m), 0);
+    for (uint32_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        uint32_t request;
+        ASSERT_EQ(vt__free_match_event(&m, &ev[i].e, i, &request), 0);
+        ASSERT_MSG(request == ev[i].completes, "event %u completes %u, not %u", i, request,
+                   ev[i].completes);
+    }
+    vt__free_match_free(&m);
 }
 
 TEST_MAIN()

@@ -209,13 +209,13 @@ static int fake_provider(vt__snapshot_data *snap)
     if (!snap)
         return 0;
     ASSERT_OK(vt__snapshot_add_device(snap, 0, "Simulated H100", UINT64_C(80) << 30));
-    vt_segment seg = { .addr = 0x7f0000000000, .size = 2 << 20, .stream = 9,
+    vt__snap_segment seg = { .addr = 0x7f0000000000, .size = 2 << 20, .stream = 9,
                        .device = 0, .pool = VT_POOL_SMALL };
     ASSERT_OK(vt__snapshot_add_segment(snap, &seg));
-    vt_block b1 = { .addr = 0x7f0000000000, .size = 1 << 20, .req_size = 1000000,
+    vt__snap_block b1 = { .addr = 0x7f0000000000, .size = 1 << 20, .req_size = 1000000,
                     .stream = 9, .alloc_seq = 2, .stack = block_stack,
                     .state = VT_BLOCK_ACTIVE_ALLOCATED };
-    vt_block b2 = { .addr = 0x7f0000100000, .size = 1 << 20, .stream = 9,
+    vt__snap_block b2 = { .addr = 0x7f0000100000, .size = 1 << 20, .stream = 9,
                     .state = VT_BLOCK_INACTIVE };
     ASSERT_OK(vt__snapshot_add_block(snap, &b1));
     ASSERT_OK(vt__snapshot_add_block(snap, &b2));

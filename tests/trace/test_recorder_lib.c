@@ -89,7 +89,7 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
     /* The allocator's state: the live block, with the same stack as its event. */
     int found = 0;
     for (size_t i = 0; i < s->nblocks; i++) {
-        const vt_block *b = &s->blocks[i];
+        const vt__snap_block *b = &s->blocks[i];
         if (b->addr != (uintptr_t)keep)
             continue;
         found = 1;

@@ -225,7 +225,7 @@ TEST(a_process_without_python_captures_native_stacks_only)
     uint32_t a = ids[0];
     ASSERT_NE(a, 0);
     ASSERT_EQ(a, ids[1]);
-    vt_stacks_stats st;
+    vt__stack_captures st;
     vt__stacks_thread_stats(&st);
     ASSERT_EQ(st.python, 0);
     ASSERT_EQ(st.python_merges, 0);

@@ -89,7 +89,7 @@ TEST(many_call_sites_with_changing_rbp_stay_remembered)
 {
     enum { REPS = 50 };
     static uint32_t ids[REPS][NSITES];
-    vt_stacks_stats a, b;
+    vt__stack_captures a, b;
     vt__stacks_thread_stats(&a);
     for (int r = 0; r < REPS; r++)
         for (int k = 0; k < NSITES; k++)   /* counters, odd values, heap-like values */
@@ -156,7 +156,7 @@ TEST(unloading_a_library_forgets_the_remembered_walks)
      * through libunwind's flushed cache, to the same stack. */
     enum { N = 12, CHANGE = 10 };
     uint32_t ids[N];
-    vt_stacks_stats st[N + 1];
+    vt__stack_captures st[N + 1];
     for (int i = 0; i < N; i++) {
         unload_when(i, CHANGE);
         vt__stacks_thread_stats(&st[i]);
@@ -195,7 +195,7 @@ __attribute__((noinline)) static uint32_t twice_at_depth(int n, uint32_t *second
 TEST(stacks_that_never_come_back_in_time_are_not_learned_over_and_over)
 {
     enum { KEYS = 300, ROUNDS = 4 };
-    vt_stacks_stats a, b;
+    vt__stack_captures a, b;
     vt__stacks_thread_stats(&a);
     for (int r = 0; r < ROUNDS; r++)
         for (int n = 0; n < KEYS; n++) {

@@ -48,7 +48,7 @@ TEST(unique_labels_keep_interned_memory_bounded_by_the_ring)
 {
     enum { MARKS = 400000 };
     char label[64];
-    vt_strings_stats st;
+    vt__strings_usage st;
     uint64_t most_gens = 0, most_bytes = 0, most_strings = 0;
     for (unsigned i = 0; i < MARKS; i++) {
         snprintf(label, sizeof label, "epoch 3 step %u", i);
@@ -122,7 +122,7 @@ TEST(stack_frame_strings_outlive_the_events_that_named_them)
         ASSERT_OK(vt_mark(buf));
     }
     vt_tensor_use_stack(vt_tensor_new((void *)0x1000, 16, 0, "x"), st);
-    vt_strings_stats stats;
+    vt__strings_usage stats;
     vt__strings_stats(&stats);
     ASSERT_EQ(stats.pinned_strings, 2);
     vt__snapshot_data *s = build();
@@ -191,7 +191,7 @@ TEST(snapshots_keep_the_labels_of_their_events_while_labels_churn)
     atomic_store(&marking, false);
     pthread_join(t, NULL);
     ASSERT_GT(labels_checked, 0);
-    vt_strings_stats st;
+    vt__strings_usage st;
     vt__strings_stats(&st);
     ASSERT_LE(st.event_generations, (RING + GEN_STRINGS - 1) / GEN_STRINGS + 2);
 }
@@ -209,7 +209,7 @@ TEST(child_forked_during_a_snapshot_still_frees_labels)
             snprintf(label, sizeof label, "child step %u", i);
             vt_mark(label);
         }
-        vt_strings_stats st;
+        vt__strings_usage st;
         vt__strings_stats(&st);
         _exit(st.event_generations <= (RING + GEN_STRINGS - 1) / GEN_STRINGS + 2 ? 0 : 3);
     }

@@ -101,7 +101,7 @@ static void same_point(const vt_tl_point *a, const vt_tl_point *b)
     ASSERT_EQ(a->event, b->event);
 }
 
-static int span_kept(const vt_segment_span *g)
+static int span_kept(const vt__segment_span *g)
 {
     return !(g->alloc_event != VT_TL_NONE && g->free_event != VT_TL_NONE);
 }
@@ -191,7 +191,7 @@ static void check_in_memory(const vt__snapshot_data *s)
     vt_timeline *w;
     ASSERT_MSG(vt__timeline_build(s, &w, err, sizeof err) == 0, "%s", err);
     for (int curves = 0; curves < 2; curves++) {
-        vt_event_stream *es;
+        vt__event_stream *es;
         vt_timeline *c;
         ASSERT(vt__event_stream_of(s, &es) == 0);
         ASSERT_MSG(vt__timeline_build_stream(s, es, curves ? VT_TL_STREAM_CURVES : 0, &c, err,
@@ -215,7 +215,7 @@ static void check_from_file(const vt__snapshot_data *s, size_t chunk)
     vt_timeline *w;
     ASSERT_MSG(vt__timeline_build(r, &w, err, sizeof err) == 0, "%s", err);
     vt__snapshot_data *h;
-    vt_event_stream *es;
+    vt__event_stream *es;
     char serr[1024];
     ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
     vt_timeline *c;

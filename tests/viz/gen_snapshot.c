@@ -197,7 +197,8 @@ static void begin_snapshot(uint32_t pid, const char *command_line)
     S->meta.clock_base_realtime_ns = 1700000000000000000ull;
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
+    S->devices[0] = (vt__snap_device){ .ordinal = 0, .name = str("Simulated GPU"),
+                                       .total_bytes = 16384 * MiB };
 }
 
 static void generate(int big, size_t target_events)
@@ -440,7 +441,8 @@ static void generate_python(void)
     S->meta.clock_base_monotonic_ns = now_ns;
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
+    S->devices[0] = (vt__snap_device){ .ordinal = 0, .name = str("Simulated GPU"),
+                                       .total_bytes = 16384 * MiB };
 
     const char *py = "/usr/lib/libpython3.11.so.1.0", *exe = "/usr/bin/python3.11";
     const char *torch = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so";
@@ -568,7 +570,8 @@ static void generate_edge(const char *kind)
     S->meta.clock_base_monotonic_ns = now_ns;
     S->devices = calloc(1, sizeof *S->devices);
     S->ndevices = 1;
-    S->devices[0] = (vt_device_info){ .ordinal = 0, .name = str("Simulated GPU"), .total_bytes = 16384 * MiB };
+    S->devices[0] = (vt__snap_device){ .ordinal = 0, .name = str("Simulated GPU"),
+                                       .total_bytes = 16384 * MiB };
     if (!strcmp(kind, "one")) {
         uint64_t a = alloc(3 * MiB, STACK("main", "only_alloc"), 0);
         tensor("the.only", a, 3 * MiB);

@@ -22,7 +22,7 @@
 /*  Entry points                                                            */
 /* ------------------------------------------------------------------------ */
 
-void vt__check_options_init(vt_check_options *opt)
+void vt__check_options_init(vt__check_options *opt)
 {
     memset(opt, 0, sizeof *opt);
     opt->grace_mode = VT_CHECK_GRACE_AUTO;
@@ -91,7 +91,7 @@ int vt__check_parse_pinned_ratio(const char *text, double *ratio)
     return 0;
 }
 
-int vt__check_parse_grace(const char *text, vt_check_options *opt)
+int vt__check_parse_grace(const char *text, vt__check_options *opt)
 {
     if (!text || !*text)
         return -EINVAL;
@@ -153,7 +153,7 @@ void vt__check_report_free(vt_check_report *r)
     free(r);
 }
 
-int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt_in,
+int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
                   vt_check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
@@ -161,7 +161,7 @@ int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt_in,
         return -EINVAL;
     }
     *out = NULL;
-    vt_check_options opt;
+    vt__check_options opt;
     if (opt_in)
         opt = *opt_in;
     else

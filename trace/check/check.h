@@ -11,7 +11,7 @@
  * Input: a vt__snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
  * function of it: no allocator, no CUDA, no globals, no I/O except the
  * printers below. Cost: O(n log n) in the number of events plus a bounded
- * search per finding (see vt_check_options.max_visit); 1M events take well
+ * search per finding (see vt__check_options.max_visit); 1M events take well
  * under a second.
  *
  * ---------------------------------------------------------------------------
@@ -51,7 +51,7 @@
  * first TENSOR_DROP (or the end).
  *
  * ---------------------------------------------------------------------------
- * Rules (vt_check_options.rules; a finding names the one that fired)
+ * Rules (vt__check_options.rules; a finding names the one that fired)
  * ---------------------------------------------------------------------------
  * VT_CHECK_RULE_LINGER (tensor annotations present): a storage alive after
  * its last use by more than the grace.
@@ -79,7 +79,7 @@
  *   before the last VT_CHECK_TIME_FRACTION_PCT % of the trace), when they come
  *   from at least two different steps (without marks: spread over at least
  *   VT_CHECK_TIME_FRACTION_PCT % of the trace; only when named in
- *   vt_check_options.rules: the automatic choice does not run it on a trace
+ *   vt__check_options.rules: the automatic choice does not run it on a trace
  *   without marks, rules_need_steps says so). That is the signature of a
  *   call site that accumulates memory step after step; one-time setup
  *   (weights, lazily created optimizer state: all in one step) is not flagged.
@@ -215,8 +215,8 @@
 /* GROWTH: marks a trace needs for the rule to run (one of warm-up at least). */
 #define VT_CHECK_GROWTH_MIN_MARKS (VT_CHECK_GROWTH_MIN_STEPS + 1)
 
-/* Rules (bit flags; vt_check_options.rules, vt_check_finding.rule). */
-enum vt_check_rule {
+/* Rules (bit flags; vt__check_options.rules, vt_check_finding.rule). */
+enum vt__check_rule {
     VT_CHECK_RULE_LINGER = 1u << 0,      /* alive after its last use beyond the grace */
     VT_CHECK_RULE_NEVER_FREED = 1u << 1, /* native: call site accumulating never-freed memory */
     VT_CHECK_RULE_OUTLIER = 1u << 2,     /* native: outlives its call site's siblings */
@@ -231,14 +231,14 @@ enum vt_check_rule {
 #define VT_CHECK_RULES_ALL 127u
 
 /* How the grace of the LINGER rule is decided. */
-enum vt_check_grace_mode {
+enum vt__check_grace_mode {
     VT_CHECK_GRACE_AUTO = 0,  /* steps when there are marks, time otherwise */
     VT_CHECK_GRACE_STEPS = 1, /* exactly grace_steps complete steps */
     VT_CHECK_GRACE_TIME = 2,  /* exactly grace_ns after the last use */
 };
 
-typedef struct vt_check_options {
-    int grace_mode;            /* enum vt_check_grace_mode */
+typedef struct vt__check_options {
+    int grace_mode;            /* enum vt__check_grace_mode */
     uint32_t grace_steps;      /* GRACE_STEPS: complete unused steps allowed (0 ok) */
     uint64_t grace_ns;         /* GRACE_TIME: ns allowed after the last use */
     const char *const *ignore; /* fnmatch(3) patterns; a storage is skipped when one */
@@ -251,7 +251,7 @@ typedef struct vt_check_options {
     double pinned_ratio;       /* PINNED: flagged while live views cover less than this
                                   share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
     int host;                  /* storages in host memory (CPU tensors): VT_CHECK_HOST_* */
-} vt_check_options;
+} vt__check_options;
 
 /* Whether the tensor rules judge storages in host memory. A GPU memory check
  * is about device memory: in a program that used a device, its CPU tensors
@@ -259,21 +259,21 @@ typedef struct vt_check_options {
  * asked about, and there are many of them. A trace with no device storage at
  * all (a CPU-only program, or tensors made on the host on purpose) is
  * judged on its host storages. */
-enum vt_check_host {
+enum vt__check_host {
     VT_CHECK_HOST_AUTO = 0,    /* only when the trace has no device storage */
     VT_CHECK_HOST_ALWAYS = 1,  /* `check --host` */
 };
 
 /* Node kinds of a retention path step. */
-enum vt_check_node_kind {
+enum vt__check_node_kind {
     VT_CHECK_NODE_HOLDER = 1,
     VT_CHECK_NODE_TENSOR = 2,
     VT_CHECK_NODE_STORAGE = 3,
 };
 
 /* One node of a retention path. Paths run root first, storage last. */
-typedef struct vt_check_step {
-    uint8_t kind;              /* enum vt_check_node_kind */
+typedef struct vt__check_step {
+    uint8_t kind;              /* enum vt__check_node_kind */
     uint64_t id;               /* holder/tensor id; storage: its address */
     const char *name;          /* holder/tensor name, "" if none; storage: "" */
     const char *label;         /* label of the reference from this node to the next
@@ -281,14 +281,14 @@ typedef struct vt_check_step {
     uint64_t base_id;          /* tensor: its base tensor's id if a view, else 0 */
     const char *base_name;     /* tensor: the base's name if a view, else "" */
     uint64_t bytes;            /* storage: bytes (as in the finding), else 0 */
-} vt_check_step;
+} vt__check_step;
 
-typedef struct vt_check_path {
-    vt_check_step *steps;      /* root first, storage last */
+typedef struct vt__check_path {
+    vt__check_step *steps;     /* root first, storage last */
     size_t nsteps;
     uint8_t cycle;             /* no root: steps[0] reappears later in the path */
     uint8_t truncated;         /* search bound hit: steps[0] is not a root */
-} vt_check_path;
+} vt__check_path;
 
 /* PINNED: one live view holding the storage (at the finding's path_seq). */
 typedef struct vt_check_view {
@@ -347,7 +347,7 @@ typedef struct vt_check_finding {
 
     uint64_t path_seq;         /* graph state the paths show: linger_from_seq, or
                                   UINT64_MAX = at the end of the trace */
-    vt_check_path *paths;      /* shortest first, up to max_paths */
+    vt__check_path *paths;     /* shortest first, up to max_paths */
     size_t npaths;
 
     /* PINNED only (0 / empty otherwise). The last_use_* fields above are
@@ -375,7 +375,7 @@ typedef struct vt_check_finding {
     vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
     /* GROWTH only (0 otherwise): the site's live bytes at the judged marks. */
-    uint64_t growth_per_step;  /* robust slope, bytes per step (vt_check_growth) */
+    uint64_t growth_per_step;  /* robust slope, bytes per step (vt__check_growth) */
     uint32_t growth_first_mark; /* first judged mark (0-based index of the MARK) */
     uint32_t growth_last_mark; /* last judged mark */
     uint64_t growth_first_bytes; /* live bytes of the site at the first judged mark */
@@ -407,14 +407,14 @@ typedef struct vt_check_report {
 } vt_check_report;
 
 /* The verdict on a series of bytes alive at consecutive step ends (marks). */
-typedef struct vt_check_growth {
+typedef struct vt__check_growth {
     uint32_t first, last;      /* the judged step ends: v[first..last]; the ones before
                                   first are the warm-up */
     uint64_t first_bytes, last_bytes; /* v[first], v[last] */
     int64_t per_step;          /* Theil-Sen slope over the judged ends, bytes per step */
     uint8_t judged;            /* enough ends to judge (VT_CHECK_GROWTH_MIN_STEPS) */
     uint8_t grows;             /* the rule below says it grows */
-} vt_check_growth;
+} vt__check_growth;
 
 /*! vt__check_growth_fit() :
  * Judge the series v[0..n) (bytes alive at each step end, in step order):
@@ -429,19 +429,19 @@ typedef struct vt_check_growth {
  * longer than the skipped ends the first only, and a cache emptied in
  * cycles comes back to the same floor in every third.
  * @return 0, or -ENOMEM (out zeroed). */
-int vt__check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out);
+int vt__check_growth_fit(const uint64_t *v, size_t n, vt__check_growth *out);
 
 /*! vt__check_options_init() :
  * Fill `opt` with the defaults: automatic grace and rules, no ignore
  * patterns, 3 paths, 4096 visited nodes per search. */
-void vt__check_options_init(vt_check_options *opt);
+void vt__check_options_init(vt__check_options *opt);
 
 /*! vt__check_parse_grace() :
  * Parse a `--grace` argument into `opt`: "N" or "Nsteps"/"Nstep" (complete
  * steps, integer >= 0), or a duration "2.5s", "300ms", "50us", "10ns",
  * "1m" (minutes). "auto" restores the default.
  * @return 0, or -EINVAL (opt unchanged). */
-int vt__check_parse_grace(const char *text, vt_check_options *opt);
+int vt__check_parse_grace(const char *text, vt__check_options *opt);
 
 /*! vt__check_parse_rules() :
  * Parse a comma-separated list of rule names ("linger", "never-freed",
@@ -461,7 +461,7 @@ int vt__check_parse_pinned_ratio(const char *text, double *ratio);
  *         stack ids from `s`), or a negative errno (-ENOMEM, -EINVAL) with a
  *         one-line message in err. A malformed event stream never fails: it
  *         is reconciled by trace/snap/timeline.h's rules. */
-int vt__check_run(const vt__snapshot_data *s, const vt_check_options *opt,
+int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
                   vt_check_report **out, char *err, size_t errlen);
 
 /*! vt__check_report_free() : release a report. NULL is fine. */
@@ -484,7 +484,7 @@ const char *vt__check_rule_name(unsigned rule);
  * size. A cycle path is prefixed "(cycle) " and a truncated one "… ".
  * Arrows are UTF-8 " → ".
  * @return the length the full text needs (excluding the NUL), like snprintf. */
-size_t vt__check_path_format(const vt_check_path *p, char *buf, size_t len);
+size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
 
 /*! vt__check_report_print() :
  * The human-readable report: a summary line; when findings repeat, their
@@ -521,7 +521,7 @@ long vt__check_report_groups(const vt_check_report *r, uint32_t *group_of);
  *   "pinned_ratio": X,                          PINNED threshold as applied
  *   "marks": N, "storages": N, "tensors": N, "holders": N, "refs": N,
  *   "ignored": N,
- *   "host_skipped": N,                 (host storages not judged: vt_check_host)
+ *   "host_skipped": N,                 (host storages not judged: vt__check_host)
  *   "start_time_ns": N, "end_time_ns": N,
  *   "total_bytes": N, "total_byte_seconds": X,
  *   "findings": [                               ranked, largest bytes x time first

@@ -30,7 +30,7 @@ static uint32_t last_to_die(const ck_model *m, const ck_storage *st)
     return last;
 }
 
-int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                       vt_check_report *r)
 {
     int steps = opt->grace_mode == VT_CHECK_GRACE_STEPS ||

@@ -59,7 +59,7 @@ static int stack_matches(const vt__snapshot_data *s, uint32_t stack, const char 
     return 0;
 }
 
-int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
+int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti,
                    uint32_t extra_stack)
 {
     const ck_storage *st = &m->st[sti];
@@ -133,7 +133,7 @@ void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *
     f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
 }
 
-vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt,
+vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *opt,
                                           ck_findings *fs, vt_check_report *r, uint32_t sti,
                                           const ck_use *last, unsigned rule, int *rc)
 {

@@ -28,7 +28,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int vt__check_growth_fit(const uint64_t *v, size_t n, vt_check_growth *out)
+int vt__check_growth_fit(const uint64_t *v, size_t n, vt__check_growth *out)
 {
     memset(out, 0, sizeof *out);
     size_t warm = n / 4 > 1 ? n / 4 : 1;
@@ -85,7 +85,7 @@ static int cmp_span(const void *p, const void *q)
 
 /* The finding of one growing site, its storages sp[0..n). */
 static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
-                        const vt_check_growth *g)
+                        const vt__check_growth *g)
 {
     /* its largest storage alive at the last judged mark stands for it */
     uint32_t big = CK_NONE, nalive = 0;
@@ -126,7 +126,7 @@ static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
     return 0;
 }
 
-int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt_check_report *r)
 {
     size_t nm = m->nmarks;
@@ -179,7 +179,7 @@ int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs
             live += delta[k];
             v[k] = (uint64_t)live;
         }
-        vt_check_growth g;
+        vt__check_growth g;
         rc = vt__check_growth_fit(v, nm, &g);
         if (!rc && g.grows)
             rc = site_finding(m, fs, &sp[s0], s1 - s0, &g);

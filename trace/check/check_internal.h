@@ -121,7 +121,7 @@ typedef struct ck_model {
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
-    uint8_t skip_host;      /* host storages are not judged (vt_check_host) */
+    uint8_t skip_host;      /* host storages are not judged (vt__check_host) */
 } ck_model;
 
 /* The findings of all rules, in the order the rules add them. */
@@ -170,10 +170,10 @@ int vt__ck_cmp_key(const void *a, const void *b);
 uint64_t vt__ck_median(uint64_t *v, size_t n);
 
 /* Whether storage sti is not judged: 2 when it is in host memory and the
- * model skips host storages (vt_check_host), 1 when --ignore skips it (a
+ * model skips host storages (vt__check_host), 1 when --ignore skips it (a
  * pattern matches one of its tensors' names or a function of its
  * allocation stack or of extra_stack), else 0. */
-int vt__ck_ignored(const ck_model *m, const vt_check_options *opt, uint32_t sti,
+int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti,
                    uint32_t extra_stack);
 /* A new zeroed finding about storage sti (CK_NONE: a call site); NULL on
  * ENOMEM. */
@@ -187,7 +187,7 @@ void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *
 /* Opens a finding of `rule` on storage sti, last used at `last`: its storage
  * and last-use fields filled in. NULL when --ignore skips it (counted in
  * r->nignored) or, with *rc = -ENOMEM, when out of memory. */
-vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *opt,
+vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *opt,
                                           ck_findings *fs, vt_check_report *r, uint32_t sti,
                                           const ck_use *last, unsigned rule, int *rc);
 
@@ -199,21 +199,21 @@ vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt_check_options *o
 /* Each adds its findings to fs; 0 or -ENOMEM. LINGER also sets
  * r->grace_mode and marks the storages it flags (ck_storage.lingered), so it
  * runs before PINNED. */
-int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt_check_report *r);
-int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt_check_report *r);
 /* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
-int vt__ck_rule_cycle(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                       vt_check_report *r);
 /* TAPE runs after LINGER and CYCLE and skips what they flagged. */
-int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                      vt_check_report *r);
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
-int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
+int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt_check_report *r);
 /* GROWTH runs last: it judges the storages no other rule flagged. */
-int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt_check_report *r);
 
 /* ------------------------------------------------------------------------ */
@@ -224,6 +224,6 @@ int vt__ck_rule_growth(ck_model *m, const vt_check_options *opt, ck_findings *fs
  * (storage index of finding i in fst[i]) by replaying the graph operations
  * once. */
 int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
-                 const vt_check_options *opt);
+                 const vt__check_options *opt);
 
 #endif /* VT_TRACE_CHECK_INTERNAL_H */

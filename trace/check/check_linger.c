@@ -11,7 +11,7 @@
 
 #include "check_internal.h"
 
-int vt__ck_rule_linger(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt_check_report *r)
 {
     int steps = opt->grace_mode == VT_CHECK_GRACE_STEPS ||

@@ -61,7 +61,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     return 0;
 }
 
-int vt__ck_rule_native(ck_model *m, const vt_check_options *opt, unsigned rules,
+int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt_check_report *r)
 {
     uint32_t *idx = malloc((m->nst ? m->nst : 1) * sizeof *idx);

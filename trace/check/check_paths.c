@@ -133,7 +133,7 @@ static int visit(graph *g, uint32_t x, uint32_t parent, uint32_t label, uint32_t
     return 0;
 }
 
-static void fill_node_step(const ck_model *m, vt_check_step *st, uint32_t x, uint32_t label)
+static void fill_node_step(const ck_model *m, vt__check_step *st, uint32_t x, uint32_t label)
 {
     const ck_node *n = &m->nodes[x];
     memset(st, 0, sizeof *st);
@@ -156,11 +156,11 @@ static int emit_path(graph *g, vt_check_finding *f, uint32_t sti, uint32_t head,
 {
     const ck_model *m = g->m;
     size_t len = m->nodes[start].depth + 2 + (head != CK_NONE); /* nodes + storage */
-    vt_check_path *np = realloc(f->paths, (f->npaths + 1) * sizeof *np);
+    vt__check_path *np = realloc(f->paths, (f->npaths + 1) * sizeof *np);
     if (!np)
         return -ENOMEM;
     f->paths = np;
-    vt_check_path *p = &f->paths[f->npaths];
+    vt__check_path *p = &f->paths[f->npaths];
     p->steps = calloc(len, sizeof *p->steps);
     if (!p->steps)
         return -ENOMEM;
@@ -172,7 +172,7 @@ static int emit_path(graph *g, vt_check_finding *f, uint32_t sti, uint32_t head,
         fill_node_step(m, &p->steps[k++], head, head_label);
     for (uint32_t x = start; x != CK_NONE && k + 1 < len; x = m->nodes[x].parent)
         fill_node_step(m, &p->steps[k++], x, m->nodes[x].plabel);
-    vt_check_step *st = &p->steps[k++];
+    vt__check_step *st = &p->steps[k++];
     st->kind = VT_CHECK_NODE_STORAGE;
     st->id = m->st[sti].addr;
     st->name = st->label = st->base_name = "";
@@ -191,7 +191,7 @@ static int on_chain(const ck_model *m, uint32_t x, uint32_t y)
 }
 
 /* Breadth-first search backwards from storage sti, at the current moment. */
-static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt_check_options *opt)
+static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt__check_options *opt)
 {
     ck_model *m = g->m;
     size_t nq = 0, head = 0;
@@ -251,7 +251,7 @@ static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt_check_op
 }
 
 int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
-                 const vt_check_options *opt)
+                 const vt__check_options *opt)
 {
     size_t nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)

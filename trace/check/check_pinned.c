@@ -58,7 +58,7 @@ typedef struct pin_scratch {
 /* Everything one storage's evaluation needs. */
 typedef struct pin_run {
     ck_model *m;
-    const vt_check_options *opt;
+    const vt__check_options *opt;
     ck_findings *fs;
     vt_check_report *r;
     pin_scratch *p;
@@ -355,7 +355,7 @@ static int pin_storage(pin_run *pr)
     return rc;
 }
 
-int vt__ck_rule_pinned(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt_check_report *r)
 {
     pin_scratch p;

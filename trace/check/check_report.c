@@ -52,7 +52,7 @@ static void sb_label(sbuf *b, const char *label)
         sb_printf(b, "%s", label);
 }
 
-size_t vt__check_path_format(const vt_check_path *p, char *buf, size_t len)
+size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len)
 {
     sbuf b = { buf, len, 0 };
     if (buf && len)
@@ -64,7 +64,7 @@ size_t vt__check_path_format(const vt_check_path *p, char *buf, size_t len)
     if (p->truncated)
         sb_printf(&b, "\xe2\x80\xa6 ");
     for (size_t i = 0; i < p->nsteps; i++) {
-        const vt_check_step *s = &p->steps[i];
+        const vt__check_step *s = &p->steps[i];
         if (i)
             sb_printf(&b, " \xe2\x86\x92 ");
         switch (s->kind) {
@@ -800,7 +800,7 @@ static const char *kind_name(uint8_t k)
     return k == VT_CHECK_NODE_HOLDER ? "holder" : k == VT_CHECK_NODE_TENSOR ? "tensor" : "storage";
 }
 
-static void json_path(FILE *f, const vt_check_path *p)
+static void json_path(FILE *f, const vt__check_path *p)
 {
     char line[4096];
     vt__check_path_format(p, line, sizeof line);
@@ -809,7 +809,7 @@ static void json_path(FILE *f, const vt_check_path *p)
     fprintf(f, ",\"cycle\":%s,\"truncated\":%s,\"steps\":[", p->cycle ? "true" : "false",
             p->truncated ? "true" : "false");
     for (size_t i = 0; i < p->nsteps; i++) {
-        const vt_check_step *s = &p->steps[i];
+        const vt__check_step *s = &p->steps[i];
         fprintf(f, "%s{\"kind\":\"%s\",", i ? "," : "", kind_name(s->kind));
         if (s->kind == VT_CHECK_NODE_STORAGE)
             fprintf(f, "\"id\":\"0x%" PRIx64 "\"", s->id);

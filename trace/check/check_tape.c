@@ -97,7 +97,7 @@ static int step_peaks(const ck_model *m, uint64_t *peak_seq, uint64_t *peak_time
     return 0;
 }
 
-int vt__ck_rule_tape(ck_model *m, const vt_check_options *opt, ck_findings *fs,
+int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                      vt_check_report *r)
 {
     if (m->nmarks < 2)

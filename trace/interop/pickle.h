@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum vt_pv_type {
+enum vt__pv_type {
     VT_PV_NONE,
     VT_PV_BOOL,     /* i = 0/1 */
     VT_PV_INT,      /* i */
@@ -43,33 +43,33 @@ enum vt_pv_type {
     VT_PV_DICT,     /* n pairs: items[first + 2k] key, items[first + 2k + 1] value */
 };
 
-typedef struct vt_pv {
-    uint8_t type;          /* enum vt_pv_type */
+typedef struct vt__pv {
+    uint8_t type;          /* enum vt__pv_type */
     uint32_t n;            /* STR/BYTES length, container item count (pairs for DICT) */
     union {
         int64_t i;
         uint64_t u;
         double f;
         const char *s;     /* into the input buffer */
-        uint32_t container;/* index into vt_pickle.containers */
+        uint32_t container;/* index into vt__pickle.containers */
     };
-} vt_pv;
+} vt__pv;
 
 /* A container's items live in their own growable array (lists grow by
  * APPENDS after they are created and memoized). */
-typedef struct vt_pv_container {
+typedef struct vt__pv_container {
     uint32_t *items;       /* value indexes */
     uint32_t n, cap;       /* n counts uint32 slots (2 per dict pair) */
     uint32_t *keys;        /* a large dict's str keys: pair numbers, sorted, last binding only */
     uint32_t nkeys;
-} vt_pv_container;
+} vt__pv_container;
 
-typedef struct vt_pickle {
-    vt_pv *values;                 size_t nvalues;
-    vt_pv_container *containers;   size_t ncontainers;
+typedef struct vt__pickle {
+    vt__pv *values;                 size_t nvalues;
+    vt__pv_container *containers;   size_t ncontainers;
     uint32_t root;                 /* index of the value STOP returned */
     int protocol;                  /* from PROTO, 0 when absent */
-} vt_pickle;
+} vt__pickle;
 
 /* Does `data` look like a pickle (PROTO opcode 0x80 with protocol 2..5)? */
 int vt__pickle_sniff(const void *data, size_t size);
@@ -78,46 +78,46 @@ int vt__pickle_sniff(const void *data, size_t size);
  * @return 0 and *out (free with vt__pickle_free), or a negative errno with a
  *         one-line message in err naming `name`, the opcode and the byte
  *         offset ("refusing to run code" for opcodes that name globals). */
-int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out,
+int vt__pickle_parse(const void *data, size_t size, const char *name, vt__pickle **out,
                      char *err, size_t errlen);
 
-void vt__pickle_free(vt_pickle *p);
+void vt__pickle_free(vt__pickle *p);
 
 /* Accessors that never fail: a wrong type or index yields NULL / 0. */
-const vt_pv *vt__pickle_value(const vt_pickle *p, uint32_t index);
+const vt__pv *vt__pickle_value(const vt__pickle *p, uint32_t index);
 /* The value of key `key` (a str) in dict `dict`, or NULL. */
-const vt_pv *vt__pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key);
+const vt__pv *vt__pickle_get(const vt__pickle *p, const vt__pv *dict, const char *key);
 /* Item k of a list/tuple, or NULL. */
-const vt_pv *vt__pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k);
+const vt__pv *vt__pickle_item(const vt__pickle *p, const vt__pv *seq, size_t k);
 /* Integer value (bool, int, uint, float truncated), `dflt` when not a number. */
-int64_t vt__pickle_int(const vt_pv *v, int64_t dflt);
-uint64_t vt__pickle_u64(const vt_pv *v, uint64_t dflt);
+int64_t vt__pickle_int(const vt__pv *v, int64_t dflt);
+uint64_t vt__pickle_u64(const vt__pv *v, uint64_t dflt);
 /* Is v a str equal to `text`? */
-int vt__pickle_str_is(const vt_pv *v, const char *text);
+int vt__pickle_str_is(const vt__pv *v, const char *text);
 
 /* ---- writing (protocol 4, plain containers only) ---------------------- */
 
 /* A growable output buffer with a memo of the strings written so far, so
  * repeated keys and frame names cost two bytes (BINGET) after the first. */
-typedef struct vt_pickle_writer vt_pickle_writer;
+typedef struct vt__pickle_writer vt__pickle_writer;
 
-vt_pickle_writer *vt__pickle_writer_new(void);
-void vt__pickle_writer_free(vt_pickle_writer *w);
+vt__pickle_writer *vt__pickle_writer_new(void);
+void vt__pickle_writer_free(vt__pickle_writer *w);
 /* Start (PROTO 4) and end (STOP); then the bytes are w's buffer. */
-void vt__pw_begin(vt_pickle_writer *w);
-void vt__pw_end(vt_pickle_writer *w);
-void vt__pw_bool(vt_pickle_writer *w, int b);
-void vt__pw_int(vt_pickle_writer *w, int64_t v);
-void vt__pw_uint(vt_pickle_writer *w, uint64_t v);
-void vt__pw_str(vt_pickle_writer *w, const char *s);      /* memoized */
+void vt__pw_begin(vt__pickle_writer *w);
+void vt__pw_end(vt__pickle_writer *w);
+void vt__pw_bool(vt__pickle_writer *w, int b);
+void vt__pw_int(vt__pickle_writer *w, int64_t v);
+void vt__pw_uint(vt__pickle_writer *w, uint64_t v);
+void vt__pw_str(vt__pickle_writer *w, const char *s);     /* memoized */
 /* Containers: open, write items (dicts: key then value), close. */
-void vt__pw_dict_begin(vt_pickle_writer *w);
-void vt__pw_dict_end(vt_pickle_writer *w);
-void vt__pw_list_begin(vt_pickle_writer *w);
-void vt__pw_list_end(vt_pickle_writer *w);
-void vt__pw_tuple_begin(vt_pickle_writer *w);
-void vt__pw_tuple_end(vt_pickle_writer *w);
+void vt__pw_dict_begin(vt__pickle_writer *w);
+void vt__pw_dict_end(vt__pickle_writer *w);
+void vt__pw_list_begin(vt__pickle_writer *w);
+void vt__pw_list_end(vt__pickle_writer *w);
+void vt__pw_tuple_begin(vt__pickle_writer *w);
+void vt__pw_tuple_end(vt__pickle_writer *w);
 /* The bytes written; NULL when memory ran out at some point. */
-const unsigned char *vt__pw_data(const vt_pickle_writer *w, size_t *size);
+const unsigned char *vt__pw_data(const vt__pickle_writer *w, size_t *size);
 
 #endif /* VT_TRACE_PICKLE_H */

@@ -22,7 +22,7 @@ struct vm {
     const char *name;
     char *err;
     size_t errlen;
-    vt_pickle *p;
+    vt__pickle *p;
     size_t cap_values, cap_containers;
     uint32_t *stack;  size_t nstack, cap_stack;
     size_t *marks;    size_t nmarks, cap_marks;
@@ -32,9 +32,9 @@ struct vm {
 /* "NAME: message" into the caller's buffer; returns rc. */
 #define fail(m, rc, ...) vt__errf_in((m)->err, (m)->errlen, rc, (m)->name, __VA_ARGS__)
 
-static int new_value(struct vm *m, vt_pv v, uint32_t *idx)
+static int new_value(struct vm *m, vt__pv v, uint32_t *idx)
 {
-    vt_pickle *p = m->p;
+    vt__pickle *p = m->p;
     if (p->nvalues >= UINT32_MAX - 1)
         return fail(m, -EOVERFLOW, "too many values");
     if (vt__grow((void **)&p->values, &m->cap_values, p->nvalues + 1, sizeof *p->values))
@@ -52,7 +52,7 @@ static int push_idx(struct vm *m, uint32_t idx)
     return 0;
 }
 
-static int push(struct vm *m, vt_pv v)
+static int push(struct vm *m, vt__pv v)
 {
     uint32_t idx = 0;
     int rc = new_value(m, v, &idx);
@@ -61,22 +61,22 @@ static int push(struct vm *m, vt_pv v)
 
 static int push_container(struct vm *m, uint8_t type)
 {
-    vt_pickle *p = m->p;
+    vt__pickle *p = m->p;
     if (p->ncontainers >= UINT32_MAX - 1)
         return fail(m, -EOVERFLOW, "too many containers");
     if (vt__grow((void **)&p->containers, &m->cap_containers, p->ncontainers + 1,
              sizeof *p->containers))
         return fail(m, -ENOMEM, "out of memory");
-    p->containers[p->ncontainers] = (vt_pv_container){ 0 };
-    vt_pv v = { .type = type, .container = (uint32_t)p->ncontainers++ };
+    p->containers[p->ncontainers] = (vt__pv_container){ 0 };
+    vt__pv v = { .type = type, .container = (uint32_t)p->ncontainers++ };
     return push(m, v);
 }
 
 /* Append `n` value indexes to container value `cidx`. */
 static int add_items(struct vm *m, uint32_t cidx, const uint32_t *items, size_t n)
 {
-    vt_pv *v = &m->p->values[cidx];
-    vt_pv_container *c = &m->p->containers[v->container];
+    vt__pv *v = &m->p->values[cidx];
+    vt__pv_container *c = &m->p->containers[v->container];
     if (n == 0)
         return 0;
     if ((size_t)c->n + n > UINT32_MAX - 2)
@@ -108,9 +108,9 @@ static uint64_t le(const unsigned char *b, size_t n)
 }
 
 /* Little-endian two's complement of n bytes (LONG1/LONG4). */
-static vt_pv long_value(const unsigned char *b, size_t n)
+static vt__pv long_value(const unsigned char *b, size_t n)
 {
-    vt_pv v = { .type = VT_PV_INT };
+    vt__pv v = { .type = VT_PV_INT };
     if (n == 0)
         return v;
     int neg = b[n - 1] & 0x80;
@@ -344,25 +344,25 @@ static int run(struct vm *m)
                 return fail(m, -EINVAL, "pickle DUP at byte offset %zu on an empty stack", at);
             rc = push_idx(m, m->stack[m->nstack - 1]);
             break;
-        case 'N': rc = push(m, (vt_pv){ .type = VT_PV_NONE }); break;
-        case 0x88: rc = push(m, (vt_pv){ .type = VT_PV_BOOL, .i = 1 }); break;
-        case 0x89: rc = push(m, (vt_pv){ .type = VT_PV_BOOL, .i = 0 }); break;
+        case 'N': rc = push(m, (vt__pv){ .type = VT_PV_NONE }); break;
+        case 0x88: rc = push(m, (vt__pv){ .type = VT_PV_BOOL, .i = 1 }); break;
+        case 0x89: rc = push(m, (vt__pv){ .type = VT_PV_BOOL, .i = 0 }); break;
         case 'J': /* BININT */
             if ((rc = need(m, 4, "BININT", at)))
                 return rc;
-            rc = push(m, (vt_pv){ .type = VT_PV_INT, .i = (int32_t)(uint32_t)le(a, 4) });
+            rc = push(m, (vt__pv){ .type = VT_PV_INT, .i = (int32_t)(uint32_t)le(a, 4) });
             m->pos += 4;
             break;
         case 'K': /* BININT1 */
             if ((rc = need(m, 1, "BININT1", at)))
                 return rc;
-            rc = push(m, (vt_pv){ .type = VT_PV_INT, .i = a[0] });
+            rc = push(m, (vt__pv){ .type = VT_PV_INT, .i = a[0] });
             m->pos += 1;
             break;
         case 'M': /* BININT2 */
             if ((rc = need(m, 2, "BININT2", at)))
                 return rc;
-            rc = push(m, (vt_pv){ .type = VT_PV_INT, .i = (int64_t)le(a, 2) });
+            rc = push(m, (vt__pv){ .type = VT_PV_INT, .i = (int64_t)le(a, 2) });
             m->pos += 2;
             break;
         case 0x8a: case 0x8b: { /* LONG1, LONG4 */
@@ -383,7 +383,7 @@ static int run(struct vm *m)
             uint64_t u = 0;
             for (int i = 0; i < 8; i++)
                 u = u << 8 | a[i];
-            vt_pv v = { .type = VT_PV_FLOAT };
+            vt__pv v = { .type = VT_PV_FLOAT };
             memcpy(&v.f, &u, sizeof v.f);
             rc = push(m, v);
             m->pos += 8;
@@ -404,7 +404,7 @@ static int run(struct vm *m)
             if (n > UINT32_MAX)
                 return fail(m, -EOVERFLOW, "pickle string at byte offset %zu is over 4 GiB", at);
             int is_str = op == 0x8c || op == 'X' || op == 0x8d || op == 'U' || op == 'T';
-            rc = push(m, (vt_pv){ .type = is_str ? VT_PV_STR : VT_PV_BYTES, .n = (uint32_t)n,
+            rc = push(m, (vt__pv){ .type = is_str ? VT_PV_STR : VT_PV_BYTES, .n = (uint32_t)n,
                                   .s = (const char *)m->data + m->pos });
             m->pos += (size_t)n;
             break;
@@ -443,17 +443,17 @@ static int run(struct vm *m)
  * last binding of a key ends its run). */
 static int cmp_key(const void *a, const void *b, void *ctx)
 {
-    const vt_pickle *p = ((const void **)ctx)[0];
-    const vt_pv_container *c = ((const void **)ctx)[1];
+    const vt__pickle *p = ((const void **)ctx)[0];
+    const vt__pv_container *c = ((const void **)ctx)[1];
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    const vt_pv *kx = &p->values[c->items[2 * x]], *ky = &p->values[c->items[2 * y]];
+    const vt__pv *kx = &p->values[c->items[2 * x]], *ky = &p->values[c->items[2 * y]];
     if (kx->n != ky->n)
         return kx->n < ky->n ? -1 : 1;
     int d = kx->n ? memcmp(kx->s, ky->s, kx->n) : 0;
     return d ? d : (x > y) - (x < y);
 }
 
-static int index_dict(vt_pickle *p, vt_pv_container *c)
+static int index_dict(vt__pickle *p, vt__pv_container *c)
 {
     uint32_t npairs = c->n / 2, n = 0;
     c->keys = malloc(npairs * sizeof *c->keys);
@@ -466,8 +466,8 @@ static int index_dict(vt_pickle *p, vt_pv_container *c)
     qsort_r(c->keys, n, sizeof *c->keys, cmp_key, ctx);
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const vt_pv *a = &p->values[c->items[2 * c->keys[i]]];
-        const vt_pv *b = i + 1 < n ? &p->values[c->items[2 * c->keys[i + 1]]] : NULL;
+        const vt__pv *a = &p->values[c->items[2 * c->keys[i]]];
+        const vt__pv *b = i + 1 < n ? &p->values[c->items[2 * c->keys[i + 1]]] : NULL;
         if (!b || a->n != b->n || (a->n && memcmp(a->s, b->s, a->n)))
             c->keys[m++] = c->keys[i];   /* the last binding of its key */
     }
@@ -475,20 +475,20 @@ static int index_dict(vt_pickle *p, vt_pv_container *c)
     return 0;
 }
 
-static int index_dicts(vt_pickle *p)
+static int index_dicts(vt__pickle *p)
 {
     for (size_t i = 0; i < p->nvalues; i++) {
-        const vt_pv *v = &p->values[i];
+        const vt__pv *v = &p->values[i];
         if (v->type != VT_PV_DICT || v->container >= p->ncontainers)
             continue;
-        vt_pv_container *c = &p->containers[v->container];
+        vt__pv_container *c = &p->containers[v->container];
         if (c->n / 2 > SCAN_PAIRS && !c->keys && index_dict(p, c) != 0)
             return -ENOMEM;
     }
     return 0;
 }
 
-int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle **out, char *err,
+int vt__pickle_parse(const void *data, size_t size, const char *name, vt__pickle **out, char *err,
                      size_t errlen)
 {
     *out = NULL;
@@ -513,7 +513,7 @@ int vt__pickle_parse(const void *data, size_t size, const char *name, vt_pickle 
     return 0;
 }
 
-void vt__pickle_free(vt_pickle *p)
+void vt__pickle_free(vt__pickle *p)
 {
     if (!p)
         return;
@@ -526,12 +526,12 @@ void vt__pickle_free(vt_pickle *p)
     free(p);
 }
 
-const vt_pv *vt__pickle_value(const vt_pickle *p, uint32_t index)
+const vt__pv *vt__pickle_value(const vt__pickle *p, uint32_t index)
 {
     return p && index < p->nvalues ? &p->values[index] : NULL;
 }
 
-static const vt_pv_container *container_of(const vt_pickle *p, const vt_pv *v)
+static const vt__pv_container *container_of(const vt__pickle *p, const vt__pv *v)
 {
     if (!p || !v || (v->type != VT_PV_LIST && v->type != VT_PV_TUPLE && v->type != VT_PV_DICT) ||
         v->container >= p->ncontainers)
@@ -539,7 +539,7 @@ static const vt_pv_container *container_of(const vt_pickle *p, const vt_pv *v)
     return &p->containers[v->container];
 }
 
-int vt__pickle_str_is(const vt_pv *v, const char *text)
+int vt__pickle_str_is(const vt__pv *v, const char *text)
 {
     if (!v || v->type != VT_PV_STR)
         return 0;
@@ -547,11 +547,11 @@ int vt__pickle_str_is(const vt_pv *v, const char *text)
     return v->n == n && !memcmp(v->s, text, n);
 }
 
-const vt_pv *vt__pickle_get(const vt_pickle *p, const vt_pv *dict, const char *key)
+const vt__pv *vt__pickle_get(const vt__pickle *p, const vt__pv *dict, const char *key)
 {
     if (!dict || dict->type != VT_PV_DICT)
         return NULL;
-    const vt_pv_container *c = container_of(p, dict);
+    const vt__pv_container *c = container_of(p, dict);
     if (!c)
         return NULL;
     size_t n = strlen(key);
@@ -559,7 +559,7 @@ const vt_pv *vt__pickle_get(const vt_pickle *p, const vt_pv *dict, const char *k
         uint32_t lo = 0, hi = c->nkeys;
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
-            const vt_pv *kv = &p->values[c->items[2 * c->keys[mid]]];
+            const vt__pv *kv = &p->values[c->items[2 * c->keys[mid]]];
             int d = kv->n != n ? (kv->n < n ? -1 : 1) : n ? memcmp(kv->s, key, n) : 0;
             if (d == 0)
                 return &p->values[c->items[2 * c->keys[mid] + 1]];
@@ -571,24 +571,24 @@ const vt_pv *vt__pickle_get(const vt_pickle *p, const vt_pv *dict, const char *k
         return NULL;
     }
     /* the last binding wins, as in Python */
-    const vt_pv *found = NULL;
+    const vt__pv *found = NULL;
     for (uint32_t k = 0; k + 1 < c->n; k += 2) {
-        const vt_pv *kv = &p->values[c->items[k]];
+        const vt__pv *kv = &p->values[c->items[k]];
         if (kv->type == VT_PV_STR && kv->n == n && (!n || !memcmp(kv->s, key, n)))
             found = &p->values[c->items[k + 1]];
     }
     return found;
 }
 
-const vt_pv *vt__pickle_item(const vt_pickle *p, const vt_pv *seq, size_t k)
+const vt__pv *vt__pickle_item(const vt__pickle *p, const vt__pv *seq, size_t k)
 {
     if (!seq || (seq->type != VT_PV_LIST && seq->type != VT_PV_TUPLE))
         return NULL;
-    const vt_pv_container *c = container_of(p, seq);
+    const vt__pv_container *c = container_of(p, seq);
     return c && k < c->n ? &p->values[c->items[k]] : NULL;
 }
 
-int64_t vt__pickle_int(const vt_pv *v, int64_t dflt)
+int64_t vt__pickle_int(const vt__pv *v, int64_t dflt)
 {
     if (!v)
         return dflt;
@@ -601,7 +601,7 @@ int64_t vt__pickle_int(const vt_pv *v, int64_t dflt)
     }
 }
 
-uint64_t vt__pickle_u64(const vt_pv *v, uint64_t dflt)
+uint64_t vt__pickle_u64(const vt__pv *v, uint64_t dflt)
 {
     if (v && v->type == VT_PV_UINT)
         return v->u;

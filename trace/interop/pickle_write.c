@@ -18,19 +18,19 @@ struct memo_slot {
     uint32_t id;             /* memo id */
 };
 
-struct vt_pickle_writer {
+struct vt__pickle_writer {
     vt__buf out;             /* the pickle; out.oom: something failed */
     struct memo_slot *slots;
     size_t nslots, nused;
     uint32_t next_memo;
 };
 
-vt_pickle_writer *vt__pickle_writer_new(void)
+vt__pickle_writer *vt__pickle_writer_new(void)
 {
-    return calloc(1, sizeof(vt_pickle_writer));
+    return calloc(1, sizeof(vt__pickle_writer));
 }
 
-void vt__pickle_writer_free(vt_pickle_writer *w)
+void vt__pickle_writer_free(vt__pickle_writer *w)
 {
     if (!w)
         return;
@@ -41,19 +41,19 @@ void vt__pickle_writer_free(vt_pickle_writer *w)
     free(w);
 }
 
-static void put(vt_pickle_writer *w, const void *data, size_t n) { vt__put_bytes(&w->out, data, n); }
-static void put1(vt_pickle_writer *w, unsigned char c) { vt__put_u8(&w->out, c); }
+static void put(vt__pickle_writer *w, const void *p, size_t n) { vt__put_bytes(&w->out, p, n); }
+static void put1(vt__pickle_writer *w, unsigned char c) { vt__put_u8(&w->out, c); }
 
-void vt__pw_begin(vt_pickle_writer *w)
+void vt__pw_begin(vt__pickle_writer *w)
 {
     put1(w, 0x80); /* PROTO 4 */
     put1(w, 4);
 }
 
-void vt__pw_end(vt_pickle_writer *w) { put1(w, '.'); }
-void vt__pw_bool(vt_pickle_writer *w, int b) { put1(w, b ? 0x88 : 0x89); }
+void vt__pw_end(vt__pickle_writer *w) { put1(w, '.'); }
+void vt__pw_bool(vt__pickle_writer *w, int b) { put1(w, b ? 0x88 : 0x89); }
 
-void vt__pw_int(vt_pickle_writer *w, int64_t v)
+void vt__pw_int(vt__pickle_writer *w, int64_t v)
 {
     if (v >= 0 && v < 256) {
         put1(w, 'K');
@@ -79,7 +79,7 @@ void vt__pw_int(vt_pickle_writer *w, int64_t v)
     }
 }
 
-void vt__pw_uint(vt_pickle_writer *w, uint64_t v)
+void vt__pw_uint(vt__pickle_writer *w, uint64_t v)
 {
     if (v <= INT64_MAX) {
         vt__pw_int(w, (int64_t)v);
@@ -99,7 +99,7 @@ static uint64_t hash_str(const char *s, size_t n)
     return h;
 }
 
-static struct memo_slot *memo_find(vt_pickle_writer *w, const char *s, size_t n, uint64_t h)
+static struct memo_slot *memo_find(vt__pickle_writer *w, const char *s, size_t n, uint64_t h)
 {
     if (!w->nslots)
         return NULL;
@@ -110,7 +110,7 @@ static struct memo_slot *memo_find(vt_pickle_writer *w, const char *s, size_t n,
     }
 }
 
-static int memo_grow(vt_pickle_writer *w)
+static int memo_grow(vt__pickle_writer *w)
 {
     size_t n = w->nslots ? w->nslots * 2 : 1024;
     struct memo_slot *old = w->slots;
@@ -131,7 +131,7 @@ static int memo_grow(vt_pickle_writer *w)
     return 0;
 }
 
-void vt__pw_str(vt_pickle_writer *w, const char *s)
+void vt__pw_str(vt__pickle_writer *w, const char *s)
 {
     if (!s)
         s = "";
@@ -189,14 +189,14 @@ void vt__pw_str(vt_pickle_writer *w, const char *s)
     put1(w, 0x94); /* MEMOIZE */
 }
 
-void vt__pw_dict_begin(vt_pickle_writer *w) { put(w, "}(", 2); }  /* EMPTY_DICT MARK */
-void vt__pw_dict_end(vt_pickle_writer *w) { put1(w, 'u'); }       /* SETITEMS */
-void vt__pw_list_begin(vt_pickle_writer *w) { put(w, "](", 2); }  /* EMPTY_LIST MARK */
-void vt__pw_list_end(vt_pickle_writer *w) { put1(w, 'e'); }       /* APPENDS */
-void vt__pw_tuple_begin(vt_pickle_writer *w) { put1(w, '('); }    /* MARK */
-void vt__pw_tuple_end(vt_pickle_writer *w) { put1(w, 't'); }      /* TUPLE */
+void vt__pw_dict_begin(vt__pickle_writer *w) { put(w, "}(", 2); } /* EMPTY_DICT MARK */
+void vt__pw_dict_end(vt__pickle_writer *w) { put1(w, 'u'); }      /* SETITEMS */
+void vt__pw_list_begin(vt__pickle_writer *w) { put(w, "](", 2); } /* EMPTY_LIST MARK */
+void vt__pw_list_end(vt__pickle_writer *w) { put1(w, 'e'); }      /* APPENDS */
+void vt__pw_tuple_begin(vt__pickle_writer *w) { put1(w, '('); }   /* MARK */
+void vt__pw_tuple_end(vt__pickle_writer *w) { put1(w, 't'); }     /* TUPLE */
 
-const unsigned char *vt__pw_data(const vt_pickle_writer *w, size_t *size)
+const unsigned char *vt__pw_data(const vt__pickle_writer *w, size_t *size)
 {
     *size = w->out.oom ? 0 : w->out.n;
     return w->out.oom ? NULL : w->out.p;

@@ -54,8 +54,8 @@ int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size
  * *out holds every other part. `err` must outlive *es (the stream writes
  * its errors there). Close *es before freeing *out.
  * @return as vt__snapfile_read(). */
-struct vt_event_stream;
-int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt_event_stream **es,
+struct vt__event_stream;
+int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt__event_stream **es,
                       char *err, size_t errlen);
 
 #endif /* VT_TRACE_PYTORCH_H */

@@ -23,25 +23,25 @@
 
 #define MAX_EXPORT_FRAMES 64
 
-static void put_key_int(vt_pickle_writer *w, const char *k, int64_t v)
+static void put_key_int(vt__pickle_writer *w, const char *k, int64_t v)
 {
     vt__pw_str(w, k);
     vt__pw_int(w, v);
 }
 
-static void put_key_u64(vt_pickle_writer *w, const char *k, uint64_t v)
+static void put_key_u64(vt__pickle_writer *w, const char *k, uint64_t v)
 {
     vt__pw_str(w, k);
     vt__pw_uint(w, v);
 }
 
-static void put_key_str(vt_pickle_writer *w, const char *k, const char *v)
+static void put_key_str(vt__pickle_writer *w, const char *k, const char *v)
 {
     vt__pw_str(w, k);
     vt__pw_str(w, v);
 }
 
-static void put_frames(vt_pickle_writer *w, const vt__snapshot_data *s, uint32_t stack)
+static void put_frames(vt__pickle_writer *w, const vt__snapshot_data *s, uint32_t stack)
 {
     const vt_frame *fr[MAX_EXPORT_FRAMES];
     size_t n = vt__snapshot_stack_frames(s, stack, fr, MAX_EXPORT_FRAMES);
@@ -52,14 +52,12 @@ static void put_frames(vt_pickle_writer *w, const vt__snapshot_data *s, uint32_t
     for (size_t i = 0; i < n; i++) { /* innermost first, as PyTorch */
         const vt_frame *f = fr[i];
         const char *fn = vt__snapshot_string(s, f->function);
-        const char *file = vt__snapshot_string(s, f->file);
+        const char *file = vt__frame_file(s, f);
         char ipbuf[32];
         if (!*fn) {
             snprintf(ipbuf, sizeof ipbuf, "0x%" PRIx64, f->ip);
             fn = ipbuf;
         }
-        if (!*file)
-            file = vt__snapshot_string(s, f->module);
         vt__pw_dict_begin(w);
         put_key_str(w, "filename", *file ? file : "??");
         put_key_int(w, "line", f->line);
@@ -76,15 +74,15 @@ static const char *state_name(uint8_t st)
                                                 : "inactive";
 }
 
-static void put_segments(vt_pickle_writer *w, const vt__snapshot_data *s)
+static void put_segments(vt__pickle_writer *w, const vt__snapshot_data *s)
 {
     vt__pw_str(w, "segments");
     vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nsegments; i++) {
-        const vt_segment *g = &s->segments[i];
+        const vt__snap_segment *g = &s->segments[i];
         uint64_t allocated = 0, active = 0, requested = 0;
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
-            const vt_block *b = &s->blocks[g->first_block + k];
+            const vt__snap_block *b = &s->blocks[g->first_block + k];
             if (b->state == VT_BLOCK_ACTIVE_ALLOCATED)
                 allocated += b->size;
             if (b->state != VT_BLOCK_INACTIVE) {
@@ -114,7 +112,7 @@ static void put_segments(vt_pickle_writer *w, const vt__snapshot_data *s)
         vt__pw_str(w, "blocks");
         vt__pw_list_begin(w);
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
-            const vt_block *b = &s->blocks[g->first_block + k];
+            const vt__snap_block *b = &s->blocks[g->first_block + k];
             vt__pw_dict_begin(w);
             put_key_u64(w, "address", b->addr);
             put_key_u64(w, "size", b->size);
@@ -136,7 +134,7 @@ static uint64_t wall_us(const vt__snapshot_data *s, uint64_t mono_ns)
     return ns > 0 ? (uint64_t)ns / 1000 : 0;
 }
 
-static void put_entry(vt_pickle_writer *w, const vt__snapshot_data *s, const vt_event *e,
+static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt_event *e,
                       const char *action, uint64_t size, int with_frames)
 {
     vt__pw_dict_begin(w);
@@ -153,8 +151,8 @@ static void put_entry(vt_pickle_writer *w, const vt__snapshot_data *s, const vt_
     vt__pw_dict_end(w);
 }
 
-static void put_device_trace(vt_pickle_writer *w, const vt__snapshot_data *s, const vt_timeline *tl,
-                             int device)
+static void put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
+                             const vt_timeline *tl, int device)
 {
     vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nevents; i++) {
@@ -208,7 +206,7 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     int rc = vt__timeline_build(s, &tl, err, errlen);
     if (rc)
         return rc;
-    vt_pickle_writer *w = vt__pickle_writer_new();
+    vt__pickle_writer *w = vt__pickle_writer_new();
     if (!w) {
         vt__timeline_free(tl);
         snprintf(err, errlen, "out of memory");

@@ -33,7 +33,7 @@ struct bld {
     /* per pickle value: its interned string or frame id + 1 (0 = not yet).
      * Pickles memoize repeated strings (and shared frame dicts), so most
      * lookups end here instead of hashing text again. */
-    const vt_pickle *p;
+    const vt__pickle *p;
     uint32_t *vcache;
 };
 
@@ -124,14 +124,14 @@ static int intern_c(struct bld *b, const char *text, uint32_t *out)
     return intern(b, text, strlen(text), out);
 }
 
-static uint32_t *cache_slot(struct bld *b, const vt_pv *v)
+static uint32_t *cache_slot(struct bld *b, const vt__pv *v)
 {
     if (!b->vcache || v < b->p->values || v >= b->p->values + b->p->nvalues)
         return NULL;
     return &b->vcache[v - b->p->values];
 }
 
-static int intern_pv(struct bld *b, const vt_pv *v, uint32_t *out)
+static int intern_pv(struct bld *b, const vt__pv *v, uint32_t *out)
 {
     *out = 0;
     if (!v || (v->type != VT_PV_STR && v->type != VT_PV_BYTES))
@@ -209,7 +209,7 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
 }
 
 /* PyTorch's `frames`: innermost first. Stack nodes are built outermost first. */
-static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint32_t *out)
+static int stack_of(struct bld *b, const vt__pickle *p, const vt__pv *frames, uint32_t *out)
 {
     *out = 0;
     if (!frames || (frames->type != VT_PV_LIST && frames->type != VT_PV_TUPLE))
@@ -217,7 +217,7 @@ static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint
     size_t n = frames->n < MAX_FRAMES_PER_STACK ? frames->n : MAX_FRAMES_PER_STACK;
     uint32_t node = 0;
     for (size_t i = n; i-- > 0;) {
-        const vt_pv *f = vt__pickle_item(p, frames, i);
+        const vt__pv *f = vt__pickle_item(p, frames, i);
         if (!f || f->type != VT_PV_DICT)
             continue;
         uint32_t fn, file, fr;
@@ -250,7 +250,7 @@ static int stack_of(struct bld *b, const vt_pickle *p, const vt_pv *frames, uint
 
 struct imp {
     struct bld b;
-    const vt_pickle *p;
+    const vt__pickle *p;
     const char *name;
     char *err;
     size_t errlen;
@@ -264,7 +264,7 @@ static int oom(struct imp *im, int rc)
     return fail(im, rc, rc == -EOVERFLOW ? "snapshot too large to import" : "out of memory");
 }
 
-static uint8_t block_state(const vt_pv *st)
+static uint8_t block_state(const vt__pv *st)
 {
     if (vt__pickle_str_is(st, "active_allocated"))
         return VT_BLOCK_ACTIVE_ALLOCATED;
@@ -273,7 +273,7 @@ static uint8_t block_state(const vt_pv *st)
     return VT_BLOCK_INACTIVE;
 }
 
-static int add_block(struct imp *im, vt_block blk)
+static int add_block(struct imp *im, vt__snap_block blk)
 {
     vt__snapshot_data *s = im->b.s;
     if (s->nblocks >= UINT32_MAX - 1)
@@ -284,9 +284,9 @@ static int add_block(struct imp *im, vt_block blk)
     return 0;
 }
 
-static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
+static int import_segment(struct imp *im, const vt__pv *seg, size_t si)
 {
-    const vt_pickle *p = im->p;
+    const vt__pickle *p = im->p;
     vt__snapshot_data *s = im->b.s;
     if (!seg || seg->type != VT_PV_DICT)
         return fail(im, -EINVAL, "segment %zu is not a dict", si);
@@ -297,7 +297,7 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
                     (unsigned long long)addr);
     if (vt__grow((void **)&s->segments, &im->b.cap_segs, s->nsegments + 1, sizeof *s->segments))
         return oom(im, -ENOMEM);
-    vt_segment g = {
+    vt__snap_segment g = {
         .addr = addr, .size = size,
         .stream = vt__pickle_u64(vt__pickle_get(p, seg, "stream"), 0),
         .first_block = (uint32_t)s->nblocks,
@@ -305,12 +305,12 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
         .pool = vt__pickle_str_is(vt__pickle_get(p, seg, "segment_type"), "small") ? VT_POOL_SMALL
                                                                                  : VT_POOL_LARGE,
     };
-    const vt_pv *blocks = vt__pickle_get(p, seg, "blocks");
+    const vt__pv *blocks = vt__pickle_get(p, seg, "blocks");
     uint64_t at = addr, end = addr + size;
     size_t nb = blocks && (blocks->type == VT_PV_LIST || blocks->type == VT_PV_TUPLE) ? blocks->n : 0;
     int rc;
     for (size_t k = 0; k < nb; k++) {
-        const vt_pv *bl = vt__pickle_item(p, blocks, k);
+        const vt__pv *bl = vt__pickle_item(p, blocks, k);
         if (!bl || bl->type != VT_PV_DICT)
             return fail(im, -EINVAL, "segment %zu: block %zu is not a dict", si, k);
         uint64_t bsize = vt__pickle_u64(vt__pickle_get(p, bl, "size"), 0);
@@ -322,16 +322,16 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
                         "bytes) overlaps another or lies outside it", si, (unsigned long long)addr,
                         (unsigned long long)size, k, (unsigned long long)baddr,
                         (unsigned long long)bsize);
-        if (baddr > at && (rc = add_block(im, (vt_block){ .addr = at, .size = baddr - at,
+        if (baddr > at && (rc = add_block(im, (vt__snap_block){ .addr = at, .size = baddr - at,
                                                           .stream = g.stream,
                                                           .state = VT_BLOCK_INACTIVE })))
             return rc;
-        vt_block blk = { .addr = baddr, .size = bsize, .stream = g.stream,
+        vt__snap_block blk = { .addr = baddr, .size = bsize, .stream = g.stream,
                          .state = block_state(vt__pickle_get(p, bl, "state")) };
-        const vt_pv *frames = vt__pickle_get(p, bl, "frames");
+        const vt__pv *frames = vt__pickle_get(p, bl, "frames");
         blk.req_size = vt__pickle_u64(vt__pickle_get(p, bl, "requested_size"), 0);
-        const vt_pv *hist = vt__pickle_get(p, bl, "history"); /* 2.0-era blocks */
-        const vt_pv *h0 = vt__pickle_item(p, hist, 0);
+        const vt__pv *hist = vt__pickle_get(p, bl, "history"); /* 2.0-era blocks */
+        const vt__pv *h0 = vt__pickle_item(p, hist, 0);
         if (h0 && h0->type == VT_PV_DICT) {
             if (!frames)
                 frames = vt__pickle_get(p, h0, "frames");
@@ -348,7 +348,7 @@ static int import_segment(struct imp *im, const vt_pv *seg, size_t si)
             return rc;
         at = baddr + bsize;
     }
-    if (at < end && (rc = add_block(im, (vt_block){ .addr = at, .size = end - at,
+    if (at < end && (rc = add_block(im, (vt__snap_block){ .addr = at, .size = end - at,
                                                     .stream = g.stream,
                                                     .state = VT_BLOCK_INACTIVE })))
         return rc;
@@ -362,7 +362,7 @@ struct pending {
     uint64_t time_us;
     uint32_t device;
     uint32_t order;        /* position in the file, for a stable sort */
-    const vt_pv *entry;
+    const vt__pv *entry;
     uint8_t annotation;    /* from external_annotations */
 };
 
@@ -374,7 +374,7 @@ static int cmp_pending(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-static uint8_t action_kind(const vt_pv *a)
+static uint8_t action_kind(const vt__pv *a)
 {
     static const struct { const char *name; uint8_t kind; } map[] = {
         { "alloc", VT_EV_ALLOC },
@@ -403,8 +403,8 @@ static uint64_t round_granule(uint64_t n)
 
 static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
 {
-    const vt_pickle *p = im->p;
-    const vt_pv *en = pe->entry;
+    const vt__pickle *p = im->p;
+    const vt__pv *en = pe->entry;
     int rc;
     memset(e, 0, sizeof *e);
     e->time_ns = pe->time_us * 1000;
@@ -412,7 +412,7 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
     e->thread = 1;
     if (pe->annotation) {
         /* external_annotations: {name, stage, device, time_us} */
-        const vt_pv *nm = vt__pickle_get(p, en, "name"), *stage = vt__pickle_get(p, en, "stage");
+        const vt__pv *nm = vt__pickle_get(p, en, "name"), *stage = vt__pickle_get(p, en, "stage");
         char label[512];
         snprintf(label, sizeof label, "%.*s%s%.*s",
                  nm && nm->type == VT_PV_STR ? (int)(nm->n > 400 ? 400 : nm->n) : 0,
@@ -423,7 +423,7 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
         e->kind = VT_EV_MARK;
         return intern_c(&im->b, label, &e->str);
     }
-    const vt_pv *action = vt__pickle_get(p, en, "action");
+    const vt__pv *action = vt__pickle_get(p, en, "action");
     e->kind = action_kind(action);
     e->addr = vt__pickle_u64(vt__pickle_get(p, en, "addr"), 0);
     uint64_t size = vt__pickle_u64(vt__pickle_get(p, en, "size"), 0);
@@ -454,7 +454,7 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
             e->aux = 0;
         break;
     case VT_EV_OOM: {
-        const vt_pv *df = vt__pickle_get(p, en, "device_free");
+        const vt__pv *df = vt__pickle_get(p, en, "device_free");
         e->req_size = size;
         e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
         e->addr = 0;
@@ -474,14 +474,14 @@ static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
 }
 
 /* Unknown actions are dropped; the rest become events sorted by time. */
-static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annotations)
+static int import_traces(struct imp *im, const vt__pv *traces, const vt__pv *annotations)
 {
-    const vt_pickle *p = im->p;
+    const vt__pickle *p = im->p;
     vt__snapshot_data *s = im->b.s;
     size_t n = 0;
     size_t ndev = traces && traces->type == VT_PV_LIST ? traces->n : 0;
     for (size_t d = 0; d < ndev; d++) {
-        const vt_pv *dt = vt__pickle_item(p, traces, d);
+        const vt__pv *dt = vt__pickle_item(p, traces, d);
         if (dt && dt->type == VT_PV_LIST)
             n += dt->n;
     }
@@ -494,9 +494,9 @@ static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annot
         return oom(im, -ENOMEM);
     size_t m = 0;
     for (size_t d = 0; d < ndev && d < 128; d++) {
-        const vt_pv *dt = vt__pickle_item(p, traces, d);
+        const vt__pv *dt = vt__pickle_item(p, traces, d);
         for (size_t i = 0; dt && dt->type == VT_PV_LIST && i < dt->n; i++) {
-            const vt_pv *en = vt__pickle_item(p, dt, i);
+            const vt__pv *en = vt__pickle_item(p, dt, i);
             if (!en || en->type != VT_PV_DICT || !action_kind(vt__pickle_get(p, en, "action")))
                 continue;
             v[m] = (struct pending){ vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
@@ -505,7 +505,7 @@ static int import_traces(struct imp *im, const vt_pv *traces, const vt_pv *annot
         }
     }
     for (size_t i = 0; i < nann; i++) {
-        const vt_pv *en = vt__pickle_item(p, annotations, i);
+        const vt__pv *en = vt__pickle_item(p, annotations, i);
         if (!en || en->type != VT_PV_DICT)
             continue;
         int64_t dev = vt__pickle_int(vt__pickle_get(p, en, "device"), 0);
@@ -554,7 +554,7 @@ static int link_blocks(struct imp *im)
         map[k].ev = (uint32_t)i + 1;
     }
     for (size_t i = 0; i < s->nblocks; i++) {
-        vt_block *bl = &s->blocks[i];
+        vt__snap_block *bl = &s->blocks[i];
         if (bl->state == VT_BLOCK_INACTIVE)
             continue;
         size_t k = mix(bl->addr) & (n - 1);
@@ -573,9 +573,9 @@ static int link_blocks(struct imp *im)
 }
 
 /* allocator_settings as "key=value,..." (nested dicts as key={k=v,...}). */
-static int import_settings(struct imp *im, const vt_pv *settings)
+static int import_settings(struct imp *im, const vt__pv *settings)
 {
-    const vt_pickle *p = im->p;
+    const vt__pickle *p = im->p;
     if (!settings || settings->type != VT_PV_DICT)
         return 0;
     size_t cap = 4096, len = 0;
@@ -583,9 +583,9 @@ static int import_settings(struct imp *im, const vt_pv *settings)
     if (!txt)
         return oom(im, -ENOMEM);
     txt[0] = 0;
-    const vt_pv_container *c = &p->containers[settings->container];
+    const vt__pv_container *c = &p->containers[settings->container];
     for (uint32_t k = 0; k + 1 < c->n && len + 256 < cap; k += 2) {
-        const vt_pv *key = &p->values[c->items[k]], *val = &p->values[c->items[k + 1]];
+        const vt__pv *key = &p->values[c->items[k]], *val = &p->values[c->items[k + 1]];
         if (key->type != VT_PV_STR)
             continue;
         int w = snprintf(txt + len, cap - len, "%s%.*s=", len ? "," : "",
@@ -651,7 +651,7 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
     if (errlen)
         err[0] = 0;
     name = name ? name : "(memory)";
-    vt_pickle *p = NULL;
+    vt__pickle *p = NULL;
     int rc = vt__pickle_parse(data, size, name, &p, err, errlen);
     if (rc)
         return rc;
@@ -673,8 +673,8 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
     im.b.s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
     im.b.s->nstack_nodes = 1;
 
-    const vt_pv *root = vt__pickle_value(p, p->root);
-    const vt_pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
+    const vt__pv *root = vt__pickle_value(p, p->root);
+    const vt__pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
     if (root->type == VT_PV_LIST) {
         segments = root; /* legacy: a bare list of segments */
     } else if (root->type == VT_PV_DICT) {

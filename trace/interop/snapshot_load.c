@@ -106,7 +106,7 @@ static int is_pickle(const char *path)
     return yes;
 }
 
-int vt__snapshot_open(const char *path, vt__snapshot_data **out, vt_event_stream **es, char *err,
+int vt__snapshot_open(const char *path, vt__snapshot_data **out, vt__event_stream **es, char *err,
                       size_t errlen)
 {
     *es = NULL;

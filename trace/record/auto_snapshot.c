@@ -284,7 +284,7 @@ void vt__trace_out_of_memory(void)
 {
     vt__rec_init();                    /* trace:0 too: the state still tells */
     vt__note_activity();
-    const vt_config *c = vt__config();
+    const vt__conf *c = vt__config();
     if (!c->dump_on_oom)
         return;
     unsigned limit = c->oom_snapshots ? c->oom_snapshots : 1;

@@ -320,7 +320,7 @@ static const char *held_string(uint32_t index)
 
 #define REMAP_SLOTS 4096
 
-int vt__strings_export(vt__snapshot_data *s, vt_strtab *st)
+int vt__strings_export(vt__snapshot_data *s, vt__strtab *st)
 {
     /* Events naming one string tend to come together (a tensor's name on its
      * new and its uses): a small direct-mapped cache spares most lookups. */
@@ -357,9 +357,9 @@ int vt__strings_export(vt__snapshot_data *s, vt_strtab *st)
     return rc;
 }
 
-void vt__strings_stats(vt_strings_stats *out)
+void vt__strings_stats(vt__strings_usage *out)
 {
-    *out = (vt_strings_stats){ 0 };
+    *out = (vt__strings_usage){ 0 };
     pthread_mutex_lock(&lock);
     for (const gen *g = events_gens; g; g = g->next) {
         out->event_strings += g->n;

@@ -207,7 +207,7 @@ bool vt__py_is_eval_frame(uint64_t ip)
 
 #define AT(p, off, type) (*(type const *)((const char *)(p) + (off)))
 
-int vt__py_walk(vt_pyframe *out, int max, uint32_t *ngroups)
+int vt__py_walk(vt__pyframe *out, int max, uint32_t *ngroups)
 {
     *ngroups = 0;
     if (!L || !py_is_initialized())
@@ -331,7 +331,7 @@ static void put_str(const char *s, char *buf, size_t *pos, size_t len)
     buf[*pos] = '\0';
 }
 
-uint64_t vt__py_frame_ip(const vt_pyframe *f)
+uint64_t vt__py_frame_ip(const vt__pyframe *f)
 {
     const char *code = (const char *)(uintptr_t)f->code;
     char text[1024];

@@ -81,12 +81,12 @@ static inline uint64_t vt__now_raw(void)
 #endif
     return vt__now_ns();
 }
-typedef struct vt_timecal {
+typedef struct vt__timecal {
     uint64_t raw0, ns0;    /* a raw reading and its CLOCK_MONOTONIC ns */
     double ns_per_raw;     /* 1.0 when raw readings are ns already */
-} vt_timecal;
-void vt__time_calibrate(vt_timecal *cal);
-static inline uint64_t vt__time_to_ns(const vt_timecal *cal, uint64_t raw)
+} vt__timecal;
+void vt__time_calibrate(vt__timecal *cal);
+static inline uint64_t vt__time_to_ns(const vt__timecal *cal, uint64_t raw)
 {
     if (cal->ns_per_raw == 1.0)
         return raw;
@@ -96,15 +96,15 @@ static inline uint64_t vt__time_to_ns(const vt_timecal *cal, uint64_t raw)
 
 /* ---- ring.c -------------------------------------------------------------- */
 /* One event as the ring stores it: 10 words, seqlock-stamped. */
-typedef struct vt_ring_rec {
+typedef struct vt__ring_rec {
     uint64_t time_ns, stream, addr, req_size, size, aux, aux2;
     uint32_t thread, stack, str;
     uint8_t kind;
     int8_t device;
-} vt_ring_rec;
+} vt__ring_rec;
 
 int vt__ring_init(uint64_t capacity);
-uint64_t vt__ring_write(const vt_ring_rec *r);
+uint64_t vt__ring_write(const vt__ring_rec *r);
 uint64_t vt__ring_capacity(void);
 uint64_t vt__ring_head(void);
 
@@ -156,26 +156,26 @@ int vt__stacks_test_set_parent(uint32_t id, uint32_t parent);
 /* Test visibility: how many captures were answered by the per-thread cache. */
 uint64_t vt__stacks_cache_hits(void);
 /* The calling thread's captures by the path that answered them (tests). */
-typedef struct vt_stacks_stats {
+typedef struct vt__stack_captures {
     uint64_t remembered;   /* a remembered walk: no unwind */
     uint64_t unwinds;      /* unw_backtrace */
     uint64_t learns;       /* libunwind's cursor walk, learning a walk (slow) */
     uint64_t python;       /* captures that found Python frames on the thread */
     uint64_t python_merges;  /* ... whose merged stack was not remembered */
-} vt_stacks_stats;
-void vt__stacks_thread_stats(vt_stacks_stats *out);
+} vt__stack_captures;
+void vt__stacks_thread_stats(vt__stack_captures *out);
 /* The Python minor version whose frames captures read (3.x), 0 if none. */
 unsigned vt__stacks_python_minor(void);
 
 /* ---- pyframes.c ---------------------------------------------------------- */
 /* One Python frame as read from the interpreter. */
-typedef struct vt_pyframe {
+typedef struct vt__pyframe {
     uint64_t code;         /* the code object's address */
     uint64_t names;        /* its file, name and first line, mixed: a code object
                             * at a reused address with other names differs */
     int32_t addr;          /* byte offset of the instruction, -1 before the first */
     uint32_t group;        /* which C call of the eval loop runs it, innermost 0 */
-} vt_pyframe;
+} vt__pyframe;
 /* Look for a CPython this file can read in the process (once, at init).
  * @return true when found. */
 bool vt__py_detect(void);
@@ -186,10 +186,10 @@ bool vt__py_is_eval_frame(uint64_t ip);
 /* The calling thread's Python frames, innermost first, at most max; the
  * number of eval-loop C calls they ran in into *ngroups. @return count, 0
  * when this thread runs no Python. */
-int vt__py_walk(vt_pyframe *out, int max, uint32_t *ngroups);
+int vt__py_walk(vt__pyframe *out, int max, uint32_t *ngroups);
 /* The synthetic IP of a frame ("file:line function" pinned, and the first
  * line of its code object), 0 on failure. */
-uint64_t vt__py_frame_ip(const vt_pyframe *f);
+uint64_t vt__py_frame_ip(const vt__pyframe *f);
 
 /* ---- auto_snapshot.c ----------------------------------------------------- */
 /* Snapshots nobody asked for by name: exit, signal thread, exec hooks, OOM.
@@ -263,20 +263,20 @@ int vt__snapshot_write_path(const char *path);
 
 /* ---- strings.c ----------------------------------------------------------- */
 /* A growable, deduplicating string table. String 0 is always "". */
-typedef struct vt_strtab {
+typedef struct vt__strtab {
     char *blob;            /* NUL-terminated strings back to back */
     size_t size, cap;      /* bytes used / allocated in blob */
     uint32_t *offsets;     /* string i starts at blob + offsets[i] */
     size_t n, ncap;        /* strings / allocated offsets */
     uint32_t *slots;       /* open addressing: string index, 0 = empty */
     size_t mask;           /* slots - 1 */
-} vt_strtab;
+} vt__strtab;
 
-int vt__strtab_init(vt_strtab *t);
-void vt__strtab_free(vt_strtab *t);
+int vt__strtab_init(vt__strtab *t);
+void vt__strtab_free(vt__strtab *t);
 /* @return the index of s (added if new), 0 for NULL/"", UINT32_MAX on ENOMEM. */
-uint32_t vt__strtab_add(vt_strtab *t, const char *s);
-uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len);
+uint32_t vt__strtab_add(vt__strtab *t, const char *s);
+uint32_t vt__strtab_add_len(vt__strtab *t, const char *s, size_t len);
 /* FNV-1a over len bytes. */
 uint64_t vt__str_hash(const char *s, size_t len);
 
@@ -294,13 +294,13 @@ int vt__strings_get(uint32_t index, char *buf, size_t len);
 void vt__strings_hold(void);
 void vt__strings_release(void);
 /* What the interned strings take now (tests). */
-typedef struct vt_strings_stats {
+typedef struct vt__strings_usage {
     uint64_t event_strings;      /* strings of events, in live generations */
     uint64_t event_generations;  /* live generations of them */
     uint64_t pinned_strings;     /* strings of stack frames */
     uint64_t bytes;              /* memory of all generations (allocated) */
     uint64_t refused;            /* strings not kept (memory, limits) */
-} vt_strings_stats;
-void vt__strings_stats(vt_strings_stats *out);
+} vt__strings_usage;
+void vt__strings_stats(vt__strings_usage *out);
 
 #endif /* VT_TRACE_REC_INTERNAL_H */

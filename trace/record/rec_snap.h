@@ -23,7 +23,7 @@ vt__state_provider vt__trace_state_provider(void);
 /* ---- symbolize.c --------------------------------------------------------- */
 /* Fill frames[i] for ips[i] (n unique IPs), adding strings to `strs`.
  * Never fails as a whole: what cannot be resolved stays 0. */
-void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *strs);
+void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt__strtab *strs);
 
 /* ---- symindex.c ---------------------------------------------------------- */
 /* One module's symbols sorted by address, for many lookups (libdwfl scans
@@ -44,7 +44,7 @@ void vt__symindex_free(vt__symindex *ix);
 /* Replace the interned string indexes of s's events and devices by indexes
  * into st (adding the strings), under a vt__strings_hold. A string whose
  * generation is gone becomes "". @return 0 or -ENOMEM. */
-int vt__strings_export(vt__snapshot_data *s, vt_strtab *st);
+int vt__strings_export(vt__snapshot_data *s, vt__strtab *st);
 
 /* ---- snapshot_take.c ----------------------------------------------------- */
 /* Build a complete snapshot of the live process in memory.

@@ -66,10 +66,10 @@ static void time_init(void)
 #endif
 }
 
-void vt__time_calibrate(vt_timecal *cal)
+void vt__time_calibrate(vt__timecal *cal)
 {
     if (!vt__time_tsc) {
-        *cal = (vt_timecal){ 0, 0, 1.0 };
+        *cal = (vt__timecal){ 0, 0, 1.0 };
         return;
     }
     uint64_t tsc1, mono1;
@@ -78,12 +78,12 @@ void vt__time_calibrate(vt_timecal *cal)
                  ? (double)(mono1 - mono0) / (double)(tsc1 - tsc0) : 0.0;
     if (ratio == 1.0)
         ratio = 1.0 + 1e-12;   /* 1.0 means "raw is ns" */
-    *cal = (vt_timecal){ tsc0, mono0, ratio };
+    *cal = (vt__timecal){ tsc0, mono0, ratio };
 }
 
 static void init_once_fn(void)
 {
-    const vt_config *c = vt__config();
+    const vt__conf *c = vt__config();
     time_init();
     if (!c->trace) {
         atomic_store_explicit(&vt__rec_state, VT_REC_OFF, memory_order_release);
@@ -138,7 +138,7 @@ VT_REC_TEXT uint64_t vt__trace_event(const vt__event_rec *e)
 {
     if (vt_unlikely(!vt__rec_on()))
         return 0;
-    vt_ring_rec r = {
+    vt__ring_rec r = {
         .time_ns = vt__now_raw(), .stream = e->stream, .addr = e->addr,
         .req_size = e->req_size, .size = e->size, .aux = e->aux, .aux2 = e->aux2,
         .thread = vt__rec_thread_id(), .stack = e->stack, .str = e->str, .kind = e->kind,

@@ -61,8 +61,8 @@ uint64_t vt__trace_event(const vt__event_rec *e);
  * and the snapshot must not be taken. */
 typedef int (*vt__state_provider)(vt__snapshot_data *snap);
 void vt__trace_set_state_provider(vt__state_provider fn);
-int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg);
-int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block);
+int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt__snap_segment *seg);
+int vt__snapshot_add_block(vt__snapshot_data *snap, const vt__snap_block *block);
 int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *name,
                             uint64_t total_bytes);
 

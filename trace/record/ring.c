@@ -94,7 +94,7 @@ static inline uint64_t check16(uint64_t seq, const uint64_t w[NW])
     return (h >> 48) << 16;
 }
 
-VT_REC_TEXT uint64_t vt__ring_write(const vt_ring_rec *r)
+VT_REC_TEXT uint64_t vt__ring_write(const vt__ring_rec *r)
 {
     uint64_t seq = atomic_fetch_add_explicit(&head, 1, memory_order_relaxed) + 1;
     slot *s = &ring[seq & mask];
@@ -122,7 +122,7 @@ VT_REC_TEXT uint64_t vt__ring_write(const vt_ring_rec *r)
 }
 
 /* Copy one slot if it still holds `seq`. @return true if consistent. */
-static bool read_slot(uint64_t seq, vt_event *e, const vt_timecal *cal)
+static bool read_slot(uint64_t seq, vt_event *e, const vt__timecal *cal)
 {
     slot *s = &ring[seq & mask];
     uint64_t s1 = atomic_load_explicit(&s->stamp, memory_order_acquire);
@@ -178,7 +178,7 @@ int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *ov
         return 0;
     vt_event *ev = NULL;
     size_t have = 0;   /* events ev has room for */
-    vt_timecal cal;
+    vt__timecal cal;
     vt__time_calibrate(&cal);
     uint64_t h = 0, lo = 1;
     size_t n = 0, want = 0;

@@ -42,20 +42,20 @@ static int grow(void **arr, size_t n, size_t elem)
     return vt__grow(arr, &cap, n + 1, elem);
 }
 
-int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt_segment *seg)
+int vt__snapshot_add_segment(vt__snapshot_data *snap, const vt__snap_segment *seg)
 {
     if (!snap || !seg)
         return -EINVAL;
     if (grow((void **)&snap->segments, snap->nsegments, sizeof *seg) != 0)
         return -ENOMEM;
-    vt_segment *s = &snap->segments[snap->nsegments++];
+    vt__snap_segment *s = &snap->segments[snap->nsegments++];
     *s = *seg;
     s->first_block = (uint32_t)snap->nblocks;
     s->nblocks = 0;
     return 0;
 }
 
-int vt__snapshot_add_block(vt__snapshot_data *snap, const vt_block *block)
+int vt__snapshot_add_block(vt__snapshot_data *snap, const vt__snap_block *block)
 {
     if (!snap || !block || snap->nsegments == 0)
         return -EINVAL;
@@ -73,7 +73,7 @@ int vt__snapshot_add_device(vt__snapshot_data *snap, int ordinal, const char *na
         return -EINVAL;
     if (grow((void **)&snap->devices, snap->ndevices, sizeof *snap->devices) != 0)
         return -ENOMEM;
-    snap->devices[snap->ndevices++] = (vt_device_info){
+    snap->devices[snap->ndevices++] = (vt__snap_device){
         .ordinal = ordinal, .name = vt__string_intern(name), .total_bytes = total_bytes,
     };
     return 0;
@@ -90,7 +90,7 @@ static int read_rank(void)
 }
 
 /* argv joined by spaces, from /proc/self/cmdline. */
-static uint32_t command_line(vt_strtab *st)
+static uint32_t command_line(vt__strtab *st)
 {
     char buf[8192];
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -110,7 +110,7 @@ static uint32_t command_line(vt_strtab *st)
     return i == UINT32_MAX ? 0 : i;
 }
 
-static void fill_meta(vt__snapshot_data *s, vt_strtab *st)
+static void fill_meta(vt__snapshot_data *s, vt__strtab *st)
 {
     vt_snapshot_meta *m = &s->meta;
     struct timespec mono, real;
@@ -225,7 +225,7 @@ static uint32_t export_one(stack_export *x, uint32_t id)
 /* Export the nodes referenced by events and blocks, and their ancestors,
  * renumbered densely in order of first reference. Events whose stack was
  * truncated (the tree was full) are counted in meta.stacks_truncated. */
-static int export_stacks(vt__snapshot_data *s, vt_strtab *st)
+static int export_stacks(vt__snapshot_data *s, vt__strtab *st)
 {
     stack_export x = { .count = vt__stacks_count(), .next = 1 };
     if (x.count == 0)
@@ -283,7 +283,7 @@ int vt__snapshot_build(vt__snapshot_data **out)
     vt__snapshot_data *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    vt_strtab st = { 0 };
+    vt__strtab st = { 0 };
     vt__strings_hold();
     int rc = vt__ring_copy(&s->events, &s->nevents, &s->meta.events_recorded,
                            &s->meta.events_overwritten);

@@ -118,7 +118,7 @@ typedef struct tstate {
     uint32_t id[CACHE_SLOTS];          /* its stack id */
     uint32_t spare;                    /* node id lost in a CAS race, reusable */
     uint64_t hits;                     /* cache hits of either kind (tests) */
-    vt_stacks_stats stats;             /* this thread's captures by path */
+    vt__stack_captures stats;          /* this thread's captures by path */
     uint32_t modules_gen;              /* modules_gen its remembered walks belong to */
     uint64_t pykey[PY_SLOTS];          /* hash of (native stack, Python frames), 0 = empty */
     uint32_t pyid[PY_SLOTS];           /* the merged stack's id */
@@ -261,7 +261,7 @@ static int find_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 int vt__stacks_init(unsigned d)
 {
-    const vt_config *c = vt__config();
+    const vt__conf *c = vt__config();
     depth = d > VT_STACK_MAX_DEPTH ? VT_STACK_MAX_DEPTH : d;
     free_stacks = c->free_stacks;
     py_wanted = c->stacks;
@@ -719,7 +719,7 @@ unwind:
  * Python frames it ran (folded by the reports). Python frames beyond the
  * native stack's depth (more C calls of the eval loop than native frames
  * kept) go outermost. */
-static uint64_t py_frame_ip(tstate *ts, const vt_pyframe *f)
+static uint64_t py_frame_ip(tstate *ts, const vt__pyframe *f)
 {
     uint64_t h = mix(mix(mix(0x9f, f->code), f->names), (uint64_t)(uint32_t)f->addr) | 1;
     size_t slot = (size_t)(h >> 40) & (PY_FRAME_SLOTS - 1);
@@ -758,7 +758,7 @@ static size_t stack_ips(uint32_t id, uint64_t *ips, size_t max)
     return n;
 }
 
-static uint32_t merge_python(uint32_t native, tstate *ts, const vt_pyframe *py, int n,
+static uint32_t merge_python(uint32_t native, tstate *ts, const vt__pyframe *py, int n,
                              uint32_t ngroups)
 {
     uint64_t nat[VT_STACK_MAX_DEPTH], out[VT_STACK_MAX_DEPTH];
@@ -833,7 +833,7 @@ static inline __attribute__((always_inline)) uint32_t capture_native(void)
 
 VT_REC_TEXT static uint32_t capture_with_python(void)
 {
-    vt_pyframe py[VT_STACK_MAX_DEPTH];
+    vt__pyframe py[VT_STACK_MAX_DEPTH];
     uint32_t ngroups = 0;
     int n = vt__py_walk(py, VT_STACK_MAX_DEPTH, &ngroups);
     if (n <= 0)
@@ -984,8 +984,8 @@ uint64_t vt__stacks_cache_hits(void)
     return t ? t->hits : 0;
 }
 
-void vt__stacks_thread_stats(vt_stacks_stats *out)
+void vt__stacks_thread_stats(vt__stack_captures *out)
 {
     tstate *t = ts_get();
-    *out = t ? t->stats : (vt_stacks_stats){ 0 };
+    *out = t ? t->stats : (vt__stack_captures){ 0 };
 }

@@ -19,7 +19,7 @@ uint64_t vt__str_hash(const char *s, size_t len)
     return h;
 }
 
-int vt__strtab_init(vt_strtab *t)
+int vt__strtab_init(vt__strtab *t)
 {
     memset(t, 0, sizeof *t);
     t->cap = 4096;
@@ -39,7 +39,7 @@ int vt__strtab_init(vt_strtab *t)
     return 0;
 }
 
-void vt__strtab_free(vt_strtab *t)
+void vt__strtab_free(vt__strtab *t)
 {
     free(t->blob);
     free(t->offsets);
@@ -47,7 +47,7 @@ void vt__strtab_free(vt_strtab *t)
     memset(t, 0, sizeof *t);
 }
 
-static int rehash(vt_strtab *t)
+static int rehash(vt__strtab *t)
 {
     size_t nmask = t->mask * 2 + 1;
     uint32_t *ns = calloc(nmask + 1, sizeof *ns);
@@ -66,7 +66,7 @@ static int rehash(vt_strtab *t)
     return 0;
 }
 
-uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len)
+uint32_t vt__strtab_add_len(vt__strtab *t, const char *s, size_t len)
 {
     if (!s || len == 0)
         return 0;
@@ -113,7 +113,7 @@ uint32_t vt__strtab_add_len(vt_strtab *t, const char *s, size_t len)
     return idx;
 }
 
-uint32_t vt__strtab_add(vt_strtab *t, const char *s)
+uint32_t vt__strtab_add(vt__strtab *t, const char *s)
 {
     return s ? vt__strtab_add_len(t, s, strlen(s)) : 0;
 }

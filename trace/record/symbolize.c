@@ -42,7 +42,7 @@ typedef struct symctx {
     Dwfl *dwfl;
     modinfo *mods;
     size_t nmods, capmods;
-    vt_strtab *strs;
+    vt__strtab *strs;
     uint32_t python;       /* string "python" */
 } symctx;
 
@@ -240,7 +240,7 @@ static vt__demangle_fn demangler(void)
     return fn;
 }
 
-void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt_strtab *strs)
+void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt__strtab *strs)
 {
     static const Dwfl_Callbacks callbacks = {
         .find_elf = dwfl_linux_proc_find_elf,

@@ -48,7 +48,7 @@ struct column {
     int frame_done;           /* zstd said the frame is complete */
 };
 
-struct vt_event_stream {
+struct vt__event_stream {
     const vt__snapshot_data *mem;   /* a stream over memory: its events */
     size_t next;                   /* ... and the next one's index */
 
@@ -72,7 +72,7 @@ struct vt_event_stream {
 
 /* Read exactly len bytes at off. @return 0, or a negative errno with a
  * message (a file that shrank while read is named as such). */
-static int read_at(struct vt_event_stream *es, void *buf, uint64_t off, size_t len)
+static int read_at(struct vt__event_stream *es, void *buf, uint64_t off, size_t len)
 {
     size_t got = 0;
     while (got < len) {
@@ -94,7 +94,7 @@ static int read_at(struct vt_event_stream *es, void *buf, uint64_t off, size_t l
 }
 
 /* The bytes of [off, off + len) that lie in the file, into data + off. */
-static int read_part(struct vt_event_stream *es, unsigned char *data, uint64_t off, uint64_t len)
+static int read_part(struct vt__event_stream *es, unsigned char *data, uint64_t off, uint64_t len)
 {
     if (off >= es->r.size)
         return 0;
@@ -106,7 +106,7 @@ static int read_part(struct vt_event_stream *es, unsigned char *data, uint64_t o
 /* The header, the section table and every section but EVENTS, each at its
  * offset of a buffer the file's size. The buffer's other pages (the events,
  * most of a file) are never touched, so they never take memory. */
-static int read_all_but_events(struct vt_event_stream *es, unsigned char *data)
+static int read_all_but_events(struct vt__event_stream *es, unsigned char *data)
 {
     int rc = read_part(es, data, 0, VT_FILE_HEADER_SIZE);
     if (rc)
@@ -127,7 +127,7 @@ static int read_all_but_events(struct vt_event_stream *es, unsigned char *data)
 }
 
 /* The stored bytes' checksum, read through once. */
-static int check_events_crc(struct vt_event_stream *es)
+static int check_events_crc(struct vt__event_stream *es)
 {
     const struct entry *en = es->ev;
     unsigned char *buf = malloc(DEFAULT_CHUNK);
@@ -148,7 +148,7 @@ static int check_events_crc(struct vt_event_stream *es)
     return rc;
 }
 
-static int not_one_frame(struct vt_event_stream *es)
+static int not_one_frame(struct vt__event_stream *es)
 {
     return efail(es, "section 'events' at byte offset %llu: not one zstd frame of %llu bytes "
                      "decoding to %llu", (unsigned long long)es->ev->offset,
@@ -156,7 +156,7 @@ static int not_one_frame(struct vt_event_stream *es)
 }
 
 /* A compressed section declares its decoded size in its frame header. */
-static int check_frame_header(struct vt_event_stream *es)
+static int check_frame_header(struct vt__event_stream *es)
 {
     unsigned char h[18];   /* ZSTD_FRAMEHEADERSIZE_MAX (zstd.h keeps it experimental) */
     size_t n = es->ev->stored < sizeof h ? (size_t)es->ev->stored : sizeof h;
@@ -180,7 +180,7 @@ static void column_free(struct column *c)
 }
 
 /* Decode the next `want` bytes of the section into dst. */
-static int decode(struct vt_event_stream *es, struct column *c, unsigned char *dst, size_t want)
+static int decode(struct vt__event_stream *es, struct column *c, unsigned char *dst, size_t want)
 {
     const struct entry *en = es->ev;
     if (!c->z) {
@@ -219,7 +219,7 @@ static int decode(struct vt_event_stream *es, struct column *c, unsigned char *d
 
 /* Slide the window to start at `keep` and decode up to its capacity, or to
  * the decoder's end. */
-static int fill(struct vt_event_stream *es, struct column *c, uint64_t keep)
+static int fill(struct vt__event_stream *es, struct column *c, uint64_t keep)
 {
     size_t drop = (size_t)(keep - c->win_start);
     memmove(c->win, c->win + drop, c->win_len - drop);
@@ -236,7 +236,7 @@ static int fill(struct vt_event_stream *es, struct column *c, uint64_t keep)
 }
 
 /* A decoder of the section's bytes [start, end), its window filled. */
-static int column_open(struct vt_event_stream *es, struct column *c, uint64_t start, uint64_t end,
+static int column_open(struct vt__event_stream *es, struct column *c, uint64_t start, uint64_t end,
                        size_t cap)
 {
     memset(c, 0, sizeof *c);
@@ -268,7 +268,7 @@ static int column_open(struct vt_event_stream *es, struct column *c, uint64_t st
 /* After the last event: the frame ends where the section does, no byte
  * after it. The last column's decoder goes on through any columns of a
  * later minor to the frame's end. */
-static int check_frame_end(struct vt_event_stream *es)
+static int check_frame_end(struct vt__event_stream *es)
 {
     struct column *c = &es->col[VT_COL_COUNT - 1];
     if (!c->z)
@@ -310,20 +310,20 @@ static int check_frame_end(struct vt_event_stream *es)
 
 /* ---- the columns -------------------------------------------------------- */
 
-static void close_columns(struct vt_event_stream *es)
+static void close_columns(struct vt__event_stream *es)
 {
     for (int c = 0; c < VT_COL_COUNT; c++)
         column_free(&es->col[c]);
 }
 
-static void point_cursor(struct vt_event_stream *es, int c)
+static void point_cursor(struct vt__event_stream *es, int c)
 {
     struct column *k = &es->col[c];
     es->cur[c] = vt__cur_make(k->win, k->win_len);
     es->base[c] = (size_t)k->win_start;
 }
 
-static int open_columns(struct vt_event_stream *es)
+static int open_columns(struct vt__event_stream *es)
 {
     es->r.cur_name = vt__section_names[VT_SECTION_EVENTS];
     es->r.cur_offset = es->ev->offset;
@@ -341,7 +341,7 @@ static int open_columns(struct vt_event_stream *es)
 }
 
 /* The section's header (at most VT_MAX_EVENTS_HEADER_BYTES) and its layout. */
-static int read_layout(struct vt_event_stream *es)
+static int read_layout(struct vt__event_stream *es)
 {
     uint64_t n = es->ev->raw < VT_MAX_EVENTS_HEADER_BYTES ? es->ev->raw
                                                           : VT_MAX_EVENTS_HEADER_BYTES;
@@ -356,13 +356,13 @@ static int read_layout(struct vt_event_stream *es)
 /* ---- public ------------------------------------------------------------- */
 
 int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
-                             vt_event_stream **out, char *err, size_t errlen)
+                             vt__event_stream **out, char *err, size_t errlen)
 {
     *s = NULL;
     *out = NULL;
     if (errlen)
         err[0] = 0;
-    struct vt_event_stream *es = calloc(1, sizeof *es);
+    struct vt__event_stream *es = calloc(1, sizeof *es);
     char *name = strdup(path);
     if (!es || !name) {
         free(es);
@@ -422,7 +422,7 @@ int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data *
     return 0;
 }
 
-int vt__event_stream_of(const vt__snapshot_data *s, vt_event_stream **out)
+int vt__event_stream_of(const vt__snapshot_data *s, vt__event_stream **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out)
@@ -432,12 +432,12 @@ int vt__event_stream_of(const vt__snapshot_data *s, vt_event_stream **out)
     return 0;
 }
 
-size_t vt__event_stream_count(const vt_event_stream *es)
+size_t vt__event_stream_count(const vt__event_stream *es)
 {
     return es->mem ? es->mem->nevents : (size_t)es->lay.n;
 }
 
-int vt__event_stream_next(vt_event_stream *es, vt_event *e)
+int vt__event_stream_next(vt__event_stream *es, vt_event *e)
 {
     if (es->mem) {
         if (es->next >= es->mem->nevents)
@@ -472,7 +472,7 @@ int vt__event_stream_next(vt_event_stream *es, vt_event *e)
     return 1;
 }
 
-int vt__event_stream_rewind(vt_event_stream *es)
+int vt__event_stream_rewind(vt__event_stream *es)
 {
     if (es->mem) {
         es->next = 0;
@@ -484,7 +484,7 @@ int vt__event_stream_rewind(vt_event_stream *es)
     return open_columns(es);
 }
 
-void vt__event_stream_close(vt_event_stream *es)
+void vt__event_stream_close(vt__event_stream *es)
 {
     if (!es)
         return;

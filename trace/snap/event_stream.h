@@ -20,7 +20,7 @@
 
 #include "snapshot.h"
 
-typedef struct vt_event_stream vt_event_stream;
+typedef struct vt__event_stream vt__event_stream;
 
 /* Read `path` (a .vtsnap) into *s, every section but EVENTS (s->events is
  * NULL, s->nevents 0), and open *es on its events. `chunk` is how many
@@ -29,24 +29,24 @@ typedef struct vt_event_stream vt_event_stream;
  * outlive the stream: its errors are written there too.
  * @return 0, or a negative errno with one line in err (as vt__snapfile_read). */
 int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
-                             vt_event_stream **es, char *err, size_t errlen);
+                             vt__event_stream **es, char *err, size_t errlen);
 
 /* A stream over s->events (s must outlive it). @return 0 or -ENOMEM. */
-int vt__event_stream_of(const vt__snapshot_data *s, vt_event_stream **es);
+int vt__event_stream_of(const vt__snapshot_data *s, vt__event_stream **es);
 
 /* How many events the stream holds (the section's count). */
-size_t vt__event_stream_count(const vt_event_stream *es);
+size_t vt__event_stream_count(const vt__event_stream *es);
 
 /* The next event into *e. @return 1, 0 after the last one (the section then
  * checked to its end), or a negative errno with one line in the stream's
  * err (the file's problem, named as vt__snapfile_read names it). */
-int vt__event_stream_next(vt_event_stream *es, vt_event *e);
+int vt__event_stream_next(vt__event_stream *es, vt_event *e);
 
 /* Back to the first event (a view that reads the events more than once).
  * @return 0 or a negative errno with one line in err. */
-int vt__event_stream_rewind(vt_event_stream *es);
+int vt__event_stream_rewind(vt__event_stream *es);
 
 /* Close the stream. NULL is fine. */
-void vt__event_stream_close(vt_event_stream *es);
+void vt__event_stream_close(vt__event_stream *es);
 
 #endif /* VT_TRACE_EVENT_STREAM_H */

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-struct vt_liveness {
+struct vt__liveness {
     const vt__snapshot_data *s;
     uint32_t *gaps;          /* event indexes that follow a gap, ascending */
     size_t ngaps, gcap;
@@ -39,10 +39,10 @@ static int cmp_block(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int vt__liveness_build_state(const vt__snapshot_data *s, vt_liveness **out)
+int vt__liveness_build_state(const vt__snapshot_data *s, vt__liveness **out)
 {
     *out = NULL;
-    vt_liveness *lv = calloc(1, sizeof *lv);
+    vt__liveness *lv = calloc(1, sizeof *lv);
     if (!lv)
         return -ENOMEM;
     lv->s = s;
@@ -65,7 +65,7 @@ int vt__liveness_build_state(const vt__snapshot_data *s, vt_liveness **out)
     return 0;
 }
 
-int vt__liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq)
+int vt__liveness_note_event(vt__liveness *lv, uint32_t ev, uint64_t seq)
 {
     if (ev > 0 && seq > lv->prev_seq + 1) {
         if (vt__grow((void **)&lv->gaps, &lv->gcap, lv->ngaps + 1, sizeof *lv->gaps))
@@ -77,7 +77,7 @@ int vt__liveness_note_event(vt_liveness *lv, uint32_t ev, uint64_t seq)
     return 0;
 }
 
-int vt__liveness_build(const vt__snapshot_data *s, vt_liveness **out)
+int vt__liveness_build(const vt__snapshot_data *s, vt__liveness **out)
 {
     int rc = vt__liveness_build_state(s, out);
     for (size_t i = 0; i < s->nevents && !rc; i++)
@@ -89,7 +89,7 @@ int vt__liveness_build(const vt__snapshot_data *s, vt_liveness **out)
     return rc;
 }
 
-void vt__liveness_free(vt_liveness *lv)
+void vt__liveness_free(vt__liveness *lv)
 {
     if (!lv)
         return;
@@ -98,25 +98,25 @@ void vt__liveness_free(vt_liveness *lv)
     free(lv);
 }
 
-size_t vt__liveness_gap_count(const vt_liveness *lv) { return lv->ngaps; }
-uint64_t vt__liveness_events_missing(const vt_liveness *lv) { return lv->missing; }
+size_t vt__liveness_gap_count(const vt__liveness *lv) { return lv->ngaps; }
+uint64_t vt__liveness_events_missing(const vt__liveness *lv) { return lv->missing; }
 
 /* How many gaps are at or before event ev. */
-static size_t gaps_upto(const vt_liveness *lv, uint32_t ev)
+static size_t gaps_upto(const vt__liveness *lv, uint32_t ev)
 {
     size_t lo;
     VT__PARTITION_POINT(lv->ngaps, i, lv->gaps[i] <= ev, lo);
     return lo;
 }
 
-uint32_t vt__liveness_gap_after(const vt_liveness *lv, uint32_t ev)
+uint32_t vt__liveness_gap_after(const vt__liveness *lv, uint32_t ev)
 {
     /* ev = UINT32_MAX: before the first event, so any gap is after it */
     size_t k = ev == UINT32_MAX ? 0 : gaps_upto(lv, ev);
     return k < lv->ngaps ? lv->gaps[k] : UINT32_MAX;
 }
 
-uint32_t vt__liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
+uint32_t vt__liveness_gap_at_or_before(const vt__liveness *lv, uint32_t ev)
 {
     if (ev == UINT32_MAX)
         return UINT32_MAX;
@@ -124,7 +124,7 @@ uint32_t vt__liveness_gap_at_or_before(const vt_liveness *lv, uint32_t ev)
     return k ? lv->gaps[k - 1] : UINT32_MAX;
 }
 
-long vt__liveness_state_block(const vt_liveness *lv, uint64_t addr)
+long vt__liveness_state_block(const vt__liveness *lv, uint64_t addr)
 {
     size_t lo;
     VT__PARTITION_POINT(lv->nactive, i, lv->s->blocks[lv->active[i]].addr < addr, lo);
@@ -133,14 +133,14 @@ long vt__liveness_state_block(const vt_liveness *lv, uint64_t addr)
     return -1;
 }
 
-enum vt_fate vt__liveness_fate(const vt_liveness *lv, uint64_t addr, uint64_t alloc_seq,
-                               uint32_t last_ev)
+enum vt__fate vt__liveness_fate(const vt__liveness *lv, uint64_t addr, uint64_t alloc_seq,
+                                uint32_t last_ev)
 {
     if (lv->complete) {
         long b = vt__liveness_state_block(lv, addr);
         if (b < 0)
             return VT_FATE_FREED_UNSEEN;
-        const vt_block *bl = &lv->s->blocks[b];
+        const vt__snap_block *bl = &lv->s->blocks[b];
         if (bl->state != VT_BLOCK_ACTIVE_ALLOCATED)
             return VT_FATE_FREED_UNSEEN;
         if (alloc_seq && bl->alloc_seq && bl->alloc_seq != alloc_seq)

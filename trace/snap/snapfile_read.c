@@ -495,7 +495,7 @@ static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
     s->nsegments = nseg;
     uint64_t end = 0, nb = 0;
     for (uint64_t i = 0; i < nseg; i++) {
-        vt_segment *g = &s->segments[i];
+        vt__snap_segment *g = &s->segments[i];
         size_t off = vt__cur_off(&c);
         g->addr = end + (uint64_t)vt__get_svarint(&c);
         g->size = vt__get_varint(&c);
@@ -522,7 +522,7 @@ static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
         end = g->addr + g->size;
         uint64_t at = g->addr;
         for (uint64_t j = 0; j < k; j++, nb++) {
-            vt_block *b = &s->blocks[nb];
+            vt__snap_block *b = &s->blocks[nb];
             off = vt__cur_off(&c);
             b->addr = at;
             b->size = vt__get_varint(&c);

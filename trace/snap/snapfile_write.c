@@ -91,7 +91,7 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
     }
     size_t nb = 0;
     for (size_t i = 0; i < s->nsegments; i++) {
-        const vt_segment *g = &s->segments[i];
+        const vt__snap_segment *g = &s->segments[i];
         if (g->first_block != nb || g->nblocks > s->nblocks - nb)
             BAD("segment %zu: blocks %u..+%u do not follow the previous segment's (%zu of %zu)",
                 i, g->first_block, g->nblocks, nb, s->nblocks);
@@ -101,7 +101,7 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
             BAD("segment %zu wraps around the address space", i);
         uint64_t at = g->addr;
         for (size_t k = 0; k < g->nblocks; k++) {
-            const vt_block *b = &s->blocks[nb + k];
+            const vt__snap_block *b = &s->blocks[nb + k];
             if (b->addr != at || b->size == 0 || b->size > g->addr + g->size - at)
                 BAD("segment %zu (0x%llx, %llu bytes): block %zu (0x%llx, %llu bytes) does not "
                     "tile it", i, (unsigned long long)g->addr, (unsigned long long)g->size,
@@ -227,7 +227,7 @@ static void enc_state(const vt__snapshot_data *s, vt__buf *b)
     vt__put_varint(b, s->nblocks);
     uint64_t end = 0;
     for (size_t i = 0; i < s->nsegments; i++) {
-        const vt_segment *g = &s->segments[i];
+        const vt__snap_segment *g = &s->segments[i];
         vt__put_svarint(b, (int64_t)(g->addr - end));
         end = g->addr + g->size;
         vt__put_varint(b, g->size);
@@ -236,7 +236,7 @@ static void enc_state(const vt__snapshot_data *s, vt__buf *b)
         vt__put_u8(b, g->pool);
         vt__put_varint(b, g->nblocks);
         for (size_t k = 0; k < g->nblocks; k++) {
-            const vt_block *bl = &s->blocks[g->first_block + k];
+            const vt__snap_block *bl = &s->blocks[g->first_block + k];
             vt__put_varint(b, bl->size);
             vt__put_varint(b, bl->req_size);
             vt__put_svarint(b, (int64_t)(bl->stream - g->stream));

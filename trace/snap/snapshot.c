@@ -61,6 +61,12 @@ size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
     return n;
 }
 
+const char *vt__frame_file(const vt__snapshot_data *s, const vt_frame *f)
+{
+    const char *file = vt__snapshot_string(s, f->file);
+    return *file ? file : vt__snapshot_string(s, f->module);
+}
+
 uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt_frame *f)
 {
     if (!f || !f->first_line || !strcmp(vt__snapshot_string(s, f->function), "<module>"))

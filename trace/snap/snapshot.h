@@ -61,7 +61,7 @@ typedef struct vt_frame {
 } vt_frame;
 
 /* A block of a segment in the allocator's state at snapshot time. */
-typedef struct vt_block {
+typedef struct vt__snap_block {
     uint64_t addr;
     uint64_t size;         /* block size */
     uint64_t req_size;     /* requested size, 0 when inactive */
@@ -69,10 +69,10 @@ typedef struct vt_block {
     uint64_t alloc_seq;    /* seq of its ALLOC event, 0 if before the window/unknown */
     uint32_t stack;        /* allocation stack, 0 if none */
     uint8_t state;         /* enum vt_block_state */
-} vt_block;
+} vt__snap_block;
 
 /* A backend allocation, tiled exactly by its blocks. */
-typedef struct vt_segment {
+typedef struct vt__snap_segment {
     uint64_t addr;
     uint64_t size;
     uint64_t stream;       /* stream the segment was allocated for */
@@ -80,10 +80,10 @@ typedef struct vt_segment {
     uint32_t nblocks;
     int8_t device;
     uint8_t pool;          /* enum vt_pool */
-} vt_segment;
+} vt__snap_segment;
 
 /* Per-device facts. */
-typedef struct vt_device_info {
+typedef struct vt__snap_device {
     int32_t ordinal;
     uint32_t name;         /* string */
     uint64_t total_bytes;  /* device memory */
@@ -93,7 +93,7 @@ typedef struct vt_device_info {
     uint64_t peak_allocated;   /* handed out to the program */
     uint64_t peak_reserved;    /* held from the device */
     uint64_t peak_active;      /* handed out or freed and waiting for stream events */
-} vt_device_info;
+} vt__snap_device;
 
 typedef struct vt_snapshot_meta {
     uint32_t format_version;   /* of the file it was read from (writer: current) */
@@ -120,9 +120,9 @@ typedef struct vt_snapshot_meta {
 typedef struct vt__snapshot_data {
     vt_snapshot_meta meta;
 
-    vt_device_info *devices;   size_t ndevices;
-    vt_segment *segments;      size_t nsegments;
-    vt_block *blocks;          size_t nblocks;
+    vt__snap_device *devices;   size_t ndevices;
+    vt__snap_segment *segments;      size_t nsegments;
+    vt__snap_block *blocks;          size_t nblocks;
     vt_event *events;          size_t nevents;     /* in seq order */
     vt_stack_node *stack_nodes; size_t nstack_nodes; /* [0] is the root */
     vt_frame *frames;          size_t nframes;
@@ -145,6 +145,10 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
  * to `out` and returns how many the stack has (may exceed max). */
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
                                  const vt_frame **out, size_t max);
+
+/* Where frame f runs: its source file, or else its module ("" when neither
+ * is known). */
+const char *vt__frame_file(const vt__snapshot_data *s, const vt_frame *f);
 
 /* The line where frame f's function is defined, as the views show it
  * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown

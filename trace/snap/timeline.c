@@ -52,7 +52,7 @@ int vt__tl_reorder(struct builder *b)
             tl->event_owner[i] = map[tl->event_owner[i]];
     }
 
-    vt_segment_span *ng = malloc(ns * sizeof *ng + 1);
+    vt__segment_span *ng = malloc(ns * sizeof *ng + 1);
     if (!ng) {
         free(map);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
@@ -192,6 +192,7 @@ void vt__tl_builder_free(struct builder *b)
 {
     vt__u64map_free(&b->lmap);
     vt__u64map_free(&b->smap);
+    vt__free_match_free(&b->frees);
     vt__liveness_free(b->lv);
     free(b->free_l);
     free(b->free_s);
@@ -223,7 +224,7 @@ int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err,
     tl->nevents = s->nevents;
     tl->event_owner = malloc(s->nevents * sizeof *tl->event_owner + 1);
     if (!tl->event_owner || vt__u64map_init(&b.lmap, nl) || vt__u64map_init(&b.smap, ns) ||
-        vt__liveness_build(s, &b.lv)) {
+        vt__free_match_init(&b.frees) || vt__liveness_build(s, &b.lv)) {
         tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
@@ -284,8 +285,8 @@ const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__
     return o < tl->nlifetimes ? &tl->lifetimes[o] : NULL;
 }
 
-const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
-                                                  size_t ev)
+const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
+                                                   const vt__snapshot_data *s, size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
         return NULL;

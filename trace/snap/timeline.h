@@ -73,7 +73,7 @@
 #define VT_TL_NONE UINT32_MAX
 
 /* vt_lifetime.flags */
-enum vt_lifetime_flag {
+enum vt__lifetime_flag {
     VT_LT_ALIVE = 1u << 0,         /* still allocated (not freed) at the snapshot */
     VT_LT_BEFORE_WINDOW = 1u << 1, /* its ALLOC is not among the kept events */
     VT_LT_PENDING_FREE = 1u << 2,  /* freed, waiting for stream events at the snapshot */
@@ -122,12 +122,12 @@ typedef struct vt_lifetime {
     uint32_t first_stream;   /* its extra streams: tl->streams[first_stream ..
                                 first_stream + nstreams), sorted, unique */
     uint32_t nstreams;       /* from STREAM_USE events (vt_record_stream) */
-    uint32_t flags;          /* enum vt_lifetime_flag */
+    uint32_t flags;          /* enum vt__lifetime_flag */
     int8_t device;
 } vt_lifetime;
 
 /* One segment (backend allocation) from SEGMENT_ALLOC to SEGMENT_FREE. */
-typedef struct vt_segment_span {
+typedef struct vt__segment_span {
     uint64_t addr;
     uint64_t size;
     uint64_t stream;         /* from the state section when known, else 0 */
@@ -141,7 +141,7 @@ typedef struct vt_segment_span {
     uint32_t flags;          /* VT_LT_ALIVE, VT_LT_BEFORE_WINDOW, VT_LT_FROM_STATE */
     int8_t device;
     uint8_t pool;            /* enum vt_pool (SEGMENT_ALLOC aux or the state) */
-} vt_segment_span;
+} vt__segment_span;
 
 /* One step of a device's memory curve: the values right AFTER event `event`.
  * The first point of each curve has event = VT_TL_NONE: the state before the
@@ -176,20 +176,20 @@ typedef struct vt_tl_device {
 } vt_tl_device;
 
 /* A MARK event. */
-typedef struct vt_tl_mark {
+typedef struct vt__tl_mark {
     uint64_t seq;
     uint64_t time_ns;
     uint32_t event;          /* index into s->events */
     uint32_t label;          /* string index */
-} vt_tl_mark;
+} vt__tl_mark;
 
 typedef struct vt_timeline {
     vt_lifetime *lifetimes;      size_t nlifetimes;  /* by alloc order: before-window
                                                         ones (in event/state order) first,
                                                         then in ALLOC order */
-    vt_segment_span *segments;   size_t nsegments;   /* same ordering rule */
+    vt__segment_span *segments;   size_t nsegments;  /* same ordering rule */
     vt_tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
-    vt_tl_mark *marks;           size_t nmarks;      /* in event order */
+    vt__tl_mark *marks;           size_t nmarks;     /* in event order */
     uint64_t *streams;           size_t nstreams;    /* backing store of lifetimes' streams */
 
     /* For each event index: the lifetime (ALLOC, FREE_REQUESTED,
@@ -246,8 +246,8 @@ int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err,
  * @return 0 and *out (free with vt__timeline_free), or a negative errno with
  *         one line in err. */
 #define VT_TL_STREAM_CURVES 1u
-struct vt_event_stream;
-int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt_event_stream *es,
+struct vt__event_stream;
+int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
                               unsigned what, vt_timeline **out, char *err, size_t errlen);
 
 /* Release a timeline. NULL is fine. */
@@ -259,8 +259,9 @@ const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__
                                                size_t event_index);
 
 /* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
-const vt_segment_span *vt__timeline_event_segment(const vt_timeline *tl, const vt__snapshot_data *s,
-                                                  size_t event_index);
+const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
+                                                   const vt__snapshot_data *s,
+                                                   size_t event_index);
 
 /* Is lifetime `l` counted as allocated right after event index `ev`, i.e.
  * at or after its start_event and before its release_event? Never for one

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "errbuf.h"
+#include "free_match.h"
 #include "liveness.h"
 #include "timeline.h"
 #include "u64map.h"
@@ -35,7 +36,8 @@ struct builder {
     vt_timeline *tl;
     size_t lcap, scap, mcap;
     vt__u64map lmap, smap;  /* addr -> lifetime, segment span (the newest at the addr) */
-    vt_liveness *lv;
+    vt__free_match frees;   /* which free request a FREE_COMPLETED completes */
+    vt__liveness *lv;
     char *err;
     size_t errlen;
     uint32_t owner;         /* what the event just matched belongs to (event_owner) */
@@ -112,13 +114,13 @@ int vt__tl_merge_state(struct builder *b);
 int vt__tl_devices(struct builder *b, int8_t didx[256]);
 /* The deltas of event `ev` (of kind `kind`) that belong to its own lifetime
  * l or span g (the one not NULL). @return how many (at most 2) into d. */
-size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt_segment_span *g,
+size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt__segment_span *g,
                          uint32_t ev, struct tl_delta *d);
 /* The deltas of l (g) that do not happen at its own events of the kind: at
  * a gap, before the window, at the ALLOC that reuses its addr. d may be
  * NULL (count only). @return how many. */
 size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d);
-size_t vt__tl_foreign_span(const vt_segment_span *g, struct tl_delta *d);
+size_t vt__tl_foreign_span(const vt__segment_span *g, struct tl_delta *d);
 int vt__tl_cmp_delta(const void *a, const void *b);
 /* The curves of a whole snapshot's timeline, in one sweep over its events
  * (the streamed build sweeps its own way). @return 0 or -ENOMEM. */

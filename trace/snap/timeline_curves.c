@@ -78,7 +78,7 @@ size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d)
     return n;
 }
 
-size_t vt__tl_foreign_span(const vt_segment_span *g, struct tl_delta *d)
+size_t vt__tl_foreign_span(const vt__segment_span *g, struct tl_delta *d)
 {
     size_t n = 0;
     if (g->alloc_event == VT_TL_NONE)
@@ -106,7 +106,7 @@ int vt__tl_cmp_delta(const void *a, const void *b)
     return (ex > ey) - (ex < ey);
 }
 
-size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt_segment_span *g,
+size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt__segment_span *g,
                          uint32_t ev, struct tl_delta *d)
 {
     size_t n = 0;

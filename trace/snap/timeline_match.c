@@ -65,10 +65,10 @@ static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
     return l;
 }
 
-static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
+static vt__segment_span *new_span(struct builder *b, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
-    vt_segment_span *g = reuse(tl->segments, sizeof *g, b->free_s, &b->nfree_s, idx);
+    vt__segment_span *g = reuse(tl->segments, sizeof *g, b->free_s, &b->nfree_s, idx);
     if (!g)
         g = push((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g, idx);
     if (g)
@@ -78,14 +78,14 @@ static vt_segment_span *new_span(struct builder *b, uint32_t *idx)
 
 /* The span still open at addr, or else a new one for a segment allocated
  * before the window (flags added); NULL without memory. */
-static vt_segment_span *open_span(struct builder *b, uint64_t addr, uint64_t size, int8_t device,
-                                  uint32_t flags, uint32_t *idx)
+static vt__segment_span *open_span(struct builder *b, uint64_t addr, uint64_t size, int8_t device,
+                                   uint32_t flags, uint32_t *idx)
 {
     vt_timeline *tl = b->tl;
     *idx = vt__u64map_get(&b->smap, addr);
     if (*idx != VT_TL_NONE && tl->segments[*idx].free_event == VT_TL_NONE)
         return &tl->segments[*idx];
-    vt_segment_span *g = new_span(b, idx);
+    vt__segment_span *g = new_span(b, idx);
     if (g) {
         g->addr = addr;
         g->size = size;
@@ -150,6 +150,9 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
     tl->last_seq = e->seq;
     tl->last_time_ns = e->time_ns;
     tl->kind_counts[e->kind]++;
+    uint32_t request;   /* at a FREE_COMPLETED, the FREE_REQUESTED it completes */
+    if (vt__free_match_event(&b->frees, e, ei, &request))
+        return tl_fail(b, -ENOMEM, "timeline: out of memory");
     switch (e->kind) {
     case VT_EV_ALLOC: {
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
@@ -218,12 +221,11 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         break;
     }
     case VT_EV_FREE_COMPLETED: {
-        idx = vt__u64map_get(&b->lmap, e->addr);
+        /* the lifetime that request freed, unless a streamed build retired it */
+        idx = request == VT__FREE_MATCH_NONE ? VT_TL_NONE : vt__u64map_get(&b->lmap, e->addr);
         if (idx == VT_TL_NONE)
             break;
         vt_lifetime *l = &tl->lifetimes[idx];
-        if (l->free_event == VT_TL_NONE || l->complete_event != VT_TL_NONE)
-            break;
         l->complete_event = ei;
         if (l->flags & VT_LT_PENDING_FREE)
             end_pending(l, ei);
@@ -236,7 +238,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         break;
     }
     case VT_EV_SEGMENT_ALLOC: {
-        vt_segment_span *g = new_span(b, &idx);
+        vt__segment_span *g = new_span(b, &idx);
         if (!g)
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->addr = e->addr;
@@ -253,7 +255,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         break;
     }
     case VT_EV_SEGMENT_FREE: {
-        vt_segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
+        vt__segment_span *g = open_span(b, e->addr, e->size, e->device, 0, &idx);
         if (!g)
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->free_seq = e->seq;
@@ -269,7 +271,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
     case VT_EV_MARK: {
         if (vt__grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
-        tl->marks[tl->nmarks++] = (vt_tl_mark){ e->seq, e->time_ns, ei, e->str };
+        tl->marks[tl->nmarks++] = (vt__tl_mark){ e->seq, e->time_ns, ei, e->str };
         break;
     }
     case VT_EV_FORK:   /* the last one counts (timeline.h) */
@@ -312,7 +314,7 @@ int vt__tl_retire(struct builder *b)
     }
     b->nretire = 0;
     if (b->retire_span != VT_TL_NONE) {
-        vt_segment_span *g = &tl->segments[b->retire_span];
+        vt__segment_span *g = &tl->segments[b->retire_span];
         if (vt__u64map_get(&b->smap, g->addr) == b->retire_span)
             vt__u64map_del(&b->smap, g->addr);
         b->dev_seen[(uint8_t)g->device] = 1;
@@ -405,9 +407,9 @@ int vt__tl_merge_state(struct builder *b)
     const vt__snapshot_data *s = b->s;
     vt_timeline *tl = b->tl;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
-        const vt_segment *sg = &s->segments[gi];
+        const vt__snap_segment *sg = &s->segments[gi];
         uint32_t idx;
-        vt_segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
+        vt__segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
         if (!g)
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->stream = sg->stream;
@@ -418,7 +420,7 @@ int vt__tl_merge_state(struct builder *b)
             size_t bi = (size_t)sg->first_block + k;
             if (bi >= s->nblocks)
                 break;
-            const vt_block *bl = &s->blocks[bi];
+            const vt__snap_block *bl = &s->blocks[bi];
             if (bl->state == VT_BLOCK_INACTIVE)
                 continue;
             uint32_t li = vt__u64map_get(&b->lmap, bl->addr);

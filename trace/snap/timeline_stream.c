@@ -40,11 +40,12 @@
 #define MAP_START 1024
 
 static int builder_init(struct builder *b, const vt__snapshot_data *s, vt_timeline *tl,
-                        vt_liveness *lv, char *err, size_t errlen)
+                        vt__liveness *lv, char *err, size_t errlen)
 {
     *b = (struct builder){ .s = s, .tl = tl, .lv = lv, .err = err, .errlen = errlen,
                            .stream = 1 };
-    if (vt__u64map_init(&b->lmap, MAP_START) || vt__u64map_init(&b->smap, MAP_START))
+    if (vt__u64map_init(&b->lmap, MAP_START) || vt__u64map_init(&b->smap, MAP_START) ||
+        vt__free_match_init(&b->frees))
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     return 0;
 }
@@ -56,7 +57,7 @@ static void builder_done(struct builder *b)
     vt__tl_builder_free(b);
 }
 
-static int next_event(struct builder *b, vt_event_stream *es, vt_event *e, size_t i)
+static int next_event(struct builder *b, vt__event_stream *es, vt_event *e, size_t i)
 {
     int rc = vt__event_stream_next(es, e);
     if (rc == 1 && i >= VT_TL_NONE / 2)
@@ -98,7 +99,7 @@ static int after_table(struct builder *b, uint64_t **seqs)
 }
 
 /* Reading 1: every event matched, the resolved retired. */
-static int read_matching(struct builder *b, vt_event_stream *es, vt__uncached_matcher *um)
+static int read_matching(struct builder *b, vt__event_stream *es, vt__uncached_matcher *um)
 {
     vt_timeline *tl = b->tl;
     vt_event e;
@@ -269,7 +270,7 @@ static size_t deltas_at(const struct builder *b2, const vt_timeline *tl, const v
 }
 
 /* Reading 2: the curves' first, peak and last points per device. */
-static int read_curves(struct builder *b, vt_event_stream *es, const vt__u64map *left)
+static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map *left)
 {
     vt_timeline *tl = b->tl;
     int8_t didx[256];
@@ -361,7 +362,7 @@ out:
 
 /* Reading 3: the retired lifetimes allocated at each device's allocated
  * peak, kept (their records as the rules leave them) and appended. */
-static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt__u64map *left)
+static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt__u64map *left)
 {
     vt_timeline *tl = b->tl;
     uint32_t last_peak = VT_TL_NONE;
@@ -430,7 +431,7 @@ static int read_peak_lifetimes(struct builder *b, vt_event_stream *es, const vt_
 
 /* ---- public -------------------------------------------------------------- */
 
-int vt__timeline_build_stream(const vt__snapshot_data *s, vt_event_stream *es, unsigned what,
+int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, unsigned what,
                               vt_timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -460,7 +461,7 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt_event_stream *es, u
         (rc = compact(&b, tl->lifetimes, &tl->nlifetimes, sizeof *tl->lifetimes,
                       offsetof(vt_lifetime, flags), &b.lmap)) ||
         (rc = compact(&b, tl->segments, &tl->nsegments, sizeof *tl->segments,
-                      offsetof(vt_segment_span, flags), &b.smap)))
+                      offsetof(vt__segment_span, flags), &b.smap)))
         goto fail;
     b.nfree_l = b.nfree_s = 0;
     if ((rc = vt__tl_merge_state(&b)) || (rc = vt__tl_reorder(&b)))

@@ -24,12 +24,12 @@ enum key_type { KEY_BOOL, KEY_U64, KEY_UINT, KEY_MIB, KEY_RING, KEY_FRACTION, KE
 struct key {
     const char *name;
     enum key_type type;
-    size_t offset;               /* of the field in vt_config */
+    size_t offset;               /* of the field in vt__conf */
     double min, max;             /* accepted range for numbers */
     const char *choices;         /* what the error message offers */
 };
 
-#define FIELD(f) offsetof(vt_config, f)
+#define FIELD(f) offsetof(vt__conf, f)
 
 /* Defaults are in vt__config_defaults() right below; keep the two in step. */
 static const struct key keys[] = {
@@ -60,9 +60,9 @@ static const struct key keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-void vt__config_defaults(vt_config *c)
+void vt__config_defaults(vt__conf *c)
 {
-    *c = (vt_config){
+    *c = (vt__conf){
         .cache = true,
         .max_split_size = UINT64_MAX,
         .roundup_power2_divisions = 0,
@@ -153,7 +153,7 @@ int vt__parse_bytes(const char *v, uint64_t *out)
 }
 
 /* Parse one value into the field; -EINVAL (or -ERANGE) when it is not valid. */
-static int parse_value(const struct key *k, const char *v, vt_config *c)
+static int parse_value(const struct key *k, const char *v, vt__conf *c)
 {
     char *field = (char *)c + k->offset;
     char *end = NULL;
@@ -261,7 +261,7 @@ static void report(FILE *err, const char *fmt, const char *a, const char *b, con
         fprintf(err, fmt, a, b, c);
 }
 
-int vt__config_parse(const char *text, vt_config *out, FILE *err)
+int vt__config_parse(const char *text, vt__conf *out, FILE *err)
 {
     int problems = 0;
     if (!text)
@@ -307,7 +307,7 @@ int vt__config_parse(const char *text, vt_config *out, FILE *err)
             problems++;
             continue;
         }
-        vt_config trial = *out;
+        vt__conf trial = *out;
         if (parse_value(k, value, &trial) != 0) {
             report(err, "vramtrace: bad value '%s' for VRAMTRACE_CONF key '%s' (expected %s); "
                         "keeping the default\n", value, k->name, k->choices);
@@ -333,7 +333,7 @@ static void signal_name(int sig, char *buf, size_t len)
         snprintf(buf, len, "SIGRTMIN+%d", sig - SIGRTMIN);
 }
 
-size_t vt__config_format(const vt_config *c, char *buf, size_t len)
+size_t vt__config_format(const vt__conf *c, char *buf, size_t len)
 {
     char msm[32], sig[32];
     signal_name(c->signal, sig, sizeof sig);
@@ -358,7 +358,7 @@ size_t vt__config_format(const vt_config *c, char *buf, size_t len)
     return n < 0 ? 0 : (size_t)n;
 }
 
-static vt_config global;
+static vt__conf global;
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 static void global_init(void)
@@ -367,7 +367,7 @@ static void global_init(void)
     vt__config_parse(getenv("VRAMTRACE_CONF"), &global, stderr);
 }
 
-const vt_config *vt__config(void)
+const vt__conf *vt__config(void)
 {
     pthread_once(&global_once, global_init);
     return &global;
@@ -375,7 +375,7 @@ const vt_config *vt__config(void)
 
 static void installed_init(void) {}
 
-void vt__config_install(const vt_config *c)
+void vt__config_install(const vt__conf *c)
 {
     /* VRAMTRACE_CONF is not read (nor its problems printed) for a
      * configuration that replaces it anyway */

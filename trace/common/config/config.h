@@ -58,7 +58,7 @@ enum {
                               or cuIpcGetMemHandle), or after a first export inside a segment */
 };
 
-typedef struct vt_config {
+typedef struct vt__conf {
     /* allocator */
     bool cache;                        /* false: every call goes to the device */
     uint64_t max_split_size;           /* bytes; UINT64_MAX = unlimited */
@@ -80,24 +80,24 @@ typedef struct vt_config {
     int signal;                        /* snapshot on this signal, 0 = none */
     bool dump_on_oom;                  /* snapshot when an allocation fails */
     unsigned oom_snapshots;            /* files for OOMs; the last keeps the latest */
-} vt_config;
+} vt__conf;
 
 /* The process-wide configuration, parsed from VRAMTRACE_CONF on first call
  * (thread-safe, never calls CUDA). Never NULL. */
-const vt_config *vt__config(void);
+const vt__conf *vt__config(void);
 
 /* Replace the process-wide configuration (a replay of a recorded run sets
  * the settings it replays under). Call it before the allocator's first use
  * in the process, from one thread: heaps read some keys once, when they are
  * set up. */
-void vt__config_install(const vt_config *c);
+void vt__config_install(const vt__conf *c);
 
 /* Parse `text` over the defaults into *out. Problems are reported on `err`
  * (one line each, may be NULL). @return the number of problems. */
-int vt__config_parse(const char *text, vt_config *out, FILE *err);
+int vt__config_parse(const char *text, vt__conf *out, FILE *err);
 
 /* The defaults. */
-void vt__config_defaults(vt_config *out);
+void vt__config_defaults(vt__conf *out);
 
 /* The ring's memory per event (trace/record/ring.c asserts its slot is this
  * size): `ring:SIZE` keeps the most events whose slots fit in SIZE. */
@@ -108,6 +108,6 @@ void vt__config_defaults(vt_config *out);
 int vt__parse_bytes(const char *v, uint64_t *out);
 
 /* Normalized "key:value,..." of every key, for snapshots. @return length. */
-size_t vt__config_format(const vt_config *c, char *buf, size_t len);
+size_t vt__config_format(const vt__conf *c, char *buf, size_t len);
 
 #endif /* VT_CONFIG_H */

@@ -1,6 +1,6 @@
 /*
- * cli/export_perfetto.c - a snapshot's timeline in the Trace Event Format
- * (JSON) that Perfetto UI and chrome://tracing load.
+ * trace/interop/perfetto_export.c - a snapshot's timeline in the Trace
+ * Event Format (perfetto.h).
  *
  * One process per device ("GPU N"), one thread per stream. Per device: a
  * counter "memory" whose args `allocated` and `reserved` are two tracks,
@@ -8,15 +8,19 @@
  * computes: `vramtrace json` shows them as `curve`); one async slice (b/e,
  * since allocations overlap and need not nest) per allocation with its size,
  * stream, address and top frames as args; instants for marks (global), OOMs,
- * bad frees, FINDING events and the checker's findings (rule, bytes, site). Timestamps are microseconds since the first event;
- * the wall clock of that instant is in the metadata (otherData).
+ * bad frees, FINDING events and the findings handed in (rule, bytes, site).
+ * Timestamps are microseconds since the first event; the wall clock of that
+ * instant is in the metadata (otherData).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "export.h"
-#include "report_util.h"
+#include "format_bytes.h"
+#include "grow.h"
+#include "json_str.h"
+#include "perfetto.h"
 
 #define TOP_FRAMES 5
 
@@ -38,15 +42,10 @@ static int tid_of(struct streams *st, uint64_t stream)
     for (size_t i = 0; i < st->n; i++)
         if (st->v[i] == stream)
             return (int)i + 1;
-    if (st->n == st->cap) {
-        size_t c = st->cap ? st->cap * 2 : 16;
-        uint64_t *v = realloc(st->v, c * sizeof *v);
-        if (!v)
-            return 1;
-        st->v = v;
-        st->cap = c;
-    }
-    st->v[st->n++] = stream;
+    uint64_t *v = vt__grow_push((void **)&st->v, &st->cap, &st->n, sizeof *v);
+    if (!v)
+        return 1;
+    *v = stream;
     return (int)st->n;
 }
 
@@ -60,9 +59,7 @@ static void frames_arg(FILE *o, const vt__snapshot_data *s, uint32_t stack)
     for (size_t i = 0; i < n; i++) {
         char buf[1024];
         const char *fn = vt__snapshot_string(s, fr[i]->function);
-        const char *file = vt__snapshot_string(s, fr[i]->file);
-        if (!*file)
-            file = vt__snapshot_string(s, fr[i]->module);
+        const char *file = vt__frame_file(s, fr[i]);
         if (*fn)
             snprintf(buf, sizeof buf, "%s %s:%u", fn, file, fr[i]->line);
         else
@@ -74,17 +71,25 @@ static void frames_arg(FILE *o, const vt__snapshot_data *s, uint32_t stack)
     fputc(']', o);
 }
 
-static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const vt_lifetime *l)
+static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const vt_lifetime *l,
+                       const vt__perfetto_options *opt)
 {
     char b[32];
-    const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
+    const vt_frame *f = NULL;
+    if (opt->site_frame)
+        f = opt->site_frame(s, l->alloc_stack);
+    else
+        vt__snapshot_stack_frames(s, l->alloc_stack, &f, 1);
     const char *fn = f ? vt__snapshot_string(s, f->function) : "";
     snprintf(buf, len, "%s%s%s", vt__fmt_bytes(l->size, b), *fn ? " " : "", fn);
 }
 
-int vt__export_perfetto(FILE *o, const vt__snapshot_data *s, const vt_timeline *tl,
-                        const vt_check_report *report)
+int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt_timeline *tl,
+                        const vt__perfetto_options *opt)
 {
+    static const vt__perfetto_options none = { 0 };
+    if (!opt)
+        opt = &none;
     struct streams st = { 0 };
     char b[64];
     fprintf(o, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"vramtrace\","
@@ -121,7 +126,7 @@ int vt__export_perfetto(FILE *o, const vt__snapshot_data *s, const vt_timeline *
             t1 = t0;
         int tid = tid_of(&st, l->stream);
         char name[512];
-        slice_name(name, sizeof name, s, l);
+        slice_name(name, sizeof name, s, l, opt);
         fprintf(o, "%s{\"ph\":\"b\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
                    "\"tid\":%d,\"ts\":%.3f,\"name\":",
                 SEP(), i + 1, pid_of(l->device), tid, ts_us(tl, t0));
@@ -174,22 +179,19 @@ int vt__export_perfetto(FILE *o, const vt__snapshot_data *s, const vt_timeline *
             fputs("}}", o);
         }
     }
-    /* the checker's findings, at the moment each became one */
-    for (size_t i = 0; report && i < report->nfindings; i++) {
-        const vt_check_finding *fd = &report->findings[i];
-        uint64_t t = fd->linger_from_time_ns ? fd->linger_from_time_ns
-                   : fd->alloc_time_ns ? fd->alloc_time_ns : tl->first_time_ns;
+    /* the findings, at the moment each became one */
+    for (size_t i = 0; i < opt->nfindings; i++) {
+        const vt__perfetto_finding *fd = &opt->findings[i];
+        uint64_t t = fd->time_ns ? fd->time_ns : tl->first_time_ns;
         char name[160];
-        snprintf(name, sizeof name, "%s: %s", vt__check_rule_name(fd->rule),
-                 vt__fmt_bytes(fd->bytes, b));
+        snprintf(name, sizeof name, "%s: %s", fd->rule, vt__fmt_bytes(fd->bytes, b));
         fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"finding\",\"pid\":%d,\"tid\":0,"
                    "\"ts\":%.3f,\"name\":", SEP(), pid_of(fd->device), ts_us(tl, t));
         vt__json_str(o, name);
         fprintf(o, ",\"args\":{\"rule\":\"%s\",\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
                    "\",\"allocations\":%u,\"freed\":%s",
-                vt__check_rule_name(fd->rule), fd->bytes, fd->addr, fd->nallocs,
-                fd->freed ? "true" : "false");
-        frames_arg(o, s, fd->alloc_stack);
+                fd->rule, fd->bytes, fd->addr, fd->nallocs, fd->freed ? "true" : "false");
+        frames_arg(o, s, fd->stack);
         fputs("}}", o);
     }
     /* thread names (streams), for every pid that used them */
@@ -204,5 +206,5 @@ int vt__export_perfetto(FILE *o, const vt__snapshot_data *s, const vt_timeline *
 #undef SEP
     fputs("\n]}\n", o);
     free(st.v);
-    return ferror(o) ? -1 : 0;
+    return ferror(o) ? -EIO : 0;
 }
