@@ -735,7 +735,7 @@ static uint64_t py_frame_ip(tstate *ts, const vt__pyframe *f)
 
 /* Everything that tells one Python frame from another (code object, its
  * names, instruction, eval-loop group), mixed into one word. */
-static inline uint64_t py_frame_key(const vt_pyframe *f)
+static inline uint64_t py_frame_key(const vt__pyframe *f)
 {
     uint64_t v = f->code ^ f->names * UINT64_C(0xc4ceb9fe1a85ec53) ^
                  ((uint64_t)(uint32_t)f->addr | (uint64_t)f->group << 32) *
