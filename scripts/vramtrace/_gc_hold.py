@@ -4,7 +4,7 @@ Python runs an automatic collection when the count of container objects made
 less those freed passes a threshold. The tracker's own objects must not
 count, or each collection comes after fewer of the program's allocations and
 a reference cycle the program dropped is freed at another step than without
-vramtrace (scripts/trackfast/gc_schedule.c says how). Until _trackfast,
+vramtrace (scripts/vramtrace/native/trackfast/gc_schedule.c says how). Until _trackfast,
 built with CPython's internal headers, is loaded (:func:`use`) these are
 no-ops: on the Python path a declared limit (docs/limitations.md).
 

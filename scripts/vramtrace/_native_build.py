@@ -1,7 +1,9 @@
-"""Native parts built at first use against the torch in use.
+"""Native parts: where they are, and those built at first use.
 
-Two parts of vramtrace are C++ against torch's headers and C++ ABI, so they
-cannot ship prebuilt: track()'s op observer (``_trackobs``) and the observer
+Every native source is in the package's ``native/`` folder, in the source
+tree as installed. The C extension ``_trackfast`` is built with the library
+(``extension()`` finds it). Two parts are C++ against torch's headers and
+C++ ABI, so they cannot ship prebuilt: track()'s op observer (``_trackobs``) and the observer
 of PyTorch's caching allocator (``_pool_observer``). Each is compiled the
 first time it is needed, by ``torch.utils.cpp_extension`` (g++ and ninja),
 into a cache directory keyed by the torch and Python versions
@@ -18,7 +20,7 @@ import hashlib
 import logging
 import os
 import sys
-from typing import List, Sequence
+from typing import Any, List, Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,13 +38,44 @@ def cache_dir(part: str, torch_version: str) -> str:
 
 
 def source(*names: str) -> str:
-    """The first of the package-relative paths ``names`` that exists (a part
-    may sit elsewhere in the source tree than in the installed package)."""
+    """The first of the package-relative paths ``names`` that exists: the
+    source tree and the installed package keep native sources at the same
+    place (``native/``)."""
     for name in names:
         path = os.path.normpath(os.path.join(_HERE, name))
         if os.path.isfile(path):
             return path
     raise RuntimeError(f"{os.path.basename(names[0])} is not installed with this vramtrace")
+
+
+def extension(name: str, libdir: str) -> Any:
+    """The package's compiled extension ``name`` (``_trackfast``), imported
+    as ``vramtrace.NAME``, or None: installed inside the package (a wheel,
+    an install), else built next to the library in ``libdir`` (a build tree:
+    meson builds it beside libvramtrace.so, where the source tree's package
+    finds the library too)."""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    full = f"{__package__}.{name}"
+    try:
+        return importlib.import_module(full)
+    except ImportError:
+        pass
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(libdir, name + suffix)
+        if not os.path.exists(path):
+            continue
+        try:
+            spec = importlib.util.spec_from_file_location(full, path)
+            if spec is None or spec.loader is None:
+                continue
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+        except ImportError:
+            continue
+    return None
 
 
 def cuda_include_dirs() -> List[str]:

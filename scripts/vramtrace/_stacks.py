@@ -70,7 +70,7 @@ class StackInterner:
         add = key.append
         left = _MAX_RAW_FRAMES
         # Reading frames gives them Python objects, which live until their
-        # functions return: the program's (scripts/trackfast/gc_schedule.c).
+        # functions return: the program's (scripts/vramtrace/native/trackfast/gc_schedule.c).
         made = _gc_hold.count()
         f = sys._getframe(depth)
         while f is not None and left:

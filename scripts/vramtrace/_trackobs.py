@@ -1,4 +1,4 @@
-"""track()'s op observer (scripts/trackobs/observer.cpp), built at first use.
+"""track()'s op observer (native/trackobs/observer.cpp), built at first use.
 
 track() sees ops through this observer, a RecordFunction callback in C++,
 where it can be built, and through its dispatch mode otherwise (1.3x on a
@@ -24,9 +24,9 @@ from . import _native_build
 
 ENV_SWITCH = "VRAMTRACE_TRACK_OBSERVER"
 
-# Where observer.cpp is, relative to the package: next to it in the source
-# tree (scripts/trackobs/), inside it when installed.
-_SOURCES = ("../trackobs/observer.cpp", "trackobs/observer.cpp")
+# Where observer.cpp is in the package (the source tree's and the installed
+# one's are laid out alike).
+_SOURCES = ("native/trackobs/observer.cpp",)
 
 _module: Any = False   # not tried yet; None: could not be built
 why_not = ""           # why it could not be built
@@ -99,7 +99,7 @@ class Observer:
 
     @property
     def make_weak_address(self) -> int:
-        """The address of its vt_obs_make_weak (scripts/trackobs/
+        """The address of its vt_obs_make_weak (scripts/vramtrace/native/trackobs/
         tensor_facts.h), for _trackfast's Dispatcher.weak_maker."""
         return ctypes.cast(self._lib.vt_obs_make_weak, ctypes.c_void_p).value or 0
 

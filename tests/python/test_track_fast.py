@@ -1,4 +1,5 @@
-"""track()'s per-op path in C (scripts/trackfast/, the module vramtrace._trackfast).
+"""track()'s per-op path in C (the module vramtrace._trackfast, from
+scripts/vramtrace/native/trackfast/).
 
 With the built library and the dispatch mode (VRAMTRACE_TRACK_OBSERVER=0:
 these tests pin it) the tracker records through the C extension; with

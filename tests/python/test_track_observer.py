@@ -1,4 +1,4 @@
-"""track()'s op observer (scripts/trackobs/observer.cpp, vramtrace/_trackobs.py):
+"""track()'s op observer (scripts/vramtrace/native/trackobs/observer.cpp, vramtrace/_trackobs.py):
 PyTorch's RecordFunction hook instead of the dispatch mode, where it builds
 (VRAMTRACE_TRACK_OBSERVER=0 keeps the mode).
 
@@ -56,7 +56,7 @@ def _observed(observer, fn, full: bool = False) -> list:
     return got
 
 
-# scripts/trackobs/tensor_facts.h: seven 64-bit words per tensor
+# scripts/vramtrace/native/trackobs/tensor_facts.h: seven 64-bit words per tensor
 _FACTS = struct.Struct("=QQQQQqQ")
 
 
@@ -430,7 +430,7 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
     and callbacks (five objects per kept tensor) must not count, or each
     automatic collection comes after fewer of the program's allocations and
     a dropped reference cycle is freed at another step
-    (scripts/trackfast/gc_schedule.c)."""
+    (scripts/vramtrace/native/trackfast/gc_schedule.c)."""
     import gc
     monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
     keep = torch.zeros(8)

@@ -999,7 +999,7 @@ def _settled_count() -> int:
 def the_collectors_count_moves_per_step_as_untracked(r: Recorder) -> None:
     # What paces the cyclic collector: the count of container objects made
     # less those freed. track() keeps its own work out of it
-    # (scripts/trackfast/gc_schedule.c): each step of forward ops, views,
+    # (scripts/vramtrace/native/trackfast/gc_schedule.c): each step of forward ops, views,
     # copies, a dropped reference cycle and a backward moves it as untracked.
     # (Where it stands when the program starts differs with what the process
     # imported and left in the free lists: compared are the steps.)

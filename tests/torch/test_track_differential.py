@@ -69,7 +69,7 @@ KNOWN.update({
                  "the parts of composite ops and engine threads' ops that the program "
                  "never sees"),
         ("python", "without _trackfast nothing holds the collector's count while the "
-                   "tracker works (scripts/trackfast/gc_schedule.c)"))})
+                   "tracker works (scripts/vramtrace/native/trackfast/gc_schedule.c)"))})
 
 # Compared as the program sees them; "traceback" is for the reader.
 COMPARED = ("exception", "seen", "stdout", "stderr", "warnings", "left", "peak")

@@ -7,7 +7,7 @@ import ctypes
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import _gc_hold
+from .. import _gc_hold, _native_build
 from ._records import _StorageRec, _TensorRec
 from ._registry import _pending_names, _take_pending_name
 from ._torch_facts import _Parameter, _Tensor, _next_sequence_nr, _storage_address
@@ -23,28 +23,9 @@ def _load_trackfast(libdir: str) -> Any:
     VRAMTRACE_TRACKFAST=0 keeps the tracker in Python."""
     if os.environ.get("VRAMTRACE_TRACKFAST", "1") == "0":
         return None
-    try:
-        from .. import _trackfast as mod   # type: ignore[attr-defined]
-    except ImportError:
-        mod = None
+    mod = _native_build.extension("_trackfast", libdir)
     if mod is None:
-        import importlib.machinery
-        import importlib.util
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(libdir, "_trackfast" + suffix)
-            if not os.path.exists(path):
-                continue
-            try:
-                spec = importlib.util.spec_from_file_location("vramtrace._trackfast", path)
-                if spec is None or spec.loader is None:
-                    continue
-                mod = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(mod)
-                break
-            except ImportError:
-                mod = None
-        if mod is None:
-            return None
+        return None
     try:
         from torch._C._dynamo.eval_frame import set_eval_frame
     except ImportError:

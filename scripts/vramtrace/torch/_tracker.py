@@ -160,8 +160,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._node_stacks: Dict[int, int] = {}
         self._forward_frames: Dict[int, Any] = {}
         self._lent_frames: Dict[int, int] = {}   # the same, interned (op observer)
-        # The per-op path in C (_trackfast, scripts/trackfast/), when it is built for this
-        # Python and the library is the real one (its C entry points). It
+        # The per-op path in C (_trackfast, native/trackfast/), when it is
+        # built for this Python and the library is the real one (its C entry
+        # points). It
         # holds the containers above: _by_obj, _by_tid, _pending, _storages,
         # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and
         # _at_ptr are changed in place, never rebound.

@@ -1,5 +1,5 @@
 /* tensor_facts.h - what the op observer (observer.cpp, C++) tells
- * _trackfast (scripts/trackfast/, C) about each tensor of an op it hands
+ * _trackfast (scripts/vramtrace/native/trackfast/, C) about each tensor of an op it hands
  * over, so that recording a tensor seen for the first time asks nothing of
  * Python: without them _trackfast makes a storage object and calls
  * data_ptr(), nbytes(), _cdata, _base, data_ptr() and nbytes on it and the

@@ -422,7 +422,7 @@ static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *ca
 
 /* Dispatcher.observed(func, args, out, facts, seq): an op of the owner
  * thread that ran already, handed over by the C++ observer
- * (scripts/trackobs/) instead of the mode: ``args`` its arguments in schema
+ * (scripts/vramtrace/native/trackobs/) instead of the mode: ``args`` its arguments in schema
  * order (tensors, lists of tensors, None for the rest), ``out`` a tuple of
  * its outputs, ``facts`` bytes of a vt_tensor_facts per tensor
  * (tensor_facts.h; used while Dispatcher.weak_maker holds the observer's

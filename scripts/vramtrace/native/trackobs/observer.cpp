@@ -90,7 +90,7 @@ const vt_gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's cou
 
 // The collector's count held while this scope, under the GIL, does the
 // observer's own Python work (the tracker's, never the program's: see
-// scripts/trackfast/gc_schedule.c).
+// scripts/vramtrace/native/trackfast/gc_schedule.c).
 struct GcHeld {
     long token = 0;
     GcHeld() { if (gc != nullptr) token = gc->hold(); }
