@@ -1,8 +1,9 @@
 /*
  * viz/render.h - render a snapshot as one self-contained HTML page.
  *
- * The page is viz/template.html with viz/style.css, viz/timeline.js and the
- * data inlined (the assets are compiled into the binary by viz/embed.py).
+ * The page is viz/template.html with viz/style.css, the timeline's script
+ * (viz/timeline_*.js, after ticks.js and sweep.js) and the data inlined
+ * (the assets are compiled into the binary by viz/embed.py).
  * Data is columnar: per allocation and per event, unsigned LEB128 varints
  * (deltas where values grow), base64 in one <script type=
  * "application/octet-stream"> tag; strings, frames, marks and findings as
