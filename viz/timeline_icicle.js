@@ -19,10 +19,10 @@
   }
   const kByDepth = Array.from({ length: nK }, (_, i) => i).sort((a, b) => kDepth[a] - kDepth[b]);
   // The icicle's tree: the stack prefix tree, less (unless view.flameAll)
-  // the frames the text views fold on paths with Python frames (the
-  // interpreter's own and torch's dispatch plumbing, as stackHTML does): a
-  // folded node's bytes and callees go to its nearest kept caller, and
-  // callees that then name the same frame there are one box.
+  // the frames the text views fold (isFolded, as stackHTML does; a path
+  // with Python frames folds the interpreter's own and torch's dispatch
+  // plumbing): a folded node's bytes and callees go to its nearest kept
+  // caller, and callees that then name the same frame there are one box.
   const flameTrees = {};
   function flameTree(all) {
     const key = all ? 'all' : 'folded';
@@ -40,7 +40,7 @@
       }
       for (let k = 1; k < nK; k++) {
         const fr = kFrame[k];
-        if ((above[k] || below[k]) && (isPython(fr) ? isPlumbing(fr) : isInterpreter(fr))) { fold[k] = 1; nfolded++; }
+        if (isFolded(fr, above[k] || below[k])) { fold[k] = 1; nfolded++; }
       }
     }
     const of = new Int32Array(nK);          // stack node -> tree node

@@ -59,26 +59,17 @@
   }
   /* "file:line (def at line N)": a frame's place in stacks and tooltips. */
   const whereDef = (t) => t.where + (t.def ? ' (def at line ' + t.def + ')' : '');
-  // Python frames (the recorder's, or a PyTorch snapshot's) and what is
-  // folded in a stack that has them: the interpreter's own native frames and
-  // torch's Python dispatch plumbing (cli/report_util.c keeps the same list).
-  const PLUMBING = [
-    ['torch/nn/modules/module.py', '_call_impl'], ['torch/nn/modules/module.py', '_wrapped_call_impl'],
-    ['torch/utils/_contextlib.py', 'decorate_context'], ['torch/_tensor.py', 'wrapped'],
-    ['torch/_tensor.py', '_handle_torch_function_and_wrap_type_error_to_not_implemented'],
-    ['torch/overrides.py', 'handle_torch_function'], ['torch/_ops.py', '__call__'],
-    ['vramtrace/torch.py', '__torch_dispatch__'], ['vramtrace/torch.py', '_dispatch'],
-  ];
+  // Python frames (the recorder's, or a PyTorch snapshot's).
   function isPython(fr) { return str(F.mod[fr]) === 'python'; }
   /* The program's own code (not torch, the standard library or site-packages). */
   function isUser(fr) { return !!(F.user && F.user[fr]); }
-  function isPlumbing(fr) {
-    const file = str(F.file[fr]), fn = str(F.fn[fr]);
-    return PLUMBING.some(([f, n]) => fn === n && file.endsWith(f));
-  }
-  function isInterpreter(fr) {
-    const b = str(F.mod[fr]).replace(/^.*\//, '');
-    return b.startsWith('libpython') || (b.startsWith('python') && b !== 'python' && !b.includes('.so'));
+  /* Plumbing between the program and the memory, folded as the text views
+   * fold it: the renderer marks each frame by their rule (vt__frame_fold):
+   * 1 in a stack with Python frames (`python`: torch's dispatch layers, the
+   * interpreter's own native frames), 2 always (a recorder's own). */
+  function isFolded(fr, python) {
+    const k = F.fold[fr];
+    return k === 2 || (k === 1 && python);
   }
   function stackFrames(node) {
     const out = [];
@@ -95,7 +86,7 @@
     // a site; else, where Python ran, its innermost line (not torch's
     // dispatch plumbing).
     let pick = frs.find(isUser);
-    if (pick === undefined) pick = frs.find((fr) => isPython(fr) && !isPlumbing(fr));
+    if (pick === undefined) pick = frs.find((fr) => isPython(fr) && !isFolded(fr, true));
     if (pick === undefined) pick = frs.find((fr) => F.fn[fr] > 0);
     if (pick === undefined) pick = frs[0];
     const t = frameText(pick);

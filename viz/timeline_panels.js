@@ -10,7 +10,7 @@
   /* A stack as the text views show it: where the program's own code is on
    * it, its lines first (innermost first) and the rest (the libraries'
    * Python frames, the native frames) under one line that opens; else every
-   * frame, the interpreter's and torch's dispatch plumbing folded. */
+   * frame, the plumbing the text views fold folded (isFolded). */
   function stackHTML(node) {
     if (!node) return '<div class="none">no stack recorded</div>';
     const frs = stackFrames(node);
@@ -18,9 +18,10 @@
       const t = frameText(fr);
       return '<li>' + esc(t.fn) + (t.where ? ' <span class="loc">' + esc(whereDef(t)) + '</span>' : '') + '</li>';
     }).join('') + '</ol>';
-    // the interpreter's own frames and torch's dispatch plumbing, folded
+    // the interpreter's own frames and torch's dispatch plumbing (in a
+    // stack with Python frames) and a recorder's own, folded
     const python = frs.some(isPython);
-    const fold = (xs) => python ? xs.filter((fr) => isPython(fr) ? !isPlumbing(fr) : !isInterpreter(fr)) : xs;
+    const fold = (xs) => xs.filter((fr) => !isFolded(fr, python));
     const own = frs.filter(isUser);
     const rest = own.length ? frs.filter((fr) => !isUser(fr)) : frs;
     const kept = fold(rest), folded = rest.length - kept.length;
