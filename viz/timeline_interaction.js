@@ -19,16 +19,19 @@
     tip.style.left = x + 'px';
     tip.style.top = y + 'px';
   }
+  /* What plot `p` (its last draw on canvas `cv`) drew under the mouse:
+   * its id buffer there, 0 outside the plot or before a draw. */
+  function idOn(p, cv, ev) {
+    if (!p) return 0;
+    const r = cv.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) * dpr) - p.L;
+    const y = Math.floor((ev.clientY - r.top) * dpr) - p.T;
+    if (x < 0 || y < 0 || x >= p.PW || y >= p.PH) return 0;
+    return p.ids[y * p.PW + x];
+  }
   /* What the timeline drew under the mouse: lifetime + 1 (> 0), a summary
    * record -(r + 1) (< 0), or 0. */
-  function idAtEvent(ev) {
-    if (!plot) return 0;
-    const r = tl.getBoundingClientRect();
-    const x = Math.floor((ev.clientX - r.left) * dpr) - plot.L;
-    const y = Math.floor((ev.clientY - r.top) * dpr) - plot.T;
-    if (x < 0 || y < 0 || x >= plot.PW || y >= plot.PH) return 0;
-    return plot.ids[y * plot.PW + x];
-  }
+  function idAtEvent(ev) { return idOn(plot, tl, ev); }
   /* A summary band: what it stands for, at that column. */
   function summaryFacts(r) {
     const q = plot.sum;
@@ -235,14 +238,7 @@
   // The lane of external storages: hover and click as on the timeline.
   const extDragging = attachPlotInteraction(ext, () => extPlot);
   let extTipEv = null;
-  function extIdAt(ev) {
-    if (!extPlot) return 0;
-    const r = ext.getBoundingClientRect();
-    const x = Math.floor((ev.clientX - r.left) * dpr) - extPlot.L;
-    const y = Math.floor((ev.clientY - r.top) * dpr) - extPlot.T;
-    if (x < 0 || y < 0 || x >= extPlot.PW || y >= extPlot.PH) return 0;
-    return extPlot.ids[y * extPlot.PW + x];
-  }
+  function extIdAt(ev) { return idOn(extPlot, ext, ev); }
   function extTip(ev) {
     const id = extIdAt(ev);
     showTip(ev, id > 0 ? tipFor(id - 1, columnState(ev, extPlot, ext)) : null);
