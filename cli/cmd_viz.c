@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "commands.h"
-#include "outfile.h"
+#include "errbuf.h"
 #include "render.h"
 #include "pytorch.h"
 #include "oom_explain.h"
@@ -64,6 +64,26 @@ static char *default_output(const char *in)
         memcpy(out + n, ".html", 6);
     }
     return out;
+}
+
+/* The page of one snapshot, written by vt__viz_write_file. */
+struct page {
+    const char *out;
+    const vt__snapshot_data *s;
+    const vt_timeline *tl;
+    const vt_check_report *report;
+    const vt__viz_overlay *overlay;   /* NULL: none */
+    const char *oom_json;             /* NULL: no OOM */
+    vt__viz_stats st;                 /* what the render produced */
+};
+
+static int write_page(FILE *f, void *ctx, char *err, size_t errlen)
+{
+    struct page *p = ctx;
+    char why[1024] = "";
+    int rc = vt__viz_render_page(f, p->s, p->tl, p->report, p->overlay, p->oom_json, &p->st, why,
+                                 sizeof why);
+    return rc ? vt__errf_in(err, errlen, rc, p->out, "%s", why) : 0;
 }
 
 static double now_s(void)
@@ -195,7 +215,6 @@ int vt__cmd_viz(int argc, char **argv)
     vt__snapshot_data *s = NULL;
     vt_timeline *tl = NULL;
     vt_check_report *rep = NULL;
-    FILE *f = NULL;
     int status = VT_EXIT_FAILURE;
     vt__replay_result rr;
     memset(&rr, 0, sizeof rr);
@@ -243,42 +262,26 @@ int vt__cmd_viz(int argc, char **argv)
             break;
         }
 
-    /* Write next to the target and rename (only over a regular file): never
-     * a half-written page, never a device or FIFO replaced. */
-    char tmp[4096];
-    f = vt__outfile_open(out, tmp, sizeof tmp, err, sizeof err);
-    if (!f) {
-        fprintf(stderr, "vramtrace viz: %s\n", err);
-        goto done;
-    }
-    vt__viz_stats st = { 0 };
-    int rc = vt__viz_render_page(f, s, tl, rep, replay_conf ? &ov : NULL, oom_json, &st, err,
-                                 sizeof err);
-    if (rc != 0)
-        fprintf(stderr, "vramtrace viz: %s: %s\n", out, err);
-    int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);
-    f = NULL;
-    if (rc != 0)
-        goto done;
-    if (crc != 0) {
+    /* Never a half-written page, never a device or FIFO replaced. */
+    struct page pg = { .out = out, .s = s, .tl = tl, .report = rep,
+                       .overlay = replay_conf ? &ov : NULL, .oom_json = oom_json };
+    if (vt__viz_write_file(out, write_page, &pg, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err);
         goto done;
     }
     if (!quiet)
     {
         char ext[64] = "";
-        if (st.nexternal)
-            snprintf(ext, sizeof ext, ", %zu external storage%s", st.nexternal,
-                     st.nexternal == 1 ? "" : "s");
+        if (pg.st.nexternal)
+            snprintf(ext, sizeof ext, ", %zu external storage%s", pg.st.nexternal,
+                     pg.st.nexternal == 1 ? "" : "s");
         printf("wrote %s: %.2f MB, %zu allocation%s%s, %zu event%s, %zu finding%s, %.2f s\n", out,
-               (double)st.html_bytes / 1e6, st.nlifetimes, st.nlifetimes == 1 ? "" : "s", ext,
-               st.naxis, st.naxis == 1 ? "" : "s", st.nfindings, st.nfindings == 1 ? "" : "s",
-               now_s() - t_start);
+               (double)pg.st.html_bytes / 1e6, pg.st.nlifetimes,
+               pg.st.nlifetimes == 1 ? "" : "s", ext, pg.st.naxis, pg.st.naxis == 1 ? "" : "s",
+               pg.st.nfindings, pg.st.nfindings == 1 ? "" : "s", now_s() - t_start);
     }
     status = 0;
 done:
-    if (f)
-        fclose(f);
     free((void *)ov.event);
     free((void *)ov.reserved);
     free((void *)ov.device);

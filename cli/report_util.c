@@ -192,84 +192,15 @@ bool vt__report_all_frames;
 
 bool vt__report_python_frame(const vt__snapshot_data *s, const vt_frame *f)
 {
-    return f->ip == 0 && !strcmp(vt__snapshot_string(s, f->module), "python");
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && !strcmp(s + a - b, suffix);
-}
-
-/* torch's Python layers between a module's caller and its forward, and
- * between a tensor method and its C++ implementation: every stack of a
- * PyTorch program passes through them, none of them allocates. track()'s
- * own dispatch mode is one more such layer: vramtrace's frames are not the
- * program's. */
-static bool torch_plumbing(const char *file, const char *fn)
-{
-    static const struct { const char *file, *fn; } plumbing[] = {
-        { "torch/nn/modules/module.py", "_call_impl" },
-        { "torch/nn/modules/module.py", "_wrapped_call_impl" },
-        { "torch/utils/_contextlib.py", "decorate_context" },
-        { "torch/_tensor.py", "wrapped" },
-        { "torch/_tensor.py", "_handle_torch_function_and_wrap_type_error_to_not_implemented" },
-        { "torch/overrides.py", "handle_torch_function" },
-        { "torch/_ops.py", "__call__" },
-        { "vramtrace/torch.py", "__torch_dispatch__" },
-        { "vramtrace/torch.py", "_dispatch" },
-        { "vramtrace/torch.py", "_engine_dispatch" },
-        /* the same since vramtrace.torch became a package */
-        { "vramtrace/torch/_recording.py", "__torch_dispatch__" },
-        { "vramtrace/torch/_recording.py", "_dispatch" },
-        { "vramtrace/torch/_recording.py", "_engine_dispatch" },
-    };
-    for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
-        if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))
-            return true;
-    return false;
-}
-
-/* The interpreter itself: libpython, or a python executable built without
- * it; and track()'s dispatch mode in C (vramtrace._trackfast), the
- * native half of the plumbing above. */
-static bool interpreter_module(const char *module)
-{
-    const char *b = basename_of(module);
-    return !strncmp(b, "libpython", 9) || (!strncmp(b, "python", 6) && !strstr(b, ".so")) ||
-           !strncmp(b, "_trackfast.", 11);
-}
-
-/* A recorder's own frames: PyTorch's unwinder, which a snapshot taken with
- * _record_memory_history(stacks="all") puts at the top of every stack, and
- * its caching allocator's, the plumbing between the program and memory.
- * Imported frames have no module to tell them by; their names do. */
-static bool recorder_frame(const vt__snapshot_data *s, const vt_frame *f)
-{
-    static const char *const prefixes[] = {
-        "torch::unwind::", "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather",
-        "c10::cuda::CUDACachingAllocator::",
-    };
-    if (*vt__snapshot_string(s, f->module))
-        return false;
-    const char *fn = vt__snapshot_string(s, f->function);
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-        if (!strncmp(fn, prefixes[i], strlen(prefixes[i])))
-            return true;
-    return false;
+    return vt__frame_is_python(s, f);
 }
 
 bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool has_python)
 {
     if (vt__report_all_frames)
         return false;
-    if (recorder_frame(s, f))
-        return true;
-    if (!has_python)
-        return false;
-    if (vt__report_python_frame(s, f))
-        return torch_plumbing(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function));
-    return interpreter_module(vt__snapshot_string(s, f->module));
+    enum vt__frame_fold fold = vt__frame_fold(s, f);
+    return fold == VT_FOLD_ALWAYS || (fold == VT_FOLD_WITH_PYTHON && has_python);
 }
 
 bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n)
@@ -322,8 +253,10 @@ const vt_frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
         for (size_t i = 0; i < n; i++)
             if (vt__report_python_frame(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
                 return fr[i];
+    /* a recorder's own frames are VT_FOLD_ALWAYS */
     for (size_t i = 0; i < n; i++)
-        if (!boring_module(vt__snapshot_string(s, fr[i]->module)) && !recorder_frame(s, fr[i]))
+        if (!boring_module(vt__snapshot_string(s, fr[i]->module)) &&
+            vt__frame_fold(s, fr[i]) != VT_FOLD_ALWAYS)
             return fr[i];
     return n ? fr[0] : NULL;
 }

@@ -82,9 +82,10 @@ bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *
  * frames, it was recorded on a thread running no Python code (PyTorch's
  * autograd engine threads during backward, a C++ worker). */
 bool vt__report_stack_without_python(const vt__snapshot_data *s, uint32_t id);
-/* A frame hidden unless --all-frames: in a stack with Python frames, the
- * interpreter's native frames (its evaluation loop and calls) and torch's
- * Python dispatch plumbing (nn.Module.__call__ and the like). */
+/* A frame hidden unless --all-frames, by vt__frame_fold's rule (the page's
+ * too): in a stack with Python frames, the interpreter's native frames (its
+ * evaluation loop and calls) and torch's Python dispatch plumbing
+ * (nn.Module.__call__ and the like); a recorder's own frames always. */
 bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool has_python);
 
 /* The call site of stack `id`: its innermost Python frame not folded, when

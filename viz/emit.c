@@ -1,8 +1,9 @@
-/* viz/emit.c - deflate, base64 and HTML text writers (see emit.h). */
+/* viz/emit.c - deflate, base64, HTML text and template writers (see emit.h). */
 #include "emit.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <string.h>
 
 #ifdef VT_HAVE_ZLIB
 #include <zlib.h>
@@ -93,4 +94,24 @@ int vt__write_html_text(FILE *f, const char *s)
             return -EIO;
     }
     return 0;
+}
+
+int vt__write_template(FILE *out, const char *t, vt__template_fill fill, void *ctx)
+{
+    while (*t) {
+        const char *m = strstr(t, "@@VT_");
+        size_t n = m ? (size_t)(m - t) : strlen(t);
+        if (n && fwrite(t, 1, n, out) != n)
+            return -EIO;
+        if (!m)
+            break;
+        const char *end = strstr(m + 5, "@@");
+        if (!end)
+            return -EINVAL;
+        int rc = fill(out, m + 5, (size_t)(end - (m + 5)), ctx);
+        if (rc)
+            return rc;
+        t = end + 2;
+    }
+    return ferror(out) ? -EIO : 0;
 }

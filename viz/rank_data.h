@@ -1,6 +1,6 @@
 /*
  * viz/rank_data.h - the data of one rank in the page of several ranks
- * (`vramtrace viz A B ...`, cli/viz_ranks.c): its allocated-bytes curve,
+ * (`vramtrace viz A B ...`, render_ranks.c): its allocated-bytes curve,
  * reduced to at most VT_RANK_POINTS points (each bucket keeps its maximum, so
  * no peak disappears), and its marks, on the wall clock.
  */
@@ -12,11 +12,6 @@
 #include "timeline.h"
 
 #define VT_RANK_POINTS 2000
-
-/* viz/ranks.js, the script of the page of several ranks (embedded by
- * viz/embed.py, NUL-terminated). */
-extern const char vt__viz_ranks_js[];
-extern const char vt__viz_ticks_js[];   /* viz/ticks.js: inlined before either page script */
 
 /* Append rank `rank`'s object {"rank", "file", "device", "peak", "points",
  * "marks"} to `b`, as JSON that is safe inside an HTML <script> element:

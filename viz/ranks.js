@@ -4,7 +4,7 @@
  * an iframe, and an overview of every rank's allocated bytes on one time
  * axis, by wall clock or from each rank's first mark (a training step).
  *
- * Plain, dependency-free JavaScript, inlined in the page as timeline.js is.
+ * Plain, dependency-free JavaScript, inlined in the page as the timeline's script is.
  * Its data: #vt-ranks (JSON, one object per rank from viz/rank_data.c:
  * rank, file, peak, points [[wall ms, allocated bytes]], marks [[wall ms,
  * label]]) and one base64 script element per rank page (data-rank-page).

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "outfile.h"
 
 extern const char vt__viz_template_html[];
 extern const char vt__viz_timeline_js[];
@@ -191,45 +192,31 @@ static void bind_names(struct render *r)
 
 /* ---- the page ------------------------------------------------------------- */
 
-/* Copy the template, replacing each @@VT_NAME@@ marker. */
-static int write_page(FILE *out, const struct render *r, const vt__buf *meta, const vt__buf *blob)
+/* What the page puts in place of each @@VT_NAME@@ marker of the template. */
+struct page_parts {
+    const struct render *r;
+    const vt__buf *meta, *blob;
+};
+
+static int fill_page(FILE *out, const char *key, size_t klen, void *ctx)
 {
-    const char *t = vt__viz_template_html;
-    while (*t) {
-        const char *m = strstr(t, "@@VT_");
-        size_t n = m ? (size_t)(m - t) : strlen(t);
-        if (n && fwrite(t, 1, n, out) != n)
-            return -EIO;
-        if (!m)
-            break;
-        const char *end = strstr(m + 5, "@@");
-        if (!end)
-            return -EINVAL;
-        size_t klen = (size_t)(end - (m + 5));
-        const char *key = m + 5;
-        int rc = 0;
-        if (klen == 5 && !strncmp(key, "TITLE", 5)) {
-            const char *cmd = vt__snapshot_string(r->s, r->s->meta.command_line);
-            char title[160];
-            snprintf(title, sizeof title, "%s", cmd[0] ? cmd : "snapshot");
-            rc = vt__write_html_text(out, title);
-        } else if (klen == 5 && !strncmp(key, "STYLE", 5)) {
-            rc = fputs(vt__viz_style_css, out) < 0 ? -EIO : 0;
-        } else if (klen == 6 && !strncmp(key, "SCRIPT", 6)) {
-            rc = fputs(vt__viz_ticks_js, out) < 0 || fputs(vt__viz_sweep_js, out) < 0 ||
-                 fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
-        } else if (klen == 4 && !strncmp(key, "META", 4)) {
-            rc = fwrite(meta->p, 1, meta->n, out) == meta->n ? 0 : -EIO;
-        } else if (klen == 4 && !strncmp(key, "DATA", 4)) {
-            rc = vt__write_base64(out, blob->p, blob->n);
-        } else {
-            return -EINVAL;
-        }
-        if (rc)
-            return rc;
-        t = end + 2;
+    const struct page_parts *p = ctx;
+    if (klen == 5 && !strncmp(key, "TITLE", 5)) {
+        const char *cmd = vt__snapshot_string(p->r->s, p->r->s->meta.command_line);
+        char title[160];
+        snprintf(title, sizeof title, "%s", cmd[0] ? cmd : "snapshot");
+        return vt__write_html_text(out, title);
     }
-    return ferror(out) ? -EIO : 0;
+    if (klen == 5 && !strncmp(key, "STYLE", 5))
+        return fputs(vt__viz_style_css, out) < 0 ? -EIO : 0;
+    if (klen == 6 && !strncmp(key, "SCRIPT", 6))
+        return fputs(vt__viz_ticks_js, out) < 0 || fputs(vt__viz_sweep_js, out) < 0 ||
+               fputs(vt__viz_timeline_js, out) < 0 ? -EIO : 0;
+    if (klen == 4 && !strncmp(key, "META", 4))
+        return fwrite(p->meta->p, 1, p->meta->n, out) == p->meta->n ? 0 : -EIO;
+    if (klen == 4 && !strncmp(key, "DATA", 4))
+        return vt__write_base64(out, p->blob->p, p->blob->n);
+    return -EINVAL;
 }
 
 static void render_free(struct render *r)
@@ -408,7 +395,8 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline
         goto out;
     }
     long start = ftell(out);
-    rc = write_page(out, &r, &meta, &blob);
+    rc = vt__write_template(out, vt__viz_template_html, fill_page,
+                            &(struct page_parts){ .r = &r, .meta = &meta, .blob = &blob });
     if (rc == 0 && fflush(out) != 0)
         rc = -EIO;
     if (rc) {
@@ -430,4 +418,16 @@ out:
     vt__buf_free(&meta);
     render_free(&r);
     return rc;
+}
+
+int vt__viz_write_file(const char *path, vt__viz_page_writer write, void *ctx, char *err,
+                       size_t errlen)
+{
+    char tmp[4096];
+    FILE *f = vt__outfile_open(path, tmp, sizeof tmp, err, errlen);
+    if (!f)
+        return -EIO;
+    int rc = write(f, ctx, err, errlen);
+    int crc = vt__outfile_close(f, rc == 0, tmp, path, 0, err, errlen);
+    return rc ? rc : crc;
 }

@@ -1,8 +1,9 @@
 /*
  * viz/render.h - render a snapshot as one self-contained HTML page.
  *
- * The page is viz/template.html with viz/style.css, viz/timeline.js and the
- * data inlined (the assets are compiled into the binary by viz/embed.py).
+ * The page is viz/template.html with viz/style.css, the timeline's script
+ * (viz/timeline_*.js, after ticks.js and sweep.js) and the data inlined
+ * (the assets are compiled into the binary by viz/embed.py).
  * Data is columnar: per allocation and per event, unsigned LEB128 varints
  * (deltas where values grow), base64 in one <script type=
  * "application/octet-stream"> tag; strings, frames, marks and findings as
@@ -63,5 +64,33 @@ int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt_timel
 int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
                         const vt_check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen);
+
+/* One rank's snapshot in the page of several ranks. */
+typedef struct vt__viz_rank {
+    int rank;                         /* its rank (the snapshot's, else its place) */
+    const char *file;                 /* the snapshot's path: the selector and messages name it */
+    const vt__snapshot_data *s;
+    const vt_timeline *tl;            /* built by vt__timeline_build */
+    const vt_check_report *report;    /* NULL: the snapshot's own findings only */
+} vt__viz_rank;
+
+/* Write the page of several ranks (viz/render_ranks.c) to `out`: each rank's
+ * own page (vt__viz_render) behind a selector, in the order given, and an
+ * overview of every rank's allocated bytes on one time axis.
+ * @return 0, or a negative errno with a one-line message in err (a rank's
+ *         own failure names its file). */
+int vt__viz_render_ranks(FILE *out, const vt__viz_rank *ranks, size_t n, char *err, size_t errlen);
+
+/* Writes a whole page to `out`. @return 0, or a negative errno with one
+ * line in err. */
+typedef int (*vt__viz_page_writer)(FILE *out, void *ctx, char *err, size_t errlen);
+
+/* Write a page to the file `path` through the one checked output writer
+ * (trace/snap/outfile.h: a temporary file next to it, renamed over a regular
+ * file or none, never a half-written page): `write` writes it.
+ * @return 0, or a negative errno with one line in err: write's own, or the
+ *         output file's (naming its path). */
+int vt__viz_write_file(const char *path, vt__viz_page_writer write, void *ctx, char *err,
+                       size_t errlen);
 
 #endif /* VT_VIZ_RENDER_H */

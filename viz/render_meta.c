@@ -170,6 +170,11 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
     vt__put_str(m, "],\"user\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%d", i ? "," : "", vt__frame_is_user_code(s, &s->frames[r->frames[i]]));
+    /* enum vt__frame_fold: what the text views fold (without --all-frames),
+     * so the page folds the same frames by the same rule */
+    vt__put_str(m, "],\"fold\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__put_printf(m, "%s%d", i ? "," : "", (int)vt__frame_fold(s, &s->frames[r->frames[i]]));
     vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));

@@ -1,7 +1,7 @@
 /*
  * viz/sweep.js - what a timeline draw walks (inlined by `vramtrace viz`
- * after ticks.js, before timeline.js, which calls vtSweep.create once with
- * the page's decoded columns and sweep index).
+ * after ticks.js, before the timeline's script, timeline_*.js, which calls
+ * vtSweep.create once with the page's decoded columns and sweep index).
  *
  * A sweep brings the allocations alive forward event by event, in
  * allocation order (makeSweep); the draw's own sweep (dsw) also decides

@@ -1,6 +1,6 @@
 /*
  * viz/ticks.js - axis ticks shared by both pages (inlined by `vramtrace viz`
- * before timeline.js in a snapshot's page and before ranks.js in the page of
+ * before the timeline's script in a snapshot's page and before ranks.js in the page of
  * several ranks): one copy of the rules that space an axis's ticks.
  */
 'use strict';

@@ -704,6 +704,36 @@ TEST(user_code_is_the_programs_python_frames_only)
     synth_fini(&y);
 }
 
+/* The one rule the reports and the page fold by (vt__frame_fold). */
+TEST(frames_folded_are_torch_plumbing_the_interpreter_and_a_recorders_own)
+{
+    synth y;
+    synth_init(&y);
+    const struct { const char *module, *file, *fn; uint64_t ip; enum vt__frame_fold fold; } frames[] = {
+        { "python", "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", "_call_impl", 0,
+          VT_FOLD_WITH_PYTHON },
+        { "python", "/work/scripts/vramtrace/torch.py", "_engine_dispatch", 0, VT_FOLD_WITH_PYTHON },
+        { "python", "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", "forward", 0,
+          VT_FOLD_NEVER },
+        { "python", "/home/me/train.py", "_call_impl", 0, VT_FOLD_NEVER },   /* not torch's */
+        { "/usr/lib/libpython3.11.so.1.0", "", "_PyEval_EvalFrameDefault", 0x10, VT_FOLD_WITH_PYTHON },
+        { "/usr/bin/python3.11", "", "_start", 0x10, VT_FOLD_WITH_PYTHON },
+        { "/venv/vramtrace/_trackfast.cpython-311-x86_64-linux-gnu.so", "", "record_op", 0x10,
+          VT_FOLD_WITH_PYTHON },
+        { "/venv/torch/lib/libtorch_cuda.so", "", "at::empty", 0x10, VT_FOLD_NEVER },
+        { "", "", "torch::unwind::unwind()", 0x10, VT_FOLD_ALWAYS },   /* imported: no module */
+        { "", "", "c10::cuda::CUDACachingAllocator::Native::local_raw_delete(void*)", 0x10, VT_FOLD_ALWAYS },
+        { "/venv/torch/lib/libtorch.so", "", "torch::unwind::unwind()", 0x10, VT_FOLD_NEVER },
+    };
+    for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++) {
+        vt_frame f = { .ip = frames[i].ip, .module = synth_str(&y, frames[i].module),
+                       .file = synth_str(&y, frames[i].file), .function = synth_str(&y, frames[i].fn) };
+        ASSERT_MSG(vt__frame_fold(&y.s, &f) == frames[i].fold, "%s %s", frames[i].module, frames[i].fn);
+        ASSERT(vt__frame_is_python(&y.s, &f) == !strcmp(frames[i].module, "python"));
+    }
+    synth_fini(&y);
+}
+
 TEST(one_million_events_checked)
 {
     /* 4000 steps x ~250 events: 20 weights used every step, 30 activations

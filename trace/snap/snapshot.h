@@ -161,6 +161,21 @@ uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt_frame *f);
  * with the innermost such frame: the line the user wrote. */
 bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt_frame *f);
 
+/* A Python frame (the recorder's, or a PyTorch snapshot's): no instruction
+ * pointer, module "python". */
+bool vt__frame_is_python(const vt__snapshot_data *s, const vt_frame *f);
+
+/* Whether the views fold frame f away as plumbing between the program and
+ * the memory (frame_fold.c, the one rule: the text reports ask it, the page
+ * gets it as a mark per frame). */
+enum vt__frame_fold {
+    VT_FOLD_NEVER = 0,         /* shown */
+    VT_FOLD_WITH_PYTHON = 1,   /* folded in a stack with Python frames: torch's Python
+                                  dispatch layers, the interpreter's own native frames */
+    VT_FOLD_ALWAYS = 2,        /* a recorder's own frames (PyTorch's unwinder, its allocator) */
+};
+enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt_frame *f);
+
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt__snapshot_free(vt__snapshot_data *s);
 

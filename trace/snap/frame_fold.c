@@ -1,0 +1,93 @@
+/*
+ * trace/snap/frame_fold.c - which frames are plumbing between the program
+ * and the memory: the one rule every view folds by (the text reports and
+ * the page's stacks and icicle, which gets the renderer's mark per frame).
+ */
+#include <string.h>
+
+#include "snapshot.h"
+
+bool vt__frame_is_python(const vt__snapshot_data *s, const vt_frame *f)
+{
+    return f->ip == 0 && !strcmp(vt__snapshot_string(s, f->module), "python");
+}
+
+static const char *basename_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* torch's Python layers between a module's caller and its forward, and
+ * between a tensor method and its C++ implementation: every stack of a
+ * PyTorch program passes through them, none of them allocates. track()'s
+ * own dispatch mode is one more such layer: vramtrace's frames are not the
+ * program's. */
+static bool torch_plumbing(const char *file, const char *fn)
+{
+    static const struct { const char *file, *fn; } plumbing[] = {
+        { "torch/nn/modules/module.py", "_call_impl" },
+        { "torch/nn/modules/module.py", "_wrapped_call_impl" },
+        { "torch/utils/_contextlib.py", "decorate_context" },
+        { "torch/_tensor.py", "wrapped" },
+        { "torch/_tensor.py", "_handle_torch_function_and_wrap_type_error_to_not_implemented" },
+        { "torch/overrides.py", "handle_torch_function" },
+        { "torch/_ops.py", "__call__" },
+        { "vramtrace/torch.py", "__torch_dispatch__" },
+        { "vramtrace/torch.py", "_dispatch" },
+        { "vramtrace/torch.py", "_engine_dispatch" },
+        /* the same since vramtrace.torch became a package */
+        { "vramtrace/torch/_recording.py", "__torch_dispatch__" },
+        { "vramtrace/torch/_recording.py", "_dispatch" },
+        { "vramtrace/torch/_recording.py", "_engine_dispatch" },
+    };
+    for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
+        if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))
+            return true;
+    return false;
+}
+
+/* The interpreter itself: libpython, or a python executable built without
+ * it; and track()'s dispatch mode in C (vramtrace._trackfast), the
+ * native half of the plumbing above. */
+static bool interpreter_module(const char *module)
+{
+    const char *b = basename_of(module);
+    return !strncmp(b, "libpython", 9) || (!strncmp(b, "python", 6) && !strstr(b, ".so")) ||
+           !strncmp(b, "_trackfast.", 11);
+}
+
+/* A recorder's own frames: PyTorch's unwinder, which a snapshot taken with
+ * _record_memory_history(stacks="all") puts at the top of every stack, and
+ * its caching allocator's, the plumbing between the program and memory.
+ * Imported frames have no module to tell them by; their names do. */
+static bool recorder_frame(const vt__snapshot_data *s, const vt_frame *f)
+{
+    static const char *const prefixes[] = {
+        "torch::unwind::", "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather",
+        "c10::cuda::CUDACachingAllocator::",
+    };
+    if (*vt__snapshot_string(s, f->module))
+        return false;
+    const char *fn = vt__snapshot_string(s, f->function);
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (!strncmp(fn, prefixes[i], strlen(prefixes[i])))
+            return true;
+    return false;
+}
+
+enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt_frame *f)
+{
+    if (recorder_frame(s, f))
+        return VT_FOLD_ALWAYS;
+    bool plumbing = vt__frame_is_python(s, f)
+        ? torch_plumbing(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function))
+        : interpreter_module(vt__snapshot_string(s, f->module));
+    return plumbing ? VT_FOLD_WITH_PYTHON : VT_FOLD_NEVER;
+}
