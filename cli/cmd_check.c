@@ -192,7 +192,7 @@ int vt__cmd_check(int argc, char **argv)
         vt__snapshot_free(s);
         goto out;
     }
-    vt_check_report *r = NULL;
+    vt__check_report *r = NULL;
     if (vt__check_run(s, &opt, &r, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err);
         vt__snapshot_free(s);

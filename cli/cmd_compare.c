@@ -54,8 +54,8 @@ struct rank_info {
     const char *file;
     int rank;
     vt__snapshot_data *s;
-    vt_timeline *tl;
-    const vt_tl_device *dev;     /* the device with the highest allocated peak */
+    vt__timeline *tl;
+    const vt__tl_device *dev;     /* the device with the highest allocated peak */
     uint64_t peak_alloc, peak_resv, final_alloc, final_resv;
     uint64_t peak_alloc_time, peak_resv_time; /* ns, monotonic */
 };
@@ -234,7 +234,7 @@ int vt__cmd_compare(int argc, char **argv)
         }
         r[i].rank = r[i].s->meta.rank >= 0 ? r[i].s->meta.rank : (int)i;
         for (size_t d = 0; d < r[i].tl->ndevices; d++) {
-            const vt_tl_device *dv = &r[i].tl->devices[d];
+            const vt__tl_device *dv = &r[i].tl->devices[d];
             if (!r[i].dev || dv->peak_allocated > r[i].dev->peak_allocated)
                 r[i].dev = dv;
             if (dv->peak_reserved >= r[i].peak_resv) {
@@ -267,7 +267,7 @@ int vt__cmd_compare(int argc, char **argv)
             continue;
         uint32_t ev = r[i].dev->points[r[i].dev->peak_allocated_point].event;
         for (size_t k = 0; k < r[i].tl->nlifetimes; k++) {
-            const vt_lifetime *l = &r[i].tl->lifetimes[k];
+            const vt__lifetime *l = &r[i].tl->lifetimes[k];
             if (l->device != r[i].dev->device || !vt__lifetime_allocated_at(l, ev))
                 continue;
             char name[512];

@@ -32,12 +32,12 @@ static const char usage_text[] =
 
 /* Perfetto with the checker's findings (vramtrace check's default rules),
  * each at the moment it became one; without them when the check fails. */
-static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt_timeline *tl)
+static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl)
 {
     char err[512];
     vt__check_options opt;
     vt__check_options_init(&opt);
-    vt_check_report *rep = NULL;
+    vt__check_report *rep = NULL;
     if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
         /* the trace is still worth having: say so, export without */
         fprintf(stderr, "vramtrace export: check: %s (findings left out)\n", err);
@@ -50,7 +50,7 @@ static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt_timelin
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        const vt_check_finding *c = &rep->findings[i];
+        const vt__check_finding *c = &rep->findings[i];
         fds[i] = (vt__perfetto_finding){
             .rule = vt__check_rule_name(c->rule),
             .time_ns = c->linger_from_time_ns ? c->linger_from_time_ns : c->alloc_time_ns,
@@ -96,7 +96,7 @@ int vt__cmd_export(int argc, char **argv)
         return VT_EXIT_FAILURE;
     }
     vt__snapshot_data *s = NULL;
-    vt_timeline *tl = NULL;
+    vt__timeline *tl = NULL;
     if (vt__report_load("export", in, &s, torch ? NULL : &tl))
         return VT_EXIT_FAILURE;
     int status = VT_EXIT_FAILURE;

@@ -48,7 +48,7 @@ static void opt_u64(FILE *o, const char *key, uint64_t v, int known)
         fprintf(o, ",\"%s\":null", key);
 }
 
-static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
+static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt__timeline *tl,
                  int with_events)
 {
     const vt_snapshot_meta *m = &s->meta;
@@ -98,7 +98,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
 
     fputs("\"devices\":[", o);
     for (size_t i = 0; i < tl->ndevices; i++) {
-        const vt_tl_device *d = &tl->devices[i];
+        const vt__tl_device *d = &tl->devices[i];
         const vt__snap_device *info = NULL;
         for (size_t j = 0; j < s->ndevices; j++)
             if (s->devices[j].ordinal == d->device)
@@ -106,8 +106,8 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         fprintf(o, "%s\n {\"ordinal\":%d,\"name\":", i ? "," : "", d->device);
         vt__json_str(o, info ? vt__snapshot_string(s, info->name) : "");
         opt_u64(o, "total_bytes", info ? info->total_bytes : 0, info != NULL);
-        const vt_tl_point *pa = &d->points[d->peak_allocated_point];
-        const vt_tl_point *pr = &d->points[d->peak_reserved_point];
+        const vt__tl_point *pa = &d->points[d->peak_allocated_point];
+        const vt__tl_point *pr = &d->points[d->peak_reserved_point];
         fprintf(o, ",\"peak_allocated\":%" PRIu64 ",\"peak_allocated_seq\":%" PRIu64
                    ",\"peak_reserved\":%" PRIu64 ",\"peak_reserved_seq\":%" PRIu64
                    ",\"reserved_at_allocated_peak\":%" PRIu64
@@ -132,7 +132,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         }
         fputs(",\"curve\":[", o);
         for (size_t p = 0; p < d->npoints; p++) {
-            const vt_tl_point *pt = &d->points[p];
+            const vt__tl_point *pt = &d->points[p];
             fprintf(o, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
                     p ? "," : "", pt->seq, pt->time_ns, pt->allocated, pt->reserved,
                     pt->pending);
@@ -143,7 +143,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
 
     fputs("\"frames\":[", o);
     for (size_t i = 0; i < s->nframes; i++) {
-        const vt_frame *f = &s->frames[i];
+        const vt__frame *f = &s->frames[i];
         fprintf(o, "%s\n {\"ip\":", i ? "," : "");
         hex(o, f->ip);
         fputs(",\"module\":", o);
@@ -194,7 +194,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
 
     fputs("\"lifetimes\":[", o);
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, l->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d,\"stream\":",
@@ -221,11 +221,11 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
 
     fputs("\"uncached\":[", o);
     for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt_uncached *u = &tl->uncached[i];
+        const vt__uncached *u = &tl->uncached[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, u->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d,\"stream\":",
-                u->size, vt__uncached_kind_name((enum vt_uncached_kind)u->kind), u->call,
+                u->size, vt__uncached_kind_name((enum vt__uncached_kind)u->kind), u->call,
                 u->device);
         hex(o, u->stream);
         fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"alloc_time_ns\":%" PRIu64, u->alloc_seq,
@@ -250,7 +250,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     if (with_events) {
         fputs(",\n\"events\":[", o);
         for (size_t i = 0; i < s->nevents; i++) {
-            const vt_event *e = &s->events[i];
+            const vt__event *e = &s->events[i];
             fprintf(o, "%s\n {\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"kind\":\"%s\""
                        ",\"thread\":%u,\"device\":%d,\"stream\":",
                     i ? "," : "", e->seq, e->time_ns, vt__kind_name(e->kind, kb, sizeof kb),
@@ -269,7 +269,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fputs("}\n", o);
 }
 
-static int view_json(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
+static int view_json(const char *path, const vt__snapshot_data *s, const vt__timeline *tl,
                      bool with_events)
 {
     static char buf[1 << 16];

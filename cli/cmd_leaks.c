@@ -51,7 +51,7 @@ static const char usage_text[] =
 
 struct group {
     uint32_t stack;
-    uint8_t kind;            /* enum vt_uncached_kind, or CACHED_KIND */
+    uint8_t kind;            /* enum vt__uncached_kind, or CACHED_KIND */
     uint8_t workspace;       /* a library's own handle or workspace */
     uint64_t bytes, count, before;
 };
@@ -80,9 +80,9 @@ static void print_group(const vt__snapshot_data *s, const struct group *g, bool 
     char b[32];
     printf("Leak of %s", vt__fmt_bytes(g->bytes, b));
     if (g->kind != CACHED_KIND)
-        printf(" (%s)", vt__uncached_kind_name((enum vt_uncached_kind)g->kind));
+        printf(" (%s)", vt__uncached_kind_name((enum vt__uncached_kind)g->kind));
     printf(" in %" PRIu64 " allocation%s from:\n", g->count, g->count == 1 ? "" : "s");
-    const vt_frame *lib = g->workspace ? vt__report_library_workspace(s, g->stack) : NULL;
+    const vt__frame *lib = g->workspace ? vt__report_library_workspace(s, g->stack) : NULL;
     if (lib && !vt__report_all_frames) {
         printf("    the library's: ");
         vt__report_frame_text(stdout, s, lib);
@@ -99,7 +99,7 @@ static void print_group(const vt__snapshot_data *s, const struct group *g, bool 
     putchar('\n');
 }
 
-static int view_leaks(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
+static int view_leaks(const char *path, const vt__snapshot_data *s, const vt__timeline *tl,
                       bool all_frames)
 {
     (void)all_frames;   /* read through vt__report_all_frames */
@@ -111,7 +111,7 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt_tim
     size_t n = 0;
     uint64_t inherited = 0, inherited_bytes = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         if (!(l->flags & VT_LT_ALIVE))
             continue;   /* freed, pending, or freed where the events do not show it */
         if (l->flags & VT_LT_INHERITED) {    /* the parent's, not this process's */
@@ -125,7 +125,7 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt_tim
     /* Memory the cache did not serve, each kind apart (uncached.h). */
     uint64_t kind_bytes[VT_UK_COUNT] = { 0 };
     for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt_uncached *u = &tl->uncached[i];
+        const vt__uncached *u = &tl->uncached[i];
         if (!u->alive)
             continue;
         if (u->inherited) {
@@ -195,7 +195,7 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt_tim
         if (!kind_bytes[k])
             continue;
         printf("%s%s %s", sep ? ", " : "(of which not served by the cache: ",
-               vt__uncached_kind_name((enum vt_uncached_kind)k), vt__fmt_bytes(kind_bytes[k], b));
+               vt__uncached_kind_name((enum vt__uncached_kind)k), vt__fmt_bytes(kind_bytes[k], b));
         sep = 1;
     }
     if (sep)

@@ -74,7 +74,7 @@ int vt__cmd_oom(int argc, char **argv)
         return VT_EXIT_FAILURE;
     }
     vt__snapshot_data *s = NULL;
-    vt_timeline *tl = NULL;
+    vt__timeline *tl = NULL;
     int rc = vt__report_load("oom", path, &s, &tl);
     if (rc)
         return rc;

@@ -95,7 +95,7 @@ static double frag_at_peak(const vt__replay_device *d)
 
 static void print_site(const vt__snapshot_data *s, uint32_t stack)
 {
-    const vt_frame *f = vt__report_site_frame(s, stack);
+    const vt__frame *f = vt__report_site_frame(s, stack);
     if (f)
         vt__report_frame_text(stdout, s, f);
     else

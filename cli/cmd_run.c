@@ -426,7 +426,7 @@ static void explain_ooms(const struct snap_line *lines, size_t n)
         if (later)
             continue;
         vt__snapshot_data *s = NULL;
-        vt_timeline *tl = NULL;
+        vt__timeline *tl = NULL;
         char err[512];
         if (vt__snapshot_load(l->path, &s, err, sizeof err) != 0)
             continue;

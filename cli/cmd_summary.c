@@ -72,18 +72,18 @@ static double pct(uint64_t part, uint64_t whole)
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void top_sites(const vt__snapshot_data *s, const vt_timeline *tl, const vt_tl_device *d)
+static void top_sites(const vt__snapshot_data *s, const vt__timeline *tl, const vt__tl_device *d)
 {
-    const vt_tl_point *pk = &d->points[d->peak_allocated_point];
+    const vt__tl_point *pk = &d->points[d->peak_allocated_point];
     struct site *v = malloc((tl->nlifetimes + 1) * sizeof *v);
     if (!v)
         return;
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         if (l->device != d->device || !vt__lifetime_allocated_at(l, pk->event))
             continue;
-        const vt_frame *f = vt__report_site_frame(s, l->alloc_stack);
+        const vt__frame *f = vt__report_site_frame(s, l->alloc_stack);
         v[n++] = (struct site){ (f ? (uint64_t)(f - s->frames) + 1 : 0) * 2, l->size, 1,
                                 l->alloc_stack };
     }
@@ -123,7 +123,7 @@ static void top_sites(const vt__snapshot_data *s, const vt_timeline *tl, const v
             vt__report_frame_text(stdout, s, &s->frames[(v[i].key >> 1) - 1]);
         else
             fputs("<no stack recorded>", stdout);
-        const vt_frame *lib = v[i].key & 1 ? vt__report_library_workspace(s, v[i].stack) : NULL;
+        const vt__frame *lib = v[i].key & 1 ? vt__report_library_workspace(s, v[i].stack) : NULL;
         if (lib && (!(v[i].key >> 1) || lib != &s->frames[(v[i].key >> 1) - 1]))   /* not the site */
             printf("  [a library's own: %s]", *vt__snapshot_string(s, lib->function)
                                                 ? vt__snapshot_string(s, lib->function) : "??");
@@ -153,7 +153,7 @@ static int cmp_step(const void *a, const void *b)
 
 /* Memory the cache did not serve, per kind: how many allocations, the most
  * bytes alive at once among the kept events, what is alive at the end. */
-static void uncached_kinds(const vt_timeline *tl)
+static void uncached_kinds(const vt__timeline *tl)
 {
     if (!tl->nuncached)
         return;
@@ -163,7 +163,7 @@ static void uncached_kinds(const vt_timeline *tl)
     const int have_peak = st != NULL;
     size_t n = 0;
     for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt_uncached *u = &tl->uncached[i];
+        const vt__uncached *u = &tl->uncached[i];
         count[u->kind]++;
         if (u->alive) {
             alive[u->kind] += u->size;
@@ -190,13 +190,13 @@ static void uncached_kinds(const vt_timeline *tl)
         if (!count[k])
             continue;
         printf("  %s: %" PRIu64 " allocation%s, peak %s, alive %s in %" PRIu64 "\n",
-               vt__uncached_kind_name((enum vt_uncached_kind)k), count[k], count[k] == 1 ? "" : "s",
+               vt__uncached_kind_name((enum vt__uncached_kind)k), count[k], count[k] == 1 ? "" : "s",
                have_peak ? vt__fmt_bytes(peak[k], b1) : "?", vt__fmt_bytes(alive[k], b2),
                nalive[k]);
     }
 }
 
-static void print_summary(const char *path, const vt__snapshot_data *s, const vt_timeline *tl)
+static void print_summary(const char *path, const vt__snapshot_data *s, const vt__timeline *tl)
 {
     const vt_snapshot_meta *m = &s->meta;
     char b1[32], b2[32];
@@ -258,7 +258,7 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
     if (!tl->ndevices)
         printf("no device memory recorded\n");
     for (size_t i = 0; i < tl->ndevices; i++) {
-        const vt_tl_device *d = &tl->devices[i];
+        const vt__tl_device *d = &tl->devices[i];
         const char *name = "";
         uint64_t total = 0;
         for (size_t j = 0; j < s->ndevices; j++)
@@ -271,8 +271,8 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
             printf(" (%s%s%s)", name, *name && total ? ", " : "",
                    total ? vt__fmt_bytes(total, b1) : "");
         printf(":\n");
-        const vt_tl_point *pa = &d->points[d->peak_allocated_point];
-        const vt_tl_point *pr = &d->points[d->peak_reserved_point];
+        const vt__tl_point *pa = &d->points[d->peak_allocated_point];
+        const vt__tl_point *pr = &d->points[d->peak_reserved_point];
         printf("  allocated: peak %s (seq %" PRIu64 ") in the kept events, current %s\n",
                vt__fmt_bytes(d->peak_allocated, b1), pa->seq,
                vt__fmt_bytes(d->final_allocated, b2));
@@ -309,7 +309,7 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
     }
 }
 
-static int view_summary(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
+static int view_summary(const char *path, const vt__snapshot_data *s, const vt__timeline *tl,
                         bool all_frames)
 {
     (void)all_frames;   /* read through vt__report_all_frames */

@@ -70,8 +70,8 @@ static char *default_output(const char *in)
 struct page {
     const char *out;
     const vt__snapshot_data *s;
-    const vt_timeline *tl;
-    const vt_check_report *report;
+    const vt__timeline *tl;
+    const vt__check_report *report;
     const vt__viz_overlay *overlay;   /* NULL: none */
     const char *oom_json;             /* NULL: no OOM */
     vt__viz_stats st;                 /* what the render produced */
@@ -213,8 +213,8 @@ int vt__cmd_viz(int argc, char **argv)
     char err[512] = "";
     char *def_out = NULL;
     vt__snapshot_data *s = NULL;
-    vt_timeline *tl = NULL;
-    vt_check_report *rep = NULL;
+    vt__timeline *tl = NULL;
+    vt__check_report *rep = NULL;
     int status = VT_EXIT_FAILURE;
     vt__replay_result rr;
     memset(&rr, 0, sizeof rr);

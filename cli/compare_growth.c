@@ -55,7 +55,7 @@ struct vt__growth {
     size_t nranks;
     size_t nmarks;              /* aligned: the fewest marks of a rank that has some */
     const vt__snapshot_data *labels_s;   /* the mark labels shown: this rank's */
-    const vt_timeline *labels_tl;
+    const vt__timeline *labels_tl;
     size_t njudged;             /* ranks with enough marks for the fit */
     int64_t median;             /* the judged ranks' median per step */
     uint64_t flat;              /* growth per step that counts as flat */
@@ -171,7 +171,7 @@ static long sites_by_name(const vt__snapshot_data *s, span *sp, size_t n, named 
 /* The series of one rank: its total and its sites (appended to g->sites). */
 static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_t *capsites)
 {
-    const vt_timeline *tl = in->tl;
+    const vt__timeline *tl = in->tl;
     size_t nm = g->nmarks;
     struct rank_growth *rg = &g->ranks[i];
     span *sp = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *sp);
@@ -187,7 +187,7 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
     }
     size_t n = 0;
     for (size_t k = 0; k < tl->nlifetimes; k++) {
-        const vt_lifetime *l = &tl->lifetimes[k];
+        const vt__lifetime *l = &tl->lifetimes[k];
         size_t a = 0, b = nm;
         if (l->start_event != VT_TL_NONE)
             VT__PARTITION_POINT(nm, m, tl->marks[m].event < l->start_event, a);
@@ -195,7 +195,7 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
             VT__PARTITION_POINT(nm, m, tl->marks[m].event < l->release_event, b);
         if (a >= b || !vt__lifetime_allocated_at(l, tl->marks[a].event))
             continue;   /* alive at no step's end, or in no curve */
-        const vt_frame *f = vt__report_site_frame(in->s, l->alloc_stack);
+        const vt__frame *f = vt__report_site_frame(in->s, l->alloc_stack);
         sp[n++] = (span){ f ? (uint64_t)(f - in->s->frames) + 1 : 0, (uint32_t)a, (uint32_t)b,
                           l->size };
         total[a] += (int64_t)l->size;

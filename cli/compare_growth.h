@@ -21,7 +21,7 @@
 typedef struct vt__growth_rank {
     int rank;
     const vt__snapshot_data *s;
-    const vt_timeline *tl;
+    const vt__timeline *tl;
 } vt__growth_rank;
 
 typedef struct vt__growth vt__growth;

@@ -24,7 +24,7 @@ static bool before(uint32_t ev, size_t k) { return ev != VT_TL_NONE && ev <= k; 
 
 /* Lifetime l holds its block right after event k: allocated, or freed and
  * still waiting for stream work. */
-static bool occupies(const vt_lifetime *l, size_t k)
+static bool occupies(const vt__lifetime *l, size_t k)
 {
     if (vt__lifetime_allocated_at(l, (uint32_t)k))
         return true;
@@ -34,7 +34,7 @@ static bool occupies(const vt_lifetime *l, size_t k)
                                            : (l->flags & VT_LT_PENDING_FREE) != 0;
 }
 
-static bool pending_at(const vt_lifetime *l, size_t k)
+static bool pending_at(const vt__lifetime *l, size_t k)
 {
     return occupies(l, k) && !vt__lifetime_allocated_at(l, (uint32_t)k);
 }
@@ -118,7 +118,7 @@ static int cmp_group(const void *a, const void *b)
 
 /* Reserved, allocated, free pieces and what lies outside the cache, right
  * after event k on r->device. */
-static int device_state(const vt__snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
+static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_report *r)
 {
     size_t k = r->event;
     size_t nseg = 0;
@@ -146,7 +146,7 @@ static int device_state(const vt__snapshot_data *s, const vt_timeline *tl, vt__o
         goto out;
     bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         if (l->device != r->device)
             continue;
         bool made = l->alloc_event != VT_TL_NONE ? l->alloc_event <= k
@@ -198,7 +198,7 @@ static int device_state(const vt__snapshot_data *s, const vt_timeline *tl, vt__o
     }
     qsort(r->groups, r->ngroups, sizeof *r->groups, cmp_group);
     for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt_uncached *u = &tl->uncached[i];
+        const vt__uncached *u = &tl->uncached[i];
         if (u->device != r->device || vt__uncached_kind_is_host(u->kind) || u->alloc_event > k)
             continue;
         if (u->free_event == UINT32_MAX || u->free_event > k)
@@ -213,12 +213,12 @@ out:
 
 /* ---- what was alive, by line ------------------------------------------- */
 
-const vt_frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id)
+const vt__frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id)
 {
-    const vt_frame *f = vt__report_site_frame(s, id);
+    const vt__frame *f = vt__report_site_frame(s, id);
     if (!f || vt__report_python_frame(s, f))
         return f;
-    const vt_frame *fr[256];
+    const vt__frame *fr[256];
     size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
     for (size_t i = 0; i < n && i < 256; i++) {
         const char *file = vt__snapshot_string(s, fr[i]->file);
@@ -232,7 +232,7 @@ const vt_frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id)
 
 typedef struct site_key {
     uint64_t key;              /* the line's frame, as function/file/line */
-    const vt_frame *frame;
+    const vt__frame *frame;
     uint64_t bytes;
     uint32_t lt;               /* lifetime index */
     uint32_t finding;          /* UINT32_MAX: not flagged */
@@ -253,7 +253,7 @@ static int cmp_site(const void *a, const void *b)
                                 y->frame ? y->frame->line : 0);
 }
 
-static uint64_t frame_key(const vt__snapshot_data *s, const vt_frame *f)
+static uint64_t frame_key(const vt__snapshot_data *s, const vt__frame *f)
 {
     if (!f)
         return 0;
@@ -264,7 +264,7 @@ static uint64_t frame_key(const vt__snapshot_data *s, const vt_frame *f)
 
 /* A storage finding the checker made about lifetime l: the storage alive
  * at the OOM after the last use of its tensors. */
-static bool flagged_at(const vt_check_finding *f, uint64_t oom_seq)
+static bool flagged_at(const vt__check_finding *f, uint64_t oom_seq)
 {
     if (f->external || f->before_window || f->nallocs != 1 || !f->last_use_seq)
         return false;
@@ -275,7 +275,7 @@ static bool flagged_at(const vt_check_finding *f, uint64_t oom_seq)
            && (!f->freed || f->free_seq > oom_seq);
 }
 
-static int alive_sites(const vt__snapshot_data *s, const vt_timeline *tl, vt__oom_report *r)
+static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_report *r)
 {
     size_t k = r->event;
     bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
@@ -286,11 +286,11 @@ static int alive_sites(const vt__snapshot_data *s, const vt_timeline *tl, vt__oo
         goto out;
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         if (l->device != r->device || !vt__lifetime_allocated_at(l, (uint32_t)k)
             || (observed && (l->flags & VT_LT_OUTSIDE_POOL)))
             continue;
-        const vt_frame *f = vt__oom_site_frame(s, l->alloc_stack);
+        const vt__frame *f = vt__oom_site_frame(s, l->alloc_stack);
         keys[n] = (site_key){ .key = frame_key(s, f), .frame = f, .bytes = l->size,
                               .lt = (uint32_t)i, .finding = UINT32_MAX };
         if (vt__u64map_put(&by_addr, l->addr, (uint32_t)n))
@@ -302,7 +302,7 @@ static int alive_sites(const vt__snapshot_data *s, const vt_timeline *tl, vt__oo
     /* track()'s names of the tensors that own them (the latest before the
      * OOM), and the checker's findings about them */
     for (size_t i = 0; i < k && i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind != VT_EV_TENSOR_NEW || e->aux2 || !e->str)
             continue;
         uint32_t x = vt__u64map_get(&by_addr, e->addr);
@@ -312,7 +312,7 @@ static int alive_sites(const vt__snapshot_data *s, const vt_timeline *tl, vt__oo
     }
     if (r->check)
         for (size_t i = 0; i < r->check->nfindings; i++) {
-            const vt_check_finding *f = &r->check->findings[i];
+            const vt__check_finding *f = &r->check->findings[i];
             if (!flagged_at(f, r->seq))
                 continue;
             uint32_t x = vt__u64map_get(&by_addr, f->addr);
@@ -372,7 +372,7 @@ static size_t event_of_seq(const vt__snapshot_data *s, uint64_t seq)
 /* The allocations to free earlier: `gc` those alive at the OOM that only a
  * reference cycle holds, freed just before it; else every storage the
  * checker flags with a last use, freed right after it. */
-static size_t moved_frees(const vt__snapshot_data *s, const vt_timeline *tl, const vt__oom_report *r,
+static size_t moved_frees(const vt__snapshot_data *s, const vt__timeline *tl, const vt__oom_report *r,
                           bool gc, vt__replay_free_at *out, uint64_t *bytes)
 {
     size_t n = 0;
@@ -380,7 +380,7 @@ static size_t moved_frees(const vt__snapshot_data *s, const vt_timeline *tl, con
     if (!r->check)
         return 0;
     for (size_t i = 0; i < r->check->nfindings; i++) {
-        const vt_check_finding *f = &r->check->findings[i];
+        const vt__check_finding *f = &r->check->findings[i];
         if (f->external || f->before_window || f->nallocs != 1 || !f->last_use_seq || !f->alloc_seq
             || (f->rule & VT_CHECK_RULE_PINNED) || !(f->rule & (VT_CHECK_RULE_LINGER |
                                                                VT_CHECK_RULE_CYCLE |
@@ -446,7 +446,7 @@ static void conf_value(const char *conf, const char *key, char *out, size_t len)
 #define MAX_CANDIDATES 16
 #define PROBES 4           /* capacities replayed at once by the device search */
 
-static int replays(const vt__snapshot_data *s, const vt_timeline *tl, vt__oom_report *r,
+static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_report *r,
                    unsigned jobs)
 {
     vt__replay_options opts[MAX_CANDIDATES];
@@ -624,7 +624,7 @@ out:
 
 /* ---- the whole -------------------------------------------------------- */
 
-int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
+int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen)
 {
     static const vt__oom_options defaults = { 0 };
@@ -646,7 +646,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt_
     vt__oom_report *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
-    const vt_event *e = &s->events[first];
+    const vt__event *e = &s->events[first];
     r->event = first;
     r->noom = noom;
     for (size_t i = first + 1; i < s->nevents; i++)
@@ -680,7 +680,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt_
     for (size_t i = 0; i < s->nevents && !tensors; i++)
         tensors = s->events[i].kind == VT_EV_TENSOR_NEW;
     char cerr[256];
-    vt_check_report *rep = NULL;
+    vt__check_report *rep = NULL;
     r->tensors = tensors;
     if (tensors && vt__check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
         r->check = rep;

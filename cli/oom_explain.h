@@ -49,13 +49,13 @@ typedef struct vt__oom_free_group {
 
 /* Allocations alive at the OOM made by one line of the program. */
 typedef struct vt__oom_site {
-    const vt_frame *frame;     /* the user's line (vt__report_site_frame), NULL: no stack */
+    const vt__frame *frame;     /* the user's line (vt__report_site_frame), NULL: no stack */
     uint64_t bytes;
     uint32_t count;
     uint32_t tensor;           /* string: the largest one's tensor name (track()), 0 */
     uint64_t flagged_bytes;    /* of them, alive after their last use (check) */
     uint32_t flagged;
-    const vt_check_finding *finding;  /* the largest flagged one, NULL */
+    const vt__check_finding *finding;  /* the largest flagged one, NULL */
 } vt__oom_site;
 
 enum vt__oom_fix_kind {
@@ -110,7 +110,7 @@ typedef struct vt__oom_report {
     bool tensors;              /* track() recorded tensors: the checker ran */
     size_t nflagged;           /* alive at the OOM, after their last use */
     uint64_t flagged_bytes;
-    vt_check_report *check;    /* NULL when the checker found nothing to say */
+    vt__check_report *check;    /* NULL when the checker found nothing to say */
     /* what would have fit */
     bool replayed;             /* the replays ran */
     char replay_err[256];      /* why they did not, when not */
@@ -134,7 +134,7 @@ typedef struct vt__oom_options {
  * terminal-safe for the text view (vt__report_text_names) and as recorded
  * for JSON. @return 0 and *out (vt__oom_free), -ENOENT when the recording
  * has no OOM, -ENOMEM; a one-line message in err. */
-int vt__oom_explain(const vt__snapshot_data *s, const vt_timeline *tl, const vt__oom_options *opt,
+int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen);
 
 void vt__oom_free(vt__oom_report *r);
@@ -143,7 +143,7 @@ void vt__oom_free(vt__oom_report *r);
  * an imported PyTorch stack whose frames carry no module (C++ and Python
  * frames interleaved, stacks='all'), the innermost frame of a .py file of
  * the program's own. */
-const vt_frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id);
+const vt__frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id);
 
 /* The explanation as text (about a screenful); `brief`: the short form
  * `vramtrace run` prints (the request, the device, the fixes). */

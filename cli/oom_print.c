@@ -23,7 +23,7 @@ static const char *pool_name(uint8_t pool)
     return pool == VT_POOL_SMALL ? "small" : pool == VT_POOL_LARGE ? "large" : "uncached";
 }
 
-static void site_text(FILE *f, const vt__snapshot_data *s, const vt_frame *fr)
+static void site_text(FILE *f, const vt__snapshot_data *s, const vt__frame *fr)
 {
     if (fr)
         vt__report_frame_text(f, s, fr);

@@ -12,7 +12,7 @@
 #include "event_stream.h"
 #include "pytorch.h"
 
-int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt_timeline **tl)
+int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt__timeline **tl)
 {
     char err[1024];
     *s = NULL;
@@ -109,7 +109,7 @@ static int view_args(const char *cmd, int argc, char **argv, const char *usage, 
 
 /* Show s and tl with `view`, its names made safe for a terminal first when
  * the view is text. */
-static int show(const char *cmd, const char *path, vt__snapshot_data *s, const vt_timeline *tl,
+static int show(const char *cmd, const char *path, vt__snapshot_data *s, const vt__timeline *tl,
                 bool text, bool flag, vt__report_view *view)
 {
     if (text && vt__report_text_names(s) != 0) {
@@ -127,7 +127,7 @@ int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, co
     if (rc)
         return rc == 1 ? 0 : rc;
     vt__snapshot_data *s;
-    vt_timeline *tl;
+    vt__timeline *tl;
     if ((rc = vt__report_load(cmd, path, &s, &tl)))
         return rc;
     rc = show(cmd, path, s, tl, text, flag && *on, view);
@@ -150,7 +150,7 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
         fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
         return VT_EXIT_FAILURE;
     }
-    vt_timeline *tl;
+    vt__timeline *tl;
     err[0] = 0;
     if (vt__timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr) != 0) {
         /* a damaged file is said as the reader says it; else the timeline's
@@ -190,12 +190,12 @@ static bool boring_module(const char *module)
 
 bool vt__report_all_frames;
 
-bool vt__report_python_frame(const vt__snapshot_data *s, const vt_frame *f)
+bool vt__report_python_frame(const vt__snapshot_data *s, const vt__frame *f)
 {
     return vt__frame_is_python(s, f);
 }
 
-bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool has_python)
+bool vt__report_frame_folded(const vt__snapshot_data *s, const vt__frame *f, bool has_python)
 {
     if (vt__report_all_frames)
         return false;
@@ -203,7 +203,7 @@ bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool
     return fold == VT_FOLD_ALWAYS || (fold == VT_FOLD_WITH_PYTHON && has_python);
 }
 
-bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n)
+bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt__frame *const *fr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (vt__frame_is_user_code(s, fr[i]))
@@ -211,7 +211,7 @@ bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *
     return false;
 }
 
-bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n)
+bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt__frame *const *fr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (vt__report_python_frame(s, fr[i]))
@@ -229,16 +229,16 @@ bool vt__report_snapshot_has_python(const vt__snapshot_data *s)
 
 bool vt__report_stack_without_python(const vt__snapshot_data *s, uint32_t id)
 {
-    const vt_frame *fr[512];
+    const vt__frame *fr[512];
     size_t n = vt__snapshot_stack_frames(s, id, fr, 512);
     if (n > 512)
         n = 512;
     return n > 0 && !vt__report_stack_has_python(s, fr, n);
 }
 
-const vt_frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
+const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
 {
-    const vt_frame *fr[256];
+    const vt__frame *fr[256];
     size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
     if (n > 256)
         n = 256;
@@ -341,7 +341,7 @@ static int source_text(const char *path, unsigned line, char *buf, size_t len)
     return o > 0;
 }
 
-void vt__report_site_name(const vt__snapshot_data *s, const vt_frame *f, char *buf, size_t len)
+void vt__report_site_name(const vt__snapshot_data *s, const vt__frame *f, char *buf, size_t len)
 {
     if (!f) {
         snprintf(buf, len, "<no stack recorded>");
@@ -361,7 +361,7 @@ void vt__report_site_name(const vt__snapshot_data *s, const vt_frame *f, char *b
         snprintf(buf, len, "%s+0x%" PRIx64, *mod ? mod : "??", f->module_offset);
 }
 
-void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt_frame *f)
+void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt__frame *f)
 {
     const char *fn = vt__snapshot_string(s, f->function);
     const char *file = vt__snapshot_string(s, f->file);
@@ -379,7 +379,7 @@ void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt_frame
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }
 
-void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt_frame *f)
+void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt__frame *f)
 {
     if (!f) {
         fputs("null", out);
@@ -398,7 +398,7 @@ void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt_frame
 
 void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, const char *indent)
 {
-    const vt_frame *fr[512];
+    const vt__frame *fr[512];
     size_t n = vt__snapshot_stack_frames(s, stack, fr, 512);
     if (n == 0) {
         fprintf(out, "%s<no stack recorded>\n", indent);
@@ -447,7 +447,7 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
  * cuDNN handles and workspaces (PyTorch's at::cuda::getCurrentCUDABlasHandle,
  * getCUDABlasLtWorkspace, setWorkspaceForHandle), NCCL's buffers. Named by a
  * native frame's function, or by the library that made the device call. */
-const vt_frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id)
+const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id)
 {
     static const char *const functions[] = {
         "Workspace", "BlasHandle", "BlasLtHandle", "cublasCreate", "cublasLtCreate",
@@ -455,7 +455,7 @@ const vt_frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_
     };
     static const char *const libraries[] = { "libcublas", "libcudnn", "libnccl",
                                              "libcusolver", "libcusparse" };
-    const vt_frame *fr[512];
+    const vt__frame *fr[512];
     size_t n = vt__snapshot_stack_frames(s, id, fr, 512);
     if (n > 512)
         n = 512;

@@ -20,7 +20,7 @@
 /* Read `path` and build its timeline (tl may be NULL when not wanted). On
  * failure prints "vramtrace CMD: <reason>" to stderr and returns the exit
  * status to use (VT_EXIT_FAILURE); 0 on success. */
-int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt_timeline **tl);
+int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt__timeline **tl);
 
 /* Make every name in `s` (its string table: functions, files, modules,
  * tensors, holders, marks, the command line) safe to print on a terminal
@@ -32,7 +32,7 @@ int vt__report_text_names(vt__snapshot_data *s);
 /* A view: prints the report of path's snapshot to stdout; `flag` is whether
  * the command's one option was given. @return 0, or the exit status after
  * saying why on stderr. */
-typedef int vt__report_view(const char *path, const vt__snapshot_data *s, const vt_timeline *tl,
+typedef int vt__report_view(const char *path, const vt__snapshot_data *s, const vt__timeline *tl,
                             bool flag);
 /* The whole of a view command: --help or -h prints the usage to stdout;
  * `flag` (NULL: none) sets *on; the one FILE operand is read with its
@@ -71,13 +71,13 @@ static inline int vt__report_cmp_bytes(uint64_t x_bytes, uint64_t x_key, uint64_
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
 /* A Python frame (recorded from the interpreter, or imported). */
-bool vt__report_python_frame(const vt__snapshot_data *s, const vt_frame *f);
+bool vt__report_python_frame(const vt__snapshot_data *s, const vt__frame *f);
 /* Whether any of fr[0..n) is a Python frame. */
-bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n);
+bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt__frame *const *fr, size_t n);
 /* Python frames were recorded in this snapshot (some thread ran Python). */
 bool vt__report_snapshot_has_python(const vt__snapshot_data *s);
 /* Whether any of fr[0..n) is the program's own code (vt__frame_is_user_code). */
-bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt_frame *const *fr, size_t n);
+bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt__frame *const *fr, size_t n);
 /* Stack `id` has frames, none of them Python: in a snapshot with Python
  * frames, it was recorded on a thread running no Python code (PyTorch's
  * autograd engine threads during backward, a C++ worker). */
@@ -86,28 +86,28 @@ bool vt__report_stack_without_python(const vt__snapshot_data *s, uint32_t id);
  * too): in a stack with Python frames, the interpreter's native frames (its
  * evaluation loop and calls) and torch's Python dispatch plumbing
  * (nn.Module.__call__ and the like); a recorder's own frames always. */
-bool vt__report_frame_folded(const vt__snapshot_data *s, const vt_frame *f, bool has_python);
+bool vt__report_frame_folded(const vt__snapshot_data *s, const vt__frame *f, bool has_python);
 
 /* The call site of stack `id`: its innermost Python frame not folded, when
  * it has one (and not --all-frames); else the innermost frame that is not
  * vramtrace, the CUDA runtime or driver, or the C/C++ runtime (allocation
  * wrappers); the innermost frame when all are; NULL for an empty stack. */
-const vt_frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id);
+const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id);
 
 /* A site's short name, one line, as compare lists sites across ranks: the
  * Python source line as the file reads now with the file's base name,
  * "recv = torch.empty(n) (stage.py:41)", where it can be read; else
  * "fn file:line" ("fn", "module+0xoff" where less is known; "<no stack
  * recorded>" for NULL). */
-void vt__report_site_name(const vt__snapshot_data *s, const vt_frame *f, char *buf, size_t len);
+void vt__report_site_name(const vt__snapshot_data *s, const vt__frame *f, char *buf, size_t len);
 
 /* "fn file:line (module+0xoff)" with the parts that are known; a Python
  * frame's "fn file:line (def at line N)" where its function's first line is
  * known (vt__frame_def_line). */
-void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt_frame *f);
+void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt__frame *f);
 
 /* That text as a JSON string; null for no frame. */
-void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt_frame *f);
+void vt__report_frame_json(FILE *out, const vt__snapshot_data *s, const vt__frame *f);
 
 /* "    #N 0x... in fn file:line (module+0x...)" for every frame of `stack`,
  * or "    <no stack recorded>". Where the program's own Python code is on
@@ -118,7 +118,7 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
 /* Whether stack `id` allocated a library's own handle or workspace (cuBLAS,
  * cuDNN, NCCL, ...: memory the library keeps and reuses by design): the
  * frame that says so, else NULL. */
-const vt_frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id);
+const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id);
 
 /* The allocator's state at the snapshot, per device (STATE section). */
 typedef struct vt__state_totals {

@@ -38,8 +38,8 @@ int vt__viz_ranks(const char *const *inputs, size_t n, const char *out, int chec
 {
     /* owned here, lent to the page through its const view */
     vt__snapshot_data **snaps = calloc(n, sizeof *snaps);
-    vt_timeline **tls = calloc(n, sizeof *tls);
-    vt_check_report **reps = calloc(n, sizeof *reps);
+    vt__timeline **tls = calloc(n, sizeof *tls);
+    vt__check_report **reps = calloc(n, sizeof *reps);
     vt__viz_rank *r = calloc(n, sizeof *r);
     char err[1024] = "";
     int status = VT_EXIT_FAILURE;

@@ -29,9 +29,9 @@ static double wall_ms(const vt__snapshot_data *s, uint64_t t)
 }
 
 void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt__snapshot_data *s,
-                       const vt_timeline *tl)
+                       const vt__timeline *tl)
 {
-    const vt_tl_device *dev = NULL;
+    const vt__tl_device *dev = NULL;
     for (size_t d = 0; d < tl->ndevices; d++)
         if (!dev || tl->devices[d].peak_allocated > dev->peak_allocated)
             dev = &tl->devices[d];

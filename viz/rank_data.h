@@ -18,6 +18,6 @@
  * every string goes through the one escaper's script form (json_str.h), so
  * a mark label or a file name can never close the element. */
 void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt__snapshot_data *s,
-                       const vt_timeline *tl);
+                       const vt__timeline *tl);
 
 #endif /* VT_VIZ_RANK_DATA_H */

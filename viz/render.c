@@ -75,7 +75,7 @@ static void put_axis(struct render *r, uint32_t ev)
 static void build_axis(struct render *r)
 {
     const vt__snapshot_data *s = r->s;
-    const vt_timeline *tl = r->tl;
+    const vt__timeline *tl = r->tl;
     for (size_t i = 0; i < s->nevents; i++)
         r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
     for (size_t i = 0; i < r->nl + r->nx; i++) {
@@ -96,7 +96,7 @@ static const struct render *g_sort_r; /* qsort has no context argument */
 static int cmp_alloc_order(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    const vt_lifetime *lx = lt_at(g_sort_r, x), *ly = lt_at(g_sort_r, y);
+    const vt__lifetime *lx = lt_at(g_sort_r, x), *ly = lt_at(g_sort_r, y);
     uint64_t kx = lx->alloc_event == NONE ? 0 : (uint64_t)lx->alloc_event + 1;
     uint64_t ky = ly->alloc_event == NONE ? 0 : (uint64_t)ly->alloc_event + 1;
     if (kx != ky)
@@ -166,13 +166,13 @@ static void bind_names(struct render *r)
 
     uint8_t *by_view = calloc(r->tl->nlifetimes ? r->tl->nlifetimes : 1, 1);
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind != VT_EV_TENSOR_NEW)
             continue;
         uint32_t name = nrn ? latest_name(rn, nrn, e->aux, e->str) : e->str;
         if (name == 0)
             continue;
-        const vt_lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
+        const vt__lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
         if (!lt)
             continue;
         size_t li = (size_t)(lt - r->tl->lifetimes);
@@ -238,22 +238,22 @@ static void render_free(struct render *r)
     vt__buf_free(&r->findings);
 }
 
-int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
-                   const vt_check_report *report, vt__viz_stats *stats,
+int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
+                   const vt__check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen)
 {
     return vt__viz_render_overlay(out, s, tl, report, NULL, stats, err, errlen);
 }
 
-int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
-                           const vt_check_report *report, const vt__viz_overlay *overlay,
+int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
+                           const vt__check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen)
 {
     return vt__viz_render_page(out, s, tl, report, overlay, NULL, stats, err, errlen);
 }
 
-int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
-                        const vt_check_report *report, const vt__viz_overlay *overlay,
+int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
+                        const vt__check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen)
 {
     struct render r = { .s = s, .tl = tl, .overlay = overlay, .oom_json = oom_json };
@@ -307,9 +307,9 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline
     /* External storages as lifetimes: from their STORAGE_EXTERNAL to their
      * free (found by seq), on a page device per device value. */
     for (size_t k = 0; k < r.nx; k++) {
-        const vt_check_storage *x = &r.xs[k];
+        const vt__check_storage *x = &r.xs[k];
         uint32_t rel_ev = x->freed ? event_by_seq(s, x->free_seq) : NONE;
-        r.xlt[k] = (vt_lifetime){ .addr = x->addr, .size = x->bytes, .req_size = x->bytes,
+        r.xlt[k] = (vt__lifetime){ .addr = x->addr, .size = x->bytes, .req_size = x->bytes,
                                   .alloc_event = x->alloc_event, .start_event = x->alloc_event,
                                   .release_event = rel_ev, .alloc_seq = x->alloc_seq,
                                   .alloc_time_ns = x->alloc_time_ns, .alloc_stack = x->alloc_stack,

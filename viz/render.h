@@ -36,8 +36,8 @@ typedef struct vt__viz_stats {
  * findings; VT_EV_FINDING events of the snapshot are always shown.
  * @return 0, or a negative errno (-ENOMEM, -EIO) with a one-line message in
  *         err. `stats` may be NULL. */
-int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
-                   const vt_check_report *report, vt__viz_stats *stats,
+int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
+                   const vt__check_report *report, vt__viz_stats *stats,
                    char *err, size_t errlen);
 
 /* A curve drawn over the recorded reserved bytes: what a replay of the
@@ -54,15 +54,15 @@ typedef struct vt__viz_overlay {
 } vt__viz_overlay;
 
 /* vt__viz_render with an overlay curve (NULL: none). */
-int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
-                           const vt_check_report *report, const vt__viz_overlay *overlay,
+int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
+                           const vt__check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen);
 
 /* The same with, besides, the explanation of the snapshot's first OOM
  * (`vramtrace oom --json`'s document, NULL: none): the page marks the OOM
  * on the timeline and shows the explanation in a panel. */
-int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
-                        const vt_check_report *report, const vt__viz_overlay *overlay,
+int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
+                        const vt__check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen);
 
 /* One rank's snapshot in the page of several ranks. */
@@ -70,8 +70,8 @@ typedef struct vt__viz_rank {
     int rank;                         /* its rank (the snapshot's, else its place) */
     const char *file;                 /* the snapshot's path: the selector and messages name it */
     const vt__snapshot_data *s;
-    const vt_timeline *tl;            /* built by vt__timeline_build */
-    const vt_check_report *report;    /* NULL: the snapshot's own findings only */
+    const vt__timeline *tl;            /* built by vt__timeline_build */
+    const vt__check_report *report;    /* NULL: the snapshot's own findings only */
 } vt__viz_rank;
 
 /* Write the page of several ranks (viz/render_ranks.c) to `out`: each rank's

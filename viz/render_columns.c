@@ -99,7 +99,7 @@ static unsigned common_shift(uint64_t acc)
 void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_total)
 {
     const vt__snapshot_data *s = r->s;
-    const vt_timeline *tl = r->tl;
+    const vt__timeline *tl = r->tl;
     size_t n = r->nl + r->nx;
     vt__buf *blob = c->blob;
     uint64_t *v = c->tmp;
@@ -131,7 +131,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
     }
     put_column(c, "l_pos", v, n);
     for (k = 0; k < n; k++) {
-        const vt_lifetime *l = lt_at(r, r->order[k]);
+        const vt__lifetime *l = lt_at(r, r->order[k]);
         uint64_t p1 = axis_p1(r, band_start(r, l));
         uint64_t e1 = axis_p1(r, l->release_event);
         /* release position = value + p1 - 2; 0 = never released */
@@ -149,7 +149,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
         v[k] = lt_at(r, r->order[k])->size >> c->size_shift;
     put_column(c, "l_size", v, n);
     for (k = 0; k < n; k++) {
-        const vt_lifetime *l = lt_at(r, r->order[k]);
+        const vt__lifetime *l = lt_at(r, r->order[k]);
         v[k] = l->req_size && l->req_size <= l->size ? l->size - l->req_size + 1 : 0;
     }
     put_column(c, "l_req", v, n);
@@ -186,7 +186,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
     begin(c, "l_xs", 0);
     size_t lastk = 0;
     for (k = 0; k < n; k++) {
-        const vt_lifetime *l = lt_at(r, r->order[k]);
+        const vt__lifetime *l = lt_at(r, r->order[k]);
         if (!l->nstreams || l->first_stream + (size_t)l->nstreams > tl->nstreams)
             continue;
         vt__put_varint(blob, k - lastk);
@@ -201,7 +201,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
     size_t nx = 0;
     for (k = 0; k < n; k++)
         if (r->order[k] >= r->nl) {
-            const vt_check_storage *x = &r->xs[r->order[k] - r->nl];
+            const vt__check_storage *x = &r->xs[r->order[k] - r->nl];
             v[nx++] = x->last_use_seq ? rel(r, x->last_use_time_ns) / c->tq + 1 : 0;
         }
     put_column(c, "x_use", v, nx);
@@ -219,7 +219,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
     for (size_t i = 0; i < s->nstack_nodes; i++) {
         if (i && !r->node_map[i])
             continue;
-        const vt_stack_node *nd = &s->stack_nodes[i];
+        const vt__stack_node *nd = &s->stack_nodes[i];
         vt__put_varint(blob, i ? page_node(r, nd->parent) : 0);
         vt__put_varint(blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
     }
@@ -230,7 +230,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
         uint64_t lp = 0, lv = 0;
         size_t kept = 0;
         for (size_t j = 0; j < tl->devices[d].npoints; j++) {
-            const vt_tl_point *pt = &tl->devices[d].points[j];
+            const vt__tl_point *pt = &tl->devices[d].points[j];
             if (j && pt->reserved == lv)
                 continue;
             uint64_t p1 = pt->event == NONE ? 0 : axis_p1(r, pt->event);

@@ -15,7 +15,7 @@
 
 /* The external storage a finding is about: the one opened at its alloc_seq
  * (they are in allocation order), else the last one at its address. */
-static uint32_t external_lifetime(const struct render *r, const vt_check_finding *f)
+static uint32_t external_lifetime(const struct render *r, const vt__check_finding *f)
 {
     size_t lo;
     VT__PARTITION_POINT(r->nx, i, r->xs[i].alloc_seq < f->alloc_seq, lo);
@@ -27,9 +27,9 @@ static uint32_t external_lifetime(const struct render *r, const vt_check_finding
     return NONE;
 }
 
-static uint32_t finding_lifetime(const struct render *r, const vt_check_finding *f)
+static uint32_t finding_lifetime(const struct render *r, const vt__check_finding *f)
 {
-    const vt_timeline *tl = r->tl;
+    const vt__timeline *tl = r->tl;
     if (f->external)
         return external_lifetime(r, f);
     if (f->alloc_seq) {
@@ -42,7 +42,7 @@ static uint32_t finding_lifetime(const struct render *r, const vt_check_finding 
         at = event_by_seq(r->s, f->last_use_seq);
     if (at == NONE && r->s->nevents)
         at = (uint32_t)r->s->nevents - 1;
-    const vt_lifetime *lt = vt__timeline_find(tl, f->addr, at);
+    const vt__lifetime *lt = vt__timeline_find(tl, f->addr, at);
     if (!lt)
         lt = vt__timeline_find(tl, f->addr, NONE);
     return lt ? (uint32_t)(lt - tl->lifetimes) : NONE;
@@ -58,9 +58,9 @@ static void fmt_secs(uint64_t ns, char *buf, size_t len)
         snprintf(buf, len, "%.3g us", (double)ns / 1e3);
 }
 
-void vt__viz_add_check_finding(struct render *r, const vt_check_finding *f, uint32_t group)
+void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uint32_t group)
 {
-    const vt_timeline *tl = r->tl;
+    const vt__timeline *tl = r->tl;
     uint32_t li = finding_lifetime(r, f);
     vt__buf *b = &r->findings;
     char bytes[32], dur[32], title[512];
@@ -141,7 +141,7 @@ void vt__viz_add_check_finding(struct render *r, const vt_check_finding *f, uint
     if (f->rule == VT_CHECK_RULE_PINNED && f->nviews) {
         /* Which views keep it: the detail panel shows this line. */
         char msg[512], vb[32], cb[32];
-        const vt_check_view *v = &f->views[0];
+        const vt__check_view *v = &f->views[0];
         vt__fmt_bytes(v->bytes, vb);
         vt__fmt_bytes(f->covered_bytes, cb);
         snprintf(msg, sizeof msg, "base tensor dropped; live views cover %s; largest: tensor '%s'%s%s%s (%s)",
@@ -161,7 +161,7 @@ void vt__viz_add_check_finding(struct render *r, const vt_check_finding *f, uint
         vt__put_str(b, ",\"ls\":[");
         size_t n = 0;
         for (size_t i = 0; i < tl->nlifetimes; i++) {
-            const vt_lifetime *l = &tl->lifetimes[i];
+            const vt__lifetime *l = &tl->lifetimes[i];
             if (l->alloc_stack != f->alloc_stack || !(l->flags & VT_LT_ALIVE) || l->alloc_event == NONE)
                 continue;
             vt__put_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", n++ ? "," : "", r->rank[i],
@@ -199,10 +199,10 @@ void vt__viz_add_event_findings(struct render *r)
 {
     const vt__snapshot_data *s = r->s;
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind != VT_EV_FINDING)
             continue;
-        const vt_lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
+        const vt__lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
         vt__buf *b = &r->findings;
         if (r->nfindings++)
             vt__put_str(b, ",");

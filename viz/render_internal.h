@@ -18,10 +18,10 @@
 
 struct render {
     const vt__snapshot_data *s;
-    const vt_timeline *tl;
+    const vt__timeline *tl;
     /* External storages: lifetimes nl.. of the page, after the timeline's. */
-    vt_check_storage *xs;    /* the checker's model's list (alloc order) */
-    vt_lifetime *xlt;        /* each as a lifetime: its events, size, stacks */
+    vt__check_storage *xs;    /* the checker's model's list (alloc order) */
+    vt__lifetime *xlt;        /* each as a lifetime: its events, size, stacks */
     size_t nl, nx;           /* timeline lifetimes, external storages */
     int xkind_dev[8];        /* device value of each external page device */
     int nxkinds;
@@ -87,7 +87,7 @@ static inline uint64_t rel(const struct render *r, uint64_t t)
 }
 
 /* Lifetime i of the page: the timeline's, then the external storages. */
-static inline const vt_lifetime *lt_at(const struct render *r, size_t i)
+static inline const vt__lifetime *lt_at(const struct render *r, size_t i)
 {
     return i < r->nl ? &r->tl->lifetimes[i] : &r->xlt[i - r->nl];
 }
@@ -113,7 +113,7 @@ static inline uint32_t page_node(const struct render *r, uint32_t id)
 
 /* Where a lifetime's band starts: its ALLOC, the event after the gap that
  * hid it, the start; one allocated after the kept events starts at the last. */
-static inline uint32_t band_start(const struct render *r, const vt_lifetime *l)
+static inline uint32_t band_start(const struct render *r, const vt__lifetime *l)
 {
     if ((l->flags & VT_LT_AFTER_WINDOW) && r->s->nevents)
         return (uint32_t)(r->s->nevents - 1);
@@ -140,7 +140,7 @@ static inline uint32_t event_by_seq(const vt__snapshot_data *s, uint64_t seq)
 
 /* The checker's finding f (of cause group `group`) as one item of the
  * page's findings (JSON, into r->findings). */
-void vt__viz_add_check_finding(struct render *r, const vt_check_finding *f, uint32_t group);
+void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uint32_t group);
 /* The snapshot's recorded FINDING events, likewise. */
 void vt__viz_add_event_findings(struct render *r);
 

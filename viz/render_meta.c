@@ -84,7 +84,7 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
     const struct section *sec = c->sec;
     size_t nsec = c->nsec, nxs = c->nxs;
     const vt__snapshot_data *s = r->s;
-    const vt_timeline *tl = r->tl;
+    const vt__timeline *tl = r->tl;
     vt__put_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
                    r->naxis, r->nl + r->nx, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
@@ -136,9 +136,9 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
      * node, alive, device, ns from t0 at its allocation, at its release or -1]. */
     vt__put_str(m, "],\"uncached\":[");
     for (size_t k = 0; k < tl->nuncached; k++) {
-        const vt_uncached *u = &tl->uncached[k];
+        const vt__uncached *u = &tl->uncached[k];
         vt__put_printf(m, "%s[\"%s\",%" PRIu64 ",%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRId64 "]",
-                       k ? "," : "", vt__uncached_kind_name((enum vt_uncached_kind)u->kind), u->size,
+                       k ? "," : "", vt__uncached_kind_name((enum vt__uncached_kind)u->kind), u->size,
                        page_node(r, u->alloc_stack), u->alive ? 1 : 0, u->device,
                        u->alloc_time_ns > r->t0 ? u->alloc_time_ns - r->t0 : 0,
                        u->alive ? (int64_t)-1

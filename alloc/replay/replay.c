@@ -17,7 +17,7 @@ static int setup_devices(const vt__snapshot_data *s, const vt__replay_options *o
 {
     int n = 0;
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind != VT_EV_ALLOC || e->device < 0)
             continue;
         if (e->device >= VT_REPLAY_MAX_DEVICES)

@@ -80,7 +80,7 @@ typedef struct engine {
     uint64_t peak[VT_REPLAY_MAX_DEVICES];
 } engine;
 
-static void now(void *self, size_t i, const vt_event *e)
+static void now(void *self, size_t i, const vt__event *e)
 {
     (void)self;
     vt__host_set_now(i);
@@ -88,7 +88,7 @@ static void now(void *self, size_t i, const vt_event *e)
     vt__books.now_ns = e->time_ns;
 }
 
-static int do_malloc(void *self, const vt_event *e, uint64_t size, uint64_t *block,
+static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *block,
                      uint64_t *stream)
 {
     (void)self;
@@ -121,7 +121,7 @@ static int do_free(void *self, int device, uint64_t block, uint64_t stream, size
     return 0;
 }
 
-static int other(void *self, size_t i, const vt_event *e)
+static int other(void *self, size_t i, const vt__event *e)
 {
     (void)self;
     (void)i;
@@ -142,7 +142,7 @@ static int other(void *self, size_t i, const vt_event *e)
 }
 
 /* The reserved peak as the allocator's books say after each event. */
-static void after(void *self, size_t i, const vt_event *e)
+static void after(void *self, size_t i, const vt__event *e)
 {
     engine *g = self;
     int d = e->device;

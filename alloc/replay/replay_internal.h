@@ -107,10 +107,10 @@ enum {
 typedef struct vt__replay_engine {
     void *self;
     /* Event i, of a device the replay holds, is replayed next. */
-    void (*now)(void *self, size_t i, const vt_event *e);
+    void (*now)(void *self, size_t i, const vt__event *e);
     /* `size` bytes for ALLOC or OOM event e: VT__REPLAY_* above, with
      * *block and *stream (where its free goes) when served; or -ENOMEM. */
-    int (*malloc)(void *self, const vt_event *e, uint64_t size, uint64_t *block,
+    int (*malloc)(void *self, const vt__event *e, uint64_t size, uint64_t *block,
                   uint64_t *stream);
     /* Give a served block back: at once on `stream`, or, when `free_event`
      * is not VT__REPLAY_AT_ONCE, pending as that recorded FREE_REQUESTED
@@ -118,10 +118,10 @@ typedef struct vt__replay_engine {
     int (*free)(void *self, int device, uint64_t block, uint64_t stream, size_t free_event);
     /* Any other event of a device the replay holds: @return the allocator
      * calls it made (counted as replayed), or -ENOMEM. */
-    int (*other)(void *self, size_t i, const vt_event *e);
+    int (*other)(void *self, size_t i, const vt__event *e);
     /* After event i (NULL: nothing to do); not after the one that ran out
      * of memory. */
-    void (*after)(void *self, size_t i, const vt_event *e);
+    void (*after)(void *self, size_t i, const vt__event *e);
     /* Out of memory: the engine's books when it happened. */
     void (*oom)(void *self, int device, vt__replay_oom *o);
     /* A block still handed out when the walk ends (NULL: nothing to do). */

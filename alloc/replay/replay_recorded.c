@@ -33,7 +33,7 @@ static int find_completions(const vt__snapshot_data *s, uint64_t *completion, ui
         last[d] = SIZE_MAX;
     int rc = 0;
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         uint32_t request;
         if ((rc = vt__free_match_event(&frees, e, (uint32_t)i, &request)))
             break;
@@ -92,7 +92,7 @@ int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *sc
     }
     int rc = 0;
     for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;
         bool ours = !scope->ours || (scope->ours[i] & 1);

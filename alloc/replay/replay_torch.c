@@ -40,7 +40,7 @@ bool vt__replay_is_torch(const vt__snapshot_data *s)
 }
 
 /* Is ALLOC e a request to PyTorch's allocator? */
-static bool pool_request(const vt__snapshot_data *s, const vt_event *e)
+static bool pool_request(const vt__snapshot_data *s, const vt__event *e)
 {
     return !(s->meta.flags & VT_META_POOL_OBSERVED) || (e->aux & VT_ALLOC_POOL_BLOCK);
 }
@@ -55,7 +55,7 @@ static int classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls)
     int8_t next_kind[VT_REPLAY_MAX_DEVICES];   /* 0 none, 1 pool, 2 outside, 3 segment alloc */
     memset(next_kind, 0, sizeof next_kind);
     for (size_t i = s->nevents; i-- > 0;) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;
         int d = e->device;
@@ -81,7 +81,7 @@ static int classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls)
         return -ENOMEM;
     bool in_batch[VT_REPLAY_MAX_DEVICES] = { false };
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;
         int d = e->device;
@@ -105,7 +105,7 @@ static int classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls)
              * segment or an OOM; anything else emptied the cache */
             bool by_malloc = false;
             for (size_t k = i + 1; k < s->nevents; k++) {
-                const vt_event *n = &s->events[k];
+                const vt__event *n = &s->events[k];
                 if (n->device != d)
                     continue;
                 if (n->kind == VT_EV_SEGMENT_FREE)
@@ -139,14 +139,14 @@ typedef struct engine {
                                           block pending on other streams until then */
 } engine;
 
-static void now(void *self, size_t i, const vt_event *e)
+static void now(void *self, size_t i, const vt__event *e)
 {
     engine *g = self;
     g->t->now = i;
     g->t->now_ns = e->time_ns;
 }
 
-static int do_malloc(void *self, const vt_event *e, uint64_t size, uint64_t *block,
+static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *block,
                      uint64_t *stream)
 {
     engine *g = self;
@@ -186,7 +186,7 @@ static int release_cached(engine *g, int d)
     return vt__rmap_init(&g->pend, 256);
 }
 
-static int other(void *self, size_t i, const vt_event *e)
+static int other(void *self, size_t i, const vt__event *e)
 {
     engine *g = self;
     int d = e->device, calls = 0;

@@ -26,7 +26,7 @@ typedef struct walk {
 /* The engine ran out of memory at event i, asking `size` bytes. */
 static void out_of_memory(walk *w, size_t i, uint64_t size)
 {
-    const vt_event *e = &w->s->events[i];
+    const vt__event *e = &w->s->events[i];
     vt__replay_oom *o = &w->r->oom;
     *o = (vt__replay_oom){ .happened = true, .event_index = i, .seq = e->seq,
                           .time_ns = e->time_ns, .device = e->device, .stream = e->stream,
@@ -56,7 +56,7 @@ static int early_due(walk *w, size_t i)
 }
 
 /* @return 0, 1 when the replay stops here (out of memory), or -ENOMEM. */
-static int alloc_event(walk *w, size_t i, const vt_event *e)
+static int alloc_event(walk *w, size_t i, const vt__event *e)
 {
     uint64_t size = e->req_size ? e->req_size : e->size, block = 0, stream = 0;
     int a = w->en->malloc(w->en->self, e, size, &block, &stream);
@@ -84,7 +84,7 @@ static int alloc_event(walk *w, size_t i, const vt_event *e)
     return 0;
 }
 
-static int free_event(walk *w, size_t i, const vt_event *e, bool at_once)
+static int free_event(walk *w, size_t i, const vt__event *e, bool at_once)
 {
     vt__rmap_entry *x = vt__rmap_get(&w->live, e->addr);
     if (!x || x->device != e->device) {
@@ -99,7 +99,7 @@ static int free_event(walk *w, size_t i, const vt_event *e, bool at_once)
 }
 
 /* The recorded program asked here and was refused: ask again. */
-static int oom_event(walk *w, size_t i, const vt_event *e)
+static int oom_event(walk *w, size_t i, const vt__event *e)
 {
     if (!e->req_size)
         return 0;
@@ -131,7 +131,7 @@ int vt__replay_walk(const vt__snapshot_data *s, const vt__replay_options *opt,
     }
     int rc = 0;
     for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (w.early.n && (rc = early_due(&w, i)))
             break;
         if (e->device < 0 || e->device >= (int)r->ndevices)

@@ -122,7 +122,7 @@ TEST(events_and_state_carry_stacks_and_sequence_numbers)
 {
     cudaStream_t s = new_stream();
     void *p = vt_malloc(3000, 0, s);
-    vt_event ev;
+    vt__event ev;
     ASSERT(fake_trace_last(VT_EV_SEGMENT_ALLOC, &ev));
     ASSERT_EQ(ev.size, 2 * MiB);
     ASSERT_EQ(ev.aux, VT_POOL_SMALL);

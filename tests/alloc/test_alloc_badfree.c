@@ -42,7 +42,7 @@ TEST(bad_frees_are_reported_once_and_change_nothing)
     ASSERT_STR_CONTAINS(err, buf);
     ASSERT_STR_CONTAINS(err, "double free");
     ASSERT_EQ(fake_trace_count(VT_EV_BAD_FREE), 3);
-    vt_event ev;
+    vt__event ev;
     ASSERT(fake_trace_last(VT_EV_BAD_FREE, &ev));
     ASSERT_EQ(ev.aux, VT_BAD_FREE_DOUBLE);
     vt_stats after = stats(0);
@@ -56,7 +56,7 @@ TEST(bad_frees_are_reported_once_and_change_nothing)
 
 static uint64_t last_bad_free_reason(void)
 {
-    vt_event ev;
+    vt__event ev;
     ASSERT(fake_trace_last(VT_EV_BAD_FREE, &ev));
     return ev.aux;
 }

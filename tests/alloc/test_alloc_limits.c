@@ -74,7 +74,7 @@ TEST(oom_fails_with_memory_allocation_and_is_counted)
     ASSERT_EQ(s.num_ooms, 2);
     ASSERT_EQ(fake_trace_count(VT_EV_OOM), 2);
     ASSERT_EQ(fake_oom_calls(), 2);
-    vt_event ev;
+    vt__event ev;
     ASSERT(fake_trace_last(VT_EV_OOM, &ev));
     ASSERT_EQ(ev.req_size, 40 * MiB);
     ASSERT_EQ(ev.aux2, 30 * MiB);

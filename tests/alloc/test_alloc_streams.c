@@ -99,7 +99,7 @@ TEST(no_stream_allocation_waits_until_the_freeing_stream_reached_the_free)
     ASSERT_OK(vt__alloc_malloc(0, n, VT_NO_STREAM, &u));
     ASSERT_PTR_EQ(u, r);
     /* events name such blocks' stream as the legacy one */
-    vt_event ev;
+    vt__event ev;
     ASSERT(fake_trace_last(VT_EV_ALLOC, &ev));
     ASSERT_EQ(ev.addr, (uint64_t)(uintptr_t)u);
     ASSERT_EQ(ev.stream, 0);

@@ -9,7 +9,7 @@
 #include "recorder.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static vt_event *events;
+static vt__event *events;
 static size_t nevents, capevents;
 static atomic_bool enabled = true;
 static atomic_size_t stacks, ooms;
@@ -37,7 +37,7 @@ size_t fake_trace_count(int kind)
     return n;
 }
 
-bool fake_trace_last(int kind, vt_event *out)
+bool fake_trace_last(int kind, vt__event *out)
 {
     bool found = false;
     pthread_mutex_lock(&mu);
@@ -76,7 +76,7 @@ uint64_t vt__trace_event(const vt__event_rec *e)
     pthread_mutex_lock(&mu);
     if (nevents == capevents) {
         size_t ncap = capevents ? capevents * 2 : 4096;
-        vt_event *n = realloc(events, ncap * sizeof *n);
+        vt__event *n = realloc(events, ncap * sizeof *n);
         if (!n) {
             pthread_mutex_unlock(&mu);
             return 0;
@@ -85,7 +85,7 @@ uint64_t vt__trace_event(const vt__event_rec *e)
         capevents = ncap;
     }
     uint64_t s = ++seq;
-    events[nevents++] = (vt_event){ .seq = s, .stream = stream, .addr = addr,
+    events[nevents++] = (vt__event){ .seq = s, .stream = stream, .addr = addr,
                                     .req_size = req_size, .size = size, .aux = aux,
                                     .aux2 = aux2, .stack = stack, .str = str,
                                     .kind = kind, .device = (int8_t)device };

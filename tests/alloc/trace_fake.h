@@ -14,7 +14,7 @@
 
 void fake_trace_enable(bool on);             /* default on */
 size_t fake_trace_count(int kind);           /* events of a kind so far */
-bool fake_trace_last(int kind, vt_event *out);
+bool fake_trace_last(int kind, vt__event *out);
 size_t fake_stack_captures(void);            /* vt__stack_capture calls */
 size_t fake_oom_calls(void);                 /* vt__trace_out_of_memory calls */
 void fake_trace_reset(void);

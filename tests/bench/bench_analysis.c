@@ -76,7 +76,7 @@ static int build_whole(const char *path)
 {
     char err[1024];
     vt__snapshot_data *s;
-    vt_timeline *tl;
+    vt__timeline *tl;
     if (vt__snapshot_load(path, &s, err, sizeof err) || vt__timeline_build(s, &tl, err, sizeof err)) {
         fprintf(stderr, "bench_analysis: %s\n", err);
         return 1;
@@ -89,7 +89,7 @@ static int build_streamed(const char *path, unsigned what)
     char err[1024], tlerr[1024];
     vt__snapshot_data *s;
     vt__event_stream *es;
-    vt_timeline *tl;
+    vt__timeline *tl;
     if (vt__snapshot_open(path, &s, &es, err, sizeof err) ||
         vt__timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr)) {
         fprintf(stderr, "bench_analysis: %s %s\n", err, tlerr);

@@ -45,7 +45,7 @@ static uint64_t next_rand(void) { return bench_xorshift64(&rng); }
 static vt__snapshot_data *make_trace(void)
 {
     vt__snapshot_data *s = calloc(1, sizeof *s);
-    vt_event *ev = calloc(NEVENTS + 4 * PER_STEP, sizeof *ev);
+    vt__event *ev = calloc(NEVENTS + 4 * PER_STEP, sizeof *ev);
     static char blob[1] = "";
     static uint32_t offs[1] = { 0 };
     if (!s || !ev)
@@ -60,7 +60,7 @@ static vt__snapshot_data *make_trace(void)
     struct { uint64_t addr, size, stream; } live[PER_STEP];
     struct { uint64_t addr, size; size_t due; } pend[4096];
     size_t npend = 0;
-#define PUSH(k, a, sz, st, x) ev[n] = (vt_event){ .seq = n + 1, .time_ns = 1000 * (n + 1), \
+#define PUSH(k, a, sz, st, x) ev[n] = (vt__event){ .seq = n + 1, .time_ns = 1000 * (n + 1), \
         .kind = (k), .addr = (a), .req_size = (sz), .size = (sz), .stream = (st), .aux = (x), \
         .device = 0, .thread = 1 }, n++
     while (n + 3 * PER_STEP + npend < NEVENTS) {
@@ -110,13 +110,13 @@ static int cmp_double(const void *a, const void *b)
 static int bench_oom(const char *cli, vt__snapshot_data *s, uint64_t capacity)
 {
     vt__snap_device dev = { .ordinal = 0, .total_bytes = capacity };
-    vt_stack_node root = { 0, 0 };
+    vt__stack_node root = { 0, 0 };
     s->devices = &dev;
     s->ndevices = 1;
     s->stack_nodes = &root;
     s->nstack_nodes = 1;
-    vt_event *last = &s->events[s->nevents - 1];
-    s->events[s->nevents] = (vt_event){ .seq = last->seq + 1, .time_ns = last->time_ns + 1000,
+    vt__event *last = &s->events[s->nevents - 1];
+    s->events[s->nevents] = (vt__event){ .seq = last->seq + 1, .time_ns = last->time_ns + 1000,
                                         .kind = VT_EV_OOM, .req_size = 2 * capacity,
                                         .size = 2 * capacity, .aux = capacity, .device = 0,
                                         .thread = 1 };

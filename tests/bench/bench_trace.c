@@ -311,7 +311,7 @@ int main(int argc, char **argv)
                 if (vt__snapfile_read(path, &s, err, sizeof err) != 0)
                     break;
                 uint64_t t1 = bench_now_ns();
-                vt_timeline *tl = NULL;
+                vt__timeline *tl = NULL;
                 int trc = vt__timeline_build(s, &tl, err, sizeof err);
                 uint64_t t2 = bench_now_ns();
                 vt__timeline_free(tl);

@@ -27,9 +27,9 @@
 /*  Helpers                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static inline vt_check_report *check(synth *y, const vt__check_options *opt)
+static inline vt__check_report *check(synth *y, const vt__check_options *opt)
 {
-    vt_check_report *r = NULL;
+    vt__check_report *r = NULL;
     char err[256] = "";
     int rc = vt__check_run(&y->s, opt, &r, err, sizeof err);
     ASSERT_MSG(rc == 0 && r, "vt__check_run: %d %s", rc, err);
@@ -44,7 +44,7 @@ static inline vt__check_options default_options(void)
     return o;
 }
 
-static inline const vt_check_finding *by_addr(const vt_check_report *r, uint64_t addr)
+static inline const vt__check_finding *by_addr(const vt__check_report *r, uint64_t addr)
 {
     for (size_t i = 0; i < r->nfindings; i++)
         if (r->findings[i].addr == addr)
@@ -52,7 +52,7 @@ static inline const vt_check_finding *by_addr(const vt_check_report *r, uint64_t
     return NULL;
 }
 
-static inline const char *path_text(const vt_check_finding *f, size_t i)
+static inline const char *path_text(const vt__check_finding *f, size_t i)
 {
     static char buf[1024];
     ASSERT_MSG(i < f->npaths, "finding 0x%llx has %zu paths", (unsigned long long)f->addr,
@@ -61,7 +61,7 @@ static inline const char *path_text(const vt_check_finding *f, size_t i)
     return buf;
 }
 
-static inline void dump(const vt_check_report *r, const synth *y)
+static inline void dump(const vt__check_report *r, const synth *y)
 {
     vt__check_report_print(stderr, r, &y->s, 0);
 }
@@ -80,7 +80,7 @@ static inline void dump(const vt_check_report *r, const synth *y)
 typedef void (*shape_fn)(synth *y, int variant);
 
 /* The report on a fresh trace of `shape` (y is the caller's to finish). */
-static inline vt_check_report *check_shape(synth *y, shape_fn shape, int variant)
+static inline vt__check_report *check_shape(synth *y, shape_fn shape, int variant)
 {
     shape(y, variant);
     return check(y, NULL);
@@ -90,7 +90,7 @@ static inline vt_check_report *check_shape(synth *y, shape_fn shape, int variant
 static inline void assert_shape_is_clean(shape_fn shape, int variant)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, shape, variant);
+    vt__check_report *r = check_shape(&y, shape, variant);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -106,17 +106,17 @@ static inline void assert_rule_is_named(const char *name, unsigned rule)
 }
 
 /* The report has exactly one finding: return it. */
-static inline const vt_check_finding *only_finding(const vt_check_report *r)
+static inline const vt__check_finding *only_finding(const vt__check_report *r)
 {
     ASSERT_EQ(r->nfindings, 1);
     return &r->findings[0];
 }
 
 /* The report has exactly one finding, on `addr`, of `bytes`: return it. */
-static inline const vt_check_finding *the_finding(const vt_check_report *r, uint64_t addr,
+static inline const vt__check_finding *the_finding(const vt__check_report *r, uint64_t addr,
                                                   uint64_t bytes)
 {
-    const vt_check_finding *f = only_finding(r);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->addr, addr);
     ASSERT_EQ(f->bytes, bytes);
     return f;
@@ -133,8 +133,8 @@ struct expected_finding {
 static inline void assert_shape_flags(shape_fn shape, struct expected_finding x)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, shape, 0);
-    const vt_check_finding *f = the_finding(r, x.addr, x.bytes);
+    vt__check_report *r = check_shape(&y, shape, 0);
+    const vt__check_finding *f = the_finding(r, x.addr, x.bytes);
     if (x.owner)
         ASSERT_STR_EQ(f->owner_name, x.owner);
     ASSERT_STR_EQ(path_text(f, 0), x.path);
@@ -176,7 +176,7 @@ static inline void step(synth *y, int i)
 }
 
 
-static inline char *render(const vt_check_report *r, const synth *y, int json)
+static inline char *render(const vt__check_report *r, const synth *y, int json)
 {
     char *buf = NULL;
     size_t len = 0;

@@ -389,7 +389,7 @@ static inline void pinned_view(synth *y, int mode)
 static inline uint64_t mark_seq_of(const synth *y, const char *label)
 {
     for (size_t i = 0; i < y->s.nevents; i++) {
-        const vt_event *e = &y->s.events[i];
+        const vt__event *e = &y->s.events[i];
         if (e->kind == VT_EV_MARK && !strcmp(y->s.strings_blob + y->s.string_offsets[e->str], label))
             return e->seq;
     }

@@ -65,7 +65,7 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
     for (size_t i = n; i-- > 0;) {   /* outermost first */
         uint32_t module = synth_str(y, "/usr/bin/train"), function = synth_str(y, names[i]);
         uint32_t file = synth_str(y, "train.c");
-        uint32_t fr = sb_frame(&y->b, (vt_frame){
+        uint32_t fr = sb_frame(&y->b, (vt__frame){
             .ip = 0x400000 + 16 * s->nframes, .module_offset = 16 * s->nframes,
             .module = module, .function = function, .file = file, .line = (uint32_t)(10 + i) });
         parent = sb_node(&y->b, parent, fr);
@@ -73,10 +73,10 @@ static inline uint32_t synth_stack(synth *y, const char *fn, ...)
     return parent;
 }
 
-static inline vt_event *synth_ev(synth *y, uint8_t kind)
+static inline vt__event *synth_ev(synth *y, uint8_t kind)
 {
     vt__snapshot_data *s = &y->s;
-    vt_event *e = sb_event(&y->b);
+    vt__event *e = sb_event(&y->b);
     e->seq = ++y->seq;
     y->time += y->dt;
     e->time_ns = y->time;
@@ -89,9 +89,9 @@ static inline vt_event *synth_ev(synth *y, uint8_t kind)
 }
 
 /* The next event: p, with synth_ev()'s seq, time, kind and thread. */
-static inline vt_event *synth_put(synth *y, uint8_t kind, vt_event p)
+static inline vt__event *synth_put(synth *y, uint8_t kind, vt__event p)
 {
-    vt_event *e = synth_ev(y, kind);
+    vt__event *e = synth_ev(y, kind);
     p.seq = e->seq;
     p.time_ns = e->time_ns;
     p.kind = e->kind;
@@ -102,11 +102,11 @@ static inline vt_event *synth_put(synth *y, uint8_t kind, vt_event p)
 
 /* The next event, of `kind`, saying what the designated initializers say
  * (device 0 unless given). */
-#define SYNTH_EV(y, kind, ...) synth_put((y), (kind), (vt_event){ __VA_ARGS__ })
+#define SYNTH_EV(y, kind, ...) synth_put((y), (kind), (vt__event){ __VA_ARGS__ })
 
 static inline void synth_tick(synth *y, uint64_t ns) { y->time += ns; y->s.meta.snapshot_time_ns = y->time; }
 
-static inline vt_event *synth_alloc(synth *y, uint64_t addr, uint64_t size, uint32_t stack)
+static inline vt__event *synth_alloc(synth *y, uint64_t addr, uint64_t size, uint32_t stack)
 {
     return SYNTH_EV(y, VT_EV_ALLOC, .addr = addr, .req_size = size,
                     .size = (size + 511) / 512 * 512, .stack = stack);

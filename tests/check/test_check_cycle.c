@@ -13,7 +13,7 @@
 static void collection(synth *y, int flagged)
 {
     uint32_t n = synth_str(y, "reference cycle collected by gc");
-    vt_event *e = synth_ev(y, VT_EV_HOLDER_NEW);
+    vt__event *e = synth_ev(y, VT_EV_HOLDER_NEW);
     e->aux = GC_ID;
     e->aux2 = flagged ? VT_HOLDER_GC_COLLECTION : 0;
     e->str = n;
@@ -70,13 +70,13 @@ TEST(storage_a_collection_freed_is_held_by_a_reference_cycle_until_gc_ran)
 {
     synth y;
     stash_in_cycle(&y, 0, 1, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE |
                                 VT_CHECK_RULE_GROWTH);
     /* act1 only: act2's last tensor (the view) died by refcount later; the
      * weights and each step's activation were never the collector's. */
     ASSERT_EQ(r->nfindings, 1);
-    const vt_check_finding *f = &r->findings[0];
+    const vt__check_finding *f = &r->findings[0];
     ASSERT_EQ(f->rule, VT_CHECK_RULE_CYCLE);
     ASSERT_EQ(f->addr, ACT1);
     ASSERT_EQ(f->bytes, 1 * MiB);
@@ -115,7 +115,7 @@ static void assert_clean_without_cycle_rule(int fixed, int flagged)
 {
     synth y;
     stash_in_cycle(&y, fixed, flagged, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
@@ -131,11 +131,11 @@ TEST(a_late_collection_is_one_cycle_finding_not_a_linger_one_too)
 {
     synth y;
     stash_in_cycle(&y, 0, 1, 1);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     /* act1: the cycle rule's (LINGER would flag it too); act2: held by its
      * view through complete steps after its last use, LINGER's. */
     ASSERT_EQ(r->nfindings, 2);
-    const vt_check_finding *f = by_addr(r, ACT1);
+    const vt__check_finding *f = by_addr(r, ACT1);
     ASSERT(f);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_CYCLE);
     ASSERT_EQ(f->steps_unused, 4);   /* steps 3..6 complete and unused */
@@ -146,7 +146,7 @@ TEST(a_late_collection_is_one_cycle_finding_not_a_linger_one_too)
     vt__check_options o;
     vt__check_options_init(&o);
     ASSERT_EQ(vt__check_parse_rules("linger", &o.rules), 0);
-    vt_check_report *l = check(&y, &o);
+    vt__check_report *l = check(&y, &o);
     ASSERT_EQ(l->nfindings, 2);
     ASSERT_EQ(by_addr(l, ACT1)->rule, VT_CHECK_RULE_LINGER);
     vt__check_report_free(l);

@@ -54,9 +54,9 @@ TEST(a_buffer_reallocated_larger_every_step_is_flagged_with_its_growth_per_step)
 {
     synth y;
     loop(&y, 12, one_mib_per_step, 1);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
-    const vt_check_finding *f = only_finding(r);   /* never-freed and outlier see nothing */
+    const vt__check_finding *f = only_finding(r);   /* never-freed and outlier see nothing */
     ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(f->growth_per_step, MiB);
     ASSERT_EQ(f->growth_first_mark, 3);            /* marks 1..3 (a quarter): warm-up */
@@ -88,8 +88,8 @@ TEST(a_site_keeping_more_every_step_and_freeing_it_at_the_end_is_flagged)
     loop(&y, 10, one_mib_per_step, 0);
     for (int k = 0; k < 10; k++)   /* cleared before the end: never-freed does not see it */
         synth_free(&y, BUF + (uint64_t)k * 0x1000000ull);
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *f = only_finding(r);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(f->growth_per_step, MiB);
     ASSERT_EQ(f->nallocs, 10);
@@ -101,7 +101,7 @@ TEST(memory_never_freed_step_after_step_stays_one_never_freed_finding)
 {
     synth y;
     loop(&y, 10, one_mib_per_step, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
     /* one finding per storage: growth judges what the others left */
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
@@ -113,7 +113,7 @@ static void assert_loop_is_clean(keep_fn keep, int realloc, int steps)
 {
     synth y;
     loop(&y, steps, keep, realloc);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
@@ -144,7 +144,7 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
     assert_rule_is_named("growth", VT_CHECK_RULE_GROWTH);
     synth y;
     loop(&y, VT_CHECK_GROWTH_MIN_MARKS - 1, one_mib_per_step, 1);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run & VT_CHECK_RULE_GROWTH, 0);
     ASSERT_EQ(r->rules_need_steps & VT_CHECK_RULE_GROWTH, 0);   /* automatic: silent */
     vt__check_report_free(r);
@@ -216,8 +216,8 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
         for (int k = 1; k <= i; k++)
             synth_use(&y, 8100 + (uint64_t)k);
     }
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *g = NULL;
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *g = NULL;
     for (size_t i = 0; i < r->nfindings; i++)
         if (r->findings[i].rule == VT_CHECK_RULE_GROWTH)
             g = &r->findings[i];

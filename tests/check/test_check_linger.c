@@ -11,7 +11,7 @@
 TEST(gc_cycle_is_flagged_with_cycle_path)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, gc_cycle, 0);
+    vt__check_report *r = check_shape(&y, gc_cycle, 0);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_STEPS);
@@ -19,7 +19,7 @@ TEST(gc_cycle_is_flagged_with_cycle_path)
     /* Same lingering, bigger first. */
     ASSERT_EQ(r->findings[0].addr, ACT2);
     ASSERT_EQ(r->findings[1].addr, ACT1);
-    const vt_check_finding *f = by_addr(r, ACT1);
+    const vt__check_finding *f = by_addr(r, ACT1);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(f->bytes, 1 * MiB);
     ASSERT_STR_EQ(f->owner_name, "act1");
@@ -34,7 +34,7 @@ TEST(gc_cycle_is_flagged_with_cycle_path)
     ASSERT_EQ(f->linger_ns, f->free_time_ns - f->last_use_time_ns);
     ASSERT(fabs(f->byte_seconds - (double)MiB * (double)f->linger_ns / 1e9) < 1e-3);
     /* Became a finding at the mark of step 4 (one complete step, 3, passed). */
-    const vt_event *mk = NULL;
+    const vt__event *mk = NULL;
     for (size_t i = 0; i < y.s.nevents; i++)
         if (y.s.events[i].kind == VT_EV_MARK && y.s.events[i].seq == f->linger_from_seq)
             mk = &y.s.events[i];
@@ -82,8 +82,8 @@ TEST(closure_capturing_self_fixed_is_clean)
 TEST(view_keeps_base_storage_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, view_pins_base, 0);
-    const vt_check_finding *f = the_finding(r, BASE, 64 * MiB);
+    vt__check_report *r = check_shape(&y, view_pins_base, 0);
+    const vt__check_finding *f = the_finding(r, BASE, 64 * MiB);
     ASSERT_EQ(f->block_bytes, 64 * MiB);
     ASSERT_STR_EQ(f->owner_name, "padded");
     ASSERT_EQ(f->owner_id, 10);
@@ -104,8 +104,8 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
 {
     synth y;
     renamed(&y);
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *f = only_finding(r);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(f->addr, RN_ADDR);
     ASSERT_EQ(f->owner_id, 100);
@@ -156,7 +156,7 @@ TEST(view_keeps_base_storage_fixed_is_clean)
 TEST(pipeline_context_keeping_sent_tensors_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, pipeline, 0);
+    vt__check_report *r = check_shape(&y, pipeline, 0);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->findings[0].addr, S1);
     ASSERT_EQ(r->findings[0].bytes, 32 * MiB);
@@ -196,9 +196,9 @@ TEST(hook_closure_cycle_fixed_is_clean)
 TEST(autograd_graph_kept_by_a_loss_list_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, autograd_graph, 0);
+    vt__check_report *r = check_shape(&y, autograd_graph, 0);
     ASSERT_EQ(r->nfindings, 2);   /* h (12 MiB) first, then the loss itself */
-    const vt_check_finding *f = &r->findings[0];
+    const vt__check_finding *f = &r->findings[0];
     ASSERT_EQ(f->addr, HID);
     ASSERT_STR_EQ(path_text(f, 0),
         "losses[1] \xe2\x86\x92 tensor 'loss'.grad_fn \xe2\x86\x92 MulBackward0.saved_self "
@@ -225,8 +225,8 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     }
     for (int i = 2; i <= 4; i++)
         step(&y, i);
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *f = the_finding(r, ACT1, MiB);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 1);
     ASSERT(f->paths[0].truncated);
     ASSERT_EQ(f->paths[0].nsteps, 4096 + 1);
@@ -251,7 +251,7 @@ TEST(weights_used_every_step_are_never_flagged)
     setup(&y);
     for (int i = 1; i <= 30; i++)
         step(&y, i);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     ASSERT_EQ(r->ntensors, 31);
     vt__check_report_free(r);
@@ -268,8 +268,8 @@ TEST(state_missing_its_next_use_is_flagged)
 {
     synth y;
     /* steps 11, 12, 13 complete and unused: missed step 13 */
-    vt_check_report *r = check_shape(&y, every_k, 15);
-    const vt_check_finding *f = the_finding(r, STATE, 8 * MiB);
+    vt__check_report *r = check_shape(&y, every_k, 15);
+    const vt__check_finding *f = the_finding(r, STATE, 8 * MiB);
     ASSERT_EQ(f->usual_gap_steps, 3);
     ASSERT_EQ(f->last_use_step, 10);
     ASSERT_EQ(f->freed, 0);
@@ -289,7 +289,7 @@ TEST(storage_whose_lifetime_crosses_a_gap_is_not_judged)
     synth y;
     every_k(&y, 15);
     open_a_gap(&y);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -313,7 +313,7 @@ TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)
     y.s.blocks[0] = (vt__snap_block){ .addr = STATE, .size = 8 * MiB, .req_size = 8 * MiB,
                                 .alloc_seq = seq, .state = VT_BLOCK_ACTIVE_ALLOCATED };
     y.s.nsegments = y.s.nblocks = 1;
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(only_finding(r)->addr, STATE);
     ASSERT_EQ(r->findings[0].freed, 0);
     vt__check_report_free(r);
@@ -329,8 +329,8 @@ TEST(trace_ending_is_not_flagged)
 TEST(alive_through_a_complete_step_before_the_end_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, ends_alive, 6);  /* step 7 is complete and unused */
-    const vt_check_finding *f = the_finding(r, LATE, 3 * MiB);
+    vt__check_report *r = check_shape(&y, ends_alive, 6);  /* step 7 is complete and unused */
+    const vt__check_finding *f = the_finding(r, LATE, 3 * MiB);
     ASSERT_EQ(f->steps_unused, 1);
     ASSERT_EQ(f->freed, 0);
     ASSERT_EQ(f->linger_ns, r->end_time_ns - f->last_use_time_ns);
@@ -371,7 +371,7 @@ TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
     synth y;
     host_tensor_kept(&y, 1);
     vt__check_options o = default_options();
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nhost_skipped, 1);
     char *text = render(r, &y, 0);
@@ -395,7 +395,7 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
     synth y;
     host_tensor_kept(&y, 0);
     vt__check_options o = default_options();
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->nhost_skipped, 0);
     the_finding(r, HOST_ADDR, 4096);
     vt__check_report_free(r);
@@ -409,10 +409,10 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
 TEST(no_marks_time_rule_flags_long_linger)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, no_marks, 30000);
+    vt__check_report *r = check_shape(&y, no_marks, 30000);
     ASSERT_EQ(r->nmarks, 0);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
-    const vt_check_finding *f = the_finding(r, XT, 10 * MiB);
+    const vt__check_finding *f = the_finding(r, XT, 10 * MiB);
     ASSERT_EQ(f->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(f->freed, 1);
     ASSERT_EQ(f->usual_gap_ns, 100000000 + 2000);  /* tick + two events */
@@ -432,7 +432,7 @@ TEST(no_marks_time_rule_fixed_is_clean)
 TEST(no_marks_alive_at_end_with_old_last_use_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, no_marks, 0);
+    vt__check_report *r = check_shape(&y, no_marks, 0);
     ASSERT_EQ(the_finding(r, XT, 10 * MiB)->freed, 0);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -446,7 +446,7 @@ TEST(native_rules_can_be_selected_on_annotated_traces)
     vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_rules("linger,never-freed,outlier,pinned,cycle,tape,growth", &o.rules), 0);
     ASSERT_EQ(o.rules, VT_CHECK_RULES_ALL);
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULES_ALL);
     ASSERT_CLEAN(r, &y);   /* weights: setup, not accumulating */
     vt__check_report_free(r);

@@ -10,16 +10,16 @@
 TEST(native_never_freed_call_site_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, native, NATIVE_OUTLIER_FIXED);
+    vt__check_report *r = check_shape(&y, native, NATIVE_OUTLIER_FIXED);
     ASSERT_EQ(r->rules_run,
               VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER | VT_CHECK_RULE_GROWTH);
-    const vt_check_finding *f = only_finding(r);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(f->nallocs, 5);    /* steps 1..5; step 6 is after the last mark */
     ASSERT_EQ(f->bytes, 5 * MiB);
     ASSERT_EQ(f->freed, 0);
     ASSERT_EQ(f->npaths, 0);
-    const vt_frame *fr = &y.s.frames[y.s.stack_nodes[f->alloc_stack].frame];
+    const vt__frame *fr = &y.s.frames[y.s.stack_nodes[f->alloc_stack].frame];
     ASSERT_STR_EQ(y.s.strings_blob + y.s.string_offsets[fr->function], "append_history");
     vt__check_report_free(r);
     synth_fini(&y);
@@ -28,8 +28,8 @@ TEST(native_never_freed_call_site_is_flagged)
 TEST(native_outlier_call_site_is_flagged)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, native, NATIVE_LEAK_FIXED);
-    const vt_check_finding *f = the_finding(r, 0x7fd000000000ull + 2 * 0x1000000, 3 * MiB);
+    vt__check_report *r = check_shape(&y, native, NATIVE_LEAK_FIXED);
+    const vt__check_finding *f = the_finding(r, 0x7fd000000000ull + 2 * 0x1000000, 3 * MiB);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(f->nallocs, 1);
     ASSERT_EQ(f->freed, 1);
@@ -41,7 +41,7 @@ TEST(native_outlier_call_site_is_flagged)
 TEST(native_rules_need_steps_and_say_so_without_marks)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, native, NATIVE_NO_MARKS);
+    vt__check_report *r = check_shape(&y, native, NATIVE_NO_MARKS);
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);

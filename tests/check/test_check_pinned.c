@@ -10,12 +10,12 @@
 TEST(pinned_used_view_is_flagged_with_wasted_bytes_and_path)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
+    vt__check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
     if (r->nfindings != 1)
         dump(r, &y);
     /* used every step: LINGER stays silent */
-    const vt_check_finding *f = the_finding(r, BIG, 4096);
+    const vt__check_finding *f = the_finding(r, BIG, 4096);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->covered_bytes, 40);
     ASSERT_EQ(f->wasted_bytes, 4096 - 40);
@@ -105,7 +105,7 @@ TEST(pinned_fixed_clone_is_clean)
 TEST(pinned_view_covering_most_of_its_base_is_clean)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, pinned_view, PIN_MOSTLY_COVERED);
+    vt__check_report *r = check_shape(&y, pinned_view, PIN_MOSTLY_COVERED);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     /* ... unless the ratio asks for more than 90%. */
@@ -130,7 +130,7 @@ TEST(pinned_base_still_alive_is_not_pinned)
     pinned_view(&y, PIN_BASE_ALIVE);
     vt__check_options o = default_options();
     o.pinned_ratio = 1;
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -172,11 +172,11 @@ TEST(pinned_and_linger_never_report_the_same_interval)
 {
     synth y;
     pinned_then_lingering(&y, 4);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     if (r->nfindings != 2)
         dump(r, &y);
     ASSERT_EQ(r->nfindings, 2);
-    const vt_check_finding *lg = NULL, *pn = NULL;
+    const vt__check_finding *lg = NULL, *pn = NULL;
     for (size_t i = 0; i < r->nfindings; i++) {
         if (r->findings[i].rule == VT_CHECK_RULE_LINGER)
             lg = &r->findings[i];
@@ -245,10 +245,10 @@ TEST(pinned_coverage_is_the_union_of_live_views_clipped)
                 if (v != 73 || i < 3)
                     synth_use(&y, v);
     }
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     if (r->nfindings != 1)
         dump(r, &y);
-    const vt_check_finding *f = only_finding(r);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->bytes, 1000);
     ASSERT_EQ(f->block_bytes, 1024);
@@ -273,9 +273,9 @@ TEST(pinned_time_rule_without_marks)
 {
     synth y;
     /* pinned 19 s: over max(1 s, 5% of 31 s) */
-    vt_check_report *r = check_shape(&y, pinned_no_marks, 20000);
+    vt__check_report *r = check_shape(&y, pinned_no_marks, 20000);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
-    const vt_check_finding *f = only_finding(r);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(f->wasted_bytes, 63 * MiB);
@@ -303,7 +303,7 @@ TEST(pinned_time_rule_without_marks)
 TEST(pinned_json_has_rule_and_wasted_bytes)
 {
     synth y;
-    vt_check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
+    vt__check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     char *js = render(r, &y, 1);
     const char *why = json_validate(js);
     ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
@@ -349,7 +349,7 @@ TEST(pinned_many_views_are_summarized)
     synth_tensor(&y, 1, BIG, 64 * MiB, 0, "base");
     const uint64_t n = 60000;
     for (uint64_t v = 0; v < n; v++) {
-        vt_event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
+        vt__event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
         e->aux = 10 + v;
         e->aux2 = 1;
         e->addr = BIG + v * 1024;
@@ -365,10 +365,10 @@ TEST(pinned_many_views_are_summarized)
     vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("1s", &o), 0);
     o.rules = VT_CHECK_RULE_PINNED;   /* nothing is used: LINGER would take it all */
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     double dt = now_s() - t0;
     fprintf(stderr, "pinned: %zu events, %" PRIu64 " views in %.3f s\n", y.s.nevents, n, dt);
-    const vt_check_finding *f = only_finding(r);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->nviews, VT_CHECK_MAX_VIEWS);
     ASSERT_LT(f->covered_bytes, 32 * MiB);

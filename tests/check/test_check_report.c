@@ -18,7 +18,7 @@ TEST(grace_steps_option)
     ASSERT_EQ(vt__check_parse_grace("4steps", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_STEPS);
     ASSERT_EQ(o.grace_steps, 4);
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     ASSERT_EQ(vt__check_parse_grace("3", &o), 0);
@@ -46,7 +46,7 @@ TEST(grace_time_option)
     ASSERT_EQ(vt__check_parse_grace("50ms", &o), 0);
     ASSERT_EQ(o.grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(o.grace_ns, 50000000);
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(r->nfindings, 2);
     ASSERT_EQ(r->findings[0].linger_from_time_ns, r->findings[0].last_use_time_ns + 50000000);
@@ -76,7 +76,7 @@ TEST(ignore_patterns)
     vt__check_options o = default_options();
     o.ignore = pats;
     o.nignore = 1;
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     ASSERT_EQ(only_finding(r)->addr, ACT2);
     ASSERT_EQ(r->nignored, 1);
     vt__check_report_free(r);
@@ -126,8 +126,8 @@ TEST(max_paths_and_multiple_roots)
             synth_unref(&y, 73, 70);        /* removes the latest: [3] */
         }
     }
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *f = the_finding(r, ACT1, MiB);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 3);
     ASSERT_STR_EQ(path_text(f, 0), "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
     ASSERT_STR_EQ(path_text(f, 1), "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
@@ -163,7 +163,7 @@ TEST(findings_ranked_by_bytes_times_time)
         if (i == 6) { synth_drop(&y, 82); synth_free(&y, 0x7e2000000000ull); }
         if (i == 7) { synth_drop(&y, 80); synth_free(&y, 0x7e0000000000ull); }
     }
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 3);
     ASSERT_STR_EQ(r->findings[0].owner_name, "big");
     ASSERT_STR_EQ(r->findings[1].owner_name, "mid");
@@ -218,7 +218,7 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
     }
     vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_LINGER;
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     size_t acts = 0;
     for (size_t i = 0; i < r->nfindings; i++)
         acts += r->findings[i].bytes == MiB;
@@ -253,14 +253,14 @@ TEST(external_storage_is_checked)
     }
     /* A host storage next to device ones: judged with --host only (by
      * default the report says it was not judged). */
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nhost_skipped, 1);
     vt__check_report_free(r);
     vt__check_options o = default_options();
     o.host = VT_CHECK_HOST_ALWAYS;
     r = check(&y, &o);
-    const vt_check_finding *f = only_finding(r);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->external, 1);
     ASSERT_EQ(f->device, -1);
     ASSERT_EQ(f->bytes, 5 * MiB);
@@ -293,7 +293,7 @@ TEST(external_storages_are_listed_with_owner_and_last_use)
     synth_drop(&y, 93);
     synth_ext_free(&y, 0x6666000000ull);
     step(&y, 3);
-    vt_check_storage *xs = NULL;
+    vt__check_storage *xs = NULL;
     size_t n = 0;
     char err[256];
     ASSERT_EQ(vt__check_list_external(&y.s, &xs, &n, err, sizeof err), 0);
@@ -340,8 +340,8 @@ TEST(storage_from_before_the_window_and_dropped_tensors)
         if (i == 5)
             synth_free(&y, 0x7ee000000000ull);
     }
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *f = only_finding(r);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->before_window, 1);
     ASSERT_EQ(f->bytes, 6 * MiB);
     ASSERT_EQ(f->freed, 1);
@@ -371,17 +371,17 @@ TEST(free_without_alloc_is_the_same_lifetime_for_checker_and_timeline)
             y.s.events[y.s.nevents - 1].size = 8 * MiB;
         }
     }
-    vt_check_report *r = check(&y, NULL);
-    const vt_check_finding *f = only_finding(r);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->addr, blk);
     ASSERT_EQ(f->bytes, 8 * MiB);
     ASSERT_EQ(f->before_window, 1);
     ASSERT_EQ(f->freed, 1);
 
-    vt_timeline *tl;
+    vt__timeline *tl;
     char err[256];
     ASSERT_EQ(vt__timeline_build(&y.s, &tl, err, sizeof err), 0);
-    const vt_lifetime *l = vt__timeline_find(tl, blk, VT_TL_NONE);
+    const vt__lifetime *l = vt__timeline_find(tl, blk, VT_TL_NONE);
     ASSERT(l != NULL);
     ASSERT(l->flags & VT_LT_BEFORE_WINDOW);
     ASSERT_EQ(l->size, f->bytes);
@@ -395,13 +395,13 @@ TEST(empty_and_malformed_inputs_never_fail)
 {
     synth y;
     synth_init(&y);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     /* Garbage: unknown ids, unref without ref, frees of nothing, uses of
      * unknown tensors, out-of-range strings and stacks. */
     for (int i = 0; i < 50; i++) {
-        vt_event *e = synth_ev(&y, (uint8_t)(i % 30));
+        vt__event *e = synth_ev(&y, (uint8_t)(i % 30));
         e->aux = (uint64_t)i * 7;
         e->aux2 = (uint64_t)i * 3;
         e->addr = (uint64_t)i * 4096;
@@ -426,7 +426,7 @@ TEST(path_format_truncates_like_snprintf)
 {
     synth y;
     pipeline(&y, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     char small[10];
     size_t need = vt__check_path_format(&r->findings[0].paths[0], small, sizeof small);
     char big[512];
@@ -446,7 +446,7 @@ TEST(json_output_is_valid_and_complete)
 {
     synth y;
     view_pins_base(&y, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     char *js = render(r, &y, 1);
     const char *why = json_validate(js);
     ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
@@ -519,12 +519,12 @@ TEST(report_groups_give_each_finding_its_cause)
             synth_ref(&y, 6, 200, "['last']");
         }
     }
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 5);
     uint32_t g[5];
     ASSERT_EQ(vt__check_report_groups(r, g), 2);
     for (size_t i = 0; i < r->nfindings; i++) {
-        const vt_check_finding *f = &r->findings[i];
+        const vt__check_finding *f = &r->findings[i];
         /* Group 0 is the largest bytes: the four logits. */
         ASSERT_EQ(g[i], f->bytes == 8 * MiB ? 0u : 1u);
     }
@@ -565,7 +565,7 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
     }
     vt__check_options o = default_options();
     o.rules = VT_CHECK_RULE_LINGER;
-    vt_check_report *r = check(&y, &o);
+    vt__check_report *r = check(&y, &o);
     size_t state = 0;
     for (size_t i = 0; i < r->nfindings; i++)
         state += r->findings[i].bytes == MiB;
@@ -595,7 +595,7 @@ TEST(text_report_names_everything)
 {
     synth y;
     pipeline(&y, 0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     char *t = render(r, &y, 0);
     ASSERT_STR_CONTAINS(t, "vramtrace check: 2 findings, 48 MiB held after last use");
     ASSERT_STR_CONTAINS(t, "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB");
@@ -630,7 +630,7 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
     pipeline(&y, 0);
     uint32_t python = synth_str(&y, "python"), top = synth_str(&y, "<module>");
     for (size_t i = 0; i < y.s.nframes; i++) {
-        vt_frame *f = &y.s.frames[i];
+        vt__frame *f = &y.s.frames[i];
         const char *fn = vt__snapshot_string(&y.s, f->function);
         f->ip = f->module_offset = 0;
         f->module = python;
@@ -641,7 +641,7 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
             f->first_line = 1;
         }
     }
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     char *t = render(r, &y, 0);
     ASSERT_STR_CONTAINS(t, "at forward_block (train.c:10, def at line 7)");
     ASSERT_STR_CONTAINS(t, "at train_step (train.c:11)\n");     /* first line unknown */
@@ -665,13 +665,13 @@ TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
     uint32_t lib = synth_str(&y, "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
     uint32_t user = synth_str(&y, "/home/me/train.py");
     for (size_t i = 0; i < y.s.nframes; i++) {
-        vt_frame *f = &y.s.frames[i];
+        vt__frame *f = &y.s.frames[i];
         const char *fn = vt__snapshot_string(&y.s, f->function);
         f->ip = f->module_offset = 0;
         f->module = python;
         f->file = !strcmp(fn, "forward_block") ? lib : user;
     }
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     char *t = render(r, &y, 0);
     /* the program's line first; torch's forward folded after it */
     ASSERT_STR_CONTAINS(t, " s\n     at train_step (/home/me/train.py:11)\n");
@@ -696,10 +696,10 @@ TEST(user_code_is_the_programs_python_frames_only)
         "<frozen importlib._bootstrap>", "/work/scripts/vramtrace/_autorun.py",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        vt_frame f = { .module = python, .file = synth_str(&y, files[i]) };
+        vt__frame f = { .module = python, .file = synth_str(&y, files[i]) };
         ASSERT_MSG(vt__frame_is_user_code(&y.s, &f) == (i < 3), "%s", files[i]);
     }
-    vt_frame native = { .ip = 0x1234, .module = so, .file = synth_str(&y, "/home/me/x.cpp") };
+    vt__frame native = { .ip = 0x1234, .module = so, .file = synth_str(&y, "/home/me/x.cpp") };
     ASSERT(!vt__frame_is_user_code(&y.s, &native));
     synth_fini(&y);
 }
@@ -726,7 +726,7 @@ TEST(frames_folded_are_torch_plumbing_the_interpreter_and_a_recorders_own)
         { "/venv/torch/lib/libtorch.so", "", "torch::unwind::unwind()", 0x10, VT_FOLD_NEVER },
     };
     for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++) {
-        vt_frame f = { .ip = frames[i].ip, .module = synth_str(&y, frames[i].module),
+        vt__frame f = { .ip = frames[i].ip, .module = synth_str(&y, frames[i].module),
                        .file = synth_str(&y, frames[i].file), .function = synth_str(&y, frames[i].fn) };
         ASSERT_MSG(vt__frame_fold(&y.s, &f) == frames[i].fold, "%s %s", frames[i].module, frames[i].fn);
         ASSERT(vt__frame_is_python(&y.s, &f) == !strcmp(frames[i].module, "python"));
@@ -748,7 +748,7 @@ TEST(one_million_events_checked)
     y.dt = 1000;
     for (int w = 0; w < 20; w++) {
         synth_alloc(&y, 0x100000000ull + (uint64_t)w * 0x1000000, MiB, s_a);
-        vt_event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
+        vt__event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
         e->aux = 1 + (uint64_t)w;
         e->addr = 0x100000000ull + (uint64_t)w * 0x1000000;
         e->size = MiB;
@@ -761,7 +761,7 @@ TEST(one_million_events_checked)
         for (int w = 0; w < 20; w++)
             synth_ev(&y, VT_EV_TENSOR_USE)->aux = 1 + (uint64_t)w;
         uint64_t ctx = 800000000 + (uint64_t)st;
-        vt_event *h = synth_ev(&y, VT_EV_HOLDER_NEW);
+        vt__event *h = synth_ev(&y, VT_EV_HOLDER_NEW);
         h->aux = ctx;
         h->str = nm_ctx;
         for (int a = 0; a < 30; a++) {
@@ -771,19 +771,19 @@ TEST(one_million_events_checked)
                 addr = 0x900000000ull + (uint64_t)st * 0x1000000;
             uint64_t tid = id++;
             synth_alloc(&y, addr, MiB, s_a);
-            vt_event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
+            vt__event *e = synth_ev(&y, VT_EV_TENSOR_NEW);
             e->aux = tid;
             e->addr = addr;
             e->size = MiB;
             e->str = nm_a;
-            vt_event *rf = synth_ev(&y, VT_EV_REF);
+            vt__event *rf = synth_ev(&y, VT_EV_REF);
             rf->aux = keep ? 900000000 : ctx;
             rf->aux2 = tid;
             rf->str = nm_l;
             synth_ev(&y, VT_EV_TENSOR_USE)->aux = tid;
             synth_ev(&y, VT_EV_TENSOR_USE)->aux = tid;
             if (!keep) {
-                vt_event *u = synth_ev(&y, VT_EV_UNREF);
+                vt__event *u = synth_ev(&y, VT_EV_UNREF);
                 u->aux = ctx;
                 u->aux2 = tid;
                 synth_ev(&y, VT_EV_TENSOR_DROP)->aux = tid;
@@ -793,7 +793,7 @@ TEST(one_million_events_checked)
     }
     ASSERT_GE(y.s.nevents, 1000000);
     double t0 = now_s();
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     double dt = now_s() - t0;
     fprintf(stderr, "checked %zu events in %.3f s: %zu findings\n", y.s.nevents, dt,
             r->nfindings);
@@ -837,7 +837,7 @@ TEST(crafted_storage_addresses_keep_the_model_fast)
         synth_ext(&y, addr[i], 0x1000);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     ASSERT_MSG(s < 5, "the checker took %.1f s on %d storages", s, N);

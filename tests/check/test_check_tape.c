@@ -49,7 +49,7 @@ static void tape_steps(synth *y, int fixed)
     }
 }
 
-static vt_check_report *check_tape(synth *y)
+static vt__check_report *check_tape(synth *y)
 {
     vt__check_options o;
     vt__check_options_init(&o);
@@ -62,14 +62,14 @@ TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
     synth y;
     tape_steps(&y, 0);
     /* Not an automatic rule: the default check sees nothing. */
-    vt_check_report *r = check(&y, NULL);
+    vt__check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     r = check_tape(&y);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_TAPE);
     ASSERT_EQ(r->nfindings, 4 * NTAPE);        /* steps 2..5, every entry */
     for (size_t i = 0; i < r->nfindings; i++) {
-        const vt_check_finding *f = &r->findings[i];
+        const vt__check_finding *f = &r->findings[i];
         ASSERT_EQ(f->rule, VT_CHECK_RULE_TAPE);
         ASSERT_EQ(f->bytes, 1 * MiB);
         ASSERT_STR_EQ(f->owner_name, "tape entry");
@@ -102,7 +102,7 @@ TEST(tape_freeing_each_intermediate_after_its_use_is_clean)
 {
     synth y;
     tape_steps(&y, 1);
-    vt_check_report *r = check_tape(&y);
+    vt__check_report *r = check_tape(&y);
     ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     synth_fini(&y);

@@ -60,7 +60,7 @@ static inline uint32_t sb_str_dedup(struct snap_builder *b, const char *text)
     return sb_str(b, text);
 }
 
-static inline uint32_t sb_frame(struct snap_builder *b, vt_frame f)
+static inline uint32_t sb_frame(struct snap_builder *b, vt__frame f)
 {
     vt__snapshot_data *s = b->s;
     s->frames = sb_grow(s->frames, &b->cap_frame, s->nframes + 1, sizeof *s->frames);
@@ -73,7 +73,7 @@ static inline uint32_t sb_node(struct snap_builder *b, uint32_t parent, uint32_t
     vt__snapshot_data *s = b->s;
     s->stack_nodes = sb_grow(s->stack_nodes, &b->cap_node, s->nstack_nodes + 1,
                              sizeof *s->stack_nodes);
-    s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
+    s->stack_nodes[s->nstack_nodes] = (vt__stack_node){ parent, frame };
     return (uint32_t)s->nstack_nodes++;
 }
 
@@ -84,7 +84,7 @@ static inline uint32_t sb_node(struct snap_builder *b, uint32_t parent, uint32_t
      memset(&(b)->s->arr[(b)->s->n], 0, sizeof *(b)->s->arr), &(b)->s->arr[(b)->s->n++])
 
 /* A zeroed event at the end. */
-static inline vt_event *sb_event(struct snap_builder *b)
+static inline vt__event *sb_event(struct snap_builder *b)
 {
     return SB_APPEND(b, events, nevents, cap_ev);
 }

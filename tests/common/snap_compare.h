@@ -72,18 +72,18 @@ static inline void snap_same_meta(const vt__snapshot_data *a, const vt__snapshot
 static inline void snap_same_events(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                     enum snap_strings how)
 {
-    SNAP_SAME_ARRAY_(vt_event, events, nevents, SNAP_EVENT_NUMBERS, SNAP_EVENT_STRINGS);
+    SNAP_SAME_ARRAY_(vt__event, events, nevents, SNAP_EVENT_NUMBERS, SNAP_EVENT_STRINGS);
 }
 
 static inline void snap_same_frames(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                     enum snap_strings how)
 {
-    SNAP_SAME_ARRAY_(vt_frame, frames, nframes, SNAP_FRAME_NUMBERS, SNAP_FRAME_STRINGS);
+    SNAP_SAME_ARRAY_(vt__frame, frames, nframes, SNAP_FRAME_NUMBERS, SNAP_FRAME_STRINGS);
 }
 
 static inline void snap_same_stack_nodes(const vt__snapshot_data *a, const vt__snapshot_data *b)
 {
-    SNAP_SAME_ARRAY_(vt_stack_node, stack_nodes, nstack_nodes, SNAP_NODE_NUMBERS,
+    SNAP_SAME_ARRAY_(vt__stack_node, stack_nodes, nstack_nodes, SNAP_NODE_NUMBERS,
                      SNAP_NO_STRINGS);
 }
 

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vt__snapshot_data *s = NULL;
     if (vt__pytorch_import(data, size, "fuzz", &s, err, sizeof err) != 0)
         return 0;
-    vt_timeline *tl = NULL;
+    vt__timeline *tl = NULL;
     if (vt__timeline_build(s, &tl, err, sizeof err) == 0)
         vt__timeline_free(tl);
     char *buf = NULL;

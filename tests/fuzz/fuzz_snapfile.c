@@ -33,7 +33,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int same_event(const vt_event *a, const vt_event *b)
+static int same_event(const vt__event *a, const vt__event *b)
 {
     return a->seq == b->seq && a->time_ns == b->time_ns && a->stream == b->stream &&
            a->addr == b->addr && a->req_size == b->req_size && a->size == b->size &&
@@ -58,7 +58,7 @@ static void fuzz_stream(const uint8_t *data, size_t size, const vt__snapshot_dat
     vt__snapshot_data *s;
     vt__event_stream *es;
     if (vt__snapfile_open_stream(path, 16, &s, &es, err, sizeof err) == 0) {
-        vt_event e;
+        vt__event e;
         size_t i = 0;
         int rc;
         while ((rc = vt__event_stream_next(es, &e)) == 1) {
@@ -68,7 +68,7 @@ static void fuzz_stream(const uint8_t *data, size_t size, const vt__snapshot_dat
         }
         if (rc == 0 && whole && i != whole->nevents)
             abort();
-        vt_timeline *tl = NULL;
+        vt__timeline *tl = NULL;
         if (vt__timeline_build_stream(s, es, VT_TL_STREAM_CURVES, &tl, tlerr, sizeof tlerr) == 0)
             vt__timeline_free(tl);
         vt__event_stream_close(es);
@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[512];
     vt__snapshot_data *s = NULL;
     if (vt__snapfile_decode(data, size, "fuzz", &s, err, sizeof err) == 0) {
-        vt_timeline *tl = NULL;
+        vt__timeline *tl = NULL;
         if (vt__timeline_build(s, &tl, err, sizeof err) == 0) {
             if (tl->nlifetimes)
                 (void)vt__timeline_find(tl, tl->lifetimes[0].addr, 0);
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         vt__check_options opt;
         vt__check_options_init(&opt);
         opt.rules = VT_CHECK_RULES_ALL;
-        vt_check_report *r = NULL;
+        vt__check_report *r = NULL;
         if (vt__check_run(s, &opt, &r, err, sizeof err) == 0) {
             FILE *sink = fopen("/dev/null", "w");
             if (sink) {

@@ -28,7 +28,7 @@ struct expect {
 static void count_events(const vt__snapshot_data *sn, struct expect *x, int n)
 {
     for (size_t i = 0; i < sn->nevents; i++) {
-        const vt_event *e = &sn->events[i];
+        const vt__event *e = &sn->events[i];
         if (e->kind != VT_EV_PASSTHROUGH)
             continue;
         for (int j = 0; j < n; j++) {

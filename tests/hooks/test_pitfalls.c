@@ -669,7 +669,7 @@ TEST(host_alloc_is_a_passthrough_event)
     const uint64_t sizes[3] = { 10000, 20000, 30000 };
     int allocs[3] = { 0 }, frees[3] = { 0 }, others = 0;
     for (size_t i = 0; i < sn->nevents; i++) {
-        const vt_event *e = &sn->events[i];
+        const vt__event *e = &sn->events[i];
         if (e->kind != VT_EV_PASSTHROUGH)
             continue;
         int k = -1;

@@ -106,7 +106,7 @@ TEST(host_device_event_on_a_logical_stream_completes_when_the_clock_reaches_it)
 
 typedef struct built {
     vt__snapshot_data s;
-    vt_event ev[256];
+    vt__event ev[256];
     vt__snap_device dev;
     char blob[256];
     uint32_t offs[2];
@@ -136,7 +136,7 @@ static built *snap_new(uint64_t total, const char *config)
 static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t stream, uint64_t aux)
 {
     size_t i = b->s.nevents++;
-    b->ev[i] = (vt_event){ .seq = i + 1, .time_ns = 1000 * (i + 1), .kind = kind, .addr = addr,
+    b->ev[i] = (vt__event){ .seq = i + 1, .time_ns = 1000 * (i + 1), .kind = kind, .addr = addr,
                            .req_size = size, .size = size, .stream = stream, .aux = aux,
                            .device = 0, .thread = 1 };
 }

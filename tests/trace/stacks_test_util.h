@@ -50,7 +50,7 @@ static inline vt__snapshot_data *snapshot_with_stack(uint32_t stack)
     return s;
 }
 
-static inline const vt_event *last_event(const vt__snapshot_data *s)
+static inline const vt__event *last_event(const vt__snapshot_data *s)
 {
     ASSERT_GT(s->nevents, 0);
     return &s->events[s->nevents - 1];

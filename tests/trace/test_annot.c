@@ -38,7 +38,7 @@ TEST(annotations_record_their_fields)
 
     vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 9);
-    const vt_event *e = s->events;
+    const vt__event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
     ASSERT_EQ(e[0].aux, t1);
     ASSERT_EQ(e[0].aux2, 0);
@@ -59,7 +59,7 @@ TEST(annotations_record_their_fields)
     ASSERT_EQ(e[3].kind, VT_EV_TENSOR_USE);
     ASSERT_EQ(e[3].aux, t2);
     ASSERT_NE(e[3].stack, 0);
-    const vt_frame *f[8];
+    const vt__frame *f[8];
     ASSERT_GE(vt__snapshot_stack_frames(s, e[3].stack, f, 8), 1);
     /* Our own frames (vt_tensor_use, the capture) are not in the stack. */
     ASSERT_STR_EQ(str(s, f[0]->function), "test_annotations_record_their_fields");
@@ -132,7 +132,7 @@ TEST(python_frames_become_synthetic_stack_frames)
 
     vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 6);
-    const vt_event *e = s->events;
+    const vt__event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_STORAGE_EXTERNAL);
     ASSERT_EQ(e[0].addr, 0x1000);
     ASSERT_EQ(e[0].size, 64);
@@ -157,7 +157,7 @@ TEST(python_frames_become_synthetic_stack_frames)
     ASSERT_EQ(e->kind, VT_EV_TENSOR_USE);
     ASSERT_EQ(e->aux, t);
     ASSERT_EQ(e->stack, st);
-    const vt_frame *f[8];
+    const vt__frame *f[8];
     ASSERT_EQ(vt__snapshot_stack_frames(s, e->stack, f, 8), 3);
     ASSERT_EQ(f[0]->ip, 0);
     ASSERT_STR_EQ(str(s, f[0]->module), "python");
@@ -278,7 +278,7 @@ TEST(tensor_name_records_a_rename_without_a_stack)
 
     vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 4);
-    const vt_event *e = s->events;
+    const vt__event *e = s->events;
     ASSERT_EQ(e[0].kind, VT_EV_TENSOR_NEW);
     ASSERT_STR_EQ(str(s, e[0].str), "aten.mm out[0]");
     for (size_t i = 1; i < 4; i++) {

@@ -14,7 +14,7 @@
 
 /* ---- the event stream (event_stream.h) ---------------------------------- */
 
-static void same_event(const vt_event *a, const vt_event *b, size_t i)
+static void same_event(const vt__event *a, const vt__event *b, size_t i)
 {
     ASSERT_MSG(a->seq == b->seq && a->time_ns == b->time_ns && a->stream == b->stream &&
                a->addr == b->addr && a->req_size == b->req_size && a->size == b->size &&
@@ -39,7 +39,7 @@ static void stream_matches(const char *path, size_t chunk, const vt__snapshot_da
     ASSERT_EQ(s->nsegments, r->nsegments);
     ASSERT_EQ(s->meta.events_recorded, r->meta.events_recorded);
     for (int pass = 0; pass < 2; pass++) {
-        vt_event e;
+        vt__event e;
         size_t i = 0;
         int rc;
         while ((rc = vt__event_stream_next(es, &e)) == 1) {
@@ -104,7 +104,7 @@ static int stream_verdict(const char *path, size_t chunk, char *msg, size_t len)
     int rc = vt__snapfile_open_stream(path, chunk, &s, &es, msg, len);
     if (rc)
         return rc;
-    vt_event e;
+    vt__event e;
     while ((rc = vt__event_stream_next(es, &e)) == 1)
         ;
     vt__event_stream_close(es);

@@ -38,7 +38,7 @@ TEST(round_trip_small_snapshot_keeps_every_field)
     ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     same_snapshot(s, r);
     /* stack accessor: innermost first */
-    const vt_frame *fr[8];
+    const vt__frame *fr[8];
     size_t n = vt__snapshot_stack_frames(r, r->events[3].stack, fr, 8);
     ASSERT_EQ(n, 3);
     ASSERT_STR_EQ(vt__snapshot_string(r, fr[0]->function), "cudaMalloc");
@@ -81,7 +81,7 @@ TEST(round_trip_training_loop_with_extreme_values)
 {
     vt__snapshot_data *s = gen_training(20000, 7);
     /* edge values every encoder must survive */
-    vt_event *e = &s->events[5];
+    vt__event *e = &s->events[5];
     e->addr = UINT64_MAX; e->size = UINT64_MAX; e->req_size = 0; e->time_ns = 0;
     e->stream = UINT64_MAX - 1; e->aux = UINT64_MAX; e->aux2 = 1ull << 63;
     e->thread = UINT32_MAX; e->device = -1;
@@ -105,7 +105,7 @@ TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
     gen_str(&g, "");
     gen_node(&g, 0, 0);
     for (uint64_t i = 0; i < 800000; i++) {
-        vt_event *e = gen_ev(&g, (i & 1) ? VT_EV_FREE_REQUESTED : VT_EV_ALLOC, i + 1, i * 1000);
+        vt__event *e = gen_ev(&g, (i & 1) ? VT_EV_FREE_REQUESTED : VT_EV_ALLOC, i + 1, i * 1000);
         e->addr = 0x7000000;
         e->size = e->req_size = 512;
     }

@@ -25,7 +25,7 @@ static inline uint32_t gen_frame(struct snap_builder *g, uint64_t ip, const char
 {
     uint32_t m = gen_str(g, module), id = gen_str(g, "0123456789abcdef");
     uint32_t f = fn ? gen_str(g, fn) : 0, src = file ? gen_str(g, file) : 0;
-    return sb_frame(g, (vt_frame){ .ip = ip, .module_offset = ip & 0xffffff, .module = m,
+    return sb_frame(g, (vt__frame){ .ip = ip, .module_offset = ip & 0xffffff, .module = m,
                                    .build_id = id, .function = f, .file = src, .line = line });
 }
 
@@ -34,9 +34,9 @@ static inline uint32_t gen_node(struct snap_builder *g, uint32_t parent, uint32_
     return sb_node(g, parent, frame);
 }
 
-static inline vt_event *gen_ev(struct snap_builder *g, uint8_t kind, uint64_t seq, uint64_t t)
+static inline vt__event *gen_ev(struct snap_builder *g, uint8_t kind, uint64_t seq, uint64_t t)
 {
-    vt_event *e = sb_event(g);
+    vt__event *e = sb_event(g);
     e->kind = kind;
     e->seq = seq;
     e->time_ns = t;
@@ -158,7 +158,7 @@ static inline vt__snapshot_data *gen_small(void)
     gen_block(&g, 2 * MiB - 512 * 1024, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
 
     uint64_t t = 2000000000ull;
-    vt_event *e;
+    vt__event *e;
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 10, t += 1000);
     e->addr = 0x7000; e->size = 1 * MiB; e->stack = st_b; e->stream = S1;
     e = gen_ev(&g, VT_EV_MARK, 11, t += 1000);
@@ -246,7 +246,7 @@ static inline vt__snapshot_data *gen_training(size_t n, uint64_t seed)
     uint64_t rnd = seed | 1, seq = 1000, t = 3000000000ull;
     uint32_t mark_str = gen_str(&g, "step");
     /* the cache's segments, allocated once at the start */
-    vt_event *e = gen_ev(&g, VT_EV_SEGMENT_ALLOC, seq++, t);
+    vt__event *e = gen_ev(&g, VT_EV_SEGMENT_ALLOC, seq++, t);
     e->addr = base; e->size = 4 * (grad_base - base); e->aux = VT_POOL_LARGE; e->stream = stream;
     while (s->nevents < n) {
         e = gen_ev(&g, VT_EV_MARK, seq++, t += 500 + gen_rand(&rnd) % 2000);

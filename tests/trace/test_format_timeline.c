@@ -11,7 +11,7 @@
 
 static char err[512];
 
-static const vt_lifetime *at_addr(const vt_timeline *tl, uint64_t addr, int nth)
+static const vt__lifetime *at_addr(const vt__timeline *tl, uint64_t addr, int nth)
 {
     for (size_t i = 0; i < tl->nlifetimes; i++)
         if (tl->lifetimes[i].addr == addr && nth-- == 0)
@@ -22,7 +22,7 @@ static const vt_lifetime *at_addr(const vt_timeline *tl, uint64_t addr, int nth)
 TEST(timeline_small_lifetimes_and_window)
 {
     vt__snapshot_data *s = gen_small();
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
     ASSERT_EQ(tl->nlifetimes, 5);
     /* before-window ones come first */
@@ -30,24 +30,24 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT(tl->lifetimes[1].flags & VT_LT_BEFORE_WINDOW);
     ASSERT(!(tl->lifetimes[2].flags & VT_LT_BEFORE_WINDOW));
 
-    const vt_lifetime *old = at_addr(tl, 0x7000, 0);     /* freed in window, alloc unknown */
+    const vt__lifetime *old = at_addr(tl, 0x7000, 0);     /* freed in window, alloc unknown */
     ASSERT_EQ(old->flags, VT_LT_BEFORE_WINDOW);
     ASSERT_EQ(old->alloc_event, VT_TL_NONE);
     ASSERT_EQ(old->free_event, 0);
     ASSERT_EQ(old->size, 1 * MiB);
 
-    const vt_lifetime *a1 = at_addr(tl, 0x10000000, 0);  /* from the state only */
+    const vt__lifetime *a1 = at_addr(tl, 0x10000000, 0);  /* from the state only */
     ASSERT_EQ(a1->flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);
     ASSERT_EQ(a1->alloc_seq, 3);
     ASSERT_EQ(a1->req_size, 8 * MiB - 100);
     ASSERT_EQ(a1->alloc_stack, s->blocks[0].stack);
 
-    const vt_lifetime *a2 = at_addr(tl, 0x10000000 + 8 * MiB, 0);
+    const vt__lifetime *a2 = at_addr(tl, 0x10000000 + 8 * MiB, 0);
     ASSERT_EQ(a2->flags, VT_LT_ALIVE);
     ASSERT_EQ(a2->alloc_seq, 13);
     ASSERT_EQ(a2->alloc_event, 3);
 
-    const vt_lifetime *b1 = at_addr(tl, 0x20000000, 0);  /* pending free at the end */
+    const vt__lifetime *b1 = at_addr(tl, 0x20000000, 0);  /* pending free at the end */
     ASSERT_EQ(b1->flags, VT_LT_PENDING_FREE);              /* freed: not alive */
     ASSERT_EQ(b1->free_seq, 17);
     ASSERT_EQ(b1->release_event, 7);                       /* allocated until the free */
@@ -56,7 +56,7 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(tl->streams[b1->first_stream], 0x99);
     ASSERT_EQ(b1->device, 1);
 
-    const vt_lifetime *tmp = at_addr(tl, 0x10000000 + 12 * MiB, 0);
+    const vt__lifetime *tmp = at_addr(tl, 0x10000000 + 12 * MiB, 0);
     ASSERT_EQ(tmp->flags, 0);
     ASSERT_EQ(tmp->release_seq, 19);
     ASSERT_EQ(tmp->free_stack, s->events[9].stack);
@@ -92,10 +92,10 @@ TEST(timeline_small_lifetimes_and_window)
 TEST(timeline_curves_start_at_before_window_bytes)
 {
     vt__snapshot_data *s = gen_small();
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT(vt__timeline_build(s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->ndevices, 2);
-    const vt_tl_device *d0 = vt__timeline_device(tl, 0), *d1 = vt__timeline_device(tl, 1);
+    const vt__tl_device *d0 = vt__timeline_device(tl, 0), *d1 = vt__timeline_device(tl, 1);
     ASSERT(d0 && d1 && !vt__timeline_device(tl, 5));
     ASSERT_EQ(d0->initial_allocated, 9 * MiB);
     ASSERT_EQ(d0->initial_reserved, 20 * MiB);
@@ -122,7 +122,7 @@ TEST(timeline_curves_start_at_before_window_bytes)
 TEST(timeline_pending_free_released_at_completion_and_lost_frees)
 {
     struct snap_builder g = gen_begin();
-    vt_event *e;
+    vt__event *e;
     e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 100;
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 20); e->addr = 0x1000; e->size = 100; e->aux = 1;
     e = gen_ev(&g, VT_EV_ALLOC, 3, 30); e->addr = 0x2000; e->size = 50;
@@ -132,21 +132,21 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
     /* plain free followed by a FREE_COMPLETED: linked, no double count */
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 6, 60); e->addr = 0x2000; e->size = 70;
     e = gen_ev(&g, VT_EV_FREE_COMPLETED, 7, 70); e->addr = 0x2000; e->size = 70;
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT(vt__timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->nlifetimes, 3);
-    const vt_lifetime *a = at_addr(tl, 0x1000, 0);
+    const vt__lifetime *a = at_addr(tl, 0x1000, 0);
     ASSERT_EQ(a->release_seq, 2);               /* allocated until the program frees */
     ASSERT_EQ(a->complete_event, 3);
     ASSERT_EQ(a->reusable_event, 3);            /* pending until its completion */
     ASSERT_EQ(a->flags, 0);
-    const vt_lifetime *lost = at_addr(tl, 0x2000, 0);
+    const vt__lifetime *lost = at_addr(tl, 0x2000, 0);
     ASSERT_EQ(lost->flags, VT_LT_FREE_LOST);
     ASSERT_EQ(lost->release_seq, 5);
-    const vt_lifetime *c = at_addr(tl, 0x2000, 1);
+    const vt__lifetime *c = at_addr(tl, 0x2000, 1);
     ASSERT_EQ(c->release_seq, 6);
     ASSERT_EQ(c->complete_event, 6);
-    const vt_tl_device *d = vt__timeline_device(tl, 0);
+    const vt__tl_device *d = vt__timeline_device(tl, 0);
     /* after seq 1, 2 (pending), 3, 4 (completed), 5 (+70 -50), 6 */
     uint64_t want[] = { 0, 100, 0, 50, 50, 70, 0 };
     uint64_t want_pending[] = { 0, 0, 100, 100, 0, 0, 0 };
@@ -176,7 +176,7 @@ TEST(timeline_pending_free_released_at_completion_and_lost_frees)
 static struct snap_builder gapped(void)
 {
     struct snap_builder g = gen_begin();
-    vt_event *e;
+    vt__event *e;
     e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 100;
     e = gen_ev(&g, VT_EV_ALLOC, 2, 20); e->addr = 0x2000; e->size = 200;
     e = gen_ev(&g, VT_EV_ALLOC, 10, 100); e->addr = 0x3000; e->size = 300;
@@ -188,13 +188,13 @@ static struct snap_builder gapped(void)
 TEST(timeline_lifetime_crossing_a_gap_without_state_is_never_alive)
 {
     struct snap_builder g = gapped();
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT(vt__timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->state_complete, 0);
     ASSERT_EQ(tl->ngaps, 1);
     ASSERT_EQ(tl->events_missing, 7);
-    const vt_lifetime *a = at_addr(tl, 0x1000, 0), *b = at_addr(tl, 0x2000, 0);
-    const vt_lifetime *c = at_addr(tl, 0x3000, 0), *d = at_addr(tl, 0x4000, 0);
+    const vt__lifetime *a = at_addr(tl, 0x1000, 0), *b = at_addr(tl, 0x2000, 0);
+    const vt__lifetime *c = at_addr(tl, 0x3000, 0), *d = at_addr(tl, 0x4000, 0);
     /* A and B: fate unknown, never alive; they stop counting at the gap */
     ASSERT_EQ(a->flags, VT_LT_FREE_UNSEEN);
     ASSERT_EQ(b->flags, VT_LT_FREE_UNSEEN);
@@ -204,7 +204,7 @@ TEST(timeline_lifetime_crossing_a_gap_without_state_is_never_alive)
     ASSERT_EQ(d->flags, VT_LT_BEFORE_WINDOW);
     ASSERT_EQ(d->start_event, 2);
     ASSERT_EQ(tl->nfree_unseen, 2);
-    const vt_tl_device *dv = vt__timeline_device(tl, 0);
+    const vt__tl_device *dv = vt__timeline_device(tl, 0);
     ASSERT_EQ(dv->initial_allocated, 0);
     uint64_t want[] = { 0, 100, 300, 350, 300 };   /* -A -B +C +D at the gap, -D */
     ASSERT_EQ(dv->npoints, 5);
@@ -224,13 +224,13 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
     gen_segment_holding(&g, 0x1000, 100, 1);
     gen_segment_holding(&g, 0x3000, 300, 10);
     gen_segment_holding(&g, 0x6000, 0x1000, 15);
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT(vt__timeline_build(g.s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->state_complete, 1);
     ASSERT_EQ(at_addr(tl, 0x1000, 0)->flags, VT_LT_ALIVE);   /* confirmed across the gap */
     ASSERT_EQ(at_addr(tl, 0x2000, 0)->flags, VT_LT_FREE_UNSEEN);
     ASSERT_EQ(at_addr(tl, 0x3000, 0)->flags, VT_LT_ALIVE);
-    const vt_lifetime *f = at_addr(tl, 0x6000, 0);
+    const vt__lifetime *f = at_addr(tl, 0x6000, 0);
     ASSERT_EQ(f->flags, VT_LT_ALIVE | VT_LT_FROM_STATE | VT_LT_AFTER_WINDOW);
     ASSERT_EQ(vt__lifetime_allocated_at(f, 4), 0);            /* in no curve */
     /* what is alive is exactly the state's active blocks */
@@ -248,7 +248,7 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
     ASSERT_EQ(nalive, nstate);
     ASSERT_EQ(alive, state);
     /* B stopped counting at the gap; A counts on */
-    const vt_tl_device *dv = vt__timeline_device(tl, 0);
+    const vt__tl_device *dv = vt__timeline_device(tl, 0);
     ASSERT_EQ(dv->final_allocated, 100 + 300);
     vt__timeline_free(tl);
     vt__snapshot_free(g.s);
@@ -258,14 +258,14 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
 TEST(timeline_of_one_million_events_is_consistent)
 {
     vt__snapshot_data *s = gen_training(1000000, 5);
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT(vt__timeline_build(s, &tl, err, sizeof err) == 0);
     printf("timeline of %zu events: %zu lifetimes\n", s->nevents, tl->nlifetimes);
     ASSERT_EQ(tl->kind_counts[VT_EV_ALLOC] + tl->kind_counts[VT_EV_FREE_REQUESTED] > 0, 1);
     ASSERT_EQ(tl->ngaps, 0);
     ASSERT_EQ(tl->nfree_unseen, 0);
     /* every allocation freed within its step except the last step's tail */
-    const vt_tl_device *d = vt__timeline_device(tl, 0);
+    const vt__tl_device *d = vt__timeline_device(tl, 0);
     ASSERT(d->peak_allocated > 0 && d->peak_allocated <= d->peak_reserved);
     ASSERT_EQ(tl->kind_counts[VT_EV_MARK], tl->nmarks);
     vt__timeline_free(tl);
@@ -275,7 +275,7 @@ TEST(timeline_of_one_million_events_is_consistent)
 TEST(timeline_of_empty_snapshot)
 {
     vt__snapshot_data *s = calloc(1, sizeof *s);
-    vt_timeline *tl;
+    vt__timeline *tl;
     ASSERT(vt__timeline_build(s, &tl, err, sizeof err) == 0);
     ASSERT_EQ(tl->nlifetimes, 0);
     ASSERT_EQ(tl->ndevices, 0);
@@ -288,7 +288,7 @@ TEST(free_completion_completes_the_newest_request_its_address_was_not_allocated_
 {
     enum { N = VT__FREE_MATCH_NONE };
     static const struct {
-        vt_event e;
+        vt__event e;
         uint32_t completes;
     } ev[] = {
         { { .kind = VT_EV_ALLOC, .addr = 0x1000 }, N },

@@ -89,7 +89,7 @@ static vt__snapshot_data *gen_small_renamed(void)
     vt__snapshot_data *s = gen_small();
     struct snap_builder g = gen_reopen(s);
     uint64_t t = s->events[s->nevents - 1].time_ns;
-    vt_event *e = gen_ev(&g, VT_EV_TENSOR_NAME, 25, t + 5);
+    vt__event *e = gen_ev(&g, VT_EV_TENSOR_NAME, 25, t + 5);
     e->aux = 7;
     e->str = gen_str(&g, "fc2 out");
     e->device = -1;
@@ -115,7 +115,7 @@ TEST(tensor_name_round_trips_in_a_format_1_1_file)
     vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->meta.format_version, (uint32_t)VT_FORMAT_VERSION);
     same_snapshot(s, r);
-    const vt_event *e = &r->events[r->nevents - 1];
+    const vt__event *e = &r->events[r->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_NAME);
     ASSERT_EQ(e->aux, 7);
     ASSERT_EQ(e->device, -1);

@@ -66,7 +66,7 @@ static void *writer(void *arg)
     return NULL;
 }
 
-static void check_event(const vt_event *e)
+static void check_event(const vt__event *e)
 {
     uint64_t v = e->aux;
     ASSERT_EQ(e->aux2, ~v);
@@ -94,7 +94,7 @@ TEST(eight_writers_lose_and_tear_nothing)
     uint32_t thread_of[WRITERS] = { 0 };
     uint64_t last_time[WRITERS] = { 0 };
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         ASSERT_EQ(e->seq, i + 1);          /* unique and dense */
         check_event(e);
         unsigned w = (unsigned)(e->aux >> 32);
@@ -271,7 +271,7 @@ TEST(snapshot_round_trips_through_the_reader)
     snap_same_stack_nodes(a, b);
     ASSERT_GT(a->nframes, 0);
     snap_same_frames(a, b, SNAP_STRINGS_BY_TEXT);
-    const vt_frame *f[64];
+    const vt__frame *f[64];
     size_t nf = vt__snapshot_stack_frames(b, b->events[1].stack, f, 64);
     ASSERT_GE(nf, 2);
     ASSERT_STR_EQ(vt__snapshot_string(b, f[0]->function), "capture_here");

@@ -64,8 +64,8 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
 
     int allocs = 0, frees = 0, marks = 0;
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
-        const vt_frame *f[8];
+        const vt__event *e = &s->events[i];
+        const vt__frame *f[8];
         if (e->kind == VT_EV_ALLOC && (e->addr == (uintptr_t)keep || e->addr == (uintptr_t)gone)) {
             allocs++;
             ASSERT_GE(vt__snapshot_stack_frames(s, e->stack, f, 8), 3);
@@ -95,7 +95,7 @@ TEST(allocator_events_carry_the_callers_stack_without_library_frames)
         found = 1;
         ASSERT_EQ(b->state, VT_BLOCK_ACTIVE_ALLOCATED);
         ASSERT_EQ(b->req_size, 1000);
-        const vt_frame *f[2];
+        const vt__frame *f[2];
         ASSERT_GE(vt__snapshot_stack_frames(s, b->stack, f, 2), 1);
         ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "alloc_site");
     }
@@ -118,9 +118,9 @@ TEST(annotations_through_the_shared_library)
     vt__snapshot_data *s = snapshot_now(path, sizeof path);
     int uses = 0;
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind == VT_EV_TENSOR_USE && e->aux == t) {
-            const vt_frame *f[2];
+            const vt__frame *f[2];
             ASSERT_GE(vt__snapshot_stack_frames(s, e->stack, f, 2), 1);
             ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function),
                           "test_annotations_through_the_shared_library");
@@ -154,10 +154,10 @@ TEST(snapshot_records_the_allocators_true_peaks)
     ASSERT_EQ(s->devices[0].peak_reserved, (uint64_t)st.reserved_bytes[VT_STAT_ALL].peak);
     ASSERT_EQ(s->devices[0].peak_active, (uint64_t)st.active_bytes[VT_STAT_ALL].peak);
     ASSERT_GE(s->devices[0].peak_allocated, (uint64_t)64 << 20);
-    vt_timeline *tl;
+    vt__timeline *tl;
     char err[256];
     ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
-    const vt_tl_device *d = vt__timeline_device(tl, 0);
+    const vt__tl_device *d = vt__timeline_device(tl, 0);
     ASSERT(d);
     ASSERT_LT(d->peak_allocated, (uint64_t)64 << 20);   /* the window's peak: labelled apart */
     vt__timeline_free(tl);
@@ -213,13 +213,13 @@ TEST(live_snapshot_under_load_agrees_with_the_allocator_state)
         vt__snapshot_data *s = snapshot_now(path, sizeof path);
         ASSERT(s->meta.flags & VT_META_STATE_COMPLETE);
         ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
-        vt_timeline *tl;
+        vt__timeline *tl;
         char err[256];
         ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
         ASSERT_EQ(tl->state_complete, 1);
         uint64_t alive = 0, nalive = 0, state = 0, nstate = 0;
         for (size_t i = 0; i < tl->nlifetimes; i++) {
-            const vt_lifetime *l = &tl->lifetimes[i];
+            const vt__lifetime *l = &tl->lifetimes[i];
             if (!(l->flags & VT_LT_ALIVE))
                 continue;
             alive += l->size;
@@ -240,7 +240,7 @@ TEST(live_snapshot_under_load_agrees_with_the_allocator_state)
         ASSERT_EQ(nalive, nstate);
         ASSERT_EQ(alive, state);
         /* the allocator's true peak is at least what the window shows */
-        const vt_tl_device *d = vt__timeline_device(tl, 0);
+        const vt__tl_device *d = vt__timeline_device(tl, 0);
         ASSERT(d && s->ndevices >= 1);
         ASSERT_GE(s->devices[0].peak_allocated, state);
         gaps += tl->ngaps;

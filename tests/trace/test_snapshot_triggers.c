@@ -430,12 +430,12 @@ TEST(forked_child_marks_the_parents_allocations_as_inherited)
             ASSERT_EQ(s->events[i].aux, getpid());
         }
     ASSERT_EQ(forks, 1);
-    vt_timeline *tl = NULL;
+    vt__timeline *tl = NULL;
     ASSERT_OK(vt__timeline_build(s, &tl, err, sizeof err));
     ASSERT_EQ(tl->fork_parent_pid, getpid());
     int seen = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         if (l->addr == 0x10000) {
             ASSERT_EQ(l->flags & (VT_LT_ALIVE | VT_LT_INHERITED), VT_LT_ALIVE | VT_LT_INHERITED);
             seen |= 1;

@@ -45,7 +45,7 @@ TEST(known_call_chain_symbolizes_to_its_functions)
     uint32_t id = chain_a();
     ASSERT_NE(id, 0);
     vt__snapshot_data *s = snapshot_with_stack(id);
-    const vt_frame *f[64];
+    const vt__frame *f[64];
     size_t n = vt__snapshot_stack_frames(s, last_event(s)->stack, f, 64);
     ASSERT_GE(n, 4);
     ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "chain_c");
@@ -110,7 +110,7 @@ TEST(interning_shares_prefixes)
     vt__trace(.kind = VT_EV_ALLOC, .addr = 2, .req_size = 1, .size = 1, .stack = y);
     vt__snapshot_data *s = NULL;
     ASSERT_OK(vt__snapshot_build(&s));
-    const vt_frame *fx[64], *fy[64];
+    const vt__frame *fx[64], *fy[64];
     size_t nx = vt__snapshot_stack_frames(s, s->events[s->nevents - 2].stack, fx, 64);
     size_t ny = vt__snapshot_stack_frames(s, s->events[s->nevents - 1].stack, fy, 64);
     ASSERT_GE(nx, 6);
@@ -181,7 +181,7 @@ TEST(cxx_names_are_demangled_when_libstdcxx_is_loaded)
         return;
     }
     vt__snapshot_data *s = snapshot_with_stack(mangled_capture());
-    const vt_frame *f[2];
+    const vt__frame *f[2];
     ASSERT_GE(vt__snapshot_stack_frames(s, last_event(s)->stack, f, 2), 1);
     ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "vt::test::capture()");
     vt__snapshot_free(s);
@@ -192,7 +192,7 @@ TEST(depth_limits_the_frames)
 {
     uint32_t id = chain_a();
     vt__snapshot_data *s = snapshot_with_stack(id);
-    const vt_frame *f[64];
+    const vt__frame *f[64];
     ASSERT_EQ(vt__snapshot_stack_frames(s, last_event(s)->stack, f, 64), 4);
     ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "chain_c");
     vt__snapshot_free(s);
@@ -324,7 +324,7 @@ TEST(python_loaded_after_the_first_allocation_gives_python_frames_from_then_on)
     ASSERT_NE(from_python, 0);
     ASSERT(stack_has_synthetic_frame(from_python));
     vt__snapshot_data *s = snapshot_with_stack(from_python);
-    const vt_frame *f[64];
+    const vt__frame *f[64];
     size_t n = vt__snapshot_stack_frames(s, last_event(s)->stack, f, 64);
     int chain = -1, python = -1;
     for (size_t i = 0; i < n && i < 64; i++) {

@@ -34,7 +34,7 @@ TEST(remembered_walk_notices_a_different_caller)
     vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = ids[0]);
     vt__trace(.kind = VT_EV_ALLOC, .addr = 1, .req_size = 1, .size = 1, .stack = ids[3]);
     ASSERT_OK(vt__snapshot_build(&s));
-    const vt_frame *f[8];
+    const vt__frame *f[8];
     ASSERT_GE(vt__snapshot_stack_frames(s, s->events[s->nevents - 2].stack, f, 8), 2);
     ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "caller_one");
     ASSERT_GE(vt__snapshot_stack_frames(s, s->events[s->nevents - 1].stack, f, 8), 2);
@@ -113,7 +113,7 @@ TEST(many_call_sites_with_changing_rbp_stay_remembered)
     }
     /* And the remembered stacks are the right ones. */
     vt__snapshot_data *s = snapshot_with_stack(ids[REPS - 1][7]);
-    const vt_frame *f[8];
+    const vt__frame *f[8];
     ASSERT_GE(vt__snapshot_stack_frames(s, last_event(s)->stack, f, 8), 3);
     ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "call_with_rbp");
     ASSERT_STR_EQ(vt__snapshot_string(s, f[1]->function), "site_7");
@@ -132,7 +132,7 @@ __attribute__((noinline)) static uint32_t site_3_from_here(void)
 static void stack_functions(uint32_t id, char *out, size_t len)
 {
     vt__snapshot_data *sd = snapshot_with_stack(id);
-    const vt_frame *f[16];
+    const vt__frame *f[16];
     size_t nf = vt__snapshot_stack_frames(sd, last_event(sd)->stack, f, 16), o = 0;
     out[0] = '\0';
     for (size_t k = 0; k < nf && k < 16 && o < len; k++)
@@ -231,7 +231,7 @@ TEST(deep_stacks_beyond_the_remembered_words_still_agree)
     for (int i = 1; i < 10; i++)
         ASSERT_EQ(ids[i], ids[0]);
     vt__snapshot_data *s = snapshot_with_stack(ids[0]);
-    const vt_frame *f[256];
+    const vt__frame *f[256];
     size_t n = vt__snapshot_stack_frames(s, last_event(s)->stack, f, 256);
     ASSERT_GE(n, 151 + 3);
     ASSERT_LE(n, 200);

@@ -189,7 +189,7 @@ TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
         unsigned k = (unsigned)((s->events[i].addr - 0x1000) / 16);
         uint64_t want[RACE_DEPTH];
         race_path(k / RACE_PATHS, k % RACE_PATHS, want);
-        const vt_frame *f[RACE_DEPTH + 1];
+        const vt__frame *f[RACE_DEPTH + 1];
         ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[i].stack, f, RACE_DEPTH + 1),
                   RACE_DEPTH);
         for (int j = 0; j < RACE_DEPTH; j++)
@@ -231,7 +231,7 @@ TEST(exporter_survives_a_tree_that_breaks_its_invariants)
     ASSERT_EQ(s->events[1].stack, 0);
     ASSERT_EQ(s->events[3].stack, 0);
     const uint64_t want[] = { 0xc2, 0xc1, 0xd2, 0xd1 };
-    const vt_frame *f[8];
+    const vt__frame *f[8];
     ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[2].stack, f, 8), 4);
     for (int i = 0; i < 4; i++)
         ASSERT_EQ(f[i]->ip, want[i]);
@@ -326,7 +326,7 @@ TEST(racing_threads_unwinding_fresh_deep_stacks_export_them_all)
         unsigned k = (unsigned)((s->events[i].addr - 0x1000) / 16), d;
         uint64_t bits;
         unwind_path(k / UNWIND_PATHS, k % UNWIND_PATHS, &d, &bits);
-        const vt_frame *f[64];
+        const vt__frame *f[64];
         ASSERT_GE(vt__snapshot_stack_frames(s, s->events[i].stack, f, 64), d + 2);
         /* innermost first: the frame of bit d ... the frame of bit 0 */
         for (unsigned j = 0; j <= d; j++)
@@ -376,7 +376,7 @@ TEST(full_table_keeps_the_known_prefix_and_counts_truncated_events)
     ASSERT_EQ(s->meta.stacks_truncated, 2);
     ASSERT_GE(s->meta.stacks_dropped, dropped + 3);
     ASSERT_EQ(s->events[0].stack, s->events[2].stack);         /* the prefix is the stack */
-    const vt_frame *f[8];
+    const vt__frame *f[8];
     ASSERT_EQ(vt__snapshot_stack_frames(s, s->events[0].stack, f, 8), 3);
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(f[i]->ip, known[i]);

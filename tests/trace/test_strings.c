@@ -126,9 +126,9 @@ TEST(stack_frame_strings_outlive_the_events_that_named_them)
     vt__strings_stats(&stats);
     ASSERT_EQ(stats.pinned_strings, 2);
     vt__snapshot_data *s = build();
-    const vt_event *e = &s->events[s->nevents - 1];
+    const vt__event *e = &s->events[s->nevents - 1];
     ASSERT_EQ(e->kind, VT_EV_TENSOR_USE);
-    const vt_frame *f[4];
+    const vt__frame *f[4];
     ASSERT_EQ(vt__snapshot_stack_frames(s, e->stack, f, 4), 2);
     ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->function), "forward");
     ASSERT_STR_EQ(vt__snapshot_string(s, f[0]->file), "model.py");
@@ -176,7 +176,7 @@ TEST(snapshots_keep_the_labels_of_their_events_while_labels_churn)
         labels_checked += s->nevents;
         long prev = -1;
         for (size_t i = 0; i < s->nevents; i++) {
-            const vt_event *e = &s->events[i];
+            const vt__event *e = &s->events[i];
             ASSERT_EQ(e->kind, VT_EV_MARK);
             unsigned k;
             const char *l = vt__snapshot_string(s, e->str);

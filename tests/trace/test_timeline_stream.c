@@ -20,7 +20,7 @@ static char err[1024];
 
 /* ---- comparing a condensed timeline with the whole one ------------------ */
 
-static int same_lifetime(const vt_lifetime *a, const vt_lifetime *b)
+static int same_lifetime(const vt__lifetime *a, const vt__lifetime *b)
 {
     /* every field but the extra streams, which a condensed timeline has not */
     return a->addr == b->addr && a->size == b->size && a->req_size == b->req_size &&
@@ -36,8 +36,8 @@ static int same_lifetime(const vt_lifetime *a, const vt_lifetime *b)
 }
 
 /* Every lifetime of `part` is one of `whole` (each matched once). */
-static void lifetimes_within(const vt_lifetime *const *part, size_t np,
-                             const vt_lifetime *const *whole, size_t nw, const char *what)
+static void lifetimes_within(const vt__lifetime *const *part, size_t np,
+                             const vt__lifetime *const *whole, size_t nw, const char *what)
 {
     char *used = calloc(nw + 1, 1);
     for (size_t i = 0; i < np; i++) {
@@ -59,8 +59,8 @@ static void lifetimes_within(const vt_lifetime *const *part, size_t np,
 }
 
 /* The lifetimes of tl that pick() takes. */
-static size_t pick_lifetimes(const vt_timeline *tl, const vt_lifetime **out,
-                             int (*pick)(const vt_lifetime *, const void *), const void *arg)
+static size_t pick_lifetimes(const vt__timeline *tl, const vt__lifetime **out,
+                             int (*pick)(const vt__lifetime *, const void *), const void *arg)
 {
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++)
@@ -69,14 +69,14 @@ static size_t pick_lifetimes(const vt_timeline *tl, const vt_lifetime **out,
     return n;
 }
 
-static int any(const vt_lifetime *l, const void *arg)
+static int any(const vt__lifetime *l, const void *arg)
 {
     (void)l, (void)arg;
     return 1;
 }
 
 /* What a condensed timeline must hold: what the events leave unresolved. */
-static int unresolved(const vt_lifetime *l, const void *arg)
+static int unresolved(const vt__lifetime *l, const void *arg)
 {
     (void)arg;
     return (l->flags & (VT_LT_ALIVE | VT_LT_FREE_UNSEEN | VT_LT_BEFORE_WINDOW |
@@ -85,13 +85,13 @@ static int unresolved(const vt_lifetime *l, const void *arg)
 
 struct at_peak { int device; uint32_t event; };
 
-static int allocated_at_peak(const vt_lifetime *l, const void *arg)
+static int allocated_at_peak(const vt__lifetime *l, const void *arg)
 {
     const struct at_peak *p = arg;
     return l->device == p->device && vt__lifetime_allocated_at(l, p->event);
 }
 
-static void same_point(const vt_tl_point *a, const vt_tl_point *b)
+static void same_point(const vt__tl_point *a, const vt__tl_point *b)
 {
     ASSERT_EQ(a->seq, b->seq);
     ASSERT_EQ(a->time_ns, b->time_ns);
@@ -106,7 +106,7 @@ static int span_kept(const vt__segment_span *g)
     return !(g->alloc_event != VT_TL_NONE && g->free_event != VT_TL_NONE);
 }
 
-static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curves)
+static void same_condensed(const vt__timeline *w, const vt__timeline *c, int curves)
 {
     ASSERT_EQ(c->nevents, w->nevents);
     for (int k = 0; k < 256; k++)
@@ -127,7 +127,7 @@ static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curve
                c->marks[i].label == w->marks[i].label);
     ASSERT_EQ(c->nuncached, w->nuncached);
     for (size_t i = 0; i < c->nuncached; i++) {
-        const vt_uncached *x = &c->uncached[i], *y = &w->uncached[i];
+        const vt__uncached *x = &c->uncached[i], *y = &w->uncached[i];
         ASSERT(x->addr == y->addr && x->size == y->size && x->alloc_event == y->alloc_event &&
                x->free_event == y->free_event && x->alive == y->alive &&
                x->inherited == y->inherited && x->kind == y->kind);
@@ -143,8 +143,8 @@ static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curve
     ASSERT_EQ(c->nsegments, nw);
     ASSERT_EQ(alive_c, alive_w);
 
-    const vt_lifetime **lw = malloc((w->nlifetimes + 1) * sizeof *lw);
-    const vt_lifetime **lc = malloc((c->nlifetimes + 1) * sizeof *lc);
+    const vt__lifetime **lw = malloc((w->nlifetimes + 1) * sizeof *lw);
+    const vt__lifetime **lc = malloc((c->nlifetimes + 1) * sizeof *lc);
     size_t nlw = pick_lifetimes(w, lw, any, NULL);
     size_t nlc = pick_lifetimes(c, lc, any, NULL);
     lifetimes_within(lc, nlc, lw, nlw, "condensed");
@@ -158,7 +158,7 @@ static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curve
     }
     ASSERT_EQ(c->ndevices, w->ndevices);
     for (size_t k = 0; k < w->ndevices; k++) {
-        const vt_tl_device *a = &w->devices[k], *b = &c->devices[k];
+        const vt__tl_device *a = &w->devices[k], *b = &c->devices[k];
         ASSERT_EQ(b->device, a->device);
         ASSERT_EQ(b->peak_allocated, a->peak_allocated);
         ASSERT_EQ(b->peak_reserved, a->peak_reserved);
@@ -188,11 +188,11 @@ static void same_condensed(const vt_timeline *w, const vt_timeline *c, int curve
 /* Both condensed timelines of s (its events in memory) against the whole. */
 static void check_in_memory(const vt__snapshot_data *s)
 {
-    vt_timeline *w;
+    vt__timeline *w;
     ASSERT_MSG(vt__timeline_build(s, &w, err, sizeof err) == 0, "%s", err);
     for (int curves = 0; curves < 2; curves++) {
         vt__event_stream *es;
-        vt_timeline *c;
+        vt__timeline *c;
         ASSERT(vt__event_stream_of(s, &es) == 0);
         ASSERT_MSG(vt__timeline_build_stream(s, es, curves ? VT_TL_STREAM_CURVES : 0, &c, err,
                                              sizeof err) == 0, "%s", err);
@@ -212,13 +212,13 @@ static void check_from_file(const vt__snapshot_data *s, size_t chunk)
     ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
     vt__snapshot_data *r;
     ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
-    vt_timeline *w;
+    vt__timeline *w;
     ASSERT_MSG(vt__timeline_build(r, &w, err, sizeof err) == 0, "%s", err);
     vt__snapshot_data *h;
     vt__event_stream *es;
     char serr[1024];
     ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
-    vt_timeline *c;
+    vt__timeline *c;
     ASSERT_MSG(vt__timeline_build_stream(h, es, VT_TL_STREAM_CURVES, &c, err, sizeof err) == 0,
                "%s %s", err, serr);
     same_condensed(w, c, 1);
@@ -262,7 +262,7 @@ static vt__snapshot_data *random_snapshot(uint64_t *rnd, size_t n)
                      : r < 77 ? VT_EV_SEGMENT_FREE : r < 82 ? VT_EV_STREAM_USE
                      : r < 88 ? VT_EV_PASSTHROUGH : r < 92 ? VT_EV_MARK
                      : r < 93 ? VT_EV_FORK : VT_EV_OOM;
-        vt_event *e = gen_ev(&g, kind, seq, t);
+        vt__event *e = gen_ev(&g, kind, seq, t);
         e->device = (int8_t)(gen_rand(rnd) % ((shape & 4) ? 3 : 1));
         e->addr = 0x10000 + 0x1000 * (gen_rand(rnd) % NADDR);
         e->size = sizes[gen_rand(rnd) % 3];

@@ -183,7 +183,7 @@ TEST(cli_leaks_groups_alive_allocations_by_stack)
 TEST(cli_leaks_of_clean_run_says_none)
 {
     struct snap_builder g = gen_begin();
-    vt_event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
+    vt__event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
     e->addr = 0x1000; e->size = 512;
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 2, 200);
     e->addr = 0x1000; e->size = 512;
@@ -197,7 +197,7 @@ TEST(cli_leaks_of_clean_run_says_none)
 TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)
 {
     struct snap_builder g = gen_begin();
-    vt_event *e;
+    vt__event *e;
     e = gen_ev(&g, VT_EV_ALLOC, 1, 10); e->addr = 0x1000; e->size = 512;
     e = gen_ev(&g, VT_EV_ALLOC, 2, 20); e->addr = 0x2000; e->size = 1024;   /* freed in the gap */
     e = gen_ev(&g, VT_EV_ALLOC, 10, 100); e->addr = 0x3000; e->size = 2048;
@@ -318,7 +318,7 @@ TEST(cli_summary_of_training_loop)
 TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
 {
     struct snap_builder g = gen_begin();
-    vt_event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
+    vt__event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
     e->addr = 0x100000; e->size = 1024 * 1024;
     e = gen_ev(&g, VT_EV_FORK, 2, 200);
     e->aux = 4241;
@@ -387,7 +387,7 @@ static vt__snapshot_data *gen_uncached(void)
     uint32_t f_mgd = gen_frame(&g, 0x400200, "/usr/bin/app", "make_grid", "app.c", 20);
     uint32_t n_main = gen_node(&g, 0, f_main);
     uint32_t st_m = gen_node(&g, n_main, f_mgd);
-    vt_event *e;
+    vt__event *e;
     uint64_t t = 1000;
     e = gen_ev(&g, VT_EV_PASSTHROUGH, 1, t += 10);
     e->addr = 0x7000000; e->size = 16 * MiB; e->aux = VT_PASS_MANAGED; e->stack = st_m;
@@ -491,7 +491,7 @@ TEST(cli_stdout_on_a_full_disk_exits_2_in_every_command)
 TEST(cli_compare_of_snapshots_without_allocations)
 {
     struct snap_builder g = gen_begin();
-    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    vt__event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
     e->str = gen_str(&g, "step 1");
     e->device = -1;
     char a[256], args[1024];
@@ -519,7 +519,7 @@ static vt__snapshot_data *gen_rank(int rank, int steps, uint64_t leak)
     uint32_t n_main = gen_node(&g, 0, f_main);
     uint32_t st_fwd = gen_node(&g, n_main, f_fwd), st_keep = gen_node(&g, n_main, f_keep);
     uint64_t seq = 1, t = 2000000000ull;
-    vt_event *e = gen_ev(&g, VT_EV_ALLOC, seq++, t);
+    vt__event *e = gen_ev(&g, VT_EV_ALLOC, seq++, t);
     e->addr = 0x10000000; e->size = e->req_size = 8 * MiB; e->stack = st_fwd;   /* weights */
     for (int i = 0; i < steps; i++) {
         e = gen_ev(&g, VT_EV_ALLOC, seq++, t += 1000000);
@@ -614,7 +614,7 @@ static vt__snapshot_data *gen_not_utf8(void)
     struct snap_builder g = gen_begin();
     uint32_t f = gen_frame(&g, 0x400100, "/usr/bin/app", "main", "/home/jos\xe9/caf\xe9.py", 10);
     uint32_t st = gen_node(&g, 0, f);
-    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    vt__event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
     e->str = gen_str(&g, "step \xf8\x88\x80\x80\x80 \xff\xbf\xbf");
     e->device = -1;
     e = gen_ev(&g, VT_EV_ALLOC, 2, 2000);
@@ -653,7 +653,7 @@ TEST(cli_viz_of_several_ranks_keeps_hostile_labels_and_names_inside_their_script
 {
     static const char evil[] = "</script><script>document.title='pwned'</script><!--";
     struct snap_builder g = gen_begin();
-    vt_event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
+    vt__event *e = gen_ev(&g, VT_EV_MARK, 1, 1000);
     e->str = gen_str(&g, evil);
     e->device = -1;
     e = gen_ev(&g, VT_EV_ALLOC, 2, 2000);

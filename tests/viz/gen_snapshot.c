@@ -83,7 +83,7 @@ static uint32_t stack(const char *const *fns, size_t n)
         if (frame == UINT32_MAX) {
             uint32_t module = str("/usr/bin/python3.11"), file = str(i == 0 ? "train.py" : "model.py");
             frame = (uint32_t)S->nframes;
-            sb_frame(&B, (vt_frame){
+            sb_frame(&B, (vt__frame){
                 .ip = 0x400000 + 0x40 * frame, .module_offset = 0x40 * frame,
                 .module = module, .build_id = 0, .function = fname, .file = file, .line = line,
             });
@@ -103,11 +103,11 @@ static uint32_t stack(const char *const *fns, size_t n)
 }
 #define STACK(...) stack((const char *const[]){ __VA_ARGS__ }, sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(const char *))
 
-static vt_event *ev(uint8_t kind)
+static vt__event *ev(uint8_t kind)
 {
-    vt_event *e = sb_event(&B);
+    vt__event *e = sb_event(&B);
     now_ns += 20000 + (seq * 7919) % 30000;   /* 20-50 us apart, deterministic */
-    *e = (vt_event){ .seq = ++seq, .time_ns = now_ns, .thread = 1, .kind = kind, .device = 0 };
+    *e = (vt__event){ .seq = ++seq, .time_ns = now_ns, .thread = 1, .kind = kind, .device = 0 };
     return e;
 }
 
@@ -116,7 +116,7 @@ static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
     size = (size + 511) & ~511ull;
     if (reserved_used + size > reserved) {
         uint64_t seg = size > 32 * MiB ? size : 32 * MiB;
-        vt_event *e = ev(VT_EV_SEGMENT_ALLOC);
+        vt__event *e = ev(VT_EV_SEGMENT_ALLOC);
         e->addr = bump + reserved;
         e->size = seg;
         e->aux = VT_POOL_LARGE;
@@ -125,7 +125,7 @@ static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
     }
     uint64_t addr = bump + reserved_used;
     reserved_used += size;
-    vt_event *e = ev(VT_EV_ALLOC);
+    vt__event *e = ev(VT_EV_ALLOC);
     e->addr = addr;
     e->size = size;
     e->req_size = size - 100;
@@ -137,7 +137,7 @@ static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
 /* An allocation at a chosen address inside space already reserved. */
 static uint64_t alloc_at(uint64_t addr, uint64_t size, uint32_t stk)
 {
-    vt_event *e = ev(VT_EV_ALLOC);
+    vt__event *e = ev(VT_EV_ALLOC);
     e->addr = addr;
     e->size = size;
     e->req_size = size - 100;
@@ -150,7 +150,7 @@ static uint64_t alloc_at(uint64_t addr, uint64_t size, uint32_t stk)
  * releases; the gap is the "unused in cache" the segments view shows). */
 static void release(uint64_t addr, uint64_t size, uint32_t stk, uint64_t stream)
 {
-    vt_event *e = ev(VT_EV_FREE_REQUESTED);
+    vt__event *e = ev(VT_EV_FREE_REQUESTED);
     e->addr = addr;
     e->size = (size + 511) & ~511ull;
     e->stack = stk;
@@ -159,7 +159,7 @@ static void release(uint64_t addr, uint64_t size, uint32_t stk, uint64_t stream)
 
 static uint64_t tensor(const char *name, uint64_t addr, uint64_t size)
 {
-    vt_event *e = ev(VT_EV_TENSOR_NEW);
+    vt__event *e = ev(VT_EV_TENSOR_NEW);
     e->aux = next_tensor++;
     e->addr = addr;
     e->size = size;
@@ -224,7 +224,7 @@ static void generate(int big, size_t target_events)
     }
     uint64_t holder = next_tensor++;
     {
-        vt_event *e = ev(VT_EV_HOLDER_NEW);
+        vt__event *e = ev(VT_EV_HOLDER_NEW);
         e->aux = holder;
         e->str = str("Cache.entries");
     }
@@ -232,7 +232,7 @@ static void generate(int big, size_t target_events)
      * the end and a pinned staging buffer released. */
     if (!big) {
         uint32_t st_grid = STACK("main", "setup", "make_managed_grid");
-        vt_event *e = ev(VT_EV_PASSTHROUGH);
+        vt__event *e = ev(VT_EV_PASSTHROUGH);
         e->addr = 0x7e0000000000ull;
         e->size = e->req_size = 24 * MiB;
         e->aux = VT_PASS_MANAGED;
@@ -258,10 +258,10 @@ static void generate(int big, size_t target_events)
         pinned_view = tensor("batch.tokens", a, 16 * 1024);
         S->events[S->nevents - 1].aux2 = base;           /* a view of the batch */
         uint64_t loader = next_tensor++;
-        vt_event *h = ev(VT_EV_HOLDER_NEW);
+        vt__event *h = ev(VT_EV_HOLDER_NEW);
         h->aux = loader;
         h->str = str("Loader");
-        vt_event *r = ev(VT_EV_REF);
+        vt__event *r = ev(VT_EV_REF);
         r->aux = loader;
         r->aux2 = pinned_view;
         r->str = str(".last_tokens");
@@ -280,12 +280,12 @@ static void generate(int big, size_t target_events)
         snprintf(label, sizeof label, "step %u", step);
         mark(label);
         for (int i = 0; i < 4 && (!big || step % 50 == 1); i++) {
-            vt_event *u = ev(VT_EV_TENSOR_USE);   /* weights are used every step */
+            vt__event *u = ev(VT_EV_TENSOR_USE);   /* weights are used every step */
             u->aux = wt[i];
             u->stack = st_use;
         }
         if (pinned_view) {
-            vt_event *u = ev(VT_EV_TENSOR_USE);   /* the view stays in use */
+            vt__event *u = ev(VT_EV_TENSOR_USE);   /* the view stays in use */
             u->aux = pinned_view;
             u->stack = st_use;
         }
@@ -296,7 +296,7 @@ static void generate(int big, size_t target_events)
             uint64_t a = alloc(2 * MiB, st_leak, s_main);
             if (!big || step % 50 == 1) {
                 uint64_t t = tensor(n, a, 2 * MiB);
-                vt_event *r = ev(VT_EV_REF);
+                vt__event *r = ev(VT_EV_REF);
                 r->aux = holder;
                 r->aux2 = t;
                 char lab[48];
@@ -312,7 +312,7 @@ static void generate(int big, size_t target_events)
                 char n[32];
                 snprintf(n, sizeof n, "act%zu", i + 1);
                 uint64_t t = tensor(n, acts[i], asz[i]);
-                vt_event *u = ev(VT_EV_TENSOR_USE);
+                vt__event *u = ev(VT_EV_TENSOR_USE);
                 u->aux = t;
                 u->stack = st_use;
             }
@@ -321,7 +321,7 @@ static void generate(int big, size_t target_events)
         }
         uint64_t g = alloc(big ? 3 * MiB : 6 * MiB, st_grad, s_side);
         {
-            vt_event *e = ev(VT_EV_STREAM_USE);
+            vt__event *e = ev(VT_EV_STREAM_USE);
             e->addr = g;
             e->stream = s_main;
         }
@@ -363,7 +363,7 @@ static void generate_many(void)
     static uint64_t ring[WINDOW];
     uint64_t region = bump + reserved;
     {
-        vt_event *e = ev(VT_EV_SEGMENT_ALLOC);
+        vt__event *e = ev(VT_EV_SEGMENT_ALLOC);
         e->addr = region;
         e->size = 16 * MiB;
         e->aux = VT_POOL_LARGE;
@@ -372,7 +372,7 @@ static void generate_many(void)
     for (unsigned i = 0; i < NTOK; i++) {
         if (i == NTOK / 10) {
             release(ws, 200 * MiB, st_ws, 0);
-            vt_event *e = ev(VT_EV_SEGMENT_FREE);   /* and the cache hands it back */
+            vt__event *e = ev(VT_EV_SEGMENT_FREE);   /* and the cache hands it back */
             e->addr = ws_seg;
             e->size = 200 * MiB;
             e->aux = VT_POOL_LARGE;
@@ -402,7 +402,7 @@ static uint32_t frame_of(const char *module, const char *file, unsigned line, co
                          unsigned first)
 {
     uint64_t ip = module ? 0x7f1000000000ull + 0x100 * S->nframes : 0;
-    return sb_frame(&B, (vt_frame){
+    return sb_frame(&B, (vt__frame){
         .ip = ip, .module_offset = ip ? 0x100 * S->nframes : 0,
         .module = str(module ? module : "python"), .function = str(fn),
         .file = file ? str(file) : 0, .line = line, .first_line = first,
@@ -505,7 +505,7 @@ static void generate_run(void)
         w[i] = tensor(n, alloc(8 * MiB, st_w, 0), 8 * MiB);
     }
     {
-        vt_event *e = ev(VT_EV_STORAGE_EXTERNAL);   /* a tiny CPU tensor under track() */
+        vt__event *e = ev(VT_EV_STORAGE_EXTERNAL);   /* a tiny CPU tensor under track() */
         e->addr = 0x5500000000ull;
         e->size = 112;
         e->device = -1;
@@ -513,13 +513,13 @@ static void generate_run(void)
     }
     uint64_t history = next_tensor++;
     {
-        vt_event *e = ev(VT_EV_HOLDER_NEW);
+        vt__event *e = ev(VT_EV_HOLDER_NEW);
         e->aux = history;
         e->str = str("history");
     }
     now_ns += 3600000000ull;   /* the quiet start */
     {
-        vt_event *e = ev(VT_EV_SEGMENT_ALLOC);   /* kept by the cache, never used */
+        vt__event *e = ev(VT_EV_SEGMENT_ALLOC);   /* kept by the cache, never used */
         e->addr = 0x7a0000000000ull;
         e->size = 96 * MiB;
         e->aux = VT_POOL_LARGE;
@@ -529,7 +529,7 @@ static void generate_run(void)
         snprintf(label, sizeof label, "step %u", step);
         mark(label);
         for (int i = 0; i < 3; i++) {
-            vt_event *u = ev(VT_EV_TENSOR_USE);
+            vt__event *u = ev(VT_EV_TENSOR_USE);
             u->aux = w[i];
             u->stack = st_act;
         }
@@ -538,14 +538,14 @@ static void generate_run(void)
             acts[i] = alloc(4 * MiB, st_act, 0);
         uint64_t a = alloc(1 * MiB, st_logits, 0);
         uint64_t t = tensor("logits", a, 1 * MiB);
-        vt_event *u = ev(VT_EV_TENSOR_USE);
+        vt__event *u = ev(VT_EV_TENSOR_USE);
         u->aux = t;
         u->stack = st_logits;
         uint64_t g = alloc(6 * MiB, st_grad, 0);
         for (int i = 4; i-- > 0;)
             release(acts[i], 4 * MiB, st_grad, 0);
         release(g, 6 * MiB, st_grad, 0);
-        vt_event *r = ev(VT_EV_REF);
+        vt__event *r = ev(VT_EV_REF);
         r->aux = history;
         r->aux2 = t;
         char lab[16];
@@ -588,7 +588,7 @@ static void generate_edge(const char *kind)
         uint32_t st_drop = STACK("main", "drop_batch");
         uint64_t base = bump, res = 0;
         for (int s = 0; s < 10; s++) {
-            vt_event *g = ev(VT_EV_SEGMENT_ALLOC);
+            vt__event *g = ev(VT_EV_SEGMENT_ALLOC);
             g->addr = base + res;
             g->size = 20 * MiB;
             g->aux = VT_POOL_LARGE;
@@ -602,14 +602,14 @@ static void generate_edge(const char *kind)
                     release(base + (uint64_t)s * 20 * MiB + (uint64_t)b * 5 * MiB, 5 * MiB,
                             st_drop, 0);
         for (int k = 0; k < 4; k++) {
-            vt_event *g = ev(VT_EV_SEGMENT_ALLOC);
+            vt__event *g = ev(VT_EV_SEGMENT_ALLOC);
             g->addr = base + res;
             g->size = 12 * MiB;
             g->aux = VT_POOL_LARGE;
             alloc_at(base + res, 12 * MiB, st_big);
             res += 12 * MiB;
         }
-        vt_event *o = ev(VT_EV_OOM);
+        vt__event *o = ev(VT_EV_OOM);
         o->req_size = o->size = 12 * MiB;
         o->stack = st_big;
         o->aux = 256 * MiB - res;   /* the device's free bytes */

@@ -128,7 +128,7 @@ int vt__check_parse_grace(const char *text, vt__check_options *opt)
 
 static int cmp_rank(const void *a, const void *b)
 {
-    const vt_check_finding *x = a, *y = b;
+    const vt__check_finding *x = a, *y = b;
     if (x->byte_seconds != y->byte_seconds)
         return x->byte_seconds > y->byte_seconds ? -1 : 1;
     if (x->bytes != y->bytes)
@@ -138,12 +138,12 @@ static int cmp_rank(const void *a, const void *b)
     return x->linger_from_seq < y->linger_from_seq ? -1 : x->linger_from_seq > y->linger_from_seq;
 }
 
-void vt__check_report_free(vt_check_report *r)
+void vt__check_report_free(vt__check_report *r)
 {
     if (!r)
         return;
     for (size_t i = 0; i < r->nfindings; i++) {
-        vt_check_finding *f = &r->findings[i];
+        vt__check_finding *f = &r->findings[i];
         for (size_t p = 0; p < f->npaths; p++)
             free(f->paths[p].steps);
         free(f->paths);
@@ -154,7 +154,7 @@ void vt__check_report_free(vt_check_report *r)
 }
 
 int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
-                  vt_check_report **out, char *err, size_t errlen)
+                  vt__check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
         (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");
@@ -178,7 +178,7 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     ck_model m;
     memset(&m, 0, sizeof m);
     m.s = s;
-    vt_check_report *r = calloc(1, sizeof *r);
+    vt__check_report *r = calloc(1, sizeof *r);
     ck_findings fs = { 0 };
     int rc = -ENOMEM;
     if (!r)

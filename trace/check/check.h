@@ -215,7 +215,7 @@
 /* GROWTH: marks a trace needs for the rule to run (one of warm-up at least). */
 #define VT_CHECK_GROWTH_MIN_MARKS (VT_CHECK_GROWTH_MIN_STEPS + 1)
 
-/* Rules (bit flags; vt__check_options.rules, vt_check_finding.rule). */
+/* Rules (bit flags; vt__check_options.rules, vt__check_finding.rule). */
 enum vt__check_rule {
     VT_CHECK_RULE_LINGER = 1u << 0,      /* alive after its last use beyond the grace */
     VT_CHECK_RULE_NEVER_FREED = 1u << 1, /* native: call site accumulating never-freed memory */
@@ -291,7 +291,7 @@ typedef struct vt__check_path {
 } vt__check_path;
 
 /* PINNED: one live view holding the storage (at the finding's path_seq). */
-typedef struct vt_check_view {
+typedef struct vt__check_view {
     uint64_t id;               /* tensor id */
     const char *name;          /* its name, "" if none */
     uint64_t base_id;          /* its base tensor's id if a view, else 0 */
@@ -299,9 +299,9 @@ typedef struct vt_check_view {
     uint64_t addr;             /* data_ptr */
     uint64_t bytes;            /* TENSOR_NEW nbytes */
     uint64_t covered_bytes;    /* of those, inside the storage */
-} vt_check_view;
+} vt__check_view;
 
-typedef struct vt_check_finding {
+typedef struct vt__check_finding {
     unsigned rule;             /* the VT_CHECK_RULE_* that fired */
     int grace_mode;            /* LINGER: GRACE_STEPS or GRACE_TIME, as applied */
     int8_t device;             /* CUDA ordinal, -1 host/unknown */
@@ -372,7 +372,7 @@ typedef struct vt_check_finding {
     uint64_t step_ns;          /* the step's length (mark to mark) */
     uint64_t step_peak_bytes;  /* live bytes at the step's peak (linger_from_seq) */
     uint32_t step_idle_pct;    /* share of the step's tensor uses after its last use */
-    vt_check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
+    vt__check_view *views;      /* the largest of them, up to VT_CHECK_MAX_VIEWS */
     size_t nviews;
     /* GROWTH only (0 otherwise): the site's live bytes at the judged marks. */
     uint64_t growth_per_step;  /* robust slope, bytes per step (vt__check_growth) */
@@ -380,10 +380,10 @@ typedef struct vt_check_finding {
     uint32_t growth_last_mark; /* last judged mark */
     uint64_t growth_first_bytes; /* live bytes of the site at the first judged mark */
     uint64_t growth_last_bytes;  /* at the last one */
-} vt_check_finding;
+} vt__check_finding;
 
-typedef struct vt_check_report {
-    vt_check_finding *findings; /* ranked: byte_seconds, then bytes, then addr */
+typedef struct vt__check_report {
+    vt__check_finding *findings; /* ranked: byte_seconds, then bytes, then addr */
     size_t nfindings;
     unsigned rules_run;        /* VT_CHECK_RULE_* bits actually evaluated */
     unsigned rules_need_steps; /* automatic rules not run: they need steps (MARK
@@ -404,7 +404,7 @@ typedef struct vt_check_report {
     double pinned_ratio;       /* PINNED threshold as applied */
     uint64_t total_bytes;      /* sum of findings' bytes (PINNED: wasted_bytes) */
     double total_byte_seconds; /* sum of findings' byte_seconds */
-} vt_check_report;
+} vt__check_report;
 
 /* The verdict on a series of bytes alive at consecutive step ends (marks). */
 typedef struct vt__check_growth {
@@ -462,10 +462,10 @@ int vt__check_parse_pinned_ratio(const char *text, double *ratio);
  *         one-line message in err. A malformed event stream never fails: it
  *         is reconciled by trace/snap/timeline.h's rules. */
 int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
-                  vt_check_report **out, char *err, size_t errlen);
+                  vt__check_report **out, char *err, size_t errlen);
 
 /*! vt__check_report_free() : release a report. NULL is fine. */
-void vt__check_report_free(vt_check_report *r);
+void vt__check_report_free(vt__check_report *r);
 
 /*! vt__check_rule_name() :
  * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", "growth", or "?"; static
@@ -496,7 +496,7 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
  *   kept by: tensor 'x' (view of 'big', 40 B of 4 KiB)
  * and its wasted bytes. Stacks are symbolized from `s`.
  * @return 0, or -EIO if writing failed. */
-int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot_data *s,
+int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapshot_data *s,
                            size_t max_findings);
 
 /*! vt__check_report_groups() :
@@ -506,7 +506,7 @@ int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot
  * each of r->nfindings. Views that list findings use it to show one entry
  * per cause, as `vramtrace check` does.
  * @return the number of groups, or -ENOMEM. */
-long vt__check_report_groups(const vt_check_report *r, uint32_t *group_of);
+long vt__check_report_groups(const vt__check_report *r, uint32_t *group_of);
 
 /*! vt__check_report_write_json() :
  * The whole report as one JSON object (UTF-8, valid JSON, ends with "\n").
@@ -578,11 +578,11 @@ long vt__check_report_groups(const vt_check_report *r, uint32_t *group_of);
  * Integers are written exactly (no exponent); N < 2^63 except ids and
  * seqs, which are exact uint64 decimals.
  * @return 0, or -EIO if writing failed. */
-int vt__check_report_write_json(FILE *f, const vt_check_report *r, const vt__snapshot_data *s);
+int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__snapshot_data *s);
 
 /* A storage vramtrace did not allocate (STORAGE_EXTERNAL: a CPU tensor's,
  * another allocator's), as the checker's model sees it. */
-typedef struct vt_check_storage {
+typedef struct vt__check_storage {
     uint64_t addr;
     uint64_t bytes;            /* as in a finding about it */
     int8_t device;             /* as declared: -1 host (CPU), else an ordinal */
@@ -598,7 +598,7 @@ typedef struct vt_check_storage {
     uint32_t nuses;            /* uses, creations included */
     uint64_t last_use_seq, last_use_time_ns;   /* 0 if never used */
     uint32_t last_use_stack;
-} vt_check_storage;
+} vt__check_storage;
 
 /*! vt__check_list_external() :
  * The external storages of snapshot `s`, in the order of their
@@ -606,7 +606,7 @@ typedef struct vt_check_storage {
  * checker's model gives them (the same a finding about one states).
  * @return 0 and *out (free() it; NULL when there are none) with *n entries,
  *         or -ENOMEM with a one-line message in err. */
-int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, size_t *n,
+int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out, size_t *n,
                             char *err, size_t errlen);
 
 #endif /* VT_TRACE_CHECK_H */

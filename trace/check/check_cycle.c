@@ -31,7 +31,7 @@ static uint32_t last_to_die(const ck_model *m, const ck_storage *st)
 }
 
 int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                      vt_check_report *r)
+                      vt__check_report *r)
 {
     int steps = opt->grace_mode == VT_CHECK_GRACE_STEPS ||
                 (opt->grace_mode == VT_CHECK_GRACE_AUTO && m->nmarks > 0);
@@ -49,7 +49,7 @@ int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs
         const ck_use *last = &m->uses[st->first_use + st->nuses - 1];
         if (last->seq > n->gc_seq)
             continue;
-        vt_check_finding *f =
+        vt__check_finding *f =
             vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_CYCLE, &rc);
         if (!f)
             continue;   /* ignored, or out of memory: rc ends the loop */

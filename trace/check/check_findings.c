@@ -46,7 +46,7 @@ uint64_t vt__ck_median(uint64_t *v, size_t n)
 static int stack_matches(const vt__snapshot_data *s, uint32_t stack, const char *pat)
 {
     for (uint32_t guard = 0; stack && stack < s->nstack_nodes && guard < 4096; guard++) {
-        const vt_stack_node *sn = &s->stack_nodes[stack];
+        const vt__stack_node *sn = &s->stack_nodes[stack];
         if (sn->frame < s->nframes) {
             const char *fn = vt__ck_string(s, s->frames[sn->frame].function);
             if (*fn && fnmatch(pat, fn, 0) == 0)
@@ -82,11 +82,11 @@ int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti
     return 0;
 }
 
-vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti)
+vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti)
 {
     if (CK_GROW(fs->f, fs->cap, fs->n + 1) < 0 || CK_GROW(fs->fst, fs->capst, fs->n + 1) < 0)
         return NULL;
-    vt_check_finding *f = &fs->f[fs->n];
+    vt__check_finding *f = &fs->f[fs->n];
     memset(f, 0, sizeof *f);
     fs->fst[fs->n] = sti;
     fs->n++;
@@ -100,7 +100,7 @@ uint64_t vt__ck_storage_bytes(const ck_storage *st)
     return st->req_size ? st->req_size : st->size;
 }
 
-void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st)
+void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st)
 {
     f->device = st->device;
     f->external = st->external;
@@ -122,7 +122,7 @@ void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storag
     }
 }
 
-void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *last)
+void vt__ck_fill_last_use(vt__check_finding *f, const ck_model *m, const ck_use *last)
 {
     f->last_use_seq = last->seq;
     f->last_use_time_ns = last->time;
@@ -133,8 +133,8 @@ void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *
     f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
 }
 
-vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *opt,
-                                          ck_findings *fs, vt_check_report *r, uint32_t sti,
+vt__check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *opt,
+                                          ck_findings *fs, vt__check_report *r, uint32_t sti,
                                           const ck_use *last, unsigned rule, int *rc)
 {
     ck_storage *st = &m->st[sti];
@@ -145,7 +145,7 @@ vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *
         st->ignore_counted = 1;
         return NULL;
     }
-    vt_check_finding *f = vt__ck_add_finding(fs, sti);
+    vt__check_finding *f = vt__ck_add_finding(fs, sti);
     if (!f) {
         *rc = -ENOMEM;
         return NULL;

@@ -100,7 +100,7 @@ static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
     if (big == CK_NONE)
         return 0;   /* cannot be: it grew to last_bytes > 0 */
     /* its storage's holders are looked up like any finding's */
-    vt_check_finding *f = vt__ck_add_finding(fs, big);
+    vt__check_finding *f = vt__ck_add_finding(fs, big);
     if (!f)
         return -ENOMEM;
     vt__ck_fill_storage(f, m, &m->st[big]);
@@ -127,7 +127,7 @@ static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
 }
 
 int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                       vt_check_report *r)
+                       vt__check_report *r)
 {
     size_t nm = m->nmarks;
     if (nm < VT_CHECK_GROWTH_MIN_MARKS)

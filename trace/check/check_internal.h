@@ -126,7 +126,7 @@ typedef struct ck_model {
 
 /* The findings of all rules, in the order the rules add them. */
 typedef struct ck_findings {
-    vt_check_finding *f;
+    vt__check_finding *f;
     uint32_t *fst;          /* storage index per finding (LINGER), CK_NONE */
     size_t n, cap, capst;
 } ck_findings;
@@ -177,18 +177,18 @@ int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti
                    uint32_t extra_stack);
 /* A new zeroed finding about storage sti (CK_NONE: a call site); NULL on
  * ENOMEM. */
-vt_check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
+vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
 /* Bytes asked for, else the block size. */
 uint64_t vt__ck_storage_bytes(const ck_storage *st);
 /* The storage's fields of a finding (address, sizes, lifetime, owner). */
-void vt__ck_fill_storage(vt_check_finding *f, const ck_model *m, const ck_storage *st);
+void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st);
 /* The last-use fields of a finding (when, where, which tensor, its step). */
-void vt__ck_fill_last_use(vt_check_finding *f, const ck_model *m, const ck_use *last);
+void vt__ck_fill_last_use(vt__check_finding *f, const ck_model *m, const ck_use *last);
 /* Opens a finding of `rule` on storage sti, last used at `last`: its storage
  * and last-use fields filled in. NULL when --ignore skips it (counted in
  * r->nignored) or, with *rc = -ENOMEM, when out of memory. */
-vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *opt,
-                                          ck_findings *fs, vt_check_report *r, uint32_t sti,
+vt__check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *opt,
+                                          ck_findings *fs, vt__check_report *r, uint32_t sti,
                                           const ck_use *last, unsigned rule, int *rc);
 
 /* ------------------------------------------------------------------------ */
@@ -200,21 +200,21 @@ vt_check_finding *vt__ck_open_use_finding(ck_model *m, const vt__check_options *
  * r->grace_mode and marks the storages it flags (ck_storage.lingered), so it
  * runs before PINNED. */
 int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                       vt_check_report *r);
+                       vt__check_report *r);
 int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                       vt_check_report *r);
+                       vt__check_report *r);
 /* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
 int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                      vt_check_report *r);
+                      vt__check_report *r);
 /* TAPE runs after LINGER and CYCLE and skips what they flagged. */
 int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                     vt_check_report *r);
+                     vt__check_report *r);
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
-                       ck_findings *fs, vt_check_report *r);
+                       ck_findings *fs, vt__check_report *r);
 /* GROWTH runs last: it judges the storages no other rule flagged. */
 int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                       vt_check_report *r);
+                       vt__check_report *r);
 
 /* ------------------------------------------------------------------------ */
 /* check_paths.c                                                            */
@@ -223,7 +223,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
 /* Compute the retention paths of the LINGER and PINNED findings of `r`
  * (storage index of finding i in fst[i]) by replaying the graph operations
  * once. */
-int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
+int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
                  const vt__check_options *opt);
 
 #endif /* VT_TRACE_CHECK_INTERNAL_H */

@@ -12,7 +12,7 @@
 #include "check_internal.h"
 
 int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                       vt_check_report *r)
+                       vt__check_report *r)
 {
     int steps = opt->grace_mode == VT_CHECK_GRACE_STEPS ||
                 (opt->grace_mode == VT_CHECK_GRACE_AUTO && m->nmarks > 0);
@@ -90,7 +90,7 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
         }
         if (!hit)
             continue;
-        vt_check_finding *f =
+        vt__check_finding *f =
             vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_LINGER, &rc);
         if (!f)
             continue;   /* ignored, or out of memory: rc ends the loop */

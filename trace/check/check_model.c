@@ -149,7 +149,7 @@ static uint32_t next_prio(ck_model *m)
     return (uint32_t)(vt__mix64(m->prio_state) >> 32);
 }
 
-static void close_storage(ck_model *m, uint32_t x, const vt_event *e, uint32_t stack)
+static void close_storage(ck_model *m, uint32_t x, const vt__event *e, uint32_t stack)
 {
     ck_storage *s = &m->st[x];
     s->freed = 1;
@@ -161,7 +161,7 @@ static void close_storage(ck_model *m, uint32_t x, const vt_event *e, uint32_t s
 
 /* A new live storage; an older one still open at the same address is
  * closed here (its free was not recorded). */
-static int open_storage(ck_model *m, const vt_event *e, uint64_t addr, uint64_t size,
+static int open_storage(ck_model *m, const vt__event *e, uint64_t addr, uint64_t size,
                         uint32_t *out)
 {
     if (CK_GROW(m->st, m->capst, m->nst + 1) < 0)
@@ -231,7 +231,7 @@ static int push_gop(ck_model *m, uint64_t seq, uint8_t op, uint32_t a, uint32_t 
     return 0;
 }
 
-static int push_use(ck_model *m, const vt_event *e, uint32_t node)
+static int push_use(ck_model *m, const vt__event *e, uint32_t node)
 {
     uint32_t st = m->nodes[node].storage;
     if (st == CK_NONE)
@@ -244,7 +244,7 @@ static int push_use(ck_model *m, const vt_event *e, uint32_t node)
     return 0;
 }
 
-static int on_tensor_new(ck_model *m, const vt_event *e)
+static int on_tensor_new(ck_model *m, const vt__event *e)
 {
     uint32_t base = CK_NONE;
     if (e->aux2) {
@@ -296,9 +296,9 @@ static int on_tensor_new(ck_model *m, const vt_event *e)
  * counting: at its ALLOC (closing a storage still open at the address: its
  * free was lost, as the timeline says), at the first event after the gap
  * that hid its allocation, or before the first event. */
-static int open_lifetime(ck_model *m, const vt_timeline *tl, uint32_t li, const vt_event *alloc)
+static int open_lifetime(ck_model *m, const vt__timeline *tl, uint32_t li, const vt__event *alloc)
 {
-    const vt_lifetime *l = &tl->lifetimes[li];
+    const vt__lifetime *l = &tl->lifetimes[li];
     uint32_t x;
     if (open_storage(m, alloc, l->addr, l->size, &x) < 0)
         return -ENOMEM;
@@ -318,12 +318,12 @@ static int open_lifetime(ck_model *m, const vt_timeline *tl, uint32_t li, const 
 /* Lifetimes whose ALLOC is not among the events: those counted from before
  * the first event are open from the start; the others (allocated in a gap)
  * are returned in `late`, sorted by the event at which they start. */
-static int seed_lifetimes(ck_model *m, const vt_timeline *tl, uint32_t **late, size_t *nlate)
+static int seed_lifetimes(ck_model *m, const vt__timeline *tl, uint32_t **late, size_t *nlate)
 {
     size_t n = 0, cap = 0;
     uint32_t *v = NULL;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         if (l->alloc_event != VT_TL_NONE || (l->flags & VT_LT_AFTER_WINDOW))
             continue;
         if (l->start_event == VT_TL_NONE) {
@@ -352,15 +352,15 @@ oom:
  * so (liveness.h); the others are closed where their bytes stopped counting
  * (the first gap after their allocation, or the last event) and judged by
  * no rule. */
-static void settle_open_storages(ck_model *m, const vt_timeline *tl)
+static void settle_open_storages(ck_model *m, const vt__timeline *tl)
 {
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         uint32_t x = m->lt_storage[i];
         if (x == CK_NONE || m->st[x].freed || !(l->flags & VT_LT_FREE_UNSEEN))
             continue;
         ck_storage *st = &m->st[x];
-        const vt_event *at = l->release_event != VT_TL_NONE ? &m->s->events[l->release_event]
+        const vt__event *at = l->release_event != VT_TL_NONE ? &m->s->events[l->release_event]
                                                              : &m->s->events[m->s->nevents - 1];
         st->fate_unknown = 1;
         st->freed = 1;
@@ -373,12 +373,12 @@ static void settle_open_storages(ck_model *m, const vt_timeline *tl)
 /* Allocations come from the timeline's lifetimes (one matching rule for
  * every view); the walk adds what the timeline does not know: external and
  * implicit storages, tensors, holders, references, marks. */
-static int walk_events(ck_model *m, const vt_timeline *tl, const uint32_t *late, size_t nlate)
+static int walk_events(ck_model *m, const vt__timeline *tl, const uint32_t *late, size_t nlate)
 {
     const vt__snapshot_data *s = m->s;
     size_t next_late = 0;
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         uint32_t x, y, li;
         while (next_late < nlate && tl->lifetimes[late[next_late]].start_event <= i)
             if (open_lifetime(m, tl, late[next_late++], NULL) < 0)
@@ -537,7 +537,7 @@ void vt__ck_model_free(ck_model *m)
 
 static int build_model(ck_model *m)
 {
-    vt_timeline *tl;
+    vt__timeline *tl;
     m->root = CK_NONE;
     if (getrandom(&m->prio_state, sizeof m->prio_state, GRND_NONBLOCK) != sizeof m->prio_state) {
         struct timespec now;

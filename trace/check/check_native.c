@@ -18,7 +18,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     for (size_t k = 1; k < n; k++)
         if (vt__ck_storage_bytes(&m->st[idx[k]]) > vt__ck_storage_bytes(&m->st[big]))
             big = idx[k];
-    vt_check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    vt__check_finding *f = vt__ck_add_finding(fs, CK_NONE);
     if (!f)
         return -ENOMEM;
     vt__ck_fill_storage(f, m, &m->st[big]);
@@ -62,7 +62,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
 }
 
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
-                       ck_findings *fs, vt_check_report *r)
+                       ck_findings *fs, vt__check_report *r)
 {
     uint32_t *idx = malloc((m->nst ? m->nst : 1) * sizeof *idx);
     uint64_t *tmp = malloc((m->nst ? m->nst : 1) * sizeof *tmp);

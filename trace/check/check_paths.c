@@ -151,7 +151,7 @@ static void fill_node_step(const ck_model *m, vt__check_step *st, uint32_t x, ui
 
 /* Append the path (optional `head` node with edge label `head_label`, then
  * start, start's parent ... the storage) to finding f. */
-static int emit_path(graph *g, vt_check_finding *f, uint32_t sti, uint32_t head,
+static int emit_path(graph *g, vt__check_finding *f, uint32_t sti, uint32_t head,
                      uint32_t head_label, uint32_t start, uint8_t cycle, uint8_t truncated)
 {
     const ck_model *m = g->m;
@@ -191,7 +191,7 @@ static int on_chain(const ck_model *m, uint32_t x, uint32_t y)
 }
 
 /* Breadth-first search backwards from storage sti, at the current moment. */
-static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt__check_options *opt)
+static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_options *opt)
 {
     ck_model *m = g->m;
     size_t nq = 0, head = 0;
@@ -250,7 +250,7 @@ static int search(graph *g, vt_check_finding *f, uint32_t sti, const vt__check_o
     return emit_path(g, f, sti, CK_NONE, 0, g->queue[nq - 1], 0, 1);
 }
 
-int vt__ck_paths(ck_model *m, vt_check_report *r, const uint32_t *fst,
+int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
                  const vt__check_options *opt)
 {
     size_t nqueries = 0;

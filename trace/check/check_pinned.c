@@ -60,7 +60,7 @@ typedef struct pin_run {
     ck_model *m;
     const vt__check_options *opt;
     ck_findings *fs;
-    vt_check_report *r;
+    vt__check_report *r;
     pin_scratch *p;
     int steps;              /* steps grace (else time) */
     uint32_t need;          /* steps: complete steps allowed */
@@ -114,7 +114,7 @@ static int cmp_pin_ev(const void *a, const void *b)
 
 /* The views alive at seq q (UINT64_MAX: at the end), their covered union,
  * and the largest VT_CHECK_MAX_VIEWS of them into the finding. */
-static int pin_views_at(pin_run *pr, vt_check_finding *f, uint64_t q)
+static int pin_views_at(pin_run *pr, vt__check_finding *f, uint64_t q)
 {
     const ck_model *m = pr->m;
     pin_scratch *p = pr->p;
@@ -154,7 +154,7 @@ static int pin_views_at(pin_run *pr, vt_check_finding *f, uint64_t q)
     for (size_t k = 0; k < ntop; k++) {
         const pin_view *v = &p->v[top[k]];
         const ck_node *n = &m->nodes[v->node];
-        vt_check_view *w = &f->views[k];
+        vt__check_view *w = &f->views[k];
         w->id = n->id;
         w->name = vt__ck_string(m->s, n->name);
         w->base_id = n->base_id;
@@ -221,7 +221,7 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
         st->ignore_counted = 1;
         return 0;
     }
-    vt_check_finding *f = vt__ck_add_finding(pr->fs, pr->sti);
+    vt__check_finding *f = vt__ck_add_finding(pr->fs, pr->sti);
     if (!f)
         return -ENOMEM;
     vt__ck_fill_storage(f, m, st);
@@ -356,7 +356,7 @@ static int pin_storage(pin_run *pr)
 }
 
 int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                       vt_check_report *r)
+                       vt__check_report *r)
 {
     pin_scratch p;
     memset(&p, 0, sizeof p);

@@ -101,18 +101,18 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len)
     return b.pos;
 }
 
-static double rel_s(const vt_check_report *r, uint64_t t)
+static double rel_s(const vt__check_report *r, uint64_t t)
 {
     return t >= r->start_time_ns ? (double)(t - r->start_time_ns) / 1e9
                                  : -(double)(r->start_time_ns - t) / 1e9;
 }
 
 /* Walk a stack innermost first without relying on anything but the struct. */
-static size_t stack_frames(const vt__snapshot_data *s, uint32_t id, const vt_frame **out, size_t max)
+static size_t stack_frames(const vt__snapshot_data *s, uint32_t id, const vt__frame **out, size_t max)
 {
     size_t n = 0;
     for (uint32_t guard = 0; id && id < s->nstack_nodes && guard < 4096; guard++) {
-        const vt_stack_node *sn = &s->stack_nodes[id];
+        const vt__stack_node *sn = &s->stack_nodes[id];
         if (sn->frame < s->nframes) {
             if (n < max)
                 out[n] = &s->frames[sn->frame];
@@ -127,7 +127,7 @@ static size_t stack_frames(const vt__snapshot_data *s, uint32_t id, const vt_fra
 
 /* A frame the recorder read from the Python interpreter (ip 0, module
  * "python"), or one imported from a PyTorch snapshot's Python frames. */
-static bool python_frame(const vt__snapshot_data *s, const vt_frame *fr)
+static bool python_frame(const vt__snapshot_data *s, const vt__frame *fr)
 {
     return fr->ip == 0 && !strcmp(vt__ck_string(s, fr->module), "python");
 }
@@ -137,7 +137,7 @@ static bool python_frame(const vt__snapshot_data *s, const vt_frame *fr)
  * framework's and the interpreter's. */
 static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const char *indent)
 {
-    const vt_frame *all[256], *fr[8];
+    const vt__frame *all[256], *fr[8];
     size_t nall = stack_frames(s, id, all, 256), n = 0, py = 0, user = 0;
     if (nall > 256)
         nall = 256;
@@ -147,7 +147,7 @@ static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const 
     }
     /* The program's own lines lead; the libraries' Python frames inside
      * them (torch's modules) are folded into one line after them. */
-    const vt_frame *inner_library = NULL;
+    const vt__frame *inner_library = NULL;
     for (size_t i = 0; i < nall; i++) {
         if (user && python_frame(s, all[i]) && !vt__frame_is_user_code(s, all[i])) {
             if (!inner_library)
@@ -344,7 +344,7 @@ static void holder_root(char *s)
 }
 
 /* The key of x's group, and what the report shows of it (its path in full). */
-static void group_key(const vt_check_finding *x, char *key, char *shown, size_t len)
+static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len)
 {
     char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
     path[0] = norm[0] = 0;
@@ -388,7 +388,7 @@ static int group_cmp_bytes(const void *a, const void *b)
 
 /* The groups of r's findings, largest bytes first, and each finding's group
  * in group_of (when not NULL); NULL when out of memory. */
-static finding_group *group_findings(const vt_check_report *r, size_t *ngroups, uint32_t *group_of)
+static finding_group *group_findings(const vt__check_report *r, size_t *ngroups, uint32_t *group_of)
 {
     *ngroups = 0;
     size_t ng = 0, cap = 16;
@@ -400,7 +400,7 @@ static finding_group *group_findings(const vt_check_report *r, size_t *ngroups, 
     if (!g || !of || !key || !shown)
         goto out;
     for (size_t i = 0; i < r->nfindings; i++) {
-        const vt_check_finding *x = &r->findings[i];
+        const vt__check_finding *x = &r->findings[i];
         group_key(x, key, shown, GROUP_KEY_MAX);
         size_t k = 0;
         while (k < ng && strcmp(g[k].key, key) != 0)
@@ -477,7 +477,7 @@ out:
     return sorted;
 }
 
-long vt__check_report_groups(const vt_check_report *r, uint32_t *group_of)
+long vt__check_report_groups(const vt__check_report *r, uint32_t *group_of)
 {
     size_t ng = 0;
     finding_group *g = group_findings(r, &ng, group_of);
@@ -506,7 +506,7 @@ static void group_parts(const finding_group *grp, char *copy, size_t len, const 
     *path = b ? b + 1 : "";
 }
 
-static void print_groups(FILE *f, const vt_check_report *r)
+static void print_groups(FILE *f, const vt__check_report *r)
 {
     size_t ng = 0;
     finding_group *g = group_findings(r, &ng, NULL);
@@ -535,7 +535,7 @@ static void print_groups(FILE *f, const vt_check_report *r)
     free(g);
 }
 
-int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot_data *s,
+int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapshot_data *s,
                            size_t max_findings)
 {
     char b1[32], b2[32], b3[32];
@@ -586,7 +586,7 @@ int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot
     print_groups(f, r);
     size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
     for (size_t i = 0; i < n; i++) {
-        const vt_check_finding *x = &r->findings[i];
+        const vt__check_finding *x = &r->findings[i];
         fprintf(f, "\n#%zu [%s] storage 0x%" PRIx64, i + 1, vt__check_rule_name(x->rule), x->addr);
         if (x->device >= 0)
             fprintf(f, " on cuda:%d", x->device);
@@ -611,7 +611,7 @@ int vt__check_report_print(FILE *f, const vt_check_report *r, const vt__snapshot
                     x->owner_drop_seq, rel_s(r, x->owner_drop_time_ns), x->ntensors,
                     x->ntensors == 1 ? "" : "s");
             for (size_t v = 0; v < x->nviews; v++) {
-                const vt_check_view *w = &x->views[v];
+                const vt__check_view *w = &x->views[v];
                 fprintf(f, "   %s ", v ? "        " : "kept by:");
                 if (*w->name)
                     fprintf(f, "tensor '%s' (", w->name);
@@ -777,7 +777,7 @@ static void json_num(FILE *f, double v)
 
 static void json_stack(FILE *f, const vt__snapshot_data *s, uint32_t id)
 {
-    const vt_frame *fr[256];
+    const vt__frame *fr[256];
     size_t n = stack_frames(s, id, fr, 256);
     if (n > 256)
         n = 256;
@@ -831,7 +831,7 @@ static void json_path(FILE *f, const vt__check_path *p)
     fprintf(f, "]}");
 }
 
-static void json_pinned(FILE *f, const vt_check_finding *x)
+static void json_pinned(FILE *f, const vt__check_finding *x)
 {
     fprintf(f, "{\"owner_dropped\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"since\":",
             x->owner_drop_seq, x->owner_drop_time_ns);
@@ -846,7 +846,7 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
                ",\"views_live\":%u,\"views\":[", x->pinned_cut ? "true" : "false",
             x->covered_bytes, x->wasted_bytes, x->nviews_live);
     for (size_t v = 0; v < x->nviews; v++) {
-        const vt_check_view *w = &x->views[v];
+        const vt__check_view *w = &x->views[v];
         fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
         vt__json_str(f, w->name);
         fprintf(f, ",\"view_of\":");
@@ -857,7 +857,7 @@ static void json_pinned(FILE *f, const vt_check_finding *x)
     fprintf(f, "]}");
 }
 
-int vt__check_report_write_json(FILE *f, const vt_check_report *r, const vt__snapshot_data *s)
+int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
@@ -894,7 +894,7 @@ int vt__check_report_write_json(FILE *f, const vt_check_report *r, const vt__sna
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
     for (size_t i = 0; i < r->nfindings; i++) {
-        const vt_check_finding *x = &r->findings[i];
+        const vt__check_finding *x = &r->findings[i];
         fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
                    "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
                    ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,\"owner\":",

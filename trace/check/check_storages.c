@@ -15,7 +15,7 @@
 #include "errbuf.h"
 #include "check_internal.h"
 
-int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, size_t *n,
+int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out, size_t *n,
                             char *err, size_t errlen)
 {
     *out = NULL;
@@ -32,7 +32,7 @@ int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, 
         vt__ck_model_free(&m);
         return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
     }
-    vt_check_storage *v = calloc(nx, sizeof *v);
+    vt__check_storage *v = calloc(nx, sizeof *v);
     if (!v) {
         vt__ck_model_free(&m);
         return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
@@ -42,7 +42,7 @@ int vt__check_list_external(const vt__snapshot_data *s, vt_check_storage **out, 
         const ck_storage *st = &m.st[i];
         if (!st->external)
             continue;
-        vt_check_storage *o = &v[k++];
+        vt__check_storage *o = &v[k++];
         o->addr = st->addr;
         o->bytes = vt__ck_storage_bytes(st);
         o->device = st->device;

@@ -98,7 +98,7 @@ static int step_peaks(const ck_model *m, uint64_t *peak_seq, uint64_t *peak_time
 }
 
 int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
-                     vt_check_report *r)
+                     vt__check_report *r)
 {
     if (m->nmarks < 2)
         return 0;
@@ -127,7 +127,7 @@ int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
         uint64_t idle_ns = st->free_time > last->time ? st->free_time - last->time : 0;
         if (!(last->seq < peak_seq[j] && peak_seq[j] < st->free_seq))
             continue;
-        vt_check_finding *f =
+        vt__check_finding *f =
             vt__ck_open_use_finding(m, opt, fs, r, (uint32_t)i, last, VT_CHECK_RULE_TAPE, &rc);
         if (!f)
             continue;   /* ignored, or out of memory: rc ends the loop */

@@ -31,12 +31,12 @@ typedef struct vt__perfetto_options {
     size_t nfindings;
     /* The frame that names an allocation's slice (NULL: the stack's
      * innermost frame). */
-    const vt_frame *(*site_frame)(const vt__snapshot_data *s, uint32_t stack);
+    const vt__frame *(*site_frame)(const vt__snapshot_data *s, uint32_t stack);
 } vt__perfetto_options;
 
 /* Write s's timeline tl to `out`; `opt` may be NULL. @return 0, or -EIO on
  * a write error. */
-int vt__perfetto_export(FILE *out, const vt__snapshot_data *s, const vt_timeline *tl,
+int vt__perfetto_export(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
                         const vt__perfetto_options *opt);
 
 #endif /* VT_TRACE_PERFETTO_H */

@@ -4,7 +4,7 @@
  *
  * One process per device ("GPU N"), one thread per stream. Per device: a
  * counter "memory" whose args `allocated` and `reserved` are two tracks,
- * one point per point of the timeline's curve (the same values vt_timeline
+ * one point per point of the timeline's curve (the same values vt__timeline
  * computes: `vramtrace json` shows them as `curve`); one async slice (b/e,
  * since allocations overlap and need not nest) per allocation with its size,
  * stream, address and top frames as args; instants for marks (global), OOMs,
@@ -24,7 +24,7 @@
 
 #define TOP_FRAMES 5
 
-static double ts_us(const vt_timeline *tl, uint64_t t_ns)
+static double ts_us(const vt__timeline *tl, uint64_t t_ns)
 {
     return t_ns > tl->first_time_ns ? (double)(t_ns - tl->first_time_ns) / 1000.0 : 0.0;
 }
@@ -51,7 +51,7 @@ static int tid_of(struct streams *st, uint64_t stream)
 
 static void frames_arg(FILE *o, const vt__snapshot_data *s, uint32_t stack)
 {
-    const vt_frame *fr[TOP_FRAMES];
+    const vt__frame *fr[TOP_FRAMES];
     size_t n = vt__snapshot_stack_frames(s, stack, fr, TOP_FRAMES);
     if (n > TOP_FRAMES)
         n = TOP_FRAMES;
@@ -71,11 +71,11 @@ static void frames_arg(FILE *o, const vt__snapshot_data *s, uint32_t stack)
     fputc(']', o);
 }
 
-static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const vt_lifetime *l,
+static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const vt__lifetime *l,
                        const vt__perfetto_options *opt)
 {
     char b[32];
-    const vt_frame *f = NULL;
+    const vt__frame *f = NULL;
     if (opt->site_frame)
         f = opt->site_frame(s, l->alloc_stack);
     else
@@ -84,7 +84,7 @@ static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const 
     snprintf(buf, len, "%s%s%s", vt__fmt_bytes(l->size, b), *fn ? " " : "", fn);
 }
 
-int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt_timeline *tl,
+int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt__timeline *tl,
                         const vt__perfetto_options *opt)
 {
     static const vt__perfetto_options none = { 0 };
@@ -110,7 +110,7 @@ int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt_timeline *
     }
     /* counters: exactly the timeline's curve */
     for (size_t d = 0; d < tl->ndevices; d++) {
-        const vt_tl_device *dv = &tl->devices[d];
+        const vt__tl_device *dv = &tl->devices[d];
         for (size_t p = 0; p < dv->npoints; p++)
             fprintf(o, "%s{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,"
                        "\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 "}}",
@@ -119,7 +119,7 @@ int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt_timeline *
     }
     /* one async slice per allocation */
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt_lifetime *l = &tl->lifetimes[i];
+        const vt__lifetime *l = &tl->lifetimes[i];
         uint64_t t0 = l->alloc_time_ns ? l->alloc_time_ns : tl->first_time_ns;
         uint64_t t1 = l->release_time_ns ? l->release_time_ns : tl->last_time_ns;
         if (t1 < t0)
@@ -146,7 +146,7 @@ int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt_timeline *
     }
     /* instants */
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind == VT_EV_MARK) {
             fprintf(o, "%s{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"mark\",\"pid\":%d,\"tid\":0,"
                        "\"ts\":%.3f,\"name\":", SEP(), pid_of(e->device), ts_us(tl, e->time_ns));

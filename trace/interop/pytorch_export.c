@@ -43,14 +43,14 @@ static void put_key_str(vt__pickle_writer *w, const char *k, const char *v)
 
 static void put_frames(vt__pickle_writer *w, const vt__snapshot_data *s, uint32_t stack)
 {
-    const vt_frame *fr[MAX_EXPORT_FRAMES];
+    const vt__frame *fr[MAX_EXPORT_FRAMES];
     size_t n = vt__snapshot_stack_frames(s, stack, fr, MAX_EXPORT_FRAMES);
     if (n > MAX_EXPORT_FRAMES)
         n = MAX_EXPORT_FRAMES;
     vt__pw_str(w, "frames");
     vt__pw_list_begin(w);
     for (size_t i = 0; i < n; i++) { /* innermost first, as PyTorch */
-        const vt_frame *f = fr[i];
+        const vt__frame *f = fr[i];
         const char *fn = vt__snapshot_string(s, f->function);
         const char *file = vt__frame_file(s, f);
         char ipbuf[32];
@@ -134,7 +134,7 @@ static uint64_t wall_us(const vt__snapshot_data *s, uint64_t mono_ns)
     return ns > 0 ? (uint64_t)ns / 1000 : 0;
 }
 
-static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt_event *e,
+static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e,
                       const char *action, uint64_t size, int with_frames)
 {
     vt__pw_dict_begin(w);
@@ -152,11 +152,11 @@ static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
 }
 
 static void put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
-                             const vt_timeline *tl, int device)
+                             const vt__timeline *tl, int device)
 {
     vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->device != device && !(device == 0 && e->device < 0))
             continue;
         uint64_t req = e->req_size ? e->req_size : e->size;
@@ -170,7 +170,7 @@ static void put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
                 put_entry(w, s, e, "free_completed", req, 0);
             break;
         case VT_EV_FREE_COMPLETED: {
-            const vt_lifetime *l = vt__timeline_event_lifetime(tl, s, i);
+            const vt__lifetime *l = vt__timeline_event_lifetime(tl, s, i);
             if (l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux)
                 break; /* written with its plain free */
             put_entry(w, s, e, "free_completed", req, 0);
@@ -202,7 +202,7 @@ static void put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
 
 int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t errlen)
 {
-    vt_timeline *tl = NULL;
+    vt__timeline *tl = NULL;
     int rc = vt__timeline_build(s, &tl, err, errlen);
     if (rc)
         return rc;
@@ -230,7 +230,7 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     vt__pw_str(w, "external_annotations");
     vt__pw_list_begin(w);
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (e->kind != VT_EV_MARK)
             continue;
         /* "NAME START" / "NAME END" (what the importer makes of an

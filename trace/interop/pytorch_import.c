@@ -155,7 +155,7 @@ static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line
     uint64_t h = mix(((uint64_t)fn << 32 | file) * 31 + line);
     size_t k = h & (b->frames.n - 1);
     for (; b->frames.slots[k].v; k = (k + 1) & (b->frames.n - 1)) {
-        const vt_frame *f = &s->frames[b->frames.slots[k].v - 1];
+        const vt__frame *f = &s->frames[b->frames.slots[k].v - 1];
         if (f->function == fn && f->file == file && f->line == line) {
             *out = b->frames.slots[k].v - 1;
             return 0;
@@ -175,7 +175,7 @@ static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line
         if (rc)
             return rc;
     }
-    s->frames[s->nframes] = (vt_frame){ .function = fn, .file = file, .line = line,
+    s->frames[s->nframes] = (vt__frame){ .function = fn, .file = file, .line = line,
                                         .module = module };
     *out = (uint32_t)s->nframes++;
     b->frames.slots[k] = (struct slot){ h, *out + 1 };
@@ -191,7 +191,7 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
     uint64_t h = mix((uint64_t)parent << 32 | frame);
     size_t k = h & (b->nodes.n - 1);
     for (; b->nodes.slots[k].v; k = (k + 1) & (b->nodes.n - 1)) {
-        const vt_stack_node *nd = &s->stack_nodes[b->nodes.slots[k].v - 1];
+        const vt__stack_node *nd = &s->stack_nodes[b->nodes.slots[k].v - 1];
         if (nd->parent == parent && nd->frame == frame) {
             *out = b->nodes.slots[k].v - 1;
             return 0;
@@ -201,7 +201,7 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
         return -EOVERFLOW;
     if (vt__grow((void **)&s->stack_nodes, &b->cap_nodes, s->nstack_nodes + 1, sizeof *s->stack_nodes))
         return -ENOMEM;
-    s->stack_nodes[s->nstack_nodes] = (vt_stack_node){ parent, frame };
+    s->stack_nodes[s->nstack_nodes] = (vt__stack_node){ parent, frame };
     *out = (uint32_t)s->nstack_nodes++;
     b->nodes.slots[k] = (struct slot){ h, *out + 1 };
     b->nodes.used++;
@@ -401,7 +401,7 @@ static uint64_t round_granule(uint64_t n)
     return (n + PYTORCH_GRANULE - 1) / PYTORCH_GRANULE * PYTORCH_GRANULE;
 }
 
-static int make_event(struct imp *im, const struct pending *pe, vt_event *e)
+static int make_event(struct imp *im, const struct pending *pe, vt__event *e)
 {
     const vt__pickle *p = im->p;
     const vt__pv *en = pe->entry;
@@ -562,7 +562,7 @@ static int link_blocks(struct imp *im)
             k = (k + 1) & (n - 1);
         if (!map[k].ev)
             continue;
-        vt_event *e = &s->events[map[k].ev - 1];
+        vt__event *e = &s->events[map[k].ev - 1];
         bl->alloc_seq = e->seq;
         if (!bl->stack)
             bl->stack = e->stack;
@@ -662,7 +662,7 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
     if (!im.b.s || !im.b.vcache ||
         vt__grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
         vt__grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
-        vt__grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt_stack_node))) {
+        vt__grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt__stack_node))) {
         rc = oom(&im, -ENOMEM);
         goto out;
     }
@@ -670,7 +670,7 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
     im.b.s->strings_blob_size = 1;
     im.b.s->string_offsets[0] = 0;
     im.b.s->nstrings = 1;
-    im.b.s->stack_nodes[0] = (vt_stack_node){ 0, 0 };
+    im.b.s->stack_nodes[0] = (vt__stack_node){ 0, 0 };
     im.b.s->nstack_nodes = 1;
 
     const vt__pv *root = vt__pickle_value(p, p->root);

@@ -15,7 +15,7 @@
 
 /* ---- ring.c -------------------------------------------------------------- */
 /* Copy the retained events (seq order) into a new array; see ring.c. */
-int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten);
+int vt__ring_copy(vt__event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten);
 
 /* ---- recorder.c ---------------------------------------------------------- */
 vt__state_provider vt__trace_state_provider(void);
@@ -23,7 +23,7 @@ vt__state_provider vt__trace_state_provider(void);
 /* ---- symbolize.c --------------------------------------------------------- */
 /* Fill frames[i] for ips[i] (n unique IPs), adding strings to `strs`.
  * Never fails as a whole: what cannot be resolved stays 0. */
-void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt__strtab *strs);
+void vt__symbolize(const uint64_t *ips, size_t n, vt__frame *frames, vt__strtab *strs);
 
 /* ---- symindex.c ---------------------------------------------------------- */
 /* One module's symbols sorted by address, for many lookups (libdwfl scans

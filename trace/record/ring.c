@@ -122,7 +122,7 @@ VT_REC_TEXT uint64_t vt__ring_write(const vt__ring_rec *r)
 }
 
 /* Copy one slot if it still holds `seq`. @return true if consistent. */
-static bool read_slot(uint64_t seq, vt_event *e, const vt__timecal *cal)
+static bool read_slot(uint64_t seq, vt__event *e, const vt__timecal *cal)
 {
     slot *s = &ring[seq & mask];
     uint64_t s1 = atomic_load_explicit(&s->stamp, memory_order_acquire);
@@ -143,7 +143,7 @@ static bool read_slot(uint64_t seq, vt_event *e, const vt__timecal *cal)
         return false;
     if ((w[NW - 1] & (UINT64_C(0xffff) << 16)) != check16(seq, w))
         return false;      /* two writers mixed this slot */
-    *e = (vt_event){
+    *e = (vt__event){
         .seq = seq, .time_ns = w[0], .stream = w[1], .addr = w[2], .req_size = w[3],
         .size = w[4], .aux = w[5], .aux2 = w[6],
         .thread = (uint32_t)(w[7] >> 32), .stack = (uint32_t)w[7],
@@ -168,7 +168,7 @@ static bool read_slot(uint64_t seq, vt_event *e, const vt__timecal *cal)
  * @return 0 or -ENOMEM. */
 #define COPY_TRIES 64
 
-int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten)
+int vt__ring_copy(vt__event **out, size_t *nout, uint64_t *recorded, uint64_t *overwritten)
 {
     *out = NULL;
     *nout = 0;
@@ -176,7 +176,7 @@ int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *ov
     *overwritten = 0;
     if (!ring || *recorded == 0)
         return 0;
-    vt_event *ev = NULL;
+    vt__event *ev = NULL;
     size_t have = 0;   /* events ev has room for */
     vt__timecal cal;
     vt__time_calibrate(&cal);
@@ -187,7 +187,7 @@ int vt__ring_copy(vt_event **out, size_t *nout, uint64_t *recorded, uint64_t *ov
         lo = h > capacity ? h - capacity + 1 : 1;
         want = (size_t)(h - lo + 1);
         if (want > have) {
-            vt_event *more = realloc(ev, want * sizeof *ev);
+            vt__event *more = realloc(ev, want * sizeof *ev);
             if (!more) {
                 free(ev);
                 return -ENOMEM;

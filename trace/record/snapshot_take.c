@@ -162,7 +162,7 @@ static uint32_t frame_index(const uint64_t *ips, size_t n, uint64_t ip)
 typedef struct stack_export {
     uint32_t count;        /* old ids are 1..count-1 */
     uint32_t *remap;       /* [old id] new id; 0 = not yet, BAD_CHAIN = cannot export */
-    vt_stack_node *nodes;  /* [new id] parent (new id) and, until symbolized, nothing */
+    vt__stack_node *nodes;  /* [new id] parent (new id) and, until symbolized, nothing */
     uint64_t *ip;          /* [new id] its IP */
     uint32_t next;         /* next new id (<= count: each old id gets one at most) */
     uint64_t bad;          /* references to chains that failed a check */
@@ -213,7 +213,7 @@ static uint32_t export_one(stack_export *x, uint32_t id)
             return 0;
         }
         uint32_t nid = x->next++;
-        x->nodes[nid] = (vt_stack_node){
+        x->nodes[nid] = (vt__stack_node){
             .parent = parent[n] ? x->remap[parent[n]] : 0,
         };
         x->ip[nid] = ip[n];

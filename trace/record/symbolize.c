@@ -89,7 +89,7 @@ static modinfo *module_of(symctx *c, Dwfl_Module *mod)
 
 /* "file:line function": the last ":<digits>" followed by a space or the end
  * separates file and line; the rest is the function. */
-static void synthetic(symctx *c, uint64_t ip, vt_frame *f)
+static void synthetic(symctx *c, uint64_t ip, vt__frame *f)
 {
     char text[1024];
     f->ip = 0;
@@ -183,7 +183,7 @@ static uint32_t add_file(symctx *c, Dwfl_Line *line, const char *src)
     return add(c, path);
 }
 
-static void native(symctx *c, uint64_t ip, vt_frame *f)
+static void native(symctx *c, uint64_t ip, vt__frame *f)
 {
     f->ip = ip;
     uintptr_t pc = (uintptr_t)ip - 1;
@@ -240,7 +240,7 @@ static vt__demangle_fn demangler(void)
     return fn;
 }
 
-void vt__symbolize(const uint64_t *ips, size_t n, vt_frame *frames, vt__strtab *strs)
+void vt__symbolize(const uint64_t *ips, size_t n, vt__frame *frames, vt__strtab *strs)
 {
     static const Dwfl_Callbacks callbacks = {
         .find_elf = dwfl_linux_proc_find_elf,

@@ -437,7 +437,7 @@ size_t vt__event_stream_count(const vt__event_stream *es)
     return es->mem ? es->mem->nevents : (size_t)es->lay.n;
 }
 
-int vt__event_stream_next(vt__event_stream *es, vt_event *e)
+int vt__event_stream_next(vt__event_stream *es, vt__event *e)
 {
     if (es->mem) {
         if (es->next >= es->mem->nevents)

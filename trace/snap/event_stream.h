@@ -40,7 +40,7 @@ size_t vt__event_stream_count(const vt__event_stream *es);
 /* The next event into *e. @return 1, 0 after the last one (the section then
  * checked to its end), or a negative errno with one line in the stream's
  * err (the file's problem, named as vt__snapfile_read names it). */
-int vt__event_stream_next(vt__event_stream *es, vt_event *e);
+int vt__event_stream_next(vt__event_stream *es, vt__event *e);
 
 /* Back to the first event (a view that reads the events more than once).
  * @return 0 or a negative errno with one line in err. */

@@ -7,7 +7,7 @@
 
 #include "snapshot.h"
 
-bool vt__frame_is_python(const vt__snapshot_data *s, const vt_frame *f)
+bool vt__frame_is_python(const vt__snapshot_data *s, const vt__frame *f)
 {
     return f->ip == 0 && !strcmp(vt__snapshot_string(s, f->module), "python");
 }
@@ -67,7 +67,7 @@ static bool interpreter_module(const char *module)
  * _record_memory_history(stacks="all") puts at the top of every stack, and
  * its caching allocator's, the plumbing between the program and memory.
  * Imported frames have no module to tell them by; their names do. */
-static bool recorder_frame(const vt__snapshot_data *s, const vt_frame *f)
+static bool recorder_frame(const vt__snapshot_data *s, const vt__frame *f)
 {
     static const char *const prefixes[] = {
         "torch::unwind::", "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather",
@@ -82,7 +82,7 @@ static bool recorder_frame(const vt__snapshot_data *s, const vt_frame *f)
     return false;
 }
 
-enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt_frame *f)
+enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *f)
 {
     if (recorder_frame(s, f))
         return VT_FOLD_ALWAYS;

@@ -16,7 +16,7 @@ void vt__free_match_free(vt__free_match *m)
     vt__u64map_free(&m->open);
 }
 
-int vt__free_match_event(vt__free_match *m, const vt_event *e, uint32_t i, uint32_t *request)
+int vt__free_match_event(vt__free_match *m, const vt__event *e, uint32_t i, uint32_t *request)
 {
     *request = VT__FREE_MATCH_NONE;
     switch (e->kind) {

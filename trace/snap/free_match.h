@@ -34,6 +34,6 @@ void vt__free_match_free(vt__free_match *m);
 /* Note event e, of index i (below VT__FREE_MATCH_NONE), in the order of the
  * events: *request is, at a FREE_COMPLETED, the index of the FREE_REQUESTED
  * it completes, else VT__FREE_MATCH_NONE. @return 0 or -ENOMEM. */
-int vt__free_match_event(vt__free_match *m, const vt_event *e, uint32_t i, uint32_t *request);
+int vt__free_match_event(vt__free_match *m, const vt__event *e, uint32_t i, uint32_t *request);
 
 #endif /* VT_TRACE_FREE_MATCH_H */

@@ -399,7 +399,7 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
     uint64_t ip = 0, mo = 0;
     int rc;
     for (uint64_t i = 0; i < count; i++) {
-        vt_frame *f = &s->frames[i];
+        vt__frame *f = &s->frames[i];
         size_t off = vt__cur_off(&c);
         ip += (uint64_t)vt__get_svarint(&c);
         mo += (uint64_t)vt__get_svarint(&c);
@@ -415,7 +415,7 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
         if (line > UINT32_MAX)
             return SFAIL(r, off, "frame %llu: line %llu out of range", (unsigned long long)i,
                          (unsigned long long)line);
-        *f = (vt_frame){ ip, mo, (uint32_t)mod, (uint32_t)bid, (uint32_t)fn, (uint32_t)file,
+        *f = (vt__frame){ ip, mo, (uint32_t)mod, (uint32_t)bid, (uint32_t)fn, (uint32_t)file,
                          (uint32_t)line, 0 };
     }
     if (vt__cur_left(&c))
@@ -468,7 +468,7 @@ static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
         if (frame >= s->nframes)
             return SFAIL(r, off, "stack node %llu names frame %llu of %zu",
                          (unsigned long long)i, (unsigned long long)frame, s->nframes);
-        s->stack_nodes[i] = (vt_stack_node){ (uint32_t)(i - up), (uint32_t)frame };
+        s->stack_nodes[i] = (vt__stack_node){ (uint32_t)(i - up), (uint32_t)frame };
     }
     if (vt__cur_left(&c))
         return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last node", vt__cur_left(&c));
@@ -631,7 +631,7 @@ int vt__rd_events_layout(struct rd *r, const unsigned char *head, size_t nhead, 
 }
 
 int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_t *base,
-                 size_t i, vt_event *e)
+                 size_t i, vt__event *e)
 {
     const int newer = r->minor > VT_FORMAT_MINOR;
     const size_t nn = r->s->nstack_nodes, ns = r->s->nstrings;

@@ -98,7 +98,7 @@ struct vt__evstate {
  * stream keeps a whole varint (10 bytes) ahead, or the column's end.
  * @return 0 or -EINVAL. */
 int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_t *base,
-                 size_t i, vt_event *e);
+                 size_t i, vt__event *e);
 
 /* After the last event: every column consumed exactly (to the end `lay`
  * gives it, which a stream's cursor need not hold yet), none malformed.

@@ -76,14 +76,14 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
         if (s->devices[i].name >= ns)
             BAD("device %zu names string %u of %zu", i, s->devices[i].name, ns);
     for (size_t i = 0; i < s->nframes; i++) {
-        const vt_frame *f = &s->frames[i];
+        const vt__frame *f = &s->frames[i];
         if (f->module >= ns || f->build_id >= ns || f->function >= ns || f->file >= ns)
             BAD("frame %zu names a string beyond the %zu strings", i, ns);
         if (f->first_line > INT32_MAX)
             BAD("frame %zu: first line %u out of range", i, f->first_line);
     }
     for (size_t i = 1; i < s->nstack_nodes; i++) {
-        const vt_stack_node *nd = &s->stack_nodes[i];
+        const vt__stack_node *nd = &s->stack_nodes[i];
         if (nd->parent >= i)
             BAD("stack node %zu has parent %u (parents must precede children)", i, nd->parent);
         if (nd->frame >= s->nframes)
@@ -121,7 +121,7 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
     if (nb != s->nblocks)
         BAD("%zu blocks belong to no segment", s->nblocks - nb);
     for (size_t i = 0; i < s->nevents; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         if (!vt__event_kind_known(e->kind))
             BAD("event %zu has unknown kind %u", i, e->kind);
         if (i && e->seq <= s->events[i - 1].seq)
@@ -185,7 +185,7 @@ static void enc_frames(const vt__snapshot_data *s, vt__buf *b)
 {
     uint64_t ip = 0, mo = 0;
     for (size_t i = 0; i < s->nframes; i++) {
-        const vt_frame *f = &s->frames[i];
+        const vt__frame *f = &s->frames[i];
         vt__put_svarint(b, (int64_t)(f->ip - ip));
         vt__put_svarint(b, (int64_t)(f->module_offset - mo));
         ip = f->ip;
@@ -276,7 +276,7 @@ static int enc_events(const vt__snapshot_data *s, vt__buf *b)
     uint64_t streams[VT_MTF_STREAMS] = { 0 }, sizes[VT_MTF_SIZES] = { 0 };
     uint64_t last_addr[256] = { 0 };
     for (size_t i = 0; i < n; i++) {
-        const vt_event *e = &s->events[i];
+        const vt__event *e = &s->events[i];
         vt__put_u8(&col[VT_COL_KIND], e->kind);
         vt__put_varint(&col[VT_COL_SEQ], e->seq - next_seq);
         next_seq = e->seq + 1;

@@ -24,7 +24,7 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s)
     return NULL;
 }
 
-bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt_frame *f)
+bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f)
 {
     if (f->ip != 0 || strcmp(vt__snapshot_string(s, f->module), "python") != 0)
         return false;
@@ -42,7 +42,7 @@ const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index)
 }
 
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
-                                 const vt_frame **out, size_t max)
+                                 const vt__frame **out, size_t max)
 {
     size_t n = 0;
     if (!s)
@@ -50,7 +50,7 @@ size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
     /* parent < id holds for validated snapshots; the step bound guards the
      * rest against cycles. */
     for (size_t steps = 0; id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes; steps++) {
-        const vt_stack_node *node = &s->stack_nodes[id];
+        const vt__stack_node *node = &s->stack_nodes[id];
         if (node->frame < s->nframes) {
             if (n < max && out)
                 out[n] = &s->frames[node->frame];
@@ -61,13 +61,13 @@ size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
     return n;
 }
 
-const char *vt__frame_file(const vt__snapshot_data *s, const vt_frame *f)
+const char *vt__frame_file(const vt__snapshot_data *s, const vt__frame *f)
 {
     const char *file = vt__snapshot_string(s, f->file);
     return *file ? file : vt__snapshot_string(s, f->module);
 }
 
-uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt_frame *f)
+uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt__frame *f)
 {
     if (!f || !f->first_line || !strcmp(vt__snapshot_string(s, f->function), "<module>"))
         return 0;

@@ -22,7 +22,7 @@
 
 /* One recorded event. The meaning of addr/size/aux/aux2/str per kind is
  * documented next to enum vt_event_kind in vramtrace/format.h. */
-typedef struct vt_event {
+typedef struct vt__event {
     uint64_t seq;          /* global sequence number, strictly increasing */
     uint64_t time_ns;      /* CLOCK_MONOTONIC ns; see vt_snapshot_meta.clock_base_* */
     uint64_t stream;       /* cudaStream_t value (0 = legacy default or unknown) */
@@ -36,19 +36,19 @@ typedef struct vt_event {
     uint32_t str;          /* string index (mark label, tensor name...) */
     uint8_t kind;          /* enum vt_event_kind */
     int8_t device;         /* CUDA device ordinal, -1 for host/unknown */
-} vt_event;
+} vt__event;
 
 /* A stack is a path in a prefix tree of instruction pointers: node 0 is the
  * root (no frame); every other node is one frame whose `parent` is its caller.
  * A stack id names the node of the innermost frame; walking parents goes
  * outward to main. Shared prefixes (the outer callers) are stored once. */
-typedef struct vt_stack_node {
+typedef struct vt__stack_node {
     uint32_t parent;       /* caller's node, 0 = root */
     uint32_t frame;        /* index into frames */
-} vt_stack_node;
+} vt__stack_node;
 
 /* One unique instruction pointer, symbolized at export. */
-typedef struct vt_frame {
+typedef struct vt__frame {
     uint64_t ip;           /* absolute address in the recorded process */
     uint64_t module_offset;/* ip relative to the module's load base */
     uint32_t module;       /* string: module path */
@@ -58,7 +58,7 @@ typedef struct vt_frame {
     uint32_t line;         /* source line, 0 if unknown */
     uint32_t first_line;   /* Python: line where the function is defined
                             * (co_firstlineno), 0 if unknown (format 1.4) */
-} vt_frame;
+} vt__frame;
 
 /* A block of a segment in the allocator's state at snapshot time. */
 typedef struct vt__snap_block {
@@ -123,9 +123,9 @@ typedef struct vt__snapshot_data {
     vt__snap_device *devices;   size_t ndevices;
     vt__snap_segment *segments;      size_t nsegments;
     vt__snap_block *blocks;          size_t nblocks;
-    vt_event *events;          size_t nevents;     /* in seq order */
-    vt_stack_node *stack_nodes; size_t nstack_nodes; /* [0] is the root */
-    vt_frame *frames;          size_t nframes;
+    vt__event *events;          size_t nevents;     /* in seq order */
+    vt__stack_node *stack_nodes; size_t nstack_nodes; /* [0] is the root */
+    vt__frame *frames;          size_t nframes;
 
     /* String table: string i is strings_blob + string_offsets[i], NUL-terminated.
      * String 0 is always "". */
@@ -144,26 +144,26 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
 /* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
  * to `out` and returns how many the stack has (may exceed max). */
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
-                                 const vt_frame **out, size_t max);
+                                 const vt__frame **out, size_t max);
 
 /* Where frame f runs: its source file, or else its module ("" when neither
  * is known). */
-const char *vt__frame_file(const vt__snapshot_data *s, const vt_frame *f);
+const char *vt__frame_file(const vt__snapshot_data *s, const vt__frame *f);
 
 /* The line where frame f's function is defined, as the views show it
  * beside f's own line ("def at line 80"): f->first_line, or 0 when unknown
  * or when f runs a module's top-level code ("<module>", always line 1). */
-uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt_frame *f);
+uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt__frame *f);
 
 /* A Python frame of the program's own code: not a library's (site-packages,
  * dist-packages), not the standard library's or the interpreter's own
  * (<frozen ...>, <string> is the program's), not vramtrace's. Views lead
  * with the innermost such frame: the line the user wrote. */
-bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt_frame *f);
+bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f);
 
 /* A Python frame (the recorder's, or a PyTorch snapshot's): no instruction
  * pointer, module "python". */
-bool vt__frame_is_python(const vt__snapshot_data *s, const vt_frame *f);
+bool vt__frame_is_python(const vt__snapshot_data *s, const vt__frame *f);
 
 /* Whether the views fold frame f away as plumbing between the program and
  * the memory (frame_fold.c, the one rule: the text reports ask it, the page
@@ -174,7 +174,7 @@ enum vt__frame_fold {
                                   dispatch layers, the interpreter's own native frames */
     VT_FOLD_ALWAYS = 2,        /* a recorder's own frames (PyTorch's unwinder, its allocator) */
 };
-enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt_frame *f);
+enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *f);
 
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt__snapshot_free(vt__snapshot_data *s);

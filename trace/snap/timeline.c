@@ -24,13 +24,13 @@
 /* Move before-window lifetimes/spans to the front (stable), fixing indexes. */
 int vt__tl_reorder(struct builder *b)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     size_t n = tl->nlifetimes, ns = tl->nsegments;
     uint32_t *map = malloc((n > ns ? n : ns) * sizeof *map + 1);
     if (!map)
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
 
-    vt_lifetime *nl = malloc(n * sizeof *nl + 1);
+    vt__lifetime *nl = malloc(n * sizeof *nl + 1);
     if (!nl) {
         free(map);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
@@ -91,7 +91,7 @@ static int cmp_pair(const void *a, const void *b)
 static int collect_streams(struct builder *b)
 {
     const vt__snapshot_data *s = b->s;
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     size_t n = 0;
     for (size_t i = 0; i < s->nevents; i++)
         n += s->events[i].kind == VT_EV_STREAM_USE && tl->event_owner[i] != VT_TL_NONE;
@@ -113,7 +113,7 @@ static int collect_streams(struct builder *b)
     for (size_t i = 0; i < n; i++) {
         if (i && p[i].life == p[i - 1].life && p[i].stream == p[i - 1].stream)
             continue;
-        vt_lifetime *l = &tl->lifetimes[p[i].life];
+        vt__lifetime *l = &tl->lifetimes[p[i].life];
         if (!l->nstreams)
             l->first_stream = (uint32_t)tl->nstreams;
         l->nstreams++;
@@ -131,7 +131,7 @@ struct akey { uint64_t addr; uint32_t idx; };
 
 int vt__tl_build_addr_index(struct builder *b)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     size_t n = tl->nlifetimes;
     tl->by_addr = malloc(n * sizeof *tl->by_addr + 1);
     struct akey *k1 = malloc(n * sizeof *k1 + 1), *k2 = malloc(n * sizeof *k2 + 1);
@@ -176,11 +176,11 @@ int vt__tl_build_addr_index(struct builder *b)
 /* Flag what the parent held at the last fork (timeline.h). */
 void vt__tl_mark_inherited(struct builder *b)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     if (!tl->fork_seq)
         return;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        vt_lifetime *l = &tl->lifetimes[i];
+        vt__lifetime *l = &tl->lifetimes[i];
         int before = l->alloc_event != VT_TL_NONE ? l->alloc_seq < tl->fork_seq
                     : (l->flags & VT_LT_BEFORE_WINDOW) && (!l->alloc_seq || l->alloc_seq < tl->fork_seq);
         if (before)
@@ -202,7 +202,7 @@ void vt__tl_builder_free(struct builder *b)
     b->lv = NULL;
 }
 
-int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err, size_t errlen)
+int vt__timeline_build(const vt__snapshot_data *s, vt__timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -210,7 +210,7 @@ int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err,
     struct builder b = { .s = s, .err = err, .errlen = errlen };
     if (s->nevents >= VT_TL_NONE / 2 || s->nblocks >= VT_TL_NONE / 2)
         return tl_fail(&b, -EOVERFLOW, "timeline: too many events (%zu)", s->nevents);
-    vt_timeline *tl = calloc(1, sizeof *tl);
+    vt__timeline *tl = calloc(1, sizeof *tl);
     if (!tl)
         return tl_fail(&b, -ENOMEM, "timeline: out of memory");
     b.tl = tl;
@@ -255,7 +255,7 @@ fail:
     return rc;
 }
 
-void vt__timeline_free(vt_timeline *tl)
+void vt__timeline_free(vt__timeline *tl)
 {
     if (!tl)
         return;
@@ -272,7 +272,7 @@ void vt__timeline_free(vt_timeline *tl)
     free(tl);
 }
 
-const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__snapshot_data *s,
+const vt__lifetime *vt__timeline_event_lifetime(const vt__timeline *tl, const vt__snapshot_data *s,
                                                size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
@@ -285,7 +285,7 @@ const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__
     return o < tl->nlifetimes ? &tl->lifetimes[o] : NULL;
 }
 
-const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
+const vt__segment_span *vt__timeline_event_segment(const vt__timeline *tl,
                                                    const vt__snapshot_data *s, size_t ev)
 {
     if (!tl || !s || !tl->event_owner || ev >= tl->nevents || ev >= s->nevents)
@@ -297,7 +297,7 @@ const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
     return o < tl->nsegments ? &tl->segments[o] : NULL;
 }
 
-int vt__lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
+int vt__lifetime_allocated_at(const vt__lifetime *l, uint32_t ev)
 {
     /* ev = VT_TL_NONE means "before event 0": compare as -1 */
     if (!tl_in_curves(l))
@@ -311,7 +311,7 @@ int vt__lifetime_allocated_at(const vt_lifetime *l, uint32_t ev)
     return (int64_t)l->release_event > e;
 }
 
-const vt_lifetime *vt__timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev)
+const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uint32_t ev)
 {
     if (!tl || !tl->nlifetimes)
         return NULL;
@@ -321,7 +321,7 @@ const vt_lifetime *vt__timeline_find(const vt_timeline *tl, uint64_t addr, uint3
     size_t lo;
     VT__PARTITION_POINT(tl->nlifetimes, i, tl->lifetimes[tl->by_addr[i]].addr <= addr, lo);
     while (lo > 0) {
-        const vt_lifetime *l = &tl->lifetimes[tl->by_addr[--lo]];
+        const vt__lifetime *l = &tl->lifetimes[tl->by_addr[--lo]];
         if (addr - l->addr >= tl->max_lifetime_size && l->addr != addr)
             break;
         if (addr - l->addr < l->size || (l->size == 0 && l->addr == addr))
@@ -331,7 +331,7 @@ const vt_lifetime *vt__timeline_find(const vt_timeline *tl, uint64_t addr, uint3
     return NULL;
 }
 
-const vt_tl_device *vt__timeline_device(const vt_timeline *tl, int device)
+const vt__tl_device *vt__timeline_device(const vt__timeline *tl, int device)
 {
     if (!tl)
         return NULL;

@@ -56,7 +56,7 @@
  *    blocks count as allocated (VT_ALLOC_POOL_BLOCK); every other allocation
  *    is VT_LT_OUTSIDE_POOL: its segment counts it as reserved.
  *
- * "allocated" counts block sizes (vt_event.size, the rounded size) of
+ * "allocated" counts block sizes (vt__event.size, the rounded size) of
  * lifetimes the program holds; "pending" those freed and not yet reusable;
  * "reserved" counts segment sizes (SEGMENT_ALLOC .. SEGMENT_FREE).
  */
@@ -72,7 +72,7 @@
 /* "No such event / lifetime / segment" in the uint32 index fields below. */
 #define VT_TL_NONE UINT32_MAX
 
-/* vt_lifetime.flags */
+/* vt__lifetime.flags */
 enum vt__lifetime_flag {
     VT_LT_ALIVE = 1u << 0,         /* still allocated (not freed) at the snapshot */
     VT_LT_BEFORE_WINDOW = 1u << 1, /* its ALLOC is not among the kept events */
@@ -93,7 +93,7 @@ enum vt__lifetime_flag {
 };
 
 /* One allocation (block handed to the program) from alloc to free. */
-typedef struct vt_lifetime {
+typedef struct vt__lifetime {
     uint64_t addr;
     uint64_t size;           /* block size (rounded) */
     uint64_t req_size;       /* bytes asked for, 0 if unknown */
@@ -124,7 +124,7 @@ typedef struct vt_lifetime {
     uint32_t nstreams;       /* from STREAM_USE events (vt_record_stream) */
     uint32_t flags;          /* enum vt__lifetime_flag */
     int8_t device;
-} vt_lifetime;
+} vt__lifetime;
 
 /* One segment (backend allocation) from SEGMENT_ALLOC to SEGMENT_FREE. */
 typedef struct vt__segment_span {
@@ -146,20 +146,20 @@ typedef struct vt__segment_span {
 /* One step of a device's memory curve: the values right AFTER event `event`.
  * The first point of each curve has event = VT_TL_NONE: the state before the
  * first retained event (it carries that first event's seq and time). */
-typedef struct vt_tl_point {
+typedef struct vt__tl_point {
     uint64_t seq;            /* seq of the event (first point: first event's seq, or 0) */
     uint64_t time_ns;        /* its time (first point: first event's time, or 0) */
     uint64_t allocated;      /* bytes allocated on the device after it */
     uint64_t pending;        /* bytes freed but not yet reusable (pending free) */
     uint64_t reserved;       /* bytes reserved (segments) on the device after it */
     uint32_t event;          /* index into s->events, VT_TL_NONE for the first point */
-} vt_tl_point;
+} vt__tl_point;
 
 /* The curve and its extremes for one device. A point is added only for
  * events that change allocated or reserved on this device. */
-typedef struct vt_tl_device {
+typedef struct vt__tl_device {
     int device;                 /* CUDA ordinal (-1 for host/unknown) */
-    vt_tl_point *points;        /* npoints >= 1, in event order */
+    vt__tl_point *points;        /* npoints >= 1, in event order */
     size_t npoints;
     uint64_t peak_allocated;    /* max allocated over the curve */
     uint32_t peak_allocated_point; /* index into points of its FIRST occurrence */
@@ -173,7 +173,7 @@ typedef struct vt_tl_device {
     uint64_t initial_allocated; /* before the window (first point) */
     uint64_t initial_pending;
     uint64_t initial_reserved;
-} vt_tl_device;
+} vt__tl_device;
 
 /* A MARK event. */
 typedef struct vt__tl_mark {
@@ -183,12 +183,12 @@ typedef struct vt__tl_mark {
     uint32_t label;          /* string index */
 } vt__tl_mark;
 
-typedef struct vt_timeline {
-    vt_lifetime *lifetimes;      size_t nlifetimes;  /* by alloc order: before-window
+typedef struct vt__timeline {
+    vt__lifetime *lifetimes;      size_t nlifetimes;  /* by alloc order: before-window
                                                         ones (in event/state order) first,
                                                         then in ALLOC order */
     vt__segment_span *segments;   size_t nsegments;  /* same ordering rule */
-    vt_tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
+    vt__tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
     vt__tl_mark *marks;           size_t nmarks;     /* in event order */
     uint64_t *streams;           size_t nstreams;    /* backing store of lifetimes' streams */
 
@@ -197,7 +197,7 @@ typedef struct vt_timeline {
      * SEGMENT_FREE) it belongs to, VT_TL_NONE otherwise. nevents entries. */
     uint32_t *event_owner;       size_t nevents;
 
-    uint64_t kind_counts[256];   /* events per kind (index = vt_event.kind) */
+    uint64_t kind_counts[256];   /* events per kind (index = vt__event.kind) */
     size_t ngaps;                /* gaps inside the window (liveness.h) */
     uint64_t events_missing;     /* seqs missing in those gaps */
     int state_complete;          /* vt__snapshot_state_complete(s) */
@@ -210,19 +210,19 @@ typedef struct vt_timeline {
     /* Memory the cache did not serve (managed, pinned host, pitched, arrays,
      * explicit pools, VMM), in allocation order: uncached.h. Never in the
      * curves, the lifetimes or the event owners above. */
-    vt_uncached *uncached;       size_t nuncached;
+    vt__uncached *uncached;       size_t nuncached;
 
     /* Lifetimes sorted by addr (then alloc order), for vt__timeline_find(). */
     uint32_t *by_addr;
     uint64_t max_lifetime_size;
-} vt_timeline;
+} vt__timeline;
 
 /* Build the timeline of `s`.
  * @return 0 and *out (free with vt__timeline_free), or a negative errno
  *         (-ENOMEM, -EOVERFLOW beyond 4G events/lifetimes) with a one-line
  *         message in err. Inconsistent event streams never fail: they are
  *         reconciled by the matching rules above. */
-int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err, size_t errlen);
+int vt__timeline_build(const vt__snapshot_data *s, vt__timeline **out, char *err, size_t errlen);
 
 /* The timeline of a snapshot read as a stream of its events (s holds every
  * section but the events, as vt__snapfile_open_stream gives it; or a whole
@@ -248,18 +248,18 @@ int vt__timeline_build(const vt__snapshot_data *s, vt_timeline **out, char *err,
 #define VT_TL_STREAM_CURVES 1u
 struct vt__event_stream;
 int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
-                              unsigned what, vt_timeline **out, char *err, size_t errlen);
+                              unsigned what, vt__timeline **out, char *err, size_t errlen);
 
 /* Release a timeline. NULL is fine. */
-void vt__timeline_free(vt_timeline *tl);
+void vt__timeline_free(vt__timeline *tl);
 
 /* The lifetime an event belongs to, or NULL (not an allocation event or out
  * of range). For SEGMENT_* events use vt__timeline_event_segment(). */
-const vt_lifetime *vt__timeline_event_lifetime(const vt_timeline *tl, const vt__snapshot_data *s,
+const vt__lifetime *vt__timeline_event_lifetime(const vt__timeline *tl, const vt__snapshot_data *s,
                                                size_t event_index);
 
 /* The segment span a SEGMENT_ALLOC/SEGMENT_FREE event belongs to, or NULL. */
-const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
+const vt__segment_span *vt__timeline_event_segment(const vt__timeline *tl,
                                                    const vt__snapshot_data *s,
                                                    size_t event_index);
 
@@ -267,14 +267,14 @@ const vt__segment_span *vt__timeline_event_segment(const vt_timeline *tl,
  * at or after its start_event and before its release_event? Never for one
  * allocated after the kept events or shown only by the state as freed.
  * (ev = VT_TL_NONE asks about the state before the first event.) */
-int vt__lifetime_allocated_at(const vt_lifetime *l, uint32_t ev);
+int vt__lifetime_allocated_at(const vt__lifetime *l, uint32_t ev);
 
 /* The lifetime whose block [addr, addr+size) contains `addr` and which is
  * allocated right after event `ev` (VT_TL_NONE: before the first event;
  * tl->nevents - 1 or more: at the snapshot). NULL if none. O(log n + k). */
-const vt_lifetime *vt__timeline_find(const vt_timeline *tl, uint64_t addr, uint32_t ev);
+const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uint32_t ev);
 
 /* The device curve of ordinal `device`, or NULL. */
-const vt_tl_device *vt__timeline_device(const vt_timeline *tl, int device);
+const vt__tl_device *vt__timeline_device(const vt__timeline *tl, int device);
 
 #endif /* VT_TRACE_TIMELINE_H */

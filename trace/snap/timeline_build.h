@@ -33,7 +33,7 @@ struct tl_gap_event {
 
 struct builder {
     const vt__snapshot_data *s;
-    vt_timeline *tl;
+    vt__timeline *tl;
     size_t lcap, scap, mcap;
     vt__u64map lmap, smap;  /* addr -> lifetime, segment span (the newest at the addr) */
     vt__free_match frees;   /* which free request a FREE_COMPLETED completes */
@@ -52,7 +52,7 @@ struct builder {
     uint32_t *free_l, *free_s;     /* retired slots, reused */
     size_t nfree_l, cap_free_l, nfree_s, cap_free_s;
     uint8_t dev_seen[256];  /* devices of retired lifetimes and spans */
-    vt_lifetime *kept;      /* retired lifetimes flagged TL_KEEP, copied */
+    vt__lifetime *kept;      /* retired lifetimes flagged TL_KEEP, copied */
     size_t nkept, cap_kept;
     const uint64_t *after_seq; /* the state's alloc seqs, ascending, unique ... */
     uint32_t *after_event;  /* ... and the first event with a greater seq */
@@ -64,7 +64,7 @@ struct builder {
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)
 
 /* A lifetime is "open" (still holds its addr) until its FREE_REQUESTED. */
-static inline int tl_lifetime_open(const vt_lifetime *l)
+static inline int tl_lifetime_open(const vt__lifetime *l)
 {
     return l->free_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_LOST) &&
            !(l->flags & VT_LT_BEFORE_WINDOW && l->free_seq);
@@ -73,7 +73,7 @@ static inline int tl_lifetime_open(const vt_lifetime *l)
 /* Does lifetime l count as allocated at some point of the curves? Not when
  * it was allocated after the last kept event, nor when the state alone
  * shows it, already freed. */
-static inline int tl_in_curves(const vt_lifetime *l)
+static inline int tl_in_curves(const vt__lifetime *l)
 {
     if (l->flags & (VT_LT_AFTER_WINDOW | VT_LT_OUTSIDE_POOL))
         return 0;
@@ -100,7 +100,7 @@ struct tl_delta {
 /* Match event e (index ei) into the lifetimes and spans; sets b->owner,
  * b->prev and, streamed, what it resolved (vt__tl_retire retires it).
  * @return 0 or -ENOMEM with the message in b->err. */
-int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei);
+int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei);
 /* Retire what the last matched event resolved (streamed build). */
 int vt__tl_retire(struct builder *b);
 /* After the last event: the allocator state and the fates of what is left
@@ -114,12 +114,12 @@ int vt__tl_merge_state(struct builder *b);
 int vt__tl_devices(struct builder *b, int8_t didx[256]);
 /* The deltas of event `ev` (of kind `kind`) that belong to its own lifetime
  * l or span g (the one not NULL). @return how many (at most 2) into d. */
-size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt__segment_span *g,
+size_t vt__tl_own_deltas(uint8_t kind, const vt__lifetime *l, const vt__segment_span *g,
                          uint32_t ev, struct tl_delta *d);
 /* The deltas of l (g) that do not happen at its own events of the kind: at
  * a gap, before the window, at the ALLOC that reuses its addr. d may be
  * NULL (count only). @return how many. */
-size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d);
+size_t vt__tl_foreign_lifetime(const vt__lifetime *l, struct tl_delta *d);
 size_t vt__tl_foreign_span(const vt__segment_span *g, struct tl_delta *d);
 int vt__tl_cmp_delta(const void *a, const void *b);
 /* The curves of a whole snapshot's timeline, in one sweep over its events

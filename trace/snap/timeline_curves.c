@@ -20,7 +20,7 @@
 /* ---- curves ------------------------------------------------------------- */
 
 struct curve {
-    vt_tl_point *pts;
+    vt__tl_point *pts;
     size_t n, cap;
     uint64_t v[3];           /* allocated, pending, reserved */
     size_t touched;          /* event index + 1 of the last point added */
@@ -28,14 +28,14 @@ struct curve {
 
 static int cmp_dev(const void *a, const void *b)
 {
-    const vt_tl_device *x = a, *y = b;
+    const vt__tl_device *x = a, *y = b;
     return (x->device > y->device) - (x->device < y->device);
 }
 
 /* A lifetime is pending from its free (or, for a block only the state shows
  * pending, from before the window) to its reusable_event. @return the event
  * index it starts at, VT_TL_NONE for before the window, or -1 if never. */
-static int64_t pending_from(const vt_lifetime *l)
+static int64_t pending_from(const vt__lifetime *l)
 {
     if (l->flags & VT_LT_OUTSIDE_POOL)
         return -1;
@@ -59,7 +59,7 @@ static int64_t pending_from(const vt_lifetime *l)
         n++;                                                                         \
     } while (0)
 
-size_t vt__tl_foreign_lifetime(const vt_lifetime *l, struct tl_delta *d)
+size_t vt__tl_foreign_lifetime(const vt__lifetime *l, struct tl_delta *d)
 {
     size_t n = 0;
     if (tl_in_curves(l)) {
@@ -87,7 +87,7 @@ size_t vt__tl_foreign_span(const vt__segment_span *g, struct tl_delta *d)
 }
 #undef PUT
 
-static size_t foreign_deltas(const vt_timeline *tl, struct tl_delta *d)
+static size_t foreign_deltas(const vt__timeline *tl, struct tl_delta *d)
 {
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++)
@@ -106,7 +106,7 @@ int vt__tl_cmp_delta(const void *a, const void *b)
     return (ex > ey) - (ex < ey);
 }
 
-size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt__segment_span *g,
+size_t vt__tl_own_deltas(uint8_t kind, const vt__lifetime *l, const vt__segment_span *g,
                          uint32_t ev, struct tl_delta *d)
 {
     size_t n = 0;
@@ -142,7 +142,7 @@ size_t vt__tl_own_deltas(uint8_t kind, const vt_lifetime *l, const vt__segment_s
 }
 
 /* The deltas at event i that belong to its own lifetime or span. */
-static size_t own_deltas(const vt_timeline *tl, const vt__snapshot_data *s, size_t i,
+static size_t own_deltas(const vt__timeline *tl, const vt__snapshot_data *s, size_t i,
                          struct tl_delta *d)
 {
     uint32_t o = tl->event_owner[i];
@@ -159,7 +159,7 @@ static size_t own_deltas(const vt_timeline *tl, const vt__snapshot_data *s, size
 int vt__tl_devices(struct builder *b, int8_t didx[256])
 {
     const vt__snapshot_data *s = b->s;
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     uint8_t seen[256];
     memcpy(seen, b->dev_seen, sizeof seen);
     for (size_t i = 0; i < s->ndevices; i++)
@@ -192,7 +192,7 @@ int vt__tl_devices(struct builder *b, int8_t didx[256])
 int vt__tl_build_curves(struct builder *b)
 {
     const vt__snapshot_data *s = b->s;
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     int8_t didx[256];
     if (vt__tl_devices(b, didx))
         return -ENOMEM;
@@ -221,7 +221,7 @@ int vt__tl_build_curves(struct builder *b)
             rc = -ENOMEM;
             goto out;
         }
-        cv[k].pts[cv[k].n++] = (vt_tl_point){ seq0, t0, cv[k].v[0], cv[k].v[1], cv[k].v[2],
+        cv[k].pts[cv[k].n++] = (vt__tl_point){ seq0, t0, cv[k].v[0], cv[k].v[1], cv[k].v[2],
                                               VT_TL_NONE };
     }
 
@@ -233,7 +233,7 @@ int vt__tl_build_curves(struct builder *b)
             fi++;
         if (!no && f0 == fi)
             continue;
-        const vt_event *e = &s->events[ev];
+        const vt__event *e = &s->events[ev];
         for (size_t pass = 0; pass < 2; pass++) {
             /* pass 0 applies, pass 1 adds the points */
             for (size_t j = 0; j < no + (fi - f0); j++) {
@@ -251,18 +251,18 @@ int vt__tl_build_curves(struct builder *b)
                     rc = -ENOMEM;
                     goto out;
                 }
-                c->pts[c->n++] = (vt_tl_point){ e->seq, e->time_ns, c->v[0], c->v[1], c->v[2],
+                c->pts[c->n++] = (vt__tl_point){ e->seq, e->time_ns, c->v[0], c->v[1], c->v[2],
                                                 (uint32_t)ev };
             }
         }
     }
 out:
     for (size_t k = 0; k < tl->ndevices; k++) {
-        vt_tl_device *dv = &tl->devices[k];
+        vt__tl_device *dv = &tl->devices[k];
         dv->points = cv[k].pts;
         dv->npoints = cv[k].n;
         for (size_t i = 0; i < dv->npoints; i++) {
-            const vt_tl_point *pt = &dv->points[i];
+            const vt__tl_point *pt = &dv->points[i];
             if (i == 0 || pt->allocated > dv->peak_allocated) {
                 dv->peak_allocated = pt->allocated;
                 dv->peak_allocated_point = (uint32_t)i;

@@ -52,10 +52,10 @@ static void *reuse(void *arr, size_t elem, uint32_t *free_list, size_t *nfree, u
     return p;
 }
 
-static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
+static vt__lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 {
-    vt_timeline *tl = b->tl;
-    vt_lifetime *l = reuse(tl->lifetimes, sizeof *l, b->free_l, &b->nfree_l, idx);
+    vt__timeline *tl = b->tl;
+    vt__lifetime *l = reuse(tl->lifetimes, sizeof *l, b->free_l, &b->nfree_l, idx);
     if (!l)
         l = push((void **)&tl->lifetimes, &b->lcap, &tl->nlifetimes, sizeof *l, idx);
     if (l) {
@@ -67,7 +67,7 @@ static vt_lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 
 static vt__segment_span *new_span(struct builder *b, uint32_t *idx)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     vt__segment_span *g = reuse(tl->segments, sizeof *g, b->free_s, &b->nfree_s, idx);
     if (!g)
         g = push((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g, idx);
@@ -81,7 +81,7 @@ static vt__segment_span *new_span(struct builder *b, uint32_t *idx)
 static vt__segment_span *open_span(struct builder *b, uint64_t addr, uint64_t size, int8_t device,
                                    uint32_t flags, uint32_t *idx)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     *idx = vt__u64map_get(&b->smap, addr);
     if (*idx != VT_TL_NONE && tl->segments[*idx].free_event == VT_TL_NONE)
         return &tl->segments[*idx];
@@ -97,7 +97,7 @@ static vt__segment_span *open_span(struct builder *b, uint64_t addr, uint64_t si
     return g;
 }
 
-static void release(vt_lifetime *l, const vt_event *e, uint32_t i)
+static void release(vt__lifetime *l, const vt__event *e, uint32_t i)
 {
     l->release_event = i;
     l->release_seq = e->seq;
@@ -106,7 +106,7 @@ static void release(vt_lifetime *l, const vt_event *e, uint32_t i)
 
 /* A pending free that ends at event i (its completion, a reuse of the addr,
  * or a gap that hides the completion). */
-static void end_pending(vt_lifetime *l, uint32_t i)
+static void end_pending(vt__lifetime *l, uint32_t i)
 {
     l->reusable_event = i;
     l->flags &= ~(uint32_t)VT_LT_PENDING_FREE;
@@ -116,7 +116,7 @@ static void end_pending(vt_lifetime *l, uint32_t i)
  * lost, not pending. Only its FREE_COMPLETED may still come (the allocator
  * records one right after a free that needs no wait), while the addr is
  * still its own. */
-static int resolved(const vt_lifetime *l)
+static int resolved(const vt__lifetime *l)
 {
     return l->alloc_event != VT_TL_NONE && !tl_lifetime_open(l) &&
            !(l->flags & VT_LT_PENDING_FREE);
@@ -130,16 +130,16 @@ static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
 {
     if (!b->stream || idx == VT_TL_NONE)
         return;
-    const vt_lifetime *l = &b->tl->lifetimes[idx];
+    const vt__lifetime *l = &b->tl->lifetimes[idx];
     if (resolved(l) && (displaced || l->complete_event != VT_TL_NONE || !(l->flags & TL_KEEP)))
         b->retire[b->nretire++] = idx;
 }
 
 /* Match one event into lifetimes and segment spans. */
-int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
+int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
 {
     const vt__snapshot_data *s = b->s;
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     uint32_t idx;
     b->owner = b->prev = b->retire_span = VT_TL_NONE;
     b->nretire = 0;
@@ -157,7 +157,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
     case VT_EV_ALLOC: {
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
         if (prev != VT_TL_NONE) {
-            vt_lifetime *old = &tl->lifetimes[prev];
+            vt__lifetime *old = &tl->lifetimes[prev];
             if (tl_lifetime_open(old)) {
                 old->flags |= VT_LT_FREE_LOST;
                 release(old, e, ei);
@@ -169,7 +169,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
             }
             retire_if_done(b, prev, 1);   /* the new ALLOC takes its addr */
         }
-        vt_lifetime *l = new_lifetime(b, &idx);
+        vt__lifetime *l = new_lifetime(b, &idx);
         if (!l)
             return tl_fail(b, -ENOMEM, "timeline: out of memory (%zu lifetimes)", tl->nlifetimes);
         l->addr = e->addr;
@@ -189,7 +189,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         break;
     }
     case VT_EV_FREE_REQUESTED: {
-        vt_lifetime *l = NULL;
+        vt__lifetime *l = NULL;
         idx = vt__u64map_get(&b->lmap, e->addr);
         if (idx != VT_TL_NONE && tl_lifetime_open(&tl->lifetimes[idx])) {
             l = &tl->lifetimes[idx];
@@ -225,7 +225,7 @@ int vt__tl_match_event(struct builder *b, const vt_event *e, uint32_t ei)
         idx = request == VT__FREE_MATCH_NONE ? VT_TL_NONE : vt__u64map_get(&b->lmap, e->addr);
         if (idx == VT_TL_NONE)
             break;
-        vt_lifetime *l = &tl->lifetimes[idx];
+        vt__lifetime *l = &tl->lifetimes[idx];
         l->complete_event = ei;
         if (l->flags & VT_LT_PENDING_FREE)
             end_pending(l, ei);
@@ -294,12 +294,12 @@ static int push_free(uint32_t **list, size_t *n, size_t *cap, uint32_t idx)
 
 int vt__tl_retire(struct builder *b)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     for (size_t k = 0; k < b->nretire; k++) {
         uint32_t idx = b->retire[k];
-        vt_lifetime *l = &tl->lifetimes[idx];
+        vt__lifetime *l = &tl->lifetimes[idx];
         if (l->flags & TL_KEEP) {
-            vt_lifetime *c = vt__grow_push((void **)&b->kept, &b->cap_kept, &b->nkept, sizeof *c);
+            vt__lifetime *c = vt__grow_push((void **)&b->kept, &b->cap_kept, &b->nkept, sizeof *c);
             if (!c)
                 return tl_fail(b, -ENOMEM, "timeline: out of memory");
             *c = *l;
@@ -341,7 +341,7 @@ static uint32_t first_event_after(const struct builder *b, uint64_t seq)
 }
 
 /* Release l at event g, one that follows a gap. */
-static void release_at_gap(const struct builder *b, vt_lifetime *l, uint32_t g)
+static void release_at_gap(const struct builder *b, vt__lifetime *l, uint32_t g)
 {
     if (!b->stream) {
         release(l, &b->s->events[g], g);
@@ -349,7 +349,7 @@ static void release_at_gap(const struct builder *b, vt_lifetime *l, uint32_t g)
     }
     size_t lo;   /* a streamed build remembers those events (timeline_stream.c) */
     VT__PARTITION_POINT(b->ngaps, i, b->gaps[i].event < g, lo);
-    vt_event e = { .seq = b->gaps[lo].seq, .time_ns = b->gaps[lo].time_ns };
+    vt__event e = { .seq = b->gaps[lo].seq, .time_ns = b->gaps[lo].time_ns };
     release(l, &e, g);
 }
 
@@ -360,9 +360,9 @@ static void release_at_gap(const struct builder *b, vt_lifetime *l, uint32_t g)
 static void fate_of_open(struct builder *b)
 {
     const vt__snapshot_data *s = b->s;
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        vt_lifetime *l = &tl->lifetimes[i];
+        vt__lifetime *l = &tl->lifetimes[i];
         if (l->flags & VT_LT_FROM_STATE)
             continue;
         if (tl_lifetime_open(l)) {
@@ -405,7 +405,7 @@ static void fate_of_open(struct builder *b)
 int vt__tl_merge_state(struct builder *b)
 {
     const vt__snapshot_data *s = b->s;
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
         const vt__snap_segment *sg = &s->segments[gi];
         uint32_t idx;
@@ -425,7 +425,7 @@ int vt__tl_merge_state(struct builder *b)
                 continue;
             uint32_t li = vt__u64map_get(&b->lmap, bl->addr);
             if (li != VT_TL_NONE) {
-                vt_lifetime *l = &tl->lifetimes[li];
+                vt__lifetime *l = &tl->lifetimes[li];
                 int same = !bl->alloc_seq || !l->alloc_seq || bl->alloc_seq == l->alloc_seq;
                 if (bl->state == VT_BLOCK_ACTIVE_ALLOCATED && tl_lifetime_open(l) && same)
                     continue; /* explained by the events */
@@ -435,7 +435,7 @@ int vt__tl_merge_state(struct builder *b)
                 if (bl->state == VT_BLOCK_ACTIVE_PENDING_FREE && same && tl_lifetime_open(l))
                     continue; /* freed after the window: fate_of_open() says so */
             }
-            vt_lifetime *l = new_lifetime(b, &li);
+            vt__lifetime *l = new_lifetime(b, &li);
             if (!l)
                 return tl_fail(b, -ENOMEM, "timeline: out of memory");
             l->addr = bl->addr;
@@ -465,7 +465,7 @@ int vt__tl_merge_state(struct builder *b)
     }
     fate_of_open(b);
     for (size_t i = 0; i < tl->nlifetimes; i++) {
-        vt_lifetime *l = &tl->lifetimes[i];
+        vt__lifetime *l = &tl->lifetimes[i];
         if (l->release_event == VT_TL_NONE && !(l->flags & VT_LT_FREE_UNSEEN))
             l->flags |= VT_LT_ALIVE;
         tl->nfree_unseen += (l->flags & VT_LT_FREE_UNSEEN) != 0;

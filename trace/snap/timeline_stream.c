@@ -39,7 +39,7 @@
 
 #define MAP_START 1024
 
-static int builder_init(struct builder *b, const vt__snapshot_data *s, vt_timeline *tl,
+static int builder_init(struct builder *b, const vt__snapshot_data *s, vt__timeline *tl,
                         vt__liveness *lv, char *err, size_t errlen)
 {
     *b = (struct builder){ .s = s, .tl = tl, .lv = lv, .err = err, .errlen = errlen,
@@ -57,7 +57,7 @@ static void builder_done(struct builder *b)
     vt__tl_builder_free(b);
 }
 
-static int next_event(struct builder *b, vt__event_stream *es, vt_event *e, size_t i)
+static int next_event(struct builder *b, vt__event_stream *es, vt__event *e, size_t i)
 {
     int rc = vt__event_stream_next(es, e);
     if (rc == 1 && i >= VT_TL_NONE / 2)
@@ -101,8 +101,8 @@ static int after_table(struct builder *b, uint64_t **seqs)
 /* Reading 1: every event matched, the resolved retired. */
 static int read_matching(struct builder *b, vt__event_stream *es, vt__uncached_matcher *um)
 {
-    vt_timeline *tl = b->tl;
-    vt_event e;
+    vt__timeline *tl = b->tl;
+    vt__event e;
     size_t i = 0, k = 0;
     int rc;
     while ((rc = next_event(b, es, &e, i)) == 1) {
@@ -164,7 +164,7 @@ static int compact(struct builder *b, void *arr, size_t *n, size_t elem, size_t 
 /* ---- the curves ---------------------------------------------------------- */
 
 /* The key a later reading finds a lifetime by: the event that made it. */
-static uint32_t made_at(const vt_lifetime *l)
+static uint32_t made_at(const vt__lifetime *l)
 {
     if (l->flags & VT_LT_FROM_STATE)
         return VT_TL_NONE;
@@ -173,8 +173,8 @@ static uint32_t made_at(const vt_lifetime *l)
 
 /* The final record of what the event-made lifetime l of a later reading is,
  * when it was left at the end of the first (not retired); else NULL. */
-static const vt_lifetime *final_of(const vt_timeline *tl, const vt__u64map *left,
-                                   const vt_lifetime *l)
+static const vt__lifetime *final_of(const vt__timeline *tl, const vt__u64map *left,
+                                   const vt__lifetime *l)
 {
     uint32_t k = made_at(l);
     uint32_t i = k == VT_TL_NONE ? VT_TL_NONE : vt__u64map_get(left, k);
@@ -182,12 +182,12 @@ static const vt_lifetime *final_of(const vt_timeline *tl, const vt__u64map *left
 }
 
 struct peaks {
-    vt_tl_point first, alloc, reserved, active, last;
+    vt__tl_point first, alloc, reserved, active, last;
     size_t touched;          /* event index + 1 of the last point */
     uint64_t v[3];           /* allocated, pending, reserved */
 };
 
-static void see_point(struct peaks *p, const vt_tl_point *pt)
+static void see_point(struct peaks *p, const vt__tl_point *pt)
 {
     if (pt->allocated > p->alloc.allocated)
         p->alloc = *pt;
@@ -200,13 +200,13 @@ static void see_point(struct peaks *p, const vt_tl_point *pt)
 
 static int cmp_point(const void *a, const void *b)
 {
-    const vt_tl_point *x = a, *y = b;
+    const vt__tl_point *x = a, *y = b;
     uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
     uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
     return (ex > ey) - (ex < ey);
 }
 
-static uint32_t point_at(const vt_tl_device *d, uint32_t event)
+static uint32_t point_at(const vt__tl_device *d, uint32_t event)
 {
     for (size_t i = 0; i < d->npoints; i++)
         if (d->points[i].event == event)
@@ -215,9 +215,9 @@ static uint32_t point_at(const vt_tl_device *d, uint32_t event)
 }
 
 /* A device's figures from its peaks: the first, peak and last points. */
-static int device_from_peaks(vt_tl_device *d, const struct peaks *p)
+static int device_from_peaks(vt__tl_device *d, const struct peaks *p)
 {
-    vt_tl_point pts[5] = { p->first, p->alloc, p->reserved, p->active, p->last };
+    vt__tl_point pts[5] = { p->first, p->alloc, p->reserved, p->active, p->last };
     qsort(pts, 5, sizeof pts[0], cmp_point);
     d->points = malloc(5 * sizeof *d->points);
     if (!d->points)
@@ -245,17 +245,17 @@ static int device_from_peaks(vt_tl_device *d, const struct peaks *p)
  * reading left it), those at an ALLOC of the lifetime it ended when that
  * was retired, and the foreign ones of the records (fd, sorted; *fi the
  * next). @return how many into d (room for 4 + the foreign ones at i). */
-static size_t deltas_at(const struct builder *b2, const vt_timeline *tl, const vt__u64map *left,
+static size_t deltas_at(const struct builder *b2, const vt__timeline *tl, const vt__u64map *left,
                         uint8_t kind, uint32_t i, struct tl_delta *d)
 {
-    const vt_timeline *t2 = b2->tl;
+    const vt__timeline *t2 = b2->tl;
     size_t n = 0;
     uint32_t o = b2->owner;
     if (o != VT_TL_NONE) {
         if (kind == VT_EV_SEGMENT_ALLOC || kind == VT_EV_SEGMENT_FREE) {
             n += vt__tl_own_deltas(kind, NULL, &t2->segments[o], i, d + n);
         } else if (kind != VT_EV_STREAM_USE) {
-            const vt_lifetime *l = &t2->lifetimes[o], *f = final_of(tl, left, l);
+            const vt__lifetime *l = &t2->lifetimes[o], *f = final_of(tl, left, l);
             n += vt__tl_own_deltas(kind, f ? f : l, NULL, i, d + n);
         }
     }
@@ -272,7 +272,7 @@ static size_t deltas_at(const struct builder *b2, const vt_timeline *tl, const v
 /* Reading 2: the curves' first, peak and last points per device. */
 static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map *left)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     int8_t didx[256];
     int rc = vt__tl_devices(b, didx);
     if (rc)
@@ -284,7 +284,7 @@ static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map
         nf += vt__tl_foreign_span(&tl->segments[i], NULL);
     struct tl_delta *fd = malloc((nf + 1) * sizeof *fd);
     struct peaks *pk = calloc(tl->ndevices + 1, sizeof *pk);
-    vt_timeline *t2 = calloc(1, sizeof *t2);
+    vt__timeline *t2 = calloc(1, sizeof *t2);
     struct builder b2;
     if (!fd || !pk || !t2 || builder_init(&b2, b->s, t2, b->lv, b->err, b->errlen)) {
         free(fd);
@@ -303,14 +303,14 @@ static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map
         pk[didx[(uint8_t)fd[fi].device]].v[fd[fi].what] += fd[fi].bytes;
     for (size_t k = 0; k < tl->ndevices; k++) {
         struct peaks *p = &pk[k];
-        p->first = (vt_tl_point){ tl->nevents ? tl->first_seq : 0,
+        p->first = (vt__tl_point){ tl->nevents ? tl->first_seq : 0,
                                   tl->nevents ? tl->first_time_ns : 0, p->v[0], p->v[1], p->v[2],
                                   VT_TL_NONE };
         p->alloc = p->reserved = p->active = p->last = p->first;
     }
     struct tl_delta *own = NULL;
     size_t own_cap = 0;
-    vt_event e;
+    vt__event e;
     size_t i = 0;
     if ((rc = vt__event_stream_rewind(es)))
         goto out;
@@ -339,7 +339,7 @@ static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map
             if (p->touched == (size_t)ev + 1)
                 continue;
             p->touched = (size_t)ev + 1;
-            vt_tl_point pt = { e.seq, e.time_ns, p->v[0], p->v[1], p->v[2], ev };
+            vt__tl_point pt = { e.seq, e.time_ns, p->v[0], p->v[1], p->v[2], ev };
             see_point(p, &pt);
         }
     }
@@ -364,17 +364,17 @@ out:
  * peak, kept (their records as the rules leave them) and appended. */
 static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt__u64map *left)
 {
-    vt_timeline *tl = b->tl;
+    vt__timeline *tl = b->tl;
     uint32_t last_peak = VT_TL_NONE;
     for (size_t k = 0; k < tl->ndevices; k++) {
-        const vt_tl_device *d = &tl->devices[k];
+        const vt__tl_device *d = &tl->devices[k];
         uint32_t ev = d->points[d->peak_allocated_point].event;
         if (ev != VT_TL_NONE && (last_peak == VT_TL_NONE || ev > last_peak))
             last_peak = ev;
     }
     if (last_peak == VT_TL_NONE)
         return 0;   /* only what was alive before the first event: the records */
-    vt_timeline *t3 = calloc(1, sizeof *t3);
+    vt__timeline *t3 = calloc(1, sizeof *t3);
     struct builder b3;
     if (!t3 || builder_init(&b3, b->s, t3, b->lv, b->err, b->errlen)) {
         free(t3);
@@ -382,17 +382,17 @@ static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt
     }
     int rc = vt__event_stream_rewind(es);
     size_t marked = 0, i = 0;
-    vt_event e;
+    vt__event e;
     while (!rc && (rc = next_event(b, es, &e, i)) == 1) {
         uint32_t ev = (uint32_t)i++;
         if ((rc = vt__tl_match_event(&b3, &e, ev)) || (rc = vt__tl_retire(&b3)))
             break;
         for (size_t k = 0; k < tl->ndevices; k++) {
-            const vt_tl_device *d = &tl->devices[k];
+            const vt__tl_device *d = &tl->devices[k];
             if (d->points[d->peak_allocated_point].event != ev)
                 continue;
             for (size_t j = 0; j < t3->nlifetimes; j++) {
-                vt_lifetime *l = &t3->lifetimes[j];
+                vt__lifetime *l = &t3->lifetimes[j];
                 if (!(l->flags & (TL_RETIRED | TL_KEEP)) && l->device == d->device &&
                     vt__lifetime_allocated_at(l, ev) && !final_of(tl, left, l)) {
                     l->flags |= TL_KEEP;
@@ -407,7 +407,7 @@ static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt
      * come: as the events leave them */
     for (size_t j = 0; rc >= 0 && j < t3->nlifetimes; j++)
         if ((t3->lifetimes[j].flags & (TL_KEEP | TL_RETIRED)) == TL_KEEP) {
-            vt_lifetime *c = vt__grow_push((void **)&b3.kept, &b3.cap_kept, &b3.nkept,
+            vt__lifetime *c = vt__grow_push((void **)&b3.kept, &b3.cap_kept, &b3.nkept,
                                            sizeof *c);
             if (!c)
                 rc = tl_fail(b, -ENOMEM, "timeline: out of memory");
@@ -432,7 +432,7 @@ static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt
 /* ---- public -------------------------------------------------------------- */
 
 int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, unsigned what,
-                              vt_timeline **out, char *err, size_t errlen)
+                              vt__timeline **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -441,7 +441,7 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, 
     vt__uncached_matcher um = { 0 };
     vt__u64map left = { 0 };
     uint64_t *seqs = NULL;
-    vt_timeline *tl = calloc(1, sizeof *tl);
+    vt__timeline *tl = calloc(1, sizeof *tl);
     if (!tl)
         return vt__errf(err, errlen, -ENOMEM, "timeline: out of memory");
     int rc = builder_init(&b, s, tl, NULL, err, errlen);
@@ -459,7 +459,7 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, 
     if ((rc = after_table(&b, &seqs)) || (rc = vt__event_stream_rewind(es)) ||
         (rc = read_matching(&b, es, &um)) ||
         (rc = compact(&b, tl->lifetimes, &tl->nlifetimes, sizeof *tl->lifetimes,
-                      offsetof(vt_lifetime, flags), &b.lmap)) ||
+                      offsetof(vt__lifetime, flags), &b.lmap)) ||
         (rc = compact(&b, tl->segments, &tl->nsegments, sizeof *tl->segments,
                       offsetof(vt__segment_span, flags), &b.smap)))
         goto fail;

@@ -11,7 +11,7 @@
 #include "grow.h"
 #include "vramtrace/format.h"
 
-enum vt_uncached_kind vt__uncached_kind_of(unsigned call)
+enum vt__uncached_kind vt__uncached_kind_of(unsigned call)
 {
     switch (call) {
     case VT_PASS_MANAGED:       return VT_UK_MANAGED;
@@ -26,7 +26,7 @@ enum vt_uncached_kind vt__uncached_kind_of(unsigned call)
     }
 }
 
-const char *vt__uncached_kind_name(enum vt_uncached_kind k)
+const char *vt__uncached_kind_name(enum vt__uncached_kind k)
 {
     static const char *const names[VT_UK_COUNT] = {
         [VT_UK_MANAGED] = "managed", [VT_UK_PINNED_HOST] = "pinned host",
@@ -36,12 +36,12 @@ const char *vt__uncached_kind_name(enum vt_uncached_kind k)
     return (unsigned)k < VT_UK_COUNT ? names[k] : "other";
 }
 
-int vt__uncached_kind_is_host(enum vt_uncached_kind k)
+int vt__uncached_kind_is_host(enum vt__uncached_kind k)
 {
     return k == VT_UK_PINNED_HOST;
 }
 
-int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
+int vt__uncached_note(vt__uncached_matcher *um, const vt__event *e, uint32_t i)
 {
     if (e->kind != VT_EV_PASSTHROUGH || e->aux == VT_PASS_VMM_MAP)
         return 0;
@@ -49,7 +49,7 @@ int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
     if (e->aux2) {              /* a release */
         if (open == VT__U64MAP_NONE)
             return 0;           /* allocated before the window, or not ours to show */
-        vt_uncached *u = &um->v[open];
+        vt__uncached *u = &um->v[open];
         u->alive = 0;
         u->free_seq = e->seq;
         u->free_time_ns = e->time_ns;
@@ -64,13 +64,13 @@ int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
      * now names the new one */
     if (um->n >= UINT32_MAX - 1 || (!um->open.vals && vt__u64map_init(&um->open, 16)))
         return -ENOMEM;
-    vt_uncached *u = vt__grow_push((void **)&um->v, &um->cap, &um->n, sizeof *u);
+    vt__uncached *u = vt__grow_push((void **)&um->v, &um->cap, &um->n, sizeof *u);
     if (!u || vt__u64map_put(&um->open, e->addr, (uint32_t)(um->n - 1))) {
         if (u)
             um->n--;
         return -ENOMEM;
     }
-    *u = (vt_uncached){
+    *u = (vt__uncached){
         .addr = e->addr, .size = e->size, .stream = e->stream,
         .alloc_seq = e->seq, .alloc_time_ns = e->time_ns, .alloc_stack = e->stack,
         .alloc_event = i, .free_event = UINT32_MAX,
@@ -80,7 +80,7 @@ int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i)
     return 0;
 }
 
-void vt__uncached_finish(vt__uncached_matcher *um, uint64_t fork_seq, vt_uncached **out, size_t *n)
+void vt__uncached_finish(vt__uncached_matcher *um, uint64_t fork_seq, vt__uncached **out, size_t *n)
 {
     for (size_t k = 0; k < um->n; k++)
         um->v[k].inherited = fork_seq && um->v[k].alloc_seq < fork_seq;
@@ -97,7 +97,7 @@ void vt__uncached_discard(vt__uncached_matcher *um)
     memset(um, 0, sizeof *um);
 }
 
-int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n)
+int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt__uncached **out, size_t *n)
 {
     *out = NULL;
     *n = 0;

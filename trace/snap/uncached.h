@@ -26,7 +26,7 @@
 #include "u64map.h"
 
 /* What the views call each kind (one name per VT_PASS_* allocation call). */
-enum vt_uncached_kind {
+enum vt__uncached_kind {
     VT_UK_MANAGED = 0,        /* cudaMallocManaged / cuMemAllocManaged */
     VT_UK_PINNED_HOST,        /* cudaMallocHost, cudaHostAlloc, cuMemHostRegister */
     VT_UK_PITCHED,            /* cudaMallocPitch, cudaMalloc3D */
@@ -38,7 +38,7 @@ enum vt_uncached_kind {
     VT_UK_COUNT
 };
 
-typedef struct vt_uncached {
+typedef struct vt__uncached {
     uint64_t addr;            /* pointer (an array: its handle; VMM: the handle) */
     uint64_t size;            /* bytes as recorded */
     uint64_t stream;          /* stream of a pool allocation, else 0 */
@@ -48,25 +48,25 @@ typedef struct vt_uncached {
     uint32_t alloc_event;     /* index into s->events */
     uint32_t free_event;      /* UINT32_MAX while alive */
     uint8_t  call;            /* VT_PASS_* of the allocation */
-    uint8_t  kind;            /* enum vt_uncached_kind */
+    uint8_t  kind;            /* enum vt__uncached_kind */
     uint8_t  alive;           /* not released among the kept events */
     uint8_t  inherited;       /* allocated before the last FORK event: the parent's */
     int8_t   device;
-} vt_uncached;
+} vt__uncached;
 
 /* Kind of a VT_PASS_* allocation call (VT_UK_OTHER for unknown ones). */
-enum vt_uncached_kind vt__uncached_kind_of(unsigned call);
+enum vt__uncached_kind vt__uncached_kind_of(unsigned call);
 
 /* "managed", "pinned host", "pitched", "array", "pool", "vmm", "graph", "other". */
-const char *vt__uncached_kind_name(enum vt_uncached_kind k);
+const char *vt__uncached_kind_name(enum vt__uncached_kind k);
 
 /* Is a kind host memory (pinned host) rather than device memory? */
-int vt__uncached_kind_is_host(enum vt_uncached_kind k);
+int vt__uncached_kind_is_host(enum vt__uncached_kind k);
 
 /* Match the PASSTHROUGH events of `s` into allocations, in allocation order.
  * fork_seq: seq of the last FORK event (0: none).
  * @return 0 and *out (free()), *n; -ENOMEM. */
-int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt_uncached **out, size_t *n);
+int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt__uncached **out, size_t *n);
 
 /* The same matching for events read one at a time (event_stream.h): each
  * event noted in order (index i), then the allocations taken, in allocation
@@ -74,12 +74,12 @@ int vt__uncached_build(const vt__snapshot_data *s, uint64_t fork_seq, vt_uncache
  * matcher then still to be discarded). */
 typedef struct vt__uncached_matcher {
     vt__u64map open;          /* addr -> the allocation open there */
-    vt_uncached *v;
+    vt__uncached *v;
     size_t n, cap;
 } vt__uncached_matcher;
-int vt__uncached_note(vt__uncached_matcher *um, const vt_event *e, uint32_t i);
+int vt__uncached_note(vt__uncached_matcher *um, const vt__event *e, uint32_t i);
 /* *out (free()) and *n; the matcher is left empty. */
-void vt__uncached_finish(vt__uncached_matcher *um, uint64_t fork_seq, vt_uncached **out, size_t *n);
+void vt__uncached_finish(vt__uncached_matcher *um, uint64_t fork_seq, vt__uncached **out, size_t *n);
 void vt__uncached_discard(vt__uncached_matcher *um);
 
 #endif /* VT_TRACE_UNCACHED_H */

@@ -114,7 +114,7 @@ static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
 /* What the op observer hands over with an op besides its tensors
  * (observed(), observed_engine()); none from the mode. */
 typedef struct {
-    const vt_tensor_facts *facts;   /* one per tensor in order (tensor_facts.h), or NULL */
+    const vt__tensor_facts *facts;   /* one per tensor in order (tensor_facts.h), or NULL */
     Py_ssize_t n;
     long long seq;                  /* the autograd sequence number's last value */
     int backward;                   /* an autograd engine thread's op: recorded with
@@ -215,7 +215,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         goto out;
     }
     /* the observer's facts, if they are for these tensors */
-    const vt_tensor_facts *facts = obs != NULL && obs->n == ins.n + outs.n ? obs->facts : NULL;
+    const vt__tensor_facts *facts = obs != NULL && obs->n == ins.n + outs.n ? obs->facts : NULL;
     uint32_t stack = backward ? obs->stack : capture(d);
     /* The autograd node this op made (below autograd, so before the op
      * ran) holds the sequence number just taken: the observer read it. A
@@ -413,9 +413,9 @@ static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *ca
         return -1;
     }
     Py_ssize_t size = PyBytes_GET_SIZE(argv[3]);
-    obs->facts = size % (Py_ssize_t)sizeof(vt_tensor_facts) == 0
-                     ? (const vt_tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL;
-    obs->n = size / (Py_ssize_t)sizeof(vt_tensor_facts);
+    obs->facts = size % (Py_ssize_t)sizeof(vt__tensor_facts) == 0
+                     ? (const vt__tensor_facts *)PyBytes_AS_STRING(argv[3]) : NULL;
+    obs->n = size / (Py_ssize_t)sizeof(vt__tensor_facts);
     *last = argv[4];
     return 0;
 }
@@ -424,7 +424,7 @@ static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *ca
  * thread that ran already, handed over by the C++ observer
  * (scripts/vramtrace/native/trackobs/) instead of the mode: ``args`` its arguments in schema
  * order (tensors, lists of tensors, None for the rest), ``out`` a tuple of
- * its outputs, ``facts`` bytes of a vt_tensor_facts per tensor
+ * its outputs, ``facts`` bytes of a vt__tensor_facts per tensor
  * (tensor_facts.h; used while Dispatcher.weak_maker holds the observer's
  * vt_obs_make_weak), ``seq`` the autograd sequence number's value after
  * the op (torch._C._autograd._get_sequence_nr() - 1). */

@@ -210,9 +210,9 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
     if (a == (unsigned long long)-1 && PyErr_Occurred())
         return -1;
     if ((intptr_t)which == WEAK_MAKER)
-        d->make_weak = (vt_make_weak_fn)(uintptr_t)a;
+        d->make_weak = (vt__make_weak_fn)(uintptr_t)a;
     else
-        d->storage_now = (vt_storage_now_fn)(uintptr_t)a;
+        d->storage_now = (vt__storage_now_fn)(uintptr_t)a;
     return 0;
 }
 
@@ -410,7 +410,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         return NULL;
     }
     /* the same hold for the op observer's work, by address (0: none) */
-    static const vt_gc_hold_api gc_api = {gc_hold, gc_release, gc_held_count,
+    static const vt__gc_hold_api gc_api = {gc_hold, gc_release, gc_held_count,
                                           gc_count_as_program};
     PyObject *api = PyLong_FromVoidPtr(gc_can_hold() ? (void *)&gc_api : NULL);
     if (api == NULL || PyModule_AddObject(m, "GC_HOLD_API", api) < 0) {

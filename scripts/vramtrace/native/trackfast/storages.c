@@ -174,7 +174,7 @@ out:
  * device and weak handle from the op observer's facts ``f`` if given, else
  * asked of the tensor ``t`` and its storage object ``st``. A new
  * reference, NULL on error. */
-PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt_tensor_facts *f,
+PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
                       uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
 {
     PyObject *tracker = d->tracker;

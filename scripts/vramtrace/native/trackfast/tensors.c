@@ -70,7 +70,7 @@ static int tensor_address(PyObject *t, unsigned long long storage_ptr, unsigned 
 }
 
 /* The same from the op observer's facts, without Python. */
-static int storage_of_facts(const vt_tensor_facts *f, unsigned long long *ptr,
+static int storage_of_facts(const vt__tensor_facts *f, unsigned long long *ptr,
                             unsigned long long *nbytes, PyObject **skey)
 {
     *ptr = f->storage_ptr;
@@ -85,7 +85,7 @@ static int storage_of_facts(const vt_tensor_facts *f, unsigned long long *ptr,
  * compares it with the StorageImpl). ``f``: what the op observer read of
  * the tensor (NULL, or no storage in it: asked here of Python). Returns a new
  * reference to the tensor's record, or None for a tensor without storage. */
-PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *name,
+PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
                 PyObject *stack_obj, PyObject *view_of, int defer)
 {
     PyObject *tracker = d->tracker;

@@ -72,9 +72,9 @@ typedef struct {
     uint64_t ops;            /* ops recorded here (Tracker.ops adds the Python path's) */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
-    vt_make_weak_fn make_weak;   /* the op observer's, while it hands ops over; NULL: none,
+    vt__make_weak_fn make_weak;   /* the op observer's, while it hands ops over; NULL: none,
                                   * and its facts are not used */
-    vt_storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
+    vt__storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
                                       * Python (which materializes copy-on-write) */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
 } Dispatcher;
@@ -134,14 +134,14 @@ int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int flush(Dispatcher *d);
 
 /* storages.c */
-PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt_tensor_facts *f,
+PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
                       uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec);
 PyObject *storages_to_check(Dispatcher *d);
 int settle(Dispatcher *d);
 
 /* tensors.c */
-PyObject *track(Dispatcher *d, PyObject *t, const vt_tensor_facts *f, PyObject *name,
+PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
                 PyObject *stack_obj, PyObject *view_of, int defer);
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);

@@ -86,7 +86,7 @@ PyObject *on_other = nullptr;    // Dispatcher.observed_engine(func, args, out, 
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
-const vt_gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's count, or nullptr
+const vt__gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's count, or nullptr
 
 // The collector's count held while this scope, under the GIL, does the
 // observer's own Python work (the tracker's, never the program's: see
@@ -287,9 +287,9 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
 // read here in C++ instead of through Python; storage 0 where it cannot be
 // read (no storage, symbolic sizes, a wrapper that refuses data access):
 // the recording then asks Python, as the mode's does.
-vt_tensor_facts facts_of(const at::Tensor &t)
+vt__tensor_facts facts_of(const at::Tensor &t)
 {
-    vt_tensor_facts f{};
+    vt__tensor_facts f{};
     try {
         if (!t.has_storage())
             return f;
@@ -302,7 +302,7 @@ vt_tensor_facts facts_of(const at::Tensor &t)
         f.is_view = t.is_view() ? 1 : 0;
         f.storage = reinterpret_cast<uintptr_t>(s.unsafeGetStorageImpl());
     } catch (...) {
-        f = vt_tensor_facts{};
+        f = vt__tensor_facts{};
     }
     return f;
 }
@@ -310,7 +310,7 @@ vt_tensor_facts facts_of(const at::Tensor &t)
 // The Python objects the recording is given, and the facts of their tensors
 // (nullptr: none wanted), in the order it meets them.
 struct Wrapper {
-    std::vector<vt_tensor_facts> *facts;
+    std::vector<vt__tensor_facts> *facts;
 
     // A tensor as the mode is given it: None for an undefined one and for a
     // Python number the binding wrapped into a 0-dim tensor (the mode gets
@@ -383,7 +383,7 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
                     c10::ArrayRef<c10::IValue> outputs, bool engine, uint32_t forward,
                     int64_t seq)
 {
-    std::vector<vt_tensor_facts> facts;
+    std::vector<vt__tensor_facts> facts;
     PyObject *to = engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
         GcHeld held;
@@ -395,7 +395,7 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
         if (out != nullptr) {
             tail[0] = PyBytes_FromStringAndSize(
                 reinterpret_cast<const char *>(facts.data()),
-                static_cast<Py_ssize_t>(facts.size() * sizeof(vt_tensor_facts)));
+                static_cast<Py_ssize_t>(facts.size() * sizeof(vt__tensor_facts)));
             tail[1] = engine ? PyLong_FromUnsignedLong(forward) : PyLong_FromLongLong(seq);
         }
         PyObject *r = nullptr;
@@ -513,7 +513,7 @@ extern "C" {
 // vt_obs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api):
 // look at this thread's ops (and its backward's on the engine threads) until
 // vt_obs_uninstall(); `lend` is vramtrace's vt_thread_python_stack (0: no
-// frames lent), `gc_api` _trackfast's vt_gc_hold_api (0: the count not
+// frames lent), `gc_api` _trackfast's vt__gc_hold_api (0: the count not
 // held). One at a time: -1 if installed already, else 0. Called with the
 // GIL held.
 __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
@@ -525,7 +525,7 @@ __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
 {
     if (handle != 0)
         return -1;
-    gc = reinterpret_cast<const vt_gc_hold_api *>(gc_api);
+    gc = reinterpret_cast<const vt__gc_hold_api *>(gc_api);
     on_owner = Py_NewRef(owner_fn);
     on_other = Py_NewRef(other_fn);
     engine_frames = Py_NewRef(frames_fn);

@@ -7,7 +7,7 @@
  * recording's instructions on bench_track's loop).
  *
  * Dispatcher.observed(func, args, out, facts, seq) gets them as one bytes
- * object: a vt_tensor_facts per tensor, in the order the recording meets
+ * object: a vt__tensor_facts per tensor, in the order the recording meets
  * the tensors (the arguments' tensors in order, a list's items in order,
  * then the outputs'); no entry for None. Both sides are built on the same
  * machine (the observer at first use, _trackfast with vramtrace), from this
@@ -28,17 +28,17 @@ typedef struct {
     uint64_t tensor_nbytes;   /* numel x element size */
     int64_t device;           /* CUDA device index, -1 for any other device */
     uint64_t is_view;         /* 1: a view (its _base is the one Python lookup left) */
-} vt_tensor_facts;
+} vt__tensor_facts;
 
 /* The observer's vt_obs_make_weak(storage): a weak handle on the
  * StorageImpl, what UntypedStorage._weak_ref() returns (freed with
  * UntypedStorage._free_weak_ref). Called with the tensor alive. */
-typedef uint64_t (*vt_make_weak_fn)(uint64_t storage);
+typedef uint64_t (*vt__make_weak_fn)(uint64_t storage);
 
 /* The observer's vt_obs_storage_now(handle, out): where the storage behind a
  * weak handle is now, read without materializing a copy-on-write storage.
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
-typedef int (*vt_storage_now_fn)(uint64_t handle, uint64_t *out);
+typedef int (*vt__storage_now_fn)(uint64_t handle, uint64_t *out);
 
 /* _trackfast's hold on the cyclic collector's count (gc_schedule.c), for
  * the observer's own Python work: hold() -> token, release(token); count()
@@ -49,6 +49,6 @@ typedef struct {
     void (*release)(long token);
     long (*count)(void);
     void (*as_program)(long n);
-} vt_gc_hold_api;
+} vt__gc_hold_api;
 
 #endif
