@@ -30,6 +30,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "diff_corpus.py")
+# the files whose programs it runs
+CORPUS_FILES = (CORPUS, os.path.join(HERE, "diff_corpus_more.py"))
 
 # path -> the environment that selects it (VT_DIFF_TRACK=0: untracked)
 PATHS: Dict[str, Dict[str, str]] = {
@@ -78,9 +80,8 @@ COMPARED = ("exception", "seen", "stdout", "stderr", "warnings", "left", "peak")
 def _programs() -> List[str]:
     """"name[device]" of every program, read from the corpus without
     importing torch here."""
-    tree = ast.parse(open(CORPUS).read())
     found = []
-    for node in tree.body:
+    for node in (n for path in CORPUS_FILES for n in ast.parse(open(path).read()).body):
         if not isinstance(node, ast.FunctionDef):
             continue
         for dec in node.decorator_list:
