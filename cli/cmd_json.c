@@ -220,12 +220,12 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fputs("],\n", o);
 
     fputs("\"uncached\":[", o);
-    for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt__uncached *u = &tl->uncached[i];
+    for (size_t i = 0; i < tl->npassthrough; i++) {
+        const vt__passthrough *u = &tl->passthrough[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, u->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d,\"stream\":",
-                u->size, vt__uncached_kind_name((enum vt__uncached_kind)u->kind), u->call,
+                u->size, vt__passthrough_kind_name((enum vt__passthrough_kind)u->kind), u->call,
                 u->device);
         hex(o, u->stream);
         fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"alloc_time_ns\":%" PRIu64, u->alloc_seq,

@@ -15,7 +15,7 @@
  * under a line that says so. `--top N` lists the N largest groups of each.
  *
  * Memory the cache did not serve (managed, pinned host, pitched, arrays,
- * explicit pools, VMM: trace/snap/uncached.h) is listed the same way, its
+ * explicit pools, VMM: trace/snap/passthrough.h) is listed the same way, its
  * kind in parentheses ("Leak of 24.0 MiB (managed) in 1 allocation from:"),
  * counted in the SUMMARY total, and named per kind on the line after it.
  *
@@ -51,7 +51,7 @@ static const char usage_text[] =
 
 struct group {
     uint32_t stack;
-    uint8_t kind;            /* enum vt__uncached_kind, or CACHED_KIND */
+    uint8_t kind;            /* enum vt__passthrough_kind, or CACHED_KIND */
     uint8_t workspace;       /* a library's own handle or workspace */
     uint64_t bytes, count, before;
 };
@@ -80,7 +80,7 @@ static void print_group(const vt__snapshot_data *s, const struct group *g, bool 
     char b[32];
     printf("Leak of %s", vt__fmt_bytes(g->bytes, b));
     if (g->kind != CACHED_KIND)
-        printf(" (%s)", vt__uncached_kind_name((enum vt__uncached_kind)g->kind));
+        printf(" (%s)", vt__passthrough_kind_name((enum vt__passthrough_kind)g->kind));
     printf(" in %" PRIu64 " allocation%s from:\n", g->count, g->count == 1 ? "" : "s");
     const vt__frame *lib = g->workspace ? vt__report_library_workspace(s, g->stack) : NULL;
     if (lib && !vt__report_all_frames) {
@@ -103,7 +103,7 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt__ti
                       bool all_frames)
 {
     (void)all_frames;   /* read through vt__report_all_frames */
-    struct group *g = malloc((tl->nlifetimes + tl->nuncached + 1) * sizeof *g);
+    struct group *g = malloc((tl->nlifetimes + tl->npassthrough + 1) * sizeof *g);
     if (!g) {
         fprintf(stderr, "vramtrace leaks: out of memory\n");
         return VT_EXIT_FAILURE;
@@ -122,10 +122,10 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt__ti
         g[n++] = (struct group){ .stack = l->alloc_stack, .kind = CACHED_KIND, .bytes = l->size,
                                  .count = 1, .before = (l->flags & VT_LT_BEFORE_WINDOW) ? 1 : 0 };
     }
-    /* Memory the cache did not serve, each kind apart (uncached.h). */
-    uint64_t kind_bytes[VT_UK_COUNT] = { 0 };
-    for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt__uncached *u = &tl->uncached[i];
+    /* Memory the cache did not serve, each kind apart (passthrough.h). */
+    uint64_t kind_bytes[VT_PTK_COUNT] = { 0 };
+    for (size_t i = 0; i < tl->npassthrough; i++) {
+        const vt__passthrough *u = &tl->passthrough[i];
         if (!u->alive)
             continue;
         if (u->inherited) {
@@ -191,11 +191,11 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt__ti
     else
         printf("SUMMARY: vramtrace: no allocations alive at the snapshot.\n");
     int sep = 0;
-    for (int k = 0; k < VT_UK_COUNT; k++) {
+    for (int k = 0; k < VT_PTK_COUNT; k++) {
         if (!kind_bytes[k])
             continue;
         printf("%s%s %s", sep ? ", " : "(of which not served by the cache: ",
-               vt__uncached_kind_name((enum vt__uncached_kind)k), vt__fmt_bytes(kind_bytes[k], b));
+               vt__passthrough_kind_name((enum vt__passthrough_kind)k), vt__fmt_bytes(kind_bytes[k], b));
         sep = 1;
     }
     if (sep)

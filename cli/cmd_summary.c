@@ -153,17 +153,17 @@ static int cmp_step(const void *a, const void *b)
 
 /* Memory the cache did not serve, per kind: how many allocations, the most
  * bytes alive at once among the kept events, what is alive at the end. */
-static void uncached_kinds(const vt__timeline *tl)
+static void passthrough_kinds(const vt__timeline *tl)
 {
-    if (!tl->nuncached)
+    if (!tl->npassthrough)
         return;
-    uint64_t count[VT_UK_COUNT] = { 0 }, alive[VT_UK_COUNT] = { 0 };
-    uint64_t nalive[VT_UK_COUNT] = { 0 }, peak[VT_UK_COUNT] = { 0 }, cur[VT_UK_COUNT] = { 0 };
-    struct step *st = malloc(2 * tl->nuncached * sizeof *st);
+    uint64_t count[VT_PTK_COUNT] = { 0 }, alive[VT_PTK_COUNT] = { 0 };
+    uint64_t nalive[VT_PTK_COUNT] = { 0 }, peak[VT_PTK_COUNT] = { 0 }, cur[VT_PTK_COUNT] = { 0 };
+    struct step *st = malloc(2 * tl->npassthrough * sizeof *st);
     const int have_peak = st != NULL;
     size_t n = 0;
-    for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt__uncached *u = &tl->uncached[i];
+    for (size_t i = 0; i < tl->npassthrough; i++) {
+        const vt__passthrough *u = &tl->passthrough[i];
         count[u->kind]++;
         if (u->alive) {
             alive[u->kind] += u->size;
@@ -186,11 +186,11 @@ static void uncached_kinds(const vt__timeline *tl)
     }
     char b1[32], b2[32];
     printf("not served by the cache (passed through), per kind:\n");
-    for (int k = 0; k < VT_UK_COUNT; k++) {
+    for (int k = 0; k < VT_PTK_COUNT; k++) {
         if (!count[k])
             continue;
         printf("  %s: %" PRIu64 " allocation%s, peak %s, alive %s in %" PRIu64 "\n",
-               vt__uncached_kind_name((enum vt__uncached_kind)k), count[k], count[k] == 1 ? "" : "s",
+               vt__passthrough_kind_name((enum vt__passthrough_kind)k), count[k], count[k] == 1 ? "" : "s",
                have_peak ? vt__fmt_bytes(peak[k], b1) : "?", vt__fmt_bytes(alive[k], b2),
                nalive[k]);
     }
@@ -254,7 +254,7 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
     const char *pool = vt__snapshot_pool_note(s);
     if (pool)
         printf("  %s%s\n", (s->meta.flags & VT_META_POOL_UNSEEN) ? "NOTE: " : "", pool);
-    uncached_kinds(tl);
+    passthrough_kinds(tl);
     if (!tl->ndevices)
         printf("no device memory recorded\n");
     for (size_t i = 0; i < tl->ndevices; i++) {

@@ -197,12 +197,12 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
             goto out;
     }
     qsort(r->groups, r->ngroups, sizeof *r->groups, cmp_group);
-    for (size_t i = 0; i < tl->nuncached; i++) {
-        const vt__uncached *u = &tl->uncached[i];
-        if (u->device != r->device || vt__uncached_kind_is_host(u->kind) || u->alloc_event > k)
+    for (size_t i = 0; i < tl->npassthrough; i++) {
+        const vt__passthrough *u = &tl->passthrough[i];
+        if (u->device != r->device || vt__passthrough_kind_is_host(u->kind) || u->alloc_event > k)
             continue;
         if (u->free_event == UINT32_MAX || u->free_event > k)
-            r->uncached += u->size;
+            r->passthrough += u->size;
     }
     rc = 0;
 out:
@@ -667,7 +667,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     int rc = device_state(s, tl, r);
     if (rc)
         goto fail;
-    uint64_t held = r->reserved + r->outside_reserved + r->uncached;
+    uint64_t held = r->reserved + r->outside_reserved + r->passthrough;
     if (r->total) {
         r->other = r->total > held + r->device_free ? r->total - held - r->device_free : 0;
         r->capacity = r->total - r->other;

@@ -92,7 +92,7 @@ typedef struct vt__oom_report {
     uint64_t total;            /* device memory as recorded, 0: not recorded */
     uint64_t device_free;      /* what the device said was free (cudaMemGetInfo) */
     uint64_t capacity;         /* what this process's allocators could have held:
-                                  total - other, else reserved + free + uncached */
+                                  total - other, else reserved + free + passthrough */
     uint64_t reserved, allocated, pending;   /* the caching allocator's */
     uint64_t cache_free, cache_pieces, largest_free, free_smaller;
     vt__oom_free_group *groups;
@@ -100,7 +100,7 @@ typedef struct vt__oom_report {
     uint64_t outside_reserved; /* a library's own allocations next to an observed
                                   framework allocator (their segments) */
     uint64_t outside_allocated;
-    uint64_t uncached;         /* device memory the cache did not serve, alive */
+    uint64_t passthrough;      /* device memory the cache did not serve, alive */
     uint64_t other;            /* total - free - the above: others, contexts */
     /* what was alive */
     vt__oom_site *sites;

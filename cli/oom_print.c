@@ -144,7 +144,7 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
         if (r->ngroups > 4)
             fprintf(f, "    ... %zu more pools and streams\n", r->ngroups - 4);
     }
-    if (r->outside_reserved || r->uncached || r->other) {
+    if (r->outside_reserved || r->passthrough || r->other) {
         fputs("  outside the cache     ", f);
         const char *sep = " ";
         if (r->outside_reserved) {
@@ -152,9 +152,9 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
                     vt__fmt_bytes(r->outside_reserved, b1), vt__fmt_bytes(r->outside_allocated, b2));
             sep = "; ";
         }
-        if (r->uncached) {
+        if (r->passthrough) {
             fprintf(f, "%s%s the cache did not serve (managed, VMM, pools...)", sep,
-                    vt__fmt_bytes(r->uncached, b1));
+                    vt__fmt_bytes(r->passthrough, b1));
             sep = "; ";
         }
         if (r->other)
@@ -291,7 +291,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                 r->groups[i].pieces, r->groups[i].largest);
     fprintf(f, "]}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
                PRIu64 ", \"uncached\": %" PRIu64 ", \"other\": ", r->outside_reserved,
-            r->outside_allocated, r->uncached);
+            r->outside_allocated, r->passthrough);
     if (r->total)
         fprintf(f, "%" PRIu64 "}", r->other);
     else

@@ -335,8 +335,8 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
         keep_stack(&r, r.xlt[i].alloc_stack);
         keep_stack(&r, r.xlt[i].free_stack);
     }
-    for (size_t i = 0; i < tl->nuncached; i++)
-        keep_stack(&r, tl->uncached[i].alloc_stack);
+    for (size_t i = 0; i < tl->npassthrough; i++)
+        keep_stack(&r, tl->passthrough[i].alloc_stack);
     r.nnodes = 1;
     for (size_t i = 1; i < s->nstack_nodes; i++) {
         if (!r.node_map[i])

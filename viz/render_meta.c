@@ -132,13 +132,13 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
         else
             vt__put_str(m, ",\"truePeak\":null}");
     }
-    /* Memory the cache did not serve (uncached.h): [kind, size, page stack
+    /* Memory the cache did not serve (passthrough.h): [kind, size, page stack
      * node, alive, device, ns from t0 at its allocation, at its release or -1]. */
     vt__put_str(m, "],\"uncached\":[");
-    for (size_t k = 0; k < tl->nuncached; k++) {
-        const vt__uncached *u = &tl->uncached[k];
+    for (size_t k = 0; k < tl->npassthrough; k++) {
+        const vt__passthrough *u = &tl->passthrough[k];
         vt__put_printf(m, "%s[\"%s\",%" PRIu64 ",%" PRIu32 ",%d,%d,%" PRIu64 ",%" PRId64 "]",
-                       k ? "," : "", vt__uncached_kind_name((enum vt__uncached_kind)u->kind), u->size,
+                       k ? "," : "", vt__passthrough_kind_name((enum vt__passthrough_kind)u->kind), u->size,
                        page_node(r, u->alloc_stack), u->alive ? 1 : 0, u->device,
                        u->alloc_time_ns > r->t0 ? u->alloc_time_ns - r->t0 : 0,
                        u->alive ? (int64_t)-1

@@ -125,9 +125,9 @@ static void same_condensed(const vt__timeline *w, const vt__timeline *c, int cur
     for (size_t i = 0; i < c->nmarks; i++)
         ASSERT(c->marks[i].seq == w->marks[i].seq && c->marks[i].event == w->marks[i].event &&
                c->marks[i].label == w->marks[i].label);
-    ASSERT_EQ(c->nuncached, w->nuncached);
-    for (size_t i = 0; i < c->nuncached; i++) {
-        const vt__uncached *x = &c->uncached[i], *y = &w->uncached[i];
+    ASSERT_EQ(c->npassthrough, w->npassthrough);
+    for (size_t i = 0; i < c->npassthrough; i++) {
+        const vt__passthrough *x = &c->passthrough[i], *y = &w->passthrough[i];
         ASSERT(x->addr == y->addr && x->size == y->size && x->alloc_event == y->alloc_event &&
                x->free_event == y->free_event && x->alive == y->alive &&
                x->inherited == y->inherited && x->kind == y->kind);

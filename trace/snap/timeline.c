@@ -242,7 +242,7 @@ int vt__timeline_build(const vt__snapshot_data *s, vt__timeline **out, char *err
         (rc = vt__tl_build_addr_index(&b)))
         goto fail;
     vt__tl_mark_inherited(&b);
-    if ((rc = vt__uncached_build(s, tl->fork_seq, &tl->uncached, &tl->nuncached))) {
+    if ((rc = vt__passthrough_build(s, tl->fork_seq, &tl->passthrough, &tl->npassthrough))) {
         tl_fail(&b, rc, "timeline: out of memory");
         goto fail;
     }
@@ -268,7 +268,7 @@ void vt__timeline_free(vt__timeline *tl)
     free(tl->streams);
     free(tl->event_owner);
     free(tl->by_addr);
-    free(tl->uncached);
+    free(tl->passthrough);
     free(tl);
 }
 

@@ -67,7 +67,7 @@
 #include <stdint.h>
 
 #include "snapshot.h"
-#include "uncached.h"
+#include "passthrough.h"
 
 /* "No such event / lifetime / segment" in the uint32 index fields below. */
 #define VT_TL_NONE UINT32_MAX
@@ -208,9 +208,9 @@ typedef struct vt__timeline {
     uint64_t fork_parent_pid;    /* its aux: the parent's pid */
 
     /* Memory the cache did not serve (managed, pinned host, pitched, arrays,
-     * explicit pools, VMM), in allocation order: uncached.h. Never in the
+     * explicit pools, VMM), in allocation order: passthrough.h. Never in the
      * curves, the lifetimes or the event owners above. */
-    vt__uncached *uncached;       size_t nuncached;
+    vt__passthrough *passthrough;       size_t npassthrough;
 
     /* Lifetimes sorted by addr (then alloc order), for vt__timeline_find(). */
     uint32_t *by_addr;
@@ -229,7 +229,7 @@ int vt__timeline_build(const vt__snapshot_data *s, vt__timeline **out, char *err
  * snapshot with vt__event_stream_of), in memory that follows what is alive
  * at once rather than the number of events: a condensed timeline, the same
  * figures as vt__timeline_build's where it has them. It has:
- *  - the counts, window, gaps, marks, fork, uncached allocations, the
+ *  - the counts, window, gaps, marks, fork, pass-through allocations, the
  *    segment spans left open or from before the window;
  *  - the lifetimes the events leave unresolved, with their flags exactly as
  *    vt__timeline_build gives them: alive at the end (VT_LT_ALIVE), pending,

@@ -35,7 +35,7 @@
 #include "timeline.h"
 #include "timeline_build.h"
 #include "u64map.h"
-#include "uncached.h"
+#include "passthrough.h"
 
 #define MAP_START 1024
 
@@ -99,7 +99,7 @@ static int after_table(struct builder *b, uint64_t **seqs)
 }
 
 /* Reading 1: every event matched, the resolved retired. */
-static int read_matching(struct builder *b, vt__event_stream *es, vt__uncached_matcher *um)
+static int read_matching(struct builder *b, vt__event_stream *es, vt__passthrough_matcher *um)
 {
     vt__timeline *tl = b->tl;
     vt__event e;
@@ -121,7 +121,7 @@ static int read_matching(struct builder *b, vt__event_stream *es, vt__uncached_m
             b->after_event[k] = ev;
         if ((rc = vt__tl_match_event(b, &e, ev)) || (rc = vt__tl_retire(b)))
             return rc;
-        if (vt__uncached_note(um, &e, ev))
+        if (vt__passthrough_note(um, &e, ev))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         i++;
     }
@@ -438,7 +438,7 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, 
     if (errlen)
         err[0] = 0;
     struct builder b;
-    vt__uncached_matcher um = { 0 };
+    vt__passthrough_matcher um = { 0 };
     vt__u64map left = { 0 };
     uint64_t *seqs = NULL;
     vt__timeline *tl = calloc(1, sizeof *tl);
@@ -480,14 +480,14 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, 
     if ((rc = vt__tl_build_addr_index(&b)))
         goto fail;
     vt__tl_mark_inherited(&b);
-    vt__uncached_finish(&um, tl->fork_seq, &tl->uncached, &tl->nuncached);
+    vt__passthrough_finish(&um, tl->fork_seq, &tl->passthrough, &tl->npassthrough);
     vt__u64map_free(&left);
     free(seqs);
     vt__tl_builder_free(&b);
     *out = tl;
     return 0;
 fail:
-    vt__uncached_discard(&um);
+    vt__passthrough_discard(&um);
     vt__u64map_free(&left);
     free(seqs);
     vt__tl_builder_free(&b);
