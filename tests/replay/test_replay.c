@@ -247,7 +247,7 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
 
 /* A (40 MiB) is last used at event 1 but freed only at the end: a 100 MiB
  * device cannot hold B and C beside it; freed right after event 1, all fit. */
-static void moved_frees_case(vt__replay_rules rules)
+static built *moved_frees_snapshot(void)
 {
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
@@ -256,11 +256,18 @@ static void moved_frees_case(vt__replay_rules rules)
     ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
     ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
     ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
-    vt__replay_free_at moved[] = {
-        { .alloc_event = 0, .at_event = 1 },
-        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
-        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
-    };
+    return b;
+}
+
+static const vt__replay_free_at moved[] = {
+    { .alloc_event = 0, .at_event = 1 },
+    { .alloc_event = 2, .at_event = 1 },             /* before its ALLOC: ignored */
+    { .alloc_event = 1, .at_event = 2 },             /* not an ALLOC: ignored */
+};
+
+static void moved_frees_case(vt__replay_rules rules)
+{
+    built *b = moved_frees_snapshot();
     vt__replay_options opt = { .capacity = 100 * MIB, .rules = rules };
     vt__replay_result r;
     char err[256];
@@ -288,22 +295,9 @@ TEST(moved_frees_free_an_allocation_right_after_the_given_event_under_pytorchs_r
 
 TEST(moved_frees_free_an_allocation_right_after_the_given_event)
 {
-    /* A (40 MiB) is last used at event 1 but freed only at the end: a
-     * 100 MiB device cannot hold B and C beside it. Freed after event 1
-     * instead, everything fits, and its recorded free is not counted as a
-     * free of an allocation the replay does not know. */
-    built *b = snap_new(0, NULL);
-    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
-    ev(b, VT_EV_MARK, 0, 0, 0, 0);                   /* 1: its last use */
-    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);      /* 2: B */
-    ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
-    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
-    ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
-    vt__replay_free_at moved[] = {
-        { .alloc_event = 0, .at_event = 1 },
-        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
-        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
-    };
+    /* freed after event 1 instead, everything fits, and its recorded free
+     * is not counted as a free of an allocation the replay does not know */
+    built *b = moved_frees_snapshot();
     vt__replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
     vt__replay_result r;
     char err[256];
