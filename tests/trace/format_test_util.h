@@ -37,6 +37,15 @@ static inline void *encode(const vt__snapshot_data *s, size_t *size)
     return data;
 }
 
+/* gen_small() encoded: for the tests that only need its bytes. */
+static inline unsigned char *encode_small(size_t *size)
+{
+    vt__snapshot_data *s = gen_small();
+    unsigned char *data = encode(s, size);
+    vt__snapshot_free(s);
+    return data;
+}
+
 /* The snapshot read back from n bytes at f, which must be accepted. */
 static inline vt__snapshot_data *decode_ok(const void *f, size_t n)
 {
@@ -212,6 +221,30 @@ static inline void free_sections(struct raw_section *secs, size_t nsec)
 {
     for (size_t i = 0; i < nsec; i++)
         free(secs[i].raw);
+}
+
+/* secs repacked as 1.minor, which must be rejected naming `needle`; the
+ * whole message stays in err for the caller's further assertions. */
+static inline void expect_repacked_reject(struct raw_section *secs, size_t nsec, unsigned minor,
+                                          const char *needle)
+{
+    size_t n;
+    unsigned char *f = repack(secs, nsec, minor, &n);
+    expect_reject(f, n, needle);
+    free(f);
+}
+
+/* One random structural change to t, under the checksums repack will make
+ * valid: a byte flipped, the section cut short, or its count moved. */
+static inline void mutate_section(struct raw_section *t, uint64_t *rnd)
+{
+    int what = (int)(gen_rand(rnd) % 4);
+    if (t->n && what < 2)
+        t->raw[gen_rand(rnd) % t->n] ^= (unsigned char)(1 + gen_rand(rnd) % 255);
+    else if (t->n && what == 2)
+        t->n = gen_rand(rnd) % t->n;
+    else
+        t->count += (gen_rand(rnd) % 5) - 2;
 }
 
 /* The snapshot read back from secs repacked as 1.minor, which must be accepted. */
