@@ -25,6 +25,20 @@ static const char usage_text[] =
 
 static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 
+/* ,"key":"0x..." */
+static void hex_field(FILE *o, const char *key, uint64_t v)
+{
+    fprintf(o, ",\"%s\":", key);
+    hex(o, v);
+}
+
+/* ,"key":"..." with string `id` of the snapshot's table */
+static void str_field(FILE *o, const vt__snapshot_data *s, const char *key, uint32_t id)
+{
+    fprintf(o, ",\"%s\":", key);
+    vt__json_str(o, vt__snapshot_string(s, id));
+}
+
 static void flags_list(FILE *o, uint32_t f)
 {
     static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
@@ -56,15 +70,12 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fprintf(o, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":%d,\"file\":",
             JSON_SCHEMA_VERSION);
     vt__json_str(o, path);
-    fprintf(o, ",\n\"meta\":{\"format_version\":\"%u.%u\",\"pid\":%d,\"rank\":%d,\"host\":",
+    fprintf(o, ",\n\"meta\":{\"format_version\":\"%u.%u\",\"pid\":%d,\"rank\":%d",
             m->format_version >> 16, m->format_version & 0xffff, m->pid, m->rank);
-    vt__json_str(o, vt__snapshot_string(s, m->host));
-    fputs(",\"command_line\":", o);
-    vt__json_str(o, vt__snapshot_string(s, m->command_line));
-    fputs(",\"config\":", o);
-    vt__json_str(o, vt__snapshot_string(s, m->config));
-    fputs(",\"library_version\":", o);
-    vt__json_str(o, vt__snapshot_string(s, m->library_version));
+    str_field(o, s, "host", m->host);
+    str_field(o, s, "command_line", m->command_line);
+    str_field(o, s, "config", m->config);
+    str_field(o, s, "library_version", m->library_version);
     fputs(",\"framework_settings\":", o);
     if (m->flags & VT_META_FRAMEWORK_SETTINGS)
         vt__json_str(o, vt__snapshot_string(s, m->framework_settings));
@@ -146,16 +157,11 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt_frame *f = &s->frames[i];
         fprintf(o, "%s\n {\"ip\":", i ? "," : "");
         hex(o, f->ip);
-        fputs(",\"module\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->module));
-        fputs(",\"module_offset\":", o);
-        hex(o, f->module_offset);
-        fputs(",\"build_id\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->build_id));
-        fputs(",\"function\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->function));
-        fputs(",\"file\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->file));
+        str_field(o, s, "module", f->module);
+        hex_field(o, "module_offset", f->module_offset);
+        str_field(o, s, "build_id", f->build_id);
+        str_field(o, s, "function", f->function);
+        str_field(o, s, "file", f->file);
         fprintf(o, ",\"line\":%u,\"first_line\":%u}", f->line, f->first_line);
     }
     fputs("],\n\"stacks\":[", o);
@@ -256,8 +262,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
                     i ? "," : "", e->seq, e->time_ns, vt__kind_name(e->kind, kb, sizeof kb),
                     e->thread, e->device);
             hex(o, e->stream);
-            fputs(",\"addr\":", o);
-            hex(o, e->addr);
+            hex_field(o, "addr", e->addr);
             fprintf(o, ",\"req_size\":%" PRIu64 ",\"size\":%" PRIu64 ",\"stack\":%u,\"aux\":%"
                        PRIu64 ",\"aux2\":%" PRIu64 ",\"str\":",
                     e->req_size, e->size, e->stack, e->aux, e->aux2);
