@@ -129,6 +129,14 @@ static inline void unpack(const unsigned char *d, struct raw_section out[6])
     ASSERT_EQ(unpack_all(d, out, 6), 6);
 }
 
+static inline struct raw_section *by_id(struct raw_section *secs, uint32_t id)
+{
+    for (int i = 0; i < 6; i++)
+        if (secs[i].id == id)
+            return &secs[i];
+    HARNESS_FAIL("no section %u", id);
+}
+
 /* A file of header, section table `tab` and sections `body` (`end`: the
  * offset past the last section), every checksum valid; tab and body freed. */
 static inline unsigned char *assemble(unsigned major, unsigned minor, uint64_t end,
@@ -239,6 +247,19 @@ static inline void mutate_section(struct raw_section *t, uint64_t *rnd)
         t->count += (gen_rand(rnd) % 5) - 2;
 }
 
+/* gen_small()'s encoded `data` with one section changed by mutate_section()
+ * (section `id`, or 0: one at random), repacked as 1.minor. */
+static inline unsigned char *repack_mutated(const unsigned char *data, uint32_t id,
+                                            unsigned minor, uint64_t *rnd, size_t *size)
+{
+    struct raw_section secs[6];
+    unpack(data, secs);
+    mutate_section(id ? by_id(secs, id) : &secs[gen_rand(rnd) % 6], rnd);
+    unsigned char *f = repack(secs, 6, minor, size);
+    free_sections(secs, 6);
+    return f;
+}
+
 /* The snapshot read back from secs repacked as 1.minor, which must be accepted. */
 static inline vt__snapshot_data *decode_repacked(struct raw_section *secs, size_t nsec,
                                                  unsigned minor)
@@ -248,14 +269,6 @@ static inline vt__snapshot_data *decode_repacked(struct raw_section *secs, size_
     vt__snapshot_data *r = decode_ok(f, n);
     free(f);
     return r;
-}
-
-static inline struct raw_section *by_id(struct raw_section *secs, uint32_t id)
-{
-    for (int i = 0; i < 6; i++)
-        if (secs[i].id == id)
-            return &secs[i];
-    HARNESS_FAIL("no section %u", id);
 }
 
 #endif /* VT_TESTS_TRACE_FORMAT_TEST_UTIL_H */
