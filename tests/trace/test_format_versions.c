@@ -178,6 +178,18 @@ static vt__snapshot_data *gen_small_with_first_lines(void)
     return s;
 }
 
+/* gen_small_with_first_lines() and its file's seven sections, FIRST_LINES last. */
+static vt__snapshot_data *first_lines_sections(struct raw_section secs[7])
+{
+    vt__snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(unpack_all(data, secs, 7), 7);
+    ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
+    free(data);
+    return s;
+}
+
 /* format.h, 1.4: FIRST_LINES holds each frame's first line; a writer leaves
  * it out when no frame has one (the file is then a 1.3 writer's, bar the
  * version). */
@@ -231,13 +243,8 @@ TEST(framework_settings_round_trip_in_meta)
  * ignores it (it never knew the section). */
 TEST(format_1_3_file_reads_with_no_first_lines)
 {
-    vt__snapshot_data *s = gen_small_with_first_lines();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
-    size_t nsec = unpack_all(data, secs, 7);
-    ASSERT_EQ(nsec, 7);
-    ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
+    vt__snapshot_data *s = first_lines_sections(secs);
     for (size_t with = 6; with <= 7; with++) {
         vt__snapshot_data *r = decode_repacked(secs, with, 3);
         ASSERT_EQ(r->meta.format_version, 0x10003u);
@@ -251,23 +258,18 @@ TEST(format_1_3_file_reads_with_no_first_lines)
         ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
         vt__snapshot_free(r);
     }
-    free_sections(secs, nsec);
-    free(data);
+    free_sections(secs, 7);
     vt__snapshot_free(s);
 }
 
 TEST(bad_first_lines_are_rejected_naming_the_section)
 {
-    vt__snapshot_data *s = gen_small_with_first_lines();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
-    size_t nsec = unpack_all(data, secs, 7);
+    vt__snapshot_data *s = first_lines_sections(secs);
     struct raw_section *fl = &secs[6];
-    ASSERT_EQ(fl->id, VT_SECTION_FIRST_LINES);
     /* a count that is not the frames' */
     fl->count--;
-    expect_repacked_reject(secs, nsec, VT_FORMAT_MINOR, "section 'first lines'");
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "section 'first lines'");
     ASSERT_STR_CONTAINS(err, "first lines for");
     fl->count++;
     /* a first line beyond 2^31 - 1: the last frame's varint made 2^31 */
@@ -275,16 +277,16 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
     fl->raw = realloc(fl->raw, fl->n + 4);
     memcpy(fl->raw + fl->n - 1, "\x80\x80\x80\x80\x08", 5);
     fl->n += 4;
-    expect_repacked_reject(secs, nsec, VT_FORMAT_MINOR, "section 'first lines'");
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "section 'first lines'");
     ASSERT_STR_CONTAINS(err, "out of range");
     /* bytes left over */
     memcpy(fl->raw + fl->n - 5, "\x00\x01\x02\x03\x04", 5);
-    expect_repacked_reject(secs, nsec, VT_FORMAT_MINOR, "after the last first line");
-    free_sections(secs, nsec);
-    free(data);
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "after the last first line");
+    free_sections(secs, 7);
     /* the writer refuses what the reader would */
     s->frames[1].first_line = (uint32_t)INT32_MAX + 1;
     void *out;
+    size_t size;
     ASSERT(vt__snapfile_encode(s, &out, &size, err, sizeof err) < 0);
     ASSERT_STR_CONTAINS(err, "first line");
     vt__snapshot_free(s);
