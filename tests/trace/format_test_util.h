@@ -54,6 +54,16 @@ static inline vt__snapshot_data *decode_ok(const void *f, size_t n)
     return r;
 }
 
+/* s encoded and decoded again, which must be accepted. */
+static inline vt__snapshot_data *round_trip(const vt__snapshot_data *s)
+{
+    size_t size;
+    void *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    free(data);
+    return r;
+}
+
 /* ---- field-by-field comparison ------------------------------------------ */
 
 static inline void same_snapshot(const vt__snapshot_data *a, const vt__snapshot_data *b)
@@ -127,6 +137,15 @@ static inline size_t unpack_all(const unsigned char *d, struct raw_section *out,
 static inline void unpack(const unsigned char *d, struct raw_section out[6])
 {
     ASSERT_EQ(unpack_all(d, out, 6), 6);
+}
+
+/* s's file (six sections, as gen_small()'s) unpacked into secs. */
+static inline void unpack_snapshot(const vt__snapshot_data *s, struct raw_section secs[6])
+{
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    unpack(data, secs);
+    free(data);
 }
 
 static inline struct raw_section *by_id(struct raw_section *secs, uint32_t id)

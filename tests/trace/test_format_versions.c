@@ -21,10 +21,8 @@ static void without_1_2_fields(vt__snapshot_data *s)
 TEST(newer_minor_version_unknown_section_is_skipped)
 {
     vt__snapshot_data *s = gen_small();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     secs[6] = (struct raw_section){ 99, (unsigned char *)strdup("future stuff"), 12, 1 };
     /* trailing metadata bytes are future fields too */
     struct raw_section *m = by_id(secs, VT_SECTION_META);
@@ -37,7 +35,6 @@ TEST(newer_minor_version_unknown_section_is_skipped)
     same_snapshot(s, r);
     vt__snapshot_free(r);
     free_sections(secs, 7);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -47,10 +44,8 @@ TEST(format_1_1_file_reads_without_true_peaks)
      * (they are META's last bytes) and label the file 1.1. */
     vt__snapshot_data *s = gen_small();
     ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     struct raw_section *m = by_id(secs, VT_SECTION_META);
     vt__buf tail = { 0 };
     vt__put_varint(&tail, s->meta.flags);
@@ -70,7 +65,6 @@ TEST(format_1_1_file_reads_without_true_peaks)
     ASSERT_EQ(r->nblocks, s->nblocks);
     vt__snapshot_free(r);
     free_sections(secs, 6);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -139,21 +133,17 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
 {
     vt__snapshot_data *s = gen_small();
     s->meta.stacks_truncated = 5;
-    size_t size;
-    unsigned char *data = encode(s, &size);
-    vt__snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = round_trip(s);
     ASSERT_EQ(r->meta.stacks_truncated, 5);
     same_snapshot(s, r);
     vt__snapshot_free(r);
     vt__snapshot_free(s);
-    free(data);
 
     /* The same bytes claiming 1.1: the field is trailing bytes to ignore. */
     s = gen_small();
     s->meta.stacks_truncated = 5;
-    data = encode(s, &size);
     struct raw_section secs[6];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     ASSERT_EQ(r->meta.stacks_truncated, 0);
@@ -161,7 +151,6 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
     ASSERT_EQ(r->nevents, s->nevents);
     vt__snapshot_free(r);
     free_sections(secs, 6);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -227,14 +216,11 @@ TEST(framework_settings_round_trip_in_meta)
     vt__snapshot_data *s = gen_small();
     s->meta.flags |= VT_META_FRAMEWORK_SETTINGS;
     s->meta.framework_settings = s->meta.host;     /* any string of the table */
-    size_t size;
-    unsigned char *data = encode(s, &size);
-    vt__snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = round_trip(s);
     ASSERT(r->meta.flags & VT_META_FRAMEWORK_SETTINGS);
     ASSERT_STR_EQ(vt__snapshot_string(r, r->meta.framework_settings),
                   vt__snapshot_string(s, s->meta.host));
     vt__snapshot_free(r);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -298,10 +284,8 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
 TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
 {
     vt__snapshot_data *s = gen_small_renamed();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     expect_repacked_reject(secs, 6, 0, "section 'events'");
     ASSERT_STR_CONTAINS(err, "event 15 has kind 25, which format 1.1 introduced, in a file "
                              "of format 1.0");
@@ -316,10 +300,8 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     /* and a 1.0 file without it is still read (as 1.0) */
     vt__snapshot_free(s);
     s = gen_small();
-    free(data);
-    data = encode(s, &size);
     free_sections(secs, 6);
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     r = decode_repacked(secs, 6, 0);
     ASSERT_EQ(r->meta.format_version, 0x10000u);
     r->meta.format_version = VT_FORMAT_VERSION;
@@ -327,7 +309,6 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     same_snapshot(s, r);
     vt__snapshot_free(r);
     free_sections(secs, 6);
-    free(data);
     vt__snapshot_free(s);
 }
 
