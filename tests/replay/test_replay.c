@@ -141,13 +141,20 @@ static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t st
                            .device = 0, .thread = 1 };
 }
 
+/* b replayed with opt, which must succeed. */
+static vt__replay_result replay_ok(built *b, const vt__replay_options *opt)
+{
+    vt__replay_result r;
+    char err[256];
+    int rc = vt__replay_run(&b->s, opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    return r;
+}
+
 static vt__replay_result run(built *b, const char *conf, uint64_t capacity)
 {
     vt__replay_options opt = { .conf = conf, .capacity = capacity, .curve = true };
-    vt__replay_result r;
-    char err[256];
-    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
-    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
     return r;
 }
@@ -299,9 +306,7 @@ TEST(moved_frees_free_an_allocation_right_after_the_given_event)
      * is not counted as a free of an allocation the replay does not know */
     built *b = moved_frees_snapshot();
     vt__replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.early_frees, 1);
     ASSERT_EQ(r.skipped_frees, 0);
@@ -332,9 +337,7 @@ TEST(recorded_settings_apply_and_conf_overrides_them)
                            "free_sync:0,trace:1");
     ev(b, VT_EV_ALLOC, 0x1000, 29 * MIB, 0, 0);
     vt__replay_options opt = { .conf = "roundup_power2_divisions:0" };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_MSG(strstr(r.conf, "max_split_size_mb:64,roundup_power2_divisions:0") != NULL,
                "%s", r.conf);
     ASSERT(strstr(r.conf, "free_sync") == NULL);   /* allocator keys only */
@@ -526,10 +529,7 @@ static vt__replay_result run_torch(built *b, const char *conf, uint64_t capacity
 {
     vt__replay_options opt = { .conf = conf, .capacity = capacity,
                               .rules = VT_REPLAY_RULES_PYTORCH };
-    vt__replay_result r;
-    char err[256];
-    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
-    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     return r;
 }
@@ -679,14 +679,12 @@ TEST(auto_rules_pick_pytorchs_for_an_observed_recording_outside_memory_counts_ag
     ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 60 * MIB, 0, VT_POOL_LARGE);
     ev(b, VT_EV_ALLOC, 0x9000000, 60 * MIB, 0, VT_ALLOC_POOL_BLOCK);
     vt__replay_options opt = { 0 };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT(r.oom.happened);                  /* 50 + 60 MiB > 100 MiB */
     ASSERT_EQ(r.oom.event_index, 3);
     opt.capacity = 120 * MIB;
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    r = replay_ok(b, &opt);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);             /* PyTorch's own */
     ASSERT_EQ(r.devices[0].recorded_peak_reserved, 60 * MIB);
@@ -707,9 +705,7 @@ TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
     ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 30 * MIB, 0, VT_POOL_LARGE);
     ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
     vt__replay_options opt = { 0 };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT_EQ(r.devices[0].segment_frees, 1);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);
