@@ -180,17 +180,16 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt__snap_segment *g = &s->segments[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, g->addr);
-        fprintf(o, ",\"size\":%" PRIu64 ",\"stream\":", g->size);
-        hex(o, g->stream);
+        fprintf(o, ",\"size\":%" PRIu64, g->size);
+        hex_field(o, "stream", g->stream);
         fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"blocks\":[", g->device,
                 g->pool <= 2 ? pools[g->pool] : "?");
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
             const vt__snap_block *b = &s->blocks[g->first_block + k];
             fprintf(o, "%s{\"addr\":", k ? "," : "");
             hex(o, b->addr);
-            fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"stream\":", b->size,
-                    b->req_size);
-            hex(o, b->stream);
+            fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64, b->size, b->req_size);
+            hex_field(o, "stream", b->stream);
             fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"stack\":%u,\"state\":\"%s\"}", b->alloc_seq,
                     b->stack, b->state <= 2 ? states[b->state] : "?");
         }
@@ -203,9 +202,9 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt_lifetime *l = &tl->lifetimes[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, l->addr);
-        fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d,\"stream\":",
-                l->size, l->req_size, l->device);
-        hex(o, l->stream);
+        fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d", l->size,
+                l->req_size, l->device);
+        hex_field(o, "stream", l->stream);
         int known = l->alloc_event != VT_TL_NONE;
         opt_u64(o, "alloc_seq", l->alloc_seq, known || l->alloc_seq);
         opt_u64(o, "alloc_time_ns", l->alloc_time_ns, known);
@@ -230,10 +229,10 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt_uncached *u = &tl->uncached[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, u->addr);
-        fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d,\"stream\":",
+        fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d",
                 u->size, vt__uncached_kind_name((enum vt_uncached_kind)u->kind), u->call,
                 u->device);
-        hex(o, u->stream);
+        hex_field(o, "stream", u->stream);
         fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"alloc_time_ns\":%" PRIu64, u->alloc_seq,
                 u->alloc_time_ns);
         opt_u64(o, "free_seq", u->free_seq, !u->alive);
@@ -258,10 +257,10 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         for (size_t i = 0; i < s->nevents; i++) {
             const vt_event *e = &s->events[i];
             fprintf(o, "%s\n {\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"kind\":\"%s\""
-                       ",\"thread\":%u,\"device\":%d,\"stream\":",
+                       ",\"thread\":%u,\"device\":%d",
                     i ? "," : "", e->seq, e->time_ns, vt__kind_name(e->kind, kb, sizeof kb),
                     e->thread, e->device);
-            hex(o, e->stream);
+            hex_field(o, "stream", e->stream);
             hex_field(o, "addr", e->addr);
             fprintf(o, ",\"req_size\":%" PRIu64 ",\"size\":%" PRIu64 ",\"stack\":%u,\"aux\":%"
                        PRIu64 ",\"aux2\":%" PRIu64 ",\"str\":",
