@@ -80,6 +80,13 @@ static inline void same_snapshot(const vt__snapshot_data *a, const vt__snapshot_
     snap_same_events(a, b, SNAP_STRINGS_BY_ID);
 }
 
+/* v written little-endian over the 4 bytes at p: a checksum made right. */
+static inline void store_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
 /* Offset and size of the stored bytes of section `id` in an encoded file. */
 static inline void find_section(const unsigned char *d, uint32_t id, uint64_t *off, uint64_t *len)
 {

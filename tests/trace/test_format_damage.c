@@ -186,9 +186,7 @@ TEST(flipped_major_version_byte_reads_as_corrupt)
     /* a genuine header of a later major (checksum right) is "newer" */
     data[9] = 0;
     data[8] = 3;
-    uint32_t crc = vt__crc32c(0, data, 60);
-    for (int i = 0; i < 4; i++)
-        data[60 + i] = (unsigned char)(crc >> (8 * i));
+    store_le32(data + 60, vt__crc32c(0, data, 60));
     expect_reject(data, size, "written by a newer vramtrace (format 3.x)");
     free(data);
 }
