@@ -95,13 +95,16 @@ static inline void replace_child(vt__block **root, vt__block *p, vt__block *old,
         nw->parent = p;
 }
 
-static vt__block *rotate_left(vt__block **root, vt__block *x)
+/* Lift x's child on one side (the left one when lift_left) into x's place;
+ * x goes down the other side and takes the lifted node's inner subtree. */
+static inline vt__block *rotate(vt__block **root, vt__block *x, bool lift_left)
 {
-    vt__block *y = x->right, *p = x->parent;
-    x->right = y->left;
-    if (y->left)
-        y->left->parent = x;
-    y->left = x;
+    vt__block *y = lift_left ? x->left : x->right, *p = x->parent;
+    vt__block **inner = lift_left ? &y->right : &y->left;
+    *(lift_left ? &x->left : &x->right) = *inner;
+    if (*inner)
+        (*inner)->parent = x;
+    *inner = x;
     x->parent = y;
     replace_child(root, p, x, y);
     fix_height(x);
@@ -109,18 +112,14 @@ static vt__block *rotate_left(vt__block **root, vt__block *x)
     return y;
 }
 
+static vt__block *rotate_left(vt__block **root, vt__block *x)
+{
+    return rotate(root, x, false);
+}
+
 static vt__block *rotate_right(vt__block **root, vt__block *x)
 {
-    vt__block *y = x->left, *p = x->parent;
-    x->left = y->right;
-    if (y->right)
-        y->right->parent = x;
-    y->right = x;
-    x->parent = y;
-    replace_child(root, p, x, y);
-    fix_height(x);
-    fix_height(y);
-    return y;
+    return rotate(root, x, true);
 }
 
 /* n's subtrees are valid AVL trees; restore n's balance and height.

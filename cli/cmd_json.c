@@ -25,6 +25,20 @@ static const char usage_text[] =
 
 static void hex(FILE *o, uint64_t v) { fprintf(o, "\"0x%" PRIx64 "\"", v); }
 
+/* ,"key":"0x..." */
+static void hex_field(FILE *o, const char *key, uint64_t v)
+{
+    fprintf(o, ",\"%s\":", key);
+    hex(o, v);
+}
+
+/* ,"key":"..." with string `id` of the snapshot's table */
+static void str_field(FILE *o, const vt__snapshot_data *s, const char *key, uint32_t id)
+{
+    fprintf(o, ",\"%s\":", key);
+    vt__json_str(o, vt__snapshot_string(s, id));
+}
+
 static void flags_list(FILE *o, uint32_t f)
 {
     static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
@@ -56,15 +70,12 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fprintf(o, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":%d,\"file\":",
             JSON_SCHEMA_VERSION);
     vt__json_str(o, path);
-    fprintf(o, ",\n\"meta\":{\"format_version\":\"%u.%u\",\"pid\":%d,\"rank\":%d,\"host\":",
+    fprintf(o, ",\n\"meta\":{\"format_version\":\"%u.%u\",\"pid\":%d,\"rank\":%d",
             m->format_version >> 16, m->format_version & 0xffff, m->pid, m->rank);
-    vt__json_str(o, vt__snapshot_string(s, m->host));
-    fputs(",\"command_line\":", o);
-    vt__json_str(o, vt__snapshot_string(s, m->command_line));
-    fputs(",\"config\":", o);
-    vt__json_str(o, vt__snapshot_string(s, m->config));
-    fputs(",\"library_version\":", o);
-    vt__json_str(o, vt__snapshot_string(s, m->library_version));
+    str_field(o, s, "host", m->host);
+    str_field(o, s, "command_line", m->command_line);
+    str_field(o, s, "config", m->config);
+    str_field(o, s, "library_version", m->library_version);
     fputs(",\"framework_settings\":", o);
     if (m->flags & VT_META_FRAMEWORK_SETTINGS)
         vt__json_str(o, vt__snapshot_string(s, m->framework_settings));
@@ -146,16 +157,11 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt__frame *f = &s->frames[i];
         fprintf(o, "%s\n {\"ip\":", i ? "," : "");
         hex(o, f->ip);
-        fputs(",\"module\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->module));
-        fputs(",\"module_offset\":", o);
-        hex(o, f->module_offset);
-        fputs(",\"build_id\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->build_id));
-        fputs(",\"function\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->function));
-        fputs(",\"file\":", o);
-        vt__json_str(o, vt__snapshot_string(s, f->file));
+        str_field(o, s, "module", f->module);
+        hex_field(o, "module_offset", f->module_offset);
+        str_field(o, s, "build_id", f->build_id);
+        str_field(o, s, "function", f->function);
+        str_field(o, s, "file", f->file);
         fprintf(o, ",\"line\":%u,\"first_line\":%u}", f->line, f->first_line);
     }
     fputs("],\n\"stacks\":[", o);
@@ -174,17 +180,16 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt__snap_segment *g = &s->segments[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, g->addr);
-        fprintf(o, ",\"size\":%" PRIu64 ",\"stream\":", g->size);
-        hex(o, g->stream);
+        fprintf(o, ",\"size\":%" PRIu64, g->size);
+        hex_field(o, "stream", g->stream);
         fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"blocks\":[", g->device,
                 g->pool <= 2 ? pools[g->pool] : "?");
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
             const vt__snap_block *b = &s->blocks[g->first_block + k];
             fprintf(o, "%s{\"addr\":", k ? "," : "");
             hex(o, b->addr);
-            fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"stream\":", b->size,
-                    b->req_size);
-            hex(o, b->stream);
+            fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64, b->size, b->req_size);
+            hex_field(o, "stream", b->stream);
             fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"stack\":%u,\"state\":\"%s\"}", b->alloc_seq,
                     b->stack, b->state <= 2 ? states[b->state] : "?");
         }
@@ -197,9 +202,9 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt__lifetime *l = &tl->lifetimes[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, l->addr);
-        fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d,\"stream\":",
-                l->size, l->req_size, l->device);
-        hex(o, l->stream);
+        fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d", l->size,
+                l->req_size, l->device);
+        hex_field(o, "stream", l->stream);
         int known = l->alloc_event != VT_TL_NONE;
         opt_u64(o, "alloc_seq", l->alloc_seq, known || l->alloc_seq);
         opt_u64(o, "alloc_time_ns", l->alloc_time_ns, known);
@@ -224,10 +229,10 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         const vt__passthrough *u = &tl->passthrough[i];
         fprintf(o, "%s\n {\"addr\":", i ? "," : "");
         hex(o, u->addr);
-        fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d,\"stream\":",
+        fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d",
                 u->size, vt__passthrough_kind_name((enum vt__passthrough_kind)u->kind), u->call,
                 u->device);
-        hex(o, u->stream);
+        hex_field(o, "stream", u->stream);
         fprintf(o, ",\"alloc_seq\":%" PRIu64 ",\"alloc_time_ns\":%" PRIu64, u->alloc_seq,
                 u->alloc_time_ns);
         opt_u64(o, "free_seq", u->free_seq, !u->alive);
@@ -252,12 +257,11 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
         for (size_t i = 0; i < s->nevents; i++) {
             const vt__event *e = &s->events[i];
             fprintf(o, "%s\n {\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"kind\":\"%s\""
-                       ",\"thread\":%u,\"device\":%d,\"stream\":",
+                       ",\"thread\":%u,\"device\":%d",
                     i ? "," : "", e->seq, e->time_ns, vt__kind_name(e->kind, kb, sizeof kb),
                     e->thread, e->device);
-            hex(o, e->stream);
-            fputs(",\"addr\":", o);
-            hex(o, e->addr);
+            hex_field(o, "stream", e->stream);
+            hex_field(o, "addr", e->addr);
             fprintf(o, ",\"req_size\":%" PRIu64 ",\"size\":%" PRIu64 ",\"stack\":%u,\"aux\":%"
                        PRIu64 ",\"aux2\":%" PRIu64 ",\"str\":",
                     e->req_size, e->size, e->stack, e->aux, e->aux2);

@@ -108,4 +108,12 @@ static inline const char *json_validate(const char *text)
     return NULL;
 }
 
+/* Fails the test (harness.h's ASSERT_MSG, at the caller's line) unless
+ * `text` is one JSON value; the message gives the reason and the text. */
+#define ASSERT_JSON_VALID(text)                                             \
+    do {                                                                    \
+        const char *why_ = json_validate(text);                             \
+        ASSERT_MSG(!why_, "invalid JSON (%s): %s", why_, (text));           \
+    } while (0)
+
 #endif /* VT_TESTS_CHECK_JSON_VALID_H */

@@ -85,10 +85,8 @@ static void expect_cases(const struct check_case *c, size_t n)
             snprintf(args, sizeof args, "%s", c[k].opts);
         int rc = run(args, &out, &err);
         ASSERT_MSG(rc == c[k].rc, "check %s: exit status %d, not %d", args, rc, c[k].rc);
-        if (c[k].json) {
-            const char *why = json_validate(out);
-            ASSERT_MSG(!why, "invalid JSON (%s): %s", why, out);
-        }
+        if (c[k].json)
+            ASSERT_JSON_VALID(out);
         for (size_t i = 0; i < 5 && c[k].out_has[i]; i++)
             ASSERT_STR_CONTAINS(out, c[k].out_has[i]);
         for (size_t i = 0; i < 2 && c[k].err_has[i]; i++)
@@ -342,8 +340,7 @@ TEST(cli_renamed_tensor_in_json_events_and_check)
     char *out, *err, args[512];
     snprintf(args, sizeof args, "'%s/renamed.vtsnap' --events", dir);
     ASSERT_EQ(run_sub("json", args, &out, &err), 0);
-    const char *why = json_validate(out);
-    ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
+    ASSERT_JSON_VALID(out);
     char version[64];   /* the writer's own */
     snprintf(version, sizeof version, "\"format_version\":\"%d.%d\"", VT_FORMAT_MAJOR,
              VT_FORMAT_MINOR);
@@ -381,8 +378,7 @@ TEST(json_and_check_print_a_name_and_a_size_the_same)
     free(err);
     snprintf(args, sizeof args, "'%s/odd.vtsnap' --json", dir);
     ASSERT_EQ(run(args, &out, &err), 1);
-    const char *why = json_validate(out);
-    ASSERT_MSG(why == NULL, "invalid JSON: %s", why);
+    ASSERT_JSON_VALID(out);
     ASSERT_STR_CONTAINS(out, escaped);
     free(out);
     free(err);

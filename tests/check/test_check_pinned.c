@@ -305,8 +305,7 @@ TEST(pinned_json_has_rule_and_wasted_bytes)
     synth y;
     vt__check_report *r = check_shape(&y, pinned_view, PIN_LEAK);
     char *js = render(r, &y, 1);
-    const char *why = json_validate(js);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "\"rules_run\":[\"linger\",\"pinned\",\"growth\"]");
     ASSERT_STR_CONTAINS(js, "\"pinned_ratio\":0.5,");
     ASSERT_STR_CONTAINS(js, "\"rule\":\"pinned\"");
@@ -328,8 +327,7 @@ TEST(pinned_json_has_rule_and_wasted_bytes)
     pinned_then_lingering(&y, 4);
     r = check(&y, NULL);
     js = render(r, &y, 1);
-    why = json_validate(js);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "\"wasted_bytes\":0,\"pinned\":null");
     ASSERT_STR_CONTAINS(js, "\"cut_at_last_use\":true");
     free(js);

@@ -448,8 +448,7 @@ TEST(json_output_is_valid_and_complete)
     view_pins_base(&y, 0);
     vt__check_report *r = check(&y, NULL);
     char *js = render(r, &y, 1);
-    const char *why = json_validate(js);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "\"vramtrace_check\":1");
     ASSERT_STR_CONTAINS(js, "\"rule\":\"linger\"");
     ASSERT_STR_CONTAINS(js, "\"addr\":\"0x7f4000000000\"");
@@ -468,8 +467,7 @@ TEST(json_output_is_valid_and_complete)
     synth_str(&y, "x");
     r = check(&y, NULL);
     js = render(r, &y, 1);
-    why = json_validate(js);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "\"rule\":\"never-freed\"");
     ASSERT_STR_CONTAINS(js, "\"rule\":\"outlier\"");
     ASSERT_STR_CONTAINS(js, "\"owner\":null");
@@ -487,8 +485,7 @@ TEST(json_output_is_valid_and_complete)
     r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 1);
     js = render(r, &y, 1);
-    why = json_validate(js);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "quote\\\" back\\\\slash \\u0001 tab\\t");
     free(js);
     vt__check_report_free(r);
@@ -648,8 +645,7 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
     ASSERT_STR_CONTAINS(t, "at <module> (train.c:12)\n");
     free(t);
     char *js = render(r, &y, 1);
-    const char *why = json_validate(js);
-    ASSERT_MSG(!why, "invalid JSON (%s): %s", why, js);
+    ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "\"function\":\"forward_block\",\"file\":\"train.c\",\"line\":10,"
                             "\"first_line\":7,");
     free(js);

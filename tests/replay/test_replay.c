@@ -141,13 +141,20 @@ static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t st
                            .device = 0, .thread = 1 };
 }
 
+/* b replayed with opt, which must succeed. */
+static vt__replay_result replay_ok(built *b, const vt__replay_options *opt)
+{
+    vt__replay_result r;
+    char err[256];
+    int rc = vt__replay_run(&b->s, opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    return r;
+}
+
 static vt__replay_result run(built *b, const char *conf, uint64_t capacity)
 {
     vt__replay_options opt = { .conf = conf, .capacity = capacity, .curve = true };
-    vt__replay_result r;
-    char err[256];
-    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
-    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(vt__alloc_check_invariants(-1), 0);
     return r;
 }
@@ -247,7 +254,7 @@ TEST(capacity_out_of_memory_names_the_event_and_the_live_bytes)
 
 /* A (40 MiB) is last used at event 1 but freed only at the end: a 100 MiB
  * device cannot hold B and C beside it; freed right after event 1, all fit. */
-static void moved_frees_case(vt__replay_rules rules)
+static built *moved_frees_snapshot(void)
 {
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
@@ -256,11 +263,18 @@ static void moved_frees_case(vt__replay_rules rules)
     ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
     ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
     ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
-    vt__replay_free_at moved[] = {
-        { .alloc_event = 0, .at_event = 1 },
-        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
-        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
-    };
+    return b;
+}
+
+static const vt__replay_free_at moved[] = {
+    { .alloc_event = 0, .at_event = 1 },
+    { .alloc_event = 2, .at_event = 1 },             /* before its ALLOC: ignored */
+    { .alloc_event = 1, .at_event = 2 },             /* not an ALLOC: ignored */
+};
+
+static void moved_frees_case(vt__replay_rules rules)
+{
+    built *b = moved_frees_snapshot();
     vt__replay_options opt = { .capacity = 100 * MIB, .rules = rules };
     vt__replay_result r;
     char err[256];
@@ -288,26 +302,11 @@ TEST(moved_frees_free_an_allocation_right_after_the_given_event_under_pytorchs_r
 
 TEST(moved_frees_free_an_allocation_right_after_the_given_event)
 {
-    /* A (40 MiB) is last used at event 1 but freed only at the end: a
-     * 100 MiB device cannot hold B and C beside it. Freed after event 1
-     * instead, everything fits, and its recorded free is not counted as a
-     * free of an allocation the replay does not know. */
-    built *b = snap_new(0, NULL);
-    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
-    ev(b, VT_EV_MARK, 0, 0, 0, 0);                   /* 1: its last use */
-    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);      /* 2: B */
-    ev(b, VT_EV_ALLOC, 0x3000, 40 * MIB, 0, 0);      /* 3: C */
-    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 40 * MIB, 0, 0);
-    ev(b, VT_EV_FREE_REQUESTED, 0x2000, 40 * MIB, 0, 0);
-    vt__replay_free_at moved[] = {
-        { .alloc_event = 0, .at_event = 1 },
-        { .alloc_event = 2, .at_event = 1 },         /* before its ALLOC: ignored */
-        { .alloc_event = 1, .at_event = 2 },         /* not an ALLOC: ignored */
-    };
+    /* freed after event 1 instead, everything fits, and its recorded free
+     * is not counted as a free of an allocation the replay does not know */
+    built *b = moved_frees_snapshot();
     vt__replay_options opt = { .capacity = 100 * MIB, .free_at = moved, .nfree_at = 3 };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.early_frees, 1);
     ASSERT_EQ(r.skipped_frees, 0);
@@ -338,9 +337,7 @@ TEST(recorded_settings_apply_and_conf_overrides_them)
                            "free_sync:0,trace:1");
     ev(b, VT_EV_ALLOC, 0x1000, 29 * MIB, 0, 0);
     vt__replay_options opt = { .conf = "roundup_power2_divisions:0" };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_MSG(strstr(r.conf, "max_split_size_mb:64,roundup_power2_divisions:0") != NULL,
                "%s", r.conf);
     ASSERT(strstr(r.conf, "free_sync") == NULL);   /* allocator keys only */
@@ -532,10 +529,7 @@ static vt__replay_result run_torch(built *b, const char *conf, uint64_t capacity
 {
     vt__replay_options opt = { .conf = conf, .capacity = capacity,
                               .rules = VT_REPLAY_RULES_PYTORCH };
-    vt__replay_result r;
-    char err[256];
-    int rc = vt__replay_run(&b->s, &opt, &r, err, sizeof err);
-    ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     return r;
 }
@@ -685,14 +679,12 @@ TEST(auto_rules_pick_pytorchs_for_an_observed_recording_outside_memory_counts_ag
     ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 60 * MIB, 0, VT_POOL_LARGE);
     ev(b, VT_EV_ALLOC, 0x9000000, 60 * MIB, 0, VT_ALLOC_POOL_BLOCK);
     vt__replay_options opt = { 0 };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT(r.oom.happened);                  /* 50 + 60 MiB > 100 MiB */
     ASSERT_EQ(r.oom.event_index, 3);
     opt.capacity = 120 * MIB;
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    r = replay_ok(b, &opt);
     ASSERT(!r.oom.happened);
     ASSERT_EQ(r.devices[0].peak_reserved, 60 * MIB);             /* PyTorch's own */
     ASSERT_EQ(r.devices[0].recorded_peak_reserved, 60 * MIB);
@@ -713,9 +705,7 @@ TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
     ev(b, VT_EV_SEGMENT_ALLOC, 0x1000, 30 * MIB, 0, VT_POOL_LARGE);
     ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
     vt__replay_options opt = { 0 };
-    vt__replay_result r;
-    char err[256];
-    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    vt__replay_result r = replay_ok(b, &opt);
     ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
     ASSERT_EQ(r.devices[0].segment_frees, 1);
     ASSERT_EQ(r.devices[0].segment_allocs, 2);

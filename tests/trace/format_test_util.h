@@ -37,11 +37,30 @@ static inline void *encode(const vt__snapshot_data *s, size_t *size)
     return data;
 }
 
+/* gen_small() encoded: for the tests that only need its bytes. */
+static inline unsigned char *encode_small(size_t *size)
+{
+    vt__snapshot_data *s = gen_small();
+    unsigned char *data = encode(s, size);
+    vt__snapshot_free(s);
+    return data;
+}
+
 /* The snapshot read back from n bytes at f, which must be accepted. */
 static inline vt__snapshot_data *decode_ok(const void *f, size_t n)
 {
     vt__snapshot_data *r = NULL;
     ASSERT_MSG(vt__snapfile_decode(f, n, "decoded", &r, err, sizeof err) == 0, "%s", err);
+    return r;
+}
+
+/* s encoded and decoded again, which must be accepted. */
+static inline vt__snapshot_data *round_trip(const vt__snapshot_data *s)
+{
+    size_t size;
+    void *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    free(data);
     return r;
 }
 
@@ -59,6 +78,13 @@ static inline void same_snapshot(const vt__snapshot_data *a, const vt__snapshot_
     snap_same_segments(a, b);
     snap_same_blocks(a, b);
     snap_same_events(a, b, SNAP_STRINGS_BY_ID);
+}
+
+/* v written little-endian over the 4 bytes at p: a checksum made right. */
+static inline void store_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
 }
 
 /* Offset and size of the stored bytes of section `id` in an encoded file. */
@@ -93,20 +119,6 @@ static inline void expect_reject(const void *d, size_t n, const char *needle)
  * the writer would refuse. */
 struct raw_section { uint32_t id; unsigned char *raw; size_t n; uint64_t count; };
 
-static inline void unpack(const unsigned char *d, struct raw_section out[6])
-{
-    uint64_t toff = vt__rd_le(d + 24, 8);
-    for (uint32_t i = 0; i < 6; i++) {
-        const unsigned char *e = d + toff + 48 * i;
-        out[i].id = (uint32_t)vt__rd_le(e, 4);
-        uint64_t off = vt__rd_le(e + 8, 8), st = vt__rd_le(e + 16, 8);
-        out[i].n = (size_t)vt__rd_le(e + 24, 8);
-        out[i].count = vt__rd_le(e + 32, 8);
-        out[i].raw = malloc(out[i].n + 1);
-        ASSERT_EQ(ZSTD_decompress(out[i].raw, out[i].n, d + off, st), out[i].n);
-    }
-}
-
 /* The sections of an encoded file, however many its table lists. */
 static inline size_t unpack_all(const unsigned char *d, struct raw_section *out, size_t max)
 {
@@ -126,6 +138,29 @@ static inline size_t unpack_all(const unsigned char *d, struct raw_section *out,
             memcpy(out[i].raw, d + off, out[i].n);
     }
     return n;
+}
+
+/* The six sections of a file written without FIRST_LINES (gen_small()'s). */
+static inline void unpack(const unsigned char *d, struct raw_section out[6])
+{
+    ASSERT_EQ(unpack_all(d, out, 6), 6);
+}
+
+/* s's file (six sections, as gen_small()'s) unpacked into secs. */
+static inline void unpack_snapshot(const vt__snapshot_data *s, struct raw_section secs[6])
+{
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    unpack(data, secs);
+    free(data);
+}
+
+static inline struct raw_section *by_id(struct raw_section *secs, uint32_t id)
+{
+    for (int i = 0; i < 6; i++)
+        if (secs[i].id == id)
+            return &secs[i];
+    HARNESS_FAIL("no section %u", id);
 }
 
 /* A file of header, section table `tab` and sections `body` (`end`: the
@@ -214,6 +249,43 @@ static inline void free_sections(struct raw_section *secs, size_t nsec)
         free(secs[i].raw);
 }
 
+/* secs repacked as 1.minor, which must be rejected naming `needle`; the
+ * whole message stays in err for the caller's further assertions. */
+static inline void expect_repacked_reject(struct raw_section *secs, size_t nsec, unsigned minor,
+                                          const char *needle)
+{
+    size_t n;
+    unsigned char *f = repack(secs, nsec, minor, &n);
+    expect_reject(f, n, needle);
+    free(f);
+}
+
+/* One random structural change to t, under the checksums repack will make
+ * valid: a byte flipped, the section cut short, or its count moved. */
+static inline void mutate_section(struct raw_section *t, uint64_t *rnd)
+{
+    int what = (int)(gen_rand(rnd) % 4);
+    if (t->n && what < 2)
+        t->raw[gen_rand(rnd) % t->n] ^= (unsigned char)(1 + gen_rand(rnd) % 255);
+    else if (t->n && what == 2)
+        t->n = gen_rand(rnd) % t->n;
+    else
+        t->count += (gen_rand(rnd) % 5) - 2;
+}
+
+/* gen_small()'s encoded `data` with one section changed by mutate_section()
+ * (section `id`, or 0: one at random), repacked as 1.minor. */
+static inline unsigned char *repack_mutated(const unsigned char *data, uint32_t id,
+                                            unsigned minor, uint64_t *rnd, size_t *size)
+{
+    struct raw_section secs[6];
+    unpack(data, secs);
+    mutate_section(id ? by_id(secs, id) : &secs[gen_rand(rnd) % 6], rnd);
+    unsigned char *f = repack(secs, 6, minor, size);
+    free_sections(secs, 6);
+    return f;
+}
+
 /* The snapshot read back from secs repacked as 1.minor, which must be accepted. */
 static inline vt__snapshot_data *decode_repacked(struct raw_section *secs, size_t nsec,
                                                  unsigned minor)
@@ -223,14 +295,6 @@ static inline vt__snapshot_data *decode_repacked(struct raw_section *secs, size_
     vt__snapshot_data *r = decode_ok(f, n);
     free(f);
     return r;
-}
-
-static inline struct raw_section *by_id(struct raw_section *secs, uint32_t id)
-{
-    for (int i = 0; i < 6; i++)
-        if (secs[i].id == id)
-            return &secs[i];
-    HARNESS_FAIL("no section %u", id);
 }
 
 #endif /* VT_TESTS_TRACE_FORMAT_TEST_UTIL_H */

@@ -18,9 +18,8 @@
 
 TEST(flipped_byte_in_every_section_is_rejected_naming_it)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     static const char *names[] = { "", "meta", "strings", "frames", "stacks", "state", "events" };
     for (uint32_t id = 1; id <= 6; id++) {
         uint64_t off, len;
@@ -45,14 +44,12 @@ TEST(flipped_byte_in_every_section_is_rejected_naming_it)
     ASSERT(vt__snapfile_decode(data, size, "ok", &r, err, sizeof err) == 0);
     vt__snapshot_free(r);
     free(data);
-    vt__snapshot_free(s);
 }
 
 TEST(truncated_file_is_rejected)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     expect_reject(data, size - 1, "the file is truncated");
     expect_reject(data, 40, "the file is truncated");
     expect_reject(data, 10, "the file is truncated");
@@ -71,20 +68,17 @@ TEST(truncated_file_is_rejected)
     unlink(path);
     rmdir(dir);
     free(data);
-    vt__snapshot_free(s);
 }
 
 TEST(future_major_version_is_rejected)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     data[8] = 2;
     data[9] = 0;
     expect_reject(data, size, "written by a newer vramtrace (format 2.x); this reader "
                               "understands 1.x");
     free(data);
-    vt__snapshot_free(s);
 }
 
 TEST(file_that_is_not_a_snapshot_is_rejected)
@@ -181,9 +175,8 @@ TEST(decompression_bomb_is_rejected_before_allocating)
 
 TEST(flipped_major_version_byte_reads_as_corrupt)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     data[9] ^= 0x10;                      /* major 1 -> 4097 */
     char want[128];
     snprintf(want, sizeof want, "format 4097.%d with a header that does not check out: the file "
@@ -193,19 +186,15 @@ TEST(flipped_major_version_byte_reads_as_corrupt)
     /* a genuine header of a later major (checksum right) is "newer" */
     data[9] = 0;
     data[8] = 3;
-    uint32_t crc = vt__crc32c(0, data, 60);
-    for (int i = 0; i < 4; i++)
-        data[60 + i] = (unsigned char)(crc >> (8 * i));
+    store_le32(data + 60, vt__crc32c(0, data, 60));
     expect_reject(data, size, "written by a newer vramtrace (format 3.x)");
     free(data);
-    vt__snapshot_free(s);
 }
 
 TEST(over_long_varint_is_named_as_such)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     struct raw_section secs[6];
     unpack(data, secs);
     /* the first string's length: 11 bytes of "more follows" */
@@ -216,13 +205,10 @@ TEST(over_long_varint_is_named_as_such)
     free(st->raw);
     st->raw = p;
     st->n += 11;
-    size_t n2;
-    unsigned char *f = repack(secs, 6, VT_FORMAT_MINOR, &n2);
-    expect_reject(f, n2, "section 'strings'");
+    expect_repacked_reject(secs, 6, VT_FORMAT_MINOR, "section 'strings'");
     ASSERT_STR_CONTAINS(err, "string 1: its length has a varint longer than 10 bytes "
                              "(malformed)");
     ASSERT(strstr(err, "length 0") == NULL);
-    free(f);
     free_sections(secs, 6);
     unpack(data, secs);
     /* an event column: the seq column's first varint made over-long */
@@ -248,33 +234,25 @@ TEST(over_long_varint_is_named_as_such)
     free(ev->raw);
     ev->raw = b.p;
     ev->n = b.n;
-    f = repack(secs, 6, VT_FORMAT_MINOR, &n2);
-    expect_reject(f, n2, "section 'events'");
+    expect_repacked_reject(secs, 6, VT_FORMAT_MINOR, "section 'events'");
     ASSERT_STR_CONTAINS(err, "has a varint longer than 10 bytes (malformed)");
-    free(f);
     free_sections(secs, 6);
     free(data);
-    vt__snapshot_free(s);
 }
 
 /* Damage inside a section whose checksum is right: index checks catch it. */
 TEST(bad_indexes_are_rejected_naming_section)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     struct raw_section secs[6];
-    size_t n2;
-    unsigned char *f;
 
     /* a stack node whose parent comes after it: first node encodes i - parent
      * = 1; make it 0 */
     unpack(data, secs);
     by_id(secs, VT_SECTION_STACKS)->raw[0] = 0;
-    f = repack(secs, 6, 0, &n2);
-    expect_reject(f, n2, "section 'stacks'");
+    expect_repacked_reject(secs, 6, 0, "section 'stacks'");
     ASSERT_STR_CONTAINS(err, "does not precede it");
-    free(f);
     free_sections(secs, 6);
 
     /* an event of unknown kind (kind column starts after n, ncols, 15 lengths) */
@@ -284,10 +262,8 @@ TEST(bad_indexes_are_rejected_naming_section)
     for (int i = 0; i < 2 + VT_COL_COUNT; i++)
         vt__get_varint(&c);
     ev->raw[vt__cur_off(&c) + 2] = 14; /* reserved kind */
-    f = repack(secs, 6, 0, &n2);
-    expect_reject(f, n2, "section 'events'");
+    expect_repacked_reject(secs, 6, 0, "section 'events'");
     ASSERT_STR_CONTAINS(err, "unknown kind 14");
-    free(f);
     /* the same kind in a file of a newer minor version is accepted */
     vt__snapshot_data *r = decode_repacked(secs, 6, VT_FORMAT_MINOR + 1);
     ASSERT_EQ(r->events[2].kind, 14);
@@ -307,32 +283,26 @@ TEST(bad_indexes_are_rejected_naming_section)
     /* first block size is 8 MiB = varint 80 80 80 04; make it 4 MiB */
     ASSERT_EQ(st->raw[vt__cur_off(&c) + 3], 4);
     st->raw[vt__cur_off(&c) + 3] = 2;
-    f = repack(secs, 6, 0, &n2);
-    expect_reject(f, n2, "section 'state'");
+    expect_repacked_reject(secs, 6, 0, "section 'state'");
     ASSERT_STR_CONTAINS(err, "cover");
-    free(f);
     free_sections(secs, 6);
 
     /* a frame naming a string that does not exist: count strings down by
      * removing the last ones from the table's count */
     unpack(data, secs);
     by_id(secs, VT_SECTION_STRINGS)->count = 3;
-    f = repack(secs, 6, 0, &n2);
-    expect_reject(f, n2, "section 'strings'");
-    free(f);
+    expect_repacked_reject(secs, 6, 0, "section 'strings'");
     free_sections(secs, 6);
 
     free(data);
-    vt__snapshot_free(s);
 }
 
 /* Every single-byte flip and every truncation of a small file is rejected
  * (everything is under a CRC) and never crashes; run under ASan/UBSan too. */
 TEST(mutations_at_every_offset_are_rejected_without_crash)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     unsigned char *copy = malloc(size);
     uint64_t rnd = 12345;
     for (size_t off = 0; off < size; off++) {
@@ -358,42 +328,28 @@ TEST(mutations_at_every_offset_are_rejected_without_crash)
     }
     free(copy);
     free(data);
-    vt__snapshot_free(s);
 }
 
 /* Structural mutation of decoded content under valid CRCs: the decoders'
  * own bounds and index checks, not the checksums, must stop these. */
 TEST(mutations_inside_sections_never_crash)
 {
-    vt__snapshot_data *s = gen_small();
     size_t size;
-    unsigned char *data = encode(s, &size);
+    unsigned char *data = encode_small(&size);
     uint64_t rnd = 777;
     int rejected = 0;
     for (int k = 0; k < 3000; k++) {
-        struct raw_section secs[6];
-        unpack(data, secs);
-        struct raw_section *t = &secs[gen_rand(&rnd) % 6];
-        int what = (int)(gen_rand(&rnd) % 4);
-        if (t->n && what < 2)
-            t->raw[gen_rand(&rnd) % t->n] ^= (unsigned char)(1 + gen_rand(&rnd) % 255);
-        else if (t->n && what == 2)
-            t->n = gen_rand(&rnd) % t->n;
-        else
-            t->count += (gen_rand(&rnd) % 5) - 2;
         size_t n2;
-        unsigned char *f = repack(secs, 6, 0, &n2);
+        unsigned char *f = repack_mutated(data, 0, 0, &rnd, &n2);
         vt__snapshot_data *r = NULL;
         if (vt__snapfile_decode(f, n2, "m", &r, err, sizeof err) == 0)
             vt__snapshot_free(r);
         else
             rejected++;
         free(f);
-        free_sections(secs, 6);
     }
     ASSERT_GT(rejected, 1000);
     free(data);
-    vt__snapshot_free(s);
 }
 
 TEST_MAIN()

@@ -21,10 +21,8 @@ static void without_1_2_fields(vt__snapshot_data *s)
 TEST(newer_minor_version_unknown_section_is_skipped)
 {
     vt__snapshot_data *s = gen_small();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     secs[6] = (struct raw_section){ 99, (unsigned char *)strdup("future stuff"), 12, 1 };
     /* trailing metadata bytes are future fields too */
     struct raw_section *m = by_id(secs, VT_SECTION_META);
@@ -37,7 +35,6 @@ TEST(newer_minor_version_unknown_section_is_skipped)
     same_snapshot(s, r);
     vt__snapshot_free(r);
     free_sections(secs, 7);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -47,10 +44,8 @@ TEST(format_1_1_file_reads_without_true_peaks)
      * (they are META's last bytes) and label the file 1.1. */
     vt__snapshot_data *s = gen_small();
     ASSERT(s->meta.flags & VT_META_DEVICE_PEAKS);
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     struct raw_section *m = by_id(secs, VT_SECTION_META);
     vt__buf tail = { 0 };
     vt__put_varint(&tail, s->meta.flags);
@@ -70,7 +65,6 @@ TEST(format_1_1_file_reads_without_true_peaks)
     ASSERT_EQ(r->nblocks, s->nblocks);
     vt__snapshot_free(r);
     free_sections(secs, 6);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -139,21 +133,17 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
 {
     vt__snapshot_data *s = gen_small();
     s->meta.stacks_truncated = 5;
-    size_t size;
-    unsigned char *data = encode(s, &size);
-    vt__snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = round_trip(s);
     ASSERT_EQ(r->meta.stacks_truncated, 5);
     same_snapshot(s, r);
     vt__snapshot_free(r);
     vt__snapshot_free(s);
-    free(data);
 
     /* The same bytes claiming 1.1: the field is trailing bytes to ignore. */
     s = gen_small();
     s->meta.stacks_truncated = 5;
-    data = encode(s, &size);
     struct raw_section secs[6];
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     r = decode_repacked(secs, 6, 1);
     ASSERT_EQ(r->meta.format_version, 0x10001u);
     ASSERT_EQ(r->meta.stacks_truncated, 0);
@@ -161,7 +151,6 @@ TEST(stacks_truncated_round_trips_and_is_zero_in_a_format_1_1_file)
     ASSERT_EQ(r->nevents, s->nevents);
     vt__snapshot_free(r);
     free_sections(secs, 6);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -175,6 +164,18 @@ static vt__snapshot_data *gen_small_with_first_lines(void)
         s->frames[i].ip = s->frames[i].module_offset = 0;
         s->frames[i].first_line = 30 + (uint32_t)i;
     }
+    return s;
+}
+
+/* gen_small_with_first_lines() and its file's seven sections, FIRST_LINES last. */
+static vt__snapshot_data *first_lines_sections(struct raw_section secs[7])
+{
+    vt__snapshot_data *s = gen_small_with_first_lines();
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(unpack_all(data, secs, 7), 7);
+    ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
+    free(data);
     return s;
 }
 
@@ -215,14 +216,11 @@ TEST(framework_settings_round_trip_in_meta)
     vt__snapshot_data *s = gen_small();
     s->meta.flags |= VT_META_FRAMEWORK_SETTINGS;
     s->meta.framework_settings = s->meta.host;     /* any string of the table */
-    size_t size;
-    unsigned char *data = encode(s, &size);
-    vt__snapshot_data *r = decode_ok(data, size);
+    vt__snapshot_data *r = round_trip(s);
     ASSERT(r->meta.flags & VT_META_FRAMEWORK_SETTINGS);
     ASSERT_STR_EQ(vt__snapshot_string(r, r->meta.framework_settings),
                   vt__snapshot_string(s, s->meta.host));
     vt__snapshot_free(r);
-    free(data);
     vt__snapshot_free(s);
 }
 
@@ -231,13 +229,8 @@ TEST(framework_settings_round_trip_in_meta)
  * ignores it (it never knew the section). */
 TEST(format_1_3_file_reads_with_no_first_lines)
 {
-    vt__snapshot_data *s = gen_small_with_first_lines();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
-    size_t nsec = unpack_all(data, secs, 7);
-    ASSERT_EQ(nsec, 7);
-    ASSERT_EQ(secs[6].id, VT_SECTION_FIRST_LINES);
+    vt__snapshot_data *s = first_lines_sections(secs);
     for (size_t with = 6; with <= 7; with++) {
         vt__snapshot_data *r = decode_repacked(secs, with, 3);
         ASSERT_EQ(r->meta.format_version, 0x10003u);
@@ -251,46 +244,35 @@ TEST(format_1_3_file_reads_with_no_first_lines)
         ASSERT_EQ(r->nstack_nodes, s->nstack_nodes);
         vt__snapshot_free(r);
     }
-    free_sections(secs, nsec);
-    free(data);
+    free_sections(secs, 7);
     vt__snapshot_free(s);
 }
 
 TEST(bad_first_lines_are_rejected_naming_the_section)
 {
-    vt__snapshot_data *s = gen_small_with_first_lines();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[7];
-    size_t nsec = unpack_all(data, secs, 7), n2;
+    vt__snapshot_data *s = first_lines_sections(secs);
     struct raw_section *fl = &secs[6];
-    ASSERT_EQ(fl->id, VT_SECTION_FIRST_LINES);
     /* a count that is not the frames' */
     fl->count--;
-    unsigned char *f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
-    expect_reject(f, n2, "section 'first lines'");
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "section 'first lines'");
     ASSERT_STR_CONTAINS(err, "first lines for");
-    free(f);
     fl->count++;
     /* a first line beyond 2^31 - 1: the last frame's varint made 2^31 */
     ASSERT_EQ(fl->raw[fl->n - 1], 0);
     fl->raw = realloc(fl->raw, fl->n + 4);
     memcpy(fl->raw + fl->n - 1, "\x80\x80\x80\x80\x08", 5);
     fl->n += 4;
-    f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
-    expect_reject(f, n2, "section 'first lines'");
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "section 'first lines'");
     ASSERT_STR_CONTAINS(err, "out of range");
-    free(f);
     /* bytes left over */
     memcpy(fl->raw + fl->n - 5, "\x00\x01\x02\x03\x04", 5);
-    f = repack(secs, nsec, VT_FORMAT_MINOR, &n2);
-    expect_reject(f, n2, "after the last first line");
-    free(f);
-    free_sections(secs, nsec);
-    free(data);
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "after the last first line");
+    free_sections(secs, 7);
     /* the writer refuses what the reader would */
     s->frames[1].first_line = (uint32_t)INT32_MAX + 1;
     void *out;
+    size_t size;
     ASSERT(vt__snapfile_encode(s, &out, &size, err, sizeof err) < 0);
     ASSERT_STR_CONTAINS(err, "first line");
     vt__snapshot_free(s);
@@ -302,16 +284,11 @@ TEST(bad_first_lines_are_rejected_naming_the_section)
 TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
 {
     vt__snapshot_data *s = gen_small_renamed();
-    size_t size;
-    unsigned char *data = encode(s, &size);
     struct raw_section secs[6];
-    unpack(data, secs);
-    size_t n2;
-    unsigned char *f = repack(secs, 6, 0, &n2);
-    expect_reject(f, n2, "section 'events'");
+    unpack_snapshot(s, secs);
+    expect_repacked_reject(secs, 6, 0, "section 'events'");
     ASSERT_STR_CONTAINS(err, "event 15 has kind 25, which format 1.1 introduced, in a file "
                              "of format 1.0");
-    free(f);
     /* the same bytes as 1.1 are fine: only the claimed version changed (a
      * 1.1 file has no META flags and true peaks: those bytes are skipped) */
     vt__snapshot_data *r = decode_repacked(secs, 6, 1);
@@ -323,10 +300,8 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     /* and a 1.0 file without it is still read (as 1.0) */
     vt__snapshot_free(s);
     s = gen_small();
-    free(data);
-    data = encode(s, &size);
     free_sections(secs, 6);
-    unpack(data, secs);
+    unpack_snapshot(s, secs);
     r = decode_repacked(secs, 6, 0);
     ASSERT_EQ(r->meta.format_version, 0x10000u);
     r->meta.format_version = VT_FORMAT_VERSION;
@@ -334,7 +309,6 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     same_snapshot(s, r);
     vt__snapshot_free(r);
     free_sections(secs, 6);
-    free(data);
     vt__snapshot_free(s);
 }
 

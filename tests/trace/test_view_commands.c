@@ -340,40 +340,70 @@ TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
         "\"FORK\"");
 }
 
+/* A device of our own as root: should a check ever break, the machine's
+ * /dev/null must not be what is lost. */
+static void char_device(char *dev, size_t len)
+{
+    snprintf(dev, len, "%s/null", test_dir());
+    if (geteuid() == 0)
+        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
+    else
+        snprintf(dev, len, "/dev/null");
+}
+
+/* What a checked writer must not write over: a FIFO, a symbolic link to a
+ * file not there (target), a character device and a directory. */
+typedef struct special_outputs {
+    char fifo[128], link[128], target[128], dev[128];
+    const char *refused[4];            /* the four, in the order of special_why */
+} special_outputs;
+
+static const char *const special_why[] = { "FIFO", "symbolic link", "character device",
+                                           "directory" };
+
+/* Made in the test's directory, named with the extension `ext`. */
+static void special_outputs_make(special_outputs *o, const char *ext)
+{
+    snprintf(o->fifo, sizeof o->fifo, "%s/fifo.%s", test_dir(), ext);
+    snprintf(o->link, sizeof o->link, "%s/link.%s", dir, ext);
+    snprintf(o->target, sizeof o->target, "%s/target.%s", dir, ext);
+    ASSERT_OK(mkfifo(o->fifo, 0600));
+    ASSERT_OK(symlink(o->target, o->link));
+    char_device(o->dev, sizeof o->dev);
+    o->refused[0] = o->fifo;
+    o->refused[1] = o->link;
+    o->refused[2] = o->dev;
+    o->refused[3] = dir;
+}
+
+/* Each is still what it was, and nothing was written through the link. */
+static void special_outputs_untouched(const special_outputs *o)
+{
+    struct stat st;
+    ASSERT(lstat(o->fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    ASSERT(lstat(o->link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT(lstat(o->dev, &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT(access(o->target, F_OK) != 0);
+}
+
 /* `viz -o` renames a temporary file into place: only over a regular file. */
 TEST(cli_viz_refuses_a_special_file_as_output)
 {
     const char *p = write_snap(gen_small(), "small.vtsnap");
-    char fifo[128], link[128], target[128], args[1024];
-    snprintf(fifo, sizeof fifo, "%s/fifo.html", dir);
-    snprintf(link, sizeof link, "%s/link.html", dir);
-    snprintf(target, sizeof target, "%s/target.html", dir);
-    ASSERT_OK(mkfifo(fifo, 0600));
-    ASSERT_OK(symlink(target, link));
-    /* A device of our own as root: should the check ever break, the
-     * machine's /dev/null must not be what is lost. */
-    char dev[128];
-    snprintf(dev, sizeof dev, "%s/null", dir);
-    if (geteuid() == 0)
-        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
-    else
-        snprintf(dev, sizeof dev, "/dev/null");
-    const char *refused[] = { fifo, link, dev, dir };
-    const char *why[] = { "FIFO", "symbolic link", "character device", "directory" };
+    char args[1024];
+    special_outputs o;
+    special_outputs_make(&o, "html");
     for (int i = 0; i < 4; i++) {
-        snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, refused[i]);
-        ASSERT_MSG(run(args) != 0, "viz -o %s: accepted (%s)", refused[i], errout);
-        ASSERT_STR_CONTAINS(errout, why[i]);
+        snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, o.refused[i]);
+        ASSERT_MSG(run(args) != 0, "viz -o %s: accepted (%s)", o.refused[i], errout);
+        ASSERT_STR_CONTAINS(errout, special_why[i]);
         ASSERT_MSG(strchr(errout, '\n') == errout + strlen(errout) - 1, "one line: %s", errout);
     }
-    struct stat st;
-    ASSERT(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
-    ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
-    ASSERT(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
-    ASSERT(access(target, F_OK) != 0);
-    snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, target);   /* a new regular file */
+    special_outputs_untouched(&o);
+    snprintf(args, sizeof args, "viz -q '%s' -o '%s'", p, o.target);   /* a new regular file */
     ASSERT_EQ(run(args), 0);
-    ASSERT(lstat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 1000);
+    struct stat st;
+    ASSERT(lstat(o.target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 1000);
 }
 
 /* Memory the cache did not serve: managed 16 MiB and pinned host 5 MiB
@@ -686,55 +716,36 @@ TEST(cli_viz_of_several_ranks_keeps_hostile_labels_and_names_inside_their_script
 
 /* Creates a character device of our own as root, else names /dev/null (which
  * then cannot be replaced anyway): the machine's own must never be lost. */
-static void char_device(char *dev, size_t len)
-{
-    snprintf(dev, len, "%s/null", test_dir());
-    if (geteuid() == 0)
-        ASSERT_OK(mknod(dev, S_IFCHR | 0666, makedev(1, 3)));
-    else
-        snprintf(dev, len, "/dev/null");
-}
-
 /* `export -o` and `viz A B -o` write through the checked writer, as `viz -o`
  * does: never over a device, FIFO, directory or symbolic link, and never
  * through a symbolic link planted at the temporary name. */
 TEST(cli_export_and_viz_of_several_ranks_refuse_special_files_and_planted_links)
 {
     const char *p = write_snap(gen_small(), "small.vtsnap");
-    char fifo[128], link[128], target[128], dev[128], args[1024];
-    snprintf(fifo, sizeof fifo, "%s/fifo.out", dir);
-    snprintf(link, sizeof link, "%s/link.out", dir);
-    snprintf(target, sizeof target, "%s/target.out", dir);
-    ASSERT_OK(mkfifo(fifo, 0600));
-    ASSERT_OK(symlink(target, link));
-    char_device(dev, sizeof dev);
-    const char *refused[] = { fifo, link, dev, dir };
-    const char *why[] = { "FIFO", "symbolic link", "character device", "directory" };
+    char args[1024];
+    special_outputs o;
+    special_outputs_make(&o, "out");
     const char *cmds[] = { "export --format torch '%s' -o '%s'",
                            "export --format perfetto '%s' -o '%s'",
                            "viz -q '%1$s' '%1$s' -o '%2$s'" };
     for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
         for (int i = 0; i < 4; i++) {
-            snprintf(args, sizeof args, cmds[c], p, refused[i]);
+            snprintf(args, sizeof args, cmds[c], p, o.refused[i]);
             ASSERT_MSG(run(args) == 2, "%s: accepted (%s)", args, errout);
-            ASSERT_STR_CONTAINS(errout, why[i]);
+            ASSERT_STR_CONTAINS(errout, special_why[i]);
             ASSERT_MSG(strchr(errout, '\n') == errout + strlen(errout) - 1, "one line: %s", errout);
         }
-    struct stat st;
-    ASSERT(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
-    ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
-    ASSERT(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode));
-    ASSERT(access(target, F_OK) != 0);
+    special_outputs_untouched(&o);
     /* a link planted at OUT.tmp.PID (the shell's pid is the command's: exec) */
     for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
         char outp[128], cmd[2048], inner[1024];
         snprintf(outp, sizeof outp, "%s/planted%zu.out", dir, c);
         snprintf(inner, sizeof inner, cmds[c], p, outp);
         snprintf(cmd, sizeof cmd, "sh -c 'ln -s \"%s\" \"%s.tmp.$$\" && exec \"%s\" %s' 2>/dev/null",
-                 target, outp, exe(), inner);
+                 o.target, outp, exe(), inner);
         int rc = system(cmd);
         ASSERT_MSG(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "%s: status %d", inner, rc);
-        ASSERT_MSG(access(target, F_OK) != 0, "%s wrote through the planted link", inner);
+        ASSERT_MSG(access(o.target, F_OK) != 0, "%s wrote through the planted link", inner);
         ASSERT(access(outp, F_OK) != 0);
     }
 }
