@@ -31,15 +31,15 @@ not run on the simulated device, so a step's time is the host's work:
 PyTorch's dispatch, the allocator and the recorder, which is what a
 recorder adds to. Ends with a RESULT line.
 
-Each process runs on one CPU (the last this one may use; --no-pin: as the
-scheduler places its threads). On the simulator a step is the handing of work
-between the program's thread, the autograd engine's and the simulator's
-stream thread; on a two-CPU machine where the scheduler put them decided a
-process's speed more than any recorder: the same plain loop, six processes
-each way, took 0.85-1.75 ms per step (fastest tenth) unpinned and 0.85-0.96
-pinned. A real GPU runs with --no-pin (scripts/gpu-check).
+With --pin every process runs on one CPU (the last this one may use). On
+the simulator a step hands work between the program's thread, the autograd
+engine's and the simulator's stream thread; pinned, the hand-overs are
+context switches on one CPU (a third of its time in the kernel), which
+steadies the plain loop between processes (p10 0.85-0.96 ms over six
+processes, 0.85-1.75 unpinned, on a loaded two-CPU machine) but is not how
+a program runs: the default leaves the threads to the scheduler.
 
-  simrun -- python tests/bench/bench_torch.py [--steps N] [--rounds N] [--variants plain,...]
+  simrun -- python tests/bench/bench_torch.py [--steps N] [--rounds N] [--variants plain,...] [--pin]
   (meson test -C build --benchmark bench_torch -v)
 """
 
@@ -115,15 +115,14 @@ def main() -> None:
     ap.add_argument("--worker", choices=ALL_VARIANTS)
     ap.add_argument("--out", default="")
     ap.add_argument("--snapshot", default="")
-    ap.add_argument("--no-pin", action="store_true",
-                    help="let the scheduler place each process's threads (default: "
-                         "every process on one CPU, the last this one may use)")
-    ap.add_argument("--pin", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--pin", action="store_true",
+                    help="run every process on one CPU (the last this one may use)")
+    ap.add_argument("--pin-cpu", type=int, default=-1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.steps, args.out, args.snapshot, args.pin)
+        worker(args.worker, args.steps, args.out, args.snapshot, args.pin_cpu)
         return
-    pin = -1 if args.no_pin else max(os.sched_getaffinity(0))
+    pin = max(os.sched_getaffinity(0)) if args.pin else -1
     variants = [v for v in ALL_VARIANTS if v in args.variants.split(",")]
     if "plain" not in variants or len(variants) != len(args.variants.split(",")):
         ap.error(f"--variants: plain and some of {', '.join(ALL_VARIANTS)}")
@@ -138,7 +137,7 @@ def main() -> None:
             snap = os.path.join(tmp, v + (".vtsnap" if v == "vramtrace" else ".pickle"))
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", v,
                    "--steps", str(args.steps), "--out", out, "--snapshot", snap,
-                   "--pin", str(pin)]
+                   "--pin-cpu", str(pin)]
             env = None
             if v in ("observed", "observed_py"):
                 cmd = [os.environ["VRAMTRACE_CLI"], "run", "-o", snap, "--"] + cmd
