@@ -194,8 +194,6 @@ TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
     ASSERT_EQ(g.grows, 1);
 }
 
-TEST_MAIN()
-
 /* Hooks that pile up on a parameter, each keeping its step's mask, every
  * mask used at every backward: nothing lingers, the line's live bytes grow,
  * and the finding shows what holds its storage, as a lingering one's does. */
@@ -230,3 +228,5 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
     vt__check_report_free(r);
     synth_fini(&y);
 }
+
+TEST_MAIN()
