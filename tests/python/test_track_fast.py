@@ -242,4 +242,5 @@ def _entry_points(tr) -> list:
     import ctypes
     return [ctypes.cast(tr._lib.raw(n), ctypes.c_void_p).value
             for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
-                      "vt_storage_external_stack", "vt_storage_external_free_stack")]
+                      "vt_storage_external_stack", "vt_storage_external_free_stack",
+                      "vt_tensor_name")]

@@ -59,6 +59,6 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
                             "vt_storage_external_stack", "vt_storage_external_free_stack")]
     if any(fn is None for fn in fns):
         return None
-    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame,
-                                 *(ctypes.cast(fn, ctypes.c_void_p).value for fn in fns),
-                                 bool(stacks))
+    fns.append(raw("vt_tensor_name"))   # optional (format 1.1)
+    addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
+    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs, bool(stacks))

@@ -74,7 +74,9 @@ class _Marks:
         evaluation after training, a skipped optimizer step) is not a
         finding while its parameter is in use; a grad whose parameter is
         no longer used lingers like any tensor."""
-        by_obj, storages, use = self._by_obj, self._storages, self._use
+        by_obj, storages = self._by_obj, self._storages
+        # a use with no stack: through the C path when there is one
+        use = self._fast.use if self._fast is not None else lambda tid: self._use(tid, 0)
         named = self._param_labels
         params = [rec for srec in storages.values() if srec.last_epoch >= epoch
                   for rec in srec.tids
@@ -94,7 +96,7 @@ class _Marks:
             g = getattr(t, "_grad", None)
             grec = by_obj.get(id(g)) if g is not None else None
             if grec is not None and grec.tid:
-                use(grec.tid, 0)
+                use(grec.tid)
                 gst = storages.get(grec.skey)
                 if gst is not None:
                     gst.last_epoch = epoch

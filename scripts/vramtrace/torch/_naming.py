@@ -41,6 +41,15 @@ def _site_name(filename: str, line: int, what: str) -> str:
 class _Naming:
     """The tracker's naming of tensors (a mixin of :class:`Tracker`)."""
 
+    def _set_name(self, tid: int, label: str) -> None:
+        """Rename recorded tensor ``tid`` (vt_tensor_name): through the C
+        path when there is one (a mark renames every new ``.grad`` and the
+        backward output it views, each step), else ctypes, which also says
+        why the library refused."""
+        fast = self._fast
+        if fast is None or fast.rename(tid, label) != 0:
+            self._lib.tensor_name(tid, label)
+
     def _rename(self, t: Any, label: str) -> bool:
         rec = self._by_obj.get(id(t))
         if rec is None:
@@ -52,7 +61,7 @@ class _Naming:
             return True
         if getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
             # The library records a rename: same id, storage and uses.
-            self._lib.tensor_name(rec.tid, label)
+            self._set_name(rec.tid, label)
             rec.name = label
             return True
         # Fallback for a library older than vt_tensor_name (format 1.0): the
@@ -81,7 +90,7 @@ class _Naming:
             return
         base = self._by_tid.get(grec.base) if grec.base else None
         if grec.base and (base is None or "backward: " in base.name):
-            self._lib.tensor_name(grec.base, name)
+            self._set_name(grec.base, name)
             if base is not None:
                 base.name = name
 

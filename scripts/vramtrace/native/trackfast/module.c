@@ -25,6 +25,8 @@
  */
 #include "trackfast.h"
 
+#include <errno.h>
+
 /* Interned attribute names and objects looked up once. */
 PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
     *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
@@ -55,16 +57,16 @@ PyObject *tracker_attr(Dispatcher *d, PyObject *name)
 }
 
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
- * stacks): the addresses of vt_tensor_use_stack, vt_tensor_new_stack,
- * vt_tensor_drop, vt_storage_external_stack and
- * vt_storage_external_free_stack in the loaded library. */
+ * rename, stacks): the addresses of vt_tensor_use_stack, vt_tensor_new_stack,
+ * vt_tensor_drop, vt_storage_external_stack, vt_storage_external_free_stack
+ * and vt_tensor_name (0: a library without it) in the loaded library. */
 static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
 {
     PyObject *tracker, *intern_frame;
-    unsigned long long use_addr, new_addr, drop_addr, ext_addr, ext_free_addr;
+    unsigned long long use_addr, new_addr, drop_addr, ext_addr, ext_free_addr, rename_addr;
     int stacks;
-    if (!PyArg_ParseTuple(args, "OOKKKKKp", &tracker, &intern_frame, &use_addr, &new_addr,
-                          &drop_addr, &ext_addr, &ext_free_addr, &stacks))
+    if (!PyArg_ParseTuple(args, "OOKKKKKKp", &tracker, &intern_frame, &use_addr, &new_addr,
+                          &drop_addr, &ext_addr, &ext_free_addr, &rename_addr, &stacks))
         return -1;
     if (tensor_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_trackfast.setup() was not called");
@@ -84,6 +86,7 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     d->drop = (drop_fn)(uintptr_t)drop_addr;
     d->external = (external_fn)(uintptr_t)ext_addr;
     d->external_free = (external_free_fn)(uintptr_t)ext_free_addr;
+    d->rename = (rename_fn)(uintptr_t)rename_addr;
     d->stacks_enabled = stacks;
     if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
         return -1;
@@ -216,7 +219,40 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
     return 0;
 }
 
+/* Dispatcher.use(tid): a use of recorded tensor tid with no stack (a
+ * parameter's .grad used with it at a mark): one C call, no ctypes. */
+static PyObject *dispatcher_use(Dispatcher *d, PyObject *arg)
+{
+    uint64_t tid = PyLong_AsUnsignedLongLong(arg);
+    if (tid == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    d->use(tid, 0);
+    Py_RETURN_NONE;
+}
+
+/* Dispatcher.rename(tid, name) -> the library's status (0, or negative):
+ * vt_tensor_name without ctypes, for the names a mark gives every step
+ * (each new .grad and the backward output it views). */
+static PyObject *dispatcher_rename(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "rename(tid: int, name: str)");
+        return NULL;
+    }
+    uint64_t tid = PyLong_AsUnsignedLongLong(argv[0]);
+    if (tid == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    const char *name = PyUnicode_AsUTF8(argv[1]);
+    if (name == NULL)
+        return NULL;
+    return PyLong_FromLong(d->rename != NULL ? d->rename(tid, name) : -ENOSYS);
+}
+
 static PyMethodDef dispatcher_methods[] = {
+    {"use", (PyCFunction)dispatcher_use, METH_O,
+     "use(tid): a use of recorded tensor tid, no stack"},
+    {"rename", (PyCFunction)(void (*)(void))dispatcher_rename, METH_FASTCALL,
+     "rename(tid, name) -> status: vt_tensor_name"},
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,

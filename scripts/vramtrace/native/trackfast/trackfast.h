@@ -34,6 +34,7 @@ typedef void (*use_fn)(uint64_t id, uint32_t stack);
 typedef void (*drop_fn)(uint64_t id);
 typedef int (*external_fn)(const void *ptr, size_t nbytes, int device, uint32_t stack);
 typedef int (*external_free_fn)(const void *ptr, uint32_t stack);
+typedef int (*rename_fn)(uint64_t id, const char *name);
 typedef uint64_t (*new_fn)(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                            const char *name, uint32_t stack);
 
@@ -58,6 +59,7 @@ typedef struct {
     drop_fn drop;            /* vt_tensor_drop */
     external_fn external;    /* vt_storage_external_stack */
     external_free_fn external_free;   /* vt_storage_external_free_stack */
+    rename_fn rename;        /* vt_tensor_name */
     PyObject *codes;         /* id -> code object of every code in a cached key */
     StackEntry **table;      /* open addressing, capacity 2 * MAX_CACHED */
     size_t cached;
