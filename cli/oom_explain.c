@@ -216,7 +216,7 @@ out:
 const vt__frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id)
 {
     const vt__frame *f = vt__report_site_frame(s, id);
-    if (!f || vt__report_python_frame(s, f))
+    if (!f || vt__frame_is_python(s, f))
         return f;
     const vt__frame *fr[256];
     size_t n = vt__snapshot_stack_frames(s, id, fr, 256);

@@ -190,11 +190,6 @@ static bool boring_module(const char *module)
 
 bool vt__report_all_frames;
 
-bool vt__report_python_frame(const vt__snapshot_data *s, const vt__frame *f)
-{
-    return vt__frame_is_python(s, f);
-}
-
 bool vt__report_frame_folded(const vt__snapshot_data *s, const vt__frame *f, bool has_python)
 {
     if (vt__report_all_frames)
@@ -214,7 +209,7 @@ bool vt__report_stack_has_user_code(const vt__snapshot_data *s, const vt__frame 
 bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt__frame *const *fr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (vt__report_python_frame(s, fr[i]))
+        if (vt__frame_is_python(s, fr[i]))
             return true;
     return false;
 }
@@ -222,7 +217,7 @@ bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt__frame *co
 bool vt__report_snapshot_has_python(const vt__snapshot_data *s)
 {
     for (size_t i = 0; i < s->nframes; i++)
-        if (vt__report_python_frame(s, &s->frames[i]))
+        if (vt__frame_is_python(s, &s->frames[i]))
             return true;
     return false;
 }
@@ -251,7 +246,7 @@ const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
                 return fr[i];
     if (!vt__report_all_frames)
         for (size_t i = 0; i < n; i++)
-            if (vt__report_python_frame(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
+            if (vt__frame_is_python(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))
                 return fr[i];
     /* a recorder's own frames are VT_FOLD_ALWAYS */
     for (size_t i = 0; i < n; i++)
@@ -375,7 +370,7 @@ void vt__report_frame_text(FILE *out, const vt__snapshot_data *s, const vt__fram
     uint32_t def = vt__frame_def_line(s, f);
     if (def)
         fprintf(out, " (def at line %u)", def);
-    if (*mod && !vt__report_python_frame(s, f))
+    if (*mod && !vt__frame_is_python(s, f))
         fprintf(out, " (%s+0x%" PRIx64 ")", mod, f->module_offset);
 }
 
@@ -411,7 +406,7 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
      * frames under them (the framework's, the interpreter's) are folded. */
     bool has_user = !vt__report_all_frames && vt__report_stack_has_user_code(s, fr, shown);
     for (size_t i = 0; i < shown; i++) {
-        if (has_user && !vt__report_python_frame(s, fr[i])) {
+        if (has_user && !vt__frame_is_python(s, fr[i])) {
             native++;
             continue;
         }
@@ -419,7 +414,7 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
             folded++;
             continue;
         }
-        if (has_user && vt__report_python_frame(s, fr[i]) && !vt__frame_is_user_code(s, fr[i])) {
+        if (has_user && vt__frame_is_python(s, fr[i]) && !vt__frame_is_user_code(s, fr[i])) {
             library++;
             continue;
         }
@@ -461,7 +456,7 @@ const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32
         n = 512;
     bool caller_seen = false;
     for (size_t i = 0; i < n; i++) {
-        if (vt__report_python_frame(s, fr[i]))
+        if (vt__frame_is_python(s, fr[i]))
             continue;
         const char *fn = vt__snapshot_string(s, fr[i]->function);
         for (size_t k = 0; k < sizeof functions / sizeof *functions; k++)

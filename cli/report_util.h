@@ -70,8 +70,6 @@ static inline int vt__report_cmp_bytes(uint64_t x_bytes, uint64_t x_key, uint64_
 
 /* --all-frames: show the frames folded by default (below). */
 extern bool vt__report_all_frames;
-/* A Python frame (recorded from the interpreter, or imported). */
-bool vt__report_python_frame(const vt__snapshot_data *s, const vt__frame *f);
 /* Whether any of fr[0..n) is a Python frame. */
 bool vt__report_stack_has_python(const vt__snapshot_data *s, const vt__frame *const *fr, size_t n);
 /* Python frames were recorded in this snapshot (some thread ran Python). */

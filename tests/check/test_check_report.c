@@ -709,6 +709,9 @@ TEST(frames_folded_are_torch_plumbing_the_interpreter_and_a_recorders_own)
         { "python", "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", "_call_impl", 0,
           VT_FOLD_WITH_PYTHON },
         { "python", "/work/scripts/vramtrace/torch.py", "_engine_dispatch", 0, VT_FOLD_WITH_PYTHON },
+        { "python", "/site/vramtrace/torch/_recording.py", "__torch_dispatch__", 0,
+          VT_FOLD_WITH_PYTHON },
+        { "python", "/site/vramtrace/torch/_marks.py", "_on_mark", 0, VT_FOLD_NEVER },
         { "python", "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", "forward", 0,
           VT_FOLD_NEVER },
         { "python", "/home/me/train.py", "_call_impl", 0, VT_FOLD_NEVER },   /* not torch's */

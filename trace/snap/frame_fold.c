@@ -26,9 +26,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* torch's Python layers between a module's caller and its forward, and
  * between a tensor method and its C++ implementation: every stack of a
- * PyTorch program passes through them, none of them allocates. track()'s
- * own dispatch mode is one more such layer: vramtrace's frames are not the
- * program's. */
+ * PyTorch program passes through them, none of them allocates. */
 static bool torch_plumbing(const char *file, const char *fn)
 {
     static const struct { const char *file, *fn; } plumbing[] = {
@@ -39,18 +37,22 @@ static bool torch_plumbing(const char *file, const char *fn)
         { "torch/_tensor.py", "_handle_torch_function_and_wrap_type_error_to_not_implemented" },
         { "torch/overrides.py", "handle_torch_function" },
         { "torch/_ops.py", "__call__" },
-        { "vramtrace/torch.py", "__torch_dispatch__" },
-        { "vramtrace/torch.py", "_dispatch" },
-        { "vramtrace/torch.py", "_engine_dispatch" },
-        /* the same since vramtrace.torch became a package */
-        { "vramtrace/torch/_recording.py", "__torch_dispatch__" },
-        { "vramtrace/torch/_recording.py", "_dispatch" },
-        { "vramtrace/torch/_recording.py", "_engine_dispatch" },
     };
     for (size_t i = 0; i < sizeof plumbing / sizeof plumbing[0]; i++)
         if (!strcmp(fn, plumbing[i].fn) && ends_with(file, plumbing[i].file))
             return true;
     return false;
+}
+
+/* track()'s dispatch mode, one more such layer (vramtrace's frames are not
+ * the program's): its entry points, in whichever file of the vramtrace.torch
+ * package holds them (vramtrace/torch.py in recordings made before it
+ * became a package). */
+static bool tracker_dispatch(const char *file, const char *fn)
+{
+    bool ours = ends_with(file, "vramtrace/torch.py") || strstr(file, "vramtrace/torch/") != NULL;
+    return ours && (!strcmp(fn, "__torch_dispatch__") || !strcmp(fn, "_dispatch") ||
+                    !strcmp(fn, "_engine_dispatch"));
 }
 
 /* The interpreter itself: libpython, or a python executable built without
@@ -87,7 +89,8 @@ enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *
     if (recorder_frame(s, f))
         return VT_FOLD_ALWAYS;
     bool plumbing = vt__frame_is_python(s, f)
-        ? torch_plumbing(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function))
+        ? torch_plumbing(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function)) ||
+              tracker_dispatch(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function))
         : interpreter_module(vt__snapshot_string(s, f->module));
     return plumbing ? VT_FOLD_WITH_PYTHON : VT_FOLD_NEVER;
 }
