@@ -37,15 +37,13 @@ def cache_dir(part: str, torch_version: str) -> str:
     return os.path.join(cache_root(), part, tag.replace("+", "_"))
 
 
-def source(*names: str) -> str:
-    """The first of the package-relative paths ``names`` that exists: the
-    source tree and the installed package keep native sources at the same
-    place (``native/``)."""
-    for name in names:
-        path = os.path.normpath(os.path.join(_HERE, name))
-        if os.path.isfile(path):
-            return path
-    raise RuntimeError(f"{os.path.basename(names[0])} is not installed with this vramtrace")
+def source(name: str) -> str:
+    """The native source at package-relative path ``name``: the source tree
+    and the installed package keep them at the same place (``native/``)."""
+    path = os.path.normpath(os.path.join(_HERE, name))
+    if not os.path.isfile(path):
+        raise RuntimeError(f"{os.path.basename(name)} is not installed with this vramtrace")
+    return path
 
 
 def extension(name: str, libdir: str) -> Any:

@@ -26,7 +26,7 @@ ENV_SWITCH = "VRAMTRACE_TRACK_OBSERVER"
 
 # Where observer.cpp is in the package (the source tree's and the installed
 # one's are laid out alike).
-_SOURCES = ("native/trackobs/observer.cpp",)
+_SOURCE = "native/trackobs/observer.cpp"
 
 _module: Any = False   # not tried yet; None: could not be built
 why_not = ""           # why it could not be built
@@ -50,7 +50,7 @@ def load() -> Optional[Any]:
         return _module
     _module = None
     try:
-        source = _native_build.source(*_SOURCES)
+        source = _native_build.source(_SOURCE)
         header = os.path.join(os.path.dirname(source), "tensor_facts.h")
         lib = _native_build.build("trackobs", "vramtrace_trackobs", [source],
                                   what="track()'s op observer", depends=[header],

@@ -134,7 +134,7 @@ def test_by_default_the_observer_is_used_and_0_keeps_the_mode(real_lib, observer
 def test_where_it_cannot_be_built_the_mode_is_used_and_why_is_kept(real_lib, monkeypatch,
                                                                    switch):
     monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
-    monkeypatch.setattr(_trackobs, "_SOURCES", ("/nonexistent/observer.cpp",))
+    monkeypatch.setattr(_trackobs, "_SOURCE", "/nonexistent/observer.cpp")
     monkeypatch.setattr(_trackobs, "_module", False)   # not tried yet
     monkeypatch.setattr(_trackobs, "why_not", "")
     with warnings.catch_warnings(record=True) as caught:
