@@ -10,10 +10,6 @@ from .. import _gc_hold
 from ._torch_facts import _Parameter
 
 
-_perf_counter = time.perf_counter
-_cpu_clock = time.process_time   # the walk's budget: the process's CPU time
-
-
 class _Marks:
     """The tracker's work at marks (a mixin of :class:`Tracker`)."""
 
@@ -28,7 +24,7 @@ class _Marks:
         # storage checks cause (reading saved tensors makes detach views)
         # are not recorded.
         recording, self._recording = self._recording, False
-        began, began_wall = _cpu_clock(), _perf_counter()
+        began, began_wall = time.process_time(), time.perf_counter()
         if self._last_mark_end is not None and self.walk_fraction is not None:
             # The program's own time: the CPU time since the last mark less
             # the share of it that recording ops and deaths took (timed on
@@ -59,9 +55,9 @@ class _Marks:
                 self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
         finally:
             self._recording = recording
-            end = _cpu_clock()
+            end = time.process_time()
             self.walk_seconds += end - began
-            self._last_mark_end = (end, _perf_counter())
+            self._last_mark_end = (end, time.perf_counter())
             self._busy_at_mark = self._busy()
             # All of a mark's work is paid from the credit, not just the walk.
             self._credit -= end - began
