@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -49,6 +50,38 @@ TEST(ring_overflow_keeps_the_newest_n_in_order)
         ASSERT_EQ(s->events[i].kind, VT_EV_ALLOC);
     }
     vt__snapshot_free(s);
+}
+
+/* Whether the page holding `p` is resident (committed). */
+static bool resident(const void *p)
+{
+    unsigned char v = 0;
+    void *page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+    return mincore(page, 4096, &v) == 0 && (v & 1);
+}
+
+/* Default capacity (a million events). The writers commit the ring's pages a
+ * chunk ahead of themselves instead of faulting them in one by one: the
+ * chunk after the one being written is resident before any event lands in
+ * it; the ring beyond stays uncommitted (its memory is only committed as the
+ * first lap reaches it). */
+TEST(the_ring_is_committed_a_chunk_ahead_of_the_writers)
+{
+    const uint64_t chunk = VT_RING_CHUNK_SLOTS;
+    ASSERT(vt__ring_capacity() > 8 * chunk);
+    char probe[8192] __attribute__((aligned(4096)));
+    if (madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) != 0)
+        SKIP("this kernel has no MADV_POPULATE_WRITE (Linux 5.14): pages fault in as written");
+    uint64_t seq = vt__ring_head();
+    ASSERT(seq < chunk);   /* nothing has recorded much yet */
+    ASSERT(resident(vt__ring_slot(chunk + chunk / 2)));
+    ASSERT(!resident(vt__ring_slot(4 * chunk + chunk / 2)));
+    while (seq < 3 * chunk)
+        seq = vt__trace(.kind = VT_EV_ALLOC, .stream = 1, .addr = 0x1000 + seq, .size = 512);
+    /* the writer of seq 3*chunk began chunk 3 and committed chunk 4 */
+    ASSERT(resident(vt__ring_slot(4 * chunk + chunk / 2)));
+    ASSERT(resident(vt__ring_slot(5 * chunk - 1)));
+    ASSERT(!resident(vt__ring_slot(6 * chunk + chunk / 2)));
 }
 
 #define WRITERS 8

@@ -107,6 +107,10 @@ int vt__ring_init(uint64_t capacity);
 uint64_t vt__ring_write(const vt__ring_rec *r);
 uint64_t vt__ring_capacity(void);
 uint64_t vt__ring_head(void);
+/* Tests only: where the slot of event `seq` lies in memory. */
+const void *vt__ring_slot(uint64_t seq);
+/* The slots the writers commit ahead of themselves at a time (ring.c). */
+#define VT_RING_CHUNK_SLOTS UINT64_C(1024)
 
 /* ---- stacks.c ------------------------------------------------------------ */
 #define VT_STACK_MAX_DEPTH 256
