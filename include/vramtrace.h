@@ -360,6 +360,19 @@ VT_API int vt_unref(uint64_t from, uint64_t to);
  *         outermost frame. */
 VT_API uint32_t vt_stack_intern_frames(const char *const *frames, size_t n);
 
+/*! vt_python_frames() :
+ * The calling thread's Python frames, innermost first, as pairs
+ * (code object's address, byte offset of its current instruction, -1 before
+ * the first) in pairs[0..2*max): what vramtrace's Python stacks are made of,
+ * read from the interpreter's structures without making frame objects or
+ * calling into Python (CPython 3.10 to 3.13, not free-threaded builds). The
+ * thread must be the one whose frames are read; the code objects stay alive
+ * while their frames run. For an extension that keys its own cache of stacks
+ * by them (vramtrace.torch's).
+ * @return the number of frames (0: none, or no Python initialized), -1 when
+ *         this library cannot read this interpreter's frames. */
+VT_API int vt_python_frames(uint64_t *pairs, int max);
+
 /*! vt_source_is_programs() :
  * Whether Python source file `file` is the program's own code, by the rule
  * every report uses to choose the line it leads with: not under

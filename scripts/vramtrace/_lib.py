@@ -171,6 +171,8 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_pool_unseen": (None, ()),
     "vt_pool_settings": (_int, (_cs,)),   # optional: libraries before format 1.7 lack it
     "vt_source_is_programs": (_int, (_cs,)),   # optional: older libraries lack it
+    # the calling thread's Python frames (optional: older libraries lack it)
+    "vt_python_frames": (_int, (ctypes.POINTER(_u64), _int)),
 }
 
 

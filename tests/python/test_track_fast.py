@@ -217,9 +217,12 @@ def test_the_observer_and_the_mode_give_the_same_findings(shape, twin, report, o
     assert found_obs == found_mode
 
 
-def test_a_stack_seen_before_is_looked_up_not_interned_again(real_lib):
+@pytest.mark.parametrize("reader", ["library", "frame objects"])
+def test_a_stack_seen_before_is_looked_up_not_interned_again(real_lib, reader):
     """Every step of a loop runs the same lines: after the first, an op's
-    stack is one lookup in the C cache (the interner is not called)."""
+    stack is one lookup in the C cache (the interner is not called), whether
+    the frames are read by the library (vt_python_frames) or, where it
+    cannot read them, through their frame objects."""
     tr = vtt.Tracker()
     calls = []
     interned = tr._stacks.intern_frame
@@ -228,7 +231,8 @@ def test_a_stack_seen_before_is_looked_up_not_interned_again(real_lib):
         calls.append(1)
         return interned(frame)
     # a Dispatcher made with the counting interner (the mode binds it at enter)
-    tr._fast = type(tr._fast)(tr, counting, *_entry_points(tr), True)
+    points = _entry_points(tr) + ([_address(tr, "vt_python_frames")] if reader == "library" else [])
+    tr._fast = type(tr._fast)(tr, counting, *points[:6], True, *points[6:])
     with tr:
         x = torch.ones(4)
         for _ in range(50):
@@ -238,9 +242,63 @@ def test_a_stack_seen_before_is_looked_up_not_interned_again(real_lib):
     assert 1 <= cached <= 4 and len(calls) == cached, (cached, len(calls))
 
 
-def _entry_points(tr) -> list:
+def _address(tr, name: str) -> int:
     import ctypes
-    return [ctypes.cast(tr._lib.raw(n), ctypes.c_void_p).value
+    return ctypes.cast(tr._lib.raw(name), ctypes.c_void_p).value
+
+
+def _entry_points(tr) -> list:
+    return [_address(tr, n)
             for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
                       "vt_storage_external_stack", "vt_storage_external_free_stack",
                       "vt_tensor_name")]
+
+
+def test_the_library_reads_the_frames_python_sees(real_lib):
+    """vt_python_frames, the one reader of Python frames in C: the calling
+    thread's frames, innermost first, as (code object, instruction offset)
+    pairs, as the interpreter's own frame objects give them."""
+    import ctypes
+    import sys
+    pairs = (ctypes.c_uint64 * 400)()
+    fn = real_lib.raw("vt_python_frames")
+
+    def nested(k):
+        if k:
+            return nested(k - 1)
+        n = fn(pairs, 200)
+        chain, frame = [], sys._getframe()   # read while every frame still runs
+        while frame is not None:
+            chain.append((id(frame.f_code), frame.f_lasti))
+            frame = frame.f_back
+        return n, chain
+    n, chain = nested(12)
+    assert n == min(len(chain), 200) and n > 13
+    assert [pairs[2 * i] for i in range(n)] == [code for code, _ in chain[:n]]
+    # the callers' instructions (the innermost frame has moved on since)
+    assert [pairs[2 * i + 1] for i in range(1, n)] == [lasti for _, lasti in chain[1:n]]
+
+
+@pytest.mark.parametrize("reader", ["library", "frame objects"])
+def test_the_c_path_keys_stacks_by_the_librarys_reader(real_lib, reader):
+    """The C path keys an op's stack by the frames vt_python_frames reads
+    (no frame object made, none walked); given no reader (an older library)
+    it walks the frame objects, and the same program records the same."""
+    tr = vtt.Tracker()
+    points = _entry_points(tr) + ([_address(tr, "vt_python_frames")] if reader == "library" else [])
+    tr._fast = type(tr._fast)(tr, tr._stacks.intern_frame, *points[:6], True, *points[6:])
+
+    def recurse(k, x):
+        if k:
+            return recurse(k - 1, x)
+        for _ in range(3):
+            x = x * 2
+        return x
+    with tr:
+        x = recurse(30, torch.ones(4))
+        walks, cached = tr._fast.object_walks, tr._fast.cached_stacks
+    assert x[0].item() == 8.0 and cached >= 1
+    if reader == "library":
+        assert walks == 0
+    else:
+        assert walks >= 4   # ones() and the three products

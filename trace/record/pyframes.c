@@ -7,9 +7,10 @@
  * again only after it dlopens or dlsyms something (stacks.c, "Finding Python
  * later": a program embedding Python loads it late). A process whose Python
  * this file does not know (another minor version, a free-threaded build) is
- * treated the same way: native stacks only. vt__py_detect is called by one
- * thread at a time, and its results are published by stacks.c after it
- * returned true.
+ * treated the same way: native stacks only. vt__py_detect looks under a lock
+ * and only until it has found one (what it found is never written again);
+ * the recorder's captures read the frames once stacks.c has published its
+ * answer, vt_python_frames() once `py_found` says so.
  *
  * Which thread state. Torch's bindings release the GIL around dispatch, so
  * the thread calling the allocator usually does not hold it, and
@@ -62,9 +63,12 @@
  * the frame's synthetic IP itself (rec_internal.h), read at the same time.
  */
 #include "rec_internal.h"
+#include "vramtrace.h"
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +167,26 @@ static bool debug_offsets(const layout *table, const layout **out)
     return true;
 }
 
+/* Set once the interpreter's layout is known (release, after everything
+ * vt__py_walk reads is written); detection runs under detect_lock. */
+static _Atomic bool py_found;
+static pthread_mutex_t detect_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool detect_locked(void);
+
 bool vt__py_detect(void)
+{
+    if (atomic_load_explicit(&py_found, memory_order_acquire))
+        return true;
+    pthread_mutex_lock(&detect_lock);
+    bool ok = atomic_load_explicit(&py_found, memory_order_relaxed) || detect_locked();
+    if (ok)
+        atomic_store_explicit(&py_found, true, memory_order_release);
+    pthread_mutex_unlock(&detect_lock);
+    return ok;
+}
+
+static bool detect_locked(void)
 {
     unsigned minor = python_minor();
     const layout *found = NULL;
@@ -192,6 +215,34 @@ bool vt__py_detect(void)
     }
     L = found;
     return true;
+}
+
+/* The one reader of Python frames in C: the recorder's captures and
+ * vramtrace.torch's extension (which keys its stacks by these pairs) both
+ * read them here. An interpreter is looked for once per process when the
+ * recorder has not found one (its stacks configured native, say); one this
+ * file cannot read stays unreadable. */
+VT_API int vt_python_frames(uint64_t *pairs, int max)
+{
+    static _Atomic bool unreadable;
+    if (!pairs || max <= 0)
+        return 0;
+    if (!atomic_load_explicit(&py_found, memory_order_acquire)) {
+        if (atomic_load_explicit(&unreadable, memory_order_relaxed))
+            return -1;
+        if (!vt__py_detect()) {
+            atomic_store_explicit(&unreadable, true, memory_order_relaxed);
+            return -1;
+        }
+    }
+    vt__pyframe py[VT_STACK_MAX_DEPTH];
+    uint32_t ngroups;
+    int n = vt__py_walk(py, max < VT_STACK_MAX_DEPTH ? max : VT_STACK_MAX_DEPTH, &ngroups);
+    for (int i = 0; i < n; i++) {
+        pairs[2 * i] = py[i].code;
+        pairs[2 * i + 1] = (uint64_t)(int64_t)py[i].addr;
+    }
+    return n;
 }
 
 unsigned vt__py_minor(void)

@@ -60,5 +60,7 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
     if any(fn is None for fn in fns):
         return None
     fns.append(raw("vt_tensor_name"))   # optional (format 1.1)
+    fns.append(raw("vt_python_frames"))   # optional: else frames read through their objects
     addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
-    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs, bool(stacks))
+    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs[:6], bool(stacks),
+                                 addrs[6])

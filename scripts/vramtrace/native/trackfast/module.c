@@ -57,16 +57,19 @@ PyObject *tracker_attr(Dispatcher *d, PyObject *name)
 }
 
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
- * rename, stacks): the addresses of vt_tensor_use_stack, vt_tensor_new_stack,
- * vt_tensor_drop, vt_storage_external_stack, vt_storage_external_free_stack
- * and vt_tensor_name (0: a library without it) in the loaded library. */
+ * rename, stacks[, python_frames]): the addresses of vt_tensor_use_stack,
+ * vt_tensor_new_stack, vt_tensor_drop, vt_storage_external_stack,
+ * vt_storage_external_free_stack, vt_tensor_name and vt_python_frames
+ * (0: a library without it) in the loaded library. */
 static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
 {
     PyObject *tracker, *intern_frame;
     unsigned long long use_addr, new_addr, drop_addr, ext_addr, ext_free_addr, rename_addr;
+    unsigned long long frames_addr = 0;
     int stacks;
-    if (!PyArg_ParseTuple(args, "OOKKKKKKp", &tracker, &intern_frame, &use_addr, &new_addr,
-                          &drop_addr, &ext_addr, &ext_free_addr, &rename_addr, &stacks))
+    if (!PyArg_ParseTuple(args, "OOKKKKKKp|K", &tracker, &intern_frame, &use_addr, &new_addr,
+                          &drop_addr, &ext_addr, &ext_free_addr, &rename_addr, &stacks,
+                          &frames_addr))
         return -1;
     if (tensor_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_trackfast.setup() was not called");
@@ -87,6 +90,7 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     d->external = (external_fn)(uintptr_t)ext_addr;
     d->external_free = (external_free_fn)(uintptr_t)ext_free_addr;
     d->rename = (rename_fn)(uintptr_t)rename_addr;
+    d->python_frames = (python_frames_fn)(uintptr_t)frames_addr;
     d->stacks_enabled = stacks;
     if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
         return -1;
@@ -282,8 +286,15 @@ static PyObject *dispatcher_busy(Dispatcher *d, void *unused)
     return PyFloat_FromDouble(d->busy);
 }
 
+static PyObject *dispatcher_object_walks(Dispatcher *d, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(d->object_walks);
+}
+
 static PyGetSetDef dispatcher_getset[] = {
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
+    {"object_walks", (getter)dispatcher_object_walks, NULL,
+     "stacks keyed by walking frame objects (where vt_python_frames cannot read them)", NULL},
     {"ops", (getter)dispatcher_ops, NULL, "ops recorded by the C path", NULL},
     {"busy", (getter)dispatcher_busy, NULL, "seconds the C path spent recording", NULL},
     {"tracked_from_facts", (getter)dispatcher_from_facts, NULL,

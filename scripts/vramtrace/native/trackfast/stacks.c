@@ -7,6 +7,14 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdull;
 }
 
+static uint64_t key_of(const uintptr_t *pairs, uint32_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t k = 0; k < 2 * n; k++)
+        h = mix(h, pairs[k]);
+    return h;
+}
+
 void clear_stacks(Dispatcher *d)
 {
     if (d->table != NULL)
@@ -19,33 +27,21 @@ void clear_stacks(Dispatcher *d)
         PyDict_Clear(d->codes);
 }
 
-/* The stack id of the innermost Python frame's stack (0: none, disabled,
- * or the interner failed). The key is every frame's code identity and
- * instruction offset, as in _stacks.py; the codes of a cached key are kept
- * alive so that an identity is not reused while cached. */
-uint32_t capture(Dispatcher *d)
+/* The calling thread's frames as (code identity, instruction offset) pairs
+ * in pairs[0..2n), innermost first, through the frame objects (made where
+ * missing: they live until the program's functions return, so they count as
+ * the program's, gc_schedule.c); their key in *h. */
+static uint32_t frames_through_objects(uintptr_t *pairs, uint64_t *h)
 {
-    if (!d->stacks_enabled)
-        return 0;
-    /* Reading a frame makes its Python object, which lives until the
-     * program's function returns: counted as the program's (gc_schedule.c). */
     long made = gc_held_count();
-    PyFrameObject *top = PyEval_GetFrame();   /* borrowed */
-    if (top == NULL)
-        return 0;
-    uintptr_t pairs[2 * MAX_RAW_FRAMES];
     uint32_t n = 0;
-    uint64_t h = 1469598103934665603ull;
-    PyFrameObject *f = top;
-    Py_INCREF(f);
+    PyFrameObject *f = PyEval_GetFrame();   /* borrowed */
+    Py_XINCREF(f);
     while (f != NULL && n < MAX_RAW_FRAMES) {
         PyCodeObject *code = PyFrame_GetCode(f);
-        uintptr_t c = (uintptr_t)code;
+        pairs[2 * n] = (uintptr_t)code;
         Py_DECREF(code);   /* the frame holds it */
-        uintptr_t lasti = (uintptr_t)(intptr_t)PyFrame_GetLasti(f);
-        pairs[2 * n] = c;
-        pairs[2 * n + 1] = lasti;
-        h = mix(mix(h, c), lasti);
+        pairs[2 * n + 1] = (uintptr_t)(intptr_t)PyFrame_GetLasti(f);
         n++;
         PyFrameObject *back = PyFrame_GetBack(f);
         Py_DECREF(f);
@@ -53,6 +49,39 @@ uint32_t capture(Dispatcher *d)
     }
     Py_XDECREF(f);
     gc_count_as_program(gc_held_count() - made);
+    *h = key_of(pairs, n);
+    return n;
+}
+
+/* The same pairs read by the library (vt_python_frames: the one reader of
+ * Python frames in C, which makes no objects), or through the frame objects
+ * where it cannot read this interpreter or is too old to have the call. */
+static uint32_t frames(Dispatcher *d, uintptr_t *pairs, uint64_t *h)
+{
+    if (d->python_frames != NULL) {
+        int n = d->python_frames((uint64_t *)pairs, MAX_RAW_FRAMES);
+        if (n >= 0) {
+            *h = key_of(pairs, (uint32_t)n);
+            return (uint32_t)n;
+        }
+    }
+    d->object_walks++;
+    return frames_through_objects(pairs, h);
+}
+
+/* The stack id of the innermost Python frame's stack (0: none, disabled,
+ * or the interner failed). The key is every frame's code identity and
+ * instruction offset; the codes of a cached key are kept alive so that an
+ * identity is not reused while cached. */
+uint32_t capture(Dispatcher *d)
+{
+    if (!d->stacks_enabled)
+        return 0;
+    uintptr_t pairs[2 * MAX_RAW_FRAMES];
+    uint64_t h;
+    uint32_t n = frames(d, pairs, &h);
+    if (n == 0)
+        return 0;
 
     size_t mask = TABLE_CAP - 1;
     size_t i = (size_t)(h ^ (h >> 29)) & mask;
@@ -65,8 +94,15 @@ uint32_t capture(Dispatcher *d)
         i = (i + 1) & mask;
     }
 
-    /* A stack not seen before: the interner reads its frames and lines. */
-    PyObject *arg = (PyObject *)top;
+    /* A stack not seen before: the interner reads its frames and lines,
+     * through their objects (made here, counted as the program's). */
+    uintptr_t walked[2 * MAX_RAW_FRAMES];
+    uint64_t walked_key;
+    if (d->python_frames != NULL)
+        (void)frames_through_objects(walked, &walked_key);
+    PyObject *arg = (PyObject *)PyEval_GetFrame();   /* borrowed */
+    if (arg == NULL)
+        return 0;
     PyObject *got = call_python(d->intern_frame, &arg, 1);
     if (got == NULL) {
         PyErr_Clear();
@@ -82,21 +118,14 @@ uint32_t capture(Dispatcher *d)
         clear_stacks(d);
         i = (size_t)(h ^ (h >> 29)) & mask;
     }
-    /* Keep the codes of the key alive (walk again: the frames are live). */
-    f = top;
-    Py_INCREF(f);
-    for (uint32_t k = 0; f != NULL && k < n; k++) {
-        PyCodeObject *code = PyFrame_GetCode(f);
+    /* Keep the codes of the key alive: live while their frames run, now. */
+    for (uint32_t k = 0; k < n; k++) {
+        PyObject *code = (PyObject *)pairs[2 * k];
         PyObject *key = PyLong_FromVoidPtr(code);
-        if (key == NULL || PyDict_SetItem(d->codes, key, (PyObject *)code) < 0)
+        if (key == NULL || PyDict_SetItem(d->codes, key, code) < 0)
             PyErr_Clear();
         Py_XDECREF(key);
-        Py_DECREF(code);
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
     }
-    Py_XDECREF(f);
     StackEntry *e = PyMem_Malloc(sizeof *e + 2 * n * sizeof *pairs);
     if (e == NULL)
         return (uint32_t)sid;

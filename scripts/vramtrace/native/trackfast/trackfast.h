@@ -35,6 +35,7 @@ typedef void (*drop_fn)(uint64_t id);
 typedef int (*external_fn)(const void *ptr, size_t nbytes, int device, uint32_t stack);
 typedef int (*external_free_fn)(const void *ptr, uint32_t stack);
 typedef int (*rename_fn)(uint64_t id, const char *name);
+typedef int (*python_frames_fn)(uint64_t *pairs, int max);
 typedef uint64_t (*new_fn)(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                            const char *name, uint32_t stack);
 
@@ -60,6 +61,8 @@ typedef struct {
     external_fn external;    /* vt_storage_external_stack */
     external_free_fn external_free;   /* vt_storage_external_free_stack */
     rename_fn rename;        /* vt_tensor_name */
+    python_frames_fn python_frames;   /* vt_python_frames, or NULL (stacks.c) */
+    uint64_t object_walks;   /* stacks keyed by walking frame objects instead */
     PyObject *codes;         /* id -> code object of every code in a cached key */
     StackEntry **table;      /* open addressing, capacity 2 * MAX_CACHED */
     size_t cached;
