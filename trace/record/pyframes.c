@@ -7,10 +7,12 @@
  * again only after it dlopens or dlsyms something (stacks.c, "Finding Python
  * later": a program embedding Python loads it late). A process whose Python
  * this file does not know (another minor version, a free-threaded build) is
- * treated the same way: native stacks only. vt__py_detect looks under a lock
- * and only until it has found one (what it found is never written again);
- * the recorder's captures read the frames once stacks.c has published its
- * answer, vt_python_frames() once `py_found` says so.
+ * treated the same way: native stacks only. vt__py_detect looks, one thread
+ * at a time, only until it has found one (what it found is never written
+ * again); the recorder's captures read the frames once stacks.c has
+ * published its answer, vt_python_frames() once `py_found` says so. A look
+ * lost to another thread's is made again at stacks.c's next chance (the
+ * program's next dlopen or dlsym).
  *
  * Which thread state. Torch's bindings release the GIL around dispatch, so
  * the thread calling the allocator usually does not hold it, and
@@ -67,7 +69,6 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,25 +169,34 @@ static bool debug_offsets(const layout *table, const layout **out)
 }
 
 /* Set once the interpreter's layout is known (release, after everything
- * vt__py_walk reads is written); detection runs under detect_lock. */
-static _Atomic bool py_found;
-static pthread_mutex_t detect_lock = PTHREAD_MUTEX_INITIALIZER;
+ * vt__py_walk reads is written). One thread looks at a time (no lock: a
+ * fork while another thread looked leaves the child without Python frames,
+ * never waiting). */
+static _Atomic bool py_found, py_detecting;
 
-static bool detect_locked(void);
+static bool detect_once(void);
+
+/* 1: found, 0: another thread is looking, -1: no Python this file reads. */
+static int detect(void)
+{
+    if (atomic_load_explicit(&py_found, memory_order_acquire))
+        return 1;
+    bool idle = false;
+    if (!atomic_compare_exchange_strong(&py_detecting, &idle, true))
+        return 0;
+    int got = atomic_load_explicit(&py_found, memory_order_acquire) || detect_once() ? 1 : -1;
+    if (got > 0)
+        atomic_store_explicit(&py_found, true, memory_order_release);
+    atomic_store_explicit(&py_detecting, false, memory_order_release);
+    return got;
+}
 
 bool vt__py_detect(void)
 {
-    if (atomic_load_explicit(&py_found, memory_order_acquire))
-        return true;
-    pthread_mutex_lock(&detect_lock);
-    bool ok = atomic_load_explicit(&py_found, memory_order_relaxed) || detect_locked();
-    if (ok)
-        atomic_store_explicit(&py_found, true, memory_order_release);
-    pthread_mutex_unlock(&detect_lock);
-    return ok;
+    return detect() > 0;
 }
 
-static bool detect_locked(void)
+static bool detect_once(void)
 {
     unsigned minor = python_minor();
     const layout *found = NULL;
@@ -230,10 +240,11 @@ VT_API int vt_python_frames(uint64_t *pairs, int max)
     if (!atomic_load_explicit(&py_found, memory_order_acquire)) {
         if (atomic_load_explicit(&unreadable, memory_order_relaxed))
             return -1;
-        if (!vt__py_detect()) {
+        int got = detect();
+        if (got < 0)
             atomic_store_explicit(&unreadable, true, memory_order_relaxed);
+        if (got <= 0)
             return -1;
-        }
     }
     vt__pyframe py[VT_STACK_MAX_DEPTH];
     uint32_t ngroups;
