@@ -16,13 +16,17 @@
  * their last mark) and than 4 x the median of every rank's distance to it.
  * For each rank that differs, its call sites (the program's line, as
  * summary and leaks pick it: vt__report_site_frame) whose live bytes grow,
- * by how much more per step than the other ranks' median at the same line.
+ * by how much more per step than the other ranks' median at the same line,
+ * and what holds them where the recording knows (track(): the checker's
+ * holder of that rank's largest finding made at the line, as `check` lists
+ * its causes).
  *
  * Cost: two binary searches per allocation, O(marks) per call site that
  * outlives a step.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +52,7 @@ struct site_growth {
     size_t rank;                /* index into ranks */
     vt__check_growth fit;
     int64_t others;             /* the other judged ranks' median per step at this site */
+    char *held_by;              /* what holds its storages (shown sites only), or NULL */
 };
 
 struct vt__growth {
@@ -243,7 +248,8 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
                 g->sites = ns;
                 *capsites = c;
             }
-            g->sites[g->nsites++] = (struct site_growth){ names[sp[s0].key].name, i, fit, 0 };
+            g->sites[g->nsites++] = (struct site_growth){ names[sp[s0].key].name, i, fit, 0,
+                                                          NULL };
             names[sp[s0].key].name = NULL;   /* the site's now */
         }
         s0 = s1;
@@ -277,6 +283,47 @@ static int cmp_site_shown(const void *p, const void *q)
     if (excess(x) != excess(y))
         return excess(x) > excess(y) ? -1 : 1;
     return strcmp(x->name, y->name);
+}
+
+/* A site shown for a rank that differs: it grows there, more than on the
+ * others. */
+static int site_shown(const vt__growth *g, const struct site_growth *x)
+{
+    return g->ranks[x->rank].differs && x->fit.grows && excess(x) > 0;
+}
+
+/* What holds the storages of rank i's shown sites: the checker's findings on
+ * the rank (its default rules, largest first), the first one made at a
+ * site's line that has a holder. Nothing when the rank was recorded without
+ * holders (no track()). @return 0 or -ENOMEM. */
+static int site_holders(vt__growth *g, size_t i, const vt__snapshot_data *s)
+{
+    bool refs = false;   /* the checker runs only where holders were recorded */
+    for (size_t e = 0; e < s->nevents && !refs; e++)
+        refs = s->events[e].kind == VT_EV_REF;
+    if (!refs)
+        return 0;
+    vt__check_options opt;
+    vt__check_options_init(&opt);
+    vt__check_report *rep = NULL;
+    char err[256], name[1024], held[2048];
+    if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0)
+        return 0;   /* the growth stands without its holders */
+    int rc = 0;
+    for (size_t f = 0; f < rep->nfindings && !rc; f++) {
+        const vt__check_finding *x = &rep->findings[f];
+        if (!vt__check_finding_holder(x, held, sizeof held))
+            continue;
+        vt__report_site_name(s, vt__report_site_frame(s, x->alloc_stack), name, sizeof name);
+        for (size_t k = 0; k < g->nsites && !rc; k++) {
+            struct site_growth *site = &g->sites[k];
+            if (site->rank == i && !site->held_by && site_shown(g, site) &&
+                !strcmp(site->name, name) && !(site->held_by = strdup(held)))
+                rc = -ENOMEM;
+        }
+    }
+    vt__check_report_free(rep);
+    return rc;
 }
 
 int vt__growth_build(const vt__growth_rank *r, size_t n, vt__growth **out)
@@ -353,6 +400,11 @@ int vt__growth_build(const vt__growth_rank *r, size_t n, vt__growth **out)
     }
     if (g->nsites)
         qsort(g->sites, g->nsites, sizeof *g->sites, cmp_site_shown);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (g->ranks[i].differs)
+            rc = site_holders(g, i, r[i].s);
+    if (rc)
+        goto fail;
     free(tmp);
     *out = g;
     return 0;
@@ -368,18 +420,13 @@ void vt__growth_free(vt__growth *g)
         return;
     for (size_t i = 0; i < g->nranks; i++)
         free(g->ranks[i].alive);
-    for (size_t k = 0; k < g->nsites; k++)
+    for (size_t k = 0; k < g->nsites; k++) {
         free(g->sites[k].name);
+        free(g->sites[k].held_by);
+    }
     free(g->sites);
     free(g->ranks);
     free(g);
-}
-
-/* A site shown for a rank that differs: it grows there, more than on the
- * others. */
-static int site_shown(const vt__growth *g, const struct site_growth *x)
-{
-    return g->ranks[x->rank].differs && x->fit.grows && excess(x) > 0;
 }
 
 /* "+1 MiB" / "-512 KiB" / "0 B": a growth per step. */
@@ -498,6 +545,8 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
                     vt__fmt_bytes(x->fit.first_bytes, b2), x->fit.first + 1,
                     vt__fmt_bytes(x->fit.last_bytes, b3), x->fit.last + 1,
                     fmt_signed(x->others, b4));
+            if (x->held_by)
+                fprintf(f, "      held by: %s\n", x->held_by);
         }
     }
     if (!ndiffer)
@@ -544,8 +593,13 @@ void vt__growth_json(FILE *f, const vt__growth *g, size_t top)
             fprintf(f, "%s{\"site\":", shown++ ? "," : "");
             vt__json_str(f, x->name);
             fprintf(f, ",\"per_step\":%" PRId64 ",\"others_per_step\":%" PRId64
-                       ",\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64 "}",
+                       ",\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64 ",\"held_by\":",
                     x->fit.per_step, x->others, x->fit.first_bytes, x->fit.last_bytes);
+            if (x->held_by)
+                vt__json_str(f, x->held_by);
+            else
+                fprintf(f, "null");
+            fputc('}', f);
         }
         fprintf(f, "]}");
     }

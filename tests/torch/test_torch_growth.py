@@ -40,12 +40,17 @@ def snaps(tmp_path_factory) -> List[str]:
     return job(tmp_path_factory.mktemp("job"))
 
 
-def job(tmp_path) -> List[str]:
+@pytest.fixture(scope="module")
+def tracked_snaps(tmp_path_factory) -> List[str]:
+    return job(tmp_path_factory.mktemp("tracked"), ["--track"])
+
+
+def job(tmp_path, options: List[str] = []) -> List[str]:
     """The four ranks under `vramtrace run` (Python stacks only: the line is
     all the test reads, and native symbols cost seconds per rank)."""
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    run([SIMRUN, "--devices", "4", "--mem", "256M", "--", CLI, "run", "--conf", "stacks:python",
-         "-o", str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+    run([SIMRUN, "--devices", "4", "--mem", "256M", "--", CLI, "run", *options, "--conf",
+         "stacks:python", "-o", str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
          "--nproc_per_node", "4", SCRIPT])
     snaps = sorted(str(p) for p in tmp_path.glob("rank*.vtsnap"))
     assert [os.path.basename(p) for p in snaps] == [f"rank{r}.vtsnap" for r in range(4)]
@@ -70,8 +75,27 @@ def test_compare_names_the_rank_that_grows_its_line_and_its_growth_per_step(snap
     assert [ranks[r]["per_step"] for r in range(4)] == [0, 0, MiB, 0], growth
     alive = ranks[2]["alive"]
     assert [b - a for a, b in zip(alive, alive[1:])] == [MiB] * 7, alive
+    # recorded without track(): what holds the buffers is not known
     assert ranks[2]["sites"] == [{"site": site, "per_step": MiB, "others_per_step": 0,
-                                  "first_bytes": 2 * MiB, "last_bytes": 7 * MiB}], growth
+                                  "first_bytes": 2 * MiB, "last_bytes": 7 * MiB,
+                                  "held_by": None}], growth
+    assert "held by" not in out, out
+
+
+def test_under_track_compare_names_what_holds_the_growing_line(tracked_snaps):
+    """`vramtrace run --track`: the growing line's buffers are named with
+    what keeps them, the program's list, as `check` names the cause."""
+    out = run([CLI, "compare", *tracked_snaps])
+    site = f"{RECV} (ranks_growth.py:{RECV_LINE})"
+    assert named(out) == [f"rank 2 grows 1 MiB per step from {site} "
+                          "(the ranks' median: 0 B per step)"], out
+    held = f"module __main__.received \u2192 list[*] \u2192 tensor '{site}'"
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("    +1 MiB per step  " + site))
+    assert lines[at + 1] == "      held by: " + held, out
+    growth = json.loads(run([CLI, "compare", "--json", *tracked_snaps]))["growth"]
+    (rank2,) = [r for r in growth["ranks"] if r["differs"]]
+    assert rank2["rank"] == 2 and [s["held_by"] for s in rank2["sites"]] == [held], growth
 
 
 def test_the_fixed_twin_names_no_rank(snaps):

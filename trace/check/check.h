@@ -486,6 +486,14 @@ const char *vt__check_rule_name(unsigned rule);
  * @return the length the full text needs (excluding the NUL), like snprintf. */
 size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
 
+/*! vt__check_finding_holder() :
+ * What holds finding `x`, as the report's list of causes shows it: its first
+ * path with indices and ids blanked ("module __main__.kept → list[*] →
+ * tensor 'x'"), ops dropped from tensor names, chains of autograd nodes
+ * collapsed; "" when no holder was recorded.
+ * @return the text's length (cut to fit buf[len]). */
+size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t len);
+
 /*! vt__check_report_print() :
  * The human-readable report: a summary line; when findings repeat, their
  * causes (findings grouped by rule, owner name and first path, with counts

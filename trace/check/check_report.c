@@ -343,17 +343,26 @@ static void holder_root(char *s)
     }
 }
 
+size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t len)
+{
+    char path[GROUP_KEY_MAX];
+    if (!len)
+        return 0;
+    buf[0] = 0;
+    if (!x->npaths)
+        return 0;
+    vt__check_path_format(&x->paths[0], path, sizeof path);
+    normalize_path(path, buf, len);
+    drop_ops(buf);
+    collapse_autograd(buf);
+    return strlen(buf);
+}
+
 /* The key of x's group, and what the report shows of it (its path in full). */
 static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len)
 {
-    char path[GROUP_KEY_MAX], norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
-    path[0] = norm[0] = 0;
-    if (x->npaths) {
-        vt__check_path_format(&x->paths[0], path, sizeof path);
-        normalize_path(path, norm, sizeof norm);
-        drop_ops(norm);
-        collapse_autograd(norm);
-    }
+    char norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
+    vt__check_finding_holder(x, norm, sizeof norm);
     memcpy(root, norm, sizeof root);
     holder_root(root);
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
