@@ -652,14 +652,9 @@ static void rt_stream_created(cudaError_t r, const cudaStream_t *s, bool pass)
 
 HK_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
-    cudaError_t (*f)(cudaStream_t *);
-    REAL(f, cudaStreamCreate);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pStream);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaStreamCreate, pStream);
     rt_stream_created(r, pStream, pass);
     return r;
 }
@@ -667,14 +662,9 @@ VT_V13(cudaStreamCreate)
 
 HK_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
-    cudaError_t (*f)(cudaStream_t *, unsigned);
-    REAL(f, cudaStreamCreateWithFlags);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pStream, flags);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaStreamCreateWithFlags, pStream, flags);
     rt_stream_created(r, pStream, pass);
     return r;
 }
@@ -683,14 +673,9 @@ VT_V13(cudaStreamCreateWithFlags)
 HK_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
                                                    int priority)
 {
-    cudaError_t (*f)(cudaStream_t *, unsigned, int);
-    REAL(f, cudaStreamCreateWithPriority);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pStream, flags, priority);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaStreamCreateWithPriority, pStream, flags, priority);
     rt_stream_created(r, pStream, pass);
     return r;
 }
@@ -716,14 +701,9 @@ VT_V13(cudaStreamDestroy)
 
 HK_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
-    cudaError_t (*f)(void **, size_t, unsigned);
-    REAL(f, cudaMallocManaged);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(devPtr, size, flags);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaMallocManaged, devPtr, size, flags);
     if (!pass && r == cudaSuccess && devPtr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*devPtr, size,
                            VT_PASS_MANAGED, false);
@@ -733,14 +713,9 @@ VT_V13(cudaMallocManaged)
 
 HK_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
-    cudaError_t (*f)(void **, size_t);
-    REAL(f, cudaMallocHost);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(ptr, size);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaMallocHost, ptr, size);
     if (!pass && r == cudaSuccess && ptr && *ptr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*ptr, size, VT_PASS_HOST,
                            false);
@@ -752,14 +727,9 @@ VT_V13(cudaMallocHost)
  * through the driver hook under the guard and is not recorded twice. */
 HK_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
-    cudaError_t (*f)(void **, size_t, unsigned);
-    REAL(f, cudaHostAlloc);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pHost, size, flags);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaHostAlloc, pHost, size, flags);
     if (!pass && r == cudaSuccess && pHost && *pHost)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHost, size, VT_PASS_HOST,
                            false);
@@ -769,14 +739,9 @@ VT_V13(cudaHostAlloc)
 
 HK_EXPORT cudaError_t cudaFreeHost(void *ptr)
 {
-    cudaError_t (*f)(void *);
-    REAL(f, cudaFreeHost);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(ptr);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaFreeHost, ptr);
     if (!pass && r == cudaSuccess && ptr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)ptr, 0, VT_PASS_HOST, true);
     return r;
