@@ -606,16 +606,26 @@ VT_V13(cudaMemcpy_ptds)
 
 /* ---- last error ------------------------------------------------------------ */
 
-HK_EXPORT cudaError_t cudaGetLastError(void)
+/* What the real cudaGetLastError or cudaPeekAtLastError (`e`) answers, under
+ * the guard; no runtime found: cudaSuccess, so that the cache's own error
+ * is the one reported. */
+static cudaError_t real_last_error(enum rt_fn e)
 {
     cudaError_t (*f)(void);
-    REAL(f, cudaGetLastError);
+    void *p = rt_real(e);
+    memcpy(&f, &p, sizeof p);
     cudaError_t real = cudaSuccess;
     if (f) {
         HK_ENTER();
         real = f();
         HK_LEAVE();
     }
+    return real;
+}
+
+HK_EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t real = real_last_error(RT_cudaGetLastError);
     cudaError_t ours = our_last_error;
     our_last_error = cudaSuccess;
     return real != cudaSuccess ? real : ours;
@@ -624,14 +634,7 @@ VT_V13(cudaGetLastError)
 
 HK_EXPORT cudaError_t cudaPeekAtLastError(void)
 {
-    cudaError_t (*f)(void);
-    REAL(f, cudaPeekAtLastError);
-    cudaError_t real = cudaSuccess;
-    if (f) {
-        HK_ENTER();
-        real = f();
-        HK_LEAVE();
-    }
+    cudaError_t real = real_last_error(RT_cudaPeekAtLastError);
     return real != cudaSuccess ? real : our_last_error;
 }
 VT_V13(cudaPeekAtLastError)
