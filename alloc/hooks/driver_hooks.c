@@ -63,17 +63,11 @@ __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 #define GUARDED(expr) (HK_ENTER(), r_ = (expr), HK_LEAVE(), r_)
 
 /* r = the real driver function `name` (the prototype of our hook of the same
- * name) called under the guard; no driver found: the hook returns
- * CUDA_ERROR_NOT_INITIALIZED, as the driver does before cuInit. */
+ * name) called under the guard, as HK_DRV_CALL. */
 #define REAL_CALL(r, name, ...)                                                \
     do {                                                                       \
         __typeof__(&name) f_;                                                  \
-        REAL(f_, HK_##name);                                                   \
-        if (!f_)                                                               \
-            return CUDA_ERROR_NOT_INITIALIZED;                                 \
-        HK_ENTER();                                                            \
-        (r) = f_(__VA_ARGS__);                                                 \
-        HK_LEAVE();                                                            \
+        HK_DRV_CALL(r, f_, HK_##name, __VA_ARGS__);                            \
     } while (0)
 
 /* The allocator speaks cudaError_t; the numbers the driver layer can see
