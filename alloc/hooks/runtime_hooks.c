@@ -180,14 +180,7 @@ static cudaError_t rt_fail(cudaError_t e)
 
 static cudaError_t rt_device(int *dev)
 {
-    cudaError_t (*f)(int *);
-    REAL(f, cudaGetDevice);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
-    HK_ENTER();
-    cudaError_t r = f(dev);
-    HK_LEAVE();
-    return r;
+    CALL_REAL(cudaGetDevice, dev);
 }
 
 /* The runtime's lazy initialization, for the calls the cache serves without
@@ -218,13 +211,8 @@ static cudaError_t rt_enter(int *dev)
         *dev = (int)cd;
         return cudaSuccess;
     }
-    cudaError_t (*init)(void *);
-    REAL(init, cudaFree);
-    if (!init)
-        return rt_fail(cudaErrorInitializationError);
-    HK_ENTER();
-    cudaError_t r = init(NULL);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaFree, NULL);
     if (r != cudaSuccess)
         return r;   /* the real runtime has recorded it as the last error */
     return rt_device(dev);
@@ -278,19 +266,26 @@ static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev
     return rt_fail((cudaError_t)e);
 }
 
-static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
+/* The cache serves an allocation on `dev`, unless another stream's capture
+ * refuses it (capture_modes.c). */
+static cudaError_t rt_cache_malloc(int dev, size_t size, uint64_t stream, void **devPtr)
 {
-    int dev;
-    cudaError_t r = rt_stream_enter(handle, stream, &dev, NULL);
-    if (r != cudaSuccess)
-        return r;
-    int refused = vt__hk_capture_refusal();   /* capture_modes.c */
+    int refused = vt__hk_capture_refusal();
     if (vt_unlikely(refused))
         return rt_fail((cudaError_t)refused);
     HK_ENTER();
     int e = vt__alloc_malloc(dev, size, stream, devPtr);
     HK_LEAVE();
     return rt_fail((cudaError_t)e);
+}
+
+static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
+{
+    int dev;
+    cudaError_t r = rt_stream_enter(handle, stream, &dev, NULL);
+    if (r != cudaSuccess)
+        return r;
+    return rt_cache_malloc(dev, size, stream, devPtr);
 }
 
 HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -315,15 +310,8 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     cudaError_t r = rt_stream_enter(s, stream, &dev, &graph);
     if (r != cudaSuccess)
         return r;
-    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
-        int refused = vt__hk_capture_refusal();   /* another stream's capture (capture_modes.c) */
-        if (vt_unlikely(refused))
-            return rt_fail((cudaError_t)refused);
-        HK_ENTER();
-        int err = vt__alloc_malloc(dev, size, stream, devPtr);
-        HK_LEAVE();
-        return rt_fail((cudaError_t)err);
-    }
+    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev)))
+        return rt_cache_malloc(dev, size, stream, devPtr);
     cudaError_t (*f)(void **, size_t, cudaStream_t);
     void *p = rt_real(e);
     memcpy(&f, &p, sizeof p);
