@@ -385,15 +385,19 @@ HK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     if (PASS() || r != CUDA_SUCCESS || !free_bytes)
         return r;
     int dev;
-    if (ctx_device(&dev) == CUDA_SUCCESS) {
-        HK_ENTER();
-        uint64_t f = vt__alloc_mem_free(dev, (uint64_t)*free_bytes);
-        HK_LEAVE();
-        if (total_bytes && f > *total_bytes)
-            f = *total_bytes;
-        *free_bytes = (size_t)f;
-    }
+    if (ctx_device(&dev) == CUDA_SUCCESS)
+        vt__hk_mem_info_free(dev, free_bytes, total_bytes);
     return r;
+}
+
+void vt__hk_mem_info_free(int dev, size_t *free_bytes, const size_t *total_bytes)
+{
+    HK_ENTER();
+    uint64_t f = vt__alloc_mem_free(dev, (uint64_t)*free_bytes);
+    HK_LEAVE();
+    if (total_bytes && f > *total_bytes)
+        f = *total_bytes;
+    *free_bytes = (size_t)f;
 }
 
 /* ---- streams --------------------------------------------------------------- */

@@ -169,6 +169,11 @@ void *vt__hk_drv_hook(enum vt__hk_drv e);
  * handle is CUDA_ERROR_INVALID_HANDLE, as in the real call. */
 int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev, bool *capturing);
 
+/* *free_bytes, which the real cuMemGetInfo or cudaMemGetInfo gave for `dev`,
+ * as the program should see it: plus what the cache holds unused, never
+ * above *total_bytes (when given). */
+void vt__hk_mem_info_free(int dev, size_t *free_bytes, const size_t *total_bytes);
+
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 
 /* ---- driver_hooks.c: stream capture ------------------------------------ */

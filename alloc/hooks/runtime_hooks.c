@@ -447,24 +447,13 @@ VT_V13(cudaFreeAsync_ptsz)
 
 HK_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 {
-    cudaError_t (*f)(size_t *, size_t *);
-    REAL(f, cudaMemGetInfo);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
-    HK_ENTER();
-    cudaError_t r = f(free, total);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaMemGetInfo, free, total);
     if (vt__hk_guard != 0 || r != cudaSuccess || !free)
         return r;
     int dev;
-    if (rt_device(&dev) == cudaSuccess) {
-        HK_ENTER();
-        uint64_t fr = vt__alloc_mem_free(dev, (uint64_t)*free);
-        HK_LEAVE();
-        if (total && fr > *total)
-            fr = *total;
-        *free = (size_t)fr;
-    }
+    if (rt_device(&dev) == cudaSuccess)
+        vt__hk_mem_info_free(dev, free, total);
     return r;
 }
 VT_V13(cudaMemGetInfo)
