@@ -39,6 +39,15 @@ static void str_field(FILE *o, const vt__snapshot_data *s, const char *key, uint
     vt__json_str(o, vt__snapshot_string(s, id));
 }
 
+/* Opens the i-th object of a list on a line of its own, its first field an
+ * address: `,\n {"key":"0x..."` (no comma before the first). Every list of
+ * addressed things starts its objects so. */
+static void begin_item(FILE *o, size_t i, const char *key, uint64_t v)
+{
+    fprintf(o, "%s\n {\"%s\":", i ? "," : "", key);
+    hex(o, v);
+}
+
 static void flags_list(FILE *o, uint32_t f)
 {
     static const char *names[] = { "alive", "before_window", "pending_free", "free_lost",
@@ -155,8 +164,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fputs("\"frames\":[", o);
     for (size_t i = 0; i < s->nframes; i++) {
         const vt__frame *f = &s->frames[i];
-        fprintf(o, "%s\n {\"ip\":", i ? "," : "");
-        hex(o, f->ip);
+        begin_item(o, i, "ip", f->ip);
         str_field(o, s, "module", f->module);
         hex_field(o, "module_offset", f->module_offset);
         str_field(o, s, "build_id", f->build_id);
@@ -178,8 +186,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     static const char *pools[] = { "small", "large", "uncached" };
     for (size_t i = 0; i < s->nsegments; i++) {
         const vt__snap_segment *g = &s->segments[i];
-        fprintf(o, "%s\n {\"addr\":", i ? "," : "");
-        hex(o, g->addr);
+        begin_item(o, i, "addr", g->addr);
         fprintf(o, ",\"size\":%" PRIu64, g->size);
         hex_field(o, "stream", g->stream);
         fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"blocks\":[", g->device,
@@ -200,8 +207,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fputs("\"lifetimes\":[", o);
     for (size_t i = 0; i < tl->nlifetimes; i++) {
         const vt__lifetime *l = &tl->lifetimes[i];
-        fprintf(o, "%s\n {\"addr\":", i ? "," : "");
-        hex(o, l->addr);
+        begin_item(o, i, "addr", l->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"req_size\":%" PRIu64 ",\"device\":%d", l->size,
                 l->req_size, l->device);
         hex_field(o, "stream", l->stream);
@@ -227,8 +233,7 @@ static void emit(FILE *o, const char *path, const vt__snapshot_data *s, const vt
     fputs("\"uncached\":[", o);
     for (size_t i = 0; i < tl->npassthrough; i++) {
         const vt__passthrough *u = &tl->passthrough[i];
-        fprintf(o, "%s\n {\"addr\":", i ? "," : "");
-        hex(o, u->addr);
+        begin_item(o, i, "addr", u->addr);
         fprintf(o, ",\"size\":%" PRIu64 ",\"kind\":\"%s\",\"call\":%u,\"device\":%d",
                 u->size, vt__passthrough_kind_name((enum vt__passthrough_kind)u->kind), u->call,
                 u->device);

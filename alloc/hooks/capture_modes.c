@@ -153,12 +153,8 @@ int vt__hk_capture_refusal_slow(void)
 static CUresult begin_capture(enum vt__hk_drv e, CUstream s, CUstreamCaptureMode mode)
 {
     CUresult (*real)(CUstream, CUstreamCaptureMode);
-    HK_DRV_REAL(real, e);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    HK_ENTER();
-    CUresult r = real(s, mode);
-    HK_LEAVE();
+    CUresult r;
+    HK_DRV_CALL(r, real, e, s, mode);
     if (r == CUDA_SUCCESS)
         began(s, mode);
     return r;
@@ -181,12 +177,8 @@ static CUresult begin_capture_to_graph(enum vt__hk_drv e, CUstream s, CUgraph g,
 {
     CUresult (*real)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
                      CUstreamCaptureMode);
-    HK_DRV_REAL(real, e);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    HK_ENTER();
-    CUresult r = real(s, g, deps, data, ndeps, mode);
-    HK_LEAVE();
+    CUresult r;
+    HK_DRV_CALL(r, real, e, s, g, deps, data, ndeps, mode);
     if (r == CUDA_SUCCESS)
         began(s, mode);
     return r;
@@ -219,12 +211,8 @@ HK_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hG
 static CUresult end_capture(enum vt__hk_drv e, CUstream s, CUgraph *g)
 {
     CUresult (*real)(CUstream, CUgraph *);
-    HK_DRV_REAL(real, e);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    HK_ENTER();
-    CUresult r = real(s, g);
-    HK_LEAVE();
+    CUresult r;
+    HK_DRV_CALL(r, real, e, s, g);
     if (capture_over(s))
         ended(s);
     return r;

@@ -63,17 +63,11 @@ __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 #define GUARDED(expr) (HK_ENTER(), r_ = (expr), HK_LEAVE(), r_)
 
 /* r = the real driver function `name` (the prototype of our hook of the same
- * name) called under the guard; no driver found: the hook returns
- * CUDA_ERROR_NOT_INITIALIZED, as the driver does before cuInit. */
+ * name) called under the guard, as HK_DRV_CALL. */
 #define REAL_CALL(r, name, ...)                                                \
     do {                                                                       \
         __typeof__(&name) f_;                                                  \
-        REAL(f_, HK_##name);                                                   \
-        if (!f_)                                                               \
-            return CUDA_ERROR_NOT_INITIALIZED;                                 \
-        HK_ENTER();                                                            \
-        (r) = f_(__VA_ARGS__);                                                 \
-        HK_LEAVE();                                                            \
+        HK_DRV_CALL(r, f_, HK_##name, __VA_ARGS__);                            \
     } while (0)
 
 /* The allocator speaks cudaError_t; the numbers the driver layer can see
@@ -391,15 +385,19 @@ HK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     if (PASS() || r != CUDA_SUCCESS || !free_bytes)
         return r;
     int dev;
-    if (ctx_device(&dev) == CUDA_SUCCESS) {
-        HK_ENTER();
-        uint64_t f = vt__alloc_mem_free(dev, (uint64_t)*free_bytes);
-        HK_LEAVE();
-        if (total_bytes && f > *total_bytes)
-            f = *total_bytes;
-        *free_bytes = (size_t)f;
-    }
+    if (ctx_device(&dev) == CUDA_SUCCESS)
+        vt__hk_mem_info_free(dev, free_bytes, total_bytes);
     return r;
+}
+
+void vt__hk_mem_info_free(int dev, size_t *free_bytes, const size_t *total_bytes)
+{
+    HK_ENTER();
+    uint64_t f = vt__alloc_mem_free(dev, (uint64_t)*free_bytes);
+    HK_LEAVE();
+    if (total_bytes && f > *total_bytes)
+        f = *total_bytes;
+    *free_bytes = (size_t)f;
 }
 
 /* ---- streams --------------------------------------------------------------- */

@@ -134,6 +134,20 @@ void *vt__hk_drv_real(enum vt__hk_drv e);
         memcpy(&(var), &p_, sizeof p_);                                        \
     } while (0)
 
+/* r = the real function of entry e called through `var` (the caller's, of
+ * its type) under the guard, so whatever it calls back passes; no driver:
+ * the hook returns CUDA_ERROR_NOT_INITIALIZED, as the driver does before
+ * cuInit. */
+#define HK_DRV_CALL(r, var, e, ...)                                            \
+    do {                                                                       \
+        HK_DRV_REAL(var, e);                                                   \
+        if (!(var))                                                            \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        HK_ENTER();                                                            \
+        (r) = (var)(__VA_ARGS__);                                              \
+        HK_LEAVE();                                                            \
+    } while (0)
+
 /* `p` was returned by the real driver or dlsym for `symbol` (a base name for
  * cuGetProcAddress, an ABI name for dlsym; NULL: unknown): our hook when p
  * is one of the hooked real functions, else p unchanged. */
@@ -154,6 +168,11 @@ void *vt__hk_drv_hook(enum vt__hk_drv e);
  * stream's during a capture). @return a CUresult; an invalid (destroyed)
  * handle is CUDA_ERROR_INVALID_HANDLE, as in the real call. */
 int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev, bool *capturing);
+
+/* *free_bytes, which the real cuMemGetInfo or cudaMemGetInfo gave for `dev`,
+ * as the program should see it: plus what the cache holds unused, never
+ * above *total_bytes (when given). */
+void vt__hk_mem_info_free(int dev, size_t *free_bytes, const size_t *total_bytes);
 
 /* ---- passthrough events (runtime_hooks.c / driver_hooks.c) -------------- */
 

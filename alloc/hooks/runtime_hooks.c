@@ -180,14 +180,7 @@ static cudaError_t rt_fail(cudaError_t e)
 
 static cudaError_t rt_device(int *dev)
 {
-    cudaError_t (*f)(int *);
-    REAL(f, cudaGetDevice);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
-    HK_ENTER();
-    cudaError_t r = f(dev);
-    HK_LEAVE();
-    return r;
+    CALL_REAL(cudaGetDevice, dev);
 }
 
 /* The runtime's lazy initialization, for the calls the cache serves without
@@ -218,13 +211,8 @@ static cudaError_t rt_enter(int *dev)
         *dev = (int)cd;
         return cudaSuccess;
     }
-    cudaError_t (*init)(void *);
-    REAL(init, cudaFree);
-    if (!init)
-        return rt_fail(cudaErrorInitializationError);
-    HK_ENTER();
-    cudaError_t r = init(NULL);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaFree, NULL);
     if (r != cudaSuccess)
         return r;   /* the real runtime has recorded it as the last error */
     return rt_device(dev);
@@ -278,19 +266,26 @@ static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev
     return rt_fail((cudaError_t)e);
 }
 
-static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
+/* The cache serves an allocation on `dev`, unless another stream's capture
+ * refuses it (capture_modes.c). */
+static cudaError_t rt_cache_malloc(int dev, size_t size, uint64_t stream, void **devPtr)
 {
-    int dev;
-    cudaError_t r = rt_stream_enter(handle, stream, &dev, NULL);
-    if (r != cudaSuccess)
-        return r;
-    int refused = vt__hk_capture_refusal();   /* capture_modes.c */
+    int refused = vt__hk_capture_refusal();
     if (vt_unlikely(refused))
         return rt_fail((cudaError_t)refused);
     HK_ENTER();
     int e = vt__alloc_malloc(dev, size, stream, devPtr);
     HK_LEAVE();
     return rt_fail((cudaError_t)e);
+}
+
+static cudaError_t rt_alloc(void **devPtr, size_t size, const void *handle, uint64_t stream)
+{
+    int dev;
+    cudaError_t r = rt_stream_enter(handle, stream, &dev, NULL);
+    if (r != cudaSuccess)
+        return r;
+    return rt_cache_malloc(dev, size, stream, devPtr);
 }
 
 HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -315,15 +310,8 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     cudaError_t r = rt_stream_enter(s, stream, &dev, &graph);
     if (r != cudaSuccess)
         return r;
-    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev))) {
-        int refused = vt__hk_capture_refusal();   /* another stream's capture (capture_modes.c) */
-        if (vt_unlikely(refused))
-            return rt_fail((cudaError_t)refused);
-        HK_ENTER();
-        int err = vt__alloc_malloc(dev, size, stream, devPtr);
-        HK_LEAVE();
-        return rt_fail((cudaError_t)err);
-    }
+    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev)))
+        return rt_cache_malloc(dev, size, stream, devPtr);
     cudaError_t (*f)(void **, size_t, cudaStream_t);
     void *p = rt_real(e);
     memcpy(&f, &p, sizeof p);
@@ -459,24 +447,13 @@ VT_V13(cudaFreeAsync_ptsz)
 
 HK_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 {
-    cudaError_t (*f)(size_t *, size_t *);
-    REAL(f, cudaMemGetInfo);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
-    HK_ENTER();
-    cudaError_t r = f(free, total);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaMemGetInfo, free, total);
     if (vt__hk_guard != 0 || r != cudaSuccess || !free)
         return r;
     int dev;
-    if (rt_device(&dev) == cudaSuccess) {
-        HK_ENTER();
-        uint64_t fr = vt__alloc_mem_free(dev, (uint64_t)*free);
-        HK_LEAVE();
-        if (total && fr > *total)
-            fr = *total;
-        *free = (size_t)fr;
-    }
+    if (rt_device(&dev) == cudaSuccess)
+        vt__hk_mem_info_free(dev, free, total);
     return r;
 }
 VT_V13(cudaMemGetInfo)
@@ -606,16 +583,26 @@ VT_V13(cudaMemcpy_ptds)
 
 /* ---- last error ------------------------------------------------------------ */
 
-HK_EXPORT cudaError_t cudaGetLastError(void)
+/* What the real cudaGetLastError or cudaPeekAtLastError (`e`) answers, under
+ * the guard; no runtime found: cudaSuccess, so that the cache's own error
+ * is the one reported. */
+static cudaError_t real_last_error(enum rt_fn e)
 {
     cudaError_t (*f)(void);
-    REAL(f, cudaGetLastError);
+    void *p = rt_real(e);
+    memcpy(&f, &p, sizeof p);
     cudaError_t real = cudaSuccess;
     if (f) {
         HK_ENTER();
         real = f();
         HK_LEAVE();
     }
+    return real;
+}
+
+HK_EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t real = real_last_error(RT_cudaGetLastError);
     cudaError_t ours = our_last_error;
     our_last_error = cudaSuccess;
     return real != cudaSuccess ? real : ours;
@@ -624,14 +611,7 @@ VT_V13(cudaGetLastError)
 
 HK_EXPORT cudaError_t cudaPeekAtLastError(void)
 {
-    cudaError_t (*f)(void);
-    REAL(f, cudaPeekAtLastError);
-    cudaError_t real = cudaSuccess;
-    if (f) {
-        HK_ENTER();
-        real = f();
-        HK_LEAVE();
-    }
+    cudaError_t real = real_last_error(RT_cudaPeekAtLastError);
     return real != cudaSuccess ? real : our_last_error;
 }
 VT_V13(cudaPeekAtLastError)
@@ -652,14 +632,9 @@ static void rt_stream_created(cudaError_t r, const cudaStream_t *s, bool pass)
 
 HK_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
-    cudaError_t (*f)(cudaStream_t *);
-    REAL(f, cudaStreamCreate);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pStream);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaStreamCreate, pStream);
     rt_stream_created(r, pStream, pass);
     return r;
 }
@@ -667,14 +642,9 @@ VT_V13(cudaStreamCreate)
 
 HK_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
-    cudaError_t (*f)(cudaStream_t *, unsigned);
-    REAL(f, cudaStreamCreateWithFlags);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pStream, flags);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaStreamCreateWithFlags, pStream, flags);
     rt_stream_created(r, pStream, pass);
     return r;
 }
@@ -683,14 +653,9 @@ VT_V13(cudaStreamCreateWithFlags)
 HK_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
                                                    int priority)
 {
-    cudaError_t (*f)(cudaStream_t *, unsigned, int);
-    REAL(f, cudaStreamCreateWithPriority);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pStream, flags, priority);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaStreamCreateWithPriority, pStream, flags, priority);
     rt_stream_created(r, pStream, pass);
     return r;
 }
@@ -716,14 +681,9 @@ VT_V13(cudaStreamDestroy)
 
 HK_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
-    cudaError_t (*f)(void **, size_t, unsigned);
-    REAL(f, cudaMallocManaged);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(devPtr, size, flags);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaMallocManaged, devPtr, size, flags);
     if (!pass && r == cudaSuccess && devPtr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*devPtr, size,
                            VT_PASS_MANAGED, false);
@@ -733,14 +693,9 @@ VT_V13(cudaMallocManaged)
 
 HK_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
-    cudaError_t (*f)(void **, size_t);
-    REAL(f, cudaMallocHost);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(ptr, size);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaMallocHost, ptr, size);
     if (!pass && r == cudaSuccess && ptr && *ptr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*ptr, size, VT_PASS_HOST,
                            false);
@@ -752,14 +707,9 @@ VT_V13(cudaMallocHost)
  * through the driver hook under the guard and is not recorded twice. */
 HK_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
-    cudaError_t (*f)(void **, size_t, unsigned);
-    REAL(f, cudaHostAlloc);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(pHost, size, flags);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaHostAlloc, pHost, size, flags);
     if (!pass && r == cudaSuccess && pHost && *pHost)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)*pHost, size, VT_PASS_HOST,
                            false);
@@ -769,14 +719,9 @@ VT_V13(cudaHostAlloc)
 
 HK_EXPORT cudaError_t cudaFreeHost(void *ptr)
 {
-    cudaError_t (*f)(void *);
-    REAL(f, cudaFreeHost);
-    if (!f)
-        return rt_fail(cudaErrorInitializationError);
     bool pass = vt__hk_guard != 0;
-    HK_ENTER();
-    cudaError_t r = f(ptr);
-    HK_LEAVE();
+    cudaError_t r;
+    REAL_CALL(r, cudaFreeHost, ptr);
     if (!pass && r == cudaSuccess && ptr)
         vt__hk_passthrough(device_or_zero(), 0, (uint64_t)(uintptr_t)ptr, 0, VT_PASS_HOST, true);
     return r;

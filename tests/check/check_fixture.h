@@ -190,6 +190,16 @@ static inline char *render(const vt__check_report *r, const synth *y, int json)
     return buf;
 }
 
+/* The report, as text (json 0) or JSON (1), says `want`: for a test that
+ * looks for a line or two, not the whole rendering. */
+static inline void assert_rendered_says(const vt__check_report *r, const synth *y, int json,
+                                        const char *want)
+{
+    char *text = render(r, y, json);
+    ASSERT_STR_CONTAINS(text, want);
+    free(text);
+}
+
 
 static inline double now_s(void)
 {

@@ -221,10 +221,8 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
             g = &r->findings[i];
     ASSERT(g != NULL);
     ASSERT(g->npaths >= 1);
-    char *text = render(r, &y, 0);
-    ASSERT_STR_CONTAINS(text, "held by (at the end):");
-    ASSERT_STR_CONTAINS(text, "Program.hooks \xe2\x86\x92 OrderedDict[0] \xe2\x86\x92 tensor 'mask");
-    free(text);
+    assert_rendered_says(r, &y, 0, "held by (at the end):");
+    assert_rendered_says(r, &y, 0, "Program.hooks \xe2\x86\x92 OrderedDict[0] \xe2\x86\x92 tensor 'mask");
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -45,14 +45,10 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
-    char *text = render(r, &y, 0);
-    ASSERT_MSG(strstr(text, "NOTE: this trace has no steps (marks), and never-freed,outlier "
-                            "judge step by step: not run."), "%s", text);
-    ASSERT_MSG(strstr(text, "rules: none;"), "%s", text);
-    free(text);
-    text = render(r, &y, 1);
-    ASSERT_MSG(strstr(text, "\"rules_need_steps\":[\"never-freed\",\"outlier\"]"), "%s", text);
-    free(text);
+    assert_rendered_says(r, &y, 0, "NOTE: this trace has no steps (marks), and never-freed,outlier "
+                                   "judge step by step: not run.");
+    assert_rendered_says(r, &y, 0, "rules: none;");
+    assert_rendered_says(r, &y, 1, "\"rules_need_steps\":[\"never-freed\",\"outlier\"]");
     vt__check_report_free(r);
     /* named, they judge by time */
     vt__check_options o = default_options();

@@ -610,10 +610,8 @@ TEST(text_report_names_everything)
 
     ends_alive(&y, 6);
     r = check(&y, NULL);
-    t = render(r, &y, 0);
-    ASSERT_STR_CONTAINS(t, "still alive at the end");
-    ASSERT_STR_CONTAINS(t, "held by (at the end):");
-    free(t);
+    assert_rendered_says(r, &y, 0, "still alive at the end");
+    assert_rendered_says(r, &y, 0, "held by (at the end):");
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -129,24 +129,27 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvm
     return NVML_SUCCESS;
 }
 
+/* What a query of one NVLink answers with its arguments checked (`out`:
+ * where the answer would go): the simulated devices have no NVLink. */
+static nvmlReturn_t no_nvlink(nvmlDevice_t dev, const void *out)
+{
+    if (!initialized())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!device(dev) || !out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
 NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t dev, unsigned int link, int *type)
 {
     (void)link;
-    if (!initialized())
-        return NVML_ERROR_UNINITIALIZED;
-    if (!device(dev) || !type)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return NVML_ERROR_NOT_SUPPORTED;          /* no NVLink */
+    return no_nvlink(dev, type);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t dev, unsigned int link, void *pci)
 {
     (void)link;
-    if (!initialized())
-        return NVML_ERROR_UNINITIALIZED;
-    if (!device(dev) || !pci)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return NVML_ERROR_NOT_SUPPORTED;
+    return no_nvlink(dev, pci);
 }
 
 NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version)

@@ -327,6 +327,19 @@ sim_device *sim_mem_owner(uintptr_t ptr)
     return NULL;
 }
 
+/* The device whose range holds ptr, returned with its mem_lock taken, and
+ * in *b the live block holding ptr (NULL: none); NULL, no lock taken, when
+ * no device's range holds ptr. For the queries by address alone. */
+static sim_device *owner_locked(uintptr_t ptr, sim_block **b)
+{
+    sim_device *dev = sim_mem_owner(ptr);
+    if (!dev)
+        return NULL;
+    pthread_mutex_lock(&dev->mem_lock);
+    *b = live_find(&dev->heap, ptr);
+    return dev;
+}
+
 /* Cuts free block `b` `offset` bytes in: returns the block after the cut,
  * linked into address order, or NULL (b unchanged) if out of memory. */
 static sim_block *split_at(sim_block *b, size_t offset)
@@ -542,11 +555,10 @@ bool sim_mem_is_async(sim_device *dev, uintptr_t ptr)
 CUresult sim_mem_lookup(uintptr_t ptr, sim_device **dev_out, uintptr_t *base,
                         size_t *size, sim_mem_kind *kind)
 {
-    sim_device *dev = sim_mem_owner(ptr);
+    sim_block *b;
+    sim_device *dev = owner_locked(ptr, &b);
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = live_find(&dev->heap, ptr);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (b && ptr < b->addr + (b->req ? b->req : 1)) {
         if (dev_out) *dev_out = dev;
@@ -630,28 +642,27 @@ void sim_mem_graph_mark(sim_device *dev, uintptr_t ptr)
     pthread_mutex_unlock(&dev->mem_lock);
 }
 
-bool sim_mem_is_unlaunched_graph(uintptr_t ptr)
+/* Is ptr the start of a graph's allocation (`unlaunched`: one that no
+ * launch has made yet)? */
+static bool is_graph_block(uintptr_t ptr, bool unlaunched)
 {
-    sim_device *dev = sim_mem_owner(ptr);
+    sim_block *b;
+    sim_device *dev = owner_locked(ptr, &b);
     if (!dev)
         return false;
-    pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = live_find(&dev->heap, ptr);
-    bool u = b && b->addr == ptr && b->graph && b->unlaunched;
+    bool g = b && b->addr == ptr && b->graph && (!unlaunched || b->unlaunched);
     pthread_mutex_unlock(&dev->mem_lock);
-    return u;
+    return g;
+}
+
+bool sim_mem_is_unlaunched_graph(uintptr_t ptr)
+{
+    return is_graph_block(ptr, true);
 }
 
 bool sim_mem_is_graph(uintptr_t ptr)
 {
-    sim_device *dev = sim_mem_owner(ptr);
-    if (!dev)
-        return false;
-    pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = live_find(&dev->heap, ptr);
-    bool g = b && b->addr == ptr && b->graph;
-    pthread_mutex_unlock(&dev->mem_lock);
-    return g;
+    return is_graph_block(ptr, false);
 }
 
 /* Live: allocated, and no free of it done or queued. */
@@ -715,11 +726,10 @@ void sim_mem_graph_drop(sim_device *dev, uintptr_t ptr)
 CUresult sim_mem_share(uintptr_t ptr, int *ordinal, uintptr_t *base, size_t *size,
                        size_t *span, uint64_t *id)
 {
-    sim_device *dev = sim_mem_owner(ptr);
+    sim_block *b;
+    sim_device *dev = owner_locked(ptr, &b);
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&dev->mem_lock);
-    sim_block *b = live_find(&dev->heap, ptr);
     CUresult rc = CUDA_SUCCESS;
     if (!b || ptr >= b->addr + b->req || b->kind != SIM_MEM_DEVICE)
         rc = CUDA_ERROR_INVALID_VALUE;   /* legacy IPC: cuMemAlloc memory only */

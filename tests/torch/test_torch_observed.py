@@ -21,19 +21,13 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from procs import run
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
 SCRIPT = os.path.join(HERE, "train_leak.py")
 LOGITS_LINE = next(i for i, line in enumerate(open(SCRIPT), 1) if "# LOGITS_LINE" in line)
-
-
-def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str]:
-    full = dict(os.environ)
-    full.update(env or {})
-    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=600)
-    return p.returncode, p.stdout
 
 
 def train(kind: str, snap: str = "", *args: str, env: Dict[str, str] | None = None,

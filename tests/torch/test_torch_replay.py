@@ -14,14 +14,16 @@ imports torch.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-import subprocess
 import sys
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import pytest
+
+import procs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
@@ -30,12 +32,8 @@ PROG = os.path.join(HERE, "replay_prog.py")
 FRACTION = "0.7"   # of the simulated 1 GiB: the GC threshold below acts under it
 
 
-def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str]:
-    full = dict(os.environ)
-    full.update(env or {})
-    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=300)
-    return p.returncode, p.stdout
+# Each of its processes is one small PyTorch program: five minutes at most.
+run = functools.partial(procs.run, timeout=300)
 
 
 def prog(conf: str = "", snap: str = "", pickle_path: str = "", fraction: str = FRACTION,

@@ -88,6 +88,20 @@ TEST(concurrent_interning_agrees_on_ids)
 static uint32_t race_ids[RACE_ROUNDS][RACE_THREADS][RACE_PATHS];
 static pthread_barrier_t race_barrier;
 
+/* Runs fn((void *)0) ... fn((void *)(n - 1)) on n threads (n at most
+ * RACE_THREADS), which meet at race_barrier, and waits for them all. */
+static void run_racing_threads(unsigned n, void *(*fn)(void *))
+{
+    pthread_t t[RACE_THREADS];
+    ASSERT(n <= RACE_THREADS);
+    ASSERT_OK(pthread_barrier_init(&race_barrier, NULL, n));
+    for (uintptr_t i = 0; i < n; i++)
+        ASSERT_OK(pthread_create(&t[i], NULL, fn, (void *)i));
+    for (unsigned i = 0; i < n; i++)
+        ASSERT_OK(pthread_join(t[i], NULL));
+    pthread_barrier_destroy(&race_barrier);
+}
+
 /* Path p of round r, innermost first: all paths of a round share their
  * outermost frame and branch apart level by level (frame L from the outside
  * is shared by groups of p * (L + 1) / RACE_DEPTH), so racing threads meet
@@ -153,13 +167,7 @@ static size_t distinct_event_stacks(const vt__snapshot_data *s)
  * children) and overran its arrays. Lock-free part only: runs under TSan. */
 TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
 {
-    pthread_t t[RACE_THREADS];
-    ASSERT_OK(pthread_barrier_init(&race_barrier, NULL, RACE_THREADS));
-    for (uintptr_t i = 0; i < RACE_THREADS; i++)
-        ASSERT_OK(pthread_create(&t[i], NULL, race_thread, (void *)i));
-    for (int i = 0; i < RACE_THREADS; i++)
-        pthread_join(t[i], NULL);
-    pthread_barrier_destroy(&race_barrier);
+    run_racing_threads(RACE_THREADS, race_thread);
 
     for (unsigned r = 0; r < RACE_ROUNDS; r++)
         for (unsigned p = 0; p < RACE_PATHS; p++) {
@@ -295,12 +303,7 @@ static void *unwind_thread(void *arg)
 
 TEST(racing_threads_unwinding_fresh_deep_stacks_export_them_all)
 {
-    pthread_t t[UNWIND_THREADS];
-    ASSERT_OK(pthread_barrier_init(&race_barrier, NULL, UNWIND_THREADS));
-    for (uintptr_t i = 0; i < UNWIND_THREADS; i++)
-        ASSERT_OK(pthread_create(&t[i], NULL, unwind_thread, (void *)i));
-    for (int i = 0; i < UNWIND_THREADS; i++)
-        ASSERT_OK(pthread_join(t[i], NULL));
+    run_racing_threads(UNWIND_THREADS, unwind_thread);
 
     /* Every thread got one id per path (its own thread start frames are the
      * same code as the others'), all distinct. */

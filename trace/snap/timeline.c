@@ -11,6 +11,7 @@
  * (timeline_curves.c). Both passes share the builder of timeline_build.h.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,45 @@
 #include "timeline_build.h"
 #include "u64map.h"
 
+/* A new array of the n items (of `size` bytes, each with its uint32_t flags
+ * at byte `flags_at`), the before-window ones first, the order within each
+ * part kept; map[old index] = new index. Frees `items`; NULL when out of
+ * memory (`items` then untouched). Lifetimes and segment spans are both
+ * ordered by it, so by one rule. */
+static void *front_before_window(void *items, size_t n, size_t size, size_t flags_at,
+                                 uint32_t *map)
+{
+    const unsigned char *from = items;
+    unsigned char *to = malloc(n * size + 1);
+    if (!to)
+        return NULL;
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            uint32_t flags;
+            memcpy(&flags, from + i * size + flags_at, sizeof flags);
+            if (!!(flags & VT_LT_BEFORE_WINDOW) == !pass) {
+                map[i] = (uint32_t)k;
+                memcpy(to + k++ * size, from + i * size, size);
+            }
+        }
+    free(items);
+    return to;
+}
+
+/* Renumbers by map the owners of the segment events (segments true) or of
+ * the other events. */
+static void renumber_owners(const vt__snapshot_data *s, vt__timeline *tl, const uint32_t *map,
+                            bool segments)
+{
+    for (size_t i = 0; tl->event_owner && i < s->nevents; i++) {
+        uint8_t kd = s->events[i].kind;
+        bool segment_event = kd == VT_EV_SEGMENT_ALLOC || kd == VT_EV_SEGMENT_FREE;
+        if (tl->event_owner[i] != VT_TL_NONE && segment_event == segments)
+            tl->event_owner[i] = map[tl->event_owner[i]];
+    }
+}
+
 /* Move before-window lifetimes/spans to the front (stable), fixing indexes. */
 int vt__tl_reorder(struct builder *b)
 {
@@ -29,51 +69,21 @@ int vt__tl_reorder(struct builder *b)
     uint32_t *map = malloc((n > ns ? n : ns) * sizeof *map + 1);
     if (!map)
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
-
-    vt__lifetime *nl = malloc(n * sizeof *nl + 1);
-    if (!nl) {
-        free(map);
-        return tl_fail(b, -ENOMEM, "timeline: out of memory");
+    vt__lifetime *nl = front_before_window(tl->lifetimes, n, sizeof *nl,
+                                           offsetof(vt__lifetime, flags), map);
+    if (nl) {
+        tl->lifetimes = nl;
+        renumber_owners(b->s, tl, map, false);
     }
-    size_t k = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++)
-            if (!!(tl->lifetimes[i].flags & VT_LT_BEFORE_WINDOW) == !pass) {
-                map[i] = (uint32_t)k;
-                nl[k++] = tl->lifetimes[i];
-            }
-    free(tl->lifetimes);
-    tl->lifetimes = nl;
-    const vt__snapshot_data *s = b->s;
-    for (size_t i = 0; tl->event_owner && i < s->nevents; i++) {
-        uint8_t kd = s->events[i].kind;
-        if (tl->event_owner[i] != VT_TL_NONE && kd != VT_EV_SEGMENT_ALLOC &&
-            kd != VT_EV_SEGMENT_FREE)
-            tl->event_owner[i] = map[tl->event_owner[i]];
-    }
-
-    vt__segment_span *ng = malloc(ns * sizeof *ng + 1);
-    if (!ng) {
-        free(map);
-        return tl_fail(b, -ENOMEM, "timeline: out of memory");
-    }
-    k = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < ns; i++)
-            if (!!(tl->segments[i].flags & VT_LT_BEFORE_WINDOW) == !pass) {
-                map[i] = (uint32_t)k;
-                ng[k++] = tl->segments[i];
-            }
-    free(tl->segments);
-    tl->segments = ng;
-    for (size_t i = 0; tl->event_owner && i < s->nevents; i++) {
-        uint8_t kd = s->events[i].kind;
-        if (tl->event_owner[i] != VT_TL_NONE &&
-            (kd == VT_EV_SEGMENT_ALLOC || kd == VT_EV_SEGMENT_FREE))
-            tl->event_owner[i] = map[tl->event_owner[i]];
+    vt__segment_span *ng = !nl ? NULL
+                               : front_before_window(tl->segments, ns, sizeof *ng,
+                                                     offsetof(vt__segment_span, flags), map);
+    if (ng) {
+        tl->segments = ng;
+        renumber_owners(b->s, tl, map, true);
     }
     free(map);
-    return 0;
+    return ng ? 0 : tl_fail(b, -ENOMEM, "timeline: out of memory");
 }
 
 /* ---- streams used ------------------------------------------------------- */
