@@ -30,7 +30,9 @@
  * A Python object the tracker has CPython or PyTorch make for the
  * program's things is not the tracker's: a tensor's (the observer wraps
  * each op's tensors), a view's base read through ``_base``, a storage's
- * through ``untyped_storage()``, a running frame's (reading the stack).
+ * through ``untyped_storage()``, a running frame's (reading a stack seen
+ * for the first time: stacks.c; a stack seen before is keyed by the
+ * library's reader, which makes none).
  * It lives as long as its tensor, storage or function call and is freed
  * outside any hold, when the program lets that go. Such a call is counted
  * as the program's (gc_count_as_program() with how far the call moved the
