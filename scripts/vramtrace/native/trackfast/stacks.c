@@ -1,6 +1,8 @@
 /* Raw Python stacks -> the library's stack ids, cached. */
 #include "trackfast.h"
 
+#include <stdbool.h>
+
 static uint64_t mix(uint64_t h, uint64_t v)
 {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -56,16 +58,18 @@ static uint32_t frames_through_objects(uintptr_t *pairs, uint64_t *h)
 /* The same pairs read by the library (vt_python_frames: the one reader of
  * Python frames in C, which makes no objects), or through the frame objects
  * where it cannot read this interpreter or is too old to have the call. */
-static uint32_t frames(Dispatcher *d, uintptr_t *pairs, uint64_t *h)
+static uint32_t frames(Dispatcher *d, uintptr_t *pairs, uint64_t *h, bool *objects_made)
 {
     if (d->python_frames != NULL) {
         int n = d->python_frames((uint64_t *)pairs, MAX_RAW_FRAMES);
         if (n >= 0) {
+            *objects_made = false;
             *h = key_of(pairs, (uint32_t)n);
             return (uint32_t)n;
         }
     }
     d->object_walks++;
+    *objects_made = true;
     return frames_through_objects(pairs, h);
 }
 
@@ -79,7 +83,8 @@ uint32_t capture(Dispatcher *d)
         return 0;
     uintptr_t pairs[2 * MAX_RAW_FRAMES];
     uint64_t h;
-    uint32_t n = frames(d, pairs, &h);
+    bool objects_made;
+    uint32_t n = frames(d, pairs, &h, &objects_made);
     if (n == 0)
         return 0;
 
@@ -94,12 +99,15 @@ uint32_t capture(Dispatcher *d)
         i = (i + 1) & mask;
     }
 
-    /* A stack not seen before: the interner reads its frames and lines,
-     * through their objects (made here, counted as the program's). */
-    uintptr_t walked[2 * MAX_RAW_FRAMES];
-    uint64_t walked_key;
-    if (d->python_frames != NULL)
+    /* A stack not seen before: the interner reads its frames and lines
+     * through their objects. They are made here, where their count is
+     * credited to the program (they live as long as its calls), not by the
+     * interner inside the tracker's hold of the collector's count. */
+    if (!objects_made) {
+        uintptr_t walked[2 * MAX_RAW_FRAMES];
+        uint64_t walked_key;
         (void)frames_through_objects(walked, &walked_key);
+    }
     PyObject *arg = (PyObject *)PyEval_GetFrame();   /* borrowed */
     if (arg == NULL)
         return 0;
