@@ -3,7 +3,9 @@ own simulated device, ranks_growth.py): the rank that keeps a buffer every
 step is named with its line and its growth per step, the others are not,
 among them the fixed twin (rank 3 receives the same buffer every step and
 lets it go); compared without the leaking rank, nobody is. One job for both
-(a four-rank torchrun job costs seconds). The program never imports
+(a four-rank torchrun job costs seconds); the same job under `run --track`
+names what holds the growing line, and a job of a pipeline stage that keeps
+each step's sent activation in a dict (ranks_stage.py) names the stage's dict. The program never imports
 vramtrace: `vramtrace run` observes PyTorch's allocator and marks the
 optimizer steps, which align the ranks.
 """
@@ -23,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
 SCRIPT = os.path.join(HERE, "ranks_growth.py")
+STAGE = os.path.join(HERE, "ranks_stage.py")
 RECV = 'recv_buf = torch.empty(256 * 1024, device="cuda")'
 RECV_LINE = next(i for i, line in enumerate(open(SCRIPT), 1) if RECV in line)
 MiB = 1 << 20
@@ -45,13 +48,18 @@ def tracked_snaps(tmp_path_factory) -> List[str]:
     return job(tmp_path_factory.mktemp("tracked"), ["--track"])
 
 
-def job(tmp_path, options: List[str] = []) -> List[str]:
+@pytest.fixture(scope="module")
+def stage_snaps(tmp_path_factory) -> List[str]:
+    return job(tmp_path_factory.mktemp("stage"), ["--track"], STAGE)
+
+
+def job(tmp_path, options: List[str] = [], script: str = SCRIPT) -> List[str]:
     """The four ranks under `vramtrace run` (Python stacks only: the line is
     all the test reads, and native symbols cost seconds per rank)."""
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     run([SIMRUN, "--devices", "4", "--mem", "256M", "--", CLI, "run", *options, "--conf",
          "stacks:python", "-o", str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
-         "--nproc_per_node", "4", SCRIPT])
+         "--nproc_per_node", "4", script])
     snaps = sorted(str(p) for p in tmp_path.glob("rank*.vtsnap"))
     assert [os.path.basename(p) for p in snaps] == [f"rank{r}.vtsnap" for r in range(4)]
     return snaps
@@ -105,3 +113,15 @@ def test_the_fixed_twin_names_no_rank(snaps):
     assert "no rank's growth differs from the others': every rank is flat" in out, out
     growth = json.loads(run([CLI, "compare", "--json", *snaps]))["growth"]
     assert not any(r["differs"] or r["sites"] for r in growth["ranks"]), growth
+
+
+def test_a_pipeline_stage_keeping_what_it_sent_is_named_with_its_dict(stage_snaps):
+    """A stage object keeps each step's sent activation in a dict attribute
+    (ranks_stage.py, written like a pipeline schedule's stage): compare
+    names rank 2, the line that made what it keeps, and the stage's dict."""
+    out = run([CLI, "compare", *stage_snaps])
+    (line,) = named(out)
+    assert line.startswith("rank 2 grows 256 KiB per step from ") and "ranks_stage.py:" in line, out
+    held = [s["held_by"] for r in json.loads(run([CLI, "compare", "--json", *stage_snaps]))
+            ["growth"]["ranks"] if r["differs"] for s in r["sites"]]
+    assert held and held[0].startswith("module __main__.stage \u2192 Stage.sent \u2192 dict[*]"), held

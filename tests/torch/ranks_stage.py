@@ -1,0 +1,40 @@
+"""One rank of a four-rank job (torchrun, gloo), written as a pipeline stage
+keeps what it sent: each step rank 2's stage sends an activation to the
+next stage and keeps it in a dict keyed by micro-batch "until the backward
+comes back", which never happens (the shape of the leak in pipeline
+schedules that keep send buffers one micro-batch too long, here for good).
+The other ranks' stages let it go. Never imports vramtrace.
+
+  torchrun --nproc_per_node 4 ranks_stage.py
+"""
+
+import torch
+import torch.distributed as dist
+
+
+class Stage:
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.layer = torch.nn.Linear(64, 64).cuda()
+        self.sent = {}   # micro-batch -> activation sent downstream
+
+    def forward(self, step: int) -> torch.Tensor:
+        act = self.layer(torch.randn(1024, 64, device="cuda"))
+        if self.rank == 2:
+            self.sent[step] = act.detach().clone()   # waits for a backward that never comes
+        return act
+
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.cuda.set_device(rank)
+stage = Stage(rank)
+opt = torch.optim.SGD(stage.layer.parameters(), lr=0.1)
+for step in range(8):
+    loss = stage.forward(step).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    total = torch.tensor([loss.item()])
+    dist.all_reduce(total)
+dist.destroy_process_group()
