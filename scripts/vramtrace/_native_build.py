@@ -2,7 +2,8 @@
 
 Every native source is in the package's ``native/`` folder, in the source
 tree as installed. The C extension ``_trackfast`` is built with the library
-(``extension()`` finds it). Two parts are C++ against torch's headers and
+and imported as ``vramtrace._trackfast`` (``extension()``: a build tree's
+folder of it joins the package's path). Two parts are C++ against torch's headers and
 C++ ABI, so they cannot ship prebuilt: track()'s op observer (``_trackobs``) and the observer
 of PyTorch's caching allocator (``_pool_observer``). Each is compiled the
 first time it is needed, by ``torch.utils.cpp_extension`` (g++ and ninja),
@@ -47,33 +48,22 @@ def source(name: str) -> str:
 
 
 def extension(name: str, libdir: str) -> Any:
-    """The package's compiled extension ``name`` (``_trackfast``), imported
-    as ``vramtrace.NAME``, or None: installed inside the package (a wheel,
-    an install), else built next to the library in ``libdir`` (a build tree:
-    meson builds it beside libvramtrace.so, where the source tree's package
-    finds the library too)."""
+    """The package's compiled extension ``name`` (``_trackfast``), or None
+    where it is not built: imported as ``vramtrace.NAME``, one way for an
+    installed package (a wheel, an install: the extension is inside it) and
+    a source tree's. A meson build tree keeps the package's compiled parts
+    where the package's folder is in it (``scripts/vramtrace/`` under its
+    root, ``libdir``, where the library was found), a folder added here to
+    the package's ``__path__``, so that the import finds them there."""
     import importlib
-    import importlib.machinery
-    import importlib.util
-    full = f"{__package__}.{name}"
+    package = sys.modules[__package__]
+    built = os.path.join(libdir, "scripts", "vramtrace")
+    if os.path.isdir(built) and built not in package.__path__:
+        package.__path__.append(built)
     try:
-        return importlib.import_module(full)
+        return importlib.import_module(f"{__package__}.{name}")
     except ImportError:
-        pass
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = os.path.join(libdir, name + suffix)
-        if not os.path.exists(path):
-            continue
-        try:
-            spec = importlib.util.spec_from_file_location(full, path)
-            if spec is None or spec.loader is None:
-                continue
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-        except ImportError:
-            continue
-    return None
+        return None
 
 
 def cuda_include_dirs() -> List[str]:

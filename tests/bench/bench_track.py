@@ -318,7 +318,7 @@ def cpu_rows(steps: int, runs: int, res: dict) -> None:
             if not tr["c_path"] or not mode_only["c_path"] or trpy["c_path"] or \
                     trmode["observer"] or not tr["observer"]:
                 sys.exit("bench_track: the C path or the op observer was not used where "
-                         "expected (is _trackfast built next to VRAMTRACE_LIB? can "
+                         "expected (is _trackfast built in the build tree of VRAMTRACE_LIB? can "
                          "torch.utils.cpp_extension build here?)")
             ratio = tr["ms"] / base["ms"]
             res[name] = (ratio, floor["ms"] / base["ms"], trpy["ms"] / base["ms"],

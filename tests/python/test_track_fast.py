@@ -45,6 +45,24 @@ def test_the_built_library_records_through_the_c_path(real_lib):
     assert tr.ops >= 3 and tid != 0 and tr.errors == 0
 
 
+def test_the_source_tree_imports_the_extension_as_the_installed_package_does(real_lib):
+    """One loader: a plain import of vramtrace._trackfast. In a source tree
+    the build tree's folder of the package's compiled parts (BUILD/scripts/
+    vramtrace, beside the library) joins the package's path; the installed
+    package has it inside (tests/wheel)."""
+    import importlib
+    import sys
+    with vtt.track() as tr:
+        assert tr._fast is not None
+    mod = vtt._fast_path._trackfast
+    assert mod.__name__ == "vramtrace._trackfast"
+    assert sys.modules["vramtrace._trackfast"] is mod
+    assert importlib.import_module("vramtrace._trackfast") is mod
+    built = os.path.dirname(mod.__file__)
+    libdir = os.path.dirname(os.path.realpath(str(tr._lib.path)))
+    assert built == os.path.join(libdir, "scripts", "vramtrace") and built in vramtrace.__path__
+
+
 def test_the_python_path_is_kept_with_trackfast_off(real_lib, monkeypatch):
     monkeypatch.setenv("VRAMTRACE_TRACKFAST", "0")
     monkeypatch.setattr(vtt._fast_path, "_trackfast", False)   # not loaded yet: read the variable

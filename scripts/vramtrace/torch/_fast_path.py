@@ -18,8 +18,8 @@ import torch as _torch
 
 
 def _load_trackfast(libdir: str) -> Any:
-    """The _trackfast extension module, or None: installed next to this
-    package, or built next to the library (in ``libdir``: a build tree).
+    """The _trackfast extension module, or None: inside the installed
+    package, or in the build tree whose root holds the library (``libdir``).
     VRAMTRACE_TRACKFAST=0 keeps the tracker in Python."""
     if os.environ.get("VRAMTRACE_TRACKFAST", "1") == "0":
         return None
@@ -41,7 +41,7 @@ _trackfast: Any = False   # not loaded yet
 
 
 def _trackfast_for(lib: Any) -> Any:
-    """The _trackfast module next to ``lib`` (loaded once), or None."""
+    """The _trackfast module for ``lib`` (loaded once), or None."""
     global _trackfast
     path = getattr(lib, "path", None)
     if not path:
