@@ -60,6 +60,81 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     synth_fini(&y);
 }
 
+/* Without tensors a finding is known by its call site: two call sites that
+ * never free are two causes (they were once one, "tensor '?'"), and a trace
+ * of PyTorch's blocks says that holders need track(). */
+TEST(native_findings_of_two_call_sites_are_two_causes)
+{
+    synth y;
+    synth_init(&y);
+    uint32_t keep_logits = synth_stack(&y, "keep_logits", "train_step", "main", NULL);
+    uint32_t keep_grads = synth_stack(&y, "keep_grads", "train_step", "main", NULL);
+    for (int i = 1; i <= 6; i++) {
+        char l[32];
+        synth_tick(&y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(&y, l);
+        if (i > 5)
+            continue;
+        synth_alloc(&y, 0x7fd000000000ull + (uint64_t)i * 0x1000000, MiB, keep_logits);
+        synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, 2 * MiB, keep_grads);
+    }
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    uint32_t g[2];
+    ASSERT_EQ(vt__check_report_groups(r, g), 2);
+    ASSERT(g[0] != g[1]);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(!strstr(text, "cause"), "%s", text);     /* each its own: no groups list */
+    ASSERT_MSG(!strstr(text, "tensor '?'"), "%s", text);
+    ASSERT_MSG(!strstr(text, "run --track"), "%s", text);   /* not a PyTorch trace */
+    free(text);
+    y.s.meta.flags |= VT_META_POOL_OBSERVED;
+    assert_rendered_says(r, &y, 0, "NOTE: PyTorch's blocks were seen, not its tensors: findings "
+                                   "name where memory was allocated, not what holds it; "
+                                   "`vramtrace run --track` records the tensors");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* In a report that lists causes, a finding no tensor names is shown by the
+ * line that allocated it, not as a tensor without a name. */
+TEST(native_findings_in_a_list_of_causes_are_shown_by_their_call_site)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5, "history");
+    uint32_t scratch = synth_stack(&y, "keep_scratch", "train_step", "main", NULL);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        char label[16];
+        uint64_t t = 100 + (uint64_t)i;
+        synth_new_tensor(&y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB,
+                         "logits", st_fwd);
+        synth_use(&y, t);
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        synth_ref(&y, 5, t, label);
+        synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, MiB, scratch);
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER | VT_CHECK_RULE_NEVER_FREED;
+    vt__check_report *r = check(&y, &o);
+    /* four logits lingering, their call site never freeing, the scratch's */
+    ASSERT_EQ(r->nfindings, 6);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "6 findings from 3 causes"), "%s", text);
+    ASSERT_MSG(strstr(text, "     tensor 'logits'\n     held by: history"), "%s", text);
+    ASSERT_MSG(strstr(text, "[never-freed] 4 MiB (4 MiB each on average), first #"), "%s", text);
+    ASSERT_MSG(strstr(text, "     allocated at keep_scratch (train.c:10)\n"
+                            "     held by: (no tensor recorded for it)\n"), "%s", text);
+    ASSERT_MSG(!strstr(text, "tensor '?'"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(native_fixed_is_clean)
 {
     assert_shape_is_clean(native, NATIVE_LEAK_FIXED | NATIVE_OUTLIER_FIXED);

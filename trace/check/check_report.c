@@ -368,9 +368,12 @@ static void group_key(const vt__check_finding *x, char *key, char *shown, size_t
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
     const char *rule = vt__check_rule_name(x->rule);
-    /* A growth finding is its call site already: one group each (the
-     * stack after a third separator, which group_parts drops). */
-    int n = x->rule == VT_CHECK_RULE_GROWTH
+    /* A growth finding is its call site already, and a storage no tensor
+     * names (a trace without track(): never-freed, outlier) is known by its
+     * call site only: one group per allocation stack (after a third
+     * separator, which group_parts drops). */
+    int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
+    int n = by_site
                 ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
                 : snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
     if (n < 0 || (size_t)n >= len)
@@ -515,7 +518,39 @@ static void group_parts(const finding_group *grp, char *copy, size_t len, const 
     *path = b ? b + 1 : "";
 }
 
-static void print_groups(FILE *f, const vt__check_report *r)
+/* Where stack ``id`` allocated, in the program's words: its innermost frame
+ * of the program's own code, else its innermost Python frame, else its
+ * innermost frame. */
+static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t len)
+{
+    const vt__frame *all[256], *pick = NULL;
+    size_t nall = stack_frames(s, id, all, 256);
+    if (nall > 256)
+        nall = 256;
+    for (size_t i = 0; i < nall && !pick; i++)
+        if (vt__frame_is_user_code(s, all[i]))
+            pick = all[i];
+    for (size_t i = 0; i < nall && !pick; i++)
+        if (python_frame(s, all[i]))
+            pick = all[i];
+    if (!pick && nall)
+        pick = all[0];
+    if (!pick) {
+        snprintf(buf, len, "(no stack)");
+        return;
+    }
+    const char *fn = vt__ck_string(s, pick->function);
+    const char *file = vt__ck_string(s, pick->file);
+    const char *mod = vt__ck_string(s, pick->module);
+    if (*file)
+        snprintf(buf, len, "%s (%s:%u)", *fn ? fn : "??", file, pick->line);
+    else if (*mod)
+        snprintf(buf, len, "%s (%s+0x%" PRIx64 ")", *fn ? fn : "??", mod, pick->module_offset);
+    else
+        snprintf(buf, len, "%s (0x%" PRIx64 ")", *fn ? fn : "??", pick->ip);
+}
+
+static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     size_t ng = 0;
     finding_group *g = group_findings(r, &ng, NULL);
@@ -536,8 +571,19 @@ static void print_groups(FILE *f, const vt__check_report *r)
             fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
             continue;
         }
-        fprintf(f, "     tensor '%s'\n", *owner ? owner : "?");
-        fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
+        if (*owner) {
+            fprintf(f, "     tensor '%s'\n", owner);
+            fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
+            continue;
+        }
+        /* no tensor names it: its call site; holders are track()'s to find */
+        char site[GROUP_KEY_MAX];
+        site_of(s, r->findings[g[k].first].alloc_stack, site, sizeof site);
+        fprintf(f, "     allocated at %s\n", site);
+        fprintf(f, "     held by: %s\n",
+                r->ntensors ? "(no tensor recorded for it)"
+                            : "(not recorded: holders are found under track(), "
+                              "`vramtrace run --track` runs the program under it)");
     }
     if (ng > GROUPS_SHOWN)
         fprintf(f, "  ... and %zu more causes\n", ng - GROUPS_SHOWN);
@@ -586,13 +632,17 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             rel_s(r, r->end_time_ns));
     if (r->nignored)
         fprintf(f, ", %zu ignored", r->nignored);
+    if (r->nfindings && !r->ntensors && (s->meta.flags & VT_META_POOL_OBSERVED))
+        fprintf(f, "\n  NOTE: PyTorch's blocks were seen, not its tensors: findings name where "
+                   "memory was allocated, not what holds it; `vramtrace run --track` records "
+                   "the tensors and names their holders");
     if (r->nhost_skipped)
         fprintf(f, "\n  %zu host storage%s (CPU tensors) not judged: device memory only"
                    " (--host judges them too)", r->nhost_skipped,
                 r->nhost_skipped == 1 ? "" : "s");
     fputc('\n', f);
 
-    print_groups(f, r);
+    print_groups(f, r, s);
     size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
     for (size_t i = 0; i < n; i++) {
         const vt__check_finding *x = &r->findings[i];
