@@ -184,7 +184,8 @@ TEST(findings_ranked_by_bytes_times_time)
 
 /* One bug, one cause: a list keeps every step's loss, and through each
  * loss's graph (chains of autograd nodes of different lengths) activations
- * made by two ops of one line. The text report groups them as one. */
+ * made by two ops of one line. The text report groups them as one, with the
+ * losses the list keeps: the graph's holder, each finding its whole chain. */
 TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
 {
     synth y;
@@ -224,11 +225,78 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
         acts += r->findings[i].bytes == MiB;
     ASSERT_EQ(acts, 4);
     char *text = render(r, &y, 0);
-    ASSERT_MSG(strstr(text, "4 \xc3\x97 [linger] 4 MiB (1 MiB each on average)"), "%s", text);
-    ASSERT_MSG(strstr(text, "tensor 'h = block(x) (train.py:40)'"), "%s", text);
-    ASSERT_MSG(strstr(text, "tensor 'loss'.grad_fn \xe2\x86\x92 (autograd nodes) \xe2\x86\x92 "
+    ASSERT_MSG(strstr(text, "8 findings from 1 cause"), "%s", text);
+    ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 4 MiB (512 KiB each on average)"), "%s", text);
+    ASSERT_MSG(strstr(text, "tensor 'h = block(x) (train.py:40)' and those of 1 more line\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.losses \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, "tensor 'loss'.grad_fn \xe2\x86\x92 MeanBackward0.next_functions[0] "
+                            "\xe2\x86\x92 AddmmBackward0.next_functions[0] \xe2\x86\x92 "
                             "ReluBackward0.SavedTensor 'self' of ReluBackward0"), "%s", text);
     free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Two graphs kept by two holders: one cause each, whatever lines made the
+ * tensors each graph saved (a forward of two lines). */
+TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_holder(&y, 5001, "list");
+    synth_holder(&y, 5002, "dict");
+    synth_ref(&y, 5000, 5001, ".history");
+    synth_ref(&y, 5000, 5002, ".cache");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        for (int which = 0; which < 2; which++) {   /* history keeps a graph, cache another */
+            uint64_t base = 6000 + 100 * (uint64_t)i + 50 * (uint64_t)which;
+            uint64_t at = 0x7f3000000000ull + (uint64_t)(4 * i + 2 * which) * MiB;
+            synth_new_tensor(&y, base, at, MiB, "h = fc1(x) (train.py:40, aten.addmm out[0])", st_fwd);
+            synth_use(&y, base);
+            synth_new_tensor(&y, base + 1, at + MiB, MiB, "a = act(h) (train.py:41, aten.relu out[0])",
+                             st_fwd);
+            synth_use(&y, base + 1);
+            synth_new_tensor(&y, base + 2, at + MiB + MiB / 2, 4, "loss", st_fwd);
+            synth_use(&y, base + 2);
+            synth_ref(&y, which ? 5002 : 5001, base + 2, which ? "['last']" : "[0]");
+            synth_holder(&y, base + 3, "MeanBackward0");
+            synth_ref(&y, base + 2, base + 3, "grad_fn");
+            synth_holder(&y, base + 4, "ReluBackward0");
+            synth_ref(&y, base + 3, base + 4, "next_functions[0]");
+            synth_ref(&y, base + 4, base + 1, "SavedTensor 'result' of ReluBackward0");
+            synth_holder(&y, base + 5, "AddmmBackward0");
+            synth_ref(&y, base + 4, base + 5, "next_functions[0]");
+            synth_ref(&y, base + 5, base, "SavedTensor 'mat1' of AddmmBackward0");
+        }
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    size_t acts = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        acts += r->findings[i].bytes == MiB;
+    ASSERT_EQ(acts, 16);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "from 2 causes"), "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.history \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.cache \xe2\x86\x92 dict['last'] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, " and those of 2 more lines\n"), "%s", text);   /* h, a, loss */
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_JSON_VALID(js);
+    ASSERT_STR_CONTAINS(js, "\"lines\":3");
+    free(js);
     vt__check_report_free(r);
     synth_fini(&y);
 }

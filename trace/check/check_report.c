@@ -221,12 +221,17 @@ static void print_rules(FILE *f, unsigned rules)
 #define GROUP_KEY_MAX 1024
 #define GROUPS_SHOWN 20
 
+#define GROUP_LINES_MAX 64
+
 typedef struct finding_group {
-    char key[GROUP_KEY_MAX];   /* rule \x1f owner \x1f holder (see holder_root) */
+    char key[GROUP_KEY_MAX];   /* rule \x1f owner \x1f holder (see holder_root), or
+                                * rule \x1f \x1e graph \x1f the graph's holder (graph_root) */
     char shown[GROUP_KEY_MAX]; /* rule \x1f owner \x1f its first finding's normalized path */
     size_t first;              /* index of its first finding */
     size_t count;
     uint64_t bytes;
+    size_t nlines;             /* distinct owner lines in it (a graph's group has several) */
+    uint64_t lines[GROUP_LINES_MAX];   /* their hashes, the first GROUP_LINES_MAX */
 } finding_group;
 
 /* "kept[12] → tensor #40 → storage 0x5000 8 MiB" -> "kept[*] → tensor #*". */
@@ -358,13 +363,53 @@ size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t le
     return strlen(buf);
 }
 
+/* "H → list[*] → tensor 'loss'.grad_fn → (autograd nodes) → MmBackward0.SavedTensor
+ * 'self' of MmBackward0 → tensor 't'" -> "H → list[*] → tensor 'loss'.grad_fn": a
+ * path that reaches its tensor through an autograd graph, up to the hop into the
+ * graph (its tensor's grad_fn, a node's saved tensors); 0 (s untouched) for a path
+ * that does not. One graph kept alive keeps the tensors of every line of its
+ * forward, each a finding: one cause. In place. */
+static int graph_root(char *s)
+{
+    static const char arrow[] = " \xe2\x86\x92 ";
+    static const char *const into[] = {".grad_fn", ".SavedTensor ", "(autograd nodes)"};
+    for (char *seg = s; seg;) {
+        char *next = strstr(seg, arrow);
+        size_t n = next ? (size_t)(next - seg) : strlen(seg);
+        for (size_t i = 0; i < sizeof into / sizeof *into; i++) {
+            char *at = memmem(seg, n, into[i], strlen(into[i]));
+            if (!at)
+                continue;
+            if (i == 0)                 /* keep the tensor whose graph it is */
+                seg[n] = 0;
+            else if (seg == s)          /* the path starts inside a graph: no root */
+                return 0;
+            else                        /* up to the hop before the graph */
+                seg[-(long)(sizeof arrow - 1)] = 0;
+            return 1;
+        }
+        seg = next ? next + sizeof arrow - 1 : NULL;
+    }
+    return 0;
+}
+
+static uint64_t line_hash(const char *owner)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *c = (const unsigned char *)owner; *c; c++)
+        h = (h ^ *c) * 1099511628211ull;
+    return h;
+}
+
 /* The key of x's group, and what the report shows of it (its path in full). */
 static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len)
 {
     char norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
     vt__check_finding_holder(x, norm, sizeof norm);
     memcpy(root, norm, sizeof root);
-    holder_root(root);
+    int in_graph = graph_root(root);
+    if (!in_graph)
+        holder_root(root);
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
     const char *rule = vt__check_rule_name(x->rule);
@@ -373,14 +418,21 @@ static void group_key(const vt__check_finding *x, char *key, char *shown, size_t
      * call site only: one group per allocation stack (after a third
      * separator, which group_parts drops). */
     int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
-    int n = by_site
-                ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
-                : snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
+    int n = by_site    ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
+            : in_graph ? snprintf(key, len, "%s\x1f\x1egraph\x1f%s", rule, root)
+                       : snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
     if (n < 0 || (size_t)n >= len)
         key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
     n = snprintf(shown, len, "%s\x1f%s\x1f%s", rule, owner, norm);
     if (n < 0 || (size_t)n >= len)
         shown[len - 1] = 0;
+}
+
+/* key is a graph's group (graph_root). */
+static int is_graph_key(const char *key)
+{
+    const char *a = strchr(key, '\x1f');
+    return a && a[1] == '\x1e';
 }
 
 /* key's group has no holder: its path part is empty. */
@@ -396,6 +448,39 @@ static int group_cmp_bytes(const void *a, const void *b)
     if (x->bytes != y->bytes)
         return x->bytes > y->bytes ? -1 : 1;
     return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* x's owner line among grp's distinct lines. */
+static void count_line(finding_group *grp, const vt__check_finding *x)
+{
+    char owner[GROUP_KEY_MAX];
+    snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
+    drop_ops(owner);
+    uint64_t h = line_hash(owner);
+    size_t known = grp->nlines < GROUP_LINES_MAX ? grp->nlines : GROUP_LINES_MAX;
+    for (size_t i = 0; i < known; i++)
+        if (grp->lines[i] == h)
+            return;
+    if (grp->nlines < GROUP_LINES_MAX)
+        grp->lines[grp->nlines] = h;
+    grp->nlines++;
+}
+
+/* src's lines counted in dst too (those past GROUP_LINES_MAX: as new ones). */
+static void merge_lines(finding_group *dst, const finding_group *src)
+{
+    size_t known = src->nlines < GROUP_LINES_MAX ? src->nlines : GROUP_LINES_MAX;
+    for (size_t i = 0; i < known; i++) {
+        size_t seen = dst->nlines < GROUP_LINES_MAX ? dst->nlines : GROUP_LINES_MAX, d = 0;
+        while (d < seen && dst->lines[d] != src->lines[i])
+            d++;
+        if (d < seen)
+            continue;
+        if (dst->nlines < GROUP_LINES_MAX)
+            dst->lines[dst->nlines] = src->lines[i];
+        dst->nlines++;
+    }
+    dst->nlines += src->nlines - known;
 }
 
 /* The groups of r's findings, largest bytes first, and each finding's group
@@ -430,10 +515,12 @@ static finding_group *group_findings(const vt__check_report *r, size_t *ngroups,
             g[k].first = i;
             g[k].count = 0;
             g[k].bytes = 0;
+            g[k].nlines = 0;
             ng++;
         }
         g[k].count++;
         g[k].bytes += x->bytes;
+        count_line(&g[k], x);
         of[i] = (uint32_t)k;
     }
     into = malloc((ng ? ng : 1) * sizeof *into);
@@ -451,15 +538,46 @@ static finding_group *group_findings(const vt__check_report *r, size_t *ngroups,
         if (!key_without_holder(g[k].key))
             continue;
         size_t rule_owner = strlen(g[k].key);    /* "rule \x1f owner \x1f" */
-        for (size_t j = 0; j < ng; j++)
-            if (j != k && g[j].count && !key_without_holder(g[j].key) &&
-                !strncmp(g[j].key, g[k].key, rule_owner)) {
-                into[k] = (uint32_t)j;
-                g[j].count += g[k].count;
-                g[j].bytes += g[k].bytes;
-                g[k].count = 0;
-                break;
-            }
+        size_t rule_len = strcspn(g[k].key, "\x1f") + 1;
+        for (size_t j = 0; j < ng; j++) {
+            if (j == k || !g[j].count || key_without_holder(g[j].key))
+                continue;
+            /* its rule and line's group, or a graph's group of its rule with its line */
+            int same = !strncmp(g[j].key, g[k].key, rule_owner);
+            if (!same && is_graph_key(g[j].key) && !strncmp(g[j].key, g[k].key, rule_len))
+                for (size_t l = 0; l < g[j].nlines && l < GROUP_LINES_MAX && !same; l++)
+                    same = g[j].lines[l] == g[k].lines[0];
+            if (!same)
+                continue;
+            into[k] = (uint32_t)j;
+            g[j].count += g[k].count;
+            g[j].bytes += g[k].bytes;
+            g[k].count = 0;
+            break;
+        }
+    }
+    /* The tensors a list keeps are one cause with the graphs they keep: a
+     * group held by "H → list[*] → tensor 'loss'" (those tensors themselves)
+     * joins the graph group of "H → list[*] → tensor 'loss'.grad_fn". */
+    for (size_t k = 0; k < ng; k++) {
+        if (!g[k].count || is_graph_key(g[k].key) || key_without_holder(g[k].key))
+            continue;
+        const char *path = strchr(strchr(g[k].shown, '\x1f') + 1, '\x1f') + 1;
+        size_t rule_len = strcspn(g[k].key, "\x1f") + 1, plen = strlen(path);
+        for (size_t j = 0; j < ng; j++) {
+            if (j == k || !g[j].count || !is_graph_key(g[j].key) ||
+                strncmp(g[j].key, g[k].key, rule_len))
+                continue;
+            const char *root = strchr(g[j].key + rule_len, '\x1f') + 1;
+            if (strncmp(root, path, plen) || strcmp(root + plen, ".grad_fn"))
+                continue;
+            into[k] = (uint32_t)j;
+            g[j].count += g[k].count;
+            g[j].bytes += g[k].bytes;
+            merge_lines(&g[j], &g[k]);
+            g[k].count = 0;
+            break;
+        }
     }
     size_t kept = 0;
     for (size_t k = 0; k < ng; k++)
@@ -569,6 +687,17 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                 g[k].first + 1);
         if (!strcmp(rule, vt__check_rule_name(VT_CHECK_RULE_GROWTH))) {
             fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
+            continue;
+        }
+        if (*owner && is_graph_key(g[k].key)) {
+            /* one autograd graph kept alive: its tensors, of every line */
+            const char *root = strchr(strchr(g[k].key, '\x1f') + 1, '\x1f') + 1;
+            if (g[k].nlines > 1)
+                fprintf(f, "     tensor '%s' and those of %zu more line%s\n", owner,
+                        g[k].nlines - 1, g[k].nlines == 2 ? "" : "s");
+            else
+                fprintf(f, "     tensor '%s'\n", owner);
+            fprintf(f, "     held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);
             continue;
         }
         if (*owner) {
@@ -1032,7 +1161,8 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         char copy[GROUP_KEY_MAX];
         group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
         fprintf(f, "%s{\"rule\":\"%s\",\"count\":%zu,\"bytes\":%" PRIu64 ",\"first\":%zu,"
-                   "\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes, g[k].first);
+                   "\"lines\":%zu,\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes,
+                g[k].first, g[k].nlines);
         vt__json_str(f, owner);
         fprintf(f, ",\"path\":");
         vt__json_str(f, path);
