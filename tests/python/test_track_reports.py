@@ -9,7 +9,8 @@ cycle through its graph node), a LambdaLR lambda that captures its trainer
 that keeps the parameters and state of every head the model replaced, a
 gradient hook registered on a parameter every step (each one's mask is used
 at every backward, so nothing lingers: the line's live bytes grow step over
-step). They run on the CPU with the holder walks unbudgeted (run_leak.py
+step), a validation loss kept with its graph (every line's activations, one
+cause). They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ REPORTS = {
     "lambda_scheduler_cycle": (["closure cell 'self' of <lambda>"], "cycle"),
     "replaced_head_optimizer": (["Adam.state", "Adam.param_groups"], "linger"),
     "param_hook_closure": (["._backward_hooks → OrderedDict[0] → function <lambda"], "growth"),
+    "kept_validation_graph": (["Program.history → list["], "linger"),
 }
 
 
@@ -85,6 +87,20 @@ def test_report_leak_is_flagged_with_its_holder_named(program, tmp_path):
     assert sum(g["count"] for g in groups) == len(rep["findings"])
     assert len(groups) <= 5 and len(groups) < len(rep["findings"]), groups
     assert f"{program}.py:" in groups[0]["owner"] + groups[0]["path"], groups[0]
+
+
+def test_a_kept_graph_is_one_cause_named_by_its_holder(tmp_path):
+    """A kept validation loss keeps the activations of every line of the
+    model through its graph (attention's q, k and v views of one buffer
+    among them, each saved by the attention's node): one cause, held by the
+    history list through the loss's graph."""
+    info, rc, rep = _run("kept_validation_graph", "leak", tmp_path)
+    assert rc == 1
+    groups = rep["groups"]
+    assert len(groups) == 1, [(g["count"], g["owner"], g["path"]) for g in groups]
+    (g,) = groups
+    assert g["count"] == len(rep["findings"]) and g["lines"] > 3, g
+    assert "Program.history → list[*] → tensor" in g["path"] and ".grad_fn" in g["path"], g
 
 
 @pytest.mark.parametrize("program", sorted(REPORTS))

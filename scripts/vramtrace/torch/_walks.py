@@ -398,11 +398,17 @@ class _Walks:
 
         Saved tensors live in C++, invisible to gc: search the graphs of the
         live tracked tensors (bounded) for `_saved_*` tensors sharing storage."""
-        want: Dict[int, NodeKey] = {}
+        # A node's saved tensor is the orphan itself where PyTorch saved the
+        # tensor as it was (the same object unpacked), else one of the
+        # orphans on its storage: views of one buffer (attention's q, k, v
+        # split from one projection) are each held by the node saving it.
+        want: Dict[int, List[NodeKey]] = {}
+        by_obj: Dict[int, NodeKey] = {}
         for k in orphans:
             info = _storage_info(starts[k])
             if info is not None:
-                want[info[2]] = k
+                want.setdefault(info[2], []).append(k)
+                by_obj[id(starts[k])] = k
         if not want:
             return [], {}
         graph = _GradGraphWalk()
@@ -418,8 +424,8 @@ class _Walks:
                 t.is_leaf or t.retains_grad) else None
             if g is not None:
                 info = _storage_info(g)
-                if info is not None and info[2] in want and ("t", rec.tid) != want[info[2]]:
-                    edges.append(Edge(root, want[info[2]], ".grad"))
+                if info is not None and info[2] in want:
+                    edges.extend(Edge(root, k, ".grad") for k in want[info[2]] if k != root)
             del g
             fn = t.grad_fn
             if fn is None:
@@ -436,12 +442,14 @@ class _Walks:
                     vals = val if isinstance(val, (list, tuple)) else (val,)
                     for v in vals:
                         if isinstance(v, _torch.Tensor):
-                            info = _storage_info(v)
-                            if info is not None and info[2] in want:
-                                edges.append(Edge(nkey, want[info[2]],
-                                                  f"SavedTensor '{attr[7:]}' of {tname}"))
+                            k = by_obj.get(id(v))
+                            info = _storage_info(v) if k is None else None
+                            held = [k] if k is not None else \
+                                want.get(info[2], []) if info is not None else []
+                            label = f"SavedTensor '{attr[7:]}' of {tname}"
+                            edges.extend(Edge(nkey, k, label) for k in held)
         # Keep only the chains that end at a wanted tensor.
-        return _chains_to(set(want.values()), graph.edges, graph.nodes)
+        return _chains_to({k for ks in want.values() for k in ks}, graph.edges, graph.nodes)
 
 
 # --------------------------------------------------------------------------
