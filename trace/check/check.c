@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "errbuf.h"
+#include "event_stream.h"
 #include "check_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -153,10 +154,33 @@ void vt__check_report_free(vt__check_report *r)
     free(r);
 }
 
-int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
+int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
                   vt__check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");
+        return -EINVAL;
+    }
+    *out = NULL;
+    if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu events)", s->nevents);
+        return -EOVERFLOW;
+    }
+    vt__event_stream *es;
+    if (vt__event_stream_of(s, &es) < 0) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
+        return -ENOMEM;
+    }
+    int rc = vt__check_run_stream(s, es, opt, out, err, errlen);
+    vt__event_stream_close(es);
+    return rc;
+}
+
+int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
+                         const vt__check_options *opt_in, vt__check_report **out, char *err,
+                         size_t errlen)
+{
+    if (!s || !es || !out) {
         (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");
         return -EINVAL;
     }
@@ -170,24 +194,36 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
         opt.max_paths = 3;
     if (!opt.max_visit)
         opt.max_visit = 4096;
-    if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
-        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu events)", s->nevents);
+    if (s->nblocks > UINT32_MAX / 2) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu blocks)", s->nblocks);
         return -EOVERFLOW;
     }
 
     ck_model m;
     memset(&m, 0, sizeof m);
     m.s = s;
+    m.es = es;
+    m.err = err;
+    m.errlen = errlen;
+    /* Asked for by name, OUTLIER (without marks it judges by time, over
+     * every sibling) and TAPE (every storage's bytes make a step's peak)
+     * need every record; the automatic OUTLIER runs only with marks, on
+     * what its call sites keep. */
+    m.keep_all = opt.keep_records != 0 ||
+                 (opt.rules & (VT_CHECK_RULE_OUTLIER | VT_CHECK_RULE_TAPE)) != 0;
+    m.collect_lives = !m.keep_all && !(opt.rules & VT_CHECK_RULES_ALL);
+    if (errlen)
+        err[0] = 0;
     vt__check_report *r = calloc(1, sizeof *r);
     ck_findings fs = { 0 };
     int rc = -ENOMEM;
     if (!r)
         goto fail;
-    if (vt__ck_model_build(&m) < 0)
+    if ((rc = vt__ck_model_build(&m)) < 0)
         goto fail;
+    rc = -ENOMEM;
     if (opt.host == VT_CHECK_HOST_AUTO)
-        for (size_t i = 0; i < m.nst && !m.skip_host; i++)
-            m.skip_host = m.st[i].device >= 0;
+        m.skip_host = m.any_device;
 
     unsigned rules = opt.rules & VT_CHECK_RULES_ALL;
     if (!rules)
@@ -217,7 +253,7 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     if (opt.grace_mode == VT_CHECK_GRACE_TIME)
         r->grace_ns = opt.grace_ns;
     r->nmarks = m.nmarks;
-    r->nstorages = m.nst;
+    r->nstorages = m.nst_all;
     r->ntensors = m.ntensors;
     r->nholders = m.nholders;
     r->nrefs = m.nrefs;
@@ -226,6 +262,10 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     r->pinned_ratio = opt.pinned_ratio > 0 && opt.pinned_ratio <= 1 ? opt.pinned_ratio
                                                                     : VT_CHECK_PINNED_RATIO;
 
+    /* The time rules search the events by time. */
+    if ((opt.grace_mode == VT_CHECK_GRACE_TIME || !m.nmarks) && (rc = vt__ck_model_times(&m)) < 0)
+        goto fail;
+    rc = -ENOMEM;
     /* Before LINGER: a storage only a collection freed is its finding alone. */
     if (rules & VT_CHECK_RULE_CYCLE)
         if (vt__ck_rule_cycle(&m, &opt, &fs, r) < 0)
@@ -272,7 +312,8 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     return 0;
 
 fail:
-    (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
+    if (rc == -ENOMEM || !err || !err[0])
+        (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
     free(fs.f);
     free(fs.fst);
     vt__check_report_free(r);

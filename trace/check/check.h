@@ -197,6 +197,8 @@
 
 #include "snapshot.h"
 
+struct vt__event_stream;
+
 /* Share of the trace duration used by the time rules (see above). */
 #define VT_CHECK_TIME_FRACTION_PCT 5
 /* Floor of the time rule's grace. */
@@ -251,6 +253,9 @@ typedef struct vt__check_options {
     double pinned_ratio;       /* PINNED: flagged while live views cover less than this
                                   share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
     int host;                  /* storages in host memory (CPU tensors): VT_CHECK_HOST_* */
+    int keep_records;          /* keep a record of every storage: the model retires those
+                                  no rule can flag (vt__check_run_stream); the tests
+                                  set it to show that retiring them changes nothing */
 } vt__check_options;
 
 /* Whether the tensor rules judge storages in host memory. A GPU memory check
@@ -463,6 +468,25 @@ int vt__check_parse_pinned_ratio(const char *text, double *ratio);
  *         is reconciled by trace/snap/timeline.h's rules. */
 int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
                   vt__check_report **out, char *err, size_t errlen);
+
+/*! vt__check_run_stream() :
+ * vt__check_run on a snapshot whose events are read as a stream: s holds
+ * every section but the events, es reads them (vt__snapshot_open gives
+ * both; vt__event_stream_of makes one of a whole snapshot, which is what
+ * vt__check_run does). The same report, in memory that follows what is
+ * alive at once: the events are read two or three times (the timeline's
+ * fates at the end, then the model; a third time only when a rule judges
+ * by time, without marks or with `--grace S`, which then keeps every
+ * event's time and seq, 16 bytes each), and the model keeps no record of
+ * a storage that no rule can flag: one that no tensor was bound to, freed
+ * before the next mark (the native rules keep their call site's counts of
+ * those; OUTLIER, while it may run, their lifetimes, 16 bytes each). Asked
+ * for by name, OUTLIER and TAPE judge every storage: all are kept.
+ * @return 0 and *out, or a negative errno with a one-line message in err
+ *         (a damaged file: the stream's own message, when it shares err). */
+int vt__check_run_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                         const vt__check_options *opt, vt__check_report **out, char *err,
+                         size_t errlen);
 
 /*! vt__check_report_free() : release a report. NULL is fine. */
 void vt__check_report_free(vt__check_report *r);
