@@ -3,11 +3,12 @@
  * parsing, ranking and vt__check_run, which orchestrates the passes; what the
  * rules share lives in check_findings.c.
  *
- * vt__check_run builds the model (pass 1, check_model.c), runs the rules on
- * each storage's uses and lifetime (check_linger.c, check_pinned.c,
- * check_native.c, check_growth.c), finds the retention paths (pass 2, check_paths.c) and
- * ranks the findings. Nothing is quadratic: 1M events cost well under a
- * second.
+ * vt__check_run_stream builds the model from the snapshot's event stream
+ * (pass 1, check_model.c; vt__check_run streams a whole snapshot's array),
+ * runs the rules on each storage's uses and lifetime (check_linger.c,
+ * check_pinned.c, check_native.c, check_growth.c), finds the retention paths
+ * (pass 2, check_paths.c) and ranks the findings. Nothing is quadratic: 1M
+ * events cost well under a second.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -8,11 +8,13 @@
  * it was cut from, a pipeline context that keeps send/recv buffers one
  * micro-batch too long, a hook closure that keeps a dict of intermediates.
  *
- * Input: a vt__snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
+ * Input: a vt__snapshot_data (trace/snapshot.h), nothing else, or one whose
+ * events are read as a stream (vt__check_run_stream). The checker is a pure
  * function of it: no allocator, no CUDA, no globals, no I/O except the
  * printers below. Cost: O(n log n) in the number of events plus a bounded
  * search per finding (see vt__check_options.max_visit); 1M events take well
- * under a second.
+ * under a second. Memory follows what is alive at once, the tensors and
+ * their references, not the number of events (vt__check_run_stream).
  *
  * ---------------------------------------------------------------------------
  * The model built from the events (see vramtrace/format.h for the fields)
@@ -477,7 +479,7 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
  * alive at once: the events are read two or three times (the timeline's
  * fates at the end, then the model; a third time only when a rule judges
  * by time, without marks or with `--grace S`, which then keeps every
- * event's time and seq, 16 bytes each), and the model keeps no record of
+ * event's time and seq, a few bytes each), and the model keeps no record of
  * a storage that no rule can flag: one that no tensor was bound to, freed
  * before the next mark (the native rules keep their call site's counts of
  * those; OUTLIER, while it may run, their lifetimes, 16 bytes each). Asked

@@ -3,8 +3,9 @@
  *   check.c         entry points: options, ranking, vt__check_run (runs the
  *                   passes and the rules; nothing calls back into it)
  *   check_findings.c what the rules share: ignore patterns, findings, medians
- *   check_model.c   the model (pass 1, on the timeline's lifetimes) and its
- *                   queries
+ *   check_model.c   the model (pass 1, on the timeline's lifetimes, from a
+ *                   stream of the events; storages no rule can flag retired)
+ *                   and its queries
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
  *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
@@ -15,6 +16,7 @@
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
  *   check_storages.c the model's external storages, listed for the views
+ *   check_times.c   every event's time and seq, compact, for the time rules
  * Below the types, each file's cross-file functions are grouped under its
  * name.
  */
@@ -139,8 +141,8 @@ typedef struct ck_model {
     ck_life *lives;   size_t nlives, caplives;
     uint8_t any_device;     /* a storage on a device (not host) */
     size_t nevents;
-    uint64_t *ev_time, *ev_seq; /* every event's, only for the time rules
-                                   (vt__ck_model_times) */
+    struct ck_times *times; /* every event's time and seq, only for the time rules
+                               (check_times.c) */
     ck_node *nodes;   size_t nnodes, capnodes;
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
@@ -178,14 +180,21 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
  * or the stream's error with one line in m->err (then vt__ck_model_free). */
 int vt__ck_model_build(ck_model *m);
 void vt__ck_model_free(ck_model *m);
-/* Every event's time and seq (m->ev_time, m->ev_seq), read again from the
- * stream: what vt__ck_seq_at_time needs. 0 or a negative errno (m->err). */
-int vt__ck_model_times(ck_model *m);
 
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 /* Label of the mark that began step `step` ("" for step 0). */
 const char *vt__ck_step_label(const ck_model *m, uint32_t step);
+
+/* ------------------------------------------------------------------------ */
+/* check_times.c                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ck_times ck_times;
+/* Every event's time and seq (m->times), read again from the stream: what
+ * vt__ck_seq_at_time needs. 0 or a negative errno (m->err). */
+int vt__ck_model_times(ck_model *m);
+void vt__ck_times_free(ck_times *t);
 /* First event seq whose time is >= t, clamped below `limit` (0: none);
  * after vt__ck_model_times. */
 uint64_t vt__ck_seq_at_time(const ck_model *m, uint64_t t, uint64_t limit);

@@ -11,6 +11,19 @@
  * uses are then grouped by storage (counting sort) for the
  * rules. Pass 2 (check_paths.c) replays only the graph operations. Nothing
  * is quadratic: 1M events cost well under a second.
+ *
+ * The events come as a stream (event_stream.h), never as an array: the
+ * streamed timeline (vt__timeline_build_stream) reads them first for what
+ * only the end decides (what was alive, freed unseen, allocated before the
+ * window, whose storages open before the first event), then the walk reads
+ * them again, asking the timeline's follower (vt__tl_follow_event) which
+ * lifetime each belongs to. So that the model follows what is alive at once
+ * rather than how many allocations a run made, a storage closed with no
+ * tensor bound and alive at no mark is retired: no tensor rule judges it,
+ * GROWTH counts only storages alive at a mark, and what the native rules
+ * ask of it its call site sums up (ck_site, ck_life). Its slot is reused;
+ * the kept storages are put back in the order they were opened at the end,
+ * so that the rules see them, and break their ties, as if none was retired.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -771,8 +784,7 @@ void vt__ck_model_free(ck_model *m)
     free(m->mark_seq);
     free(m->mark_time);
     free(m->mark_label);
-    free(m->ev_time);
-    free(m->ev_seq);
+    vt__ck_times_free(m->times);
     vt__u64map_free(&m->ids);
     memset(m, 0, sizeof *m);
 }
@@ -871,39 +883,4 @@ const char *vt__ck_step_label(const ck_model *m, uint32_t step)
     if (step == 0 || step > m->nmarks || !m->mark_label)
         return "";
     return vt__ck_string(m->s, m->mark_label[step - 1]);
-}
-
-/* First event seq whose time is >= t (events are in time order up to clock
- * jitter between threads), clamped below `limit`. */
-uint64_t vt__ck_seq_at_time(const ck_model *m, uint64_t t, uint64_t limit)
-{
-    size_t lo;
-    VT__PARTITION_POINT(m->nevents, i, m->ev_time[i] < t, lo);
-    uint64_t seq = lo < m->nevents ? m->ev_seq[lo] : UINT64_MAX;
-    if (limit && seq >= limit)
-        seq = limit - 1;
-    return seq;
-}
-
-/* Only the time rules search the events by time: a trace judged in steps
- * never reads them a second time. */
-int vt__ck_model_times(ck_model *m)
-{
-    if (m->ev_time || !m->nevents)
-        return 0;
-    m->ev_time = malloc(m->nevents * sizeof *m->ev_time);
-    m->ev_seq = malloc(m->nevents * sizeof *m->ev_seq);
-    if (!m->ev_time || !m->ev_seq)
-        return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
-    vt__event e;
-    size_t i = 0;
-    int rc = vt__event_stream_rewind(m->es);
-    while (rc == 0 && i < m->nevents && (rc = vt__event_stream_next(m->es, &e)) == 1) {
-        m->ev_time[i] = e.time_ns;
-        m->ev_seq[i++] = e.seq;
-        rc = 0;
-    }
-    if (rc < 0)
-        return rc;   /* the stream's error, its line in m->err */
-    return i == m->nevents ? 0 : vt__errf(m->err, m->errlen, -EIO, "check: events changed");
 }
