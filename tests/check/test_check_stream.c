@@ -34,7 +34,8 @@ static char *json_of(const vt__snapshot_data *s, const vt__check_options *opt)
  * with a grace in steps or in time, and --ignore (the native rules ask it
  * about a call site's first storage, retired or not). */
 static const char *const rule_sets[] = { "auto", "linger,pinned,cycle", "never-freed",
-                                         "never-freed,growth", "growth", "all" };
+                                         "never-freed,outlier,growth", "outlier", "growth",
+                                         "all" };
 static const char *const graces[] = { "auto", "0steps", "250ms" };
 
 static void same_with_and_without_records(const vt__snapshot_data *s, const char *what)
@@ -142,7 +143,7 @@ TEST(storages_no_rule_can_flag_keep_no_record)
     vt__event_stream *es;
     ASSERT_EQ(vt__event_stream_of(&y.s, &es), 0);
     char err[256] = "";
-    ck_model m = { .s = &y.s, .es = es, .err = err, .errlen = sizeof err, .collect_lives = 1 };
+    ck_model m = { .s = &y.s, .es = es, .err = err, .errlen = sizeof err };
     ASSERT_MSG(vt__ck_model_build(&m) == 0, "%s", err);
     ASSERT_EQ(m.nst_all, 40 * 22);
     /* kept: the 4 activations alive at the next mark, 40 buckets, 40 entries */
@@ -156,7 +157,7 @@ TEST(storages_no_rule_can_flag_keep_no_record)
     /* A trace with tensors is never judged by OUTLIER: no lifetime kept. */
     synth_tensor(&y, 77, 0x7fc000000000ull + 40 * 0x1000000ull, MiB, 0, "last entry");
     ASSERT_EQ(vt__event_stream_of(&y.s, &es), 0);
-    m = (ck_model){ .s = &y.s, .es = es, .err = err, .errlen = sizeof err, .collect_lives = 1 };
+    m = (ck_model){ .s = &y.s, .es = es, .err = err, .errlen = sizeof err };
     ASSERT_MSG(vt__ck_model_build(&m) == 0, "%s", err);
     ASSERT_EQ(m.nlives, 0);
     ASSERT_EQ(m.sites[0].n, 40 * 20 - 4);

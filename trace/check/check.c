@@ -206,13 +206,8 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     m.es = es;
     m.err = err;
     m.errlen = errlen;
-    /* Asked for by name, OUTLIER (without marks it judges by time, over
-     * every sibling) and TAPE (every storage's bytes make a step's peak)
-     * need every record; the automatic OUTLIER runs only with marks, on
-     * what its call sites keep. */
-    m.keep_all = opt.keep_records != 0 ||
-                 (opt.rules & (VT_CHECK_RULE_OUTLIER | VT_CHECK_RULE_TAPE)) != 0;
-    m.collect_lives = !m.keep_all && !(opt.rules & VT_CHECK_RULES_ALL);
+    m.rules_asked = opt.rules & VT_CHECK_RULES_ALL;
+    m.keep_records = opt.keep_records != 0;
     if (errlen)
         err[0] = 0;
     vt__check_report *r = calloc(1, sizeof *r);

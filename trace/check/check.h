@@ -482,8 +482,8 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
  * event's time and seq, a few bytes each), and the model keeps no record of
  * a storage that no rule can flag: one that no tensor was bound to, freed
  * before the next mark (the native rules keep their call site's counts of
- * those; OUTLIER, while it may run, their lifetimes, 16 bytes each). Asked
- * for by name, OUTLIER and TAPE judge every storage: all are kept.
+ * those; when OUTLIER runs, their lifetimes, 16 bytes each). TAPE, and
+ * OUTLIER on a trace without marks, judge every storage: then all are kept.
  * @return 0 and *out, or a negative errno with a one-line message in err
  *         (a damaged file: the stream's own message, when it shares err). */
 int vt__check_run_stream(const vt__snapshot_data *s, struct vt__event_stream *es,

@@ -131,8 +131,10 @@ typedef struct ck_model {
     const vt__snapshot_data *s;
     struct vt__event_stream *es; /* its events, read once per pass */
     char *err; size_t errlen;    /* a failed pass's one line */
-    uint8_t keep_all;       /* retire no storage (rules that judge every one) */
-    uint8_t collect_lives;  /* keep the retired lifetimes (OUTLIER may run) */
+    unsigned rules_asked;   /* VT_CHECK_RULE_* asked for by name, 0: automatic */
+    uint8_t keep_records;   /* retire no storage (vt__check_options.keep_records) */
+    uint8_t keep_all;       /* retire no storage: asked, or a rule judges every one */
+    uint8_t collect_lives;  /* keep the retired lifetimes: OUTLIER runs */
     ck_storage *st;   size_t nst, capst;   /* after pass 1: the kept storages, by ord */
     size_t nst_all;         /* storages opened, retired ones included */
     uint32_t *free_slots; size_t nfree_slots, capfree_slots;  /* pass 1 */
@@ -175,7 +177,7 @@ typedef struct ck_findings {
 const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
 
 /* Build the model of m->s from its events m->es (m zeroed but for s, es,
- * err, keep_all and collect_lives): pass 1, the kept storages in their
+ * err, rules_asked and keep_records): pass 1, the kept storages in their
  * order, the uses grouped by storage, start and end time. 0, or -ENOMEM
  * or the stream's error with one line in m->err (then vt__ck_model_free). */
 int vt__ck_model_build(ck_model *m);

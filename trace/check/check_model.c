@@ -329,13 +329,6 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
     if (new_node(m, VT_CHECK_NODE_TENSOR, e->aux, e->str, &x) < 0)
         return -ENOMEM;
     m->ntensors++;
-    if (m->collect_lives) {
-        /* a trace with tensors is judged by the tensor rules, never OUTLIER */
-        m->collect_lives = 0;
-        free(m->lives);
-        m->lives = NULL;
-        m->nlives = m->caplives = 0;
-    }
     ck_node *n = &m->nodes[x];
     n->base = base;
     n->base_id = e->aux2;
@@ -804,7 +797,7 @@ static void walk_free(walk *w)
 static void model_reset(ck_model *m)
 {
     ck_model keep = { .s = m->s, .es = m->es, .err = m->err, .errlen = m->errlen,
-                      .keep_all = m->keep_all, .collect_lives = m->collect_lives };
+                      .rules_asked = m->rules_asked, .keep_records = m->keep_records };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -846,6 +839,17 @@ int vt__ck_model_build(ck_model *m)
             (void)vt__errf(m->err, m->errlen, rc, "%s", tlerr);
         return rc;
     }
+    /* What pass 1 may retire depends on the rules that will run, which the
+     * first reading tells: TAPE makes a step's peak of every storage's
+     * bytes, and OUTLIER without marks judges each sibling by time; with
+     * marks OUTLIER needs only the lifetimes of the short-lived (check.c
+     * chooses the rules the same way). */
+    size_t nmarks = tl->nmarks;
+    int tensors = tl->kind_counts[VT_EV_TENSOR_NEW] != 0;
+    int outlier = m->rules_asked ? (m->rules_asked & VT_CHECK_RULE_OUTLIER) != 0
+                                 : !tensors && nmarks;
+    m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
+    m->collect_lives = !m->keep_all && outlier;
     rc = build_model(m, tl);
     if (rc == CK_UNORDERED) {
         model_reset(m);

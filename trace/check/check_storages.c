@@ -31,7 +31,7 @@ int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out,
     m.s = s;
     m.err = err;
     m.errlen = errlen;
-    m.keep_all = 1;   /* every external storage is listed, judged or not */
+    m.keep_records = 1;   /* every external storage is listed, judged or not */
     if (vt__event_stream_of(s, &m.es) < 0)
         return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
     int rc = vt__ck_model_build(&m);
