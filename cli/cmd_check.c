@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "commands.h"
+#include "event_stream.h"
 #include "pytorch.h"
 #include "report_util.h"
 
@@ -180,24 +181,31 @@ int vt__cmd_check(int argc, char **argv)
     opt.ignore = ignore;
     opt.nignore = nignore;
 
-    char err[512] = "";
+    /* The events as a stream (event_stream.h): the checker reads them a
+     * few times rather than holding them. err is the stream's too: a
+     * damaged file is said as the reader says it. */
+    char err[1024] = "";
     vt__snapshot_data *s = NULL;
-    if (vt__snapshot_load(path, &s, err, sizeof err) < 0) {
+    vt__event_stream *es = NULL;
+    if (vt__snapshot_open(path, &s, &es, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
         goto out;
     }
     /* before the run: the report points into the names */
     if (!json && vt__report_text_names(s) != 0) {
         fprintf(stderr, "vramtrace check: out of memory\n");
+        vt__event_stream_close(es);
         vt__snapshot_free(s);
         goto out;
     }
     vt__check_report *r = NULL;
-    if (vt__check_run(s, &opt, &r, err, sizeof err) < 0) {
+    if (vt__check_run_stream(s, es, &opt, &r, err, sizeof err) < 0) {
         fprintf(stderr, "vramtrace check: %s\n", err);
+        vt__event_stream_close(es);
         vt__snapshot_free(s);
         goto out;
     }
+    vt__event_stream_close(es);
     int wrc = json ? vt__check_report_write_json(stdout, r, s)
                    : vt__check_report_print(stdout, r, s, top);
     if (wrc < 0) {

@@ -3,11 +3,12 @@
  * parsing, ranking and vt__check_run, which orchestrates the passes; what the
  * rules share lives in check_findings.c.
  *
- * vt__check_run builds the model (pass 1, check_model.c), runs the rules on
- * each storage's uses and lifetime (check_linger.c, check_pinned.c,
- * check_native.c, check_growth.c), finds the retention paths (pass 2, check_paths.c) and
- * ranks the findings. Nothing is quadratic: 1M events cost well under a
- * second.
+ * vt__check_run_stream builds the model from the snapshot's event stream
+ * (pass 1, check_model.c; vt__check_run streams a whole snapshot's array),
+ * runs the rules on each storage's uses and lifetime (check_linger.c,
+ * check_pinned.c, check_native.c, check_growth.c), finds the retention paths
+ * (pass 2, check_paths.c) and ranks the findings. Nothing is quadratic: 1M
+ * events cost well under a second.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "errbuf.h"
+#include "event_stream.h"
 #include "check_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -153,10 +155,33 @@ void vt__check_report_free(vt__check_report *r)
     free(r);
 }
 
-int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
+int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
                   vt__check_report **out, char *err, size_t errlen)
 {
     if (!s || !out) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");
+        return -EINVAL;
+    }
+    *out = NULL;
+    if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu events)", s->nevents);
+        return -EOVERFLOW;
+    }
+    vt__event_stream *es;
+    if (vt__event_stream_of(s, &es) < 0) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
+        return -ENOMEM;
+    }
+    int rc = vt__check_run_stream(s, es, opt, out, err, errlen);
+    vt__event_stream_close(es);
+    return rc;
+}
+
+int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
+                         const vt__check_options *opt_in, vt__check_report **out, char *err,
+                         size_t errlen)
+{
+    if (!s || !es || !out) {
         (void)vt__errf(err, errlen, 0, "vt__check_run: no snapshot");
         return -EINVAL;
     }
@@ -170,24 +195,31 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
         opt.max_paths = 3;
     if (!opt.max_visit)
         opt.max_visit = 4096;
-    if (s->nevents > UINT32_MAX / 2 || s->nblocks > UINT32_MAX / 2) {
-        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu events)", s->nevents);
+    if (s->nblocks > UINT32_MAX / 2) {
+        (void)vt__errf(err, errlen, 0, "vt__check_run: snapshot too large (%zu blocks)", s->nblocks);
         return -EOVERFLOW;
     }
 
     ck_model m;
     memset(&m, 0, sizeof m);
     m.s = s;
+    m.es = es;
+    m.err = err;
+    m.errlen = errlen;
+    m.rules_asked = opt.rules & VT_CHECK_RULES_ALL;
+    m.keep_records = opt.keep_records != 0;
+    if (errlen)
+        err[0] = 0;
     vt__check_report *r = calloc(1, sizeof *r);
     ck_findings fs = { 0 };
     int rc = -ENOMEM;
     if (!r)
         goto fail;
-    if (vt__ck_model_build(&m) < 0)
+    if ((rc = vt__ck_model_build(&m)) < 0)
         goto fail;
+    rc = -ENOMEM;
     if (opt.host == VT_CHECK_HOST_AUTO)
-        for (size_t i = 0; i < m.nst && !m.skip_host; i++)
-            m.skip_host = m.st[i].device >= 0;
+        m.skip_host = m.any_device;
 
     unsigned rules = opt.rules & VT_CHECK_RULES_ALL;
     if (!rules)
@@ -217,7 +249,7 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     if (opt.grace_mode == VT_CHECK_GRACE_TIME)
         r->grace_ns = opt.grace_ns;
     r->nmarks = m.nmarks;
-    r->nstorages = m.nst;
+    r->nstorages = m.nst_all;
     r->ntensors = m.ntensors;
     r->nholders = m.nholders;
     r->nrefs = m.nrefs;
@@ -226,6 +258,10 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     r->pinned_ratio = opt.pinned_ratio > 0 && opt.pinned_ratio <= 1 ? opt.pinned_ratio
                                                                     : VT_CHECK_PINNED_RATIO;
 
+    /* The time rules search the events by time. */
+    if ((opt.grace_mode == VT_CHECK_GRACE_TIME || !m.nmarks) && (rc = vt__ck_model_times(&m)) < 0)
+        goto fail;
+    rc = -ENOMEM;
     /* Before LINGER: a storage only a collection freed is its finding alone. */
     if (rules & VT_CHECK_RULE_CYCLE)
         if (vt__ck_rule_cycle(&m, &opt, &fs, r) < 0)
@@ -272,7 +308,8 @@ int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt_in,
     return 0;
 
 fail:
-    (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
+    if (rc == -ENOMEM || !err || !err[0])
+        (void)vt__errf(err, errlen, 0, "vt__check_run: out of memory");
     free(fs.f);
     free(fs.fst);
     vt__check_report_free(r);

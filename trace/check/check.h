@@ -8,11 +8,13 @@
  * it was cut from, a pipeline context that keeps send/recv buffers one
  * micro-batch too long, a hook closure that keeps a dict of intermediates.
  *
- * Input: a vt__snapshot_data (trace/snapshot.h), nothing else. The checker is a pure
+ * Input: a vt__snapshot_data (trace/snapshot.h), nothing else, or one whose
+ * events are read as a stream (vt__check_run_stream). The checker is a pure
  * function of it: no allocator, no CUDA, no globals, no I/O except the
  * printers below. Cost: O(n log n) in the number of events plus a bounded
  * search per finding (see vt__check_options.max_visit); 1M events take well
- * under a second.
+ * under a second. Memory follows what is alive at once, the tensors and
+ * their references, not the number of events (vt__check_run_stream).
  *
  * ---------------------------------------------------------------------------
  * The model built from the events (see vramtrace/format.h for the fields)
@@ -197,6 +199,8 @@
 
 #include "snapshot.h"
 
+struct vt__event_stream;
+
 /* Share of the trace duration used by the time rules (see above). */
 #define VT_CHECK_TIME_FRACTION_PCT 5
 /* Floor of the time rule's grace. */
@@ -251,6 +255,9 @@ typedef struct vt__check_options {
     double pinned_ratio;       /* PINNED: flagged while live views cover less than this
                                   share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
     int host;                  /* storages in host memory (CPU tensors): VT_CHECK_HOST_* */
+    int keep_records;          /* keep a record of every storage: the model retires those
+                                  no rule can flag (vt__check_run_stream); the tests
+                                  set it to show that retiring them changes nothing */
 } vt__check_options;
 
 /* Whether the tensor rules judge storages in host memory. A GPU memory check
@@ -463,6 +470,25 @@ int vt__check_parse_pinned_ratio(const char *text, double *ratio);
  *         is reconciled by trace/snap/timeline.h's rules. */
 int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
                   vt__check_report **out, char *err, size_t errlen);
+
+/*! vt__check_run_stream() :
+ * vt__check_run on a snapshot whose events are read as a stream: s holds
+ * every section but the events, es reads them (vt__snapshot_open gives
+ * both; vt__event_stream_of makes one of a whole snapshot, which is what
+ * vt__check_run does). The same report, in memory that follows what is
+ * alive at once: the events are read two or three times (the timeline's
+ * fates at the end, then the model; a third time only when a rule judges
+ * by time, without marks or with `--grace S`, which then keeps every
+ * event's time and seq, a few bytes each), and the model keeps no record of
+ * a storage that no rule can flag: one that no tensor was bound to, freed
+ * before the next mark (the native rules keep their call site's counts of
+ * those; when OUTLIER runs, their lifetimes, 16 bytes each). TAPE, and
+ * OUTLIER on a trace without marks, judge every storage: then all are kept.
+ * @return 0 and *out, or a negative errno with a one-line message in err
+ *         (a damaged file: the stream's own message, when it shares err). */
+int vt__check_run_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                         const vt__check_options *opt, vt__check_report **out, char *err,
+                         size_t errlen);
 
 /*! vt__check_report_free() : release a report. NULL is fine. */
 void vt__check_report_free(vt__check_report *r);

@@ -3,8 +3,9 @@
  *   check.c         entry points: options, ranking, vt__check_run (runs the
  *                   passes and the rules; nothing calls back into it)
  *   check_findings.c what the rules share: ignore patterns, findings, medians
- *   check_model.c   the model (pass 1, on the timeline's lifetimes) and its
- *                   queries
+ *   check_model.c   the model (pass 1, on the timeline's lifetimes, from a
+ *                   stream of the events; storages no rule can flag retired)
+ *                   and its queries
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
  *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
@@ -15,6 +16,7 @@
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
  *   check_storages.c the model's external storages, listed for the views
+ *   check_times.c   every event's time and seq, compact, for the time rules
  * Below the types, each file's cross-file functions are grouped under its
  * name.
  */
@@ -60,8 +62,27 @@ typedef struct ck_storage {
     uint8_t fate_unknown;   /* no free among the kept events, yet not alive at the end
                                (trace/liveness.h): freed in a gap or after the copy;
                                no rule judges it */
+    uint8_t retired;        /* pass 1: its slot is free (the storage is in ck_site) */
     uint32_t alloc_event;   /* index of its ALLOC event, UINT32_MAX if none */
+    uint32_t ord;           /* opened as the ord-th storage: the model's order */
 } ck_storage;
+
+/* What the native rules count of a call site's retired storages (closed,
+ * no tensor, alive at no mark: pass 1 keeps no record of them). */
+typedef struct ck_site {
+    uint32_t stack;         /* the call site: allocation stack */
+    uint32_t n;             /* its retired storages */
+    uint64_t first_seq;     /* the first of them in the model's order (alloc_seq, */
+    uint32_t first_ord;     /* then ord): what an --ignore pattern is asked about */
+    int8_t first_device;
+} ck_site;
+
+/* A retired storage's lifetime (free - alloc), for OUTLIER's median of the
+ * short-lived: kept only while that rule may run. */
+typedef struct ck_life {
+    uint64_t ns;
+    uint32_t stack;
+} ck_life;
 
 /* A holder or a tensor (one per HOLDER_NEW / TENSOR_NEW, plus implicit
  * holders for ids that a REF names before any NEW). */
@@ -108,7 +129,22 @@ typedef struct ck_gop {
 
 typedef struct ck_model {
     const vt__snapshot_data *s;
-    ck_storage *st;   size_t nst, capst;
+    struct vt__event_stream *es; /* its events, read once per pass */
+    char *err; size_t errlen;    /* a failed pass's one line */
+    unsigned rules_asked;   /* VT_CHECK_RULE_* asked for by name, 0: automatic */
+    uint8_t keep_records;   /* retire no storage (vt__check_options.keep_records) */
+    uint8_t keep_all;       /* retire no storage: asked, or a rule judges every one */
+    uint8_t collect_lives;  /* keep the retired lifetimes: OUTLIER runs */
+    ck_storage *st;   size_t nst, capst;   /* after pass 1: the kept storages, by ord */
+    size_t nst_all;         /* storages opened, retired ones included */
+    uint32_t *free_slots; size_t nfree_slots, capfree_slots;  /* pass 1 */
+    ck_site *sites;   size_t nsites, capsites;
+    vt__u64map site_of;     /* stack -> its ck_site */
+    ck_life *lives;   size_t nlives, caplives;
+    uint8_t any_device;     /* a storage on a device (not host) */
+    size_t nevents;
+    struct ck_times *times; /* every event's time and seq, only for the time rules
+                               (check_times.c) */
     ck_node *nodes;   size_t nnodes, capnodes;
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
@@ -117,7 +153,6 @@ typedef struct ck_model {
     vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
     uint64_t prio_state;    /* treap priorities: a generator seeded per run */
-    uint32_t *lt_storage;   /* timeline lifetime -> its storage, CK_NONE (pass 1) */
     uint64_t start_time, end_time;
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
@@ -141,8 +176,10 @@ typedef struct ck_findings {
 /* String idx of the snapshot, "" when absent or malformed. */
 const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
 
-/* Build the model of m->s (m zeroed but for s): pass 1, the uses grouped
- * by storage, start and end time. 0 or -ENOMEM (then vt__ck_model_free). */
+/* Build the model of m->s from its events m->es (m zeroed but for s, es,
+ * err, rules_asked and keep_records): pass 1, the kept storages in their
+ * order, the uses grouped by storage, start and end time. 0, or -ENOMEM
+ * or the stream's error with one line in m->err (then vt__ck_model_free). */
 int vt__ck_model_build(ck_model *m);
 void vt__ck_model_free(ck_model *m);
 
@@ -150,8 +187,19 @@ void vt__ck_model_free(ck_model *m);
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 /* Label of the mark that began step `step` ("" for step 0). */
 const char *vt__ck_step_label(const ck_model *m, uint32_t step);
-/* First event seq whose time is >= t, clamped below `limit` (0: none). */
-uint64_t vt__ck_seq_at_time(const vt__snapshot_data *s, uint64_t t, uint64_t limit);
+
+/* ------------------------------------------------------------------------ */
+/* check_times.c                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ck_times ck_times;
+/* Every event's time and seq (m->times), read again from the stream: what
+ * vt__ck_seq_at_time needs. 0 or a negative errno (m->err). */
+int vt__ck_model_times(ck_model *m);
+void vt__ck_times_free(ck_times *t);
+/* First event seq whose time is >= t, clamped below `limit` (0: none);
+ * after vt__ck_model_times. */
+uint64_t vt__ck_seq_at_time(const ck_model *m, uint64_t t, uint64_t limit);
 
 /* ------------------------------------------------------------------------ */
 /* check_findings.c: what the rules share                                   */

@@ -83,7 +83,7 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
             if (end_time > last->time && end_time - last->time > t) {
                 hit = 1;
                 from_time = last->time + t;
-                from_seq = vt__ck_seq_at_time(m->s, from_time, st->freed ? st->free_seq : 0);
+                from_seq = vt__ck_seq_at_time(m, from_time, st->freed ? st->free_seq : 0);
                 if (from_seq <= last->seq)
                     from_seq = last->seq + 1;
             }

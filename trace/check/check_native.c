@@ -61,13 +61,39 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     return 0;
 }
 
+static int cmp_life(const void *a, const void *b)
+{
+    const ck_life *x = a, *y = b;
+    return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+    const ck_site *x = a, *y = b;
+    return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* Whether --ignore skips a call site whose first storage (in the model's
+ * order) is a retired one: as vt__ck_ignored asks about a storage with no
+ * tensor (its host skip answers 2, which skips nothing here). */
+static int retired_first_ignored(const ck_model *m, const vt__check_options *opt,
+                                 const ck_site *c)
+{
+    if (m->skip_host && c->first_device < 0)
+        return 0;
+    ck_storage st = { .alloc_stack = c->stack, .first_tensor = CK_NONE, .device = c->first_device };
+    ck_model one = { .s = m->s, .st = &st, .nst = 1 };
+    return vt__ck_ignored(&one, opt, 0, 0) == 1;
+}
+
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt__check_report *r)
 {
-    uint32_t *idx = malloc((m->nst ? m->nst : 1) * sizeof *idx);
-    uint64_t *tmp = malloc((m->nst ? m->nst : 1) * sizeof *tmp);
-    uint32_t *grp = malloc((m->nst ? m->nst : 1) * sizeof *grp);
-    uint64_t *lstart = malloc((m->nst ? m->nst : 1) * sizeof *lstart);
+    size_t cap = m->nst + m->nlives + 1;
+    uint32_t *idx = malloc(cap * sizeof *idx);
+    uint64_t *tmp = malloc(cap * sizeof *tmp);
+    uint32_t *grp = malloc(cap * sizeof *grp);
+    uint64_t *lstart = malloc(cap * sizeof *lstart);
     int rc = 0;
     if (!idx || !tmp || !grp || !lstart) {
         rc = -ENOMEM;
@@ -89,20 +115,43 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     for (size_t i = 0; i < n; i++)
         idx[i] = keys[i].idx;
     free(keys);
+    /* The retired storages (check_model.c) by call site: each is short-lived
+     * (freed before the next mark), its lifetime kept while OUTLIER may run. */
+    if (m->nsites)
+        qsort(m->sites, m->nsites, sizeof *m->sites, cmp_site);
+    if (m->nlives)
+        qsort(m->lives, m->nlives, sizeof *m->lives, cmp_life);
 
     uint64_t dur = m->end_time > m->start_time ? m->end_time - m->start_time : 0;
     uint64_t frac = dur / 100 * VT_CHECK_TIME_FRACTION_PCT;
 
-    for (size_t a = 0; a < n && !rc;) {
+    size_t ci = 0, li = 0;
+    for (size_t a = 0; (a < n || ci < m->nsites) && !rc;) {
+        /* the next call site, in stack order, with kept storages or retired ones */
+        uint32_t stack = a < n ? m->st[idx[a]].alloc_stack : UINT32_MAX;
+        if (ci < m->nsites && (a >= n || m->sites[ci].stack <= stack))
+            stack = m->sites[ci].stack;
+        const ck_site *ret = ci < m->nsites && m->sites[ci].stack == stack ? &m->sites[ci++] : NULL;
         size_t b = a;
-        while (b < n && m->st[idx[b]].alloc_stack == m->st[idx[a]].alloc_stack)
+        while (b < n && m->st[idx[b]].alloc_stack == stack)
             b++;
         const uint32_t *site = &idx[a];
-        size_t ns = b - a;
+        size_t ns = b - a, nret = ret ? ret->n : 0;
         a = b;
-        if (opt->nignore && vt__ck_ignored(m, opt, site[0], 0) == 1) {
-            r->nignored += ns;
-            continue;
+        size_t l0 = li;
+        while (li < m->nlives && m->lives[li].stack < stack)
+            l0 = ++li;
+        while (li < m->nlives && m->lives[li].stack == stack)
+            li++;
+        if (opt->nignore) {
+            const ck_storage *f0 = ns ? &m->st[site[0]] : NULL;
+            int ret_first = ret && (!f0 || ret->first_seq < f0->alloc_seq ||
+                                    (ret->first_seq == f0->alloc_seq && ret->first_ord < f0->ord));
+            if (ret_first ? retired_first_ignored(m, opt, ret)
+                          : vt__ck_ignored(m, opt, site[0], 0) == 1) {
+                r->nignored += ns + nret;
+                continue;
+            }
         }
 
         if (rules & VT_CHECK_RULE_OUTLIER) {
@@ -118,6 +167,9 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                     thr = med * VT_CHECK_GAP_FACTOR;
             }
             nt = 0;
+            for (size_t k = l0; k < li; k++)
+                tmp[nt++] = m->lives[k].ns;
+            nshort = nret;
             for (size_t k = 0; k < ns; k++) {
                 const ck_storage *st = &m->st[site[k]];
                 int is_short = 0, is_out = 0;
@@ -155,7 +207,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                         fs_ = m->mark_seq[as + 1];
                         ft = m->mark_time[as + 1];
                     } else {
-                        fs_ = vt__ck_seq_at_time(m->s, ft, 0);
+                        fs_ = vt__ck_seq_at_time(m, ft, 0);
                     }
                     if (fs_ < from_seq) {
                         from_seq = fs_;

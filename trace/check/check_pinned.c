@@ -207,7 +207,7 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
     } else if (until_time > s_time && until_time - s_time > pr->grace_ns) {
         hit = 1;
         from_time = s_time + pr->grace_ns;
-        from_seq = vt__ck_seq_at_time(m->s, from_time, until_seq == UINT64_MAX ? 0 : until_seq);
+        from_seq = vt__ck_seq_at_time(m, from_time, until_seq == UINT64_MAX ? 0 : until_seq);
         if (from_seq < s_seq)
             from_seq = s_seq;
     }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "errbuf.h"
+#include "event_stream.h"
 #include "check_internal.h"
 
 int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out, size_t *n,
@@ -28,9 +29,17 @@ int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out,
     ck_model m;
     memset(&m, 0, sizeof m);
     m.s = s;
-    if (vt__ck_model_build(&m) < 0) {
-        vt__ck_model_free(&m);
+    m.err = err;
+    m.errlen = errlen;
+    m.keep_records = 1;   /* every external storage is listed, judged or not */
+    if (vt__event_stream_of(s, &m.es) < 0)
         return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
+    int rc = vt__ck_model_build(&m);
+    vt__event_stream_close(m.es);
+    m.es = NULL;
+    if (rc < 0) {
+        vt__ck_model_free(&m);
+        return vt__errf(err, errlen, rc, "check: out of memory");
     }
     vt__check_storage *v = calloc(nx, sizeof *v);
     if (!v) {

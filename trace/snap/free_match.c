@@ -33,3 +33,8 @@ int vt__free_match_event(vt__free_match *m, const vt__event *e, uint32_t i, uint
         return 0;
     }
 }
+
+void vt__free_match_drop(vt__free_match *m, uint64_t addr)
+{
+    vt__u64map_del(&m->open, addr);
+}

@@ -36,4 +36,8 @@ void vt__free_match_free(vt__free_match *m);
  * it completes, else VT__FREE_MATCH_NONE. @return 0 or -ENOMEM. */
 int vt__free_match_event(vt__free_match *m, const vt__event *e, uint32_t i, uint32_t *request);
 
+/* Forget the request at addr, for a caller to whom its completion no longer
+ * matters (the streamed timeline, once it retired the lifetime there). */
+void vt__free_match_drop(vt__free_match *m, uint64_t addr);
+
 #endif /* VT_TRACE_FREE_MATCH_H */

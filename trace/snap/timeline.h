@@ -253,6 +253,34 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt__event_strea
 /* Release a timeline. NULL is fine. */
 void vt__timeline_free(vt__timeline *tl);
 
+/* The matching followed one event at a time, after vt__timeline_build_stream
+ * (timeline_follow.c): for a view that walks the events again itself and
+ * asks, at each event, which lifetime it belongs to, in memory that follows
+ * what is alive at once. Feed it every event of the stream, in order, from
+ * the first. */
+typedef struct vt__tl_follow vt__tl_follow;
+typedef struct vt__tl_followed {
+    uint32_t lifetime;       /* the follower's handle of the event's lifetime (ALLOC,
+                                FREE_REQUESTED, FREE_COMPLETED, STREAM_USE), the same
+                                from the event that made it to its free; VT_TL_NONE:
+                                none (then l is not set) */
+    uint32_t final;          /* its index in the streamed build's lifetimes when that
+                                kept it to the end, else VT_TL_NONE */
+    vt__lifetime l;          /* its record: the final one when `final` is set, else as
+                                matched up to this event (what the events it was
+                                resolved by made it) */
+} vt__tl_followed;
+
+/* A follower of the events of s, whose streamed build is tl (both must
+ * outlive it). `err` must outlive it too: its errors are written there.
+ * @return 0 and *out, or -ENOMEM with one line in err. */
+int vt__tl_follow_open(const vt__snapshot_data *s, const vt__timeline *tl, vt__tl_follow **out,
+                       char *err, size_t errlen);
+/* Event e, of index i (the next one). @return 0 and *out, or -ENOMEM. */
+int vt__tl_follow_event(vt__tl_follow *f, const vt__event *e, uint32_t i, vt__tl_followed *out);
+/* Release a follower. NULL is fine. */
+void vt__tl_follow_close(vt__tl_follow *f);
+
 /* The lifetime an event belongs to, or NULL (not an allocation event or out
  * of range). For SEGMENT_* events use vt__timeline_event_segment(). */
 const vt__lifetime *vt__timeline_event_lifetime(const vt__timeline *tl, const vt__snapshot_data *s,

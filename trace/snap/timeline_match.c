@@ -305,8 +305,16 @@ int vt__tl_retire(struct builder *b)
             *c = *l;
             c->flags &= ~(uint32_t)TL_KEEP;
         }
-        if (vt__u64map_get(&b->lmap, l->addr) == idx)
+        if (vt__u64map_get(&b->lmap, l->addr) == idx) {
             vt__u64map_del(&b->lmap, l->addr);
+            /* Its free request can complete nothing any more: a
+             * FREE_COMPLETED at the addr finds no lifetime there whatever
+             * the request says, until an event makes one (an ALLOC drops the
+             * request, a FREE_REQUESTED puts its own). Held, the requests
+             * of a run whose addresses are never reused would grow with
+             * its frees. */
+            vt__free_match_drop(&b->frees, l->addr);
+        }
         b->dev_seen[(uint8_t)l->device] = 1;
         l->flags = TL_RETIRED;
         if (push_free(&b->free_l, &b->nfree_l, &b->cap_free_l, idx))
