@@ -182,6 +182,20 @@ TEST(findings_ranked_by_bytes_times_time)
     synth_fini(&y);
 }
 
+/* y checked by the linger rule alone, which flags `activations` storages of
+ * 1 MiB (the shapes below keep their activations at 1 MiB each). */
+static vt__check_report *linger_with_activations(synth *y, size_t activations)
+{
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(y, &o);
+    size_t acts = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        acts += r->findings[i].bytes == MiB;
+    ASSERT_EQ(acts, activations);
+    return r;
+}
+
 /* One bug, one cause: a list keeps every step's loss, and through each
  * loss's graph (chains of autograd nodes of different lengths) activations
  * made by two ops of one line. The text report groups them as one, with the
@@ -217,13 +231,7 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
         }
         synth_ref(&y, node, base, "SavedTensor 'self' of ReluBackward0");
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
-    size_t acts = 0;
-    for (size_t i = 0; i < r->nfindings; i++)
-        acts += r->findings[i].bytes == MiB;
-    ASSERT_EQ(acts, 4);
+    vt__check_report *r = linger_with_activations(&y, 4);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "8 findings from 1 cause"), "%s", text);
     ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 4 MiB (512 KiB each on average)"), "%s", text);
@@ -276,13 +284,7 @@ TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
             synth_ref(&y, base + 5, base, "SavedTensor 'mat1' of AddmmBackward0");
         }
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
-    size_t acts = 0;
-    for (size_t i = 0; i < r->nfindings; i++)
-        acts += r->findings[i].bytes == MiB;
-    ASSERT_EQ(acts, 16);
+    vt__check_report *r = linger_with_activations(&y, 16);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "from 2 causes"), "%s", text);
     ASSERT_MSG(strstr(text, "held by: module __main__.history \xe2\x86\x92 list[*] \xe2\x86\x92 "
@@ -296,6 +298,51 @@ TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
     char *js = render(r, &y, 1);
     ASSERT_JSON_VALID(js);
     ASSERT_STR_CONTAINS(js, "\"lines\":3");
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* A name longer than a group's key: the key is cut, and the report still
+ * groups and shows it (a cut key once made the cause list read past it). */
+TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_holder(&y, 5001, "list");
+    synth_ref(&y, 5000, 5001, ".history");
+    char name[3000];
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t t = 7000 + 10 * (uint64_t)i;
+        synth_new_tensor(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB, name, st_fwd);
+        synth_use(&y, t);
+        synth_ref(&y, 5001, t, "[0]");
+        synth_new_tensor(&y, t + 1, 0x7f3000000000ull + (uint64_t)i * 4 * MiB + 2 * MiB, MiB,
+                         "loss", st_fwd);
+        synth_use(&y, t + 1);
+        synth_ref(&y, 5001, t + 1, "[1]");
+        synth_holder(&y, t + 2, "MeanBackward0");
+        synth_ref(&y, t + 1, t + 2, "grad_fn");
+        synth_ref(&y, t + 2, t, "SavedTensor 'self' of MeanBackward0");
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 8);
+    uint32_t g[8];
+    long ng = vt__check_report_groups(r, g);
+    ASSERT(ng >= 1 && ng <= 3);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "findings from");
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_JSON_VALID(js);
     free(js);
     vt__check_report_free(r);
     synth_fini(&y);

@@ -428,6 +428,15 @@ static void group_key(const vt__check_finding *x, char *key, char *shown, size_t
         shown[len - 1] = 0;
 }
 
+/* What follows the second separator of a group's key or shown text ("" when
+ * a cut key has none). */
+static const char *third_part(const char *s)
+{
+    const char *a = strchr(s, '\x1f');
+    const char *b = a ? strchr(a + 1, '\x1f') : NULL;
+    return b ? b + 1 : "";
+}
+
 /* key is a graph's group (graph_root). */
 static int is_graph_key(const char *key)
 {
@@ -562,13 +571,15 @@ static finding_group *group_findings(const vt__check_report *r, size_t *ngroups,
     for (size_t k = 0; k < ng; k++) {
         if (!g[k].count || is_graph_key(g[k].key) || key_without_holder(g[k].key))
             continue;
-        const char *path = strchr(strchr(g[k].shown, '\x1f') + 1, '\x1f') + 1;
+        const char *path = third_part(g[k].shown);
         size_t rule_len = strcspn(g[k].key, "\x1f") + 1, plen = strlen(path);
+        if (!plen)
+            continue;
         for (size_t j = 0; j < ng; j++) {
             if (j == k || !g[j].count || !is_graph_key(g[j].key) ||
                 strncmp(g[j].key, g[k].key, rule_len))
                 continue;
-            const char *root = strchr(g[j].key + rule_len, '\x1f') + 1;
+            const char *root = third_part(g[j].key);
             if (strncmp(root, path, plen) || strcmp(root + plen, ".grad_fn"))
                 continue;
             into[k] = (uint32_t)j;
@@ -691,7 +702,7 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
         }
         if (*owner && is_graph_key(g[k].key)) {
             /* one autograd graph kept alive: its tensors, of every line */
-            const char *root = strchr(strchr(g[k].key, '\x1f') + 1, '\x1f') + 1;
+            const char *root = third_part(g[k].key);
             if (g[k].nlines > 1)
                 fprintf(f, "     tensor '%s' and those of %zu more line%s\n", owner,
                         g[k].nlines - 1, g[k].nlines == 2 ? "" : "s");
