@@ -230,8 +230,9 @@ typedef struct finding_group {
     size_t first;              /* index of its first finding */
     size_t count;
     uint64_t bytes;
-    size_t nlines;             /* distinct owner lines in it (a graph's group has several) */
-    uint64_t lines[GROUP_LINES_MAX];   /* their hashes, the first GROUP_LINES_MAX */
+    size_t nlines;             /* distinct owner lines in it (a graph's group has several),
+                                * counted up to GROUP_LINES_MAX ("at least" from there) */
+    uint64_t lines[GROUP_LINES_MAX];   /* their hashes */
 } finding_group;
 
 /* "kept[12] → tensor #40 → storage 0x5000 8 MiB" -> "kept[*] → tensor #*". */
@@ -459,37 +460,30 @@ static int group_cmp_bytes(const void *a, const void *b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
+/* Line hash h among grp's lines, if not there and there is room. */
+static void add_line(finding_group *grp, uint64_t h)
+{
+    for (size_t i = 0; i < grp->nlines; i++)
+        if (grp->lines[i] == h)
+            return;
+    if (grp->nlines < GROUP_LINES_MAX)
+        grp->lines[grp->nlines++] = h;
+}
+
 /* x's owner line among grp's distinct lines. */
 static void count_line(finding_group *grp, const vt__check_finding *x)
 {
     char owner[GROUP_KEY_MAX];
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
-    uint64_t h = line_hash(owner);
-    size_t known = grp->nlines < GROUP_LINES_MAX ? grp->nlines : GROUP_LINES_MAX;
-    for (size_t i = 0; i < known; i++)
-        if (grp->lines[i] == h)
-            return;
-    if (grp->nlines < GROUP_LINES_MAX)
-        grp->lines[grp->nlines] = h;
-    grp->nlines++;
+    add_line(grp, line_hash(owner));
 }
 
-/* src's lines counted in dst too (those past GROUP_LINES_MAX: as new ones). */
+/* src's lines counted in dst too. */
 static void merge_lines(finding_group *dst, const finding_group *src)
 {
-    size_t known = src->nlines < GROUP_LINES_MAX ? src->nlines : GROUP_LINES_MAX;
-    for (size_t i = 0; i < known; i++) {
-        size_t seen = dst->nlines < GROUP_LINES_MAX ? dst->nlines : GROUP_LINES_MAX, d = 0;
-        while (d < seen && dst->lines[d] != src->lines[i])
-            d++;
-        if (d < seen)
-            continue;
-        if (dst->nlines < GROUP_LINES_MAX)
-            dst->lines[dst->nlines] = src->lines[i];
-        dst->nlines++;
-    }
-    dst->nlines += src->nlines - known;
+    for (size_t i = 0; i < src->nlines; i++)
+        add_line(dst, src->lines[i]);
 }
 
 /* The groups of r's findings, largest bytes first, and each finding's group
@@ -704,8 +698,9 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
             /* one autograd graph kept alive: its tensors, of every line */
             const char *root = third_part(g[k].key);
             if (g[k].nlines > 1)
-                fprintf(f, "     tensor '%s' and those of %zu more line%s\n", owner,
-                        g[k].nlines - 1, g[k].nlines == 2 ? "" : "s");
+                fprintf(f, "     tensor '%s' and those of %s%zu more line%s\n", owner,
+                        g[k].nlines == GROUP_LINES_MAX ? "at least " : "", g[k].nlines - 1,
+                        g[k].nlines == 2 ? "" : "s");
             else
                 fprintf(f, "     tensor '%s'\n", owner);
             fprintf(f, "     held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);

@@ -399,9 +399,10 @@ class _Walks:
         Saved tensors live in C++, invisible to gc: search the graphs of the
         live tracked tensors (bounded) for `_saved_*` tensors sharing storage."""
         # A node's saved tensor is the orphan itself where PyTorch saved the
-        # tensor as it was (the same object unpacked), else one of the
-        # orphans on its storage: views of one buffer (attention's q, k, v
-        # split from one projection) are each held by the node saving it.
+        # tensor as it was (the same object unpacked), else every orphan on
+        # its storage: views of one buffer (attention's q, k, v split from one
+        # projection) are all orphans on it, and each must reach a holder
+        # (one per storage left the others as roots of their own chains).
         want: Dict[int, List[NodeKey]] = {}
         by_obj: Dict[int, NodeKey] = {}
         for k in orphans:
@@ -442,12 +443,12 @@ class _Walks:
                     vals = val if isinstance(val, (list, tuple)) else (val,)
                     for v in vals:
                         if isinstance(v, _torch.Tensor):
-                            k = by_obj.get(id(v))
-                            info = _storage_info(v) if k is None else None
-                            held = [k] if k is not None else \
+                            same = by_obj.get(id(v))
+                            info = _storage_info(v) if same is None else None
+                            held = [same] if same is not None else \
                                 want.get(info[2], []) if info is not None else []
                             label = f"SavedTensor '{attr[7:]}' of {tname}"
-                            edges.extend(Edge(nkey, k, label) for k in held)
+                            edges.extend(Edge(nkey, o, label) for o in held)
         # Keep only the chains that end at a wanted tensor.
         return _chains_to({k for ks in want.values() for k in ks}, graph.edges, graph.nodes)
 
