@@ -10,7 +10,8 @@ that keeps the parameters and state of every head the model replaced, a
 gradient hook registered on a parameter every step (each one's mask is used
 at every backward, so nothing lingers: the line's live bytes grow step over
 step), a validation loss kept with its graph (every line's activations, one
-cause). They run on the CPU with the holder walks unbudgeted (run_leak.py
+cause). And one observer effect the walks must not have on such programs: a kept
+graph's tensors saved through checkpointing's hooks are never unpacked. They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
 
 from __future__ import annotations
@@ -109,3 +110,45 @@ def test_report_fixed_twin_is_clean(program, tmp_path):
     assert rep["findings"] == [], [f["paths"] for f in rep["findings"]][:3]
     assert rc == 0
     assert rep["tensors"] > 0 and rep["marks"] >= 6
+
+
+def test_walks_never_unpack_a_saved_tensor_through_the_programs_hook(real_lib):
+    """Activation checkpointing (non-reentrant) saves a forward's tensors
+    through hooks whose unpacking recomputes the forward. A holder walk that
+    read a kept graph's saved tensors ran the program's forward again at each
+    mark (nanoGPT with checkpointed blocks and a kept validation loss:
+    2.15 GiB allocated under track() against 100 MiB without): the walks
+    leave such saved tensors unread, so the program's forward runs as often
+    as without track()."""
+    import contextlib
+
+    import torch.utils.checkpoint as checkpoint
+    import vramtrace.torch as vtt
+    calls = {"n": 0}
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(32, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls["n"] += 1
+            return torch.relu(self.fc(x))
+
+    def forwards(tracked: bool) -> int:
+        torch.manual_seed(0)
+        block, kept = Block(), []
+        calls["n"] = 0
+        with vtt.track(walk_fraction=None) if tracked else contextlib.nullcontext() as tr:
+            for i in range(8):
+                if tracked:
+                    vtt.mark(f"step {i}")
+                x = torch.randn(64, 32, requires_grad=True)
+                # kept with its graph, as a validation loss without no_grad()
+                kept.append(checkpoint.checkpoint(block, x, use_reentrant=False).sum())
+        if tracked:
+            assert tr.walks > 0 and tr.errors == 0, (tr.walks, tr.errors)
+        return calls["n"]
+
+    assert forwards(False) == 8
+    assert forwards(True) == 8

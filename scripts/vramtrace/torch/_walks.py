@@ -136,6 +136,28 @@ class _GradGraphWalk:
             del node
 
 
+def _unpacks_through_a_hook(node: Any, attr: str) -> bool:
+    """Whether reading ``node.<attr>`` (a ``_saved_*`` attribute) would call
+    the program's saved-tensor unpack hook: activation checkpointing's
+    recomputes the forward (memory, time, the program's own code run again),
+    an offloading hook copies back to the device. Its ``_raw`` twin tells
+    without unpacking (``SavedTensor.unpack_hook``, None without one); a
+    saved tensor that cannot be asked is not read."""
+    try:
+        raw = getattr(node, "_raw" + attr)
+    except AttributeError:
+        return False       # not a saved tensor (sizes, scalars): nothing to unpack
+    except Exception:
+        return True
+    for r in raw if isinstance(raw, (list, tuple)) else (raw,):
+        try:
+            if r is not None and r.unpack_hook is not None:
+                return True
+        except Exception:
+            return True
+    return False
+
+
 def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any]
                ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
     """The edges and nodes on chains that end in ``useful``."""
@@ -435,6 +457,8 @@ class _Walks:
                 tname = type(node).__name__
                 for attr in dir(node):
                     if not attr.startswith("_saved_") or attr.endswith(("sizes", "strides")):
+                        continue
+                    if _unpacks_through_a_hook(node, attr):
                         continue
                     try:
                         val = getattr(node, attr)
