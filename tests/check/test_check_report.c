@@ -803,6 +803,7 @@ TEST(user_code_is_the_programs_python_frames_only)
         "/usr/lib/python3/dist-packages/numpy/core/a.py",
         "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py",
         "<frozen importlib._bootstrap>", "/work/scripts/vramtrace/_autorun.py",
+        "<eval_with_key>.3",                      /* torch.fx's code of a compiled graph */
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         vt__frame f = { .module = python, .file = synth_str(&y, files[i]) };

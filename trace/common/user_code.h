@@ -14,10 +14,12 @@
 
 /* Not under site-packages or dist-packages (torch and every installed
  * library), not vramtrace's own package, not the standard library
- * (.../lib/pythonX.Y/...), not the interpreter's frozen modules. */
+ * (.../lib/pythonX.Y/...), not the interpreter's frozen modules, not the
+ * code torch.fx generates (a torch.compile'd model's graphs run as
+ * "<eval_with_key>.N": the program's line is the one that called the model). */
 static inline bool vt__source_is_programs(const char *file)
 {
-    if (!file || !*file || !strncmp(file, "<frozen", 7))
+    if (!file || !*file || !strncmp(file, "<frozen", 7) || !strncmp(file, "<eval_with_key>", 15))
         return false;
     static const char *const library[] = { "/site-packages/", "/dist-packages/", "/vramtrace/" };
     for (size_t i = 0; i < sizeof library / sizeof library[0]; i++)

@@ -136,6 +136,23 @@ class _GradGraphWalk:
             del node
 
 
+def _function_saved(node: Any) -> List[Any]:
+    """The SavedTensors of an autograd.Function's node (``_raw_saved_tensors``)
+    whose data can be read without calling a hook; [] for other nodes."""
+    try:
+        raws = node._raw_saved_tensors
+    except Exception:
+        return []
+    out = []
+    for r in raws if isinstance(raws, (list, tuple)) else ():
+        try:
+            if r.unpack_hook is None and isinstance(r.data, _torch.Tensor):
+                out.append(r)
+        except Exception:
+            continue
+    return out
+
+
 def _unpacks_through_a_hook(node: Any, attr: str) -> bool:
     """Whether reading ``node.<attr>`` (a ``_saved_*`` attribute) would call
     the program's saved-tensor unpack hook: activation checkpointing's
@@ -455,6 +472,13 @@ class _Walks:
                 continue
             for node, nkey in graph.new_nodes(fn, root):
                 tname = type(node).__name__
+                # an autograd.Function's (a compiled model's backward among
+                # them): ctx.save_for_backward's tensors, read without
+                # unpacking (a SavedTensor's data), those with no hook only
+                for i, raw in enumerate(_function_saved(node)):
+                    info = _storage_info(raw.data)
+                    for o in (want.get(info[2], []) if info is not None else []):
+                        edges.append(Edge(nkey, o, f"saved_tensors[{i}] of {tname}"))
                 for attr in dir(node):
                     if not attr.startswith("_saved_") or attr.endswith(("sizes", "strides")):
                         continue

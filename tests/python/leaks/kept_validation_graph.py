@@ -4,7 +4,8 @@ of memory after some epochs of evaluation"): each kept loss keeps its whole
 forward graph, and with it every activation the graph saved, of every line
 of the model. The model is a small attention block written as nanoGPT
 writes it (q, k, v split from one projection, each a view of one buffer,
-saved by the attention's node). Fixed: the evaluation runs under
+saved by the attention's node, and a hand-written activation's input kept by
+ctx.save_for_backward). Fixed: the evaluation runs under
 ``no_grad()`` and the history keeps ``loss.item()``.
 """
 
@@ -35,7 +36,24 @@ class Block(nn.Module):
         v = v.view(B, T, HEADS, C // HEADS).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return x + self.c_out(F.gelu(self.c_fc(x)))
+        return x + self.c_out(Gelu.apply(self.c_fc(x)))
+
+
+class Gelu(torch.autograd.Function):
+    """A hand-written activation, as models fuse their own: it keeps its input
+    with ctx.save_for_backward (not in a ``_saved_*`` attribute of its node)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return F.gelu(x)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            return torch.autograd.grad(F.gelu(x), x, g)[0]
 
 
 class Program:
