@@ -402,8 +402,10 @@ static uint64_t line_hash(const char *owner)
     return h;
 }
 
-/* The key of x's group, and what the report shows of it (its path in full). */
-static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len)
+/* The key of x's group, what the report shows of it (its path in full), and
+ * its owner line's hash (the group's lines). */
+static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len,
+                      uint64_t *line)
 {
     char norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
     vt__check_finding_holder(x, norm, sizeof norm);
@@ -413,6 +415,7 @@ static void group_key(const vt__check_finding *x, char *key, char *shown, size_t
         holder_root(root);
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
+    *line = line_hash(owner);
     const char *rule = vt__check_rule_name(x->rule);
     /* A growth finding is its call site already, and a storage no tensor
      * names (a trace without track(): never-freed, outlier) is known by its
@@ -470,15 +473,6 @@ static void add_line(finding_group *grp, uint64_t h)
         grp->lines[grp->nlines++] = h;
 }
 
-/* x's owner line among grp's distinct lines. */
-static void count_line(finding_group *grp, const vt__check_finding *x)
-{
-    char owner[GROUP_KEY_MAX];
-    snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
-    drop_ops(owner);
-    add_line(grp, line_hash(owner));
-}
-
 /* src's lines counted in dst too. */
 static void merge_lines(finding_group *dst, const finding_group *src)
 {
@@ -501,7 +495,8 @@ static finding_group *group_findings(const vt__check_report *r, size_t *ngroups,
         goto out;
     for (size_t i = 0; i < r->nfindings; i++) {
         const vt__check_finding *x = &r->findings[i];
-        group_key(x, key, shown, GROUP_KEY_MAX);
+        uint64_t line;
+        group_key(x, key, shown, GROUP_KEY_MAX, &line);
         size_t k = 0;
         while (k < ng && strcmp(g[k].key, key) != 0)
             k++;
@@ -523,7 +518,7 @@ static finding_group *group_findings(const vt__check_report *r, size_t *ngroups,
         }
         g[k].count++;
         g[k].bytes += x->bytes;
-        count_line(&g[k], x);
+        add_line(&g[k], line);
         of[i] = (uint32_t)k;
     }
     into = malloc((ng ? ng : 1) * sizeof *into);
