@@ -114,22 +114,26 @@ def test_tensors_die_through_the_c_callbacks(real_lib):
 
 
 def test_records_made_in_c_are_what_the_classes_make(real_lib):
-    """The C path fills the records' slots itself (no Python __init__):
-    every slot set, to what the class's __init__ would set."""
+    """The books' records are the extension's types (native fields), made
+    by the C path without a constructor: every field the Python stand-ins
+    (vramtrace.torch._records) have, set to what their __init__ sets."""
+    from vramtrace.torch import _records
     with vtt.track() as tr:
         vtt.mark("a")
-        vtt.mark("b")   # epoch 2: a slot left at 0 would show
+        vtt.mark("b")   # epoch 2: a field left at 0 would show
         x = torch.ones(16)
         y = x * 2
         v = y[4:]
         z = v + 1   # flushes y and v
         for rec in (tr._by_obj[id(y)], tr._by_obj[id(v)]):
-            for slot in type(rec).__slots__:
-                getattr(rec, slot)   # an unset slot raises AttributeError
+            assert type(rec).__name__ == "TensorRec" and type(rec) is _records.TensorRec
+            for slot in _records._TensorRec.__slots__:
+                getattr(rec, slot)   # a field missing raises AttributeError
             assert rec.tid != 0 and rec.pend is None and rec.ref() is not None
         assert tr._by_obj[id(v)].base == tr._by_obj[id(y)].tid
         srec = tr._storages[tr._by_obj[id(y)].skey]
-        for slot in type(srec).__slots__:
+        assert type(srec).__name__ == "StorageRec" and type(srec) is _records.StorageRec
+        for slot in _records._StorageRec.__slots__:
             getattr(srec, slot)
         assert (srec.device, srec.external, srec.declared) == (-1, True, True)
         assert tr.epoch == 2 and srec.seen_epoch == srec.last_epoch == 2 and srec.rest == 0
@@ -139,6 +143,35 @@ def test_records_made_in_c_are_what_the_classes_make(real_lib):
         assert srec.tids == {tr._by_obj[id(y)], tr._by_obj[id(v)]}
         del z
     assert tr.errors == 0
+
+
+def test_the_native_records_construct_and_read_as_the_python_stand_ins(real_lib):
+    """The Python rules make and change records through the same
+    constructors and attributes with either kind: every field reads back
+    the same from a native record and a stand-in made with the same
+    arguments, after the same assignments."""
+    from vramtrace.torch import _records
+    with vtt.track():
+        pass   # loads the extension
+    native = (_records.TensorRec, _records.StorageRec)
+    assert native != (_records._TensorRec, _records._StorageRec)
+    key = object()
+    made = [((key, "t", 7, (0x1000, 64, 3)), 0), ((key, "u", 0, None), 0),
+            ((0x2000, 128, -1, True, 5, key, 9), 1), ((0x3000, 1, 0, False, 0, key, 0), 1)]
+    stand_ins = (_records._TensorRec, _records._StorageRec)
+    pairs = [(native[kind](*args), stand_ins[kind](*args)) for args, kind in made]
+    for a, b in pairs:
+        for slot in type(b).__slots__:
+            assert getattr(a, slot) == getattr(b, slot), slot
+    t, s = pairs[0][0], pairs[2][0]
+    t.pend, t.tid, t.ref = None, 12, None
+    assert (t.pend, t.tid, t.ref) == (None, 12, None)
+    s.declared, s.last_epoch, s.seen_epoch, s.rest, s.weak, s.twins = True, 4, 3, 2, 0, {s}
+    assert (s.declared, s.last_epoch, s.seen_epoch, s.rest, s.weak) == (True, 4, 3, 2, 0)
+    assert s.twins == {s}
+    s.twins = None   # a record that names itself: freed by the collector too
+    with pytest.raises(TypeError):
+        t.pend = (1, 2)   # not (ptr, nbytes, stack)
 
 
 def test_a_marks_sweep_names_only_what_changed(real_lib):

@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .. import _gc_hold, _native_build
-from ._records import _StorageRec, _TensorRec
+from . import _records
 from ._registry import _pending_names, _take_pending_name
 from ._torch_facts import _Parameter, _Tensor, _next_sequence_nr, _storage_address
 if TYPE_CHECKING:   # only for annotations: _tracker imports this module
@@ -30,10 +30,11 @@ def _load_trackfast(libdir: str) -> Any:
         from torch._C._dynamo.eval_frame import set_eval_frame
     except ImportError:
         set_eval_frame = None
-    mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame, _TensorRec,
-              _StorageRec, _pending_names, _take_pending_name,
+    mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame,
+              _pending_names, _take_pending_name,
               getattr(_torch._C, "_storage_id", None), _storage_address)
     _gc_hold.use(mod)
+    _records.use_native(mod)
     return mod
 
 

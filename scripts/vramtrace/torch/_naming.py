@@ -11,6 +11,7 @@ import os
 import weakref
 from typing import Any
 
+from . import _records
 from ._records import _TensorRec
 from ._torch_facts import _tensor_address
 
@@ -69,7 +70,7 @@ class _Naming:
         # storage), the old one ends here; reports may still show the old
         # name as the storage's owner.
         stack = self._stacks.capture(1)
-        new = _TensorRec(rec.skey, label, rec.base,
+        new = _records.TensorRec(rec.skey, label, rec.base,
                          (_tensor_address(t), int(t.numel()) * int(t.element_size()), stack))
         new.ref = weakref.ref(t, functools.partial(self._on_death, new, id(t)))
         self._by_obj[id(t)] = new

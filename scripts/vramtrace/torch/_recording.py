@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from .. import _gc_hold
 from ._cycles import CYCLE_HOLDER
 from ._naming import _site_name, _source_line
+from . import _records
 from ._records import _StorageRec, _TensorRec
 from ._registry import _pending_names, _take_pending_name
 from ._torch_facts import (_Parameter, _Tensor, _changes_storage, _device_of,
@@ -185,7 +186,7 @@ class _Recording:
         if srec is None:
             device = _device_of(t)
             external = device < 0
-            srec = _StorageRec(ptr, nbytes, device, external, self.epoch, skey,
+            srec = _records.StorageRec(ptr, nbytes, device, external, self.epoch, skey,
                                self._life.weak(st))
             self._storages[skey] = srec
             if external:
@@ -206,7 +207,7 @@ class _Recording:
             tptr = _tensor_address(t)
         except Exception:
             tptr = ptr
-        rec = _TensorRec(skey, name, base_id, (tptr, t.nbytes, stack))
+        rec = _records.TensorRec(skey, name, base_id, (tptr, t.nbytes, stack))
         key = id(t)
         rec.ref = weakref.ref(t, functools.partial(self._on_death, rec, key))
         self._by_obj[key] = rec

@@ -1,4 +1,11 @@
 """The tracker's books: one record per tracked tensor and per storage.
+
+The records are the C extension's types (``_trackfast.TensorRec`` and
+``StorageRec``: native fields, read here as attributes) once it is loaded
+(:func:`use_native`); the classes below stand in for them where it is not
+(``VRAMTRACE_TRACKFAST=0``, or no extension for this Python): the same
+fields, the same constructors. Make records through this module's
+``TensorRec`` and ``StorageRec``, looked up when called.
 """
 
 from __future__ import annotations
@@ -41,3 +48,14 @@ class _StorageRec:
         # clone and its source; one buffer wrapped twice), shared by all of
         # them; one of them is declared. None: it has the memory to itself.
         self.twins: Optional[Set["_StorageRec"]] = None
+
+
+TensorRec: Any = _TensorRec
+StorageRec: Any = _StorageRec
+
+
+def use_native(mod: Any) -> None:
+    """Make records as the loaded ``_trackfast`` extension's types (its C
+    path reads and writes their fields directly)."""
+    global TensorRec, StorageRec
+    TensorRec, StorageRec = mod.TensorRec, mod.StorageRec

@@ -88,21 +88,22 @@ static PyObject *known(PyObject *by_obj, PyObject *t)
 }
 
 /* storages[rec.skey].last_epoch = epoch */
-static int touch_storage(PyObject *storages, PyObject *rec, PyObject *epoch)
+static int touch_storage(PyObject *storages, PyObject *rec, long long epoch)
 {
-    PyObject *skey = get_attr(rec, s_skey);
-    if (skey == NULL)
+    if (!is_tensor_rec(rec))
         return -1;
-    PyObject *srec = PyDict_GetItemWithError(storages, skey);   /* borrowed */
-    Py_DECREF(skey);
+    PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
     if (srec == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    return set_attr(srec, s_last_epoch, epoch);
+    if (!is_storage_rec(srec))
+        return -1;
+    SREC(srec)->last_epoch = epoch;
+    return 0;
 }
 
 /* ``rec``'s tensor was used in this op (None: a tensor without a storage,
  * not tracked). Takes the reference to ``rec``. */
-static int used(PyObject *storages, PyObject *rec, PyObject *epoch)
+static int used(PyObject *storages, PyObject *rec, long long epoch)
 {
     int bad = rec != Py_None && touch_storage(storages, rec, epoch) < 0;
     Py_DECREF(rec);
@@ -201,7 +202,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     TensorList ins, outs;
     tl_init(&ins);
     tl_init(&outs);
-    PyObject *epoch = NULL, *by_obj = NULL, *storages = NULL;
+    PyObject *by_obj = NULL, *storages = NULL;
+    long long epoch;
 
     if (settle(d) < 0 || flush(d) < 0)
         goto out;
@@ -240,10 +242,12 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         if (have < 0)
             goto out;
     }
-    epoch = PyObject_GetAttr(tracker, s_epoch);
+    epoch = tracker_epoch(d);
+    if (epoch == -1 && PyErr_Occurred())
+        goto out;
     by_obj = tracker_attr(d, s_by_obj);
     storages = tracker_attr(d, s_storages);
-    if (epoch == NULL || by_obj == NULL || storages == NULL)
+    if (by_obj == NULL || storages == NULL)
         goto out;
     PyObject *stack_obj = PyLong_FromUnsignedLong(stack);
     if (stack_obj == NULL)
@@ -255,12 +259,11 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         PyObject *t = ins.items[i];
         PyObject *rec = known(by_obj, t);
         if (rec != NULL) {
-            uint64_t tid;
-            if (get_u64(rec, s_tid, &tid) < 0) {
+            if (!is_tensor_rec(rec)) {
                 Py_DECREF(rec);
                 goto loop_fail;
             }
-            d->use(tid, stack);
+            d->use(TREC(rec)->tid, stack);
         } else if (!PyErr_Occurred()) {
             /* Tracker._input_name(is_param, stack): rare (a tensor's first
              * sight), and it caches */
@@ -306,7 +309,6 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
 loop_fail:
     Py_DECREF(stack_obj);
 out:
-    Py_XDECREF(epoch);
     Py_XDECREF(by_obj);
     Py_XDECREF(storages);
     tl_free(&ins);

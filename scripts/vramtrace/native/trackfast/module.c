@@ -11,9 +11,9 @@
  * deaths, walks - stays in the vramtrace.torch package: this calls back into the
  * Tracker for it, so that there is one copy of each rule.
  *
- * The state is the Tracker's own (its dicts and record objects); this
- * module keeps only caches: the raw-stack -> stack id table, and the
- * library's function pointers.
+ * The state is the Tracker's own: its dicts, and the record objects, whose
+ * types are this module's (records.c); this module keeps only caches: the
+ * raw-stack -> stack id table, and the library's function pointers.
  *
  * A Dispatcher is made per Tracker; `dispatch` is installed, bound to the
  * mode, as the mode's __torch_dispatch__ (an instance attribute: PyTorch
@@ -29,19 +29,19 @@
 
 /* Interned attribute names and objects looked up once. */
 PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
-    *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
+    *s_epoch, *s_owner,
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name,
-    *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
+    *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
-    *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
-    *s_device, *s_seen_epoch, *s_rest, *s_now, *s_twins,
+    *s_weak_ref, *s_declare, *s_life, *s_cls,
+    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
+    *s_now,
     *s_end_storage;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
-    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn,
+    *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
 
 static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_pending, &s_storages,
@@ -323,17 +323,17 @@ static PyTypeObject DispatcherType = {
     .tp_getset = dispatcher_getset,
 };
 
-/* setup(Tensor, Parameter, sequence_nr, set_eval_frame, TensorRec,
- * StorageRec, pending_names, take_pending_name, storage_id, data_address):
+/* setup(Tensor, Parameter, sequence_nr, set_eval_frame, pending_names,
+ * take_pending_name, storage_id, data_address):
  * what the module needs from torch and vramtrace.torch, handed over by
  * vramtrace.torch (so that this module imports nothing). set_eval_frame,
  * storage_id (torch._C._storage_id) and data_address (torch._C._data_address)
  * may be None. */
 static PyObject *module_setup(PyObject *self, PyObject *args)
 {
-    PyObject *tt, *pt, *seq, *sef, *rt, *srt, *pn, *tpn, *sid, *dad;
-    if (!PyArg_ParseTuple(args, "OOOOOOO!OOO", &tt, &pt, &seq, &sef, &rt, &srt, &PyDict_Type, &pn,
-                          &tpn, &sid, &dad))
+    PyObject *tt, *pt, *seq, *sef, *pn, *tpn, *sid, *dad;
+    if (!PyArg_ParseTuple(args, "OOOOO!OOO", &tt, &pt, &seq, &sef, &PyDict_Type, &pn, &tpn, &sid,
+                          &dad))
         return NULL;
     if (!PyType_Check(tt) || !PyType_Check(pt)) {
         PyErr_SetString(PyExc_TypeError, "setup() needs torch.Tensor and torch.nn.Parameter");
@@ -345,16 +345,6 @@ static PyObject *module_setup(PyObject *self, PyObject *args)
     Py_XSETREF(parameter_type, pt);
     Py_INCREF(seq);
     Py_XSETREF(sequence_nr_fn, seq);
-    Py_INCREF(rt);
-    Py_XSETREF(tensor_rec_type, rt);
-    Py_INCREF(srt);
-    Py_XSETREF(storage_rec_type, srt);
-    if (!PyType_Check(rt) || !PyType_Check(srt)) {
-        PyErr_SetString(PyExc_TypeError, "setup() needs the record classes");
-        return NULL;
-    }
-    if (setup_slots(rt, srt) < 0)
-        return NULL;
     Py_INCREF(pn);
     Py_XSETREF(pending_names, pn);
     Py_INCREF(tpn);
@@ -378,8 +368,8 @@ static PyObject *module_setup(PyObject *self, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"setup", module_setup, METH_VARARGS,
-     "setup(Tensor, Parameter, sequence_nr, set_eval_frame or None, TensorRec, "
-     "StorageRec, pending_names, take_pending_name, storage_id or None)"},
+     "setup(Tensor, Parameter, sequence_nr, set_eval_frame or None, pending_names, "
+     "take_pending_name, storage_id or None, data_address or None)"},
     {"gc_hold", py_gc_hold, METH_NOARGS,
      "gc_hold() -> token: the collector's count held while the tracker works "
      "(gc_schedule.c); give the token to gc_release()"},
@@ -412,8 +402,6 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_recording, "_recording"}, {&s_maybe_gone, "_maybe_gone"},
         {&s_pending, "_pending"}, {&s_by_obj, "_by_obj"}, {&s_by_tid, "_by_tid"},
         {&s_storages, "_storages"}, {&s_epoch, "epoch"}, {&s_owner, "_owner"},
-        {&s_tid, "tid"}, {&s_skey, "skey"}, {&s_last_epoch, "last_epoch"},
-        {&s_pend, "pend"}, {&s_name, "name"}, {&s_base, "base"},
         {&s_encoded, "_encoded"}, {&s_op_meta, "_op_meta"},
         {&s_node_stacks, "_node_stacks"},
         {&s_settle, "_settle"}, {&s_track, "_track"}, {&s_out_name, "_out_name"},
@@ -421,32 +409,31 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
         {&s_input_name, "_input_name"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
-        {&s_twins, "twins"}, {&s_end_storage, "_end_storage"},
+        {&s_end_storage, "_end_storage"},
         {&s_storage_offset, "storage_offset"}, {&s_element_size, "element_size"},
-        {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_tids, "tids"},
-        {&s_ptr, "ptr"}, {&s_ref, "ref"}, {&s_book, "_book"}, {&s_targeted, "_targeted"},
+        {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_book, "_book"},
+        {&s_targeted, "_targeted"},
         {&s_forget_target, "forget_target"},
         {&s_on_death, "_on_death"}, {&s_manual_gc, "_manual_gc"}, {&s_in_gc, "_in_gc"},
         {&s_view_base, "view base"}, {&s_errors, "errors"}, {&s_is_cuda, "is_cuda"},
         {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"}, {&s_declare, "_declare"},
-        {&s_external, "external"}, {&s_weak, "weak"},
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
-        {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_declared, "declared"},
-        {&s_free_weak_ref, "_free_weak_ref"}, {&s_names, "_names"},
-        {&s_device, "device"}, {&s_seen_epoch, "seen_epoch"}, {&s_rest, "rest"},
+        {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_free_weak_ref, "_free_weak_ref"},
+        {&s_names, "_names"},
         {&s_now, "now"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (intern(names[i].slot, names[i].s) < 0)
             return NULL;
-    if (PyType_Ready(&DispatcherType) < 0)
+    if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&DeathCallType) < 0 ||
+        records_ready() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&trackfast_module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&DispatcherType);
-    if (PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0) {
-        Py_DECREF(&DispatcherType);
+    if (PyModule_AddObjectRef(m, "Dispatcher", (PyObject *)&DispatcherType) < 0 ||
+        PyModule_AddObjectRef(m, "TensorRec", (PyObject *)&TensorRecType) < 0 ||
+        PyModule_AddObjectRef(m, "StorageRec", (PyObject *)&StorageRecType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

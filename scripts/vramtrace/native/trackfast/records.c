@@ -1,138 +1,318 @@
-/* The tracker's record objects (_TensorRec, _StorageRec): their slots read
- * and written at their offsets, and a tensor's TENSOR_NEW. */
+/* The tracker's record objects, TensorRec and StorageRec (trackfast.h):
+ * the books' entries, one per tracked tensor and per storage, with native
+ * fields. This file makes them (from C, and from Python with the same
+ * arguments as the Python classes of vramtrace.torch._records, which stand
+ * in where this module is not loaded) and records a tensor's TENSOR_NEW.
+ *
+ * Why C objects: the per-op path reads and writes these fields for every
+ * tensor of every op. As Python objects each read was a lookup and each
+ * number a Python int made and freed (a pending TENSOR_NEW was a tuple of
+ * three); here they are a load and a store. Python reads them as
+ * attributes, as it did the __slots__ classes. */
 #include "trackfast.h"
 
-int get_u64(PyObject *obj, PyObject *name, uint64_t *out)
+/* -- TensorRec ----------------------------------------------------------------- */
+
+static void tensor_rec_set_pend(TensorRec *r, uint64_t ptr, uint64_t nbytes, PyObject *stack)
 {
-    PyObject *v = get_attr(obj, name);
-    if (v == NULL)
-        return -1;
-    *out = PyLong_AsUnsignedLongLong(v);
-    Py_DECREF(v);
-    return PyErr_Occurred() ? -1 : 0;
+    r->pending = 1;
+    r->pend_ptr = ptr;
+    r->pend_nbytes = nbytes;
+    Py_XSETREF(r->pend_stack, Py_NewRef(stack));
 }
 
-int set_u64(PyObject *obj, PyObject *name, uint64_t v)
+static void tensor_rec_clear_pend(TensorRec *r)
 {
-    PyObject *o = PyLong_FromUnsignedLongLong(v);
-    if (o == NULL)
-        return -1;
-    int rc = set_attr(obj, name, o);
-    Py_DECREF(o);
-    return rc;
+    r->pending = 0;
+    Py_CLEAR(r->pend_stack);
 }
 
-/* -- attributes, without the generic lookup --------------------------------
- *
- * Half of the C path's time went to attribute lookups (the type's MRO,
- * then the descriptor) before these. The tracker's records are __slots__
- * classes: a slot is a pointer at a fixed offset in the object, which the
- * member descriptor gives once (setup()). The Tracker's containers are
- * fetched once per Dispatcher. */
-
-typedef struct {
-    PyObject *name;          /* interned: compared by pointer */
-    Py_ssize_t offset;
-} SlotOffset;
-
-enum { MAX_SLOTS = 16 };
-static SlotOffset rec_slots[MAX_SLOTS], srec_slots[MAX_SLOTS];
-static int n_rec_slots, n_srec_slots;
-
-static Py_ssize_t slot_offset(PyObject *obj, PyObject *name)
+/* pend: (data_ptr, nbytes, stack) until recorded, then None. */
+static PyObject *tensor_rec_get_pend(TensorRec *r, void *unused)
 {
-    const SlotOffset *t;
-    int n;
-    if (Py_IS_TYPE(obj, (PyTypeObject *)tensor_rec_type)) {
-        t = rec_slots;
-        n = n_rec_slots;
-    } else if (Py_IS_TYPE(obj, (PyTypeObject *)storage_rec_type)) {
-        t = srec_slots;
-        n = n_srec_slots;
-    } else {
+    if (!r->pending)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(KKO)", (unsigned long long)r->pend_ptr,
+                         (unsigned long long)r->pend_nbytes, r->pend_stack);
+}
+
+static int tensor_rec_set_pend_attr(TensorRec *r, PyObject *v, void *unused)
+{
+    if (v == NULL || v == Py_None) {
+        tensor_rec_clear_pend(r);
+        return 0;
+    }
+    if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 3) {
+        PyErr_SetString(PyExc_TypeError, "TensorRec.pend: None or (ptr, nbytes, stack)");
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        if (t[i].name == name)
-            return t[i].offset;
-    return -1;
-}
-
-/* obj.name, a new reference (NULL with an exception). */
-PyObject *get_attr(PyObject *obj, PyObject *name)
-{
-    Py_ssize_t off = slot_offset(obj, name);
-    if (off >= 0) {
-        PyObject *v = *(PyObject **)((char *)obj + off);
-        if (v != NULL)
-            return Py_NewRef(v);
-    }
-    return PyObject_GetAttr(obj, name);   /* an unset slot raises as usual */
-}
-
-/* obj.name = v */
-int set_attr(PyObject *obj, PyObject *name, PyObject *v)
-{
-    Py_ssize_t off = slot_offset(obj, name);
-    if (off < 0)
-        return PyObject_SetAttr(obj, name, v);
-    PyObject **p = (PyObject **)((char *)obj + off);
-    PyObject *old = *p;
-    *p = Py_NewRef(v);
-    Py_XDECREF(old);
+    uint64_t ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(v, 0));
+    uint64_t nbytes = PyErr_Occurred() ? 0 : PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(v, 1));
+    if (PyErr_Occurred())
+        return -1;
+    tensor_rec_set_pend(r, ptr, nbytes, PyTuple_GET_ITEM(v, 2));
     return 0;
 }
 
-/* Record the offsets of ``type``'s object slots named in ``names``. */
-static int slot_table(PyObject *type, PyObject *const *names, int n, SlotOffset *out)
+/* TensorRec(skey, name, base, pend): tid 0, no weak reference yet. */
+static int tensor_rec_init(TensorRec *r, PyObject *args, PyObject *kwds)
 {
-    int got = 0;
-    for (int i = 0; i < n && got < MAX_SLOTS; i++) {
-        PyObject *descr = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, names[i]);
-        if (descr == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            continue;   /* not a slot of this class: the generic lookup */
-        }
-        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type))
-            continue;
-        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
-            continue;
-        out[got].name = names[i];
-        out[got].offset = m->offset;
-        got++;
+    PyObject *skey, *name, *pend;
+    unsigned long long base;
+    if (!PyArg_ParseTuple(args, "OOKO", &skey, &name, &base, &pend))
+        return -1;
+    r->tid = 0;
+    r->base = base;
+    Py_XSETREF(r->skey, Py_NewRef(skey));
+    Py_XSETREF(r->name, Py_NewRef(name));
+    Py_XSETREF(r->ref, Py_NewRef(Py_None));
+    return tensor_rec_set_pend_attr(r, pend, NULL);
+}
+
+static int tensor_rec_traverse(TensorRec *r, visitproc visit, void *arg)
+{
+    Py_VISIT(r->skey);
+    Py_VISIT(r->ref);
+    Py_VISIT(r->name);
+    Py_VISIT(r->pend_stack);
+    return 0;
+}
+
+static int tensor_rec_clear(TensorRec *r)
+{
+    Py_CLEAR(r->skey);
+    Py_CLEAR(r->ref);
+    Py_CLEAR(r->name);
+    Py_CLEAR(r->pend_stack);
+    return 0;
+}
+
+static void tensor_rec_dealloc(TensorRec *r)
+{
+    PyObject_GC_UnTrack(r);
+    tensor_rec_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyMemberDef tensor_rec_members[] = {
+    {"tid", T_ULONGLONG, offsetof(TensorRec, tid), 0, "recorder tensor id, 0 until recorded"},
+    {"base", T_ULONGLONG, offsetof(TensorRec, base), 0, "root base tensor id if a view, else 0"},
+    {"skey", T_OBJECT_EX, offsetof(TensorRec, skey), 0, "key of its storage's record"},
+    {"ref", T_OBJECT, offsetof(TensorRec, ref), 0,
+     "weak reference to the tensor, its callback records the death; None: renamed or closed"},
+    {"name", T_OBJECT_EX, offsetof(TensorRec, name), 0, "its name"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef tensor_rec_getset[] = {
+    {"pend", (getter)tensor_rec_get_pend, (setter)tensor_rec_set_pend_attr,
+     "(data_ptr, nbytes, stack) until its TENSOR_NEW is recorded, then None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject TensorRecType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "vramtrace._trackfast.TensorRec",
+    .tp_basicsize = sizeof(TensorRec),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "TensorRec(skey, name, base, pend): the books' record of a tracked tensor",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)tensor_rec_init,
+    .tp_dealloc = (destructor)tensor_rec_dealloc,
+    .tp_traverse = (traverseproc)tensor_rec_traverse,
+    .tp_clear = (inquiry)tensor_rec_clear,
+    .tp_members = tensor_rec_members,
+    .tp_getset = tensor_rec_getset,
+};
+
+/* A new record: tid 0, its TENSOR_NEW pending at (ptr, nbytes, stack_obj). */
+PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, uint64_t ptr,
+                         uint64_t nbytes, PyObject *stack_obj)
+{
+    TensorRec *r = (TensorRec *)TensorRecType.tp_alloc(&TensorRecType, 0);
+    if (r == NULL)
+        return NULL;
+    r->base = base;
+    r->skey = Py_NewRef(skey);
+    r->name = Py_NewRef(name);
+    r->ref = Py_NewRef(Py_None);
+    tensor_rec_set_pend(r, ptr, nbytes, stack_obj);
+    return (PyObject *)r;
+}
+
+int is_tensor_rec(PyObject *o)
+{
+    if (Py_IS_TYPE(o, &TensorRecType))
+        return 1;
+    PyErr_Format(PyExc_TypeError, "a tensor's record is a TensorRec, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return 0;
+}
+
+/* -- StorageRec ---------------------------------------------------------------- */
+
+static void storage_rec_fill(StorageRec *s, uint64_t ptr, uint64_t nbytes, long long device,
+                             int external, long long epoch, uint64_t weak)
+{
+    s->ptr = ptr;
+    s->nbytes = nbytes;
+    s->device = device;
+    s->external = (char)(external != 0);
+    s->declared = 0;
+    s->weak = weak;
+    s->last_epoch = s->seen_epoch = epoch;
+    s->rest = 0;
+}
+
+/* StorageRec(ptr, nbytes, device, external, epoch, skey, weak): no tensors
+ * yet, not declared, no twins, last used and seen at ``epoch``. */
+static int storage_rec_init(StorageRec *s, PyObject *args, PyObject *kwds)
+{
+    unsigned long long ptr, nbytes, weak;
+    long long device, epoch;
+    int external;
+    PyObject *skey;
+    if (!PyArg_ParseTuple(args, "KKLpLOK", &ptr, &nbytes, &device, &external, &epoch, &skey,
+                          &weak))
+        return -1;
+    PyObject *tids = PySet_New(NULL);
+    if (tids == NULL)
+        return -1;
+    storage_rec_fill(s, ptr, nbytes, device, external, epoch, weak);
+    Py_XSETREF(s->tids, tids);
+    Py_XSETREF(s->skey, Py_NewRef(skey));
+    Py_XSETREF(s->twins, Py_NewRef(Py_None));
+    return 0;
+}
+
+static int storage_rec_traverse(StorageRec *s, visitproc visit, void *arg)
+{
+    Py_VISIT(s->tids);
+    Py_VISIT(s->skey);
+    Py_VISIT(s->twins);
+    return 0;
+}
+
+static int storage_rec_clear(StorageRec *s)
+{
+    Py_CLEAR(s->tids);
+    Py_CLEAR(s->skey);
+    Py_CLEAR(s->twins);
+    return 0;
+}
+
+static void storage_rec_dealloc(StorageRec *s)
+{
+    PyObject_GC_UnTrack(s);
+    storage_rec_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMemberDef storage_rec_members[] = {
+    {"ptr", T_ULONGLONG, offsetof(StorageRec, ptr), 0, "its memory's address"},
+    {"nbytes", T_ULONGLONG, offsetof(StorageRec, nbytes), 0, "its memory's size"},
+    {"device", T_LONGLONG, offsetof(StorageRec, device), 0, "its device, -1: host"},
+    {"external", T_BOOL, offsetof(StorageRec, external), 0,
+     "declared with vt_storage_external (host memory: the CPU allocator is not ours)"},
+    {"declared", T_BOOL, offsetof(StorageRec, declared), 0,
+     "an external storage open at ptr in the trace"},
+    {"tids", T_OBJECT_EX, offsetof(StorageRec, tids), 0, "its tensors' records"},
+    {"skey", T_OBJECT_EX, offsetof(StorageRec, skey), 0, "identity of the StorageImpl"},
+    {"weak", T_ULONGLONG, offsetof(StorageRec, weak), 0, "StorageLife handle, 0: none"},
+    {"last_epoch", T_LONGLONG, offsetof(StorageRec, last_epoch), 0,
+     "marks seen before its last use"},
+    {"seen_epoch", T_LONGLONG, offsetof(StorageRec, seen_epoch), 0,
+     "last_epoch as the previous mark saw it"},
+    {"rest", T_LONGLONG, offsetof(StorageRec, rest), 0,
+     "most marks it stayed unused before a use"},
+    {"twins", T_OBJECT, offsetof(StorageRec, twins), 0,
+     "the storages on its very memory, itself included (a copy-on-write clone and its "
+     "source; one buffer wrapped twice), shared by all of them; None: its own memory"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject StorageRecType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "vramtrace._trackfast.StorageRec",
+    .tp_basicsize = sizeof(StorageRec),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "StorageRec(ptr, nbytes, device, external, epoch, skey, weak): "
+              "the books' record of a storage",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)storage_rec_init,
+    .tp_dealloc = (destructor)storage_rec_dealloc,
+    .tp_traverse = (traverseproc)storage_rec_traverse,
+    .tp_clear = (inquiry)storage_rec_clear,
+    .tp_members = storage_rec_members,
+};
+
+PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long epoch,
+                          PyObject *skey, uint64_t weak)
+{
+    PyObject *tids = PySet_New(NULL);
+    if (tids == NULL)
+        return NULL;
+    StorageRec *s = (StorageRec *)StorageRecType.tp_alloc(&StorageRecType, 0);
+    if (s == NULL) {
+        Py_DECREF(tids);
+        return NULL;
     }
-    return got;
+    storage_rec_fill(s, ptr, nbytes, device, device < 0, epoch, weak);
+    s->tids = tids;
+    s->skey = Py_NewRef(skey);
+    s->twins = Py_NewRef(Py_None);
+    return (PyObject *)s;
+}
+
+int is_storage_rec(PyObject *o)
+{
+    if (Py_IS_TYPE(o, &StorageRecType))
+        return 1;
+    PyErr_Format(PyExc_TypeError, "a storage's record is a StorageRec, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return 0;
+}
+
+int records_ready(void)
+{
+    return PyType_Ready(&TensorRecType) < 0 || PyType_Ready(&StorageRecType) < 0 ? -1 : 0;
+}
+
+/* -- recording ----------------------------------------------------------------- */
+
+/* The tracker's epoch (marks so far); -1 with an exception. */
+long long tracker_epoch(Dispatcher *d)
+{
+    PyObject *epoch = PyObject_GetAttr(d->tracker, s_epoch);
+    long long e = epoch ? PyLong_AsLongLong(epoch) : -1;
+    Py_XDECREF(epoch);
+    return e;
 }
 
 /* Tracker._record: the TENSOR_NEW of ``rec`` if not made yet; its id. */
-int record(Dispatcher *d, PyObject *rec, uint64_t *tid)
+int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 {
-    PyObject *pend = get_attr(rec, s_pend);
-    if (pend == NULL)
+    if (!is_tensor_rec(obj))
         return -1;
-    if (pend == Py_None) {
-        Py_DECREF(pend);
-        return get_u64(rec, s_tid, tid);
+    TensorRec *rec = TREC(obj);
+    if (!rec->pending) {
+        *tid = rec->tid;
+        return 0;
+    }
+    uint32_t stack;
+    if (rec->pend_stack == NULL || rec->pend_stack == Py_None) {
+        stack = capture(d);
+    } else {
+        stack = (uint32_t)PyLong_AsUnsignedLong(rec->pend_stack);
+        if (PyErr_Occurred())
+            return -1;
     }
     int rc = -1;
-    PyObject *name = NULL, *encoded = NULL, *enc_cache = NULL, *by_tid = NULL, *key = NULL;
-    if (!PyTuple_Check(pend) || PyTuple_GET_SIZE(pend) != 3) {
-        PyErr_SetString(PyExc_TypeError, "_TensorRec.pend is not (ptr, nbytes, stack)");
-        goto out;
-    }
-    uint64_t ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pend, 0));
-    uint64_t nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pend, 1));
-    uint64_t stack = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pend, 2));
-    uint64_t base;
-    if (PyErr_Occurred() || get_u64(rec, s_base, &base) < 0)
-        goto out;
-    if (set_attr(rec, s_pend, Py_None) < 0)
-        goto out;
-    name = get_attr(rec, s_name);
+    PyObject *encoded = NULL, *enc_cache = NULL, *by_tid = NULL, *key = NULL;
+    PyObject *name = Py_NewRef(rec->name);
+    tensor_rec_clear_pend(rec);
     enc_cache = tracker_attr(d, s_encoded);
-    if (name == NULL || enc_cache == NULL)
+    if (enc_cache == NULL)
         goto out;
     encoded = PyDict_GetItemWithError(enc_cache, name);   /* borrowed */
     if (encoded != NULL) {
@@ -148,17 +328,16 @@ int record(Dispatcher *d, PyObject *rec, uint64_t *tid)
         if (PyDict_SetItem(enc_cache, name, encoded) < 0)
             goto out;
     }
-    *tid = d->tensor_new((const void *)(uintptr_t)ptr, (size_t)nbytes, base,
-                         PyBytes_AS_STRING(encoded), (uint32_t)stack);
+    *tid = d->tensor_new((const void *)(uintptr_t)rec->pend_ptr, (size_t)rec->pend_nbytes,
+                         rec->base, PyBytes_AS_STRING(encoded), stack);
+    rec->tid = *tid;
     by_tid = tracker_attr(d, s_by_tid);
     key = PyLong_FromUnsignedLongLong(*tid);
-    if (by_tid == NULL || key == NULL || set_attr(rec, s_tid, key) < 0 ||
-        PyDict_SetItem(by_tid, key, rec) < 0)
+    if (by_tid == NULL || key == NULL || PyDict_SetItem(by_tid, key, obj) < 0)
         goto out;
     rc = 0;
 out:
-    Py_DECREF(pend);
-    Py_XDECREF(name);
+    Py_DECREF(name);
     Py_XDECREF(encoded);
     Py_XDECREF(enc_cache);
     Py_XDECREF(by_tid);
@@ -194,7 +373,7 @@ int flush(Dispatcher *d)
 /* Is ``obj``'s attribute ``name`` true? -1 on error. */
 int attr_true(PyObject *obj, PyObject *name)
 {
-    PyObject *v = get_attr(obj, name);
+    PyObject *v = PyObject_GetAttr(obj, name);
     if (v == NULL)
         return -1;
     int r = PyObject_IsTrue(v);
@@ -206,105 +385,4 @@ int attr_true(PyObject *obj, PyObject *name)
 PyObject *call0(PyObject *obj, PyObject *name)
 {
     return PyObject_CallMethodNoArgs(obj, name);
-}
-
-/* The slot tables of the two record classes (setup()). A class whose every
- * slot is in its table is made here without its Python __init__ (see
- * make_record); one with slots we do not know is made by calling it. */
-static int direct_tensor_rec, direct_storage_rec;
-
-static PyObject *rec_names[6], *srec_names[12];
-
-static int slots_of(PyObject *type, Py_ssize_t *n)
-{
-    PyObject *slots = PyObject_GetAttrString(type, "__slots__");
-    if (slots == NULL)
-        return -1;
-    *n = PyTuple_Check(slots) ? PyTuple_GET_SIZE(slots) : -1;
-    Py_DECREF(slots);
-    return 0;
-}
-
-int setup_slots(PyObject *tensor_rec, PyObject *storage_rec)
-{
-    PyObject *rn[] = {s_tid, s_skey, s_ref, s_name, s_base, s_pend};
-    PyObject *sn[] = {s_ptr, s_nbytes, s_device, s_external, s_tids, s_last_epoch, s_skey,
-                      s_weak, s_declared, s_seen_epoch, s_rest, s_twins};
-    memcpy(rec_names, rn, sizeof rn);
-    memcpy(srec_names, sn, sizeof sn);
-    n_rec_slots = slot_table(tensor_rec, rec_names, 6, rec_slots);
-    n_srec_slots = slot_table(storage_rec, srec_names, 12, srec_slots);
-    Py_ssize_t nr, ns;
-    if (n_rec_slots < 0 || n_srec_slots < 0 || slots_of(tensor_rec, &nr) < 0 ||
-        slots_of(storage_rec, &ns) < 0)
-        return -1;
-    direct_tensor_rec = n_rec_slots == 6 && nr == 6;
-    direct_storage_rec = n_srec_slots == 12 && ns == 12;
-    return 0;
-}
-
-/* A new record of ``type`` whose slots ``names`` (all of them) take
- * ``values``: what its Python __init__ does, without the bytecode frame
- * (one per tensor the program makes). A new reference. */
-static PyObject *make_record(PyObject *type, PyObject *const *names, PyObject *const *values,
-                             int n)
-{
-    PyTypeObject *tp = (PyTypeObject *)type;
-    PyObject *obj = tp->tp_alloc(tp, 0);
-    if (obj == NULL)
-        return NULL;
-    for (int i = 0; i < n; i++)
-        if (set_attr(obj, names[i], values[i]) < 0) {
-            Py_DECREF(obj);
-            return NULL;
-        }
-    return obj;
-}
-
-/* _TensorRec(skey, name, base, pend): tid 0, no weakref yet. */
-PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, PyObject *pend)
-{
-    PyObject *base_obj = PyLong_FromUnsignedLongLong(base);
-    if (base_obj == NULL)
-        return NULL;
-    PyObject *rec;
-    if (direct_tensor_rec) {
-        PyObject *zero = PyLong_FromLong(0);
-        PyObject *v[6] = {zero, skey, Py_None, name, base_obj, pend};
-        rec = zero ? make_record(tensor_rec_type, rec_names, v, 6) : NULL;
-        Py_XDECREF(zero);
-    } else {
-        PyObject *a[4] = {skey, name, base_obj, pend};
-        rec = PyObject_Vectorcall(tensor_rec_type, a, 4, NULL);
-    }
-    Py_DECREF(base_obj);
-    return rec;
-}
-
-/* _StorageRec(ptr, nbytes, device, external, epoch, skey, weak): no
- * tensors yet, not declared, no twins, last used and seen at ``epoch``. */
-PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, PyObject *epoch,
-                          PyObject *skey, PyObject *weak)
-{
-    PyObject *o_ptr = PyLong_FromUnsignedLongLong(ptr), *o_n = PyLong_FromUnsignedLongLong(nbytes),
-        *o_dev = PyLong_FromLong(device), *ext = device < 0 ? Py_True : Py_False;
-    PyObject *srec = NULL;
-    if (o_ptr != NULL && o_n != NULL && o_dev != NULL) {
-        if (direct_storage_rec) {
-            PyObject *tids = PySet_New(NULL), *zero = PyLong_FromLong(0);
-            PyObject *v[12] = {o_ptr, o_n, o_dev, ext, tids, epoch, skey, weak, Py_False, epoch,
-                               zero, Py_None};
-            if (tids != NULL && zero != NULL)
-                srec = make_record(storage_rec_type, srec_names, v, 12);
-            Py_XDECREF(tids);
-            Py_XDECREF(zero);
-        } else {
-            PyObject *a[7] = {o_ptr, o_n, o_dev, ext, epoch, skey, weak};
-            srec = PyObject_Vectorcall(storage_rec_type, a, 7, NULL);
-        }
-    }
-    Py_XDECREF(o_ptr);
-    Py_XDECREF(o_n);
-    Py_XDECREF(o_dev);
-    return srec;
 }

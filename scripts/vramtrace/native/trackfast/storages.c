@@ -25,9 +25,7 @@ static Py_ssize_t bisect_left(PyObject *starts, uint64_t ptr)
 static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     PyObject *tracker = d->tracker;
-    uint64_t ptr, nbytes;
-    if (get_u64(srec, s_ptr, &ptr) < 0 || get_u64(srec, s_nbytes, &nbytes) < 0)
-        return -1;
+    uint64_t ptr = SREC(srec)->ptr, nbytes = SREC(srec)->nbytes;
     int rc = -1;
     PyObject *starts = tracker_attr(d, s_starts);
     PyObject *at_ptr = tracker_attr(d, s_at_ptr);
@@ -41,12 +39,11 @@ static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         goto out;
     if (i > 0) {
         PyObject *prev = PyDict_GetItemWithError(at_ptr, PyList_GET_ITEM(starts, i - 1));
-        uint64_t pptr, pn;
         if (prev == NULL && PyErr_Occurred())
             goto out;
-        if (prev != NULL && (get_u64(prev, s_ptr, &pptr) < 0 || get_u64(prev, s_nbytes, &pn) < 0))
+        if (prev != NULL && !is_storage_rec(prev))
             goto out;
-        if (prev != NULL && pptr + pn > ptr) {
+        if (prev != NULL && SREC(prev)->ptr + SREC(prev)->nbytes > ptr) {
             PyObject *a[2] = {srec, stack_obj};
             PyObject *r = call_method(tracker, s_declare, a, 2);
             Py_XDECREF(r);
@@ -61,8 +58,7 @@ static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
                      (unsigned long long)ptr, (unsigned long long)nbytes, err);
         goto out;
     }
-    if (set_attr(srec, s_declared, Py_True) < 0)
-        goto out;
+    SREC(srec)->declared = 1;
     key = PyLong_FromUnsignedLongLong(ptr);
     i = key ? bisect_left(starts, ptr) : -1;
     if (i < 0 || PyList_Insert(starts, i, key) < 0 || PyDict_SetItem(at_ptr, key, srec) < 0)
@@ -82,35 +78,26 @@ out:
  * is Tracker._end_storage's: the memory lives on with them. */
 static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
-    PyObject *twins = get_attr(srec, s_twins);
-    if (twins == NULL)
-        return -1;
-    if (twins != Py_None) {
-        Py_DECREF(twins);
+    StorageRec *s = SREC(srec);
+    if (s->twins != NULL && s->twins != Py_None) {
         PyObject *a[2] = {srec, stack_obj};
         PyObject *r = call_method(d->tracker, s_end_storage, a, 2);
         Py_XDECREF(r);
         return r == NULL ? -1 : 0;
     }
-    Py_DECREF(twins);
     int rc = -1;
     PyObject *storages = tracker_attr(d, s_storages);
-    PyObject *skey = get_attr(srec, s_skey);
     PyObject *starts = NULL, *at_ptr = NULL, *key = NULL, *weak = NULL;
-    if (storages == NULL || skey == NULL)
+    if (storages == NULL)
         goto out;
-    PyObject *cur = PyDict_GetItemWithError(storages, skey);
+    PyObject *cur = PyDict_GetItemWithError(storages, s->skey);
     if (cur == NULL && PyErr_Occurred())
         goto out;
-    if (cur == srec && PyDict_DelItem(storages, skey) < 0)
+    if (cur == srec && PyDict_DelItem(storages, s->skey) < 0)
         goto out;
-    int declared = attr_true(srec, s_declared);
-    if (declared < 0)
-        goto out;
-    if (declared) {
-        uint64_t ptr;
-        if (set_attr(srec, s_declared, Py_False) < 0 || get_u64(srec, s_ptr, &ptr) < 0)
-            goto out;
+    if (s->declared) {
+        uint64_t ptr = s->ptr;
+        s->declared = 0;
         starts = tracker_attr(d, s_starts);
         at_ptr = tracker_attr(d, s_at_ptr);
         key = PyLong_FromUnsignedLongLong(ptr);
@@ -140,28 +127,17 @@ static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         }
     }
     /* StorageLife.release: the weak handle goes */
-    weak = get_attr(srec, s_weak);
-    if (weak == NULL)
-        goto out;
-    int have = PyObject_IsTrue(weak);
-    if (have < 0)
-        goto out;
-    if (have && d->free_weak_ref != NULL) {
-        PyObject *r = PyObject_CallOneArg(d->free_weak_ref, weak);
+    if (s->weak != 0 && d->free_weak_ref != NULL) {
+        weak = PyLong_FromUnsignedLongLong(s->weak);
+        PyObject *r = weak ? PyObject_CallOneArg(d->free_weak_ref, weak) : NULL;
         if (r == NULL)
             PyErr_Clear();
         Py_XDECREF(r);
     }
-    PyObject *zero = PyLong_FromLong(0);
-    if (zero == NULL || set_attr(srec, s_weak, zero) < 0) {
-        Py_XDECREF(zero);
-        goto out;
-    }
-    Py_DECREF(zero);
+    s->weak = 0;
     rc = 0;
 out:
     Py_XDECREF(storages);
-    Py_XDECREF(skey);
     Py_XDECREF(starts);
     Py_XDECREF(at_ptr);
     Py_XDECREF(key);
@@ -177,7 +153,6 @@ out:
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
                       uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj)
 {
-    PyObject *tracker = d->tracker;
     long device = -1;
     if (f != NULL) {
         device = (long)f->device;
@@ -194,22 +169,22 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
         }
     }
     /* a weak handle on the StorageImpl (StorageLife.weak), 0 without */
-    PyObject *weak = NULL;
+    uint64_t weak = 0;
     if (d->life_available && f != NULL) {
-        weak = PyLong_FromUnsignedLongLong(d->make_weak(f->storage));
+        weak = d->make_weak(f->storage);
     } else if (d->life_available) {
-        weak = call0(st, s_weak_ref);
-        if (weak == NULL)
+        PyObject *w = call0(st, s_weak_ref);
+        weak = w ? PyLong_AsUnsignedLongLong(w) : 0;
+        Py_XDECREF(w);
+        if (PyErr_Occurred()) {
             PyErr_Clear();
+            weak = 0;
+        }
     }
-    if (weak == NULL)
-        weak = PyLong_FromLong(0);
-    PyObject *epoch = PyObject_GetAttr(tracker, s_epoch);
-    PyObject *srec = NULL;
-    if (epoch != NULL && weak != NULL)
-        srec = new_storage_rec(ptr, nbytes, device, epoch, skey, weak);
-    Py_XDECREF(epoch);
-    Py_XDECREF(weak);
+    long long epoch = tracker_epoch(d);
+    if (epoch == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *srec = new_storage_rec(ptr, nbytes, device, epoch, skey, weak);
     if (srec == NULL)
         return NULL;
     PyObject *storages = tracker_attr(d, s_storages);
@@ -225,9 +200,9 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
 /* Tracker._orphaned: the last tracked tensor on ``srec`` died here. */
 int orphaned(Dispatcher *d, PyObject *srec)
 {
-    int external = attr_true(srec, s_external);
-    if (external < 0)
+    if (!is_storage_rec(srec))
         return -1;
+    int external = SREC(srec)->external;
     PyObject *stack = PyLong_FromUnsignedLong(external ? capture(d) : 0);
     if (stack == NULL)
         return -1;
@@ -238,16 +213,11 @@ int orphaned(Dispatcher *d, PyObject *srec)
     int rc = -1;
     /* The storage may outlive its last Python tensor (a view of it held as
      * a storage): then it is asked once it can tell (Tracker._settle). */
-    uint64_t weak;
     int later = 0;
-    if (get_u64(srec, s_weak, &weak) < 0)
-        goto out;
-    if (weak) {
+    if (SREC(srec)->weak) {
         later = 1;
         if (d->use_count != NULL && d->sole >= 0) {
-            PyObject *skey = get_attr(srec, s_skey);
-            PyObject *n = skey ? PyObject_CallOneArg(d->use_count, skey) : NULL;
-            Py_XDECREF(skey);
+            PyObject *n = PyObject_CallOneArg(d->use_count, SREC(srec)->skey);
             long long count = n ? PyLong_AsLongLong(n) : -1;
             Py_XDECREF(n);
             if (PyErr_Occurred())
@@ -277,24 +247,22 @@ out:
  * ``srec`` says? 1 yes (or cannot tell), 0 no. The reading is
  * StorageLife.now's (_storage_life.py) without its Python frames; the
  * decision stays Tracker._check_storage's, which reads it again. */
-static int storage_changed(Dispatcher *d, PyObject *srec, PyObject *weak)
+static int storage_changed(Dispatcher *d, PyObject *srec)
 {
+    StorageRec *s = SREC(srec);
     if (d->storage_now != NULL) {
-        uint64_t handle = PyLong_AsUnsignedLongLong(weak), now[2], sptr, snbytes;
-        if (PyErr_Occurred())
-            goto unsure;
-        int alive = d->storage_now(handle, now);
+        uint64_t now[2];
+        int alive = d->storage_now(s->weak, now);
         if (alive == 0)
             return 1;
-        if (alive > 0) {
-            if (get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)
-                goto unsure;
-            return now[0] != sptr || now[1] != snbytes;
-        }
+        if (alive > 0)
+            return now[0] != s->ptr || now[1] != s->nbytes;
     }
     /* StorageLife.now: (address, nbytes), None once gone; read without
      * materializing a copy-on-write storage, as storage_now does */
-    PyObject *now = PyObject_CallOneArg(d->life_now, weak);
+    PyObject *weak = PyLong_FromUnsignedLongLong(s->weak);
+    PyObject *now = weak ? PyObject_CallOneArg(d->life_now, weak) : NULL;
+    Py_XDECREF(weak);
     if (now == NULL || !PyTuple_Check(now) || PyTuple_GET_SIZE(now) != 2) {
         Py_XDECREF(now);
         goto unsure;
@@ -302,10 +270,9 @@ static int storage_changed(Dispatcher *d, PyObject *srec, PyObject *weak)
     uint64_t ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(now, 0)),
              nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(now, 1));
     Py_DECREF(now);
-    uint64_t sptr, snbytes;
-    if (PyErr_Occurred() || get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)
+    if (PyErr_Occurred())
         goto unsure;
-    return ptr != sptr || nbytes != snbytes;
+    return ptr != s->ptr || nbytes != s->nbytes;
 unsure:
     PyErr_Clear();
     return 1;
@@ -323,12 +290,12 @@ PyObject *storages_to_check(Dispatcher *d)
     PyObject *out = all ? PyList_New(0) : NULL;
     for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
         PyObject *srec = PyList_GET_ITEM(all, i);
-        PyObject *weak = get_attr(srec, s_weak);
-        int have = weak ? PyObject_IsTrue(weak) : -1;
-        int changed = have > 0 ? (d->life_now ? storage_changed(d, srec, weak) : 1)
-                               : 0;
-        Py_XDECREF(weak);
-        if (have < 0 || (changed && PyList_Append(out, srec) < 0))
+        if (!is_storage_rec(srec)) {
+            Py_CLEAR(out);
+            break;
+        }
+        int changed = SREC(srec)->weak ? (d->life_now ? storage_changed(d, srec) : 1) : 0;
+        if (changed && PyList_Append(out, srec) < 0)
             Py_CLEAR(out);
     }
     Py_XDECREF(all);

@@ -1,9 +1,69 @@
 /* Tensors seen for the first time, and their deaths. */
 #include "trackfast.h"
 
-static PyObject *death_callback(PyObject *self, PyObject *ref);
-static PyMethodDef death_def = {"tensor_died", death_callback, METH_O,
-                                "weakref callback: a tracked tensor died"};
+/* The callback of a tracked tensor's weak reference: what died (the
+ * dispatcher, the record, the tensor's id as the books key it), called as
+ * callback(weakref). One object per tensor (a tuple bound to a C function
+ * was three). */
+typedef struct {
+    PyObject_HEAD
+    Dispatcher *d;
+    PyObject *rec;
+    PyObject *key;
+    vectorcallfunc vectorcall;
+} DeathCall;
+
+static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames);
+
+static int death_call_traverse(DeathCall *c, visitproc visit, void *arg)
+{
+    Py_VISIT(c->d);
+    Py_VISIT(c->rec);
+    Py_VISIT(c->key);
+    return 0;
+}
+
+static int death_call_clear(DeathCall *c)
+{
+    Py_CLEAR(c->d);
+    Py_CLEAR(c->rec);
+    Py_CLEAR(c->key);
+    return 0;
+}
+
+static void death_call_dealloc(DeathCall *c)
+{
+    PyObject_GC_UnTrack(c);
+    death_call_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+PyTypeObject DeathCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "vramtrace._trackfast.DeathCall",
+    .tp_basicsize = sizeof(DeathCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "weakref callback: a tracked tensor died",
+    .tp_vectorcall_offset = offsetof(DeathCall, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)death_call_dealloc,
+    .tp_traverse = (traverseproc)death_call_traverse,
+    .tp_clear = (inquiry)death_call_clear,
+};
+
+static PyObject *new_death_call(Dispatcher *d, PyObject *rec, PyObject *key)
+{
+    DeathCall *c = PyObject_GC_New(DeathCall, &DeathCallType);
+    if (c == NULL)
+        return NULL;
+    c->d = (Dispatcher *)Py_NewRef((PyObject *)d);
+    c->rec = Py_NewRef(rec);
+    c->key = Py_NewRef(key);
+    c->vectorcall = death_call;
+    PyObject_GC_Track(c);
+    return (PyObject *)c;
+}
 
 /* A tensor's storage as track() needs it, asked of Python: the storage
  * object (*st, a new reference), its data pointer and size, and its key
@@ -90,8 +150,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
 {
     PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
-        *key = NULL, *base = NULL, *user = NULL, *pend = NULL, *cb = NULL, *cbself = NULL,
-        *ref = NULL, *tids = NULL, *got = NULL;
+        *key = NULL, *base = NULL, *user = NULL, *cb = NULL, *ref = NULL, *got = NULL;
     by_obj = tracker_attr(d, s_by_obj);
     key = PyLong_FromVoidPtr(t);
     if (by_obj == NULL || key == NULL)
@@ -123,11 +182,14 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
     srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
     Py_XINCREF(srec);
     uint64_t sptr = 0, snbytes = 0;
-    if (srec != NULL && (get_u64(srec, s_ptr, &sptr) < 0 || get_u64(srec, s_nbytes, &snbytes) < 0)) {
+    if (srec != NULL && !is_storage_rec(srec)) {
         Py_DECREF(skey);
         goto out;
     }
-    if (srec == NULL && !PyErr_Occurred()) {
+    if (srec != NULL) {
+        sptr = SREC(srec)->ptr;
+        snbytes = SREC(srec)->nbytes;
+    } else if (!PyErr_Occurred()) {
         srec = new_storage(d, t, st, f, ptr, (uint64_t)nbytes, skey, stack_obj);
         if (srec == NULL) {
             Py_DECREF(skey);
@@ -171,8 +233,8 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
             goto out;
         }
         if (brec != Py_None) {
-            int bad = get_u64(brec, s_base, &base_id) < 0 ||
-                      (base_id == 0 && record(d, brec, &base_id) < 0);
+            int bad = !is_tensor_rec(brec) ||
+                      ((base_id = TREC(brec)->base) == 0 && record(d, brec, &base_id) < 0);
             if (bad) {
                 Py_DECREF(brec);
                 Py_DECREF(skey);
@@ -190,60 +252,36 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
         if (user != Py_None)
             name = user;
     }
-    unsigned long long tptr = ptr;
-    PyObject *v;
+    unsigned long long tptr = ptr, tnbytes;
     if (f != NULL) {
         tptr = f->tensor_ptr;
-        v = PyLong_FromUnsignedLongLong(f->tensor_nbytes);
+        tnbytes = f->tensor_nbytes;
     } else {
         if (tensor_address(t, ptr, &tptr) < 0) {
             PyErr_Clear();
             tptr = ptr;
         }
-        v = PyObject_GetAttr(t, s_nbytes);
+        PyObject *v = PyObject_GetAttr(t, s_nbytes);
+        tnbytes = v ? PyLong_AsUnsignedLongLong(v) : 0;
+        Py_XDECREF(v);
+        if (PyErr_Occurred()) {
+            Py_DECREF(skey);
+            goto out;
+        }
     }
-    if (v == NULL) {
-        Py_DECREF(skey);
-        goto out;
-    }
-    PyObject *tptr_obj = PyLong_FromUnsignedLongLong(tptr);
-    pend = tptr_obj ? PyTuple_Pack(3, tptr_obj, v, stack_obj) : NULL;
-    Py_XDECREF(tptr_obj);
-    Py_DECREF(v);
-    if (pend == NULL) {
-        Py_DECREF(skey);
-        goto out;
-    }
-    rec = new_tensor_rec(skey, name, base_id, pend);
+    rec = new_tensor_rec(skey, name, base_id, tptr, tnbytes, stack_obj);
     Py_DECREF(skey);
     if (rec == NULL)
         goto out;
-    /* (d, rec, key, the callback's address): CPython drops its last
-     * reference to the callback after the callback returns, outside the
-     * tracker's hold on the collector's count; the callback, knowing its
-     * own address, hands itself to gc_free_later() (gc_schedule.c). */
-    cbself = PyTuple_New(4);
-    if (cbself != NULL) {
-        PyTuple_SET_ITEM(cbself, 0, Py_NewRef((PyObject *)d));
-        PyTuple_SET_ITEM(cbself, 1, Py_NewRef(rec));
-        PyTuple_SET_ITEM(cbself, 2, Py_NewRef(key));
-        PyTuple_SET_ITEM(cbself, 3, Py_NewRef(Py_None));
-    }
-    cb = cbself ? PyCFunction_New(&death_def, cbself) : NULL;
-    if (cb != NULL) {   /* the tuple is only ours and cb's yet: filled in place */
-        PyObject *self_address = PyLong_FromVoidPtr(cb);
-        if (self_address == NULL)
-            goto out;
-        PyObject *placeholder = PyTuple_GET_ITEM(cbself, 3);
-        PyTuple_SET_ITEM(cbself, 3, self_address);
-        Py_DECREF(placeholder);
-    }
+    /* CPython drops its last reference to the callback after the callback
+     * returns, outside the tracker's hold on the collector's count: the
+     * callback hands itself to gc_free_later() (gc_schedule.c). */
+    cb = new_death_call(d, rec, key);
     ref = cb ? PyWeakref_NewRef(t, cb) : NULL;
-    if (ref == NULL || set_attr(rec, s_ref, ref) < 0 ||
-        PyDict_SetItem(by_obj, key, rec) < 0)
+    if (ref == NULL)
         goto out;
-    tids = get_attr(srec, s_tids);
-    if (tids == NULL || PySet_Add(tids, rec) < 0)
+    Py_XSETREF(TREC(rec)->ref, Py_NewRef(ref));
+    if (PyDict_SetItem(by_obj, key, rec) < 0 || PySet_Add(SREC(srec)->tids, rec) < 0)
         goto out;
     if (defer) {
         PyObject *pending = tracker_attr(d, s_pending);
@@ -267,11 +305,8 @@ out:
     Py_XDECREF(key);
     Py_XDECREF(base);
     Py_XDECREF(user);
-    Py_XDECREF(pend);
     Py_XDECREF(cb);
-    Py_XDECREF(cbself);
     Py_XDECREF(ref);
-    Py_XDECREF(tids);
     return got;
 }
 
@@ -282,6 +317,8 @@ out:
 static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
 {
     PyObject *tracker = d->tracker;
+    if (!is_tensor_rec(rec))
+        return -1;
     int manual = attr_true(tracker, s_manual_gc), in_gc = attr_true(tracker, s_in_gc);
     if (manual < 0 || in_gc < 0)
         return -1;
@@ -291,17 +328,12 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         Py_XDECREF(r);
         return r == NULL ? -1 : 0;
     }
-    PyObject *ref = get_attr(rec, s_ref);
-    if (ref == NULL)
-        return -1;
-    int live = ref != Py_None;   /* None: renamed, or the tracker was closed */
-    Py_DECREF(ref);
-    if (!live)
-        return 0;
+    if (TREC(rec)->ref == NULL || TREC(rec)->ref == Py_None)
+        return 0;   /* renamed, or the tracker was closed */
     double began = now_s();
     int rc = -1;
     PyObject *by_obj = NULL, *by_tid = NULL, *tidkey = NULL, *book = NULL, *targeted = NULL,
-        *storages = NULL, *skey = NULL, *tids = NULL, *srec = NULL;
+        *storages = NULL, *srec = NULL;
     by_obj = tracker_attr(d, s_by_obj);
     if (by_obj == NULL)
         goto out;
@@ -324,8 +356,9 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         rc = PyErr_Occurred() ? -1 : 0;   /* dropped already */
         goto out;
     }
-    if (PyDict_DelItem(by_tid, tidkey) < 0 || set_attr(rec, s_ref, Py_None) < 0)
+    if (PyDict_DelItem(by_tid, tidkey) < 0)
         goto out;
+    Py_XSETREF(TREC(rec)->ref, Py_NewRef(Py_None));
     d->drop(tid);
     book = PyObject_GetAttr(tracker, s_book);
     targeted = book ? PyObject_GetAttr(book, s_targeted) : NULL;
@@ -341,19 +374,17 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
         Py_DECREF(r);
     }
     storages = tracker_attr(d, s_storages);
-    skey = get_attr(rec, s_skey);
-    if (storages == NULL || skey == NULL)
+    if (storages == NULL)
         goto out;
-    srec = PyDict_GetItemWithError(storages, skey);
+    srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);
     Py_XINCREF(srec);
     if (srec == NULL) {
         rc = PyErr_Occurred() ? -1 : 0;
         goto out;
     }
-    tids = get_attr(srec, s_tids);
-    if (tids == NULL || PySet_Discard(tids, rec) < 0)
+    if (!is_storage_rec(srec) || PySet_Discard(SREC(srec)->tids, rec) < 0)
         goto out;
-    if (PySet_GET_SIZE(tids) == 0 && orphaned(d, srec) < 0)
+    if (PySet_GET_SIZE(SREC(srec)->tids) == 0 && orphaned(d, srec) < 0)
         goto out;
     rc = 0;
 out:
@@ -363,20 +394,24 @@ out:
     Py_XDECREF(book);
     Py_XDECREF(targeted);
     Py_XDECREF(storages);
-    Py_XDECREF(skey);
-    Py_XDECREF(tids);
     Py_XDECREF(srec);
     add_busy(d, began);
     return rc;
 }
 
-/* The weakref callback of a tensor tracked here: self is (dispatcher,
- * record, id of the tensor). Never raises into the program: a failure is
- * counted in Tracker.errors. */
-static PyObject *death_callback(PyObject *self, PyObject *weak)
+/* DeathCall(weak): a tensor tracked here died. Never raises into the
+ * program: a failure is counted in Tracker.errors. */
+static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
 {
-    Dispatcher *d = (Dispatcher *)PyTuple_GET_ITEM(self, 0);
-    if (d->tracker == NULL)
+    DeathCall *c = (DeathCall *)self;
+    Dispatcher *d = c->d;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "DeathCall(weakref)");
+        return NULL;
+    }
+    PyObject *weak = args[0];
+    if (d == NULL || d->tracker == NULL || c->rec == NULL)
         Py_RETURN_NONE;
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
@@ -384,14 +419,16 @@ static PyObject *death_callback(PyObject *self, PyObject *weak)
     /* the weak reference and this callback: their last references go
      * after this returns (the callback is alive: CPython holds it now) */
     gc_free_later(weak);
-    gc_free_later((PyObject *)PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 3)));
-    if (died(d, PyTuple_GET_ITEM(self, 1), PyTuple_GET_ITEM(self, 2), weak) < 0) {
+    gc_free_later(self);
+    if (died(d, c->rec, c->key, weak) < 0) {
         PyErr_Clear();
         PyObject *errors = PyObject_GetAttr(d->tracker, s_errors);
         long n = errors ? PyLong_AsLong(errors) : 0;
         Py_XDECREF(errors);
-        if (set_u64(d->tracker, s_errors, (uint64_t)n + 1) < 0)
+        PyObject *more = PyLong_FromLong(n + 1);
+        if (more == NULL || PyObject_SetAttr(d->tracker, s_errors, more) < 0)
             PyErr_Clear();
+        Py_XDECREF(more);
     }
     gc_release(held);
     PyErr_Restore(exc_type, exc, tb);
@@ -438,11 +475,11 @@ PyObject *tensors_to_check(Dispatcher *d)
     PyObject *out = all ? PyList_New(0) : NULL;
     for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
         PyObject *rec = PyList_GET_ITEM(all, i);
-        PyObject *ref = get_attr(rec, s_ref);
-        if (ref == NULL) {
+        if (!is_tensor_rec(rec)) {
             Py_CLEAR(out);
             break;
         }
+        PyObject *ref = TREC(rec)->ref ? TREC(rec)->ref : Py_None;
         PyObject *t = PyWeakref_Check(ref) ? PyWeakref_GetObject(ref) : NULL;   /* borrowed */
         int candidate = 0;
         if (ref == Py_None || t == Py_None) {
@@ -454,15 +491,12 @@ PyObject *tensors_to_check(Dispatcher *d)
             Py_INCREF(t);
             PyObject *id = PyObject_CallOneArg(storage_id_fn, t);
             Py_DECREF(t);
-            PyObject *skey = id ? get_attr(rec, s_skey) : NULL;
-            candidate = skey ? PyObject_RichCompareBool(id, skey, Py_NE) : 1;
+            candidate = id ? PyObject_RichCompareBool(id, TREC(rec)->skey, Py_NE) : 1;
             if (candidate < 0)
                 candidate = 1;
             PyErr_Clear();
             Py_XDECREF(id);
-            Py_XDECREF(skey);
         }
-        Py_DECREF(ref);
         if (candidate && PyList_Append(out, rec) < 0)
             Py_CLEAR(out);
     }

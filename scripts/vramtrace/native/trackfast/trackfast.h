@@ -6,7 +6,7 @@
  *   dispatch.c  the mode's __torch_dispatch__: an op's tensors, their uses
  *   tensors.c   tensors seen for the first time, and their deaths
  *   storages.c  storages into and out of the books (host ones declared)
- *   records.c   the record objects' slots; a tensor's TENSOR_NEW
+ *   records.c   the books' record types (TensorRec, StorageRec); a tensor's TENSOR_NEW
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
  *   python.c    calls back into the Python Tracker
  *   gc_schedule.c  the tracker's own objects kept out of the collector's count
@@ -86,21 +86,57 @@ typedef struct {
 
 enum { TABLE_CAP = 2 * MAX_CACHED };
 
+/* The tracker's books, one record per tracked tensor and per storage
+ * (records.c): C objects with native fields, read and written here
+ * directly and by the Python package as attributes
+ * (vramtrace.torch._records picks these types when this module loads). */
+typedef struct {
+    PyObject_HEAD
+    uint64_t tid;            /* recorder tensor id, 0 until recorded */
+    uint64_t base;           /* root base tensor id if a view, else 0 */
+    PyObject *skey;          /* key of its StorageRec (the StorageImpl's identity) */
+    PyObject *ref;           /* weak reference whose callback records the death; None */
+    PyObject *name;          /* str */
+    /* its TENSOR_NEW, until recorded ("pend" in Python: (ptr, nbytes, stack)) */
+    int pending;
+    uint64_t pend_ptr, pend_nbytes;
+    PyObject *pend_stack;    /* stack id (int), or None: captured when recorded */
+} TensorRec;
+
+typedef struct {
+    PyObject_HEAD
+    uint64_t ptr, nbytes;
+    long long device;        /* -1: host */
+    char external;           /* declared with vt_storage_external */
+    char declared;           /* an external storage is open at ptr in the trace */
+    PyObject *tids;          /* set of its TensorRecs, recorded or not yet */
+    PyObject *skey;          /* identity of the StorageImpl */
+    uint64_t weak;           /* StorageLife handle, 0 when unavailable */
+    long long last_epoch;    /* marks seen before its last use */
+    long long seen_epoch;    /* last_epoch as the previous mark saw it */
+    long long rest;          /* most marks it stayed unused before a use */
+    PyObject *twins;         /* set of the storages on its very memory, or None */
+} StorageRec;
+
+extern PyTypeObject TensorRecType, StorageRecType;
+#define TREC(o) ((TensorRec *)(o))
+#define SREC(o) ((StorageRec *)(o))
+
 /* Interned attribute names and objects looked up once. */
 extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
-    *s_epoch, *s_owner, *s_tid, *s_skey, *s_last_epoch, *s_pend, *s_name, *s_base,
+    *s_epoch, *s_owner,
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name,
-    *s_untyped_storage, *s_cdata, *s_tids, *s_ptr, *s_ref, *s_book, *s_targeted,
+    *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
-    *s_weak_ref, *s_declare, *s_external, *s_weak, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_declared, *s_free_weak_ref, *s_names,
-    *s_device, *s_seen_epoch, *s_rest, *s_now, *s_twins,
+    *s_weak_ref, *s_declare, *s_life, *s_cls,
+    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
+    *s_now,
     *s_end_storage;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
-    *tensor_rec_type, *storage_rec_type, *pending_names, *take_pending_name_fn, *storage_id_fn,
+    *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
 
 static inline double now_s(void)
@@ -125,18 +161,18 @@ void clear_stacks(Dispatcher *d);
 uint32_t capture(Dispatcher *d);
 
 /* records.c */
-int setup_slots(PyObject *tensor_rec, PyObject *storage_rec);
-PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, PyObject *pend);
-PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, PyObject *epoch,
-                          PyObject *skey, PyObject *weak);
-PyObject *get_attr(PyObject *obj, PyObject *name);
-int set_attr(PyObject *obj, PyObject *name, PyObject *v);
-int get_u64(PyObject *obj, PyObject *name, uint64_t *out);
-int set_u64(PyObject *obj, PyObject *name, uint64_t v);
+int records_ready(void);
+PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, uint64_t ptr,
+                         uint64_t nbytes, PyObject *stack_obj);
+PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long epoch,
+                          PyObject *skey, uint64_t weak);
+int is_tensor_rec(PyObject *o);
+int is_storage_rec(PyObject *o);
 int attr_true(PyObject *obj, PyObject *name);
 PyObject *call0(PyObject *obj, PyObject *name);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int flush(Dispatcher *d);
+long long tracker_epoch(Dispatcher *d);
 
 /* storages.c */
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
@@ -151,6 +187,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
+extern PyTypeObject DeathCallType;   /* a tracked tensor's weakref callback */
 
 /* dispatch.c */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);
