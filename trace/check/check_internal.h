@@ -274,4 +274,34 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
 int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
                  const vt__check_options *opt);
 
+/* ------------------------------------------------------------------------ */
+/* check_groups.c: findings grouped by cause                                */
+/* ------------------------------------------------------------------------ */
+
+#define CK_GROUP_KEY_MAX 1024
+#define CK_GROUP_LINES_MAX 64
+
+typedef struct ck_group {
+    char key[CK_GROUP_KEY_MAX];   /* rule \x1f owner \x1f holder (see holder_root), or
+                                   * rule \x1f \x1e graph \x1f the graph's holder (graph_root) */
+    char shown[CK_GROUP_KEY_MAX]; /* rule \x1f owner \x1f its first finding's normalized path */
+    size_t first;                 /* index of its first finding */
+    size_t count;
+    uint64_t bytes;
+    size_t nlines;                /* distinct owner lines in it (a graph's group has several),
+                                   * counted up to CK_GROUP_LINES_MAX ("at least" from there) */
+    uint64_t lines[CK_GROUP_LINES_MAX];   /* their hashes */
+} ck_group;
+
+/* The groups of r's findings, largest first (*ngroups of them; group_of[i],
+ * if given, the group of finding i); NULL when out of memory. free() it. */
+ck_group *vt__ck_group_findings(const vt__check_report *r, size_t *ngroups,
+                                uint32_t *group_of);
+/* A group's rule, owner line and shown path: pointers into ``copy``. */
+void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char **rule,
+                        const char **owner, const char **path);
+/* The holder of the autograd graph whose tensors ``grp`` groups; NULL when
+ * it groups by owner line and holder. */
+const char *vt__ck_group_graph_root(const ck_group *grp);
+
 #endif /* VT_TRACE_CHECK_INTERNAL_H */

@@ -205,437 +205,6 @@ static void print_rules(FILE *f, unsigned rules)
         }
 }
 
-/* ------------------------------------------------------------------------ */
-/*  Groups: one bug leaks one storage per step, each its own finding; the   */
-/*  user wants the bug. Findings group by rule, owner line (the line that   */
-/*  made the tensor, whichever op of it) and the holder their first path    */
-/*  reaches it through: the path with its indices, ids and ops blanked, its */
-/*  runs of autograd nodes made one hop (one graph kept alive reaches its   */
-/*  tensors through chains of any length), up to the last object before the */
-/*  containers the tensor sits in (an optimizer's state keeps exp_avg and   */
-/*  exp_avg_sq of one parameter under two keys: one cause). A finding with  */
-/*  no holder recorded (made after the last walk) joins the group of its    */
-/*  rule and line that has one.                                             */
-/* ------------------------------------------------------------------------ */
-
-#define GROUP_KEY_MAX 1024
-#define GROUPS_SHOWN 20
-
-#define GROUP_LINES_MAX 64
-
-typedef struct finding_group {
-    char key[GROUP_KEY_MAX];   /* rule \x1f owner \x1f holder (see holder_root), or
-                                * rule \x1f \x1e graph \x1f the graph's holder (graph_root) */
-    char shown[GROUP_KEY_MAX]; /* rule \x1f owner \x1f its first finding's normalized path */
-    size_t first;              /* index of its first finding */
-    size_t count;
-    uint64_t bytes;
-    size_t nlines;             /* distinct owner lines in it (a graph's group has several),
-                                * counted up to GROUP_LINES_MAX ("at least" from there) */
-    uint64_t lines[GROUP_LINES_MAX];   /* their hashes */
-} finding_group;
-
-/* "kept[12] → tensor #40 → storage 0x5000 8 MiB" -> "kept[*] → tensor #*". */
-static void normalize_path(const char *in, char *out, size_t len)
-{
-    size_t o = 0;
-    int in_brackets = 0, after_hash = 0, in_quotes = 0;   /* names and keys stay as they are */
-    const char *end = strstr(in, " \xe2\x86\x92 storage 0x");
-    for (const char *c = in; *c && (!end || c < end) && o + 1 < len; c++) {
-        int digit = *c >= '0' && *c <= '9';
-        if (*c == '\'')
-            in_quotes = !in_quotes;
-        else if (*c == '[' && !in_quotes)
-            in_brackets = 1;
-        else if (*c == ']' && !in_quotes)
-            in_brackets = 0;
-        if (digit && !in_quotes && (in_brackets || after_hash)) {
-            if (!o || out[o - 1] != '*')
-                out[o++] = '*';
-            continue;
-        }
-        after_hash = *c == '#';
-        out[o++] = *c;
-    }
-    out[o] = 0;
-}
-
-/* "h = model(x) (train.py:40, aten.relu out[0])" -> "h = model(x) (train.py:40)":
- * the ops one line made are one cause. In place, over every tensor name. */
-static void drop_ops(char *s)
-{
-    /* track()'s names end "(FILE:LINE, WHAT)" whatever the op's namespace
-     * ("aten.relu out[0]", "backward: aten.mm out[0]", a custom op's): the
-     * ", WHAT" after a line number goes */
-    for (char *p = s; *p; p++) {
-        if (*p != ':' || !isdigit((unsigned char)p[1]))
-            continue;
-        char *q = p + 1;
-        while (isdigit((unsigned char)*q))
-            q++;
-        if (q[0] != ',' || q[1] != ' ')
-            continue;
-        char *close = strchr(q, ')');
-        if (close)
-            memmove(q, close, strlen(close) + 1);
-    }
-}
-
-/* "A → B.next_functions[*] → C.next_functions[*] → D" -> "A → (autograd nodes) → D". */
-static void collapse_autograd(char *s)
-{
-    static const char arrow[] = " \xe2\x86\x92 ", hop[] = ".next_functions[*]";
-    char out[GROUP_KEY_MAX];
-    size_t o = 0;
-    int in_run = 0;
-    for (char *p = s; *p;) {
-        char *next = strstr(p, arrow);
-        size_t n = next ? (size_t)(next - p) : strlen(p);
-        int is_hop = n >= sizeof hop - 1 && !strncmp(p + n - (sizeof hop - 1), hop, sizeof hop - 1);
-        if (!(is_hop && in_run)) {
-            const char *text = is_hop ? "(autograd nodes)" : p;
-            size_t tn = is_hop ? strlen(text) : n;
-            if (o && o + sizeof arrow < sizeof out) {
-                memcpy(out + o, arrow, sizeof arrow - 1);
-                o += sizeof arrow - 1;
-            }
-            if (o + tn < sizeof out) {
-                memcpy(out + o, text, tn);
-                o += tn;
-            }
-        }
-        in_run = is_hop;
-        p = next ? next + sizeof arrow - 1 : p + n;
-    }
-    out[o] = 0;
-    memcpy(s, out, o + 1);
-}
-
-/* A hop into a container ("list[*]", "dict['exp_avg']",
- * "defaultdict.key <Parameter>"), not an object's own reference. */
-static int container_hop(const char *seg, size_t n)
-{
-    static const char key[] = ".key ";
-    if (n && seg[n - 1] == ']')
-        return 1;
-    for (size_t i = 0; i + sizeof key - 1 <= n; i++)
-        if (!memcmp(seg + i, key, sizeof key - 1))
-            return 1;
-    return 0;
-}
-
-/* "P → Trainer.opt → Adam.state → defaultdict[<Parameter>] → dict['exp_avg'] → tensor 't'"
- * -> "P → Trainer.opt → Adam.state": the path without the tensor it ends at and the
- * containers that tensor sits in, the first hop kept whatever it is; "" for a
- * path that is the tensor alone (no holder recorded). In place. */
-static void holder_root(char *s)
-{
-    static const char arrow[] = " \xe2\x86\x92 ";
-    char *cut[GROUP_KEY_MAX / 4];   /* where each hop after the first begins (its arrow) */
-    size_t n = 0;
-    for (char *p = strstr(s, arrow); p && n < sizeof cut / sizeof *cut; p = strstr(p + 1, arrow))
-        cut[n++] = p;
-    if (!n) {          /* one hop: the tensor itself, or a holder whose tensor was cut off */
-        if (!strncmp(s, "tensor '", 8))
-            s[0] = 0;
-        return;
-    }
-    *cut[--n] = 0;     /* the tensor holding the storage */
-    while (n) {
-        char *seg = cut[n - 1] + sizeof arrow - 1;
-        if (!container_hop(seg, strlen(seg)))
-            break;
-        *cut[--n] = 0;
-    }
-}
-
-size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t len)
-{
-    char path[GROUP_KEY_MAX];
-    if (!len)
-        return 0;
-    buf[0] = 0;
-    if (!x->npaths)
-        return 0;
-    vt__check_path_format(&x->paths[0], path, sizeof path);
-    normalize_path(path, buf, len);
-    drop_ops(buf);
-    collapse_autograd(buf);
-    return strlen(buf);
-}
-
-/* "H → list[*] → tensor 'loss'.grad_fn → (autograd nodes) → MmBackward0.SavedTensor
- * 'self' of MmBackward0 → tensor 't'" -> "H → list[*] → tensor 'loss'.grad_fn": a
- * path that reaches its tensor through an autograd graph, up to the hop into the
- * graph (its tensor's grad_fn, a node's saved tensors); 0 (s untouched) for a path
- * that does not. One graph kept alive keeps the tensors of every line of its
- * forward, each a finding: one cause. In place. */
-static int graph_root(char *s)
-{
-    static const char arrow[] = " \xe2\x86\x92 ";
-    static const char *const into[] = {".grad_fn", ".SavedTensor ", "(autograd nodes)"};
-    for (char *seg = s; seg;) {
-        char *next = strstr(seg, arrow);
-        size_t n = next ? (size_t)(next - seg) : strlen(seg);
-        for (size_t i = 0; i < sizeof into / sizeof *into; i++) {
-            char *at = memmem(seg, n, into[i], strlen(into[i]));
-            if (!at)
-                continue;
-            if (i == 0)                 /* keep the tensor whose graph it is */
-                seg[n] = 0;
-            else if (seg == s)          /* the path starts inside a graph: no root */
-                return 0;
-            else                        /* up to the hop before the graph */
-                seg[-(long)(sizeof arrow - 1)] = 0;
-            return 1;
-        }
-        seg = next ? next + sizeof arrow - 1 : NULL;
-    }
-    return 0;
-}
-
-static uint64_t line_hash(const char *owner)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *c = (const unsigned char *)owner; *c; c++)
-        h = (h ^ *c) * 1099511628211ull;
-    return h;
-}
-
-/* The key of x's group, what the report shows of it (its path in full), and
- * its owner line's hash (the group's lines). */
-static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len,
-                      uint64_t *line)
-{
-    char norm[GROUP_KEY_MAX], owner[GROUP_KEY_MAX], root[GROUP_KEY_MAX];
-    vt__check_finding_holder(x, norm, sizeof norm);
-    memcpy(root, norm, sizeof root);
-    int in_graph = graph_root(root);
-    if (!in_graph)
-        holder_root(root);
-    snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
-    drop_ops(owner);
-    *line = line_hash(owner);
-    const char *rule = vt__check_rule_name(x->rule);
-    /* A growth finding is its call site already, and a storage no tensor
-     * names (a trace without track(): never-freed, outlier) is known by its
-     * call site only: one group per allocation stack (after a third
-     * separator, which group_parts drops). */
-    int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
-    int n = by_site    ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
-            : in_graph ? snprintf(key, len, "%s\x1f\x1egraph\x1f%s", rule, root)
-                       : snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
-    if (n < 0 || (size_t)n >= len)
-        key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
-    n = snprintf(shown, len, "%s\x1f%s\x1f%s", rule, owner, norm);
-    if (n < 0 || (size_t)n >= len)
-        shown[len - 1] = 0;
-}
-
-/* What follows the second separator of a group's key or shown text ("" when
- * a cut key has none). */
-static const char *third_part(const char *s)
-{
-    const char *a = strchr(s, '\x1f');
-    const char *b = a ? strchr(a + 1, '\x1f') : NULL;
-    return b ? b + 1 : "";
-}
-
-/* key is a graph's group (graph_root). */
-static int is_graph_key(const char *key)
-{
-    const char *a = strchr(key, '\x1f');
-    return a && a[1] == '\x1e';
-}
-
-/* key's group has no holder: its path part is empty. */
-static int key_without_holder(const char *key)
-{
-    const char *b = strrchr(key, '\x1f');
-    return b && !b[1];
-}
-
-static int group_cmp_bytes(const void *a, const void *b)
-{
-    const finding_group *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
-    return x->first < y->first ? -1 : x->first > y->first;
-}
-
-/* Line hash h among grp's lines, if not there and there is room. */
-static void add_line(finding_group *grp, uint64_t h)
-{
-    for (size_t i = 0; i < grp->nlines; i++)
-        if (grp->lines[i] == h)
-            return;
-    if (grp->nlines < GROUP_LINES_MAX)
-        grp->lines[grp->nlines++] = h;
-}
-
-/* src's lines counted in dst too. */
-static void merge_lines(finding_group *dst, const finding_group *src)
-{
-    for (size_t i = 0; i < src->nlines; i++)
-        add_line(dst, src->lines[i]);
-}
-
-/* The groups of r's findings, largest bytes first, and each finding's group
- * in group_of (when not NULL); NULL when out of memory. */
-static finding_group *group_findings(const vt__check_report *r, size_t *ngroups, uint32_t *group_of)
-{
-    *ngroups = 0;
-    size_t ng = 0, cap = 16;
-    finding_group *g = malloc(cap * sizeof *g);
-    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
-    char *key = malloc(GROUP_KEY_MAX), *shown = malloc(GROUP_KEY_MAX);
-    uint32_t *into = NULL, *order = NULL;
-    finding_group *sorted = NULL;
-    if (!g || !of || !key || !shown)
-        goto out;
-    for (size_t i = 0; i < r->nfindings; i++) {
-        const vt__check_finding *x = &r->findings[i];
-        uint64_t line;
-        group_key(x, key, shown, GROUP_KEY_MAX, &line);
-        size_t k = 0;
-        while (k < ng && strcmp(g[k].key, key) != 0)
-            k++;
-        if (k == ng) {
-            if (ng == cap) {
-                finding_group *more = realloc(g, 2 * cap * sizeof *g);
-                if (!more)
-                    goto out;
-                g = more;
-                cap *= 2;
-            }
-            memcpy(g[k].key, key, GROUP_KEY_MAX);
-            memcpy(g[k].shown, shown, GROUP_KEY_MAX);
-            g[k].first = i;
-            g[k].count = 0;
-            g[k].bytes = 0;
-            g[k].nlines = 0;
-            ng++;
-        }
-        g[k].count++;
-        g[k].bytes += x->bytes;
-        add_line(&g[k], line);
-        of[i] = (uint32_t)k;
-    }
-    into = malloc((ng ? ng : 1) * sizeof *into);
-    order = malloc((ng ? ng : 1) * sizeof *order);
-    sorted = malloc((ng ? ng : 1) * sizeof *sorted);
-    if (!into || !order || !sorted) {
-        free(sorted);
-        sorted = NULL;
-        goto out;
-    }
-    /* A group with no holder joins its rule's and line's group that has one
-     * (shown by that group's first finding: it has a holder to show). */
-    for (size_t k = 0; k < ng; k++) {
-        into[k] = (uint32_t)k;
-        if (!key_without_holder(g[k].key))
-            continue;
-        size_t rule_owner = strlen(g[k].key);    /* "rule \x1f owner \x1f" */
-        size_t rule_len = strcspn(g[k].key, "\x1f") + 1;
-        for (size_t j = 0; j < ng; j++) {
-            if (j == k || !g[j].count || key_without_holder(g[j].key))
-                continue;
-            /* its rule and line's group, or a graph's group of its rule with its line */
-            int same = !strncmp(g[j].key, g[k].key, rule_owner);
-            if (!same && is_graph_key(g[j].key) && !strncmp(g[j].key, g[k].key, rule_len))
-                for (size_t l = 0; l < g[j].nlines && l < GROUP_LINES_MAX && !same; l++)
-                    same = g[j].lines[l] == g[k].lines[0];
-            if (!same)
-                continue;
-            into[k] = (uint32_t)j;
-            g[j].count += g[k].count;
-            g[j].bytes += g[k].bytes;
-            g[k].count = 0;
-            break;
-        }
-    }
-    /* The tensors a list keeps are one cause with the graphs they keep: a
-     * group held by "H → list[*] → tensor 'loss'" (those tensors themselves)
-     * joins the graph group of "H → list[*] → tensor 'loss'.grad_fn". */
-    for (size_t k = 0; k < ng; k++) {
-        if (!g[k].count || is_graph_key(g[k].key) || key_without_holder(g[k].key))
-            continue;
-        const char *path = third_part(g[k].shown);
-        size_t rule_len = strcspn(g[k].key, "\x1f") + 1, plen = strlen(path);
-        if (!plen)
-            continue;
-        for (size_t j = 0; j < ng; j++) {
-            if (j == k || !g[j].count || !is_graph_key(g[j].key) ||
-                strncmp(g[j].key, g[k].key, rule_len))
-                continue;
-            const char *root = third_part(g[j].key);
-            if (strncmp(root, path, plen) || strcmp(root + plen, ".grad_fn"))
-                continue;
-            into[k] = (uint32_t)j;
-            g[j].count += g[k].count;
-            g[j].bytes += g[k].bytes;
-            merge_lines(&g[j], &g[k]);
-            g[k].count = 0;
-            break;
-        }
-    }
-    size_t kept = 0;
-    for (size_t k = 0; k < ng; k++)
-        if (g[k].count)
-            order[kept++] = (uint32_t)k;
-    /* Largest bytes first, ties by first finding: insertion sort, few groups. */
-    for (size_t a = 1; a < kept; a++)
-        for (size_t b = a; b > 0 && group_cmp_bytes(&g[order[b]], &g[order[b - 1]]) < 0; b--) {
-            uint32_t t = order[b];
-            order[b] = order[b - 1];
-            order[b - 1] = t;
-        }
-    for (size_t k = 0; k < kept; k++)
-        sorted[k] = g[order[k]];
-    /* A finding's group: the one its own went into, found in `sorted` by its
-     * first finding (each group's own). */
-    if (group_of)
-        for (size_t i = 0; i < r->nfindings; i++) {
-            size_t first = g[into[of[i]]].first, s = 0;
-            while (s + 1 < kept && sorted[s].first != first)
-                s++;
-            group_of[i] = (uint32_t)s;
-        }
-    *ngroups = kept;
-out:
-    free(g), free(of), free(into), free(order), free(key), free(shown);
-    return sorted;
-}
-
-long vt__check_report_groups(const vt__check_report *r, uint32_t *group_of)
-{
-    size_t ng = 0;
-    finding_group *g = group_findings(r, &ng, group_of);
-    if (!g)
-        return -ENOMEM;
-    free(g);
-    return (long)ng;
-}
-
-/* The key's parts: rule, owner, path (pointers into a copy). */
-static void group_parts(const finding_group *grp, char *copy, size_t len, const char **rule,
-                        const char **owner, const char **path)
-{
-    snprintf(copy, len, "%s", grp->shown);
-    *rule = copy;
-    char *a = strchr(copy, '\x1f');
-    char *b = a ? strchr(a + 1, '\x1f') : NULL;
-    if (a)
-        *a = 0;
-    if (b)
-        *b = 0;
-    char *c = b ? strchr(b + 1, '\x1f') : NULL;
-    if (c)
-        *c = 0;
-    *owner = a ? a + 1 : "";
-    *path = b ? b + 1 : "";
-}
-
 /* Where stack ``id`` allocated, in the program's words: its innermost frame
  * of the program's own code, else its innermost Python frame, else its
  * innermost frame. */
@@ -668,20 +237,22 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
         snprintf(buf, len, "%s (0x%" PRIx64 ")", *fn ? fn : "??", pick->ip);
 }
 
+#define GROUPS_SHOWN 20
+
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     size_t ng = 0;
-    finding_group *g = group_findings(r, &ng, NULL);
+    ck_group *g = vt__ck_group_findings(r, &ng, NULL);
     if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
         free(g);
         return;
     }
     fprintf(f, "\n%zu finding%s from %zu cause%s (rule, where the tensor was made, what holds it):\n",
             r->nfindings, r->nfindings == 1 ? "" : "s", ng, ng == 1 ? "" : "s");
-    char copy[GROUP_KEY_MAX], b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
+    char copy[CK_GROUP_KEY_MAX], b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
     for (size_t k = 0; k < ng && k < GROUPS_SHOWN; k++) {
         const char *rule, *owner, *path;
-        group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
+        vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
         fprintf(f, "  %zu \xc3\x97 [%s] %s (%s each on average), first #%zu\n", g[k].count, rule,
                 vt__fmt_bytes(g[k].bytes, b1), vt__fmt_bytes(g[k].bytes / g[k].count, b2),
                 g[k].first + 1);
@@ -689,12 +260,12 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
             fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
             continue;
         }
-        if (*owner && is_graph_key(g[k].key)) {
+        const char *root = *owner ? vt__ck_group_graph_root(&g[k]) : NULL;
+        if (root) {
             /* one autograd graph kept alive: its tensors, of every line */
-            const char *root = third_part(g[k].key);
             if (g[k].nlines > 1)
                 fprintf(f, "     tensor '%s' and those of %s%zu more line%s\n", owner,
-                        g[k].nlines == GROUP_LINES_MAX ? "at least " : "", g[k].nlines - 1,
+                        g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines - 1,
                         g[k].nlines == 2 ? "" : "s");
             else
                 fprintf(f, "     tensor '%s'\n", owner);
@@ -707,7 +278,7 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
             continue;
         }
         /* no tensor names it: its call site; holders are track()'s to find */
-        char site[GROUP_KEY_MAX];
+        char site[CK_GROUP_KEY_MAX];
         site_of(s, r->findings[g[k].first].alloc_stack, site, sizeof site);
         fprintf(f, "     allocated at %s\n", site);
         fprintf(f, "     held by: %s\n",
@@ -1154,13 +725,13 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     }
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
-    finding_group *g = group_findings(r, &ng, NULL);
+    ck_group *g = vt__ck_group_findings(r, &ng, NULL);
     if (!g)
         return -ENOMEM;
     for (size_t k = 0; k < ng; k++) {
         const char *rule, *owner, *path;
-        char copy[GROUP_KEY_MAX];
-        group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
+        char copy[CK_GROUP_KEY_MAX];
+        vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
         fprintf(f, "%s{\"rule\":\"%s\",\"count\":%zu,\"bytes\":%" PRIu64 ",\"first\":%zu,"
                    "\"lines\":%zu,\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes,
                 g[k].first, g[k].nlines);
