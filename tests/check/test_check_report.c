@@ -644,6 +644,76 @@ TEST(report_groups_give_each_finding_its_cause)
     synth_fini(&y);
 }
 
+/* A program keeps each step's whole model output (transformers' ModelOutput:
+ * its logits and its loss, two lines of the model, as items of one object
+ * in a list): one cause, the holder, whatever lines made the tensors. Two
+ * lists an object keeps under two attributes are two causes. */
+TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 8000, "module __main__");
+    synth_holder(&y, 8001, "list");
+    synth_ref(&y, 8000, 8001, ".history");
+    synth_holder(&y, 8002, "Trainer");
+    synth_ref(&y, 8000, 8002, ".trainer");
+    synth_holder(&y, 8003, "list");
+    synth_ref(&y, 8002, 8003, ".a");
+    synth_holder(&y, 8004, "list");
+    synth_ref(&y, 8002, 8004, ".b");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        char label[16];
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        uint64_t out = 8100 + (uint64_t)i, t = 8200 + 4 * (uint64_t)i;
+        uint64_t at = 0x7f5000000000ull + (uint64_t)i * 16 * MiB;
+        synth_holder(&y, out, "ModelOutput");
+        synth_ref(&y, 8001, out, label);
+        synth_new_tensor(&y, t, at, 4 * MiB, "lm_logits = self.lm_head(h) (model.py:10, aten.mm out[0])",
+                         st_fwd);
+        synth_new_tensor(&y, t + 1, at + 4 * MiB, MiB, "loss = F.cross_entropy(x, y) (model.py:12, "
+                         "aten.nll_loss out[0])", st_fwd);
+        synth_new_tensor(&y, t + 2, at + 8 * MiB, 2 * MiB, "a = x * 2 (train.py:20, aten.mul out[0])",
+                         st_act);
+        synth_new_tensor(&y, t + 3, at + 12 * MiB, 2 * MiB, "b = x * 3 (train.py:21, aten.mul out[0])",
+                         st_act);
+        for (uint64_t k = 0; k < 4; k++)
+            synth_use(&y, t + k);
+        synth_ref(&y, out, t, "['logits']");
+        synth_ref(&y, out, t + 1, "['loss']");
+        synth_ref(&y, 8003, t + 2, label);
+        synth_ref(&y, 8004, t + 3, label);
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 16);
+    uint32_t g[16];
+    ASSERT_EQ(vt__check_report_groups(r, g), 3);
+    long kept = -1, a = -1, b = -1;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const char *owner = r->findings[i].owner_name;
+        long *which = !strncmp(owner, "a = ", 4) ? &a : !strncmp(owner, "b = ", 4) ? &b : &kept;
+        if (*which < 0)
+            *which = g[i];
+        ASSERT_EQ((long)g[i], *which);   /* one group per cause, each finding in its own */
+    }
+    ASSERT(kept != a && kept != b && a != b);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "16 findings from 3 causes"), "%s", text);
+    ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 20 MiB"), "%s", text);
+    ASSERT_MSG(strstr(text, "(model.py:10)' and those of 1 more line\n"), "%s", text);
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_STR_CONTAINS(js, "\"count\":8,\"bytes\":20971520");
+    ASSERT_STR_CONTAINS(js, "\"lines\":2");
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* An optimizer keeps two state tensors of every replaced parameter under
  * two keys of one dict, made by one line: one cause, whatever key holds
  * each; and a tensor of that line made after the last walk (no holder

@@ -209,9 +209,13 @@ static void group_key(const vt__check_finding *x, char *key, char *shown, size_t
      * call site only: one group per allocation stack (after a third
      * separator, which group_parts drops). */
     int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
+    /* One holder keeps the tensors of several lines (an output object kept
+     * whole: its logits, its loss, its cache): one cause, whatever made
+     * them. Without a holder, its line's group (see vt__ck_group_findings). */
     int n = by_site    ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
             : in_graph ? snprintf(key, len, "%s\x1f\x1egraph\x1f%s", rule, root)
-                       : snprintf(key, len, "%s\x1f%s\x1f%s", rule, owner, root);
+            : *root    ? snprintf(key, len, "%s\x1f\x1eheld\x1f%s", rule, root)
+                       : snprintf(key, len, "%s\x1f%s\x1f", rule, owner);
     if (n < 0 || (size_t)n >= len)
         key[len - 1] = 0;   /* cut: a key still, the prefix of a long path */
     n = snprintf(shown, len, "%s\x1f%s\x1f%s", rule, owner, norm);
@@ -228,11 +232,17 @@ static const char *third_part(const char *s)
     return b ? b + 1 : "";
 }
 
-/* key is a graph's group (graph_root). */
-static int is_graph_key(const char *key)
+/* key's group is of the kind ``what`` ("graph": graph_root's; "held": one
+ * holder's), whose tensors come from several lines; NULL: either. */
+static int is_merged_key(const char *key, const char *what)
 {
     const char *a = strchr(key, '\x1f');
-    return a && a[1] == '\x1e';
+    return a && a[1] == '\x1e' && (!what || !strncmp(a + 2, what, strlen(what)));
+}
+
+static int is_graph_key(const char *key)
+{
+    return is_merged_key(key, "graph");
 }
 
 /* key's group has no holder: its path part is empty. */
@@ -328,9 +338,10 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, size_t *ngroups,
         for (size_t j = 0; j < ng; j++) {
             if (j == k || !g[j].count || key_without_holder(g[j].key))
                 continue;
-            /* its rule and line's group, or a graph's group of its rule with its line */
+            /* its rule and line's group, or a graph's or holder's group of its
+             * rule with its line */
             int same = !strncmp(g[j].key, g[k].key, rule_owner);
-            if (!same && is_graph_key(g[j].key) && !strncmp(g[j].key, g[k].key, rule_len))
+            if (!same && is_merged_key(g[j].key, NULL) && !strncmp(g[j].key, g[k].key, rule_len))
                 for (size_t l = 0; l < g[j].nlines && l < CK_GROUP_LINES_MAX && !same; l++)
                     same = g[j].lines[l] == g[k].lines[0];
             if (!same)

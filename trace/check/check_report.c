@@ -260,21 +260,19 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
             fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
             continue;
         }
-        const char *root = *owner ? vt__ck_group_graph_root(&g[k]) : NULL;
-        if (root) {
-            /* one autograd graph kept alive: its tensors, of every line */
+        if (*owner) {
+            /* one holder or autograd graph kept alive: its tensors, of every line */
             if (g[k].nlines > 1)
                 fprintf(f, "     tensor '%s' and those of %s%zu more line%s\n", owner,
                         g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines - 1,
                         g[k].nlines == 2 ? "" : "s");
             else
                 fprintf(f, "     tensor '%s'\n", owner);
-            fprintf(f, "     held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);
-            continue;
-        }
-        if (*owner) {
-            fprintf(f, "     tensor '%s'\n", owner);
-            fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
+            const char *root = vt__ck_group_graph_root(&g[k]);
+            if (root)
+                fprintf(f, "     held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);
+            else
+                fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
             continue;
         }
         /* no tensor names it: its call site; holders are track()'s to find */
