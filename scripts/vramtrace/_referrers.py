@@ -263,6 +263,7 @@ class _Sentinel:
 
 
 _CELL = type((lambda x: lambda: x)(0).__closure__[0])
+_NO_DICT = (dict, list, tuple, set, frozenset)   # their instances have no __dict__
 
 
 class _Walker:
@@ -426,6 +427,15 @@ class _Walker:
                       if v is obj]
             if labels:
                 return [(r, lb) for lb in labels]
+        if isinstance(obj, dict) and type(r) not in _NO_DICT and not isinstance(r, type):
+            # An object's own __dict__, also when the object is a container
+            # itself (a dict subclass with attributes: transformers'
+            # ModelOutput keeps each field as an item and an attribute).
+            try:
+                if object.__getattribute__(r, "__dict__") is obj:
+                    return [(r, ".__dict__")]
+            except Exception:
+                pass
         if isinstance(r, dict):
             return [(r, lb) for lb in _container_labels(r, obj)]
         if type(r) is _CELL:
@@ -446,12 +456,6 @@ class _Walker:
             return [(r, "(referent)")]
         if isinstance(obj, dict) and isinstance(r, type):
             return [(r, ".__dict__")]   # a class's namespace
-        if isinstance(obj, dict):
-            try:
-                if object.__getattribute__(r, "__dict__") is obj:
-                    return [(r, ".__dict__")]
-            except Exception:
-                pass
         return ([(r, lb) for lb in _attr_labels(r, obj)] or
                 [(r, lb) for lb in _tensor_attr_labels(r, obj)] or [(r, "(referent)")])
 

@@ -69,6 +69,31 @@ def test_dict_key_label():
     del holder
 
 
+class ItemsAndAttributes(dict):
+    """transformers' ModelOutput: a dict (subclass) whose fields are also
+    attributes, in the instance's own __dict__."""
+
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+
+def test_a_dict_subclass_with_attributes_is_the_holder_of_both():
+    """The instance's __dict__ is the instance's, also when the instance is
+    a dict itself: every chain to the field reaches the list that keeps the
+    instance (a chain from a lone "dict" holder named nothing)."""
+    p = Payload()
+    kept = [ItemsAndAttributes(logits=p)]
+    res = _walk(p)
+    chains = _chains(res)
+    assert any("local 'kept'" in c and c.endswith("[0] -> .logits -> ") for c in chains), chains
+    assert ("ItemsAndAttributes", ".logits") in _labels(res), _labels(res)
+    assert ("ItemsAndAttributes", "['logits']") in _labels(res), _labels(res)
+    assert not any(c.startswith("dict") for c in chains), chains
+    del kept
+
+
 def test_closure_cell_names_variable_and_function():
     p = Payload()
 

@@ -10,7 +10,9 @@ that keeps the parameters and state of every head the model replaced, a
 gradient hook registered on a parameter every step (each one's mask is used
 at every backward, so nothing lingers: the line's live bytes grow step over
 step), a validation loss kept with its graph (every line's activations, one
-cause). And one observer effect the walks must not have on such programs: a kept
+cause), each step's whole model output kept (a transformers-style ModelOutput:
+one cause; the model's unused buffer and frozen head are its state, not
+findings). And one observer effect the walks must not have on such programs: a kept
 graph's tensors saved through checkpointing's hooks are never unpacked. They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
 
@@ -44,6 +46,7 @@ REPORTS = {
     "replaced_head_optimizer": (["Adam.state", "Adam.param_groups"], "linger"),
     "param_hook_closure": (["._backward_hooks → OrderedDict[0] → function <lambda"], "growth"),
     "kept_validation_graph": (["Program.history → list["], "linger"),
+    "kept_model_outputs": (["Program.history → list["], "linger"),
 }
 
 
@@ -102,6 +105,23 @@ def test_a_kept_graph_is_one_cause_named_by_its_holder(tmp_path):
     (g,) = groups
     assert g["count"] == len(rep["findings"]) and g["lines"] > 3, g
     assert "Program.history → list[*] → tensor" in g["path"] and ".grad_fn" in g["path"], g
+
+
+def test_kept_model_outputs_are_one_cause_and_the_models_state_is_none(tmp_path):
+    """Each step's whole ModelOutput kept (its logits, loss and key/value
+    cache: three lines of the model): one cause, held by the history list
+    through the output object, never through a lone "dict" (the object's
+    own __dict__ is the object's). The model's unused causal-mask buffer and
+    its frozen head, which its fixed twin keeps too, are not findings."""
+    info, rc, rep = _run("kept_model_outputs", "leak", tmp_path)
+    assert rc == 1
+    groups = rep["groups"]
+    assert len(groups) == 1, [(g["count"], g["owner"], g["path"]) for g in groups]
+    assert groups[0]["lines"] >= 3, groups[0]
+    assert "Program.history → list[*] → ModelOutput[" in groups[0]["path"], groups[0]
+    paths = [p["text"] for f in rep["findings"] for p in f["paths"]]
+    assert paths and not any(p.startswith("dict[") for p in paths), paths
+    assert not any("_buffers" in p or "aux_head" in p for p in paths), paths
 
 
 @pytest.mark.parametrize("program", sorted(REPORTS))

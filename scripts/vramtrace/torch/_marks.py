@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable, Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
@@ -78,11 +79,13 @@ class _Marks:
                   for rec in srec.tids
                   if rec.name.startswith("parameter") or rec.name in named]
         looked_up = False
+        models = set()
         for rec in params:
             t = rec.ref() if rec.ref is not None else None
             if not isinstance(t, _Parameter):
                 del t
                 continue
+            models.add(self._model_of.get(id(t)))
             if rec.name.startswith("parameter"):
                 # named as its model knows it, once a model holds it
                 name = self._param_name(t, not looked_up)
@@ -102,3 +105,31 @@ class _Marks:
                     if name:
                         self._name_grad(g, grec, name + ".grad")
             del t, g
+        self._state_follows_models(models, epoch, use)
+
+    def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
+                              use: Callable[[int], None]) -> None:
+        """A model's parameters and buffers are its state, not tensors of
+        a step: each step that used a model (one of its parameters, at
+        ``epoch``) uses them all, so that a buffer the model never reads (a
+        causal mask kept for another attention path, a ``position_ids``
+        table) or a frozen layer it skips is not a finding while the model
+        is in use. A buffer is named as its model knows it. ``models``: ids
+        from the last lookup of models (_Naming._param_name)."""
+        by_obj, storages = self._by_obj, self._storages
+        for mid in models:
+            got = self._model_state.get(mid) if mid is not None else None
+            if got is None or got[0]() is None:
+                continue
+            for ref, name in got[1]:
+                t = ref()
+                rec = by_obj.get(id(t)) if t is not None else None
+                if rec is None or not rec.tid:
+                    continue
+                use(rec.tid)
+                st = storages.get(rec.skey)
+                if st is not None:
+                    st.last_epoch = epoch
+                if name and rec.name != name:
+                    self._rename(t, name)
+                t = None

@@ -118,8 +118,14 @@ class _Naming:
                 if id(root) in inner:
                     continue
                 prefix = type(root).__name__
+                state = []
                 for n, p in root.named_parameters():
                     self._param_names[id(p)] = (weakref.ref(p), f"{prefix}.{n}")
+                    self._model_of[id(p)] = id(root)
+                    state.append((weakref.ref(p), ""))
+                for n, b in root.named_buffers():
+                    state.append((weakref.ref(b), f"{prefix}.{n}"))
+                self._model_state[id(root)] = (weakref.ref(root), state)
             del modules
         except Exception:  # noqa: BLE001 - a name is a nicety
             return ""
