@@ -7,6 +7,7 @@ stack cache keys frames by code identity without ever confusing two codes."""
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 
 import pytest
@@ -65,6 +66,29 @@ def test_new_stale_tensors_are_walked_alone_and_earlier_holders_stay(fake):
         missing = [t for t in ids if "list" not in _live_holders(fake, t)]
         assert not missing, [fake.paths_to(t) for t in missing]
         assert tr.partial_walks >= 5
+    del kept
+
+
+def test_the_programs_time_before_its_first_mark_pays_for_walks(fake):
+    """The walks may spend a quarter of the program's own time, counted from
+    track()'s start: a short job (its setup, then a few quick steps: a
+    torchrun job of eight steps) gets its holders named at its marks, not
+    only at its end, when the function that held them has returned."""
+    def job(kept):
+        deadline = time.process_time() + 0.4
+        while time.process_time() < deadline:   # setup: data, model, workers
+            pass
+        w = torch.ones(4)
+        for i in range(6):
+            vtt.mark(f"iteration {i}")
+            kept.append(w * i)                   # quick steps, a tensor kept each
+        return tr.tensor_id(kept[0])
+
+    kept = []
+    with vtt.track() as tr:
+        tid = job(kept)
+        assert tr.walks >= 1, (tr.walks, tr.walks_postponed)
+    assert "list" in _live_holders(fake, tid), fake.paths_to(tid)
     del kept
 
 

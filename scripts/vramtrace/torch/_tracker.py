@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import vramtrace as _vt
@@ -206,6 +207,12 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             self._mode.__enter__()
         self.ops_seen_by = "observer" if self._observer is not None else "dispatch mode"
         self._recording = True
+        # The program's time before its first mark is its own too: the
+        # walks' credit counts from here (a short job's first marks come
+        # after its setup, and their walks would otherwise wait for credit
+        # that a few quick steps never give).
+        self._last_mark_end = (time.process_time(), time.perf_counter())
+        self._busy_at_mark = self._busy()
         _active.append(self)
         _vt.add_mark_hook(self._on_mark)
         if self._on_gc not in gc.callbacks:
