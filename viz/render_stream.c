@@ -167,9 +167,9 @@ struct sr {
     uint32_t *free_ent;
     size_t nfree_ent, cap_free_ent;
     vt__u64map made, at_addr; /* made_at -> entry; addr -> the newest entry there */
-    vt__u64map newest;        /* addr -> page position of the newest lifetime made there,
-                                 freed or not: a STREAM_USE's (with STREAM_USE events) */
-    int track_newest;
+    vt__u64map stream_use;    /* the addrs of STREAM_USE events (reading 0) ... */
+    vt__u64map newest;        /* ... -> page position of the newest lifetime made there,
+                                 freed or not: the one a STREAM_USE there names */
     vt__lifetime born;        /* one retired at the event that made it */
     int has_born;
     uint32_t *xorder;         /* external storages in page order */
@@ -223,6 +223,8 @@ static int read_kinds(struct sr *x)
             *n = (struct vt__viz_rename){ e.aux, (uint32_t)i, e.str };
         }
         x->ntensor_new += e.kind == VT_EV_TENSOR_NEW;
+        if (e.kind == VT_EV_STREAM_USE && vt__u64map_put(&x->stream_use, e.addr, 1))
+            return -ENOMEM;
         i++;
     }
     if (rc < 0)
@@ -487,7 +489,8 @@ static int page_event(struct sr *x, const vt__event *e, uint32_t i, const vt__tl
             if (k != VT__U64MAP_NONE && !x->ent[k].final)
                 x->ent[k].l = fl->l;
         }
-        if (x->track_newest && key == i) {   /* made here: the newest at its addr */
+        if (key == i && vt__u64map_get(&x->stream_use, fl->l.addr) != VT__U64MAP_NONE) {
+            /* made here: the newest at its addr */
             uint32_t k = vt__u64map_get(&x->made, key);
             if (k != VT__U64MAP_NONE && vt__u64map_put(&x->newest, fl->l.addr, x->ent[k].pos))
                 return -ENOMEM;
@@ -789,6 +792,7 @@ static void sr_free(struct sr *x)
     vt__u64map_free(&x->made);
     vt__u64map_free(&x->at_addr);
     vt__u64map_free(&x->newest);
+    vt__u64map_free(&x->stream_use);
     free(x->xorder);
     free(x->xpos);
     struct scol *cs[] = { &x->ev_dt, &x->l_pos, &x->l_size, &x->l_req, &x->l_site,
@@ -828,6 +832,10 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
     if (!r->axis_of)
         return vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
     /* Reading 0; an OOM's page is the whole snapshot's (render.h). */
+    if (vt__u64map_init(&x.stream_use, 16)) {
+        free(r->axis_of);
+        return vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
+    }
     if ((rc = read_kinds(&x)) < 0)
         goto fail;
     /* The tables of the stacks before the timeline's lifetimes keep theirs. */
@@ -851,7 +859,6 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
     }
     vt__viz_index_devices(r);
     r->t0 = tl->first_time_ns;
-    x.track_newest = tl->kind_counts[VT_EV_STREAM_USE] != 0;
     for (size_t i = 0; i < tl->nlifetimes; i++)
         see_lifetime(&x, &tl->lifetimes[i]);
     for (size_t i = 0; i < tl->npassthrough; i++)
