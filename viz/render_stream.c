@@ -136,13 +136,21 @@ struct ev_finding {
     int64_t pos;
 };
 
+/* An extra stream an allocation used (STREAM_USE), at its page position. */
+struct xs_use {
+    uint32_t pos;
+    uint64_t stream;
+};
+
+/* The state of one streamed render: the page's (r), and what each reading
+ * gathers for the next. */
 struct sr {
-    struct render r;
+    struct render r;          /* r.tl: the streamed timeline, built here */
     const vt__check_report *report;
     vt__event_stream *es;
     char *err;
     size_t errlen;
-    int oom;
+    int oom;                  /* a hook could not grow a table: the render fails */
     /* reading 0 */
     struct vt__viz_rename *rn;
     size_t nrn, cap_rn;
@@ -155,16 +163,16 @@ struct sr {
     struct dev_steps *steps;
     size_t nsteps_dev;
     /* reading 3 */
-    uint32_t next_pos;
-    uint32_t cur_event;
+    uint32_t next_pos;        /* the next allocation's page position */
+    uint32_t cur_event;       /* the event the follower is matching */
     uint32_t *end, *fstk;     /* per page position: l_end's value, free stack node */
     uint8_t *flags;           /* l_flags' value */
     uint8_t *by_view;         /* named by a view (vt__viz_bind_name) */
-    struct { uint32_t pos; uint64_t stream; } *xsp;   /* extra streams used */
+    struct xs_use *xsp;       /* extra streams used, sorted at the end */
     size_t nxsp, cap_xsp;
-    struct entry *ent;
+    struct entry *ent;        /* the allocations open (slots reused) */
     size_t nent, cap_ent;
-    uint32_t *free_ent;
+    uint32_t *free_ent;       /* slots free */
     size_t nfree_ent, cap_free_ent;
     vt__u64map made, at_addr; /* made_at -> entry; addr -> the newest entry there */
     vt__u64map stream_use;    /* the addrs of STREAM_USE events (reading 0) ... */
@@ -175,11 +183,12 @@ struct sr {
     uint32_t *xorder;         /* external storages in page order */
     uint32_t *xpos;           /* each one's page position */
     size_t xnext;
-    struct scol ev_dt, l_pos, l_size, l_req, l_site, l_stream, l_dev, l_addr;
-    int64_t last_p1;
-    uint64_t last_a, prevq;
+    struct scol ev_dt, l_pos, l_size, l_req, l_site, l_stream, l_dev, l_addr; /* written
+                                 as the events go */
+    int64_t last_p1;          /* the previous allocation's position + 1 (l_pos deltas) */
+    uint64_t last_a, prevq;   /* its address (l_addr deltas), the last axis time quantum */
     struct columns cols;
-    struct fpos *fp;
+    struct fpos *fp;          /* per checker finding */
     struct seq_ref *fa, *fu;  /* the findings' alloc and last-use seqs, sorted */
     size_t nfa, nfu, ia, iu;
     struct ev_finding *evf;
@@ -575,7 +584,7 @@ static int64_t finding_pos(const struct sr *x, size_t f)
 
 static int cmp_xsp(const void *a, const void *b)
 {
-    const struct { uint32_t pos; uint64_t stream; } *x = a, *y = b;
+    const struct xs_use *x = a, *y = b;
     if (x->pos != y->pos)
         return x->pos < y->pos ? -1 : 1;
     return (x->stream > y->stream) - (x->stream < y->stream);
@@ -751,11 +760,11 @@ static int emit_before_window(struct sr *x)
         if (add_entry(x, &x->pre[i], pos, 1))
             return -ENOMEM;
     }
-    for (int bw = 1; bw >= 0; bw--)
+    for (int bw = 1; bw >= 0; bw--)   /* the state's: before the window first */
         for (size_t i = 0; i < tl->nlifetimes; i++) {
             const vt__lifetime *l = &tl->lifetimes[i];
-            if (l->alloc_event != NONE || made_at(l) != VT__U64MAP_NONE ||
-                !(l->flags & VT_LT_BEFORE_WINDOW) != !bw)
+            int before = (l->flags & VT_LT_BEFORE_WINDOW) != 0;
+            if (l->alloc_event != NONE || made_at(l) != VT__U64MAP_NONE || before != bw)
                 continue;
             uint32_t pos = emit(x, l, 0);
             set_late(x, pos, l);

@@ -157,7 +157,6 @@ static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, si
 TEST(streamed_page_is_the_whole_page_on_random_event_streams)
 {
     uint64_t rnd = 20261129;
-    int compared = 0;
     for (int k = 0; k < 300; k++) {
         vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
         char what[64];
@@ -168,7 +167,6 @@ TEST(streamed_page_is_the_whole_page_on_random_event_streams)
             if (s->events[i].kind == VT_EV_OOM)
                 s->events[i].kind = VT_EV_MARK;
         same_in_memory(s, 0, what);
-        compared++;
         if (k % 20 == 0) {
             char dir[64], path[96];
             write_snapshot(s, dir, path, sizeof path);
@@ -178,7 +176,6 @@ TEST(streamed_page_is_the_whole_page_on_random_event_streams)
         }
         vt__snapshot_free(s);
     }
-    ASSERT_EQ(compared, 300);
 }
 
 TEST(streamed_page_is_the_whole_page_on_a_training_loop_read_in_small_chunks)
