@@ -12,6 +12,7 @@
 #include "check.h"
 #include "commands.h"
 #include "errbuf.h"
+#include "event_stream.h"
 #include "render.h"
 #include "pytorch.h"
 #include "oom_explain.h"
@@ -66,10 +67,13 @@ static char *default_output(const char *in)
     return out;
 }
 
-/* The page of one snapshot, written by vt__viz_write_file. */
+/* The page of one snapshot, written by vt__viz_write_file: from its
+ * stream of events (es), or from the whole snapshot and its timeline. */
 struct page {
     const char *out;
     const vt__snapshot_data *s;
+    struct vt__event_stream *es;
+    const char *stream_err;           /* the stream's messages (a damaged file) */
     const vt__timeline *tl;
     const vt__check_report *report;
     const vt__viz_overlay *overlay;   /* NULL: none */
@@ -81,8 +85,13 @@ static int write_page(FILE *f, void *ctx, char *err, size_t errlen)
 {
     struct page *p = ctx;
     char why[1024] = "";
-    int rc = vt__viz_render_page(f, p->s, p->tl, p->report, p->overlay, p->oom_json, &p->st, why,
-                                 sizeof why);
+    int rc = p->es ? vt__viz_render_stream(f, p->s, p->es, p->report, &p->st, why, sizeof why)
+                   : vt__viz_render_page(f, p->s, p->tl, p->report, p->overlay, p->oom_json,
+                                         &p->st, why, sizeof why);
+    if (rc == -ENOTSUP)
+        return rc;   /* the caller renders the whole snapshot instead */
+    if (rc && !why[0] && p->stream_err)
+        snprintf(why, sizeof why, "%s", p->stream_err);
     return rc ? vt__errf_in(err, errlen, rc, p->out, "%s", why) : 0;
 }
 
@@ -133,6 +142,11 @@ static int make_overlay(const vt__snapshot_data *s, const char *conf, vt__replay
                              .oom_event = rr->oom.happened ? (int64_t)rr->oom.event_index : -1 };
     return 0;
 }
+
+static int viz_streamed(const char *in, const char *out, int check, const vt__check_options *opt,
+                        int quiet, double t_start);
+static int viz_whole(const char *in, const char *out, int check, const vt__check_options *opt,
+                     const char *replay_conf, int quiet, double t_start);
 
 int vt__cmd_viz(int argc, char **argv)
 {
@@ -209,9 +223,80 @@ int vt__cmd_viz(int argc, char **argv)
         return VT_EXIT_FAILURE;
     }
 
-    double t_start = now_s();
-    char err[512] = "";
     char *def_out = NULL;
+    if (!out) {
+        def_out = default_output(in);
+        if (!def_out) {
+            fprintf(stderr, "vramtrace viz: out of memory\n");
+            return VT_EXIT_FAILURE;
+        }
+        out = def_out;
+    }
+    double t_start = now_s();
+    /* The page from the events read as a stream, in memory that follows
+     * what is alive at once; the whole snapshot only where a replay needs
+     * it (--replay, a run that ran out of memory). */
+    int status = replay_conf ? -ENOTSUP : viz_streamed(in, out, check, &opt, quiet, t_start);
+    if (status == -ENOTSUP)
+        status = viz_whole(in, out, check, &opt, replay_conf, quiet, t_start);
+    free(def_out);
+    return status;
+}
+
+/* What a page written says. */
+static void say_wrote(const char *out, const vt__viz_stats *st, double t_start)
+{
+    char ext[64] = "";
+    if (st->nexternal)
+        snprintf(ext, sizeof ext, ", %zu external storage%s", st->nexternal,
+                 st->nexternal == 1 ? "" : "s");
+    printf("wrote %s: %.2f MB, %zu allocation%s%s, %zu event%s, %zu finding%s, %.2f s\n", out,
+           (double)st->html_bytes / 1e6, st->nlifetimes, st->nlifetimes == 1 ? "" : "s", ext,
+           st->naxis, st->naxis == 1 ? "" : "s", st->nfindings, st->nfindings == 1 ? "" : "s",
+           now_s() - t_start);
+}
+
+static int viz_streamed(const char *in, const char *out, int check, const vt__check_options *opt,
+                        int quiet, double t_start)
+{
+    /* err is the stream's too: a damaged file's message lands there */
+    char err[512] = "", werr[1024] = "";
+    vt__snapshot_data *s = NULL;
+    vt__event_stream *es = NULL;
+    vt__check_report *rep = NULL;
+    int status = VT_EXIT_FAILURE;
+    if (vt__snapshot_open(in, &s, &es, err, sizeof err) < 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
+        goto done;
+    }
+    if (check && vt__check_run_stream(s, es, opt, &rep, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace viz: check: %s: %s\n", in, err);
+        goto done;
+    }
+    struct page pg = { .out = out, .s = s, .es = es, .stream_err = err, .report = rep };
+    int rc = vt__viz_write_file(out, write_page, &pg, werr, sizeof werr);
+    if (rc == -ENOTSUP) {
+        status = -ENOTSUP;
+        goto done;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", werr);
+        goto done;
+    }
+    if (!quiet)
+        say_wrote(out, &pg.st, t_start);
+    status = 0;
+done:
+    vt__check_report_free(rep);
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
+    return status;
+}
+
+static int viz_whole(const char *in, const char *out, int check, const vt__check_options *opt,
+                     const char *replay_conf, int quiet, double t_start)
+{
+    char err[512] = "";
     vt__snapshot_data *s = NULL;
     vt__timeline *tl = NULL;
     vt__check_report *rep = NULL;
@@ -223,14 +308,6 @@ int vt__cmd_viz(int argc, char **argv)
     char label[640] = "";
     char *oom_json = NULL;
 
-    if (!out) {
-        def_out = default_output(in);
-        if (!def_out) {
-            fprintf(stderr, "vramtrace viz: out of memory\n");
-            return VT_EXIT_FAILURE;
-        }
-        out = def_out;
-    }
     if (vt__snapshot_load(in, &s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
         goto done;
@@ -239,7 +316,7 @@ int vt__cmd_viz(int argc, char **argv)
         fprintf(stderr, "vramtrace viz: %s: %s\n", in, err);
         goto done;
     }
-    if (check && vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
+    if (check && vt__check_run(s, opt, &rep, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: check: %s: %s\n", in, err);
         goto done;
     }
@@ -270,16 +347,7 @@ int vt__cmd_viz(int argc, char **argv)
         goto done;
     }
     if (!quiet)
-    {
-        char ext[64] = "";
-        if (pg.st.nexternal)
-            snprintf(ext, sizeof ext, ", %zu external storage%s", pg.st.nexternal,
-                     pg.st.nexternal == 1 ? "" : "s");
-        printf("wrote %s: %.2f MB, %zu allocation%s%s, %zu event%s, %zu finding%s, %.2f s\n", out,
-               (double)pg.st.html_bytes / 1e6, pg.st.nlifetimes,
-               pg.st.nlifetimes == 1 ? "" : "s", ext, pg.st.naxis, pg.st.naxis == 1 ? "" : "s",
-               pg.st.nfindings, pg.st.nfindings == 1 ? "" : "s", now_s() - t_start);
-    }
+        say_wrote(out, &pg.st, t_start);
     status = 0;
 done:
     free((void *)ov.event);
@@ -287,7 +355,6 @@ done:
     free((void *)ov.device);
     vt__replay_result_free(&rr);
     free(oom_json);
-    free(def_out);
     vt__check_report_free(rep);
     vt__timeline_free(tl);
     vt__snapshot_free(s);

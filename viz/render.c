@@ -44,7 +44,7 @@ extern const char vt__viz_style_css[];
 
 /* Keep stack `id` and its callers. Walks stop at a node already kept, so the
  * total work is linear in the nodes kept. */
-static void keep_stack(struct render *r, uint32_t id)
+void vt__viz_keep_stack(struct render *r, uint32_t id)
 {
     size_t guard = 0;
     while (id > 0 && id < r->s->nstack_nodes && !r->node_map[id] && guard++ < r->s->nstack_nodes) {
@@ -55,7 +55,7 @@ static void keep_stack(struct render *r, uint32_t id)
 
 /* ---- the x axis and the stacking order ---------------------------------- */
 
-static int on_axis_kind(uint8_t kind)
+int vt__viz_on_axis_kind(uint8_t kind)
 {
     switch (kind) {
     case VT_EV_ALLOC: case VT_EV_FREE_REQUESTED: case VT_EV_FREE_COMPLETED:
@@ -68,7 +68,7 @@ static int on_axis_kind(uint8_t kind)
 
 static void put_axis(struct render *r, uint32_t ev)
 {
-    if (ev < r->s->nevents)
+    if (ev < r->nevents)
         r->axis_of[ev] = 1;
 }
 
@@ -77,7 +77,7 @@ static void build_axis(struct render *r)
     const vt__snapshot_data *s = r->s;
     const vt__timeline *tl = r->tl;
     for (size_t i = 0; i < s->nevents; i++)
-        r->axis_of[i] = on_axis_kind(s->events[i].kind) ? 1 : 0;
+        r->axis_of[i] = vt__viz_on_axis_kind(s->events[i].kind) ? 1 : 0;
     for (size_t i = 0; i < r->nl + r->nx; i++) {
         put_axis(r, band_start(r, lt_at(r, i)));
         put_axis(r, lt_at(r, i)->release_event);
@@ -123,20 +123,15 @@ static void build_order(struct render *r)
         r->rank[r->order[i]] = (uint32_t)i;
 }
 
-/* Renames (TENSOR_NAME) by tensor id, in event order within an id. */
-struct rename { uint64_t id; uint32_t ev; uint32_t str; };
-
-static int cmp_rename(const void *a, const void *b)
+int vt__viz_cmp_rename(const void *a, const void *b)
 {
-    const struct rename *x = a, *y = b;
+    const struct vt__viz_rename *x = a, *y = b;
     if (x->id != y->id)
         return x->id < y->id ? -1 : 1;
     return x->ev < y->ev ? -1 : x->ev > y->ev;
 }
 
-/* The latest name of tensor `id` (its last rename), or `dflt` if never
- * renamed. */
-static uint32_t latest_name(const struct rename *rn, size_t n, uint64_t id, uint32_t dflt)
+uint32_t vt__viz_latest_name(const struct vt__viz_rename *rn, size_t n, uint64_t id, uint32_t dflt)
 {
     /* first entry with a greater id */
     size_t lo;
@@ -148,6 +143,15 @@ static uint32_t latest_name(const struct rename *rn, size_t n, uint64_t id, uint
  * (not a view) wins over views. A tensor shows its latest name (its last
  * TENSOR_NAME, else its TENSOR_NEW's), as in `vramtrace check`: the hover
  * and the detail panel then agree with the findings. */
+void vt__viz_bind_name(struct render *r, uint8_t *by_view, size_t li, uint32_t name, int view)
+{
+    if (r->name[li] == 0 || (!view && by_view && by_view[li])) {
+        r->name[li] = name;
+        if (by_view)
+            by_view[li] = (uint8_t)view;
+    }
+}
+
 static void bind_names(struct render *r)
 {
     const vt__snapshot_data *s = r->s;
@@ -155,33 +159,27 @@ static void bind_names(struct render *r)
     for (size_t i = 0; i < s->nevents; i++)
         nrn += s->events[i].kind == VT_EV_TENSOR_NAME;
     /* Without memory for the renames, tensors keep their first names. */
-    struct rename *rn = nrn ? malloc(nrn * sizeof *rn) : NULL;
+    struct vt__viz_rename *rn = nrn ? malloc(nrn * sizeof *rn) : NULL;
     if (!rn)
         nrn = 0;
     for (size_t i = 0, k = 0; k < nrn && i < s->nevents; i++)
         if (s->events[i].kind == VT_EV_TENSOR_NAME)
-            rn[k++] = (struct rename){ s->events[i].aux, (uint32_t)i, s->events[i].str };
+            rn[k++] = (struct vt__viz_rename){ s->events[i].aux, (uint32_t)i, s->events[i].str };
     if (nrn > 1)
-        qsort(rn, nrn, sizeof *rn, cmp_rename);
+        qsort(rn, nrn, sizeof *rn, vt__viz_cmp_rename);
 
     uint8_t *by_view = calloc(r->tl->nlifetimes ? r->tl->nlifetimes : 1, 1);
     for (size_t i = 0; i < s->nevents; i++) {
         const vt__event *e = &s->events[i];
         if (e->kind != VT_EV_TENSOR_NEW)
             continue;
-        uint32_t name = nrn ? latest_name(rn, nrn, e->aux, e->str) : e->str;
+        uint32_t name = nrn ? vt__viz_latest_name(rn, nrn, e->aux, e->str) : e->str;
         if (name == 0)
             continue;
         const vt__lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
         if (!lt)
             continue;
-        size_t li = (size_t)(lt - r->tl->lifetimes);
-        int view = e->aux2 != 0;
-        if (r->name[li] == 0 || (!view && by_view && by_view[li])) {
-            r->name[li] = name;
-            if (by_view)
-                by_view[li] = (uint8_t)view;
-        }
+        vt__viz_bind_name(r, by_view, (size_t)(lt - r->tl->lifetimes), name, e->aux2 != 0);
     }
     free(by_view);
     free(rn);
@@ -219,8 +217,9 @@ static int fill_page(FILE *out, const char *key, size_t klen, void *ctx)
     return -EINVAL;
 }
 
-static void render_free(struct render *r)
+void vt__viz_render_free(struct render *r)
 {
+    vt__u64map_free(&r->stream_at);
     free(r->xs);
     free(r->xlt);
     free(r->axis_of);
@@ -233,9 +232,97 @@ static void render_free(struct render *r)
     free(r->str_map);
     free(r->strs);
     free(r->streams);
-    free(r->skeys);
-    free(r->svals);
     vt__buf_free(&r->findings);
+}
+
+int vt__viz_render_init(struct render *r)
+{
+    const vt__snapshot_data *s = r->s;
+    r->node_map = calloc(s->nstack_nodes + 1, sizeof *r->node_map);
+    r->frame_map = calloc(s->nframes + 1, sizeof *r->frame_map);
+    r->frames = calloc(s->nframes + 1, sizeof *r->frames);
+    r->str_map = calloc(s->nstrings + 1, sizeof *r->str_map);
+    r->strs = calloc(s->nstrings + 1, sizeof *r->strs);
+    if (!r->node_map || !r->frame_map || !r->frames || !r->str_map || !r->strs ||
+        vt__u64map_init(&r->stream_at, 64))
+        return -ENOMEM;
+    r->nstrs = 1;   /* page string 0 is "" */
+    return 0;
+}
+
+void vt__viz_index_devices(struct render *r)
+{
+    for (int i = 0; i < 256; i++)
+        r->dev_index[i] = -1;
+    for (size_t d = 0; d < r->tl->ndevices; d++) {
+        int o = r->tl->devices[d].device;
+        if (o >= -128 && o < 128)
+            r->dev_index[o + 128] = (int)d;
+    }
+}
+
+void vt__viz_number_stacks(struct render *r)
+{
+    const vt__snapshot_data *s = r->s;
+    r->nnodes = 1;
+    for (size_t i = 1; i < s->nstack_nodes; i++) {
+        if (!r->node_map[i])
+            continue;
+        r->node_map[i] = r->nnodes++;
+        uint32_t f = s->stack_nodes[i].frame;
+        if (f < s->nframes && !r->frame_map[f]) {
+            r->frames[r->nframes] = f;
+            r->frame_map[f] = ++r->nframes;
+        }
+    }
+    if (s->nstack_nodes == 0)
+        r->nnodes = 0;
+}
+
+int vt__viz_finish_page(FILE *out, struct render *r, struct columns *c, const size_t *npoints,
+                        vt__viz_stats *stats, char *err, size_t errlen)
+{
+    vt__buf meta = { 0 };
+    vt__buf *blob = c->blob;
+    int rc = 0;
+    c->raw_bytes = blob->n;
+    /* Deflated when zlib is there: the page inflates it natively
+     * (DecompressionStream), faster than a browser parses the bytes saved. */
+    vt__buf zblob = { 0 };
+    c->deflated = vt__deflate(&zblob, blob->p, blob->n) == 0 && !zblob.oom;
+    if (c->deflated) {
+        vt__buf_free(blob);
+        *blob = zblob;
+    } else {
+        vt__buf_free(&zblob);
+    }
+    vt__viz_write_meta(r, &meta, c, npoints);
+    if (blob->oom || meta.oom || r->findings.oom || r->oom) {
+        rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
+        goto out;
+    }
+    long start = ftell(out);
+    rc = vt__write_template(out, vt__viz_template_html, fill_page,
+                            &(struct page_parts){ .r = r, .meta = &meta, .blob = blob });
+    if (rc == 0 && fflush(out) != 0)
+        rc = -EIO;
+    if (rc) {
+        vt__errf(err, errlen, rc, "viz: %s", rc == -EIO ? "write failed" : "bad page template");
+        goto out;
+    }
+    if (stats) {
+        long end = ftell(out);
+        stats->html_bytes = start >= 0 && end >= start ? (size_t)(end - start) : 0;
+        stats->data_bytes = blob->n;
+        stats->meta_bytes = meta.n;
+        stats->nlifetimes = r->nl;
+        stats->nexternal = r->nx;
+        stats->naxis = r->naxis;
+        stats->nfindings = r->nfindings;
+    }
+out:
+    vt__buf_free(&meta);
+    return rc;
 }
 
 int vt__viz_render(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
@@ -256,8 +343,9 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
                         const vt__check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen)
 {
-    struct render r = { .s = s, .tl = tl, .overlay = overlay, .oom_json = oom_json };
-    vt__buf blob = { 0 }, meta = { 0 };
+    struct render r = { .s = s, .tl = tl, .overlay = overlay, .oom_json = oom_json,
+                        .nevents = s->nevents };
+    vt__buf blob = { 0 };
     int rc = 0;
     size_t nl = tl->nlifetimes;
     r.nl = nl;
@@ -271,55 +359,23 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
     }
     r.t0 = tl->first_time_ns;
     r.checked = report != NULL;
-    size_t nstreams_max = nl * 2 + tl->nstreams + 2;
-    size_t scap = 64;
-    while (scap < nstreams_max * 2 && scap < ((size_t)1 << 40))
-        scap *= 2;
-    r.smask = scap - 1;
     r.axis_of = calloc(s->nevents + 1, sizeof *r.axis_of);
     r.order = calloc(np + 1, sizeof *r.order);
     r.rank = calloc(np + 1, sizeof *r.rank);
     r.name = calloc(np + 1, sizeof *r.name);
     r.xlt = calloc(r.nx + 1, sizeof *r.xlt);
-    r.node_map = calloc(s->nstack_nodes + 1, sizeof *r.node_map);
-    r.frame_map = calloc(s->nframes + 1, sizeof *r.frame_map);
-    r.frames = calloc(s->nframes + 1, sizeof *r.frames);
-    r.str_map = calloc(s->nstrings + 1, sizeof *r.str_map);
-    r.strs = calloc(s->nstrings + 1, sizeof *r.strs);
-    r.streams = calloc(nstreams_max, sizeof *r.streams);
-    r.skeys = calloc(scap, sizeof *r.skeys);
-    r.svals = malloc(scap * sizeof *r.svals);
-    if (!r.axis_of || !r.order || !r.rank || !r.name || !r.node_map || !r.frame_map || !r.frames ||
-        !r.str_map || !r.strs || !r.streams || !r.skeys || !r.svals || !r.xlt) {
+    if (vt__viz_render_init(&r) || !r.axis_of || !r.order || !r.rank || !r.name || !r.xlt) {
         rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
         goto out;
     }
-    memset(r.svals, 0xff, scap * sizeof *r.svals);
-    r.nstrs = 1;   /* page string 0 is "" */
-    for (int i = 0; i < 256; i++)
-        r.dev_index[i] = -1;
-    for (size_t d = 0; d < tl->ndevices; d++) {
-        int o = tl->devices[d].device;
-        if (o >= -128 && o < 128)
-            r.dev_index[o + 128] = (int)d;
-    }
+    vt__viz_index_devices(&r);
 
     /* External storages as lifetimes: from their STORAGE_EXTERNAL to their
      * free (found by seq), on a page device per device value. */
     for (size_t k = 0; k < r.nx; k++) {
         const vt__check_storage *x = &r.xs[k];
         uint32_t rel_ev = x->freed ? event_by_seq(s, x->free_seq) : NONE;
-        r.xlt[k] = (vt__lifetime){ .addr = x->addr, .size = x->bytes, .req_size = x->bytes,
-                                  .alloc_event = x->alloc_event, .start_event = x->alloc_event,
-                                  .release_event = rel_ev, .alloc_seq = x->alloc_seq,
-                                  .alloc_time_ns = x->alloc_time_ns, .alloc_stack = x->alloc_stack,
-                                  .free_stack = x->free_stack, .device = x->device,
-                                  .flags = x->freed ? 0 : VT_LT_ALIVE };
-        int known = 0;
-        for (int j = 0; j < r.nxkinds; j++)
-            known |= r.xkind_dev[j] == x->device;
-        if (!known && r.nxkinds < (int)(sizeof r.xkind_dev / sizeof r.xkind_dev[0]))
-            r.xkind_dev[r.nxkinds++] = x->device;
+        vt__viz_external_lifetime(&r, k, rel_ev);
     }
 
     build_axis(&r);
@@ -328,28 +384,16 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
 
     /* Stacks: the allocations' and the findings', with their callers. */
     for (size_t i = 0; i < nl; i++) {
-        keep_stack(&r, tl->lifetimes[i].alloc_stack);
-        keep_stack(&r, tl->lifetimes[i].free_stack);
+        vt__viz_keep_stack(&r, tl->lifetimes[i].alloc_stack);
+        vt__viz_keep_stack(&r, tl->lifetimes[i].free_stack);
     }
     for (size_t i = 0; i < r.nx; i++) {
-        keep_stack(&r, r.xlt[i].alloc_stack);
-        keep_stack(&r, r.xlt[i].free_stack);
+        vt__viz_keep_stack(&r, r.xlt[i].alloc_stack);
+        vt__viz_keep_stack(&r, r.xlt[i].free_stack);
     }
     for (size_t i = 0; i < tl->npassthrough; i++)
-        keep_stack(&r, tl->passthrough[i].alloc_stack);
-    r.nnodes = 1;
-    for (size_t i = 1; i < s->nstack_nodes; i++) {
-        if (!r.node_map[i])
-            continue;
-        r.node_map[i] = r.nnodes++;
-        uint32_t f = s->stack_nodes[i].frame;
-        if (f < s->nframes && !r.frame_map[f]) {
-            r.frames[r.nframes] = f;
-            r.frame_map[f] = ++r.nframes;
-        }
-    }
-    if (s->nstack_nodes == 0)
-        r.nnodes = 0;
+        vt__viz_keep_stack(&r, tl->passthrough[i].alloc_stack);
+    vt__viz_number_stacks(&r);
 
     if (report && report->nfindings) {
         /* Findings by cause, as `vramtrace check` groups them. */
@@ -360,7 +404,8 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
             goto out;
         }
         for (size_t i = 0; i < report->nfindings; i++)
-            vt__viz_add_check_finding(&r, &report->findings[i], group[i]);
+            vt__viz_add_check_finding(&r, &report->findings[i], group[i],
+                                      vt__viz_finding_pos(&r, &report->findings[i]));
         free(group);
     }
     vt__viz_add_event_findings(&r);
@@ -376,48 +421,30 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
         goto out;
     }
     vt__viz_write_columns(&r, &cols, npoints);
-    cols.raw_bytes = blob.n;
-    /* Deflated when zlib is there: the page inflates it natively
-     * (DecompressionStream), faster than a browser parses the bytes saved. */
-    vt__buf zblob = { 0 };
-    cols.deflated = vt__deflate(&zblob, blob.p, blob.n) == 0 && !zblob.oom;
-    if (cols.deflated) {
-        vt__buf_free(&blob);
-        blob = zblob;
-    } else {
-        vt__buf_free(&zblob);
-    }
-    vt__viz_write_meta(&r, &meta, &cols, npoints);
     free(cols.tmp);
+    cols.tmp = NULL;
+    rc = vt__viz_finish_page(out, &r, &cols, npoints, stats, err, errlen);
     free(npoints);
-    if (blob.oom || meta.oom || r.findings.oom) {
-        rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
-        goto out;
-    }
-    long start = ftell(out);
-    rc = vt__write_template(out, vt__viz_template_html, fill_page,
-                            &(struct page_parts){ .r = &r, .meta = &meta, .blob = &blob });
-    if (rc == 0 && fflush(out) != 0)
-        rc = -EIO;
-    if (rc) {
-        vt__errf(err, errlen, rc, "viz: %s", rc == -EIO ? "write failed" : "bad page template");
-        goto out;
-    }
-    if (stats) {
-        long end = ftell(out);
-        stats->html_bytes = start >= 0 && end >= start ? (size_t)(end - start) : 0;
-        stats->data_bytes = blob.n;
-        stats->meta_bytes = meta.n;
-        stats->nlifetimes = nl;
-        stats->nexternal = r.nx;
-        stats->naxis = r.naxis;
-        stats->nfindings = r.nfindings;
-    }
 out:
     vt__buf_free(&blob);
-    vt__buf_free(&meta);
-    render_free(&r);
+    vt__viz_render_free(&r);
     return rc;
+}
+
+void vt__viz_external_lifetime(struct render *r, size_t k, uint32_t release_event)
+{
+    const vt__check_storage *x = &r->xs[k];
+    r->xlt[k] = (vt__lifetime){ .addr = x->addr, .size = x->bytes, .req_size = x->bytes,
+                                .alloc_event = x->alloc_event, .start_event = x->alloc_event,
+                                .release_event = release_event, .alloc_seq = x->alloc_seq,
+                                .alloc_time_ns = x->alloc_time_ns, .alloc_stack = x->alloc_stack,
+                                .free_stack = x->free_stack, .device = x->device,
+                                .flags = x->freed ? 0 : VT_LT_ALIVE };
+    int known = 0;
+    for (int j = 0; j < r->nxkinds; j++)
+        known |= r->xkind_dev[j] == x->device;
+    if (!known && r->nxkinds < (int)(sizeof r->xkind_dev / sizeof r->xkind_dev[0]))
+        r->xkind_dev[r->nxkinds++] = x->device;
 }
 
 int vt__viz_write_file(const char *path, vt__viz_page_writer write, void *ctx, char *err,

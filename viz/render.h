@@ -65,6 +65,21 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
                         const vt__check_report *report, const vt__viz_overlay *overlay,
                         const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen);
 
+/* The page of a snapshot whose events are read as a stream (s holds every
+ * section but the events, es reads them: vt__snapshot_open), the same bytes
+ * as vt__viz_render_page's without an overlay, in memory that follows what
+ * is alive at once plus a few bytes per event and per allocation: the
+ * events are read four or five times (viz/render_stream.c). `report` as
+ * vt__viz_render's (vt__check_run_stream gives it in the same memory).
+ * @return 0; -ENOTSUP, nothing written, for a snapshot with an OOM event
+ *         (its explanation replays the run, which needs the whole snapshot:
+ *         vt__viz_render_page); or a negative errno with one line in err
+ *         (a damaged file's in the stream's own err). */
+struct vt__event_stream;
+int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, struct vt__event_stream *es,
+                          const vt__check_report *report, vt__viz_stats *stats, char *err,
+                          size_t errlen);
+
 /* One rank's snapshot in the page of several ranks. */
 typedef struct vt__viz_rank {
     int rank;                         /* its rank (the snapshot's, else its place) */

@@ -5,38 +5,45 @@
  * external storages' uses, the stack nodes kept and the reserved curves;
  * varints, deltas and run lengths where they are smaller.
  */
+#include "grow.h"
 #include "render_internal.h"
 
-/* Page device of lifetime i: the timeline's device index, or, for an
- * external storage, one per device value after them. */
-static uint64_t page_device(const struct render *r, size_t i)
+/* Page device of a lifetime on device value dv: the timeline's device
+ * index, or, for an external storage, one per device value after them. */
+uint64_t vt__viz_page_device(const struct render *r, int dv, int external)
 {
-    if (i >= r->nl) {
-        int dv = r->xlt[i - r->nl].device;
+    if (external) {
         for (int k = 0; k < r->nxkinds; k++)
             if (r->xkind_dev[k] == dv)
                 return r->tl->ndevices + (uint64_t)k;
         return r->tl->ndevices + (uint64_t)(r->nxkinds ? r->nxkinds - 1 : 0);
     }
-    int d = r->dev_index[r->tl->lifetimes[i].device + 128];
+    int d = r->dev_index[dv + 128];
     return d < 0 ? 0 : (uint64_t)d;
 }
 
-static uint32_t stream_index(struct render *r, uint64_t v)
+static uint64_t page_device(const struct render *r, size_t i)
 {
-    size_t i = (size_t)((v * 0x9e3779b97f4a7c15ull) >> 17) & r->smask;
-    while (r->svals[i] != NONE) {
-        if (r->skeys[i] == v)
-            return r->svals[i];
-        i = (i + 1) & r->smask;
+    return vt__viz_page_device(r, lt_at(r, i)->device, i >= r->nl);
+}
+
+/* Streams are numbered in the order the page first names them. */
+uint32_t vt__viz_stream_index(struct render *r, uint64_t v)
+{
+    uint32_t i = vt__u64map_get(&r->stream_at, v);
+    if (i != VT__U64MAP_NONE)
+        return i;
+    if (vt__grow((void **)&r->streams, &r->cap_streams, (size_t)r->nstreams + 1,
+                 sizeof *r->streams) ||
+        vt__u64map_put(&r->stream_at, v, r->nstreams)) {
+        r->oom = 1;
+        return 0;
     }
-    r->skeys[i] = v;
-    r->svals[i] = r->nstreams;
     r->streams[r->nstreams] = v;
     return r->nstreams++;
 }
 
-static void begin(struct columns *c, const char *name, int rle)
+void vt__viz_col_begin(struct columns *c, const char *name, int rle)
 {
     c->sec[c->nsec].name = name;
     c->sec[c->nsec].start = c->blob->n;
@@ -44,7 +51,7 @@ static void begin(struct columns *c, const char *name, int rle)
     c->nsec++;
 }
 
-static size_t varint_len(uint64_t v)
+size_t vt__viz_varint_len(uint64_t v)
 {
     size_t n = 1;
     while (v >= 0x80) {
@@ -56,7 +63,7 @@ static size_t varint_len(uint64_t v)
 
 /* Write n values as a column, run-length encoded when that is smaller
  * (names, devices, streams, flags are mostly long runs). */
-static void put_column(struct columns *c, const char *name, const uint64_t *v, size_t n)
+void vt__viz_put_column(struct columns *c, const char *name, const uint64_t *v, size_t n)
 {
     size_t plain = 0, rle = 0;
     for (size_t i = 0; i < n;) {
@@ -64,11 +71,11 @@ static void put_column(struct columns *c, const char *name, const uint64_t *v, s
         while (j < n && v[j] == v[i])
             j++;
         for (size_t k = i; k < j; k++)
-            plain += varint_len(v[k]);
-        rle += varint_len(v[i]) + varint_len(j - i);
+            plain += vt__viz_varint_len(v[k]);
+        rle += vt__viz_varint_len(v[i]) + vt__viz_varint_len(j - i);
         i = j;
     }
-    begin(c, name, rle < plain);
+    vt__viz_col_begin(c, name, rle < plain);
     if (rle < plain) {
         for (size_t i = 0; i < n;) {
             size_t j = i + 1;
@@ -84,7 +91,7 @@ static void put_column(struct columns *c, const char *name, const uint64_t *v, s
     }
 }
 
-static unsigned common_shift(uint64_t acc)
+unsigned vt__viz_common_shift(uint64_t acc)
 {
     unsigned sh = 0;
     if (!acc)
@@ -94,6 +101,19 @@ static unsigned common_shift(uint64_t acc)
         sh++;
     }
     return sh;
+}
+
+void vt__viz_write_stacks(struct render *r, struct columns *c)
+{
+    const vt__snapshot_data *s = r->s;
+    vt__viz_col_begin(c, "stk", 0);
+    for (size_t i = 0; i < s->nstack_nodes; i++) {
+        if (i && !r->node_map[i])
+            continue;
+        const vt__stack_node *nd = &s->stack_nodes[i];
+        vt__put_varint(c->blob, i ? page_node(r, nd->parent) : 0);
+        vt__put_varint(c->blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
+    }
 }
 
 void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_total)
@@ -121,7 +141,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
         if (q > prevq)
             prevq = q;
     }
-    put_column(c, "ev_dt", v, k);
+    vt__viz_put_column(c, "ev_dt", v, k);
 
     int64_t last = 0;
     for (k = 0; k < n; k++) {
@@ -129,7 +149,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
         v[k] = vt__zigzag(p1 - last);
         last = p1;
     }
-    put_column(c, "l_pos", v, n);
+    vt__viz_put_column(c, "l_pos", v, n);
     for (k = 0; k < n; k++) {
         const vt__lifetime *l = lt_at(r, r->order[k]);
         uint64_t p1 = axis_p1(r, band_start(r, l));
@@ -137,53 +157,53 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
         /* release position = value + p1 - 2; 0 = never released */
         v[k] = e1 == 0 ? 0 : (e1 >= p1 ? e1 - p1 + 1 : 1);
     }
-    put_column(c, "l_end", v, n);
+    vt__viz_put_column(c, "l_end", v, n);
     uint64_t acc = 0, aacc = 0;
     for (k = 0; k < n; k++) {
         acc |= lt_at(r, k)->size;
         aacc |= lt_at(r, k)->addr;
     }
-    c->size_shift = common_shift(acc);
-    c->addr_shift = common_shift(aacc);
+    c->size_shift = vt__viz_common_shift(acc);
+    c->addr_shift = vt__viz_common_shift(aacc);
     for (k = 0; k < n; k++)
         v[k] = lt_at(r, r->order[k])->size >> c->size_shift;
-    put_column(c, "l_size", v, n);
+    vt__viz_put_column(c, "l_size", v, n);
     for (k = 0; k < n; k++) {
         const vt__lifetime *l = lt_at(r, r->order[k]);
         v[k] = l->req_size && l->req_size <= l->size ? l->size - l->req_size + 1 : 0;
     }
-    put_column(c, "l_req", v, n);
+    vt__viz_put_column(c, "l_req", v, n);
     for (k = 0; k < n; k++)
         v[k] = page_node(r, lt_at(r, r->order[k])->alloc_stack);
-    put_column(c, "l_site", v, n);
+    vt__viz_put_column(c, "l_site", v, n);
     for (k = 0; k < n; k++)
         v[k] = page_node(r, lt_at(r, r->order[k])->free_stack);
-    put_column(c, "l_fstk", v, n);
+    vt__viz_put_column(c, "l_fstk", v, n);
     for (k = 0; k < n; k++)
         v[k] = use_str(r, r->name[r->order[k]]);
-    put_column(c, "l_name", v, n);
+    vt__viz_put_column(c, "l_name", v, n);
     for (k = 0; k < n; k++)
-        v[k] = stream_index(r, lt_at(r, r->order[k])->stream);
-    put_column(c, "l_stream", v, n);
+        v[k] = vt__viz_stream_index(r, lt_at(r, r->order[k])->stream);
+    vt__viz_put_column(c, "l_stream", v, n);
     for (k = 0; k < n; k++)
         v[k] = page_device(r, r->order[k]);
-    put_column(c, "l_dev", v, n);
+    vt__viz_put_column(c, "l_dev", v, n);
     uint64_t pa = 0;
     for (k = 0; k < n; k++) {
         uint64_t a = lt_at(r, r->order[k])->addr >> c->addr_shift;
         v[k] = vt__zigzag((int64_t)(a - pa));
         pa = a;
     }
-    put_column(c, "l_addr", v, n);
+    vt__viz_put_column(c, "l_addr", v, n);
     for (k = 0; k < n; k++) {
         /* Bit 7 of the page: outside an observed framework's pool (a
          * segment it reserved, a library's own buffer), not allocated. */
         uint32_t fl = lt_at(r, r->order[k])->flags;
         v[k] = (fl & 0x7f) | (fl & VT_LT_OUTSIDE_POOL ? 0x80 : 0);
     }
-    put_column(c, "l_flags", v, n);
+    vt__viz_put_column(c, "l_flags", v, n);
 
-    begin(c, "l_xs", 0);
+    vt__viz_col_begin(c, "l_xs", 0);
     size_t lastk = 0;
     for (k = 0; k < n; k++) {
         const vt__lifetime *l = lt_at(r, r->order[k]);
@@ -193,7 +213,7 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
         lastk = k;
         vt__put_varint(blob, l->nstreams);
         for (uint32_t j = 0; j < l->nstreams; j++)
-            vt__put_varint(blob, stream_index(r, tl->streams[l->first_stream + j]));
+            vt__put_varint(blob, vt__viz_stream_index(r, tl->streams[l->first_stream + j]));
         c->nxs++;
     }
     /* External storages, in page order: last use (time quantum + 1, 0:
@@ -204,28 +224,21 @@ void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_
             const vt__check_storage *x = &r->xs[r->order[k] - r->nl];
             v[nx++] = x->last_use_seq ? rel(r, x->last_use_time_ns) / c->tq + 1 : 0;
         }
-    put_column(c, "x_use", v, nx);
+    vt__viz_put_column(c, "x_use", v, nx);
     nx = 0;
     for (k = 0; k < n; k++)
         if (r->order[k] >= r->nl)
             v[nx++] = r->xs[r->order[k] - r->nl].nuses;
-    put_column(c, "x_nuse", v, nx);
+    vt__viz_put_column(c, "x_nuse", v, nx);
     nx = 0;
     for (k = 0; k < n; k++)
         if (r->order[k] >= r->nl)
             v[nx++] = r->xs[r->order[k] - r->nl].ntensors;
-    put_column(c, "x_nt", v, nx);
-    begin(c, "stk", 0);
-    for (size_t i = 0; i < s->nstack_nodes; i++) {
-        if (i && !r->node_map[i])
-            continue;
-        const vt__stack_node *nd = &s->stack_nodes[i];
-        vt__put_varint(blob, i ? page_node(r, nd->parent) : 0);
-        vt__put_varint(blob, i && nd->frame < s->nframes ? r->frame_map[nd->frame] - 1 : 0);
-    }
+    vt__viz_put_column(c, "x_nt", v, nx);
+    vt__viz_write_stacks(r, c);
     /* Reserved bytes: only the points where it changes (the timeline has a
      * point for every allocation too). */
-    begin(c, "curves", 0);
+    vt__viz_col_begin(c, "curves", 0);
     for (size_t d = 0; d < tl->ndevices; d++) {
         uint64_t lp = 0, lv = 0;
         size_t kept = 0;

@@ -15,7 +15,7 @@
 
 /* The external storage a finding is about: the one opened at its alloc_seq
  * (they are in allocation order), else the last one at its address. */
-static uint32_t external_lifetime(const struct render *r, const vt__check_finding *f)
+uint32_t vt__viz_external_of(const struct render *r, const vt__check_finding *f)
 {
     size_t lo;
     VT__PARTITION_POINT(r->nx, i, r->xs[i].alloc_seq < f->alloc_seq, lo);
@@ -31,7 +31,7 @@ static uint32_t finding_lifetime(const struct render *r, const vt__check_finding
 {
     const vt__timeline *tl = r->tl;
     if (f->external)
-        return external_lifetime(r, f);
+        return vt__viz_external_of(r, f);
     if (f->alloc_seq) {
         uint32_t ev = event_by_seq(r->s, f->alloc_seq);
         if (ev != NONE && tl->event_owner && ev < tl->nevents && tl->event_owner[ev] < tl->nlifetimes)
@@ -48,6 +48,15 @@ static uint32_t finding_lifetime(const struct render *r, const vt__check_finding
     return lt ? (uint32_t)(lt - tl->lifetimes) : NONE;
 }
 
+/* One allocation of a call-site finding: its page position, from when. */
+struct ls { uint32_t pos; uint64_t t; };
+
+static int cmp_ls(const void *a, const void *b)
+{
+    const struct ls *x = a, *y = b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
 static void fmt_secs(uint64_t ns, char *buf, size_t len)
 {
     if (ns >= 1000000000ull)
@@ -58,10 +67,16 @@ static void fmt_secs(uint64_t ns, char *buf, size_t len)
         snprintf(buf, len, "%.3g us", (double)ns / 1e3);
 }
 
-void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uint32_t group)
+int64_t vt__viz_finding_pos(const struct render *r, const vt__check_finding *f)
+{
+    uint32_t li = finding_lifetime(r, f);
+    return li == NONE ? -1 : (int64_t)r->rank[li];
+}
+
+void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uint32_t group,
+                               int64_t pos)
 {
     const vt__timeline *tl = r->tl;
-    uint32_t li = finding_lifetime(r, f);
     vt__buf *b = &r->findings;
     char bytes[32], dur[32], title[512];
     vt__fmt_bytes(f->bytes, bytes);
@@ -99,7 +114,7 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
 
     if (r->nfindings++)
         vt__put_str(b, ",");
-    vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", li == NONE ? (int64_t)-1 : (int64_t)r->rank[li]);
+    vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", pos);
     vt__put_json_str(b, rule, 1);
     vt__put_printf(b, ",\"g\":%" PRIu32 ",\"bytes\":%" PRIu64, group, f->bytes);
     vt__put_str(b, ",\"title\":");
@@ -158,15 +173,24 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
         vt__put_printf(b, ",\"from\":%" PRIu64, rel(r, f->linger_from_time_ns));
     /* A call-site finding covers every allocation of the site still alive. */
     if (f->rule == VT_CHECK_RULE_NEVER_FREED && f->nallocs > 1 && f->alloc_stack) {
+        /* In page order: a streamed timeline holds its lifetimes in no
+         * particular order (a whole one's is the page's). */
         vt__put_str(b, ",\"ls\":[");
         size_t n = 0;
-        for (size_t i = 0; i < tl->nlifetimes; i++) {
+        struct ls *ls = malloc((tl->nlifetimes + 1) * sizeof *ls);
+        for (size_t i = 0; ls && i < tl->nlifetimes; i++) {
             const vt__lifetime *l = &tl->lifetimes[i];
             if (l->alloc_stack != f->alloc_stack || !(l->flags & VT_LT_ALIVE) || l->alloc_event == NONE)
                 continue;
-            vt__put_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", n++ ? "," : "", r->rank[i],
-                           rel(r, l->alloc_time_ns));
+            ls[n++] = (struct ls){ r->rank[i], rel(r, l->alloc_time_ns) };
         }
+        if (n > 1)
+            qsort(ls, n, sizeof *ls, cmp_ls);
+        for (size_t i = 0; i < n; i++)
+            vt__put_printf(b, "%s[%" PRIu32 ",%" PRIu64 "]", i ? "," : "", ls[i].pos, ls[i].t);
+        if (!ls)
+            b->oom = 1;
+        free(ls);
         vt__put_str(b, "]");
     }
     if (f->npaths) {
@@ -195,6 +219,18 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
     vt__put_str(b, "}");
 }
 
+void vt__viz_add_event_finding(struct render *r, const vt__event *e, int64_t pos)
+{
+    vt__buf *b = &r->findings;
+    if (r->nfindings++)
+        vt__put_str(b, ",");
+    vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
+                   pos);
+    const char *text = vt__snapshot_string(r->s, e->str);
+    vt__put_json_str(b, text[0] ? text : "finding recorded in the snapshot", 1);
+    vt__put_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
+}
+
 void vt__viz_add_event_findings(struct render *r)
 {
     const vt__snapshot_data *s = r->s;
@@ -203,13 +239,6 @@ void vt__viz_add_event_findings(struct render *r)
         if (e->kind != VT_EV_FINDING)
             continue;
         const vt__lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
-        vt__buf *b = &r->findings;
-        if (r->nfindings++)
-            vt__put_str(b, ",");
-        vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"snapshot\",\"kind\":\"recorded\",\"title\":",
-                       lt ? (int64_t)r->rank[lt - r->tl->lifetimes] : (int64_t)-1);
-        const char *text = vt__snapshot_string(s, e->str);
-        vt__put_json_str(b, text[0] ? text : "finding recorded in the snapshot", 1);
-        vt__put_printf(b, ",\"from\":%" PRIu64 "}", rel(r, e->time_ns));
+        vt__viz_add_event_finding(r, e, lt ? (int64_t)r->rank[lt - r->tl->lifetimes] : -1);
     }
 }

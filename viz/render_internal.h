@@ -13,6 +13,7 @@
 #include "bsearch.h"
 #include "buf.h"
 #include "render.h"
+#include "u64map.h"
 
 #define NONE VT_TL_NONE
 
@@ -28,6 +29,7 @@ struct render {
     const vt__viz_overlay *overlay;   /* replayed reserved curve, or NULL */
     const char *oom_json;    /* `vramtrace oom --json` of the snapshot, or NULL */
     uint64_t t0;             /* time origin: the first event */
+    size_t nevents;          /* the snapshot's events (a stream's count: s holds none) */
 
     uint32_t *axis_of;       /* event index -> axis position, NONE if off the axis */
     uint32_t naxis;
@@ -47,9 +49,9 @@ struct render {
 
     uint64_t *streams;       /* page stream table */
     uint32_t nstreams;
-    uint64_t *skeys;         /* stream value -> index hash (open addressing) */
-    uint32_t *svals;
-    size_t smask;
+    size_t cap_streams;
+    vt__u64map stream_at;    /* stream value -> index into streams */
+    int oom;                 /* a table could not grow: the render fails */
 
     int dev_index[256];      /* ordinal + 128 -> index into tl->devices */
 
@@ -115,15 +117,15 @@ static inline uint32_t page_node(const struct render *r, uint32_t id)
  * hid it, the start; one allocated after the kept events starts at the last. */
 static inline uint32_t band_start(const struct render *r, const vt__lifetime *l)
 {
-    if ((l->flags & VT_LT_AFTER_WINDOW) && r->s->nevents)
-        return (uint32_t)(r->s->nevents - 1);
+    if ((l->flags & VT_LT_AFTER_WINDOW) && r->nevents)
+        return (uint32_t)(r->nevents - 1);
     return l->start_event;
 }
 
 /* Axis position of an event, +1 (0 = before the first event / unknown). */
 static inline uint64_t axis_p1(const struct render *r, uint32_t ev)
 {
-    if (ev >= r->s->nevents || r->axis_of[ev] == NONE)
+    if (ev >= r->nevents || r->axis_of[ev] == NONE)
         return 0;
     return (uint64_t)r->axis_of[ev] + 1;
 }
@@ -136,12 +138,56 @@ static inline uint32_t event_by_seq(const vt__snapshot_data *s, uint64_t seq)
     return lo < s->nevents && s->events[lo].seq == seq ? (uint32_t)lo : NONE;
 }
 
+/* ---- render.c ------------------------------------------------------------ */
+
+/* The tables every render fills as it goes (stacks, frames, strings,
+ * streams), for a snapshot whose sections s holds (its events or not).
+ * @return 0 or -ENOMEM. */
+int vt__viz_render_init(struct render *r);
+/* r->dev_index from r->tl's devices. */
+void vt__viz_index_devices(struct render *r);
+void vt__viz_render_free(struct render *r);
+/* Keep stack `id` and its callers on the page. */
+void vt__viz_keep_stack(struct render *r, uint32_t id);
+/* Is an event of this kind on the x axis whatever the lifetimes say? */
+int vt__viz_on_axis_kind(uint8_t kind);
+/* Renames (TENSOR_NAME) by tensor id, in event order within an id. */
+struct vt__viz_rename { uint64_t id; uint32_t ev; uint32_t str; };
+int vt__viz_cmp_rename(const void *a, const void *b);
+/* The latest name of tensor `id` (its last rename in rn, sorted by
+ * vt__viz_cmp_rename), or `dflt` if never renamed. */
+uint32_t vt__viz_latest_name(const struct vt__viz_rename *rn, size_t n, uint64_t id, uint32_t dflt);
+/* A tensor named `name` created on the page's lifetime li (view: a view's):
+ * the first tensor names it, a base tensor over views (by_view: per
+ * lifetime, named by a view; NULL: the first wins). */
+void vt__viz_bind_name(struct render *r, uint8_t *by_view, size_t li, uint32_t name, int view);
+/* External storage k (r->xs) as the page's lifetime r->xlt[k], released
+ * at release_event (VT_TL_NONE: never); its device noted. */
+void vt__viz_external_lifetime(struct render *r, size_t k, uint32_t release_event);
+/* Number the kept stack nodes in snapshot order, and their frames. */
+void vt__viz_number_stacks(struct render *r);
+/* The page from its columns (c->blob, not yet deflated) and findings:
+ * deflated, the metadata, the template filled into out. @return 0 or a
+ * negative errno with one line in err. */
+int vt__viz_finish_page(FILE *out, struct render *r, struct columns *c, const size_t *npoints,
+                        vt__viz_stats *stats, char *err, size_t errlen);
+
 /* ---- render_findings.c -------------------------------------------------- */
 
+/* The external storage (nl + its index) the checker's finding f is about,
+ * NONE: none or not external. */
+uint32_t vt__viz_external_of(const struct render *r, const vt__check_finding *f);
+/* The page position of the lifetime the checker's finding f is about, -1:
+ * none (a whole snapshot's render: r->tl has event_owner). */
+int64_t vt__viz_finding_pos(const struct render *r, const vt__check_finding *f);
 /* The checker's finding f (of cause group `group`) as one item of the
- * page's findings (JSON, into r->findings). */
-void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uint32_t group);
-/* The snapshot's recorded FINDING events, likewise. */
+ * page's findings (JSON, into r->findings), about the lifetime at page
+ * position pos (-1: none). */
+void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uint32_t group,
+                               int64_t pos);
+/* A recorded FINDING event e, likewise. */
+void vt__viz_add_event_finding(struct render *r, const vt__event *e, int64_t pos);
+/* Every FINDING event of a whole snapshot. */
 void vt__viz_add_event_findings(struct render *r);
 
 /* ---- render_columns.c --------------------------------------------------- */
@@ -149,6 +195,17 @@ void vt__viz_add_event_findings(struct render *r);
 /* The page's binary columns into c->blob; npoints_total: per device, the
  * points of its reserved curve written. */
 void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_total);
+/* What the streamed render (render_stream.c) writes its columns with. */
+void vt__viz_col_begin(struct columns *c, const char *name, int rle);
+void vt__viz_put_column(struct columns *c, const char *name, const uint64_t *v, size_t n);
+size_t vt__viz_varint_len(uint64_t v);
+unsigned vt__viz_common_shift(uint64_t acc);
+uint32_t vt__viz_stream_index(struct render *r, uint64_t v);
+/* The page device of a lifetime on device value dv (external: an external
+ * storage's, on the page devices after the timeline's). */
+uint64_t vt__viz_page_device(const struct render *r, int dv, int external);
+/* The "stk" column: the stack nodes kept. */
+void vt__viz_write_stacks(struct render *r, struct columns *c);
 
 /* ---- render_meta.c ------------------------------------------------------ */
 

@@ -1,12 +1,15 @@
 /*
  * tests/bench/bench_analysis.c - what reading a big snapshot costs: seconds
- * and peak resident memory of `vramtrace summary`, `leaks` and `check` on
- * generated snapshots (tests/viz/gen_snapshot big) of 1M and 10M events,
- * and, side by side in the same build, the timeline built from the whole
- * snapshot (vt__snapshot_load + vt__timeline_build: what every view did before
- * the events were streamed, and what json and viz still do) against the one
- * built from a stream of its events (vt__timeline_build_stream, what
- * summary, leaks and check use).
+ * and peak resident memory of `vramtrace summary`, `leaks`, `check` and
+ * `viz` (with and without --check) on generated snapshots
+ * (tests/viz/gen_snapshot big) of 1M and 10M events, and, side by side in
+ * the same build, the timeline built from the whole snapshot
+ * (vt__snapshot_load + vt__timeline_build: what every view did before the
+ * events were streamed, and what json still does) against the one built
+ * from a stream of its events (vt__timeline_build_stream, what summary,
+ * leaks and check use), and the page rendered from the whole snapshot
+ * (vt__viz_render_page, what viz did before, and does for --replay or a run
+ * with an OOM) against `vramtrace viz` (vt__viz_render_stream).
  *
  *   bench_analysis --cli build/cli/vramtrace --gen build/tests/viz/gen_snapshot
  *                  [--events 1000000,10000000] [--dir /tmp]
@@ -30,8 +33,10 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "check.h"
 #include "event_stream.h"
 #include "pytorch.h"
+#include "render.h"
 #include "timeline.h"
 
 #define WHOLE_LIMIT 20000000ul
@@ -84,6 +89,30 @@ static int build_whole(const char *path)
     }
     return 0;   /* the process ends: nothing to free */
 }
+
+/* The page as viz wrote it before it streamed: the whole snapshot, its
+ * timeline (and the checker's report over it), rendered to /dev/null. */
+static int viz_whole(const char *path, int check)
+{
+    char err[1024];
+    vt__snapshot_data *s;
+    vt__timeline *tl;
+    vt__check_report *rep = NULL;
+    vt__check_options opt;
+    vt__check_options_init(&opt);
+    FILE *f = fopen("/dev/null", "w");
+    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
+        vt__timeline_build(s, &tl, err, sizeof err) ||
+        (check && vt__check_run(s, &opt, &rep, err, sizeof err)) ||
+        vt__viz_render_page(f, s, tl, rep, NULL, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "bench_analysis: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int viz_whole_plain(const char *path) { return viz_whole(path, 0); }
+static int viz_whole_checked(const char *path) { return viz_whole(path, 1); }
 
 static int build_streamed(const char *path, unsigned what)
 {
@@ -160,15 +189,28 @@ int main(int argc, char **argv)
         row(n, "timeline, streamed (leaks)", se);
         sc = measure(build_streamed_curves, path, NULL);
         row(n, "timeline, streamed + curves (summary)", sc);
-        static const char *const cmds[] = { "summary", "leaks", "check" };
-        struct cost cc[3];
-        for (int k = 0; k < 3; k++) {
-            char *av[] = { (char *)cli, (char *)cmds[k], path, NULL };
+        static const char *const cmds[] = { "summary", "leaks", "check", "viz", "viz" };
+        struct cost cc[5];
+        char html[600];
+        snprintf(html, sizeof html, "%s.html", path);
+        for (int k = 0; k < 5; k++) {
+            char *av[] = { (char *)cli, (char *)cmds[k], path, "-o", html,
+                           k == 4 ? "--check" : NULL, NULL };
+            if (k < 3)
+                av[3] = NULL;
             char what[64];
             cc[k] = measure(NULL, NULL, av);
-            snprintf(what, sizeof what, "vramtrace %s", cmds[k]);
+            snprintf(what, sizeof what, "vramtrace %s%s", cmds[k], k == 4 ? " --check" : "");
             row(n, what, cc[k]);
         }
+        struct cost vw = { 0 }, vwc = { 0 };
+        if (n <= WHOLE_LIMIT) {
+            vw = measure(viz_whole_plain, path, NULL);
+            row(n, "viz, whole snapshot", vw);
+            vwc = measure(viz_whole_checked, path, NULL);
+            row(n, "viz --check, whole snapshot", vwc);
+        }
+        unlink(html);
         unlink(path);
         char part[512];
         const char *m = n >= 1000000 ? "M" : "";
@@ -176,9 +218,13 @@ int main(int argc, char **argv)
         snprintf(part, sizeof part,
                  " summary_%zu%s_cpu_s=%.2f summary_%zu%s_mb=%.0f leaks_%zu%s_cpu_s=%.2f "
                  "leaks_%zu%s_mb=%.0f check_%zu%s_cpu_s=%.2f check_%zu%s_mb=%.0f "
-                 "whole_%zu%s_cpu_s=%.2f whole_%zu%s_mb=%.0f",
+                 "whole_%zu%s_cpu_s=%.2f whole_%zu%s_mb=%.0f viz_%zu%s_cpu_s=%.2f viz_%zu%s_mb=%.0f "
+                 "vizcheck_%zu%s_cpu_s=%.2f vizcheck_%zu%s_mb=%.0f vizwhole_%zu%s_cpu_s=%.2f "
+                 "vizwhole_%zu%s_mb=%.0f vizwholecheck_%zu%s_cpu_s=%.2f vizwholecheck_%zu%s_mb=%.0f",
                  u, m, cc[0].cpu, u, m, cc[0].mb, u, m, cc[1].cpu, u, m, cc[1].mb, u, m,
-                 cc[2].cpu, u, m, cc[2].mb, u, m, whole.cpu, u, m, whole.mb);
+                 cc[2].cpu, u, m, cc[2].mb, u, m, whole.cpu, u, m, whole.mb, u, m, cc[3].cpu, u,
+                 m, cc[3].mb, u, m, cc[4].cpu, u, m, cc[4].mb, u, m, vw.cpu, u, m, vw.mb, u, m,
+                 vwc.cpu, u, m, vwc.mb);
         strncat(result, part, sizeof result - strlen(result) - 1);
         fflush(stdout);
     }

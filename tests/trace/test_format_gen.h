@@ -6,6 +6,8 @@
  *                        allocations made before the retained window
  *   gen_training(n, ...) a training-like loop of about n events: a repeated
  *                        forward/backward pattern on a warm cache
+ *   gen_random(rnd, n)   n random events on few addresses: everything the
+ *                        timeline's matching rules reconcile
  */
 #ifndef VT_TEST_FORMAT_GEN_H
 #define VT_TEST_FORMAT_GEN_H
@@ -280,6 +282,90 @@ static inline vt__snapshot_data *gen_training(size_t n, uint64_t seed)
     }
     s->meta.events_recorded = s->nevents;
     s->meta.snapshot_time_ns = t + 1000;
+    return s;
+}
+
+/* A random snapshot of n events on few addresses, with everything the
+ * matching rules reconcile (lost frees, frees without their ALLOC, pending
+ * frees, gaps, allocator states that do and do not agree, forks, observed
+ * pools, OOMs); its state (when any) tiles segments over the same
+ * addresses. */
+static inline vt__snapshot_data *gen_random(uint64_t *rnd, size_t n)
+{
+    enum { NADDR = 12 };
+    struct snap_builder g = gen_begin();
+    vt__snapshot_data *s = g.s;
+    s->meta.format_version = VT_FORMAT_VERSION;
+    unsigned shape = (unsigned)(gen_rand(rnd) % 8);
+    if (shape & 1)
+        s->meta.flags |= VT_META_STATE_COMPLETE;
+    if (shape & 2)
+        s->meta.flags |= VT_META_POOL_OBSERVED;
+    gen_device(&g, 0, "GPU 0", 80ull << 30);
+    if (shape & 4)
+        gen_device(&g, 1, "GPU 1", 80ull << 30);
+    static const uint64_t sizes[] = { 0x100, 0x800, 0x1000 };
+    uint64_t seq = 1 + gen_rand(rnd) % 50, t = 1000;
+    for (size_t i = 0; i < n; i++) {
+        seq += gen_rand(rnd) % 40 == 0 ? 2 + gen_rand(rnd) % 30 : 1;   /* gaps */
+        t += 1 + gen_rand(rnd) % 100;
+        unsigned r = (unsigned)(gen_rand(rnd) % 100);
+        uint8_t kind = r < 30 ? VT_EV_ALLOC : r < 55 ? VT_EV_FREE_REQUESTED
+                     : r < 65 ? VT_EV_FREE_COMPLETED : r < 71 ? VT_EV_SEGMENT_ALLOC
+                     : r < 77 ? VT_EV_SEGMENT_FREE : r < 82 ? VT_EV_STREAM_USE
+                     : r < 88 ? VT_EV_PASSTHROUGH : r < 92 ? VT_EV_MARK
+                     : r < 93 ? VT_EV_FORK : VT_EV_OOM;
+        vt__event *e = gen_ev(&g, kind, seq, t);
+        e->device = (int8_t)(gen_rand(rnd) % ((shape & 4) ? 3 : 1));
+        e->addr = 0x10000 + 0x1000 * (gen_rand(rnd) % NADDR);
+        e->size = sizes[gen_rand(rnd) % 3];
+        e->req_size = e->size;
+        switch (kind) {
+        case VT_EV_ALLOC:
+            e->aux = gen_rand(rnd) % 2 ? VT_ALLOC_POOL_BLOCK : 0;
+            break;
+        case VT_EV_FREE_REQUESTED:
+            e->aux = gen_rand(rnd) % 3 == 0;
+            break;
+        case VT_EV_SEGMENT_ALLOC:
+        case VT_EV_SEGMENT_FREE:
+            e->addr = 0x100000 * (1 + gen_rand(rnd) % 4);
+            e->size = 0x200000;
+            break;
+        case VT_EV_STREAM_USE:
+            e->stream = 0x99 + gen_rand(rnd) % 2;
+            break;
+        case VT_EV_PASSTHROUGH:
+            e->aux = 1 + gen_rand(rnd) % 10;
+            e->aux2 = gen_rand(rnd) % 2;
+            break;
+        case VT_EV_FORK:
+            e->aux = 1000 + gen_rand(rnd) % 100;
+            break;
+        default:
+            break;
+        }
+        seq++;
+    }
+    /* a state over the same addresses: blocks that agree with the events,
+     * that do not, pending ones, ones allocated after the last event */
+    size_t nseg = gen_rand(rnd) % 3;
+    for (size_t k = 0; k < nseg; k++) {
+        uint64_t base = 0x10000 + 0x1000 * (k * 4);
+        gen_segment(&g, base, 4 * 0x1000, (int)(gen_rand(rnd) % 2), VT_POOL_SMALL, 0);
+        for (int j = 0; j < 4; j++) {
+            uint8_t st = (uint8_t)(gen_rand(rnd) % 3);
+            uint64_t aseq = 0;
+            unsigned how = (unsigned)(gen_rand(rnd) % 4);
+            if (how == 1 && s->nevents)
+                aseq = s->events[gen_rand(rnd) % s->nevents].seq;
+            else if (how == 2)
+                aseq = seq + 5;
+            gen_block(&g, 0x1000, st == VT_BLOCK_INACTIVE ? 0 : 0x1000, 0, aseq, 0, st);
+        }
+    }
+    s->meta.snapshot_time_ns = t + 1;
+    s->meta.events_recorded = seq;
     return s;
 }
 

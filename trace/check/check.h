@@ -642,5 +642,11 @@ typedef struct vt__check_storage {
  *         or -ENOMEM with a one-line message in err. */
 int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out, size_t *n,
                             char *err, size_t errlen);
+/* The same from a stream of the events (vt__check_run_stream's), of which
+ * nx are STORAGE_EXTERNAL (the timeline's kind_counts say how many; 0:
+ * none listed, the events not read). */
+int vt__check_list_external_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                                   size_t nx, vt__check_storage **out, size_t *n, char *err,
+                                   size_t errlen);
 
 #endif /* VT_TRACE_CHECK_H */

@@ -26,16 +26,30 @@ int vt__check_list_external(const vt__snapshot_data *s, vt__check_storage **out,
         nx += s->events[i].kind == VT_EV_STORAGE_EXTERNAL;
     if (nx == 0)
         return 0;
+    vt__event_stream *es;
+    if (vt__event_stream_of(s, &es) < 0)
+        return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
+    int rc = vt__check_list_external_stream(s, es, nx, out, n, err, errlen);
+    vt__event_stream_close(es);
+    return rc;
+}
+
+int vt__check_list_external_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                                   size_t nx, vt__check_storage **out, size_t *n, char *err,
+                                   size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    if (nx == 0)
+        return 0;
     ck_model m;
     memset(&m, 0, sizeof m);
     m.s = s;
     m.err = err;
     m.errlen = errlen;
     m.keep_records = 1;   /* every external storage is listed, judged or not */
-    if (vt__event_stream_of(s, &m.es) < 0)
-        return vt__errf(err, errlen, -ENOMEM, "check: out of memory");
+    m.es = es;
     int rc = vt__ck_model_build(&m);
-    vt__event_stream_close(m.es);
     m.es = NULL;
     if (rc < 0) {
         vt__ck_model_free(&m);

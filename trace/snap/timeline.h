@@ -250,6 +250,26 @@ struct vt__event_stream;
 int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
                               unsigned what, vt__timeline **out, char *err, size_t errlen);
 
+/* What a view that keeps more than the condensed timeline is told while
+ * vt__timeline_build_stream_hooked reads the events (ctx is handed back):
+ *  - retired: each lifetime the first reading lets go, its record final
+ *    (exactly vt__timeline_build's but VT_LT_INHERITED), in the order they
+ *    were resolved; with the build's own lifetimes, every lifetime;
+ *  - point (with VT_TL_STREAM_CURVES): every point of every device's curve,
+ *    as vt__timeline_build's tl->devices[device].points has them, each
+ *    device's in event order (its first point before any other); the
+ *    lifetimes at the peaks are then not read (a view told every point
+ *    has what it needs to find them).
+ * Either may be NULL. */
+typedef struct vt__tl_stream_hooks {
+    void (*retired)(void *ctx, const vt__lifetime *l);
+    void (*point)(void *ctx, size_t device, const vt__tl_point *pt);
+    void *ctx;
+} vt__tl_stream_hooks;
+int vt__timeline_build_stream_hooked(const vt__snapshot_data *s, struct vt__event_stream *es,
+                                     unsigned what, const vt__tl_stream_hooks *h,
+                                     vt__timeline **out, char *err, size_t errlen);
+
 /* Release a timeline. NULL is fine. */
 void vt__timeline_free(vt__timeline *tl);
 
@@ -278,6 +298,11 @@ int vt__tl_follow_open(const vt__snapshot_data *s, const vt__timeline *tl, vt__t
                        char *err, size_t errlen);
 /* Event e, of index i (the next one). @return 0 and *out, or -ENOMEM. */
 int vt__tl_follow_event(vt__tl_follow *f, const vt__event *e, uint32_t i, vt__tl_followed *out);
+/* Tell `fn` each lifetime the follower lets go, its record final, as it
+ * retires it (within vt__tl_follow_event); not the ones the streamed build
+ * kept to the end (`final` hands those out). */
+void vt__tl_follow_on_retire(vt__tl_follow *f, void (*fn)(void *ctx, const vt__lifetime *l),
+                             void *ctx);
 /* Release a follower. NULL is fine. */
 void vt__tl_follow_close(vt__tl_follow *f);
 

@@ -59,6 +59,10 @@ struct builder {
     size_t nafter;
     struct tl_gap_event *gaps; /* seq and time of the events after a gap */
     size_t ngaps, cap_gaps;
+    /* told each lifetime retired, its record final (a view that keeps what
+     * the build lets go: the page's every allocation) */
+    void (*on_retire)(void *ctx, const vt__lifetime *l);
+    void *retire_ctx;
 };
 
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)

@@ -22,11 +22,18 @@
 #include "timeline_build.h"
 #include "u64map.h"
 
+struct retire_filter {
+    const vt__u64map *left;
+    void (*fn)(void *ctx, const vt__lifetime *l);
+    void *ctx;
+};
+
 struct vt__tl_follow {
     const vt__timeline *tl; /* the streamed build's: the final records */
     vt__u64map left;        /* the event that made a lifetime of tl -> its index */
     vt__timeline *t2;       /* the follower's own lifetimes (slots reused) */
     struct builder b;
+    struct retire_filter rf; /* vt__tl_follow_on_retire's */
 };
 
 /* The key the follower finds a final record by: the event that made it. */
@@ -86,6 +93,24 @@ int vt__tl_follow_event(vt__tl_follow *f, const vt__event *e, uint32_t i, vt__tl
     }
     /* after the record was copied out: retiring frees its slot */
     return vt__tl_retire(b);
+}
+
+/* The follower's builder retires every lifetime the events resolve; those
+ * the streamed build kept are not its own to hand out. */
+static void on_retire(void *ctx, const vt__lifetime *l)
+{
+    const struct retire_filter *rf = ctx;
+    uint32_t k = made_at(l);
+    if (k == VT_TL_NONE || vt__u64map_get(rf->left, k) == VT_TL_NONE)
+        rf->fn(rf->ctx, l);
+}
+
+void vt__tl_follow_on_retire(vt__tl_follow *f, void (*fn)(void *ctx, const vt__lifetime *l),
+                             void *ctx)
+{
+    f->rf = (struct retire_filter){ &f->left, fn, ctx };
+    f->b.on_retire = fn ? on_retire : NULL;
+    f->b.retire_ctx = &f->rf;
 }
 
 void vt__tl_follow_close(vt__tl_follow *f)

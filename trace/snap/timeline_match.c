@@ -316,6 +316,8 @@ int vt__tl_retire(struct builder *b)
             vt__free_match_drop(&b->frees, l->addr);
         }
         b->dev_seen[(uint8_t)l->device] = 1;
+        if (b->on_retire)
+            b->on_retire(b->retire_ctx, l);
         l->flags = TL_RETIRED;
         if (push_free(&b->free_l, &b->nfree_l, &b->cap_free_l, idx))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");

@@ -23,6 +23,12 @@
  * until nothing can change their records (their FREE_COMPLETED, or the
  * addr taken by another), which ends the reading early where the recorder
  * wrote a FREE_COMPLETED after each free.
+ *
+ * A view that draws every allocation and every step of the curves (the
+ * HTML page) is told them as the readings go (vt__timeline_build_stream_hooked):
+ * each lifetime as it is retired, its record final, and each point as the
+ * second reading makes it; it keeps what it draws, the build still only
+ * what is alive.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -269,8 +275,10 @@ static size_t deltas_at(const struct builder *b2, const vt__timeline *tl, const 
     return n;
 }
 
-/* Reading 2: the curves' first, peak and last points per device. */
-static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map *left)
+/* Reading 2: the curves' first, peak and last points per device; every
+ * point to h->point when asked. */
+static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map *left,
+                       const vt__tl_stream_hooks *h)
 {
     vt__timeline *tl = b->tl;
     int8_t didx[256];
@@ -307,6 +315,8 @@ static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map
                                   tl->nevents ? tl->first_time_ns : 0, p->v[0], p->v[1], p->v[2],
                                   VT_TL_NONE };
         p->alloc = p->reserved = p->active = p->last = p->first;
+        if (h && h->point)
+            h->point(h->ctx, k, &p->first);
     }
     struct tl_delta *own = NULL;
     size_t own_cap = 0;
@@ -341,6 +351,8 @@ static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map
             p->touched = (size_t)ev + 1;
             vt__tl_point pt = { e.seq, e.time_ns, p->v[0], p->v[1], p->v[2], ev };
             see_point(p, &pt);
+            if (h && h->point)
+                h->point(h->ctx, (size_t)(p - pk), &pt);
         }
     }
     if (rc < 0)
@@ -434,6 +446,13 @@ static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt
 int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, unsigned what,
                               vt__timeline **out, char *err, size_t errlen)
 {
+    return vt__timeline_build_stream_hooked(s, es, what, NULL, out, err, errlen);
+}
+
+int vt__timeline_build_stream_hooked(const vt__snapshot_data *s, vt__event_stream *es,
+                                     unsigned what, const vt__tl_stream_hooks *h,
+                                     vt__timeline **out, char *err, size_t errlen)
+{
     *out = NULL;
     if (errlen)
         err[0] = 0;
@@ -447,6 +466,10 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, 
     int rc = builder_init(&b, s, tl, NULL, err, errlen);
     if (rc)
         goto fail;
+    if (h && h->retired) {
+        b.on_retire = h->retired;
+        b.retire_ctx = h->ctx;
+    }
     if (s->nblocks >= VT_TL_NONE / 2) {
         rc = tl_fail(&b, -EOVERFLOW, "timeline: too many blocks (%zu)", s->nblocks);
         goto fail;
@@ -474,7 +497,9 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, vt__event_stream *es, 
         for (size_t i = 0; i < tl->nlifetimes; i++)
             if (made_at(&tl->lifetimes[i]) != VT_TL_NONE)
                 vt__u64map_put(&left, made_at(&tl->lifetimes[i]), (uint32_t)i);
-        if ((rc = read_curves(&b, es, &left)) || (rc = read_peak_lifetimes(&b, es, &left)))
+        /* a view told every point needs not the lifetimes at the peaks */
+        if ((rc = read_curves(&b, es, &left, h)) ||
+            (!(h && h->point) && (rc = read_peak_lifetimes(&b, es, &left))))
             goto fail;
     }
     if ((rc = vt__tl_build_addr_index(&b)))

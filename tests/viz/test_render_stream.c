@@ -1,0 +1,220 @@
+/*
+ * tests/viz/test_render_stream.c - the page of a snapshot read as a stream
+ * of its events (vt__viz_render_stream, what `vramtrace viz` writes) is the
+ * page of the whole snapshot and its timeline (vt__viz_render_page), byte
+ * for byte, with and without the checker's findings: on random event
+ * streams full of what the timeline's matching reconciles, on a training
+ * loop read in chunks small enough to end inside events, and on every shape
+ * the viz tests render (tests/viz/gen_snapshot, $VT_GEN). A snapshot with
+ * an OOM is the one the streamed page refuses (its explanation replays the
+ * whole run).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "check.h"
+#include "event_stream.h"
+#include "pytorch.h"
+#include "render.h"
+#include "snapfile.h"
+#include "test_format_gen.h"
+#include "timeline.h"
+
+static char err[1024];
+
+/* The checker's options of a page: none (0), the automatic rules (1), all (2). */
+static vt__check_options options(int check)
+{
+    vt__check_options o;
+    vt__check_options_init(&o);
+    if (check == 2)
+        ASSERT_EQ(vt__check_parse_rules("all", &o.rules), 0);
+    return o;
+}
+
+static char *page_whole(const vt__snapshot_data *s, int check, size_t *n)
+{
+    vt__timeline *tl;
+    ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
+    vt__check_report *rep = NULL;
+    vt__check_options o = options(check);
+    if (check)
+        ASSERT_MSG(vt__check_run(s, &o, &rep, err, sizeof err) == 0, "%s", err);
+    char *p = NULL;
+    FILE *f = open_memstream(&p, n);
+    ASSERT(f);
+    ASSERT_MSG(vt__viz_render_page(f, s, tl, rep, NULL, NULL, NULL, err, sizeof err) == 0, "%s",
+               err);
+    fclose(f);
+    vt__check_report_free(rep);
+    vt__timeline_free(tl);
+    return p;
+}
+
+/* @return vt__viz_render_stream's code; the page in *out when 0. */
+static int page_streamed(const vt__snapshot_data *h, vt__event_stream *es, int check, char **out,
+                         size_t *n)
+{
+    vt__check_report *rep = NULL;
+    vt__check_options o = options(check);
+    if (check)
+        ASSERT_MSG(vt__check_run_stream(h, es, &o, &rep, err, sizeof err) == 0, "%s", err);
+    *out = NULL;
+    FILE *f = open_memstream(out, n);
+    ASSERT(f);
+    int rc = vt__viz_render_stream(f, h, es, rep, NULL, err, sizeof err);
+    fclose(f);
+    vt__check_report_free(rep);
+    return rc;
+}
+
+/* Byte for byte; else where they part, with some of either around it. */
+static void same_page(const char *w, size_t nw, const char *c, size_t nc, const char *what)
+{
+    size_t i = 0;
+    while (i < nw && i < nc && w[i] == c[i])
+        i++;
+    if (i == nw && i == nc)
+        return;
+    size_t from = i > 120 ? i - 120 : 0;
+    ASSERT_MSG(0, "%s: the streamed page parts from the whole one at byte %zu of %zu/%zu\n"
+               "--- whole:    %.240s\n--- streamed: %.240s", what, i, nw, nc, w + from, c + from);
+}
+
+static int has_oom(const vt__snapshot_data *s)
+{
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_OOM)
+            return 1;
+    return 0;
+}
+
+/* s's page both ways, its events streamed from memory; check as options(). */
+static void same_in_memory(const vt__snapshot_data *s, int check, const char *what)
+{
+    vt__event_stream *es;
+    ASSERT(vt__event_stream_of(s, &es) == 0);
+    char *c;
+    size_t nc;
+    int rc = page_streamed(s, es, check, &c, &nc);
+    vt__event_stream_close(es);
+    if (has_oom(s)) {
+        ASSERT_MSG(rc == -ENOTSUP, "%s: a snapshot with an OOM: %d, not -ENOTSUP", what, rc);
+        free(c);
+        return;
+    }
+    ASSERT_MSG(rc == 0, "%s: %d %s", what, rc, err);
+    size_t nw;
+    char *w = page_whole(s, check, &nw);
+    same_page(w, nw, c, nc, what);
+    free(w);
+    free(c);
+}
+
+/* The page of the file `path` both ways: read whole, read as a stream in
+ * chunks of `chunk` bytes (0: the default). */
+static void same_from_file(const char *path, size_t chunk, int check, const char *what)
+{
+    vt__snapshot_data *s;
+    ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s: %s", path, err);
+    vt__snapshot_data *h;
+    vt__event_stream *es;
+    char serr[1024];
+    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    char *c;
+    size_t nc;
+    int rc = page_streamed(h, es, check, &c, &nc);
+    if (has_oom(s)) {
+        ASSERT_MSG(rc == -ENOTSUP, "%s: a snapshot with an OOM: %d, not -ENOTSUP", what, rc);
+    } else {
+        ASSERT_MSG(rc == 0, "%s: %d %s %s", what, rc, err, serr);
+        size_t nw;
+        char *w = page_whole(s, check, &nw);
+        same_page(w, nw, c, nc, what);
+        free(w);
+    }
+    free(c);
+    vt__event_stream_close(es);
+    vt__snapshot_free(h);
+    vt__snapshot_free(s);
+}
+
+static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, size_t len)
+{
+    strcpy(dir, "/tmp/vt-test-vizstream-XXXXXX");
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(path, len, "%s/s.vtsnap", dir);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+}
+
+/* Without the checker: its findings on these streams are its own test's
+ * (tests/check/test_check_stream.c); the pages' are compared on the shapes
+ * below. */
+TEST(streamed_page_is_the_whole_page_on_random_event_streams)
+{
+    uint64_t rnd = 20261129;
+    for (int k = 0; k < 300; k++) {
+        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
+        char what[64];
+        snprintf(what, sizeof what, "random snapshot %d", k);
+        same_in_memory(s, 0, what);   /* most hold an OOM: refused */
+        /* the same events without their OOMs, which the streamed page draws */
+        for (size_t i = 0; i < s->nevents; i++)
+            if (s->events[i].kind == VT_EV_OOM)
+                s->events[i].kind = VT_EV_MARK;
+        same_in_memory(s, 0, what);
+        if (k % 20 == 0) {
+            char dir[64], path[96];
+            write_snapshot(s, dir, path, sizeof path);
+            same_from_file(path, 1 + gen_rand(&rnd) % 64, 0, what);
+            unlink(path);
+            rmdir(dir);
+        }
+        vt__snapshot_free(s);
+    }
+}
+
+TEST(streamed_page_is_the_whole_page_on_a_training_loop_read_in_small_chunks)
+{
+    vt__snapshot_data *s = gen_training(100000, 7);
+    char dir[64], path[96];
+    write_snapshot(s, dir, path, sizeof path);
+    same_from_file(path, 16, 0, "training loop, 16-byte chunks");
+    same_from_file(path, 0, 1, "training loop, checked");
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+    s = gen_small();
+    same_in_memory(s, 1, "gen_small");
+    vt__snapshot_free(s);
+}
+
+TEST(streamed_page_is_the_whole_page_on_every_shape_the_viz_tests_render)
+{
+    const char *gen = getenv("VT_GEN");
+    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
+    static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
+                                         "python", "run", "oom", "big" };
+    char dir[] = "/tmp/vt-test-vizshapes-XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char path[128], cmd[512];
+        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
+        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], path,
+                 strcmp(kinds[k], "big") ? "" : "200000");
+        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        for (int check = 0; check < 3; check++) {
+            char what[96];
+            snprintf(what, sizeof what, "gen_snapshot %s, check %d", kinds[k], check);
+            same_from_file(path, 0, check, what);
+        }
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+TEST_MAIN()
