@@ -59,6 +59,17 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx)
 /*  Treap of live storages, keyed by address                                */
 /* ------------------------------------------------------------------------ */
 
+/* Storages can share an address while both are open (a lifetime from
+ * before the window, or one after a gap, is opened without closing what is
+ * open there), so a storage's key is (addr, ord): each storage is one node,
+ * found and removed as itself, never as another of its address (removing
+ * the other left a storage linked after its slot was reused: a cycle, and
+ * check looped for ever). Of several at one address the newest is found. */
+static int key_before(const ck_storage *st, uint32_t a, uint32_t b)
+{
+    return st[a].addr < st[b].addr || (st[a].addr == st[b].addr && st[a].ord < st[b].ord);
+}
+
 static void rot_right(ck_storage *st, uint32_t *t)
 {
     uint32_t l = st[*t].tl;
@@ -75,16 +86,16 @@ static void rot_left(ck_storage *st, uint32_t *t)
     *t = r;
 }
 
-/* Insert storage x (its addr must not be in the treap): down to where its
+/* Insert storage x (not in the treap already): down to where its
  * priority belongs, then the subtree there is split by x's address into
  * x's two children. Iterative: no stack depth the input could choose. */
 static void treap_insert(ck_storage *st, uint32_t *t, uint32_t x)
 {
     while (*t != CK_NONE && st[*t].prio >= st[x].prio)
-        t = st[x].addr < st[*t].addr ? &st[*t].tl : &st[*t].tr;
+        t = key_before(st, x, *t) ? &st[*t].tl : &st[*t].tr;
     uint32_t cur = *t, *l = &st[x].tl, *r = &st[x].tr;
     while (cur != CK_NONE) {
-        if (st[cur].addr < st[x].addr) {
+        if (key_before(st, cur, x)) {
             *l = cur;
             l = &st[cur].tr;
             cur = st[cur].tr;
@@ -98,10 +109,11 @@ static void treap_insert(ck_storage *st, uint32_t *t, uint32_t x)
     *t = x;
 }
 
-static void treap_remove(ck_storage *st, uint32_t *t, uint64_t addr)
+/* Remove storage x (a no-op if it is not in the treap). */
+static void treap_remove(ck_storage *st, uint32_t *t, uint32_t x)
 {
-    while (*t != CK_NONE && st[*t].addr != addr)
-        t = addr < st[*t].addr ? &st[*t].tl : &st[*t].tr;
+    while (*t != CK_NONE && *t != x)
+        t = key_before(st, x, *t) ? &st[*t].tl : &st[*t].tr;
     if (*t == CK_NONE)
         return;
     for (;;) {
@@ -222,7 +234,7 @@ static int close_storage(ck_model *m, uint32_t x, const vt__event *e, uint32_t s
     s->free_seq = e->seq;
     s->free_time = e->time_ns;
     s->free_stack = stack;
-    treap_remove(m->st, &m->root, s->addr);
+    treap_remove(m->st, &m->root, x);
     return retirable(m, s) ? retire(m, x) : 0;
 }
 
