@@ -31,6 +31,28 @@ static char *json_of(const vt__snapshot_data *s, const vt__check_options *opt)
     return buf;
 }
 
+/* The report of the snapshot file `path` read as a stream in `chunk`-byte
+ * reads, as JSON. */
+static char *json_streamed(const char *path, size_t chunk, const vt__check_options *opt)
+{
+    char err[256] = "";
+    vt__snapshot_data *s = NULL;
+    vt__event_stream *es;
+    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &s, &es, err, sizeof err) == 0, "%s", err);
+    vt__check_report *r = NULL;
+    ASSERT_MSG(vt__check_run_stream(s, es, opt, &r, err, sizeof err) == 0, "%s", err);
+    char *got = NULL;
+    size_t n = 0;
+    FILE *mf = open_memstream(&got, &n);
+    ASSERT(mf);
+    ASSERT_EQ(vt__check_report_write_json(mf, r, s), 0);
+    fclose(mf);
+    vt__check_report_free(r);
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
+    return got;
+}
+
 /* The option sets compared: the automatic rules, each rule family by name,
  * with a grace in steps or in time, and --ignore (the native rules ask it
  * about a call site's first storage, retired or not). */
@@ -203,31 +225,18 @@ TEST(a_file_read_as_a_stream_is_checked_as_the_whole_snapshot)
             gc_cycle(&y, 0);
         char err[256] = "";
         ASSERT_MSG(vt__snapfile_write(&y.s, path, err, sizeof err) == 0, "%s", err);
-        vt__snapshot_data *whole = NULL, *s = NULL;
+        vt__snapshot_data *whole = NULL;
         ASSERT_MSG(vt__snapfile_read(path, &whole, err, sizeof err) == 0, "%s", err);
         for (size_t ri = 0; ri < sizeof rule_sets / sizeof *rule_sets; ri++) {
             vt__check_options o = default_options();
             ASSERT_EQ(vt__check_parse_rules(rule_sets[ri], &o.rules), 0);
             char *want = json_of(whole, &o);
             /* chunks of 7 bytes: they end inside events, every reading */
-            vt__event_stream *es;
-            ASSERT_MSG(vt__snapfile_open_stream(path, 7, &s, &es, err, sizeof err) == 0, "%s",
-                       err);
-            vt__check_report *r = NULL;
-            ASSERT_MSG(vt__check_run_stream(s, es, &o, &r, err, sizeof err) == 0, "%s", err);
-            char *got = NULL;
-            size_t n = 0;
-            FILE *mf = open_memstream(&got, &n);
-            ASSERT(mf);
-            ASSERT_EQ(vt__check_report_write_json(mf, r, s), 0);
-            fclose(mf);
+            char *got = json_streamed(path, 7, &o);
             ASSERT_MSG(!strcmp(want, got), "trace %d, --rules %s: streamed\n%s\nwhole\n%s", k,
                        rule_sets[ri], got, want);
             free(want);
             free(got);
-            vt__check_report_free(r);
-            vt__event_stream_close(es);
-            vt__snapshot_free(s);
         }
         vt__snapshot_free(whole);
         synth_fini(&y);
@@ -271,25 +280,11 @@ TEST(random_streams_are_checked_as_the_whole_snapshot_the_same_every_run)
                 ASSERT_MSG(!strcmp(want, again), "random snapshot %d, --rules %s: two runs "
                            "differ\n%s\n%s", k, sets[ri], want, again);
                 free(again);
-                vt__snapshot_data *s = NULL;
-                vt__event_stream *es;
                 size_t chunk = 1 + (size_t)gen_rand(&rnd) % 64;
-                ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &s, &es, err, sizeof err) == 0,
-                           "%s", err);
-                vt__check_report *r = NULL;
-                ASSERT_MSG(vt__check_run_stream(s, es, &o, &r, err, sizeof err) == 0, "%s", err);
-                char *got = NULL;
-                size_t n = 0;
-                FILE *mf = open_memstream(&got, &n);
-                ASSERT(mf);
-                ASSERT_EQ(vt__check_report_write_json(mf, r, s), 0);
-                fclose(mf);
+                char *got = json_streamed(path, chunk, &o);
                 ASSERT_MSG(!strcmp(want, got), "random snapshot %d, --rules %s, chunks of %zu: "
                            "streamed\n%s\nwhole\n%s", k, sets[ri], chunk, got, want);
                 free(got);
-                vt__check_report_free(r);
-                vt__event_stream_close(es);
-                vt__snapshot_free(s);
             }
             free(want);
         }
