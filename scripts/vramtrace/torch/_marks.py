@@ -126,9 +126,9 @@ class _Marks:
                 rec = by_obj.get(id(t)) if t is not None else None
                 if rec is None or not rec.tid:
                     continue
-                use(rec.tid)
                 st = storages.get(rec.skey)
-                if st is not None:
+                if st is not None and st.last_epoch < epoch:   # not used in the step already
+                    use(rec.tid)
                     st.last_epoch = epoch
                 if name and rec.name != name:
                     self._rename(t, name)
