@@ -32,6 +32,7 @@ def storage_of(t: Any) -> Any:
 
 _SOLE_UNKNOWN = -1
 _sole_count = _SOLE_UNKNOWN   # what _calibrated found, once per process
+_sole_bare = _SOLE_UNKNOWN    # the same for a storage with no Python object
 
 
 def _calibrated(torch: Any, use_count: Any) -> Optional[int]:
@@ -58,6 +59,33 @@ def _calibrated(torch: Any, use_count: Any) -> Optional[int]:
     return _sole_count
 
 
+def _calibrated_bare(torch: Any, use_count: Any) -> Optional[int]:
+    """As :func:`_calibrated`, for a storage no Python object was ever made
+    for: PyTorch keeps a storage's Python object as long as the storage
+    (one more use), and the op observer tracks storages from what it reads
+    in C++, without one. Taken for :func:`_calibrated`'s count, a storage
+    that a second tensor still shares (``nn.Parameter(torch.zeros(n))``:
+    the temporary dies, the parameter keeps its storage) read as going with
+    the first tensor's death. None where torch._C._storage_id is missing."""
+    global _sole_bare
+    if _sole_bare != _SOLE_UNKNOWN:
+        return _sole_bare
+    import weakref
+    storage_id = getattr(torch._C, "_storage_id", None)
+    seen: list = []
+    try:
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            probe = torch.empty(1, dtype=torch.uint8, device="cpu")
+            key = int(storage_id(probe))
+            ref = weakref.ref(probe, lambda _r: seen.append(int(use_count(key))))
+            del probe
+            del ref
+    except Exception:
+        seen = []
+    _sole_bare = seen[0] if seen else None
+    return _sole_bare
+
+
 class StorageLife:
     """Weak handles on storages, when this PyTorch has them."""
 
@@ -73,8 +101,10 @@ class StorageLife:
         # of the only tensor on it (the dying TensorImpl still holds it).
         self._use_count = getattr(getattr(torch, "_C", None), "_storage_Use_Count", None)
         self._sole: Optional[int] = None
+        self._sole_bare: Optional[int] = None   # for storages without a Python object
         if self._cls is not None and self._use_count is not None:
             self._sole = _calibrated(torch, self._use_count)
+            self._sole_bare = _calibrated_bare(torch, self._use_count)
 
     def sole_owner(self, key: int) -> bool:
         """From a dying tensor's weakref callback: is it the storage's only

@@ -37,7 +37,7 @@ PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_stora
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
+    *s_use_count, *s_sole, *s_sole_bare, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
     *s_now,
     *s_end_storage;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
@@ -107,7 +107,9 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     PyObject *cls = PyObject_GetAttr(life, s_cls);
     PyObject *use_count = cls ? PyObject_GetAttr(life, s_use_count) : NULL;
     PyObject *sole = use_count ? PyObject_GetAttr(life, s_sole) : NULL;
-    if (sole == NULL) {
+    PyObject *sole_bare = sole ? PyObject_GetAttr(life, s_sole_bare) : NULL;
+    if (sole_bare == NULL) {
+        Py_XDECREF(sole);
         Py_DECREF(life);
         Py_XDECREF(cls);
         Py_XDECREF(use_count);
@@ -122,10 +124,13 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
         Py_DECREF(cls);
         Py_DECREF(use_count);
         Py_DECREF(sole);
+        Py_DECREF(sole_bare);
         return -1;
     }
     Py_DECREF(life);
     d->sole = sole == Py_None ? -1 : PyLong_AsLongLong(sole);
+    d->sole_bare = sole_bare == Py_None ? -1 : PyLong_AsLongLong(sole_bare);
+    Py_DECREF(sole_bare);
     Py_XSETREF(d->use_count, use_count == Py_None ? NULL : Py_NewRef(use_count));
     Py_DECREF(cls);
     Py_DECREF(use_count);
@@ -418,6 +423,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_view_base, "view base"}, {&s_errors, "errors"}, {&s_is_cuda, "is_cuda"},
         {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"}, {&s_declare, "_declare"},
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
+        {&s_sole_bare, "_sole_bare"},
         {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_free_weak_ref, "_free_weak_ref"},
         {&s_names, "_names"},
         {&s_now, "now"},

@@ -216,6 +216,8 @@ static PyMemberDef storage_rec_members[] = {
      "declared with vt_storage_external (host memory: the CPU allocator is not ours)"},
     {"declared", T_BOOL, offsetof(StorageRec, declared), 0,
      "an external storage open at ptr in the trace"},
+    {"bare", T_BOOL, offsetof(StorageRec, bare), READONLY,
+     "tracked from the op observer's facts, no Python storage object made for it"},
     {"tids", T_OBJECT_EX, offsetof(StorageRec, tids), 0, "its tensors' records"},
     {"skey", T_OBJECT_EX, offsetof(StorageRec, skey), 0, "identity of the StorageImpl"},
     {"weak", T_ULONGLONG, offsetof(StorageRec, weak), 0, "StorageLife handle, 0: none"},

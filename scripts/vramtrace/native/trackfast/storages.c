@@ -187,6 +187,7 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
     PyObject *srec = new_storage_rec(ptr, nbytes, device, epoch, skey, weak);
     if (srec == NULL)
         return NULL;
+    SREC(srec)->bare = f != NULL;
     PyObject *storages = tracker_attr(d, s_storages);
     int bad = storages == NULL || PyDict_SetItem(storages, skey, srec) < 0;
     Py_XDECREF(storages);
@@ -216,14 +217,19 @@ int orphaned(Dispatcher *d, PyObject *srec)
     int later = 0;
     if (SREC(srec)->weak) {
         later = 1;
-        if (d->use_count != NULL && d->sole >= 0) {
+        /* PyTorch keeps a storage's Python object while the storage lives:
+         * one use more than a storage the observer's facts brought (no
+         * Python object: unless the program made one, a count read more
+         * than that sends it the slower way, asked later) */
+        long long sole = SREC(srec)->bare ? d->sole_bare : d->sole;
+        if (d->use_count != NULL && sole >= 0) {
             PyObject *n = PyObject_CallOneArg(d->use_count, SREC(srec)->skey);
             long long count = n ? PyLong_AsLongLong(n) : -1;
             Py_XDECREF(n);
             if (PyErr_Occurred())
                 PyErr_Clear();   /* StorageLife.sole_owner: not known, ask later */
             else
-                later = count > d->sole;
+                later = count > sole;
         }
     }
     if (later) {

@@ -77,6 +77,7 @@ typedef struct {
     uint64_t ops;            /* ops recorded here (Tracker.ops adds the Python path's) */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
+    long long sole_bare;     /* the same for a storage no Python object was made for */
     vt__make_weak_fn make_weak;   /* the op observer's, while it hands ops over; NULL: none,
                                   * and its facts are not used */
     vt__storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
@@ -109,6 +110,8 @@ typedef struct {
     long long device;        /* -1: host */
     char external;           /* declared with vt_storage_external */
     char declared;           /* an external storage is open at ptr in the trace */
+    char bare;               /* tracked from the op observer's facts: no Python object
+                              * of ours on it (its sole count is sole_bare's) */
     PyObject *tids;          /* set of its TensorRecs, recorded or not yet */
     PyObject *skey;          /* identity of the StorageImpl */
     uint64_t weak;           /* StorageLife handle, 0 when unavailable */
@@ -132,7 +135,7 @@ extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
+    *s_use_count, *s_sole, *s_sole_bare, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
     *s_now,
     *s_end_storage;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
