@@ -254,7 +254,10 @@ class _Gate:
                ) -> Tuple[Optional[str], Optional[str]]:
         tr = self.tracker
         now = tr.storages_now()
-        survivors = [k for k in now if k not in before and k not in self.exempt]
+        # what wider-scoped fixtures made, and the gradients a test leaves
+        # on their parameters (the parameters' state, not the test's leak)
+        kept = self.exempt | tr.grads_on(self.exempt)
+        survivors = [k for k in now if k not in before and k not in kept]
         if not survivors and tr.gc_freed == gc_before:
             return None, None
         # Free the cycles among them, recording what held each tensor, then

@@ -273,3 +273,21 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._flush()
         self._settle()
         return {k: (s.ptr, s.nbytes, s.device) for k, s in self._storages.items()}
+
+    def grads_on(self, keys: Set[int]) -> Set[int]:
+        """The storages (keys as storages_now's) of the ``.grad`` of every
+        parameter whose storage is among ``keys``: a parameter's state,
+        replaced by the next backward, freed by ``zero_grad``."""
+        storage_id = getattr(_torch._C, "_storage_id", None)
+        out: Set[int] = set()
+        for key in keys:
+            srec = self._storages.get(key)
+            for rec in list(srec.tids) if srec is not None else ():
+                t = rec.ref() if rec.ref is not None else None
+                g = t._grad if isinstance(t, _torch.nn.Parameter) else None
+                if g is not None:
+                    # _storage_id: no Python storage object made (see _storage_life)
+                    out.add(int(storage_id(g)) if storage_id is not None
+                            else g.untyped_storage()._cdata)
+                del t, g
+        return out

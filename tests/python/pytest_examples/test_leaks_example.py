@@ -58,6 +58,29 @@ def test_hook_fixed(model):
     handle.remove()
 
 
+class Affine(torch.nn.Module):
+    """Parameters made as ``nn.Parameter(torch.zeros(n))``, as transformers'
+    Conv1D makes its bias: the temporary the parameter wraps dies at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(256))
+        self.shift = torch.nn.Parameter(torch.zeros(256))
+
+    def forward(self, x):
+        return x * self.scale + self.shift
+
+
+@pytest.fixture(scope="module")
+def affine():
+    return Affine()
+
+
+def test_a_module_fixtures_parameters_and_the_grads_left_on_them_are_not_the_tests(affine):
+    affine(torch.randn(8, 256)).sum().backward()   # the first to use it; grads left on it
+    assert affine.scale.grad is not None
+
+
 def test_module_global_is_not_the_tests():
     assert float((TABLE * 2).sum()) == 512
 
