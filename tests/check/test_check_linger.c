@@ -148,6 +148,33 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
     synth_fini(&y);
 }
 
+/* nn.Parameter(torch.empty(n)): the temporary the parameter wraps dies,
+ * and the parameter (a tensor of its own on the same storage) is the one
+ * that keeps it: the finding's owner is the parameter, not the temporary. */
+TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    const uint64_t at = 0x7f7000000000ull;
+    synth_new_tensor(&y, 300, at, MiB, "self.head = nn.Linear(D, H) (model.py:9, aten.empty out[0])",
+                     st_init);
+    synth_drop(&y, 300);
+    synth_tensor(&y, 301, at, MiB, 0, "parameter, first used by \"self.head = nn.Linear(D, H)\"");
+    synth_use(&y, 301);
+    synth_holder(&y, 302, "Adam.state");
+    synth_ref(&y, 302, 301, "[<Parameter>]");
+    for (int i = 2; i <= 5; i++)
+        step(&y, i);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, at);
+    ASSERT(f != NULL);
+    ASSERT_EQ(f->owner_id, 301);
+    ASSERT_STR_CONTAINS(f->owner_name, "parameter, first used by");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(view_keeps_base_storage_fixed_is_clean)
 {
     assert_shape_is_clean(view_pins_base, 1);

@@ -368,8 +368,12 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
         n->next_bound = s->first_tensor;
         s->first_tensor = x;
         s->ntensors++;
-        /* Owner: the first non-view tensor, else the first tensor. */
-        if (s->owner == CK_NONE || (m->nodes[s->owner].base_id && !e->aux2))
+        /* Owner: the first non-view tensor, else the first tensor; a
+         * non-view tensor made after the owner was dropped takes over (the
+         * storage is its now: nn.Parameter(torch.empty(n)) binds the
+         * parameter after the temporary it wrapped died). */
+        const ck_node *own = s->owner != CK_NONE ? &m->nodes[s->owner] : NULL;
+        if (!own || (!e->aux2 && (own->base_id || own->dropped)))
             s->owner = x;
     }
     if (push_use(m, e, x) < 0)
