@@ -1,0 +1,340 @@
+/* tests/check/test_check_groups.c - findings grouped by cause
+ * (check_groups.c): one graph a kept loss holds, one holder's tensors of
+ * several lines, one line under one holder whatever key holds it, a long
+ * name, and each finding's group. */
+#include "check_fixture.h"
+#include "check_shapes.h"
+
+/* y checked by the linger rule alone, which flags `activations` storages of
+ * 1 MiB (the shapes below keep their activations at 1 MiB each). */
+static vt__check_report *linger_with_activations(synth *y, size_t activations)
+{
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(y, &o);
+    size_t acts = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        acts += r->findings[i].bytes == MiB;
+    ASSERT_EQ(acts, activations);
+    return r;
+}
+
+/* One bug, one cause: a list keeps every step's loss, and through each
+ * loss's graph (chains of autograd nodes of different lengths) activations
+ * made by two ops of one line. The text report groups them as one, with the
+ * losses the list keeps: the graph's holder, each finding its whole chain. */
+TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_holder(&y, 5001, "list");
+    synth_ref(&y, 5000, 5001, ".losses");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
+        synth_new_tensor(&y, base, act, MiB,
+                         i == 4   ? "h = block(x) (train.py:40, backward: aten.mm out[0])"
+                         : i % 2 ? "h = block(x) (train.py:40, aten.relu out[0])"
+                                 : "h = block(x) (train.py:40, aten.addmm out[0])", st_fwd);
+        synth_use(&y, base);
+        synth_new_tensor(&y, base + 1, act + MiB / 2, 4, "loss", st_fwd);
+        synth_use(&y, base + 1);
+        synth_ref(&y, 5001, base + 1, "[0]");
+        synth_holder(&y, base + 2, "MeanBackward0");
+        synth_ref(&y, base + 1, base + 2, "grad_fn");
+        uint64_t node = base + 2;
+        for (int k = 0; k <= i; k++) {    /* i autograd hops, then the node that saved h */
+            synth_holder(&y, base + 10 + (uint64_t)k,
+                         k == i ? "ReluBackward0" : k % 2 ? "MulBackward0" : "AddmmBackward0");
+            synth_ref(&y, node, base + 10 + (uint64_t)k, "next_functions[0]");
+            node = base + 10 + (uint64_t)k;
+        }
+        synth_ref(&y, node, base, "SavedTensor 'self' of ReluBackward0");
+    }
+    vt__check_report *r = linger_with_activations(&y, 4);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "8 findings from 1 cause"), "%s", text);
+    ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 4 MiB (512 KiB each on average)"), "%s", text);
+    ASSERT_MSG(strstr(text, "tensor 'h = block(x) (train.py:40)' and those of 1 more line\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.losses \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, "tensor 'loss'.grad_fn \xe2\x86\x92 MeanBackward0.next_functions[0] "
+                            "\xe2\x86\x92 AddmmBackward0.next_functions[0] \xe2\x86\x92 "
+                            "ReluBackward0.SavedTensor 'self' of ReluBackward0"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Two graphs kept by two holders: one cause each, whatever lines made the
+ * tensors each graph saved (a forward of two lines). */
+TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_holder(&y, 5001, "list");
+    synth_holder(&y, 5002, "dict");
+    synth_ref(&y, 5000, 5001, ".history");
+    synth_ref(&y, 5000, 5002, ".cache");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        for (int which = 0; which < 2; which++) {   /* history keeps a graph, cache another */
+            uint64_t base = 6000 + 100 * (uint64_t)i + 50 * (uint64_t)which;
+            uint64_t at = 0x7f3000000000ull + (uint64_t)(4 * i + 2 * which) * MiB;
+            synth_new_tensor(&y, base, at, MiB, "h = fc1(x) (train.py:40, aten.addmm out[0])", st_fwd);
+            synth_use(&y, base);
+            synth_new_tensor(&y, base + 1, at + MiB, MiB, "a = act(h) (train.py:41, aten.relu out[0])",
+                             st_fwd);
+            synth_use(&y, base + 1);
+            synth_new_tensor(&y, base + 2, at + MiB + MiB / 2, 4, "loss", st_fwd);
+            synth_use(&y, base + 2);
+            synth_ref(&y, which ? 5002 : 5001, base + 2, which ? "['last']" : "[0]");
+            synth_holder(&y, base + 3, "MeanBackward0");
+            synth_ref(&y, base + 2, base + 3, "grad_fn");
+            synth_holder(&y, base + 4, "ReluBackward0");
+            synth_ref(&y, base + 3, base + 4, "next_functions[0]");
+            synth_ref(&y, base + 4, base + 1, "SavedTensor 'result' of ReluBackward0");
+            synth_holder(&y, base + 5, "AddmmBackward0");
+            synth_ref(&y, base + 4, base + 5, "next_functions[0]");
+            synth_ref(&y, base + 5, base, "SavedTensor 'mat1' of AddmmBackward0");
+        }
+    }
+    vt__check_report *r = linger_with_activations(&y, 16);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "from 2 causes"), "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.history \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.cache \xe2\x86\x92 dict['last'] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(strstr(text, " and those of 2 more lines\n"), "%s", text);   /* h, a, loss */
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_JSON_VALID(js);
+    ASSERT_STR_CONTAINS(js, "\"lines\":3");
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* A name longer than a group's key: the key is cut, and the report still
+ * groups and shows it (a cut key once made the cause list read past it). */
+TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_holder(&y, 5001, "list");
+    synth_ref(&y, 5000, 5001, ".history");
+    char name[3000];
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t t = 7000 + 10 * (uint64_t)i;
+        synth_new_tensor(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB, name, st_fwd);
+        synth_use(&y, t);
+        synth_ref(&y, 5001, t, "[0]");
+        synth_new_tensor(&y, t + 1, 0x7f3000000000ull + (uint64_t)i * 4 * MiB + 2 * MiB, MiB,
+                         "loss", st_fwd);
+        synth_use(&y, t + 1);
+        synth_ref(&y, 5001, t + 1, "[1]");
+        synth_holder(&y, t + 2, "MeanBackward0");
+        synth_ref(&y, t + 1, t + 2, "grad_fn");
+        synth_ref(&y, t + 2, t, "SavedTensor 'self' of MeanBackward0");
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 8);
+    uint32_t g[8];
+    long ng = vt__check_report_groups(r, g);
+    ASSERT(ng >= 1 && ng <= 3);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "findings from");
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_JSON_VALID(js);
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* One bug leaks one storage per step: views list it once, as the report's
+ * groups do (rule, owner name, first path with its indices blanked). */
+TEST(report_groups_give_each_finding_its_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5, "history");
+    synth_holder(&y, 6, "cache");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        char label[16];
+        uint64_t t = 100 + (uint64_t)i;
+        synth_new_tensor(&y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB, "logits", st_fwd);
+        synth_use(&y, t);
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        synth_ref(&y, 5, t, label);
+        if (i == 1) {   /* another cause, smaller */
+            synth_new_tensor(&y, 200, 0x7f3000000000ull, 1 * MiB, "batch", st_act);
+            synth_use(&y, 200);
+            synth_ref(&y, 6, 200, "['last']");
+        }
+    }
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 5);
+    uint32_t g[5];
+    ASSERT_EQ(vt__check_report_groups(r, g), 2);
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const vt__check_finding *f = &r->findings[i];
+        /* Group 0 is the largest bytes: the four logits. */
+        ASSERT_EQ(g[i], f->bytes == 8 * MiB ? 0u : 1u);
+    }
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* A program keeps each step's whole model output (transformers' ModelOutput:
+ * its logits and its loss, two lines of the model, as items of one object
+ * in a list): one cause, the holder, whatever lines made the tensors. Two
+ * lists an object keeps under two attributes are two causes. */
+TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 8000, "module __main__");
+    synth_holder(&y, 8001, "list");
+    synth_ref(&y, 8000, 8001, ".history");
+    synth_holder(&y, 8002, "Trainer");
+    synth_ref(&y, 8000, 8002, ".trainer");
+    synth_holder(&y, 8003, "list");
+    synth_ref(&y, 8002, 8003, ".a");
+    synth_holder(&y, 8004, "list");
+    synth_ref(&y, 8002, 8004, ".b");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        char label[16];
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        uint64_t out = 8100 + (uint64_t)i, t = 8200 + 4 * (uint64_t)i;
+        uint64_t at = 0x7f5000000000ull + (uint64_t)i * 16 * MiB;
+        synth_holder(&y, out, "ModelOutput");
+        synth_ref(&y, 8001, out, label);
+        synth_new_tensor(&y, t, at, 4 * MiB, "lm_logits = self.lm_head(h) (model.py:10, aten.mm out[0])",
+                         st_fwd);
+        synth_new_tensor(&y, t + 1, at + 4 * MiB, MiB, "loss = F.cross_entropy(x, y) (model.py:12, "
+                         "aten.nll_loss out[0])", st_fwd);
+        synth_new_tensor(&y, t + 2, at + 8 * MiB, 2 * MiB, "a = x * 2 (train.py:20, aten.mul out[0])",
+                         st_act);
+        synth_new_tensor(&y, t + 3, at + 12 * MiB, 2 * MiB, "b = x * 3 (train.py:21, aten.mul out[0])",
+                         st_act);
+        for (uint64_t k = 0; k < 4; k++)
+            synth_use(&y, t + k);
+        synth_ref(&y, out, t, "['logits']");
+        synth_ref(&y, out, t + 1, "['loss']");
+        synth_ref(&y, 8003, t + 2, label);
+        synth_ref(&y, 8004, t + 3, label);
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 16);
+    uint32_t g[16];
+    ASSERT_EQ(vt__check_report_groups(r, g), 3);
+    long kept = -1, a = -1, b = -1;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        const char *owner = r->findings[i].owner_name;
+        long *which = !strncmp(owner, "a = ", 4) ? &a : !strncmp(owner, "b = ", 4) ? &b : &kept;
+        if (*which < 0)
+            *which = g[i];
+        ASSERT_EQ((long)g[i], *which);   /* one group per cause, each finding in its own */
+    }
+    ASSERT(kept != a && kept != b && a != b);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "16 findings from 3 causes"), "%s", text);
+    ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 20 MiB"), "%s", text);
+    ASSERT_MSG(strstr(text, "(model.py:10)' and those of 1 more line\n"), "%s", text);
+    free(text);
+    char *js = render(r, &y, 1);
+    ASSERT_STR_CONTAINS(js, "\"count\":8,\"bytes\":20971520");
+    ASSERT_STR_CONTAINS(js, "\"lines\":2");
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* An optimizer keeps two state tensors of every replaced parameter under
+ * two keys of one dict, made by one line: one cause, whatever key holds
+ * each; and a tensor of that line made after the last walk (no holder
+ * recorded) is counted with it, not shown as a cause of its own. */
+TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 7000, "module __main__");
+    synth_holder(&y, 7001, "Adam");
+    synth_ref(&y, 7000, 7001, ".opt");
+    synth_holder(&y, 7002, "defaultdict");
+    synth_ref(&y, 7001, 7002, ".state");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t d = 7100 + (uint64_t)i, t = 7200 + 2 * (uint64_t)i;
+        uint64_t at = 0x7f4000000000ull + (uint64_t)i * 4 * MiB;
+        synth_new_tensor(&y, t, at, MiB, "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
+        synth_use(&y, t);
+        synth_new_tensor(&y, t + 1, at + 2 * MiB, MiB,
+                         "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
+        synth_use(&y, t + 1);
+        if (i == 4)      /* made after the last walk: no holder recorded */
+            continue;
+        synth_holder(&y, d, "dict");
+        synth_ref(&y, 7002, d, "[<Parameter>]");
+        synth_ref(&y, d, t, "['exp_avg']");
+        synth_ref(&y, d, t + 1, "['exp_avg_sq']");
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    size_t state = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        state += r->findings[i].bytes == MiB;
+    ASSERT_EQ(state, 8);
+    uint32_t *g = calloc(r->nfindings, sizeof *g);
+    ASSERT(g != NULL);
+    long ng = vt__check_report_groups(r, g);
+    ASSERT(ng >= 1);
+    long state_group = -1;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (r->findings[i].bytes == MiB) {
+            if (state_group < 0)
+                state_group = g[i];
+            ASSERT_EQ((long)g[i], state_group);    /* all eight in one group */
+        }
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "8 \xc3\x97 [linger] 8 MiB"), "%s", text);
+    /* shown by a finding that has a holder, its whole path */
+    ASSERT_MSG(strstr(text, "held by: module __main__.opt \xe2\x86\x92 Adam.state \xe2\x86\x92 "), "%s", text);
+    free(text);
+    free(g);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST_MAIN()
