@@ -14,13 +14,9 @@
 #include "event_stream.h"
 #include "snapfile.h"
 
-/* The report of `y` with `opt`, as `vramtrace check --json` writes it. */
-static char *json_of(const vt__snapshot_data *s, const vt__check_options *opt)
+/* Report ``r`` of ``s`` as `vramtrace check --json` writes it; frees r. */
+static char *json_and_free(vt__check_report *r, const vt__snapshot_data *s)
 {
-    vt__check_report *r = NULL;
-    char err[256] = "";
-    int rc = vt__check_run(s, opt, &r, err, sizeof err);
-    ASSERT_MSG(rc == 0 && r, "vt__check_run: %d %s", rc, err);
     char *buf = NULL;
     size_t n = 0;
     FILE *mf = open_memstream(&buf, &n);
@@ -29,6 +25,16 @@ static char *json_of(const vt__snapshot_data *s, const vt__check_options *opt)
     fclose(mf);
     vt__check_report_free(r);
     return buf;
+}
+
+/* The report of `s` with `opt`, as JSON. */
+static char *json_of(const vt__snapshot_data *s, const vt__check_options *opt)
+{
+    vt__check_report *r = NULL;
+    char err[256] = "";
+    int rc = vt__check_run(s, opt, &r, err, sizeof err);
+    ASSERT_MSG(rc == 0 && r, "vt__check_run: %d %s", rc, err);
+    return json_and_free(r, s);
 }
 
 /* The report of the snapshot file `path` read as a stream in `chunk`-byte
@@ -41,13 +47,7 @@ static char *json_streamed(const char *path, size_t chunk, const vt__check_optio
     ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &s, &es, err, sizeof err) == 0, "%s", err);
     vt__check_report *r = NULL;
     ASSERT_MSG(vt__check_run_stream(s, es, opt, &r, err, sizeof err) == 0, "%s", err);
-    char *got = NULL;
-    size_t n = 0;
-    FILE *mf = open_memstream(&got, &n);
-    ASSERT(mf);
-    ASSERT_EQ(vt__check_report_write_json(mf, r, s), 0);
-    fclose(mf);
-    vt__check_report_free(r);
+    char *got = json_and_free(r, s);
     vt__event_stream_close(es);
     vt__snapshot_free(s);
     return got;
