@@ -62,6 +62,23 @@ def test_a_backward_output_is_not_named_as_the_forward_one_of_the_same_op(fake):
         assert tr._out_name(mm, 0, 0, True) == forward
 
 
+def test_a_site_on_a_decorator_is_named_by_its_functions_def(tmp_path):
+    """A compiled function's tensors stand at its first line (torch.compile's
+    frames), which for a decorated forward, as transformers writes them, is
+    a decorator: named by the def it decorates, with that line's number."""
+    from vramtrace.torch._naming import _site_name
+    src = tmp_path / "model.py"
+    src.write_text("class M:\n"
+                   "    @add_docstrings(DOC)\n"
+                   "    @replace_return(Out)\n"
+                   "    def forward(self, input_ids=None):\n"
+                   "        return self.lm_head(h)\n")
+    assert _site_name(str(src), 2, "aten.mm out[0]") == \
+        "def forward(self, input_ids=None): (model.py:4, aten.mm out[0])"
+    assert _site_name(str(src), 5, "aten.mm out[0]") == \
+        "return self.lm_head(h) (model.py:5, aten.mm out[0])"
+
+
 def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
     """torch.set_default_device and `with torch.device(...)` run every
     factory through a function mode of torch's (utils/_device.py): the name

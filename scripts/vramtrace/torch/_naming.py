@@ -31,9 +31,30 @@ def _source_line(filename: str, line: int) -> str:
     return src[:_MAX_SOURCE - 3] + "..." if len(src) > _MAX_SOURCE else src
 
 
+_MAX_DECORATORS = 20   # lines looked past a decorator for its function's def
+
+
+def _past_decorators(filename: str, line: int) -> int:
+    """``line``, or where the function whose first decorator is on it is
+    defined: a compiled function's frame stands at its first line, which for
+    a decorated function (transformers' forwards) is a decorator, not what
+    it does."""
+    try:
+        if not linecache.getline(filename, line).lstrip().startswith("@"):
+            return line
+        for k in range(line + 1, line + 1 + _MAX_DECORATORS):
+            text = linecache.getline(filename, k).lstrip()
+            if text.startswith(("def ", "async def ")):
+                return k
+    except Exception:
+        pass
+    return line
+
+
 def _site_name(filename: str, line: int, what: str) -> str:
     """``what`` (an op's output) named by the source line that made it, as
     the user wrote it: ``h = model(x) (train.py:40, aten.relu out[0])``."""
+    line = _past_decorators(filename, line)
     src = _source_line(filename, line)
     where = f"{os.path.basename(filename)}:{line}"
     return f"{src} ({where}, {what})" if src else f"{what} at {where}"
