@@ -16,7 +16,7 @@ storage stays unique for as long as the tracker knows it.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 __all__ = ["StorageLife", "storage_of"]
 
@@ -30,60 +30,40 @@ def storage_of(t: Any) -> Any:
     return t.storage()
 
 
-_SOLE_UNKNOWN = -1
-_sole_count = _SOLE_UNKNOWN   # what _calibrated found, once per process
-_sole_bare = _SOLE_UNKNOWN    # the same for a storage with no Python object
+# (with a Python storage object?) -> what _calibrated found, once per process
+_sole_counts: Dict[bool, Optional[int]] = {}
 
 
-def _calibrated(torch: Any, use_count: Any) -> Optional[int]:
+def _calibrated(torch: Any, use_count: Any, with_object: bool = True) -> Optional[int]:
     """The use count a storage reads from the weakref callback of its only
     tensor, measured once on a probe tensor. The probe is made on the CPU
     with the program's modes (TorchFunctionMode, ``torch.device(...)``,
     TorchDispatchMode) out of the way: track() may be entered inside any of
-    them, and the program must see no op of ours."""
-    global _sole_count
-    if _sole_count != _SOLE_UNKNOWN:
-        return _sole_count
-    import weakref
-    seen: list = []
-    try:
-        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
-            probe = torch.empty(1, dtype=torch.uint8, device="cpu")
-            key = probe.untyped_storage()._cdata
-            ref = weakref.ref(probe, lambda _r: seen.append(int(use_count(key))))
-            del probe
-            del ref
-    except Exception:
-        return None
-    _sole_count = seen[0] if seen else None
-    return _sole_count
+    them, and the program must see no op of ours.
 
-
-def _calibrated_bare(torch: Any, use_count: Any) -> Optional[int]:
-    """As :func:`_calibrated`, for a storage no Python object was ever made
-    for: PyTorch keeps a storage's Python object as long as the storage
-    (one more use), and the op observer tracks storages from what it reads
-    in C++, without one. Taken for :func:`_calibrated`'s count, a storage
-    that a second tensor still shares (``nn.Parameter(torch.zeros(n))``:
-    the temporary dies, the parameter keeps its storage) read as going with
-    the first tensor's death. None where torch._C._storage_id is missing."""
-    global _sole_bare
-    if _sole_bare != _SOLE_UNKNOWN:
-        return _sole_bare
+    ``with_object``: the storage had a Python object made for it
+    (``untyped_storage()``), which PyTorch keeps as long as the storage: one
+    use more than a storage the op observer tracks from what it reads in
+    C++ (read with the count of a storage that has one, a storage a second
+    tensor still shares, ``nn.Parameter(torch.zeros(n))`` once its
+    temporary dies, looks as if it went with the first). Without one the
+    key comes from torch._C._storage_id (None where it is missing)."""
+    if with_object in _sole_counts:
+        return _sole_counts[with_object]
     import weakref
     storage_id = getattr(torch._C, "_storage_id", None)
     seen: list = []
     try:
         with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
             probe = torch.empty(1, dtype=torch.uint8, device="cpu")
-            key = int(storage_id(probe))
+            key = probe.untyped_storage()._cdata if with_object else int(storage_id(probe))
             ref = weakref.ref(probe, lambda _r: seen.append(int(use_count(key))))
             del probe
             del ref
     except Exception:
-        seen = []
-    _sole_bare = seen[0] if seen else None
-    return _sole_bare
+        return None
+    _sole_counts[with_object] = seen[0] if seen else None
+    return _sole_counts[with_object]
 
 
 class StorageLife:
@@ -104,7 +84,7 @@ class StorageLife:
         self._sole_bare: Optional[int] = None   # for storages without a Python object
         if self._cls is not None and self._use_count is not None:
             self._sole = _calibrated(torch, self._use_count)
-            self._sole_bare = _calibrated_bare(torch, self._use_count)
+            self._sole_bare = _calibrated(torch, self._use_count, with_object=False)
 
     def sole_owner(self, key: int) -> bool:
         """From a dying tensor's weakref callback: is it the storage's only
