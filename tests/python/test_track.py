@@ -62,6 +62,23 @@ def test_a_backward_output_is_not_named_as_the_forward_one_of_the_same_op(fake):
         assert tr._out_name(mm, 0, 0, True) == forward
 
 
+def test_the_model_index_holds_the_models_alive_at_the_last_lookup(fake):
+    """The models whose parameters and buffers are their state are found
+    again at each lookup (a parameter not known yet): one that is gone
+    leaves the index, which never grows with the models a program made."""
+    first = torch.nn.Linear(4, 4)
+    with vtt.track() as tr:
+        first(torch.ones(2, 4)).sum().backward()
+        vtt.mark("a")
+        assert [ref() for ref, _ in tr._model_state.values()] == [first]
+        del first
+        second = torch.nn.Linear(4, 4)          # its parameters unknown yet
+        second(torch.ones(2, 4)).sum().backward()
+        vtt.mark("b")
+        assert [ref() for ref, _ in tr._model_state.values()] == [second]
+        assert set(tr._model_of) == {id(p) for p in second.parameters()}
+
+
 def test_a_site_on_a_decorator_is_named_by_its_functions_def(tmp_path):
     """A compiled function's tensors stand at its first line (torch.compile's
     frames), which for a decorated forward, as transformers writes them, is

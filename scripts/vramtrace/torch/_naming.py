@@ -135,6 +135,10 @@ class _Naming:
             # objects compute (torch.distributed's deprecated reduce_op warns)
             modules = [o for o in gc.get_objects() if issubclass(type(o), module_type)]
             inner = {id(c) for m in modules for c in m._modules.values() if c is not None}
+            # the models alive now, all of them: what an earlier lookup
+            # found and is gone leaves the index
+            self._model_state.clear()
+            self._model_of.clear()
             for root in modules:
                 if id(root) in inner:
                     continue

@@ -112,9 +112,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
         self._param_labels: Set[str] = set()   # the model names parameters were given
-        # The models the last lookup found (_param_name): id(model) ->
-        # (weak model, [(weak parameter or buffer, its name for a buffer)]),
-        # and the model of each parameter (_Marks._state_follows_models).
+        # The models alive at the last lookup (_param_name, which rebuilds
+        # both): id(model) -> (weak model, [(weak parameter or buffer, its
+        # name for a buffer)]), and the model of each of their parameters
+        # (_Marks._state_follows_models).
         self._model_state: Dict[int, Tuple[Any, List[Tuple[Any, str]]]] = {}
         self._model_of: Dict[int, int] = {}
         self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
