@@ -254,10 +254,13 @@ class _Gate:
                ) -> Tuple[Optional[str], Optional[str]]:
         tr = self.tracker
         now = tr.storages_now()
-        # what wider-scoped fixtures made, and the gradients a test leaves
-        # on their parameters (the parameters' state, not the test's leak)
-        kept = self.exempt | tr.grads_on(self.exempt)
-        survivors = [k for k in now if k not in before and k not in kept]
+        survivors = [k for k in now if k not in before and k not in self.exempt]
+        if survivors:
+            # the gradients a test leaves on a wider-scoped fixture's
+            # parameters: the parameters' state, not the test's leak (asked
+            # only when something survived: a passing test pays nothing)
+            grads = tr.grads_on(self.exempt)
+            survivors = [k for k in survivors if k not in grads]
         if not survivors and tr.gc_freed == gc_before:
             return None, None
         # Free the cycles among them, recording what held each tensor, then
