@@ -56,6 +56,15 @@ PyObject *tracker_attr(Dispatcher *d, PyObject *name)
     return PyObject_GetAttr(d->tracker, name);
 }
 
+/* The tracker's epoch (marks so far); -1 with an exception. */
+long long tracker_epoch(Dispatcher *d)
+{
+    PyObject *epoch = PyObject_GetAttr(d->tracker, s_epoch);
+    long long e = epoch ? PyLong_AsLongLong(epoch) : -1;
+    Py_XDECREF(epoch);
+    return e;
+}
+
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
  * rename, stacks[, python_frames]): the addresses of vt_tensor_use_stack,
  * vt_tensor_new_stack, vt_tensor_drop, vt_storage_external_stack,

@@ -282,15 +282,6 @@ int records_ready(void)
 
 /* -- recording ----------------------------------------------------------------- */
 
-/* The tracker's epoch (marks so far); -1 with an exception. */
-long long tracker_epoch(Dispatcher *d)
-{
-    PyObject *epoch = PyObject_GetAttr(d->tracker, s_epoch);
-    long long e = epoch ? PyLong_AsLongLong(epoch) : -1;
-    Py_XDECREF(epoch);
-    return e;
-}
-
 /* Tracker._record: the TENSOR_NEW of ``rec`` if not made yet; its id. */
 int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 {

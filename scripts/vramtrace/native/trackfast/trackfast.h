@@ -175,7 +175,6 @@ int attr_true(PyObject *obj, PyObject *name);
 PyObject *call0(PyObject *obj, PyObject *name);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int flush(Dispatcher *d);
-long long tracker_epoch(Dispatcher *d);
 
 /* storages.c */
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
@@ -200,6 +199,8 @@ PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
 /* module.c: a new reference to the Tracker's attribute ``name`` (its
  * never-rebound containers without a lookup). */
 PyObject *tracker_attr(Dispatcher *d, PyObject *name);
+/* module.c: the tracker's epoch (marks so far); -1 with an exception. */
+long long tracker_epoch(Dispatcher *d);
 
 /* gc_schedule.c: hold the collector's count while the tracker works. */
 long gc_hold(void);
