@@ -56,7 +56,7 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx)
 }
 
 /* ------------------------------------------------------------------------ */
-/*  Treap of live storages, keyed by address                                */
+/*  Treap of live storages, keyed by address (then order)                   */
 /* ------------------------------------------------------------------------ */
 
 /* Storages can share an address while both are open (a lifetime from

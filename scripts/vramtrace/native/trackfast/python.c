@@ -1,4 +1,5 @@
-/* The C path's calls back into the Python Tracker. */
+/* The C path's calls back into the Python Tracker, and its few plain reads
+ * of Python objects (an attribute's truth, a method without arguments). */
 #include "trackfast.h"
 
 /* Call ``fn(args...)`` with torch._dynamo's frame evaluator off (what its
@@ -38,4 +39,21 @@ PyObject *call_method(PyObject *tracker, PyObject *name, PyObject *const *args,
     PyObject *got = call_python(fn, args, nargs);
     Py_DECREF(fn);
     return got;
+}
+
+/* Is ``obj``'s attribute ``name`` true? -1 on error. */
+int attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* A new reference to the result of ``obj.name()``. */
+PyObject *call0(PyObject *obj, PyObject *name)
+{
+    return PyObject_CallMethodNoArgs(obj, name);
 }

@@ -362,20 +362,3 @@ int flush(Dispatcher *d)
     Py_DECREF(pending);
     return rc;
 }
-
-/* Is ``obj``'s attribute ``name`` true? -1 on error. */
-int attr_true(PyObject *obj, PyObject *name)
-{
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return r;
-}
-
-/* A new reference to the result of ``obj.name()``. */
-PyObject *call0(PyObject *obj, PyObject *name)
-{
-    return PyObject_CallMethodNoArgs(obj, name);
-}

@@ -158,6 +158,8 @@ static inline void add_busy(Dispatcher *d, double began)
 /* python.c */
 PyObject *call_python(PyObject *fn, PyObject *const *args, size_t nargs);
 PyObject *call_method(PyObject *tracker, PyObject *name, PyObject *const *args, size_t nargs);
+int attr_true(PyObject *obj, PyObject *name);
+PyObject *call0(PyObject *obj, PyObject *name);
 
 /* stacks.c */
 void clear_stacks(Dispatcher *d);
@@ -171,8 +173,6 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long 
                           PyObject *skey, uint64_t weak);
 int is_tensor_rec(PyObject *o);
 int is_storage_rec(PyObject *o);
-int attr_true(PyObject *obj, PyObject *name);
-PyObject *call0(PyObject *obj, PyObject *name);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int flush(Dispatcher *d);
 
