@@ -304,12 +304,13 @@ static int cmp_made(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const struct render *g_xr; /* qsort has no context argument */
-
-static int cmp_external(const void *a, const void *b)
+/* External storages by their own event, those without one first (qsort_r:
+ * ctx is the render). */
+static int cmp_external(const void *a, const void *b, void *ctx)
 {
+    const struct render *r = ctx;
     uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    uint32_t ei = g_xr->xs[i].alloc_event, ej = g_xr->xs[j].alloc_event;
+    uint32_t ei = r->xs[i].alloc_event, ej = r->xs[j].alloc_event;
     uint64_t ki = ei == NONE ? 0 : (uint64_t)ei + 1, kj = ej == NONE ? 0 : (uint64_t)ej + 1;
     if (ki != kj)
         return ki < kj ? -1 : 1;
@@ -895,9 +896,7 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
         x.xorder[k] = (uint32_t)k;
         see_lifetime(&x, &r->xlt[k]);
     }
-    g_xr = r;
-    qsort(x.xorder, r->nx, sizeof *x.xorder, cmp_external);
-    g_xr = NULL;
+    qsort_r(x.xorder, r->nx, sizeof *x.xorder, cmp_external, (void *)r);
 
     /* The axis numbered, the stacks kept numbered, the columns' units. */
     uint32_t naxis = 0;
