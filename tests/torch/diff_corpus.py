@@ -535,6 +535,23 @@ import diff_corpus_more  # noqa: E402,F401 - registers the rest of the corpus
 # The runner
 # --------------------------------------------------------------------------
 
+def _settle_autograd_device_threads() -> None:
+    """Let autograd's device thread finish the backward a program ran last.
+
+    A backward that raised (a hook's KeyError) leaves its graph task, which
+    holds the exception, its traceback and so the frames' tensors, to whichever
+    thread lets go of it last. When the device thread is preempted after waking
+    the caller (a loaded 2-core CI machine), it is the last: it frees the task
+    only once it gets the GIL back, after memory_allocated() was read, and the
+    untracked run reads 1,536 bytes more than on an idle machine. A backward on
+    the device queues behind that work and returns only when it is done, with
+    the GIL released: every path reads the same figure, whatever the timing.
+    Its own blocks are freed before the reading (the peak is read before it)."""
+    leaf = torch.ones(1, device="cuda", requires_grad=True)
+    (leaf * 1.0).sum().backward()
+    del leaf
+
+
 def run_one(fn: Callable[[Recorder], None], dev: str, tracked: Callable[[], Any]) -> dict:
     """One program's observable results."""
     r = Recorder(dev, tracked)
@@ -560,9 +577,10 @@ def run_one(fn: Callable[[Recorder], None], dev: str, tracked: Callable[[], Any]
     if exc is not None and not exc.startswith("ValueError: the program's own"):
         result["traceback"] = where   # for the reader; not compared
     if r.cuda:
+        result["peak"] = torch.cuda.max_memory_allocated()
+        _settle_autograd_device_threads()
         gc.collect()
         result["left"] = torch.cuda.memory_allocated() - start
-        result["peak"] = torch.cuda.max_memory_allocated()
     if isinstance(tracked, _Trackers):
         result["tracked"] = tracked.report()
     elif getattr(sys.modules.get("vramtrace.torch"), "_active", None):
