@@ -143,6 +143,50 @@ TEST(max_paths_and_multiple_roots)
     synth_fini(&y);
 }
 
+TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
+{
+    /* Lightning's optimizer_step(model=, closure=) keeps a keyword-argument
+     * dict on a running frame's value stack: found with no referrer, a bare
+     * 'dict'. It is nearer than the frame local naming the same model, but
+     * the path shown first is the one that says who holds it. */
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_new_tensor(&y, 70, ACT1, MiB, "logits", st_fwd);
+            synth_holder(&y, 71, "frame");
+            synth_holder(&y, 72, "Net");
+            synth_holder(&y, 73, "list");
+            synth_holder(&y, 74, "dict");
+            synth_ref(&y, 73, 70, "[0]");
+            synth_ref(&y, 72, 73, ".outputs");
+            synth_ref(&y, 71, 72, "local 'model' in fit trainer.py:538");
+            synth_ref(&y, 74, 72, "['model']");
+        }
+    }
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
+    ASSERT_EQ(f->npaths, 2);
+    ASSERT_STR_EQ(path_text(f, 0), "frame local 'model' in fit trainer.py:538 \xe2\x86\x92 Net.outputs "
+                                   "\xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'logits' \xe2\x86\x92 "
+                                   "storage 0x7f2000000000 1 MiB");
+    ASSERT_STR_EQ(path_text(f, 1), "dict['model'] \xe2\x86\x92 Net.outputs \xe2\x86\x92 list[0] "
+                                   "\xe2\x86\x92 tensor 'logits' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    vt__check_report_free(r);
+
+    /* One path asked for: the named one, though the bare dict is as near. */
+    vt__check_options o = default_options();
+    o.max_paths = 1;
+    r = check(&y, &o);
+    ASSERT_EQ(r->findings[0].npaths, 1);
+    ASSERT_STR_EQ(path_text(&r->findings[0], 0), "frame local 'model' in fit trainer.py:538 "
+                  "\xe2\x86\x92 Net.outputs \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'logits' "
+                  "\xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* ------------------------------------------------------------------------ */
 /*  Ranking, bytes, odd inputs                                              */
 /* ------------------------------------------------------------------------ */

@@ -190,11 +190,34 @@ static int on_chain(const ck_model *m, uint32_t x, uint32_t y)
     return 0;
 }
 
-/* Breadth-first search backwards from storage sti, at the current moment. */
+/* A root that says nothing of who holds it: a bare container (its holder
+ * name is its type's) found with no referrer. Such a container is held
+ * where the walk cannot look: a call's keyword arguments on a running
+ * frame's value stack (Lightning's `optimizer_step(model=, closure=)`), a C
+ * extension's field. Its path names only what it leads through, so a named
+ * root (a module, a class, a frame's local) is shown before it. */
+static int anonymous_root(const ck_model *m, uint32_t x)
+{
+    static const char *const bare[] = { "dict", "list", "tuple", "set", "frozenset", "deque",
+                                        "cell" };
+    const ck_node *n = &m->nodes[x];
+    if (n->kind != VT_CHECK_NODE_HOLDER)
+        return 0;
+    const char *name = vt__ck_string(m->s, n->name);
+    for (size_t i = 0; i < sizeof bare / sizeof *bare; i++)
+        if (!strcmp(name, bare[i]))
+            return 1;
+    return 0;
+}
+
+/* Breadth-first search backwards from storage sti, at the current moment.
+ * Roots come shortest first, the named before the anonymous (above). */
 static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_options *opt)
 {
     ck_model *m = g->m;
     size_t nq = 0, head = 0;
+    uint32_t anon[8];   /* anonymous roots, emitted after the named ones */
+    size_t nanon = 0;
     size_t max_visit = opt->max_visit;
     if (g->budget < max_visit && max_visit > CK_SMALL_VISIT)
         max_visit = CK_SMALL_VISIT;
@@ -225,9 +248,18 @@ static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_
             if (visit(g, src, x, g->e[e].label, m->nodes[x].depth + 1, &nq) < 0)
                 return -ENOMEM;
         }
-        if (!has_in && emit_path(g, f, sti, CK_NONE, 0, x, 0, 0) < 0)
+        if (has_in)
+            continue;
+        if (anonymous_root(m, x)) {
+            if (nanon < sizeof anon / sizeof *anon)
+                anon[nanon++] = x;
+        } else if (emit_path(g, f, sti, CK_NONE, 0, x, 0, 0) < 0) {
             return -ENOMEM;
+        }
     }
+    for (size_t i = 0; i < nanon && f->npaths < opt->max_paths; i++)
+        if (emit_path(g, f, sti, CK_NONE, 0, anon[i], 0, 0) < 0)
+            return -ENOMEM;
     g->budget = g->budget > nq ? g->budget - nq : 0;
     if (f->npaths || !nq)
         return 0;
