@@ -72,6 +72,10 @@ TEST(a_buffer_reallocated_larger_every_step_is_flagged_with_its_growth_per_step)
                               "went from 4 MiB at mark 4 to 12 MiB at mark 12 "
                               "(marks 1..3 not judged: warm-up)");
     ASSERT_STR_CONTAINS(text, "at append_history");
+    /* blocks without tensors (PyTorch observed, no track()): nothing was
+     * dropped, nothing is known of who holds them */
+    ASSERT_STR_CONTAINS(text, "held by: not known (no tensor was recorded on it)");
+    ASSERT(!strstr(text, "every tensor on it was dropped"));
     free(text);
     text = render(r, &y, 1);
     ASSERT_STR_CONTAINS(text, "\"rule\":\"growth\"");

@@ -487,7 +487,11 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
             x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE ||
             x->rule == VT_CHECK_RULE_GROWTH) {
-            if (!x->npaths)
+            if (!x->npaths && !x->ntensors)
+                /* PyTorch's blocks observed without track(): nothing to
+                 * say who holds it, and nothing was dropped either */
+                fprintf(f, "   held by: not known (no tensor was recorded on it)\n");
+            else if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
                 fprintf(f, "   held by (%s):\n",
