@@ -110,6 +110,24 @@ static int used(PyObject *storages, PyObject *rec, long long epoch)
     return bad ? -1 : 0;
 }
 
+/* Whether the tensor of ``rec`` now lives on another storage than the
+ * one it was recorded on, as the observer's facts tell (facts->storage is
+ * the StorageImpl, what the record's key names). Module.to(), .cuda() and
+ * .half() give a parameter new memory by ``param.data = copy``, which no op
+ * shows: without this its uses would be counted on the memory it left
+ * until a mark's sweep (never, in a program without marks). */
+static int moved(PyObject *rec, const vt__tensor_facts *f)
+{
+    if (f == NULL || f->storage == 0 || !PyLong_Check(TREC(rec)->skey))
+        return 0;
+    unsigned long long key = PyLong_AsUnsignedLongLong(TREC(rec)->skey);
+    if (key == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return key != f->storage;
+}
+
 /* -- the op ------------------------------------------------------------------- */
 
 /* What the op observer hands over with an op besides its tensors
@@ -258,11 +276,24 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     for (Py_ssize_t i = 0; i < ins.n; i++) {
         PyObject *t = ins.items[i];
         PyObject *rec = known(by_obj, t);
-        if (rec != NULL) {
-            if (!is_tensor_rec(rec)) {
-                Py_DECREF(rec);
+        if (rec != NULL && !is_tensor_rec(rec)) {
+            Py_DECREF(rec);
+            goto loop_fail;
+        }
+        if (rec != NULL && moved(rec, facts ? &facts[i] : NULL)) {
+            /* Tracker._migrate: the old record ends, the tensor is recorded
+             * anew on its memory now, with this op's stack (its TENSOR_NEW
+             * is its use here) */
+            PyObject *a[2] = {rec, stack_obj};
+            PyObject *r = call_method(d->tracker, s_migrate, a, 2);
+            Py_DECREF(rec);
+            if (r == NULL)
                 goto loop_fail;
-            }
+            Py_DECREF(r);
+            rec = known(by_obj, t);
+            if (rec == NULL && !PyErr_Occurred())
+                rec = Py_NewRef(Py_None);   /* not tracked again (no storage) */
+        } else if (rec != NULL) {
             d->use(TREC(rec)->tid, stack);
         } else if (!PyErr_Occurred()) {
             /* Tracker._input_name(is_param, stack): rare (a tensor's first
