@@ -285,22 +285,38 @@ static void on_mark(void *ctx, const vt__tl_mark *m)
 /* The growth series of s and its streamed timeline: the lifetimes it
  * retired as it read (told as it went) and those it kept, but the retired
  * ones kept again for the peaks. */
-static int read_rank(vt__compare *c, const char *file, vt__snapshot_data *s,
-                     vt__event_stream *es, vt__growth_series *gs, char *tlerr, size_t errlen,
-                     vt__timeline **tlout)
+static int read_rank(vt__compare *c, const char *file, const vt__snapshot_data *s,
+                     vt__event_stream *es, vt__growth_series *gs, char *err, size_t errlen)
 {
     struct reading x = { s, gs };
     vt__tl_stream_hooks h = { .retired = on_retired, .mark = on_mark, .ctx = &x };
-    int rc = vt__timeline_build_stream_hooked(s, es, VT_TL_STREAM_CURVES, &h, tlout, tlerr,
-                                              errlen);
+    vt__timeline *tl;
+    int rc = vt__timeline_build_stream_hooked(s, es, VT_TL_STREAM_CURVES, &h, &tl, err, errlen);
     if (rc)
         return rc;
-    const vt__timeline *tl = *tlout;
     for (size_t k = 0; k + tl->npeak_kept < tl->nlifetimes; k++)
         vt__growth_series_lifetime(gs, s, &tl->lifetimes[k]);
-    if ((rc = vt__growth_series_finish(gs, s)))
-        return rc;
-    return vt__compare_add(c, file, s, tl, gs);
+    if ((rc = vt__growth_series_finish(gs, s)) != 0)
+        snprintf(err, errlen, "out of memory");
+    else if ((rc = vt__compare_add(c, file, s, tl, gs)) != 0)
+        snprintf(err, errlen, "out of memory");
+    vt__timeline_free(tl);
+    return rc;
+}
+
+int vt__compare_add_stream(vt__compare *c, const char *file, vt__snapshot_data *s,
+                           vt__event_stream *es, char *err, size_t errlen)
+{
+    vt__growth_series *gs = NULL;
+    if ((!c->json && vt__report_text_names(s) != 0) || vt__growth_series_open(&gs) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t n = c->n;
+    int rc = read_rank(c, file, s, es, gs, err, errlen);
+    if (c->n == n)
+        vt__growth_series_free(gs);   /* not added: still ours */
+    return rc;
 }
 
 int vt__compare_read(vt__compare *c, const char *file)
@@ -312,28 +328,17 @@ int vt__compare_read(vt__compare *c, const char *file)
         fprintf(stderr, "vramtrace compare: %s\n", err);
         return VT_EXIT_FAILURE;
     }
-    vt__growth_series *gs = NULL;
-    vt__timeline *tl = NULL;
-    int rc = 0;
-    err[0] = tlerr[0] = 0;
-    if ((!c->json && vt__report_text_names(s) != 0) || vt__growth_series_open(&gs) != 0) {
-        fprintf(stderr, "vramtrace compare: out of memory\n");
-        rc = VT_EXIT_FAILURE;
-    } else if ((rc = read_rank(c, file, s, es, gs, tlerr, sizeof tlerr, &tl)) != 0) {
+    err[0] = 0;
+    int rc = vt__compare_add_stream(c, file, s, es, tlerr, sizeof tlerr);
+    if (rc) {
         /* a damaged file is said as the reader says it; else the timeline's
-         * own trouble, or memory */
+         * own trouble (memory), as vt__report_load says it */
         if (err[0])
             fprintf(stderr, "vramtrace compare: %s\n", err);
-        else if (tlerr[0])
-            fprintf(stderr, "vramtrace compare: %s: %s\n", file, tlerr);
         else
-            fprintf(stderr, "vramtrace compare: out of memory\n");
+            fprintf(stderr, "vramtrace compare: %s: %s\n", file, tlerr);
         rc = VT_EXIT_FAILURE;
     }
-    if (c->n && c->r[c->n - 1].series == gs)
-        gs = NULL;   /* the rank's now */
-    vt__growth_series_free(gs);
-    vt__timeline_free(tl);
     vt__event_stream_close(es);
     vt__snapshot_free(s);
     return rc;

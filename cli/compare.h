@@ -28,6 +28,14 @@ int vt__compare_open(size_t nranks, bool json, vt__compare **out);
  * compare: ..." to stderr. @return 0 or VT_EXIT_FAILURE. */
 int vt__compare_read(vt__compare *c, const char *file);
 
+/* The next rank from s, a snapshot without its events, and es, a stream
+ * of them (vt__snapshot_open; vt__event_stream_of for a whole one): s's
+ * names are escaped for text first. @return 0, or a negative errno with
+ * one line in err (a damaged file: the stream's own err says it). */
+struct vt__event_stream;
+int vt__compare_add_stream(vt__compare *c, const char *file, vt__snapshot_data *s,
+                           struct vt__event_stream *es, char *err, size_t errlen);
+
 /* The next rank from its snapshot s (names escaped for text) and a
  * timeline of it, whole (vt__timeline_build) or streamed with the curves
  * (its lifetimes at the allocated peaks are what counts), and its growth
