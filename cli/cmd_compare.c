@@ -221,6 +221,10 @@ void vt__compare_free(vt__compare *c)
 int vt__compare_add(vt__compare *c, const char *file, const vt__snapshot_data *s,
                     const vt__timeline *tl, vt__growth_series *series)
 {
+    if (c->n == c->nranks) {   /* more ranks than opened for: not one of them */
+        vt__growth_series_free(series);
+        return -EINVAL;
+    }
     size_t pos = c->n;
     struct rank_info *r = &c->r[c->n++];
     *r = (struct rank_info){ .file = file, .pos = pos, .series = series,

@@ -39,7 +39,8 @@ int vt__compare_add_stream(vt__compare *c, const char *file, vt__snapshot_data *
 /* The next rank from its snapshot s (names escaped for text) and a
  * timeline of it, whole (vt__timeline_build) or streamed with the curves
  * (its lifetimes at the allocated peaks are what counts), and its growth
- * series, finished (taken, even on failure). @return 0 or -ENOMEM. */
+ * series, finished (taken, even on failure). @return 0, -ENOMEM, or
+ * -EINVAL past the ranks c was opened for. */
 int vt__compare_add(vt__compare *c, const char *file, const vt__snapshot_data *s,
                     const vt__timeline *tl, vt__growth_series *series);
 
