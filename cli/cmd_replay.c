@@ -377,8 +377,10 @@ static void print_recommendation(const vt__replay_result *res, const int *status
                100.0 * (double)(rp - bp) / (double)rp, vt__fmt_bytes(rp, b3));
 }
 
-static int run_sweep(const char *path, const vt__snapshot_data *s, const char *user_conf,
-                     uint64_t capacity, vt__replay_rules rules, unsigned jobs, int json)
+/* `streamed`: s holds no events, each replay reads them from path. */
+static int run_sweep(const char *path, const vt__snapshot_data *s, bool streamed,
+                     const char *user_conf, uint64_t capacity, vt__replay_rules rules,
+                     unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
      * with a capacity does it do anything */
@@ -419,7 +421,10 @@ static int run_sweep(const char *path, const vt__snapshot_data *s, const char *u
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
     vt__replay_options sweep_opt = { .capacity = capacity, .rules = rules };
-    if (vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
+    if (streamed ? vt__replay_sweep_confs_file(path, conf_ptrs, n, &sweep_opt, jobs, res,
+                                               status, errs)
+                 : vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status,
+                                          errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -566,9 +571,9 @@ int vt__cmd_replay(int argc, char **argv)
         fputs(usage_text, stderr);
         return VT_EXIT_FAILURE;
     }
-    /* The events as a stream (one replay under vramtrace's rules); a sweep
-     * (its children share the events) and PyTorch's rules (which read them
-     * back and forth) the whole snapshot. */
+    /* The events as a stream under vramtrace's rules (a sweep's children
+     * each read their own); PyTorch's rules (which read them back and
+     * forth) the whole snapshot. */
     char serr[1024], err[512];
     vt__snapshot_data *s = NULL;
     vt__event_stream *es = NULL;
@@ -576,7 +581,7 @@ int vt__cmd_replay(int argc, char **argv)
         fprintf(stderr, "vramtrace replay: %s\n", serr);
         return VT_EXIT_FAILURE;
     }
-    if (sweep || rules == VT_REPLAY_RULES_PYTORCH ||
+    if (rules == VT_REPLAY_RULES_PYTORCH ||
         (rules == VT_REPLAY_RULES_AUTO && vt__replay_is_torch(s))) {
         int whole = s->nevents == vt__event_stream_count(es);
         vt__event_stream_close(es);
@@ -589,7 +594,21 @@ int vt__cmd_replay(int argc, char **argv)
         }
     }
     if (sweep) {
-        int rc = run_sweep(path, s, conf, capacity, rules, jobs < 1 ? 1 : (unsigned)jobs, json);
+        /* the children read the file themselves; a damaged one is said here
+         * first, once, as a whole snapshot's reading says it */
+        bool streamed = es != NULL;
+        vt__event ev;
+        int r = 0;
+        while (es && (r = vt__event_stream_next(es, &ev)) == 1)
+            ;
+        vt__event_stream_close(es);
+        if (r < 0) {
+            fprintf(stderr, "vramtrace replay: %s\n", serr);
+            vt__snapshot_free(s);
+            return VT_EXIT_FAILURE;
+        }
+        int rc = run_sweep(path, s, streamed, conf, capacity, rules,
+                           jobs < 1 ? 1 : (unsigned)jobs, json);
         vt__snapshot_free(s);
         return rc;
     }

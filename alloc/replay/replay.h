@@ -209,6 +209,14 @@ int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs,
  * follows)? Its metadata says: s needs no events. */
 bool vt__replay_is_torch(const vt__snapshot_data *s);
 
+/* vt__replay_sweep_confs on the snapshot file `path`, which each child
+ * reads as a stream of its own (vt__snapshot_open, vt__replay_run_stream):
+ * nothing of it is held here. Under PyTorch's rules the children fail
+ * (-ENOTSUP: they need the whole snapshot) unless `path` is a pickle. */
+int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size_t n,
+                                const vt__replay_options *base, unsigned jobs,
+                                vt__replay_result *out, int *status, char (*errs)[256]);
+
 /* "vramtrace" or "pytorch" (AUTO: "auto"). */
 const char *vt__replay_rules_name(vt__replay_rules rules);
 

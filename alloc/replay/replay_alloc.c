@@ -218,8 +218,7 @@ int vt__replay_alloc(const vt__snapshot_data *s, vt__event_stream *es,
     vt__recorded_scope all = { 0 };
     memset(&vt__books, 0, sizeof vt__books);
     vt__books.trail.want_curve = opt->curve;
-    if ((rc = vt__replay_recorded(es, &all, r, &rsegs, &nrsegs)) == 0)
-        rc = vt__replay_completions(es, &done);
+    rc = vt__replay_recorded(es, &all, r, &rsegs, &nrsegs, &done);
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc, .free = do_free,
                                    .other = other, .after = after, .oom = oom };
     if (rc == 0 && (rc = vt__replay_walk(es, opt, &done, r, &en)) == 0 && vt__books.failed)

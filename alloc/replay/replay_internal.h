@@ -105,12 +105,14 @@ typedef struct vt__recorded_scope {
                                   observed allocator): it gives back its ALLOC's size */
 } vt__recorded_scope;
 
-/* The recording's own peaks, segment counts and OOMs into r, and its
- * segment allocations (vt__seg_code, in order) into *segs (freed by the
- * caller), from es (rewound first). @return 0, -ENOMEM or the stream's
- * error. */
+/* The recording's own peaks, segment counts and OOMs into r, its segment
+ * allocations (vt__seg_code, in order) into *segs (freed by the caller),
+ * and its completions into *c (as vt__replay_completions: the same
+ * reading), from es (rewound first). @return 0, -ENOMEM or the stream's
+ * error (then vt__completions_free too). */
 int vt__replay_recorded(struct vt__event_stream *es, const vt__recorded_scope *scope,
-                        vt__replay_result *r, uint64_t **segs, size_t *nsegs);
+                        vt__replay_result *r, uint64_t **segs, size_t *nsegs,
+                        vt__completions *c);
 
 /* ---- replay_walk.c: the recorded events, in order, through an engine --- */
 enum {

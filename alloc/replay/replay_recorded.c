@@ -31,45 +31,66 @@ static int cmp_request(const void *a, const void *b)
     return (x->request > y->request) - (x->request < y->request);
 }
 
-int vt__replay_completions(vt__event_stream *es, vt__completions *c)
+/* The completions read one event at a time (alone, or in the reading of
+ * the recording's figures: one pass over the events for both). */
+typedef struct completion_reader {
+    vt__completions *c;
+    vt__free_match frees;
+    size_t last[VT_REPLAY_MAX_DEVICES];   /* each device's latest allocator event */
+} completion_reader;
+
+static int reader_init(completion_reader *cr, vt__completions *c)
 {
     memset(c, 0, sizeof *c);
-    vt__free_match frees;
-    if (vt__free_match_init(&frees))
-        return -ENOMEM;
-    size_t last[VT_REPLAY_MAX_DEVICES];   /* each device's latest allocator event */
+    memset(cr, 0, sizeof *cr);
+    cr->c = c;
     for (int d = 0; d < VT_REPLAY_MAX_DEVICES; d++)
-        last[d] = SIZE_MAX;
-    int rc = vt__event_stream_rewind(es);
-    vt__event ev;
-    for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
-        rc = 0;
-        const vt__event *e = &ev;
-        uint32_t request;
-        if ((rc = vt__free_match_event(&frees, e, (uint32_t)i, &request)))
-            break;
-        /* A free not marked pending came back at once whatever completes
-         * it: its request is let go (a run whose addresses are never
-         * reused would hold every one), and a FREE_COMPLETED at its
-         * address then completes nothing, which changes no pending one's. */
-        if (e->kind == VT_EV_FREE_REQUESTED && e->aux == 0)
-            vt__free_match_drop(&frees, e->addr);
-        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES || !allocator_event(e->kind))
-            continue;
-        if (e->kind != VT_EV_FREE_REQUESTED && request != VT__FREE_MATCH_NONE) {
-            vt__completion *x = vt__grow_push((void **)&c->v, &c->cap, &c->n, sizeof *x);
-            if (!x) {
-                rc = -ENOMEM;
-                break;
-            }
-            *x = (vt__completion){ request,
-                                   last[e->device] == request ? request : (uint32_t)i };
-        }
-        last[e->device] = i;
+        cr->last[d] = SIZE_MAX;
+    return vt__free_match_init(&cr->frees) ? -ENOMEM : 0;
+}
+
+static int reader_event(completion_reader *cr, size_t i, const vt__event *e)
+{
+    uint32_t request;
+    if (vt__free_match_event(&cr->frees, e, (uint32_t)i, &request))
+        return -ENOMEM;
+    /* A free not marked pending came back at once whatever completes it:
+     * its request is let go (a run whose addresses are never reused would
+     * hold every one), and a FREE_COMPLETED at its address then completes
+     * nothing, which changes no pending one's. */
+    if (e->kind == VT_EV_FREE_REQUESTED && e->aux == 0)
+        vt__free_match_drop(&cr->frees, e->addr);
+    if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES || !allocator_event(e->kind))
+        return 0;
+    if (e->kind != VT_EV_FREE_REQUESTED && request != VT__FREE_MATCH_NONE) {
+        vt__completions *c = cr->c;
+        vt__completion *x = vt__grow_push((void **)&c->v, &c->cap, &c->n, sizeof *x);
+        if (!x)
+            return -ENOMEM;
+        *x = (vt__completion){ request, cr->last[e->device] == request ? request : (uint32_t)i };
     }
-    vt__free_match_free(&frees);
+    cr->last[e->device] = i;
+    return 0;
+}
+
+static void reader_finish(completion_reader *cr, int rc)
+{
+    vt__free_match_free(&cr->frees);
+    vt__completions *c = cr->c;
     if (rc == 0 && c->n)   /* made in completion order: looked up by request */
         qsort(c->v, c->n, sizeof *c->v, cmp_request);
+}
+
+int vt__replay_completions(vt__event_stream *es, vt__completions *c)
+{
+    completion_reader cr;
+    int rc = reader_init(&cr, c);
+    if (!rc)
+        rc = vt__event_stream_rewind(es);
+    vt__event ev;
+    for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++)
+        rc = reader_event(&cr, i, &ev);
+    reader_finish(&cr, rc < 0 ? rc : 0);
     return rc < 0 ? rc : 0;
 }
 
@@ -102,7 +123,8 @@ void vt__completions_free(vt__completions *c)
 }
 
 int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
-                        vt__replay_result *r, uint64_t **segs, size_t *nsegs)
+                        vt__replay_result *r, uint64_t **segs, size_t *nsegs,
+                        vt__completions *c)
 {
     int64_t reserved[VT_REPLAY_MAX_DEVICES] = { 0 }, allocated[VT_REPLAY_MAX_DEVICES] = { 0 };
     size_t capsegs = 64;
@@ -110,7 +132,10 @@ int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
     *nsegs = 0;
     vt__rmap live;   /* recorded address -> its ALLOC's size, when frees name requests */
     bool by_alloc = scope->frees_name_requests;
-    if (!*segs || (by_alloc && vt__rmap_init(&live, 1024))) {
+    completion_reader cr;
+    if (!*segs || reader_init(&cr, c) || (by_alloc && vt__rmap_init(&live, 1024))) {
+        if (*segs)
+            reader_finish(&cr, -ENOMEM);
         free(*segs);
         *segs = NULL;
         return -ENOMEM;
@@ -118,8 +143,9 @@ int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
     int rc = vt__event_stream_rewind(es);
     vt__event ev;
     for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
-        rc = 0;
         const vt__event *e = &ev;
+        if ((rc = reader_event(&cr, i, e)) != 0)
+            break;
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;
         bool ours = !scope->ours || (scope->ours[i] & 1);
@@ -181,5 +207,6 @@ int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
     }
     if (by_alloc)
         vt__rmap_destroy(&live);
+    reader_finish(&cr, rc < 0 ? rc : 0);
     return rc < 0 ? rc : 0;
 }

@@ -312,8 +312,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
     setup_devices(t);
     vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true };
     if ((rc = classify(s, strstr(recorded, "garbage_collection_threshold") != NULL, cls))
-        || (rc = vt__replay_recorded(es, &pool, r, &rsegs, &nrsegs))
-        || (rc = vt__replay_completions(es, &done))
+        || (rc = vt__replay_recorded(es, &pool, r, &rsegs, &nrsegs, &done))
         || (rc = vt__rmap_init(&g.pend, 256)))
         goto out;
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc,
