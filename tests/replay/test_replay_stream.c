@@ -7,8 +7,9 @@
  * reserved curve included, on random snapshots, training loops read in
  * chunks small enough to end inside events, and the viz tests' shapes
  * (tests/viz/gen_snapshot, $VT_GEN), capacities that fit and that do not,
- * and frees moved earlier. vramtrace's allocator replays once per process:
- * each replay runs in a child of its own and writes its result down.
+ * and frees moved earlier; a sweep of the file against the whole snapshot's.
+ * vramtrace's allocator replays once per process: each replay runs in a
+ * child of its own and writes its result down.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -308,6 +309,49 @@ TEST(streamed_replay_is_the_whole_replay_on_the_viz_shapes)
         unlink(path);
     }
     rmdir(dir);
+}
+
+/* A sweep whose children read the file as streams of their own is the
+ * sweep of the whole snapshot, setting by setting. */
+TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
+{
+    vt__snapshot_data *s = gen_training(20000, 9);
+    char dir[64], path[96];
+    write_snapshot(s, dir, path, sizeof path);
+    vt__snapshot_free(s);
+    ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s", err);
+    const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
+                            "garbage_collection_threshold:0.6" };
+    enum { N = sizeof confs / sizeof *confs };
+    vt__replay_options base = { .capacity = 1ull << 30, .rules = VT_REPLAY_RULES_VRAMTRACE };
+    vt__replay_result w[N], f[N];
+    int ws[N], fs[N];
+    char we[N][256], fe[N][256];
+    ASSERT_EQ(vt__replay_sweep_confs(s, confs, N, &base, 2, w, ws, we), 0);
+    ASSERT_EQ(vt__replay_sweep_confs_file(path, confs, N, &base, 2, f, fs, fe), 0);
+    for (size_t k = 0; k < N; k++) {
+        char *a = NULL, *b = NULL;
+        size_t na, nb;
+        FILE *fa = open_memstream(&a, &na), *fb = open_memstream(&b, &nb);
+        ASSERT(fa && fb);
+        snprintf(err, sizeof err, "%s", we[k]);
+        dump(fa, ws[k], &w[k]);
+        snprintf(err, sizeof err, "%s", fe[k]);
+        dump(fb, fs[k], &f[k]);
+        fclose(fa);
+        fclose(fb);
+        ASSERT_MSG(ws[k] == 0 && !strcmp(a, b), "setting '%s':\n--- whole:\n%s\n--- file:\n%s",
+                   confs[k], a, b);
+        free(a);
+        free(b);
+    }
+    /* a file that is not there: every child says so */
+    ASSERT_EQ(vt__replay_sweep_confs_file("/nonexistent/x.vtsnap", confs, 1, &base, 1, f, fs, fe),
+              0);
+    ASSERT_MSG(fs[0] < 0 && strstr(fe[0], "x.vtsnap"), "%d %s", fs[0], fe[0]);
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
 }
 
 /* PyTorch's rules read the events back and forth: a stream of a file is
