@@ -25,6 +25,13 @@
  *   the others are flat
  * A snapshot without a rank (RANK unset when it was taken) is numbered by
  * its position on the command line. Arguments with * or ? are globbed.
+ *
+ * The ranks are read one after another, each as a stream of its events
+ * (the streamed timeline with its curves, whose hooks feed the rank's
+ * growth series), and kept as their figures only: memory follows one
+ * rank's live allocations and the figures of all, not the events. Only a
+ * rank whose growth differs and that recorded holders is read again, for
+ * the checker's holders (compare.h).
  */
 #include <errno.h>
 #include <glob.h>

@@ -1,6 +1,8 @@
 /*
  * cli/compare_growth.h - growth across steps and ranks, the part of
- * `vramtrace compare` that aligns the ranks by step (cli/compare_growth.c).
+ * `vramtrace compare` that aligns the ranks by step (cli/compare_growth.c),
+ * from each rank's series collected as its events were read
+ * (cli/compare_series.c).
  */
 #ifndef VT_CLI_COMPARE_GROWTH_H
 #define VT_CLI_COMPARE_GROWTH_H
