@@ -25,15 +25,28 @@
  *   the others are flat
  * A snapshot without a rank (RANK unset when it was taken) is numbered by
  * its position on the command line. Arguments with * or ? are globbed.
+ *
+ * The ranks are read one after another, each as a stream of its events
+ * (the streamed timeline with its curves, whose hooks feed the rank's
+ * growth series), and kept as their figures only: memory follows one
+ * rank's live allocations and the figures of all, not the events. Only a
+ * rank whose growth differs and that recorded holders is read again, for
+ * the checker's holders (compare.h).
  */
+#include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
 #include "commands.h"
+#include "compare.h"
 #include "compare_growth.h"
+#include "event_stream.h"
+#include "pytorch.h"
 #include "report_util.h"
 
 static const char usage_text[] =
@@ -50,14 +63,19 @@ static const char usage_text[] =
     "  --top N   call sites to list (default 10; growth: per rank)\n"
     VT_EXIT_HELP;
 
+/* One rank: its figures, kept once its snapshot is let go. */
 struct rank_info {
     const char *file;
+    size_t pos;                 /* its place among the files: sites' bytes are by it */
     int rank;
-    vt__snapshot_data *s;
-    vt__timeline *tl;
-    const vt__tl_device *dev;     /* the device with the highest allocated peak */
+    bool has_dev;               /* some device's memory was recorded */
+    int device;                 /* the device with the highest allocated peak */
     uint64_t peak_alloc, peak_resv, final_alloc, final_resv;
     uint64_t peak_alloc_time, peak_resv_time; /* ns, monotonic */
+    uint64_t first_time_ns;     /* the rank's first event */
+    uint64_t clock_mono, clock_real; /* the snapshot's clock bases (wall clock) */
+    bool refs;                  /* holders recorded: the checker can name them */
+    vt__growth_series *series;
 };
 
 struct site {
@@ -68,7 +86,7 @@ struct site {
 
 static double rel_s(const struct rank_info *r, uint64_t t)
 {
-    return t > r->tl->first_time_ns ? (double)(t - r->tl->first_time_ns) / 1e9 : 0.0;
+    return t > r->first_time_ns ? (double)(t - r->first_time_ns) / 1e9 : 0.0;
 }
 
 /* "2026-11-28 09:15:03.123 UTC": when, on the clock a user compares logs by. */
@@ -87,7 +105,7 @@ static const char *wall_text(uint64_t ns, char *buf, size_t len)
 
 static uint64_t wall_ns(const struct rank_info *r, uint64_t t)
 {
-    return t - r->s->meta.clock_base_monotonic_ns + r->s->meta.clock_base_realtime_ns;
+    return t - r->clock_mono + r->clock_real;
 }
 
 /* Sites by name: an open-addressing index over the site array, so that a
@@ -160,7 +178,9 @@ static int cmp_spread(const void *a, const void *b)
 static int cmp_rank(const void *a, const void *b)
 {
     const struct rank_info *x = a, *y = b;
-    return (x->rank > y->rank) - (x->rank < y->rank);
+    if (x->rank != y->rank)
+        return (x->rank > y->rank) - (x->rank < y->rank);
+    return (x->pos > y->pos) - (x->pos < y->pos);   /* one rank twice: as given */
 }
 
 static void free_sites(struct site *v, size_t n)
@@ -170,6 +190,315 @@ static void free_sites(struct site *v, size_t n)
         free(v[i].bytes);
     }
     free(v);
+}
+
+struct vt__compare {
+    struct rank_info *r;        /* by position until printed, then by rank */
+    size_t n;                   /* ranks added */
+    size_t nranks;              /* ranks to come */
+    bool json;
+    struct site_set ss;         /* bytes per call site at each rank's allocated peak */
+};
+
+int vt__compare_open(size_t nranks, bool json, vt__compare **out)
+{
+    vt__compare *c = calloc(1, sizeof *c);
+    if (!c || !(c->r = calloc(nranks ? nranks : 1, sizeof *c->r))) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->nranks = nranks;
+    c->json = json;
+    *out = c;
+    return 0;
+}
+
+void vt__compare_free(vt__compare *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        vt__growth_series_free(c->r[i].series);
+    free(c->r);
+    free_sites(c->ss.v, c->ss.n);
+    free(c->ss.index);
+    free(c);
+}
+
+int vt__compare_add(vt__compare *c, const char *file, const vt__snapshot_data *s,
+                    const vt__timeline *tl, vt__growth_series *series)
+{
+    if (c->n == c->nranks) {   /* more ranks than opened for: not one of them */
+        vt__growth_series_free(series);
+        return -EINVAL;
+    }
+    size_t pos = c->n;
+    struct rank_info *r = &c->r[c->n++];
+    *r = (struct rank_info){ .file = file, .pos = pos, .series = series,
+                             .first_time_ns = tl->first_time_ns,
+                             .clock_mono = s->meta.clock_base_monotonic_ns,
+                             .clock_real = s->meta.clock_base_realtime_ns,
+                             .refs = tl->kind_counts[VT_EV_REF] != 0 };
+    r->rank = s->meta.rank >= 0 ? s->meta.rank : (int)pos;
+    const vt__tl_device *dev = NULL;
+    for (size_t d = 0; d < tl->ndevices; d++) {
+        const vt__tl_device *dv = &tl->devices[d];
+        if (!dev || dv->peak_allocated > dev->peak_allocated)
+            dev = dv;
+        if (dv->peak_reserved >= r->peak_resv) {
+            r->peak_resv = dv->peak_reserved;
+            r->peak_resv_time = dv->points[dv->peak_reserved_point].time_ns;
+        }
+        r->final_alloc += dv->final_allocated;
+        r->final_resv += dv->final_reserved;
+    }
+    if (!dev)
+        return 0;
+    r->has_dev = true;
+    r->device = dev->device;
+    r->peak_alloc = dev->peak_allocated;
+    r->peak_alloc_time = dev->points[dev->peak_allocated_point].time_ns;
+    /* bytes per call site at the allocated peak */
+    uint32_t ev = dev->points[dev->peak_allocated_point].event;
+    for (size_t k = 0; k < tl->nlifetimes; k++) {
+        const vt__lifetime *l = &tl->lifetimes[k];
+        if (l->device != dev->device || !vt__lifetime_allocated_at(l, ev))
+            continue;
+        char name[512];
+        vt__report_site_name(s, vt__report_site_frame(s, l->alloc_stack), name, sizeof name);
+        int si = find_site(&c->ss, name, c->nranks);
+        if (si < 0)
+            return -ENOMEM;
+        c->ss.v[si].bytes[pos] += l->size;
+    }
+    return 0;
+}
+
+/* The series and the condensed timeline are told the rank's lifetimes and
+ * marks as the build reads them. */
+struct reading {
+    const vt__snapshot_data *s;
+    vt__growth_series *series;
+};
+
+static void on_retired(void *ctx, const vt__lifetime *l)
+{
+    struct reading *x = ctx;
+    vt__growth_series_lifetime(x->series, x->s, l);
+}
+
+static void on_mark(void *ctx, const vt__tl_mark *m)
+{
+    struct reading *x = ctx;
+    vt__growth_series_mark(x->series, m);
+}
+
+/* The growth series of s and its streamed timeline: the lifetimes it
+ * retired as it read (told as it went) and those it kept, but the retired
+ * ones kept again for the peaks. */
+static int read_rank(vt__compare *c, const char *file, const vt__snapshot_data *s,
+                     vt__event_stream *es, vt__growth_series *gs, char *err, size_t errlen)
+{
+    struct reading x = { s, gs };
+    vt__tl_stream_hooks h = { .retired = on_retired, .mark = on_mark, .ctx = &x };
+    vt__timeline *tl;
+    int rc = vt__timeline_build_stream_hooked(s, es, VT_TL_STREAM_CURVES, &h, &tl, err, errlen);
+    if (rc)
+        return rc;
+    for (size_t k = 0; k + tl->npeak_kept < tl->nlifetimes; k++)
+        vt__growth_series_lifetime(gs, s, &tl->lifetimes[k]);
+    if ((rc = vt__growth_series_finish(gs, s)) != 0)
+        snprintf(err, errlen, "out of memory");
+    else if ((rc = vt__compare_add(c, file, s, tl, gs)) != 0)
+        snprintf(err, errlen, "out of memory");
+    vt__timeline_free(tl);
+    return rc;
+}
+
+int vt__compare_add_stream(vt__compare *c, const char *file, vt__snapshot_data *s,
+                           vt__event_stream *es, char *err, size_t errlen)
+{
+    vt__growth_series *gs = NULL;
+    if ((!c->json && vt__report_text_names(s) != 0) || vt__growth_series_open(&gs) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t n = c->n;
+    int rc = read_rank(c, file, s, es, gs, err, errlen);
+    if (c->n == n)
+        vt__growth_series_free(gs);   /* not added: still ours */
+    return rc;
+}
+
+int vt__compare_read(vt__compare *c, const char *file)
+{
+    char err[1024], tlerr[1024];
+    vt__snapshot_data *s;
+    vt__event_stream *es;
+    if (vt__snapshot_open(file, &s, &es, err, sizeof err) != 0) {
+        fprintf(stderr, "vramtrace compare: %s\n", err);
+        return VT_EXIT_FAILURE;
+    }
+    err[0] = 0;
+    int rc = vt__compare_add_stream(c, file, s, es, tlerr, sizeof tlerr);
+    if (rc) {
+        /* a damaged file is said as the reader says it; else the timeline's
+         * own trouble (memory), as vt__report_load says it */
+        if (err[0])
+            fprintf(stderr, "vramtrace compare: %s\n", err);
+        else
+            fprintf(stderr, "vramtrace compare: %s: %s\n", file, tlerr);
+        rc = VT_EXIT_FAILURE;
+    }
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
+    return rc;
+}
+
+/* The holders of rank r's growing sites: its snapshot read again, only for
+ * a rank that differs and recorded them; the growth stands without them
+ * when the checker cannot run. @return 0 or -ENOMEM. */
+static int rank_holders(const vt__compare *c, vt__growth *g, size_t i)
+{
+    char err[1024];
+    vt__snapshot_data *s;
+    vt__event_stream *es;
+    if (vt__snapshot_open(c->r[i].file, &s, &es, err, sizeof err) != 0)
+        return 0;
+    int rc = 0;
+    vt__check_options opt;
+    vt__check_options_init(&opt);
+    vt__check_report *rep = NULL;
+    if (!c->json && vt__report_text_names(s) != 0)
+        rc = -ENOMEM;
+    else if (vt__check_run_stream(s, es, &opt, &rep, err, sizeof err) == 0)
+        rc = vt__growth_holders(g, i, s, rep);
+    vt__check_report_free(rep);
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
+    return rc;
+}
+
+int vt__compare_print(vt__compare *c, FILE *out, size_t top)
+{
+    struct rank_info *r = c->r;
+    size_t total = c->n;
+    vt__growth_rank *gr = calloc(total ? total : 1, sizeof *gr);
+    vt__growth *growth = NULL;
+    int rc = gr ? 0 : -ENOMEM;
+    qsort(r, total, sizeof *r, cmp_rank);
+    for (size_t i = 0; i < total && !rc; i++)
+        gr[i] = (vt__growth_rank){ r[i].rank, r[i].series };
+    if (!rc)
+        rc = vt__growth_build(gr, total, &growth);
+    for (size_t i = 0; i < total && !rc; i++)
+        if (vt__growth_differs(growth, i) && r[i].refs)
+            rc = rank_holders(c, growth, i);
+    free(gr);
+    if (rc) {
+        vt__growth_free(growth);
+        return rc;
+    }
+    struct site *sites = c->ss.v;
+    size_t nsites = c->ss.n;
+    for (size_t k = 0; k < nsites; k++) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t i = 0; i < total; i++) {
+            lo = sites[k].bytes[i] < lo ? sites[k].bytes[i] : lo;
+            hi = sites[k].bytes[i] > hi ? sites[k].bytes[i] : hi;
+        }
+        sites[k].spread = hi - lo;
+    }
+    if (nsites)   /* none when no rank allocated anything: qsort wants an array */
+        qsort(sites, nsites, sizeof *sites, cmp_spread);
+    c->ss.nindex = 0;   /* the index no longer matches the order */
+    free(c->ss.index);
+    c->ss.index = NULL;
+    int json = c->json;
+    size_t lo_a = 0, hi_a = 0, lo_r = 0, hi_r = 0;
+    for (size_t i = 1; i < total; i++) {
+        if (r[i].peak_alloc < r[lo_a].peak_alloc) lo_a = i;
+        if (r[i].peak_alloc > r[hi_a].peak_alloc) hi_a = i;
+        if (r[i].peak_resv < r[lo_r].peak_resv) lo_r = i;
+        if (r[i].peak_resv > r[hi_r].peak_resv) hi_r = i;
+    }
+    size_t nshow = (size_t)top < nsites ? (size_t)top : nsites;
+    char b1[32], b2[32], b3[32];
+    if (json) {
+        fprintf(out, "{\"ranks\":[");
+        for (size_t i = 0; i < total; i++) {
+            fprintf(out, "%s\n {\"rank\":%d,\"file\":", i ? "," : "", r[i].rank);
+            vt__json_str(out, r[i].file);
+            fprintf(out, ",\"device\":%d,\"peak_allocated\":%" PRIu64 ",\"peak_allocated_time_s\":%.6f,"
+                   "\"peak_allocated_wall_ns\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
+                   ",\"peak_reserved_time_s\":%.6f,\"peak_reserved_wall_ns\":%" PRIu64
+                   ",\"final_allocated\":%" PRIu64 ",\"final_reserved\":%" PRIu64 "}",
+                   r[i].has_dev ? r[i].device : -1, r[i].peak_alloc,
+                   rel_s(&r[i], r[i].peak_alloc_time), wall_ns(&r[i], r[i].peak_alloc_time),
+                   r[i].peak_resv, rel_s(&r[i], r[i].peak_resv_time),
+                   wall_ns(&r[i], r[i].peak_resv_time), r[i].final_alloc, r[i].final_resv);
+        }
+        fprintf(out, "],\n\"spread\":{\"peak_allocated\":{\"min\":%" PRIu64 ",\"min_rank\":%d,\"max\":%"
+               PRIu64 ",\"max_rank\":%d,\"difference\":%" PRIu64 "},\"peak_reserved\":{\"min\":%"
+               PRIu64 ",\"min_rank\":%d,\"max\":%" PRIu64 ",\"max_rank\":%d,\"difference\":%" PRIu64
+               "}},\n\"sites\":[",
+               r[lo_a].peak_alloc, r[lo_a].rank, r[hi_a].peak_alloc, r[hi_a].rank,
+               r[hi_a].peak_alloc - r[lo_a].peak_alloc, r[lo_r].peak_resv, r[lo_r].rank,
+               r[hi_r].peak_resv, r[hi_r].rank, r[hi_r].peak_resv - r[lo_r].peak_resv);
+        for (size_t k = 0; k < nshow; k++) {
+            fprintf(out, "%s\n {\"site\":", k ? "," : "");
+            vt__json_str(out, sites[k].name);
+            fprintf(out, ",\"spread\":%" PRIu64 ",\"bytes\":{", sites[k].spread);
+            for (size_t i = 0; i < total; i++)
+                fprintf(out, "%s\"%d\":%" PRIu64, i ? "," : "", r[i].rank, sites[k].bytes[r[i].pos]);
+            fprintf(out, "}}");
+        }
+        fprintf(out, "],\n\"growth\":");
+        vt__growth_json(out, growth, (size_t)top);
+        fprintf(out, "}\n");
+    } else {
+        for (size_t i = 0; i < total; i++) {
+            fprintf(out, "rank %d  ", r[i].rank);
+            vt__text_str(out, r[i].file);   /* a globbed name is anyone's */
+            fputc('\n', out);
+            if (!r[i].has_dev) {
+                fprintf(out, "  no device memory recorded\n");
+                continue;
+            }
+            char wall[64];
+            fprintf(out, "  allocated: peak %s at %.3f s (%s), now %s\n",
+                   vt__fmt_bytes(r[i].peak_alloc, b1), rel_s(&r[i], r[i].peak_alloc_time),
+                   wall_text(wall_ns(&r[i], r[i].peak_alloc_time), wall, sizeof wall),
+                   vt__fmt_bytes(r[i].final_alloc, b2));
+            fprintf(out, "  reserved:  peak %s at %.3f s, now %s\n", vt__fmt_bytes(r[i].peak_resv, b1),
+                   rel_s(&r[i], r[i].peak_resv_time), vt__fmt_bytes(r[i].final_resv, b2));
+        }
+        fprintf(out, "spread of peak allocated: %s (rank %d) .. %s (rank %d), +%s\n",
+               vt__fmt_bytes(r[lo_a].peak_alloc, b1), r[lo_a].rank,
+               vt__fmt_bytes(r[hi_a].peak_alloc, b2), r[hi_a].rank,
+               vt__fmt_bytes(r[hi_a].peak_alloc - r[lo_a].peak_alloc, b3));
+        fprintf(out, "spread of peak reserved:  %s (rank %d) .. %s (rank %d), +%s\n",
+               vt__fmt_bytes(r[lo_r].peak_resv, b1), r[lo_r].rank,
+               vt__fmt_bytes(r[hi_r].peak_resv, b2), r[hi_r].rank,
+               vt__fmt_bytes(r[hi_r].peak_resv - r[lo_r].peak_resv, b3));
+        fprintf(out, "call sites whose bytes at the peak differ most between ranks:\n");
+        size_t shown = 0;
+        for (size_t k = 0; k < nshow; k++) {
+            if (!sites[k].spread)
+                break;
+            fprintf(out, "  +%-10s %s  ", vt__fmt_bytes(sites[k].spread, b1), sites[k].name);
+            for (size_t i = 0; i < total; i++)
+                fprintf(out, "%s rank %d: %s", i ? "," : "", r[i].rank,
+                       vt__fmt_bytes(sites[k].bytes[r[i].pos], b2));
+            fprintf(out, "\n");
+            shown++;
+        }
+        if (!shown)
+            fprintf(out, "  none: every call site holds the same bytes on every rank\n");
+        vt__growth_print(out, growth, (size_t)top);
+    }
+    vt__growth_free(growth);
+    return 0;
 }
 
 int vt__cmd_compare(int argc, char **argv)
@@ -216,177 +545,21 @@ int vt__cmd_compare(int argc, char **argv)
         free(files);
         return VT_EXIT_FAILURE;
     }
-    struct rank_info *r = calloc(total, sizeof *r);
-    struct site_set ss = { 0 };
-    vt__growth_rank *gr = NULL;
-    vt__growth *growth = NULL;
-    if (!r) {
-        fprintf(stderr, "vramtrace compare: out of memory\n");
-        goto out;
-    }
-    for (size_t i = 0; i < total; i++) {
-        r[i].file = i < nfiles ? files[i] : g.gl_pathv[i - nfiles];
-        if (vt__report_load("compare", r[i].file, &r[i].s, &r[i].tl))
-            goto out;
-        if (!json && vt__report_text_names(r[i].s) != 0) {
-            fprintf(stderr, "vramtrace compare: out of memory\n");
-            goto out;
-        }
-        r[i].rank = r[i].s->meta.rank >= 0 ? r[i].s->meta.rank : (int)i;
-        for (size_t d = 0; d < r[i].tl->ndevices; d++) {
-            const vt__tl_device *dv = &r[i].tl->devices[d];
-            if (!r[i].dev || dv->peak_allocated > r[i].dev->peak_allocated)
-                r[i].dev = dv;
-            if (dv->peak_reserved >= r[i].peak_resv) {
-                r[i].peak_resv = dv->peak_reserved;
-                r[i].peak_resv_time = dv->points[dv->peak_reserved_point].time_ns;
-            }
-            r[i].final_alloc += dv->final_allocated;
-            r[i].final_resv += dv->final_reserved;
-        }
-        if (r[i].dev) {
-            r[i].peak_alloc = r[i].dev->peak_allocated;
-            r[i].peak_alloc_time = r[i].dev->points[r[i].dev->peak_allocated_point].time_ns;
-        }
-    }
-    qsort(r, total, sizeof *r, cmp_rank);
-    gr = calloc(total, sizeof *gr);
-    if (!gr) {
+    vt__compare *c = NULL;
+    if (vt__compare_open(total, json, &c) != 0) {
         fprintf(stderr, "vramtrace compare: out of memory\n");
         goto out;
     }
     for (size_t i = 0; i < total; i++)
-        gr[i] = (vt__growth_rank){ r[i].rank, r[i].s, r[i].tl };
-    if (vt__growth_build(gr, total, &growth) != 0) {
+        if (vt__compare_read(c, i < nfiles ? files[i] : g.gl_pathv[i - nfiles]))
+            goto out;
+    if (vt__compare_print(c, stdout, (size_t)top) != 0) {
         fprintf(stderr, "vramtrace compare: out of memory\n");
         goto out;
     }
-    /* bytes per call site at each rank's allocated peak */
-    for (size_t i = 0; i < total; i++) {
-        if (!r[i].dev)
-            continue;
-        uint32_t ev = r[i].dev->points[r[i].dev->peak_allocated_point].event;
-        for (size_t k = 0; k < r[i].tl->nlifetimes; k++) {
-            const vt__lifetime *l = &r[i].tl->lifetimes[k];
-            if (l->device != r[i].dev->device || !vt__lifetime_allocated_at(l, ev))
-                continue;
-            char name[512];
-            vt__report_site_name(r[i].s, vt__report_site_frame(r[i].s, l->alloc_stack), name,
-                                 sizeof name);
-            int si = find_site(&ss, name, total);
-            if (si < 0) {
-                fprintf(stderr, "vramtrace compare: out of memory\n");
-                goto out;
-            }
-            ss.v[si].bytes[i] += l->size;
-        }
-    }
-    struct site *sites = ss.v;
-    size_t nsites = ss.n;
-    for (size_t k = 0; k < nsites; k++) {
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t i = 0; i < total; i++) {
-            lo = sites[k].bytes[i] < lo ? sites[k].bytes[i] : lo;
-            hi = sites[k].bytes[i] > hi ? sites[k].bytes[i] : hi;
-        }
-        sites[k].spread = hi - lo;
-    }
-    if (nsites)   /* none when no rank allocated anything: qsort wants an array */
-        qsort(sites, nsites, sizeof *sites, cmp_spread);
-    size_t lo_a = 0, hi_a = 0, lo_r = 0, hi_r = 0;
-    for (size_t i = 1; i < total; i++) {
-        if (r[i].peak_alloc < r[lo_a].peak_alloc) lo_a = i;
-        if (r[i].peak_alloc > r[hi_a].peak_alloc) hi_a = i;
-        if (r[i].peak_resv < r[lo_r].peak_resv) lo_r = i;
-        if (r[i].peak_resv > r[hi_r].peak_resv) hi_r = i;
-    }
-    size_t nshow = (size_t)top < nsites ? (size_t)top : nsites;
-    char b1[32], b2[32], b3[32];
-    if (json) {
-        printf("{\"ranks\":[");
-        for (size_t i = 0; i < total; i++) {
-            printf("%s\n {\"rank\":%d,\"file\":", i ? "," : "", r[i].rank);
-            vt__json_str(stdout, r[i].file);
-            printf(",\"device\":%d,\"peak_allocated\":%" PRIu64 ",\"peak_allocated_time_s\":%.6f,"
-                   "\"peak_allocated_wall_ns\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
-                   ",\"peak_reserved_time_s\":%.6f,\"peak_reserved_wall_ns\":%" PRIu64
-                   ",\"final_allocated\":%" PRIu64 ",\"final_reserved\":%" PRIu64 "}",
-                   r[i].dev ? r[i].dev->device : -1, r[i].peak_alloc,
-                   rel_s(&r[i], r[i].peak_alloc_time), wall_ns(&r[i], r[i].peak_alloc_time),
-                   r[i].peak_resv, rel_s(&r[i], r[i].peak_resv_time),
-                   wall_ns(&r[i], r[i].peak_resv_time), r[i].final_alloc, r[i].final_resv);
-        }
-        printf("],\n\"spread\":{\"peak_allocated\":{\"min\":%" PRIu64 ",\"min_rank\":%d,\"max\":%"
-               PRIu64 ",\"max_rank\":%d,\"difference\":%" PRIu64 "},\"peak_reserved\":{\"min\":%"
-               PRIu64 ",\"min_rank\":%d,\"max\":%" PRIu64 ",\"max_rank\":%d,\"difference\":%" PRIu64
-               "}},\n\"sites\":[",
-               r[lo_a].peak_alloc, r[lo_a].rank, r[hi_a].peak_alloc, r[hi_a].rank,
-               r[hi_a].peak_alloc - r[lo_a].peak_alloc, r[lo_r].peak_resv, r[lo_r].rank,
-               r[hi_r].peak_resv, r[hi_r].rank, r[hi_r].peak_resv - r[lo_r].peak_resv);
-        for (size_t k = 0; k < nshow; k++) {
-            printf("%s\n {\"site\":", k ? "," : "");
-            vt__json_str(stdout, sites[k].name);
-            printf(",\"spread\":%" PRIu64 ",\"bytes\":{", sites[k].spread);
-            for (size_t i = 0; i < total; i++)
-                printf("%s\"%d\":%" PRIu64, i ? "," : "", r[i].rank, sites[k].bytes[i]);
-            printf("}}");
-        }
-        printf("],\n\"growth\":");
-        vt__growth_json(stdout, growth, (size_t)top);
-        printf("}\n");
-    } else {
-        for (size_t i = 0; i < total; i++) {
-            printf("rank %d  ", r[i].rank);
-            vt__text_str(stdout, r[i].file);   /* a globbed name is anyone's */
-            putchar('\n');
-            if (!r[i].dev) {
-                printf("  no device memory recorded\n");
-                continue;
-            }
-            char wall[64];
-            printf("  allocated: peak %s at %.3f s (%s), now %s\n",
-                   vt__fmt_bytes(r[i].peak_alloc, b1), rel_s(&r[i], r[i].peak_alloc_time),
-                   wall_text(wall_ns(&r[i], r[i].peak_alloc_time), wall, sizeof wall),
-                   vt__fmt_bytes(r[i].final_alloc, b2));
-            printf("  reserved:  peak %s at %.3f s, now %s\n", vt__fmt_bytes(r[i].peak_resv, b1),
-                   rel_s(&r[i], r[i].peak_resv_time), vt__fmt_bytes(r[i].final_resv, b2));
-        }
-        printf("spread of peak allocated: %s (rank %d) .. %s (rank %d), +%s\n",
-               vt__fmt_bytes(r[lo_a].peak_alloc, b1), r[lo_a].rank,
-               vt__fmt_bytes(r[hi_a].peak_alloc, b2), r[hi_a].rank,
-               vt__fmt_bytes(r[hi_a].peak_alloc - r[lo_a].peak_alloc, b3));
-        printf("spread of peak reserved:  %s (rank %d) .. %s (rank %d), +%s\n",
-               vt__fmt_bytes(r[lo_r].peak_resv, b1), r[lo_r].rank,
-               vt__fmt_bytes(r[hi_r].peak_resv, b2), r[hi_r].rank,
-               vt__fmt_bytes(r[hi_r].peak_resv - r[lo_r].peak_resv, b3));
-        printf("call sites whose bytes at the peak differ most between ranks:\n");
-        size_t shown = 0;
-        for (size_t k = 0; k < nshow; k++) {
-            if (!sites[k].spread)
-                break;
-            printf("  +%-10s %s  ", vt__fmt_bytes(sites[k].spread, b1), sites[k].name);
-            for (size_t i = 0; i < total; i++)
-                printf("%s rank %d: %s", i ? "," : "", r[i].rank,
-                       vt__fmt_bytes(sites[k].bytes[i], b2));
-            printf("\n");
-            shown++;
-        }
-        if (!shown)
-            printf("  none: every call site holds the same bytes on every rank\n");
-        vt__growth_print(stdout, growth, (size_t)top);
-    }
     status = 0;
 out:
-    if (r)
-        for (size_t i = 0; i < total; i++) {
-            vt__timeline_free(r[i].tl);
-            vt__snapshot_free(r[i].s);
-        }
-    free(r);
-    free(gr);
-    vt__growth_free(growth);
-    free_sites(ss.v, ss.n);
-    free(ss.index);
+    vt__compare_free(c);
     free(files);
     if (globbed)
         globfree(&g);

@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "event_stream.h"
+#include "pytorch.h"
 #include "config.h"
 #include "replay.h"
 #include "report_util.h"
@@ -69,9 +71,10 @@ static int parse_capacity(const char *v, uint64_t *out)
     return vt__parse_bytes(v, out);
 }
 
-static double rel_s(const vt__snapshot_data *s, uint64_t t)
+/* Seconds since the recording's first event. */
+static double rel_s(const vt__replay_result *r, uint64_t t)
 {
-    uint64_t first = s->nevents ? s->events[0].time_ns : 0;
+    uint64_t first = r->first_time_ns;
     return t > first ? (double)(t - first) / 1e9 : 0.0;
 }
 
@@ -127,7 +130,7 @@ static void print_text(const char *path, const vt__snapshot_data *s, const vt__r
         printf("  fragmentation at the reserved peak: %.1f %% (%s allocated of %s, after event %zu, %.3f s)\n",
                frag_at_peak(d), vt__fmt_bytes(d->allocated_at_peak, b1),
                vt__fmt_bytes(d->peak_reserved, b2), d->peak_event,
-               rel_s(s, d->peak_event < s->nevents ? s->events[d->peak_event].time_ns : 0));
+               rel_s(r, d->peak_time_ns));
         printf("  segments: %" PRIu64 " allocated, %" PRIu64 " released (recorded: %" PRIu64
                " allocated, %" PRIu64 " released)\n", d->segment_allocs, d->segment_frees,
                d->recorded_segment_allocs, d->recorded_segment_frees);
@@ -150,7 +153,7 @@ static void print_text(const char *path, const vt__snapshot_data *s, const vt__r
     if (r->oom.happened) {
         const vt__replay_oom *o = &r->oom;
         printf("OUT OF MEMORY at event %zu (seq %" PRIu64 ", %.3f s): %s asked on device %d, "
-               "stream 0x%" PRIx64 "\n", o->event_index, o->seq, rel_s(s, o->time_ns),
+               "stream 0x%" PRIx64 "\n", o->event_index, o->seq, rel_s(r, o->time_ns),
                vt__fmt_bytes(o->req_size, b1), o->device, o->stream);
         printf("  call site: ");
         print_site(s, o->stack);
@@ -234,15 +237,16 @@ static void print_device_json(const vt__replay_device *d)
     printf("}}");
 }
 
-static void print_oom_json(const vt__snapshot_data *s, const vt__replay_oom *o)
+static void print_oom_json(const vt__snapshot_data *s, const vt__replay_result *r)
 {
+    const vt__replay_oom *o = &r->oom;
     if (!o->happened) {
         printf("null");
         return;
     }
     printf("{\"event_index\": %zu, ", o->event_index);
     json_u64("seq", o->seq, 1);
-    printf("\"time_s\": %.6f, \"device\": %d, ", rel_s(s, o->time_ns), o->device);
+    printf("\"time_s\": %.6f, \"device\": %d, ", rel_s(r, o->time_ns), o->device);
     json_u64("stream", o->stream, 1);
     json_u64("size", o->req_size, 1);
     json_u64("live_bytes", o->allocated, 1);
@@ -277,7 +281,7 @@ static void print_result_json(const vt__snapshot_data *s, const vt__replay_resul
         print_device_json(&r->devices[i]);
     }
     printf("], \"oom\": ");
-    print_oom_json(s, &r->oom);
+    print_oom_json(s, r);
 }
 
 /* ---- --sweep ------------------------------------------------------------- */
@@ -373,8 +377,10 @@ static void print_recommendation(const vt__replay_result *res, const int *status
                100.0 * (double)(rp - bp) / (double)rp, vt__fmt_bytes(rp, b3));
 }
 
-static int run_sweep(const char *path, const vt__snapshot_data *s, const char *user_conf,
-                     uint64_t capacity, vt__replay_rules rules, unsigned jobs, int json)
+/* `streamed`: s holds no events, each replay reads them from path. */
+static int run_sweep(const char *path, const vt__snapshot_data *s, bool streamed,
+                     const char *user_conf, uint64_t capacity, vt__replay_rules rules,
+                     unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
      * with a capacity does it do anything */
@@ -415,7 +421,10 @@ static int run_sweep(const char *path, const vt__snapshot_data *s, const char *u
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
     vt__replay_options sweep_opt = { .capacity = capacity, .rules = rules };
-    if (vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status, errs)) {
+    if (streamed ? vt__replay_sweep_confs_file(path, conf_ptrs, n, &sweep_opt, jobs, res,
+                                               status, errs)
+                 : vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status,
+                                          errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -562,21 +571,58 @@ int vt__cmd_replay(int argc, char **argv)
         fputs(usage_text, stderr);
         return VT_EXIT_FAILURE;
     }
+    /* The events as a stream under vramtrace's rules (a sweep's children
+     * each read their own); PyTorch's rules (which read them back and
+     * forth) the whole snapshot. */
+    char serr[1024], err[512];
     vt__snapshot_data *s = NULL;
-    int rc = vt__report_load("replay", path, &s, NULL);
-    if (rc)
-        return rc;
+    vt__event_stream *es = NULL;
+    if (vt__snapshot_open(path, &s, &es, serr, sizeof serr) != 0) {
+        fprintf(stderr, "vramtrace replay: %s\n", serr);
+        return VT_EXIT_FAILURE;
+    }
+    if (rules == VT_REPLAY_RULES_PYTORCH ||
+        (rules == VT_REPLAY_RULES_AUTO && vt__replay_is_torch(s))) {
+        int whole = s->nevents == vt__event_stream_count(es);
+        vt__event_stream_close(es);
+        es = NULL;
+        if (!whole) {
+            vt__snapshot_free(s);
+            int rc = vt__report_load("replay", path, &s, NULL);
+            if (rc)
+                return rc;
+        }
+    }
     if (sweep) {
-        rc = run_sweep(path, s, conf, capacity, rules, jobs < 1 ? 1 : (unsigned)jobs, json);
+        /* the children read the file themselves; a damaged one is said here
+         * first, once, as a whole snapshot's reading says it */
+        bool streamed = es != NULL;
+        vt__event ev;
+        int r = 0;
+        while (es && (r = vt__event_stream_next(es, &ev)) == 1)
+            ;
+        vt__event_stream_close(es);
+        if (r < 0) {
+            fprintf(stderr, "vramtrace replay: %s\n", serr);
+            vt__snapshot_free(s);
+            return VT_EXIT_FAILURE;
+        }
+        int rc = run_sweep(path, s, streamed, conf, capacity, rules,
+                           jobs < 1 ? 1 : (unsigned)jobs, json);
         vt__snapshot_free(s);
         return rc;
     }
     vt__replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
     vt__replay_result r;
-    char err[512];
-    int st = vt__replay_run(s, &opt, &r, err, sizeof err);
+    serr[0] = 0;
+    int st = es ? vt__replay_run_stream(s, es, &opt, &r, err, sizeof err)
+                : vt__replay_run(s, &opt, &r, err, sizeof err);
+    vt__event_stream_close(es);
     if (st) {
-        fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
+        if (serr[0])   /* a damaged file, said as the reader says it */
+            fprintf(stderr, "vramtrace replay: %s\n", serr);
+        else
+            fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
         vt__snapshot_free(s);
         return VT_EXIT_FAILURE;
     }

@@ -21,8 +21,13 @@
  * holder of that rank's largest finding made at the line, as `check` lists
  * its causes).
  *
- * Cost: two binary searches per allocation, O(marks) per call site that
- * outlives a step.
+ * A rank comes as its series (compare_series.c: its marks, and per call
+ * site the bytes alive over each run of marks), collected while its
+ * snapshot was read and let go; the holders come from the checker's report
+ * on the ranks that differ, which the caller reads again for them.
+ *
+ * Cost: two binary searches per allocation (the series), O(marks) per call
+ * site that outlives a step.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bsearch.h"
 #include "check.h"
 #include "compare_growth.h"
 #include "report_util.h"
@@ -59,34 +63,14 @@ struct vt__growth {
     struct rank_growth *ranks;
     size_t nranks;
     size_t nmarks;              /* aligned: the fewest marks of a rank that has some */
-    const vt__snapshot_data *labels_s;   /* the mark labels shown: this rank's */
-    const vt__timeline *labels_tl;
+    char *const *labels;        /* the mark labels shown: those of the first rank
+                                   with the fewest marks */
     size_t njudged;             /* ranks with enough marks for the fit */
     int64_t median;             /* the judged ranks' median per step */
     uint64_t flat;              /* growth per step that counts as flat */
     struct site_growth *sites;  /* growing or shrinking sites, by rank then excess */
     size_t nsites;
 };
-
-/* One allocation alive at the aligned marks [a, b). */
-typedef struct span {
-    uint64_t key;               /* its site: frame index + 1 (0: no stack), then the
-                                   site's number among the rank's names */
-    uint32_t a, b;
-    uint64_t size;
-} span;
-
-/* A site's name and which of the rank's frames it names. */
-typedef struct named {
-    char *name;
-    size_t frame;               /* index into the rank's distinct site frames */
-} named;
-
-static int cmp_span(const void *p, const void *q)
-{
-    const span *x = p, *y = q;
-    return (x->key > y->key) - (x->key < y->key);
-}
 
 static int cmp_i64(const void *p, const void *q)
 {
@@ -105,129 +89,58 @@ static int64_t lower_median(int64_t *v, size_t n)
 
 static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
 
-static char *site_name(const vt__snapshot_data *s, uint64_t key)
+/* Grow g->sites by one. @return it, or NULL. */
+static struct site_growth *push_site(vt__growth *g, size_t *capsites)
 {
-    char name[512];
-    vt__report_site_name(s, key ? &s->frames[key - 1] : NULL, name, sizeof name);
-    return strdup(name);
+    if (g->nsites == *capsites) {
+        size_t c = *capsites ? *capsites * 2 : 64;
+        struct site_growth *ns = realloc(g->sites, c * sizeof *ns);
+        if (!ns)
+            return NULL;
+        g->sites = ns;
+        *capsites = c;
+    }
+    return &g->sites[g->nsites++];
 }
 
-static int cmp_named(const void *p, const void *q)
+/* The series of one rank on the aligned marks: its total and its sites
+ * (appended to g->sites). A span's marks are the rank's own: clamped to
+ * the aligned ones, what it is alive at among them. */
+static int rank_series(vt__growth *g, size_t i, const vt__growth_series *gs, size_t *capsites)
 {
-    const named *x = p, *y = q;
-    return strcmp(x->name, y->name);
-}
-
-/* Sites are lines: frames that read the same (one line called from two
- * places, an imported snapshot's frames) are one site. Renumber sp[0..n)
- * (sorted by frame) by name, sorted again; names[id] is site id's name.
- * @return the number of sites, or -ENOMEM. */
-static long sites_by_name(const vt__snapshot_data *s, span *sp, size_t n, named **names)
-{
-    size_t nk = 0;
-    for (size_t k = 0; k < n; k++)
-        nk += !k || sp[k].key != sp[k - 1].key;
-    named *nm = calloc(nk ? nk : 1, sizeof *nm);
-    size_t *id_of = malloc((nk ? nk : 1) * sizeof *id_of);
-    long rc = nm && id_of ? 0 : -ENOMEM;
-    for (size_t k = 0, j = 0; k < n && !rc; k++) {
-        if (k && sp[k].key == sp[k - 1].key)
-            continue;
-        nm[j] = (named){ site_name(s, sp[k].key), j };
-        if (!nm[j++].name)
-            rc = -ENOMEM;
-    }
-    if (!rc && nk)
-        qsort(nm, nk, sizeof *nm, cmp_named);
-    size_t ids = 0;
-    for (size_t j = 0; j < nk && !rc; j++) {
-        if (j && strcmp(nm[j].name, nm[j - 1].name))
-            ids++;
-        id_of[nm[j].frame] = ids;
-    }
-    uint64_t prev = 0;
-    for (size_t k = 0, j = 0; k < n && !rc; k++) {
-        uint64_t key = sp[k].key;
-        j += k && key != prev;
-        prev = key;
-        sp[k].key = id_of[j];
-    }
-    /* one name per site, in site order: the first of each run */
-    for (size_t j = 0, w = 0; j < nk && !rc; j++) {
-        if (j && !strcmp(nm[j].name, nm[w - 1].name)) {
-            free(nm[j].name);
-            continue;
-        }
-        nm[w++].name = nm[j].name;
-    }
-    free(id_of);
-    if (rc) {
-        for (size_t j = 0; nm && j < nk; j++)
-            free(nm[j].name);
-        free(nm);
-        return rc;
-    }
-    if (n)
-        qsort(sp, n, sizeof *sp, cmp_span);
-    *names = nm;
-    return nk ? (long)ids + 1 : 0;
-}
-
-/* The series of one rank: its total and its sites (appended to g->sites). */
-static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_t *capsites)
-{
-    const vt__timeline *tl = in->tl;
     size_t nm = g->nmarks;
     struct rank_growth *rg = &g->ranks[i];
-    span *sp = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *sp);
-    int64_t *delta = malloc((nm + 1) * sizeof *delta), *total = calloc(nm + 1, sizeof *total);
+    int64_t *delta = malloc((nm + 1) * sizeof *delta);
     uint64_t *v = malloc((nm ? nm : 1) * sizeof *v);
     rg->alive = calloc(nm ? nm : 1, sizeof *rg->alive);
-    named *names = NULL;
-    long nsites = 0;
     int rc = 0;
-    if (!sp || !delta || !total || !v || !rg->alive) {
+    if (!delta || !v || !rg->alive) {
         rc = -ENOMEM;
         goto out;
     }
-    size_t n = 0;
-    for (size_t k = 0; k < tl->nlifetimes; k++) {
-        const vt__lifetime *l = &tl->lifetimes[k];
-        size_t a = 0, b = nm;
-        if (l->start_event != VT_TL_NONE)
-            VT__PARTITION_POINT(nm, m, tl->marks[m].event < l->start_event, a);
-        if (l->release_event != VT_TL_NONE)
-            VT__PARTITION_POINT(nm, m, tl->marks[m].event < l->release_event, b);
-        if (a >= b || !vt__lifetime_allocated_at(l, tl->marks[a].event))
-            continue;   /* alive at no step's end, or in no curve */
-        const vt__frame *f = vt__report_site_frame(in->s, l->alloc_stack);
-        sp[n++] = (span){ f ? (uint64_t)(f - in->s->frames) + 1 : 0, (uint32_t)a, (uint32_t)b,
-                          l->size };
-        total[a] += (int64_t)l->size;
-        total[b] -= (int64_t)l->size;
-    }
     int64_t live = 0;
     for (size_t k = 0; k < nm; k++) {
-        live += total[k];
+        live += gs->total[k];
         rg->alive[k] = (uint64_t)live;
     }
     if ((rc = vt__check_growth_fit(rg->alive, nm, &rg->fit)) != 0)
         goto out;
-    if (n)
-        qsort(sp, n, sizeof *sp, cmp_span);
-    nsites = sites_by_name(in->s, sp, n, &names);
-    if (nsites < 0) {
-        rc = -ENOMEM;
-        goto out;
-    }
+    const vt__growth_span *sp = gs->spans;
+    size_t n = gs->nspans;   /* by site */
     for (size_t s0 = 0; s0 < n;) {
-        size_t s1 = s0;
-        while (s1 < n && sp[s1].key == sp[s0].key)
-            s1++;
+        size_t s1 = s0, seen = 0;
         memset(delta, 0, (nm + 1) * sizeof *delta);
-        for (size_t k = s0; k < s1; k++) {
-            delta[sp[k].a] += (int64_t)sp[k].size;
-            delta[sp[k].b] -= (int64_t)sp[k].size;
+        for (; s1 < n && sp[s1].key == sp[s0].key; s1++) {
+            size_t a = sp[s1].a < nm ? sp[s1].a : nm, b = sp[s1].b < nm ? sp[s1].b : nm;
+            if (a >= b)
+                continue;   /* alive at no aligned step's end */
+            delta[a] += (int64_t)sp[s1].size;
+            delta[b] -= (int64_t)sp[s1].size;
+            seen = 1;
+        }
+        if (!seen) {
+            s0 = s1;
+            continue;
         }
         live = 0;
         for (size_t k = 0; k < nm; k++) {
@@ -238,29 +151,19 @@ static int rank_series(vt__growth *g, size_t i, const vt__growth_rank *in, size_
         if ((rc = vt__check_growth_fit(v, nm, &fit)) != 0)
             goto out;
         if (fit.judged && fit.per_step) {   /* a flat site is the same on every rank */
-            if (g->nsites == *capsites) {
-                size_t c = *capsites ? *capsites * 2 : 64;
-                struct site_growth *ns = realloc(g->sites, c * sizeof *ns);
-                if (!ns) {
-                    rc = -ENOMEM;
-                    goto out;
-                }
-                g->sites = ns;
-                *capsites = c;
+            struct site_growth *x = push_site(g, capsites);
+            char *name = x ? strdup(gs->names[sp[s0].key]) : NULL;
+            if (!name) {
+                g->nsites -= x != NULL;
+                rc = -ENOMEM;
+                goto out;
             }
-            g->sites[g->nsites++] = (struct site_growth){ names[sp[s0].key].name, i, fit, 0,
-                                                          NULL };
-            names[sp[s0].key].name = NULL;   /* the site's now */
+            *x = (struct site_growth){ name, i, fit, 0, NULL };
         }
         s0 = s1;
     }
 out:
-    for (long k = 0; names && k < nsites; k++)
-        free(names[k].name);
-    free(names);
-    free(sp);
     free(delta);
-    free(total);
     free(v);
     return rc;
 }
@@ -292,23 +195,15 @@ static int site_shown(const vt__growth *g, const struct site_growth *x)
     return g->ranks[x->rank].differs && x->fit.grows && excess(x) > 0;
 }
 
-/* What holds the storages of rank i's shown sites: the checker's findings on
- * the rank (its default rules, largest first), the first one made at a
- * site's line that has a holder. Nothing when the rank was recorded without
- * holders (no track()). @return 0 or -ENOMEM. */
-static int site_holders(vt__growth *g, size_t i, const vt__snapshot_data *s)
+bool vt__growth_differs(const vt__growth *g, size_t i)
 {
-    bool refs = false;   /* the checker runs only where holders were recorded */
-    for (size_t e = 0; e < s->nevents && !refs; e++)
-        refs = s->events[e].kind == VT_EV_REF;
-    if (!refs)
-        return 0;
-    vt__check_options opt;
-    vt__check_options_init(&opt);
-    vt__check_report *rep = NULL;
-    char err[256], name[1024], held[2048];
-    if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0)
-        return 0;   /* the growth stands without its holders */
+    return g->ranks[i].differs;
+}
+
+int vt__growth_holders(vt__growth *g, size_t i, const vt__snapshot_data *s,
+                       const vt__check_report *rep)
+{
+    char name[1024], held[2048];
     int rc = 0;
     for (size_t f = 0; f < rep->nfindings && !rc; f++) {
         const vt__check_finding *x = &rep->findings[f];
@@ -322,7 +217,6 @@ static int site_holders(vt__growth *g, size_t i, const vt__snapshot_data *s)
                 rc = -ENOMEM;
         }
     }
-    vt__check_report_free(rep);
     return rc;
 }
 
@@ -337,19 +231,18 @@ int vt__growth_build(const vt__growth_rank *r, size_t n, vt__growth **out)
     g->nranks = n;
     for (size_t i = 0; i < n; i++) {
         g->ranks[i].rank = r[i].rank;
-        g->ranks[i].nmarks = r[i].tl->nmarks;
-        if (r[i].tl->nmarks && (!g->labels_tl || r[i].tl->nmarks < g->nmarks)) {
-            g->nmarks = r[i].tl->nmarks;
-            g->labels_s = r[i].s;
-            g->labels_tl = r[i].tl;
+        g->ranks[i].nmarks = r[i].series->nmarks;
+        if (r[i].series->nmarks && (!g->labels || r[i].series->nmarks < g->nmarks)) {
+            g->nmarks = r[i].series->nmarks;
+            g->labels = r[i].series->labels;
         }
     }
     size_t capsites = 0;
     int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
     int rc = tmp ? 0 : -ENOMEM;
     for (size_t i = 0; i < n && !rc; i++)
-        if (r[i].tl->nmarks)
-            rc = rank_series(g, i, &r[i], &capsites);
+        if (r[i].series->nmarks)
+            rc = rank_series(g, i, r[i].series, &capsites);
     if (rc)
         goto fail;
     /* Which ranks differ: their slopes against the median slope. */
@@ -400,11 +293,6 @@ int vt__growth_build(const vt__growth_rank *r, size_t n, vt__growth **out)
     }
     if (g->nsites)
         qsort(g->sites, g->nsites, sizeof *g->sites, cmp_site_shown);
-    for (size_t i = 0; i < n && !rc; i++)
-        if (g->ranks[i].differs)
-            rc = site_holders(g, i, r[i].s);
-    if (rc)
-        goto fail;
     free(tmp);
     *out = g;
     return 0;
@@ -440,7 +328,7 @@ static const char *fmt_signed(int64_t v, char buf[static VT_FMT_BYTES_LEN + 1])
 
 static const char *mark_label(const vt__growth *g, size_t k)
 {
-    return vt__snapshot_string(g->labels_s, g->labels_tl->marks[k].label);
+    return g->labels[k];
 }
 
 void vt__growth_print(FILE *f, const vt__growth *g, size_t top)

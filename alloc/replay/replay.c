@@ -11,13 +11,18 @@
 #include "replay_internal.h"
 
 /* The devices the recording allocated on, each with the capacity the
- * replay gives it. */
-static int setup_devices(const vt__snapshot_data *s, const vt__replay_options *opt,
-                         vt__replay_result *r, char *err, size_t errlen)
+ * replay gives it; the recording's start. */
+static int setup_devices(const vt__snapshot_data *s, vt__event_stream *es,
+                         const vt__replay_options *opt, vt__replay_result *r, char *err,
+                         size_t errlen)
 {
-    int n = 0;
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
+    int n = 0, rc = vt__event_stream_rewind(es);
+    vt__event ev;
+    for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
+        rc = 0;
+        const vt__event *e = &ev;
+        if (i == 0)
+            r->first_time_ns = e->time_ns;
         if (e->kind != VT_EV_ALLOC || e->device < 0)
             continue;
         if (e->device >= VT_REPLAY_MAX_DEVICES)
@@ -26,6 +31,8 @@ static int setup_devices(const vt__snapshot_data *s, const vt__replay_options *o
         if (e->device + 1 > n)
             n = e->device + 1;
     }
+    if (rc < 0)
+        return rc;   /* a damaged file: the stream's err says it */
     if (n == 0)
         return vt__errf(err, errlen, -EINVAL, "the snapshot holds no allocation to replay");
     for (int d = 0; d < n; d++) {
@@ -57,8 +64,9 @@ const char *vt__replay_rules_name(vt__replay_rules rules)
     }
 }
 
-int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
-                   vt__replay_result *out, char *err, size_t errlen)
+int vt__replay_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
+                          const vt__replay_options *opt, vt__replay_result *out, char *err,
+                          size_t errlen)
 {
     static const vt__replay_options defaults = { 0 };
     if (!opt)
@@ -66,18 +74,35 @@ int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
     if (err && errlen)
         err[0] = '\0';
     memset(out, 0, sizeof *out);
-    if (!s)
+    if (!s || !es)
         return vt__errf(err, errlen, -EINVAL, "no snapshot");
     vt__replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? auto_rules(s) : opt->rules;
     if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
         return vt__errf(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
-    int rc = setup_devices(s, opt, out, err, errlen);
+    if (rules == VT_REPLAY_RULES_PYTORCH && s->nevents != vt__event_stream_count(es))
+        return vt__errf(err, errlen, -ENOTSUP, "PyTorch's rules replay a whole snapshot");
+    int rc = setup_devices(s, es, opt, out, err, errlen);
     if (rc)
         return rc;
     out->rules = rules;
-    out->events = s->nevents;
+    out->events = vt__event_stream_count(es);
     out->events_lost = s->meta.events_overwritten;
     if (rules == VT_REPLAY_RULES_PYTORCH)
-        return vt__replay_torch(s, opt, out, err, errlen);
-    return vt__replay_alloc(s, opt, out, err, errlen);
+        return vt__replay_torch(s, es, opt, out, err, errlen);
+    return vt__replay_alloc(s, es, opt, out, err, errlen);
+}
+
+int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
+                   vt__replay_result *out, char *err, size_t errlen)
+{
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        return vt__errf(err, errlen, -EINVAL, "no snapshot");
+    }
+    vt__event_stream *es;
+    if (vt__event_stream_of(s, &es))
+        return vt__errf(err, errlen, -ENOMEM, "out of host memory");
+    int rc = vt__replay_run_stream(s, es, opt, out, err, errlen);
+    vt__event_stream_close(es);
+    return rc;
 }

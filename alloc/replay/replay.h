@@ -93,6 +93,7 @@ typedef struct vt__replay_device {
     uint64_t allocated_at_peak;/* handed out when reserved first reached its peak
                                   after a replayed call */
     size_t peak_event;         /* index of the event after which it did */
+    uint64_t peak_time_ns;     /* that event's recorded time (0: none) */
     uint64_t segment_allocs, segment_frees;
     uint64_t alloc_retries, sync_all, fence_events;
     /* device calls (backend) */
@@ -121,6 +122,7 @@ typedef struct vt__replay_result {
     vt__replay_device devices[VT_REPLAY_MAX_DEVICES];
     vt__replay_oom oom;
     size_t events;             /* events in the snapshot */
+    uint64_t first_time_ns;    /* the first event's recorded time (0: none) */
     size_t replayed;           /* allocator calls made (allocs, frees, stream
                                   destructions, cache emptyings) */
     size_t skipped_frees;      /* frees of allocations made before the window */
@@ -162,6 +164,21 @@ typedef struct vt__replay_result {
 int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
                    vt__replay_result *out, char *err, size_t errlen);
 
+/* vt__replay_run on a snapshot whose events are read as a stream: s holds
+ * every section but the events (vt__snapshot_open), es reads them, a few
+ * times (the recording's own figures, then the replay), so that memory
+ * follows what is alive at once: the blocks the replay holds, and a bit
+ * per event plus an entry per pending free that completed (when each
+ * free's block comes back). vt__replay_run is this on a stream over
+ * s->events. PyTorch's rules read the events back and forth (whose each
+ * segment is, where the cache was emptied): they need the whole snapshot
+ * (s->events), -ENOTSUP otherwise. A damaged file stops the replay with
+ * the stream's error (in the err the stream was opened with). */
+struct vt__event_stream;
+int vt__replay_run_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                          const vt__replay_options *opt, vt__replay_result *out, char *err,
+                          size_t errlen);
+
 /* Free what a result owns (the curve). */
 void vt__replay_result_free(vt__replay_result *r);
 
@@ -187,6 +204,18 @@ int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts,
 int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
                            const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
                            int *status, char (*errs)[256]);
+
+/* Is `s` a recording of PyTorch's caching allocator (whose rules AUTO
+ * follows)? Its metadata says: s needs no events. */
+bool vt__replay_is_torch(const vt__snapshot_data *s);
+
+/* vt__replay_sweep_confs on the snapshot file `path`, which each child
+ * reads as a stream of its own (vt__snapshot_open, vt__replay_run_stream):
+ * nothing of it is held here. Under PyTorch's rules the children fail
+ * (-ENOTSUP: they need the whole snapshot) unless `path` is a pickle. */
+int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size_t n,
+                                const vt__replay_options *base, unsigned jobs,
+                                vt__replay_result *out, int *status, char (*errs)[256]);
 
 /* "vramtrace" or "pytorch" (AUTO: "auto"). */
 const char *vt__replay_rules_name(vt__replay_rules rules);

@@ -74,9 +74,8 @@ static int setup_config(const vt__snapshot_data *s, const vt__replay_options *op
 /* ---- the engine ---------------------------------------------------------- */
 
 typedef struct engine {
-    const vt__snapshot_data *s;
     vt__replay_result *r;
-    const uint64_t *completion;    /* per FREE_REQUESTED: its FREE_COMPLETED */
+    size_t nevents;
     uint64_t peak[VT_REPLAY_MAX_DEVICES];
 } engine;
 
@@ -105,7 +104,8 @@ static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *bl
     return VT__REPLAY_SERVED;
 }
 
-static int do_free(void *self, int device, uint64_t block, uint64_t stream, size_t free_event)
+static int do_free(void *self, int device, uint64_t block, uint64_t stream, size_t free_event,
+                   uint64_t when)
 {
     engine *g = self;
     (void)device;
@@ -114,8 +114,7 @@ static int do_free(void *self, int device, uint64_t block, uint64_t stream, size
          * a stream whose work is done exactly then, which the allocator
          * fences like any other stream (and waits for, when it must,
          * before it runs out of memory) */
-        uint64_t when = g->completion[free_event];
-        stream = vt__host_logical_stream(when == UINT64_MAX ? g->s->nevents : when);
+        stream = vt__host_logical_stream(when == UINT64_MAX ? g->nevents : when);
     }
     vt__alloc_free((void *)(uintptr_t)block, stream, VT_FREE_ON_STREAM);
     return 0;
@@ -151,6 +150,7 @@ static void after(void *self, size_t i, const vt__event *e)
         g->peak[d] = (uint64_t)res;
         g->r->devices[d].allocated_at_peak = (uint64_t)vt__books.allocated[d];
         g->r->devices[d].peak_event = i;
+        g->r->devices[d].peak_time_ns = e->time_ns;
     }
 }
 
@@ -193,8 +193,9 @@ static void finish(vt__replay_result *r)
     }
 }
 
-int vt__replay_alloc(const vt__snapshot_data *s, const vt__replay_options *opt,
-                     vt__replay_result *r, char *err, size_t errlen)
+int vt__replay_alloc(const vt__snapshot_data *s, vt__event_stream *es,
+                     const vt__replay_options *opt, vt__replay_result *r, char *err,
+                     size_t errlen)
 {
     if (used_once)
         return vt__errf(err, errlen, -EBUSY, "this process has replayed once already");
@@ -210,28 +211,26 @@ int vt__replay_alloc(const vt__snapshot_data *s, const vt__replay_options *opt,
     }
     used_once = true;
 
-    engine g = { .s = s, .r = r };
-    uint64_t *completion = NULL, *rsegs = NULL;
-    uint8_t *immediate = NULL;
+    engine g = { .r = r, .nevents = vt__event_stream_count(es) };
+    uint64_t *rsegs = NULL;
+    vt__completions done = { 0 };
     size_t nrsegs = 0;
     vt__recorded_scope all = { 0 };
     memset(&vt__books, 0, sizeof vt__books);
     vt__books.trail.want_curve = opt->curve;
-    if (vt__replay_recorded(s, &all, r, &rsegs, &nrsegs)
-        || vt__replay_completions(s, &completion, &immediate))
-        rc = -ENOMEM;
-    g.completion = completion;
+    rc = vt__replay_recorded(es, &all, r, &rsegs, &nrsegs, &done);
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc, .free = do_free,
                                    .other = other, .after = after, .oom = oom };
-    if (rc == 0 && (vt__replay_walk(s, opt, immediate, r, &en) || vt__books.failed))
+    if (rc == 0 && (rc = vt__replay_walk(es, opt, &done, r, &en)) == 0 && vt__books.failed)
         rc = -ENOMEM;
     if (rc == 0) {
         finish(r);
         vt__trail_finish(&vt__books.trail, rsegs, nrsegs, r);
     }
     vt__trail_free(&vt__books.trail);
-    free(completion);
-    free(immediate);
+    vt__completions_free(&done);
     free(rsegs);
-    return rc ? vt__errf(err, errlen, rc, "out of host memory") : 0;
+    if (rc == -ENOMEM)
+        return vt__errf(err, errlen, rc, "out of host memory");
+    return rc < 0 ? vt__errf(err, errlen, rc, "the snapshot's events cannot be read") : 0;
 }

@@ -15,6 +15,7 @@
 #ifndef VT_REPLAY_INTERNAL_H
 #define VT_REPLAY_INTERNAL_H
 
+#include "event_stream.h"
 #include "replay.h"
 #include "u64map.h"
 
@@ -73,11 +74,28 @@ void vt__trail_finish(vt__replay_trail *t, const uint64_t *recorded, size_t nrec
 void vt__trail_free(vt__replay_trail *t);
 
 /* ---- replay_recorded.c: what the recording says ------------------------ */
-/* For every FREE_REQUESTED i: completion[i], the index of its
- * FREE_COMPLETED (UINT64_MAX when the window ends first), and immediate[i]
- * when it completed at once. Both arrays allocated here (NULL when the
- * completion is not wanted). @return 0 or -ENOMEM. */
-int vt__replay_completions(const vt__snapshot_data *s, uint64_t **completion, uint8_t **immediate);
+/* When each FREE_REQUESTED's block came back: at once, or at its
+ * FREE_COMPLETED. A free not marked pending (aux 0) came back at once;
+ * only the others are kept, 8 bytes each, sorted by their request. */
+typedef struct vt__completion {
+    uint32_t request;          /* the FREE_REQUESTED's event index */
+    uint32_t completed;        /* its FREE_COMPLETED's; `request` itself: at once (no
+                                  allocator event of its device came between) */
+} vt__completion;
+
+typedef struct vt__completions {
+    vt__completion *v;         /* by request */
+    size_t n, cap;
+} vt__completions;
+
+/* Read es (rewound first) for the completions. @return 0, -ENOMEM, or the
+ * stream's error (then vt__completions_free). */
+int vt__replay_completions(struct vt__event_stream *es, vt__completions *c);
+/* Whether FREE_REQUESTED i, e, completed at once; else *done: its
+ * FREE_COMPLETED, UINT64_MAX when the window ends first. */
+bool vt__completed_at_once(const vt__completions *c, size_t i, const vt__event *e,
+                           uint64_t *done);
+void vt__completions_free(vt__completions *c);
 
 /* Which of the recording's events the replayed allocator owns. */
 typedef struct vt__recorded_scope {
@@ -87,11 +105,14 @@ typedef struct vt__recorded_scope {
                                   observed allocator): it gives back its ALLOC's size */
 } vt__recorded_scope;
 
-/* The recording's own peaks, segment counts and OOMs into r, and its
- * segment allocations (vt__seg_code, in order) into *segs (freed by the
- * caller). @return 0 or -ENOMEM. */
-int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *scope,
-                        vt__replay_result *r, uint64_t **segs, size_t *nsegs);
+/* The recording's own peaks, segment counts and OOMs into r, its segment
+ * allocations (vt__seg_code, in order) into *segs (freed by the caller),
+ * and its completions into *c (as vt__replay_completions: the same
+ * reading), from es (rewound first). @return 0, -ENOMEM or the stream's
+ * error (then vt__completions_free too). */
+int vt__replay_recorded(struct vt__event_stream *es, const vt__recorded_scope *scope,
+                        vt__replay_result *r, uint64_t **segs, size_t *nsegs,
+                        vt__completions *c);
 
 /* ---- replay_walk.c: the recorded events, in order, through an engine --- */
 enum {
@@ -114,8 +135,10 @@ typedef struct vt__replay_engine {
                   uint64_t *stream);
     /* Give a served block back: at once on `stream`, or, when `free_event`
      * is not VT__REPLAY_AT_ONCE, pending as that recorded FREE_REQUESTED
-     * was. @return 0 or -ENOMEM. */
-    int (*free)(void *self, int device, uint64_t block, uint64_t stream, size_t free_event);
+     * was until `done`, its FREE_COMPLETED (UINT64_MAX: the window ended
+     * first). @return 0 or -ENOMEM. */
+    int (*free)(void *self, int device, uint64_t block, uint64_t stream, size_t free_event,
+                uint64_t done);
     /* Any other event of a device the replay holds: @return the allocator
      * calls it made (counted as replayed), or -ENOMEM. */
     int (*other)(void *self, size_t i, const vt__event *e);
@@ -128,12 +151,13 @@ typedef struct vt__replay_engine {
     void (*forget)(void *self, uint64_t block);
 } vt__replay_engine;
 
-/* Replay s's events through `en`: the frees moved earlier (opt->free_at),
- * recorded frees of blocks the replay holds (immediate[i]: completed at
- * once), recorded OOMs asked again, everything else to en->other. Stops at
- * the first OUT_OF_MEMORY (filling r->oom). @return 0 or -ENOMEM. */
-int vt__replay_walk(const vt__snapshot_data *s, const vt__replay_options *opt,
-                    const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en);
+/* Replay the events of es (rewound first) through `en`: the frees moved
+ * earlier (opt->free_at), recorded frees of blocks the replay holds
+ * (completed at once or pending, as c says), recorded OOMs asked again,
+ * everything else to en->other. Stops at the first OUT_OF_MEMORY (filling
+ * r->oom). @return 0, -ENOMEM or the stream's error. */
+int vt__replay_walk(struct vt__event_stream *es, const vt__replay_options *opt,
+                    const vt__completions *c, vt__replay_result *r, const vt__replay_engine *en);
 
 /* ---- replay_trace.c: the recorder the allocator reports to in a replay -- */
 typedef struct vt__replay_books {
@@ -158,41 +182,52 @@ extern vt__replay_books vt__books;
 void vt__replay_conf_from_meta(const char *recorded, char *buf, size_t len, bool *expandable);
 
 /* ---- replay_early.c: frees moved earlier (options.free_at) ------------- */
+typedef struct vt__early_free {
+    vt__replay_free_at at;
+    uint64_t addr;             /* its ALLOC's address, once the walk met it */
+    bool seen;                 /* the walk met it, an ALLOC */
+} vt__early_free;
+
 typedef struct vt__early {
-    vt__replay_free_at *at;     /* the valid entries, by the event they follow */
+    vt__early_free *v;         /* opt->free_at's entries, by the event they follow */
     size_t n, next;            /* next: the first not yet due */
-    uint8_t *marked;           /* per event: an ALLOC freed early (mark its live entry) */
+    size_t *by_alloc;          /* indices into v, by their ALLOC's event */
+    size_t nextalloc;          /* the first of by_alloc not yet met */
     vt__rmap done;             /* recorded addresses freed early, until their recorded free */
 } vt__early;
 
-/* Keep opt->free_at's entries that name an ALLOC and an event at or after
- * it. @return 0 or -ENOMEM (then vt__early_destroy). */
-int vt__early_init(vt__early *ef, const vt__snapshot_data *s, const vt__replay_options *opt);
+/* Keep opt->free_at's entries that name an event of the `nevents` and an
+ * event at or after it (whether it is an ALLOC is known when the walk
+ * meets it). @return 0 or -ENOMEM (then vt__early_destroy). */
+int vt__early_init(vt__early *ef, size_t nevents, const vt__replay_options *opt);
 void vt__early_destroy(vt__early *ef);
+/* Event i, e, as the walk meets it (every one, in order): whether an
+ * options.free_at entry frees this ALLOC early (mark its live entry). */
+bool vt__early_alloc(vt__early *ef, size_t i, const vt__event *e);
 /* The recorded address of the next allocation due to be freed before event
  * `i` (after every event before it); false when none is. The walker frees
  * it if its live entry is still the early-marked one, then calls
  * vt__early_freed. */
-bool vt__early_due(vt__early *ef, const vt__snapshot_data *s, size_t i, uint64_t *addr);
+bool vt__early_due(vt__early *ef, size_t i, uint64_t *addr);
 int vt__early_freed(vt__early *ef, uint64_t addr);
 /* A recorded free of an address with no live allocation: true (and
  * forgotten) when it is the late free of one freed early. */
 bool vt__early_recorded_free(vt__early *ef, uint64_t addr);
 
 /* ---- replay_alloc.c: vramtrace's rules, the allocator of this process -- */
-/* Replay `s` through the allocator on the host device into `r`, whose
- * devices are set. Once per process. @return 0, -EINVAL (bad settings,
+/* Replay `s` (its events read from es) through the allocator on the host
+ * device into `r`, whose devices are set. Once per process. @return 0, -EINVAL (bad settings,
  * one line in err) or -ENOMEM. */
-int vt__replay_alloc(const vt__snapshot_data *s, const vt__replay_options *opt,
-                     vt__replay_result *r, char *err, size_t errlen);
+int vt__replay_alloc(const vt__snapshot_data *s, struct vt__event_stream *es,
+                     const vt__replay_options *opt, vt__replay_result *r, char *err,
+                     size_t errlen);
 
 /* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
-/* Is `s` a recording of PyTorch's caching allocator? */
-bool vt__replay_is_torch(const vt__snapshot_data *s);
-/* Replay `s` under PyTorch's rules into `r`, whose devices (ordinal,
- * capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
+/* Replay `s` (whole: its events are read from es too) under PyTorch's
+ * rules into `r`, whose devices (ordinal, capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
  * in err) or -ENOMEM. */
-int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
-                     vt__replay_result *r, char *err, size_t errlen);
+int vt__replay_torch(const vt__snapshot_data *s, struct vt__event_stream *es,
+                     const vt__replay_options *opt, vt__replay_result *r, char *err,
+                     size_t errlen);
 
 #endif /* VT_REPLAY_INTERNAL_H */

@@ -12,8 +12,10 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "free_match.h"
+#include "grow.h"
 #include "replay_internal.h"
 
 static bool allocator_event(uint8_t kind)
@@ -23,76 +25,127 @@ static bool allocator_event(uint8_t kind)
            || kind == VT_EV_STREAM_DESTROY || kind == VT_EV_EMPTY_CACHE;
 }
 
-static int find_completions(const vt__snapshot_data *s, uint64_t *completion, uint8_t *immediate)
+static int cmp_request(const void *a, const void *b)
 {
-    vt__free_match frees;
-    if (vt__free_match_init(&frees))
-        return -ENOMEM;
-    size_t last[VT_REPLAY_MAX_DEVICES];   /* each device's latest allocator event */
-    for (int d = 0; d < VT_REPLAY_MAX_DEVICES; d++)
-        last[d] = SIZE_MAX;
-    int rc = 0;
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        uint32_t request;
-        if ((rc = vt__free_match_event(&frees, e, (uint32_t)i, &request)))
-            break;
-        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES || !allocator_event(e->kind))
-            continue;
-        if (e->kind == VT_EV_FREE_REQUESTED) {
-            if (completion)
-                completion[i] = UINT64_MAX;
-            immediate[i] = e->aux == 0;
-        } else if (request != VT__FREE_MATCH_NONE) {
-            if (completion)
-                completion[request] = i;
-            if (last[e->device] == request)
-                immediate[request] = 1;
-        }
-        last[e->device] = i;
-    }
-    vt__free_match_free(&frees);
-    return rc;
+    const vt__completion *x = a, *y = b;
+    return (x->request > y->request) - (x->request < y->request);
 }
 
-int vt__replay_completions(const vt__snapshot_data *s, uint64_t **completion, uint8_t **immediate)
+/* The completions read one event at a time (alone, or in the reading of
+ * the recording's figures: one pass over the events for both). */
+typedef struct completion_reader {
+    vt__completions *c;
+    vt__free_match frees;
+    size_t last[VT_REPLAY_MAX_DEVICES];   /* each device's latest allocator event */
+} completion_reader;
+
+static int reader_init(completion_reader *cr, vt__completions *c)
 {
-    size_t n = s->nevents ? s->nevents : 1;
-    *immediate = calloc(n, 1);
-    if (completion)
-        *completion = malloc(n * sizeof **completion);
-    if (!*immediate || (completion && !*completion)
-        || find_completions(s, completion ? *completion : NULL, *immediate)) {
-        free(*immediate);
-        *immediate = NULL;
-        if (completion) {
-            free(*completion);
-            *completion = NULL;
-        }
+    memset(c, 0, sizeof *c);
+    memset(cr, 0, sizeof *cr);
+    cr->c = c;
+    for (int d = 0; d < VT_REPLAY_MAX_DEVICES; d++)
+        cr->last[d] = SIZE_MAX;
+    return vt__free_match_init(&cr->frees) ? -ENOMEM : 0;
+}
+
+static int reader_event(completion_reader *cr, size_t i, const vt__event *e)
+{
+    uint32_t request;
+    if (vt__free_match_event(&cr->frees, e, (uint32_t)i, &request))
         return -ENOMEM;
+    /* A free not marked pending came back at once whatever completes it:
+     * its request is let go (a run whose addresses are never reused would
+     * hold every one), and a FREE_COMPLETED at its address then completes
+     * nothing, which changes no pending one's. */
+    if (e->kind == VT_EV_FREE_REQUESTED && e->aux == 0)
+        vt__free_match_drop(&cr->frees, e->addr);
+    if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES || !allocator_event(e->kind))
+        return 0;
+    if (e->kind != VT_EV_FREE_REQUESTED && request != VT__FREE_MATCH_NONE) {
+        vt__completions *c = cr->c;
+        vt__completion *x = vt__grow_push((void **)&c->v, &c->cap, &c->n, sizeof *x);
+        if (!x)
+            return -ENOMEM;
+        *x = (vt__completion){ request, cr->last[e->device] == request ? request : (uint32_t)i };
     }
+    cr->last[e->device] = i;
     return 0;
 }
 
-int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *scope,
-                        vt__replay_result *r, uint64_t **segs, size_t *nsegs)
+static void reader_finish(completion_reader *cr, int rc)
+{
+    vt__free_match_free(&cr->frees);
+    vt__completions *c = cr->c;
+    if (rc == 0 && c->n)   /* made in completion order: looked up by request */
+        qsort(c->v, c->n, sizeof *c->v, cmp_request);
+}
+
+int vt__replay_completions(vt__event_stream *es, vt__completions *c)
+{
+    completion_reader cr;
+    int rc = reader_init(&cr, c);
+    if (!rc)
+        rc = vt__event_stream_rewind(es);
+    vt__event ev;
+    for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++)
+        rc = reader_event(&cr, i, &ev);
+    reader_finish(&cr, rc < 0 ? rc : 0);
+    return rc < 0 ? rc : 0;
+}
+
+bool vt__completed_at_once(const vt__completions *c, size_t i, const vt__event *e,
+                           uint64_t *done)
+{
+    *done = UINT64_MAX;
+    if (e->aux == 0)
+        return true;   /* not pending */
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->v[mid].request < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == c->n || c->v[lo].request != i)
+        return false;   /* the window ends first */
+    if (c->v[lo].completed == c->v[lo].request)
+        return true;
+    *done = c->v[lo].completed;
+    return false;
+}
+
+void vt__completions_free(vt__completions *c)
+{
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
+                        vt__replay_result *r, uint64_t **segs, size_t *nsegs,
+                        vt__completions *c)
 {
     int64_t reserved[VT_REPLAY_MAX_DEVICES] = { 0 }, allocated[VT_REPLAY_MAX_DEVICES] = { 0 };
-    size_t n = 0;
-    for (size_t i = 0; i < s->nevents; i++)
-        n += s->events[i].kind == VT_EV_SEGMENT_ALLOC;
-    *segs = malloc((n ? n : 1) * sizeof **segs);
+    size_t capsegs = 64;
+    *segs = malloc(capsegs * sizeof **segs);
     *nsegs = 0;
     vt__rmap live;   /* recorded address -> its ALLOC's size, when frees name requests */
     bool by_alloc = scope->frees_name_requests;
-    if (!*segs || (by_alloc && vt__rmap_init(&live, 1024))) {
+    completion_reader cr;
+    if (!*segs || reader_init(&cr, c) || (by_alloc && vt__rmap_init(&live, 1024))) {
+        if (*segs)
+            reader_finish(&cr, -ENOMEM);
         free(*segs);
         *segs = NULL;
         return -ENOMEM;
     }
-    int rc = 0;
-    for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-        const vt__event *e = &s->events[i];
+    int rc = vt__event_stream_rewind(es);
+    vt__event ev;
+    for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
+        const vt__event *e = &ev;
+        if ((rc = reader_event(&cr, i, e)) != 0)
+            break;
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;
         bool ours = !scope->ours || (scope->ours[i] & 1);
@@ -108,8 +161,13 @@ int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *sc
                 d->recorded_peak_reserved = (uint64_t)reserved[e->device];
             d->recorded_segment_allocs += !is_free;
             d->recorded_segment_frees += is_free;
-            if (!is_free)
+            if (!is_free) {
+                if (vt__grow((void **)segs, &capsegs, *nsegs + 1, sizeof **segs)) {
+                    rc = -ENOMEM;
+                    break;
+                }
                 (*segs)[(*nsegs)++] = vt__seg_code(e->device, e->size);
+            }
             break;
         }
         case VT_EV_ALLOC:
@@ -149,5 +207,6 @@ int vt__replay_recorded(const vt__snapshot_data *s, const vt__recorded_scope *sc
     }
     if (by_alloc)
         vt__rmap_destroy(&live);
-    return rc;
+    reader_finish(&cr, rc < 0 ? rc : 0);
+    return rc < 0 ? rc : 0;
 }

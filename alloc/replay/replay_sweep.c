@@ -3,8 +3,9 @@
  *
  * The allocator is one per process and reads some settings once, so each
  * setting runs in a child process of its own (forked after the snapshot was
- * read: the events are shared, copy on write), which writes its result into
- * a pipe; up to `jobs` children run at once.
+ * read: the events are shared, copy on write; or, for a sweep of a file,
+ * each child reads them as a stream of its own), which writes its result
+ * into a pipe; up to `jobs` children run at once.
  */
 #include <errno.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pytorch.h"
 #include "replay_internal.h"
 
 typedef struct child_msg {
@@ -39,14 +41,30 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-static void run_child(const vt__snapshot_data *s, const vt__replay_options *o, int fd)
+/* One setting: s's events, or (path) those of the file read as a stream. */
+static void run_child(const vt__snapshot_data *s, const char *path, const vt__replay_options *o,
+                      int fd)
 {
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
         _exit(1);
     vt__replay_options opt = *o;
     opt.curve = false;
-    m->status = vt__replay_run(s, &opt, &m->result, m->err, sizeof m->err);
+    if (path) {
+        char serr[256];
+        vt__snapshot_data *h;
+        vt__event_stream *es;
+        serr[0] = 0;
+        if ((m->status = vt__snapshot_open(path, &h, &es, serr, sizeof serr)) == 0) {
+            m->status = vt__replay_run_stream(h, es, &opt, &m->result, m->err, sizeof m->err);
+            vt__event_stream_close(es);
+            vt__snapshot_free(h);
+        }
+        if (serr[0])   /* the file's own trouble, as its reader says it */
+            snprintf(m->err, sizeof m->err, "%s", serr);
+    } else {
+        m->status = vt__replay_run(s, &opt, &m->result, m->err, sizeof m->err);
+    }
     vt__replay_result_free(&m->result);
     int rc = transfer_all(fd, (char *)m, sizeof *m, true);
     free(m);   /* _exit would return it too; a leak checker following the child counts it */
@@ -78,20 +96,46 @@ static void collect(running *c, vt__replay_result *out, int *status, char (*errs
     free(m);
 }
 
+/* The options of confs[i] over base's. @return them, or NULL. */
+static vt__replay_options *conf_options(const char *const *confs, size_t n,
+                                        const vt__replay_options *base)
+{
+    vt__replay_options *opts = calloc(n ? n : 1, sizeof *opts);
+    for (size_t i = 0; opts && i < n; i++)
+        opts[i] = (vt__replay_options){ .conf = confs[i], .capacity = base->capacity,
+                                       .rules = base->rules,
+                                       .ignore_recorded_conf = base->ignore_recorded_conf };
+    return opts;
+}
+
+static int sweep(const vt__snapshot_data *s, const char *path, const vt__replay_options *opts,
+                 size_t n, unsigned jobs, vt__replay_result *out, int *status,
+                 char (*errs)[256]);
+
 int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
                            const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
                            int *status, char (*errs)[256])
 {
     if (!s || (!confs && n) || !base)
         return -EINVAL;
-    vt__replay_options *opts = calloc(n ? n : 1, sizeof *opts);
+    vt__replay_options *opts = conf_options(confs, n, base);
     if (!opts)
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        opts[i] = (vt__replay_options){ .conf = confs[i], .capacity = base->capacity,
-                                       .rules = base->rules,
-                                       .ignore_recorded_conf = base->ignore_recorded_conf };
-    int rc = vt__replay_sweep(s, opts, n, jobs, out, status, errs);
+    int rc = sweep(s, NULL, opts, n, jobs, out, status, errs);
+    free(opts);
+    return rc;
+}
+
+int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size_t n,
+                                const vt__replay_options *base, unsigned jobs,
+                                vt__replay_result *out, int *status, char (*errs)[256])
+{
+    if (!path || (!confs && n) || !base)
+        return -EINVAL;
+    vt__replay_options *opts = conf_options(confs, n, base);
+    if (!opts)
+        return -ENOMEM;
+    int rc = sweep(NULL, path, opts, n, jobs, out, status, errs);
     free(opts);
     return rc;
 }
@@ -102,6 +146,13 @@ int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts,
 {
     if (!s || (!opts && n))
         return -EINVAL;
+    return sweep(s, NULL, opts, n, jobs, out, status, errs);
+}
+
+static int sweep(const vt__snapshot_data *s, const char *path, const vt__replay_options *opts,
+                 size_t n, unsigned jobs, vt__replay_result *out, int *status,
+                 char (*errs)[256])
+{
     if (jobs < 1)
         jobs = 1;
     running *run = calloc(jobs, sizeof *run);
@@ -121,7 +172,7 @@ int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts,
             pid_t pid = fork();
             if (pid == 0) {
                 close(fds[0]);
-                run_child(s, &opts[next], fds[1]);
+                run_child(s, path, &opts[next], fds[1]);
             }
             close(fds[1]);
             if (pid < 0) {

@@ -134,7 +134,6 @@ typedef struct engine {
     tstate *t;
     const vt__snapshot_data *s;
     const uint8_t *cls;                /* classify() */
-    const uint64_t *completion;        /* per FREE_REQUESTED: its FREE_COMPLETED */
     vt__rmap pend;                     /* recorded FREE_COMPLETED (event index) -> the
                                           block pending on other streams until then */
 } engine;
@@ -160,14 +159,15 @@ static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *bl
     return VT__REPLAY_SERVED;
 }
 
-static int do_free(void *self, int d, uint64_t block, uint64_t stream, size_t free_event)
+static int do_free(void *self, int d, uint64_t block, uint64_t stream, size_t free_event,
+                   uint64_t completed)
 {
     engine *g = self;
     tblock *b = (tblock *)(uintptr_t)block;
     bool pending = free_event != VT__REPLAY_AT_ONCE;
     (void)stream;
     tm_free(g->t, d, b, pending);
-    uint64_t done = pending ? g->completion[free_event] : UINT64_MAX;
+    uint64_t done = pending ? completed : UINT64_MAX;
     if (done != UINT64_MAX && !g->t->c.uncached) {
         vt__rmap_entry *y = vt__rmap_put(&g->pend, done);
         if (!y)
@@ -289,13 +289,14 @@ static void setup_devices(tstate *t)
     }
 }
 
-int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
-                     vt__replay_result *r, char *err, size_t errlen)
+int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
+                     const vt__replay_options *opt, vt__replay_result *r, char *err,
+                     size_t errlen)
 {
     tstate *t = calloc(1, sizeof *t);
     uint8_t *cls = calloc(s->nevents ? s->nevents : 1, 1);
-    uint8_t *immediate = NULL;
-    uint64_t *completion = NULL, *rsegs = NULL;
+    vt__completions done = { 0 };
+    uint64_t *rsegs = NULL;
     size_t nrsegs = 0;
     engine g = { .t = t, .s = s, .cls = cls };
     char recorded[1024];
@@ -311,15 +312,13 @@ int vt__replay_torch(const vt__snapshot_data *s, const vt__replay_options *opt,
     setup_devices(t);
     vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true };
     if ((rc = classify(s, strstr(recorded, "garbage_collection_threshold") != NULL, cls))
-        || (rc = vt__replay_recorded(s, &pool, r, &rsegs, &nrsegs))
-        || (rc = vt__replay_completions(s, &completion, &immediate))
+        || (rc = vt__replay_recorded(es, &pool, r, &rsegs, &nrsegs, &done))
         || (rc = vt__rmap_init(&g.pend, 256)))
         goto out;
-    g.completion = completion;
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc,
                                    .free = do_free, .other = other, .oom = oom,
                                    .forget = forget };
-    if ((rc = vt__replay_walk(s, opt, immediate, r, &en)) || (rc = t->failed ? -ENOMEM : 0))
+    if ((rc = vt__replay_walk(es, opt, &done, r, &en)) || (rc = t->failed ? -ENOMEM : 0))
         goto out;
     for (size_t d = 0; d < r->ndevices; d++) {
         r->devices[d].peak_reserved = t->dev[d].peak_reserved;
@@ -334,8 +333,7 @@ out:
     }
     free(t);
     free(cls);
-    free(immediate);
-    free(completion);
+    vt__completions_free(&done);
     free(rsegs);
     return rc == -ENOMEM ? vt__errf(err, errlen, rc, "out of host memory") : rc;
 }

@@ -16,17 +16,15 @@
 #include "replay_internal.h"
 
 typedef struct walk {
-    const vt__snapshot_data *s;
     const vt__replay_engine *en;
     vt__replay_result *r;
     vt__rmap live;             /* recorded address -> served block */
     vt__early early;
 } walk;
 
-/* The engine ran out of memory at event i, asking `size` bytes. */
-static void out_of_memory(walk *w, size_t i, uint64_t size)
+/* The engine ran out of memory at event i, e, asking `size` bytes. */
+static void out_of_memory(walk *w, size_t i, const vt__event *e, uint64_t size)
 {
-    const vt__event *e = &w->s->events[i];
     vt__replay_oom *o = &w->r->oom;
     *o = (vt__replay_oom){ .happened = true, .event_index = i, .seq = e->seq,
                           .time_ns = e->time_ns, .device = e->device, .stream = e->stream,
@@ -39,14 +37,14 @@ static void out_of_memory(walk *w, size_t i, uint64_t size)
 static int early_due(walk *w, size_t i)
 {
     uint64_t addr;
-    while (vt__early_due(&w->early, w->s, i, &addr)) {
+    while (vt__early_due(&w->early, i, &addr)) {
         vt__rmap_entry *x = vt__rmap_get(&w->live, addr);
         if (!x || !x->early)
             continue;   /* freed by the recording already */
         uint64_t block = x->value, stream = x->stream;
         int device = x->device;
         vt__rmap_del(&w->live, x);
-        if (w->en->free(w->en->self, device, block, stream, VT__REPLAY_AT_ONCE)
+        if (w->en->free(w->en->self, device, block, stream, VT__REPLAY_AT_ONCE, 0)
             || vt__early_freed(&w->early, addr))
             return -ENOMEM;
         w->r->early_frees++;
@@ -56,7 +54,7 @@ static int early_due(walk *w, size_t i)
 }
 
 /* @return 0, 1 when the replay stops here (out of memory), or -ENOMEM. */
-static int alloc_event(walk *w, size_t i, const vt__event *e)
+static int alloc_event(walk *w, size_t i, const vt__event *e, bool early)
 {
     uint64_t size = e->req_size ? e->req_size : e->size, block = 0, stream = 0;
     int a = w->en->malloc(w->en->self, e, size, &block, &stream);
@@ -67,7 +65,7 @@ static int alloc_event(walk *w, size_t i, const vt__event *e)
     if (x)   /* allocated again without a free in the window: forget it */
         vt__rmap_del(&w->live, x);
     if (a == VT__REPLAY_OUT_OF_MEMORY) {
-        out_of_memory(w, i, size);
+        out_of_memory(w, i, e, size);
         return 1;
     }
     if (a != VT__REPLAY_SERVED)
@@ -80,11 +78,11 @@ static int alloc_event(walk *w, size_t i, const vt__event *e)
     x->value = block;
     x->stream = stream;
     x->device = (int8_t)e->device;
-    x->early = w->early.marked && w->early.marked[i];
+    x->early = early;
     return 0;
 }
 
-static int free_event(walk *w, size_t i, const vt__event *e, bool at_once)
+static int free_event(walk *w, size_t i, const vt__event *e, const vt__completions *c)
 {
     vt__rmap_entry *x = vt__rmap_get(&w->live, e->addr);
     if (!x || x->device != e->device) {
@@ -92,10 +90,12 @@ static int free_event(walk *w, size_t i, const vt__event *e, bool at_once)
             w->r->skipped_frees++;
         return 0;
     }
-    uint64_t block = x->value, stream = x->stream;
+    uint64_t block = x->value, stream = x->stream, done;
     vt__rmap_del(&w->live, x);
     w->r->replayed++;
-    return w->en->free(w->en->self, e->device, block, stream, at_once ? VT__REPLAY_AT_ONCE : i);
+    if (vt__completed_at_once(c, i, e, &done))
+        return w->en->free(w->en->self, e->device, block, stream, VT__REPLAY_AT_ONCE, 0);
+    return w->en->free(w->en->self, e->device, block, stream, i, done);
 }
 
 /* The recorded program asked here and was refused: ask again. */
@@ -109,29 +109,32 @@ static int oom_event(walk *w, size_t i, const vt__event *e)
         return a;
     w->r->replayed++;
     if (a == VT__REPLAY_OUT_OF_MEMORY) {
-        out_of_memory(w, i, e->req_size);
+        out_of_memory(w, i, e, e->req_size);
         return 1;
     }
     if (a != VT__REPLAY_SERVED)
         return 0;
     w->r->recorded_ooms_served++;
-    return w->en->free(w->en->self, e->device, block, stream, VT__REPLAY_AT_ONCE);
+    return w->en->free(w->en->self, e->device, block, stream, VT__REPLAY_AT_ONCE, 0);
 }
 
-int vt__replay_walk(const vt__snapshot_data *s, const vt__replay_options *opt,
-                    const uint8_t *immediate, vt__replay_result *r, const vt__replay_engine *en)
+int vt__replay_walk(vt__event_stream *es, const vt__replay_options *opt,
+                    const vt__completions *c, vt__replay_result *r, const vt__replay_engine *en)
 {
-    walk w = { .s = s, .en = en, .r = r };
+    walk w = { .en = en, .r = r };
     if (vt__rmap_init(&w.live, 4096))
         return -ENOMEM;
-    if (vt__early_init(&w.early, s, opt)) {
+    if (vt__early_init(&w.early, vt__event_stream_count(es), opt)) {
         vt__early_destroy(&w.early);
         vt__rmap_destroy(&w.live);
         return -ENOMEM;
     }
-    int rc = 0;
-    for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-        const vt__event *e = &s->events[i];
+    int rc = vt__event_stream_rewind(es);
+    vt__event ev;
+    for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
+        rc = 0;
+        const vt__event *e = &ev;
+        bool early = w.early.n && vt__early_alloc(&w.early, i, e);
         if (w.early.n && (rc = early_due(&w, i)))
             break;
         if (e->device < 0 || e->device >= (int)r->ndevices)
@@ -139,10 +142,10 @@ int vt__replay_walk(const vt__snapshot_data *s, const vt__replay_options *opt,
         en->now(en->self, i, e);
         switch (e->kind) {
         case VT_EV_ALLOC:
-            rc = alloc_event(&w, i, e);
+            rc = alloc_event(&w, i, e, early);
             break;
         case VT_EV_FREE_REQUESTED:
-            rc = free_event(&w, i, e, immediate[i]);
+            rc = free_event(&w, i, e, c);
             break;
         case VT_EV_OOM:
             rc = oom_event(&w, i, e);

@@ -75,6 +75,7 @@ void tm_reserve(tstate *t, int d, int64_t delta)
         v->peak_reserved = v->reserved;
         t->r->devices[d].allocated_at_peak = v->allocated;
         t->r->devices[d].peak_event = t->now;
+        t->r->devices[d].peak_time_ns = t->now_ns;
     }
 }
 

@@ -9,7 +9,9 @@
  * from a stream of its events (vt__timeline_build_stream, what summary,
  * leaks and check use), and the page rendered from the whole snapshot
  * (vt__viz_render_page, what viz did before, and does for --replay or a run
- * with an OOM) against `vramtrace viz` (vt__viz_render_stream).
+ * with an OOM) against `vramtrace viz` (vt__viz_render_stream); and
+ * `vramtrace compare` of one rank and of four (the same file four times:
+ * the ranks are read one after another) and `vramtrace replay`.
  *
  *   bench_analysis --cli build/cli/vramtrace --gen build/tests/viz/gen_snapshot
  *                  [--events 1000000,10000000] [--dir /tmp]
@@ -161,7 +163,7 @@ int main(int argc, char **argv)
     }
     printf("%11s  %-38s %10s %10s %12s %13s\n", "events", "what", "wall", "cpu", "peak RSS",
            "per event");
-    char result[4096] = "RESULT";
+    char result[8192] = "RESULT";
     char *copy = strdup(list);
     for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
         size_t n = strtoul(tok, NULL, 10);
@@ -203,6 +205,18 @@ int main(int argc, char **argv)
             snprintf(what, sizeof what, "vramtrace %s%s", cmds[k], k == 4 ? " --check" : "");
             row(n, what, cc[k]);
         }
+        /* compare: one rank, then four; replay */
+        char *cav[] = { (char *)cli, "compare", path, path, path, path, NULL };
+        struct cost cmp1, cmp4, rep;
+        cav[3] = NULL;
+        cmp1 = measure(NULL, NULL, cav);
+        row(n, "vramtrace compare (1 rank)", cmp1);
+        cav[3] = path;
+        cmp4 = measure(NULL, NULL, cav);
+        row(n, "vramtrace compare (4 ranks)", cmp4);
+        char *rav[] = { (char *)cli, "replay", path, NULL };
+        rep = measure(NULL, NULL, rav);
+        row(n, "vramtrace replay", rep);
         struct cost vw = { 0 }, vwc = { 0 };
         if (n <= WHOLE_LIMIT) {
             vw = measure(viz_whole_plain, path, NULL);
@@ -225,6 +239,12 @@ int main(int argc, char **argv)
                  cc[2].cpu, u, m, cc[2].mb, u, m, whole.cpu, u, m, whole.mb, u, m, cc[3].cpu, u,
                  m, cc[3].mb, u, m, cc[4].cpu, u, m, cc[4].mb, u, m, vw.cpu, u, m, vw.mb, u, m,
                  vwc.cpu, u, m, vwc.mb);
+        strncat(result, part, sizeof result - strlen(result) - 1);
+        snprintf(part, sizeof part,
+                 " compare_%zu%s_cpu_s=%.2f compare_%zu%s_mb=%.0f compare4_%zu%s_cpu_s=%.2f "
+                 "compare4_%zu%s_mb=%.0f replay_%zu%s_cpu_s=%.2f replay_%zu%s_mb=%.0f",
+                 u, m, cmp1.cpu, u, m, cmp1.mb, u, m, cmp4.cpu, u, m, cmp4.mb, u, m, rep.cpu, u,
+                 m, rep.mb);
         strncat(result, part, sizeof result - strlen(result) - 1);
         fflush(stdout);
     }

@@ -212,6 +212,11 @@ typedef struct vt__timeline {
      * curves, the lifetimes or the event owners above. */
     vt__passthrough *passthrough;       size_t npassthrough;
 
+    /* A streamed build with VT_TL_STREAM_CURVES and no point hook: how many
+     * of the last lifetimes are retired ones kept for the peaks (the
+     * retired hook was told them already); 0 otherwise. */
+    size_t npeak_kept;
+
     /* Lifetimes sorted by addr (then alloc order), for vt__timeline_find(). */
     uint32_t *by_addr;
     uint64_t max_lifetime_size;
@@ -259,11 +264,15 @@ int vt__timeline_build_stream(const vt__snapshot_data *s, struct vt__event_strea
  *    as vt__timeline_build's tl->devices[device].points has them, each
  *    device's in event order (its first point before any other); the
  *    lifetimes at the peaks are then not read (a view told every point
- *    has what it needs to find them).
- * Either may be NULL. */
+ *    has what it needs to find them);
+ *  - mark: each MARK event as the first reading meets it, before any
+ *    lifetime resolved by a later event is retired (a view that places the
+ *    retired between marks needs not keep them until the marks are known).
+ * Any may be NULL. */
 typedef struct vt__tl_stream_hooks {
     void (*retired)(void *ctx, const vt__lifetime *l);
     void (*point)(void *ctx, size_t device, const vt__tl_point *pt);
+    void (*mark)(void *ctx, const vt__tl_mark *m);
     void *ctx;
 } vt__tl_stream_hooks;
 int vt__timeline_build_stream_hooked(const vt__snapshot_data *s, struct vt__event_stream *es,

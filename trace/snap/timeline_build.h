@@ -62,7 +62,8 @@ struct builder {
     /* told each lifetime retired, its record final (a view that keeps what
      * the build lets go: the page's every allocation) */
     void (*on_retire)(void *ctx, const vt__lifetime *l);
-    void *retire_ctx;
+    void (*on_mark)(void *ctx, const vt__tl_mark *m);   /* each MARK, as matched */
+    void *retire_ctx;   /* both hooks' */
 };
 
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)

@@ -272,6 +272,8 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         if (vt__grow((void **)&tl->marks, &b->mcap, tl->nmarks + 1, sizeof *tl->marks))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         tl->marks[tl->nmarks++] = (vt__tl_mark){ e->seq, e->time_ns, ei, e->str };
+        if (b->on_mark)
+            b->on_mark(b->retire_ctx, &tl->marks[tl->nmarks - 1]);
         break;
     }
     case VT_EV_FORK:   /* the last one counts (timeline.h) */

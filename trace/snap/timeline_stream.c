@@ -428,6 +428,7 @@ static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt
         }
     if (rc >= 0) {
         rc = 0;
+        tl->npeak_kept = b3.nkept;
         size_t cap = tl->nlifetimes;
         if (vt__grow((void **)&tl->lifetimes, &cap, tl->nlifetimes + b3.nkept,
                      sizeof *tl->lifetimes))
@@ -466,8 +467,9 @@ int vt__timeline_build_stream_hooked(const vt__snapshot_data *s, vt__event_strea
     int rc = builder_init(&b, s, tl, NULL, err, errlen);
     if (rc)
         goto fail;
-    if (h && h->retired) {
+    if (h) {
         b.on_retire = h->retired;
+        b.on_mark = h->mark;
         b.retire_ctx = h->ctx;
     }
     if (s->nblocks >= VT_TL_NONE / 2) {

@@ -1,0 +1,383 @@
+/*
+ * tests/replay/test_replay_stream.c - a replay that reads the events as a
+ * stream (vt__replay_run_stream, what `vramtrace replay` does) is the replay
+ * of the whole snapshot (vt__replay_run): when each free's block came back,
+ * against the whole recording's arrays as the replay computed them before it
+ * streamed, on random event streams; and every figure of the result, the
+ * reserved curve included, on random snapshots, training loops read in
+ * chunks small enough to end inside events, and the viz tests' shapes
+ * (tests/viz/gen_snapshot, $VT_GEN), capacities that fit and that do not,
+ * and frees moved earlier; a sweep of the file against the whole snapshot's.
+ * vramtrace's allocator replays once per process: each replay runs in a
+ * child of its own and writes its result down.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "event_stream.h"
+#include "free_match.h"
+#include "pytorch.h"
+#include "replay_internal.h"
+#include "snapfile.h"
+#include "test_format_gen.h"
+
+static char err[1024];
+
+/* ---- completions --------------------------------------------------------- */
+
+static bool allocator_event(uint8_t kind)
+{
+    return kind == VT_EV_ALLOC || kind == VT_EV_FREE_REQUESTED || kind == VT_EV_FREE_COMPLETED
+           || kind == VT_EV_SEGMENT_ALLOC || kind == VT_EV_SEGMENT_FREE || kind == VT_EV_STREAM_USE
+           || kind == VT_EV_STREAM_DESTROY || kind == VT_EV_EMPTY_CACHE;
+}
+
+/* The arrays the replay made of the whole recording before it streamed: per
+ * FREE_REQUESTED, completed at once, else its FREE_COMPLETED. */
+static void whole_completions(const vt__snapshot_data *s, uint64_t *completion, uint8_t *immediate)
+{
+    vt__free_match frees;
+    ASSERT(vt__free_match_init(&frees) == 0);
+    size_t last[VT_REPLAY_MAX_DEVICES];
+    for (int d = 0; d < VT_REPLAY_MAX_DEVICES; d++)
+        last[d] = SIZE_MAX;
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt__event *e = &s->events[i];
+        uint32_t request;
+        ASSERT(vt__free_match_event(&frees, e, (uint32_t)i, &request) == 0);
+        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES || !allocator_event(e->kind))
+            continue;
+        if (e->kind == VT_EV_FREE_REQUESTED) {
+            completion[i] = UINT64_MAX;
+            immediate[i] = e->aux == 0;
+        } else if (request != VT__FREE_MATCH_NONE) {
+            completion[request] = i;
+            if (last[e->device] == request)
+                immediate[request] = 1;
+        }
+        last[e->device] = i;
+    }
+    vt__free_match_free(&frees);
+}
+
+/* Frees checked that waited for their completion, and of those that came
+ * back at once by it: a test that saw none proved nothing. */
+static size_t npending, ncompleted_at_once;
+
+static void same_completions(const vt__snapshot_data *s, vt__event_stream *es, const char *what)
+{
+    vt__completions c;
+    ASSERT_MSG(vt__replay_completions(es, &c) == 0, "%s", what);
+    uint64_t *completion = calloc(s->nevents + 1, sizeof *completion);
+    uint8_t *immediate = calloc(s->nevents + 1, 1);
+    ASSERT(completion && immediate);
+    whole_completions(s, completion, immediate);
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt__event *e = &s->events[i];
+        if (e->kind != VT_EV_FREE_REQUESTED || e->device < 0 ||
+            e->device >= VT_REPLAY_MAX_DEVICES)
+            continue;
+        uint64_t done;
+        bool at_once = vt__completed_at_once(&c, i, e, &done);
+        ASSERT_MSG(at_once == (immediate[i] != 0), "%s: free %zu: at once %d, the whole %d",
+                   what, i, at_once, immediate[i]);
+        ncompleted_at_once += at_once && e->aux;
+        if (!at_once) {
+            npending += done != UINT64_MAX;
+            ASSERT_MSG(done == completion[i], "%s: free %zu completes at %" PRIu64
+                       ", the whole recording says %" PRIu64, what, i, done, completion[i]);
+        }
+    }
+    vt__completions_free(&c);
+    free(completion);
+    free(immediate);
+}
+
+static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, size_t len)
+{
+    strcpy(dir, "/tmp/vt-test-replaystream-XXXXXX");
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(path, len, "%s/s.vtsnap", dir);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+}
+
+TEST(completions_read_as_a_stream_are_the_whole_recordings_on_random_event_streams)
+{
+    uint64_t rnd = 20261129;
+    for (int k = 0; k < 300; k++) {
+        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 400);
+        char what[64];
+        snprintf(what, sizeof what, "random snapshot %d", k);
+        vt__event_stream *es;
+        ASSERT(vt__event_stream_of(s, &es) == 0);
+        same_completions(s, es, what);
+        vt__event_stream_close(es);
+        if (k % 10 == 0) {
+            char dir[64], path[96], serr[1024];
+            write_snapshot(s, dir, path, sizeof path);
+            vt__snapshot_data *h;
+            ASSERT_MSG(vt__snapfile_open_stream(path, 1 + gen_rand(&rnd) % 32, &h, &es, serr,
+                                                sizeof serr) == 0, "%s", serr);
+            same_completions(s, es, what);
+            vt__event_stream_close(es);
+            vt__snapshot_free(h);
+            unlink(path);
+            rmdir(dir);
+        }
+        vt__snapshot_free(s);
+    }
+    ASSERT_MSG(npending > 100 && ncompleted_at_once > 20, "%zu pending, %zu at once",
+               npending, ncompleted_at_once);
+}
+
+/* ---- whole replays ------------------------------------------------------- */
+
+/* Every figure of a result, one per line. */
+static void dump(FILE *f, int rc, const vt__replay_result *r)
+{
+    fprintf(f, "rc %d err %s\n", rc, rc ? err : "");
+    if (rc)
+        return;
+    fprintf(f, "conf %s rules %d expandable %d ndevices %zu events %zu first %" PRIu64 "\n",
+            r->conf, (int)r->rules, r->expandable_segments, r->ndevices, r->events,
+            r->first_time_ns);
+    fprintf(f, "replayed %zu skipped %zu early %zu ooms %zu served %zu lost %" PRIu64 "\n",
+            r->replayed, r->skipped_frees, r->early_frees, r->recorded_ooms,
+            r->recorded_ooms_served, r->events_lost);
+    fprintf(f, "segments %d %zu %zu\n", r->segments_identical, r->segments_compared,
+            r->first_segment_difference);
+    for (size_t d = 0; d < r->ndevices; d++) {
+        const vt__replay_device *v = &r->devices[d];
+        fprintf(f, "device %d cap %" PRIu64 " peaks %" PRIu64 " %" PRIu64 " at %" PRIu64
+                " event %zu t %" PRIu64 " segs %" PRIu64 " %" PRIu64 " retries %" PRIu64
+                " sync %" PRIu64 " fences %" PRIu64 " calls %" PRIu64 " %" PRIu64 " %" PRIu64
+                " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                " recorded %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+                v->ordinal, v->capacity, v->peak_allocated, v->peak_reserved,
+                v->allocated_at_peak, v->peak_event, v->peak_time_ns, v->segment_allocs,
+                v->segment_frees, v->alloc_retries, v->sync_all, v->fence_events,
+                v->device_mallocs, v->device_failed_mallocs, v->device_frees, v->device_maps,
+                v->device_unmaps, v->event_creates, v->event_records, v->event_queries,
+                v->event_syncs, v->recorded_peak_reserved, v->recorded_peak_allocated,
+                v->recorded_segment_allocs, v->recorded_segment_frees);
+    }
+    const vt__replay_oom *o = &r->oom;
+    fprintf(f, "oom %d %zu %" PRIu64 " %" PRIu64 " %d %" PRIx64 " %" PRIu64 " %u %" PRIu64
+            " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", o->happened, o->event_index,
+            o->seq, o->time_ns, o->device, o->stream, o->req_size, o->stack, o->allocated,
+            o->requested, o->live_blocks, o->reserved, o->device_free);
+    for (size_t k = 0; k < r->ncurve; k++)
+        fprintf(f, "curve %zu %" PRIu64 " %" PRIu64 " %d\n", r->curve[k].event,
+                r->curve[k].time_ns, r->curve[k].reserved, r->curve[k].device);
+}
+
+/* One replay in a child: the whole snapshot at `path` (chunk 0), or its
+ * events streamed in chunks of `chunk` bytes; its dump returned. */
+static char *replay_in_child(const char *path, size_t chunk, const vt__replay_options *opt)
+{
+    int fd[2];
+    ASSERT(pipe(fd) == 0);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        FILE *f = fdopen(fd[1], "w");
+        vt__snapshot_data *s;
+        vt__event_stream *es = NULL;
+        char serr[1024];
+        int rc;
+        vt__replay_result r;
+        if (!chunk) {
+            if (vt__snapshot_load(path, &s, serr, sizeof serr))
+                _exit(3);
+            rc = vt__replay_run(s, opt, &r, err, sizeof err);
+        } else {
+            if (vt__snapfile_open_stream(path, chunk, &s, &es, serr, sizeof serr))
+                _exit(3);
+            rc = vt__replay_run_stream(s, es, opt, &r, err, sizeof err);
+        }
+        dump(f, rc, &r);
+        fclose(f);
+        _exit(0);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    char *out = NULL;
+    size_t cap = 0, n = 0;
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (n + got + 1 > cap) {
+            cap = (n + got + 1) * 2;
+            ASSERT((out = realloc(out, cap)) != NULL);
+        }
+        memcpy(out + n, buf, got);
+        n += got;
+    }
+    fclose(f);
+    int st;
+    ASSERT(waitpid(pid, &st, 0) == pid);
+    ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the child ended with %d", path, st);
+    if (!out)
+        ASSERT((out = calloc(1, 1)) != NULL);
+    out[n] = 0;
+    return out;
+}
+
+static void same_replay(const char *path, size_t chunk, const vt__replay_options *opt,
+                        const char *what)
+{
+    char *w = replay_in_child(path, 0, opt), *s = replay_in_child(path, chunk, opt);
+    size_t i = 0;
+    while (w[i] && w[i] == s[i])
+        i++;
+    ASSERT_MSG(!w[i] && !s[i], "%s: the streamed replay parts from the whole one at byte %zu\n"
+               "--- whole:\n%.600s\n--- streamed:\n%.600s", what, i, w + (i > 200 ? i - 200 : 0),
+               s + (i > 200 ? i - 200 : 0));
+    ASSERT_MSG(strncmp(w, "rc 0", 4) == 0 || strstr(what, "random"), "%s: %s", what, w);
+    free(w);
+    free(s);
+}
+
+/* Unlimited, the recorded device, and a capacity it may not fit, with the
+ * curve; frees moved earlier (the first ALLOCs, right after themselves). */
+static void same_replays(const char *path, size_t chunk, const char *what)
+{
+    vt__replay_free_at early[] = { { 0, 0 }, { 1, 5 }, { 3, 3 }, { 7, 40 }, { 20, 21 } };
+    const vt__replay_options opts[] = {
+        { .capacity = VT_REPLAY_UNLIMITED, .curve = true,
+          .rules = VT_REPLAY_RULES_VRAMTRACE },
+        { .rules = VT_REPLAY_RULES_VRAMTRACE },
+        { .capacity = 48ull << 20, .curve = true, .rules = VT_REPLAY_RULES_VRAMTRACE },
+        { .conf = "expandable_segments:1", .rules = VT_REPLAY_RULES_VRAMTRACE,
+          .free_at = early, .nfree_at = sizeof early / sizeof *early },
+    };
+    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
+        char w[160];
+        snprintf(w, sizeof w, "%s, options %zu", what, k);
+        same_replay(path, chunk, &opts[k], w);
+    }
+}
+
+TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
+{
+    uint64_t rnd = 777;
+    for (int k = 0; k < 40; k++) {
+        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
+        char dir[64], path[96], what[64];
+        write_snapshot(s, dir, path, sizeof path);
+        snprintf(what, sizeof what, "random snapshot %d", k);
+        vt__replay_options o = { .capacity = k % 2 ? 1ull << 20 : 0, .curve = true,
+                                 .rules = VT_REPLAY_RULES_VRAMTRACE };
+        same_replay(path, 1 + gen_rand(&rnd) % 48, &o, what);
+        unlink(path);
+        rmdir(dir);
+        vt__snapshot_free(s);
+    }
+    vt__snapshot_data *s = gen_training(60000, 3);
+    char dir[64], path[96];
+    write_snapshot(s, dir, path, sizeof path);
+    same_replays(path, 16, "training loop, 16-byte chunks");
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+}
+
+TEST(streamed_replay_is_the_whole_replay_on_the_viz_shapes)
+{
+    const char *gen = getenv("VT_GEN");
+    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
+    static const char *const kinds[] = { "small", "many", "one", "huge", "python", "run",
+                                         "oom", "big" };
+    char dir[] = "/tmp/vt-test-replayshapes-XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char path[128], cmd[512];
+        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
+        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], path,
+                 strcmp(kinds[k], "big") ? "" : "100000");
+        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        char what[96];
+        snprintf(what, sizeof what, "gen_snapshot %s", kinds[k]);
+        same_replays(path, k % 2 ? 0 : 4096, what);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* A sweep whose children read the file as streams of their own is the
+ * sweep of the whole snapshot, setting by setting. */
+TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
+{
+    vt__snapshot_data *s = gen_training(20000, 9);
+    char dir[64], path[96];
+    write_snapshot(s, dir, path, sizeof path);
+    vt__snapshot_free(s);
+    ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s", err);
+    const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
+                            "garbage_collection_threshold:0.6" };
+    enum { N = sizeof confs / sizeof *confs };
+    vt__replay_options base = { .capacity = 1ull << 30, .rules = VT_REPLAY_RULES_VRAMTRACE };
+    vt__replay_result w[N], f[N];
+    int ws[N], fs[N];
+    char we[N][256], fe[N][256];
+    ASSERT_EQ(vt__replay_sweep_confs(s, confs, N, &base, 2, w, ws, we), 0);
+    ASSERT_EQ(vt__replay_sweep_confs_file(path, confs, N, &base, 2, f, fs, fe), 0);
+    for (size_t k = 0; k < N; k++) {
+        char *a = NULL, *b = NULL;
+        size_t na, nb;
+        FILE *fa = open_memstream(&a, &na), *fb = open_memstream(&b, &nb);
+        ASSERT(fa && fb);
+        snprintf(err, sizeof err, "%s", we[k]);
+        dump(fa, ws[k], &w[k]);
+        snprintf(err, sizeof err, "%s", fe[k]);
+        dump(fb, fs[k], &f[k]);
+        fclose(fa);
+        fclose(fb);
+        ASSERT_MSG(ws[k] == 0 && !strcmp(a, b), "setting '%s':\n--- whole:\n%s\n--- file:\n%s",
+                   confs[k], a, b);
+        free(a);
+        free(b);
+    }
+    /* a file that is not there: every child says so */
+    ASSERT_EQ(vt__replay_sweep_confs_file("/nonexistent/x.vtsnap", confs, 1, &base, 1, f, fs, fe),
+              0);
+    ASSERT_MSG(fs[0] < 0 && strstr(fe[0], "x.vtsnap"), "%d %s", fs[0], fe[0]);
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+}
+
+/* PyTorch's rules read the events back and forth: a stream of a file is
+ * refused, a stream over the whole snapshot is the whole replay. */
+TEST(pytorch_rules_refuse_a_stream_of_a_file)
+{
+    vt__snapshot_data *s = gen_training(2000, 5);
+    char dir[64], path[96], serr[1024];
+    write_snapshot(s, dir, path, sizeof path);
+    vt__snapshot_data *h;
+    vt__event_stream *es;
+    ASSERT(vt__snapfile_open_stream(path, 0, &h, &es, serr, sizeof serr) == 0);
+    vt__replay_options o = { .rules = VT_REPLAY_RULES_PYTORCH };
+    vt__replay_result r;
+    ASSERT_EQ(vt__replay_run_stream(h, es, &o, &r, err, sizeof err), -ENOTSUP);
+    ASSERT_MSG(strstr(err, "whole snapshot"), "%s", err);
+    vt__event_stream_close(es);
+    vt__snapshot_free(h);
+    ASSERT(vt__event_stream_of(s, &es) == 0);
+    ASSERT_EQ(vt__replay_run_stream(s, es, &o, &r, err, sizeof err), 0);
+    ASSERT(r.rules == VT_REPLAY_RULES_PYTORCH && r.events == s->nevents);
+    vt__replay_result_free(&r);
+    vt__event_stream_close(es);
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+}
+
+TEST_MAIN()
