@@ -495,3 +495,27 @@ def test_a_program_that_replaces_pytorchs_allocator_is_not_called_unobserved(tmp
     assert sizes.count(4 << 20) >= 2, sizes        # x and y, each a tensor of its own
     rc, text = run([CLI, "summary", snap])
     assert "NOTE" not in text, text[:2000]
+
+
+def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp_path):
+    """No optimizer step, so no mark (an inference or Trainer.evaluate()
+    script): the tracker ticks instead (a mark's work without a MARK). The
+    model moved by .to("cuda") is used where it lives, its never-read
+    causal-mask buffer is its state: the fixed twin is clean (before: the
+    buffer, and every parameter until the move was found, flagged); the kept
+    logits are one cause with their holder named."""
+    prog = os.path.join(HERE, "eval_only.py")
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0 and "batches 24" in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        assert " 0 marks," in text, text[:2000]
+        if kind == "fixed":
+            assert rc == 0, text[:4000]
+            continue
+        assert rc == 1, text
+        assert "from 1 cause" in text, text[:4000]
+        assert "held by: module __main__.kept → list[*] → tensor 'return self.head(" in text, \
+            text[:4000]

@@ -10,6 +10,12 @@ from .._lib import VramtraceError
 from .. import _gc_hold
 from ._torch_facts import _Parameter
 
+# Seconds between the ticks of a program that makes no mark (_Marks._tick):
+# its storages last used before a tick and unused since are walked at the
+# next one, well within the 1 s `check`'s time rule waits at least before a
+# finding.
+_TICK_S = 0.5
+
 
 class _Marks:
     """The tracker's work at marks (a mixin of :class:`Tracker`)."""
@@ -41,7 +47,9 @@ class _Marks:
             self._flush()
             threshold = self.epoch
             if kind == "mark":
-                self._grads_follow_parameters(threshold)
+                self._marked = True
+            if kind in ("mark", "tick"):
+                self._grads_follow_parameters(threshold, kind == "tick")
                 self.epoch += 1
             try:
                 self._sweep()
@@ -63,14 +71,30 @@ class _Marks:
             # All of a mark's work is paid from the credit, not just the walk.
             self._credit -= end - began
 
-    def _grads_follow_parameters(self, epoch: int) -> None:
+    def _tick(self) -> bool:
+        """A mark's work without a mark, for a program that has made none
+        (an evaluation or inference loop: no optimizer step marks it), every
+        ``tick_s`` seconds of its ops: a model's parameters moved by
+        ``Module.to()`` are found on their new memory, the state of the
+        models it uses (buffers it never reads) is used with them, and the
+        storages gone stale are walked for their holders, from the walks'
+        credit as at a mark. No MARK is recorded: `check` judges such a
+        program by time. Returns whether to go on (not once it marks)."""
+        if self._marked or not self.tick_s:
+            return False
+        self._on_mark("tick", "")
+        return True
+
+    def _grads_follow_parameters(self, epoch: int, timed: bool = False) -> None:
         """A parameter's ``.grad`` is the parameter's state, not a tensor of
         its own step: it lives until the next backward replaces it or
         ``zero_grad`` frees it. Each step that used a parameter (``epoch``)
         uses its grad too, so a grad left after the last backward (an
         evaluation after training, a skipped optimizer step) is not a
         finding while its parameter is in use; a grad whose parameter is
-        no longer used lingers like any tensor."""
+        no longer used lingers like any tensor. ``timed``: at a tick (the
+        check judges such a program by time, not by step): see
+        _state_follows_models."""
         by_obj, storages = self._by_obj, self._storages
         # a use with no stack: through the C path when there is one
         use = self._fast.use if self._fast is not None else lambda tid: self._use(tid, 0)
@@ -105,17 +129,20 @@ class _Marks:
                     if name:
                         self._name_grad(g, grec, name + ".grad")
             del t, g
-        self._state_follows_models(models, epoch, use)
+        self._state_follows_models(models, epoch, use, timed)
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
-                              use: Callable[[int], None]) -> None:
+                              use: Callable[[int], None], timed: bool = False) -> None:
         """A model's parameters and buffers are its state, not tensors of
         a step: each step that used a model (one of its parameters, at
         ``epoch``) uses them all, so that a buffer the model never reads (a
         causal mask kept for another attention path, a ``position_ids``
         table) or a frozen layer it skips is not a finding while the model
         is in use. A buffer is named as its model knows it. ``models``: ids
-        from the last lookup of models (_Naming._param_name)."""
+        from the last lookup of models (_Naming._param_name). ``timed``: a
+        use now also for what was used in the step already, which a check
+        by time needs (a buffer made by the ``.to()`` that began the window
+        was used in it, before the model's last use)."""
         by_obj, storages = self._by_obj, self._storages
         for mid in models:
             got = self._model_state.get(mid) if mid is not None else None
@@ -127,7 +154,7 @@ class _Marks:
                 if rec is None or not rec.tid:
                     continue
                 st = storages.get(rec.skey)
-                if st is not None and st.last_epoch < epoch:   # not used in the step already
+                if st is not None and (st.last_epoch < epoch or timed):   # not used in the step
                     use(rec.tid)
                     st.last_epoch = epoch
                 if name and rec.name != name:

@@ -265,6 +265,14 @@ class _Recording:
         if not self._recording:
             return
         began = _perf_counter()
+        if forward and self.tick_s and not self._marked and began >= self._next_tick:
+            # the C path's tick (dispatch.c), on this path's clock
+            first, self._next_tick = not self._next_tick, began + self.tick_s
+            if not first:
+                try:
+                    self._tick()
+                except Exception as exc:  # never break the user's program
+                    self._recording_failed(func, exc)
         try:
             if self._maybe_gone:
                 self._settle()

@@ -21,6 +21,7 @@ from ._fast_path import _make_fast_path
 from ._marks import _Marks
 from ._naming import _Naming
 from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
+from ._marks import _TICK_S
 from ._walks import _FIRST_PASS_S
 from ._records import _StorageRec, _TensorRec
 from ._registry import _active, _tls
@@ -108,7 +109,13 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.max_depth = max_depth
         self.max_breadth = max_breadth
         self.max_nodes = max_nodes
-        self.epoch = 0                                # marks seen
+        self.epoch = 0                                # marks (and ticks) seen
+        # A program that makes no mark (an evaluation, inference: no
+        # optimizer step marks it) gets a mark's work without a mark every
+        # tick_s seconds of its ops (_Marks._tick), until it marks.
+        self.tick_s: Optional[float] = _TICK_S
+        self._marked = False
+        self._next_tick = 0.0        # the Python path's clock for it (the C path's: _fast)
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
         self._param_labels: Set[str] = set()   # the model names parameters were given
@@ -174,6 +181,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and
         # _at_ptr are changed in place, never rebound.
         self._fast = _make_fast_path(self, raw, stacks)
+        if self._fast is not None:
+            self._fast.tick_s = self.tick_s or 0.0
 
     # -- context -----------------------------------------------------------
     @_gc_hold.held

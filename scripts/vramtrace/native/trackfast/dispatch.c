@@ -128,6 +128,25 @@ static int moved(PyObject *rec, const vt__tensor_facts *f)
     return key != f->storage;
 }
 
+/* Tracker._tick, when a tick is due (dispatcher.tick_s): a mark's work in
+ * a program that has made no mark. The first op starts the clock; False
+ * from the tracker (the program marks now) stops the ticks. */
+static int tick(Dispatcher *d, double now)
+{
+    int first = d->next_tick == 0;
+    d->next_tick = now + d->tick_s;
+    if (first)
+        return 0;
+    PyObject *r = call_method(d->tracker, s_tick, NULL, 0);
+    if (r == NULL)
+        return -1;
+    int go = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (go == 0)
+        d->tick_s = 0;
+    return go < 0 ? -1 : 0;
+}
+
 /* -- the op ------------------------------------------------------------------- */
 
 /* What the op observer hands over with an op besides its tensors
@@ -345,6 +364,10 @@ out:
     tl_free(&ins);
     tl_free(&outs);
     add_busy(d, began);
+    /* after the op's recording, and not in its busy time: the tick pays
+     * its work from the walks' credit as a mark does */
+    if (rc == 0 && !backward && d->tick_s > 0 && began >= d->next_tick)
+        rc = tick(d, began);
     return rc;
 }
 

@@ -25,6 +25,8 @@
  */
 #include "trackfast.h"
 
+#include <structmember.h>   /* T_DOUBLE */
+
 #include <errno.h>
 
 /* Interned attribute names and objects looked up once. */
@@ -33,7 +35,7 @@ PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_stora
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
-    *s_element_size, *s_input_name, *s_migrate,
+    *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_life, *s_cls,
@@ -305,6 +307,12 @@ static PyObject *dispatcher_object_walks(Dispatcher *d, void *unused)
     return PyLong_FromUnsignedLongLong(d->object_walks);
 }
 
+static PyMemberDef dispatcher_members[] = {
+    {"tick_s", T_DOUBLE, offsetof(Dispatcher, tick_s), 0,
+     "seconds between Tracker._tick calls while the program has made no mark, 0: none"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyGetSetDef dispatcher_getset[] = {
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
     {"object_walks", (getter)dispatcher_object_walks, NULL,
@@ -335,6 +343,7 @@ static PyTypeObject DispatcherType = {
     .tp_clear = (inquiry)dispatcher_clear,
     .tp_methods = dispatcher_methods,
     .tp_getset = dispatcher_getset,
+    .tp_members = dispatcher_members,
 };
 
 /* setup(Tensor, Parameter, sequence_nr, set_eval_frame, pending_names,
@@ -421,7 +430,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_settle, "_settle"}, {&s_track, "_track"}, {&s_out_name, "_out_name"},
         {&s_outs_slow, "_on_op"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
-        {&s_input_name, "_input_name"}, {&s_migrate, "_migrate"},
+        {&s_input_name, "_input_name"}, {&s_migrate, "_migrate"}, {&s_tick, "_tick"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
         {&s_end_storage, "_end_storage"},
         {&s_storage_offset, "storage_offset"}, {&s_element_size, "element_size"},

@@ -83,6 +83,10 @@ typedef struct {
     vt__storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
                                       * Python (which materializes copy-on-write) */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
+    double tick_s;           /* Tracker._tick every tick_s seconds of the owner
+                              * thread's ops, while the program has made no
+                              * mark (0: not) */
+    double next_tick;        /* now_s() of the next tick, 0: not started */
 } Dispatcher;
 
 enum { TABLE_CAP = 2 * MAX_CACHED };
@@ -131,7 +135,7 @@ extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *
     *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
     *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
-    *s_element_size, *s_input_name, *s_migrate,
+    *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
     *s_weak_ref, *s_declare, *s_life, *s_cls,
