@@ -2,7 +2,8 @@
  * cli/cmd_export.c - `vramtrace export --format torch|perfetto SNAP -o OUT`:
  * a snapshot (a .vtsnap or a PyTorch pickle) in another tool's format.
  * Written through the one checked output writer (outfile.h): never a
- * half-written file, never a device or a symbolic link replaced.
+ * half-written file, never a device or a symbolic link replaced. Both
+ * formats read the events as a stream (event_stream.h), never all at once.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -107,10 +108,7 @@ int vt__cmd_export(int argc, char **argv)
     vt__snapshot_data *s = NULL;
     vt__event_stream *es = NULL;
     char serr[1024] = "", err[1024] = "", tmp[4096];
-    if (torch) {   /* the PyTorch pickle writer takes the whole snapshot */
-        if (vt__report_load("export", in, &s, NULL))
-            return VT_EXIT_FAILURE;
-    } else if (vt__snapshot_open(in, &s, &es, serr, sizeof serr) < 0) {
+    if (vt__snapshot_open(in, &s, &es, serr, sizeof serr) < 0) {
         fprintf(stderr, "vramtrace export: %s\n", serr[0] ? serr : "cannot read the snapshot");
         return VT_EXIT_FAILURE;
     }
@@ -121,7 +119,7 @@ int vt__cmd_export(int argc, char **argv)
         fprintf(stderr, "vramtrace export: %s\n", err);
         goto done;
     }
-    int rc = torch ? vt__pytorch_export(s, f, err, sizeof err)
+    int rc = torch ? vt__pytorch_export_stream(s, es, f, err, sizeof err)
                    : export_perfetto(f, s, es, serr, err, sizeof err);
     if (rc && serr[0])
         fprintf(stderr, "vramtrace export: %s\n", serr);

@@ -7,6 +7,8 @@
  *    and without findings;
  *  - the JSON document (vt__json_doc_write_stream, what `vramtrace json`
  *    prints, against vt__json_doc_write), with and without --events;
+ *  - the PyTorch pickle (vt__pytorch_export_stream, what `vramtrace export
+ *    --format torch` writes, against vt__pytorch_export);
  * on random event streams full of what the timeline's matching reconciles
  * (gaps, lost frees, pending frees, forks, stream uses, a state that
  * disagrees, two devices), on a training loop read in chunks small enough
@@ -77,9 +79,22 @@ static int json_streamed(FILE *f, const vt__snapshot_data *h, vt__event_stream *
     return vt__json_doc_write_stream(f, "s.vtsnap", h, es, variant, err, sizeof err);
 }
 
+static int torch_whole(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl, int variant)
+{
+    (void)tl, (void)variant;
+    return vt__pytorch_export(s, f, err, sizeof err);
+}
+
+static int torch_streamed(FILE *f, const vt__snapshot_data *h, vt__event_stream *es, int variant)
+{
+    (void)variant;
+    return vt__pytorch_export_stream(h, es, f, err, sizeof err);
+}
+
 static const struct format formats[] = {
     { "perfetto", perfetto_whole, perfetto_streamed },
     { "json", json_whole, json_streamed },
+    { "torch", torch_whole, torch_streamed },
 };
 #define NFORMATS (sizeof formats / sizeof *formats)
 

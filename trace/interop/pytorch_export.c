@@ -11,12 +11,20 @@
  * external_annotations ("NAME START"/"NAME END" as that stage of NAME, any
  * other mark as a START). Sizes in
  * traces are the requested sizes, as PyTorch writes them.
+ *
+ * From a stream of the events (vt__pytorch_export_stream) the same bytes
+ * are written as they are made, in memory that follows the frees pending
+ * and the distinct strings (the writer's memo): the events are read once
+ * for the devices they name, once per device trace, once for the marks.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
+#include "event_stream.h"
+#include "free_match.h"
 #include "pickle.h"
 #include "pytorch.h"
 #include "timeline.h"
@@ -151,53 +159,103 @@ static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
     vt__pw_dict_end(w);
 }
 
-static void put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
-                             const vt__timeline *tl, int device)
+/* Is e in device `device`'s trace? (Device 0's takes the events of none.) */
+static int in_trace(const vt__event *e, int device)
 {
-    vt__pw_list_begin(w);
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->device != device && !(device == 0 && e->device < 0))
-            continue;
-        uint64_t req = e->req_size ? e->req_size : e->size;
-        switch (e->kind) {
-        case VT_EV_ALLOC:
-            put_entry(w, s, e, "alloc", req, 1);
-            break;
-        case VT_EV_FREE_REQUESTED:
-            put_entry(w, s, e, "free_requested", req, 1);
-            if (!e->aux)
-                put_entry(w, s, e, "free_completed", req, 0);
-            break;
-        case VT_EV_FREE_COMPLETED: {
-            const vt__lifetime *l = vt__timeline_event_lifetime(tl, s, i);
-            if (l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux)
-                break; /* written with its plain free */
+    return e->device == device || (device == 0 && e->device < 0);
+}
+
+/* The entries of event e of a device trace. `plain_completion`: e is the
+ * FREE_COMPLETED of a free that needed no wait, written with that free. */
+static void put_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e,
+                      int plain_completion)
+{
+    uint64_t req = e->req_size ? e->req_size : e->size;
+    switch (e->kind) {
+    case VT_EV_ALLOC:
+        put_entry(w, s, e, "alloc", req, 1);
+        break;
+    case VT_EV_FREE_REQUESTED:
+        put_entry(w, s, e, "free_requested", req, 1);
+        if (!e->aux)
             put_entry(w, s, e, "free_completed", req, 0);
-            break;
-        }
-        case VT_EV_SEGMENT_ALLOC:
-            put_entry(w, s, e, "segment_alloc", e->size, 1);
-            break;
-        case VT_EV_SEGMENT_FREE:
-            put_entry(w, s, e, "segment_free", e->size, 1);
-            break;
-        case VT_EV_OOM:
-            vt__pw_dict_begin(w);
-            put_key_str(w, "action", "oom");
-            put_key_u64(w, "addr", e->aux);
-            put_key_u64(w, "device_free", e->aux);
-            put_key_u64(w, "size", e->req_size);
-            put_key_u64(w, "stream", e->stream);
-            put_key_u64(w, "time_us", wall_us(s, e->time_ns));
-            put_frames(w, s, e->stack);
-            vt__pw_dict_end(w);
-            break;
-        default:
-            break;
-        }
+        break;
+    case VT_EV_FREE_COMPLETED:
+        if (!plain_completion)
+            put_entry(w, s, e, "free_completed", req, 0);
+        break;
+    case VT_EV_SEGMENT_ALLOC:
+        put_entry(w, s, e, "segment_alloc", e->size, 1);
+        break;
+    case VT_EV_SEGMENT_FREE:
+        put_entry(w, s, e, "segment_free", e->size, 1);
+        break;
+    case VT_EV_OOM:
+        vt__pw_dict_begin(w);
+        put_key_str(w, "action", "oom");
+        put_key_u64(w, "addr", e->aux);
+        put_key_u64(w, "device_free", e->aux);
+        put_key_u64(w, "size", e->req_size);
+        put_key_u64(w, "stream", e->stream);
+        put_key_u64(w, "time_us", wall_us(s, e->time_ns));
+        put_frames(w, s, e->stack);
+        vt__pw_dict_end(w);
+        break;
+    default:
+        break;
     }
+}
+
+/* A MARK as an external annotation: "NAME START" / "NAME END" (what the
+ * importer makes of an annotation) go back as that stage; any other mark
+ * as a START. */
+static void put_annotation(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e)
+{
+    const char *label = vt__snapshot_string(s, e->str);
+    size_t n = strlen(label);
+    const char *stage = "START";
+    if (n > 4 && !strcmp(label + n - 4, " END")) {
+        stage = "END";
+        n -= 4;
+    } else if (n > 6 && !strcmp(label + n - 6, " START")) {
+        n -= 6;
+    }
+    char *nm = strndup(label, n);
+    vt__pw_dict_begin(w);
+    put_key_str(w, "name", nm ? nm : label);
+    put_key_str(w, "stage", stage);
+    put_key_int(w, "device", e->device < 0 ? 0 : e->device);
+    put_key_u64(w, "time_us", wall_us(s, e->time_ns));
+    vt__pw_dict_end(w);
+    free(nm);
+}
+
+/* The pickle up to the first device trace. */
+static void put_head(vt__pickle_writer *w, const vt__snapshot_data *s)
+{
+    vt__pw_begin(w);
+    vt__pw_dict_begin(w);
+    put_segments(w, s);
+    vt__pw_str(w, "device_traces");
+    vt__pw_list_begin(w);
+}
+
+/* From the end of the device traces to the first annotation. */
+static void put_middle(vt__pickle_writer *w)
+{
     vt__pw_list_end(w);
+    vt__pw_str(w, "allocator_settings");
+    vt__pw_dict_begin(w);
+    vt__pw_dict_end(w);
+    vt__pw_str(w, "external_annotations");
+    vt__pw_list_begin(w);
+}
+
+static void put_tail(vt__pickle_writer *w)
+{
+    vt__pw_list_end(w);
+    vt__pw_dict_end(w);
+    vt__pw_end(w);
 }
 
 int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t errlen)
@@ -216,46 +274,24 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     if (maxdev < 0)
         maxdev = 0;   /* a trace for device 0 even when nothing names one */
 
-    vt__pw_begin(w);
-    vt__pw_dict_begin(w);
-    put_segments(w, s);
-    vt__pw_str(w, "device_traces");
-    vt__pw_list_begin(w);
-    for (int d = 0; d <= maxdev; d++)
-        put_device_trace(w, s, tl, d);
-    vt__pw_list_end(w);
-    vt__pw_str(w, "allocator_settings");
-    vt__pw_dict_begin(w);
-    vt__pw_dict_end(w);
-    vt__pw_str(w, "external_annotations");
-    vt__pw_list_begin(w);
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->kind != VT_EV_MARK)
-            continue;
-        /* "NAME START" / "NAME END" (what the importer makes of an
-         * annotation) go back as that stage; any other mark as a START */
-        const char *label = vt__snapshot_string(s, e->str);
-        size_t n = strlen(label);
-        const char *stage = "START";
-        if (n > 4 && !strcmp(label + n - 4, " END")) {
-            stage = "END";
-            n -= 4;
-        } else if (n > 6 && !strcmp(label + n - 6, " START")) {
-            n -= 6;
+    put_head(w, s);
+    for (int d = 0; d <= maxdev; d++) {
+        vt__pw_list_begin(w);
+        for (size_t i = 0; i < s->nevents; i++) {
+            const vt__event *e = &s->events[i];
+            if (!in_trace(e, d))
+                continue;
+            const vt__lifetime *l = e->kind == VT_EV_FREE_COMPLETED
+                                    ? vt__timeline_event_lifetime(tl, s, i) : NULL;
+            put_event(w, s, e, l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux);
         }
-        char *nm = strndup(label, n);
-        vt__pw_dict_begin(w);
-        put_key_str(w, "name", nm ? nm : label);
-        put_key_str(w, "stage", stage);
-        put_key_int(w, "device", e->device < 0 ? 0 : e->device);
-        put_key_u64(w, "time_us", wall_us(s, e->time_ns));
-        vt__pw_dict_end(w);
-        free(nm);
+        vt__pw_list_end(w);
     }
-    vt__pw_list_end(w);
-    vt__pw_dict_end(w);
-    vt__pw_end(w);
+    put_middle(w);
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_MARK)
+            put_annotation(w, s, &s->events[i]);
+    put_tail(w);
     vt__timeline_free(tl);
 
     size_t size;
@@ -270,4 +306,108 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     }
     vt__pickle_writer_free(w);
     return rc;
+}
+
+/* ---- from a stream of the events ---------------------------------------- */
+
+/* Which FREE_COMPLETED completes a free that needed no wait, without the
+ * timeline: the one it completes by the timeline's rule (free_match.h) is
+ * the newest FREE_REQUESTED at its address, whose aux is held here as its
+ * request is there (until its completion or the next ALLOC at the address),
+ * so that memory follows the frees pending. */
+struct plain_frees {
+    vt__free_match match;
+    vt__u64map aux;           /* addr -> the aux of its newest FREE_REQUESTED (0 or 1) */
+};
+
+/* Event e, of index i, every one in order. @return 0 or -ENOMEM; *plain as
+ * put_event's plain_completion. */
+static int note_event(struct plain_frees *p, const vt__event *e, uint32_t i, int *plain)
+{
+    uint32_t request;
+    *plain = 0;
+    if (vt__free_match_event(&p->match, e, i, &request))
+        return -ENOMEM;
+    if (e->kind == VT_EV_FREE_REQUESTED)
+        return vt__u64map_put(&p->aux, e->addr, e->aux != 0) ? -ENOMEM : 0;
+    if (e->kind == VT_EV_ALLOC) {
+        vt__u64map_del(&p->aux, e->addr);
+    } else if (e->kind == VT_EV_FREE_COMPLETED && request != VT__FREE_MATCH_NONE) {
+        *plain = vt__u64map_get(&p->aux, e->addr) == 0;
+        vt__u64map_del(&p->aux, e->addr);
+    }
+    return 0;
+}
+
+/* Writes out what the writer holds beyond this (the last time: all). */
+#define FLUSH_AT (1u << 20)
+
+/* Device d's trace. */
+static int put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
+                            vt__event_stream *es, int d, FILE *out)
+{
+    struct plain_frees p = { 0 };
+    int rc = vt__free_match_init(&p.match) || vt__u64map_init(&p.aux, 64) ? -ENOMEM
+             : vt__event_stream_rewind(es);
+    vt__event e;
+    vt__pw_list_begin(w);
+    for (uint32_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1; i++) {
+        int plain;
+        if ((rc = note_event(&p, &e, i, &plain)))
+            break;
+        if (in_trace(&e, d)) {
+            put_event(w, s, &e, plain);
+            rc = vt__pw_flush(w, out, FLUSH_AT);
+        }
+    }
+    vt__pw_list_end(w);
+    vt__free_match_free(&p.match);
+    vt__u64map_free(&p.aux);
+    return rc;
+}
+
+int vt__pytorch_export_stream(const vt__snapshot_data *s, vt__event_stream *es, FILE *out,
+                              char *err, size_t errlen)
+{
+    vt__pickle_writer *w = vt__pickle_writer_new();
+    if (!w)
+        return vt__errf(err, errlen, -ENOMEM, "out of memory");
+    /* the devices the events name: one reading */
+    int maxdev = vt__snapshot_max_device(s);
+    vt__event e;
+    int rc = vt__event_stream_rewind(es);
+    while (rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1) {
+        rc = 0;
+        if (e.device > maxdev)
+            maxdev = e.device;
+    }
+    if (maxdev < 0)
+        maxdev = 0;   /* a trace for device 0 even when nothing names one */
+    if (rc < 0)
+        goto out;
+    put_head(w, s);
+    for (int d = 0; rc == 0 && d <= maxdev; d++)
+        rc = put_device_trace(w, s, es, d, out);
+    if (rc)
+        goto out;
+    put_middle(w);
+    rc = vt__event_stream_rewind(es);
+    while (rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1) {
+        rc = 0;
+        if (e.kind == VT_EV_MARK) {
+            put_annotation(w, s, &e);
+            rc = vt__pw_flush(w, out, FLUSH_AT);
+        }
+    }
+    if (rc < 0)
+        goto out;
+    put_tail(w);
+    rc = vt__pw_flush(w, out, 0);
+out:
+    if (rc == -ENOMEM)
+        vt__errf(err, errlen, rc, "out of memory");
+    else if (rc == -EIO)
+        vt__errf(err, errlen, rc, "write error");
+    vt__pickle_writer_free(w);
+    return rc < 0 ? rc : 0;
 }
