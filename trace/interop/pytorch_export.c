@@ -311,31 +311,18 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
 /* ---- from a stream of the events ---------------------------------------- */
 
 /* Which FREE_COMPLETED completes a free that needed no wait, without the
- * timeline: the one it completes by the timeline's rule (free_match.h) is
- * the newest FREE_REQUESTED at its address, whose aux is held here as its
- * request is there (until its completion or the next ALLOC at the address),
- * so that memory follows the frees pending. */
-struct plain_frees {
-    vt__free_match match;
-    vt__u64map aux;           /* addr -> the aux of its newest FREE_REQUESTED (0 or 1) */
-};
-
-/* Event e, of index i, every one in order. @return 0 or -ENOMEM; *plain as
- * put_event's plain_completion. */
-static int note_event(struct plain_frees *p, const vt__event *e, uint32_t i, int *plain)
+ * timeline: the one that completes a FREE_REQUESTED with aux 0 by the
+ * timeline's rule (free_match.h). A request with aux 1 is dropped from the
+ * matching at once: its completion is written whether it matches or not,
+ * so memory follows the frees with no wait whose completion has not come. */
+static int note_event(vt__free_match *m, const vt__event *e, uint32_t i, int *plain)
 {
     uint32_t request;
-    *plain = 0;
-    if (vt__free_match_event(&p->match, e, i, &request))
+    if (vt__free_match_event(m, e, i, &request))
         return -ENOMEM;
-    if (e->kind == VT_EV_FREE_REQUESTED)
-        return vt__u64map_put(&p->aux, e->addr, e->aux != 0) ? -ENOMEM : 0;
-    if (e->kind == VT_EV_ALLOC) {
-        vt__u64map_del(&p->aux, e->addr);
-    } else if (e->kind == VT_EV_FREE_COMPLETED && request != VT__FREE_MATCH_NONE) {
-        *plain = vt__u64map_get(&p->aux, e->addr) == 0;
-        vt__u64map_del(&p->aux, e->addr);
-    }
+    if (e->kind == VT_EV_FREE_REQUESTED && e->aux)
+        vt__free_match_drop(m, e->addr);
+    *plain = e->kind == VT_EV_FREE_COMPLETED && request != VT__FREE_MATCH_NONE;
     return 0;
 }
 
@@ -346,14 +333,13 @@ static int note_event(struct plain_frees *p, const vt__event *e, uint32_t i, int
 static int put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
                             vt__event_stream *es, int d, FILE *out)
 {
-    struct plain_frees p = { 0 };
-    int rc = vt__free_match_init(&p.match) || vt__u64map_init(&p.aux, 64) ? -ENOMEM
-             : vt__event_stream_rewind(es);
+    vt__free_match m;
+    int rc = vt__free_match_init(&m) ? -ENOMEM : vt__event_stream_rewind(es);
     vt__event e;
     vt__pw_list_begin(w);
     for (uint32_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1; i++) {
         int plain;
-        if ((rc = note_event(&p, &e, i, &plain)))
+        if ((rc = note_event(&m, &e, i, &plain)))
             break;
         if (in_trace(&e, d)) {
             put_event(w, s, &e, plain);
@@ -361,8 +347,7 @@ static int put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
         }
     }
     vt__pw_list_end(w);
-    vt__free_match_free(&p.match);
-    vt__u64map_free(&p.aux);
+    vt__free_match_free(&m);
     return rc;
 }
 
