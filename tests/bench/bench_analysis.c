@@ -136,8 +136,8 @@ static int perfetto_whole(const char *path)
     vt__check_options_init(&opt);
     FILE *f = fopen("/dev/null", "w");
     if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
-        vt__timeline_build(s, &tl, err, sizeof err) || vt__check_run(s, &opt, &rep, err, sizeof err) ||
-        vt__perfetto_export(f, s, tl, NULL)) {
+        vt__timeline_build(s, &tl, err, sizeof err) ||
+        vt__check_run(s, &opt, &rep, err, sizeof err) || vt__perfetto_export(f, s, tl, NULL)) {
         fprintf(stderr, "bench_analysis: %s\n", err);
         return 1;
     }

@@ -12,21 +12,18 @@
  * other mark as a START). Sizes in
  * traces are the requested sizes, as PyTorch writes them.
  *
- * From a stream of the events (vt__pytorch_export_stream) the same bytes
- * are written as they are made, in memory that follows the frees pending
- * and the distinct strings (the writer's memo): the events are read once
- * for the devices they name, once per device trace, once for the marks.
+ * The parts of the pickle are written by functions of their own
+ * (pytorch_write.h), which the streamed export (pytorch_stream.c) calls in
+ * the same order.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "errbuf.h"
-#include "event_stream.h"
-#include "free_match.h"
 #include "pickle.h"
 #include "pytorch.h"
+#include "pytorch_write.h"
 #include "timeline.h"
 
 #define MAX_EXPORT_FRAMES 64
@@ -160,14 +157,14 @@ static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
 }
 
 /* Is e in device `device`'s trace? (Device 0's takes the events of none.) */
-static int in_trace(const vt__event *e, int device)
+int vt__pt_in_trace(const vt__event *e, int device)
 {
     return e->device == device || (device == 0 && e->device < 0);
 }
 
 /* The entries of event e of a device trace. `plain_completion`: e is the
  * FREE_COMPLETED of a free that needed no wait, written with that free. */
-static void put_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e,
+void vt__pt_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e,
                       int plain_completion)
 {
     uint64_t req = e->req_size ? e->req_size : e->size;
@@ -209,7 +206,7 @@ static void put_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
 /* A MARK as an external annotation: "NAME START" / "NAME END" (what the
  * importer makes of an annotation) go back as that stage; any other mark
  * as a START. */
-static void put_annotation(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e)
+void vt__pt_annotation(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e)
 {
     const char *label = vt__snapshot_string(s, e->str);
     size_t n = strlen(label);
@@ -231,7 +228,7 @@ static void put_annotation(vt__pickle_writer *w, const vt__snapshot_data *s, con
 }
 
 /* The pickle up to the first device trace. */
-static void put_head(vt__pickle_writer *w, const vt__snapshot_data *s)
+void vt__pt_head(vt__pickle_writer *w, const vt__snapshot_data *s)
 {
     vt__pw_begin(w);
     vt__pw_dict_begin(w);
@@ -241,7 +238,7 @@ static void put_head(vt__pickle_writer *w, const vt__snapshot_data *s)
 }
 
 /* From the end of the device traces to the first annotation. */
-static void put_middle(vt__pickle_writer *w)
+void vt__pt_middle(vt__pickle_writer *w)
 {
     vt__pw_list_end(w);
     vt__pw_str(w, "allocator_settings");
@@ -251,7 +248,7 @@ static void put_middle(vt__pickle_writer *w)
     vt__pw_list_begin(w);
 }
 
-static void put_tail(vt__pickle_writer *w)
+void vt__pt_tail(vt__pickle_writer *w)
 {
     vt__pw_list_end(w);
     vt__pw_dict_end(w);
@@ -274,24 +271,25 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     if (maxdev < 0)
         maxdev = 0;   /* a trace for device 0 even when nothing names one */
 
-    put_head(w, s);
+    vt__pt_head(w, s);
     for (int d = 0; d <= maxdev; d++) {
         vt__pw_list_begin(w);
         for (size_t i = 0; i < s->nevents; i++) {
             const vt__event *e = &s->events[i];
-            if (!in_trace(e, d))
+            if (!vt__pt_in_trace(e, d))
                 continue;
             const vt__lifetime *l = e->kind == VT_EV_FREE_COMPLETED
                                     ? vt__timeline_event_lifetime(tl, s, i) : NULL;
-            put_event(w, s, e, l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux);
+            int plain = l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux;
+            vt__pt_event(w, s, e, plain);
         }
         vt__pw_list_end(w);
     }
-    put_middle(w);
+    vt__pt_middle(w);
     for (size_t i = 0; i < s->nevents; i++)
         if (s->events[i].kind == VT_EV_MARK)
-            put_annotation(w, s, &s->events[i]);
-    put_tail(w);
+            vt__pt_annotation(w, s, &s->events[i]);
+    vt__pt_tail(w);
     vt__timeline_free(tl);
 
     size_t size;
@@ -306,93 +304,4 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     }
     vt__pickle_writer_free(w);
     return rc;
-}
-
-/* ---- from a stream of the events ---------------------------------------- */
-
-/* Which FREE_COMPLETED completes a free that needed no wait, without the
- * timeline: the one that completes a FREE_REQUESTED with aux 0 by the
- * timeline's rule (free_match.h). A request with aux 1 is dropped from the
- * matching at once: its completion is written whether it matches or not,
- * so memory follows the frees with no wait whose completion has not come. */
-static int note_event(vt__free_match *m, const vt__event *e, uint32_t i, int *plain)
-{
-    uint32_t request;
-    if (vt__free_match_event(m, e, i, &request))
-        return -ENOMEM;
-    if (e->kind == VT_EV_FREE_REQUESTED && e->aux)
-        vt__free_match_drop(m, e->addr);
-    *plain = e->kind == VT_EV_FREE_COMPLETED && request != VT__FREE_MATCH_NONE;
-    return 0;
-}
-
-/* Writes out what the writer holds beyond this (the last time: all). */
-#define FLUSH_AT (1u << 20)
-
-/* Device d's trace. */
-static int put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
-                            vt__event_stream *es, int d, FILE *out)
-{
-    vt__free_match m;
-    int rc = vt__free_match_init(&m) ? -ENOMEM : vt__event_stream_rewind(es);
-    vt__event e;
-    vt__pw_list_begin(w);
-    for (uint32_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1; i++) {
-        int plain;
-        if ((rc = note_event(&m, &e, i, &plain)))
-            break;
-        if (in_trace(&e, d)) {
-            put_event(w, s, &e, plain);
-            rc = vt__pw_flush(w, out, FLUSH_AT);
-        }
-    }
-    vt__pw_list_end(w);
-    vt__free_match_free(&m);
-    return rc;
-}
-
-int vt__pytorch_export_stream(const vt__snapshot_data *s, vt__event_stream *es, FILE *out,
-                              char *err, size_t errlen)
-{
-    vt__pickle_writer *w = vt__pickle_writer_new();
-    if (!w)
-        return vt__errf(err, errlen, -ENOMEM, "out of memory");
-    /* the devices the events name: one reading */
-    int maxdev = vt__snapshot_max_device(s);
-    vt__event e;
-    int rc = vt__event_stream_rewind(es);
-    while (rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1) {
-        rc = 0;
-        if (e.device > maxdev)
-            maxdev = e.device;
-    }
-    if (maxdev < 0)
-        maxdev = 0;   /* a trace for device 0 even when nothing names one */
-    if (rc < 0)
-        goto out;
-    put_head(w, s);
-    for (int d = 0; rc == 0 && d <= maxdev; d++)
-        rc = put_device_trace(w, s, es, d, out);
-    if (rc)
-        goto out;
-    put_middle(w);
-    rc = vt__event_stream_rewind(es);
-    while (rc == 0 && (rc = vt__event_stream_next(es, &e)) == 1) {
-        rc = 0;
-        if (e.kind == VT_EV_MARK) {
-            put_annotation(w, s, &e);
-            rc = vt__pw_flush(w, out, FLUSH_AT);
-        }
-    }
-    if (rc < 0)
-        goto out;
-    put_tail(w);
-    rc = vt__pw_flush(w, out, 0);
-out:
-    if (rc == -ENOMEM)
-        vt__errf(err, errlen, rc, "out of memory");
-    else if (rc == -EIO)
-        vt__errf(err, errlen, rc, "write error");
-    vt__pickle_writer_free(w);
-    return rc < 0 ? rc : 0;
 }
