@@ -77,7 +77,7 @@ int vt__report_text_names(vt__snapshot_data *s)
 }
 
 int vt__report_args(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                     bool *on, const char **path)
+                    bool *on, const char **path)
 {
     *path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -130,7 +130,8 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
             fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, tlerr);
         rc = VT_EXIT_FAILURE;
     } else {
-        if (vt__report_text_names(s) != 0) {   /* safe names for a terminal */
+        /* the names made safe for a terminal first: every such view is text */
+        if (vt__report_text_names(s) != 0) {
             fprintf(stderr, "vramtrace %s: out of memory\n", cmd);
             rc = VT_EXIT_FAILURE;
         } else {

@@ -165,7 +165,7 @@ int vt__pt_in_trace(const vt__event *e, int device)
 /* The entries of event e of a device trace. `plain_completion`: e is the
  * FREE_COMPLETED of a free that needed no wait, written with that free. */
 void vt__pt_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e,
-                      int plain_completion)
+                  int plain_completion)
 {
     uint64_t req = e->req_size ? e->req_size : e->size;
     switch (e->kind) {

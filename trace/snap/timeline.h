@@ -325,8 +325,7 @@ void vt__tl_walk_retired(void *ctx, const vt__lifetime *l);
 /* Hand fn each lifetime, reading the events once more. A damaged file's
  * message is the stream's. @return 0, -ENOMEM or the stream's error. */
 int vt__tl_walk_run(vt__tl_walk *w, struct vt__event_stream *es, const vt__timeline *tl,
-                    void (*fn)(void *ctx, const vt__lifetime *l),
-                    void *ctx);
+                    void (*fn)(void *ctx, const vt__lifetime *l), void *ctx);
 /* Release a walk. NULL is fine. */
 void vt__tl_walk_close(vt__tl_walk *w);
 

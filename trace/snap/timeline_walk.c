@@ -159,8 +159,7 @@ static int cmp_alloc_event(const void *a, const void *b, void *ctx)
 }
 
 int vt__tl_walk_run(vt__tl_walk *w, vt__event_stream *es, const vt__timeline *tl,
-                    void (*fn)(void *ctx, const vt__lifetime *l),
-                    void *ctx)
+                    void (*fn)(void *ctx, const vt__lifetime *l), void *ctx)
 {
     if (w->oom)
         return -ENOMEM;
