@@ -468,7 +468,7 @@ int vt__json_doc_write_stream(FILE *o, const char *path, const vt__snapshot_data
     uint32_t *made = NULL;
     uint64_t *streams = NULL;
     size_t nuse = 0;
-    if (vt__tl_walk_open(&walk, vt__event_stream_count(es)))
+    if (vt__tl_walk_open(&walk))
         return vt__errf(err, errlen, -ENOMEM, "json: out of memory");
     vt__tl_stream_hooks h1 = { .retired = vt__tl_walk_retired, .point = on_point_none,
                                .ctx = walk };

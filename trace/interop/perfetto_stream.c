@@ -67,7 +67,7 @@ int vt__perfetto_export_stream(FILE *o, const vt__snapshot_data *s, vt__event_st
     vt__tl_walk *walk = NULL;
     vt__timeline *tl = NULL;
     vt__pf w;
-    if (vt__tl_walk_open(&walk, vt__event_stream_count(es)))
+    if (vt__tl_walk_open(&walk))
         return vt__errf(err, errlen, -ENOMEM, "perfetto: out of memory");
     vt__tl_stream_hooks h1 = { .retired = vt__tl_walk_retired, .point = on_point_none,
                                .ctx = walk };

@@ -318,8 +318,8 @@ void vt__tl_follow_close(vt__tl_follow *f);
  * for a lifetime the build retired, complete_event and reusable_event
  * (VT_TL_NONE). */
 typedef struct vt__tl_walk vt__tl_walk;
-/* nevents: the stream's count (vt__event_stream_count). @return 0 or -ENOMEM. */
-int vt__tl_walk_open(vt__tl_walk **out, size_t nevents);
+/* @return 0 or -ENOMEM. */
+int vt__tl_walk_open(vt__tl_walk **out);
 /* A vt__tl_stream_hooks.retired; ctx is the walk. */
 void vt__tl_walk_retired(void *ctx, const vt__lifetime *l);
 /* Hand fn each lifetime, reading the events once more. A damaged file's

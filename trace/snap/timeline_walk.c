@@ -45,22 +45,10 @@ struct vt__tl_walk {
     int oom;                  /* a table could not grow while the build read */
 };
 
-int vt__tl_walk_open(vt__tl_walk **out, size_t nevents)
+int vt__tl_walk_open(vt__tl_walk **out)
 {
-    vt__tl_walk *w = *out = calloc(1, sizeof **out);
-    if (!w)
-        return -ENOMEM;
-    /* At most one lifetime per event: room for them all is only address
-     * space until written (a large malloc is mapped on demand), and spares
-     * the table the copies and the slack of growing by doubling. */
-    w->cap_late = nevents + 1;
-    w->late = malloc(w->cap_late * sizeof *w->late);
-    if (!w->late) {
-        free(w);
-        *out = NULL;
-        return -ENOMEM;
-    }
-    return 0;
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : -ENOMEM;
 }
 
 void vt__tl_walk_close(vt__tl_walk *w)
