@@ -2,7 +2,8 @@
  * cli/cmd_export.c - `vramtrace export --format torch|perfetto SNAP -o OUT`:
  * a snapshot (a .vtsnap or a PyTorch pickle) in another tool's format.
  * Written through the one checked output writer (outfile.h): never a
- * half-written file, never a device or a symbolic link replaced.
+ * half-written file, never a device or a symbolic link replaced. Both
+ * formats read the events as a stream (event_stream.h), never all at once.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "check.h"
 #include "commands.h"
+#include "event_stream.h"
 #include "outfile.h"
 #include "perfetto.h"
 #include "pytorch.h"
@@ -31,17 +33,25 @@ static const char usage_text[] =
     VT_EXIT_HELP;
 
 /* Perfetto with the checker's findings (vramtrace check's default rules),
- * each at the moment it became one; without them when the check fails. */
-static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl)
+ * each at the moment it became one; without them when the check fails.
+ * Both read the snapshot's events as a stream (event_stream.h): memory
+ * follows what is alive at once, not the number of events. A damaged file
+ * is the stream's message (in the err it was opened with, serr), said
+ * once; the checker's and the export's own trouble is said in err. */
+static int export_perfetto(FILE *f, const vt__snapshot_data *s, vt__event_stream *es,
+                           const char *serr, char *err, size_t errlen)
 {
-    char err[512];
     vt__check_options opt;
     vt__check_options_init(&opt);
     vt__check_report *rep = NULL;
-    if (vt__check_run(s, &opt, &rep, err, sizeof err) != 0) {
+    int rc = vt__check_run_stream(s, es, &opt, &rep, err, errlen);
+    if (rc != 0 && serr[0])
+        return rc;
+    if (rc != 0) {
         /* the trace is still worth having: say so, export without */
         fprintf(stderr, "vramtrace export: check: %s (findings left out)\n", err);
         rep = NULL;
+        err[0] = 0;
     }
     size_t n = rep ? rep->nfindings : 0;
     vt__perfetto_finding *fds = calloc(n ? n : 1, sizeof *fds);
@@ -59,7 +69,7 @@ static int export_perfetto(FILE *f, const vt__snapshot_data *s, const vt__timeli
     }
     vt__perfetto_options popt = { .findings = fds, .nfindings = n,
                                   .site_frame = vt__report_site_frame };
-    int rc = vt__perfetto_export(f, s, tl, &popt);
+    rc = vt__perfetto_export_stream(f, s, es, &popt, err, errlen);
     free(fds);
     vt__check_report_free(rep);
     return rc;
@@ -96,18 +106,24 @@ int vt__cmd_export(int argc, char **argv)
         return VT_EXIT_FAILURE;
     }
     vt__snapshot_data *s = NULL;
-    vt__timeline *tl = NULL;
-    if (vt__report_load("export", in, &s, torch ? NULL : &tl))
+    vt__event_stream *es = NULL;
+    char serr[1024] = "", err[1024] = "", tmp[4096];
+    if (vt__snapshot_open(in, &s, &es, serr, sizeof serr) < 0) {
+        fprintf(stderr, "vramtrace export: %s\n", serr[0] ? serr : "cannot read the snapshot");
         return VT_EXIT_FAILURE;
+    }
+    serr[0] = 0;   /* from here on, set only by a damaged file */
     int status = VT_EXIT_FAILURE;
-    char err[512] = "", tmp[4096];
     FILE *f = vt__outfile_open(out, tmp, sizeof tmp, err, sizeof err);
     if (!f) {
         fprintf(stderr, "vramtrace export: %s\n", err);
         goto done;
     }
-    int rc = torch ? vt__pytorch_export(s, f, err, sizeof err) : export_perfetto(f, s, tl);
-    if (rc)
+    int rc = torch ? vt__pytorch_export_stream(s, es, f, err, sizeof err)
+                   : export_perfetto(f, s, es, serr, err, sizeof err);
+    if (rc && serr[0])
+        fprintf(stderr, "vramtrace export: %s\n", serr);
+    else if (rc)
         fprintf(stderr, "vramtrace export: %s: %s\n", out, err[0] ? err : "write error");
     int crc = vt__outfile_close(f, rc == 0, tmp, out, 0, err, sizeof err);
     if (rc)
@@ -118,7 +134,7 @@ int vt__cmd_export(int argc, char **argv)
     }
     status = 0;
 done:
-    vt__timeline_free(tl);
+    vt__event_stream_close(es);
     vt__snapshot_free(s);
     return status;
 }

@@ -76,10 +76,8 @@ int vt__report_text_names(vt__snapshot_data *s)
     return 0;
 }
 
-/* The one FILE operand and the flag of a view command. @return 0 and
- * *path; 1 after --help (printed); else the exit status (said why). */
-static int view_args(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                     bool *on, const char **path)
+int vt__report_args(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                    bool *on, const char **path)
 {
     *path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -107,40 +105,11 @@ static int view_args(const char *cmd, int argc, char **argv, const char *usage, 
     return 0;
 }
 
-/* Show s and tl with `view`, its names made safe for a terminal first when
- * the view is text. */
-static int show(const char *cmd, const char *path, vt__snapshot_data *s, const vt__timeline *tl,
-                bool text, bool flag, vt__report_view *view)
-{
-    if (text && vt__report_text_names(s) != 0) {
-        fprintf(stderr, "vramtrace %s: out of memory\n", cmd);
-        return VT_EXIT_FAILURE;
-    }
-    return view(path, s, tl, flag);
-}
-
-int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                   bool *on, bool text, vt__report_view *view)
-{
-    const char *path;
-    int rc = view_args(cmd, argc, argv, usage, flag, on, &path);
-    if (rc)
-        return rc == 1 ? 0 : rc;
-    vt__snapshot_data *s;
-    vt__timeline *tl;
-    if ((rc = vt__report_load(cmd, path, &s, &tl)))
-        return rc;
-    rc = show(cmd, path, s, tl, text, flag && *on, view);
-    vt__timeline_free(tl);
-    vt__snapshot_free(s);
-    return rc;
-}
-
 int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *usage,
                             const char *flag, bool *on, unsigned what, vt__report_view *view)
 {
     const char *path;
-    int rc = view_args(cmd, argc, argv, usage, flag, on, &path);
+    int rc = vt__report_args(cmd, argc, argv, usage, flag, on, &path);
     if (rc)
         return rc == 1 ? 0 : rc;
     char err[1024], tlerr[1024];
@@ -161,7 +130,13 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
             fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, tlerr);
         rc = VT_EXIT_FAILURE;
     } else {
-        rc = show(cmd, path, s, tl, true, flag && *on, view);
+        /* the names made safe for a terminal first: every such view is text */
+        if (vt__report_text_names(s) != 0) {
+            fprintf(stderr, "vramtrace %s: out of memory\n", cmd);
+            rc = VT_EXIT_FAILURE;
+        } else {
+            rc = view(path, s, tl, flag && *on);
+        }
         vt__timeline_free(tl);
     }
     vt__event_stream_close(es);

@@ -34,18 +34,19 @@ int vt__report_text_names(vt__snapshot_data *s);
  * saying why on stderr. */
 typedef int vt__report_view(const char *path, const vt__snapshot_data *s, const vt__timeline *tl,
                             bool flag);
-/* The whole of a view command: --help or -h prints the usage to stdout;
- * `flag` (NULL: none) sets *on; the one FILE operand is read with its
- * timeline (vt__report_load), its names escaped when the view is `text`
- * (vt__report_text_names), and shown by `view` (main() flushes stdout). An
- * unknown option prints one line (vt__cli_unknown_option), a second FILE or
- * none one line and the usage, to stderr. @return the command's exit status (commands.h). */
-int vt__report_run(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
-                   bool *on, bool text, vt__report_view *view);
+/* The one FILE operand of a view command and its one flag: --help or -h
+ * prints the usage to stdout; `flag` (NULL: none) sets *on. An unknown
+ * option prints one line (vt__cli_unknown_option), a second FILE or none
+ * one line and the usage, to stderr. @return 0 and *path; 1 after --help;
+ * else the command's exit status (commands.h). */
+int vt__report_args(const char *cmd, int argc, char **argv, const char *usage, const char *flag,
+                    bool *on, const char **path);
 
-/* The same for a text view that a condensed timeline serves
- * (vt__timeline_build_stream with `what`): the events are read as a stream,
- * never held all at once. */
+/* The whole of a text view command that a condensed timeline serves: its
+ * arguments (vt__report_args), the one FILE's events read as a stream
+ * (vt__timeline_build_stream with `what`), never held all at once, its names
+ * escaped (vt__report_text_names), shown by `view` (main() flushes stdout).
+ * @return the command's exit status (commands.h). */
 int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *usage,
                             const char *flag, bool *on, unsigned what, vt__report_view *view);
 

@@ -9,12 +9,19 @@
  * from a stream of its events (vt__timeline_build_stream, what summary,
  * leaks and check use), and the page rendered from the whole snapshot
  * (vt__viz_render_page, what viz did before, and does for --replay or a run
- * with an OOM) against `vramtrace viz` (vt__viz_render_stream); and
+ * with an OOM) against `vramtrace viz` (vt__viz_render_stream);
  * `vramtrace compare` of one rank and of four (the same file four times:
- * the ranks are read one after another) and `vramtrace replay`.
+ * the ranks are read one after another) and `vramtrace replay`; and
+ * `vramtrace export --format perfetto`, `export --format torch` and `vramtrace
+ * json` (which read the events as a stream) against the same output written
+ * from the whole snapshot in the same build (what they did before).
  *
  *   bench_analysis --cli build/cli/vramtrace --gen build/tests/viz/gen_snapshot
  *                  [--events 1000000,10000000] [--dir /tmp]
+ *                  [--only timeline,summary,leaks,check,viz,compare,replay,export,torch,json]
+ *
+ * --only measures the parts named (default: all); the RESULT line then has
+ * only their figures.
  *
  * Each figure is one run in a child process of its own: its wall time, its
  * CPU time (user + system: what a shared machine's load does not inflate)
@@ -37,6 +44,8 @@
 #include "bench_util.h"
 #include "check.h"
 #include "event_stream.h"
+#include "json_doc.h"
+#include "perfetto.h"
 #include "pytorch.h"
 #include "render.h"
 #include "timeline.h"
@@ -116,6 +125,56 @@ static int viz_whole(const char *path, int check)
 static int viz_whole_plain(const char *path) { return viz_whole(path, 0); }
 static int viz_whole_checked(const char *path) { return viz_whole(path, 1); }
 
+/* The Perfetto export as `vramtrace export` wrote it before it streamed:
+ * the whole snapshot, its timeline and the checker's report over it (the
+ * findings' few instants left out), written to /dev/null. */
+static int perfetto_whole(const char *path)
+{
+    char err[1024];
+    vt__snapshot_data *s;
+    vt__timeline *tl;
+    vt__check_report *rep = NULL;
+    vt__check_options opt;
+    vt__check_options_init(&opt);
+    FILE *f = fopen("/dev/null", "w");
+    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
+        vt__timeline_build(s, &tl, err, sizeof err) ||
+        vt__check_run(s, &opt, &rep, err, sizeof err) || vt__perfetto_export(f, s, tl, NULL)) {
+        fprintf(stderr, "bench_analysis: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The JSON document and the PyTorch pickle as json and export wrote them
+ * before they streamed: from the whole snapshot, to /dev/null. */
+static int json_whole(const char *path)
+{
+    char err[1024];
+    vt__snapshot_data *s;
+    vt__timeline *tl;
+    FILE *f = fopen("/dev/null", "w");
+    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
+        vt__timeline_build(s, &tl, err, sizeof err) || vt__json_doc_write(f, path, s, tl, false)) {
+        fprintf(stderr, "bench_analysis: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int torch_whole(const char *path)
+{
+    char err[1024];
+    vt__snapshot_data *s;
+    FILE *f = fopen("/dev/null", "w");
+    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
+        vt__pytorch_export(s, f, err, sizeof err)) {
+        fprintf(stderr, "bench_analysis: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 static int build_streamed(const char *path, unsigned what)
 {
     char err[1024], tlerr[1024];
@@ -143,9 +202,35 @@ static void row(size_t n, const char *what, struct cost c)
            c.status == 0 || c.status == 1 ? "" : "  (FAILED)");
 }
 
+/* Is `part` among the comma-separated `only` (NULL: every part)? */
+static int want(const char *only, const char *part)
+{
+    if (!only)
+        return 1;
+    size_t n = strlen(part);
+    for (const char *p = only;;) {
+        size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, part, n))
+            return 1;
+        if (!p[k])
+            return 0;
+        p += k + 1;
+    }
+}
+
+/* " key_NM_cpu_s=.. key_NM_mb=.." onto the RESULT line. */
+static void put(char *result, size_t len, const char *key, size_t u, const char *m, struct cost c)
+{
+    char part[256];
+    snprintf(part, sizeof part, " %s_%zu%s_cpu_s=%.2f %s_%zu%s_mb=%.0f", key, u, m, c.cpu, key, u,
+             m, c.mb);
+    strncat(result, part, len - strlen(result) - 1);
+}
+
 int main(int argc, char **argv)
 {
     const char *cli = NULL, *gen = NULL, *dir = "/tmp", *list = "1000000,10000000";
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--cli"))
             cli = argv[i + 1];
@@ -155,10 +240,12 @@ int main(int argc, char **argv)
             list = argv[i + 1];
         else if (!strcmp(argv[i], "--dir"))
             dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--only"))
+            only = argv[i + 1];
     }
     if (!cli || !gen) {
         fprintf(stderr, "usage: bench_analysis --cli VRAMTRACE --gen GEN_SNAPSHOT "
-                        "[--events N,N,...] [--dir DIR]\n");
+                        "[--events N,N,...] [--dir DIR] [--only PARTS]\n");
         return 2;
     }
     printf("%11s  %-38s %10s %10s %12s %13s\n", "events", "what", "wall", "cpu", "peak RSS",
@@ -179,73 +266,102 @@ int main(int argc, char **argv)
         }
         printf("%11zu  %-38s %8.2f s   (%lld bytes on disk)\n", n, "generate", g.seconds,
                (long long)st.st_size);
-        struct cost whole = { 0 }, se, sc;
-        if (n <= WHOLE_LIMIT) {
-            whole = measure(build_whole, path, NULL);
-            row(n, "timeline, whole snapshot", whole);
-        } else {
-            printf("%11zu  %-38s (left out: about %.0f GB)\n", n, "timeline, whole snapshot",
-                   (double)n * 250 / 1e9);
-        }
-        se = measure(build_streamed_end, path, NULL);
-        row(n, "timeline, streamed (leaks)", se);
-        sc = measure(build_streamed_curves, path, NULL);
-        row(n, "timeline, streamed + curves (summary)", sc);
-        static const char *const cmds[] = { "summary", "leaks", "check", "viz", "viz" };
-        struct cost cc[5];
-        char html[600];
+        const char *m = n >= 1000000 ? "M" : "";
+        size_t u = n >= 1000000 ? n / 1000000 : n;
+        char html[600], json[600];
         snprintf(html, sizeof html, "%s.html", path);
+        snprintf(json, sizeof json, "%s.json", path);
+        if (want(only, "timeline")) {
+            if (n <= WHOLE_LIMIT) {
+                struct cost whole = measure(build_whole, path, NULL);
+                row(n, "timeline, whole snapshot", whole);
+                put(result, sizeof result, "whole", u, m, whole);
+            } else {
+                printf("%11zu  %-38s (left out: about %.0f GB)\n", n, "timeline, whole snapshot",
+                       (double)n * 250 / 1e9);
+            }
+            row(n, "timeline, streamed (leaks)", measure(build_streamed_end, path, NULL));
+            row(n, "timeline, streamed + curves (summary)",
+                measure(build_streamed_curves, path, NULL));
+        }
+        static const char *const cmds[] = { "summary", "leaks", "check", "viz", "viz" };
+        static const char *const keys[] = { "summary", "leaks", "check", "viz", "vizcheck" };
         for (int k = 0; k < 5; k++) {
+            if (!want(only, cmds[k]))
+                continue;
             char *av[] = { (char *)cli, (char *)cmds[k], path, "-o", html,
                            k == 4 ? "--check" : NULL, NULL };
             if (k < 3)
                 av[3] = NULL;
             char what[64];
-            cc[k] = measure(NULL, NULL, av);
+            struct cost c = measure(NULL, NULL, av);
             snprintf(what, sizeof what, "vramtrace %s%s", cmds[k], k == 4 ? " --check" : "");
-            row(n, what, cc[k]);
+            row(n, what, c);
+            put(result, sizeof result, keys[k], u, m, c);
         }
-        /* compare: one rank, then four; replay */
-        char *cav[] = { (char *)cli, "compare", path, path, path, path, NULL };
-        struct cost cmp1, cmp4, rep;
-        cav[3] = NULL;
-        cmp1 = measure(NULL, NULL, cav);
-        row(n, "vramtrace compare (1 rank)", cmp1);
-        cav[3] = path;
-        cmp4 = measure(NULL, NULL, cav);
-        row(n, "vramtrace compare (4 ranks)", cmp4);
-        char *rav[] = { (char *)cli, "replay", path, NULL };
-        rep = measure(NULL, NULL, rav);
-        row(n, "vramtrace replay", rep);
-        struct cost vw = { 0 }, vwc = { 0 };
-        if (n <= WHOLE_LIMIT) {
-            vw = measure(viz_whole_plain, path, NULL);
+        if (want(only, "compare")) {
+            /* one rank, then four (the same file: the ranks are read one
+             * after another) */
+            char *cav[] = { (char *)cli, "compare", path, path, path, path, NULL };
+            cav[3] = NULL;
+            struct cost c = measure(NULL, NULL, cav);
+            row(n, "vramtrace compare (1 rank)", c);
+            put(result, sizeof result, "compare", u, m, c);
+            cav[3] = path;
+            c = measure(NULL, NULL, cav);
+            row(n, "vramtrace compare (4 ranks)", c);
+            put(result, sizeof result, "compare4", u, m, c);
+        }
+        if (want(only, "replay")) {
+            char *rav[] = { (char *)cli, "replay", path, NULL };
+            struct cost c = measure(NULL, NULL, rav);
+            row(n, "vramtrace replay", c);
+            put(result, sizeof result, "replay", u, m, c);
+        }
+        if (want(only, "viz") && n <= WHOLE_LIMIT) {
+            struct cost vw = measure(viz_whole_plain, path, NULL);
             row(n, "viz, whole snapshot", vw);
-            vwc = measure(viz_whole_checked, path, NULL);
+            put(result, sizeof result, "vizwhole", u, m, vw);
+            struct cost vwc = measure(viz_whole_checked, path, NULL);
             row(n, "viz --check, whole snapshot", vwc);
+            put(result, sizeof result, "vizwholecheck", u, m, vwc);
+        }
+        if (want(only, "export")) {
+            char *av[] = { (char *)cli, "export", "--format", "perfetto", path, "-o", json, NULL };
+            struct cost c = measure(NULL, NULL, av);
+            row(n, "vramtrace export --format perfetto", c);
+            put(result, sizeof result, "export", u, m, c);
+            if (n <= WHOLE_LIMIT) {
+                c = measure(perfetto_whole, path, NULL);
+                row(n, "perfetto, whole snapshot", c);
+                put(result, sizeof result, "exportwhole", u, m, c);
+            }
+        }
+        if (want(only, "torch")) {
+            char *av[] = { (char *)cli, "export", "--format", "torch", path, "-o", json, NULL };
+            struct cost c = measure(NULL, NULL, av);
+            row(n, "vramtrace export --format torch", c);
+            put(result, sizeof result, "torch", u, m, c);
+            if (n <= WHOLE_LIMIT) {
+                c = measure(torch_whole, path, NULL);
+                row(n, "torch, whole snapshot", c);
+                put(result, sizeof result, "torchwhole", u, m, c);
+            }
+        }
+        if (want(only, "json")) {
+            char *av[] = { (char *)cli, "json", path, NULL };
+            struct cost c = measure(NULL, NULL, av);
+            row(n, "vramtrace json", c);
+            put(result, sizeof result, "json", u, m, c);
+            if (n <= WHOLE_LIMIT) {
+                c = measure(json_whole, path, NULL);
+                row(n, "json, whole snapshot", c);
+                put(result, sizeof result, "jsonwhole", u, m, c);
+            }
         }
         unlink(html);
+        unlink(json);
         unlink(path);
-        char part[512];
-        const char *m = n >= 1000000 ? "M" : "";
-        size_t u = n >= 1000000 ? n / 1000000 : n;
-        snprintf(part, sizeof part,
-                 " summary_%zu%s_cpu_s=%.2f summary_%zu%s_mb=%.0f leaks_%zu%s_cpu_s=%.2f "
-                 "leaks_%zu%s_mb=%.0f check_%zu%s_cpu_s=%.2f check_%zu%s_mb=%.0f "
-                 "whole_%zu%s_cpu_s=%.2f whole_%zu%s_mb=%.0f viz_%zu%s_cpu_s=%.2f viz_%zu%s_mb=%.0f "
-                 "vizcheck_%zu%s_cpu_s=%.2f vizcheck_%zu%s_mb=%.0f vizwhole_%zu%s_cpu_s=%.2f "
-                 "vizwhole_%zu%s_mb=%.0f vizwholecheck_%zu%s_cpu_s=%.2f vizwholecheck_%zu%s_mb=%.0f",
-                 u, m, cc[0].cpu, u, m, cc[0].mb, u, m, cc[1].cpu, u, m, cc[1].mb, u, m,
-                 cc[2].cpu, u, m, cc[2].mb, u, m, whole.cpu, u, m, whole.mb, u, m, cc[3].cpu, u,
-                 m, cc[3].mb, u, m, cc[4].cpu, u, m, cc[4].mb, u, m, vw.cpu, u, m, vw.mb, u, m,
-                 vwc.cpu, u, m, vwc.mb);
-        strncat(result, part, sizeof result - strlen(result) - 1);
-        snprintf(part, sizeof part,
-                 " compare_%zu%s_cpu_s=%.2f compare_%zu%s_mb=%.0f compare4_%zu%s_cpu_s=%.2f "
-                 "compare4_%zu%s_mb=%.0f replay_%zu%s_cpu_s=%.2f replay_%zu%s_mb=%.0f",
-                 u, m, cmp1.cpu, u, m, cmp1.mb, u, m, cmp4.cpu, u, m, cmp4.mb, u, m, rep.cpu, u,
-                 m, rep.mb);
-        strncat(result, part, sizeof result - strlen(result) - 1);
         fflush(stdout);
     }
     free(copy);

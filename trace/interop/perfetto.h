@@ -39,4 +39,15 @@ typedef struct vt__perfetto_options {
 int vt__perfetto_export(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
                         const vt__perfetto_options *opt);
 
+/* The same bytes from a snapshot read as a stream of its events (s holds
+ * every section but the events, as vt__snapfile_open_stream gives it; or a
+ * whole snapshot with vt__event_stream_of), in memory that follows what is
+ * alive at once plus 32 bytes per allocation the events settle
+ * (perfetto_stream.c). A damaged file's message is the stream's (the err
+ * it was opened with).
+ * @return 0, or a negative errno with one line in err (-EIO: a write error). */
+struct vt__event_stream;
+int vt__perfetto_export_stream(FILE *out, const vt__snapshot_data *s, struct vt__event_stream *es,
+                               const vt__perfetto_options *opt, char *err, size_t errlen);
+
 #endif /* VT_TRACE_PERFETTO_H */

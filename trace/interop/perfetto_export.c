@@ -10,7 +10,9 @@
  * stream, address and top frames as args; instants for marks (global), OOMs,
  * bad frees, FINDING events and the findings handed in (rule, bytes, site).
  * Timestamps are microseconds since the first event; the wall clock of that
- * instant is in the metadata (otherData).
+ * instant is in the metadata (otherData). Each kind of record is written by
+ * a function of its own (perfetto_write.h), which the streamed export
+ * (perfetto_stream.c) calls in the same order.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +23,7 @@
 #include "grow.h"
 #include "json_str.h"
 #include "perfetto.h"
+#include "perfetto_write.h"
 
 #define TOP_FRAMES 5
 
@@ -31,22 +34,27 @@ static double ts_us(const vt__timeline *tl, uint64_t t_ns)
 
 static int pid_of(int device) { return device + 2; } /* -1 (host/unknown) -> 1 */
 
-/* Streams get small thread ids, in order of first appearance. */
-struct streams {
-    uint64_t *v;
-    size_t n, cap;
-};
-
-static int tid_of(struct streams *st, uint64_t stream)
+/* The separator before a record: none before the first. */
+static const char *sep(vt__pf *w)
 {
-    for (size_t i = 0; i < st->n; i++)
-        if (st->v[i] == stream)
+    if (w->first) {
+        w->first = 0;
+        return "";
+    }
+    return ",\n";
+}
+
+/* Streams get small thread ids, in order of first appearance. */
+static int tid_of(vt__pf *w, uint64_t stream)
+{
+    for (size_t i = 0; i < w->nstreams; i++)
+        if (w->streams[i] == stream)
             return (int)i + 1;
-    uint64_t *v = vt__grow_push((void **)&st->v, &st->cap, &st->n, sizeof *v);
+    uint64_t *v = vt__grow_push((void **)&w->streams, &w->cap_streams, &w->nstreams, sizeof *v);
     if (!v)
         return 1;
     *v = stream;
-    return (int)st->n;
+    return (int)w->nstreams;
 }
 
 static void frames_arg(FILE *o, const vt__snapshot_data *s, uint32_t stack)
@@ -84,19 +92,15 @@ static void slice_name(char *buf, size_t len, const vt__snapshot_data *s, const 
     snprintf(buf, len, "%s%s%s", vt__fmt_bytes(l->size, b), *fn ? " " : "", fn);
 }
 
-int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt__timeline *tl,
-                        const vt__perfetto_options *opt)
+void vt__pf_begin(vt__pf *w, FILE *o, const vt__snapshot_data *s, const vt__timeline *tl,
+                  const vt__perfetto_options *opt)
 {
     static const vt__perfetto_options none = { 0 };
-    if (!opt)
-        opt = &none;
-    struct streams st = { 0 };
+    *w = (vt__pf){ .o = o, .s = s, .opt = opt ? opt : &none, .tl = tl, .first = 1 };
     char b[64];
     fprintf(o, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"vramtrace\","
                "\"first_event_wall_ns\":%" PRIu64 "},\"traceEvents\":[\n",
             tl->first_time_ns - s->meta.clock_base_monotonic_ns + s->meta.clock_base_realtime_ns);
-    int first = 1;
-#define SEP() (first ? (first = 0, "") : ",\n")
     for (size_t d = 0; d < tl->ndevices; d++) {
         int dev = tl->devices[d].device;
         if (dev >= 0)
@@ -104,81 +108,96 @@ int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt__timeline 
         else
             snprintf(b, sizeof b, "host/unknown device");
         fprintf(o, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
-                   "\"args\":{\"name\":", SEP(), pid_of(dev));
+                   "\"args\":{\"name\":", sep(w), pid_of(dev));
         vt__json_str(o, b);
         fputs("}}", o);
     }
-    /* counters: exactly the timeline's curve */
-    for (size_t d = 0; d < tl->ndevices; d++) {
-        const vt__tl_device *dv = &tl->devices[d];
-        for (size_t p = 0; p < dv->npoints; p++)
-            fprintf(o, "%s{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,"
-                       "\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 "}}",
-                    SEP(), pid_of(dv->device), ts_us(tl, dv->points[p].time_ns),
-                    dv->points[p].allocated, dv->points[p].reserved);
-    }
-    /* one async slice per allocation */
-    for (size_t i = 0; i < tl->nlifetimes; i++) {
-        const vt__lifetime *l = &tl->lifetimes[i];
-        uint64_t t0 = l->alloc_time_ns ? l->alloc_time_ns : tl->first_time_ns;
-        uint64_t t1 = l->release_time_ns ? l->release_time_ns : tl->last_time_ns;
-        if (t1 < t0)
-            t1 = t0;
-        int tid = tid_of(&st, l->stream);
-        char name[512];
-        slice_name(name, sizeof name, s, l, opt);
-        fprintf(o, "%s{\"ph\":\"b\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
-                   "\"tid\":%d,\"ts\":%.3f,\"name\":",
-                SEP(), i + 1, pid_of(l->device), tid, ts_us(tl, t0));
-        vt__json_str(o, name);
-        fprintf(o, ",\"args\":{\"size\":%" PRIu64 ",\"requested\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
-                   "\",\"stream\":\"0x%" PRIx64 "\",\"alive_at_snapshot\":%s,"
-                   "\"before_window\":%s",
-                l->size, l->req_size, l->addr, l->stream, l->flags & VT_LT_ALIVE ? "true" : "false",
-                l->flags & VT_LT_BEFORE_WINDOW ? "true" : "false");
-        frames_arg(o, s, l->alloc_stack);
-        fputs("}}", o);
-        fprintf(o, "%s{\"ph\":\"e\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
-                   "\"tid\":%d,\"ts\":%.3f,\"name\":",
-                SEP(), i + 1, pid_of(l->device), tid, ts_us(tl, t1));
-        vt__json_str(o, name);
+}
+
+/* The counter "memory": exactly the timeline's curve. */
+void vt__pf_point(vt__pf *w, size_t d, const vt__tl_point *pt)
+{
+    fprintf(w->o, "%s{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,"
+                  "\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 "}}",
+            sep(w), pid_of(w->tl->devices[d].device), ts_us(w->tl, pt->time_ns), pt->allocated,
+            pt->reserved);
+}
+
+/* One async slice per allocation. */
+void vt__pf_slice(vt__pf *w, const vt__lifetime *l)
+{
+    const vt__timeline *tl = w->tl;
+    FILE *o = w->o;
+    size_t id = ++w->nslices;
+    uint64_t t0 = l->alloc_time_ns ? l->alloc_time_ns : tl->first_time_ns;
+    uint64_t t1 = l->release_time_ns ? l->release_time_ns : tl->last_time_ns;
+    if (t1 < t0)
+        t1 = t0;
+    int tid = tid_of(w, l->stream);
+    char name[512];
+    slice_name(name, sizeof name, w->s, l, w->opt);
+    fprintf(o, "%s{\"ph\":\"b\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
+               "\"tid\":%d,\"ts\":%.3f,\"name\":",
+            sep(w), id, pid_of(l->device), tid, ts_us(tl, t0));
+    vt__json_str(o, name);
+    fprintf(o, ",\"args\":{\"size\":%" PRIu64 ",\"requested\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
+               "\",\"stream\":\"0x%" PRIx64 "\",\"alive_at_snapshot\":%s,"
+               "\"before_window\":%s",
+            l->size, l->req_size, l->addr, l->stream, l->flags & VT_LT_ALIVE ? "true" : "false",
+            l->flags & VT_LT_BEFORE_WINDOW ? "true" : "false");
+    frames_arg(o, w->s, l->alloc_stack);
+    fputs("}}", o);
+    fprintf(o, "%s{\"ph\":\"e\",\"cat\":\"allocation\",\"id\":\"0x%zx\",\"pid\":%d,"
+               "\"tid\":%d,\"ts\":%.3f,\"name\":",
+            sep(w), id, pid_of(l->device), tid, ts_us(tl, t1));
+    vt__json_str(o, name);
+    fputc('}', o);
+}
+
+/* Marks (global), OOMs, bad frees and FINDING events. */
+void vt__pf_instant(vt__pf *w, const vt__event *e)
+{
+    const vt__snapshot_data *s = w->s;
+    const vt__timeline *tl = w->tl;
+    FILE *o = w->o;
+    char b[64];
+    if (e->kind == VT_EV_MARK) {
+        fprintf(o, "%s{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"mark\",\"pid\":%d,\"tid\":0,"
+                   "\"ts\":%.3f,\"name\":", sep(w), pid_of(e->device), ts_us(tl, e->time_ns));
+        vt__json_str(o, vt__snapshot_string(s, e->str));
         fputc('}', o);
-    }
-    /* instants */
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->kind == VT_EV_MARK) {
-            fprintf(o, "%s{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"mark\",\"pid\":%d,\"tid\":0,"
-                       "\"ts\":%.3f,\"name\":", SEP(), pid_of(e->device), ts_us(tl, e->time_ns));
-            vt__json_str(o, vt__snapshot_string(s, e->str));
-            fputc('}', o);
-        } else if (e->kind == VT_EV_OOM || e->kind == VT_EV_BAD_FREE ||
-                   e->kind == VT_EV_FINDING) {
-            const char *cat = e->kind == VT_EV_OOM ? "oom" : e->kind == VT_EV_BAD_FREE
-                                                              ? "bad_free" : "finding";
-            char name[128];
-            if (e->kind == VT_EV_OOM)
-                snprintf(name, sizeof name, "OOM: %s requested",
-                         vt__fmt_bytes(e->req_size, b));
-            else if (e->kind == VT_EV_BAD_FREE)
-                snprintf(name, sizeof name, "bad free of 0x%" PRIx64, e->addr);
-            else
-                snprintf(name, sizeof name, "finding");
-            fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
-                       "\"ts\":%.3f,\"name\":", SEP(), cat, pid_of(e->device),
-                    tid_of(&st, e->stream), ts_us(tl, e->time_ns));
-            vt__json_str(o, name);
-            fprintf(o, ",\"args\":{\"requested\":%" PRIu64 ",\"device_free\":%" PRIu64,
-                    e->req_size, e->kind == VT_EV_OOM ? e->aux : 0);
-            const char *text = vt__snapshot_string(s, e->str);
-            if (*text) {
-                fputs(",\"text\":", o);
-                vt__json_str(o, text);
-            }
-            frames_arg(o, s, e->stack);
-            fputs("}}", o);
+    } else if (e->kind == VT_EV_OOM || e->kind == VT_EV_BAD_FREE || e->kind == VT_EV_FINDING) {
+        const char *cat = e->kind == VT_EV_OOM ? "oom" : e->kind == VT_EV_BAD_FREE
+                                                          ? "bad_free" : "finding";
+        char name[128];
+        if (e->kind == VT_EV_OOM)
+            snprintf(name, sizeof name, "OOM: %s requested", vt__fmt_bytes(e->req_size, b));
+        else if (e->kind == VT_EV_BAD_FREE)
+            snprintf(name, sizeof name, "bad free of 0x%" PRIx64, e->addr);
+        else
+            snprintf(name, sizeof name, "finding");
+        fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,"
+                   "\"ts\":%.3f,\"name\":", sep(w), cat, pid_of(e->device),
+                tid_of(w, e->stream), ts_us(tl, e->time_ns));
+        vt__json_str(o, name);
+        fprintf(o, ",\"args\":{\"requested\":%" PRIu64 ",\"device_free\":%" PRIu64,
+                e->req_size, e->kind == VT_EV_OOM ? e->aux : 0);
+        const char *text = vt__snapshot_string(s, e->str);
+        if (*text) {
+            fputs(",\"text\":", o);
+            vt__json_str(o, text);
         }
+        frames_arg(o, s, e->stack);
+        fputs("}}", o);
     }
+}
+
+int vt__pf_end(vt__pf *w)
+{
+    const vt__timeline *tl = w->tl;
+    const vt__perfetto_options *opt = w->opt;
+    FILE *o = w->o;
+    char b[64];
     /* the findings, at the moment each became one */
     for (size_t i = 0; i < opt->nfindings; i++) {
         const vt__perfetto_finding *fd = &opt->findings[i];
@@ -186,25 +205,41 @@ int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt__timeline 
         char name[160];
         snprintf(name, sizeof name, "%s: %s", fd->rule, vt__fmt_bytes(fd->bytes, b));
         fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"finding\",\"pid\":%d,\"tid\":0,"
-                   "\"ts\":%.3f,\"name\":", SEP(), pid_of(fd->device), ts_us(tl, t));
+                   "\"ts\":%.3f,\"name\":", sep(w), pid_of(fd->device), ts_us(tl, t));
         vt__json_str(o, name);
         fprintf(o, ",\"args\":{\"rule\":\"%s\",\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
                    "\",\"allocations\":%u,\"freed\":%s",
                 fd->rule, fd->bytes, fd->addr, fd->nallocs, fd->freed ? "true" : "false");
-        frames_arg(o, s, fd->stack);
+        frames_arg(o, w->s, fd->stack);
         fputs("}}", o);
     }
     /* thread names (streams), for every pid that used them */
     for (size_t d = 0; d < tl->ndevices; d++)
-        for (size_t k = 0; k < st.n; k++) {
-            snprintf(b, sizeof b, st.v[k] ? "stream 0x%" PRIx64 : "default stream", st.v[k]);
+        for (size_t k = 0; k < w->nstreams; k++) {
+            uint64_t st = w->streams[k];
+            snprintf(b, sizeof b, st ? "stream 0x%" PRIx64 : "default stream", st);
             fprintf(o, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,"
-                       "\"args\":{\"name\":", SEP(), pid_of(tl->devices[d].device), k + 1);
+                       "\"args\":{\"name\":", sep(w), pid_of(tl->devices[d].device), k + 1);
             vt__json_str(o, b);
             fputs("}}", o);
         }
-#undef SEP
     fputs("\n]}\n", o);
-    free(st.v);
+    free(w->streams);
+    w->streams = NULL;
     return ferror(o) ? -EIO : 0;
+}
+
+int vt__perfetto_export(FILE *o, const vt__snapshot_data *s, const vt__timeline *tl,
+                        const vt__perfetto_options *opt)
+{
+    vt__pf w;
+    vt__pf_begin(&w, o, s, tl, opt);
+    for (size_t d = 0; d < tl->ndevices; d++)
+        for (size_t p = 0; p < tl->devices[d].npoints; p++)
+            vt__pf_point(&w, d, &tl->devices[d].points[p]);
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        vt__pf_slice(&w, &tl->lifetimes[i]);
+    for (size_t i = 0; i < s->nevents; i++)
+        vt__pf_instant(&w, &s->events[i]);
+    return vt__pf_end(&w);
 }

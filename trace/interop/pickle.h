@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum vt__pv_type {
     VT_PV_NONE,
@@ -117,6 +118,12 @@ void vt__pw_list_begin(vt__pickle_writer *w);
 void vt__pw_list_end(vt__pickle_writer *w);
 void vt__pw_tuple_begin(vt__pickle_writer *w);
 void vt__pw_tuple_end(vt__pickle_writer *w);
+/* Write out the bytes buffered so far, when they are at least `at_least`,
+ * and forget them (a writer that streams its pickle: the memo of strings
+ * stays, so its memory is the strings', not the pickle's). vt__pw_data then
+ * has only what came after. @return 0, -ENOMEM (memory ran out at some
+ * point) or -EIO. */
+int vt__pw_flush(vt__pickle_writer *w, FILE *out, size_t at_least);
 /* The bytes written; NULL when memory ran out at some point. */
 const unsigned char *vt__pw_data(const vt__pickle_writer *w, size_t *size);
 

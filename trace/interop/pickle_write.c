@@ -5,6 +5,7 @@
  * PyTorch's MemoryViz.js, ours) reads it. Strings are memoized: the keys of a
  * million trace entries cost two bytes each after the first.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,6 +196,17 @@ void vt__pw_list_begin(vt__pickle_writer *w) { put(w, "](", 2); } /* EMPTY_LIST 
 void vt__pw_list_end(vt__pickle_writer *w) { put1(w, 'e'); }      /* APPENDS */
 void vt__pw_tuple_begin(vt__pickle_writer *w) { put1(w, '('); }   /* MARK */
 void vt__pw_tuple_end(vt__pickle_writer *w) { put1(w, 't'); }     /* TUPLE */
+
+int vt__pw_flush(vt__pickle_writer *w, FILE *out, size_t at_least)
+{
+    if (w->out.oom)
+        return -ENOMEM;
+    if (w->out.n < at_least)
+        return 0;
+    size_t n = w->out.n;
+    w->out.n = 0;   /* the memo stays: later strings still refer to it */
+    return fwrite(w->out.p, 1, n, out) == n ? 0 : -EIO;
+}
 
 const unsigned char *vt__pw_data(const vt__pickle_writer *w, size_t *size)
 {

@@ -44,6 +44,15 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
  * @return 0, or a negative errno with one line in err. */
 int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t errlen);
 
+/* The same bytes from `s` read as a stream of its events (s holds every
+ * section but the events, as vt__snapfile_open_stream gives it; or a whole
+ * snapshot with vt__event_stream_of), written as they are made. A damaged
+ * file's message is the stream's (the err it was opened with).
+ * @return 0, or a negative errno with one line in err (-EIO: a write error). */
+struct vt__event_stream;
+int vt__pytorch_export_stream(const vt__snapshot_data *s, struct vt__event_stream *es, FILE *out,
+                              char *err, size_t errlen);
+
 /* Read a snapshot file of either kind: a .vtsnap, or a PyTorch pickle
  * (recognized by its content: the PROTO opcode, not by its name).
  * @return as vt__snapfile_read(). */
@@ -54,7 +63,6 @@ int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size
  * *out holds every other part. `err` must outlive *es (the stream writes
  * its errors there). Close *es before freeing *out.
  * @return as vt__snapfile_read(). */
-struct vt__event_stream;
 int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt__event_stream **es,
                       char *err, size_t errlen);
 

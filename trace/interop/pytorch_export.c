@@ -11,6 +11,10 @@
  * external_annotations ("NAME START"/"NAME END" as that stage of NAME, any
  * other mark as a START). Sizes in
  * traces are the requested sizes, as PyTorch writes them.
+ *
+ * The parts of the pickle are written by functions of their own
+ * (pytorch_write.h), which the streamed export (pytorch_stream.c) calls in
+ * the same order.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +23,7 @@
 
 #include "pickle.h"
 #include "pytorch.h"
+#include "pytorch_write.h"
 #include "timeline.h"
 
 #define MAX_EXPORT_FRAMES 64
@@ -151,53 +156,103 @@ static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
     vt__pw_dict_end(w);
 }
 
-static void put_device_trace(vt__pickle_writer *w, const vt__snapshot_data *s,
-                             const vt__timeline *tl, int device)
+/* Is e in device `device`'s trace? (Device 0's takes the events of none.) */
+int vt__pt_in_trace(const vt__event *e, int device)
 {
-    vt__pw_list_begin(w);
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->device != device && !(device == 0 && e->device < 0))
-            continue;
-        uint64_t req = e->req_size ? e->req_size : e->size;
-        switch (e->kind) {
-        case VT_EV_ALLOC:
-            put_entry(w, s, e, "alloc", req, 1);
-            break;
-        case VT_EV_FREE_REQUESTED:
-            put_entry(w, s, e, "free_requested", req, 1);
-            if (!e->aux)
-                put_entry(w, s, e, "free_completed", req, 0);
-            break;
-        case VT_EV_FREE_COMPLETED: {
-            const vt__lifetime *l = vt__timeline_event_lifetime(tl, s, i);
-            if (l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux)
-                break; /* written with its plain free */
+    return e->device == device || (device == 0 && e->device < 0);
+}
+
+/* The entries of event e of a device trace. `plain_completion`: e is the
+ * FREE_COMPLETED of a free that needed no wait, written with that free. */
+void vt__pt_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e,
+                  int plain_completion)
+{
+    uint64_t req = e->req_size ? e->req_size : e->size;
+    switch (e->kind) {
+    case VT_EV_ALLOC:
+        put_entry(w, s, e, "alloc", req, 1);
+        break;
+    case VT_EV_FREE_REQUESTED:
+        put_entry(w, s, e, "free_requested", req, 1);
+        if (!e->aux)
             put_entry(w, s, e, "free_completed", req, 0);
-            break;
-        }
-        case VT_EV_SEGMENT_ALLOC:
-            put_entry(w, s, e, "segment_alloc", e->size, 1);
-            break;
-        case VT_EV_SEGMENT_FREE:
-            put_entry(w, s, e, "segment_free", e->size, 1);
-            break;
-        case VT_EV_OOM:
-            vt__pw_dict_begin(w);
-            put_key_str(w, "action", "oom");
-            put_key_u64(w, "addr", e->aux);
-            put_key_u64(w, "device_free", e->aux);
-            put_key_u64(w, "size", e->req_size);
-            put_key_u64(w, "stream", e->stream);
-            put_key_u64(w, "time_us", wall_us(s, e->time_ns));
-            put_frames(w, s, e->stack);
-            vt__pw_dict_end(w);
-            break;
-        default:
-            break;
-        }
+        break;
+    case VT_EV_FREE_COMPLETED:
+        if (!plain_completion)
+            put_entry(w, s, e, "free_completed", req, 0);
+        break;
+    case VT_EV_SEGMENT_ALLOC:
+        put_entry(w, s, e, "segment_alloc", e->size, 1);
+        break;
+    case VT_EV_SEGMENT_FREE:
+        put_entry(w, s, e, "segment_free", e->size, 1);
+        break;
+    case VT_EV_OOM:
+        vt__pw_dict_begin(w);
+        put_key_str(w, "action", "oom");
+        put_key_u64(w, "addr", e->aux);
+        put_key_u64(w, "device_free", e->aux);
+        put_key_u64(w, "size", e->req_size);
+        put_key_u64(w, "stream", e->stream);
+        put_key_u64(w, "time_us", wall_us(s, e->time_ns));
+        put_frames(w, s, e->stack);
+        vt__pw_dict_end(w);
+        break;
+    default:
+        break;
     }
+}
+
+/* A MARK as an external annotation: "NAME START" / "NAME END" (what the
+ * importer makes of an annotation) go back as that stage; any other mark
+ * as a START. */
+void vt__pt_annotation(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__event *e)
+{
+    const char *label = vt__snapshot_string(s, e->str);
+    size_t n = strlen(label);
+    const char *stage = "START";
+    if (n > 4 && !strcmp(label + n - 4, " END")) {
+        stage = "END";
+        n -= 4;
+    } else if (n > 6 && !strcmp(label + n - 6, " START")) {
+        n -= 6;
+    }
+    char *nm = strndup(label, n);
+    vt__pw_dict_begin(w);
+    put_key_str(w, "name", nm ? nm : label);
+    put_key_str(w, "stage", stage);
+    put_key_int(w, "device", e->device < 0 ? 0 : e->device);
+    put_key_u64(w, "time_us", wall_us(s, e->time_ns));
+    vt__pw_dict_end(w);
+    free(nm);
+}
+
+/* The pickle up to the first device trace. */
+void vt__pt_head(vt__pickle_writer *w, const vt__snapshot_data *s)
+{
+    vt__pw_begin(w);
+    vt__pw_dict_begin(w);
+    put_segments(w, s);
+    vt__pw_str(w, "device_traces");
+    vt__pw_list_begin(w);
+}
+
+/* From the end of the device traces to the first annotation. */
+void vt__pt_middle(vt__pickle_writer *w)
+{
     vt__pw_list_end(w);
+    vt__pw_str(w, "allocator_settings");
+    vt__pw_dict_begin(w);
+    vt__pw_dict_end(w);
+    vt__pw_str(w, "external_annotations");
+    vt__pw_list_begin(w);
+}
+
+void vt__pt_tail(vt__pickle_writer *w)
+{
+    vt__pw_list_end(w);
+    vt__pw_dict_end(w);
+    vt__pw_end(w);
 }
 
 int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t errlen)
@@ -216,46 +271,25 @@ int vt__pytorch_export(const vt__snapshot_data *s, FILE *out, char *err, size_t 
     if (maxdev < 0)
         maxdev = 0;   /* a trace for device 0 even when nothing names one */
 
-    vt__pw_begin(w);
-    vt__pw_dict_begin(w);
-    put_segments(w, s);
-    vt__pw_str(w, "device_traces");
-    vt__pw_list_begin(w);
-    for (int d = 0; d <= maxdev; d++)
-        put_device_trace(w, s, tl, d);
-    vt__pw_list_end(w);
-    vt__pw_str(w, "allocator_settings");
-    vt__pw_dict_begin(w);
-    vt__pw_dict_end(w);
-    vt__pw_str(w, "external_annotations");
-    vt__pw_list_begin(w);
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->kind != VT_EV_MARK)
-            continue;
-        /* "NAME START" / "NAME END" (what the importer makes of an
-         * annotation) go back as that stage; any other mark as a START */
-        const char *label = vt__snapshot_string(s, e->str);
-        size_t n = strlen(label);
-        const char *stage = "START";
-        if (n > 4 && !strcmp(label + n - 4, " END")) {
-            stage = "END";
-            n -= 4;
-        } else if (n > 6 && !strcmp(label + n - 6, " START")) {
-            n -= 6;
+    vt__pt_head(w, s);
+    for (int d = 0; d <= maxdev; d++) {
+        vt__pw_list_begin(w);
+        for (size_t i = 0; i < s->nevents; i++) {
+            const vt__event *e = &s->events[i];
+            if (!vt__pt_in_trace(e, d))
+                continue;
+            const vt__lifetime *l = e->kind == VT_EV_FREE_COMPLETED
+                                    ? vt__timeline_event_lifetime(tl, s, i) : NULL;
+            int plain = l && l->free_event != VT_TL_NONE && !s->events[l->free_event].aux;
+            vt__pt_event(w, s, e, plain);
         }
-        char *nm = strndup(label, n);
-        vt__pw_dict_begin(w);
-        put_key_str(w, "name", nm ? nm : label);
-        put_key_str(w, "stage", stage);
-        put_key_int(w, "device", e->device < 0 ? 0 : e->device);
-        put_key_u64(w, "time_us", wall_us(s, e->time_ns));
-        vt__pw_dict_end(w);
-        free(nm);
+        vt__pw_list_end(w);
     }
-    vt__pw_list_end(w);
-    vt__pw_dict_end(w);
-    vt__pw_end(w);
+    vt__pt_middle(w);
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_MARK)
+            vt__pt_annotation(w, s, &s->events[i]);
+    vt__pt_tail(w);
     vt__timeline_free(tl);
 
     size_t size;

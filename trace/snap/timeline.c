@@ -183,19 +183,21 @@ int vt__tl_build_addr_index(struct builder *b)
 
 /* ---- public ------------------------------------------------------------- */
 
+int vt__lifetime_inherited(const vt__lifetime *l, uint64_t fork_seq)
+{
+    if (!fork_seq)
+        return 0;
+    return l->alloc_event != VT_TL_NONE ? l->alloc_seq < fork_seq
+           : (l->flags & VT_LT_BEFORE_WINDOW) && (!l->alloc_seq || l->alloc_seq < fork_seq);
+}
+
 /* Flag what the parent held at the last fork (timeline.h). */
 void vt__tl_mark_inherited(struct builder *b)
 {
     vt__timeline *tl = b->tl;
-    if (!tl->fork_seq)
-        return;
-    for (size_t i = 0; i < tl->nlifetimes; i++) {
-        vt__lifetime *l = &tl->lifetimes[i];
-        int before = l->alloc_event != VT_TL_NONE ? l->alloc_seq < tl->fork_seq
-                    : (l->flags & VT_LT_BEFORE_WINDOW) && (!l->alloc_seq || l->alloc_seq < tl->fork_seq);
-        if (before)
-            l->flags |= VT_LT_INHERITED;
-    }
+    for (size_t i = 0; i < tl->nlifetimes; i++)
+        if (vt__lifetime_inherited(&tl->lifetimes[i], tl->fork_seq))
+            tl->lifetimes[i].flags |= VT_LT_INHERITED;
 }
 
 void vt__tl_builder_free(struct builder *b)

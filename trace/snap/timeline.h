@@ -315,6 +315,33 @@ void vt__tl_follow_on_retire(vt__tl_follow *f, void (*fn)(void *ctx, const vt__l
 /* Release a follower. NULL is fine. */
 void vt__tl_follow_close(vt__tl_follow *f);
 
+/* Every lifetime of vt__timeline_build's, in its order and with its
+ * records, from a snapshot read as a stream (timeline_walk.c): for a view
+ * that lists every allocation, in memory that follows what is alive at once
+ * plus 32 bytes per allocation the events settle. Open a walk, let the
+ * streamed build (vt__timeline_build_stream_hooked, which may be told the
+ * points too) tell it each lifetime it retires (vt__tl_walk_retired as the
+ * `retired` hook, the walk as its ctx), then run it once over that build's
+ * timeline: `fn` is handed each lifetime in turn. The records are the whole
+ * build's but their streams (nstreams 0: the streamed build keeps none) and,
+ * for a lifetime the build retired, complete_event and reusable_event
+ * (VT_TL_NONE). */
+typedef struct vt__tl_walk vt__tl_walk;
+/* @return 0 or -ENOMEM. */
+int vt__tl_walk_open(vt__tl_walk **out);
+/* A vt__tl_stream_hooks.retired; ctx is the walk. */
+void vt__tl_walk_retired(void *ctx, const vt__lifetime *l);
+/* Hand fn each lifetime, reading the events once more. A damaged file's
+ * message is the stream's. @return 0, -ENOMEM or the stream's error. */
+int vt__tl_walk_run(vt__tl_walk *w, struct vt__event_stream *es, const vt__timeline *tl,
+                    void (*fn)(void *ctx, const vt__lifetime *l), void *ctx);
+/* Release a walk. NULL is fine. */
+void vt__tl_walk_close(vt__tl_walk *w);
+
+/* Was l allocated by the parent of a forked process (VT_LT_INHERITED's
+ * rule), fork_seq being the last FORK event's seq (0: none)? */
+int vt__lifetime_inherited(const vt__lifetime *l, uint64_t fork_seq);
+
 /* The lifetime an event belongs to, or NULL (not an allocation event or out
  * of range). For SEGMENT_* events use vt__timeline_event_segment(). */
 const vt__lifetime *vt__timeline_event_lifetime(const vt__timeline *tl, const vt__snapshot_data *s,

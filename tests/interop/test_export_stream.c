@@ -1,0 +1,249 @@
+/*
+ * tests/interop/test_export_stream.c - what the exports write from a
+ * snapshot read as a stream of its events is what they write from the
+ * whole snapshot and its timeline, byte for byte:
+ *  - the Perfetto export (vt__perfetto_export_stream, what `vramtrace
+ *    export --format perfetto` writes, against vt__perfetto_export), with
+ *    and without findings;
+ *  - the JSON document (vt__json_doc_write_stream, what `vramtrace json`
+ *    prints, against vt__json_doc_write), with and without --events;
+ *  - the PyTorch pickle (vt__pytorch_export_stream, what `vramtrace export
+ *    --format torch` writes, against vt__pytorch_export);
+ * on random event streams full of what the timeline's matching reconciles
+ * (gaps, lost frees, pending frees, forks, stream uses, a state that
+ * disagrees, two devices), on a training loop read in chunks small enough
+ * to end inside events, and on every shape tests/viz/gen_snapshot makes
+ * ($VT_GEN).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "event_stream.h"
+#include "json_doc.h"
+#include "perfetto.h"
+#include "pytorch.h"
+#include "snapfile.h"
+#include "test_format_gen.h"
+#include "timeline.h"
+
+static char err[1024];
+
+/* Two findings, one on a stack, one on none: their instants close the file. */
+static const vt__perfetto_finding findings[] = {
+    { .rule = "linger", .time_ns = 2000, .device = 0, .bytes = 4096, .addr = 0x10000,
+      .nallocs = 1, .freed = false, .stack = 1 },
+    { .rule = "pinned", .time_ns = 0, .device = 1, .bytes = 1 << 20, .addr = 0x20000,
+      .nallocs = 3, .freed = true, .stack = 0 },
+};
+
+static vt__perfetto_options options(int with_findings)
+{
+    vt__perfetto_options o = { 0 };
+    if (with_findings) {
+        o.findings = findings;
+        o.nfindings = sizeof findings / sizeof *findings;
+    }
+    return o;
+}
+
+/* An export both ways; `variant` picks its option (findings, --events). */
+struct format {
+    const char *name;
+    int (*whole)(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl, int variant);
+    int (*streamed)(FILE *f, const vt__snapshot_data *h, vt__event_stream *es, int variant);
+};
+
+static int perfetto_whole(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl, int variant)
+{
+    vt__perfetto_options o = options(variant);
+    return vt__perfetto_export(f, s, tl, &o);
+}
+
+static int perfetto_streamed(FILE *f, const vt__snapshot_data *h, vt__event_stream *es, int variant)
+{
+    vt__perfetto_options o = options(variant);
+    return vt__perfetto_export_stream(f, h, es, &o, err, sizeof err);
+}
+
+static int json_whole(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl, int variant)
+{
+    return vt__json_doc_write(f, "s.vtsnap", s, tl, variant);
+}
+
+static int json_streamed(FILE *f, const vt__snapshot_data *h, vt__event_stream *es, int variant)
+{
+    return vt__json_doc_write_stream(f, "s.vtsnap", h, es, variant, err, sizeof err);
+}
+
+static int torch_whole(FILE *f, const vt__snapshot_data *s, const vt__timeline *tl, int variant)
+{
+    (void)tl, (void)variant;
+    return vt__pytorch_export(s, f, err, sizeof err);
+}
+
+static int torch_streamed(FILE *f, const vt__snapshot_data *h, vt__event_stream *es, int variant)
+{
+    (void)variant;
+    return vt__pytorch_export_stream(h, es, f, err, sizeof err);
+}
+
+static const struct format formats[] = {
+    { "perfetto", perfetto_whole, perfetto_streamed },
+    { "json", json_whole, json_streamed },
+    { "torch", torch_whole, torch_streamed },
+};
+#define NFORMATS (sizeof formats / sizeof *formats)
+
+static char *export_whole(const struct format *x, const vt__snapshot_data *s, int variant,
+                          size_t *n)
+{
+    vt__timeline *tl;
+    ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
+    char *p = NULL;
+    FILE *f = open_memstream(&p, n);
+    ASSERT(f);
+    ASSERT(x->whole(f, s, tl, variant) == 0);
+    fclose(f);
+    vt__timeline_free(tl);
+    return p;
+}
+
+static char *export_streamed(const struct format *x, const vt__snapshot_data *h,
+                             vt__event_stream *es, int variant, size_t *n)
+{
+    char *p = NULL;
+    FILE *f = open_memstream(&p, n);
+    ASSERT(f);
+    int rc = x->streamed(f, h, es, variant);
+    fclose(f);
+    ASSERT_MSG(rc == 0, "%s: %d %s", x->name, rc, err);
+    return p;
+}
+
+/* Byte for byte; else where they part, with some of either around it. */
+static void same_bytes(const char *w, size_t nw, const char *c, size_t nc, const char *what)
+{
+    size_t i = 0;
+    while (i < nw && i < nc && w[i] == c[i])
+        i++;
+    if (i == nw && i == nc)
+        return;
+    size_t from = i > 120 ? i - 120 : 0;
+    ASSERT_MSG(0, "%s: the streamed export parts from the whole one at byte %zu of %zu/%zu\n"
+               "--- whole:    %.240s\n--- streamed: %.240s", what, i, nw, nc, w + from, c + from);
+}
+
+/* Every format, s's events streamed from memory. */
+static void same_in_memory(const vt__snapshot_data *s, int variant, const char *what)
+{
+    for (size_t k = 0; k < NFORMATS; k++) {
+        vt__event_stream *es;
+        ASSERT(vt__event_stream_of(s, &es) == 0);
+        size_t nc, nw;
+        char *c = export_streamed(&formats[k], s, es, variant, &nc);
+        vt__event_stream_close(es);
+        char *w = export_whole(&formats[k], s, variant, &nw);
+        char name[160];
+        snprintf(name, sizeof name, "%s, %s", formats[k].name, what);
+        same_bytes(w, nw, c, nc, name);
+        free(w);
+        free(c);
+    }
+}
+
+/* The file `path` both ways in every format: read whole, read as a stream
+ * in chunks of `chunk` bytes (0: the default). */
+static void same_from_file(const char *path, size_t chunk, int variant, const char *what)
+{
+    vt__snapshot_data *s, *h;
+    ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s: %s", path, err);
+    for (size_t k = 0; k < NFORMATS; k++) {
+        vt__event_stream *es;
+        char serr[1024];
+        ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s",
+                   serr);
+        size_t nc, nw;
+        char *c = export_streamed(&formats[k], h, es, variant, &nc);
+        char *w = export_whole(&formats[k], s, variant, &nw);
+        char name[160];
+        snprintf(name, sizeof name, "%s, %s", formats[k].name, what);
+        same_bytes(w, nw, c, nc, name);
+        free(w);
+        free(c);
+        vt__event_stream_close(es);
+        vt__snapshot_free(h);
+    }
+    vt__snapshot_free(s);
+}
+
+static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, size_t len)
+{
+    strcpy(dir, "/tmp/vt-test-exportstream-XXXXXX");
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(path, len, "%s/s.vtsnap", dir);
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+}
+
+TEST(streamed_exports_are_the_whole_exports_on_random_event_streams)
+{
+    uint64_t rnd = 20261129;
+    for (int k = 0; k < 400; k++) {
+        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
+        char what[64];
+        snprintf(what, sizeof what, "random snapshot %d", k);
+        same_in_memory(s, k % 2, what);
+        if (k % 20 == 0) {
+            char dir[64], path[96];
+            write_snapshot(s, dir, path, sizeof path);
+            same_from_file(path, 1 + gen_rand(&rnd) % 64, k % 2, what);
+            unlink(path);
+            rmdir(dir);
+        }
+        vt__snapshot_free(s);
+    }
+}
+
+TEST(streamed_exports_are_the_whole_exports_on_a_training_loop_read_in_small_chunks)
+{
+    vt__snapshot_data *s = gen_training(100000, 7);
+    char dir[64], path[96];
+    write_snapshot(s, dir, path, sizeof path);
+    same_from_file(path, 16, 1, "training loop, 16-byte chunks");
+    same_from_file(path, 0, 0, "training loop");
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+    s = gen_small();
+    same_in_memory(s, 1, "gen_small");
+    vt__snapshot_free(s);
+}
+
+TEST(streamed_exports_are_the_whole_exports_on_every_generated_shape)
+{
+    const char *gen = getenv("VT_GEN");
+    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
+    static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
+                                         "python", "run", "oom", "big" };
+    char dir[] = "/tmp/vt-test-exportshapes-XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char path[128], cmd[512];
+        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
+        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], path,
+                 strcmp(kinds[k], "big") ? "" : "200000");
+        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        for (int variant = 0; variant < 2; variant++) {
+            char what[96];
+            snprintf(what, sizeof what, "gen_snapshot %s, variant %d", kinds[k], variant);
+            same_from_file(path, variant ? 7 : 0, variant, what);
+        }
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+TEST_MAIN()
