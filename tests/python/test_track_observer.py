@@ -314,6 +314,36 @@ def test_a_parameter_moved_by_module_to_is_used_on_its_new_memory_without_a_mark
 
 
 @pytest.mark.parametrize("switch", ["1", "0"], ids=["observer", "mode"])
+def test_a_base_only_its_views_keep_is_dropped_at_the_next_mark(real_lib, observer,
+                                                                monkeypatch, switch):
+    """``kept.append(out[:, 0])``: PyTorch keeps each dropped ``out`` alive,
+    Python object and all, as its view's ``_base``, so no death is seen and
+    `check` took the storage as held by its owner (the pinned rule never saw
+    the commonest way to pin one). At a mark such a base is dropped; a base
+    the program still names (a local, a dict's value) is not."""
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
+    kept, named = [], {}
+    with vtt.track() as tr:
+        for i in range(3):
+            vtt.mark(f"batch {i}")
+            out = torch.randn(16, 64) * 1
+            kept.append(out[:, 0])
+        named["base"] = torch.randn(8, 8) * 1
+        row = named["base"][0]
+        ids = [tr.tensor_id(t) for t in (out, named["base"], kept[0], kept[1], row)]
+        vtt.mark("end")
+        owners = {r.tid for s in tr._storages.values() for r in s.tids if not r.base}
+        views = {r.tid for s in tr._storages.values() for r in s.tids if r.base}
+        first_bases = {r.base for s in tr._storages.values() for r in s.tids
+                       if r.tid in (ids[2], ids[3])}
+    assert tr.errors == 0 and all(ids)
+    assert ids[0] in owners and ids[1] in owners          # named: kept in the books
+    assert not first_bases & owners, (first_bases, owners)   # the dropped ones: gone
+    assert {ids[2], ids[3], ids[4]} <= views
+    del row
+
+
+@pytest.mark.parametrize("switch", ["1", "0"], ids=["observer", "mode"])
 def test_an_op_giving_a_tensor_other_memory_is_recorded_at_the_programs_line(
         real_lib, observer, monkeypatch, tmp_path, switch):
     # set_ (and resize_) go from the C recording to the tracker's Python

@@ -519,3 +519,24 @@ def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp
         assert "from 1 cause" in text, text[:4000]
         assert "held by: module __main__.kept → list[*] → tensor 'return self.head(" in text, \
             text[:4000]
+
+
+def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
+    """``kept.append(out[:, 0])``: the row keeps its batch's whole output
+    through its ``_base``, which PyTorch keeps alive with its Python object
+    (no death is seen); the tracker drops such a base at a mark or tick, and
+    `check`'s pinned rule names the row. Its twin (``.clone()``) is clean.
+    Before: 0 findings for the pinned one too."""
+    prog = os.path.join(HERE, "kept_cls.py")
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0 and "embeddings (192, 128)" in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        if kind == "fixed":
+            assert rc == 0, text[:4000]
+            continue
+        assert rc == 1, text
+        assert "[pinned]" in text and "[linger]" not in text, text[:4000]
+        assert "tensor 'cls = out[:, 0] (kept_cls.py:" in text, text[:4000]

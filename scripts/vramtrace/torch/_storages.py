@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import bisect
+import gc
+import sys
 from typing import Optional
 
 from .._lib import VramtraceError
+from .._referrers import _Locals
 from ._records import _StorageRec, _TensorRec
-from ._torch_facts import _storage_info
+from ._torch_facts import _SKIP_FILES, _base_alone_count, _storage_info
 
 
 class _Storages:
@@ -178,4 +181,47 @@ class _Storages:
             info = _storage_info(t)
             if info is not None and info[2] != rec.skey:
                 self._migrate(rec, None)
+            del t
+        self._drop_bases_only_views_hold()
+
+    def _drop_bases_only_views_hold(self) -> None:
+        """A base tensor the program no longer names but whose views it
+        keeps (``out[:, 0]`` of each batch's output kept in a list) lives on
+        in PyTorch as its views' ``_base``, Python object and all, so its
+        death is never seen; the storage then looks held by its owner, and
+        `check`'s pinned rule (small views keeping a dropped base's storage)
+        never sees the most common way to pin one. Such a base is dropped
+        here, at the mark: its reference count is what nothing but its
+        TensorImpl would give it (_base_alone_count), and no object and no
+        running frame's local refers to it (one heap pass for them all: the
+        same count is read by a tensor one dict holds, whose TensorImpl
+        holds no reference). Only bases with a view alive are looked at."""
+        alone = _base_alone_count()
+        if alone is None:
+            return
+        cands = []
+        for srec in [s for s in self._storages.values() if len(s.tids) > 1]:
+            for rec in [r for r in srec.tids if not r.base and r.tid and r.ref is not None]:
+                if not any(r.base == rec.tid for r in srec.tids):
+                    continue   # no view of it alive: its death is seen as any
+                t = rec.ref()
+                if t is not None and sys.getrefcount(t) == alone:
+                    cands.append((rec, t))
+                del t
+        if not cands:
+            return
+        held = {id(c[1]) for c in cands}
+        objs = [c[1] for c in cands]
+        mine = {id(objs), id(cands)} | {id(c) for c in cands}
+        found = gc.get_referrers(*objs)
+        referred = {id(x) for r in found if id(r) not in mine
+                    for x in gc.get_referents(r) if id(x) in held}
+        del found, objs
+        referred |= held & set(_Locals(_SKIP_FILES).by_id)
+        by_obj = self._by_obj
+        for rec, t in cands:
+            if id(t) not in referred:
+                if by_obj.get(id(t)) is rec:
+                    del by_obj[id(t)]
+                self._drop(rec, None)
             del t

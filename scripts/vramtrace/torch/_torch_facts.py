@@ -131,3 +131,48 @@ def _tensors_in(obj: Any, out: List[Any]) -> None:
     elif isinstance(obj, dict):
         for x in obj.values():
             _tensors_in(x, out)
+
+
+# --------------------------------------------------------------------------
+# A base tensor only its views keep
+# --------------------------------------------------------------------------
+
+_alone_counts: List[Optional[int]] = []
+
+
+def _base_alone_count() -> Optional[int]:
+    """``sys.getrefcount(t)`` of a base tensor ``t = weakref()`` (a local
+    name, as _Storages._drop_bases_only_views_hold reads it) that nothing of
+    the program holds, whose TensorImpl only its views keep (their C++
+    ``_base``). PyTorch 2.x keeps such a tensor's Python object alive with
+    its TensorImpl, so its weakref never fires: the program has dropped it,
+    and no death says so. A shared TensorImpl holds its Python object, so a
+    base the program still names reads one more. Measured once on a probe
+    with the program's modes out of the way; None where the two read the
+    same (another PyTorch): then no base is dropped early. Measured when a
+    Tracker is made, outside any op: inside an op observer's callback a
+    slice is no tracked view (no ``_base``), and the probe would read None."""
+    if _alone_counts:
+        return _alone_counts[0]
+    import sys
+    import weakref
+    alone: Optional[int] = None
+    try:
+        with _torch._C.DisableTorchFunction(), _torch._C._DisableTorchDispatch():
+            base = _torch.empty(2, dtype=_torch.uint8, device="cpu")
+            view = base[:1]
+            ref = weakref.ref(base)
+            t = ref()
+            named = sys.getrefcount(t)
+            del t, base
+            t = ref()
+            if t is not None:
+                alone = sys.getrefcount(t)
+            del t, view, ref
+        if alone is not None and alone >= named:
+            alone = None
+    except Exception:
+        alone = None
+    _alone_counts.append(alone)
+    return alone
+

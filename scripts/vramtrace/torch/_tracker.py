@@ -26,7 +26,7 @@ from ._walks import _FIRST_PASS_S
 from ._records import _StorageRec, _TensorRec
 from ._registry import _active, _tls
 from ._storages import _Storages
-from ._torch_facts import _SKIP_FILES
+from ._torch_facts import _SKIP_FILES, _base_alone_count
 from ._walks import _Walks
 
 import torch as _torch
@@ -130,6 +130,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._pending: List[_TensorRec] = []          # outputs not recorded yet
         self._storages: Dict[int, _StorageRec] = {}
         self._life = StorageLife(_torch)
+        _base_alone_count()   # measured here, outside any op (_Storages._drop_bases_only_views_hold)
         self._starts: List[int] = []                  # sorted ptrs of declared storages
         self._at_ptr: Dict[int, _StorageRec] = {}     # declared external storages by ptr
         # Storages whose last tracked tensor died: the StorageImpl is released
