@@ -19,6 +19,7 @@
 #include "pytorch.h"
 #include "report_util.h"
 #include "snapfile.h"
+#include "streamed_vs_whole.h"
 #include "test_format_gen.h"
 #include "timeline.h"
 
@@ -71,19 +72,6 @@ static char *report(vt__compare *c, size_t top, size_t *n)
     return p;
 }
 
-/* Byte for byte; else where they part, with some of either around it. */
-static void same_report(const char *w, size_t nw, const char *c, size_t nc, const char *what)
-{
-    size_t i = 0;
-    while (i < nw && i < nc && w[i] == c[i])
-        i++;
-    if (i == nw && i == nc)
-        return;
-    size_t from = i > 120 ? i - 120 : 0;
-    ASSERT_MSG(0, "%s: the streamed report parts from the whole one at byte %zu of %zu/%zu\n"
-               "--- whole:    %.400s\n--- streamed: %.400s", what, i, nw, nc, w + from, c + from);
-}
-
 /* The ranks files[0..n) both ways, text and JSON; the text report returned
  * (the caller's to free) for a test to read. */
 static char *same_both_ways(char *const *files, size_t n, size_t chunk, size_t top,
@@ -102,7 +90,7 @@ static char *same_both_ways(char *const *files, size_t n, size_t chunk, size_t t
         char *w = report(cw, top, &nw), *s = report(cs, top, &ns);
         char desc[160];
         snprintf(desc, sizeof desc, "%s (%s)", what, json ? "json" : "text");
-        same_report(w, nw, s, ns, desc);
+        svw_same_bytes(w, nw, s, ns, desc, "report");
         free(w);
         if (json)
             free(s);
@@ -209,8 +197,6 @@ TEST(streamed_compare_is_the_whole_compare_on_training_ranks_read_in_small_chunk
 
 TEST(streamed_compare_is_the_whole_compare_on_the_viz_shapes_as_ranks)
 {
-    const char *gen = getenv("VT_GEN");
-    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
     static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
                                          "python", "run", "oom", "big" };
     enum { NK = sizeof kinds / sizeof *kinds };
@@ -221,10 +207,7 @@ TEST(streamed_compare_is_the_whole_compare_on_the_viz_shapes_as_ranks)
         files[k] = malloc(256);
         ASSERT(files[k]);
         snprintf(files[k], 256, "%s/%s.vtsnap", dir, kinds[k]);
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], files[k],
-                 strcmp(kinds[k], "big") ? "" : "200000");
-        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        svw_gen_shape(kinds[k], files[k], 200000);
     }
     for (size_t k = 0; k < NK; k++) {
         char what[96];

@@ -27,6 +27,7 @@
 #include "perfetto.h"
 #include "pytorch.h"
 #include "snapfile.h"
+#include "streamed_vs_whole.h"
 #include "test_format_gen.h"
 #include "timeline.h"
 
@@ -124,19 +125,6 @@ static char *export_streamed(const struct format *x, const vt__snapshot_data *h,
     return p;
 }
 
-/* Byte for byte; else where they part, with some of either around it. */
-static void same_bytes(const char *w, size_t nw, const char *c, size_t nc, const char *what)
-{
-    size_t i = 0;
-    while (i < nw && i < nc && w[i] == c[i])
-        i++;
-    if (i == nw && i == nc)
-        return;
-    size_t from = i > 120 ? i - 120 : 0;
-    ASSERT_MSG(0, "%s: the streamed export parts from the whole one at byte %zu of %zu/%zu\n"
-               "--- whole:    %.240s\n--- streamed: %.240s", what, i, nw, nc, w + from, c + from);
-}
-
 /* Every format, s's events streamed from memory. */
 static void same_in_memory(const vt__snapshot_data *s, int variant, const char *what)
 {
@@ -149,7 +137,7 @@ static void same_in_memory(const vt__snapshot_data *s, int variant, const char *
         char *w = export_whole(&formats[k], s, variant, &nw);
         char name[160];
         snprintf(name, sizeof name, "%s, %s", formats[k].name, what);
-        same_bytes(w, nw, c, nc, name);
+        svw_same_bytes(w, nw, c, nc, name, "export");
         free(w);
         free(c);
     }
@@ -171,21 +159,13 @@ static void same_from_file(const char *path, size_t chunk, int variant, const ch
         char *w = export_whole(&formats[k], s, variant, &nw);
         char name[160];
         snprintf(name, sizeof name, "%s, %s", formats[k].name, what);
-        same_bytes(w, nw, c, nc, name);
+        svw_same_bytes(w, nw, c, nc, name, "export");
         free(w);
         free(c);
         vt__event_stream_close(es);
         vt__snapshot_free(h);
     }
     vt__snapshot_free(s);
-}
-
-static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, size_t len)
-{
-    strcpy(dir, "/tmp/vt-test-exportstream-XXXXXX");
-    ASSERT(mkdtemp(dir) != NULL);
-    snprintf(path, len, "%s/s.vtsnap", dir);
-    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
 }
 
 TEST(streamed_exports_are_the_whole_exports_on_random_event_streams)
@@ -198,7 +178,7 @@ TEST(streamed_exports_are_the_whole_exports_on_random_event_streams)
         same_in_memory(s, k % 2, what);
         if (k % 20 == 0) {
             char dir[64], path[96];
-            write_snapshot(s, dir, path, sizeof path);
+            svw_write_snapshot(s, "exportstream", dir, path, sizeof path);
             same_from_file(path, 1 + gen_rand(&rnd) % 64, k % 2, what);
             unlink(path);
             rmdir(dir);
@@ -211,7 +191,7 @@ TEST(streamed_exports_are_the_whole_exports_on_a_training_loop_read_in_small_chu
 {
     vt__snapshot_data *s = gen_training(100000, 7);
     char dir[64], path[96];
-    write_snapshot(s, dir, path, sizeof path);
+    svw_write_snapshot(s, "exportstream", dir, path, sizeof path);
     same_from_file(path, 16, 1, "training loop, 16-byte chunks");
     same_from_file(path, 0, 0, "training loop");
     unlink(path);
@@ -224,18 +204,14 @@ TEST(streamed_exports_are_the_whole_exports_on_a_training_loop_read_in_small_chu
 
 TEST(streamed_exports_are_the_whole_exports_on_every_generated_shape)
 {
-    const char *gen = getenv("VT_GEN");
-    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
     static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
                                          "python", "run", "oom", "big" };
     char dir[] = "/tmp/vt-test-exportshapes-XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128], cmd[512];
+        char path[128];
         snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], path,
-                 strcmp(kinds[k], "big") ? "" : "200000");
-        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        svw_gen_shape(kinds[k], path, 200000);
         for (int variant = 0; variant < 2; variant++) {
             char what[96];
             snprintf(what, sizeof what, "gen_snapshot %s, variant %d", kinds[k], variant);

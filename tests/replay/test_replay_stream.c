@@ -25,6 +25,7 @@
 #include "pytorch.h"
 #include "replay_internal.h"
 #include "snapfile.h"
+#include "streamed_vs_whole.h"
 #include "test_format_gen.h"
 
 static char err[1024];
@@ -99,14 +100,6 @@ static void same_completions(const vt__snapshot_data *s, vt__event_stream *es, c
     free(immediate);
 }
 
-static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, size_t len)
-{
-    strcpy(dir, "/tmp/vt-test-replaystream-XXXXXX");
-    ASSERT(mkdtemp(dir) != NULL);
-    snprintf(path, len, "%s/s.vtsnap", dir);
-    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-}
-
 TEST(completions_read_as_a_stream_are_the_whole_recordings_on_random_event_streams)
 {
     uint64_t rnd = 20261129;
@@ -120,7 +113,7 @@ TEST(completions_read_as_a_stream_are_the_whole_recordings_on_random_event_strea
         vt__event_stream_close(es);
         if (k % 10 == 0) {
             char dir[64], path[96], serr[1024];
-            write_snapshot(s, dir, path, sizeof path);
+            svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
             vt__snapshot_data *h;
             ASSERT_MSG(vt__snapfile_open_stream(path, 1 + gen_rand(&rnd) % 32, &h, &es, serr,
                                                 sizeof serr) == 0, "%s", serr);
@@ -271,7 +264,7 @@ TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
     for (int k = 0; k < 40; k++) {
         vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
         char dir[64], path[96], what[64];
-        write_snapshot(s, dir, path, sizeof path);
+        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
         snprintf(what, sizeof what, "random snapshot %d", k);
         vt__replay_options o = { .capacity = k % 2 ? 1ull << 20 : 0, .curve = true,
                                  .rules = VT_REPLAY_RULES_VRAMTRACE };
@@ -282,7 +275,7 @@ TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
     }
     vt__snapshot_data *s = gen_training(60000, 3);
     char dir[64], path[96];
-    write_snapshot(s, dir, path, sizeof path);
+    svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
     same_replays(path, 16, "training loop, 16-byte chunks");
     unlink(path);
     rmdir(dir);
@@ -291,18 +284,14 @@ TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
 
 TEST(streamed_replay_is_the_whole_replay_on_the_viz_shapes)
 {
-    const char *gen = getenv("VT_GEN");
-    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
     static const char *const kinds[] = { "small", "many", "one", "huge", "python", "run",
                                          "oom", "big" };
     char dir[] = "/tmp/vt-test-replayshapes-XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128], cmd[512];
+        char path[128];
         snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], path,
-                 strcmp(kinds[k], "big") ? "" : "100000");
-        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        svw_gen_shape(kinds[k], path, 100000);
         char what[96];
         snprintf(what, sizeof what, "gen_snapshot %s", kinds[k]);
         same_replays(path, k % 2 ? 0 : 4096, what);
@@ -317,7 +306,7 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
 {
     vt__snapshot_data *s = gen_training(20000, 9);
     char dir[64], path[96];
-    write_snapshot(s, dir, path, sizeof path);
+    svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
     vt__snapshot_free(s);
     ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s", err);
     const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
@@ -360,7 +349,7 @@ TEST(pytorch_rules_refuse_a_stream_of_a_file)
 {
     vt__snapshot_data *s = gen_training(2000, 5);
     char dir[64], path[96], serr[1024];
-    write_snapshot(s, dir, path, sizeof path);
+    svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
     vt__snapshot_data *h;
     vt__event_stream *es;
     ASSERT(vt__snapfile_open_stream(path, 0, &h, &es, serr, sizeof serr) == 0);

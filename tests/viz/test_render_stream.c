@@ -21,6 +21,7 @@
 #include "pytorch.h"
 #include "render.h"
 #include "snapfile.h"
+#include "streamed_vs_whole.h"
 #include "test_format_gen.h"
 #include "timeline.h"
 
@@ -72,19 +73,6 @@ static int page_streamed(const vt__snapshot_data *h, vt__event_stream *es, int c
     return rc;
 }
 
-/* Byte for byte; else where they part, with some of either around it. */
-static void same_page(const char *w, size_t nw, const char *c, size_t nc, const char *what)
-{
-    size_t i = 0;
-    while (i < nw && i < nc && w[i] == c[i])
-        i++;
-    if (i == nw && i == nc)
-        return;
-    size_t from = i > 120 ? i - 120 : 0;
-    ASSERT_MSG(0, "%s: the streamed page parts from the whole one at byte %zu of %zu/%zu\n"
-               "--- whole:    %.240s\n--- streamed: %.240s", what, i, nw, nc, w + from, c + from);
-}
-
 static int has_oom(const vt__snapshot_data *s)
 {
     for (size_t i = 0; i < s->nevents; i++)
@@ -110,7 +98,7 @@ static void same_in_memory(const vt__snapshot_data *s, int check, const char *wh
     ASSERT_MSG(rc == 0, "%s: %d %s", what, rc, err);
     size_t nw;
     char *w = page_whole(s, check, &nw);
-    same_page(w, nw, c, nc, what);
+    svw_same_bytes(w, nw, c, nc, what, "page");
     free(w);
     free(c);
 }
@@ -134,21 +122,13 @@ static void same_from_file(const char *path, size_t chunk, int check, const char
         ASSERT_MSG(rc == 0, "%s: %d %s %s", what, rc, err, serr);
         size_t nw;
         char *w = page_whole(s, check, &nw);
-        same_page(w, nw, c, nc, what);
+        svw_same_bytes(w, nw, c, nc, what, "page");
         free(w);
     }
     free(c);
     vt__event_stream_close(es);
     vt__snapshot_free(h);
     vt__snapshot_free(s);
-}
-
-static void write_snapshot(const vt__snapshot_data *s, char *dir, char *path, size_t len)
-{
-    strcpy(dir, "/tmp/vt-test-vizstream-XXXXXX");
-    ASSERT(mkdtemp(dir) != NULL);
-    snprintf(path, len, "%s/s.vtsnap", dir);
-    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
 }
 
 /* Without the checker, with its automatic rules and with all (the page
@@ -169,7 +149,7 @@ TEST(streamed_page_is_the_whole_page_on_random_event_streams)
         same_in_memory(s, check, what);
         if (k % 20 == 0) {
             char dir[64], path[96];
-            write_snapshot(s, dir, path, sizeof path);
+            svw_write_snapshot(s, "vizstream", dir, path, sizeof path);
             same_from_file(path, 1 + gen_rand(&rnd) % 64, check, what);
             unlink(path);
             rmdir(dir);
@@ -182,7 +162,7 @@ TEST(streamed_page_is_the_whole_page_on_a_training_loop_read_in_small_chunks)
 {
     vt__snapshot_data *s = gen_training(100000, 7);
     char dir[64], path[96];
-    write_snapshot(s, dir, path, sizeof path);
+    svw_write_snapshot(s, "vizstream", dir, path, sizeof path);
     same_from_file(path, 16, 0, "training loop, 16-byte chunks");
     same_from_file(path, 0, 1, "training loop, checked");
     unlink(path);
@@ -195,18 +175,14 @@ TEST(streamed_page_is_the_whole_page_on_a_training_loop_read_in_small_chunks)
 
 TEST(streamed_page_is_the_whole_page_on_every_shape_the_viz_tests_render)
 {
-    const char *gen = getenv("VT_GEN");
-    ASSERT_MSG(gen && gen[0], "VT_GEN is not set (run through meson test)");
     static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
                                          "python", "run", "oom", "big" };
     char dir[] = "/tmp/vt-test-vizshapes-XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128], cmd[512];
+        char path[128];
         snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s >/dev/null", gen, kinds[k], path,
-                 strcmp(kinds[k], "big") ? "" : "200000");
-        ASSERT_MSG(system(cmd) == 0, "%s", cmd);
+        svw_gen_shape(kinds[k], path, 200000);
         for (int check = 0; check < 3; check++) {
             char what[96];
             snprintf(what, sizeof what, "gen_snapshot %s, check %d", kinds[k], check);
