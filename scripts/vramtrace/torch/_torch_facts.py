@@ -158,7 +158,9 @@ def _base_alone_count() -> Optional[int]:
     import weakref
     alone: Optional[int] = None
     try:
-        with _torch._C.DisableTorchFunction(), _torch._C._DisableTorchDispatch():
+        # (inference mode out of the way too: its views keep no _base)
+        with _torch._C.DisableTorchFunction(), _torch._C._DisableTorchDispatch(), \
+                _torch.inference_mode(False):
             base = _torch.empty(2, dtype=_torch.uint8, device="cpu")
             view = base[:1]
             ref = weakref.ref(base)
