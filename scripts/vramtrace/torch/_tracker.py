@@ -112,7 +112,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.epoch = 0                                # marks (and ticks) seen
         # A program that makes no mark (an evaluation, inference: no
         # optimizer step marks it) gets a mark's work without a mark every
-        # tick_s seconds of its ops (_Marks._tick), until it marks.
+        # tick_s seconds of its ops (_Marks._tick), until it marks. (The C
+        # path keeps its own copy, _fast.tick_s, set below.)
         self.tick_s: Optional[float] = _TICK_S
         self._marked = False
         self._next_tick = 0.0        # the Python path's clock for it (the C path's: _fast)
