@@ -82,3 +82,14 @@ snap = random_sim(0, 300).snapshot()
 snap["other"] = {"device_traces": [[dict(e) for e in snap["device_traces"][0]]]}
 snap["device_traces"] = []            # the entries streamed are no device's
 write("w-not-the-traces", snap)
+
+# Written by hand (no pickler does it): while an entry is built, a GET of the
+# segments list made earlier and an APPEND of a new segment to it; the entry
+# streamed would take that segment with it.
+seg = (b"}(X\x07\x00\x00\x00addressJ\x00\x00\x10\x00X\x0a\x00\x00\x00total_size"
+       b"J\x00\x00\x20\x00u")
+entry = (b"}(X\x06\x00\x00\x00actionX\x05\x00\x00\x00allocX\x04\x00\x00\x00addrJ\x00\x00\x10\x00"
+         b"X\x04\x00\x00\x00sizeM\x00\x02X\x07\x00\x00\x00time_usK\x05u")
+with open(os.path.join(out, "w-old-list-filled.pickle"), "wb") as f:
+    f.write(b"\x80\x02}q\x00(X\x08\x00\x00\x00segments]q\x01X\x0d\x00\x00\x00device_traces]q\x02"
+            b"]q\x03(" + entry + b"h\x01" + seg + b"a0" + entry + b"ea" + b"u.")

@@ -35,6 +35,8 @@ struct vm {
     uint8_t *kept;    size_t cap_kept;         /* per value of a handed-over batch */
     uint32_t *work;   size_t cap_work;         /* values to mark kept */
     uint32_t (*keeps)[2]; size_t cap_keeps;    /* what each item of a batch still needs */
+    struct fill { uint32_t box, newest; } *fills; /* containers given newer items, since */
+    size_t nfills, cap_fills;                  /* the last batch: offer() keeps theirs */
 };
 
 /* "NAME: message" into the caller's buffer; returns rc. */
@@ -94,6 +96,14 @@ static int add_items(struct vm *m, uint32_t cidx, const uint32_t *items, size_t 
         return fail(m, -ENOMEM, "out of memory");
     c->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
     memcpy(c->items + c->n, items, n * sizeof *items);
+    uint32_t newest = 0;
+    for (size_t i = 0; m->sink && i < n; i++)
+        newest = items[i] > newest ? items[i] : newest;
+    if (newest > cidx) {
+        if (vt__grow((void **)&m->fills, &m->cap_fills, m->nfills + 1, sizeof *m->fills))
+            return fail(m, -ENOMEM, "out of memory");
+        m->fills[m->nfills++] = (struct fill){ cidx, newest };
+    }
     c->n += (uint32_t)n;
     v->n = v->type == VT_PV_DICT ? c->n / 2 : c->n;
     return 0;
@@ -424,6 +434,9 @@ static int offer(struct vm *m, size_t lpos, bool *taken)
     for (size_t i = 0; i < n; i++)
         if (m->kept[items[i] - v0])
             return 0; /* the pickle reads this entry again: it stays */
+    for (size_t i = 0; i < m->nfills; i++)
+        if (m->fills[i].box < v0 && m->fills[i].newest >= v0)
+            return 0; /* an older container holds a value of the batch */
     for (size_t i = 0; i < n; i++) {
         m->keeps[i][0] = m->keeps[i][1] = UINT32_MAX;
         if ((rc = m->sink->take(m->sink->ctx, m->p, m->stack[lpos], items[i], m->keeps[i])))
@@ -433,6 +446,7 @@ static int offer(struct vm *m, size_t lpos, bool *taken)
                 return rc;
     }
     compact(m, v0, n);
+    m->nfills = 0; /* all before the next batch's first value */
     *taken = true;
     return 0;
 }
@@ -744,6 +758,7 @@ int vt__pickle_parse_sink(const void *data, size_t size, const char *name,
     free(m.kept);
     free(m.work);
     free(m.keeps);
+    free(m.fills);
     if (rc) {
         vt__pickle_free(m.p);
         return rc;
