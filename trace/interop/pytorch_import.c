@@ -3,6 +3,10 @@
  * (the mapping is documented in pytorch.h). The pickle is parsed by the safe
  * reader (pickle_read.c); this file only walks PyTorch's fixed shape: it
  * never recurses on the data, so a self-containing list cannot loop it.
+ * The trace entries, the bulk of a snapshot, are read into unfinished
+ * events as the parser hands each batch over (its sink), so the value graph
+ * never holds them all; a pickle not shaped for that is imported again
+ * through its whole graph, the reference the streamed way is tested against.
  */
 #include <errno.h>
 #include <stdarg.h>
