@@ -99,7 +99,7 @@ typedef struct vt__pickle_sink {
      * @return 0, or a negative errno with one line in the parse's err. */
     int (*take)(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item, uint32_t keep[2]);
     /* After the batch of n items is dropped: the kept values of item i
-     * (in the order taken) have moved to keep[]. */
+     * (in the order taken) have moved to keep[]. NULL: none are kept. */
     void (*moved)(void *ctx, size_t i, size_t n, const uint32_t keep[2]);
     void *ctx;
 } vt__pickle_sink;

@@ -394,7 +394,8 @@ static void compact(struct vm *m, uint32_t v0, size_t nitems)
         for (int j = 0; j < 2; j++)
             if (m->keeps[i][j] != UINT32_MAX && m->keeps[i][j] >= v0)
                 m->keeps[i][j] = newidx[m->keeps[i][j] - v0];
-        m->sink->moved(m->sink->ctx, i, nitems, m->keeps[i]);
+        if (m->sink->moved)
+            m->sink->moved(m->sink->ctx, i, nitems, m->keeps[i]);
     }
     p->nvalues = nv;
     if (c0 != UINT32_MAX)

@@ -214,6 +214,30 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
     return 0;
 }
 
+/* String 0 is "" (intern() never stores it), stack node 0 the root. */
+static int bld_start(struct bld *b)
+{
+    if (vt__grow((void **)&b->s->strings_blob, &b->cap_blob, 1, 1) ||
+        vt__grow((void **)&b->s->string_offsets, &b->cap_offs, 1, sizeof(uint32_t)) ||
+        vt__grow((void **)&b->s->stack_nodes, &b->cap_nodes, 1, sizeof(vt__stack_node)))
+        return -ENOMEM;
+    b->s->strings_blob[0] = 0;
+    b->s->strings_blob_size = 1;
+    b->s->string_offsets[0] = 0;
+    b->s->nstrings = 1;
+    b->s->stack_nodes[0] = (vt__stack_node){ 0, 0 };
+    b->s->nstack_nodes = 1;
+    return 0;
+}
+
+static void bld_free_tables(struct bld *b)
+{
+    free(b->strs.slots);
+    free(b->frames.slots);
+    free(b->nodes.slots);
+    free(b->vcache);
+}
+
 /* PyTorch's `frames`: innermost first. Stack nodes are built outermost first. */
 static int stack_of(struct bld *b, const vt__pickle *p, const vt__pv *frames, uint32_t *out)
 {
@@ -260,9 +284,13 @@ struct imp {
     const char *name;
     char *err;
     size_t errlen;
-    size_t *batch;         /* events of the sink's batch by item (SIZE_MAX: none) */
-    size_t nbatch, cap_batch;
     uint64_t nstreamed;    /* entries taken so far: their order in the file */
+    /* Streamed entries' stacks and metadata, interned as they are read in
+     * tables of their own (loc.s: strings, frames, nodes), since the
+     * snapshot's numbering follows time order: finish_event() interns them
+     * again in that order, as the whole import does. */
+    struct bld loc;
+    uint32_t *node_map, *frame_map;  /* loc's id -> the snapshot's + 1 (0: not yet) */
 };
 
 /* "NAME: message" into the caller's buffer; returns rc. */
@@ -454,6 +482,44 @@ static const vt__pv *ref_value(const vt__pickle *p, uint32_t ref)
     return ref ? vt__pickle_value(p, ref - 1) : NULL;
 }
 
+/* A string of im->loc in the snapshot's table. */
+static int local_str(struct imp *im, uint32_t id, uint32_t *out)
+{
+    *out = 0;
+    return id ? intern_c(&im->b, str_at(im->loc.s, id), out) : 0;
+}
+
+/* A stack of im->loc in the snapshot's tables, interned outermost first
+ * with its strings and frames as stack_of() interns them from the graph. */
+static int local_stack(struct imp *im, uint32_t node, uint32_t *out)
+{
+    const vt__snapshot_data *l = im->loc.s;
+    uint32_t path[MAX_FRAMES_PER_STACK + 1];
+    size_t n = 0;
+    int rc;
+    while (node && !im->node_map[node] && n < MAX_FRAMES_PER_STACK + 1) {
+        path[n++] = node;
+        node = l->stack_nodes[node].parent;
+    }
+    uint32_t at = node ? im->node_map[node] - 1 : 0;
+    while (n--) {
+        uint32_t lf = l->stack_nodes[path[n]].frame, fr = im->frame_map[lf] - 1;
+        if (!im->frame_map[lf]) {
+            const vt__frame *f = &l->frames[lf];
+            uint32_t fn, file;
+            if ((rc = local_str(im, f->function, &fn)) || (rc = local_str(im, f->file, &file)) ||
+                (rc = intern_frame(&im->b, fn, file, f->line, &fr)))
+                return rc;
+            im->frame_map[lf] = fr + 1;
+        }
+        if ((rc = intern_node(&im->b, at, fr, &at)))
+            return rc;
+        im->node_map[path[n]] = at + 1;
+    }
+    *out = at;
+    return 0;
+}
+
 static int finish_event(struct imp *im, vt__event *e)
 {
     const vt__pickle *p = im->p;
@@ -476,10 +542,15 @@ static int finish_event(struct imp *im, vt__event *e)
     }
     uint64_t size = e->size;
     e->size = 0;
-    if ((rc = stack_of(&im->b, p, ref_value(p, e->stack), &e->stack)))
-        return rc;
-    if ((rc = intern_pv(&im->b, ref_value(p, e->str), &e->str)))
-        return rc;
+    if (im->loc.s) {
+        if ((rc = local_stack(im, e->stack, &e->stack)) || (rc = local_str(im, e->str, &e->str)))
+            return rc;
+    } else {
+        if ((rc = stack_of(&im->b, p, ref_value(p, e->stack), &e->stack)))
+            return rc;
+        if ((rc = intern_pv(&im->b, ref_value(p, e->str), &e->str)))
+            return rc;
+    }
     switch (e->kind) {
     case VT_EV_ALLOC:
         e->req_size = size;
@@ -541,6 +612,9 @@ static int import_traces(struct imp *im, const vt__pv *traces, const vt__pv *ann
     vt__event e;
     int rc;
     if (!s->events && vt__grow((void **)&s->events, &im->b.cap_events, 1, sizeof *s->events))
+        return oom(im, -ENOMEM);
+    if (im->loc.s && (!(im->node_map = calloc(im->loc.s->nstack_nodes, sizeof *im->node_map)) ||
+                      !(im->frame_map = calloc(im->loc.s->nframes + 1, sizeof *im->frame_map))))
         return oom(im, -ENOMEM);
     for (size_t d = 0; d < ndev && d < 128; d++) {
         const vt__pv *dt = vt__pickle_item(p, traces, d);
@@ -690,38 +764,27 @@ static int finish_meta(struct imp *im)
 
 /* While the pickle is parsed, a streamed entry's unfinished event keeps in
  * `thread` the value index of the list it was appended to, made a device
- * number by match_streamed() once the graph is whole. */
+ * number by match_streamed() once the graph is whole; its stack and str are
+ * ids in im->loc, so that the graph keeps nothing of it. */
 static int take_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item,
                       uint32_t keep[2])
 {
     struct imp *im = ctx;
     vt__event e;
-    if (vt__grow((void **)&im->batch, &im->cap_batch, im->nbatch + 1, sizeof *im->batch))
-        return oom(im, -ENOMEM);
-    im->batch[im->nbatch++] = SIZE_MAX;
+    (void)keep;
     if (!read_entry(p, vt__pickle_value(p, item), &e))
         return 0;
+    uint32_t stack = 0, str = 0;
+    int rc = stack_of(&im->loc, p, ref_value(p, e.stack), &stack);
+    if (!rc)
+        rc = intern_pv(&im->loc, ref_value(p, e.str), &str);
+    e.stack = stack;
+    e.str = str;
     e.thread = list;
     e.seq = im->nstreamed++;
-    keep[0] = e.stack ? e.stack - 1 : UINT32_MAX;
-    keep[1] = e.str ? e.str - 1 : UINT32_MAX;
-    int rc = push_event(im, &e);
-    if (rc)
-        return oom(im, rc);
-    im->batch[im->nbatch - 1] = im->b.s->nevents - 1;
-    return 0;
-}
-
-static void moved_entry(void *ctx, size_t i, size_t n, const uint32_t keep[2])
-{
-    struct imp *im = ctx;
-    if (im->batch[i] != SIZE_MAX) {
-        vt__event *e = &im->b.s->events[im->batch[i]];
-        e->stack = keep[0] == UINT32_MAX ? 0 : keep[0] + 1;
-        e->str = keep[1] == UINT32_MAX ? 0 : keep[1] + 1;
-    }
-    if (i + 1 == n)
-        im->nbatch = 0;
+    if (!rc)
+        rc = push_event(im, &e);
+    return rc ? oom(im, rc) : 0;
 }
 
 struct list_dev { uint32_t list, dev; };
@@ -783,11 +846,11 @@ static int match_streamed(struct imp *im, const vt__pv *traces)
 
 static void imp_free(struct imp *im)
 {
-    free(im->b.strs.slots);
-    free(im->b.frames.slots);
-    free(im->b.nodes.slots);
-    free(im->b.vcache);
-    free(im->batch);
+    bld_free_tables(&im->b);
+    bld_free_tables(&im->loc);
+    vt__snapshot_free(im->loc.s);
+    free(im->node_map);
+    free(im->frame_map);
     vt__pickle_free((vt__pickle *)im->p);
 }
 
@@ -800,33 +863,28 @@ int vt__pytorch_import_path(const void *data, size_t size, const char *name, boo
     name = name ? name : "(memory)";
     struct imp im = { .name = name, .err = err, .errlen = errlen };
     vt__pickle *p = NULL;
-    vt__pickle_sink sink = { .key = "device_traces", .take = take_entry, .moved = moved_entry,
-                             .ctx = &im };
+    vt__pickle_sink sink = { .key = "device_traces", .take = take_entry, .ctx = &im };
     im.b.s = calloc(1, sizeof *im.b.s);
-    if (!im.b.s)
+    if (stream)
+        im.loc.s = calloc(1, sizeof *im.loc.s);
+    if (!im.b.s || (stream && (!im.loc.s || bld_start(&im.loc)))) {
+        imp_free(&im);
+        vt__snapshot_free(im.b.s);
         return fail(&im, -ENOMEM, "out of memory");
+    }
     int rc = vt__pickle_parse_sink(data, size, name, stream ? &sink : NULL, &p, err, errlen);
     if (rc) {
-        free(im.batch);
+        imp_free(&im);
         vt__snapshot_free(im.b.s);
         return rc;
     }
     im.p = p;
     im.b.p = p;
     im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
-    if (!im.b.vcache ||
-        vt__grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
-        vt__grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
-        vt__grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt__stack_node))) {
+    if (!im.b.vcache || bld_start(&im.b)) {
         rc = oom(&im, -ENOMEM);
         goto out;
     }
-    im.b.s->strings_blob[0] = 0; /* string 0 is "" (intern() never stores it) */
-    im.b.s->strings_blob_size = 1;
-    im.b.s->string_offsets[0] = 0;
-    im.b.s->nstrings = 1;
-    im.b.s->stack_nodes[0] = (vt__stack_node){ 0, 0 };
-    im.b.s->nstack_nodes = 1;
 
     const vt__pv *root = vt__pickle_value(p, p->root);
     const vt__pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
