@@ -94,13 +94,10 @@ void vt__pickle_free(vt__pickle *p);
  * pickle the first walk over its opcodes cannot follow is parsed whole. */
 typedef struct vt__pickle_sink {
     const char *key;
-    /* `item` (a dict) is appended to `list` (both value indexes); keep[0]
-     * and keep[1] (UINT32_MAX = none) name values of `item` still needed.
+    /* `item` (a dict) is appended to `list` (both value indexes); it and
+     * all it holds are gone once this returns (read what is needed now).
      * @return 0, or a negative errno with one line in the parse's err. */
-    int (*take)(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item, uint32_t keep[2]);
-    /* After the batch of n items is dropped: the kept values of item i
-     * (in the order taken) have moved to keep[]. NULL: none are kept. */
-    void (*moved)(void *ctx, size_t i, size_t n, const uint32_t keep[2]);
+    int (*take)(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item);
     void *ctx;
 } vt__pickle_sink;
 

@@ -34,7 +34,6 @@ struct vm {
     size_t nputs, cap_puts;
     uint8_t *kept;    size_t cap_kept;         /* per value of a handed-over batch */
     uint32_t *work;   size_t cap_work;         /* values to mark kept */
-    uint32_t (*keeps)[2]; size_t cap_keeps;    /* what each item of a batch still needs */
     struct fill { uint32_t box, newest; } *fills; /* containers given newer items, since */
     size_t nfills, cap_fills;                  /* the last batch: offer() keeps theirs */
 };
@@ -351,9 +350,9 @@ static int mark_kept(struct vm *m, uint32_t v0, uint32_t root)
     return 0;
 }
 
-/* Drop every value from v0 on but those marked kept, which move down (and
- * the containers with them); then tell the sink where its kept values are. */
-static void compact(struct vm *m, uint32_t v0, size_t nitems)
+/* Drop every value from v0 on but those marked kept (what a later GET
+ * reads), which move down, the containers with them. */
+static void compact(struct vm *m, uint32_t v0)
 {
     vt__pickle *p = m->p;
     uint32_t end = (uint32_t)p->nvalues, nv = v0;
@@ -390,13 +389,6 @@ static void compact(struct vm *m, uint32_t v0, size_t nitems)
         if (m->puts[k].nvalues > nv)
             m->puts[k].nvalues = nv;
     }
-    for (size_t i = 0; i < nitems; i++) {
-        for (int j = 0; j < 2; j++)
-            if (m->keeps[i][j] != UINT32_MAX && m->keeps[i][j] >= v0)
-                m->keeps[i][j] = newidx[m->keeps[i][j] - v0];
-        if (m->sink->moved)
-            m->sink->moved(m->sink->ctx, i, nitems, m->keeps[i]);
-    }
     p->nvalues = nv;
     if (c0 != UINT32_MAX)
         p->ncontainers = nc;
@@ -405,8 +397,8 @@ static void compact(struct vm *m, uint32_t v0, size_t nitems)
 /* The items above stack[lpos] are about to be appended to the list there.
  * When that list is one the sink streams and every item is a dict built
  * just now that no GET reads again, hand them to the sink, and drop them
- * and all they hold but what the sink or a later GET still needs: the
- * graph then holds one batch of entries at a time. *taken: whether the
+ * and all they hold but what a later GET reads: the graph then holds one
+ * batch of entries at a time. *taken: whether the
  * items were handed over (else they are appended as usual). */
 static int offer(struct vm *m, size_t lpos, bool *taken)
 {
@@ -424,8 +416,7 @@ static int offer(struct vm *m, size_t lpos, bool *taken)
             return 0;
     size_t span = m->p->nvalues - v0;
     if (vt__grow((void **)&m->kept, &m->cap_kept, span, 1) ||
-        vt__grow((void **)&m->work, &m->cap_work, span, sizeof *m->work) ||
-        vt__grow((void **)&m->keeps, &m->cap_keeps, n, sizeof *m->keeps))
+        vt__grow((void **)&m->work, &m->cap_work, span, sizeof *m->work))
         return fail(m, -ENOMEM, "out of memory");
     memset(m->kept, 0, span);
     int rc;
@@ -438,15 +429,10 @@ static int offer(struct vm *m, size_t lpos, bool *taken)
     for (size_t i = 0; i < m->nfills; i++)
         if (m->fills[i].box < v0 && m->fills[i].newest >= v0)
             return 0; /* an older container holds a value of the batch */
-    for (size_t i = 0; i < n; i++) {
-        m->keeps[i][0] = m->keeps[i][1] = UINT32_MAX;
-        if ((rc = m->sink->take(m->sink->ctx, m->p, m->stack[lpos], items[i], m->keeps[i])))
+    for (size_t i = 0; i < n; i++)
+        if ((rc = m->sink->take(m->sink->ctx, m->p, m->stack[lpos], items[i])))
             return rc;
-        for (int j = 0; j < 2; j++)
-            if (m->keeps[i][j] < m->p->nvalues && (rc = mark_kept(m, v0, m->keeps[i][j])))
-                return rc;
-    }
-    compact(m, v0, n);
+    compact(m, v0);
     m->nfills = 0; /* all before the next batch's first value */
     *taken = true;
     return 0;
@@ -758,7 +744,6 @@ int vt__pickle_parse_sink(const void *data, size_t size, const char *name,
     free(m.puts);
     free(m.kept);
     free(m.work);
-    free(m.keeps);
     free(m.fills);
     if (rc) {
         vt__pickle_free(m.p);

@@ -766,12 +766,10 @@ static int finish_meta(struct imp *im)
  * `thread` the value index of the list it was appended to, made a device
  * number by match_streamed() once the graph is whole; its stack and str are
  * ids in im->loc, so that the graph keeps nothing of it. */
-static int take_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item,
-                      uint32_t keep[2])
+static int take_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item)
 {
     struct imp *im = ctx;
     vt__event e;
-    (void)keep;
     if (!read_entry(p, vt__pickle_value(p, item), &e))
         return 0;
     uint32_t stack = 0, str = 0;
