@@ -84,6 +84,27 @@ int vt__pickle_parse(const void *data, size_t size, const char *name, vt__pickle
 
 void vt__pickle_free(vt__pickle *p);
 
+/* A parse that streams the bulk of a pickle instead of keeping it: the
+ * items appended to a list that is an item of the list bound to `key` in
+ * the top-level dict (PyTorch's device_traces[d][i]) are handed to `take` as
+ * each batch is appended (Python's pickler appends up to 1000 at a time), then
+ * dropped with everything they hold, so that the graph holds one batch of
+ * them at a time. An item that a memo GET reads again, or one a pickle does
+ * not build in the pickler's way, is kept in its list as usual instead; a
+ * pickle the first walk over its opcodes cannot follow is parsed whole. */
+typedef struct vt__pickle_sink {
+    const char *key;
+    /* `item` (a dict) is appended to `list` (both value indexes); it and
+     * all it holds are gone once this returns (read what is needed now).
+     * @return 0, or a negative errno with one line in the parse's err. */
+    int (*take)(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item);
+    void *ctx;
+} vt__pickle_sink;
+
+/* vt__pickle_parse with a sink (NULL: the same as vt__pickle_parse). */
+int vt__pickle_parse_sink(const void *data, size_t size, const char *name,
+                          const vt__pickle_sink *sink, vt__pickle **out, char *err, size_t errlen);
+
 /* Accessors that never fail: a wrong type or index yields NULL / 0. */
 const vt__pv *vt__pickle_value(const vt__pickle *p, uint32_t index);
 /* The value of key `key` (a str) in dict `dict`, or NULL. */

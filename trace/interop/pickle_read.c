@@ -27,6 +27,15 @@ struct vm {
     uint32_t *stack;  size_t nstack, cap_stack;
     size_t *marks;    size_t nmarks, cap_marks;
     uint32_t *memo;   size_t nmemo, cap_memo;  /* UINT32_MAX = unset */
+    /* streaming (a sink): see offer() */
+    const vt__pickle_sink *sink;
+    uint8_t *read_keys; size_t nread_keys;     /* bit per memo key some GET reads */
+    struct put { uint32_t key, nvalues; } *puts;  /* puts of read keys, nvalues then */
+    size_t nputs, cap_puts;
+    uint8_t *kept;    size_t cap_kept;         /* per value of a handed-over batch */
+    uint32_t *work;   size_t cap_work;         /* values to mark kept */
+    struct fill { uint32_t box, newest; } *fills; /* containers given newer items, since */
+    size_t nfills, cap_fills;                  /* the last batch: offer() keeps theirs */
 };
 
 /* "NAME: message" into the caller's buffer; returns rc. */
@@ -86,6 +95,14 @@ static int add_items(struct vm *m, uint32_t cidx, const uint32_t *items, size_t 
         return fail(m, -ENOMEM, "out of memory");
     c->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
     memcpy(c->items + c->n, items, n * sizeof *items);
+    uint32_t newest = 0;
+    for (size_t i = 0; m->sink && i < n; i++)
+        newest = items[i] > newest ? items[i] : newest;
+    if (newest > cidx) {
+        if (vt__grow((void **)&m->fills, &m->cap_fills, m->nfills + 1, sizeof *m->fills))
+            return fail(m, -ENOMEM, "out of memory");
+        m->fills[m->nfills++] = (struct fill){ cidx, newest };
+    }
     c->n += (uint32_t)n;
     v->n = v->type == VT_PV_DICT ? c->n / 2 : c->n;
     return 0;
@@ -156,6 +173,12 @@ static int top_container(struct vm *m, size_t below, uint8_t want1, uint8_t want
     return 0;
 }
 
+/* Does some GET read memo key `key` (scan_reads)? */
+static bool read_key(const struct vm *m, uint64_t key)
+{
+    return key < m->nread_keys * 8 && (m->read_keys[key / 8] >> (key % 8) & 1);
+}
+
 static int memo_put(struct vm *m, uint64_t key, size_t at)
 {
     if (!m->nstack)
@@ -171,6 +194,11 @@ static int memo_put(struct vm *m, uint64_t key, size_t at)
     for (size_t i = old; i < m->cap_memo; i++)
         m->memo[i] = UINT32_MAX;
     m->memo[key] = m->stack[m->nstack - 1];
+    if (m->sink && read_key(m, key)) {
+        if (vt__grow((void **)&m->puts, &m->cap_puts, m->nputs + 1, sizeof *m->puts))
+            return fail(m, -ENOMEM, "out of memory");
+        m->puts[m->nputs++] = (struct put){ (uint32_t)key, (uint32_t)m->p->nvalues };
+    }
     if (key + 1 > m->nmemo)
         m->nmemo = (size_t)key + 1;
     return 0;
@@ -214,6 +242,202 @@ int vt__pickle_sniff(const void *data, size_t size)
     return size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
 }
 
+/* ---- streaming: items handed to a sink instead of kept ----------------- */
+
+/* Which memo keys does some GET read? A value memoized under any other key
+ * can never be reached again once its container is gone, so only these
+ * must outlive what the sink takes. A first walk over the opcodes, without
+ * building anything. @return 0, or -1 where the walk cannot follow the
+ * pickle (unknown opcode, truncation): the caller then keeps everything and
+ * the full parse reports what is wrong. */
+static int scan_reads(struct vm *m)
+{
+    size_t pos = 0;
+    while (pos < m->size) {
+        unsigned op = m->data[pos++];
+        size_t w = 0, lenw = 0;   /* argument bytes; or a length of lenw bytes */
+        bool get = false;
+        switch (op) {
+        case '.': return 0;
+        case 0x80: case 'K': case 'q': w = 1; break;
+        case 'M': w = 2; break;
+        case 'J': case 'r': w = 4; break;
+        case 0x95: case 'G': w = 8; break;
+        case 'h': w = 1; get = true; break;
+        case 'j': w = 4; get = true; break;
+        case 0x8a: case 0x8c: case 'C': case 'U': lenw = 1; break;
+        case 0x8b: case 'X': case 'B': case 'T': lenw = 4; break;
+        case 0x8d: case 0x8e: case 0x96: lenw = 8; break;
+        case '(': case '}': case ']': case 0x8f: case ')': case 't': case 'l': case 'd':
+        case 0x91: case 0x85: case 0x86: case 0x87: case 'a': case 's': case 'e': case 'u':
+        case 0x90: case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case 0x94:
+            break;
+        default: return -1;
+        }
+        if (lenw) {
+            if (m->size - pos < lenw)
+                return -1;
+            uint64_t n = le(m->data + pos, lenw);
+            pos += lenw;
+            if (n > m->size - pos)
+                return -1;
+            w = (size_t)n;
+        }
+        if (m->size - pos < w)
+            return -1;
+        if (get) {
+            uint64_t key = le(m->data + pos, w);
+            if (key > m->size + 16)
+                return -1;
+            size_t old = m->nread_keys;
+            if (vt__grow((void **)&m->read_keys, &m->nread_keys, (size_t)key / 8 + 1, 1))
+                return -1;
+            memset(m->read_keys + old, 0, m->nread_keys - old);
+            m->read_keys[key / 8] |= (uint8_t)(1u << (key % 8));
+        }
+        pos += w;
+    }
+    return 0;
+}
+
+/* Is the list at stack[j] an item of the list bound to the sink's key in
+ * the top-level dict, while those are being built? Python's pickler leaves
+ * exactly this on the stack: the dict, the pairs written so far (after one
+ * MARK for SETITEMS, or none for a lone SETITEM), the key, its list, (after
+ * a MARK when it has more than one) the item lists made so far, the last
+ * being filled. The importer checks the finished graph agrees. */
+static bool in_sink_list(const struct vm *m, size_t j)
+{
+    const vt__pv *v = m->p->values;
+    size_t i = m->nmarks && m->marks[0] == 1, t = j - 1;
+    if (i < m->nmarks && m->marks[i] <= j && m->marks[i] >= 1)
+        t = m->marks[i++] - 1;  /* the key's list has its items since that MARK */
+    for (; i < m->nmarks; i++)
+        if (m->marks[i] <= j)
+            return false;
+    if (j < 3 || t < 2 || t % 2 || v[m->stack[0]].type != VT_PV_DICT)
+        return false;
+    for (size_t k = t; k <= j; k++)
+        if (v[m->stack[k]].type != VT_PV_LIST)
+            return false;
+    const vt__pv *k = &v[m->stack[t - 1]];
+    size_t n = strlen(m->sink->key);
+    return k->type == VT_PV_STR && k->n == n && !memcmp(k->s, m->sink->key, n);
+}
+
+static int mark_kept(struct vm *m, uint32_t v0, uint32_t root)
+{
+    size_t nwork = 0;
+    if (root == UINT32_MAX || root < v0 || m->kept[root - v0])
+        return 0;
+    m->kept[root - v0] = 1;
+    m->work[nwork++] = root;
+    while (nwork) {
+        const vt__pv *v = &m->p->values[m->work[--nwork]];
+        if (v->type != VT_PV_LIST && v->type != VT_PV_TUPLE && v->type != VT_PV_DICT)
+            continue;
+        const vt__pv_container *c = &m->p->containers[v->container];
+        for (uint32_t i = 0; i < c->n; i++) {
+            uint32_t x = c->items[i];
+            if (x < v0 || m->kept[x - v0])
+                continue;
+            m->kept[x - v0] = 1;
+            if (vt__grow((void **)&m->work, &m->cap_work, nwork + 1, sizeof *m->work))
+                return fail(m, -ENOMEM, "out of memory");
+            m->work[nwork++] = x;
+        }
+    }
+    return 0;
+}
+
+/* Drop every value from v0 on but those marked kept (what a later GET
+ * reads), which move down, the containers with them. */
+static void compact(struct vm *m, uint32_t v0)
+{
+    vt__pickle *p = m->p;
+    uint32_t end = (uint32_t)p->nvalues, nv = v0;
+    uint32_t *newidx = m->work; /* sized for the range by offer() */
+    for (uint32_t v = v0; v < end; v++)
+        newidx[v - v0] = m->kept[v - v0] ? nv++ : UINT32_MAX;
+    uint32_t c0 = UINT32_MAX, nc = 0;
+    for (uint32_t v = v0; v < end; v++) {
+        vt__pv *x = &p->values[v];
+        bool box = x->type == VT_PV_LIST || x->type == VT_PV_TUPLE || x->type == VT_PV_DICT;
+        if (box && c0 == UINT32_MAX)
+            c0 = nc = x->container; /* containers are made in the order of their values */
+        if (!m->kept[v - v0]) {
+            if (box) {
+                free(p->containers[x->container].items);
+                free(p->containers[x->container].keys);
+            }
+            continue;
+        }
+        if (box) {
+            vt__pv_container c = p->containers[x->container];
+            for (uint32_t i = 0; i < c.n; i++)
+                if (c.items[i] >= v0)
+                    c.items[i] = newidx[c.items[i] - v0];
+            p->containers[nc] = c;
+            x->container = nc++;
+        }
+        p->values[newidx[v - v0]] = *x;
+    }
+    for (size_t k = m->nputs; k-- > 0 && m->puts[k].nvalues > v0;) {
+        uint32_t *slot = &m->memo[m->puts[k].key];
+        if (*slot != UINT32_MAX && *slot >= v0 && *slot < end)
+            *slot = newidx[*slot - v0];
+        if (m->puts[k].nvalues > nv)
+            m->puts[k].nvalues = nv;
+    }
+    p->nvalues = nv;
+    if (c0 != UINT32_MAX)
+        p->ncontainers = nc;
+}
+
+/* The items above stack[lpos] are about to be appended to the list there.
+ * When that list is one the sink streams and every item is a dict built
+ * just now that no GET reads again, hand them to the sink, and drop them
+ * and all they hold but what a later GET reads: the graph then holds one
+ * batch of entries at a time. *taken: whether the
+ * items were handed over (else they are appended as usual). */
+static int offer(struct vm *m, size_t lpos, bool *taken)
+{
+    *taken = false;
+    size_t n = m->nstack - lpos - 1;
+    if (!m->sink || !n || !in_sink_list(m, lpos))
+        return 0;
+    const uint32_t *items = m->stack + lpos + 1;
+    uint32_t v0 = items[0];
+    for (size_t i = 0; i <= lpos; i++)
+        if (m->stack[i] >= v0)
+            return 0;
+    for (size_t i = 0; i < n; i++)
+        if (m->p->values[items[i]].type != VT_PV_DICT || (i && items[i] <= items[i - 1]))
+            return 0;
+    size_t span = m->p->nvalues - v0;
+    if (vt__grow((void **)&m->kept, &m->cap_kept, span, 1) ||
+        vt__grow((void **)&m->work, &m->cap_work, span, sizeof *m->work))
+        return fail(m, -ENOMEM, "out of memory");
+    memset(m->kept, 0, span);
+    int rc;
+    for (size_t k = m->nputs; k-- > 0 && m->puts[k].nvalues > v0;)
+        if ((rc = mark_kept(m, v0, m->memo[m->puts[k].key])))
+            return rc;
+    for (size_t i = 0; i < n; i++)
+        if (m->kept[items[i] - v0])
+            return 0; /* the pickle reads this entry again: it stays */
+    for (size_t i = 0; i < m->nfills; i++)
+        if (m->fills[i].box < v0 && m->fills[i].newest >= v0)
+            return 0; /* an older container holds a value of the batch */
+    for (size_t i = 0; i < n; i++)
+        if ((rc = m->sink->take(m->sink->ctx, m->p, m->stack[lpos], items[i])))
+            return rc;
+    compact(m, v0);
+    m->nfills = 0; /* all before the next batch's first value */
+    *taken = true;
+    return 0;
+}
+
 static int run(struct vm *m)
 {
     while (m->pos < m->size) {
@@ -228,6 +452,7 @@ static int run(struct vm *m)
         int rc = 0;
         size_t base;
         uint32_t idx;
+        bool taken;
         const unsigned char *a = m->data + m->pos;
         switch (op) {
         case 0x80: /* PROTO */
@@ -296,7 +521,8 @@ static int run(struct vm *m)
         case 'a': /* APPEND */
             if ((rc = top_container(m, 1, VT_PV_LIST, VT_PV_LIST, "APPEND", at, &idx)))
                 return rc;
-            rc = add_items(m, idx, &m->stack[m->nstack - 1], 1);
+            if (!(rc = offer(m, m->nstack - 2, &taken)) && !taken)
+                rc = add_items(m, idx, &m->stack[m->nstack - 1], 1);
             m->nstack--;
             break;
         case 's': /* SETITEM */
@@ -322,7 +548,8 @@ static int run(struct vm *m)
             if (op == 'u' && n % 2)
                 return fail(m, -EINVAL, "pickle SETITEMS at byte offset %zu with an odd item count",
                             at);
-            rc = add_items(m, idx, m->stack + base, n);
+            if (op != 'e' || (!(rc = offer(m, base - 1, &taken)) && !taken))
+                rc = add_items(m, idx, m->stack + base, n);
             m->nstack = base;
             break;
         }
@@ -491,20 +718,33 @@ static int index_dicts(vt__pickle *p)
 int vt__pickle_parse(const void *data, size_t size, const char *name, vt__pickle **out, char *err,
                      size_t errlen)
 {
+    return vt__pickle_parse_sink(data, size, name, NULL, out, err, errlen);
+}
+
+int vt__pickle_parse_sink(const void *data, size_t size, const char *name,
+                          const vt__pickle_sink *sink, vt__pickle **out, char *err, size_t errlen)
+{
     *out = NULL;
     if (errlen)
         err[0] = 0;
     struct vm m = { .data = data, .size = size, .name = name ? name : "(memory)", .err = err,
-                    .errlen = errlen };
+                    .errlen = errlen, .sink = sink };
     m.p = calloc(1, sizeof *m.p);
     if (!m.p)
         return fail(&m, -ENOMEM, "out of memory");
+    if (sink && scan_reads(&m) != 0)
+        m.sink = NULL; /* the parse below says what is wrong */
     int rc = run(&m);
     if (rc == 0 && index_dicts(m.p) != 0)
         rc = fail(&m, -ENOMEM, "out of memory");
     free(m.stack);
     free(m.marks);
     free(m.memo);
+    free(m.read_keys);
+    free(m.puts);
+    free(m.kept);
+    free(m.work);
+    free(m.fills);
     if (rc) {
         vt__pickle_free(m.p);
         return rc;

@@ -28,6 +28,7 @@
 #ifndef VT_TRACE_PYTORCH_H
 #define VT_TRACE_PYTORCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -38,6 +39,16 @@
  *         one line in err naming `name` and what is wrong. */
 int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
                        char *err, size_t errlen);
+
+/* One of the two ways vt__pytorch_import goes, named (tests compare them).
+ * `stream`: the trace entries are read into events as each batch of them
+ * is parsed and dropped from the value graph (pickle.h's sink); @return 1
+ * where the pickle is not shaped for that (vt__pytorch_import then takes
+ * the other way). Else the whole value graph is built first: the reference
+ * for what is accepted and for every message.
+ * @return as vt__pytorch_import, or 1. */
+int vt__pytorch_import_path(const void *data, size_t size, const char *name, bool stream,
+                            vt__snapshot_data **out, char *err, size_t errlen);
 
 /* Encode `s` as a PyTorch snapshot pickle (protocol 4, plain containers) that
  * torch.cuda._memory_viz and MemoryViz.js read.

@@ -3,9 +3,15 @@
  * (the mapping is documented in pytorch.h). The pickle is parsed by the safe
  * reader (pickle_read.c); this file only walks PyTorch's fixed shape: it
  * never recurses on the data, so a self-containing list cannot loop it.
+ * The trace entries, the bulk of a snapshot, are read into unfinished
+ * events as the parser hands each batch over (its sink), so the value graph
+ * never holds them all; a pickle not shaped for that is imported again
+ * through its whole graph, the reference the streamed way is tested against.
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +214,30 @@ static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t 
     return 0;
 }
 
+/* String 0 is "" (intern() never stores it), stack node 0 the root. */
+static int bld_start(struct bld *b)
+{
+    if (vt__grow((void **)&b->s->strings_blob, &b->cap_blob, 1, 1) ||
+        vt__grow((void **)&b->s->string_offsets, &b->cap_offs, 1, sizeof(uint32_t)) ||
+        vt__grow((void **)&b->s->stack_nodes, &b->cap_nodes, 1, sizeof(vt__stack_node)))
+        return -ENOMEM;
+    b->s->strings_blob[0] = 0;
+    b->s->strings_blob_size = 1;
+    b->s->string_offsets[0] = 0;
+    b->s->nstrings = 1;
+    b->s->stack_nodes[0] = (vt__stack_node){ 0, 0 };
+    b->s->nstack_nodes = 1;
+    return 0;
+}
+
+static void bld_free_tables(struct bld *b)
+{
+    free(b->strs.slots);
+    free(b->frames.slots);
+    free(b->nodes.slots);
+    free(b->vcache);
+}
+
 /* PyTorch's `frames`: innermost first. Stack nodes are built outermost first. */
 static int stack_of(struct bld *b, const vt__pickle *p, const vt__pv *frames, uint32_t *out)
 {
@@ -254,6 +284,13 @@ struct imp {
     const char *name;
     char *err;
     size_t errlen;
+    uint64_t nstreamed;    /* entries taken so far: their order in the file */
+    /* Streamed entries' stacks and metadata, interned as they are read in
+     * tables of their own (loc.s: strings, frames, nodes), since the
+     * snapshot's numbering follows time order: finish_event() interns them
+     * again in that order, as the whole import does. */
+    struct bld loc;
+    uint32_t *node_map, *frame_map;  /* loc's id -> the snapshot's + 1 (0: not yet) */
 };
 
 /* "NAME: message" into the caller's buffer; returns rc. */
@@ -357,23 +394,6 @@ static int import_segment(struct imp *im, const vt__pv *seg, size_t si)
     return 0;
 }
 
-/* One trace entry or annotation before sorting by time. */
-struct pending {
-    uint64_t time_us;
-    uint32_t device;
-    uint32_t order;        /* position in the file, for a stable sort */
-    const vt__pv *entry;
-    uint8_t annotation;    /* from external_annotations */
-};
-
-static int cmp_pending(const void *a, const void *b)
-{
-    const struct pending *x = a, *y = b;
-    if (x->time_us != y->time_us)
-        return x->time_us < y->time_us ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
-}
-
 static uint8_t action_kind(const vt__pv *a)
 {
     static const struct { const char *name; uint8_t kind; } map[] = {
@@ -401,17 +421,114 @@ static uint64_t round_granule(uint64_t n)
     return (n + PYTORCH_GRANULE - 1) / PYTORCH_GRANULE * PYTORCH_GRANULE;
 }
 
-static int make_event(struct imp *im, const struct pending *pe, vt__event *e)
+/* Value index + 1 of v (0 for none), as an unfinished event keeps it. */
+static uint32_t ref_of(const vt__pickle *p, const vt__pv *v)
+{
+    return v ? (uint32_t)(v - p->values) + 1 : 0;
+}
+
+/* An entry's fields, read from its dict as soon as the dict is complete (it
+ * may be dropped then: the sink of pickle_read.c). The event is finished
+ * (its stack and strings interned) later, in time order, so that a
+ * streamed import numbers strings and stacks as the whole one does. Until
+ * then time_ns holds time_us, seq the position of the entry in its list
+ * (or among the annotations), stack and str the frames and user_metadata
+ * values (ref_of), aux the kind's argument, and aux2 is 1 for an annotation
+ * (str then its dict). @return 0 when `en` is no trace entry. */
+static int read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
+{
+    if (!en || en->type != VT_PV_DICT)
+        return 0;
+    const vt__pv *action = vt__pickle_get(p, en, "action");
+    memset(e, 0, sizeof *e);
+    e->kind = action_kind(action);
+    if (!e->kind)
+        return 0;
+    e->time_ns = vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0);
+    e->addr = vt__pickle_u64(vt__pickle_get(p, en, "addr"), 0);
+    e->size = vt__pickle_u64(vt__pickle_get(p, en, "size"), 0);
+    e->stream = vt__pickle_u64(vt__pickle_get(p, en, "stream"), 0);
+    const vt__pv *frames = vt__pickle_get(p, en, "frames");
+    if (frames && (frames->type == VT_PV_LIST || frames->type == VT_PV_TUPLE))
+        e->stack = ref_of(p, frames);
+    const vt__pv *meta = vt__pickle_get(p, en, "user_metadata");
+    if (meta && (meta->type == VT_PV_STR || meta->type == VT_PV_BYTES))
+        e->str = ref_of(p, meta);
+    if (e->kind == VT_EV_OOM) {
+        const vt__pv *df = vt__pickle_get(p, en, "device_free");
+        e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
+    } else if (e->kind == VT_EV_MARK) {
+        e->aux = vt__pickle_str_is(action, "snapshot");
+    }
+    return 1;
+}
+
+/* Merged by time; at one time, trace entries by device and position, then
+ * annotations in order (as a stable sort of them in that order). */
+static int cmp_unfinished(const void *a, const void *b)
+{
+    const vt__event *x = a, *y = b;
+    if (x->time_ns != y->time_ns)
+        return x->time_ns < y->time_ns ? -1 : 1;
+    if (x->aux2 != y->aux2)
+        return x->aux2 < y->aux2 ? -1 : 1;
+    if (!x->aux2 && x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static const vt__pv *ref_value(const vt__pickle *p, uint32_t ref)
+{
+    return ref ? vt__pickle_value(p, ref - 1) : NULL;
+}
+
+/* A string of im->loc in the snapshot's table. */
+static int local_str(struct imp *im, uint32_t id, uint32_t *out)
+{
+    *out = 0;
+    return id ? intern_c(&im->b, str_at(im->loc.s, id), out) : 0;
+}
+
+/* A stack of im->loc in the snapshot's tables, interned outermost first
+ * with its strings and frames as stack_of() interns them from the graph. */
+static int local_stack(struct imp *im, uint32_t node, uint32_t *out)
+{
+    const vt__snapshot_data *l = im->loc.s;
+    uint32_t path[MAX_FRAMES_PER_STACK + 1];
+    size_t n = 0;
+    int rc;
+    while (node && !im->node_map[node] && n < MAX_FRAMES_PER_STACK + 1) {
+        path[n++] = node;
+        node = l->stack_nodes[node].parent;
+    }
+    uint32_t at = node ? im->node_map[node] - 1 : 0;
+    while (n--) {
+        uint32_t lf = l->stack_nodes[path[n]].frame, fr = im->frame_map[lf] - 1;
+        if (!im->frame_map[lf]) {
+            const vt__frame *f = &l->frames[lf];
+            uint32_t fn, file;
+            if ((rc = local_str(im, f->function, &fn)) || (rc = local_str(im, f->file, &file)) ||
+                (rc = intern_frame(&im->b, fn, file, f->line, &fr)))
+                return rc;
+            im->frame_map[lf] = fr + 1;
+        }
+        if ((rc = intern_node(&im->b, at, fr, &at)))
+            return rc;
+        im->node_map[path[n]] = at + 1;
+    }
+    *out = at;
+    return 0;
+}
+
+static int finish_event(struct imp *im, vt__event *e)
 {
     const vt__pickle *p = im->p;
-    const vt__pv *en = pe->entry;
     int rc;
-    memset(e, 0, sizeof *e);
-    e->time_ns = pe->time_us * 1000;
-    e->device = (int8_t)pe->device;
+    e->time_ns *= 1000;
     e->thread = 1;
-    if (pe->annotation) {
+    if (e->aux2) {
         /* external_annotations: {name, stage, device, time_us} */
+        const vt__pv *en = ref_value(p, e->str);
         const vt__pv *nm = vt__pickle_get(p, en, "name"), *stage = vt__pickle_get(p, en, "stage");
         char label[512];
         snprintf(label, sizeof label, "%.*s%s%.*s",
@@ -420,18 +537,20 @@ static int make_event(struct imp *im, const struct pending *pe, vt__event *e)
                  stage && stage->type == VT_PV_STR ? " " : "",
                  stage && stage->type == VT_PV_STR ? (int)(stage->n > 64 ? 64 : stage->n) : 0,
                  stage && stage->type == VT_PV_STR ? stage->s : "");
-        e->kind = VT_EV_MARK;
+        e->aux2 = 0;
         return intern_c(&im->b, label, &e->str);
     }
-    const vt__pv *action = vt__pickle_get(p, en, "action");
-    e->kind = action_kind(action);
-    e->addr = vt__pickle_u64(vt__pickle_get(p, en, "addr"), 0);
-    uint64_t size = vt__pickle_u64(vt__pickle_get(p, en, "size"), 0);
-    e->stream = vt__pickle_u64(vt__pickle_get(p, en, "stream"), 0);
-    if ((rc = stack_of(&im->b, p, vt__pickle_get(p, en, "frames"), &e->stack)))
-        return rc;
-    if ((rc = intern_pv(&im->b, vt__pickle_get(p, en, "user_metadata"), &e->str)))
-        return rc;
+    uint64_t size = e->size;
+    e->size = 0;
+    if (im->loc.s) {
+        if ((rc = local_stack(im, e->stack, &e->stack)) || (rc = local_str(im, e->str, &e->str)))
+            return rc;
+    } else {
+        if ((rc = stack_of(&im->b, p, ref_value(p, e->stack), &e->stack)))
+            return rc;
+        if ((rc = intern_pv(&im->b, ref_value(p, e->str), &e->str)))
+            return rc;
+    }
     switch (e->kind) {
     case VT_EV_ALLOC:
         e->req_size = size;
@@ -453,18 +572,16 @@ static int make_event(struct imp *im, const struct pending *pe, vt__event *e)
         if (e->kind == VT_EV_SEGMENT_FREE)
             e->aux = 0;
         break;
-    case VT_EV_OOM: {
-        const vt__pv *df = vt__pickle_get(p, en, "device_free");
+    case VT_EV_OOM:
         e->req_size = size;
-        e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
         e->addr = 0;
         break;
-    }
     case VT_EV_MARK:
-        if (vt__pickle_str_is(action, "snapshot"))
+        if (e->aux)
             rc = intern_c(&im->b, "torch snapshot", &e->str);
         else if (!e->str)
             rc = intern_c(&im->b, "annotate", &e->str);
+        e->aux = 0;
         e->addr = 0;
         break;
     default:
@@ -473,62 +590,61 @@ static int make_event(struct imp *im, const struct pending *pe, vt__event *e)
     return rc;
 }
 
-/* Unknown actions are dropped; the rest become events sorted by time. */
+static int push_event(struct imp *im, const vt__event *e)
+{
+    vt__snapshot_data *s = im->b.s;
+    if (s->nevents >= UINT32_MAX - 1)
+        return -EOVERFLOW;
+    if (vt__grow((void **)&s->events, &im->b.cap_events, s->nevents + 1, sizeof *s->events))
+        return -ENOMEM;
+    s->events[s->nevents++] = *e;
+    return 0;
+}
+
+/* The entries still in the graph (all of them when nothing was streamed)
+ * and the annotations join the streamed ones; unknown actions are dropped;
+ * then all are sorted by time and finished. */
 static int import_traces(struct imp *im, const vt__pv *traces, const vt__pv *annotations)
 {
     const vt__pickle *p = im->p;
     vt__snapshot_data *s = im->b.s;
-    size_t n = 0;
     size_t ndev = traces && traces->type == VT_PV_LIST ? traces->n : 0;
-    for (size_t d = 0; d < ndev; d++) {
-        const vt__pv *dt = vt__pickle_item(p, traces, d);
-        if (dt && dt->type == VT_PV_LIST)
-            n += dt->n;
-    }
-    size_t nann = annotations && annotations->type == VT_PV_LIST ? annotations->n : 0;
-    n += nann;
-    if (n > UINT32_MAX - 1)
-        return oom(im, -EOVERFLOW);
-    struct pending *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v)
+    vt__event e;
+    int rc;
+    if (!s->events && vt__grow((void **)&s->events, &im->b.cap_events, 1, sizeof *s->events))
         return oom(im, -ENOMEM);
-    size_t m = 0;
+    if (im->loc.s && (!(im->node_map = calloc(im->loc.s->nstack_nodes, sizeof *im->node_map)) ||
+                      !(im->frame_map = calloc(im->loc.s->nframes + 1, sizeof *im->frame_map))))
+        return oom(im, -ENOMEM);
     for (size_t d = 0; d < ndev && d < 128; d++) {
         const vt__pv *dt = vt__pickle_item(p, traces, d);
         for (size_t i = 0; dt && dt->type == VT_PV_LIST && i < dt->n; i++) {
-            const vt__pv *en = vt__pickle_item(p, dt, i);
-            if (!en || en->type != VT_PV_DICT || !action_kind(vt__pickle_get(p, en, "action")))
+            if (!read_entry(p, vt__pickle_item(p, dt, i), &e))
                 continue;
-            v[m] = (struct pending){ vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
-                                     (uint32_t)d, (uint32_t)m, en, 0 };
-            m++;
+            e.device = (int8_t)d;
+            e.seq = i;
+            if ((rc = push_event(im, &e)))
+                return oom(im, rc);
         }
     }
+    size_t nann = annotations && annotations->type == VT_PV_LIST ? annotations->n : 0;
     for (size_t i = 0; i < nann; i++) {
         const vt__pv *en = vt__pickle_item(p, annotations, i);
         if (!en || en->type != VT_PV_DICT)
             continue;
         int64_t dev = vt__pickle_int(vt__pickle_get(p, en, "device"), 0);
-        v[m] = (struct pending){ vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
-                                 (uint32_t)(dev >= 0 && dev < 128 ? dev : 0), (uint32_t)m, en, 1 };
-        m++;
-    }
-    qsort(v, m, sizeof *v, cmp_pending);
-    s->events = malloc((m ? m : 1) * sizeof *s->events);
-    if (!s->events) {
-        free(v);
-        return oom(im, -ENOMEM);
-    }
-    for (size_t i = 0; i < m; i++) {
-        int rc = make_event(im, &v[i], &s->events[i]);
-        if (rc) {
-            free(v);
+        e = (vt__event){ .kind = VT_EV_MARK, .aux2 = 1, .seq = i, .str = ref_of(p, en),
+                         .time_ns = vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
+                         .device = (int8_t)(dev >= 0 && dev < 128 ? dev : 0) };
+        if ((rc = push_event(im, &e)))
             return oom(im, rc);
-        }
-        s->events[i].seq = i + 1;
-        s->nevents = i + 1;
     }
-    free(v);
+    qsort(s->events, s->nevents, sizeof *s->events, cmp_unfinished);
+    for (size_t i = 0; i < s->nevents; i++) {
+        if ((rc = finish_event(im, &s->events[i])))
+            return oom(im, rc);
+        s->events[i].seq = i + 1;
+    }
     return 0;
 }
 
@@ -644,34 +760,129 @@ static int finish_meta(struct imp *im)
     return 0;
 }
 
-int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
-                       char *err, size_t errlen)
+/* ---- streaming the trace entries (pickle.h's sink) ---------------------- */
+
+/* While the pickle is parsed, a streamed entry's unfinished event keeps in
+ * `thread` the value index of the list it was appended to, made a device
+ * number by match_streamed() once the graph is whole; its stack and str are
+ * ids in im->loc, so that the graph keeps nothing of it. */
+static int take_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item)
+{
+    struct imp *im = ctx;
+    vt__event e;
+    if (!read_entry(p, vt__pickle_value(p, item), &e))
+        return 0;
+    uint32_t stack = 0, str = 0;
+    int rc = stack_of(&im->loc, p, ref_value(p, e.stack), &stack);
+    if (!rc)
+        rc = intern_pv(&im->loc, ref_value(p, e.str), &str);
+    e.stack = stack;
+    e.str = str;
+    e.thread = list;
+    e.seq = im->nstreamed++;
+    if (!rc)
+        rc = push_event(im, &e);
+    return rc ? oom(im, rc) : 0;
+}
+
+struct list_dev { uint32_t list, dev; };
+
+static int cmp_list_dev(const void *a, const void *b)
+{
+    const struct list_dev *x = a, *y = b;
+    return (x->list > y->list) - (x->list < y->list);
+}
+
+/* Give each streamed event its device: the position of its list in
+ * `traces`. @return 0, 1 when the graph is not what the stream assumed (a
+ * list met twice or not at all, entries kept in the graph: the caller then
+ * parses the pickle whole), or a negative errno. */
+static int match_streamed(struct imp *im, const vt__pv *traces)
+{
+    const vt__pickle *p = im->p;
+    vt__snapshot_data *s = im->b.s;
+    for (size_t d = 0; traces && traces->type == VT_PV_LIST && d < traces->n; d++) {
+        const vt__pv *dt = vt__pickle_item(p, traces, d);
+        if (dt && dt->type == VT_PV_LIST && dt->n)
+            return 1; /* entries left in the graph: their order with the streamed is lost */
+    }
+    if (!s->nevents)
+        return 0;
+    if (!traces || traces->type != VT_PV_LIST)
+        return 1;
+    struct list_dev *map = malloc((traces->n ? traces->n : 1) * sizeof *map);
+    if (!map)
+        return -ENOMEM;
+    size_t n = 0;
+    for (uint32_t d = 0; d < traces->n; d++) {
+        const vt__pv *dt = vt__pickle_item(p, traces, d);
+        if (dt)
+            map[n++] = (struct list_dev){ (uint32_t)(dt - p->values), d };
+    }
+    qsort(map, n, sizeof *map, cmp_list_dev);
+    size_t kept = 0;
+    int rc = 0;
+    for (size_t i = 0; i < s->nevents && !rc; i++) {
+        vt__event *e = &s->events[i];
+        struct list_dev key = { e->thread, 0 }, *hit = bsearch(&key, map, n, sizeof *map,
+                                                               cmp_list_dev);
+        if (!hit || (hit > map && hit[-1].list == key.list) ||
+            (hit + 1 < map + n && hit[1].list == key.list) || p->values[key.list].n)
+            rc = 1;
+        else if (hit->dev < 128) /* the whole import reads 128 devices */
+            s->events[kept++] = (vt__event){ .time_ns = e->time_ns, .addr = e->addr,
+                                             .size = e->size, .stream = e->stream,
+                                             .stack = e->stack, .str = e->str, .aux = e->aux,
+                                             .seq = e->seq, .kind = e->kind,
+                                             .device = (int8_t)hit->dev };
+    }
+    free(map);
+    if (!rc)
+        s->nevents = kept;
+    return rc;
+}
+
+static void imp_free(struct imp *im)
+{
+    bld_free_tables(&im->b);
+    bld_free_tables(&im->loc);
+    vt__snapshot_free(im->loc.s);
+    free(im->node_map);
+    free(im->frame_map);
+    vt__pickle_free((vt__pickle *)im->p);
+}
+
+int vt__pytorch_import_path(const void *data, size_t size, const char *name, bool stream,
+                            vt__snapshot_data **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
         err[0] = 0;
     name = name ? name : "(memory)";
+    struct imp im = { .name = name, .err = err, .errlen = errlen };
     vt__pickle *p = NULL;
-    int rc = vt__pickle_parse(data, size, name, &p, err, errlen);
-    if (rc)
+    vt__pickle_sink sink = { .key = "device_traces", .take = take_entry, .ctx = &im };
+    im.b.s = calloc(1, sizeof *im.b.s);
+    if (stream)
+        im.loc.s = calloc(1, sizeof *im.loc.s);
+    if (!im.b.s || (stream && (!im.loc.s || bld_start(&im.loc)))) {
+        imp_free(&im);
+        vt__snapshot_free(im.b.s);
+        return fail(&im, -ENOMEM, "out of memory");
+    }
+    int rc = vt__pickle_parse_sink(data, size, name, stream ? &sink : NULL, &p, err, errlen);
+    if (rc) {
+        imp_free(&im);
+        vt__snapshot_free(im.b.s);
         return rc;
-    struct imp im = { .p = p, .name = name, .err = err, .errlen = errlen };
+    }
+    im.p = p;
     im.b.p = p;
     im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
-    im.b.s = calloc(1, sizeof *im.b.s);
-    if (!im.b.s || !im.b.vcache ||
-        vt__grow((void **)&im.b.s->strings_blob, &im.b.cap_blob, 1, 1) ||
-        vt__grow((void **)&im.b.s->string_offsets, &im.b.cap_offs, 1, sizeof(uint32_t)) ||
-        vt__grow((void **)&im.b.s->stack_nodes, &im.b.cap_nodes, 1, sizeof(vt__stack_node))) {
+    if (!im.b.vcache || bld_start(&im.b)) {
         rc = oom(&im, -ENOMEM);
         goto out;
     }
-    im.b.s->strings_blob[0] = 0; /* string 0 is "" (intern() never stores it) */
-    im.b.s->strings_blob_size = 1;
-    im.b.s->string_offsets[0] = 0;
-    im.b.s->nstrings = 1;
-    im.b.s->stack_nodes[0] = (vt__stack_node){ 0, 0 };
-    im.b.s->nstack_nodes = 1;
 
     const vt__pv *root = vt__pickle_value(p, p->root);
     const vt__pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
@@ -692,6 +903,11 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
                   "neither a dict nor a list)");
         goto out;
     }
+    if (stream && (rc = match_streamed(&im, root->type == VT_PV_DICT ? traces : NULL)) != 0) {
+        if (rc < 0)
+            rc = oom(&im, rc);
+        goto out;
+    }
     size_t nseg = segments && segments->type == VT_PV_LIST ? segments->n : 0;
     for (size_t i = 0; i < nseg && !rc; i++)
         rc = import_segment(&im, vt__pickle_item(p, segments, i), i);
@@ -704,15 +920,23 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
     if (!rc)
         rc = finish_meta(&im);
 out:
-    free(im.b.strs.slots);
-    free(im.b.frames.slots);
-    free(im.b.nodes.slots);
-    free(im.b.vcache);
-    vt__pickle_free(p);
+    imp_free(&im);
     if (rc) {
         vt__snapshot_free(im.b.s);
         return rc;
     }
     *out = im.b.s;
     return 0;
+}
+
+/* The trace entries are streamed (the graph then holds about one batch of
+ * them at a time); whatever that path cannot take as it is, or rejects, is
+ * imported again whole, so that what is accepted, and every message, stays
+ * the whole import's. */
+int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snapshot_data **out,
+                       char *err, size_t errlen)
+{
+    if (vt__pytorch_import_path(data, size, name, true, out, err, errlen) == 0)
+        return 0;
+    return vt__pytorch_import_path(data, size, name, false, out, err, errlen);
 }
