@@ -2,7 +2,7 @@
 first-token vector, ``out[:, 0]`` of an encoder's [B, T, H] output, kept on
 the device for a torch.cat at the end. Each kept row is a view: it keeps
 its batch's whole output (1 MiB for 8 KiB here). No optimizer, so no mark;
-about two seconds of batches. ``fixed``: ``.clone()`` of the row.
+about three seconds of batches. ``fixed``: ``.clone()`` of the row.
 Prints "embeddings (N, H)" last."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main(fixed: bool) -> None:
     torch.manual_seed(0)
     table = torch.randn(512, 128, device="cuda")
     with torch.no_grad():
-        for _ in range(12):
+        for _ in range(20):
             ids = torch.randint(0, 512, (16, 128), device="cuda")
             out = encode(ids, table)
             cls = out[:, 0]

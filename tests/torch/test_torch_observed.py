@@ -532,7 +532,7 @@ def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
         snap = str(tmp_path / f"{kind}.vtsnap")
         rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
                        sys.executable, prog, kind])
-        assert rc == 0 and "embeddings (192, 128)" in out, out[-3000:]
+        assert rc == 0 and "embeddings (320, 128)" in out, out[-3000:]
         rc, text = run([CLI, "check", snap])
         if kind == "fixed":
             assert rc == 0, text[:4000]
