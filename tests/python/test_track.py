@@ -470,3 +470,25 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
     assert len(named) == 1
     assert not [e for e in d["events"] if e["kind"] == "TENSOR_NEW"
                 and _made_by(e["str"], "aten.mul out[0]")]
+
+
+def test_a_program_without_marks_ticks_on_the_python_path_until_it_marks(fake):
+    """The Python path's tick (Tracker._on_op; the C path's is dispatch.c):
+    a mark's work every tick_s of a program's ops while it has made no mark,
+    none once it marks."""
+    import time
+    with vtt.track() as tr:
+        assert tr._fast is None          # FakeLib: the Python path
+        tr.tick_s = 0.01
+        x = torch.ones(4)
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            x = x + 1
+        assert tr.epoch >= 2, tr.epoch   # ticks: epochs without a MARK
+        assert not [e for e in fake.events if e[0] == "mark"], fake.events   # none recorded
+        vtt.mark("first")
+        epoch = tr.epoch
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            x = x + 1
+        assert tr.epoch == epoch

@@ -15,6 +15,7 @@ from ._torch_facts import _Parameter
 # next one, well within the 1 s `check`'s time rule waits at least before a
 # finding.
 _TICK_S = 0.5
+_NO_TICK = float("inf")   # Tracker._next_tick once no tick is to come
 
 
 class _Marks:
@@ -47,7 +48,7 @@ class _Marks:
             self._flush()
             threshold = self.epoch
             if kind == "mark":
-                self._marked = True
+                self._next_tick = _NO_TICK
             if kind in ("mark", "tick"):
                 self._grads_follow_parameters(threshold, kind == "tick")
                 self.epoch += 1
@@ -80,7 +81,7 @@ class _Marks:
         storages gone stale are walked for their holders, from the walks'
         credit as at a mark. No MARK is recorded: `check` judges such a
         program by time. Returns whether to go on (not once it marks)."""
-        if self._marked or not self.tick_s:
+        if self._next_tick == _NO_TICK:
             return False
         self._on_mark("tick", "")
         return True

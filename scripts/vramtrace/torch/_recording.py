@@ -265,10 +265,12 @@ class _Recording:
         if not self._recording:
             return
         began = _perf_counter()
-        if forward and self.tick_s and not self._marked and began >= self._next_tick:
-            # the C path's tick (dispatch.c), on this path's clock
-            first, self._next_tick = not self._next_tick, began + self.tick_s
-            if not first:
+        if began >= self._next_tick and forward:
+            # the C path's tick (dispatch.c) on this path's clock: one
+            # comparison per op once the program marks (_next_tick infinite)
+            started = self._next_tick > 0
+            self._next_tick = began + self.tick_s
+            if started:
                 try:
                     self._tick()
                 except Exception as exc:  # never break the user's program

@@ -18,10 +18,9 @@ from .. import _gc_hold, _trackobs
 from ._cycles import _Cycles
 from . import _fast_path
 from ._fast_path import _make_fast_path
-from ._marks import _Marks
+from ._marks import _NO_TICK, _TICK_S, _Marks
 from ._naming import _Naming
 from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
-from ._marks import _TICK_S
 from ._walks import _FIRST_PASS_S
 from ._records import _StorageRec, _TensorRec
 from ._registry import _active, _tls
@@ -115,8 +114,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # tick_s seconds of its ops (_Marks._tick), until it marks. (The C
         # path keeps its own copy, _fast.tick_s, set below.)
         self.tick_s: Optional[float] = _TICK_S
-        self._marked = False
-        self._next_tick = 0.0        # the Python path's clock for it (the C path's: _fast)
+        # When the next tick is due on the Python path's clock (the C path
+        # keeps its own): 0 until its first op, infinity once the program
+        # has marked (or with tick_s None): no tick then on either path.
+        self._next_tick = 0.0 if self.tick_s else _NO_TICK
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
         self._param_labels: Set[str] = set()   # the model names parameters were given
