@@ -227,6 +227,17 @@ static void put(char *result, size_t len, const char *key, size_t u, const char 
     strncat(result, part, len - strlen(result) - 1);
 }
 
+/* One row of the table and its RESULT keys: fn(path) in a child, or the
+ * command argv (fn NULL). */
+static void measured(char *result, size_t len, size_t n, size_t u, const char *m,
+                     const char *what, const char *key, int (*fn)(const char *),
+                     const char *path, char *const argv[])
+{
+    struct cost c = measure(fn, path, argv);
+    row(n, what, c);
+    put(result, len, key, u, m, c);
+}
+
 int main(int argc, char **argv)
 {
     const char *cli = NULL, *gen = NULL, *dir = "/tmp", *list = "1000000,10000000";
@@ -272,14 +283,12 @@ int main(int argc, char **argv)
         snprintf(html, sizeof html, "%s.html", path);
         snprintf(json, sizeof json, "%s.json", path);
         if (want(only, "timeline")) {
-            if (n <= WHOLE_LIMIT) {
-                struct cost whole = measure(build_whole, path, NULL);
-                row(n, "timeline, whole snapshot", whole);
-                put(result, sizeof result, "whole", u, m, whole);
-            } else {
+            if (n <= WHOLE_LIMIT)
+                measured(result, sizeof result, n, u, m, "timeline, whole snapshot", "whole",
+                         build_whole, path, NULL);
+            else
                 printf("%11zu  %-38s (left out: about %.0f GB)\n", n, "timeline, whole snapshot",
                        (double)n * 250 / 1e9);
-            }
             row(n, "timeline, streamed (leaks)", measure(build_streamed_end, path, NULL));
             row(n, "timeline, streamed + curves (summary)",
                 measure(build_streamed_curves, path, NULL));
@@ -294,70 +303,53 @@ int main(int argc, char **argv)
             if (k < 3)
                 av[3] = NULL;
             char what[64];
-            struct cost c = measure(NULL, NULL, av);
             snprintf(what, sizeof what, "vramtrace %s%s", cmds[k], k == 4 ? " --check" : "");
-            row(n, what, c);
-            put(result, sizeof result, keys[k], u, m, c);
+            measured(result, sizeof result, n, u, m, what, keys[k], NULL, NULL, av);
         }
         if (want(only, "compare")) {
             /* one rank, then four (the same file: the ranks are read one
              * after another) */
-            char *cav[] = { (char *)cli, "compare", path, path, path, path, NULL };
-            cav[3] = NULL;
-            struct cost c = measure(NULL, NULL, cav);
-            row(n, "vramtrace compare (1 rank)", c);
-            put(result, sizeof result, "compare", u, m, c);
+            char *cav[] = { (char *)cli, "compare", path, NULL, path, path, path, NULL };
+            measured(result, sizeof result, n, u, m, "vramtrace compare (1 rank)", "compare",
+                     NULL, NULL, cav);
             cav[3] = path;
-            c = measure(NULL, NULL, cav);
-            row(n, "vramtrace compare (4 ranks)", c);
-            put(result, sizeof result, "compare4", u, m, c);
+            measured(result, sizeof result, n, u, m, "vramtrace compare (4 ranks)", "compare4",
+                     NULL, NULL, cav);
         }
         if (want(only, "replay")) {
             char *rav[] = { (char *)cli, "replay", path, NULL };
-            struct cost c = measure(NULL, NULL, rav);
-            row(n, "vramtrace replay", c);
-            put(result, sizeof result, "replay", u, m, c);
+            measured(result, sizeof result, n, u, m, "vramtrace replay", "replay", NULL, NULL,
+                     rav);
         }
         if (want(only, "viz") && n <= WHOLE_LIMIT) {
-            struct cost vw = measure(viz_whole_plain, path, NULL);
-            row(n, "viz, whole snapshot", vw);
-            put(result, sizeof result, "vizwhole", u, m, vw);
-            struct cost vwc = measure(viz_whole_checked, path, NULL);
-            row(n, "viz --check, whole snapshot", vwc);
-            put(result, sizeof result, "vizwholecheck", u, m, vwc);
+            measured(result, sizeof result, n, u, m, "viz, whole snapshot", "vizwhole",
+                     viz_whole_plain, path, NULL);
+            measured(result, sizeof result, n, u, m, "viz --check, whole snapshot",
+                     "vizwholecheck", viz_whole_checked, path, NULL);
         }
-        if (want(only, "export")) {
-            char *av[] = { (char *)cli, "export", "--format", "perfetto", path, "-o", json, NULL };
-            struct cost c = measure(NULL, NULL, av);
-            row(n, "vramtrace export --format perfetto", c);
-            put(result, sizeof result, "export", u, m, c);
-            if (n <= WHOLE_LIMIT) {
-                c = measure(perfetto_whole, path, NULL);
-                row(n, "perfetto, whole snapshot", c);
-                put(result, sizeof result, "exportwhole", u, m, c);
-            }
-        }
-        if (want(only, "torch")) {
-            char *av[] = { (char *)cli, "export", "--format", "torch", path, "-o", json, NULL };
-            struct cost c = measure(NULL, NULL, av);
-            row(n, "vramtrace export --format torch", c);
-            put(result, sizeof result, "torch", u, m, c);
-            if (n <= WHOLE_LIMIT) {
-                c = measure(torch_whole, path, NULL);
-                row(n, "torch, whole snapshot", c);
-                put(result, sizeof result, "torchwhole", u, m, c);
-            }
-        }
-        if (want(only, "json")) {
-            char *av[] = { (char *)cli, "json", path, NULL };
-            struct cost c = measure(NULL, NULL, av);
-            row(n, "vramtrace json", c);
-            put(result, sizeof result, "json", u, m, c);
-            if (n <= WHOLE_LIMIT) {
-                c = measure(json_whole, path, NULL);
-                row(n, "json, whole snapshot", c);
-                put(result, sizeof result, "jsonwhole", u, m, c);
-            }
+        /* the exports and json, streamed by the CLI, and written from the
+         * whole snapshot in this build (what they did before) */
+        static const struct {
+            const char *part, *format, *what, *whole_what, *whole_key;
+            int (*whole)(const char *);
+        } outs[] = {
+            { "export", "perfetto", "vramtrace export --format perfetto",
+              "perfetto, whole snapshot", "exportwhole", perfetto_whole },
+            { "torch", "torch", "vramtrace export --format torch", "torch, whole snapshot",
+              "torchwhole", torch_whole },
+            { "json", NULL, "vramtrace json", "json, whole snapshot", "jsonwhole", json_whole },
+        };
+        for (size_t k = 0; k < sizeof outs / sizeof *outs; k++) {
+            if (!want(only, outs[k].part))
+                continue;
+            char *eav[] = { (char *)cli, "export", "--format", (char *)outs[k].format, path,
+                            "-o", json, NULL };
+            char *jav[] = { (char *)cli, "json", path, NULL };
+            measured(result, sizeof result, n, u, m, outs[k].what, outs[k].part, NULL, NULL,
+                     outs[k].format ? eav : jav);
+            if (n <= WHOLE_LIMIT)
+                measured(result, sizeof result, n, u, m, outs[k].whole_what, outs[k].whole_key,
+                         outs[k].whole, path, NULL);
         }
         unlink(html);
         unlink(json);
