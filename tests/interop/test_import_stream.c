@@ -130,4 +130,18 @@ TEST(streamed_import_is_the_whole_import_on_the_benchmarks_file)
     ASSERT_EQ(system(cmd), 0);
 }
 
+TEST(streamed_import_is_the_whole_import_on_a_pickle_pytorchs_recorder_wrote)
+{
+    /* data/pytorch_2_14_mlp.pickle: PyTorch 2.14.1's _dump_snapshot of a small
+     * training run (data/make_pytorch_pickle.py); it must take the streamed way */
+    const char *path = getenv("VT_TORCH_PICKLE");
+    ASSERT_MSG(path && path[0], "VT_TORCH_PICKLE is not set (run through meson test)");
+    char dir[] = "/tmp/vt-import-stream.XXXXXX";
+    ASSERT(mkdtemp(dir));
+    ASSERT_MSG(same_both_ways(path, dir), "%s: imported whole, not streamed", path);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+}
+
 TEST_MAIN()
