@@ -188,7 +188,8 @@ static void write_tables(FILE *o, const vt__snapshot_data *s)
         str_field(o, s, "build_id", f->build_id);
         str_field(o, s, "function", f->function);
         str_field(o, s, "file", f->file);
-        fprintf(o, ",\"line\":%u,\"first_line\":%u}", f->line, f->first_line);
+        fprintf(o, ",\"line\":%u,\"first_line\":%u,\"user_code\":%s}", f->line, f->first_line,
+                vt__frame_is_user_code(s, f) ? "true" : "false");
     }
     fputs("],\n\"stacks\":[", o);
     for (size_t i = 0; i < s->nstack_nodes; i++) {

@@ -377,8 +377,10 @@ VT_API int vt_python_frames(uint64_t *pairs, int max);
  * Whether Python source file `file` is the program's own code, by the rule
  * every report uses to choose the line it leads with: not under
  * site-packages or dist-packages, not the standard library (lib/pythonX.Y/),
- * not <frozen ...>, not vramtrace's own package. For interpreters that name
- * what they record by the user's line.
+ * not <frozen ...>, not vramtrace's own package, and not a package installed
+ * elsewhere (`pip install --target DIR`: a *.dist-info beside it whose RECORD
+ * lists it; the disk is read the first time a directory is asked). For
+ * interpreters that name what they record by the user's line.
  * @return 1 if it is, 0 if not (or NULL). */
 VT_API int vt_source_is_programs(const char *file);
 

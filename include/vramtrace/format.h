@@ -230,6 +230,12 @@ enum vt_passthrough_call {
  *   PyTorch's PYTORCH_CUDA_ALLOC_CONF text), which a replay under the
  *   framework's rules starts from; older readers skip it (trailing META
  *   bytes) and replay from the framework's defaults.
+ *   1.8 adds section FRAME_FLAGS (8): per frame, what the recording machine
+ *   knew of it that its names do not say (VT_FRAME_*: a Python file of a
+ *   package an installer put outside site-packages). Older readers skip it
+ *   as an unknown section and take such frames by their path alone; a 1.8
+ *   reader reading an older file gives every frame flags 0, and ignores a
+ *   FRAME_FLAGS section in a file older than 1.8.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -251,9 +257,10 @@ enum vt_passthrough_call {
  *   32  8  count (items in the section, see each section)
  *   40  4  crc: CRC32C of the stored bytes    44  4  reserved, zero
  * A compressed section is exactly one zstd frame (with its content size).
- * Every section of this version appears exactly once, except FIRST_LINES,
- * which appears at most once (a writer may leave it out when no frame has a
- * first line; absent, every first line is 0); order is free.
+ * Every section of this version appears exactly once, except FIRST_LINES
+ * and FRAME_FLAGS, which appear at most once (a writer may leave them out
+ * when no frame has a first line or a flag; absent, every first line and
+ * every frame's flags are 0); order is free.
  *
  * Size bounds (so that a reader knows what a section may cost before it
  * allocates anything, and a small hostile file cannot make it allocate
@@ -263,6 +270,7 @@ enum vt_passthrough_call {
  * count bounds a section, raw_size is at most what count items can take in
  * their longest encoding: META at most VT_MAX_META_BYTES, FRAMES
  * count * VT_MAX_FRAME_BYTES, FIRST_LINES count * VT_MAX_FIRST_LINE_BYTES,
+ * FRAME_FLAGS count * VT_MAX_FRAME_FLAG_BYTES,
  * STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
  * EVENTS VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES (this
  * version needs at most 114 bytes per event; columns that a later minor adds
@@ -304,6 +312,11 @@ enum vt_passthrough_call {
  *     interpreter's own stack (a Python function running, not native code)
  *     has ip 0, module "python", no build id, and its file, line and
  *     function.
+ *
+ *   FRAME_FLAGS (since 1.8, optional; count = frames): per frame, in the
+ *     order of FRAMES, varint flags (VT_FRAME_*; a reader ignores bits it
+ *     does not know). A writer leaves the section out when every frame's
+ *     flags are 0.
  *
  *   FIRST_LINES (since 1.4, optional; count = frames, the FRAMES section's
  *     count): per frame, in the order of FRAMES, varint first_line: the line
@@ -356,7 +369,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 7
+#define VT_FORMAT_MINOR 8
 /* vt_snapshot_meta.format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -393,6 +406,7 @@ enum vt_meta_flag {
 #define VT_MAX_META_BYTES (1u << 20)
 #define VT_MAX_FRAME_BYTES 70          /* 2 svarints + 5 varints */
 #define VT_MAX_FIRST_LINE_BYTES 5      /* 1 varint below 2^31 */
+#define VT_MAX_FRAME_FLAG_BYTES 5      /* 1 varint of 32 bits */
 #define VT_MAX_STACK_NODE_BYTES 20     /* 2 varints */
 #define VT_MAX_EVENTS_HEADER_BYTES (16u << 10)
 #define VT_MAX_EVENT_BYTES 160
@@ -405,6 +419,18 @@ enum vt_section_id {
     VT_SECTION_STATE = 5,
     VT_SECTION_EVENTS = 6,
     VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
+    VT_SECTION_FRAME_FLAGS = 8,   /* format 1.8 */
+};
+
+/* Frame flags (FRAME_FLAGS section, format 1.8). */
+enum vt_frame_flag {
+    VT_FRAME_INSTALLED = 1u << 0, /* a Python file of an installed package that
+                                     lies outside site-packages and
+                                     dist-packages (`pip install --target DIR`,
+                                     a PYTHONPATH entry of installed packages):
+                                     its directory holds the package's
+                                     *.dist-info, whose RECORD lists the file's
+                                     package. Library code, not the program's */
 };
 
 /* Event columns of format 1.0 to 1.5 (EVENTS section). */

@@ -24,7 +24,7 @@ enum snap_strings { SNAP_STRINGS_BY_ID, SNAP_STRINGS_BY_TEXT };
     X(seq) X(time_ns) X(stream) X(addr) X(req_size) X(size) X(aux) X(aux2)  \
     X(thread) X(stack) X(kind) X(device)
 #define SNAP_EVENT_STRINGS(X) X(str)
-#define SNAP_FRAME_NUMBERS(X) X(ip) X(module_offset) X(line) X(first_line)
+#define SNAP_FRAME_NUMBERS(X) X(ip) X(module_offset) X(line) X(first_line) X(flags)
 #define SNAP_FRAME_STRINGS(X) X(module) X(build_id) X(function) X(file)
 #define SNAP_NODE_NUMBERS(X) X(parent) X(frame)
 #define SNAP_SEGMENT_NUMBERS(X)                                             \

@@ -540,3 +540,58 @@ def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
         assert rc == 1, text
         assert "[pinned]" in text and "[linger]" not in text, text[:4000]
         assert "tensor 'cls = out[:, 0] (kept_cls.py:" in text, text[:4000]
+
+
+def test_a_library_installed_with_pip_target_is_not_taken_for_the_programs_code(tmp_path):
+    """A library put outside site-packages (`pip install --target libs`, the
+    folder on PYTHONPATH) makes the tensors the program keeps: the finding
+    leads with the program's line that called it, the library's line inside
+    it, as for a library in site-packages. The recorder tells the library by
+    the *.dist-info an installer leaves beside it (its RECORD lists the
+    package). Before: the library's line led, the path rule taking it for the
+    program's."""
+    libs, proj = tmp_path / "libs", tmp_path / "proj"
+    (libs / "fancylib").mkdir(parents=True)
+    (libs / "fancylib-1.0.dist-info").mkdir()
+    proj.mkdir()
+    (libs / "fancylib" / "__init__.py").write_text(
+        "import torch\n"
+        "\n"
+        "class Cache:\n"
+        "    def __init__(self):\n"
+        "        self.kept = []\n"
+        "\n"
+        "    def remember(self, x):\n"
+        "        y = torch.relu(x) * 2\n"
+        "        self.kept.append(y)\n"
+        "        return y\n")
+    (libs / "fancylib-1.0.dist-info" / "RECORD").write_text(
+        "fancylib/__init__.py,sha256=x,1\nfancylib-1.0.dist-info/RECORD,,\n")
+    (proj / "train.py").write_text(
+        "import torch, fancylib\n"
+        "cache = fancylib.Cache()\n"
+        "model = torch.nn.Linear(256, 256).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(12):\n"
+        "    x = torch.randn(512, 256, device='cuda')\n"
+        "    out = cache.remember(model(x))\n"
+        "    out.sum().backward()\n"
+        "    opt.step(); opt.zero_grad()\n")
+    snap = str(tmp_path / "a.vtsnap")
+    pythonpath = os.pathsep.join(p for p in (str(libs), os.environ.get("PYTHONPATH", "")) if p)
+    p = subprocess.run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--",
+                        sys.executable, "train.py"], cwd=proj, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": pythonpath})
+    assert p.returncode == 0, p.stdout[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert rc == 1, text[:4000]
+    assert "[never-freed]" in text, text[:4000]
+    lib_file = str(libs / "fancylib" / "__init__.py")
+    assert re.search(r"allocated: .*\n     at <module> \(.*train\.py:7\)\n"
+                     rf"     \(inside it: remember \({re.escape(lib_file)}:8\)\)", text), \
+        text[:4000]
+    # `vramtrace json` says which frames the reports take for the program's
+    own = {(os.path.basename(f["file"]), f["user_code"]) for f in snapshot_json(snap)["frames"]
+           if f["module"] == "python" and f["file"].startswith(str(tmp_path))}
+    assert own == {("__init__.py", False), ("train.py", True)}, own

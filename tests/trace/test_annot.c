@@ -5,6 +5,11 @@
 #include "vramtrace.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../harness.h"
 
@@ -202,6 +207,111 @@ static __attribute__((noipa)) uint32_t captured_lending(uint32_t lent)
     uint32_t st = stack_here();
     vt_thread_python_stack(0);
     return st;
+}
+
+/* Write `text` to dir/rel, making the folders on the way. */
+static void put_file(const char *dir, const char *rel, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    for (char *p = path + strlen(dir) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        ASSERT(mkdir(path, 0700) == 0 || errno == EEXIST);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    ASSERT(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The frame of `stack`'s innermost frame in snapshot s. */
+static const vt__frame *innermost(const vt__snapshot_data *s, uint32_t stack)
+{
+    const vt__frame *f[4];
+    ASSERT_GE(vt__snapshot_stack_frames(s, stack, f, 4), 1);
+    return f[0];
+}
+
+/* `pip install --target DIR` (or a PYTHONPATH entry of installed packages)
+ * puts a library where the path rule sees the program's own code: the
+ * recorder tells it by the *.dist-info beside it whose RECORD lists the
+ * package, flags its frames VT_FRAME_INSTALLED, and vt_source_is_programs
+ * says no. The program's own files stay its own: beside a --target install
+ * in its own folder (`pip install -t .`), under a development install's
+ * .egg-info, and a relative path is taken against the working directory. */
+TEST(installed_packages_outside_site_packages_are_library_code)
+{
+    char root[] = "/tmp/vt-installed-XXXXXX";
+    ASSERT(mkdtemp(root));
+    /* /tmp/.../libs: pip install --target libs transformers six */
+    put_file(root, "libs/transformers/__init__.py", "");
+    put_file(root, "libs/transformers/models/bert.py", "");
+    put_file(root, "libs/six.py", "");
+    put_file(root, "libs/transformers-4.46.3.dist-info/RECORD",
+             "transformers/__init__.py,sha256=abc,10\n"
+             "transformers/models/bert.py,sha256=def,20\n"
+             "transformers-4.46.3.dist-info/RECORD,,\n"
+             "../../bin/transformers-cli,sha256=x,1\n");
+    put_file(root, "libs/six-1.16.0.dist-info/RECORD",
+             "six.py,sha256=abc,10\r\n__pycache__/six.cpython-311.pyc,,\r\n");
+    /* /tmp/.../proj: the user's project, `pip install -t . requests` in it,
+     * and a development install's egg-info */
+    put_file(root, "proj/train.py", "");
+    put_file(root, "proj/model/net.py", "");
+    put_file(root, "proj/requests/api.py", "");
+    put_file(root, "proj/requests-2.32.0.dist-info/RECORD", "\"requests/api.py\",sha256=a,1\n");
+    put_file(root, "proj/proj.egg-info/top_level.txt", "model\n");
+
+    char bert[4200], six[4200], train[4200], net[4200], req[4200], missing[4200];
+    snprintf(bert, sizeof bert, "%s/libs/transformers/models/bert.py", root);
+    snprintf(six, sizeof six, "%s/libs/six.py", root);
+    snprintf(train, sizeof train, "%s/proj/train.py", root);
+    snprintf(net, sizeof net, "%s/proj/model/net.py", root);
+    snprintf(req, sizeof req, "%s/proj/requests/api.py", root);
+    snprintf(missing, sizeof missing, "%s/libs/other/x.py", root);
+    ASSERT_EQ(vt_source_is_programs(bert), 0);
+    ASSERT_EQ(vt_source_is_programs(six), 0);
+    ASSERT_EQ(vt_source_is_programs(req), 0);
+    ASSERT_EQ(vt_source_is_programs(train), 1);
+    ASSERT_EQ(vt_source_is_programs(net), 1);
+    ASSERT_EQ(vt_source_is_programs(missing), 1);   /* no distribution lists it */
+    ASSERT_EQ(vt_source_is_programs("<string>"), 1);
+    char cwd[4096];
+    ASSERT(getcwd(cwd, sizeof cwd));
+    char libs[4200];
+    snprintf(libs, sizeof libs, "%s/libs", root);
+    ASSERT_OK(chdir(libs));
+    ASSERT_EQ(vt_source_is_programs("transformers/__init__.py"), 0);
+    ASSERT_EQ(vt_source_is_programs("other/x.py"), 1);
+    ASSERT_OK(chdir(cwd));
+
+    /* The snapshot carries the answer per frame, and the views read it. */
+    char lib_frame[4300], user_frame[4300];
+    snprintf(lib_frame, sizeof lib_frame, "%s:88 forward", bert);
+    snprintf(user_frame, sizeof user_frame, "%s:12 step", train);
+    const char *frames[] = { lib_frame, user_frame };
+    uint32_t st = vt_stack_intern_frames(frames, 2);
+    ASSERT_NE(st, 0);
+    uint64_t t = vt_tensor_new_stack((void *)0x2000, 16, 0, "logits", st);
+    ASSERT_NE(t, 0);
+    vt__snapshot_data *s = build();
+    const vt__frame *lib = innermost(s, s->events[s->nevents - 1].stack);
+    ASSERT_STR_EQ(str(s, lib->file), bert);
+    ASSERT_EQ(lib->flags, VT_FRAME_INSTALLED);
+    ASSERT(!vt__frame_is_user_code(s, lib));
+    uint32_t parent;
+    uint64_t ip;
+    ASSERT_OK(vt__stacks_node(st, &parent, &ip));
+    const vt__frame *user = innermost(s, parent);
+    ASSERT_STR_EQ(str(s, user->file), train);
+    ASSERT_EQ(user->flags, 0);
+    ASSERT(vt__frame_is_user_code(s, user));
+    vt__snapshot_free(s);
+
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ASSERT_EQ(system(cmd), 0);
 }
 
 /* A thread lent frames (vt_thread_python_stack) records its native frames

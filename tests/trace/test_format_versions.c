@@ -211,6 +211,73 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     vt__snapshot_free(s);
 }
 
+/* format.h, 1.8: FRAME_FLAGS holds what the recording machine knew of each
+ * frame (VT_FRAME_INSTALLED); a writer leaves it out when every frame's
+ * flags are 0, and a file claiming 1.7 has it ignored, as a 1.7 reader
+ * ignores it. Views take a flagged frame for library code. */
+static vt__snapshot_data *gen_python_frames(void)
+{
+    struct snap_builder g = gen_begin();
+    uint32_t user = gen_frame(&g, 0, "python", "step", "/home/u/train.py", 12);
+    uint32_t lib = gen_frame(&g, 0, "python", "forward", "/opt/pylibs/transformers/bert.py", 88);
+    uint32_t native = gen_frame(&g, 0x400100, "/usr/bin/python3", "main", "main.c", 10);
+    gen_node(&g, gen_node(&g, gen_node(&g, 0, native), user), lib);
+    vt__event *e = gen_ev(&g, VT_EV_MARK, 1, 100);
+    e->str = gen_str(&g, "step 1");
+    g.s->frames[0].first_line = 0;
+    g.s->frames[1].first_line = 80;   /* so FIRST_LINES is written too */
+    return g.s;
+}
+
+TEST(frame_flags_round_trip_are_left_out_when_none_and_mark_library_code)
+{
+    vt__snapshot_data *s = gen_python_frames();
+    ASSERT(vt__frame_is_user_code(s, &s->frames[0]));
+    ASSERT(vt__frame_is_user_code(s, &s->frames[1]));   /* by its path alone */
+    ASSERT(!vt__frame_is_user_code(s, &s->frames[2]));
+    s->frames[1].flags = VT_FRAME_INSTALLED | (1u << 20);   /* and a bit of a later minor */
+    ASSERT(!vt__frame_is_user_code(s, &s->frames[1]));
+
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), 8);
+    uint64_t off, len;
+    find_section(data, VT_SECTION_FRAME_FLAGS, &off, &len);
+    vt__snapshot_data *r = decode_ok(data, size);
+    ASSERT_EQ(r->frames[1].flags, VT_FRAME_INSTALLED | (1u << 20));
+    ASSERT_EQ(r->frames[0].flags, 0);
+    ASSERT(!vt__frame_is_user_code(r, &r->frames[1]));
+    ASSERT(vt__frame_is_user_code(r, &r->frames[0]));
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+
+    /* claimed 1.7: the section is skipped, the frame is taken by its path */
+    struct raw_section secs[8];
+    ASSERT_EQ(unpack_all(data, secs, 8), 8);
+    ASSERT_EQ(secs[7].id, VT_SECTION_FRAME_FLAGS);
+    r = decode_repacked(secs, 8, 7);
+    ASSERT_EQ(r->frames[1].flags, 0);
+    ASSERT(vt__frame_is_user_code(r, &r->frames[1]));
+    vt__snapshot_free(r);
+
+    /* a count that is not the frames', and bytes left over: refused */
+    secs[7].count--;
+    expect_repacked_reject(secs, 8, VT_FORMAT_MINOR, "section 'frame flags'");
+    ASSERT_STR_CONTAINS(err, "frame flags for");
+    secs[7].count++;
+    secs[7].raw = realloc(secs[7].raw, secs[7].n + 1);
+    secs[7].raw[secs[7].n++] = 0;
+    expect_repacked_reject(secs, 8, VT_FORMAT_MINOR, "after the last frame's flags");
+    free_sections(secs, 8);
+    free(data);
+
+    s->frames[1].flags = 0;
+    data = encode(s, &size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), 7);   /* FIRST_LINES only */
+    free(data);
+    vt__snapshot_free(s);
+}
+
 TEST(framework_settings_round_trip_in_meta)
 {
     vt__snapshot_data *s = gen_small();

@@ -193,5 +193,5 @@ uint32_t vt_stack_intern_frames(const char *const *frames, size_t n)
 
 int vt_source_is_programs(const char *file)
 {
-    return vt__source_is_programs(file);
+    return vt__source_is_programs(file) && !vt__source_is_installed(file);
 }

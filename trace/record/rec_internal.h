@@ -20,6 +20,8 @@
  *                the processes a snapshot signal is passed on to
  *   exec_hook.c  the exec family: the snapshot before an exec
  *   annotate.c   the annotation API (tensors, holders, references)
+ *   installed_code.c  Python files of packages installed outside site-packages
+ *                (a RECORD of a *.dist-info beside them lists them)
  *   pool_observe.c  a framework's own caching allocator observed (PyTorch's):
  *                its blocks and segments as events, its device calls known
  *   version.c    vt_version_number / vt_version_string
@@ -306,5 +308,11 @@ typedef struct vt__strings_usage {
     uint64_t refused;            /* strings not kept (memory, limits) */
 } vt__strings_usage;
 void vt__strings_stats(vt__strings_usage *out);
+
+/* Whether Python file `file` (absolute, or as the interpreter was given it:
+ * against the working directory) belongs to a package an installer put in a
+ * directory that the path rule (common/user_code.h) takes for the program's
+ * (installed_code.c). Reads the disk the first time a directory is asked. */
+bool vt__source_is_installed(const char *file);
 
 #endif /* VT_TRACE_REC_INTERNAL_H */

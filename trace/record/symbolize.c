@@ -21,6 +21,7 @@
  */
 #include "rec_snap.h"
 #include "demangle.h"
+#include "user_code.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
@@ -114,6 +115,9 @@ static void synthetic(symctx *c, uint64_t ip, vt__frame *f)
             func = q + 1;
         *colon = '\0';
         f->file = add(c, text);
+        /* library code the path rule cannot see, told while its files are here */
+        if (vt__source_is_programs(text) && vt__source_is_installed(text))
+            f->flags |= VT_FRAME_INSTALLED;
     } else {
         func = text;   /* no location: the whole text names the function */
     }

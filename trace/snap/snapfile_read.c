@@ -28,10 +28,10 @@
 #include "snapfile_reader.h"
 
 const char *const vt__section_names[NKNOWN + 1] = {
-    "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines",
+    "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines", "frame flags",
 };
-/* Sections a file may leave out (format.h): FIRST_LINES. */
-#define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES)
+/* Sections a file may leave out (format.h): FIRST_LINES, FRAME_FLAGS. */
+#define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES || (id) == VT_SECTION_FRAME_FLAGS)
 
 /* ---- header and table --------------------------------------------------- */
 
@@ -124,8 +124,9 @@ int vt__rd_parse_header(struct rd *r)
                          (unsigned long long)en.stored, r->size);
         if (en.id == 0 || en.id > NKNOWN)
             continue; /* a later minor version's section: skip */
-        if (en.id == VT_SECTION_FIRST_LINES && r->minor < 4)
-            continue; /* not of this file's version: what a 1.3 reader does */
+        if ((en.id == VT_SECTION_FIRST_LINES && r->minor < 4) ||
+            (en.id == VT_SECTION_FRAME_FLAGS && r->minor < 8))
+            continue; /* not of this file's version: what an older reader does */
         if (r->sec[en.id].present)
             return rfail(r, "section table at byte offset %llu: section '%s' appears twice",
                          (unsigned long long)eoff, vt__section_names[en.id]);
@@ -150,6 +151,8 @@ static uint64_t raw_bound(int id, uint64_t count)
         return count > big ? UINT64_MAX : count * VT_MAX_FRAME_BYTES;
     case VT_SECTION_FIRST_LINES:
         return count > big ? UINT64_MAX : count * VT_MAX_FIRST_LINE_BYTES;
+    case VT_SECTION_FRAME_FLAGS:
+        return count > big ? UINT64_MAX : count * VT_MAX_FRAME_FLAG_BYTES;
     case VT_SECTION_STACKS:
         return count > big ? UINT64_MAX : (count ? count - 1 : 0) * VT_MAX_STACK_NODE_BYTES;
     case VT_SECTION_EVENTS:
@@ -416,7 +419,7 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
             return SFAIL(r, off, "frame %llu: line %llu out of range", (unsigned long long)i,
                          (unsigned long long)line);
         *f = (vt__frame){ ip, mo, (uint32_t)mod, (uint32_t)bid, (uint32_t)fn, (uint32_t)file,
-                         (uint32_t)line, 0 };
+                         (uint32_t)line, 0, 0 };
     }
     if (vt__cur_left(&c))
         return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last frame", vt__cur_left(&c));
@@ -442,6 +445,31 @@ static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
     }
     if (vt__cur_left(&c))
         return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last first line",
+                     vt__cur_left(&c));
+    return 0;
+}
+
+/* Bits a later minor may add are kept as they are: views ask only for the
+ * ones they know. */
+static int dec_frame_flags(struct rd *r, const unsigned char *raw, size_t n)
+{
+    vt__snapshot_data *s = r->s;
+    uint64_t count = r->sec[VT_SECTION_FRAME_FLAGS].count;
+    if (count != s->nframes)
+        return SFAIL(r, (size_t)0, "%llu frame flags for %zu frames",
+                     (unsigned long long)count, s->nframes);
+    vt__cur c = vt__cur_make(raw, n);
+    for (uint64_t i = 0; i < count; i++) {
+        size_t off = vt__cur_off(&c);
+        uint64_t flags = vt__get_varint(&c);
+        NEED(&c, "frame flags");
+        if (flags > UINT32_MAX)
+            return SFAIL(r, off, "frame %llu: flags %llu out of range",
+                         (unsigned long long)i, (unsigned long long)flags);
+        s->frames[i].flags = (uint32_t)flags;
+    }
+    if (vt__cur_left(&c))
+        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last frame's flags",
                      vt__cur_left(&c));
     return 0;
 }
@@ -739,6 +767,7 @@ int vt__rd_decode_sections(struct rd *r)
     } order[] = {
         { VT_SECTION_STRINGS, dec_strings }, { VT_SECTION_META, dec_meta },
         { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_FIRST_LINES, dec_first_lines },
+        { VT_SECTION_FRAME_FLAGS, dec_frame_flags },
         { VT_SECTION_STACKS, dec_stacks },   { VT_SECTION_STATE, dec_state },
         { VT_SECTION_EVENTS, dec_events },
     };

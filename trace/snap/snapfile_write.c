@@ -213,6 +213,21 @@ static void enc_first_lines(const vt__snapshot_data *s, vt__buf *b)
         vt__put_varint(b, s->frames[i].first_line);
 }
 
+/* Whether any frame has a flag: FRAME_FLAGS is written only then. */
+static bool any_frame_flags(const vt__snapshot_data *s)
+{
+    for (size_t i = 0; i < s->nframes; i++)
+        if (s->frames[i].flags)
+            return true;
+    return false;
+}
+
+static void enc_frame_flags(const vt__snapshot_data *s, vt__buf *b)
+{
+    for (size_t i = 0; i < s->nframes; i++)
+        vt__put_varint(b, s->frames[i].flags);
+}
+
 static void enc_stacks(const vt__snapshot_data *s, vt__buf *b)
 {
     for (size_t i = 1; i < s->nstack_nodes; i++) {
@@ -362,26 +377,32 @@ int vt__snapfile_encode(const vt__snapshot_data *s, void **data, size_t *size, c
     int rc = validate(s, err, errlen);
     if (rc)
         return rc;
-    struct section secs[7] = {
+    struct section secs[8] = {
         { .id = VT_SECTION_META, .count = 1 },
         { .id = VT_SECTION_STRINGS, .count = nstrings_of(s) },
         { .id = VT_SECTION_FRAMES, .count = s->nframes },
         { .id = VT_SECTION_STACKS, .count = nnodes_of(s) },
         { .id = VT_SECTION_STATE, .count = s->nsegments },
         { .id = VT_SECTION_EVENTS, .count = s->nevents },
-        { .id = VT_SECTION_FIRST_LINES, .count = s->nframes },   /* optional, last */
     };
-    /* Without first lines the file is what a 1.3 writer wrote, bar the
-     * version: the section is left out (format.h). */
-    const size_t nsec = any_first_line(s) ? 7 : 6;
     enc_meta(s, &secs[0].raw);
     enc_strings(s, &secs[1].raw);
     enc_frames(s, &secs[2].raw);
     enc_stacks(s, &secs[3].raw);
     enc_state(s, &secs[4].raw);
     rc = enc_events(s, &secs[5].raw);
-    if (nsec == 7)
-        enc_first_lines(s, &secs[6].raw);
+    /* The optional sections last, each only when it says something (format.h):
+     * without first lines and flags the file is what a 1.3 writer wrote, bar
+     * the version. */
+    size_t nsec = 6;
+    if (any_first_line(s)) {
+        secs[nsec] = (struct section){ .id = VT_SECTION_FIRST_LINES, .count = s->nframes };
+        enc_first_lines(s, &secs[nsec++].raw);
+    }
+    if (any_frame_flags(s)) {
+        secs[nsec] = (struct section){ .id = VT_SECTION_FRAME_FLAGS, .count = s->nframes };
+        enc_frame_flags(s, &secs[nsec++].raw);
+    }
 
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
     if (!cctx)

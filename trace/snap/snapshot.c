@@ -26,7 +26,8 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s)
 
 bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f)
 {
-    if (f->ip != 0 || strcmp(vt__snapshot_string(s, f->module), "python") != 0)
+    if (f->ip != 0 || strcmp(vt__snapshot_string(s, f->module), "python") != 0 ||
+        (f->flags & VT_FRAME_INSTALLED))
         return false;
     return vt__source_is_programs(vt__snapshot_string(s, f->file));
 }

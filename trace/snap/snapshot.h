@@ -58,6 +58,8 @@ typedef struct vt__frame {
     uint32_t line;         /* source line, 0 if unknown */
     uint32_t first_line;   /* Python: line where the function is defined
                             * (co_firstlineno), 0 if unknown (format 1.4) */
+    uint32_t flags;        /* VT_FRAME_* (format 1.8): what the recording
+                            * machine knew of it, e.g. installed code */
 } vt__frame;
 
 /* A block of a segment in the allocator's state at snapshot time. */
@@ -156,7 +158,8 @@ const char *vt__frame_file(const vt__snapshot_data *s, const vt__frame *f);
 uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt__frame *f);
 
 /* A Python frame of the program's own code: not a library's (site-packages,
- * dist-packages), not the standard library's or the interpreter's own
+ * dist-packages, or installed elsewhere as the recorder found:
+ * VT_FRAME_INSTALLED), not the standard library's or the interpreter's own
  * (<frozen ...>, <string> is the program's), not vramtrace's. Views lead
  * with the innermost such frame: the line the user wrote. */
 bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f);
