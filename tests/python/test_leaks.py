@@ -231,3 +231,27 @@ def test_tape_freeing_each_entry_after_its_backward_is_clean(device, tmp_path):
     _, text, rep, _ = _tape("fixed", tmp_path, device)
     assert rep["findings"] == [], text.stdout[:3000]
     assert text.returncode == 0 and rep["tensors"] > 0 and rep["marks"] >= 6
+
+
+def test_a_running_total_that_keeps_every_steps_graph_is_named_as_the_holder(tmp_path):
+    """``running = running + loss`` keeps each step's graph through the
+    total's grad_fn. Every activation is named held by the total (and the
+    frame local that holds it), not by its own subgraph: the autograd search
+    walks each graph from its top (the newest tensors first) and, at the
+    snapshot, for as long as the walk's time allows rather than 2,048 steps
+    (the graph kept here is larger). Before: 'held by: tensor loss.grad_fn'.
+    The fixed twin (``loss.item()``) is clean."""
+    script = os.path.join(HERE, "running_total.py")
+    reps = {}
+    for kind in ("leak", "fixed"):
+        out = str(tmp_path / f"{kind}.vtsnap")
+        run_traced(script, [kind, out], out, timeout=120)
+        reps[kind] = _check(out)
+    rc, rep = reps["fixed"]
+    assert rc == 0 and rep["findings"] == [], rep["findings"][:3]
+    rc, rep = reps["leak"]
+    assert rc == 1 and len(rep["findings"]) > 500, len(rep["findings"])
+    unnamed = [f for f in rep["findings"]
+               if not any("frame local 'running'" in p["text"] and "# RUNNING_LINE" in p["text"]
+                          for p in f["paths"])]
+    assert not unnamed, (len(unnamed), [p["text"] for p in unnamed[0]["paths"]])

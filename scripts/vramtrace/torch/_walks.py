@@ -107,20 +107,33 @@ class _GradGraphWalk:
 
     Every node reached is kept in ``nodes`` with the edge that reached it in
     ``edges``; each node is handed to the caller once, across all the roots
-    walked, and the whole walk stops after ``budget`` steps."""
+    walked. The whole walk takes ``budget`` steps, and more while the
+    process's CPU clock is before ``deadline`` (the holder walk's: a
+    snapshot's is seconds, so that a graph kept across many steps, a tape,
+    is walked whole where it matters)."""
 
-    def __init__(self, budget: int = 2048) -> None:
+    def __init__(self, budget: int = 2048, deadline: Optional[float] = None) -> None:
         self.nodes: Dict[NodeKey, Any] = {}
         self.edges: List[Edge] = []
         self.seen: Set[int] = set()
         self.budget = budget
+        self.deadline = deadline
+
+    def _more(self) -> bool:
+        """Budget left, or granted again while the deadline allows."""
+        if self.budget > 0:
+            return True
+        if self.deadline is not None and _cpu_clock() < self.deadline:
+            self.budget = 1024
+            return True
+        return False
 
     def new_nodes(self, fn: Any, root: NodeKey) -> Iterator[Tuple[Any, NodeKey]]:
         """Walks from ``root``'s grad_fn ``fn``: yields each node not seen
         before, then follows its next_functions."""
         stack: List[Tuple[Any, NodeKey, str]] = [(fn, root, "grad_fn")]
         del fn
-        while stack and self.budget > 0:
+        while stack and self._more():
             node, parent, label = stack.pop()
             self.budget -= 1
             nkey: NodeKey = ("g", id(node))
@@ -134,6 +147,32 @@ class _GradGraphWalk:
                 if nxt is not None:
                     stack.append((nxt, nkey, f"next_functions[{i}]"))
             del node
+
+
+def _newest_first(by_tid: Dict[int, Any]) -> List[Any]:
+    """The tracked tensors' records, the newest first. A graph's top tensor
+    (a loss, a running total) is made after every tensor inside it: walked
+    from there first, each graph is entered once at its top, and a bounded
+    walk spends its steps on the graphs that something outside keeps, not on
+    the inner tensors' own subgraphs (whose chains then end in themselves)."""
+    recs = list(by_tid.values())
+    recs.reverse()
+    return recs
+
+
+_SAVED_ATTRS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _saved_attrs(node_type: type) -> Tuple[str, ...]:
+    """The ``_saved_*`` attributes of an autograd node type that may hold
+    tensors (not its sizes and strides), listed once per type: ``dir`` of a
+    node costs more than the rest of its visit."""
+    attrs = _SAVED_ATTRS.get(node_type)
+    if attrs is None:
+        attrs = tuple(a for a in dir(node_type) if a.startswith("_saved_")
+                      and not a.endswith(("sizes", "strides")))
+        _SAVED_ATTRS[node_type] = attrs
+    return attrs
 
 
 def _function_saved(node: Any) -> List[Any]:
@@ -376,13 +415,13 @@ class _Walks:
         orphans = [k for k in starts if k not in held]
         extra: Tuple[Edge, ...] = ()
         if orphans:
-            grad_edges, grad_nodes = self._autograd_edges(orphans, starts)
+            grad_edges, grad_nodes = self._autograd_edges(orphans, starts, began + allowance)
             for k, node in grad_nodes.items():
                 res.names[k] = type(node).__name__
                 res.objects[k] = node
             extra = tuple(grad_edges)
             del grad_nodes
-        hook_edges, hook_nodes = self._hook_edges(res, held)
+        hook_edges, hook_nodes = self._hook_edges(res, held, began + allowance)
         if hook_edges:
             for k, node in hook_nodes.items():
                 res.names[k] = type(node).__name__
@@ -396,7 +435,7 @@ class _Walks:
         if not full:
             self.partial_walks += 1
 
-    def _hook_edges(self, res: WalkResult, held: Set[NodeKey]
+    def _hook_edges(self, res: WalkResult, held: Set[NodeKey], deadline: float
                     ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
         """Edges from autograd nodes to the hook dicts a walk stopped at.
 
@@ -413,8 +452,8 @@ class _Walks:
                 want[id(obj)] = k
         if not want:
             return [], {}
-        graph = _GradGraphWalk()
-        for rec in list(self._by_tid.values()):
+        graph = _GradGraphWalk(deadline=deadline)
+        for rec in _newest_first(self._by_tid):
             t = rec.ref() if rec.ref is not None else None
             fn = t.grad_fn if t is not None else None
             del t
@@ -431,8 +470,8 @@ class _Walks:
         # Keep only the chains that end at a wanted dict.
         return _chains_to(set(want.values()), graph.edges, graph.nodes)
 
-    def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any]
-                        ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+    def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any],
+                        deadline: float) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
         """Edges from autograd nodes that save the storages of ``orphans``.
 
         Saved tensors live in C++, invisible to gc: search the graphs of the
@@ -451,9 +490,9 @@ class _Walks:
                 by_obj[id(starts[k])] = k
         if not want:
             return [], {}
-        graph = _GradGraphWalk()
+        graph = _GradGraphWalk(deadline=deadline)
         edges = graph.edges
-        for rec in list(self._by_tid.values()):
+        for rec in _newest_first(self._by_tid):
             t = rec.ref() if rec.ref is not None else None
             if t is None:
                 continue
@@ -479,9 +518,7 @@ class _Walks:
                     info = _storage_info(raw.data)
                     for o in (want.get(info[2], []) if info is not None else []):
                         edges.append(Edge(nkey, o, f"saved_tensors[{i}] of {tname}"))
-                for attr in dir(node):
-                    if not attr.startswith("_saved_") or attr.endswith(("sizes", "strides")):
-                        continue
+                for attr in _saved_attrs(type(node)):
                     if _unpacks_through_a_hook(node, attr):
                         continue
                     try:
