@@ -398,7 +398,7 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
     if (report && report->nfindings) {
         /* Findings by cause, as `vramtrace check` groups them. */
         uint32_t *group = malloc(report->nfindings * sizeof *group);
-        if (!group || vt__check_report_groups(report, group) < 0) {
+        if (!group || vt__check_report_groups(report, s, group) < 0) {
             free(group);
             rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
             goto out;

@@ -936,7 +936,7 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
     if (report && report->nfindings) {
         /* Findings by cause, as `vramtrace check` groups them. */
         uint32_t *group = malloc(report->nfindings * sizeof *group);
-        if (!group || vt__check_report_groups(report, group) < 0) {
+        if (!group || vt__check_report_groups(report, s, group) < 0) {
             free(group);
             rc = -ENOMEM;
             goto fail;

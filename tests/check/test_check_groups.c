@@ -159,7 +159,7 @@ TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
     vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 8);
     uint32_t g[8];
-    long ng = vt__check_report_groups(r, g);
+    long ng = vt__check_report_groups(r, NULL, g);
     ASSERT(ng >= 1 && ng <= 3);
     char *text = render(r, &y, 0);
     ASSERT_STR_CONTAINS(text, "findings from");
@@ -198,7 +198,7 @@ TEST(report_groups_give_each_finding_its_cause)
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 5);
     uint32_t g[5];
-    ASSERT_EQ(vt__check_report_groups(r, g), 2);
+    ASSERT_EQ(vt__check_report_groups(r, NULL, g), 2);
     for (size_t i = 0; i < r->nfindings; i++) {
         const vt__check_finding *f = &r->findings[i];
         /* Group 0 is the largest bytes: the four logits. */
@@ -255,7 +255,7 @@ TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
     vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 16);
     uint32_t g[16];
-    ASSERT_EQ(vt__check_report_groups(r, g), 3);
+    ASSERT_EQ(vt__check_report_groups(r, NULL, g), 3);
     long kept = -1, a = -1, b = -1;
     for (size_t i = 0; i < r->nfindings; i++) {
         const char *owner = r->findings[i].owner_name;
@@ -318,7 +318,7 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
     ASSERT_EQ(state, 8);
     uint32_t *g = calloc(r->nfindings, sizeof *g);
     ASSERT(g != NULL);
-    long ng = vt__check_report_groups(r, g);
+    long ng = vt__check_report_groups(r, NULL, g);
     ASSERT(ng >= 1);
     long state_group = -1;
     for (size_t i = 0; i < r->nfindings; i++)

@@ -82,7 +82,7 @@ TEST(native_findings_of_two_call_sites_are_two_causes)
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 2);
     uint32_t g[2];
-    ASSERT_EQ(vt__check_report_groups(r, g), 2);
+    ASSERT_EQ(vt__check_report_groups(r, NULL, g), 2);
     ASSERT(g[0] != g[1]);
     char *text = render(r, &y, 0);
     ASSERT_MSG(!strstr(text, "cause"), "%s", text);     /* each its own: no groups list */
@@ -93,6 +93,78 @@ TEST(native_findings_of_two_call_sites_are_two_causes)
     assert_rendered_says(r, &y, 0, "NOTE: PyTorch's blocks were seen, not its tensors: findings "
                                    "name where memory was allocated, not what holds it; "
                                    "`vramtrace run --track` records the tensors");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Python frames for stack `st` (synth_stack's frames, innermost first):
+ * each function's file, as a traced PyTorch program's stacks have them. */
+static void as_python(synth *y, uint32_t st, const char *const *files, const uint32_t *lines)
+{
+    const vt__frame *f[8];
+    size_t n = vt__snapshot_stack_frames(&y->s, st, f, 8);
+    uint32_t python = synth_str(y, "python");
+    for (size_t i = 0; i < n; i++) {
+        vt__frame *w = &y->s.frames[f[i] - y->s.frames];
+        w->ip = w->module_offset = 0;
+        w->module = python;
+        w->file = synth_str(y, files[i]);
+        w->line = lines[i];
+    }
+}
+
+/* A trace of PyTorch's blocks (no tensors): one line of the program
+ * (`logits = model(x)`) allocates at every layer's op, a call site of its own
+ * in torch each, kept step after step: one cause, allocated under that line,
+ * as track() names them all by it. Another line of the program is another
+ * cause; native call sites with no program line stay one cause each (the
+ * test above). */
+TEST(native_findings_under_one_line_of_the_program_are_one_cause)
+{
+    synth y;
+    synth_init(&y);
+    static const char *const conv[] = { "/venv/lib/python3.11/site-packages/torch/nn/modules/conv.py",
+                                        "/home/me/train.py", "/home/me/train.py" };
+    static const char *const norm[] = { "/venv/lib/python3.11/site-packages/torch/nn/functional.py",
+                                        "/home/me/train.py", "/home/me/train.py" };
+    static const uint32_t model_line[] = { 560, 11, 30 }, batch_line[] = { 2904, 9, 30 };
+    uint32_t st_conv = synth_stack(&y, "_conv_forward", "<module>", "main", NULL);
+    uint32_t st_norm = synth_stack(&y, "batch_norm", "<module>", "main", NULL);
+    uint32_t st_batch = synth_stack(&y, "batch_norm", "<module>", "main", NULL);
+    as_python(&y, st_conv, conv, model_line);
+    as_python(&y, st_norm, norm, model_line);
+    as_python(&y, st_batch, norm, batch_line);
+    for (int i = 1; i <= 6; i++) {
+        char l[32];
+        synth_tick(&y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(&y, l);
+        if (i > 5)
+            continue;
+        synth_alloc(&y, 0x7fd000000000ull + (uint64_t)i * 0x1000000, MiB, st_conv);
+        synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, 2 * MiB, st_norm);
+        synth_alloc(&y, 0x7ff000000000ull + (uint64_t)i * 0x1000000, MiB / 2, st_batch);
+    }
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 3);
+    uint32_t g[3];
+    ASSERT_EQ(vt__check_report_groups(r, &y.s, g), 2);
+    size_t conv_i = 3, norm_i = 3, batch_i = 3;
+    for (size_t i = 0; i < 3; i++) {
+        uint32_t st = r->findings[i].alloc_stack;
+        *(st == st_conv ? &conv_i : st == st_norm ? &norm_i : &batch_i) = i;
+    }
+    ASSERT(conv_i < 3 && norm_i < 3 && batch_i < 3);
+    ASSERT_EQ(g[conv_i], g[norm_i]);
+    ASSERT(g[batch_i] != g[conv_i]);
+    ASSERT_EQ(g[conv_i], 0);   /* the largest */
+    ASSERT_EQ(vt__check_report_groups(r, NULL, g), 3);   /* without the stacks: by call site */
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "3 findings from 2 causes");
+    ASSERT_STR_CONTAINS(text, "2 \xc3\x97 [never-freed] 15 MiB (7.5 MiB each on average)");
+    ASSERT_STR_CONTAINS(text, "allocated at <module> (/home/me/train.py:11)");
+    ASSERT_STR_CONTAINS(text, "allocated at <module> (/home/me/train.py:9)");
+    free(text);
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -538,9 +538,12 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
  * (rule, owner name, first path with its indices and ids blanked; largest
  * bytes first): group_of[i] is the group of finding i (0 the largest), for
  * each of r->nfindings. Views that list findings use it to show one entry
- * per cause, as `vramtrace check` does.
+ * per cause, as `vramtrace check` does. `s` is the snapshot r was made from
+ * (its stacks: a finding no tensor names groups by the line of the
+ * program's own code it was allocated under), or NULL.
  * @return the number of groups, or -ENOMEM. */
-long vt__check_report_groups(const vt__check_report *r, uint32_t *group_of);
+long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data *s,
+                             uint32_t *group_of);
 
 /*! vt__check_report_write_json() :
  * The whole report as one JSON object (UTF-8, valid JSON, ends with "\n").

@@ -189,10 +189,23 @@ static uint64_t line_hash(const char *owner)
     return h;
 }
 
+/* The innermost frame of the program's own code in stack `id` (the line
+ * the report leads with), NULL when it has none (a native program, a stack
+ * all library). */
+static const vt__frame *programs_frame(const vt__snapshot_data *s, uint32_t id)
+{
+    const vt__frame *f[256];
+    size_t n = s ? vt__snapshot_stack_frames(s, id, f, 256) : 0;
+    for (size_t i = 0; i < n && i < 256; i++)
+        if (vt__frame_is_user_code(s, f[i]))
+            return f[i];
+    return NULL;
+}
+
 /* The key of x's group, what the report shows of it (its path in full), and
  * its owner line's hash (the group's lines). */
-static void group_key(const vt__check_finding *x, char *key, char *shown, size_t len,
-                      uint64_t *line)
+static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, char *key,
+                      char *shown, size_t len, uint64_t *line)
 {
     char norm[CK_GROUP_KEY_MAX], owner[CK_GROUP_KEY_MAX], root[CK_GROUP_KEY_MAX];
     vt__check_finding_holder(x, norm, sizeof norm);
@@ -206,13 +219,19 @@ static void group_key(const vt__check_finding *x, char *key, char *shown, size_t
     const char *rule = vt__check_rule_name(x->rule);
     /* A growth finding is its call site already, and a storage no tensor
      * names (a trace without track(): never-freed, outlier) is known by its
-     * call site only: one group per allocation stack (after a third
-     * separator, which group_parts drops). */
+     * call site only: one group per line of the program's own code it was
+     * allocated under (one line's model call allocates at every layer's
+     * op: one cause, as track() names them all by that line), else per
+     * allocation stack (after a third separator, which group_parts drops). */
     int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
+    const vt__frame *own = by_site && x->rule != VT_CHECK_RULE_GROWTH
+                               ? programs_frame(s, x->alloc_stack) : NULL;
     /* One holder keeps the tensors of several lines (an output object kept
      * whole: its logits, its loss, its cache): one cause, whatever made
      * them. Without a holder, its line's group (see vt__ck_group_findings). */
-    int n = by_site    ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
+    int n = own      ? snprintf(key, len, "%s\x1f\x1f\x1fline %s:%u", rule,
+                                vt__snapshot_string(s, own->file), own->line)
+            : by_site  ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
             : in_graph ? snprintf(key, len, "%s\x1f\x1egraph\x1f%s", rule, root)
             : *root    ? snprintf(key, len, "%s\x1f\x1eheld\x1f%s", rule, root)
                        : snprintf(key, len, "%s\x1f%s\x1f", rule, owner);
@@ -279,8 +298,8 @@ static void merge_lines(ck_group *dst, const ck_group *src)
 
 /* The groups of r's findings, largest bytes first, and each finding's group
  * in group_of (when not NULL); NULL when out of memory. */
-ck_group *vt__ck_group_findings(const vt__check_report *r, size_t *ngroups,
-                                uint32_t *group_of)
+ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_data *s,
+                                size_t *ngroups, uint32_t *group_of)
 {
     *ngroups = 0;
     size_t ng = 0, cap = 16;
@@ -294,7 +313,7 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, size_t *ngroups,
     for (size_t i = 0; i < r->nfindings; i++) {
         const vt__check_finding *x = &r->findings[i];
         uint64_t line;
-        group_key(x, key, shown, CK_GROUP_KEY_MAX, &line);
+        group_key(s, x, key, shown, CK_GROUP_KEY_MAX, &line);
         size_t k = 0;
         while (k < ng && strcmp(g[k].key, key) != 0)
             k++;
@@ -395,10 +414,10 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, size_t *ngroups,
      * first finding (each group's own). */
     if (group_of)
         for (size_t i = 0; i < r->nfindings; i++) {
-            size_t first = g[into[of[i]]].first, s = 0;
-            while (s + 1 < kept && sorted[s].first != first)
-                s++;
-            group_of[i] = (uint32_t)s;
+            size_t first = g[into[of[i]]].first, at = 0;
+            while (at + 1 < kept && sorted[at].first != first)
+                at++;
+            group_of[i] = (uint32_t)at;
         }
     *ngroups = kept;
 out:
@@ -406,10 +425,11 @@ out:
     return sorted;
 }
 
-long vt__check_report_groups(const vt__check_report *r, uint32_t *group_of)
+long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data *s,
+                             uint32_t *group_of)
 {
     size_t ng = 0;
-    ck_group *g = vt__ck_group_findings(r, &ng, group_of);
+    ck_group *g = vt__ck_group_findings(r, s, &ng, group_of);
     if (!g)
         return -ENOMEM;
     free(g);

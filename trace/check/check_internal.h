@@ -294,9 +294,11 @@ typedef struct ck_group {
 } ck_group;
 
 /* The groups of r's findings, largest first (*ngroups of them; group_of[i],
- * if given, the group of finding i); NULL when out of memory. free() it. */
-ck_group *vt__ck_group_findings(const vt__check_report *r, size_t *ngroups,
-                                uint32_t *group_of);
+ * if given, the group of finding i); NULL when out of memory. free() it.
+ * `s` (the snapshot r was made from; NULL: none) tells the lines of the
+ * program's own code that findings no tensor names are grouped by. */
+ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_data *s,
+                                size_t *ngroups, uint32_t *group_of);
 /* A group's rule, owner line and shown path: pointers into ``copy``. */
 void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char **rule,
                         const char **owner, const char **path);

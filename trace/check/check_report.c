@@ -242,7 +242,7 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     size_t ng = 0;
-    ck_group *g = vt__ck_group_findings(r, &ng, NULL);
+    ck_group *g = vt__ck_group_findings(r, s, &ng, NULL);
     if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
         free(g);
         return;
@@ -727,7 +727,7 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     }
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
-    ck_group *g = vt__ck_group_findings(r, &ng, NULL);
+    ck_group *g = vt__ck_group_findings(r, s, &ng, NULL);
     if (!g)
         return -ENOMEM;
     for (size_t k = 0; k < ng; k++) {
