@@ -400,12 +400,18 @@ class _Walker:
                     continue   # the argument tuple of the get_referrers call
                 for x in gc.get_referents(r):
                     key = want.get(id(x))
-                    if key is None:
+                    if key is None or n_in.get(key, 0) >= self.max_breadth:
                         continue
-                    if n_in.get(key, 0) >= self.max_breadth:
+                    # A referrer that names no holder (a function's
+                    # __globals__: the module is the namespace's holder)
+                    # takes none of the breadth: a module's dict is
+                    # referred to by each of its functions, and the module
+                    # itself must not be crowded out by them.
+                    pairs = self.describe(r, x, key)
+                    if not pairs:
                         continue
                     n_in[key] = n_in.get(key, 0) + 1
-                    for src_obj, label in self.describe(r, x, key):
+                    for src_obj, label in pairs:
                         self.add(src_obj, key, label)
         finally:
             self.ignore.discard(id(found))

@@ -177,6 +177,21 @@ def test_module_global_is_a_root():
     assert ("module fake_mod", ".cache") in _labels(res)
 
 
+def test_a_module_with_more_functions_than_the_breadth_is_still_the_root():
+    """Each function of a module refers to its namespace (__globals__), which
+    names no holder; they take none of the walk's breadth, or a module with
+    more functions than it (timm's hooks: one closure per block) would be
+    crowded out and the chain would end at a bare dict['stash']."""
+    import types
+    mod = types.ModuleType("hooks_mod")
+    gc.collect()   # the module into the oldest generation: its functions are met first
+    exec("stash = {}\n" + "".join(f"def hook{i}(): return stash\n" for i in range(20)),
+         mod.__dict__)
+    mod.stash["block0"] = [Payload()]
+    res = _walk(mod.stash["block0"][0], max_breadth=4)
+    assert ("module hooks_mod", ".stash") in _labels(res), _chains(res)
+
+
 def test_cycle_garbage_is_found_without_a_root(no_gc):
     class Node:
         pass
