@@ -257,7 +257,11 @@ VT_API int vt_mark(const char *label);
  * allocated by vramtrace (or declared with vt_storage_external()).
  * `base_tensor` is the tensor it is a view of (0: none); `name` may be NULL.
  * Captures a stack (where the tensor was made). The creation counts as the
- * tensor's first use: no vt_tensor_use() is needed for it.
+ * tensor's first use: no vt_tensor_use() is needed for it. `base_tensor`
+ * VT_TENSOR_SAVED_ONLY (vramtrace/format.h): the tensor only stands for
+ * memory that a saved tensor of the framework keeps after every tensor the
+ * program had on it was dropped (a holder can then be referenced to it);
+ * its creation is no use, and it does not take the storage over.
  * @return the tensor's id (never 0). */
 VT_API uint64_t vt_tensor_new(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                               const char *name);

@@ -60,7 +60,12 @@
  *                    torch.cuda.empty_cache); the SEGMENT_FREEs follow. A
  *                    replay empties its cache at this point
  *   TENSOR_NEW       aux = tensor id, aux2 = base tensor id (0: none),
- *                    addr = data_ptr, size = nbytes, str = name
+ *                    addr = data_ptr, size = nbytes, str = name; since 1.8
+ *                    aux2 may instead be VT_TENSOR_SAVED_ONLY: the tensor
+ *                    stands for memory that only a saved tensor in C++
+ *                    keeps (an autograd node's, after every tensor the
+ *                    program had on it died); its making is not a use of
+ *                    the storage, and it does not take the storage over
  *   TENSOR_USE       aux = tensor id, stack = stack of the use
  *   TENSOR_DROP      aux = tensor id
  *   STORAGE_EXTERNAL addr/size, device: a storage vramtrace did not allocate
@@ -236,6 +241,10 @@ enum vt_passthrough_call {
  *   as an unknown section and take such frames by their path alone; a 1.8
  *   reader reading an older file gives every frame flags 0, and ignores a
  *   FRAME_FLAGS section in a file older than 1.8.
+ *   1.8 also gives TENSOR_NEW aux2 the value VT_TENSOR_SAVED_ONLY (a tensor
+ *   standing for memory only a saved tensor keeps), which an older reader
+ *   takes for a view of a tensor it does not know (it then counts the
+ *   tensor's making as a use of the storage).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -421,6 +430,9 @@ enum vt_section_id {
     VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
     VT_SECTION_FRAME_FLAGS = 8,   /* format 1.8 */
 };
+
+/* TENSOR_NEW aux2 (format 1.8): not a base tensor's id, see TENSOR_NEW. */
+#define VT_TENSOR_SAVED_ONLY (1ull << 63)
 
 /* Frame flags (FRAME_FLAGS section, format 1.8). */
 enum vt_frame_flag {

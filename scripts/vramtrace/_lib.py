@@ -178,6 +178,9 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
 
 # VT_HOLDER_GC_COLLECTION (vramtrace/format.h)
 _HOLDER_GC_COLLECTION = 1
+#: VT_TENSOR_SAVED_ONLY (vramtrace/format.h, 1.8): vt_tensor_new's base for a
+#: tensor that stands for memory only a saved tensor keeps.
+TENSOR_SAVED_ONLY = 1 << 63
 
 
 def _enc(s: str) -> bytes:

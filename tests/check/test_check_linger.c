@@ -175,6 +175,47 @@ TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
     synth_fini(&y);
 }
 
+/* A storage whose every tensor died while only an autograd node's saved
+ * tensor keeps it (a sigmoid's output, saved by its node alone): a walk
+ * much later records a tensor that stands for the saved one
+ * (VT_TENSOR_SAVED_ONLY, format 1.8) and the node's reference to it. Its
+ * making is no use of the storage (it still lingers from the step of its
+ * last use), it does not take the storage over, and it is no view; the
+ * finding's holder is the node's chain. */
+TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    const uint64_t at = 0x7f7100000000ull;
+    synth_new_tensor(&y, 400, at, MiB, "loss = model(x).sigmoid().mean() (train.py:9, aten.sigmoid out[0])",
+                     st_init);
+    synth_use(&y, 400);
+    synth_drop(&y, 400);
+    for (int i = 2; i <= 5; i++)
+        step(&y, i);
+    synth_holder(&y, 401, "SigmoidBackward0");
+    synth_tensor(&y, 402, at, MiB, VT_TENSOR_SAVED_ONLY,
+                 "loss = model(x).sigmoid().mean() (train.py:9, saved 'result' of SigmoidBackward0)");
+    const uint64_t walk_seq = y.s.events[y.s.nevents - 1].seq;
+    synth_ref(&y, 401, 402, "SavedTensor 'result' of SigmoidBackward0");
+    step(&y, 6);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, at);
+    ASSERT(f != NULL);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->owner_id, 400);                      /* not taken over */
+    ASSERT(f->last_use_seq < walk_seq);        /* from step 1, not from the walk */
+    ASSERT(f->linger_from_seq < walk_seq);
+    ASSERT_GE(f->npaths, 1);
+    char path[1024];
+    vt__check_path_format(&f->paths[0], path, sizeof path);
+    ASSERT_STR_CONTAINS(path, "SigmoidBackward0.SavedTensor 'result' of SigmoidBackward0");
+    ASSERT_MSG(!strstr(path, "view of"), "%s", path);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(view_keeps_base_storage_fixed_is_clean)
 {
     assert_shape_is_clean(view_pins_base, 1);

@@ -5,7 +5,9 @@ backward: ``retain_graph=True``, as code that calls backward twice has it).
 The fixed twin adds ``loss.item()``. The graph kept grows by a whole model's
 worth of nodes per step, more than the walks' first 2,048 autograd steps,
 and ReLU(inplace) saves its own output, so that each inner tensor's own
-graph leads back to itself.
+graph leads back to itself. The sigmoid's output is saved by its node
+alone (the mean after it saves nothing): its Python object dies, and only
+C++ keeps its storage.
 
 Run as ``python running_total.py leak|fixed OUT.vtsnap``. Prints one JSON
 line: the steps and the layers.
@@ -37,7 +39,7 @@ def main() -> None:
         for i in range(STEPS):
             vtt.mark(f"step {i}")
             x = torch.randn(B, D)
-            loss = model(x).pow(2).mean()
+            loss = model(x).sigmoid().mean()
             opt.zero_grad()
             loss.backward(retain_graph=not fixed)
             opt.step()

@@ -240,7 +240,9 @@ def test_a_running_total_that_keeps_every_steps_graph_is_named_as_the_holder(tmp
     walks each graph from its top (the newest tensors first) and, at the
     snapshot, for as long as the walk's time allows rather than 2,048 steps
     (the graph kept here is larger). Before: 'held by: tensor loss.grad_fn'.
-    The fixed twin (``loss.item()``) is clean."""
+    The sigmoid's output, kept by its node's saved tensor alone after its
+    Python object died, is named too (a tensor standing for the saved one);
+    before, it had no holder. The fixed twin (``loss.item()``) is clean."""
     script = os.path.join(HERE, "running_total.py")
     reps = {}
     for kind in ("leak", "fixed"):

@@ -331,8 +331,11 @@ static int push_use(ck_model *m, const vt__event *e, uint32_t node)
 
 static int on_tensor_new(ck_model *m, const vt__event *e)
 {
+    /* One that stands for memory only a saved tensor keeps (format 1.8):
+     * found by a walk long after the storage's last use, which it is not. */
+    const int saved_only = e->aux2 == VT_TENSOR_SAVED_ONLY;
     uint32_t base = CK_NONE;
-    if (e->aux2) {
+    if (e->aux2 && !saved_only) {
         base = vt__u64map_get(&m->ids, e->aux2);
         if (base != CK_NONE && m->nodes[base].kind != VT_CHECK_NODE_TENSOR)
             base = CK_NONE;
@@ -343,7 +346,7 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
     m->ntensors++;
     ck_node *n = &m->nodes[x];
     n->base = base;
-    n->base_id = e->aux2;
+    n->base_id = saved_only ? 0 : e->aux2;
     n->addr = e->addr;
     n->nbytes = e->size;
     n->new_seq = e->seq;
@@ -376,7 +379,7 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
         if (!own || (!e->aux2 && (own->base_id || own->dropped)))
             s->owner = x;
     }
-    if (push_use(m, e, x) < 0)
+    if (!saved_only && push_use(m, e, x) < 0)
         return -ENOMEM;
     return push_gop(m, e->seq, CK_OP_NEW, x, 0, 0);
 }

@@ -177,6 +177,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._node_stacks: Dict[int, int] = {}
         self._forward_frames: Dict[int, Any] = {}
         self._lent_frames: Dict[int, int] = {}   # the same, interned (op observer)
+        # Storage key -> the tensor a walk recorded for a storage that only a
+        # saved tensor in C++ keeps (_Walks._saved_tensor_of).
+        self._saved_only: Dict[int, Any] = {}
         # The per-op path in C (_trackfast, native/trackfast/), when it is
         # built for this Python and the library is the real one (its C entry
         # points). It

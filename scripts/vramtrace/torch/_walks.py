@@ -10,7 +10,10 @@ import time
 from collections import OrderedDict
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
+from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import Edge, NodeKey, WalkResult, walk_referrers
+from . import _records
+from ._naming import _site_name
 from ._records import _StorageRec
 from ._torch_facts import _SKIP_FILES, _storage_info
 
@@ -413,9 +416,11 @@ class _Walks:
         edges = list(res.edges)
         held = {e.dst for e in edges}
         orphans = [k for k in starts if k not in held]
+        kept = self._kept_by_cpp(threshold)
         extra: Tuple[Edge, ...] = ()
-        if orphans:
-            grad_edges, grad_nodes = self._autograd_edges(orphans, starts, began + allowance)
+        if orphans or kept:
+            grad_edges, grad_nodes = self._autograd_edges(orphans, starts, began + allowance,
+                                                          kept)
             for k, node in grad_nodes.items():
                 res.names[k] = type(node).__name__
                 res.objects[k] = node
@@ -470,9 +475,62 @@ class _Walks:
         # Keep only the chains that end at a wanted dict.
         return _chains_to(set(want.values()), graph.edges, graph.nodes)
 
+    def _kept_by_cpp(self, threshold: int) -> Dict[int, _StorageRec]:
+        """Stale storages that outlived every tensor the program had on them
+        (each one's death was seen, the storage's was not): what keeps them
+        lives in C++, most often an autograd node's saved tensor, whose
+        Python object is made anew at each unpacking (ReLU(inplace)'s saved
+        output of a graph kept alive). By key; those the search named
+        before (their one tensor stands for the saved tensor) too."""
+        kept: Dict[int, _StorageRec] = {}
+        for srec in self._storages.values():
+            if srec.last_epoch >= threshold or not srec.nbytes:
+                continue
+            tids = srec.tids
+            if not tids or (len(tids) == 1 and self._saved_only.get(srec.skey) in tids):
+                kept[srec.skey] = srec
+        return kept
+
+    def _saved_tensor_of(self, srec: _StorageRec, node: Any, attr: str, tname: str) -> NodeKey:
+        """The tensor that stands for storage ``srec``'s saved tensor in
+        ``node`` (``kept_by_cpp``): recorded once, with no Python object
+        (nothing to hold, nothing to watch die), on the storage, named by
+        the line of the forward op that made the node ("logits = model(x)
+        (train.py:11, saved 'result' of ReluBackward0)"), so that the walk's
+        edge from the node has a tensor to end at and the checker a holder
+        for the storage. It ends with the storage."""
+        rec = self._saved_only.get(srec.skey)
+        if rec is None or rec not in srec.tids:
+            try:
+                stack = self._forward_stack(node._sequence_nr())
+            except Exception:
+                stack = 0
+            site = self._stacks.sites.get(stack) if stack else None
+            what = f"saved '{attr}' of {tname}"
+            name = _site_name(site[0], site[1], what) if site is not None else what
+            # Not a view (base 0) in the books; in the trace its base says
+            # what it is, so that its making is no use of the storage.
+            rec = _records.TensorRec(srec.skey, name, 0, None)
+            new = self._new_raw
+            if new is not None:
+                rec.tid = new(srec.ptr, srec.nbytes, TENSOR_SAVED_ONLY,
+                              name.encode("utf-8", "replace"), stack)
+            else:
+                rec.tid = int(self._lib.tensor_new(srec.ptr, srec.nbytes, TENSOR_SAVED_ONLY,
+                                                   name, stack))
+            self._by_tid[rec.tid] = rec
+            srec.tids.add(rec)
+            if len(self._saved_only) >= 1 << 16:
+                for k in [k for k, r in self._saved_only.items() if r.tid not in self._by_tid]:
+                    del self._saved_only[k]
+            self._saved_only[srec.skey] = rec
+        return ("t", rec.tid)
+
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any],
-                        deadline: float) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
-        """Edges from autograd nodes that save the storages of ``orphans``.
+                        deadline: float, kept: Optional[Dict[int, _StorageRec]] = None
+                        ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
+        """Edges from autograd nodes that save the storages of ``orphans``
+        (and of the storages in ``kept``, _kept_by_cpp's).
 
         Saved tensors live in C++, invisible to gc: search the graphs of the
         live tracked tensors (bounded) for `_saved_*` tensors sharing storage."""
@@ -488,8 +546,10 @@ class _Walks:
             if info is not None:
                 want.setdefault(info[2], []).append(k)
                 by_obj[id(starts[k])] = k
-        if not want:
+        kept = {k: s for k, s in (kept or {}).items() if k not in want}
+        if not want and not kept:
             return [], {}
+        stands: Set[NodeKey] = set()
         graph = _GradGraphWalk(deadline=deadline)
         edges = graph.edges
         for rec in _newest_first(self._by_tid):
@@ -532,10 +592,15 @@ class _Walks:
                             info = _storage_info(v) if same is None else None
                             held = [same] if same is not None else \
                                 want.get(info[2], []) if info is not None else []
+                            if not held and info is not None and info[2] in kept:
+                                k = self._saved_tensor_of(kept[info[2]], node, attr[7:], tname)
+                                stands.add(k)
+                                held = [k]
                             label = f"SavedTensor '{attr[7:]}' of {tname}"
                             edges.extend(Edge(nkey, o, label) for o in held)
         # Keep only the chains that end at a wanted tensor.
-        return _chains_to({k for ks in want.values() for k in ks}, graph.edges, graph.nodes)
+        return _chains_to({k for ks in want.values() for k in ks} | stands, graph.edges,
+                          graph.nodes)
 
 
 # --------------------------------------------------------------------------
