@@ -309,6 +309,40 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     synth_fini(&y);
 }
 
+/* A running total keeps one AddBackward0 per step: the report's text shows
+ * the run of that hop once, with its count; keys and JSON keep every hop. */
+TEST(a_run_of_the_same_hop_is_shown_once_with_its_count)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    synth_new_tensor(&y, 2, ACT1, MiB, "h", st_fwd);
+    synth_holder(&y, 99, "module __main__");
+    for (uint64_t h = 0; h < 12; h++)
+        synth_holder(&y, 100 + h, "AddBackward0");
+    synth_ref(&y, 99, 111, "running");
+    for (uint64_t h = 11; h > 0; h--)
+        synth_ref(&y, 100 + h, 100 + h - 1, "next_functions[0]");
+    synth_ref(&y, 100, 2, "saved_self");
+    for (int i = 2; i <= 4; i++)
+        step(&y, i);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
+    char folded[1024];
+    vt__check_path_format_folded(&f->paths[0], folded, sizeof folded);
+    ASSERT_STR_EQ(folded, "module __main__.running \xe2\x86\x92 AddBackward0.next_functions[0] "
+                          "\xc3\x97" "11 \xe2\x86\x92 AddBackward0.saved_self \xe2\x86\x92 "
+                          "tensor 'h' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    ASSERT_EQ(f->paths[0].nsteps, 15);
+    ASSERT_STR_CONTAINS(path_text(f, 0), "AddBackward0.next_functions[0] \xe2\x86\x92 "
+                                         "AddBackward0.next_functions[0]");
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, folded);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* ------------------------------------------------------------------------ */
 /*  What must never be flagged                                              */
 /* ------------------------------------------------------------------------ */

@@ -512,6 +512,13 @@ const char *vt__check_rule_name(unsigned rule);
  * @return the length the full text needs (excluding the NUL), like snprintf. */
 size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
 
+/*! vt__check_path_format_folded() :
+ * The same, for people: a run of the same hop (a holder of one name through
+ * one label, e.g. a chain of AddBackward0 nodes a running total kept, one
+ * per step) is shown once with its count, "AddBackward0.next_functions[0] ×12".
+ * The report's text and the HTML page show paths so; keys and JSON whole. */
+size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t len);
+
 /*! vt__check_finding_holder() :
  * What holds finding `x`, as the report's list of causes shows it: its first
  * path with indices and ids blanked ("module __main__.kept → list[*] →

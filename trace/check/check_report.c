@@ -52,7 +52,27 @@ static void sb_label(sbuf *b, const char *label)
         sb_printf(b, "%s", label);
 }
 
+/* Holder steps i and j the same hop: the same name through the same label. */
+static int same_hop(const vt__check_step *a, const vt__check_step *c)
+{
+    return a->kind == VT_CHECK_NODE_HOLDER && c->kind == VT_CHECK_NODE_HOLDER &&
+           !strcmp(a->name ? a->name : "", c->name ? c->name : "") &&
+           !strcmp(a->label ? a->label : "", c->label ? c->label : "");
+}
+
+static size_t path_format(const vt__check_path *p, char *buf, size_t len, int fold);
+
 size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len)
+{
+    return path_format(p, buf, len, 0);
+}
+
+size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t len)
+{
+    return path_format(p, buf, len, 1);
+}
+
+static size_t path_format(const vt__check_path *p, char *buf, size_t len, int fold)
 {
     sbuf b = { buf, len, 0 };
     if (buf && len)
@@ -67,6 +87,11 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len)
         const vt__check_step *s = &p->steps[i];
         if (i)
             sb_printf(&b, " \xe2\x86\x92 ");
+        /* a run of the same hop (a chain of AddBackward0 nodes, one per step
+         * a running total kept) once, with its count */
+        size_t run = 1;
+        while (fold && i + run < p->nsteps && same_hop(s, &p->steps[i + run]))
+            run++;
         switch (s->kind) {
         case VT_CHECK_NODE_HOLDER:
             if (s->name && *s->name)
@@ -74,6 +99,10 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len)
             else
                 sb_printf(&b, "holder #%" PRIu64, s->id);
             sb_label(&b, s->label);
+            if (run > 1) {
+                sb_printf(&b, " \xc3\x97%zu", run);
+                i += run - 1;
+            }
             break;
         case VT_CHECK_NODE_TENSOR:
             if (s->name && *s->name)
@@ -501,7 +530,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                                                           : "when it became a finding");
             for (size_t p = 0; p < x->npaths; p++) {
                 char line[2048];
-                size_t need = vt__check_path_format(&x->paths[p], line, sizeof line);
+                size_t need = vt__check_path_format_folded(&x->paths[p], line, sizeof line);
                 fprintf(f, "     %s%s\n", line, need >= sizeof line ? "..." : "");
             }
         }
