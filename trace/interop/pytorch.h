@@ -50,6 +50,25 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
 int vt__pytorch_import_path(const void *data, size_t size, const char *name, bool stream,
                             vt__snapshot_data **out, char *err, size_t errlen);
 
+/* Convert a PyTorch snapshot pickle held in memory into a .vtsnap written
+ * to `fd` (an empty file open for reading and writing), in memory that does
+ * not grow with its trace entries: they are streamed (as by the streamed
+ * import) into records in a temporary file (spill.h), merged by time and
+ * written through vt__snapwriter. The file holds the snapshot
+ * vt__pytorch_import makes of the same bytes. `opts` may be NULL.
+ * @return 0; 1 where the pickle is not shaped for that, or the temporary
+ *         files failed (the caller then imports it whole: the reference for
+ *         what is accepted); or a negative errno with one line in err naming
+ *         `name`, the message the whole import gives for the same input. */
+typedef struct vt__pytorch_convert_opts {
+    bool mapped;          /* data is a private read-only file mapping: its pages
+                             may be dropped once parsed */
+    size_t drop_every;    /* 0: the defaults (pickle.h's sink: passed_every, */
+    size_t collect_min;   /* collect_min); tests make them small */
+} vt__pytorch_convert_opts;
+int vt__pytorch_convert(const void *data, size_t size, const char *name,
+                        const vt__pytorch_convert_opts *opts, int fd, char *err, size_t errlen);
+
 /* Encode `s` as a PyTorch snapshot pickle (protocol 4, plain containers) that
  * torch.cuda._memory_viz and MemoryViz.js read.
  * @return 0, or a negative errno with one line in err. */
