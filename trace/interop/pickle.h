@@ -110,7 +110,7 @@ typedef struct vt__pickle_sink {
      * left move: value v is now newidx[v] (UINT32_MAX: gone), for v < n.
      * A sink that keeps value indexes (the `list` of take) moves them. */
     void (*moved)(void *ctx, const uint32_t *newidx, size_t n);
-    /* 0: the defaults, passed every 8 MiB, values collected from 1 Mi on
+    /* 0: the defaults, passed every 8 MiB, values collected from 64 Ki on
      * (then each time they doubled); tests make them small. */
     size_t passed_every, collect_min;
 } vt__pickle_sink;

@@ -286,7 +286,7 @@ int vt__pickle_sniff(const void *data, size_t size)
 /* How often a walk tells the sink how far it got. */
 #define PASSED_EVERY (8u << 20)
 /* collect() runs when the values are twice what it kept, and at least this many. */
-#define COLLECT_MIN (1u << 20)
+#define COLLECT_MIN (1u << 16)
 
 /* Tell the sink the walk reached `pos`. @return where to tell it next. */
 static size_t passed(struct vm *m, size_t pos)
