@@ -89,8 +89,10 @@ int vt__pytorch_export_stream(const vt__snapshot_data *s, struct vt__event_strea
 int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size_t errlen);
 
 /* The same, its events left to a stream (event_stream.h: a .vtsnap's read
- * as they are needed; a pickle's, imported whole, handed out one by one):
- * *out holds every other part. `err` must outlive *es (the stream writes
+ * as they are needed; a pickle converted by vt__pytorch_convert into an
+ * unlinked temporary .vtsnap first, read the same way; one it cannot take,
+ * imported whole, its events handed out one by one): *out holds every
+ * other part. `err` must outlive *es (the stream writes
  * its errors there). Close *es before freeing *out.
  * @return as vt__snapfile_read(). */
 int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt__event_stream **es,

@@ -7,6 +7,9 @@
  * events as the parser hands each batch over (its sink), so the value graph
  * never holds them all; a pickle not shaped for that is imported again
  * through its whole graph, the reference the streamed way is tested against.
+ * The converter at the end (vt__pytorch_convert) goes further for the views:
+ * it never holds the events either (runs of records in a temporary file,
+ * merged by time into a .vtsnap written as they come).
  */
 #include <errno.h>
 #include <stdarg.h>

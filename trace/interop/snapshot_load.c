@@ -4,6 +4,8 @@
  * with its magic, a PyTorch pickle with the PROTO opcode), never by its name.
  * C++ function names still mangled in the file (a process whose libstdc++
  * the recorder could not reach, an older vramtrace) are demangled here.
+ * A view opens a pickle as a .vtsnap it converted first (open_converted), so
+ * that its memory follows neither the file nor the number of entries.
  */
 #include <fcntl.h>
 #include <stdint.h>
