@@ -101,6 +101,8 @@ int vt__spill_flush(vt__spill_chain *c)
 
 unsigned char *vt__spill_room(vt__spill_chain *c, size_t n)
 {
+    if (n > c->size)
+        return NULL;
     if (c->buf && c->size - c->n < n && vt__spill_flush(c))
         return NULL;
     if (!c->buf && !(c->buf = malloc(c->size)))

@@ -44,11 +44,12 @@ int vt__spill_open(vt__spill *sp, char *err, size_t errlen);
 /* Close it (the file goes with it). A closed or zeroed one is fine. */
 void vt__spill_close(vt__spill *sp);
 
-/* An empty chain of sp with chunks of `chunk` bytes. @return 0 or -ENOMEM. */
+/* An empty chain of sp with chunks of `chunk` bytes (nothing allocated
+ * until the first byte). @return 0. */
 int vt__spill_chain_init(vt__spill_chain *c, vt__spill *sp, size_t chunk);
-/* Room for n (<= the chunk size) contiguous bytes at the chain's end: write
- * them there, then say how many with vt__spill_used. @return NULL on an
- * error (-ENOMEM, or the file's: sp->err). */
+/* Room for n contiguous bytes at the chain's end: write them there, then
+ * say how many with vt__spill_used. @return NULL on an error (-ENOMEM, the
+ * file's: sp->err; or n over the chunk size). */
 unsigned char *vt__spill_room(vt__spill_chain *c, size_t n);
 static inline void vt__spill_used(vt__spill_chain *c, size_t n)
 {
