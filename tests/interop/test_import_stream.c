@@ -66,7 +66,8 @@ static int open_fds(void)
 
 /* The first `size` bytes of `path` (0: all) converted in bounded memory, as
  * vt__snapshot_open does (the file mapped), every `every` bytes and values
- * (0: the defaults) letting pages go and collecting the graph. @return the
+ * (0: the defaults, and the events stored plainly) letting pages go and
+ * collecting the graph (and the events compressed). @return the
  * converter's answer; on 0 *bytes is the .vtsnap it wrote, read back and
  * written again (its content, whatever zstd's cuts). */
 static int convert(const char *path, size_t size, size_t every, const char *dir, char **bytes,
@@ -83,7 +84,9 @@ static int convert(const char *path, size_t size, size_t every, const char *dir,
     close(fd);
     int tmp = vt__tmpfile(err, sizeof err);
     ASSERT_MSG(tmp >= 0, "%s", err);
-    vt__pytorch_convert_opts o = { .mapped = true, .drop_every = every, .collect_min = every };
+    /* the defaults as vt__snapshot_open has them (events stored plainly) */
+    vt__pytorch_convert_opts o = { .mapped = true, .plain = !every, .drop_every = every,
+                                   .collect_min = every };
     int rc = vt__pytorch_convert(map, size, "x", &o, tmp, err, sizeof err);
     munmap(map, (size_t)st.st_size);
     if (rc == 0) {

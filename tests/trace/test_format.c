@@ -147,7 +147,8 @@ TEST(writer_refuses_inconsistent_snapshots)
 /* s written by vt__snapwriter (its events given one at a time) into an
  * unlinked temporary file, read back; *events_flags: the EVENTS section's
  * table flags. */
-static vt__snapshot_data *written_one_by_one(const vt__snapshot_data *s, uint32_t *events_flags)
+static vt__snapshot_data *written_one_by_one(const vt__snapshot_data *s, unsigned flags,
+                                             uint32_t *events_flags)
 {
     vt__snapshot_data head = *s;
     head.events = NULL;
@@ -155,7 +156,7 @@ static vt__snapshot_data *written_one_by_one(const vt__snapshot_data *s, uint32_
     int fd = vt__tmpfile(err, sizeof err);
     ASSERT_MSG(fd >= 0, "%s", err);
     vt__snapwriter *w = NULL;
-    ASSERT_MSG(vt__snapwriter_open(&head, fd, &w, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(vt__snapwriter_open(&head, fd, flags, &w, err, sizeof err) == 0, "%s", err);
     for (size_t i = 0; i < s->nevents; i++)
         ASSERT_MSG(vt__snapwriter_event(w, &s->events[i]) == 0, "%s", err);
     ASSERT_MSG(vt__snapwriter_finish(w) == 0, "%s", err);
@@ -177,7 +178,8 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
 {
     /* every field, extreme values, many events (columns spilled to the
      * temporary file in pieces), none; and a section that would inflate
-     * too much is stored plainly, as the whole writer stores it */
+     * too much is stored plainly, as the whole writer stores it; each
+     * also stored plainly when asked */
     vt__snapshot_data *small = gen_small(), *big = gen_training(300000, 7);
     vt__snapshot_data *none = calloc(1, sizeof *none);
     vt__event *e = &big->events[5];
@@ -193,13 +195,15 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
         x->size = x->req_size = 512;
     }
     const vt__snapshot_data *all[] = { small, big, none, g.s };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+    for (size_t k = 0; k < 2 * sizeof all / sizeof all[0]; k++) {
+        const vt__snapshot_data *s = all[k / 2];
+        unsigned plain = k % 2 ? VT_SNAPWRITER_PLAIN : 0;   /* asked to store plainly */
         uint32_t flags;
-        vt__snapshot_data *r = written_one_by_one(all[k], &flags);
-        vt__snapshot_data *whole = round_trip(all[k]);
+        vt__snapshot_data *r = written_one_by_one(s, plain, &flags);
+        vt__snapshot_data *whole = round_trip(s);
         same_snapshot(whole, r);
         vt__snapshot_free(whole);
-        ASSERT_EQ(flags & VT_SECTION_FLAG_ZSTD, all[k] == g.s ? 0u : VT_SECTION_FLAG_ZSTD);
+        ASSERT_EQ(flags & VT_SECTION_FLAG_ZSTD, s == g.s || plain ? 0u : VT_SECTION_FLAG_ZSTD);
         vt__snapshot_free(r);
     }
     /* what the whole writer refuses, it refuses with the same words */
@@ -208,7 +212,7 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
     vt__snapshot_data head = *small;
     head.events = NULL;
     head.nevents = 0;
-    ASSERT_OK(vt__snapwriter_open(&head, fd, &w, err, sizeof err));
+    ASSERT_OK(vt__snapwriter_open(&head, fd, 0, &w, err, sizeof err));
     vt__event bad = small->events[3];
     bad.stack = 1000;
     ASSERT(vt__snapwriter_event(w, &bad) == -EINVAL);
@@ -219,7 +223,7 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
     vt__snapwriter_free(w);
     close(fd);
     head.blocks[0].size -= 1;
-    ASSERT(vt__snapwriter_open(&head, fd, &w, err, sizeof err) == -EINVAL);
+    ASSERT(vt__snapwriter_open(&head, fd, 0, &w, err, sizeof err) == -EINVAL);
     ASSERT_STR_CONTAINS(err, "does not tile");
     head.blocks[0].size += 1;
     vt__snapshot_free(small);

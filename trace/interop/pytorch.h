@@ -63,6 +63,7 @@ int vt__pytorch_import_path(const void *data, size_t size, const char *name, boo
 typedef struct vt__pytorch_convert_opts {
     bool mapped;          /* data is a private read-only file mapping: its pages
                              may be dropped once parsed */
+    bool plain;           /* events stored uncompressed (VT_SNAPWRITER_PLAIN) */
     size_t drop_every;    /* 0: the defaults (pickle.h's sink: passed_every, */
     size_t collect_min;   /* collect_min); tests make them small */
 } vt__pytorch_convert_opts;

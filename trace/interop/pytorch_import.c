@@ -1309,7 +1309,7 @@ static int merge_pass(struct imp *im, struct link *links, size_t nlinks, vt__sna
 }
 
 /* After parsing: the snapshot but its events, written to `fd` with them. */
-static int convert_rest(struct imp *im, const vt__pv *root, int fd)
+static int convert_rest(struct imp *im, const vt__pv *root, int fd, bool plain)
 {
     const vt__pickle *p = im->p;
     vt__snapshot_data *s = im->b.s;
@@ -1389,7 +1389,8 @@ static int convert_rest(struct imp *im, const vt__pv *root, int fd)
         rc = import_settings(im, settings);
     if (!rc)
         rc = finish_meta_of(im, nevents, last_ns, maxdev);
-    if (!rc && vt__snapwriter_open(s, fd, &w, im->err, im->errlen))
+    if (!rc && vt__snapwriter_open(s, fd, plain ? VT_SNAPWRITER_PLAIN : 0, &w, im->err,
+                                   im->errlen))
         rc = 1;
     if (!rc && (merge_pass(im, links, nlinks, w, &nevents, &last_ns, &maxdev) ||
                 vt__snapwriter_finish(w)))
@@ -1428,7 +1429,8 @@ int vt__pytorch_convert(const void *data, size_t size, const char *name,
     im.p = p;
     im.b.p = p;
     im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
-    rc = !im.b.vcache || bld_start(&im.b) ? 1 : convert_rest(&im, vt__pickle_value(p, p->root), fd);
+    rc = !im.b.vcache || bld_start(&im.b) ? 1 : convert_rest(&im, vt__pickle_value(p, p->root), fd,
+                                                           opts->plain);
 out:
     imp_free(&im);
     vt__snapshot_free(im.b.s);

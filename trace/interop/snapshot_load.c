@@ -130,7 +130,8 @@ static int open_converted(const char *path, vt__snapshot_data **out, vt__event_s
         return 1;
     char terr[256];
     int tmp = vt__tmpfile(terr, sizeof terr);
-    const vt__pytorch_convert_opts opts = { .mapped = true };
+    /* read back now and thrown away: compressing it would only cost time */
+    const vt__pytorch_convert_opts opts = { .mapped = true, .plain = true };
     int rc = tmp < 0 ? 1 : vt__pytorch_convert(map, (size_t)st.st_size, path, &opts, tmp, err,
                                                errlen);
     munmap(map, (size_t)st.st_size);

@@ -31,12 +31,15 @@ int vt__snapfile_write_flags(const vt__snapshot_data *s, const char *path, int f
  * number. `s` holds everything but the events (s->nevents 0), complete, and
  * outlives the writer. The file is the one vt__snapfile_write() writes of
  * `s` with those events, but for how zstd cut the EVENTS frame: it decodes
- * to the same bytes.
+ * to the same bytes. With VT_SNAPWRITER_PLAIN the EVENTS section is stored
+ * as it is, not compressed: for a file read back at once and thrown away,
+ * where zstd would cost time on the way in and on every reading out.
  * @return 0, or a negative errno with one line in err (the snapshot refused
  *         as vt__snapfile_write refuses it, or an error of the files). */
 typedef struct vt__snapwriter vt__snapwriter;
-int vt__snapwriter_open(const vt__snapshot_data *s, int fd, vt__snapwriter **w, char *err,
-                        size_t errlen);
+#define VT_SNAPWRITER_PLAIN 1u
+int vt__snapwriter_open(const vt__snapshot_data *s, int fd, unsigned flags, vt__snapwriter **w,
+                        char *err, size_t errlen);
 /* The next event, in seq order. @return 0 or a negative errno (err). */
 int vt__snapwriter_event(vt__snapwriter *w, const vt__event *e);
 /* Write the file whole. @return 0 or a negative errno (err). */

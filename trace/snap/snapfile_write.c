@@ -538,10 +538,11 @@ struct vt__snapwriter {
     vt__buf col[VT_COL_COUNT];     /* each column's newest bytes */
     struct evenc st;
     uint64_t n, last_seq;
+    bool plain;                    /* EVENTS stored as it is (VT_SNAPWRITER_PLAIN) */
 };
 
-int vt__snapwriter_open(const vt__snapshot_data *s, int fd, vt__snapwriter **out, char *err,
-                        size_t errlen)
+int vt__snapwriter_open(const vt__snapshot_data *s, int fd, unsigned flags, vt__snapwriter **out,
+                        char *err, size_t errlen)
 {
     *out = NULL;
     if (errlen)
@@ -554,7 +555,8 @@ int vt__snapwriter_open(const vt__snapshot_data *s, int fd, vt__snapwriter **out
     vt__snapwriter *w = calloc(1, sizeof *w);
     if (!w)
         return vt__errf(err, errlen, -ENOMEM, "snapshot not written: out of memory");
-    *w = (vt__snapwriter){ .s = s, .fd = fd, .err = err, .errlen = errlen };
+    *w = (vt__snapwriter){ .s = s, .fd = fd, .err = err, .errlen = errlen,
+                           .plain = flags & VT_SNAPWRITER_PLAIN };
     if ((rc = vt__spill_open(&w->sp, err, errlen))) {
         free(w);
         return rc;
@@ -632,8 +634,8 @@ static int stream_piece(vt__snapwriter *w, ZSTD_CCtx *cctx, unsigned char *obuf,
 }
 
 /* The EVENTS section at `at`: its header, then each column's bytes from the
- * temporary file, as one zstd frame (or stored as they are, see
- * compress_section). */
+ * temporary file, as one zstd frame (or stored as they are: asked for, or
+ * see compress_section). */
 static int write_events(vt__snapwriter *w, ZSTD_CCtx *cctx, struct section *sec, uint64_t at)
 {
     uint64_t len[VT_COL_COUNT], raw;
@@ -651,7 +653,7 @@ static int write_events(vt__snapwriter *w, ZSTD_CCtx *cctx, struct section *sec,
     if (!obuf)
         return -ENOMEM;
     int rc = 0;
-    for (int pass = 0; pass < 2 && !rc; pass++) {
+    for (int pass = w->plain ? 1 : 0; pass < 2 && !rc; pass++) {
         /* pass 0 compresses; pass 1 (rare) stores the bytes as they are */
         uint64_t pos = at, stored = 0;
         uint32_t crc = 0;
