@@ -2,6 +2,9 @@
  * tests/fuzz/fuzz_pickle.c - libFuzzer target for the safe pickle reader and
  * the PyTorch snapshot importer, then the timeline and the PyTorch exporter
  * on whatever the importer accepts (and the exporter's output read back).
+ * The converter that reads a pickle in bounded memory (vt__pytorch_convert)
+ * must agree with the importer: the same message for what they refuse, the
+ * same snapshot (once encoded) for what it converts.
  *
  * The importer's work is bounded by its dict lookups: a large dict (one
  * that memo references may make appear many times) is searched through a
@@ -22,8 +25,13 @@
 
 #include <string.h>
 
+#include <unistd.h>
+
 #include "pickle.h"
 #include "pytorch.h"
+#include "snapfile.h"
+#include "snapfile_encode.h"
+#include "spill.h"
 #include "timeline.h"
 
 /* The last binding of str key `k` (`n` bytes) in `dict`, by a scan. */
@@ -65,6 +73,40 @@ static void check_lookups(const uint8_t *data, size_t size)
     vt__pickle_free(p);
 }
 
+/* The importer's answer (rc, err, s) against the converter's on the same
+ * bytes, its steps small so that it collects the graph often. */
+static void check_convert(const uint8_t *data, size_t size, int rc, const char *err,
+                          const vt__snapshot_data *s)
+{
+    char cerr[512], path[64];
+    int fd = vt__tmpfile(cerr, sizeof cerr);
+    if (fd < 0)
+        return;
+    const vt__pytorch_convert_opts opts = { .collect_min = 16 };
+    int crc = vt__pytorch_convert(data, size, "fuzz", &opts, fd, cerr, sizeof cerr);
+    if (crc < 0 && (crc != rc || strcmp(cerr, err))) {
+        fprintf(stderr, "converter: %d %s; importer: %d %s\n", crc, cerr, rc, err);
+        abort();
+    }
+    if (crc == 0) {
+        vt__snapshot_data *back = NULL;
+        void *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        if (rc != 0 || vt__snapfile_read(path, &back, cerr, sizeof cerr) != 0 ||
+            vt__snapfile_encode(s, &a, &na, cerr, sizeof cerr) != 0 ||
+            vt__snapfile_encode(back, &b, &nb, cerr, sizeof cerr) != 0 || na != nb ||
+            memcmp(a, b, na)) {
+            fprintf(stderr, "converted, but not the importer's snapshot (%d %s)\n", rc, cerr);
+            abort();
+        }
+        free(a);
+        free(b);
+        vt__snapshot_free(back);
+    }
+    close(fd);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -72,7 +114,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[512];
     check_lookups(data, size);
     vt__snapshot_data *s = NULL;
-    if (vt__pytorch_import(data, size, "fuzz", &s, err, sizeof err) != 0)
+    int rc = vt__pytorch_import(data, size, "fuzz", &s, err, sizeof err);
+    check_convert(data, size, rc, err, s);
+    if (rc != 0)
         return 0;
     vt__timeline *tl = NULL;
     if (vt__timeline_build(s, &tl, err, sizeof err) == 0)

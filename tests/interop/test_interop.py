@@ -87,6 +87,36 @@ def test_import_writes_a_vtsnap_that_reads_the_same_as_the_pickle():
     assert os.path.exists(path("other.vtsnap"))
 
 
+def test_pickle_reports_are_its_whole_imports():
+    # A reading command converts a pickle into a temporary .vtsnap in bounded
+    # memory; `import` imports it whole. The reports must not tell them
+    # apart (but for the file's name), on every shape the importer's tests
+    # make (several devices whose times interleave, frames shared through
+    # the memo, OOM entries, segment state, the shapes that fall back) and
+    # on a pickle PyTorch's own recorder wrote.
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = path("shapes")
+    os.mkdir(d)
+    subprocess.run([sys.executable, os.path.join(here, "gen_import_pickles.py"), d], check=True)
+    files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".pickle"))
+    real = path("pytorch_2_14_mlp.pickle")
+    with open(os.path.join(here, "data", "pytorch_2_14_mlp.pickle"), "rb") as src:
+        with open(real, "wb") as dst:
+            dst.write(src.read())
+    files.append(real)
+    assert len(files) > 20, files
+    for f in files:
+        snap = f[:-len(".pickle")] + ".vtsnap"
+        vt("import", f, "-o", snap)
+        for cmd in (["summary"], ["leaks"], ["check"], ["json", "--events"]):
+            a = vt(*cmd, f, check=False)
+            b = vt(*cmd, snap, check=False)
+            same = [x.replace(snap.encode(), f.encode()) for x in (b.stdout, b.stderr)]
+            assert (a.returncode, a.stdout, a.stderr) == (b.returncode, *same), \
+                (f, cmd, a.returncode, b.returncode, a.stderr, b.stderr)
+            assert a.stdout, (f, cmd)
+
+
 def test_annotations_become_marks_and_user_metadata_is_kept():
     f = write(ts.training_run(steps=3), "s.pickle")
     j = snap_json(f, True)

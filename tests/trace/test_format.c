@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "test_format_gen.h"
 #include "format_test_util.h"
+#include "spill.h"
 
 static double now_s(void)
 {
@@ -141,6 +142,94 @@ TEST(writer_refuses_inconsistent_snapshots)
     ASSERT(vt__snapfile_write(s, "/tmp/vt-no-such-dir/x.vtsnap", err, sizeof err) == -ENOENT);
     ASSERT_STR_CONTAINS(err, "cannot create");
     vt__snapshot_free(s);
+}
+
+/* s written by vt__snapwriter (its events given one at a time) into an
+ * unlinked temporary file, read back; *events_flags: the EVENTS section's
+ * table flags. */
+static vt__snapshot_data *written_one_by_one(const vt__snapshot_data *s, unsigned flags,
+                                             uint32_t *events_flags)
+{
+    vt__snapshot_data head = *s;
+    head.events = NULL;
+    head.nevents = 0;
+    int fd = vt__tmpfile(err, sizeof err);
+    ASSERT_MSG(fd >= 0, "%s", err);
+    vt__snapwriter *w = NULL;
+    ASSERT_MSG(vt__snapwriter_open(&head, fd, flags, &w, err, sizeof err) == 0, "%s", err);
+    for (size_t i = 0; i < s->nevents; i++)
+        ASSERT_MSG(vt__snapwriter_event(w, &s->events[i]) == 0, "%s", err);
+    ASSERT_MSG(vt__snapwriter_finish(w) == 0, "%s", err);
+    vt__snapwriter_free(w);
+    off_t size = lseek(fd, 0, SEEK_END);
+    unsigned char *data = malloc((size_t)size);
+    ASSERT(data && pread(fd, data, (size_t)size, 0) == size);
+    close(fd);
+    const unsigned char *e = data + 64;
+    while (vt__rd_le(e, 4) != VT_SECTION_EVENTS)
+        e += 48;
+    *events_flags = (uint32_t)vt__rd_le(e + 4, 4);
+    vt__snapshot_data *r = decode_ok(data, (size_t)size);
+    free(data);
+    return r;
+}
+
+TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
+{
+    /* every field, extreme values, many events (columns spilled to the
+     * temporary file in pieces), none; and a section that would inflate
+     * too much is stored plainly, as the whole writer stores it; each
+     * also stored plainly when asked */
+    vt__snapshot_data *small = gen_small(), *big = gen_training(300000, 7);
+    vt__snapshot_data *none = calloc(1, sizeof *none);
+    vt__event *e = &big->events[5];
+    e->addr = UINT64_MAX; e->size = UINT64_MAX; e->req_size = 0; e->time_ns = 0;
+    e->stream = UINT64_MAX - 1; e->aux = UINT64_MAX; e->aux2 = 1ull << 63;
+    e->thread = UINT32_MAX; e->device = -1;
+    struct snap_builder g = { .s = calloc(1, sizeof *g.s) };
+    gen_str(&g, "");
+    gen_node(&g, 0, 0);
+    for (uint64_t i = 0; i < 800000; i++) {
+        vt__event *x = gen_ev(&g, (i & 1) ? VT_EV_FREE_REQUESTED : VT_EV_ALLOC, i + 1, i * 1000);
+        x->addr = 0x7000000;
+        x->size = x->req_size = 512;
+    }
+    const vt__snapshot_data *all[] = { small, big, none, g.s };
+    for (size_t k = 0; k < 2 * sizeof all / sizeof all[0]; k++) {
+        const vt__snapshot_data *s = all[k / 2];
+        unsigned plain = k % 2 ? VT_SNAPWRITER_PLAIN : 0;   /* asked to store plainly */
+        uint32_t flags;
+        vt__snapshot_data *r = written_one_by_one(s, plain, &flags);
+        vt__snapshot_data *whole = round_trip(s);
+        same_snapshot(whole, r);
+        vt__snapshot_free(whole);
+        ASSERT_EQ(flags & VT_SECTION_FLAG_ZSTD, s == g.s || plain ? 0u : VT_SECTION_FLAG_ZSTD);
+        vt__snapshot_free(r);
+    }
+    /* what the whole writer refuses, it refuses with the same words */
+    int fd = vt__tmpfile(err, sizeof err);
+    vt__snapwriter *w = NULL;
+    vt__snapshot_data head = *small;
+    head.events = NULL;
+    head.nevents = 0;
+    ASSERT_OK(vt__snapwriter_open(&head, fd, 0, &w, err, sizeof err));
+    vt__event bad = small->events[3];
+    bad.stack = 1000;
+    ASSERT(vt__snapwriter_event(w, &bad) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "event 0 names stack 1000");
+    ASSERT_OK(vt__snapwriter_event(w, &small->events[3]));
+    ASSERT(vt__snapwriter_event(w, &small->events[3]) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "strictly increase");
+    vt__snapwriter_free(w);
+    close(fd);
+    head.blocks[0].size -= 1;
+    ASSERT(vt__snapwriter_open(&head, fd, 0, &w, err, sizeof err) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "does not tile");
+    head.blocks[0].size += 1;
+    vt__snapshot_free(small);
+    vt__snapshot_free(big);
+    vt__snapshot_free(none);
+    vt__snapshot_free(g.s);
 }
 
 /* ---- size and speed ----------------------------------------------------- */

@@ -99,6 +99,20 @@ typedef struct vt__pickle_sink {
      * @return 0, or a negative errno with one line in the parse's err. */
     int (*take)(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item);
     void *ctx;
+    /* Optional: a walk over the input reached byte `offset` (said every few
+     * MiB; the parse walks the input twice, each time from 0). Bytes before
+     * it are read again only where a value points into them (str, bytes):
+     * a caller that mapped the file may let the kernel drop their pages. */
+    void (*passed)(void *ctx, size_t offset);
+    /* Optional: with it, the parse also drops the values that nothing can
+     * reach any more (a memoized value after the last GET that reads it:
+     * entries that share their frames through the memo), and the values
+     * left move: value v is now newidx[v] (UINT32_MAX: gone), for v < n.
+     * A sink that keeps value indexes (the `list` of take) moves them. */
+    void (*moved)(void *ctx, const uint32_t *newidx, size_t n);
+    /* 0: the defaults, passed every 8 MiB, values collected from 64 Ki on
+     * (then each time they doubled); tests make them small. */
+    size_t passed_every, collect_min;
 } vt__pickle_sink;
 
 /* vt__pickle_parse with a sink (NULL: the same as vt__pickle_parse). */

@@ -26,10 +26,15 @@ struct vm {
     size_t cap_values, cap_containers;
     uint32_t *stack;  size_t nstack, cap_stack;
     size_t *marks;    size_t nmarks, cap_marks;
-    uint32_t *memo;   size_t nmemo, cap_memo;  /* UINT32_MAX = unset */
+    uint32_t *memo;   size_t nmemo, cap_memo;  /* UINT32_MAX = unset; with a sink, only
+                                                  the keys some GET reads (memo_slot) */
     /* streaming (a sink): see offer() */
     const vt__pickle_sink *sink;
     uint8_t *read_keys; size_t nread_keys;     /* bit per memo key some GET reads */
+    uint32_t *rank;                            /* read keys before each 64 keys */
+    uint8_t *gets;                             /* GETs left per read key (255: many) */
+    size_t gets_cap;
+    size_t gc_at;                              /* values that make collect() run */
     struct put { uint32_t key, nvalues; } *puts;  /* puts of read keys, nvalues then */
     size_t nputs, cap_puts;
     uint8_t *kept;    size_t cap_kept;         /* per value of a handed-over batch */
@@ -179,6 +184,27 @@ static bool read_key(const struct vm *m, uint64_t key)
     return key < m->nread_keys * 8 && (m->read_keys[key / 8] >> (key % 8) & 1);
 }
 
+/* A read key's place in the memo of a streamed parse: only keys that some
+ * GET reads are stored there, numbered in key order (a pickler memoizes
+ * every container, most never read again: a memo of all keys would grow
+ * with the entries streamed). */
+static size_t dense_key(const struct vm *m, uint64_t key)
+{
+    uint64_t word = 0;
+    memcpy(&word, m->read_keys + key / 64 * 8, 8);
+    word &= ((uint64_t)1 << (key % 64)) - 1;
+    return m->rank[key / 64] + (size_t)__builtin_popcountll(word);
+}
+
+/* Where the memo keeps `key`: NULL in a streamed parse for a key no GET
+ * reads (nothing needs it). */
+static uint32_t *memo_slot(struct vm *m, uint64_t key)
+{
+    if (!m->rank)
+        return &m->memo[key];
+    return read_key(m, key) ? &m->memo[dense_key(m, key)] : NULL;
+}
+
 static int memo_put(struct vm *m, uint64_t key, size_t at)
 {
     if (!m->nstack)
@@ -188,12 +214,16 @@ static int memo_put(struct vm *m, uint64_t key, size_t at)
     if (key > m->size + 16)
         return fail(m, -EINVAL, "pickle memo key %llu at byte offset %zu is out of range",
                     (unsigned long long)key, at);
-    size_t old = m->cap_memo;
-    if (vt__grow((void **)&m->memo, &m->cap_memo, (size_t)key + 1, sizeof *m->memo))
-        return fail(m, -ENOMEM, "out of memory");
-    for (size_t i = old; i < m->cap_memo; i++)
-        m->memo[i] = UINT32_MAX;
-    m->memo[key] = m->stack[m->nstack - 1];
+    if (!m->rank) {
+        size_t old = m->cap_memo;
+        if (vt__grow((void **)&m->memo, &m->cap_memo, (size_t)key + 1, sizeof *m->memo))
+            return fail(m, -ENOMEM, "out of memory");
+        for (size_t i = old; i < m->cap_memo; i++)
+            m->memo[i] = UINT32_MAX;
+    }
+    uint32_t *slot = memo_slot(m, key);
+    if (slot)
+        *slot = m->stack[m->nstack - 1];
     if (m->sink && read_key(m, key)) {
         if (vt__grow((void **)&m->puts, &m->cap_puts, m->nputs + 1, sizeof *m->puts))
             return fail(m, -ENOMEM, "out of memory");
@@ -206,10 +236,19 @@ static int memo_put(struct vm *m, uint64_t key, size_t at)
 
 static int memo_get(struct vm *m, uint64_t key, size_t at)
 {
-    if (key >= m->nmemo || m->memo[key] == UINT32_MAX)
+    uint32_t *slot = key < m->nmemo ? memo_slot(m, key) : NULL;
+    if (!slot || *slot == UINT32_MAX)
         return fail(m, -EINVAL, "pickle memo key %llu at byte offset %zu was never stored",
                     (unsigned long long)key, at);
-    return push_idx(m, m->memo[key]);
+    int rc = push_idx(m, *slot);
+    if (m->rank) {
+        /* after its last GET nothing reads the binding again: what only
+         * it held can go (collect()) */
+        uint8_t *left = &m->gets[dense_key(m, key)];
+        if (*left < UINT8_MAX && --*left == 0)
+            *slot = UINT32_MAX;
+    }
+    return rc;
 }
 
 /* Opcodes refused because they name a global, call a constructor or
@@ -244,6 +283,24 @@ int vt__pickle_sniff(const void *data, size_t size)
 
 /* ---- streaming: items handed to a sink instead of kept ----------------- */
 
+/* How often a walk tells the sink how far it got. */
+#define PASSED_EVERY (8u << 20)
+/* collect() runs when the values are twice what it kept, and at least this many. */
+#define COLLECT_MIN (1u << 16)
+
+/* Tell the sink the walk reached `pos`. @return where to tell it next. */
+static size_t passed(struct vm *m, size_t pos)
+{
+    if (m->sink && m->sink->passed)
+        m->sink->passed(m->sink->ctx, pos);
+    return pos + (m->sink && m->sink->passed_every ? m->sink->passed_every : PASSED_EVERY);
+}
+
+static size_t collect_min(const struct vm *m)
+{
+    return m->sink->collect_min ? m->sink->collect_min : COLLECT_MIN;
+}
+
 /* Which memo keys does some GET read? A value memoized under any other key
  * can never be reached again once its container is gone, so only these
  * must outlive what the sink takes. A first walk over the opcodes, without
@@ -252,8 +309,10 @@ int vt__pickle_sniff(const void *data, size_t size)
  * the full parse reports what is wrong. */
 static int scan_reads(struct vm *m)
 {
-    size_t pos = 0;
+    size_t pos = 0, note = passed(m, 0);
     while (pos < m->size) {
+        if (pos >= note)
+            note = passed(m, pos);
         unsigned op = m->data[pos++];
         size_t w = 0, lenw = 0;   /* argument bytes; or a length of lenw bytes */
         bool get = false;
@@ -289,14 +348,58 @@ static int scan_reads(struct vm *m)
             uint64_t key = le(m->data + pos, w);
             if (key > m->size + 16)
                 return -1;
-            size_t old = m->nread_keys;
-            if (vt__grow((void **)&m->read_keys, &m->nread_keys, (size_t)key / 8 + 1, 1))
+            size_t old = m->nread_keys, oldg = m->gets_cap;
+            if (vt__grow((void **)&m->read_keys, &m->nread_keys, (size_t)key / 8 + 1, 1) ||
+                vt__grow((void **)&m->gets, &m->gets_cap, (size_t)key + 1, 1))
                 return -1;
             memset(m->read_keys + old, 0, m->nread_keys - old);
+            memset(m->gets + oldg, 0, m->gets_cap - oldg);
             m->read_keys[key / 8] |= (uint8_t)(1u << (key % 8));
+            if (m->gets[key] < UINT8_MAX)
+                m->gets[key]++;
         }
         pos += w;
     }
+    return 0;
+}
+
+/* The memo of a streamed parse (memo_slot): the read keys ranked, each
+ * one's count of GETs in key order. @return 0 or -ENOMEM. */
+static int index_reads(struct vm *m)
+{
+    size_t nwords = (m->nread_keys + 7) / 8;
+    uint8_t *rk = realloc(m->read_keys, nwords ? nwords * 8 : 8);
+    if (!rk)
+        return -ENOMEM;
+    memset(rk + m->nread_keys, 0, (nwords ? nwords * 8 : 8) - m->nread_keys);
+    m->read_keys = rk;
+    m->nread_keys = nwords * 8;
+    if (!(m->rank = malloc((nwords + 1) * sizeof *m->rank)))
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t w = 0; w < nwords; w++) {
+        uint64_t word;
+        memcpy(&word, rk + w * 8, 8);
+        m->rank[w] = (uint32_t)n;
+        n += (size_t)__builtin_popcountll(word);
+    }
+    m->rank[nwords] = (uint32_t)n;
+    uint8_t *gets = malloc(n ? n : 1);
+    m->memo = malloc((n ? n : 1) * sizeof *m->memo);
+    if (!gets || !m->memo) {
+        free(gets);
+        return -ENOMEM;
+    }
+    size_t j = 0;
+    for (size_t key = 0; key < nwords * 64; key++)
+        if (read_key(m, key))
+            gets[j++] = m->gets[key];
+    free(m->gets);
+    m->gets = gets;
+    m->cap_memo = n;
+    for (size_t i = 0; i < n; i++)
+        m->memo[i] = UINT32_MAX;
+    m->gc_at = collect_min(m);
     return 0;
 }
 
@@ -383,7 +486,7 @@ static void compact(struct vm *m, uint32_t v0)
         p->values[newidx[v - v0]] = *x;
     }
     for (size_t k = m->nputs; k-- > 0 && m->puts[k].nvalues > v0;) {
-        uint32_t *slot = &m->memo[m->puts[k].key];
+        uint32_t *slot = memo_slot(m, m->puts[k].key);
         if (*slot != UINT32_MAX && *slot >= v0 && *slot < end)
             *slot = newidx[*slot - v0];
         if (m->puts[k].nvalues > nv)
@@ -392,6 +495,41 @@ static void compact(struct vm *m, uint32_t v0)
     p->nvalues = nv;
     if (c0 != UINT32_MAX)
         p->ncontainers = nc;
+}
+
+/* Drop every value that nothing can reach any more: not the stack, not a
+ * memo binding that a GET will still read (memo_get forgets a binding
+ * after its last GET). A frames list that entries share through the memo,
+ * for one, stays while an entry to come reads it and goes here after the
+ * last. What stays moves down in order, as in compact(); the sink is told
+ * where (its lists move too). Run when the values have doubled since the
+ * last time, so that the work stays linear in the input. Only the stack's
+ * first `nstack` values are alive (above them: the batch just dropped). */
+static int collect(struct vm *m, size_t nstack)
+{
+    vt__pickle *p = m->p;
+    size_t n = p->nvalues;
+    if (vt__grow((void **)&m->kept, &m->cap_kept, n, 1) ||
+        vt__grow((void **)&m->work, &m->cap_work, n, sizeof *m->work))
+        return fail(m, -ENOMEM, "out of memory");
+    memset(m->kept, 0, n);
+    int rc = 0;
+    for (size_t i = 0; i < nstack && !rc; i++)
+        rc = mark_kept(m, 0, m->stack[i]);
+    for (size_t i = 0; i < m->cap_memo && !rc; i++)
+        rc = mark_kept(m, 0, m->memo[i]);
+    if (rc)
+        return rc;
+    compact(m, 0);
+    const uint32_t *newidx = m->work;
+    for (size_t i = 0; i < nstack; i++)
+        m->stack[i] = newidx[m->stack[i]];
+    for (size_t i = 0; i < m->cap_memo; i++)
+        if (m->memo[i] != UINT32_MAX)
+            m->memo[i] = newidx[m->memo[i]];
+    m->sink->moved(m->sink->ctx, newidx, n);
+    m->gc_at = p->nvalues * 2 > collect_min(m) ? p->nvalues * 2 : collect_min(m);
+    return 0;
 }
 
 /* The items above stack[lpos] are about to be appended to the list there.
@@ -421,7 +559,7 @@ static int offer(struct vm *m, size_t lpos, bool *taken)
     memset(m->kept, 0, span);
     int rc;
     for (size_t k = m->nputs; k-- > 0 && m->puts[k].nvalues > v0;)
-        if ((rc = mark_kept(m, v0, m->memo[m->puts[k].key])))
+        if ((rc = mark_kept(m, v0, *memo_slot(m, m->puts[k].key))))
             return rc;
     for (size_t i = 0; i < n; i++)
         if (m->kept[items[i] - v0])
@@ -434,14 +572,20 @@ static int offer(struct vm *m, size_t lpos, bool *taken)
             return rc;
     compact(m, v0);
     m->nfills = 0; /* all before the next batch's first value */
+    m->nputs = 0;  /* the same */
     *taken = true;
+    if (m->rank && m->sink->moved && m->p->nvalues >= m->gc_at)
+        return collect(m, lpos + 1);
     return 0;
 }
 
 static int run(struct vm *m)
 {
+    size_t note = passed(m, 0);
     while (m->pos < m->size) {
         size_t at = m->pos;
+        if (at >= note)
+            note = passed(m, at);
         unsigned op = m->data[m->pos++];
         const char *refused = refused_name(op);
         if (refused)
@@ -732,15 +876,21 @@ int vt__pickle_parse_sink(const void *data, size_t size, const char *name,
     m.p = calloc(1, sizeof *m.p);
     if (!m.p)
         return fail(&m, -ENOMEM, "out of memory");
+    int rc = 0;
     if (sink && scan_reads(&m) != 0)
         m.sink = NULL; /* the parse below says what is wrong */
-    int rc = run(&m);
+    else if (sink && index_reads(&m) != 0)
+        rc = fail(&m, -ENOMEM, "out of memory");
+    if (!rc)
+        rc = run(&m);
     if (rc == 0 && index_dicts(m.p) != 0)
         rc = fail(&m, -ENOMEM, "out of memory");
     free(m.stack);
     free(m.marks);
     free(m.memo);
     free(m.read_keys);
+    free(m.rank);
+    free(m.gets);
     free(m.puts);
     free(m.kept);
     free(m.work);

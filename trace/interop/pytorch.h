@@ -50,6 +50,26 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
 int vt__pytorch_import_path(const void *data, size_t size, const char *name, bool stream,
                             vt__snapshot_data **out, char *err, size_t errlen);
 
+/* Convert a PyTorch snapshot pickle held in memory into a .vtsnap written
+ * to `fd` (an empty file open for reading and writing), in memory that does
+ * not grow with its trace entries: they are streamed (as by the streamed
+ * import) into records in a temporary file (spill.h), merged by time and
+ * written through vt__snapwriter. The file holds the snapshot
+ * vt__pytorch_import makes of the same bytes. `opts` may be NULL.
+ * @return 0; 1 where the pickle is not shaped for that, or the temporary
+ *         files failed (the caller then imports it whole: the reference for
+ *         what is accepted); or a negative errno with one line in err naming
+ *         `name`, the message the whole import gives for the same input. */
+typedef struct vt__pytorch_convert_opts {
+    bool mapped;          /* data is a private read-only file mapping: its pages
+                             may be dropped once parsed */
+    bool plain;           /* events stored uncompressed (VT_SNAPWRITER_PLAIN) */
+    size_t drop_every;    /* 0: the defaults (pickle.h's sink: passed_every, */
+    size_t collect_min;   /* collect_min); tests make them small */
+} vt__pytorch_convert_opts;
+int vt__pytorch_convert(const void *data, size_t size, const char *name,
+                        const vt__pytorch_convert_opts *opts, int fd, char *err, size_t errlen);
+
 /* Encode `s` as a PyTorch snapshot pickle (protocol 4, plain containers) that
  * torch.cuda._memory_viz and MemoryViz.js read.
  * @return 0, or a negative errno with one line in err. */
@@ -70,8 +90,10 @@ int vt__pytorch_export_stream(const vt__snapshot_data *s, struct vt__event_strea
 int vt__snapshot_load(const char *path, vt__snapshot_data **out, char *err, size_t errlen);
 
 /* The same, its events left to a stream (event_stream.h: a .vtsnap's read
- * as they are needed; a pickle's, imported whole, handed out one by one):
- * *out holds every other part. `err` must outlive *es (the stream writes
+ * as they are needed; a pickle converted by vt__pytorch_convert into an
+ * unlinked temporary .vtsnap first, read the same way; one it cannot take,
+ * imported whole, its events handed out one by one): *out holds every
+ * other part. `err` must outlive *es (the stream writes
  * its errors there). Close *es before freeing *out.
  * @return as vt__snapfile_read(). */
 int vt__snapshot_open(const char *path, vt__snapshot_data **out, struct vt__event_stream **es,

@@ -4,12 +4,15 @@
  * with its magic, a PyTorch pickle with the PROTO opcode), never by its name.
  * C++ function names still mangled in the file (a process whose libstdc++
  * the recorder could not reach, an older vramtrace) are demangled here.
+ * A view opens a pickle as a .vtsnap it converted first (open_converted), so
+ * that its memory follows neither the file nor the number of entries.
  */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include "pickle.h"
 #include "pytorch.h"
 #include "snapfile.h"
+#include "spill.h"
 
 /* A PyTorch pickle starts with the PROTO opcode, a .vtsnap with its magic. */
 static int decode_either(const void *data, size_t size, const char *name, vt__snapshot_data **out,
@@ -106,12 +110,52 @@ static int is_pickle(const char *path)
     return yes;
 }
 
+/* A pickle converted into a .vtsnap in an unlinked temporary file, then
+ * streamed from there like any .vtsnap: the pickle mapped, not read, and
+ * its pages let go behind the parse, so that memory follows neither the
+ * file nor its entries (vt__pytorch_convert). @return as
+ * vt__snapfile_read(), or 1 where the pickle must be imported whole. */
+static int open_converted(const char *path, vt__snapshot_data **out, vt__event_stream **es,
+                          char *err, size_t errlen)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    void *map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return 1;
+    char terr[256];
+    int tmp = vt__tmpfile(terr, sizeof terr);
+    /* read back now and thrown away: compressing it would only cost time */
+    const vt__pytorch_convert_opts opts = { .mapped = true, .plain = true };
+    int rc = tmp < 0 ? 1 : vt__pytorch_convert(map, (size_t)st.st_size, path, &opts, tmp, err,
+                                               errlen);
+    munmap(map, (size_t)st.st_size);
+    if (rc != 0) {
+        if (tmp >= 0)
+            close(tmp);
+        return rc;
+    }
+    rc = vt__snapfile_open_stream_fd(tmp, path, 0, out, es, err, errlen);
+    if (rc == 0)
+        demangle_frames(*out);
+    return rc;
+}
+
 int vt__snapshot_open(const char *path, vt__snapshot_data **out, vt__event_stream **es, char *err,
                       size_t errlen)
 {
     *es = NULL;
+    *out = NULL;
     int rc;
-    if (is_pickle(path)) {   /* its importer reads it whole */
+    if (is_pickle(path)) {
+        if ((rc = open_converted(path, out, es, err, errlen)) != 1)
+            return rc;
+        /* not shaped for converting: imported whole, as before */
         rc = vt__snapshot_load(path, out, err, errlen);
         if (rc == 0 && (rc = vt__event_stream_of(*out, es)) != 0) {
             snprintf(err, errlen, "%s: out of memory", path);

@@ -360,6 +360,20 @@ int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data *
 {
     *s = NULL;
     *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
+        return rc;
+    }
+    return vt__snapfile_open_stream_fd(fd, path, chunk, s, out, err, errlen);
+}
+
+int vt__snapfile_open_stream_fd(int fd, const char *path, size_t chunk, vt__snapshot_data **s,
+                                vt__event_stream **out, char *err, size_t errlen)
+{
+    *s = NULL;
+    *out = NULL;
     if (errlen)
         err[0] = 0;
     struct vt__event_stream *es = calloc(1, sizeof *es);
@@ -367,19 +381,13 @@ int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data *
     if (!es || !name) {
         free(es);
         free(name);
+        close(fd);
         return vt__errf(err, errlen, -ENOMEM, "%s: out of memory", path);
     }
     es->path = name;
     es->chunk = chunk ? (chunk < MIN_CHUNK ? MIN_CHUNK : chunk) : DEFAULT_CHUNK;
     es->r = (struct rd){ .name = name, .err = err, .errlen = errlen, .events_streamed = 1 };
-    es->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (es->fd < 0) {
-        int rc = -errno;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
-        free(name);
-        free(es);
-        return rc;
-    }
+    es->fd = fd;
     struct stat st;
     if (fstat(es->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;

@@ -31,6 +31,11 @@ typedef struct vt__event_stream vt__event_stream;
 int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data **s,
                              vt__event_stream **es, char *err, size_t errlen);
 
+/* The same on an open descriptor (the stream owns it from here, also on
+ * failure); `path` names the file in messages. */
+int vt__snapfile_open_stream_fd(int fd, const char *path, size_t chunk, vt__snapshot_data **s,
+                                vt__event_stream **es, char *err, size_t errlen);
+
 /* A stream over s->events (s must outlive it). @return 0 or -ENOMEM. */
 int vt__event_stream_of(const vt__snapshot_data *s, vt__event_stream **es);
 

@@ -24,6 +24,29 @@ int vt__snapfile_write(const vt__snapshot_data *s, const char *path, char *err, 
 int vt__snapfile_write_flags(const vt__snapshot_data *s, const char *path, int flags, char *err,
                              size_t errlen);
 
+/* A .vtsnap written to `fd` (an empty regular file open for writing and
+ * reading) whose events are given one at a time: they are encoded into
+ * their columns as they come and the columns kept in a temporary file
+ * (spill.h) until the end, so that memory stays a few MiB whatever their
+ * number. `s` holds everything but the events (s->nevents 0), complete, and
+ * outlives the writer. The file is the one vt__snapfile_write() writes of
+ * `s` with those events, but for how zstd cut the EVENTS frame: it decodes
+ * to the same bytes. With VT_SNAPWRITER_PLAIN the EVENTS section is stored
+ * as it is, not compressed: for a file read back at once and thrown away,
+ * where zstd would cost time on the way in and on every reading out.
+ * @return 0, or a negative errno with one line in err (the snapshot refused
+ *         as vt__snapfile_write refuses it, or an error of the files). */
+typedef struct vt__snapwriter vt__snapwriter;
+#define VT_SNAPWRITER_PLAIN 1u
+int vt__snapwriter_open(const vt__snapshot_data *s, int fd, unsigned flags, vt__snapwriter **w,
+                        char *err, size_t errlen);
+/* The next event, in seq order. @return 0 or a negative errno (err). */
+int vt__snapwriter_event(vt__snapwriter *w, const vt__event *e);
+/* Write the file whole. @return 0 or a negative errno (err). */
+int vt__snapwriter_finish(vt__snapwriter *w);
+/* Free the writer (the file is the caller's). NULL is fine. */
+void vt__snapwriter_free(vt__snapwriter *w);
+
 /* Read and validate `path` (magic, version, bounds, checksums, every index).
  * @return 0 and *out (free with vt__snapshot_free), or a negative errno with a
  *         one-line message in err naming the file, the section and the byte

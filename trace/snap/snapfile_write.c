@@ -24,6 +24,7 @@
 #include "outfile.h"
 #include "snapfile.h"
 #include "snapfile_encode.h"
+#include "spill.h"
 #include "buf.h"
 
 #define ZSTD_LEVEL 3
@@ -278,6 +279,51 @@ static unsigned mtf_encode(uint64_t *list, unsigned n, uint64_t v)
     return pos;
 }
 
+/* What encoding an event needs from the ones before it. */
+struct evenc {
+    uint64_t next_seq, time;
+    uint32_t thread;
+    uint64_t streams[VT_MTF_STREAMS], sizes[VT_MTF_SIZES];
+    uint64_t last_addr[256];
+};
+
+/* Event e's fields onto the ends of the columns. */
+static void enc_event(struct evenc *st, const vt__event *e, vt__buf *col)
+{
+    vt__put_u8(&col[VT_COL_KIND], e->kind);
+    vt__put_varint(&col[VT_COL_SEQ], e->seq - st->next_seq);
+    st->next_seq = e->seq + 1;
+    vt__put_svarint(&col[VT_COL_TIME], (int64_t)(e->time_ns - st->time));
+    st->time = e->time_ns;
+    vt__put_svarint(&col[VT_COL_THREAD], (int64_t)e->thread - (int64_t)st->thread);
+    st->thread = e->thread;
+    vt__put_u8(&col[VT_COL_DEVICE], (uint8_t)e->device);
+    unsigned p = mtf_encode(st->streams, VT_MTF_STREAMS, e->stream);
+    vt__put_u8(&col[VT_COL_STREAM], (uint8_t)p);
+    if (p == VT_MTF_STREAMS)
+        vt__put_varint(&col[VT_COL_STREAM_LIT], e->stream);
+    vt__put_svarint(&col[VT_COL_ADDR], (int64_t)(e->addr - st->last_addr[e->kind]));
+    st->last_addr[e->kind] = e->addr;
+    p = mtf_encode(st->sizes, VT_MTF_SIZES, e->size);
+    vt__put_u8(&col[VT_COL_SIZE], (uint8_t)p);
+    if (p == VT_MTF_SIZES)
+        vt__put_varint(&col[VT_COL_SIZE_LIT], e->size);
+    vt__put_svarint(&col[VT_COL_REQ_SIZE], (int64_t)(e->size - e->req_size));
+    vt__put_varint(&col[VT_COL_STACK], e->stack);
+    vt__put_varint(&col[VT_COL_AUX], e->aux);
+    vt__put_varint(&col[VT_COL_AUX2], e->aux2);
+    vt__put_varint(&col[VT_COL_STR], e->str);
+}
+
+/* The section's header: n, the column count, each column's length. */
+static void enc_events_head(vt__buf *b, uint64_t n, const uint64_t *len)
+{
+    vt__put_varint(b, n);
+    vt__put_varint(b, VT_COL_COUNT);
+    for (int c = 0; c < VT_COL_COUNT; c++)
+        vt__put_varint(b, len[c]);
+}
+
 static int enc_events(const vt__snapshot_data *s, vt__buf *b)
 {
     vt__buf col[VT_COL_COUNT];
@@ -286,41 +332,14 @@ static int enc_events(const vt__snapshot_data *s, vt__buf *b)
     /* fixed-width columns take n bytes; varint ones start at 2n and grow */
     for (int c = 0; c < VT_COL_COUNT; c++)
         vt__buf_reserve(&col[c], n ? 2 * n : 1);
-    uint64_t next_seq = 0, time = 0;
-    uint32_t thread = 0;
-    uint64_t streams[VT_MTF_STREAMS] = { 0 }, sizes[VT_MTF_SIZES] = { 0 };
-    uint64_t last_addr[256] = { 0 };
-    for (size_t i = 0; i < n; i++) {
-        const vt__event *e = &s->events[i];
-        vt__put_u8(&col[VT_COL_KIND], e->kind);
-        vt__put_varint(&col[VT_COL_SEQ], e->seq - next_seq);
-        next_seq = e->seq + 1;
-        vt__put_svarint(&col[VT_COL_TIME], (int64_t)(e->time_ns - time));
-        time = e->time_ns;
-        vt__put_svarint(&col[VT_COL_THREAD], (int64_t)e->thread - (int64_t)thread);
-        thread = e->thread;
-        vt__put_u8(&col[VT_COL_DEVICE], (uint8_t)e->device);
-        unsigned p = mtf_encode(streams, VT_MTF_STREAMS, e->stream);
-        vt__put_u8(&col[VT_COL_STREAM], (uint8_t)p);
-        if (p == VT_MTF_STREAMS)
-            vt__put_varint(&col[VT_COL_STREAM_LIT], e->stream);
-        vt__put_svarint(&col[VT_COL_ADDR], (int64_t)(e->addr - last_addr[e->kind]));
-        last_addr[e->kind] = e->addr;
-        p = mtf_encode(sizes, VT_MTF_SIZES, e->size);
-        vt__put_u8(&col[VT_COL_SIZE], (uint8_t)p);
-        if (p == VT_MTF_SIZES)
-            vt__put_varint(&col[VT_COL_SIZE_LIT], e->size);
-        vt__put_svarint(&col[VT_COL_REQ_SIZE], (int64_t)(e->size - e->req_size));
-        vt__put_varint(&col[VT_COL_STACK], e->stack);
-        vt__put_varint(&col[VT_COL_AUX], e->aux);
-        vt__put_varint(&col[VT_COL_AUX2], e->aux2);
-        vt__put_varint(&col[VT_COL_STR], e->str);
-    }
+    struct evenc st = { 0 };
+    for (size_t i = 0; i < n; i++)
+        enc_event(&st, &s->events[i], col);
     int oom = 0;
-    vt__put_varint(b, n);
-    vt__put_varint(b, VT_COL_COUNT);
+    uint64_t len[VT_COL_COUNT];
     for (int c = 0; c < VT_COL_COUNT; c++)
-        vt__put_varint(b, col[c].n);
+        len[c] = col[c].n;
+    enc_events_head(b, n, len);
     for (int c = 0; c < VT_COL_COUNT; c++) {
         oom |= col[c].oom;
         vt__put_bytes(b, col[c].p, col[c].n);
@@ -337,7 +356,9 @@ struct section {
     uint64_t count;
     vt__buf raw;
     void *stored;            /* compressed bytes (or raw.p) */
-    size_t stored_size;
+    uint64_t stored_size;
+    uint64_t raw_size;       /* raw.n, or a streamed section's */
+    uint32_t crc;            /* of the stored bytes */
 };
 
 static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
@@ -353,6 +374,7 @@ static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
         free(dst);
         return -EIO;
     }
+    sec->raw_size = sec->raw.n;
     if (sec->raw.n / VT_MAX_COMPRESSION_RATIO > r) {
         /* Readers refuse a section that claims to inflate more than this
          * (format.h, "Size bounds"): only a perfectly regular trace gets
@@ -361,12 +383,120 @@ static int compress_section(ZSTD_CCtx *cctx, struct section *sec)
         sec->stored = sec->raw.p;
         sec->stored_size = sec->raw.n;
         sec->flags = 0;
-        return 0;
+    } else {
+        sec->stored = dst;
+        sec->stored_size = r;
+        sec->flags = VT_SECTION_FLAG_ZSTD;
     }
-    sec->stored = dst;
-    sec->stored_size = r;
-    sec->flags = VT_SECTION_FLAG_ZSTD;
+    sec->crc = vt__crc32c(0, sec->stored, sec->stored_size);
     return 0;
+}
+
+static ZSTD_CCtx *new_cctx(void)
+{
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    if (cctx) {
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, 0);
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+        /* our own CRC covers the stored bytes; zstd's would be redundant */
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    }
+    return cctx;
+}
+
+/* Every section of s but EVENTS (secs[5], left to the caller), encoded and
+ * compressed. @return the sections in the file (6, or 7 with FIRST_LINES),
+ * or a negative errno. */
+/* The sections a file of this version has at most (format.h). */
+#define MAX_SECTIONS 8
+
+static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct section *secs)
+{
+    const struct section init[MAX_SECTIONS] = {
+        { .id = VT_SECTION_META, .count = 1 },
+        { .id = VT_SECTION_STRINGS, .count = nstrings_of(s) },
+        { .id = VT_SECTION_FRAMES, .count = s->nframes },
+        { .id = VT_SECTION_STACKS, .count = nnodes_of(s) },
+        { .id = VT_SECTION_STATE, .count = s->nsegments },
+        { .id = VT_SECTION_EVENTS, .count = s->nevents },
+    };
+    memcpy(secs, init, sizeof init);
+    enc_meta(s, &secs[0].raw);
+    enc_strings(s, &secs[1].raw);
+    enc_frames(s, &secs[2].raw);
+    enc_stacks(s, &secs[3].raw);
+    enc_state(s, &secs[4].raw);
+    /* The optional sections last, each only when it says something (format.h):
+     * without first lines and frame flags the file is what a 1.3 writer
+     * wrote, bar the version. */
+    int nsec = 6;
+    if (any_first_line(s)) {
+        secs[nsec] = (struct section){ .id = VT_SECTION_FIRST_LINES, .count = s->nframes };
+        enc_first_lines(s, &secs[nsec++].raw);
+    }
+    if (any_frame_flags(s)) {
+        secs[nsec] = (struct section){ .id = VT_SECTION_FRAME_FLAGS, .count = s->nframes };
+        enc_frame_flags(s, &secs[nsec++].raw);
+    }
+    int rc = 0;
+    for (int i = 0; i < nsec && !rc; i++) {
+        if (i == 5)
+            continue;
+        rc = secs[i].raw.oom ? -ENOMEM : compress_section(cctx, &secs[i]);
+    }
+    return rc ? rc : nsec;
+}
+
+static void free_sections(struct section *secs)
+{
+    for (size_t i = 0; i < MAX_SECTIONS; i++) {
+        if (secs[i].stored != secs[i].raw.p)
+            free(secs[i].stored);
+        free(secs[i].raw.p);
+    }
+}
+
+/* The header and the section table of a file of `total` bytes whose
+ * sections follow the table back to back in the order of secs. */
+static int file_head(const struct section *secs, size_t nsec, uint64_t total, vt__buf *out)
+{
+    vt__buf tab = { 0 };
+    uint64_t off = VT_FILE_HEADER_SIZE + nsec * VT_FILE_ENTRY_SIZE;
+    for (size_t i = 0; i < nsec; i++) {
+        vt__put_le(&tab, secs[i].id, 4);
+        vt__put_le(&tab, secs[i].flags, 4);
+        vt__put_le(&tab, off, 8);
+        vt__put_le(&tab, secs[i].stored_size, 8);
+        vt__put_le(&tab, secs[i].raw_size, 8);
+        vt__put_le(&tab, secs[i].count, 8);
+        vt__put_le(&tab, secs[i].crc, 4);
+        vt__put_le(&tab, 0, 4);
+        off += secs[i].stored_size;
+    }
+    vt__put_bytes(out, VT_FILE_MAGIC, VT_FILE_MAGIC_SIZE);
+    vt__put_le(out, VT_FORMAT_MAJOR, 2);
+    vt__put_le(out, VT_FORMAT_MINOR, 2);
+    vt__put_le(out, VT_FILE_HEADER_SIZE, 4);
+    vt__put_le(out, total, 8);
+    vt__put_le(out, VT_FILE_HEADER_SIZE, 8);
+    vt__put_le(out, nsec, 4);
+    vt__put_le(out, VT_FILE_ENTRY_SIZE, 4);
+    vt__put_le(out, vt__crc32c(0, tab.p, tab.n), 4);
+    vt__put_le(out, 0, 8);
+    vt__put_le(out, 0, 8);
+    vt__put_le(out, out->oom ? 0 : vt__crc32c(0, out->p, out->n), 4);
+    vt__put_bytes(out, tab.p, tab.n);
+    int oom = tab.oom || out->oom;
+    free(tab.p);
+    return oom ? -ENOMEM : 0;
+}
+
+static int encode_failed(int rc, char *err, size_t errlen)
+{
+    if (rc == -ENOMEM)
+        return vt__errf(err, errlen, rc, "snapshot not written: out of memory while encoding");
+    return vt__errf(err, errlen, rc, "snapshot not written: zstd compression failed");
 }
 
 int vt__snapfile_encode(const vt__snapshot_data *s, void **data, size_t *size, char *err,
@@ -377,111 +507,261 @@ int vt__snapfile_encode(const vt__snapshot_data *s, void **data, size_t *size, c
     int rc = validate(s, err, errlen);
     if (rc)
         return rc;
-    struct section secs[8] = {
-        { .id = VT_SECTION_META, .count = 1 },
-        { .id = VT_SECTION_STRINGS, .count = nstrings_of(s) },
-        { .id = VT_SECTION_FRAMES, .count = s->nframes },
-        { .id = VT_SECTION_STACKS, .count = nnodes_of(s) },
-        { .id = VT_SECTION_STATE, .count = s->nsegments },
-        { .id = VT_SECTION_EVENTS, .count = s->nevents },
-    };
-    enc_meta(s, &secs[0].raw);
-    enc_strings(s, &secs[1].raw);
-    enc_frames(s, &secs[2].raw);
-    enc_stacks(s, &secs[3].raw);
-    enc_state(s, &secs[4].raw);
-    rc = enc_events(s, &secs[5].raw);
-    /* The optional sections last, each only when it says something (format.h):
-     * without first lines and flags the file is what a 1.3 writer wrote, bar
-     * the version. */
-    size_t nsec = 6;
-    if (any_first_line(s)) {
-        secs[nsec] = (struct section){ .id = VT_SECTION_FIRST_LINES, .count = s->nframes };
-        enc_first_lines(s, &secs[nsec++].raw);
-    }
-    if (any_frame_flags(s)) {
-        secs[nsec] = (struct section){ .id = VT_SECTION_FRAME_FLAGS, .count = s->nframes };
-        enc_frame_flags(s, &secs[nsec++].raw);
-    }
-
-    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    struct section secs[MAX_SECTIONS];
+    ZSTD_CCtx *cctx = new_cctx();
+    int nsec = cctx ? encode_sections(s, cctx, secs) : -ENOMEM;
     if (!cctx)
-        rc = -ENOMEM;
-    else {
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, 0);
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-        /* our own CRC covers the stored bytes; zstd's would be redundant */
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
-    }
-    for (size_t i = 0; i < nsec && !rc; i++) {
-        if (secs[i].raw.oom)
-            rc = -ENOMEM;
-        else
-            rc = compress_section(cctx, &secs[i]);
-    }
+        memset(secs, 0, sizeof secs);
+    rc = nsec < 0 ? nsec : enc_events(s, &secs[5].raw);
+    if (!rc)
+        rc = compress_section(cctx, &secs[5]);
     ZSTD_freeCCtx(cctx);
 
     unsigned char *out = NULL;
-    size_t total = VT_FILE_HEADER_SIZE + nsec * VT_FILE_ENTRY_SIZE;
+    uint64_t total = 0;
+    vt__buf head = { 0 };
     if (!rc) {
-        for (size_t i = 0; i < nsec; i++)
+        total = VT_FILE_HEADER_SIZE + (uint64_t)nsec * VT_FILE_ENTRY_SIZE;
+        for (int i = 0; i < nsec; i++)
             total += secs[i].stored_size;
-        out = malloc(total);
-        if (!out)
-            rc = -ENOMEM;
+        rc = file_head(secs, (size_t)nsec, total, &head);
     }
+    if (!rc && !(out = malloc(total)))
+        rc = -ENOMEM;
     if (!rc) {
-        vt__buf tab = { 0 };
-        uint64_t off = VT_FILE_HEADER_SIZE + nsec * VT_FILE_ENTRY_SIZE;
-        for (size_t i = 0; i < nsec; i++) {
-            vt__put_le(&tab, secs[i].id, 4);
-            vt__put_le(&tab, secs[i].flags, 4);
-            vt__put_le(&tab, off, 8);
-            vt__put_le(&tab, secs[i].stored_size, 8);
-            vt__put_le(&tab, secs[i].raw.n, 8);
-            vt__put_le(&tab, secs[i].count, 8);
-            vt__put_le(&tab, vt__crc32c(0, secs[i].stored, secs[i].stored_size), 4);
-            vt__put_le(&tab, 0, 4);
+        memcpy(out, head.p, head.n);
+        size_t off = head.n;
+        for (int i = 0; i < nsec; i++) {
             memcpy(out + off, secs[i].stored, secs[i].stored_size);
             off += secs[i].stored_size;
         }
-        vt__buf hdr = { 0 };
-        vt__put_bytes(&hdr, VT_FILE_MAGIC, VT_FILE_MAGIC_SIZE);
-        vt__put_le(&hdr, VT_FORMAT_MAJOR, 2);
-        vt__put_le(&hdr, VT_FORMAT_MINOR, 2);
-        vt__put_le(&hdr, VT_FILE_HEADER_SIZE, 4);
-        vt__put_le(&hdr, total, 8);
-        vt__put_le(&hdr, VT_FILE_HEADER_SIZE, 8);
-        vt__put_le(&hdr, nsec, 4);
-        vt__put_le(&hdr, VT_FILE_ENTRY_SIZE, 4);
-        vt__put_le(&hdr, vt__crc32c(0, tab.p, tab.n), 4);
-        vt__put_le(&hdr, 0, 8);
-        vt__put_le(&hdr, 0, 8);
-        vt__put_le(&hdr, vt__crc32c(0, hdr.p, hdr.n), 4);
-        if (hdr.oom || tab.oom) {
-            rc = -ENOMEM;
-        } else {
-            memcpy(out, hdr.p, VT_FILE_HEADER_SIZE);
-            memcpy(out + VT_FILE_HEADER_SIZE, tab.p, tab.n);
-        }
-        free(hdr.p);
-        free(tab.p);
     }
-    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
-        if (secs[i].stored != secs[i].raw.p)
-            free(secs[i].stored);
-        free(secs[i].raw.p);
-    }
+    free(head.p);
+    free_sections(secs);
     if (rc) {
         free(out);
-        if (rc == -ENOMEM)
-            return vt__errf(err, errlen, rc, "snapshot not written: out of memory while encoding");
-        return vt__errf(err, errlen, rc, "snapshot not written: zstd compression failed");
+        return encode_failed(rc, err, errlen);
     }
     *data = out;
     *size = total;
     return 0;
+}
+
+/* ---- writing a file whose events come one at a time --------------------- */
+
+#define COLUMN_SPILL (1u << 20)    /* a column's bytes go to the file in pieces this big */
+#define STREAM_CHUNK (256u << 10)  /* compressed output written at a time */
+
+struct vt__snapwriter {
+    const vt__snapshot_data *s;    /* all but the events */
+    int fd;
+    char *err;
+    size_t errlen;
+    vt__spill sp;                  /* the columns, until the end */
+    vt__spill_chain chain[VT_COL_COUNT];
+    vt__buf col[VT_COL_COUNT];     /* each column's newest bytes */
+    struct evenc st;
+    uint64_t n, last_seq;
+    bool plain;                    /* EVENTS stored as it is (VT_SNAPWRITER_PLAIN) */
+};
+
+int vt__snapwriter_open(const vt__snapshot_data *s, int fd, unsigned flags, vt__snapwriter **out,
+                        char *err, size_t errlen)
+{
+    *out = NULL;
+    if (errlen)
+        err[0] = 0;
+    if (s->nevents)
+        return vt__errf(err, errlen, -EINVAL, "snapshot not written: its events come one by one");
+    int rc = validate(s, err, errlen);
+    if (rc)
+        return rc;
+    vt__snapwriter *w = calloc(1, sizeof *w);
+    if (!w)
+        return vt__errf(err, errlen, -ENOMEM, "snapshot not written: out of memory");
+    *w = (vt__snapwriter){ .s = s, .fd = fd, .err = err, .errlen = errlen,
+                           .plain = flags & VT_SNAPWRITER_PLAIN };
+    if ((rc = vt__spill_open(&w->sp, err, errlen))) {
+        free(w);
+        return rc;
+    }
+    for (int c = 0; c < VT_COL_COUNT; c++)
+        vt__spill_chain_init(&w->chain[c], &w->sp, COLUMN_SPILL);
+    *out = w;
+    return 0;
+}
+
+static int spill_column(vt__snapwriter *w, int c)
+{
+    if (w->col[c].oom)
+        return -ENOMEM;
+    int rc = vt__spill_put(&w->chain[c], w->col[c].p, w->col[c].n);
+    w->col[c].n = 0;
+    return rc;
+}
+
+static int write_failed(vt__snapwriter *w, int rc)
+{
+    if (rc == -ENOMEM || rc == -EPROTO)   /* EPROTO: zstd's own failure */
+        return encode_failed(rc, w->err, w->errlen);
+    return vt__errf(w->err, w->errlen, rc, "snapshot not written: %s", strerror(-rc));
+}
+
+int vt__snapwriter_event(vt__snapwriter *w, const vt__event *e)
+{
+    size_t ns = nstrings_of(w->s), nn = nnodes_of(w->s);
+#define BAD(...) return vt__errf(w->err, w->errlen, -EINVAL, "snapshot not written: " __VA_ARGS__)
+    if (!vt__event_kind_known(e->kind))
+        BAD("event %llu has unknown kind %u", (unsigned long long)w->n, e->kind);
+    if (w->n && e->seq <= w->last_seq)
+        BAD("event %llu: seq %llu does not follow %llu (seq must strictly increase)",
+            (unsigned long long)w->n, (unsigned long long)e->seq,
+            (unsigned long long)w->last_seq);
+    if (e->stack >= nn)
+        BAD("event %llu names stack %u of %zu", (unsigned long long)w->n, e->stack, nn);
+    if (e->str >= ns)
+        BAD("event %llu names string %u of %zu", (unsigned long long)w->n, e->str, ns);
+#undef BAD
+    enc_event(&w->st, e, w->col);
+    w->n++;
+    w->last_seq = e->seq;
+    for (int c = 0; c < VT_COL_COUNT; c++) {
+        int rc = w->col[c].n >= COLUMN_SPILL || w->col[c].oom ? spill_column(w, c) : 0;
+        if (rc)
+            return write_failed(w, rc);
+    }
+    return 0;
+}
+
+/* Compress `len` bytes (the last piece: end the frame) into the file at
+ * *at, the stored bytes counted in *stored and *crc. */
+static int stream_piece(vt__snapwriter *w, ZSTD_CCtx *cctx, unsigned char *obuf, const void *p,
+                        size_t len, int last, uint64_t *at, uint64_t *stored, uint32_t *crc)
+{
+    ZSTD_inBuffer in = { p, len, 0 };
+    for (;;) {
+        ZSTD_outBuffer o = { obuf, STREAM_CHUNK, 0 };
+        size_t left = ZSTD_compressStream2(cctx, &o, &in, last ? ZSTD_e_end : ZSTD_e_continue);
+        if (ZSTD_isError(left))
+            return -EPROTO;
+        if (o.pos) {
+            int rc = vt__write_at(w->fd, obuf, o.pos, *at);
+            if (rc)
+                return rc;
+            *crc = vt__crc32c(*crc, obuf, o.pos);
+            *at += o.pos;
+            *stored += o.pos;
+        }
+        if (last ? left == 0 : in.pos == in.size)
+            return 0;
+    }
+}
+
+/* The EVENTS section at `at`: its header, then each column's bytes from the
+ * temporary file, as one zstd frame (or stored as they are: asked for, or
+ * see compress_section). */
+static int write_events(vt__snapwriter *w, ZSTD_CCtx *cctx, struct section *sec, uint64_t at)
+{
+    uint64_t len[VT_COL_COUNT], raw;
+    for (int c = 0; c < VT_COL_COUNT; c++)
+        len[c] = w->chain[c].total;
+    enc_events_head(&sec->raw, w->n, len);
+    if (sec->raw.oom)
+        return -ENOMEM;
+    raw = sec->raw.n;
+    for (int c = 0; c < VT_COL_COUNT; c++)
+        raw += len[c];
+    sec->raw_size = raw;
+    sec->count = w->n;
+    unsigned char *obuf = malloc(STREAM_CHUNK);
+    if (!obuf)
+        return -ENOMEM;
+    int rc = 0;
+    for (int pass = w->plain ? 1 : 0; pass < 2 && !rc; pass++) {
+        /* pass 0 compresses; pass 1 (rare) stores the bytes as they are */
+        uint64_t pos = at, stored = 0;
+        uint32_t crc = 0;
+        int zstd = pass == 0;
+        ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+        ZSTD_CCtx_setPledgedSrcSize(cctx, raw);
+        rc = zstd ? stream_piece(w, cctx, obuf, sec->raw.p, sec->raw.n, 0, &pos, &stored, &crc)
+                  : vt__write_at(w->fd, sec->raw.p, sec->raw.n, pos);
+        if (!zstd && !rc) {
+            crc = vt__crc32c(0, sec->raw.p, sec->raw.n);
+            pos += sec->raw.n;
+            stored = sec->raw.n;
+        }
+        for (int c = 0; c < VT_COL_COUNT && !rc; c++) {
+            vt__spill_reader r;
+            if ((rc = vt__spill_reader_init(&r, &w->chain[c])))
+                break;
+            while (!rc && (rc = vt__spill_read_chunk(&r)) == 1) {
+                if (zstd) {
+                    rc = stream_piece(w, cctx, obuf, r.buf, r.n, 0, &pos, &stored, &crc);
+                } else if (!(rc = vt__write_at(w->fd, r.buf, r.n, pos))) {
+                    crc = vt__crc32c(crc, r.buf, r.n);
+                    pos += r.n;
+                    stored += r.n;
+                }
+            }
+            vt__spill_reader_free(&r);
+        }
+        if (zstd && !rc)
+            rc = stream_piece(w, cctx, obuf, "", 0, 1, &pos, &stored, &crc);
+        if (rc)
+            break;
+        sec->stored_size = stored;
+        sec->crc = crc;
+        sec->flags = zstd ? VT_SECTION_FLAG_ZSTD : 0;
+        if (!zstd || raw / VT_MAX_COMPRESSION_RATIO <= stored)
+            break;
+    }
+    free(obuf);
+    return rc;
+}
+
+int vt__snapwriter_finish(vt__snapwriter *w)
+{
+    int rc = 0;
+    for (int c = 0; c < VT_COL_COUNT && !rc; c++)
+        if (!(rc = spill_column(w, c)))
+            rc = vt__spill_flush(&w->chain[c]);
+    struct section secs[MAX_SECTIONS];
+    memset(secs, 0, sizeof secs);
+    ZSTD_CCtx *cctx = rc ? NULL : new_cctx();
+    int nsec = rc ? rc : cctx ? encode_sections(w->s, cctx, secs) : -ENOMEM;
+    rc = nsec < 0 ? nsec : 0;
+    uint64_t at = VT_FILE_HEADER_SIZE + (uint64_t)(nsec > 0 ? nsec : 0) * VT_FILE_ENTRY_SIZE;
+    for (int i = 0; i < nsec && !rc; i++) {
+        if (i == 5)
+            rc = write_events(w, cctx, &secs[5], at);
+        else
+            rc = vt__write_at(w->fd, secs[i].stored, secs[i].stored_size, at);
+        at += secs[i].stored_size;
+    }
+    ZSTD_freeCCtx(cctx);
+    vt__buf head = { 0 };
+    if (!rc)
+        rc = file_head(secs, (size_t)nsec, at, &head);
+    if (!rc)
+        rc = vt__write_at(w->fd, head.p, head.n, 0);
+    if (!rc && ftruncate(w->fd, (off_t)at) != 0)
+        rc = -errno;
+    free(head.p);
+    free_sections(secs);
+    return rc ? write_failed(w, rc) : 0;
+}
+
+void vt__snapwriter_free(vt__snapwriter *w)
+{
+    if (!w)
+        return;
+    for (int c = 0; c < VT_COL_COUNT; c++) {
+        vt__spill_chain_free(&w->chain[c]);
+        free(w->col[c].p);
+    }
+    vt__spill_close(&w->sp);
+    free(w);
 }
 
 static int write_all(int fd, const unsigned char *p, size_t n)
