@@ -257,3 +257,30 @@ def test_a_running_total_that_keeps_every_steps_graph_is_named_as_the_holder(tmp
                if not any("frame local 'running'" in p["text"] and "# RUNNING_LINE" in p["text"]
                           for p in f["paths"])]
     assert not unnamed, (len(unnamed), [p["text"] for p in unnamed[0]["paths"]])
+
+
+def test_a_logged_gradient_penalty_names_the_list_for_the_inputs_its_graph_keeps(tmp_path):
+    """WGAN-GP, ``history.append(gp)``: the penalty's graph keeps ``mix``
+    through the gradient accumulator of that leaf (``AccumulateGrad.variable``,
+    from C++), and ``mix.grad``. Every finding is held by the list, through
+    the penalty's graph. Before: ``mix`` had no holder and its gradient was
+    named held by ``mix`` (two causes more). The fixed twin is clean."""
+    script = os.path.join(HERE, "gradient_penalty.py")
+    reps = {}
+    for kind in ("leak", "fixed"):
+        out = str(tmp_path / f"{kind}.vtsnap")
+        run_traced(script, [kind, out], out, timeout=120)
+        reps[kind] = _check(out)
+    rc, rep = reps["fixed"]
+    assert rc == 0 and rep["findings"] == [], rep["findings"][:3]
+    rc, rep = reps["leak"]
+    assert rc == 1 and rep["findings"], rep
+    owners = [f["owner"]["name"] for f in rep["findings"]]
+    assert any(o.startswith("mix = (eps * real") for o in owners), owners
+    unnamed = [f for f in rep["findings"]
+               if not any(p["text"].startswith("frame local 'history'") and
+                          "AccumulateGrad.variable" in p["text"] or
+                          p["text"].startswith("frame local 'history'") and
+                          "tensor 'gp = " in p["text"] for p in f["paths"])]
+    assert not unnamed, (len(unnamed), [p["text"] for p in unnamed[0]["paths"]])
+    assert len(rep["groups"]) == 1, rep["groups"]

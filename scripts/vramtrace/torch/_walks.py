@@ -571,6 +571,16 @@ class _Walks:
                 continue
             for node, nkey in graph.new_nodes(fn, root):
                 tname = type(node).__name__
+                # a leaf's gradient accumulator keeps the leaf itself: an
+                # input made to require grad (a gradient penalty's mix of
+                # real and fake) lives as long as a graph that reaches it
+                if tname == "AccumulateGrad":
+                    leaf = getattr(node, "variable", None)
+                    if isinstance(leaf, _torch.Tensor):
+                        k = by_obj.get(id(leaf))
+                        if k is not None:
+                            edges.append(Edge(nkey, k, "variable"))
+                    del leaf
                 # an autograd.Function's (a compiled model's backward among
                 # them): ctx.save_for_backward's tensors, read without
                 # unpacking (a SavedTensor's data), those with no hook only
