@@ -254,6 +254,24 @@ def test_a_tracker_told_where_to_say_things_issues_no_warning(fake, tmp_path):
     del held
 
 
+def test_a_marks_walk_cut_short_is_not_warned_about(fake, tmp_path):
+    """A mark's walk stopped by its budget is routine (later marks look
+    further): counted, never said; only a snapshot's is (the test above)."""
+    said = []
+    with vtt.track(walk_fraction=1e-12) as tr:
+        tr.say = said.append
+        tr._pass_cost = 0.0            # the walk runs whatever its budget
+        vtt.mark("a")
+        held = [torch.ones(4) * 2 for _ in range(3)]
+        vtt.mark("b")
+        tr._credit = 1e-9              # a budget that runs out before the first level
+        vtt.mark("c")
+        assert tr.walk_cutoffs == 1 and said == [], (tr.walk_cutoffs, said)
+        vramtrace.snapshot(str(tmp_path / "x.vtsnap"))
+    assert said == [], said
+    del held
+
+
 class _Keeper:
     def __init__(self) -> None:
         self.late = None

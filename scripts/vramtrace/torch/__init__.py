@@ -86,8 +86,9 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     default 0.25: all of a mark's work is paid from it, so the marks add at
     most a quarter of the program's own time; None: no time budget),
     ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s).
-    A walk cut short by its budget is counted in ``Tracker.walk_cutoffs`` and
-    warned about once; what it did not reach is looked for at later marks.
+    A walk cut short by its budget is counted in ``Tracker.walk_cutoffs``;
+    what it did not reach is looked for at later marks. A snapshot's walk cut
+    short is warned about (once): the report's chains may then be partial.
 
     A mark walks from the tensors whose storage went unused since the
     previous mark, except a storage resting no longer than it did before

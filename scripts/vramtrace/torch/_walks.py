@@ -387,12 +387,16 @@ class _Walks:
         self._marks_since_walk = 0
         if res.cut_off:
             self.walk_cutoffs += 1
-            if self.walk_cutoffs == 1:
+            # A mark's walk cut short is routine (what it did not reach is
+            # looked for at later marks); the snapshot's is the last chance,
+            # and its findings may then lack part of their chains: said once.
+            if final and not self._said_final_cutoff:
+                self._said_final_cutoff = True
                 self._warn(
-                    f"vramtrace.torch: the holder walk ran out of its time budget "
-                    f"({allowance * 1e3:.0f} ms) after {res.levels} levels; holders "
-                    "farther up are looked for at later marks (Tracker.walk_cutoffs "
-                    "counts these)", 4)
+                    f"vramtrace.torch: the holder walk at the snapshot ran out of its time "
+                    f"budget ({allowance * 1e3:.0f} ms) after {res.levels} levels; findings "
+                    "may show part of their holder chains or none (snapshot_walk_s sets the "
+                    "budget)", 4)
         # Walked (cut off or not): walked again only at the backoff's marks,
         # so a walk that never fits its budget is not retried at every mark.
         # _walked and _settled hold the tensors whose references the walks
