@@ -686,7 +686,8 @@ int vt__cmd_run(int argc, char **argv)
         if (lost && rc == 0)
             rc = 1;
     } else {
-        fprintf(stderr, "vramtrace run: no snapshot requested (-o FILE to write one)\n");
+        fprintf(stderr, "vramtrace run: no snapshot written: run again with -o FILE to keep one, "
+                        "then `vramtrace check FILE` names what stays alive and what holds it\n");
     }
     remove_run_dir(rundir);
     if (WIFSIGNALED(status))
