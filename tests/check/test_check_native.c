@@ -60,6 +60,23 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     synth_fini(&y);
 }
 
+/* Six steps; in each of the first five, stacks[k] (0-ended) allocates
+ * (k + 1) MiB that is never freed, at an address of its own, except the
+ * third, which allocates half a MiB. */
+static void never_freed_per_step(synth *y, const uint32_t *stacks)
+{
+    for (int i = 1; i <= 6; i++) {
+        char l[32];
+        synth_tick(y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(y, l);
+        for (int k = 0; i <= 5 && stacks[k]; k++)
+            synth_alloc(y, 0x7fd000000000ull + (uint64_t)k * 0x1000000000ull +
+                               (uint64_t)i * 0x1000000,
+                        k == 2 ? MiB / 2 : (uint64_t)(k + 1) * MiB, stacks[k]);
+    }
+}
+
 /* Without tensors a finding is known by its call site: two call sites that
  * never free are two causes (they were once one, "tensor '?'"), and a trace
  * of PyTorch's blocks says that holders need track(). */
@@ -69,16 +86,7 @@ TEST(native_findings_of_two_call_sites_are_two_causes)
     synth_init(&y);
     uint32_t keep_logits = synth_stack(&y, "keep_logits", "train_step", "main", NULL);
     uint32_t keep_grads = synth_stack(&y, "keep_grads", "train_step", "main", NULL);
-    for (int i = 1; i <= 6; i++) {
-        char l[32];
-        synth_tick(&y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(&y, l);
-        if (i > 5)
-            continue;
-        synth_alloc(&y, 0x7fd000000000ull + (uint64_t)i * 0x1000000, MiB, keep_logits);
-        synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, 2 * MiB, keep_grads);
-    }
+    never_freed_per_step(&y, (uint32_t[]){ keep_logits, keep_grads, 0 });
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 2);
     uint32_t g[2];
@@ -134,17 +142,7 @@ TEST(native_findings_under_one_line_of_the_program_are_one_cause)
     as_python(&y, st_conv, conv, model_line);
     as_python(&y, st_norm, norm, model_line);
     as_python(&y, st_batch, norm, batch_line);
-    for (int i = 1; i <= 6; i++) {
-        char l[32];
-        synth_tick(&y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(&y, l);
-        if (i > 5)
-            continue;
-        synth_alloc(&y, 0x7fd000000000ull + (uint64_t)i * 0x1000000, MiB, st_conv);
-        synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, 2 * MiB, st_norm);
-        synth_alloc(&y, 0x7ff000000000ull + (uint64_t)i * 0x1000000, MiB / 2, st_batch);
-    }
+    never_freed_per_step(&y, (uint32_t[]){ st_conv, st_norm, st_batch, 0 });
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 3);
     uint32_t g[3];

@@ -233,6 +233,19 @@ def test_tape_freeing_each_entry_after_its_backward_is_clean(device, tmp_path):
     assert text.returncode == 0 and rep["tensors"] > 0 and rep["marks"] >= 6
 
 
+def _leak_and_clean_twin(script: str, tmp_path) -> tuple:
+    """Run ``script leak|fixed OUT`` (a program that writes its own snapshot),
+    assert the fixed twin comes out clean; the leak's (exit status, report)."""
+    reps = {}
+    for kind in ("leak", "fixed"):
+        out = str(tmp_path / f"{kind}.vtsnap")
+        run_traced(os.path.join(HERE, script), [kind, out], out, timeout=120)
+        reps[kind] = _check(out)
+    rc, rep = reps["fixed"]
+    assert rc == 0 and rep["findings"] == [], rep["findings"][:3]
+    return reps["leak"]
+
+
 def test_a_running_total_that_keeps_every_steps_graph_is_named_as_the_holder(tmp_path):
     """``running = running + loss`` keeps each step's graph through the
     total's grad_fn. Every activation is named held by the total (and the
@@ -243,15 +256,7 @@ def test_a_running_total_that_keeps_every_steps_graph_is_named_as_the_holder(tmp
     The sigmoid's output, kept by its node's saved tensor alone after its
     Python object died, is named too (a tensor standing for the saved one);
     before, it had no holder. The fixed twin (``loss.item()``) is clean."""
-    script = os.path.join(HERE, "running_total.py")
-    reps = {}
-    for kind in ("leak", "fixed"):
-        out = str(tmp_path / f"{kind}.vtsnap")
-        run_traced(script, [kind, out], out, timeout=120)
-        reps[kind] = _check(out)
-    rc, rep = reps["fixed"]
-    assert rc == 0 and rep["findings"] == [], rep["findings"][:3]
-    rc, rep = reps["leak"]
+    rc, rep = _leak_and_clean_twin("running_total.py", tmp_path)
     assert rc == 1 and len(rep["findings"]) > 500, len(rep["findings"])
     unnamed = [f for f in rep["findings"]
                if not any("frame local 'running'" in p["text"] and "# RUNNING_LINE" in p["text"]
@@ -265,15 +270,7 @@ def test_a_logged_gradient_penalty_names_the_list_for_the_inputs_its_graph_keeps
     from C++), and ``mix.grad``. Every finding is held by the list, through
     the penalty's graph. Before: ``mix`` had no holder and its gradient was
     named held by ``mix`` (two causes more). The fixed twin is clean."""
-    script = os.path.join(HERE, "gradient_penalty.py")
-    reps = {}
-    for kind in ("leak", "fixed"):
-        out = str(tmp_path / f"{kind}.vtsnap")
-        run_traced(script, [kind, out], out, timeout=120)
-        reps[kind] = _check(out)
-    rc, rep = reps["fixed"]
-    assert rc == 0 and rep["findings"] == [], rep["findings"][:3]
-    rc, rep = reps["leak"]
+    rc, rep = _leak_and_clean_twin("gradient_penalty.py", tmp_path)
     assert rc == 1 and rep["findings"], rep
     owners = [f["owner"]["name"] for f in rep["findings"]]
     assert any(o.startswith("mix = (eps * real") for o in owners), owners

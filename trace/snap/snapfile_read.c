@@ -426,52 +426,59 @@ static int dec_frames(struct rd *r, const unsigned char *raw, size_t n)
     return 0;
 }
 
-static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
+/* A section of one varint per frame, in the order of FRAMES (FIRST_LINES,
+ * FRAME_FLAGS): its count, each value's bound, the field it fills, and the
+ * words its messages name it by. */
+struct per_frame {
+    int id;
+    const char *items;   /* "first lines": "%llu first lines for %zu frames" */
+    const char *item;    /* "first line": "frame 3: first line 9 out of range" */
+    const char *last;    /* "first line": "bytes after the last first line" */
+    uint64_t max;
+    size_t field;        /* offsetof(vt__frame, ...), a uint32_t */
+};
+
+static int dec_per_frame(struct rd *r, const unsigned char *raw, size_t n,
+                         const struct per_frame *pf)
 {
     vt__snapshot_data *s = r->s;
-    uint64_t count = r->sec[VT_SECTION_FIRST_LINES].count;
+    uint64_t count = r->sec[pf->id].count;
     if (count != s->nframes)
-        return SFAIL(r, (size_t)0, "%llu first lines for %zu frames",
-                     (unsigned long long)count, s->nframes);
+        return SFAIL(r, (size_t)0, "%llu %s for %zu frames", (unsigned long long)count,
+                     pf->items, s->nframes);
     vt__cur c = vt__cur_make(raw, n);
     for (uint64_t i = 0; i < count; i++) {
         size_t off = vt__cur_off(&c);
-        uint64_t first = vt__get_varint(&c);
-        NEED(&c, "first line");
-        if (first > INT32_MAX)
-            return SFAIL(r, off, "frame %llu: first line %llu out of range",
-                         (unsigned long long)i, (unsigned long long)first);
-        s->frames[i].first_line = (uint32_t)first;
+        uint64_t v = vt__get_varint(&c);
+        NEED(&c, pf->item);
+        if (v > pf->max)
+            return SFAIL(r, off, "frame %llu: %s %llu out of range", (unsigned long long)i,
+                         pf->item, (unsigned long long)v);
+        uint32_t v32 = (uint32_t)v;
+        memcpy((char *)&s->frames[i] + pf->field, &v32, sizeof v32);
     }
     if (vt__cur_left(&c))
-        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last first line",
-                     vt__cur_left(&c));
+        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last %s", vt__cur_left(&c),
+                     pf->last);
     return 0;
+}
+
+static int dec_first_lines(struct rd *r, const unsigned char *raw, size_t n)
+{
+    static const struct per_frame pf = { VT_SECTION_FIRST_LINES, "first lines", "first line",
+                                         "first line", INT32_MAX,
+                                         offsetof(vt__frame, first_line) };
+    return dec_per_frame(r, raw, n, &pf);
 }
 
 /* Bits a later minor may add are kept as they are: views ask only for the
  * ones they know. */
 static int dec_frame_flags(struct rd *r, const unsigned char *raw, size_t n)
 {
-    vt__snapshot_data *s = r->s;
-    uint64_t count = r->sec[VT_SECTION_FRAME_FLAGS].count;
-    if (count != s->nframes)
-        return SFAIL(r, (size_t)0, "%llu frame flags for %zu frames",
-                     (unsigned long long)count, s->nframes);
-    vt__cur c = vt__cur_make(raw, n);
-    for (uint64_t i = 0; i < count; i++) {
-        size_t off = vt__cur_off(&c);
-        uint64_t flags = vt__get_varint(&c);
-        NEED(&c, "frame flags");
-        if (flags > UINT32_MAX)
-            return SFAIL(r, off, "frame %llu: flags %llu out of range",
-                         (unsigned long long)i, (unsigned long long)flags);
-        s->frames[i].flags = (uint32_t)flags;
-    }
-    if (vt__cur_left(&c))
-        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last frame's flags",
-                     vt__cur_left(&c));
-    return 0;
+    static const struct per_frame pf = { VT_SECTION_FRAME_FLAGS, "frame flags", "flags",
+                                         "frame's flags", UINT32_MAX,
+                                         offsetof(vt__frame, flags) };
+    return dec_per_frame(r, raw, n, &pf);
 }
 
 static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
