@@ -7,9 +7,8 @@
  * events as the parser hands each batch over (its sink), so the value graph
  * never holds them all; a pickle not shaped for that is imported again
  * through its whole graph, the reference the streamed way is tested against.
- * The converter at the end (vt__pytorch_convert) goes further for the views:
- * it never holds the events either (runs of records in a temporary file,
- * merged by time into a .vtsnap written as they come).
+ * The converter (pytorch_convert.c) goes further for the views: it never
+ * holds the events either. The snapshot builder is pytorch_build.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -27,317 +26,11 @@
 #include "pytorch.h"
 #include "snapfile.h"
 #include "spill.h"
-
-#define MAX_FRAMES_PER_STACK 512
-#define PYTORCH_GRANULE 512   /* kMinBlockSize: every block is a multiple */
-
-/* ---- a tiny snapshot builder: interned strings, frames, stack nodes ---- */
-
-struct slot { uint64_t h; uint32_t v; }; /* v = index + 1, 0 = empty */
-
-struct table {
-    struct slot *slots;
-    size_t n, used;
-};
-
-struct bld {
-    vt__snapshot_data *s;
-    size_t cap_blob, cap_offs, cap_frames, cap_nodes, cap_events, cap_segs, cap_blocks;
-    struct table strs, frames, nodes;
-    /* per pickle value: its interned string or frame id + 1 (0 = not yet).
-     * Pickles memoize repeated strings (and shared frame dicts), so most
-     * lookups end here instead of hashing text again. */
-    const vt__pickle *p;
-    uint32_t *vcache;
-};
-
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h | 1; /* never 0 */
-}
-
-static uint64_t hash_bytes(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return mix(h);
-}
-
-static int table_grow(struct table *t)
-{
-    if ((t->used + 1) * 2 <= t->n)
-        return 0;
-    size_t n = t->n ? t->n * 2 : 1024;
-    struct slot *s = calloc(n, sizeof *s);
-    if (!s)
-        return -ENOMEM;
-    for (size_t i = 0; i < t->n; i++) {
-        if (!t->slots[i].v)
-            continue;
-        size_t k = t->slots[i].h & (n - 1);
-        while (s[k].v)
-            k = (k + 1) & (n - 1);
-        s[k] = t->slots[i];
-    }
-    free(t->slots);
-    t->slots = s;
-    t->n = n;
-    return 0;
-}
-
-static const char *str_at(const vt__snapshot_data *s, uint32_t i)
-{
-    return s->strings_blob + s->string_offsets[i];
-}
-
-/* Intern n bytes (a NUL inside is cut there: strings are C strings). */
-static int intern(struct bld *b, const char *p, size_t n, uint32_t *out)
-{
-    const char *nul = memchr(p, 0, n);
-    if (nul)
-        n = (size_t)(nul - p);
-    if (n == 0) {
-        *out = 0;
-        return 0;
-    }
-    if (table_grow(&b->strs))
-        return -ENOMEM;
-    vt__snapshot_data *s = b->s;
-    uint64_t h = hash_bytes(p, n);
-    size_t k = h & (b->strs.n - 1);
-    for (; b->strs.slots[k].v; k = (k + 1) & (b->strs.n - 1)) {
-        if (b->strs.slots[k].h != h)
-            continue;
-        const char *t = str_at(s, b->strs.slots[k].v - 1);
-        if (!strncmp(t, p, n) && !t[n]) {
-            *out = b->strs.slots[k].v - 1;
-            return 0;
-        }
-    }
-    if (s->strings_blob_size + n + 1 > UINT32_MAX || s->nstrings >= UINT32_MAX - 1)
-        return -EOVERFLOW;
-    if (vt__grow((void **)&s->strings_blob, &b->cap_blob, s->strings_blob_size + n + 1, 1) ||
-        vt__grow((void **)&s->string_offsets, &b->cap_offs, s->nstrings + 1, sizeof(uint32_t)))
-        return -ENOMEM;
-    s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
-    memcpy(s->strings_blob + s->strings_blob_size, p, n);
-    s->strings_blob[s->strings_blob_size + n] = 0;
-    s->strings_blob_size += n + 1;
-    *out = (uint32_t)s->nstrings++;
-    b->strs.slots[k] = (struct slot){ h, *out + 1 };
-    b->strs.used++;
-    return 0;
-}
-
-static int intern_c(struct bld *b, const char *text, uint32_t *out)
-{
-    return intern(b, text, strlen(text), out);
-}
-
-static uint32_t *cache_slot(struct bld *b, const vt__pv *v)
-{
-    if (!b->vcache || v < b->p->values || v >= b->p->values + b->p->nvalues)
-        return NULL;
-    return &b->vcache[v - b->p->values];
-}
-
-static int intern_pv(struct bld *b, const vt__pv *v, uint32_t *out)
-{
-    *out = 0;
-    if (!v || (v->type != VT_PV_STR && v->type != VT_PV_BYTES))
-        return 0;
-    uint32_t *slot = cache_slot(b, v);
-    if (slot && *slot) {
-        *out = *slot - 1;
-        return 0;
-    }
-    int rc = intern(b, v->s, v->n, out);
-    if (!rc && slot)
-        *slot = *out + 1;
-    return rc;
-}
-
-static int intern_frame(struct bld *b, uint32_t fn, uint32_t file, uint32_t line, uint32_t *out)
-{
-    if (table_grow(&b->frames))
-        return -ENOMEM;
-    vt__snapshot_data *s = b->s;
-    uint64_t h = mix(((uint64_t)fn << 32 | file) * 31 + line);
-    size_t k = h & (b->frames.n - 1);
-    for (; b->frames.slots[k].v; k = (k + 1) & (b->frames.n - 1)) {
-        const vt__frame *f = &s->frames[b->frames.slots[k].v - 1];
-        if (f->function == fn && f->file == file && f->line == line) {
-            *out = b->frames.slots[k].v - 1;
-            return 0;
-        }
-    }
-    if (vt__grow((void **)&s->frames, &b->cap_frames, s->nframes + 1, sizeof *s->frames))
-        return -ENOMEM;
-    /* A Python (or symbolized C++) frame has no instruction pointer. A
-     * Python one (its file a .py) is marked as the recorder marks the
-     * frames it reads from the interpreter (module "python"), so that the
-     * reports find the program's own lines in an imported stack too. */
-    uint32_t module = 0;
-    const char *path = str_at(s, file);
-    size_t plen = strlen(path);
-    if (plen > 3 && !strcmp(path + plen - 3, ".py")) {
-        int rc = intern(b, "python", 6, &module);
-        if (rc)
-            return rc;
-    }
-    s->frames[s->nframes] = (vt__frame){ .function = fn, .file = file, .line = line,
-                                        .module = module };
-    *out = (uint32_t)s->nframes++;
-    b->frames.slots[k] = (struct slot){ h, *out + 1 };
-    b->frames.used++;
-    return 0;
-}
-
-static int intern_node(struct bld *b, uint32_t parent, uint32_t frame, uint32_t *out)
-{
-    if (table_grow(&b->nodes))
-        return -ENOMEM;
-    vt__snapshot_data *s = b->s;
-    uint64_t h = mix((uint64_t)parent << 32 | frame);
-    size_t k = h & (b->nodes.n - 1);
-    for (; b->nodes.slots[k].v; k = (k + 1) & (b->nodes.n - 1)) {
-        const vt__stack_node *nd = &s->stack_nodes[b->nodes.slots[k].v - 1];
-        if (nd->parent == parent && nd->frame == frame) {
-            *out = b->nodes.slots[k].v - 1;
-            return 0;
-        }
-    }
-    if (s->nstack_nodes >= UINT32_MAX - 1)
-        return -EOVERFLOW;
-    if (vt__grow((void **)&s->stack_nodes, &b->cap_nodes, s->nstack_nodes + 1, sizeof *s->stack_nodes))
-        return -ENOMEM;
-    s->stack_nodes[s->nstack_nodes] = (vt__stack_node){ parent, frame };
-    *out = (uint32_t)s->nstack_nodes++;
-    b->nodes.slots[k] = (struct slot){ h, *out + 1 };
-    b->nodes.used++;
-    return 0;
-}
-
-/* String 0 is "" (intern() never stores it), stack node 0 the root. */
-static int bld_start(struct bld *b)
-{
-    if (vt__grow((void **)&b->s->strings_blob, &b->cap_blob, 1, 1) ||
-        vt__grow((void **)&b->s->string_offsets, &b->cap_offs, 1, sizeof(uint32_t)) ||
-        vt__grow((void **)&b->s->stack_nodes, &b->cap_nodes, 1, sizeof(vt__stack_node)))
-        return -ENOMEM;
-    b->s->strings_blob[0] = 0;
-    b->s->strings_blob_size = 1;
-    b->s->string_offsets[0] = 0;
-    b->s->nstrings = 1;
-    b->s->stack_nodes[0] = (vt__stack_node){ 0, 0 };
-    b->s->nstack_nodes = 1;
-    return 0;
-}
-
-static void bld_free_tables(struct bld *b)
-{
-    free(b->strs.slots);
-    free(b->frames.slots);
-    free(b->nodes.slots);
-    free(b->vcache);
-}
-
-/* PyTorch's `frames`: innermost first. Stack nodes are built outermost first. */
-static int stack_of(struct bld *b, const vt__pickle *p, const vt__pv *frames, uint32_t *out)
-{
-    *out = 0;
-    if (!frames || (frames->type != VT_PV_LIST && frames->type != VT_PV_TUPLE))
-        return 0;
-    size_t n = frames->n < MAX_FRAMES_PER_STACK ? frames->n : MAX_FRAMES_PER_STACK;
-    uint32_t node = 0;
-    for (size_t i = n; i-- > 0;) {
-        const vt__pv *f = vt__pickle_item(p, frames, i);
-        if (!f || f->type != VT_PV_DICT)
-            continue;
-        uint32_t fn, file, fr;
-        uint32_t *slot = cache_slot(b, f);
-        int rc;
-        if (slot && *slot) {
-            if ((rc = intern_node(b, node, *slot - 1, &node)))
-                return rc;
-            continue;
-        }
-        rc = intern_pv(b, vt__pickle_get(p, f, "name"), &fn);
-        if (!rc)
-            rc = intern_pv(b, vt__pickle_get(p, f, "filename"), &file);
-        if (rc)
-            return rc;
-        int64_t line = vt__pickle_int(vt__pickle_get(p, f, "line"), 0);
-        if (line < 0 || line > UINT32_MAX)
-            line = 0;
-        if ((rc = intern_frame(b, fn, file, (uint32_t)line, &fr)) ||
-            (rc = intern_node(b, node, fr, &node)))
-            return rc;
-        if (slot)
-            *slot = fr + 1;
-    }
-    *out = node;
-    return 0;
-}
+#include "pytorch_internal.h"
 
 /* ---- the mapping ------------------------------------------------------- */
 
-/* A run: entries of one list in the order they were appended, their times
- * never going back, kept as records in the temporary file until the end.
- * A list whose time goes back starts a new run, and the merge of all runs
- * by time (cmp_unfinished) orders the events as the whole import's sort
- * does. A record: the kind, then varints of the time (us) and the position
- * in the list as deltas from the run's last, the address's zigzag delta,
- * size, stream, stack and str (ids of im->loc) and aux. */
-#define RUN_CHUNK (32u << 10)
-#define RUN_RECORD 96          /* a record's most bytes: a kind and 9 varints */
-#define MAX_RUNS 256           /* more (or more lists): imported whole */
-
-struct run {
-    vt__spill_chain chain;
-    size_t list;               /* its list (im->lists) */
-    uint64_t last_time, last_seq, last_addr;   /* the last record's: deltas */
-};
-
-struct plist {                 /* a list that entries were appended to */
-    uint32_t value;            /* its value index (pickle.h's moved() moves it) */
-    int device;                /* its position in device_traces, once matched */
-    uint64_t n;                /* entries so far: the next one's position */
-    size_t run;                /* its current run (SIZE_MAX: none yet) */
-};
-
-struct imp {
-    struct bld b;
-    const vt__pickle *p;
-    const char *name;
-    char *err;
-    size_t errlen;
-    uint64_t nstreamed;    /* entries taken so far: their order in the file */
-    /* Streamed entries' stacks and metadata, interned as they are read in
-     * tables of their own (loc.s: strings, frames, nodes), since the
-     * snapshot's numbering follows time order: finish_event() interns them
-     * again in that order, as the whole import does. */
-    struct bld loc;
-    uint32_t *node_map, *frame_map;  /* loc's id -> the snapshot's + 1 (0: not yet) */
-    /* Converting (vt__pytorch_convert): the streamed entries go to runs in
-     * a temporary file instead of s->events. */
-    vt__spill *spill;
-    struct run *runs;        size_t nruns, cap_runs;
-    struct plist *lists;     size_t nlists, cap_lists;
-    vt__event *ann;          size_t nann;   /* the annotations, unfinished, by time */
-    bool refused;            /* not shaped for converting: it is imported whole */
-    const unsigned char *map;  /* the input, when a file mapping its pages may leave */
-    size_t dropped;          /* bytes of map let go in this walk */
-};
-
-/* "NAME: message" into the caller's buffer; returns rc. */
-#define fail(im, rc, ...) vt__errf_in((im)->err, (im)->errlen, rc, (im)->name, __VA_ARGS__)
-
-static int oom(struct imp *im, int rc)
+int vt__pt_oom(struct imp *im, int rc)
 {
     return fail(im, rc, rc == -EOVERFLOW ? "snapshot too large to import" : "out of memory");
 }
@@ -355,14 +48,14 @@ static int add_block(struct imp *im, vt__snap_block blk)
 {
     vt__snapshot_data *s = im->b.s;
     if (s->nblocks >= UINT32_MAX - 1)
-        return oom(im, -EOVERFLOW);
+        return vt__pt_oom(im, -EOVERFLOW);
     if (vt__grow((void **)&s->blocks, &im->b.cap_blocks, s->nblocks + 1, sizeof *s->blocks))
-        return oom(im, -ENOMEM);
+        return vt__pt_oom(im, -ENOMEM);
     s->blocks[s->nblocks++] = blk;
     return 0;
 }
 
-static int import_segment(struct imp *im, const vt__pv *seg, size_t si)
+int vt__pt_import_segment(struct imp *im, const vt__pv *seg, size_t si)
 {
     const vt__pickle *p = im->p;
     vt__snapshot_data *s = im->b.s;
@@ -374,7 +67,7 @@ static int import_segment(struct imp *im, const vt__pv *seg, size_t si)
         return fail(im, -EINVAL, "segment %zu (address 0x%llx) has no valid total_size", si,
                     (unsigned long long)addr);
     if (vt__grow((void **)&s->segments, &im->b.cap_segs, s->nsegments + 1, sizeof *s->segments))
-        return oom(im, -ENOMEM);
+        return vt__pt_oom(im, -ENOMEM);
     vt__snap_segment g = {
         .addr = addr, .size = size,
         .stream = vt__pickle_u64(vt__pickle_get(p, seg, "stream"), 0),
@@ -420,8 +113,8 @@ static int import_segment(struct imp *im, const vt__pv *seg, size_t si)
             blk.req_size = 0;
         else if (!blk.req_size)
             blk.req_size = bsize;
-        if ((rc = stack_of(&im->b, p, frames, &blk.stack)))
-            return oom(im, rc);
+        if ((rc = vt__pt_stack_of(&im->b, p, frames, &blk.stack)))
+            return vt__pt_oom(im, rc);
         if ((rc = add_block(im, blk)))
             return rc;
         at = baddr + bsize;
@@ -463,7 +156,7 @@ static uint64_t round_granule(uint64_t n)
 }
 
 /* Value index + 1 of v (0 for none), as an unfinished event keeps it. */
-static uint32_t ref_of(const vt__pickle *p, const vt__pv *v)
+uint32_t vt__pt_ref_of(const vt__pickle *p, const vt__pv *v)
 {
     return v ? (uint32_t)(v - p->values) + 1 : 0;
 }
@@ -474,9 +167,9 @@ static uint32_t ref_of(const vt__pickle *p, const vt__pv *v)
  * streamed import numbers strings and stacks as the whole one does. Until
  * then time_ns holds time_us, seq the position of the entry in its list
  * (or among the annotations), stack and str the frames and user_metadata
- * values (ref_of), aux the kind's argument, and aux2 is 1 for an annotation
+ * values (vt__pt_ref_of), aux the kind's argument, and aux2 is 1 for an annotation
  * (str then its dict). @return 0 when `en` is no trace entry. */
-static int read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
+int vt__pt_read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
 {
     if (!en || en->type != VT_PV_DICT)
         return 0;
@@ -491,10 +184,10 @@ static int read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
     e->stream = vt__pickle_u64(vt__pickle_get(p, en, "stream"), 0);
     const vt__pv *frames = vt__pickle_get(p, en, "frames");
     if (frames && (frames->type == VT_PV_LIST || frames->type == VT_PV_TUPLE))
-        e->stack = ref_of(p, frames);
+        e->stack = vt__pt_ref_of(p, frames);
     const vt__pv *meta = vt__pickle_get(p, en, "user_metadata");
     if (meta && (meta->type == VT_PV_STR || meta->type == VT_PV_BYTES))
-        e->str = ref_of(p, meta);
+        e->str = vt__pt_ref_of(p, meta);
     if (e->kind == VT_EV_OOM) {
         const vt__pv *df = vt__pickle_get(p, en, "device_free");
         e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
@@ -506,7 +199,7 @@ static int read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
 
 /* Merged by time; at one time, trace entries by device and position, then
  * annotations in order (as a stable sort of them in that order). */
-static int cmp_unfinished(const void *a, const void *b)
+int vt__pt_cmp_unfinished(const void *a, const void *b)
 {
     const vt__event *x = a, *y = b;
     if (x->time_ns != y->time_ns)
@@ -518,7 +211,7 @@ static int cmp_unfinished(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static const vt__pv *ref_value(const vt__pickle *p, uint32_t ref)
+const vt__pv *vt__pt_ref_value(const vt__pickle *p, uint32_t ref)
 {
     return ref ? vt__pickle_value(p, ref - 1) : NULL;
 }
@@ -527,11 +220,11 @@ static const vt__pv *ref_value(const vt__pickle *p, uint32_t ref)
 static int local_str(struct imp *im, uint32_t id, uint32_t *out)
 {
     *out = 0;
-    return id ? intern_c(&im->b, str_at(im->loc.s, id), out) : 0;
+    return id ? vt__pt_intern_c(&im->b, vt__pt_str_at(im->loc.s, id), out) : 0;
 }
 
 /* A stack of im->loc in the snapshot's tables, interned outermost first
- * with its strings and frames as stack_of() interns them from the graph. */
+ * with its strings and frames as vt__pt_stack_of() interns them from the graph. */
 static int local_stack(struct imp *im, uint32_t node, uint32_t *out)
 {
     const vt__snapshot_data *l = im->loc.s;
@@ -549,11 +242,11 @@ static int local_stack(struct imp *im, uint32_t node, uint32_t *out)
             const vt__frame *f = &l->frames[lf];
             uint32_t fn, file;
             if ((rc = local_str(im, f->function, &fn)) || (rc = local_str(im, f->file, &file)) ||
-                (rc = intern_frame(&im->b, fn, file, f->line, &fr)))
+                (rc = vt__pt_intern_frame(&im->b, fn, file, f->line, &fr)))
                 return rc;
             im->frame_map[lf] = fr + 1;
         }
-        if ((rc = intern_node(&im->b, at, fr, &at)))
+        if ((rc = vt__pt_intern_node(&im->b, at, fr, &at)))
             return rc;
         im->node_map[path[n]] = at + 1;
     }
@@ -561,7 +254,7 @@ static int local_stack(struct imp *im, uint32_t node, uint32_t *out)
     return 0;
 }
 
-static int finish_event(struct imp *im, vt__event *e)
+int vt__pt_finish_event(struct imp *im, vt__event *e)
 {
     const vt__pickle *p = im->p;
     int rc;
@@ -569,7 +262,7 @@ static int finish_event(struct imp *im, vt__event *e)
     e->thread = 1;
     if (e->aux2) {
         /* external_annotations: {name, stage, device, time_us} */
-        const vt__pv *en = ref_value(p, e->str);
+        const vt__pv *en = vt__pt_ref_value(p, e->str);
         const vt__pv *nm = vt__pickle_get(p, en, "name"), *stage = vt__pickle_get(p, en, "stage");
         char label[512];
         snprintf(label, sizeof label, "%.*s%s%.*s",
@@ -579,7 +272,7 @@ static int finish_event(struct imp *im, vt__event *e)
                  stage && stage->type == VT_PV_STR ? (int)(stage->n > 64 ? 64 : stage->n) : 0,
                  stage && stage->type == VT_PV_STR ? stage->s : "");
         e->aux2 = 0;
-        return intern_c(&im->b, label, &e->str);
+        return vt__pt_intern_c(&im->b, label, &e->str);
     }
     uint64_t size = e->size;
     e->size = 0;
@@ -587,9 +280,9 @@ static int finish_event(struct imp *im, vt__event *e)
         if ((rc = local_stack(im, e->stack, &e->stack)) || (rc = local_str(im, e->str, &e->str)))
             return rc;
     } else {
-        if ((rc = stack_of(&im->b, p, ref_value(p, e->stack), &e->stack)))
+        if ((rc = vt__pt_stack_of(&im->b, p, vt__pt_ref_value(p, e->stack), &e->stack)))
             return rc;
-        if ((rc = intern_pv(&im->b, ref_value(p, e->str), &e->str)))
+        if ((rc = vt__pt_intern_pv(&im->b, vt__pt_ref_value(p, e->str), &e->str)))
             return rc;
     }
     switch (e->kind) {
@@ -619,9 +312,9 @@ static int finish_event(struct imp *im, vt__event *e)
         break;
     case VT_EV_MARK:
         if (e->aux)
-            rc = intern_c(&im->b, "torch snapshot", &e->str);
+            rc = vt__pt_intern_c(&im->b, "torch snapshot", &e->str);
         else if (!e->str)
-            rc = intern_c(&im->b, "annotate", &e->str);
+            rc = vt__pt_intern_c(&im->b, "annotate", &e->str);
         e->aux = 0;
         e->addr = 0;
         break;
@@ -653,19 +346,19 @@ static int import_traces(struct imp *im, const vt__pv *traces, const vt__pv *ann
     vt__event e;
     int rc;
     if (!s->events && vt__grow((void **)&s->events, &im->b.cap_events, 1, sizeof *s->events))
-        return oom(im, -ENOMEM);
+        return vt__pt_oom(im, -ENOMEM);
     if (im->loc.s && (!(im->node_map = calloc(im->loc.s->nstack_nodes, sizeof *im->node_map)) ||
                       !(im->frame_map = calloc(im->loc.s->nframes + 1, sizeof *im->frame_map))))
-        return oom(im, -ENOMEM);
+        return vt__pt_oom(im, -ENOMEM);
     for (size_t d = 0; d < ndev && d < 128; d++) {
         const vt__pv *dt = vt__pickle_item(p, traces, d);
         for (size_t i = 0; dt && dt->type == VT_PV_LIST && i < dt->n; i++) {
-            if (!read_entry(p, vt__pickle_item(p, dt, i), &e))
+            if (!vt__pt_read_entry(p, vt__pickle_item(p, dt, i), &e))
                 continue;
             e.device = (int8_t)d;
             e.seq = i;
             if ((rc = push_event(im, &e)))
-                return oom(im, rc);
+                return vt__pt_oom(im, rc);
         }
     }
     size_t nann = annotations && annotations->type == VT_PV_LIST ? annotations->n : 0;
@@ -674,16 +367,16 @@ static int import_traces(struct imp *im, const vt__pv *traces, const vt__pv *ann
         if (!en || en->type != VT_PV_DICT)
             continue;
         int64_t dev = vt__pickle_int(vt__pickle_get(p, en, "device"), 0);
-        e = (vt__event){ .kind = VT_EV_MARK, .aux2 = 1, .seq = i, .str = ref_of(p, en),
+        e = (vt__event){ .kind = VT_EV_MARK, .aux2 = 1, .seq = i, .str = vt__pt_ref_of(p, en),
                          .time_ns = vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
                          .device = (int8_t)(dev >= 0 && dev < 128 ? dev : 0) };
         if ((rc = push_event(im, &e)))
-            return oom(im, rc);
+            return vt__pt_oom(im, rc);
     }
-    qsort(s->events, s->nevents, sizeof *s->events, cmp_unfinished);
+    qsort(s->events, s->nevents, sizeof *s->events, vt__pt_cmp_unfinished);
     for (size_t i = 0; i < s->nevents; i++) {
-        if ((rc = finish_event(im, &s->events[i])))
-            return oom(im, rc);
+        if ((rc = vt__pt_finish_event(im, &s->events[i])))
+            return vt__pt_oom(im, rc);
         s->events[i].seq = i + 1;
     }
     return 0;
@@ -699,12 +392,12 @@ static int link_blocks(struct imp *im)
         n *= 2;
     struct { uint64_t addr; uint32_t ev; } *map = calloc(n, sizeof *map);
     if (!map)
-        return oom(im, -ENOMEM);
+        return vt__pt_oom(im, -ENOMEM);
     for (size_t i = 0; i < s->nevents; i++) {
         if (s->events[i].kind != VT_EV_ALLOC)
             continue;
         uint64_t a = s->events[i].addr;
-        size_t k = mix(a) & (n - 1);
+        size_t k = vt__pt_mix(a) & (n - 1);
         while (map[k].ev && map[k].addr != a)
             k = (k + 1) & (n - 1);
         map[k].addr = a;
@@ -714,7 +407,7 @@ static int link_blocks(struct imp *im)
         vt__snap_block *bl = &s->blocks[i];
         if (bl->state == VT_BLOCK_INACTIVE)
             continue;
-        size_t k = mix(bl->addr) & (n - 1);
+        size_t k = vt__pt_mix(bl->addr) & (n - 1);
         while (map[k].ev && map[k].addr != bl->addr)
             k = (k + 1) & (n - 1);
         if (!map[k].ev)
@@ -730,7 +423,7 @@ static int link_blocks(struct imp *im)
 }
 
 /* allocator_settings as "key=value,..." (nested dicts as key={k=v,...}). */
-static int import_settings(struct imp *im, const vt__pv *settings)
+int vt__pt_import_settings(struct imp *im, const vt__pv *settings)
 {
     const vt__pickle *p = im->p;
     if (!settings || settings->type != VT_PV_DICT)
@@ -738,7 +431,7 @@ static int import_settings(struct imp *im, const vt__pv *settings)
     size_t cap = 4096, len = 0;
     char *txt = malloc(cap);
     if (!txt)
-        return oom(im, -ENOMEM);
+        return vt__pt_oom(im, -ENOMEM);
     txt[0] = 0;
     const vt__pv_container *c = &p->containers[settings->container];
     for (uint32_t k = 0; k + 1 < c->n && len + 256 < cap; k += 2) {
@@ -762,14 +455,14 @@ static int import_settings(struct imp *im, const vt__pv *settings)
             w = snprintf(txt + len, cap - len, "...");
         len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
     }
-    int rc = intern_c(&im->b, txt, &im->b.s->meta.config);
+    int rc = vt__pt_intern_c(&im->b, txt, &im->b.s->meta.config);
     free(txt);
-    return rc ? oom(im, rc) : 0;
+    return rc ? vt__pt_oom(im, rc) : 0;
 }
 
 /* The metadata of a snapshot of `nevents` events, the latest at
  * `last_ns`, naming devices up to `maxdev` (-1: none). */
-static int finish_meta_of(struct imp *im, size_t nevents, uint64_t last_ns, int maxdev)
+int vt__pt_finish_meta_of(struct imp *im, size_t nevents, uint64_t last_ns, int maxdev)
 {
     vt__snapshot_data *s = im->b.s;
     vt_snapshot_meta *m = &s->meta;
@@ -777,11 +470,11 @@ static int finish_meta_of(struct imp *im, size_t nevents, uint64_t last_ns, int 
     m->rank = -1;
     char line[1024];
     snprintf(line, sizeof line, "PyTorch memory snapshot %s", im->name);
-    int rc = intern_c(&im->b, line, &m->command_line);
+    int rc = vt__pt_intern_c(&im->b, line, &m->command_line);
     if (!rc)
-        rc = intern_c(&im->b, "pytorch", &m->library_version);
+        rc = vt__pt_intern_c(&im->b, "pytorch", &m->library_version);
     if (rc)
-        return oom(im, rc);
+        return vt__pt_oom(im, rc);
     /* time_us is Unix time: monotonic base 0 = realtime base 0 makes the
      * wall clock of every event its own time */
     m->clock_base_monotonic_ns = 0;
@@ -792,7 +485,7 @@ static int finish_meta_of(struct imp *im, size_t nevents, uint64_t last_ns, int 
     if (maxdev >= 0) {
         s->devices = calloc((size_t)maxdev + 1, sizeof *s->devices);
         if (!s->devices)
-            return oom(im, -ENOMEM);
+            return vt__pt_oom(im, -ENOMEM);
         s->ndevices = (size_t)maxdev + 1;
         for (int d = 0; d <= maxdev; d++)
             s->devices[d].ordinal = d;
@@ -807,7 +500,7 @@ static int finish_meta(struct imp *im)
     for (size_t i = 0; i < s->nevents; i++)
         if (s->events[i].time_ns > last)
             last = s->events[i].time_ns;
-    return finish_meta_of(im, s->nevents, last, vt__snapshot_max_device(s));
+    return vt__pt_finish_meta_of(im, s->nevents, last, vt__snapshot_max_device(s));
 }
 
 /* ---- streaming the trace entries (pickle.h's sink) ---------------------- */
@@ -820,19 +513,19 @@ static int take_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t it
 {
     struct imp *im = ctx;
     vt__event e;
-    if (!read_entry(p, vt__pickle_value(p, item), &e))
+    if (!vt__pt_read_entry(p, vt__pickle_value(p, item), &e))
         return 0;
     uint32_t stack = 0, str = 0;
-    int rc = stack_of(&im->loc, p, ref_value(p, e.stack), &stack);
+    int rc = vt__pt_stack_of(&im->loc, p, vt__pt_ref_value(p, e.stack), &stack);
     if (!rc)
-        rc = intern_pv(&im->loc, ref_value(p, e.str), &str);
+        rc = vt__pt_intern_pv(&im->loc, vt__pt_ref_value(p, e.str), &str);
     e.stack = stack;
     e.str = str;
     e.thread = list;
     e.seq = im->nstreamed++;
     if (!rc)
         rc = push_event(im, &e);
-    return rc ? oom(im, rc) : 0;
+    return rc ? vt__pt_oom(im, rc) : 0;
 }
 
 struct list_dev { uint32_t list, dev; };
@@ -892,15 +585,15 @@ static int match_streamed(struct imp *im, const vt__pv *traces)
     return rc;
 }
 
-static void imp_free(struct imp *im)
+void vt__pt_imp_free(struct imp *im)
 {
     for (size_t i = 0; i < im->nruns; i++)
         vt__spill_chain_free(&im->runs[i].chain);
     free(im->runs);
     free(im->lists);
     free(im->ann);
-    bld_free_tables(&im->b);
-    bld_free_tables(&im->loc);
+    vt__pt_bld_free(&im->b);
+    vt__pt_bld_free(&im->loc);
     vt__snapshot_free(im->loc.s);
     free(im->node_map);
     free(im->frame_map);
@@ -920,22 +613,22 @@ int vt__pytorch_import_path(const void *data, size_t size, const char *name, boo
     im.b.s = calloc(1, sizeof *im.b.s);
     if (stream)
         im.loc.s = calloc(1, sizeof *im.loc.s);
-    if (!im.b.s || (stream && (!im.loc.s || bld_start(&im.loc)))) {
-        imp_free(&im);
+    if (!im.b.s || (stream && (!im.loc.s || vt__pt_bld_start(&im.loc)))) {
+        vt__pt_imp_free(&im);
         vt__snapshot_free(im.b.s);
         return fail(&im, -ENOMEM, "out of memory");
     }
     int rc = vt__pickle_parse_sink(data, size, name, stream ? &sink : NULL, &p, err, errlen);
     if (rc) {
-        imp_free(&im);
+        vt__pt_imp_free(&im);
         vt__snapshot_free(im.b.s);
         return rc;
     }
     im.p = p;
     im.b.p = p;
     im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
-    if (!im.b.vcache || bld_start(&im.b)) {
-        rc = oom(&im, -ENOMEM);
+    if (!im.b.vcache || vt__pt_bld_start(&im.b)) {
+        rc = vt__pt_oom(&im, -ENOMEM);
         goto out;
     }
 
@@ -960,22 +653,22 @@ int vt__pytorch_import_path(const void *data, size_t size, const char *name, boo
     }
     if (stream && (rc = match_streamed(&im, root->type == VT_PV_DICT ? traces : NULL)) != 0) {
         if (rc < 0)
-            rc = oom(&im, rc);
+            rc = vt__pt_oom(&im, rc);
         goto out;
     }
     size_t nseg = segments && segments->type == VT_PV_LIST ? segments->n : 0;
     for (size_t i = 0; i < nseg && !rc; i++)
-        rc = import_segment(&im, vt__pickle_item(p, segments, i), i);
+        rc = vt__pt_import_segment(&im, vt__pickle_item(p, segments, i), i);
     if (!rc)
         rc = import_traces(&im, traces, annotations);
     if (!rc)
         rc = link_blocks(&im);
     if (!rc)
-        rc = import_settings(&im, settings);
+        rc = vt__pt_import_settings(&im, settings);
     if (!rc)
         rc = finish_meta(&im);
 out:
-    imp_free(&im);
+    vt__pt_imp_free(&im);
     if (rc) {
         vt__snapshot_free(im.b.s);
         return rc;
@@ -996,446 +689,3 @@ int vt__pytorch_import(const void *data, size_t size, const char *name, vt__snap
     return vt__pytorch_import_path(data, size, name, false, out, err, errlen);
 }
 
-/* ---- converting in bounded memory --------------------------------------- */
-
-static size_t put_v(unsigned char *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (unsigned char)v;
-    return n;
-}
-
-/* A varint of a record this file wrote itself. */
-static uint64_t get_v(const unsigned char **p)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    unsigned char b;
-    do {
-        b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while ((b & 0x80) && shift < 64);
-    return v;
-}
-
-/* Anything the converter cannot take as it is (too many lists or runs, no
- * memory, the temporary file failing) makes the caller import the pickle
- * whole instead: the parse stops here. */
-static int refuse(struct imp *im)
-{
-    im->refused = true;
-    return -ECANCELED;
-}
-
-/* pickle.h's take: the entry as a record of its list's run. */
-static int spill_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item)
-{
-    struct imp *im = ctx;
-    vt__event e;
-    if (!read_entry(p, vt__pickle_value(p, item), &e))
-        return 0;
-    uint32_t stack = 0, str = 0;
-    if (stack_of(&im->loc, p, ref_value(p, e.stack), &stack) ||
-        intern_pv(&im->loc, ref_value(p, e.str), &str))
-        return refuse(im);
-    size_t li = 0;
-    while (li < im->nlists && im->lists[li].value != list)
-        li++;
-    if (li == im->nlists) {
-        if (im->nlists >= MAX_RUNS ||
-            vt__grow((void **)&im->lists, &im->cap_lists, im->nlists + 1, sizeof *im->lists))
-            return refuse(im);
-        im->lists[im->nlists++] = (struct plist){ .value = list, .device = -1, .run = SIZE_MAX };
-    }
-    struct plist *l = &im->lists[li];
-    struct run *r = l->run == SIZE_MAX ? NULL : &im->runs[l->run];
-    if (!r || e.time_ns < r->last_time) {
-        if ((r && vt__spill_flush(&r->chain)) || im->nruns >= MAX_RUNS ||
-            vt__grow((void **)&im->runs, &im->cap_runs, im->nruns + 1, sizeof *im->runs))
-            return refuse(im);
-        r = &im->runs[im->nruns];
-        *r = (struct run){ .list = li };
-        vt__spill_chain_init(&r->chain, im->spill, RUN_CHUNK);
-        l->run = im->nruns++;
-    }
-    uint64_t seq = l->n++;
-    unsigned char *at = vt__spill_room(&r->chain, RUN_RECORD);
-    if (!at)
-        return refuse(im);
-    size_t k = 0;
-    at[k++] = e.kind;
-    k += put_v(at + k, e.time_ns - r->last_time);
-    k += put_v(at + k, seq - r->last_seq);
-    k += put_v(at + k, vt__zigzag((int64_t)(e.addr - r->last_addr)));
-    k += put_v(at + k, e.size);
-    k += put_v(at + k, e.stream);
-    k += put_v(at + k, stack);
-    k += put_v(at + k, str);
-    k += put_v(at + k, e.aux);
-    vt__spill_used(&r->chain, k);
-    r->last_time = e.time_ns;
-    r->last_seq = seq;
-    r->last_addr = e.addr;
-    return 0;
-}
-
-/* pickle.h's passed: the mapped file's pages behind the walk may go (a
- * string kept in the graph that points there faults its page back in). */
-static void drop_passed(void *ctx, size_t offset)
-{
-    struct imp *im = ctx;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), to = offset / page * page;
-    if (to < im->dropped)
-        im->dropped = 0;   /* a new walk */
-    if (to > im->dropped)
-        madvise((void *)(im->map + im->dropped), to - im->dropped, MADV_DONTNEED);
-    im->dropped = to;
-}
-
-/* pickle.h's moved: the lists follow their values. */
-static void move_lists(void *ctx, const uint32_t *newidx, size_t n)
-{
-    struct imp *im = ctx;
-    for (size_t i = 0; i < im->nlists; i++)
-        if (im->lists[i].value < n)
-            im->lists[i].value = newidx[im->lists[i].value];
-}
-
-/* Each list its device: its position in `traces` (match_streamed's rules).
- * @return 0, or 1 when the graph is not what the stream assumed. */
-static int match_lists(struct imp *im, const vt__pv *traces)
-{
-    const vt__pickle *p = im->p;
-    size_t ndev = traces && traces->type == VT_PV_LIST ? traces->n : 0;
-    for (size_t d = 0; d < ndev; d++) {
-        const vt__pv *dt = vt__pickle_item(p, traces, d);
-        if (dt && dt->type == VT_PV_LIST && dt->n)
-            return 1; /* entries left in the graph: their order with the streamed is lost */
-    }
-    if (!im->nruns)
-        return 0;
-    if (!ndev)
-        return 1;
-    for (size_t i = 0; i < im->nlists; i++) {
-        struct plist *l = &im->lists[i];
-        for (size_t d = 0; d < ndev; d++) {
-            const vt__pv *dt = vt__pickle_item(p, traces, d);
-            if (!dt || (uint32_t)(dt - p->values) != l->value)
-                continue;
-            if (l->device >= 0)
-                return 1; /* a list met twice */
-            l->device = (int)(d < 128 ? d : 128); /* the whole import reads 128 devices */
-        }
-        if (l->device < 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* One source of the merge: a run read back, or the annotations. */
-struct src {
-    vt__spill_reader rd;
-    const unsigned char *p, *end;
-    const struct run *run;     /* NULL: the annotations */
-    size_t next;               /* ... the next one */
-    uint64_t time, seq, addr;  /* the last record's */
-    vt__event head;            /* the next event */
-};
-
-struct merge {
-    struct src *src;
-    size_t *heap, nheap;       /* sources with events left, by their next */
-};
-
-/* The next event of s into s->head. @return 1, 0 at the end, or -errno. */
-static int src_next(const struct imp *im, struct src *s)
-{
-    if (!s->run) {
-        if (s->next >= im->nann)
-            return 0;
-        s->head = im->ann[s->next++];
-        return 1;
-    }
-    if (s->p == s->end) {
-        int rc = vt__spill_read_chunk(&s->rd);
-        if (rc <= 0)
-            return rc;
-        s->p = s->rd.buf;
-        s->end = s->rd.buf + s->rd.n;
-    }
-    const unsigned char *p = s->p;
-    vt__event *e = &s->head;
-    memset(e, 0, sizeof *e);
-    e->kind = *p++;
-    e->time_ns = s->time += get_v(&p);
-    e->seq = s->seq += get_v(&p);
-    e->addr = s->addr += (uint64_t)vt__unzigzag(get_v(&p));
-    e->size = get_v(&p);
-    e->stream = get_v(&p);
-    e->stack = (uint32_t)get_v(&p);
-    e->str = (uint32_t)get_v(&p);
-    e->aux = get_v(&p);
-    e->device = (int8_t)im->lists[s->run->list].device;
-    s->p = p;
-    return 1;
-}
-
-static bool src_before(const struct merge *m, size_t a, size_t b)
-{
-    return cmp_unfinished(&m->src[m->heap[a]].head, &m->src[m->heap[b]].head) < 0;
-}
-
-static void sift_down(struct merge *m, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, best = i;
-        if (l < m->nheap && src_before(m, l, best))
-            best = l;
-        if (l + 1 < m->nheap && src_before(m, l + 1, best))
-            best = l + 1;
-        if (best == i)
-            return;
-        size_t t = m->heap[i];
-        m->heap[i] = m->heap[best];
-        m->heap[best] = t;
-        i = best;
-    }
-}
-
-static void merge_close(struct imp *im, struct merge *m)
-{
-    for (size_t i = 0; m->src && i <= im->nruns; i++)
-        vt__spill_reader_free(&m->src[i].rd);
-    free(m->src);
-    free(m->heap);
-    *m = (struct merge){ 0 };
-}
-
-/* Every run of a device the import reads, and the annotations, from their
- * starts. @return 0 or a negative errno. */
-static int merge_open(struct imp *im, struct merge *m)
-{
-    *m = (struct merge){ 0 };
-    m->src = calloc(im->nruns + 1, sizeof *m->src);
-    m->heap = calloc(im->nruns + 1, sizeof *m->heap);
-    if (!m->src || !m->heap)
-        return -ENOMEM;
-    int rc = 0;
-    for (size_t i = 0; i <= im->nruns && rc >= 0; i++) {
-        struct src *s = &m->src[i];
-        if (i < im->nruns) {
-            s->run = &im->runs[i];
-            if (im->lists[s->run->list].device >= 128)
-                continue;
-            if ((rc = vt__spill_reader_init(&s->rd, &s->run->chain)))
-                break;
-        }
-        if ((rc = src_next(im, s)) == 1)
-            m->heap[m->nheap++] = i;
-    }
-    for (size_t i = m->nheap / 2; i-- > 0;)
-        sift_down(m, i);
-    return rc < 0 ? rc : 0;
-}
-
-/* The next event in time order. @return 1, 0 at the end, or -errno. */
-static int merge_next(const struct imp *im, struct merge *m, vt__event *e)
-{
-    if (!m->nheap)
-        return 0;
-    struct src *s = &m->src[m->heap[0]];
-    *e = s->head;
-    int rc = src_next(im, s);
-    if (rc < 0)
-        return rc;
-    if (rc == 0)
-        m->heap[0] = m->heap[--m->nheap];
-    sift_down(m, 0);
-    return 1;
-}
-
-/* The alive blocks by address (link_blocks' rule without every event's
- * address at hand): the last ALLOC at each, and the size it takes. */
-struct link { uint64_t addr, seq, size; uint32_t stack; bool used, sized; };
-
-static struct link *link_of(struct link *t, size_t n, uint64_t addr, bool add)
-{
-    size_t k = mix(addr) & (n - 1);
-    while (t[k].used && t[k].addr != addr)
-        k = (k + 1) & (n - 1);
-    if (!t[k].used && !add)
-        return NULL;
-    t[k].used = true;
-    t[k].addr = addr;
-    return &t[k];
-}
-
-/* The events in time order, finished: pass 1 interns their stacks and
- * strings in that order and finds what the metadata and the blocks need;
- * pass 2 (w set) writes them. */
-static int merge_pass(struct imp *im, struct link *links, size_t nlinks, vt__snapwriter *w,
-                      size_t *nevents, uint64_t *last_ns, int *maxdev)
-{
-    struct merge m;
-    vt__event e;
-    int rc = merge_open(im, &m);
-    uint64_t n = 0;
-    while (!rc && (rc = merge_next(im, &m, &e)) == 1) {
-        if ((rc = finish_event(im, &e)))
-            break;
-        e.seq = ++n;
-        struct link *k = e.kind == VT_EV_ALLOC ? link_of(links, nlinks, e.addr, false) : NULL;
-        if (!w) {
-            *last_ns = e.time_ns > *last_ns ? e.time_ns : *last_ns;
-            *maxdev = e.device > *maxdev ? e.device : *maxdev;
-            if (k) {
-                k->seq = e.seq;
-                k->stack = e.stack;
-            }
-        } else {
-            if (k && k->sized && k->seq == e.seq)
-                e.size = k->size;
-            rc = vt__snapwriter_event(w, &e);
-        }
-    }
-    merge_close(im, &m);
-    *nevents = (size_t)n;
-    return rc < 0 ? rc : 0;
-}
-
-/* After parsing: the snapshot but its events, written to `fd` with them. */
-static int convert_rest(struct imp *im, const vt__pv *root, int fd, bool plain)
-{
-    const vt__pickle *p = im->p;
-    vt__snapshot_data *s = im->b.s;
-    const vt__pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
-    if (root->type == VT_PV_LIST) {
-        segments = root; /* legacy: a bare list of segments */
-    } else if (root->type == VT_PV_DICT) {
-        segments = vt__pickle_get(p, root, "segments");
-        traces = vt__pickle_get(p, root, "device_traces");
-        annotations = vt__pickle_get(p, root, "external_annotations");
-        settings = vt__pickle_get(p, root, "allocator_settings");
-        if (!segments && !traces)
-            return fail(im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (no "
-                        "'segments' or 'device_traces')");
-    } else {
-        return fail(im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (top level is "
-                    "neither a dict nor a list)");
-    }
-    if (match_lists(im, root->type == VT_PV_DICT ? traces : NULL))
-        return 1;
-    int rc = 0;
-    size_t nseg = segments && segments->type == VT_PV_LIST ? segments->n : 0;
-    for (size_t i = 0; i < nseg && !rc; i++)
-        rc = import_segment(im, vt__pickle_item(p, segments, i), i);
-    if (rc)
-        return rc;
-    size_t nann = annotations && annotations->type == VT_PV_LIST ? annotations->n : 0;
-    if (!(im->ann = malloc((nann ? nann : 1) * sizeof *im->ann)))
-        return 1;
-    for (size_t i = 0; i < nann; i++) {
-        const vt__pv *en = vt__pickle_item(p, annotations, i);
-        if (!en || en->type != VT_PV_DICT)
-            continue;
-        int64_t dev = vt__pickle_int(vt__pickle_get(p, en, "device"), 0);
-        im->ann[im->nann++] = (vt__event){
-            .kind = VT_EV_MARK, .aux2 = 1, .seq = i, .str = ref_of(p, en),
-            .time_ns = vt__pickle_u64(vt__pickle_get(p, en, "time_us"), 0),
-            .device = (int8_t)(dev >= 0 && dev < 128 ? dev : 0) };
-    }
-    qsort(im->ann, im->nann, sizeof *im->ann, cmp_unfinished);
-    if (!(im->node_map = calloc(im->loc.s->nstack_nodes, sizeof *im->node_map)) ||
-        !(im->frame_map = calloc(im->loc.s->nframes + 1, sizeof *im->frame_map)))
-        return 1;
-    for (size_t i = 0; i < im->nruns; i++)
-        if (vt__spill_flush(&im->runs[i].chain))
-            return 1;
-
-    size_t nlinks = 16;
-    while (nlinks < s->nblocks * 2)
-        nlinks *= 2;
-    struct link *links = calloc(nlinks, sizeof *links);
-    if (!links)
-        return 1;
-    for (size_t i = 0; i < s->nblocks; i++)
-        if (s->blocks[i].state != VT_BLOCK_INACTIVE)
-            link_of(links, nlinks, s->blocks[i].addr, true);
-    size_t nevents = 0;
-    uint64_t last_ns = 0;
-    int maxdev = -1;
-    vt__snapwriter *w = NULL;
-    rc = merge_pass(im, links, nlinks, NULL, &nevents, &last_ns, &maxdev) ? 1 : 0;
-    for (size_t i = 0; i < s->nblocks && !rc; i++) {
-        vt__snap_block *bl = &s->blocks[i];
-        struct link *k = bl->state == VT_BLOCK_INACTIVE ? NULL
-                                                        : link_of(links, nlinks, bl->addr, false);
-        if (!k || !k->seq)
-            continue;
-        bl->alloc_seq = k->seq;
-        if (!bl->stack)
-            bl->stack = k->stack;
-        k->size = bl->size; /* the real block, not the rounded request */
-        k->sized = true;
-    }
-    for (size_t i = 0; i < s->nsegments; i++)
-        maxdev = s->segments[i].device > maxdev ? s->segments[i].device : maxdev;
-    if (!rc)
-        rc = import_settings(im, settings);
-    if (!rc)
-        rc = finish_meta_of(im, nevents, last_ns, maxdev);
-    if (!rc && vt__snapwriter_open(s, fd, plain ? VT_SNAPWRITER_PLAIN : 0, &w, im->err,
-                                   im->errlen))
-        rc = 1;
-    if (!rc && (merge_pass(im, links, nlinks, w, &nevents, &last_ns, &maxdev) ||
-                vt__snapwriter_finish(w)))
-        rc = 1;
-    vt__snapwriter_free(w);
-    free(links);
-    return rc;
-}
-
-int vt__pytorch_convert(const void *data, size_t size, const char *name,
-                        const vt__pytorch_convert_opts *opts, int fd, char *err, size_t errlen)
-{
-    if (errlen)
-        err[0] = 0;
-    name = name ? name : "(memory)";
-    const vt__pytorch_convert_opts none = { 0 };
-    opts = opts ? opts : &none;
-    vt__spill spill = { .fd = -1 };
-    struct imp im = { .name = name, .err = err, .errlen = errlen, .spill = &spill,
-                      .map = opts->mapped ? data : NULL };
-    vt__pickle *p = NULL;
-    vt__pickle_sink sink = { .key = "device_traces", .take = spill_entry, .ctx = &im,
-                             .passed = opts->mapped ? drop_passed : NULL, .moved = move_lists,
-                             .passed_every = opts->drop_every, .collect_min = opts->collect_min };
-    im.b.s = calloc(1, sizeof *im.b.s);
-    im.loc.s = calloc(1, sizeof *im.loc.s);
-    int rc = 1;
-    if (!im.b.s || !im.loc.s || bld_start(&im.loc) || vt__spill_open(&spill, err, errlen))
-        goto out;
-    rc = vt__pickle_parse_sink(data, size, name, &sink, &p, err, errlen);
-    if (rc) {
-        /* the input's own fault is said as the whole parse says it */
-        rc = im.refused ? 1 : rc;
-        goto out;
-    }
-    im.p = p;
-    im.b.p = p;
-    im.b.vcache = calloc(p->nvalues ? p->nvalues : 1, sizeof *im.b.vcache);
-    rc = !im.b.vcache || bld_start(&im.b) ? 1 : convert_rest(&im, vt__pickle_value(p, p->root), fd,
-                                                           opts->plain);
-out:
-    imp_free(&im);
-    vt__snapshot_free(im.b.s);
-    vt__spill_close(&spill);
-    if (rc == 1 && errlen)
-        err[0] = 0;
-    return rc;
-}
