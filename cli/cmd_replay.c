@@ -571,9 +571,9 @@ int vt__cmd_replay(int argc, char **argv)
         fputs(usage_text, stderr);
         return VT_EXIT_FAILURE;
     }
-    /* The events as a stream under vramtrace's rules (a sweep's children
-     * each read their own); PyTorch's rules (which read them back and
-     * forth) the whole snapshot. */
+    /* The events as a stream (a sweep's children each read their own under
+     * vramtrace's rules; under PyTorch's the sweep forks from the whole
+     * snapshot, which it reads once). */
     char serr[1024], err[512];
     vt__snapshot_data *s = NULL;
     vt__event_stream *es = NULL;
@@ -581,8 +581,8 @@ int vt__cmd_replay(int argc, char **argv)
         fprintf(stderr, "vramtrace replay: %s\n", serr);
         return VT_EXIT_FAILURE;
     }
-    if (rules == VT_REPLAY_RULES_PYTORCH ||
-        (rules == VT_REPLAY_RULES_AUTO && vt__replay_is_torch(s))) {
+    if (sweep && (rules == VT_REPLAY_RULES_PYTORCH ||
+                  (rules == VT_REPLAY_RULES_AUTO && vt__replay_is_torch(s)))) {
         int whole = s->nevents == vt__event_stream_count(es);
         vt__event_stream_close(es);
         es = NULL;
