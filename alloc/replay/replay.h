@@ -216,6 +216,18 @@ int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size
                                 const vt__replay_options *base, unsigned jobs,
                                 vt__replay_result *out, int *status, char (*errs)[256]);
 
+/* vt__replay_sweep_confs on the events of es (s: every section but them,
+ * vt__snapshot_open), which each child reads from its own copy of the
+ * stream (forked: a stream of a file reads it without a shared offset), so
+ * that a pickle is converted once, by the caller; nothing of the events is
+ * held here. `stream_err`: the buffer es was opened with (a child's
+ * damaged file is said in errs[i] as the reader says it). */
+struct vt__event_stream;
+int vt__replay_sweep_confs_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                                  char *stream_err, const char *const *confs, size_t n,
+                                  const vt__replay_options *base, unsigned jobs,
+                                  vt__replay_result *out, int *status, char (*errs)[256]);
+
 /* "vramtrace" or "pytorch" (AUTO: "auto"). */
 const char *vt__replay_rules_name(vt__replay_rules rules);
 

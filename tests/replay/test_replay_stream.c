@@ -314,6 +314,73 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
     vt__snapshot_free(s);
 }
 
+/* The sweep of whole snapshot w and that of h's events read from es, each
+ * child its own copy of the stream, setting by setting. */
+static void same_sweeps(const vt__snapshot_data *w, const vt__snapshot_data *h,
+                        vt__event_stream *es, char *serr, vt__replay_rules rules,
+                        const char *what)
+{
+    const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
+                            "garbage_collection_threshold:0.6,roundup_power2_divisions:4",
+                            "no_such_key:1" };
+    enum { N = sizeof confs / sizeof *confs };
+    vt__replay_options base = { .capacity = 1ull << 30, .rules = rules };
+    vt__replay_result a[N], b[N];
+    int as[N], bs[N];
+    char ae[N][256], be[N][256];
+    ASSERT_EQ(vt__replay_sweep_confs(w, confs, N, &base, 2, a, as, ae), 0);
+    ASSERT_EQ(vt__replay_sweep_confs_stream(h, es, serr, confs, N, &base, 2, b, bs, be), 0);
+    for (size_t k = 0; k < N; k++) {
+        char *x = NULL, *y = NULL;
+        size_t nx, ny;
+        FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
+        ASSERT(fx && fy);
+        replay_dump(fx, as[k], ae[k], &a[k]);
+        replay_dump(fy, bs[k], be[k], &b[k]);
+        fclose(fx);
+        fclose(fy);
+        ASSERT_MSG((as[k] == 0) == (k + 1 < N) && !strcmp(x, y),
+                   "%s, setting '%s':\n--- whole:\n%s\n--- stream:\n%s", what, confs[k], x, y);
+        free(x);
+        free(y);
+    }
+}
+
+/* A sweep whose children each read the parent's stream on their own
+ * (forked: a stream of a file moves no shared offset) is the sweep of the
+ * whole snapshot, under either rules: a .vtsnap read in small chunks, and
+ * PyTorch's own pickle converted once by the parent. */
+TEST(sweep_of_a_stream_is_the_sweep_of_the_whole_snapshot)
+{
+    vt__snapshot_data *s = gen_training(20000, 9);
+    char dir[64], path[96], serr[1024];
+    svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+    for (int torch = 0; torch < 2; torch++) {
+        vt__snapshot_data *h;
+        vt__event_stream *es;
+        ASSERT_MSG(vt__snapfile_open_stream(path, 13, &h, &es, serr, sizeof serr) == 0, "%s",
+                   serr);
+        same_sweeps(s, h, es, serr, torch ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE,
+                    torch ? "training loop, PyTorch's rules" : "training loop");
+        vt__event_stream_close(es);
+        vt__snapshot_free(h);
+    }
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+    const char *pickle = getenv("VT_TORCH_PICKLE");
+    ASSERT_MSG(pickle && pickle[0], "VT_TORCH_PICKLE is not set (run through meson test)");
+    ASSERT_MSG(vt__snapshot_load(pickle, &s, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *h;
+    vt__event_stream *es;
+    ASSERT_MSG(vt__snapshot_open(pickle, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    ASSERT_MSG(h->nevents == 0, "the pickle was not converted: its events are held");
+    same_sweeps(s, h, es, serr, VT_REPLAY_RULES_AUTO, "the PyTorch pickle");
+    vt__event_stream_close(es);
+    vt__snapshot_free(h);
+    vt__snapshot_free(s);
+}
+
 /* ---- PyTorch's rules ----------------------------------------------------- */
 
 /* s as `vramtrace import` leaves a PyTorch snapshot: its library "pytorch". */
