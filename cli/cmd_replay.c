@@ -377,9 +377,10 @@ static void print_recommendation(const vt__replay_result *res, const int *status
                100.0 * (double)(rp - bp) / (double)rp, vt__fmt_bytes(rp, b3));
 }
 
-/* `streamed`: s holds no events, each replay reads them from path. */
-static int run_sweep(const char *path, const vt__snapshot_data *s, bool streamed,
-                     const char *user_conf, uint64_t capacity, vt__replay_rules rules,
+/* s: every section but the events, which each replay reads from its own
+ * copy of es (serr: where es says a damaged file). */
+static int run_sweep(const char *path, const vt__snapshot_data *s, vt__event_stream *es,
+                     char *serr, const char *user_conf, uint64_t capacity, vt__replay_rules rules,
                      unsigned jobs, int json)
 {
     /* the garbage collection threshold is a fraction of the capacity: only
@@ -421,10 +422,8 @@ static int run_sweep(const char *path, const vt__snapshot_data *s, bool streamed
     for (size_t i = 0; i < n; i++)
         conf_ptrs[i] = confs[i];
     vt__replay_options sweep_opt = { .capacity = capacity, .rules = rules };
-    if (streamed ? vt__replay_sweep_confs_file(path, conf_ptrs, n, &sweep_opt, jobs, res,
-                                               status, errs)
-                 : vt__replay_sweep_confs(s, conf_ptrs, n, &sweep_opt, jobs, res, status,
-                                          errs)) {
+    if (vt__replay_sweep_confs_stream(s, es, serr, conf_ptrs, n, &sweep_opt, jobs, res, status,
+                                      errs)) {
         fprintf(stderr, "vramtrace replay: cannot start the sweep\n");
         goto out;
     }
@@ -571,9 +570,8 @@ int vt__cmd_replay(int argc, char **argv)
         fputs(usage_text, stderr);
         return VT_EXIT_FAILURE;
     }
-    /* The events as a stream under vramtrace's rules (a sweep's children
-     * each read their own); PyTorch's rules (which read them back and
-     * forth) the whole snapshot. */
+    /* The events as a stream, under either rules; a sweep's children each
+     * read the parent's stream on their own (a pickle converted once). */
     char serr[1024], err[512];
     vt__snapshot_data *s = NULL;
     vt__event_stream *es = NULL;
@@ -581,34 +579,20 @@ int vt__cmd_replay(int argc, char **argv)
         fprintf(stderr, "vramtrace replay: %s\n", serr);
         return VT_EXIT_FAILURE;
     }
-    if (rules == VT_REPLAY_RULES_PYTORCH ||
-        (rules == VT_REPLAY_RULES_AUTO && vt__replay_is_torch(s))) {
-        int whole = s->nevents == vt__event_stream_count(es);
-        vt__event_stream_close(es);
-        es = NULL;
-        if (!whole) {
-            vt__snapshot_free(s);
-            int rc = vt__report_load("replay", path, &s, NULL);
-            if (rc)
-                return rc;
-        }
-    }
     if (sweep) {
-        /* the children read the file themselves; a damaged one is said here
-         * first, once, as a whole snapshot's reading says it */
-        bool streamed = es != NULL;
+        /* a damaged file is said here first, once, as a whole snapshot's
+         * reading says it, not by each child */
         vt__event ev;
-        int r = 0;
-        while (es && (r = vt__event_stream_next(es, &ev)) == 1)
+        int r;
+        while ((r = vt__event_stream_next(es, &ev)) == 1)
             ;
-        vt__event_stream_close(es);
-        if (r < 0) {
+        int rc = VT_EXIT_FAILURE;
+        if (r < 0)
             fprintf(stderr, "vramtrace replay: %s\n", serr);
-            vt__snapshot_free(s);
-            return VT_EXIT_FAILURE;
-        }
-        int rc = run_sweep(path, s, streamed, conf, capacity, rules,
+        else
+            rc = run_sweep(path, s, es, serr, conf, capacity, rules,
                            jobs < 1 ? 1 : (unsigned)jobs, json);
+        vt__event_stream_close(es);
         vt__snapshot_free(s);
         return rc;
     }

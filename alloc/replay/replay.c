@@ -79,8 +79,6 @@ int vt__replay_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     vt__replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? auto_rules(s) : opt->rules;
     if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
         return vt__errf(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
-    if (rules == VT_REPLAY_RULES_PYTORCH && s->nevents != vt__event_stream_count(es))
-        return vt__errf(err, errlen, -ENOTSUP, "PyTorch's rules replay a whole snapshot");
     int rc = setup_devices(s, es, opt, out, err, errlen);
     if (rc)
         return rc;

@@ -169,11 +169,11 @@ int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,
  * times (the recording's own figures, then the replay), so that memory
  * follows what is alive at once: the blocks the replay holds, and a bit
  * per event plus an entry per pending free that completed (when each
- * free's block comes back). vt__replay_run is this on a stream over
- * s->events. PyTorch's rules read the events back and forth (whose each
- * segment is, where the cache was emptied): they need the whole snapshot
- * (s->events), -ENOTSUP otherwise. A damaged file stops the replay with
- * the stream's error (in the err the stream was opened with). */
+ * free's block comes back); under PyTorch's rules a byte per event more
+ * (whose each segment is, where the cache was emptied: one or two more
+ * readings). vt__replay_run is this on a stream over s->events. A damaged
+ * file stops the replay with the stream's error (in the err the stream
+ * was opened with). */
 struct vt__event_stream;
 int vt__replay_run_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
                           const vt__replay_options *opt, vt__replay_result *out, char *err,
@@ -211,11 +211,22 @@ bool vt__replay_is_torch(const vt__snapshot_data *s);
 
 /* vt__replay_sweep_confs on the snapshot file `path`, which each child
  * reads as a stream of its own (vt__snapshot_open, vt__replay_run_stream):
- * nothing of it is held here. Under PyTorch's rules the children fail
- * (-ENOTSUP: they need the whole snapshot) unless `path` is a pickle. */
+ * nothing of it is held here. */
 int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size_t n,
                                 const vt__replay_options *base, unsigned jobs,
                                 vt__replay_result *out, int *status, char (*errs)[256]);
+
+/* vt__replay_sweep_confs on the events of es (s: every section but them,
+ * vt__snapshot_open), which each child reads from its own copy of the
+ * stream (forked: a stream of a file reads it without a shared offset), so
+ * that a pickle is converted once, by the caller; nothing of the events is
+ * held here. `stream_err`: the buffer es was opened with (a child's
+ * damaged file is said in errs[i] as the reader says it). */
+struct vt__event_stream;
+int vt__replay_sweep_confs_stream(const vt__snapshot_data *s, struct vt__event_stream *es,
+                                  char *stream_err, const char *const *confs, size_t n,
+                                  const vt__replay_options *base, unsigned jobs,
+                                  vt__replay_result *out, int *status, char (*errs)[256]);
 
 /* "vramtrace" or "pytorch" (AUTO: "auto"). */
 const char *vt__replay_rules_name(vt__replay_rules rules);

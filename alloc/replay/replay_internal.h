@@ -5,7 +5,8 @@
  * walker of the recorded events (replay_walk.c): vramtrace's allocator of
  * this process on the host device (replay_alloc.c, with replay_trace.c as
  * the recorder the allocator reports to) or a model of PyTorch's allocator
- * (replay_torch.c, the model in torch_*.c). What the recording itself says
+ * (replay_torch.c, the model in torch_*.c, which of the events are
+ * PyTorch's in torch_classify.c). What the recording itself says
  * (its peaks, its segments, when each free completed) is read once in
  * replay_recorded.c; what a replay measures is kept in replay_result.c.
  * replay_map.c maps recorded addresses to replayed blocks, replay_early.c
@@ -223,9 +224,10 @@ int vt__replay_alloc(const vt__snapshot_data *s, struct vt__event_stream *es,
                      size_t errlen);
 
 /* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
-/* Replay `s` (whole: its events are read from es too) under PyTorch's
- * rules into `r`, whose devices (ordinal, capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line
- * in err) or -ENOMEM. */
+/* Replay `s` (its events read from es; from s->events too when s holds
+ * them) under PyTorch's rules into `r`, whose devices (ordinal, capacity)
+ * and ndevices are set. @return 0, -EINVAL (a bad conf, one line in err),
+ * -ENOMEM or the stream's error. */
 int vt__replay_torch(const vt__snapshot_data *s, struct vt__event_stream *es,
                      const vt__replay_options *opt, vt__replay_result *r, char *err,
                      size_t errlen);

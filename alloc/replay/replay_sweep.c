@@ -3,9 +3,10 @@
  *
  * The allocator is one per process and reads some settings once, so each
  * setting runs in a child process of its own (forked after the snapshot was
- * read: the events are shared, copy on write; or, for a sweep of a file,
- * each child reads them as a stream of its own), which writes its result
- * into a pipe; up to `jobs` children run at once.
+ * read: the events are shared, copy on write; or each child reads them as
+ * a stream of its own: the parent's stream, forked, or the file opened
+ * again), which writes its result into a pipe; up to `jobs` children run
+ * at once.
  */
 #include <errno.h>
 #include <signal.h>
@@ -41,10 +42,21 @@ static int transfer_all(int fd, char *p, size_t n, bool out)
     return 0;
 }
 
-/* One setting: s's events, or (path) those of the file read as a stream. */
-static void run_child(const vt__snapshot_data *s, const char *path, const vt__replay_options *o,
-                      int fd)
+/* Where a sweep's children find the events: s's, a stream each child reads
+ * on its own (es: the parent's, forked; its reads do not move a shared
+ * offset), or the file at path, which each child opens. */
+typedef struct source {
+    const vt__snapshot_data *s;
+    vt__event_stream *es;
+    char *stream_err;          /* where es writes its errors */
+    const char *path;
+} source;
+
+/* One setting, from src. */
+static void run_child(const source *src, const vt__replay_options *o, int fd)
 {
+    const vt__snapshot_data *s = src->s;
+    const char *path = src->path;
     child_msg *m = calloc(1, sizeof *m);
     if (!m)
         _exit(1);
@@ -62,6 +74,11 @@ static void run_child(const vt__snapshot_data *s, const char *path, const vt__re
         }
         if (serr[0])   /* the file's own trouble, as its reader says it */
             snprintf(m->err, sizeof m->err, "%s", serr);
+    } else if (src->es) {
+        src->stream_err[0] = 0;
+        m->status = vt__replay_run_stream(s, src->es, &opt, &m->result, m->err, sizeof m->err);
+        if (src->stream_err[0])   /* the file's own trouble, as its reader says it */
+            snprintf(m->err, sizeof m->err, "%s", src->stream_err);
     } else {
         m->status = vt__replay_run(s, &opt, &m->result, m->err, sizeof m->err);
     }
@@ -108,9 +125,8 @@ static vt__replay_options *conf_options(const char *const *confs, size_t n,
     return opts;
 }
 
-static int sweep(const vt__snapshot_data *s, const char *path, const vt__replay_options *opts,
-                 size_t n, unsigned jobs, vt__replay_result *out, int *status,
-                 char (*errs)[256]);
+static int sweep(const source *src, const vt__replay_options *opts, size_t n, unsigned jobs,
+                 vt__replay_result *out, int *status, char (*errs)[256]);
 
 int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
                            const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
@@ -121,7 +137,23 @@ int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs,
     vt__replay_options *opts = conf_options(confs, n, base);
     if (!opts)
         return -ENOMEM;
-    int rc = sweep(s, NULL, opts, n, jobs, out, status, errs);
+    int rc = sweep(&(source){ .s = s }, opts, n, jobs, out, status, errs);
+    free(opts);
+    return rc;
+}
+
+int vt__replay_sweep_confs_stream(const vt__snapshot_data *s, vt__event_stream *es,
+                                  char *stream_err, const char *const *confs, size_t n,
+                                  const vt__replay_options *base, unsigned jobs,
+                                  vt__replay_result *out, int *status, char (*errs)[256])
+{
+    if (!s || !es || !stream_err || (!confs && n) || !base)
+        return -EINVAL;
+    vt__replay_options *opts = conf_options(confs, n, base);
+    if (!opts)
+        return -ENOMEM;
+    int rc = sweep(&(source){ .s = s, .es = es, .stream_err = stream_err }, opts, n, jobs, out,
+                   status, errs);
     free(opts);
     return rc;
 }
@@ -135,7 +167,7 @@ int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size
     vt__replay_options *opts = conf_options(confs, n, base);
     if (!opts)
         return -ENOMEM;
-    int rc = sweep(NULL, path, opts, n, jobs, out, status, errs);
+    int rc = sweep(&(source){ .path = path }, opts, n, jobs, out, status, errs);
     free(opts);
     return rc;
 }
@@ -146,12 +178,11 @@ int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts,
 {
     if (!s || (!opts && n))
         return -EINVAL;
-    return sweep(s, NULL, opts, n, jobs, out, status, errs);
+    return sweep(&(source){ .s = s }, opts, n, jobs, out, status, errs);
 }
 
-static int sweep(const vt__snapshot_data *s, const char *path, const vt__replay_options *opts,
-                 size_t n, unsigned jobs, vt__replay_result *out, int *status,
-                 char (*errs)[256])
+static int sweep(const source *src, const vt__replay_options *opts, size_t n, unsigned jobs,
+                 vt__replay_result *out, int *status, char (*errs)[256])
 {
     if (jobs < 1)
         jobs = 1;
@@ -172,7 +203,7 @@ static int sweep(const vt__snapshot_data *s, const char *path, const vt__replay_
             pid_t pid = fork();
             if (pid == 0) {
                 close(fds[0]);
-                run_child(s, path, &opts[next], fds[1]);
+                run_child(src, &opts[next], fds[1]);
             }
             close(fds[1]);
             if (pid < 0) {

@@ -3,17 +3,9 @@
  * allocator's rules: the model (torch_model.h; read from PyTorch's
  * c10/cuda/CUDACachingAllocator.cpp, not copied) as the walker's engine.
  * Not modelled: CUDA graph private pools, free-memory callbacks, IPC, and
- * the roundup_power2_divisions table form.
- *
- * Which events are PyTorch's: in a recording that observed PyTorch's
- * allocator (VT_META_POOL_OBSERVED) the ALLOCs flagged VT_ALLOC_POOL_BLOCK
- * are its requests, and a SEGMENT_ALLOC is its when the next allocation on
- * that device is one of its blocks; the other device allocations (a
- * library's own cudaMalloc, served by vramtrace's cache) hold device memory
- * outside the pool, as recorded. In an imported PyTorch snapshot every event
- * is PyTorch's; an emptied cache is not an event there, so a run of segment
- * frees that no allocation explains is taken as one. Otherwise (a vramtrace
- * recording replayed under PyTorch's rules) every ALLOC is a request.
+ * the roundup_power2_divisions table form. Which events are PyTorch's is
+ * torch_classify.c's: a byte per event, the events themselves read as a
+ * stream (or, from a whole snapshot, from its array).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,117 +15,12 @@
 #include "errbuf.h"
 #include "torch_model.h"
 
-/* ---- the recording ------------------------------------------------------- */
-
-/* classify()'s marks; POOL is bit 0, as vt__recorded_scope.ours reads it */
-enum { POOL = 1, OUTSIDE = 2, EMPTIED = 4 };
-
-/* A PyTorch snapshot brought in by `vramtrace import`. */
-static bool imported(const vt__snapshot_data *s)
-{
-    return !strcmp(vt__snapshot_string(s, s->meta.library_version), "pytorch");
-}
-
-bool vt__replay_is_torch(const vt__snapshot_data *s)
-{
-    return (s->meta.flags & VT_META_POOL_OBSERVED) || imported(s);
-}
-
-/* Is ALLOC e a request to PyTorch's allocator? */
-static bool pool_request(const vt__snapshot_data *s, const vt__event *e)
-{
-    return !(s->meta.flags & VT_META_POOL_OBSERVED) || (e->aux & VT_ALLOC_POOL_BLOCK);
-}
-
-/* Per event: whose ALLOC or segment event it is, and where the cache was
- * emptied. */
-static int classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls)
-{
-    bool observed = s->meta.flags & VT_META_POOL_OBSERVED;
-    bool infer_empty = imported(s);
-    /* backwards: the next allocation (or OOM) on each device */
-    int8_t next_kind[VT_REPLAY_MAX_DEVICES];   /* 0 none, 1 pool, 2 outside, 3 segment alloc */
-    memset(next_kind, 0, sizeof next_kind);
-    for (size_t i = s->nevents; i-- > 0;) {
-        const vt__event *e = &s->events[i];
-        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
-            continue;
-        int d = e->device;
-        switch (e->kind) {
-        case VT_EV_ALLOC:
-            next_kind[d] = pool_request(s, e) ? 1 : 2;
-            cls[i] = next_kind[d] == 1 ? POOL : 0;
-            break;
-        case VT_EV_OOM:
-            next_kind[d] = 1;
-            break;
-        case VT_EV_SEGMENT_ALLOC:
-            /* PyTorch's when its allocation follows (or when nothing
-             * follows and the recording is PyTorch's alone) */
-            cls[i] = !observed || next_kind[d] != 2 ? POOL : OUTSIDE;
-            break;
-        default:
-            break;
-        }
-    }
-    vt__u64map outside;
-    if (vt__u64map_init(&outside, 64))
-        return -ENOMEM;
-    bool in_batch[VT_REPLAY_MAX_DEVICES] = { false };
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
-            continue;
-        int d = e->device;
-        if (e->kind == VT_EV_SEGMENT_ALLOC) {
-            if (cls[i] == OUTSIDE && vt__u64map_put(&outside, e->addr, 1)) {
-                vt__u64map_free(&outside);
-                return -ENOMEM;
-            }
-            in_batch[d] = false;
-        } else if (e->kind == VT_EV_SEGMENT_FREE) {
-            if (observed && vt__u64map_get(&outside, e->addr) != VT__U64MAP_NONE) {
-                vt__u64map_del(&outside, e->addr);
-                cls[i] = OUTSIDE;
-                continue;
-            }
-            cls[i] = POOL;
-            if (!infer_empty || in_batch[d])
-                continue;
-            /* a run of segment frees: a malloc releasing cached blocks (the
-             * GC, or the retry after a failed cudaMalloc) goes on to a
-             * segment or an OOM; anything else emptied the cache */
-            bool by_malloc = false;
-            for (size_t k = i + 1; k < s->nevents; k++) {
-                const vt__event *n = &s->events[k];
-                if (n->device != d)
-                    continue;
-                if (n->kind == VT_EV_SEGMENT_FREE)
-                    continue;
-                if (n->kind == VT_EV_SEGMENT_ALLOC || n->kind == VT_EV_OOM)
-                    by_malloc = gc_recorded || n->kind == VT_EV_OOM;
-                if (n->kind == VT_EV_ALLOC || n->kind == VT_EV_FREE_REQUESTED ||
-                    n->kind == VT_EV_SEGMENT_ALLOC || n->kind == VT_EV_OOM)
-                    break;
-            }
-            in_batch[d] = true;
-            if (!by_malloc)
-                cls[i] |= EMPTIED;
-        } else if (e->kind == VT_EV_ALLOC || e->kind == VT_EV_FREE_REQUESTED ||
-                   e->kind == VT_EV_OOM) {
-            in_batch[d] = false;
-        }
-    }
-    vt__u64map_free(&outside);
-    return 0;
-}
-
 /* ---- the engine ---------------------------------------------------------- */
 
 typedef struct engine {
     tstate *t;
     const vt__snapshot_data *s;
-    const uint8_t *cls;                /* classify() */
+    const uint8_t *cls;                /* tm_classify() */
     vt__rmap pend;                     /* recorded FREE_COMPLETED (event index) -> the
                                           block pending on other streams until then */
 } engine;
@@ -149,7 +36,7 @@ static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *bl
                      uint64_t *stream)
 {
     engine *g = self;
-    if (e->kind == VT_EV_ALLOC && !pool_request(g->s, e))
+    if (e->kind == VT_EV_ALLOC && !tm_pool_request(g->s, e))
         return VT__REPLAY_PASS;   /* outside the pool: its segment (if any) counts as recorded */
     tblock *b = tm_malloc(g->t, e->device, size, e->stream);
     if (!b)
@@ -208,13 +95,13 @@ static int other(void *self, size_t i, const vt__event *e)
         calls = 1;
         break;
     case VT_EV_SEGMENT_ALLOC:
-        if (g->cls[i] & OUTSIDE)
+        if (g->cls[i] & TM_OUTSIDE)
             v->outside += e->size;
         break;
     case VT_EV_SEGMENT_FREE:
-        if (g->cls[i] & OUTSIDE)
+        if (g->cls[i] & TM_OUTSIDE)
             v->outside = v->outside > e->size ? v->outside - e->size : 0;
-        if (g->cls[i] & EMPTIED) {
+        if (g->cls[i] & TM_EMPTIED) {
             if (release_cached(g, d))
                 return -ENOMEM;
             calls = 1;
@@ -257,7 +144,7 @@ static int setup_conf(tstate *t, const vt__snapshot_data *s, const vt__replay_op
      * which are not PyTorch's (older recordings: the defaults) */
     bool expandable = false;
     recorded[0] = '\0';
-    if (!opt->ignore_recorded_conf && imported(s))
+    if (!opt->ignore_recorded_conf && tm_imported(s))
         vt__replay_conf_from_meta(vt__snapshot_string(s, s->meta.config), recorded, len,
                                   &expandable);
     else if (!opt->ignore_recorded_conf && (s->meta.flags & VT_META_FRAMEWORK_SETTINGS))
@@ -294,7 +181,9 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
                      size_t errlen)
 {
     tstate *t = calloc(1, sizeof *t);
-    uint8_t *cls = calloc(s->nevents ? s->nevents : 1, 1);
+    size_t nevents = vt__event_stream_count(es);
+    bool whole = s->events && s->nevents == nevents;   /* else: the events only as a stream */
+    uint8_t *cls = calloc(nevents ? nevents : 1, 1);
     vt__completions done = { 0 };
     uint64_t *rsegs = NULL;
     size_t nrsegs = 0;
@@ -311,7 +200,9 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
     r->expandable_segments = t->c.expandable;
     setup_devices(t);
     vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true };
-    if ((rc = classify(s, strstr(recorded, "garbage_collection_threshold") != NULL, cls))
+    bool gc_recorded = strstr(recorded, "garbage_collection_threshold") != NULL;
+    if ((rc = whole ? tm_classify(s, gc_recorded, cls)
+                    : tm_classify_stream(s, es, gc_recorded, cls))
         || (rc = vt__replay_recorded(es, &pool, r, &rsegs, &nrsegs, &done))
         || (rc = vt__rmap_init(&g.pend, 256)))
         goto out;

@@ -81,6 +81,28 @@ typedef struct tstate {
     uint64_t serials;
 } tstate;
 
+/* ---- torch_classify.c: which of the recording's events are PyTorch's --- */
+enum { TM_POOL = 1, TM_OUTSIDE = 2, TM_EMPTIED = 4 };   /* a class; TM_POOL is bit 0, as
+                                                           vt__recorded_scope.ours reads it */
+/* An imported PyTorch snapshot? */
+bool tm_imported(const vt__snapshot_data *s);
+/* Is ALLOC e a request to PyTorch's allocator? */
+bool tm_pool_request(const vt__snapshot_data *s, const vt__event *e);
+/* Per event of s (whole: s->events), into cls (s->nevents bytes, zeroed):
+ * TM_POOL for PyTorch's ALLOCs and segment events, TM_OUTSIDE for the
+ * segment events of memory outside its pool, TM_EMPTIED on the segment
+ * free where an imported snapshot's cache was emptied. `gc_recorded`: the
+ * recorded settings have a garbage collection threshold. @return 0 or
+ * -ENOMEM. */
+int tm_classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls);
+/* The same classes from es's events (s: every section but them), read
+ * forward once or twice (rewound first), into cls (vt__event_stream_count
+ * bytes); memory: the segments allocated outside the pool, and those
+ * allocated before their device's next allocation. @return 0, -ENOMEM or
+ * the stream's error. */
+int tm_classify_stream(const vt__snapshot_data *s, struct vt__event_stream *es, bool gc_recorded,
+                       uint8_t *cls);
+
 /* ---- torch_segments.c ---------------------------------------------------- */
 /* The first position in s at or after (stream, size, addr). */
 size_t tm_lower_bound(const tset *s, uint64_t stream, uint64_t size, uint64_t addr);

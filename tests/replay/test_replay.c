@@ -2,15 +2,22 @@
  * tests/replay/test_replay.c - the host-only device and the replay engine,
  * on snapshots built in memory (the live recordings are in
  * test_replay_cli.py). One test per process: the allocator is one per
- * process, and so is a replay.
+ * process, and so is a replay. Every replay under PyTorch's rules (a model:
+ * any number of them in a process) is made again from the snapshot's events
+ * read as a stream, in chunks that end inside events, and must agree.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend_host.h"
+#include "event_stream.h"
 #include "harness.h"
 #include "replay.h"
+#include "replay_dump.h"
+#include "snapfile.h"
 
 int vt__alloc_check_invariants(int device);   /* alloc/alloc_check.c */
 
@@ -141,6 +148,53 @@ static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t st
                            .device = 0, .thread = 1 };
 }
 
+/* r, b's replay under PyTorch's rules, is the replay of b's events read as
+ * a stream from a file, chunk by chunk (1 to 64 bytes, and the default),
+ * figure for figure, the reserved curve included. */
+static void streamed_is_whole(built *b, const vt__replay_options *opt, const vt__replay_result *r)
+{
+    char path[] = "/tmp/vt-test-replay-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_MSG(vt__snapfile_write(&b->s, path, err, sizeof err) == 0, "%s", err);
+    vt__replay_options o = *opt;
+    o.curve = true;
+    vt__replay_result w;
+    char *want = NULL;
+    size_t nwant;
+    FILE *f = open_memstream(&want, &nwant);
+    ASSERT(f);
+    replay_dump(f, vt__replay_run(&b->s, &o, &w, err, sizeof err), err, &w);
+    fclose(f);
+    vt__replay_result_free(&w);
+    ASSERT_EQ(w.oom.happened, r->oom.happened);
+    ASSERT_EQ(vt__replay_peak_reserved(&w), vt__replay_peak_reserved(r));
+    static const size_t chunks[] = { 1, 3, 8, 29, 64, 0 };
+    for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
+        vt__snapshot_data *h;
+        vt__event_stream *es;
+        char serr[512];
+        ASSERT_MSG(vt__snapfile_open_stream(path, chunks[k], &h, &es, serr, sizeof serr) == 0,
+                   "%s", serr);
+        vt__replay_result s;
+        char *got = NULL;
+        size_t ngot;
+        f = open_memstream(&got, &ngot);
+        ASSERT(f);
+        replay_dump(f, vt__replay_run_stream(h, es, &o, &s, err, sizeof err), err, &s);
+        fclose(f);
+        ASSERT_MSG(!strcmp(want, got), "streamed in %zu-byte chunks:\n--- whole:\n%s\n"
+                   "--- streamed:\n%s", chunks[k], want, got);
+        vt__replay_result_free(&s);
+        free(got);
+        vt__event_stream_close(es);
+        vt__snapshot_free(h);
+    }
+    free(want);
+    unlink(path);
+}
+
 /* b replayed with opt, which must succeed. */
 static vt__replay_result replay_ok(built *b, const vt__replay_options *opt)
 {
@@ -148,6 +202,8 @@ static vt__replay_result replay_ok(built *b, const vt__replay_options *opt)
     char err[256];
     int rc = vt__replay_run(&b->s, opt, &r, err, sizeof err);
     ASSERT_MSG(rc == 0, "replay failed: %d %s", rc, err);
+    if (r.rules == VT_REPLAY_RULES_PYTORCH)
+        streamed_is_whole(b, opt, &r);
     return r;
 }
 

@@ -8,6 +8,10 @@
  * chunks small enough to end inside events, and the viz tests' shapes
  * (tests/viz/gen_snapshot, $VT_GEN), capacities that fit and that do not,
  * and frees moved earlier; a sweep of the file against the whole snapshot's.
+ * Under PyTorch's rules too: which events are PyTorch's, read forward from
+ * a stream, against the whole snapshot read back and forth; every figure on
+ * random snapshots (observed or imported), training loops, the viz shapes
+ * and PyTorch's own pickle ($VT_TORCH_PICKLE), out of memory or not.
  * vramtrace's allocator replays once per process: each replay runs in a
  * child of its own and writes its result down.
  */
@@ -23,10 +27,12 @@
 #include "event_stream.h"
 #include "free_match.h"
 #include "pytorch.h"
+#include "replay_dump.h"
 #include "replay_internal.h"
 #include "snapfile.h"
 #include "streamed_vs_whole.h"
 #include "test_format_gen.h"
+#include "torch_model.h"
 
 static char err[1024];
 
@@ -131,47 +137,10 @@ TEST(completions_read_as_a_stream_are_the_whole_recordings_on_random_event_strea
 
 /* ---- whole replays ------------------------------------------------------- */
 
-/* Every figure of a result, one per line. */
-static void dump(FILE *f, int rc, const vt__replay_result *r)
-{
-    fprintf(f, "rc %d err %s\n", rc, rc ? err : "");
-    if (rc)
-        return;
-    fprintf(f, "conf %s rules %d expandable %d ndevices %zu events %zu first %" PRIu64 "\n",
-            r->conf, (int)r->rules, r->expandable_segments, r->ndevices, r->events,
-            r->first_time_ns);
-    fprintf(f, "replayed %zu skipped %zu early %zu ooms %zu served %zu lost %" PRIu64 "\n",
-            r->replayed, r->skipped_frees, r->early_frees, r->recorded_ooms,
-            r->recorded_ooms_served, r->events_lost);
-    fprintf(f, "segments %d %zu %zu\n", r->segments_identical, r->segments_compared,
-            r->first_segment_difference);
-    for (size_t d = 0; d < r->ndevices; d++) {
-        const vt__replay_device *v = &r->devices[d];
-        fprintf(f, "device %d cap %" PRIu64 " peaks %" PRIu64 " %" PRIu64 " at %" PRIu64
-                " event %zu t %" PRIu64 " segs %" PRIu64 " %" PRIu64 " retries %" PRIu64
-                " sync %" PRIu64 " fences %" PRIu64 " calls %" PRIu64 " %" PRIu64 " %" PRIu64
-                " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                " recorded %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                v->ordinal, v->capacity, v->peak_allocated, v->peak_reserved,
-                v->allocated_at_peak, v->peak_event, v->peak_time_ns, v->segment_allocs,
-                v->segment_frees, v->alloc_retries, v->sync_all, v->fence_events,
-                v->device_mallocs, v->device_failed_mallocs, v->device_frees, v->device_maps,
-                v->device_unmaps, v->event_creates, v->event_records, v->event_queries,
-                v->event_syncs, v->recorded_peak_reserved, v->recorded_peak_allocated,
-                v->recorded_segment_allocs, v->recorded_segment_frees);
-    }
-    const vt__replay_oom *o = &r->oom;
-    fprintf(f, "oom %d %zu %" PRIu64 " %" PRIu64 " %d %" PRIx64 " %" PRIu64 " %u %" PRIu64
-            " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", o->happened, o->event_index,
-            o->seq, o->time_ns, o->device, o->stream, o->req_size, o->stack, o->allocated,
-            o->requested, o->live_blocks, o->reserved, o->device_free);
-    for (size_t k = 0; k < r->ncurve; k++)
-        fprintf(f, "curve %zu %" PRIu64 " %" PRIu64 " %d\n", r->curve[k].event,
-                r->curve[k].time_ns, r->curve[k].reserved, r->curve[k].device);
-}
-
-/* One replay in a child: the whole snapshot at `path` (chunk 0), or its
- * events streamed in chunks of `chunk` bytes; its dump returned. */
+/* One replay in a child: the whole snapshot at `path` (chunk 0), its
+ * events streamed in chunks of `chunk` bytes, or (OPENED) as `vramtrace
+ * replay` opens it (a pickle converted, then streamed); its dump returned. */
+#define OPENED SIZE_MAX
 static char *replay_in_child(const char *path, size_t chunk, const vt__replay_options *opt)
 {
     int fd[2];
@@ -190,12 +159,16 @@ static char *replay_in_child(const char *path, size_t chunk, const vt__replay_op
             if (vt__snapshot_load(path, &s, serr, sizeof serr))
                 _exit(3);
             rc = vt__replay_run(s, opt, &r, err, sizeof err);
+        } else if (chunk == OPENED) {
+            if (vt__snapshot_open(path, &s, &es, serr, sizeof serr))
+                _exit(3);
+            rc = vt__replay_run_stream(s, es, opt, &r, err, sizeof err);
         } else {
             if (vt__snapfile_open_stream(path, chunk, &s, &es, serr, sizeof serr))
                 _exit(3);
             rc = vt__replay_run_stream(s, es, opt, &r, err, sizeof err);
         }
-        dump(f, rc, &r);
+        replay_dump(f, rc, err, &r);
         fclose(f);
         _exit(0);
     }
@@ -323,10 +296,8 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
         size_t na, nb;
         FILE *fa = open_memstream(&a, &na), *fb = open_memstream(&b, &nb);
         ASSERT(fa && fb);
-        snprintf(err, sizeof err, "%s", we[k]);
-        dump(fa, ws[k], &w[k]);
-        snprintf(err, sizeof err, "%s", fe[k]);
-        dump(fb, fs[k], &f[k]);
+        replay_dump(fa, ws[k], we[k], &w[k]);
+        replay_dump(fb, fs[k], fe[k], &f[k]);
         fclose(fa);
         fclose(fb);
         ASSERT_MSG(ws[k] == 0 && !strcmp(a, b), "setting '%s':\n--- whole:\n%s\n--- file:\n%s",
@@ -343,27 +314,259 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
     vt__snapshot_free(s);
 }
 
-/* PyTorch's rules read the events back and forth: a stream of a file is
- * refused, a stream over the whole snapshot is the whole replay. */
-TEST(pytorch_rules_refuse_a_stream_of_a_file)
+/* The sweep of whole snapshot w and that of h's events read from es, each
+ * child its own copy of the stream, setting by setting. */
+static void same_sweeps(const vt__snapshot_data *w, const vt__snapshot_data *h,
+                        vt__event_stream *es, char *serr, vt__replay_rules rules,
+                        const char *what)
 {
-    vt__snapshot_data *s = gen_training(2000, 5);
+    const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
+                            "garbage_collection_threshold:0.6,roundup_power2_divisions:4",
+                            "no_such_key:1" };
+    enum { N = sizeof confs / sizeof *confs };
+    vt__replay_options base = { .capacity = 1ull << 30, .rules = rules };
+    vt__replay_result a[N], b[N];
+    int as[N], bs[N];
+    char ae[N][256], be[N][256];
+    ASSERT_EQ(vt__replay_sweep_confs(w, confs, N, &base, 2, a, as, ae), 0);
+    ASSERT_EQ(vt__replay_sweep_confs_stream(h, es, serr, confs, N, &base, 2, b, bs, be), 0);
+    for (size_t k = 0; k < N; k++) {
+        char *x = NULL, *y = NULL;
+        size_t nx, ny;
+        FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
+        ASSERT(fx && fy);
+        replay_dump(fx, as[k], ae[k], &a[k]);
+        replay_dump(fy, bs[k], be[k], &b[k]);
+        fclose(fx);
+        fclose(fy);
+        ASSERT_MSG((as[k] == 0) == (k + 1 < N) && !strcmp(x, y),
+                   "%s, setting '%s':\n--- whole:\n%s\n--- stream:\n%s", what, confs[k], x, y);
+        free(x);
+        free(y);
+    }
+}
+
+/* A sweep whose children each read the parent's stream on their own
+ * (forked: a stream of a file moves no shared offset) is the sweep of the
+ * whole snapshot, under either rules: a .vtsnap read in small chunks, and
+ * PyTorch's own pickle converted once by the parent. */
+TEST(sweep_of_a_stream_is_the_sweep_of_the_whole_snapshot)
+{
+    vt__snapshot_data *s = gen_training(20000, 9);
     char dir[64], path[96], serr[1024];
     svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+    for (int torch = 0; torch < 2; torch++) {
+        vt__snapshot_data *h;
+        vt__event_stream *es;
+        ASSERT_MSG(vt__snapfile_open_stream(path, 13, &h, &es, serr, sizeof serr) == 0, "%s",
+                   serr);
+        same_sweeps(s, h, es, serr, torch ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE,
+                    torch ? "training loop, PyTorch's rules" : "training loop");
+        vt__event_stream_close(es);
+        vt__snapshot_free(h);
+    }
+    unlink(path);
+    rmdir(dir);
+    vt__snapshot_free(s);
+    const char *pickle = getenv("VT_TORCH_PICKLE");
+    ASSERT_MSG(pickle && pickle[0], "VT_TORCH_PICKLE is not set (run through meson test)");
+    ASSERT_MSG(vt__snapshot_load(pickle, &s, err, sizeof err) == 0, "%s", err);
     vt__snapshot_data *h;
     vt__event_stream *es;
-    ASSERT(vt__snapfile_open_stream(path, 0, &h, &es, serr, sizeof serr) == 0);
-    vt__replay_options o = { .rules = VT_REPLAY_RULES_PYTORCH };
-    vt__replay_result r;
-    ASSERT_EQ(vt__replay_run_stream(h, es, &o, &r, err, sizeof err), -ENOTSUP);
-    ASSERT_MSG(strstr(err, "whole snapshot"), "%s", err);
+    ASSERT_MSG(vt__snapshot_open(pickle, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    ASSERT_MSG(h->nevents == 0, "the pickle was not converted: its events are held");
+    same_sweeps(s, h, es, serr, VT_REPLAY_RULES_AUTO, "the PyTorch pickle");
     vt__event_stream_close(es);
     vt__snapshot_free(h);
-    ASSERT(vt__event_stream_of(s, &es) == 0);
-    ASSERT_EQ(vt__replay_run_stream(s, es, &o, &r, err, sizeof err), 0);
-    ASSERT(r.rules == VT_REPLAY_RULES_PYTORCH && r.events == s->nevents);
+    vt__snapshot_free(s);
+}
+
+/* ---- PyTorch's rules ----------------------------------------------------- */
+
+/* s as `vramtrace import` leaves a PyTorch snapshot: its library "pytorch". */
+static void make_imported(vt__snapshot_data *s)
+{
+    static const char name[] = "pytorch";
+    char *blob = realloc(s->strings_blob, s->strings_blob_size + sizeof name);
+    ASSERT(blob);
+    s->strings_blob = blob;
+    memcpy(blob + s->strings_blob_size, name, sizeof name);
+    uint32_t *offs = realloc(s->string_offsets, (s->nstrings + 1) * sizeof *offs);
+    ASSERT(offs);
+    s->string_offsets = offs;
+    offs[s->nstrings] = (uint32_t)s->strings_blob_size;
+    s->strings_blob_size += sizeof name;
+    s->meta.library_version = (uint32_t)s->nstrings++;
+}
+
+/* Classes of each kind seen: a test that saw none proved nothing. */
+static size_t nclass_outside, nclass_emptied, nclass_pool;
+
+static void same_classes(const vt__snapshot_data *s, vt__event_stream *es, bool gc,
+                         const char *what)
+{
+    size_t n = s->nevents;
+    uint8_t *w = calloc(n + 1, 1), *c = malloc(n + 1);
+    ASSERT(w && c);
+    memset(c, 0xee, n + 1);   /* every byte must be written */
+    ASSERT_EQ(tm_classify(s, gc, w), 0);
+    ASSERT_EQ(tm_classify_stream(s, es, gc, c), 0);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_MSG(w[i] == c[i], "%s (gc %d): event %zu (kind %d, device %d): class %d read "
+                   "as a stream, %d from the whole snapshot", what, gc, i, s->events[i].kind,
+                   s->events[i].device, c[i], w[i]);
+        nclass_outside += (w[i] & TM_OUTSIDE) != 0;
+        nclass_emptied += (w[i] & TM_EMPTIED) != 0;
+        nclass_pool += (w[i] & TM_POOL) != 0;
+    }
+    free(w);
+    free(c);
+}
+
+/* Which events are PyTorch's (whose each segment is, where an imported
+ * snapshot's cache was emptied) read forward from a stream, in chunks of
+ * any size, is what the whole snapshot read back and forth says: on random
+ * snapshots observed or not, imported or not, with and without a recorded
+ * garbage collection threshold. */
+TEST(pytorch_classes_read_as_a_stream_are_the_whole_snapshots)
+{
+    uint64_t rnd = 4711;
+    for (int k = 0; k < 400; k++) {
+        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 400);
+        if (k % 2)
+            make_imported(s);
+        char what[64];
+        snprintf(what, sizeof what, "random snapshot %d%s", k, k % 2 ? " (imported)" : "");
+        vt__event_stream *es;
+        ASSERT(vt__event_stream_of(s, &es) == 0);
+        same_classes(s, es, false, what);
+        same_classes(s, es, true, what);
+        vt__event_stream_close(es);
+        if (k % 10 < 2) {
+            char dir[64], path[96], serr[1024];
+            svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+            vt__snapshot_data *h;
+            ASSERT_MSG(vt__snapfile_open_stream(path, 1 + gen_rand(&rnd) % 32, &h, &es, serr,
+                                                sizeof serr) == 0, "%s", serr);
+            same_classes(s, es, k % 4 < 2, what);
+            vt__event_stream_close(es);
+            vt__snapshot_free(h);
+            unlink(path);
+            rmdir(dir);
+        }
+        vt__snapshot_free(s);
+    }
+    ASSERT_MSG(nclass_outside > 200 && nclass_emptied > 200 && nclass_pool > 1000,
+               "%zu outside, %zu emptied, %zu pool", nclass_outside, nclass_emptied,
+               nclass_pool);
+}
+
+/* Under PyTorch's rules: the recorded settings, others, a capacity the run
+ * may not fit, the curve, frees moved earlier. */
+static void same_torch_replays(const char *path, size_t chunk, uint64_t tight,
+                               const char *what)
+{
+    vt__replay_free_at early[] = { { 0, 0 }, { 1, 5 }, { 3, 3 }, { 7, 40 }, { 20, 21 } };
+    const vt__replay_options opts[] = {
+        { .capacity = VT_REPLAY_UNLIMITED, .curve = true, .rules = VT_REPLAY_RULES_PYTORCH },
+        { .rules = VT_REPLAY_RULES_PYTORCH },
+        { .capacity = tight, .curve = true, .rules = VT_REPLAY_RULES_PYTORCH },
+        { .conf = "expandable_segments:True,garbage_collection_threshold:0.5",
+          .capacity = tight * 2, .rules = VT_REPLAY_RULES_PYTORCH, .free_at = early,
+          .nfree_at = sizeof early / sizeof *early },
+        { .conf = "max_split_size_mb:32,roundup_power2_divisions:4", .curve = true,
+          .rules = VT_REPLAY_RULES_PYTORCH },
+    };
+    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
+        char w[160];
+        snprintf(w, sizeof w, "%s, pytorch options %zu", what, k);
+        same_replay(path, chunk, &opts[k], w);
+    }
+}
+
+/* A PyTorch-rules replay that reads the events as a stream (a byte per
+ * event held) is the whole snapshot's, figure for figure: random
+ * snapshots observed or not, imported or not (emptied caches inferred),
+ * training loops and the viz shapes, read in chunks that end inside
+ * events. */
+TEST(streamed_replay_under_pytorchs_rules_is_the_whole_replay)
+{
+    uint64_t rnd = 31337;
+    for (int k = 0; k < 60; k++) {
+        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
+        if (k % 2)
+            make_imported(s);
+        char dir[64], path[96], what[64];
+        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+        snprintf(what, sizeof what, "random snapshot %d%s", k, k % 2 ? " (imported)" : "");
+        vt__replay_options o = { .capacity = k % 3 ? 6ull << 20 : 0, .curve = true,
+                                 .rules = VT_REPLAY_RULES_PYTORCH };
+        same_replay(path, 1 + gen_rand(&rnd) % 48, &o, what);
+        unlink(path);
+        rmdir(dir);
+        vt__snapshot_free(s);
+    }
+    for (int imported = 0; imported < 2; imported++) {
+        vt__snapshot_data *s = gen_training(30000, 3);
+        if (imported)
+            make_imported(s);
+        char dir[64], path[96];
+        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+        same_torch_replays(path, 16, 256ull << 20, imported ? "imported training loop"
+                                                           : "training loop");
+        unlink(path);
+        rmdir(dir);
+        vt__snapshot_free(s);
+    }
+    static const char *const kinds[] = { "small", "many", "python", "run", "oom" };
+    char dir[] = "/tmp/vt-test-replayshapes-XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        char path[128], what[96];
+        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
+        svw_gen_shape(kinds[k], path, 100000);
+        snprintf(what, sizeof what, "gen_snapshot %s", kinds[k]);
+        same_torch_replays(path, k % 2 ? 0 : 4096, 64ull << 20, what);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* PyTorch's own snapshot of a small MLP ($VT_TORCH_PICKLE): replayed as
+ * `vramtrace replay` reads it (converted, then streamed) and from its
+ * events in 7-byte chunks, it is the whole import's replay, also where a
+ * smaller device makes it run out of memory. */
+TEST(pytorch_pickle_replayed_from_its_stream_is_the_whole_import)
+{
+    const char *pickle = getenv("VT_TORCH_PICKLE");
+    ASSERT_MSG(pickle && pickle[0], "VT_TORCH_PICKLE is not set (run through meson test)");
+    vt__snapshot_data *s;
+    ASSERT_MSG(vt__snapshot_load(pickle, &s, err, sizeof err) == 0, "%s", err);
+    vt__replay_options o = { .curve = true };
+    vt__replay_result r;
+    ASSERT_MSG(vt__replay_run(s, &o, &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r.rules, VT_REPLAY_RULES_PYTORCH);
+    uint64_t peak = vt__replay_peak_reserved(&r);
+    ASSERT(peak > 0);
     vt__replay_result_free(&r);
-    vt__event_stream_close(es);
+    const vt__replay_options opts[] = {
+        { .curve = true },
+        { .capacity = peak / 2, .curve = true },
+        { .conf = "expandable_segments:True", .curve = true },
+    };
+    char dir[64], path[96];
+    svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "the PyTorch pickle, options %zu", k);
+        same_replay(pickle, OPENED, &opts[k], what);
+        snprintf(what, sizeof what, "the PyTorch pickle as a .vtsnap, options %zu", k);
+        same_replay(path, 7, &opts[k], what);
+    }
+    vt__replay_options tight = opts[1];
+    ASSERT_MSG(vt__replay_run(s, &tight, &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_MSG(r.oom.happened, "a device of half the peak reserved fits");
+    vt__replay_result_free(&r);
     unlink(path);
     rmdir(dir);
     vt__snapshot_free(s);
