@@ -339,21 +339,12 @@ static int convert_rest(struct imp *im, const vt__pv *root, int fd, bool plain)
 {
     const vt__pickle *p = im->p;
     vt__snapshot_data *s = im->b.s;
-    const vt__pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
-    if (root->type == VT_PV_LIST) {
-        segments = root; /* legacy: a bare list of segments */
-    } else if (root->type == VT_PV_DICT) {
-        segments = vt__pickle_get(p, root, "segments");
-        traces = vt__pickle_get(p, root, "device_traces");
-        annotations = vt__pickle_get(p, root, "external_annotations");
-        settings = vt__pickle_get(p, root, "allocator_settings");
-        if (!segments && !traces)
-            return fail(im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (no "
-                        "'segments' or 'device_traces')");
-    } else {
-        return fail(im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (top level is "
-                    "neither a dict nor a list)");
-    }
+    struct pt_parts parts;
+    int prc = vt__pt_parts(im, root, &parts);
+    if (prc)
+        return prc;
+    const vt__pv *segments = parts.segments, *traces = parts.traces;
+    const vt__pv *annotations = parts.annotations, *settings = parts.settings;
     if (match_lists(im, root->type == VT_PV_DICT ? traces : NULL))
         return 1;
     int rc = 0;

@@ -600,6 +600,27 @@ void vt__pt_imp_free(struct imp *im)
     vt__pickle_free((vt__pickle *)im->p);
 }
 
+int vt__pt_parts(struct imp *im, const vt__pv *root, struct pt_parts *out)
+{
+    const vt__pickle *p = im->p;
+    *out = (struct pt_parts){ 0 };
+    if (root->type == VT_PV_LIST) {
+        out->segments = root; /* legacy: a bare list of segments */
+        return 0;
+    }
+    if (root->type != VT_PV_DICT)
+        return fail(im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (top level is "
+                    "neither a dict nor a list)");
+    out->segments = vt__pickle_get(p, root, "segments");
+    out->traces = vt__pickle_get(p, root, "device_traces");
+    out->annotations = vt__pickle_get(p, root, "external_annotations");
+    out->settings = vt__pickle_get(p, root, "allocator_settings");
+    if (!out->segments && !out->traces)
+        return fail(im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (no 'segments' "
+                    "or 'device_traces')");
+    return 0;
+}
+
 int vt__pytorch_import_path(const void *data, size_t size, const char *name, bool stream,
                             vt__snapshot_data **out, char *err, size_t errlen)
 {
@@ -633,24 +654,11 @@ int vt__pytorch_import_path(const void *data, size_t size, const char *name, boo
     }
 
     const vt__pv *root = vt__pickle_value(p, p->root);
-    const vt__pv *segments = NULL, *traces = NULL, *annotations = NULL, *settings = NULL;
-    if (root->type == VT_PV_LIST) {
-        segments = root; /* legacy: a bare list of segments */
-    } else if (root->type == VT_PV_DICT) {
-        segments = vt__pickle_get(p, root, "segments");
-        traces = vt__pickle_get(p, root, "device_traces");
-        annotations = vt__pickle_get(p, root, "external_annotations");
-        settings = vt__pickle_get(p, root, "allocator_settings");
-        if (!segments && !traces) {
-            rc = fail(&im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (no 'segments' "
-                      "or 'device_traces')");
-            goto out;
-        }
-    } else {
-        rc = fail(&im, -EINVAL, "a pickle, but not a PyTorch memory snapshot (top level is "
-                  "neither a dict nor a list)");
+    struct pt_parts parts;
+    if ((rc = vt__pt_parts(&im, root, &parts)) != 0)
         goto out;
-    }
+    const vt__pv *segments = parts.segments, *traces = parts.traces;
+    const vt__pv *annotations = parts.annotations, *settings = parts.settings;
     if (stream && (rc = match_streamed(&im, root->type == VT_PV_DICT ? traces : NULL)) != 0) {
         if (rc < 0)
             rc = vt__pt_oom(&im, rc);

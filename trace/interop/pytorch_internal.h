@@ -107,6 +107,14 @@ int vt__pt_stack_of(struct bld *b, const vt__pickle *p, const vt__pv *frames, ui
 
 /* ---- pytorch_import.c --------------------------------------------------- */
 
+/* The parts of a snapshot's top level (a dict, or a legacy bare list of
+ * segments); any may be NULL. */
+struct pt_parts {
+    const vt__pv *segments, *traces, *annotations, *settings;
+};
+/* root's parts; a top level PyTorch's shape does not have: -EINVAL, said. */
+int vt__pt_parts(struct imp *im, const vt__pv *root, struct pt_parts *out);
+
 int vt__pt_oom(struct imp *im, int rc);
 int vt__pt_import_segment(struct imp *im, const vt__pv *seg, size_t si);
 uint32_t vt__pt_ref_of(const vt__pickle *p, const vt__pv *v);
