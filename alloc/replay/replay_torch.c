@@ -4,8 +4,8 @@
  * c10/cuda/CUDACachingAllocator.cpp, not copied) as the walker's engine.
  * Not modelled: CUDA graph private pools, free-memory callbacks, IPC, and
  * the roundup_power2_divisions table form. Which events are PyTorch's is
- * torch_classify.c's: a byte per event, the events themselves read as a
- * stream (or, from a whole snapshot, from its array).
+ * torch_classify.c's: a byte per event, the events read as a stream (a
+ * whole snapshot's too).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 typedef struct engine {
     tstate *t;
     const vt__snapshot_data *s;
-    const uint8_t *cls;                /* tm_classify() */
+    const uint8_t *cls;                /* tm_classify_stream() */
     vt__rmap pend;                     /* recorded FREE_COMPLETED (event index) -> the
                                           block pending on other streams until then */
 } engine;
@@ -182,7 +182,6 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
 {
     tstate *t = calloc(1, sizeof *t);
     size_t nevents = vt__event_stream_count(es);
-    bool whole = s->events && s->nevents == nevents;   /* else: the events only as a stream */
     uint8_t *cls = calloc(nevents ? nevents : 1, 1);
     vt__completions done = { 0 };
     uint64_t *rsegs = NULL;
@@ -201,8 +200,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
     setup_devices(t);
     vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true };
     bool gc_recorded = strstr(recorded, "garbage_collection_threshold") != NULL;
-    if ((rc = whole ? tm_classify(s, gc_recorded, cls)
-                    : tm_classify_stream(s, es, gc_recorded, cls))
+    if ((rc = tm_classify_stream(s, es, gc_recorded, cls))
         || (rc = vt__replay_recorded(es, &pool, r, &rsegs, &nrsegs, &done))
         || (rc = vt__rmap_init(&g.pend, 256)))
         goto out;

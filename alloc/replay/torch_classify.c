@@ -14,11 +14,13 @@
  * rules) every ALLOC is a request.
  *
  * Each class depends on later events (the device's next allocation, what
- * ends a run of segment frees). tm_classify reads the whole snapshot back
- * and forth; tm_classify_stream gets the same classes from forward readings
- * of a stream: a SEGMENT_ALLOC waits in its device's list, a run of segment
- * frees in its device's slot, until the event that decides arrives. It is
- * what lets a PyTorch-rules replay hold a byte per event, not the events.
+ * ends a run of segment frees). tm_classify_stream gets them from forward
+ * readings of a stream, whole snapshots' included (vt__event_stream_of): a
+ * SEGMENT_ALLOC waits in its device's list, a run of segment frees in its
+ * device's slot, until the event that decides arrives. It is what lets a
+ * PyTorch-rules replay hold a byte per event, not the events. The same
+ * rules read back and forth over a whole snapshot are the tests' oracle
+ * (tests/replay/torch_classify_whole.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,89 +42,6 @@ bool vt__replay_is_torch(const vt__snapshot_data *s)
 bool tm_pool_request(const vt__snapshot_data *s, const vt__event *e)
 {
     return !(s->meta.flags & VT_META_POOL_OBSERVED) || (e->aux & VT_ALLOC_POOL_BLOCK);
-}
-
-/* ---- the whole snapshot -------------------------------------------------- */
-
-int tm_classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls)
-{
-    bool observed = s->meta.flags & VT_META_POOL_OBSERVED;
-    bool infer_empty = tm_imported(s);
-    /* backwards: the next allocation (or OOM) on each device */
-    int8_t next_kind[VT_REPLAY_MAX_DEVICES];   /* 0 none, 1 pool, 2 outside */
-    memset(next_kind, 0, sizeof next_kind);
-    for (size_t i = s->nevents; i-- > 0;) {
-        const vt__event *e = &s->events[i];
-        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
-            continue;
-        int d = e->device;
-        switch (e->kind) {
-        case VT_EV_ALLOC:
-            next_kind[d] = tm_pool_request(s, e) ? 1 : 2;
-            cls[i] = next_kind[d] == 1 ? TM_POOL : 0;
-            break;
-        case VT_EV_OOM:
-            next_kind[d] = 1;
-            break;
-        case VT_EV_SEGMENT_ALLOC:
-            /* PyTorch's when its allocation follows (or when nothing
-             * follows and the recording is PyTorch's alone) */
-            cls[i] = !observed || next_kind[d] != 2 ? TM_POOL : TM_OUTSIDE;
-            break;
-        default:
-            break;
-        }
-    }
-    vt__u64map outside;
-    if (vt__u64map_init(&outside, 64))
-        return -ENOMEM;
-    bool in_batch[VT_REPLAY_MAX_DEVICES] = { false };
-    for (size_t i = 0; i < s->nevents; i++) {
-        const vt__event *e = &s->events[i];
-        if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
-            continue;
-        int d = e->device;
-        if (e->kind == VT_EV_SEGMENT_ALLOC) {
-            if (cls[i] == TM_OUTSIDE && vt__u64map_put(&outside, e->addr, 1)) {
-                vt__u64map_free(&outside);
-                return -ENOMEM;
-            }
-            in_batch[d] = false;
-        } else if (e->kind == VT_EV_SEGMENT_FREE) {
-            if (observed && vt__u64map_get(&outside, e->addr) != VT__U64MAP_NONE) {
-                vt__u64map_del(&outside, e->addr);
-                cls[i] = TM_OUTSIDE;
-                continue;
-            }
-            cls[i] = TM_POOL;
-            if (!infer_empty || in_batch[d])
-                continue;
-            /* a run of segment frees: a malloc releasing cached blocks (the
-             * GC, or the retry after a failed cudaMalloc) goes on to a
-             * segment or an OOM; anything else emptied the cache */
-            bool by_malloc = false;
-            for (size_t k = i + 1; k < s->nevents; k++) {
-                const vt__event *n = &s->events[k];
-                if (n->device != d)
-                    continue;
-                if (n->kind == VT_EV_SEGMENT_FREE)
-                    continue;
-                if (n->kind == VT_EV_SEGMENT_ALLOC || n->kind == VT_EV_OOM)
-                    by_malloc = gc_recorded || n->kind == VT_EV_OOM;
-                if (n->kind == VT_EV_ALLOC || n->kind == VT_EV_FREE_REQUESTED ||
-                    n->kind == VT_EV_SEGMENT_ALLOC || n->kind == VT_EV_OOM)
-                    break;
-            }
-            in_batch[d] = true;
-            if (!by_malloc)
-                cls[i] |= TM_EMPTIED;
-        } else if (e->kind == VT_EV_ALLOC || e->kind == VT_EV_FREE_REQUESTED ||
-                   e->kind == VT_EV_OOM) {
-            in_batch[d] = false;
-        }
-    }
-    vt__u64map_free(&outside);
-    return 0;
 }
 
 /* ---- a stream ------------------------------------------------------------ */

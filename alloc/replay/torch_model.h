@@ -88,18 +88,15 @@ enum { TM_POOL = 1, TM_OUTSIDE = 2, TM_EMPTIED = 4 };   /* a class; TM_POOL is b
 bool tm_imported(const vt__snapshot_data *s);
 /* Is ALLOC e a request to PyTorch's allocator? */
 bool tm_pool_request(const vt__snapshot_data *s, const vt__event *e);
-/* Per event of s (whole: s->events), into cls (s->nevents bytes, zeroed):
- * TM_POOL for PyTorch's ALLOCs and segment events, TM_OUTSIDE for the
- * segment events of memory outside its pool, TM_EMPTIED on the segment
- * free where an imported snapshot's cache was emptied. `gc_recorded`: the
- * recorded settings have a garbage collection threshold. @return 0 or
- * -ENOMEM. */
-int tm_classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cls);
-/* The same classes from es's events (s: every section but them), read
- * forward once or twice (rewound first), into cls (vt__event_stream_count
- * bytes); memory: the segments allocated outside the pool, and those
- * allocated before their device's next allocation. @return 0, -ENOMEM or
- * the stream's error. */
+/* Per event of es (s: every section but the events; a whole snapshot's
+ * through vt__event_stream_of), read forward once or twice (rewound first),
+ * into cls (vt__event_stream_count bytes): TM_POOL for PyTorch's ALLOCs and
+ * segment events, TM_OUTSIDE for the segment events of memory outside its
+ * pool, TM_EMPTIED on the segment free where an imported snapshot's cache
+ * was emptied. `gc_recorded`: the recorded settings have a garbage
+ * collection threshold. Memory: the segments allocated outside the pool,
+ * and those allocated before their device's next allocation. @return 0,
+ * -ENOMEM or the stream's error. */
 int tm_classify_stream(const vt__snapshot_data *s, struct vt__event_stream *es, bool gc_recorded,
                        uint8_t *cls);
 

@@ -28,6 +28,7 @@
 #include "free_match.h"
 #include "pytorch.h"
 #include "replay_dump.h"
+#include "torch_classify_whole.h"
 #include "replay_internal.h"
 #include "snapfile.h"
 #include "streamed_vs_whole.h"
