@@ -215,10 +215,9 @@ const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
     /* The innermost line of the program's own code; else, where Python ran,
      * the innermost Python line (the native frames under it are the
      * framework's). */
-    if (!vt__report_all_frames)
-        for (size_t i = 0; i < n; i++)
-            if (vt__frame_is_user_code(s, fr[i]))
-                return fr[i];
+    const vt__frame *own = vt__report_all_frames ? NULL : vt__snapshot_user_frame(s, id);
+    if (own)
+        return own;
     if (!vt__report_all_frames)
         for (size_t i = 0; i < n; i++)
             if (vt__frame_is_python(s, fr[i]) && !vt__report_frame_folded(s, fr[i], true))

@@ -189,19 +189,6 @@ static uint64_t line_hash(const char *owner)
     return h;
 }
 
-/* The innermost frame of the program's own code in stack `id` (the line
- * the report leads with), NULL when it has none (a native program, a stack
- * all library). */
-static const vt__frame *programs_frame(const vt__snapshot_data *s, uint32_t id)
-{
-    const vt__frame *f[256];
-    size_t n = s ? vt__snapshot_stack_frames(s, id, f, 256) : 0;
-    for (size_t i = 0; i < n && i < 256; i++)
-        if (vt__frame_is_user_code(s, f[i]))
-            return f[i];
-    return NULL;
-}
-
 /* The key of x's group, what the report shows of it (its path in full), and
  * its owner line's hash (the group's lines). */
 static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, char *key,
@@ -225,7 +212,7 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
      * allocation stack (after a third separator, which group_parts drops). */
     int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
     const vt__frame *own = by_site && x->rule != VT_CHECK_RULE_GROWTH
-                               ? programs_frame(s, x->alloc_stack) : NULL;
+                               ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
     /* One holder keeps the tensors of several lines (an output object kept
      * whole: its logits, its loss, its cache): one cause, whatever made
      * them. Without a holder, its line's group (see vt__ck_group_findings). */

@@ -239,13 +239,10 @@ static void print_rules(FILE *f, unsigned rules)
  * innermost frame. */
 static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t len)
 {
-    const vt__frame *all[256], *pick = NULL;
+    const vt__frame *all[256], *pick = vt__snapshot_user_frame(s, id);
     size_t nall = stack_frames(s, id, all, 256);
     if (nall > 256)
         nall = 256;
-    for (size_t i = 0; i < nall && !pick; i++)
-        if (vt__frame_is_user_code(s, all[i]))
-            pick = all[i];
     for (size_t i = 0; i < nall && !pick; i++)
         if (python_frame(s, all[i]))
             pick = all[i];

@@ -62,6 +62,19 @@ size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
     return n;
 }
 
+const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id)
+{
+    if (!s)
+        return NULL;
+    for (size_t steps = 0; id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes; steps++) {
+        const vt__stack_node *node = &s->stack_nodes[id];
+        if (node->frame < s->nframes && vt__frame_is_user_code(s, &s->frames[node->frame]))
+            return &s->frames[node->frame];
+        id = node->parent;
+    }
+    return NULL;
+}
+
 const char *vt__frame_file(const vt__snapshot_data *s, const vt__frame *f)
 {
     const char *file = vt__snapshot_string(s, f->file);

@@ -148,6 +148,11 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
                                  const vt__frame **out, size_t max);
 
+/* The innermost frame of the program's own code in stack `id`
+ * (vt__frame_is_user_code: the line every view leads with); NULL when the
+ * stack has none (a native program, a stack all library). */
+const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id);
+
 /* Where frame f runs: its source file, or else its module ("" when neither
  * is known). */
 const char *vt__frame_file(const vt__snapshot_data *s, const vt__frame *f);
