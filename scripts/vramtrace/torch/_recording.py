@@ -143,11 +143,14 @@ class _Recording:
         rec = self._by_obj.get(id(t))
         return self._record(rec) if rec is not None else 0
 
-    def _record(self, rec: _TensorRec) -> int:
-        """Record ``rec``'s TENSOR_NEW if not done yet; its tensor id."""
+    def _record(self, rec: _TensorRec, trace_base: Optional[int] = None) -> int:
+        """Record ``rec``'s TENSOR_NEW if not done yet; its tensor id.
+        ``trace_base``: the base the trace gets instead of ``rec.base``
+        (VT_TENSOR_SAVED_ONLY for a tensor standing for a saved one)."""
         pend = rec.pend
         if pend is not None:
             rec.pend = None
+            base = rec.base if trace_base is None else trace_base
             new = self._new_raw
             if new is not None:
                 name = self._encoded.get(rec.name)
@@ -155,9 +158,9 @@ class _Recording:
                     if len(self._encoded) >= 1 << 16:
                         self._encoded.clear()
                     name = self._encoded[rec.name] = rec.name.encode("utf-8", "replace")
-                tid = new(pend[0], pend[1], rec.base, name, pend[2])
+                tid = new(pend[0], pend[1], base, name, pend[2])
             else:
-                tid = int(self._lib.tensor_new(pend[0], pend[1], rec.base, rec.name, pend[2]))
+                tid = int(self._lib.tensor_new(pend[0], pend[1], base, rec.name, pend[2]))
             rec.tid = tid
             self._by_tid[tid] = rec
         return rec.tid

@@ -256,16 +256,25 @@ class _Walks:
                               max_nodes=self.max_nodes, deadline=deadline, clock=_cpu_clock)
 
     def _stale_starts(self, threshold: int, final: bool
-                      ) -> Tuple[Dict[NodeKey, Any], Dict[int, int]]:
-        """The tensors a mark walks from, with their reference counts.
+                      ) -> Tuple[Dict[NodeKey, Any], Dict[int, int], Dict[int, _StorageRec]]:
+        """The tensors a mark walks from, with their reference counts, and
+        the stale storages kept by C++ alone, by key.
 
         A storage not used since the previous mark is stale; one that went
         unused this long before and was used again (a batch reused every k
         steps) rests and is left out until it stays unused longer than it
         ever did: the checker flags none of those, and a walk would only
-        find the same holder again. At a snapshot every stale one counts."""
+        find the same holder again. At a snapshot every stale one counts.
+        A stale storage that outlived every tensor the program had on it
+        (each one's death was seen, the storage's was not) is kept by C++,
+        most often an autograd node's saved tensor, whose Python object is
+        made anew at each unpacking (ReLU(inplace)'s saved output of a graph
+        kept alive); so is one whose only tensor stands for such a saved one
+        (_saved_tensor_of), to be found again."""
         starts: Dict[NodeKey, Any] = {}
         counts: Dict[int, int] = {}
+        kept: Dict[int, _StorageRec] = {}
+        saved_only = self._saved_only
         getrefcount = sys.getrefcount
         for srec in self._storages.values():
             last = srec.last_epoch
@@ -276,6 +285,10 @@ class _Walks:
                 srec.seen_epoch = last
             if last >= threshold:
                 continue
+            tids = srec.tids
+            if srec.nbytes and (not tids or (len(tids) == 1 and
+                                             saved_only.get(srec.skey) in tids)):
+                kept[srec.skey] = srec
             if not final and threshold - last <= srec.rest:
                 self.resting_skipped += 1
                 continue
@@ -287,7 +300,7 @@ class _Walks:
                 del t
         if final:
             self._growing_starts(threshold, starts, counts)
-        return starts, counts
+        return starts, counts, kept
 
     def _growing_starts(self, threshold: int, starts: Dict[NodeKey, Any],
                         counts: Dict[int, int]) -> None:
@@ -322,7 +335,7 @@ class _Walks:
                 break
 
     def _walk_stale(self, threshold: int, final: bool = False) -> None:
-        starts, counts = self._stale_starts(threshold, final)
+        starts, counts, kept = self._stale_starts(threshold, final)
         if not starts:
             self._book.emit(WalkResult(), "stale")   # retracts all it asserted
             self._walked.clear()
@@ -420,7 +433,6 @@ class _Walks:
         edges = list(res.edges)
         held = {e.dst for e in edges}
         orphans = [k for k in starts if k not in held]
-        kept = self._kept_by_cpp(threshold)
         extra: Tuple[Edge, ...] = ()
         if orphans or kept:
             grad_edges, grad_nodes = self._autograd_edges(orphans, starts, began + allowance,
@@ -479,30 +491,15 @@ class _Walks:
         # Keep only the chains that end at a wanted dict.
         return _chains_to(set(want.values()), graph.edges, graph.nodes)
 
-    def _kept_by_cpp(self, threshold: int) -> Dict[int, _StorageRec]:
-        """Stale storages that outlived every tensor the program had on them
-        (each one's death was seen, the storage's was not): what keeps them
-        lives in C++, most often an autograd node's saved tensor, whose
-        Python object is made anew at each unpacking (ReLU(inplace)'s saved
-        output of a graph kept alive). By key; those the search named
-        before (their one tensor stands for the saved tensor) too."""
-        kept: Dict[int, _StorageRec] = {}
-        for srec in self._storages.values():
-            if srec.last_epoch >= threshold or not srec.nbytes:
-                continue
-            tids = srec.tids
-            if not tids or (len(tids) == 1 and self._saved_only.get(srec.skey) in tids):
-                kept[srec.skey] = srec
-        return kept
-
     def _saved_tensor_of(self, srec: _StorageRec, node: Any, attr: str, tname: str) -> NodeKey:
         """The tensor that stands for storage ``srec``'s saved tensor in
-        ``node`` (``kept_by_cpp``): recorded once, with no Python object
-        (nothing to hold, nothing to watch die), on the storage, named by
-        the line of the forward op that made the node ("logits = model(x)
-        (train.py:11, saved 'result' of ReluBackward0)"), so that the walk's
-        edge from the node has a tensor to end at and the checker a holder
-        for the storage. It ends with the storage."""
+        ``node`` (a storage _stale_starts found kept by C++ alone): recorded
+        once, with no Python object (nothing to hold, nothing to watch die),
+        on the storage, named by the line of the forward op that made the
+        node ("logits = model(x) (train.py:11, saved 'result' of
+        ReluBackward0)"), so that the walk's edge from the node has a tensor
+        to end at and the checker a holder for the storage. It ends with the
+        storage."""
         rec = self._saved_only.get(srec.skey)
         if rec is None or rec not in srec.tids:
             try:
@@ -514,15 +511,8 @@ class _Walks:
             name = _site_name(site[0], site[1], what) if site is not None else what
             # Not a view (base 0) in the books; in the trace its base says
             # what it is, so that its making is no use of the storage.
-            rec = _records.TensorRec(srec.skey, name, 0, None)
-            new = self._new_raw
-            if new is not None:
-                rec.tid = new(srec.ptr, srec.nbytes, TENSOR_SAVED_ONLY,
-                              name.encode("utf-8", "replace"), stack)
-            else:
-                rec.tid = int(self._lib.tensor_new(srec.ptr, srec.nbytes, TENSOR_SAVED_ONLY,
-                                                   name, stack))
-            self._by_tid[rec.tid] = rec
+            rec = _records.TensorRec(srec.skey, name, 0, (srec.ptr, srec.nbytes, stack))
+            self._record(rec, TENSOR_SAVED_ONLY)
             srec.tids.add(rec)
             if len(self._saved_only) >= 1 << 16:
                 for k in [k for k, r in self._saved_only.items() if r.tid not in self._by_tid]:
@@ -534,7 +524,7 @@ class _Walks:
                         deadline: float, kept: Optional[Dict[int, _StorageRec]] = None
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
         """Edges from autograd nodes that save the storages of ``orphans``
-        (and of the storages in ``kept``, _kept_by_cpp's).
+        (and of the storages in ``kept``: _stale_starts' kept by C++ alone).
 
         Saved tensors live in C++, invisible to gc: search the graphs of the
         live tracked tensors (bounded) for `_saved_*` tensors sharing storage."""
