@@ -31,69 +31,63 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "rec_internal.h"
+#include "u64map.h"
 
 #define MAX_DIRS 4096                  /* directories remembered */
 #define MAX_RECORD_BYTES (64u << 20)   /* a RECORD larger than this is not read */
 
-/* What one directory's distributions installed at its top: names
- * NUL-separated, ending with an empty one; NULL: none. */
+/* What one directory's distributions installed at its top: names, each
+ * NUL-ended, then an empty one; NULL: none. */
 struct dir_names {
-    uint64_t hash;
     char *dir;
     char *names;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct dir_names *table;   /* open addressing, cap a power of two */
-static size_t cap, used;
+static vt__u64map by_hash;         /* hash of a directory -> its index in dirs */
+static struct dir_names *dirs;
+static size_t ndirs, cap_dirs;
 
 static uint64_t hash_of(const char *p, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h | 1;   /* 0 marks an empty slot */
+    return h;
+}
+
+/* Whether `name` (len bytes) is in `names` (NUL-ended, then an empty one). */
+static bool listed(const char *names, const char *name, size_t len)
+{
+    for (const char *p = names; *p; p += strlen(p) + 1)
+        if (strlen(p) == len && !memcmp(p, name, len))
+            return true;
+    return false;
 }
 
 /* ---- the names a directory's distributions installed ----------------- */
 
 struct names_buf {
-    char *p;
+    char *p;      /* names, each NUL-ended, then an empty one (once n > 0) */
     size_t n, cap;
     bool oom;
 };
 
-static bool has_name(const struct names_buf *b, const char *name, size_t len)
-{
-    for (size_t i = 0; i < b->n;) {
-        size_t l = strlen(b->p + i);
-        if (l == len && !memcmp(b->p + i, name, len))
-            return true;
-        i += l + 1;
-    }
-    return false;
-}
-
 static void add_name(struct names_buf *b, const char *name, size_t len)
 {
-    if (b->oom || has_name(b, name, len))
+    if (b->oom || (b->n && listed(b->p, name, len)))
         return;
-    if (b->n + len + 2 > b->cap) {
-        size_t c = b->cap ? b->cap * 2 : 256;
-        while (c < b->n + len + 2)
-            c *= 2;
-        char *q = realloc(b->p, c);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
+    size_t at = b->n ? b->n - 1 : 0;   /* over the empty name that ends them */
+    if (vt__grow_from((void **)&b->p, &b->cap, at + len + 2, 1, 256)) {
+        b->oom = true;
+        return;
     }
-    memcpy(b->p + b->n, name, len);
-    b->p[b->n + len] = '\0';
-    b->n += len + 1;
+    memcpy(b->p + at, name, len);
+    b->p[at + len] = '\0';
+    b->p[at + len + 1] = '\0';
+    b->n = at + len + 2;
 }
 
 /* The first part of each path a RECORD lists (CSV: path,hash,size; a path
@@ -157,69 +151,36 @@ static char *read_dir_names(const char *dir)
         free(b.p);
         return NULL;
     }
-    add_name(&b, "", 0);   /* never a duplicate: names are not empty */
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    b.p[b.n] = '\0';
     return b.p;
 }
 
 /* ---- the directories remembered --------------------------------------- */
 
-static bool grow(void)
-{
-    size_t ncap = cap ? cap * 2 : 64;
-    struct dir_names *t = calloc(ncap, sizeof *t);
-    if (!t)
-        return false;
-    for (size_t i = 0; i < cap; i++) {
-        if (!table[i].hash)
-            continue;
-        size_t j = table[i].hash & (ncap - 1);
-        while (t[j].hash)
-            j = (j + 1) & (ncap - 1);
-        t[j] = table[i];
-    }
-    free(table);
-    table = t;
-    cap = ncap;
-    return true;
-}
-
-/* The names of directory dir[0..len) (NULL: none), read on first asking.
- * Called with the lock held. */
+/* The names of directory dir[0..len) (NULL: none), read on first asking;
+ * *known false when it cannot be remembered (full, out of memory, or two
+ * directories of one hash: asked no further). Called with the lock held. */
 static const char *names_of(const char *dir, size_t len, bool *known)
 {
-    *known = true;
+    *known = false;
     uint64_t h = hash_of(dir, len);
-    for (size_t j = cap ? h & (cap - 1) : 0; cap && table[j].hash; j = (j + 1) & (cap - 1))
-        if (table[j].hash == h && !strncmp(table[j].dir, dir, len) && !table[j].dir[len])
-            return table[j].names;
-    if (used >= MAX_DIRS || ((used + 1) * 2 > cap && !grow())) {
-        *known = false;   /* not remembered: asked no further */
+    if (!by_hash.mask && vt__u64map_init(&by_hash, 64))
+        return NULL;
+    uint32_t at = vt__u64map_get(&by_hash, h);
+    if (at != VT__U64MAP_NONE) {
+        *known = !strncmp(dirs[at].dir, dir, len) && !dirs[at].dir[len];
+        return *known ? dirs[at].names : NULL;
+    }
+    char *copy;
+    if (ndirs >= MAX_DIRS || vt__grow((void **)&dirs, &cap_dirs, ndirs + 1, sizeof *dirs) ||
+        !(copy = strndup(dir, len)))
+        return NULL;
+    if (vt__u64map_put(&by_hash, h, (uint32_t)ndirs)) {
+        free(copy);
         return NULL;
     }
-    char *copy = strndup(dir, len);
-    if (!copy) {
-        *known = false;
-        return NULL;
-    }
-    size_t j = h & (cap - 1);
-    while (table[j].hash)
-        j = (j + 1) & (cap - 1);
-    table[j] = (struct dir_names){ .hash = h, .dir = copy, .names = read_dir_names(copy) };
-    used++;
-    return table[j].names;
-}
-
-static bool listed(const char *names, const char *name, size_t len)
-{
-    for (const char *p = names; *p; p += strlen(p) + 1)
-        if (strlen(p) == len && !memcmp(p, name, len))
-            return true;
-    return false;
+    dirs[ndirs] = (struct dir_names){ .dir = copy, .names = read_dir_names(copy) };
+    *known = true;
+    return dirs[ndirs++].names;
 }
 
 bool vt__source_is_installed(const char *file)
