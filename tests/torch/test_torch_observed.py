@@ -497,6 +497,23 @@ def test_a_program_that_replaces_pytorchs_allocator_is_not_called_unobserved(tmp
     assert "NOTE" not in text, text[:2000]
 
 
+def _tracked_leak_and_clean_twin(script: str, printed: str, tmp_path) -> Tuple[int, str, str]:
+    """``script leak|fixed`` under `vramtrace run --track` on the device,
+    each printing ``printed``; the fixed twin's `check` must pass. The
+    leak's `check` (exit status, text) and the fixed twin's text."""
+    prog = os.path.join(HERE, script)
+    got: Dict[str, Tuple[int, str]] = {}
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0 and printed in out, out[-3000:]
+        got[kind] = run([CLI, "check", snap])
+    rc, fixed = got["fixed"]
+    assert rc == 0, fixed[:4000]
+    return got["leak"][0], got["leak"][1], fixed
+
+
 def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp_path):
     """No optimizer step, so no mark (an inference or Trainer.evaluate()
     script): the tracker ticks instead (a mark's work without a MARK). The
@@ -504,21 +521,12 @@ def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp
     causal-mask buffer is its state: the fixed twin is clean (before: the
     buffer, and every parameter until the move was found, flagged); the kept
     logits are one cause with their holder named."""
-    prog = os.path.join(HERE, "eval_only.py")
-    for kind in ("leak", "fixed"):
-        snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
-                       sys.executable, prog, kind])
-        assert rc == 0 and "batches 24" in out, out[-3000:]
-        rc, text = run([CLI, "check", snap])
-        assert " 0 marks," in text, text[:2000]
-        if kind == "fixed":
-            assert rc == 0, text[:4000]
-            continue
-        assert rc == 1, text
-        assert "from 1 cause" in text, text[:4000]
-        assert "held by: module __main__.kept → list[*] → tensor 'return self.head(" in text, \
-            text[:4000]
+    rc, text, fixed = _tracked_leak_and_clean_twin("eval_only.py", "batches 24", tmp_path)
+    assert " 0 marks," in text and " 0 marks," in fixed, (text[:2000], fixed[:2000])
+    assert rc == 1, text
+    assert "from 1 cause" in text, text[:4000]
+    assert "held by: module __main__.kept → list[*] → tensor 'return self.head(" in text, \
+        text[:4000]
 
 
 def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
@@ -527,19 +535,11 @@ def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
     (no death is seen); the tracker drops such a base at a mark or tick, and
     `check`'s pinned rule names the row. Its twin (``.clone()``) is clean.
     Before: 0 findings for the pinned one too."""
-    prog = os.path.join(HERE, "kept_cls.py")
-    for kind in ("leak", "fixed"):
-        snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
-                       sys.executable, prog, kind])
-        assert rc == 0 and "embeddings (320, 128)" in out, out[-3000:]
-        rc, text = run([CLI, "check", snap])
-        if kind == "fixed":
-            assert rc == 0, text[:4000]
-            continue
-        assert rc == 1, text
-        assert "[pinned]" in text and "[linger]" not in text, text[:4000]
-        assert "tensor 'cls = out[:, 0] (kept_cls.py:" in text, text[:4000]
+    rc, text, _ = _tracked_leak_and_clean_twin("kept_cls.py", "embeddings (320, 128)",
+                                               tmp_path)
+    assert rc == 1, text
+    assert "[pinned]" in text and "[linger]" not in text, text[:4000]
+    assert "tensor 'cls = out[:, 0] (kept_cls.py:" in text, text[:4000]
 
 
 def test_a_library_installed_with_pip_target_is_not_taken_for_the_programs_code(tmp_path):
