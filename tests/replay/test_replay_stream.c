@@ -212,6 +212,28 @@ static void same_replay(const char *path, size_t chunk, const vt__replay_options
     free(s);
 }
 
+/* same_replay under each of opts[0..n) ("WHAT, LABEL K"). */
+static void same_replay_each(const char *path, size_t chunk, const vt__replay_options *opts,
+                             size_t n, const char *what, const char *label)
+{
+    for (size_t k = 0; k < n; k++) {
+        char w[160];
+        snprintf(w, sizeof w, "%s, %s %zu", what, label, k);
+        same_replay(path, chunk, &opts[k], w);
+    }
+}
+
+/* same_replay of snapshot s written to a file of its own (then removed). */
+static void same_replay_of(const vt__snapshot_data *s, size_t chunk, const vt__replay_options *opt,
+                           const char *what)
+{
+    char dir[64], path[96];
+    svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+    same_replay(path, chunk, opt, what);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* Unlimited, the recorded device, and a capacity it may not fit, with the
  * curve; frees moved earlier (the first ALLOCs, right after themselves). */
 static void same_replays(const char *path, size_t chunk, const char *what)
@@ -225,11 +247,7 @@ static void same_replays(const char *path, size_t chunk, const char *what)
         { .conf = "expandable_segments:1", .rules = VT_REPLAY_RULES_VRAMTRACE,
           .free_at = early, .nfree_at = sizeof early / sizeof *early },
     };
-    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
-        char w[160];
-        snprintf(w, sizeof w, "%s, options %zu", what, k);
-        same_replay(path, chunk, &opts[k], w);
-    }
+    same_replay_each(path, chunk, opts, sizeof opts / sizeof *opts, what, "options");
 }
 
 TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
@@ -237,14 +255,11 @@ TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
     uint64_t rnd = 777;
     for (int k = 0; k < 40; k++) {
         vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
-        char dir[64], path[96], what[64];
-        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+        char what[64];
         snprintf(what, sizeof what, "random snapshot %d", k);
         vt__replay_options o = { .capacity = k % 2 ? 1ull << 20 : 0, .curve = true,
                                  .rules = VT_REPLAY_RULES_VRAMTRACE };
-        same_replay(path, 1 + gen_rand(&rnd) % 48, &o, what);
-        unlink(path);
-        rmdir(dir);
+        same_replay_of(s, 1 + gen_rand(&rnd) % 48, &o, what);
         vt__snapshot_free(s);
     }
     vt__snapshot_data *s = gen_training(60000, 3);
@@ -478,11 +493,7 @@ static void same_torch_replays(const char *path, size_t chunk, uint64_t tight,
         { .conf = "max_split_size_mb:32,roundup_power2_divisions:4", .curve = true,
           .rules = VT_REPLAY_RULES_PYTORCH },
     };
-    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
-        char w[160];
-        snprintf(w, sizeof w, "%s, pytorch options %zu", what, k);
-        same_replay(path, chunk, &opts[k], w);
-    }
+    same_replay_each(path, chunk, opts, sizeof opts / sizeof *opts, what, "pytorch options");
 }
 
 /* A PyTorch-rules replay that reads the events as a stream (a byte per
@@ -497,14 +508,11 @@ TEST(streamed_replay_under_pytorchs_rules_is_the_whole_replay)
         vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
         if (k % 2)
             make_imported(s);
-        char dir[64], path[96], what[64];
-        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+        char what[64];
         snprintf(what, sizeof what, "random snapshot %d%s", k, k % 2 ? " (imported)" : "");
         vt__replay_options o = { .capacity = k % 3 ? 6ull << 20 : 0, .curve = true,
                                  .rules = VT_REPLAY_RULES_PYTORCH };
-        same_replay(path, 1 + gen_rand(&rnd) % 48, &o, what);
-        unlink(path);
-        rmdir(dir);
+        same_replay_of(s, 1 + gen_rand(&rnd) % 48, &o, what);
         vt__snapshot_free(s);
     }
     for (int imported = 0; imported < 2; imported++) {
