@@ -63,12 +63,9 @@ static int spill_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t i
 {
     struct imp *im = ctx;
     vt__event e;
-    if (!vt__pt_read_entry(p, vt__pickle_value(p, item), &e))
-        return 0;
-    uint32_t stack = 0, str = 0;
-    if (vt__pt_stack_of(&im->loc, p, vt__pt_ref_value(p, e.stack), &stack) ||
-        vt__pt_intern_pv(&im->loc, vt__pt_ref_value(p, e.str), &str))
-        return refuse(im);
+    int rc = vt__pt_read_local(im, p, item, &e);
+    if (rc <= 0)
+        return rc ? refuse(im) : 0;
     size_t li = 0;
     while (li < im->nlists && im->lists[li].value != list)
         li++;
@@ -100,8 +97,8 @@ static int spill_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t i
     k += put_v(at + k, vt__zigzag((int64_t)(e.addr - r->last_addr)));
     k += put_v(at + k, e.size);
     k += put_v(at + k, e.stream);
-    k += put_v(at + k, stack);
-    k += put_v(at + k, str);
+    k += put_v(at + k, e.stack);
+    k += put_v(at + k, e.str);
     k += put_v(at + k, e.aux);
     vt__spill_used(&r->chain, k);
     r->last_time = e.time_ns;

@@ -505,26 +505,33 @@ static int finish_meta(struct imp *im)
 
 /* ---- streaming the trace entries (pickle.h's sink) ---------------------- */
 
+int vt__pt_read_local(struct imp *im, const vt__pickle *p, uint32_t item, vt__event *e)
+{
+    if (!vt__pt_read_entry(p, vt__pickle_value(p, item), e))
+        return 0;
+    uint32_t stack = 0, str = 0;
+    int rc = vt__pt_stack_of(&im->loc, p, vt__pt_ref_value(p, e->stack), &stack);
+    if (!rc)
+        rc = vt__pt_intern_pv(&im->loc, vt__pt_ref_value(p, e->str), &str);
+    e->stack = stack;
+    e->str = str;
+    return rc ? rc : 1;
+}
+
 /* While the pickle is parsed, a streamed entry's unfinished event keeps in
  * `thread` the value index of the list it was appended to, made a device
  * number by match_streamed() once the graph is whole; its stack and str are
- * ids in im->loc, so that the graph keeps nothing of it. */
+ * ids in im->loc (vt__pt_read_local). */
 static int take_entry(void *ctx, const vt__pickle *p, uint32_t list, uint32_t item)
 {
     struct imp *im = ctx;
     vt__event e;
-    if (!vt__pt_read_entry(p, vt__pickle_value(p, item), &e))
-        return 0;
-    uint32_t stack = 0, str = 0;
-    int rc = vt__pt_stack_of(&im->loc, p, vt__pt_ref_value(p, e.stack), &stack);
-    if (!rc)
-        rc = vt__pt_intern_pv(&im->loc, vt__pt_ref_value(p, e.str), &str);
-    e.stack = stack;
-    e.str = str;
-    e.thread = list;
-    e.seq = im->nstreamed++;
-    if (!rc)
+    int rc = vt__pt_read_local(im, p, item, &e);
+    if (rc == 1) {
+        e.thread = list;
+        e.seq = im->nstreamed++;
         rc = push_event(im, &e);
+    }
     return rc ? vt__pt_oom(im, rc) : 0;
 }
 

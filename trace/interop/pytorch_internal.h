@@ -114,6 +114,10 @@ struct pt_parts {
 };
 /* root's parts; a top level PyTorch's shape does not have: -EINVAL, said. */
 int vt__pt_parts(struct imp *im, const vt__pv *root, struct pt_parts *out);
+/* Trace entry `item` (a streamed one) as an unfinished event whose stack and
+ * str are ids in im->loc, so that the value graph keeps nothing of it.
+ * @return 1, 0 when it is no entry (skipped), or a negative errno. */
+int vt__pt_read_local(struct imp *im, const vt__pickle *p, uint32_t item, vt__event *e);
 
 int vt__pt_oom(struct imp *im, int rc);
 int vt__pt_import_segment(struct imp *im, const vt__pv *seg, size_t si);
