@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "commands.h"
+#include "config.h"
 #include "event_stream.h"
 #include "pytorch.h"
 #include "report_util.h"
@@ -21,8 +22,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: vramtrace check FILE [--json] [--grace G] [--ignore PATTERN]...\n"
-        "                            [--rules LIST] [--pinned-ratio R] [--top N]\n"
-        "                            [--paths N] [--host]\n"
+        "                            [--rules LIST] [--pinned-ratio R] [--min-bytes SIZE]\n"
+        "                            [--top N] [--paths N] [--host]\n"
         "\n"
         "Flags every storage still alive after the last use of the tensors on it,\n"
         "and every storage whose base tensor was dropped while small views of it\n"
@@ -69,6 +70,11 @@ static void usage(FILE *f)
         "                    5 marks; tape only when asked)\n"
         "  --pinned-ratio R  pinned: flag while the live views cover less than R of the\n"
         "                    storage, 0 < R <= 1, e.g. 0.25 or 25%% (default 0.5)\n"
+        "  --min-bytes SIZE  a cause (findings grouped as the report groups them) holding\n"
+        "                    less is minor: listed in one line, not counted, not failing\n"
+        "                    (default auto: 0.1%% of the peak live bytes, at most 1 MiB;\n"
+        "                    0: every finding counts). Small results kept on purpose,\n"
+        "                    such as losses.append(loss.detach()), stay under it\n"
         "  --top N           findings shown in the text report (default 20, 0 = all)\n"
         "  --paths N         retention paths per finding (default 3)\n"
         "  --host            judge storages in host memory (CPU tensors) too; by default\n"
@@ -105,6 +111,25 @@ static int parse_count(const char *v, size_t *out)
     if (errno || end == v || *end || v[0] == '-' || x > 1000000000ull)
         return -EINVAL;
     *out = (size_t)x;
+    return 0;
+}
+
+/* `--min-bytes`: "auto" (the automatic floor), "0" (no floor: every finding
+ * counts) or a size ("64KiB", "1M", "4096"). */
+static int parse_min_bytes(const char *v, uint64_t *out)
+{
+    if (!strcmp(v, "auto")) {
+        *out = VT_CHECK_MIN_BYTES_AUTO;
+        return 0;
+    }
+    if (!strcmp(v, "0")) {
+        *out = VT_CHECK_MIN_BYTES_NONE;
+        return 0;
+    }
+    uint64_t x;
+    if (v[0] == '-' || vt__parse_bytes(v, &x) < 0 || x == VT_CHECK_MIN_BYTES_NONE)
+        return -EINVAL;
+    *out = x;
     return 0;
 }
 
@@ -153,6 +178,12 @@ int vt__cmd_check(int argc, char **argv)
             if (vt__check_parse_pinned_ratio(v, &opt.pinned_ratio) < 0) {
                 fprintf(stderr, "vramtrace check: bad --pinned-ratio '%s' (want a share"
                                 " 0 < R <= 1 such as 0.25, or a percentage such as 25%%)\n", v);
+                goto out;
+            }
+        } else if ((v = optval(argc, argv, &i, "--min-bytes", &missing))) {
+            if (parse_min_bytes(v, &opt.min_bytes) < 0) {
+                fprintf(stderr, "vramtrace check: bad --min-bytes '%s' (want a size such as"
+                                " 64KiB or 1M, 0 for none, or auto)\n", v);
                 goto out;
             }
         } else if ((v = optval(argc, argv, &i, "--top", &missing))) {

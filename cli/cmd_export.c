@@ -53,19 +53,20 @@ static int export_perfetto(FILE *f, const vt__snapshot_data *s, vt__event_stream
         rep = NULL;
         err[0] = 0;
     }
-    size_t n = rep ? rep->nfindings : 0;
+    /* the minor ones too, marked: a timeline shows what was found */
+    size_t major = rep ? rep->nfindings : 0, n = major + (rep ? rep->nminor : 0);
     vt__perfetto_finding *fds = calloc(n ? n : 1, sizeof *fds);
     if (!fds) {
         vt__check_report_free(rep);
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        const vt__check_finding *c = &rep->findings[i];
+        const vt__check_finding *c = i < major ? &rep->findings[i] : &rep->minor[i - major];
         fds[i] = (vt__perfetto_finding){
             .rule = vt__check_rule_name(c->rule),
             .time_ns = c->linger_from_time_ns ? c->linger_from_time_ns : c->alloc_time_ns,
             .device = c->device, .bytes = c->bytes, .addr = c->addr, .nallocs = c->nallocs,
-            .freed = c->freed, .stack = c->alloc_stack };
+            .freed = c->freed, .minor = i >= major, .stack = c->alloc_stack };
     }
     vt__perfetto_options popt = { .findings = fds, .nfindings = n,
                                   .site_frame = vt__report_site_frame };

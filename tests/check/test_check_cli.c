@@ -70,7 +70,7 @@ static int run(const char *args, char **out, char **err)
 struct check_case {
     const char *opts, *file;
     int rc;
-    const char *out_has[5];
+    const char *out_has[6];
     const char *err_has[2];
     int json, out_empty, err_empty, err_one_line;
 };
@@ -87,7 +87,7 @@ static void expect_cases(const struct check_case *c, size_t n)
         ASSERT_MSG(rc == c[k].rc, "check %s: exit status %d, not %d", args, rc, c[k].rc);
         if (c[k].json)
             ASSERT_JSON_VALID(out);
-        for (size_t i = 0; i < 5 && c[k].out_has[i]; i++)
+        for (size_t i = 0; i < 6 && c[k].out_has[i]; i++)
             ASSERT_STR_CONTAINS(out, c[k].out_has[i]);
         for (size_t i = 0; i < 2 && c[k].err_has[i]; i++)
             ASSERT_STR_CONTAINS(err, c[k].err_has[i]);
@@ -320,6 +320,32 @@ TEST(cli_check_pinned_rules_and_ratio)
     cleanup();
 }
 
+/* --min-bytes: a floor above the pinned buffer's cause makes it minor (exit
+ * 0, one line); 0 and auto count it; bad sizes are refused. */
+TEST(cli_check_min_bytes_makes_small_causes_minor)
+{
+    setup_files();
+    EXPECT_CASES(
+        { .opts = "--min-bytes 8KiB", .file = "pinned.vtsnap", .rc = 0, .err_empty = 1,
+          .out_has = { "vramtrace check: 0 findings\n",
+                       "  1 minor finding (3.96 KiB from 1 cause) under the floor of 8 KiB: "
+                       "not counted (--min-bytes 0 counts them)\n",
+                       "    [pinned] 4 KiB: tensor 'big'\n" } },
+        { .opts = "--json --min-bytes 8192", .file = "pinned.vtsnap", .rc = 0, .json = 1,
+          .out_has = { "\"findings\":[],\"min_bytes\":8192,", "\"minor_bytes\":4056,",
+                       "\"minor\":[\n{\"rule\":\"pinned\"" } },
+        { .opts = "--min-bytes 0", .file = "pinned.vtsnap", .rc = 1,
+          .out_has = { "#1 [pinned] storage 0x7e8000000000" } },
+        { .opts = "--min-bytes auto", .file = "pinned.vtsnap", .rc = 1 });
+#define BAD_MIN(v)                                                          \
+    { .opts = "--min-bytes '" v "'", .file = "pinned.vtsnap", .rc = 2,        \
+      .err_has = { "bad --min-bytes" }, .out_empty = 1 }
+    EXPECT_CASES(BAD_MIN("-1"), BAD_MIN("lots"), BAD_MIN(""), BAD_MIN("0KiB"), BAD_MIN("1.5x"),
+                 { .opts = "--min-bytes", .rc = 2, .err_has = { "--min-bytes needs a value" } });
+#undef BAD_MIN
+    cleanup();
+}
+
 /* In a fresh folder, FILE: the leak trace with tensor 21 ('send 1') renamed
  * `name` after it was recorded. */
 static void write_leak_renamed(const char *name, const char *file)
@@ -402,7 +428,8 @@ TEST(cli_check_help_and_bad_usage)
     tmpdir();
     EXPECT_CASES(
         { .opts = "--help", .rc = 0, .out_has = { "usage: vramtrace check FILE", "--grace",
-              "--ignore", "--pinned-ratio R", "pinned       base tensor dropped" } },
+              "--ignore", "--pinned-ratio R", "pinned       base tensor dropped",
+              "--min-bytes SIZE" } },
         { .opts = "--frobnicate x.vtsnap", .rc = 2,
           .err_has = { "unknown option '--frobnicate'" } },
         { .opts = "", .rc = 2, .err_has = { "missing FILE" } },

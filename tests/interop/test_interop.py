@@ -376,6 +376,8 @@ def test_export_perfetto_counters_equal_the_timeline():
     leak = [f for f in findings if f["args"]["frames"][:1] == ["forward_small train.py:22"]]
     assert len(leak) == 1 and leak[0]["args"]["bytes"] == 3 * 700, findings
     assert leak[0]["args"]["rule"] == "never-freed" and leak[0]["args"]["allocations"] == 3
+    # 2,100 B in a trace whose peak is over 6 MiB: under the checker's floor, marked so
+    assert leak[0]["args"]["minor"] is True and leak[0]["name"] == "minor never-freed: 2.05 KiB"
     names = {(e["name"], e["args"]["name"]) for e in ev if e["ph"] == "M"}
     assert ("process_name", "GPU 0") in names and ("thread_name", "default stream") in names
     for e in ev:

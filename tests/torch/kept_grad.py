@@ -15,8 +15,8 @@ import vramtrace
 class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(64, 512)
-        self.fc2 = nn.Linear(512, 8)
+        self.fc1 = nn.Linear(128, 1024)   # its gradient: 512 KiB, over check's floor
+        self.fc2 = nn.Linear(1024, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.fc1(x).relu())
@@ -27,7 +27,7 @@ torch.backends.cudnn.enabled = False
 model = Net().cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for _ in range(3):
-    loss = model(torch.randn(256, 64, device="cuda")).pow(2).mean()
+    loss = model(torch.randn(256, 128, device="cuda")).pow(2).mean()
     opt.zero_grad()
     loss.backward()
     opt.step()

@@ -140,19 +140,76 @@ static int cmp_rank(const void *a, const void *b)
     return x->linger_from_seq < y->linger_from_seq ? -1 : x->linger_from_seq > y->linger_from_seq;
 }
 
-void vt__check_report_free(vt__check_report *r)
+static void findings_free(vt__check_finding *fs, size_t n)
 {
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->nfindings; i++) {
-        vt__check_finding *f = &r->findings[i];
+    for (size_t i = 0; i < n; i++) {
+        vt__check_finding *f = &fs[i];
         for (size_t p = 0; p < f->npaths; p++)
             free(f->paths[p].steps);
         free(f->paths);
         free(f->views);
     }
-    free(r->findings);
+    free(fs);
+}
+
+void vt__check_report_free(vt__check_report *r)
+{
+    if (!r)
+        return;
+    findings_free(r->findings, r->nfindings);
+    findings_free(r->minor, r->nminor);
     free(r);
+}
+
+static uint64_t counted_bytes(const vt__check_finding *x)
+{
+    return x->rule == VT_CHECK_RULE_PINNED ? x->wasted_bytes : x->bytes;
+}
+
+/* The findings of the causes under the floor (check.h, "Minor findings")
+ * move to r->minor, in rank order; the others keep theirs. */
+static int split_minor(vt__check_report *r, const vt__snapshot_data *s, const ck_model *m,
+                       const vt__check_options *opt)
+{
+    r->peak_bytes = m->any_device ? m->peak_device : m->peak_host;
+    uint64_t floor = opt->min_bytes;
+    r->min_bytes_auto = floor == VT_CHECK_MIN_BYTES_AUTO;
+    if (floor == VT_CHECK_MIN_BYTES_AUTO) {
+        floor = r->peak_bytes / 1000 * VT_CHECK_MINOR_PERMILLE;
+        if (floor > VT_CHECK_MINOR_CAP)
+            floor = VT_CHECK_MINOR_CAP;
+    } else if (floor == VT_CHECK_MIN_BYTES_NONE) {
+        floor = 0;
+    }
+    r->min_bytes = floor;
+    if (!floor || !r->nfindings)
+        return 0;
+    size_t ng = 0;
+    uint32_t *group_of = malloc(r->nfindings * sizeof *group_of);
+    ck_group *g = group_of ? vt__ck_group_findings(r, s, &ng, group_of) : NULL;
+    vt__check_finding *minor = g ? malloc(r->nfindings * sizeof *minor) : NULL;
+    if (!minor) {
+        free(group_of), free(g);
+        return -ENOMEM;
+    }
+    size_t kept = 0, nminor = 0;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        if (g[group_of[i]].bytes < floor)
+            minor[nminor++] = r->findings[i];
+        else
+            r->findings[kept++] = r->findings[i];
+    }
+    free(group_of), free(g);
+    if (!nminor) {
+        free(minor);
+        return 0;
+    }
+    r->nfindings = kept;
+    r->minor = minor;
+    r->nminor = nminor;
+    for (size_t i = 0; i < nminor; i++)
+        r->minor_bytes += counted_bytes(&minor[i]);
+    return 0;
 }
 
 int vt__check_run(const vt__snapshot_data *s, const vt__check_options *opt,
@@ -297,9 +354,10 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
 
     if (r->nfindings)
         qsort(r->findings, r->nfindings, sizeof *r->findings, cmp_rank);
+    if (split_minor(r, s, &m, &opt) < 0)
+        goto fail;
     for (size_t i = 0; i < r->nfindings; i++) {
-        r->total_bytes += r->findings[i].rule == VT_CHECK_RULE_PINNED
-                              ? r->findings[i].wasted_bytes : r->findings[i].bytes;
+        r->total_bytes += counted_bytes(&r->findings[i]);
         r->total_byte_seconds += r->findings[i].byte_seconds;
     }
     free(fs.fst);

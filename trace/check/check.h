@@ -170,6 +170,16 @@
  *   linger_from is the first judged mark, linger_ns the time to the last,
  *   byte_seconds half of bytes x linger_ns (growth from nothing to bytes).
  *
+ * Minor findings: after the rules, the findings are grouped by cause (as
+ * vt__check_report_groups groups them) and those of a cause whose bytes sum
+ * under the floor (vt__check_options.min_bytes; automatic: see
+ * VT_CHECK_MINOR_PERMILLE) move to the report's `minor`, ranked the same:
+ * they are not findings (nfindings, the totals, the exit status) but stay
+ * whole for whoever wants them (the JSON's "minor", export's marked ones).
+ * The peak the floor is a share of is the highest sum of the bytes of the
+ * storages open at once, in event order (device storages when there are
+ * any, else host ones).
+ *
  * "Lingering" is measured from the last use (native rules: from the
  * allocation plus the siblings' median lifetime, or from the allocation for
  * never-freed; PINNED: from the start of the pinned interval) to the free or
@@ -218,6 +228,18 @@ struct vt__event_stream;
 #define VT_CHECK_GROWTH_MIN_STEPS 4
 /* GROWTH: marks a trace needs for the rule to run (one of warm-up at least). */
 #define VT_CHECK_GROWTH_MIN_MARKS (VT_CHECK_GROWTH_MIN_STEPS + 1)
+/* Minor findings: a cause (a group of findings, vt__check_report_groups)
+ * holding fewer bytes than the floor is minor: the program's small results
+ * kept on purpose (`losses.append(loss.detach())`, a list of per-batch
+ * accuracies) are not what a memory check is asked about, and a leak worth
+ * the name outgrows the floor. The automatic floor is this share (per
+ * mille) of the peak live bytes of the trace's storages (device ones when it
+ * has any), at most VT_CHECK_MINOR_CAP: a GPU job's floor is the cap. */
+#define VT_CHECK_MINOR_PERMILLE 1
+#define VT_CHECK_MINOR_CAP (1ull << 20)
+/* vt__check_options.min_bytes: the automatic floor (0), or none at all. */
+#define VT_CHECK_MIN_BYTES_AUTO 0ull
+#define VT_CHECK_MIN_BYTES_NONE UINT64_MAX
 
 /* Rules (bit flags; vt__check_options.rules, vt__check_finding.rule). */
 enum vt__check_rule {
@@ -255,6 +277,9 @@ typedef struct vt__check_options {
     double pinned_ratio;       /* PINNED: flagged while live views cover less than this
                                   share of the storage, (0, 1]; 0 = VT_CHECK_PINNED_RATIO */
     int host;                  /* storages in host memory (CPU tensors): VT_CHECK_HOST_* */
+    uint64_t min_bytes;        /* causes holding fewer bytes are minor (moved to the
+                                  report's `minor`): VT_CHECK_MIN_BYTES_AUTO (0) = the
+                                  automatic floor, VT_CHECK_MIN_BYTES_NONE = no floor */
     int keep_records;          /* keep a record of every storage: the model retires those
                                   no rule can flag (vt__check_run_stream); the tests
                                   set it to show that retiring them changes nothing */
@@ -411,6 +436,15 @@ typedef struct vt__check_report {
     double pinned_ratio;       /* PINNED threshold as applied */
     uint64_t total_bytes;      /* sum of findings' bytes (PINNED: wasted_bytes) */
     double total_byte_seconds; /* sum of findings' byte_seconds */
+    /* The findings of causes under the floor, ranked as `findings` are; not
+     * in `findings`, nfindings or the totals above. */
+    vt__check_finding *minor;
+    size_t nminor;
+    uint64_t minor_bytes;      /* sum of their bytes (PINNED: wasted_bytes) */
+    uint64_t min_bytes;        /* the floor applied, 0: none */
+    uint8_t min_bytes_auto;    /* it is the automatic floor */
+    uint64_t peak_bytes;       /* peak live bytes of the storages (device ones when the
+                                  trace has any): what the automatic floor is a share of */
 } vt__check_report;
 
 /* The verdict on a series of bytes alive at consecutive step ends (marks). */

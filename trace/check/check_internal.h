@@ -157,6 +157,9 @@ typedef struct ck_model {
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
     uint8_t skip_host;      /* host storages are not judged (vt__check_host) */
+    /* Live bytes of the open storages, in event order, and their highest:
+     * device and host apart (the floor under which findings are minor). */
+    uint64_t live_device, peak_device, live_host, peak_host;
 } ck_model;
 
 /* The findings of all rules, in the order the rules add them. */

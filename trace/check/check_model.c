@@ -227,9 +227,26 @@ static int retire(ck_model *m, uint32_t x)
     return 0;
 }
 
+/* A storage's bytes start or stop counting toward the live bytes (once its
+ * size and device are known: after its opening's fields are set). */
+static void count_live(ck_model *m, const ck_storage *s, int open)
+{
+    uint64_t b = vt__ck_storage_bytes(s);
+    uint64_t *live = s->device >= 0 ? &m->live_device : &m->live_host;
+    uint64_t *peak = s->device >= 0 ? &m->peak_device : &m->peak_host;
+    if (open) {
+        *live += b;
+        if (*live > *peak)
+            *peak = *live;
+    } else {
+        *live = *live > b ? *live - b : 0;
+    }
+}
+
 static int close_storage(ck_model *m, uint32_t x, const vt__event *e, uint32_t stack)
 {
     ck_storage *s = &m->st[x];
+    count_live(m, s, 0);
     s->freed = 1;
     s->free_seq = e->seq;
     s->free_time = e->time_ns;
@@ -360,6 +377,7 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
             m->st[st].before_window = 1;
             m->st[st].device = e->device;
             m->st[st].req_size = e->size;
+            count_live(m, &m->st[st], 1);
         } else if (m->st[st].size == 0 && m->st[st].addr == e->addr) {
             /* A lifetime whose size no event told (a bare free of memory
              * from before the window): its tensor says how large it is. */
@@ -451,6 +469,7 @@ static int open_lifetime(ck_model *m, walk *w, const vt__lifetime *l, uint32_t f
         st->alloc_seq = l->alloc_seq;
         st->alloc_time = l->alloc_time_ns;
     }
+    count_live(m, st, 1);
     if (final != VT_TL_NONE && map_set(&w->by_final, final, x, st->ord) < 0)
         return -ENOMEM;
     if (handle != VT_TL_NONE && map_set(&w->by_handle, handle, x, st->ord) < 0)
@@ -613,6 +632,7 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
             return -ENOMEM;
         m->st[x].external = 1;
         m->st[x].req_size = e->size;
+        count_live(m, &m->st[x], 1);
         break;
     case VT_EV_STORAGE_EXTERNAL_FREE:
         x = live_at(m, e->addr);

@@ -264,6 +264,8 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 }
 
 #define GROUPS_SHOWN 20
+/* Causes of minor findings listed, at most (the rest counted). */
+#define MINOR_SHOWN 3
 
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
@@ -312,6 +314,42 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
     }
     if (ng > GROUPS_SHOWN)
         fprintf(f, "  ... and %zu more causes\n", ng - GROUPS_SHOWN);
+    free(g);
+}
+
+/* The minor findings (check.h): how many, under which floor, and their
+ * largest causes, one line each. */
+static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
+{
+    if (!r->nminor)
+        return;
+    vt__check_report view = *r;
+    view.findings = r->minor;
+    view.nfindings = r->nminor;
+    size_t ng = 0;
+    ck_group *g = vt__ck_group_findings(&view, s, &ng, NULL);
+    char b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN], b3[VT_FMT_BYTES_LEN];
+    fprintf(f, "  %zu minor finding%s (%s", r->nminor, r->nminor == 1 ? "" : "s",
+            vt__fmt_bytes(r->minor_bytes, b1));
+    if (g)
+        fprintf(f, " from %zu cause%s", ng, ng == 1 ? "" : "s");
+    fprintf(f, ") under the floor of %s", vt__fmt_bytes(r->min_bytes, b2));
+    if (r->min_bytes_auto)
+        fprintf(f, " (%g%% of the %s peak, at most %s)", VT_CHECK_MINOR_PERMILLE / 10.0,
+                vt__fmt_bytes(r->peak_bytes, b3), "1 MiB");
+    fprintf(f, ": not counted (--min-bytes 0 counts them)\n");
+    for (size_t k = 0; g && k < ng && k < MINOR_SHOWN; k++) {
+        const char *rule, *owner, *path;
+        char copy[CK_GROUP_KEY_MAX], site[CK_GROUP_KEY_MAX];
+        vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
+        if (*owner)
+            snprintf(site, sizeof site, "tensor '%s'", owner);
+        else
+            site_of(s, r->minor[g[k].first].alloc_stack, site, sizeof site);
+        fprintf(f, "    [%s] %s: %s\n", rule, vt__fmt_bytes(g[k].bytes, b1), site);
+    }
+    if (g && ng > MINOR_SHOWN)
+        fprintf(f, "    ... and %zu more\n", ng - MINOR_SHOWN);
     free(g);
 }
 
@@ -366,6 +404,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                    " (--host judges them too)", r->nhost_skipped,
                 r->nhost_skipped == 1 ? "" : "s");
     fputc('\n', f);
+    print_minor(f, r, s);
 
     print_groups(f, r, s);
     size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
@@ -645,6 +684,79 @@ static void json_pinned(FILE *f, const vt__check_finding *x)
     fprintf(f, "]}");
 }
 
+/* One finding as a JSON object, after `sep`. */
+static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_finding *x,
+                         const char *sep)
+{
+    fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
+               "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
+               ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,\"owner\":",
+            sep, vt__check_rule_name(x->rule), x->addr, x->device,
+            x->external ? "true" : "false", x->before_window ? "true" : "false",
+            x->bytes, x->block_bytes, x->nallocs);
+    json_tensor_ref(f, x->owner_id, x->owner_name);
+    fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
+               ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
+    json_stack(f, s, x->alloc_stack);
+    fprintf(f, "},\"last_use\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"step\":%u,"
+               "\"tensor\":%" PRIu64 ",\"name\":",
+            x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
+    vt__json_str(f, x->last_use_name);
+    fprintf(f, ",\"mark\":");
+    vt__json_str(f, x->last_use_mark ? x->last_use_mark : "");
+    fprintf(f, ",\"stack\":");
+    json_stack(f, s, x->last_use_stack);
+    fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
+               ",\"steps_unused\":%u,\"lingering_from\":{\"seq\":%" PRIu64
+               ",\"time_ns\":%" PRIu64 "},\"freed\":",
+            x->nuses, x->usual_gap_steps, x->usual_gap_ns, x->steps_unused,
+            x->linger_from_seq, x->linger_from_time_ns);
+    if (x->freed) {
+        fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"stack\":", x->free_seq,
+                x->free_time_ns);
+        json_stack(f, s, x->free_stack);
+        fputc('}', f);
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\"linger_ns\":%" PRIu64 ",\"byte_seconds\":", x->linger_ns);
+    json_num(f, x->byte_seconds);
+    fprintf(f, ",\"wasted_bytes\":%" PRIu64 ",\"pinned\":", x->wasted_bytes);
+    if (x->rule == VT_CHECK_RULE_PINNED)
+        json_pinned(f, x);
+    else
+        fprintf(f, "null");
+    if (x->rule == VT_CHECK_RULE_CYCLE)
+        fprintf(f, ",\"collected_by_gc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "}",
+                x->gc_seq, x->gc_time_ns);
+    else
+        fprintf(f, ",\"collected_by_gc\":null");
+    if (x->rule == VT_CHECK_RULE_TAPE)
+        fprintf(f, ",\"step\":{\"ns\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+                   ",\"idle_pct\":%u}", x->step_ns, x->step_peak_bytes, x->step_idle_pct);
+    else
+        fprintf(f, ",\"step\":null");
+    if (x->rule == VT_CHECK_RULE_GROWTH)
+        fprintf(f, ",\"growth\":{\"per_step\":%" PRIu64 ",\"first_mark\":%u,\"last_mark\":%u,"
+                   "\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64 "}",
+                x->growth_per_step, x->growth_first_mark, x->growth_last_mark,
+                x->growth_first_bytes, x->growth_last_bytes);
+    else
+        fprintf(f, ",\"growth\":null");
+    fprintf(f, ",\"paths_at\":");
+    if (x->path_seq == UINT64_MAX)
+        fprintf(f, "\"end\"");
+    else
+        fprintf(f, "%" PRIu64, x->path_seq);
+    fprintf(f, ",\"paths\":[");
+    for (size_t p = 0; p < x->npaths; p++) {
+        if (p)
+            fputc(',', f);
+        json_path(f, &x->paths[p]);
+    }
+    fprintf(f, "]}");
+}
+
 int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
@@ -681,76 +793,12 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
             r->nhost_skipped, r->start_time_ns, r->end_time_ns, r->total_bytes);
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
-    for (size_t i = 0; i < r->nfindings; i++) {
-        const vt__check_finding *x = &r->findings[i];
-        fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
-                   "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
-                   ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,\"owner\":",
-                i ? "," : "", vt__check_rule_name(x->rule), x->addr, x->device,
-                x->external ? "true" : "false", x->before_window ? "true" : "false",
-                x->bytes, x->block_bytes, x->nallocs);
-        json_tensor_ref(f, x->owner_id, x->owner_name);
-        fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
-                   ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
-        json_stack(f, s, x->alloc_stack);
-        fprintf(f, "},\"last_use\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"step\":%u,"
-                   "\"tensor\":%" PRIu64 ",\"name\":",
-                x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
-        vt__json_str(f, x->last_use_name);
-        fprintf(f, ",\"mark\":");
-        vt__json_str(f, x->last_use_mark ? x->last_use_mark : "");
-        fprintf(f, ",\"stack\":");
-        json_stack(f, s, x->last_use_stack);
-        fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
-                   ",\"steps_unused\":%u,\"lingering_from\":{\"seq\":%" PRIu64
-                   ",\"time_ns\":%" PRIu64 "},\"freed\":",
-                x->nuses, x->usual_gap_steps, x->usual_gap_ns, x->steps_unused,
-                x->linger_from_seq, x->linger_from_time_ns);
-        if (x->freed) {
-            fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"stack\":", x->free_seq,
-                    x->free_time_ns);
-            json_stack(f, s, x->free_stack);
-            fputc('}', f);
-        } else {
-            fprintf(f, "null");
-        }
-        fprintf(f, ",\"linger_ns\":%" PRIu64 ",\"byte_seconds\":", x->linger_ns);
-        json_num(f, x->byte_seconds);
-        fprintf(f, ",\"wasted_bytes\":%" PRIu64 ",\"pinned\":", x->wasted_bytes);
-        if (x->rule == VT_CHECK_RULE_PINNED)
-            json_pinned(f, x);
-        else
-            fprintf(f, "null");
-        if (x->rule == VT_CHECK_RULE_CYCLE)
-            fprintf(f, ",\"collected_by_gc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "}",
-                    x->gc_seq, x->gc_time_ns);
-        else
-            fprintf(f, ",\"collected_by_gc\":null");
-        if (x->rule == VT_CHECK_RULE_TAPE)
-            fprintf(f, ",\"step\":{\"ns\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
-                       ",\"idle_pct\":%u}", x->step_ns, x->step_peak_bytes, x->step_idle_pct);
-        else
-            fprintf(f, ",\"step\":null");
-        if (x->rule == VT_CHECK_RULE_GROWTH)
-            fprintf(f, ",\"growth\":{\"per_step\":%" PRIu64 ",\"first_mark\":%u,\"last_mark\":%u,"
-                       "\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64 "}",
-                    x->growth_per_step, x->growth_first_mark, x->growth_last_mark,
-                    x->growth_first_bytes, x->growth_last_bytes);
-        else
-            fprintf(f, ",\"growth\":null");
-        fprintf(f, ",\"paths_at\":");
-        if (x->path_seq == UINT64_MAX)
-            fprintf(f, "\"end\"");
-        else
-            fprintf(f, "%" PRIu64, x->path_seq);
-        fprintf(f, ",\"paths\":[");
-        for (size_t p = 0; p < x->npaths; p++) {
-            if (p)
-                fputc(',', f);
-            json_path(f, &x->paths[p]);
-        }
-        fprintf(f, "]}");
-    }
+    for (size_t i = 0; i < r->nfindings; i++)
+        json_finding(f, s, &r->findings[i], i ? "," : "");
+    fprintf(f, "],\"min_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"minor_bytes\":%" PRIu64
+               ",\"minor\":[", r->min_bytes, r->peak_bytes, r->minor_bytes);
+    for (size_t i = 0; i < r->nminor; i++)
+        json_finding(f, s, &r->minor[i], i ? "," : "");
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
     ck_group *g = vt__ck_group_findings(r, s, &ng, NULL);

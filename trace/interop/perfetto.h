@@ -23,6 +23,7 @@ typedef struct vt__perfetto_finding {
     uint64_t bytes, addr;
     uint32_t nallocs;          /* allocations it covers */
     bool freed;
+    bool minor;                /* a minor one: its cause under the checker's floor */
     uint32_t stack;            /* where it was allocated */
 } vt__perfetto_finding;
 

@@ -203,13 +203,15 @@ int vt__pf_end(vt__pf *w)
         const vt__perfetto_finding *fd = &opt->findings[i];
         uint64_t t = fd->time_ns ? fd->time_ns : tl->first_time_ns;
         char name[160];
-        snprintf(name, sizeof name, "%s: %s", fd->rule, vt__fmt_bytes(fd->bytes, b));
+        snprintf(name, sizeof name, "%s%s: %s", fd->minor ? "minor " : "", fd->rule,
+                 vt__fmt_bytes(fd->bytes, b));
         fprintf(o, "%s{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"finding\",\"pid\":%d,\"tid\":0,"
                    "\"ts\":%.3f,\"name\":", sep(w), pid_of(fd->device), ts_us(tl, t));
         vt__json_str(o, name);
         fprintf(o, ",\"args\":{\"rule\":\"%s\",\"bytes\":%" PRIu64 ",\"addr\":\"0x%" PRIx64
-                   "\",\"allocations\":%u,\"freed\":%s",
-                fd->rule, fd->bytes, fd->addr, fd->nallocs, fd->freed ? "true" : "false");
+                   "\",\"allocations\":%u,\"freed\":%s,\"minor\":%s",
+                fd->rule, fd->bytes, fd->addr, fd->nallocs, fd->freed ? "true" : "false",
+                fd->minor ? "true" : "false");
         frames_arg(o, w->s, fd->stack);
         fputs("}}", o);
     }

@@ -1,0 +1,138 @@
+/* tests/check/test_check_minor.c - the floor of minor findings (check.h,
+ * "Minor findings"): a cause holding fewer bytes than a share of the peak
+ * (at most 1 MiB) is minor: moved out of the findings, counted apart,
+ * said in one line; a cause is judged by its whole, not finding by finding;
+ * an explicit floor and none at all. */
+#include "check_fixture.h"
+
+#define LIST_ID 5001
+#define KEPT_ADDR 0x7f5000000000ull
+
+/* A list keeps a result of `each` bytes from each of `steps` steps, never
+ * used again (linger), beside weights of `weight` bytes used every step
+ * and a 2 MiB activation freed in its step. */
+static void kept_results(synth *y, uint64_t weight, uint64_t each, int steps)
+{
+    synth_init(y);
+    stacks(y);
+    synth_new_tensor(y, W_ID, W_ADDR, weight, "fc.weight", st_init);
+    synth_holder(y, 5000, "module __main__");
+    synth_holder(y, LIST_ID, "list");
+    synth_ref(y, 5000, LIST_ID, ".losses");
+    for (int i = 1; i <= steps; i++) {
+        char l[32];
+        synth_tick(y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(y, l);
+        synth_use(y, W_ID);
+        uint64_t a = 0x7f1000000000ull;
+        synth_new_tensor(y, 10000 + (uint64_t)i, a, 2 * MiB, "relu out", st_act);
+        synth_drop(y, 10000 + (uint64_t)i);
+        synth_free(y, a);
+        uint64_t id = 20000 + (uint64_t)i;
+        synth_new_tensor(y, id, KEPT_ADDR + (uint64_t)i * 0x1000000, each,
+                         "losses.append(loss.detach()) (train.py:30)", st_fwd);
+        synth_ref(y, LIST_ID, id, "[0]");
+    }
+}
+
+static vt__check_report *check_floor(synth *y, uint64_t min_bytes)
+{
+    vt__check_options o;
+    vt__check_options_init(&o);
+    o.rules = VT_CHECK_RULE_LINGER;
+    o.min_bytes = min_bytes;
+    return check(y, &o);
+}
+
+/* The kept results' findings: in `fs`, all of them on the list's tensors. */
+static size_t kept_findings(const vt__check_finding *fs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ASSERT(fs[i].addr >= KEPT_ADDR && fs[i].addr < KEPT_ADDR + 100 * 0x1000000ull);
+    return n;
+}
+
+TEST(small_results_kept_on_purpose_are_minor_and_not_counted)
+{
+    synth y;
+    kept_results(&y, 4 * MiB, 4, 8);
+    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    /* the peak: the weight, an activation and the results then kept */
+    ASSERT(r->peak_bytes >= 6 * MiB && r->peak_bytes < 6 * MiB + 64);
+    ASSERT_EQ(r->min_bytes, r->peak_bytes / 1000 * VT_CHECK_MINOR_PERMILLE);
+    ASSERT_EQ(r->nfindings, 0);
+    size_t n = kept_findings(r->minor, r->nminor);
+    ASSERT(n >= 5);
+    ASSERT_EQ(r->minor_bytes, 4 * n);
+    ASSERT_EQ(r->total_bytes, 0);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "vramtrace check: 0 findings\n"), "%s", text);
+    ASSERT_MSG(strstr(text, " minor findings (") && strstr(text, "from 1 cause) under the floor of ")
+               && strstr(text, "(0.1% of the 6 MiB peak, at most 1 MiB): not counted"
+                               " (--min-bytes 0 counts them)"), "%s", text);
+    ASSERT_MSG(strstr(text, "    [linger] ") &&
+               strstr(text, ": tensor 'losses.append(loss.detach()) (train.py:30)'\n"), "%s", text);
+    free(text);
+    text = render(r, &y, 1);
+    ASSERT_MSG(strstr(text, "\"findings\":[],\"min_bytes\":") && strstr(text, ",\"minor\":[\n{\"rule\":\"linger\""),
+               "%s", text);
+    free(text);
+    vt__check_report_free(r);
+
+    /* no floor: every one of them counts */
+    r = check_floor(&y, VT_CHECK_MIN_BYTES_NONE);
+    ASSERT_EQ(kept_findings(r->findings, r->nfindings), n);
+    ASSERT_EQ(r->nminor, 0);
+    ASSERT_EQ(r->min_bytes, 0);
+    ASSERT_EQ(r->total_bytes, 4 * n);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Each result under the floor, their cause above it: counted, all of them. */
+TEST(a_cause_of_many_small_findings_counts_by_its_whole)
+{
+    synth y;
+    kept_results(&y, 4 * MiB, 2048, 8);
+    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    ASSERT(r->min_bytes > 2048);
+    size_t n = kept_findings(r->findings, r->nfindings);
+    ASSERT(n >= 5 && 2048 * n > r->min_bytes);
+    ASSERT_EQ(r->nminor, 0);
+    vt__check_report_free(r);
+
+    /* a floor asked for above the cause's bytes: minor */
+    r = check_floor(&y, 64 * 1024);
+    ASSERT_EQ(r->nfindings, 0);
+    ASSERT_EQ(kept_findings(r->minor, r->nminor), n);
+    ASSERT_EQ(r->min_bytes, 64 * 1024);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "under the floor of 64 KiB: not counted"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* A GPU job's floor is the cap (1 MiB), not 0.1% of its peak. */
+TEST(the_automatic_floor_is_at_most_1_MiB)
+{
+    synth y;
+    kept_results(&y, 8ull << 30, 128 * 1024, 8);     /* 8 GiB of weights */
+    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    ASSERT_EQ(r->min_bytes, VT_CHECK_MINOR_CAP);
+    size_t n = kept_findings(r->minor, r->nminor);   /* n x 128 KiB < 1 MiB */
+    ASSERT(n >= 5 && n < 8);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    kept_results(&y, 8ull << 30, 256 * 1024, 8);     /* n x 256 KiB > 1 MiB */
+    r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    ASSERT_EQ(kept_findings(r->findings, r->nfindings), n);
+    ASSERT_EQ(r->nminor, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST_MAIN()
