@@ -1,9 +1,9 @@
 """Python frames in the stacks of a real PyTorch program, without track():
 a leak at a known line of py_leak.py is grouped under that file:line by
 `vramtrace leaks` and named by `summary`'s top call sites, whichever way the
-program reached vramtrace; what the autograd engine thread kept is marked as
-coming from a thread with no Python frames, and under track() shown under
-the forward op it differentiates ("forward of"). This driver itself never
+program reached vramtrace; what the autograd engine thread kept is shown
+under the program's backward call, and under track() under the forward op it
+differentiates ("forward of"). This driver itself never
 imports torch."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
+BACKWARD_LINE = next(i for i, line in enumerate(open(os.path.join(HERE, "py_leak.py")), 1)
+                     if "y.sum().backward()" in line)
 
 
 def run(cmd, env=None):
@@ -59,10 +61,14 @@ def test_leak_is_grouped_under_its_python_line(tmp_path, way):
 
     # backward runs on PyTorch's autograd engine thread, which runs no Python
     # code: what it allocated and kept (cuBLAS's handle workspace for that
-    # thread) is said to come from such a thread, in leaks and in summary
-    nopy = [g for g in groups if "(from a thread running no Python code" in g]
-    assert nopy and all(f"{leak['file']}:" not in g for g in nopy), leaks[-6000:]
-    assert "[thread without Python frames]" in sites, sites
+    # thread) is lent the frames of the backward call it computed, the
+    # program's `y.sum().backward()` line (before: "from a thread running no
+    # Python code", "[thread without Python frames]")
+    bw = f"step {leak['file']}:{BACKWARD_LINE}"
+    handle = [g for g in groups if "setWorkspaceForHandle" in g]
+    assert len(handle) == 1 and bw in handle[0], leaks[-6000:]
+    assert "(from a thread running no Python code" not in leaks, leaks[-6000:]
+    assert bw in sites and "[thread without Python frames]" not in sites, sites
 
 
 @pytest.mark.parametrize("ops_seen_by", ["mode", "observer"])

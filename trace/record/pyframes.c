@@ -409,3 +409,17 @@ uint64_t vt__py_frame_ip(const vt__pyframe *f)
     uint64_t def = first > 0 && first <= VT_IP_FIRST_LINE_MAX ? (uint64_t)first : 0;
     return s ? VT_IP_SYNTHETIC | def << VT_IP_FIRST_LINE_SHIFT | s : 0;
 }
+
+bool vt__py_frame_is(const vt__pyframe *f, const char *suffix, const char *name)
+{
+    const char *code = (const char *)(uintptr_t)f->code;
+    char text[512];
+    size_t pos = 0;
+    put_str(AT(code, L->co_name, const char *), text, &pos, sizeof text);
+    if (strcmp(text, name) != 0)
+        return false;
+    pos = 0;
+    put_str(AT(code, L->co_filename, const char *), text, &pos, sizeof text);
+    size_t n = strlen(suffix);
+    return pos >= n && memcmp(text + pos - n, suffix, n) == 0;
+}

@@ -196,6 +196,8 @@ int vt__py_walk(vt__pyframe *out, int max, uint32_t *ngroups);
 /* The synthetic IP of a frame ("file:line function" pinned, and the first
  * line of its code object), 0 on failure. */
 uint64_t vt__py_frame_ip(const vt__pyframe *f);
+/* Whether f runs function `name` of a file whose path ends with `suffix`. */
+bool vt__py_frame_is(const vt__pyframe *f, const char *suffix, const char *name);
 
 /* ---- auto_snapshot.c ----------------------------------------------------- */
 /* Snapshots nobody asked for by name: exit, signal thread, exec hooks, OOM.

@@ -122,6 +122,8 @@ typedef struct tstate {
     uint32_t modules_gen;              /* modules_gen its remembered walks belong to */
     uint64_t pykey[PY_SLOTS];          /* hash of (native stack, Python frames), 0 = empty */
     uint32_t pyid[PY_SLOTS];           /* the merged stack's id */
+    uint32_t pyback[PY_SLOTS];         /* its frames from an autograd backward call
+                                        * outward (backward_python), 0: none */
     uint64_t fkey[PY_FRAME_SLOTS];     /* hash of a Python frame (code, names, offset) */
     uint64_t fip[PY_FRAME_SLOTS];      /* its synthetic IP */
     uint32_t lent;                     /* vt_thread_python_stack's frames, 0: none */
@@ -792,43 +794,105 @@ static inline size_t merged_slot(uint64_t h)
     return (size_t)(h >> 40) & (PY_SLOTS - 1);
 }
 
-static inline void remember_merged(tstate *ts, uint64_t h, uint32_t id)
+static inline void remember_merged(tstate *ts, uint64_t h, uint32_t id, uint32_t back)
 {
     if (id && !(id & VT_STACK_TRUNCATED)) {
         ts->pykey[merged_slot(h)] = h;
         ts->pyid[merged_slot(h)] = id;
+        ts->pyback[merged_slot(h)] = back;
     }
 }
 
-/* A thread running no Python code that was lent frames (an autograd engine
- * thread computing a gradient for a forward op: vt_thread_python_stack):
- * its native frames, then the lent ones outside them, as if the Python code
- * had called it. Cached with the merged stacks (another hash seed). */
-static uint32_t with_lent_frames(uint32_t native, tstate *ts)
+/* A thread running no Python code that was lent frames `lent` (an autograd
+ * engine thread computing a gradient: vt_thread_python_stack's frames of
+ * the forward op, or the frames of the backward call it works for): its
+ * native frames, then the lent ones outside them, as if the Python code had
+ * called it. Cached with the merged stacks (another hash seed). */
+static uint32_t with_lent_frames(uint32_t native, tstate *ts, uint32_t lent)
 {
     if (native & VT_STACK_TRUNCATED)
         return native;
-    uint64_t h = mix(mix(0x6c656e74, native), ts->lent) | 1;
-    if (ts->pykey[merged_slot(h)] == h)
+    uint64_t h = mix(mix(0x6c656e74, native), lent) | 1;
+    if (ts && ts->pykey[merged_slot(h)] == h)
         return ts->pyid[merged_slot(h)];
     uint64_t out[VT_STACK_MAX_DEPTH];
     size_t m = stack_ips(native, out, VT_STACK_MAX_DEPTH);
-    m += stack_ips(ts->lent, out + m, VT_STACK_MAX_DEPTH - m);
+    m += stack_ips(lent, out + m, VT_STACK_MAX_DEPTH - m);
     uint32_t id = m ? intern(out, m, ts) : native;
-    remember_merged(ts, h, id);
+    if (ts)
+        remember_merged(ts, h, id, 0);
     return id;
+}
+
+/* The backward call being computed for threads without Python frames.
+ *
+ * `loss.backward()` on a device hands the graph to an autograd engine thread
+ * and waits: the gradients are allocated on a thread that runs no Python,
+ * so its stacks would have no line of the program. The waiting thread's
+ * frames are not ours to read (never another thread's: pyframes.c), but it
+ * made an allocation of its own on the way in, the seed gradient
+ * (torch.autograd.backward's _make_grads: ones_like), whose stack passes
+ * through torch/autograd/__init__.py's backward (or grad). That stack's
+ * frames from the backward call outward are published here, and lent to
+ * every thread without Python frames until the publishing thread captures a
+ * stack outside any backward call (its backward returned). A backward given
+ * its gradients (torch.autograd.backward(t, grads): no seed) lends nothing;
+ * two threads in backward at once: the later one's frames are lent. A
+ * thread with frames of its own lent (track(): the forward op's) keeps
+ * those. */
+static _Atomic uint32_t backward_lent;     /* frames to lend, 0: none */
+static _Atomic(const tstate *) backward_owner;   /* the thread that published them */
+
+/* py's frames from an autograd backward call outward, as a stack of their
+ * own, or 0 when py has none. Called on a merge miss only. */
+static uint32_t backward_python(tstate *ts, const vt__pyframe *py, int n)
+{
+    int at = -1;
+    for (int i = 0; i < n && at < 0; i++)
+        if (vt__py_frame_is(&py[i], "torch/autograd/__init__.py", "backward") ||
+            vt__py_frame_is(&py[i], "torch/autograd/__init__.py", "grad"))
+            at = i;
+    if (at < 0)
+        return 0;
+    uint64_t out[VT_STACK_MAX_DEPTH];
+    size_t m = 0;
+    for (int i = at; i < n && m < VT_STACK_MAX_DEPTH; i++) {
+        uint64_t ip = py_frame_ip(ts, &py[i]);
+        if (ip)
+            out[m++] = ip;
+    }
+    uint32_t id = m ? intern(out, m, ts) : 0;
+    return id & VT_STACK_TRUNCATED ? 0 : id;
+}
+
+/* A capture with Python frames on thread ts; back: its backward_python. */
+static inline void note_backward(const tstate *ts, uint32_t back)
+{
+    if (back) {
+        if (atomic_load_explicit(&backward_lent, memory_order_relaxed) != back ||
+            atomic_load_explicit(&backward_owner, memory_order_relaxed) != ts) {
+            atomic_store_explicit(&backward_owner, ts, memory_order_relaxed);
+            atomic_store_explicit(&backward_lent, back, memory_order_release);
+        }
+    } else if (vt_unlikely(atomic_load_explicit(&backward_lent, memory_order_relaxed) != 0) &&
+               atomic_load_explicit(&backward_owner, memory_order_relaxed) == ts) {
+        atomic_store_explicit(&backward_lent, 0, memory_order_release);
+    }
 }
 
 /* The native frames here, and the frames lent to this thread if any.
  * Inlined into the recorder's entry points (so not VT_REC_TEXT, which
  * forbids inlining): no frame of its own between them and capture(), whose
- * cache keys on its caller's frame, and a thread with nothing lent pays one
- * thread-local load. */
+ * cache keys on its caller's frame, and a thread with nothing lent pays a
+ * thread-local load and a relaxed one. */
 static inline __attribute__((always_inline)) uint32_t capture_native(void)
 {
     uint32_t native = capture();
     tstate *ts = my_ts;
-    return ts != NULL && ts != TS_DEAD && ts->lent ? with_lent_frames(native, ts) : native;
+    if (ts != NULL && ts != TS_DEAD && ts->lent)
+        return with_lent_frames(native, ts, ts->lent);
+    uint32_t back = atomic_load_explicit(&backward_lent, memory_order_acquire);
+    return vt_unlikely(back != 0) ? with_lent_frames(native, ts_get(), back) : native;
 }
 
 VT_REC_TEXT static uint32_t capture_with_python(void)
@@ -853,13 +917,18 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
     h = mix(h, (uint64_t)n) | 1;
     if (vt_likely(ts != NULL)) {
         ts->stats.python++;
-        if (ts->pykey[merged_slot(h)] == h)
+        if (ts->pykey[merged_slot(h)] == h) {
+            note_backward(ts, ts->pyback[merged_slot(h)]);
             return ts->pyid[merged_slot(h)];
+        }
         ts->stats.python_merges++;
     }
     uint32_t id = merge_python(native, ts, py, n, ngroups);
-    if (ts)
-        remember_merged(ts, h, id);
+    uint32_t back = backward_python(ts, py, n);
+    if (ts) {
+        remember_merged(ts, h, id, back);
+        note_backward(ts, back);
+    }
     return id;
 }
 
