@@ -76,7 +76,10 @@ static void usage(FILE *out)
             "  -o, --output FILE   write the snapshot to FILE when CMD exits (VRAMTRACE_OUT;\n"
             "                      patterns: %%p pid, %%h host, %%r rank (RANK,\n"
             "                      OMPI_COMM_WORLD_RANK, SLURM_PROCID or LOCAL_RANK),\n"
-            "                      %%t time, %%n snapshot counter)\n"
+            "                      %%t time, %%n snapshot counter); default:\n"
+            "                      vramtrace-NAME.PID.vtsnap in the current directory, NAME\n"
+            "                      the script of a Python command (train for python\n"
+            "                      train.py, the module for python -m), else CMD's name\n"
             "  --track             PyTorch: run the whole program under vramtrace.torch.track(),\n"
             "                      which also records who holds each tensor (torch:track)\n"
             "  --no-cache          record only: every allocation goes to the device (cache:0)\n"
@@ -586,6 +589,60 @@ static int run_child(char **argv, int *status)
     return 0;
 }
 
+/* The name a Python command runs: "train" for `python3 -u train.py`, "pkg.mod"
+ * for `python -m pkg.mod`; NULL when cmd is not a Python interpreter's or
+ * names none (`python -c ...`, a bare `python`). */
+static const char *python_target(char **cmd, size_t *len)
+{
+    const char *prog = strrchr(cmd[0], '/') ? strrchr(cmd[0], '/') + 1 : cmd[0];
+    if (strncmp(prog, "python", 6) != 0)
+        return NULL;
+    for (int k = 1; cmd[k]; k++) {
+        const char *a = cmd[k];
+        if (!strcmp(a, "-m") && cmd[k + 1]) {
+            *len = strlen(cmd[k + 1]);
+            return cmd[k + 1];
+        }
+        if (!strcmp(a, "-c") || !strcmp(a, "-"))
+            return NULL;
+        if (!strcmp(a, "-W") || !strcmp(a, "-X") || !strcmp(a, "--check-hash-based-pycs")) {
+            k++;                         /* an option with a value */
+            continue;
+        }
+        if (a[0] == '-')
+            continue;
+        const char *base = strrchr(a, '/') ? strrchr(a, '/') + 1 : a;
+        size_t n = strlen(base);
+        *len = n > 3 && !strcmp(base + n - 3, ".py") ? n - 3 : n;
+        return base;
+    }
+    return NULL;
+}
+
+/* Without -o (memray and heaptrack write a file by default too): the
+ * snapshot goes to vramtrace-NAME.PID.vtsnap in the current directory, NAME
+ * what the command runs (python_target, else its program's name) with
+ * anything but [A-Za-z0-9._-] replaced, PID this command's. */
+static void default_output(char **cmd, char *out, size_t len)
+{
+    size_t n = 0;
+    const char *name = python_target(cmd, &n);
+    if (!name) {
+        name = strrchr(cmd[0], '/') ? strrchr(cmd[0], '/') + 1 : cmd[0];
+        n = strlen(name);
+    }
+    char safe[64];
+    size_t m = 0;
+    for (size_t k = 0; k < n && m + 1 < sizeof safe; k++) {
+        char c = name[k];
+        safe[m++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                            c == '.' || c == '_' || c == '-'
+                        ? c : '_';
+    }
+    safe[m] = '\0';
+    snprintf(out, len, "vramtrace-%s.%ld.vtsnap", m ? safe : "run", (long)getpid());
+}
+
 int vt__cmd_run(int argc, char **argv)
 {
     const char *out = NULL;
@@ -650,14 +707,25 @@ int vt__cmd_run(int argc, char **argv)
     char *confs = kv_join(&conf);
     if (!out && getenv("VRAMTRACE_OUT") && *getenv("VRAMTRACE_OUT"))
         out = getenv("VRAMTRACE_OUT");   /* set by the caller: the same as -o */
+    char default_out[128] = "";
+    if (!out) {
+        default_output(argv + i, default_out, sizeof default_out);
+        out = default_out;
+    }
     char *outabs = out ? absolute(out) : NULL;
     if (!preload || !confs || (out && !outabs)) {
         fprintf(stderr, "vramtrace run: out of memory\n");
         return 2;
     }
     snprintf(preload, plen, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
-    if (outabs && check_output(outabs) != 0)
-        return 2;
+    if (outabs && check_output(outabs) != 0) {
+        if (!default_out[0])
+            return 2;
+        /* no -o asked for: the program runs anyway, without a snapshot */
+        fprintf(stderr, "vramtrace run: running without a snapshot (-o FILE chooses where)\n");
+        free(outabs);
+        outabs = NULL;
+    }
     char rundir[PATH_MAX] = "";
     if (make_run_dir(rundir, sizeof rundir) != 0)
         return 2;
@@ -685,9 +753,9 @@ int vt__cmd_run(int argc, char **argv)
         int lost = report_snapshots(rundir, outabs, &status);
         if (lost && rc == 0)
             rc = 1;
-    } else {
-        fprintf(stderr, "vramtrace run: no snapshot written: run again with -o FILE to keep one, "
-                        "then `vramtrace check FILE` names what stays alive and what holds it\n");
+        if (default_out[0] && !lost && access(outabs, F_OK) == 0)
+            fprintf(stderr, "vramtrace run: `vramtrace check %s` names what stays alive and "
+                            "what holds it\n", default_out);
     }
     remove_run_dir(rundir);
     if (WIFSIGNALED(status))

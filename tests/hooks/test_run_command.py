@@ -93,6 +93,28 @@ with tempfile.TemporaryDirectory() as d:
     check("--no-cache: every allocation reaches the device",
           p.returncode == 0 and sim_allocs(text) == 600, p)
 
+# Without -o the snapshot goes to vramtrace-NAME.PID.vtsnap in the current
+# directory (NAME: the program's, or a Python command's script or module),
+# with the command that reads it.
+with tempfile.TemporaryDirectory() as d:
+    p = run(["--", prog], cwd=d)
+    name = os.path.basename(prog)
+    made = [f for f in os.listdir(d) if f.startswith(f"vramtrace-{name}.")]
+    check("no -o: vramtrace-NAME.PID.vtsnap written in the current directory",
+          p.returncode == 0 and len(made) == 1 and made[0].endswith(".vtsnap") and
+          os.path.join(d, made[0]).encode() in p.stderr and
+          f"`vramtrace check {made[0]}` names what stays alive".encode() in p.stderr, p)
+    for cmd, want in ((["python3", "-u", "-W", "ignore", os.path.join(d, "my train.py")],
+                       b"/vramtrace-my_train."),
+                      (["python3", "-m", "pkg.mod"], b"/vramtrace-pkg.mod."),
+                      (["sh", "-c", "exit 0"], b"/vramtrace-sh.")):
+        p = run(["--"] + cmd, cwd=d)
+        # nothing recorded (no CUDA): no file, its name said
+        check(f"no -o: {' '.join(cmd[:2])}... is named {want.decode()}",
+              want in p.stderr and b"no exit snapshot" in p.stderr, p)
+    check("no -o: nothing written for a program that recorded nothing",
+          sorted(os.listdir(d)) == made, None)
+
 if failures:
     print(len(failures), "failed")
     sys.exit(1)

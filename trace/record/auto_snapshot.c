@@ -215,6 +215,14 @@ bool vt__process_recorded(void)
     return vt__rec_on() && vt__ring_head() > own_events_base;
 }
 
+bool vt__process_recorded_signal_safe(void)
+{
+    if (vt__activity_noted())
+        return true;
+    return atomic_load_explicit(&vt__rec_state, memory_order_acquire) == VT_REC_ON &&
+           vt__ring_head() > own_events_base;
+}
+
 bool vt__exit_snapshot_wanted(void)
 {
     const char *out = getenv("VRAMTRACE_OUT");

@@ -221,6 +221,9 @@ bool vt__exit_snapshot_wanted(void);
 /* This process recorded something of its own: events since it began (a
  * forked child's start), an allocator it set up, an OOM. */
 bool vt__process_recorded(void);
+/* The same without starting the recorder (atomic loads only): for a signal
+ * handler. */
+bool vt__process_recorded_signal_safe(void);
 /* Called by the exec wrappers before the program image is replaced. */
 void vt__before_exec(void);
 

@@ -34,7 +34,10 @@
  * kills the process with the same signal at its default action, so the exit
  * status (and a core where the default makes one) is what it would have
  * been. The program runs on meanwhile, as if the signal had arrived a little
- * later; a second termination signal kills at once. A program that installs
+ * later; a second termination signal kills at once, and so does the first
+ * in a process that has recorded nothing (it writes no snapshot: a shell or
+ * a launcher under `vramtrace run`, which now always asks for one, ends as
+ * without vramtrace even when it _exits right after). A program that installs
  * its own handler is never overridden (its handler runs, and a normal exit
  * writes the snapshot at exit); an ignored signal stays ignored.
  *
@@ -234,9 +237,13 @@ static void die_of(int sig)
 static void on_term_signal(int sig)
 {
     int saved = errno, none = 0;
-    /* No thread in this process (see signal_after_fork_child), or a second
-     * signal while the snapshot is written: the default action, now. */
-    if (getpid() != atomic_load(&thread_pid) || !atomic_compare_exchange_strong(&term_sig, &none, sig)) {
+    /* No thread in this process (see signal_after_fork_child), a process
+     * that recorded nothing (it writes no snapshot: a shell, a launcher, a
+     * worker without CUDA, which must end as without vramtrace, even by
+     * _exit right after the signal), or a second signal while the snapshot
+     * is written: the default action, now. */
+    if (getpid() != atomic_load(&thread_pid) || !vt__process_recorded_signal_safe() ||
+        !atomic_compare_exchange_strong(&term_sig, &none, sig)) {
         die_of(sig);
         errno = saved;
         return;
