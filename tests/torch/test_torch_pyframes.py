@@ -23,10 +23,12 @@ BACKWARD_LINE = next(i for i, line in enumerate(open(os.path.join(HERE, "py_leak
                      if "y.sum().backward()" in line)
 
 
-def run(cmd, env=None):
+def run(cmd, env=None, cwd=None):
+    """cmd's output; cwd: where `vramtrace run` without -o writes its
+    snapshot (a test's own folder, not the build's)."""
     full = dict(os.environ)
     full.update(env or {})
-    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    p = subprocess.run(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=600)
     assert p.returncode == 0, f"{cmd} exited {p.returncode}:\n{p.stdout[-4000:]}"
     return p.stdout
@@ -84,7 +86,7 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
     prog = os.path.join(HERE, "backward_leak.py")
     run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--", sys.executable, prog, out, snap],
         {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
-         "VRAMTRACE_TRACK_OBSERVER": "1" if ops_seen_by == "observer" else "0"})
+         "VRAMTRACE_TRACK_OBSERVER": "1" if ops_seen_by == "observer" else "0"}, cwd=tmp_path)
     with open(out) as f:
         info = json.load(f)
     line, n, nbytes = info["forward_line"], info["kept"], info["grad_bytes"]

@@ -24,10 +24,13 @@ MIB = 1 << 20
 HANDLE_WS = 32 * MIB        # each cuBLAS handle's own workspace (sm_90)
 
 
-def run(cmd: List[str], env: Dict[str, str] | None = None, status: int = 0) -> str:
+def run(cmd: List[str], env: Dict[str, str] | None = None, status: int = 0,
+        cwd: Path | None = None) -> str:
+    """cmd's output; cwd: where `vramtrace run` without -o writes its
+    snapshot (a test's own folder, not the build's)."""
     full = dict(os.environ)
     full.update(env or {})
-    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    p = subprocess.run(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=600)
     assert p.returncode == status, f"{cmd} exited {p.returncode}:\n{p.stdout[-4000:]}"
     return p.stdout
@@ -42,7 +45,7 @@ def run_way(tmp, way: str, *, preload: bool, uncached: bool, mem: str = "1G") ->
     if preload or way == "pluggable":
         cmd += ["--snapshot", str(snap)]
     env = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} if uncached else {}
-    run(cmd, env)
+    run(cmd, env, cwd=tmp)
     with open(out) as f:
         res = json.load(f)
     res["snap"] = str(snap)
@@ -146,7 +149,7 @@ def run_cycle_program(script: str, mem: str, out: Path, snap: Path, kind: str,
     `vramtrace run` on a device of MEM: what it wrote in OUT, with "snap"."""
     run([SIMRUN, "--mem", mem, "--", CLI, "run", "--", sys.executable,
          os.path.join(HERE, script), kind, str(out), str(snap), *extra],
-        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, cwd=out.parent)
     with open(out) as f:
         res = json.load(f)
     res["snap"] = str(snap)
