@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 
 def run(cmd: List[str], env: Dict[str, str] | None = None,
-        timeout: float = 600) -> Tuple[int, str]:
-    """`cmd` with `env` added to this process's environment: its exit status
-    and its merged output."""
+        timeout: float = 600, cwd: Any = None) -> Tuple[int, str]:
+    """`cmd` with `env` added to this process's environment (in `cwd`, where
+    `vramtrace run` without -o writes its snapshot): its exit status and its
+    merged output."""
     full = dict(os.environ)
     full.update(env or {})
-    p = subprocess.run(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    p = subprocess.run(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=timeout)
     return p.returncode, p.stdout

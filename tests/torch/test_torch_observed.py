@@ -644,3 +644,29 @@ def test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not(track, tmp_pa
     if track:
         assert re.search(r"held by: frame local 'losses' in main kept_results\.py:\d+ → list\[\*\] "
                          r"→ tensor 'loss = ", text), text[:4000]
+
+
+EVAL_KEEP = os.path.join(HERE, "eval_keep.py")
+EVAL_MODEL_LINE = next(i for i, line in enumerate(open(EVAL_KEEP), 1) if "# MODEL_LINE" in line)
+
+
+def test_an_evaluation_without_marks_is_judged_by_time_under_plain_run(tmp_path):
+    """`vramtrace run -- python eval.py` (no optimizer step, so no mark; no
+    --track): the blocks a loop keeps are judged by time, the never-freed
+    rule's call sites named by the script's line. Before: "0 findings" and
+    exit 0, with a note that the rules needing steps did not run. The fixed
+    twin (torch.no_grad(), predictions on the host) is clean."""
+    texts = {}
+    for kind in ("leak", "fixed"):
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--", sys.executable,
+                       EVAL_KEEP, kind], cwd=tmp_path)
+        assert rc == 0 and "preds (1920, 1000)" in out, out[-3000:]
+        snap = re.search(r"snapshot written to (\S+) ", out).group(1)
+        assert os.path.dirname(snap) == str(tmp_path), out[-2000:]
+        texts[kind] = run([CLI, "check", snap])
+    rc, text = texts["leak"]
+    assert rc == 1 and "rules: never-freed;" in text, text[:4000]
+    assert f"allocated at <module> ({EVAL_KEEP}:{EVAL_MODEL_LINE})" in text, text[:4000]
+    assert "outlier judges step by step: not run" in text, text[:4000]
+    rc, text = texts["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]

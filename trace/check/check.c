@@ -285,9 +285,17 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
                            : (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
     /* Without steps, accumulation step after step cannot be told from setup,
      * nor an outlier from a sibling of another phase: the automatic choice
-     * says so instead of guessing by time (asked by name, they run on time). */
+     * says so instead of guessing by time (asked by name, they run on time).
+     * Except NEVER-FREED on the blocks of an observed PyTorch allocator: a
+     * program without optimizer steps (an evaluation, inference) is judged
+     * by time there, as `run --track` judges its tensors by ticks. A call
+     * site's blocks alive at the end and allocated over at least 5 % of the
+     * trace are what a loop keeping its outputs leaves (setup allocates in
+     * one go), and small results kept on purpose stay under the floor of
+     * minor findings. */
     if (!(opt.rules & VT_CHECK_RULES_ALL) && !m.nmarks && !m.ntensors) {
-        r->rules_need_steps = rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+        unsigned by_time = (s->meta.flags & VT_META_POOL_OBSERVED) ? VT_CHECK_RULE_NEVER_FREED : 0;
+        r->rules_need_steps = rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER) & ~by_time;
         rules &= ~r->rules_need_steps;
     }
     /* Growth is judged at step ends only, after a warm-up: automatic when

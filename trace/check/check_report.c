@@ -372,9 +372,10 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     if (r->rules_need_steps) {
         fprintf(f, "\n  NOTE: this trace has no steps (marks), and ");
         print_rules(f, r->rules_need_steps);
-        fprintf(f, " judge step by step: not run. Mark steps with vramtrace.mark(\"step N\") "
+        int one = !(r->rules_need_steps & (r->rules_need_steps - 1));
+        fprintf(f, " %s step by step: not run. Mark steps with vramtrace.mark(\"step N\") "
                    "(or record with `vramtrace run`, which marks optimizer steps), or name "
-                   "them with --rules to judge by time");
+                   "%s with --rules to judge by time", one ? "judges" : "judge", one ? "it" : "them");
     }
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
