@@ -211,20 +211,21 @@ TEST(native_fixed_is_clean)
 }
 
 /* The blocks of an observed PyTorch allocator without marks (an evaluation:
- * no optimizer step): never-freed judges them by time, automatically; the
- * outlier rule still needs steps and says so. */
+ * no optimizer step): never-freed judges them by time, automatically (and
+ * growth, in windows of the trace); the outlier rule still needs steps and
+ * says so. */
 TEST(native_never_freed_judges_an_observed_pytorch_pool_by_time_without_marks)
 {
     synth y;
     native(&y, NATIVE_NO_MARKS);
     y.s.meta.flags |= VT_META_POOL_OBSERVED;
     vt__check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
     assert_rendered_says(r, &y, 0, "NOTE: this trace has no steps (marks), and outlier "
                                    "judges step by step: not run.");
-    assert_rendered_says(r, &y, 0, "rules: never-freed;");
+    assert_rendered_says(r, &y, 0, "rules: never-freed,growth;");
     vt__check_report_free(r);
     synth_fini(&y);
 }

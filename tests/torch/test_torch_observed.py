@@ -652,21 +652,27 @@ EVAL_MODEL_LINE = next(i for i, line in enumerate(open(EVAL_KEEP), 1) if "# MODE
 
 def test_an_evaluation_without_marks_is_judged_by_time_under_plain_run(tmp_path):
     """`vramtrace run -- python eval.py` (no optimizer step, so no mark; no
-    --track): the blocks a loop keeps are judged by time, the never-freed
-    rule's call sites named by the script's line. Before: "0 findings" and
-    exit 0, with a note that the rules needing steps did not run. The fixed
-    twin (torch.no_grad(), predictions on the host) is clean."""
+    --track): the blocks a loop keeps are judged by time, by the script's
+    line: never-freed for what the script holds to its end, growth (in
+    windows of the trace) for what its evaluation function kept until it
+    returned. Before: "0 findings" and exit 0, with a note that the rules
+    needing steps did not run. The fixed twin (torch.no_grad(), predictions
+    on the host) is clean."""
     texts = {}
-    for kind in ("leak", "fixed"):
+    for kind in ("leak", "leak-in-function", "fixed"):
+        (tmp_path / kind).mkdir()
         rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--", sys.executable,
-                       EVAL_KEEP, kind], cwd=tmp_path)
+                       EVAL_KEEP, kind], cwd=tmp_path / kind)
         assert rc == 0 and "preds (1920, 1000)" in out, out[-3000:]
         snap = re.search(r"snapshot written to (\S+) ", out).group(1)
-        assert os.path.dirname(snap) == str(tmp_path), out[-2000:]
+        assert os.path.dirname(snap) == str(tmp_path / kind), out[-2000:]
         texts[kind] = run([CLI, "check", snap])
-    rc, text = texts["leak"]
-    assert rc == 1 and "rules: never-freed;" in text, text[:4000]
-    assert f"allocated at <module> ({EVAL_KEEP}:{EVAL_MODEL_LINE})" in text, text[:4000]
-    assert "outlier judges step by step: not run" in text, text[:4000]
+    site = f"({EVAL_KEEP}:{EVAL_MODEL_LINE},"
+    for kind, rule in (("leak", "never-freed"), ("leak-in-function", "growth")):
+        rc, text = texts[kind]
+        assert rc == 1 and "rules: never-freed,growth;" in text, text[:4000]
+        assert "outlier judges step by step: not run" in text, text[:4000]
+        assert re.search(rf"#1 \[{rule}\] .*\n(.*\n)*?.*allocated: .*\n\s+at evaluate "
+                         + re.escape(site), text), (kind, text[:4000])
     rc, text = texts["fixed"]
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]

@@ -300,9 +300,12 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     }
     /* Growth is judged at step ends only, after a warm-up: automatic when
      * there are enough of them; asked by name without, it says so. */
-    if (!(opt.rules & VT_CHECK_RULES_ALL) && m.nmarks >= VT_CHECK_GROWTH_MIN_MARKS)
+    int growth_by_time = !m.nmarks && m.nwin;   /* an observed pool without marks */
+    if (!(opt.rules & VT_CHECK_RULES_ALL) &&
+        (m.nmarks >= VT_CHECK_GROWTH_MIN_MARKS || growth_by_time))
         rules |= VT_CHECK_RULE_GROWTH;
-    if ((rules & VT_CHECK_RULE_GROWTH) && m.nmarks < VT_CHECK_GROWTH_MIN_MARKS) {
+    if ((rules & VT_CHECK_RULE_GROWTH) && m.nmarks < VT_CHECK_GROWTH_MIN_MARKS &&
+        !growth_by_time) {
         r->rules_need_steps |= VT_CHECK_RULE_GROWTH;
         rules &= ~VT_CHECK_RULE_GROWTH;
     }

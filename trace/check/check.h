@@ -412,6 +412,8 @@ typedef struct vt__check_finding {
     uint32_t growth_last_mark; /* last judged mark */
     uint64_t growth_first_bytes; /* live bytes of the site at the first judged mark */
     uint64_t growth_last_bytes;  /* at the last one */
+    uint64_t growth_window_ns; /* by time (a trace without marks): the windows' length,
+                                  the marks above being window ends; 0: by marks */
 } vt__check_finding;
 
 typedef struct vt__check_report {

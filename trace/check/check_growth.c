@@ -70,6 +70,30 @@ int vt__check_growth_fit(const uint64_t *v, size_t n, vt__check_growth *out)
     return 0;
 }
 
+int vt__ck_growth_counts(const ck_storage *st)
+{
+    return !(st->implicit || st->fate_unknown || st->claimed || st->lingered || st->gc_freed);
+}
+
+/* The end of window k (by time). */
+static uint64_t win_end(const ck_model *m, size_t k)
+{
+    /* no overflow before a trace of 27 years */
+    return m->win_t0 + (uint64_t)(k + 1) * m->win_span / m->nwin;
+}
+
+void vt__ck_win_span(const ck_model *m, const ck_storage *st, size_t *a, size_t *b)
+{
+    /* alive at a window's end T: allocated at or before T, freed after it */
+    size_t n = m->nwin;
+    *a = 0;
+    *b = n;
+    if (st->alloc_seq)
+        VT__PARTITION_POINT(n, k, win_end(m, k) < st->alloc_time, *a);
+    if (st->freed)
+        VT__PARTITION_POINT(n, k, win_end(m, k) < st->free_time, *b);
+}
+
 /* A storage alive at marks [a, b) of its call site. */
 typedef struct span {
     uint32_t stack, idx, a, b;
@@ -83,11 +107,51 @@ static int cmp_span(const void *p, const void *q)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* The finding of one growing site, its storages sp[0..n). */
-static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
-                        const vt__check_growth *g)
+/* A growing site's finding, shown by storage st (index sti, CK_NONE for a
+ * retired one's copy), nalive of its storages alive at the last judged
+ * step end (mark, or window end by time). */
+static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_storage *st,
+                        uint32_t nalive, const vt__check_growth *g)
 {
-    /* its largest storage alive at the last judged mark stands for it */
+    /* its storage's holders are looked up like any finding's */
+    vt__check_finding *f = vt__ck_add_finding(fs, sti);
+    if (!f)
+        return -ENOMEM;
+    vt__ck_fill_storage(f, m, st);
+    f->rule = VT_CHECK_RULE_GROWTH;
+    f->nallocs = nalive;
+    f->bytes = f->block_bytes = g->last_bytes - g->first_bytes;
+    f->grace_mode = m->nmarks ? VT_CHECK_GRACE_STEPS : VT_CHECK_GRACE_TIME;
+    f->last_use_seq = f->alloc_seq;
+    f->last_use_time_ns = f->alloc_time_ns;
+    f->last_use_stack = f->alloc_stack;
+    f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
+    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
+    if (m->nmarks) {
+        f->linger_from_seq = m->mark_seq[g->first];
+        f->linger_from_time_ns = m->mark_time[g->first];
+        f->linger_ns = m->mark_time[g->last] - m->mark_time[g->first];
+    } else {
+        f->growth_window_ns = m->win_span / m->nwin;
+        f->linger_from_time_ns = win_end(m, g->first);
+        f->linger_from_seq = vt__ck_seq_at_time(m, f->linger_from_time_ns, 0);
+        f->linger_ns = win_end(m, g->last) - win_end(m, g->first);
+    }
+    f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9) / 2;
+    f->path_seq = UINT64_MAX;
+    f->growth_per_step = (uint64_t)g->per_step;
+    f->growth_first_mark = g->first;
+    f->growth_last_mark = g->last;
+    f->growth_first_bytes = g->first_bytes;
+    f->growth_last_bytes = g->last_bytes;
+    return 0;
+}
+
+/* The finding of one growing site by marks, its storages sp[0..n): its
+ * largest storage alive at the last judged mark stands for it. */
+static int marks_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
+                         const vt__check_growth *g)
+{
     uint32_t big = CK_NONE, nalive = 0;
     for (size_t k = 0; k < n; k++) {
         if (!(sp[k].a <= g->last && g->last < sp[k].b))
@@ -99,37 +163,149 @@ static int site_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
     }
     if (big == CK_NONE)
         return 0;   /* cannot be: it grew to last_bytes > 0 */
-    /* its storage's holders are looked up like any finding's */
-    vt__check_finding *f = vt__ck_add_finding(fs, big);
-    if (!f)
-        return -ENOMEM;
-    vt__ck_fill_storage(f, m, &m->st[big]);
-    f->rule = VT_CHECK_RULE_GROWTH;
-    f->nallocs = nalive;
-    f->bytes = f->block_bytes = g->last_bytes - g->first_bytes;
-    f->grace_mode = VT_CHECK_GRACE_STEPS;
-    f->last_use_seq = f->alloc_seq;
-    f->last_use_time_ns = f->alloc_time_ns;
-    f->last_use_stack = f->alloc_stack;
-    f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
-    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
-    f->linger_from_seq = m->mark_seq[g->first];
-    f->linger_from_time_ns = m->mark_time[g->first];
-    f->linger_ns = m->mark_time[g->last] - m->mark_time[g->first];
-    f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9) / 2;
-    f->path_seq = UINT64_MAX;
-    f->growth_per_step = (uint64_t)g->per_step;
-    f->growth_first_mark = g->first;
-    f->growth_last_mark = g->last;
-    f->growth_first_bytes = g->first_bytes;
-    f->growth_last_bytes = g->last_bytes;
-    return 0;
+    return site_finding(m, fs, big, &m->st[big], nalive, g);
+}
+
+/* A site by time: its stack, its retired storages' windows (NULL: none),
+ * and its storages still in the model, sp[0..n). */
+typedef struct time_site {
+    uint32_t stack;
+    const ck_site *retired;
+    size_t s0, s1;           /* its spans in sp */
+} time_site;
+
+static int cmp_time_site(const void *p, const void *q)
+{
+    const time_site *x = p, *y = q;
+    return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* GROWTH by time: a trace without marks (an observed PyTorch pool's: an
+ * evaluation, inference) cut into CK_GROWTH_WINDOWS windows, a site's
+ * series its live bytes at each window's end, judged up to its last
+ * highest (what a program keeps through its loop and lets go when it ends,
+ * a function's locals, grew all the same). The site's first storage in the
+ * model's order that counted stands for it, retired or not. */
+static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_findings *fs,
+                               vt__check_report *r)
+{
+    size_t nw = m->nwin;
+    span *sp = malloc((m->nst ? m->nst : 1) * sizeof *sp);
+    time_site *ts = malloc((m->nst + m->nsites + 1) * sizeof *ts);
+    int64_t *delta = malloc((nw + 1) * sizeof *delta);
+    uint64_t *v = malloc(nw * sizeof *v);
+    int rc = 0;
+    if (!sp || !ts || !delta || !v) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t n = 0, nts = 0;
+    for (size_t i = 0; i < m->nst; i++) {
+        ck_storage *st = &m->st[i];
+        if (st->retired || st->external || st->before_window || st->device < 0 ||
+            !vt__ck_growth_counts(st))
+            continue;
+        size_t a, b;
+        vt__ck_win_span(m, st, &a, &b);
+        if (a >= b)
+            continue;
+        int why = vt__ck_ignored(m, opt, (uint32_t)i, 0);
+        if (why) {
+            if (!st->ignore_counted)
+                ++*(why == 2 ? &r->nhost_skipped : &r->nignored);
+            st->ignore_counted = 1;
+            continue;
+        }
+        sp[n++] = (span){ st->alloc_stack, (uint32_t)i, (uint32_t)a, (uint32_t)b };
+    }
+    if (n)
+        qsort(sp, n, sizeof *sp, cmp_span);
+    for (size_t s0 = 0; s0 < n;) {
+        size_t s1 = s0;
+        while (s1 < n && sp[s1].stack == sp[s0].stack)
+            s1++;
+        ts[nts++] = (time_site){ sp[s0].stack, NULL, s0, s1 };
+        s0 = s1;
+    }
+    size_t nlive = nts;
+    for (size_t c = 0; c < m->nsites; c++) {
+        const ck_site *site = &m->sites[c];
+        if (!site->win)
+            continue;
+        ck_storage stub = site->win_first;
+        stub.first_tensor = CK_NONE;
+        ck_model one = { .s = m->s, .st = &stub, .nst = 1 };
+        if (vt__ck_ignored(&one, opt, 0, 0) == 1)
+            continue;
+        size_t k = 0;
+        while (k < nlive && ts[k].stack != site->stack)
+            k++;
+        if (k < nlive)
+            ts[k].retired = site;
+        else
+            ts[nts++] = (time_site){ site->stack, site, 0, 0 };
+    }
+    if (nts)
+        qsort(ts, nts, sizeof *ts, cmp_time_site);
+    for (size_t t = 0; t < nts && !rc; t++) {
+        const time_site *x = &ts[t];
+        if (x->retired)
+            memcpy(delta, x->retired->win, (nw + 1) * sizeof *delta);
+        else
+            memset(delta, 0, (nw + 1) * sizeof *delta);
+        for (size_t k = x->s0; k < x->s1; k++) {
+            int64_t bytes = (int64_t)vt__ck_storage_bytes(&m->st[sp[k].idx]);
+            delta[sp[k].a] += bytes;
+            delta[sp[k].b] -= bytes;
+        }
+        int64_t live = 0;
+        size_t top = 0;
+        for (size_t k = 0; k < nw; k++) {
+            live += delta[k];
+            v[k] = (uint64_t)live;
+            if (v[k] >= v[top])
+                top = k;
+        }
+        vt__check_growth g;
+        rc = vt__check_growth_fit(v, top + 1, &g);
+        if (rc || !g.grows)
+            continue;
+        /* the first storage that counted, retired or not, stands for it */
+        uint32_t sti = CK_NONE, nalive = 0;
+        if (x->retired) {
+            const int64_t *count = x->retired->win + nw + 1;
+            int64_t c = 0;
+            for (size_t k = 0; k <= g.last; k++)
+                c += count[k];
+            nalive = (uint32_t)c;
+        }
+        for (size_t k = x->s0; k < x->s1; k++) {
+            if (sp[k].a <= g.last && g.last < sp[k].b)
+                nalive++;
+            if (sti == CK_NONE || m->st[sp[k].idx].ord < m->st[sti].ord)
+                sti = sp[k].idx;
+        }
+        const ck_storage *show = sti != CK_NONE ? &m->st[sti] : NULL;
+        if (x->retired && (!show || x->retired->win_first.ord < show->ord)) {
+            show = &x->retired->win_first;
+            sti = CK_NONE;
+        }
+        rc = site_finding(m, fs, sti, show, nalive, &g);
+    }
+out:
+    free(sp);
+    free(ts);
+    free(delta);
+    free(v);
+    return rc;
 }
 
 int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt__check_report *r)
 {
     size_t nm = m->nmarks;
+    if (!nm && m->nwin)
+        return rule_growth_by_time(m, opt, fs, r);
     if (nm < VT_CHECK_GROWTH_MIN_MARKS)
         return 0;
     span *sp = malloc((m->nst ? m->nst : 1) * sizeof *sp);
@@ -182,7 +358,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
         vt__check_growth g;
         rc = vt__check_growth_fit(v, nm, &g);
         if (!rc && g.grows)
-            rc = site_finding(m, fs, &sp[s0], s1 - s0, &g);
+            rc = marks_finding(m, fs, &sp[s0], s1 - s0, &g);
         s0 = s1;
     }
 out:

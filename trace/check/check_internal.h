@@ -75,6 +75,12 @@ typedef struct ck_site {
     uint64_t first_seq;     /* the first of them in the model's order (alloc_seq, */
     uint32_t first_ord;     /* then ord): what an --ignore pattern is asked about */
     int8_t first_device;
+    /* GROWTH by time (ck_model.nwin > 0): its retired storages' bytes alive
+     * at each window's end, as differences (nwin + 1 of them), then their
+     * count the same way (nwin + 1 more), and the first of them that counted
+     * there (lowest ord), which a finding shows. */
+    int64_t *win;
+    ck_storage win_first;
 } ck_site;
 
 /* A retired storage's lifetime (free - alloc), for OUTLIER's median of the
@@ -157,6 +163,10 @@ typedef struct ck_model {
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
     uint8_t skip_host;      /* host storages are not judged (vt__check_host) */
+    /* GROWTH by time (no marks: check_growth.c): nwin windows of the trace,
+     * the k-th ending at win_t0 + (k + 1) * win_span / nwin; 0: by marks. */
+    size_t nwin;
+    uint64_t win_t0, win_span;
     /* Live bytes of the open storages, in event order, and their highest:
      * device and host apart (the floor under which findings are minor). */
     uint64_t live_device, peak_device, live_host, peak_host;
@@ -175,6 +185,8 @@ typedef struct ck_findings {
 
 /* Grow an array so that it holds at least `need` elements (0 / -ENOMEM). */
 #define CK_GROW(arr, cap, need) vt__grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+/* GROWTH by time: the windows a trace without marks is cut into. */
+#define CK_GROWTH_WINDOWS 20
 
 /* String idx of the snapshot, "" when absent or malformed. */
 const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
@@ -264,6 +276,12 @@ int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt__check_report *r);
 /* GROWTH runs last: it judges the storages no other rule flagged. */
+/* The window storage st is alive at the end of, first and past the last:
+ * [*a, *b) (by time: ck_model.nwin). */
+void vt__ck_win_span(const ck_model *m, const ck_storage *st, size_t *a, size_t *b);
+/* Whether GROWTH judges st (one finding per storage: not what the other
+ * rules flagged, nor what they cannot tell). */
+int vt__ck_growth_counts(const ck_storage *st);
 int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt__check_report *r);
 

@@ -191,6 +191,30 @@ static int retirable(const ck_model *m, const ck_storage *s)
     return s->alloc_seq && m->mark_seq[m->nmarks - 1] <= s->alloc_seq;
 }
 
+/* GROWTH by time: a retired storage's bytes in its site's windows. */
+static int win_fold(ck_model *m, ck_site *c, const ck_storage *s)
+{
+    if (s->device < 0)
+        return 0;   /* the pool's blocks are device memory */
+    size_t a, b;
+    vt__ck_win_span(m, s, &a, &b);
+    if (a >= b)
+        return 0;   /* alive at no window's end */
+    if (!c->win) {
+        if (!(c->win = calloc(2 * (m->nwin + 1), sizeof *c->win)))
+            return -ENOMEM;
+        c->win_first = *s;
+    } else if (s->ord < c->win_first.ord) {
+        c->win_first = *s;
+    }
+    int64_t bytes = (int64_t)vt__ck_storage_bytes(s), *count = c->win + m->nwin + 1;
+    c->win[a] += bytes;
+    c->win[b] -= bytes;
+    count[a]++;
+    count[b]--;
+    return 0;
+}
+
 /* Fold storage x into its call site's sums and free its slot. */
 static int retire(ck_model *m, uint32_t x)
 {
@@ -219,6 +243,8 @@ static int retire(ck_model *m, uint32_t x)
                 return -ENOMEM;
             m->lives[m->nlives++] = (ck_life){ s->free_time - s->alloc_time, s->alloc_stack };
         }
+        if (m->nwin && vt__ck_growth_counts(s) && win_fold(m, c, s) < 0)
+            return -ENOMEM;
     }
     s->retired = 1;
     if (CK_GROW(m->free_slots, m->capfree_slots, m->nfree_slots + 1) < 0)
@@ -807,6 +833,8 @@ void vt__ck_model_free(ck_model *m)
 {
     free(m->st);
     free(m->free_slots);
+    for (size_t i = 0; i < m->nsites; i++)
+        free(m->sites[i].win);
     free(m->sites);
     free(m->lives);
     vt__u64map_free(&m->site_of);
@@ -836,7 +864,8 @@ static void walk_free(walk *w)
 static void model_reset(ck_model *m)
 {
     ck_model keep = { .s = m->s, .es = m->es, .err = m->err, .errlen = m->errlen,
-                      .rules_asked = m->rules_asked, .keep_records = m->keep_records };
+                      .rules_asked = m->rules_asked, .keep_records = m->keep_records,
+                      .nwin = m->nwin, .win_t0 = m->win_t0, .win_span = m->win_span };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -889,6 +918,16 @@ int vt__ck_model_build(ck_model *m)
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
+    /* GROWTH by time: the blocks of an observed PyTorch pool without marks
+     * (check.c chooses the rules the same way), in windows of the trace
+     * the retired storages are counted in as they go. */
+    if (!nmarks && !tensors && (m->s->meta.flags & VT_META_POOL_OBSERVED) &&
+        (!m->rules_asked || (m->rules_asked & VT_CHECK_RULE_GROWTH)) &&
+        tl->last_time_ns > tl->first_time_ns) {
+        m->nwin = CK_GROWTH_WINDOWS;
+        m->win_t0 = tl->first_time_ns;
+        m->win_span = tl->last_time_ns - tl->first_time_ns;
+    }
     rc = build_model(m, tl);
     if (rc == CK_UNORDERED) {
         model_reset(m);

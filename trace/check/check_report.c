@@ -458,6 +458,16 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         } else if (x->rule == VT_CHECK_RULE_OUTLIER) {
             fprintf(f, "   outlived a complete step while its siblings from the same call site"
                        " died within one\n");
+        } else if (x->rule == VT_CHECK_RULE_GROWTH && x->growth_window_ns) {
+            /* by time: the trace cut into windows (no marks) */
+            fprintf(f, "   grows %s per %.3f s: its live bytes went from %s at %.3f s to %s at "
+                       "%.3f s (no marks: judged at the ends of %.3f s windows of the trace, "
+                       "the first %u not judged: warm-up)\n",
+                    vt__fmt_bytes(x->growth_per_step, b1), (double)x->growth_window_ns / 1e9,
+                    vt__fmt_bytes(x->growth_first_bytes, b2), rel_s(r, x->linger_from_time_ns),
+                    vt__fmt_bytes(x->growth_last_bytes, b3),
+                    rel_s(r, x->linger_from_time_ns + x->linger_ns),
+                    (double)x->growth_window_ns / 1e9, x->growth_first_mark);
         } else if (x->rule == VT_CHECK_RULE_GROWTH) {
             fprintf(f, "   grows %s per step: its live bytes at each step's end (mark) went from %s"
                        " at mark %u to %s at mark %u",
@@ -547,7 +557,9 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
                 : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
-                : x->rule == VT_CHECK_RULE_GROWTH  ? "while growing, from its first judged mark"
+                : x->rule == VT_CHECK_RULE_GROWTH  ? (x->growth_window_ns
+                                                          ? "while growing, from its first judged window"
+                                                          : "while growing, from its first judged mark")
                                                    : "since allocation (longest)",
                 vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
@@ -738,10 +750,15 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     else
         fprintf(f, ",\"step\":null");
     if (x->rule == VT_CHECK_RULE_GROWTH)
+    {
         fprintf(f, ",\"growth\":{\"per_step\":%" PRIu64 ",\"first_mark\":%u,\"last_mark\":%u,"
-                   "\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64 "}",
+                   "\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64,
                 x->growth_per_step, x->growth_first_mark, x->growth_last_mark,
                 x->growth_first_bytes, x->growth_last_bytes);
+        if (x->growth_window_ns)   /* by time: the "marks" are window ends */
+            fprintf(f, ",\"window_ns\":%" PRIu64, x->growth_window_ns);
+        fputc('}', f);
+    }
     else
         fprintf(f, ",\"growth\":null");
     fprintf(f, ",\"paths_at\":");
