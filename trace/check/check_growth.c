@@ -166,6 +166,45 @@ static int marks_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
     return site_finding(m, fs, big, &m->st[big], nalive, g);
 }
 
+/* The storages GROWTH judges in the model, each with the step ends it is
+ * alive at, [a, b) (marks; by time, window ends: the device blocks that a
+ * retired storage would have been counted with), by call site; how many. */
+static size_t judged_spans(ck_model *m, const vt__check_options *opt, vt__check_report *r,
+                           span *sp)
+{
+    size_t n = 0, nm = m->nmarks;
+    for (size_t i = 0; i < m->nst; i++) {
+        ck_storage *st = &m->st[i];
+        /* one finding per storage: what the other rules flagged is theirs */
+        if (st->retired || !vt__ck_growth_counts(st))
+            continue;
+        size_t a = 0, b = nm;
+        if (!nm) {
+            if (st->external || st->before_window || st->device < 0)
+                continue;
+            vt__ck_win_span(m, st, &a, &b);
+        } else {
+            if (st->alloc_seq)
+                VT__PARTITION_POINT(nm, k, m->mark_seq[k] <= st->alloc_seq, a);
+            if (st->freed)
+                VT__PARTITION_POINT(nm, k, m->mark_seq[k] < st->free_seq, b);
+        }
+        if (a >= b)
+            continue;   /* alive at no step's end */
+        int why = vt__ck_ignored(m, opt, (uint32_t)i, 0);
+        if (why) {
+            if (!st->ignore_counted)
+                ++*(why == 2 ? &r->nhost_skipped : &r->nignored);
+            st->ignore_counted = 1;
+            continue;
+        }
+        sp[n++] = (span){ st->alloc_stack, (uint32_t)i, (uint32_t)a, (uint32_t)b };
+    }
+    if (n)
+        qsort(sp, n, sizeof *sp, cmp_span);
+    return n;
+}
+
 /* A site by time: its stack, its retired storages' windows (NULL: none),
  * and its storages still in the model, sp[0..n). */
 typedef struct time_site {
@@ -199,27 +238,7 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         rc = -ENOMEM;
         goto out;
     }
-    size_t n = 0, nts = 0;
-    for (size_t i = 0; i < m->nst; i++) {
-        ck_storage *st = &m->st[i];
-        if (st->retired || st->external || st->before_window || st->device < 0 ||
-            !vt__ck_growth_counts(st))
-            continue;
-        size_t a, b;
-        vt__ck_win_span(m, st, &a, &b);
-        if (a >= b)
-            continue;
-        int why = vt__ck_ignored(m, opt, (uint32_t)i, 0);
-        if (why) {
-            if (!st->ignore_counted)
-                ++*(why == 2 ? &r->nhost_skipped : &r->nignored);
-            st->ignore_counted = 1;
-            continue;
-        }
-        sp[n++] = (span){ st->alloc_stack, (uint32_t)i, (uint32_t)a, (uint32_t)b };
-    }
-    if (n)
-        qsort(sp, n, sizeof *sp, cmp_span);
+    size_t n = judged_spans(m, opt, r, sp), nts = 0;
     for (size_t s0 = 0; s0 < n;) {
         size_t s1 = s0;
         while (s1 < n && sp[s1].stack == sp[s0].stack)
@@ -316,30 +335,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
         rc = -ENOMEM;
         goto out;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < m->nst; i++) {
-        ck_storage *st = &m->st[i];
-        /* one finding per storage: what the other rules flagged is theirs */
-        if (st->implicit || st->fate_unknown || st->claimed || st->lingered || st->gc_freed)
-            continue;
-        size_t a = 0, b = nm;
-        if (st->alloc_seq)
-            VT__PARTITION_POINT(nm, k, m->mark_seq[k] <= st->alloc_seq, a);
-        if (st->freed)
-            VT__PARTITION_POINT(nm, k, m->mark_seq[k] < st->free_seq, b);
-        if (a >= b)
-            continue;   /* alive at no step's end */
-        int why = vt__ck_ignored(m, opt, (uint32_t)i, 0);
-        if (why) {
-            if (!st->ignore_counted)
-                ++*(why == 2 ? &r->nhost_skipped : &r->nignored);
-            st->ignore_counted = 1;
-            continue;
-        }
-        sp[n++] = (span){ st->alloc_stack, (uint32_t)i, (uint32_t)a, (uint32_t)b };
-    }
-    if (n)
-        qsort(sp, n, sizeof *sp, cmp_span);
+    size_t n = judged_spans(m, opt, r, sp);
     for (size_t s0 = 0; s0 < n && !rc;) {
         size_t s1 = s0;
         while (s1 < n && sp[s1].stack == sp[s0].stack)
