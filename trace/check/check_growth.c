@@ -223,18 +223,21 @@ static int cmp_time_site(const void *p, const void *q)
  * evaluation, inference) cut into CK_GROWTH_WINDOWS windows, a site's
  * series its live bytes at each window's end, judged up to its last
  * highest (what a program keeps through its loop and lets go when it ends,
- * a function's locals, grew all the same). The site's first storage in the
- * model's order that counted stands for it, retired or not. */
+ * a function's locals, grew all the same), and only where more of its
+ * storages are alive at the last judged end than at the first. The site's
+ * first storage in the model's order that counted stands for it, retired
+ * or not. */
 static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                                vt__check_report *r)
 {
     size_t nw = m->nwin;
     span *sp = malloc((m->nst ? m->nst : 1) * sizeof *sp);
     time_site *ts = malloc((m->nst + m->nsites + 1) * sizeof *ts);
-    int64_t *delta = malloc((nw + 1) * sizeof *delta);
+    int64_t *delta = malloc(2 * (nw + 1) * sizeof *delta);
     uint64_t *v = malloc(nw * sizeof *v);
+    uint32_t *nalive = malloc(nw * sizeof *nalive);
     int rc = 0;
-    if (!sp || !ts || !delta || !v) {
+    if (!sp || !ts || !delta || !v || !nalive) {
         rc = -ENOMEM;
         goto out;
     }
@@ -268,54 +271,54 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         qsort(ts, nts, sizeof *ts, cmp_time_site);
     for (size_t t = 0; t < nts && !rc; t++) {
         const time_site *x = &ts[t];
+        /* bytes, then storages, alive at each window's end, as differences */
         if (x->retired)
-            memcpy(delta, x->retired->win, (nw + 1) * sizeof *delta);
+            memcpy(delta, x->retired->win, 2 * (nw + 1) * sizeof *delta);
         else
-            memset(delta, 0, (nw + 1) * sizeof *delta);
+            memset(delta, 0, 2 * (nw + 1) * sizeof *delta);
+        int64_t *count = delta + nw + 1;
         for (size_t k = x->s0; k < x->s1; k++) {
             int64_t bytes = (int64_t)vt__ck_storage_bytes(&m->st[sp[k].idx]);
             delta[sp[k].a] += bytes;
             delta[sp[k].b] -= bytes;
+            count[sp[k].a]++;
+            count[sp[k].b]--;
         }
-        int64_t live = 0;
+        int64_t live = 0, alive = 0;
         size_t top = 0;
         for (size_t k = 0; k < nw; k++) {
             live += delta[k];
+            alive += count[k];
             v[k] = (uint64_t)live;
+            nalive[k] = (uint32_t)alive;
             if (v[k] >= v[top])
                 top = k;
         }
         vt__check_growth g;
         rc = vt__check_growth_fit(v, top + 1, &g);
-        if (rc || !g.grows)
+        /* Without steps a buffer made again larger (a KV cache grown by
+         * torch.cat through a generation) is what inference does: growth
+         * by time is storages piling up, more of them alive at the end. */
+        if (rc || !g.grows || nalive[g.last] <= nalive[g.first])
             continue;
         /* the first storage that counted, retired or not, stands for it */
-        uint32_t sti = CK_NONE, nalive = 0;
-        if (x->retired) {
-            const int64_t *count = x->retired->win + nw + 1;
-            int64_t c = 0;
-            for (size_t k = 0; k <= g.last; k++)
-                c += count[k];
-            nalive = (uint32_t)c;
-        }
-        for (size_t k = x->s0; k < x->s1; k++) {
-            if (sp[k].a <= g.last && g.last < sp[k].b)
-                nalive++;
+        uint32_t sti = CK_NONE;
+        for (size_t k = x->s0; k < x->s1; k++)
             if (sti == CK_NONE || m->st[sp[k].idx].ord < m->st[sti].ord)
                 sti = sp[k].idx;
-        }
         const ck_storage *show = sti != CK_NONE ? &m->st[sti] : NULL;
         if (x->retired && (!show || x->retired->win_first.ord < show->ord)) {
             show = &x->retired->win_first;
             sti = CK_NONE;
         }
-        rc = site_finding(m, fs, sti, show, nalive, &g);
+        rc = site_finding(m, fs, sti, show, nalive[g.last], &g);
     }
 out:
     free(sp);
     free(ts);
     free(delta);
     free(v);
+    free(nalive);
     return rc;
 }
 
