@@ -20,7 +20,7 @@
 #include "test_format_gen.h"
 
 /* s written to DIR/s.vtsnap in a new directory /tmp/vt-test-TAG-XXXXXX
- * (dir: 64 bytes); the caller unlinks path and removes dir. */
+ * (dir: 64 bytes); the caller removes both (svw_remove). */
 static inline void svw_write_snapshot(const vt__snapshot_data *s, const char *tag, char *dir,
                                       char *path, size_t len)
 {
