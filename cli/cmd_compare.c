@@ -335,19 +335,13 @@ int vt__compare_read(vt__compare *c, const char *file)
     char err[1024], tlerr[1024];
     vt__snapshot_data *s;
     vt__event_stream *es;
-    if (vt__snapshot_open(file, &s, &es, err, sizeof err) != 0) {
-        fprintf(stderr, "vramtrace compare: %s\n", err);
-        return VT_EXIT_FAILURE;
-    }
-    err[0] = 0;
-    int rc = vt__compare_add_stream(c, file, s, es, tlerr, sizeof tlerr);
+    int rc = vt__report_open_stream("compare", file, &s, &es, err, sizeof err);
+    if (rc)
+        return rc;
+    rc = vt__compare_add_stream(c, file, s, es, tlerr, sizeof tlerr);
     if (rc) {
-        /* a damaged file is said as the reader says it; else the timeline's
-         * own trouble (memory), as vt__report_load says it */
-        if (err[0])
-            fprintf(stderr, "vramtrace compare: %s\n", err);
-        else
-            fprintf(stderr, "vramtrace compare: %s: %s\n", file, tlerr);
+        /* the timeline's own trouble (memory) as vt__report_load says it */
+        vt__report_stream_failed("compare", file, err, tlerr);
         rc = VT_EXIT_FAILURE;
     }
     vt__event_stream_close(es);

@@ -34,18 +34,13 @@ int vt__cmd_json(int argc, char **argv)
     char serr[1024] = "", err[1024] = "";
     vt__snapshot_data *s;
     vt__event_stream *es;
-    if (vt__snapshot_open(path, &s, &es, serr, sizeof serr) != 0) {
-        fprintf(stderr, "vramtrace json: %s\n", serr);
-        return VT_EXIT_FAILURE;
-    }
-    serr[0] = 0;
+    if ((rc = vt__report_open_stream("json", path, &s, &es, serr, sizeof serr)) != 0)
+        return rc;
     static char buf[1 << 16];
     setvbuf(stdout, buf, _IOFBF, sizeof buf);
     rc = vt__json_doc_write_stream(stdout, path, s, es, with_events, err, sizeof err);
-    if (rc && serr[0])
-        fprintf(stderr, "vramtrace json: %s\n", serr);
-    else if (rc)
-        fprintf(stderr, "vramtrace json: %s: %s\n", path, err);
+    if (rc)
+        vt__report_stream_failed("json", path, serr, err);
     vt__event_stream_close(es);
     vt__snapshot_free(s);
     return rc ? VT_EXIT_FAILURE : 0;

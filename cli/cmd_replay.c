@@ -575,10 +575,8 @@ int vt__cmd_replay(int argc, char **argv)
     char serr[1024], err[512];
     vt__snapshot_data *s = NULL;
     vt__event_stream *es = NULL;
-    if (vt__snapshot_open(path, &s, &es, serr, sizeof serr) != 0) {
-        fprintf(stderr, "vramtrace replay: %s\n", serr);
+    if (vt__report_open_stream("replay", path, &s, &es, serr, sizeof serr) != 0)
         return VT_EXIT_FAILURE;
-    }
     if (sweep) {
         /* a damaged file is said here first, once, as a whole snapshot's
          * reading says it, not by each child */
@@ -598,15 +596,11 @@ int vt__cmd_replay(int argc, char **argv)
     }
     vt__replay_options opt = { .conf = conf, .capacity = capacity, .rules = rules };
     vt__replay_result r;
-    serr[0] = 0;
     int st = es ? vt__replay_run_stream(s, es, &opt, &r, err, sizeof err)
                 : vt__replay_run(s, &opt, &r, err, sizeof err);
     vt__event_stream_close(es);
     if (st) {
-        if (serr[0])   /* a damaged file, said as the reader says it */
-            fprintf(stderr, "vramtrace replay: %s\n", serr);
-        else
-            fprintf(stderr, "vramtrace replay: %s: %s\n", path, err);
+        vt__report_stream_failed("replay", path, serr, err);
         vt__snapshot_free(s);
         return VT_EXIT_FAILURE;
     }

@@ -256,6 +256,25 @@ static void say_wrote(const char *out, const vt__viz_stats *st, double t_start)
            now_s() - t_start);
 }
 
+/* Write pg's page to pg->out and say so (unless quiet): what both ways of
+ * reading the snapshot end with. Never a half-written page, never a device
+ * or FIFO replaced (vt__viz_write_file). @return 0; -ENOTSUP, said by no
+ * one, when a streamed page (pg->es) gives way to the whole snapshot;
+ * else VT_EXIT_FAILURE after saying why on stderr. */
+static int write_and_say(struct page *pg, char *err, size_t errlen, int quiet, double t_start)
+{
+    int rc = vt__viz_write_file(pg->out, write_page, pg, err, errlen);
+    if (rc == -ENOTSUP && pg->es)
+        return -ENOTSUP;
+    if (rc != 0) {
+        fprintf(stderr, "vramtrace viz: %s\n", err);
+        return VT_EXIT_FAILURE;
+    }
+    if (!quiet)
+        say_wrote(pg->out, &pg->st, t_start);
+    return 0;
+}
+
 static int viz_streamed(const char *in, const char *out, int check, const vt__check_options *opt,
                         int quiet, double t_start)
 {
@@ -274,18 +293,7 @@ static int viz_streamed(const char *in, const char *out, int check, const vt__ch
         goto done;
     }
     struct page pg = { .out = out, .s = s, .es = es, .stream_err = err, .report = rep };
-    int rc = vt__viz_write_file(out, write_page, &pg, werr, sizeof werr);
-    if (rc == -ENOTSUP) {
-        status = -ENOTSUP;
-        goto done;
-    }
-    if (rc != 0) {
-        fprintf(stderr, "vramtrace viz: %s\n", werr);
-        goto done;
-    }
-    if (!quiet)
-        say_wrote(out, &pg.st, t_start);
-    status = 0;
+    status = write_and_say(&pg, werr, sizeof werr, quiet, t_start);
 done:
     vt__check_report_free(rep);
     vt__event_stream_close(es);
@@ -339,16 +347,9 @@ static int viz_whole(const char *in, const char *out, int check, const vt__check
             break;
         }
 
-    /* Never a half-written page, never a device or FIFO replaced. */
     struct page pg = { .out = out, .s = s, .tl = tl, .report = rep,
                        .overlay = replay_conf ? &ov : NULL, .oom_json = oom_json };
-    if (vt__viz_write_file(out, write_page, &pg, err, sizeof err) != 0) {
-        fprintf(stderr, "vramtrace viz: %s\n", err);
-        goto done;
-    }
-    if (!quiet)
-        say_wrote(out, &pg.st, t_start);
-    status = 0;
+    status = write_and_say(&pg, err, sizeof err, quiet, t_start);
 done:
     free((void *)ov.event);
     free((void *)ov.reserved);

@@ -327,13 +327,6 @@ int vt__json_doc_write(FILE *o, const char *path, const vt__snapshot_data *s,
 
 /* ---- from a stream of the events ---------------------------------------- */
 
-/* Step 1 needs no point; being told them spares the streamed timeline its
- * third reading (the lifetimes at the peaks, which the document has not). */
-static void on_point_none(void *ctx, size_t device, const vt__tl_point *pt)
-{
-    (void)ctx, (void)device, (void)pt;
-}
-
 /* Step 2: the points of one device. */
 struct device_points {
     FILE *o;
@@ -469,11 +462,8 @@ int vt__json_doc_write_stream(FILE *o, const char *path, const vt__snapshot_data
     uint32_t *made = NULL;
     uint64_t *streams = NULL;
     size_t nuse = 0;
-    if (vt__tl_walk_open(&walk))
-        return vt__errf(err, errlen, -ENOMEM, "json: out of memory");
-    vt__tl_stream_hooks h1 = { .retired = vt__tl_walk_retired, .point = on_point_none,
-                               .ctx = walk };
-    int rc = vt__timeline_build_stream_hooked(s, es, VT_TL_STREAM_CURVES, &h1, &tl, err, errlen);
+    /* Step 1: the walk told each lifetime the streamed timeline retires. */
+    int rc = vt__tl_walk_build(s, es, "json", &walk, &tl, err, errlen);
     if (rc)
         goto out;
     write_head(o, path, s, tl, vt__event_stream_count(es));

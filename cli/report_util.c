@@ -105,6 +105,26 @@ int vt__report_args(const char *cmd, int argc, char **argv, const char *usage, c
     return 0;
 }
 
+int vt__report_open_stream(const char *cmd, const char *path, vt__snapshot_data **s,
+                           vt__event_stream **es, char *err, size_t errlen)
+{
+    if (vt__snapshot_open(path, s, es, err, errlen) != 0) {
+        fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
+        return VT_EXIT_FAILURE;
+    }
+    err[0] = 0;
+    return 0;
+}
+
+void vt__report_stream_failed(const char *cmd, const char *path, const char *stream_err,
+                              const char *why)
+{
+    if (stream_err[0])
+        fprintf(stderr, "vramtrace %s: %s\n", cmd, stream_err);
+    else
+        fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, why);
+}
+
 int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *usage,
                             const char *flag, bool *on, unsigned what, vt__report_view *view)
 {
@@ -115,19 +135,12 @@ int vt__report_run_streamed(const char *cmd, int argc, char **argv, const char *
     char err[1024], tlerr[1024];
     vt__snapshot_data *s;
     vt__event_stream *es;
-    if (vt__snapshot_open(path, &s, &es, err, sizeof err) != 0) {
-        fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
-        return VT_EXIT_FAILURE;
-    }
+    if ((rc = vt__report_open_stream(cmd, path, &s, &es, err, sizeof err)) != 0)
+        return rc;
     vt__timeline *tl;
-    err[0] = 0;
     if (vt__timeline_build_stream(s, es, what, &tl, tlerr, sizeof tlerr) != 0) {
-        /* a damaged file is said as the reader says it; else the timeline's
-         * own trouble (memory), as vt__report_load says it */
-        if (err[0])
-            fprintf(stderr, "vramtrace %s: %s\n", cmd, err);
-        else
-            fprintf(stderr, "vramtrace %s: %s: %s\n", cmd, path, tlerr);
+        /* the timeline's own trouble (memory) as vt__report_load says it */
+        vt__report_stream_failed(cmd, path, err, tlerr);
         rc = VT_EXIT_FAILURE;
     } else {
         /* the names made safe for a terminal first: every such view is text */

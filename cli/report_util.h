@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "event_stream.h"
 #include "format_bytes.h"
 #include "json_str.h"
 #include "snapshot.h"
@@ -21,6 +22,19 @@
  * failure prints "vramtrace CMD: <reason>" to stderr and returns the exit
  * status to use (VT_EXIT_FAILURE); 0 on success. */
 int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt__timeline **tl);
+
+/* Open `path` with its events as a stream (vt__snapshot_open), the one way
+ * every streaming command does. On failure prints "vramtrace CMD: <reason>"
+ * to stderr and returns VT_EXIT_FAILURE; on success 0, with err emptied:
+ * from then on the stream writes there only when it meets a damaged file. */
+int vt__report_open_stream(const char *cmd, const char *path, vt__snapshot_data **s,
+                           vt__event_stream **es, char *err, size_t errlen);
+
+/* Say on stderr why a command reading path's stream failed: a damaged file
+ * as its reader says it (stream_err, non-empty only then), else the
+ * command's own trouble (`why`, e.g. memory) after the path. */
+void vt__report_stream_failed(const char *cmd, const char *path, const char *stream_err,
+                              const char *why);
 
 /* Make every name in `s` (its string table: functions, files, modules,
  * tensors, holders, marks, the command line) safe to print on a terminal

@@ -128,18 +128,29 @@ static vt__replay_options *conf_options(const char *const *confs, size_t n,
 static int sweep(const source *src, const vt__replay_options *opts, size_t n, unsigned jobs,
                  vt__replay_result *out, int *status, char (*errs)[256]);
 
-int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
-                           const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
-                           int *status, char (*errs)[256])
+/* The sweep of confs, each over base's options, its children reading src:
+ * what the three vt__replay_sweep_confs* do once they know their source. */
+static int sweep_confs(const source *src, const char *const *confs, size_t n,
+                       const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
+                       int *status, char (*errs)[256])
 {
-    if (!s || (!confs && n) || !base)
+    if ((!confs && n) || !base)
         return -EINVAL;
     vt__replay_options *opts = conf_options(confs, n, base);
     if (!opts)
         return -ENOMEM;
-    int rc = sweep(&(source){ .s = s }, opts, n, jobs, out, status, errs);
+    int rc = sweep(src, opts, n, jobs, out, status, errs);
     free(opts);
     return rc;
+}
+
+int vt__replay_sweep_confs(const vt__snapshot_data *s, const char *const *confs, size_t n,
+                           const vt__replay_options *base, unsigned jobs, vt__replay_result *out,
+                           int *status, char (*errs)[256])
+{
+    if (!s)
+        return -EINVAL;
+    return sweep_confs(&(source){ .s = s }, confs, n, base, jobs, out, status, errs);
 }
 
 int vt__replay_sweep_confs_stream(const vt__snapshot_data *s, vt__event_stream *es,
@@ -147,29 +158,19 @@ int vt__replay_sweep_confs_stream(const vt__snapshot_data *s, vt__event_stream *
                                   const vt__replay_options *base, unsigned jobs,
                                   vt__replay_result *out, int *status, char (*errs)[256])
 {
-    if (!s || !es || !stream_err || (!confs && n) || !base)
+    if (!s || !es || !stream_err)
         return -EINVAL;
-    vt__replay_options *opts = conf_options(confs, n, base);
-    if (!opts)
-        return -ENOMEM;
-    int rc = sweep(&(source){ .s = s, .es = es, .stream_err = stream_err }, opts, n, jobs, out,
-                   status, errs);
-    free(opts);
-    return rc;
+    return sweep_confs(&(source){ .s = s, .es = es, .stream_err = stream_err }, confs, n, base,
+                       jobs, out, status, errs);
 }
 
 int vt__replay_sweep_confs_file(const char *path, const char *const *confs, size_t n,
                                 const vt__replay_options *base, unsigned jobs,
                                 vt__replay_result *out, int *status, char (*errs)[256])
 {
-    if (!path || (!confs && n) || !base)
+    if (!path)
         return -EINVAL;
-    vt__replay_options *opts = conf_options(confs, n, base);
-    if (!opts)
-        return -ENOMEM;
-    int rc = sweep(&(source){ .path = path }, opts, n, jobs, out, status, errs);
-    free(opts);
-    return rc;
+    return sweep_confs(&(source){ .path = path }, confs, n, base, jobs, out, status, errs);
 }
 
 int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts, size_t n,

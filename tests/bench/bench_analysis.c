@@ -101,25 +101,47 @@ static int build_whole(const char *path)
     return 0;   /* the process ends: nothing to free */
 }
 
+/* Where every figure of a view "before it streamed" starts: /dev/null
+ * opened, path's whole snapshot loaded, its timeline built (with
+ * WHOLE_TIMELINE) and the checker's report over it (with WHOLE_CHECK, else
+ * rep NULL). The process ends after: nothing is freed. */
+enum { WHOLE_TIMELINE = 1, WHOLE_CHECK = 2 };
+struct whole {
+    FILE *f;
+    vt__snapshot_data *s;
+    vt__timeline *tl;
+    vt__check_report *rep;
+    char err[1024];   /* why, on failure */
+};
+
+/* @return nonzero on failure. */
+static int load_whole(const char *path, unsigned what, struct whole *w)
+{
+    vt__check_options opt;
+    vt__check_options_init(&opt);
+    w->rep = NULL;
+    w->f = fopen("/dev/null", "w");
+    return !w->f || vt__snapshot_load(path, &w->s, w->err, sizeof w->err) ||
+           ((what & WHOLE_TIMELINE) && vt__timeline_build(w->s, &w->tl, w->err, sizeof w->err)) ||
+           ((what & WHOLE_CHECK) && vt__check_run(w->s, &opt, &w->rep, w->err, sizeof w->err));
+}
+
+/* A measured view's exit status: 1 after saying why when it failed. */
+static int whole_status(int failed, const struct whole *w)
+{
+    if (failed)
+        fprintf(stderr, "bench_analysis: %s\n", w->err);
+    return failed != 0;
+}
+
 /* The page as viz wrote it before it streamed: the whole snapshot, its
  * timeline (and the checker's report over it), rendered to /dev/null. */
 static int viz_whole(const char *path, int check)
 {
-    char err[1024];
-    vt__snapshot_data *s;
-    vt__timeline *tl;
-    vt__check_report *rep = NULL;
-    vt__check_options opt;
-    vt__check_options_init(&opt);
-    FILE *f = fopen("/dev/null", "w");
-    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
-        vt__timeline_build(s, &tl, err, sizeof err) ||
-        (check && vt__check_run(s, &opt, &rep, err, sizeof err)) ||
-        vt__viz_render_page(f, s, tl, rep, NULL, NULL, NULL, err, sizeof err)) {
-        fprintf(stderr, "bench_analysis: %s\n", err);
-        return 1;
-    }
-    return 0;
+    struct whole w;
+    return whole_status(load_whole(path, WHOLE_TIMELINE | (check ? WHOLE_CHECK : 0), &w) ||
+                        vt__viz_render_page(w.f, w.s, w.tl, w.rep, NULL, NULL, NULL, w.err,
+                                            sizeof w.err), &w);
 }
 
 static int viz_whole_plain(const char *path) { return viz_whole(path, 0); }
@@ -130,49 +152,25 @@ static int viz_whole_checked(const char *path) { return viz_whole(path, 1); }
  * findings' few instants left out), written to /dev/null. */
 static int perfetto_whole(const char *path)
 {
-    char err[1024];
-    vt__snapshot_data *s;
-    vt__timeline *tl;
-    vt__check_report *rep = NULL;
-    vt__check_options opt;
-    vt__check_options_init(&opt);
-    FILE *f = fopen("/dev/null", "w");
-    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
-        vt__timeline_build(s, &tl, err, sizeof err) ||
-        vt__check_run(s, &opt, &rep, err, sizeof err) || vt__perfetto_export(f, s, tl, NULL)) {
-        fprintf(stderr, "bench_analysis: %s\n", err);
-        return 1;
-    }
-    return 0;
+    struct whole w;
+    return whole_status(load_whole(path, WHOLE_TIMELINE | WHOLE_CHECK, &w) ||
+                        vt__perfetto_export(w.f, w.s, w.tl, NULL), &w);
 }
 
 /* The JSON document and the PyTorch pickle as json and export wrote them
  * before they streamed: from the whole snapshot, to /dev/null. */
 static int json_whole(const char *path)
 {
-    char err[1024];
-    vt__snapshot_data *s;
-    vt__timeline *tl;
-    FILE *f = fopen("/dev/null", "w");
-    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
-        vt__timeline_build(s, &tl, err, sizeof err) || vt__json_doc_write(f, path, s, tl, false)) {
-        fprintf(stderr, "bench_analysis: %s\n", err);
-        return 1;
-    }
-    return 0;
+    struct whole w;
+    return whole_status(load_whole(path, WHOLE_TIMELINE, &w) ||
+                        vt__json_doc_write(w.f, path, w.s, w.tl, false), &w);
 }
 
 static int torch_whole(const char *path)
 {
-    char err[1024];
-    vt__snapshot_data *s;
-    FILE *f = fopen("/dev/null", "w");
-    if (!f || vt__snapshot_load(path, &s, err, sizeof err) ||
-        vt__pytorch_export(s, f, err, sizeof err)) {
-        fprintf(stderr, "bench_analysis: %s\n", err);
-        return 1;
-    }
-    return 0;
+    struct whole w;
+    return whole_status(load_whole(path, 0, &w) ||
+                        vt__pytorch_export(w.s, w.f, w.err, sizeof w.err), &w);
 }
 
 static int build_streamed(const char *path, unsigned what)

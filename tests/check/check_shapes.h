@@ -88,6 +88,20 @@ static inline void closure_self(synth *y, int fixed)
 #define BASE 0x7f4000000000ull
 #define ZC 0x7f5000000000ull
 
+/* Step i's logits (8 MiB, tensor 100 + i) made and used, then kept in the
+ * list `holder` at [i - 1]: called each step, one storage a step that one
+ * bug keeps. */
+static inline void keep_logits(synth *y, int i, uint64_t holder)
+{
+    char label[16];
+    uint64_t t = 100 + (uint64_t)i;
+    synth_new_tensor(y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB, "logits",
+                     st_fwd);
+    synth_use(y, t);
+    snprintf(label, sizeof label, "[%d]", i - 1);
+    synth_ref(y, holder, t, label);
+}
+
 /* A 1 MiB view kept in a list pins the whole 64 MiB padded buffer after the
  * base tensor is dropped. Fixed: keep a clone, clear the list next step. */
 static inline void view_pins_base(synth *y, int fixed)

@@ -179,13 +179,7 @@ TEST(native_findings_in_a_list_of_causes_are_shown_by_their_call_site)
         step(&y, i);
         if (i > 4)
             continue;
-        char label[16];
-        uint64_t t = 100 + (uint64_t)i;
-        synth_new_tensor(&y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB,
-                         "logits", st_fwd);
-        synth_use(&y, t);
-        snprintf(label, sizeof label, "[%d]", i - 1);
-        synth_ref(&y, 5, t, label);
+        keep_logits(&y, i, 5);
         synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, MiB, scratch);
     }
     vt__check_options o = default_options();

@@ -53,8 +53,7 @@ static void add_streamed(vt__compare *c, const char *path, size_t chunk)
     vt__snapshot_data *s;
     vt__event_stream *es;
     char serr[1024];
-    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &s, &es, serr, sizeof serr) == 0, "%s",
-               serr);
+    svw_open_stream(path, chunk, &s, &es, serr, sizeof serr);
     ASSERT_MSG(vt__compare_add_stream(c, path, s, es, err, sizeof err) == 0, "%s: %s %s", path,
                err, serr);
     vt__event_stream_close(es);
@@ -197,9 +196,8 @@ TEST(streamed_compare_is_the_whole_compare_on_training_ranks_read_in_small_chunk
 
 TEST(streamed_compare_is_the_whole_compare_on_the_viz_shapes_as_ranks)
 {
-    static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
-                                         "python", "run", "oom", "big" };
-    enum { NK = sizeof kinds / sizeof *kinds };
+    const char *const *kinds = svw_shapes;
+    enum { NK = SVW_NSHAPES };
     char dir[] = "/tmp/vt-test-cmpshapes-XXXXXX";
     ASSERT(mkdtemp(dir) != NULL);
     char *files[NK];

@@ -125,21 +125,30 @@ static char *export_streamed(const struct format *x, const vt__snapshot_data *h,
     return p;
 }
 
+/* One format's two outputs of the same snapshot, s whole and h with its
+ * events in es, byte for byte. */
+static void same_exports(const struct format *x, const vt__snapshot_data *s,
+                         const vt__snapshot_data *h, vt__event_stream *es, int variant,
+                         const char *what)
+{
+    size_t nc, nw;
+    char *c = export_streamed(x, h, es, variant, &nc);
+    char *w = export_whole(x, s, variant, &nw);
+    char name[160];
+    snprintf(name, sizeof name, "%s, %s", x->name, what);
+    svw_same_bytes(w, nw, c, nc, name, "export");
+    free(w);
+    free(c);
+}
+
 /* Every format, s's events streamed from memory. */
 static void same_in_memory(const vt__snapshot_data *s, int variant, const char *what)
 {
     for (size_t k = 0; k < NFORMATS; k++) {
         vt__event_stream *es;
         ASSERT(vt__event_stream_of(s, &es) == 0);
-        size_t nc, nw;
-        char *c = export_streamed(&formats[k], s, es, variant, &nc);
+        same_exports(&formats[k], s, s, es, variant, what);
         vt__event_stream_close(es);
-        char *w = export_whole(&formats[k], s, variant, &nw);
-        char name[160];
-        snprintf(name, sizeof name, "%s, %s", formats[k].name, what);
-        svw_same_bytes(w, nw, c, nc, name, "export");
-        free(w);
-        free(c);
     }
 }
 
@@ -152,74 +161,49 @@ static void same_from_file(const char *path, size_t chunk, int variant, const ch
     for (size_t k = 0; k < NFORMATS; k++) {
         vt__event_stream *es;
         char serr[1024];
-        ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s",
-                   serr);
-        size_t nc, nw;
-        char *c = export_streamed(&formats[k], h, es, variant, &nc);
-        char *w = export_whole(&formats[k], s, variant, &nw);
-        char name[160];
-        snprintf(name, sizeof name, "%s, %s", formats[k].name, what);
-        svw_same_bytes(w, nw, c, nc, name, "export");
-        free(w);
-        free(c);
+        svw_open_stream(path, chunk, &h, &es, serr, sizeof serr);
+        same_exports(&formats[k], s, h, es, variant, what);
         vt__event_stream_close(es);
         vt__snapshot_free(h);
     }
     vt__snapshot_free(s);
 }
 
+static void random_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *what)
+{
+    same_in_memory(s, k % 2, what);
+    if (k % 20 == 0) {
+        char dir[64], path[96];
+        svw_write_snapshot(s, "exportstream", dir, path, sizeof path);
+        same_from_file(path, 1 + gen_rand(rnd) % 64, k % 2, what);
+        svw_remove(dir, path);
+    }
+}
+
 TEST(streamed_exports_are_the_whole_exports_on_random_event_streams)
 {
-    uint64_t rnd = 20261129;
-    for (int k = 0; k < 400; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
-        char what[64];
-        snprintf(what, sizeof what, "random snapshot %d", k);
-        same_in_memory(s, k % 2, what);
-        if (k % 20 == 0) {
-            char dir[64], path[96];
-            svw_write_snapshot(s, "exportstream", dir, path, sizeof path);
-            same_from_file(path, 1 + gen_rand(&rnd) % 64, k % 2, what);
-            unlink(path);
-            rmdir(dir);
-        }
-        vt__snapshot_free(s);
-    }
+    svw_each_random(20261129, 400, 300, random_round);
 }
 
 TEST(streamed_exports_are_the_whole_exports_on_a_training_loop_read_in_small_chunks)
 {
-    vt__snapshot_data *s = gen_training(100000, 7);
-    char dir[64], path[96];
-    svw_write_snapshot(s, "exportstream", dir, path, sizeof path);
-    same_from_file(path, 16, 1, "training loop, 16-byte chunks");
-    same_from_file(path, 0, 0, "training loop");
-    unlink(path);
-    rmdir(dir);
-    vt__snapshot_free(s);
-    s = gen_small();
-    same_in_memory(s, 1, "gen_small");
-    vt__snapshot_free(s);
+    svw_training_loop("exportstream", same_from_file, 1, 0, "training loop", same_in_memory);
+}
+
+/* Each shape in both variants, the second read in 7-byte chunks. */
+static void same_for_shape(const char *path, const char *kind, size_t k)
+{
+    (void)k;
+    for (int variant = 0; variant < 2; variant++) {
+        char what[96];
+        snprintf(what, sizeof what, "gen_snapshot %s, variant %d", kind, variant);
+        same_from_file(path, variant ? 7 : 0, variant, what);
+    }
 }
 
 TEST(streamed_exports_are_the_whole_exports_on_every_generated_shape)
 {
-    static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
-                                         "python", "run", "oom", "big" };
-    char dir[] = "/tmp/vt-test-exportshapes-XXXXXX";
-    ASSERT(mkdtemp(dir) != NULL);
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        svw_gen_shape(kinds[k], path, 200000);
-        for (int variant = 0; variant < 2; variant++) {
-            char what[96];
-            snprintf(what, sizeof what, "gen_snapshot %s, variant %d", kinds[k], variant);
-            same_from_file(path, variant ? 7 : 0, variant, what);
-        }
-        unlink(path);
-    }
-    rmdir(dir);
+    svw_each_shape("exportshapes", svw_shapes, SVW_NSHAPES, 200000, same_for_shape);
 }
 
 TEST_MAIN()

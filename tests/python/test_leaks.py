@@ -41,15 +41,22 @@ def _check(snap: str) -> tuple:
     return vt_check(snap, timeout=60)
 
 
+def _traced_check(traced, shape: str, twin: str, device: str = "cpu") -> tuple:
+    """The steps of most tests here: the CLI found, ``traced``'s run of the
+    shape's twin on device, checked: (info, rc, report)."""
+    _cli()
+    info = traced(shape, twin, device=device)
+    rc, rep = _check(info["snap"])
+    return info, rc, rep
+
+
 SHAPES = ["cycle", "callback", "view", "pipeline", "hook"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_leak_is_flagged_with_bytes_and_holder(shape, device, traced):
-    _cli()
-    info = traced(shape, "leak", device=device)
-    rc, rep = _check(info["snap"])
+    info, rc, rep = _traced_check(traced, shape, "leak", device)
     expect = {int(a, 16): n for a, n in info["expect"].items()}
     assert expect, "the scenario retained nothing"
     found = {int(f["addr"], 16): f for f in rep["findings"]}
@@ -79,9 +86,7 @@ def test_leak_is_flagged_with_bytes_and_holder(shape, device, traced):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_fixed_twin_is_clean(shape, device, traced):
-    _cli()
-    info = traced(shape, "fixed", device=device)
-    rc, rep = _check(info["snap"])
+    _, rc, rep = _traced_check(traced, shape, "fixed", device)
     text = "\n".join(f"{f['addr']} {f['bytes']} {[p['text'] for p in f['paths']]}"
                      for f in rep["findings"])
     assert rep["findings"] == [], text
@@ -90,9 +95,7 @@ def test_fixed_twin_is_clean(shape, device, traced):
 
 
 def test_cycle_paths_are_marked_as_cycles(traced):
-    _cli()
-    info = traced("cycle", "leak")
-    _, rep = _check(info["snap"])
+    info, _, rep = _traced_check(traced, "cycle", "leak")
     assert rep["findings"]
     walked = {int(a, 16) for a in info["walked"]}
     assert walked

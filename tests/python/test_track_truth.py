@@ -44,6 +44,15 @@ def _check(snap: str) -> tuple:
     return vt_check(snap, timeout=120)
 
 
+def _traced_check(program: str, twin: str, out: str, device: str = "cpu") -> tuple:
+    """The steps of the leak and fixed tests: the CLI found, the program's
+    twin traced to out on device, checked: (info, rc, report)."""
+    _cli()
+    info = _trace(program, twin, out, device)
+    rc, rep = _check(info["snap"])
+    return info, rc, rep
+
+
 def _text(rep: dict) -> str:
     return "\n".join(f"{f['addr']} {f['bytes']} {[p['text'] for p in f['paths']]}"
                      for f in rep["findings"])
@@ -55,9 +64,7 @@ PROGRAMS = ["tensor_key_cache", "pipeline_dealloc", "padded_gather"]
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_leak_is_flagged_exactly_with_its_holder(program, device, tmp_path):
-    _cli()
-    info = _trace(program, "leak", str(tmp_path / "leak.vtsnap"), device)
-    rc, rep = _check(info["snap"])
+    info, rc, rep = _traced_check(program, "leak", str(tmp_path / "leak.vtsnap"), device)
     _LEAK_RUNS[program, device] = (rc, rep)
     text = _text(rep)
     expect = {int(a, 16): n for a, n in info["expect"].items()}
@@ -86,9 +93,7 @@ def test_leak_is_flagged_exactly_with_its_holder(program, device, tmp_path):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_fixed_twin_is_clean(program, device, tmp_path):
-    _cli()
-    info = _trace(program, "fixed", str(tmp_path / "fixed.vtsnap"), device)
-    rc, rep = _check(info["snap"])
+    info, rc, rep = _traced_check(program, "fixed", str(tmp_path / "fixed.vtsnap"), device)
     assert rep["findings"] == [], _text(rep)
     assert rc == 0
     assert rep["tensors"] > 0 and rep["marks"] >= 6

@@ -107,31 +107,27 @@ static void same_completions(const vt__snapshot_data *s, vt__event_stream *es, c
     free(immediate);
 }
 
-TEST(completions_read_as_a_stream_are_the_whole_recordings_on_random_event_streams)
+static void completions_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *what)
 {
-    uint64_t rnd = 20261129;
-    for (int k = 0; k < 300; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 400);
-        char what[64];
-        snprintf(what, sizeof what, "random snapshot %d", k);
-        vt__event_stream *es;
-        ASSERT(vt__event_stream_of(s, &es) == 0);
+    vt__event_stream *es;
+    ASSERT(vt__event_stream_of(s, &es) == 0);
+    same_completions(s, es, what);
+    vt__event_stream_close(es);
+    if (k % 10 == 0) {
+        char dir[64], path[96], serr[1024];
+        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+        vt__snapshot_data *h;
+        svw_open_stream(path, 1 + gen_rand(rnd) % 32, &h, &es, serr, sizeof serr);
         same_completions(s, es, what);
         vt__event_stream_close(es);
-        if (k % 10 == 0) {
-            char dir[64], path[96], serr[1024];
-            svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
-            vt__snapshot_data *h;
-            ASSERT_MSG(vt__snapfile_open_stream(path, 1 + gen_rand(&rnd) % 32, &h, &es, serr,
-                                                sizeof serr) == 0, "%s", serr);
-            same_completions(s, es, what);
-            vt__event_stream_close(es);
-            vt__snapshot_free(h);
-            unlink(path);
-            rmdir(dir);
-        }
-        vt__snapshot_free(s);
+        vt__snapshot_free(h);
+        svw_remove(dir, path);
     }
+}
+
+TEST(completions_read_as_a_stream_are_the_whole_recordings_on_random_event_streams)
+{
+    svw_each_random(20261129, 300, 400, completions_round);
     ASSERT_MSG(npending > 100 && ncompleted_at_once > 20, "%zu pending, %zu at once",
                npending, ncompleted_at_once);
 }
@@ -230,8 +226,7 @@ static void same_replay_of(const vt__snapshot_data *s, size_t chunk, const vt__r
     char dir[64], path[96];
     svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
     same_replay(path, chunk, opt, what);
-    unlink(path);
-    rmdir(dir);
+    svw_remove(dir, path);
 }
 
 /* Unlimited, the recorded device, and a capacity it may not fit, with the
@@ -250,43 +245,51 @@ static void same_replays(const char *path, size_t chunk, const char *what)
     same_replay_each(path, chunk, opts, sizeof opts / sizeof *opts, what, "options");
 }
 
+static void replay_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *what)
+{
+    vt__replay_options o = { .capacity = k % 2 ? 1ull << 20 : 0, .curve = true,
+                             .rules = VT_REPLAY_RULES_VRAMTRACE };
+    same_replay_of(s, 1 + gen_rand(rnd) % 48, &o, what);
+}
+
 TEST(streamed_replay_is_the_whole_replay_on_random_snapshots_and_training_loops)
 {
-    uint64_t rnd = 777;
-    for (int k = 0; k < 40; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
-        char what[64];
-        snprintf(what, sizeof what, "random snapshot %d", k);
-        vt__replay_options o = { .capacity = k % 2 ? 1ull << 20 : 0, .curve = true,
-                                 .rules = VT_REPLAY_RULES_VRAMTRACE };
-        same_replay_of(s, 1 + gen_rand(&rnd) % 48, &o, what);
-        vt__snapshot_free(s);
-    }
+    svw_each_random(777, 40, 300, replay_round);
     vt__snapshot_data *s = gen_training(60000, 3);
     char dir[64], path[96];
     svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
     same_replays(path, 16, "training loop, 16-byte chunks");
-    unlink(path);
-    rmdir(dir);
+    svw_remove(dir, path);
     vt__snapshot_free(s);
+}
+
+/* A shape read whole, and as a stream in 4096-byte chunks or the default. */
+static void same_replays_of_shape(const char *path, const char *kind, size_t k)
+{
+    char what[96];
+    snprintf(what, sizeof what, "gen_snapshot %s", kind);
+    same_replays(path, k % 2 ? 0 : 4096, what);
 }
 
 TEST(streamed_replay_is_the_whole_replay_on_the_viz_shapes)
 {
     static const char *const kinds[] = { "small", "many", "one", "huge", "python", "run",
                                          "oom", "big" };
-    char dir[] = "/tmp/vt-test-replayshapes-XXXXXX";
-    ASSERT(mkdtemp(dir) != NULL);
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        svw_gen_shape(kinds[k], path, 100000);
-        char what[96];
-        snprintf(what, sizeof what, "gen_snapshot %s", kinds[k]);
-        same_replays(path, k % 2 ? 0 : 4096, what);
-        unlink(path);
-    }
-    rmdir(dir);
+    svw_each_shape("replayshapes", kinds, sizeof kinds / sizeof *kinds, 100000,
+                   same_replays_of_shape);
+}
+
+/* One setting's result of a sweep (its status, error and figures) as
+ * replay_dump writes it: the text two sweeps are compared by. */
+static char *sweep_dump(int status, const char *error, const vt__replay_result *r)
+{
+    char *p = NULL;
+    size_t n;
+    FILE *f = open_memstream(&p, &n);
+    ASSERT(f);
+    replay_dump(f, status, error, r);
+    fclose(f);
+    return p;
 }
 
 /* A sweep whose children read the file as streams of their own is the
@@ -308,14 +311,7 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
     ASSERT_EQ(vt__replay_sweep_confs(s, confs, N, &base, 2, w, ws, we), 0);
     ASSERT_EQ(vt__replay_sweep_confs_file(path, confs, N, &base, 2, f, fs, fe), 0);
     for (size_t k = 0; k < N; k++) {
-        char *a = NULL, *b = NULL;
-        size_t na, nb;
-        FILE *fa = open_memstream(&a, &na), *fb = open_memstream(&b, &nb);
-        ASSERT(fa && fb);
-        replay_dump(fa, ws[k], we[k], &w[k]);
-        replay_dump(fb, fs[k], fe[k], &f[k]);
-        fclose(fa);
-        fclose(fb);
+        char *a = sweep_dump(ws[k], we[k], &w[k]), *b = sweep_dump(fs[k], fe[k], &f[k]);
         ASSERT_MSG(ws[k] == 0 && !strcmp(a, b), "setting '%s':\n--- whole:\n%s\n--- file:\n%s",
                    confs[k], a, b);
         free(a);
@@ -325,8 +321,7 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
     ASSERT_EQ(vt__replay_sweep_confs_file("/nonexistent/x.vtsnap", confs, 1, &base, 1, f, fs, fe),
               0);
     ASSERT_MSG(fs[0] < 0 && strstr(fe[0], "x.vtsnap"), "%d %s", fs[0], fe[0]);
-    unlink(path);
-    rmdir(dir);
+    svw_remove(dir, path);
     vt__snapshot_free(s);
 }
 
@@ -347,14 +342,7 @@ static void same_sweeps(const vt__snapshot_data *w, const vt__snapshot_data *h,
     ASSERT_EQ(vt__replay_sweep_confs(w, confs, N, &base, 2, a, as, ae), 0);
     ASSERT_EQ(vt__replay_sweep_confs_stream(h, es, serr, confs, N, &base, 2, b, bs, be), 0);
     for (size_t k = 0; k < N; k++) {
-        char *x = NULL, *y = NULL;
-        size_t nx, ny;
-        FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
-        ASSERT(fx && fy);
-        replay_dump(fx, as[k], ae[k], &a[k]);
-        replay_dump(fy, bs[k], be[k], &b[k]);
-        fclose(fx);
-        fclose(fy);
+        char *x = sweep_dump(as[k], ae[k], &a[k]), *y = sweep_dump(bs[k], be[k], &b[k]);
         ASSERT_MSG((as[k] == 0) == (k + 1 < N) && !strcmp(x, y),
                    "%s, setting '%s':\n--- whole:\n%s\n--- stream:\n%s", what, confs[k], x, y);
         free(x);
@@ -374,15 +362,13 @@ TEST(sweep_of_a_stream_is_the_sweep_of_the_whole_snapshot)
     for (int torch = 0; torch < 2; torch++) {
         vt__snapshot_data *h;
         vt__event_stream *es;
-        ASSERT_MSG(vt__snapfile_open_stream(path, 13, &h, &es, serr, sizeof serr) == 0, "%s",
-                   serr);
+        svw_open_stream(path, 13, &h, &es, serr, sizeof serr);
         same_sweeps(s, h, es, serr, torch ? VT_REPLAY_RULES_PYTORCH : VT_REPLAY_RULES_VRAMTRACE,
                     torch ? "training loop, PyTorch's rules" : "training loop");
         vt__event_stream_close(es);
         vt__snapshot_free(h);
     }
-    unlink(path);
-    rmdir(dir);
+    svw_remove(dir, path);
     vt__snapshot_free(s);
     const char *pickle = getenv("VT_TORCH_PICKLE");
     ASSERT_MSG(pickle && pickle[0], "VT_TORCH_PICKLE is not set (run through meson test)");
@@ -444,34 +430,40 @@ static void same_classes(const vt__snapshot_data *s, vt__event_stream *es, bool 
  * any size, is what the whole snapshot read back and forth says: on random
  * snapshots observed or not, imported or not, with and without a recorded
  * garbage collection threshold. */
+/* Round k's name, " (imported)" after it when k is odd: made so then. */
+static const char *imported_if_odd(vt__snapshot_data *s, int k, const char *what, char *buf,
+                                   size_t len)
+{
+    if (k % 2)
+        make_imported(s);
+    snprintf(buf, len, "%s%s", what, k % 2 ? " (imported)" : "");
+    return buf;
+}
+
+static void classes_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *name)
+{
+    char buf[96];
+    const char *what = imported_if_odd(s, k, name, buf, sizeof buf);
+    vt__event_stream *es;
+    ASSERT(vt__event_stream_of(s, &es) == 0);
+    same_classes(s, es, false, what);
+    same_classes(s, es, true, what);
+    vt__event_stream_close(es);
+    if (k % 10 < 2) {
+        char dir[64], path[96], serr[1024];
+        svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
+        vt__snapshot_data *h;
+        svw_open_stream(path, 1 + gen_rand(rnd) % 32, &h, &es, serr, sizeof serr);
+        same_classes(s, es, k % 4 < 2, what);
+        vt__event_stream_close(es);
+        vt__snapshot_free(h);
+        svw_remove(dir, path);
+    }
+}
+
 TEST(pytorch_classes_read_as_a_stream_are_the_whole_snapshots)
 {
-    uint64_t rnd = 4711;
-    for (int k = 0; k < 400; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 400);
-        if (k % 2)
-            make_imported(s);
-        char what[64];
-        snprintf(what, sizeof what, "random snapshot %d%s", k, k % 2 ? " (imported)" : "");
-        vt__event_stream *es;
-        ASSERT(vt__event_stream_of(s, &es) == 0);
-        same_classes(s, es, false, what);
-        same_classes(s, es, true, what);
-        vt__event_stream_close(es);
-        if (k % 10 < 2) {
-            char dir[64], path[96], serr[1024];
-            svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
-            vt__snapshot_data *h;
-            ASSERT_MSG(vt__snapfile_open_stream(path, 1 + gen_rand(&rnd) % 32, &h, &es, serr,
-                                                sizeof serr) == 0, "%s", serr);
-            same_classes(s, es, k % 4 < 2, what);
-            vt__event_stream_close(es);
-            vt__snapshot_free(h);
-            unlink(path);
-            rmdir(dir);
-        }
-        vt__snapshot_free(s);
-    }
+    svw_each_random(4711, 400, 400, classes_round);
     ASSERT_MSG(nclass_outside > 200 && nclass_emptied > 200 && nclass_pool > 1000,
                "%zu outside, %zu emptied, %zu pool", nclass_outside, nclass_emptied,
                nclass_pool);
@@ -501,20 +493,26 @@ static void same_torch_replays(const char *path, size_t chunk, uint64_t tight,
  * snapshots observed or not, imported or not (emptied caches inferred),
  * training loops and the viz shapes, read in chunks that end inside
  * events. */
+static void torch_replay_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *name)
+{
+    char buf[96];
+    const char *what = imported_if_odd(s, k, name, buf, sizeof buf);
+    vt__replay_options o = { .capacity = k % 3 ? 6ull << 20 : 0, .curve = true,
+                             .rules = VT_REPLAY_RULES_PYTORCH };
+    same_replay_of(s, 1 + gen_rand(rnd) % 48, &o, what);
+}
+
+/* A shape under PyTorch's rules, as same_replays_of_shape. */
+static void same_torch_replays_of_shape(const char *path, const char *kind, size_t k)
+{
+    char what[96];
+    snprintf(what, sizeof what, "gen_snapshot %s", kind);
+    same_torch_replays(path, k % 2 ? 0 : 4096, 64ull << 20, what);
+}
+
 TEST(streamed_replay_under_pytorchs_rules_is_the_whole_replay)
 {
-    uint64_t rnd = 31337;
-    for (int k = 0; k < 60; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
-        if (k % 2)
-            make_imported(s);
-        char what[64];
-        snprintf(what, sizeof what, "random snapshot %d%s", k, k % 2 ? " (imported)" : "");
-        vt__replay_options o = { .capacity = k % 3 ? 6ull << 20 : 0, .curve = true,
-                                 .rules = VT_REPLAY_RULES_PYTORCH };
-        same_replay_of(s, 1 + gen_rand(&rnd) % 48, &o, what);
-        vt__snapshot_free(s);
-    }
+    svw_each_random(31337, 60, 300, torch_replay_round);
     for (int imported = 0; imported < 2; imported++) {
         vt__snapshot_data *s = gen_training(30000, 3);
         if (imported)
@@ -523,22 +521,12 @@ TEST(streamed_replay_under_pytorchs_rules_is_the_whole_replay)
         svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
         same_torch_replays(path, 16, 256ull << 20, imported ? "imported training loop"
                                                            : "training loop");
-        unlink(path);
-        rmdir(dir);
+        svw_remove(dir, path);
         vt__snapshot_free(s);
     }
     static const char *const kinds[] = { "small", "many", "python", "run", "oom" };
-    char dir[] = "/tmp/vt-test-replayshapes-XXXXXX";
-    ASSERT(mkdtemp(dir) != NULL);
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128], what[96];
-        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        svw_gen_shape(kinds[k], path, 100000);
-        snprintf(what, sizeof what, "gen_snapshot %s", kinds[k]);
-        same_torch_replays(path, k % 2 ? 0 : 4096, 64ull << 20, what);
-        unlink(path);
-    }
-    rmdir(dir);
+    svw_each_shape("replayshapes", kinds, sizeof kinds / sizeof *kinds, 100000,
+                   same_torch_replays_of_shape);
 }
 
 /* PyTorch's own snapshot of a small MLP ($VT_TORCH_PICKLE): replayed as
@@ -576,8 +564,7 @@ TEST(pytorch_pickle_replayed_from_its_stream_is_the_whole_import)
     ASSERT_MSG(vt__replay_run(s, &tight, &r, err, sizeof err) == 0, "%s", err);
     ASSERT_MSG(r.oom.happened, "a device of half the peak reserved fits");
     vt__replay_result_free(&r);
-    unlink(path);
-    rmdir(dir);
+    svw_remove(dir, path);
     vt__snapshot_free(s);
 }
 

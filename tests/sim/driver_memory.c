@@ -88,16 +88,26 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     return sim_mem_free(dev, (uintptr_t)dptr, SIM_FREE_PLAIN);
 }
 
+/* What an async memory call checks on its stream s once it is counted:
+ * the stream's capture state and, outside a capture, the call as a
+ * potentially unsafe one (seen on an H200). @return CUDA_SUCCESS, with
+ * *capturing: whether s is capturing; else the call's error. */
+static CUresult async_call_checks(sim_stream *s, bool *capturing)
+{
+    SIM_TRY(sim_graph_capture_state(s));
+    *capturing = sim_graph_is_capturing(s);
+    if (!*capturing)
+        SIM_TRY(sim_capture_unsafe_call());
+    return CUDA_SUCCESS;
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptsz)
 {
     sim_stream *s;
+    bool capturing;
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_alloc_async_calls);
-    SIM_TRY(sim_graph_capture_state(s));
-    /* Outside a capture, a potentially unsafe call (seen on an H200). */
-    bool capturing = sim_graph_is_capturing(s);
-    if (!capturing)
-        SIM_TRY(sim_capture_unsafe_call());
+    SIM_TRY(async_call_checks(s, &capturing));
     /* Simplified pool: the memory is taken now. Being unused until the
      * stream reaches this point is indistinguishable from being taken then.
      * On a capturing stream it is a graph memory node (sim_graph.c). */
@@ -110,12 +120,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptsz)
 {
     sim_stream *s;
+    bool capturing;
     SIM_TRY(sim_stream_resolve(h, ptsz, &s));
     SIM_COUNT(s->dev, mem_free_async_calls);
-    SIM_TRY(sim_graph_capture_state(s));
-    bool capturing = sim_graph_is_capturing(s);
-    if (!capturing)
-        SIM_TRY(sim_capture_unsafe_call());
+    SIM_TRY(async_call_checks(s, &capturing));
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_device *dev;

@@ -91,11 +91,11 @@ TEST(round_trip_training_loop_with_extreme_values)
     vt__snapshot_free(s);
 }
 
-TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
+/* 400k identical alloc/free pairs (800000 events) of 512 bytes at one
+ * address, a clock of constant steps: they compress far beyond the
+ * format's ratio, so a writer must store their section plainly. */
+static vt__snapshot_data *gen_too_compressible(void)
 {
-    /* 400k identical alloc/free pairs with a constant clock compress far
-     * beyond the format's ratio: the writer must store them plainly, so
-     * that its own reader accepts the file. */
     struct snap_builder g = { .s = calloc(1, sizeof *g.s) };
     gen_str(&g, "");
     gen_node(&g, 0, 0);
@@ -104,8 +104,16 @@ TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
         e->addr = 0x7000000;
         e->size = e->req_size = 512;
     }
+    return g.s;
+}
+
+TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
+{
+    /* the writer must store them plainly, so that its own reader accepts
+     * the file */
+    vt__snapshot_data *s = gen_too_compressible();
     size_t size;
-    unsigned char *data = encode(g.s, &size);
+    unsigned char *data = encode(s, &size);
     uint64_t off, len;
     find_section(data, VT_SECTION_EVENTS, &off, &len);
     const unsigned char *e = data + 64;
@@ -118,7 +126,7 @@ TEST(writer_stores_a_section_that_would_inflate_too_much_uncompressed)
     ASSERT_EQ(r->events[799999].seq, 800000);
     vt__snapshot_free(r);
     free(data);
-    vt__snapshot_free(g.s);
+    vt__snapshot_free(s);
 }
 
 TEST(writer_refuses_inconsistent_snapshots)
@@ -186,15 +194,8 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
     e->addr = UINT64_MAX; e->size = UINT64_MAX; e->req_size = 0; e->time_ns = 0;
     e->stream = UINT64_MAX - 1; e->aux = UINT64_MAX; e->aux2 = 1ull << 63;
     e->thread = UINT32_MAX; e->device = -1;
-    struct snap_builder g = { .s = calloc(1, sizeof *g.s) };
-    gen_str(&g, "");
-    gen_node(&g, 0, 0);
-    for (uint64_t i = 0; i < 800000; i++) {
-        vt__event *x = gen_ev(&g, (i & 1) ? VT_EV_FREE_REQUESTED : VT_EV_ALLOC, i + 1, i * 1000);
-        x->addr = 0x7000000;
-        x->size = x->req_size = 512;
-    }
-    const vt__snapshot_data *all[] = { small, big, none, g.s };
+    vt__snapshot_data *flat = gen_too_compressible();
+    const vt__snapshot_data *all[] = { small, big, none, flat };
     for (size_t k = 0; k < 2 * sizeof all / sizeof all[0]; k++) {
         const vt__snapshot_data *s = all[k / 2];
         unsigned plain = k % 2 ? VT_SNAPWRITER_PLAIN : 0;   /* asked to store plainly */
@@ -203,7 +204,7 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
         vt__snapshot_data *whole = round_trip(s);
         same_snapshot(whole, r);
         vt__snapshot_free(whole);
-        ASSERT_EQ(flags & VT_SECTION_FLAG_ZSTD, s == g.s || plain ? 0u : VT_SECTION_FLAG_ZSTD);
+        ASSERT_EQ(flags & VT_SECTION_FLAG_ZSTD, s == flat || plain ? 0u : VT_SECTION_FLAG_ZSTD);
         vt__snapshot_free(r);
     }
     /* what the whole writer refuses, it refuses with the same words */
@@ -229,7 +230,7 @@ TEST(writer_of_events_one_by_one_writes_what_the_whole_writer_does)
     vt__snapshot_free(small);
     vt__snapshot_free(big);
     vt__snapshot_free(none);
-    vt__snapshot_free(g.s);
+    vt__snapshot_free(flat);
 }
 
 /* ---- size and speed ----------------------------------------------------- */

@@ -179,6 +179,21 @@ static vt__snapshot_data *first_lines_sections(struct raw_section secs[7])
     return s;
 }
 
+/* s encoded: a file of `nsections` sections, `id` among them (0: none looked
+ * for; find_section fails the test when it is not there). @return the file,
+ * its size in *size. */
+static unsigned char *encode_sections(const vt__snapshot_data *s, uint64_t nsections, uint32_t id,
+                                      size_t *size)
+{
+    unsigned char *data = encode(s, size);
+    ASSERT_EQ(vt__rd_le(data + 32, 4), nsections);
+    if (id) {
+        uint64_t off, len;
+        find_section(data, id, &off, &len);
+    }
+    return data;
+}
+
 /* format.h, 1.4: FIRST_LINES holds each frame's first line; a writer leaves
  * it out when no frame has one (the file is then a 1.3 writer's, bar the
  * version). */
@@ -186,10 +201,7 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
 {
     vt__snapshot_data *s = gen_small_with_first_lines();
     size_t size;
-    unsigned char *data = encode(s, &size);
-    ASSERT_EQ(vt__rd_le(data + 32, 4), 7);
-    uint64_t off, len;
-    find_section(data, VT_SECTION_FIRST_LINES, &off, &len);
+    unsigned char *data = encode_sections(s, 7, VT_SECTION_FIRST_LINES, &size);
     vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->frames[1].first_line, 31);
     ASSERT_EQ(r->frames[2].first_line, 32);
@@ -200,8 +212,7 @@ TEST(first_lines_round_trip_and_are_left_out_when_none)
     vt__snapshot_free(s);
 
     s = gen_small();
-    data = encode(s, &size);
-    ASSERT_EQ(vt__rd_le(data + 32, 4), 6);
+    data = encode_sections(s, 6, 0, &size);
     r = decode_ok(data, size);
     for (size_t i = 0; i < r->nframes; i++)
         ASSERT_EQ(r->frames[i].first_line, 0);
@@ -239,10 +250,7 @@ TEST(frame_flags_round_trip_are_left_out_when_none_and_mark_library_code)
     ASSERT(!vt__frame_is_user_code(s, &s->frames[1]));
 
     size_t size;
-    unsigned char *data = encode(s, &size);
-    ASSERT_EQ(vt__rd_le(data + 32, 4), 8);
-    uint64_t off, len;
-    find_section(data, VT_SECTION_FRAME_FLAGS, &off, &len);
+    unsigned char *data = encode_sections(s, 8, VT_SECTION_FRAME_FLAGS, &size);
     vt__snapshot_data *r = decode_ok(data, size);
     ASSERT_EQ(r->frames[1].flags, VT_FRAME_INSTALLED | (1u << 20));
     ASSERT_EQ(r->frames[0].flags, 0);
@@ -272,8 +280,7 @@ TEST(frame_flags_round_trip_are_left_out_when_none_and_mark_library_code)
     free(data);
 
     s->frames[1].flags = 0;
-    data = encode(s, &size);
-    ASSERT_EQ(vt__rd_le(data + 32, 4), 7);   /* FIRST_LINES only */
+    data = encode_sections(s, 7, 0, &size);   /* FIRST_LINES only */
     free(data);
     vt__snapshot_free(s);
 }

@@ -162,39 +162,65 @@ static size_t distinct_event_stacks(const vt__snapshot_data *s)
     return n;
 }
 
+/* A race's result: for path p of each round r, the id every one of the
+ * nthreads threads got (ids: [rounds][nthreads][npaths]): one and the same,
+ * never 0, given to check() with r and p (its frames in the live tree), then
+ * recorded as one allocation at 0x1000 + 16 k, k = r * npaths + p. Read
+ * back through a file: one event and one distinct stack per path.
+ * @return that snapshot; race_path_of() says event i's k. */
+static vt__snapshot_data *race_exported(const uint32_t *ids, unsigned rounds, unsigned nthreads,
+                                        unsigned npaths,
+                                        void (*check)(uint32_t id, unsigned r, unsigned p))
+{
+    for (unsigned r = 0; r < rounds; r++)
+        for (unsigned p = 0; p < npaths; p++) {
+            const uint32_t *round = ids + (size_t)r * nthreads * npaths;
+            uint32_t id = round[p];
+            ASSERT_NE(id, 0);
+            for (unsigned i = 1; i < nthreads; i++)
+                ASSERT_EQ(round[(size_t)i * npaths + p], id);
+            check(id, r, p);
+            vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000 + 16 * (r * npaths + p),
+                      .req_size = 1, .size = 1, .stack = id);
+        }
+    vt__snapshot_data *s = snapshot_through_a_file();
+    ASSERT_EQ(s->nevents, rounds * npaths);
+    ASSERT_EQ(distinct_event_stacks(s), rounds * npaths);
+    return s;
+}
+
+static unsigned race_path_of(const vt__snapshot_data *s, size_t i)
+{
+    return (unsigned)((s->events[i].addr - 0x1000) / 16);
+}
+
+/* Path p of round r in the live tree: RACE_DEPTH frames, each parent's id
+ * below its child's. */
+static void race_path_in_the_tree(uint32_t id, unsigned r, unsigned p)
+{
+    ASSERT_EQ(id & VT_STACK_TRUNCATED, 0);
+    uint64_t want[RACE_DEPTH], ip;
+    race_path(r, p, want);
+    for (int f = 0; f < RACE_DEPTH; f++) {
+        uint32_t parent;
+        ASSERT_OK(vt__stacks_node(id, &parent, &ip));
+        ASSERT_EQ(ip, want[f]);
+        ASSERT_LT(parent, id);   /* the invariant the tree keeps */
+        id = parent;
+    }
+    ASSERT_EQ(id, 0);
+}
+
 /* Threads that lose an insertion race keep the node id they reserved; reused
  * under a parent with a larger id it broke the exporter (parents must precede
  * children) and overran its arrays. Lock-free part only: runs under TSan. */
 TEST(racing_threads_on_fresh_deep_paths_keep_parents_before_children)
 {
     run_racing_threads(RACE_THREADS, race_thread);
-
-    for (unsigned r = 0; r < RACE_ROUNDS; r++)
-        for (unsigned p = 0; p < RACE_PATHS; p++) {
-            uint32_t id = race_ids[r][0][p];
-            ASSERT_NE(id, 0);
-            ASSERT_EQ(id & VT_STACK_TRUNCATED, 0);
-            for (int i = 1; i < RACE_THREADS; i++)
-                ASSERT_EQ(race_ids[r][i][p], id);
-            uint64_t want[RACE_DEPTH], ip;
-            race_path(r, p, want);
-            for (int f = 0; f < RACE_DEPTH; f++) {
-                uint32_t parent;
-                ASSERT_OK(vt__stacks_node(id, &parent, &ip));
-                ASSERT_EQ(ip, want[f]);
-                ASSERT_LT(parent, id);   /* the invariant the tree keeps */
-                id = parent;
-            }
-            ASSERT_EQ(id, 0);
-            vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000 + 16 * (r * RACE_PATHS + p),
-                      .req_size = 1, .size = 1, .stack = race_ids[r][0][p]);
-        }
-
-    vt__snapshot_data *s = snapshot_through_a_file();
-    ASSERT_EQ(s->nevents, RACE_ROUNDS * RACE_PATHS);
-    ASSERT_EQ(distinct_event_stacks(s), RACE_ROUNDS * RACE_PATHS);
+    vt__snapshot_data *s = race_exported(&race_ids[0][0][0], RACE_ROUNDS, RACE_THREADS,
+                                         RACE_PATHS, race_path_in_the_tree);
     for (size_t i = 0; i < s->nevents; i++) {
-        unsigned k = (unsigned)((s->events[i].addr - 0x1000) / 16);
+        unsigned k = race_path_of(s, i);
         uint64_t want[RACE_DEPTH];
         race_path(k / RACE_PATHS, k % RACE_PATHS, want);
         const vt__frame *f[RACE_DEPTH + 1];
@@ -301,32 +327,27 @@ static void *unwind_thread(void *arg)
     return NULL;
 }
 
+/* A stack in the live tree: each parent's id below its child's. */
+static void parents_before_children(uint32_t id, unsigned r, unsigned p)
+{
+    (void)r;
+    (void)p;
+    for (uint32_t up = id, parent; up != 0; up = parent) {
+        uint64_t ip;
+        ASSERT_OK(vt__stacks_node(up, &parent, &ip));
+        ASSERT_LT(parent, up);
+    }
+}
+
 TEST(racing_threads_unwinding_fresh_deep_stacks_export_them_all)
 {
     run_racing_threads(UNWIND_THREADS, unwind_thread);
-
     /* Every thread got one id per path (its own thread start frames are the
      * same code as the others'), all distinct. */
-    for (unsigned r = 0; r < UNWIND_ROUNDS; r++)
-        for (unsigned p = 0; p < UNWIND_PATHS; p++) {
-            uint32_t id = unwind_ids[r][0][p];
-            ASSERT_NE(id, 0);
-            for (int i = 1; i < UNWIND_THREADS; i++)
-                ASSERT_EQ(unwind_ids[r][i][p], id);
-            for (uint32_t up = id, parent; up != 0; up = parent) {
-                uint64_t ip;
-                ASSERT_OK(vt__stacks_node(up, &parent, &ip));
-                ASSERT_LT(parent, up);
-            }
-            vt__trace(.kind = VT_EV_ALLOC, .addr = 0x1000 + 16 * (r * UNWIND_PATHS + p),
-                      .req_size = 1, .size = 1, .stack = id);
-        }
-
-    vt__snapshot_data *s = snapshot_through_a_file();
-    ASSERT_EQ(s->nevents, UNWIND_ROUNDS * UNWIND_PATHS);
-    ASSERT_EQ(distinct_event_stacks(s), UNWIND_ROUNDS * UNWIND_PATHS);
+    vt__snapshot_data *s = race_exported(&unwind_ids[0][0][0], UNWIND_ROUNDS, UNWIND_THREADS,
+                                         UNWIND_PATHS, parents_before_children);
     for (size_t i = 0; i < s->nevents; i++) {
-        unsigned k = (unsigned)((s->events[i].addr - 0x1000) / 16), d;
+        unsigned k = race_path_of(s, i), d;
         uint64_t bits;
         unwind_path(k / UNWIND_PATHS, k % UNWIND_PATHS, &d, &bits);
         const vt__frame *f[64];

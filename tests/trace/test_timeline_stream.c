@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "event_stream.h"
 #include "snapfile.h"
+#include "streamed_vs_whole.h"
 #include "test_format_gen.h"
 #include "timeline.h"
 
@@ -206,10 +207,8 @@ static void check_in_memory(const vt__snapshot_data *s)
 /* The same with s written to a file and read back in chunks of `chunk`. */
 static void check_from_file(const vt__snapshot_data *s, size_t chunk)
 {
-    char dir[] = "/tmp/vt-test-tlstream-XXXXXX", path[64];
-    ASSERT(mkdtemp(dir) != NULL);
-    snprintf(path, sizeof path, "%s/s.vtsnap", dir);
-    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    char dir[64], path[96];
+    svw_write_snapshot(s, "tlstream", dir, path, sizeof path);
     vt__snapshot_data *r;
     ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
     vt__timeline *w;
@@ -217,7 +216,7 @@ static void check_from_file(const vt__snapshot_data *s, size_t chunk)
     vt__snapshot_data *h;
     vt__event_stream *es;
     char serr[1024];
-    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    svw_open_stream(path, chunk, &h, &es, serr, sizeof serr);
     vt__timeline *c;
     ASSERT_MSG(vt__timeline_build_stream(h, es, VT_TL_STREAM_CURVES, &c, err, sizeof err) == 0,
                "%s %s", err, serr);
@@ -227,20 +226,20 @@ static void check_from_file(const vt__snapshot_data *s, size_t chunk)
     vt__snapshot_free(h);
     vt__timeline_free(w);
     vt__snapshot_free(r);
-    unlink(path);
-    rmdir(dir);
+    svw_remove(dir, path);
+}
+
+static void random_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *what)
+{
+    (void)what;
+    check_in_memory(s);
+    if (k % 10 == 0)
+        check_from_file(s, 1 + gen_rand(rnd) % 64);
 }
 
 TEST(streamed_timeline_agrees_with_the_whole_on_random_event_streams)
 {
-    uint64_t rnd = 20261128;
-    for (int k = 0; k < 400; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
-        check_in_memory(s);
-        if (k % 10 == 0)
-            check_from_file(s, 1 + gen_rand(&rnd) % 64);
-        vt__snapshot_free(s);
-    }
+    svw_each_random(20261128, 400, 300, random_round);
 }
 
 TEST(streamed_timeline_agrees_on_training_loops_read_in_small_chunks)

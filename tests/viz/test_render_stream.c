@@ -112,7 +112,7 @@ static void same_from_file(const char *path, size_t chunk, int check, const char
     vt__snapshot_data *h;
     vt__event_stream *es;
     char serr[1024];
-    ASSERT_MSG(vt__snapfile_open_stream(path, chunk, &h, &es, serr, sizeof serr) == 0, "%s", serr);
+    svw_open_stream(path, chunk, &h, &es, serr, sizeof serr);
     char *c;
     size_t nc;
     int rc = page_streamed(h, es, check, &c, &nc);
@@ -133,64 +133,47 @@ static void same_from_file(const char *path, size_t chunk, int check, const char
 
 /* Without the checker, with its automatic rules and with all (the page
  * draws its findings), in turn. */
+static void random_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *what)
+{
+    int check = k % 3;
+    same_in_memory(s, check, what);   /* most hold an OOM: refused */
+    /* the same events without their OOMs, which the streamed page draws */
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_OOM)
+            s->events[i].kind = VT_EV_MARK;
+    same_in_memory(s, check, what);
+    if (k % 20 == 0) {
+        char dir[64], path[96];
+        svw_write_snapshot(s, "vizstream", dir, path, sizeof path);
+        same_from_file(path, 1 + gen_rand(rnd) % 64, check, what);
+        svw_remove(dir, path);
+    }
+}
+
 TEST(streamed_page_is_the_whole_page_on_random_event_streams)
 {
-    uint64_t rnd = 20261129;
-    for (int k = 0; k < 300; k++) {
-        vt__snapshot_data *s = gen_random(&rnd, 1 + gen_rand(&rnd) % 300);
-        char what[64];
-        snprintf(what, sizeof what, "random snapshot %d", k);
-        int check = k % 3;
-        same_in_memory(s, check, what);   /* most hold an OOM: refused */
-        /* the same events without their OOMs, which the streamed page draws */
-        for (size_t i = 0; i < s->nevents; i++)
-            if (s->events[i].kind == VT_EV_OOM)
-                s->events[i].kind = VT_EV_MARK;
-        same_in_memory(s, check, what);
-        if (k % 20 == 0) {
-            char dir[64], path[96];
-            svw_write_snapshot(s, "vizstream", dir, path, sizeof path);
-            same_from_file(path, 1 + gen_rand(&rnd) % 64, check, what);
-            unlink(path);
-            rmdir(dir);
-        }
-        vt__snapshot_free(s);
-    }
+    svw_each_random(20261129, 300, 300, random_round);
 }
 
 TEST(streamed_page_is_the_whole_page_on_a_training_loop_read_in_small_chunks)
 {
-    vt__snapshot_data *s = gen_training(100000, 7);
-    char dir[64], path[96];
-    svw_write_snapshot(s, "vizstream", dir, path, sizeof path);
-    same_from_file(path, 16, 0, "training loop, 16-byte chunks");
-    same_from_file(path, 0, 1, "training loop, checked");
-    unlink(path);
-    rmdir(dir);
-    vt__snapshot_free(s);
-    s = gen_small();
-    same_in_memory(s, 1, "gen_small");
-    vt__snapshot_free(s);
+    svw_training_loop("vizstream", same_from_file, 0, 1, "training loop, checked", same_in_memory);
+}
+
+/* Each shape without the checker, with its automatic rules and with all. */
+static void same_for_shape(const char *path, const char *kind, size_t k)
+{
+    (void)k;
+    for (int check = 0; check < 3; check++) {
+        char what[96];
+        snprintf(what, sizeof what, "gen_snapshot %s, check %d", kind, check);
+        same_from_file(path, 0, check, what);
+    }
 }
 
 TEST(streamed_page_is_the_whole_page_on_every_shape_the_viz_tests_render)
 {
-    static const char *const kinds[] = { "small", "many", "empty", "one", "marks", "huge",
-                                         "python", "run", "oom", "big" };
-    char dir[] = "/tmp/vt-test-vizshapes-XXXXXX";
-    ASSERT(mkdtemp(dir) != NULL);
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%s.vtsnap", dir, kinds[k]);
-        svw_gen_shape(kinds[k], path, 200000);
-        for (int check = 0; check < 3; check++) {
-            char what[96];
-            snprintf(what, sizeof what, "gen_snapshot %s, check %d", kinds[k], check);
-            same_from_file(path, 0, check, what);
-        }
-        unlink(path);
-    }
-    rmdir(dir);
+    svw_each_shape("vizshapes", svw_shapes, SVW_NSHAPES, 200000, same_for_shape);
 }
 
 TEST_MAIN()

@@ -109,13 +109,7 @@ void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_stora
     f->addr = st->addr;
     f->bytes = vt__ck_storage_bytes(st);
     f->block_bytes = st->size;
-    f->alloc_seq = st->alloc_seq;
-    f->alloc_time_ns = st->alloc_time;
-    f->alloc_stack = st->alloc_stack;
-    f->free_seq = st->free_seq;
-    f->free_time_ns = st->free_time;
-    f->free_stack = st->free_stack;
-    f->ntensors = st->ntensors;
+    VT__CK_COPY_LIFETIME(f, st);
     if (st->owner != CK_NONE) {
         f->owner_id = m->nodes[st->owner].id;
         f->owner_name = vt__ck_string(m->s, m->nodes[st->owner].name);
@@ -124,9 +118,7 @@ void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_stora
 
 void vt__ck_fill_last_use(vt__check_finding *f, const ck_model *m, const ck_use *last)
 {
-    f->last_use_seq = last->seq;
-    f->last_use_time_ns = last->time;
-    f->last_use_stack = last->stack;
+    VT__CK_COPY_LAST_USE(f, last);
     f->last_use_tensor = m->nodes[last->node].id;
     f->last_use_name = vt__ck_string(m->s, m->nodes[last->node].name);
     f->last_use_step = vt__ck_step_of(m, last->seq);

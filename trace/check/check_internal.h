@@ -243,6 +243,27 @@ int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti
 vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
 /* Bytes asked for, else the block size. */
 uint64_t vt__ck_storage_bytes(const ck_storage *st);
+/* A storage's lifetime (its allocation and its free: seq, time, stack) and
+ * its tensor count into `o`, and a use's when and where (seq, time, stack)
+ * into o's last_use_*: the fields a finding (vt__ck_fill_storage) and a row
+ * of vt__check_storages share, by the same names in both public records
+ * (check.h), copied the one way. */
+#define VT__CK_COPY_LIFETIME(o, st)                                                               \
+    do {                                                                                         \
+        (o)->alloc_seq = (st)->alloc_seq;                                                        \
+        (o)->alloc_time_ns = (st)->alloc_time;                                                   \
+        (o)->alloc_stack = (st)->alloc_stack;                                                    \
+        (o)->free_seq = (st)->free_seq;                                                          \
+        (o)->free_time_ns = (st)->free_time;                                                     \
+        (o)->free_stack = (st)->free_stack;                                                      \
+        (o)->ntensors = (st)->ntensors;                                                          \
+    } while (0)
+#define VT__CK_COPY_LAST_USE(o, use)                                                              \
+    do {                                                                                         \
+        (o)->last_use_seq = (use)->seq;                                                          \
+        (o)->last_use_time_ns = (use)->time;                                                     \
+        (o)->last_use_stack = (use)->stack;                                                      \
+    } while (0)
 /* The storage's fields of a finding (address, sizes, lifetime, owner). */
 void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st);
 /* The last-use fields of a finding (when, where, which tensor, its step). */

@@ -71,24 +71,14 @@ int vt__check_list_external_stream(const vt__snapshot_data *s, struct vt__event_
         o->device = st->device;
         o->freed = st->freed;
         o->alloc_event = st->alloc_event;
-        o->alloc_seq = st->alloc_seq;
-        o->alloc_time_ns = st->alloc_time;
-        o->alloc_stack = st->alloc_stack;
-        o->free_seq = st->free_seq;
-        o->free_time_ns = st->free_time;
-        o->free_stack = st->free_stack;
-        o->ntensors = st->ntensors;
+        VT__CK_COPY_LIFETIME(o, st);
         o->nuses = st->nuses;
         if (st->owner != CK_NONE) {
             o->owner_id = m.nodes[st->owner].id;
             o->owner_name = m.nodes[st->owner].name;
         }
-        if (st->nuses) {
-            const ck_use *last = &m.uses[st->first_use + st->nuses - 1];
-            o->last_use_seq = last->seq;
-            o->last_use_time_ns = last->time;
-            o->last_use_stack = last->stack;
-        }
+        if (st->nuses)
+            VT__CK_COPY_LAST_USE(o, &m.uses[st->first_use + st->nuses - 1]);
     }
     vt__ck_model_free(&m);
     *out = v;

@@ -24,13 +24,6 @@
 #include "perfetto.h"
 #include "perfetto_write.h"
 
-/* Step 1 needs no point; being told them spares the streamed timeline its
- * third reading (the lifetimes at the peaks, which nothing here shows). */
-static void on_point_none(void *ctx, size_t device, const vt__tl_point *pt)
-{
-    (void)ctx, (void)device, (void)pt;
-}
-
 /* Step 2: the points of one device. */
 struct device_points {
     vt__pf *w;
@@ -67,11 +60,8 @@ int vt__perfetto_export_stream(FILE *o, const vt__snapshot_data *s, vt__event_st
     vt__tl_walk *walk = NULL;
     vt__timeline *tl = NULL;
     vt__pf w;
-    if (vt__tl_walk_open(&walk))
-        return vt__errf(err, errlen, -ENOMEM, "perfetto: out of memory");
-    vt__tl_stream_hooks h1 = { .retired = vt__tl_walk_retired, .point = on_point_none,
-                               .ctx = walk };
-    int rc = vt__timeline_build_stream_hooked(s, es, VT_TL_STREAM_CURVES, &h1, &tl, err, errlen);
+    /* Step 1: the walk told each lifetime the streamed timeline retires. */
+    int rc = vt__tl_walk_build(s, es, "perfetto", &walk, &tl, err, errlen);
     if (rc)
         goto out;
     vt__pf_begin(&w, o, s, tl, opt);

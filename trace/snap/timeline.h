@@ -329,6 +329,16 @@ void vt__tl_follow_close(vt__tl_follow *f);
 typedef struct vt__tl_walk vt__tl_walk;
 /* @return 0 or -ENOMEM. */
 int vt__tl_walk_open(vt__tl_walk **out);
+/* The first reading of such a view, which the JSON document and the
+ * Perfetto export share: a walk opened (*walk) and the streamed build of
+ * es with its curves (*tl), which tells the walk each lifetime it retires
+ * and the points to no one (being told them spares the build its third
+ * reading: the lifetimes at the peaks). `who` names the view in the line
+ * err says when the walk cannot open. @return 0; else -ENOMEM or the
+ * build's error, with *walk and *tl for vt__tl_walk_close and
+ * vt__timeline_free either way. */
+int vt__tl_walk_build(const vt__snapshot_data *s, struct vt__event_stream *es, const char *who,
+                      vt__tl_walk **walk, vt__timeline **tl, char *err, size_t errlen);
 /* A vt__tl_stream_hooks.retired; ctx is the walk. */
 void vt__tl_walk_retired(void *ctx, const vt__lifetime *l);
 /* Hand fn each lifetime, reading the events once more. A damaged file's

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "errbuf.h"
 #include "event_stream.h"
 #include "grow.h"
 #include "timeline.h"
@@ -49,6 +50,21 @@ int vt__tl_walk_open(vt__tl_walk **out)
 {
     *out = calloc(1, sizeof **out);
     return *out ? 0 : -ENOMEM;
+}
+
+static void no_point(void *ctx, size_t device, const vt__tl_point *pt)
+{
+    (void)ctx, (void)device, (void)pt;
+}
+
+int vt__tl_walk_build(const vt__snapshot_data *s, vt__event_stream *es, const char *who,
+                      vt__tl_walk **walk, vt__timeline **tl, char *err, size_t errlen)
+{
+    *tl = NULL;
+    if (vt__tl_walk_open(walk))
+        return vt__errf(err, errlen, -ENOMEM, "%s: out of memory", who);
+    vt__tl_stream_hooks h = { .retired = vt__tl_walk_retired, .point = no_point, .ctx = *walk };
+    return vt__timeline_build_stream_hooked(s, es, VT_TL_STREAM_CURVES, &h, tl, err, errlen);
 }
 
 void vt__tl_walk_close(vt__tl_walk *w)
