@@ -105,15 +105,21 @@ TEST(outputs_kept_through_an_evaluation_grow_by_time_though_freed_at_its_end)
     synth_fini(&y);
 }
 
+/* y, made by its shape, judged by both rules by time and clean. */
+static void assert_clean_by_time(synth *y)
+{
+    vt__check_report *r = check_keep(y, 0);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
+    ASSERT_CLEAN(r, y);
+    vt__check_report_free(r);
+    synth_fini(y);
+}
+
 TEST(an_evaluation_that_keeps_nothing_is_clean_by_time)
 {
     synth y;
     eval_loop(&y, 0, 1);
-    vt__check_report *r = check_keep(&y, 0);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_clean_by_time(&y);
 }
 
 /* Inference growing a cache by torch.cat (a generation's KV cache): one
@@ -123,11 +129,7 @@ TEST(a_buffer_made_again_larger_is_no_growth_by_time)
 {
     synth y;
     cache_loop(&y);
-    vt__check_report *r = check_keep(&y, 0);
-    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_clean_by_time(&y);
 }
 
 /* Not an observed pool (a native program of its own): no growth by time,
