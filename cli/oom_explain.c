@@ -275,6 +275,28 @@ static bool flagged_at(const vt__check_finding *f, uint64_t oom_seq)
            && (!f->freed || f->free_seq > oom_seq);
 }
 
+/* Without tensors the checker names call sites, not storages (never-freed,
+ * growth, outlier): each line alive at the OOM gets the largest finding
+ * whose allocations that line made. */
+static void site_findings(const vt__snapshot_data *s, vt__oom_report *r)
+{
+    const unsigned native = VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH | VT_CHECK_RULE_OUTLIER;
+    for (size_t i = 0; r->check && i < r->check->nfindings; i++) {
+        const vt__check_finding *f = &r->check->findings[i];
+        if (!(f->rule & native))
+            continue;
+        uint64_t key = frame_key(s, vt__oom_site_frame(s, f->alloc_stack));
+        for (size_t k = 0; key && k < r->nsites; k++) {
+            vt__oom_site *st = &r->sites[k];
+            if (frame_key(s, st->frame) != key)
+                continue;
+            if (!st->site_finding || f->bytes > st->site_finding->bytes)
+                st->site_finding = f;
+            break;
+        }
+    }
+}
+
 static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_report *r)
 {
     size_t k = r->event;
@@ -345,6 +367,8 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
         i = j;
     }
     qsort(r->sites, r->nsites, sizeof *r->sites, cmp_site);
+    if (!r->tensors)
+        site_findings(s, r);
     rc = 0;
 out:
     free(keys);
@@ -674,15 +698,15 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     } else {
         r->capacity = held + r->device_free;
     }
-    /* the checker's storage rules need track()'s tensors (its native
-     * rules name call sites, not storages to free) */
+    /* the checker's storage rules need track()'s tensors; its native rules
+     * name call sites, not storages to free: they annotate the lines */
     bool tensors = false;
     for (size_t i = 0; i < s->nevents && !tensors; i++)
         tensors = s->events[i].kind == VT_EV_TENSOR_NEW;
     char cerr[256];
     vt__check_report *rep = NULL;
     r->tensors = tensors;
-    if (tensors && vt__check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
+    if (vt__check_run(s, NULL, &rep, cerr, sizeof cerr) == 0)
         r->check = rep;
     if ((rc = alive_sites(s, tl, r)))
         goto fail;

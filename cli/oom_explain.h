@@ -56,6 +56,9 @@ typedef struct vt__oom_site {
     uint64_t flagged_bytes;    /* of them, alive after their last use (check) */
     uint32_t flagged;
     const vt__check_finding *finding;  /* the largest flagged one, NULL */
+    const vt__check_finding *site_finding; /* without tensors: the checker's finding on
+                                              this line's call sites (never-freed, growth,
+                                              outlier), the largest; NULL */
 } vt__oom_site;
 
 enum vt__oom_fix_kind {

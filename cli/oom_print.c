@@ -70,6 +70,25 @@ static void fix_line(FILE *f, const vt__oom_report *r, const vt__oom_fix *x)
     fputs(")\n", f);
 }
 
+/* A line's native finding (no tensors): what the checker says of its call
+ * sites, under the line. */
+static void site_finding_line(FILE *f, const vt__check_finding *x, bool by_time)
+{
+    char b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
+    fputs("                    check: ", f);
+    if (x->rule == VT_CHECK_RULE_GROWTH && x->growth_window_ns)
+        fprintf(f, "grows %s per %s", vt__fmt_bytes(x->growth_per_step, b1),
+                vt__fmt_duration(x->growth_window_ns, b2));
+    else if (x->rule == VT_CHECK_RULE_GROWTH)
+        fprintf(f, "grows %s per step", vt__fmt_bytes(x->growth_per_step, b1));
+    else if (x->rule == VT_CHECK_RULE_NEVER_FREED)
+        fprintf(f, "never freed, %u allocations %s", x->nallocs,
+                by_time ? "through the run" : "step after step");
+    else
+        fputs("outlives its siblings from the same call site", f);
+    fprintf(f, " (%s)\n", vt__check_rule_name(x->rule));
+}
+
 static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r)
 {
@@ -187,6 +206,8 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
             fputs("                    tensor '", f);
             vt__text_str(f, vt__snapshot_string(s, st->tensor));
             fputs("'\n", f);
+        } else if (st->site_finding) {
+            site_finding_line(f, st->site_finding, !r->check->nmarks);
         }
     }
     if (r->nsites > SITES_SHOWN)
@@ -317,6 +338,16 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
         } else {
             fputs("null", f);
         }
+        /* without tensors: what check says of the line's call sites */
+        const vt__check_finding *x = st->site_finding;
+        if (x)
+            fprintf(f, ", \"site_finding\": {\"rule\": \"%s\", \"bytes\": %" PRIu64
+                       ", \"allocations\": %u, \"growth_per_step\": %" PRIu64
+                       ", \"growth_window_ns\": %" PRIu64 "}",
+                    vt__check_rule_name(x->rule), x->bytes, x->nallocs, x->growth_per_step,
+                    x->growth_window_ns);
+        else
+            fputs(", \"site_finding\": null", f);
         fputc('}', f);
     }
     fputs("]}, \"replay\": ", f);

@@ -7,6 +7,7 @@
  * nor one buffer made again larger (a KV cache); a trace that is no observed
  * pool does not run it. */
 #include "check_fixture.h"
+#include "format_bytes.h"
 
 #define ITERS 40
 #define KEPT_ADDR 0x7f6000000000ull
@@ -94,8 +95,9 @@ TEST(outputs_kept_through_an_evaluation_grow_by_time_though_freed_at_its_end)
            f->growth_window_ns < (r[0]->end_time_ns - r[0]->start_time_ns) / 20);
     char want[256];
     assert_rendered_says(r[0], &y, 0, "#1 [growth] storage 0x7f6000000000 on cuda:0");
-    snprintf(want, sizeof want, "(no marks: judged at the ends of %.3f s windows of the trace, "
-             "the first %u not judged: warm-up)", (double)f->growth_window_ns / 1e9,
+    char win[VT_FMT_BYTES_LEN];
+    snprintf(want, sizeof want, "(no marks: judged at the ends of %s windows of the trace, "
+             "the first %u not judged: warm-up)", vt__fmt_duration(f->growth_window_ns, win),
              f->growth_first_mark);
     assert_rendered_says(r[0], &y, 0, want);
     snprintf(want, sizeof want, "\"window_ns\":%llu}", (unsigned long long)f->growth_window_ns);

@@ -29,6 +29,16 @@ TEST(sizes_use_binary_units_with_at_most_two_decimals)
     ASSERT_STR_EQ(vt__fmt_byte_seconds(-1, b), "0.00 B\xc2\xb7s");
 }
 
+TEST(durations_use_s_ms_or_us_with_three_digits)
+{
+    char b[VT_FMT_BYTES_LEN];
+    ASSERT_STR_EQ(vt__fmt_duration(62300, b), "62.3 \xc2\xb5s");
+    ASSERT_STR_EQ(vt__fmt_duration(62500000, b), "62.5 ms");
+    ASSERT_STR_EQ(vt__fmt_duration(1250000000, b), "1.25 s");
+    ASSERT_STR_EQ(vt__fmt_duration(86400000000000ull, b), "86400 s");
+    ASSERT_STR_EQ(vt__fmt_duration(0, b), "0 \xc2\xb5s");
+}
+
 /* The JSON text of `s` through the FILE writer. */
 static char *json_file(const char *s)
 {

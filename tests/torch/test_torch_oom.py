@@ -122,3 +122,24 @@ def test_nothing_but_a_bigger_device_fits(tmp_path):
     text = vramtrace.oom_text(snap)
     assert "no setting and no earlier free would have fit: only more memory" in text, text
     assert "tried, would not fit:" in text, text
+
+
+def test_an_evaluation_that_runs_out_names_its_growing_line_without_track(tmp_path):
+    """An evaluation that keeps each batch's graph (eval_keep.py, no marks,
+    plain `vramtrace run`) runs out of memory: the OOM's lines alive are
+    annotated with what `check` says of their call sites (judged by time:
+    never freed through the run), the model's line first. Before: the lines
+    alone, with "no tensors recorded"."""
+    snap = str(tmp_path / "eval.vtsnap")
+    script = os.path.join(HERE, "eval_keep.py")
+    line = next(i for i, t in enumerate(open(script), 1) if "# MODEL_LINE" in t)
+    rc, _, err = run([SIMRUN, "--mem", "96M", "--", CLI, "run", "-o", snap, "--",
+                      sys.executable, script, "leak"])
+    assert rc != 0 and "OutOfMemoryError" in err, err[-3000:]
+    rc, out, err = run([CLI, "oom", "--no-replay", snap])
+    assert rc == 0, err
+    alive = out[out.index("alive at the OOM"):]
+    first = alive.splitlines()[1:3]
+    assert f"eval_keep.py:{line}" in first[0], alive[:2000]
+    assert first[1].strip().startswith("check: never freed, ") and \
+        first[1].strip().endswith("allocations through the run (never-freed)"), alive[:2000]

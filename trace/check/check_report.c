@@ -460,14 +460,15 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                        " died within one\n");
         } else if (x->rule == VT_CHECK_RULE_GROWTH && x->growth_window_ns) {
             /* by time: the trace cut into windows (no marks) */
-            fprintf(f, "   grows %s per %.3f s: its live bytes went from %s at %.3f s to %s at "
-                       "%.3f s (no marks: judged at the ends of %.3f s windows of the trace, "
+            char win[VT_FMT_BYTES_LEN];
+            vt__fmt_duration(x->growth_window_ns, win);
+            fprintf(f, "   grows %s per %s: its live bytes went from %s at %.3f s to %s at "
+                       "%.3f s (no marks: judged at the ends of %s windows of the trace, "
                        "the first %u not judged: warm-up)\n",
-                    vt__fmt_bytes(x->growth_per_step, b1), (double)x->growth_window_ns / 1e9,
+                    vt__fmt_bytes(x->growth_per_step, b1), win,
                     vt__fmt_bytes(x->growth_first_bytes, b2), rel_s(r, x->linger_from_time_ns),
                     vt__fmt_bytes(x->growth_last_bytes, b3),
-                    rel_s(r, x->linger_from_time_ns + x->linger_ns),
-                    (double)x->growth_window_ns / 1e9, x->growth_first_mark);
+                    rel_s(r, x->linger_from_time_ns + x->linger_ns), win, x->growth_first_mark);
         } else if (x->rule == VT_CHECK_RULE_GROWTH) {
             fprintf(f, "   grows %s per step: its live bytes at each step's end (mark) went from %s"
                        " at mark %u to %s at mark %u",

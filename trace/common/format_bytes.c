@@ -46,3 +46,12 @@ const char *vt__fmt_byte_seconds(double bs, char *buf)
     snprintf(buf, VT_FMT_BYTES_LEN, "%.2f %s\xc2\xb7s", bs, units[u]);
     return buf;
 }
+
+const char *vt__fmt_duration(uint64_t ns, char *buf)
+{
+    double v = (double)ns;
+    const char *unit = ns >= 1000000000ull ? "s" : ns >= 1000000ull ? "ms" : "\xc2\xb5s";
+    v /= ns >= 1000000000ull ? 1e9 : ns >= 1000000ull ? 1e6 : 1e3;
+    snprintf(buf, VT_FMT_BYTES_LEN, v >= 1000 ? "%.0f %s" : "%.3g %s", v, unit);
+    return buf;
+}

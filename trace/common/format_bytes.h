@@ -17,4 +17,10 @@ const char *vt__fmt_bytes(uint64_t bytes, char *buf);
  * finite: 0). `buf` as above. */
 const char *vt__fmt_byte_seconds(double byte_seconds, char *buf);
 
+/* "62.5 ms": a duration in s, ms or µs, three significant digits (whole
+ * seconds from 1000 s: a growth window's length, of a trace that may last a
+ * millisecond or a day).
+ * `buf` as above. */
+const char *vt__fmt_duration(uint64_t ns, char *buf);
+
 #endif
