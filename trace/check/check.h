@@ -627,8 +627,10 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *                                  "tape" only: the step it was retained in, and
  *                                  the share of its events after the last use)
  *       "growth": {"per_step": N, "first_mark": N, "last_mark": N,
- *                  "first_bytes": N, "last_bytes": N} | null,  (set for "growth"
- *                                  only: marks are 0-based indices of the MARKs)
+ *                  "first_bytes": N, "last_bytes": N,
+ *                  "window_ns": N (by time only)} | null,  (set for "growth"
+ *                                  only: marks are 0-based indices of the MARKs;
+ *                                  by time, of the windows, per_step per window)
  *       "pinned": null | {                      (set for "pinned" only)
  *           "owner_dropped": {"seq": N, "time_ns": N},
  *           "since": {"seq": N, "time_ns": N},  (start of the pinned interval)
@@ -646,6 +648,10 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *                               "view_of": {"id": N, "name": "..."} (views only),
  *                               "bytes": N (storage only)} ] } ]
  *     } ],
+ *   "min_bytes": N, "peak_bytes": N,  the floor of minor causes applied (0: none), and
+ *                                     the peak it is a share of (auto)
+ *   "minor_bytes": N,
+ *   "minor": [ FINDING... ],          the findings of causes under the floor, as above
  *   "groups": [                                 the findings by cause, largest bytes first
  *     {"rule": "...", "count": N, "bytes": N,
  *      "first": N,                  (index into "findings" of its first finding)
