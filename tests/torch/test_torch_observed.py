@@ -674,5 +674,9 @@ def test_an_evaluation_without_marks_is_judged_by_time_under_plain_run(tmp_path)
         assert "outlier judges step by step: not run" in text, text[:4000]
         assert re.search(rf"#1 \[{rule}\] .*\n(.*\n)*?.*allocated: .*\n\s+at evaluate "
                          + re.escape(site), text), (kind, text[:4000])
+    # the model's line makes two call sites (linear, GELU): one cause
+    assert ("call sites growing through the run, allocated at evaluate "
+            f"({EVAL_KEEP}:{EVAL_MODEL_LINE})") in texts["leak-in-function"][1], \
+        texts["leak-in-function"][1][:4000]
     rc, text = texts["fixed"]
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]

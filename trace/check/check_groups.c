@@ -205,14 +205,15 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
     *line = line_hash(owner);
     const char *rule = vt__check_rule_name(x->rule);
     /* A growth finding is its call site already, and a storage no tensor
-     * names (a trace without track(): never-freed, outlier) is known by its
-     * call site only: one group per line of the program's own code it was
-     * allocated under (one line's model call allocates at every layer's
-     * op: one cause, as track() names them all by that line), else per
-     * allocation stack (after a third separator, which group_parts drops). */
-    int by_site = x->rule == VT_CHECK_RULE_GROWTH || !x->owner_name || !*x->owner_name;
-    const vt__frame *own = by_site && x->rule != VT_CHECK_RULE_GROWTH
-                               ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
+     * names (a trace without track(): never-freed, outlier, growth) is
+     * known by its call site only: one group per line of the program's own
+     * code it was allocated under (one line's model call allocates at every
+     * layer's op: one cause, as track() names them all by that line), else
+     * per allocation stack (after a third separator, which group_parts
+     * drops). */
+    int unnamed = !x->owner_name || !*x->owner_name;
+    int by_site = x->rule == VT_CHECK_RULE_GROWTH || unnamed;
+    const vt__frame *own = unnamed ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
     /* One holder keeps the tensors of several lines (an output object kept
      * whole: its logits, its loss, its cache): one cause, whatever made
      * them. Without a holder, its line's group (see vt__ck_group_findings). */

@@ -285,7 +285,12 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                 vt__fmt_bytes(g[k].bytes, b1), vt__fmt_bytes(g[k].bytes / g[k].count, b2),
                 g[k].first + 1);
         if (!strcmp(rule, vt__check_rule_name(VT_CHECK_RULE_GROWTH))) {
-            fprintf(f, "     a call site growing step over step (#%zu)\n", g[k].first + 1);
+            const vt__check_finding *x = &r->findings[g[k].first];
+            char site[CK_GROUP_KEY_MAX];
+            site_of(s, x->alloc_stack, site, sizeof site);
+            fprintf(f, "     %s growing %s, allocated at %s\n",
+                    g[k].count > 1 ? "call sites" : "a call site",
+                    x->growth_window_ns ? "through the run" : "step over step", site);
             continue;
         }
         if (*owner) {
