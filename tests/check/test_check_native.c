@@ -218,7 +218,9 @@ TEST(native_never_freed_judges_an_observed_pytorch_pool_by_time_without_marks)
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
     assert_rendered_says(r, &y, 0, "NOTE: this trace has no steps (marks), and outlier "
-                                   "judges step by step: not run.");
+                                   "judges step by step: not run. The program made no "
+                                   "optimizer step (which `vramtrace run` marks): mark steps "
+                                   "with vramtrace.mark(\"step N\"), or name it with --rules");
     assert_rendered_says(r, &y, 0, "rules: never-freed,growth;");
     vt__check_report_free(r);
     synth_fini(&y);

@@ -378,9 +378,16 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         fprintf(f, "\n  NOTE: this trace has no steps (marks), and ");
         print_rules(f, r->rules_need_steps);
         int one = !(r->rules_need_steps & (r->rules_need_steps - 1));
-        fprintf(f, " %s step by step: not run. Mark steps with vramtrace.mark(\"step N\") "
-                   "(or record with `vramtrace run`, which marks optimizer steps), or name "
-                   "%s with --rules to judge by time", one ? "judges" : "judge", one ? "it" : "them");
+        fprintf(f, " %s step by step: not run. ", one ? "judges" : "judge");
+        /* `vramtrace run` of PyTorch marks optimizer steps: an observed
+         * program without marks made none (an evaluation, inference) */
+        int observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
+        fprintf(f, "%s with vramtrace.mark(\"step N\")%s, or name %s with --rules to "
+                   "judge by time",
+                observed ? "The program made no optimizer step (which `vramtrace run` marks): "
+                           "mark steps" : "Mark steps",
+                observed ? "" : " (or record with `vramtrace run`, which marks optimizer steps)",
+                one ? "it" : "them");
     }
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
