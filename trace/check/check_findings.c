@@ -82,6 +82,16 @@ int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti
     return 0;
 }
 
+int vt__ck_site_ignored(const ck_model *m, const vt__check_options *opt, uint32_t stack,
+                        int8_t device)
+{
+    if (m->skip_host && device < 0)
+        return 0;
+    ck_storage st = { .alloc_stack = stack, .first_tensor = CK_NONE, .device = device };
+    ck_model one = { .s = m->s, .st = &st, .nst = 1 };
+    return vt__ck_ignored(&one, opt, 0, 0) == 1;
+}
+
 vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti)
 {
     if (CK_GROW(fs->f, fs->cap, fs->n + 1) < 0 || CK_GROW(fs->fst, fs->capst, fs->n + 1) < 0)

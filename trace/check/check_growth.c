@@ -252,17 +252,11 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
     size_t nlive = nts;
     for (size_t c = 0; c < m->nsites; c++) {
         const ck_site *site = &m->sites[c];
-        if (!site->win)
+        if (!site->win || vt__ck_site_ignored(m, opt, site->stack, site->win_first.device))
             continue;
-        ck_storage stub = site->win_first;
-        stub.first_tensor = CK_NONE;
-        ck_model one = { .s = m->s, .st = &stub, .nst = 1 };
-        if (vt__ck_ignored(&one, opt, 0, 0) == 1)
-            continue;
-        size_t k = 0;
-        while (k < nlive && ts[k].stack != site->stack)
-            k++;
-        if (k < nlive)
+        size_t k;   /* ts[0..nlive) are by stack, as sp is */
+        VT__PARTITION_POINT(nlive, i, ts[i].stack < site->stack, k);
+        if (k < nlive && ts[k].stack == site->stack)
             ts[k].retired = site;
         else
             ts[nts++] = (time_site){ site->stack, site, 0, 0 };

@@ -163,8 +163,11 @@ typedef struct ck_model {
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
     uint8_t skip_host;      /* host storages are not judged (vt__check_host) */
-    /* GROWTH by time (no marks: check_growth.c): nwin windows of the trace,
-     * the k-th ending at win_t0 + (k + 1) * win_span / nwin; 0: by marks. */
+    /* The blocks of an observed PyTorch pool, no marks, no tensors (an
+     * evaluation, inference): NEVER-FREED and GROWTH judge them by time. */
+    uint8_t pool_by_time;
+    /* GROWTH by time (check_growth.c): nwin windows of the trace, the k-th
+     * ending at win_t0 + (k + 1) * win_span / nwin; 0: by marks. */
     size_t nwin;
     uint64_t win_t0, win_span;
     /* Live bytes of the open storages, in event order, and their highest:
@@ -240,6 +243,11 @@ int vt__ck_ignored(const ck_model *m, const vt__check_options *opt, uint32_t sti
                    uint32_t extra_stack);
 /* A new zeroed finding about storage sti (CK_NONE: a call site); NULL on
  * ENOMEM. */
+/* Whether --ignore skips a call site known by a retired storage of it (no
+ * record left: its stack and device only, no tensor; a host one the host
+ * rule skips is not ignored here). */
+int vt__ck_site_ignored(const ck_model *m, const vt__check_options *opt, uint32_t stack,
+                        int8_t device);
 vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
 /* Bytes asked for, else the block size. */
 uint64_t vt__ck_storage_bytes(const ck_storage *st);

@@ -865,7 +865,8 @@ static void model_reset(ck_model *m)
 {
     ck_model keep = { .s = m->s, .es = m->es, .err = m->err, .errlen = m->errlen,
                       .rules_asked = m->rules_asked, .keep_records = m->keep_records,
-                      .nwin = m->nwin, .win_t0 = m->win_t0, .win_span = m->win_span };
+                      .pool_by_time = m->pool_by_time, .nwin = m->nwin, .win_t0 = m->win_t0,
+                      .win_span = m->win_span };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -918,11 +919,10 @@ int vt__ck_model_build(ck_model *m)
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
-    /* GROWTH by time: the blocks of an observed PyTorch pool without marks
-     * (check.c chooses the rules the same way), in windows of the trace
-     * the retired storages are counted in as they go. */
-    if (!nmarks && !tensors && (m->s->meta.flags & VT_META_POOL_OBSERVED) &&
-        (!m->rules_asked || (m->rules_asked & VT_CHECK_RULE_GROWTH)) &&
+    /* GROWTH by time (check.c runs it where pool_by_time says), in windows
+     * of the trace the retired storages are counted in as they go. */
+    m->pool_by_time = !nmarks && !tensors && (m->s->meta.flags & VT_META_POOL_OBSERVED);
+    if (m->pool_by_time && (!m->rules_asked || (m->rules_asked & VT_CHECK_RULE_GROWTH)) &&
         tl->last_time_ns > tl->first_time_ns) {
         m->nwin = CK_GROWTH_WINDOWS;
         m->win_t0 = tl->first_time_ns;

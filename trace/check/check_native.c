@@ -73,19 +73,6 @@ static int cmp_site(const void *a, const void *b)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
-/* Whether --ignore skips a call site whose first storage (in the model's
- * order) is a retired one: as vt__ck_ignored asks about a storage with no
- * tensor (its host skip answers 2, which skips nothing here). */
-static int retired_first_ignored(const ck_model *m, const vt__check_options *opt,
-                                 const ck_site *c)
-{
-    if (m->skip_host && c->first_device < 0)
-        return 0;
-    ck_storage st = { .alloc_stack = c->stack, .first_tensor = CK_NONE, .device = c->first_device };
-    ck_model one = { .s = m->s, .st = &st, .nst = 1 };
-    return vt__ck_ignored(&one, opt, 0, 0) == 1;
-}
-
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt__check_report *r)
 {
@@ -147,7 +134,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
             const ck_storage *f0 = ns ? &m->st[site[0]] : NULL;
             int ret_first = ret && (!f0 || ret->first_seq < f0->alloc_seq ||
                                     (ret->first_seq == f0->alloc_seq && ret->first_ord < f0->ord));
-            if (ret_first ? retired_first_ignored(m, opt, ret)
+            if (ret_first ? vt__ck_site_ignored(m, opt, ret->stack, ret->first_device)
                           : vt__ck_ignored(m, opt, site[0], 0) == 1) {
                 r->nignored += ns + nret;
                 continue;

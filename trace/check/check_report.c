@@ -339,9 +339,11 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
     if (g)
         fprintf(f, " from %zu cause%s", ng, ng == 1 ? "" : "s");
     fprintf(f, ") under the floor of %s", vt__fmt_bytes(r->min_bytes, b2));
-    if (r->min_bytes_auto)
+    if (r->min_bytes_auto) {
+        char cap[VT_FMT_BYTES_LEN];
         fprintf(f, " (%g%% of the %s peak, at most %s)", VT_CHECK_MINOR_PERMILLE / 10.0,
-                vt__fmt_bytes(r->peak_bytes, b3), "1 MiB");
+                vt__fmt_bytes(r->peak_bytes, b3), vt__fmt_bytes(VT_CHECK_MINOR_CAP, cap));
+    }
     fprintf(f, ": not counted (--min-bytes 0 counts them)\n");
     for (size_t k = 0; g && k < ng && k < MINOR_SHOWN; k++) {
         const char *rule, *owner, *path;
@@ -762,8 +764,7 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
                    ",\"idle_pct\":%u}", x->step_ns, x->step_peak_bytes, x->step_idle_pct);
     else
         fprintf(f, ",\"step\":null");
-    if (x->rule == VT_CHECK_RULE_GROWTH)
-    {
+    if (x->rule == VT_CHECK_RULE_GROWTH) {
         fprintf(f, ",\"growth\":{\"per_step\":%" PRIu64 ",\"first_mark\":%u,\"last_mark\":%u,"
                    "\"first_bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64,
                 x->growth_per_step, x->growth_first_mark, x->growth_last_mark,
@@ -771,9 +772,9 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
         if (x->growth_window_ns)   /* by time: the "marks" are window ends */
             fprintf(f, ",\"window_ns\":%" PRIu64, x->growth_window_ns);
         fputc('}', f);
-    }
-    else
+    } else {
         fprintf(f, ",\"growth\":null");
+    }
     fprintf(f, ",\"paths_at\":");
     if (x->path_seq == UINT64_MAX)
         fprintf(f, "\"end\"");
