@@ -143,7 +143,9 @@ def test_missing_torch_is_said_once(tmp_path):
 
 def test_a_cuda_leak_is_flagged_through_pytorchs_observed_allocator():
     """On the (simulated) device: the leaking test fails naming its line and
-    holder, its clean twin passes; PyTorch's allocator is observed, not replaced."""
+    holder, its clean twin passes; PyTorch's allocator is observed, not replaced.
+    A test that keeps a 4-byte result fails too: `check`'s floor of minor
+    findings is not the gate's (it asks with --min-bytes 0)."""
     import torch
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device (the suite runs on the simulated one)")
@@ -154,3 +156,8 @@ def test_a_cuda_leak_is_flagged_through_pytorchs_observed_allocator():
     assert "on cuda:0" in text, text
     assert f"test_cuda_example.py:{_line(cuda, 'CUDA_LEAK_LINE')}" in text, text
     assert "module test_cuda_example.KEPT → list[0]" in text, text
+    small = os.path.join(EXAMPLES, "test_cuda_small_example.py")
+    rc, out, verdicts = _pytest(["--vramtrace-leaks", small])
+    assert verdicts == {"test_cuda_small_leak": "FAILED"}, out[-4000:]
+    text = _section(out, "test_cuda_small_leak")
+    assert f"test_cuda_small_example.py:{_line(small, 'CUDA_SMALL_LEAK_LINE')}" in text, text
