@@ -3,14 +3,32 @@ Python side without the C library."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+# The library's C entry points that track()'s C path (_trackfast) calls, as
+# ctypes prototypes: raw() hands it callbacks into the methods below, so the
+# fake sees what the C path records exactly as the real library would.
+_RAW = {
+    "vt_tensor_use_stack": (None, ctypes.c_uint64, ctypes.c_uint32),
+    "vt_tensor_new_stack": (ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64,
+                            ctypes.c_char_p, ctypes.c_uint32),
+    "vt_tensor_drop": (None, ctypes.c_uint64),
+    "vt_storage_external_stack": (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                  ctypes.c_uint32),
+    "vt_storage_external_free_stack": (ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32),
+    "vt_tensor_name": (ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p),
+}
 
 
 class FakeLib:
     """Same methods as vramtrace._lib.Library; every call is appended to
     ``events`` as a tuple (kind, ...)."""
 
-    path = "<fake>"
+    # Where the real library is: track() finds its C extension, built
+    # beside it, through the library's path.
+    path = os.environ.get("VRAMTRACE_LIB") or "<fake>"
 
     def __init__(self) -> None:
         self.events: List[Tuple[Any, ...]] = []
@@ -19,6 +37,31 @@ class FakeLib:
         self.names: Dict[int, str] = {}
         self.storage_stacks: List[Tuple[str, int, Optional[int]]] = []
         self.gc_holders: Set[int] = set()   # holders made as gc collections
+        self._raw: Dict[str, Any] = {}      # raw(): the callbacks, kept alive
+
+    def raw(self, name: str) -> Any:
+        """A C-callable stand-in for the library's function ``name`` (None
+        for one the fake does not have, as the real library's raw() for a
+        missing symbol)."""
+        proto = _RAW.get(name)
+        if proto is None:
+            return None
+        fn = self._raw.get(name)
+        if fn is None:
+            calls = {
+                "vt_tensor_use_stack": lambda tid, stack: self.tensor_use(tid, stack),
+                "vt_tensor_new_stack": lambda ptr, nbytes, base, name, stack: self.tensor_new(
+                    ptr or 0, nbytes, base, name.decode("utf-8", "replace"), stack),
+                "vt_tensor_drop": lambda tid: self.tensor_drop(tid),
+                "vt_storage_external_stack": lambda ptr, nbytes, device, stack:
+                    self.storage_external(ptr or 0, nbytes, device, stack) or 0,
+                "vt_storage_external_free_stack": lambda ptr, stack: (
+                    self.storage_external_free(ptr or 0, stack), 0)[1],
+                "vt_tensor_name": lambda tid, name: (
+                    self.tensor_name(tid, name.decode("utf-8", "replace")), 0)[1],
+            }
+            fn = self._raw[name] = ctypes.CFUNCTYPE(*proto)(calls[name])
+        return fn
 
     def _id(self) -> int:
         self._next += 1

@@ -334,10 +334,19 @@ def test_autograd_saved_tensor_is_named(fake):
     assert any(p.startswith("list [0] -> ") or p.startswith("frame ") for p in paths), paths
 
 
+def test_the_fake_library_is_recorded_through_the_c_path_users_run(fake):
+    with vtt.track() as tr:
+        x = torch.ones(3) + 1
+    assert tr._fast is not None and tr._fast.ops >= 1
+    assert fake.of("tensor_new") and x.tolist() == [2.0, 2.0, 2.0]
+
+
 def test_recording_failures_never_break_the_program():
+    # The library refusing a host storage (an error code, as the real
+    # one returns for bad arguments) fails that op's recording.
     class Broken(FakeLib):
-        def tensor_use(self, tid, stack=0):
-            raise RuntimeError("boom")
+        def storage_external(self, ptr, nbytes, device, stack=None):
+            return -22
     lib = Broken()
     old = vramtrace.set_library(lib)
     try:
@@ -472,14 +481,12 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
                 and _made_by(e["str"], "aten.mul out[0]")]
 
 
-def test_a_program_without_marks_ticks_on_the_python_path_until_it_marks(fake):
-    """The Python path's tick (Tracker._on_op; the C path's is dispatch.c):
-    a mark's work every tick_s of a program's ops while it has made no mark,
-    none once it marks."""
+def test_a_program_without_marks_ticks_until_it_marks(fake):
+    """The tick (dispatch.c): a mark's work every tick_s of a program's ops
+    while it has made no mark, none once it marks."""
     import time
     with vtt.track() as tr:
-        assert tr._fast is None          # FakeLib: the Python path
-        tr.tick_s = 0.01
+        tr._fast.tick_s = 0.01
         x = torch.ones(4)
         end = time.perf_counter() + 0.1
         while time.perf_counter() < end:
