@@ -6,7 +6,7 @@ count, or each collection comes after fewer of the program's allocations and
 a reference cycle the program dropped is freed at another step than without
 vramtrace (scripts/vramtrace/native/trackfast/gc_schedule.c says how). Until _trackfast,
 built with CPython's internal headers, is loaded (:func:`use`) these are
-no-ops: on the Python path a declared limit (docs/limitations.md).
+no-ops (track() records nothing without it).
 
 Callers reach them as attributes of this module (``_gc_hold.hold()``): they
 are replaced when _trackfast is loaded.

@@ -5,18 +5,17 @@ an MLP training loop, clean and leaking (a list keeps each step's
 activation), untracked, under a dispatch mode that does nothing but run the
 op (the floor of any per-op recorder in Python), under track()'s own mode
 with recording off (its C dispatch's floor: what PyTorch's Python-mode round
-trip costs per op before anything is recorded), under track() recording
-through its Python path (VRAMTRACE_TRACKFAST=0), under track() seeing ops
+trip costs per op before anything is recorded), under track() seeing ops
 through its dispatch mode (VRAMTRACE_TRACK_OBSERVER=0; the per-op path in
 C, _trackfast), and under track() as users run it (its op observer, built
 at first use, handing ops to the same C path), with a mark per iteration;
 prints ms per iteration, the ratios tracked/untracked (as users run it,
-then "mode": through the dispatch mode, then "py": the Python path),
+then "mode": through the dispatch mode),
 the walks the tracker made in the loop (the snapshot's is not counted), cut
 off (the snapshot's included) and skipped, the stale storages left out as
 resting, the marks' CPU ms per iteration (in the tracked time), the CPU ms
 of the snapshot after the loop (its final walk; not in the tracked time), and
-the snapshot size, then one RESULT line. The six modes alternate, one
+the snapshot size, then one RESULT line. The five modes alternate, one
 process each per round.
 
 The same two loops run again on a wider MLP (ops of about a millisecond
@@ -43,9 +42,6 @@ round's tracked/untracked medians, p10 the best process's against the best
 untracked one's. Per-step medians leave out what happens once (the first
 mark's lookup of the models, the first ops' lookups), which the CPU rows'
 totals keep.
-They also say which path recorded the tracked run's ops: "py_ops" counts
-those the Python path recorded (0 when every op, the engine thread's
-backward included, took the C path).
 
     python bench_track.py [--steps N] [--runs N] [--small-only]
                           [--simrun PATH] [--device-only] [--device-steps N]
@@ -200,7 +196,7 @@ def device_child(mode: str, leak: bool, steps: int) -> None:
                 timed(i, vtt.mark)
         fast = getattr(tr, "_fast", None)
         stats = {"observer": observer, "c_path": fast is not None,
-                 "py_ops": tr._py_ops, "ops": tr.ops, "walks": tr.walks}
+                 "ops": tr.ops, "walks": tr.walks}
     times.sort()
     cpu.sort()
     print(json.dumps({"ms": times[len(times) // 2] * 1e3, "p10_ms": times[len(times) // 10] * 1e3,
@@ -211,7 +207,6 @@ def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
-    env.pop("VRAMTRACE_TRACKFAST", None)
     r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--device-child",
                         mode, "leak" if leak else "clean", str(steps)], env=env,
                        capture_output=True, text=True, timeout=900)
@@ -224,8 +219,7 @@ def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
 def device_rows(simrun: str, steps: int, rounds: int) -> dict:
     """The device rows: for clean and leaking, ``rounds`` rounds of an
     untracked and a tracked process; printed, and their ratios returned
-    (name -> (CPU ratio, wall ratio, wall p10 ratio, ops the Python path
-    recorded))."""
+    (name -> (CPU ratio, wall ratio, wall p10 ratio))."""
     print(f"\nsimulated CUDA device, {steps} steps per process, {rounds} rounds: the "
           f"process's CPU ms per step (each process's median step; the median process, "
           f"min-max), then wall ms (the median process's median step / the best "
@@ -233,7 +227,7 @@ def device_rows(simrun: str, steps: int, rounds: int) -> dict:
           f"best against best")
     print(f"{'loop':<16}{'untracked':>22}{'tracked':>22}{'cpu':>7}"
           f"{'untracked wall':>16}{'tracked wall':>14}{'wall':>7}{'p10':>7}"
-          f"{'ops/it':>8}{'py_ops':>8}{'walks':>7}")
+          f"{'ops/it':>8}{'walks':>7}")
     out = {}
     for leak in (False, True):
         name = "device_" + ("leaking" if leak else "clean")
@@ -255,20 +249,17 @@ def device_rows(simrun: str, steps: int, rounds: int) -> dict:
         def wall_cell(rs: list) -> str:
             return (f"{statistics.median(r['ms'] for r in rs):.2f} / "
                     f"{min(r['p10_ms'] for r in rs):.2f}")
-        py_ops = max(r["py_ops"] for r in tr)
         print(f"{name:<16}{cell(base):>22}{cell(tr):>22}{cpu:>6.2f}x"
               f"{wall_cell(base):>16}{wall_cell(tr):>14}{wall:>6.2f}x{p10:>6.2f}x"
-              f"{tr[0]['ops'] / steps:>8.0f}{py_ops:>8}"
+              f"{tr[0]['ops'] / steps:>8.0f}"
               f"{statistics.median(r['walks'] for r in tr):>7.0f}")
-        out[name] = (cpu, wall, p10, py_ops)
+        out[name] = (cpu, wall, p10)
     return out
 
 
 def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
-    if mode == "tracked_py":   # the tracker's Python path (no _trackfast)
-        env["VRAMTRACE_TRACKFAST"] = "0"
     # "tracked": as users run it (the op observer); the others: the mode
     env["VRAMTRACE_TRACK_OBSERVER"] = "1" if mode == "tracked" else "0"
     r = subprocess.run([sys.executable, __file__, "--child", mode, "leak" if leak else "clean",
@@ -279,7 +270,7 @@ def run(mode: str, leak: bool, steps: int, snap: str, size: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-MODES = ("untracked", "dispatch", "mode_only", "tracked_py", "tracked_mode", "tracked")
+MODES = ("untracked", "dispatch", "mode_only", "tracked_mode", "tracked")
 
 
 def median_runs(leak: bool, steps: int, snap: str, runs: int, size: str) -> dict:
@@ -306,30 +297,30 @@ def cpu_rows(steps: int, runs: int, res: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
         print(f"{'loop':<13}{'untracked':>31}{'null dispatch':>31}{'mode, not recording':>31}"
-              f"{'tracked (Python path)':>31}{'tracked (mode)':>31}{'tracked':>31}"
-              f"{'ratio':>8}{'mode':>7}{'py':>7}"
+              f"{'tracked (mode)':>31}{'tracked':>31}"
+              f"{'ratio':>8}{'mode':>7}"
               f"{'floor':>7}{'floorC':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
         sizes = ("small",) if "--small-only" in sys.argv else ("small", "wide")
         for size, leak in [(z, lk) for z in sizes for lk in (False, True)]:
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
             got = median_runs(leak, steps, snap, runs, size)
-            base, floor, mode_only, trpy, trmode, tr = (got[m] for m in MODES)
-            if not tr["c_path"] or not mode_only["c_path"] or trpy["c_path"] or \
+            base, floor, mode_only, trmode, tr = (got[m] for m in MODES)
+            if not tr["c_path"] or not mode_only["c_path"] or \
                     trmode["observer"] or not tr["observer"]:
                 sys.exit("bench_track: the C path or the op observer was not used where "
                          "expected (is _trackfast built in the build tree of VRAMTRACE_LIB? can "
                          "torch.utils.cpp_extension build here?)")
             ratio = tr["ms"] / base["ms"]
-            res[name] = (ratio, floor["ms"] / base["ms"], trpy["ms"] / base["ms"],
-                         mode_only["ms"] / base["ms"], trmode["ms"] / base["ms"])
+            res[name] = (ratio, floor["ms"] / base["ms"], mode_only["ms"] / base["ms"],
+                         trmode["ms"] / base["ms"])
 
             def cell(r: dict) -> str:
                 return f"{r['ms']:.2f} ({r['range'][0]:.2f}-{r['range'][1]:.2f}) / {r['wall_ms']:.1f}"
             print(f"{name:<13}{cell(base):>31}{cell(floor):>31}{cell(mode_only):>31}"
-                  f"{cell(trpy):>31}{cell(trmode):>31}{cell(tr):>31}{ratio:>7.2f}x"
-                  f"{res[name][4]:>6.2f}x{res[name][2]:>6.2f}x"
-                  f"{res[name][1]:>6.2f}x{res[name][3]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
+                  f"{cell(trmode):>31}{cell(tr):>31}{ratio:>7.2f}x"
+                  f"{res[name][3]:>6.2f}x"
+                  f"{res[name][1]:>6.2f}x{res[name][2]:>6.2f}x{tr['walks']:>7}{tr['cutoffs']:>5}{tr['skipped']:>6}"
                   f"{tr['resting']:>6}{tr['mark_s'] * 1e3 / steps:>8.2f}"
                   f"{tr['snap_ms']:>8.0f}{tr['snap_bytes'] / 1024:>6.0f} KiB")
 
@@ -365,18 +356,17 @@ def main() -> None:
     if res:
         fields.append(
             f"steps={steps} runs={runs} clean_ratio={res['clean'][0]:.2f} "
-            f"leaking_ratio={res['leaking'][0]:.2f} mode_path_clean={res['clean'][4]:.2f} "
-            f"mode_path_leaking={res['leaking'][4]:.2f} python_path_clean={res['clean'][2]:.2f} "
-            f"python_path_leaking={res['leaking'][2]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
+            f"leaking_ratio={res['leaking'][0]:.2f} mode_path_clean={res['clean'][3]:.2f} "
+            f"mode_path_leaking={res['leaking'][3]:.2f} dispatch_floor_clean={res['clean'][1]:.2f} "
             f"dispatch_floor_leaking={res['leaking'][1]:.2f} "
-            f"mode_floor_clean={res['clean'][3]:.2f} mode_floor_leaking={res['leaking'][3]:.2f} "
+            f"mode_floor_clean={res['clean'][2]:.2f} mode_floor_leaking={res['leaking'][2]:.2f} "
             f"targets: clean<=1.5 leaking<=3.0 "
             + (f"(wide: clean_ratio={res['clean_wide'][0]:.2f} "
                f"leaking_ratio={res['leaking_wide'][0]:.2f})" if "clean_wide" in res else ""))
     if dev:
         fields.append(" ".join(
             f"{n}_ratio={dev[n][0]:.2f} {n}_wall_ratio={dev[n][1]:.2f} "
-            f"{n}_p10_ratio={dev[n][2]:.2f} {n}_py_ops={dev[n][3]}"
+            f"{n}_p10_ratio={dev[n][2]:.2f}"
             for n in ("device_clean", "device_leaking")) + " device_targets: clean<=1.5 leaking<=3.0")
     print("RESULT " + " ".join(fields))
 

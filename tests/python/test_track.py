@@ -212,23 +212,27 @@ def test_name_renames_a_recorded_tensor_when_the_library_can(fake):
     assert tr.tensor_id(h) == first
 
 
-def test_name_without_rename_support_continues_as_new_tensor():
-    class NoRename(FakeLib):
-        can_rename = False
-    lib = NoRename()
+def test_a_library_older_than_the_package_tracks_nothing_and_says_why():
+    # track() needs the library's C entry points, vt_tensor_name (format
+    # 1.1) among them: without, the block runs as without vramtrace.
+    class Old(FakeLib):
+        def raw(self, name):
+            return None if name == "vt_tensor_name" else super().raw(name)
+    lib = Old()
     old = vramtrace.set_library(lib)
     try:
-        with vtt.track() as tr:
-            h = torch.ones(3) * 2
-            first = tr.tensor_id(h)
-            vtt.name(h, "fc2 out")
-            h.add_(1)
-        second = tr.tensor_id(h)
-        assert second != first
-        assert ("drop", first) in lib.events
-        assert lib.names[second] == "fc2 out"
-        assert ("storage_free", h.data_ptr()) not in lib.events
-        assert ("use", second) in [e[:2] for e in lib.of("use")]
+        from vramtrace.torch import _tracker
+        _tracker._said_blind.clear()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with vtt.track() as tr:
+                h = torch.ones(3) * 2
+                vtt.name(h, "fc2 out")
+            assert h.tolist() == [2.0, 2.0, 2.0]
+        assert tr.ops == 0 and tr.tensor_id(h) == 0 and lib.events == []
+        said = [str(m.message) for m in w if "vramtrace" in str(m.message)]
+        assert len(said) == 1 and "records nothing" in said[0] and "vt_tensor_name" in said[0], \
+            said
     finally:
         vramtrace.set_library(old)
 

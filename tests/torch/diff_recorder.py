@@ -113,7 +113,7 @@ class _Trackers:
         from vramtrace import _trackobs
         self._track = vtt.track
         self.made: List[Any] = []
-        if _trackobs.wanted() and os.environ.get("VRAMTRACE_TRACKFAST") != "0":
+        if _trackobs.wanted():
             # built (or found in VRAMTRACE_CACHE_DIR) before any program runs:
             # the one line on stderr that announces a build is not a program's
             _trackobs.load()

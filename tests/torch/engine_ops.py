@@ -1,14 +1,14 @@
-"""Backward ops on the autograd engine's device thread, recorded two ways.
+"""Backward ops on the autograd engine's device thread, seen two ways.
 
   python engine_ops.py OUT.json        (on the simulated device: simrun)
 
 The same small training loop (a Linear/LayerNorm model whose hidden
 activation's gradient and parameters' gradients are kept each step) runs twice under track(): as users
 run it, where the op observer hands the engine thread's ops to the C
-recording (Dispatcher.observed_engine), and with those ops handed to the
-tracker's Python recording instead (Tracker._on_op as a backward op, with
-the same stack lent). OUT.json gets, for each way, the ops each path
-recorded, the records of the tensors alive at the end in creation order
+recording (Dispatcher.observed_engine) with the forward op's frames lent,
+and through the dispatch mode, which runs them under functions named after
+those frames and hands them to the same recording (Dispatcher.engine_op).
+OUT.json gets, for each way, how ops were seen and how many, the records of the tensors alive at the end in creation order
 (name, whether a view, the epoch their storage was last used in, from the
 last) and the names of the kept gradients, and the line of the forward op
 the activation's gradients differentiate.
@@ -49,13 +49,12 @@ def loop(tr: Any) -> Dict[str, Any]:
             model.zero_grad(set_to_none=True)
             head.zero_grad(set_to_none=True)
             del x, h
-        tr._flush()
+        tr._fast.flush()
         recs = sorted(tr._by_tid.items())
         alive = [[r.name, bool(r.base), tr._storages[r.skey].last_epoch - tr.epoch]
                  for _, r in recs if r.skey in tr._storages]
         grads = [tr._by_obj[id(g)].name if id(g) in tr._by_obj else None for g in kept]
-    return {"observer": tr.ops_seen_by == "observer",
-            "py_ops": tr._py_ops, "c_ops": tr._fast.ops if tr._fast is not None else 0,
+    return {"observer": tr.ops_seen_by == "observer", "ops": tr.ops,
             "errors": tr.errors, "alive": alive, "grads": grads}
 
 
@@ -63,20 +62,13 @@ def main() -> None:
     out: Dict[str, Any] = {}
     out["c"] = loop(vtt.track())
 
-    # The engine thread's ops to the Python recording, as a backward op of
-    # the stack lent (what track() did before they took the C path).
-    tr = vtt.track()
-    install = _trackobs.Observer.install
-
-    def via_python(self: Any, on_owner: Any, on_other: Any, *rest: Any) -> None:
-        def on_engine(func: Any, args: Any, outs: Any, facts: bytes, stack: int) -> None:
-            tr._on_op(func, args, None, outs, False, stack if tr._stacks.enabled else 0)
-        install(self, on_owner, on_engine, *rest)
-    _trackobs.Observer.install = via_python
+    # The same through the dispatch mode (VRAMTRACE_TRACK_OBSERVER=0).
+    wanted = _trackobs.wanted
+    _trackobs.wanted = lambda: False
     try:
-        out["python"] = loop(tr)
+        out["mode"] = loop(vtt.track())
     finally:
-        _trackobs.Observer.install = install
+        _trackobs.wanted = wanted
     out["forward_line"] = FORWARD_LINE
     with open(sys.argv[1], "w") as f:
         json.dump(out, f)

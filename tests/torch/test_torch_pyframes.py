@@ -99,14 +99,14 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
     # track()'s own dispatch frames are vramtrace's, not the program's: folded
     # like torch's plumbing, shown with --all-frames. (Its __torch_dispatch__
     # is C, with no Python frame; on the engine thread it hands the op to
-    # Tracker._engine_dispatch, which runs it through _dispatch.)
-    ours = ("__torch_dispatch__", " _dispatch ", "_engine_dispatch", "_trackfast",
+    # Tracker._engine_dispatch, which runs it through _engine_op.)
+    ours = ("__torch_dispatch__", " _engine_op ", "_engine_dispatch", "_trackfast",
             "_observed", "trackobs")
     assert not any(f in kept[0] for f in ours), kept[0]
     assert info["observer"] == (ops_seen_by == "observer")
     if ops_seen_by == "mode":
         every = run([CLI, "leaks", "--all-frames", snap])
-        assert "_engine_dispatch" in every and " _dispatch " in every, every[:4000]
+        assert "_engine_dispatch" in every and " _engine_op " in every, every[:4000]
         assert "trackfast/dispatch.c" in every, every[:4000]
 
     text = subprocess.run([CLI, "check", snap], capture_output=True, text=True, timeout=120)
@@ -125,26 +125,23 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
         assert any("frame local 'kept'" in p["text"] for p in f["paths"]), f["paths"]
 
 
-def test_backward_ops_under_the_observer_take_the_c_path_and_record_as_the_python_path(
-        tmp_path):
+def test_backward_ops_under_the_observer_record_as_under_the_mode(tmp_path):
     """On the device, backward runs on the autograd engine's device thread:
-    the op observer hands those ops to the C recording (none to the
-    tracker's Python path, whose op count stays 0), which records them as
-    the Python path does: engine_ops.py runs the same loop both ways and the
-    records of the tensors alive at its end (names, views, epochs) are the
-    same, the activation's gradient named by the user's forward line."""
+    the op observer hands those ops to the C recording with the forward's
+    frames lent, the dispatch mode runs them under functions named after
+    those frames: engine_ops.py runs the same loop both ways and the records
+    of the tensors alive at its end (names, views, epochs) are the same, the
+    activation's gradient named by the user's forward line."""
     out = str(tmp_path / "engine.json")
     run([SIMRUN, "--mem", "1G", "--", sys.executable, os.path.join(HERE, "engine_ops.py"), out],
         {"VRAMTRACE_TRACK_OBSERVER": "1"})
     with open(out) as f:
         got = json.load(f)
-    c, py = got["c"], got["python"]
-    assert c["observer"] and py["observer"]
-    assert c["errors"] == 0 and py["errors"] == 0
-    assert c["py_ops"] == 0 and c["c_ops"] > 0, c
-    assert py["py_ops"] > 0, py   # the reference run did go through Python
-    assert c["c_ops"] == py["py_ops"] + py["c_ops"]
-    assert c["alive"] == py["alive"] and c["grads"] == py["grads"]
+    c, mode = got["c"], got["mode"]
+    assert c["observer"] and not mode["observer"]
+    assert c["errors"] == 0 and mode["errors"] == 0
+    assert c["ops"] > 0 and mode["ops"] > 0
+    assert c["alive"] == mode["alive"] and c["grads"] == mode["grads"]
     site = f"h = torch.relu(model(x)) (engine_ops.py:{got['forward_line']}, backward: aten."
     activation_grads = [g for g in c["grads"] if g and g.startswith(site)]
     assert len(activation_grads) == 3, c["grads"]

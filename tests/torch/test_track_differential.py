@@ -5,16 +5,15 @@ block, a ResNet, a GPT with tied weights, parametrizations, torch.compile,
 autocast, checkpointing, torch.func, custom Functions, hooks, subclasses,
 sparse/complex/meta tensors, DataLoader workers, shared memory) runs once
 untracked (vramtrace never imported) and once under track() on each of its
-paths: the op observer (the default), the C dispatch mode
-(VRAMTRACE_TRACK_OBSERVER=0) and the Python mode (VRAMTRACE_TRACKFAST=0),
-and once more untracked by the corpus but under `vramtrace run --track`, which
+paths: the op observer (the default) and the dispatch mode
+(VRAMTRACE_TRACK_OBSERVER=0), and once more untracked by the corpus but under `vramtrace run --track`, which
 tracks the whole program (and observes PyTorch's allocator) without it asking.
 On the CPU its results are compared bit for bit; on the simulated device,
 where kernels compute nothing, its memory_allocated() figures. What it
 printed, the warnings it got and what it raised are compared everywhere.
 
 The programs run all in one process per path (torch's import is most of a
-process's time), the four processes side by side.
+process's time), the processes side by side.
 """
 
 from __future__ import annotations
@@ -38,12 +37,11 @@ PATHS: Dict[str, Dict[str, str]] = {
     "untracked": {"VT_DIFF_TRACK": "0"},
     "observer": {"VT_DIFF_TRACK": "1", "VRAMTRACE_TRACK_OBSERVER": "1"},
     "mode": {"VT_DIFF_TRACK": "1", "VRAMTRACE_TRACK_OBSERVER": "0"},
-    "python": {"VT_DIFF_TRACK": "1", "VRAMTRACE_TRACKFAST": "0"},
     "run --track": {"VT_DIFF_TRACK": "0"},
 }
 # how each tracked path reports it saw ops (Tracker.ops_seen_by, whether _trackfast ran)
 SEEN_BY = {"observer": ["observer", True], "mode": ["dispatch mode", True],
-           "python": ["dispatch mode", False], "run --track": ["observer", True]}
+           "run --track": ["observer", True]}
 
 # What a path cannot hide, (program, path) -> why: skipped where it differs.
 KNOWN: Dict[Tuple[str, str], str] = {
@@ -51,7 +49,7 @@ KNOWN: Dict[Tuple[str, str], str] = {
                    "the mode hands back to PyTorch is recorded again (aten::mm twice), "
                    "with a PythonDispatchMode event and autograd's aten::detach of the "
                    "outputs it saves; only the op observer is invisible to it")
-    for prog in ("profiler[cpu]", "profiler[cuda]") for path in ("mode", "python")
+    for prog in ("profiler[cpu]", "profiler[cuda]") for path in ("mode",)
 }
 KNOWN.update({
     ("cycles_freed_by_the_automatic_gc[cuda]", path): (
@@ -61,7 +59,7 @@ KNOWN.update({
         "its dependencies): a dropped reference cycle may be freed at another step "
         "than untracked. How each step moves the count is compared by "
         "the_collectors_count_moves_per_step_as_untracked")
-    for path in ("observer", "mode", "python", "run --track")})
+    for path in ("observer", "mode", "run --track")})
 KNOWN.update({
     (f"the_collectors_count_moves_per_step_as_untracked[{dev}]", path): why
     for dev in ("cpu", "cuda") for path, why in (
@@ -69,9 +67,7 @@ KNOWN.update({
                  "live as long as their storages (counted as the program's: the count "
                  "stands higher while they live), and it is given Python tensors for "
                  "the parts of composite ops and engine threads' ops that the program "
-                 "never sees"),
-        ("python", "without _trackfast nothing holds the collector's count while the "
-                   "tracker works (scripts/vramtrace/native/trackfast/gc_schedule.c)"))})
+                 "never sees"),)})
 
 # Compared as the program sees them; "traceback" is for the reader.
 COMPARED = ("exception", "seen", "stdout", "stderr", "warnings", "left", "peak")
@@ -101,7 +97,7 @@ def results(tmp_path_factory) -> Dict[str, Dict[str, dict]]:
     procs: Dict[str, Tuple[subprocess.Popen, str]] = {}
     for path, env_set in PATHS.items():
         env = dict(os.environ)
-        for k in ("VT_DIFF_TRACK", "VRAMTRACE_TRACK_OBSERVER", "VRAMTRACE_TRACKFAST"):
+        for k in ("VT_DIFF_TRACK", "VRAMTRACE_TRACK_OBSERVER"):
             env.pop(k, None)
         env.update(env_set)
         out = str(tmp / f"{path.replace(' ', '_')}.json")

@@ -27,13 +27,17 @@ alone cannot see::
   which tensors only a garbage collection of a reference cycle freed.
 
 The package's files, one concept each: ``_tracker.py`` (the Tracker's
-state, entering and leaving ``track()``), ``_recording.py`` (ops and deaths),
-``_storages.py`` (the storage books), ``_marks.py`` (what a mark does),
+state, entering and leaving ``track()``), ``_recording.py`` (the dispatch
+mode, names of what ops make, engine threads' frames), ``_storages.py``
+(storages checked, swept, moved, twinned), ``_marks.py`` (what a mark does),
 ``_walks.py`` (holder walks), ``_cycles.py`` (what garbage collections
 freed), ``_naming.py`` (tensor and parameter names), ``_records.py`` (the
-records), ``_registry.py`` (running trackers, pending names),
-``_torch_facts.py`` (what is read of PyTorch), ``_fast_path.py`` (the C
-per-op path, ``_trackfast``), ``allocator.py`` (``use_allocator()``).
+records' names), ``_registry.py`` (running trackers, pending names),
+``_torch_facts.py`` (what is read of PyTorch), ``_fast_path.py`` (loading
+``_trackfast``, the C extension whose rules change the books: every op's
+uses and outputs, first sights, deaths, storages declared and ended, each
+written once there; ``track()`` records nothing without it),
+``allocator.py`` (``use_allocator()``).
 The Tracker is one state machine across them (its mixins share its
 state); the parts that stand alone live beside the package:
 ``_referrers.py`` (the holder walk), ``_holders.py``, ``_storage_life.py``,

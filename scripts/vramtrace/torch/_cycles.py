@@ -29,6 +29,15 @@ class _Cycles:
         self._in_gc = phase == "start"
         self._gc_holder = 0   # one holder per collection, made on first need
 
+    def _collected(self, tid: int) -> None:
+        """Tracked tensor ``tid`` died in a collection we did not start (its
+        death, recorded by the C path after this): the collection's holder
+        refers to it, so the checker sees a reference cycle held it."""
+        self.gc_freed += 1
+        if not self._gc_holder:
+            self._gc_holder = self._book.collection(CYCLE_HOLDER)
+        self._lib.ref(self._gc_holder, tid, "cycle")
+
     def _collect_cycles(self) -> None:
         """Collect garbage cycles, recording what held each tracked tensor.
 
@@ -72,4 +81,4 @@ class _Cycles:
             for tid, _ in dead:
                 rec = self._by_tid.get(tid)
                 if rec is not None:
-                    self._drop(rec, None)
+                    self._fast.drop(rec, None)

@@ -1,11 +1,15 @@
-"""The per-op path in C (the ``_trackfast`` extension), loaded once.
+"""The tracker's books and per-op path in C (the ``_trackfast`` extension),
+loaded once. track() needs it: where it is not built for the Python in use
+(CPython 3.11 or newer, built with the package), track() records nothing
+and says why (``Tracker.__enter__``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from .. import _gc_hold, _native_build
 from . import _records
@@ -19,10 +23,7 @@ import torch as _torch
 
 def _load_trackfast(libdir: str) -> Any:
     """The _trackfast extension module, or None: inside the installed
-    package, or in the build tree whose root holds the library (``libdir``).
-    VRAMTRACE_TRACKFAST=0 keeps the tracker in Python."""
-    if os.environ.get("VRAMTRACE_TRACKFAST", "1") == "0":
-        return None
+    package, or in the build tree whose root holds the library (``libdir``)."""
     mod = _native_build.extension("_trackfast", libdir)
     if mod is None:
         return None
@@ -34,7 +35,7 @@ def _load_trackfast(libdir: str) -> Any:
               _pending_names, _take_pending_name,
               getattr(_torch._C, "_storage_id", None), _storage_address)
     _gc_hold.use(mod)
-    _records.use_native(mod)
+    _records.use(mod)
     return mod
 
 
@@ -52,16 +53,25 @@ def _trackfast_for(lib: Any) -> Any:
     return _trackfast
 
 
-def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Any:
-    """A _trackfast.Dispatcher for ``tracker``, or None (Python path)."""
-    if not raw or _trackfast_for(tracker._lib) is None:
-        return None
-    fns = [raw(n) for n in ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
-                            "vt_storage_external_stack", "vt_storage_external_free_stack")]
-    if any(fn is None for fn in fns):
-        return None
-    fns.append(raw("vt_tensor_name"))   # optional (format 1.1)
+def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Tuple[Any, Optional[str]]:
+    """A _trackfast.Dispatcher for ``tracker`` and None, or None and why
+    there is none (what track() says when it records nothing)."""
+    if sys.version_info < (3, 11):
+        return None, (f"it needs CPython 3.11 or newer (this is "
+                      f"{sys.version_info[0]}.{sys.version_info[1]})")
+    if not raw:
+        return None, f"the library {getattr(tracker._lib, 'path', '?')} gives no C entry points"
+    if _trackfast_for(tracker._lib) is None:
+        return None, ("vramtrace's compiled part (vramtrace._trackfast) is not built for "
+                      f"this Python ({sys.executable}); rebuild or reinstall vramtrace with it")
+    names = ("vt_tensor_use_stack", "vt_tensor_new_stack", "vt_tensor_drop",
+             "vt_storage_external_stack", "vt_storage_external_free_stack", "vt_tensor_name")
+    fns = [raw(n) for n in names]
+    missing = [n for n, fn in zip(names, fns) if fn is None]
+    if missing:
+        return None, (f"the library {getattr(tracker._lib, 'path', '?')} is older than this "
+                      f"package (no {', '.join(missing)})")
     fns.append(raw("vt_python_frames"))   # optional: else frames read through their objects
     addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
     return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs[:6], bool(stacks),
-                                 addrs[6])
+                                 addrs[6]), None

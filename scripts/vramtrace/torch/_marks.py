@@ -45,7 +45,7 @@ class _Marks:
             self._credit = min(self._credit + self.walk_fraction * own,
                                max(1.0, self.snapshot_walk_s))
         try:
-            self._flush()
+            self._fast.flush()
             threshold = self.epoch
             if kind == "mark":
                 self._next_tick = _NO_TICK
@@ -97,8 +97,7 @@ class _Marks:
         check judges such a program by time, not by step): see
         _state_follows_models."""
         by_obj, storages = self._by_obj, self._storages
-        # a use with no stack: through the C path when there is one
-        use = self._fast.use if self._fast is not None else lambda tid: self._use(tid, 0)
+        use = self._fast.use   # a use with no stack
         named = self._param_labels
         params = [rec for srec in storages.values() if srec.last_epoch >= epoch
                   for rec in srec.tids

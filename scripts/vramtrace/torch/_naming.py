@@ -4,16 +4,13 @@ model's name of a parameter (and its ``.grad``), or as the program named them.
 
 from __future__ import annotations
 
-import functools
 import gc
 import linecache
 import os
 import weakref
 from typing import Any
 
-from . import _records
 from ._records import _TensorRec
-from ._torch_facts import _tensor_address
 
 import torch as _torch
 
@@ -65,11 +62,10 @@ class _Naming:
 
     def _set_name(self, tid: int, label: str) -> None:
         """Rename recorded tensor ``tid`` (vt_tensor_name): through the C
-        path when there is one (a mark renames every new ``.grad`` and the
-        backward output it views, each step), else ctypes, which also says
-        why the library refused."""
-        fast = self._fast
-        if fast is None or fast.rename(tid, label) != 0:
+        path (a mark renames every new ``.grad`` and the backward output it
+        views, each step), else ctypes, which also says why the library
+        refused."""
+        if self._fast.rename(tid, label) != 0:
             self._lib.tensor_name(tid, label)
 
     def _rename(self, t: Any, label: str) -> bool:
@@ -78,29 +74,9 @@ class _Naming:
             return False
         if rec.name == label:
             return True
-        if rec.pend is not None:   # not recorded yet: recorded under this name
-            rec.name = label
-            return True
-        if getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
-            # The library records a rename: same id, storage and uses.
+        if rec.pend is None:   # recorded: the library records a rename (same id)
             self._set_name(rec.tid, label)
-            rec.name = label
-            return True
-        # Fallback for a library older than vt_tensor_name (format 1.0): the
-        # tensor continues as a new logical tensor under the new name (same
-        # storage), the old one ends here; reports may still show the old
-        # name as the storage's owner.
-        stack = self._stacks.capture(1)
-        new = _records.TensorRec(rec.skey, label, rec.base,
-                         (_tensor_address(t), int(t.numel()) * int(t.element_size()), stack))
-        new.ref = weakref.ref(t, functools.partial(self._on_death, new, id(t)))
-        self._by_obj[id(t)] = new
-        srec = self._storages.get(rec.skey)
-        if srec is not None:
-            srec.tids.add(new)
-        self._record(new)
-        rec.ref = None  # its death callback is moot
-        self._drop(rec, stack)
+        rec.name = label   # else recorded under this name
         return True
 
     def _name_grad(self, g: Any, grec: "_TensorRec", name: str) -> None:

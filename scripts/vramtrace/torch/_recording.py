@@ -1,7 +1,9 @@
-"""Recording ops: what an op made, used and freed, seen through the dispatch
-mode or handed over by the op observer, and the deaths of tracked tensors.
-A backward op on an autograd engine thread runs under trampolines named
-after the forward op's frames.
+"""Recording ops: the dispatch mode, the names of what ops make, and the
+frames a backward op on an autograd engine thread runs under (trampolines
+named after the forward op's). The rules that change the books -- an op's
+uses and outputs, a tensor's first sight and its death -- are the C
+extension's (``native/trackfast/``: dispatch.c, tensors.c); the ops reach
+them through the mode's C ``__torch_dispatch__`` or the op observer.
 """
 
 from __future__ import annotations
@@ -13,18 +15,11 @@ import threading
 import time
 import types
 import warnings
-import weakref
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import _gc_hold
-from ._cycles import CYCLE_HOLDER
 from ._naming import _site_name, _source_line
-from . import _records
-from ._records import _StorageRec, _TensorRec
-from ._registry import _pending_names, _take_pending_name
-from ._torch_facts import (_Parameter, _Tensor, _changes_storage, _device_of,
-    _storage_and_info, _storage_info, _tensor_address, _view_arg, _NESTED, _tensors_in,
-    _current_node, _next_sequence_nr)
+from ._torch_facts import _changes_storage, _current_node, _view_arg
 if TYPE_CHECKING:   # only for annotations: _tracker imports this module
     from ._tracker import Tracker
 
@@ -32,16 +27,14 @@ from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
 
 class _Mode(_TorchDispatchMode):
-    """The dispatch mode; all the work is in the tracker."""
+    """The dispatch mode: its ``__torch_dispatch__`` is the C path's."""
 
     def __init__(self, tracker: "Tracker") -> None:
         super().__init__()
         self._tracker = tracker
-        fast = tracker._fast
-        if fast is not None:
-            # PyTorch looks __torch_dispatch__ up on the mode object: the C
-            # one, bound to the mode like a method, replaces the one below.
-            self.__torch_dispatch__ = types.MethodType(fast.dispatch, self)
+        # PyTorch looks __torch_dispatch__ up on the mode object: the C
+        # one, bound to the mode like a method, replaces the class's.
+        self.__torch_dispatch__ = types.MethodType(tracker._fast.dispatch, self)
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -52,17 +45,7 @@ class _Mode(_TorchDispatchMode):
         return True
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):  # noqa: D105
-        tracker = self._tracker
-        if _get_ident() != tracker._owner:
-            # An autograd engine thread (backward on a device): it runs no
-            # Python code of the program, so what the op allocates is shown
-            # under the forward op it computes the gradient of.
-            return tracker._engine_dispatch(func, types_, args, kwargs)
-        # The owner thread's path, inlined (a Python call per op is ~3 % of a
-        # small op's whole tracked cost).
-        out = func(*args, **kwargs) if kwargs else func(*args)
-        tracker._on_op(func, args, kwargs, out, True)
-        return out
+        return self._tracker._fast.dispatch(self, func, types_, args, kwargs)
 
 
 _ENGINE_RELEASE_S = 0.1   # the longest __exit__ waits for engine threads to drop the mode
@@ -84,11 +67,13 @@ def _let_engine_threads_go(mode: Any, refs: int) -> None:
         time.sleep(0.0005)
 
 
-def _dispatch(tracker: "Tracker", func: Any, args: Any, kwargs: Any, forward: bool) -> Any:
+def _engine_op(tracker: "Tracker", func: Any, args: Any, kwargs: Any) -> Any:
+    """Run an autograd engine thread's op and hand it to the C path, which
+    records it with the frames it runs under."""
     out = func(*args, **(kwargs or {}))
     token = _gc_hold.hold()   # the recording is the tracker's work, not the op
     try:
-        tracker._on_op(func, args, kwargs, out, forward)
+        tracker._fast.engine_op(func, args, kwargs, out)
     finally:
         _gc_hold.release(token)
     return out
@@ -135,91 +120,13 @@ def _forward_runner(frames: List[Tuple[str, str, int]]) -> Any:
 
 
 class _Recording:
-    """The tracker's op recording (a mixin of :class:`Tracker`)."""
+    """What the C recording asks of the tracker per op: names, an op's
+    kind, engine threads' frames, failures (a mixin of :class:`Tracker`)."""
 
-    # -- bookkeeping of tensors --------------------------------------------
     def tensor_id(self, t: Any) -> int:
         """The recorder id of tensor ``t`` (0 when not tracked)."""
         rec = self._by_obj.get(id(t))
-        return self._record(rec) if rec is not None else 0
-
-    def _record(self, rec: _TensorRec, trace_base: Optional[int] = None) -> int:
-        """Record ``rec``'s TENSOR_NEW if not done yet; its tensor id.
-        ``trace_base``: the base the trace gets instead of ``rec.base``
-        (VT_TENSOR_SAVED_ONLY for a tensor standing for a saved one)."""
-        pend = rec.pend
-        if pend is not None:
-            rec.pend = None
-            base = rec.base if trace_base is None else trace_base
-            new = self._new_raw
-            if new is not None:
-                name = self._encoded.get(rec.name)
-                if name is None:
-                    if len(self._encoded) >= 1 << 16:
-                        self._encoded.clear()
-                    name = self._encoded[rec.name] = rec.name.encode("utf-8", "replace")
-                tid = new(pend[0], pend[1], base, name, pend[2])
-            else:
-                tid = int(self._lib.tensor_new(pend[0], pend[1], base, rec.name, pend[2]))
-            rec.tid = tid
-            self._by_tid[tid] = rec
-        return rec.tid
-
-    def _flush(self) -> None:
-        """Record the outputs held back, in creation order."""
-        if self._pending:
-            pending = self._pending[:]
-            self._pending.clear()
-            for rec in pending:
-                self._record(rec)
-
-    def _track(self, t: Any, name: str, stack: int, view_of: Any = None,
-               defer: bool = False) -> Optional[_TensorRec]:
-        rec = self._by_obj.get(id(t))
-        if rec is not None:
-            return rec
-        got = _storage_and_info(t)
-        if got is None:
-            return None
-        (ptr, nbytes, skey), st = got
-        srec = self._storages.get(skey)
-        if srec is not None and (srec.ptr != ptr or srec.nbytes != nbytes):
-            self._check_storage(srec, stack)    # its memory moved (resize_)
-            srec = self._storages.get(skey)
-        if srec is None:
-            device = _device_of(t)
-            external = device < 0
-            srec = _records.StorageRec(ptr, nbytes, device, external, self.epoch, skey,
-                               self._life.weak(st))
-            self._storages[skey] = srec
-            if external:
-                self._declare(srec, stack)
-        del st, got
-        base_id = 0
-        base = getattr(t, "_base", None)
-        if base is None:
-            base = view_of
-        if base is not None:
-            brec = self._track(base, "view base", stack)
-            if brec is not None:
-                base_id = brec.base or self._record(brec)
-        user = _take_pending_name(t) if _pending_names else None
-        if user is not None:
-            name = user
-        try:
-            tptr = _tensor_address(t)
-        except Exception:
-            tptr = ptr
-        rec = _records.TensorRec(skey, name, base_id, (tptr, t.nbytes, stack))
-        key = id(t)
-        rec.ref = weakref.ref(t, functools.partial(self._on_death, rec, key))
-        self._by_obj[key] = rec
-        srec.tids.add(rec)
-        if defer:
-            self._pending.append(rec)
-        else:
-            self._record(rec)
-        return rec
+        return self._fast.record(rec) if rec is not None else 0
 
     def _out_name(self, func: Any, i: int, stack: int, forward: bool = True) -> str:
         """An output's name: the user's line that made it, then the op
@@ -261,106 +168,6 @@ class _Recording:
             self._names[key] = got
         return got
 
-    def _on_op(self, func: Any, args: Any, kwargs: Any, out: Any, forward: bool = True,
-               stack: Optional[int] = None) -> None:
-        # The hot path: every op of the program runs it. Locals instead of
-        # attribute lookups, flat arguments without a call per element.
-        if not self._recording:
-            return
-        began = _perf_counter()
-        if began >= self._next_tick and forward:
-            # the C path's tick (dispatch.c) on this path's clock: one
-            # comparison per op once the program marks (_next_tick infinite)
-            started = self._next_tick > 0
-            self._next_tick = began + self.tick_s
-            if started:
-                try:
-                    self._tick()
-                except Exception as exc:  # never break the user's program
-                    self._recording_failed(func, exc)
-        try:
-            if self._maybe_gone:
-                self._settle()
-            if self._pending:
-                self._flush()
-            self._py_ops += 1
-            ins: List[Any] = []
-            for x in args:   # an op's args: mostly tensors and scalars, flat
-                if isinstance(x, _Tensor):
-                    ins.append(x)
-                elif isinstance(x, _NESTED):
-                    _tensors_in(x, ins)
-            if kwargs:
-                _tensors_in(kwargs, ins)
-            if isinstance(out, _Tensor):
-                outs: Any = (out,)
-            else:
-                outs = []
-                _tensors_in(out, outs)
-            if not ins and not outs:
-                return
-            if stack is None:   # given: from _trackfast, or an engine thread's op
-                stack = self._stacks.capture(3)
-            if forward and stack:
-                # The autograd node an op made (below autograd, so before
-                # this op ran) holds the sequence number just taken.
-                seq = _next_sequence_nr() - 1
-                nodes = self._node_stacks
-                if seq >= 0 and seq not in nodes:
-                    if len(nodes) >= _MAX_NODE_STACKS:
-                        nodes.clear()
-                    nodes[seq] = stack
-            epoch = self.epoch
-            use = self._use
-            by_obj = self._by_obj
-            storages = self._storages
-            # A tensor seen for the first time is recorded with this op's
-            # stack: its TENSOR_NEW is its use here.
-            for t in ins:
-                rec = by_obj.get(id(t))
-                if rec is not None:
-                    use(rec.tid, stack)
-                else:
-                    rec = self._track(t, self._input_name(isinstance(t, _Parameter), stack), stack)
-                    if rec is None:
-                        continue
-                storages[rec.skey].last_epoch = epoch
-            if not outs:
-                return
-            meta = self._op_meta.get(id(func)) or self._meta_of(func)
-            vi, reshaping, _ = meta
-            view_of = args[vi] if 0 <= vi < len(args) and isinstance(args[vi], _Tensor) else None
-            for i, t in enumerate(outs):
-                rec = by_obj.get(id(t))
-                if rec is not None and reshaping:   # set_, resize_: maybe other memory
-                    info = _storage_info(t)
-                    srec = storages.get(rec.skey)
-                    if info is None or srec is None or info[2] != rec.skey or \
-                            (info[0], info[1]) != (srec.ptr, srec.nbytes):
-                        if srec is not None and info is not None and info[2] == rec.skey:
-                            self._check_storage(srec, stack)
-                        else:
-                            self._migrate(rec, stack)
-                            if srec is not None and not srec.tids:
-                                # it may have gone with the move: its release
-                                # is this op's, not the next mark's
-                                self._check_storage(srec, stack)
-                        rec = by_obj.get(id(t))
-                        if rec is None:
-                            continue
-                if rec is not None:   # in-place and out= ops return an input
-                    use(rec.tid or self._record(rec), stack)
-                else:
-                    rec = self._track(t, self._out_name(func, i, stack, forward), stack, view_of,
-                                      defer=True)
-                    if rec is None:
-                        continue
-                storages[rec.skey].last_epoch = epoch
-        except Exception as exc:  # never break the user's program
-            self._recording_failed(func, exc)
-        finally:
-            self._py_busy += _perf_counter() - began
-
     def _meta_of(self, func: Any) -> Tuple[int, bool, Any]:
         """(index of the argument ``func``'s outputs view, -1: none; whether
         it may give a tensor other memory: set_, resize_; the op), cached.
@@ -378,8 +185,8 @@ class _Recording:
         finally:
             _gc_hold.release(token)
         if run is not None:
-            return run(_dispatch, (self, func, args, kwargs, False))
-        return _dispatch(self, func, args, kwargs, False)
+            return run(_engine_op, (self, func, args, kwargs))
+        return _engine_op(self, func, args, kwargs)
 
     def _warn(self, message: str, stacklevel: int) -> None:
         """Say ``message`` where :attr:`say` wants it (a RuntimeWarning
@@ -450,56 +257,3 @@ class _Recording:
                 self._forward_frames.clear()
             self._forward_frames[sid] = run
         return run
-
-    # -- deaths ------------------------------------------------------------
-    @_gc_hold.held
-    def _on_death(self, rec: _TensorRec, objid: int, _ref: Any) -> None:
-        if rec.ref is None:    # renamed, or the tracker was closed
-            return
-        if self._by_obj.get(objid) is rec:
-            del self._by_obj[objid]
-        began = _perf_counter()
-        try:
-            if self._maybe_gone and not self._manual_gc:
-                self._settle()
-            tid = self._record(rec)
-            if self._manual_gc:
-                # Our own collection: the holders are recorded before the drops.
-                self._gc_dead.append((tid, objid))
-                return
-            if self._in_gc:
-                self.gc_freed += 1
-                if not self._gc_holder:
-                    self._gc_holder = self._book.collection(CYCLE_HOLDER)
-                self._lib.ref(self._gc_holder, tid, "cycle")
-            self._drop(rec, None)
-        except Exception:
-            self.errors += 1
-        finally:
-            self._py_busy += _perf_counter() - began
-
-    def _drop(self, rec: _TensorRec, stack: Optional[int]) -> None:
-        """Record ``rec``'s death (and its storage's, if it was the last);
-        ``stack``: where, None to capture the Python stack here."""
-        if self._by_tid.pop(rec.tid, None) is None:
-            return
-        rec.ref = None
-        self._drop_use(rec.tid)
-        self._book.forget_target(rec.tid)
-        srec = self._storages.get(rec.skey)
-        if srec is not None:
-            srec.tids.discard(rec)
-            if not srec.tids:
-                self._orphaned(srec, stack)
-
-    def _orphaned(self, srec: _StorageRec, stack: Optional[int]) -> None:
-        """The last tracked tensor on ``srec`` died (``stack``: where, None
-        to capture it here)."""
-        if stack is None and srec.external:
-            stack = self._stacks.capture(2)
-        if srec.weak and not self._life.sole_owner(srec.skey):
-            # The storage may outlive its last Python tensor (a view
-            # of it, held as a storage): ask it, once it can tell.
-            self._maybe_gone.append((srec, stack))
-        else:
-            self._end_storage(srec, stack)

@@ -1,4 +1,8 @@
-"""Storages into and out of the books: declared, ended, checked, swept.
+"""Storages checked against what they are now, swept at marks, and the
+rare turns of their books: memory reused behind our back, twins on one
+memory, a tensor moved to other memory. Declaring, closing and ending a
+storage are the C extension's rules (``native/trackfast/storages.c``),
+called here through the tracker's ``_fast``.
 """
 
 from __future__ import annotations
@@ -8,7 +12,6 @@ import gc
 import sys
 from typing import Optional
 
-from .._lib import VramtraceError
 from .._referrers import _Locals
 from ._records import _StorageRec, _TensorRec
 from ._torch_facts import _SKIP_FILES, _base_alone_count, _storage_info
@@ -18,13 +21,15 @@ class _Storages:
     """The tracker's storage books (a mixin of :class:`Tracker`)."""
 
     # -- storages ------------------------------------------------------------
-    def _declare(self, srec: _StorageRec, stack: Optional[int]) -> None:
-        """Open ``srec``'s memory as an external storage in the trace; first
-        end any storage known at an overlapping address (its memory was freed
-        behind our back and the allocator reused it: a new storage) -- unless
-        that storage is alive on this very memory: then ``srec`` is its twin
-        (a copy-on-write clone of it, or the same buffer wrapped again), and
-        the memory, open already, stays open while either lives."""
+    def _overlapped(self, srec: _StorageRec, stack: Optional[int]) -> bool:
+        """Before ``srec``'s memory is declared (storages.c's declare(),
+        which found a declared storage overlapping it): end every storage
+        known at an overlapping address (its memory was freed behind our
+        back and the allocator reused it: a new storage) -- unless that
+        storage is alive on this very memory: then ``srec`` is its twin (a
+        copy-on-write clone of it, or the same buffer wrapped again), the
+        memory, open already, stays open while either lives, and this says
+        True (nothing to declare)."""
         starts = self._starts
         end = srec.ptr + srec.nbytes
         i = bisect.bisect_left(starts, end) - 1
@@ -40,41 +45,9 @@ class _Storages:
                     twins = old.twins = {old}
                 twins.add(srec)
                 srec.twins = twins
-                return
+                return True
             i = min(i, len(starts)) - 1
-        device = -1 if srec.device < 0 else srec.device
-        if self._ext_raw is not None and stack is not None:
-            rc = self._ext_raw(srec.ptr, srec.nbytes, device, stack)
-            if rc != 0:
-                raise VramtraceError(f"vt_storage_external_stack({srec.ptr:#x}, {srec.nbytes}) "
-                                     f"failed: {self._lib.strerror(rc)} ({rc})")
-        else:
-            self._lib.storage_external(srec.ptr, srec.nbytes, device, stack)
-        srec.declared = True
-        bisect.insort(starts, srec.ptr)
-        self._at_ptr[srec.ptr] = srec
-
-    def _undeclare(self, srec: _StorageRec, stack: Optional[int]) -> None:
-        if srec.twins is not None:   # the memory lives on with its twins
-            self._leave_twins(srec)
-            return
-        if not srec.declared:
-            return
-        srec.declared = False
-        if self._at_ptr.get(srec.ptr) is srec:
-            del self._at_ptr[srec.ptr]
-            i = bisect.bisect_left(self._starts, srec.ptr)
-            if i < len(self._starts) and self._starts[i] == srec.ptr:
-                del self._starts[i]
-        if stack is None:
-            stack = self._stacks.capture(1)
-        if self._ext_free_raw is not None:
-            rc = self._ext_free_raw(srec.ptr, stack)
-            if rc != 0:
-                raise VramtraceError(f"vt_storage_external_free_stack({srec.ptr:#x}) "
-                                     f"failed: {self._lib.strerror(rc)} ({rc})")
-        else:
-            self._lib.storage_external_free(srec.ptr, stack)
+        return False
 
     def _leave_twins(self, srec: _StorageRec) -> None:
         """``srec`` is gone or has memory of its own now (a copy-on-write
@@ -93,28 +66,17 @@ class _Storages:
             if self._at_ptr.get(srec.ptr) is srec:
                 self._at_ptr[srec.ptr] = heir
 
-    def _end_storage(self, srec: _StorageRec, stack: Optional[int]) -> None:
-        """The storage is gone: record its release, forget it; tensors that
-        were on it and still live have moved to another storage."""
-        if self._storages.get(srec.skey) is srec:
-            del self._storages[srec.skey]
-        if srec.external:
-            self._undeclare(srec, stack)
-        self._life.release(srec.weak)
-        srec.weak = 0
-        for rec in list(srec.tids):
-            self._migrate(rec, stack)
-
     def _check_storage(self, srec: _StorageRec, stack: Optional[int], force: bool = False
                        ) -> None:
         """Compare what we know of ``srec`` with the storage itself."""
+        fast = self._fast
         if not srec.weak:
             if force:   # no way to ask it: an address reused means it is gone
-                self._end_storage(srec, stack)
+                fast.end_storage(srec, stack)
             return
         now = self._life.now(srec.weak)
         if now is None:
-            self._end_storage(srec, stack)
+            fast.end_storage(srec, stack)
             return
         ptr, nbytes = now
         if (ptr, nbytes) == (srec.ptr, srec.nbytes):
@@ -123,10 +85,10 @@ class _Storages:
         # life ends here; new memory is a new storage in the trace, and the
         # tensors on it are bound anew.
         if srec.external:
-            self._undeclare(srec, stack)
+            fast.undeclare(srec, stack)
         srec.ptr, srec.nbytes = ptr, nbytes
         if nbytes > 0 and ptr and srec.external:
-            self._declare(srec, stack)
+            fast.declare(srec, stack)
         for rec in list(srec.tids):
             self._migrate(rec, stack)
 
@@ -134,23 +96,14 @@ class _Storages:
         """``rec``'s tensor now lives on other memory: end it and record the
         tensor anew (same name) on the memory it has now."""
         t = rec.ref() if rec.ref is not None else None
-        srec = self._storages.get(rec.skey)
-        if srec is not None:
-            srec.tids.discard(rec)
-        if rec.tid:
-            self._by_tid.pop(rec.tid, None)
-            self._drop_use(rec.tid)
-            self._book.forget_target(rec.tid)
-        elif rec in self._pending:
-            self._pending.remove(rec)
-        rec.ref = None
+        self._fast.forget(rec)
         if t is None:
             return
         if self._by_obj.get(id(t)) is rec:
             del self._by_obj[id(t)]
         if stack is None:
             stack = self._stacks.capture(1)
-        self._track(t, rec.name, stack)
+        self._fast.track(t, rec.name, stack)
         del t
 
     def _settle(self) -> None:
@@ -163,7 +116,7 @@ class _Storages:
                 if srec.tids or self._storages.get(srec.skey) is not srec:
                     continue
                 if self._life.expired(srec.weak):
-                    self._end_storage(srec, stack)
+                    self._fast.end_storage(srec, stack)
 
     def _sweep(self) -> None:
         """At a mark: every storage and tensor against what they are now.
@@ -171,10 +124,10 @@ class _Storages:
         model would otherwise pay Python calls for each of its storages)."""
         self._settle()
         fast = self._fast
-        for srec in fast.storages_to_check() if fast is not None else list(self._storages.values()):
+        for srec in fast.storages_to_check():
             if srec.weak:
                 self._check_storage(srec, None)
-        for rec in fast.tensors_to_check() if fast is not None else list(self._by_tid.values()):
+        for rec in fast.tensors_to_check():
             t = rec.ref() if rec.ref is not None else None
             if t is None:
                 continue
@@ -223,5 +176,5 @@ class _Storages:
             if id(t) not in referred:
                 if by_obj.get(id(t)) is rec:
                     del by_obj[id(t)]
-                self._drop(rec, None)
+                self._fast.drop(rec, None)
             del t

@@ -33,12 +33,6 @@ _SKIP_FILES = package_files() | frozenset(
 # Storage access across PyTorch versions
 # --------------------------------------------------------------------------
 
-def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
-    """(data_ptr, nbytes, identity) of ``t``'s storage, or None if it has none."""
-    got = _storage_and_info(t)
-    return got[0] if got is not None else None
-
-
 _Tensor = _torch.Tensor
 _Parameter = _torch.nn.Parameter
 # Tensor.untyped_storage on torch 2.x, else the version-tolerant lookup.
@@ -51,15 +45,9 @@ _untyped_storage = getattr(_Tensor, "untyped_storage", None) or storage_of
 _storage_address = getattr(_torch._C, "_data_address", None)
 
 
-def _tensor_address(t: Any) -> int:
-    """``t.data_ptr()``, without materializing a copy-on-write storage."""
-    if _storage_address is None:
-        return int(t.data_ptr())
-    return int(_storage_address(t)) + int(t.storage_offset()) * int(t.element_size())
-
-
-def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
-    """((data_ptr, nbytes, identity), storage) of ``t``, or None."""
+def _storage_info(t: Any) -> Optional[Tuple[int, int, int]]:
+    """(data_ptr, nbytes, identity) of ``t``'s storage, or None if it has
+    none (the identity as native/trackfast/tensors.c's storage_of reads it)."""
     try:
         st = _untyped_storage(t)
         nbytes = st.nbytes()
@@ -69,16 +57,9 @@ def _storage_and_info(t: Any) -> Optional[Tuple[Tuple[int, int, int], Any]]:
         return None
     if nbytes <= 0 or ptr == 0:
         return None
-    return (ptr, nbytes, ident), st
+    return ptr, nbytes, ident
 
 
-def _device_of(t: Any) -> int:
-    if t.is_cuda:
-        return int(t.get_device())
-    return -1
-
-
-# In-place ops that can give a tensor other memory.
 _STORAGE_CHANGING_OPS = frozenset(("set_", "resize_", "resize_as_", "_resize_output_",
                                    "resize_as_sparse_"))
 
@@ -113,24 +94,6 @@ def _view_arg(func: Any) -> int:
 _current_node = getattr(_torch._C, "_current_autograd_node", lambda: None)
 _next_sequence_nr = getattr(getattr(_torch._C, "_autograd", None), "_get_sequence_nr",
                             lambda: 0)
-
-
-_NESTED = (list, tuple, dict)
-
-
-def _tensors_in(obj: Any, out: List[Any]) -> None:
-    """Append the tensors of a nested list/tuple/dict to ``out``."""
-    if isinstance(obj, _Tensor):
-        out.append(obj)
-    elif type(obj) is tuple or type(obj) is list or isinstance(obj, (list, tuple)):
-        for x in obj:   # an op's args: mostly tensors and scalars, flat
-            if isinstance(x, _Tensor):
-                out.append(x)
-            elif isinstance(x, _NESTED):
-                _tensors_in(x, out)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            _tensors_in(x, out)
 
 
 # --------------------------------------------------------------------------

@@ -30,6 +30,8 @@ from ._walks import _Walks
 
 import torch as _torch
 
+_said_blind: List[bool] = []   # track() said once that it records nothing
+
 
 class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
     """Records tensors, uses, deaths and holders for ``vramtrace check``.
@@ -101,7 +103,6 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # as they did before being used again (batches reused every k steps).
         self.resting_skipped = 0
         self.partial_walks = 0       # walks from only the new or changed stale tensors
-        self._py_busy = 0.0          # seconds the Python path spent recording ops and deaths
         self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0
         self._backoff = 1
@@ -113,11 +114,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # A program that makes no mark (an evaluation, inference: no
         # optimizer step marks it) gets a mark's work without a mark every
         # tick_s seconds of its ops (_Marks._tick), until it marks. (The C
-        # path keeps its own copy, _fast.tick_s, set below.)
+        # path keeps its own copy, _fast.tick_s, set below, and its clock.)
         self.tick_s: Optional[float] = _TICK_S
-        # When the next tick is due on the Python path's clock (the C path
-        # keeps its own): 0 until its first op, infinity once the program
-        # has marked (or with tick_s None): no tick then on either path.
+        # Infinity once the program has marked (or with tick_s None): the
+        # next tick the C path asks for is refused (_Marks._tick) and ends them.
         self._next_tick = 0.0 if self.tick_s else _NO_TICK
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
@@ -148,13 +148,6 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._stacks = StackInterner(self._lib, _SKIP_FILES)
         self._stacks.enabled = stacks
         self._book = HolderBook(self._lib)
-        # Hot paths: the bare ctypes calls when the library has them.
-        raw = getattr(self._lib, "raw", None)
-        self._use = (raw and raw("vt_tensor_use_stack")) or self._lib.tensor_use
-        self._drop_use = (raw and raw("vt_tensor_drop")) or self._lib.tensor_drop
-        self._new_raw = raw and raw("vt_tensor_new_stack")
-        self._ext_raw = raw and raw("vt_storage_external_stack")
-        self._ext_free_raw = raw and raw("vt_storage_external_free_stack")
         self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
         self._mode: Optional[_Mode] = None
         self._mode_refs = 0          # the mode's reference count before it was entered
@@ -170,7 +163,6 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.errors = 0
         #: Tracked tensors that a garbage collection freed (held by a reference cycle).
         self.gc_freed = 0
-        self._py_ops = 0             # ops the Python path recorded
         self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
         self._owner = 0              # the thread that entered: it runs the forward ops
         # Autograd node sequence number -> stack id of the forward op that
@@ -181,13 +173,14 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # Storage key -> the tensor a walk recorded for a storage that only a
         # saved tensor in C++ keeps (_Walks._saved_tensor_of).
         self._saved_only: Dict[int, Any] = {}
-        # The per-op path in C (_trackfast, native/trackfast/), when it is
-        # built for this Python and the library is the real one (its C entry
-        # points). It
-        # holds the containers above: _by_obj, _by_tid, _pending, _storages,
+        # The books' rules and the per-op path, in C (_trackfast,
+        # native/trackfast/; None where it is not built for this Python:
+        # then nothing is recorded, and _why_not says why). It holds the
+        # containers above: _by_obj, _by_tid, _pending, _storages,
         # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and
         # _at_ptr are changed in place, never rebound.
-        self._fast = _make_fast_path(self, raw, stacks)
+        self._fast, self._why_not = _make_fast_path(self, getattr(self._lib, "raw", None),
+                                                    stacks)
         if self._fast is not None:
             self._fast.tick_s = self.tick_s or 0.0
 
@@ -198,10 +191,15 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         if running is not None:
             self._deferred.append(running)
             return running
+        if self._fast is None:
+            # Nothing recorded; the block runs as without vramtrace.
+            if not _said_blind:
+                _said_blind.append(True)
+                self._warn(f"vramtrace.torch.track() records nothing: {self._why_not}", 2)
+            return self
         _tls.tracker = self
         self._owner = _get_ident()
-        self._observer = _trackobs.load() if self._fast is not None and \
-            _trackobs.wanted() else None
+        self._observer = _trackobs.load() if _trackobs.wanted() else None
         if self._observer is not None:
             # Storages read in C++ from now on, also after __exit__ and
             # when another thread's tracker has the observer: Python's
@@ -241,9 +239,11 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         if self._deferred:   # a nested enter: the running tracker goes on
             self._deferred.pop()
             return
+        if self._fast is None:
+            return
         if getattr(_tls, "tracker", None) is self:
             _tls.tracker = None
-        self._flush()
+        self._fast.flush()
         self._settle()
         self._recording = False
         _vt.remove_mark_hook(self._on_mark)
@@ -266,7 +266,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             gc.callbacks.remove(self._on_gc)
         except ValueError:
             pass
-        self._flush()
+        if self._fast is not None:
+            self._fast.flush()
         for rec in list(self._by_tid.values()):
             rec.ref = None
         self._by_tid.clear()
@@ -274,20 +275,20 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
 
     @property
     def ops(self) -> int:
-        """Ops recorded so far (by either path)."""
-        fast = self._fast
-        return self._py_ops + (fast.ops if fast is not None else 0)
+        """Ops recorded so far."""
+        return self._fast.ops if self._fast is not None else 0
 
     def _busy(self) -> float:
         """Seconds spent recording ops and deaths (the walk schedule's input)."""
-        fast = self._fast
-        return self._py_busy + (fast.busy if fast is not None else 0.0)
+        return self._fast.busy if self._fast is not None else 0.0
 
     def storages_now(self) -> Dict[int, Tuple[int, int, int]]:
         """The tracked storages alive now, by identity: (address, bytes,
         device; -1 for host memory). Outputs held back are recorded and the
         storages whose last tensor died are settled first."""
-        self._flush()
+        if self._fast is None:
+            return {}
+        self._fast.flush()
         self._settle()
         return {k: (s.ptr, s.nbytes, s.device) for k, s in self._storages.items()}
 

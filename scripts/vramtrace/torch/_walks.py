@@ -241,7 +241,7 @@ class _Walks:
         if isinstance(obj, _torch.Tensor):
             rec = self._by_obj.get(id(obj))
             if rec is not None:
-                return ("t", self._record(rec))
+                return ("t", self._fast.record(rec))
         return None
 
     def _ignore_ids(self) -> Set[int]:
@@ -512,7 +512,7 @@ class _Walks:
             # Not a view (base 0) in the books; in the trace its base says
             # what it is, so that its making is no use of the storage.
             rec = _records.TensorRec(srec.skey, name, 0, (srec.ptr, srec.nbytes, stack))
-            self._record(rec, TENSOR_SAVED_ONLY)
+            self._fast.record(rec, TENSOR_SAVED_ONLY)
             srec.tids.add(rec)
             if len(self._saved_only) >= 1 << 16:
                 for k in [k for k, r in self._saved_only.items() if r.tid not in self._by_tid]:

@@ -50,7 +50,7 @@ static int tl_add(TensorList *l, PyObject *t)
     return 0;
 }
 
-/* Append the tensors of a nested list/tuple/dict (as vramtrace/torch/_torch_facts.py's _tensors_in). */
+/* Append the tensors of a nested list/tuple/dict (an op's arguments or outputs). */
 static int tensors_in(PyObject *obj, TensorList *out, int depth)
 {
     if (depth > 32)
@@ -174,11 +174,12 @@ static long long last_sequence_nr(void)
     return s;
 }
 
-/* Tracker._on_op: the owner thread's forward ops (its stack captured
- * here), and the autograd engine threads' backward ops handed over by the
- * op observer (obs->backward: the stack lent to the thread, no autograd
- * node made, outputs named as a backward op's; the Python path's
- * _on_op(..., forward=False, stack)). */
+/* An op that ran: its inputs used, its new outputs tracked. The owner
+ * thread's forward ops (the stack captured here), and the autograd engine
+ * threads' backward ops (obs->backward: the stack of the forward op's
+ * frames, lent to the thread; no autograd node made; outputs named as a
+ * backward op's), handed over by the op observer or by the mode's engine
+ * dispatch (engine_op). */
 static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs, PyObject *out,
                  const Observed *obs)
 {
@@ -191,11 +192,6 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     if (on <= 0)
         return on;
 
-    /* An op that may give a tensor other memory (set_, resize_) goes the
-     * Python way whole: it compares storages with what they are now. With
-     * the stack taken here: no frame of the tracker's is between the
-     * program's and this call, where Tracker._on_op's own capture skips the
-     * Python path's two. */
     PyObject *op_meta = tracker_attr(d, s_op_meta);
     if (op_meta == NULL)
         return -1;
@@ -222,17 +218,6 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     if (reshaping < 0 || (vi == -1 && PyErr_Occurred()))
         return -1;
     int backward = obs != NULL && obs->backward;
-    if (reshaping) {
-        PyObject *stack_obj = PyLong_FromUnsignedLong(backward ? obs->stack : capture(d));
-        if (stack_obj == NULL)
-            return -1;
-        PyObject *a[6] = {func, args, kwargs ? kwargs : Py_None, out,
-                          backward ? Py_False : Py_True, stack_obj};
-        PyObject *r = call_method(tracker, s_outs_slow, a, 6);
-        Py_DECREF(stack_obj);
-        Py_XDECREF(r);
-        return r == NULL ? -1 : 0;
-    }
 
     double began = now_s();
     int rc = -1;
@@ -300,15 +285,12 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             goto loop_fail;
         }
         if (rec != NULL && moved(rec, facts ? &facts[i] : NULL)) {
-            /* Tracker._migrate: the old record ends, the tensor is recorded
-             * anew on its memory now, with this op's stack (its TENSOR_NEW
-             * is its use here) */
-            PyObject *a[2] = {rec, stack_obj};
-            PyObject *r = call_method(d->tracker, s_migrate, a, 2);
+            /* recorded anew on its memory now, with this op's stack (its
+             * TENSOR_NEW is its use here) */
+            int bad = migrate(d, rec, stack_obj) < 0;
             Py_DECREF(rec);
-            if (r == NULL)
+            if (bad)
                 goto loop_fail;
-            Py_DECREF(r);
             rec = known(by_obj, t);
             if (rec == NULL && !PyErr_Occurred())
                 rec = Py_NewRef(Py_None);   /* not tracked again (no storage) */
@@ -338,6 +320,21 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     for (Py_ssize_t i = 0; i < outs.n; i++) {
         PyObject *t = outs.items[i];
         PyObject *rec = known(by_obj, t);
+        if (rec != NULL && !is_tensor_rec(rec)) {
+            Py_DECREF(rec);
+            goto loop_fail;
+        }
+        if (rec != NULL && reshaping) {   /* set_, resize_: maybe other memory */
+            PyObject *now = reshaped(d, t, rec, stack_obj);
+            Py_DECREF(rec);
+            if (now == NULL)
+                goto loop_fail;
+            if (now == Py_None) {   /* no longer tracked */
+                Py_DECREF(now);
+                continue;
+            }
+            rec = now;
+        }
         if (rec != NULL) {
             uint64_t tid;
             if (record(d, rec, &tid) < 0) {
@@ -440,8 +437,9 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
     }
     PyObject *out;
     if (PyThread_get_thread_ident() != owner_id) {
-        /* An autograd engine thread: the Python way (it runs the op under
-         * the frames of the forward op it differentiates). */
+        /* An autograd engine thread: Tracker._engine_dispatch runs the op
+         * under the frames of the forward op it differentiates, then hands
+         * it to engine_op(). */
         PyObject *a[4] = {func, types, args, kwargs ? kwargs : Py_None};
         out = call_method(d->tracker, s_engine_dispatch, a, 4);
         Py_XDECREF(empty);
@@ -504,8 +502,7 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
  * observer: as observed(), with ``stack`` the stack id of the frames of the
  * forward op it differentiates, lent to the thread while it ran (0: none
  * known; the thread runs no Python of the program, so there is nothing to
- * capture). Recorded as Tracker._on_op(func, args, None, out,
- * forward=False, stack) would: the same records, named "backward: ...". */
+ * capture). Its outputs are named "backward: ...". */
 PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
     Observed obs = {0};
@@ -522,5 +519,26 @@ PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
     obs.stack = d->stacks_enabled ? (uint32_t)stack : 0;
     if (d->tracker != NULL)
         record_op(d, argv[0], argv[1], NULL, argv[2], &obs);
+    Py_RETURN_NONE;
+}
+
+/* Dispatcher.engine_op(func, args, kwargs, out): an op that ran on an
+ * autograd engine thread under the mode, through Tracker._engine_dispatch's
+ * functions named after the frames of the forward op it differentiates:
+ * recorded with the stack captured here (those frames), named as a
+ * backward op's, as observed_engine() records the op observer's. */
+PyObject *engine_op(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "engine_op(func, args, kwargs, out)");
+        return NULL;
+    }
+    if (d->tracker == NULL)
+        Py_RETURN_NONE;
+    Observed obs = {0};
+    obs.seq = -1;
+    obs.backward = 1;
+    obs.stack = capture(d);
+    record_op(d, argv[0], argv[1], argv[2] != Py_None ? argv[2] : NULL, argv[3], &obs);
     Py_RETURN_NONE;
 }

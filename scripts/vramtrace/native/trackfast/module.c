@@ -1,15 +1,18 @@
-/* _trackfast (module.c): the per-op path of vramtrace.torch.track(), in C.
+/* _trackfast (module.c): the books and per-op path of vramtrace.torch.track(),
+ * in C.
  *
- * Every op of a tracked program runs through the tracker's dispatch mode.
- * Written in Python, its recording (find the op's tensors, look them up,
- * record each use with the Python stack, record the outputs held back from
- * the previous op) cost about 35 us per op: a clean training loop of 50 us
- * ops ran at 2.3x. This module is that path, for the case that repeats
- * every step: tensors already known, a stack already interned, outputs
- * recorded through the library's C entry points (no ctypes marshalling).
- * Everything else - a tensor seen for the first time, a storage that moved,
- * deaths, walks - stays in the vramtrace.torch package: this calls back into the
- * Tracker for it, so that there is one copy of each rule.
+ * Every op of a tracked program reaches the tracker (its dispatch mode, or
+ * the op observer). Written in Python, its recording (find the op's tensors,
+ * look them up, record each use with the Python stack, record the outputs
+ * held back from the previous op) cost about 35 us per op: a clean training
+ * loop of 50 us ops ran at 2.3x. The rules that change the books on every
+ * op and death are here, once: an op's uses and outputs (dispatch.c), a
+ * tensor's first sight and its death (tensors.c), a storage declared,
+ * closed and ended (storages.c), a record's TENSOR_NEW (records.c); the
+ * tracker's Python calls them through the Dispatcher's methods. What is
+ * rare or policy - names, a storage that moved or was reused behind our
+ * back, twins on one memory, marks, walks, collections - is the
+ * vramtrace.torch package's, called back from here.
  *
  * The state is the Tracker's own: its dicts, and the record objects, whose
  * types are this module's (records.c); this module keeps only caches: the
@@ -32,16 +35,15 @@
 /* Interned attribute names and objects looked up once. */
 PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
     *s_epoch, *s_owner,
-    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
-    *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle,
+    *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
-    *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
-    *s_weak_ref, *s_declare, *s_life, *s_cls,
+    *s_forget_target, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda,
+    *s_get_device, *s_weak_ref, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_sole_bare, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
-    *s_now,
-    *s_end_storage;
+    *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -268,6 +270,137 @@ static PyObject *dispatcher_rename(Dispatcher *d, PyObject *const *argv, Py_ssiz
     return PyLong_FromLong(d->rename != NULL ? d->rename(tid, name) : -ENOSYS);
 }
 
+/* The books' rules for the tracker's Python (marks, walks, sweeps, its own
+ * collections): each rule is here once, the per-op path's own. A failure
+ * with no Python error set is a wrong argument. */
+static PyObject *rule_done(int rc, const char *call)
+{
+    if (rc >= 0)
+        Py_RETURN_NONE;
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError, "%s", call);
+    return NULL;
+}
+
+static int books_args(Dispatcher *d, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi,
+                      const char *call)
+{
+    if (nargs < lo || nargs > hi) {
+        PyErr_Format(PyExc_TypeError, "%s", call);
+        return -1;
+    }
+    if (d->tracker == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the tracker is gone");
+        return -1;
+    }
+    return 0;
+}
+
+/* Dispatcher.record(rec, base=None) -> tid: rec's TENSOR_NEW if not made
+ * yet; ``base``: the base the trace gets instead of rec.base
+ * (VT_TENSOR_SAVED_ONLY for a tensor standing for a saved one). */
+static PyObject *dispatcher_record(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    static const char call[] = "record(rec: TensorRec, base: int = None)";
+    if (books_args(d, nargs, 1, 2, call) < 0)
+        return NULL;
+    if (!is_tensor_rec(argv[0]))
+        return rule_done(-1, call);
+    TensorRec *r = TREC(argv[0]);
+    uint64_t had = r->base;
+    if (nargs == 2 && argv[1] != Py_None) {
+        uint64_t base = PyLong_AsUnsignedLongLong(argv[1]);
+        if (base == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+        r->base = base;
+    }
+    uint64_t tid = 0;
+    int rc = record(d, argv[0], &tid);
+    r->base = had;
+    if (rc < 0)
+        return rule_done(rc, call);
+    return PyLong_FromUnsignedLongLong(tid);
+}
+
+/* Dispatcher.flush(): record the outputs held back, in creation order. */
+static PyObject *dispatcher_flush(Dispatcher *d, PyObject *unused)
+{
+    if (d->tracker == NULL)
+        Py_RETURN_NONE;
+    return rule_done(flush(d), "flush()");
+}
+
+/* Dispatcher.track(t, name, stack) -> rec or None: tensor ``t`` into the
+ * books (and recorded) under ``name``, first seen at stack id ``stack``;
+ * None for a tensor without memory of its own to track. */
+static PyObject *dispatcher_track(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    static const char call[] = "track(t: Tensor, name: str, stack: int)";
+    if (books_args(d, nargs, 3, 3, call) < 0)
+        return NULL;
+    if (!PyUnicode_Check(argv[1]) || !PyLong_Check(argv[2]))
+        return rule_done(-1, call);
+    PyObject *rec = track(d, argv[0], NULL, argv[1], argv[2], Py_None, 0);
+    if (rec == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
+    return rec;
+}
+
+/* Dispatcher.drop(rec, stack=None): tensor record ``rec`` ends (its
+ * storage's release, if it was the last, at stack id ``stack``; None:
+ * captured here). */
+static PyObject *dispatcher_drop(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    static const char call[] = "drop(rec: TensorRec, stack: int = None)";
+    if (books_args(d, nargs, 1, 2, call) < 0)
+        return NULL;
+    if (!is_tensor_rec(argv[0]))
+        return rule_done(-1, call);
+    return rule_done(drop(d, argv[0], nargs == 2 ? argv[1] : Py_None), call);
+}
+
+/* Dispatcher.forget(rec): the books forget tensor record ``rec``, its
+ * storage left as it is (its tensor lives on other memory now). */
+static PyObject *dispatcher_forget(Dispatcher *d, PyObject *rec)
+{
+    static const char call[] = "forget(rec: TensorRec)";
+    if (books_args(d, 1, 1, 1, call) < 0)
+        return NULL;
+    if (!is_tensor_rec(rec))
+        return rule_done(-1, call);
+    return rule_done(forget(d, rec), call);
+}
+
+/* Dispatcher.declare / undeclare / end_storage(srec, stack): a host
+ * storage's memory opened or closed in the trace; a storage gone. */
+static PyObject *storage_rule(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
+                              int (*rule)(Dispatcher *, PyObject *, PyObject *),
+                              const char *call)
+{
+    if (books_args(d, nargs, 2, 2, call) < 0)
+        return NULL;
+    if (!is_storage_rec(argv[0]))
+        return rule_done(-1, call);
+    return rule_done(rule(d, argv[0], argv[1]), call);
+}
+
+static PyObject *dispatcher_declare(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    return storage_rule(d, argv, nargs, declare, "declare(srec: StorageRec, stack: int | None)");
+}
+
+static PyObject *dispatcher_undeclare(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    return storage_rule(d, argv, nargs, undeclare,
+                        "undeclare(srec: StorageRec, stack: int | None)");
+}
+
+static PyObject *dispatcher_end_storage(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    return storage_rule(d, argv, nargs, end_storage,
+                        "end_storage(srec: StorageRec, stack: int | None)");
+}
+
 static PyMethodDef dispatcher_methods[] = {
     {"use", (PyCFunction)dispatcher_use, METH_O,
      "use(tid): a use of recorded tensor tid, no stack"},
@@ -280,6 +413,25 @@ static PyMethodDef dispatcher_methods[] = {
     {"observed_engine", (PyCFunction)(void (*)(void))observed_engine, METH_FASTCALL,
      "observed_engine(func, args, out, facts, stack): record an autograd engine "
      "thread's op the C++ observer saw run, under the forward op's frames lent"},
+    {"engine_op", (PyCFunction)(void (*)(void))engine_op, METH_FASTCALL,
+     "engine_op(func, args, kwargs, out): record an autograd engine thread's op that "
+     "ran under the forward op's frames (the mode's way)"},
+    {"record", (PyCFunction)(void (*)(void))dispatcher_record, METH_FASTCALL,
+     "record(rec, base=None) -> tid: rec's TENSOR_NEW if not made yet"},
+    {"flush", (PyCFunction)dispatcher_flush, METH_NOARGS,
+     "flush(): record the outputs held back"},
+    {"track", (PyCFunction)(void (*)(void))dispatcher_track, METH_FASTCALL,
+     "track(t, name, stack) -> rec or None: a tensor into the books"},
+    {"drop", (PyCFunction)(void (*)(void))dispatcher_drop, METH_FASTCALL,
+     "drop(rec, stack=None): a tensor record ends (its storage with it, if the last)"},
+    {"forget", (PyCFunction)dispatcher_forget, METH_O,
+     "forget(rec): the books forget a tensor record, its storage left as it is"},
+    {"declare", (PyCFunction)(void (*)(void))dispatcher_declare, METH_FASTCALL,
+     "declare(srec, stack): a host storage's memory opened in the trace"},
+    {"undeclare", (PyCFunction)(void (*)(void))dispatcher_undeclare, METH_FASTCALL,
+     "undeclare(srec, stack): a host storage's memory closed in the trace"},
+    {"end_storage", (PyCFunction)(void (*)(void))dispatcher_end_storage, METH_FASTCALL,
+     "end_storage(srec, stack): a storage is gone"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
@@ -427,24 +579,24 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_storages, "_storages"}, {&s_epoch, "epoch"}, {&s_owner, "_owner"},
         {&s_encoded, "_encoded"}, {&s_op_meta, "_op_meta"},
         {&s_node_stacks, "_node_stacks"},
-        {&s_settle, "_settle"}, {&s_track, "_track"}, {&s_out_name, "_out_name"},
-        {&s_outs_slow, "_on_op"}, {&s_meta_of, "_meta_of"},
+        {&s_settle, "_settle"}, {&s_out_name, "_out_name"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
         {&s_input_name, "_input_name"}, {&s_migrate, "_migrate"}, {&s_tick, "_tick"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
-        {&s_end_storage, "_end_storage"},
         {&s_storage_offset, "storage_offset"}, {&s_element_size, "element_size"},
         {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_book, "_book"},
         {&s_targeted, "_targeted"},
         {&s_forget_target, "forget_target"},
-        {&s_on_death, "_on_death"}, {&s_manual_gc, "_manual_gc"}, {&s_in_gc, "_in_gc"},
+        {&s_manual_gc, "_manual_gc"}, {&s_in_gc, "_in_gc"},
         {&s_view_base, "view base"}, {&s_errors, "errors"}, {&s_is_cuda, "is_cuda"},
-        {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"}, {&s_declare, "_declare"},
+        {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"},
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
         {&s_sole_bare, "_sole_bare"},
         {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_free_weak_ref, "_free_weak_ref"},
         {&s_names, "_names"},
-        {&s_now, "now"},
+        {&s_now, "now"}, {&s_overlapped, "_overlapped"}, {&s_leave_twins, "_leave_twins"},
+        {&s_check_storage, "_check_storage"}, {&s_collected, "_collected"},
+        {&s_gc_dead, "_gc_dead"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (intern(names[i].slot, names[i].s) < 0)

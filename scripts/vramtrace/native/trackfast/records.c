@@ -27,6 +27,12 @@ static void tensor_rec_clear_pend(TensorRec *r)
     Py_CLEAR(r->pend_stack);
 }
 
+/* ``rec`` will not be recorded (it left the books before its TENSOR_NEW). */
+void forget_pending(TensorRec *rec)
+{
+    tensor_rec_clear_pend(rec);
+}
+
 /* pend: (data_ptr, nbytes, stack) until recorded, then None. */
 static PyObject *tensor_rec_get_pend(TensorRec *r, void *unused)
 {
@@ -282,7 +288,7 @@ int records_ready(void)
 
 /* -- recording ----------------------------------------------------------------- */
 
-/* Tracker._record: the TENSOR_NEW of ``rec`` if not made yet; its id. */
+/* The TENSOR_NEW of ``rec`` if not made yet; its id. */
 int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 {
     if (!is_tensor_rec(obj))
@@ -338,7 +344,7 @@ out:
     return rc;
 }
 
-/* Tracker._flush: record the outputs held back, in creation order. */
+/* Record the outputs held back, in creation order. */
 int flush(Dispatcher *d)
 {
     PyObject *pending = tracker_attr(d, s_pending);

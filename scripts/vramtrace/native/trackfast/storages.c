@@ -19,12 +19,27 @@ static Py_ssize_t bisect_left(PyObject *starts, uint64_t ptr)
     return lo;
 }
 
-/* Tracker._declare, when no declared storage overlaps ``srec``'s memory
- * (the Python one ends those first: their memory was freed behind our
- * back and reused). */
-static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+/* A stack id from ``stack_obj``: an int, or None to capture the Python
+ * stack here. */
+static uint32_t stack_of(Dispatcher *d, PyObject *stack_obj)
 {
-    PyObject *tracker = d->tracker;
+    if (stack_obj == NULL || stack_obj == Py_None)
+        return capture(d);
+    unsigned long v = PyLong_AsUnsignedLong(stack_obj);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return (uint32_t)v;
+}
+
+/* Open host storage ``srec``'s memory as an external storage in the trace
+ * (the CPU allocator is not ours). A declared storage overlapping it first
+ * goes to Tracker._overlapped (its memory was freed behind our back and
+ * reused, or ``srec`` is its twin on the very same memory: then there is
+ * nothing to declare). */
+int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+{
     uint64_t ptr = SREC(srec)->ptr, nbytes = SREC(srec)->nbytes;
     int rc = -1;
     PyObject *starts = tracker_attr(d, s_starts);
@@ -45,14 +60,17 @@ static int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
             goto out;
         if (prev != NULL && SREC(prev)->ptr + SREC(prev)->nbytes > ptr) {
             PyObject *a[2] = {srec, stack_obj};
-            PyObject *r = call_method(tracker, s_declare, a, 2);
+            PyObject *r = call_method(d->tracker, s_overlapped, a, 2);
+            int twin = r ? PyObject_IsTrue(r) : -1;
             Py_XDECREF(r);
-            rc = r == NULL ? -1 : 0;
-            goto out;
+            if (twin != 0) {
+                rc = twin < 0 ? -1 : 0;
+                goto out;
+            }
         }
     }
     int err = d->external((const void *)(uintptr_t)ptr, (size_t)nbytes, -1,
-                          (uint32_t)PyLong_AsUnsignedLong(stack_obj));
+                          stack_of(d, stack_obj));
     if (err != 0) {
         PyErr_Format(PyExc_RuntimeError, "vt_storage_external_stack(%#llx, %llu) failed (%d)",
                      (unsigned long long)ptr, (unsigned long long)nbytes, err);
@@ -71,23 +89,67 @@ out:
     return rc;
 }
 
-/* Tracker._end_storage + _undeclare for a storage whose last tracked
- * tensor died and that nothing else holds: its release is recorded with
- * ``stack_obj`` and it leaves the books. A storage with twins (another
+/* Close host storage ``srec``'s memory in the trace, its release recorded
+ * with ``stack_obj`` (None: captured here). A storage with twins (another
  * StorageImpl on its very memory: copy-on-write, one buffer wrapped twice)
- * is Tracker._end_storage's: the memory lives on with them. */
-static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+ * leaves them instead (Tracker._leave_twins): the memory lives on with
+ * them. */
+int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     StorageRec *s = SREC(srec);
     if (s->twins != NULL && s->twins != Py_None) {
-        PyObject *a[2] = {srec, stack_obj};
-        PyObject *r = call_method(d->tracker, s_end_storage, a, 2);
+        PyObject *r = call_method(d->tracker, s_leave_twins, &srec, 1);
         Py_XDECREF(r);
         return r == NULL ? -1 : 0;
     }
+    if (!s->declared)
+        return 0;
+    int rc = -1;
+    uint64_t ptr = s->ptr;
+    s->declared = 0;
+    PyObject *starts = tracker_attr(d, s_starts);
+    PyObject *at_ptr = tracker_attr(d, s_at_ptr);
+    PyObject *key = PyLong_FromUnsignedLongLong(ptr);
+    if (starts == NULL || at_ptr == NULL || key == NULL || !PyList_Check(starts))
+        goto out;
+    PyObject *there = PyDict_GetItemWithError(at_ptr, key);
+    if (there == NULL && PyErr_Occurred())
+        goto out;
+    if (there == srec) {
+        if (PyDict_DelItem(at_ptr, key) < 0)
+            goto out;
+        Py_ssize_t i = bisect_left(starts, ptr);
+        if (i < 0)
+            goto out;
+        if (i < PyList_GET_SIZE(starts)) {
+            uint64_t v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(starts, i));
+            if (v == ptr && PyList_SetSlice(starts, i, i + 1, NULL) < 0)
+                goto out;
+        }
+    }
+    int err = d->external_free((const void *)(uintptr_t)ptr, stack_of(d, stack_obj));
+    if (err != 0) {
+        PyErr_Format(PyExc_RuntimeError, "vt_storage_external_free_stack(%#llx) failed (%d)",
+                     (unsigned long long)ptr, err);
+        goto out;
+    }
+    rc = 0;
+out:
+    Py_XDECREF(starts);
+    Py_XDECREF(at_ptr);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* The storage is gone: its release is recorded with ``stack_obj`` (None:
+ * captured here) and it leaves the books; tensors that were on it and
+ * still live have moved to another storage (Tracker._migrate each). */
+int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+{
+    StorageRec *s = SREC(srec);
     int rc = -1;
     PyObject *storages = tracker_attr(d, s_storages);
-    PyObject *starts = NULL, *at_ptr = NULL, *key = NULL, *weak = NULL;
+    PyObject *weak = NULL, *moved = NULL;
     if (storages == NULL)
         goto out;
     PyObject *cur = PyDict_GetItemWithError(storages, s->skey);
@@ -95,37 +157,8 @@ static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         goto out;
     if (cur == srec && PyDict_DelItem(storages, s->skey) < 0)
         goto out;
-    if (s->declared) {
-        uint64_t ptr = s->ptr;
-        s->declared = 0;
-        starts = tracker_attr(d, s_starts);
-        at_ptr = tracker_attr(d, s_at_ptr);
-        key = PyLong_FromUnsignedLongLong(ptr);
-        if (starts == NULL || at_ptr == NULL || key == NULL || !PyList_Check(starts))
-            goto out;
-        PyObject *there = PyDict_GetItemWithError(at_ptr, key);
-        if (there == NULL && PyErr_Occurred())
-            goto out;
-        if (there == srec) {
-            if (PyDict_DelItem(at_ptr, key) < 0)
-                goto out;
-            Py_ssize_t i = bisect_left(starts, ptr);
-            if (i < 0)
-                goto out;
-            if (i < PyList_GET_SIZE(starts)) {
-                uint64_t v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(starts, i));
-                if (v == ptr && PyList_SetSlice(starts, i, i + 1, NULL) < 0)
-                    goto out;
-            }
-        }
-        uint32_t stack = stack_obj == Py_None ? capture(d) : (uint32_t)PyLong_AsUnsignedLong(stack_obj);
-        int err = d->external_free((const void *)(uintptr_t)ptr, stack);
-        if (err != 0) {
-            PyErr_Format(PyExc_RuntimeError, "vt_storage_external_free_stack(%#llx) failed (%d)",
-                         (unsigned long long)ptr, err);
-            goto out;
-        }
-    }
+    if (s->external && undeclare(d, srec, stack_obj) < 0)
+        goto out;
     /* StorageLife.release: the weak handle goes */
     if (s->weak != 0 && d->free_weak_ref != NULL) {
         weak = PyLong_FromUnsignedLongLong(s->weak);
@@ -135,13 +168,23 @@ static int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         Py_XDECREF(r);
     }
     s->weak = 0;
+    if (PySet_GET_SIZE(s->tids) > 0) {
+        moved = PySequence_List(s->tids);
+        if (moved == NULL)
+            goto out;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(moved); i++) {
+            PyObject *a[2] = {PyList_GET_ITEM(moved, i), stack_obj};
+            PyObject *r = call_method(d->tracker, s_migrate, a, 2);
+            if (r == NULL)
+                goto out;
+            Py_DECREF(r);
+        }
+    }
     rc = 0;
 out:
     Py_XDECREF(storages);
-    Py_XDECREF(starts);
-    Py_XDECREF(at_ptr);
-    Py_XDECREF(key);
     Py_XDECREF(weak);
+    Py_XDECREF(moved);
     return rc;
 }
 
@@ -198,19 +241,18 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
     return srec;
 }
 
-/* Tracker._orphaned: the last tracked tensor on ``srec`` died here. */
-int orphaned(Dispatcher *d, PyObject *srec)
+/* The last tracked tensor on ``srec`` died or moved away (``stack_obj``:
+ * where, None to capture it here for a host storage, whose release the
+ * trace records with it). */
+int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     if (!is_storage_rec(srec))
         return -1;
-    int external = SREC(srec)->external;
-    PyObject *stack = PyLong_FromUnsignedLong(external ? capture(d) : 0);
-    if (stack == NULL)
+    PyObject *stack;
+    if (stack_obj != Py_None || !SREC(srec)->external)
+        stack = Py_NewRef(stack_obj);
+    else if ((stack = PyLong_FromUnsignedLong(capture(d))) == NULL)
         return -1;
-    if (!external) {
-        Py_DECREF(stack);
-        stack = Py_NewRef(Py_None);   /* as the Python way: captured if needed */
-    }
     int rc = -1;
     /* The storage may outlive its last Python tensor (a view of it held as
      * a storage): then it is asked once it can tell (Tracker._settle). */

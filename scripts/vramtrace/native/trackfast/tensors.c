@@ -141,8 +141,90 @@ static int storage_of_facts(const vt__tensor_facts *f, unsigned long long *ptr,
     return *skey == NULL ? -1 : 1;
 }
 
-/* Tracker._track, but for a storage whose memory moved (the Python one
- * compares it with the StorageImpl). ``f``: what the op observer read of
+/* ``rec``'s tensor lives on another storage now (Tracker._migrate: the old
+ * record ends, the tensor is recorded anew on its memory now, with
+ * ``stack_obj``); the storage it left, if no tensor is left on it, may have
+ * gone with the move: its release is this op's, not the next mark's
+ * (Tracker._check_storage). */
+int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
+{
+    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *srec = storages ? PyDict_GetItemWithError(storages, TREC(rec)->skey) : NULL;
+    Py_XINCREF(srec);
+    Py_XDECREF(storages);
+    if (storages == NULL || (srec == NULL && PyErr_Occurred()) ||
+        (srec != NULL && !is_storage_rec(srec))) {
+        Py_XDECREF(srec);
+        return -1;
+    }
+    PyObject *a[2] = {rec, stack_obj};
+    PyObject *r = call_method(d->tracker, s_migrate, a, 2);
+    if (r != NULL && srec != NULL && PySet_GET_SIZE(SREC(srec)->tids) == 0) {
+        Py_DECREF(r);
+        PyObject *b[2] = {srec, stack_obj};
+        r = call_method(d->tracker, s_check_storage, b, 2);
+    }
+    Py_XDECREF(srec);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* An output of an op that may give a tensor other memory (set_, resize_)
+ * whose record is ``rec``: when its storage is not what the books hold,
+ * they follow it (Tracker._check_storage: the same storage on new memory;
+ * Tracker._migrate: another storage). A new reference to the tensor's
+ * record after that, None when it is no longer tracked; NULL on error. */
+PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_obj)
+{
+    PyObject *st = NULL, *skey = NULL, *storages = NULL, *srec = NULL, *by_obj = NULL,
+        *key = NULL, *got = NULL;
+    unsigned long long ptr = 0, nbytes = 0;
+    int found = storage_of(t, &st, &ptr, &nbytes, &skey);
+    Py_CLEAR(st);
+    if (found < 0)
+        return NULL;
+    storages = tracker_attr(d, s_storages);
+    if (storages == NULL)
+        goto out;
+    srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);
+    Py_XINCREF(srec);
+    if ((srec == NULL && PyErr_Occurred()) || (srec != NULL && !is_storage_rec(srec)))
+        goto out;
+    int same_key = found > 0 ? PyObject_RichCompareBool(skey, TREC(rec)->skey, Py_EQ) : 0;
+    if (same_key < 0)
+        goto out;
+    if (srec != NULL && same_key && ptr == SREC(srec)->ptr && nbytes == SREC(srec)->nbytes) {
+        got = Py_NewRef(rec);
+        goto out;
+    }
+    if (srec != NULL && same_key) {   /* the same storage on other memory */
+        PyObject *a[2] = {srec, stack_obj};
+        PyObject *r = call_method(d->tracker, s_check_storage, a, 2);
+        if (r == NULL)
+            goto out;
+        Py_DECREF(r);
+    } else if (migrate(d, rec, stack_obj) < 0) {
+        goto out;
+    }
+    by_obj = tracker_attr(d, s_by_obj);
+    key = by_obj ? PyLong_FromVoidPtr(t) : NULL;
+    got = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
+    if (got != NULL)
+        Py_INCREF(got);
+    else if (key != NULL && !PyErr_Occurred())
+        got = Py_NewRef(Py_None);
+out:
+    Py_XDECREF(skey);
+    Py_XDECREF(storages);
+    Py_XDECREF(srec);
+    Py_XDECREF(by_obj);
+    Py_XDECREF(key);
+    return got;
+}
+
+/* Tensor ``t`` into the books under ``name``, first seen at ``stack_obj``
+ * (its view base first; its storage too, if new; recorded now, or with the
+ * op's other outputs when ``defer``). ``f``: what the op observer read of
  * the tensor (NULL, or no storage in it: asked here of Python). Returns a new
  * reference to the tensor's record, or None for a tensor without storage. */
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
@@ -198,13 +280,29 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
         sptr = ptr;
         snbytes = (uint64_t)nbytes;
     }
-    if (srec == NULL || sptr != ptr || snbytes != (uint64_t)nbytes) {
-        Py_DECREF(skey);
-        if (PyErr_Occurred())
+    if (srec != NULL && (sptr != ptr || snbytes != (uint64_t)nbytes)) {
+        /* its memory moved (resize_): Tracker._check_storage compares the
+         * storage with what it is now (same storage on new memory, or a
+         * new one), then the tensor goes on the storage the books hold */
+        PyObject *a[2] = {srec, stack_obj};
+        PyObject *r = call_method(tracker, s_check_storage, a, 2);
+        Py_CLEAR(srec);
+        if (r == NULL) {
+            Py_DECREF(skey);
             goto out;
-        /* its memory moved (resize_): the Python way */
-        PyObject *a[5] = {t, name, stack_obj, view_of, defer ? Py_True : Py_False};
-        got = call_method(tracker, s_track, a, 5);
+        }
+        Py_DECREF(r);
+        srec = PyDict_GetItemWithError(storages, skey);
+        Py_XINCREF(srec);
+        if (srec != NULL && !is_storage_rec(srec)) {
+            Py_DECREF(skey);
+            goto out;
+        }
+        if (srec == NULL && !PyErr_Occurred())
+            srec = new_storage(d, t, st, f, ptr, (uint64_t)nbytes, skey, stack_obj);
+    }
+    if (srec == NULL) {
+        Py_DECREF(skey);
         goto out;
     }
     Py_CLEAR(st);
@@ -310,45 +408,45 @@ out:
     return got;
 }
 
-/* Tracker._on_death + _drop, for a death outside any gc collection: the
- * tensor's record leaves the books; a storage left without tensors goes to
- * Tracker._orphaned. Inside a collection the Python way (the collection's
- * holder, our own collection's victims). */
-static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
+/* The books forget tensor record ``rec``, recorded or pending (it died, or
+ * lives on other memory now): out of its storage's tensors, the recorded
+ * ones, the holders' targets; its life ends in the trace. Its storage is
+ * left as it is (drop() and Tracker._migrate decide). 1: it was in the
+ * books, 0: it was not (dropped already), -1: error. */
+int forget(Dispatcher *d, PyObject *rec)
 {
-    PyObject *tracker = d->tracker;
-    if (!is_tensor_rec(rec))
-        return -1;
-    int manual = attr_true(tracker, s_manual_gc), in_gc = attr_true(tracker, s_in_gc);
-    if (manual < 0 || in_gc < 0)
-        return -1;
-    if (manual || in_gc) {
-        PyObject *a[3] = {rec, key, weak};
-        PyObject *r = call_method(tracker, s_on_death, a, 3);
-        Py_XDECREF(r);
-        return r == NULL ? -1 : 0;
-    }
-    if (TREC(rec)->ref == NULL || TREC(rec)->ref == Py_None)
-        return 0;   /* renamed, or the tracker was closed */
-    double began = now_s();
+    TensorRec *r = TREC(rec);
     int rc = -1;
-    PyObject *by_obj = NULL, *by_tid = NULL, *tidkey = NULL, *book = NULL, *targeted = NULL,
-        *storages = NULL, *srec = NULL;
-    by_obj = tracker_attr(d, s_by_obj);
-    if (by_obj == NULL)
+    PyObject *storages = NULL, *by_tid = NULL, *tidkey = NULL, *book = NULL, *targeted = NULL;
+    Py_XSETREF(r->ref, Py_NewRef(Py_None));   /* its death callback is moot */
+    storages = tracker_attr(d, s_storages);
+    if (storages == NULL)
         goto out;
-    PyObject *cur = PyDict_GetItemWithError(by_obj, key);
-    if (cur == rec && PyDict_DelItem(by_obj, key) < 0)
+    PyObject *srec = PyDict_GetItemWithError(storages, r->skey);   /* borrowed */
+    if (srec == NULL && PyErr_Occurred())
         goto out;
-    if (cur == NULL && PyErr_Occurred())
+    if (srec != NULL && (!is_storage_rec(srec) || PySet_Discard(SREC(srec)->tids, rec) < 0))
         goto out;
-    if (settle(d) < 0)
+    if (r->tid == 0) {   /* an output not recorded yet */
+        PyObject *pending = tracker_attr(d, s_pending);
+        if (pending == NULL || !PyList_Check(pending)) {
+            Py_XDECREF(pending);
+            goto out;
+        }
+        int in = 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pending); i++) {
+            if (PyList_GET_ITEM(pending, i) == rec) {
+                in = PyList_SetSlice(pending, i, i + 1, NULL) < 0 ? -1 : 1;
+                break;
+            }
+        }
+        Py_DECREF(pending);
+        forget_pending(r);
+        rc = in;
         goto out;
-    uint64_t tid;
-    if (record(d, rec, &tid) < 0)
-        goto out;
+    }
     by_tid = tracker_attr(d, s_by_tid);
-    tidkey = PyLong_FromUnsignedLongLong(tid);
+    tidkey = PyLong_FromUnsignedLongLong(r->tid);
     if (by_tid == NULL || tidkey == NULL)
         goto out;
     PyObject *had = PyDict_GetItemWithError(by_tid, tidkey);
@@ -358,9 +456,8 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
     }
     if (PyDict_DelItem(by_tid, tidkey) < 0)
         goto out;
-    Py_XSETREF(TREC(rec)->ref, Py_NewRef(Py_None));
-    d->drop(tid);
-    book = PyObject_GetAttr(tracker, s_book);
+    d->drop(r->tid);
+    book = PyObject_GetAttr(d->tracker, s_book);
     targeted = book ? PyObject_GetAttr(book, s_targeted) : NULL;
     if (targeted == NULL)
         goto out;
@@ -368,33 +465,98 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key, PyObject *weak)
     if (is_target < 0)
         goto out;
     if (is_target) {
-        PyObject *r = PyObject_CallMethodOneArg(book, s_forget_target, tidkey);
-        if (r == NULL)
+        PyObject *res = PyObject_CallMethodOneArg(book, s_forget_target, tidkey);
+        if (res == NULL)
             goto out;
-        Py_DECREF(r);
+        Py_DECREF(res);
     }
-    storages = tracker_attr(d, s_storages);
-    if (storages == NULL)
-        goto out;
-    srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);
-    Py_XINCREF(srec);
-    if (srec == NULL) {
-        rc = PyErr_Occurred() ? -1 : 0;
-        goto out;
-    }
-    if (!is_storage_rec(srec) || PySet_Discard(SREC(srec)->tids, rec) < 0)
-        goto out;
-    if (PySet_GET_SIZE(SREC(srec)->tids) == 0 && orphaned(d, srec) < 0)
-        goto out;
-    rc = 0;
+    rc = 1;
 out:
-    Py_XDECREF(by_obj);
+    Py_XDECREF(storages);
     Py_XDECREF(by_tid);
     Py_XDECREF(tidkey);
     Py_XDECREF(book);
     Py_XDECREF(targeted);
-    Py_XDECREF(storages);
-    Py_XDECREF(srec);
+    return rc;
+}
+
+/* Tensor record ``rec`` ends: its death, with ``stack_obj`` for its
+ * storage's release (None: captured there if needed); a storage left
+ * without tensors is orphaned (released now, or once nothing else holds
+ * it). */
+int drop(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
+{
+    if (!is_tensor_rec(rec))
+        return -1;
+    PyObject *skey = Py_NewRef(TREC(rec)->skey);
+    int in = forget(d, rec);
+    int rc = in < 0 ? -1 : 0;
+    if (in > 0) {
+        PyObject *storages = tracker_attr(d, s_storages);
+        PyObject *srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
+        Py_XINCREF(srec);
+        if (storages == NULL || (srec == NULL && PyErr_Occurred()))
+            rc = -1;
+        else if (srec != NULL && is_storage_rec(srec) && PySet_GET_SIZE(SREC(srec)->tids) == 0)
+            rc = orphaned(d, srec, stack_obj);
+        Py_XDECREF(srec);
+        Py_XDECREF(storages);
+    }
+    Py_DECREF(skey);
+    return rc;
+}
+
+/* A tracked tensor died (``key``: its id, the books' key for it). Inside
+ * the tracker's own collection its death waits until the holders are
+ * recorded (Tracker._gc_dead); inside another collection the collection's
+ * holder refers to it first (Tracker._collected). */
+static int died(Dispatcher *d, PyObject *rec, PyObject *key)
+{
+    PyObject *tracker = d->tracker;
+    if (!is_tensor_rec(rec))
+        return -1;
+    if (TREC(rec)->ref == NULL || TREC(rec)->ref == Py_None)
+        return 0;   /* renamed, or the tracker was closed */
+    int manual = attr_true(tracker, s_manual_gc), in_gc = attr_true(tracker, s_in_gc);
+    if (manual < 0 || in_gc < 0)
+        return -1;
+    double began = now_s();
+    int rc = -1;
+    PyObject *by_obj = NULL, *tidobj = NULL, *dead = NULL, *pair = NULL;
+    by_obj = tracker_attr(d, s_by_obj);
+    if (by_obj == NULL)
+        goto out;
+    PyObject *cur = PyDict_GetItemWithError(by_obj, key);
+    if (cur == rec && PyDict_DelItem(by_obj, key) < 0)
+        goto out;
+    if (cur == NULL && PyErr_Occurred())
+        goto out;
+    if (!manual && settle(d) < 0)
+        goto out;
+    uint64_t tid;
+    if (record(d, rec, &tid) < 0)
+        goto out;
+    tidobj = PyLong_FromUnsignedLongLong(tid);
+    if (tidobj == NULL)
+        goto out;
+    if (manual) {
+        dead = tracker_attr(d, s_gc_dead);
+        pair = PyTuple_Pack(2, tidobj, key);
+        rc = dead == NULL || pair == NULL || PyList_Append(dead, pair) < 0 ? -1 : 0;
+        goto out;
+    }
+    if (in_gc) {
+        PyObject *r = call_method(tracker, s_collected, &tidobj, 1);
+        if (r == NULL)
+            goto out;
+        Py_DECREF(r);
+    }
+    rc = drop(d, rec, Py_None);
+out:
+    Py_XDECREF(by_obj);
+    Py_XDECREF(tidobj);
+    Py_XDECREF(dead);
+    Py_XDECREF(pair);
     add_busy(d, began);
     return rc;
 }
@@ -420,7 +582,7 @@ static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf
      * after this returns (the callback is alive: CPython holds it now) */
     gc_free_later(weak);
     gc_free_later(self);
-    if (died(d, c->rec, c->key, weak) < 0) {
+    if (died(d, c->rec, c->key) < 0) {
         PyErr_Clear();
         PyObject *errors = PyObject_GetAttr(d->tracker, s_errors);
         long n = errors ? PyLong_AsLong(errors) : 0;

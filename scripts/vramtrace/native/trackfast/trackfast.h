@@ -74,7 +74,7 @@ typedef struct {
     /* The Tracker's containers that are never rebound (see Tracker.__init__),
      * held here to skip an attribute lookup each: */
     PyObject *containers[11];
-    uint64_t ops;            /* ops recorded here (Tracker.ops adds the Python path's) */
+    uint64_t ops;            /* ops recorded (Tracker.ops) */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
     long long sole_bare;     /* the same for a storage no Python object was made for */
@@ -132,16 +132,15 @@ extern PyTypeObject TensorRecType, StorageRecType;
 /* Interned attribute names and objects looked up once. */
 extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
     *s_epoch, *s_owner,
-    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle, *s_track,
-    *s_out_name, *s_outs_slow, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle,
+    *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
-    *s_forget_target, *s_on_death, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda, *s_get_device,
-    *s_weak_ref, *s_declare, *s_life, *s_cls,
+    *s_forget_target, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda,
+    *s_get_device, *s_weak_ref, *s_life, *s_cls,
     *s_use_count, *s_sole, *s_sole_bare, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
-    *s_now,
-    *s_end_storage;
+    *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -178,12 +177,16 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long 
 int is_tensor_rec(PyObject *o);
 int is_storage_rec(PyObject *o);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
+void forget_pending(TensorRec *rec);
 int flush(Dispatcher *d);
 
 /* storages.c */
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
                       uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj);
-int orphaned(Dispatcher *d, PyObject *srec);
+int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
+int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
+int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
+int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 PyObject *storages_to_check(Dispatcher *d);
 int settle(Dispatcher *d);
 
@@ -193,11 +196,16 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
+int forget(Dispatcher *d, PyObject *rec);
+int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
+PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_obj);
+int drop(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 extern PyTypeObject DeathCallType;   /* a tracked tensor's weakref callback */
 
 /* dispatch.c */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
+PyObject *engine_op(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 
 /* module.c: a new reference to the Tracker's attribute ``name`` (its
