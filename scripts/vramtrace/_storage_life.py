@@ -86,26 +86,6 @@ class StorageLife:
             self._sole = _calibrated(torch, self._use_count)
             self._sole_bare = _calibrated(torch, self._use_count, with_object=False)
 
-    def sole_owner(self, key: int) -> bool:
-        """From a dying tensor's weakref callback: is it the storage's only
-        owner (so the storage goes with it)? ``key``: the storage's _cdata,
-        kept valid by our weak handle."""
-        if self._sole is None:
-            return False
-        try:
-            return int(self._use_count(key)) <= self._sole
-        except Exception:
-            return False
-
-    def weak(self, storage: Any) -> int:
-        """A weak handle on ``storage`` (0 when unavailable)."""
-        if self._cls is None:
-            return 0
-        try:
-            return int(storage._weak_ref())
-        except Exception:
-            return 0
-
     def read_with(self, reader: Any) -> None:
         """Read storages with ``reader`` (the op observer's
         vt_obs_storage_now, a ctypes function) from now on; None: through
@@ -152,10 +132,3 @@ class StorageLife:
 
     def expired(self, handle: int) -> bool:
         return bool(handle) and self._cls is not None and bool(self._cls._expired(handle))
-
-    def release(self, handle: int) -> None:
-        if handle and self._cls is not None:
-            try:
-                self._cls._free_weak_ref(handle)
-            except Exception:
-                pass

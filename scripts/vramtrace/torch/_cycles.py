@@ -55,7 +55,8 @@ class _Cycles:
             self._manual_gc = False
         garbage = gc.garbage[n0:]
         del gc.garbage[n0:]
-        dead, self._gc_dead = self._gc_dead, []
+        dead = self._gc_dead[:]
+        self._gc_dead.clear()
         self.gc_freed += len(dead)
         try:
             if dead:

@@ -33,6 +33,34 @@ import torch as _torch
 _said_blind: List[bool] = []   # track() said once that it records nothing
 
 
+def _books_field(name: str) -> Any:
+    """A field of the tracker's books (the Dispatcher's, which the C rules
+    read and write; a blind tracker's _NoBooks), as a tracker attribute."""
+    return property(lambda self: getattr(self._books, name),
+                    lambda self, value: setattr(self._books, name, value))
+
+
+class _NoBooks:
+    """The books of a tracker that records nothing (no _trackfast): what
+    the Dispatcher holds, empty."""
+
+    def __init__(self) -> None:
+        self.epoch = self.errors = self.owner = 0
+        self.recording = self.manual_gc = self.in_gc = False
+        self.by_obj: Dict[int, Any] = {}
+        self.by_tid: Dict[int, Any] = {}
+        self.storages: Dict[int, Any] = {}
+        self.at_ptr: Dict[int, Any] = {}
+        self.op_meta: Dict[int, Any] = {}
+        self.names: Dict[Any, str] = {}
+        self.encoded: Dict[str, bytes] = {}
+        self.node_stacks: Dict[int, int] = {}
+        self.pending: List[Any] = []
+        self.starts: List[int] = []
+        self.maybe_gone: List[Any] = []
+        self.gc_dead: List[Any] = []
+
+
 class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
     """Records tensors, uses, deaths and holders for ``vramtrace check``.
 
@@ -110,7 +138,39 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.max_depth = max_depth
         self.max_breadth = max_breadth
         self.max_nodes = max_nodes
-        self.epoch = 0                                # marks (and ticks) seen
+        self._life = StorageLife(_torch)
+        _base_alone_count()   # measured here, outside any op (_Storages._drop_bases_only_views_hold)
+        self._stacks = StackInterner(self._lib, _SKIP_FILES)
+        self._stacks.enabled = stacks
+        self._book = HolderBook(self._lib)
+        # The books and the rules that change them, in C (_trackfast,
+        # native/trackfast/; None where it is not built for this Python:
+        # then nothing is recorded, and _why_not says why). Its containers
+        # are bound below under the tracker's names, and its state (epoch,
+        # errors, recording, ...) read and written through the properties
+        # of _books_field.
+        self._fast, self._why_not = _make_fast_path(self, getattr(self._lib, "raw", None),
+                                                    stacks)
+        books = self._books = self._fast if self._fast is not None else _NoBooks()
+        self._by_obj: Dict[int, _TensorRec] = books.by_obj      # id(tensor) -> rec
+        self._by_tid: Dict[int, _TensorRec] = books.by_tid      # recorded ones
+        self._pending: List[_TensorRec] = books.pending         # outputs not recorded yet
+        self._storages: Dict[int, _StorageRec] = books.storages
+        self._starts: List[int] = books.starts                  # sorted ptrs of declared storages
+        self._at_ptr: Dict[int, _StorageRec] = books.at_ptr     # declared external storages by ptr
+        # Storages whose last tracked tensor died: the StorageImpl is released
+        # only after the death callback returns, so it is checked at the next
+        # recording point. (storage, stack of the death)
+        self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = books.maybe_gone
+        # id(op) -> (index of the argument its outputs view, -1: none; whether
+        # it may give a tensor other memory: set_, resize_; the op itself)
+        self._op_meta: Dict[int, Tuple[int, bool, Any]] = books.op_meta
+        # (id(op), output index, stack) -> name; ops in _op_meta keep their ids
+        self._names: Dict[Tuple[int, int, int], str] = books.names
+        self._encoded: Dict[str, bytes] = books.encoded   # tensor names, as the library takes them
+        # Autograd node sequence number -> stack id of the forward op that made the node
+        self._node_stacks: Dict[int, int] = books.node_stacks
+        self._gc_dead: List[Tuple[int, int]] = books.gc_dead   # (tid, id(obj)) died in our collection
         # A program that makes no mark (an evaluation, inference: no
         # optimizer step marks it) gets a mark's work without a mark every
         # tick_s seconds of its ops (_Marks._tick), until it marks. (The C
@@ -128,61 +188,33 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # (_Marks._state_follows_models).
         self._model_state: Dict[int, Tuple[Any, List[Tuple[Any, str]]]] = {}
         self._model_of: Dict[int, int] = {}
-        self._by_obj: Dict[int, _TensorRec] = {}      # id(tensor) -> rec
-        self._by_tid: Dict[int, _TensorRec] = {}      # recorded ones
-        self._pending: List[_TensorRec] = []          # outputs not recorded yet
-        self._storages: Dict[int, _StorageRec] = {}
-        self._life = StorageLife(_torch)
-        _base_alone_count()   # measured here, outside any op (_Storages._drop_bases_only_views_hold)
-        self._starts: List[int] = []                  # sorted ptrs of declared storages
-        self._at_ptr: Dict[int, _StorageRec] = {}     # declared external storages by ptr
-        # Storages whose last tracked tensor died: the StorageImpl is released
-        # only after the death callback returns, so it is checked at the next
-        # recording point. (storage, stack of the death)
-        self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = []
-        # id(op) -> (index of the argument its outputs view, -1: none; whether
-        # it may give a tensor other memory: set_, resize_; the op itself)
-        self._op_meta: Dict[int, Tuple[int, bool, Any]] = {}
-        # (id(op), output index, stack) -> name; ops in _op_meta keep their ids
-        self._names: Dict[Tuple[int, int, int], str] = {}
-        self._stacks = StackInterner(self._lib, _SKIP_FILES)
-        self._stacks.enabled = stacks
-        self._book = HolderBook(self._lib)
-        self._encoded: Dict[str, bytes] = {}   # tensor names, as the library takes them
         self._mode: Optional[_Mode] = None
         self._mode_refs = 0          # the mode's reference count before it was entered
         self._observer: Any = None   # the op observer (_trackobs) instead of the mode
         #: How ops were seen once the block was entered: "observer" (PyTorch's
         #: RecordFunction hook, vramtrace/_trackobs.py) or "dispatch mode".
         self.ops_seen_by = ""
-        self._recording = False
-        self._in_gc = False          # inside a collection we did not start
-        self._manual_gc = False      # inside our own cycle collection
-        self._gc_dead: List[Tuple[int, int]] = []   # (tid, id(obj)) died in a collection
         self._gc_holder = 0          # holder of the running automatic collection
-        self.errors = 0
         #: Tracked tensors that a garbage collection freed (held by a reference cycle).
         self.gc_freed = 0
         self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
-        self._owner = 0              # the thread that entered: it runs the forward ops
-        # Autograd node sequence number -> stack id of the forward op that
-        # made the node, and stack id -> the frames that replay it.
-        self._node_stacks: Dict[int, int] = {}
+        # Stack id of a forward op -> the frames that replay it.
         self._forward_frames: Dict[int, Any] = {}
         self._lent_frames: Dict[int, int] = {}   # the same, interned (op observer)
         # Storage key -> the tensor a walk recorded for a storage that only a
         # saved tensor in C++ keeps (_Walks._saved_tensor_of).
         self._saved_only: Dict[int, Any] = {}
-        # The books' rules and the per-op path, in C (_trackfast,
-        # native/trackfast/; None where it is not built for this Python:
-        # then nothing is recorded, and _why_not says why). It holds the
-        # containers above: _by_obj, _by_tid, _pending, _storages,
-        # _maybe_gone, _op_meta, _node_stacks, _names, _encoded, _starts and
-        # _at_ptr are changed in place, never rebound.
-        self._fast, self._why_not = _make_fast_path(self, getattr(self._lib, "raw", None),
-                                                    stacks)
         if self._fast is not None:
             self._fast.tick_s = self.tick_s or 0.0
+
+    #: Marks (and ticks) seen.
+    epoch = _books_field("epoch")
+    #: Recordings that failed (each op still ran; the first one warned of).
+    errors = _books_field("errors")
+    _recording = _books_field("recording")   # ops are recorded now
+    _owner = _books_field("owner")           # the thread that entered: it runs the forward ops
+    _manual_gc = _books_field("manual_gc")   # inside our own cycle collection
+    _in_gc = _books_field("in_gc")           # inside a collection we did not start
 
     # -- context -----------------------------------------------------------
     @_gc_hold.held

@@ -245,7 +245,7 @@ class _Walks:
         return None
 
     def _ignore_ids(self) -> Set[int]:
-        return {id(self), id(self._by_obj), id(self._by_tid), id(self._storages),
+        return {id(self), id(self._books), id(self._by_obj), id(self._by_tid), id(self._storages),
                 id(self._gc_dead), id(self._pending), id(self.__dict__)}
 
     def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int],

@@ -184,15 +184,10 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
                  const Observed *obs)
 {
     PyObject *tracker = d->tracker;
-    PyObject *recording = PyObject_GetAttr(tracker, s_recording);
-    if (recording == NULL)
-        return -1;
-    int on = PyObject_IsTrue(recording);
-    Py_DECREF(recording);
-    if (on <= 0)
-        return on;
+    if (!d->recording)
+        return 0;
 
-    PyObject *op_meta = tracker_attr(d, s_op_meta);
+    PyObject *op_meta = book(d, BOOK_OP_META);
     if (op_meta == NULL)
         return -1;
     PyObject *fkey = PyLong_FromVoidPtr(func);
@@ -246,7 +241,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
      * backward op's nodes (double backward) are not the program's forward. */
     long long seq = !stack || backward ? -1 : obs != NULL ? obs->seq : last_sequence_nr();
     if (seq >= 0) {
-        PyObject *nodes = tracker_attr(d, s_node_stacks);
+        PyObject *nodes = book(d, BOOK_NODE_STACKS);
         if (nodes == NULL)
             goto out;
         PyObject *skey = PyLong_FromLongLong(seq);
@@ -264,11 +259,9 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         if (have < 0)
             goto out;
     }
-    epoch = tracker_epoch(d);
-    if (epoch == -1 && PyErr_Occurred())
-        goto out;
-    by_obj = tracker_attr(d, s_by_obj);
-    storages = tracker_attr(d, s_storages);
+    epoch = d->epoch;
+    by_obj = book(d, BOOK_BY_OBJ);
+    storages = book(d, BOOK_STORAGES);
     if (by_obj == NULL || storages == NULL)
         goto out;
     PyObject *stack_obj = PyLong_FromUnsignedLong(stack);
@@ -424,19 +417,8 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
         Py_XDECREF(empty);
         return out;
     }
-    PyObject *owner = PyObject_GetAttr(d->tracker, s_owner);
-    if (owner == NULL) {
-        Py_XDECREF(empty);
-        return NULL;
-    }
-    unsigned long owner_id = PyLong_AsUnsignedLong(owner);
-    Py_DECREF(owner);
-    if (owner_id == (unsigned long)-1 && PyErr_Occurred()) {
-        Py_XDECREF(empty);
-        return NULL;
-    }
     PyObject *out;
-    if (PyThread_get_thread_ident() != owner_id) {
+    if (PyThread_get_thread_ident() != d->owner) {
         /* An autograd engine thread: Tracker._engine_dispatch runs the op
          * under the frames of the forward op it differentiates, then hands
          * it to engine_op(). */

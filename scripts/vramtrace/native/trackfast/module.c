@@ -14,9 +14,12 @@
  * back, twins on one memory, marks, walks, collections - is the
  * vramtrace.torch package's, called back from here.
  *
- * The state is the Tracker's own: its dicts, and the record objects, whose
- * types are this module's (records.c); this module keeps only caches: the
- * raw-stack -> stack id table, and the library's function pointers.
+ * The books are this module's: a Dispatcher makes their containers (the
+ * Tracker binds the same objects: BOOK_* in trackfast.h) and holds their
+ * state (epoch, recording, errors, ...: fields the Tracker reads and
+ * writes as the Dispatcher's attributes); the records' types are here too
+ * (records.c). Besides, it keeps caches: the raw-stack -> stack id table,
+ * and the library's function pointers.
  *
  * A Dispatcher is made per Tracker; `dispatch` is installed, bound to the
  * mode, as the mode's __torch_dispatch__ (an instance attribute: PyTorch
@@ -33,41 +36,30 @@
 #include <errno.h>
 
 /* Interned attribute names and objects looked up once. */
-PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
-    *s_epoch, *s_owner,
-    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle,
+PyObject *s_settle,
     *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
-    *s_forget_target, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda,
+    *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
-    *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
 
-static PyObject **container_names[] = {&s_by_obj, &s_by_tid, &s_pending, &s_storages,
-                                       &s_maybe_gone, &s_op_meta, &s_node_stacks, &s_names,
-                                       &s_encoded, &s_starts, &s_at_ptr};
-
-PyObject *tracker_attr(Dispatcher *d, PyObject *name)
-{
-    for (size_t i = 0; i < sizeof container_names / sizeof container_names[0]; i++)
-        if (*container_names[i] == name && d->containers[i] != NULL)
-            return Py_NewRef(d->containers[i]);
-    return PyObject_GetAttr(d->tracker, name);
-}
-
-/* The tracker's epoch (marks so far); -1 with an exception. */
-long long tracker_epoch(Dispatcher *d)
-{
-    PyObject *epoch = PyObject_GetAttr(d->tracker, s_epoch);
-    long long e = epoch ? PyLong_AsLongLong(epoch) : -1;
-    Py_XDECREF(epoch);
-    return e;
-}
+/* The books' containers' attribute names and kinds, by BOOK_*. */
+static const struct {
+    const char *attr;
+    int is_list;
+} book_kinds[BOOKS] = {
+    [BOOK_BY_OBJ] = {"by_obj", 0}, [BOOK_BY_TID] = {"by_tid", 0},
+    [BOOK_PENDING] = {"pending", 1}, [BOOK_STORAGES] = {"storages", 0},
+    [BOOK_MAYBE_GONE] = {"maybe_gone", 1}, [BOOK_OP_META] = {"op_meta", 0},
+    [BOOK_NODE_STACKS] = {"node_stacks", 0}, [BOOK_NAMES] = {"names", 0},
+    [BOOK_ENCODED] = {"encoded", 0}, [BOOK_STARTS] = {"starts", 1},
+    [BOOK_AT_PTR] = {"at_ptr", 0}, [BOOK_GC_DEAD] = {"gc_dead", 1},
+};
 
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
  * rename, stacks[, python_frames]): the addresses of vt_tensor_use_stack,
@@ -107,9 +99,9 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     d->stacks_enabled = stacks;
     if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
         return -1;
-    for (size_t i = 0; i < sizeof container_names / sizeof container_names[0]; i++) {
-        Py_CLEAR(d->containers[i]);
-        if ((d->containers[i] = PyObject_GetAttr(tracker, *container_names[i])) == NULL)
+    for (size_t i = 0; i < BOOKS; i++) {
+        if (d->containers[i] == NULL &&
+            (d->containers[i] = book_kinds[i].is_list ? PyList_New(0) : PyDict_New()) == NULL)
             return -1;
     }
     /* The tracker's StorageLife: weak handles, and the use count a storage
@@ -462,10 +454,35 @@ static PyObject *dispatcher_object_walks(Dispatcher *d, void *unused)
 static PyMemberDef dispatcher_members[] = {
     {"tick_s", T_DOUBLE, offsetof(Dispatcher, tick_s), 0,
      "seconds between Tracker._tick calls while the program has made no mark, 0: none"},
+    {"recording", T_INT, offsetof(Dispatcher, recording), 0,
+     "ops are recorded (inside the block, not at a mark)"},
+    {"owner", T_ULONG, offsetof(Dispatcher, owner), 0,
+     "the thread that entered the block: it runs the forward ops"},
+    {"epoch", T_LONGLONG, offsetof(Dispatcher, epoch), 0, "marks (and ticks) seen"},
+    {"manual_gc", T_INT, offsetof(Dispatcher, manual_gc), 0,
+     "inside the tracker's own cycle collection"},
+    {"in_gc", T_INT, offsetof(Dispatcher, in_gc), 0,
+     "inside a garbage collection the tracker did not start"},
+    {"errors", T_LONGLONG, offsetof(Dispatcher, errors), 0, "recordings that failed"},
     {NULL, 0, 0, 0, NULL},
 };
 
+/* Dispatcher.by_obj, .storages, ...: the books' containers (book_kinds). */
+static PyObject *dispatcher_book(Dispatcher *d, void *index)
+{
+    PyObject *c = d->containers[(uintptr_t)index];
+    if (c == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the Dispatcher has no books yet");
+        return NULL;
+    }
+    return Py_NewRef(c);
+}
+
 static PyGetSetDef dispatcher_getset[] = {
+#define BOOK(i) {(char *)"", (getter)dispatcher_book, NULL, NULL, (void *)(uintptr_t)(i)}
+    BOOK(0), BOOK(1), BOOK(2), BOOK(3), BOOK(4), BOOK(5), BOOK(6), BOOK(7), BOOK(8), BOOK(9),
+    BOOK(10), BOOK(11),
+#undef BOOK
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
     {"object_walks", (getter)dispatcher_object_walks, NULL,
      "stacks keyed by walking frame objects (where vt_python_frames cannot read them)", NULL},
@@ -574,11 +591,6 @@ PyMODINIT_FUNC PyInit__trackfast(void);
 PyMODINIT_FUNC PyInit__trackfast(void)
 {
     struct { PyObject **slot; const char *s; } names[] = {
-        {&s_recording, "_recording"}, {&s_maybe_gone, "_maybe_gone"},
-        {&s_pending, "_pending"}, {&s_by_obj, "_by_obj"}, {&s_by_tid, "_by_tid"},
-        {&s_storages, "_storages"}, {&s_epoch, "epoch"}, {&s_owner, "_owner"},
-        {&s_encoded, "_encoded"}, {&s_op_meta, "_op_meta"},
-        {&s_node_stacks, "_node_stacks"},
         {&s_settle, "_settle"}, {&s_out_name, "_out_name"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
         {&s_input_name, "_input_name"}, {&s_migrate, "_migrate"}, {&s_tick, "_tick"},
@@ -587,20 +599,19 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_book, "_book"},
         {&s_targeted, "_targeted"},
         {&s_forget_target, "forget_target"},
-        {&s_manual_gc, "_manual_gc"}, {&s_in_gc, "_in_gc"},
-        {&s_view_base, "view base"}, {&s_errors, "errors"}, {&s_is_cuda, "is_cuda"},
+        {&s_view_base, "view base"}, {&s_is_cuda, "is_cuda"},
         {&s_get_device, "get_device"}, {&s_weak_ref, "_weak_ref"},
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
         {&s_sole_bare, "_sole_bare"},
-        {&s_starts, "_starts"}, {&s_at_ptr, "_at_ptr"}, {&s_free_weak_ref, "_free_weak_ref"},
-        {&s_names, "_names"},
+        {&s_free_weak_ref, "_free_weak_ref"},
         {&s_now, "now"}, {&s_overlapped, "_overlapped"}, {&s_leave_twins, "_leave_twins"},
         {&s_check_storage, "_check_storage"}, {&s_collected, "_collected"},
-        {&s_gc_dead, "_gc_dead"},
-    };
+        };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (intern(names[i].slot, names[i].s) < 0)
             return NULL;
+    for (size_t i = 0; i < BOOKS; i++)
+        dispatcher_getset[i].name = book_kinds[i].attr;   /* BOOK(i) */
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&DeathCallType) < 0 ||
         records_ready() < 0)
         return NULL;

@@ -310,7 +310,7 @@ int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
     PyObject *encoded = NULL, *enc_cache = NULL, *by_tid = NULL, *key = NULL;
     PyObject *name = Py_NewRef(rec->name);
     tensor_rec_clear_pend(rec);
-    enc_cache = tracker_attr(d, s_encoded);
+    enc_cache = book(d, BOOK_ENCODED);
     if (enc_cache == NULL)
         goto out;
     encoded = PyDict_GetItemWithError(enc_cache, name);   /* borrowed */
@@ -330,7 +330,7 @@ int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
     *tid = d->tensor_new((const void *)(uintptr_t)rec->pend_ptr, (size_t)rec->pend_nbytes,
                          rec->base, PyBytes_AS_STRING(encoded), stack);
     rec->tid = *tid;
-    by_tid = tracker_attr(d, s_by_tid);
+    by_tid = book(d, BOOK_BY_TID);
     key = PyLong_FromUnsignedLongLong(*tid);
     if (by_tid == NULL || key == NULL || PyDict_SetItem(by_tid, key, obj) < 0)
         goto out;
@@ -347,7 +347,7 @@ out:
 /* Record the outputs held back, in creation order. */
 int flush(Dispatcher *d)
 {
-    PyObject *pending = tracker_attr(d, s_pending);
+    PyObject *pending = book(d, BOOK_PENDING);
     if (pending == NULL)
         return -1;
     int rc = 0;

@@ -33,6 +33,61 @@ static uint32_t stack_of(Dispatcher *d, PyObject *stack_obj)
     return (uint32_t)v;
 }
 
+/* The declared host storages, by address: the sorted list of their
+ * starts (BOOK_STARTS) and address -> StorageRec (BOOK_AT_PTR). The books'
+ * containers live as long as the Dispatcher: borrowed here. */
+
+/* The declared storage that starts last before ``end``, or NULL (also with
+ * an error set). */
+static PyObject *declared_before(Dispatcher *d, uint64_t end)
+{
+    PyObject *starts = d->containers[BOOK_STARTS], *at_ptr = d->containers[BOOK_AT_PTR];
+    Py_ssize_t i = bisect_left(starts, end);
+    if (i <= 0)
+        return NULL;
+    PyObject *prev = PyDict_GetItemWithError(at_ptr, PyList_GET_ITEM(starts, i - 1));
+    if (prev != NULL && !is_storage_rec(prev)) {
+        PyErr_SetString(PyExc_TypeError, "the declared storages' books hold a stranger");
+        return NULL;
+    }
+    return prev;
+}
+
+/* ``srec`` into the index at its address (0), or out of it if it is the
+ * one there (removing: 1); -1 on error. */
+static int declared_index(Dispatcher *d, PyObject *srec, int removing)
+{
+    PyObject *starts = d->containers[BOOK_STARTS], *at_ptr = d->containers[BOOK_AT_PTR];
+    uint64_t ptr = SREC(srec)->ptr;
+    PyObject *key = PyLong_FromUnsignedLongLong(ptr);
+    if (key == NULL)
+        return -1;
+    int rc = -1;
+    Py_ssize_t i = bisect_left(starts, ptr);
+    if (i < 0)
+        goto out;
+    if (!removing) {
+        rc = PyList_Insert(starts, i, key) < 0 || PyDict_SetItem(at_ptr, key, srec) < 0 ? -1 : 0;
+        goto out;
+    }
+    PyObject *there = PyDict_GetItemWithError(at_ptr, key);
+    if (there != srec) {
+        rc = there == NULL && PyErr_Occurred() ? -1 : 0;
+        goto out;
+    }
+    if (PyDict_DelItem(at_ptr, key) < 0)
+        goto out;
+    rc = 0;
+    if (i < PyList_GET_SIZE(starts)) {
+        uint64_t v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(starts, i));
+        if (v == ptr && PyList_SetSlice(starts, i, i + 1, NULL) < 0)
+            rc = -1;
+    }
+out:
+    Py_DECREF(key);
+    return rc;
+}
+
 /* Open host storage ``srec``'s memory as an external storage in the trace
  * (the CPU allocator is not ours). A declared storage overlapping it first
  * goes to Tracker._overlapped (its memory was freed behind our back and
@@ -41,52 +96,26 @@ static uint32_t stack_of(Dispatcher *d, PyObject *stack_obj)
 int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     uint64_t ptr = SREC(srec)->ptr, nbytes = SREC(srec)->nbytes;
-    int rc = -1;
-    PyObject *starts = tracker_attr(d, s_starts);
-    PyObject *at_ptr = tracker_attr(d, s_at_ptr);
-    PyObject *key = NULL;
-    if (starts == NULL || at_ptr == NULL || !PyList_Check(starts))
-        goto out;
-    /* the declared storage starting last before our end, if any, must end
-     * at or before our start */
-    Py_ssize_t i = bisect_left(starts, ptr + nbytes);
-    if (i < 0)
-        goto out;
-    if (i > 0) {
-        PyObject *prev = PyDict_GetItemWithError(at_ptr, PyList_GET_ITEM(starts, i - 1));
-        if (prev == NULL && PyErr_Occurred())
-            goto out;
-        if (prev != NULL && !is_storage_rec(prev))
-            goto out;
-        if (prev != NULL && SREC(prev)->ptr + SREC(prev)->nbytes > ptr) {
-            PyObject *a[2] = {srec, stack_obj};
-            PyObject *r = call_method(d->tracker, s_overlapped, a, 2);
-            int twin = r ? PyObject_IsTrue(r) : -1;
-            Py_XDECREF(r);
-            if (twin != 0) {
-                rc = twin < 0 ? -1 : 0;
-                goto out;
-            }
-        }
+    PyObject *prev = declared_before(d, ptr + nbytes);
+    if (prev == NULL && PyErr_Occurred())
+        return -1;
+    if (prev != NULL && SREC(prev)->ptr + SREC(prev)->nbytes > ptr) {
+        PyObject *a[2] = {srec, stack_obj};
+        PyObject *r = call_method(d->tracker, s_overlapped, a, 2);
+        int twin = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (twin != 0)
+            return twin < 0 ? -1 : 0;
     }
     int err = d->external((const void *)(uintptr_t)ptr, (size_t)nbytes, -1,
                           stack_of(d, stack_obj));
     if (err != 0) {
         PyErr_Format(PyExc_RuntimeError, "vt_storage_external_stack(%#llx, %llu) failed (%d)",
                      (unsigned long long)ptr, (unsigned long long)nbytes, err);
-        goto out;
+        return -1;
     }
     SREC(srec)->declared = 1;
-    key = PyLong_FromUnsignedLongLong(ptr);
-    i = key ? bisect_left(starts, ptr) : -1;
-    if (i < 0 || PyList_Insert(starts, i, key) < 0 || PyDict_SetItem(at_ptr, key, srec) < 0)
-        goto out;
-    rc = 0;
-out:
-    Py_XDECREF(starts);
-    Py_XDECREF(at_ptr);
-    Py_XDECREF(key);
-    return rc;
+    return declared_index(d, srec, 0);
 }
 
 /* Close host storage ``srec``'s memory in the trace, its release recorded
@@ -104,41 +133,16 @@ int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
     }
     if (!s->declared)
         return 0;
-    int rc = -1;
-    uint64_t ptr = s->ptr;
     s->declared = 0;
-    PyObject *starts = tracker_attr(d, s_starts);
-    PyObject *at_ptr = tracker_attr(d, s_at_ptr);
-    PyObject *key = PyLong_FromUnsignedLongLong(ptr);
-    if (starts == NULL || at_ptr == NULL || key == NULL || !PyList_Check(starts))
-        goto out;
-    PyObject *there = PyDict_GetItemWithError(at_ptr, key);
-    if (there == NULL && PyErr_Occurred())
-        goto out;
-    if (there == srec) {
-        if (PyDict_DelItem(at_ptr, key) < 0)
-            goto out;
-        Py_ssize_t i = bisect_left(starts, ptr);
-        if (i < 0)
-            goto out;
-        if (i < PyList_GET_SIZE(starts)) {
-            uint64_t v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(starts, i));
-            if (v == ptr && PyList_SetSlice(starts, i, i + 1, NULL) < 0)
-                goto out;
-        }
-    }
-    int err = d->external_free((const void *)(uintptr_t)ptr, stack_of(d, stack_obj));
+    if (declared_index(d, srec, 1) < 0)
+        return -1;
+    int err = d->external_free((const void *)(uintptr_t)s->ptr, stack_of(d, stack_obj));
     if (err != 0) {
         PyErr_Format(PyExc_RuntimeError, "vt_storage_external_free_stack(%#llx) failed (%d)",
-                     (unsigned long long)ptr, err);
-        goto out;
+                     (unsigned long long)s->ptr, err);
+        return -1;
     }
-    rc = 0;
-out:
-    Py_XDECREF(starts);
-    Py_XDECREF(at_ptr);
-    Py_XDECREF(key);
-    return rc;
+    return 0;
 }
 
 /* The storage is gone: its release is recorded with ``stack_obj`` (None:
@@ -148,7 +152,7 @@ int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     StorageRec *s = SREC(srec);
     int rc = -1;
-    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *storages = book(d, BOOK_STORAGES);
     PyObject *weak = NULL, *moved = NULL;
     if (storages == NULL)
         goto out;
@@ -224,14 +228,11 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
             weak = 0;
         }
     }
-    long long epoch = tracker_epoch(d);
-    if (epoch == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *srec = new_storage_rec(ptr, nbytes, device, epoch, skey, weak);
+    PyObject *srec = new_storage_rec(ptr, nbytes, device, d->epoch, skey, weak);
     if (srec == NULL)
         return NULL;
     SREC(srec)->bare = f != NULL;
-    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *storages = book(d, BOOK_STORAGES);
     int bad = storages == NULL || PyDict_SetItem(storages, skey, srec) < 0;
     Py_XDECREF(storages);
     if (!bad && device < 0)
@@ -275,7 +276,7 @@ int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         }
     }
     if (later) {
-        PyObject *maybe = tracker_attr(d, s_maybe_gone);
+        PyObject *maybe = book(d, BOOK_MAYBE_GONE);
         PyObject *pair = PyTuple_Pack(2, srec, stack);
         int bad = maybe == NULL || pair == NULL || PyList_Append(maybe, pair) < 0;
         Py_XDECREF(maybe);
@@ -332,7 +333,7 @@ unsure:
  * acts on each; the others, nearly all, need nothing. A new list. */
 PyObject *storages_to_check(Dispatcher *d)
 {
-    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *storages = book(d, BOOK_STORAGES);
     PyObject *all = storages ? PyDict_Values(storages) : NULL;   /* deaths may change the dict */
     Py_XDECREF(storages);
     PyObject *out = all ? PyList_New(0) : NULL;
@@ -355,7 +356,7 @@ PyObject *storages_to_check(Dispatcher *d)
  * is recorded, so that its release comes first. */
 int settle(Dispatcher *d)
 {
-    PyObject *maybe_gone = tracker_attr(d, s_maybe_gone);
+    PyObject *maybe_gone = book(d, BOOK_MAYBE_GONE);
     int gone = maybe_gone ? PyObject_IsTrue(maybe_gone) : -1;
     Py_XDECREF(maybe_gone);
     if (gone <= 0)

@@ -148,7 +148,7 @@ static int storage_of_facts(const vt__tensor_facts *f, unsigned long long *ptr,
  * (Tracker._check_storage). */
 int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
 {
-    PyObject *storages = tracker_attr(d, s_storages);
+    PyObject *storages = book(d, BOOK_STORAGES);
     PyObject *srec = storages ? PyDict_GetItemWithError(storages, TREC(rec)->skey) : NULL;
     Py_XINCREF(srec);
     Py_XDECREF(storages);
@@ -183,7 +183,7 @@ PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_ob
     Py_CLEAR(st);
     if (found < 0)
         return NULL;
-    storages = tracker_attr(d, s_storages);
+    storages = book(d, BOOK_STORAGES);
     if (storages == NULL)
         goto out;
     srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);
@@ -206,7 +206,7 @@ PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_ob
     } else if (migrate(d, rec, stack_obj) < 0) {
         goto out;
     }
-    by_obj = tracker_attr(d, s_by_obj);
+    by_obj = book(d, BOOK_BY_OBJ);
     key = by_obj ? PyLong_FromVoidPtr(t) : NULL;
     got = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
     if (got != NULL)
@@ -233,7 +233,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
     PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
         *key = NULL, *base = NULL, *user = NULL, *cb = NULL, *ref = NULL, *got = NULL;
-    by_obj = tracker_attr(d, s_by_obj);
+    by_obj = book(d, BOOK_BY_OBJ);
     key = PyLong_FromVoidPtr(t);
     if (by_obj == NULL || key == NULL)
         goto out;
@@ -260,7 +260,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
         goto out;
     }
     d->from_facts += f != NULL;
-    storages = tracker_attr(d, s_storages);
+    storages = book(d, BOOK_STORAGES);
     srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
     Py_XINCREF(srec);
     uint64_t sptr = 0, snbytes = 0;
@@ -382,7 +382,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
     if (PyDict_SetItem(by_obj, key, rec) < 0 || PySet_Add(SREC(srec)->tids, rec) < 0)
         goto out;
     if (defer) {
-        PyObject *pending = tracker_attr(d, s_pending);
+        PyObject *pending = book(d, BOOK_PENDING);
         int bad = pending == NULL || PyList_Append(pending, rec) < 0;
         Py_XDECREF(pending);
         if (bad)
@@ -417,9 +417,9 @@ int forget(Dispatcher *d, PyObject *rec)
 {
     TensorRec *r = TREC(rec);
     int rc = -1;
-    PyObject *storages = NULL, *by_tid = NULL, *tidkey = NULL, *book = NULL, *targeted = NULL;
+    PyObject *storages = NULL, *by_tid = NULL, *tidkey = NULL, *holders = NULL, *targeted = NULL;
     Py_XSETREF(r->ref, Py_NewRef(Py_None));   /* its death callback is moot */
-    storages = tracker_attr(d, s_storages);
+    storages = book(d, BOOK_STORAGES);
     if (storages == NULL)
         goto out;
     PyObject *srec = PyDict_GetItemWithError(storages, r->skey);   /* borrowed */
@@ -428,7 +428,7 @@ int forget(Dispatcher *d, PyObject *rec)
     if (srec != NULL && (!is_storage_rec(srec) || PySet_Discard(SREC(srec)->tids, rec) < 0))
         goto out;
     if (r->tid == 0) {   /* an output not recorded yet */
-        PyObject *pending = tracker_attr(d, s_pending);
+        PyObject *pending = book(d, BOOK_PENDING);
         if (pending == NULL || !PyList_Check(pending)) {
             Py_XDECREF(pending);
             goto out;
@@ -445,7 +445,7 @@ int forget(Dispatcher *d, PyObject *rec)
         rc = in;
         goto out;
     }
-    by_tid = tracker_attr(d, s_by_tid);
+    by_tid = book(d, BOOK_BY_TID);
     tidkey = PyLong_FromUnsignedLongLong(r->tid);
     if (by_tid == NULL || tidkey == NULL)
         goto out;
@@ -457,15 +457,15 @@ int forget(Dispatcher *d, PyObject *rec)
     if (PyDict_DelItem(by_tid, tidkey) < 0)
         goto out;
     d->drop(r->tid);
-    book = PyObject_GetAttr(d->tracker, s_book);
-    targeted = book ? PyObject_GetAttr(book, s_targeted) : NULL;
+    holders = PyObject_GetAttr(d->tracker, s_book);   /* its HolderBook */
+    targeted = holders ? PyObject_GetAttr(holders, s_targeted) : NULL;
     if (targeted == NULL)
         goto out;
     int is_target = PySet_Check(targeted) ? PySet_Contains(targeted, tidkey) : 1;
     if (is_target < 0)
         goto out;
     if (is_target) {
-        PyObject *res = PyObject_CallMethodOneArg(book, s_forget_target, tidkey);
+        PyObject *res = PyObject_CallMethodOneArg(holders, s_forget_target, tidkey);
         if (res == NULL)
             goto out;
         Py_DECREF(res);
@@ -475,7 +475,7 @@ out:
     Py_XDECREF(storages);
     Py_XDECREF(by_tid);
     Py_XDECREF(tidkey);
-    Py_XDECREF(book);
+    Py_XDECREF(holders);
     Py_XDECREF(targeted);
     return rc;
 }
@@ -492,7 +492,7 @@ int drop(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
     int in = forget(d, rec);
     int rc = in < 0 ? -1 : 0;
     if (in > 0) {
-        PyObject *storages = tracker_attr(d, s_storages);
+        PyObject *storages = book(d, BOOK_STORAGES);
         PyObject *srec = storages ? PyDict_GetItemWithError(storages, skey) : NULL;
         Py_XINCREF(srec);
         if (storages == NULL || (srec == NULL && PyErr_Occurred()))
@@ -517,13 +517,11 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key)
         return -1;
     if (TREC(rec)->ref == NULL || TREC(rec)->ref == Py_None)
         return 0;   /* renamed, or the tracker was closed */
-    int manual = attr_true(tracker, s_manual_gc), in_gc = attr_true(tracker, s_in_gc);
-    if (manual < 0 || in_gc < 0)
-        return -1;
+    int manual = d->manual_gc, in_gc = d->in_gc;
     double began = now_s();
     int rc = -1;
     PyObject *by_obj = NULL, *tidobj = NULL, *dead = NULL, *pair = NULL;
-    by_obj = tracker_attr(d, s_by_obj);
+    by_obj = book(d, BOOK_BY_OBJ);
     if (by_obj == NULL)
         goto out;
     PyObject *cur = PyDict_GetItemWithError(by_obj, key);
@@ -540,7 +538,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key)
     if (tidobj == NULL)
         goto out;
     if (manual) {
-        dead = tracker_attr(d, s_gc_dead);
+        dead = book(d, BOOK_GC_DEAD);
         pair = PyTuple_Pack(2, tidobj, key);
         rc = dead == NULL || pair == NULL || PyList_Append(dead, pair) < 0 ? -1 : 0;
         goto out;
@@ -584,13 +582,7 @@ static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf
     gc_free_later(self);
     if (died(d, c->rec, c->key) < 0) {
         PyErr_Clear();
-        PyObject *errors = PyObject_GetAttr(d->tracker, s_errors);
-        long n = errors ? PyLong_AsLong(errors) : 0;
-        Py_XDECREF(errors);
-        PyObject *more = PyLong_FromLong(n + 1);
-        if (more == NULL || PyObject_SetAttr(d->tracker, s_errors, more) < 0)
-            PyErr_Clear();
-        Py_XDECREF(more);
+        d->errors++;
     }
     gc_release(held);
     PyErr_Restore(exc_type, exc, tb);
@@ -603,7 +595,7 @@ static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward)
 {
-    PyObject *names = tracker_attr(d, s_names);
+    PyObject *names = book(d, BOOK_NAMES);
     if (names == NULL)
         return NULL;
     PyObject *fid = PyLong_FromVoidPtr(func);
@@ -631,7 +623,7 @@ PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_
  * Python rule decides for each. A new list. */
 PyObject *tensors_to_check(Dispatcher *d)
 {
-    PyObject *by_tid = tracker_attr(d, s_by_tid);
+    PyObject *by_tid = book(d, BOOK_BY_TID);
     PyObject *all = by_tid ? PyDict_Values(by_tid) : NULL;
     Py_XDECREF(by_tid);
     PyObject *out = all ? PyList_New(0) : NULL;

@@ -51,6 +51,24 @@ typedef struct {
     uintptr_t pairs[];       /* 2 * n words */
 } StackEntry;
 
+/* The books' containers (Dispatcher.containers; the Dispatcher's
+ * attributes of the same names, lower case). */
+enum {
+    BOOK_BY_OBJ,        /* id(tensor) -> TensorRec */
+    BOOK_BY_TID,        /* recorded ones: tid -> TensorRec */
+    BOOK_PENDING,       /* outputs not recorded yet, in creation order */
+    BOOK_STORAGES,      /* storage key -> StorageRec */
+    BOOK_MAYBE_GONE,    /* (StorageRec, stack) whose last tensor died */
+    BOOK_OP_META,       /* id(op) -> (view arg, reshaping, op) */
+    BOOK_NODE_STACKS,   /* autograd sequence number -> stack id of the forward op */
+    BOOK_NAMES,         /* (id(op), output, stack) -> name */
+    BOOK_ENCODED,       /* name -> its UTF-8 bytes */
+    BOOK_STARTS,        /* sorted addresses of declared host storages */
+    BOOK_AT_PTR,        /* address -> declared host StorageRec */
+    BOOK_GC_DEAD,       /* (tid, id(tensor)) died in the tracker's own collection */
+    BOOKS
+};
+
 typedef struct {
     PyObject_HEAD
     PyObject *tracker;       /* the Tracker (strong: it owns us, a cycle gc breaks) */
@@ -71,9 +89,17 @@ typedef struct {
     PyObject *use_count;     /* torch._C._storage_Use_Count, or NULL */
     PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
     PyObject *life_now;      /* the tracker's StorageLife.now, or NULL */
-    /* The Tracker's containers that are never rebound (see Tracker.__init__),
-     * held here to skip an attribute lookup each: */
-    PyObject *containers[11];
+    /* The books, made here (the Tracker binds the same objects), by
+     * BOOK_* below: */
+    PyObject *containers[BOOKS];
+    /* ... and their state, fields the Tracker reads and writes as
+     * attributes of this object: */
+    int recording;           /* ops are recorded (inside the block, not at a mark) */
+    unsigned long owner;     /* the thread that entered: it runs the forward ops */
+    long long epoch;         /* marks (and ticks) seen */
+    int manual_gc;           /* inside the tracker's own cycle collection */
+    int in_gc;               /* inside a collection the tracker did not start */
+    long long errors;        /* recordings that failed (Tracker.errors) */
     uint64_t ops;            /* ops recorded (Tracker.ops) */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
@@ -130,17 +156,14 @@ extern PyTypeObject TensorRecType, StorageRecType;
 #define SREC(o) ((StorageRec *)(o))
 
 /* Interned attribute names and objects looked up once. */
-extern PyObject *s_recording, *s_maybe_gone, *s_pending, *s_by_obj, *s_by_tid, *s_storages,
-    *s_epoch, *s_owner,
-    *s_encoded, *s_op_meta, *s_node_stacks, *s_settle,
+extern PyObject *s_settle,
     *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
-    *s_forget_target, *s_manual_gc, *s_in_gc, *s_view_base, *s_errors, *s_is_cuda,
+    *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_starts, *s_at_ptr, *s_free_weak_ref, *s_names,
-    *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -208,11 +231,11 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 PyObject *engine_op(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 
-/* module.c: a new reference to the Tracker's attribute ``name`` (its
- * never-rebound containers without a lookup). */
-PyObject *tracker_attr(Dispatcher *d, PyObject *name);
-/* module.c: the tracker's epoch (marks so far); -1 with an exception. */
-long long tracker_epoch(Dispatcher *d);
+/* A new reference to the books' container ``which`` (BOOK_*). */
+static inline PyObject *book(Dispatcher *d, int which)
+{
+    return Py_NewRef(d->containers[which]);
+}
 
 /* gc_schedule.c: hold the collector's count while the tracker works. */
 long gc_hold(void);
