@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 
 #include "likely.h"
@@ -140,6 +141,27 @@ uint32_t vt__modules_loaded_gen(void);
  * already interned. Node ids stay below NODE_CAP (2^20), far from this bit;
  * the snapshot exporter clears it and counts the events that carried it. */
 #define VT_STACK_TRUNCATED (UINT32_C(1) << 31)
+/* Anonymous memory for the recorder's tables, committed as it is touched
+ * (no malloc in the recorder); NULL when mmap fails. */
+static inline void *vt__map_tables(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+/* stack_tree.c: the interned prefix tree of stacks. Its tables, mapped
+ * once: 0, -ENOMEM. */
+int vt__stack_tree_init(void);
+/* Intern `n` IPs given innermost first; `spare`: the calling thread's spare
+ * node id (NULL: none), see stack_tree.c. As vt__stack_intern_ips. */
+uint32_t vt__stack_tree_intern(const uint64_t *ips, size_t n, uint32_t *spare);
+/* The hash step stacks and their tree share: mix `v` into `h`. */
+static inline uint64_t vt__stack_mix(uint64_t h, uint64_t v)
+{
+    h ^= v;
+    h *= UINT64_C(0x9E3779B97F4A7C15);
+    return h ^ (h >> 29);
+}
 /* Intern `n` IPs given innermost first. @return stack id, 0 if n == 0; when
  * the table is full, the deepest known prefix | VT_STACK_TRUNCATED, or 0 if
  * not even the outermost frame is known (either way counted in

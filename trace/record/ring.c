@@ -68,9 +68,8 @@ int vt__ring_init(uint64_t cap)
     while (phys < cap)
         phys <<= 1;
     size_t bytes = (size_t)phys * sizeof(slot);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    void *p = vt__map_tables(bytes);
+    if (p == NULL)
         return -errno;
     /* No MADV_HUGEPAGE: a huge-page fault may stall the writing thread in
      * direct compaction (bench_alloc's first lap, now and then, several

@@ -1,25 +1,7 @@
 /*
- * trace/record/stacks.c - native stack capture and the interned prefix tree.
- *
- * A stack is stored as a path in a tree of (parent, ip) nodes: the outer
- * callers that every stack of a program shares (main, the training loop, the
- * framework's dispatcher) are stored once, a new stack usually costs a few
- * new leaf nodes, and a stack id is one 32-bit node id.
- *
- * The tree lives in fixed-capacity arrays, indexed by a fixed-capacity open
- * addressing hash table keyed by (parent, ip). Lookups are plain loads;
- * insertion publishes a fully written node with one CAS on an empty slot, so
- * the table is lock-free and never reallocates. A thread that loses a CAS race
- * keeps its unused node id for a later insertion, but only for one under a
- * parent with a smaller id: every published node's parent has a smaller id
- * than the node itself (a fresh id is handed out after its parent's was), so
- * a walk up from any node ends at the root. The exporter relies on nothing of
- * the sort (it checks every parent it follows); ids lost by threads that end
- * while holding one are gaps that no stack refers to.
- *
- * When the table is full, a stack keeps its deepest prefix already in the
- * tree (the outer callers) and is marked truncated (VT_STACK_TRUNCATED in
- * the id it returns) rather than dropped.
+ * trace/record/stacks.c - stack capture: native frames, Python frames merged
+ * in, frames lent to threads that run no Python. Stacks are interned as
+ * paths of the prefix tree (stack_tree.c); a stack id is a node id.
  *
  * Capturing a stack seen before (the common case: a training loop allocates
  * from the same call sites again and again) avoids the unwind altogether on
@@ -52,8 +34,6 @@
 
 #include "config.h"
 
-#define NODE_CAP (UINT32_C(1) << 20)   /* node ids; 20 MiB of virtual memory in all */
-#define HT_SLOTS (NODE_CAP * 2)        /* load factor <= 1/2: short probes */
 #define CACHE_SLOTS 1024               /* per thread, 12 KiB */
 #define PY_SLOTS 1024                  /* merged Python+native stacks per thread */
 #define PY_FRAME_SLOTS 1024            /* Python frame -> synthetic IP per thread */
@@ -116,7 +96,8 @@ typedef struct walk {
 typedef struct tstate {
     uint64_t key[CACHE_SLOTS];         /* hash of an IP array, 0 = empty */
     uint32_t id[CACHE_SLOTS];          /* its stack id */
-    uint32_t spare;                    /* node id lost in a CAS race, reusable */
+    uint32_t spare;                    /* node id lost in a CAS race, reusable
+                                        * (stack_tree.c) */
     uint64_t hits;                     /* cache hits of either kind (tests) */
     vt__stack_captures stats;          /* this thread's captures by path */
     uint32_t modules_gen;              /* modules_gen its remembered walks belong to */
@@ -140,12 +121,6 @@ typedef struct tstate {
 
 #define TS_DEAD ((tstate *)(uintptr_t)1)
 
-static _Atomic uint32_t *node_parent;  /* [id] caller node */
-static _Atomic uint64_t *node_ip;      /* [id] instruction pointer */
-static _Atomic uint32_t *ht;           /* slot -> node id, 0 = empty */
-static _Atomic uint32_t node_next = 1; /* next node id to hand out */
-static _Atomic uint64_t dropped;       /* stacks not interned: table full */
-static _Atomic uint32_t ids_lost;      /* node ids lost in insertion races for good */
 static unsigned depth;                 /* frames kept per stack, 0 = off */
 static bool free_stacks;
 /* Python frames are read once an interpreter is found (see "Finding Python
@@ -168,13 +143,6 @@ static __thread tstate *my_ts __attribute__((tls_model("initial-exec")));
 
 extern const char __start_vt_rec_text[] __attribute__((weak, visibility("hidden")));
 extern const char __stop_vt_rec_text[] __attribute__((weak, visibility("hidden")));
-
-static void *map(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
 
 static void ts_destroy(void *p)
 {
@@ -205,7 +173,7 @@ static tstate *ts_get(void)
             ts_forget_walks(t, gen);
         return t;
     }
-    t = map(sizeof *t);
+    t = vt__map_tables(sizeof *t);
     my_ts = t ? t : TS_DEAD;
     if (!t)
         return NULL;
@@ -272,14 +240,13 @@ int vt__stacks_init(unsigned d)
                           py_wanted != VT_STACKS_NATIVE && vt__py_detect() ? py_wanted
                                                                            : VT_STACKS_NATIVE,
                           memory_order_release);
-    if (!node_parent) {
-        node_parent = map(NODE_CAP * sizeof *node_parent);
-        node_ip = map(NODE_CAP * sizeof *node_ip);
-        ht = map(HT_SLOTS * sizeof *ht);
-        if (!node_parent || !node_ip || !ht)
+    static bool made;
+    if (!made) {
+        if (vt__stack_tree_init() != 0)
             return -ENOMEM;
         if (pthread_key_create(&ts_key, ts_destroy) != 0)
             return -EAGAIN;
+        made = true;
     }
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     uintptr_t lo, hi;
@@ -323,77 +290,14 @@ static inline bool own_frame(uintptr_t ip)
 
 static inline uint64_t mix(uint64_t h, uint64_t v)
 {
-    h ^= v;
-    h *= UINT64_C(0x9E3779B97F4A7C15);
-    return h ^ (h >> 29);
+    return vt__stack_mix(h, v);
 }
 
-/* A node id for a child of `parent`: the thread's spare only when it is
- * larger than the parent's (see the top of the file), else a fresh one. */
-static uint32_t node_alloc(tstate *ts, uint32_t parent)
-{
-    if (ts && ts->spare > parent) {
-        uint32_t id = ts->spare;
-        ts->spare = 0;
-        return id;
-    }
-    if (atomic_load_explicit(&node_next, memory_order_relaxed) >= NODE_CAP)
-        return 0;
-    uint32_t id = atomic_fetch_add_explicit(&node_next, 1, memory_order_relaxed);
-    return id < NODE_CAP ? id : 0;
-}
-
-static uint32_t find_or_insert(uint32_t parent, uint64_t ip, tstate *ts)
-{
-    uint32_t h = (uint32_t)mix(mix(0, parent), ip) & (HT_SLOTS - 1);
-    uint32_t mine = 0;
-    for (uint32_t probe = 0; probe < HT_SLOTS; probe++, h = (h + 1) & (HT_SLOTS - 1)) {
-        uint32_t id = atomic_load_explicit(&ht[h], memory_order_acquire);
-        if (id == 0) {
-            if (!mine) {
-                mine = node_alloc(ts, parent);
-                if (!mine)
-                    return 0;
-                atomic_store_explicit(&node_parent[mine], parent, memory_order_relaxed);
-                atomic_store_explicit(&node_ip[mine], ip, memory_order_relaxed);
-            }
-            if (atomic_compare_exchange_strong_explicit(&ht[h], &id, mine,
-                                                        memory_order_release,
-                                                        memory_order_acquire))
-                return mine;
-            /* Lost the race: `id` is the winner, maybe our very key. */
-        }
-        if (atomic_load_explicit(&node_parent[id], memory_order_relaxed) == parent &&
-            atomic_load_explicit(&node_ip[id], memory_order_relaxed) == ip) {
-            if (mine) {
-                /* A spare is kept for a later child of a smaller parent; the
-                 * one it replaces (or one with nowhere to go) is lost. */
-                if (!ts || ts->spare)
-                    atomic_fetch_add_explicit(&ids_lost, 1, memory_order_relaxed);
-                if (ts)
-                    ts->spare = mine;
-            }
-            return id;
-        }
-    }
-    return 0;
-}
-
-/* Intern ips[0..n) given innermost first: insert from the outermost down.
- * A full table ends the path early: the deepest node reached stands for the
- * stack, marked truncated (0 when not even the outermost frame is known). */
+/* Intern ips[0..n) given innermost first (stack_tree.c), with the
+ * thread's spare node id. */
 static uint32_t intern(const uint64_t *ips, size_t n, tstate *ts)
 {
-    uint32_t node = 0;
-    for (size_t i = n; i-- > 0;) {
-        uint32_t next = find_or_insert(node, ips[i], ts);
-        if (!next) {
-            atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
-            return node ? node | VT_STACK_TRUNCATED : 0;
-        }
-        node = next;
-    }
-    return node;
+    return vt__stack_tree_intern(ips, n, ts ? &ts->spare : NULL);
 }
 
 uint32_t vt__stack_intern_ips(const uint64_t *ips, size_t n)
@@ -1011,40 +915,6 @@ unsigned vt__stacks_python_minor(void)
 {
     return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE
                ? vt__py_minor() : 0;
-}
-
-uint64_t vt__stacks_dropped(void)
-{
-    return atomic_load_explicit(&dropped, memory_order_relaxed);
-}
-
-uint32_t vt__stacks_ids_lost(void)
-{
-    return atomic_load_explicit(&ids_lost, memory_order_relaxed);
-}
-
-uint32_t vt__stacks_count(void)
-{
-    uint32_t n = atomic_load_explicit(&node_next, memory_order_acquire);
-    return n < NODE_CAP ? n : NODE_CAP;
-}
-
-int vt__stacks_node(uint32_t id, uint32_t *parent, uint64_t *ip)
-{
-    id &= ~VT_STACK_TRUNCATED;
-    if (id == 0 || id >= vt__stacks_count() || !node_parent)
-        return -ENOENT;
-    *parent = atomic_load_explicit(&node_parent[id], memory_order_relaxed);
-    *ip = atomic_load_explicit(&node_ip[id], memory_order_relaxed);
-    return 0;
-}
-
-int vt__stacks_test_set_parent(uint32_t id, uint32_t parent)
-{
-    if (id == 0 || id >= vt__stacks_count() || !node_parent)
-        return -ENOENT;
-    atomic_store_explicit(&node_parent[id], parent, memory_order_relaxed);
-    return 0;
 }
 
 uint64_t vt__stacks_cache_hits(void)
