@@ -69,7 +69,7 @@ class Observer:
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib
-        lib.vt_obs_install.argtypes = [ctypes.py_object] * 4 + [ctypes.c_void_p] * 2
+        lib.vt_obs_install.argtypes = [ctypes.py_object] * 4 + [ctypes.c_void_p] * 4
         lib.vt_obs_install.restype = ctypes.c_int
         lib.vt_obs_uninstall.argtypes = []
         lib.vt_obs_uninstall.restype = None
@@ -77,7 +77,8 @@ class Observer:
         lib.vt_obs_storage_now.restype = ctypes.c_int
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
-                engine_frames: Any = lambda seq: 0, lend: int = 0, gc_api: int = 0) -> None:
+                engine_frames: Any = lambda seq: 0, lend: int = 0, gc_api: int = 0,
+                lent_reader: int = 0, lent_table: int = 0) -> None:
         """Hand each op of this thread to on_owner(func, args, out, facts,
         seq) (Dispatcher.observed), and each of its backward's engine
         threads to on_other(func, args, out, facts, stack)
@@ -88,9 +89,13 @@ class Observer:
         (``stack`` above) is lent to it through ``lend``, the address of
         vramtrace's vt_thread_python_stack (0: nothing lent). ``gc_api``:
         _trackfast's GC_HOLD_API, the collector's count held while the
-        observer works in Python (0: not held)."""
+        observer works in Python (0: not held). ``lent_reader(lent_table,
+        seq)``: the stack id to lend read without the GIL, from _trackfast's
+        table (Dispatcher.lent_reader, .lent_table; tensor_facts.h), before
+        engine_frames is asked (0: ask it always)."""
         if self._lib.vt_obs_install(on_owner, on_other, op_for, engine_frames,
-                                    lend or None, gc_api or None) != 0:
+                                    lend or None, gc_api or None, lent_reader or None,
+                                    lent_table or None) != 0:
             raise RuntimeError("vramtrace's op observer is installed already")
 
     def uninstall(self) -> None:

@@ -8,7 +8,11 @@ run it, where the op observer hands the engine thread's ops to the C
 recording (Dispatcher.observed_engine) with the forward op's frames lent,
 and through the dispatch mode, which runs them under functions named after
 those frames and hands them to the same recording (Dispatcher.engine_op).
-OUT.json gets, for each way, how ops were seen and how many, the records of the tensors alive at the end in creation order
+The observer's way runs once more with the extension's table of the frames
+to lend left out (native/trackfast/lent.c), so that every engine op's
+frames are asked of the tracker's Python (Tracker._engine_frames).
+OUT.json gets, for each way, how ops were seen and how many, how many times
+the observer asked Python for the frames to lend, the records of the tensors alive at the end in creation order
 (name, whether a view, the epoch their storage was last used in, from the
 last) and the names of the kept gradients, and the line of the forward op
 the activation's gradients differentiate.
@@ -32,6 +36,13 @@ FORWARD_LINE = 0
 
 def loop(tr: Any) -> Dict[str, Any]:
     global FORWARD_LINE
+    asked = [0]
+    engine_frames = tr._engine_frames
+
+    def counted(seq: int) -> int:
+        asked[0] += 1
+        return engine_frames(seq)
+    tr._engine_frames = counted
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(D, D), torch.nn.LayerNorm(D)).cuda()
     head = torch.nn.Linear(D, 1).cuda()
@@ -54,13 +65,24 @@ def loop(tr: Any) -> Dict[str, Any]:
         alive = [[r.name, bool(r.base), tr._storages[r.skey].last_epoch - tr.epoch]
                  for _, r in recs if r.skey in tr._storages]
         grads = [tr._by_obj[id(g)].name if id(g) in tr._by_obj else None for g in kept]
-    return {"observer": tr.ops_seen_by == "observer", "ops": tr.ops,
+    return {"observer": tr.ops_seen_by == "observer", "ops": tr.ops, "asked": asked[0],
             "errors": tr.errors, "alive": alive, "grads": grads}
 
 
 def main() -> None:
     out: Dict[str, Any] = {}
     out["c"] = loop(vtt.track())
+
+    # The observer without the table: every engine op asks Python.
+    install = _trackobs.Observer.install
+
+    def without_table(self: Any, *args: Any) -> None:
+        install(self, *args[:6])
+    _trackobs.Observer.install = without_table
+    try:
+        out["c_untabled"] = loop(vtt.track())
+    finally:
+        _trackobs.Observer.install = install
 
     # The same through the dispatch mode (VRAMTRACE_TRACK_OBSERVER=0).
     wanted = _trackobs.wanted

@@ -228,10 +228,16 @@ class _Recording:
         lend the thread while its op runs and to record the op with (what
         the mode gets by running the op through _forward_of's functions),
         0: none. (The observer reads the node's number in C++: asking
-        Python for the node would give it a Python object.)"""
+        Python for the node would give it a Python object.) The observer
+        asks here only for a number the extension's table of them lost
+        (native/trackfast/lent.c)."""
         sid = self._forward_stack(seq)
-        if not sid:
-            return 0
+        return self._lent_for(sid) if sid else 0
+
+    def _lent_for(self, sid: int) -> int:
+        """The stack id of forward stack ``sid``'s frames named "forward of
+        ...", interned once (the extension's lent table is written with it
+        as each forward op is recorded)."""
         lent = self._lent_frames.get(sid)
         if lent is None:
             frames = self._stacks.frames.get(sid) or []

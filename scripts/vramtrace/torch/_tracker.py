@@ -59,6 +59,7 @@ class _NoBooks:
         self.starts: List[int] = []
         self.maybe_gone: List[Any] = []
         self.gc_dead: List[Any] = []
+        self.lent_frames: Dict[int, int] = {}
 
 
 class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
@@ -200,7 +201,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._deferred: List["Tracker"] = []   # running trackers a nested enter gave
         # Stack id of a forward op -> the frames that replay it.
         self._forward_frames: Dict[int, Any] = {}
-        self._lent_frames: Dict[int, int] = {}   # the same, interned (op observer)
+        # Stack id of a forward op -> its frames named "forward of", interned
+        # (lent to engine threads by the op observer)
+        self._lent_frames: Dict[int, int] = books.lent_frames
         # Storage key -> the tensor a walk recorded for a storage that only a
         # saved tensor in C++ keeps (_Walks._saved_tensor_of).
         self._saved_only: Dict[int, Any] = {}
@@ -243,7 +246,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
                 self._observer.install(self._fast.observed, self._fast.observed_engine,
                                        _trackobs.op_for, self._engine_frames,
                                        ctypes.cast(lend, ctypes.c_void_p).value if lend else 0,
-                                       getattr(_fast_path._trackfast, "GC_HOLD_API", 0))
+                                       getattr(_fast_path._trackfast, "GC_HOLD_API", 0),
+                                       self._fast.lent_reader, self._fast.lent_table)
+                self._fast.lend = 1   # each forward op's frames to lend, ready
                 # what it reads of each tensor in C++, used with its weak maker
                 self._fast.weak_maker = self._observer.make_weak_address
             except RuntimeError:   # another thread's tracker has it: this one, the mode
@@ -288,6 +293,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             del mode
         if self._observer is not None:
             self._observer.uninstall()
+            self._fast.lend = 0
             self._fast.weak_maker = 0
             self._observer = None
 

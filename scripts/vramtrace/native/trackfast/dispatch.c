@@ -256,7 +256,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         }
         Py_XDECREF(skey);
         Py_DECREF(nodes);
-        if (have < 0)
+        if (have < 0 || (have == 0 && lent_note(d, seq, stack) < 0))
             goto out;
     }
     epoch = d->epoch;

@@ -43,7 +43,7 @@ PyObject *s_settle,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -59,6 +59,7 @@ static const struct {
     [BOOK_NODE_STACKS] = {"node_stacks", 0}, [BOOK_NAMES] = {"names", 0},
     [BOOK_ENCODED] = {"encoded", 0}, [BOOK_STARTS] = {"starts", 1},
     [BOOK_AT_PTR] = {"at_ptr", 0}, [BOOK_GC_DEAD] = {"gc_dead", 1},
+    [BOOK_LENT] = {"lent_frames", 0},
 };
 
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
@@ -142,6 +143,10 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     Py_DECREF(sole);
     if (PyErr_Occurred())
         return -1;
+    if (d->lent == NULL && (d->lent = PyMem_Calloc(LENT_SLOTS, sizeof *d->lent)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     if (d->table == NULL && (d->table = PyMem_Calloc(TABLE_CAP, sizeof *d->table)) == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -184,6 +189,7 @@ static void dispatcher_dealloc(Dispatcher *d)
             PyMem_Free(d->table[i]);
         PyMem_Free(d->table);
     }
+    PyMem_Free(d->lent);   /* the op observer was uninstalled before: none reads it */
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
@@ -464,8 +470,22 @@ static PyMemberDef dispatcher_members[] = {
     {"in_gc", T_INT, offsetof(Dispatcher, in_gc), 0,
      "inside a garbage collection the tracker did not start"},
     {"errors", T_LONGLONG, offsetof(Dispatcher, errors), 0, "recordings that failed"},
+    {"lend", T_INT, offsetof(Dispatcher, lend), 0,
+     "the op observer reads the frames to lend engine threads (lent_reader, lent_table)"},
     {NULL, 0, 0, 0, NULL},
 };
+
+/* Dispatcher.lent_reader, .lent_table: the addresses the op observer reads
+ * the frames to lend an engine thread with (lent_read(lent_table, seq)). */
+static PyObject *dispatcher_lent_reader(Dispatcher *d, void *unused)
+{
+    return PyLong_FromVoidPtr((void *)(uintptr_t)lent_read);
+}
+
+static PyObject *dispatcher_lent_table(Dispatcher *d, void *unused)
+{
+    return PyLong_FromVoidPtr(d->lent);
+}
 
 /* Dispatcher.by_obj, .storages, ...: the books' containers (book_kinds). */
 static PyObject *dispatcher_book(Dispatcher *d, void *index)
@@ -481,7 +501,7 @@ static PyObject *dispatcher_book(Dispatcher *d, void *index)
 static PyGetSetDef dispatcher_getset[] = {
 #define BOOK(i) {(char *)"", (getter)dispatcher_book, NULL, NULL, (void *)(uintptr_t)(i)}
     BOOK(0), BOOK(1), BOOK(2), BOOK(3), BOOK(4), BOOK(5), BOOK(6), BOOK(7), BOOK(8), BOOK(9),
-    BOOK(10), BOOK(11),
+    BOOK(10), BOOK(11), BOOK(12),
 #undef BOOK
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
     {"object_walks", (getter)dispatcher_object_walks, NULL,
@@ -496,6 +516,9 @@ static PyGetSetDef dispatcher_getset[] = {
     {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's vt_obs_storage_now, 0: none (Python's data_ptr())",
      (void *)(intptr_t)STORAGE_READER},
+    {"lent_reader", (getter)dispatcher_lent_reader, NULL,
+     "address of lent_read (vt__lent_read_fn, tensor_facts.h)", NULL},
+    {"lent_table", (getter)dispatcher_lent_table, NULL, "address of its lent table", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -604,7 +627,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
         {&s_sole_bare, "_sole_bare"},
         {&s_free_weak_ref, "_free_weak_ref"},
-        {&s_now, "now"}, {&s_overlapped, "_overlapped"}, {&s_leave_twins, "_leave_twins"},
+        {&s_now, "now"}, {&s_lent_for, "_lent_for"}, {&s_overlapped, "_overlapped"}, {&s_leave_twins, "_leave_twins"},
         {&s_check_storage, "_check_storage"}, {&s_collected, "_collected"},
         };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

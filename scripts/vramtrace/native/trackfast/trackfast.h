@@ -8,6 +8,7 @@
  *   storages.c  storages into and out of the books (host ones declared)
  *   records.c   the books' record types (TensorRec, StorageRec); a tensor's TENSOR_NEW
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
+ *   lent.c      the frames to lend engine threads, readable without the GIL
  *   python.c    calls back into the Python Tracker
  *   gc_schedule.c  the tracker's own objects kept out of the collector's count
  * Internal: nothing here is exported from the module but PyInit__trackfast.
@@ -20,6 +21,7 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -66,8 +68,19 @@ enum {
     BOOK_STARTS,        /* sorted addresses of declared host storages */
     BOOK_AT_PTR,        /* address -> declared host StorageRec */
     BOOK_GC_DEAD,       /* (tid, id(tensor)) died in the tracker's own collection */
+    BOOK_LENT,          /* stack id of a forward op -> the frames lent for its backward */
     BOOKS
 };
+
+/* The frames to lend an engine thread, by autograd sequence number
+ * (lent.c): one slot per number modulo LENT_SLOTS, written by the owner
+ * thread under the GIL, read by the op observer on engine threads without
+ * it (vt__lent_read_fn). */
+enum { LENT_SLOTS = 1 << 16 };
+typedef struct {
+    _Atomic uint64_t key;    /* seq + 1, 0: empty or being written */
+    _Atomic uint32_t sid;
+} LentSlot;
 
 typedef struct {
     PyObject_HEAD
@@ -100,6 +113,8 @@ typedef struct {
     int manual_gc;           /* inside the tracker's own cycle collection */
     int in_gc;               /* inside a collection the tracker did not start */
     long long errors;        /* recordings that failed (Tracker.errors) */
+    int lend;                /* the op observer reads the frames to lend (lent) */
+    LentSlot *lent;          /* LENT_SLOTS of them */
     uint64_t ops;            /* ops recorded (Tracker.ops) */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
@@ -163,7 +178,7 @@ extern PyObject *s_settle,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -224,6 +239,10 @@ int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_obj);
 int drop(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 extern PyTypeObject DeathCallType;   /* a tracked tensor's weakref callback */
+
+/* lent.c */
+int lent_note(Dispatcher *d, long long seq, uint32_t stack);
+uint32_t lent_read(const void *table, uint64_t seq);
 
 /* dispatch.c */
 PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames);

@@ -85,6 +85,9 @@ PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out, facts, 
 PyObject *on_other = nullptr;    // Dispatcher.observed_engine(func, args, out, facts, stack)
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
+// _trackfast's table of them, read without the GIL (set under it)
+std::atomic<vt__lent_read_fn> lent_read{nullptr};
+std::atomic<const void *> lent_table{nullptr};
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
 const vt__gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's count, or nullptr
 
@@ -156,8 +159,17 @@ uint32_t lend_forward_frames()
     if (node == nullptr)
         return 0;
     unsigned long long seq = node->sequence_nr();
+    // written when the forward op was recorded: no GIL to take
+    vt__lent_read_fn read = lent_read.load(std::memory_order_acquire);
+    const void *table = lent_table.load(std::memory_order_acquire);
+    uint32_t sid = read != nullptr && table != nullptr && active.load(std::memory_order_relaxed)
+                       ? read(table, seq) : 0;
+    if (sid != 0) {
+        if (lend != nullptr)
+            lend(sid);
+        return sid;
+    }
     PyGILState_STATE gil = PyGILState_Ensure();
-    uint32_t sid = 0;
     if (engine_frames != nullptr && active.load(std::memory_order_relaxed)) {
         GcHeld held;
         PyObject *arg = PyLong_FromUnsignedLongLong(seq);
@@ -510,21 +522,26 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
 
 extern "C" {
 
-// vt_obs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api):
-// look at this thread's ops (and its backward's on the engine threads) until
-// vt_obs_uninstall(); `lend` is vramtrace's vt_thread_python_stack (0: no
-// frames lent), `gc_api` _trackfast's vt__gc_hold_api (0: the count not
-// held). One at a time: -1 if installed already, else 0. Called with the
-// GIL held.
+// vt_obs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api,
+// lent_read, lent_table): look at this thread's ops (and its backward's on
+// the engine threads) until vt_obs_uninstall(); `lend` is vramtrace's
+// vt_thread_python_stack (0: no frames lent), `gc_api` _trackfast's
+// vt__gc_hold_api (0: the count not held), `lent_read(lent_table, seq)`
+// _trackfast's table of the frames to lend (0: engine_frames is asked). One
+// at a time: -1 if installed already, else 0. Called with the GIL held.
 __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
                                                           PyObject *other_fn,
                                                           PyObject *lookup_fn,
                                                           PyObject *frames_fn,
                                                           uintptr_t lend_fn,
-                                                          uintptr_t gc_api)
+                                                          uintptr_t gc_api,
+                                                          uintptr_t lent_read_fn,
+                                                          uintptr_t lent_table_addr)
 {
     if (handle != 0)
         return -1;
+    lent_table.store(reinterpret_cast<const void *>(lent_table_addr), std::memory_order_release);
+    lent_read.store(reinterpret_cast<vt__lent_read_fn>(lent_read_fn), std::memory_order_release);
     gc = reinterpret_cast<const vt__gc_hold_api *>(gc_api);
     on_owner = Py_NewRef(owner_fn);
     on_other = Py_NewRef(other_fn);
@@ -554,6 +571,8 @@ __attribute__((visibility("default"))) void vt_obs_uninstall(void)
     active = false;
     at::removeCallback(handle);
     handle = 0;
+    lent_read.store(nullptr, std::memory_order_release);
+    lent_table.store(nullptr, std::memory_order_release);
     Py_CLEAR(on_owner);
     Py_CLEAR(on_other);
     Py_CLEAR(engine_frames);

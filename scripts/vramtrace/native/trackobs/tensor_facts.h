@@ -40,6 +40,12 @@ typedef uint64_t (*vt__make_weak_fn)(uint64_t storage);
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
 typedef int (*vt__storage_now_fn)(uint64_t handle, uint64_t *out);
 
+/* _trackfast's frames to lend an autograd engine thread running the
+ * backward of the node numbered ``seq`` (the forward op's stack, named
+ * "forward of"), read from ``table`` without the GIL: written when the
+ * forward op is recorded. 0: not known here (the observer asks Python). */
+typedef uint32_t (*vt__lent_read_fn)(const void *table, uint64_t seq);
+
 /* _trackfast's hold on the cyclic collector's count (gc_schedule.c), for
  * the observer's own Python work: hold() -> token, release(token); count()
  * the count now and as_program(n): n objects made inside the hold that
