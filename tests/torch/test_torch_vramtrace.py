@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
