@@ -300,7 +300,7 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     }
     /* Growth is judged at step ends only, after a warm-up: automatic when
      * there are enough of them; asked by name without, it says so. */
-    int growth_by_time = m.pool_by_time && m.nwin;
+    int growth_by_time = m.nwin != 0;   /* set for an observed pool by time only */
     if (!(opt.rules & VT_CHECK_RULES_ALL) &&
         (m.nmarks >= VT_CHECK_GROWTH_MIN_MARKS || growth_by_time))
         rules |= VT_CHECK_RULE_GROWTH;

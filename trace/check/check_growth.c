@@ -75,6 +75,12 @@ int vt__ck_growth_counts(const ck_storage *st)
     return !(st->implicit || st->fate_unknown || st->claimed || st->lingered || st->gc_freed);
 }
 
+int vt__ck_growth_counts_by_time(const ck_storage *st)
+{
+    /* the pool's blocks: device memory the program allocated in the window */
+    return vt__ck_growth_counts(st) && !st->external && !st->before_window && st->device >= 0;
+}
+
 /* The end of window k (by time). */
 static uint64_t win_end(const ck_model *m, size_t k)
 {
@@ -176,12 +182,10 @@ static size_t judged_spans(ck_model *m, const vt__check_options *opt, vt__check_
     for (size_t i = 0; i < m->nst; i++) {
         ck_storage *st = &m->st[i];
         /* one finding per storage: what the other rules flagged is theirs */
-        if (st->retired || !vt__ck_growth_counts(st))
+        if (st->retired || !(nm ? vt__ck_growth_counts(st) : vt__ck_growth_counts_by_time(st)))
             continue;
         size_t a = 0, b = nm;
         if (!nm) {
-            if (st->external || st->before_window || st->device < 0)
-                continue;
             vt__ck_win_span(m, st, &a, &b);
         } else {
             if (st->alloc_seq)

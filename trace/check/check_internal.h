@@ -311,6 +311,9 @@ void vt__ck_win_span(const ck_model *m, const ck_storage *st, size_t *a, size_t 
 /* Whether GROWTH judges st (one finding per storage: not what the other
  * rules flagged, nor what they cannot tell). */
 int vt__ck_growth_counts(const ck_storage *st);
+/* The same by time (ck_model.nwin): of those, the pool's blocks only (device
+ * memory allocated in the window), retired or not. */
+int vt__ck_growth_counts_by_time(const ck_storage *st);
 int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt__check_report *r);
 

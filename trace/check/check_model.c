@@ -194,8 +194,6 @@ static int retirable(const ck_model *m, const ck_storage *s)
 /* GROWTH by time: a retired storage's bytes in its site's windows. */
 static int win_fold(ck_model *m, ck_site *c, const ck_storage *s)
 {
-    if (s->device < 0)
-        return 0;   /* the pool's blocks are device memory */
     size_t a, b;
     vt__ck_win_span(m, s, &a, &b);
     if (a >= b)
@@ -243,7 +241,7 @@ static int retire(ck_model *m, uint32_t x)
                 return -ENOMEM;
             m->lives[m->nlives++] = (ck_life){ s->free_time - s->alloc_time, s->alloc_stack };
         }
-        if (m->nwin && vt__ck_growth_counts(s) && win_fold(m, c, s) < 0)
+        if (m->nwin && vt__ck_growth_counts_by_time(s) && win_fold(m, c, s) < 0)
             return -ENOMEM;
     }
     s->retired = 1;
