@@ -222,7 +222,7 @@ def test_a_library_older_than_the_package_tracks_nothing_and_says_why():
     old = vramtrace.set_library(lib)
     try:
         from vramtrace.torch import _tracker
-        _tracker._said_blind.clear()
+        _tracker._said_blind = False
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             with vtt.track() as tr:

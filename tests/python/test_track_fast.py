@@ -64,7 +64,7 @@ def test_without_the_extension_track_records_nothing_and_says_why(real_lib, monk
     3.11, or a build without it) -- the block runs as without vramtrace."""
     from vramtrace.torch import _tracker
     monkeypatch.setattr(vtt._fast_path, "_trackfast", None)   # as if not built
-    monkeypatch.setattr(_tracker, "_said_blind", [])
+    monkeypatch.setattr(_tracker, "_said_blind", False)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with vtt.track() as tr:

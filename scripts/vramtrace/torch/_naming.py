@@ -84,8 +84,6 @@ class _Naming:
         backward output it views (the storage's owner, made by the autograd
         engine and named by the forward's line), also when that one is gone."""
         self._rename(g, name)
-        if not getattr(self._lib, "can_rename", hasattr(self._lib, "tensor_name")):
-            return
         base = self._by_tid.get(grec.base) if grec.base else None
         if grec.base and (base is None or "backward: " in base.name):
             self._set_name(grec.base, name)

@@ -30,7 +30,7 @@ from ._walks import _Walks
 
 import torch as _torch
 
-_said_blind: List[bool] = []   # track() said once that it records nothing
+_said_blind = False   # track() said once that it records nothing
 
 
 def _books_field(name: str) -> Any:
@@ -228,8 +228,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             return running
         if self._fast is None:
             # Nothing recorded; the block runs as without vramtrace.
+            global _said_blind
             if not _said_blind:
-                _said_blind.append(True)
+                _said_blind = True
                 self._warn(f"vramtrace.torch.track() records nothing: {self._why_not}", 2)
             return self
         _tls.tracker = self

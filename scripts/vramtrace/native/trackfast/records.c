@@ -21,16 +21,11 @@ static void tensor_rec_set_pend(TensorRec *r, uint64_t ptr, uint64_t nbytes, PyO
     Py_XSETREF(r->pend_stack, Py_NewRef(stack));
 }
 
-static void tensor_rec_clear_pend(TensorRec *r)
+/* ``r`` has no TENSOR_NEW to make: recorded, or it left the books before. */
+void clear_pending(TensorRec *r)
 {
     r->pending = 0;
     Py_CLEAR(r->pend_stack);
-}
-
-/* ``rec`` will not be recorded (it left the books before its TENSOR_NEW). */
-void forget_pending(TensorRec *rec)
-{
-    tensor_rec_clear_pend(rec);
 }
 
 /* pend: (data_ptr, nbytes, stack) until recorded, then None. */
@@ -45,7 +40,7 @@ static PyObject *tensor_rec_get_pend(TensorRec *r, void *unused)
 static int tensor_rec_set_pend_attr(TensorRec *r, PyObject *v, void *unused)
 {
     if (v == NULL || v == Py_None) {
-        tensor_rec_clear_pend(r);
+        clear_pending(r);
         return 0;
     }
     if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 3) {
@@ -309,7 +304,7 @@ int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
     int rc = -1;
     PyObject *encoded = NULL, *enc_cache = NULL, *by_tid = NULL, *key = NULL;
     PyObject *name = Py_NewRef(rec->name);
-    tensor_rec_clear_pend(rec);
+    clear_pending(rec);
     enc_cache = book(d, BOOK_ENCODED);
     if (enc_cache == NULL)
         goto out;

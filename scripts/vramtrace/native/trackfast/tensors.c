@@ -441,7 +441,7 @@ int forget(Dispatcher *d, PyObject *rec)
             }
         }
         Py_DECREF(pending);
-        forget_pending(r);
+        clear_pending(r);
         rc = in;
         goto out;
     }

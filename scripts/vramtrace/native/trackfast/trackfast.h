@@ -215,7 +215,7 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long 
 int is_tensor_rec(PyObject *o);
 int is_storage_rec(PyObject *o);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
-void forget_pending(TensorRec *rec);
+void clear_pending(TensorRec *r);
 int flush(Dispatcher *d);
 
 /* storages.c */
