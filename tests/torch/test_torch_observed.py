@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -680,3 +681,25 @@ def test_an_evaluation_without_marks_is_judged_by_time_under_plain_run(tmp_path)
         texts["leak-in-function"][1][:4000]
     rc, text = texts["fixed"]
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
+def test_run_track_without_the_extension_says_it_records_nothing(tmp_path):
+    """The declared limit of track() (docs/limitations.md): where the C
+    extension is not built for the Python in use (here: a library with no
+    build tree beside it, so no vramtrace._trackfast to import), `run
+    --track` says so once, why and what to do, and the program runs and
+    prints as without vramtrace."""
+    lib = tmp_path / "lib" / os.path.basename(os.environ["VRAMTRACE_LIB"])
+    lib.parent.mkdir()
+    shutil.copy(os.environ["VRAMTRACE_LIB"], lib)
+    prog = tmp_path / "prog.py"
+    prog.write_text("import torch\nx = torch.ones(3, device='cuda') * 2\n"
+                    "print('result', tuple(x.shape))\n")   # the simulator computes nothing
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o",
+                   str(tmp_path / "t.vtsnap"), "--", sys.executable, str(prog)],
+                  {"VRAMTRACE_LIB": str(lib)}, cwd=tmp_path)
+    assert rc == 0 and "result (3,)" in out, out[-3000:]
+    said = [line for line in out.splitlines() if "records nothing" in line]
+    assert len(said) == 1, out[-3000:]
+    assert said[0].startswith("vramtrace run: vramtrace.torch.track() records nothing: ") and \
+        "vramtrace._trackfast" in said[0] and "rebuild or reinstall" in said[0], said

@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+import procs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
@@ -24,14 +26,10 @@ BACKWARD_LINE = next(i for i, line in enumerate(open(os.path.join(HERE, "py_leak
 
 
 def run(cmd, env=None, cwd=None):
-    """cmd's output; cwd: where `vramtrace run` without -o writes its
-    snapshot (a test's own folder, not the build's)."""
-    full = dict(os.environ)
-    full.update(env or {})
-    p = subprocess.run(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=600)
-    assert p.returncode == 0, f"{cmd} exited {p.returncode}:\n{p.stdout[-4000:]}"
-    return p.stdout
+    """cmd's output (procs.run's), asserting it exited 0."""
+    rc, out = procs.run(cmd, env, cwd=cwd)
+    assert rc == 0, f"{cmd} exited {rc}:\n{out[-4000:]}"
+    return out
 
 
 @pytest.mark.parametrize("way", ["run", "pluggable"])

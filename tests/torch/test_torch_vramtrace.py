@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+import procs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
@@ -25,14 +25,10 @@ HANDLE_WS = 32 * MIB        # each cuBLAS handle's own workspace (sm_90)
 
 def run(cmd: List[str], env: Dict[str, str] | None = None, status: int = 0,
         cwd: Path | None = None) -> str:
-    """cmd's output; cwd: where `vramtrace run` without -o writes its
-    snapshot (a test's own folder, not the build's)."""
-    full = dict(os.environ)
-    full.update(env or {})
-    p = subprocess.run(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=600)
-    assert p.returncode == status, f"{cmd} exited {p.returncode}:\n{p.stdout[-4000:]}"
-    return p.stdout
+    """cmd's output (procs.run's), asserting it exited with `status`."""
+    rc, out = procs.run(cmd, env, cwd=cwd)
+    assert rc == status, f"{cmd} exited {rc}:\n{out[-4000:]}"
+    return out
 
 
 def run_way(tmp, way: str, *, preload: bool, uncached: bool, mem: str = "1G") -> Dict[str, Any]:
