@@ -109,6 +109,12 @@ class Observer:
         return ctypes.cast(self._lib.vt_obs_make_weak, ctypes.c_void_p).value or 0
 
     @property
+    def drain_address(self) -> int:
+        """The address of its vt_obs_drain (the engine threads' ops it holds
+        back, handed over now), for _trackfast's Dispatcher.engine_drainer."""
+        return ctypes.cast(self._lib.vt_obs_drain, ctypes.c_void_p).value or 0
+
+    @property
     def storage_now(self) -> Any:
         """Its vt_obs_storage_now(handle, out) as a ctypes function: where a
         storage is now, read without materializing a copy-on-write one (for

@@ -14,7 +14,9 @@ frames are asked of the tracker's Python (Tracker._engine_frames).
 OUT.json gets, for each way, how ops were seen and how many, how many times
 the observer asked Python for the frames to lend, the records of the tensors alive at the end in creation order
 (name, whether a view, the epoch their storage was last used in, from the
-last) and the names of the kept gradients, and the line of the forward op
+last), the names of the kept gradients and how many of each kind a step
+keeps, the ops recorded by a flush right after the first backward (the
+engine's, held back by the observer), and the line of the forward op
 the activation's gradients differentiate.
 """
 
@@ -55,6 +57,10 @@ def loop(tr: Any) -> Dict[str, Any]:
             h = torch.relu(model(x))
             h.retain_grad()
             head(h).square().mean().backward()
+            if step == 0:   # the ops recorded by the flush after the backward
+                held = tr.ops
+                tr._fast.flush()
+                held = tr.ops - held
             kept.append(h.grad)
             kept.extend(p.grad for p in [*model.parameters(), *head.parameters()])
             model.zero_grad(set_to_none=True)
@@ -66,7 +72,9 @@ def loop(tr: Any) -> Dict[str, Any]:
                  for _, r in recs if r.skey in tr._storages]
         grads = [tr._by_obj[id(g)].name if id(g) in tr._by_obj else None for g in kept]
     return {"observer": tr.ops_seen_by == "observer", "ops": tr.ops, "asked": asked[0],
-            "errors": tr.errors, "alive": alive, "grads": grads}
+            "errors": tr.errors, "alive": alive, "grads": grads, "steps": STEPS, "held": held,
+            # h.grad, then the model's parameters' grads, then the head's
+            "kept_per_step": [1, len(list(model.parameters())), len(list(head.parameters()))]}
 
 
 def main() -> None:

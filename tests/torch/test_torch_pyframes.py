@@ -125,12 +125,18 @@ def test_backward_allocation_under_track_shows_forward_of_its_forward_line(tmp_p
 
 def test_backward_ops_under_the_observer_record_as_under_the_mode(tmp_path):
     """On the device, backward runs on the autograd engine's device thread:
-    the op observer hands those ops to the C recording with the forward's
-    frames lent (read from the extension's table without the GIL, or asked of
-    Python without it), the dispatch mode runs them under functions named
-    after those frames: engine_ops.py runs the same loop each way and the records
-    of the tensors alive at its end (names, views, epochs) are the same, the
-    activation's gradient named by the user's forward line."""
+    the op observer holds those ops back with the forward's frames lent
+    (read from the extension's table without the GIL, or asked of Python
+    without it) and hands over what is alive after the backward; the
+    dispatch mode runs them under functions named after those frames and
+    records each as it ends. engine_ops.py runs the same loop each way: the
+    tensors alive at its end are the same, with the same epochs, and every
+    kept gradient is named by the user's forward line under the observer.
+    Where the two differ, by design: a gradient on memory that a backward
+    output dead by the hand-over made (a parameter's .grad is AccumulateGrad's
+    detach of the mm that made it) is that memory's first tensor under the
+    observer, with the frames of the op that made it; the mode records the
+    dead output too and the gradient as its view, named by the op alone."""
     out = str(tmp_path / "engine.json")
     run([SIMRUN, "--mem", "1G", "--", sys.executable, os.path.join(HERE, "engine_ops.py"), out],
         {"VRAMTRACE_TRACK_OBSERVER": "1"})
@@ -140,11 +146,29 @@ def test_backward_ops_under_the_observer_record_as_under_the_mode(tmp_path):
     assert c["observer"] and not mode["observer"] and untabled["observer"]
     assert c["errors"] == 0 and mode["errors"] == 0 and untabled["errors"] == 0
     assert c["ops"] > 0 and mode["ops"] > 0
-    assert c["alive"] == mode["alive"] == untabled["alive"]
-    assert c["grads"] == mode["grads"] == untabled["grads"]
+    # the observer holds the engine thread's ops back until a flush (or the
+    # program's next op); the mode records each as it ends
+    assert c["held"] > 0 and untabled["held"] == c["held"] and mode["held"] == 0, \
+        (c["held"], mode["held"])
+    assert c["alive"] == untabled["alive"] and c["grads"] == untabled["grads"]
+    # the same tensors alive, used last in the same steps; the parameters
+    # named alike, the backward's outputs never views under the observer
+    assert [a[2] for a in c["alive"]] == [a[2] for a in mode["alive"]]
+    params = [a for a in c["alive"] if "backward: " not in a[0]]
+    assert params == [a for a in mode["alive"] if "backward: " not in a[0]] and len(params) == 6
+    assert not any(a[1] for a in c["alive"]), c["alive"]
+    activation, in_model, in_head = c["kept_per_step"]
+    per_step = activation + in_model + in_head
+    assert len(c["grads"]) == len(mode["grads"]) == c["steps"] * per_step
     # the frames to lend read from the extension's table, without the GIL,
     # for most engine ops: Python is asked only for what the table lacks
     assert untabled["asked"] > 0 and c["asked"] * 3 < untabled["asked"], (c, untabled)
-    site = f"h = torch.relu(model(x)) (engine_ops.py:{got['forward_line']}, backward: aten."
-    activation_grads = [g for g in c["grads"] if g and g.startswith(site)]
-    assert len(activation_grads) == 3, c["grads"]
+    line = got["forward_line"]
+    site = f"h = torch.relu(model(x)) (engine_ops.py:{line}, backward: aten."
+    head_site = f"head(h).square().mean().backward() (engine_ops.py:{line + 2}, backward: aten."
+    for k, g in enumerate(c["grads"]):
+        in_step = k % per_step
+        assert g and g.startswith(head_site if in_step >= activation + in_model else site), \
+            (k, c["grads"])
+    # h.grad by the mode too: it is the activation's own (a clone, no view)
+    assert all(g.startswith(site) for g in mode["grads"][::per_step]), mode["grads"]

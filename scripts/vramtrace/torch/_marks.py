@@ -31,6 +31,9 @@ class _Marks:
         # Nothing done here is the program's: ops that the walk or the
         # storage checks cause (reading saved tensors makes detach views)
         # are not recorded.
+        # What the op observer holds back (a backward's ops) is recorded
+        # first, as the program's: recording is off for the mark's own work.
+        self._fast.flush()
         recording, self._recording = self._recording, False
         began, began_wall = time.process_time(), time.perf_counter()
         if self._last_mark_end is not None and self.walk_fraction is not None:

@@ -252,6 +252,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
                 self._fast.lend = 1   # each forward op's frames to lend, ready
                 # what it reads of each tensor in C++, used with its weak maker
                 self._fast.weak_maker = self._observer.make_weak_address
+                # the engine threads' ops it holds back, recorded at each flush
+                self._fast.engine_drainer = self._observer.drain_address
             except RuntimeError:   # another thread's tracker has it: this one, the mode
                 self._observer = None
         if self._observer is None:
@@ -296,6 +298,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             self._observer.uninstall()
             self._fast.lend = 0
             self._fast.weak_maker = 0
+            self._fast.engine_drainer = 0
             self._observer = None
 
     @_gc_hold.held

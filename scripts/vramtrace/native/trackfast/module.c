@@ -213,17 +213,20 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
 }
 
 /* The op observer's functions, handed over from Python by address (0:
- * none) as two attributes: weak_maker, its vt_obs_make_weak, given while it
+ * none) as three attributes: weak_maker, its vt_obs_make_weak, given while it
  * hands ops over (the facts it hands over with them are used only then:
  * they come with the means to take a weak handle without a storage
  * object); storage_reader, its vt_obs_storage_now, which storages_to_check
- * reads storages with instead of Python's data_ptr(). */
-enum { WEAK_MAKER, STORAGE_READER };
+ * reads storages with instead of Python's data_ptr(); engine_drainer, its
+ * vt_obs_drain, which flush() calls first while it hands ops over. */
+enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER };
 
 static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
 {
-    uintptr_t a = (intptr_t)which == WEAK_MAKER ? (uintptr_t)d->make_weak
-                                                : (uintptr_t)d->storage_now;
+    intptr_t w = (intptr_t)which;
+    uintptr_t a = w == WEAK_MAKER ? (uintptr_t)d->make_weak
+                  : w == STORAGE_READER ? (uintptr_t)d->storage_now
+                                        : (uintptr_t)d->drain;
     return PyLong_FromUnsignedLongLong(a);
 }
 
@@ -234,8 +237,10 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
         return -1;
     if ((intptr_t)which == WEAK_MAKER)
         d->make_weak = (vt__make_weak_fn)(uintptr_t)a;
-    else
+    else if ((intptr_t)which == STORAGE_READER)
         d->storage_now = (vt__storage_now_fn)(uintptr_t)a;
+    else
+        d->drain = (vt__drain_fn)(uintptr_t)a;
     return 0;
 }
 
@@ -325,6 +330,8 @@ static PyObject *dispatcher_flush(Dispatcher *d, PyObject *unused)
 {
     if (d->tracker == NULL)
         Py_RETURN_NONE;
+    if (d->drain != NULL)   /* the engine threads' ops held back come first */
+        d->drain();
     return rule_done(flush(d), "flush()");
 }
 
@@ -516,6 +523,9 @@ static PyGetSetDef dispatcher_getset[] = {
     {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's vt_obs_storage_now, 0: none (Python's data_ptr())",
      (void *)(intptr_t)STORAGE_READER},
+    {"engine_drainer", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
+     "address of the op observer's vt_obs_drain, 0: none (flush() hands nothing over)",
+     (void *)(intptr_t)ENGINE_DRAINER},
     {"lent_reader", (getter)dispatcher_lent_reader, NULL,
      "address of lent_read (vt__lent_read_fn, tensor_facts.h)", NULL},
     {"lent_table", (getter)dispatcher_lent_table, NULL, "address of its lent table", NULL},

@@ -123,6 +123,8 @@ typedef struct {
                                   * and its facts are not used */
     vt__storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
                                       * Python (which materializes copy-on-write) */
+    vt__drain_fn drain;      /* the op observer's, while it hands ops over: what it
+                              * holds back, recorded before a flush; NULL: none */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
     double tick_s;           /* Tracker._tick every tick_s seconds of the owner
                               * thread's ops, while the program has made no

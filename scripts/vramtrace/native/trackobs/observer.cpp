@@ -29,13 +29,15 @@
 // C recording for backward ops (Dispatcher.observed_engine), with the stack
 // id of the forward op's frames instead of a sequence number: an engine
 // thread runs no Python of the program, so there is nothing to capture.
+// Those are held back, weakly, and handed over later with what is still
+// alive (engine_ops below says when, and why).
 //
 // Built at first use against the installed torch by
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
-// Exported: vt_obs_install, vt_obs_uninstall, vt_obs_make_weak and
-// vt_obs_storage_now.
+// Exported: vt_obs_install, vt_obs_uninstall, vt_obs_drain, vt_obs_make_weak
+// and vt_obs_storage_now.
 #include <Python.h>
 
 #include <ATen/SequenceNumber.h>
@@ -52,6 +54,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -119,14 +122,45 @@ thread_local int open_ops = 0;   // ops looked at, open on this thread
 // died is never handed over, as the mode, which these calls hide themselves
 // from, never sees it).
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+// An argument of an op held back, weakly: a tensor, a list of tensors, or
+// anything else (handed over as None, as the recording ignores it).
+struct HeldArg {
+    enum Kind : uint8_t { OTHER, TENSOR, LIST } kind = OTHER;
+    std::vector<std::optional<WeakImpl>> items;   // nullopt: an undefined tensor
+};
+
+// An op held back: handed over later with the tensors still alive then.
 struct Deferred {
     PyObject *func = nullptr;     // the OpOverload (kept for the process)
-    std::vector<WeakImpl> inputs, outputs;
+    std::vector<HeldArg> inputs, outputs;
     int64_t seq = -1;             // the autograd counter when it ran
+    bool engine = false;          // an engine thread's op: recorded as a backward op
+    uint32_t forward = 0;         // there: the frames lent to it
+    std::vector<uintptr_t> made;  // there: its outputs' StorageImpls
+    bool all_or_none = false;     // an alias: handed over only if all its tensors live
 };
 thread_local std::vector<Deferred> *deferred = nullptr;
 
+// The autograd engine threads' ops, held back until the owner thread's
+// next op, a flush of the books (vt_obs_drain: a mark, a snapshot, the end
+// of the block) or the observer's uninstall. A backward's ops are mostly
+// gradients made and freed inside it: handed over as each ends, every one
+// of them would be given a Python object, recorded and seen die, one GIL
+// acquisition per op (more than half of what tracking a device program
+// cost). Held weakly, only what is still alive is handed over, under one
+// acquisition; the memory a dead one had is in the trace anyway (the
+// allocator's own records, under the forward frames lent to the thread).
+// What changes: a use by a backward op of a tensor freed before the
+// hand-over is not recorded (its last use is its forward op's, in the
+// same step), and an output is recorded at the hand-over, not when made.
+std::mutex &engine_lock = *new std::mutex;                 // guards engine_ops
+auto &engine_ops = *new std::vector<Deferred>;
+std::atomic<bool> engine_waiting{false};
+constexpr size_t MAX_HELD = 1 << 16;   // an engine thread hands over itself beyond
+
 void hand_over_deferred();
+void hand_over_held();
 
 bool alias_for_subclass(const at::RecordFunction &fn)
 {
@@ -426,59 +460,180 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
     }
 }
 
-std::vector<WeakImpl> weakly(c10::ArrayRef<c10::IValue> values)
+std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values)
 {
-    std::vector<WeakImpl> w;
-    for (const c10::IValue &v : values)
-        if (v.isTensor() && v.toTensor().defined())
-            w.emplace_back(v.toTensor().getIntrusivePtr());
-    return w;
+    std::vector<HeldArg> held(values.size());
+    auto weak = [](const at::Tensor &t) -> std::optional<WeakImpl> {
+        if (!t.defined())
+            return std::nullopt;
+        return WeakImpl(t.getIntrusivePtr());
+    };
+    for (size_t i = 0; i < values.size(); i++) {
+        const c10::IValue &v = values[i];
+        if (v.isTensor()) {
+            held[i].kind = HeldArg::TENSOR;
+            held[i].items.push_back(weak(v.toTensor()));
+        } else if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
+                                        (v.toListRef()[0].isTensor() ||
+                                         v.toListRef()[0].isNone()))) {
+            held[i].kind = HeldArg::LIST;
+            for (const c10::IValue &item : v.toListRef())
+                held[i].items.push_back(item.isTensor() ? weak(item.toTensor()) : std::nullopt);
+        }
+    }
+    return held;
 }
 
-// The aliases deferred on this thread, handed over now (the GIL not held).
-void hand_over_deferred()
+// ``held`` as the op's arguments again: the tensors still alive, an
+// undefined tensor (None to the recording) for each one gone. Counts in
+// ``alive`` and ``dead`` the tensors found alive and gone.
+std::vector<c10::IValue> revived(std::vector<HeldArg> &held, size_t &alive, size_t &dead)
 {
-    if (deferred == nullptr || deferred->empty())
-        return;
-    std::vector<Deferred> now;
-    now.swap(*deferred);
-    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
-        return;
+    std::vector<c10::IValue> out;
+    out.reserve(held.size());
+    auto lock = [&](std::optional<WeakImpl> &w) -> at::Tensor {
+        if (!w)
+            return at::Tensor();
+        auto t = w->lock();
+        if (!t) {
+            dead++;
+            return at::Tensor();
+        }
+        alive++;
+        return at::Tensor(std::move(t));
+    };
+    for (HeldArg &a : held) {
+        if (a.kind == HeldArg::TENSOR) {
+            out.emplace_back(lock(a.items[0]));
+        } else if (a.kind == HeldArg::LIST) {
+            c10::List<at::Tensor> list;
+            for (auto &w : a.items)
+                list.push_back(lock(w));
+            out.emplace_back(std::move(list));
+        } else {
+            out.emplace_back();
+        }
+    }
+    return out;
+}
+
+// Ops held back, handed over now, in order, with the GIL held: an alias
+// only if all its tensors live (as the mode, which such calls hide from,
+// never sees one that died), an engine op if any of its tensors does.
+void hand_over_ops(std::vector<Deferred> &ops)
+{
     open_ops++;   // the recording's own ops are not the program's
-    PyGILState_STATE gil = PyGILState_Ensure();
-    for (Deferred &d : now) {
-        std::vector<c10::IValue> in, out;
-        bool alive = true;
-        for (auto &w : d.inputs) {
-            auto t = w.lock();
-            alive = alive && t;
-            if (t)
-                in.emplace_back(at::Tensor(std::move(t)));
+    // An engine op lent no frames (AccumulateGrad's, which no forward op
+    // made: its detach is what a parameter's .grad is) on memory an op
+    // before it made: recorded under that op's frames, which the tensor it
+    // made would have carried, had it lived until the hand-over.
+    std::unordered_map<uintptr_t, uint32_t> frames_of_memory;
+    for (Deferred &d : ops) {
+        for (uintptr_t storage : d.engine ? d.made : std::vector<uintptr_t>{}) {
+            if (d.forward != 0) {
+                frames_of_memory[storage] = d.forward;
+                continue;
+            }
+            auto it = frames_of_memory.find(storage);
+            if (it != frames_of_memory.end()) {
+                d.forward = it->second;
+                break;
+            }
         }
-        for (auto &w : d.outputs) {
-            auto t = w.lock();
-            alive = alive && t;
-            if (t)
-                out.emplace_back(at::Tensor(std::move(t)));
-        }
-        if (alive && !out.empty())
-            call_recording(d.func, in, out, false, 0, d.seq);
+        size_t alive = 0, dead = 0;
+        std::vector<c10::IValue> in = revived(d.inputs, alive, dead);
+        size_t outs_alive = alive;
+        std::vector<c10::IValue> out = revived(d.outputs, alive, dead);
+        outs_alive = alive - outs_alive;
+        bool go = d.all_or_none ? dead == 0 && outs_alive > 0 : alive > 0;
+        if (go && active.load(std::memory_order_relaxed))
+            call_recording(d.func, in, out, d.engine, d.forward, d.seq);
         in.clear();   // the references dropped under the GIL
         out.clear();
     }
-    PyGILState_Release(gil);
+    ops.clear();
     open_ops--;
+}
+
+// The engine threads' ops held back, handed over now (the GIL held).
+void hand_over_held()
+{
+    if (!engine_waiting.load(std::memory_order_acquire))
+        return;
+    std::vector<Deferred> now;
+    {
+        std::lock_guard<std::mutex> g(engine_lock);
+        now.swap(engine_ops);
+        engine_waiting.store(false, std::memory_order_release);
+    }
+    hand_over_ops(now);
+}
+
+// The aliases deferred on this thread and the engine threads' ops held
+// back, handed over now (the GIL not held).
+void hand_over_deferred()
+{
+    bool mine = deferred != nullptr && !deferred->empty();
+    // the engine threads' ops: on the owner thread only (an engine thread
+    // starting its next op would hand over the one before, still alive)
+    bool engine = engine_waiting.load(std::memory_order_acquire) &&
+                  PyThread_get_thread_ident() == owner;
+    if (!mine && !engine)
+        return;
+    std::vector<Deferred> now;
+    if (mine)
+        now.swap(*deferred);
+    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    // the aliases first: this thread made them before the backward it waited for
+    hand_over_ops(now);
+    if (engine)
+        hand_over_held();
+    PyGILState_Release(gil);
+}
+
+// An engine thread's op, held back (the GIL not held, not taken).
+void hold_engine_op(Started *started, const at::RecordFunction &fn)
+{
+    Deferred d;
+    d.func = started->func;
+    d.inputs = weakly(started->inputs);
+    d.outputs = weakly(fn.outputs());
+    d.engine = true;
+    d.forward = started->forward;
+    for (const c10::IValue &v : fn.outputs())
+        if (v.isTensor() && v.toTensor().defined() && v.toTensor().has_storage())
+            d.made.push_back(
+                reinterpret_cast<uintptr_t>(v.toTensor().storage().unsafeGetStorageImpl()));
+    started->inputs.clear();   // a tensor's last reference dropped here takes the GIL itself
+    size_t held;
+    {
+        std::lock_guard<std::mutex> g(engine_lock);
+        engine_ops.push_back(std::move(d));
+        held = engine_ops.size();
+        engine_waiting.store(true, std::memory_order_release);
+    }
+    if (held >= MAX_HELD && Py_IsInitialized()) {   // a long backward: no more held
+        PyGILState_STATE gil = PyGILState_Ensure();
+        hand_over_held();
+        PyGILState_Release(gil);
+    }
 }
 
 void hand_over(Started *started, const at::RecordFunction &fn)
 {
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
         return;
+    if (started->engine) {
+        hold_engine_op(started, fn);
+        return;
+    }
     int64_t seq = static_cast<int64_t>(at::sequence_number::peek()) - 1;
     // PyTorch's generated bindings let the GIL go around an op; the two
     // calls that give an alias a subclass object hold it through: only their
     // aliases wait (a detach in backward, or Tensor.detach(), does not).
-    if (!started->engine && alias_for_subclass(fn) && PyGILState_Check()) {
+    if (alias_for_subclass(fn) && PyGILState_Check()) {
         if (deferred == nullptr)
             deferred = new std::vector<Deferred>;   // per thread, for the process
         Deferred d;
@@ -486,11 +641,11 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         d.inputs = weakly(started->inputs);
         d.outputs = weakly(fn.outputs());
         d.seq = seq;
+        d.all_or_none = true;
         deferred->push_back(std::move(d));
     } else {
         PyGILState_STATE gil = PyGILState_Ensure();
-        call_recording(started->func, started->inputs, fn.outputs(), started->engine,
-                       started->forward, seq);
+        call_recording(started->func, started->inputs, fn.outputs(), false, 0, seq);
         started->inputs.clear();   // the references dropped under the GIL
         PyGILState_Release(gil);
         return;
@@ -576,6 +731,21 @@ __attribute__((visibility("default"))) void vt_obs_uninstall(void)
     Py_CLEAR(on_owner);
     Py_CLEAR(on_other);
     Py_CLEAR(engine_frames);
+}
+
+// vt_obs_drain(): what is held back (the engine threads' ops, this
+// thread's aliases) handed over now; called with the GIL held, before the
+// books are read (Dispatcher.flush: a mark, a snapshot, the block's end).
+__attribute__((visibility("default"))) void vt_obs_drain(void)
+{
+    if (handle == 0 || !active.load(std::memory_order_relaxed))
+        return;
+    if (deferred != nullptr && !deferred->empty()) {
+        std::vector<Deferred> now;
+        now.swap(*deferred);
+        hand_over_ops(now);
+    }
+    hand_over_held();
 }
 
 // vt_obs_make_weak(storage): a weak handle on a StorageImpl whose tensor

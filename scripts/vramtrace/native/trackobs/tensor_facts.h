@@ -40,6 +40,11 @@ typedef uint64_t (*vt__make_weak_fn)(uint64_t storage);
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
 typedef int (*vt__storage_now_fn)(uint64_t handle, uint64_t *out);
 
+/* The observer's vt_obs_drain(): the ops it holds back (an autograd
+ * engine thread's, observer.cpp) handed over now, with the GIL held:
+ * before the books are read (Dispatcher.flush). */
+typedef void (*vt__drain_fn)(void);
+
 /* _trackfast's frames to lend an autograd engine thread running the
  * backward of the node numbered ``seq`` (the forward op's stack, named
  * "forward of"), read from ``table`` without the GIL: written when the
