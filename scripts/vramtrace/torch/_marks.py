@@ -8,7 +8,6 @@ from typing import Callable, Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
-from ._torch_facts import _Parameter
 
 # Seconds between the ticks of a program that makes no mark (_Marks._tick):
 # its storages last used before a tick and unused since are walked at the
@@ -99,20 +98,19 @@ class _Marks:
         no longer used lingers like any tensor. ``timed``: at a tick (the
         check judges such a program by time, not by step): see
         _state_follows_models."""
-        by_obj, storages = self._by_obj, self._storages
-        use = self._fast.use   # a use with no stack
-        named = self._param_labels
-        params = [rec for srec in storages.values() if srec.last_epoch >= epoch
-                  for rec in srec.tids
-                  if rec.name.startswith("parameter") or rec.name in named]
-        looked_up = False
-        models = set()
-        for rec in params:
-            t = rec.ref() if rec.ref is not None else None
-            if not isinstance(t, _Parameter):
-                del t
-                continue
-            models.add(self._model_of.get(id(t)))
+        # Each parameter used since the mark has its .grad used and named
+        # in C (native/trackfast/grads.c); what it leaves is named here: a
+        # parameter still named by its first sight, or a .grad whose
+        # parameter no lookup has named yet. The models are looked up (one
+        # pass over the collector's objects) only by the mark's first ask
+        # of a parameter's name, in the books' order (``look``): a parameter
+        # a later ask finds unknown keeps its first-sight name until the
+        # next mark that asks first.
+        models, todo = self._fast.follow_grads(epoch, self._param_labels, self._param_names,
+                                               self._model_of)
+        by_obj, named = self._by_obj, self._param_labels
+        for t, rec, look in todo:
+            looked_up = not look
             if rec.name.startswith("parameter"):
                 # named as its model knows it, once a model holds it
                 name = self._param_name(t, not looked_up)
@@ -121,18 +119,14 @@ class _Marks:
                     named.add(name)
             g = getattr(t, "_grad", None)
             grec = by_obj.get(id(g)) if g is not None else None
-            if grec is not None and grec.tid:
-                use(grec.tid)
-                gst = storages.get(grec.skey)
-                if gst is not None:
-                    gst.last_epoch = epoch
-                if not grec.name.endswith(".grad"):
-                    name = self._param_name(t, not looked_up)
-                    looked_up = True
-                    if name:
-                        self._name_grad(g, grec, name + ".grad")
+            if grec is not None and grec.tid and not grec.name.endswith(".grad"):
+                name = self._param_name(t, not looked_up)
+                looked_up = True
+                if name:
+                    self._fast.name_grad(grec, name + ".grad")
             del t, g
-        self._state_follows_models(models, epoch, use, timed)
+        del todo
+        self._state_follows_models(models, epoch, self._fast.use, timed)
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
                               use: Callable[[int], None], timed: bool = False) -> None:

@@ -79,17 +79,6 @@ class _Naming:
         rec.name = label   # else recorded under this name
         return True
 
-    def _name_grad(self, g: Any, grec: "_TensorRec", name: str) -> None:
-        """Name a gradient after its parameter: the ``.grad`` tensor and the
-        backward output it views (the storage's owner, made by the autograd
-        engine and named by the forward's line), also when that one is gone."""
-        self._rename(g, name)
-        base = self._by_tid.get(grec.base) if grec.base else None
-        if grec.base and (base is None or "backward: " in base.name):
-            self._set_name(grec.base, name)
-            if base is not None:
-                base.name = name
-
     def _param_name(self, param: Any, look: bool) -> str:
         """A parameter's name in the model that holds it, as the program knows
         it: ``GPT.transformer.h.0.attn.c_attn.weight`` (the model's class,

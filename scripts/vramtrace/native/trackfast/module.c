@@ -43,7 +43,8 @@ PyObject *s_settle,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead,
+    *s_grad, *s_set_name, *s_backward_marker;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -285,6 +286,38 @@ static PyObject *rule_done(int rc, const char *call)
     return NULL;
 }
 
+/* Dispatcher.follow_grads(epoch, named, param_names, model_of) -> (models,
+ * todo): each parameter used since mark ``epoch`` has its .grad used and
+ * named (grads.c). */
+static PyObject *dispatcher_follow_grads(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyAnySet_Check(argv[1]) || !PyDict_Check(argv[2]) ||
+        !PyDict_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "follow_grads(epoch: int, named: set, "
+                                         "param_names: dict, model_of: dict)");
+        return NULL;
+    }
+    long long epoch = PyLong_AsLongLong(argv[0]);
+    if (epoch == -1 && PyErr_Occurred())
+        return NULL;
+    if (d->tracker == NULL)
+        return Py_BuildValue("(NN)", PySet_New(NULL), PyList_New(0));
+    return follow_grads(d, epoch, argv[1], argv[2], argv[3]);
+}
+
+/* Dispatcher.name_grad(grec, label): a .grad's record named after its
+ * parameter, with the backward output it views (grads.c). */
+static PyObject *dispatcher_name_grad(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !is_tensor_rec(argv[0]) || !PyUnicode_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "name_grad(grec: TensorRec, label: str)");
+        return NULL;
+    }
+    if (d->tracker == NULL)
+        Py_RETURN_NONE;
+    return rule_done(name_grad(d, argv[0], argv[1]), "name_grad()");
+}
+
 static int books_args(Dispatcher *d, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi,
                       const char *call)
 {
@@ -409,6 +442,11 @@ static PyObject *dispatcher_end_storage(Dispatcher *d, PyObject *const *argv, Py
 static PyMethodDef dispatcher_methods[] = {
     {"use", (PyCFunction)dispatcher_use, METH_O,
      "use(tid): a use of recorded tensor tid, no stack"},
+    {"follow_grads", (PyCFunction)(void (*)(void))dispatcher_follow_grads, METH_FASTCALL,
+     "follow_grads(epoch, named, param_names, model_of) -> (models, todo): each "
+     "parameter used since the mark has its .grad used and named (grads.c)"},
+    {"name_grad", (PyCFunction)(void (*)(void))dispatcher_name_grad, METH_FASTCALL,
+     "name_grad(grec, label): a .grad named after its parameter (grads.c)"},
     {"rename", (PyCFunction)(void (*)(void))dispatcher_rename, METH_FASTCALL,
      "rename(tid, name) -> status: vt_tensor_name"},
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
@@ -639,6 +677,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_free_weak_ref, "_free_weak_ref"},
         {&s_now, "now"}, {&s_lent_for, "_lent_for"}, {&s_overlapped, "_overlapped"}, {&s_leave_twins, "_leave_twins"},
         {&s_check_storage, "_check_storage"}, {&s_collected, "_collected"},
+        {&s_grad, "_grad"}, {&s_set_name, "_set_name"}, {&s_backward_marker, "backward: "},
         };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (intern(names[i].slot, names[i].s) < 0)

@@ -11,6 +11,7 @@
  *   lent.c      the frames to lend engine threads, readable without the GIL
  *   python.c    calls back into the Python Tracker
  *   gc_schedule.c  the tracker's own objects kept out of the collector's count
+ *   grads.c     a parameter's .grad followed (used, named) at each mark
  * Internal: nothing here is exported from the module but PyInit__trackfast.
  */
 #ifndef VT_TRACKFAST_H
@@ -180,7 +181,8 @@ extern PyObject *s_settle,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead;
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead,
+    *s_grad, *s_set_name, *s_backward_marker;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
     *data_address_fn;
@@ -236,6 +238,9 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
+int name_grad(Dispatcher *d, PyObject *grec, PyObject *label);
+PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject *param_names,
+                       PyObject *model_of);
 int forget(Dispatcher *d, PyObject *rec);
 int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_obj);

@@ -1,0 +1,272 @@
+/* A parameter's .grad followed at each mark (Tracker._grads_follow_parameters
+ * says the rule and keeps what is rare: naming a parameter, looking the
+ * models up). A .grad is its parameter's state: each step that used the
+ * parameter uses its .grad too, and a new .grad (every step after
+ * zero_grad(set_to_none=True)) is named after its parameter. That is a few
+ * dict lookups and a rename per parameter per mark, which in Python cost a
+ * mark about a third of its time; here, one call. */
+#include "trackfast.h"
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define lookup_attr PyObject_GetOptionalAttr
+#else
+#define lookup_attr _PyObject_LookupAttr   /* its name before 3.13 */
+#endif
+
+/* Whether ``name`` (a str) starts with ``prefix`` / ends with ``suffix``. */
+static int str_starts(PyObject *name, const char *prefix)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+    size_t k = strlen(prefix);
+    return s != NULL && (size_t)n >= k && memcmp(s, prefix, k) == 0;
+}
+
+static int str_ends(PyObject *name, const char *suffix)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+    size_t k = strlen(suffix);
+    return s != NULL && (size_t)n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* Tracker._set_name: the library renames recorded tensor ``tid``; where it
+ * refuses, the tracker's Python asks again through ctypes, which says why. */
+static int set_name(Dispatcher *d, uint64_t tid, PyObject *label)
+{
+    const char *s = PyUnicode_AsUTF8(label);
+    if (s == NULL)
+        return -1;
+    if (d->rename != NULL && d->rename(tid, s) == 0)
+        return 0;
+    PyObject *id = PyLong_FromUnsignedLongLong(tid);
+    if (id == NULL)
+        return -1;
+    PyObject *a[2] = {id, label};
+    PyObject *r = call_method(d->tracker, s_set_name, a, 2);
+    Py_DECREF(id);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* Gradient record ``grec`` named ``label`` (its parameter's name and
+ * ".grad"), and the backward output it views (its storage's owner, made by
+ * the autograd engine and named by the forward's line) if that one is gone
+ * or still named as a backward op's. Not yet recorded: recorded under it. */
+int name_grad(Dispatcher *d, PyObject *grec, PyObject *label)
+{
+    if (!is_tensor_rec(grec) || !PyUnicode_Check(label))
+        return -1;
+    TensorRec *g = TREC(grec);
+    int same = PyUnicode_Compare(g->name, label);
+    if (same == -1 && PyErr_Occurred())
+        return -1;
+    if (same != 0) {
+        if (!g->pending && set_name(d, g->tid, label) < 0)   /* else recorded under it */
+            return -1;
+        Py_INCREF(label);
+        Py_SETREF(g->name, label);
+    }
+    if (g->base == 0)
+        return 0;
+    PyObject *by_tid = book(d, BOOK_BY_TID);
+    PyObject *key = by_tid ? PyLong_FromUnsignedLongLong(g->base) : NULL;
+    PyObject *base = key ? PyDict_GetItemWithError(by_tid, key) : NULL;   /* borrowed */
+    Py_XINCREF(base);
+    Py_XDECREF(key);
+    Py_XDECREF(by_tid);
+    if (base == NULL && PyErr_Occurred())
+        return -1;
+    int rc = 0;
+    if (base != NULL && !is_tensor_rec(base)) {
+        rc = -1;
+    } else if (base == NULL || PyUnicode_Find(TREC(base)->name, s_backward_marker, 0,
+                                              PY_SSIZE_T_MAX, 1) >= 0) {
+        rc = set_name(d, g->base, label);
+        if (rc == 0 && base != NULL) {
+            Py_INCREF(label);
+            Py_SETREF(TREC(base)->name, label);
+        }
+    } else if (PyErr_Occurred()) {
+        rc = -1;
+    }
+    Py_XDECREF(base);
+    return rc;
+}
+
+/* The name ``param_names`` (id(param) -> (weakref, name)) gives ``t``: a
+ * new reference to the name ("": no model holds it), NULL and no error if
+ * it does not know ``t``. */
+static PyObject *known_name(PyObject *param_names, PyObject *t)
+{
+    PyObject *key = PyLong_FromVoidPtr(t);
+    PyObject *got = key ? PyDict_GetItemWithError(param_names, key) : NULL;   /* borrowed */
+    Py_XDECREF(key);
+    if (got == NULL || !PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2 ||
+        !PyWeakref_Check(PyTuple_GET_ITEM(got, 0)))
+        return NULL;
+    if (PyWeakref_GetObject(PyTuple_GET_ITEM(got, 0)) != t)   /* borrowed */
+        return NULL;
+    return Py_NewRef(PyTuple_GET_ITEM(got, 1));
+}
+
+/* One parameter used since the mark: its .grad used and named; 1 if the
+ * tracker's Python has to name something (the parameter, or a .grad whose
+ * parameter no lookup has named yet), 0 if not, -1 on error. ``*asked``
+ * set where the tracker's Python would have asked the parameter's name
+ * (Tracker._param_name): only the first ask of a mark may look the models
+ * up, and the order of asks is the books' (follow_grads). */
+static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
+                  PyObject *param_names, int *asked)
+{
+    PyObject *by_obj = NULL, *storages = NULL, *g = NULL, *grec = NULL, *key = NULL;
+    int rc = -1;
+    if (lookup_attr(t, s_grad, &g) < 0)   /* getattr(t, "_grad", None) */
+        goto out;
+    if (g == NULL || g == Py_None) {
+        rc = str_starts(TREC(rec)->name, "parameter");
+        goto out;
+    }
+    by_obj = book(d, BOOK_BY_OBJ);
+    key = PyLong_FromVoidPtr(g);
+    grec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;   /* borrowed */
+    Py_XINCREF(grec);
+    if (grec == NULL) {
+        rc = PyErr_Occurred() ? -1 : str_starts(TREC(rec)->name, "parameter");
+        goto out;
+    }
+    if (!is_tensor_rec(grec))
+        goto out;
+    TensorRec *gr = TREC(grec);
+    if (gr->tid == 0) {
+        rc = str_starts(TREC(rec)->name, "parameter");
+        goto out;
+    }
+    d->use(gr->tid, 0);   /* a use with no stack */
+    storages = book(d, BOOK_STORAGES);
+    PyObject *gst = PyDict_GetItemWithError(storages, gr->skey);   /* borrowed */
+    if (gst == NULL && PyErr_Occurred())
+        goto out;
+    if (gst != NULL && is_storage_rec(gst))
+        SREC(gst)->last_epoch = epoch;
+    if (str_starts(TREC(rec)->name, "parameter")) {
+        rc = 1;   /* the parameter first: Python names both */
+        goto out;
+    }
+    if (str_ends(gr->name, ".grad")) {
+        rc = 0;
+        goto out;
+    }
+    *asked = 1;
+    PyObject *name = known_name(param_names, t);
+    if (name == NULL) {
+        rc = PyErr_Occurred() ? -1 : 1;   /* not looked up yet: Python looks */
+        goto out;
+    }
+    rc = 0;
+    if (PyUnicode_GET_LENGTH(name) > 0) {   /* "": no model holds it */
+        PyObject *label = PyUnicode_FromFormat("%U.grad", name);
+        rc = label != NULL ? name_grad(d, grec, label) : -1;
+        Py_XDECREF(label);
+    }
+    Py_DECREF(name);
+out:
+    Py_XDECREF(by_obj);
+    Py_XDECREF(storages);
+    Py_XDECREF(g);
+    Py_XDECREF(grec);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* Dispatcher.follow_grads(epoch, named, param_names, model_of) ->
+ * (models, todo): for each tracked parameter whose storage was used since
+ * mark ``epoch`` (a record named "parameter..." or one of ``named``, the
+ * names the tracker gave parameters), its .grad's record used (no stack)
+ * with its storage, and named "<parameter's name>.grad" where
+ * ``param_names`` knows the parameter's name. ``models``: the set of
+ * ``model_of`` (id(param) -> id(model)) of those parameters, None for one
+ * it lacks; ``todo``: (param, rec, look) for the tracker's Python to
+ * name, ``look`` whether its first ask may look the models up (none asked
+ * before it this mark). */
+PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject *param_names,
+                       PyObject *model_of)
+{
+    PyObject *storages = book(d, BOOK_STORAGES);
+    PyObject *all = storages ? PyDict_Values(storages) : NULL;   /* renames run Python */
+    Py_XDECREF(storages);
+    PyObject *models = all ? PySet_New(NULL) : NULL;
+    PyObject *todo = models ? PyList_New(0) : NULL;
+    PyObject *out = NULL;
+    int asked = 0;   /* a parameter's name asked this mark */
+    if (todo == NULL)
+        goto out;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
+        PyObject *srec = PyList_GET_ITEM(all, i);
+        if (!is_storage_rec(srec))
+            goto out;
+        if (SREC(srec)->last_epoch < epoch)
+            continue;
+        PyObject *recs = PySequence_List(SREC(srec)->tids);
+        if (recs == NULL)
+            goto out;
+        int bad = 0;
+        for (Py_ssize_t j = 0; !bad && j < PyList_GET_SIZE(recs); j++) {
+            PyObject *rec = PyList_GET_ITEM(recs, j);
+            if (!is_tensor_rec(rec)) {
+                bad = 1;
+                break;
+            }
+            int param = str_starts(TREC(rec)->name, "parameter");
+            if (!param) {
+                param = PySet_Contains(named, TREC(rec)->name);
+                if (param < 0) {
+                    bad = 1;
+                    break;
+                }
+            }
+            if (!param || TREC(rec)->ref == NULL || !PyWeakref_Check(TREC(rec)->ref))
+                continue;
+            PyObject *t = PyWeakref_GetObject(TREC(rec)->ref);   /* borrowed */
+            if (t == NULL) {
+                bad = 1;
+                break;
+            }
+            Py_INCREF(t);
+            /* isinstance: Parameter's metaclass counts a tensor marked
+             * _is_param as one too */
+            int is_param = PyObject_IsInstance(t, parameter_type);
+            if (is_param < 0)
+                bad = 1;
+            if (is_param > 0) {
+                PyObject *key = PyLong_FromVoidPtr(t);
+                PyObject *mid = key ? PyDict_GetItemWithError(model_of, key) : NULL;
+                Py_XDECREF(key);
+                if ((mid == NULL && PyErr_Occurred()) ||
+                    PySet_Add(models, mid != NULL ? mid : Py_None) < 0) {
+                    bad = 1;
+                } else {
+                    int look = !asked;   /* before this parameter's own asks */
+                    int more = follow(d, t, rec, epoch, param_names, &asked);
+                    PyObject *pair = more > 0 ? Py_BuildValue("(OOO)", t, rec,
+                                                              look ? Py_True : Py_False)
+                                              : NULL;
+                    if (more > 0)
+                        asked = 1;
+                    bad = more < 0 || (more > 0 && (pair == NULL || PyList_Append(todo, pair) < 0));
+                    Py_XDECREF(pair);
+                }
+            }
+            Py_DECREF(t);
+        }
+        Py_DECREF(recs);
+        if (bad)
+            goto out;
+    }
+    out = PyTuple_Pack(2, models, todo);
+out:
+    Py_XDECREF(all);
+    Py_XDECREF(models);
+    Py_XDECREF(todo);
+    return out;
+}
