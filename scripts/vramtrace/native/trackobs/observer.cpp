@@ -529,15 +529,16 @@ void hand_over_ops(std::vector<Deferred> &ops)
     // made would have carried, had it lived until the hand-over.
     std::unordered_map<uintptr_t, uint32_t> frames_of_memory;
     for (Deferred &d : ops) {
-        for (uintptr_t storage : d.engine ? d.made : std::vector<uintptr_t>{}) {
-            if (d.forward != 0) {
+        if (d.engine && d.forward != 0) {
+            for (uintptr_t storage : d.made)
                 frames_of_memory[storage] = d.forward;
-                continue;
-            }
-            auto it = frames_of_memory.find(storage);
-            if (it != frames_of_memory.end()) {
-                d.forward = it->second;
-                break;
+        } else if (d.engine) {
+            for (uintptr_t storage : d.made) {
+                auto it = frames_of_memory.find(storage);
+                if (it != frames_of_memory.end()) {
+                    d.forward = it->second;
+                    break;
+                }
             }
         }
         size_t alive = 0, dead = 0;
