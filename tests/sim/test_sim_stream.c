@@ -250,4 +250,29 @@ TEST(kernel_launch_is_an_ordered_noop)
     ASSERT_OK(cudaStreamDestroy(s));
 }
 
+TEST(kernel_launch_waits_for_what_it_depends_on)
+{
+    /* A kernel on an idle stream is done as it is launched (nothing runs,
+     * no worker woken: sim_stream_enqueue); one with something to wait for
+     * is queued behind it: its own stream's work, or, on the legacy stream,
+     * a blocking stream's. */
+    ASSERT_OK(cudaFree(NULL));
+    CUfunction f = (CUfunction)(uintptr_t)0x1234;
+    cudaStream_t s = held_stream(cudaStreamDefault);
+    static int first, second;
+    ASSERT_OK(launch_slow_store(s, &first, 1, 100));
+    ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));   /* legacy */
+    ASSERT_EQ(cudaStreamQuery(0), cudaErrorNotReady);
+    ASSERT_OK(cudaStreamSynchronize(0));
+    ASSERT_EQ(load_flag(&first), 1);
+    ASSERT_OK(launch_slow_store(s, &second, 1, 100));
+    ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, NULL, NULL));
+    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(load_flag(&second), 1);
+    ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, NULL, NULL));
+    ASSERT_OK(cudaStreamQuery(s));                    /* idle: done at once */
+    release_held();
+}
+
 TEST_MAIN()

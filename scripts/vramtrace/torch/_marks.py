@@ -47,7 +47,6 @@ class _Marks:
             self._credit = min(self._credit + self.walk_fraction * own,
                                max(1.0, self.snapshot_walk_s))
         try:
-            self._fast.flush()
             threshold = self.epoch
             if kind == "mark":
                 self._next_tick = _NO_TICK

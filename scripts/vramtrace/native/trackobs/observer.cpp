@@ -485,10 +485,11 @@ std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values)
 }
 
 // ``held`` as the op's arguments again: the tensors still alive, an
-// undefined tensor (None to the recording) for each one gone. Counts in
-// ``alive`` and ``dead`` the tensors found alive and gone.
+// undefined tensor (None to the recording) for each one gone. Sets
+// ``alive`` and ``dead`` to the tensors found alive and gone.
 std::vector<c10::IValue> revived(std::vector<HeldArg> &held, size_t &alive, size_t &dead)
 {
+    alive = dead = 0;
     std::vector<c10::IValue> out;
     out.reserve(held.size());
     auto lock = [&](std::optional<WeakImpl> &w) -> at::Tensor {
@@ -541,12 +542,11 @@ void hand_over_ops(std::vector<Deferred> &ops)
                 }
             }
         }
-        size_t alive = 0, dead = 0;
-        std::vector<c10::IValue> in = revived(d.inputs, alive, dead);
-        size_t outs_alive = alive;
-        std::vector<c10::IValue> out = revived(d.outputs, alive, dead);
-        outs_alive = alive - outs_alive;
-        bool go = d.all_or_none ? dead == 0 && outs_alive > 0 : alive > 0;
+        size_t ins_alive, ins_dead, outs_alive, outs_dead;
+        std::vector<c10::IValue> in = revived(d.inputs, ins_alive, ins_dead);
+        std::vector<c10::IValue> out = revived(d.outputs, outs_alive, outs_dead);
+        bool go = d.all_or_none ? ins_dead + outs_dead == 0 && outs_alive > 0
+                                : ins_alive + outs_alive > 0;
         if (go && active.load(std::memory_order_relaxed))
             call_recording(d.func, in, out, d.engine, d.forward, d.seq);
         in.clear();   // the references dropped under the GIL
@@ -554,6 +554,16 @@ void hand_over_ops(std::vector<Deferred> &ops)
     }
     ops.clear();
     open_ops--;
+}
+
+// The aliases deferred on this thread, handed over now (the GIL held).
+void hand_over_mine()
+{
+    if (deferred == nullptr || deferred->empty())
+        return;
+    std::vector<Deferred> now;
+    now.swap(*deferred);
+    hand_over_ops(now);
 }
 
 // The engine threads' ops held back, handed over now (the GIL held).
@@ -581,26 +591,33 @@ void hand_over_deferred()
                   PyThread_get_thread_ident() == owner;
     if (!mine && !engine)
         return;
-    std::vector<Deferred> now;
-    if (mine)
-        now.swap(*deferred);
-    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized())
+    if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized()) {
+        if (mine)
+            deferred->clear();
         return;
+    }
     PyGILState_STATE gil = PyGILState_Ensure();
     // the aliases first: this thread made them before the backward it waited for
-    hand_over_ops(now);
+    hand_over_mine();
     if (engine)
         hand_over_held();
     PyGILState_Release(gil);
 }
 
-// An engine thread's op, held back (the GIL not held, not taken).
-void hold_engine_op(Started *started, const at::RecordFunction &fn)
+// The op ``started`` that ``fn`` ran, held weakly.
+Deferred held_op(const Started *started, const at::RecordFunction &fn)
 {
     Deferred d;
     d.func = started->func;
     d.inputs = weakly(started->inputs);
     d.outputs = weakly(fn.outputs());
+    return d;
+}
+
+// An engine thread's op, held back (the GIL not held, not taken).
+void hold_engine_op(Started *started, const at::RecordFunction &fn)
+{
+    Deferred d = held_op(started, fn);
     d.engine = true;
     d.forward = started->forward;
     for (const c10::IValue &v : fn.outputs())
@@ -637,10 +654,7 @@ void hand_over(Started *started, const at::RecordFunction &fn)
     if (alias_for_subclass(fn) && PyGILState_Check()) {
         if (deferred == nullptr)
             deferred = new std::vector<Deferred>;   // per thread, for the process
-        Deferred d;
-        d.func = started->func;
-        d.inputs = weakly(started->inputs);
-        d.outputs = weakly(fn.outputs());
+        Deferred d = held_op(started, fn);
         d.seq = seq;
         d.all_or_none = true;
         deferred->push_back(std::move(d));
@@ -741,11 +755,7 @@ __attribute__((visibility("default"))) void vt_obs_drain(void)
 {
     if (handle == 0 || !active.load(std::memory_order_relaxed))
         return;
-    if (deferred != nullptr && !deferred->empty()) {
-        std::vector<Deferred> now;
-        now.swap(*deferred);
-        hand_over_ops(now);
-    }
+    hand_over_mine();
     hand_over_held();
 }
 
