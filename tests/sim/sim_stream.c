@@ -433,15 +433,6 @@ static uint64_t append_locked(sim_stream *s, sim_op *op)
     return op->seq;
 }
 
-/* Under dev->lock: whether everything `op` must wait for has happened. */
-static bool deps_done_locked(const sim_op *op)
-{
-    for (int i = 0; i < op->ndeps; i++)
-        if (op->deps[i].stream->completed < op->deps[i].seq)
-            return false;
-    return true;
-}
-
 CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 {
     CUresult rc;
@@ -450,26 +441,6 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
         if (seq_out)
             *seq_out = 0;               /* captured (or refused): no device work */
         return rc;
-    }
-    /* A kernel (no work here) on an idle stream with nothing to wait for is
-     * done as it is launched. A real launch writes the kernel into the
-     * channel's pushbuffer and wakes no host thread; handing it to the
-     * worker would cost a futex wake and a thread switch whenever the
-     * worker had gone to sleep, which is every launch of a program slower
-     * between launches (one under a tracer) and almost none of a fast one:
-     * a host cost a GPU does not have, and not the same for both. Work
-     * queued behind a busy stream (a slow host function, say) waits as
-     * before: the order and what can be observed of it are unchanged. */
-    if ((op->type == SIM_OP_KERNEL || op->type == SIM_OP_NOP) && !s->head &&
-        !s->inline_busy && deps_done_locked(op)) {
-        uint64_t seq = ++s->submitted;
-        s->completed = seq;
-        pthread_cond_broadcast(&s->dev->progress);
-        pthread_mutex_unlock(&s->dev->lock);
-        sim_op_free(op);
-        if (seq_out)
-            *seq_out = seq;
-        return CUDA_SUCCESS;
     }
     uint64_t seq = append_locked(s, op);
     pthread_mutex_unlock(&s->dev->lock);
