@@ -160,9 +160,11 @@ def test_backward_ops_under_the_observer_record_as_under_the_mode(tmp_path):
     activation, in_model, in_head = c["kept_per_step"]
     per_step = activation + in_model + in_head
     assert len(c["grads"]) == len(mode["grads"]) == c["steps"] * per_step
-    # the frames to lend read from the extension's table, without the GIL,
-    # for most engine ops: Python is asked only for what the table lacks
-    assert untabled["asked"] > 0 and c["asked"] * 3 < untabled["asked"], (c, untabled)
+    # the frames to lend read from the extension's table, without the GIL:
+    # every node a forward op made is there, and an AccumulateGrad node (a
+    # parameter's .grad; no forward op made it) is never asked about, so
+    # Python is never asked; without the table, it is asked for each
+    assert c["asked"] == 0 and untabled["asked"] > 0, (c, untabled)
     line = got["forward_line"]
     site = f"h = torch.relu(model(x)) (engine_ops.py:{line}, backward: aten."
     head_site = f"head(h).square().mean().backward() (engine_ops.py:{line + 2}, backward: aten."

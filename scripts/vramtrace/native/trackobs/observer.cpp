@@ -52,6 +52,7 @@
 #include <atomic>
 #include <string_view>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -193,6 +194,12 @@ uint32_t lend_forward_frames()
     if (node == nullptr)
         return 0;
     unsigned long long seq = node->sequence_nr();
+    // A node no forward op made (AccumulateGrad, which autograd gives the
+    // largest number so that it runs first: a parameter's .grad) has no
+    // frames anywhere: asking Python would take the GIL on this thread for
+    // every parameter of every backward, to hear 0.
+    if (seq == std::numeric_limits<uint64_t>::max())
+        return 0;
     // written when the forward op was recorded: no GIL to take
     vt__lent_read_fn read = lent_read.load(std::memory_order_acquire);
     const void *table = lent_table.load(std::memory_order_acquire);
