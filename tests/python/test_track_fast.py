@@ -106,7 +106,7 @@ def test_tensors_die_through_the_c_callbacks(real_lib):
             t = keep + 1
             v = t[2:4]
             del t, v
-        tr._settle()
+        tr._fast.settle()
         live = [r for r in tr._by_tid.values() if r.ref is not None and r.ref() is not None]
         assert len(live) == len(tr._by_tid), "dead tensors left in the books"
         assert len(tr._storages) <= 3, tr._storages

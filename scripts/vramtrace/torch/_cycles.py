@@ -23,7 +23,7 @@ class _Cycles:
             return
         if phase == "stop" and self._maybe_gone:
             try:
-                self._settle()
+                self._fast.settle()
             except Exception:
                 self.errors += 1
         self._in_gc = phase == "start"

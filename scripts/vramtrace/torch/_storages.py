@@ -106,24 +106,12 @@ class _Storages:
         self._fast.track(t, rec.name, stack)
         del t
 
-    def _settle(self) -> None:
-        """Storages whose last tensor died: released now, or kept while
-        something else (autograd, a storage object) still holds them."""
-        while self._maybe_gone:
-            gone = self._maybe_gone[:]
-            self._maybe_gone.clear()
-            for srec, stack in gone:
-                if srec.tids or self._storages.get(srec.skey) is not srec:
-                    continue
-                if self._life.expired(srec.weak):
-                    self._fast.end_storage(srec, stack)
-
     def _sweep(self) -> None:
         """At a mark: every storage and tensor against what they are now.
         The C path names the few that may have changed (a mark of a big
         model would otherwise pay Python calls for each of its storages)."""
-        self._settle()
         fast = self._fast
+        fast.settle()
         for srec in fast.storages_to_check():
             if srec.weak:
                 self._check_storage(srec, None)

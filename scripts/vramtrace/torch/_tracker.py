@@ -284,7 +284,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         if getattr(_tls, "tracker", None) is self:
             _tls.tracker = None
         self._fast.flush()
-        self._settle()
+        self._fast.settle()
         self._recording = False
         _vt.remove_mark_hook(self._on_mark)
         if self in _active:
@@ -331,7 +331,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         if self._fast is None:
             return {}
         self._fast.flush()
-        self._settle()
+        self._fast.settle()
         return {k: (s.ptr, s.nbytes, s.device) for k, s in self._storages.items()}
 
     def grads_on(self, keys: Set[int]) -> Set[int]:

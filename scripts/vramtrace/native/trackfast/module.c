@@ -36,8 +36,7 @@
 #include <errno.h>
 
 /* Interned attribute names and objects looked up once. */
-PyObject *s_settle,
-    *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+PyObject *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
@@ -368,6 +367,15 @@ static PyObject *dispatcher_flush(Dispatcher *d, PyObject *unused)
     return rule_done(flush(d), "flush()");
 }
 
+/* Dispatcher.settle(): storages.c's settle() for the tracker, before it
+ * reads the books (a mark's sweep, the block's end, a collection). */
+static PyObject *dispatcher_settle(Dispatcher *d, PyObject *unused)
+{
+    if (d->tracker == NULL)
+        Py_RETURN_NONE;
+    return rule_done(settle(d), "settle()");
+}
+
 /* Dispatcher.track(t, name, stack) -> rec or None: tensor ``t`` into the
  * books (and recorded) under ``name``, first seen at stack id ``stack``;
  * None for a tensor without memory of its own to track. */
@@ -463,6 +471,8 @@ static PyMethodDef dispatcher_methods[] = {
      "record(rec, base=None) -> tid: rec's TENSOR_NEW if not made yet"},
     {"flush", (PyCFunction)dispatcher_flush, METH_NOARGS,
      "flush(): record the outputs held back"},
+    {"settle", (PyCFunction)dispatcher_settle, METH_NOARGS,
+     "settle(): storages whose last tensor died while held elsewhere released if gone"},
     {"track", (PyCFunction)(void (*)(void))dispatcher_track, METH_FASTCALL,
      "track(t, name, stack) -> rec or None: a tensor into the books"},
     {"drop", (PyCFunction)(void (*)(void))dispatcher_drop, METH_FASTCALL,
@@ -662,7 +672,7 @@ PyMODINIT_FUNC PyInit__trackfast(void);
 PyMODINIT_FUNC PyInit__trackfast(void)
 {
     struct { PyObject **slot; const char *s; } names[] = {
-        {&s_settle, "_settle"}, {&s_out_name, "_out_name"}, {&s_meta_of, "_meta_of"},
+        {&s_out_name, "_out_name"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
         {&s_input_name, "_input_name"}, {&s_migrate, "_migrate"}, {&s_tick, "_tick"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},

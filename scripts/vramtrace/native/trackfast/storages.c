@@ -256,7 +256,7 @@ int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         return -1;
     int rc = -1;
     /* The storage may outlive its last Python tensor (a view of it held as
-     * a storage): then it is asked once it can tell (Tracker._settle). */
+     * a storage): then it is asked once it can tell (settle() below). */
     int later = 0;
     if (SREC(srec)->weak) {
         later = 1;
@@ -351,17 +351,67 @@ PyObject *storages_to_check(Dispatcher *d)
     return out;
 }
 
-/* Tracker._settle, if a storage may have gone since the last time (its last
- * tensor died while something else still held it): before an op or a death
- * is recorded, so that its release comes first. */
+/* Whether the storage behind ``s``'s weak handle is gone (what
+ * StorageLife.expired says, read as the op observer's storage reader reads
+ * it where it can): 1 gone, 0 alive or no handle to ask, -1 error. */
+static int storage_gone(Dispatcher *d, const StorageRec *s)
+{
+    if (s->weak == 0 || !d->life_available)
+        return 0;
+    if (d->storage_now != NULL) {
+        uint64_t now[2];
+        int alive = d->storage_now(s->weak, now);
+        if (alive >= 0)
+            return !alive;
+    }
+    PyObject *weak = PyLong_FromUnsignedLongLong(s->weak);
+    PyObject *now = weak ? PyObject_CallOneArg(d->life_now, weak) : NULL;   /* None: gone */
+    Py_XDECREF(weak);
+    if (now == NULL)
+        return -1;
+    int gone = now == Py_None;
+    Py_DECREF(now);
+    return gone;
+}
+
+/* The storages whose last tensor died while something else still held them
+ * (orphaned() put them in maybe_gone): each released now if it is gone,
+ * else left in the books (the mark's sweep finds it once it goes). Before
+ * an op or a death is recorded, so that a release comes first; and by the
+ * tracker (Dispatcher.settle) before it reads the books. */
 int settle(Dispatcher *d)
 {
-    PyObject *maybe_gone = book(d, BOOK_MAYBE_GONE);
-    int gone = maybe_gone ? PyObject_IsTrue(maybe_gone) : -1;
-    Py_XDECREF(maybe_gone);
-    if (gone <= 0)
-        return gone;
-    PyObject *r = call_method(d->tracker, s_settle, NULL, 0);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
+    /* references of its own: end_storage's Python may clear the tracker */
+    PyObject *maybe = book(d, BOOK_MAYBE_GONE), *storages = book(d, BOOK_STORAGES), *now = NULL;
+    int rc = -1;
+    if (!PyList_Check(maybe) || !PyDict_Check(storages)) {
+        PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
+        goto out;
+    }
+    while (PyList_GET_SIZE(maybe) > 0) {   /* end_storage's migrations may add more */
+        Py_XSETREF(now, PyList_GetSlice(maybe, 0, PY_SSIZE_T_MAX));
+        if (now == NULL || PyList_SetSlice(maybe, 0, PY_SSIZE_T_MAX, NULL) < 0)
+            goto out;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(now); i++) {
+            PyObject *pair = PyList_GET_ITEM(now, i);
+            PyObject *srec = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2
+                                 ? PyTuple_GET_ITEM(pair, 0) : NULL;
+            if (srec == NULL || !is_storage_rec(srec)) {
+                PyErr_SetString(PyExc_RuntimeError, "maybe_gone holds no (storage, stack)");
+                goto out;
+            }
+            if (PySet_GET_SIZE(SREC(srec)->tids) > 0)
+                continue;   /* a tensor of it was seen again */
+            PyObject *cur = PyDict_GetItemWithError(storages, SREC(srec)->skey);   /* borrowed */
+            int gone = cur != srec ? (PyErr_Occurred() ? -1 : 0) : storage_gone(d, SREC(srec));
+            if (gone < 0 || (gone && end_storage(d, srec, PyTuple_GET_ITEM(pair, 1)) < 0))
+                goto out;
+        }
+    }
+    rc = 0;
+out:
+    Py_XDECREF(now);
+    Py_DECREF(maybe);
+    Py_DECREF(storages);
+    return rc;
 }

@@ -174,8 +174,7 @@ extern PyTypeObject TensorRecType, StorageRecType;
 #define SREC(o) ((StorageRec *)(o))
 
 /* Interned attribute names and objects looked up once. */
-extern PyObject *s_settle,
-    *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
+extern PyObject *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
     *s_element_size, *s_input_name, *s_migrate, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
