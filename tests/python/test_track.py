@@ -446,6 +446,10 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
     cli = os.environ.get("VRAMTRACE_CLI")
     if not cli:
         pytest.skip("VRAMTRACE_CLI not set (run through meson test)")
+    # the ring holds what this process recorded before (other tests of a
+    # pytest run in one process): only what follows this mark is this test's
+    start = f"python stacks test {os.getpid()} {id(tmp_path)}"
+    vramtrace.mark(start)
     with vtt.track():
         a = torch.ones(64)
         b = vtt.name(a[:8] * 2, "b out")
@@ -468,7 +472,10 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
 
     this = os.path.basename(__file__)
     seen = set()
-    for e in d["events"]:
+    marks = [i for i, e in enumerate(d["events"]) if e["kind"] == "MARK" and e["str"] == start]
+    assert len(marks) == 1, marks
+    events = d["events"][marks[0] + 1:]
+    for e in events:
         kind = e["kind"]
         if kind in ("TENSOR_NEW", "TENSOR_USE", "STORAGE_EXTERNAL", "STORAGE_EXTERNAL_FREE"):
             mods = modules(e["stack"])
@@ -479,9 +486,9 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
         elif kind in ("TENSOR_DROP", "HOLDER_NEW"):
             assert e["stack"] == 0, e
     assert seen == {"TENSOR_NEW", "TENSOR_USE", "STORAGE_EXTERNAL", "STORAGE_EXTERNAL_FREE"}
-    named = [e for e in d["events"] if e["kind"] == "TENSOR_NEW" and e["str"] == "b out"]
+    named = [e for e in events if e["kind"] == "TENSOR_NEW" and e["str"] == "b out"]
     assert len(named) == 1
-    assert not [e for e in d["events"] if e["kind"] == "TENSOR_NEW"
+    assert not [e for e in events if e["kind"] == "TENSOR_NEW"
                 and _made_by(e["str"], "aten.mul out[0]")]
 
 
