@@ -129,6 +129,3 @@ class StorageLife:
         with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
             on = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
             return int(address(on))
-
-    def expired(self, handle: int) -> bool:
-        return bool(handle) and self._cls is not None and bool(self._cls._expired(handle))

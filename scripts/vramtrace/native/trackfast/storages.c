@@ -292,39 +292,51 @@ out:
     return rc;
 }
 
-/* Is the storage behind weak handle ``weak`` gone, or on other memory than
- * ``srec`` says? 1 yes (or cannot tell), 0 no. The reading is
- * StorageLife.now's (_storage_life.py) without its Python frames; the
- * decision stays Tracker._check_storage's, which reads it again. */
+/* Where the storage behind ``s``'s weak handle is now: read by the op
+ * observer's storage reader where it can, else by StorageLife.now
+ * (_storage_life.py; neither materializes a copy-on-write storage, as
+ * UntypedStorage.data_ptr() would). 1 alive, now = {data, nbytes}; 0 gone;
+ * -1 not read (an exception set). Only with d->life_now set. */
+static int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2])
+{
+    if (d->storage_now != NULL) {
+        int alive = d->storage_now(s->weak, now);
+        if (alive >= 0)
+            return alive;
+    }
+    PyObject *weak = PyLong_FromUnsignedLongLong(s->weak);
+    PyObject *got = weak ? PyObject_CallOneArg(d->life_now, weak) : NULL;
+    Py_XDECREF(weak);
+    if (got == NULL)
+        return -1;
+    int rc = 0;
+    if (got != Py_None) {
+        if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 2) {
+            now[0] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 0));
+            now[1] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 1));
+            rc = PyErr_Occurred() ? -1 : 1;
+        } else {
+            PyErr_SetString(PyExc_TypeError, "StorageLife.now: not (address, nbytes) or None");
+            rc = -1;
+        }
+    }
+    Py_DECREF(got);
+    return rc;
+}
+
+/* Is the storage behind ``srec``'s weak handle gone, or on other memory
+ * than ``srec`` says? 1 yes (or cannot tell), 0 no. The decision stays
+ * Tracker._check_storage's, which reads it again. */
 static int storage_changed(Dispatcher *d, PyObject *srec)
 {
     StorageRec *s = SREC(srec);
-    if (d->storage_now != NULL) {
-        uint64_t now[2];
-        int alive = d->storage_now(s->weak, now);
-        if (alive == 0)
-            return 1;
-        if (alive > 0)
-            return now[0] != s->ptr || now[1] != s->nbytes;
+    uint64_t now[2];
+    int alive = storage_read(d, s, now);
+    if (alive < 0) {
+        PyErr_Clear();
+        return 1;
     }
-    /* StorageLife.now: (address, nbytes), None once gone; read without
-     * materializing a copy-on-write storage, as storage_now does */
-    PyObject *weak = PyLong_FromUnsignedLongLong(s->weak);
-    PyObject *now = weak ? PyObject_CallOneArg(d->life_now, weak) : NULL;
-    Py_XDECREF(weak);
-    if (now == NULL || !PyTuple_Check(now) || PyTuple_GET_SIZE(now) != 2) {
-        Py_XDECREF(now);
-        goto unsure;
-    }
-    uint64_t ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(now, 0)),
-             nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(now, 1));
-    Py_DECREF(now);
-    if (PyErr_Occurred())
-        goto unsure;
-    return ptr != s->ptr || nbytes != s->nbytes;
-unsure:
-    PyErr_Clear();
-    return 1;
+    return !alive || now[0] != s->ptr || now[1] != s->nbytes;
 }
 
 /* Tracker._sweep's storage half, as a filter: the storages with a weak
@@ -351,27 +363,15 @@ PyObject *storages_to_check(Dispatcher *d)
     return out;
 }
 
-/* Whether the storage behind ``s``'s weak handle is gone (what
- * StorageLife.expired says, read as the op observer's storage reader reads
- * it where it can): 1 gone, 0 alive or no handle to ask, -1 error. */
+/* Whether the storage behind ``s``'s weak handle is gone: 1 gone, 0 alive
+ * or no handle to ask, -1 error. */
 static int storage_gone(Dispatcher *d, const StorageRec *s)
 {
-    if (s->weak == 0 || !d->life_available)
+    if (s->weak == 0 || d->life_now == NULL)
         return 0;
-    if (d->storage_now != NULL) {
-        uint64_t now[2];
-        int alive = d->storage_now(s->weak, now);
-        if (alive >= 0)
-            return !alive;
-    }
-    PyObject *weak = PyLong_FromUnsignedLongLong(s->weak);
-    PyObject *now = weak ? PyObject_CallOneArg(d->life_now, weak) : NULL;   /* None: gone */
-    Py_XDECREF(weak);
-    if (now == NULL)
-        return -1;
-    int gone = now == Py_None;
-    Py_DECREF(now);
-    return gone;
+    uint64_t now[2];
+    int alive = storage_read(d, s, now);
+    return alive < 0 ? -1 : !alive;
 }
 
 /* The storages whose last tensor died while something else still held them
