@@ -137,8 +137,7 @@ def test_a_storage_held_past_its_last_tensor_is_released_at_the_next_op(real_lib
     which the observer's bare facts count as another holder) stays in the
     books; the next op asks again, finds it gone (through the observer's
     storage reader) and records its release there, not at the next mark's
-    sweep. (Still alive when asked, it is left to that sweep: an op between
-    the two dels would leave it there; docs/limitations.md.)"""
+    sweep."""
     monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
     with vtt.track() as tr:
         assert tr.ops_seen_by == "observer"
@@ -152,6 +151,40 @@ def test_a_storage_held_past_its_last_tensor_is_released_at_the_next_op(real_lib
         del st
         x.add_(1)                  # in place: no memory that could reuse its address
         assert skey not in tr._storages, "left for the mark's sweep"
+    assert tr.errors == 0
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("switch", ["", "0"])
+def test_a_saved_result_is_released_at_the_first_op_after_the_backward_that_freed_it(
+        real_lib, observer, monkeypatch, device, switch):
+    """An op's result autograd saved (relu's) outlives its last Python
+    tensor: asked at the next op, the storage is still held (by the graph)
+    and stays in the books; the backward frees the graph, and the first op
+    after it asks again (settle() in native/trackfast/storages.c) and
+    records the release there, before any mark's sweep would. On the
+    observer and on the mode; on a device the backward's ops run on an
+    engine thread."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device (the simulator is not loaded)")
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
+    with vtt.track() as tr:
+        assert tr.ops_seen_by == ("observer" if switch == "" else "dispatch mode")
+        w = torch.ones(64, device=device, requires_grad=True)
+        x = torch.ones(64, device=device)
+        other = torch.ones(1, device=device)
+        y = (x * w).relu()           # its result saved by ReluBackward0
+        loss = y.sum()               # y recorded
+        skey = tr._by_obj[id(y)].skey
+        srec = tr._storages[skey]
+        del y
+        other.add_(1)
+        assert tr._storages.get(skey) is srec, "released while the graph held it"
+        loss.backward()              # frees the graph, and the saved result
+        other.add_(1)
+        # (the key, its StorageImpl's address, may name a new storage by now)
+        assert tr._storages.get(skey) is not srec, "left for the next mark's sweep"
+        assert not tr._held_elsewhere
     assert tr.errors == 0
 
 

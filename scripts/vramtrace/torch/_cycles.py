@@ -21,7 +21,9 @@ class _Cycles:
     def _on_gc(self, phase: str, info: Dict[str, Any]) -> None:
         if self._manual_gc:
             return
-        if phase == "stop" and self._maybe_gone:
+        # a collection may have freed what held a storage (a cycle through
+        # an autograd graph holding its saved tensors)
+        if phase == "stop" and (self._maybe_gone or self._held_elsewhere):
             try:
                 self._fast.settle()
             except Exception:

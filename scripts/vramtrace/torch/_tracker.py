@@ -58,6 +58,7 @@ class _NoBooks:
         self.pending: List[Any] = []
         self.starts: List[int] = []
         self.maybe_gone: List[Any] = []
+        self.held_elsewhere: List[Any] = []
         self.gc_dead: List[Any] = []
         self.lent_frames: Dict[int, int] = {}
 
@@ -163,6 +164,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # only after the death callback returns, so it is checked at the next
         # recording point. (storage, stack of the death)
         self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = books.maybe_gone
+        # ... and those found still held then (autograd's saved tensors): asked
+        # again at the next recording points while few (settle() in
+        # native/trackfast/storages.c), all of them at a mark or collection.
+        self._held_elsewhere: List[Tuple[_StorageRec, Optional[int]]] = books.held_elsewhere
         # id(op) -> (index of the argument its outputs view, -1: none; whether
         # it may give a tensor other memory: set_, resize_; the op itself)
         self._op_meta: Dict[int, Tuple[int, bool, Any]] = books.op_meta

@@ -222,7 +222,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     PyObject *by_obj = NULL, *storages = NULL;
     long long epoch;
 
-    if (settle(d) < 0 || flush(d) < 0)
+    if (settle(d, 0) < 0 || flush(d) < 0)
         goto out;
     d->ops++;
 

@@ -55,7 +55,8 @@ static const struct {
 } book_kinds[BOOKS] = {
     [BOOK_BY_OBJ] = {"by_obj", 0}, [BOOK_BY_TID] = {"by_tid", 0},
     [BOOK_PENDING] = {"pending", 1}, [BOOK_STORAGES] = {"storages", 0},
-    [BOOK_MAYBE_GONE] = {"maybe_gone", 1}, [BOOK_OP_META] = {"op_meta", 0},
+    [BOOK_MAYBE_GONE] = {"maybe_gone", 1}, [BOOK_HELD] = {"held_elsewhere", 1},
+    [BOOK_OP_META] = {"op_meta", 0},
     [BOOK_NODE_STACKS] = {"node_stacks", 0}, [BOOK_NAMES] = {"names", 0},
     [BOOK_ENCODED] = {"encoded", 0}, [BOOK_STARTS] = {"starts", 1},
     [BOOK_AT_PTR] = {"at_ptr", 0}, [BOOK_GC_DEAD] = {"gc_dead", 1},
@@ -373,7 +374,7 @@ static PyObject *dispatcher_settle(Dispatcher *d, PyObject *unused)
 {
     if (d->tracker == NULL)
         Py_RETURN_NONE;
-    return rule_done(settle(d), "settle()");
+    return rule_done(settle(d, 1), "settle()");
 }
 
 /* Dispatcher.track(t, name, stack) -> rec or None: tensor ``t`` into the
@@ -553,10 +554,12 @@ static PyObject *dispatcher_book(Dispatcher *d, void *index)
     return Py_NewRef(c);
 }
 
+/* one BOOK(i) below per book: module init names them (book_kinds) */
+_Static_assert(BOOKS == 14, "dispatcher_getset lists BOOK(0) to BOOK(BOOKS - 1)");
 static PyGetSetDef dispatcher_getset[] = {
 #define BOOK(i) {(char *)"", (getter)dispatcher_book, NULL, NULL, (void *)(uintptr_t)(i)}
     BOOK(0), BOOK(1), BOOK(2), BOOK(3), BOOK(4), BOOK(5), BOOK(6), BOOK(7), BOOK(8), BOOK(9),
-    BOOK(10), BOOK(11), BOOK(12),
+    BOOK(10), BOOK(11), BOOK(12), BOOK(13),
 #undef BOOK
     {"cached_stacks", (getter)dispatcher_cached, NULL, "raw stacks cached", NULL},
     {"object_walks", (getter)dispatcher_object_walks, NULL,

@@ -374,20 +374,37 @@ static int storage_gone(Dispatcher *d, const StorageRec *s)
     return alive < 0 ? -1 : !alive;
 }
 
-/* The storages whose last tensor died while something else still held them
- * (orphaned() put them in maybe_gone): each released now if it is gone,
- * else left in the books (the mark's sweep finds it once it goes). Before
- * an op or a death is recorded, so that a release comes first; and by the
- * tracker (Dispatcher.settle) before it reads the books. */
-int settle(Dispatcher *d)
+/* While so few storages whose last tensor died are still held elsewhere
+ * (autograd's saved copy of an op's result, a storage object the program
+ * keeps), each op and death asks them again: a saved activation is then
+ * released at the first op after the backward that freed it, not at the
+ * next mark's sweep. Typically a step's few saved results: a read each.
+ * Beyond this many, only Dispatcher.settle() asks (the mark's sweep). */
+enum { HELD_ASKED_EACH_TIME = 64 };
+
+/* The storages whose last tensor died while something else may still hold
+ * them (orphaned() put them in maybe_gone), and those found held by an
+ * earlier ask (held_elsewhere; every one if ``all``, else only while they
+ * are few): each released now if it is gone, else kept in held_elsewhere.
+ * Before an op or a death is recorded, so that a release comes first; and
+ * by the tracker (Dispatcher.settle: all) before it reads the books. A
+ * storage that has a tensor again, or that left the books meanwhile,
+ * leaves the lists. */
+int settle(Dispatcher *d, int all)
 {
     /* references of its own: end_storage's Python may clear the tracker */
-    PyObject *maybe = book(d, BOOK_MAYBE_GONE), *storages = book(d, BOOK_STORAGES), *now = NULL;
+    PyObject *maybe = book(d, BOOK_MAYBE_GONE), *held = book(d, BOOK_HELD);
+    PyObject *storages = book(d, BOOK_STORAGES), *now = NULL;
     int rc = -1;
-    if (!PyList_Check(maybe) || !PyDict_Check(storages)) {
+    if (!PyList_Check(maybe) || !PyList_Check(held) || !PyDict_Check(storages)) {
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
         goto out;
     }
+    int ask_held = PyList_GET_SIZE(held) > 0 &&
+                   (all || PyList_GET_SIZE(held) <= HELD_ASKED_EACH_TIME);
+    if (ask_held && (PyList_SetSlice(maybe, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, held) < 0 ||
+                     PyList_SetSlice(held, 0, PY_SSIZE_T_MAX, NULL) < 0))
+        goto out;
     while (PyList_GET_SIZE(maybe) > 0) {   /* end_storage's migrations may add more */
         Py_XSETREF(now, PyList_GetSlice(maybe, 0, PY_SSIZE_T_MAX));
         if (now == NULL || PyList_SetSlice(maybe, 0, PY_SSIZE_T_MAX, NULL) < 0)
@@ -403,8 +420,15 @@ int settle(Dispatcher *d)
             if (PySet_GET_SIZE(SREC(srec)->tids) > 0)
                 continue;   /* a tensor of it was seen again */
             PyObject *cur = PyDict_GetItemWithError(storages, SREC(srec)->skey);   /* borrowed */
-            int gone = cur != srec ? (PyErr_Occurred() ? -1 : 0) : storage_gone(d, SREC(srec));
-            if (gone < 0 || (gone && end_storage(d, srec, PyTuple_GET_ITEM(pair, 1)) < 0))
+            if (cur != srec) {
+                if (PyErr_Occurred())
+                    goto out;
+                continue;   /* it left the books (the mark's sweep found it gone) */
+            }
+            int gone = storage_gone(d, SREC(srec));
+            if (gone < 0 || (gone && end_storage(d, srec, PyTuple_GET_ITEM(pair, 1)) < 0) ||
+                (!gone && SREC(srec)->weak != 0 && d->life_now != NULL &&
+                 PyList_Append(held, pair) < 0))
                 goto out;
         }
     }
@@ -412,6 +436,7 @@ int settle(Dispatcher *d)
 out:
     Py_XDECREF(now);
     Py_DECREF(maybe);
+    Py_DECREF(held);
     Py_DECREF(storages);
     return rc;
 }

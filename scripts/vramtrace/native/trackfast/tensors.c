@@ -529,7 +529,7 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key)
         goto out;
     if (cur == NULL && PyErr_Occurred())
         goto out;
-    if (!manual && settle(d) < 0)
+    if (!manual && settle(d, 0) < 0)
         goto out;
     uint64_t tid;
     if (record(d, rec, &tid) < 0)

@@ -62,6 +62,7 @@ enum {
     BOOK_PENDING,       /* outputs not recorded yet, in creation order */
     BOOK_STORAGES,      /* storage key -> StorageRec */
     BOOK_MAYBE_GONE,    /* (StorageRec, stack) whose last tensor died */
+    BOOK_HELD,          /* the same, found still held elsewhere when asked */
     BOOK_OP_META,       /* id(op) -> (view arg, reshaping, op) */
     BOOK_NODE_STACKS,   /* autograd sequence number -> stack id of the forward op */
     BOOK_NAMES,         /* (id(op), output, stack) -> name */
@@ -229,7 +230,7 @@ int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 PyObject *storages_to_check(Dispatcher *d);
-int settle(Dispatcher *d);
+int settle(Dispatcher *d, int all);
 
 /* tensors.c */
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
