@@ -63,8 +63,7 @@ static inline void closure_self(synth *y, int fixed)
         step(y, i);
         if (i == 2) {
             synth_holder(y, 600, "frame train_step");
-            synth_holder(y, 601, "Trainer");
-            synth_ref(y, 600, 601, "['trainer']");
+            synth_held(y, 601, "Trainer", 600, "['trainer']");
             synth_holder(y, 602, "<closure>");
             synth_holder(y, 603, "cell");
             synth_ref(y, 601, 602, ".hook");
@@ -95,9 +94,8 @@ static inline void keep_logits(synth *y, int i, uint64_t holder)
 {
     char label[16];
     uint64_t t = 100 + (uint64_t)i;
-    synth_new_tensor(y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB, "logits",
-                     st_fwd);
-    synth_use(y, t);
+    synth_made(y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB, "logits",
+               st_fwd);
     snprintf(label, sizeof label, "[%d]", i - 1);
     synth_ref(y, holder, t, label);
 }
@@ -110,8 +108,7 @@ static inline void view_pins_base(synth *y, int fixed)
     for (int i = 1; i <= 8; i++) {
         step(y, i);
         if (i == 2) {
-            synth_new_tensor(y, 10, BASE, 64 * MiB, "padded", st_fwd);
-            synth_use(y, 10);
+            synth_made(y, 10, BASE, 64 * MiB, "padded", st_fwd);
             synth_tensor(y, 11, BASE + MiB, MiB, 10, "z");   /* interior data_ptr */
             synth_use(y, 11);
             synth_holder(y, 700, "outputs");
@@ -174,8 +171,7 @@ static inline void pipeline(synth *y, int fixed)
         step(y, i);
         if (i == 2) {
             synth_holder(y, 800, "Context");
-            synth_holder(y, 801, "list");
-            synth_ref(y, 800, 801, ".output_tensors");
+            synth_held(y, 801, "list", 800, ".output_tensors");
             synth_new_tensor(y, 20, S0, 16 * MiB, "send 0", st_fwd);
             synth_new_tensor(y, 21, S1, 32 * MiB, "send 1", st_fwd);
             synth_ref(y, 801, 20, "[0]");
@@ -284,8 +280,7 @@ static inline void ends_alive(synth *y, int at)
     for (int i = 1; i <= 8; i++) {
         step(y, i);
         if (i == at) {
-            synth_new_tensor(y, 50, LATE, 3 * MiB, "late", st_fwd);
-            synth_use(y, 50);
+            synth_made(y, 50, LATE, 3 * MiB, "late", st_fwd);
         }
     }
 }
@@ -375,8 +370,7 @@ static inline void pinned_view(synth *y, int mode)
     for (int i = 1; i <= 8; i++) {
         step(y, i);
         if (i == 2) {
-            synth_new_tensor(y, BIG_ID, BIG, 4096, "big", st_fwd);
-            synth_use(y, BIG_ID);
+            synth_made(y, BIG_ID, BIG, 4096, "big", st_fwd);
             synth_holder(y, 61, "model");
             if (mode == PIN_FIXED) {
                 synth_tensor(y, 62, BIG, 40, BIG_ID, "x view");

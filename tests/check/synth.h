@@ -191,6 +191,23 @@ static inline void synth_new_tensor(synth *y, uint64_t id, uint64_t addr, uint64
     synth_tensor(y, id, addr, nbytes, 0, name);
 }
 
+/* Shortcut: holder `id` (an object of type `name`), which `from` refers to
+ * under `label`. */
+static inline void synth_held(synth *y, uint64_t id, const char *name, uint64_t from,
+                              const char *label)
+{
+    synth_holder(y, id, name);
+    synth_ref(y, from, id, label);
+}
+
+/* Shortcut: a new tensor (synth_new_tensor) used by the op that made it. */
+static inline void synth_made(synth *y, uint64_t id, uint64_t addr, uint64_t nbytes,
+                              const char *name, uint32_t stack)
+{
+    synth_new_tensor(y, id, addr, nbytes, name, stack);
+    synth_use(y, id);
+}
+
 /* Release everything (the arrays are the synth's own). */
 static inline void synth_fini(synth *y)
 {

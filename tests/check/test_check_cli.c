@@ -134,8 +134,7 @@ static void pipeline(synth *y, int fixed)
         synth_use(y, 1);
         if (i == 2) {
             synth_holder(y, 800, "Context");
-            synth_holder(y, 801, "list");
-            synth_ref(y, 800, 801, ".output_tensors");
+            synth_held(y, 801, "list", 800, ".output_tensors");
             synth_new_tensor(y, 20, 0x7f6000000000ull, 16 * MiB, "send 0", s_fwd);
             synth_new_tensor(y, 21, 0x7f6001000000ull, 32 * MiB, "send 1", s_fwd);
             synth_ref(y, 801, 20, "[0]");

@@ -42,8 +42,7 @@ static void stash_in_cycle(synth *y, int fixed, int flagged, int late)
         }
         if (i == 3 && !fixed) {   /* the walk at a mark found the cycle */
             synth_holder(y, 500, "Ctx");
-            synth_holder(y, 501, "Ctx");
-            synth_ref(y, 500, 501, ".peer");
+            synth_held(y, 501, "Ctx", 500, ".peer");
             synth_ref(y, 501, 500, ".peer");
             synth_ref(y, 500, 100, ".act");
             synth_ref(y, 501, 101, ".act");

@@ -28,23 +28,19 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
     synth y;
     setup(&y);
     synth_holder(&y, 5000, "module __main__");
-    synth_holder(&y, 5001, "list");
-    synth_ref(&y, 5000, 5001, ".losses");
+    synth_held(&y, 5001, "list", 5000, ".losses");
     for (int i = 1; i <= 6; i++) {
         step(&y, i);
         if (i > 4)
             continue;
         uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
-        synth_new_tensor(&y, base, act, MiB,
-                         i == 4   ? "h = block(x) (train.py:40, backward: aten.mm out[0])"
-                         : i % 2 ? "h = block(x) (train.py:40, aten.relu out[0])"
-                                 : "h = block(x) (train.py:40, aten.addmm out[0])", st_fwd);
-        synth_use(&y, base);
-        synth_new_tensor(&y, base + 1, act + MiB / 2, 4, "loss", st_fwd);
-        synth_use(&y, base + 1);
+        synth_made(&y, base, act, MiB,
+                   i == 4   ? "h = block(x) (train.py:40, backward: aten.mm out[0])"
+                   : i % 2 ? "h = block(x) (train.py:40, aten.relu out[0])"
+                   : "h = block(x) (train.py:40, aten.addmm out[0])", st_fwd);
+        synth_made(&y, base + 1, act + MiB / 2, 4, "loss", st_fwd);
         synth_ref(&y, 5001, base + 1, "[0]");
-        synth_holder(&y, base + 2, "MeanBackward0");
-        synth_ref(&y, base + 1, base + 2, "grad_fn");
+        synth_held(&y, base + 2, "MeanBackward0", base + 1, "grad_fn");
         uint64_t node = base + 2;
         for (int k = 0; k <= i; k++) {    /* i autograd hops, then the node that saved h */
             synth_holder(&y, base + 10 + (uint64_t)k,
@@ -89,21 +85,15 @@ TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
         for (int which = 0; which < 2; which++) {   /* history keeps a graph, cache another */
             uint64_t base = 6000 + 100 * (uint64_t)i + 50 * (uint64_t)which;
             uint64_t at = 0x7f3000000000ull + (uint64_t)(4 * i + 2 * which) * MiB;
-            synth_new_tensor(&y, base, at, MiB, "h = fc1(x) (train.py:40, aten.addmm out[0])", st_fwd);
-            synth_use(&y, base);
-            synth_new_tensor(&y, base + 1, at + MiB, MiB, "a = act(h) (train.py:41, aten.relu out[0])",
-                             st_fwd);
-            synth_use(&y, base + 1);
-            synth_new_tensor(&y, base + 2, at + MiB + MiB / 2, 4, "loss", st_fwd);
-            synth_use(&y, base + 2);
+            synth_made(&y, base, at, MiB, "h = fc1(x) (train.py:40, aten.addmm out[0])", st_fwd);
+            synth_made(&y, base + 1, at + MiB, MiB, "a = act(h) (train.py:41, aten.relu out[0])",
+                       st_fwd);
+            synth_made(&y, base + 2, at + MiB + MiB / 2, 4, "loss", st_fwd);
             synth_ref(&y, which ? 5002 : 5001, base + 2, which ? "['last']" : "[0]");
-            synth_holder(&y, base + 3, "MeanBackward0");
-            synth_ref(&y, base + 2, base + 3, "grad_fn");
-            synth_holder(&y, base + 4, "ReluBackward0");
-            synth_ref(&y, base + 3, base + 4, "next_functions[0]");
+            synth_held(&y, base + 3, "MeanBackward0", base + 2, "grad_fn");
+            synth_held(&y, base + 4, "ReluBackward0", base + 3, "next_functions[0]");
             synth_ref(&y, base + 4, base + 1, "SavedTensor 'result' of ReluBackward0");
-            synth_holder(&y, base + 5, "AddmmBackward0");
-            synth_ref(&y, base + 4, base + 5, "next_functions[0]");
+            synth_held(&y, base + 5, "AddmmBackward0", base + 4, "next_functions[0]");
             synth_ref(&y, base + 5, base, "SavedTensor 'mat1' of AddmmBackward0");
         }
     }
@@ -133,8 +123,7 @@ TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
     synth y;
     setup(&y);
     synth_holder(&y, 5000, "module __main__");
-    synth_holder(&y, 5001, "list");
-    synth_ref(&y, 5000, 5001, ".history");
+    synth_held(&y, 5001, "list", 5000, ".history");
     char name[3000];
     memset(name, 'x', sizeof name - 1);
     name[sizeof name - 1] = 0;
@@ -143,15 +132,12 @@ TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
         if (i > 4)
             continue;
         uint64_t t = 7000 + 10 * (uint64_t)i;
-        synth_new_tensor(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB, name, st_fwd);
-        synth_use(&y, t);
+        synth_made(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB, name, st_fwd);
         synth_ref(&y, 5001, t, "[0]");
-        synth_new_tensor(&y, t + 1, 0x7f3000000000ull + (uint64_t)i * 4 * MiB + 2 * MiB, MiB,
-                         "loss", st_fwd);
-        synth_use(&y, t + 1);
+        synth_made(&y, t + 1, 0x7f3000000000ull + (uint64_t)i * 4 * MiB + 2 * MiB, MiB,
+                   "loss", st_fwd);
         synth_ref(&y, 5001, t + 1, "[1]");
-        synth_holder(&y, t + 2, "MeanBackward0");
-        synth_ref(&y, t + 1, t + 2, "grad_fn");
+        synth_held(&y, t + 2, "MeanBackward0", t + 1, "grad_fn");
         synth_ref(&y, t + 2, t, "SavedTensor 'self' of MeanBackward0");
     }
     vt__check_options o = default_options();
@@ -185,8 +171,7 @@ TEST(report_groups_give_each_finding_its_cause)
             continue;
         keep_logits(&y, i, 5);
         if (i == 1) {   /* another cause, smaller */
-            synth_new_tensor(&y, 200, 0x7f3000000000ull, 1 * MiB, "batch", st_act);
-            synth_use(&y, 200);
+            synth_made(&y, 200, 0x7f3000000000ull, 1 * MiB, "batch", st_act);
             synth_ref(&y, 6, 200, "['last']");
         }
     }
@@ -212,14 +197,10 @@ TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
     synth y;
     setup(&y);
     synth_holder(&y, 8000, "module __main__");
-    synth_holder(&y, 8001, "list");
-    synth_ref(&y, 8000, 8001, ".history");
-    synth_holder(&y, 8002, "Trainer");
-    synth_ref(&y, 8000, 8002, ".trainer");
-    synth_holder(&y, 8003, "list");
-    synth_ref(&y, 8002, 8003, ".a");
-    synth_holder(&y, 8004, "list");
-    synth_ref(&y, 8002, 8004, ".b");
+    synth_held(&y, 8001, "list", 8000, ".history");
+    synth_held(&y, 8002, "Trainer", 8000, ".trainer");
+    synth_held(&y, 8003, "list", 8002, ".a");
+    synth_held(&y, 8004, "list", 8002, ".b");
     for (int i = 1; i <= 6; i++) {
         step(&y, i);
         if (i > 4)
@@ -228,8 +209,7 @@ TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
         snprintf(label, sizeof label, "[%d]", i - 1);
         uint64_t out = 8100 + (uint64_t)i, t = 8200 + 4 * (uint64_t)i;
         uint64_t at = 0x7f5000000000ull + (uint64_t)i * 16 * MiB;
-        synth_holder(&y, out, "ModelOutput");
-        synth_ref(&y, 8001, out, label);
+        synth_held(&y, out, "ModelOutput", 8001, label);
         synth_new_tensor(&y, t, at, 4 * MiB, "lm_logits = self.lm_head(h) (model.py:10, aten.mm out[0])",
                          st_fwd);
         synth_new_tensor(&y, t + 1, at + 4 * MiB, MiB, "loss = F.cross_entropy(x, y) (model.py:12, "
@@ -282,25 +262,20 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
     synth y;
     setup(&y);
     synth_holder(&y, 7000, "module __main__");
-    synth_holder(&y, 7001, "Adam");
-    synth_ref(&y, 7000, 7001, ".opt");
-    synth_holder(&y, 7002, "defaultdict");
-    synth_ref(&y, 7001, 7002, ".state");
+    synth_held(&y, 7001, "Adam", 7000, ".opt");
+    synth_held(&y, 7002, "defaultdict", 7001, ".state");
     for (int i = 1; i <= 6; i++) {
         step(&y, i);
         if (i > 4)
             continue;
         uint64_t d = 7100 + (uint64_t)i, t = 7200 + 2 * (uint64_t)i;
         uint64_t at = 0x7f4000000000ull + (uint64_t)i * 4 * MiB;
-        synth_new_tensor(&y, t, at, MiB, "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
-        synth_use(&y, t);
-        synth_new_tensor(&y, t + 1, at + 2 * MiB, MiB,
-                         "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
-        synth_use(&y, t + 1);
+        synth_made(&y, t, at, MiB, "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
+        synth_made(&y, t + 1, at + 2 * MiB, MiB,
+                   "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
         if (i == 4)      /* made after the last walk: no holder recorded */
             continue;
-        synth_holder(&y, d, "dict");
-        synth_ref(&y, 7002, d, "[<Parameter>]");
+        synth_held(&y, d, "dict", 7002, "[<Parameter>]");
         synth_ref(&y, d, t, "['exp_avg']");
         synth_ref(&y, d, t + 1, "['exp_avg_sq']");
     }

@@ -206,8 +206,7 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
     synth y;
     setup(&y);
     synth_holder(&y, 8000, "Program");
-    synth_holder(&y, 8001, "OrderedDict");
-    synth_ref(&y, 8000, 8001, ".hooks");
+    synth_held(&y, 8001, "OrderedDict", 8000, ".hooks");
     for (int i = 1; i <= 8; i++) {
         step(&y, i);
         synth_new_tensor(&y, 8100 + (uint64_t)i, 0x7f5000000000ull + (uint64_t)i * 2 * MiB, MiB,

@@ -188,9 +188,8 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     setup(&y);
     step(&y, 1);
     const uint64_t at = 0x7f7100000000ull;
-    synth_new_tensor(&y, 400, at, MiB, "loss = model(x).sigmoid().mean() (train.py:9, aten.sigmoid out[0])",
-                     st_init);
-    synth_use(&y, 400);
+    synth_made(&y, 400, at, MiB,
+               "loss = model(x).sigmoid().mean() (train.py:9, aten.sigmoid out[0])", st_init);
     synth_drop(&y, 400);
     for (int i = 2; i <= 5; i++)
         step(&y, i);

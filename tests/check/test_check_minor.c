@@ -17,8 +17,7 @@ static void kept_results(synth *y, uint64_t weight, uint64_t each, int steps)
     stacks(y);
     synth_new_tensor(y, W_ID, W_ADDR, weight, "fc.weight", st_init);
     synth_holder(y, 5000, "module __main__");
-    synth_holder(y, LIST_ID, "list");
-    synth_ref(y, 5000, LIST_ID, ".losses");
+    synth_held(y, LIST_ID, "list", 5000, ".losses");
     for (int i = 1; i <= steps; i++) {
         char l[32];
         synth_tick(y, 100000000);
