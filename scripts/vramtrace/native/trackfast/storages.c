@@ -378,9 +378,11 @@ static int storage_gone(Dispatcher *d, const StorageRec *s)
  * (autograd's saved copy of an op's result, a storage object the program
  * keeps), each op and death asks them again: a saved activation is then
  * released at the first op after the backward that freed it, not at the
- * next mark's sweep. Typically a step's few saved results: a read each.
- * Beyond this many, only Dispatcher.settle() asks (the mark's sweep). */
-enum { HELD_ASKED_EACH_TIME = 64 };
+ * next mark's sweep. Typically a step's few saved results: a read each
+ * through the op observer's storage reader (a Python call each without
+ * it: fewer then). Beyond this many, only Dispatcher.settle() asks (the
+ * mark's sweep, a collection). */
+enum { HELD_ASKED_EACH_TIME = 64, HELD_ASKED_EACH_TIME_IN_PYTHON = 4 };
 
 /* The storages whose last tensor died while something else may still hold
  * them (orphaned() put them in maybe_gone), and those found held by an
@@ -400,8 +402,9 @@ int settle(Dispatcher *d, int all)
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
         goto out;
     }
-    int ask_held = PyList_GET_SIZE(held) > 0 &&
-                   (all || PyList_GET_SIZE(held) <= HELD_ASKED_EACH_TIME);
+    Py_ssize_t each_time = d->storage_now != NULL ? HELD_ASKED_EACH_TIME
+                                                  : HELD_ASKED_EACH_TIME_IN_PYTHON;
+    int ask_held = PyList_GET_SIZE(held) > 0 && (all || PyList_GET_SIZE(held) <= each_time);
     if (ask_held && (PyList_SetSlice(maybe, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, held) < 0 ||
                      PyList_SetSlice(held, 0, PY_SSIZE_T_MAX, NULL) < 0))
         goto out;
