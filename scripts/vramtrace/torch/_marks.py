@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional, Set
+from typing import Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
@@ -125,10 +125,10 @@ class _Marks:
                     self._fast.name_grad(grec, name + ".grad")
             del t, g
         del todo
-        self._state_follows_models(models, epoch, self._fast.use, timed)
+        self._state_follows_models(models, epoch, timed)
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
-                              use: Callable[[int], None], timed: bool = False) -> None:
+                              timed: bool = False) -> None:
         """A model's parameters and buffers are its state, not tensors of
         a step: each step that used a model (one of its parameters, at
         ``epoch``) uses them all, so that a buffer the model never reads (a
@@ -138,21 +138,13 @@ class _Marks:
         from the last lookup of models (_Naming._param_name). ``timed``: a
         use now also for what was used in the step already, which a check
         by time needs (a buffer made by the ``.to()`` that began the window
-        was used in it, before the model's last use)."""
-        by_obj, storages = self._by_obj, self._storages
+        was used in it, before the model's last use). The uses are made in
+        C (``follow_state``, native/trackfast/grads.c: a model's every
+        parameter and buffer, each mark); what it leaves is renaming."""
         for mid in models:
             got = self._model_state.get(mid) if mid is not None else None
             if got is None or got[0]() is None:
                 continue
-            for ref, name in got[1]:
-                t = ref()
-                rec = by_obj.get(id(t)) if t is not None else None
-                if rec is None or not rec.tid:
-                    continue
-                st = storages.get(rec.skey)
-                if st is not None and (st.last_epoch < epoch or timed):   # not used in the step
-                    use(rec.tid)
-                    st.last_epoch = epoch
-                if name and rec.name != name:
-                    self._rename(t, name)
+            for t, name in self._fast.follow_state(got[1], epoch, timed):
+                self._rename(t, name)
                 t = None

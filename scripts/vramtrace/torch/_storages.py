@@ -141,7 +141,7 @@ class _Storages:
         if alone is None:
             return
         cands = []
-        for srec in [s for s in self._storages.values() if len(s.tids) > 1]:
+        for srec in self._fast.shared_storages():
             for rec in [r for r in srec.tids if not r.base and r.tid and r.ref is not None]:
                 if not any(r.base == rec.tid for r in srec.tids):
                     continue   # no view of it alive: its death is seen as any

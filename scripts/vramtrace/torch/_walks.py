@@ -276,15 +276,10 @@ class _Walks:
         kept: Dict[int, _StorageRec] = {}
         saved_only = self._saved_only
         getrefcount = sys.getrefcount
-        for srec in self._storages.values():
+        # every storage's epochs brought up to date in C (stale_storages,
+        # native/trackfast/storages.c), the stale ones returned
+        for srec in self._fast.stale_storages(threshold):
             last = srec.last_epoch
-            if last != srec.seen_epoch:
-                rest = last - srec.seen_epoch - 1
-                if rest > srec.rest:
-                    srec.rest = rest
-                srec.seen_epoch = last
-            if last >= threshold:
-                continue
             tids = srec.tids
             if srec.nbytes and (not tids or (len(tids) == 1 and
                                              saved_only.get(srec.skey) in tids)):

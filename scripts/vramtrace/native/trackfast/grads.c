@@ -1,10 +1,13 @@
-/* A parameter's .grad followed at each mark (Tracker._grads_follow_parameters
- * says the rule and keeps what is rare: naming a parameter, looking the
- * models up). A .grad is its parameter's state: each step that used the
- * parameter uses its .grad too, and a new .grad (every step after
- * zero_grad(set_to_none=True)) is named after its parameter. That is a few
- * dict lookups and a rename per parameter per mark, which in Python cost a
- * mark about a third of its time; here, one call. */
+/* A model's state followed at each mark: a parameter's .grad
+ * (Tracker._grads_follow_parameters says the rule and keeps what is rare:
+ * naming a parameter, looking the models up), and the parameters and
+ * buffers of a model in use (_Marks._state_follows_models). A .grad is its
+ * parameter's state: each step that used the parameter uses its .grad too,
+ * and a new .grad (every step after zero_grad(set_to_none=True)) is named
+ * after its parameter; a model's buffers are used with it. That is a few
+ * dict lookups (and a rename) per parameter and buffer per mark, which in
+ * Python cost a mark of a model of 130 parameters most of its time; here,
+ * one call each. */
 #include "trackfast.h"
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -269,4 +272,62 @@ out:
     Py_XDECREF(models);
     Py_XDECREF(todo);
     return out;
+}
+
+/* Dispatcher.follow_state(state, epoch, timed) -> renames: a model in use
+ * uses its state (_Marks._state_follows_models says why). ``state``: the
+ * model's (weakref, name) pairs (Tracker._model_state: its parameters,
+ * named "", and its buffers). Each tracked tensor of it whose storage was
+ * not used in the step (mark ``epoch``; every one when ``timed``) is used
+ * now (no stack) and its storage with it. ``renames``: the (tensor, name)
+ * pairs whose record goes by another name, for the tracker to rename. */
+PyObject *follow_state(Dispatcher *d, PyObject *state, long long epoch, int timed)
+{
+    PyObject *by_obj = book(d, BOOK_BY_OBJ), *storages = book(d, BOOK_STORAGES);
+    PyObject *renames = by_obj && storages ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; renames != NULL && i < PyList_GET_SIZE(state); i++) {
+        PyObject *item = PyList_GET_ITEM(state, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyWeakref_Check(PyTuple_GET_ITEM(item, 0)) ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a model's state holds no (weakref, name)");
+            Py_CLEAR(renames);
+            break;
+        }
+        PyObject *t = PyWeakref_GetObject(PyTuple_GET_ITEM(item, 0));   /* borrowed */
+        if (t == NULL) {
+            Py_CLEAR(renames);
+            break;
+        }
+        if (t == Py_None)
+            continue;
+        PyObject *key = PyLong_FromVoidPtr(t);
+        PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;   /* borrowed */
+        Py_XDECREF(key);
+        if (rec == NULL || !is_tensor_rec(rec) || TREC(rec)->tid == 0) {
+            if (PyErr_Occurred())
+                Py_CLEAR(renames);
+            continue;
+        }
+        PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
+        if (srec == NULL && PyErr_Occurred()) {
+            Py_CLEAR(renames);
+            break;
+        }
+        if (srec != NULL && is_storage_rec(srec) && (SREC(srec)->last_epoch < epoch || timed)) {
+            d->use(TREC(rec)->tid, 0);
+            SREC(srec)->last_epoch = epoch;
+        }
+        PyObject *name = PyTuple_GET_ITEM(item, 1);
+        if (PyUnicode_GET_LENGTH(name) == 0)
+            continue;
+        int same = PyUnicode_Compare(TREC(rec)->name, name);
+        PyObject *pair = same != 0 && !PyErr_Occurred() ? PyTuple_Pack(2, t, name) : NULL;
+        if ((same != 0 && pair == NULL) || (pair != NULL && PyList_Append(renames, pair) < 0))
+            Py_CLEAR(renames);
+        Py_XDECREF(pair);
+    }
+    Py_XDECREF(by_obj);
+    Py_XDECREF(storages);
+    return renames;
 }

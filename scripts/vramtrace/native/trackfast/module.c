@@ -206,6 +206,23 @@ static PyObject *dispatcher_storages_to_check(Dispatcher *d, PyObject *unused)
     return storages_to_check(d);
 }
 
+static PyObject *dispatcher_stale_storages(Dispatcher *d, PyObject *arg)
+{
+    long long threshold = PyLong_AsLongLong(arg);
+    if (threshold == -1 && PyErr_Occurred())
+        return NULL;
+    if (d->tracker == NULL)
+        return PyList_New(0);
+    return stale_storages(d, threshold);
+}
+
+static PyObject *dispatcher_shared_storages(Dispatcher *d, PyObject *unused)
+{
+    if (d->tracker == NULL)
+        return PyList_New(0);
+    return shared_storages(d);
+}
+
 static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
 {
     if (d->tracker == NULL)
@@ -303,6 +320,23 @@ static PyObject *dispatcher_follow_grads(Dispatcher *d, PyObject *const *argv, P
     if (d->tracker == NULL)
         return Py_BuildValue("(NN)", PySet_New(NULL), PyList_New(0));
     return follow_grads(d, epoch, argv[1], argv[2], argv[3]);
+}
+
+/* Dispatcher.follow_state(state, epoch, timed) -> renames: a model's
+ * parameters and buffers used with it (grads.c). */
+static PyObject *dispatcher_follow_state(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "follow_state(state: list, epoch: int, timed: bool)");
+        return NULL;
+    }
+    long long epoch = PyLong_AsLongLong(argv[1]);
+    int timed = PyObject_IsTrue(argv[2]);
+    if ((epoch == -1 && PyErr_Occurred()) || timed < 0)
+        return NULL;
+    if (d->tracker == NULL)
+        return PyList_New(0);
+    return follow_state(d, argv[0], epoch, timed);
 }
 
 /* Dispatcher.name_grad(grec, label): a .grad's record named after its
@@ -454,6 +488,9 @@ static PyMethodDef dispatcher_methods[] = {
     {"follow_grads", (PyCFunction)(void (*)(void))dispatcher_follow_grads, METH_FASTCALL,
      "follow_grads(epoch, named, param_names, model_of) -> (models, todo): each "
      "parameter used since the mark has its .grad used and named (grads.c)"},
+    {"follow_state", (PyCFunction)(void (*)(void))dispatcher_follow_state, METH_FASTCALL,
+     "follow_state(state, epoch, timed) -> renames: a model's parameters and buffers "
+     "used with it (grads.c)"},
     {"name_grad", (PyCFunction)(void (*)(void))dispatcher_name_grad, METH_FASTCALL,
      "name_grad(grec, label): a .grad named after its parameter (grads.c)"},
     {"rename", (PyCFunction)(void (*)(void))dispatcher_rename, METH_FASTCALL,
@@ -488,6 +525,11 @@ static PyMethodDef dispatcher_methods[] = {
      "end_storage(srec, stack): a storage is gone"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
+    {"stale_storages", (PyCFunction)dispatcher_stale_storages, METH_O,
+     "stale_storages(threshold) -> the storages not used since that mark, every "
+     "storage's epochs brought up to date (storages.c)"},
+    {"shared_storages", (PyCFunction)dispatcher_shared_storages, METH_NOARGS,
+     "shared_storages() -> the storages more than one tracked tensor is on"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
      "the recorded tensors whose storage may have changed"},
     {NULL, NULL, 0, NULL},

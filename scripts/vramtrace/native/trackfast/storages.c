@@ -363,6 +363,58 @@ PyObject *storages_to_check(Dispatcher *d)
     return out;
 }
 
+/* A mark's pass over every storage for its walk (Walks._stale_starts,
+ * which decides about the few this returns): each storage's epochs brought
+ * up to date (a use since the previous mark: the marks it rested before
+ * it, the most it ever did, in ``rest``), and those not used since mark
+ * ``threshold`` returned, in the books' order. A new list. */
+PyObject *stale_storages(Dispatcher *d, long long threshold)
+{
+    PyObject *storages = book(d, BOOK_STORAGES);
+    PyObject *out = storages ? PyList_New(0) : NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *srec;
+    while (out != NULL && PyDict_Next(storages, &pos, &key, &srec)) {
+        if (!is_storage_rec(srec)) {
+            PyErr_SetString(PyExc_RuntimeError, "the storages' book holds a stranger");
+            Py_CLEAR(out);
+            break;
+        }
+        StorageRec *s = SREC(srec);
+        long long last = s->last_epoch;
+        if (last != s->seen_epoch) {
+            if (last - s->seen_epoch - 1 > s->rest)
+                s->rest = last - s->seen_epoch - 1;
+            s->seen_epoch = last;
+        }
+        if (last < threshold && PyList_Append(out, srec) < 0)
+            Py_CLEAR(out);
+    }
+    Py_XDECREF(storages);
+    return out;
+}
+
+/* The storages more than one tracked tensor is on (a base and its views,
+ * most often), in the books' order: _drop_bases_only_views_hold looks at
+ * those only. A new list. */
+PyObject *shared_storages(Dispatcher *d)
+{
+    PyObject *storages = book(d, BOOK_STORAGES);
+    PyObject *out = storages ? PyList_New(0) : NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *srec;
+    while (out != NULL && PyDict_Next(storages, &pos, &key, &srec)) {
+        if (!is_storage_rec(srec)) {
+            PyErr_SetString(PyExc_RuntimeError, "the storages' book holds a stranger");
+            Py_CLEAR(out);
+        } else if (PySet_GET_SIZE(SREC(srec)->tids) > 1 && PyList_Append(out, srec) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    Py_XDECREF(storages);
+    return out;
+}
+
 /* Whether the storage behind ``s``'s weak handle is gone: 1 gone, 0 alive
  * or no handle to ask, -1 error. */
 static int storage_gone(Dispatcher *d, const StorageRec *s)

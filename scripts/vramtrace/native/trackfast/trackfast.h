@@ -230,6 +230,8 @@ int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 PyObject *storages_to_check(Dispatcher *d);
+PyObject *stale_storages(Dispatcher *d, long long threshold);
+PyObject *shared_storages(Dispatcher *d);
 int settle(Dispatcher *d, int all);
 
 /* tensors.c */
@@ -239,6 +241,7 @@ PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
 int name_grad(Dispatcher *d, PyObject *grec, PyObject *label);
+PyObject *follow_state(Dispatcher *d, PyObject *state, long long epoch, int timed);
 PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject *param_names,
                        PyObject *model_of);
 int forget(Dispatcher *d, PyObject *rec);
