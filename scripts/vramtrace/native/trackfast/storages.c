@@ -363,6 +363,20 @@ PyObject *storages_to_check(Dispatcher *d)
     return out;
 }
 
+/* The next of the books' storages (PyDict_Next over them, nothing else
+ * running meanwhile): 1 with *srec (borrowed), 0 past the last, -1 with an
+ * error set. */
+static int next_storage(PyObject *storages, Py_ssize_t *pos, PyObject **srec)
+{
+    PyObject *key;
+    if (!PyDict_Next(storages, pos, &key, srec))
+        return 0;
+    if (is_storage_rec(*srec))
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "the storages' book holds a stranger");
+    return -1;
+}
+
 /* A mark's pass over every storage for its walk (Walks._stale_starts,
  * which decides about the few this returns): each storage's epochs brought
  * up to date (a use since the previous mark: the marks it rested before
@@ -371,23 +385,17 @@ PyObject *storages_to_check(Dispatcher *d)
 PyObject *stale_storages(Dispatcher *d, long long threshold)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
-    PyObject *out = storages ? PyList_New(0) : NULL;
+    PyObject *out = storages ? PyList_New(0) : NULL, *srec;
     Py_ssize_t pos = 0;
-    PyObject *key, *srec;
-    while (out != NULL && PyDict_Next(storages, &pos, &key, &srec)) {
-        if (!is_storage_rec(srec)) {
-            PyErr_SetString(PyExc_RuntimeError, "the storages' book holds a stranger");
-            Py_CLEAR(out);
-            break;
+    int more;
+    while (out != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
+        StorageRec *s = more > 0 ? SREC(srec) : NULL;
+        if (s != NULL && s->last_epoch != s->seen_epoch) {
+            if (s->last_epoch - s->seen_epoch - 1 > s->rest)
+                s->rest = s->last_epoch - s->seen_epoch - 1;
+            s->seen_epoch = s->last_epoch;
         }
-        StorageRec *s = SREC(srec);
-        long long last = s->last_epoch;
-        if (last != s->seen_epoch) {
-            if (last - s->seen_epoch - 1 > s->rest)
-                s->rest = last - s->seen_epoch - 1;
-            s->seen_epoch = last;
-        }
-        if (last < threshold && PyList_Append(out, srec) < 0)
+        if (s == NULL || (s->last_epoch < threshold && PyList_Append(out, srec) < 0))
             Py_CLEAR(out);
     }
     Py_XDECREF(storages);
@@ -400,16 +408,12 @@ PyObject *stale_storages(Dispatcher *d, long long threshold)
 PyObject *shared_storages(Dispatcher *d)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
-    PyObject *out = storages ? PyList_New(0) : NULL;
+    PyObject *out = storages ? PyList_New(0) : NULL, *srec;
     Py_ssize_t pos = 0;
-    PyObject *key, *srec;
-    while (out != NULL && PyDict_Next(storages, &pos, &key, &srec)) {
-        if (!is_storage_rec(srec)) {
-            PyErr_SetString(PyExc_RuntimeError, "the storages' book holds a stranger");
+    int more;
+    while (out != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
+        if (more < 0 || (PySet_GET_SIZE(SREC(srec)->tids) > 1 && PyList_Append(out, srec) < 0))
             Py_CLEAR(out);
-        } else if (PySet_GET_SIZE(SREC(srec)->tids) > 1 && PyList_Append(out, srec) < 0) {
-            Py_CLEAR(out);
-        }
     }
     Py_XDECREF(storages);
     return out;
