@@ -162,12 +162,12 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._at_ptr: Dict[int, _StorageRec] = books.at_ptr     # declared external storages by ptr
         # Storages whose last tracked tensor died: the StorageImpl is released
         # only after the death callback returns, so it is checked at the next
-        # recording point. (storage, stack of the death)
-        self._maybe_gone: List[Tuple[_StorageRec, Optional[int]]] = books.maybe_gone
-        # ... and those found still held then (autograd's saved tensors): asked
-        # again at the next recording points while few (settle() in
+        # recording point (the death's stack kept on the record, gone_stack)
+        self._maybe_gone: List[_StorageRec] = books.maybe_gone
+        # ... and those found still held then (autograd's saved tensors): a few
+        # asked again at each recording point, in turn (settle() in
         # native/trackfast/storages.c), all of them at a mark or collection.
-        self._held_elsewhere: List[Tuple[_StorageRec, Optional[int]]] = books.held_elsewhere
+        self._held_elsewhere: List[_StorageRec] = books.held_elsewhere
         # id(op) -> (index of the argument its outputs view, -1: none; whether
         # it may give a tensor other memory: set_, resize_; the op itself)
         self._op_meta: Dict[int, Tuple[int, bool, Any]] = books.op_meta

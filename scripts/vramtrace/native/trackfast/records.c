@@ -191,6 +191,7 @@ static int storage_rec_traverse(StorageRec *s, visitproc visit, void *arg)
     Py_VISIT(s->tids);
     Py_VISIT(s->skey);
     Py_VISIT(s->twins);
+    Py_VISIT(s->gone_stack);
     return 0;
 }
 
@@ -199,6 +200,7 @@ static int storage_rec_clear(StorageRec *s)
     Py_CLEAR(s->tids);
     Py_CLEAR(s->skey);
     Py_CLEAR(s->twins);
+    Py_CLEAR(s->gone_stack);
     return 0;
 }
 

@@ -276,13 +276,18 @@ int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         }
     }
     if (later) {
-        PyObject *maybe = book(d, BOOK_MAYBE_GONE);
-        PyObject *pair = PyTuple_Pack(2, srec, stack);
-        int bad = maybe == NULL || pair == NULL || PyList_Append(maybe, pair) < 0;
-        Py_XDECREF(maybe);
-        Py_XDECREF(pair);
-        if (bad)
-            goto out;
+        /* waiting once (a tensor seen on it again and dead again while it
+         * waits: the newer death's stack) */
+        StorageRec *s = SREC(srec);
+        Py_XSETREF(s->gone_stack, Py_NewRef(stack));
+        if (!s->waiting) {
+            PyObject *maybe = book(d, BOOK_MAYBE_GONE);
+            int bad = maybe == NULL || PyList_Append(maybe, srec) < 0;
+            Py_XDECREF(maybe);
+            if (bad)
+                goto out;
+            s->waiting = 1;
+        }
     } else if (end_storage(d, srec, stack) < 0) {
         goto out;
     }
@@ -430,20 +435,21 @@ static int storage_gone(Dispatcher *d, const StorageRec *s)
     return alive < 0 ? -1 : !alive;
 }
 
-/* While so few storages whose last tensor died are still held elsewhere
+/* Storages whose last tensor died while something else still held them
  * (autograd's saved copy of an op's result, a storage object the program
- * keeps), each op and death asks them again: a saved activation is then
- * released at the first op after the backward that freed it, not at the
- * next mark's sweep. Typically a step's few saved results: a read each
- * through the op observer's storage reader (a Python call each without
- * it: fewer then). Beyond this many, only Dispatcher.settle() asks (the
- * mark's sweep, a collection). */
-enum { HELD_ASKED_EACH_TIME = 64, HELD_ASKED_EACH_TIME_IN_PYTHON = 4 };
+ * keeps) wait in held_elsewhere, and each op and death asks a few of them
+ * again, in turn (those still held go to the back): a saved activation is
+ * then released within a few ops after the backward that freed it, not at
+ * the next mark's sweep, at a bounded cost per op (a deep model's forward
+ * leaves one per layer: asking them all at every op cost it 10 % a step).
+ * A read each through the op observer's storage reader; a Python call each
+ * without it, so fewer then. Dispatcher.settle() asks them all. */
+enum { HELD_ASKED_EACH_TIME = 4, HELD_ASKED_EACH_TIME_IN_PYTHON = 1 };
 
 /* The storages whose last tensor died while something else may still hold
  * them (orphaned() put them in maybe_gone), and those found held by an
- * earlier ask (held_elsewhere; every one if ``all``, else only while they
- * are few): each released now if it is gone, else kept in held_elsewhere.
+ * earlier ask (held_elsewhere: every one if ``all``, else the first few):
+ * each released now if it is gone, else put at the back of held_elsewhere.
  * Before an op or a death is recorded, so that a release comes first; and
  * by the tracker (Dispatcher.settle: all) before it reads the books. A
  * storage that has a tensor again, or that left the books meanwhile,
@@ -458,36 +464,47 @@ int settle(Dispatcher *d, int all)
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
         goto out;
     }
-    Py_ssize_t each_time = d->storage_now != NULL ? HELD_ASKED_EACH_TIME
-                                                  : HELD_ASKED_EACH_TIME_IN_PYTHON;
-    int ask_held = PyList_GET_SIZE(held) > 0 && (all || PyList_GET_SIZE(held) <= each_time);
-    if (ask_held && (PyList_SetSlice(maybe, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, held) < 0 ||
-                     PyList_SetSlice(held, 0, PY_SSIZE_T_MAX, NULL) < 0))
-        goto out;
+    Py_ssize_t ask = PyList_GET_SIZE(held);
+    if (!all && ask > (d->storage_now != NULL ? HELD_ASKED_EACH_TIME
+                                              : HELD_ASKED_EACH_TIME_IN_PYTHON))
+        ask = d->storage_now != NULL ? HELD_ASKED_EACH_TIME : HELD_ASKED_EACH_TIME_IN_PYTHON;
+    if (ask > 0) {   /* the first ``ask`` of them join maybe_gone */
+        now = PyList_GetSlice(held, 0, ask);
+        if (now == NULL || PyList_SetSlice(maybe, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, now) < 0 ||
+            PyList_SetSlice(held, 0, ask, NULL) < 0)
+            goto out;
+    }
     while (PyList_GET_SIZE(maybe) > 0) {   /* end_storage's migrations may add more */
         Py_XSETREF(now, PyList_GetSlice(maybe, 0, PY_SSIZE_T_MAX));
         if (now == NULL || PyList_SetSlice(maybe, 0, PY_SSIZE_T_MAX, NULL) < 0)
             goto out;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(now); i++) {
-            PyObject *pair = PyList_GET_ITEM(now, i);
-            PyObject *srec = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2
-                                 ? PyTuple_GET_ITEM(pair, 0) : NULL;
-            if (srec == NULL || !is_storage_rec(srec)) {
-                PyErr_SetString(PyExc_RuntimeError, "maybe_gone holds no (storage, stack)");
+            PyObject *srec = PyList_GET_ITEM(now, i);
+            if (!is_storage_rec(srec)) {
+                PyErr_SetString(PyExc_RuntimeError, "maybe_gone holds no storage record");
                 goto out;
             }
-            if (PySet_GET_SIZE(SREC(srec)->tids) > 0)
-                continue;   /* a tensor of it was seen again */
-            PyObject *cur = PyDict_GetItemWithError(storages, SREC(srec)->skey);   /* borrowed */
-            if (cur != srec) {
-                if (PyErr_Occurred())
+            StorageRec *s = SREC(srec);
+            /* a tensor of it seen again, or out of the books (the mark's sweep
+             * found it gone): it waits no more */
+            PyObject *cur = PySet_GET_SIZE(s->tids) > 0
+                                ? NULL : PyDict_GetItemWithError(storages, s->skey);   /* borrowed */
+            if (cur == NULL && PyErr_Occurred())
+                goto out;
+            int gone = cur == srec ? storage_gone(d, s) : 0;
+            if (gone < 0)
+                goto out;
+            if (cur == srec && !gone && s->weak != 0 && d->life_now != NULL) {
+                if (PyList_Append(held, srec) < 0)   /* still held: asked again later */
                     goto out;
-                continue;   /* it left the books (the mark's sweep found it gone) */
+                continue;
             }
-            int gone = storage_gone(d, SREC(srec));
-            if (gone < 0 || (gone && end_storage(d, srec, PyTuple_GET_ITEM(pair, 1)) < 0) ||
-                (!gone && SREC(srec)->weak != 0 && d->life_now != NULL &&
-                 PyList_Append(held, pair) < 0))
+            PyObject *stack = s->gone_stack != NULL ? s->gone_stack : Py_NewRef(Py_None);
+            s->gone_stack = NULL;   /* its reference is ``stack``'s now */
+            s->waiting = 0;
+            int bad = gone && end_storage(d, srec, stack) < 0;
+            Py_DECREF(stack);
+            if (bad)
                 goto out;
         }
     }

@@ -61,7 +61,7 @@ enum {
     BOOK_BY_TID,        /* recorded ones: tid -> TensorRec */
     BOOK_PENDING,       /* outputs not recorded yet, in creation order */
     BOOK_STORAGES,      /* storage key -> StorageRec */
-    BOOK_MAYBE_GONE,    /* (StorageRec, stack) whose last tensor died */
+    BOOK_MAYBE_GONE,    /* StorageRecs whose last tensor died */
     BOOK_HELD,          /* the same, found still held elsewhere when asked */
     BOOK_OP_META,       /* id(op) -> (view arg, reshaping, op) */
     BOOK_NODE_STACKS,   /* autograd sequence number -> stack id of the forward op */
@@ -168,6 +168,9 @@ typedef struct {
     long long seen_epoch;    /* last_epoch as the previous mark saw it */
     long long rest;          /* most marks it stayed unused before a use */
     PyObject *twins;         /* set of the storages on its very memory, or None */
+    char waiting;            /* in maybe_gone or held_elsewhere (once: settle()) */
+    PyObject *gone_stack;    /* there: where its last tensor died (a stack id, None:
+                              * captured at the release), its release's stack */
 } StorageRec;
 
 extern PyTypeObject TensorRecType, StorageRecType;
