@@ -464,10 +464,8 @@ int settle(Dispatcher *d, int all)
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
         goto out;
     }
-    Py_ssize_t ask = PyList_GET_SIZE(held);
-    if (!all && ask > (d->storage_now != NULL ? HELD_ASKED_EACH_TIME
-                                              : HELD_ASKED_EACH_TIME_IN_PYTHON))
-        ask = d->storage_now != NULL ? HELD_ASKED_EACH_TIME : HELD_ASKED_EACH_TIME_IN_PYTHON;
+    Py_ssize_t each = d->storage_now != NULL ? HELD_ASKED_EACH_TIME : HELD_ASKED_EACH_TIME_IN_PYTHON;
+    Py_ssize_t ask = all || PyList_GET_SIZE(held) < each ? PyList_GET_SIZE(held) : each;
     if (ask > 0) {   /* the first ``ask`` of them join maybe_gone */
         now = PyList_GetSlice(held, 0, ask);
         if (now == NULL || PyList_SetSlice(maybe, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, now) < 0 ||
