@@ -464,7 +464,8 @@ int settle(Dispatcher *d, int all)
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
         goto out;
     }
-    Py_ssize_t each = d->storage_now != NULL ? HELD_ASKED_EACH_TIME : HELD_ASKED_EACH_TIME_IN_PYTHON;
+    Py_ssize_t each = d->storage_now != NULL ? HELD_ASKED_EACH_TIME
+                                             : HELD_ASKED_EACH_TIME_IN_PYTHON;
     Py_ssize_t ask = all || PyList_GET_SIZE(held) < each ? PyList_GET_SIZE(held) : each;
     if (ask > 0) {   /* the first ``ask`` of them join maybe_gone */
         now = PyList_GetSlice(held, 0, ask);
@@ -485,8 +486,8 @@ int settle(Dispatcher *d, int all)
             StorageRec *s = SREC(srec);
             /* a tensor of it seen again, or out of the books (the mark's sweep
              * found it gone): it waits no more */
-            PyObject *cur = PySet_GET_SIZE(s->tids) > 0
-                                ? NULL : PyDict_GetItemWithError(storages, s->skey);   /* borrowed */
+            PyObject *cur = PySet_GET_SIZE(s->tids) > 0   /* borrowed */
+                                ? NULL : PyDict_GetItemWithError(storages, s->skey);
             if (cur == NULL && PyErr_Occurred())
                 goto out;
             int gone = cur == srec ? storage_gone(d, s) : 0;
