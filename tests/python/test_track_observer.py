@@ -11,6 +11,7 @@ directory, so that one build serves the suite)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import struct
@@ -216,6 +217,39 @@ def test_a_deep_forwards_saved_results_are_each_asked_again_in_turn(real_lib, ob
         for _ in range(held):        # at least one asked per op: every one by now
             other.add_(1)
         assert len(tr._held_elsewhere) == len(kept), len(tr._held_elsewhere)
+    assert tr.errors == 0
+
+
+def test_a_saved_result_a_reference_cycle_held_is_released_when_the_collector_frees_it(
+        real_lib, observer, monkeypatch):
+    """A graph kept by a reference cycle (an object that refers to itself
+    and to the loss) holds its saved results until the collector runs:
+    the waiting storage is asked again when the collection ends
+    (_Cycles._on_gc), so its release is recorded at the collection, not
+    at some later op or mark."""
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+
+    class Step:
+        pass
+
+    with vtt.track() as tr:
+        w = torch.ones(64, requires_grad=True)
+        other = torch.ones(1)
+        y = (w * 2).relu()           # its result saved by ReluBackward0
+        step = Step()
+        step.me = step
+        step.loss = y.sum()          # y recorded
+        skey = tr._by_obj[id(y)].skey
+        srec = tr._storages[skey]
+        del y
+        other.add_(1)
+        assert srec in tr._held_elsewhere, "not waiting for the graph to let it go"
+        del step
+        other.add_(1)
+        assert tr._storages.get(skey) is srec, "released while the cycle held it"
+        gc.collect()
+        assert tr._storages.get(skey) is not srec, "not released at the collection"
+        assert srec not in tr._held_elsewhere
     assert tr.errors == 0
 
 
