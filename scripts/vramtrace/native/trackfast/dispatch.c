@@ -76,17 +76,6 @@ static int tensors_in(PyObject *obj, TensorList *out, int depth)
     return 0;
 }
 
-/* The record of tensor ``t`` if tracked (a new reference); NULL if not, or
- * with an exception. */
-static PyObject *known(PyObject *by_obj, PyObject *t)
-{
-    PyObject *key = PyLong_FromVoidPtr(t);
-    PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
-    Py_XDECREF(key);
-    Py_XINCREF(rec);
-    return rec;
-}
-
 /* storages[rec.skey].last_epoch = epoch */
 static int touch_storage(PyObject *storages, PyObject *rec, long long epoch)
 {
@@ -272,7 +261,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
      * this op's stack (its TENSOR_NEW is its use here). */
     for (Py_ssize_t i = 0; i < ins.n; i++) {
         PyObject *t = ins.items[i];
-        PyObject *rec = known(by_obj, t);
+        PyObject *rec = record_of(by_obj, t);
         if (rec != NULL && !is_tensor_rec(rec)) {
             Py_DECREF(rec);
             goto loop_fail;
@@ -284,7 +273,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             Py_DECREF(rec);
             if (bad)
                 goto loop_fail;
-            rec = known(by_obj, t);
+            rec = record_of(by_obj, t);
             if (rec == NULL && !PyErr_Occurred())
                 rec = Py_NewRef(Py_None);   /* not tracked again (no storage) */
         } else if (rec != NULL) {
@@ -312,7 +301,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         view_of = PyTuple_GET_ITEM(args, vi);
     for (Py_ssize_t i = 0; i < outs.n; i++) {
         PyObject *t = outs.items[i];
-        PyObject *rec = known(by_obj, t);
+        PyObject *rec = record_of(by_obj, t);
         if (rec != NULL && !is_tensor_rec(rec)) {
             Py_DECREF(rec);
             goto loop_fail;

@@ -122,7 +122,7 @@ static PyObject *known_name(PyObject *param_names, PyObject *t)
 static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
                   PyObject *param_names, int *asked)
 {
-    PyObject *by_obj = NULL, *storages = NULL, *g = NULL, *grec = NULL, *key = NULL;
+    PyObject *by_obj = NULL, *storages = NULL, *g = NULL, *grec = NULL;
     int rc = -1;
     if (lookup_attr(t, s_grad, &g) < 0)   /* getattr(t, "_grad", None) */
         goto out;
@@ -131,9 +131,7 @@ static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
         goto out;
     }
     by_obj = book(d, BOOK_BY_OBJ);
-    key = PyLong_FromVoidPtr(g);
-    grec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;   /* borrowed */
-    Py_XINCREF(grec);
+    grec = by_obj ? record_of(by_obj, g) : NULL;
     if (grec == NULL) {
         rc = PyErr_Occurred() ? -1 : str_starts(TREC(rec)->name, "parameter");
         goto out;
@@ -178,7 +176,6 @@ out:
     Py_XDECREF(storages);
     Py_XDECREF(g);
     Py_XDECREF(grec);
-    Py_XDECREF(key);
     return rc;
 }
 
@@ -274,6 +271,49 @@ out:
     return out;
 }
 
+/* One (weakref, name) of a model's state, for follow_state(): its tensor
+ * used if its storage was not used in the step (or ``timed``), and
+ * (tensor, name) into ``renames`` where the record goes by another name.
+ * 0, or -1 with an error set. */
+static int follow_one(Dispatcher *d, PyObject *by_obj, PyObject *storages, PyObject *item,
+                      long long epoch, int timed, PyObject *renames)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+        !PyWeakref_Check(PyTuple_GET_ITEM(item, 0)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(item, 1))) {
+        PyErr_SetString(PyExc_TypeError, "a model's state holds no (weakref, name)");
+        return -1;
+    }
+    PyObject *t = PyWeakref_GetObject(PyTuple_GET_ITEM(item, 0));   /* borrowed */
+    if (t == NULL)
+        return -1;
+    PyObject *rec = t != Py_None ? record_of(by_obj, t) : NULL;
+    if (rec == NULL)
+        return PyErr_Occurred() ? -1 : 0;   /* dead, or not tracked */
+    int rc = -1;
+    if (!is_tensor_rec(rec) || TREC(rec)->tid == 0) {
+        rc = 0;   /* not recorded (yet) */
+        goto out;
+    }
+    PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
+    if (srec == NULL && PyErr_Occurred())
+        goto out;
+    if (srec != NULL && is_storage_rec(srec) && (SREC(srec)->last_epoch < epoch || timed)) {
+        d->use(TREC(rec)->tid, 0);
+        SREC(srec)->last_epoch = epoch;
+    }
+    PyObject *name = PyTuple_GET_ITEM(item, 1);   /* "": a parameter, named elsewhere */
+    int same = PyUnicode_GET_LENGTH(name) == 0 ? 0 : PyUnicode_Compare(TREC(rec)->name, name);
+    if (same == -1 && PyErr_Occurred())
+        goto out;
+    PyObject *pair = same != 0 ? PyTuple_Pack(2, t, name) : NULL;
+    rc = same != 0 && (pair == NULL || PyList_Append(renames, pair) < 0) ? -1 : 0;
+    Py_XDECREF(pair);
+out:
+    Py_DECREF(rec);
+    return rc;
+}
+
 /* Dispatcher.follow_state(state, epoch, timed) -> renames: a model in use
  * uses its state (_Marks._state_follows_models says why). ``state``: the
  * model's (weakref, name) pairs (Tracker._model_state: its parameters,
@@ -286,46 +326,8 @@ PyObject *follow_state(Dispatcher *d, PyObject *state, long long epoch, int time
     PyObject *by_obj = book(d, BOOK_BY_OBJ), *storages = book(d, BOOK_STORAGES);
     PyObject *renames = by_obj && storages ? PyList_New(0) : NULL;
     for (Py_ssize_t i = 0; renames != NULL && i < PyList_GET_SIZE(state); i++) {
-        PyObject *item = PyList_GET_ITEM(state, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyWeakref_Check(PyTuple_GET_ITEM(item, 0)) ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(item, 1))) {
-            PyErr_SetString(PyExc_TypeError, "a model's state holds no (weakref, name)");
+        if (follow_one(d, by_obj, storages, PyList_GET_ITEM(state, i), epoch, timed, renames) < 0)
             Py_CLEAR(renames);
-            break;
-        }
-        PyObject *t = PyWeakref_GetObject(PyTuple_GET_ITEM(item, 0));   /* borrowed */
-        if (t == NULL) {
-            Py_CLEAR(renames);
-            break;
-        }
-        if (t == Py_None)
-            continue;
-        PyObject *key = PyLong_FromVoidPtr(t);
-        PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;   /* borrowed */
-        Py_XDECREF(key);
-        if (rec == NULL || !is_tensor_rec(rec) || TREC(rec)->tid == 0) {
-            if (PyErr_Occurred())
-                Py_CLEAR(renames);
-            continue;
-        }
-        PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
-        if (srec == NULL && PyErr_Occurred()) {
-            Py_CLEAR(renames);
-            break;
-        }
-        if (srec != NULL && is_storage_rec(srec) && (SREC(srec)->last_epoch < epoch || timed)) {
-            d->use(TREC(rec)->tid, 0);
-            SREC(srec)->last_epoch = epoch;
-        }
-        PyObject *name = PyTuple_GET_ITEM(item, 1);
-        if (PyUnicode_GET_LENGTH(name) == 0)
-            continue;
-        int same = PyUnicode_Compare(TREC(rec)->name, name);
-        PyObject *pair = same != 0 && !PyErr_Occurred() ? PyTuple_Pack(2, t, name) : NULL;
-        if ((same != 0 && pair == NULL) || (pair != NULL && PyList_Append(renames, pair) < 0))
-            Py_CLEAR(renames);
-        Py_XDECREF(pair);
     }
     Py_XDECREF(by_obj);
     Py_XDECREF(storages);

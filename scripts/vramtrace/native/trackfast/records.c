@@ -365,3 +365,14 @@ int flush(Dispatcher *d)
     Py_DECREF(pending);
     return rc;
 }
+
+/* The record of tensor ``t`` in ``by_obj`` (the books' id(tensor) -> TensorRec)
+ * if tracked (a new reference); NULL if not, or with an exception. */
+PyObject *record_of(PyObject *by_obj, PyObject *t)
+{
+    PyObject *key = PyLong_FromVoidPtr(t);
+    PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
+    Py_XDECREF(key);
+    Py_XINCREF(rec);
+    return rec;
+}

@@ -221,6 +221,7 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long 
                           PyObject *skey, uint64_t weak);
 int is_tensor_rec(PyObject *o);
 int is_storage_rec(PyObject *o);
+PyObject *record_of(PyObject *by_obj, PyObject *t);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 void clear_pending(TensorRec *r);
 int flush(Dispatcher *d);
