@@ -229,7 +229,7 @@ def test_a_deep_forwards_saved_results_are_each_asked_again_in_turn(real_lib, ob
     """A deep forward leaves a saved result per layer held by the graph;
     each op asks a few of them again, in turn, those still held going to
     the back (settle() in native/trackfast/storages.c: asking every one at
-    every op made a 64-layer model's step 10 % slower). So after the
+    every op grows with the square of their number). So after the
     backward frees them, a few ops release every one, before any mark,
     even behind storages the program keeps (its storage objects of the
     first layers' results: asked first, held for good)."""

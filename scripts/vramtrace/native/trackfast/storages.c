@@ -440,8 +440,9 @@ static int storage_gone(Dispatcher *d, const StorageRec *s)
  * keeps) wait in held_elsewhere, and each op and death asks a few of them
  * again, in turn (those still held go to the back): a saved activation is
  * then released within a few ops after the backward that freed it, not at
- * the next mark's sweep, at a bounded cost per op (a deep model's forward
- * leaves one per layer: asking them all at every op cost it 10 % a step).
+ * the next mark's sweep, at a bounded cost per op (asking them all at
+ * every op grows with the square of their number: a backward's hand-over
+ * leaves one per layer of a deep model).
  * A read each through the op observer's storage reader; a Python call each
  * without it, so fewer then. Dispatcher.settle() asks them all. */
 enum { HELD_ASKED_EACH_TIME = 4, HELD_ASKED_EACH_TIME_IN_PYTHON = 1 };
