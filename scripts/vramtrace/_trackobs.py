@@ -75,6 +75,8 @@ class Observer:
         lib.vt_obs_uninstall.restype = None
         lib.vt_obs_storage_now.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
         lib.vt_obs_storage_now.restype = ctypes.c_int
+        lib.vt_obs_storage_use_count.argtypes = [ctypes.c_uint64]
+        lib.vt_obs_storage_use_count.restype = ctypes.c_uint64
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda seq: 0, lend: int = 0, gc_api: int = 0,
@@ -126,6 +128,13 @@ class Observer:
         """The address of vt_obs_storage_now, for _trackfast's
         Dispatcher.storage_reader."""
         return ctypes.cast(self._lib.vt_obs_storage_now, ctypes.c_void_p).value or 0
+
+    @property
+    def use_count_address(self) -> int:
+        """The address of vt_obs_storage_use_count (a storage's strong count
+        through its weak handle, torch._C._storage_Use_Count's reading), for
+        _trackfast's Dispatcher.use_counter."""
+        return ctypes.cast(self._lib.vt_obs_storage_use_count, ctypes.c_void_p).value or 0
 
 
 def op_for(name: str, overload: str) -> Any:

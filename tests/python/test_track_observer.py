@@ -718,3 +718,39 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
     assert gc.get_stats()[0]["collections"] == runs
     vtt._fast_path._trackfast.gc_release(token)
     assert gc.get_count()[0] == token
+
+
+def test_the_observers_use_count_reads_what_torchs_does(observer):
+    # A storage left without tracked tensors is asked whether anything else
+    # holds it (storages.c orphaned()) through the observer's C reader
+    # (vt_obs_storage_use_count) instead of torch._C._storage_Use_Count:
+    # both read the same count, for a storage with and without a Python
+    # object, held by more tensors, and gone.
+    use_count = torch._C._storage_Use_Count
+    ours = observer._lib.vt_obs_storage_use_count
+    x = torch.arange(10.)
+    handle = x.untyped_storage()._weak_ref()
+    try:
+        seen = [(use_count(handle), ours(handle))]
+        views = [x[1:], x[2:]]
+        seen.append((use_count(handle), ours(handle)))
+        s = x.untyped_storage()   # a Python object for the storage
+        seen.append((use_count(handle), ours(handle)))
+        del s, views, x
+        seen.append((use_count(handle), ours(handle)))
+    finally:
+        torch.UntypedStorage._free_weak_ref(handle)
+    assert [a for a, _ in seen] == [b for _, b in seen], seen
+    assert seen[-1] == (0, 0) and seen[1][0] > seen[0][0], seen
+
+
+def test_the_tracker_asks_storages_with_the_observers_reader_while_it_has_the_observer(
+        observer, monkeypatch):
+    # What the reader says decides whether a storage waits (held elsewhere)
+    # or is freed: test_a_saved_result_is_released_at_the_first_op_after_the_
+    # backward_that_freed_it and the storage tests run with it in place.
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, "1")
+    with vtt.track(walk_fraction=None) as tr:
+        assert tr.ops_seen_by == "observer"
+        assert tr._fast.use_counter == observer.use_count_address != 0
+    assert tr.errors == 0

@@ -247,6 +247,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             # data_ptr() would materialize a copy-on-write storage.
             self._life.read_with(self._observer.storage_now)
             self._fast.storage_reader = self._observer.storage_now_address
+            self._fast.use_counter = self._observer.use_count_address
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
             try:
                 self._observer.install(self._fast.observed, self._fast.observed_engine,

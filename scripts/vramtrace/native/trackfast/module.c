@@ -161,6 +161,8 @@ static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
     Py_VISIT(d->intern_frame);
     Py_VISIT(d->codes);
     Py_VISIT(d->use_count);
+    Py_VISIT(d->holders);
+    Py_VISIT(d->targeted);
     Py_VISIT(d->free_weak_ref);
     Py_VISIT(d->life_now);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
@@ -174,6 +176,8 @@ static int dispatcher_clear(Dispatcher *d)
     Py_CLEAR(d->intern_frame);
     Py_CLEAR(d->codes);
     Py_CLEAR(d->use_count);
+    Py_CLEAR(d->holders);
+    Py_CLEAR(d->targeted);
     Py_CLEAR(d->free_weak_ref);
     Py_CLEAR(d->life_now);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
@@ -236,14 +240,17 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
  * they come with the means to take a weak handle without a storage
  * object); storage_reader, its vt_obs_storage_now, which storages_to_check
  * reads storages with instead of Python's data_ptr(); engine_drainer, its
- * vt_obs_drain, which flush() calls first while it hands ops over. */
-enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER };
+ * vt_obs_drain, which flush() calls first while it hands ops over;
+ * use_counter, its vt_obs_storage_use_count, which a storage left without
+ * tensors is asked with instead of torch._C._storage_Use_Count. */
+enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER, USE_COUNTER };
 
 static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
 {
     intptr_t w = (intptr_t)which;
     uintptr_t a = w == WEAK_MAKER ? (uintptr_t)d->make_weak
                   : w == STORAGE_READER ? (uintptr_t)d->storage_now
+                  : w == USE_COUNTER    ? (uintptr_t)d->use_count_now
                                         : (uintptr_t)d->drain;
     return PyLong_FromUnsignedLongLong(a);
 }
@@ -257,6 +264,8 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
         d->make_weak = (vt__make_weak_fn)(uintptr_t)a;
     else if ((intptr_t)which == STORAGE_READER)
         d->storage_now = (vt__storage_now_fn)(uintptr_t)a;
+    else if ((intptr_t)which == USE_COUNTER)
+        d->use_count_now = (vt__use_count_fn)(uintptr_t)a;
     else
         d->drain = (vt__drain_fn)(uintptr_t)a;
     return 0;
@@ -616,6 +625,10 @@ static PyGetSetDef dispatcher_getset[] = {
     {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's vt_obs_storage_now, 0: none (Python's data_ptr())",
      (void *)(intptr_t)STORAGE_READER},
+    {"use_counter", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
+     "address of the op observer's vt_obs_storage_use_count, 0: none "
+     "(torch._C._storage_Use_Count)",
+     (void *)(intptr_t)USE_COUNTER},
     {"engine_drainer", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's vt_obs_drain, 0: none (flush() hands nothing over)",
      (void *)(intptr_t)ENGINE_DRAINER},

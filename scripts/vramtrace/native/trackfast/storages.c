@@ -265,7 +265,10 @@ int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
          * Python object: unless the program made one, a count read more
          * than that sends it the slower way, asked later) */
         long long sole = SREC(srec)->bare ? d->sole_bare : d->sole;
-        if (d->use_count != NULL && sole >= 0) {
+        if (d->use_count_now != NULL && sole >= 0) {
+            /* the observer's reader: the same count, no Python call */
+            later = d->use_count_now(SREC(srec)->weak) > (uint64_t)sole;
+        } else if (d->use_count != NULL && sole >= 0) {
             PyObject *n = PyObject_CallOneArg(d->use_count, SREC(srec)->skey);
             long long count = n ? PyLong_AsLongLong(n) : -1;
             Py_XDECREF(n);

@@ -102,6 +102,8 @@ typedef struct {
     int stacks_enabled;
     int life_available;      /* StorageLife has weak handles (torch >= 2.0) */
     PyObject *use_count;     /* torch._C._storage_Use_Count, or NULL */
+    PyObject *holders;       /* tracker._book (its HolderBook) and its _targeted set, */
+    PyObject *targeted;      /* read at the first death: neither is ever replaced */
     PyObject *free_weak_ref; /* UntypedStorage._free_weak_ref, or NULL */
     PyObject *life_now;      /* the tracker's StorageLife.now, or NULL */
     /* The books, made here (the Tracker binds the same objects), by
@@ -125,6 +127,8 @@ typedef struct {
                                   * and its facts are not used */
     vt__storage_now_fn storage_now;   /* the op observer's storage reader; NULL: ask
                                       * Python (which materializes copy-on-write) */
+    vt__use_count_fn use_count_now;   /* the op observer's use-count reader; NULL:
+                                      * use_count (torch._C._storage_Use_Count) */
     vt__drain_fn drain;      /* the op observer's, while it hands ops over: what it
                               * holds back, recorded before a flush; NULL: none */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */

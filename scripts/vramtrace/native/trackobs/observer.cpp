@@ -36,8 +36,8 @@
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
-// Exported: vt_obs_install, vt_obs_uninstall, vt_obs_drain, vt_obs_make_weak
-// and vt_obs_storage_now.
+// Exported: vt_obs_install, vt_obs_uninstall, vt_obs_drain, vt_obs_make_weak,
+// vt_obs_storage_now and vt_obs_storage_use_count.
 #include <Python.h>
 
 #include <ATen/SequenceNumber.h>
@@ -775,6 +775,20 @@ __attribute__((visibility("default"))) uint64_t vt_obs_make_weak(uint64_t storag
         return 0;
     return reinterpret_cast<uintptr_t>(
         c10::raw::intrusive_ptr::make_weak(reinterpret_cast<c10::StorageImpl *>(storage)));
+}
+
+// vt_obs_storage_use_count(handle): the strong count of the StorageImpl
+// behind weak handle `handle` (0 once it is gone), as
+// torch._C._storage_Use_Count reads it (c10::raw::weak_intrusive_ptr::
+// use_count): a storage left without tracked tensors is asked whether
+// anything else still holds it at every such death, and a Python call each
+// time was a good part of what a tensor's death cost. The handle stays the
+// caller's.
+__attribute__((visibility("default"))) uint64_t vt_obs_storage_use_count(uint64_t handle)
+{
+    if (handle == 0)
+        return 0;
+    return c10::raw::weak_intrusive_ptr::use_count(reinterpret_cast<c10::StorageImpl *>(handle));
 }
 
 // vt_obs_storage_now(handle, out): where the storage behind weak handle

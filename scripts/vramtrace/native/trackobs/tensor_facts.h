@@ -40,6 +40,11 @@ typedef uint64_t (*vt__make_weak_fn)(uint64_t storage);
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
 typedef int (*vt__storage_now_fn)(uint64_t handle, uint64_t *out);
 
+/* The observer's vt_obs_storage_use_count(handle): the strong count of the
+ * StorageImpl behind a weak handle (0: gone), read as
+ * torch._C._storage_Use_Count reads it, without a Python call. */
+typedef uint64_t (*vt__use_count_fn)(uint64_t handle);
+
 /* The observer's vt_obs_drain(): the ops it holds back (an autograd
  * engine thread's, observer.cpp) handed over now, with the GIL held:
  * before the books are read (Dispatcher.flush). */
