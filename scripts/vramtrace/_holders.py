@@ -118,6 +118,11 @@ class HolderBook:
             self._targeted.update(dst for _, dst in now)
         return set((s, d, lb) for (s, d), lb in now.items())
 
+    def asserts(self, scope: str) -> bool:
+        """Whether ``scope`` has references asserted (that an empty
+        :meth:`emit` would retract)."""
+        return bool(self._scopes.get(scope))
+
     def forget_target(self, tensor_id: int) -> None:
         """A tensor died: its references no longer need retracting."""
         if tensor_id not in self._targeted:

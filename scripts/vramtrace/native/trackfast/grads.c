@@ -233,8 +233,10 @@ PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject
             }
             Py_INCREF(t);
             /* isinstance: Parameter's metaclass counts a tensor marked
-             * _is_param as one too */
-            int is_param = PyObject_IsInstance(t, parameter_type);
+             * _is_param as one too (its __instancecheck__ is Python: asked
+             * only of what is not a Parameter by type) */
+            int is_param = PyObject_TypeCheck(t, (PyTypeObject *)parameter_type)
+                               ? 1 : PyObject_IsInstance(t, parameter_type);
             if (is_param < 0)
                 bad = 1;
             if (is_param > 0) {

@@ -417,7 +417,7 @@ int forget(Dispatcher *d, PyObject *rec)
 {
     TensorRec *r = TREC(rec);
     int rc = -1;
-    PyObject *storages = NULL, *by_tid = NULL, *tidkey = NULL, *holders = NULL, *targeted = NULL;
+    PyObject *storages = NULL, *by_tid = NULL, *tidkey = NULL;
     Py_XSETREF(r->ref, Py_NewRef(Py_None));   /* its death callback is moot */
     storages = book(d, BOOK_STORAGES);
     if (storages == NULL)
@@ -457,15 +457,21 @@ int forget(Dispatcher *d, PyObject *rec)
     if (PyDict_DelItem(by_tid, tidkey) < 0)
         goto out;
     d->drop(r->tid);
-    holders = PyObject_GetAttr(d->tracker, s_book);   /* its HolderBook */
-    targeted = holders ? PyObject_GetAttr(holders, s_targeted) : NULL;
-    if (targeted == NULL)
-        goto out;
-    int is_target = PySet_Check(targeted) ? PySet_Contains(targeted, tidkey) : 1;
+    if (d->targeted == NULL) {   /* its HolderBook's, kept: a death each asks it */
+        PyObject *holders = PyObject_GetAttr(d->tracker, s_book);
+        PyObject *targeted = holders ? PyObject_GetAttr(holders, s_targeted) : NULL;
+        if (targeted == NULL) {
+            Py_XDECREF(holders);
+            goto out;
+        }
+        Py_XSETREF(d->holders, holders);
+        Py_XSETREF(d->targeted, targeted);
+    }
+    int is_target = PySet_Check(d->targeted) ? PySet_Contains(d->targeted, tidkey) : 1;
     if (is_target < 0)
         goto out;
     if (is_target) {
-        PyObject *res = PyObject_CallMethodOneArg(holders, s_forget_target, tidkey);
+        PyObject *res = PyObject_CallMethodOneArg(d->holders, s_forget_target, tidkey);
         if (res == NULL)
             goto out;
         Py_DECREF(res);
@@ -475,8 +481,6 @@ out:
     Py_XDECREF(storages);
     Py_XDECREF(by_tid);
     Py_XDECREF(tidkey);
-    Py_XDECREF(holders);
-    Py_XDECREF(targeted);
     return rc;
 }
 
