@@ -43,9 +43,16 @@ untracked one's. Per-step medians leave out what happens once (the first
 mark's lookup of the models, the first ops' lookups), which the CPU rows'
 totals keep.
 
+--device-pin CPU runs each device process on that one CPU (all its threads):
+on a shared 2-core virtual machine the untracked loop's step is bimodal
+(0.5 or 0.75 ms, whether the program's, the autograd engine's and the
+simulator's threads wake each other across cores, which the hypervisor
+makes dear), which a ratio between two processes inherits; on one core it
+is not. Information, as a second reading: the targets are read without it.
+
     python bench_track.py [--steps N] [--runs N] [--small-only]
                           [--simrun PATH] [--device-only] [--device-steps N]
-                          [--device-rounds N]
+                          [--device-rounds N] [--device-pin CPU]
                                            (needs torch and VRAMTRACE_LIB)
 
 The issue's targets: a leaking run at most 3x untracked, a clean one at
@@ -163,11 +170,14 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
     print(json.dumps({"ms": dc * 1e3 / steps, "wall_ms": dt * 1e3 / steps, **stats}))
 
 
-def device_child(mode: str, leak: bool, steps: int) -> None:
+def device_child(mode: str, leak: bool, steps: int, pin: int = -1) -> None:
     """The small loop on the (simulated) CUDA device, ``mode`` "untracked"
     or "tracked" (as users run it, a mark per iteration): the process's CPU
     ms and the wall ms of each step, each step synchronized; their medians
-    and the wall's fastest tenth."""
+    and the wall's fastest tenth. ``pin`` >= 0: on that CPU alone (before
+    torch starts a thread: every thread inherits it)."""
+    if pin >= 0:
+        os.sched_setaffinity(0, {pin})
     sys.path.insert(0, SCRIPTS)
     import torch
     step = training_step("small", leak, "cuda")
@@ -203,12 +213,12 @@ def device_child(mode: str, leak: bool, steps: int) -> None:
                       "cpu_ms": cpu[len(cpu) // 2] * 1e3, **stats}))
 
 
-def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
+def run_device(simrun: str, mode: str, leak: bool, steps: int, pin: int = -1) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
     r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--device-child",
-                        mode, "leak" if leak else "clean", str(steps)], env=env,
+                        mode, "leak" if leak else "clean", str(steps), str(pin)], env=env,
                        capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         sys.exit(f"bench_track: device {mode} {'leak' if leak else 'clean'} failed:\n"
@@ -216,7 +226,7 @@ def run_device(simrun: str, mode: str, leak: bool, steps: int) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def device_rows(simrun: str, steps: int, rounds: int) -> dict:
+def device_rows(simrun: str, steps: int, rounds: int, pin: int = -1) -> dict:
     """The device rows: for clean and leaking, ``rounds`` rounds of an
     untracked and a tracked process; printed, and their ratios returned
     (name -> (CPU ratio, wall ratio, wall p10 ratio))."""
@@ -224,7 +234,7 @@ def device_rows(simrun: str, steps: int, rounds: int) -> dict:
           f"process's CPU ms per step (each process's median step; the median process, "
           f"min-max), then wall ms (the median process's median step / the best "
           f"process's p10); ratios: the median over rounds of tracked/untracked, p10: "
-          f"best against best")
+          f"best against best" + (f"; every process on CPU {pin} alone" if pin >= 0 else ""))
     print(f"{'loop':<16}{'untracked':>22}{'tracked':>22}{'cpu':>7}"
           f"{'untracked wall':>16}{'tracked wall':>14}{'wall':>7}{'p10':>7}"
           f"{'ops/it':>8}{'walks':>7}")
@@ -234,7 +244,7 @@ def device_rows(simrun: str, steps: int, rounds: int) -> dict:
         got: dict = {"untracked": [], "tracked": []}
         for _ in range(rounds):
             for mode in got:
-                got[mode].append(run_device(simrun, mode, leak, steps))
+                got[mode].append(run_device(simrun, mode, leak, steps, pin))
         base, tr = got["untracked"], got["tracked"]
         if not all(r["observer"] and r["c_path"] for r in tr):
             sys.exit("bench_track: the device runs did not use the op observer and the C path")
@@ -330,7 +340,8 @@ def main() -> None:
         child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]), sys.argv[5], sys.argv[6])
         return
     if sys.argv[1:2] == ["--device-child"]:
-        device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]))
+        device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]),
+                     int(sys.argv[5]) if len(sys.argv) > 5 else -1)
         return
 
     def opt(flag: str, default: str) -> str:
@@ -349,7 +360,7 @@ def main() -> None:
     dev: dict = {}
     if simrun:
         dev = device_rows(simrun, int(opt("--device-steps", "100")),
-                          int(opt("--device-rounds", "7")))
+                          int(opt("--device-rounds", "7")), int(opt("--device-pin", "-1")))
     else:
         print("bench_track: no device rows (no --simrun or VRAMTRACE_SIMRUN)")
     fields = []
