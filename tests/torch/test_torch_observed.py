@@ -703,3 +703,27 @@ def test_run_track_without_the_extension_says_it_records_nothing(tmp_path):
     assert len(said) == 1, out[-3000:]
     assert said[0].startswith("vramtrace run: vramtrace.torch.track() records nothing: ") and \
         "vramtrace._trackfast" in said[0] and "rebuild or reinstall" in said[0], said
+
+
+def test_blocks_handed_out_whole_count_as_memory_allocated_counts_them(tmp_path):
+    # A large block PyTorch does not split (1 MiB or less would be left)
+    # counts whole in memory_allocated(); the trace entry gives only the
+    # request, and the observer finds the free block it came from
+    # (pool_observer.cpp): after each step, the blocks alive in vramtrace's
+    # timeline add up to memory_allocated(), and the peaks agree.
+    script = os.path.join(HERE, "whole_blocks.py")
+    snap = str(tmp_path / "whole.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--",
+                   sys.executable, script])
+    assert rc == 0, out[-3000:]
+    steps = re.findall(r"^allocated (.+) (\d+)$", out, re.M)
+    assert [s for s, _ in steps][:3] == ["a", "b", "a freed"], out[-2000:]
+    sj = snapshot_json(snap)
+    dev = next(d for d in sj["devices"] if d["ordinal"] == 0)
+    assert dev["peak_allocated"] == printed(out, "max_allocated"), (dev, out[-1500:])
+    sizes = {int(lt["addr"], 16): lt["size"] for lt in sj["lifetimes"]
+             if "outside_pool" not in lt["flags"] and "alive" in lt["flags"]}
+    assert sum(sizes.values()) == int(steps[-1][1]), (sizes, steps)
+    # the blocks handed out whole: 20 MiB for a, c; 13 MiB for e; 3 MiB for g
+    assert sorted(s for s in sizes.values() if s > 1 << 20) == \
+        sorted([20 << 20, 4 << 20, 13 << 20, 3 << 20]), sorted(sizes.values())

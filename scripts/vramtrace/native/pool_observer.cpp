@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 
 namespace {
@@ -44,13 +45,84 @@ pool_event_fn record = nullptr;
 bool attached = false;
 
 // The block size PyTorch counts for a request of `size` bytes in its
-// allocated figures: 512-byte multiples (kMinBlockSize). A block handed out
-// whole because its remainder was too small to split is larger; the trace
-// entry does not say so, and the figures differ by that remainder.
+// allocated figures: 512-byte multiples (kMinBlockSize); roundup_power2_divisions
+// (PYTORCH_CUDA_ALLOC_CONF) rounds further, which this does not follow.
 uint64_t block_size(uint64_t size)
 {
     constexpr uint64_t kMin = 512;
     return size < kMin ? kMin : (size + kMin - 1) / kMin * kMin;
+}
+
+// A block of the large pool handed out whole, because what would be left of
+// the free block it came from is too small to split (1 MiB or less, torch
+// 2.9+'s should_split; 2.14 here), is larger than its request: 20 MiB for a
+// 19.5 MiB tensor in a fresh 20 MiB segment, and memory_allocated() counts
+// all of it. The trace entry gives only the request, so the free block is
+// found here: PyTorch hands a block out from the start of a free block, and
+// merges free neighbours when a block's free completes, so the free block at
+// an allocation's address runs to the next block still allocated (free
+// requested but not completed counts as allocated: PyTorch merges neither)
+// or to its segment's end. Followed for the large pool's segments this
+// observer saw allocated (SEGMENT_ALLOC of more than a small segment); the
+// small pool splits any remainder (its blocks are their rounded request), so
+// do expandable segments (SEGMENT_MAP: not followed), and a segment from
+// before the observer attached is not known: there the rounded request is
+// what is counted, as before.
+struct DeviceBlocks {
+    std::map<uint64_t, uint64_t> segments;   // large-pool segment start -> size
+    std::map<uint64_t, uint64_t> blocks;     // allocated block start -> counted size
+};
+constexpr int kMaxDevices = 64;
+constexpr uint64_t kSmallSize = 1u << 20;   // PyTorch's kSmallSize: the small pool's largest
+// One per device, each touched only under that device's allocator lock (the
+// tracker is called with it held); never destroyed (PyTorch may free blocks
+// after static destructors ran).
+DeviceBlocks *const device_blocks = new DeviceBlocks[kMaxDevices];
+
+// The size PyTorch counts for the block it hands out at `addr` for a
+// request of `size` bytes, remembered until the block's free completes.
+uint64_t block_allocated(int dev, uint64_t addr, uint64_t size)
+{
+    uint64_t rounded = block_size(size);
+    if (dev < 0 || dev >= kMaxDevices || rounded <= kSmallSize)
+        return rounded;   // the small pool (or a device out of range)
+    DeviceBlocks &d = device_blocks[dev];
+    auto seg = d.segments.upper_bound(addr);
+    if (seg == d.segments.begin())
+        return rounded;
+    --seg;
+    const uint64_t seg_end = seg->first + seg->second;
+    if (addr >= seg_end)
+        return rounded;   // in no segment followed
+    auto next = d.blocks.upper_bound(addr);
+    const uint64_t free_end = next != d.blocks.end() && next->first < seg_end ? next->first : seg_end;
+    const uint64_t free_size = free_end - addr;
+    const uint64_t counted =
+        free_size >= rounded && free_size - rounded <= kSmallSize ? free_size : rounded;
+    d.blocks[addr] = counted;
+    return counted;
+}
+
+void block_freed(int dev, uint64_t addr)
+{
+    if (dev >= 0 && dev < kMaxDevices)
+        device_blocks[dev].blocks.erase(addr);
+}
+
+void segment_allocated(int dev, uint64_t addr, uint64_t size, bool large)
+{
+    if (large && dev >= 0 && dev < kMaxDevices)
+        device_blocks[dev].segments[addr] = size;
+}
+
+void segment_freed(int dev, uint64_t addr, uint64_t size)
+{
+    if (dev < 0 || dev >= kMaxDevices)
+        return;
+    DeviceBlocks &d = device_blocks[dev];
+    d.segments.erase(addr);
+    // none should be left; a block this observer missed must not outlive it
+    d.blocks.erase(d.blocks.lower_bound(addr), d.blocks.lower_bound(addr + size));
 }
 
 void on_entry(const TraceEntry &e)
@@ -64,21 +136,25 @@ void on_entry(const TraceEntry &e)
     const uint64_t stream = reinterpret_cast<uintptr_t>(e.stream_);
     switch (e.action_) {
     case TraceEntry::ALLOC:
-        fn(EV_ALLOC, dev, addr, size, stream, block_size(size));
+        fn(EV_ALLOC, dev, addr, size, stream, block_allocated(dev, addr, size));
         break;
     case TraceEntry::FREE_REQUESTED:
         fn(EV_FREE_REQUESTED, dev, addr, size, stream, 0);
         break;
     case TraceEntry::FREE_COMPLETED:
+        block_freed(dev, addr);
         fn(EV_FREE_COMPLETED, dev, addr, size, stream, 0);
         break;
     case TraceEntry::SEGMENT_ALLOC:
     case TraceEntry::SEGMENT_MAP:   // expandable segments: each mapped range
+        segment_allocated(dev, addr, size,
+                          e.action_ == TraceEntry::SEGMENT_ALLOC && size != kSmallSegment);
         fn(EV_SEGMENT_ALLOC, dev, addr, size, stream,
            size == kSmallSegment ? POOL_SMALL : POOL_LARGE);
         break;
     case TraceEntry::SEGMENT_FREE:
     case TraceEntry::SEGMENT_UNMAP:
+        segment_freed(dev, addr, size);
         fn(EV_SEGMENT_FREE, dev, addr, size, stream, 0);
         break;
     case TraceEntry::OOM: {
