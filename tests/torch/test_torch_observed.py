@@ -705,16 +705,19 @@ def test_run_track_without_the_extension_says_it_records_nothing(tmp_path):
         "vramtrace._trackfast" in said[0] and "rebuild or reinstall" in said[0], said
 
 
-def test_blocks_handed_out_whole_count_as_memory_allocated_counts_them(tmp_path):
-    # A large block PyTorch does not split (1 MiB or less would be left)
-    # counts whole in memory_allocated(); the trace entry gives only the
-    # request, and the observer finds the free block it came from
-    # (pool_observer.cpp): after each step, the blocks alive in vramtrace's
-    # timeline add up to memory_allocated(), and the peaks agree.
+@pytest.mark.parametrize("conf", ["", "max_split_size_mb:20"])
+def test_blocks_handed_out_whole_count_as_memory_allocated_counts_them(tmp_path, conf):
+    # A large block PyTorch does not split (1 MiB or less would be left; with
+    # max_split_size, any request of that size or more) counts whole in
+    # memory_allocated(); the trace entry gives only the request, and the
+    # observer finds the free block it came from (pool_observer.cpp): after
+    # the steps, the blocks alive in vramtrace's timeline add up to
+    # memory_allocated(), and the peaks agree.
     script = os.path.join(HERE, "whole_blocks.py")
     snap = str(tmp_path / "whole.vtsnap")
+    env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else None
     rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--",
-                   sys.executable, script])
+                   sys.executable, script], env)
     assert rc == 0, out[-3000:]
     steps = re.findall(r"^allocated (.+) (\d+)$", out, re.M)
     assert [s for s, _ in steps][:3] == ["a", "b", "a freed"], out[-2000:]
@@ -724,6 +727,8 @@ def test_blocks_handed_out_whole_count_as_memory_allocated_counts_them(tmp_path)
     sizes = {int(lt["addr"], 16): lt["size"] for lt in sj["lifetimes"]
              if "outside_pool" not in lt["flags"] and "alive" in lt["flags"]}
     assert sum(sizes.values()) == int(steps[-1][1]), (sizes, steps)
-    # the blocks handed out whole: 20 MiB for a, c; 13 MiB for e; 3 MiB for g
-    assert sorted(s for s in sizes.values() if s > 1 << 20) == \
-        sorted([20 << 20, 4 << 20, 13 << 20, 3 << 20]), sorted(sizes.values())
+    # c whole: 20 MiB; b split: 4; e whole: 13; g whole: 3; i split off
+    # h's 40 MiB: 25, or whole where max_split_size keeps it from splitting
+    large = sorted(s for s in sizes.values() if s > 1 << 20)
+    i = 40 if conf else 25
+    assert large == sorted([20 << 20, 4 << 20, 13 << 20, 3 << 20, i << 20]), large

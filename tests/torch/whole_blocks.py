@@ -1,6 +1,7 @@
 """Large-pool blocks that PyTorch's caching allocator hands out whole (what
 would be left of the free block is 1 MiB or less, not worth a split) next
-to ones it splits; prints memory_allocated() after each step and the peak,
+to ones it splits (run with PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:20 too, where a
+request of 20 MiB or more is never split); prints memory_allocated() after each step and the peak,
 for test_torch_observed to compare with what `vramtrace run` recorded.
 Never imports vramtrace."""
 
@@ -38,4 +39,9 @@ del kept["d"]
 show("d freed")
 kept["g"] = empty(2 * MIB + 512)         # d's 3 MiB block: just under 1 MiB left, whole
 show("g")
+kept["h"] = empty(40 * MIB)              # its own 40 MiB segment
+del kept["h"]
+show("h freed")
+kept["i"] = empty(25 * MIB)              # h's block: split (15 MiB left); with
+show("i")                                # max_split_size_mb:20, whole (40 MiB)
 print("max_allocated", torch.cuda.max_memory_allocated())

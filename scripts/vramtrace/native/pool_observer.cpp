@@ -17,6 +17,10 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
+#if __has_include(<c10/core/AllocatorConfig.h>)
+#include <c10/core/AllocatorConfig.h>
+#define VT_HAVE_ACCEL_CONFIG 1
+#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -54,8 +58,9 @@ uint64_t block_size(uint64_t size)
 }
 
 // A block of the large pool handed out whole, because what would be left of
-// the free block it came from is too small to split (1 MiB or less, torch
-// 2.9+'s should_split; 2.14 here), is larger than its request: 20 MiB for a
+// the free block it came from is too small to split (1 MiB or less; or any
+// remainder of a request of max_split_size or more: PyTorch's should_split),
+// is larger than its request: 20 MiB for a
 // 19.5 MiB tensor in a fresh 20 MiB segment, and memory_allocated() counts
 // all of it. The trace entry gives only the request, so the free block is
 // found here: PyTorch hands a block out from the start of a free block, and
@@ -74,6 +79,17 @@ struct DeviceBlocks {
 };
 constexpr int kMaxDevices = 64;
 constexpr uint64_t kSmallSize = 1u << 20;   // PyTorch's kSmallSize: the small pool's largest
+// PyTorch's max_split_size (PYTORCH_CUDA_ALLOC_CONF; unlimited by default):
+// a request of that size or more is never split off a larger block.
+uint64_t max_split_size()
+{
+#ifdef VT_HAVE_ACCEL_CONFIG
+    return c10::CachingAllocator::AcceleratorAllocatorConfig::max_split_size();
+#else
+    return UINT64_MAX;
+#endif
+}
+
 // One per device, each touched only under that device's allocator lock (the
 // tracker is called with it held); never destroyed (PyTorch may free blocks
 // after static destructors ran).
@@ -97,8 +113,8 @@ uint64_t block_allocated(int dev, uint64_t addr, uint64_t size)
     auto next = d.blocks.upper_bound(addr);
     const uint64_t free_end = next != d.blocks.end() && next->first < seg_end ? next->first : seg_end;
     const uint64_t free_size = free_end - addr;
-    const uint64_t counted =
-        free_size >= rounded && free_size - rounded <= kSmallSize ? free_size : rounded;
+    const bool split = rounded < max_split_size() && free_size - rounded > kSmallSize;
+    const uint64_t counted = free_size >= rounded && !split ? free_size : rounded;
     d.blocks[addr] = counted;
     return counted;
 }
