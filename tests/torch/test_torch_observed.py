@@ -705,12 +705,13 @@ def test_run_track_without_the_extension_says_it_records_nothing(tmp_path):
         "vramtrace._trackfast" in said[0] and "rebuild or reinstall" in said[0], said
 
 
-@pytest.mark.parametrize("conf", ["", "max_split_size_mb:20"])
+@pytest.mark.parametrize("conf", ["", "max_split_size_mb:20", "roundup_power2_divisions:4"])
 def test_blocks_handed_out_whole_count_as_memory_allocated_counts_them(tmp_path, conf):
     # A large block PyTorch does not split (1 MiB or less would be left; with
     # max_split_size, any request of that size or more) counts whole in
     # memory_allocated(); the trace entry gives only the request, and the
-    # observer finds the free block it came from (pool_observer.cpp): after
+    # observer finds the free block it came from (pool_observer.cpp), and
+    # rounds a request as PyTorch does (roundup_power2_divisions too): after
     # the steps, the blocks alive in vramtrace's timeline add up to
     # memory_allocated(), and the peaks agree.
     script = os.path.join(HERE, "whole_blocks.py")
@@ -728,7 +729,10 @@ def test_blocks_handed_out_whole_count_as_memory_allocated_counts_them(tmp_path,
              if "outside_pool" not in lt["flags"] and "alive" in lt["flags"]}
     assert sum(sizes.values()) == int(steps[-1][1]), (sizes, steps)
     # c whole: 20 MiB; b split: 4; e whole: 13; g whole: 3; i split off
-    # h's 40 MiB: 25, or whole where max_split_size keeps it from splitting
+    # h's 40 MiB: 25, or whole where max_split_size keeps it from splitting;
+    # in 4 steps between powers of two, e is 14 MiB (its own segment, b's
+    # 13 MiB too small), g 2.5 (split off d's 3 and the 13 after it), i 28
     large = sorted(s for s in sizes.values() if s > 1 << 20)
-    i = 40 if conf else 25
-    assert large == sorted([20 << 20, 4 << 20, 13 << 20, 3 << 20, i << 20]), large
+    want = {"": [20, 4, 13, 3, 25], "max_split_size_mb:20": [20, 4, 13, 3, 40],
+            "roundup_power2_divisions:4": [20, 4, 14, 2.5, 28]}[conf]
+    assert large == sorted(int(w * (1 << 20)) for w in want), large

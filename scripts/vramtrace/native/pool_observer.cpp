@@ -48,13 +48,38 @@ constexpr uint64_t kSmallSegment = 2u << 20;   // PyTorch's small-pool segment s
 pool_event_fn record = nullptr;
 bool attached = false;
 
+// The first of `divisions` equal steps between the powers of two around
+// `size` that is not below it (1200 in 4 steps between 1024 and 2048: 1280);
+// `divisions` counts as the largest power of two not above it, and a step
+// that comes out 0 gives the next power of two.
+uint64_t power2_division_ceiling(uint64_t size, uint64_t divisions)
+{
+    if ((size & (size - 1)) == 0)
+        return size;
+    const uint64_t floor2 = uint64_t(1) << (63 - __builtin_clzll(size));
+    const uint64_t step = floor2 >> (63 - __builtin_clzll(divisions));
+    if (step == 0)
+        return floor2 << 1;
+    const uint64_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+}
+
 // The block size PyTorch counts for a request of `size` bytes in its
-// allocated figures: 512-byte multiples (kMinBlockSize); roundup_power2_divisions
-// (PYTORCH_CUDA_ALLOC_CONF) rounds further, which this does not follow.
+// allocated figures (its round_size): 512-byte multiples (kMinBlockSize), or
+// with roundup_power2_divisions (PYTORCH_CUDA_ALLOC_CONF) set for the size,
+// the next of that many steps between two powers of two.
 uint64_t block_size(uint64_t size)
 {
     constexpr uint64_t kMin = 512;
-    return size < kMin ? kMin : (size + kMin - 1) / kMin * kMin;
+    if (size < kMin)
+        return kMin;
+#ifdef VT_HAVE_ACCEL_CONFIG
+    const uint64_t divisions =
+        c10::CachingAllocator::AcceleratorAllocatorConfig::roundup_power2_divisions(size);
+    if (divisions > 1 && size > kMin * divisions)
+        return power2_division_ceiling(size, divisions);
+#endif
+    return (size + kMin - 1) / kMin * kMin;
 }
 
 // A block of the large pool handed out whole, because what would be left of
