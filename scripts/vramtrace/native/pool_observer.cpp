@@ -85,9 +85,9 @@ uint64_t block_size(uint64_t size)
 // A block of the large pool handed out whole, because what would be left of
 // the free block it came from is too small to split (1 MiB or less; or any
 // remainder of a request of max_split_size or more: PyTorch's should_split),
-// is larger than its request: 20 MiB for a
-// 19.5 MiB tensor in a fresh 20 MiB segment, and memory_allocated() counts
-// all of it. The trace entry gives only the request, so the free block is
+// is larger than its request: 20 MiB for a 19.5 MiB tensor in a fresh 20 MiB
+// segment, and memory_allocated() counts all of it. The trace entry gives
+// only the request, so the free block is
 // found here: PyTorch hands a block out from the start of a free block, and
 // merges free neighbours when a block's free completes, so the free block at
 // an allocation's address runs to the next block still allocated (free
@@ -140,7 +140,12 @@ uint64_t block_allocated(int dev, uint64_t addr, uint64_t size)
     const uint64_t free_size = free_end - addr;
     const bool split = rounded < max_split_size() && free_size - rounded > kSmallSize;
     const uint64_t counted = free_size >= rounded && !split ? free_size : rounded;
-    d.blocks[addr] = counted;
+    try {
+        d.blocks[addr] = counted;
+    } catch (...) {   // out of memory: never into PyTorch's allocation; the
+        d.segments.erase(seg);   // segment, missing a block, is no longer followed
+        return rounded;
+    }
     return counted;
 }
 
@@ -152,8 +157,12 @@ void block_freed(int dev, uint64_t addr)
 
 void segment_allocated(int dev, uint64_t addr, uint64_t size, bool large)
 {
-    if (large && dev >= 0 && dev < kMaxDevices)
-        device_blocks[dev].segments[addr] = size;
+    if (large && dev >= 0 && dev < kMaxDevices) {
+        try {
+            device_blocks[dev].segments[addr] = size;
+        } catch (...) {   // out of memory: the segment is not followed
+        }
+    }
 }
 
 void segment_freed(int dev, uint64_t addr, uint64_t size)
