@@ -59,6 +59,37 @@ def test_the_source_tree_imports_the_extension_as_the_installed_package_does(rea
     assert built == os.path.join(libdir, "scripts", "vramtrace") and built in vramtrace.__path__
 
 
+def test_instances_of_finds_what_issubclass_of_the_type_finds(real_lib):
+    """The models are looked up (_Naming._param_name) with _trackfast's
+    instances_of over the collector's objects: the items whose own type is
+    the class or a subclass, as issubclass(type(o), cls) in Python, never
+    what an object's computed __class__ claims."""
+    import gc
+    import torch
+    with vtt.track() as tr:
+        assert tr._fast is not None
+    mod = vtt._fast_path._trackfast
+
+    class Mine(torch.nn.Linear):
+        pass
+
+    class Pretender:
+        @property
+        def __class__(self):   # isinstance() would believe it
+            return torch.nn.Module
+
+    objs = [torch.nn.Linear(2, 2), Mine(2, 2), Pretender(), 3, "x", torch.zeros(1)]
+    assert isinstance(objs[2], torch.nn.Module)
+    got = mod.instances_of(objs, torch.nn.Module)
+    assert [type(o) for o in got] == [torch.nn.Linear, Mine]
+    every = gc.get_objects()
+    assert mod.instances_of(every, torch.nn.Module) == \
+        [o for o in every if issubclass(type(o), torch.nn.Module)]
+    del every
+    with pytest.raises(TypeError):
+        mod.instances_of(tuple(objs), torch.nn.Module)
+
+
 def test_without_the_extension_track_records_nothing_and_says_why(real_lib, monkeypatch):
     """The declared limit: no _trackfast for this Python (CPython before
     3.11, or a build without it) -- the block runs as without vramtrace."""

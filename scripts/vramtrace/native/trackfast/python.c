@@ -57,3 +57,31 @@ PyObject *call0(PyObject *obj, PyObject *name)
 {
     return PyObject_CallMethodNoArgs(obj, name);
 }
+
+/* instances_of(objects, cls) -> list: the items of list ``objects`` whose
+ * type is ``cls`` or a subclass of it (issubclass(type(o), cls): the type's
+ * own MRO, never a __class__ an object computes). The tracker looks the
+ * models up with it in one pass over the collector's objects
+ * (_Naming._param_name): in Python that loop took twice as long as
+ * gc.get_objects() itself. */
+PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "instances_of(objects: list, cls: type)");
+        return NULL;
+    }
+    PyObject *objects = args[0];
+    PyTypeObject *cls = (PyTypeObject *)args[1];
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objects); i++) {
+        PyObject *o = PyList_GET_ITEM(objects, i);
+        if (PyType_IsSubtype(Py_TYPE(o), cls) && PyList_Append(out, o) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}

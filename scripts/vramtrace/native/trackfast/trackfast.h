@@ -288,5 +288,6 @@ PyObject *py_gc_hold(PyObject *self, PyObject *unused);
 PyObject *py_gc_release(PyObject *self, PyObject *token);
 PyObject *py_gc_held_count(PyObject *self, PyObject *unused);
 PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
+PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif
