@@ -49,6 +49,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string_view>
 #include <exception>
@@ -582,6 +583,9 @@ void hand_over_held()
     {
         std::lock_guard<std::mutex> g(engine_lock);
         now.swap(engine_ops);
+        // room for as many as this backward held: the next one's ops are
+        // held without the vector growing (and moving them) op by op
+        engine_ops.reserve(std::min(now.size(), MAX_HELD));
         engine_waiting.store(false, std::memory_order_release);
     }
     hand_over_ops(now);
