@@ -97,7 +97,8 @@ class _Naming:
         try:
             # type(), not isinstance(): isinstance reads __class__, which some
             # objects compute (torch.distributed's deprecated reduce_op warns);
-            # the loop in C where the extension has it (a third of the time)
+            # the loop in C where the extension has it (in Python it cost more
+            # than collecting the objects)
             objects = gc.get_objects()
             fast = _fast_path._trackfast
             modules = (fast.instances_of(objects, module_type) if fast else

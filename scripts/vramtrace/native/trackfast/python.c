@@ -62,7 +62,7 @@ PyObject *call0(PyObject *obj, PyObject *name)
  * type is ``cls`` or a subclass of it (issubclass(type(o), cls): the type's
  * own MRO, never a __class__ an object computes). The tracker looks the
  * models up with it in one pass over the collector's objects
- * (_Naming._param_name): in Python that loop took twice as long as
+ * (_Naming._param_name): in Python that loop cost more than
  * gc.get_objects() itself. */
 PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
