@@ -216,6 +216,21 @@ def gpt_tied(r: Recorder) -> None:
     r.mem("after")
 
 
+@program("cuda")
+def gpt2_embedding_tied(r: Recorder) -> None:
+    # GPT-2 small's token embedding (50,257 x 768, tied with the head; one
+    # block instead of twelve): 147.2 MiB, in a segment of 148 MiB (PyTorch
+    # rounds large segments to 2 MiB), where what is left is too little to
+    # split off: the block is handed out whole, and memory_allocated()
+    # counts 148 MiB for it, its gradient and SGD's momentum each
+    _seed(r)
+    with r.tracked():
+        model = GPT(vocab=50257, d=768, heads=12, n=1).to(r.dev)
+        idx = torch.randint(0, 50257, (2, 8), device=r.dev)
+        _train(r, model, idx, idx, steps=3, loss_fn=_lm_loss)
+    r.mem("after")
+
+
 # --- parametrizations ------------------------------------------------------
 
 class _Symmetric(nn.Module):

@@ -91,9 +91,15 @@ PROGRAMS = _programs()
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> Dict[str, Dict[str, dict]]:
+def diff_dir(tmp_path_factory):
+    """Where the paths write their results (and `vramtrace run` its snapshot)."""
+    return tmp_path_factory.mktemp("diff")
+
+
+@pytest.fixture(scope="module")
+def results(diff_dir) -> Dict[str, Dict[str, dict]]:
     """path -> program -> its results, all paths run side by side."""
-    tmp = tmp_path_factory.mktemp("diff")
+    tmp = diff_dir
     procs: Dict[str, Tuple[subprocess.Popen, str]] = {}
     for path, env_set in PATHS.items():
         env = dict(os.environ)
@@ -142,3 +148,18 @@ def test_track_changes_nothing_the_program_observes(results, prog, path):
             f"untracked: {json.dumps(want.get(key))[:3000]}\n"
             f"tracked:   {json.dumps(got.get(key))[:3000]}\n"
             f"{got.get('traceback', '')[-3000:]}")
+
+
+def test_vramtrace_runs_allocated_peak_is_pytorchs_on_the_whole_corpus(results, diff_dir):
+    # `vramtrace run` counts PyTorch's blocks as memory_allocated() does
+    # (native/pool_observer.cpp): over every device program of the corpus,
+    # run in one process, its peak is PyTorch's (each program's peak is
+    # max_memory_allocated() after reset_peak_memory_stats(): together they
+    # cover the whole process).
+    peaks = [res["peak"] for prog, res in results["run --track"].items() if "peak" in res]
+    assert peaks, "no device program ran"
+    out = subprocess.run([os.environ["VRAMTRACE_CLI"], "json", str(diff_dir / "run.vtsnap")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    dev = next(d for d in json.loads(out.stdout)["devices"] if d["ordinal"] == 0)
+    assert dev["peak_allocated"] == max(peaks), (dev, sorted(peaks)[-5:])
