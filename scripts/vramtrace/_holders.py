@@ -86,6 +86,8 @@ class HolderBook:
         walk did not find again are retracted (``unref``). With ``only`` (the
         tensor ids a partial walk started from), just the references to
         those are: the others stay asserted, and in the scope."""
+        if not res.edges and not extra and not (scope is not None and self._scopes.get(scope)):
+            return set()   # nothing to assert, nothing to retract (a clean loop's marks)
         frame_ids: Dict[int, int] = {}
         ids = dict(extra_ids or {})
         now: Dict[Tuple[int, int], str] = {}
@@ -117,11 +119,6 @@ class HolderBook:
             self._scopes[scope] = now
             self._targeted.update(dst for _, dst in now)
         return set((s, d, lb) for (s, d), lb in now.items())
-
-    def asserts(self, scope: str) -> bool:
-        """Whether ``scope`` has references asserted (that an empty
-        :meth:`emit` would retract)."""
-        return bool(self._scopes.get(scope))
 
     def forget_target(self, tensor_id: int) -> None:
         """A tensor died: its references no longer need retracting."""

@@ -332,8 +332,7 @@ class _Walks:
     def _walk_stale(self, threshold: int, final: bool = False) -> None:
         starts, counts, kept = self._stale_starts(threshold, final)
         if not starts:
-            if self._book.asserts("stale"):   # a clean loop's marks: none, nothing to do
-                self._book.emit(WalkResult(), "stale")   # retracts all it asserted
+            self._book.emit(WalkResult(), "stale")   # retracts all it asserted
             self._walked.clear()
             self._settled.clear()
             return
