@@ -79,14 +79,11 @@ static int tensors_in(PyObject *obj, TensorList *out, int depth)
 /* storages[rec.skey].last_epoch = epoch */
 static int touch_storage(PyObject *storages, PyObject *rec, long long epoch)
 {
-    if (!is_tensor_rec(rec))
+    StorageRec *s;
+    if (storage_rec_of(storages, rec, &s) < 0)
         return -1;
-    PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
-    if (srec == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (!is_storage_rec(srec))
-        return -1;
-    SREC(srec)->last_epoch = epoch;
+    if (s != NULL)
+        s->last_epoch = epoch;
     return 0;
 }
 

@@ -143,12 +143,12 @@ static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
         goto out;
     }
     d->use(gr->tid, 0);   /* a use with no stack */
+    StorageRec *gst;
     storages = book(d, BOOK_STORAGES);
-    PyObject *gst = PyDict_GetItemWithError(storages, gr->skey);   /* borrowed */
-    if (gst == NULL && PyErr_Occurred())
+    if (storages == NULL || storage_rec_of(storages, grec, &gst) < 0)
         goto out;
-    if (gst != NULL && is_storage_rec(gst))
-        SREC(gst)->last_epoch = epoch;
+    if (gst != NULL)
+        gst->last_epoch = epoch;
     if (str_starts(TREC(rec)->name, "parameter")) {
         rc = 1;   /* the parameter first: Python names both */
         goto out;
@@ -296,12 +296,12 @@ static int follow_one(Dispatcher *d, PyObject *by_obj, PyObject *storages, PyObj
         rc = 0;   /* not recorded (yet) */
         goto out;
     }
-    PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
-    if (srec == NULL && PyErr_Occurred())
+    StorageRec *s;
+    if (storage_rec_of(storages, rec, &s) < 0)
         goto out;
-    if (srec != NULL && is_storage_rec(srec) && (SREC(srec)->last_epoch < epoch || timed)) {
+    if (s != NULL && (s->last_epoch < epoch || timed)) {
         d->use(TREC(rec)->tid, 0);
-        SREC(srec)->last_epoch = epoch;
+        s->last_epoch = epoch;
     }
     PyObject *name = PyTuple_GET_ITEM(item, 1);   /* "": a parameter, named elsewhere */
     int same = PyUnicode_GET_LENGTH(name) == 0 ? 0 : PyUnicode_Compare(TREC(rec)->name, name);

@@ -376,3 +376,25 @@ PyObject *record_of(PyObject *by_obj, PyObject *t)
     Py_XINCREF(rec);
     return rec;
 }
+
+/* The storage record of tensor record ``rec`` in ``storages`` (the books'
+ * storage key -> StorageRec): 0 with *out (borrowed; NULL when the books
+ * have none for it), -1 with an error set when ``rec`` is no tensor record
+ * or the books hold something else there. */
+int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out)
+{
+    *out = NULL;
+    if (!is_tensor_rec(rec)) {
+        PyErr_SetString(PyExc_RuntimeError, "a tensor's books hold no tensor record");
+        return -1;
+    }
+    PyObject *srec = PyDict_GetItemWithError(storages, TREC(rec)->skey);   /* borrowed */
+    if (srec == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!is_storage_rec(srec)) {
+        PyErr_SetString(PyExc_RuntimeError, "the storages' book holds a stranger");
+        return -1;
+    }
+    *out = SREC(srec);
+    return 0;
+}

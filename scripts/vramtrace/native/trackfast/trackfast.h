@@ -226,6 +226,7 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long 
 int is_tensor_rec(PyObject *o);
 int is_storage_rec(PyObject *o);
 PyObject *record_of(PyObject *by_obj, PyObject *t);
+int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 void clear_pending(TensorRec *r);
 int flush(Dispatcher *d);
