@@ -40,6 +40,9 @@ static uint64_t pow2_floor(uint64_t x)
     return x ? 1ull << (63 - __builtin_clzll(x)) : 0;
 }
 
+/* The same rules as scripts/vramtrace/native/pool_observer.cpp's
+ * block_size() and block_allocated() (the observer of a live PyTorch,
+ * built against torch, keeps its own copy): change both. */
 static uint64_t round_size(const tconf *c, uint64_t size)
 {
     if (size < KB512)

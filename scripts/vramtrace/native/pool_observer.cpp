@@ -67,7 +67,12 @@ uint64_t power2_division_ceiling(uint64_t size, uint64_t divisions)
 // The block size PyTorch counts for a request of `size` bytes in its
 // allocated figures (its round_size): 512-byte multiples (kMinBlockSize), or
 // with roundup_power2_divisions (PYTORCH_CUDA_ALLOC_CONF) set for the size,
-// the next of that many steps between two powers of two.
+// the next of that many steps between two powers of two. The replay's model
+// of PyTorch's allocator has the same rules (round_size and should_split in
+// alloc/replay/torch_malloc.c); this object, built against torch at run time
+// and linking nothing of libvramtrace's, keeps its own copy: a change to one
+// is a change to both (tests: test_torch_observed's whole blocks against
+// memory_allocated(), test_replay's torch rules).
 uint64_t block_size(uint64_t size)
 {
     constexpr uint64_t kMin = 512;
