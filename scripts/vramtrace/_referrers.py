@@ -24,6 +24,7 @@ itself.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -69,15 +70,32 @@ _MAX_LABEL = 60
 # Keys shown by value: their repr runs no user code and reads no tensor.
 _PLAIN_KEYS = (str, bytes, int, float, bool, type(None))
 
+# torch's own value types whose repr is C code of torch's (no program code,
+# no tensor read): a device or a dtype in a cache's key (an lru_cache keyed
+# by (length, device) is how masks and rotary tables are cached).
+_TORCH_PLAIN_KEYS = ("device", "dtype")
+
+
+def _plain(value: Any) -> bool:
+    t = type(value)
+    return t in _PLAIN_KEYS or (t.__module__ == "torch" and t.__name__ in _TORCH_PLAIN_KEYS)
+
+# functools.lru_cache's (and functools.cache's) wrapper: its cache is a dict
+# it holds in C, reachable by no attribute.
+_LRU_WRAPPER = getattr(functools, "_lru_cache_wrapper", None)
+_CACHE = "'s cache"   # its label: "lru_cache f's cache[(700, device(...))]" once folded
+
 
 def _short(value: Any) -> str:
     """A dict key as a label. Only plain values are formatted: formatting
     anything else runs the program's code (a tensor's repr is thousands of
     ops), which the observer must never do."""
-    if type(value) in _PLAIN_KEYS or (
-            type(value) is tuple and len(value) <= 4
-            and all(type(v) in _PLAIN_KEYS for v in value)):
+    if _plain(value):
         text = repr(value)
+    elif type(value) is tuple and len(value) <= 4:
+        # a cache's key: (self, n, device) reads "(<Attn>, 700, device(...))"
+        parts = [repr(v) if _plain(v) else f"<{type(v).__name__}>" for v in value]
+        text = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
     else:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 3] + "..."
@@ -97,6 +115,14 @@ def holder_name(obj: Any) -> str:
         return f"module {obj.__name__}"
     if isinstance(obj, type):
         return f"class {obj.__name__}"
+    if _LRU_WRAPPER is not None and type(obj) is _LRU_WRAPPER:
+        # named after the function it caches (functools.update_wrapper's
+        # __name__, in the wrapper's own __dict__: no program code runs)
+        try:
+            name = object.__getattribute__(obj, "__dict__").get("__name__")
+        except Exception:
+            name = None
+        return f"lru_cache {name}" if isinstance(name, str) else "lru_cache"
     if isinstance(obj, types.FrameType):
         # A frame that has returned, kept by a traceback (an exception the
         # program stored) or a generator: where it stopped.
@@ -462,12 +488,17 @@ class _Walker:
             return [(r, "(referent)")]
         if isinstance(obj, dict) and isinstance(r, type):
             return [(r, ".__dict__")]   # a class's namespace
+        if _LRU_WRAPPER is not None and type(r) is _LRU_WRAPPER and isinstance(obj, dict):
+            # a dict the wrapper holds that is not its __dict__ (above): the
+            # cache of the function's results
+            return [(r, _CACHE)]
         return ([(r, lb) for lb in _attr_labels(r, obj)] or
                 [(r, lb) for lb in _tensor_attr_labels(r, obj)] or [(r, "(referent)")])
 
     def fold(self) -> None:
-        """Fold ``owner.__dict__['k']`` into ``owner.k`` and
-        ``fn.__closure__[i].cell_contents`` into ``closure cell 'x' of fn``."""
+        """Fold ``owner.__dict__['k']`` into ``owner.k``,
+        ``fn.__closure__[i].cell_contents`` into ``closure cell 'x' of fn``
+        and an lru_cache's dict into ``lru_cache f's cache[key]``."""
         edges = self.res.edges
         ins: Dict[NodeKey, List[Edge]] = {}
         for e in edges:
@@ -479,7 +510,13 @@ class _Walker:
             src_obj = self.res.objects.get(e.src)
             if isinstance(src_obj, dict) and e.label.startswith("["):
                 owners = [o for o in ins.get(e.src, ()) if o.label == ".__dict__"]
-                if owners:
+                caches = [o for o in ins.get(e.src, ()) if o.label == _CACHE]
+                if caches and not owners:
+                    folded_to[e.src] = caches[0].src
+                    for o in caches:
+                        added.append(Edge(o.src, e.dst, _CACHE + e.label))
+                    drop.add(i)
+                elif owners:
                     keys = [k for k, v in list(src_obj.items())
                             if isinstance(k, str) and self.obj_of.get(e.dst) == id(v)]
                     folded_to[e.src] = owners[0].src
@@ -513,7 +550,7 @@ class _Walker:
         used_src = {e.src for e in folded}
         keep = []
         for e in folded:
-            if e.label in (".__dict__", ".__closure__") and e.dst not in used_src:
+            if e.label in (".__dict__", ".__closure__", _CACHE) and e.dst not in used_src:
                 continue
             keep.append(e)
         used_src = {e.src for e in keep}

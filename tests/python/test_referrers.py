@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 
 from vramtrace._referrers import holder_name, walk_referrers
@@ -67,6 +68,42 @@ def test_dict_key_label():
     res = _walk(p)
     assert ("dict", "['acts']") in _labels(res)
     del holder
+
+
+def test_a_tuple_keys_plain_values_are_shown_and_the_rest_by_type():
+    p, q = Payload(), Payload()
+    ctx = Context()
+    holder = {(3, "mask", None): p, (ctx, 7): q}
+    assert ("dict", "[(3, 'mask', None)]") in _labels(_walk(p))
+    assert ("dict", "[(<Context>, 7)]") in _labels(_walk(q))
+    del holder
+
+
+def test_an_lru_caches_results_are_held_by_its_cache_under_the_calls_arguments():
+    """functools.lru_cache keeps its results in a dict of its own that no
+    attribute reaches: the hop is the cache of the function it wraps, keyed
+    by the call (a mask or rotary table cached per length: a leak when the
+    lengths vary), not an unnamed referent."""
+    @functools.lru_cache(maxsize=None)
+    def mask_of(n, kind):
+        return Payload()
+
+    class Model:
+        def __init__(self):
+            self.mask_of = mask_of
+
+        @functools.cache
+        def table(self, n):
+            return Payload()
+
+    model = Model()
+    res = _walk(mask_of(300, "causal"))
+    assert ("lru_cache mask_of", "'s cache[(300, 'causal')]") in _labels(res), _labels(res)
+    assert not any(lb == "(referent)" or lb.startswith("[") for _, lb in _labels(res)), res.edges
+    assert any("local 'model'" in c and c.endswith(".mask_of -> 's cache[(300, 'causal')] -> ")
+               for c in _chains(res)), _chains(res)
+    res = _walk(model.table(5))
+    assert ("lru_cache table", "'s cache[(<Model>, 5)]") in _labels(res), _labels(res)
 
 
 class ItemsAndAttributes(dict):
@@ -251,3 +288,4 @@ def test_holder_names():
     assert holder_name(fn) == f"function <lambda at test_referrers.py:{fn.__code__.co_firstlineno}>"
     assert holder_name(Context()) == "Context"
     assert holder_name(gc) == "module gc"
+    assert holder_name(functools.lru_cache(maxsize=4)(len)) == "lru_cache len"

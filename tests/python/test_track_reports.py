@@ -12,7 +12,8 @@ at every backward, so nothing lingers: the line's live bytes grow step over
 step), a validation loss kept with its graph (every line's activations, one
 cause), each step's whole model output kept (a transformers-style ModelOutput:
 one cause; the model's unused buffer and frozen head are its state, not
-findings). And one observer effect the walks must not have on such programs: a kept
+findings), a causal mask cached per sequence length by an unbounded
+functools.lru_cache (held by the cache, named with the call's arguments). And one observer effect the walks must not have on such programs: a kept
 graph's tensors saved through checkpointing's hooks are never unpacked. They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
 
@@ -47,6 +48,7 @@ REPORTS = {
     "param_hook_closure": (["._backward_hooks → OrderedDict[0] → function <lambda"], "growth"),
     "kept_validation_graph": (["Program.history → list["], "linger"),
     "kept_model_outputs": (["Program.history → list["], "linger"),
+    "lru_cache_masks": (["Program.mask → lru_cache causal_mask's cache[("], "linger"),
 }
 
 
