@@ -65,9 +65,12 @@ def test_a_backward_output_is_not_named_as_the_forward_one_of_the_same_op(fake):
 def test_the_model_index_holds_the_models_alive_at_the_last_lookup(fake):
     """The models whose parameters and buffers are their state are found
     again at each lookup (a parameter not known yet): one that is gone
-    leaves the index, which never grows with the models a program made."""
+    leaves the index, which never grows with the models a program made.
+    (Unbudgeted: with a budget, a lookup after the first waits for the
+    walks' credit, which this program's microsecond steps never earn:
+    test_the_models_are_looked_up_again_only_from_the_walks_budget.)"""
     first = torch.nn.Linear(4, 4)
-    with vtt.track() as tr:
+    with vtt.track(walk_fraction=None) as tr:
         first(torch.ones(2, 4)).sum().backward()
         vtt.mark("a")
         assert [ref() for ref, _ in tr._model_state.values()] == [first]
@@ -320,6 +323,75 @@ def test_collect_cycles_at_mark_describes_the_cycle(fake, no_gc):
     assert ("drop", tid) in fake.events
     # the collection also names the tensor it freed, directly
     assert any(e[0] == "ref" and e[1] in fake.gc_holders and e[2] == tid for e in fake.events)
+
+
+def test_a_head_a_model_grows_later_is_named_by_the_model_and_unnamed_when_dropped(fake):
+    """A mark looks the models up (a pass over the collector's objects) at
+    most once, for the first parameter it finds unknown: a head the model
+    gains at a later step is named as the model knows it, however many
+    known parameters the mark asks about before it (the first ask of every
+    mark, a known one, once used up the mark's lookup). A head the model
+    drops, kept by its optimizer, is named again by the line that first
+    used it, not by the place it left."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(4, 8)
+            self.heads = torch.nn.ModuleList()
+
+        def forward(self, x):
+            return self.heads[-1](self.body(x).relu())
+
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def step(i):
+        vtt.mark(f"step {i}")
+        net.heads.append(torch.nn.Linear(8, 2))
+        opt.add_param_group({"params": net.heads[-1].parameters()})
+        opt.zero_grad()
+        net(torch.randn(3, 4)).sum().backward()   # grads the next mark names first
+        opt.step()
+
+    with vtt.track(walk_fraction=None) as tr:
+        step(0)
+        first = fake.names[tr.tensor_id(net.heads[0].weight)]   # before any lookup
+        assert first.startswith("parameter, first used by"), first
+        for i in range(1, 4):
+            step(i)
+        vtt.mark("after")
+        names = {n: fake.names[tr.tensor_id(p)] for n, p in net.named_parameters()}
+        assert names == {n: f"Net.{n}" for n, _ in net.named_parameters()}, names
+        dropped = net.heads[0].weight   # the optimizer keeps it; no module holds it
+        del net.heads[0]
+        step(4)
+        vtt.mark("end")
+        assert fake.names[tr.tensor_id(dropped)] == first
+        assert fake.names[tr.tensor_id(net.heads[-1].weight)] == "Net.heads.3.weight"
+        # a head another model takes over is named as that one knows it
+        other = torch.nn.Sequential(net.heads[0])
+        del net.heads[0]
+        step(5)
+        vtt.mark("last")
+        assert fake.names[tr.tensor_id(other[0].weight)] == "Sequential.0.weight"
+    assert tr.model_lookups <= 7   # one a mark at most
+
+
+def test_the_models_are_looked_up_again_only_from_the_walks_budget(fake):
+    """After the first lookup of the models, a mark looks them up again (a
+    pass over the collector's objects) only when the walks' budget has the
+    time for it: a program that makes a parameter every step does not pay
+    a heap pass a step; its later heads keep their first-sight names."""
+    net = torch.nn.ModuleList([torch.nn.Linear(4, 4)])
+    with vtt.track(walk_fraction=1e-9) as tr:
+        for i in range(6):
+            vtt.mark(f"step {i}")
+            net.append(torch.nn.Linear(4, 4))
+            net[-1](net[0](torch.randn(2, 4))).sum().backward()
+        vtt.mark("end")
+        assert tr.model_lookups == 1
+        assert fake.names[tr.tensor_id(net[0].weight)] == "ModuleList.0.weight"
+        assert fake.names[tr.tensor_id(net[-1].weight)].startswith("parameter, first used by")
 
 
 def test_autograd_saved_tensor_is_named(fake):

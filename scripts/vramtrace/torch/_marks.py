@@ -101,31 +101,42 @@ class _Marks:
         # in C (native/trackfast/grads.c); what it leaves is named here: a
         # parameter still named by its first sight, or a .grad whose
         # parameter no lookup has named yet. The models are looked up (one
-        # pass over the collector's objects) only by the mark's first ask
-        # of a parameter's name, in the books' order (``look``): a parameter
-        # a later ask finds unknown keeps its first-sight name until the
-        # next mark that asks first.
+        # pass over the collector's objects) at most once a mark, by the
+        # first ask that finds a parameter unknown (_may_look_up_models
+        # says when): a model that grows a layer or a head after the
+        # first lookup has it named at a later mark.
         models, todo = self._fast.follow_grads(epoch, self._param_labels, self._param_names,
                                                self._model_of)
-        by_obj, named = self._by_obj, self._param_labels
-        for t, rec, look in todo:
-            looked_up = not look
+        by_obj = self._by_obj
+        look = self._may_look_up_models()
+        for t, rec in todo:
             if rec.name.startswith("parameter"):
                 # named as its model knows it, once a model holds it
-                name = self._param_name(t, not looked_up)
-                looked_up = True
-                if name and self._rename(t, name):
-                    named.add(name)
+                name, looked = self._param_name(t, look)
+                look = look and not looked
+                if name:
+                    self._name_param(t, rec, name)
             g = getattr(t, "_grad", None)
             grec = by_obj.get(id(g)) if g is not None else None
             if grec is not None and grec.tid and not grec.name.endswith(".grad"):
-                name = self._param_name(t, not looked_up)
-                looked_up = True
+                name, looked = self._param_name(t, look)
+                look = look and not looked
                 if name:
                     self._fast.name_grad(grec, name + ".grad")
             del t, g
         del todo
         self._state_follows_models(models, epoch, timed)
+
+    def _may_look_up_models(self) -> bool:
+        """Whether this mark may look the models up (a pass over the
+        collector's objects, like a level of a holder walk): the first time
+        always (a model's names are what its parameters are called from the
+        first mark on), later from the walks' budget, as a walk would be
+        (a program that makes a parameter every step would otherwise pay a
+        heap pass a step)."""
+        if not self.model_lookups or self.walk_fraction is None:
+            return True
+        return self._credit >= self._pass_cost
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
                               timed: bool = False) -> None:

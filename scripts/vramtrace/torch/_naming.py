@@ -8,7 +8,7 @@ import gc
 import linecache
 import os
 import weakref
-from typing import Any
+from typing import Any, Dict, Set, Tuple
 
 from . import _fast_path
 from ._records import _TensorRec
@@ -80,18 +80,55 @@ class _Naming:
         rec.name = label   # else recorded under this name
         return True
 
-    def _param_name(self, param: Any, look: bool) -> str:
+    def _left_their_models(self, before: Dict[int, str], found: Set[int]) -> None:
+        """After a lookup of the models (``before``: the names the last one
+        gave, ``found``: the ids of the parameters the models hold now): a
+        parameter a model named that no model holds any more (a head the
+        program replaced, kept by its optimizer) is named by the line that
+        first used it again, one another model holds now by that model's
+        name, never by a place it left; the index forgets parameters that
+        are gone."""
+        for key, (ref, name) in list(self._param_names.items()):
+            p = ref()
+            if p is None:
+                del self._param_names[key]
+                self._first_sight.pop(key, None)
+                continue
+            was = before.get(key)
+            if was is not None and key not in found:
+                self._param_names[key] = (ref, "")
+                first = self._first_sight.pop(key, None)
+                if first is not None and first[0]() is p:
+                    self._rename(p, first[1])
+            elif was is not None and name != was and self._rename(p, name):
+                self._param_labels.add(name)
+            del p
+
+    def _name_param(self, t: Any, rec: Any, name: str) -> bool:
+        """Name parameter ``t`` (record ``rec``, named by its first sight)
+        as its model knows it, remembering the first-sight name for when it
+        leaves the model (_left_their_models)."""
+        first = rec.name
+        if not self._rename(t, name):
+            return False
+        self._first_sight[id(t)] = (weakref.ref(t), first)
+        self._param_labels.add(name)
+        return True
+
+    def _param_name(self, param: Any, look: bool) -> Tuple[str, bool]:
         """A parameter's name in the model that holds it, as the program knows
         it: ``GPT.transformer.h.0.attn.c_attn.weight`` (the model's class,
-        then ``named_parameters()``'s name). The models alive are looked up
-        (``look``: at most once per mark, one pass over the collector's
-        objects) when a parameter is not known yet; "" when none holds it
-        (remembered too: a parameter no model holds is not looked up again)."""
+        then ``named_parameters()``'s name), and whether the models were
+        looked up for it. The models alive are looked up (``look``: one pass
+        over the collector's objects, at most once a mark: _Marks) when a
+        parameter is not known yet; "" when none holds it (remembered too: a
+        parameter no model holds is not looked up again)."""
         known = self._param_names.get(id(param))
         if known is not None and known[0]() is param:
-            return known[1]
+            return known[1], False
         if not look:
-            return ""
+            return "", False
+        self.model_lookups += 1
         self._param_names[id(param)] = (weakref.ref(param), "")
         module_type = _torch.nn.Module
         try:
@@ -109,6 +146,8 @@ class _Naming:
             # found and is gone leaves the index
             self._model_state.clear()
             self._model_of.clear()
+            before = {k: v[1] for k, v in self._param_names.items() if v[1]}
+            found = set()
             for root in modules:
                 if id(root) in inner:
                     continue
@@ -117,12 +156,14 @@ class _Naming:
                 for n, p in root.named_parameters():
                     self._param_names[id(p)] = (weakref.ref(p), f"{prefix}.{n}")
                     self._model_of[id(p)] = id(root)
+                    found.add(id(p))
                     state.append((weakref.ref(p), ""))
                 for n, b in root.named_buffers():
                     state.append((weakref.ref(b), f"{prefix}.{n}"))
                 self._model_state[id(root)] = (weakref.ref(root), state)
             del modules
+            self._left_their_models(before, found)
         except Exception:  # noqa: BLE001 - a name is a nicety
-            return ""
+            return "", True
         known = self._param_names.get(id(param))
-        return known[1] if known is not None and known[0]() is param else ""
+        return (known[1] if known is not None and known[0]() is param else ""), True

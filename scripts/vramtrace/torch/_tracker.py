@@ -187,6 +187,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._next_tick = 0.0 if self.tick_s else _NO_TICK
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
+        self.model_lookups = 0       # passes over the collector's objects for them
+        # id(parameter) -> (weakref, its first-sight name), for those a
+        # model named: _Naming._left_their_models
+        self._first_sight: Dict[int, Tuple[Any, str]] = {}
         self._param_labels: Set[str] = set()   # the model names parameters were given
         # The models alive at the last lookup (_param_name, which rebuilds
         # both): id(model) -> (weak model, [(weak parameter or buffer, its

@@ -114,12 +114,9 @@ static PyObject *known_name(PyObject *param_names, PyObject *t)
 
 /* One parameter used since the mark: its .grad used and named; 1 if the
  * tracker's Python has to name something (the parameter, or a .grad whose
- * parameter no lookup has named yet), 0 if not, -1 on error. ``*asked``
- * set where the tracker's Python would have asked the parameter's name
- * (Tracker._param_name): only the first ask of a mark may look the models
- * up, and the order of asks is the books' (follow_grads). */
+ * parameter no lookup has named yet), 0 if not, -1 on error. */
 static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
-                  PyObject *param_names, int *asked)
+                  PyObject *param_names)
 {
     PyObject *by_obj = NULL, *storages = NULL, *g = NULL, *grec = NULL;
     int rc = -1;
@@ -157,7 +154,6 @@ static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
         rc = 0;
         goto out;
     }
-    *asked = 1;
     PyObject *name = known_name(param_names, t);
     if (name == NULL) {
         rc = PyErr_Occurred() ? -1 : 1;   /* not looked up yet: Python looks */
@@ -185,9 +181,7 @@ out:
  * with its storage, and named "<parameter's name>.grad" where
  * ``param_names`` knows the parameter's name. ``models``: the set of
  * ``model_of`` (id(param) -> id(model)) of those parameters, None for one
- * it lacks; ``todo``: (param, rec, look) for the tracker's Python to
- * name, ``look`` whether its first ask may look the models up (none asked
- * before it this mark). */
+ * it lacks; ``todo``: (param, rec) for the tracker's Python to name. */
 PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject *param_names,
                        PyObject *model_of)
 {
@@ -197,7 +191,6 @@ PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject
     PyObject *models = all ? PySet_New(NULL) : NULL;
     PyObject *todo = models ? PyList_New(0) : NULL;
     PyObject *out = NULL;
-    int asked = 0;   /* a parameter's name asked this mark */
     if (todo == NULL)
         goto out;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
@@ -247,13 +240,8 @@ PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject
                     PySet_Add(models, mid != NULL ? mid : Py_None) < 0) {
                     bad = 1;
                 } else {
-                    int look = !asked;   /* before this parameter's own asks */
-                    int more = follow(d, t, rec, epoch, param_names, &asked);
-                    PyObject *pair = more > 0 ? Py_BuildValue("(OOO)", t, rec,
-                                                              look ? Py_True : Py_False)
-                                              : NULL;
-                    if (more > 0)
-                        asked = 1;
+                    int more = follow(d, t, rec, epoch, param_names);
+                    PyObject *pair = more > 0 ? PyTuple_Pack(2, t, rec) : NULL;
                     bad = more < 0 || (more > 0 && (pair == NULL || PyList_Append(todo, pair) < 0));
                     Py_XDECREF(pair);
                 }
