@@ -73,6 +73,8 @@ class Observer:
         lib.vt_obs_install.restype = ctypes.c_int
         lib.vt_obs_uninstall.argtypes = []
         lib.vt_obs_uninstall.restype = None
+        lib.vt_obs_join.argtypes = []
+        lib.vt_obs_join.restype = ctypes.c_int
         lib.vt_obs_storage_now.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
         lib.vt_obs_storage_now.restype = ctypes.c_int
         lib.vt_obs_storage_use_count.argtypes = [ctypes.c_uint64]
@@ -99,6 +101,12 @@ class Observer:
                                     lend or None, gc_api or None, lent_reader or None,
                                     lent_table or None) != 0:
             raise RuntimeError("vramtrace's op observer is installed already")
+
+    def join(self) -> bool:
+        """Hand this thread's ops over too, as the installing thread's (its
+        backward's engine threads' as theirs), until uninstall(); False
+        when it is not installed."""
+        return self._lib.vt_obs_join() == 0
 
     def uninstall(self) -> None:
         """Stop handing ops over."""

@@ -149,6 +149,34 @@ def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
                      rf".*\(train_leak\.py:{LOGITS_LINE}, aten\.addmm out\[0\]\)'", text), text[:4000]
 
 
+def test_run_track_follows_the_threads_the_program_starts(tmp_path):
+    """thread_leak.py: a thread the program starts averages the weights and
+    runs a backward of its own; its leak twin keeps every average in a
+    module-level list. run --track records that thread's ops too (before,
+    only the thread that imported torch: its tensors had no holder, their
+    findings no cause), and the program prints what it prints untraced."""
+    prog = os.path.join(HERE, "thread_leak.py")
+    line = next(i for i, text in enumerate(open(prog), 1) if "# AVG_LINE" in text)
+    for kind in ("leak", "fixed"):
+        rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, kind])
+        plain_steps = [ln for ln in plain.splitlines() if ln.startswith("step ")]
+        assert len(plain_steps) == 8, plain[-3000:]
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0, out[-3000:]
+        assert [ln for ln in out.splitlines() if ln.startswith("step ")] == plain_steps
+        rc, text = run([CLI, "check", snap])
+        if kind == "fixed":
+            assert rc == 0, text
+            continue
+        assert rc == 1, text
+        assert re.search(r"held by: module __main__\.averages → list\[\*\] → tensor "
+                         rf"'avg = w\.clone\(\) if avg is None .*\(thread_leak\.py:{line}\)'",
+                         text), text[:4000]
+        assert "(inside it: run (" in text and "at average_weights (" in text, text[:4000]
+
+
 TRAINER = os.path.join(HERE, "trainer_leak.py")
 LOSS_LINE = next(i for i, line in enumerate(open(TRAINER), 1) if "# LOSS_LINE" in line)
 

@@ -311,6 +311,18 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             self._fast.engine_drainer = 0
             self._observer = None
 
+    def _follow_this_thread(self) -> bool:
+        """Record the ops of the calling thread (a thread the program
+        started after the block was entered) as this block's: its forward
+        ops with its own lines, its backward through the engine threads, as
+        the entering thread's (``vramtrace run --track`` follows every
+        thread so). Only through the op observer: a dispatch mode is one
+        thread's. False when not followed."""
+        if self._observer is None or self._fast is None or not self._observer.join():
+            return False
+        _tls.tracker = self
+        return True
+
     @_gc_hold.held
     def close(self) -> None:
         """Stop recording deaths too (tensors still alive are left as they are)."""

@@ -341,8 +341,10 @@ out:
     tl_free(&outs);
     add_busy(d, began);
     /* after the op's recording, and not in its busy time: the tick pays
-     * its work from the walks' credit as a mark does */
-    if (rc == 0 && !backward && d->tick_s > 0 && began >= d->next_tick)
+     * its work from the walks' credit as a mark does; on the thread that
+     * entered (a thread that joined it runs no mark's work) */
+    if (rc == 0 && !backward && d->tick_s > 0 && began >= d->next_tick &&
+        PyThread_get_thread_ident() == d->owner)
         rc = tick(d, began);
     return rc;
 }

@@ -24,20 +24,22 @@
 //
 // Threads. The callback is thread-local: PyTorch hands it, with the rest of
 // the thread's state, to the autograd engine threads running this thread's
-// backward (as it hands the mode). Ops of the thread that installed it go to
-// `on_owner`; those of other threads (the engine's) to `on_other`, the same
-// C recording for backward ops (Dispatcher.observed_engine), with the stack
-// id of the forward op's frames instead of a sequence number: an engine
-// thread runs no Python of the program, so there is nothing to capture.
-// Those are held back, weakly, and handed over later with what is still
-// alive (engine_ops below says when, and why).
+// backward (as it hands the mode). Ops of the thread that installed it, and
+// of the Python threads that joined it since (vt_obs_join: `vramtrace run
+// --track` follows every thread the program starts), go to `on_owner`;
+// those of other threads (the engine's) to `on_other`, the same C recording
+// for backward ops (Dispatcher.observed_engine), with the stack id of the
+// forward op's frames instead of a sequence number: an engine thread runs
+// no Python of the program, so there is nothing to capture. Those are held
+// back, weakly, and handed over later with what is still alive (engine_ops
+// below says when, and why).
 //
 // Built at first use against the installed torch by
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
-// Exported: vt_obs_install, vt_obs_uninstall, vt_obs_drain, vt_obs_make_weak,
-// vt_obs_storage_now and vt_obs_storage_use_count.
+// Exported: vt_obs_install, vt_obs_join, vt_obs_uninstall, vt_obs_drain,
+// vt_obs_make_weak, vt_obs_storage_now and vt_obs_storage_use_count.
 #include <Python.h>
 
 #include <ATen/SequenceNumber.h>
@@ -106,8 +108,36 @@ struct GcHeld {
     GcHeld(const GcHeld &) = delete;
     GcHeld &operator=(const GcHeld &) = delete;
 };
-unsigned long owner = 0;         // PyThread_get_thread_ident() of the installing thread
 at::CallbackHandle handle = 0;
+
+// Which threads run the program's forward ops: the installing one and those
+// that joined, each for the installation it joined (`session`, counted at
+// each vt_obs_install): a thread that joined an earlier one keeps its
+// callback (removed only by the thread itself) and is ignored.
+std::atomic<uint64_t> session{0};
+thread_local uint64_t joined = 0;           // the session this thread joined, 0: none
+thread_local at::CallbackHandle own_handle = 0;   // its callback, if it joined
+// at::RecordFunction::currentThreadId() of the installing thread: an
+// autograd node records the id of the thread that made it, and nodes of
+// different threads share sequence numbers (each thread counts its own)
+std::atomic<uint64_t> owner_rf_thread{0};
+
+bool follows_this_thread()
+{
+    return joined != 0 && joined == session.load(std::memory_order_relaxed);
+}
+
+// The key under which the frames to lend for autograd node ``seq`` made by
+// RecordFunction thread ``thread`` are found: the number itself for the
+// installing thread's nodes, with the thread's id above it for another
+// thread's (40 bits of numbers: a thread's trillionth node wraps into the
+// next thread's ids, which only costs a lookup).
+int64_t node_key(uint64_t thread, uint64_t seq)
+{
+    if (thread == owner_rf_thread.load(std::memory_order_relaxed))
+        return static_cast<int64_t>(seq);
+    return static_cast<int64_t>(((thread & 0x7fffff) << 40) | (seq & ((1ull << 40) - 1)));
+}
 
 thread_local int open_ops = 0;   // ops looked at, open on this thread
 
@@ -194,13 +224,13 @@ uint32_t lend_forward_frames()
     auto node = torch::autograd::get_current_node();
     if (node == nullptr)
         return 0;
-    unsigned long long seq = node->sequence_nr();
     // A node no forward op made (AccumulateGrad, which autograd gives the
     // largest number so that it runs first: a parameter's .grad) has no
     // frames anywhere: asking Python would take the GIL on this thread for
     // every parameter of every backward, to hear 0.
-    if (seq == std::numeric_limits<uint64_t>::max())
+    if (node->sequence_nr() == std::numeric_limits<uint64_t>::max())
         return 0;
+    auto seq = static_cast<unsigned long long>(node_key(node->thread_id(), node->sequence_nr()));
     // written when the forward op was recorded: no GIL to take
     vt__lent_read_fn read = lent_read.load(std::memory_order_acquire);
     const void *table = lent_table.load(std::memory_order_acquire);
@@ -318,6 +348,8 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
 {
     if (open_ops > 0 || !active.load(std::memory_order_relaxed))
         return nullptr;   // inside an op looked at: the kernel's, or the tracker's own
+    if (own_handle != 0 && !follows_this_thread())
+        return nullptr;   // joined an earlier installation: not the program's now
     try {
         hand_over_deferred();
         Op op = lookup(fn);
@@ -328,7 +360,9 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
         c10::ArrayRef<const c10::IValue> in = fn.inputs();
         started->inputs.assign(in.begin(), in.end());
         open_ops++;   // first: what lending runs in Python is not the program's
-        started->engine = PyThread_get_thread_ident() != owner;
+        // not a thread that runs the program's forward ops: an engine
+        // thread (PyTorch handed it the callback with a joined thread's state)
+        started->engine = !follows_this_thread();
         if (started->engine)
             started->forward = lend_forward_frames();
         return started;
@@ -596,10 +630,10 @@ void hand_over_held()
 void hand_over_deferred()
 {
     bool mine = deferred != nullptr && !deferred->empty();
-    // the engine threads' ops: on the owner thread only (an engine thread
-    // starting its next op would hand over the one before, still alive)
-    bool engine = engine_waiting.load(std::memory_order_acquire) &&
-                  PyThread_get_thread_ident() == owner;
+    // the engine threads' ops: on a thread that runs forward ops only (an
+    // engine thread starting its next op would hand over the one before,
+    // still alive)
+    bool engine = engine_waiting.load(std::memory_order_acquire) && follows_this_thread();
     if (!mine && !engine)
         return;
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized()) {
@@ -658,7 +692,9 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         hold_engine_op(started, fn);
         return;
     }
-    int64_t seq = static_cast<int64_t>(at::sequence_number::peek()) - 1;
+    // the number the last node made on this thread took (-1: none yet)
+    uint64_t next = at::sequence_number::peek();
+    int64_t seq = next == 0 ? -1 : node_key(at::RecordFunction::currentThreadId(), next - 1);
     // PyTorch's generated bindings let the GIL go around an op; the two
     // calls that give an alias a subclass object hold it through: only their
     // aliases wait (a detach in backward, or Tensor.detach(), does not).
@@ -699,6 +735,15 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
     open_ops--;
 }
 
+// The callback, as every thread that runs the program's ops installs it.
+at::RecordFunctionCallback callback()
+{
+    return at::RecordFunctionCallback(op_started, op_ended)
+        .needsInputs(true)
+        .needsOutputs(true)
+        .scopes({at::RecordScope::FUNCTION});
+}
+
 }  // namespace
 
 extern "C" {
@@ -729,12 +774,32 @@ __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
     engine_frames = Py_NewRef(frames_fn);
     lend = reinterpret_cast<void (*)(uint32_t)>(lend_fn);
     Py_XSETREF(op_for, Py_NewRef(lookup_fn));
-    owner = PyThread_get_thread_ident();
+    if (own_handle != 0) {   // this thread joined an earlier installation
+        at::removeCallback(own_handle);
+        own_handle = 0;
+    }
+    owner_rf_thread.store(at::RecordFunction::currentThreadId(), std::memory_order_relaxed);
+    joined = session.fetch_add(1, std::memory_order_relaxed) + 1;
     active = true;
-    handle = at::addThreadLocalCallback(at::RecordFunctionCallback(op_started, op_ended)
-                                            .needsInputs(true)
-                                            .needsOutputs(true)
-                                            .scopes({at::RecordScope::FUNCTION}));
+    handle = at::addThreadLocalCallback(callback());
+    return 0;
+}
+
+// vt_obs_join(): this thread's ops are the program's forward ops too (and
+// its backward's, on the engine threads, the program's backward ops), as the
+// installing thread's are, until vt_obs_uninstall(); called on the thread,
+// with the GIL held. 0, or -1 when the observer is not installed.
+__attribute__((visibility("default"))) int vt_obs_join(void)
+{
+    if (handle == 0 || !active.load(std::memory_order_relaxed))
+        return -1;
+    uint64_t now = session.load(std::memory_order_relaxed);
+    if (joined == now)
+        return 0;   // the installing thread, or joined already
+    if (own_handle != 0)   // joined an earlier installation
+        at::removeCallback(own_handle);
+    own_handle = at::addThreadLocalCallback(callback());
+    joined = now;
     return 0;
 }
 
