@@ -175,6 +175,19 @@ def test_run_track_follows_the_threads_the_program_starts(tmp_path):
                          rf"'avg = w\.clone\(\) if avg is None .*\(thread_leak\.py:{line}\)'",
                          text), text[:4000]
         assert "(inside it: run (" in text and "at average_weights (" in text, text[:4000]
+        # the thread's backward allocates under the frames of its own forward
+        # ops (autograd numbers each thread's nodes from 0: found by number
+        # and thread), the main thread's under the main thread's
+        sj = snapshot_json(snap)
+        lent_frames = set()
+        for sid in {lt["alloc_stack"] for lt in sj["lifetimes"]}:
+            parts = []
+            while sid and len(parts) < 512:   # a stack: (its parent, its frame)
+                sid, f = sj["stacks"][sid]
+                parts.append(sj["frames"][f]["function"])
+            lent_frames.add(tuple(p for p in parts if p.startswith("forward of ")))
+        assert any("forward of average_weights" in fs for fs in lent_frames), lent_frames
+        assert any("forward of <module>" in fs for fs in lent_frames), lent_frames
 
 
 TRAINER = os.path.join(HERE, "trainer_leak.py")
