@@ -719,6 +719,21 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
     vtt._fast_path._trackfast.gc_release(token)
     assert gc.get_count()[0] == token
 
+    # Two threads' holds interleave (a followed thread records an op while
+    # another's hold has let the GIL go): the count stays held until the
+    # last of them ends, then is what the first found. Before, the first
+    # hold's end put the count back and the second's put the held count
+    # back for good: no automatic collection ever again.
+    fast = vtt._fast_path._trackfast
+    first = fast.gc_hold()
+    second = fast.gc_hold()
+    fast.gc_release(first)             # out of order: the other thread's ends later
+    junk = [{} for _ in range(5000)]
+    del junk
+    assert gc.get_stats()[0]["collections"] == runs and gc.get_count()[0] < 0
+    fast.gc_release(second)
+    assert gc.get_count()[0] == first
+
 
 def test_the_observers_use_count_reads_what_torchs_does(observer):
     # A storage left without tracked tensors is asked whether anything else

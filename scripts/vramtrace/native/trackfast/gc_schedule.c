@@ -13,7 +13,8 @@
  * holds the count: on the way in it is
  * saved and set far below the threshold, so that no collection starts
  * inside the tracker's work and none of its frees is subtracted; on the way
- * out it is put back. Holds nest. The count is interpreter state with no
+ * out it is put back. Holds nest, and two threads' interleave (depth,
+ * below). The count is interpreter state with no
  * API to set it: it is reached through CPython's internal headers, those of
  * the Python this extension is built for (meson checks that they compile:
  * VT_GC_INTERNALS). Without them, or on a free-threaded build (per-thread
@@ -161,6 +162,14 @@ static PyObject *later;
 /* Objects counted as the program's since the outermost hold. */
 static long credit;
 
+/* Holds open, on any thread (each under the GIL), and the count the first
+ * of them found. One thread's holds nest; two threads' interleave (a
+ * thread the tracker follows records an op while another's hold has let
+ * the GIL go), so the count is put back when the last hold ends, not when
+ * the first one's does. */
+static int depth;
+static long outer_saved;
+
 long gc_held_count(void)
 {
     return *young_count();
@@ -177,10 +186,12 @@ long gc_hold(void)
     int *count = young_count();
     long saved = *count;
     *count = HELD_COUNT;
+    if (depth++ == 0) {
+        outer_saved = saved;
 #ifdef VT_GC_FREELISTS
-    if (OUTERMOST(saved))
         note_levels(PyInterpreterState_Get(), &held_levels);
 #endif
+    }
     if (later != NULL && PyList_GET_SIZE(later) > 0) {
         PyObject *exc_type, *exc, *tb;
         PyErr_Fetch(&exc_type, &exc, &tb);
@@ -203,15 +214,19 @@ void gc_free_later(PyObject *obj)
 
 void gc_release(long saved)
 {
-    if (OUTERMOST(saved)) {
+    if (depth <= 0)   /* not held: an unbalanced release changes nothing */
+        return;
+    if (--depth == 0) {
 #ifdef VT_GC_FREELISTS
         PyObject *exc_type, *exc, *tb;
         PyErr_Fetch(&exc_type, &exc, &tb);
         restore_levels(PyInterpreterState_Get(), &held_levels);
         PyErr_Restore(exc_type, exc, tb);
 #endif
-        saved += credit;
+        saved = outer_saved + credit;
         credit = 0;
+    } else if (OUTERMOST(saved)) {
+        saved = HELD_COUNT;   /* another thread's hold is open: held until it ends */
     }
     *young_count() = (int)saved;
 }
