@@ -12,6 +12,7 @@ directory, so that one build serves the suite)."""
 from __future__ import annotations
 
 import gc
+import time
 import json
 import os
 import struct
@@ -322,6 +323,52 @@ def test_a_second_thread_tracking_meanwhile_uses_the_mode(real_lib, observer, mo
         t.join()
         assert tr.ops_seen_by == "observer"
     assert seen and seen[0][0] == "dispatch mode" and seen[0][1] >= 2 and seen[0][2] == 0
+
+
+def test_a_joined_threads_ops_are_recorded_also_during_a_mark(real_lib, observer, monkeypatch):
+    """A thread that joined the observer (run --track has every thread the
+    program starts join) records its ops with its own lines, its backward
+    with it; an op of it that ends while another thread does a mark's work
+    (the tracker records nothing of its own: the mark's Python lets the GIL
+    go) waits for the mark and is recorded, where it was dropped (its
+    tensor then first seen as an input, or never)."""
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    import threading
+    made: dict = {}
+    ready, in_mark = threading.Event(), threading.Event()
+    with vtt.track(walk_fraction=None) as tr:
+        assert tr.ops_seen_by == "observer"
+        sweep = tr._sweep
+
+        def slow_sweep(*a, **kw):   # the first mark's Python lets the GIL go
+            if ready.is_set() and not in_mark.is_set():
+                in_mark.set()
+                time.sleep(0.05)    # the worker's op ends meanwhile
+            return sweep(*a, **kw)
+
+        def worker() -> None:
+            made["joined"] = tr._follow_this_thread()
+            w = torch.ones(4, requires_grad=True)
+            (w * 2).sum().backward()                   # the thread's own backward
+            made["grad"] = w.grad
+            ready.set()
+            in_mark.wait(5)
+            made["t"] = torch.full((16,), 3.0)         # during the mark
+
+        monkeypatch.setattr(tr, "_sweep", slow_sweep)
+        th = threading.Thread(target=worker)
+        th.start()
+        ready.wait(5)
+        vtt.mark("while the worker's op runs")
+        th.join(5)
+        assert in_mark.is_set()
+        vtt.mark("after")
+        assert made["joined"]
+        rec = tr._by_obj.get(id(made["t"]))
+        assert rec is not None, "the worker's op during the mark was not recorded"
+        assert rec.name.startswith("made[\"t\"] = torch.full((16,), 3.0)"), rec.name
+        assert tr._by_obj.get(id(made["grad"])) is not None   # its backward's .grad
+    assert tr.errors == 0
 
 
 def test_the_observer_hands_over_the_ops_the_mode_sees(observer):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Optional, Set
 
@@ -34,6 +35,9 @@ class _Marks:
         # first, as the program's: recording is off for the mark's own work.
         self._fast.flush()
         recording, self._recording = self._recording, False
+        # another thread's op meanwhile waits for the mark (the op observer)
+        # instead of going unrecorded: the mark's Python lets the GIL go
+        marking, self._marking = self._marking, threading.get_ident()
         began, began_wall = time.process_time(), time.perf_counter()
         if self._last_mark_end is not None and self.walk_fraction is not None:
             # The program's own time: the CPU time since the last mark less
@@ -66,6 +70,7 @@ class _Marks:
                 self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
         finally:
             self._recording = recording
+            self._marking = marking
             end = time.process_time()
             self.walk_seconds += end - began
             self._last_mark_end = (end, time.perf_counter())

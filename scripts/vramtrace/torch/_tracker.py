@@ -224,6 +224,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
     #: Recordings that failed (each op still ran; the first one warned of).
     errors = _books_field("errors")
     _recording = _books_field("recording")   # ops are recorded now
+    _marking = _books_field("marking")       # the thread doing a mark's work now, 0: none
     _owner = _books_field("owner")           # the thread that entered: it runs the forward ops
     _manual_gc = _books_field("manual_gc")   # inside our own cycle collection
     _in_gc = _books_field("in_gc")           # inside a collection we did not start
@@ -258,7 +259,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
                                        _trackobs.op_for, self._engine_frames,
                                        ctypes.cast(lend, ctypes.c_void_p).value if lend else 0,
                                        getattr(_fast_path._trackfast, "GC_HOLD_API", 0),
-                                       self._fast.lent_reader, self._fast.lent_table)
+                                       self._fast.lent_reader, self._fast.lent_table,
+                                       self._fast.marking_address)
                 self._fast.lend = 1   # each forward op's frames to lend, ready
                 # what it reads of each tensor in C++, used with its weak maker
                 self._fast.weak_maker = self._observer.make_weak_address

@@ -569,6 +569,8 @@ static PyMemberDef dispatcher_members[] = {
      "seconds between Tracker._tick calls while the program has made no mark, 0: none"},
     {"recording", T_INT, offsetof(Dispatcher, recording), 0,
      "ops are recorded (inside the block, not at a mark)"},
+    {"marking", T_ULONG, offsetof(Dispatcher, marking), 0,
+     "the thread doing a mark's work now, 0: none"},
     {"owner", T_ULONG, offsetof(Dispatcher, owner), 0,
      "the thread that entered the block: it runs the forward ops"},
     {"epoch", T_LONGLONG, offsetof(Dispatcher, epoch), 0, "marks (and ticks) seen"},
@@ -592,6 +594,13 @@ static PyObject *dispatcher_lent_reader(Dispatcher *d, void *unused)
 static PyObject *dispatcher_lent_table(Dispatcher *d, void *unused)
 {
     return PyLong_FromVoidPtr(d->lent);
+}
+
+/* Dispatcher.marking_address: where the op observer reads which thread
+ * does a mark's work now (Dispatcher.marking). */
+static PyObject *dispatcher_marking_address(Dispatcher *d, void *unused)
+{
+    return PyLong_FromVoidPtr(&d->marking);
 }
 
 /* Dispatcher.by_obj, .storages, ...: the books' containers (book_kinds). */
@@ -635,6 +644,8 @@ static PyGetSetDef dispatcher_getset[] = {
     {"lent_reader", (getter)dispatcher_lent_reader, NULL,
      "address of lent_read (vt__lent_read_fn, tensor_facts.h)", NULL},
     {"lent_table", (getter)dispatcher_lent_table, NULL, "address of its lent table", NULL},
+    {"marking_address", (getter)dispatcher_marking_address, NULL,
+     "address of marking (the thread doing a mark's work), for the op observer", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -112,6 +112,9 @@ typedef struct {
     /* ... and their state, fields the Tracker reads and writes as
      * attributes of this object: */
     int recording;           /* ops are recorded (inside the block, not at a mark) */
+    unsigned long marking;   /* the thread doing a mark's work now, 0: none; the op
+                              * observer reads it (Dispatcher.marking_address): another
+                              * thread's op waits for it (observer.cpp) */
     unsigned long owner;     /* the thread that entered: it runs the forward ops */
     long long epoch;         /* marks (and ticks) seen */
     int manual_gc;           /* inside the tracker's own cycle collection */

@@ -51,6 +51,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <string_view>
@@ -95,6 +97,9 @@ PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: 
 // _trackfast's table of them, read without the GIL (set under it)
 std::atomic<vt__lent_read_fn> lent_read{nullptr};
 std::atomic<const void *> lent_table{nullptr};
+// _trackfast's Dispatcher.marking: the thread doing a mark's work now (the
+// tracker records nothing then), read without the GIL
+std::atomic<const unsigned long *> marking{nullptr};
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
 const vt__gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's count, or nullptr
 
@@ -121,6 +126,28 @@ thread_local at::CallbackHandle own_handle = 0;   // its callback, if it joined
 // autograd node records the id of the thread that made it, and nodes of
 // different threads share sequence numbers (each thread counts its own)
 std::atomic<uint64_t> owner_rf_thread{0};
+
+// Whether another thread does a mark's work now: what this thread's ops
+// made would go unrecorded (the mark's Python lets the GIL go now and then).
+bool marking_elsewhere()
+{
+    const unsigned long *m = marking.load(std::memory_order_acquire);
+    if (m == nullptr)
+        return false;
+    unsigned long who = __atomic_load_n(m, __ATOMIC_RELAXED);
+    return who != 0 && who != PyThread_get_thread_ident();
+}
+
+// Wait (the GIL not held) while another thread does a mark's work, 50 ms at
+// most: a mark rarely takes longer, and a thread whose op is waited for
+// never waits on the program (the GIL let go, no lock of its own held).
+void wait_for_marks()
+{
+    for (int i = 0; i < 500 && marking_elsewhere(); i++) {
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, nullptr);
+    }
+}
 
 bool follows_this_thread()
 {
@@ -636,6 +663,8 @@ void hand_over_deferred()
     bool engine = engine_waiting.load(std::memory_order_acquire) && follows_this_thread();
     if (!mine && !engine)
         return;
+    if (marking_elsewhere())
+        return;   // they would go unrecorded: handed over at a later op
     if (!active.load(std::memory_order_relaxed) || !Py_IsInitialized()) {
         if (mine)
             deferred->clear();
@@ -706,6 +735,8 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         d.all_or_none = true;
         deferred->push_back(std::move(d));
     } else {
+        if (!PyGILState_Check())
+            wait_for_marks();
         PyGILState_STATE gil = PyGILState_Ensure();
         call_recording(started->func, started->inputs, fn.outputs(), false, 0, seq);
         started->inputs.clear();   // the references dropped under the GIL
@@ -749,12 +780,14 @@ at::RecordFunctionCallback callback()
 extern "C" {
 
 // vt_obs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api,
-// lent_read, lent_table): look at this thread's ops (and its backward's on
-// the engine threads) until vt_obs_uninstall(); `lend` is vramtrace's
-// vt_thread_python_stack (0: no frames lent), `gc_api` _trackfast's
-// vt__gc_hold_api (0: the count not held), `lent_read(lent_table, seq)`
-// _trackfast's table of the frames to lend (0: engine_frames is asked). One
-// at a time: -1 if installed already, else 0. Called with the GIL held.
+// lent_read, lent_table, marking): look at this thread's ops (and its
+// backward's on the engine threads) until vt_obs_uninstall(); `lend` is
+// vramtrace's vt_thread_python_stack (0: no frames lent), `gc_api`
+// _trackfast's vt__gc_hold_api (0: the count not held), `lent_read(lent_table,
+// seq)` _trackfast's table of the frames to lend (0: engine_frames is
+// asked), `marking` the address of _trackfast's Dispatcher.marking (0: a
+// joined thread's op never waits for a mark). One at a time: -1 if
+// installed already, else 0. Called with the GIL held.
 __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
                                                           PyObject *other_fn,
                                                           PyObject *lookup_fn,
@@ -762,12 +795,14 @@ __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
                                                           uintptr_t lend_fn,
                                                           uintptr_t gc_api,
                                                           uintptr_t lent_read_fn,
-                                                          uintptr_t lent_table_addr)
+                                                          uintptr_t lent_table_addr,
+                                                          uintptr_t marking_addr)
 {
     if (handle != 0)
         return -1;
     lent_table.store(reinterpret_cast<const void *>(lent_table_addr), std::memory_order_release);
     lent_read.store(reinterpret_cast<vt__lent_read_fn>(lent_read_fn), std::memory_order_release);
+    marking.store(reinterpret_cast<const unsigned long *>(marking_addr), std::memory_order_release);
     gc = reinterpret_cast<const vt__gc_hold_api *>(gc_api);
     on_owner = Py_NewRef(owner_fn);
     on_other = Py_NewRef(other_fn);
@@ -819,6 +854,7 @@ __attribute__((visibility("default"))) void vt_obs_uninstall(void)
     handle = 0;
     lent_read.store(nullptr, std::memory_order_release);
     lent_table.store(nullptr, std::memory_order_release);
+    marking.store(nullptr, std::memory_order_release);
     Py_CLEAR(on_owner);
     Py_CLEAR(on_other);
     Py_CLEAR(engine_frames);
