@@ -371,6 +371,46 @@ def test_a_joined_threads_ops_are_recorded_also_during_a_mark(real_lib, observer
     assert tr.errors == 0
 
 
+def test_what_another_thread_frees_during_a_collection_was_not_freed_by_it(real_lib,
+                                                                           observer):
+    """A collection's finalizers run Python, which lets the GIL go: another
+    thread's tensor that dies meanwhile was freed by that thread, not by the
+    collection; only what dies on the collecting thread is the collection's
+    (the checker's cycle rule names those: held by a reference cycle)."""
+    import threading
+    collected = []
+    in_finalizer, dropped = threading.Event(), threading.Event()
+
+    class Cyclic:
+        def __del__(self):
+            in_finalizer.set()
+            dropped.wait(2)       # the GIL let go: the other thread drops its tensor
+
+    with vtt.track(walk_fraction=None) as tr:
+        tr._collected = lambda tid: collected.append(tid)
+        kept = [torch.ones(64)]          # its last reference goes to the other thread
+        theirs = tr.tensor_id(kept[0])
+        cyc = Cyclic()
+        cyc.me, cyc.t = cyc, torch.ones(32)
+        ours = tr.tensor_id(cyc.t)
+
+        def other() -> None:
+            box = [kept.pop()]
+            in_finalizer.wait(5)
+            box.clear()                  # dies on this thread, while gc runs
+            dropped.set()
+
+        th = threading.Thread(target=other)
+        th.start()
+        while kept:
+            time.sleep(0.001)
+        del cyc
+        gc.collect()
+        th.join(5)
+        assert dropped.is_set() and theirs and ours
+        assert ours in collected and theirs not in collected, (ours, theirs, collected)
+
+
 def test_the_observer_hands_over_the_ops_the_mode_sees(observer):
     step = training_step("small")
     step(0)

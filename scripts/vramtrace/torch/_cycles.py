@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from typing import Any, Dict
 
 from .._referrers import Edge, NodeKey
@@ -28,7 +29,9 @@ class _Cycles:
                 self._fast.settle()
             except Exception:
                 self.errors += 1
-        self._in_gc = phase == "start"
+        # the collecting thread's: another thread's tensor that dies while
+        # this collection runs Python was not freed by it
+        self._in_gc = threading.get_ident() if phase == "start" else 0
         self._gc_holder = 0   # one holder per collection, made on first need
 
     def _collected(self, tid: int) -> None:
@@ -48,13 +51,13 @@ class _Cycles:
         cleared by the first already, so their deaths queue in _gc_dead."""
         old_debug = gc.get_debug()
         n0 = len(gc.garbage)
-        self._manual_gc = True
+        self._manual_gc = threading.get_ident()
         try:
             gc.set_debug(old_debug | gc.DEBUG_SAVEALL)
             gc.collect()
         finally:
             gc.set_debug(old_debug)
-            self._manual_gc = False
+            self._manual_gc = 0
         garbage = gc.garbage[n0:]
         del gc.garbage[n0:]
         dead = self._gc_dead[:]

@@ -46,7 +46,8 @@ class _NoBooks:
 
     def __init__(self) -> None:
         self.epoch = self.errors = self.owner = 0
-        self.recording = self.manual_gc = self.in_gc = False
+        self.recording = False
+        self.manual_gc = self.in_gc = 0
         self.by_obj: Dict[int, Any] = {}
         self.by_tid: Dict[int, Any] = {}
         self.storages: Dict[int, Any] = {}
@@ -226,8 +227,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
     _recording = _books_field("recording")   # ops are recorded now
     _marking = _books_field("marking")       # the thread doing a mark's work now, 0: none
     _owner = _books_field("owner")           # the thread that entered: it runs the forward ops
-    _manual_gc = _books_field("manual_gc")   # inside our own cycle collection
-    _in_gc = _books_field("in_gc")           # inside a collection we did not start
+    _manual_gc = _books_field("manual_gc")   # the thread in our own cycle collection, 0: none
+    _in_gc = _books_field("in_gc")           # the thread in a collection we did not start
 
     # -- context -----------------------------------------------------------
     @_gc_hold.held

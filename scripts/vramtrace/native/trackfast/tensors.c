@@ -521,7 +521,9 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key)
         return -1;
     if (TREC(rec)->ref == NULL || TREC(rec)->ref == Py_None)
         return 0;   /* renamed, or the tracker was closed */
-    int manual = d->manual_gc, in_gc = d->in_gc;
+    /* a collection frees what dies on its own thread only */
+    unsigned long me = PyThread_get_thread_ident();
+    int manual = d->manual_gc == me, in_gc = d->in_gc == me;
     double began = now_s();
     int rc = -1;
     PyObject *by_obj = NULL, *tidobj = NULL, *dead = NULL, *pair = NULL;

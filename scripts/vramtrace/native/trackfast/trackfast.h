@@ -117,8 +117,11 @@ typedef struct {
                               * thread's op waits for it (observer.cpp) */
     unsigned long owner;     /* the thread that entered: it runs the forward ops */
     long long epoch;         /* marks (and ticks) seen */
-    int manual_gc;           /* inside the tracker's own cycle collection */
-    int in_gc;               /* inside a collection the tracker did not start */
+    /* The thread inside a collection (0: none): another thread's tensor
+     * that dies meanwhile (the collection's finalizers let the GIL go) was
+     * not freed by it. */
+    unsigned long manual_gc; /* the tracker's own cycle collection */
+    unsigned long in_gc;     /* a collection the tracker did not start */
     long long errors;        /* recordings that failed (Tracker.errors) */
     int lend;                /* the op observer reads the frames to lend (lent) */
     LentSlot *lent;          /* LENT_SLOTS of them */

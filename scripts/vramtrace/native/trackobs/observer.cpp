@@ -141,6 +141,8 @@ bool marking_elsewhere()
 // Wait (the GIL not held) while another thread does a mark's work, 50 ms at
 // most: a mark rarely takes longer, and a thread whose op is waited for
 // never waits on the program (the GIL let go, no lock of its own held).
+// Called with the GIL let go by the op's thread itself (PyGILState_UNLOCKED:
+// PyTorch's bindings let it go around an op).
 void wait_for_marks()
 {
     for (int i = 0; i < 500 && marking_elsewhere(); i++) {
@@ -735,9 +737,15 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         d.all_or_none = true;
         deferred->push_back(std::move(d));
     } else {
-        if (!PyGILState_Check())
-            wait_for_marks();
         PyGILState_STATE gil = PyGILState_Ensure();
+        // the GIL may come while another thread's mark lets it go: wait
+        // for the mark without it (not where the program held the GIL)
+        for (int tries = 0; gil == PyGILState_UNLOCKED && tries < 8 && marking_elsewhere();
+             tries++) {
+            PyGILState_Release(gil);
+            wait_for_marks();
+            gil = PyGILState_Ensure();
+        }
         call_recording(started->func, started->inputs, fn.outputs(), false, 0, seq);
         started->inputs.clear();   // the references dropped under the GIL
         PyGILState_Release(gil);
