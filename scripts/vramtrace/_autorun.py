@@ -206,29 +206,6 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         pass
 
 
-def _follow_new_threads(tracker: Any) -> None:
-    """Every thread the program starts from now on (threading) is tracked
-    too: an evaluation or EMA thread, a prefetcher, torch's own pin-memory
-    thread. threading sets its profile hook in each new thread before the
-    thread's run(); ours takes the first event, hands the thread to the
-    tracker and puts back the hook the program had set (none, mostly), so
-    the thread runs as it would."""
-    import threading
-    previous = threading.getprofile()
-
-    def join(frame: Any, event: str, arg: Any) -> Any:
-        sys.setprofile(previous)
-        try:
-            tracker._follow_this_thread()
-        except Exception:  # noqa: BLE001 - the thread runs untracked, unchanged
-            pass
-        if previous is not None:
-            return previous(frame, event, arg)
-        return None
-
-    threading.setprofile(join)
-
-
 def _track_whole_program() -> None:
     """Enter vramtrace.torch.track() for the rest of the program (the thread
     that imported torch), left at interpreter exit before the exit
@@ -238,10 +215,9 @@ def _track_whole_program() -> None:
 
     import vramtrace
     import vramtrace.torch as vtt
-    _tracker = vtt.track()
+    _tracker = vtt.track(threads=True)
     _tracker.say = lambda message: note(message.replace("vramtrace.torch: ", "", 1))
     _tracker.__enter__()
-    _follow_new_threads(_tracker)
 
     def leave() -> None:
         try:

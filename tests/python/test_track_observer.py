@@ -325,6 +325,52 @@ def test_a_second_thread_tracking_meanwhile_uses_the_mode(real_lib, observer, mo
     assert seen and seen[0][0] == "dispatch mode" and seen[0][1] >= 2 and seen[0][2] == 0
 
 
+def test_track_with_threads_follows_the_threads_started_inside_it(real_lib, observer,
+                                                                  monkeypatch):
+    """track(threads=True) tracks the threads the block starts (what
+    `vramtrace run --track` sets), their lines and their backward; without
+    it only the entering thread's; the program's own profile hook is back
+    after the block and in the threads."""
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    import threading
+
+    def program_hook(frame, event, arg):
+        return None
+
+    def started_thread(tr) -> dict:
+        got: dict = {}
+
+        def work() -> None:
+            w = torch.ones(4, requires_grad=True)
+            (w * 3).sum().backward()
+            got["t"] = torch.full((8,), 2.0)        # THREAD_LINE
+            got["grad"] = w.grad
+            got["hook"] = sys.getprofile()
+            got["rec"] = tr._by_obj.get(id(got["t"]))
+
+        th = threading.Thread(target=work)
+        th.start()
+        th.join(5)
+        return got
+
+    previous = threading.getprofile()
+    threading.setprofile(program_hook)
+    try:
+        with vtt.track(threads=True) as tr:
+            got = started_thread(tr)
+            assert got["rec"] is not None and \
+                got["rec"].name.startswith('got["t"] = torch.full((8,), 2.0)'), got["rec"]
+            assert tr._by_obj.get(id(got["grad"])) is not None
+            assert got["hook"] is program_hook      # the program's hook, in the thread
+        assert threading.getprofile() is program_hook
+        with vtt.track() as tr:
+            got = started_thread(tr)
+            assert got["rec"] is None                # the entering thread's only
+    finally:
+        threading.setprofile(previous)
+    assert tr.errors == 0
+
+
 def test_a_joined_threads_ops_are_recorded_also_during_a_mark(real_lib, observer, monkeypatch):
     """A thread that joined the observer (run --track has every thread the
     program starts join) records its ops with its own lines, its backward

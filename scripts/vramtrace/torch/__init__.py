@@ -89,7 +89,11 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     CPU time between marks -- the time not spent recording ops and deaths --,
     default 0.25: all of a mark's work is paid from it, so the marks add at
     most a quarter of the program's own time; None: no time budget),
-    ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s).
+    ``snapshot_walk_s`` (the budget of the walk at a snapshot, default 5 s),
+    ``threads`` (also track the threads the program starts with ``threading``
+    inside the block, their backward with them, through the op observer;
+    default False: the thread that entered and its backward; ``vramtrace run
+    --track`` sets it).
     A walk cut short by its budget is counted in ``Tracker.walk_cutoffs``;
     what it did not reach is looked for at later marks. A snapshot's walk cut
     short is warned about (once): the report's chains may then be partial.

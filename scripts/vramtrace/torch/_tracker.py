@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -97,9 +98,14 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
     def __init__(self, lib: Any = None, *, walk: bool = True, collect_cycles: bool = False,
                  max_depth: int = 8, max_breadth: int = 8, max_nodes: int = 4096,
                  stacks: bool = True, walk_fraction: Optional[float] = 0.25,
-                 snapshot_walk_s: float = 5.0) -> None:
+                 snapshot_walk_s: float = 5.0, threads: bool = False) -> None:
         self._lib = lib if lib is not None else get_library()
         self.walk = walk
+        # Threads the program starts inside the block are tracked too
+        # (_follow_new_threads); their hook while it is installed.
+        self.threads = bool(threads)
+        self._thread_hook: Any = None
+        self._hook_before: Any = None
         # Where the tracker's own troubles are said: a RuntimeWarning (once
         # per kind) for a program that called track(); `vramtrace run
         # --track` sets its note(), so that an unmodified program's warnings
@@ -282,6 +288,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._last_mark_end = (time.process_time(), time.perf_counter())
         self._busy_at_mark = self._busy()
         _active.append(self)
+        if self.threads:
+            self._follow_new_threads()
         _vt.add_mark_hook(self._on_mark)
         if self._on_gc not in gc.callbacks:
             gc.callbacks.append(self._on_gc)
@@ -299,6 +307,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._fast.flush()
         self._fast.settle()
         self._recording = False
+        self._stop_following_new_threads()
         _vt.remove_mark_hook(self._on_mark)
         if self in _active:
             _active.remove(self)
@@ -313,6 +322,35 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             self._fast.weak_maker = 0
             self._fast.engine_drainer = 0
             self._observer = None
+
+    def _follow_new_threads(self) -> None:
+        """Track every thread the program starts (``threading``) from now on
+        (an evaluation or EMA thread, a prefetcher, PyTorch's pin-memory
+        thread): threading sets its profile hook in each new thread before
+        the thread's run(); ours takes the first event, hands the thread to
+        this tracker and puts back the hook the program had set (none,
+        mostly), so the thread runs as it would."""
+        previous = threading.getprofile()
+
+        def join(frame: Any, event: str, arg: Any) -> Any:
+            sys.setprofile(previous)
+            try:
+                self._follow_this_thread()
+            except Exception:  # noqa: BLE001 - the thread runs untracked, unchanged
+                pass
+            if previous is not None:
+                return previous(frame, event, arg)
+            return None
+
+        self._hook_before, self._thread_hook = previous, join
+        threading.setprofile(join)
+
+    def _stop_following_new_threads(self) -> None:
+        """Threads started from now on are not tracked: the program's own
+        hook back, unless the program has set another since."""
+        if self._thread_hook is not None and threading.getprofile() is self._thread_hook:
+            threading.setprofile(self._hook_before)
+        self._thread_hook = self._hook_before = None
 
     def _follow_this_thread(self) -> bool:
         """Record the ops of the calling thread (a thread the program
