@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
@@ -131,8 +132,34 @@ def holder_name(obj: Any) -> str:
     return type(obj).__name__
 
 
+_MEMBER = types.MemberDescriptorType
+
+# type -> its member descriptors, (name, descriptor), the whole MRO's
+_members: "weakref.WeakKeyDictionary[type, Tuple[Tuple[str, Any], ...]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _members_of(cls: type) -> Tuple[Tuple[str, Any], ...]:
+    """The member descriptors of instances of ``cls``: a class's
+    ``__slots__`` and a C type's fields (functools.partial's ``func``,
+    ``args`` and ``keywords``). Reading one reads the object's field and runs
+    no code of the program (a property would: never read)."""
+    try:
+        return _members[cls]
+    except (KeyError, TypeError):
+        pass
+    found = tuple((name, d) for c in cls.__mro__ for name, d in list(vars(c).items())
+                  if type(d) is _MEMBER and not name.startswith("__"))
+    try:
+        _members[cls] = found
+    except TypeError:   # a type that takes no weak reference: not cached
+        pass
+    return found
+
+
 def _attr_labels(owner: Any, child: Any) -> List[str]:
-    """Attribute names of ``owner`` (instance dict or slots) that hold ``child``."""
+    """Attribute names of ``owner`` (instance dict, slots or a C type's
+    fields) that hold ``child``."""
     labels: List[str] = []
     try:
         d = object.__getattribute__(owner, "__dict__")
@@ -140,14 +167,12 @@ def _attr_labels(owner: Any, child: Any) -> List[str]:
         d = None
     if isinstance(d, dict):
         labels.extend(f".{k}" for k, v in list(d.items()) if v is child)
-    for cls in type(owner).__mro__:
-        for slot in cls.__dict__.get("__slots__", ()) or ():
-            if isinstance(slot, str):
-                try:
-                    if object.__getattribute__(owner, slot) is child:
-                        labels.append(f".{slot}")
-                except Exception:
-                    pass
+    for name, member in _members_of(type(owner)):
+        try:
+            if member.__get__(owner, type(owner)) is child:
+                labels.append(f".{name}")
+        except Exception:   # an empty slot
+            pass
     return labels
 
 

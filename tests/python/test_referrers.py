@@ -79,6 +79,29 @@ def test_a_tuple_keys_plain_values_are_shown_and_the_rest_by_type():
     del holder
 
 
+def test_a_c_types_fields_are_attributes_as_slots_are():
+    """A callback bound with functools.partial (a hook registered with its
+    tensor) holds what it binds in C fields, which no __dict__ lists:
+    named by the field (``.args``, ``.keywords``), not an unnamed referent;
+    a slot's field as before, a private one as Python mangles it."""
+    p, q = Payload(), Payload()
+    hook = functools.partial(print, p, extra=q)
+    res = _walk(p)
+    assert ("partial", ".args") in _labels(res), _labels(res)
+    assert not any(lb == "(referent)" for _, lb in _labels(res)), res.edges
+    assert ("partial", ".keywords") in _labels(_walk(q)), _labels(_walk(q))
+
+    class Private:
+        __slots__ = ("__held",)
+
+        def __init__(self, x):
+            self.__held = x
+
+    keeper = Private(p)
+    assert ("Private", "._Private__held") in _labels(_walk(p)), _labels(_walk(p))
+    del hook, keeper
+
+
 def test_an_lru_caches_results_are_held_by_its_cache_under_the_calls_arguments():
     """functools.lru_cache keeps its results in a dict of its own that no
     attribute reaches: the hop is the cache of the function it wraps, keyed
