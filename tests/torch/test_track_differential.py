@@ -150,6 +150,33 @@ def test_track_changes_nothing_the_program_observes(results, prog, path):
             f"{got.get('traceback', '')[-3000:]}")
 
 
+def test_run_track_follows_the_threads_torch_starts(results, diff_dir):
+    # A thread the program did not write: the DataLoader's pin-memory thread
+    # (torch/utils/data/_utils/pin_memory.py, started by DataLoader with
+    # pin_memory=True on a CUDA device) joins `run --track` like the
+    # program's own (the corpus prints the same either way, tested above):
+    # the batches it pins are tensors of that thread, under its frames.
+    assert any("peak" in res for res in results["run --track"].values()), "no CUDA: no pinning"
+    out = subprocess.run([os.environ["VRAMTRACE_CLI"], "json", "--events",
+                          str(diff_dir / "run.vtsnap")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    snap = json.loads(out.stdout)
+    frames, stacks = snap["frames"], snap["stacks"]
+
+    def files(sid):
+        got = set()
+        while sid and len(got) < 512:   # a stack: (its parent, its frame)
+            sid, f = stacks[sid]
+            got.add(os.path.basename(frames[f].get("file") or ""))
+        return got
+
+    main = snap["events"][0]["thread"]
+    pinned = [e for e in snap["events"] if e["kind"] == "TENSOR_NEW" and e["thread"] != main
+              and "pin_memory.py" in files(e["stack"])]
+    assert pinned, "no tensor recorded on the DataLoader's pin-memory thread"
+
+
 def test_vramtrace_runs_allocated_peak_is_pytorchs_on_the_whole_corpus(results, diff_dir):
     # `vramtrace run` counts PyTorch's blocks as memory_allocated() does
     # (native/pool_observer.cpp): over every device program of the corpus,
