@@ -104,16 +104,14 @@ class _Naming:
                 self._param_labels.add(name)
             del p
 
-    def _name_param(self, t: Any, rec: Any, name: str) -> bool:
+    def _name_param(self, t: Any, rec: Any, name: str) -> None:
         """Name parameter ``t`` (record ``rec``, named by its first sight)
         as its model knows it, remembering the first-sight name for when it
         leaves the model (_left_their_models)."""
         first = rec.name
-        if not self._rename(t, name):
-            return False
-        self._first_sight[id(t)] = (weakref.ref(t), first)
-        self._param_labels.add(name)
-        return True
+        if self._rename(t, name):
+            self._first_sight[id(t)] = (weakref.ref(t), first)
+            self._param_labels.add(name)
 
     def _param_name(self, param: Any, look: bool) -> Tuple[str, bool]:
         """A parameter's name in the model that holds it, as the program knows

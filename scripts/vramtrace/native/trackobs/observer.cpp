@@ -138,17 +138,23 @@ bool marking_elsewhere()
     return who != 0 && who != PyThread_get_thread_ident();
 }
 
-// Wait (the GIL not held) while another thread does a mark's work, 50 ms at
-// most: a mark rarely takes longer, and a thread whose op is waited for
-// never waits on the program (the GIL let go, no lock of its own held).
-// Called with the GIL let go by the op's thread itself (PyGILState_UNLOCKED:
-// PyTorch's bindings let it go around an op).
-void wait_for_marks()
+// The GIL, taken when no other thread does a mark's work (what this
+// thread's op made would go unrecorded then; the mark's Python lets the GIL
+// go now and then, so the GIL may come mid-mark): while one does, the GIL is
+// let go again and the thread waits, 50 ms in all at most (a mark rarely
+// takes longer). Only where the op's thread let the GIL go itself
+// (PyTorch's bindings do around an op): never while the program holds it.
+PyGILState_STATE gil_outside_marks()
 {
-    for (int i = 0; i < 500 && marking_elsewhere(); i++) {
-        struct timespec pause = {0, 100000};
+    PyGILState_STATE gil = PyGILState_Ensure();
+    for (int waited = 0; gil == PyGILState_UNLOCKED && waited < 500 && marking_elsewhere();
+         waited++) {
+        PyGILState_Release(gil);
+        struct timespec pause = {0, 100000};   // 0.1 ms
         nanosleep(&pause, nullptr);
+        gil = PyGILState_Ensure();
     }
+    return gil;
 }
 
 bool follows_this_thread()
@@ -737,15 +743,7 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         d.all_or_none = true;
         deferred->push_back(std::move(d));
     } else {
-        PyGILState_STATE gil = PyGILState_Ensure();
-        // the GIL may come while another thread's mark lets it go: wait
-        // for the mark without it (not where the program held the GIL)
-        for (int tries = 0; gil == PyGILState_UNLOCKED && tries < 8 && marking_elsewhere();
-             tries++) {
-            PyGILState_Release(gil);
-            wait_for_marks();
-            gil = PyGILState_Ensure();
-        }
+        PyGILState_STATE gil = gil_outside_marks();
         call_recording(started->func, started->inputs, fn.outputs(), false, 0, seq);
         started->inputs.clear();   // the references dropped under the GIL
         PyGILState_Release(gil);
