@@ -8,12 +8,12 @@ cell ``closure cell 'x' of fn``, a frame local ``local 'y' in fn file:line``.
 Holders are named by the type of the holding object ("Context", "list",
 "function <lambda at train.py:12>", "module train").
 
-It is bounded because the heap can be huge: one ``gc.get_referrers`` pass
-over the heap per level of the walk, for all the objects of that level
-together (a C loop; one call per object would cost objects x heap), then
-``gc.get_referents`` of each referrer found to tell which of them it holds
-and how; depth, referrers per object and total objects are capped, and a
-deadline stops the walk between levels (``WalkResult.cut_off``). An
+It is bounded because the heap can be huge: one pass over the heap per
+level of the walk, for all the objects of that level together
+(:func:`referrers_of`), then ``gc.get_referents`` of each referrer found to
+tell which of them it holds and how; depth, referrers per object and the
+holders found are capped (``WalkResult.capped``), and a deadline stops the
+walk between levels (``WalkResult.cut_off``). An
 instance's ``__dict__`` and a function's closure cells are reached as
 objects of their own and folded into one labelled edge at the end
 (``.attr``, ``closure cell 'x' of fn``). The walk never keeps what it found
@@ -35,7 +35,49 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-__all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name"]
+__all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "referrers_of",
+           "level_passes", "use"]
+
+# gc.get_referrers(*objs) compares every reference in the heap with each of
+# objs in turn: each object looked for adds about 1/_GC_OBJECTS_PER_PASS of a
+# heap pass (10,000 objects: 3.8 s where one took 24 ms, in a process that
+# imported torch). The compiled pass (_trackfast.referrers_of, referrers.c)
+# looks each reference up in a hash set: about two heap passes whatever the
+# number (one is gc.get_objects()), so it serves from _NATIVE_FROM objects.
+_GC_OBJECTS_PER_PASS = 30
+_NATIVE_FROM = 32
+_native_referrers: Optional[Callable[[List[Any]], List[Any]]] = None
+
+
+def use(mod: Any) -> None:
+    """Take the loaded _trackfast's one-pass referrers, where it has them."""
+    global _native_referrers
+    _native_referrers = getattr(mod, "referrers_of", None)
+
+
+class _Sentinel:
+    __slots__ = ()
+
+
+def referrers_of(objs: List[Any]) -> List[Any]:
+    """The objects the collector tracks that refer to any of ``objs`` (a
+    list, which the caller ignores itself): ``gc.get_referrers(*objs)``,
+    through the compiled pass for many."""
+    if _native_referrers is not None and len(objs) >= _NATIVE_FROM:
+        return _native_referrers(objs)
+    # The argument tuple of the call refers to them all: it is the one
+    # ending with this sentinel.
+    sentinel = _Sentinel()
+    return [r for r in gc.get_referrers(*objs, sentinel)
+            if not (type(r) is tuple and r and r[-1] is sentinel)]
+
+
+def level_passes(n: int) -> float:
+    """What a level of ``n`` objects costs, in heap passes of one object."""
+    gc_cost = 1.0 + n / _GC_OBJECTS_PER_PASS
+    if _native_referrers is not None and n >= _NATIVE_FROM:
+        return min(gc_cost, 2.0)
+    return gc_cost
 
 # A node of the walk: ("t", tensor id) for a tracked tensor (known to the
 # recorder already), ("o", id(obj)) for any other holding object.
@@ -62,6 +104,7 @@ class WalkResult:
     # object lives; weakrefs where the type allows them.
     objects: Dict[NodeKey, Any] = field(default_factory=dict)
     cut_off: bool = False     # the deadline stopped it before its bounds did
+    capped: bool = False      # holders were left out: max_nodes of them found
     levels: int = 0           # heap passes made
 
 
@@ -309,10 +352,6 @@ def walk_referrers(starts: Dict[NodeKey, Any],
         w.held.clear()
 
 
-class _Sentinel:
-    __slots__ = ()
-
-
 _CELL = type((lambda x: lambda: x)(0).__closure__[0])
 _NO_DICT = (dict, list, tuple, set, frozenset)   # their instances have no __dict__
 
@@ -334,6 +373,7 @@ class _Walker:
         self.key_of: Dict[int, NodeKey] = {}  # id(obj) -> node
         self.obj_of: Dict[NodeKey, int] = {}  # node -> id(obj)
         self.depth: Dict[NodeKey, int] = {}
+        self.nstarts = 0   # the starts are in depth too; max_nodes caps the holders
         self.origin: Dict[NodeKey, NodeKey] = {}
         self.level: List[NodeKey] = []
         self.next_level: List[NodeKey] = []
@@ -366,7 +406,8 @@ class _Walker:
         if e in self.seen or src == dst:
             return None
         known = src in self.depth
-        if not known and len(self.depth) >= self.max_nodes:
+        if not known and len(self.depth) - self.nstarts >= self.max_nodes:
+            self.res.capped = True
             return None
         self.seen.add(e)
         self.res.edges.append(Edge(src, dst, label))
@@ -390,6 +431,7 @@ class _Walker:
             deadline: Optional[float],
             clock: Callable[[], float] = time.perf_counter) -> WalkResult:
         self.ignore.add(id(starts))
+        self.nstarts = len(starts)
         for key, obj in starts.items():
             self.held[id(obj)] = obj
             self.key_of[id(obj)] = key
@@ -434,10 +476,7 @@ class _Walker:
         want: Dict[int, NodeKey] = {id(o): self.key_of[id(o)] for o in objs}
         self.ignore.add(id(objs))
         self.ignore.add(id(want))
-        # The call's own argument tuple refers to them all: it is the one
-        # ending with this sentinel.
-        sentinel = _Sentinel()
-        found = gc.get_referrers(*objs, sentinel)
+        found = referrers_of(objs)
         self.ignore.add(id(found))
         n_in: Dict[NodeKey, int] = {}
         try:
@@ -447,8 +486,6 @@ class _Walker:
                 if isinstance(r, types.FrameType) and (
                         id(r) in self.running or r.f_code.co_filename in self.skip):
                     continue   # a running frame's locals: frame_edges; ours: never
-                if type(r) is tuple and r and r[-1] is sentinel:
-                    continue   # the argument tuple of the get_referrers call
                 for x in gc.get_referents(r):
                     key = want.get(id(x))
                     if key is None or n_in.get(key, 0) >= self.max_breadth:
@@ -468,7 +505,7 @@ class _Walker:
             self.ignore.discard(id(found))
             self.ignore.discard(id(want))
             self.ignore.discard(id(objs))
-            del found, objs, sentinel
+            del found, objs
 
     def describe(self, r: Any, obj: Any, key: NodeKey) -> List[Tuple[Any, str]]:
         """(holder, label) pairs for referrer ``r`` of ``obj``."""

@@ -295,6 +295,21 @@ def test_bounds_are_respected():
     del many, nested
 
 
+def test_the_bound_on_objects_counts_the_holders_not_the_starts():
+    """max_nodes bounds the holders a walk finds: a snapshot's walk starts
+    from every stale tensor, thousands where a kept loss holds its graph,
+    and a bound that counted them found no holder at all. A walk that
+    reached the bound says so (capped)."""
+    ps = [Payload() for _ in range(40)]
+    lists = [[p] for p in ps]
+    starts = {("t", i): p for i, p in enumerate(ps)}
+    res = walk_referrers(starts, lambda o: None, max_nodes=100, max_depth=1, use_frames=False)
+    assert len({e.src for e in res.edges}) == 41 and not res.capped   # each list, and ps
+    res = walk_referrers(starts, lambda o: None, max_nodes=10, max_depth=1, use_frames=False)
+    assert len({e.src for e in res.edges}) == 10 and res.capped
+    del lists
+
+
 def test_tracked_tensor_holding_another_is_itself():
     owner = Context()
     p = Payload()

@@ -90,6 +90,50 @@ def test_instances_of_finds_what_issubclass_of_the_type_finds(real_lib):
         mod.instances_of(tuple(objs), torch.nn.Module)
 
 
+def test_referrers_of_many_objects_is_gc_get_referrers_answer_in_one_pass(real_lib):
+    """The holder walks look up a level's referrers with _trackfast's
+    referrers_of from _referrers._NATIVE_FROM objects on (one heap pass,
+    where gc.get_referrers compares each reference with each object): the
+    same referrers, each once, for holders of every kind the walk names --
+    and not the container the objects came in."""
+    import gc
+    import types as pytypes
+    from vramtrace import _referrers
+    with vtt.track() as tr:
+        assert tr._fast is not None
+    mod = vtt._fast_path._trackfast
+    assert _referrers._native_referrers is mod.referrers_of
+
+    class Holder:
+        pass
+
+    objs = [Holder() for _ in range(3 * _referrers._NATIVE_FROM)]
+    h = Holder()
+    h.first, h.second = objs[0], objs[1]                 # one object, two of them
+    as_value, as_key = {"k": objs[2]}, {objs[3]: 1}
+    in_tuple, in_set = (objs[4], 5), {objs[5]}
+    cell = (lambda: objs[6])                             # noqa: E731 (a closure's cell)
+    bound = pytypes.MethodType(lambda self: None, objs[7])
+
+    def suspended(x):
+        yield x
+    gen = suspended(objs[8])
+    next(gen)                                            # a frame's local
+    lists = [[o] for o in objs[9:]]
+    want = {id(r) for r in gc.get_referrers(*objs) if r is not objs}
+    got = mod.referrers_of(objs)
+    assert len(got) == len({id(r) for r in got}), "a referrer twice"
+    assert {id(r) for r in got} == want
+    assert all(r is not objs for r in got)
+    assert {id(r) for r in _referrers.referrers_of(objs)} == want
+    assert {id(r) for r in mod.referrers_of(tuple(objs[:3]))} == \
+        {id(r) for r in gc.get_referrers(*objs[:3])}
+    assert mod.referrers_of([]) == []
+    with pytest.raises(TypeError):
+        mod.referrers_of(set(objs))
+    del h, as_value, as_key, in_tuple, in_set, cell, bound, gen, lists
+
+
 def test_without_the_extension_track_records_nothing_and_says_why(real_lib, monkeypatch):
     """The declared limit: no _trackfast for this Python (CPython before
     3.11, or a build without it) -- the block runs as without vramtrace."""

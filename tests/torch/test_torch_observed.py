@@ -190,6 +190,36 @@ def test_run_track_follows_the_threads_the_program_starts(tmp_path):
         assert any("forward of <module>" in fs for fs in lent_frames), lent_frames
 
 
+def test_run_track_names_the_list_that_keeps_thousands_of_graph_tensors(tmp_path):
+    """kept_eval_graphs.py: nanoGPT's estimate_loss without no_grad, its
+    losses kept in a module-level list (found on nanoGPT's train.py). The
+    snapshot's holder walk starts from each kept activation, more than its
+    bound of holders: the chain must still reach the list (it stopped at
+    the loss tensor while the bound counted the starts), within the
+    snapshot's budget, and the program prints what it prints untraced."""
+    prog = os.path.join(HERE, "kept_eval_graphs.py")
+    line = next(i for i, text in enumerate(open(prog), 1) if "# EVAL_LINE" in text)
+    rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, "leak"])
+    plain_evals = [ln for ln in plain.splitlines() if ln.startswith("eval ")]
+    assert rc == 0 and len(plain_evals) == 10, plain[-3000:]
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0 and "holder walk at the snapshot" not in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        if kind == "fixed":
+            assert rc == 0, text
+            continue
+        assert [ln for ln in out.splitlines() if ln.startswith("eval ")] == plain_evals
+        assert rc == 1, text
+        tensors = int(re.search(r"(\d+) tensors,", text).group(1))
+        assert tensors > 4096, text[:2000]     # more than the default max_nodes
+        assert re.search(r"held by: module __main__\.loss_curve → list\[\*\] → tensor "
+                         r"'loss = F\.cross_entropy\(model\(x\), y\) .*"
+                         rf"\(kept_eval_graphs\.py:{line}\)'\.grad_fn", text), text[:4000]
+
+
 TRAINER = os.path.join(HERE, "trainer_leak.py")
 LOSS_LINE = next(i for i, line in enumerate(open(TRAINER), 1) if "# LOSS_LINE" in line)
 

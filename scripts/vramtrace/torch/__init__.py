@@ -84,7 +84,8 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     mark changes when the program frees memory -- without it such cycles are
     reported as the cycles they are, and a collection the program runs
     itself still records the holder), ``max_depth``/``max_breadth``/``max_nodes`` (bounds
-    of the referrer walk), ``stacks`` (record Python stacks of uses),
+    of the referrer walk: its depth, the referrers it follows per object, the
+    holders it finds in all), ``stacks`` (record Python stacks of uses),
     ``walk_fraction`` (the walk may take this fraction of the program's own
     CPU time between marks -- the time not spent recording ops and deaths --,
     default 0.25: all of a mark's work is paid from it, so the marks add at
@@ -94,7 +95,7 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     inside the block, their backward with them, through the op observer;
     default False: the thread that entered and its backward; ``vramtrace run
     --track`` sets it).
-    A walk cut short by its budget is counted in ``Tracker.walk_cutoffs``;
+    A walk cut short by its budget or max_nodes is counted in ``Tracker.walk_cutoffs``;
     what it did not reach is looked for at later marks. A snapshot's walk cut
     short is warned about (once): the report's chains may then be partial.
 

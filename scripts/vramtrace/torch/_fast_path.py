@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
-from .. import _gc_hold, _native_build
+from .. import _gc_hold, _native_build, _referrers
 from . import _records
 from ._registry import _pending_names, _take_pending_name
 from ._torch_facts import _Parameter, _Tensor, _next_sequence_nr, _storage_address
@@ -35,6 +35,7 @@ def _load_trackfast(libdir: str) -> Any:
               _pending_names, _take_pending_name,
               getattr(_torch._C, "_storage_id", None), _storage_address)
     _gc_hold.use(mod)
+    _referrers.use(mod)
     _records.use(mod)
     return mod
 

@@ -12,7 +12,7 @@ import gc
 import sys
 from typing import Optional
 
-from .._referrers import _Locals
+from .._referrers import _Locals, referrers_of
 from ._records import _StorageRec, _TensorRec
 from ._torch_facts import _SKIP_FILES, _base_alone_count, _storage_info
 
@@ -154,7 +154,7 @@ class _Storages:
         held = {id(c[1]) for c in cands}
         objs = [c[1] for c in cands]
         mine = {id(objs), id(cands)} | {id(c) for c in cands}
-        found = gc.get_referrers(*objs)
+        found = referrers_of(objs)
         referred = {id(x) for r in found if id(r) not in mine
                     for x in gc.get_referents(r) if id(x) in held}
         del found, objs

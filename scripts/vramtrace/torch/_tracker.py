@@ -119,7 +119,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.walk_fraction = None if walk_fraction is None else float(walk_fraction)
         self.snapshot_walk_s = float(snapshot_walk_s)
         self.walks = 0               # walks made
-        self.walk_cutoffs = 0        # walks the time budget stopped early
+        self.walk_cutoffs = 0        # walks their budget or max_nodes stopped early
         self._said_final_cutoff = False   # a snapshot's walk cut short was warned of
         self.walks_postponed = 0     # marks where a due walk had no budget
         self.walk_seconds = 0.0      # CPU seconds spent at marks (sweeps and walks)

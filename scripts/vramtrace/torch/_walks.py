@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from .._lib import TENSOR_SAVED_ONLY
-from .._referrers import Edge, NodeKey, WalkResult, walk_referrers
+from .._referrers import Edge, NodeKey, WalkResult, level_passes, walk_referrers
 from . import _records
 from ._naming import _site_name
 from ._records import _StorageRec
@@ -26,9 +26,6 @@ _OP_PART = re.compile(r"(:\d+), [^()]*\)$")
 # at least _GROWING_LINE of them (the oldest _GROWING_WALKED of each, at most
 # about _GROWING_WALKED_ALL in all): see Tracker._growing_starts.
 _FIRST_PASS_S = 0.02           # a heap pass's cost assumed until one is measured
-# gc.get_referrers compares every reference in the heap with each object it
-# looks for: each start of a walk adds about this fraction of a heap pass.
-_STARTS_PER_PASS = 30
 _MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the next
 _GROWING_LINE = 3
 _GROWING_WALKED = 4
@@ -380,7 +377,9 @@ class _Walks:
         # pass, longer with more starts) and one more: the first finds the
         # containers, the second what owns them. A snapshot's walk, the
         # last chance, runs its first level whatever its budget.
-        need = 0.0 if final else self._pass_cost * (2 + len(starts) / _STARTS_PER_PASS)
+        # (A level of many objects costs more than one heap pass:
+        # _referrers.level_passes.)
+        need = 0.0 if final else self._pass_cost * (1 + level_passes(len(starts)))
         if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
             starts.clear()
@@ -389,22 +388,26 @@ class _Walks:
         if res.levels:
             # Per heap pass with no start; the first level had them all.
             self._pass_cost = (_cpu_clock() - began) / (
-                res.levels + len(starts) / _STARTS_PER_PASS)
+                res.levels - 1 + level_passes(len(starts)))
         self.walks += 1
         self._backoff = 1 if fresh else min(2 * self._backoff, 64)
         self._marks_since_walk = 0
-        if res.cut_off:
+        cut = res.cut_off or res.capped
+        if cut:
             self.walk_cutoffs += 1
             # A mark's walk cut short is routine (what it did not reach is
             # looked for at later marks); the snapshot's is the last chance,
             # and its findings may then lack part of their chains: said once.
             if final and not self._said_final_cutoff:
                 self._said_final_cutoff = True
+                why = (f"ran out of its time budget ({allowance * 1e3:.0f} ms) after "
+                       f"{res.levels} levels" if res.cut_off else
+                       f"stopped at its bound of {self.max_nodes} holders")
                 self._warn(
-                    f"vramtrace.torch: the holder walk at the snapshot ran out of its time "
-                    f"budget ({allowance * 1e3:.0f} ms) after {res.levels} levels; findings "
-                    "may show part of their holder chains or none (snapshot_walk_s sets the "
-                    "budget)", 4)
+                    f"vramtrace.torch: the holder walk at the snapshot {why}; findings "
+                    "may show part of their holder chains or none ("
+                    + ("snapshot_walk_s sets the budget" if res.cut_off else
+                       "track(max_nodes=...) sets the bound") + ")", 4)
         # Walked (cut off or not): walked again only at the backoff's marks,
         # so a walk that never fits its budget is not retried at every mark.
         # _walked and _settled hold the tensors whose references the walks
@@ -416,7 +419,7 @@ class _Walks:
         self._walked = {t for t in self._walked if t in self._by_tid}
         self._walked.update(k[1] for k in starts)
         self._settled = {t: n for t, n in settled.items() if t in self._by_tid}
-        if not res.cut_off:
+        if not cut:
             self._settled.update(counts)
         else:
             for t in counts:

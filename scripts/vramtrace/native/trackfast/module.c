@@ -722,6 +722,10 @@ static PyMethodDef module_methods[] = {
     {"instances_of", (PyCFunction)(void (*)(void))py_instances_of, METH_FASTCALL,
      "instances_of(objects: list, cls: type) -> list: the items whose type is cls or a "
      "subclass of it"},
+    {"referrers_of", py_referrers_of, METH_O,
+     "referrers_of(objects: list | tuple) -> list: the objects the collector tracks that "
+     "refer to any of them, in one pass over the heap (gc.get_referrers's answer; "
+     "referrers.c)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -296,5 +296,7 @@ PyObject *py_gc_release(PyObject *self, PyObject *token);
 PyObject *py_gc_held_count(PyObject *self, PyObject *unused);
 PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
 PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* referrers.c: gc.get_referrers(*objects) in one pass, whatever their number */
+PyObject *py_referrers_of(PyObject *self, PyObject *objects);
 
 #endif
