@@ -704,6 +704,10 @@ def test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not(track, tmp_pa
     assert minor and "(--min-bytes 0 counts them)" in text, text[:4000]
     # the losses' cause: where they were made (the loss's line)
     assert f"kept_results.py:{LOSS_LINE_KEPT}" in text.split("\n", 4)[4], text[:4000]
+    if track:   # and under --track, what keeps a minor cause's tensors, in a line of its own
+        assert re.search(r"\n    \[linger\] \d+ B: tensor 'accs\.append\(.*\)'\n"
+                         r"      held by: frame local 'accs' in main kept_results\.py:\d+ "
+                         r"→ list\[\*\]\n", text), text[:4000]
     rc, strict = run([CLI, "check", "--min-bytes", "0", snap])
     assert rc == 1 and "minor" not in strict.split("\n#1 ")[0], strict[:4000]
     rep = json.loads(run([CLI, "check", "--json", snap])[1])

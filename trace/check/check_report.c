@@ -322,8 +322,31 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
     free(g);
 }
 
+/* What holds a minor cause's tensors, where track() found it: the chain up
+ * to the tensor (which the line above names), or the graph's root. Small
+ * results a program keeps are not a leak report, but where they are kept
+ * is what a reader looks for next. */
+static void print_minor_holder(FILE *f, const ck_group *g, const char *owner, const char *path)
+{
+    const char *root = vt__ck_group_graph_root(g);
+    if (root) {
+        fprintf(f, "      held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);
+        return;
+    }
+    if (!*owner || !*path)
+        return;
+    /* The path's last hop is to the tensor the line above names (or a view
+     * of it): left out. A path of that hop alone names no holder. */
+    const char *hop = " \xe2\x86\x92 tensor '", *last = NULL;
+    for (const char *at = strstr(path, hop); at; at = strstr(at + 1, hop))
+        last = at;
+    if (!last)
+        return;
+    fprintf(f, "      held by: %.*s\n", (int)(last - path), path);
+}
+
 /* The minor findings (check.h): how many, under which floor, and their
- * largest causes, one line each. */
+ * largest causes, one line each (and their holder's, where known). */
 static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     if (!r->nminor)
@@ -354,6 +377,7 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
         else
             site_of(s, r->minor[g[k].first].alloc_stack, site, sizeof site);
         fprintf(f, "    [%s] %s: %s\n", rule, vt__fmt_bytes(g[k].bytes, b1), site);
+        print_minor_holder(f, &g[k], owner, path);
     }
     if (g && ng > MINOR_SHOWN)
         fprintf(f, "    ... and %zu more\n", ng - MINOR_SHOWN);
