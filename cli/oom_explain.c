@@ -34,6 +34,15 @@ static bool occupies(const vt__lifetime *l, size_t k)
                                            : (l->flags & VT_LT_PENDING_FREE) != 0;
 }
 
+/* A library's own allocation next to an observed framework allocator
+ * (VT_LT_OUTSIDE_POOL) is in no allocated curve, so occupies() never counts
+ * it: it holds its block from its allocation (checked by the caller) to its
+ * free. */
+static bool outside_holds(const vt__lifetime *l, size_t k)
+{
+    return !before(l->free_event, k) && !(l->flags & VT_LT_AFTER_WINDOW);
+}
+
 static bool pending_at(const vt__lifetime *l, size_t k)
 {
     return occupies(l, k) && !vt__lifetime_allocated_at(l, (uint32_t)k);
@@ -161,7 +170,7 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
             else
                 segs[g].framework = 1;
         }
-        if (!occupies(l, k))
+        if (outside ? !outside_holds(l, k) : !occupies(l, k))
             continue;
         if (outside) {
             r->outside_allocated += l->size;
@@ -560,9 +569,10 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
 
     /* a bigger device: the smallest capacity the recorded settings fit in,
      * searched between the capacity (too small: the replay reproduced the
-     * OOM) and the unlimited replay's peak reserved, from its peak
-     * allocated (no capacity below it can fit) */
-    uint64_t unl = status[1] ? 0 : vt__replay_peak_reserved(&res[1]);
+     * OOM) and what the unlimited replay held at its highest (its segments
+     * and the libraries' own memory outside them, which a capacity must
+     * hold too), from its peak allocated (no capacity below it can fit) */
+    uint64_t unl = status[1] ? 0 : vt__replay_peak_held(&res[1]);
     uint64_t unl_alloc = 0;
     for (size_t d = 0; !status[1] && d < res[1].ndevices; d++)
         if (res[1].devices[d].peak_allocated > unl_alloc)

@@ -90,6 +90,9 @@ typedef struct vt__replay_device {
     /* the replay */
     uint64_t peak_allocated;   /* handed out (allocator's peak) */
     uint64_t peak_reserved;    /* held from the device (allocator's peak) */
+    uint64_t peak_held;        /* the same with what is held outside the allocator's
+                                  pool (a library's own allocations next to PyTorch's
+                                  cache), at its highest: the least capacity it fits */
     uint64_t allocated_at_peak;/* handed out when reserved first reached its peak
                                   after a replayed call */
     size_t peak_event;         /* index of the event after which it did */
@@ -184,6 +187,8 @@ void vt__replay_result_free(vt__replay_result *r);
 
 /* The highest peak reserved of r's devices: what a setting needs. */
 uint64_t vt__replay_peak_reserved(const vt__replay_result *r);
+/* The highest peak held (peak_held) of r's devices: the capacity it needs. */
+uint64_t vt__replay_peak_held(const vt__replay_result *r);
 
 /* Settings recorded in the snapshot, as replay conf text ("key:value,...",
  * allocator keys only; PyTorch's allocator_settings translated). Empty when

@@ -173,6 +173,7 @@ static void finish(vt__replay_result *r)
         if (vt_get_stats((int)d, &st) == 0) {
             o->peak_allocated = (uint64_t)st.allocated_bytes[VT_STAT_ALL].peak;
             o->peak_reserved = (uint64_t)st.reserved_bytes[VT_STAT_ALL].peak;
+            o->peak_held = o->peak_reserved;
             o->segment_allocs = st.num_backend_allocs;
             o->segment_frees = st.num_backend_frees;
             o->alloc_retries = st.num_alloc_retries;

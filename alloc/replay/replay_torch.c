@@ -95,8 +95,10 @@ static int other(void *self, size_t i, const vt__event *e)
         calls = 1;
         break;
     case VT_EV_SEGMENT_ALLOC:
-        if (g->cls[i] & TM_OUTSIDE)
+        if (g->cls[i] & TM_OUTSIDE) {
             v->outside += e->size;
+            tm_note_held(v);
+        }
         break;
     case VT_EV_SEGMENT_FREE:
         if (g->cls[i] & TM_OUTSIDE)
@@ -211,6 +213,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
         goto out;
     for (size_t d = 0; d < r->ndevices; d++) {
         r->devices[d].peak_reserved = t->dev[d].peak_reserved;
+        r->devices[d].peak_held = t->dev[d].peak_held;
         r->devices[d].peak_allocated = t->dev[d].peak_allocated;
     }
     vt__trail_finish(&t->trail, rsegs, nrsegs, r);

@@ -67,6 +67,7 @@ typedef struct tdev {
     uint64_t reserved, allocated, requested, live;
     uint64_t outside;                  /* device memory held outside the pool */
     uint64_t peak_reserved, peak_allocated;
+    uint64_t peak_held;                /* reserved + outside at their highest */
     uint64_t next_addr;
 } tdev;
 
@@ -107,6 +108,9 @@ int tm_set_insert(tstate *t, tset *s, tblock *b);
 void tm_set_remove(tset *s, tblock *b);
 /* Device d's reserved bytes change by delta: its peak, the trail. */
 void tm_reserve(tstate *t, int d, int64_t delta);
+/* The pool's segments and the memory outside it, at their highest so far:
+ * after either changes. */
+void tm_note_held(tdev *v);
 tblock *tm_new_block(tstate *t, uint64_t addr, uint64_t size, uint64_t stream, int pool);
 /* A new block [addr, addr + size) of b's segment, stream and pool, linked
  * just before (or after) b; b's own range is the caller's to shrink. */

@@ -65,10 +65,17 @@ void tm_set_remove(tset *s, tblock *b)
 
 /* ---- books --------------------------------------------------------------- */
 
+void tm_note_held(tdev *v)
+{
+    if (v->reserved + v->outside > v->peak_held)
+        v->peak_held = v->reserved + v->outside;
+}
+
 void tm_reserve(tstate *t, int d, int64_t delta)
 {
     tdev *v = &t->dev[d];
     v->reserved = (uint64_t)((int64_t)v->reserved + delta);
+    tm_note_held(v);
     if (vt__trail_reserved(&t->trail, d, delta, v->reserved, t->now, t->now_ns))
         t->failed = true;
     if (v->reserved > v->peak_reserved) {

@@ -10,7 +10,8 @@
                                cycle the collector never ran for (fits with
                                a gc.collect() before the retry)
     python oom_prog.py big     more live tensors than the device holds
-                               (nothing but a bigger device fits)
+                               (nothing but a bigger device fits), after a
+                               matrix product (cuBLAS's own workspace)
 
 Each prints "done" when it did not run out of memory; an out-of-memory
 error ends it with PyTorch's exception, as it would end a training script.
@@ -70,6 +71,10 @@ def cycle() -> None:
 
 
 def big() -> None:
+    # a matrix product first, as any model makes: cuBLAS's handle allocates
+    # its own workspace from the driver, outside PyTorch's cache
+    m = torch.ones(64, 64, device="cuda")
+    (m @ m).sum().item()
     a = torch.empty(100 * MIB, dtype=torch.uint8, device="cuda")
     b = torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
     print("live", a.numel() + b.numel())

@@ -21,6 +21,7 @@ SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
 PROG = os.path.join(HERE, "oom_prog.py")
 MEM = "256M"
+MIB = 1 << 20
 
 
 def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str, str]:
@@ -31,8 +32,8 @@ def run(cmd: List[str], env: Dict[str, str] | None = None) -> Tuple[int, str, st
 
 
 def prog(mode: str, snap: str = "", *args: str, run_args: Tuple[str, ...] = (),
-         env: Dict[str, str] | None = None) -> Tuple[int, str, str]:
-    cmd = [SIMRUN, "--mem", MEM, "--"]
+         env: Dict[str, str] | None = None, mem: str = MEM) -> Tuple[int, str, str]:
+    cmd = [SIMRUN, "--mem", mem, "--"]
     if snap:
         cmd += [CLI, "run", *run_args, "-o", snap, "--"]
     return run(cmd + [sys.executable, PROG, mode, *args], env)
@@ -118,8 +119,18 @@ def test_nothing_but_a_bigger_device_fits(tmp_path):
     assert j is not None and verified(j) == ["device"], j["fixes"]
     dev = j["fixes"][0]
     assert dev["kind"] == "device" and dev["capacity"] >= 300 << 20, dev
+    # a device of that size holds the program, libraries' memory and all (the
+    # search stopped at the pool's own peak before, and found none that fit)
+    rc, out, err = prog("big", mem=str(dev["capacity"]))
+    assert rc == 0 and "done" in out, err[-3000:]
     assert all(not f["fits"] for f in j["fixes"][1:]), j["fixes"]
+    # cuBLAS's handle workspace (the simulator's, as the real one's: 32 MiB on
+    # Hopper, from the driver): outside PyTorch's cache, and alive at the OOM
+    # (it was said to hold 0 B: outside allocations are in no allocated curve)
+    assert j["outside"]["libraries_reserved"] == j["outside"]["libraries_allocated"] == 32 * MIB, \
+        j["outside"]
     text = vramtrace.oom_text(snap)
+    assert "32 MiB held for libraries' own allocations (32 MiB of them alive)" in text, text
     assert "no setting and no earlier free would have fit: only more memory" in text, text
     assert "tried, would not fit:" in text, text
 
