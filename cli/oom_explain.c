@@ -572,11 +572,13 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
      * OOM) and what the unlimited replay held at its highest (its segments
      * and the libraries' own memory outside them, which a capacity must
      * hold too), from its peak allocated (no capacity below it can fit) */
-    uint64_t unl = status[1] ? 0 : vt__replay_peak_held(&res[1]);
-    uint64_t unl_alloc = 0;
-    for (size_t d = 0; !status[1] && d < res[1].ndevices; d++)
+    uint64_t unl = 0, unl_alloc = 0;
+    for (size_t d = 0; !status[1] && d < res[1].ndevices; d++) {
+        if (res[1].devices[d].peak_held > unl)
+            unl = res[1].devices[d].peak_held;
         if (res[1].devices[d].peak_allocated > unl_alloc)
             unl_alloc = res[1].devices[d].peak_allocated;
+    }
     vt__oom_fix dev = { .kind = VT__OOM_FIX_DEVICE };
     if (unl && r->capacity && r->reproduced) {
         const uint64_t G = 2 * MIB;

@@ -187,8 +187,6 @@ void vt__replay_result_free(vt__replay_result *r);
 
 /* The highest peak reserved of r's devices: what a setting needs. */
 uint64_t vt__replay_peak_reserved(const vt__replay_result *r);
-/* The highest peak held (peak_held) of r's devices: the capacity it needs. */
-uint64_t vt__replay_peak_held(const vt__replay_result *r);
 
 /* Settings recorded in the snapshot, as replay conf text ("key:value,...",
  * allocator keys only; PyTorch's allocator_settings translated). Empty when

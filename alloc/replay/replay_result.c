@@ -59,15 +59,6 @@ void vt__replay_result_free(vt__replay_result *r)
     r->ncurve = 0;
 }
 
-uint64_t vt__replay_peak_held(const vt__replay_result *r)
-{
-    uint64_t m = 0;
-    for (size_t d = 0; d < r->ndevices; d++)
-        if (r->devices[d].peak_held > m)
-            m = r->devices[d].peak_held;
-    return m;
-}
-
 uint64_t vt__replay_peak_reserved(const vt__replay_result *r)
 {
     uint64_t m = 0;

@@ -564,6 +564,44 @@ def test_real_library_records_python_stacks_and_no_native_ones(real_lib, tmp_pat
                 and _made_by(e["str"], "aten.mul out[0]")]
 
 
+def test_a_models_weights_read_once_under_autocast_stay_its_state(fake, tmp_path):
+    """Under autocast PyTorch casts a weight once and keeps the cast for the
+    region (its weight cache): in an inference loop the parameters are read
+    by the first step only, while the model runs on. They are its state:
+    the tick whose lookup finds the model follows it then, and a snapshot
+    follows the models used since the last tick or mark (the weights of a
+    sampling run that ended before a second tick were flagged as lingering:
+    nanoGPT's sample.py)."""
+    import time
+    nn = torch.nn
+    model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 8, bias=False))
+    idx = torch.zeros(2, 3, dtype=torch.long)
+
+    def uses(tid):
+        return len([e for e in fake.of("use") if e[1] == tid])
+
+    with vtt.track() as tr, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        tr._fast.tick_s = 0.5      # longer than the tick's own work (a heap pass)
+        model(idx)
+        weight = tr.tensor_id(model[1].weight)
+        assert weight
+        read = uses(weight)               # by the cast, which autocast keeps
+        end = time.perf_counter() + 10
+        while tr.epoch == 0 and time.perf_counter() < end:
+            model(idx)
+        tr._fast.tick_s = 0               # no tick after this one: the run ends first
+        assert tr.epoch == 1, tr.epoch
+        # the tick named the weight as its model knows it, and used it with it
+        assert ("tensor_name", weight, "Sequential.1.weight") in fake.events, fake.of("tensor_name")
+        assert uses(weight) == read + 1, (read, fake.of("use"))
+        for _ in range(3):
+            model(idx)
+        assert uses(weight) == read + 1   # the cast is kept: the weight is not read
+        vramtrace.snapshot(str(tmp_path / "s.vtsnap"))
+        # the embedding was used since the tick: its model's weight with it
+        assert uses(weight) == read + 2
+
+
 def test_a_program_without_marks_ticks_until_it_marks(fake):
     """The tick (dispatch.c): a mark's work every tick_s of a program's ops
     while it has made no mark, none once it marks."""

@@ -220,6 +220,38 @@ def test_run_track_names_the_list_that_keeps_thousands_of_graph_tensors(tmp_path
                          rf"\(kept_eval_graphs\.py:{line}\)'\.grad_fn", text), text[:4000]
 
 
+def test_run_track_names_a_checkpoint_kept_on_the_device_after_loading(tmp_path):
+    """ckpt_sample.py, as nanoGPT's sample.py: a checkpoint loaded onto the
+    device, its weights copied into the model, then tokens sampled under
+    no_grad and autocast. Leak: the module's `checkpoint` and `state_dict`
+    keep the loaded copy (weights and optimizer moments) on the device for
+    the whole run -- named, with the torch.load line. Fixed (deleted after
+    loading): clean, and the model's own weights, which autocast's weight
+    cache reads once, are not findings."""
+    prog = os.path.join(HERE, "ckpt_sample.py")
+    line = next(i for i, text in enumerate(open(prog), 1) if "# CKPT_LINE" in text)
+    ckpt = str(tmp_path / "ckpt.pt")
+    rc, out = run([sys.executable, prog, "save", ckpt])
+    assert rc == 0 and os.path.exists(ckpt), out[-3000:]
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind, ckpt])
+        assert rc == 0 and "tokens 2001" in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        # the model's weights are its state (named TinyLM.up.weight, ...)
+        assert "tensor 'TinyLM." not in text and "tensor 'parameter" not in text, text[:4000]
+        if kind == "fixed":
+            assert rc == 0, text[:4000]
+            continue
+        assert rc == 1, text[:4000]
+        made = rf"'[^']*torch\.load\(path, map_location=\"cuda\"\)[^']*\(ckpt_sample\.py:{line}\)'"
+        assert re.search(r"held by: module __main__\.checkpoint → dict\['optimizer'\] .*→ tensor "
+                         + made, text), text[:4000]
+        assert re.search(r"held by: module __main__\.state_dict → OrderedDict\['[a-z]+\.weight'\] "
+                         r"→ tensor " + made, text), text[:4000]
+
+
 TRAINER = os.path.join(HERE, "trainer_leak.py")
 LOSS_LINE = next(i for i, line in enumerate(open(TRAINER), 1) if "# LOSS_LINE" in line)
 

@@ -57,6 +57,11 @@ class _Marks:
             if kind in ("mark", "tick"):
                 self._grads_follow_parameters(threshold, kind == "tick")
                 self.epoch += 1
+            elif kind == "snapshot":
+                # the window since the last mark or tick: a model used in it
+                # keeps its state used at the snapshot too (under autocast
+                # a weight is read once, by the cast its cache keeps)
+                self._grads_follow_parameters(threshold, self._next_tick != _NO_TICK)
             try:
                 self._sweep()
                 if self.collect_cycles:
@@ -114,6 +119,7 @@ class _Marks:
                                                self._model_of)
         by_obj = self._by_obj
         look = self._may_look_up_models()
+        model_of = self._model_of
         for t, rec in todo:
             if rec.name.startswith("parameter"):
                 # named as its model knows it, once a model holds it
@@ -121,6 +127,11 @@ class _Marks:
                 look = look and not looked
                 if name:
                     self._name_param(t, rec, name)
+                # a model this mark's lookup found is in use in this mark's
+                # step too: its state follows it now, not a mark later
+                mid = model_of.get(id(t))
+                if mid is not None:
+                    models.add(mid)
             g = getattr(t, "_grad", None)
             grec = by_obj.get(id(g)) if g is not None else None
             if grec is not None and grec.tid and not grec.name.endswith(".grad"):
