@@ -1,7 +1,8 @@
 /* tests/check/test_check_groups.c - findings grouped by cause
  * (check_groups.c): one graph a kept loss holds, one holder's tensors of
- * several lines, one line under one holder whatever key holds it, a long
- * name, and each finding's group. */
+ * several lines, a kept output's items and its cache's fields, one line
+ * under one holder whatever key holds it, a long name, and each finding's
+ * group. */
 #include "check_fixture.h"
 #include "check_shapes.h"
 
@@ -249,6 +250,55 @@ TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
     ASSERT_STR_CONTAINS(js, "\"count\":8,\"bytes\":20971520");
     ASSERT_STR_CONTAINS(js, "\"lines\":2");
     free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Each step's whole model output kept in a list, as Hugging Face's are: its
+ * logits an item of the output, its key/value cache tensors fields of cache
+ * layer objects inside it (CausalLMOutput['cache'] → DynamicCache.layers →
+ * list[*] → DynamicLayer.keys). One list keeps them all: one cause, where
+ * the object nearest each tensor split them into three (found on
+ * transformers' GPT2LMHeadModel). */
+TEST(a_kept_outputs_items_and_its_caches_fields_are_one_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 9000, "module __main__");
+    synth_held(&y, 9001, "list", 9000, ".history");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        char label[16];
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        uint64_t out = 9100 + 8 * (uint64_t)i, t = 9300 + 4 * (uint64_t)i;
+        uint64_t at = 0x7f6000000000ull + (uint64_t)i * 16 * MiB;
+        synth_held(&y, out, "CausalLMOutputWithCrossAttentions", 9001, label);
+        synth_held(&y, out + 1, "DynamicCache", out, "['cache']");
+        synth_held(&y, out + 2, "list", out + 1, ".layers");
+        synth_held(&y, out + 3, "DynamicLayer", out + 2, "[0]");
+        const char *made = "out = model(input_ids=ids) (train.py:11, aten.mm out[0])";
+        synth_new_tensor(&y, t, at, 4 * MiB, made, st_fwd);
+        synth_new_tensor(&y, t + 1, at + 4 * MiB, 2 * MiB, made, st_fwd);
+        synth_new_tensor(&y, t + 2, at + 8 * MiB, 2 * MiB, made, st_fwd);
+        for (uint64_t k = 0; k < 3; k++)
+            synth_use(&y, t + k);
+        synth_ref(&y, out, t, "['logits']");
+        synth_ref(&y, out + 3, t + 1, ".keys");
+        synth_ref(&y, out + 3, t + 2, ".values");
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 12);
+    uint32_t g[12];
+    ASSERT_EQ(vt__check_report_groups(r, NULL, g), 1);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "12 findings from 1 cause"), "%s", text);
+    ASSERT_MSG(strstr(text, "held by: module __main__.history \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                            "CausalLMOutputWithCrossAttentions"), "%s", text);
+    free(text);
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -7,9 +7,10 @@
  * tensor, whichever op of it) and the holder their first path reaches it
  * through: the path with its indices, ids and ops blanked, its runs of
  * autograd nodes made one hop (one graph kept alive reaches its tensors
- * through chains of any length), up to the last object before the
- * containers the tensor sits in (an optimizer's state keeps exp_avg and
- * exp_avg_sq of one parameter under two keys: one cause). A finding with no
+ * through chains of any length), up to the first container after its first
+ * hop (an optimizer's state keeps exp_avg and exp_avg_sq of one parameter
+ * under two keys; a list of model outputs keeps logits as items and a
+ * key/value cache as fields of a cache object: one cause each). A finding with no
  * holder recorded (made after the last walk) joins the group of its rule
  * and line that has one.
  */
@@ -112,9 +113,12 @@ static int container_hop(const char *seg, size_t n)
 }
 
 /* "P → Trainer.opt → Adam.state → defaultdict[<Parameter>] → dict['exp_avg'] → tensor 't'"
- * -> "P → Trainer.opt → Adam.state": the path without the tensor it ends at and the
- * containers that tensor sits in, the first hop kept whatever it is; "" for a
- * path that is the tensor alone (no holder recorded). In place. */
+ * -> "P → Trainer.opt → Adam.state": the path up to the first container after its
+ * first hop (what holds the collection), or without the tensor it ends at where no
+ * container holds it; "" for a path that is the tensor alone (no holder recorded).
+ * Each step's model output kept in a list reaches its logits through the output's
+ * items and its key/value cache through the cache object's fields: both are
+ * "history → list[*] → ...", one cause. In place. */
 static void holder_root(char *s)
 {
     static const char arrow[] = " \xe2\x86\x92 ";
@@ -127,13 +131,14 @@ static void holder_root(char *s)
             s[0] = 0;
         return;
     }
-    *cut[--n] = 0;     /* the tensor holding the storage */
-    while (n) {
-        char *seg = cut[n - 1] + sizeof arrow - 1;
-        if (!container_hop(seg, strlen(seg)))
-            break;
-        *cut[--n] = 0;
+    for (size_t i = 0; i + 1 < n; i++) {   /* the hops between the first and the tensor */
+        char *seg = cut[i] + sizeof arrow - 1;
+        if (container_hop(seg, (size_t)(cut[i + 1] - seg))) {
+            *cut[i] = 0;
+            return;
+        }
     }
+    *cut[n - 1] = 0;   /* no container: the holder of the tensor itself */
 }
 
 size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t len)

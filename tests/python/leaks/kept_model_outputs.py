@@ -1,6 +1,7 @@
 """Each training step's whole model output kept in a list, as a
 transformers model returns it (a ``ModelOutput``: a dict whose fields are
-also attributes, with the logits, the loss and the key/value cache), where
+also attributes, with the logits, the loss and the key/value cache: a
+cache object whose layers hold the keys and values as fields), where
 the program meant to keep the loss (forum reports: "memory keeps growing
 when I store the outputs", "CUDA out of memory: outputs appended for
 metrics"). The model is written as Hugging Face's GPT-2 is: a causal mask
@@ -29,6 +30,21 @@ class ModelOutput(OrderedDict):
         super().__init__(**fields)
         for k, v in fields.items():
             setattr(self, k, v)
+
+
+class DynamicLayer:
+    """transformers' cache layer: one layer's keys and values as fields."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        self.keys, self.values = keys, values
+
+
+class DynamicCache:
+    """transformers' DynamicCache (past_key_values since 4.5x): its layers
+    in a list."""
+
+    def __init__(self, *layers: DynamicLayer) -> None:
+        self.layers = list(layers)
 
 
 class Attention(nn.Module):
@@ -62,7 +78,8 @@ class TinyLM(nn.Module):
         a, cache = self.attn(h)
         logits = self.lm_head(h + a)
         loss = F.cross_entropy(logits.view(-1, V), labels.view(-1))
-        return ModelOutput(loss=loss, logits=logits, past_key_values=cache)
+        return ModelOutput(loss=loss, logits=logits,
+                           past_key_values=DynamicCache(DynamicLayer(*cache)))
 
 
 class Program:
@@ -90,7 +107,8 @@ class Program:
 
     def retained(self) -> List[torch.Tensor]:
         out = self._out
-        return [out.loss, out.logits, *out.past_key_values]
+        layer = out.past_key_values.layers[0]
+        return [out.loss, out.logits, layer.keys, layer.values]
 
     def forget_step(self) -> None:
         self._out = None
