@@ -40,13 +40,18 @@ __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "re
 
 # gc.get_referrers(*objs) compares every reference in the heap with each of
 # objs in turn: each object looked for adds about 1/_GC_OBJECTS_PER_PASS of a
-# heap pass (10,000 objects: 3.8 s where one took 24 ms, in a process that
-# imported torch). The compiled pass (_trackfast.referrers_of, referrers.c)
-# looks each reference up in a hash set: about two heap passes whatever the
-# number (one is gc.get_objects()), so it serves from _NATIVE_FROM objects.
+# heap pass. The compiled pass (_trackfast.referrers_of, referrers.c) looks
+# each reference up in a hash set: about two heap passes whatever the number
+# (one is gc.get_objects()), so it serves from _NATIVE_FROM objects on
+# (tests/bench/bench_referrers.py measures both).
 _GC_OBJECTS_PER_PASS = 30
 _NATIVE_FROM = 32
 _native_referrers: Optional[Callable[[List[Any]], List[Any]]] = None
+
+
+def _native_for(n: int) -> bool:
+    """Whether a level of ``n`` objects goes through the compiled pass."""
+    return _native_referrers is not None and n >= _NATIVE_FROM
 
 
 def use(mod: Any) -> None:
@@ -55,29 +60,20 @@ def use(mod: Any) -> None:
     _native_referrers = getattr(mod, "referrers_of", None)
 
 
-class _Sentinel:
-    __slots__ = ()
-
-
 def referrers_of(objs: List[Any]) -> List[Any]:
     """The objects the collector tracks that refer to any of ``objs`` (a
-    list, which the caller ignores itself): ``gc.get_referrers(*objs)``,
-    through the compiled pass for many."""
-    if _native_referrers is not None and len(objs) >= _NATIVE_FROM:
-        return _native_referrers(objs)
-    # The argument tuple of the call refers to them all: it is the one
-    # ending with this sentinel.
-    sentinel = _Sentinel()
-    return [r for r in gc.get_referrers(*objs, sentinel)
-            if not (type(r) is tuple and r and r[-1] is sentinel)]
+    list, which the caller ignores itself): ``gc.get_referrers(*objs)``
+    (which leaves out its own argument tuple), through the compiled pass for
+    many."""
+    if _native_for(len(objs)):
+        return _native_referrers(objs)   # type: ignore[misc]
+    return gc.get_referrers(*objs)
 
 
 def level_passes(n: int) -> float:
     """What a level of ``n`` objects costs, in heap passes of one object."""
     gc_cost = 1.0 + n / _GC_OBJECTS_PER_PASS
-    if _native_referrers is not None and n >= _NATIVE_FROM:
-        return min(gc_cost, 2.0)
-    return gc_cost
+    return min(gc_cost, 2.0) if _native_for(n) else gc_cost
 
 # A node of the walk: ("t", tensor id) for a tracked tensor (known to the
 # recorder already), ("o", id(obj)) for any other holding object.

@@ -264,6 +264,18 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 }
 
 #define GROUPS_SHOWN 20
+
+/* A cause's "held by:" line: the root of the autograd graph that keeps its
+ * tensors, or else the first `len` bytes of `path`. */
+static void print_held_by(FILE *f, const char *indent, const ck_group *g, const char *path,
+                          int len)
+{
+    const char *root = vt__ck_group_graph_root(g);
+    if (root)
+        fprintf(f, "%sheld by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", indent, root);
+    else
+        fprintf(f, "%sheld by: %.*s\n", indent, len, path);
+}
 /* Causes of minor findings listed, at most (the rest counted). */
 #define MINOR_SHOWN 3
 
@@ -301,11 +313,8 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                         g[k].nlines == 2 ? "" : "s");
             else
                 fprintf(f, "     tensor '%s'\n", owner);
-            const char *root = vt__ck_group_graph_root(&g[k]);
-            if (root)
-                fprintf(f, "     held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);
-            else
-                fprintf(f, "     held by: %s\n", *path ? path : "(no holder recorded)");
+            const char *held = *path ? path : "(no holder recorded)";
+            print_held_by(f, "     ", &g[k], held, (int)strlen(held));
             continue;
         }
         /* no tensor names it: its call site; holders are track()'s to find */
@@ -328,9 +337,8 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
  * is what a reader looks for next. */
 static void print_minor_holder(FILE *f, const ck_group *g, const char *owner, const char *path)
 {
-    const char *root = vt__ck_group_graph_root(g);
-    if (root) {
-        fprintf(f, "      held by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", root);
+    if (vt__ck_group_graph_root(g)) {
+        print_held_by(f, "      ", g, "", 0);
         return;
     }
     if (!*owner || !*path)
@@ -340,9 +348,8 @@ static void print_minor_holder(FILE *f, const ck_group *g, const char *owner, co
     const char *hop = " \xe2\x86\x92 tensor '", *last = NULL;
     for (const char *at = strstr(path, hop); at; at = strstr(at + 1, hop))
         last = at;
-    if (!last)
-        return;
-    fprintf(f, "      held by: %.*s\n", (int)(last - path), path);
+    if (last)
+        print_held_by(f, "      ", g, path, (int)(last - path));
 }
 
 /* The minor findings (check.h): how many, under which floor, and their

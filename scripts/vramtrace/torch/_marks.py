@@ -54,14 +54,13 @@ class _Marks:
             threshold = self.epoch
             if kind == "mark":
                 self._next_tick = _NO_TICK
+            # The state of the models used since the last mark or tick
+            # follows them at each, and at a snapshot for the window since
+            # (under autocast a weight is read once, by the cast its cache
+            # keeps); timed until the program marks. A snapshot ends no step.
+            self._grads_follow_parameters(threshold, self._next_tick != _NO_TICK)
             if kind in ("mark", "tick"):
-                self._grads_follow_parameters(threshold, kind == "tick")
                 self.epoch += 1
-            elif kind == "snapshot":
-                # the window since the last mark or tick: a model used in it
-                # keeps its state used at the snapshot too (under autocast
-                # a weight is read once, by the cast its cache keeps)
-                self._grads_follow_parameters(threshold, self._next_tick != _NO_TICK)
             try:
                 self._sweep()
                 if self.collect_cycles:

@@ -400,14 +400,13 @@ class _Walks:
             # and its findings may then lack part of their chains: said once.
             if final and not self._said_final_cutoff:
                 self._said_final_cutoff = True
-                why = (f"ran out of its time budget ({allowance * 1e3:.0f} ms) after "
-                       f"{res.levels} levels" if res.cut_off else
-                       f"stopped at its bound of {self.max_nodes} holders")
-                self._warn(
-                    f"vramtrace.torch: the holder walk at the snapshot {why}; findings "
-                    "may show part of their holder chains or none ("
-                    + ("snapshot_walk_s sets the budget" if res.cut_off else
-                       "track(max_nodes=...) sets the bound") + ")", 4)
+                why, knob = ((f"ran out of its time budget ({allowance * 1e3:.0f} ms) after "
+                              f"{res.levels} levels", "snapshot_walk_s sets the budget")
+                             if res.cut_off else
+                             (f"stopped at its bound of {self.max_nodes} holders",
+                              "track(max_nodes=...) sets the bound"))
+                self._warn(f"vramtrace.torch: the holder walk at the snapshot {why}; findings "
+                           f"may show part of their holder chains or none ({knob})", 4)
         # Walked (cut off or not): walked again only at the backoff's marks,
         # so a walk that never fits its budget is not retried at every mark.
         # _walked and _settled hold the tensors whose references the walks

@@ -2,13 +2,12 @@
  *
  * gc.get_referrers(*objs) compares every reference of every object the
  * collector tracks with each of objs in turn: its cost is the heap's
- * references times their number (in a process that imported torch, 24 ms
- * for one object, 0.56 s for 1,000, 3.8 s for 10,000). The holder walks
- * look up the referrers of a whole level at once, and a snapshot's walk
- * starts from every stale tensor: thousands where a kept loss holds its
- * graph's activations (nanoGPT's estimate_loss without no_grad, its losses
- * kept). Here each reference is looked up in a hash set of the objects'
- * addresses: one pass whatever their number, the same answer as
+ * references times their number (tests/bench/bench_referrers.py). The
+ * holder walks look up the referrers of a whole level at once, and a
+ * snapshot's walk starts from every stale tensor: thousands where a kept
+ * loss holds its graph's activations. Here each reference is looked up in
+ * a hash set of the objects' addresses: one pass whatever their number,
+ * the same answer as
  * gc.get_referrers (the objects the collector tracks that refer to any of
  * them, each once, as their tp_traverse shows them; the container the
  * objects came in left out, as gc.get_referrers leaves out its argument
