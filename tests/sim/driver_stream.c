@@ -210,6 +210,31 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, uns
     return launch(f, gx, gy, gz, bx, by, bz, shmem, h, params, extra, true);
 }
 
+/* cuLaunchKernelEx: the same launch, its configuration in a struct; the
+ * launch attributes (clusters, programmatic dependent launch, priorities)
+ * are accepted and ignored: there is no device code to schedule. */
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **params,
+                          void **extra, bool ptsz)
+{
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                  config->blockDimY, config->blockDimZ, config->sharedMemBytes,
+                  config->hStream, params, extra, ptsz);
+}
+
+SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                  void **extra)
+{
+    return launch_ex(config, f, params, extra, false);
+}
+
+SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                       void **params, void **extra)
+{
+    return launch_ex(config, f, params, extra, true);
+}
+
 /* The context and device of a stream. A created stream answers for itself,
  * with or without a current context; the special handles (0, legacy,
  * per-thread) name the current context's stream: INVALID_CONTEXT without

@@ -372,6 +372,8 @@ CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *userData);
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                              CUstream h, void **params, void **extra);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra);
 CUresult cuStreamGetPriority_ptsz(CUstream h, int *priority);
 CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags);
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx);

@@ -158,6 +158,26 @@ def test_copies_are_real_even_though_kernels_are_not():
     assert torch.equal(pinned, host)
 
 
+def test_a_kernel_triton_compiles_at_run_time_loads_and_launches(tmp_path, monkeypatch):
+    """torch 2.14 sends a batched outer product (attention over one new
+    token, as every sampling loop without a fused kernel computes it) to a
+    Triton kernel (torch._native) in eager mode: compiled to a cubin at first
+    use, loaded with cuModuleLoadData and launched with cuLaunchKernelEx
+    (tests/sim/driver_module.c). Before the sim had modules, Triton's helper
+    library did not load (undefined symbol cuModuleGetFunction) and the
+    program died (found on karpathy/makemore's sampling)."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))   # compiled here, now
+    a = torch.randn(4, 8, 1, device="cuda")
+    b = torch.randn(4, 1, 16, device="cuda")
+    before = simdev.counters()["kernel_launches"]
+    out = torch.bmm(a, b)
+    torch.cuda.synchronize()
+    assert out.shape == (4, 8, 16)
+    cubins = list((tmp_path / "triton").rglob("*.cubin"))
+    assert [c.name for c in cubins] == ["_bmm_outer_product_kernel.cubin"], cubins
+    assert simdev.counters()["kernel_launches"] > before
+
+
 def test_memory_history_snapshot_lists_the_runs_allocations_and_frees(tmp_path):
     release_everything()
     with memory_history(max_entries=100000):
