@@ -192,6 +192,27 @@ TEST(cli_leaks_of_clean_run_says_none)
     ASSERT_STR_EQ(out, "SUMMARY: vramtrace: no allocations alive at the snapshot.\n");
 }
 
+/* A snapshot whose ring overwrote the run's first events: check says what
+ * its window leaves out, so that "0 findings" does not read as a verdict on
+ * the whole run; a snapshot that kept every event says nothing of it. */
+TEST(cli_check_of_a_wrapped_ring_says_what_its_window_leaves_out)
+{
+    const char *p = write_snap(gen_small(), "wrapped.vtsnap");   /* 107 overwritten */
+    int rc = view("check", p, "");
+    ASSERT_MSG(rc == 0 || rc == 1, "check exited %d: %s", rc, errout);
+    OUT_HAS("  window: the ring overwrote the run's first 107 events: what was made and freed "
+            "before the window is not judged; a larger ring: VRAMTRACE_CONF=ring:SIZE\n");
+    ASSERT_MSG(view("check", p, "--json") == rc, "%s", errout);
+    ASSERT_STR_CONTAINS(out, "\"events_overwritten\":107,");
+    struct snap_builder g = gen_begin();
+    vt__event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
+    e->addr = 0x1000; e->size = 512;
+    p = write_snap(g.s, "whole.vtsnap");
+    rc = view("check", p, "");
+    ASSERT_MSG(rc == 0 || rc == 1, "check exited %d: %s", rc, errout);
+    ASSERT(strstr(out, "window:") == NULL);
+}
+
 /* A snapshot taken under load: a gap in the events, the allocator state
  * complete. leaks must list what the state holds, nothing the gap hides. */
 TEST(cli_leaks_of_a_snapshot_with_gaps_agree_with_the_allocator_state)

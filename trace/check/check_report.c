@@ -441,6 +441,14 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             rel_s(r, r->end_time_ns));
     if (r->nignored)
         fprintf(f, ", %zu ignored", r->nignored);
+    /* The ring kept the newest events: what the run made and freed before
+     * them is in no rule's reach (what it made and still holds is judged,
+     * "allocated before the trace window"), and "0 findings" must not read
+     * as a verdict on the whole run. */
+    if (s->meta.events_overwritten)
+        fprintf(f, "\n  window: the ring overwrote the run's first %" PRIu64 " events: what was "
+                   "made and freed before the window is not judged; a larger ring: "
+                   "VRAMTRACE_CONF=ring:SIZE", s->meta.events_overwritten);
     if (r->nfindings && !r->ntensors && (s->meta.flags & VT_META_POOL_OBSERVED))
         fprintf(f, "\n  NOTE: PyTorch's blocks were seen, not its tensors: findings name where "
                    "memory was allocated, not what holds it; `vramtrace run --track` records "
@@ -850,10 +858,12 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     fprintf(f, "},\"pinned_ratio\":");
     json_num(f, r->pinned_ratio);
     fprintf(f, ",\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
-               "\"ignored\":%zu,\"host_skipped\":%zu,\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
+               "\"ignored\":%zu,\"host_skipped\":%zu,\"events_overwritten\":%" PRIu64
+               ",\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
                ",\"total_bytes\":%" PRIu64 ",\"total_byte_seconds\":",
             r->nmarks, r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nignored,
-            r->nhost_skipped, r->start_time_ns, r->end_time_ns, r->total_bytes);
+            r->nhost_skipped, s->meta.events_overwritten, r->start_time_ns, r->end_time_ns,
+            r->total_bytes);
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
     for (size_t i = 0; i < r->nfindings; i++)
