@@ -225,7 +225,7 @@ def test_run_track_names_a_checkpoint_kept_on_the_device_after_loading(tmp_path)
     device, its weights copied into the model, then tokens sampled under
     no_grad and autocast. Leak: the module's `checkpoint` and `state_dict`
     keep the loaded copy (weights and optimizer moments) on the device for
-    the whole run -- named, with the torch.load line. Fixed (deleted after
+    the whole run -- named, made by the torch.load line. Fixed (deleted after
     loading): clean, and the model's own weights, which autocast's weight
     cache reads once, are not findings."""
     prog = os.path.join(HERE, "ckpt_sample.py")
@@ -250,6 +250,11 @@ def test_run_track_names_a_checkpoint_kept_on_the_device_after_loading(tmp_path)
                          + made, text), text[:4000]
         assert re.search(r"held by: module __main__\.state_dict → OrderedDict\['[a-z]+\.weight'\] "
                          r"→ tensor " + made, text), text[:4000]
+        # made by the load (its rebuild's set_ gives an empty tensor the
+        # loaded memory), not "input, first used by" it
+        assert re.search(rf"owner: tensor '[^']*torch\.load\([^']*\(ckpt_sample\.py:{line}, "
+                         r"aten\.set_ out\[0\]\)'", text), text[:4000]
+        assert "first used by" not in text, text[:4000]
 
 
 TRAINER = os.path.join(HERE, "trainer_leak.py")

@@ -50,6 +50,15 @@ static int tl_add(TensorList *l, PyObject *t)
     return 0;
 }
 
+/* Whether ``t`` is one of ``l``'s tensors (the same object). */
+static int tl_has(const TensorList *l, PyObject *t)
+{
+    for (Py_ssize_t i = 0; i < l->n; i++)
+        if (l->items[i] == t)
+            return 1;
+    return 0;
+}
+
 /* Append the tensors of a nested list/tuple/dict (an op's arguments or outputs). */
 static int tensors_in(PyObject *obj, TensorList *out, int depth)
 {
@@ -275,6 +284,12 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
                 rec = Py_NewRef(Py_None);   /* not tracked again (no storage) */
         } else if (rec != NULL) {
             d->use(TREC(rec)->tid, stack);
+        } else if (!PyErr_Occurred() && reshaping && tl_has(&outs, t)) {
+            /* set_/resize_ on a tensor not tracked (no memory yet: what
+             * torch.load's rebuild and `torch.empty(0)` then `resize_`
+             * make): its memory is this op's doing, so it is tracked below
+             * as the op's output, named by this line, not as an input */
+            continue;
         } else if (!PyErr_Occurred()) {
             /* Tracker._input_name(is_param, stack): rare (a tensor's first
              * sight), and it caches */
