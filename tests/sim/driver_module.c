@@ -25,26 +25,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SIM_MODULE_MAGIC   0x4d4f4455u   /* "MODU" */
-#define SIM_FUNCTION_MAGIC 0x46554e43u   /* "FUNC" */
 #define SIM_SMEM_OPTIN     232448        /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
 #define SIM_SMEM_DEFAULT   49152         /* dynamic shared memory without opting in */
 #define SIM_REGS           32
 
 typedef struct sim_function sim_function;
 
-typedef struct sim_module {
-    uint32_t         magic;
+typedef struct sim_module sim_module;
+struct sim_module {
+    sim_module      *next;        /* the loaded modules */
     sim_device      *dev;
     char            *image;       /* the caller's image, copied */
     size_t           size;
     bool             elf;         /* a cubin; else PTX text */
-    pthread_mutex_t  lock;        /* guards fns */
     sim_function    *fns;         /* looked up so far: one handle a name */
-} sim_module;
+};
+
+/* The loaded modules and their functions: a handle is checked against them
+ * (an unloaded module's or function's handle is INVALID_HANDLE, never read).
+ * Few modules, few functions each: a list. */
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+static sim_module *modules;
 
 struct sim_function {
-    uint32_t      magic;
     sim_module   *mod;
     sim_function *next;
     int           max_dyn_smem;   /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
@@ -144,37 +147,45 @@ SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memcpy(copy, image, size);
-    m->magic = SIM_MODULE_MAGIC;
     m->dev = c->dev;
     m->image = copy;
     m->size = size;
     m->elf = elf;
-    pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_lock(&modules_lock);
+    m->next = modules;
+    modules = m;
+    pthread_mutex_unlock(&modules_lock);
     *module = (CUmodule)m;
     return CUDA_SUCCESS;
 }
 
-static CUresult module_arg(CUmodule h, sim_module **out)
+/* The loaded module of handle ``h``, or NULL; modules_lock held. */
+static sim_module *loaded(CUmodule h)
 {
-    SIM_TRY(sim_check_init());
-    sim_module *m = (sim_module *)h;
-    if (!m || m->magic != SIM_MODULE_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    *out = m;
-    return CUDA_SUCCESS;
+    sim_module *m = modules;
+    while (m && m != (sim_module *)h)
+        m = m->next;
+    return m;
 }
 
 SIM_API CUresult cuModuleUnload(CUmodule h)
 {
-    sim_module *m;
-    SIM_TRY(module_arg(h, &m));
-    m->magic = 0;
+    SIM_TRY(sim_check_init());
+    pthread_mutex_lock(&modules_lock);
+    sim_module *m = loaded(h);
+    if (m) {
+        sim_module **at = &modules;
+        while (*at != m)
+            at = &(*at)->next;
+        *at = m->next;
+    }
+    pthread_mutex_unlock(&modules_lock);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
     for (sim_function *f = m->fns, *next; f; f = next) {
         next = f->next;
-        f->magic = 0;
         free(f);
     }
-    pthread_mutex_destroy(&m->lock);
     free(m->image);
     free(m);
     return CUDA_SUCCESS;
@@ -184,12 +195,14 @@ SIM_API CUresult cuModuleUnload(CUmodule h)
  * same kernel of a module). */
 SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const char *name)
 {
-    sim_module *m;
-    SIM_TRY(module_arg(h, &m));
-    if (!hfunc || !name)
-        return CUDA_ERROR_INVALID_VALUE;
+    SIM_TRY(sim_check_init());
     CUresult rc = CUDA_SUCCESS;
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&modules_lock);
+    sim_module *m = loaded(h);
+    if (!m || !hfunc || !name) {
+        pthread_mutex_unlock(&modules_lock);
+        return !m ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    }
     sim_function *f = m->fns;
     while (f && strcmp(f->name, name) != 0)
         f = f->next;
@@ -201,7 +214,6 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const char *
         if (!f) {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            f->magic = SIM_FUNCTION_MAGIC;
             f->mod = m;
             f->max_dyn_smem = SIM_SMEM_DEFAULT;
             f->carveout = -1;
@@ -210,19 +222,28 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const char *
             m->fns = f;
         }
     }
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&modules_lock);
     if (rc == CUDA_SUCCESS)
         *hfunc = (CUfunction)f;
     return rc;
 }
 
+/* The function of a loaded module that handle ``h`` is: checked under
+ * modules_lock, then read without it (a program that unloads a module while
+ * it uses its functions has a bug of its own). */
 static CUresult function_arg(CUfunction h, sim_function **out)
 {
     SIM_TRY(sim_check_init());
-    sim_function *f = (sim_function *)h;
-    if (!f || f->magic != SIM_FUNCTION_MAGIC)
+    sim_function *found = NULL;
+    pthread_mutex_lock(&modules_lock);
+    for (sim_module *m = modules; m && !found; m = m->next)
+        for (sim_function *f = m->fns; f && !found; f = f->next)
+            if (f == (sim_function *)h)
+                found = f;
+    pthread_mutex_unlock(&modules_lock);
+    if (!found)
         return CUDA_ERROR_INVALID_HANDLE;
-    *out = f;
+    *out = found;
     return CUDA_SUCCESS;
 }
 

@@ -104,7 +104,10 @@ TEST(a_cubin_loads_and_its_kernels_are_found_by_name)
     ASSERT_EQ(c1.kernel_launches - c0.kernel_launches, 1);
 
     ASSERT_OK(cuModuleUnload(m));
+    /* handles of what was unloaded are refused, never read */
     ASSERT_EQ(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(cuModuleGetFunction(&again, m, "scale"), CUDA_ERROR_INVALID_HANDLE);
     ASSERT_OK(cuMemFree(out));
     ASSERT_OK(cuMemFree(in));
     ASSERT_OK(cuStreamDestroy(s));
