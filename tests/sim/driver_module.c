@@ -6,28 +6,30 @@
  * (which torch 2.14 uses in eager mode, torch._native: a batched outer
  * product such as attention over one new token) compiles a kernel to a
  * cubin, loads it with cuModuleLoadData, looks its kernel up by name, reads
- * its attributes and launches it with cuLaunchKernelEx. Without these entry
- * points its helper library does not even load (it links them). A module
+ * its attributes and launches it with cuLaunchKernelEx; inductor
+ * (torch.compile's default backend) loads its kernels from files with
+ * cuModuleLoad, through libcaffe2_nvrtc.so. Without these entry points
+ * neither helper library even loads (they link them). A module
  * here keeps a copy of its image and the kernel names in it: those of a
  * cubin are its ELF symbol table's global functions (read with libelf), those
  * of PTX its `.entry` directives. A function's attributes are those of a
  * plain kernel on the simulated device, as runtime_kernel_attrs.c gives
  * them (sm_90 limits, 32 registers, no static shared memory): the cubin's
- * own register count is not read. Fat binaries and the cuLibrary* API are
- * not modelled. Sources: cuda.h (CUDA 13.0) on each entry point; Triton's
+ * own register count is not read. Fat binaries, the cuLibrary* API and
+ * the JIT linker are not modelled (the linker's entry points answer
+ * CUDA_ERROR_NOT_SUPPORTED); tensor maps are checked and kept opaque. Sources: cuda.h (CUDA 13.0) on each entry point; Triton's
  * backends/nvidia/driver.c for what a loader calls; tests/sim/README.md.
  */
 #include "sim_internal.h"
+#include "kernel_limits.h"
 
 #include <gelf.h>
 #include <libelf.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SIM_SMEM_OPTIN     232448        /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
-#define SIM_SMEM_DEFAULT   49152         /* dynamic shared memory without opting in */
-#define SIM_REGS           32
 
 typedef struct sim_function sim_function;
 
@@ -123,22 +125,33 @@ static bool ptx_has_kernel(const sim_module *m, const char *name)
     return false;
 }
 
-SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
+/* Load `image` (`size` bytes, or 0: its length read from it, as
+ * cuModuleLoadData must: a cubin's from its header tables, PTX's to its
+ * NUL) as a module of the current context. */
+static CUresult load_image(CUmodule *module, const void *image, size_t size)
 {
     sim_ctx *c;
     SIM_TRY(sim_current_ctx(&c));
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
     const unsigned char *p = image;
-    size_t size = elf_image_size(p);
-    bool elf = size != 0;
+    if (size && size < SELFMAG)
+        return CUDA_ERROR_INVALID_IMAGE;
+    size_t elf_size = elf_image_size(p);
+    bool elf = elf_size != 0;
+    if (elf && size && size < elf_size)
+        return CUDA_ERROR_INVALID_IMAGE;   /* cut short */
     if (!elf) {
         if (memcmp(p, ELFMAG, SELFMAG) == 0)
             return CUDA_ERROR_INVALID_IMAGE;   /* an ELF, not for a CUDA device */
-        size = strlen(image) + 1;              /* PTX: NUL-terminated text */
+        size_t text = size ? strnlen(image, size) : strlen(image);
+        if (size && text == size)
+            return CUDA_ERROR_INVALID_IMAGE;   /* PTX is NUL-terminated text */
         if (!strstr(image, ".version") || !strstr(image, ".target"))
             return CUDA_ERROR_INVALID_IMAGE;
+        elf_size = text + 1;
     }
+    size = elf_size;
     sim_module *m = calloc(1, sizeof *m);
     char *copy = malloc(size);
     if (!m || !copy) {
@@ -157,6 +170,60 @@ SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
     pthread_mutex_unlock(&modules_lock);
     *module = (CUmodule)m;
     return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return load_image(module, image, 0);
+}
+
+/* The JIT options (log buffers, optimization level, ...) change how PTX is
+ * compiled; nothing is compiled here: checked for presence, not applied. */
+SIM_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                    CUjit_option *options, void **optionValues)
+{
+    if (numOptions && (!options || !optionValues))
+        return CUDA_ERROR_INVALID_VALUE;
+    return load_image(module, image, 0);
+}
+
+/* A cubin or PTX file (what PyTorch's inductor loads, through
+ * libcaffe2_nvrtc, which links this). */
+SIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    sim_ctx *c;
+    SIM_TRY(sim_current_ctx(&c));
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(fname, "rb");
+    if (!f)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 1 << 16;
+            char *more = realloc(buf, cap);
+            if (!more) {
+                free(buf);
+                fclose(f);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            buf = more;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (got < 4096)
+            break;
+    }
+    fclose(f);
+    CUresult rc = CUDA_ERROR_INVALID_IMAGE;
+    if (n > 0) {
+        buf[n] = 0;   /* PTX read as text */
+        rc = load_image(module, buf, n + 1);
+    }
+    free(buf);
+    return rc;
 }
 
 /* The loaded module of handle ``h``, or NULL; modules_lock held. */
@@ -263,7 +330,7 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:      *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS:                    *pi = SIM_REGS; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:                    *pi = SIM_REGS_PER_THREAD; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION:
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION:              *pi = 90; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dyn_smem; break;
@@ -348,6 +415,117 @@ SIM_API CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
     if (config->sharedMemBytes > (unsigned)f->max_dyn_smem)
         return CUDA_ERROR_INVALID_VALUE;
     *numClusters = (int)(132 / blocks);
+    return CUDA_SUCCESS;
+}
+
+/* Blocks of the function resident on a multiprocessor at once: the
+ * runtime's figure (kernel_limits.h); the dynamic shared memory must be
+ * what the function may use. */
+SIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
+                                                                      int blockSize,
+                                                                      size_t dynamicSMemSize,
+                                                                      unsigned int flags)
+{
+    sim_function *f;
+    SIM_TRY(function_arg(func, &f));
+    if (!numBlocks || (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE) ||
+        dynamicSMemSize > (size_t)f->max_dyn_smem)
+        return CUDA_ERROR_INVALID_VALUE;
+    int n = sim_blocks_per_sm(blockSize, dynamicSMemSize);
+    if (n < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *numBlocks = n;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
+                                                             int blockSize, size_t dynamicSMemSize)
+{
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
+                                                                dynamicSMemSize, 0);
+}
+
+/* ---- the JIT linker: not modelled ------------------------------------------
+ * Linking several images into one needs the images' relocations; PyTorch
+ * links (cuLinkCreate) only for its jiterator's link-time optimization,
+ * which no test here reaches. Its library links these entry points, so
+ * they exist, check their arguments and answer CUDA_ERROR_NOT_SUPPORTED
+ * (tests/sim/README.md, "What is not modelled"). */
+
+SIM_API CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
+                                 CUlinkState *stateOut)
+{
+    SIM_TRY(sim_check_init());
+    if (!stateOut || (numOptions && (!options || !optionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+SIM_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size,
+                                  const char *name, unsigned int numOptions, CUjit_option *options,
+                                  void **optionValues)
+{
+    (void)state; (void)type; (void)size; (void)name; (void)numOptions; (void)options;
+    (void)optionValues;
+    SIM_TRY(sim_check_init());
+    return data ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;   /* no state exists */
+}
+
+SIM_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
+                                  unsigned int numOptions, CUjit_option *options, void **optionValues)
+{
+    (void)state; (void)type; (void)numOptions; (void)options; (void)optionValues;
+    SIM_TRY(sim_check_init());
+    return path ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_API CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+    (void)state;
+    SIM_TRY(sim_check_init());
+    return cubinOut && sizeOut ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_API CUresult cuLinkDestroy(CUlinkState state)
+{
+    (void)state;
+    SIM_TRY(sim_check_init());
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* ---- tensor maps -------------------------------------------------------------
+ * A TMA descriptor: 128 opaque bytes the kernel reads. Nothing reads it
+ * here; the layout rules cuda.h gives for cuTensorMapEncodeTiled are
+ * checked (rank, alignments, sizes, strides, box, element strides), and the
+ * descriptor holds the global address and rank. */
+SIM_API CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                        cuuint32_t tensorRank, void *globalAddress,
+                                        const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                        const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
+                                        CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                        CUtensorMapL2promotion l2Promotion,
+                                        CUtensorMapFloatOOBfill oobFill)
+{
+    (void)tensorDataType; (void)swizzle; (void)l2Promotion; (void)oobFill;
+    SIM_TRY(sim_check_init());
+    bool interleaved = interleave != CU_TENSOR_MAP_INTERLEAVE_NONE;
+    uintptr_t align = interleaved && interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16;
+    if (!tensorMap || ((uintptr_t)tensorMap % 64) || !globalAddress || !globalDim ||
+        !boxDim || !elementStrides || (tensorRank > 1 && !globalStrides) ||
+        tensorRank < (interleaved ? 3u : 1u) || tensorRank > 5 ||
+        (uintptr_t)globalAddress % align)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (cuuint32_t i = 0; i < tensorRank; i++) {
+        if (globalDim[i] == 0 || globalDim[i] > (1ull << 32) || boxDim[i] == 0 || boxDim[i] > 256 ||
+            elementStrides[i] == 0 || elementStrides[i] > 8)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (i + 1 < tensorRank &&
+            (globalStrides[i] % align || globalStrides[i] >= (1ull << 40)))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(tensorMap, 0, sizeof *tensorMap);
+    memcpy(tensorMap->opaque, &globalAddress, sizeof globalAddress);
+    tensorMap->opaque[1] = tensorRank;
     return CUDA_SUCCESS;
 }
 

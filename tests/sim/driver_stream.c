@@ -210,6 +210,22 @@ SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, uns
     return launch(f, gx, gy, gz, bx, by, bz, shmem, h, params, extra, true);
 }
 
+/* A cooperative launch: its blocks must all be resident at once, which the
+ * sim does not check (device code never runs); ordered like any launch. */
+SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                           unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                           CUstream h, void **params)
+{
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, h, params, NULL, false);
+}
+
+SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                                unsigned shmem, CUstream h, void **params)
+{
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, h, params, NULL, true);
+}
+
 /* cuLaunchKernelEx: the same launch, its configuration in a struct; the
  * launch attributes (clusters, programmatic dependent launch, priorities)
  * are accepted and ignored: there is no device code to schedule. */

@@ -13,14 +13,9 @@
  * (symbols) are not simulated: there is no device code to hold them.
  */
 #include "runtime_internal.h"
+#include "kernel_limits.h"
 
 #include <string.h>
-
-#define SIM_REGS_PER_THREAD   32
-#define SIM_SMEM_PER_SM       233472     /* sm_90: 228 KiB per multiprocessor */
-#define SIM_SMEM_OPTIN        232448     /* = CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
-#define SIM_BLOCKS_PER_SM     32
-#define SIM_THREADS_PER_SM    2048
 
 static cudaError_t known_kernel(const void *func)
 {
@@ -40,7 +35,7 @@ RT_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const 
     attr->numRegs = SIM_REGS_PER_THREAD;
     attr->ptxVersion = 90;
     attr->binaryVersion = 90;
-    attr->maxDynamicSharedSizeBytes = 49152 - (int)attr->sharedSizeBytes;
+    attr->maxDynamicSharedSizeBytes = SIM_SMEM_DEFAULT - (int)attr->sharedSizeBytes;
     attr->preferredShmemCarveout = -1;
     return cudaSuccess;
 }
@@ -90,16 +85,9 @@ static cudaError_t occupancy(int *numBlocks, const void *func, int blockSize, si
     if (!numBlocks)
         return rt_ret(cudaErrorInvalidValue);
     RT_TRY(known_kernel(func));
-    if (blockSize <= 0 || blockSize > 1024 || dynSmem > SIM_SMEM_OPTIN)
+    int n = sim_blocks_per_sm(blockSize, dynSmem);
+    if (n < 0)
         return rt_ret(cudaErrorInvalidValue);
-    int warps = (blockSize + 31) / 32;
-    int by_threads = SIM_THREADS_PER_SM / (warps * 32);
-    int by_regs = 65536 / (warps * 32 * SIM_REGS_PER_THREAD);
-    int by_smem = dynSmem ? (int)(SIM_SMEM_PER_SM / (dynSmem + 1024)) : SIM_BLOCKS_PER_SM;
-    int n = SIM_BLOCKS_PER_SM;
-    if (by_threads < n) n = by_threads;
-    if (by_regs < n) n = by_regs;
-    if (by_smem < n) n = by_smem;
     *numBlocks = n;
     return cudaSuccess;
 }

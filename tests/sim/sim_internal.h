@@ -374,6 +374,9 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
                              CUstream h, void **params, void **extra);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
                                void **extra);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                        CUstream h, void **params);
 CUresult cuStreamGetPriority_ptsz(CUstream h, int *priority);
 CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags);
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *pctx);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "simcuda.h"
@@ -139,6 +140,58 @@ TEST(ptx_text_loads_and_names_its_entries)
     ASSERT_EQ(cuModuleGetFunction(&f, m, "fil"), CUDA_ERROR_NOT_FOUND);
     ASSERT_EQ(cuModuleGetFunction(&f, m, NULL), CUDA_ERROR_INVALID_VALUE);
     ASSERT_OK(cuModuleUnload(m));
+}
+
+/* What inductor's loader (libcaffe2_nvrtc) calls besides: a module from a
+ * file, occupancy per block, a cooperative launch, a tensor map; the JIT
+ * linker answers that it is not there. */
+TEST(a_module_from_a_file_its_occupancy_and_what_is_not_modelled)
+{
+    current_context();
+    char path[] = "/tmp/sim-module-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    ASSERT(write(fd, ptx, sizeof ptx - 1) == (ssize_t)(sizeof ptx - 1));   /* no NUL on disk */
+    close(fd);
+    CUmodule m;
+    CUfunction f;
+    ASSERT_EQ(cuModuleLoad(&m, "/nonexistent/k.cubin"), CUDA_ERROR_FILE_NOT_FOUND);
+    ASSERT_OK(cuModuleLoad(&m, path));
+    unlink(path);
+    ASSERT_OK(cuModuleGetFunction(&f, m, "fill"));
+    int blocks;
+    ASSERT_OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0));
+    ASSERT_EQ(blocks, 8);                       /* 2048 threads a multiprocessor */
+    ASSERT_OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 128, 16384));
+    ASSERT_EQ(blocks, 13);                      /* shared memory: 228 KiB / (16 KiB + 1 KiB) */
+    ASSERT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 128, 65536),
+              CUDA_ERROR_INVALID_VALUE);        /* more than the function may use */
+    ASSERT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 2048, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr out;
+    ASSERT_OK(cuMemAlloc(&out, 1 << 20));
+    void *params[] = {&out};
+    ASSERT_OK(cuLaunchCooperativeKernel(f, 4, 1, 1, 128, 1, 1, 0, NULL, params));
+    ASSERT_OK(cuCtxSynchronize());
+
+    CUtensorMap map __attribute__((aligned(64)));
+    cuuint64_t dims[2] = {256, 128}, strides[1] = {256 * 4};
+    cuuint32_t box[2] = {64, 32}, elem[2] = {1, 1};
+    ASSERT_OK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)out, dims,
+                                     strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    strides[0] = 1000;                          /* not a multiple of 16 */
+    ASSERT_EQ(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)out, dims,
+                                     strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), CUDA_ERROR_INVALID_VALUE);
+
+    CUlinkState link;
+    ASSERT_EQ(cuLinkCreate(0, NULL, NULL, &link), CUDA_ERROR_NOT_SUPPORTED);
+    ASSERT_EQ(cuLinkCreate(0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_OK(cuModuleUnload(m));
+    ASSERT_OK(cuMemFree(out));
 }
 
 TEST(images_that_are_no_cuda_code_are_refused)
