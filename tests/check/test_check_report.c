@@ -582,15 +582,20 @@ TEST(user_code_is_the_programs_python_frames_only)
     uint32_t python = synth_str(&y, "python"), so = synth_str(&y, "libtorch.so");
     const char *files[] = {
         "/home/me/train.py", "train.py", "<string>",                            /* the program's */
+        "/home/me/ab/cab.py",                      /* a short c-name in a 2-letter folder */
+        "/home/me/xy/cab62s4wikxjt4aycns6o2hytbhdevbrfbygm4kyhbsbzevfbpyq.py",   /* not its folder */
         "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py",       /* not */
         "/usr/lib/python3/dist-packages/numpy/core/a.py",
         "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py",
         "<frozen importlib._bootstrap>", "/work/scripts/vramtrace/_autorun.py",
         "<eval_with_key>.3",                      /* torch.fx's code of a compiled graph */
+        /* inductor's generated module, in its cache (TORCHINDUCTOR_CACHE_DIR or the default) */
+        "/tmp/torchinductor_me/bb/cbbo62s4wikxjt4aycns6o2hytbhdevbrfbygm4kyhbsbzevfbpy.py",
+        "/scratch/ind/ep/ceprpgcv3ue4maqx6jdqbtn72jlxnsduhrrsuzr2fpajdccnafdg.py",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         vt__frame f = { .module = python, .file = synth_str(&y, files[i]) };
-        ASSERT_MSG(vt__frame_is_user_code(&y.s, &f) == (i < 3), "%s", files[i]);
+        ASSERT_MSG(vt__frame_is_user_code(&y.s, &f) == (i < 5), "%s", files[i]);
     }
     vt__frame native = { .ip = 0x1234, .module = so, .file = synth_str(&y, "/home/me/x.cpp") };
     ASSERT(!vt__frame_is_user_code(&y.s, &native));

@@ -242,3 +242,32 @@ def test_use_allocator_out_of_memory_raises_and_the_program_goes_on():
     out = run([SIMRUN, "--mem", "256M", "--", sys.executable, "-c", OOM_PROGRAM])
     assert "raised: CUDA out of memory (vramtrace): tried to allocate 1073741824 bytes" in out, out
     assert "goes on: True ooms: 1" in out, out
+
+
+def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_named(tmp_path):
+    """torch.compile's default backend on the device: inductor compiles Triton
+    kernels and loads them (cuModuleLoad, through libcaffe2_nvrtc, which did
+    not load on the simulator before it had modules). Untraced and under
+    `vramtrace run --track` the loop prints the same memory_allocated() after
+    every step; its leak twin (each step's compiled output kept) is named
+    through the list by the program's line."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    prog = os.path.join(HERE, "compiled_loop.py")
+    line = next(i for i, text in enumerate(open(prog), 1) if "# OUT_LINE" in text)
+    plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog], env)
+    steps = [ln for ln in plain.splitlines() if ln.startswith("step ")]
+    assert len(steps) == 6, plain[-3000:]
+    assert list((tmp_path / "triton").rglob("*.cubin")), "inductor compiled no Triton kernel"
+    snap = str(tmp_path / "clean.vtsnap")
+    traced = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                  sys.executable, prog], env)
+    assert [ln for ln in traced.splitlines() if ln.startswith("step ")] == steps, traced[-3000:]
+    assert run([CLI, "check", snap]).startswith("vramtrace check: 0 findings")
+    snap = str(tmp_path / "leak.vtsnap")
+    run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+         sys.executable, prog, "leak"], env)
+    text = run([CLI, "check", snap], status=1)
+    assert re.search(r"held by: module __main__\.kept → list\[\*\] → tensor '[^']*compiled\(x\)"
+                     rf"[^']*\(compiled_loop\.py:{line}\)'", text), text[:4000]
+
