@@ -47,8 +47,6 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb
           "mib": 1024 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3,
           "t": 1000 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*$")
-_LIBRARY_DIRS = ("site-packages", "dist-packages", os.sep + "_pytest" + os.sep,
-                 os.sep + "pluggy" + os.sep)
 
 
 def parse_size(text: Any) -> int:
@@ -72,11 +70,12 @@ def fmt_bytes(n: float) -> str:
 
 
 def _where(stack: List[Dict[str, Any]]) -> str:
-    """The innermost frame of the user's own code in a finding's stack."""
+    """The innermost frame of the user's own code in a finding's stack: the
+    frames `check --json` and `vramtrace json` give say which are
+    (``user_code``: the one rule, trace/common/user_code.h)."""
     for fr in stack or ():
-        f = fr.get("file") or ""
-        if fr.get("module") == "python" and f and not any(d in f for d in _LIBRARY_DIRS):
-            return f"{fr.get('function')} ({f}:{fr.get('line')})"
+        if fr.get("user_code"):
+            return f"{fr.get('function')} ({fr.get('file')}:{fr.get('line')})"
     return "(no Python frame recorded)"
 
 

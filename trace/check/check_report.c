@@ -684,7 +684,8 @@ static void json_stack(FILE *f, const vt__snapshot_data *s, uint32_t id)
         fprintf(f, ",\"line\":%u,\"first_line\":%u,\"module\":", fr[i]->line,
                 fr[i]->first_line);
         vt__json_str(f, vt__ck_string(s, fr[i]->module));
-        fprintf(f, ",\"ip\":\"0x%" PRIx64 "\"}", fr[i]->ip);
+        fprintf(f, ",\"ip\":\"0x%" PRIx64 "\",\"user_code\":%s}", fr[i]->ip,
+                vt__frame_is_user_code(s, fr[i]) ? "true" : "false");
     }
     fputc(']', f);
 }
