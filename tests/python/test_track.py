@@ -114,6 +114,22 @@ def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
     del z
 
 
+def test_memory_resize_gives_a_tensor_without_any_is_named_by_that_line(fake):
+    """`torch.empty(0)` has no memory to track; the `resize_` that gives it
+    some makes it, named by that line and op (as torch.load's rebuild, whose
+    `set_` gives an empty tensor the loaded memory: test_torch_observed), not
+    as an input "first used by" it."""
+    with vtt.track() as tr:
+        buf = torch.empty(0)
+        buf.resize_(1 << 12)
+    line = test_memory_resize_gives_a_tensor_without_any_is_named_by_that_line \
+        .__code__.co_firstlineno + 7
+    made = [e for e in fake.of("tensor_new") if e[1] == tr.tensor_id(buf)]
+    assert [e[5] for e in made] == [
+        f"buf.resize_(1 << 12) (test_track.py:{line}, aten.resize_ out[0])"], made
+    del buf
+
+
 def test_every_input_and_output_is_a_use_with_the_callers_stack(fake):
     with vtt.track() as tr:
         a = torch.ones(4)
