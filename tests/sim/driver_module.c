@@ -17,7 +17,8 @@
  * them (sm_90 limits, 32 registers, no static shared memory): the cubin's
  * own register count is not read. Fat binaries, the cuLibrary* API and
  * the JIT linker are not modelled (the linker's entry points answer
- * CUDA_ERROR_NOT_SUPPORTED); tensor maps are checked and kept opaque. Sources: cuda.h (CUDA 13.0) on each entry point; Triton's
+ * CUDA_ERROR_NOT_SUPPORTED); tensor maps are checked and kept opaque.
+ * Sources: cuda.h (CUDA 13.0) on each entry point; Triton's
  * backends/nvidia/driver.c for what a loader calls; tests/sim/README.md.
  */
 #include "sim_internal.h"
@@ -30,13 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct sim_function sim_function;
 
 typedef struct sim_module sim_module;
 struct sim_module {
     sim_module      *next;        /* the loaded modules */
-    sim_device      *dev;
     char            *image;       /* the caller's image, copied */
     size_t           size;
     bool             elf;         /* a cubin; else PTX text */
@@ -50,7 +49,6 @@ static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static sim_module *modules;
 
 struct sim_function {
-    sim_module   *mod;
     sim_function *next;
     int           max_dyn_smem;   /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
     int           carveout;       /* CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT */
@@ -160,7 +158,6 @@ static CUresult load_image(CUmodule *module, const void *image, size_t size)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memcpy(copy, image, size);
-    m->dev = c->dev;
     m->image = copy;
     m->size = size;
     m->elf = elf;
@@ -281,7 +278,6 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const char *
         if (!f) {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            f->mod = m;
             f->max_dyn_smem = SIM_SMEM_DEFAULT;
             f->carveout = -1;
             memcpy(f->name, name, len);
@@ -414,7 +410,7 @@ SIM_API CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
         return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     if (config->sharedMemBytes > (unsigned)f->max_dyn_smem)
         return CUDA_ERROR_INVALID_VALUE;
-    *numClusters = (int)(132 / blocks);
+    *numClusters = (int)(SIM_MULTIPROCESSORS / blocks);
     return CUDA_SUCCESS;
 }
 

@@ -1,7 +1,7 @@
 /* tests/sim/kernel_limits.h - what a kernel may use on the simulated sm_90
  * device, and how many of its blocks fit on a multiprocessor: one copy for
- * the runtime's registered kernels (runtime_kernel_attrs.c) and the
- * driver's loaded ones (driver_module.c). Device code never runs, so every
+ * the runtime's registered kernels (runtime_kernel_attrs.c), the driver's
+ * loaded ones (driver_module.c) and the device's attributes (sim_device.c). Device code never runs, so every
  * kernel is a plain one: 32 registers a thread, no static shared memory.
  * Figures: CUDA C Programming Guide, compute capability 9.0 table;
  * cudaDeviceGetAttribute as sim_device.c reports it. */
@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#define SIM_MULTIPROCESSORS   132        /* = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (an H200's) */
 #define SIM_REGS_PER_THREAD   32
 #define SIM_SMEM_PER_SM       233472     /* 228 KiB per multiprocessor */
 #define SIM_SMEM_OPTIN        232448     /* = CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */

@@ -6,6 +6,7 @@
  * current-context stack is per thread, as in the real driver.
  */
 #include "sim_internal.h"
+#include "kernel_limits.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -196,13 +197,13 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:                v = 2147483647; break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:                v = 65535; break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:                v = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:   v = 49152; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:   v = SIM_SMEM_DEFAULT; break;
     case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:         v = 65536; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE:                     v = 32; break;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:       v = 65536; break;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:                    v = 1755000; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:             v = 512; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:          v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:          v = SIM_MULTIPROCESSORS; break;
     case CU_DEVICE_ATTRIBUTE_INTEGRATED:                    v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:           v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:                  v = CU_COMPUTEMODE_DEFAULT; break;
@@ -214,7 +215,7 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:             v = 2619000; break;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:       v = 5120; break;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:                 v = 50 << 20; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = SIM_THREADS_PER_SM; break;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:            v = 2; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:            v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:      v = 9; break;
@@ -224,7 +225,7 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:               v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:     v = 1; break;
     case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:        v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = SIM_SMEM_OPTIN; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:        v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 1; break;

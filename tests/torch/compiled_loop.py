@@ -1,8 +1,8 @@
 """A training loop whose model torch.compile builds with its default
 backend (inductor): Triton kernels compiled at run time, loaded with
 cuModuleLoad and launched on the device (on the simulated one:
-tests/sim/driver_module.c). Prints memory_allocated() after each step and
-the loss's shape, the figures a run under vramtrace must print alike.
+tests/sim/driver_module.c). Prints memory_allocated() after each step: the
+figures a run under vramtrace must print alike.
 
 ``python compiled_loop.py [leak]``: leak keeps each step's output (with its
 graph) in a module list.
