@@ -174,7 +174,7 @@ TEST(a_module_from_a_file_its_occupancy_and_what_is_not_modelled)
     ASSERT_OK(cuLaunchCooperativeKernel(f, 4, 1, 1, 128, 1, 1, 0, NULL, params));
     ASSERT_OK(cuCtxSynchronize());
 
-    CUtensorMap map __attribute__((aligned(64)));
+    CUtensorMap map;   /* the type is aligned as cuda.h declares it */
     cuuint64_t dims[2] = {256, 128}, strides[1] = {256 * 4};
     cuuint32_t box[2] = {64, 32}, elem[2] = {1, 1};
     ASSERT_OK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)out, dims,
