@@ -24,7 +24,7 @@ static atomic_bool provider_set;
 static vt__heap *heap_for(int device)
 {
     vt__heap *h = vt__heap_get(device, true);
-    if (vt_likely(h) && vt_unlikely(!atomic_load_explicit(&provider_set, memory_order_relaxed))
+    if (vt__likely(h) && vt__unlikely(!atomic_load_explicit(&provider_set, memory_order_relaxed))
         && !atomic_exchange(&provider_set, true))
         vt__trace_set_state_provider(vt__alloc_describe_state);
     return h;
@@ -48,7 +48,7 @@ int vt__alloc_malloc(int device, size_t size, uint64_t stream, void **out)
     if (size == 0)
         return 0;
     vt__heap *h = heap_for(resolve_device(device));
-    if (vt_unlikely(!h))
+    if (vt__unlikely(!h))
         return VT_CUDA_ERR_INVALID_DEVICE;
     return vt__heap_malloc(h, size, vt__stream_key(stream), out);
 }

@@ -115,7 +115,7 @@ void vt__badfree_note_uncached_free(vt__heap *h, uint64_t addr)
 
 void vt__badfree_forget(vt__heap *h, uint64_t addr)
 {
-    if (vt_unlikely(h->uncached_freed.count))
+    if (vt__unlikely(h->uncached_freed.count))
         vt__ptrmap_del(&h->uncached_freed, addr);
 }
 

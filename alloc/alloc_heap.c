@@ -131,7 +131,7 @@ vt__heap *vt__heap_get(int device, bool create)
     if ((unsigned)device >= VT_MAX_DEVICES)
         return NULL;
     vt__heap *h = &heaps[device];
-    if (vt_likely(atomic_load_explicit(&heap_ready[device], memory_order_acquire)))
+    if (vt__likely(atomic_load_explicit(&heap_ready[device], memory_order_acquire)))
         return h;
     if (!create)
         return NULL;
@@ -173,7 +173,7 @@ vt__block *vt__find_free(vt__heap *h, int pool, uint64_t key, uint64_t size,
     if (!b)
         return NULL;
     /* IPC-safe (alloc_ipc.c): a whole segment of about the size, no other */
-    if (vt_unlikely(vt__ipc_whole(key, cfg)))
+    if (vt__unlikely(vt__ipc_whole(key, cfg)))
         return b->seg->whole && b->size - size <= size / 8 ? b : NULL;
     uint64_t msplit = cfg->max_split_size;
     /* Oversize blocks (>= max_split_size) are never split: a small request
@@ -284,7 +284,7 @@ static __attribute__((noinline)) void make_free_dead(vt__heap *h, vt__block *b)
 /* Make b free and merge it with free neighbours (pending ones stay apart). */
 void vt__make_free(vt__heap *h, vt__block *b)
 {
-    if (vt_unlikely(b->seg->dead)) {
+    if (vt__unlikely(b->seg->dead)) {
         make_free_dead(h, b);
         return;
     }
@@ -301,12 +301,12 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 {
     const vt__conf *cfg = vt__config();
     uint32_t stack = vt__trace_enabled() ? vt__stack_capture() : 0;
-    if (vt_unlikely(req > VT_MAX_REQUEST)) {
+    if (vt__unlikely(req > VT_MAX_REQUEST)) {
         vt__oom_report(h, key, req, req, stack);
         *out = NULL;
         return VT_CUDA_ERR_OOM;
     }
-    if (vt_unlikely(!cfg->cache))
+    if (vt__unlikely(!cfg->cache))
         return vt__uncached_malloc(h, req, key, stack, out);
     uint64_t size = round_size(req, cfg);
     int pool = size <= VT_SMALL_SIZE ? VT_POOL_SMALL : VT_POOL_LARGE;
@@ -315,13 +315,13 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 
     vt__heap_lock(h);
     h->tick++;
-    if (vt_unlikely(h->fences || h->batch)) {
+    if (vt__unlikely(h->fences || h->batch)) {
         vt__poll_fences(h, false);
-        if (vt_unlikely(h->retired))
+        if (vt__unlikely(h->retired))
             vt__release_detached(h, NULL);
     }
     vt__block *b = vt__find_free(h, pool, key, size, cfg);
-    if (vt_unlikely(!b)) {
+    if (vt__unlikely(!b)) {
         int rc = vt__heap_grow(h, pool, key, size, stack, cfg, &b);
         if (rc) {
             vt__heap_unlock(h);
@@ -332,7 +332,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
         }
     }
     carve(h, b, size, cfg);
-    if (vt_unlikely(vt__ptrmap_put(&h->live, b->addr, b))) {
+    if (vt__unlikely(vt__ptrmap_put(&h->live, b->addr, b))) {
         vt__make_free(h, b);   /* host memory exhausted: give the block back */
         vt__heap_unlock(h);
         *out = NULL;
@@ -363,7 +363,7 @@ int vt__heap_malloc(vt__heap *h, uint64_t req, uint64_t key, void **out)
 static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mode mode,
                        uint32_t stack)
 {
-    if (vt_unlikely(b->pool == VT_POOL_UNCACHED)) {
+    if (vt__unlikely(b->pool == VT_POOL_UNCACHED)) {
         vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = h->device,
                   .stream = mode == VT_FREE_UNKNOWN_STREAM ? 0 : vt__trace_stream(key),
                   .addr = b->addr, .req_size = b->req_size, .size = b->size,
@@ -384,7 +384,7 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mo
     vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = h->device,
               .stream = unknown ? 0 : vt__trace_stream(key), .addr = b->addr,
               .req_size = b->req_size, .size = b->size, .stack = stack, .aux = pending);
-    if (vt_likely(!pending)) {
+    if (vt__likely(!pending)) {
         vt__stat_add(h->active_bytes, sp, -(int64_t)b->size);
         vt__stat_add(h->active, sp, -1);
         uint64_t addr = b->addr, size = b->size;
@@ -425,9 +425,9 @@ int vt__heap_free(void *ptr, uint64_t key, enum vt__free_mode mode, uint32_t sta
     FOR_EACH_HEAP_MAY_OWN(d, h, addr) {
         vt__heap_lock(h);
         vt__block *b = vt__ptrmap_del(&h->live, addr);
-        if (vt_likely(b)) {
+        if (vt__likely(b)) {
             free_block(h, b, key, mode, stack);
-            if (vt_unlikely(h->retired))
+            if (vt__unlikely(h->retired))
                 vt__release_detached(h, NULL);
             vt__heap_unlock(h);
             return 0;

@@ -247,7 +247,7 @@ static __attribute__((noinline)) vt__sindex *stream_slow(vt__findex *fx, uint64_
 static inline vt__sindex *stream_of(vt__findex *fx, uint64_t stream, bool create)
 {
     vt__sindex *s = fx->last;
-    if (vt_likely(s && s->stream == stream))
+    if (vt__likely(s && s->stream == stream))
         return s;
     return stream_slow(fx, stream, create);
 }
@@ -265,7 +265,7 @@ void vt__index_insert(vt__findex *fx, vt__block *b)
     vt__sindex *s = stream_of(fx, b->stream, false);
     uint32_t c = class_of(b->size);
     s->count++;
-    if (vt_likely(!s->roots[c])) {
+    if (vt__likely(!s->roots[c])) {
         b->left = b->right = b->parent = NULL;
         b->height = 1;
         s->roots[c] = b;
@@ -281,7 +281,7 @@ void vt__index_remove(vt__findex *fx, vt__block *b)
     vt__sindex *s = stream_of(fx, b->stream, false);
     uint32_t c = class_of(b->size);
     s->count--;
-    if (vt_likely(s->roots[c] == b && !b->left && !b->right))
+    if (vt__likely(s->roots[c] == b && !b->left && !b->right))
         s->roots[c] = NULL;   /* the class's only block */
     else
         tree_remove(&s->roots[c], b);

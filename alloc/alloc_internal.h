@@ -193,7 +193,7 @@ typedef struct vt__heap {
 /* The freed-start bits of a segment (alloc_badfree.c). */
 static inline void vt__seg_set_freed(vt__segment *s, uint64_t addr, bool on)
 {
-    if (vt_unlikely(!s->freed))
+    if (vt__unlikely(!s->freed))
         return;
     uint64_t i = (addr - s->addr) / VT_MIN_BLOCK;
     if (on)
@@ -291,7 +291,7 @@ static inline void vt__heap_lock(vt__heap *h)
 {
     vt__heap_locks_held++;
     atomic_signal_fence(memory_order_seq_cst);
-    if (vt_unlikely(atomic_exchange_explicit(&h->lock, 1, memory_order_acquire)))
+    if (vt__unlikely(atomic_exchange_explicit(&h->lock, 1, memory_order_acquire)))
         vt__heap_lock_slow(h);
 }
 
@@ -369,7 +369,7 @@ static inline void vt__ipc_refresh(const vt__conf *cfg)
 {
     if (cfg->ipc_safe != VT_IPC_SAFE_AUTO || atomic_load_explicit(&vt__ipc_on, memory_order_relaxed))
         return;
-    if (vt_likely(atomic_load_explicit(&vt__ipc_loads_gen, memory_order_relaxed) ==
+    if (vt__likely(atomic_load_explicit(&vt__ipc_loads_gen, memory_order_relaxed) ==
                   atomic_load_explicit(&vt__ipc_scanned_gen, memory_order_relaxed)))
         return;
     vt__ipc_scan();

@@ -64,7 +64,7 @@ atomic_uint vt__ipc_loads_gen = 1;         /* bumped by the dlopen and dlsym hoo
 atomic_uint vt__ipc_scanned_gen;           /* the generation last scanned */
 static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-vt_no_sanitize void vt__alloc_ipc_loads_changed(void)
+vt__no_sanitize void vt__alloc_ipc_loads_changed(void)
 {
     atomic_fetch_add_explicit(&vt__ipc_loads_gen, 1, memory_order_relaxed);
 }

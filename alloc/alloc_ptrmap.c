@@ -38,7 +38,7 @@ static int grow(vt__ptrmap *m)
 
 int vt__ptrmap_put(vt__ptrmap *m, uint64_t key, vt__block *b)
 {
-    if (vt_unlikely((m->count + 1) * 2 > m->mask + 1) && grow(m))
+    if (vt__unlikely((m->count + 1) * 2 > m->mask + 1) && grow(m))
         return -1;
     uint64_t i = slot(m, key);
     while (m->keys[i] && m->keys[i] != key)
@@ -52,7 +52,7 @@ int vt__ptrmap_put(vt__ptrmap *m, uint64_t key, vt__block *b)
 
 vt__block *vt__ptrmap_get(const vt__ptrmap *m, uint64_t key)
 {
-    if (vt_unlikely(!m->keys))
+    if (vt__unlikely(!m->keys))
         return NULL;
     uint64_t i = slot(m, key);
     for (;;) {
@@ -67,7 +67,7 @@ vt__block *vt__ptrmap_get(const vt__ptrmap *m, uint64_t key)
 
 vt__block *vt__ptrmap_del(vt__ptrmap *m, uint64_t key)
 {
-    if (vt_unlikely(!m->keys))
+    if (vt__unlikely(!m->keys))
         return NULL;
     uint64_t i = slot(m, key);
     while (m->keys[i] != key) {

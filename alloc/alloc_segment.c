@@ -131,7 +131,7 @@ void vt__seg_detach(vt__heap *h, vt__segment *s, vt__segment **list)
  * synchronizes the device: other threads must not wait for that). */
 int vt__release_detached(vt__heap *h, vt__segment *list)
 {
-    if (vt_unlikely(h->retired)) {   /* dead segments that became free: along too */
+    if (vt__unlikely(h->retired)) {   /* dead segments that became free: along too */
         vt__segment *t = h->retired;
         while (t->next)
             t = t->next;

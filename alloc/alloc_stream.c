@@ -26,7 +26,7 @@ uint64_t vt__stream_key(uint64_t raw)
     if (raw == 1)
         return 0;
     if (raw == 2) {
-        if (vt_unlikely(!my_ptds))
+        if (vt__unlikely(!my_ptds))
             my_ptds = VT_PTDS_KEY_BIT | (atomic_fetch_add(&ptds_serial, 1) + 1);
         return my_ptds;
     }

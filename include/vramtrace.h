@@ -98,6 +98,17 @@ VT_API void *vt_malloc(ssize_t size, int device, cudaStream_t stream);
  * trace and changes nothing. */
 VT_API void vt_free(void *ptr, ssize_t size, int device, cudaStream_t stream);
 
+/*! vt_torch_malloc(), vt_torch_free() :
+ * vt_malloc and vt_free as PyTorch's CUDAPluggableAllocator should load them,
+ * exported by libvramtrace_torch.so (installed next to libvramtrace.so; what
+ * vramtrace.torch.use_allocator() hands PyTorch): PyTorch does not check the
+ * pointer a pluggable allocator returns, so vt_torch_malloc throws a C++
+ * exception (a std::bad_alloc, "CUDA out of memory (vramtrace): ...") where
+ * vt_malloc returns NULL for a non-empty request, which PyTorch raises as a
+ * RuntimeError. vt_torch_free is vt_free. Not in libvramtrace.so itself. */
+VT_API void *vt_torch_malloc(ssize_t size, int device, cudaStream_t stream);
+VT_API void vt_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream);
+
 /*! vt_record_stream() :
  * The block holding `ptr` is (also) used by work on `stream`. When it is
  * freed, an event is recorded on every such stream and the block is reused

@@ -68,7 +68,7 @@ HK_EARLY static void *real_by_version(const char *name)
     HK_EARLY static fn_type real_##name(void)                               \
     {                                                                       \
         fn_type f = atomic_load_explicit(&(cache), memory_order_acquire);   \
-        if (vt_likely(f != NULL))                                           \
+        if (vt__likely(f != NULL))                                           \
             return f;                                                       \
         void *p = real_by_version(#name);                                   \
         if (!p)                                                             \
@@ -110,7 +110,7 @@ HK_EARLY void *vt__hk_dlsym_route(void *handle, const char *name, const void *ca
 {
     (void)handle;
     dlsym_fn f = real_dlsym();
-    if (vt_unlikely(f == NULL))
+    if (vt__unlikely(f == NULL))
         return NULL;
     void *target;
     /* An embedder looks up libpython's entry points after loading it: the
@@ -166,7 +166,7 @@ static _Atomic(dlclose_fn) real_dlclose_fn;
 static int dlclose_common(void *handle)
 {
     dlclose_fn f = atomic_load_explicit(&real_dlclose_fn, memory_order_acquire);
-    if (vt_unlikely(f == NULL)) {
+    if (vt__unlikely(f == NULL)) {
         void *p = real_by_version("dlclose");
         if (!p)
             return -1;   /* no dlclose in this process: dlerror() has the reason */

@@ -54,8 +54,8 @@ __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 #define SELF_CALLER() vt__hk_is_self(__builtin_return_address(0))
 /* Our own calls, and an observed framework allocator's (vt_pool_observe):
  * its segments reach the device as without us, and its observer records them. */
-#define PASS() (vt_unlikely(vt__hk_guard != 0) || vt_unlikely(SELF_CALLER())                  \
-                || vt_unlikely(vt__pool_caller(__builtin_return_address(0))))
+#define PASS() (vt__unlikely(vt__hk_guard != 0) || vt__unlikely(SELF_CALLER())                  \
+                || vt__unlikely(vt__pool_caller(__builtin_return_address(0))))
 
 #define REAL HK_DRV_REAL   /* hooks_internal.h */
 
@@ -152,7 +152,7 @@ int vt__hk_stream_device(const void *handle, uint64_t stream, int *dev, bool *ca
         return CUDA_ERROR_NOT_INITIALIZED;
     CUdevice cd = 0;
     CUresult r;
-    if (vt_likely(d->cuStreamGetDevice != NULL) && vt_likely(!cap)) {
+    if (vt__likely(d->cuStreamGetDevice != NULL) && vt__likely(!cap)) {
         r = d->cuStreamGetDevice(s, &cd);
     } else {
         r = ctx_device(dev);
@@ -226,7 +226,7 @@ HK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = ctx_device(&dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (vt_unlikely((r = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+    if (vt__unlikely((r = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
         return r;   /* a capture prohibits it (capture_modes.c) */
     return alloc_on(dev, dptr, bytesize, VT_NO_STREAM);   /* usable on every stream at once */
 }
@@ -246,7 +246,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
     CUresult r = (CUresult)vt__hk_stream_device(s, stream, &dev, &graph);
     if (r != CUDA_SUCCESS)
         return r;
-    if (vt_unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
+    if (vt__unlikely(graph || vt__hk_pool_is_programs(dev))) {   /* program_pools.c */
         if (!real)
             return CUDA_ERROR_NOT_INITIALIZED;
         CUresult r_;
@@ -256,7 +256,7 @@ static CUresult alloc_async(enum vt__hk_drv e, CUdeviceptr *dptr, size_t bytes, 
                                graph ? VT_PASS_GRAPH : VT_PASS_FROM_POOL, false);
         return r;
     }
-    if (vt_unlikely((r = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+    if (vt__unlikely((r = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
         return r;   /* another stream's capture prohibits it (capture_modes.c) */
     return alloc_on(dev, dptr, bytes, stream);
 }
@@ -313,7 +313,7 @@ HK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         cr = pointer_device(dptr, &dev);
     if (cr != CUDA_SUCCESS)
         return cr;
-    if (vt_unlikely((cr = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+    if (vt__unlikely((cr = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
         return cr;   /* a capture prohibits it (capture_modes.c) */
     HK_ENTER();
     if (vt__config()->free_sync) {
@@ -346,12 +346,12 @@ static CUresult free_async(enum vt__hk_drv e, CUdeviceptr dptr, CUstream s, bool
     CUresult cr = (CUresult)vt__hk_stream_device(s, stream, &dev, &capturing);
     if (cr != CUDA_SUCCESS)
         return cr;
-    if (vt_unlikely(capturing)) {
+    if (vt__unlikely(capturing)) {
         if (vt__alloc_owns((const void *)(uintptr_t)dptr))
             return CUDA_ERROR_INVALID_VALUE;   /* allocated before the capture: refused (above) */
         return free_foreign(NULL, real, dptr, s, stream, dev);
     }
-    if (vt_unlikely((cr = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
+    if (vt__unlikely((cr = (CUresult)vt__hk_capture_refusal()) != CUDA_SUCCESS))
         return cr;   /* another stream's capture prohibits it (capture_modes.c) */
     HK_ENTER();
     int rc = vt__alloc_free((void *)(uintptr_t)dptr, stream, VT_FREE_ON_STREAM);

@@ -28,7 +28,7 @@
 /* For code our dlsym runs on behalf of a sanitizer runtime that is still
  * initializing (ASan resolves its interceptors with dlsym before its shadow
  * memory exists): such code must not be instrumented. */
-#define HK_EARLY vt_no_sanitize
+#define HK_EARLY vt__no_sanitize
 
 #define HK_EXPORT __attribute__((visibility("default")))
 
@@ -194,7 +194,7 @@ extern atomic_int vt__hk_strict_captures;
 int vt__hk_capture_refusal_slow(void);
 static inline int vt__hk_capture_refusal(void)
 {
-    if (vt_likely(atomic_load_explicit(&vt__hk_strict_captures, memory_order_relaxed) == 0))
+    if (vt__likely(atomic_load_explicit(&vt__hk_strict_captures, memory_order_relaxed) == 0))
         return 0;   /* nothing can be prohibited: no capture outside relaxed mode */
     return vt__hk_capture_refusal_slow();
 }

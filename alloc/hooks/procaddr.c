@@ -126,7 +126,7 @@ static void *driver_lib(void)
 void *vt__hk_drv_real(enum vt__hk_drv e)
 {
     void *p = atomic_load_explicit(&real_fn[e], memory_order_acquire);
-    if (vt_likely(p != NULL) || atomic_load_explicit(&real_tried[e], memory_order_acquire))
+    if (vt__likely(p != NULL) || atomic_load_explicit(&real_tried[e], memory_order_acquire))
         return p;
     void *lib = driver_lib();
     if (!lib)

@@ -119,7 +119,7 @@ static void *rt_lookup(const char *name)
 static void *rt_real(enum rt_fn e)
 {
     void *p = atomic_load_explicit(&rt_fn_ptr[e], memory_order_acquire);
-    if (vt_likely(p != NULL))
+    if (vt__likely(p != NULL))
         return p;
     p = rt_lookup(rt_names[e]);
     if (p)
@@ -206,8 +206,8 @@ static cudaError_t rt_enter(int *dev)
 {
     const vt__driver_api *d = vt__driver();
     CUdevice cd;
-    if (vt_likely(d != NULL && d->cuCtxGetDevice != NULL)
-        && vt_likely(d->cuCtxGetDevice(&cd) == CUDA_SUCCESS)) {
+    if (vt__likely(d != NULL && d->cuCtxGetDevice != NULL)
+        && vt__likely(d->cuCtxGetDevice(&cd) == CUDA_SUCCESS)) {
         *dev = (int)cd;
         return cudaSuccess;
     }
@@ -271,7 +271,7 @@ static cudaError_t rt_stream_enter(const void *handle, uint64_t stream, int *dev
 static cudaError_t rt_cache_malloc(int dev, size_t size, uint64_t stream, void **devPtr)
 {
     int refused = vt__hk_capture_refusal();
-    if (vt_unlikely(refused))
+    if (vt__unlikely(refused))
         return rt_fail((cudaError_t)refused);
     HK_ENTER();
     int e = vt__alloc_malloc(dev, size, stream, devPtr);
@@ -292,8 +292,8 @@ HK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     /* An observed framework allocator's segment (vt_pool_observe): the
      * device's, as without us; its observer records it. */
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0
-        || vt_unlikely(vt__pool_caller(__builtin_return_address(0))))
+    if (vt__unlikely(vt__hk_guard != 0) || !devPtr || size == 0
+        || vt__unlikely(vt__pool_caller(__builtin_return_address(0))))
         CALL_REAL(cudaMalloc, devPtr, size);
     return rt_alloc(devPtr, size, NULL, VT_NO_STREAM);   /* usable on every stream at once */
 }
@@ -310,7 +310,7 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
     cudaError_t r = rt_stream_enter(s, stream, &dev, &graph);
     if (r != cudaSuccess)
         return r;
-    if (vt_likely(!graph && !vt__hk_pool_is_programs(dev)))
+    if (vt__likely(!graph && !vt__hk_pool_is_programs(dev)))
         return rt_cache_malloc(dev, size, stream, devPtr);
     cudaError_t (*f)(void **, size_t, cudaStream_t);
     void *p = rt_real(e);
@@ -328,7 +328,7 @@ static cudaError_t rt_alloc_async(enum rt_fn e, void **devPtr, size_t size, cuda
 
 HK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+    if (vt__unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync, devPtr, size,
                   hStream);
     return rt_alloc_async(RT_cudaMallocAsync, devPtr, size, hStream, false);
@@ -337,7 +337,7 @@ VT_V13(cudaMallocAsync)
 
 HK_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
+    if (vt__unlikely(vt__hk_guard != 0) || !devPtr || size == 0)
         CALL_REAL(cudaMallocAsync_ptsz, devPtr,
                   size, hStream);
     return rt_alloc_async(RT_cudaMallocAsync_ptsz, devPtr, size, hStream, true);
@@ -373,16 +373,16 @@ static cudaError_t foreign_free_done(const void *p, uint64_t stream, cudaError_t
 HK_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     /* NULL: the real cudaFree(NULL) initializes the context, as programs expect. */
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
+    if (vt__unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFree, devPtr);
-    if (vt_unlikely(vt__pool_caller(__builtin_return_address(0))) && !vt__alloc_owns(devPtr))
+    if (vt__unlikely(vt__pool_caller(__builtin_return_address(0))) && !vt__alloc_owns(devPtr))
         CALL_REAL(cudaFree, devPtr);   /* an observed framework's segment */
     int dev;
     cudaError_t r = rt_enter(&dev);
     if (r != cudaSuccess)
         return r;
     int refused = vt__hk_capture_refusal();   /* capture_modes.c */
-    if (vt_unlikely(refused))
+    if (vt__unlikely(refused))
         return rt_fail((cudaError_t)refused);
     if (vt__config()->free_sync) {
         cudaError_t (*sync)(void);
@@ -409,11 +409,11 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
     cudaError_t r = rt_stream_enter(handle, stream, &dev, &capturing);
     if (r != cudaSuccess)
         return r;
-    if (vt_unlikely(capturing))   /* memory from before the capture: refused (driver_hooks.c) */
+    if (vt__unlikely(capturing))   /* memory from before the capture: refused (driver_hooks.c) */
         return vt__alloc_owns(devPtr) ? rt_fail(cudaErrorInvalidValue)
                                       : (cudaError_t)VT_ALLOC_NOT_OWNED;
     int refused = vt__hk_capture_refusal();   /* another stream's capture (capture_modes.c) */
-    if (vt_unlikely(refused))
+    if (vt__unlikely(refused))
         return rt_fail((cudaError_t)refused);
     HK_ENTER();
     int e = vt__alloc_free(devPtr, stream, VT_FREE_ON_STREAM);
@@ -423,7 +423,7 @@ static cudaError_t rt_free_async(void *devPtr, const void *handle, uint64_t stre
 
 HK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
+    if (vt__unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, false));
     if ((int)e == VT_ALLOC_NOT_OWNED)
@@ -434,7 +434,7 @@ VT_V13(cudaFreeAsync)
 
 HK_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-    if (vt_unlikely(vt__hk_guard != 0) || !devPtr)
+    if (vt__unlikely(vt__hk_guard != 0) || !devPtr)
         CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream);
     cudaError_t e = rt_free_async(devPtr, hStream, hk_stream(hStream, true));
     if ((int)e == VT_ALLOC_NOT_OWNED)

@@ -35,7 +35,7 @@ def _build() -> Any:
         what="the observer of PyTorch's CUDA allocator",
         include_dirs=_native_build.cuda_include_dirs(),
         ldflags=[f"-L{_native_build.torch_lib_dir()}", "-lc10_cuda"])
-    fn = lib.vt_torch_pool_attach
+    fn = lib.pool_observer_attach
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int
     return fn

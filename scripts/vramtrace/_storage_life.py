@@ -88,7 +88,7 @@ class StorageLife:
 
     def read_with(self, reader: Any) -> None:
         """Read storages with ``reader`` (the op observer's
-        vt_obs_storage_now, a ctypes function) from now on; None: through
+        trackobs_storage_now, a ctypes function) from now on; None: through
         Python again, whose ``data_ptr()`` materializes a copy-on-write
         storage -- a copy the program did not make."""
         self._reader = reader

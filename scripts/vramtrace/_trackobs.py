@@ -69,16 +69,16 @@ class Observer:
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib
-        lib.vt_obs_install.argtypes = [ctypes.py_object] * 4 + [ctypes.c_void_p] * 5
-        lib.vt_obs_install.restype = ctypes.c_int
-        lib.vt_obs_uninstall.argtypes = []
-        lib.vt_obs_uninstall.restype = None
-        lib.vt_obs_join.argtypes = []
-        lib.vt_obs_join.restype = ctypes.c_int
-        lib.vt_obs_storage_now.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
-        lib.vt_obs_storage_now.restype = ctypes.c_int
-        lib.vt_obs_storage_use_count.argtypes = [ctypes.c_uint64]
-        lib.vt_obs_storage_use_count.restype = ctypes.c_uint64
+        lib.trackobs_install.argtypes = [ctypes.py_object] * 4 + [ctypes.c_void_p] * 5
+        lib.trackobs_install.restype = ctypes.c_int
+        lib.trackobs_uninstall.argtypes = []
+        lib.trackobs_uninstall.restype = None
+        lib.trackobs_join.argtypes = []
+        lib.trackobs_join.restype = ctypes.c_int
+        lib.trackobs_storage_now.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+        lib.trackobs_storage_now.restype = ctypes.c_int
+        lib.trackobs_storage_use_count.argtypes = [ctypes.c_uint64]
+        lib.trackobs_storage_use_count.restype = ctypes.c_uint64
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda seq: 0, lend: int = 0, gc_api: int = 0,
@@ -99,7 +99,7 @@ class Observer:
         engine_frames is asked (0: ask it always). ``marking``: the address
         of the thread ident doing a mark's work now (Dispatcher.marking_address;
         another thread's op waits for it; 0: none waits)."""
-        if self._lib.vt_obs_install(on_owner, on_other, op_for, engine_frames,
+        if self._lib.trackobs_install(on_owner, on_other, op_for, engine_frames,
                                     lend or None, gc_api or None, lent_reader or None,
                                     lent_table or None, marking or None) != 0:
             raise RuntimeError("vramtrace's op observer is installed already")
@@ -108,43 +108,43 @@ class Observer:
         """Hand this thread's ops over too, as the installing thread's (its
         backward's engine threads' as theirs), until uninstall(); False
         when it is not installed."""
-        return self._lib.vt_obs_join() == 0
+        return self._lib.trackobs_join() == 0
 
     def uninstall(self) -> None:
         """Stop handing ops over."""
-        self._lib.vt_obs_uninstall()
+        self._lib.trackobs_uninstall()
 
     @property
     def make_weak_address(self) -> int:
-        """The address of its vt_obs_make_weak (scripts/vramtrace/native/trackobs/
+        """The address of its trackobs_make_weak (scripts/vramtrace/native/trackobs/
         tensor_facts.h), for _trackfast's Dispatcher.weak_maker."""
-        return ctypes.cast(self._lib.vt_obs_make_weak, ctypes.c_void_p).value or 0
+        return ctypes.cast(self._lib.trackobs_make_weak, ctypes.c_void_p).value or 0
 
     @property
     def drain_address(self) -> int:
-        """The address of its vt_obs_drain (the engine threads' ops it holds
+        """The address of its trackobs_drain (the engine threads' ops it holds
         back, handed over now), for _trackfast's Dispatcher.engine_drainer."""
-        return ctypes.cast(self._lib.vt_obs_drain, ctypes.c_void_p).value or 0
+        return ctypes.cast(self._lib.trackobs_drain, ctypes.c_void_p).value or 0
 
     @property
     def storage_now(self) -> Any:
-        """Its vt_obs_storage_now(handle, out) as a ctypes function: where a
+        """Its trackobs_storage_now(handle, out) as a ctypes function: where a
         storage is now, read without materializing a copy-on-write one (for
         StorageLife.read_with)."""
-        return self._lib.vt_obs_storage_now
+        return self._lib.trackobs_storage_now
 
     @property
     def storage_now_address(self) -> int:
-        """The address of vt_obs_storage_now, for _trackfast's
+        """The address of trackobs_storage_now, for _trackfast's
         Dispatcher.storage_reader."""
-        return ctypes.cast(self._lib.vt_obs_storage_now, ctypes.c_void_p).value or 0
+        return ctypes.cast(self._lib.trackobs_storage_now, ctypes.c_void_p).value or 0
 
     @property
     def use_count_address(self) -> int:
-        """The address of vt_obs_storage_use_count (a storage's strong count
+        """The address of trackobs_storage_use_count (a storage's strong count
         through its weak handle, torch._C._storage_Use_Count's reading), for
         _trackfast's Dispatcher.use_counter."""
-        return ctypes.cast(self._lib.vt_obs_storage_use_count, ctypes.c_void_p).value or 0
+        return ctypes.cast(self._lib.trackobs_storage_use_count, ctypes.c_void_p).value or 0
 
 
 def op_for(name: str, overload: str) -> Any:

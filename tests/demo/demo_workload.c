@@ -24,13 +24,13 @@
 #define LAYERS 6
 #define HISTORY 8
 
-static int (*vt_mark_fn)(const char *);
-static uint64_t (*vt_tensor_new_fn)(const void *, size_t, uint64_t, const char *);
-static void (*vt_tensor_use_fn)(uint64_t);
-static void (*vt_tensor_drop_fn)(uint64_t);
-static uint64_t (*vt_holder_new_fn)(const char *);
-static int (*vt_ref_fn)(uint64_t, uint64_t, const char *);
-static int (*vt_unref_fn)(uint64_t, uint64_t);
+static int (*mark_fn)(const char *);
+static uint64_t (*tensor_new_fn)(const void *, size_t, uint64_t, const char *);
+static void (*tensor_use_fn)(uint64_t);
+static void (*tensor_drop_fn)(uint64_t);
+static uint64_t (*holder_new_fn)(const char *);
+static int (*ref_fn)(uint64_t, uint64_t, const char *);
+static int (*unref_fn)(uint64_t, uint64_t);
 
 /* POSIX's way to store a dlsym result in a function pointer without a
  * pedantic object-to-function cast. */
@@ -38,22 +38,22 @@ static int (*vt_unref_fn)(uint64_t, uint64_t);
 
 static void find_vramtrace(void)
 {
-    LOOKUP(vt_mark_fn, "vt_mark");
-    LOOKUP(vt_tensor_new_fn, "vt_tensor_new");
-    LOOKUP(vt_tensor_use_fn, "vt_tensor_use");
-    LOOKUP(vt_tensor_drop_fn, "vt_tensor_drop");
-    LOOKUP(vt_holder_new_fn, "vt_holder_new");
-    LOOKUP(vt_ref_fn, "vt_ref");
-    LOOKUP(vt_unref_fn, "vt_unref");
+    LOOKUP(mark_fn, "vt_mark");
+    LOOKUP(tensor_new_fn, "vt_tensor_new");
+    LOOKUP(tensor_use_fn, "vt_tensor_use");
+    LOOKUP(tensor_drop_fn, "vt_tensor_drop");
+    LOOKUP(holder_new_fn, "vt_holder_new");
+    LOOKUP(ref_fn, "vt_ref");
+    LOOKUP(unref_fn, "vt_unref");
 }
 
-static void mark(const char *label) { if (vt_mark_fn) vt_mark_fn(label); }
+static void mark(const char *label) { if (mark_fn) mark_fn(label); }
 static uint64_t tensor_new(const void *p, size_t n, const char *name)
 {
-    return vt_tensor_new_fn ? vt_tensor_new_fn(p, n, 0, name) : 0;
+    return tensor_new_fn ? tensor_new_fn(p, n, 0, name) : 0;
 }
-static void tensor_use(uint64_t id) { if (vt_tensor_use_fn && id) vt_tensor_use_fn(id); }
-static void tensor_drop(uint64_t id) { if (vt_tensor_drop_fn && id) vt_tensor_drop_fn(id); }
+static void tensor_use(uint64_t id) { if (tensor_use_fn && id) tensor_use_fn(id); }
+static void tensor_drop(uint64_t id) { if (tensor_drop_fn && id) tensor_drop_fn(id); }
 
 #define CHECK(call)                                                          \
     do {                                                                     \
@@ -123,7 +123,7 @@ int main(void)
 
     /* The bug: the last activation of every step is kept in `history`. */
     struct buffer history[HISTORY] = { 0 };
-    uint64_t history_holder = vt_holder_new_fn ? vt_holder_new_fn("Trainer.history") : 0;
+    uint64_t history_holder = holder_new_fn ? holder_new_fn("Trainer.history") : 0;
 
     for (int step = 0; step < STEPS; step++) {
         char label[32];
@@ -138,14 +138,14 @@ int main(void)
 
         struct buffer *slot = &history[step % HISTORY];
         if (slot->ptr) {
-            if (vt_unref_fn) vt_unref_fn(history_holder, slot->tensor);
+            if (unref_fn) unref_fn(history_holder, slot->tensor);
             release(slot);
         }
         *slot = acts[LAYERS - 1];
-        if (vt_ref_fn) {
+        if (ref_fn) {
             char idx[16];
             snprintf(idx, sizeof idx, "[%d]", step % HISTORY);
-            vt_ref_fn(history_holder, slot->tensor, idx);
+            ref_fn(history_holder, slot->tensor, idx);
         }
         CHECK(cudaStreamSynchronize(compute));
     }

@@ -681,7 +681,7 @@ def test_copy_on_write_tensors_stay_copy_on_write_and_share_their_memory(
     # torch._lazy_clone: two StorageImpls on one memory until one is written.
     # Reading a storage's address through Python (data_ptr()) would give the
     # program copies it never made; the tracker reads it in C++
-    # (vt_obs_storage_now, the facts; torch._C._data_address for tensors),
+    # (trackobs_storage_now, the facts; torch._C._data_address for tensors),
     # also when the observer is busy (installed for another thread's tracker,
     # here by hand) and this tracker uses the mode; and it keeps the memory
     # open while either storage lives.
@@ -871,11 +871,11 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
 def test_the_observers_use_count_reads_what_torchs_does(observer):
     # A storage left without tracked tensors is asked whether anything else
     # holds it (storages.c orphaned()) through the observer's C reader
-    # (vt_obs_storage_use_count) instead of torch._C._storage_Use_Count:
+    # (trackobs_storage_use_count) instead of torch._C._storage_Use_Count:
     # both read the same count, for a storage with and without a Python
     # object, held by more tensors, and gone.
     use_count = torch._C._storage_Use_Count
-    ours = observer._lib.vt_obs_storage_use_count
+    ours = observer._lib.trackobs_storage_use_count
     x = torch.arange(10.)
     handle = x.untyped_storage()._weak_ref()
     try:

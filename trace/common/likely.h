@@ -5,14 +5,14 @@
 #ifndef VT_COMMON_LIKELY_H
 #define VT_COMMON_LIKELY_H
 
-#define vt_likely(x)   __builtin_expect(!!(x), 1)
-#define vt_unlikely(x) __builtin_expect(!!(x), 0)
+#define vt__likely(x)   __builtin_expect(!!(x), 1)
+#define vt__unlikely(x) __builtin_expect(!!(x), 0)
 
 /* Not instrumented by ASan, TSan or UBSan: for code that a sanitizer runtime
  * reaches through our dlsym while it initializes (TSan's instrumentation of a
  * function entry faults before its thread state exists), and for signal
  * handler paths the runtimes must not see. */
-#define vt_no_sanitize __attribute__((no_sanitize("address", "thread", "undefined")))
+#define vt__no_sanitize __attribute__((no_sanitize("address", "thread", "undefined")))
 
 /* 1 in a ThreadSanitizer build: GCC defines __SANITIZE_THREAD__, Clang has
  * the feature. */

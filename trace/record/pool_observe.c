@@ -70,7 +70,7 @@ void vt_pool_unseen(void)
 bool vt__pool_caller(const void *ret)
 {
     uintptr_t hi = atomic_load_explicit(&pool_hi, memory_order_acquire);
-    if (vt_likely(hi == 0))
+    if (vt__likely(hi == 0))
         return false;
     uintptr_t lo = atomic_load_explicit(&pool_lo, memory_order_relaxed);
     return (uintptr_t)ret - lo < hi - lo;

@@ -56,7 +56,7 @@ int vt__rec_init(void);
 static inline bool vt__rec_on(void)
 {
     int s = atomic_load_explicit(&vt__rec_state, memory_order_acquire);
-    if (vt_likely(s == VT_REC_ON))
+    if (vt__likely(s == VT_REC_ON))
         return true;
     if (s == VT_REC_OFF)
         return false;
@@ -76,7 +76,7 @@ extern bool vt__time_tsc;
 static inline uint64_t vt__now_raw(void)
 {
 #if defined(__x86_64__)
-    if (vt_likely(vt__time_tsc)) {
+    if (vt__likely(vt__time_tsc)) {
         uint32_t lo, hi;
         __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
         return (uint64_t)hi << 32 | lo;

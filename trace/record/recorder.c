@@ -122,7 +122,7 @@ bool vt__trace_enabled(void)
 uint32_t vt__rec_thread_id(void)
 {
     uint32_t t = my_thread;
-    if (vt_unlikely(t == 0))
+    if (vt__unlikely(t == 0))
         my_thread = t = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
     return t;
 }
@@ -136,7 +136,7 @@ uint64_t vt__now_ns(void)
 
 VT_REC_TEXT uint64_t vt__trace_event(const vt__event_rec *e)
 {
-    if (vt_unlikely(!vt__rec_on()))
+    if (vt__unlikely(!vt__rec_on()))
         return 0;
     vt__ring_rec r = {
         .time_ns = vt__now_raw(), .stream = e->stream, .addr = e->addr,

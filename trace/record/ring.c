@@ -114,7 +114,7 @@ static inline void populate_ahead(uint64_t seq)
 {
     /* seq's chunk was committed when the one before it began; commit the
      * next. Only on the first lap: seq <= mask there. */
-    if (vt_unlikely((seq & (CHUNK_SLOTS - 1)) == 0) && seq <= mask)
+    if (vt__unlikely((seq & (CHUNK_SLOTS - 1)) == 0) && seq <= mask)
         populate(seq / CHUNK_SLOTS + 1);
 }
 

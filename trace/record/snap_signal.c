@@ -90,7 +90,7 @@ static sigaction_fn real_sigaction;
  * runtime installs its own handlers through them while it starts, before
  * it could run instrumented code. They and what they call are left
  * uninstrumented. */
-#define NO_SANITIZE vt_no_sanitize
+#define NO_SANITIZE vt__no_sanitize
 
 /* Resolved before anything else of ours runs (the program's constructors
  * may already call sigaction). */

@@ -165,11 +165,11 @@ static void ts_forget_walks(tstate *t, uint32_t gen)
 static tstate *ts_get(void)
 {
     tstate *t = my_ts;
-    if (vt_likely(t != NULL)) {
+    if (vt__likely(t != NULL)) {
         if (t == TS_DEAD)
             return NULL;
         uint32_t gen = atomic_load_explicit(&modules_gen, memory_order_relaxed);
-        if (vt_unlikely(t->modules_gen != gen))
+        if (vt__unlikely(t->modules_gen != gen))
             ts_forget_walks(t, gen);
         return t;
     }
@@ -332,7 +332,7 @@ static uint32_t finish(void *const *buf, int n, unsigned d, unsigned sl, tstate 
         h = mix(h, ips[i]);
     }
     h |= 1;
-    if (vt_likely(ts != NULL)) {
+    if (vt__likely(ts != NULL)) {
         unsigned slot = (unsigned)(h >> 40) & (CACHE_SLOTS - 1);
         if (ts->key[slot] == h) {
             ts->hits++;
@@ -528,7 +528,7 @@ VT_REC_TEXT static uint32_t capture(void)
         return 0;
     tstate *ts = ts_get();
 #ifdef FAST_PATH
-    if (vt_likely(ts != NULL) && ts->stack_hi) {
+    if (vt__likely(ts != NULL) && ts->stack_hi) {
         uintptr_t sp, bp, ra = (uintptr_t)__builtin_return_address(0);
         __asm__ volatile("mov %%rsp, %0\n\tmov %%rbp, %1" : "=r"(sp), "=r"(bp));
         if (bp - sp >= ts->stack_hi - sp)
@@ -604,7 +604,7 @@ unwind:
     ;
     void *buf[VT_STACK_MAX_DEPTH + MAX_SLACK];
     unsigned sl = atomic_load_explicit(&slack, memory_order_relaxed);
-    if (vt_likely(ts != NULL))
+    if (vt__likely(ts != NULL))
         ts->stats.unwinds++;
     int n = unwind_ips(buf, (int)(d + sl));
     return finish(buf, n, d, sl, ts);
@@ -778,7 +778,7 @@ static inline void note_backward(const tstate *ts, uint32_t back)
             atomic_store_explicit(&backward_owner, ts, memory_order_relaxed);
             atomic_store_explicit(&backward_lent, back, memory_order_release);
         }
-    } else if (vt_unlikely(atomic_load_explicit(&backward_lent, memory_order_relaxed) != 0) &&
+    } else if (vt__unlikely(atomic_load_explicit(&backward_lent, memory_order_relaxed) != 0) &&
                atomic_load_explicit(&backward_owner, memory_order_relaxed) == ts) {
         atomic_store_explicit(&backward_lent, 0, memory_order_release);
     }
@@ -796,7 +796,7 @@ static inline __attribute__((always_inline)) uint32_t capture_native(void)
     if (ts != NULL && ts != TS_DEAD && ts->lent)
         return with_lent_frames(native, ts, ts->lent);
     uint32_t back = atomic_load_explicit(&backward_lent, memory_order_acquire);
-    return vt_unlikely(back != 0) ? with_lent_frames(native, ts_get(), back) : native;
+    return vt__unlikely(back != 0) ? with_lent_frames(native, ts_get(), back) : native;
 }
 
 VT_REC_TEXT static uint32_t capture_with_python(void)
@@ -819,7 +819,7 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
     for (int i = 0; i < n; i++)
         h = h * UINT64_C(0xff51afd7ed558ccd) ^ py_frame_key(&py[i]);
     h = mix(h, (uint64_t)n) | 1;
-    if (vt_likely(ts != NULL)) {
+    if (vt__likely(ts != NULL)) {
         ts->stats.python++;
         if (ts->pykey[merged_slot(h)] == h) {
             note_backward(ts, ts->pyback[merged_slot(h)]);
@@ -852,7 +852,7 @@ VT_REC_TEXT static uint32_t capture_with_python(void)
  * looks symbols up. */
 /* Called by the dlopen and dlsym hooks, also while a sanitizer runtime
  * resolves its interceptors through our dlsym before it has initialized. */
-vt_no_sanitize void vt__trace_modules_loaded(void)
+vt__no_sanitize void vt__trace_modules_loaded(void)
 {
     atomic_fetch_add_explicit(&loads_gen, 1, memory_order_relaxed);
 }
@@ -880,7 +880,7 @@ static inline bool python_known(void)
     if (atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE)
         return true;
     uint32_t gen = atomic_load_explicit(&loads_gen, memory_order_relaxed);
-    if (vt_likely(gen == atomic_load_explicit(&py_probed_gen, memory_order_relaxed)))
+    if (vt__likely(gen == atomic_load_explicit(&py_probed_gen, memory_order_relaxed)))
         return false;
     look_for_python_again(gen);
     return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE;
@@ -888,7 +888,7 @@ static inline bool python_known(void)
 
 VT_REC_TEXT uint32_t vt__stack_capture(void)
 {
-    if (vt_unlikely(!vt__rec_on()))
+    if (vt__unlikely(!vt__rec_on()))
         return 0;
     if (depth && python_known())
         return capture_with_python();
@@ -897,7 +897,7 @@ VT_REC_TEXT uint32_t vt__stack_capture(void)
 
 VT_REC_TEXT uint32_t vt__stack_capture_free(void)
 {
-    if (vt_unlikely(!vt__rec_on()) || !free_stacks)
+    if (vt__unlikely(!vt__rec_on()) || !free_stacks)
         return 0;
     if (depth && python_known())
         return capture_with_python();

@@ -243,7 +243,7 @@ void put_why(char *why, size_t len, const std::string &s)
 // vt_pool_observe. Returns 0; 1 when PyTorch uses another allocator than its
 // caching one (nothing to observe: `why` says which); -1 with the reason in
 // `why` when attaching failed.
-extern "C" int vt_torch_pool_attach(void *event, void *observe, char *why, size_t len)
+extern "C" int pool_observer_attach(void *event, void *observe, char *why, size_t len)
 {
     if (attached)
         return 0;

@@ -465,7 +465,7 @@ static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *ca
  * order (tensors, lists of tensors, None for the rest), ``out`` a tuple of
  * its outputs, ``facts`` bytes of a vt__tensor_facts per tensor
  * (tensor_facts.h; used while Dispatcher.weak_maker holds the observer's
- * vt_obs_make_weak), ``seq`` the autograd sequence number's value after
+ * trackobs_make_weak), ``seq`` the autograd sequence number's value after
  * the op (torch._C._autograd._get_sequence_nr() - 1). */
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {

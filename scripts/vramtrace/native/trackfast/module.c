@@ -235,13 +235,13 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
 }
 
 /* The op observer's functions, handed over from Python by address (0:
- * none) as three attributes: weak_maker, its vt_obs_make_weak, given while it
+ * none) as three attributes: weak_maker, its trackobs_make_weak, given while it
  * hands ops over (the facts it hands over with them are used only then:
  * they come with the means to take a weak handle without a storage
- * object); storage_reader, its vt_obs_storage_now, which storages_to_check
+ * object); storage_reader, its trackobs_storage_now, which storages_to_check
  * reads storages with instead of Python's data_ptr(); engine_drainer, its
- * vt_obs_drain, which flush() calls first while it hands ops over;
- * use_counter, its vt_obs_storage_use_count, which a storage left without
+ * trackobs_drain, which flush() calls first while it hands ops over;
+ * use_counter, its trackobs_storage_use_count, which a storage left without
  * tensors is asked with instead of torch._C._storage_Use_Count. */
 enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER, USE_COUNTER };
 
@@ -629,17 +629,17 @@ static PyGetSetDef dispatcher_getset[] = {
     {"tracked_from_facts", (getter)dispatcher_from_facts, NULL,
      "tensors tracked from the op observer's facts, without asking Python", NULL},
     {"weak_maker", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
-     "address of the op observer's vt_obs_make_weak, 0: none (its facts unused)",
+     "address of the op observer's trackobs_make_weak, 0: none (its facts unused)",
      (void *)(intptr_t)WEAK_MAKER},
     {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
-     "address of the op observer's vt_obs_storage_now, 0: none (Python's data_ptr())",
+     "address of the op observer's trackobs_storage_now, 0: none (Python's data_ptr())",
      (void *)(intptr_t)STORAGE_READER},
     {"use_counter", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
-     "address of the op observer's vt_obs_storage_use_count, 0: none "
+     "address of the op observer's trackobs_storage_use_count, 0: none "
      "(torch._C._storage_Use_Count)",
      (void *)(intptr_t)USE_COUNTER},
     {"engine_drainer", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
-     "address of the op observer's vt_obs_drain, 0: none (flush() hands nothing over)",
+     "address of the op observer's trackobs_drain, 0: none (flush() hands nothing over)",
      (void *)(intptr_t)ENGINE_DRAINER},
     {"lent_reader", (getter)dispatcher_lent_reader, NULL,
      "address of lent_read (vt__lent_read_fn, tensor_facts.h)", NULL},

@@ -25,7 +25,7 @@
 // Threads. The callback is thread-local: PyTorch hands it, with the rest of
 // the thread's state, to the autograd engine threads running this thread's
 // backward (as it hands the mode). Ops of the thread that installed it, and
-// of the Python threads that joined it since (vt_obs_join: `vramtrace run
+// of the Python threads that joined it since (trackobs_join: `vramtrace run
 // --track` follows every thread the program starts), go to `on_owner`;
 // those of other threads (the engine's) to `on_other`, the same C recording
 // for backward ops (Dispatcher.observed_engine), with the stack id of the
@@ -38,8 +38,8 @@
 // torch.utils.cpp_extension (vramtrace/_trackobs.py): its C++ ABI is that
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
-// Exported: vt_obs_install, vt_obs_join, vt_obs_uninstall, vt_obs_drain,
-// vt_obs_make_weak, vt_obs_storage_now and vt_obs_storage_use_count.
+// Exported: trackobs_install, trackobs_join, trackobs_uninstall, trackobs_drain,
+// trackobs_make_weak, trackobs_storage_now and trackobs_storage_use_count.
 #include <Python.h>
 
 #include <ATen/SequenceNumber.h>
@@ -87,7 +87,7 @@ struct Op {
 std::mutex &ops_lock = *new std::mutex;               // guards known_ops
 auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name -> Op
 
-// Set by vt_obs_install, cleared by vt_obs_uninstall; read by any thread running
+// Set by trackobs_install, cleared by trackobs_uninstall; read by any thread running
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
 PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out, facts, seq)
@@ -117,7 +117,7 @@ at::CallbackHandle handle = 0;
 
 // Which threads run the program's forward ops: the installing one and those
 // that joined, each for the installation it joined (`session`, counted at
-// each vt_obs_install): a thread that joined an earlier one keeps its
+// each trackobs_install): a thread that joined an earlier one keeps its
 // callback (removed only by the thread itself) and is ignored.
 std::atomic<uint64_t> session{0};
 thread_local uint64_t joined = 0;           // the session this thread joined, 0: none
@@ -210,7 +210,7 @@ struct Deferred {
 thread_local std::vector<Deferred> *deferred = nullptr;
 
 // The autograd engine threads' ops, held back until the owner thread's
-// next op, a flush of the books (vt_obs_drain: a mark, a snapshot, the end
+// next op, a flush of the books (trackobs_drain: a mark, a snapshot, the end
 // of the block) or the observer's uninstall. A backward's ops are mostly
 // gradients made and freed inside it: handed over as each ends, every one
 // of them would be given a Python object, recorded and seen die, one GIL
@@ -785,16 +785,16 @@ at::RecordFunctionCallback callback()
 
 extern "C" {
 
-// vt_obs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api,
+// trackobs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api,
 // lent_read, lent_table, marking): look at this thread's ops (and its
-// backward's on the engine threads) until vt_obs_uninstall(); `lend` is
+// backward's on the engine threads) until trackobs_uninstall(); `lend` is
 // vramtrace's vt_thread_python_stack (0: no frames lent), `gc_api`
 // _trackfast's vt__gc_hold_api (0: the count not held), `lent_read(lent_table,
 // seq)` _trackfast's table of the frames to lend (0: engine_frames is
 // asked), `marking` the address of _trackfast's Dispatcher.marking (0: a
 // joined thread's op never waits for a mark). One at a time: -1 if
 // installed already, else 0. Called with the GIL held.
-__attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
+__attribute__((visibility("default"))) int trackobs_install(PyObject *owner_fn,
                                                           PyObject *other_fn,
                                                           PyObject *lookup_fn,
                                                           PyObject *frames_fn,
@@ -826,11 +826,11 @@ __attribute__((visibility("default"))) int vt_obs_install(PyObject *owner_fn,
     return 0;
 }
 
-// vt_obs_join(): this thread's ops are the program's forward ops too (and
+// trackobs_join(): this thread's ops are the program's forward ops too (and
 // its backward's, on the engine threads, the program's backward ops), as the
-// installing thread's are, until vt_obs_uninstall(); called on the thread,
+// installing thread's are, until trackobs_uninstall(); called on the thread,
 // with the GIL held. 0, or -1 when the observer is not installed.
-__attribute__((visibility("default"))) int vt_obs_join(void)
+__attribute__((visibility("default"))) int trackobs_join(void)
 {
     if (handle == 0 || !active.load(std::memory_order_relaxed))
         return -1;
@@ -847,7 +847,7 @@ __attribute__((visibility("default"))) int vt_obs_join(void)
 // Stop looking at ops; called by the thread that installed it, with the GIL
 // held. An op still open on another thread finds the observer inactive and
 // records nothing.
-__attribute__((visibility("default"))) void vt_obs_uninstall(void)
+__attribute__((visibility("default"))) void trackobs_uninstall(void)
 {
     if (handle == 0)
         return;
@@ -866,10 +866,10 @@ __attribute__((visibility("default"))) void vt_obs_uninstall(void)
     Py_CLEAR(engine_frames);
 }
 
-// vt_obs_drain(): what is held back (the engine threads' ops, this
+// trackobs_drain(): what is held back (the engine threads' ops, this
 // thread's aliases) handed over now; called with the GIL held, before the
 // books are read (Dispatcher.flush: a mark, a snapshot, the block's end).
-__attribute__((visibility("default"))) void vt_obs_drain(void)
+__attribute__((visibility("default"))) void trackobs_drain(void)
 {
     if (handle == 0 || !active.load(std::memory_order_relaxed))
         return;
@@ -877,10 +877,10 @@ __attribute__((visibility("default"))) void vt_obs_drain(void)
     hand_over_held();
 }
 
-// vt_obs_make_weak(storage): a weak handle on a StorageImpl whose tensor
+// trackobs_make_weak(storage): a weak handle on a StorageImpl whose tensor
 // the recording holds, as UntypedStorage._weak_ref() makes it
 // (tensor_facts.h): its weak count taken, its address returned.
-__attribute__((visibility("default"))) uint64_t vt_obs_make_weak(uint64_t storage)
+__attribute__((visibility("default"))) uint64_t trackobs_make_weak(uint64_t storage)
 {
     if (storage == 0)
         return 0;
@@ -888,29 +888,29 @@ __attribute__((visibility("default"))) uint64_t vt_obs_make_weak(uint64_t storag
         c10::raw::intrusive_ptr::make_weak(reinterpret_cast<c10::StorageImpl *>(storage)));
 }
 
-// vt_obs_storage_use_count(handle): the strong count of the StorageImpl
+// trackobs_storage_use_count(handle): the strong count of the StorageImpl
 // behind weak handle `handle` (0 once it is gone), as
 // torch._C._storage_Use_Count reads it (c10::raw::weak_intrusive_ptr::
 // use_count): a storage left without tracked tensors is asked whether
 // anything else still holds it at every such death, and a Python call each
 // time was a good part of what a tensor's death cost. The handle stays the
 // caller's.
-__attribute__((visibility("default"))) uint64_t vt_obs_storage_use_count(uint64_t handle)
+__attribute__((visibility("default"))) uint64_t trackobs_storage_use_count(uint64_t handle)
 {
     if (handle == 0)
         return 0;
     return c10::raw::weak_intrusive_ptr::use_count(reinterpret_cast<c10::StorageImpl *>(handle));
 }
 
-// vt_obs_storage_now(handle, out): where the storage behind weak handle
-// `handle` (vt_obs_make_weak's or UntypedStorage._weak_ref()'s) is now,
+// trackobs_storage_now(handle, out): where the storage behind weak handle
+// `handle` (trackobs_make_weak's or UntypedStorage._weak_ref()'s) is now,
 // read as StorageImpl::data(), which leaves a copy-on-write storage as it is:
 // UntypedStorage.data_ptr(), what Python could ask instead, materializes it
 // (a copy the program never made). 1: alive, out = {data, nbytes}; 0: gone;
 // -1: it cannot be read here (a fake or symbolic storage): ask Python.
 // Locking the weak handle for the read is what _new_with_weak_ptr does; the
 // handle stays the caller's.
-__attribute__((visibility("default"))) int vt_obs_storage_now(uint64_t handle, uint64_t *out)
+__attribute__((visibility("default"))) int trackobs_storage_now(uint64_t handle, uint64_t *out)
 {
     if (handle == 0)
         return 0;

@@ -30,22 +30,22 @@ typedef struct {
     uint64_t is_view;         /* 1: a view (its _base is the one Python lookup left) */
 } vt__tensor_facts;
 
-/* The observer's vt_obs_make_weak(storage): a weak handle on the
+/* The observer's trackobs_make_weak(storage): a weak handle on the
  * StorageImpl, what UntypedStorage._weak_ref() returns (freed with
  * UntypedStorage._free_weak_ref). Called with the tensor alive. */
 typedef uint64_t (*vt__make_weak_fn)(uint64_t storage);
 
-/* The observer's vt_obs_storage_now(handle, out): where the storage behind a
+/* The observer's trackobs_storage_now(handle, out): where the storage behind a
  * weak handle is now, read without materializing a copy-on-write storage.
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
 typedef int (*vt__storage_now_fn)(uint64_t handle, uint64_t *out);
 
-/* The observer's vt_obs_storage_use_count(handle): the strong count of the
+/* The observer's trackobs_storage_use_count(handle): the strong count of the
  * StorageImpl behind a weak handle (0: gone), read as
  * torch._C._storage_Use_Count reads it, without a Python call. */
 typedef uint64_t (*vt__use_count_fn)(uint64_t handle);
 
-/* The observer's vt_obs_drain(): the ops it holds back (an autograd
+/* The observer's trackobs_drain(): the ops it holds back (an autograd
  * engine thread's, observer.cpp) handed over now, with the GIL held:
  * before the books are read (Dispatcher.flush). */
 typedef void (*vt__drain_fn)(void);
