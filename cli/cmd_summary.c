@@ -198,7 +198,7 @@ static void passthrough_kinds(const vt__timeline *tl)
 
 static void print_summary(const char *path, const vt__snapshot_data *s, const vt__timeline *tl)
 {
-    const vt_snapshot_meta *m = &s->meta;
+    const vt__snapshot_meta *m = &s->meta;
     char b1[32], b2[32];
     printf("snapshot %s\n", path);
     printf("  format %u.%u, pid %d, rank %d, host %s\n", m->format_version >> 16,

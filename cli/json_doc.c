@@ -84,7 +84,7 @@ static void opt_u64(FILE *o, const char *key, uint64_t v, int known)
 static void write_head(FILE *o, const char *path, const vt__snapshot_data *s,
                        const vt__timeline *tl, size_t nevents)
 {
-    const vt_snapshot_meta *m = &s->meta;
+    const vt__snapshot_meta *m = &s->meta;
     char kb[32];
     fprintf(o, "{\"schema\":\"vramtrace-snapshot\",\"schema_version\":%d,\"file\":",
             JSON_SCHEMA_VERSION);
@@ -132,7 +132,7 @@ static void write_head(FILE *o, const char *path, const vt__snapshot_data *s,
 static void write_device_head(FILE *o, const vt__snapshot_data *s, const vt__timeline *tl,
                               size_t i)
 {
-    const vt_snapshot_meta *m = &s->meta;
+    const vt__snapshot_meta *m = &s->meta;
     const vt__tl_device *d = &tl->devices[i];
     const vt__snap_device *info = NULL;
     for (size_t j = 0; j < s->ndevices; j++)

@@ -379,7 +379,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
 #define VT_FORMAT_MINOR 8
-/* vt_snapshot_meta.format_version = major << 16 | minor */
+/* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
 #define VT_FILE_ENTRY_SIZE 48

@@ -65,7 +65,7 @@ static inline void snap_same_string(const vt__snapshot_data *a, uint32_t ia,
 static inline void snap_same_meta(const vt__snapshot_data *a, const vt__snapshot_data *b,
                                   enum snap_strings how)
 {
-    const vt_snapshot_meta *x = &a->meta, *y = &b->meta;
+    const vt__snapshot_meta *x = &a->meta, *y = &b->meta;
     SNAP_SAME_RECORD_(SNAP_META_NUMBERS, SNAP_META_STRINGS)
 }
 

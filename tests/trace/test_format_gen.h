@@ -90,7 +90,7 @@ static inline struct snap_builder gen_begin(void)
     g.s = calloc(1, sizeof *g.s);
     gen_str(&g, "");
     gen_node(&g, 0, 0);
-    vt_snapshot_meta *m = &g.s->meta;
+    vt__snapshot_meta *m = &g.s->meta;
     m->format_version = 0x10000;
     m->pid = 4242;
     m->rank = 3;

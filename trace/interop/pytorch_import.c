@@ -465,7 +465,7 @@ int vt__pt_import_settings(struct imp *im, const vt__pv *settings)
 int vt__pt_finish_meta_of(struct imp *im, size_t nevents, uint64_t last_ns, int maxdev)
 {
     vt__snapshot_data *s = im->b.s;
-    vt_snapshot_meta *m = &s->meta;
+    vt__snapshot_meta *m = &s->meta;
     m->format_version = VT_FORMAT_VERSION;
     m->rank = -1;
     char line[1024];

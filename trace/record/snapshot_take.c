@@ -112,7 +112,7 @@ static uint32_t command_line(vt__strtab *st)
 
 static void fill_meta(vt__snapshot_data *s, vt__strtab *st)
 {
-    vt_snapshot_meta *m = &s->meta;
+    vt__snapshot_meta *m = &s->meta;
     struct timespec mono, real;
     clock_gettime(CLOCK_MONOTONIC, &mono);
     clock_gettime(CLOCK_REALTIME, &real);

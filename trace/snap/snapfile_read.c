@@ -306,7 +306,7 @@ static int dec_strings(struct rd *r, const unsigned char *raw, size_t n)
 static int dec_meta(struct rd *r, const unsigned char *raw, size_t n)
 {
     vt__snapshot_data *s = r->s;
-    vt_snapshot_meta *m = &s->meta;
+    vt__snapshot_meta *m = &s->meta;
     vt__cur c = vt__cur_make(raw, n);
     m->format_version = (r->major << 16) | r->minor;
     int64_t pid = vt__get_svarint(&c), rank = vt__get_svarint(&c);

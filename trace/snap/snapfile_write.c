@@ -70,7 +70,7 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
         if (s->strings_blob[s->string_offsets[0]] != 0)
             BAD("string 0 is not the empty string");
     }
-    const vt_snapshot_meta *m = &s->meta;
+    const vt__snapshot_meta *m = &s->meta;
     if (m->host >= ns || m->command_line >= ns || m->config >= ns || m->library_version >= ns)
         BAD("metadata names a string beyond the %zu strings", ns);
     for (size_t i = 0; i < s->ndevices; i++)
@@ -141,7 +141,7 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
 
 static void enc_meta(const vt__snapshot_data *s, vt__buf *b)
 {
-    const vt_snapshot_meta *m = &s->meta;
+    const vt__snapshot_meta *m = &s->meta;
     vt__put_svarint(b, m->pid);
     vt__put_svarint(b, m->rank);
     vt__put_varint(b, m->host);

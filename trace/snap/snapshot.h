@@ -24,7 +24,7 @@
  * documented next to enum vt_event_kind in vramtrace/format.h. */
 typedef struct vt__event {
     uint64_t seq;          /* global sequence number, strictly increasing */
-    uint64_t time_ns;      /* CLOCK_MONOTONIC ns; see vt_snapshot_meta.clock_base_* */
+    uint64_t time_ns;      /* CLOCK_MONOTONIC ns; see vt__snapshot_meta.clock_base_* */
     uint64_t stream;       /* cudaStream_t value (0 = legacy default or unknown) */
     uint64_t addr;         /* device address (or data_ptr for tensors) */
     uint64_t req_size;     /* bytes the caller asked for */
@@ -97,7 +97,7 @@ typedef struct vt__snap_device {
     uint64_t peak_active;      /* handed out or freed and waiting for stream events */
 } vt__snap_device;
 
-typedef struct vt_snapshot_meta {
+typedef struct vt__snapshot_meta {
     uint32_t format_version;   /* of the file it was read from (writer: current) */
     int32_t pid;
     int32_t rank;              /* RANK / OMPI_COMM_WORLD_RANK, -1 if unset */
@@ -117,10 +117,10 @@ typedef struct vt_snapshot_meta {
     uint32_t framework_settings; /* string: the observed framework allocator's
                                   * settings in its syntax (VT_META_FRAMEWORK_SETTINGS,
                                   * format 1.7), 0 if none */
-} vt_snapshot_meta;
+} vt__snapshot_meta;
 
 typedef struct vt__snapshot_data {
-    vt_snapshot_meta meta;
+    vt__snapshot_meta meta;
 
     vt__snap_device *devices;   size_t ndevices;
     vt__snap_segment *segments;      size_t nsegments;
