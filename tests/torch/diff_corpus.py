@@ -293,6 +293,14 @@ def compile_aot_eager(r: Recorder) -> None:
     _compiled(r, "aot_eager")
 
 
+@program("cuda")
+def compile_inductor(r: Recorder) -> None:
+    # inductor's own code generation: Triton kernels built, loaded and launched
+    # at run time (the simulated device loads them: tests/sim/driver_module.c);
+    # each path compiles cold, in a cache of its own (test_track_differential)
+    _compiled(r, "inductor")
+
+
 @program("cpu")
 def autocast_bf16_gradscaler(r: Recorder) -> None:
     _seed(r)

@@ -1,7 +1,8 @@
 """track() changes nothing a program computes, raises, prints or allocates.
 
 Each program of diff_corpus.py (real model code: modules built inside the
-block, a ResNet, a GPT with tied weights, parametrizations, torch.compile,
+block, a ResNet, a GPT with tied weights, parametrizations, torch.compile
+(eager and aot_eager on the CPU, inductor's Triton kernels on the device),
 autocast, checkpointing, torch.func, custom Functions, hooks, subclasses,
 sparse/complex/meta tensors, DataLoader workers, shared memory) runs once
 untracked (vramtrace never imported) and once under track() on each of its
@@ -106,7 +107,12 @@ def results(diff_dir) -> Dict[str, Dict[str, dict]]:
         for k in ("VT_DIFF_TRACK", "VRAMTRACE_TRACK_OBSERVER"):
             env.pop(k, None)
         env.update(env_set)
-        out = str(tmp / f"{path.replace(' ', '_')}.json")
+        name = path.replace(" ", "_")
+        # compile_inductor: each path compiles cold in a cache of its own (a
+        # warm compile allocates less than a cold one: its autotuning)
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / name / "inductor")
+        env["TRITON_CACHE_DIR"] = str(tmp / name / "triton")
+        out = str(tmp / f"{name}.json")
         cmd = [sys.executable, CORPUS, out]
         if path == "run --track":
             cmd = [os.environ["VRAMTRACE_CLI"], "run", "--track", "-o",
