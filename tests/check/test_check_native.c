@@ -226,4 +226,51 @@ TEST(native_never_freed_judges_an_observed_pytorch_pool_by_time_without_marks)
     synth_fini(&y);
 }
 
+/* A model's weights moved to the device, one tensor at a time over a tenth
+ * of the trace, then a loop without marks (an evaluation, or a first step
+ * that ran out of memory: no optimizer step) whose temporaries come and go:
+ * the weights are one burst, not memory kept step after step, however long
+ * the burst took. The same loop keeping one tensor an iteration is flagged. */
+static void weights_then_loop(synth *y, int keep)
+{
+    synth_init(y);
+    y->s.meta.flags |= VT_META_POOL_OBSERVED;
+    uint32_t s_w = synth_stack(y, "move_weights", "main", NULL);
+    uint32_t s_tmp = synth_stack(y, "forward", "main", NULL);
+    uint32_t s_kept = synth_stack(y, "keep_output", "main", NULL);
+    for (int k = 0; k < 20; k++) {   /* 20 weights over 100 ms */
+        synth_tick(y, 5000000);
+        synth_alloc(y, 0x7f0000000000ull + (uint64_t)k * 0x1000000, MiB, s_w);
+    }
+    for (int i = 0; i < 45; i++) {   /* 45 iterations over 900 ms */
+        synth_tick(y, 10000000);
+        uint64_t t = 0x7f2000000000ull + (uint64_t)i * 0x1000000;
+        synth_alloc(y, t, 4 * MiB, s_tmp);
+        synth_tick(y, 10000000);
+        synth_free(y, t);
+        if (keep)
+            synth_alloc(y, 0x7f4000000000ull + (uint64_t)i * 0x100000, 64 * 1024, s_kept);
+    }
+}
+
+TEST(weights_moved_before_a_loop_without_marks_are_not_never_freed)
+{
+    synth y;
+    weights_then_loop(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    weights_then_loop(&y, 1);
+    r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    assert_rendered_says(r, &y, 0, "allocated step after step by the same call site");
+    assert_rendered_says(r, &y, 0, "     at keep_output (train.c:10)\n");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

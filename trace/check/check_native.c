@@ -231,7 +231,16 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                 if (st->alloc_time > tmax) tmax = st->alloc_time;
                 grp[ng++] = site[k];
             }
-            int hit = m->nmarks ? nsteps >= 2 : (ng >= 2 && frac && tmax - tmin >= frac);
+            /* Without marks, steps are read from time: allocations spread
+             * over a twentieth of the trace at least, and still made in its
+             * later part (the time since the last no longer than the time
+             * they took): what a loop that keeps memory does until the end
+             * or an OOM. A model's weights moved to the device before its
+             * loop are one burst followed by the whole loop, however long the
+             * burst took (a short trace: an OOM in the first step). */
+            uint64_t quiet = m->end_time > tmax ? m->end_time - tmax : 0;
+            int hit = m->nmarks ? nsteps >= 2
+                                : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin);
             if (hit) {
                 for (size_t k = 0; k < ng; k++)
                     lstart[k] = m->st[grp[k]].alloc_time;
