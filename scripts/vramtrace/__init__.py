@@ -88,8 +88,15 @@ def snapshot(path: "str | os.PathLike[str]") -> str:
     spath = os.fspath(path)
     if not isinstance(spath, str) or not spath:
         raise VramtraceError("snapshot(): path must be a non-empty string")
-    _run_hooks("snapshot", spath)
-    get_library().snapshot(spath)
+    lib = get_library()
+    # the program's time stops here: what the hooks do first (the tracker's
+    # holder walk) is vramtrace's own work, not the program's
+    lib.snapshot_requested(True)
+    try:
+        _run_hooks("snapshot", spath)
+        lib.snapshot(spath)
+    finally:
+        lib.snapshot_requested(False)
     return spath
 
 

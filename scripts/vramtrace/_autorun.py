@@ -224,7 +224,9 @@ def _track_whole_program() -> None:
             # what a vramtrace.snapshot() call does first: the holders of
             # every stale tensor looked up (the exit snapshot, written by
             # _program_ended after this, records no walk itself), then the
-            # tracker closed
+            # tracker closed; the snapshot's time is now, the program's end,
+            # not after that work of vramtrace's own
+            vramtrace.get_library().snapshot_requested(True)
             vramtrace._run_hooks("snapshot", "(exit)")
             _tracker.__exit__(None, None, None)
         except Exception as exc:  # noqa: BLE001

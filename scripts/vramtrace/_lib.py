@@ -149,6 +149,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_snapshot": (_int, (_cs,)),
     "vt_mark": (_int, (_cs,)),
     "vt_program_ended": (_int, ()),    # optional: libraries before 0.1 of 2026-11-28 lack it
+    "vt__snapshot_requested": (None, (_int,)),   # optional (internal): older libraries lack it
     "vt_tensor_new": (_u64, (_vp, ctypes.c_size_t, _u64, _cs)),
     "vt_tensor_new_stack": (_u64, (_vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32)),
     "vt_tensor_use": (None, (_u64,)),
@@ -278,6 +279,14 @@ class Library:
 
     def mark(self, label: str) -> None:
         self._check("vt_mark", self._get("vt_mark")(_enc(label)), repr(label))
+
+    def snapshot_requested(self, on: bool = True) -> None:
+        """The program asks for a snapshot now (``on``; False forgets it):
+        this thread's next snapshot carries this moment as its time, not the
+        later one it is written at, after vramtrace's own work (the tracker's
+        holder walk) that the request runs first."""
+        if self.has("vt__snapshot_requested"):
+            self._get("vt__snapshot_requested")(1 if on else 0)
 
     def program_ended(self) -> None:
         """The exit snapshot now: the program's work is over (see _autorun)."""

@@ -535,6 +535,37 @@ TEST(no_marks_alive_at_end_with_old_last_use_is_flagged)
     synth_fini(&y);
 }
 
+/* A snapshot asked for half a second after a tensor's last use, whose
+ * holder walk (vramtrace.torch's, before the file is written) records its
+ * HOLDER_NEW and REF events two seconds later: the walk is vramtrace's own
+ * time, not the program's, and the snapshot's time is the request's
+ * (vt__snapshot_requested). Judged by time, the tensor is not lingering: the
+ * program ended (an OOM in its first step, say) half a second after it. */
+TEST(no_marks_a_snapshots_holder_walk_is_not_the_programs_time)
+{
+    synth y;
+    synth_init(&y);
+    stacks(&y);
+    y.dt = 1000;
+    synth_new_tensor(&y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
+    synth_made(&y, 60, XT, 10 * MiB, "x", st_fwd);
+    for (int k = 0; k < 5; k++) {   /* the program goes on for 0.5 s */
+        synth_tick(&y, 100000000);
+        synth_use(&y, W_ID);
+    }
+    uint64_t requested = y.time;
+    synth_tick(&y, 2000000000);    /* the walk: 2 s of vramtrace's own work */
+    synth_held(&y, 900, "list", 0, "module __main__.kept");
+    synth_ref(&y, 900, 60, "[0]");
+    y.s.meta.snapshot_time_ns = requested;
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nmarks, 0);
+    ASSERT_EQ(r->end_time_ns, requested);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* The native rules run on annotated traces too, when asked. */
 TEST(native_rules_can_be_selected_on_annotated_traces)
 {

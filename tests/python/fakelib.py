@@ -32,6 +32,7 @@ class FakeLib:
 
     def __init__(self) -> None:
         self.events: List[Tuple[Any, ...]] = []
+        self.requests: List[bool] = []   # snapshot_requested(on), in order
         self._next = 0
         self.stacks: Dict[int, Sequence[Tuple[str, str, int]]] = {}
         self.names: Dict[int, str] = {}
@@ -75,6 +76,9 @@ class FakeLib:
 
     def snapshot(self, path: str) -> None:
         self.events.append(("snapshot", path))
+
+    def snapshot_requested(self, on: bool = True) -> None:
+        self.requests.append(on)
 
     def record_stream(self, ptr: int, stream: int) -> None:
         self.events.append(("record_stream", ptr, stream))

@@ -90,6 +90,8 @@ def test_mark_hooks_run_before_the_mark(fake):
         vramtrace.remove_mark_hook(hook)
     vramtrace.mark("c")
     assert seen == [("mark", "a", 0), ("snapshot", "/tmp/b.vtsnap", 1)]
+    # the snapshot was asked for before its hooks ran, and the request forgotten after
+    assert fake.requests == [True, False]
 
 
 def test_mark_rejects_non_strings(fake):
@@ -124,6 +126,36 @@ def test_real_mark_and_snapshot_write_a_file(real_lib, tmp_path):
     out = tmp_path / "s.vtsnap"
     assert vramtrace.snapshot(out) == str(out)
     assert out.stat().st_size > 0
+
+
+def test_real_snapshot_time_is_its_request_not_after_its_hooks(real_lib, tmp_path):
+    """What a snapshot's hooks do first (vramtrace.torch's holder walk,
+    seconds on a large heap) is vramtrace's own work: the snapshot's time,
+    where `check` ends the program's time, is the moment it was asked for.
+    Before: the moment it was written, after the hooks (an OOM in a first
+    step then read as a second of every tensor lingering)."""
+    import json
+    import time
+
+    def slow_hook(kind, arg):
+        if kind == "snapshot":
+            time.sleep(0.5)
+
+    vramtrace.mark("before")
+    vramtrace.add_mark_hook(slow_hook)
+    try:
+        out = str(tmp_path / "s.vtsnap")
+        vramtrace.snapshot(out)
+        vramtrace.snapshot(str(tmp_path / "again.vtsnap"))   # a request is used once
+    finally:
+        vramtrace.remove_mark_hook(slow_hook)
+    doc = [json.loads(subprocess.run([os.environ["VRAMTRACE_CLI"], "json", path],
+                                     capture_output=True, text=True, check=True).stdout)
+           for path in (out, str(tmp_path / "again.vtsnap"))]
+    marked = doc[0]["marks"][-1]["time_ns"]
+    first, second = doc[0]["meta"]["snapshot_time_ns"], doc[1]["meta"]["snapshot_time_ns"]
+    assert 0 <= first - marked < 300_000_000, (first, marked)
+    assert second - first >= 500_000_000, (first, second)   # the second's own request
 
 
 def test_real_snapshot_to_a_bad_path_raises(real_lib, tmp_path):

@@ -747,7 +747,12 @@ static int walk_events(ck_model *m, walk *w)
         if ((rc = on_event(m, w, &e, i, &fl)) < 0)
             return vt__errf(m->err, m->errlen, rc, "check: out of memory");
         w->last_seq = e.seq;
-        w->last_time = e.time_ns;
+        /* The program's time: not the holder graph's events, which
+         * vramtrace.torch records by walking the heap (at a snapshot, after
+         * its request: vramtrace's own time, seconds on a large heap). */
+        if (e.kind != VT_EV_HOLDER_NEW && e.kind != VT_EV_REF && e.kind != VT_EV_UNREF &&
+            e.kind != VT_EV_TENSOR_NAME)
+            w->last_time = e.time_ns;
         i++;
         rc = 0;
     }

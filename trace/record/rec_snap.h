@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "rec_internal.h"
+#include "vramtrace.h"   /* VT_API */
 #include "recorder.h"
 #include "snapshot.h"
 
@@ -50,5 +51,14 @@ int vt__strings_export(vt__snapshot_data *s, vt__strtab *st);
 /* Build a complete snapshot of the live process in memory.
  * @return 0 and *out (free with vt__snapshot_free), or a negative errno. */
 int vt__snapshot_build(vt__snapshot_data **out);
+
+/* The program asked for a snapshot now (on = 1) and this thread's next one
+ * is that snapshot; on = 0 forgets the request. A snapshot's time
+ * (meta.snapshot_time_ns: where `check` ends the program's time) is the
+ * request's, not the moment it is written: what an interpreter's side does
+ * first (vramtrace.torch's holder walk, seconds on a large heap) is
+ * vramtrace's own work, never the program's. Exported for the Python
+ * package (vramtrace.snapshot(), the exit snapshot under `run --track`). */
+VT_API void vt__snapshot_requested(int on);
 
 #endif /* VT_TRACE_REC_SNAP_H */

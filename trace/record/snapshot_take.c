@@ -276,6 +276,16 @@ out:
     return rc;
 }
 
+/* This thread's pending request (CLOCK_MONOTONIC ns), 0: none. */
+static _Thread_local uint64_t requested_ns;
+
+void vt__snapshot_requested(int on)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    requested_ns = on ? (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec : 0;
+}
+
 int vt__snapshot_build(vt__snapshot_data **out)
 {
     *out = NULL;
@@ -324,6 +334,9 @@ int vt__snapshot_build(vt__snapshot_data **out)
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         s->meta.snapshot_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        if (requested_ns && requested_ns < s->meta.snapshot_time_ns)
+            s->meta.snapshot_time_ns = requested_ns;   /* the program's time stopped then */
+        requested_ns = 0;
         s->strings_blob = st.blob;
         s->strings_blob_size = st.size;
         s->string_offsets = st.offsets;
