@@ -282,9 +282,9 @@ class Library:
 
     def snapshot_requested(self, on: bool = True) -> None:
         """The program asks for a snapshot now (``on``; False forgets it):
-        this thread's next snapshot carries this moment as its time, not the
-        later one it is written at, after vramtrace's own work (the tracker's
-        holder walk) that the request runs first."""
+        this thread's snapshots carry this moment as their time until it is
+        forgotten, not the later one they are written at, after vramtrace's
+        own work (the tracker's holder walk) that the request runs first."""
         if self.has("vt__snapshot_requested"):
             self._get("vt__snapshot_requested")(1 if on else 0)
 

@@ -146,7 +146,7 @@ def test_real_snapshot_time_is_its_request_not_after_its_hooks(real_lib, tmp_pat
     try:
         out = str(tmp_path / "s.vtsnap")
         vramtrace.snapshot(out)
-        vramtrace.snapshot(str(tmp_path / "again.vtsnap"))   # a request is used once
+        vramtrace.snapshot(str(tmp_path / "again.vtsnap"))   # a request of its own
     finally:
         vramtrace.remove_mark_hook(slow_hook)
     doc = [json.loads(subprocess.run([os.environ["VRAMTRACE_CLI"], "json", path],

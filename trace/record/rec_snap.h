@@ -52,8 +52,9 @@ int vt__strings_export(vt__snapshot_data *s, vt__strtab *st);
  * @return 0 and *out (free with vt__snapshot_free), or a negative errno. */
 int vt__snapshot_build(vt__snapshot_data **out);
 
-/* The program asked for a snapshot now (on = 1) and this thread's next one
- * is that snapshot; on = 0 forgets the request. A snapshot's time
+/* The program asked for a snapshot now (on = 1): this thread's snapshots
+ * are that request's until on = 0 forgets it (vramtrace.snapshot() does
+ * after writing; at exit nothing does). A snapshot's time
  * (meta.snapshot_time_ns: where `check` ends the program's time) is the
  * request's, not the moment it is written: what an interpreter's side does
  * first (vramtrace.torch's holder walk, seconds on a large heap) is

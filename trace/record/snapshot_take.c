@@ -334,9 +334,11 @@ int vt__snapshot_build(vt__snapshot_data **out)
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         s->meta.snapshot_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        /* the program's time stopped then; kept until forgotten, so that
+         * every snapshot of the request has it (at exit: a stale OOM
+         * snapshot rewritten first, then the exit snapshot) */
         if (requested_ns && requested_ns < s->meta.snapshot_time_ns)
-            s->meta.snapshot_time_ns = requested_ns;   /* the program's time stopped then */
-        requested_ns = 0;
+            s->meta.snapshot_time_ns = requested_ns;
         s->strings_blob = st.blob;
         s->strings_blob_size = st.size;
         s->string_offsets = st.offsets;
