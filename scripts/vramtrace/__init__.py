@@ -89,15 +89,21 @@ def snapshot(path: "str | os.PathLike[str]") -> str:
     if not isinstance(spath, str) or not spath:
         raise VramtraceError("snapshot(): path must be a non-empty string")
     lib = get_library()
-    # the program's time stops here: what the hooks do first (the tracker's
-    # holder walk) is vramtrace's own work, not the program's
-    lib.snapshot_requested(True)
     try:
-        _run_hooks("snapshot", spath)
+        _snapshot_asked(spath)
         lib.snapshot(spath)
     finally:
         lib.snapshot_requested(False)
     return spath
+
+
+def _snapshot_asked(arg: str) -> None:
+    """What a snapshot does before it is written: the program's time stops
+    now (the snapshot's time, where `check` ends it), then the hooks run
+    (the tracker's holder walk: vramtrace's own work, not the program's).
+    ``arg``: the path, or "(exit)" for the exit snapshot (vramtrace._autorun)."""
+    get_library().snapshot_requested(True)
+    _run_hooks("snapshot", arg)
 
 
 # Set by the program's first own mark(): from then on `vramtrace run` marks no

@@ -221,13 +221,11 @@ def _track_whole_program() -> None:
 
     def leave() -> None:
         try:
-            # what a vramtrace.snapshot() call does first: the holders of
-            # every stale tensor looked up (the exit snapshot, written by
-            # _program_ended after this, records no walk itself), then the
-            # tracker closed; the snapshot's time is now, the program's end,
-            # not after that work of vramtrace's own
-            vramtrace.get_library().snapshot_requested(True)
-            vramtrace._run_hooks("snapshot", "(exit)")
+            # what a vramtrace.snapshot() call does first: its time taken,
+            # the holders of every stale tensor looked up (the exit snapshot,
+            # written by _program_ended after this, records no walk itself),
+            # then the tracker closed
+            vramtrace._snapshot_asked("(exit)")
             _tracker.__exit__(None, None, None)
         except Exception as exc:  # noqa: BLE001
             note(f"leaving track() at exit failed ({type(exc).__name__}: {exc})")

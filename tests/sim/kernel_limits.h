@@ -1,8 +1,9 @@
 /* tests/sim/kernel_limits.h - what a kernel may use on the simulated sm_90
  * device, and how many of its blocks fit on a multiprocessor: one copy for
  * the runtime's registered kernels (runtime_kernel_attrs.c), the driver's
- * loaded ones (driver_module.c) and the device's attributes (sim_device.c). Device code never runs, so every
- * kernel is a plain one: 32 registers a thread, no static shared memory.
+ * loaded ones (driver_module.c) and the device's attributes (sim_device.c).
+ * Device code never runs, so every kernel is a plain one: 32 registers a
+ * thread, no static shared memory.
  * Figures: CUDA C Programming Guide, compute capability 9.0 table;
  * cudaDeviceGetAttribute as sim_device.c reports it. */
 #ifndef SIM_KERNEL_LIMITS_H

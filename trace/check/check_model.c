@@ -442,7 +442,7 @@ typedef struct walk {
     lt_map by_handle, by_final;
     uint32_t *late;          /* lifetimes hidden by gaps, by the event they start at */
     size_t nlate, next_late;
-    uint64_t last_seq, last_time;
+    uint64_t last_seq, last_time;   /* last_time: the program's last event (walk_events) */
 } walk;
 
 static int map_set(lt_map *mp, uint32_t k, uint32_t x, uint32_t ord)
