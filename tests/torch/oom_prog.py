@@ -9,6 +9,12 @@
     python oom_prog.py cycle   the same, each activation held by a reference
                                cycle the collector never ran for (fits with
                                a gc.collect() before the retry)
+    python oom_prog.py first_step  a deep model's first forward, every
+                               activation kept for its backward, runs out
+                               (no optimizer step: no mark); with
+                               VT_TEST_SLOW_SNAPSHOT_HOOK=SECONDS a snapshot
+                               hook sleeps that long, as the holder walk of a
+                               large heap takes
     python oom_prog.py big     more live tensors than the device holds
                                (nothing but a bigger device fits), after a
                                matrix product (cuBLAS's own workspace)
@@ -22,6 +28,7 @@ With --torch-snapshot PATH, PyTorch's own recorder runs and its snapshot
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 import torch
@@ -70,6 +77,15 @@ def cycle() -> None:
         opt.zero_grad()
 
 
+def first_step() -> None:
+    layers = [torch.nn.Linear(1024, 1024).cuda() for _ in range(4)]
+    x = torch.randn(8192, 1024, device="cuda")
+    for _ in range(100):
+        for layer in layers:
+            x = torch.relu(layer(x))
+    x.sum().backward()
+
+
 def big() -> None:
     # a matrix product first, as any model makes: cuBLAS's handle allocates
     # its own workspace from the driver, outside PyTorch's cache
@@ -82,10 +98,17 @@ def big() -> None:
 
 if __name__ == "__main__":
     pickle_path = sys.argv[3] if sys.argv[2:3] == ["--torch-snapshot"] else None
+    if os.environ.get("VT_TEST_SLOW_SNAPSHOT_HOOK"):
+        import time
+
+        import vramtrace
+        pause = float(os.environ["VT_TEST_SLOW_SNAPSHOT_HOOK"])
+        vramtrace.add_mark_hook(lambda kind, arg: time.sleep(pause) if kind == "snapshot" else None)
     if pickle_path:
         torch.cuda.memory._record_memory_history(max_entries=100000)
     try:
-        {"frag": frag, "leak": leak, "cycle": cycle, "big": big}[sys.argv[1]]()
+        {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
+         "first_step": first_step}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)
