@@ -273,4 +273,64 @@ TEST(weights_moved_before_a_loop_without_marks_are_not_never_freed)
     synth_fini(&y);
 }
 
+/* The same loop keeping one tensor an iteration runs out of memory: its
+ * snapshot is taken at the exit, seconds later (Python's traceback, torch's
+ * teardown: longer than the loop ran). The loop's memory is still kept step
+ * after step: the quiet before the snapshot is no part of the program's
+ * loop. Before: whether it was flagged depended on how long the exit took. */
+TEST(a_loop_that_ran_out_of_memory_is_never_freed_however_long_its_exit_took)
+{
+    synth y;
+    weights_then_loop(&y, 1);
+    synth_tick(&y, 2000000000ull);   /* the exit snapshot, 2 s after the loop's 1 s */
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    assert_rendered_says(r, &y, 0, "     at keep_output (train.c:10)\n");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    weights_then_loop(&y, 0);   /* and the weights are still one burst */
+    synth_tick(&y, 2000000000ull);
+    r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* A deep model's first forward runs out of memory: its weights moved to the
+ * device one at a time over 100 ms, then 3 ms of a forward keeping each
+ * layer's activation (its temporaries freed), then the OOM, and the exit
+ * snapshot half a second later. No loop kept anything step after step: the
+ * weights are one burst of allocations with nothing freed among them, the
+ * activations one forward. Before: the weights were never freed "step
+ * after step" (the quiet since them was the forward's 10 ms). */
+TEST(weights_and_a_first_forward_that_ran_out_of_memory_are_not_never_freed)
+{
+    synth y;
+    synth_init(&y);
+    y.s.meta.flags |= VT_META_POOL_OBSERVED;
+    uint32_t s_w = synth_stack(&y, "move_weights", "main", NULL);
+    uint32_t s_act = synth_stack(&y, "forward", "main", NULL);
+    uint32_t s_tmp = synth_stack(&y, "relu", "forward", "main", NULL);
+    for (int k = 0; k < 20; k++) {
+        synth_tick(&y, 5000000);
+        synth_alloc(&y, 0x7f0000000000ull + (uint64_t)k * 0x1000000, MiB, s_w);
+    }
+    y.dt = 100000;   /* the forward: 10 layers in 3 ms (the real one's 8 took 6 ms) */
+    for (int k = 0; k < 10; k++) {
+        uint64_t t = 0x7f2000000000ull + (uint64_t)k * 0x1000000;
+        synth_alloc(&y, t, 32 * MiB, s_tmp);
+        synth_alloc(&y, 0x7f4000000000ull + (uint64_t)k * 0x1000000, 32 * MiB, s_act);
+        synth_free(&y, t);
+    }
+    synth_ev(&y, VT_EV_OOM)->size = 32 * MiB;
+    synth_tick(&y, 500000000ull);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

@@ -127,6 +127,21 @@ def test_an_oom_in_the_first_step_under_track_flags_nothing_however_long_its_exi
     assert "0 marks" in text, text[:3000]
 
 
+def test_an_oom_in_the_first_step_without_track_flags_not_the_models_weights(tmp_path):
+    """The same first forward under plain `vramtrace run` (the pool's blocks,
+    judged by time): the weights moved to the device are one burst of
+    allocations with nothing freed among them, not memory kept step after
+    step, though the burst is most of a trace that ends at the OOM. Before:
+    the weights' line (oom_prog.py's layers) was flagged `growth`, and, once
+    the quiet before the exit snapshot no longer counted, `never-freed`."""
+    snap = str(tmp_path / "first.vtsnap")
+    rc, _, err = prog("first_step", snap)
+    assert rc != 0 and "OutOfMemoryError" in err, err[-3000:]
+    rc, text, _ = run([CLI, "check", snap])
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+    assert "rules: never-freed,growth;" in text, text[:3000]
+
+
 def test_nothing_but_a_bigger_device_fits(tmp_path):
     snap = str(tmp_path / "big.vtsnap")
     rc, out, err = prog("big", snap)

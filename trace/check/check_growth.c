@@ -299,6 +299,20 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
          * by time is storages piling up, more of them alive at the end. */
         if (rc || !g.grows || nalive[g.last] <= nalive[g.first])
             continue;
+        /* A loop frees what it used among the allocations that grew: a
+         * burst of allocations alone is a model's weights moved to the
+         * device, however much of a short trace (an OOM in the first
+         * forward) it took. */
+        uint64_t t0 = UINT64_MAX, t1 = 0;
+        for (size_t k = x->s0; k < x->s1; k++) {
+            const ck_storage *st = &m->st[sp[k].idx];
+            if (sp[k].a > g.first && sp[k].a <= g.last) {
+                if (st->alloc_time < t0) t0 = st->alloc_time;
+                if (st->alloc_time > t1) t1 = st->alloc_time;
+            }
+        }
+        if (t0 < t1 && !vt__ck_freed_between(m, t0, t1))
+            continue;
         /* the first storage that counted, retired or not, stands for it */
         uint32_t sti = CK_NONE;
         for (size_t k = x->s0; k < x->s1; k++)

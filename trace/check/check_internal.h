@@ -155,11 +155,21 @@ typedef struct ck_model {
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
+    /* Without marks: the time of every free the program asked for, in
+     * order; a call site keeping memory between frees is in a loop
+     * (NEVER-FREED and GROWTH by time), one allocating a burst of weights
+     * is not. */
+    uint64_t *free_time; size_t nfree_time, capfree_time;
+    uint8_t want_free_time;
     uint32_t *mark_label;   /* string id of each mark's label */
     vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
     uint64_t prio_state;    /* treap priorities: a generator seeded per run */
     uint64_t start_time, end_time;
+    /* The program's last event: end_time is the snapshot when later, and
+     * a program that ran out of memory is seconds from its exit snapshot
+     * (its traceback, its teardown): no time of its loop. */
+    uint64_t last_event_time;
     size_t ntensors, nholders, nrefs;
     size_t ngc_collections; /* holders flagged VT_HOLDER_GC_COLLECTION */
     uint8_t skip_host;      /* host storages are not judged (vt__check_host) */
@@ -203,6 +213,9 @@ void vt__ck_model_free(ck_model *m);
 
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
+/* Whether the program freed anything strictly between times a and b:
+ * without marks only (want_free_time). */
+int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b);
 /* Label of the mark that began step `step` ("" for step 0). */
 const char *vt__ck_step_label(const ck_model *m, uint32_t step);
 

@@ -614,6 +614,20 @@ static int add_mark(ck_model *m, const vt__event *e)
     return 0;
 }
 
+static int push_free_time(ck_model *m, uint64_t t)
+{
+    if (m->nfree_time == m->capfree_time) {
+        size_t cap = m->capfree_time ? m->capfree_time * 2 : 1024;
+        uint64_t *n = realloc(m->free_time, cap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        m->free_time = n;
+        m->capfree_time = cap;
+    }
+    m->free_time[m->nfree_time++] = t;
+    return 0;
+}
+
 /* One event of the walk: allocations come from the timeline's lifetimes
  * (one matching rule for every view); the walk adds what the timeline does
  * not know: external and implicit storages, tensors, holders, references,
@@ -645,6 +659,8 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
                 map_set(&w->by_handle, fl->lifetime, x, m->st[x].ord) < 0)
                 return -ENOMEM;
         }
+        if (m->want_free_time && push_free_time(m, e->time_ns) < 0)
+            return -ENOMEM;
         if (x == CK_NONE || m->st[x].freed)
             x = live_at(m, e->addr);   /* an implicit storage at the address */
         if (x != CK_NONE && !m->st[x].freed && !m->st[x].external &&
@@ -757,7 +773,7 @@ static int walk_events(ck_model *m, walk *w)
         rc = 0;
     }
     m->nevents = i;
-    m->end_time = w->last_time;
+    m->end_time = m->last_event_time = w->last_time;
     return rc;   /* 0 at the end, or the stream's error (its line in m->err) */
 }
 
@@ -847,6 +863,7 @@ void vt__ck_model_free(ck_model *m)
     free(m->mark_seq);
     free(m->mark_time);
     free(m->mark_label);
+    free(m->free_time);
     vt__ck_times_free(m->times);
     vt__u64map_free(&m->ids);
     memset(m, 0, sizeof *m);
@@ -869,7 +886,7 @@ static void model_reset(ck_model *m)
     ck_model keep = { .s = m->s, .es = m->es, .err = m->err, .errlen = m->errlen,
                       .rules_asked = m->rules_asked, .keep_records = m->keep_records,
                       .pool_by_time = m->pool_by_time, .nwin = m->nwin, .win_t0 = m->win_t0,
-                      .win_span = m->win_span };
+                      .win_span = m->win_span, .want_free_time = m->want_free_time };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -922,6 +939,7 @@ int vt__ck_model_build(ck_model *m)
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
+    m->want_free_time = !nmarks;
     /* GROWTH by time (check.c runs it where pool_by_time says), in windows
      * of the trace the retired storages are counted in as they go. */
     m->pool_by_time = !nmarks && !tensors && (m->s->meta.flags & VT_META_POOL_OBSERVED);
@@ -941,6 +959,11 @@ int vt__ck_model_build(ck_model *m)
     vt__timeline_free(tl);
     if (rc < 0)
         return rc;
+    for (size_t i = 1; i < m->nfree_time; i++)   /* threads' clocks may cross */
+        if (m->free_time[i] < m->free_time[i - 1]) {
+            qsort(m->free_time, m->nfree_time, sizeof *m->free_time, vt__ck_cmp_u64);
+            break;
+        }
     if (order_storages(m) < 0 || group_uses(m) < 0)
         return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
     /* the end of the trace: the snapshot, or its last event if later */
@@ -961,6 +984,13 @@ uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq)
     size_t lo;
     VT__PARTITION_POINT(m->nmarks, i, m->mark_seq[i] <= seq, lo);
     return (uint32_t)lo;
+}
+
+int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b)
+{
+    size_t lo;
+    VT__PARTITION_POINT(m->nfree_time, i, m->free_time[i] <= a, lo);
+    return lo < m->nfree_time && m->free_time[lo] < b;
 }
 
 const char *vt__ck_step_label(const ck_model *m, uint32_t step)

@@ -235,12 +235,16 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
              * over a twentieth of the trace at least, and still made in its
              * later part (the time since the last no longer than the time
              * they took): what a loop that keeps memory does until the end
-             * or an OOM. A model's weights moved to the device before its
-             * loop are one burst followed by the whole loop, however long the
-             * burst took (a short trace: an OOM in the first step). */
-            uint64_t quiet = m->end_time > tmax ? m->end_time - tmax : 0;
+             * or an OOM. The quiet ends at the program's last event, not
+             * at the snapshot: an OOM's traceback and exit are no part of
+             * its loop. And a loop frees what it used between the kept
+             * allocations: a model's weights moved to the device are one
+             * burst of allocations alone, however long it took, followed
+             * by the whole loop or by an OOM in the first step. */
+            uint64_t quiet = m->last_event_time > tmax ? m->last_event_time - tmax : 0;
             int hit = m->nmarks ? nsteps >= 2
-                                : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin);
+                                : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin &&
+                                   vt__ck_freed_between(m, tmin, tmax));
             if (hit) {
                 for (size_t k = 0; k < ng; k++)
                     lstart[k] = m->st[grp[k]].alloc_time;
