@@ -36,10 +36,14 @@ def decode(ids: torch.Tensor, steps: int = 16):
     return ids, out
 
 
+def serve(prompt: torch.Tensor):
+    """One request, as a server's handler: what it returns is kept."""
+    ids, out = decode(prompt)
+    return out if kind == "leak" else ids.cpu()
+
+
 kept = []
 for _ in range(prompts):
-    prompt = torch.randint(0, config.vocab_size, (4, 32), device="cuda")
-    ids, out = decode(prompt)
-    kept.append(out if kind == "leak" else ids.cpu())
+    kept.append(serve(torch.randint(0, config.vocab_size, (4, 32), device="cuda")))
     time.sleep(0.05)   # the rest of a real server's work per request
 print("done", len(kept))

@@ -1,9 +1,13 @@
-"""vramtrace on other people's code: Hugging Face transformers' GPT-2 and its
-KV cache (hf_decode.py), an inference script that never imports vramtrace,
-under plain `vramtrace run` (the pool's blocks, judged by time: no optimizer
-step to mark) and `vramtrace run --track` (its tensors and their holders).
-The leak twin keeps each prompt's output and with it the whole cache of its
-decoding; the fixed twin keeps the generated ids on the host."""
+"""vramtrace on other people's code: Hugging Face transformers' GPT-2, in
+scripts that never import vramtrace.
+
+hf_decode.py, inference with its KV cache, under plain `vramtrace run` (the
+pool's blocks, judged by time: no optimizer step to mark) and `vramtrace run
+--track` (its tensors and their holders): the leak twin keeps each prompt's
+output and with it the whole cache of its decoding; the fixed twin keeps the
+generated ids on the host. hf_train.py, training with AdamW, under `run
+--track`: the leak twin sums its validation loss, taken with autograd on, as
+a tensor (every step's validation graph kept); the fixed twin as a number."""
 
 from __future__ import annotations
 
@@ -21,13 +25,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
 PROG = os.path.join(HERE, "hf_decode.py")
-MODEL_LINE = next(i for i, t in enumerate(open(PROG), 1) if "# MODEL_LINE" in t)
+TRAIN = os.path.join(HERE, "hf_train.py")
 
 
-def _start(kind: str, track: bool, snap: str) -> subprocess.Popen:
+def _line(path: str, mark: str) -> int:
+    return next(i for i, t in enumerate(open(path), 1) if mark in t)
+
+
+MODEL_LINE = _line(PROG, "# MODEL_LINE")
+
+
+def _start(kind: str, track: bool, snap: str, prog: str = PROG) -> subprocess.Popen:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
     cmd = [SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
-           "-o", snap, "--", sys.executable, PROG, kind]
+           "-o", snap, "--", sys.executable, prog, kind]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -36,16 +47,24 @@ def _start(kind: str, track: bool, snap: str) -> subprocess.Popen:
 def snaps(tmp_path_factory) -> Dict[Tuple[str, bool], str]:
     """The four runs, two at a time (each a few seconds of transformers'
     import and 192 forward calls): {(kind, tracked): snapshot}."""
-    d = tmp_path_factory.mktemp("hf")
+    return _runs(tmp_path_factory.mktemp("hf"), PROG, "done 12", (False, True))
+
+
+@pytest.fixture(scope="module")
+def train_snaps(tmp_path_factory) -> Dict[Tuple[str, bool], str]:
+    return _runs(tmp_path_factory.mktemp("hf_train"), TRAIN, "done 20", (True,))
+
+
+def _runs(d, prog: str, done: str, tracks) -> Dict[Tuple[str, bool], str]:
     out: Dict[Tuple[str, bool], str] = {}
-    for track in (False, True):
+    for track in tracks:
         procs = {}
         for kind in ("leak", "fixed"):
             snap = str(d / f"{kind}{'-track' if track else ''}.vtsnap")
-            procs[kind] = (_start(kind, track, snap), snap)
+            procs[kind] = (_start(kind, track, snap, prog), snap)
         for kind, (p, snap) in procs.items():
             stdout, stderr = p.communicate(timeout=300)
-            assert p.returncode == 0 and "done 12" in stdout, stderr[-3000:]
+            assert p.returncode == 0 and done in stdout, stderr[-3000:]
             out[(kind, track)] = snap
     return out
 
@@ -77,4 +96,18 @@ def test_run_track_names_the_list_that_keeps_the_cache(snaps):
     assert held.strip().startswith("held by: module __main__.kept → list[*] → "), held
     assert "DynamicCache" in held and f"(hf_decode.py:{MODEL_LINE})'" in held, held
     rc, text = check(snaps[("fixed", True)])
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+
+
+def test_a_validation_loss_summed_as_a_tensor_is_named_with_the_graph_it_keeps(train_snaps):
+    rc, text = check(train_snaps[("leak", True)])
+    assert rc == 1, text[:3000]
+    assert "from 1 cause" in text and "× [linger]" in text, text[:3000]
+    # the tensors by the user's validation line (not transformers' or torch's),
+    # held by the user's sum through the autograd graph it keeps
+    val, total = _line(TRAIN, "# VAL_LINE"), _line(TRAIN, "# SUM_LINE")
+    assert f"(hf_train.py:{val})" in text.split("held by:")[0], text[:3000]
+    held = next(line for line in text.splitlines() if "held by:" in line)
+    assert f"(hf_train.py:{total})'.grad_fn → (the autograd graph it keeps)" in held, held
+    rc, text = check(train_snaps[("fixed", True)])
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
