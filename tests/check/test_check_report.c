@@ -143,6 +143,43 @@ TEST(max_paths_and_multiple_roots)
     synth_fini(&y);
 }
 
+/* Tensors alive long after their last use that no recorded reference holds
+ * (the holder walks reached nothing referring to them: held from C++, or
+ * freed before a walk got to their holder): the report says no holder was
+ * found, not a "held by" that is the tensor itself. Before: "held by:
+ * tensor 'out (train.py:10)'" and a path of the tensor's own hop. */
+TEST(a_lingering_tensor_no_walk_found_a_holder_of_says_so)
+{
+    synth y;
+    synth_init(&y);
+    uint32_t st = synth_stack(&y, "forward", "main", NULL);
+    synth_mark(&y, "step 0");
+    synth_made(&y, 70, 0x7f0000000000ull, MiB, "out", st);
+    synth_made(&y, 71, 0x7f0000200000ull, MiB, "out", st);
+    for (int k = 1; k <= 5; k++) {
+        synth_tick(&y, 100000000);
+        synth_mark(&y, "step");
+    }
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    ASSERT_EQ(r->findings[0].npaths, 1);   /* the tensor's own hop, in the JSON */
+    ASSERT_EQ(r->findings[0].paths[0].nsteps, 2);
+    const char *said = "no holder found (no object the holder walks reached refers to the "
+                       "tensor: it is held from C++, or a walk had not reached its holder yet)\n";
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "2 findings from 1 cause");
+    char cause[512], finding[512];
+    snprintf(cause, sizeof cause, "     held by: %s", said);
+    snprintf(finding, sizeof finding, "   held by (at the end): %s", said);
+    ASSERT_STR_CONTAINS(text, cause);
+    ASSERT_STR_CONTAINS(text, finding);
+    ASSERT(strstr(text, "held by: tensor") == NULL);
+    ASSERT(strstr(text, "\xe2\x86\x92 storage") == NULL);   /* no path of the tensor's own hop */
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
 {
     /* Lightning's optimizer_step(model=, closure=) keeps a keyword-argument

@@ -265,6 +265,24 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 
 #define GROUPS_SHOWN 20
 
+/* Whether every path of a finding is its tensor's own hop to the storage:
+ * the holder walks reached nothing that refers to the tensor (it is held
+ * from C++, or was freed before a walk got to its holder). */
+static int names_no_holder(const vt__check_finding *x)
+{
+    if (!x->npaths)
+        return 0;
+    for (size_t p = 0; p < x->npaths; p++) {
+        const vt__check_path *q = &x->paths[p];
+        if (q->nsteps != 2 || q->steps[0].kind != VT_CHECK_NODE_TENSOR || q->cycle || q->truncated)
+            return 0;
+    }
+    return 1;
+}
+
+#define NO_HOLDER_FOUND "no holder found (no object the holder walks reached refers to the " \
+                        "tensor: it is held from C++, or a walk had not reached its holder yet)"
+
 /* A cause's "held by:" line: the root of the autograd graph that keeps its
  * tensors, or else the first `len` bytes of `path`. */
 static void print_held_by(FILE *f, const char *indent, const ck_group *g, const char *path,
@@ -313,7 +331,9 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                         g[k].nlines == 2 ? "" : "s");
             else
                 fprintf(f, "     tensor '%s'\n", owner);
-            const char *held = *path ? path : "(no holder recorded)";
+            const char *held = !*path                               ? "(no holder recorded)"
+                               : names_no_holder(&r->findings[g[k].first]) ? NO_HOLDER_FOUND
+                                                                           : path;
             print_held_by(f, "     ", &g[k], held, (int)strlen(held));
             continue;
         }
@@ -626,12 +646,13 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             else if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
-                fprintf(f, "   held by (%s):\n",
+                fprintf(f, "   held by (%s):%s\n",
                         x->path_seq == UINT64_MAX         ? "at the end"
                         : x->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
                         : x->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
-                                                          : "when it became a finding");
-            for (size_t p = 0; p < x->npaths; p++) {
+                                                          : "when it became a finding",
+                        names_no_holder(x) ? " " NO_HOLDER_FOUND : "");
+            for (size_t p = 0; p < x->npaths && !names_no_holder(x); p++) {
                 char line[2048];
                 size_t need = vt__check_path_format_folded(&x->paths[p], line, sizeof line);
                 fprintf(f, "     %s%s\n", line, need >= sizeof line ? "..." : "");
