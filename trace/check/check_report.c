@@ -639,6 +639,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
             x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE ||
             x->rule == VT_CHECK_RULE_GROWTH) {
+            int no_holder = names_no_holder(x);   /* its paths then say nothing more */
             if (!x->npaths && !x->ntensors)
                 /* PyTorch's blocks observed without track(): nothing to
                  * say who holds it, and nothing was dropped either */
@@ -651,8 +652,8 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                         : x->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
                         : x->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
                                                           : "when it became a finding",
-                        names_no_holder(x) ? " " NO_HOLDER_FOUND : "");
-            for (size_t p = 0; p < x->npaths && !names_no_holder(x); p++) {
+                        no_holder ? " " NO_HOLDER_FOUND : "");
+            for (size_t p = 0; p < x->npaths && !no_holder; p++) {
                 char line[2048];
                 size_t need = vt__check_path_format_folded(&x->paths[p], line, sizeof line);
                 fprintf(f, "     %s%s\n", line, need >= sizeof line ? "..." : "");
