@@ -618,6 +618,39 @@ def test_a_models_weights_read_once_under_autocast_stay_its_state(fake, tmp_path
         assert uses(weight) == read + 2
 
 
+def test_a_ticks_walk_takes_at_most_its_share_whatever_its_credit(fake):
+    """A program without marks is judged by time (a grace of 1 s at least):
+    the holder walk at a tick is given at most _TICK_WALK_S, however much
+    credit the walks saved (model construction before the loop leaves up to
+    snapshot_walk_s); a mark's walk may spend it all. Before: a tick spent 5 s
+    of credit at once and paused hf_decode.py 1.2 s under load, and the
+    program's replaced temporaries were flagged as lingering."""
+    from vramtrace.torch import _marks
+    budgets = []
+    with vtt.track() as tr:
+        walk = tr._walk
+
+        def noted(starts, seen, deadline):
+            budgets.append(None if deadline is None else deadline - _walks_clock())
+            return walk(starts, seen, deadline)
+        tr._walk = noted
+        kept = [torch.ones(64) * 2 for _ in range(3)]
+        for kind in ("tick", "mark"):
+            tr.epoch += 2                # what the kept tensors were used in is long past
+            tr._credit = 100.0           # far more saved than any tick may take
+            tr._walked.clear()           # fresh starts: a walk is due
+            tr._on_mark(kind, "")
+        del kept
+    assert len(budgets) == 2, budgets
+    assert budgets[0] <= _marks._TICK_WALK_S, budgets   # the tick's, capped
+    assert budgets[1] > 1.0, budgets    # the mark's: its credit (at most snapshot_walk_s)
+
+
+def _walks_clock() -> float:
+    from vramtrace.torch import _walks
+    return _walks._cpu_clock()
+
+
 def test_a_program_without_marks_ticks_until_it_marks(fake):
     """The tick (dispatch.c): a mark's work every tick_s of a program's ops
     while it has made no mark, none once it marks."""

@@ -16,6 +16,12 @@ from .. import _gc_hold
 # finding.
 _TICK_S = 0.5
 _NO_TICK = float("inf")   # Tracker._next_tick once no tick is to come
+# What a tick's holder walk may take at most, whatever credit it has: a
+# program without marks is judged by time, against a grace of 1 s at least,
+# and the tracker's pause must not make the program's own temporaries (those
+# it replaces at its next op) outlive it. Before: credit of up to
+# snapshot_walk_s spent at once paused hf_decode.py 1.2 s under load.
+_TICK_WALK_S = 0.2
 
 
 class _Marks:
@@ -66,7 +72,8 @@ class _Marks:
                 if self.collect_cycles:
                     self._collect_cycles()
                 if self.walk:
-                    self._walk_stale(threshold, kind == "snapshot")
+                    self._walk_stale(threshold, kind == "snapshot",
+                                     _TICK_WALK_S if kind == "tick" else None)
             except VramtraceError:
                 raise
             except Exception as exc:

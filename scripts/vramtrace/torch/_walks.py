@@ -326,7 +326,11 @@ class _Walks:
             if added >= _GROWING_WALKED_ALL:
                 break
 
-    def _walk_stale(self, threshold: int, final: bool = False) -> None:
+    def _walk_stale(self, threshold: int, final: bool = False,
+                    at_most: Optional[float] = None) -> None:
+        """Walk the holders of the stale tensors from the walks' credit
+        (``final``: a snapshot's, with snapshot_walk_s at least), for at
+        most ``at_most`` seconds when given (a tick's)."""
         starts, counts, kept = self._stale_starts(threshold, final)
         if not starts:
             self._book.emit(WalkResult(), "stale")   # retracts all it asserted
@@ -373,6 +377,8 @@ class _Walks:
             allowance = float("inf")
         else:
             allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
+        if at_most is not None:
+            allowance = min(allowance, at_most)
         # A walk at a mark runs when its budget fits its first level (a heap
         # pass, longer with more starts) and one more: the first finds the
         # containers, the second what owns them. A snapshot's walk, the
