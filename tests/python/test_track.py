@@ -625,14 +625,14 @@ def test_a_ticks_walk_takes_at_most_its_share_whatever_its_credit(fake):
     snapshot_walk_s); a mark's walk may spend it all. Before: a tick spent 5 s
     of credit at once and paused hf_decode.py 1.2 s under load, and the
     program's replaced temporaries were flagged as lingering."""
-    from vramtrace.torch import _marks
+    from vramtrace.torch import _marks, _walks
     budgets = []
     with vtt.track() as tr:
         walk = tr._walk
 
-        def noted(starts, seen, deadline):
-            budgets.append(None if deadline is None else deadline - _walks_clock())
-            return walk(starts, seen, deadline)
+        def noted(starts, seen, deadline, clock=_walks._cpu_clock):
+            budgets.append(None if deadline is None else deadline - clock())
+            return walk(starts, seen, deadline, clock)
         tr._walk = noted
         kept = [torch.ones(64) * 2 for _ in range(3)]
         for kind in ("tick", "mark"):
@@ -646,9 +646,63 @@ def test_a_ticks_walk_takes_at_most_its_share_whatever_its_credit(fake):
     assert budgets[1] > 1.0, budgets    # the mark's: its credit (at most snapshot_walk_s)
 
 
-def _walks_clock() -> float:
-    from vramtrace.torch import _walks
-    return _walks._cpu_clock()
+def test_a_ticks_walk_ends_in_time_on_a_loaded_machine(fake):
+    """A tick's bound counts from the tick's start, its sweep included, on
+    the faster of the CPU and the wall clock: a process a loaded machine
+    leaves waiting spends wall time, not CPU (here the sweep sleeps 0.15 s:
+    no CPU). Before: 0.2 s of CPU for the walk alone, and its sweep on top,
+    paused hf_decode.py 0.7 s under load."""
+    import time
+
+    from vramtrace.torch import _marks, _walks
+    budgets = []
+    with vtt.track() as tr:
+        walk, sweep = tr._walk, tr._sweep
+
+        def noted(starts, seen, deadline, clock=_walks._cpu_clock):
+            budgets.append(None if deadline is None else deadline - clock())
+            return walk(starts, seen, deadline, clock)
+
+        def slow_sweep():
+            time.sleep(0.15)
+            sweep()
+        tr._walk, tr._sweep = noted, slow_sweep
+        kept = [torch.ones(64) * 2 for _ in range(3)]
+        tr.epoch += 2
+        tr._credit = 100.0
+        tr._walked.clear()
+        tr._on_mark("tick", "")
+        del kept
+    # walked, and given what the sweep left of the tick: under 0.05 s
+    assert budgets and all(b is not None and b <= _marks._TICK_WALK_S - 0.15 for b in budgets), budgets
+    clock = _walks.tick_clock()
+    time.sleep(0.05)
+    assert clock() >= 0.05
+
+
+def test_the_next_tick_is_due_a_tick_after_the_last_one_ended(fake):
+    """dispatch.c: tick_s counts from the end of a tick's work, not its
+    start: a tick that took tick_s (a loaded machine) was followed by
+    another at the next op, and the two paused the program for longer than
+    `check` waits before calling a temporary held."""
+    import time
+    spans = []
+    with vtt.track() as tr:
+        tr._fast.tick_s = 0.05
+
+        def slow_tick():
+            began = time.perf_counter()
+            time.sleep(0.06)
+            spans.append((began, time.perf_counter()))
+            return True
+        tr._tick = slow_tick
+        x = torch.ones(4)
+        end = time.perf_counter() + 0.6
+        while time.perf_counter() < end:
+            x = x + 1
+    assert len(spans) >= 3, spans
+    for (_, ended), (began, _) in zip(spans, spans[1:]):
+        assert began - ended >= 0.05 - 1e-3, spans
 
 
 def test_a_program_without_marks_ticks_until_it_marks(fake):

@@ -9,6 +9,7 @@ from typing import Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
+from ._walks import tick_clock
 
 # Seconds between the ticks of a program that makes no mark (_Marks._tick):
 # its storages last used before a tick and unused since are walked at the
@@ -16,11 +17,14 @@ from .. import _gc_hold
 # finding.
 _TICK_S = 0.5
 _NO_TICK = float("inf")   # Tracker._next_tick once no tick is to come
-# What a tick's holder walk may take at most, whatever credit it has: a
-# program without marks is judged by time, against a grace of 1 s at least,
-# and the tracker's pause must not make the program's own temporaries (those
-# it replaces at its next op) outlive it. Before: credit of up to
-# snapshot_walk_s spent at once paused hf_decode.py 1.2 s under load.
+# When a tick's holder walk stops, whatever credit it has: this many seconds
+# after the tick began (its sweep included), of CPU or of the wall clock,
+# whichever runs out first (_walks.tick_clock). A program without marks is
+# judged by time, against a grace of 1 s at least, and the tracker's pause
+# must not make the program's own temporaries (those it replaces at its next
+# op) outlive it. Before: credit of up to snapshot_walk_s spent at once
+# paused hf_decode.py 1.2 s under load; then 0.2 s of CPU alone, 0.5 s of
+# the wall clock on a loaded machine.
 _TICK_WALK_S = 0.2
 
 
@@ -45,6 +49,7 @@ class _Marks:
         # instead of going unrecorded: the mark's Python lets the GIL go
         marking, self._marking = self._marking, threading.get_ident()
         began, began_wall = time.process_time(), time.perf_counter()
+        clock = tick_clock() if kind == "tick" else None
         if self._last_mark_end is not None and self.walk_fraction is not None:
             # The program's own time: the CPU time since the last mark less
             # the share of it that recording ops and deaths took (timed on
@@ -71,9 +76,10 @@ class _Marks:
                 self._sweep()
                 if self.collect_cycles:
                     self._collect_cycles()
-                if self.walk:
-                    self._walk_stale(threshold, kind == "snapshot",
-                                     _TICK_WALK_S if kind == "tick" else None)
+                if self.walk and clock is not None:
+                    self._walk_stale(threshold, until=_TICK_WALK_S, clock=clock)
+                elif self.walk:
+                    self._walk_stale(threshold, kind == "snapshot")
             except VramtraceError:
                 raise
             except Exception as exc:

@@ -8,7 +8,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import Edge, NodeKey, WalkResult, level_passes, walk_referrers
@@ -110,20 +110,23 @@ class _GradGraphWalk:
     walked. The whole walk takes ``budget`` steps, and more while the
     process's CPU clock is before ``deadline`` (the holder walk's: a
     snapshot's is seconds, so that a graph kept across many steps, a tape,
-    is walked whole where it matters)."""
+    is walked whole where it matters), read on ``clock`` (the holder
+    walk's)."""
 
-    def __init__(self, budget: int = 2048, deadline: Optional[float] = None) -> None:
+    def __init__(self, budget: int = 2048, deadline: Optional[float] = None,
+                 clock: Optional[Callable[[], float]] = None) -> None:
         self.nodes: Dict[NodeKey, Any] = {}
         self.edges: List[Edge] = []
         self.seen: Set[int] = set()
         self.budget = budget
         self.deadline = deadline
+        self.clock = clock or _cpu_clock
 
     def _more(self) -> bool:
         """Budget left, or granted again while the deadline allows."""
         if self.budget > 0:
             return True
-        if self.deadline is not None and _cpu_clock() < self.deadline:
+        if self.deadline is not None and self.clock() < self.deadline:
             self.budget = 1024
             return True
         return False
@@ -231,6 +234,17 @@ def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any
 _cpu_clock = time.process_time   # the walk's budget: the process's CPU time
 
 
+def tick_clock() -> Callable[[], float]:
+    """The clock of a tick's work, which must end in time as well as in CPU
+    (a program without marks is judged by time: what a tick pauses the
+    program for makes the temporaries it replaces at its next op look
+    held): 0 now, then the seconds since, of CPU or of the wall clock,
+    whichever ran more. (On a loaded machine, 0.2 s of CPU took 0.5 s of
+    the program's time.)"""
+    cpu0, wall0 = _cpu_clock(), time.perf_counter()
+    return lambda: max(_cpu_clock() - cpu0, time.perf_counter() - wall0)
+
+
 class _Walks:
     """The tracker's holder walks (a mixin of :class:`Tracker`)."""
 
@@ -246,11 +260,12 @@ class _Walks:
                 id(self._gc_dead), id(self._pending), id(self.__dict__)}
 
     def _walk(self, starts: Dict[NodeKey, Any], extra: Set[int],
-              deadline: Optional[float] = None) -> WalkResult:
+              deadline: Optional[float] = None,
+              clock: Callable[[], float] = _cpu_clock) -> WalkResult:
         return walk_referrers(starts, self._tensor_key, skip_files=_SKIP_FILES,
                               ignore_ids=self._ignore_ids() | extra,
                               max_depth=self.max_depth, max_breadth=self.max_breadth,
-                              max_nodes=self.max_nodes, deadline=deadline, clock=_cpu_clock)
+                              max_nodes=self.max_nodes, deadline=deadline, clock=clock)
 
     def _stale_starts(self, threshold: int, final: bool
                       ) -> Tuple[Dict[NodeKey, Any], Dict[int, int], Dict[int, _StorageRec]]:
@@ -326,11 +341,12 @@ class _Walks:
             if added >= _GROWING_WALKED_ALL:
                 break
 
-    def _walk_stale(self, threshold: int, final: bool = False,
-                    at_most: Optional[float] = None) -> None:
+    def _walk_stale(self, threshold: int, final: bool = False, until: Optional[float] = None,
+                    clock: Callable[[], float] = _cpu_clock) -> None:
         """Walk the holders of the stale tensors from the walks' credit
         (``final``: a snapshot's, with snapshot_walk_s at least), for at
-        most ``at_most`` seconds when given (a tick's)."""
+        ``until`` a reading of ``clock`` when given, whatever its credit
+        (a tick's: its end on tick_clock())."""
         starts, counts, kept = self._stale_starts(threshold, final)
         if not starts:
             self._book.emit(WalkResult(), "stale")   # retracts all it asserted
@@ -372,13 +388,13 @@ class _Walks:
                     del counts[k[1]]
             else:
                 full = True
-        began = _cpu_clock()
+        began, began_cpu = clock(), _cpu_clock()
         if self.walk_fraction is None:      # no time budget
             allowance = float("inf")
         else:
             allowance = max(self._credit, self.snapshot_walk_s) if final else self._credit
-        if at_most is not None:
-            allowance = min(allowance, at_most)
+        if until is not None:
+            allowance = min(allowance, until - began)
         # A walk at a mark runs when its budget fits its first level (a heap
         # pass, longer with more starts) and one more: the first finds the
         # containers, the second what owns them. A snapshot's walk, the
@@ -390,10 +406,11 @@ class _Walks:
             self.walks_postponed += 1
             starts.clear()
             return
-        res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance)
+        res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance,
+                         clock)
         if res.levels:
             # Per heap pass with no start; the first level had them all.
-            self._pass_cost = (_cpu_clock() - began) / (
+            self._pass_cost = (_cpu_clock() - began_cpu) / (
                 res.levels - 1 + level_passes(len(starts)))
         self.walks += 1
         self._backoff = 1 if fresh else min(2 * self._backoff, 64)
@@ -439,13 +456,13 @@ class _Walks:
         extra: Tuple[Edge, ...] = ()
         if orphans or kept:
             grad_edges, grad_nodes = self._autograd_edges(orphans, starts, began + allowance,
-                                                          kept)
+                                                          kept, clock)
             for k, node in grad_nodes.items():
                 res.names[k] = type(node).__name__
                 res.objects[k] = node
             extra = tuple(grad_edges)
             del grad_nodes
-        hook_edges, hook_nodes = self._hook_edges(res, held, began + allowance)
+        hook_edges, hook_nodes = self._hook_edges(res, held, began + allowance, clock)
         if hook_edges:
             for k, node in hook_nodes.items():
                 res.names[k] = type(node).__name__
@@ -459,7 +476,8 @@ class _Walks:
         if not full:
             self.partial_walks += 1
 
-    def _hook_edges(self, res: WalkResult, held: Set[NodeKey], deadline: float
+    def _hook_edges(self, res: WalkResult, held: Set[NodeKey], deadline: float,
+                    clock: Callable[[], float] = _cpu_clock
                     ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
         """Edges from autograd nodes to the hook dicts a walk stopped at.
 
@@ -476,7 +494,7 @@ class _Walks:
                 want[id(obj)] = k
         if not want:
             return [], {}
-        graph = _GradGraphWalk(deadline=deadline)
+        graph = _GradGraphWalk(deadline=deadline, clock=clock)
         for rec in _newest_first(self._by_tid):
             t = rec.ref() if rec.ref is not None else None
             fn = t.grad_fn if t is not None else None
@@ -524,7 +542,8 @@ class _Walks:
         return ("t", rec.tid)
 
     def _autograd_edges(self, orphans: List[NodeKey], starts: Dict[NodeKey, Any],
-                        deadline: float, kept: Optional[Dict[int, _StorageRec]] = None
+                        deadline: float, kept: Optional[Dict[int, _StorageRec]] = None,
+                        clock: Callable[[], float] = _cpu_clock
                         ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
         """Edges from autograd nodes that save the storages of ``orphans``
         (and of the storages in ``kept``: _stale_starts' kept by C++ alone).
@@ -547,7 +566,7 @@ class _Walks:
         if not want and not kept:
             return [], {}
         stands: Set[NodeKey] = set()
-        graph = _GradGraphWalk(deadline=deadline)
+        graph = _GradGraphWalk(deadline=deadline, clock=clock)
         edges = graph.edges
         for rec in _newest_first(self._by_tid):
             t = rec.ref() if rec.ref is not None else None

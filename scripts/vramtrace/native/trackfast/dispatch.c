@@ -125,7 +125,11 @@ static int moved(PyObject *rec, const vt__tensor_facts *f)
 
 /* Tracker._tick, when a tick is due (dispatcher.tick_s): a mark's work in
  * a program that has made no mark. The first op starts the clock; False
- * from the tracker (the program marks now) stops the ticks. */
+ * from the tracker (the program marks now) stops the ticks. The next tick
+ * is due tick_s after this one's work ended: counted from its start, a
+ * tick whose work took tick_s (a loaded machine) was followed by another
+ * at the program's next op, and the two paused the program for longer
+ * than `check`'s time rule waits before a finding. */
 static int tick(Dispatcher *d, double now)
 {
     int first = d->next_tick == 0;
@@ -133,6 +137,7 @@ static int tick(Dispatcher *d, double now)
     if (first)
         return 0;
     PyObject *r = call_method(d->tracker, s_tick, NULL, 0);
+    d->next_tick = now_s() + d->tick_s;
     if (r == NULL)
         return -1;
     int go = PyObject_IsTrue(r);
