@@ -52,18 +52,28 @@ REPORTS = {
 }
 
 
-def _run(program: str, twin: str, tmp_path) -> tuple:
-    out = str(tmp_path / f"{twin}.vtsnap")
-    info = run_traced(os.path.join(LEAKS, "run_leak.py"), [program, twin, out, "unbudgeted"],
-                      out, extra_path=(LEAKS,), timeout=300)
-    assert info["errors"] == 0
-    return info, *vt_check(info["snap"])
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """``runs(program, twin)``: run_leak.py's run of it, checked, made once
+    and read by every test that asks (each is a torch process)."""
+    done: dict = {}
+
+    def run(program: str, twin: str) -> tuple:
+        if (program, twin) not in done:
+            out = str(tmp_path_factory.mktemp(f"{program}-{twin}") / f"{twin}.vtsnap")
+            info = run_traced(os.path.join(LEAKS, "run_leak.py"),
+                              [program, twin, out, "unbudgeted"], out, extra_path=(LEAKS,),
+                              timeout=300)
+            assert info["errors"] == 0
+            done[program, twin] = (info, *vt_check(info["snap"]))
+        return done[program, twin]
+    return run
 
 
 @pytest.mark.parametrize("program", sorted(REPORTS))
-def test_report_leak_is_flagged_with_its_holder_named(program, tmp_path):
+def test_report_leak_is_flagged_with_its_holder_named(program, runs):
     words, rule = REPORTS[program]
-    info, rc, rep = _run(program, "leak", tmp_path)
+    info, rc, rep = runs(program, "leak")
     expect = {int(a, 16): n for a, n in info["expect"].items()}
     assert expect, "the program retained nothing"
     assert rc == 1
@@ -95,12 +105,12 @@ def test_report_leak_is_flagged_with_its_holder_named(program, tmp_path):
     assert f"{program}.py:" in groups[0]["owner"] + groups[0]["path"], groups[0]
 
 
-def test_a_kept_graph_is_one_cause_named_by_its_holder(tmp_path):
+def test_a_kept_graph_is_one_cause_named_by_its_holder(runs):
     """A kept validation loss keeps the activations of every line of the
     model through its graph (attention's q, k and v views of one buffer
     among them, each saved by the attention's node): one cause, held by the
     history list through the loss's graph."""
-    info, rc, rep = _run("kept_validation_graph", "leak", tmp_path)
+    info, rc, rep = runs("kept_validation_graph", "leak")
     assert rc == 1
     groups = rep["groups"]
     assert len(groups) == 1, [(g["count"], g["owner"], g["path"]) for g in groups]
@@ -109,13 +119,13 @@ def test_a_kept_graph_is_one_cause_named_by_its_holder(tmp_path):
     assert "Program.history → list[*] → tensor" in g["path"] and ".grad_fn" in g["path"], g
 
 
-def test_kept_model_outputs_are_one_cause_and_the_models_state_is_none(tmp_path):
+def test_kept_model_outputs_are_one_cause_and_the_models_state_is_none(runs):
     """Each step's whole ModelOutput kept (its logits, loss and key/value
     cache: three lines of the model): one cause, held by the history list
     through the output object, never through a lone "dict" (the object's
     own __dict__ is the object's). The model's unused causal-mask buffer and
     its frozen head, which its fixed twin keeps too, are not findings."""
-    info, rc, rep = _run("kept_model_outputs", "leak", tmp_path)
+    info, rc, rep = runs("kept_model_outputs", "leak")
     assert rc == 1
     groups = rep["groups"]
     assert len(groups) == 1, [(g["count"], g["owner"], g["path"]) for g in groups]
@@ -127,8 +137,8 @@ def test_kept_model_outputs_are_one_cause_and_the_models_state_is_none(tmp_path)
 
 
 @pytest.mark.parametrize("program", sorted(REPORTS))
-def test_report_fixed_twin_is_clean(program, tmp_path):
-    info, rc, rep = _run(program, "fixed", tmp_path)
+def test_report_fixed_twin_is_clean(program, runs):
+    info, rc, rep = runs(program, "fixed")
     assert rep["findings"] == [], [f["paths"] for f in rep["findings"]][:3]
     assert rc == 0
     assert rep["tensors"] > 0 and rep["marks"] >= 6
@@ -176,13 +186,13 @@ def test_walks_never_unpack_a_saved_tensor_through_the_programs_hook(real_lib):
     assert forwards(True) == 8
 
 
-def test_a_compiled_models_kept_graph_is_one_cause_named_in_the_programs_words(tmp_path):
+def test_a_compiled_models_kept_graph_is_one_cause_named_in_the_programs_words(runs):
     """A torch.compile'd model (aot_eager, leaks/compiled_kept_graph.py): its
     backward is an autograd.Function whose tensors live in
     ctx.save_for_backward, and its graphs run as torch.fx's generated code
     (<eval_with_key>.N). Kept losses are still one cause held by the program's
     list, their tensors named by the program's file; the fixed twin is clean."""
-    info, rc, rep = _run("compiled_kept_graph", "leak", tmp_path)
+    info, rc, rep = runs("compiled_kept_graph", "leak")
     assert rc == 1
     groups = rep["groups"]
     assert len(groups) == 1, [(g["count"], g["owner"], g["path"]) for g in groups]
@@ -191,5 +201,5 @@ def test_a_compiled_models_kept_graph_is_one_cause_named_in_the_programs_words(t
     owners = {f["owner"]["name"] for f in rep["findings"]}
     assert owners and not any("<eval_with_key>" in o for o in owners), owners
     assert all("compiled_kept_graph.py:" in o for o in owners), owners
-    info, rc, rep = _run("compiled_kept_graph", "fixed", tmp_path)
+    info, rc, rep = runs("compiled_kept_graph", "fixed")
     assert rc == 0 and rep["findings"] == [], rep["findings"][:3]
