@@ -486,6 +486,7 @@ const char *vt__kind_name(unsigned kind, char *buf, size_t len)
         [VT_EV_UNREF] = "UNREF",
         [VT_EV_FINDING] = "FINDING",
         [VT_EV_TENSOR_NAME] = "TENSOR_NAME",
+        [VT_EV_PAUSE] = "PAUSE",
     };
     if (kind < VT_EV_KIND_COUNT && names[kind])
         return names[kind];

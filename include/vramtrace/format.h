@@ -83,10 +83,16 @@
  *                    tensor keeps its id, storage and uses; views show the
  *                    latest name a tensor has in the snapshot (also for what
  *                    happened before the rename)
+ *   PAUSE            (since 1.9) aux = its length in ns: the tool that
+ *                    records stopped the program just before this event for
+ *                    its own work (a tracker's holder walk at a mark or a
+ *                    tick; vt_paused), on the recording thread. The program
+ *                    did nothing meanwhile: `check`'s time rule does not
+ *                    count it as time a storage was held
  *
  * Each kind exists from the format version that introduced it: 1..10 and
  * 16..24 from 1.0, TENSOR_NAME from 1.1, FORK from 1.2, STREAM_DESTROY and
- * EMPTY_CACHE from 1.5 (see "Versions and compatibility").
+ * EMPTY_CACHE from 1.5, PAUSE from 1.9 (see "Versions and compatibility").
  */
 enum vt_event_kind {
     VT_EV_ALLOC = 1,
@@ -113,6 +119,7 @@ enum vt_event_kind {
     VT_EV_UNREF = 23,
     VT_EV_FINDING = 24,
     VT_EV_TENSOR_NAME = 25,       /* format 1.1 */
+    VT_EV_PAUSE = 26,             /* format 1.9 */
     VT_EV_KIND_COUNT
 };
 
@@ -192,7 +199,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.7).
+ *   reader would find it). A writer writes its own minor (this one: 1.9).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -245,6 +252,10 @@ enum vt_passthrough_call {
  *   standing for memory only a saved tensor keeps), which an older reader
  *   takes for a view of a tensor it does not know (it then counts the
  *   tensor's making as a use of the storage).
+ *   1.9 adds event kind PAUSE (26): the recording tool's own pauses of the
+ *   program, which an older reader skips (its `check` then counts them as
+ *   the program's time: a temporary the program replaced at its next op
+ *   after a long pause may read as held).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -378,7 +389,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 8
+#define VT_FORMAT_MINOR 9
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64

@@ -148,6 +148,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_empty_cache": (_int, (_int,)),
     "vt_snapshot": (_int, (_cs,)),
     "vt_mark": (_int, (_cs,)),
+    "vt_paused": (_int, (_u64,)),      # optional: libraries before format 1.9 lack it
     "vt_program_ended": (_int, ()),    # optional: libraries before 0.1 of 2026-11-28 lack it
     "vt__snapshot_requested": (None, (_int,)),   # optional (internal): older libraries lack it
     "vt_tensor_new": (_u64, (_vp, ctypes.c_size_t, _u64, _cs)),
@@ -279,6 +280,13 @@ class Library:
 
     def mark(self, label: str) -> None:
         self._check("vt_mark", self._get("vt_mark")(_enc(label)), repr(label))
+
+    def paused(self, ns: int) -> None:
+        """Record that vramtrace just paused the program for ``ns`` of its
+        own work (a PAUSE event: `check`'s time rule leaves it out); nothing
+        with a library older than format 1.9."""
+        if ns > 0 and self.has("vt_paused"):
+            self._check("vt_paused", self._get("vt_paused")(ns), str(ns))
 
     def snapshot_requested(self, on: bool = True) -> None:
         """The program asks for a snapshot now (``on``; False forgets it):

@@ -566,6 +566,59 @@ TEST(no_marks_a_snapshots_holder_walk_is_not_the_programs_time)
     synth_fini(&y);
 }
 
+/* A loop of 10 s without marks (so a grace of 1 s) in which the tool
+ * paused the program for 1.2 s (a tick's holder walk) between a temporary's
+ * last use and the next op, which frees it; a tensor made beside it is kept
+ * to the end. `pause`: the tool recorded its pause (PAUSE, vt_paused). */
+#define KEPT (XT + 16 * MiB)
+static void paused_loop(synth *y, int pause)
+{
+    synth_init(y);
+    stacks(y);
+    y->dt = 1000;
+    synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
+    for (int k = 0; k < 100; k++) {
+        synth_tick(y, 100000000);
+        synth_use(y, W_ID);
+        if (k == 20) {
+            synth_made(y, 60, XT, 10 * MiB, "logits", st_fwd);
+            synth_made(y, 61, KEPT, 1 * MiB, "kept", st_fwd);
+        }
+        if (k == 21) {
+            synth_tick(y, 1200000000);
+            if (pause)
+                SYNTH_EV(y, VT_EV_PAUSE, .aux = 1200000000, .device = -1);
+            synth_release(y, 0, 60, XT);
+        }
+    }
+}
+
+/* Judged by time, the tool's pauses are not the program's: the temporary
+ * replaced at the program's next op is not held, though 1.3 s of the wall
+ * clock passed (without the PAUSE the same trace flags it), and the kept
+ * tensor lingers from one second of the program's own time after its last
+ * use: later, by the pause, than one second of the wall clock. */
+TEST(no_marks_the_tools_recorded_pauses_are_not_the_programs_time)
+{
+    synth y;
+    paused_loop(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
+    ASSERT_EQ(r->nfindings, 2);   /* unrecorded, the pause reads as the program's time */
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    paused_loop(&y, 1);
+    r = check(&y, NULL);
+    const vt__check_finding *f = the_finding(r, KEPT, 1 * MiB);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->freed, 0);
+    /* last used at k = 20; the pause began 0.1 s and 2 events later */
+    ASSERT_EQ(f->linger_from_time_ns, f->last_use_time_ns + 1000000000ull + 1200000000ull);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* The native rules run on annotated traces too, when asked. */
 TEST(native_rules_can_be_selected_on_annotated_traces)
 {

@@ -33,6 +33,7 @@ class FakeLib:
     def __init__(self) -> None:
         self.events: List[Tuple[Any, ...]] = []
         self.requests: List[bool] = []   # snapshot_requested(on), in order
+        self.pauses: List[int] = []      # paused(ns), in order
         self._next = 0
         self.stacks: Dict[int, Sequence[Tuple[str, str, int]]] = {}
         self.names: Dict[int, str] = {}
@@ -79,6 +80,9 @@ class FakeLib:
 
     def snapshot_requested(self, on: bool = True) -> None:
         self.requests.append(on)
+
+    def paused(self, ns: int) -> None:
+        self.pauses.append(ns)
 
     def record_stream(self, ptr: int, stream: int) -> None:
         self.events.append(("record_stream", ptr, stream))

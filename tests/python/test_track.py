@@ -675,6 +675,8 @@ def test_a_ticks_walk_ends_in_time_on_a_loaded_machine(fake):
         del kept
     # walked, and given what the sweep left of the tick: under 0.05 s
     assert budgets and all(b is not None and b <= _marks._TICK_WALK_S - 0.15 for b in budgets), budgets
+    # and the tick's pause of the program, sweep and all, recorded (PAUSE)
+    assert fake.pauses and fake.pauses[-1] >= 150_000_000, fake.pauses
     clock = _walks.tick_clock()
     time.sleep(0.05)
     assert clock() >= 0.05

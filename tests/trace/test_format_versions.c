@@ -387,3 +387,31 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
 }
 
 TEST_MAIN()
+
+/* format.h, 1.9: PAUSE (26), the recording tool's own pause of the program
+ * (aux its length): it round-trips, and a file claiming 1.8 cannot hold it. */
+TEST(pause_round_trips_and_a_format_1_8_file_cannot_hold_it)
+{
+    ASSERT_EQ(VT_EV_PAUSE, 26);
+    ASSERT_EQ(vt__event_kind_minor(VT_EV_PAUSE), 9);
+    vt__snapshot_data *s = gen_small();
+    struct snap_builder g = gen_reopen(s);
+    const vt__event *last = &s->events[s->nevents - 1];
+    vt__event *e = gen_ev(&g, VT_EV_PAUSE, last->seq + 1, last->time_ns + 300000000);
+    e->aux = 250000000;
+    e->device = -1;
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    same_snapshot(s, r);
+    ASSERT_EQ(r->events[r->nevents - 1].kind, VT_EV_PAUSE);
+    ASSERT_EQ(r->events[r->nevents - 1].aux, 250000000);
+    vt__snapshot_free(r);
+    struct raw_section secs[6];
+    unpack(data, secs);
+    expect_repacked_reject(secs, 6, 8, "section 'events'");
+    ASSERT_STR_CONTAINS(err, "has kind 26, which format 1.9 introduced, in a file of format 1.8");
+    free_sections(secs, 6);
+    free(data);
+    vt__snapshot_free(s);
+}

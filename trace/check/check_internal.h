@@ -161,6 +161,12 @@ typedef struct ck_model {
      * is not. */
     uint64_t *free_time; size_t nfree_time, capfree_time;
     uint8_t want_free_time;
+    /* The recording tool's own pauses of the program (PAUSE events), as
+     * disjoint intervals in time order, each with the paused time of those
+     * before it: the program's own time between two moments leaves them
+     * out (LINGER by time). */
+    struct ck_pause { uint64_t from, to, before; } *pause;
+    size_t npause, cappause;
     uint32_t *mark_label;   /* string id of each mark's label */
     vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* treap root, CK_NONE */
@@ -216,6 +222,12 @@ uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 /* Whether the program freed anything strictly between times a and b:
  * without marks only (want_free_time). */
 int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b);
+/* The program's own time from a to b (a <= b): b - a less the tool's
+ * pauses between them. */
+uint64_t vt__ck_program_time(const ck_model *m, uint64_t a, uint64_t b);
+/* The moment the program's own time since a reaches d: a + d, later by the
+ * tool's pauses on the way. */
+uint64_t vt__ck_program_time_after(const ck_model *m, uint64_t a, uint64_t d);
 /* Label of the mark that began step `step` ("" for step 0). */
 const char *vt__ck_step_label(const ck_model *m, uint32_t step);
 

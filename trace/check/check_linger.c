@@ -4,7 +4,9 @@
  *
  * The grace is counted in complete steps between marks when the trace has
  * marks (auto: the storage's usual gap between use steps), else in time
- * (auto: max(1 s, 10x its median use gap, 5% of the trace)).
+ * (auto: max(1 s, 10x its median use gap, 5% of the trace)) of the
+ * program's own: the time the tool paused it (PAUSE events: a tracker's
+ * holder walks) does not count.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -80,9 +82,11 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
                 if (frac > t)
                     t = frac;
             }
-            if (end_time > last->time && end_time - last->time > t) {
+            /* the program's own time: the tool's pauses (a tracker's
+             * holder walks) stretch a temporary's wall time, not its use */
+            if (end_time > last->time && vt__ck_program_time(m, last->time, end_time) > t) {
                 hit = 1;
-                from_time = last->time + t;
+                from_time = vt__ck_program_time_after(m, last->time, t);
                 from_seq = vt__ck_seq_at_time(m, from_time, st->freed ? st->free_seq : 0);
                 if (from_seq <= last->seq)
                     from_seq = last->seq + 1;

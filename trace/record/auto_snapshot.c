@@ -208,6 +208,14 @@ int vt_mark(const char *label)
     return 0;
 }
 
+int vt_paused(uint64_t ns)
+{
+    if (ns == 0 || !vt__rec_on())
+        return 0;
+    vt__trace(.kind = VT_EV_PAUSE, .device = -1, .aux = ns);
+    return 0;
+}
+
 bool vt__process_recorded(void)
 {
     if (vt__activity_noted())

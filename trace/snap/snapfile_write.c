@@ -43,6 +43,8 @@ int vt__event_kind_minor(unsigned kind)
         return 2;
     if (kind == VT_EV_STREAM_DESTROY || kind == VT_EV_EMPTY_CACHE)
         return 5;
+    if (kind == VT_EV_PAUSE)
+        return 9;
     return -1;
 }
 

@@ -88,12 +88,16 @@ class _Marks:
         finally:
             self._recording = recording
             self._marking = marking
-            end = time.process_time()
+            end, end_wall = time.process_time(), time.perf_counter()
             self.walk_seconds += end - began
-            self._last_mark_end = (end, time.perf_counter())
+            self._last_mark_end = (end, end_wall)
             self._busy_at_mark = self._busy()
             # All of a mark's work is paid from the credit, not just the walk.
             self._credit -= end - began
+            # The program stood still meanwhile: recorded (PAUSE), so that
+            # `check`, judging a program without marks by time, does not
+            # take vramtrace's work for time the program held its tensors.
+            self._lib.paused(int((end_wall - began_wall) * 1e9))
 
     def _tick(self) -> bool:
         """A mark's work without a mark, for a program that has made none
