@@ -209,6 +209,15 @@ class Library:
             fn.restype = restype
             fn.argtypes = list(argtypes)
             self._fn[name] = fn
+        # vt_paused runs inside the tracker's hold of the collector's count
+        # (_gc_hold), at the end of every mark and tick: called as ctypes
+        # calls a CDLL's functions it would let the GIL go, and whatever
+        # another thread of the program made or freed meanwhile (the
+        # autograd engine's device thread letting a backward's graph go)
+        # would be forgotten with the tracker's own objects. Called with the
+        # GIL held (it only appends an event to the ring).
+        self._paused = (ctypes.PYFUNCTYPE(_int, _u64)(self.address("vt_paused"))
+                        if "vt_paused" in self._fn else None)
 
     def has(self, name: str) -> bool:
         """True when the loaded library exports ``name`` (e.g. "vt_mark")."""
@@ -285,8 +294,8 @@ class Library:
         """Record that vramtrace just paused the program for ``ns`` of its
         own work (a PAUSE event: `check`'s time rule leaves it out); nothing
         with a library older than format 1.9."""
-        if ns > 0 and self.has("vt_paused"):
-            self._check("vt_paused", self._get("vt_paused")(ns), str(ns))
+        if ns > 0 and self._paused is not None:
+            self._check("vt_paused", self._paused(ns), str(ns))
 
     def snapshot_requested(self, on: bool = True) -> None:
         """The program asks for a snapshot now (``on``; False forgets it):

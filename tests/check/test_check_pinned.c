@@ -300,6 +300,54 @@ TEST(pinned_time_rule_without_marks)
     synth_fini(&y);
 }
 
+/* pinned_no_marks with the base dropped at 1 s and the view released at
+ * 3.5 s, 1.5 s of which the tool paused the program (a tick's holder walk):
+ * recorded (`pause`, a PAUSE event) or not. */
+static void pinned_across_a_pause(synth *y, int pause)
+{
+    synth_init(y);
+    stacks(y);
+    y->dt = 1000;
+    synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
+    synth_new_tensor(y, BIG_ID, BIG, 64 * MiB, "padded", st_fwd);
+    synth_tensor(y, X_ID, BIG, MiB, BIG_ID, "x");
+    for (int k = 1; k <= 310; k++) {
+        synth_tick(y, 100000000);
+        synth_use(y, W_ID);
+        if (k <= 25)
+            synth_use(y, X_ID);
+        if (k == 10)
+            synth_drop(y, BIG_ID);
+        if (k == 15) {
+            synth_tick(y, 1500000000);
+            if (pause)
+                SYNTH_EV(y, VT_EV_PAUSE, .aux = 1500000000, .device = -1);
+        }
+        if (k == 25)
+            synth_release(y, 0, X_ID, BIG);
+    }
+}
+
+/* Judged by time, the tool's pauses are not the program's (as for linger):
+ * pinned 2.5 s of the wall clock, over the grace (max(1 s, 5% of ~32 s)),
+ * of which 1.5 s was the tool's: flagged without the PAUSE, not with it. */
+TEST(pinned_time_rule_leaves_the_tools_pauses_out)
+{
+    synth y;
+    pinned_across_a_pause(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
+    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    pinned_across_a_pause(&y, 1);
+    r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(pinned_json_has_rule_and_wasted_bytes)
 {
     synth y;

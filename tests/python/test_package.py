@@ -163,6 +163,25 @@ def test_real_snapshot_time_is_its_request_not_after_its_hooks(real_lib, tmp_pat
     assert hook_done[0] < second < hook_done[1], (first, second, hook_done)
 
 
+def test_real_paused_records_a_pause_with_the_gil_held(real_lib, tmp_path):
+    """vt_paused (format 1.9): a PAUSE event of the given length, which
+    `check`'s time rule leaves out. The tracker calls it inside its hold of
+    the collector's count: through a PYFUNCTYPE pointer (the GIL held), not
+    as ctypes calls a CDLL's functions (the GIL let go: another thread's
+    objects made meanwhile were forgotten with the tracker's, and the
+    differential suite's count per step moved by -24 under run --track)."""
+    import ctypes
+    import json
+    real_lib.paused(250_000_000)
+    real_lib.paused(0)                     # nothing recorded for 0
+    out = str(tmp_path / "p.vtsnap")
+    vramtrace.snapshot(out)
+    doc = json.loads(subprocess.run([os.environ["VRAMTRACE_CLI"], "json", "--events", out],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert [e["aux"] for e in doc["events"] if e["kind"] == "PAUSE"] == [250_000_000]
+    assert real_lib._paused._flags_ & ctypes._FUNCFLAG_PYTHONAPI
+
+
 def test_real_snapshot_to_a_bad_path_raises(real_lib, tmp_path):
     with pytest.raises(vramtrace.VramtraceError) as ei:
         vramtrace.snapshot(str(tmp_path / "no" / "such" / "dir" / "s.vtsnap"))

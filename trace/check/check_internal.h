@@ -164,7 +164,7 @@ typedef struct ck_model {
     /* The recording tool's own pauses of the program (PAUSE events), as
      * disjoint intervals in time order, each with the paused time of those
      * before it: the program's own time between two moments leaves them
-     * out (LINGER by time). */
+     * out (LINGER and PINNED by time). */
     struct ck_pause { uint64_t from, to, before; } *pause;
     size_t npause, cappause;
     uint32_t *mark_label;   /* string id of each mark's label */

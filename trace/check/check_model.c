@@ -632,14 +632,8 @@ static int push_pause(ck_model *m, const vt__event *e)
 {
     if (!e->aux)
         return 0;
-    if (m->npause == m->cappause) {
-        size_t cap = m->cappause ? m->cappause * 2 : 64;
-        struct ck_pause *n = realloc(m->pause, cap * sizeof *n);
-        if (!n)
-            return -ENOMEM;
-        m->pause = n;
-        m->cappause = cap;
-    }
+    if (CK_GROW(m->pause, m->cappause, m->npause + 1) < 0)
+        return -ENOMEM;
     /* recorded when the pause ended, aux its length */
     uint64_t from = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
     m->pause[m->npause++] = (struct ck_pause){ from, e->time_ns, 0 };

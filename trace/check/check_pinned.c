@@ -204,9 +204,11 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
             from_seq = m->mark_seq[j + pr->need];
             from_time = m->mark_time[j + pr->need];
         }
-    } else if (until_time > s_time && until_time - s_time > pr->grace_ns) {
+    } else if (until_time > s_time &&
+               vt__ck_program_time(m, s_time, until_time) > pr->grace_ns) {
+        /* the program's own time, as LINGER's (the tool's pauses left out) */
         hit = 1;
-        from_time = s_time + pr->grace_ns;
+        from_time = vt__ck_program_time_after(m, s_time, pr->grace_ns);
         from_seq = vt__ck_seq_at_time(m, from_time, until_seq == UINT64_MAX ? 0 : until_seq);
         if (from_seq < s_seq)
             from_seq = s_seq;
