@@ -86,6 +86,23 @@ def find_library_candidates() -> List[Tuple[str, str]]:
     return out
 
 
+# What the tracker records inside its hold of the collector's count
+# (_gc_hold: at marks and ticks, ops, deaths) is called with the GIL held
+# (ctypes.PyDLL): a call that let it go (ctypes' CDLL) let the program's other
+# threads run, and what they made or freed meanwhile was forgotten with the
+# tracker's own objects (the autograd engine's device thread letting a
+# backward's graph go: the collector's count per step moved by -24 under
+# `vramtrace run --track`). Each only records (a ring append, an interning);
+# the recorder never takes the GIL, so none waits on a Python thread.
+_GIL_HELD = frozenset({
+    "vt_paused", "vt_tensor_new", "vt_tensor_new_stack", "vt_tensor_use",
+    "vt_tensor_use_stack", "vt_tensor_drop", "vt_tensor_name", "vt_storage_external",
+    "vt_storage_external_stack", "vt_storage_external_free",
+    "vt_storage_external_free_stack", "vt_holder_new", "vt_holder_new_flags", "vt_ref",
+    "vt_unref", "vt_stack_intern_frames", "vt_thread_python_stack",
+})
+
+
 def _load_cdll() -> Tuple[ctypes.CDLL, str]:
     tried: List[str] = []
     env_set = bool(os.environ.get("VRAMTRACE_LIB"))
@@ -201,23 +218,16 @@ class Library:
     def __init__(self, cdll: ctypes.CDLL, path: str) -> None:
         self.path = path
         self._fn: Dict[str, Any] = {}
+        # the same library, its functions called with the GIL held
+        held = ctypes.PyDLL(path, handle=cdll._handle)
         for name, (restype, argtypes) in _PROTOTYPES.items():
             try:
-                fn = getattr(cdll, name)
+                fn = getattr(held if name in _GIL_HELD else cdll, name)
             except AttributeError:
                 continue
             fn.restype = restype
             fn.argtypes = list(argtypes)
             self._fn[name] = fn
-        # vt_paused runs inside the tracker's hold of the collector's count
-        # (_gc_hold), at the end of every mark and tick: called as ctypes
-        # calls a CDLL's functions it would let the GIL go, and whatever
-        # another thread of the program made or freed meanwhile (the
-        # autograd engine's device thread letting a backward's graph go)
-        # would be forgotten with the tracker's own objects. Called with the
-        # GIL held (it only appends an event to the ring).
-        self._paused = (ctypes.PYFUNCTYPE(_int, _u64)(self.address("vt_paused"))
-                        if "vt_paused" in self._fn else None)
 
     def has(self, name: str) -> bool:
         """True when the loaded library exports ``name`` (e.g. "vt_mark")."""
@@ -294,8 +304,8 @@ class Library:
         """Record that vramtrace just paused the program for ``ns`` of its
         own work (a PAUSE event: `check`'s time rule leaves it out); nothing
         with a library older than format 1.9."""
-        if ns > 0 and self._paused is not None:
-            self._check("vt_paused", self._paused(ns), str(ns))
+        if ns > 0 and self.has("vt_paused"):
+            self._check("vt_paused", self._get("vt_paused")(ns), str(ns))
 
     def snapshot_requested(self, on: bool = True) -> None:
         """The program asks for a snapshot now (``on``; False forgets it):

@@ -165,11 +165,12 @@ def test_real_snapshot_time_is_its_request_not_after_its_hooks(real_lib, tmp_pat
 
 def test_real_paused_records_a_pause_with_the_gil_held(real_lib, tmp_path):
     """vt_paused (format 1.9): a PAUSE event of the given length, which
-    `check`'s time rule leaves out. The tracker calls it inside its hold of
-    the collector's count: through a PYFUNCTYPE pointer (the GIL held), not
-    as ctypes calls a CDLL's functions (the GIL let go: another thread's
-    objects made meanwhile were forgotten with the tracker's, and the
-    differential suite's count per step moved by -24 under run --track)."""
+    `check`'s time rule leaves out. The tracker calls it, and every other
+    recording call, inside its hold of the collector's count: with the GIL
+    held (ctypes.PyDLL), not let go as ctypes calls a CDLL's functions (then
+    another thread's objects made meanwhile were forgotten with the
+    tracker's, and the differential suite's count per step moved by -24
+    under run --track)."""
     import ctypes
     import json
     real_lib.paused(250_000_000)
@@ -179,7 +180,12 @@ def test_real_paused_records_a_pause_with_the_gil_held(real_lib, tmp_path):
     doc = json.loads(subprocess.run([os.environ["VRAMTRACE_CLI"], "json", "--events", out],
                                     capture_output=True, text=True, check=True).stdout)
     assert [e["aux"] for e in doc["events"] if e["kind"] == "PAUSE"] == [250_000_000]
-    assert real_lib._paused._flags_ & ctypes._FUNCFLAG_PYTHONAPI
+    held = {name for name in _lib._GIL_HELD if real_lib.has(name)}
+    assert "vt_paused" in held and "vt_ref" in held, held
+    for name in held:
+        assert real_lib.raw(name)._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
+    # a snapshot's writing (seconds) lets the program's threads run
+    assert not real_lib.raw("vt_snapshot")._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 
 
 def test_real_snapshot_to_a_bad_path_raises(real_lib, tmp_path):
