@@ -251,7 +251,9 @@ VT_API int vt_mark(const char *label);
  * Record that the caller, a tool, just stopped the program on this thread
  * for `ns` nanoseconds of its own work (a tracker's holder walk at a mark):
  * a PAUSE event. `vramtrace check` does not count such time as time a
- * storage was held after its last use. Nothing is recorded for 0.
+ * storage was held after its last use. Nothing is recorded for 0, nor in a
+ * process that has recorded nothing else (a pause alone does not make it
+ * write an exit snapshot).
  * @return 0 (also when tracing is off: then nothing is recorded). */
 VT_API int vt_paused(uint64_t ns);
 

@@ -54,7 +54,9 @@ static size_t read_log(const char *log, char *buf, size_t len)
 
 /* VRAMTRACE_OUT=<builddir>/trig-quiet-%p.vtsnap. A process that recorded
  * nothing of its own (a wrapper; here a forked child of a process that did
- * record) writes no exit snapshot; one that recorded does. */
+ * record) writes no exit snapshot; one that recorded does. A tool's pause
+ * (vt_paused) is not the program's own: a child that only paused writes none
+ * (torchrun's launcher under `run --track` wrote one). */
 TEST(process_that_recorded_nothing_writes_no_exit_snapshot)
 {
     vt_mark("the parent's");
@@ -62,6 +64,12 @@ TEST(process_that_recorded_nothing_writes_no_exit_snapshot)
     if (quiet == 0)
         exit(0);
     ASSERT(WIFEXITED(wait_child(quiet)));
+    pid_t paused = fork();
+    if (paused == 0) {
+        vt_paused(250000000);
+        exit(0);
+    }
+    ASSERT(WIFEXITED(wait_child(paused)));
     pid_t busy = fork();
     if (busy == 0) {
         vt_mark("the child's");
@@ -71,6 +79,8 @@ TEST(process_that_recorded_nothing_writes_no_exit_snapshot)
     char path[600];
     out_for(quiet, "", path, sizeof path);
     ASSERT_MSG(access(path, F_OK) != 0, "%s: written by a process that recorded nothing", path);
+    out_for(paused, "", path, sizeof path);
+    ASSERT_MSG(access(path, F_OK) != 0, "%s: written by a process that only paused", path);
     out_for(busy, "", path, sizeof path);
     ASSERT_EQ(has_mark(path, "the child's"), 1);
     unlink(path);

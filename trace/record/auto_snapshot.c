@@ -208,9 +208,14 @@ int vt_mark(const char *label)
     return 0;
 }
 
+/* A pause of a process that recorded nothing of its own is not recorded:
+ * the tool's work is not the program's, and a process's only event would
+ * make it write an exit snapshot (torchrun's launcher under `run --track`,
+ * whose tracker pauses it at the exit snapshot's walk, wrote one beside
+ * rank 0's). */
 int vt_paused(uint64_t ns)
 {
-    if (ns == 0 || !vt__rec_on())
+    if (ns == 0 || !vt__process_recorded())
         return 0;
     vt__trace(.kind = VT_EV_PAUSE, .device = -1, .aux = ns);
     return 0;
