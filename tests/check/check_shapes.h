@@ -425,9 +425,9 @@ static inline void pinned_then_lingering(synth *y, int last_use_step)
     }
 }
 
-/* No marks: weights and view used every 100 ms for 31 s; the base dropped
- * at 1 s; the view (and the storage) released at `release_ms`. */
-static inline void pinned_no_marks(synth *y, int release_ms)
+/* What the pinned shapes without marks begin with: the weights, a 64 MiB
+ * base ("padded") and a 1 MiB view of it ("x"); 1 us per event. */
+static inline void pinned_no_marks_begin(synth *y)
 {
     synth_init(y);
     stacks(y);
@@ -435,6 +435,13 @@ static inline void pinned_no_marks(synth *y, int release_ms)
     synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
     synth_new_tensor(y, BIG_ID, BIG, 64 * MiB, "padded", st_fwd);
     synth_tensor(y, X_ID, BIG, MiB, BIG_ID, "x");
+}
+
+/* No marks: weights and view used every 100 ms for 31 s; the base dropped
+ * at 1 s; the view (and the storage) released at `release_ms`. */
+static inline void pinned_no_marks(synth *y, int release_ms)
+{
+    pinned_no_marks_begin(y);
     uint64_t t0 = y->time;
     int dropped = 0, released = 0;
     for (int k = 0; k < 310; k++) {

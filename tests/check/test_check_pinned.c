@@ -305,12 +305,7 @@ TEST(pinned_time_rule_without_marks)
  * recorded (`pause`, a PAUSE event) or not. */
 static void pinned_across_a_pause(synth *y, int pause)
 {
-    synth_init(y);
-    stacks(y);
-    y->dt = 1000;
-    synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
-    synth_new_tensor(y, BIG_ID, BIG, 64 * MiB, "padded", st_fwd);
-    synth_tensor(y, X_ID, BIG, MiB, BIG_ID, "x");
+    pinned_no_marks_begin(y);
     for (int k = 1; k <= 310; k++) {
         synth_tick(y, 100000000);
         synth_use(y, W_ID);
