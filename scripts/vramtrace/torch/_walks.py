@@ -107,11 +107,10 @@ class _GradGraphWalk:
 
     Every node reached is kept in ``nodes`` with the edge that reached it in
     ``edges``; each node is handed to the caller once, across all the roots
-    walked. The whole walk takes ``budget`` steps, and more while the
-    process's CPU clock is before ``deadline`` (the holder walk's: a
-    snapshot's is seconds, so that a graph kept across many steps, a tape,
-    is walked whole where it matters), read on ``clock`` (the holder
-    walk's)."""
+    walked. The whole walk takes ``budget`` steps, and more while
+    ``clock`` (the holder walk's: the process's CPU clock, or a tick's)
+    reads before ``deadline`` (a snapshot's is seconds, so that a graph kept
+    across many steps, a tape, is walked whole where it matters)."""
 
     def __init__(self, budget: int = 2048, deadline: Optional[float] = None,
                  clock: Optional[Callable[[], float]] = None) -> None:
@@ -344,9 +343,10 @@ class _Walks:
     def _walk_stale(self, threshold: int, final: bool = False, until: Optional[float] = None,
                     clock: Callable[[], float] = _cpu_clock) -> None:
         """Walk the holders of the stale tensors from the walks' credit
-        (``final``: a snapshot's, with snapshot_walk_s at least), for at
-        ``until`` a reading of ``clock`` when given, whatever its credit
-        (a tick's: its end on tick_clock())."""
+        (``final``: a snapshot's, with snapshot_walk_s at least), read on
+        ``clock``; ``until``, when given, is the reading of ``clock`` by
+        which the walk ends whatever its credit (a tick's: tick_clock() reads
+        0 at the tick's start)."""
         starts, counts, kept = self._stale_starts(threshold, final)
         if not starts:
             self._book.emit(WalkResult(), "stale")   # retracts all it asserted
