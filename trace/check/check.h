@@ -468,9 +468,12 @@ typedef struct vt__check_growth {
  * every two ends; over at most 256 ends, evenly spaced), robust to a few
  * odd steps. It grows when per_step > 0 and its floor rises: the least
  * bytes of each third of the judged ends is more than the third's before
- * it. A leak's floor rises; a one-time jump lifts one third only, a warm-up
- * longer than the skipped ends the first only, and a cache emptied in
- * cycles comes back to the same floor in every third.
+ * it, and the last third's floor is above the first's by more than half
+ * of any third's spread (its highest end less its least). A leak's floor rises; a
+ * one-time jump lifts one third only, a warm-up longer than the skipped
+ * ends the first only, and a cache emptied in cycles comes back to the same
+ * floor in every third, or, sampled at random phases of its cycle, spreads
+ * over more in a third than its floors rise.
  * @return 0, or -ENOMEM (out zeroed). */
 int vt__check_growth_fit(const uint64_t *v, size_t n, vt__check_growth *out);
 

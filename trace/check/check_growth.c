@@ -58,15 +58,34 @@ int vt__check_growth_fit(const uint64_t *v, size_t n, vt__check_growth *out)
     out->judged = 1;
     /* The floor rises third after third: a leak's does; a one-time jump
      * crosses one border only, and a cache emptied in cycles (or a warm-up
-     * that ends early) comes back to the same floor. */
+     * that ends early) comes back to the same floor. And from the first
+     * third to the last it rises by more than half of any third's own
+     * spread (its highest end above its floor): a leak's floor rises by two
+     * thirds of its growth where a third spreads over one third of it,
+     * while a site whose bytes fill and empty in cycles, sampled at random
+     * phases (windows of a trace without marks against requests of another
+     * length), shows three rising floors by chance about one time in five,
+     * but each third spreads over most of the cycle, more than its floors
+     * move. Half, not all of the spread: a small leak riding on a large
+     * cycle stays seen (simulated sawtooth cycles at random phases, 20
+     * ends: clean ones flagged 19 % of the time before, 1.7 % with this;
+     * a leak of a seventh of the cycle a cycle 87 % of the time, 43 % with
+     * the whole spread). */
     size_t t1 = a + k / 3, t2 = a + 2 * k / 3;
-    uint64_t floor[3] = { UINT64_MAX, UINT64_MAX, UINT64_MAX };
+    uint64_t floor[3] = { UINT64_MAX, UINT64_MAX, UINT64_MAX }, top[3] = { 0, 0, 0 };
     for (size_t i = a; i <= b; i++) {
         int t = i < t1 ? 0 : i < t2 ? 1 : 2;
         if (v[i] < floor[t])
             floor[t] = v[i];
+        if (v[i] > top[t])
+            top[t] = v[i];
     }
-    out->grows = out->per_step > 0 && floor[0] < floor[1] && floor[1] < floor[2];
+    uint64_t spread = 0;
+    for (int t = 0; t < 3; t++)
+        if (top[t] - floor[t] > spread)
+            spread = top[t] - floor[t];
+    out->grows = out->per_step > 0 && floor[0] < floor[1] && floor[1] < floor[2] &&
+                 2 * (floor[2] - floor[0]) > spread;
     return 0;
 }
 
