@@ -40,6 +40,7 @@ _started = False
 _step = 0
 _step_optimizer: Optional["weakref.ref[Any]"] = None
 _tracker: Any = None
+_track_pending = False   # run --track, asked while vramtrace.torch was importing
 
 
 def mode() -> str:
@@ -164,7 +165,33 @@ def _on_torch(torch: Any) -> None:
         if hook is not None:
             hook(_on_optimizer_step)
         if mode() == "track":
-            _track_whole_program()
+            if _importing_the_torch_package():
+                global _track_pending
+                _track_pending = True   # started by torch_package_ready()
+            else:
+                _track_whole_program()
+    except Exception as exc:  # noqa: BLE001 - the program goes on as without us
+        note(f"could not prepare to observe PyTorch ({type(exc).__name__}: {exc})")
+
+
+def _importing_the_torch_package() -> bool:
+    """Whether torch is being imported by ``vramtrace.torch`` itself (a
+    program that imports ``vramtrace.torch`` before torch): its track()
+    does not exist yet, so tracking waits for the end of that import."""
+    package = sys.modules.get("vramtrace.torch")
+    return package is not None and not hasattr(package, "track")
+
+
+def torch_package_ready() -> None:
+    """Called by ``vramtrace.torch`` at the end of its import: under ``run
+    --track``, the tracking that its own import of torch asked for starts
+    now, on the thread that imported it."""
+    global _track_pending
+    if not _track_pending:
+        return
+    _track_pending = False
+    try:
+        _track_whole_program()
     except Exception as exc:  # noqa: BLE001 - the program goes on as without us
         note(f"could not prepare to observe PyTorch ({type(exc).__name__}: {exc})")
 

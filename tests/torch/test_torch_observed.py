@@ -149,6 +149,24 @@ def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
                      rf".*\(train_leak\.py:{LOGITS_LINE}, aten\.addmm out\[0\]\)'", text), text[:4000]
 
 
+def test_run_track_tracks_a_program_that_imports_vramtrace_torch_before_torch(tmp_path):
+    """`import vramtrace.torch` first: its own import of torch came before
+    its track() existed, and tracking failed ("partially initialized module");
+    it starts at the end of that import instead."""
+    script = tmp_path / "train_first.py"
+    script.write_text("import vramtrace.torch  # noqa\n" + open(SCRIPT).read())
+    snap = str(tmp_path / "first.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                   sys.executable, str(script), "leak", "--steps", "6"])
+    assert rc == 0, out[-4000:]
+    assert "could not prepare" not in out, out[-4000:]
+    rc, text = run([CLI, "check", snap])
+    assert rc == 1, text
+    assert re.search(r"held by: module __main__\.history → list\[\*\] → tensor "
+                     rf"'logits = model\(x\) .*\(train_first\.py:{LOGITS_LINE + 1}\)'",
+                     text), text[:4000]
+
+
 def test_run_track_follows_the_threads_the_program_starts(tmp_path):
     """thread_leak.py: a thread the program starts averages the weights and
     runs a backward of its own; its leak twin keeps every average in a

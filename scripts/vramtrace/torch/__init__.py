@@ -150,3 +150,10 @@ def mark(label: str) -> None:
     """:func:`vramtrace.mark`: a labelled point (e.g. "step 3"); every active
     tracker records there what holds the tensors gone stale."""
     _vt.mark(label)
+
+
+# Under `vramtrace run --track`, a program that imports vramtrace.torch before
+# torch has its tracking start here, now that track() exists.
+from .. import _autorun as _ar  # noqa: E402
+_ar.torch_package_ready()
+del _ar
