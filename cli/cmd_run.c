@@ -90,7 +90,8 @@ static void usage(FILE *out)
             "\n"
             "Only processes that recorded something write a snapshot (a wrapper such as\n"
             "timeout or bash -c does not); when several write under one name, each file\n"
-            "gets its pid (-o 'rank%%r.vtsnap' gives each rank its own name), and\n"
+            "gets its pid (-o 'rank%%r.vtsnap' gives each rank its own name), but for\n"
+            "the only one that recorded on a device (beside DataLoader workers), and\n"
             "every snapshot of the run is listed at the end; a process that ran out of\n"
             "device memory gets the short form of `vramtrace oom` for its snapshot (the\n"
             "fixes a replay verified). Signals sent to run are\n"
@@ -389,15 +390,18 @@ struct snap_line {
     char path[PATH_MAX];
     char plain[PATH_MAX];   /* an exit snapshot's name without its pid, or "" */
     char rank[16];          /* from the launcher's environment, or "" */
+    bool host_only;         /* it recorded nothing on a device (a DataLoader worker) */
 };
 
-/* KIND PID ok|failed PATH [PLAIN [RANK]], tab-separated; empty fields kept. */
+/* KIND PID ok|failed PATH [PLAIN [RANK [device|host]]], tab-separated; empty
+ * fields kept. A line without the last field (a library older than this
+ * program) counts as a device's. */
 static int parse_line(char *line, struct snap_line *l)
 {
-    char *f[6] = { NULL };
+    char *f[7] = { NULL };
     int n = 0;
     line[strcspn(line, "\n")] = '\0';
-    for (char *rest = line, *t; n < 6 && (t = strsep(&rest, "\t")) != NULL;)
+    for (char *rest = line, *t; n < 7 && (t = strsep(&rest, "\t")) != NULL;)
         f[n++] = t;
     if (n < 4 || !f[0][0] || !f[3][0])
         return -1;
@@ -407,6 +411,7 @@ static int parse_line(char *line, struct snap_line *l)
     snprintf(l->path, sizeof l->path, "%s", f[3]);
     snprintf(l->plain, sizeof l->plain, "%s", n > 4 ? f[4] : "");
     snprintf(l->rank, sizeof l->rank, "%s", n > 5 ? f[5] : "");
+    l->host_only = n > 6 && !strcmp(f[6], "host");
     return 0;
 }
 
@@ -451,7 +456,9 @@ static void explain_ooms(const struct snap_line *lines, size_t n)
 }
 
 /* List what the run's processes wrote; the only exit snapshot gets the
- * plain name. @return the number of snapshots that could not be written. */
+ * plain name, or, of several, the only one that recorded on a device (the
+ * program beside its DataLoader workers, whose CPU tensors `run --track`
+ * records). @return the number of snapshots that could not be written. */
 static int report_snapshots(const char *rundir, const char *out, const int *status)
 {
     char f[PATH_MAX + 16];
@@ -477,12 +484,18 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
     for (size_t k = 0; k < n; k++) {
         struct snap_line *l = &lines[k];
         /* The plain name, where no other exit snapshot of the run expands to
-         * it: the only one, or each rank's own under -o 'rank%r.vtsnap'. */
-        size_t same = 0;
-        for (size_t j = 0; j < n; j++)
-            same += lines[j].ok && !strcmp(lines[j].kind, "exit") &&
-                    !strcmp(lines[j].plain, l->plain);
-        if (l->ok && same == 1 && !strcmp(l->kind, "exit") && l->plain[0]
+         * it: the only one, or each rank's own under -o 'rank%r.vtsnap'; or
+         * where the others recorded host events alone (the program's
+         * DataLoader workers under --track): the one that used a device. */
+        size_t same = 0, same_device = 0;
+        for (size_t j = 0; j < n; j++) {
+            bool shares = lines[j].ok && !strcmp(lines[j].kind, "exit") &&
+                          !strcmp(lines[j].plain, l->plain);
+            same += shares;
+            same_device += shares && !lines[j].host_only;
+        }
+        bool named = same == 1 || (same_device == 1 && !l->host_only);
+        if (l->ok && named && !strcmp(l->kind, "exit") && l->plain[0]
             && strcmp(l->plain, l->path) != 0) {
             char err[1024];
             if (vt__outfile_check(l->plain, err, sizeof err) != 0)

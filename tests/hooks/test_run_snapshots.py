@@ -142,6 +142,35 @@ def case_two_recording_processes_get_one_file_each(d):
         fail("run must list both snapshots", p)
 
 
+def case_a_process_that_recorded_host_events_alone_leaves_the_name_to_the_devices(d):
+    """A process that recorded host events alone (a DataLoader worker's CPU
+    tensors under --track; here a mark) beside one that used the device: the
+    device's gets the -o name, the other keeps its pid. Two host-only ones
+    both keep theirs."""
+    host = "%s -c 'import ctypes; ctypes.CDLL(None).vt_mark(b\"host only\")'" % sys.executable
+    out = os.path.join(d, "x.vtsnap")
+    p = run(["-o", out, "--", "bash", "-c", "%s; %s; %s" % (host, prog, host)])
+    if p.returncode != 0:
+        fail("the programs failed", p)
+    files = snapshots(d)
+    if len(files) != 3 or "x.vtsnap" not in files:
+        fail("want x.vtsnap and two x-PID.vtsnap, got %s" % files, p)
+    if "allocated" not in summary(out)[1]:
+        fail("x.vtsnap must be the process that used the device", p)
+    for f in files:
+        pid, text = summary(os.path.join(d, f))
+        if f != "x.vtsnap" and (f != "x-%d.vtsnap" % pid or "no device memory" not in text):
+            fail("%s: a host-only process keeps its pid: %s" % (f, text), p)
+    if sorted(x[0] for x in listed(p)) != sorted(os.path.join(d, f) for f in files):
+        fail("run must list every snapshot under its final name", p)
+    for f in files:
+        os.unlink(os.path.join(d, f))
+    p = run(["-o", out, "--", "bash", "-c", "%s; %s" % (host, host)])
+    files = snapshots(d)
+    if p.returncode != 0 or len(files) != 2 or "x.vtsnap" in files:
+        fail("two host-only processes: want x-PID.vtsnap each, got %s" % files, p)
+
+
 def case_ranks_never_share_a_snapshot_file(d):
     """mpirun-style (one `vramtrace run` per rank, the same -o) and
     torchrun-style (one run, ranks as its children)."""

@@ -8,13 +8,17 @@
  * write adds one line to DIR/snapshots, in one O_APPEND write (lines of
  * concurrent processes never interleave):
  *
- *   KIND \t PID \t ok|failed \t PATH \t PLAIN \n
+ *   KIND \t PID \t ok|failed \t PATH \t PLAIN \t RANK \t device|host \n
  *
  * KIND is exit, signal, oom, exec or snapshot (vt_snapshot); PLAIN is, for an
  * exit snapshot, the name it would have without its pid (run renames the
  * file to it when it is the run's only exit snapshot), else empty; RANK is
- * the rank from the launcher's environment, else empty. Tabs and newlines in
- * paths are written as '?'.
+ * the rank from the launcher's environment, else empty; the last field says
+ * whether the process recorded anything on a device (vt__device_recorded) or
+ * host events alone (a DataLoader worker's CPU tensors under `run --track`):
+ * where several exit snapshots would share a name, run gives it to the only
+ * one that recorded on a device. Tabs and newlines in paths are written as
+ * '?'.
  *
  * The processes of the run that take snapshots on the configured signal
  * register in DIR/signal, one O_APPEND line each ("PID START\n", START the
@@ -88,6 +92,9 @@ void vt__runlog_add(const char *kind, const char *path, const char *plain, int r
     if (o < sizeof line - 1)
         line[o++] = '\t';
     o = put(line, o, sizeof line, vt__rank_env());
+    if (o < sizeof line - 1)
+        line[o++] = '\t';
+    o = put(line, o, sizeof line, vt__device_recorded() ? "device" : "host");
     if (o >= sizeof line - 1)
         return;                  /* cannot happen with PATH_MAX paths */
     line[o++] = '\n';
