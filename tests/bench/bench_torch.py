@@ -26,7 +26,10 @@ variant's median over rounds of its ratio to the same round's plain loop
 (observed_paired_x, python_paired_x): steadier than the fastest rounds on a
 busy machine; and the fastest tenth of each variant's steps in its best process
 against plain's (observed_p10_x, ...): the simulator's stream threads move a
-process between a fast and a slow regime, and this compares the fast one. Device code does
+process between a fast and a slow regime, and this compares the fast one; and
+the process's CPU time per step (all its threads), paired as above
+(observed_paired_cpu_x, python_paired_cpu_x, observed_share_of_python_cpu):
+the work a recorder adds, however the threads were scheduled. Device code does
 not run on the simulated device, so a step's time is the host's work:
 PyTorch's dispatch, the allocator and the recorder, which is what a
 recorder adds to. Ends with a RESULT line.
@@ -79,13 +82,17 @@ def worker(variant: str, steps: int, out: str, snap: str, pin: int) -> None:
     torch.cuda.synchronize()
     if variant in ("python", "all"):
         torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks=variant)
-    times = []
+    times, cpu = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         mlp.train(model, opt, 1)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     res = {"variant": variant, "ms_per_step": statistics.median(times) * 1e3,
+           # the CPU time of all the process's threads (the program's, the
+           # autograd engine's, the simulator's stream thread, vramtrace's)
+           "cpu_ms": statistics.median(cpu) * 1e3,
            # the fastest tenth of the steps: the simulator's stream threads
            # move a process between a fast and a slow regime; this is the
            # fast one, which every variant reaches
@@ -180,18 +187,32 @@ def main() -> None:
                   for v in variants}
     print("median of per-round ratios of the fastest tenths: " + ", ".join(
         f"{v} {paired_p10[v]:.3f}x" for v in variants if v != "plain"))
+    # The process's CPU time per step (all its threads), each round against
+    # the same round's plain loop: what the recorder costs in work, whichever
+    # way the threads were scheduled (the wall clock's regimes above).
+    paired_cpu = {v: statistics.median(r["cpu_ms"] / p["cpu_ms"]
+                                       for r, p in zip(per_round[v], per_round["plain"]))
+                  for v in variants}
+    print("CPU time per step (all the process's threads), median of per-round ratios: " +
+          ", ".join(f"{v} {paired_cpu[v]:.3f}x" for v in variants if v != "plain") +
+          " (plain %.3f ms)" % statistics.median(r["cpu_ms"] for r in per_round["plain"]))
+    cpu_share = (paired_cpu["observed"] - 1) / (paired_cpu["python"] - 1) \
+        if "observed" in paired_cpu and paired_cpu.get("python", 1) > 1 else float("nan")
     # What observing adds per step as a share of what PyTorch's python-only
     # recorder adds, from the paired ratios (the same rounds' plain loops).
     paired_share = (paired["observed"] - 1) / (paired["python"] - 1) \
         if "observed" in paired and paired.get("python", 1) > 1 else float("nan")
     if variants != VARIANTS:   # a subset (scripts/gpu-check --dry-run): the figures it has
         print("RESULT ms_step_plain=%.2f " % base + " ".join(
-            "%s_x=%.3f %s_paired_x=%.3f %s_p10_x=%.3f %s_paired_p10_x=%.3f" % (
+            "%s_x=%.3f %s_paired_x=%.3f %s_p10_x=%.3f %s_paired_p10_x=%.3f "
+            "%s_paired_cpu_x=%.3f" % (
                 v, results[v]["ms_per_step"] / base, v, paired[v], v, p10[v] / p10["plain"],
-                v, paired_p10[v])
+                v, paired_p10[v], v, paired_cpu[v])
             for v in variants if v != "plain") +
             (" observed_share_of_python_paired=%.2f" % paired_share
-             if paired_share == paired_share else ""))
+             if paired_share == paired_share else "") +
+            (" observed_share_of_python_cpu=%.2f" % cpu_share
+             if cpu_share == cpu_share else ""))
         return
     added = {v: results[v]["ms_per_step"] - base for v in VARIANTS}
     share = added["observed"] / added["python"] if added["python"] > 0 else float("nan")
@@ -202,6 +223,7 @@ def main() -> None:
           "observed_p10_x=%.3f python_p10_x=%.3f "
           "observed_paired_p10_x=%.3f python_paired_p10_x=%.3f "
           "observed_share_of_python=%.2f observed_share_of_python_paired=%.2f "
+          "observed_paired_cpu_x=%.3f python_paired_cpu_x=%.3f observed_share_of_python_cpu=%.2f "
           "bytes_observed=%d bytes_python=%d bytes_all=%d bytes_vramtrace=%d "
           "dump_s_python=%.3f dump_s_all=%.3f dump_s_vramtrace=%.3f" % (
               base, results["observed"]["ms_per_step"] / base,
@@ -210,6 +232,7 @@ def main() -> None:
               paired["observed"], paired["python"],
               p10["observed"] / p10["plain"], p10["python"] / p10["plain"],
               paired_p10["observed"], paired_p10["python"], share, paired_share,
+              paired_cpu["observed"], paired_cpu["python"], cpu_share,
               results["observed"]["snapshot_bytes"],
               results["python"]["snapshot_bytes"], results["all"]["snapshot_bytes"],
               results["vramtrace"]["snapshot_bytes"], results["python"]["dump_s"],
