@@ -605,6 +605,11 @@ TEST(no_marks_the_tools_recorded_pauses_are_not_the_programs_time)
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(r->nfindings, 2);   /* unrecorded, the pause reads as the program's time */
+    for (size_t i = 0; i < r->nfindings; i++)
+        ASSERT_EQ(r->findings[i].paused_ns, 0);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(!strstr(text, "pauses"), "%s", text);
+    free(text);
     vt__check_report_free(r);
     synth_fini(&y);
 
@@ -615,6 +620,13 @@ TEST(no_marks_the_tools_recorded_pauses_are_not_the_programs_time)
     ASSERT_EQ(f->freed, 0);
     /* last used at k = 20; the pause began 0.1 s and 2 events later */
     ASSERT_EQ(f->linger_from_time_ns, f->last_use_time_ns + 1000000000ull + 1200000000ull);
+    /* the report says how much of the time it was held was the tool's */
+    ASSERT_EQ(f->paused_ns, 1200000000ull);
+    char want[160];
+    snprintf(want, sizeof want, "   held %.3f s after last use (1.200 s of it vramtrace's pauses): ",
+             (double)f->linger_ns / 1e9);
+    assert_rendered_says(r, &y, 0, want);
+    assert_rendered_says(r, &y, 1, "\"paused_ns\":1200000000,");
     vt__check_report_free(r);
     synth_fini(&y);
 }

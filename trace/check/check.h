@@ -375,6 +375,10 @@ typedef struct vt__check_finding {
     uint64_t free_time_ns;
     uint32_t free_stack;       /* stack of the free, 0 if none */
     uint64_t linger_ns;        /* free (or end) minus the start of lingering */
+    uint64_t paused_ns;        /* of linger_ns, the time vramtrace's tracker paused the
+                                  program (PAUSE events: holder walks), which the time
+                                  rules do not count as the program's (linger, cycle,
+                                  pinned) */
     double byte_seconds;       /* bytes x linger_ns / 1e9: the ranking key */
 
     uint64_t path_seq;         /* graph state the paths show: linger_from_seq, or
@@ -622,7 +626,8 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *       "steps_unused": N,
  *       "lingering_from": {"seq": N, "time_ns": N},
  *       "freed": {"seq": N, "time_ns": N, "stack": STACK} | null,  (null: still alive)
- *       "linger_ns": N, "byte_seconds": X,
+ *       "linger_ns": N, "paused_ns": N, "byte_seconds": X,  (paused_ns: of
+ *                                  linger_ns, vramtrace's own pauses)
  *       "wasted_bytes": N,                      (0 unless "pinned")
  *       "collected_by_gc": {"seq": N, "time_ns": N} | null,  (set for "cycle" only:
  *                                                the collection that freed it)

@@ -625,7 +625,12 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                     rel_s(r, x->free_time_ns));
         else
             fprintf(f, "   still alive at the end (%.3f s)\n", rel_s(r, r->end_time_ns));
-        fprintf(f, "   held %.3f s %s: %s\n", (double)x->linger_ns / 1e9,
+        /* the tracker's pauses are in the wall time, not in the program's */
+        char paused[64] = "";
+        if (x->paused_ns)
+            snprintf(paused, sizeof paused, " (%.3f s of it vramtrace's pauses)",
+                     (double)x->paused_ns / 1e9);
+        fprintf(f, "   held %.3f s %s%s: %s\n", (double)x->linger_ns / 1e9,
                 x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
                 : x->rule == VT_CHECK_RULE_CYCLE   ? "after last use, until gc freed it"
                 : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
@@ -635,7 +640,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                                                           ? "while growing, from its first judged window"
                                                           : "while growing, from its first judged mark")
                                                    : "since allocation (longest)",
-                vt__fmt_byte_seconds(x->byte_seconds, b2));
+                paused, vt__fmt_byte_seconds(x->byte_seconds, b2));
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
             x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE ||
             x->rule == VT_CHECK_RULE_GROWTH) {
@@ -809,7 +814,8 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     } else {
         fprintf(f, "null");
     }
-    fprintf(f, ",\"linger_ns\":%" PRIu64 ",\"byte_seconds\":", x->linger_ns);
+    fprintf(f, ",\"linger_ns\":%" PRIu64 ",\"paused_ns\":%" PRIu64 ",\"byte_seconds\":",
+            x->linger_ns, x->paused_ns);
     json_num(f, x->byte_seconds);
     fprintf(f, ",\"wasted_bytes\":%" PRIu64 ",\"pinned\":", x->wasted_bytes);
     if (x->rule == VT_CHECK_RULE_PINNED)
