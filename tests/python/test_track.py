@@ -287,6 +287,36 @@ def test_mark_records_the_holders_of_stale_tensors(fake):
     assert events.index(("mark", "step 1")) < first_ref < events.index(("mark", "step 2"))
 
 
+def test_a_mark_leaves_host_tensors_to_the_snapshot_when_a_device_is_in_use(fake, tmp_path):
+    """A program that uses the device: its stale CPU tensors (results it
+    keeps on the host, which `check` judges only with --host) are not walked
+    at marks, but at the snapshot; a CPU program's are walked at marks."""
+    ctx = Context()
+    with vtt.track(walk_fraction=None) as tr:
+        w = torch.ones(8, device="cuda") * 2       # the device in use
+        vtt.mark("step 0")
+        ctx.output_tensors.append(torch.ones(8) * 3)   # kept on the host
+        host = tr.tensor_id(ctx.output_tensors[0])
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        vtt.mark("step 3")
+        assert not any(dst == host for (_, dst) in fake.live_refs()), fake.live_refs()
+        assert tr.host_deferred > 0
+        vramtrace.snapshot(str(tmp_path / "s.vtsnap"))
+        assert any("Context .output_tensors -> list [0] -> " in p
+                   for p in fake.paths_to(host)), fake.paths_to(host)
+        del w
+    ctx.output_tensors.clear()
+    with vtt.track(walk_fraction=None) as tr:   # no device: walked at a mark
+        vtt.mark("step 0")
+        ctx.output_tensors.append(torch.ones(8) * 3)
+        host = tr.tensor_id(ctx.output_tensors[0])
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        assert any(dst == host for (_, dst) in fake.live_refs())
+        assert tr.host_deferred == 0
+
+
 def test_released_holder_is_retracted_at_the_next_mark(fake):
     ctx = Context()
     with vtt.track(walk_fraction=None) as tr:

@@ -152,13 +152,18 @@ class _Storages:
         if not cands:
             return
         held = {id(c[1]) for c in cands}
-        objs = [c[1] for c in cands]
-        mine = {id(objs), id(cands)} | {id(c) for c in cands}
-        found = referrers_of(objs)
-        referred = {id(x) for r in found if id(r) not in mine
-                    for x in gc.get_referents(r) if id(x) in held}
-        del found, objs
-        referred |= held & set(_Locals(_SKIP_FILES).by_id)
+        # a running frame's locals first (cheap): a tick inside a forward
+        # finds its current op's base named by the forward's locals, and
+        # the heap pass is left for the others, if any
+        referred = held & set(_Locals(_SKIP_FILES).by_id)
+        objs = [c[1] for c in cands if id(c[1]) not in referred]
+        if objs:
+            mine = {id(objs), id(cands)} | {id(c) for c in cands}
+            found = referrers_of(objs)
+            referred |= {id(x) for r in found if id(r) not in mine
+                         for x in gc.get_referents(r) if id(x) in held}
+            del found
+        del objs
         by_obj = self._by_obj
         for rec, t in cands:
             if id(t) not in referred:

@@ -281,15 +281,28 @@ class _Walks:
         most often an autograd node's saved tensor, whose Python object is
         made anew at each unpacking (ReLU(inplace)'s saved output of a graph
         kept alive); so is one whose only tensor stands for such a saved one
-        (_saved_tensor_of), to be found again."""
+        (_saved_tensor_of), to be found again.
+
+        In a program that uses a device, a mark or tick leaves the stale
+        host storages to the snapshot's walk: `check` judges host memory
+        there only when asked (--host), and a program's results kept on the
+        host (``ids.cpu()`` of each request) would take every tick's walk
+        (hf_decode.py: each tick's 0.16 s went to its one or two new kept
+        id tensors)."""
         starts: Dict[NodeKey, Any] = {}
         counts: Dict[int, int] = {}
         kept: Dict[int, _StorageRec] = {}
         saved_only = self._saved_only
         getrefcount = sys.getrefcount
+        if not self._device_seen:   # once seen, for good
+            self._device_seen = any(s.device >= 0 for s in self._storages.values())
+        host_later = self._device_seen and not final
         # every storage's epochs brought up to date in C (stale_storages,
         # native/trackfast/storages.c), the stale ones returned
         for srec in self._fast.stale_storages(threshold):
+            if host_later and srec.device < 0:
+                self.host_deferred += 1
+                continue
             last = srec.last_epoch
             tids = srec.tids
             if srec.nbytes and (not tids or (len(tids) == 1 and
