@@ -97,6 +97,15 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
             vt__fmt_bytes(r->size, b1), r->device);
     site_text(f, s, vt__oom_site_frame(s, r->stack));
     fputc('\n', f);
+    /* a program that caught the error (a batch-size search) is told so: the
+     * run went on, and the fixes are for the request that failed */
+    if (r->allocs_after) {
+        fprintf(f, "  it went on: the error was caught, %zu allocation%s after it", r->allocs_after,
+                r->allocs_after == 1 ? "" : "s");
+        if (r->noom > 1)
+            fprintf(f, ", %zu OOMs in all (this is the first)", r->noom);
+        fputc('\n', f);
+    }
     fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
             vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),

@@ -26,8 +26,10 @@
  * into 15 MiB holes.
  *
  * Prints "frag: ok" at the end, or "frag: out of memory at <what>" and exits
- * 3 when an allocation fails. Sizes scale with argv[1] (MiB per unit, default
- * 1).
+ * 3 when an allocation fails; with "pins_caught" the "pins" pattern goes on
+ * after a failed allocation, as a program that catches the error does (a
+ * batch-size search), asks for one unit more and prints "frag: caught".
+ * Sizes scale with argv[1] (MiB per unit, default 1).
  */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -35,12 +37,17 @@
 #include <string.h>
 
 static size_t unit = 1 << 20;
+static int caught;   /* a failed allocation goes on (NULL), counted here */
 
 static void *get(size_t mib, const char *what)
 {
     void *p = NULL;
     if (cudaMalloc(&p, mib * unit) != cudaSuccess) {
         printf("frag: out of memory at %s\n", what);
+        if (caught) {
+            caught++;
+            return NULL;
+        }
         exit(3);
     }
     return p;
@@ -91,6 +98,13 @@ int main(int argc, char **argv)
         unit = (size_t)atoi(argv[1]) << 20;
     if (argc > 2 && !strcmp(argv[2], "pins"))
         return pins();
+    if (argc > 2 && !strcmp(argv[2], "pins_caught")) {
+        caught = 1;
+        pin_holes(40, 5, 1, 4, "the 5 MiB blocks", 9, 12, "the 12 MiB blocks");
+        cudaFree(get(1, "one unit after"));
+        printf("frag: caught %d\n", caught - 1);
+        return 0;
+    }
     void *big[4];
     get_n(big, 4, 200, "epoch 1");
     free_every(big, 4, 0, 1);

@@ -19,9 +19,9 @@ TMP = tempfile.mkdtemp(prefix="vt-oom-")
 PINS = [FRAG, "1", "pins"]
 
 
-def record(name, mem, conf=None, status=0):
+def record(name, mem, conf=None, status=0, prog=PINS):
     snap = os.path.join(TMP, name + ".vtsnap")
-    cmd = [VT, "run", "-o", snap] + (["--conf", conf] if conf else []) + ["--"] + PINS
+    cmd = [VT, "run", "-o", snap] + (["--conf", conf] if conf else []) + ["--"] + prog
     p = subprocess.run(cmd, env=dict(os.environ, SIMCUDA_MEM=mem), capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == status, (cmd, p.returncode, p.stdout, p.stderr)
@@ -38,6 +38,7 @@ def test_fragmentation_is_explained_and_the_verified_fix_fits_live():
     snap, run = record("pins", "200M", status=3)
     # run's end: the short form, with the fix the replay verified
     assert "ran out of device memory: 12 MiB asked" in run.stderr, run.stderr
+    assert "it went on" not in run.stderr, run.stderr   # it ended there
     assert "fixes that fit, checked by replaying the run: VRAMTRACE_CONF=expandable_segments:True" \
         in run.stderr, run.stderr
     assert f"vramtrace oom {snap}" in run.stderr, run.stderr
@@ -76,6 +77,19 @@ def test_fragmentation_is_explained_and_the_verified_fix_fits_live():
     # the fix, applied: the program fits live
     _, live = record("pins_expandable", "200M", conf="expandable_segments:True")
     assert "frag: ok" in live.stdout and "ran out of device memory" not in live.stderr, live
+
+
+def test_a_program_that_caught_the_error_and_went_on_is_told_so():
+    """A batch-size search catches the OOM and goes on: run's short form
+    says so, with the allocations after it and how many OOMs there were."""
+    snap, run = record("caught", "200M", prog=[FRAG, "1", "pins_caught"])
+    n = int(run.stdout.split("frag: caught ")[1].split()[0])
+    assert n >= 2, run.stdout    # each 12 MiB block after the first failed too
+    assert "ran out of device memory: 12 MiB asked" in run.stderr, run.stderr
+    assert f"  it went on: the error was caught, " in run.stderr, run.stderr
+    assert f", {n} OOMs in all (this is the first)\n" in run.stderr, run.stderr
+    j = json.loads(oom(snap, "--json").stdout)
+    assert j["request"]["ooms_recorded"] == n and j["request"]["allocations_after"] >= 1, j["request"]
 
 
 def test_bad_input_and_no_oom_are_refused_with_one_line():
