@@ -3,6 +3,7 @@
  * snapshot as one self-contained HTML timeline (viz/render.c).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,17 +244,22 @@ int vt__cmd_viz(int argc, char **argv)
     return status;
 }
 
-/* What a page written says. */
-static void say_wrote(const char *out, const vt__viz_stats *st, double t_start)
+/* What a page written says. `checked`: the checker ran; without it, no
+ * "0 findings" (a page of a leaking run read as clean). */
+static void say_wrote(const char *out, const vt__viz_stats *st, bool checked, double t_start)
 {
-    char ext[64] = "";
+    char ext[64] = "", found[64];
     if (st->nexternal)
         snprintf(ext, sizeof ext, ", %zu external storage%s", st->nexternal,
                  st->nexternal == 1 ? "" : "s");
-    printf("wrote %s: %.2f MB, %zu allocation%s%s, %zu event%s, %zu finding%s, %.2f s\n", out,
+    if (checked || st->nfindings)
+        snprintf(found, sizeof found, "%zu finding%s", st->nfindings,
+                 st->nfindings == 1 ? "" : "s");
+    else
+        snprintf(found, sizeof found, "not checked (--check marks findings)");
+    printf("wrote %s: %.2f MB, %zu allocation%s%s, %zu event%s, %s, %.2f s\n", out,
            (double)st->html_bytes / 1e6, st->nlifetimes, st->nlifetimes == 1 ? "" : "s", ext,
-           st->naxis, st->naxis == 1 ? "" : "s", st->nfindings, st->nfindings == 1 ? "" : "s",
-           now_s() - t_start);
+           st->naxis, st->naxis == 1 ? "" : "s", found, now_s() - t_start);
 }
 
 /* Write pg's page to pg->out and say so (unless quiet): what both ways of
@@ -271,7 +277,7 @@ static int write_and_say(struct page *pg, char *err, size_t errlen, int quiet, d
         return VT_EXIT_FAILURE;
     }
     if (!quiet)
-        say_wrote(pg->out, &pg->st, t_start);
+        say_wrote(pg->out, &pg->st, pg->report != NULL, t_start);
     return 0;
 }
 

@@ -47,7 +47,10 @@ ls "$dir" | grep -q '\.tmp\.' && fail "temporary file left behind"
 # Counts read as English: one allocation, not "1 allocations".
 "$VT_GEN" one "$dir/one.vtsnap" >/dev/null
 "$VT_CLI" viz "$dir/one.vtsnap" -o "$dir/one.html" >"$dir/one.txt" || fail "viz of one allocation failed"
-grep -q ", 1 allocation, 2 events, 0 findings, " "$dir/one.txt" || fail "singular counts: $(cat "$dir/one.txt")"
+grep -q ", 1 allocation, 2 events, not checked (--check marks findings), " "$dir/one.txt" ||
+    fail "singular counts, and no '0 findings' without --check: $(cat "$dir/one.txt")"
+"$VT_CLI" viz "$dir/one.vtsnap" -o "$dir/one.html" --check >"$dir/one.txt" || fail "viz --check of one allocation failed"
+grep -q ", 1 allocation, 2 events, 0 findings, " "$dir/one.txt" || fail "checked: $(cat "$dir/one.txt")"
 
 # Usage errors.
 "$VT_CLI" viz 2>/dev/null && fail "no arguments accepted"
