@@ -317,6 +317,33 @@ def test_a_mark_leaves_host_tensors_to_the_snapshot_when_a_device_is_in_use(fake
         assert tr.host_deferred == 0
 
 
+
+def test_a_marks_work_keeps_the_gil_a_while_and_puts_the_interval_back(fake):
+    """While a mark works, another Python thread is handed the GIL after a
+    second of it at most, not every 5 ms: what such a thread makes or frees
+    while the collector's count is held is lost from the program's count
+    (the autograd engine's device thread releasing a graph moved it under
+    `run --track`). The program's own interval is put back after."""
+    import sys
+
+    from vramtrace.torch import _marks
+    seen = []
+    before = sys.getswitchinterval()
+    with vtt.track() as tr:
+        sweep = tr._sweep
+
+        def noting():
+            seen.append(sys.getswitchinterval())
+            sweep()
+        tr._sweep = noting
+        vtt.mark("a")
+        assert sys.getswitchinterval() == before
+        sys.setswitchinterval(2.0)        # the program's own, longer: kept
+        vtt.mark("b")
+        assert sys.getswitchinterval() == 2.0
+        sys.setswitchinterval(before)
+    assert seen == [_marks._MARK_SWITCH_S, 2.0], seen
+
 def test_released_holder_is_retracted_at_the_next_mark(fake):
     ctx = Context()
     with vtt.track(walk_fraction=None) as tr:

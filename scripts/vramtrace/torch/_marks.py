@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Optional, Set
@@ -26,6 +27,17 @@ _NO_TICK = float("inf")   # Tracker._next_tick once no tick is to come
 # paused hf_decode.py 1.2 s under load; then 0.2 s of CPU alone, 0.5 s of
 # the wall clock on a loaded machine.
 _TICK_WALK_S = 0.2
+# The interpreter's switch interval while a mark, tick or snapshot works:
+# another Python thread is handed the GIL after this long of the tracker's
+# work at most, not every 5 ms. The collector's count is held meanwhile
+# (gc_schedule.c), and what another thread makes or frees while it is held
+# is lost from the count: the autograd engine's device thread, releasing a
+# backward's graph, moved the program's count per step by +2 and -21 under
+# `run --track` on a loaded machine (the differential suite's
+# the_collectors_count_moves_per_step_as_untracked[cuda]). A tick's work is
+# shorter than this; a mark's or snapshot's walk (seconds at most) still
+# lets the program's other threads run now and then.
+_MARK_SWITCH_S = 1.0
 
 
 class _Marks:
@@ -48,6 +60,8 @@ class _Marks:
         # another thread's op meanwhile waits for the mark (the op observer)
         # instead of going unrecorded: the mark's Python lets the GIL go
         marking, self._marking = self._marking, threading.get_ident()
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(max(switch, _MARK_SWITCH_S))
         began, began_wall = time.process_time(), time.perf_counter()
         clock = tick_clock() if kind == "tick" else None
         if self._last_mark_end is not None and self.walk_fraction is not None:
@@ -86,6 +100,7 @@ class _Marks:
                 self.errors += 1
                 self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
         finally:
+            sys.setswitchinterval(switch)
             self._recording = recording
             self._marking = marking
             end, end_wall = time.process_time(), time.perf_counter()

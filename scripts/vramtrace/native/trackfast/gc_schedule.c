@@ -52,7 +52,10 @@
  * What holding cannot hide: another thread of the program that runs while
  * the tracker's Python code has let the GIL go sees no collection start and
  * its own allocations of that moment are forgotten (so the library's
- * recording calls the tracker makes in a hold keep the GIL: _lib._GIL_HELD); the tracker's objects
+ * recording calls the tracker makes in a hold keep the GIL: _lib._GIL_HELD,
+ * and a mark's work raises the switch interval to a second:
+ * _marks._MARK_SWITCH_S; a thread already waiting for the GIL when a mark
+ * begins may still get it once); the tracker's objects
  * that survive collections count toward the oldest generation's
  * "long-lived" ratio, which paces full collections; and where the count
  * and the free lists stand when the program starts differs with what the
