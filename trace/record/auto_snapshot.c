@@ -362,7 +362,6 @@ void vt__before_exec(void)
 static void api_after_fork_child(void)
 {
     vt__activity_forget();
-    vt__device_recorded_forget();
     atomic_store(&snapshot_counter, 0);
     if (vt__rec_on() && vt__ring_head() > 0)
         vt__trace(.kind = VT_EV_FORK, .device = -1, .aux = (uint64_t)getppid());

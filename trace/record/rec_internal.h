@@ -251,16 +251,13 @@ void vt__before_exec(void);
 
 /* ---- recorder.c ---------------------------------------------------------- */
 /* This process did something of its own besides events (set up an allocator,
- * hit an OOM); forgotten in a forked child. */
+ * hit an OOM); forgotten in a forked child. It used a device, then, not the
+ * host alone (a DataLoader worker under `run --track` records its CPU
+ * tensors): `run` gives a shared snapshot name to the one process that did
+ * (runlog.c). */
 void vt__note_activity(void);
 bool vt__activity_noted(void);
 void vt__activity_forget(void);
-/* This process recorded an event on a device (device >= 0), not host events
- * alone (a DataLoader worker under `run --track`: its CPU tensors); forgotten
- * in a forked child. `run` gives a shared snapshot name to the one process
- * that did (runlog.c). */
-bool vt__device_recorded(void);
-void vt__device_recorded_forget(void);
 
 /* ---- snap_signal.c ------------------------------------------------------- */
 void vt__signal_init(void);

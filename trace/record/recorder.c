@@ -134,15 +134,10 @@ uint64_t vt__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* An event on a device was recorded by this process (vt__device_recorded). */
-static _Atomic bool device_event;
-
 VT_REC_TEXT uint64_t vt__trace_event(const vt__event_rec *e)
 {
     if (vt__unlikely(!vt__rec_on()))
         return 0;
-    if (e->device >= 0 && vt__unlikely(!atomic_load_explicit(&device_event, memory_order_relaxed)))
-        atomic_store_explicit(&device_event, true, memory_order_relaxed);
     vt__ring_rec r = {
         .time_ns = vt__now_raw(), .stream = e->stream, .addr = e->addr,
         .req_size = e->req_size, .size = e->size, .aux = e->aux, .aux2 = e->aux2,
@@ -160,8 +155,6 @@ static _Atomic bool activity;
 void vt__note_activity(void) { atomic_store_explicit(&activity, true, memory_order_relaxed); }
 bool vt__activity_noted(void) { return atomic_load_explicit(&activity, memory_order_relaxed); }
 void vt__activity_forget(void) { atomic_store_explicit(&activity, false, memory_order_relaxed); }
-bool vt__device_recorded(void) { return atomic_load_explicit(&device_event, memory_order_relaxed); }
-void vt__device_recorded_forget(void) { atomic_store_explicit(&device_event, false, memory_order_relaxed); }
 
 void vt__trace_set_state_provider(vt__state_provider fn)
 {

@@ -14,11 +14,11 @@
  * exit snapshot, the name it would have without its pid (run renames the
  * file to it when it is the run's only exit snapshot), else empty; RANK is
  * the rank from the launcher's environment, else empty; the last field says
- * whether the process recorded anything on a device (vt__device_recorded) or
- * host events alone (a DataLoader worker's CPU tensors under `run --track`):
- * where several exit snapshots would share a name, run gives it to the only
- * one that recorded on a device. Tabs and newlines in paths are written as
- * '?'.
+ * whether the process used a device (set up an allocator or hit an OOM:
+ * vt__activity_noted) or recorded host events alone (a DataLoader worker's
+ * CPU tensors under `run --track`): where several exit snapshots would share
+ * a name, run gives it to the only one that used a device. Tabs and
+ * newlines in paths are written as '?'.
  *
  * The processes of the run that take snapshots on the configured signal
  * register in DIR/signal, one O_APPEND line each ("PID START\n", START the
@@ -94,7 +94,7 @@ void vt__runlog_add(const char *kind, const char *path, const char *plain, int r
     o = put(line, o, sizeof line, vt__rank_env());
     if (o < sizeof line - 1)
         line[o++] = '\t';
-    o = put(line, o, sizeof line, vt__device_recorded() ? "device" : "host");
+    o = put(line, o, sizeof line, vt__activity_noted() ? "device" : "host");
     if (o >= sizeof line - 1)
         return;                  /* cannot happen with PATH_MAX paths */
     line[o++] = '\n';
