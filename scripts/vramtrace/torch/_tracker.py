@@ -142,7 +142,6 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # Stale host storages left out of a mark's or tick's walk because the
         # program uses a device (walked at the snapshot: _Walks._stale_starts).
         self.host_deferred = 0
-        self._device_seen = False    # a storage on a device was tracked
         self.partial_walks = 0       # walks from only the new or changed stale tensors
         self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0

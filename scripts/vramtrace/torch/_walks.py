@@ -294,9 +294,7 @@ class _Walks:
         kept: Dict[int, _StorageRec] = {}
         saved_only = self._saved_only
         getrefcount = sys.getrefcount
-        if not self._device_seen:   # once seen, for good
-            self._device_seen = any(s.device >= 0 for s in self._storages.values())
-        host_later = self._device_seen and not final
+        host_later = self._fast.device_seen and not final
         # every storage's epochs brought up to date in C (stale_storages,
         # native/trackfast/storages.c), the stale ones returned
         for srec in self._fast.stale_storages(threshold):

@@ -579,6 +579,8 @@ static PyMemberDef dispatcher_members[] = {
     {"in_gc", T_ULONG, offsetof(Dispatcher, in_gc), 0,
      "the thread in a garbage collection the tracker did not start, 0: none"},
     {"errors", T_LONGLONG, offsetof(Dispatcher, errors), 0, "recordings that failed"},
+    {"device_seen", T_BOOL, offsetof(Dispatcher, device_seen), READONLY,
+     "a storage on a device was tracked"},
     {"lend", T_INT, offsetof(Dispatcher, lend), 0,
      "the op observer reads the frames to lend engine threads (lent_reader, lent_table)"},
     {NULL, 0, 0, 0, NULL},

@@ -231,6 +231,7 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
     PyObject *srec = new_storage_rec(ptr, nbytes, device, d->epoch, skey, weak);
     if (srec == NULL)
         return NULL;
+    d->device_seen |= device >= 0;
     SREC(srec)->bare = f != NULL;
     PyObject *storages = book(d, BOOK_STORAGES);
     int bad = storages == NULL || PyDict_SetItem(storages, skey, srec) < 0;

@@ -142,6 +142,8 @@ typedef struct {
                               * thread's ops, while the program has made no
                               * mark (0: not) */
     double next_tick;        /* now_s() of the next tick, 0: not started */
+    char device_seen;        /* a storage on a device was tracked (new_storage): the
+                              * marks then leave host storages to the snapshot's walk */
 } Dispatcher;
 
 enum { TABLE_CAP = 2 * MAX_CACHED };
