@@ -157,6 +157,7 @@ def observe_when_cuda_starts(torch: Any) -> None:
 
 
 def _on_torch(torch: Any) -> None:
+    global _track_pending
     try:
         observe_when_cuda_starts(torch)
         # torch.optim deletes its submodule's name; `import torch` loaded it
@@ -166,7 +167,6 @@ def _on_torch(torch: Any) -> None:
             hook(_on_optimizer_step)
         if mode() == "track":
             if _importing_the_torch_package():
-                global _track_pending
                 _track_pending = True   # started by torch_package_ready()
             else:
                 _track_whole_program()

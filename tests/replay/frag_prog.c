@@ -37,15 +37,16 @@
 #include <string.h>
 
 static size_t unit = 1 << 20;
-static int caught;   /* a failed allocation goes on (NULL), counted here */
+static int go_on;    /* "pins_caught": a failed allocation gives NULL */
+static int failed;   /* allocations that failed, with go_on */
 
 static void *get(size_t mib, const char *what)
 {
     void *p = NULL;
     if (cudaMalloc(&p, mib * unit) != cudaSuccess) {
         printf("frag: out of memory at %s\n", what);
-        if (caught) {
-            caught++;
+        if (go_on) {
+            failed++;
             return NULL;
         }
         exit(3);
@@ -99,10 +100,10 @@ int main(int argc, char **argv)
     if (argc > 2 && !strcmp(argv[2], "pins"))
         return pins();
     if (argc > 2 && !strcmp(argv[2], "pins_caught")) {
-        caught = 1;
+        go_on = 1;
         pin_holes(40, 5, 1, 4, "the 5 MiB blocks", 9, 12, "the 12 MiB blocks");
         cudaFree(get(1, "one unit after"));
-        printf("frag: caught %d\n", caught - 1);
+        printf("frag: caught %d\n", failed);
         return 0;
     }
     void *big[4];

@@ -62,7 +62,7 @@ int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs
         f->linger_from_seq = n->gc_seq;
         f->linger_from_time_ns = n->gc_time;
         f->linger_ns = st->free_time > last->time ? st->free_time - last->time : 0;
-        f->paused_ns = f->linger_ns - vt__ck_program_time(m, last->time, st->free_time);
+        f->paused_ns = vt__ck_paused_time(m, last->time, st->free_time);
         f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9);
         /* Just before the collection's reference: what the cycle was. */
         f->path_seq = n->gc_seq - 1;

@@ -222,6 +222,9 @@ uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 /* Whether the program freed anything strictly between times a and b:
  * without marks only (want_free_time). */
 int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b);
+/* The tool's pauses between times a and b (0 unless a < b): what a
+ * finding's held time has that is not the program's (paused_ns). */
+uint64_t vt__ck_paused_time(const ck_model *m, uint64_t a, uint64_t b);
 /* The program's own time from a to b (a <= b): b - a less the tool's
  * pauses between them. */
 uint64_t vt__ck_program_time(const ck_model *m, uint64_t a, uint64_t b);

@@ -105,7 +105,7 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
         f->linger_from_seq = from_seq;
         f->linger_from_time_ns = from_time;
         f->linger_ns = end_time > last->time ? end_time - last->time : 0;
-        f->paused_ns = f->linger_ns - vt__ck_program_time(m, last->time, end_time);
+        f->paused_ns = vt__ck_paused_time(m, last->time, end_time);
         f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9);
         f->path_seq = st->freed ? from_seq : UINT64_MAX;
         st->lingered = 1;

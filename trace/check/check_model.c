@@ -1050,11 +1050,14 @@ static uint64_t paused_before(const ck_model *m, uint64_t t)
     return p->before + ((t < p->to ? t : p->to) - p->from);
 }
 
+uint64_t vt__ck_paused_time(const ck_model *m, uint64_t a, uint64_t b)
+{
+    return b <= a ? 0 : paused_before(m, b) - paused_before(m, a);
+}
+
 uint64_t vt__ck_program_time(const ck_model *m, uint64_t a, uint64_t b)
 {
-    if (b <= a)
-        return 0;
-    return (b - a) - (paused_before(m, b) - paused_before(m, a));
+    return b <= a ? 0 : (b - a) - vt__ck_paused_time(m, a, b);
 }
 
 uint64_t vt__ck_program_time_after(const ck_model *m, uint64_t a, uint64_t d)

@@ -237,7 +237,7 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
     f->linger_from_seq = from_seq;
     f->linger_from_time_ns = from_time;
     f->linger_ns = until_time > s_time ? until_time - s_time : 0;
-    f->paused_ns = f->linger_ns - vt__ck_program_time(m, s_time, until_time);
+    f->paused_ns = vt__ck_paused_time(m, s_time, until_time);
     f->byte_seconds = wasted_ns / 1e9;
     f->path_seq = until_seq == UINT64_MAX ? UINT64_MAX : from_seq;
     f->owner_drop_seq = own->drop_seq;
