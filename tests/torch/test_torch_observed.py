@@ -167,6 +167,52 @@ def test_run_track_tracks_a_program_that_imports_vramtrace_torch_before_torch(tm
                      text), text[:4000]
 
 
+DATALOADER_SCRIPT = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    ds = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+    dl = DataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context="spawn",
+                    persistent_workers=True)
+    model = torch.nn.Linear(8, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        for x, y in dl:
+            loss = ((model(x.cuda()) - y.cuda()) ** 2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_run_track_names_the_scripts_snapshot_beside_its_dataloader_workers(tmp_path):
+    """DataLoader workers started with spawn import torch too, and under
+    --track record their CPU tensors, so each writes a snapshot: -o's name
+    goes to the script's process (the only one that used the device), the
+    workers' keep their pids. Before: every file kept its pid, and
+    `vramtrace check run.vtsnap` found no file."""
+    script = tmp_path / "loader.py"
+    script.write_text(DATALOADER_SCRIPT)
+    snap = tmp_path / "run.vtsnap"
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", str(snap), "--",
+                   sys.executable, str(script)])
+    assert rc == 0 and "done" in out, out[-4000:]
+    files = sorted(p.name for p in tmp_path.glob("*.vtsnap"))
+    assert "run.vtsnap" in files and len(files) == 3, (files, out[-3000:])
+    sj = snapshot_json(str(snap))
+    assert sj["meta"]["framework_allocator"] == "observed", sj["meta"]
+    assert "loader.py" in sj["meta"]["command_line"], sj["meta"]
+    for name in files:
+        if name != "run.vtsnap":
+            assert re.fullmatch(r"run-\d+\.vtsnap", name), files
+            assert "spawn_main" in snapshot_json(str(tmp_path / name))["meta"]["command_line"]
+
+
 def test_run_track_follows_the_threads_the_program_starts(tmp_path):
     """thread_leak.py: a thread the program starts averages the weights and
     runs a backward of its own; its leak twin keeps every average in a

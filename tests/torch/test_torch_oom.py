@@ -186,3 +186,43 @@ def test_an_evaluation_that_runs_out_names_its_growing_line_without_track(tmp_pa
     assert f"eval_keep.py:{line}" in first[0], alive[:2000]
     assert first[1].strip().startswith("check: never freed, ") and \
         first[1].strip().endswith("allocations through the run (never-freed)"), alive[:2000]
+
+
+# A batch-size search as libraries write it (accelerate's
+# find_executable_batch_size, Lightning's BatchSizeFinder): try, catch
+# torch.OutOfMemoryError, empty the cache, halve, try again.
+BATCH_SEARCH = '''
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                            torch.nn.Linear(4096, 1024)).cuda()
+bs = 65536
+while True:
+    try:
+        x = torch.randn(bs, 1024, device="cuda")
+        model(x).sum().backward()
+        break
+    except torch.OutOfMemoryError:
+        x = None
+        torch.cuda.empty_cache()
+        bs //= 2
+print("batch", bs)
+'''
+
+
+def test_a_batch_size_search_that_caught_its_oom_is_told_it_went_on(tmp_path):
+    """The program caught the error and went on, as without vramtrace (the
+    same batch found): run's short explanation says so, with what came
+    after, instead of reading as a crash."""
+    script = tmp_path / "batch_search.py"
+    script.write_text(BATCH_SEARCH)
+    rc, plain, err = run([SIMRUN, "--mem", "2G", "--", sys.executable, str(script)])
+    assert rc == 0, err[-3000:]
+    snap = str(tmp_path / "search.vtsnap")
+    rc, out, err = run([SIMRUN, "--mem", "2G", "--", CLI, "run", "-o", snap, "--",
+                        sys.executable, str(script)])
+    assert rc == 0 and out == plain, (out, plain, err[-3000:])
+    assert "the program ran out of device memory: 1 GiB asked" in err, err[-3000:]
+    assert "  it went on: the error was caught, " in err, err[-3000:]
+    j = oom_json(snap)
+    assert j["request"]["allocations_after"] > 0, j["request"]
+    assert "batch_search.py:" in j["request"]["line"], j["request"]
