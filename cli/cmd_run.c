@@ -91,7 +91,7 @@ static void usage(FILE *out)
             "Only processes that recorded something write a snapshot (a wrapper such as\n"
             "timeout or bash -c does not); when several write under one name, each file\n"
             "gets its pid (-o 'rank%%r.vtsnap' gives each rank its own name), but for\n"
-            "the only one that recorded on a device (beside DataLoader workers), and\n"
+            "the only one that used a device (beside its DataLoader workers), and\n"
             "every snapshot of the run is listed at the end; a process that ran out of\n"
             "device memory gets the short form of `vramtrace oom` for its snapshot (the\n"
             "fixes a replay verified). Signals sent to run are\n"
@@ -390,7 +390,7 @@ struct snap_line {
     char path[PATH_MAX];
     char plain[PATH_MAX];   /* an exit snapshot's name without its pid, or "" */
     char rank[16];          /* from the launcher's environment, or "" */
-    bool host_only;         /* it recorded nothing on a device (a DataLoader worker) */
+    bool host_only;         /* it used no device (a DataLoader worker) */
 };
 
 /* KIND PID ok|failed PATH [PLAIN [RANK [device|host]]], tab-separated; empty
@@ -456,7 +456,7 @@ static void explain_ooms(const struct snap_line *lines, size_t n)
 }
 
 /* List what the run's processes wrote; the only exit snapshot gets the
- * plain name, or, of several, the only one that recorded on a device (the
+ * plain name, or, of several, the only one that used a device (the
  * program beside its DataLoader workers, whose CPU tensors `run --track`
  * records). @return the number of snapshots that could not be written. */
 static int report_snapshots(const char *rundir, const char *out, const int *status)
