@@ -38,12 +38,20 @@ def as_program(_n: int) -> None:
     return None
 
 
+def program_read() -> None:
+    """Inside a hold: a walk of the program's objects begins. The frame
+    objects it makes, which CPython keeps while their functions run, are
+    the program's (native/trackfast/gc_reads.c)."""
+    return None
+
+
 def use(mod: Any) -> None:
     """The loaded _trackfast's, where it can hold the count."""
-    global hold, release, count, as_program
+    global hold, release, count, as_program, program_read
     if getattr(mod, "GC_HELD", 0):
         hold, release = mod.gc_hold, mod.gc_release
         count, as_program = mod.gc_held_count, mod.gc_count_as_program
+        program_read = mod.gc_program_read
 
 
 def held(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -35,6 +35,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
+from . import _gc_hold
+
 __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "referrers_of",
            "level_passes", "use"]
 
@@ -280,10 +282,16 @@ class _Locals:
     Reading ``frame.f_locals`` of a running function copies its locals into
     a dict cached on the frame, which then keeps them alive after the
     function deletes them. The copy is emptied again after the scan (when no
-    tracer could write it back), so a walk never extends a lifetime.
+    tracer could write it back), and inside the tracker's hold on the
+    collector's count a dict the scan made is dropped when the hold ends
+    (native/trackfast/gc_reads.c: another thread's too), so a walk never
+    extends a lifetime.
     """
 
     def __init__(self, skip_files: FrozenSet[str], max_frames: int = 64) -> None:
+        # the frame objects made here are the program's (their frames free
+        # them), not the tracker's: native/trackfast/gc_reads.c
+        _gc_hold.program_read()
         self.by_id: Dict[int, List[Tuple[int, str, str]]] = {}
         self.frames: Dict[int, str] = {}
         tracing = sys.gettrace() is not None or sys.getprofile() is not None
@@ -340,6 +348,7 @@ def walk_referrers(starts: Dict[NodeKey, Any],
     ``deadline`` (a ``clock()`` value, ``time.perf_counter`` unless given):
     no new level starts after it.
     """
+    _gc_hold.program_read()   # reading a frame's f_back makes its caller's object
     w = _Walker(tensor_key, frozenset(skip_files), set(ignore_ids),
                 max_depth, max_breadth, max_nodes)
     try:

@@ -868,6 +868,83 @@ def test_the_trackers_own_objects_are_kept_out_of_the_collectors_count(real_lib,
     assert gc.get_count()[0] == first
 
 
+def _walked_at_depth(fast, depth: int, walk: bool) -> None:
+    """``depth`` frames down, a holder walk's reading of every thread's
+    frames and locals (what a tick's walk does inside an op), in a hold."""
+    if depth:
+        _walked_at_depth(fast, depth - 1, walk)
+        return
+    if walk:
+        from vramtrace import _referrers
+        token = fast.gc_hold()
+        try:
+            _referrers._Locals(frozenset())
+        finally:
+            fast.gc_release(token)
+
+
+def test_a_walk_that_reads_the_programs_frames_leaves_the_count_as_untracked(real_lib):
+    """Reading a running frame gives it a Python object that CPython keeps
+    until the function returns, outside the walk's hold: each took one off
+    the program's count. A tick inside backward() moved the count per step
+    from 3 to 0 on the CPU under `run --track` (CI, the differential suite's
+    the_collectors_count_moves_per_step_as_untracked[cpu];
+    scripts/vramtrace/native/trackfast/gc_reads.c)."""
+    fast = vtt._fast_path._trackfast_for(real_lib)
+    assert fast is not None and fast.GC_HELD, "built without CPython's internal headers"
+    for walk in (False, True):   # warm: this function's callers have their objects
+        _count_moved_by(lambda: _walked_at_depth(fast, 8, walk))
+    untracked = _count_moved_by(lambda: _walked_at_depth(fast, 8, False))
+    walked = _count_moved_by(lambda: _walked_at_depth(fast, 8, True))
+    # One more: _count_moved_by's own frame object, made by the walk, the
+    # program's, freed after it measured. Before, untracked less 10: the
+    # frame objects of the lambda and of _walked_at_depth's nine calls,
+    # made uncounted in the hold and freed, counted, on return.
+    assert walked == untracked + 1, (untracked, walked)
+
+
+def test_a_walk_keeps_no_local_of_another_thread_alive(real_lib):
+    """The walk reads another thread's locals through f_locals, which copies
+    them into a dict cached on its frame, not emptied (that thread may be
+    tracing; its values are its own). The dict the walk made is dropped when
+    its hold ends: kept, it held the thread's locals after the thread
+    deleted them, until its function returned (gc_reads.c)."""
+    import threading
+    import weakref
+    fast = vtt._fast_path._trackfast_for(real_lib)
+    assert fast is not None and fast.GC_HELD, "built without CPython's internal headers"
+    walked, deleted = threading.Event(), threading.Event()
+    seen: list = []
+
+    class Held:
+        pass
+
+    def worker():
+        obj = Held()
+        seen.append(weakref.ref(obj))
+        walked.wait(10)
+        del obj
+        seen.append(seen[0]() is None)   # freed as soon as its last name went
+        deleted.set()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    while not seen:
+        time.sleep(0.001)
+    token = fast.gc_hold()
+    try:
+        from vramtrace import _referrers
+        locs = _referrers._Locals(frozenset())
+        assert id(seen[0]()) in locs.by_id   # the walk did read the thread's local
+        del locs
+    finally:
+        fast.gc_release(token)
+    walked.set()
+    deleted.wait(10)
+    th.join(10)
+    assert seen[1:] == [True], "the walk's copy of the thread's locals kept its object alive"
+
+
 def test_the_observers_use_count_reads_what_torchs_does(observer):
     # A storage left without tracked tensors is asked whether anything else
     # holds it (storages.c orphaned()) through the observer's C reader

@@ -56,6 +56,7 @@ class _Marks:
         # What the op observer holds back (a backward's ops) is recorded
         # first, as the program's: recording is off for the mark's own work.
         self._fast.flush()
+        _gc_hold.program_read()   # what reading the program's objects makes is its own
         recording, self._recording = self._recording, False
         # another thread's op meanwhile waits for the mark (the op observer)
         # instead of going unrecorded: the mark's Python lets the GIL go

@@ -43,6 +43,12 @@
  * more each step.) The autograd node whose backward runs is read in C++
  * for the same reason: its Python object would live as long as the graph.
  *
+ * A holder walk (at a mark, a tick, a snapshot) reads the program's
+ * frames, tensors' gradients and autograd graphs among thousands of its
+ * own objects, so no count taken around one call tells those apart: the
+ * walk says when it begins (gc_program_read()), and the hold's end counts
+ * what it left (gc_reads.c).
+ *
  * An object the tracker made inside a hold must also be freed inside one
  * (its free would otherwise be subtracted from the program's count): a
  * tensor's weak reference, whose last reference CPython drops after the
@@ -179,6 +185,11 @@ long gc_held_count(void)
     return *young_count();
 }
 
+int gc_hold_depth(void)
+{
+    return depth;
+}
+
 void gc_count_as_program(long n)
 {
     if (n > 0 && *young_count() < HELD_COUNT / 2)   /* inside a hold only */
@@ -220,6 +231,13 @@ void gc_release(long saved)
 {
     if (depth <= 0)   /* not held: an unbalanced release changes nothing */
         return;
+    long read = 0;
+    if (depth == 1) {   /* still held: what settling frees is the tracker's */
+        PyObject *exc_type, *exc, *tb;
+        PyErr_Fetch(&exc_type, &exc, &tb);
+        read = gc_reads_settle();
+        PyErr_Restore(exc_type, exc, tb);
+    }
     if (--depth == 0) {
 #ifdef VT_GC_FREELISTS
         PyObject *exc_type, *exc, *tb;
@@ -227,7 +245,7 @@ void gc_release(long saved)
         restore_levels(PyInterpreterState_Get(), &held_levels);
         PyErr_Restore(exc_type, exc, tb);
 #endif
-        saved = outer_saved + credit;
+        saved = outer_saved + credit + read;
         credit = 0;
     } else if (OUTERMOST(saved)) {
         saved = HELD_COUNT;   /* another thread's hold is open: held until it ends */
@@ -256,6 +274,11 @@ void gc_free_later(PyObject *obj)
 }
 
 long gc_held_count(void)
+{
+    return 0;
+}
+
+int gc_hold_depth(void)
 {
     return 0;
 }

@@ -721,6 +721,9 @@ static PyMethodDef module_methods[] = {
     {"gc_held_count", py_gc_held_count, METH_NOARGS, "gc_held_count(): the count now"},
     {"gc_count_as_program", py_gc_count_as_program, METH_O,
      "gc_count_as_program(n): inside a hold, n objects made are the program's"},
+    {"gc_program_read", py_gc_program_read, METH_NOARGS,
+     "gc_program_read(): inside a hold, a walk of the program's objects begins: the "
+     "frame objects it makes, which CPython keeps, are the program's (gc_reads.c)"},
     {"instances_of", (PyCFunction)(void (*)(void))py_instances_of, METH_FASTCALL,
      "instances_of(objects: list, cls: type) -> list: the items whose type is cls or a "
      "subclass of it"},

@@ -292,11 +292,21 @@ void gc_free_later(PyObject *obj);
  * program's (PyTorch keeps them for its tensors and storages) */
 long gc_held_count(void);
 void gc_count_as_program(long n);
+/* holds open (0: none) */
+int gc_hold_depth(void);
 int gc_can_hold(void);
 PyObject *py_gc_hold(PyObject *self, PyObject *unused);
 PyObject *py_gc_release(PyObject *self, PyObject *token);
 PyObject *py_gc_held_count(PyObject *self, PyObject *unused);
 PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
+
+/* gc_reads.c: what the tracker's reading makes for the program's objects.
+ * gc_program_read(): a walk begins in this hold; gc_reads_settle(): at the
+ * outermost release, still held, how many of the objects made are the
+ * program's. */
+void gc_program_read(void);
+long gc_reads_settle(void);
+PyObject *py_gc_program_read(PyObject *self, PyObject *unused);
 PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* referrers.c: gc.get_referrers(*objects) in one pass, whatever their number */
 PyObject *py_referrers_of(PyObject *self, PyObject *objects);
