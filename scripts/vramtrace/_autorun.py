@@ -28,11 +28,13 @@ computes, prints or raises: every failure is reported on stderr (and to
 
 from __future__ import annotations
 
+import _thread
+import functools
 import importlib.util
 import os
 import sys
 import weakref
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Tuple
 
 _MODES = ("observe", "track", "off")
 
@@ -40,6 +42,9 @@ _started = False
 _step = 0
 _step_optimizer: Optional["weakref.ref[Any]"] = None
 _tracker: Any = None
+# run --track's way out of track(), with the thread that entered it; None
+# once left (at exit, or before os._exit: _end_before_hard_exit)
+_leave_tracker: Optional[Tuple[int, Callable[[], None]]] = None
 _track_pending = False   # run --track, asked while vramtrace.torch was importing
 
 
@@ -88,6 +93,7 @@ def start() -> None:
     # Registered first, so it runs last of the program's atexit handlers.
     import atexit
     atexit.register(_program_ended)
+    _end_before_hard_exit()
     if mode() == "off":
         return
     torch = sys.modules.get("torch")
@@ -114,6 +120,27 @@ def _program_ended() -> None:
         vramtrace.get_library().program_ended()
     except Exception as exc:  # noqa: BLE001 - the snapshot is then taken at exit
         note(f"the snapshot is taken at exit, after Python's teardown ({type(exc).__name__}: {exc})")
+
+
+def _end_before_hard_exit() -> None:
+    """os._exit() runs no exit handler: a script that ends with it (DDP
+    scripts' way round a hang in NCCL's teardown) got no exit snapshot. In
+    this process (not in a forked child: multiprocessing's workers end with
+    os._exit and write nothing, as before) it now leaves run --track's
+    track() (on the thread that entered it) and writes the snapshot first;
+    the program's own exit handlers still do not run, its status is its own."""
+    real = os._exit
+    pid = os.getpid()
+
+    @functools.wraps(real)
+    def _exit(status: int) -> None:
+        if os.getpid() == pid:
+            if _leave_tracker is not None and _leave_tracker[0] == _thread.get_ident():
+                _leave_tracker[1]()
+            _program_ended()
+        real(status)
+
+    os._exit = _exit
 
 
 class _TorchImportWatch:
@@ -237,7 +264,7 @@ def _track_whole_program() -> None:
     """Enter vramtrace.torch.track() for the rest of the program (the thread
     that imported torch), left at interpreter exit before the exit
     snapshot is written."""
-    global _tracker
+    global _tracker, _leave_tracker
     import atexit
 
     import vramtrace
@@ -247,6 +274,10 @@ def _track_whole_program() -> None:
     _tracker.__enter__()
 
     def leave() -> None:
+        global _leave_tracker
+        if _leave_tracker is None:   # left already (os._exit, then no atexit)
+            return
+        _leave_tracker = None
         try:
             # what a vramtrace.snapshot() call does first: its time taken,
             # the holders of every stale tensor looked up (the exit snapshot,
@@ -257,4 +288,5 @@ def _track_whole_program() -> None:
         except Exception as exc:  # noqa: BLE001
             note(f"leaving track() at exit failed ({type(exc).__name__}: {exc})")
 
+    _leave_tracker = (_thread.get_ident(), leave)
     atexit.register(leave)

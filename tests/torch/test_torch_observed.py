@@ -213,6 +213,51 @@ def test_run_track_names_the_scripts_snapshot_beside_its_dataloader_workers(tmp_
             assert "spawn_main" in snapshot_json(str(tmp_path / name))["meta"]["command_line"]
 
 
+HARD_EXIT_SCRIPT = """
+import os, sys, torch
+kept = []
+for step in range(6):
+    kept.append(torch.empty(1 << 18, device="cuda"))
+    scratch = torch.empty(1 << 16, device="cuda")
+    del scratch
+if os.fork() == 0:   # a forked child ending the same way (multiprocessing's workers do)
+    os._exit(0)
+os.wait()
+print("done", flush=True)
+os._exit(3)   # the NCCL-hang workaround: no atexit handler, no teardown
+"""
+
+
+def test_run_snapshots_a_program_that_ends_with_os_exit(tmp_path):
+    """A script that ends with os._exit() (DDP scripts' way round a hang in
+    NCCL's teardown) runs no exit handler: `vramtrace run` wrote no snapshot
+    and said only that none was written. Now the exit snapshot is written
+    first (its status and output as untraced); a forked child ending so
+    writes none, as before."""
+    script = tmp_path / "hard_exit.py"
+    script.write_text(HARD_EXIT_SCRIPT)
+    rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, str(script)])
+    assert rc == 3 and plain.strip() == "done", plain[-3000:]
+    for track in ([], ["--track"]):
+        snap = tmp_path / f"run{len(track)}.vtsnap"
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *track, "-o", str(snap), "--",
+                       sys.executable, str(script)])
+        assert rc == 3 and "done" in out, out[-3000:]
+        assert "no exit snapshot" not in out, out[-3000:]
+        assert sorted(p.name for p in tmp_path.glob("*.vtsnap")) == \
+            sorted(f"run{k}.vtsnap" for k in range(len(track) + 1)), out[-3000:]
+        sj = snapshot_json(str(snap))
+        # the kept tensors alive at its end (not freed by a teardown)
+        alive = [lt for lt in sj["lifetimes"] if lt.get("free_seq") is None
+                 and lt.get("req_size") == 1 << 20]
+        assert len(alive) == 6, [(lt.get("req_size"), lt.get("free_seq"))
+                                 for lt in sj["lifetimes"]]
+        if track:   # track() was left first: the kept tensors' holder walked
+            rc, text = run([CLI, "check", str(snap)])
+            got = re.search(r"(\d+) tensors, (\d+) holders", text)
+            assert got and int(got[1]) >= 12 and int(got[2]) >= 1, text[:3000]
+
+
 def test_run_track_follows_the_threads_the_program_starts(tmp_path):
     """thread_leak.py: a thread the program starts averages the weights and
     runs a backward of its own; its leak twin keeps every average in a
