@@ -448,6 +448,37 @@ TEST(cli_check_bad_file_exits_2_with_one_message)
     cleanup();
 }
 
+/* `vramtrace run -o run.vtsnap` of a program with several processes names
+ * each one's file with a tag (run-PID.vtsnap, run-rank1-PID.vtsnap): asked
+ * for run.vtsnap, the error names those beside it, and no other file. */
+TEST(cli_check_missing_file_names_a_runs_files_beside_it)
+{
+    tmpdir();
+    synth y;
+    pipeline(&y, 0);
+    write_snap(&y, "run-4242.vtsnap");
+    write_snap(&y, "run-rank1-4343.vtsnap");
+    write_snap(&y, "runner.vtsnap");      /* another name */
+    write_snap(&y, "run-old.vtsnap");     /* a tag no run writes */
+    write_snap(&y, "run-4444.json");      /* another extension */
+    synth_fini(&y);
+    char *out, *err, args[512];
+    snprintf(args, sizeof args, "'%s/run.vtsnap'", dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "run.vtsnap: cannot open: No such file or directory; beside it, "
+                             "one per process of a run: run-4242.vtsnap, run-rank1-4343.vtsnap\n");
+    ASSERT(strstr(err, "runner") == NULL && strstr(err, "run-old") == NULL &&
+                strstr(err, "json") == NULL);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "'%s/other.vtsnap'", dir);   /* none beside: as before */
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_STR_CONTAINS(err, "other.vtsnap: cannot open: No such file or directory\n");
+    free(out);
+    free(err);
+    cleanup();
+}
+
 /* Tensor, holder, function and file names in the text report are escaped,
  * not obeyed; --json keeps them as recorded. */
 TEST(cli_check_text_report_escapes_control_characters_in_names)

@@ -27,6 +27,7 @@
 
 #include "checksum.h"
 #include "event_stream.h"
+#include "snapfile.h"
 #include "snapfile_reader.h"
 
 #define DEFAULT_CHUNK (64u << 10)
@@ -364,6 +365,8 @@ int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data *
     if (fd < 0) {
         int rc = -errno;
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
+        if (rc == -ENOENT)
+            vt__snapfile_missing_hint(path, err, errlen);
         return rc;
     }
     return vt__snapfile_open_stream_fd(fd, path, chunk, s, out, err, errlen);

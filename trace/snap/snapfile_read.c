@@ -823,6 +823,8 @@ int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt__snaps
     if (fd < 0) {
         int rc = -errno;
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
+        if (rc == -ENOENT)
+            vt__snapfile_missing_hint(path, err, errlen);
         return rc;
     }
     struct stat st;
