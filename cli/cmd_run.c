@@ -518,6 +518,19 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
             lost++;
         }
     }
+    /* Several exit snapshots left with their pids (two processes used a
+     * device: mp.spawn workers, ranks without a rank variable): said once,
+     * with where to read them together. */
+    size_t kept_pid = 0, got_name = 0;
+    for (size_t k = 0; k < n; k++) {
+        bool exit_ok = lines[k].ok && !strcmp(lines[k].kind, "exit") && lines[k].plain[0];
+        kept_pid += exit_ok && strcmp(lines[k].path, lines[k].plain) != 0;
+        got_name += exit_ok && !strcmp(lines[k].path, lines[k].plain);
+    }
+    if (kept_pid >= 2 && got_name == 0)
+        fprintf(stderr, "vramtrace run: %zu processes wrote exit snapshots for %s: each keeps "
+                        "its pid in its name (`vramtrace compare` reads them side by side)\n",
+                kept_pid, out);
     explain_ooms(lines, n);
     free(lines);
     if (n == 0)

@@ -140,6 +140,9 @@ def case_two_recording_processes_get_one_file_each(d):
         fail("two processes recorded: want x-PID.vtsnap each, got %s" % files, p)
     if sorted(os.path.basename(x[0]) for x in listed(p)) != files:
         fail("run must list both snapshots", p)
+    if ("2 processes wrote exit snapshots for %s: each keeps its pid in its name" % out
+            not in p.stderr):
+        fail("run must say once why neither got the -o name", p)
 
 
 def case_a_process_that_recorded_host_events_alone_leaves_the_name_to_the_devices(d):
@@ -163,12 +166,16 @@ def case_a_process_that_recorded_host_events_alone_leaves_the_name_to_the_device
             fail("%s: a host-only process keeps its pid: %s" % (f, text), p)
     if sorted(x[0] for x in listed(p)) != sorted(os.path.join(d, f) for f in files):
         fail("run must list every snapshot under its final name", p)
+    if "processes wrote exit snapshots" in p.stderr:
+        fail("one process got the -o name: nothing to explain", p)
     for f in files:
         os.unlink(os.path.join(d, f))
     p = run(["-o", out, "--", "bash", "-c", "%s; %s" % (host, host)])
     files = snapshots(d)
     if p.returncode != 0 or len(files) != 2 or "x.vtsnap" in files:
         fail("two host-only processes: want x-PID.vtsnap each, got %s" % files, p)
+    if "2 processes wrote exit snapshots" not in p.stderr:
+        fail("run must say once why neither got the -o name", p)
 
 
 def case_ranks_never_share_a_snapshot_file(d):
