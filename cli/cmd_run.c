@@ -481,6 +481,7 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
     if (fp)
         fclose(fp);
     int lost = 0;
+    size_t kept_pid = 0, got_name = 0;   /* exit snapshots, by their final names */
     for (size_t k = 0; k < n; k++) {
         struct snap_line *l = &lines[k];
         /* The plain name, where no other exit snapshot of the run expands to
@@ -506,6 +507,10 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
             else
                 memcpy(l->path, l->plain, sizeof l->path);
         }
+        if (l->ok && !strcmp(l->kind, "exit") && l->plain[0]) {
+            kept_pid += strcmp(l->path, l->plain) != 0;
+            got_name += strcmp(l->path, l->plain) == 0;
+        }
         char rank[32] = "";
         if (l->rank[0])
             snprintf(rank, sizeof rank, ", rank %s", l->rank);
@@ -521,12 +526,6 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
     /* Several exit snapshots left with their pids (two processes used a
      * device: mp.spawn workers, ranks without a rank variable): said once,
      * with where to read them together. */
-    size_t kept_pid = 0, got_name = 0;
-    for (size_t k = 0; k < n; k++) {
-        bool exit_ok = lines[k].ok && !strcmp(lines[k].kind, "exit") && lines[k].plain[0];
-        kept_pid += exit_ok && strcmp(lines[k].path, lines[k].plain) != 0;
-        got_name += exit_ok && !strcmp(lines[k].path, lines[k].plain);
-    }
     if (kept_pid >= 2 && got_name == 0)
         fprintf(stderr, "vramtrace run: %zu processes wrote exit snapshots for %s: each keeps "
                         "its pid in its name (`vramtrace compare` reads them side by side)\n",

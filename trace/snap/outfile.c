@@ -9,6 +9,7 @@
  */
 #include "errbuf.h"
 #include "outfile.h"
+#include "path_split.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -62,22 +63,6 @@ int vt__outfile_check(const char *path, char *err, size_t errlen)
                 S_ISLNK(st.st_mode) ? " (give the path it points to)" : "");
 }
 
-/* The directory part of `path` ("." when none) and its last component. */
-static void split(const char *path, char *dir, size_t dirlen, const char **base)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, dirlen, ".");
-        *base = path;
-    } else if (slash == path) {
-        snprintf(dir, dirlen, "/");
-        *base = slash + 1;
-    } else {
-        snprintf(dir, dirlen, "%.*s", (int)(slash - path), path);
-        *base = slash + 1;
-    }
-}
-
 /* Remove BASE.tmp.PID files in `dir` whose process is gone and that have
  * not changed for STALE_AFTER_S. Best effort: errors are ignored. */
 static void sweep_stale(const char *dir, const char *base)
@@ -117,7 +102,7 @@ int vt__outfile_create(const char *path, char *tmp, size_t tmplen, char *err, si
         return vt__errf(err, errlen, -ENAMETOOLONG, "cannot write %s: path too long", path);
     char dir[PATH_MAX];
     const char *base;
-    split(path, dir, sizeof dir, &base);
+    vt__path_split(path, dir, sizeof dir, &base);
     sweep_stale(dir, base);
     for (int attempt = 0;; attempt++) {
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -159,7 +144,7 @@ int vt__outfile_commit(const char *tmp, const char *path, int flags, char *err, 
     }
     char dir[PATH_MAX];
     const char *base;
-    split(path, dir, sizeof dir, &base);
+    vt__path_split(path, dir, sizeof dir, &base);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         fsync(dfd);

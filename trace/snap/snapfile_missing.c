@@ -10,10 +10,13 @@
  * files beside it that carry such a tag.
  */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+#include "path_split.h"
 #include "snapfile.h"
 
 #define HINT_NAMES 4   /* named; the rest counted */
@@ -23,56 +26,36 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Whether `name` is STEM-TAG.EXT, the tag a pid, a rank or "rank..." */
+static int tagged(const char *name, const char *stem, size_t stemlen, const char *ext)
+{
+    size_t len = strlen(name), elen = strlen(ext);
+    if (len <= stemlen + 1 + elen || strncmp(name, stem, stemlen) != 0 ||
+        name[stemlen] != '-' || strcmp(name + len - elen, ext) != 0)
+        return 0;
+    const char *tag = name + stemlen + 1;
+    return (tag[0] >= '0' && tag[0] <= '9') || strncmp(tag, "rank", 4) == 0;
+}
+
 void vt__snapfile_missing_hint(const char *path, char *err, size_t errlen)
 {
     size_t used = strlen(err);
-    if (used + 1 >= errlen)
-        return;
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    char dir[4096];
-    if (slash) {
-        size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir)
-            return;
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-        if (n == 0)
-            strcpy(dir, "/");
-    } else {
-        strcpy(dir, ".");
-    }
+    char dir[PATH_MAX];
+    const char *base;
+    vt__path_split(path, dir, sizeof dir, &base);
     const char *dot = strrchr(base, '.');
-    size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    size_t stemlen = dot && dot != base ? (size_t)(dot - base) : strlen(base);
     const char *ext = dot && dot != base ? dot : "";
-    if (stem == 0)
-        return;
-    DIR *d = opendir(dir);
+    DIR *d = stemlen && used + 1 < errlen ? opendir(dir) : NULL;
     if (!d)
         return;
     char **names = NULL;
     size_t count = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        const char *name = e->d_name;
-        size_t len = strlen(name), elen = strlen(ext);
-        /* STEM-TAG.EXT, the tag beginning with a digit or "rank" */
-        if (len <= stem + 1 + elen || strncmp(name, base, stem) != 0 || name[stem] != '-' ||
-            strcmp(name + len - elen, ext) != 0)
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!tagged(e->d_name, base, stemlen, ext) ||
+            vt__grow((void **)&names, &cap, count + 1, sizeof *names) != 0 ||
+            (names[count] = strdup(e->d_name)) == NULL)
             continue;
-        const char *tag = name + stem + 1;
-        if (!(tag[0] >= '0' && tag[0] <= '9') && strncmp(tag, "rank", 4) != 0)
-            continue;
-        if (count == cap) {
-            size_t ncap = cap ? 2 * cap : 8;
-            char **grown = realloc(names, ncap * sizeof *names);
-            if (!grown)
-                break;
-            names = grown;
-            cap = ncap;
-        }
-        if ((names[count] = strdup(name)) == NULL)
-            break;
         count++;
     }
     closedir(d);

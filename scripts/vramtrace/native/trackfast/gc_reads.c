@@ -106,10 +106,15 @@ static long frames_settle(void)
 
 long gc_reads_settle(void)
 {
-    if (frames_noted < 0)
+    if (frames_noted < 0)   /* no walk in this hold: every op's release ends here */
         return 0;
+    /* a hold may end with an error set (the op's, the walk's): kept across
+     * the dicts dropped, whose frees run the values' destructors */
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
     long made = frames_settle();
     frames_noted = -1;
+    PyErr_Restore(exc_type, exc, tb);
     return made;
 }
 #else

@@ -231,13 +231,8 @@ void gc_release(long saved)
 {
     if (depth <= 0)   /* not held: an unbalanced release changes nothing */
         return;
-    long read = 0;
-    if (depth == 1) {   /* still held: what settling frees is the tracker's */
-        PyObject *exc_type, *exc, *tb;
-        PyErr_Fetch(&exc_type, &exc, &tb);
-        read = gc_reads_settle();
-        PyErr_Restore(exc_type, exc, tb);
-    }
+    /* still held: what settling a walk's reads frees is the tracker's */
+    long read = depth == 1 ? gc_reads_settle() : 0;
     if (--depth == 0) {
 #ifdef VT_GC_FREELISTS
         PyObject *exc_type, *exc, *tb;
