@@ -16,7 +16,6 @@
  * reader's own vt__rd_event().
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,14 +360,9 @@ int vt__snapfile_open_stream(const char *path, size_t chunk, vt__snapshot_data *
 {
     *s = NULL;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int rc = -errno;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
-        if (rc == -ENOENT)
-            vt__snapfile_missing_hint(path, err, errlen);
-        return rc;
-    }
+    int fd = vt__snapfile_open_read(path, err, errlen);
+    if (fd < 0)
+        return fd;
     return vt__snapfile_open_stream_fd(fd, path, chunk, s, out, err, errlen);
 }
 

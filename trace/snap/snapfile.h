@@ -66,9 +66,10 @@ typedef int vt__snap_decoder(const void *data, size_t size, const char *name,
 int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt__snapshot_data **out,
                            char *err, size_t errlen);
 
-/* After "PATH: cannot open: No such file or directory" in `err`: the files
- * beside PATH named as a run names each process's snapshot (PATH's name with
- * a pid, rank or reason tag), appended (snapfile_missing.c). */
-void vt__snapfile_missing_hint(const char *path, char *err, size_t errlen);
+/* `path` opened read-only: its descriptor, or -errno with "PATH: cannot
+ * open: ..." in `err`; where it is not there, followed by the files beside
+ * it named as a run names each process's snapshot (PATH's name with a pid,
+ * rank or reason tag: snapfile_missing.c). */
+int vt__snapfile_open_read(const char *path, char *err, size_t errlen);
 
 #endif /* VT_TRACE_SNAPFILE_H */

@@ -1,6 +1,6 @@
 /*
- * trace/snap/snapfile_missing.c - what to say of a snapshot file that is not
- * there.
+ * trace/snap/snapfile_missing.c - opening a snapshot file to read, and what
+ * to say of one that is not there.
  *
  * Where a run's processes each write a snapshot (`vramtrace run -o run.vtsnap`
  * with spawned workers or ranks, OOM and signal snapshots), each file takes
@@ -10,6 +10,8 @@
  * files beside it that carry such a tag.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,7 @@ static int tagged(const char *name, const char *stem, size_t stemlen, const char
     return (tag[0] >= '0' && tag[0] <= '9') || strncmp(tag, "rank", 4) == 0;
 }
 
-void vt__snapfile_missing_hint(const char *path, char *err, size_t errlen)
+static void missing_hint(const char *path, char *err, size_t errlen)
 {
     size_t used = strlen(err);
     char dir[PATH_MAX];
@@ -74,4 +76,16 @@ void vt__snapfile_missing_hint(const char *path, char *err, size_t errlen)
     for (size_t i = 0; i < count; i++)
         free(names[i]);
     free(names);
+}
+
+int vt__snapfile_open_read(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0)
+        return fd;
+    int rc = -errno;
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
+    if (rc == -ENOENT)
+        missing_hint(path, err, errlen);
+    return rc;
 }

@@ -9,7 +9,6 @@
  * section table, section 'x') and the byte offset.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -819,14 +818,9 @@ int vt__snapfile_read_with(const char *path, vt__snap_decoder *decode, vt__snaps
     *out = NULL;
     if (errlen)
         err[0] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int rc = -errno;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
-        if (rc == -ENOENT)
-            vt__snapfile_missing_hint(path, err, errlen);
-        return rc;
-    }
+    int fd = vt__snapfile_open_read(path, err, errlen);
+    if (fd < 0)
+        return fd;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
