@@ -346,7 +346,8 @@ def test_run_track_names_a_checkpoint_kept_on_the_device_after_loading(tmp_path)
         snap = str(tmp_path / f"{kind}.vtsnap")
         rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
                        sys.executable, prog, kind, ckpt])
-        assert rc == 0 and "tokens 2001" in out, out[-3000:]
+        tokens = re.search(r"tokens (\d+)", out)
+        assert rc == 0 and tokens and int(tokens.group(1)) >= 2001, out[-3000:]
         rc, text = run([CLI, "check", snap])
         # the model's weights are its state (named TinyLM.up.weight, ...)
         assert "tensor 'TinyLM." not in text and "tensor 'parameter" not in text, text[:4000]
