@@ -21,9 +21,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: vramtrace check FILE [--json] [--grace G] [--ignore PATTERN]...\n"
-        "                            [--rules LIST] [--pinned-ratio R] [--min-bytes SIZE]\n"
-        "                            [--top N] [--paths N] [--host]\n"
+        "usage: vramtrace " VT__USAGE_CHECK "\n"
         "\n"
         "Flags every storage still alive after the last use of the tensors on it,\n"
         "and every storage whose base tensor was dropped while small views of it\n"

@@ -50,7 +50,7 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace compare SNAPSHOT SNAPSHOT... [--json] [--top N]\n"
+    "usage: vramtrace " VT__USAGE_COMPARE "\n"
     "\n"
     "Compare the snapshots of several ranks (.vtsnap or PyTorch pickles; a quoted\n"
     "glob such as 'rank*.vtsnap' is expanded): per rank, peak allocated and\n"

@@ -19,7 +19,7 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace export --format torch|perfetto SNAPSHOT -o OUT\n"
+    "usage: vramtrace " VT__USAGE_EXPORT "\n"
     "\n"
     "  --format torch     a PyTorch memory snapshot pickle (protocol 4, plain\n"
     "                     containers) for `python -m torch.cuda._memory_viz\n"

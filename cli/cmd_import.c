@@ -13,7 +13,7 @@
 #include "snapfile.h"
 
 static const char usage_text[] =
-    "usage: vramtrace import SNAPSHOT.pickle [-o OUT.vtsnap]\n"
+    "usage: vramtrace " VT__USAGE_IMPORT "\n"
     "\n"
     "Convert a PyTorch memory snapshot (the pickle torch.cuda.memory._dump_snapshot\n"
     "writes, any protocol 2 to 5) into a vramtrace snapshot. Default output: the\n"

@@ -15,7 +15,7 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace json FILE [--events]\n"
+    "usage: vramtrace " VT__USAGE_JSON "\n"
     "\n"
     "Print the snapshot as JSON (schema: docs/json-schema.md): metadata,\n"
     "devices with peaks, counts, frames, stacks, segments and blocks,\n"

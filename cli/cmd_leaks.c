@@ -33,7 +33,7 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace leaks [--all-frames] [--top N] FILE\n"
+    "usage: vramtrace " VT__USAGE_LEAKS "\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
     "first: the program's own, then the libraries' handles and workspaces\n"

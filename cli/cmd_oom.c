@@ -16,7 +16,7 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace oom SNAPSHOT [--json] [--jobs N] [--no-replay]\n"
+    "usage: vramtrace " VT__USAGE_OOM "\n"
     "\n"
     "Explain the first out-of-memory of a recording (a .vtsnap, or a PyTorch\n"
     "snapshot pickle with an 'oom' entry), in a screenful:\n"

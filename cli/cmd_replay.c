@@ -35,8 +35,7 @@
 #include "report_util.h"
 
 static const char usage_text[] =
-    "usage: vramtrace replay SNAPSHOT [--rules R] [--conf K:V,...] [--capacity SIZE] [--sweep]\n"
-    "                        [--json]\n"
+    "usage: vramtrace " VT__USAGE_REPLAY "\n"
     "\n"
     "Replay the recorded allocations and frees (a .vtsnap, or a PyTorch snapshot\n"
     "pickle) under an allocator's rules on a simulated device, and report peak\n"

@@ -58,7 +58,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vramtrace run [-o SNAPSHOT] [--track] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]\n"
+            "usage: vramtrace " VT__USAGE_RUN "\n"
             "\n"
             "Run CMD with the vramtrace allocator preloaded (LD_PRELOAD=" LIBNAME "):\n"
             "every device allocation it makes (cudaMalloc, cuMemAlloc, cudaMallocAsync, ...,\n"
@@ -715,7 +715,7 @@ int vt__cmd_run(int argc, char **argv)
     }
     if (i >= argc) {
         fprintf(stderr, "vramtrace run: no command given\n"
-                        "usage: vramtrace run [-o SNAPSHOT] [--track] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]\n");
+                        "usage: vramtrace " VT__USAGE_RUN "\n");
         return 2;
     }
     if (no_cache)

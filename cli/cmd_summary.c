@@ -33,7 +33,7 @@
 #define TOP_SITES 10
 
 static const char usage_text[] =
-    "usage: vramtrace summary [--all-frames] FILE\n"
+    "usage: vramtrace " VT__USAGE_SUMMARY "\n"
     "\n"
     "Peak and current allocated/reserved bytes per device, event counts,\n"
     "fragmentation (reserved but unallocated bytes at the allocated peak and\n"

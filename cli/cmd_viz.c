@@ -25,8 +25,7 @@
 static void viz_usage(FILE *f)
 {
     fprintf(f,
-            "usage: vramtrace viz FILE [-o OUT.html] [--check] [--grace G] [--rules LIST] [--replay CONF] [--quiet]\n"
-            "       vramtrace viz FILE FILE... -o OUT.html [--check] [--grace G] [--rules LIST] [--quiet]\n"
+            "usage: vramtrace " VT__USAGE_VIZ "\n"
             "\n"
             "Write the snapshot FILE as one self-contained HTML page (script, style\n"
             "and data inline; it opens offline, from file://): the active memory\n"

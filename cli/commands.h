@@ -17,6 +17,27 @@ enum {
 #define VT_EXIT_HELP \
     "\nexit status: 0 done, 2 bad usage or a file that cannot be read or written\n"
 
+/* Each command's usage, one copy: its --help prints it after
+ * "usage: vramtrace " (a form's continuation lines indented for that), the
+ * command list of `vramtrace --help` (main.c) after "  vramtrace ". */
+#define VT__USAGE_RUN "run [-o SNAPSHOT] [--track] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]"
+#define VT__USAGE_SUMMARY "summary [--all-frames] FILE"
+#define VT__USAGE_LEAKS "leaks [--all-frames] [--top N] FILE"
+#define VT__USAGE_JSON "json FILE [--events]"
+#define VT__USAGE_CHECK "check FILE [--json] [--grace G] [--ignore PATTERN]...\n"                      \
+    "                            [--rules LIST] [--pinned-ratio R] [--min-bytes SIZE]\n" \
+    "                            [--top N] [--paths N] [--host]"
+#define VT__USAGE_VIZ "viz FILE [-o OUT.html] [--check] [--grace G] [--rules LIST] [--replay CONF]\n" \
+    "                          [--quiet]\n"                                             \
+    "       vramtrace viz FILE FILE... -o OUT.html [--check] [--grace G] [--rules LIST]\n" \
+    "                          [--quiet]"
+#define VT__USAGE_IMPORT "import SNAPSHOT.pickle [-o OUT.vtsnap]"
+#define VT__USAGE_EXPORT "export --format torch|perfetto SNAPSHOT -o OUT"
+#define VT__USAGE_COMPARE "compare SNAPSHOT SNAPSHOT... [--json] [--top N]"
+#define VT__USAGE_REPLAY "replay SNAPSHOT [--rules R] [--conf K:V,...] [--capacity SIZE] [--sweep]\n" \
+    "                        [--json]"
+#define VT__USAGE_OOM "oom SNAPSHOT [--json] [--jobs N] [--no-replay]"
+
 int vt__cmd_run(int argc, char **argv);      /* cmd_run.c */
 int vt__cmd_summary(int argc, char **argv);  /* cmd_summary.c */
 int vt__cmd_leaks(int argc, char **argv);    /* cmd_leaks.c */

@@ -13,30 +13,46 @@ struct command {
 };
 
 static const struct command commands[] = {
-    { "run", vt__cmd_run, "run [-o SNAPSHOT] [--no-cache] [--conf K:V,...] -- CMD [ARGS...]",
-      "run a program with the vramtrace allocator preloaded" },
-    { "summary", vt__cmd_summary, "summary FILE",
+    { "run", vt__cmd_run, VT__USAGE_RUN,
+      "run a program and record its device memory (PyTorch's blocks observed)" },
+    { "summary", vt__cmd_summary, VT__USAGE_SUMMARY,
       "peak and current memory, counts, fragmentation, top call sites" },
-    { "leaks", vt__cmd_leaks, "leaks FILE",
+    { "leaks", vt__cmd_leaks, VT__USAGE_LEAKS,
       "allocations alive at the snapshot, grouped by stack" },
-    { "json", vt__cmd_json, "json FILE [--events]", "the whole snapshot as JSON" },
-    { "check", vt__cmd_check, "check FILE [--json] [--grace G] [--ignore PATTERN]... [--rules LIST]\n"
-      "                  [--pinned-ratio R] [--top N] [--paths N]",
+    { "json", vt__cmd_json, VT__USAGE_JSON, "the whole snapshot as JSON" },
+    { "check", vt__cmd_check, VT__USAGE_CHECK,
       "storages alive after their last use, and what holds them" },
-    { "viz", vt__cmd_viz, "viz FILE [-o OUT.html] [--check] [--grace G] [--replay CONF] [-q]",
+    { "viz", vt__cmd_viz, VT__USAGE_VIZ,
       "render the snapshot as one self-contained HTML timeline" },
-    { "import", vt__cmd_import, "import SNAPSHOT.pickle [-o OUT.vtsnap]",
+    { "import", vt__cmd_import, VT__USAGE_IMPORT,
       "convert a PyTorch memory snapshot (pickle) into a .vtsnap" },
-    { "export", vt__cmd_export, "export --format torch|perfetto SNAPSHOT -o OUT",
+    { "export", vt__cmd_export, VT__USAGE_EXPORT,
       "write a snapshot as a PyTorch pickle or a Perfetto (Trace Event) JSON" },
-    { "compare", vt__cmd_compare, "compare SNAPSHOT SNAPSHOT... [--json] [--top N]",
+    { "compare", vt__cmd_compare, VT__USAGE_COMPARE,
       "one snapshot per rank side by side: peaks, spread, differing call sites" },
-    { "replay", vt__cmd_replay, "replay FILE [--conf K:V,...] [--capacity SIZE] [--sweep] [--json]",
+    { "replay", vt__cmd_replay, VT__USAGE_REPLAY,
       "replay the recorded allocations under other settings or another capacity" },
-    { "oom", vt__cmd_oom, "oom SNAPSHOT [--json] [--jobs N] [--no-replay]",
+    { "oom", vt__cmd_oom, VT__USAGE_OOM,
       "why it ran out of memory, and which settings would have fit (checked by replay)" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* A command's usage after "  vramtrace ": its lines are indented for
+ * "usage: vramtrace " (commands.h), five columns further. */
+static void print_usage(FILE *out, const char *usage)
+{
+    static const size_t shift = sizeof "usage: vramtrace " - sizeof "  vramtrace ";
+    fputs("  vramtrace ", out);
+    for (const char *line = usage; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (line != usage)
+            for (size_t skip = 0; skip < shift && len > 0 && *line == ' '; skip++, len--)
+                line++;
+        fprintf(out, "%.*s\n", (int)len, line);
+        line += len + (end ? 1 : 0);
+    }
+}
 
 static void usage(FILE *out)
 {
@@ -45,7 +61,7 @@ static void usage(FILE *out)
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].what);
     fprintf(out, "\nusage of each:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  vramtrace %s\n", commands[i].usage);
+        print_usage(out, commands[i].usage);
     fprintf(out, "\nexit status: 0 done; 1 `check` flagged something, `oom` found no OOM; 2 bad\n"
                  "usage or a file that cannot be read or written; `run` exits with its\n"
                  "command's status.\n");

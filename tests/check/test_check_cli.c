@@ -437,6 +437,52 @@ TEST(cli_check_help_and_bad_usage)
     cleanup();
 }
 
+/* Words of `text` from `from` up to the first blank line, one space
+ * between them: a usage as printed, whatever its indentation. */
+static void usage_words(const char *from, char *out, size_t cap)
+{
+    size_t n = 0;
+    int space = 0;
+    for (const char *c = from; *c && !(c[0] == '\n' && c[1] == '\n') && n + 2 < cap; c++) {
+        if (*c == ' ' || *c == '\n') {
+            space = n > 0;
+            continue;
+        }
+        if (space)
+            out[n++] = ' ';
+        space = 0;
+        out[n++] = *c;
+    }
+    out[n] = 0;
+}
+
+/* `vramtrace --help` lists each command's usage as the command's own
+ * --help gives it (the list had lost --track, --all-frames, --rules and
+ * --host while the commands gained them). */
+TEST(cli_help_lists_each_commands_usage_as_its_own_help)
+{
+    tmpdir();
+    char *all, *err;
+    ASSERT_EQ(run_sub("--help", "", &all, &err), 0);
+    free(err);
+    static const char *cmds[] = { "run", "summary", "leaks", "json", "check", "viz",
+                                  "import", "export", "compare", "replay", "oom" };
+    char listed[8192], own[2048];
+    usage_words(strstr(all, "usage of each:") + strlen("usage of each:"), listed, sizeof listed);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *out;
+        ASSERT_EQ(run_sub(cmds[i], "--help", &out, &err), 0);
+        const char *u = strstr(out, "usage: ");
+        ASSERT_MSG(u != NULL, "%s --help: %s", cmds[i], out);
+        usage_words(u + strlen("usage: "), own, sizeof own);
+        ASSERT_MSG(strstr(listed, own) != NULL, "vramtrace --help lists\n%s\nnot\n%s", listed, own);
+        free(out);
+        free(err);
+    }
+    free(all);
+    cleanup();
+}
+
 TEST(cli_check_bad_file_exits_2_with_one_message)
 {
     setup_files();
