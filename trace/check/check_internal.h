@@ -217,11 +217,20 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
 int vt__ck_model_build(ck_model *m);
 void vt__ck_model_free(ck_model *m);
 
+/* ------------------------------------------------------------------------ */
+/* check_clock.c: steps, frees and the program's own time                    */
+/* ------------------------------------------------------------------------ */
+
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
 /* Whether the program freed anything strictly between times a and b:
  * without marks only (want_free_time). */
 int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b);
+/* A PAUSE event (its end time, aux its length) kept by the model's walk
+ * (0, or -ENOMEM); once the walk is done, the pauses put in time order,
+ * overlaps merged. */
+int vt__ck_push_pause(ck_model *m, const vt__event *e);
+void vt__ck_order_pauses(ck_model *m);
 /* The tool's pauses between times a and b (0 unless a < b): what a
  * finding's held time has that is not the program's (paused_ns). */
 uint64_t vt__ck_paused_time(const ck_model *m, uint64_t a, uint64_t b);

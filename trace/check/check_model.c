@@ -32,7 +32,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "bsearch.h"
 #include "check_internal.h"
 #include "errbuf.h"
 #include "event_stream.h"
@@ -628,47 +627,6 @@ static int push_free_time(ck_model *m, uint64_t t)
     return 0;
 }
 
-static int push_pause(ck_model *m, const vt__event *e)
-{
-    if (!e->aux)
-        return 0;
-    if (CK_GROW(m->pause, m->cappause, m->npause + 1) < 0)
-        return -ENOMEM;
-    /* recorded when the pause ended, aux its length */
-    uint64_t from = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
-    m->pause[m->npause++] = (struct ck_pause){ from, e->time_ns, 0 };
-    return 0;
-}
-
-static int cmp_pause(const void *a, const void *b)
-{
-    const struct ck_pause *x = a, *y = b;
-    return (x->from > y->from) - (x->from < y->from);
-}
-
-/* In time order, overlaps merged, each with the paused time before it. */
-static void order_pauses(ck_model *m)
-{
-    if (!m->npause)
-        return;
-    qsort(m->pause, m->npause, sizeof *m->pause, cmp_pause);
-    size_t n = 0;
-    for (size_t i = 0; i < m->npause; i++) {
-        if (n && m->pause[i].from <= m->pause[n - 1].to) {
-            if (m->pause[i].to > m->pause[n - 1].to)
-                m->pause[n - 1].to = m->pause[i].to;
-            continue;
-        }
-        m->pause[n++] = m->pause[i];
-    }
-    m->npause = n;
-    uint64_t before = 0;
-    for (size_t i = 0; i < n; i++) {
-        m->pause[i].before = before;
-        before += m->pause[i].to - m->pause[i].from;
-    }
-}
-
 /* One event of the walk: allocations come from the timeline's lifetimes
  * (one matching rule for every view); the walk adds what the timeline does
  * not know: external and implicit storages, tensors, holders, references,
@@ -724,7 +682,7 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
     case VT_EV_MARK:
         return add_mark(m, e);
     case VT_EV_PAUSE:
-        return push_pause(m, e);
+        return vt__ck_push_pause(m, e);
     case VT_EV_TENSOR_NEW:
         return on_tensor_new(m, e);
     case VT_EV_TENSOR_USE:
@@ -1008,7 +966,7 @@ int vt__ck_model_build(ck_model *m)
             qsort(m->free_time, m->nfree_time, sizeof *m->free_time, vt__ck_cmp_u64);
             break;
         }
-    order_pauses(m);
+    vt__ck_order_pauses(m);
     if (order_storages(m) < 0 || group_uses(m) < 0)
         return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
     /* the end of the trace: the snapshot, or its last event if later */
@@ -1017,63 +975,4 @@ int vt__ck_model_build(ck_model *m)
     if (m->end_time < m->start_time)
         m->end_time = m->start_time;
     return 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/*  Queries the rules ask of the model                                      */
-/* ------------------------------------------------------------------------ */
-
-/* Step of an event: the number of marks at or before it. */
-uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq)
-{
-    size_t lo;
-    VT__PARTITION_POINT(m->nmarks, i, m->mark_seq[i] <= seq, lo);
-    return (uint32_t)lo;
-}
-
-int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b)
-{
-    size_t lo;
-    VT__PARTITION_POINT(m->nfree_time, i, m->free_time[i] <= a, lo);
-    return lo < m->nfree_time && m->free_time[lo] < b;
-}
-
-/* Paused time before moment t: the whole pauses that ended by t, and the
- * part of the one t falls in. */
-static uint64_t paused_before(const ck_model *m, uint64_t t)
-{
-    size_t k;
-    VT__PARTITION_POINT(m->npause, i, m->pause[i].from < t, k);
-    if (k == 0)
-        return 0;
-    const struct ck_pause *p = &m->pause[k - 1];
-    return p->before + ((t < p->to ? t : p->to) - p->from);
-}
-
-uint64_t vt__ck_paused_time(const ck_model *m, uint64_t a, uint64_t b)
-{
-    return b <= a ? 0 : paused_before(m, b) - paused_before(m, a);
-}
-
-uint64_t vt__ck_program_time(const ck_model *m, uint64_t a, uint64_t b)
-{
-    return b <= a ? 0 : (b - a) - vt__ck_paused_time(m, a, b);
-}
-
-uint64_t vt__ck_program_time_after(const ck_model *m, uint64_t a, uint64_t d)
-{
-    uint64_t t = a + d;
-    size_t k;
-    VT__PARTITION_POINT(m->npause, i, m->pause[i].to <= a, k);
-    /* each pause that begins before the moment reached pushes it on */
-    for (; k < m->npause && m->pause[k].from < t; k++)
-        t += m->pause[k].to - (m->pause[k].from > a ? m->pause[k].from : a);
-    return t;
-}
-
-const char *vt__ck_step_label(const ck_model *m, uint32_t step)
-{
-    if (step == 0 || step > m->nmarks || !m->mark_label)
-        return "";
-    return vt__ck_string(m->s, m->mark_label[step - 1]);
 }
