@@ -508,8 +508,9 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
                 memcpy(l->path, l->plain, sizeof l->path);
         }
         if (l->ok && !strcmp(l->kind, "exit") && l->plain[0]) {
-            kept_pid += strcmp(l->path, l->plain) != 0;
-            got_name += strcmp(l->path, l->plain) == 0;
+            bool has_name = !strcmp(l->path, l->plain);
+            kept_pid += !has_name;
+            got_name += has_name;
         }
         char rank[32] = "";
         if (l->rank[0])

@@ -468,7 +468,9 @@ TEST(cli_help_lists_each_commands_usage_as_its_own_help)
     static const char *cmds[] = { "run", "summary", "leaks", "json", "check", "viz",
                                   "import", "export", "compare", "replay", "oom" };
     char listed[8192], own[2048];
-    usage_words(strstr(all, "usage of each:") + strlen("usage of each:"), listed, sizeof listed);
+    const char *each = strstr(all, "usage of each:");
+    ASSERT_MSG(each != NULL, "vramtrace --help: %s", all);
+    usage_words(each + strlen("usage of each:"), listed, sizeof listed);
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char *out;
         ASSERT_EQ(run_sub(cmds[i], "--help", &out, &err), 0);

@@ -92,6 +92,17 @@ TEST(file_that_is_not_a_snapshot_is_rejected)
     ASSERT_STR_CONTAINS(err, "not a regular file");
 }
 
+/* A reader asked for no message (err NULL, errlen 0: errbuf.h's
+ * convention) still gets the error code for a file that is not there, in a
+ * folder that is (where the hint of a run's files beside it reads the
+ * message it would append to: it read a NULL one). */
+TEST(missing_file_without_an_error_buffer_is_enoent)
+{
+    vt__snapshot_data *r = NULL;
+    ASSERT(vt__snapfile_read("/tmp/vt-no-such-snapshot-here.vtsnap", &r, NULL, 0) == -ENOENT);
+    ASSERT(r == NULL);
+}
+
 /* ---- hostile sizes and damaged headers --------------------------------- */
 
 /* A zstd frame of `raw` zero bytes made of RLE blocks (3-byte header + 1

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "grow.h"
 #include "path_split.h"
 #include "snapfile.h"
@@ -41,6 +42,8 @@ static int tagged(const char *name, const char *stem, size_t stemlen, const char
 
 static void missing_hint(const char *path, char *err, size_t errlen)
 {
+    if (!err || !errlen)   /* no message wanted (errbuf.h) */
+        return;
     size_t used = strlen(err);
     char dir[PATH_MAX];
     const char *base;
@@ -83,8 +86,7 @@ int vt__snapfile_open_read(const char *path, char *err, size_t errlen)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0)
         return fd;
-    int rc = -errno;
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-rc));
+    int rc = vt__errf_in(err, errlen, -errno, path, "cannot open: %s", strerror(errno));
     if (rc == -ENOENT)
         missing_hint(path, err, errlen);
     return rc;
