@@ -211,6 +211,36 @@ def case_run_forwards_a_snapshot_signal_to_the_program(d):
     summary(os.path.join(d, sig[0]))
 
 
+
+def case_a_signal_to_the_whole_job_is_one_snapshot(d):
+    """A signal to the job's process group (`kill -USR1 -- -PGID`, Slurm's
+    `scancel --signal`) reaches the program directly and again through run,
+    which passes on what it is sent: one request, one snapshot; a second
+    signal well after it is a request of its own."""
+    env = dict(base, TMPDIR=d)
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", misc, "hold"], env=env, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        fail("the held program did not start: " + p.stderr.read())
+
+    def signal_snaps():
+        return [f for f in snapshots(d) if "-signal-" in f]
+    for want in (1, 2):
+        os.killpg(p.pid, signal.SIGUSR1)
+        wait_for(lambda: len(signal_snaps()) >= want, "signal snapshot %d" % want)
+        time.sleep(1.5)     # past the window in which a repeat is dropped, and more
+        if len(signal_snaps()) != want:
+            os.killpg(p.pid, signal.SIGKILL)
+            fail("signal %d to the job: want %d signal snapshots, got %s"
+                 % (want, want, signal_snaps()), finish(p))
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    if [k for _, k in listed(r) if k == "signal"] != ["signal"] * 2:
+        fail("run must list the two signal snapshots", r)
+
+
 # Inside the run: two held programs, then SIGUSR1 to the first of them from
 # this process (a process of the run), then wait for SIGTERM, which ends both.
 FELLOW_DRIVER = """

@@ -19,10 +19,13 @@
  * process of the run (one passing it on, or the program signalling itself)
  * is never passed on again: no loops. A signal sent to the whole job at once
  * (`kill` of its process group, Slurm's `scancel --signal`) reaches every
- * process from outside, and each passes it on: a signal passed on by a
- * fellow within PASSED_ON_WINDOW_NS of this process's own signal snapshot
- * (or read together with the outside one) is the same request, and is not
- * taken again. One signal, one snapshot per process. In a run, a
+ * process from outside, and each passes it on; the program run started
+ * gets it a second time from run itself, which passes on what it is sent. So
+ * in a run the snapshot signals read together are one request, and any
+ * that comes within PASSED_ON_WINDOW_NS of the last one this process served
+ * (the end of its signal snapshot, or its passing the signal on) is that
+ * request again: neither taken nor passed on. One signal, one snapshot per
+ * process. In a run, a
  * process that recorded nothing of its own (a launcher such as torchrun, a
  * shell, a DataLoader worker without CUDA) writes no signal snapshot: asked
  * for every rank, it is none, and its empty file would only take a rank's
@@ -71,11 +74,14 @@ static _Atomic pid_t thread_pid;         /* process whose thread reads the pipe 
 static _Atomic pid_t known_pid;          /* this process (updated at fork) */
 static _Atomic bool pass_on;             /* in a run, registered: pass outside signals on */
 static int snap_signal;                  /* the configured snapshot signal, 0 = none */
-static uint64_t last_signal_snap_ns;     /* end of the latest signal snapshot (under `busy`) */
+/* In a run: when this process last served a snapshot request (the end of
+ * its signal snapshot, or its passing the signal on), 0 = never. */
+static _Atomic uint64_t last_request_ns;
 
 /* Passing a signal on takes milliseconds (a few /proc reads per process):
- * a fellow's signal this close to our own snapshot is the request we just
- * served. A second dump asked for on purpose comes later than this. */
+ * a signal this close to the request we served last is that request again
+ * (a fellow passing it on, run passing on a signal the whole job got). A
+ * second dump asked for on purpose comes later than this. */
 #define PASSED_ON_WINDOW_NS UINT64_C(1000000000)
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
 
@@ -267,21 +273,23 @@ static void take_owed(unsigned max, unsigned skip)
             continue;
         }
         vt__snapshot_auto("signal");
-        last_signal_snap_ns = vt__now_ns();
+        atomic_store(&last_request_ns, vt__now_ns());
     }
 }
 
-/* Judge the senders of the snapshot signals in `rec`: a signal from outside
- * the run is passed on to the run's other processes, once per batch read
- * (signals that arrive together ask the others once, as the kernel merges a
- * signal sent again while it is pending). @return how many of them were
- * passed on by a fellow; *requests: how many snapshot signals `rec` holds;
- * *outside: whether one came from outside. */
-static unsigned judge_senders(const int32_t *rec, size_t n, unsigned *requests, bool *outside)
+/* Judge the snapshot signals in `rec`, read together in a run: they are one
+ * request, whoever sent them, unless they come within PASSED_ON_WINDOW_NS of
+ * the request this process served last: then they are that one again. A
+ * new request from outside the run is passed on to the run's other
+ * processes, once (the signals read together ask the others once, as the
+ * kernel merges a signal sent again while it is pending); one a fellow
+ * passed on is not passed on again (no loops). An out-of-memory record is
+ * passed on whatever else came (vt__signal_oom_pass_on). @return how many of
+ * the snapshot signals in `rec` (*requests) to count done without a
+ * snapshot. */
+static unsigned judge_senders(const int32_t *rec, size_t n, unsigned *requests)
 {
-    unsigned fellows = 0;
-    bool oom = false;
-    *outside = false;
+    bool outside = false, oom = false;
     *requests = 0;
     for (size_t i = 0; i < n; i++) {
         if (rec[i] == NOT_A_SENDER)
@@ -291,19 +299,23 @@ static unsigned judge_senders(const int32_t *rec, size_t n, unsigned *requests, 
             continue;
         }
         ++*requests;
-        if (rec[i] > 0 && vt__runlog_fellow((pid_t)rec[i]))
-            fellows++;
-        else
-            *outside = true;
+        if (rec[i] <= 0 || !vt__runlog_fellow((pid_t)rec[i]))
+            outside = true;
     }
-    if (*outside || oom) {
+    uint64_t last = atomic_load(&last_request_ns);
+    bool again = last && vt__now_ns() - last < PASSED_ON_WINDOW_NS;
+    bool ask = outside && !again;
+    if (ask || oom) {
         int sent = vt__runlog_fan_out(snap_signal);
+        if (ask)
+            atomic_store(&last_request_ns, vt__now_ns());
         if (sent > 0)   /* a process alone in its run says nothing */
             fprintf(stderr, "vramtrace: %ssignal %d passed on to %d other process%s of the run\n",
-                    oom && !*outside ? "out of memory: " : "", snap_signal, sent,
-                    sent == 1 ? "" : "es");
+                    ask ? "" : "out of memory: ", snap_signal, sent, sent == 1 ? "" : "es");
     }
-    return fellows;
+    if (!*requests)
+        return 0;
+    return again ? *requests : *requests - 1;
 }
 
 void vt__signal_oom_pass_on(void)
@@ -311,17 +323,6 @@ void vt__signal_oom_pass_on(void)
     /* the signal thread passes it on: nothing here waits on another process */
     if (atomic_load(&pass_on) && sig_pipe[1] >= 0)
         wake_with(OOM_PASS_ON);
-}
-
-/* How many of `fellows` signals passed on by fellow processes repeat a
- * request already served: all of them next to a signal from outside or
- * within the window of our latest signal snapshot, else all but one. */
-static unsigned repeated(unsigned fellows, bool outside)
-{
-    if (!fellows)
-        return 0;
-    bool recent = last_signal_snap_ns && vt__now_ns() - last_signal_snap_ns < PASSED_ON_WINDOW_NS;
-    return outside || recent ? fellows : fellows - 1;
 }
 
 /* Posted by the signal thread once it runs: spawn_signal_thread returns
@@ -344,12 +345,11 @@ static void *signal_thread(void *arg)
          * while a snapshot is written is taken when its record is read,
          * judged by its sender. Its record may trail the count a moment;
          * what the records never tell (a full pipe) is taken at exit. */
-        unsigned fellows = 0, requests = UINT_MAX;
-        bool outside = false;
+        unsigned repeats = 0, requests = UINT_MAX;
         if (atomic_load(&pass_on))
-            fellows = judge_senders(rec, (size_t)n / sizeof rec[0], &requests, &outside);
+            repeats = judge_senders(rec, (size_t)n / sizeof rec[0], &requests);
         pthread_mutex_lock(&busy);
-        take_owed(requests, repeated(fellows, outside));
+        take_owed(requests, repeats);
         pthread_mutex_unlock(&busy);
         int sig = atomic_load(&term_sig);
         if (sig) {
@@ -422,7 +422,7 @@ static void signal_after_fork_child(void)
     atomic_store(&term_sig, 0);
     atomic_store(&snap_requested, 0);
     snap_done = 0;
-    last_signal_snap_ns = 0;
+    atomic_store(&last_request_ns, 0);
     pthread_mutex_init(&busy, NULL);   /* a thread of the parent may have held it */
 #ifdef NO_THREADS_IN_FORKED_CHILD
     /* ThreadSanitizer cannot start a thread in the child of a multi-threaded
