@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "config.h"
 #include "oom_explain.h"
 #include "outfile.h"
 #include "pytorch.h"
@@ -84,8 +85,8 @@ static void usage(FILE *out)
             "                      which also records who holds each tensor (torch:track)\n"
             "  --no-cache          record only: every allocation goes to the device (cache:0)\n"
             "  --conf K:V,...      allocator/tracing settings (VRAMTRACE_CONF syntax), merged\n"
-            "                      over VRAMTRACE_CONF from the environment; torch:off leaves\n"
-            "                      PyTorch unobserved\n"
+            "                      over VRAMTRACE_CONF from the environment, checked before\n"
+            "                      CMD starts; torch:off leaves PyTorch unobserved\n"
             "  -h, --help          this text\n"
             "\n"
             "Only processes that recorded something write a snapshot (a wrapper such as\n"
@@ -669,6 +670,20 @@ static void default_output(char **cmd, char *out, size_t len)
     snprintf(out, len, "vramtrace-%s.%ld.vtsnap", m ? safe : "run", (long)getpid());
 }
 
+/* Settings given on run's command line are checked before the program
+ * starts: a typo would otherwise cost a whole run made with the default
+ * (VRAMTRACE_CONF from the environment is the library's to judge, as
+ * without run: it warns and keeps the default). */
+static bool conf_ok(const char *text)
+{
+    char msg[512];
+    if (!vt__config_check(text, msg, sizeof msg))
+        return true;
+    fprintf(stderr, "vramtrace run: bad --conf '%s': %s; the program was not started "
+                    "(every key: docs/configuration.md)\n", text, msg);
+    return false;
+}
+
 int vt__cmd_run(int argc, char **argv)
 {
     const char *out = NULL;
@@ -697,13 +712,18 @@ int vt__cmd_run(int argc, char **argv)
                 fprintf(stderr, "vramtrace run: %s needs a value (see vramtrace run --help)\n", a);
                 return 2;
             }
-            if (!strcmp(a, "--conf"))
-                kv_add(&conf, argv[++i]);
-            else
+            if (!strcmp(a, "--conf")) {
+                if (!conf_ok(argv[++i]))
+                    return 2;
+                kv_add(&conf, argv[i]);
+            } else {
                 out = argv[++i];
+            }
         } else if (!strncmp(a, "--output=", 9)) {
             out = a + 9;
         } else if (!strncmp(a, "--conf=", 7)) {
+            if (!conf_ok(a + 7))
+                return 2;
             kv_add(&conf, a + 7);
         } else if (!strncmp(a, "-o", 2) && a[2]) {
             out = a + 2;

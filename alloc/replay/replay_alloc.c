@@ -40,22 +40,10 @@ static int setup_config(const vt__snapshot_data *s, const vt__replay_options *op
         cfg.ipc_safe == VT_IPC_SAFE_AUTO)
         cfg.ipc_safe = VT_IPC_SAFE_ON;
     if (opt->conf && *opt->conf) {
-        char msg[512] = "";
-        FILE *f = fmemopen(msg, sizeof msg - 1, "w");
-        int problems = vt__config_parse(opt->conf, &cfg, f);
-        if (f)
-            fclose(f);
-        if (problems) {
-            char *cut = strchr(msg, '\n');
-            if (cut)
-                *cut = '\0';
-            /* the parser speaks of VRAMTRACE_CONF keeping its default; a
-             * replay stops instead */
-            if ((cut = strstr(msg, "; keeping the default")) || (cut = strstr(msg, "; ignored")))
-                *cut = '\0';
-            return vt__errf(err, errlen, -EINVAL, "bad --conf '%s': %s", opt->conf,
-                        *msg ? msg + (strncmp(msg, "vramtrace: ", 11) ? 0 : 11) : "not valid");
-        }
+        char msg[512];
+        if (vt__config_check(opt->conf, msg, sizeof msg))   /* a replay stops */
+            return vt__errf(err, errlen, -EINVAL, "bad --conf '%s': %s", opt->conf, msg);
+        vt__config_parse(opt->conf, &cfg, NULL);
     }
     cfg.trace = true;
     cfg.dump_on_oom = false;

@@ -71,6 +71,18 @@ p = run(["--conf", "max_split_size_mb:64", "--no-cache", "--", "sh", "-c",
          'echo "$VRAMTRACE_CONF"'], env=env)
 check("--conf merges, --no-cache wins",
       p.stdout.decode().strip() == "free_sync:1,cache:0,max_split_size_mb:64", p)
+for bad, said in (("max_split:10", b"unknown VRAMTRACE_CONF key 'max_split'"),
+                  ("signal:SIGUSR3", b"bad value 'SIGUSR3' for VRAMTRACE_CONF key 'signal'"),
+                  ("cache", b"'cache' is not key:value")):
+    for args in (["--conf", bad], ["--conf=" + bad]):
+        p = run(["--conf", "free_sync:1"] + args + ["--", "sh", "-c", "echo ran"])
+        check("bad %s: status 2, said, the program not started" % " ".join(args),
+              p.returncode == 2 and said in p.stderr and b"not started" in p.stderr
+              and b"keeping the default" not in p.stderr and b"ran" not in p.stdout, p)
+env = dict(base, VRAMTRACE_CONF="cache:2")
+p = run(["--", "sh", "-c", "echo ran"], env=env)
+check("a bad VRAMTRACE_CONF of the environment is the library's to judge: the program runs",
+      p.returncode == 0 and b"ran" in p.stdout, p)
 env = dict(base, VRAMTRACE_LIB="/nonexistent/libvramtrace.so")
 p = run(["--", "true"], env=env)
 check("bad VRAMTRACE_LIB: status 2", p.returncode == 2 and b"VRAMTRACE_LIB" in p.stderr, p)

@@ -319,6 +319,30 @@ int vt__config_parse(const char *text, vt__conf *out, FILE *err)
     return problems;
 }
 
+int vt__config_check(const char *text, char *msg, size_t len)
+{
+    if (len)
+        msg[0] = '\0';
+    char first[512] = "";
+    FILE *f = fmemopen(first, sizeof first - 1, "w");
+    vt__conf c;
+    vt__config_defaults(&c);
+    int problems = vt__config_parse(text, &c, f);
+    if (f)
+        fclose(f);
+    if (!problems || !len)
+        return problems;
+    char *cut = strchr(first, '\n');
+    if (cut)
+        *cut = '\0';
+    /* what the library does instead of stopping: not said here */
+    if ((cut = strstr(first, "; keeping the default")) || (cut = strstr(first, "; ignored")))
+        *cut = '\0';
+    const char *what = strncmp(first, "vramtrace: ", 11) ? first : first + 11;
+    snprintf(msg, len, "%s", *what ? what : "not valid");
+    return problems;
+}
+
 static void signal_name(int sig, char *buf, size_t len)
 {
     if (sig == 0)

@@ -96,6 +96,12 @@ void vt__config_install(const vt__conf *c);
  * (one line each, may be NULL). @return the number of problems. */
 int vt__config_parse(const char *text, vt__conf *out, FILE *err);
 
+/* Whether `text` is valid (syntax, keys and values): 0, or the number of
+ * problems with the first one in msg, one line that says only what is wrong
+ * (not the library's "keeping the default": a command that refuses bad
+ * settings, `run --conf`, `replay --conf`, says what it does instead). */
+int vt__config_check(const char *text, char *msg, size_t len);
+
 /* The defaults. */
 void vt__config_defaults(vt__conf *out);
 
