@@ -6,6 +6,7 @@ its output, stdout and stderr merged in the order written."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from typing import Any, Dict, List, Tuple
 
@@ -20,3 +21,16 @@ def run(cmd: List[str], env: Dict[str, str] | None = None,
     p = subprocess.run(cmd, env=full, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=timeout)
     return p.returncode, p.stdout
+
+
+def pytorch_exit_abort(rc: int, err: str) -> bool:
+    """Whether a process died of PyTorch 2.14's own abort at exit after a CUDA
+    backward (SIGABRT, "terminate called without an active exception" its
+    last words on ``err``: the autograd engine's device thread drops its
+    graph task's Python context while the interpreter finalizes;
+    docs/limitations.md), seen with and without vramtrace on a loaded
+    machine. Only an untraced baseline that printed all it had to may be
+    excused (the caller checks that): a traced run must exit cleanly to
+    write its snapshot."""
+    return rc == -signal.SIGABRT and \
+        err.rstrip().endswith("terminate called without an active exception")

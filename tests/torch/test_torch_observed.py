@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from procs import run
+from procs import pytorch_exit_abort, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
@@ -47,17 +47,10 @@ def train(kind: str, snap: str = "", *args: str, env: Dict[str, str] | None = No
 
 
 def _pytorch_exit_abort(rc: int, out: str) -> bool:
-    """PyTorch 2.14's own abort at exit after a CUDA backward (SIGABRT,
-    "terminate called without an active exception": the autograd engine's
-    device thread drops its graph task's Python context while the
-    interpreter finalizes; docs/limitations.md), after the program printed
-    its last line. Seen on the untraced baseline run, without vramtrace
-    loaded, on a loaded machine. Only the baseline is excused: a traced run
-    must exit cleanly to write its snapshot."""
+    """The untraced baseline aborted at exit by PyTorch itself
+    (procs.pytorch_exit_abort) after the program printed its last line."""
     lines = out.rstrip().splitlines()
-    return (rc == -signal.SIGABRT and len(lines) >= 2 and
-            lines[-1] == "terminate called without an active exception" and
-            lines[-2].startswith("max_reserved "))
+    return pytorch_exit_abort(rc, out) and len(lines) >= 2 and lines[-2].startswith("max_reserved ")
 
 
 def figures(out: str) -> List[str]:
