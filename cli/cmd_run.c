@@ -677,7 +677,7 @@ static void default_output(char **cmd, char *out, size_t len)
 static bool conf_ok(const char *text)
 {
     char msg[512];
-    if (!vt__config_check(text, msg, sizeof msg))
+    if (!vt__config_check(text, NULL, msg, sizeof msg))
         return true;
     fprintf(stderr, "vramtrace run: bad --conf '%s': %s; the program was not started "
                     "(every key: docs/configuration.md)\n", text, msg);

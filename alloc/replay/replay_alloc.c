@@ -41,9 +41,8 @@ static int setup_config(const vt__snapshot_data *s, const vt__replay_options *op
         cfg.ipc_safe = VT_IPC_SAFE_ON;
     if (opt->conf && *opt->conf) {
         char msg[512];
-        if (vt__config_check(opt->conf, msg, sizeof msg))   /* a replay stops */
+        if (vt__config_check(opt->conf, &cfg, msg, sizeof msg))   /* a replay stops */
             return vt__errf(err, errlen, -EINVAL, "bad --conf '%s': %s", opt->conf, msg);
-        vt__config_parse(opt->conf, &cfg, NULL);
     }
     cfg.trace = true;
     cfg.dump_on_oom = false;

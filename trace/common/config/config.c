@@ -14,6 +14,9 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -255,13 +258,27 @@ static int parse_value(const struct key *k, const char *v, vt__conf *c)
     return -EINVAL;
 }
 
-static void report(FILE *err, const char *fmt, const char *a, const char *b, const char *c)
+/* One problem on `err` (none when NULL): what is wrong, then, for the
+ * library (which never stops a program over its settings), what it does
+ * instead (`instead`); a command that refuses bad settings (`refusing`:
+ * vt__config_check) says what it does itself, so only what is wrong. */
+__attribute__((format(printf, 4, 5)))
+static void report(FILE *err, bool refusing, const char *instead, const char *fmt, ...)
 {
-    if (err)
-        fprintf(err, fmt, a, b, c);
+    if (!err)
+        return;
+    if (!refusing)
+        fputs("vramtrace: ", err);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(err, fmt, ap);
+    va_end(ap);
+    if (!refusing && instead)
+        fprintf(err, "; %s", instead);
+    fputc('\n', err);
 }
 
-int vt__config_parse(const char *text, vt__conf *out, FILE *err)
+static int parse(const char *text, vt__conf *out, FILE *err, bool refusing)
 {
     int problems = 0;
     if (!text)
@@ -269,8 +286,8 @@ int vt__config_parse(const char *text, vt__conf *out, FILE *err)
     char buf[4096];
     size_t len = strlen(text);
     if (len >= sizeof buf) {
-        report(err, "vramtrace: VRAMTRACE_CONF is longer than %s bytes%s%s; ignored, using defaults\n",
-               "4095", "", "");
+        report(err, refusing, "ignored, using defaults", "VRAMTRACE_CONF is longer than %zu bytes",
+               sizeof buf - 1);
         return 1;
     }
     memcpy(buf, text, len + 1);
@@ -286,8 +303,7 @@ int vt__config_parse(const char *text, vt__conf *out, FILE *err)
             continue;
         char *colon = strchr(item, ':');
         if (!colon) {
-            report(err, "vramtrace: VRAMTRACE_CONF item '%s' is not key:value%s%s; ignored\n",
-                   item, "", "");
+            report(err, refusing, "ignored", "VRAMTRACE_CONF item '%s' is not key:value", item);
             problems++;
             continue;
         }
@@ -298,19 +314,21 @@ int vt__config_parse(const char *text, vt__conf *out, FILE *err)
             if (!strcmp(item, keys[i].name))
                 k = &keys[i];
         if (!k) {
-            if (err) {
-                fprintf(err, "vramtrace: unknown VRAMTRACE_CONF key '%s'; valid keys:", item);
-                for (size_t i = 0; i < NKEYS; i++)
-                    fprintf(err, "%s %s", i ? "," : "", keys[i].name);
-                fputc('\n', err);
-            }
+            char valid[512];
+            size_t used = 0;
+            for (size_t i = 0; i < NKEYS && used < sizeof valid; i++)
+                used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s",
+                                         i ? ", " : "", keys[i].name);
+            report(err, refusing, NULL, "unknown VRAMTRACE_CONF key '%s'; valid keys: %s", item,
+                   valid);
             problems++;
             continue;
         }
         vt__conf trial = *out;
         if (parse_value(k, value, &trial) != 0) {
-            report(err, "vramtrace: bad value '%s' for VRAMTRACE_CONF key '%s' (expected %s); "
-                        "keeping the default\n", value, k->name, k->choices);
+            report(err, refusing, "keeping the default",
+                   "bad value '%s' for VRAMTRACE_CONF key '%s' (expected %s)", value, k->name,
+                   k->choices);
             problems++;
             continue;
         }
@@ -319,27 +337,30 @@ int vt__config_parse(const char *text, vt__conf *out, FILE *err)
     return problems;
 }
 
-int vt__config_check(const char *text, char *msg, size_t len)
+int vt__config_parse(const char *text, vt__conf *out, FILE *err)
 {
+    return parse(text, out, err, false);
+}
+
+int vt__config_check(const char *text, vt__conf *out, char *msg, size_t len)
+{
+    vt__conf defaults;
+    if (!out) {
+        vt__config_defaults(&defaults);
+        out = &defaults;
+    }
     if (len)
         msg[0] = '\0';
-    char first[512] = "";
-    FILE *f = fmemopen(first, sizeof first - 1, "w");
-    vt__conf c;
-    vt__config_defaults(&c);
-    int problems = vt__config_parse(text, &c, f);
+    FILE *f = len > 1 ? fmemopen(msg, len - 1, "w") : NULL;
+    int problems = parse(text, out, f, true);
     if (f)
         fclose(f);
-    if (!problems || !len)
-        return problems;
-    char *cut = strchr(first, '\n');
-    if (cut)
-        *cut = '\0';
-    /* what the library does instead of stopping: not said here */
-    if ((cut = strstr(first, "; keeping the default")) || (cut = strstr(first, "; ignored")))
-        *cut = '\0';
-    const char *what = strncmp(first, "vramtrace: ", 11) ? first : first + 11;
-    snprintf(msg, len, "%s", *what ? what : "not valid");
+    if (len) {
+        msg[len - 1] = '\0';
+        char *nl = strchr(msg, '\n');   /* the first problem */
+        if (nl)
+            *nl = '\0';
+    }
     return problems;
 }
 

@@ -96,11 +96,12 @@ void vt__config_install(const vt__conf *c);
  * (one line each, may be NULL). @return the number of problems. */
 int vt__config_parse(const char *text, vt__conf *out, FILE *err);
 
-/* Whether `text` is valid (syntax, keys and values): 0, or the number of
- * problems with the first one in msg, one line that says only what is wrong
- * (not the library's "keeping the default": a command that refuses bad
- * settings, `run --conf`, `replay --conf`, says what it does instead). */
-int vt__config_check(const char *text, char *msg, size_t len);
+/* vt__config_parse for a command that refuses bad settings (`run --conf`,
+ * `replay --conf`): parses `text` over *out (over the defaults when out is
+ * NULL); @return 0, or the number of problems with the first one in msg,
+ * one line that says only what is wrong (not the library's "vramtrace: ...;
+ * keeping the default": the command says what it does instead). */
+int vt__config_check(const char *text, vt__conf *out, char *msg, size_t len);
 
 /* The defaults. */
 void vt__config_defaults(vt__conf *out);
