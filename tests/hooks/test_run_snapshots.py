@@ -331,6 +331,37 @@ def case_signal_from_outside_reaches_every_process_once_and_a_fellows_is_not_pas
         fail("the process that passed the signal on must say so", r)
 
 
+
+def case_an_outside_signal_right_after_a_fellows_is_the_same_request(d):
+    """A process that just took the snapshot a fellow asked for (its pass-on
+    of a job-wide signal can arrive before the job's own signal does) takes
+    the job's signal, arriving within the second, as the same request: no
+    second snapshot, and nothing passed on again."""
+    env = dict(base, TMPDIR=d)
+    go = os.path.join(d, "go")
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", FELLOW_DRIVER, misc, go],
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    line = p.stdout.readline().split()
+    if len(line) != 3:
+        p.kill()
+        fail("the driver did not start: " + p.stderr.read())
+    driver, a, b = (int(x) for x in line)
+    open(go, "w").close()                    # the driver signals a: a fellow's request
+    wait_for(lambda: a in signal_snapshots_by_pid(d), "a's snapshot for the fellow")
+    os.kill(a, signal.SIGUSR1)               # from outside, within the second
+    time.sleep(1.5)
+    got = signal_snapshots_by_pid(d)
+    if {pid: len(v) for pid, v in got.items()} != {a: 1}:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("want one snapshot, a's, got %s" % got, finish(p))
+    os.kill(p.pid, signal.SIGTERM)
+    r = finish(p)
+    if "passed on" in r.stderr:
+        fail("the repeat must not be passed on", r)
+
+
 # Inside the run: a held program, then one that runs out of device memory.
 OOM_DRIVER = """
 import os, signal, subprocess, sys
