@@ -280,23 +280,30 @@ def signal_snapshots_by_pid(d):
     return by_pid
 
 
+def start_fellows(d):
+    """FELLOW_DRIVER under `run --conf signal:SIGUSR1` in a session of its
+    own (TMPDIR=d): (the run's process, the file that tells the driver to
+    signal a, the driver's pid, a's, b's)."""
+    go = os.path.join(d, "go")
+    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
+                          "--", sys.executable, "-c", FELLOW_DRIVER, misc, go],
+                         env=dict(base, TMPDIR=d), text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    line = p.stdout.readline().split()
+    if len(line) != 3:
+        p.kill()
+        fail("the driver did not start: " + p.stderr.read())
+    driver, a, b = (int(x) for x in line)
+    return p, go, driver, a, b
+
+
 def case_signal_from_outside_reaches_every_process_once_and_a_fellows_is_not_passed_on(d):
     """A process of the run signalled by a fellow process writes its snapshot
     and passes nothing on; a signal sent to run reaches its child from
     outside, which passes it on to every registered process: one snapshot
     each (none of its own: it recorded nothing). Registration: one line per
     process, pid and its start time."""
-    env = dict(base, TMPDIR=d)
-    go = os.path.join(d, "go")
-    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
-                          "--", sys.executable, "-c", FELLOW_DRIVER, misc, go],
-                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True)
-    line = p.stdout.readline().split()
-    if len(line) != 3:
-        p.kill()
-        fail("the driver did not start: " + p.stderr.read())
-    driver, a, b = (int(x) for x in line)
+    p, go, driver, a, b = start_fellows(d)
     with open(os.path.join(run_dir_of(d), "signal")) as f:
         reg = [tuple(int(x) for x in ln.split()) for ln in f]
     for pid in (driver, a, b):
@@ -337,17 +344,7 @@ def case_an_outside_signal_right_after_a_fellows_is_the_same_request(d):
     of a job-wide signal can arrive before the job's own signal does) takes
     the job's signal, arriving within the second, as the same request: no
     second snapshot, and nothing passed on again."""
-    env = dict(base, TMPDIR=d)
-    go = os.path.join(d, "go")
-    p = subprocess.Popen([exe, "run", "--conf", "signal:SIGUSR1", "-o", os.path.join(d, "x.vtsnap"),
-                          "--", sys.executable, "-c", FELLOW_DRIVER, misc, go],
-                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True)
-    line = p.stdout.readline().split()
-    if len(line) != 3:
-        p.kill()
-        fail("the driver did not start: " + p.stderr.read())
-    driver, a, b = (int(x) for x in line)
+    p, go, driver, a, b = start_fellows(d)
     open(go, "w").close()                    # the driver signals a: a fellow's request
     wait_for(lambda: a in signal_snapshots_by_pid(d), "a's snapshot for the fellow")
     os.kill(a, signal.SIGUSR1)               # from outside, within the second
