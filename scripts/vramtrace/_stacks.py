@@ -119,12 +119,12 @@ class StackInterner:
         except Exception:  # a stack is a nicety; never fail the op for it
             sid = 0
         if sid and frames:
-            own = next((f for f in frames if self._programs(f[1])), frames[0])
+            own = next((f for f in frames if self.programs(f[1])), frames[0])
             self.sites[sid] = (own[1], own[2])
             self.frames[sid] = frames
         return sid
 
-    def _programs(self, file: str) -> bool:
+    def programs(self, file: str) -> bool:
         """Whether ``file`` is the program's own code (the library's rule,
         asked once per file): a name leads with the innermost such line."""
         own = self._own.get(file)

@@ -62,6 +62,24 @@ def test_a_backward_output_is_not_named_as_the_forward_one_of_the_same_op(fake):
         assert tr._out_name(mm, 0, 0, True) == forward
 
 
+def test_a_backward_op_runs_under_its_forwards_frames_out_to_the_programs_line(real_lib):
+    """The frames a backward op is lent (or, through the mode, run under):
+    the forward's innermost 16, and further out through the program's own
+    innermost frame where none of those is (a model called through a
+    library's layers), never past it; both ways of seeing ops take them
+    from here (tests/torch/test_torch_pyframes.py runs one on a device)."""
+    lib_file = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
+    mine = "/home/me/train.py"
+    deep = [("_call_impl", lib_file, 1794)] * 20 + [("main", mine, 12), ("<module>", mine, 30)]
+    shallow = [("forward", mine, 5)] + deep
+    library_only = [("_call_impl", lib_file, 1794)] * 30
+    with vtt.track() as tr:
+        assert tr._frames_to_lend(deep) == deep[:21]              # through main's line
+        assert tr._frames_to_lend(shallow) == shallow[:16]        # the program's within 16
+        assert tr._frames_to_lend(library_only) == library_only[:16]
+        assert tr._frames_to_lend(deep[:10]) == deep[:10]
+
+
 def test_the_model_index_holds_the_models_alive_at_the_last_lookup(fake):
     """The models whose parameters and buffers are their state are found
     again at each lookup (a parameter not known yet): one that is gone

@@ -1,6 +1,6 @@
 """Backward ops on the autograd engine's device thread, seen two ways.
 
-  python engine_ops.py OUT.json        (on the simulated device: simrun)
+  python engine_ops.py OUT.json [NEST]   (on the simulated device: simrun)
 
 The same small training loop (a Linear/LayerNorm model whose hidden
 activation's gradient and parameters' gradients are kept each step) runs twice under track(): as users
@@ -18,6 +18,12 @@ last), the names of the kept gradients and how many of each kind a step
 keeps, the ops recorded by a flush right after the first backward (the
 engine's, held back by the observer), and the line of the forward op
 the activation's gradients differentiate.
+
+NEST (default 0) wraps the model in that many more torch.nn.Sequential,
+as a library's model is called through its own layers: each adds three of
+torch's Python frames between the program's forward line and the ops, so
+that with NEST 6 the line is more than 16 frames out (about as deep as
+PyTorch's and Hugging Face's modules put a GPT-2 block's ops).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from vramtrace import _trackobs
 
 STEPS, ROWS, D = 3, 16, 64
 FORWARD_LINE = 0
+NEST = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
 
 def loop(tr: Any) -> Dict[str, Any]:
@@ -46,7 +53,10 @@ def loop(tr: Any) -> Dict[str, Any]:
         return engine_frames(seq)
     tr._engine_frames = counted
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(D, D), torch.nn.LayerNorm(D)).cuda()
+    model: torch.nn.Module = torch.nn.Sequential(torch.nn.Linear(D, D), torch.nn.LayerNorm(D))
+    for _ in range(NEST):
+        model = torch.nn.Sequential(model)
+    model = model.cuda()
     head = torch.nn.Linear(D, 1).cuda()
     kept: List[torch.Tensor] = []
     with tr:

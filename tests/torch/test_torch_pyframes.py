@@ -174,3 +174,30 @@ def test_backward_ops_under_the_observer_record_as_under_the_mode(tmp_path):
             (k, c["grads"])
     # h.grad by the mode too: it is the activation's own (a clone, no view)
     assert all(g.startswith(site) for g in mode["grads"][::per_step]), mode["grads"]
+
+
+def test_backward_of_a_model_deep_in_modules_is_named_by_the_users_line(tmp_path):
+    """engine_ops.py with its model called through 6 more modules (a GPT-2
+    block's ops sit about 20 Python frames under the line that called the
+    model): a backward op is lent its forward's innermost frames, and those
+    must reach the program's own line, which names what the op makes. With
+    16 frames lent, the gradients were named by torch's module.py instead
+    (`return forward_call(*args, **kwargs) (module.py:1794, backward: ...)`),
+    on the observer's way and on the mode's."""
+    out = str(tmp_path / "engine.json")
+    run([SIMRUN, "--mem", "1G", "--", sys.executable, os.path.join(HERE, "engine_ops.py"),
+         out, "6"], {"VRAMTRACE_TRACK_OBSERVER": "1"})
+    with open(out) as f:
+        got = json.load(f)
+    line = got["forward_line"]
+    site = f"h = torch.relu(model(x)) (engine_ops.py:{line}, backward: aten."
+    for way in ("c", "c_untabled", "mode"):
+        g = got[way]
+        assert g["errors"] == 0 and g["grads"], (way, g)
+        per_step = sum(g["kept_per_step"])
+        # h.grad (the activation's, first each step) on every way; the
+        # parameters' gradients too where the observer saw them made
+        grads = g["grads"] if way != "mode" else g["grads"][::per_step]
+        named = [n for k, n in enumerate(grads)
+                 if way == "mode" or k % per_step < 1 + g["kept_per_step"][1]]
+        assert named and all(n and n.startswith(site) for n in named), (way, named)

@@ -82,7 +82,7 @@ def _engine_op(tracker: "Tracker", func: Any, args: Any, kwargs: Any) -> Any:
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
 _MAX_NODE_STACKS = 1 << 16     # remembered forward ops before starting over
-_FORWARD_FRAMES = 16           # innermost forward frames replayed in backward
+_FORWARD_FRAMES = 16           # innermost forward frames replayed in backward (at least)
 _FORWARD_LABEL = "forward of {}"   # their function names, as a backward op's stack shows them
 _trampolines: Dict[Tuple[str, str, int, bool], Any] = {}
 
@@ -112,7 +112,6 @@ def _trampoline(name: str, filename: str, line: int, innermost: bool) -> Any:
 
 def _forward_runner(frames: List[Tuple[str, str, int]]) -> Any:
     """Call ``fn(*a)`` under ``frames`` (innermost first): run(fn, a)."""
-    frames = frames[:_FORWARD_FRAMES]
     run = _trampoline(*frames[0], True)
     for name, filename, line in frames[1:]:
         run = functools.partial(_trampoline(name, filename, line, False), run)
@@ -243,11 +242,26 @@ class _Recording:
             frames = self._stacks.frames.get(sid) or []
             lent = self._stacks.intern_frames([(_FORWARD_LABEL.format(name), filename, line)
                                                for name, filename, line in
-                                               frames[:_FORWARD_FRAMES]])
+                                               self._frames_to_lend(frames)])
             if len(self._lent_frames) >= _MAX_NODE_STACKS:
                 self._lent_frames.clear()
             self._lent_frames[sid] = lent
         return lent
+
+    def _frames_to_lend(self, frames: List[Tuple[str, str, int]]) -> List[Tuple[str, str, int]]:
+        """Of a forward op's frames (innermost first), the ones its backward
+        ops run under: the innermost _FORWARD_FRAMES, and further out
+        through the innermost frame of the program's own code where none of
+        those is: that line names what the backward makes, and a model
+        called through a library's layers (a Hugging Face model's block
+        runs its ops some 20 frames under the line that called it) puts it
+        further out than the innermost few."""
+        if len(frames) <= _FORWARD_FRAMES:
+            return frames
+        programs = self._stacks.programs
+        own = next((i for i, (_name, filename, _line) in enumerate(frames)
+                    if programs(filename)), -1)
+        return frames[:max(_FORWARD_FRAMES, own + 1)]
 
     def _forward_of(self) -> Any:
         """What runs a backward op of this engine thread under the Python
@@ -258,7 +272,7 @@ class _Recording:
         run = self._forward_frames.get(sid)
         if run is None:
             frames = self._stacks.frames.get(sid)
-            run = _forward_runner(frames) if frames else None
+            run = _forward_runner(self._frames_to_lend(frames)) if frames else None
             if len(self._forward_frames) >= _MAX_NODE_STACKS:
                 self._forward_frames.clear()
             self._forward_frames[sid] = run
