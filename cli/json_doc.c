@@ -208,8 +208,9 @@ static void write_tables(FILE *o, const vt__snapshot_data *s)
         begin_item(o, i, "addr", g->addr);
         fprintf(o, ",\"size\":%" PRIu64, g->size);
         hex_field(o, "stream", g->stream);
-        fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"blocks\":[", g->device,
-                g->pool <= 2 ? pools[g->pool] : "?");
+        fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"framework\":%s,\"blocks\":[", g->device,
+                vt__pool_kind(g->pool) <= 2 ? pools[vt__pool_kind(g->pool)] : "?",
+                vt__pool_is_framework(g->pool) ? "true" : "false");
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
             const vt__snap_block *b = &s->blocks[g->first_block + k];
             fprintf(o, "%s{\"addr\":", k ? "," : "");

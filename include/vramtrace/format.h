@@ -142,6 +142,13 @@ enum vt_pool {
     VT_POOL_SMALL = 0,       /* requests <= 1 MiB, 2 MiB segments */
     VT_POOL_LARGE = 1,       /* larger requests */
     VT_POOL_UNCACHED = 2,    /* cache:0 pass-through allocations */
+    /* In memory only (a file has them in section FRAMEWORK_STATE, as
+     * SMALL and LARGE): a segment of an observed framework allocator
+     * (PyTorch's), of its small or large pool. Its blocks are the
+     * framework's, as VT_ALLOC_POOL_BLOCK ALLOCs are; the STATE section's
+     * blocks in a VT_META_POOL_OBSERVED snapshot are libraries' own. */
+    VT_POOL_FRAMEWORK_SMALL = 3,
+    VT_POOL_FRAMEWORK_LARGE = 4,
 };
 
 /* States of a block in the allocator-state section (as PyTorch names them). */
@@ -199,7 +206,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.9).
+ *   reader would find it). A writer writes its own minor (this one: 1.10).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -256,6 +263,11 @@ enum vt_passthrough_call {
  *   program, which an older reader skips (its `check` then counts them as
  *   the program's time: a temporary the program replaced at its next op
  *   after a long pause may read as held).
+ *   1.10 adds section FRAMEWORK_STATE (9): an observed framework
+ *   allocator's segments with the blocks alive in them, which an older
+ *   reader skips (its views then miss, after the ring overwrote their
+ *   events, the framework's early segments and the blocks still alive in
+ *   them, as before).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -358,6 +370,12 @@ enum vt_passthrough_call {
  *     implied: the blocks tile the segment in address order, so their sizes
  *     must add up to the segment size exactly.
  *
+ *   FRAMEWORK_STATE (1.10, optional; count = segments): as STATE, for an
+ *     observed framework allocator's segments (pool SMALL or LARGE, its
+ *     own pools): its blocks alive at the snapshot (alloc_seq and stack as
+ *     its ALLOC event had them, also where the ring lost that event) and
+ *     its free space. Written when a snapshot has such segments.
+ *
  *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.5), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
@@ -389,7 +407,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 9
+#define VT_FORMAT_MINOR 10
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -440,6 +458,7 @@ enum vt_section_id {
     VT_SECTION_EVENTS = 6,
     VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
     VT_SECTION_FRAME_FLAGS = 8,   /* format 1.8 */
+    VT_SECTION_FRAMEWORK_STATE = 9,   /* format 1.10 */
 };
 
 /* TENSOR_NEW aux2 (format 1.8): not a base tensor's id, see TENSOR_NEW. */

@@ -127,6 +127,44 @@ def test_pytorch_behaves_as_without_vramtrace_and_its_recorder_agrees(tmp_path):
     assert theirs <= ours, sorted(theirs - ours)[:5]
 
 
+def test_a_run_longer_than_the_ring_still_counts_what_pytorch_made_before_it(tmp_path):
+    """A ring far smaller than the run (as a day's training overruns the
+    default): the events of the model's parameters, the optimizer's state,
+    PyTorch's segments and the first steps' kept logits are overwritten.
+    The snapshot still lists PyTorch's segments and the blocks alive in
+    them (before: only what the window showed: allocated at the end under
+    memory_allocated(), reserved under allocated), so the views count
+    them, and the first steps' kept logits are there with the stack of the
+    script's line."""
+    snap = str(tmp_path / "ring.vtsnap")
+    out = train("leak", snap, "--steps", "30", run_args=("--conf", "max_events:1500"))
+    sj = snapshot_json(snap)
+    assert sj["meta"]["events_overwritten"] > 0, sj["meta"]
+    last = figures(out)[-3].split()   # step N allocated reserved
+    allocated, reserved = int(last[2]), int(last[3])
+    pool_blocks = [lt for lt in sj["lifetimes"]
+                   if "outside_pool" not in lt["flags"] and "alive" in lt["flags"]]
+    assert sum(lt["size"] for lt in pool_blocks) == allocated
+    assert any("before_window" in lt["flags"] for lt in pool_blocks), pool_blocks[:3]
+    framework = [g for g in sj["segments"] if g["framework"]]
+    assert sum(g["size"] for g in framework) == reserved, framework
+    dev = next(d for d in sj["devices"] if d["ordinal"] == 0)
+    assert dev["final_allocated"] == allocated and dev["final_reserved"] >= reserved, dev
+    # every step's logits are kept: the first steps' ALLOCs are gone, their
+    # blocks listed from the state with the stack of the script's line
+    def made_at_logits_line(sid: int) -> bool:
+        while sid:
+            sid, f = sj["stacks"][sid]
+            fr = sj["frames"][f]
+            if fr["file"] == SCRIPT and fr["line"] == LOGITS_LINE:
+                return True
+        return False
+    early = [lt for lt in pool_blocks if "before_window" in lt["flags"]
+             and lt["alloc_seq"] is not None and lt["alloc_seq"] < sj["window"]["first_seq"]
+             and made_at_logits_line(lt["alloc_stack"])]
+    assert len(early) >= 3, [(lt["alloc_seq"], lt["flags"]) for lt in pool_blocks][:20]
+
+
 def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
     snap = str(tmp_path / "track.vtsnap")
     train("leak", snap, "--steps", "6", run_args=("--track",))

@@ -254,6 +254,43 @@ TEST(timeline_alive_set_agrees_with_a_complete_allocator_state)
     vt__snapshot_free(g.s);
 }
 
+/* An observed framework allocator's run whose ring lost its first events:
+ * the framework's segment lists the block it allocated before the window
+ * (FRAMEWORK_STATE); it counts as allocated from the start, as its blocks
+ * of the window do. vramtrace's own allocator's state block (a library's
+ * cudaMalloc served from the cache) is outside the pool: reserved, never
+ * allocated. */
+TEST(timeline_of_an_observed_run_counts_the_frameworks_state_blocks_as_allocated)
+{
+    struct snap_builder g = gen_begin();
+    g.s->meta.flags = VT_META_POOL_OBSERVED;
+    vt__event *e = gen_ev(&g, VT_EV_ALLOC, 10, 100);
+    e->addr = 0x401000;
+    e->size = e->req_size = 0x1000;
+    e->aux = VT_ALLOC_POOL_BLOCK;
+    gen_segment(&g, 0x100000, 0x200000, 0, VT_POOL_LARGE, 0);       /* cuBLAS's, say */
+    gen_block(&g, 0x200000, 0x200000, 0, 0, 0, VT_BLOCK_ACTIVE_ALLOCATED);
+    gen_segment(&g, 0x400000, 0x200000, 0, VT_POOL_FRAMEWORK_SMALL, 0);
+    gen_block(&g, 0x1000, 0x1000, 0, 2, 0, VT_BLOCK_ACTIVE_ALLOCATED);   /* seq 2: overwritten */
+    gen_block(&g, 0x1000, 0x1000, 0, 10, 0, VT_BLOCK_ACTIVE_ALLOCATED);  /* the window's ALLOC */
+    gen_block(&g, 0x1fe000, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+    vt__timeline *tl;
+    ASSERT_MSG(vt__timeline_build(g.s, &tl, err, sizeof err) == 0, "%s", err);
+    const vt__lifetime *early = at_addr(tl, 0x400000, 0), *lib = at_addr(tl, 0x100000, 0);
+    ASSERT_EQ(early->flags, VT_LT_ALIVE | VT_LT_FROM_STATE | VT_LT_BEFORE_WINDOW);
+    ASSERT_EQ(early->alloc_seq, 2);
+    ASSERT(lib->flags & VT_LT_OUTSIDE_POOL);
+    ASSERT(!(at_addr(tl, 0x401000, 0)->flags & VT_LT_FROM_STATE));   /* the event's own */
+    const vt__tl_device *d = vt__timeline_device(tl, 0);
+    ASSERT_EQ(d->initial_allocated, 0x1000);
+    ASSERT_EQ(d->final_allocated, 0x2000);
+    ASSERT_EQ(d->final_reserved, 0x400000);
+    for (size_t i = 0; i < tl->nsegments; i++)   /* the pools as the events name them */
+        ASSERT(tl->segments[i].pool <= VT_POOL_UNCACHED);
+    vt__timeline_free(tl);
+    vt__snapshot_free(g.s);
+}
+
 /* Its speed is measured in tests/bench/bench_trace.c, not asserted here. */
 TEST(timeline_of_one_million_events_is_consistent)
 {

@@ -386,6 +386,66 @@ TEST(tensor_name_in_a_file_claiming_format_1_0_is_rejected)
     vt__snapshot_free(s);
 }
 
+/* format.h, 1.10: an observed framework allocator's segments (pools
+ * VT_POOL_FRAMEWORK_* in memory) travel in FRAMEWORK_STATE, as SMALL and
+ * LARGE, after STATE's own; STATE keeps only the others, so an older
+ * reader, which skips the section, reads what it read before; a file
+ * claiming 1.9 has no such section (skipped, as a 1.9 reader does). */
+TEST(framework_state_round_trips_in_a_section_an_older_file_cannot_have)
+{
+    vt__snapshot_data *s = gen_small();
+    size_t own = s->nsegments, own_blocks = s->nblocks;
+    struct snap_builder g = gen_reopen(s);
+    gen_segment(&g, 0x7000000000, 0x200000, 0, VT_POOL_FRAMEWORK_SMALL, 0);
+    gen_block(&g, 0x1000, 4000, 0, 2, 1, VT_BLOCK_ACTIVE_ALLOCATED);
+    gen_block(&g, 0x1000, 4096, 0, 3, 1, VT_BLOCK_ACTIVE_PENDING_FREE);
+    gen_block(&g, 0x1fe000, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+    gen_segment(&g, 0x7000400000, 0x1400000, 0, VT_POOL_FRAMEWORK_LARGE, 0);
+    gen_block(&g, 0x1400000, 0x1400000, 0, 0, 1, VT_BLOCK_ACTIVE_ALLOCATED);
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    same_snapshot(s, r);
+    ASSERT_EQ(r->nsegments, own + 2);
+    ASSERT_EQ(r->segments[own].pool, VT_POOL_FRAMEWORK_SMALL);
+    ASSERT_EQ(r->segments[own + 1].pool, VT_POOL_FRAMEWORK_LARGE);
+    ASSERT(vt__pool_is_framework(r->segments[own].pool));
+    ASSERT_EQ(vt__pool_kind(r->segments[own + 1].pool), VT_POOL_LARGE);
+    vt__snapshot_free(r);
+
+    struct raw_section secs[7];
+    ASSERT_EQ(unpack_all(data, secs, 7), 7);
+    int state = -1, framework = -1;
+    for (int i = 0; i < 7; i++) {
+        state = secs[i].id == VT_SECTION_STATE ? i : state;
+        framework = secs[i].id == VT_SECTION_FRAMEWORK_STATE ? i : framework;
+    }
+    ASSERT(state >= 0 && framework >= 0);
+    ASSERT_EQ(secs[state].count, own);
+    ASSERT_EQ(secs[framework].count, 2);
+    /* labelled 1.9: the section is not of its version, left out */
+    vt__snapshot_data *old = decode_repacked(secs, 7, 9);
+    ASSERT_EQ(old->nsegments, own);
+    ASSERT_EQ(old->nblocks, own_blocks);
+    for (size_t i = 0; i < old->nsegments; i++)
+        ASSERT(!vt__pool_is_framework(old->segments[i].pool));
+    vt__snapshot_free(old);
+    /* a framework segment of a pool the section cannot hold is refused:
+     * its first segment's pool byte follows six varints (nsegments,
+     * nblocks, addr, size, stream, device) */
+    size_t at = 0;
+    for (int v = 0; v < 6; v++)
+        while (secs[framework].raw[at++] & 0x80)
+            ;
+    ASSERT_EQ(secs[framework].raw[at], VT_POOL_SMALL);
+    secs[framework].raw[at] = VT_POOL_UNCACHED;
+    expect_repacked_reject(secs, 7, VT_FORMAT_MINOR, "section 'framework state'");
+    ASSERT_STR_CONTAINS(err, "unknown pool 2");
+    free_sections(secs, 7);
+    free(data);
+    vt__snapshot_free(s);
+}
+
 TEST_MAIN()
 
 /* format.h, 1.9: PAUSE (26), the recording tool's own pause of the program

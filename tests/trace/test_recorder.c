@@ -9,6 +9,7 @@
 #include "snapfile.h"
 #include "vramtrace.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <glob.h>
 #include <pthread.h>
@@ -620,6 +621,77 @@ TEST(version_matches_the_header)
 {
     ASSERT_EQ(vt_version_number(), VRAMTRACE_VERSION_NUMBER);
     ASSERT_STR_EQ(vt_version_string(), VRAMTRACE_VERSION_STRING);
+}
+
+/* max_events:1024. An observed framework allocator (PyTorch's) reports its
+ * segments and blocks through vt_pool_event; the ring overwrites the early
+ * ones, and the snapshot still lists what is alive: the framework's
+ * segments (FRAMEWORK_*), tiled by its live blocks (with their seq and
+ * state) and the free space between them; what it freed is gone; an
+ * unmapped range of an expandable segment keeps the parts outside it. */
+TEST(observed_pool_state_lists_what_the_ring_overwrote)
+{
+    /* the allocator's code: any shared object's (libc's here; no hook runs) */
+    ASSERT_EQ(vt_pool_observe(dlsym(RTLD_DEFAULT, "strlen"), NULL), 0);
+    const uint64_t seg = 0x7f0000000000, small = 0x7f0000400000;
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, seg, 0x400000, 0, VT_POOL_LARGE), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, small, 0x200000, 0, VT_POOL_SMALL), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_ALLOC, 0, seg, 1000, 0, 1024), 0);         /* kept */
+    ASSERT_EQ(vt_pool_event(VT_EV_ALLOC, 0, seg + 0x1000, 0x2000, 0, 0), 0); /* freed */
+    ASSERT_EQ(vt_pool_event(VT_EV_ALLOC, 0, small + 0x200, 512, 0, 0), 0);   /* pending */
+    ASSERT_EQ(vt_pool_event(VT_EV_FREE_REQUESTED, 0, seg + 0x1000, 0x2000, 0, 0), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_FREE_COMPLETED, 0, seg + 0x1000, 0x2000, 0, 0), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_FREE_REQUESTED, 0, small + 0x200, 512, 0, 0), 0);
+    /* an expandable segment's two mapped ranges, then the middle unmapped */
+    const uint64_t ex = 0x7f0001000000;
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, ex, 0x400000, 0, VT_POOL_LARGE), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, ex + 0x400000, 0x400000, 0, VT_POOL_LARGE), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_FREE, 0, ex + 0x200000, 0x400000, 0, 0), 0);
+    for (int i = 0; i < 1100; i++)   /* the ring (1024 events) forgets all of the above */
+        vt__trace(.kind = VT_EV_MARK, .device = -1);
+    vt__snapshot_data *s = build();
+    ASSERT(s->meta.events_overwritten > 0 && s->events[0].seq > 11);
+    ASSERT(s->meta.flags & VT_META_POOL_OBSERVED);
+    size_t nf = 0;
+    const vt__snap_segment *f[4];
+    for (size_t i = 0; i < s->nsegments; i++)
+        if (vt__pool_is_framework(s->segments[i].pool) && nf < 4)
+            f[nf++] = &s->segments[i];
+    ASSERT_EQ(nf, 4);   /* sorted by address: seg, small, ex's two outer parts */
+    ASSERT_EQ(f[0]->addr, seg);
+    ASSERT_EQ(f[0]->size, 0x400000);
+    ASSERT_EQ(f[0]->pool, VT_POOL_FRAMEWORK_LARGE);
+    ASSERT_EQ(f[0]->nblocks, 2);
+    const vt__snap_block *b = &s->blocks[f[0]->first_block];
+    ASSERT_EQ(b[0].size, 1024);
+    ASSERT_EQ(b[0].req_size, 1000);
+    ASSERT_EQ(b[0].alloc_seq, 3);
+    ASSERT_EQ(b[0].state, VT_BLOCK_ACTIVE_ALLOCATED);
+    ASSERT_EQ(b[1].addr, seg + 1024);   /* the freed block is free space */
+    ASSERT_EQ(b[1].state, VT_BLOCK_INACTIVE);
+    ASSERT_EQ(f[1]->pool, VT_POOL_FRAMEWORK_SMALL);
+    ASSERT_EQ(f[1]->nblocks, 3);
+    b = &s->blocks[f[1]->first_block];
+    ASSERT_EQ(b[1].addr, small + 0x200);
+    ASSERT_EQ(b[1].state, VT_BLOCK_ACTIVE_PENDING_FREE);
+    ASSERT_EQ(f[2]->addr, ex);
+    ASSERT_EQ(f[2]->size, 0x200000);
+    ASSERT_EQ(f[3]->addr, ex + 0x600000);
+    ASSERT_EQ(f[3]->size, 0x200000);
+    /* the file holds it, and reads back the same */
+    char path[] = "/tmp/vt-pool-state-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    char err[256];
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r = NULL;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    ASSERT_EQ(r->nsegments, s->nsegments);
+    ASSERT_EQ(r->nblocks, s->nblocks);
+    unlink(path);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
 }
 
 TEST_MAIN()

@@ -103,7 +103,7 @@ static void put_segments(vt__pickle_writer *w, const vt__snapshot_data *s)
         put_key_u64(w, "active_size", active);
         put_key_u64(w, "requested_size", requested);
         put_key_u64(w, "stream", g->stream);
-        put_key_str(w, "segment_type", g->pool == VT_POOL_SMALL ? "small" : "large");
+        put_key_str(w, "segment_type", vt__pool_kind(g->pool) == VT_POOL_SMALL ? "small" : "large");
         vt__pw_str(w, "segment_pool_id");
         vt__pw_tuple_begin(w);
         vt__pw_int(w, 0);

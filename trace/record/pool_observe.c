@@ -101,26 +101,41 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
     if (!vt__rec_on())
         return 0;
     switch (kind) {
-    case VT_EV_ALLOC:
-        vt__trace(.kind = VT_EV_ALLOC, .device = device, .stream = stream, .addr = addr,
-                  .req_size = size, .size = aux ? aux : size, .stack = vt__stack_capture(),
-                  .aux = VT_ALLOC_POOL_BLOCK);
+    /* Each also kept in the book of what is alive (pool_state.c), which a
+     * snapshot lists where the ring lost the events. */
+    case VT_EV_ALLOC: {
+        uint32_t stack = vt__stack_capture();
+        uint64_t block = aux ? aux : size;
+        uint64_t seq = vt__trace(.kind = VT_EV_ALLOC, .device = device, .stream = stream,
+                                 .addr = addr, .req_size = size, .size = block, .stack = stack,
+                                 .aux = VT_ALLOC_POOL_BLOCK);
+        vt__pool_state_alloc(device, addr, block, size, stream, seq, stack);
         return 0;
+    }
     case VT_EV_FREE_REQUESTED:
         /* aux 1: the block counts as active until its FREE_COMPLETED, which
          * the allocator reports when the streams that used it are done. */
         vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = device, .stream = stream,
                   .addr = addr, .size = size, .stack = vt__stack_capture_free(), .aux = 1);
+        vt__pool_state_free_requested(addr);
         return 0;
     case VT_EV_FREE_COMPLETED:
     case VT_EV_SEGMENT_FREE:   /* no stack: views show the free's or the growth's */
         vt__trace(.kind = (uint8_t)kind, .device = device, .stream = stream, .addr = addr,
                   .size = size);
+        if (kind == VT_EV_FREE_COMPLETED)
+            vt__pool_state_free_completed(addr);
+        else
+            vt__pool_state_segment_free(addr, size);
         return 0;
-    case VT_EV_SEGMENT_ALLOC:
-        vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device, .stream = stream,
-                  .addr = addr, .size = size, .stack = vt__stack_capture(), .aux = aux);
+    case VT_EV_SEGMENT_ALLOC: {
+        uint32_t stack = vt__stack_capture();
+        uint64_t seq = vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device,
+                                 .stream = stream, .addr = addr, .size = size, .stack = stack,
+                                 .aux = aux);
+        vt__pool_state_segment_alloc(device, addr, size, stream, seq, stack, (int)aux);
         return 0;
+    }
     case VT_EV_EMPTY_CACHE:   /* the program emptied the framework's cache */
         vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = device, .stack = vt__stack_capture());
         return 0;

@@ -93,4 +93,18 @@ void vt__pool_add_devices(vt__snapshot_data *s);
 /* The observed allocator's settings (vt_pool_settings), "" when none. */
 void vt__pool_settings(char *buf, size_t len);
 
+/* The observed allocator's book of what it holds (pool_state.c), kept by
+ * vt_pool_event: its blocks (ALLOC, FREE_REQUESTED, FREE_COMPLETED) and
+ * segments (SEGMENT_ALLOC, SEGMENT_FREE). */
+void vt__pool_state_alloc(int device, uint64_t addr, uint64_t size, uint64_t req_size,
+                          uint64_t stream, uint64_t seq, uint32_t stack);
+void vt__pool_state_free_requested(uint64_t addr);
+void vt__pool_state_free_completed(uint64_t addr);
+void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint64_t stream,
+                                  uint64_t seq, uint32_t stack, int pool);
+void vt__pool_state_segment_free(uint64_t addr, uint64_t size);
+/* Add its segments (pools VT_POOL_FRAMEWORK_*), tiled by their live blocks
+ * and free space, to `s`'s state. @return 0, or -ENOMEM (then none added). */
+int vt__pool_state_add(vt__snapshot_data *s);
+
 #endif /* VT_TRACE_RECORDER_H */

@@ -320,6 +320,12 @@ int vt__snapshot_build(vt__snapshot_data **out)
         if (pool & VT_META_POOL_OBSERVED) {
             s->meta.flags &= ~(uint32_t)(VT_META_STATE_COMPLETE | VT_META_DEVICE_PEAKS);
             vt__pool_add_devices(s);   /* before the strings are exported: its name */
+            /* its segments and live blocks, which the ring may have lost the
+             * events of (without them: as before, the window's alone) */
+            if (vt__pool_state_add(s) != 0)
+                fprintf(stderr, "vramtrace: PyTorch's allocator state could not be listed "
+                                "(out of memory); the snapshot shows its blocks and segments "
+                                "from the kept events only\n");
         }
         rc = vt__strtab_init(&st);
         if (rc == 0)

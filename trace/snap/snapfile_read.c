@@ -28,9 +28,12 @@
 
 const char *const vt__section_names[NKNOWN + 1] = {
     "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines", "frame flags",
+    "framework state",
 };
-/* Sections a file may leave out (format.h): FIRST_LINES, FRAME_FLAGS. */
-#define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES || (id) == VT_SECTION_FRAME_FLAGS)
+/* Sections a file may leave out (format.h): FIRST_LINES, FRAME_FLAGS,
+ * FRAMEWORK_STATE. */
+#define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES || (id) == VT_SECTION_FRAME_FLAGS || \
+                              (id) == VT_SECTION_FRAMEWORK_STATE)
 
 /* ---- header and table --------------------------------------------------- */
 
@@ -124,7 +127,8 @@ int vt__rd_parse_header(struct rd *r)
         if (en.id == 0 || en.id > NKNOWN)
             continue; /* a later minor version's section: skip */
         if ((en.id == VT_SECTION_FIRST_LINES && r->minor < 4) ||
-            (en.id == VT_SECTION_FRAME_FLAGS && r->minor < 8))
+            (en.id == VT_SECTION_FRAME_FLAGS && r->minor < 8) ||
+            (en.id == VT_SECTION_FRAMEWORK_STATE && r->minor < 10))
             continue; /* not of this file's version: what an older reader does */
         if (r->sec[en.id].present)
             return rfail(r, "section table at byte offset %llu: section '%s' appears twice",
@@ -509,26 +513,36 @@ static int dec_stacks(struct rd *r, const unsigned char *raw, size_t n)
     return 0;
 }
 
-static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
+/* STATE, or FRAMEWORK_STATE (`framework`: its segments come after STATE's,
+ * their pools the framework's). One encoding for both. */
+static int dec_segments(struct rd *r, const unsigned char *raw, size_t n, bool framework)
 {
     vt__snapshot_data *s = r->s;
     vt__cur c = vt__cur_make(raw, n);
     uint64_t nseg = vt__get_varint(&c), nblk = vt__get_varint(&c);
+    uint64_t want = r->sec[framework ? VT_SECTION_FRAMEWORK_STATE : VT_SECTION_STATE].count;
     NEED(&c, "state header");
-    if (nseg != r->sec[VT_SECTION_STATE].count)
+    if (nseg != want)
         return SFAIL(r, (size_t)0, "%llu segments, but the section table says %llu",
-                     (unsigned long long)nseg,
-                     (unsigned long long)r->sec[VT_SECTION_STATE].count);
-    if (nseg > n / 6 || nblk > n / 6 || nblk > UINT32_MAX)
+                     (unsigned long long)nseg, (unsigned long long)want);
+    if (nseg > n / 6 || nblk > n / 6 || nblk > UINT32_MAX - s->nblocks)
         return SFAIL(r, (size_t)0, "%llu segments / %llu blocks cannot fit in %zu bytes",
                      (unsigned long long)nseg, (unsigned long long)nblk, n);
-    s->segments = calloc(nseg + 1, sizeof *s->segments);
-    s->blocks = calloc(nblk + 1, sizeof *s->blocks);
-    if (!s->segments || !s->blocks)
+    size_t seg0 = s->nsegments, blk0 = s->nblocks;
+    vt__snap_segment *segs = realloc(s->segments, (seg0 + nseg + 1) * sizeof *segs);
+    if (segs)
+        s->segments = segs;
+    vt__snap_block *blks = realloc(s->blocks, (blk0 + nblk + 1) * sizeof *blks);
+    if (blks)
+        s->blocks = blks;
+    if (!segs || !blks)
         return rfail(r, "state: out of memory"), -ENOMEM;
-    s->nsegments = nseg;
-    uint64_t end = 0, nb = 0;
-    for (uint64_t i = 0; i < nseg; i++) {
+    memset(segs + seg0, 0, (nseg + 1) * sizeof *segs);
+    memset(blks + blk0, 0, (nblk + 1) * sizeof *blks);
+    s->nsegments = seg0 + nseg;
+    uint64_t end = 0, nb = blk0;
+    nblk += blk0;
+    for (uint64_t i = seg0; i < seg0 + nseg; i++) {
         vt__snap_segment *g = &s->segments[i];
         size_t off = vt__cur_off(&c);
         g->addr = end + (uint64_t)vt__get_svarint(&c);
@@ -541,8 +555,11 @@ static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
         if (dev < INT8_MIN || dev > INT8_MAX)
             return SFAIL(r, off, "segment %llu: device %lld out of range",
                          (unsigned long long)i, (long long)dev);
-        if (g->pool > VT_POOL_UNCACHED)
-            return SFAIL(r, off, "segment %llu: unknown pool %u", (unsigned long long)i, g->pool);
+        if (g->pool > (framework ? VT_POOL_LARGE : VT_POOL_UNCACHED))
+            return SFAIL(r, off, "segment %llu: unknown pool %u", (unsigned long long)(i - seg0),
+                         g->pool);
+        if (framework)   /* in memory: the framework's (vt__pool_kind undoes it) */
+            g->pool = g->pool == VT_POOL_SMALL ? VT_POOL_FRAMEWORK_SMALL : VT_POOL_FRAMEWORK_LARGE;
         if (g->addr + g->size < g->addr)
             return SFAIL(r, off, "segment %llu wraps around the address space",
                          (unsigned long long)i);
@@ -590,11 +607,21 @@ static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
     }
     if (nb != nblk)
         return SFAIL(r, vt__cur_off(&c), "%llu blocks announced, %llu found",
-                     (unsigned long long)nblk, (unsigned long long)nb);
+                     (unsigned long long)(nblk - blk0), (unsigned long long)(nb - blk0));
     s->nblocks = nblk;
     if (vt__cur_left(&c))
         return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last segment", vt__cur_left(&c));
     return 0;
+}
+
+static int dec_state(struct rd *r, const unsigned char *raw, size_t n)
+{
+    return dec_segments(r, raw, n, false);
+}
+
+static int dec_framework_state(struct rd *r, const unsigned char *raw, size_t n)
+{
+    return dec_segments(r, raw, n, true);
 }
 
 static inline void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
@@ -775,7 +802,7 @@ int vt__rd_decode_sections(struct rd *r)
         { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_FIRST_LINES, dec_first_lines },
         { VT_SECTION_FRAME_FLAGS, dec_frame_flags },
         { VT_SECTION_STACKS, dec_stacks },   { VT_SECTION_STATE, dec_state },
-        { VT_SECTION_EVENTS, dec_events },
+        { VT_SECTION_FRAMEWORK_STATE, dec_framework_state }, { VT_SECTION_EVENTS, dec_events },
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !rc; i++) {

@@ -98,7 +98,7 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
         if (g->first_block != nb || g->nblocks > s->nblocks - nb)
             BAD("segment %zu: blocks %u..+%u do not follow the previous segment's (%zu of %zu)",
                 i, g->first_block, g->nblocks, nb, s->nblocks);
-        if (g->pool > VT_POOL_UNCACHED)
+        if (g->pool > VT_POOL_FRAMEWORK_LARGE)
             BAD("segment %zu has unknown pool %u", i, g->pool);
         if (g->addr + g->size < g->addr)
             BAD("segment %zu wraps around the address space", i);
@@ -239,19 +239,36 @@ static void enc_stacks(const vt__snapshot_data *s, vt__buf *b)
     }
 }
 
-static void enc_state(const vt__snapshot_data *s, vt__buf *b)
+/* The segments (and their blocks) of the allocator's state, or with
+ * `framework` those of an observed framework allocator (FRAMEWORK_STATE,
+ * its pools written as SMALL and LARGE): one encoding for both. */
+static size_t nsegments_of(const vt__snapshot_data *s, bool framework)
 {
-    vt__put_varint(b, s->nsegments);
-    vt__put_varint(b, s->nblocks);
+    size_t n = 0;
+    for (size_t i = 0; i < s->nsegments; i++)
+        n += vt__pool_is_framework(s->segments[i].pool) == framework;
+    return n;
+}
+
+static void enc_state(const vt__snapshot_data *s, bool framework, vt__buf *b)
+{
+    size_t nblocks = 0;
+    for (size_t i = 0; i < s->nsegments; i++)
+        if (vt__pool_is_framework(s->segments[i].pool) == framework)
+            nblocks += s->segments[i].nblocks;
+    vt__put_varint(b, nsegments_of(s, framework));
+    vt__put_varint(b, nblocks);
     uint64_t end = 0;
     for (size_t i = 0; i < s->nsegments; i++) {
         const vt__snap_segment *g = &s->segments[i];
+        if (vt__pool_is_framework(g->pool) != framework)
+            continue;
         vt__put_svarint(b, (int64_t)(g->addr - end));
         end = g->addr + g->size;
         vt__put_varint(b, g->size);
         vt__put_varint(b, g->stream);
         vt__put_svarint(b, g->device);
-        vt__put_u8(b, g->pool);
+        vt__put_u8(b, vt__pool_kind(g->pool));
         vt__put_varint(b, g->nblocks);
         for (size_t k = 0; k < g->nblocks; k++) {
             const vt__snap_block *bl = &s->blocks[g->first_block + k];
@@ -411,7 +428,7 @@ static ZSTD_CCtx *new_cctx(void)
  * compressed. @return the sections in the file (6, or 7 with FIRST_LINES),
  * or a negative errno. */
 /* The sections a file of this version has at most (format.h). */
-#define MAX_SECTIONS 8
+#define MAX_SECTIONS 9
 
 static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct section *secs)
 {
@@ -420,7 +437,7 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
         { .id = VT_SECTION_STRINGS, .count = nstrings_of(s) },
         { .id = VT_SECTION_FRAMES, .count = s->nframes },
         { .id = VT_SECTION_STACKS, .count = nnodes_of(s) },
-        { .id = VT_SECTION_STATE, .count = s->nsegments },
+        { .id = VT_SECTION_STATE, .count = nsegments_of(s, false) },
         { .id = VT_SECTION_EVENTS, .count = s->nevents },
     };
     memcpy(secs, init, sizeof init);
@@ -428,10 +445,10 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
     enc_strings(s, &secs[1].raw);
     enc_frames(s, &secs[2].raw);
     enc_stacks(s, &secs[3].raw);
-    enc_state(s, &secs[4].raw);
+    enc_state(s, false, &secs[4].raw);
     /* The optional sections last, each only when it says something (format.h):
-     * without first lines and frame flags the file is what a 1.3 writer
-     * wrote, bar the version. */
+     * without first lines, frame flags and a framework's state the file is
+     * what a 1.3 writer wrote, bar the version. */
     int nsec = 6;
     if (any_first_line(s)) {
         secs[nsec] = (struct section){ .id = VT_SECTION_FIRST_LINES, .count = s->nframes };
@@ -440,6 +457,11 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
     if (any_frame_flags(s)) {
         secs[nsec] = (struct section){ .id = VT_SECTION_FRAME_FLAGS, .count = s->nframes };
         enc_frame_flags(s, &secs[nsec++].raw);
+    }
+    size_t nframework = nsegments_of(s, true);
+    if (nframework) {
+        secs[nsec] = (struct section){ .id = VT_SECTION_FRAMEWORK_STATE, .count = nframework };
+        enc_state(s, true, &secs[nsec++].raw);
     }
     int rc = 0;
     for (int i = 0; i < nsec && !rc; i++) {

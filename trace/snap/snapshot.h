@@ -184,6 +184,21 @@ enum vt__frame_fold {
 };
 enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *f);
 
+/* Whether a state segment's pool is an observed framework allocator's
+ * (VT_POOL_FRAMEWORK_*, read from FRAMEWORK_STATE). */
+static inline bool vt__pool_is_framework(uint8_t pool)
+{
+    return pool == VT_POOL_FRAMEWORK_SMALL || pool == VT_POOL_FRAMEWORK_LARGE;
+}
+
+/* A pool as its kind of segments: the framework's small and large are
+ * small and large (the pools of its SEGMENT_ALLOC events). */
+static inline uint8_t vt__pool_kind(uint8_t pool)
+{
+    return pool == VT_POOL_FRAMEWORK_SMALL ? VT_POOL_SMALL
+         : pool == VT_POOL_FRAMEWORK_LARGE ? VT_POOL_LARGE : pool;
+}
+
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt__snapshot_free(vt__snapshot_data *s);
 

@@ -418,14 +418,18 @@ int vt__tl_merge_state(struct builder *b)
 {
     const vt__snapshot_data *s = b->s;
     vt__timeline *tl = b->tl;
+    const bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
     for (size_t gi = 0; gi < s->nsegments; gi++) {
         const vt__snap_segment *sg = &s->segments[gi];
+        /* an observed framework's segment: its blocks are its own, as its
+         * ALLOCs' (VT_ALLOC_POOL_BLOCK); the state's others are libraries' */
+        const bool framework = vt__pool_is_framework(sg->pool);
         uint32_t idx;
         vt__segment_span *g = open_span(b, sg->addr, sg->size, sg->device, VT_LT_FROM_STATE, &idx);
         if (!g)
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         g->stream = sg->stream;
-        g->pool = sg->pool;
+        g->pool = vt__pool_kind(sg->pool);
         g->state_segment = (uint32_t)gi;
 
         for (size_t k = 0; k < sg->nblocks; k++) {
@@ -458,6 +462,8 @@ int vt__tl_merge_state(struct builder *b)
             l->alloc_stack = bl->stack;
             l->device = sg->device;
             l->flags = VT_LT_FROM_STATE;
+            if (observed && !framework)
+                l->flags |= VT_LT_OUTSIDE_POOL;
             if (bl->alloc_seq && tl->nevents && bl->alloc_seq > tl->last_seq) {
                 l->flags |= VT_LT_AFTER_WINDOW;
             } else {
