@@ -179,6 +179,8 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
         } else {
             r->allocated += l->size;
         }
+        if (!outside && l->alloc_event == VT_TL_NONE)
+            r->before_window += l->size;
         if (g >= 0)
             occ[nocc++] = (span){ l->addr, l->addr + l->size };
     }
@@ -561,6 +563,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
     r->reproduced = res[0].oom.happened && res[0].oom.event_index <= r->event
                     && res[0].oom.device == r->device;
     r->baseline_oom_event = res[0].oom.happened ? res[0].oom.event_index : SIZE_MAX;
+    r->events_lost = res[0].events_lost;
     r->baseline_peak = vt__replay_peak_reserved(&res[0]);
     for (size_t i = first; i < n; i++) {
         cand[i].capacity = cap;

@@ -105,6 +105,9 @@ typedef struct vt__oom_report {
     uint64_t outside_allocated;
     uint64_t passthrough;      /* device memory the cache did not serve, alive */
     uint64_t other;            /* total - free - the above: others, contexts */
+    uint64_t events_lost;      /* the ring overwrote the recording's first events */
+    uint64_t before_window;    /* of the allocated and pending bytes, those made before the
+                                  window (the replay starts without them) */
     /* what was alive */
     vt__oom_site *sites;
     size_t nsites;

@@ -122,6 +122,10 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
         fputc('\n', f);
     } else if (r->replayed && r->reproduced) {
         fputs("  nothing tried fits in the replay, not even a bigger device\n", f);
+    } else if (r->replayed && !r->reproduced && r->events_lost && r->before_window) {
+        fprintf(f, "  the replay does not run out of memory where the program did: it starts "
+                   "without the %s allocated before the ring's window; no fix is verified\n",
+                vt__fmt_bytes(r->before_window, b1));
     } else if (r->replayed && !r->reproduced) {
         fputs("  the replay does not run out of memory where the program did: no fix is "
               "verified\n", f);
@@ -238,6 +242,17 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     if (r->reproduced) {
         fprintf(f, "  as recorded, the replay runs out of memory too (event %zu", r->baseline_oom_event);
         fputs(r->baseline_oom_event == r->event ? ", the same request)\n" : ")\n", f);
+    } else if (r->events_lost && r->before_window) {
+        /* the replay walks the kept events only: what was made before them
+         * and still held at the OOM is missing from its device */
+        fprintf(f, "  as recorded, the replay does %s (peak reserved %s): the ring overwrote "
+                   "the recording's first %" PRIu64 " events, and the replay starts without "
+                   "what they allocated (%s of it held at the OOM), so no fix is verified; a "
+                   "larger ring keeps it (VRAMTRACE_CONF=ring:SIZE)\n",
+                r->baseline_oom_event == SIZE_MAX ? "not run out of memory"
+                                                  : "run out of memory only later",
+                vt__fmt_bytes(r->baseline_peak, b1), r->events_lost,
+                vt__fmt_bytes(r->before_window, b2));
     } else {
         fprintf(f, "  as recorded, the replay does %s (peak reserved %s): the replay's rules "
                    "differ from the recorded allocator's here, so no fix is verified\n",
@@ -373,8 +388,9 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
             fputs("null", f);
         else
             fprintf(f, "%zu", r->baseline_oom_event);
-        fprintf(f, ", \"peak_reserved\": %" PRIu64 ", \"replays\": %zu, \"min_capacity\": ",
-                r->baseline_peak, r->nreplays);
+        fprintf(f, ", \"peak_reserved\": %" PRIu64 ", \"replays\": %zu, \"events_lost\": %" PRIu64
+                   ", \"before_window_bytes\": %" PRIu64 ", \"min_capacity\": ",
+                r->baseline_peak, r->nreplays, r->events_lost, r->before_window);
         if (r->min_capacity)
             fprintf(f, "%" PRIu64 "}", r->min_capacity);
         else

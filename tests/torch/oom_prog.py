@@ -18,6 +18,11 @@
     python oom_prog.py big     more live tensors than the device holds
                                (nothing but a bigger device fits), after a
                                matrix product (cuBLAS's own workspace)
+    python oom_prog.py late    a training loop of 300 small steps whose first
+                               five keep 20 MiB each, then a request the rest
+                               of the device cannot hold (more events than a
+                               small ring keeps: what the first steps made is
+                               held but overwritten)
 
 Each prints "done" when it did not run out of memory; an out-of-memory
 error ends it with PyTorch's exception, as it would end a training script.
@@ -96,6 +101,20 @@ def big() -> None:
     print("live", a.numel() + b.numel())
 
 
+def late() -> None:
+    w = torch.nn.Parameter(torch.ones(256, 256, device="cuda"))
+    opt = torch.optim.SGD([w], lr=0.1)
+    kept = []
+    for step in range(300):
+        loss = (w @ w).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if step < 5:
+            kept.append(torch.empty(20 * MIB, dtype=torch.uint8, device="cuda"))
+    torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
+
+
 if __name__ == "__main__":
     pickle_path = sys.argv[3] if sys.argv[2:3] == ["--torch-snapshot"] else None
     if os.environ.get("VT_TEST_SLOW_SNAPSHOT_HOOK"):
@@ -108,7 +127,7 @@ if __name__ == "__main__":
         torch.cuda.memory._record_memory_history(max_entries=100000)
     try:
         {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
-         "first_step": first_step}[sys.argv[1]]()
+         "first_step": first_step, "late": late}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

@@ -9,6 +9,7 @@ imports torch.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -166,6 +167,34 @@ def test_nothing_but_a_bigger_device_fits(tmp_path):
     assert "32 MiB held for libraries' own allocations (32 MiB of them alive)" in text, text
     assert "no setting and no earlier free would have fit: only more memory" in text, text
     assert "tried, would not fit:" in text, text
+
+
+def test_an_oom_after_the_ring_overwrote_the_start_says_why_no_fix_is_verified(tmp_path):
+    """oom_prog.py late under a 1024-event ring: what the first steps kept
+    (and the weights) was allocated before the window. The replay walks the
+    kept events only, so it starts without that memory and fits where the
+    program did not: neither `run`'s summary nor `oom` may offer a fix, and
+    both say it is the ring (before: "the replay's rules differ from the
+    recorded allocator's"). With the whole recording the same program's OOM
+    is replayed and a bigger device verified."""
+    snap = str(tmp_path / "late.vtsnap")
+    rc, out, err = prog("late", snap, run_args=("--conf", "max_events:1024"))
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    assert "it starts without the" in err and "allocated before the ring's window" in err, \
+        err[-3000:]
+    assert "fixes that fit" not in err, err[-3000:]
+    j = oom_json(snap)
+    assert verified(j) == [], j["fixes"]
+    assert j["replay"]["events_lost"] > 0 and j["replay"]["before_window_bytes"] >= 100 * MIB, \
+        j["replay"]
+    text = vramtrace.oom_text(snap)
+    assert re.search(r"the ring overwrote the recording's first \d+ events, and the replay "
+                     r"starts without what they allocated \(\d+(\.\d+)? MiB of it held at "
+                     r"the OOM\)", text), text
+    whole = str(tmp_path / "whole.vtsnap")
+    rc, out, err = prog("late", whole)
+    assert rc == 1 and "fixes that fit, checked by replaying the run: a device" in err, \
+        err[-3000:]
 
 
 def test_an_evaluation_that_runs_out_names_its_growing_line_without_track(tmp_path):
