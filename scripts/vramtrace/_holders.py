@@ -76,7 +76,7 @@ class HolderBook:
 
     def emit(self, res: WalkResult, scope: Optional[str] = None,
              extra: Tuple[Edge, ...] = (), extra_ids: Optional[Dict[NodeKey, int]] = None,
-             only: Optional[Set[int]] = None) -> Set[_Ref]:
+             only: Optional[Set[int]] = None, again: bool = False) -> Set[_Ref]:
         """Assert the references of ``res`` (plus ``extra``).
 
         The walk's references are recorded before ``extra``'s: a collection's
@@ -85,12 +85,19 @@ class HolderBook:
         With a ``scope``, references that scope asserted before and that this
         walk did not find again are retracted (``unref``). With ``only`` (the
         tensor ids a partial walk started from), just the references to
-        those are: the others stay asserted, and in the scope."""
+        those are: the others stay asserted, and in the scope.
+
+        ``again`` (a snapshot's walk): every reference found is asserted
+        again and every holder in it named again (``tensor_name`` on its
+        id), though asserted before: on a run longer than the ring, the
+        events that declared them may be gone, and the snapshot's chains
+        must not stop at a nameless holder."""
         if not res.edges and not extra and not (scope is not None and self._scopes.get(scope)):
             return set()   # nothing to assert, nothing to retract (a clean loop's marks)
         frame_ids: Dict[int, int] = {}
         ids = dict(extra_ids or {})
         now: Dict[Tuple[int, int], str] = {}
+        holder_names: Dict[int, str] = {}   # (again) holder id -> its name
         groups: List[List[Tuple[int, int]]] = []
         for edges in (res.edges, extra):
             group = []
@@ -98,9 +105,13 @@ class HolderBook:
                 src = ids.get(e.src)
                 if src is None:
                     src = ids[e.src] = self.node_id(e.src, res, frame_ids)
+                    if again and e.src[0] != "t" and e.src in res.names:
+                        holder_names[src] = res.names[e.src]
                 dst = ids.get(e.dst)
                 if dst is None:
                     dst = ids[e.dst] = self.node_id(e.dst, res, frame_ids)
+                    if again and e.dst[0] != "t" and e.dst in res.names:
+                        holder_names[dst] = res.names[e.dst]
                 if (src, dst) not in now:
                     now[(src, dst)] = e.label
                     group.append((src, dst))
@@ -108,8 +119,11 @@ class HolderBook:
         # unref takes no label: a pair is one reference, its label the first found.
         before = self._scopes.get(scope, {}) if scope is not None else {}
         for pair in groups[0] + groups[1]:
-            if before.get(pair) != now[pair]:
+            if again or before.get(pair) != now[pair]:
                 self._lib.ref(pair[0], pair[1], now[pair])
+        if holder_names and getattr(self._lib, "can_rename", False):
+            for hid, name in holder_names.items():   # after the refs: their nodes exist
+                self._lib.tensor_name(hid, name)
         if scope is not None:
             for pair in sorted(set(before) - set(now)):
                 if only is None or pair[1] in only:

@@ -106,6 +106,36 @@ TEST(ignore_patterns)
     synth_fini(&y);
 }
 
+/* A holder whose HOLDER_NEW the ring overwrote is nameless ("holder #71")
+ * until a TENSOR_NAME names it (the tracker's snapshot walk names its
+ * holders again after their refs); a holder with a name keeps it. */
+TEST(a_holder_declared_before_the_window_takes_the_name_given_again)
+{
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_new_tensor(&y, 70, ACT1, MiB, "t", st_fwd);
+            synth_holder(&y, 73, "named");
+            synth_ref(&y, 71, 72, ".kept");     /* 71, 72: declared before the window */
+            synth_ref(&y, 72, 70, "[0]");
+        }
+    }
+    synth_name(&y, 71, "module __main__");
+    synth_name(&y, 72, "list");
+    synth_name(&y, 73, "renamed");           /* named already: left alone */
+    synth_ref(&y, 73, 70, "[1]");
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
+    ASSERT_EQ(f->npaths, 2);
+    ASSERT_STR_EQ(path_text(f, 0), "named[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    ASSERT_STR_EQ(path_text(f, 1), "module __main__.kept \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 't' "
+                                   "\xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(max_paths_and_multiple_roots)
 {
     /* One storage held by three lists: three roots, shortest first. */

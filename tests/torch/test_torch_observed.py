@@ -165,6 +165,26 @@ def test_a_run_longer_than_the_ring_still_counts_what_pytorch_made_before_it(tmp
     assert len(early) >= 3, [(lt["alloc_seq"], lt["flags"]) for lt in pool_blocks][:20]
 
 
+def test_run_track_longer_than_the_ring_still_names_the_holder(tmp_path):
+    """train_leak.py leak under `run --track` with a ring (2048 events) that
+    the run overflows three times: the list `history` was declared as a
+    holder, and the module's reference to it asserted, at the first walk;
+    those events are gone by the snapshot. Its walk names its holders and
+    asserts its references again, so the chain still reads from the module
+    (before: `holder #*[*] → tensor ...`, the list nameless)."""
+    snap = str(tmp_path / "ring.vtsnap")
+    out = train("leak", snap, "--steps", "40",
+                run_args=("--track", "--conf", "max_events:2048"))
+    assert "not observed" not in out, out[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert rc == 1, text[-3000:]
+    assert "the ring overwrote the run's first" in text, text[:2000]
+    assert re.search(r"held by: module __main__\.history → list\[\*\] → tensor "
+                     rf"'logits = model\(x\) .*\(train_leak\.py:{LOGITS_LINE}\)'", text), \
+        text[:4000]
+    assert "holder #" not in text, text[:4000]
+
+
 def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
     snap = str(tmp_path / "track.vtsnap")
     train("leak", snap, "--steps", "6", run_args=("--track",))

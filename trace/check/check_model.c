@@ -704,10 +704,13 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
         /* The node keeps one name: the latest. Findings are made after the
          * whole walk, so owner, last use and path steps all show the name
          * the tensor has at the end of the snapshot, also for what
-         * happened before the rename. A holder id or an unknown one is
-         * left alone (the event names tensors only). */
+         * happened before the rename. A holder takes it only where it has
+         * none: one whose HOLDER_NEW the ring overwrote (the tracker names
+         * its holders again at a snapshot's walk, after their refs); a
+         * named holder and an unknown id are left alone. */
         x = vt__u64map_get(&m->ids, e->aux);
-        if (x != CK_NONE && m->nodes[x].kind == VT_CHECK_NODE_TENSOR)
+        if (x != CK_NONE && (m->nodes[x].kind == VT_CHECK_NODE_TENSOR ||
+                             (m->nodes[x].kind == VT_CHECK_NODE_HOLDER && !m->nodes[x].name)))
             m->nodes[x].name = e->str;
         break;
     case VT_EV_HOLDER_NEW:

@@ -482,7 +482,7 @@ class _Walks:
         del hook_nodes
         only = None if full else {k[1] for k in starts}
         starts.clear()
-        self._book.emit(res, "stale", extra, only=only)
+        self._book.emit(res, "stale", extra, only=only, again=final)
         del res
         if not full:
             self.partial_walks += 1
