@@ -82,7 +82,9 @@
  *   TENSOR_NAME      (since 1.1) aux = tensor id, str = its new name: the
  *                    tensor keeps its id, storage and uses; views show the
  *                    latest name a tensor has in the snapshot (also for what
- *                    happened before the rename)
+ *                    happened before the rename). With a holder id: the
+ *                    holder's name where the snapshot has none for it (its
+ *                    HOLDER_NEW left the ring); a named holder keeps its own
  *   PAUSE            (since 1.9) aux = its length in ns: the tool that
  *                    records stopped the program just before this event for
  *                    its own work (a tracker's holder walk at a mark or a
