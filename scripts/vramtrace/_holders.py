@@ -99,19 +99,18 @@ class HolderBook:
         now: Dict[Tuple[int, int], str] = {}
         holder_names: Dict[int, str] = {}   # (again) holder id -> its name
         groups: List[List[Tuple[int, int]]] = []
+
+        def resolve(key: NodeKey) -> int:
+            got = ids.get(key)
+            if got is None:
+                got = ids[key] = self.node_id(key, res, frame_ids)
+                if again and key[0] != "t" and key in res.names:
+                    holder_names[got] = res.names[key]
+            return got
         for edges in (res.edges, extra):
             group = []
             for e in edges:
-                src = ids.get(e.src)
-                if src is None:
-                    src = ids[e.src] = self.node_id(e.src, res, frame_ids)
-                    if again and e.src[0] != "t" and e.src in res.names:
-                        holder_names[src] = res.names[e.src]
-                dst = ids.get(e.dst)
-                if dst is None:
-                    dst = ids[e.dst] = self.node_id(e.dst, res, frame_ids)
-                    if again and e.dst[0] != "t" and e.dst in res.names:
-                        holder_names[dst] = res.names[e.dst]
+                src, dst = resolve(e.src), resolve(e.dst)
                 if (src, dst) not in now:
                     now[(src, dst)] = e.label
                     group.append((src, dst))

@@ -33,7 +33,8 @@ typedef struct item {
     uint64_t addr, size, req_size, stream, seq;
     uint32_t stack;
     int8_t device;
-    uint8_t state;   /* a block's vt_block_state; a segment's pool (VT_POOL_SMALL/LARGE) */
+    uint8_t state;   /* a block's vt_block_state */
+    uint8_t pool;    /* a segment's pool (VT_POOL_SMALL/LARGE) */
 } item;
 
 /* One table of items, with the address of each to its index. */
@@ -87,9 +88,15 @@ static void drop_index(book *b, uint32_t i)
     b->n--;
 }
 
+/* The index of the item at addr, VT__U64MAP_NONE when none (or no book yet). */
+static uint32_t find(const book *b, uint64_t addr)
+{
+    return b->at.mask ? vt__u64map_get(&b->at, addr) : VT__U64MAP_NONE;
+}
+
 static void drop(book *b, uint64_t addr)
 {
-    uint32_t i = b->at.mask ? vt__u64map_get(&b->at, addr) : VT__U64MAP_NONE;
+    uint32_t i = find(b, addr);
     if (i != VT__U64MAP_NONE)
         drop_index(b, i);
 }
@@ -108,7 +115,7 @@ void vt__pool_state_alloc(int device, uint64_t addr, uint64_t size, uint64_t req
 void vt__pool_state_free_requested(uint64_t addr)
 {
     pthread_mutex_lock(&lock);
-    uint32_t i = blocks.at.mask ? vt__u64map_get(&blocks.at, addr) : VT__U64MAP_NONE;
+    uint32_t i = find(&blocks, addr);
     if (i != VT__U64MAP_NONE)
         blocks.items[i].state = VT_BLOCK_ACTIVE_PENDING_FREE;
     pthread_mutex_unlock(&lock);
@@ -125,7 +132,7 @@ void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint
                                   uint64_t seq, uint32_t stack, int pool)
 {
     item it = { .addr = addr, .size = size, .stream = stream, .seq = seq, .stack = stack,
-                .device = (int8_t)device, .state = (uint8_t)pool };
+                .device = (int8_t)device, .pool = (uint8_t)pool };
     pthread_mutex_lock(&lock);
     put(&segments, &it);
     pthread_mutex_unlock(&lock);
@@ -138,7 +145,7 @@ void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint
 void vt__pool_state_segment_free(uint64_t addr, uint64_t size)
 {
     pthread_mutex_lock(&lock);
-    uint32_t i = segments.at.mask ? vt__u64map_get(&segments.at, addr) : VT__U64MAP_NONE;
+    uint32_t i = find(&segments, addr);
     if (i != VT__U64MAP_NONE && segments.items[i].size == size) {
         drop_index(&segments, i);
     } else {
@@ -199,35 +206,44 @@ static int add_alone(vt__snapshot_data *s, const item *it)
     return rc ? rc : vt__snapshot_add_block(s, &bl);
 }
 
+/* The end of the run of touching segments from seg[i] that live blocks
+ * cross (an expandable segment's mapped ranges: one block may span two),
+ * and in *next the first segment after it; blk from index b sorted. */
+static uint64_t run_end(const item *seg, size_t nseg, size_t i, const item *blk, size_t nblk,
+                        size_t b, size_t *next)
+{
+    uint64_t end = seg[i].addr + seg[i].size;
+    size_t j = i + 1;
+    for (;; j++) {
+        uint64_t reach = end;   /* the furthest a block starting inside reaches */
+        for (size_t k = b; k < nblk && blk[k].addr < end; k++)
+            if (blk[k].addr + blk[k].size > reach)
+                reach = blk[k].addr + blk[k].size;
+        if (reach == end || j >= nseg || seg[j].addr != end || seg[j].device != seg[i].device)
+            break;
+        end = seg[j].addr + seg[j].size;
+    }
+    *next = j;
+    return end;
+}
+
 /* The segments, sorted, each tiled by its blocks, sorted, and the free
- * space between them. A run of touching segments that a live block crosses
- * (an expandable segment's mapped ranges) is one. */
+ * space between them. */
 static int add_segments(vt__snapshot_data *s, const item *seg, size_t nseg, const item *blk,
                         size_t nblk)
 {
     size_t b = 0;
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < nseg;) {
-        uint64_t start = seg[i].addr, end = seg[i].addr + seg[i].size;
+    for (size_t i = 0, j; rc == 0 && i < nseg; i = j) {
+        uint64_t start = seg[i].addr;
         for (; rc == 0 && b < nblk && blk[b].addr < start; b++)
             if (blk[b].addr + blk[b].size <= start)   /* else it overlaps: left out */
                 rc = add_alone(s, &blk[b]);
-        size_t j = i + 1;
-        for (;;) {
-            uint64_t reach = end;   /* the furthest a block starting inside reaches */
-            for (size_t k = b; k < nblk && blk[k].addr < end; k++)
-                if (blk[k].addr + blk[k].size > reach)
-                    reach = blk[k].addr + blk[k].size;
-            if (reach == end || j >= nseg || seg[j].addr != end ||
-                seg[j].device != seg[i].device)
-                break;
-            end = seg[j].addr + seg[j].size;
-            j++;
-        }
+        uint64_t end = run_end(seg, nseg, i, blk, nblk, b, &j);
         vt__snap_segment g = { .addr = start, .size = end - start, .stream = seg[i].stream,
                                .device = seg[i].device,
-                               .pool = seg[i].state == VT_POOL_SMALL ? VT_POOL_FRAMEWORK_SMALL
-                                                                     : VT_POOL_FRAMEWORK_LARGE };
+                               .pool = seg[i].pool == VT_POOL_SMALL ? VT_POOL_FRAMEWORK_SMALL
+                                                                    : VT_POOL_FRAMEWORK_LARGE };
         if (rc == 0)
             rc = vt__snapshot_add_segment(s, &g);
         uint64_t at = start;
@@ -242,7 +258,6 @@ static int add_segments(vt__snapshot_data *s, const item *seg, size_t nseg, cons
         }
         if (rc == 0)
             rc = add_gap(s, at, end, g.stream);
-        i = j;
     }
     for (; rc == 0 && b < nblk; b++)
         rc = add_alone(s, &blk[b]);

@@ -242,21 +242,23 @@ static void enc_stacks(const vt__snapshot_data *s, vt__buf *b)
 /* The segments (and their blocks) of the allocator's state, or with
  * `framework` those of an observed framework allocator (FRAMEWORK_STATE,
  * its pools written as SMALL and LARGE): one encoding for both. */
-static size_t nsegments_of(const vt__snapshot_data *s, bool framework)
+static size_t nsegments_of(const vt__snapshot_data *s, bool framework, size_t *nblocks)
 {
-    size_t n = 0;
+    size_t n = 0, nb = 0;
     for (size_t i = 0; i < s->nsegments; i++)
-        n += vt__pool_is_framework(s->segments[i].pool) == framework;
+        if (vt__pool_is_framework(s->segments[i].pool) == framework) {
+            n++;
+            nb += s->segments[i].nblocks;
+        }
+    if (nblocks)
+        *nblocks = nb;
     return n;
 }
 
 static void enc_state(const vt__snapshot_data *s, bool framework, vt__buf *b)
 {
-    size_t nblocks = 0;
-    for (size_t i = 0; i < s->nsegments; i++)
-        if (vt__pool_is_framework(s->segments[i].pool) == framework)
-            nblocks += s->segments[i].nblocks;
-    vt__put_varint(b, nsegments_of(s, framework));
+    size_t nblocks;
+    vt__put_varint(b, nsegments_of(s, framework, &nblocks));
     vt__put_varint(b, nblocks);
     uint64_t end = 0;
     for (size_t i = 0; i < s->nsegments; i++) {
@@ -437,7 +439,7 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
         { .id = VT_SECTION_STRINGS, .count = nstrings_of(s) },
         { .id = VT_SECTION_FRAMES, .count = s->nframes },
         { .id = VT_SECTION_STACKS, .count = nnodes_of(s) },
-        { .id = VT_SECTION_STATE, .count = nsegments_of(s, false) },
+        { .id = VT_SECTION_STATE, .count = nsegments_of(s, false, NULL) },
         { .id = VT_SECTION_EVENTS, .count = s->nevents },
     };
     memcpy(secs, init, sizeof init);
@@ -458,7 +460,7 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
         secs[nsec] = (struct section){ .id = VT_SECTION_FRAME_FLAGS, .count = s->nframes };
         enc_frame_flags(s, &secs[nsec++].raw);
     }
-    size_t nframework = nsegments_of(s, true);
+    size_t nframework = nsegments_of(s, true, NULL);
     if (nframework) {
         secs[nsec] = (struct section){ .id = VT_SECTION_FRAMEWORK_STATE, .count = nframework };
         enc_state(s, true, &secs[nsec++].raw);
