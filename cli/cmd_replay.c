@@ -116,8 +116,12 @@ static void print_text(const char *path, const vt__snapshot_data *s, const vt__r
     if (r->events_lost)
         printf("note: the recording lost its first %" PRIu64 " events (ring overflow): the "
                "replay starts where the window starts\n", r->events_lost);
+    if (r->seeded)
+        printf("note: %zu allocations (%s) made before the window and held when it opened "
+               "are made first, in segments of the replay's choosing\n", r->seeded,
+               vt__fmt_bytes(r->seeded_bytes, b1));
     if (r->skipped_frees)
-        printf("note: %zu frees of allocations made before the window were skipped\n",
+        printf("note: %zu frees of allocations the replay never held were skipped\n",
                r->skipped_frees);
     for (size_t i = 0; i < r->ndevices; i++) {
         const vt__replay_device *d = &r->devices[i];
@@ -262,8 +266,9 @@ static void print_result_json(const vt__snapshot_data *s, const vt__replay_resul
 {
     printf("\"rules\": \"%s\", \"settings\": ", vt__replay_rules_name(r->rules));
     vt__json_str(stdout, r->conf);
-    printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, ", r->events,
-           r->replayed, r->skipped_frees);
+    printf(", \"events\": %zu, \"replayed\": %zu, \"skipped_frees\": %zu, \"seeded\": %zu, ",
+           r->events, r->replayed, r->skipped_frees, r->seeded);
+    json_u64("seeded_bytes", r->seeded_bytes, 1);
     json_u64("events_lost", r->events_lost, 1);
     printf("\"recorded_ooms\": %zu, \"recorded_ooms_served\": %zu, ", r->recorded_ooms,
            r->recorded_ooms_served);

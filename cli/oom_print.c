@@ -123,8 +123,9 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
     } else if (r->replayed && r->reproduced) {
         fputs("  nothing tried fits in the replay, not even a bigger device\n", f);
     } else if (r->replayed && !r->reproduced && r->events_lost && r->before_window) {
-        fprintf(f, "  the replay does not run out of memory where the program did: it starts "
-                   "without the %s allocated before the ring's window; no fix is verified\n",
+        fprintf(f, "  the replay does not run out of memory where the program did: the %s "
+                   "allocated before the ring's window is made first, not as it lay in "
+                   "segments then; no fix is verified\n",
                 vt__fmt_bytes(r->before_window, b1));
     } else if (r->replayed && !r->reproduced) {
         fputs("  the replay does not run out of memory where the program did: no fix is "
@@ -243,12 +244,13 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
         fprintf(f, "  as recorded, the replay runs out of memory too (event %zu", r->baseline_oom_event);
         fputs(r->baseline_oom_event == r->event ? ", the same request)\n" : ")\n", f);
     } else if (r->events_lost && r->before_window) {
-        /* the replay walks the kept events only: what was made before them
-         * and still held at the OOM is missing from its device */
+        /* what was made before the kept events is made first (replay_seed.c),
+         * but where it lay, and what the cache held free around it, is lost */
         fprintf(f, "  as recorded, the replay does %s (peak reserved %s): the ring overwrote "
-                   "the recording's first %" PRIu64 " events, and the replay starts without "
-                   "what they allocated (%s of it held at the OOM), so no fix is verified; a "
-                   "larger ring keeps it (VRAMTRACE_CONF=ring:SIZE)\n",
+                   "the recording's first %" PRIu64 " events; the replay makes what they "
+                   "allocated first (%s of it held at the OOM), but not as it lay in "
+                   "segments then, so no fix is verified; a larger ring keeps it "
+                   "(VRAMTRACE_CONF=ring:SIZE)\n",
                 r->baseline_oom_event == SIZE_MAX ? "not run out of memory"
                                                   : "run out of memory only later",
                 vt__fmt_bytes(r->baseline_peak, b1), r->events_lost,

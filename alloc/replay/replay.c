@@ -13,10 +13,10 @@
 /* The devices the recording allocated on, each with the capacity the
  * replay gives it; the recording's start. */
 static int setup_devices(const vt__snapshot_data *s, vt__event_stream *es,
-                         const vt__replay_options *opt, vt__replay_result *r, char *err,
-                         size_t errlen)
+                         const vt__replay_options *opt, const vt__seeds *seeds,
+                         vt__replay_result *r, char *err, size_t errlen)
 {
-    int n = 0, rc = vt__event_stream_rewind(es);
+    int n = seeds->ndevices, rc = vt__event_stream_rewind(es);
     vt__event ev;
     for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
         rc = 0;
@@ -79,15 +79,23 @@ int vt__replay_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     vt__replay_rules rules = opt->rules == VT_REPLAY_RULES_AUTO ? auto_rules(s) : opt->rules;
     if (rules != VT_REPLAY_RULES_VRAMTRACE && rules != VT_REPLAY_RULES_PYTORCH)
         return vt__errf(err, errlen, -EINVAL, "unknown replay rules %d", (int)opt->rules);
-    int rc = setup_devices(s, es, opt, out, err, errlen);
-    if (rc)
-        return rc;
-    out->rules = rules;
-    out->events = vt__event_stream_count(es);
-    out->events_lost = s->meta.events_overwritten;
-    if (rules == VT_REPLAY_RULES_PYTORCH)
-        return vt__replay_torch(s, es, opt, out, err, errlen);
-    return vt__replay_alloc(s, es, opt, out, err, errlen);
+    vt__seeds read = { 0 };
+    const vt__seeds *seeds = opt->seeds;
+    int rc = 0;
+    if (!seeds && (rc = vt__replay_seeds(s, es, &read, err, errlen)))
+        return rc == -ENOMEM ? vt__errf(err, errlen, rc, "out of host memory") : rc;
+    if (!seeds)
+        seeds = &read;
+    if ((rc = setup_devices(s, es, opt, seeds, out, err, errlen)) == 0) {
+        out->rules = rules;
+        out->events = vt__event_stream_count(es);
+        out->events_lost = s->meta.events_overwritten;
+        rc = rules == VT_REPLAY_RULES_PYTORCH
+                 ? vt__replay_torch(s, es, opt, seeds, out, err, errlen)
+                 : vt__replay_alloc(s, es, opt, seeds, out, err, errlen);
+    }
+    vt__seeds_free(&read);
+    return rc;
 }
 
 int vt__replay_run(const vt__snapshot_data *s, const vt__replay_options *opt,

@@ -66,6 +66,9 @@ typedef struct vt__replay_options {
     vt__replay_rules rules;    /* VT_REPLAY_RULES_AUTO (0) unless set */
     const vt__replay_free_at *free_at; /* frees moved earlier, any order (NULL: none) */
     size_t nfree_at;
+    /* What the program held when the window opened (replay_seed.c), read
+     * once by a sweep for all its replays; NULL: the replay reads it. */
+    const struct vt__seeds *seeds;
 } vt__replay_options;
 
 /* Where the replay ran out of memory (the program would have failed there). */
@@ -128,7 +131,10 @@ typedef struct vt__replay_result {
     uint64_t first_time_ns;    /* the first event's recorded time (0: none) */
     size_t replayed;           /* allocator calls made (allocs, frees, stream
                                   destructions, cache emptyings) */
-    size_t skipped_frees;      /* frees of allocations made before the window */
+    size_t skipped_frees;      /* frees of allocations the replay never held */
+    size_t seeded;             /* allocations held when the window opened (made before
+                                  it, as the snapshot's timeline says), made first */
+    uint64_t seeded_bytes;     /* their bytes (block sizes) */
     size_t early_frees;        /* options.free_at entries replayed (the others came
                                   too late or named no allocation) */
     size_t recorded_ooms;      /* OOM events in the recording (each replayed as the

@@ -181,9 +181,16 @@ static void finish(vt__replay_result *r)
     }
 }
 
+/* The seeds are made: the segments made for them are not the recording's. */
+static void seeded(void *self)
+{
+    (void)self;
+    vt__books.trail.seeded = vt__books.trail.nsegs;
+}
+
 int vt__replay_alloc(const vt__snapshot_data *s, vt__event_stream *es,
-                     const vt__replay_options *opt, vt__replay_result *r, char *err,
-                     size_t errlen)
+                     const vt__replay_options *opt, const vt__seeds *seeds,
+                     vt__replay_result *r, char *err, size_t errlen)
 {
     if (used_once)
         return vt__errf(err, errlen, -EBUSY, "this process has replayed once already");
@@ -203,13 +210,15 @@ int vt__replay_alloc(const vt__snapshot_data *s, vt__event_stream *es,
     uint64_t *rsegs = NULL;
     vt__completions done = { 0 };
     size_t nrsegs = 0;
-    vt__recorded_scope all = { 0 };
+    vt__recorded_scope all = { .seeds = seeds };
     memset(&vt__books, 0, sizeof vt__books);
     vt__books.trail.want_curve = opt->curve;
     rc = vt__replay_recorded(es, &all, r, &rsegs, &nrsegs, &done);
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc, .free = do_free,
-                                   .other = other, .after = after, .oom = oom };
-    if (rc == 0 && (rc = vt__replay_walk(es, opt, &done, r, &en)) == 0 && vt__books.failed)
+                                   .other = other, .after = after, .oom = oom,
+                                   .seeded = seeded };
+    if (rc == 0 && (rc = vt__replay_walk(es, opt, &done, seeds, r, &en)) == 0
+        && vt__books.failed)
         rc = -ENOMEM;
     if (rc == 0) {
         finish(r);

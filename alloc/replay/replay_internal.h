@@ -54,6 +54,8 @@ typedef struct vt__replay_trail {
     vt__replay_point *curve;    /* reserved after each change; NULL unless wanted */
     size_t ncurve, capcurve;
     bool want_curve;
+    size_t seeded;             /* the first segments, made for what was held when the
+                                  window opened: not compared with the recording's */
 } vt__replay_trail;
 
 /* One segment allocation as a comparable code. */
@@ -73,6 +75,36 @@ int vt__trail_reserved(vt__replay_trail *t, int device, int64_t delta, uint64_t 
 void vt__trail_finish(vt__replay_trail *t, const uint64_t *recorded, size_t nrecorded,
                       vt__replay_result *r);
 void vt__trail_free(vt__replay_trail *t);
+
+/* ---- replay_seed.c: what was held when the window opened ---------------- */
+/* An allocation made before the window (or in a gap of it) and held when
+ * it opened: a request to the replayed allocator, made before event `due`. */
+typedef struct vt__seed {
+    size_t due;                /* made before this event (0: before the first) */
+    uint64_t order;            /* among those due together: made in this order */
+    uint64_t addr;             /* recorded address: its recorded free finds it */
+    uint64_t size, req_size;   /* block size; asked (the size when unknown) */
+    uint64_t stream;
+    uint32_t stack;            /* its allocation's, when the state kept it */
+    int8_t device;
+} vt__seed;
+
+typedef struct vt__seeds {
+    vt__seed *v;               /* by due, then order */
+    size_t n;
+    int ndevices;              /* 1 + the highest device of a seed (0: none) */
+    uint64_t reserved[VT_REPLAY_MAX_DEVICES]; /* the replayed allocator's segments
+                                  alive when the window opened, as recorded */
+    uint64_t outside[VT_REPLAY_MAX_DEVICES];  /* device memory a library held outside
+                                  an observed framework's pool then (and to the end) */
+} vt__seeds;
+
+/* The seeds of s, whose events es reads (rewound first): one streamed
+ * reading of its timeline. @return 0, -ENOMEM or the stream's error (one
+ * line in err). */
+int vt__replay_seeds(const vt__snapshot_data *s, struct vt__event_stream *es,
+                     vt__seeds *out, char *err, size_t errlen);
+void vt__seeds_free(vt__seeds *sd);
 
 /* ---- replay_recorded.c: what the recording says ------------------------ */
 /* When each FREE_REQUESTED's block came back: at once, or at its
@@ -104,6 +136,8 @@ typedef struct vt__recorded_scope {
                                   of the replayed allocator; NULL: every one */
     bool frees_name_requests;  /* a FREE_REQUESTED's size is what was asked (PyTorch's
                                   observed allocator): it gives back its ALLOC's size */
+    const vt__seeds *seeds;    /* what was held when the window opened: the recorded
+                                  figures start from it */
 } vt__recorded_scope;
 
 /* The recording's own peaks, segment counts and OOMs into r, its segment
@@ -150,15 +184,25 @@ typedef struct vt__replay_engine {
     void (*oom)(void *self, int device, vt__replay_oom *o);
     /* A block still handed out when the walk ends (NULL: nothing to do). */
     void (*forget)(void *self, uint64_t block);
+    /* Device d held `bytes` outside the replayed allocator's pool when the
+     * window opened (NULL: the engine does not count such memory). */
+    void (*outside)(void *self, int d, uint64_t bytes);
+    /* The seeds due before the first event are made (NULL: nothing to
+     * do): what the engine did for them is not the recording's to compare. */
+    void (*seeded)(void *self);
 } vt__replay_engine;
 
-/* Replay the events of es (rewound first) through `en`: the frees moved
+/* Replay the events of es (rewound first) through `en`: what was held when
+ * the window opened (seeds: made before the event each is due at, as
+ * ALLOCs of their recorded addresses, so that their recorded frees find
+ * them), the frees moved
  * earlier (opt->free_at), recorded frees of blocks the replay holds
  * (completed at once or pending, as c says), recorded OOMs asked again,
  * everything else to en->other. Stops at the first OUT_OF_MEMORY (filling
  * r->oom). @return 0, -ENOMEM or the stream's error. */
 int vt__replay_walk(struct vt__event_stream *es, const vt__replay_options *opt,
-                    const vt__completions *c, vt__replay_result *r, const vt__replay_engine *en);
+                    const vt__completions *c, const vt__seeds *seeds, vt__replay_result *r,
+                    const vt__replay_engine *en);
 
 /* ---- replay_trace.c: the recorder the allocator reports to in a replay -- */
 typedef struct vt__replay_books {
@@ -216,20 +260,21 @@ int vt__early_freed(vt__early *ef, uint64_t addr);
 bool vt__early_recorded_free(vt__early *ef, uint64_t addr);
 
 /* ---- replay_alloc.c: vramtrace's rules, the allocator of this process -- */
-/* Replay `s` (its events read from es) through the allocator on the host
+/* Replay `s` (its events read from es, what was held when its window
+ * opened from seeds) through the allocator on the host
  * device into `r`, whose devices are set. Once per process. @return 0, -EINVAL (bad settings,
  * one line in err) or -ENOMEM. */
 int vt__replay_alloc(const vt__snapshot_data *s, struct vt__event_stream *es,
-                     const vt__replay_options *opt, vt__replay_result *r, char *err,
-                     size_t errlen);
+                     const vt__replay_options *opt, const vt__seeds *seeds,
+                     vt__replay_result *r, char *err, size_t errlen);
 
 /* ---- replay_torch.c: PyTorch's caching allocator, modelled ------------- */
 /* Replay `s` (its events read from es; from s->events too when s holds
- * them) under PyTorch's rules into `r`, whose devices (ordinal, capacity)
- * and ndevices are set. @return 0, -EINVAL (a bad conf, one line in err),
+ * them; what was held when its window opened from seeds) under PyTorch's
+ * rules into `r`, whose devices (ordinal, capacity) and ndevices are set. @return 0, -EINVAL (a bad conf, one line in err),
  * -ENOMEM or the stream's error. */
 int vt__replay_torch(const vt__snapshot_data *s, struct vt__event_stream *es,
-                     const vt__replay_options *opt, vt__replay_result *r, char *err,
-                     size_t errlen);
+                     const vt__replay_options *opt, const vt__seeds *seeds,
+                     vt__replay_result *r, char *err, size_t errlen);
 
 #endif /* VT_REPLAY_INTERNAL_H */

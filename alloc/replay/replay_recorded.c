@@ -122,6 +122,28 @@ void vt__completions_free(vt__completions *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Seeds due before event i: held when the window opened, the recorded
+ * running sums start from them. */
+static int seeds_due(const vt__seeds *sd, size_t *next, size_t i, int64_t *allocated,
+                     vt__rmap *live, vt__replay_result *r)
+{
+    for (; *next < sd->n && sd->v[*next].due <= i; (*next)++) {
+        const vt__seed *x = &sd->v[*next];
+        vt__replay_device *d = &r->devices[x->device];
+        allocated[x->device] += (int64_t)x->size;
+        if (allocated[x->device] > (int64_t)d->recorded_peak_allocated)
+            d->recorded_peak_allocated = (uint64_t)allocated[x->device];
+        if (!live)
+            continue;
+        vt__rmap_entry *y = vt__rmap_put(live, x->addr);
+        if (!y)
+            return -ENOMEM;
+        y->value = x->size;
+        y->device = x->device;
+    }
+    return 0;
+}
+
 int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
                         vt__replay_result *r, uint64_t **segs, size_t *nsegs,
                         vt__completions *c)
@@ -140,11 +162,20 @@ int vt__replay_recorded(vt__event_stream *es, const vt__recorded_scope *scope,
         *segs = NULL;
         return -ENOMEM;
     }
+    static const vt__seeds none = { 0 };
+    const vt__seeds *sd = scope->seeds ? scope->seeds : &none;
+    size_t next = 0;
+    for (int d = 0; d < VT_REPLAY_MAX_DEVICES; d++) {
+        reserved[d] = (int64_t)sd->reserved[d];
+        if (reserved[d] > (int64_t)r->devices[d].recorded_peak_reserved)
+            r->devices[d].recorded_peak_reserved = (uint64_t)reserved[d];
+    }
     int rc = vt__event_stream_rewind(es);
     vt__event ev;
     for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
         const vt__event *e = &ev;
-        if ((rc = reader_event(&cr, i, e)) != 0)
+        if ((rc = reader_event(&cr, i, e)) != 0
+            || (rc = seeds_due(sd, &next, i, allocated, by_alloc ? &live : NULL, r)) != 0)
             break;
         if (e->device < 0 || e->device >= VT_REPLAY_MAX_DEVICES)
             continue;

@@ -29,10 +29,12 @@ int vt__trail_reserved(vt__replay_trail *t, int device, int64_t delta, uint64_t 
 void vt__trail_finish(vt__replay_trail *t, const uint64_t *recorded, size_t nrecorded,
                       vt__replay_result *r)
 {
-    size_t n = nrecorded < t->nsegs ? nrecorded : t->nsegs, k = 0;
-    while (k < n && recorded[k] == t->segs[k])
+    const uint64_t *segs = t->segs + t->seeded;
+    size_t nsegs = t->nsegs - t->seeded;
+    size_t n = nrecorded < nsegs ? nrecorded : nsegs, k = 0;
+    while (k < n && recorded[k] == segs[k])
         k++;
-    r->segments_identical = k == n && nrecorded == t->nsegs;
+    r->segments_identical = k == n && nrecorded == nsegs;
     r->segments_compared = n;
     r->first_segment_difference = k;
     r->curve = t->curve;
@@ -47,7 +49,7 @@ void vt__trail_free(vt__replay_trail *t)
     free(t->curve);
     t->segs = NULL;
     t->curve = NULL;
-    t->nsegs = t->capsegs = t->ncurve = t->capcurve = 0;
+    t->nsegs = t->capsegs = t->ncurve = t->capcurve = t->seeded = 0;
 }
 
 void vt__replay_result_free(vt__replay_result *r)

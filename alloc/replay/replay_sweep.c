@@ -182,14 +182,43 @@ int vt__replay_sweep(const vt__snapshot_data *s, const vt__replay_options *opts,
     return sweep(&(source){ .s = s }, opts, n, jobs, out, status, errs);
 }
 
-static int sweep(const source *src, const vt__replay_options *opts, size_t n, unsigned jobs,
+/* What was held when the window opened, read once here for every child
+ * (they inherit it), from s's events or the stream; a file's each child
+ * reads (nothing of it is held here). Left NULL where it cannot be read:
+ * each child then reads it, and says what failed. */
+static const vt__seeds *read_seeds(const source *src, vt__seeds *sd)
+{
+    if (src->path)
+        return NULL;
+    vt__event_stream *es = src->es;
+    if (!es && vt__event_stream_of(src->s, &es))
+        return NULL;
+    char err[256];
+    int rc = vt__replay_seeds(src->s, es, sd, err, sizeof err);
+    if (es != src->es)
+        vt__event_stream_close(es);
+    return rc ? NULL : sd;
+}
+
+static int sweep(const source *src, const vt__replay_options *given, size_t n, unsigned jobs,
                  vt__replay_result *out, int *status, char (*errs)[256])
 {
     if (jobs < 1)
         jobs = 1;
     running *run = calloc(jobs, sizeof *run);
-    if (!run)
+    vt__replay_options *opts = malloc((n ? n : 1) * sizeof *opts);
+    if (!run || !opts) {
+        free(run);
+        free(opts);
         return -ENOMEM;
+    }
+    vt__seeds sd = { 0 };
+    const vt__seeds *seeds = read_seeds(src, &sd);
+    for (size_t i = 0; i < n; i++) {
+        opts[i] = given[i];
+        if (!opts[i].seeds)
+            opts[i].seeds = seeds;
+    }
     size_t nrun = 0, next = 0;
     fflush(NULL);   /* a child must not flush the parent's buffers again */
     while (next < n || nrun) {
@@ -223,5 +252,7 @@ static int sweep(const source *src, const vt__replay_options *opts, size_t n, un
         nrun--;
     }
     free(run);
+    free(opts);
+    vt__seeds_free(&sd);
     return 0;
 }

@@ -127,6 +127,22 @@ static void oom(void *self, int d, vt__replay_oom *o)
     o->device_free = v->capacity != NO_LIMIT && v->capacity > held ? v->capacity - held : 0;
 }
 
+/* Device d held `bytes` outside the pool when the window opened: a
+ * library's own segments, alive to the end. */
+static void outside(void *self, int d, uint64_t bytes)
+{
+    engine *g = self;
+    tdev *v = &g->t->dev[d];
+    v->outside += bytes;
+    tm_note_held(v);
+}
+
+static void seeded(void *self)
+{
+    engine *g = self;
+    g->t->trail.seeded = g->t->trail.nsegs;
+}
+
 /* A block still handed out: every other one is in the model's sets. */
 static void forget(void *self, uint64_t block)
 {
@@ -179,8 +195,8 @@ static void setup_devices(tstate *t)
 }
 
 int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
-                     const vt__replay_options *opt, vt__replay_result *r, char *err,
-                     size_t errlen)
+                     const vt__replay_options *opt, const vt__seeds *seeds,
+                     vt__replay_result *r, char *err, size_t errlen)
 {
     tstate *t = calloc(1, sizeof *t);
     size_t nevents = vt__event_stream_count(es);
@@ -200,7 +216,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
     tm_format_conf(&t->c, r->conf, sizeof r->conf);
     r->expandable_segments = t->c.expandable;
     setup_devices(t);
-    vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true };
+    vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true, .seeds = seeds };
     bool gc_recorded = strstr(recorded, "garbage_collection_threshold") != NULL;
     if ((rc = tm_classify_stream(s, es, gc_recorded, cls))
         || (rc = vt__replay_recorded(es, &pool, r, &rsegs, &nrsegs, &done))
@@ -208,8 +224,8 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
         goto out;
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc,
                                    .free = do_free, .other = other, .oom = oom,
-                                   .forget = forget };
-    if ((rc = vt__replay_walk(es, opt, &done, r, &en)) || (rc = t->failed ? -ENOMEM : 0))
+                                   .forget = forget, .outside = outside, .seeded = seeded };
+    if ((rc = vt__replay_walk(es, opt, &done, seeds, r, &en)) || (rc = t->failed ? -ENOMEM : 0))
         goto out;
     for (size_t d = 0; d < r->ndevices; d++) {
         r->devices[d].peak_reserved = t->dev[d].peak_reserved;

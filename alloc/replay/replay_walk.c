@@ -2,9 +2,10 @@
  * alloc/replay/replay_walk.c - the one walk of the recorded events, in
  * order, through an engine (vramtrace's allocator or PyTorch's model).
  *
- * What is the same under either rules lives here: which recorded address
+ * What is the same under either rules lives here: what was held when the
+ * window opened made first (replay_seed.c), which recorded address
  * is which replayed block, a recorded free of a block the replay never
- * served (made before the window, or already freed early) skipped, the
+ * served (already freed early, or of nothing it knows) skipped, the
  * frees moved earlier (options.free_at) made before the event they follow,
  * a recorded OOM asked again (and, when served, given back at once: the
  * recording does not say what the program would have done with it), the
@@ -20,6 +21,8 @@ typedef struct walk {
     vt__replay_result *r;
     vt__rmap live;             /* recorded address -> served block */
     vt__early early;
+    const vt__seeds *seeds;
+    size_t next_seed;          /* the first seed not yet made */
 } walk;
 
 /* The engine ran out of memory at event i, e, asking `size` bytes. */
@@ -98,6 +101,37 @@ static int free_event(walk *w, size_t i, const vt__event *e, const vt__completio
     return w->en->free(w->en->self, e->device, block, stream, i, done);
 }
 
+/* Before event i, e: what was held when the window opened (before the
+ * first event: and outside the pool), as ALLOCs of the recorded addresses.
+ * @return 0, 1 when the replay stops here (out of memory), or -ENOMEM. */
+static int seeds_due(walk *w, size_t i, const vt__event *e)
+{
+    const vt__seeds *sd = w->seeds;
+    if (i == 0 && w->en->outside)
+        for (size_t d = 0; d < w->r->ndevices; d++)
+            if (sd->outside[d])
+                w->en->outside(w->en->self, (int)d, sd->outside[d]);
+    for (; w->next_seed < sd->n && sd->v[w->next_seed].due <= i; w->next_seed++) {
+        const vt__seed *x = &sd->v[w->next_seed];
+        if (x->device >= (int)w->r->ndevices)
+            continue;
+        /* an observed framework's block: the state and the timeline say so */
+        vt__event a = { .kind = VT_EV_ALLOC, .addr = x->addr, .size = x->size,
+                        .req_size = x->req_size, .stream = x->stream, .stack = x->stack,
+                        .device = x->device, .time_ns = e->time_ns,
+                        .aux = VT_ALLOC_POOL_BLOCK };
+        w->en->now(w->en->self, i, e);
+        int rc = alloc_event(w, i, &a, false);
+        if (rc)
+            return rc;
+        w->r->seeded++;
+        w->r->seeded_bytes += x->size;
+    }
+    if (i == 0 && w->en->seeded)
+        w->en->seeded(w->en->self);
+    return 0;
+}
+
 /* The recorded program asked here and was refused: ask again. */
 static int oom_event(walk *w, size_t i, const vt__event *e)
 {
@@ -119,9 +153,11 @@ static int oom_event(walk *w, size_t i, const vt__event *e)
 }
 
 int vt__replay_walk(vt__event_stream *es, const vt__replay_options *opt,
-                    const vt__completions *c, vt__replay_result *r, const vt__replay_engine *en)
+                    const vt__completions *c, const vt__seeds *seeds, vt__replay_result *r,
+                    const vt__replay_engine *en)
 {
-    walk w = { .en = en, .r = r };
+    static const vt__seeds none = { 0 };
+    walk w = { .en = en, .r = r, .seeds = seeds ? seeds : &none };
     if (vt__rmap_init(&w.live, 4096))
         return -ENOMEM;
     if (vt__early_init(&w.early, vt__event_stream_count(es), opt)) {
@@ -134,6 +170,8 @@ int vt__replay_walk(vt__event_stream *es, const vt__replay_options *opt,
     for (size_t i = 0; rc == 0 && (rc = vt__event_stream_next(es, &ev)) == 1; i++) {
         rc = 0;
         const vt__event *e = &ev;
+        if ((rc = seeds_due(&w, i, e)))
+            break;
         bool early = w.early.n && vt__early_alloc(&w.early, i, e);
         if (w.early.n && (rc = early_due(&w, i)))
             break;

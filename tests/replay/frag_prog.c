@@ -29,6 +29,10 @@
  * 3 when an allocation fails; with "pins_caught" the "pins" pattern goes on
  * after a failed allocation, as a program that catches the error does (a
  * batch-size search), asks for one unit more and prints "frag: caught".
+ * With "pins_late", the "pins" pattern with 600 blocks of 5 MiB allocated
+ * and freed between the two (a loop that reuses the holes): more events
+ * than a 1024-event ring keeps, so the recording loses how the 5 MiB blocks
+ * came to pin their segments.
  * Sizes scale with argv[1] (MiB per unit, default 1).
  */
 #include <cuda_runtime_api.h>
@@ -38,6 +42,7 @@
 
 static size_t unit = 1 << 20;
 static int go_on;    /* "pins_caught": a failed allocation gives NULL */
+static int filler;   /* "pins_late": blocks allocated and freed between the two */
 static int failed;   /* allocations that failed, with go_on */
 
 static void *get(size_t mib, const char *what)
@@ -81,6 +86,8 @@ static void pin_holes(int n, size_t mib, int first, int step, const char *what, 
         if (i < first || (i - first) % step)
             cudaFree(p[i]);
     cudaDeviceSynchronize();
+    for (int i = 0; i < filler; i++)
+        cudaFree(get(mib, "the filler"));
     get_n(q, m, big, big_what);
     free_every(q, m, 0, 1);
     free_every(p, n, first, step);
@@ -99,6 +106,10 @@ int main(int argc, char **argv)
         unit = (size_t)atoi(argv[1]) << 20;
     if (argc > 2 && !strcmp(argv[2], "pins"))
         return pins();
+    if (argc > 2 && !strcmp(argv[2], "pins_late")) {
+        filler = 600;
+        return pins();
+    }
     if (argc > 2 && !strcmp(argv[2], "pins_caught")) {
         go_on = 1;
         pin_holes(40, 5, 1, 4, "the 5 MiB blocks", 9, 12, "the 12 MiB blocks");

@@ -92,6 +92,35 @@ def test_a_program_that_caught_the_error_and_went_on_is_told_so():
     assert j["request"]["ooms_recorded"] == n and j["request"]["allocations_after"] >= 1, j["request"]
 
 
+def test_fragmentation_older_than_the_ring_is_said_and_no_fix_verified():
+    """frag_prog "pins_late" under a 1024-event ring: the 5 MiB blocks that
+    pin every segment were made before the window. The replay makes the ten
+    still held first, but packed into segments of its own, so the 12 MiB
+    blocks fit there: the OOM is not reproduced, and neither run's summary
+    nor `oom` may offer a fix; both say why (the ring), with the bytes held
+    from before it."""
+    snap, run = record("late", "200M", conf="max_events:1024", status=3,
+                       prog=[FRAG, "1", "pins_late"])
+    assert "ran out of device memory: 12 MiB asked" in run.stderr, run.stderr
+    assert ("the 50 MiB allocated before the ring's window is made first, not as it lay "
+            "in segments then; no fix is verified") in run.stderr, run.stderr
+    assert "fixes that fit" not in run.stderr, run.stderr
+    text = oom(snap).stdout
+    assert "the ring overwrote the recording's first " in text, text
+    assert ("the replay makes what they allocated first (50 MiB of it held at the OOM), "
+            "but not as it lay in segments then, so no fix is verified") in text, text
+    j = json.loads(oom(snap, "--json").stdout)
+    assert j["replay"]["reproduced"] is False, j["replay"]
+    assert j["replay"]["events_lost"] > 0 and j["replay"]["before_window_bytes"] == 50 * MIB, \
+        j["replay"]
+    assert not any(f["verified"] for f in j["fixes"]), j["fixes"]
+    # what the replay made first, as `replay` reports it
+    p = subprocess.run([VT, "replay", "--json", snap], capture_output=True, text=True,
+                       timeout=120)
+    r = json.loads(p.stdout)
+    assert r["seeded"] == 10 and r["seeded_bytes"] == 50 * MIB and r["skipped_frees"] == 0, r
+
+
 def test_bad_input_and_no_oom_are_refused_with_one_line():
     assert "usage: vramtrace oom SNAPSHOT" in oom("--help").stdout
     p = oom(status=2)

@@ -117,6 +117,8 @@ typedef struct built {
     vt__snap_device dev;
     char blob[256];
     uint32_t offs[2];
+    vt__snap_segment seg[8];
+    vt__snap_block blk[8];
 } built;
 
 static built *snap_new(uint64_t total, const char *config)
@@ -146,6 +148,23 @@ static void ev(built *b, uint8_t kind, uint64_t addr, uint64_t size, uint64_t st
     b->ev[i] = (vt__event){ .seq = i + 1, .time_ns = 1000 * (i + 1), .kind = kind, .addr = addr,
                            .req_size = size, .size = size, .stream = stream, .aux = aux,
                            .device = 0, .thread = 1 };
+}
+
+/* A segment alive at the snapshot, in `pool`, wholly one block handed out
+ * (allocated at seq alloc_seq: 0, before the window). */
+static void state_block(built *b, uint8_t pool, uint64_t addr, uint64_t size,
+                        uint64_t alloc_seq)
+{
+    size_t k = b->s.nsegments++;
+    b->blk[k] = (vt__snap_block){ .addr = addr, .size = size, .req_size = size,
+                                  .alloc_seq = alloc_seq,
+                                  .state = VT_BLOCK_ACTIVE_ALLOCATED };
+    b->seg[k] = (vt__snap_segment){ .addr = addr, .size = size, .first_block = (uint32_t)k,
+                                    .nblocks = 1, .pool = pool };
+    b->s.segments = b->seg;
+    b->s.blocks = b->blk;
+    b->s.nblocks = b->s.nsegments;
+    b->s.meta.flags |= VT_META_STATE_COMPLETE;
 }
 
 /* r, b's replay under PyTorch's rules, is the replay of b's events read as
@@ -455,14 +474,44 @@ TEST(pytorch_settings_are_translated)
     ASSERT_MSG(!strcmp(buf, ""), "%s", buf);
 }
 
-TEST(frees_of_allocations_before_the_window_are_skipped)
+/* The ring lost the window's start: 30 MiB freed at event 1 and 20 MiB
+ * alive at the end (the state's, made before the window) were held when
+ * it opened. A replay that starts empty fits a 60 MiB device (30 MiB at
+ * most); the program did not: they are made first. */
+static built *held_before_the_window_snapshot(void)
 {
-    built *b = snap_new(0, NULL);
-    ev(b, VT_EV_FREE_REQUESTED, 0x9000, 30 * MIB, 0, 0);
-    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);
+    built *b = snap_new(60 * MIB, NULL);
+    b->s.meta.events_overwritten = 1000;
+    ev(b, VT_EV_ALLOC, 0x1000, 30 * MIB, 0, 0);             /* 0 */
+    ev(b, VT_EV_FREE_REQUESTED, 0x9000000, 30 * MIB, 0, 0); /* 1: made before the window */
+    ev(b, VT_EV_FREE_REQUESTED, 0x1000, 30 * MIB, 0, 0);    /* 2 */
+    state_block(b, VT_POOL_LARGE, 0x20000000, 20 * MIB, 0);
+    return b;
+}
+
+TEST(allocations_held_when_the_window_opened_are_made_first)
+{
+    built *b = held_before_the_window_snapshot();
     vt__replay_result r = run(b, NULL, 0);
-    ASSERT_EQ(r.skipped_frees, 1);
-    ASSERT_EQ(r.replayed, 1);
+    ASSERT_EQ(r.seeded, 2);
+    ASSERT_EQ(r.seeded_bytes, 50 * MIB);
+    ASSERT_EQ(r.skipped_frees, 0);          /* the early free found its seed */
+    ASSERT(r.oom.happened);                 /* 20 + 30 + 30 MiB > 60 MiB */
+    ASSERT_EQ(r.oom.event_index, 0);
+    ASSERT_EQ(r.oom.req_size, 30 * MIB);
+    ASSERT_EQ(r.devices[0].recorded_peak_allocated, 80 * MIB);
+    vt__replay_result_free(&r);
+    free(b);
+}
+
+TEST(allocations_held_when_the_window_opened_are_freed_where_the_recording_frees_them)
+{
+    built *b = held_before_the_window_snapshot();
+    vt__replay_result r = run(b, NULL, 100 * MIB);
+    ASSERT(!r.oom.happened);
+    ASSERT_EQ(r.seeded, 2);
+    ASSERT_EQ(r.devices[0].peak_allocated, 80 * MIB);
+    ASSERT_EQ(r.replayed, 2 + 3);            /* the seeds, then every event */
     vt__replay_result_free(&r);
     free(b);
 }
@@ -791,6 +840,33 @@ TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
     base.rules = VT_REPLAY_RULES_AUTO;
     ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 1, &base, 1, out, status, errs), 0);
     ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_VRAMTRACE);
+    free(b);
+}
+
+TEST(torch_rules_start_with_the_frameworks_blocks_and_a_librarys_segments_held_before_the_window)
+{
+    /* an observed PyTorch: its 20 MiB weights and a library's 10 MiB
+     * workspace were made before the window; then a 25 MiB tensor (a 26
+     * MiB segment) on a 50 MiB device: 56 MiB, where an empty start fits */
+    built *b = snap_new(50 * MIB, NULL);
+    b->s.meta.flags = VT_META_POOL_OBSERVED;
+    b->s.meta.events_overwritten = 1000;
+    ev(b, VT_EV_SEGMENT_ALLOC, 0x30000000, 26 * MIB, 0, VT_POOL_LARGE);
+    ev(b, VT_EV_ALLOC, 0x30000000, 25 * MIB, 0, VT_ALLOC_POOL_BLOCK);
+    state_block(b, VT_POOL_FRAMEWORK_LARGE, 0x10000000, 20 * MIB, 0);
+    state_block(b, VT_POOL_LARGE, 0x20000000, 10 * MIB, 0);   /* the library's */
+    vt__replay_result r = run_torch(b, NULL, 0);
+    ASSERT_EQ(r.seeded, 1);                  /* the library's block is not PyTorch's */
+    ASSERT_EQ(r.seeded_bytes, 20 * MIB);
+    ASSERT(r.oom.happened);
+    ASSERT_EQ(r.oom.event_index, 1);
+    vt__replay_result big = run_torch(b, NULL, 60 * MIB);
+    ASSERT(!big.oom.happened);
+    ASSERT_EQ(big.devices[0].peak_reserved, 46 * MIB);   /* 20 + 26: PyTorch's own */
+    ASSERT_EQ(big.devices[0].peak_held, 56 * MIB);       /* and the library's 10 */
+    ASSERT_EQ(big.devices[0].recorded_peak_reserved, 46 * MIB);
+    ASSERT(big.segments_identical);                      /* the 26 MiB one */
+    ASSERT_EQ(big.segments_compared, 1);
     free(b);
 }
 

@@ -169,32 +169,33 @@ def test_nothing_but_a_bigger_device_fits(tmp_path):
     assert "tried, would not fit:" in text, text
 
 
-def test_an_oom_after_the_ring_overwrote_the_start_says_why_no_fix_is_verified(tmp_path):
+def test_an_oom_after_the_ring_overwrote_the_start_is_explained_as_the_whole_run_is(tmp_path):
     """oom_prog.py late under a 1024-event ring: what the first steps kept
-    (and the weights) was allocated before the window. The replay walks the
-    kept events only, so it starts without that memory and fits where the
-    program did not: neither `run`'s summary nor `oom` may offer a fix, and
-    both say it is the ring (before: "the replay's rules differ from the
-    recorded allocator's"). With the whole recording the same program's OOM
-    is replayed and a bigger device verified."""
+    (and the weights) was allocated before the window. The replay makes what
+    was held when the window opened first (the snapshot's state: PyTorch's
+    blocks, format 1.10; and a library's segments outside the pool), so it
+    runs out where the program did and verifies the same fix as the whole
+    recording does. Before, it started empty, fitted, and no fix was
+    verified."""
+    whole = str(tmp_path / "whole.vtsnap")
+    rc, out, whole_err = prog("late", whole)
+    assert rc == 1 and "fixes that fit, checked by replaying the run: a device" in whole_err, \
+        whole_err[-3000:]
     snap = str(tmp_path / "late.vtsnap")
     rc, out, err = prog("late", snap, run_args=("--conf", "max_events:1024"))
     assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
-    assert "it starts without the" in err and "allocated before the ring's window" in err, \
-        err[-3000:]
-    assert "fixes that fit" not in err, err[-3000:]
-    j = oom_json(snap)
-    assert verified(j) == [], j["fixes"]
+    fix = re.search(r"fixes that fit, checked by replaying the run: a device with [\d.]+ MiB",
+                    err)
+    assert fix and fix.group(0) in whole_err, (err[-3000:], whole_err[-3000:])
+    j, w = oom_json(snap), oom_json(whole)
+    assert j["replay"]["reproduced"] is True, j["replay"]
     assert j["replay"]["events_lost"] > 0 and j["replay"]["before_window_bytes"] >= 100 * MIB, \
         j["replay"]
+    assert w["replay"]["events_lost"] == 0, w["replay"]
+    assert verified(j) == verified(w) and verified(j), (j["fixes"], w["fixes"])
+    assert j["replay"]["min_capacity"] == w["replay"]["min_capacity"], (j["replay"], w["replay"])
     text = vramtrace.oom_text(snap)
-    assert re.search(r"the ring overwrote the recording's first \d+ events, and the replay "
-                     r"starts without what they allocated \(\d+(\.\d+)? MiB of it held at "
-                     r"the OOM\)", text), text
-    whole = str(tmp_path / "whole.vtsnap")
-    rc, out, err = prog("late", whole)
-    assert rc == 1 and "fixes that fit, checked by replaying the run: a device" in err, \
-        err[-3000:]
+    assert "as recorded, the replay runs out of memory too" in text, text
 
 
 def test_an_evaluation_that_runs_out_names_its_growing_line_without_track(tmp_path):
