@@ -25,6 +25,82 @@ TEST(native_never_freed_call_site_is_flagged)
     synth_fini(&y);
 }
 
+/* y's run with `nold` more allocations of the leaking line made before
+ * its window (the ring overwrote them): the state at the snapshot lists
+ * every block alive at the end, those with their stack and a seq before
+ * the first event. */
+static void lost_start(synth *y, int fixed, int nold)
+{
+    native(y, fixed);
+    size_t n = 0, cap = y->s.nevents + (size_t)nold;
+    vt__snap_block *b = calloc(cap, sizeof *b);
+    ASSERT(b);
+    uint32_t leak_stack = 0;
+    for (size_t i = 0; i < y->s.nevents; i++) {
+        const vt__event *e = &y->s.events[i];
+        if (e->kind == VT_EV_ALLOC) {
+            b[n++] = (vt__snap_block){ .addr = e->addr, .size = e->size, .req_size = e->size,
+                                       .alloc_seq = e->seq, .stack = e->stack,
+                                       .state = VT_BLOCK_ACTIVE_ALLOCATED };
+            if (e->addr == 0x7fc000000000ull + 0x1000000)   /* step 1's kept one */
+                leak_stack = e->stack;
+        } else if (e->kind == VT_EV_FREE_REQUESTED) {
+            for (size_t k = 0; k < n; k++)
+                if (b[k].addr == e->addr) {
+                    b[k] = b[--n];
+                    break;
+                }
+        }
+    }
+    ASSERT(leak_stack != 0);
+    for (int k = 0; k < nold; k++)
+        b[n++] = (vt__snap_block){ .addr = 0x7fa000000000ull + (uint64_t)k * 0x1000000,
+                                   .size = MiB, .req_size = MiB, .stack = leak_stack,
+                                   .state = VT_BLOCK_ACTIVE_ALLOCATED };
+    y->s.segments = calloc(n, sizeof *y->s.segments);
+    ASSERT(y->s.segments);
+    for (size_t k = 0; k < n; k++)
+        y->s.segments[k] = (vt__snap_segment){ .addr = b[k].addr, .size = b[k].size,
+                                               .first_block = (uint32_t)k, .nblocks = 1 };
+    y->s.blocks = b;
+    y->s.nsegments = y->s.nblocks = n;
+    y->s.meta.flags |= VT_META_STATE_COMPLETE;
+    y->s.meta.events_overwritten = 1000;
+}
+
+TEST(native_finding_counts_its_lines_allocations_from_before_the_window)
+{
+    /* the window decides (steps 1..5 keep 1 MiB each); the 20 kept before
+     * it, still alive, are the same leak and counted with it */
+    synth y;
+    lost_start(&y, NATIVE_OUTLIER_FIXED, 20);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    ASSERT_EQ(f->nallocs, 25);
+    ASSERT_EQ(f->nbefore_window, 20);
+    ASSERT_EQ(f->bytes, 25 * MiB);
+    ASSERT_EQ(f->before_window, 0);          /* the one shown is the window's */
+    ASSERT(f->alloc_seq != 0);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "25 MiB in 25 allocations (20 made before the window, still "
+                            "alive)") != NULL, "%s", text);
+    free(text);
+    text = render(r, &y, 1);
+    ASSERT_MSG(strstr(text, "\"allocations\":25,\"allocations_before_window\":20") != NULL,
+               "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+    /* a line whose allocations the window frees is not flagged by the ones
+     * made before it (kept then, on purpose or not: the window cannot say) */
+    lost_start(&y, NATIVE_OUTLIER_FIXED | NATIVE_LEAK_FIXED, 20);
+    r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(native_outlier_call_site_is_flagged)
 {
     synth y;

@@ -163,6 +163,17 @@ def test_a_run_longer_than_the_ring_still_counts_what_pytorch_made_before_it(tmp
              and lt["alloc_seq"] is not None and lt["alloc_seq"] < sj["window"]["first_seq"]
              and made_at_logits_line(lt["alloc_stack"])]
     assert len(early) >= 3, [(lt["alloc_seq"], lt["flags"]) for lt in pool_blocks][:20]
+    # check judges the line by the window's steps and counts the whole leak:
+    # every step's kept logits, those made before the window too
+    rc, text = run([CLI, "check", snap, "--json"])
+    assert rc == 1, text[-3000:]
+    found = [f for f in json.loads(text)["findings"]
+             if f["rule"] in ("never-freed", "outlier")]
+    assert len(found) == 1, found
+    f = found[0]
+    assert f["allocations_before_window"] >= 3 and f["allocations"] >= 29, f
+    assert f["allocations"] - f["allocations_before_window"] >= 2, f
+    assert f["bytes"] >= len(early) * 512 * 256 * 4, f
 
 
 def test_run_track_longer_than_the_ring_still_names_the_holder(tmp_path):

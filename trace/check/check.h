@@ -346,6 +346,8 @@ typedef struct vt__check_finding {
                                   native groups: the sum over nallocs */
     uint64_t block_bytes;      /* rounded block size(s) */
     uint32_t nallocs;          /* allocations in the finding: 1, or a call site's count */
+    uint32_t nbefore_window;   /* native call sites: of nallocs, those made before the
+                                  window (still alive at the end; the window's decided) */
 
     uint64_t owner_id;         /* owning tensor id, 0 if none (native) */
     const char *owner_name;    /* its name, "" if none */

@@ -4,18 +4,43 @@
  * accumulate memory alive at the end, and OUTLIER allocations that outlive
  * their call site's short-lived siblings. Storages are grouped by call site
  * (allocation stack) and each site becomes at most one finding per rule.
+ *
+ * The window judges: only allocations it holds decide whether a site is
+ * flagged. A flagged site's allocations made before the window and still
+ * alive at the end (the state section keeps their stack) are the same
+ * leak, older: the finding counts them too (nbefore_window), so a run
+ * longer than the ring is not reported as holding only its window's share.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "check_internal.h"
 
-/* Fill a call-site finding from its member storages idx[0..n). */
+/* The site's storages made before the window, alive at the end and not
+ * yet part of a finding: appended to idx[n..] with their linger counted
+ * from the window's start. @return how many. */
+static size_t older_members(ck_model *m, const ck_key *old, size_t nold, uint32_t *idx,
+                            uint64_t *linger_start, size_t n)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < nold; j++) {
+        if (m->st[old[j].idx].claimed)
+            continue;
+        idx[n + k] = old[j].idx;
+        linger_start[n + k++] = m->start_time;
+    }
+    return k;
+}
+
+/* Fill a call-site finding from its member storages idx[0..n), the
+ * window's first (the one shown is the largest of them), then the ones
+ * made before it. */
 static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint32_t *idx, size_t n,
-                        const uint64_t *linger_start, uint64_t from_seq, uint64_t from_time)
+                        size_t nbefore, const uint64_t *linger_start, uint64_t from_seq,
+                        uint64_t from_time)
 {
     uint32_t big = idx[0];
-    for (size_t k = 1; k < n; k++)
+    for (size_t k = 1; k < n - nbefore; k++)
         if (vt__ck_storage_bytes(&m->st[idx[k]]) > vt__ck_storage_bytes(&m->st[big]))
             big = idx[k];
     vt__check_finding *f = vt__ck_add_finding(fs, CK_NONE);
@@ -24,6 +49,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     vt__ck_fill_storage(f, m, &m->st[big]);
     f->rule = rule;
     f->nallocs = (uint32_t)n;
+    f->nbefore_window = (uint32_t)nbefore;
     f->bytes = f->block_bytes = 0;
     f->freed = 1;
     double bs = 0;
@@ -81,13 +107,14 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     uint64_t *tmp = malloc(cap * sizeof *tmp);
     uint32_t *grp = malloc(cap * sizeof *grp);
     uint64_t *lstart = malloc(cap * sizeof *lstart);
+    ck_key *keys = NULL;
     int rc = 0;
     if (!idx || !tmp || !grp || !lstart) {
         rc = -ENOMEM;
         goto out;
     }
     /* Call sites: storages sorted by (alloc_stack, alloc_seq). */
-    ck_key *keys = malloc((m->nst ? m->nst : 1) * sizeof *keys);
+    keys = malloc((m->nst ? m->nst : 1) * sizeof *keys);
     if (!keys) {
         rc = -ENOMEM;
         goto out;
@@ -101,7 +128,17 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
         qsort(keys, n, sizeof *keys, vt__ck_cmp_key);
     for (size_t i = 0; i < n; i++)
         idx[i] = keys[i].idx;
-    free(keys);
+    /* made before the window, alive at the end, their stack known: by site */
+    ck_key *old = keys;
+    size_t nold = 0;
+    for (size_t i = 0; i < m->nst; i++) {
+        const ck_storage *st = &m->st[i];
+        if (st->before_window && !st->freed && st->alloc_stack && !st->external
+            && !st->implicit && !st->fate_unknown)
+            old[nold++] = (ck_key){ st->alloc_seq, st->alloc_stack, (uint32_t)i };
+    }
+    if (nold)
+        qsort(old, nold, sizeof *old, vt__ck_cmp_key);
     /* The retired storages (check_model.c) by call site: each is short-lived
      * (freed before the next mark), its lifetime kept while OUTLIER may run. */
     if (m->nsites)
@@ -112,7 +149,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     uint64_t dur = m->end_time > m->start_time ? m->end_time - m->start_time : 0;
     uint64_t frac = dur / 100 * VT_CHECK_TIME_FRACTION_PCT;
 
-    size_t ci = 0, li = 0;
+    size_t ci = 0, li = 0, oi = 0;
     for (size_t a = 0; (a < n || ci < m->nsites) && !rc;) {
         /* the next call site, in stack order, with kept storages or retired ones */
         uint32_t stack = a < n ? m->st[idx[a]].alloc_stack : UINT32_MAX;
@@ -130,6 +167,12 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
             l0 = ++li;
         while (li < m->nlives && m->lives[li].stack == stack)
             li++;
+        while (oi < nold && old[oi].group < stack)
+            oi++;
+        const ck_key *site_old = &old[oi];
+        size_t nsite_old = 0;
+        while (oi + nsite_old < nold && old[oi + nsite_old].group == stack)
+            nsite_old++;
         if (opt->nignore) {
             const ck_storage *f0 = ns ? &m->st[site[0]] : NULL;
             int ret_first = ret && (!f0 || ret->first_seq < f0->alloc_seq ||
@@ -201,7 +244,8 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                         from_time = ft;
                     }
                 }
-                rc = site_finding(m, fs, VT_CHECK_RULE_OUTLIER, grp, nout, lstart,
+                size_t nb = older_members(m, site_old, nsite_old, grp, lstart, nout);
+                rc = site_finding(m, fs, VT_CHECK_RULE_OUTLIER, grp, nout + nb, nb, lstart,
                                   from_seq, from_time);
                 if (rc)
                     break;
@@ -255,12 +299,14 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                     from_seq = m->mark_seq[as];
                     from_time = m->mark_time[as];
                 }
-                rc = site_finding(m, fs, VT_CHECK_RULE_NEVER_FREED, grp, ng, lstart,
+                size_t nb = older_members(m, site_old, nsite_old, grp, lstart, ng);
+                rc = site_finding(m, fs, VT_CHECK_RULE_NEVER_FREED, grp, ng + nb, nb, lstart,
                                   from_seq, from_time);
             }
         }
     }
 out:
+    free(keys);
     free(idx);
     free(tmp);
     free(grp);

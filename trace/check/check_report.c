@@ -494,6 +494,8 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             fprintf(f, " (block %s)", vt__fmt_bytes(x->block_bytes, b2));
         if (x->nallocs > 1)
             fprintf(f, " in %u allocations", x->nallocs);
+        if (x->nbefore_window)
+            fprintf(f, " (%u made before the window, still alive)", x->nbefore_window);
         if (x->external)
             fprintf(f, ", external");
         fputc('\n', f);
@@ -785,10 +787,11 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
 {
     fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
                "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
-               ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,\"owner\":",
+               ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,"
+               "\"allocations_before_window\":%u,\"owner\":",
             sep, vt__check_rule_name(x->rule), x->addr, x->device,
             x->external ? "true" : "false", x->before_window ? "true" : "false",
-            x->bytes, x->block_bytes, x->nallocs);
+            x->bytes, x->block_bytes, x->nallocs, x->nbefore_window);
     json_tensor_ref(f, x->owner_id, x->owner_name);
     fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
                ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
