@@ -209,6 +209,44 @@ static inline void synth_made(synth *y, uint64_t id, uint64_t addr, uint64_t nby
 }
 
 /* Release everything (the arrays are the synth's own). */
+/* The window lost its start: the state at the snapshot lists every block
+ * the events leave alive (with its stack and seq) and `nold` more of
+ * `size` bytes each at `old_addr` onward, allocated at `stack` before the
+ * first event (seq unknown), still alive. */
+static inline void synth_lost_start(synth *y, uint32_t stack, int nold, uint64_t old_addr,
+                                    uint64_t size)
+{
+    size_t n = 0, cap = y->s.nevents + (size_t)nold;
+    vt__snap_block *b = calloc(cap ? cap : 1, sizeof *b);
+    vt__snap_segment *g = calloc(cap ? cap : 1, sizeof *g);
+    if (!b || !g)
+        abort();
+    for (size_t i = 0; i < y->s.nevents; i++) {
+        const vt__event *e = &y->s.events[i];
+        if (e->kind == VT_EV_ALLOC)
+            b[n++] = (vt__snap_block){ .addr = e->addr, .size = e->size, .req_size = e->size,
+                                       .alloc_seq = e->seq, .stack = e->stack,
+                                       .state = VT_BLOCK_ACTIVE_ALLOCATED };
+        for (size_t k = 0; e->kind == VT_EV_FREE_REQUESTED && k < n; k++)
+            if (b[k].addr == e->addr) {
+                b[k] = b[--n];
+                break;
+            }
+    }
+    for (int k = 0; k < nold; k++)
+        b[n++] = (vt__snap_block){ .addr = old_addr + (uint64_t)k * 0x1000000, .size = size,
+                                   .req_size = size, .stack = stack,
+                                   .state = VT_BLOCK_ACTIVE_ALLOCATED };
+    for (size_t k = 0; k < n; k++)
+        g[k] = (vt__snap_segment){ .addr = b[k].addr, .size = b[k].size,
+                                   .first_block = (uint32_t)k, .nblocks = 1 };
+    y->s.segments = g;
+    y->s.blocks = b;
+    y->s.nsegments = y->s.nblocks = n;
+    y->s.meta.flags |= VT_META_STATE_COMPLETE;
+    y->s.meta.events_overwritten = 1000;
+}
+
 static inline void synth_fini(synth *y)
 {
     vt__snapshot_free_arrays(&y->s);

@@ -427,6 +427,37 @@ TEST(trace_ending_is_not_flagged)
         assert_shape_is_clean(ends_alive, at);
 }
 
+TEST(storages_of_a_findings_stack_made_before_the_window_are_counted_not_judged)
+{
+    /* under track() past the ring: LATE (step 6's, lingering) is judged;
+     * three more blocks allocated at its stack before the window, alive,
+     * have no tensor recorded (their records left the ring): counted on
+     * the finding, and in its cause, never findings themselves */
+    synth y;
+    ends_alive(&y, 6);
+    synth_lost_start(&y, st_fwd, 3, 0x7e0000000000ull, 2 * MiB);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->addr, LATE);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->older_alive, 3);
+    ASSERT_EQ(f->older_alive_bytes, 6 * MiB);
+    ASSERT_EQ(r->total_bytes, 3 * MiB);      /* not judged: not in the totals */
+    assert_rendered_says(r, &y, 0, "and 3 more storages (6 MiB) allocated at its stack before "
+                                   "the window, still alive: their tensors' records left the "
+                                   "ring (not judged)");
+    assert_rendered_says(r, &y, 1, "\"older_alive\":{\"storages\":3,\"bytes\":6291456}");
+    vt__check_report_free(r);
+    synth_fini(&y);
+    /* at another stack (the weights'): nothing to say about them */
+    ends_alive(&y, 6);
+    synth_lost_start(&y, st_init, 3, 0x7e0000000000ull, 2 * MiB);
+    r = check(&y, NULL);
+    ASSERT_EQ(only_finding(r)->older_alive, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(alive_through_a_complete_step_before_the_end_is_flagged)
 {
     synth y;

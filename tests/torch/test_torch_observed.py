@@ -194,6 +194,15 @@ def test_run_track_longer_than_the_ring_still_names_the_holder(tmp_path):
                      rf"'logits = model\(x\) .*\(train_leak\.py:{LOGITS_LINE}\)'", text), \
         text[:4000]
     assert "holder #" not in text, text[:4000]
+    # the logits kept before the window (40 steps, each 512 KiB), whose
+    # tensors' records are gone, are counted under the cause, not judged
+    rc, text = run([CLI, "check", snap, "--json"])
+    j = json.loads(text)
+    g = next(g for g in j["groups"] if f"train_leak.py:{LOGITS_LINE}" in g["owner"])
+    older = g["older_alive"]
+    assert older["storages"] >= 1 and older["bytes"] >= older["storages"] * 512 * 1024, g
+    assert g["count"] + older["storages"] <= 40, g
+    assert sum(f["older_alive"]["storages"] for f in j["findings"]) == older["storages"], g
 
 
 def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):

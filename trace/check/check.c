@@ -357,6 +357,10 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
         if (vt__ck_rule_growth(&m, &opt, &fs, r) < 0)
             goto fail;
 
+    /* What the window cannot judge: at the tensor rules' stacks, counted. */
+    if (vt__ck_older_alive(&m, &fs) < 0)
+        goto fail;
+
     r->findings = fs.f;
     r->nfindings = fs.n;
     fs.f = NULL;

@@ -348,6 +348,11 @@ typedef struct vt__check_finding {
     uint32_t nallocs;          /* allocations in the finding: 1, or a call site's count */
     uint32_t nbefore_window;   /* native call sites: of nallocs, those made before the
                                   window (still alive at the end; the window's decided) */
+    uint32_t older_alive;      /* tensor rules, on one finding per allocation stack: more
+                                  storages allocated there before the window, still alive,
+                                  with no tensor recorded (their records left the ring):
+                                  not judged, counted (check_window.c) */
+    uint64_t older_alive_bytes;
 
     uint64_t owner_id;         /* owning tensor id, 0 if none (native) */
     const char *owner_name;    /* its name, "" if none */

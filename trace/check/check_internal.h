@@ -199,6 +199,16 @@ typedef struct ck_findings {
 } ck_findings;
 
 /* ------------------------------------------------------------------------ */
+/* check_window.c                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The tensor rules' findings (LINGER, CYCLE, TAPE, PINNED) of fs: on the
+ * first of each allocation stack, the storages allocated there before the
+ * window that are still alive with no tensor recorded (older_alive).
+ * @return 0 or -ENOMEM. */
+int vt__ck_older_alive(ck_model *m, ck_findings *fs);
+
+/* ------------------------------------------------------------------------ */
 /* check_model.c                                                            */
 /* ------------------------------------------------------------------------ */
 

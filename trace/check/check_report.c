@@ -297,14 +297,44 @@ static void print_held_by(FILE *f, const char *indent, const ck_group *g, const 
 /* Causes of minor findings listed, at most (the rest counted). */
 #define MINOR_SHOWN 3
 
+/* Each group's older_alive storages and bytes (its findings' sums):
+ * count[k], bytes[k] for group k of of[]. */
+static void older_of_groups(const vt__check_report *r, const uint32_t *of, size_t ng,
+                            uint64_t *count, uint64_t *bytes)
+{
+    for (size_t k = 0; k < ng; k++)
+        count[k] = bytes[k] = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (of[i] < ng) {
+            count[of[i]] += r->findings[i].older_alive;
+            bytes[of[i]] += r->findings[i].older_alive_bytes;
+        }
+}
+
+/* "and N more storages ... not judged": what the window lost of a line. */
+static void print_older(FILE *f, const char *indent, const char *where, uint64_t n,
+                        uint64_t bytes)
+{
+    char b[VT_FMT_BYTES_LEN];
+    if (n)
+        fprintf(f, "%sand %" PRIu64 " more storage%s (%s) allocated %s before the window, still "
+                   "alive: their tensors' records left the ring (not judged)\n", indent, n,
+                n == 1 ? "" : "s", vt__fmt_bytes(bytes, b), where);
+}
+
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     size_t ng = 0;
-    ck_group *g = vt__ck_group_findings(r, s, &ng, NULL);
-    if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
+    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
+    ck_group *g = of ? vt__ck_group_findings(r, s, &ng, of) : NULL;
+    uint64_t *older = g ? malloc(2 * (ng ? ng : 1) * sizeof *older) : NULL;
+    if (!older || ng == r->nfindings) {   /* nothing repeats: the list says it all */
         free(g);
+        free(of);
+        free(older);
         return;
     }
+    older_of_groups(r, of, ng, older, older + ng);
     fprintf(f, "\n%zu finding%s from %zu cause%s (rule, where the tensor was made, what holds it):\n",
             r->nfindings, r->nfindings == 1 ? "" : "s", ng, ng == 1 ? "" : "s");
     char copy[CK_GROUP_KEY_MAX], b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
@@ -335,6 +365,7 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                                : names_no_holder(&r->findings[g[k].first]) ? NO_HOLDER_FOUND
                                                                            : path;
             print_held_by(f, "     ", &g[k], held, (int)strlen(held));
+            print_older(f, "     ", "at its lines", older[k], older[ng + k]);
             continue;
         }
         /* no tensor names it: its call site; holders are track()'s to find */
@@ -349,6 +380,8 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
     if (ng > GROUPS_SHOWN)
         fprintf(f, "  ... and %zu more causes\n", ng - GROUPS_SHOWN);
     free(g);
+    free(of);
+    free(older);
 }
 
 /* What holds a minor cause's tensors, where track() found it: the chain up
@@ -499,6 +532,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         if (x->external)
             fprintf(f, ", external");
         fputc('\n', f);
+        print_older(f, "   ", "at its stack", x->older_alive, x->older_alive_bytes);
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
             x->rule == VT_CHECK_RULE_TAPE) {
             if (x->owner_id)
@@ -788,10 +822,12 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
                "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
                ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,"
-               "\"allocations_before_window\":%u,\"owner\":",
+               "\"allocations_before_window\":%u,\"older_alive\":{\"storages\":%u,"
+               "\"bytes\":%" PRIu64 "},\"owner\":",
             sep, vt__check_rule_name(x->rule), x->addr, x->device,
             x->external ? "true" : "false", x->before_window ? "true" : "false",
-            x->bytes, x->block_bytes, x->nallocs, x->nbefore_window);
+            x->bytes, x->block_bytes, x->nallocs, x->nbefore_window, x->older_alive,
+            x->older_alive_bytes);
     json_tensor_ref(f, x->owner_id, x->owner_name);
     fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
                ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
@@ -906,22 +942,31 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         json_finding(f, s, &r->minor[i], i ? "," : "");
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
-    ck_group *g = vt__ck_group_findings(r, s, &ng, NULL);
-    if (!g)
+    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
+    ck_group *g = of ? vt__ck_group_findings(r, s, &ng, of) : NULL;
+    uint64_t *older = g ? malloc(2 * (ng ? ng : 1) * sizeof *older) : NULL;
+    if (!older) {
+        free(g);
+        free(of);
         return -ENOMEM;
+    }
+    older_of_groups(r, of, ng, older, older + ng);
     for (size_t k = 0; k < ng; k++) {
         const char *rule, *owner, *path;
         char copy[CK_GROUP_KEY_MAX];
         vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
         fprintf(f, "%s{\"rule\":\"%s\",\"count\":%zu,\"bytes\":%" PRIu64 ",\"first\":%zu,"
-                   "\"lines\":%zu,\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes,
-                g[k].first, g[k].nlines);
+                   "\"lines\":%zu,\"older_alive\":{\"storages\":%" PRIu64 ",\"bytes\":%" PRIu64
+                   "},\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes, g[k].first,
+                g[k].nlines, older[k], older[ng + k]);
         vt__json_str(f, owner);
         fprintf(f, ",\"path\":");
         vt__json_str(f, path);
         fputc('}', f);
     }
     free(g);
+    free(of);
+    free(older);
     fprintf(f, "]}\n");
     fflush(f);
     return ferror(f) ? -EIO : 0;

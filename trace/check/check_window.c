@@ -1,0 +1,73 @@
+/*
+ * trace/check/check_window.c - what a window that lost its start still
+ * says about the tensor rules' findings.
+ *
+ * Under track() a storage is judged through its tensors. When the ring
+ * overwrote a long run's start, the storages made then and still alive are
+ * in the snapshot (the state keeps their blocks and allocation stacks), but
+ * their tensors' records are gone: no rule can judge them, and a leak that
+ * grew all run would be reported as the window's share alone (a kept KV
+ * cache of 40 requests as 3 MiB of its last two). What can be said without
+ * judging them: how many such storages, of how many bytes, were allocated
+ * at the stack of a finding. They are counted on the first finding of each
+ * stack (the report sums them by cause), never made findings: whether they
+ * are held after their last use is not known.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "check_internal.h"
+
+typedef struct older { uint32_t stack; uint32_t idx; } older;
+
+static int cmp_older(const void *a, const void *b)
+{
+    const older *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static bool tensor_rule(unsigned rule)
+{
+    return rule & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_CYCLE | VT_CHECK_RULE_TAPE |
+                   VT_CHECK_RULE_PINNED);
+}
+
+int vt__ck_older_alive(ck_model *m, ck_findings *fs)
+{
+    older *v = malloc((m->nst ? m->nst : 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < m->nst; i++) {
+        const ck_storage *st = &m->st[i];
+        if (st->before_window && !st->freed && st->alloc_stack && !st->ntensors
+            && !st->external && !st->implicit && !st->fate_unknown && !st->claimed)
+            v[n++] = (older){ st->alloc_stack, (uint32_t)i };
+    }
+    qsort(v, n, sizeof *v, cmp_older);
+    for (size_t k = 0; k < fs->n && n; k++) {
+        vt__check_finding *f = &fs->f[k];
+        if (!tensor_rule(f->rule) || !f->alloc_stack)
+            continue;
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (v[mid].stack < f->alloc_stack)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < n && v[lo].stack == f->alloc_stack; lo++) {
+            ck_storage *st = &m->st[v[lo].idx];
+            if (st->claimed)
+                continue;   /* counted on an earlier finding of this stack */
+            st->claimed = 1;
+            f->older_alive++;
+            f->older_alive_bytes += vt__ck_storage_bytes(st);
+        }
+    }
+    free(v);
+    return 0;
+}
