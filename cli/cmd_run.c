@@ -36,6 +36,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -392,17 +393,19 @@ struct snap_line {
     char plain[PATH_MAX];   /* an exit snapshot's name without its pid, or "" */
     char rank[16];          /* from the launcher's environment, or "" */
     bool host_only;         /* it used no device (a DataLoader worker) */
+    uint64_t recorded;      /* events the process had recorded (0: not said) */
+    uint64_t ring;          /* the most its ring keeps */
 };
 
-/* KIND PID ok|failed PATH [PLAIN [RANK [device|host]]], tab-separated; empty
- * fields kept. A line without the last field (a library older than this
- * program) counts as a device's. */
+/* KIND PID ok|failed PATH [PLAIN [RANK [device|host [RECORDED RING]]]],
+ * tab-separated; empty fields kept. A line without the device field (a
+ * library older than this program) counts as a device's. */
 static int parse_line(char *line, struct snap_line *l)
 {
-    char *f[7] = { NULL };
+    char *f[9] = { NULL };
     int n = 0;
     line[strcspn(line, "\n")] = '\0';
-    for (char *rest = line, *t; n < 7 && (t = strsep(&rest, "\t")) != NULL;)
+    for (char *rest = line, *t; n < 9 && (t = strsep(&rest, "\t")) != NULL;)
         f[n++] = t;
     if (n < 4 || !f[0][0] || !f[3][0])
         return -1;
@@ -413,7 +416,29 @@ static int parse_line(char *line, struct snap_line *l)
     snprintf(l->plain, sizeof l->plain, "%s", n > 4 ? f[4] : "");
     snprintf(l->rank, sizeof l->rank, "%s", n > 5 ? f[5] : "");
     l->host_only = n > 6 && !strcmp(f[6], "host");
+    l->recorded = n > 8 ? strtoull(f[7], NULL, 10) : 0;
+    l->ring = n > 8 ? strtoull(f[8], NULL, 10) : 0;
     return 0;
+}
+
+/* A snapshot whose ring overwrote the run's start: said once per process,
+ * with a ring that would have kept it all where that is a sensible size
+ * (80-byte slots, a power of two of them: docs/configuration.md). */
+static void say_ring_overflow(const struct snap_line *l)
+{
+    if (!l->ok || !l->ring || l->recorded <= l->ring)
+        return;
+    uint64_t slots = 1;
+    while (slots < l->recorded + l->recorded / 4)   /* room to run a bit longer */
+        slots <<= 1;
+    fprintf(stderr, "vramtrace run: %s kept the last %" PRIu64 " of %" PRIu64 " events (the "
+                    "ring is full): what the run made and freed before them is not in it, what "
+                    "it still held then is", l->path, l->ring, l->recorded);
+    uint64_t mib = (slots * 80 + (1u << 20) - 1) >> 20;
+    if (mib <= 4096)
+        fprintf(stderr, "; VRAMTRACE_CONF=ring:%" PRIu64 "MiB keeps a run this long\n", mib);
+    else
+        fputs("; a larger ring keeps more (VRAMTRACE_CONF=ring:SIZE)\n", stderr);
 }
 
 /* A process that ran out of device memory: the short form of `vramtrace
@@ -519,6 +544,8 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
         if (l->ok) {
             fprintf(stderr, "vramtrace run: snapshot written to %s (%s%s, pid %ld)\n", l->path,
                     l->kind, rank, l->pid);
+            if (!strcmp(l->kind, "exit"))
+                say_ring_overflow(l);
         } else {
             fprintf(stderr, "vramtrace run: snapshot LOST: %s (%s%s, pid %ld): see the message "
                             "above\n", l->path, l->kind, rank, l->pid);

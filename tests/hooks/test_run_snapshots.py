@@ -128,6 +128,29 @@ def case_vramtrace_out_from_the_environment_is_checked_and_listed_like_o(d):
         fail("an unwritable VRAMTRACE_OUT must be refused up front", p)
 
 
+def case_a_snapshot_that_lost_the_runs_start_says_so_and_the_ring_that_keeps_it(d):
+    """A run longer than its ring: run's end says the snapshot kept only the
+    last events, and names a ring that keeps a run this long; run with it,
+    nothing is overwritten and nothing said. A run that fits says nothing."""
+    import re
+    out = os.path.join(d, "x.vtsnap")
+    p = run(["--conf", "max_events:1024", "-o", out, "--", prog])
+    m = re.search(r"vramtrace run: \S+x\.vtsnap kept the last 1024 of (\d+) events \(the ring "
+                  r"is full\): what the run made and freed before them is not in it, what it "
+                  r"still held then is; VRAMTRACE_CONF=(ring:\d+MiB) keeps a run this long",
+                  p.stderr)
+    if p.returncode != 0 or not m or int(m.group(1)) <= 1024:
+        fail("run must say the ring overflowed, and what keeps the run", p)
+    _, text = summary(out)
+    if "%s recorded, %d overwritten" % (m.group(1), int(m.group(1)) - 1024) not in text:
+        fail("the counts said are not the snapshot's: " + text, p)
+    p = run(["--conf", m.group(2), "-o", out, "--", prog])
+    if p.returncode != 0 or "kept the last" in p.stderr:
+        fail("the ring named must keep the whole run", p)
+    if " 0 overwritten" not in summary(out)[1]:
+        fail("the ring named overwrote events", p)
+
+
 def case_two_recording_processes_get_one_file_each(d):
     out = os.path.join(d, "x.vtsnap")
     p = run(["-o", out, "--", "bash", "-c", "%s; %s" % (prog, prog)])

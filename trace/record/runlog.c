@@ -95,6 +95,13 @@ void vt__runlog_add(const char *kind, const char *path, const char *plain, int r
     if (o < sizeof line - 1)
         line[o++] = '\t';
     o = put(line, o, sizeof line, vt__activity_noted() ? "device" : "host");
+    /* the events recorded so far and the ring's room: run says when the
+     * snapshot lost the run's start */
+    char ring[48];
+    snprintf(ring, sizeof ring, "\t%llu\t%llu", (unsigned long long)vt__ring_head(),
+             (unsigned long long)vt__ring_capacity());
+    for (const char *c = ring; *c && o < sizeof line - 1; c++)   /* its tabs are fields' */
+        line[o++] = *c;
     if (o >= sizeof line - 1)
         return;                  /* cannot happen with PATH_MAX paths */
     line[o++] = '\n';
