@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,34 +202,17 @@ static void enc_frames(const vt__snapshot_data *s, vt__buf *b)
     }
 }
 
-/* Whether any frame has a first line: FIRST_LINES is written only then. */
-static bool any_first_line(const vt__snapshot_data *s)
+/* A per-frame section of one uint32_t field of vt__frame (first_line,
+ * flags), at `off`: written only when a frame has it (any non-zero), as
+ * varints in frame order. @return whether it was. */
+static bool enc_frame_field(const vt__snapshot_data *s, size_t off, vt__buf *b)
 {
-    for (size_t i = 0; i < s->nframes; i++)
-        if (s->frames[i].first_line)
-            return true;
-    return false;
-}
-
-static void enc_first_lines(const vt__snapshot_data *s, vt__buf *b)
-{
-    for (size_t i = 0; i < s->nframes; i++)
-        vt__put_varint(b, s->frames[i].first_line);
-}
-
-/* Whether any frame has a flag: FRAME_FLAGS is written only then. */
-static bool any_frame_flags(const vt__snapshot_data *s)
-{
-    for (size_t i = 0; i < s->nframes; i++)
-        if (s->frames[i].flags)
-            return true;
-    return false;
-}
-
-static void enc_frame_flags(const vt__snapshot_data *s, vt__buf *b)
-{
-    for (size_t i = 0; i < s->nframes; i++)
-        vt__put_varint(b, s->frames[i].flags);
+    bool any = false;
+    for (size_t i = 0; i < s->nframes && !any; i++)
+        any = *(const uint32_t *)((const char *)&s->frames[i] + off) != 0;
+    for (size_t i = 0; any && i < s->nframes; i++)
+        vt__put_varint(b, *(const uint32_t *)((const char *)&s->frames[i] + off));
+    return any;
 }
 
 static void enc_stacks(const vt__snapshot_data *s, vt__buf *b)
@@ -452,13 +436,14 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
      * without first lines, frame flags and a framework's state the file is
      * what a 1.3 writer wrote, bar the version. */
     int nsec = 6;
-    if (any_first_line(s)) {
-        secs[nsec] = (struct section){ .id = VT_SECTION_FIRST_LINES, .count = s->nframes };
-        enc_first_lines(s, &secs[nsec++].raw);
-    }
-    if (any_frame_flags(s)) {
-        secs[nsec] = (struct section){ .id = VT_SECTION_FRAME_FLAGS, .count = s->nframes };
-        enc_frame_flags(s, &secs[nsec++].raw);
+    static const struct { uint32_t id; size_t off; } frame_fields[] = {
+        { VT_SECTION_FIRST_LINES, offsetof(vt__frame, first_line) },
+        { VT_SECTION_FRAME_FLAGS, offsetof(vt__frame, flags) },
+    };
+    for (size_t k = 0; k < sizeof frame_fields / sizeof *frame_fields; k++) {
+        secs[nsec] = (struct section){ .id = frame_fields[k].id, .count = s->nframes };
+        if (enc_frame_field(s, frame_fields[k].off, &secs[nsec].raw))
+            nsec++;
     }
     size_t nframework = nsegments_of(s, true, NULL);
     if (nframework) {
