@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include "alloc_internal.h"
+#include "order.h"
 #include "recorder.h"
 
 #define VT_UNCACHED_FREED_MAX (1u << 20)
@@ -119,16 +120,10 @@ void vt__badfree_forget(vt__heap *h, uint64_t addr)
         vt__ptrmap_del(&h->uncached_freed, addr);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 void vt__badfree_note_reset(vt__heap *h, uint64_t *addrs, uint64_t n)
 {
     if (n)
-        qsort(addrs, n, sizeof *addrs, cmp_u64);
+        qsort(addrs, n, sizeof *addrs, vt__qsort_u64);
     vt__heap_lock(h);
     uint64_t *old = h->reset_ptrs;
     h->reset_ptrs = addrs;

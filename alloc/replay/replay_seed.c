@@ -24,17 +24,16 @@
 
 #include "errbuf.h"
 #include "grow.h"
+#include "order.h"
 #include "replay_internal.h"
 #include "timeline.h"
 
 static int by_order(const void *a, const void *b)
 {
     const vt__seed *x = a, *y = b;
-    if (x->due != y->due)
-        return x->due < y->due ? -1 : 1;
-    if (x->order != y->order)
-        return x->order < y->order ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    int c = vt__order(x->due, y->due);
+    c = c ? c : vt__order(x->order, y->order);
+    return c ? c : vt__order(x->addr, y->addr);
 }
 
 /* l was made before the window (or in a gap of it) and held then. */

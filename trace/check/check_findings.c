@@ -14,20 +14,12 @@
 /*  Small helpers                                                           */
 /* ------------------------------------------------------------------------ */
 
-int vt__ck_cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int vt__ck_cmp_key(const void *a, const void *b)
 {
     const ck_key *x = a, *y = b;
-    if (x->group != y->group)
-        return x->group < y->group ? -1 : 1;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
+    int c = vt__order(x->group, y->group);
+    c = c ? c : vt__order(x->seq, y->seq);
+    return c ? c : vt__order(x->idx, y->idx);
 }
 
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
@@ -35,7 +27,7 @@ uint64_t vt__ck_median(uint64_t *v, size_t n)
 {
     if (!n)
         return 0;
-    qsort(v, n, sizeof *v, vt__ck_cmp_u64);
+    qsort(v, n, sizeof *v, vt__qsort_u64);
     return v[n / 2];
 }
 

@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "grow.h"
+#include "order.h"
 #include "u64map.h"
 
 #define CK_NONE UINT32_MAX
@@ -270,7 +271,6 @@ uint64_t vt__ck_seq_at_time(const ck_model *m, uint64_t t, uint64_t limit);
 /* check_findings.c: what the rules share                                   */
 /* ------------------------------------------------------------------------ */
 
-int vt__ck_cmp_u64(const void *a, const void *b);   /* qsort, ascending */
 /* A sort key: by group, then seq, then idx (vt__ck_cmp_key, for qsort).
  * A key without groups leaves group 0. */
 typedef struct ck_key {

@@ -513,11 +513,9 @@ typedef struct seed_key {
 static int cmp_seed(const void *a, const void *b)
 {
     const seed_key *x = a, *y = b;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    if (x->made != y->made)
-        return x->made < y->made ? -1 : 1;
-    return (x->i > y->i) - (x->i < y->i);
+    int c = vt__order(x->start, y->start);
+    c = c ? c : vt__order(x->made, y->made);
+    return c ? c : vt__order(x->i, y->i);
 }
 
 /* Lifetimes whose ALLOC is not among the events: those counted from before
@@ -792,7 +790,7 @@ static int order_storages(ck_model *m)
     for (size_t i = 0; i < m->nst; i++)
         if (!m->st[i].retired)
             key[n++] = (uint64_t)m->st[i].ord << 32 | i;
-    qsort(key, n, sizeof *key, vt__ck_cmp_u64);
+    qsort(key, n, sizeof *key, vt__qsort_u64);
     ck_storage *st = malloc((n ? n : 1) * sizeof *st);
     uint32_t *to = malloc((m->nst ? m->nst : 1) * sizeof *to);
     if (!st || !to) {
@@ -966,7 +964,7 @@ int vt__ck_model_build(ck_model *m)
         return rc;
     for (size_t i = 1; i < m->nfree_time; i++)   /* threads' clocks may cross */
         if (m->free_time[i] < m->free_time[i - 1]) {
-            qsort(m->free_time, m->nfree_time, sizeof *m->free_time, vt__ck_cmp_u64);
+            qsort(m->free_time, m->nfree_time, sizeof *m->free_time, vt__qsort_u64);
             break;
         }
     vt__ck_order_pauses(m);

@@ -306,7 +306,7 @@ static int pin_storage(pin_run *pr)
         return 0;
 
     /* Coordinates: distinct extent ends; tree over the segments between. */
-    qsort(p->xs, p->nxs, sizeof *p->xs, vt__ck_cmp_u64);
+    qsort(p->xs, p->nxs, sizeof *p->xs, vt__qsort_u64);
     size_t nx = 0;
     for (size_t k = 0; k < p->nxs; k++)
         if (!nx || p->xs[k] != p->xs[nx - 1])

@@ -21,12 +21,6 @@
 #include "bsearch.h"
 #include "check_internal.h"
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Every use's seq, sorted: uses in a seq interval by two binary searches. */
 static uint64_t *sorted_use_seqs(const ck_model *m)
 {
@@ -35,7 +29,7 @@ static uint64_t *sorted_use_seqs(const ck_model *m)
         return NULL;
     for (size_t i = 0; i < m->nuses; i++)
         s[i] = m->uses[i].seq;
-    qsort(s, m->nuses, sizeof *s, cmp_u64);
+    qsort(s, m->nuses, sizeof *s, vt__qsort_u64);
     return s;
 }
 

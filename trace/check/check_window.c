@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "bsearch.h"
 #include "check_internal.h"
 
 typedef struct older { uint32_t stack; uint32_t idx; } older;
@@ -23,9 +24,8 @@ typedef struct older { uint32_t stack; uint32_t idx; } older;
 static int cmp_older(const void *a, const void *b)
 {
     const older *x = a, *y = b;
-    if (x->stack != y->stack)
-        return x->stack < y->stack ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
+    int c = vt__order(x->stack, y->stack);
+    return c ? c : vt__order(x->idx, y->idx);
 }
 
 static bool tensor_rule(unsigned rule)
@@ -51,14 +51,8 @@ int vt__ck_older_alive(ck_model *m, ck_findings *fs)
         vt__check_finding *f = &fs->f[k];
         if (!tensor_rule(f->rule) || !f->alloc_stack)
             continue;
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (v[mid].stack < f->alloc_stack)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo;
+        VT__PARTITION_POINT(n, i, v[i].stack < f->alloc_stack, lo);
         for (; lo < n && v[lo].stack == f->alloc_stack; lo++) {
             ck_storage *st = &m->st[v[lo].idx];
             if (st->claimed)

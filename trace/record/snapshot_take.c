@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "grow.h"
+#include "order.h"
 #include "snapfile.h"
 
 const char *vt_version_string(void);
@@ -138,12 +139,6 @@ static void fill_meta(vt__snapshot_data *s, vt__strtab *st)
     m->stacks_dropped = vt__stacks_dropped();
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static uint32_t frame_index(const uint64_t *ips, size_t n, uint64_t ip)
 {
     size_t lo = 0, hi = n;
@@ -252,7 +247,7 @@ static int export_stacks(vt__snapshot_data *s, vt__strtab *st)
     if (!ips)
         goto out;
     memcpy(ips, x.ip + 1, nips * sizeof *ips);
-    qsort(ips, nips, sizeof *ips, cmp_u64);
+    qsort(ips, nips, sizeof *ips, vt__qsort_u64);
     size_t nuniq = 0;
     for (size_t i = 0; i < nips; i++)
         if (nuniq == 0 || ips[nuniq - 1] != ips[i])

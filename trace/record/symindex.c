@@ -23,6 +23,7 @@
 #include "rec_snap.h"
 
 #include "bsearch.h"
+#include "order.h"
 
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
@@ -67,12 +68,6 @@ static int by_addr(const void *a, const void *b)
     return x->ndx < y->ndx ? -1 : x->ndx > y->ndx;
 }
 
-static int by_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 vt__symindex *vt__symindex_build(Dwfl_Module *mod)
 {
     int n = dwfl_module_getsymtab(mod);
@@ -103,7 +98,7 @@ vt__symindex *vt__symindex_build(Dwfl_Module *mod)
                                          .ndx = (uint32_t)i, .bind = binding_value(&sym) };
     }
     qsort(ix->syms, ix->n, sizeof *ix->syms, by_addr);
-    qsort(ix->sizeless, ix->nsizeless, sizeof *ix->sizeless, by_u64);
+    qsort(ix->sizeless, ix->nsizeless, sizeof *ix->sizeless, vt__qsort_u64);
     uint64_t end_max = 0;
     for (size_t i = 0; i < ix->n; i++) {
         uint64_t end = ix->syms[i].addr + ix->syms[i].size;

@@ -38,6 +38,7 @@
 #include "event_stream.h"
 #include "grow.h"
 #include "liveness.h"
+#include "order.h"
 #include "timeline.h"
 #include "timeline_build.h"
 #include "u64map.h"
@@ -71,12 +72,6 @@ static int next_event(struct builder *b, vt__event_stream *es, vt__event *e, siz
     return rc;   /* a damaged file: its message is in the stream's err */
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The state's alloc seqs, for which the first event after each is noted as
  * the events go by (merge_state asks for it). */
 static int after_table(struct builder *b, uint64_t **seqs)
@@ -89,7 +84,7 @@ static int after_table(struct builder *b, uint64_t **seqs)
     for (size_t i = 0; i < s->nblocks; i++)
         if (s->blocks[i].alloc_seq)
             (*seqs)[n++] = s->blocks[i].alloc_seq;
-    qsort(*seqs, n, sizeof **seqs, cmp_u64);
+    qsort(*seqs, n, sizeof **seqs, vt__qsort_u64);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
         if (!u || (*seqs)[u - 1] != (*seqs)[i])
