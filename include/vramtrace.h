@@ -257,6 +257,15 @@ VT_API int vt_mark(const char *label);
  * @return 0 (also when tracing is off: then nothing is recorded). */
 VT_API int vt_paused(uint64_t ns);
 
+/*! vt_trace_window() :
+ * The events this process has recorded so far (*recorded) and the most its
+ * ring keeps (*capacity): a snapshot holds the last *capacity of them. A
+ * tool that declares a long-lived object once (a holder and its name, a
+ * reference) declares it again before its declaration would leave the
+ * ring, so that every snapshot's window still holds it. Both 0 while
+ * tracing is off. @return 0, or -EINVAL when a pointer is NULL. */
+VT_API int vt_trace_window(uint64_t *recorded, uint64_t *capacity);
+
 /* ======================================================================== */
 /*  Annotations for the reference-graph checker (trace/)                    */
 /* ======================================================================== */

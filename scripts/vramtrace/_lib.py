@@ -95,7 +95,7 @@ def find_library_candidates() -> List[Tuple[str, str]]:
 # `vramtrace run --track`). Each only records (a ring append, an interning);
 # the recorder never takes the GIL, so none waits on a Python thread.
 _GIL_HELD = frozenset({
-    "vt_paused", "vt_tensor_new", "vt_tensor_new_stack", "vt_tensor_use",
+    "vt_paused", "vt_trace_window", "vt_tensor_new", "vt_tensor_new_stack", "vt_tensor_use",
     "vt_tensor_use_stack", "vt_tensor_drop", "vt_tensor_name", "vt_storage_external",
     "vt_storage_external_stack", "vt_storage_external_free",
     "vt_storage_external_free_stack", "vt_holder_new", "vt_holder_new_flags", "vt_ref",
@@ -167,6 +167,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_mark": (_int, (_cs,)),
     "vt_paused": (_int, (_u64,)),      # optional: libraries before format 1.9 lack it
     "vt_program_ended": (_int, ()),    # optional: libraries before 0.1 of 2026-11-28 lack it
+    "vt_trace_window": (_int, (ctypes.POINTER(_u64), ctypes.POINTER(_u64))),  # optional: before 2026-12-01
     "vt__snapshot_requested": (None, (_int,)),   # optional (internal): older libraries lack it
     "vt_tensor_new": (_u64, (_vp, ctypes.c_size_t, _u64, _cs)),
     "vt_tensor_new_stack": (_u64, (_vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32)),
@@ -306,6 +307,16 @@ class Library:
         with a library older than format 1.9."""
         if ns > 0 and self.has("vt_paused"):
             self._check("vt_paused", self._get("vt_paused")(ns), str(ns))
+
+    def trace_window(self) -> Optional[Tuple[int, int]]:
+        """(events recorded so far, the most the ring keeps), both 0 while
+        tracing is off; None with a library that cannot say."""
+        if not self.has("vt_trace_window"):
+            return None
+        recorded, capacity = _u64(0), _u64(0)
+        self._check("vt_trace_window", self._get("vt_trace_window")(ctypes.byref(recorded),
+                                                                    ctypes.byref(capacity)), "")
+        return int(recorded.value), int(capacity.value)
 
     def snapshot_requested(self, on: bool = True) -> None:
         """The program asks for a snapshot now (``on``; False forgets it):

@@ -40,6 +40,9 @@ class FakeLib:
         self.storage_stacks: List[Tuple[str, int, Optional[int]]] = []
         self.gc_holders: Set[int] = set()   # holders made as gc collections
         self._raw: Dict[str, Any] = {}      # raw(): the callbacks, kept alive
+        # trace_window(): (events recorded, the ring's room), as a test sets
+        # it; None: a library that cannot say
+        self.window: Optional[Tuple[int, int]] = None
 
     def raw(self, name: str) -> Any:
         """A C-callable stand-in for the library's function ``name`` (None
@@ -77,6 +80,11 @@ class FakeLib:
 
     def snapshot(self, path: str) -> None:
         self.events.append(("snapshot", path))
+
+    can_rename = True   # as the real library's (vt_tensor_name, format 1.1)
+
+    def trace_window(self) -> Optional[Tuple[int, int]]:
+        return self.window
 
     def snapshot_requested(self, on: bool = True) -> None:
         self.requests.append(on)

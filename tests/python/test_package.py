@@ -163,6 +163,16 @@ def test_real_snapshot_time_is_its_request_not_after_its_hooks(real_lib, tmp_pat
     assert hook_done[0] < second < hook_done[1], (first, second, hook_done)
 
 
+def test_real_trace_window_counts_the_events_and_the_rings_room(real_lib):
+    """vt_trace_window: the events this process recorded so far and the
+    most the ring keeps (the tracker declares its holders again before the
+    ring would lose them)."""
+    recorded, capacity = real_lib.trace_window()
+    real_lib.mark("one more event")
+    again, same = real_lib.trace_window()
+    assert again == recorded + 1 and same == capacity > 0, (recorded, again, capacity)
+
+
 def test_real_paused_records_a_pause_with_the_gil_held(real_lib, tmp_path):
     """vt_paused (format 1.9): a PAUSE event of the given length, which
     `check`'s time rule leaves out. The tracker calls it, and every other

@@ -362,6 +362,44 @@ def test_a_marks_work_keeps_the_gil_a_while_and_puts_the_interval_back(fake):
         sys.setswitchinterval(before)
     assert seen == [_marks._MARK_SWITCH_S, 2.0], seen
 
+def test_a_walk_declares_its_holders_again_once_half_the_ring_passed(fake):
+    """A run longer than the ring overwrites the walk that declared a
+    holder; a snapshot taken without a walk of its own (a signal's, an
+    OOM's) would show its chains from a nameless holder. So a walk at a
+    mark declares again all it finds (its holders' names, its references)
+    once the program has recorded half a ring since the last time, and not
+    before."""
+    ctx = Context()
+
+    def names_declared():
+        holders = {e[1] for e in fake.of("holder")}
+        return [e for e in fake.of("tensor_name") if e[1] in holders]
+    with vtt.track(walk_fraction=None) as tr:
+        fake.window = (100, 1000)
+        vtt.mark("step 0")
+        for i in range(1, 5):   # a fresh stale tensor at each mark from step 2 on
+            ctx.output_tensors.append(torch.ones(8) * i)
+            vtt.mark(f"step {i}")
+        walks = tr.walks
+        assert walks >= 2 and fake.of("ref") and not names_declared(), fake.events
+        fake.window = (600, 1000)          # half the ring since the start
+        ctx.output_tensors.append(torch.ones(8) * 5)
+        vtt.mark("step 5")
+        vtt.mark("step 6")
+        said = names_declared()
+        assert tr.walks > walks and {e[2] for e in said} >= {"Context", "list"}, fake.events
+        fake.window = (900, 1000)          # less than half a ring since
+        ctx.output_tensors.append(torch.ones(8) * 6)
+        vtt.mark("step 7")
+        vtt.mark("step 8")
+        assert len(names_declared()) == len(said), fake.events
+        fake.window = (1200, 1000)
+        ctx.output_tensors.append(torch.ones(8) * 7)
+        vtt.mark("step 9")
+        vtt.mark("step 10")
+        assert len(names_declared()) > len(said), fake.events
+
+
 def test_released_holder_is_retracted_at_the_next_mark(fake):
     ctx = Context()
     with vtt.track(walk_fraction=None) as tr:

@@ -221,6 +221,16 @@ int vt_paused(uint64_t ns)
     return 0;
 }
 
+int vt_trace_window(uint64_t *recorded, uint64_t *capacity)
+{
+    if (!recorded || !capacity)
+        return -EINVAL;
+    bool on = vt__rec_on();
+    *recorded = on ? vt__ring_head() : 0;
+    *capacity = on ? vt__ring_capacity() : 0;
+    return 0;
+}
+
 bool vt__process_recorded(void)
 {
     if (vt__activity_noted())

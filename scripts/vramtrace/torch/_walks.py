@@ -482,10 +482,25 @@ class _Walks:
         del hook_nodes
         only = None if full else {k[1] for k in starts}
         starts.clear()
-        self._book.emit(res, "stale", extra, only=only, again=final)
+        self._book.emit(res, "stale", extra, only=only, again=final or self._ring_says_again())
         del res
         if not full:
             self.partial_walks += 1
+
+    def _ring_says_again(self) -> bool:
+        """Whether this walk declares again all it finds (its references,
+        its holders' names), though declared before: once the program has
+        recorded half a ring since the last time. A run longer than the
+        ring overwrites the walk that first declared a holder, and a
+        snapshot taken without a walk of its own (a signal's, an OOM's)
+        would show chains from nameless holders or none; so its window holds
+        a walk that declared them (the exit snapshot walks for itself)."""
+        window = getattr(self._lib, "trace_window", None)
+        got = window() if window is not None else None
+        if not got or not got[1] or got[0] - self._declared_at < got[1] // 2:
+            return False
+        self._declared_at = got[0]
+        return True
 
     def _hook_edges(self, res: WalkResult, held: Set[NodeKey], deadline: float,
                     clock: Callable[[], float] = _cpu_clock
