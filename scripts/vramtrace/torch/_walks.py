@@ -358,6 +358,16 @@ class _Walks:
         ``clock``; ``until``, when given, is the reading of ``clock`` by
         which the walk ends whatever its credit (a tick's: tick_clock() reads
         0 at the tick's start)."""
+        if (not final and until is None and self.walk_fraction is not None
+                and self._credit < self._pass_cost * (1 + level_passes(1))):
+            # No walk of any start fits the credit: postponed before the
+            # stale set is read, which costs a pass over every storage and
+            # grows with what the program keeps (a loop that keeps a tensor
+            # a step paid 1.7 ms a mark at 1,000 kept, never walking, and
+            # so never earned the credit back).
+            self.walks_postponed += 1
+            self._marks_since_walk += 1
+            return
         starts, counts, kept = self._stale_starts(threshold, final)
         if not starts:
             self._book.emit(WalkResult(), "stale")   # retracts all it asserted
