@@ -118,7 +118,10 @@ def test_fragmentation_older_than_the_ring_is_said_and_no_fix_verified():
     p = subprocess.run([VT, "replay", "--json", snap], capture_output=True, text=True,
                        timeout=120)
     r = json.loads(p.stdout)
-    assert r["seeded"] == 10 and r["seeded_bytes"] == 50 * MIB and r["skipped_frees"] == 0, r
+    # the ten pinning blocks; and a filler block when the window's first
+    # event is its free (where the ring cut falls varies by an event or two)
+    assert r["seeded"] in (10, 11) and r["seeded_bytes"] == r["seeded"] * 5 * MIB, r
+    assert r["skipped_frees"] == 0, r
 
 
 def test_bad_input_and_no_oom_are_refused_with_one_line():
