@@ -175,3 +175,33 @@ def test_a_mark_whose_credit_fits_no_walk_does_not_read_the_stale_set(fake, monk
         assert read == [False] and tr.walks == 1, (read, tr.walks)
     tid = tr.tensor_id(kept[0])
     assert "list" in _live_holders(fake, tid), fake.paths_to(tid)
+
+
+def test_a_walk_runs_once_in_half_a_ring_whatever_its_credit(fake):
+    """A loop whose marks' other work outgrows the walk budget never walked
+    before the exit snapshot (a signal's snapshot had tensors and no
+    holders): once the program has recorded half a ring with no walk, a
+    mark's walk runs whatever its credit, and not again before the next
+    half ring."""
+    kept = []
+    with vtt.track(walk_fraction=0.25) as tr:
+        fake.window = (100, 1000)
+        for i in range(4):
+            vtt.mark(f"iteration {i}")
+            kept.append(torch.ones(4) * i)
+            tr._credit, tr._pass_cost = 0.0, 1.0    # no walk fits the credit
+        assert tr.walks == 0 and tr.walks_postponed >= 3, tr.walks_postponed
+        fake.window = (600, 1000)                   # half a ring, no walk
+        vtt.mark("iteration 4")
+        assert tr.walks == 1 and tr.forced_walks == 1, (tr.walks, tr.forced_walks)
+        tid = tr.tensor_id(kept[0])
+        assert "list" in _live_holders(fake, tid), fake.paths_to(tid)
+        kept.append(torch.ones(4) * 5)
+        tr._credit = 0.0
+        fake.window = (900, 1000)                   # less than half a ring since
+        vtt.mark("iteration 5")
+        vtt.mark("iteration 6")
+        assert tr.walks == 1, tr.walks
+        fake.window = (1200, 1000)
+        vtt.mark("iteration 7")
+        assert tr.walks == 2 and tr.forced_walks == 2, (tr.walks, tr.forced_walks)

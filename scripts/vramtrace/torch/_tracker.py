@@ -144,6 +144,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.host_deferred = 0
         self.partial_walks = 0       # walks from only the new or changed stale tensors
         self._declared_at = 0        # events recorded when a walk last declared all it found
+        self._walked_at = 0          # events recorded when a walk last ran
+        self.forced_walks = 0        # walks run past the credit: none in half a ring (_Walks)
         self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0
         self._backoff = 1

@@ -358,7 +358,9 @@ class _Walks:
         ``clock``; ``until``, when given, is the reading of ``clock`` by
         which the walk ends whatever its credit (a tick's: tick_clock() reads
         0 at the tick's start)."""
-        if (not final and until is None and self.walk_fraction is not None
+        forced = (not final and until is None and self.walk_fraction is not None
+                  and self._ring_wants_walk())
+        if (not final and until is None and self.walk_fraction is not None and not forced
                 and self._credit < self._pass_cost * (1 + level_passes(1))):
             # No walk of any start fits the credit: postponed before the
             # stale set is read, which costs a pass over every storage and
@@ -386,8 +388,10 @@ class _Walks:
         walked = self._walked
         fresh = [k for k in starts if k[1] not in walked]
         changed = [k for k in starts if k[1] in settled and settled[k[1]] != counts[k[1]]]
-        full = final or (not fresh and not changed and self._marks_since_walk >= self._backoff
-                         and not all(settled.get(t) == n for t, n in counts.items()))
+        # a walk the ring forces is complete: it declares every holder again
+        full = final or forced or (
+            not fresh and not changed and self._marks_since_walk >= self._backoff
+            and not all(settled.get(t) == n for t, n in counts.items()))
         if not final and not fresh and not changed:
             if self._marks_since_walk >= self._backoff and not full:
                 # A clean loop's stale tensors (batches reused every k
@@ -423,6 +427,8 @@ class _Walks:
         # (A level of many objects costs more than one heap pass:
         # _referrers.level_passes.)
         need = 0.0 if final else self._pass_cost * (1 + level_passes(len(starts)))
+        if forced:   # paid from the credit all the same: the next walks wait
+            allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
             starts.clear()
@@ -434,6 +440,11 @@ class _Walks:
             self._pass_cost = (_cpu_clock() - began_cpu) / (
                 res.levels - 1 + level_passes(len(starts)))
         self.walks += 1
+        self.forced_walks += forced
+        window = getattr(self._lib, "trace_window", None)
+        got = window() if window is not None else None
+        if got:
+            self._walked_at = got[0]
         self._backoff = 1 if fresh else min(2 * self._backoff, 64)
         self._marks_since_walk = 0
         cut = res.cut_off or res.capped
@@ -496,6 +507,18 @@ class _Walks:
         del res
         if not full:
             self.partial_walks += 1
+
+    def _ring_wants_walk(self) -> bool:
+        """No walk ran while the program recorded half a ring: this mark's
+        walk runs whatever its credit (a loop whose marks' other work
+        outgrows the budget would never walk before the exit snapshot, and
+        a signal's or an OOM's snapshot would hold tensors and no holders).
+        One walk per half ring (hundreds of steps of the default ring) costs
+        the program next to nothing; it is paid from the credit as any
+        walk, so the budgeted ones wait for it to be earned back."""
+        window = getattr(self._lib, "trace_window", None)
+        got = window() if window is not None else None
+        return bool(got and got[1] and got[0] - self._walked_at >= got[1] // 2)
 
     def _ring_says_again(self) -> bool:
         """Whether this walk declares again all it finds (its references,
