@@ -423,7 +423,7 @@ static int parse_line(char *line, struct snap_line *l)
 
 /* A snapshot whose ring overwrote the run's start: said once per process,
  * with a ring that would have kept it all where that is a sensible size
- * (80-byte slots, a power of two of them: docs/configuration.md). */
+ * (VT_RING_EVENT_BYTES slots, a power of two of them: docs/configuration.md). */
 static void say_ring_overflow(const struct snap_line *l)
 {
     if (!l->ok || !l->ring || l->recorded <= l->ring)
@@ -434,7 +434,7 @@ static void say_ring_overflow(const struct snap_line *l)
     fprintf(stderr, "vramtrace run: %s kept the last %" PRIu64 " of %" PRIu64 " events (the "
                     "ring is full): what the run made and freed before them is not in it, what "
                     "it still held then is", l->path, l->ring, l->recorded);
-    uint64_t mib = (slots * 80 + (1u << 20) - 1) >> 20;
+    uint64_t mib = (slots * VT_RING_EVENT_BYTES + (1u << 20) - 1) >> 20;
     if (mib <= 4096)
         fprintf(stderr, "; VRAMTRACE_CONF=ring:%" PRIu64 "MiB keeps a run this long\n", mib);
     else

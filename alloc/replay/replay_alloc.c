@@ -181,13 +181,6 @@ static void finish(vt__replay_result *r)
     }
 }
 
-/* The seeds are made: the segments made for them are not the recording's. */
-static void seeded(void *self)
-{
-    (void)self;
-    vt__books.trail.seeded = vt__books.trail.nsegs;
-}
-
 int vt__replay_alloc(const vt__snapshot_data *s, vt__event_stream *es,
                      const vt__replay_options *opt, const vt__seeds *seeds,
                      vt__replay_result *r, char *err, size_t errlen)
@@ -216,7 +209,7 @@ int vt__replay_alloc(const vt__snapshot_data *s, vt__event_stream *es,
     rc = vt__replay_recorded(es, &all, r, &rsegs, &nrsegs, &done);
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc, .free = do_free,
                                    .other = other, .after = after, .oom = oom,
-                                   .seeded = seeded };
+                                   .trail = &vt__books.trail };
     if (rc == 0 && (rc = vt__replay_walk(es, opt, &done, seeds, r, &en)) == 0
         && vt__books.failed)
         rc = -ENOMEM;

@@ -187,9 +187,10 @@ typedef struct vt__replay_engine {
     /* Device d held `bytes` outside the replayed allocator's pool when the
      * window opened (NULL: the engine does not count such memory). */
     void (*outside)(void *self, int d, uint64_t bytes);
-    /* The seeds due before the first event are made (NULL: nothing to
-     * do): what the engine did for them is not the recording's to compare. */
-    void (*seeded)(void *self);
+    /* The segment allocations the engine made, whose first ones, made for
+     * the seeds due before the first event, are not the recording's to
+     * compare (the walk marks them: trail->seeded). */
+    vt__replay_trail *trail;
 } vt__replay_engine;
 
 /* Replay the events of es (rewound first) through `en`: what was held when

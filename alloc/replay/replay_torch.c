@@ -137,12 +137,6 @@ static void outside(void *self, int d, uint64_t bytes)
     tm_note_held(v);
 }
 
-static void seeded(void *self)
-{
-    engine *g = self;
-    g->t->trail.seeded = g->t->trail.nsegs;
-}
-
 /* A block still handed out: every other one is in the model's sets. */
 static void forget(void *self, uint64_t block)
 {
@@ -224,7 +218,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
         goto out;
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc,
                                    .free = do_free, .other = other, .oom = oom,
-                                   .forget = forget, .outside = outside, .seeded = seeded };
+                                   .forget = forget, .outside = outside, .trail = &t->trail };
     if ((rc = vt__replay_walk(es, opt, &done, seeds, r, &en)) || (rc = t->failed ? -ENOMEM : 0))
         goto out;
     for (size_t d = 0; d < r->ndevices; d++) {

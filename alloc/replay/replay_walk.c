@@ -111,6 +111,8 @@ static int seeds_due(walk *w, size_t i, const vt__event *e)
         for (size_t d = 0; d < w->r->ndevices; d++)
             if (sd->outside[d])
                 w->en->outside(w->en->self, (int)d, sd->outside[d]);
+    if (w->next_seed < sd->n && sd->v[w->next_seed].due <= i)
+        w->en->now(w->en->self, i, e);
     for (; w->next_seed < sd->n && sd->v[w->next_seed].due <= i; w->next_seed++) {
         const vt__seed *x = &sd->v[w->next_seed];
         if (x->device >= (int)w->r->ndevices)
@@ -120,15 +122,14 @@ static int seeds_due(walk *w, size_t i, const vt__event *e)
                         .req_size = x->req_size, .stream = x->stream, .stack = x->stack,
                         .device = x->device, .time_ns = e->time_ns,
                         .aux = VT_ALLOC_POOL_BLOCK };
-        w->en->now(w->en->self, i, e);
         int rc = alloc_event(w, i, &a, false);
         if (rc)
             return rc;
         w->r->seeded++;
         w->r->seeded_bytes += x->size;
     }
-    if (i == 0 && w->en->seeded)
-        w->en->seeded(w->en->self);
+    if (i == 0 && w->en->trail)
+        w->en->trail->seeded = w->en->trail->nsegs;
     return 0;
 }
 

@@ -11,6 +11,7 @@ a tensor (every step's validation graph kept); the fixed twin as a number."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,9 +36,10 @@ def _line(path: str, mark: str) -> int:
 MODEL_LINE = _line(PROG, "# MODEL_LINE")
 
 
-def _start(kind: str, track: bool, snap: str, prog: str = PROG) -> subprocess.Popen:
+def _start(kind: str, track: bool, snap: str, prog: str = PROG,
+           run_args: Tuple[str, ...] = ()) -> subprocess.Popen:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
-    cmd = [SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
+    cmd = [SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []), *run_args,
            "-o", snap, "--", sys.executable, prog, kind]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -106,6 +108,31 @@ def test_run_track_names_the_list_that_keeps_the_cache(snaps):
     assert "DynamicCache" in held and f"(hf_decode.py:{MODEL_LINE})'" in held, held
     rc, text = check(snaps[("fixed", True)])
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+
+
+def test_run_track_longer_than_the_ring_names_the_cache_and_counts_what_it_lost(tmp_path):
+    """hf_decode.py leak under `run --track` with a ring (60,000 events) the
+    run overflows three times: the window holds the last few requests.
+    run says the ring overflowed; check names the holder of the window's
+    kept caches and counts the earlier requests' caches, still alive but
+    with their tensors' records gone, under that cause instead of leaving
+    them out. (--grace 300ms: the simulated device runs no kernel, so a
+    request takes a fraction of the seconds it takes on a GPU.)"""
+    snap = str(tmp_path / "ring.vtsnap")
+    p = _start("leak", True, snap, run_args=("--conf", "max_events:60000"))
+    _, stderr = p.communicate(timeout=300)
+    assert p.returncode == 0, stderr[-3000:]
+    assert "kept the last" in stderr and "(the ring is full)" in stderr, stderr[-3000:]
+    r = subprocess.run([CLI, "check", snap, "--grace", "300ms", "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr
+    j = json.loads(r.stdout)
+    assert j["events_overwritten"] > 0, j["events_overwritten"]
+    g = j["groups"][0]
+    assert g["path"].startswith("module __main__.kept → list[*] → "), g
+    assert "DynamicCache" in g["path"] and f"(hf_decode.py:{MODEL_LINE})" in g["owner"], g
+    # each request's cache: 4 layers' keys and values; the earlier requests'
+    assert g["older_alive"]["storages"] >= 8 and g["older_alive"]["bytes"] > g["bytes"], g
 
 
 def test_a_validation_loss_summed_as_a_tensor_is_named_with_the_graph_it_keeps(train_snaps):

@@ -200,16 +200,6 @@ typedef struct ck_findings {
 } ck_findings;
 
 /* ------------------------------------------------------------------------ */
-/* check_window.c                                                           */
-/* ------------------------------------------------------------------------ */
-
-/* The tensor rules' findings (LINGER, CYCLE, TAPE, PINNED) of fs: on the
- * first of each allocation stack, the storages allocated there before the
- * window that are still alive with no tensor recorded (older_alive).
- * @return 0 or -ENOMEM. */
-int vt__ck_older_alive(ck_model *m, ck_findings *fs);
-
-/* ------------------------------------------------------------------------ */
 /* check_model.c                                                            */
 /* ------------------------------------------------------------------------ */
 
@@ -279,6 +269,7 @@ typedef struct ck_key {
     uint32_t idx;
 } ck_key;
 int vt__ck_cmp_key(const void *a, const void *b);
+
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
 uint64_t vt__ck_median(uint64_t *v, size_t n);
 
@@ -405,5 +396,21 @@ void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char 
 /* The holder of the autograd graph whose tensors ``grp`` groups; NULL when
  * it groups by owner line and holder. */
 const char *vt__ck_group_graph_root(const ck_group *grp);
+
+/* ------------------------------------------------------------------------ */
+/* check_window.c                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The tensor rules' findings (LINGER, CYCLE, TAPE, PINNED) of fs: on the
+ * first of each allocation stack, the storages allocated there before the
+ * window that are still alive with no tensor recorded (older_alive).
+ * @return 0 or -ENOMEM. */
+int vt__ck_older_alive(ck_model *m, ck_findings *fs);
+/* The storages made before the window and alive at the end whose
+ * allocation stack is known (the state kept it), into out (room for
+ * m->nst) as keys (seq: alloc_seq, group: the stack), sorted by stack,
+ * then seq: what a finding of that stack may count besides its own.
+ * @return how many. */
+size_t vt__ck_alive_before_window(const ck_model *m, ck_key *out);
 
 #endif /* VT_TRACE_CHECK_INTERNAL_H */

@@ -130,15 +130,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
         idx[i] = keys[i].idx;
     /* made before the window, alive at the end, their stack known: by site */
     ck_key *old = keys;
-    size_t nold = 0;
-    for (size_t i = 0; i < m->nst; i++) {
-        const ck_storage *st = &m->st[i];
-        if (st->before_window && !st->freed && st->alloc_stack && !st->external
-            && !st->implicit && !st->fate_unknown)
-            old[nold++] = (ck_key){ st->alloc_seq, st->alloc_stack, (uint32_t)i };
-    }
-    if (nold)
-        qsort(old, nold, sizeof *old, vt__ck_cmp_key);
+    size_t nold = vt__ck_alive_before_window(m, old);
     /* The retired storages (check_model.c) by call site: each is short-lived
      * (freed before the next mark), its lifetime kept while OUTLIER may run. */
     if (m->nsites)

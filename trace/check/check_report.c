@@ -297,18 +297,27 @@ static void print_held_by(FILE *f, const char *indent, const ck_group *g, const 
 /* Causes of minor findings listed, at most (the rest counted). */
 #define MINOR_SHOWN 3
 
-/* Each group's older_alive storages and bytes (its findings' sums):
- * count[k], bytes[k] for group k of of[]. */
-static void older_of_groups(const vt__check_report *r, const uint32_t *of, size_t ng,
-                            uint64_t *count, uint64_t *bytes)
+/* r's groups (vt__ck_group_findings) and, in *older (free() it), each
+ * group's older_alive storages and bytes, its findings' sums: group k's at
+ * [k] and [*ng + k]. NULL when out of memory. */
+static ck_group *groups_with_older(const vt__check_report *r, const vt__snapshot_data *s,
+                                   size_t *ng, uint64_t **older)
 {
-    for (size_t k = 0; k < ng; k++)
-        count[k] = bytes[k] = 0;
+    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
+    ck_group *g = of ? vt__ck_group_findings(r, s, ng, of) : NULL;
+    *older = g ? calloc(2 * (*ng ? *ng : 1), sizeof **older) : NULL;
+    if (!*older) {
+        free(g);
+        free(of);
+        return NULL;
+    }
     for (size_t i = 0; i < r->nfindings; i++)
-        if (of[i] < ng) {
-            count[of[i]] += r->findings[i].older_alive;
-            bytes[of[i]] += r->findings[i].older_alive_bytes;
+        if (of[i] < *ng) {
+            (*older)[of[i]] += r->findings[i].older_alive;
+            (*older)[*ng + of[i]] += r->findings[i].older_alive_bytes;
         }
+    free(of);
+    return g;
 }
 
 /* "and N more storages ... not judged": what the window lost of a line. */
@@ -325,16 +334,13 @@ static void print_older(FILE *f, const char *indent, const char *where, uint64_t
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     size_t ng = 0;
-    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
-    ck_group *g = of ? vt__ck_group_findings(r, s, &ng, of) : NULL;
-    uint64_t *older = g ? malloc(2 * (ng ? ng : 1) * sizeof *older) : NULL;
-    if (!older || ng == r->nfindings) {   /* nothing repeats: the list says it all */
+    uint64_t *older = NULL;
+    ck_group *g = groups_with_older(r, s, &ng, &older);
+    if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
         free(g);
-        free(of);
         free(older);
         return;
     }
-    older_of_groups(r, of, ng, older, older + ng);
     fprintf(f, "\n%zu finding%s from %zu cause%s (rule, where the tensor was made, what holds it):\n",
             r->nfindings, r->nfindings == 1 ? "" : "s", ng, ng == 1 ? "" : "s");
     char copy[CK_GROUP_KEY_MAX], b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
@@ -380,7 +386,6 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
     if (ng > GROUPS_SHOWN)
         fprintf(f, "  ... and %zu more causes\n", ng - GROUPS_SHOWN);
     free(g);
-    free(of);
     free(older);
 }
 
@@ -942,15 +947,10 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         json_finding(f, s, &r->minor[i], i ? "," : "");
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
-    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
-    ck_group *g = of ? vt__ck_group_findings(r, s, &ng, of) : NULL;
-    uint64_t *older = g ? malloc(2 * (ng ? ng : 1) * sizeof *older) : NULL;
-    if (!older) {
-        free(g);
-        free(of);
+    uint64_t *older = NULL;
+    ck_group *g = groups_with_older(r, s, &ng, &older);
+    if (!g)
         return -ENOMEM;
-    }
-    older_of_groups(r, of, ng, older, older + ng);
     for (size_t k = 0; k < ng; k++) {
         const char *rule, *owner, *path;
         char copy[CK_GROUP_KEY_MAX];
@@ -965,7 +965,6 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         fputc('}', f);
     }
     free(g);
-    free(of);
     free(older);
     fprintf(f, "]}\n");
     fflush(f);

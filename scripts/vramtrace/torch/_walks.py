@@ -358,9 +358,9 @@ class _Walks:
         ``clock``; ``until``, when given, is the reading of ``clock`` by
         which the walk ends whatever its credit (a tick's: tick_clock() reads
         0 at the tick's start)."""
-        forced = (not final and until is None and self.walk_fraction is not None
-                  and self._ring_wants_walk())
-        if (not final and until is None and self.walk_fraction is not None and not forced
+        budgeted = not final and until is None and self.walk_fraction is not None
+        forced = budgeted and self._half_ring_since(self._walked_at) is not None
+        if (budgeted and not forced
                 and self._credit < self._pass_cost * (1 + level_passes(1))):
             # No walk of any start fits the credit: postponed before the
             # stale set is read, which costs a pass over every storage and
@@ -441,9 +441,8 @@ class _Walks:
                 res.levels - 1 + level_passes(len(starts)))
         self.walks += 1
         self.forced_walks += forced
-        window = getattr(self._lib, "trace_window", None)
-        got = window() if window is not None else None
-        if got:
+        got = self._trace_window()
+        if got is not None:
             self._walked_at = got[0]
         self._backoff = 1 if fresh else min(2 * self._backoff, 64)
         self._marks_since_walk = 0
@@ -508,31 +507,37 @@ class _Walks:
         if not full:
             self.partial_walks += 1
 
-    def _ring_wants_walk(self) -> bool:
-        """No walk ran while the program recorded half a ring: this mark's
-        walk runs whatever its credit (a loop whose marks' other work
-        outgrows the budget would never walk before the exit snapshot, and
-        a signal's or an OOM's snapshot would hold tensors and no holders).
-        One walk per half ring (hundreds of steps of the default ring) costs
-        the program next to nothing; it is paid from the credit as any
-        walk, so the budgeted ones wait for it to be earned back."""
+    def _trace_window(self) -> Optional[Tuple[int, int]]:
+        """(events recorded, the ring's room) of the library; None when it
+        cannot say or records nothing."""
         window = getattr(self._lib, "trace_window", None)
         got = window() if window is not None else None
-        return bool(got and got[1] and got[0] - self._walked_at >= got[1] // 2)
+        return got if got and got[1] else None
+
+    def _half_ring_since(self, at: int) -> Optional[int]:
+        """The events recorded now, once the program has recorded half a
+        ring since ``at`` (a count of them); else None.
+
+        Two things wait on it. A walk runs whatever its credit when none ran
+        for half a ring (``_walked_at``): a loop whose marks' other work
+        outgrows the budget would never walk before the exit snapshot, and a
+        signal's or an OOM's snapshot would hold tensors and no holders; one
+        walk per half ring (hundreds of steps of the default ring) costs the
+        program next to nothing, and is paid from the credit as any walk. And
+        a walk declares again all it finds, its references and its holders'
+        names, when none did for half a ring (``_declared_at``): a run longer
+        than the ring overwrites the walk that first declared a holder, and
+        a snapshot without a walk of its own would show chains from nameless
+        holders (the exit snapshot walks for itself)."""
+        got = self._trace_window()
+        return got[0] if got is not None and got[0] - at >= got[1] // 2 else None
 
     def _ring_says_again(self) -> bool:
-        """Whether this walk declares again all it finds (its references,
-        its holders' names), though declared before: once the program has
-        recorded half a ring since the last time. A run longer than the
-        ring overwrites the walk that first declared a holder, and a
-        snapshot taken without a walk of its own (a signal's, an OOM's)
-        would show chains from nameless holders or none; so its window holds
-        a walk that declared them (the exit snapshot walks for itself)."""
-        window = getattr(self._lib, "trace_window", None)
-        got = window() if window is not None else None
-        if not got or not got[1] or got[0] - self._declared_at < got[1] // 2:
+        """Whether this walk declares again all it finds (_half_ring_since)."""
+        now = self._half_ring_since(self._declared_at)
+        if now is None:
             return False
-        self._declared_at = got[0]
+        self._declared_at = now
         return True
 
     def _hook_edges(self, res: WalkResult, held: Set[NodeKey], deadline: float,
