@@ -336,7 +336,7 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
      * OOM), and the checker's findings about them */
     for (size_t i = 0; i < k && i < s->nevents; i++) {
         const vt__event *e = &s->events[i];
-        if (e->kind != VT_EV_TENSOR_NEW || e->aux2 || !e->str)
+        if (e->kind != VT_EV_TENSOR_NEW || VT_TENSOR_BASE(e->aux2) || !e->str)
             continue;
         uint32_t x = vt__u64map_get(&by_addr, e->addr);
         if (x != VT__U64MAP_NONE && e->seq > tl->lifetimes[keys[x].lt].alloc_seq

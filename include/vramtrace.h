@@ -303,6 +303,21 @@ VT_API uint64_t vt_tensor_new(const void *data_ptr, size_t nbytes, uint64_t base
 VT_API uint64_t vt_tensor_new_stack(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                                     const char *name, uint32_t stack);
 
+/*! vt_tensor_again() :
+ * Tensor `id`, made earlier by vt_tensor_new() or vt_tensor_new_stack() and
+ * alive, is declared again as it is now: `data_ptr`, `nbytes`, `base_tensor`
+ * and `name` as vt_tensor_new() takes them, `stack` where it was made
+ * (vt_stack_intern_frames(); 0: none). A run longer than the ring
+ * overwrites a tensor's first declaration while the program still holds
+ * it; declared again, a snapshot knows it (`vramtrace check` judges it as
+ * made before the window, unused since the window began unless a use in
+ * the window says otherwise). Not a use, not a new tensor; a reader that
+ * still has its first declaration ignores this one. Records the event
+ * TENSOR_NEW with VT_TENSOR_AGAIN (format 1.11).
+ * @return 0, or -EINVAL if id is 0. */
+VT_API int vt_tensor_again(uint64_t id, const void *data_ptr, size_t nbytes,
+                           uint64_t base_tensor, const char *name, uint32_t stack);
+
 /*! vt_tensor_use() :
  * Tensor `id` was used (read or written) now. Captures a stack. */
 VT_API void vt_tensor_use(uint64_t id);

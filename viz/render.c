@@ -179,7 +179,8 @@ static void bind_names(struct render *r)
         const vt__lifetime *lt = vt__timeline_find(r->tl, e->addr, (uint32_t)i);
         if (!lt)
             continue;
-        vt__viz_bind_name(r, by_view, (size_t)(lt - r->tl->lifetimes), name, e->aux2 != 0);
+        vt__viz_bind_name(r, by_view, (size_t)(lt - r->tl->lifetimes), name,
+                          VT_TENSOR_BASE(e->aux2) != 0);
     }
     free(by_view);
     free(rn);

@@ -523,7 +523,7 @@ static int page_event(struct sr *x, const vt__event *e, uint32_t i, const vt__tl
         uint32_t name = x->nrn ? vt__viz_latest_name(x->rn, x->nrn, e->aux, e->str) : e->str;
         int64_t pos = name ? find_open(x, e->addr, i) : -1;
         if (pos >= 0)
-            vt__viz_bind_name(r, x->by_view, (size_t)pos, name, e->aux2 != 0);
+            vt__viz_bind_name(r, x->by_view, (size_t)pos, name, VT_TENSOR_BASE(e->aux2) != 0);
     } else if (e->kind == VT_EV_FINDING) {
         struct ev_finding *f = vt__grow_push((void **)&x->evf, &x->cap_evf, &x->nevf, sizeof *f);
         if (!f)

@@ -65,7 +65,17 @@
  *                    stands for memory that only a saved tensor in C++
  *                    keeps (an autograd node's, after every tensor the
  *                    program had on it died); its making is not a use of
- *                    the storage, and it does not take the storage over
+ *                    the storage, and it does not take the storage over.
+ *                    Since 1.11 aux2 may also carry VT_TENSOR_AGAIN (with
+ *                    the base id or VT_TENSOR_SAVED_ONLY beside it): tensor
+ *                    aux, declared earlier, is declared again as it is now
+ *                    (stack = where it was made), because a run longer than
+ *                    the ring overwrites the first declaration of what it
+ *                    still holds. Not a new tensor and not a use: a reader
+ *                    that knows aux from a TENSOR_NEW in the window ignores
+ *                    it; one that does not takes the tensor as made before
+ *                    the window, unused since the window began (until a
+ *                    TENSOR_USE in it says otherwise)
  *   TENSOR_USE       aux = tensor id, stack = stack of the use
  *   TENSOR_DROP      aux = tensor id
  *   STORAGE_EXTERNAL addr/size, device: a storage vramtrace did not allocate
@@ -208,7 +218,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.10).
+ *   reader would find it). A writer writes its own minor (this one: 1.11).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -270,6 +280,11 @@ enum vt_passthrough_call {
  *   reader skips (its views then miss, after the ring overwrote their
  *   events, the framework's early segments and the blocks still alive in
  *   them, as before).
+ *   1.11 gives TENSOR_NEW aux2 the flag VT_TENSOR_AGAIN (a live tensor
+ *   declared again, so that a snapshot whose ring overwrote its first
+ *   declaration still knows it), which an older reader takes for a view of
+ *   a tensor it does not know, made (and used) then: it then sees such a
+ *   tensor used at its declaration, and a tensor it knew twice.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -409,7 +424,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 10
+#define VT_FORMAT_MINOR 11
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -465,6 +480,12 @@ enum vt_section_id {
 
 /* TENSOR_NEW aux2 (format 1.8): not a base tensor's id, see TENSOR_NEW. */
 #define VT_TENSOR_SAVED_ONLY (1ull << 63)
+/* TENSOR_NEW aux2 (format 1.11): a flag beside the base id (or
+ * VT_TENSOR_SAVED_ONLY): the tensor declared again, see TENSOR_NEW. */
+#define VT_TENSOR_AGAIN (1ull << 62)
+/* A TENSOR_NEW's aux2 without the VT_TENSOR_AGAIN flag: the base tensor's
+ * id, 0 or VT_TENSOR_SAVED_ONLY. */
+#define VT_TENSOR_BASE(aux2) ((aux2) & ~VT_TENSOR_AGAIN)
 
 /* Frame flags (FRAME_FLAGS section, format 1.8). */
 enum vt_frame_flag {

@@ -96,7 +96,8 @@ def find_library_candidates() -> List[Tuple[str, str]]:
 # the recorder never takes the GIL, so none waits on a Python thread.
 _GIL_HELD = frozenset({
     "vt_paused", "vt_trace_window", "vt_tensor_new", "vt_tensor_new_stack", "vt_tensor_use",
-    "vt_tensor_use_stack", "vt_tensor_drop", "vt_tensor_name", "vt_storage_external",
+    "vt_tensor_use_stack", "vt_tensor_drop", "vt_tensor_name", "vt_tensor_again",
+    "vt_storage_external",
     "vt_storage_external_stack", "vt_storage_external_free",
     "vt_storage_external_free_stack", "vt_holder_new", "vt_holder_new_flags", "vt_ref",
     "vt_unref", "vt_stack_intern_frames", "vt_thread_python_stack",
@@ -175,6 +176,8 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_tensor_use_stack": (None, (_u64, ctypes.c_uint32)),
     "vt_tensor_drop": (None, (_u64,)),
     "vt_tensor_name": (_int, (_u64, _cs)),     # optional: libraries before format 1.1 lack it
+    # optional: libraries before format 1.11 lack it (track() then declares nothing again)
+    "vt_tensor_again": (_int, (_u64, _vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32)),
     "vt_storage_external": (_int, (_vp, ctypes.c_size_t, _int)),
     "vt_storage_external_stack": (_int, (_vp, ctypes.c_size_t, _int, ctypes.c_uint32)),
     "vt_storage_external_free": (_int, (_vp,)),

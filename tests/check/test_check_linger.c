@@ -458,6 +458,89 @@ TEST(storages_of_a_findings_stack_made_before_the_window_are_counted_not_judged)
     synth_fini(&y);
 }
 
+/* A run longer than the ring, under track(): W (a weight) and K (an early
+ * step's output a list keeps) were made before the window, their
+ * TENSOR_NEWs overwritten; the tracker declared them again mid-window
+ * (VT_TENSOR_AGAIN, format 1.11), after W's first uses in it. N is made in
+ * the window and declared again too (a duplicate). `kept_uses`: K is used
+ * in step 1 too (before its declaration again). */
+#define OLD_W 0x7e0000000000ull
+#define OLD_K 0x7e0001000000ull
+static void declared_again(synth *y, int k_used)
+{
+    synth_init(y);
+    uint32_t st_made = synth_stack(y, "made", "main", NULL);
+    uint32_t st_step = synth_stack(y, "step", "main", NULL);
+    synth_holder(y, 900, "module __main__.kept");
+    for (int step = 0; step < 6; step++) {
+        char label[32];
+        snprintf(label, sizeof label, "step %d", step);
+        synth_mark(y, label);
+        synth_tick(y, 1000000);
+        synth_use_at(y, 7, st_step);                 /* W, every step */
+        if (step == 1) {
+            synth_made(y, 30, 0x7f0000000000ull, MiB, "n", st_step);
+            if (k_used)
+                synth_use_at(y, 8, st_step);
+        }
+        if (step == 2) {                             /* the tracker's half ring */
+            SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 7, .aux2 = VT_TENSOR_AGAIN, .addr = OLD_W,
+                     .size = 2 * MiB, .stack = st_made, .str = synth_str(y, "weight"));
+            SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 8, .aux2 = VT_TENSOR_AGAIN, .addr = OLD_K,
+                     .size = 2 * MiB, .stack = st_made, .str = synth_str(y, "logits"));
+            SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 30, .aux2 = VT_TENSOR_AGAIN,
+                     .addr = 0x7f0000000000ull, .size = MiB, .stack = st_step,
+                     .str = synth_str(y, "n"));
+            synth_ref(y, 900, 8, "[0]");
+        }
+        synth_use_at(y, 30, st_step);
+    }
+    synth_mark(y, "end");
+    synth_lost_start(y, st_made, 2, OLD_W, 2 * MiB);
+}
+
+TEST(tensors_declared_again_after_the_ring_overwrote_them_are_judged)
+{
+    synth y;
+    declared_again(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->ntensors, 3);       /* W, K once each; N's duplicate ignored */
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->addr, OLD_K);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->owner_id, 8);
+    ASSERT_STR_EQ(f->owner_name, "logits");
+    ASSERT_EQ(f->before_window, 1);
+    ASSERT_EQ(f->last_use_before_window, 1);
+    ASSERT_EQ(f->last_use_stack, 0);
+    ASSERT_EQ(f->older_alive, 0);    /* K has its tensor: judged, not counted */
+    ASSERT_EQ(f->npaths, 1);
+    ASSERT_STR_EQ(path_text(f, 0), "module __main__.kept[0] \xe2\x86\x92 tensor 'logits' "
+                                   "\xe2\x86\x92 storage 0x7e0001000000 2 MiB");
+    assert_rendered_says(r, &y, 0, "last use: before the trace window, by tensor 'logits' "
+                                   "(#8), made there; unused since the window began");
+    assert_rendered_says(r, &y, 1, "\"before_window\":true");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(a_tensor_declared_again_and_used_in_the_window_before_it_is_judged_by_that_use)
+{
+    /* K's use in step 1 comes before its declaration again: the use is
+     * found (the tensor is bound from the window's start), and K is judged
+     * from step 1, not from before the window */
+    synth y;
+    declared_again(&y, 1);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->addr, OLD_K);
+    ASSERT_EQ(f->last_use_before_window, 0);
+    ASSERT_EQ(f->last_use_step, 2);  /* the step from mark "step 1" */
+    ASSERT_EQ(f->nuses, 2);          /* the window's start, and step 1's */
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(alive_through_a_complete_step_before_the_end_is_flagged)
 {
     synth y;

@@ -400,6 +400,45 @@ def test_a_walk_declares_its_holders_again_once_half_the_ring_passed(fake):
         assert len(names_declared()) > len(said), fake.events
 
 
+def test_the_tensors_are_declared_again_once_half_the_ring_passed_and_at_a_snapshot_past_it(
+        fake, tmp_path):
+    """A run longer than the ring overwrites the TENSOR_NEW of what the
+    program made early and still holds; `check` would then see its storage
+    and no tensor. So a mark declares every recorded tensor the books hold
+    again (vt_tensor_again: its id, where it is, its base, its name, the
+    stack it was made at) once half a ring was recorded since the last
+    time, and a snapshot does when the ring overwrote the run's start."""
+    ctx = Context()
+    with vtt.track(walk_fraction=None) as tr:
+        fake.window = (100, 1000)
+        kept = torch.ones(8) * 3                  # an early tensor the program keeps
+        ctx.output_tensors.append(kept)
+        vtt.mark("step 0")
+        new = {e[1]: e for e in fake.of("tensor_new")}
+        tid = tr._by_obj[id(kept)].tid
+        assert not fake.of("again")
+        fake.window = (600, 1000)                 # half the ring since the start
+        vtt.mark("step 1")
+        again = {e[1]: e for e in fake.of("again")}
+        assert tid in again and len(again) == tr.declared_again, fake.events
+        # as its TENSOR_NEW said, the stack included
+        _, _, ptr, nbytes, base, name, stack = again[tid]
+        assert (ptr, nbytes, base, name) == new[tid][2:6]
+        assert stack == new[tid][6] and stack
+        # dropped tensors are not declared: only what the books hold
+        assert set(again) <= set(tr._by_tid), (again, tr._by_tid)
+        n = len(fake.of("again"))
+        fake.window = (900, 1000)                 # less than half a ring since
+        vtt.mark("step 2")
+        assert len(fake.of("again")) == n
+        vramtrace.snapshot(str(tmp_path / "in.vtsnap"))   # the ring kept everything
+        assert len(fake.of("again")) == n
+        fake.window = (1050, 1000)                # the ring overwrote the start
+        vramtrace.snapshot(str(tmp_path / "past.vtsnap"))
+        assert tid in {e[1] for e in fake.of("again")[n:]}, fake.events
+        del kept
+
+
 def test_released_holder_is_retracted_at_the_next_mark(fake):
     ctx = Context()
     with vtt.track(walk_fraction=None) as tr:

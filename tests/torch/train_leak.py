@@ -1,9 +1,10 @@
 """A small training script that knows nothing of vramtrace, as a user writes it.
 
-  python train_leak.py leak|fixed [--steps N] [--torch-snapshot PATH] [--marks]
+  python train_leak.py leak|early|fixed [--steps N] [--torch-snapshot PATH] [--marks]
 
 `leak` keeps every step's logits in the module-level list `history`;
-`fixed` keeps the loss as a float. Prints one line per step: "step N
+`early` only the first 10 steps' (a debugging list left in: a leak that
+ends early in a long run); `fixed` keeps the loss as a float. Prints one line per step: "step N
 allocated reserved" from torch.cuda.memory_allocated() / memory_reserved(),
 and at the end "max_allocated X" and "max_reserved Y". --torch-snapshot
 turns PyTorch's own recorder on (_record_memory_history) and dumps its
@@ -17,7 +18,7 @@ import torch
 import torch.nn as nn
 
 ap = argparse.ArgumentParser()
-ap.add_argument("kind", choices=["leak", "fixed"])
+ap.add_argument("kind", choices=["leak", "early", "fixed"])
 ap.add_argument("--steps", type=int, default=10)
 ap.add_argument("--torch-snapshot", default="")
 ap.add_argument("--marks", action="store_true")
@@ -39,7 +40,7 @@ for step in range(args.steps):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    if args.kind == "leak":
+    if args.kind == "leak" or (args.kind == "early" and step < 10):
         history.append(logits)
     else:
         history.append(loss.item())

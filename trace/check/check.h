@@ -365,6 +365,9 @@ typedef struct vt__check_finding {
     uint64_t last_use_seq;     /* LINGER: last NEW/USE of a bound tensor; native: alloc */
     uint64_t last_use_time_ns;
     uint32_t last_use_stack;   /* stack of that use, 0 if none */
+    uint8_t last_use_before_window;   /* that use is before the window, when unknown: the
+                                  tensor was made there and declared again in it (format
+                                  1.11) with no use since (seq/time: the window's start) */
     uint64_t last_use_tensor;  /* id of the tensor used last */
     const char *last_use_name; /* its name */
     uint32_t nuses;            /* uses (including creations) of the storage */
@@ -699,6 +702,7 @@ typedef struct vt__check_storage {
     uint32_t nuses;            /* uses, creations included */
     uint64_t last_use_seq, last_use_time_ns;   /* 0 if never used */
     uint32_t last_use_stack;
+    uint8_t last_use_before_window;   /* as vt__check_finding's */
 } vt__check_storage;
 
 /*! vt__check_list_external() :

@@ -106,6 +106,8 @@ typedef struct ck_node {
     uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
     uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
     uint8_t dropped;        /* tensor: drop_seq is valid */
+    uint8_t made_before_window;   /* tensor: known from its declaration again (format
+                                     1.11): made before the window */
     uint8_t gc_collection;  /* holder: one run of a garbage collector (HOLDER_NEW aux2) */
     uint64_t gc_seq, gc_time; /* tensor: first REF from a collection holder, 0: none */
     uint32_t in_head;       /* pass 2: first live incoming edge */
@@ -123,6 +125,9 @@ typedef struct ck_use {
     uint32_t storage;
     uint32_t node;
     uint32_t stack;
+    uint8_t before_window;  /* stands for an unknown use before the window: a
+                               tensor declared again (format 1.11) whose
+                               first declaration the ring overwrote */
 } ck_use;
 
 /* A graph operation, in event order (pass 2 replays only these). */
@@ -309,6 +314,7 @@ uint64_t vt__ck_storage_bytes(const ck_storage *st);
         (o)->last_use_seq = (use)->seq;                                                          \
         (o)->last_use_time_ns = (use)->time;                                                     \
         (o)->last_use_stack = (use)->stack;                                                      \
+        (o)->last_use_before_window = (use)->before_window;                                      \
     } while (0)
 /* The storage's fields of a finding (address, sizes, lifetime, owner). */
 void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st);

@@ -369,14 +369,17 @@ static int push_use(ck_model *m, const vt__event *e, uint32_t node)
     return 0;
 }
 
-static int on_tensor_new(ck_model *m, const vt__event *e)
+/* A tensor's node bound to the storage that contains it (a storage of its
+ * own, implicit, where none does): `e` its TENSOR_NEW. */
+static int bind_tensor(ck_model *m, const vt__event *e, uint32_t *out)
 {
     /* One that stands for memory only a saved tensor keeps (format 1.8):
-     * found by a walk long after the storage's last use, which it is not. */
-    const int saved_only = e->aux2 == VT_TENSOR_SAVED_ONLY;
+     * it does not take the storage over. */
+    const uint64_t said = VT_TENSOR_BASE(e->aux2);
+    const int saved_only = said == VT_TENSOR_SAVED_ONLY;
     uint32_t base = CK_NONE;
-    if (e->aux2 && !saved_only) {
-        base = vt__u64map_get(&m->ids, e->aux2);
+    if (said && !saved_only) {
+        base = vt__u64map_get(&m->ids, said);
         if (base != CK_NONE && m->nodes[base].kind != VT_CHECK_NODE_TENSOR)
             base = CK_NONE;
     }
@@ -386,7 +389,7 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
     m->ntensors++;
     ck_node *n = &m->nodes[x];
     n->base = base;
-    n->base_id = saved_only ? 0 : e->aux2;
+    n->base_id = saved_only ? 0 : said;
     n->addr = e->addr;
     n->nbytes = e->size;
     n->new_seq = e->seq;
@@ -417,12 +420,94 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
          * storage is its now: nn.Parameter(torch.empty(n)) binds the
          * parameter after the temporary it wrapped died). */
         const ck_node *own = s->owner != CK_NONE ? &m->nodes[s->owner] : NULL;
-        if (!own || (!e->aux2 && (own->base_id || own->dropped)))
+        if (!own || (!said && (own->base_id || own->dropped)))
             s->owner = x;
     }
-    if (!saved_only && push_use(m, e, x) < 0)
-        return -ENOMEM;
+    *out = x;
     return push_gop(m, e->seq, CK_OP_NEW, x, 0, 0);
+}
+
+static int on_tensor_new(ck_model *m, const vt__event *e)
+{
+    /* Declared again (format 1.11): known from its first declaration in
+     * the window, or bound before the first event (seed_declared_again). */
+    if (e->aux2 & VT_TENSOR_AGAIN)
+        return 0;
+    uint32_t x;
+    if (bind_tensor(m, e, &x) < 0)
+        return -ENOMEM;
+    /* a saved tensor's stand-in is found by a walk long after the
+     * storage's last use, which its making is not */
+    if (e->aux2 != VT_TENSOR_SAVED_ONLY && push_use(m, e, x) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* The tensors the tracker declared again (TENSOR_NEW with VT_TENSOR_AGAIN,
+ * format 1.11) whose first declaration the ring overwrote: made before the
+ * window and alive in it. Bound before the first event, each to the
+ * storage it was on (opened from before the window: seed_lifetimes), so
+ * that every event naming them (uses, drops, references, renames) finds a
+ * tensor, with a use standing for their last one before the window (its
+ * time and stack unknown: at the window's start, no stack); a use in the
+ * window comes after it. One more pass over the events, made only where
+ * the ring overwrote some. */
+static int seed_declared_again(ck_model *m)
+{
+    if (!m->s->meta.events_overwritten)
+        return 0;
+    vt__u64map known;
+    if (vt__u64map_init(&known, 1024) < 0)
+        return -ENOMEM;
+    vt__event *again = NULL, e;
+    size_t n = 0, cap = 0;
+    uint64_t first_seq = 0, first_time = 0;
+    int rc = vt__event_stream_rewind(m->es), any = 0;
+    while (rc == 0 && (rc = vt__event_stream_next(m->es, &e)) == 1) {
+        rc = 0;
+        if (!any) {
+            any = 1;
+            first_seq = e.seq;
+            first_time = e.time_ns;
+        }
+        if (e.kind != VT_EV_TENSOR_NEW || vt__u64map_get(&known, e.aux) != VT__U64MAP_NONE)
+            continue;
+        /* a tensor's first declaration in the window: its own, or the
+         * first of those again (its own comes before any again) */
+        if (vt__u64map_put(&known, e.aux, 1) < 0 ||
+            ((e.aux2 & VT_TENSOR_AGAIN) && CK_GROW(again, cap, n + 1) < 0)) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (e.aux2 & VT_TENSOR_AGAIN)
+            again[n++] = e;
+    }
+    vt__u64map_free(&known);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        uint32_t x;
+        vt__event *a = &again[i];
+        a->seq = first_seq;
+        a->time_ns = first_time;
+        if (bind_tensor(m, a, &x) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        m->nodes[x].made_before_window = 1;
+        if (VT_TENSOR_BASE(a->aux2) == VT_TENSOR_SAVED_ONLY)
+            continue;
+        uint32_t st = m->nodes[x].storage;
+        if (st != CK_NONE) {
+            if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            m->uses[m->nuses++] = (ck_use){ .seq = first_seq, .time = first_time, .storage = st,
+                                            .node = x, .before_window = 1 };
+            m->st[st].nuses++;
+        }
+    }
+    free(again);
+    return rc < 0 ? rc : 0;
 }
 
 /* Pass 1's view of the timeline: the streamed build's lifetimes (what the
@@ -908,6 +993,8 @@ static int build_model(ck_model *m, const vt__timeline *tl)
     int rc = vt__tl_follow_open(m->s, tl, &w.follow, m->err, m->errlen);
     if (rc == 0 && seed_lifetimes(m, &w) < 0)
         rc = vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
+    if (rc == 0 && (rc = seed_declared_again(m)) < 0 && (!m->err || !m->err[0]))
+        rc = vt__errf(m->err, m->errlen, rc, "check: out of memory");
     if (rc == 0)
         rc = walk_events(m, &w);
     if (rc == 0 && m->nevents)

@@ -602,18 +602,28 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             fprintf(f, "   allocated: seq %" PRIu64 " at %.3f s\n", x->alloc_seq,
                     rel_s(r, x->alloc_time_ns));
         print_stack(f, s, x->alloc_stack, "     ");
+        /* a tensor declared again (format 1.11): made before the window,
+         * whose uses the ring overwrote, none in the window */
+        if (x->last_use_before_window &&
+            (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
+             x->rule == VT_CHECK_RULE_TAPE || x->rule == VT_CHECK_RULE_PINNED))
+            fprintf(f, "   last use: before the trace window, by tensor '%s' (#%" PRIu64 "), "
+                       "made there; unused since the window began\n",
+                    x->last_use_name, x->last_use_tensor);
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
             x->rule == VT_CHECK_RULE_TAPE) {
-            fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
-                    x->last_use_name, x->last_use_tensor, x->last_use_seq,
-                    rel_s(r, x->last_use_time_ns));
-            if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
-                fprintf(f, ", step %u", x->last_use_step);
-                if (x->last_use_mark && *x->last_use_mark)
-                    fprintf(f, " (from mark '%s')", x->last_use_mark);
+            if (!x->last_use_before_window) {
+                fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s",
+                        x->last_use_name, x->last_use_tensor, x->last_use_seq,
+                        rel_s(r, x->last_use_time_ns));
+                if (x->grace_mode == VT_CHECK_GRACE_STEPS) {
+                    fprintf(f, ", step %u", x->last_use_step);
+                    if (x->last_use_mark && *x->last_use_mark)
+                        fprintf(f, " (from mark '%s')", x->last_use_mark);
+                }
+                fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
+                print_stack(f, s, x->last_use_stack, "     ");
             }
-            fprintf(f, " (%u use%s)\n", x->nuses, x->nuses == 1 ? "" : "s");
-            print_stack(f, s, x->last_use_stack, "     ");
             if (x->rule == VT_CHECK_RULE_TAPE) {
                 fprintf(f, "   retained inside its step: alive %.3f s after its last use "
                            "(%u%% of the step's tensor uses, a %.3f s step), through the step's "
@@ -632,7 +642,9 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 fprintf(f, "   lingering since seq %" PRIu64 " at %.3f s: %u complete step%s"
                            " unused ", x->linger_from_seq, rel_s(r, x->linger_from_time_ns),
                         x->steps_unused, x->steps_unused == 1 ? "" : "s");
-                if (x->usual_gap_steps)
+                if (x->last_use_before_window)
+                    fprintf(f, "(since the window began at least)\n");
+                else if (x->usual_gap_steps)
                     fprintf(f, "(usual gap %u step%s)\n", x->usual_gap_steps,
                             x->usual_gap_steps == 1 ? "" : "s");
                 else
@@ -642,9 +654,11 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 fprintf(f, "   lingering since %.3f s (usual gap %.3f s)\n",
                         rel_s(r, x->linger_from_time_ns), (double)x->usual_gap_ns / 1e9);
         } else if (x->rule == VT_CHECK_RULE_PINNED) {
-            fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64 " at %.3f s (%u use%s)\n",
-                    x->last_use_name, x->last_use_tensor, x->last_use_seq,
-                    rel_s(r, x->last_use_time_ns), x->nuses, x->nuses == 1 ? "" : "s");
+            if (!x->last_use_before_window)
+                fprintf(f, "   last use: tensor '%s' (#%" PRIu64 ") seq %" PRIu64
+                           " at %.3f s (%u use%s)\n",
+                        x->last_use_name, x->last_use_tensor, x->last_use_seq,
+                        rel_s(r, x->last_use_time_ns), x->nuses, x->nuses == 1 ? "" : "s");
             fprintf(f, "   pinned since seq %" PRIu64 " at %.3f s, a finding since seq %" PRIu64
                        " at %.3f s", x->pinned_since_seq, rel_s(r, x->pinned_since_time_ns),
                     x->linger_from_seq, rel_s(r, x->linger_from_time_ns));
@@ -671,7 +685,8 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         if (x->paused_ns)
             snprintf(paused, sizeof paused, " (%.3f s of it vramtrace's pauses)",
                      (double)x->paused_ns / 1e9);
-        fprintf(f, "   held %.3f s %s%s: %s\n", (double)x->linger_ns / 1e9,
+        fprintf(f, "   held %s%.3f s %s%s: %s\n", x->last_use_before_window ? "at least " : "",
+                (double)x->linger_ns / 1e9,
                 x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
                 : x->rule == VT_CHECK_RULE_CYCLE   ? "after last use, until gc freed it"
                 : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
@@ -845,6 +860,7 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     vt__json_str(f, x->last_use_mark ? x->last_use_mark : "");
     fprintf(f, ",\"stack\":");
     json_stack(f, s, x->last_use_stack);
+    fprintf(f, ",\"before_window\":%s", x->last_use_before_window ? "true" : "false");
     fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
                ",\"steps_unused\":%u,\"lingering_from\":{\"seq\":%" PRIu64
                ",\"time_ns\":%" PRIu64 "},\"freed\":",

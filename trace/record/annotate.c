@@ -57,6 +57,19 @@ uint64_t vt_tensor_new_stack(const void *data_ptr, size_t nbytes, uint64_t base_
     return tensor_new(data_ptr, nbytes, base_tensor, name, stack);
 }
 
+int vt_tensor_again(uint64_t id, const void *data_ptr, size_t nbytes, uint64_t base_tensor,
+                    const char *name, uint32_t stack)
+{
+    if (id == 0)
+        return -EINVAL;
+    if (!vt__rec_on())
+        return 0;
+    vt__trace(.kind = VT_EV_TENSOR_NEW, .device = -1, .addr = (uint64_t)(uintptr_t)data_ptr,
+              .req_size = nbytes, .size = nbytes, .stack = stack, .aux = id,
+              .aux2 = base_tensor | VT_TENSOR_AGAIN, .str = vt__string_intern(name));
+    return 0;
+}
+
 VT_REC_TEXT void vt_tensor_use(uint64_t id)
 {
     if (id == 0 || !vt__rec_on())

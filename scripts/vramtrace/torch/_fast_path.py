@@ -73,6 +73,7 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Tuple[Any, Op
         return None, (f"the library {getattr(tracker._lib, 'path', '?')} is older than this "
                       f"package (no {', '.join(missing)})")
     fns.append(raw("vt_python_frames"))   # optional: else frames read through their objects
+    fns.append(raw("vt_tensor_again"))    # optional: else nothing is declared again
     addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
     return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs[:6], bool(stacks),
-                                 addrs[6]), None
+                                 addrs[6], addrs[7]), None

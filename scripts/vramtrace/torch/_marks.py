@@ -89,6 +89,8 @@ class _Marks:
                 self.epoch += 1
             try:
                 self._sweep()
+                # before a walk: the references it records name these tensors
+                self._declare_tensors_again(kind == "snapshot")
                 if self.collect_cycles:
                     self._collect_cycles()
                 if self.walk and clock is not None:
@@ -114,6 +116,33 @@ class _Marks:
             # `check`, judging a program without marks by time, does not
             # take vramtrace's work for time the program held its tensors.
             self._lib.paused(int((end_wall - began_wall) * 1e9))
+
+    def _declare_tensors_again(self, snapshot: bool) -> None:
+        """Every tensor the books hold declared again (vt_tensor_again,
+        the oldest first, a quarter of the ring at most) once the program
+        has recorded half a ring since the last time, and at a snapshot
+        whose ring overwrote the run's start. A run longer than the ring
+        (most training runs: a million events are a few hundred steps of a
+        small model) overwrites the declarations of what the program made
+        early and still holds, and `check` would see the storages of a leak
+        that ended early without their tensors: alive, but not judged (a
+        list of the first steps' outputs kept for debugging, a whole run
+        long). Declared again, such a tensor is judged as made before the
+        window and unused since it began (unless a use in it says
+        otherwise). At most a declaration per tensor per half ring: a
+        declaration is always within the last ring, and they fill at most a
+        quarter of it (a program holding more tensors than that has its
+        newest ones left out, whose own declarations are the youngest)."""
+        got = self._trace_window()
+        if got is None:
+            return
+        recorded, room = got
+        due = (recorded > room if snapshot
+               else recorded - self._tensors_declared_at >= room // 2)
+        if not due:
+            return
+        self._tensors_declared_at = recorded
+        self.declared_again += self._fast.declare_again(max(1, room // 4))
 
     def _tick(self) -> bool:
         """A mark's work without a mark, for a program that has made none

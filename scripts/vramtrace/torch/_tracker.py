@@ -146,6 +146,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._declared_at = 0        # events recorded when a walk last declared all it found
         self._walked_at = 0          # events recorded when a walk last ran
         self.forced_walks = 0        # walks run past the credit: none in half a ring (_Walks)
+        self._tensors_declared_at = 0   # events recorded when the tensors were last declared again
+        self.declared_again = 0      # tensors declared again (_Marks._declare_tensors_again)
         self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0
         self._backoff = 1

@@ -64,19 +64,20 @@ static const struct {
 };
 
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
- * rename, stacks[, python_frames]): the addresses of vt_tensor_use_stack,
- * vt_tensor_new_stack, vt_tensor_drop, vt_storage_external_stack,
- * vt_storage_external_free_stack, vt_tensor_name and vt_python_frames
- * (0: a library without it) in the loaded library. */
+ * rename, stacks[, python_frames[, again]]): the addresses of
+ * vt_tensor_use_stack, vt_tensor_new_stack, vt_tensor_drop,
+ * vt_storage_external_stack, vt_storage_external_free_stack, vt_tensor_name,
+ * vt_python_frames and vt_tensor_again (0: a library without it) in the
+ * loaded library. */
 static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
 {
     PyObject *tracker, *intern_frame;
     unsigned long long use_addr, new_addr, drop_addr, ext_addr, ext_free_addr, rename_addr;
-    unsigned long long frames_addr = 0;
+    unsigned long long frames_addr = 0, again_addr = 0;
     int stacks;
-    if (!PyArg_ParseTuple(args, "OOKKKKKKp|K", &tracker, &intern_frame, &use_addr, &new_addr,
+    if (!PyArg_ParseTuple(args, "OOKKKKKKp|KK", &tracker, &intern_frame, &use_addr, &new_addr,
                           &drop_addr, &ext_addr, &ext_free_addr, &rename_addr, &stacks,
-                          &frames_addr))
+                          &frames_addr, &again_addr))
         return -1;
     if (tensor_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_trackfast.setup() was not called");
@@ -98,6 +99,7 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     d->external_free = (external_free_fn)(uintptr_t)ext_free_addr;
     d->rename = (rename_fn)(uintptr_t)rename_addr;
     d->python_frames = (python_frames_fn)(uintptr_t)frames_addr;
+    d->again = (again_fn)(uintptr_t)again_addr;
     d->stacks_enabled = stacks;
     if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
         return -1;
@@ -225,6 +227,18 @@ static PyObject *dispatcher_shared_storages(Dispatcher *d, PyObject *unused)
     if (d->tracker == NULL)
         return PyList_New(0);
     return shared_storages(d);
+}
+
+/* Dispatcher.declare_again(limit) -> how many: records.c's declare_again. */
+static PyObject *dispatcher_declare_again(Dispatcher *d, PyObject *arg)
+{
+    Py_ssize_t limit = PyLong_AsSsize_t(arg);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (d->tracker == NULL)
+        return PyLong_FromLong(0);
+    Py_ssize_t n = declare_again(d, limit);
+    return n < 0 ? NULL : PyLong_FromSsize_t(n);
 }
 
 static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
@@ -539,6 +553,9 @@ static PyMethodDef dispatcher_methods[] = {
      "storage's epochs brought up to date (storages.c)"},
     {"shared_storages", (PyCFunction)dispatcher_shared_storages, METH_NOARGS,
      "shared_storages() -> the storages more than one tracked tensor is on"},
+    {"declare_again", (PyCFunction)dispatcher_declare_again, METH_O,
+     "declare_again(limit) -> n: the recorded tensors in the books declared again "
+     "(vt_tensor_again), the oldest first, n <= limit; 0 with a library without it"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
      "the recorded tensors whose storage may have changed"},
     {NULL, NULL, 0, NULL},

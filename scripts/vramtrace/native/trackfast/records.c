@@ -285,6 +285,27 @@ int records_ready(void)
 
 /* -- recording ----------------------------------------------------------------- */
 
+/* ``name``'s UTF-8 bytes (a new reference), from the books' cache: the
+ * same few names come back op after op. */
+static PyObject *encoded_name(Dispatcher *d, PyObject *name)
+{
+    PyObject *enc_cache = book(d, BOOK_ENCODED);
+    if (enc_cache == NULL)
+        return NULL;
+    PyObject *encoded = PyDict_GetItemWithError(enc_cache, name);   /* borrowed */
+    if (encoded != NULL) {
+        Py_INCREF(encoded);
+    } else if (!PyErr_Occurred() &&
+               (encoded = PyUnicode_AsEncodedString(name, "utf-8", "replace")) != NULL) {
+        if (PyDict_GET_SIZE(enc_cache) >= (1 << 16))
+            PyDict_Clear(enc_cache);
+        if (PyDict_SetItem(enc_cache, name, encoded) < 0)
+            Py_CLEAR(encoded);
+    }
+    Py_DECREF(enc_cache);
+    return encoded;
+}
+
 /* The TENSOR_NEW of ``rec`` if not made yet; its id. */
 int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 {
@@ -304,29 +325,17 @@ int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
             return -1;
     }
     int rc = -1;
-    PyObject *encoded = NULL, *enc_cache = NULL, *by_tid = NULL, *key = NULL;
+    PyObject *by_tid = NULL, *key = NULL;
     PyObject *name = Py_NewRef(rec->name);
     clear_pending(rec);
-    enc_cache = book(d, BOOK_ENCODED);
-    if (enc_cache == NULL)
+    PyObject *encoded = encoded_name(d, name);
+    if (encoded == NULL)
         goto out;
-    encoded = PyDict_GetItemWithError(enc_cache, name);   /* borrowed */
-    if (encoded != NULL) {
-        Py_INCREF(encoded);
-    } else {
-        if (PyErr_Occurred())
-            goto out;
-        encoded = PyUnicode_AsEncodedString(name, "utf-8", "replace");
-        if (encoded == NULL)
-            goto out;
-        if (PyDict_GET_SIZE(enc_cache) >= (1 << 16))
-            PyDict_Clear(enc_cache);
-        if (PyDict_SetItem(enc_cache, name, encoded) < 0)
-            goto out;
-    }
     *tid = d->tensor_new((const void *)(uintptr_t)rec->pend_ptr, (size_t)rec->pend_nbytes,
                          rec->base, PyBytes_AS_STRING(encoded), stack);
     rec->tid = *tid;
+    rec->stack = stack;
+    rec->said_base = rec->base;
     by_tid = book(d, BOOK_BY_TID);
     key = PyLong_FromUnsignedLongLong(*tid);
     if (by_tid == NULL || key == NULL || PyDict_SetItem(by_tid, key, obj) < 0)
@@ -335,10 +344,50 @@ int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 out:
     Py_DECREF(name);
     Py_XDECREF(encoded);
-    Py_XDECREF(enc_cache);
     Py_XDECREF(by_tid);
     Py_XDECREF(key);
     return rc;
+}
+
+/* Every recorded tensor still in the books declared again
+ * (vt_tensor_again), the oldest first, at most ``limit`` of them: a run
+ * longer than the ring overwrites the TENSOR_NEW of what the program still
+ * holds, and a snapshot would show its storage without the tensor, its
+ * name, or a holder's reference to it (Tracker._declare_again says when).
+ * The number declared, -1 with an error set. */
+Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit)
+{
+    if (d->again == NULL)
+        return 0;
+    PyObject *by_tid = book(d, BOOK_BY_TID);
+    /* a copy: nothing runs meanwhile that changes the books, but a
+     * declaration must not meet a dict that changed under it */
+    PyObject *all = by_tid ? PyDict_Values(by_tid) : NULL;
+    Py_XDECREF(by_tid);
+    if (all == NULL)
+        return -1;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all) && n < limit; i++) {
+        PyObject *obj = PyList_GET_ITEM(all, i);
+        if (!is_tensor_rec(obj)) {
+            n = -1;
+            break;
+        }
+        TensorRec *rec = TREC(obj);
+        if (rec->tid == 0 || rec->pending)
+            continue;
+        PyObject *encoded = encoded_name(d, rec->name);
+        if (encoded == NULL) {
+            n = -1;
+            break;
+        }
+        d->again(rec->tid, (const void *)(uintptr_t)rec->pend_ptr, (size_t)rec->pend_nbytes,
+                 rec->said_base, PyBytes_AS_STRING(encoded), rec->stack);
+        Py_DECREF(encoded);
+        n++;
+    }
+    Py_DECREF(all);
+    return n;
 }
 
 /* Record the outputs held back, in creation order. */

@@ -41,6 +41,8 @@ typedef int (*rename_fn)(uint64_t id, const char *name);
 typedef int (*python_frames_fn)(uint64_t *pairs, int max);
 typedef uint64_t (*new_fn)(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                            const char *name, uint32_t stack);
+typedef int (*again_fn)(uint64_t id, const void *data_ptr, size_t nbytes,
+                        uint64_t base_tensor, const char *name, uint32_t stack);
 
 enum { MAX_RAW_FRAMES = 192,      /* frames looked at per stack (as _stacks.py) */
        MAX_CACHED = 1 << 16 };    /* distinct raw stacks before the cache starts over */
@@ -95,6 +97,8 @@ typedef struct {
     external_free_fn external_free;   /* vt_storage_external_free_stack */
     rename_fn rename;        /* vt_tensor_name */
     python_frames_fn python_frames;   /* vt_python_frames, or NULL (stacks.c) */
+    again_fn again;          /* vt_tensor_again, or NULL: a library that cannot
+                              * declare a tensor again (records.c) */
     uint64_t object_walks;   /* stacks keyed by walking frame objects instead */
     PyObject *codes;         /* id -> code object of every code in a cached key */
     StackEntry **table;      /* open addressing, capacity 2 * MAX_CACHED */
@@ -161,8 +165,11 @@ typedef struct {
     PyObject *name;          /* str */
     /* its TENSOR_NEW, until recorded ("pend" in Python: (ptr, nbytes, stack)) */
     int pending;
-    uint64_t pend_ptr, pend_nbytes;
+    uint64_t pend_ptr, pend_nbytes;   /* kept once recorded: what it declared */
     PyObject *pend_stack;    /* stack id (int), or None: captured when recorded */
+    uint32_t stack;          /* once recorded: the stack its TENSOR_NEW carried */
+    uint64_t said_base;      /* once recorded: the base its TENSOR_NEW carried
+                              * (VT_TENSOR_SAVED_ONLY where Dispatcher.record said so) */
 } TensorRec;
 
 typedef struct {
@@ -236,6 +243,7 @@ int is_storage_rec(PyObject *o);
 PyObject *record_of(PyObject *by_obj, PyObject *t);
 int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
+Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit);
 void clear_pending(TensorRec *r);
 int flush(Dispatcher *d);
 
