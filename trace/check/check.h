@@ -631,7 +631,12 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *       "alloc": {"seq": N, "time_ns": N, "stack": STACK},
  *       "last_use": {"seq": N, "time_ns": N, "step": N, "tensor": N,
  *                    "name": "...", "mark": "label of the mark that began that step",
- *                    "stack": STACK} ,
+ *                    "stack": STACK,
+ *                    "before_window": bool} ,   (true: the tensor was made before the
+ *                                  window and declared again in it, format 1.11,
+ *                                  with no use in the window: its last use is
+ *                                  unknown, before the window; seq/time/step
+ *                                  are the window's start, stack empty)
  *       "uses": N, "usual_gap_steps": N, "usual_gap_ns": N,
  *       "steps_unused": N,
  *       "lingering_from": {"seq": N, "time_ns": N},
