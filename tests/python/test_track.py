@@ -439,6 +439,32 @@ def test_the_tensors_are_declared_again_once_half_the_ring_passed_and_at_a_snaps
         del kept
 
 
+def test_a_view_of_a_detached_tensor_holds_the_detached_tensor(fake):
+    """``out.detach()[:, 0]`` kept: the detached tensor is no view (it
+    only shares out's storage), and the select's ``_base`` is the detached
+    tensor, which lives on through it. A walk links the select to the
+    detached tensor (``._base``), not to ``out`` its record names as the
+    storage's first tensor: the detached tensor was shown held by nothing,
+    its chain from the list missing."""
+    ctx = Context()
+    with vtt.track(walk_fraction=None) as tr:
+        vtt.mark("step 0")
+        out = torch.ones(8, 8) * 2
+        ctx.output_tensors.append(out.detach()[:, 0])
+        del out
+        col = ctx.output_tensors[0]
+        detached = col._base
+        det_tid, col_tid = tr.tensor_id(detached), tr.tensor_id(col)
+        assert det_tid and col_tid and det_tid != col_tid
+        del detached
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        refs = dict.fromkeys(fake.live_refs())
+    assert (col_tid, det_tid) in refs, fake.events
+    assert any(dst == col_tid and fake.names.get(src) == "list" for (src, dst) in refs)
+    del col
+
+
 def test_released_holder_is_retracted_at_the_next_mark(fake):
     ctx = Context()
     with vtt.track(walk_fraction=None) as tr:

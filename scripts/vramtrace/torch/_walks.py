@@ -478,8 +478,8 @@ class _Walks:
             for t in counts:
                 self._settled.pop(t, None)
         # A view holds its base (view._base, from C++: invisible to gc).
-        views = [Edge(k, ("t", self._by_tid[k[1]].base), "._base") for k in starts
-                 if k[1] in self._by_tid and ("t", self._by_tid[k[1]].base) in starts]
+        views = [Edge(k, b, "._base") for k in starts
+                 for b in (self._base_held(k[1]),) if b is not None and b in starts]
         res.edges.extend(views)
         edges = list(res.edges)
         held = {e.dst for e in edges}
@@ -506,6 +506,23 @@ class _Walks:
         del res
         if not full:
             self.partial_walks += 1
+
+    def _base_held(self, tid: int) -> Optional[NodeKey]:
+        """The tensor a recorded view ``tid`` holds as its ``_base``: its
+        ``_base`` itself where that is a tracked tensor, else the base its
+        record names (the storage's first tensor). They differ for a view
+        of a tensor that shares a storage without being a view: in
+        ``out.detach()[:, 0]`` the select's ``_base`` is the detached
+        tensor, which lives on through it (a walk would otherwise show it
+        held by nothing), not ``out``. None: not a view."""
+        rec = self._by_tid.get(tid)
+        if rec is None or not rec.base:
+            return None
+        t = rec.ref() if rec.ref is not None else None
+        base = getattr(t, "_base", None) if t is not None else None
+        brec = self._by_obj.get(id(base)) if base is not None else None
+        del t, base
+        return ("t", brec.tid) if brec is not None and brec.tid else ("t", rec.base)
 
     def _trace_window(self) -> Optional[Tuple[int, int]]:
         """(events recorded, the ring's room) of the library; None when it
