@@ -635,6 +635,32 @@ def test_a_base_only_its_views_keep_is_dropped_at_the_next_mark(real_lib, observ
 
 
 @pytest.mark.parametrize("switch", ["1", "0"], ids=["observer", "mode"])
+def test_a_detached_base_only_its_views_keep_is_dropped_at_the_next_mark(
+        real_lib, observer, monkeypatch, switch):
+    """``kept.append(out.detach()[:, 0])``: the detached tensor is no view
+    (the books take it for one of ``out``: it shares out's storage), and it
+    is the row's ``_base``, kept alive, Python object and all, for the row;
+    left in the books it covered the whole storage and the row pinned
+    nothing. At a mark it is dropped like a base only views keep."""
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
+    kept, detached = [], []
+    with vtt.track() as tr:
+        for i in range(3):
+            vtt.mark(f"batch {i}")
+            out = torch.randn(16, 64) * 1
+            kept.append(out.detach()[:, 0])
+            detached.append(tr.tensor_id(kept[-1]._base))
+        named = kept[-1]._base            # the program names the last one
+        vtt.mark("end")
+        alive = {r.tid for s in tr._storages.values() for r in s.tids}
+    assert tr.errors == 0 and all(detached)
+    assert not set(detached[:2]) & alive, (detached, alive)   # only the rows keep them
+    assert detached[2] in alive                               # named: kept in the books
+    assert {tr.tensor_id(r) for r in kept} <= alive
+    del named
+
+
+@pytest.mark.parametrize("switch", ["1", "0"], ids=["observer", "mode"])
 def test_an_op_giving_a_tensor_other_memory_is_recorded_at_the_programs_line(
         real_lib, observer, monkeypatch, tmp_path, switch):
     # set_ (and resize_) go from the C recording to the tracker's Python

@@ -871,6 +871,23 @@ def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
     assert "tensor 'cls = out[:, 0] (kept_cls.py:" in text, text[:4000]
 
 
+def test_rows_of_each_batchs_detached_output_kept_pin_the_whole_outputs(tmp_path):
+    """``kept.append(out.detach()[:, 0])``: the row's ``_base`` is the
+    detached tensor, which shares the output's storage without being a
+    view, and which PyTorch keeps alive for the row; dropped at a mark or
+    tick like a base only views keep, so the pinned rule names the row.
+    Before: 0 findings (the detached tensor covered the whole storage)."""
+    snap = str(tmp_path / "detached.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                   sys.executable, os.path.join(HERE, "kept_cls.py"), "detached"])
+    assert rc == 0 and "embeddings (320, 128)" in out, out[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert rc == 1, text[:4000]
+    assert "[pinned]" in text and "[linger]" not in text, text[:4000]
+    assert re.search(r"held by: module __main__\.kept → list\[\*\] → tensor "
+                     r"'cls = out\.detach\(\)\[:, 0\] .*\(kept_cls\.py:\d+\)'", text), text[:4000]
+
+
 def test_a_library_installed_with_pip_target_is_not_taken_for_the_programs_code(tmp_path):
     """A library put outside site-packages (`pip install --target libs`, the
     folder on PYTHONPATH) makes the tensors the program keeps: the finding

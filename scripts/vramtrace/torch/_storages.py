@@ -136,15 +136,28 @@ class _Storages:
         TensorImpl would give it (_base_alone_count), and no object and no
         running frame's local refers to it (one heap pass for them all: the
         same count is read by a tensor one dict holds, whose TensorImpl
-        holds no reference). Only bases with a view alive are looked at."""
+        holds no reference). Only bases with a view alive are looked at: the
+        storage's first tensor with a view of it, and a tensor that is a
+        view's ``_base`` though it shares the storage without being a view
+        itself (``out.detach()`` in ``out.detach()[:, 0]``, which the books
+        take for a view of ``out``): kept for a column, it would cover the
+        whole storage, and the column would pin nothing."""
         alone = _base_alone_count()
         if alone is None:
             return
         cands = []
+        by_obj = self._by_obj
         for srec in self._fast.shared_storages():
-            for rec in [r for r in srec.tids if not r.base and r.tid and r.ref is not None]:
-                if not any(r.base == rec.tid for r in srec.tids):
-                    continue   # no view of it alive: its death is seen as any
+            bases = {r.tid for r in srec.tids if not r.base and r.tid and r.ref is not None
+                     and any(v.base == r.tid for v in srec.tids)}
+            for v in srec.tids:   # the _bases of its views that the books call views
+                t = v.ref() if v.base and v.ref is not None else None
+                b = getattr(t, "_base", None) if t is not None else None
+                brec = by_obj.get(id(b)) if b is not None else None
+                if brec is not None and brec.base and brec.tid and brec in srec.tids:
+                    bases.add(brec.tid)
+                del t, b
+            for rec in [r for r in srec.tids if r.tid in bases and r.ref is not None]:
                 t = rec.ref()
                 if t is not None and sys.getrefcount(t) == alone:
                     cands.append((rec, t))
@@ -164,7 +177,6 @@ class _Storages:
                          for x in gc.get_referents(r) if id(x) in held}
             del found
         del objs
-        by_obj = self._by_obj
         for rec, t in cands:
             if id(t) not in referred:
                 if by_obj.get(id(t)) is rec:
