@@ -58,11 +58,42 @@ TEST(native_finding_counts_its_lines_allocations_from_before_the_window)
     assert_rendered_says(r, &y, 1, "\"allocations\":25,\"allocations_before_window\":20");
     vt__check_report_free(r);
     synth_fini(&y);
-    /* a line whose allocations the window frees is not flagged by the ones
-     * made before it (kept then, on purpose or not: the window cannot say) */
+    /* a line whose allocations the window frees is not flagged by more
+     * made before it than it frees in the window (kept then, on purpose or
+     * not: the window cannot say which are the line's usual ones) */
     lost_start(&y, NATIVE_OUTLIER_FIXED | NATIVE_LEAK_FIXED, 20);
     r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(native_outliers_made_before_the_window_are_flagged_where_their_siblings_die_in_it)
+{
+    /* a run longer than the ring whose first steps kept what its later
+     * ones free (a debugging list of the first outputs): the window frees
+     * the line's allocations within their step, and 3 made before it are
+     * alive at its end, having outlived every step of it; the whole
+     * recording flags them as outliers, and so does the window. Before:
+     * 0 findings under plain `vramtrace run` */
+    synth y;
+    lost_start(&y, NATIVE_OUTLIER_FIXED | NATIVE_LEAK_FIXED, 3);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->nallocs, 3);
+    ASSERT_EQ(f->nbefore_window, 3);
+    ASSERT_EQ(f->bytes, 3 * MiB);
+    ASSERT_EQ(f->before_window, 1);
+    ASSERT_EQ(f->freed, 0);
+    uint64_t marks[2] = { 0, 0 };   /* judged from the window's first complete step */
+    for (size_t i = 0, k = 0; i < y.s.nevents && k < 2; i++)
+        if (y.s.events[i].kind == VT_EV_MARK)
+            marks[k++] = y.s.events[i].seq;
+    ASSERT(marks[1] != 0);
+    ASSERT_EQ(f->linger_from_seq, marks[1]);
+    assert_rendered_says(r, &y, 0, "3 MiB in 3 allocations (3 made before the window, "
+                                   "still alive)");
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -208,6 +208,32 @@ def test_run_track_longer_than_the_ring_still_names_the_holder(tmp_path):
         j["findings"][:2]
 
 
+def test_run_names_the_line_of_a_leak_that_ended_before_the_window(tmp_path):
+    """train_leak.py early (the first 10 steps' logits kept, 60 steps)
+    under plain `vramtrace run`, the user's first command, with a ring of
+    2048 events that keeps the last 30-odd steps: the window frees the
+    logits line's blocks within their step, and the 10 made before it are
+    alive at its end. The outlier rule flags them as the whole recording
+    does (before: "0 findings"); the fixed twin under the same ring is
+    clean."""
+    snap = str(tmp_path / "early.vtsnap")
+    train("early", snap, "--steps", "60", run_args=("--conf", "max_events:2048"))
+    rc, text = run([CLI, "check", snap, "--json"])
+    assert rc == 1, text[-3000:]
+    j = json.loads(text)
+    assert j["events_overwritten"] > 0, j["events_overwritten"]
+    f = next(f for f in j["findings"] if f["rule"] == "outlier")
+    assert f["allocations"] == f["allocations_before_window"] == 10, f
+    assert f["bytes"] == 10 * 512 * 256 * 4, f
+    rc, text = run([CLI, "check", snap])
+    assert f"at <module> ({SCRIPT}:{LOGITS_LINE})" in text, text[:3000]
+    assert "in 10 allocations (10 made before the window, still alive)" in text, text[:3000]
+    snap = str(tmp_path / "fixed.vtsnap")
+    train("fixed", snap, "--steps", "60", run_args=("--conf", "max_events:2048"))
+    rc, text = run([CLI, "check", snap])
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+
+
 def test_run_track_judges_a_leak_that_ended_before_the_window(tmp_path):
     """train_leak.py early: the first 10 steps' logits kept, then 50 more
     steps, under `run --track` with a ring of 4096 events that keeps the

@@ -10,6 +10,10 @@
  * alive at the end (the state section keeps their stack) are the same
  * leak, older: the finding counts them too (nbefore_window), so a run
  * longer than the ring is not reported as holding only its window's share.
+ * OUTLIER alone also flags a site by them: having outlived the whole
+ * window, they are outliers by its definition wherever the window's
+ * siblings, dying within a step, outnumber them (an early leak that ended
+ * long before the snapshot, which the window otherwise does not show).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -217,9 +221,22 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                     grp[nout++] = site[k];
                 nshort += is_short;
             }
-            if (nout && nshort >= 2 && nshort > nout) {
+            /* Made before the window and alive at its end: outlived every
+             * complete step of it (one at least). The window alone flags a
+             * site by them only where its siblings dying within a step
+             * outnumber them (a run longer than the ring, whose first steps
+             * kept what the later ones free: the whole recording's outliers) */
+            size_t nold_out = 0;
+            if (m->nmarks >= 2 || (!m->nmarks && dur > thr))
+                for (size_t j = 0; j < nsite_old; j++)
+                    nold_out += !m->st[site_old[j].idx].claimed;
+            if ((nout ? nshort > nout : nold_out && nshort > nold_out) && nshort >= 2) {
                 uint64_t med = vt__ck_median(tmp, nt);
                 uint64_t from_seq = UINT64_MAX, from_time = 0;
+                if (!nout) {   /* the first complete step's end, or the grace's */
+                    from_time = m->nmarks ? m->mark_time[1] : m->start_time + thr;
+                    from_seq = m->nmarks ? m->mark_seq[1] : vt__ck_seq_at_time(m, from_time, 0);
+                }
                 for (size_t k = 0; k < nout; k++) {
                     const ck_storage *st = &m->st[grp[k]];
                     lstart[k] = st->alloc_time + med;
