@@ -502,8 +502,7 @@ static void declared_again(synth *y, int k_used)
 TEST(tensors_declared_again_after_the_ring_overwrote_them_are_judged)
 {
     synth y;
-    declared_again(&y, 0);
-    vt__check_report *r = check(&y, NULL);
+    vt__check_report *r = check_shape(&y, declared_again, 0);
     ASSERT_EQ(r->ntensors, 3);       /* W, K once each; N's duplicate ignored */
     const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->addr, OLD_K);
@@ -530,8 +529,7 @@ TEST(a_tensor_declared_again_and_used_in_the_window_before_it_is_judged_by_that_
      * found (the tensor is bound from the window's start), and K is judged
      * from step 1, not from before the window */
     synth y;
-    declared_again(&y, 1);
-    vt__check_report *r = check(&y, NULL);
+    vt__check_report *r = check_shape(&y, declared_again, 1);
     const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->addr, OLD_K);
     ASSERT_EQ(f->last_use_before_window, 0);
