@@ -69,7 +69,9 @@
  *                    Since 1.11 aux2 may also carry VT_TENSOR_AGAIN (with
  *                    the base id or VT_TENSOR_SAVED_ONLY beside it): tensor
  *                    aux, declared earlier, is declared again as it is now
- *                    (stack = where it was made), because a run longer than
+ *                    (stack = where it was made; stream = the most marks it
+ *                    stayed unused before a use, 0: none seen, its usual gap
+ *                    that the window may not show), because a run longer than
  *                    the ring overwrites the first declaration of what it
  *                    still holds. Not a new tensor and not a use: a reader
  *                    that knows aux from a TENSOR_NEW in the window ignores

@@ -177,7 +177,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_tensor_drop": (None, (_u64,)),
     "vt_tensor_name": (_int, (_u64, _cs)),     # optional: libraries before format 1.1 lack it
     # optional: libraries before format 1.11 lack it (track() then declares nothing again)
-    "vt_tensor_again": (_int, (_u64, _vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32)),
+    "vt_tensor_again": (_int, (_u64, _vp, ctypes.c_size_t, _u64, _cs, ctypes.c_uint32, _u64)),
     "vt_storage_external": (_int, (_vp, ctypes.c_size_t, _int)),
     "vt_storage_external_stack": (_int, (_vp, ctypes.c_size_t, _int, ctypes.c_uint32)),
     "vt_storage_external_free": (_int, (_vp,)),

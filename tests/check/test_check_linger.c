@@ -462,11 +462,12 @@ TEST(storages_of_a_findings_stack_made_before_the_window_are_counted_not_judged)
  * step's output a list keeps) were made before the window, their
  * TENSOR_NEWs overwritten; the tracker declared them again mid-window
  * (VT_TENSOR_AGAIN, format 1.11), after W's first uses in it. N is made in
- * the window and declared again too (a duplicate). `kept_uses`: K is used
- * in step 1 too (before its declaration again). */
+ * the window and declared again too (a duplicate). `variant` 1: K is used
+ * in step 1 too (before its declaration again); 2: K, before the window,
+ * was used every 11 steps (the tracker saw it rest 10 marks). */
 #define OLD_W 0x7e0000000000ull
 #define OLD_K 0x7e0001000000ull
-static void declared_again(synth *y, int k_used)
+static void declared_again(synth *y, int variant)
 {
     synth_init(y);
     uint32_t st_made = synth_stack(y, "made", "main", NULL);
@@ -480,14 +481,15 @@ static void declared_again(synth *y, int k_used)
         synth_use_at(y, 7, st_step);                 /* W, every step */
         if (step == 1) {
             synth_made(y, 30, 0x7f0000000000ull, MiB, "n", st_step);
-            if (k_used)
+            if (variant == 1)
                 synth_use_at(y, 8, st_step);
         }
         if (step == 2) {                             /* the tracker's half ring */
             SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 7, .aux2 = VT_TENSOR_AGAIN, .addr = OLD_W,
                      .size = 2 * MiB, .stack = st_made, .str = synth_str(y, "weight"));
             SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 8, .aux2 = VT_TENSOR_AGAIN, .addr = OLD_K,
-                     .size = 2 * MiB, .stack = st_made, .str = synth_str(y, "logits"));
+                     .size = 2 * MiB, .stack = st_made, .str = synth_str(y, "logits"),
+                     .stream = variant == 2 ? 10 : 0);
             SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 30, .aux2 = VT_TENSOR_AGAIN,
                      .addr = 0x7f0000000000ull, .size = MiB, .stack = st_step,
                      .str = synth_str(y, "n"));
@@ -535,6 +537,27 @@ TEST(a_tensor_declared_again_and_used_in_the_window_before_it_is_judged_by_that_
     ASSERT_EQ(f->last_use_before_window, 0);
     ASSERT_EQ(f->last_use_step, 2);  /* the step from mark "step 1" */
     ASSERT_EQ(f->nuses, 2);          /* the window's start, and step 1's */
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(a_tensor_declared_again_is_judged_by_the_usual_gap_it_had_before_the_window)
+{
+    /* K was used every 11 steps before the window (the tracker's rest: 10
+     * marks), and the window holds 7 of them: it has not missed a use yet.
+     * A window of 6 steps cannot show that gap; the declaration says it */
+    synth y;
+    vt__check_report *r = check_shape(&y, declared_again, 2);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+    /* the same told to wait 2 steps (--grace 2): flagged */
+    vt__check_options o = default_options();
+    o.grace_mode = VT_CHECK_GRACE_STEPS;
+    o.grace_steps = 2;
+    declared_again(&y, 2);
+    r = check(&y, &o);
+    ASSERT_EQ(only_finding(r)->addr, OLD_K);
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -20,7 +20,7 @@ _RAW = {
     "vt_storage_external_free_stack": (ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32),
     "vt_tensor_name": (ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p),
     "vt_tensor_again": (ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t,
-                        ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32),
+                        ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64),
 }
 
 
@@ -66,9 +66,9 @@ class FakeLib:
                     self.storage_external_free(ptr or 0, stack), 0)[1],
                 "vt_tensor_name": lambda tid, name: (
                     self.tensor_name(tid, name.decode("utf-8", "replace")), 0)[1],
-                "vt_tensor_again": lambda tid, ptr, nbytes, base, name, stack: (
+                "vt_tensor_again": lambda tid, ptr, nbytes, base, name, stack, rest: (
                     self.tensor_again(tid, ptr or 0, nbytes, base,
-                                      name.decode("utf-8", "replace"), stack), 0)[1],
+                                      name.decode("utf-8", "replace"), stack, rest), 0)[1],
             }
             fn = self._raw[name] = ctypes.CFUNCTYPE(*proto)(calls[name])
         return fn
@@ -112,8 +112,8 @@ class FakeLib:
         return tid
 
     def tensor_again(self, tid: int, ptr: int, nbytes: int, base: int, name: str,
-                     stack: int) -> None:
-        self.events.append(("again", tid, ptr, nbytes, base, name, stack))
+                     stack: int, rest: int) -> None:
+        self.events.append(("again", tid, ptr, nbytes, base, name, stack, rest))
 
     def tensor_use(self, tid: int, stack: Optional[int] = None) -> None:
         self.events.append(("use", tid, stack))

@@ -413,7 +413,12 @@ def test_the_tensors_are_declared_again_once_half_the_ring_passed_and_at_a_snaps
         fake.window = (100, 1000)
         kept = torch.ones(8) * 3                  # an early tensor the program keeps
         ctx.output_tensors.append(kept)
+        every_third = torch.ones(8) * 4           # used every third step
         vtt.mark("step 0")
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        every_third.add_(1)
+        vtt.mark("step 3")
         new = {e[1]: e for e in fake.of("tensor_new")}
         tid = tr._by_obj[id(kept)].tid
         assert not fake.of("again")
@@ -422,7 +427,10 @@ def test_the_tensors_are_declared_again_once_half_the_ring_passed_and_at_a_snaps
         again = {e[1]: e for e in fake.of("again")}
         assert tid in again and len(again) == tr.declared_again, fake.events
         # as its TENSOR_NEW said, the stack included
-        _, _, ptr, nbytes, base, name, stack = again[tid]
+        _, _, ptr, nbytes, base, name, stack, rest = again[tid]
+        assert rest == 0                          # made in step 0, no use since
+        # the most marks a tensor rested before a use: its usual gap
+        assert again[tr.tensor_id(every_third)][7] == 2, again
         assert (ptr, nbytes, base, name) == new[tid][2:6]
         assert stack == new[tid][6] and stack
         # dropped tensors are not declared: only what the books hold
@@ -436,7 +444,7 @@ def test_the_tensors_are_declared_again_once_half_the_ring_passed_and_at_a_snaps
         fake.window = (1050, 1000)                # the ring overwrote the start
         vramtrace.snapshot(str(tmp_path / "past.vtsnap"))
         assert tid in {e[1] for e in fake.of("again")[n:]}, fake.events
-        del kept
+        del kept, every_third
 
 
 def test_a_view_of_a_detached_tensor_holds_the_detached_tensor(fake):

@@ -263,6 +263,25 @@ def test_run_track_judges_a_leak_that_ended_before_the_window(tmp_path):
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
 
 
+def test_run_track_judges_a_tensor_made_before_the_window_by_its_usual_gap(tmp_path):
+    """train_leak.py fixed with a validation batch kept on the device and
+    evaluated every 40 steps, 110 steps under `run --track` with a 4096-event
+    ring: the window (the last 20-odd steps) holds no use of it, its last at
+    step 80. The tracker declares it again with the longest rest it saw
+    (39 marks): judged by that usual gap, it is not flagged (without it,
+    "last use: before the trace window", a linger finding); told to wait
+    3 steps (`--grace 3`) it is."""
+    snap = str(tmp_path / "val.vtsnap")
+    train("fixed", snap, "--steps", "110", "--validate-every", "40",
+          run_args=("--track", "--conf", "max_events:4096"))
+    rc, text = run([CLI, "check", snap])
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+    assert "the ring overwrote the run's first" in text, text[:3000]
+    rc, text = run([CLI, "check", snap, "--grace", "3"])
+    assert rc == 1 and "tensor 'val_x = torch.randn(2048, 256" in text, text[:3000]
+    assert "last use: before the trace window" in text, text[:3000]
+
+
 def test_run_track_names_the_holder_of_the_leaked_tensors(tmp_path):
     snap = str(tmp_path / "track.vtsnap")
     train("leak", snap, "--steps", "6", run_args=("--track",))

@@ -416,9 +416,9 @@ TEST(a_tensor_declared_again_keeps_its_id_and_says_so)
     uint32_t st = vt_stack_intern_frames(frames, 1);
     uint64_t t = vt_tensor_new_stack((void *)0x2000, 32, 0, "logits", st);
     uint64_t v = vt_tensor_new_stack((void *)0x2010, 16, t, "view", st);
-    ASSERT_OK(vt_tensor_again(t, (void *)0x2000, 32, 0, "logits", st));
-    ASSERT_OK(vt_tensor_again(v, (void *)0x2010, 16, t, "view", 0));
-    ASSERT_EQ(vt_tensor_again(0, (void *)0x2000, 32, 0, "x", st), -EINVAL);
+    ASSERT_OK(vt_tensor_again(t, (void *)0x2000, 32, 0, "logits", st, 0));
+    ASSERT_OK(vt_tensor_again(v, (void *)0x2010, 16, t, "view", 0, 499));
+    ASSERT_EQ(vt_tensor_again(0, (void *)0x2000, 32, 0, "x", st, 0), -EINVAL);
     vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 4);
     const vt__event *e = &s->events[2];
@@ -430,7 +430,9 @@ TEST(a_tensor_declared_again_keeps_its_id_and_says_so)
     ASSERT_EQ(e->size, 32);
     ASSERT_EQ(e->stack, st);                    /* where it was made */
     ASSERT_STR_EQ(str(s, e->str), "logits");
+    ASSERT_EQ(e->stream, 0);
     ASSERT_EQ(e[1].aux, v);
+    ASSERT_EQ(e[1].stream, 499);                /* its rest: the usual gap */
     ASSERT_EQ(VT_TENSOR_BASE(e[1].aux2), t);
     ASSERT(e[1].aux2 & VT_TENSOR_AGAIN);
     vt__snapshot_free(s);
@@ -450,7 +452,7 @@ TEST(annotations_with_tracing_off_hand_out_ids_and_record_nothing)
     ASSERT_OK(vt_ref(b, a, NULL));
     ASSERT_OK(vt_tensor_name(a, "renamed"));
     ASSERT_EQ(vt_tensor_name(0, "x"), -EINVAL);
-    ASSERT_OK(vt_tensor_again(a, (void *)0x10, 1, 0, "a", 0));
+    ASSERT_OK(vt_tensor_again(a, (void *)0x10, 1, 0, "a", 0, 0));
     ASSERT_EQ(vt_stack_intern_frames((const char *const[]){ "x.py:1 f" }, 1), 0);
     vt__snapshot_data *s = build();
     ASSERT_EQ(s->nevents, 0);

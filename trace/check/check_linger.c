@@ -56,6 +56,9 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
                 prev = sk;
             }
             gap_steps = (uint32_t)vt__ck_median(gaps, ng);
+            /* declared again: its gaps before the window, as the tracker saw them */
+            if (st->again_rest && st->again_rest + 1 > gap_steps)
+                gap_steps = st->again_rest + 1;
             if (opt->grace_mode == VT_CHECK_GRACE_STEPS)
                 need = opt->grace_steps;
             else

@@ -450,7 +450,10 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
  * that every event naming them (uses, drops, references, renames) finds a
  * tensor, with a use standing for their last one before the window (its
  * time and stack unknown: at the window's start, no stack); a use in the
- * window comes after it. One more pass over the events, made only where
+ * window comes after it. The storage keeps the longest rest the tracker
+ * saw its tensor take between uses (the event's stream field), which the
+ * linger rule's usual gap takes in: a validation batch used every 500
+ * steps is not flagged in a window of 200. One more pass over the events, made only where
  * the ring overwrote some. */
 static int seed_declared_again(ck_model *m)
 {
@@ -497,6 +500,9 @@ static int seed_declared_again(ck_model *m)
             continue;
         uint32_t st = m->nodes[x].storage;
         if (st != CK_NONE) {
+            uint32_t rest = a->stream < UINT32_MAX - 1 ? (uint32_t)a->stream : UINT32_MAX - 1;
+            if (rest > m->st[st].again_rest)
+                m->st[st].again_rest = rest;
             if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0) {
                 rc = -ENOMEM;
                 break;

@@ -58,7 +58,7 @@ uint64_t vt_tensor_new_stack(const void *data_ptr, size_t nbytes, uint64_t base_
 }
 
 int vt_tensor_again(uint64_t id, const void *data_ptr, size_t nbytes, uint64_t base_tensor,
-                    const char *name, uint32_t stack)
+                    const char *name, uint32_t stack, uint64_t rest)
 {
     if (id == 0)
         return -EINVAL;
@@ -66,7 +66,8 @@ int vt_tensor_again(uint64_t id, const void *data_ptr, size_t nbytes, uint64_t b
         return 0;
     vt__trace(.kind = VT_EV_TENSOR_NEW, .device = -1, .addr = (uint64_t)(uintptr_t)data_ptr,
               .req_size = nbytes, .size = nbytes, .stack = stack, .aux = id,
-              .aux2 = base_tensor | VT_TENSOR_AGAIN, .str = vt__string_intern(name));
+              .aux2 = base_tensor | VT_TENSOR_AGAIN, .stream = rest,
+              .str = vt__string_intern(name));
     return 0;
 }
 

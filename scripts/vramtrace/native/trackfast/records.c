@@ -354,18 +354,22 @@ out:
  * longer than the ring overwrites the TENSOR_NEW of what the program still
  * holds, and a snapshot would show its storage without the tensor, its
  * name, or a holder's reference to it (Tracker._declare_again says when).
- * The number declared, -1 with an error set. */
+ * Each with its storage's rest (storage_rest): the most marks it stayed
+ * unused before a use, its usual gap, which `check` cannot see in a window
+ * shorter than it. The number declared, -1 with an error set. */
 Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit)
 {
     if (d->again == NULL)
         return 0;
-    PyObject *by_tid = book(d, BOOK_BY_TID);
+    PyObject *by_tid = book(d, BOOK_BY_TID), *storages = book(d, BOOK_STORAGES);
     /* a copy: nothing runs meanwhile that changes the books, but a
      * declaration must not meet a dict that changed under it */
-    PyObject *all = by_tid ? PyDict_Values(by_tid) : NULL;
+    PyObject *all = by_tid && storages ? PyDict_Values(by_tid) : NULL;
     Py_XDECREF(by_tid);
-    if (all == NULL)
+    if (all == NULL) {
+        Py_XDECREF(storages);
         return -1;
+    }
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all) && n < limit; i++) {
         PyObject *obj = PyList_GET_ITEM(all, i);
@@ -376,17 +380,22 @@ Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit)
         TensorRec *rec = TREC(obj);
         if (rec->tid == 0 || rec->pending)
             continue;
-        PyObject *encoded = encoded_name(d, rec->name);
+        StorageRec *s;
+        PyObject *encoded = storage_rec_of(storages, obj, &s) < 0 ? NULL
+                                                                  : encoded_name(d, rec->name);
         if (encoded == NULL) {
             n = -1;
             break;
         }
+        long long rest = s != NULL ? storage_rest(s) : 0;
         d->again(rec->tid, (const void *)(uintptr_t)rec->pend_ptr, (size_t)rec->pend_nbytes,
-                 rec->said_base, PyBytes_AS_STRING(encoded), rec->stack);
+                 rec->said_base, PyBytes_AS_STRING(encoded), rec->stack,
+                 rest > 0 ? (uint64_t)rest : 0);
         Py_DECREF(encoded);
         n++;
     }
     Py_DECREF(all);
+    Py_DECREF(storages);
     return n;
 }
 

@@ -386,6 +386,18 @@ static int next_storage(PyObject *storages, Py_ssize_t *pos, PyObject **srec)
     return -1;
 }
 
+/* ``s``'s epochs brought up to date (a use since the last look: the marks
+ * it rested before it, the most it ever did, in ``rest``); its rest. */
+long long storage_rest(StorageRec *s)
+{
+    if (s->last_epoch != s->seen_epoch) {
+        if (s->last_epoch - s->seen_epoch - 1 > s->rest)
+            s->rest = s->last_epoch - s->seen_epoch - 1;
+        s->seen_epoch = s->last_epoch;
+    }
+    return s->rest;
+}
+
 /* A mark's pass over every storage for its walk (Walks._stale_starts,
  * which decides about the few this returns): each storage's epochs brought
  * up to date (a use since the previous mark: the marks it rested before
@@ -399,11 +411,8 @@ PyObject *stale_storages(Dispatcher *d, long long threshold)
     int more;
     while (out != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
         StorageRec *s = more > 0 ? SREC(srec) : NULL;
-        if (s != NULL && s->last_epoch != s->seen_epoch) {
-            if (s->last_epoch - s->seen_epoch - 1 > s->rest)
-                s->rest = s->last_epoch - s->seen_epoch - 1;
-            s->seen_epoch = s->last_epoch;
-        }
+        if (s != NULL)
+            storage_rest(s);
         if (s == NULL || (s->last_epoch < threshold && PyList_Append(out, srec) < 0))
             Py_CLEAR(out);
     }

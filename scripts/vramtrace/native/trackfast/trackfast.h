@@ -42,7 +42,8 @@ typedef int (*python_frames_fn)(uint64_t *pairs, int max);
 typedef uint64_t (*new_fn)(const void *data_ptr, size_t nbytes, uint64_t base_tensor,
                            const char *name, uint32_t stack);
 typedef int (*again_fn)(uint64_t id, const void *data_ptr, size_t nbytes,
-                        uint64_t base_tensor, const char *name, uint32_t stack);
+                        uint64_t base_tensor, const char *name, uint32_t stack,
+                        uint64_t rest);
 
 enum { MAX_RAW_FRAMES = 192,      /* frames looked at per stack (as _stacks.py) */
        MAX_CACHED = 1 << 16 };    /* distinct raw stacks before the cache starts over */
@@ -251,6 +252,7 @@ int flush(Dispatcher *d);
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
                       uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj);
 int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
+long long storage_rest(StorageRec *s);
 int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
