@@ -353,7 +353,7 @@ out:
  * (vt_tensor_again), the oldest first, at most ``limit`` of them: a run
  * longer than the ring overwrites the TENSOR_NEW of what the program still
  * holds, and a snapshot would show its storage without the tensor, its
- * name, or a holder's reference to it (Tracker._declare_again says when).
+ * name, or a holder's reference to it (_Marks._declare_tensors_again says when).
  * Each with its storage's rest (storage_rest): the most marks it stayed
  * unused before a use, its usual gap, which `check` cannot see in a window
  * shorter than it. The number declared, -1 with an error set. */
