@@ -307,9 +307,10 @@ VT_API uint64_t vt_tensor_new_stack(const void *data_ptr, size_t nbytes, uint64_
  * Tensor `id`, made earlier by vt_tensor_new() or vt_tensor_new_stack() and
  * alive, is declared again as it is now: `data_ptr`, `nbytes`, `base_tensor`
  * and `name` as vt_tensor_new() takes them, `stack` where it was made
- * (vt_stack_intern_frames(); 0: none), `rest` the most marks (steps) it has
- * stayed unused before a use so far (0: none seen; its usual gap between
- * uses, which the window may not show). A run longer than the ring
+ * (vt_stack_intern_frames(); 0: none), `rest` the longest it has stayed
+ * unused before a use so far (0: none seen; its usual gap between uses,
+ * which the window may not show): in marks (steps) where the program marks
+ * its steps, else in nanoseconds. A run longer than the ring
  * overwrites a tensor's first declaration while the program still holds
  * it; declared again, a snapshot knows it (`vramtrace check` judges it as
  * made before the window, unused since the window began unless a use in

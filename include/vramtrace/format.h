@@ -69,9 +69,10 @@
  *                    Since 1.11 aux2 may also carry VT_TENSOR_AGAIN (with
  *                    the base id or VT_TENSOR_SAVED_ONLY beside it): tensor
  *                    aux, declared earlier, is declared again as it is now
- *                    (stack = where it was made; stream = the most marks it
+ *                    (stack = where it was made; stream = the longest it
  *                    stayed unused before a use, 0: none seen, its usual gap
- *                    that the window may not show), because a run longer than
+ *                    that the window may not show: in marks where the program
+ *                    marks its steps, else in ns), because a run longer than
  *                    the ring overwrites the first declaration of what it
  *                    still holds. Not a new tensor and not a use: a reader
  *                    that knows aux from a TENSOR_NEW in the window ignores

@@ -562,6 +562,47 @@ TEST(a_tensor_declared_again_is_judged_by_the_usual_gap_it_had_before_the_window
     synth_fini(&y);
 }
 
+/* The same without marks (judged by time): 3 s of a loop making and
+ * freeing a temporary every 100 ms; K, made before the window, declared
+ * again at 0.2 s with `rest_ns` (the tracker's ticks in ns) and never used
+ * in it. */
+static void declared_again_by_time(synth *y, int variant)
+{
+    synth_init(y);
+    uint32_t st_made = synth_stack(y, "made", "main", NULL);
+    uint32_t st_step = synth_stack(y, "step", "main", NULL);
+    for (int i = 0; i < 30; i++) {
+        uint64_t addr = 0x7f0000000000ull + (uint64_t)i * 0x100000;
+        synth_tick(y, 100000000);
+        synth_made(y, 100 + (uint64_t)i, addr, MiB, "tmp", st_step);
+        synth_drop(y, 100 + (uint64_t)i);
+        synth_free(y, addr);
+        if (i == 1)
+            SYNTH_EV(y, VT_EV_TENSOR_NEW, .aux = 8, .aux2 = VT_TENSOR_AGAIN, .addr = OLD_K,
+                     .size = 2 * MiB, .stack = st_made, .str = synth_str(y, "logits"),
+                     .stream = variant ? 10000000000ull : 0);
+    }
+    synth_lost_start(y, st_made, 2, OLD_W, 2 * MiB);
+}
+
+TEST(a_tensor_declared_again_is_judged_by_the_usual_gap_it_had_before_the_window_by_time)
+{
+    /* unused for the window's 3 s: past the time rule's 1 s, flagged */
+    synth y;
+    vt__check_report *r = check_shape(&y, declared_again_by_time, 0);
+    ASSERT_EQ(r->nmarks, 0);
+    ASSERT_EQ(only_finding(r)->addr, OLD_K);
+    ASSERT_EQ(r->findings[0].last_use_before_window, 1);
+    vt__check_report_free(r);
+    synth_fini(&y);
+    /* used every 10 s before the window (the tracker's rest, in ns): not
+     * yet missed a use */
+    r = check_shape(&y, declared_again_by_time, 1);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(alive_through_a_complete_step_before_the_end_is_flagged)
 {
     synth y;

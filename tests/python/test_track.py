@@ -447,6 +447,27 @@ def test_the_tensors_are_declared_again_once_half_the_ring_passed_and_at_a_snaps
         del kept, every_third
 
 
+def test_a_program_without_marks_declares_its_tensors_rests_in_nanoseconds(fake):
+    """A program that never marks is judged by time, and ticks (every
+    tick_s of its ops) stand for its marks: a tensor declared again carries
+    the longest rest it took between uses in ns (ticks x tick_s), which
+    `check`'s time rule reads; a marking program's are in marks."""
+    with vtt.track(walk_fraction=None) as tr:
+        fake.window = (100, 1000)
+        every_third = torch.ones(8) * 4
+        tr._tick()
+        tr._tick()
+        tr._tick()
+        every_third.add_(1)                       # rested 2 ticks (as in the marks' case)
+        tr._tick()
+        fake.window = (600, 1000)
+        tr._tick()
+        again = {e[1]: e for e in fake.of("again")}
+        tid = tr.tensor_id(every_third)
+    assert again[tid][7] == 2 * int(tr.tick_s * 1e9), again[tid]
+    del every_third
+
+
 def test_a_view_of_a_detached_tensor_holds_the_detached_tensor(fake):
     """``out.detach()[:, 0]`` kept: the detached tensor is no view (it
     only shares out's storage), and the select's ``_base`` is the detached

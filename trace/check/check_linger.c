@@ -41,6 +41,11 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
         for (uint32_t k = 1; k < st->nuses; k++)
             gaps[ng++] = u[k].time >= u[k - 1].time ? u[k].time - u[k - 1].time : 0;
         uint64_t gap_ns = vt__ck_median(gaps, ng);
+        /* declared again (format 1.11): its gaps before the window, as the
+         * tracker saw them (in marks; in ns where the program made none) */
+        uint64_t rest = st->again_rest;
+        if (!steps && rest > gap_ns)
+            gap_ns = rest;
 
         uint32_t j = vt__ck_step_of(m, last->seq), need = 0, unused = 0, gap_steps = 0;
         uint64_t from_seq = 0, from_time = 0;
@@ -56,9 +61,8 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
                 prev = sk;
             }
             gap_steps = (uint32_t)vt__ck_median(gaps, ng);
-            /* declared again: its gaps before the window, as the tracker saw them */
-            if (st->again_rest && st->again_rest + 1 > gap_steps)
-                gap_steps = st->again_rest + 1;
+            if (rest && rest < UINT32_MAX && rest + 1 > gap_steps)
+                gap_steps = (uint32_t)rest + 1;
             if (opt->grace_mode == VT_CHECK_GRACE_STEPS)
                 need = opt->grace_steps;
             else

@@ -500,9 +500,8 @@ static int seed_declared_again(ck_model *m)
             continue;
         uint32_t st = m->nodes[x].storage;
         if (st != CK_NONE) {
-            uint32_t rest = a->stream < UINT32_MAX - 1 ? (uint32_t)a->stream : UINT32_MAX - 1;
-            if (rest > m->st[st].again_rest)
-                m->st[st].again_rest = rest;
+            if (a->stream > m->st[st].again_rest)
+                m->st[st].again_rest = a->stream;
             if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0) {
                 rc = -ENOMEM;
                 break;

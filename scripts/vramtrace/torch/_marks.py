@@ -142,7 +142,11 @@ class _Marks:
         if not due:
             return
         self._tensors_declared_at = recorded
-        self.declared_again += self._fast.declare_again(max(1, room // 4))
+        # a rest in marks; a program that ticks instead (no mark yet) is
+        # judged by time: in ns, a tick every tick_s of its ops
+        ticking = self._next_tick != _NO_TICK and self.tick_s
+        scale = int(self.tick_s * 1e9) if ticking else 1
+        self.declared_again += self._fast.declare_again(max(1, room // 4), scale)
 
     def _tick(self) -> bool:
         """A mark's work without a mark, for a program that has made none

@@ -229,15 +229,16 @@ static PyObject *dispatcher_shared_storages(Dispatcher *d, PyObject *unused)
     return shared_storages(d);
 }
 
-/* Dispatcher.declare_again(limit) -> how many: records.c's declare_again. */
-static PyObject *dispatcher_declare_again(Dispatcher *d, PyObject *arg)
+/* Dispatcher.declare_again(limit, scale) -> how many: records.c's declare_again. */
+static PyObject *dispatcher_declare_again(Dispatcher *d, PyObject *args)
 {
-    Py_ssize_t limit = PyLong_AsSsize_t(arg);
-    if (limit == -1 && PyErr_Occurred())
+    Py_ssize_t limit;
+    unsigned long long scale;
+    if (!PyArg_ParseTuple(args, "nK", &limit, &scale))
         return NULL;
     if (d->tracker == NULL)
         return PyLong_FromLong(0);
-    Py_ssize_t n = declare_again(d, limit);
+    Py_ssize_t n = declare_again(d, limit, scale);
     return n < 0 ? NULL : PyLong_FromSsize_t(n);
 }
 
@@ -553,9 +554,10 @@ static PyMethodDef dispatcher_methods[] = {
      "storage's epochs brought up to date (storages.c)"},
     {"shared_storages", (PyCFunction)dispatcher_shared_storages, METH_NOARGS,
      "shared_storages() -> the storages more than one tracked tensor is on"},
-    {"declare_again", (PyCFunction)dispatcher_declare_again, METH_O,
-     "declare_again(limit) -> n: the recorded tensors in the books declared again "
-     "(vt_tensor_again), the oldest first, n <= limit; 0 with a library without it"},
+    {"declare_again", (PyCFunction)dispatcher_declare_again, METH_VARARGS,
+     "declare_again(limit, scale) -> n: the recorded tensors in the books declared again "
+     "(vt_tensor_again, their rests times scale), the oldest first, n <= limit; 0 with a "
+     "library without it"},
     {"tensors_to_check", (PyCFunction)dispatcher_tensors_to_check, METH_NOARGS,
      "the recorded tensors whose storage may have changed"},
     {NULL, NULL, 0, NULL},

@@ -356,8 +356,10 @@ out:
  * name, or a holder's reference to it (_Marks._declare_tensors_again says when).
  * Each with its storage's rest (storage_rest): the most marks it stayed
  * unused before a use, its usual gap, which `check` cannot see in a window
- * shorter than it. The number declared, -1 with an error set. */
-Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit)
+ * shorter than it, times ``scale`` (1: in marks; a tick's ns where the
+ * program ticks instead of marking). The number declared, -1 with an error
+ * set. */
+Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit, uint64_t scale)
 {
     if (d->again == NULL)
         return 0;
@@ -388,9 +390,10 @@ Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit)
             break;
         }
         long long rest = s != NULL ? storage_rest(s) : 0;
+        uint64_t r = rest > 0 ? (uint64_t)rest : 0;
         d->again(rec->tid, (const void *)(uintptr_t)rec->pend_ptr, (size_t)rec->pend_nbytes,
                  rec->said_base, PyBytes_AS_STRING(encoded), rec->stack,
-                 rest > 0 ? (uint64_t)rest : 0);
+                 scale && r > UINT64_MAX / scale ? UINT64_MAX : r * scale);
         Py_DECREF(encoded);
         n++;
     }

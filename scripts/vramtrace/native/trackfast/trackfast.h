@@ -244,7 +244,7 @@ int is_storage_rec(PyObject *o);
 PyObject *record_of(PyObject *by_obj, PyObject *t);
 int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
-Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit);
+Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit, uint64_t scale);
 void clear_pending(TensorRec *r);
 int flush(Dispatcher *d);
 
