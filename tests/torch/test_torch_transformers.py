@@ -142,6 +142,40 @@ def test_run_track_longer_than_the_ring_names_the_cache_and_judges_the_earlier_o
     assert g["count"] >= len(early) + 8, g
 
 
+def test_plain_run_longer_than_the_ring_keeps_gpt2_training_clean_and_its_leak_at_its_line(
+        tmp_path):
+    """hf_train.py (transformers' GPT-2 trained with AdamW) under plain
+    `vramtrace run` with a 4,000-event ring the run overflows three times:
+    the weights, AdamW's state and the first steps' kept validation graphs
+    were made before the window. Before-window allocations alive at the end
+    count with a flagged line, and flag a line as outliers where the window
+    frees its others within their step: on the fixed twin (where every
+    step's temporaries come from transformers' and torch's own lines, and
+    the model's state from lines that run once) nothing; on the leak, the
+    user's validation line, with what it kept before the window."""
+    val = _line(TRAIN, "# VAL_LINE")
+    got = {}
+    for kind in ("fixed", "leak"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        p = _start(kind, False, snap, TRAIN, run_args=("--conf", "max_events:4000"))
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0 and "done 20" in stdout, stderr[-3000:]
+        assert "(the ring is full)" in stderr, stderr[-3000:]
+        got[kind] = snap
+    rc, text = check(got["fixed"])
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+    rc, text = check(got["leak"], "--json")
+    assert rc == 1, text[:3000]
+    j = json.loads(text)
+    assert j["events_overwritten"] > 0
+    at_val = [f for f in j["findings"]
+              if any(fr.get("file", "").endswith("hf_train.py") and fr.get("line") == val
+                     for fr in f["alloc"]["stack"])]
+    assert at_val and len(at_val) == len(j["findings"]), [f["alloc"]["stack"][:2]
+                                                          for f in j["findings"]][:5]
+    assert sum(f["allocations_before_window"] for f in at_val) > 0, at_val[:2]
+
+
 def test_a_validation_loss_summed_as_a_tensor_is_named_with_the_graph_it_keeps(train_snaps):
     rc, text = check(train_snaps[("leak", True)])
     assert rc == 1, text[:3000]

@@ -489,27 +489,25 @@ static int seed_declared_again(ck_model *m)
     for (size_t i = 0; i < n && rc == 0; i++) {
         uint32_t x;
         vt__event *a = &again[i];
+        uint64_t rest = a->stream;
         a->seq = first_seq;
         a->time_ns = first_time;
+        a->stack = 0;   /* the use standing for its last one: where, unknown */
         if (bind_tensor(m, a, &x) < 0) {
             rc = -ENOMEM;
             break;
         }
-        m->nodes[x].made_before_window = 1;
-        if (VT_TENSOR_BASE(a->aux2) == VT_TENSOR_SAVED_ONLY)
-            continue;
         uint32_t st = m->nodes[x].storage;
-        if (st != CK_NONE) {
-            if (a->stream > m->st[st].again_rest)
-                m->st[st].again_rest = a->stream;
-            if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0) {
-                rc = -ENOMEM;
-                break;
-            }
-            m->uses[m->nuses++] = (ck_use){ .seq = first_seq, .time = first_time, .storage = st,
-                                            .node = x, .before_window = 1 };
-            m->st[st].nuses++;
+        if (VT_TENSOR_BASE(a->aux2) == VT_TENSOR_SAVED_ONLY || st == CK_NONE)
+            continue;
+        if (rest > m->st[st].again_rest)
+            m->st[st].again_rest = rest;
+        size_t u = m->nuses;
+        if (push_use(m, a, x) < 0) {
+            rc = -ENOMEM;
+            break;
         }
+        m->uses[u].before_window = 1;
     }
     free(again);
     return rc < 0 ? rc : 0;

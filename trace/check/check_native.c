@@ -22,7 +22,8 @@
 
 /* The site's storages made before the window, alive at the end and not
  * yet part of a finding: appended to idx[n..] with their linger counted
- * from the window's start. @return how many. */
+ * from the window's start (nothing is claimed: a finding made of them
+ * claims them). @return how many. */
 static size_t older_members(ck_model *m, const ck_key *old, size_t nold, uint32_t *idx,
                             uint64_t *linger_start, size_t n)
 {
@@ -226,10 +227,8 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
              * site by them only where its siblings dying within a step
              * outnumber them (a run longer than the ring, whose first steps
              * kept what the later ones free: the whole recording's outliers) */
-            size_t nold_out = 0;
-            if (m->nmarks >= 2 || (!m->nmarks && dur > thr))
-                for (size_t j = 0; j < nsite_old; j++)
-                    nold_out += !m->st[site_old[j].idx].claimed;
+            size_t nb = older_members(m, site_old, nsite_old, grp, lstart, nout);
+            size_t nold_out = m->nmarks >= 2 || (!m->nmarks && dur > thr) ? nb : 0;
             if ((nout ? nshort > nout : nold_out && nshort > nold_out) && nshort >= 2) {
                 uint64_t med = vt__ck_median(tmp, nt);
                 uint64_t from_seq = UINT64_MAX, from_time = 0;
@@ -253,7 +252,6 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                         from_time = ft;
                     }
                 }
-                size_t nb = older_members(m, site_old, nsite_old, grp, lstart, nout);
                 rc = site_finding(m, fs, VT_CHECK_RULE_OUTLIER, grp, nout + nb, nb, lstart,
                                   from_seq, from_time);
                 if (rc)

@@ -137,9 +137,8 @@ class _Marks:
         if got is None:
             return
         recorded, room = got
-        due = (recorded > room if snapshot
-               else recorded - self._tensors_declared_at >= room // 2)
-        if not due:
+        if not (recorded > room if snapshot
+                else self._half_ring_since(self._tensors_declared_at, got) is not None):
             return
         self._tensors_declared_at = recorded
         # a rest in marks; a program that ticks instead (no mark yet) is

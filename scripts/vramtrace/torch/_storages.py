@@ -125,6 +125,17 @@ class _Storages:
             del t
         self._drop_bases_only_views_hold()
 
+    def _base_rec(self, view: _TensorRec) -> Optional[_TensorRec]:
+        """The record of the tensor a recorded view holds as its ``_base``
+        (PyTorch's, which may not be the storage's first tensor the record
+        names: in ``out.detach()[:, 0]`` it is the detached tensor); None
+        where the view is gone or its ``_base`` is not tracked."""
+        t = view.ref() if view.ref is not None else None
+        base = getattr(t, "_base", None) if t is not None else None
+        brec = self._by_obj.get(id(base)) if base is not None else None
+        del t, base
+        return brec if brec is not None and brec.tid else None
+
     def _drop_bases_only_views_hold(self) -> None:
         """A base tensor the program no longer names but whose views it
         keeps (``out[:, 0]`` of each batch's output kept in a list) lives on
@@ -148,15 +159,15 @@ class _Storages:
         cands = []
         by_obj = self._by_obj
         for srec in self._fast.shared_storages():
-            bases = {r.tid for r in srec.tids if not r.base and r.tid and r.ref is not None
-                     and any(v.base == r.tid for v in srec.tids)}
-            for v in srec.tids:   # the _bases of its views that the books call views
-                t = v.ref() if v.base and v.ref is not None else None
-                b = getattr(t, "_base", None) if t is not None else None
-                brec = by_obj.get(id(b)) if b is not None else None
-                if brec is not None and brec.base and brec.tid and brec in srec.tids:
-                    bases.add(brec.tid)
-                del t, b
+            live = {r.tid for r in srec.tids if r.tid}   # recorded (pending ones have none)
+            bases = {v.base for v in srec.tids if v.base and v.base in live}
+            # a view whose recorded base is gone holds another tensor as its
+            # _base (the detached one), which the books call a view too
+            for v in srec.tids:
+                if v.base and v.base not in live:
+                    brec = self._base_rec(v)
+                    if brec is not None and brec.tid in live:
+                        bases.add(brec.tid)
             for rec in [r for r in srec.tids if r.tid in bases and r.ref is not None]:
                 t = rec.ref()
                 if t is not None and sys.getrefcount(t) == alone:

@@ -518,11 +518,8 @@ class _Walks:
         rec = self._by_tid.get(tid)
         if rec is None or not rec.base:
             return None
-        t = rec.ref() if rec.ref is not None else None
-        base = getattr(t, "_base", None) if t is not None else None
-        brec = self._by_obj.get(id(base)) if base is not None else None
-        del t, base
-        return ("t", brec.tid) if brec is not None and brec.tid else ("t", rec.base)
+        brec = self._base_rec(rec)
+        return ("t", brec.tid if brec is not None else rec.base)
 
     def _trace_window(self) -> Optional[Tuple[int, int]]:
         """(events recorded, the ring's room) of the library; None when it
@@ -531,9 +528,11 @@ class _Walks:
         got = window() if window is not None else None
         return got if got and got[1] else None
 
-    def _half_ring_since(self, at: int) -> Optional[int]:
+    def _half_ring_since(self, at: int,
+                         got: Optional[Tuple[int, int]] = None) -> Optional[int]:
         """The events recorded now, once the program has recorded half a
-        ring since ``at`` (a count of them); else None.
+        ring since ``at`` (a count of them); else None. ``got``: the
+        window as _trace_window() just read it.
 
         Two things wait on it. A walk runs whatever its credit when none ran
         for half a ring (``_walked_at``): a loop whose marks' other work
@@ -545,8 +544,10 @@ class _Walks:
         names, when none did for half a ring (``_declared_at``): a run longer
         than the ring overwrites the walk that first declared a holder, and
         a snapshot without a walk of its own would show chains from nameless
-        holders (the exit snapshot walks for itself)."""
-        got = self._trace_window()
+        holders (the exit snapshot walks for itself); and the tensors are
+        declared again (_Marks._declare_tensors_again)."""
+        if got is None:
+            got = self._trace_window()
         return got[0] if got is not None and got[0] - at >= got[1] // 2 else None
 
     def _ring_says_again(self) -> bool:
