@@ -6,6 +6,7 @@
  *   check_model.c   the model (pass 1, on the timeline's lifetimes, from a
  *                   stream of the events; storages no rule can flag retired)
  *                   and its queries
+ *   check_live.c    the storages open during pass 1, by address
  *   check_linger.c  the LINGER rule and its grace
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
  *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
@@ -50,7 +51,7 @@ typedef struct ck_storage {
     uint32_t ntensors;
     uint32_t first_use;     /* its uses: m->uses[first_use .. first_use + nuses) */
     uint32_t nuses;
-    uint32_t tl, tr, prio;  /* treap of live storages (pass 1 only) */
+    uint32_t tl, tr, prio;  /* check_live.c's treap (pass 1 only) */
     int8_t device;
     uint8_t external;       /* STORAGE_EXTERNAL */
     uint8_t implicit;       /* assumed from a TENSOR_NEW */
@@ -177,7 +178,7 @@ typedef struct ck_model {
     size_t npause, cappause;
     uint32_t *mark_label;   /* string id of each mark's label */
     vt__u64map ids;         /* id -> node (latest NEW) */
-    uint32_t root;          /* treap root, CK_NONE */
+    uint32_t root;          /* check_live.c's treap root, CK_NONE */
     uint64_t prio_state;    /* treap priorities: a generator seeded per run */
     uint64_t start_time, end_time;
     /* The program's last event: end_time is the snapshot when later, and
@@ -224,6 +225,20 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
  * or the stream's error with one line in m->err (then vt__ck_model_free). */
 int vt__ck_model_build(ck_model *m);
 void vt__ck_model_free(ck_model *m);
+
+/* ------------------------------------------------------------------------ */
+/* check_live.c: the storages open during pass 1, by address               */
+/* ------------------------------------------------------------------------ */
+
+/* Empty, with priorities seeded for this run (before the first insert). */
+void vt__ck_live_init(ck_model *m);
+/* Storage x opened (not open already) / closed (a no-op if not open). */
+void vt__ck_live_insert(ck_model *m, uint32_t x);
+void vt__ck_live_remove(ck_model *m, uint32_t x);
+/* The open storage at addr (the newest of several), or CK_NONE. */
+uint32_t vt__ck_live_at(const ck_model *m, uint64_t addr);
+/* The open storage whose bytes hold addr (or at addr, if empty), or CK_NONE. */
+uint32_t vt__ck_live_containing(const ck_model *m, uint64_t addr);
 
 /* ------------------------------------------------------------------------ */
 /* check_clock.c: steps, frees and the program's own time                    */

@@ -4,8 +4,9 @@
  *
  * Allocations are the timeline's lifetimes (timeline.h: the matching rules
  * every view agrees on); one walk over the events opens and closes their
- * storages where the timeline says (with a treap of the live ones, so a
- * tensor binds to the storage CONTAINING its data_ptr in O(log n)), adds the
+ * storages where the timeline says (check_live.c keeps the live ones by
+ * address, so a tensor binds to the storage CONTAINING its data_ptr in
+ * O(log n)), adds the
  * external and implicit storages the timeline does not know, and builds
  * the nodes (tensors and holders), the uses and the graph operations; the
  * uses are then grouped by storage (counting sort) for the
@@ -29,8 +30,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "check_internal.h"
 #include "errbuf.h"
@@ -55,125 +54,8 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx)
 }
 
 /* ------------------------------------------------------------------------ */
-/*  Treap of live storages, keyed by address (then order)                   */
-/* ------------------------------------------------------------------------ */
-
-/* Storages can share an address while both are open (a lifetime from
- * before the window, or one after a gap, is opened without closing what is
- * open there), so a storage's key is (addr, ord): each storage is one node,
- * found and removed as itself, never as another of its address (removing
- * the other left a storage linked after its slot was reused: a cycle, and
- * check looped for ever). Of several at one address the newest is found. */
-static int key_before(const ck_storage *st, uint32_t a, uint32_t b)
-{
-    return st[a].addr < st[b].addr || (st[a].addr == st[b].addr && st[a].ord < st[b].ord);
-}
-
-static void rot_right(ck_storage *st, uint32_t *t)
-{
-    uint32_t l = st[*t].tl;
-    st[*t].tl = st[l].tr;
-    st[l].tr = *t;
-    *t = l;
-}
-
-static void rot_left(ck_storage *st, uint32_t *t)
-{
-    uint32_t r = st[*t].tr;
-    st[*t].tr = st[r].tl;
-    st[r].tl = *t;
-    *t = r;
-}
-
-/* Insert storage x (not in the treap already): down to where its
- * priority belongs, then the subtree there is split by x's address into
- * x's two children. Iterative: no stack depth the input could choose. */
-static void treap_insert(ck_storage *st, uint32_t *t, uint32_t x)
-{
-    while (*t != CK_NONE && st[*t].prio >= st[x].prio)
-        t = key_before(st, x, *t) ? &st[*t].tl : &st[*t].tr;
-    uint32_t cur = *t, *l = &st[x].tl, *r = &st[x].tr;
-    while (cur != CK_NONE) {
-        if (key_before(st, cur, x)) {
-            *l = cur;
-            l = &st[cur].tr;
-            cur = st[cur].tr;
-        } else {
-            *r = cur;
-            r = &st[cur].tl;
-            cur = st[cur].tl;
-        }
-    }
-    *l = *r = CK_NONE;
-    *t = x;
-}
-
-/* Remove storage x (a no-op if it is not in the treap). */
-static void treap_remove(ck_storage *st, uint32_t *t, uint32_t x)
-{
-    while (*t != CK_NONE && *t != x)
-        t = key_before(st, x, *t) ? &st[*t].tl : &st[*t].tr;
-    if (*t == CK_NONE)
-        return;
-    for (;;) {
-        uint32_t l = st[*t].tl, r = st[*t].tr;
-        if (l == CK_NONE) { *t = r; return; }
-        if (r == CK_NONE) { *t = l; return; }
-        if (st[l].prio > st[r].prio) {
-            rot_right(st, t);
-            t = &st[*t].tr;
-        } else {
-            rot_left(st, t);
-            t = &st[*t].tl;
-        }
-    }
-}
-
-/* The live storage with the greatest addr <= addr. */
-static uint32_t treap_floor(const ck_storage *st, uint32_t t, uint64_t addr)
-{
-    uint32_t best = CK_NONE;
-    while (t != CK_NONE) {
-        if (st[t].addr <= addr) {
-            best = t;
-            t = st[t].tr;
-        } else {
-            t = st[t].tl;
-        }
-    }
-    return best;
-}
-
-static uint32_t live_at(const ck_model *m, uint64_t addr)
-{
-    uint32_t x = treap_floor(m->st, m->root, addr);
-    return x != CK_NONE && m->st[x].addr == addr ? x : CK_NONE;
-}
-
-static uint32_t live_containing(const ck_model *m, uint64_t addr)
-{
-    uint32_t x = treap_floor(m->st, m->root, addr);
-    if (x == CK_NONE)
-        return CK_NONE;
-    const ck_storage *s = &m->st[x];
-    if (addr - s->addr < s->size || addr == s->addr)
-        return x;
-    return CK_NONE;
-}
-
-/* ------------------------------------------------------------------------ */
 /*  Pass 1: the model                                                       */
 /* ------------------------------------------------------------------------ */
-
-/* Priorities the input cannot predict: a treap is balanced only while its
- * priorities are independent of its keys, and a public function of the
- * storage index let crafted addresses turn it into a list (80,000 external
- * storages: a minute). splitmix64 from a per-run seed. */
-static uint32_t next_prio(ck_model *m)
-{
-    m->prio_state += 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(vt__mix64(m->prio_state) >> 32);
-}
 
 /* A closed storage no rule needs a record of: no tensor was bound to it
  * (the tensor rules judge only those), it was alive at no mark (GROWTH
@@ -274,7 +156,7 @@ static int close_storage(ck_model *m, uint32_t x, const vt__event *e, uint32_t s
     s->free_seq = e->seq;
     s->free_time = e->time_ns;
     s->free_stack = stack;
-    treap_remove(m->st, &m->root, x);
+    vt__ck_live_remove(m, x);
     return retirable(m, s) ? retire(m, x) : 0;
 }
 
@@ -284,7 +166,7 @@ static int open_storage(ck_model *m, const vt__event *e, uint32_t ev, uint64_t a
                         uint64_t size, uint32_t *out)
 {
     if (e) {
-        uint32_t old = live_at(m, addr);
+        uint32_t old = vt__ck_live_at(m, addr);
         if (old != CK_NONE && close_storage(m, old, e, 0) < 0)
             return -ENOMEM;
     }
@@ -302,7 +184,6 @@ static int open_storage(ck_model *m, const vt__event *e, uint32_t ev, uint64_t a
     s->size = size;
     s->owner = s->first_tensor = CK_NONE;
     s->tl = s->tr = CK_NONE;
-    s->prio = next_prio(m);
     s->device = -1;
     s->alloc_event = UINT32_MAX;
     s->ord = (uint32_t)m->nst_all++;
@@ -313,7 +194,7 @@ static int open_storage(ck_model *m, const vt__event *e, uint32_t ev, uint64_t a
         s->alloc_stack = e->stack;
         s->device = e->device;
     }
-    treap_insert(m->st, &m->root, x);
+    vt__ck_live_insert(m, x);
     *out = x;
     return 0;
 }
@@ -395,7 +276,7 @@ static int bind_tensor(ck_model *m, const vt__event *e, uint32_t *out)
     n->new_seq = e->seq;
     n->new_time = e->time_ns;
     if (e->addr) {
-        uint32_t st = live_containing(m, e->addr);
+        uint32_t st = vt__ck_live_containing(m, e->addr);
         if (st == CK_NONE) {
             if (open_storage(m, NULL, 0, e->addr, e->size, &st) < 0)
                 return -ENOMEM;
@@ -747,7 +628,7 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
         if (m->want_free_time && push_free_time(m, e->time_ns) < 0)
             return -ENOMEM;
         if (x == CK_NONE || m->st[x].freed)
-            x = live_at(m, e->addr);   /* an implicit storage at the address */
+            x = vt__ck_live_at(m, e->addr);   /* an implicit storage at the address */
         if (x != CK_NONE && !m->st[x].freed && !m->st[x].external &&
             close_storage(m, x, e, e->stack) < 0)
             return -ENOMEM;
@@ -760,7 +641,7 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
         count_live(m, &m->st[x], 1);
         break;
     case VT_EV_STORAGE_EXTERNAL_FREE:
-        x = live_at(m, e->addr);
+        x = vt__ck_live_at(m, e->addr);
         if (x != CK_NONE && (m->st[x].external || m->st[x].implicit) &&
             close_storage(m, x, e, e->stack) < 0)
             return -ENOMEM;
@@ -985,12 +866,7 @@ static void model_reset(ck_model *m)
 static int build_model(ck_model *m, const vt__timeline *tl)
 {
     walk w = { .tl = tl };
-    m->root = CK_NONE;
-    if (getrandom(&m->prio_state, sizeof m->prio_state, GRND_NONBLOCK) != sizeof m->prio_state) {
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        m->prio_state = (uint64_t)now.tv_nsec ^ (uint64_t)now.tv_sec << 30 ^ (uintptr_t)m;
-    }
+    vt__ck_live_init(m);
     if (vt__u64map_init(&m->ids, 1024) < 0 || vt__u64map_init(&m->site_of, 64) < 0)
         return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
     int rc = vt__tl_follow_open(m->s, tl, &w.follow, m->err, m->errlen);
