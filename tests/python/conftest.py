@@ -1,4 +1,5 @@
-"""Shared fixtures: the recording fake library, and the real one."""
+"""Shared fixtures: the recording fake library, the real one, and track()'s
+op observer."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ def real_lib():
         yield vramtrace._lib.get_library()
     finally:
         vramtrace.set_library(old)
+
+
+@pytest.fixture(scope="module")
+def observer():
+    """track()'s op observer (vramtrace/_trackobs.py), built at first use
+    into VRAMTRACE_CACHE_DIR: the test_track_observer_*.py files' subject."""
+    from vramtrace import _trackobs
+    mod = _trackobs.load()
+    if mod is None:
+        pytest.fail("the op observer could not be built (torch.utils.cpp_extension, "
+                    "g++ and ninja are in the test environment)")
+    return mod
 
 
 @pytest.fixture

@@ -135,7 +135,7 @@ def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
 def test_memory_resize_gives_a_tensor_without_any_is_named_by_that_line(fake):
     """`torch.empty(0)` has no memory to track; the `resize_` that gives it
     some makes it, named by that line and op (as torch.load's rebuild, whose
-    `set_` gives an empty tensor the loaded memory: test_torch_observed), not
+    `set_` gives an empty tensor the loaded memory: test_torch_observed_track), not
     as an input "first used by" it."""
     with vtt.track() as tr:
         buf = torch.empty(0)

@@ -24,7 +24,7 @@ import vramtrace.torch as vtt  # noqa: E402
 @pytest.fixture(autouse=True)
 def _through_the_mode(monkeypatch):
     """These tests are the dispatch mode's C path (track() uses the op
-    observer where it builds: test_track_observer.py); children inherit."""
+    observer where it builds: test_track_observer_*.py); children inherit."""
     monkeypatch.setenv("VRAMTRACE_TRACK_OBSERVER", "0")
 
 
@@ -335,7 +335,7 @@ def observer():
 @pytest.mark.parametrize("shape", ["hook", "pipeline"])
 @pytest.mark.parametrize("twin", ["leak", "fixed"])
 def test_the_observer_and_the_mode_give_the_same_findings(shape, twin, report, observer):
-    """The op observer (test_track_observer.py's subject) against the mode's
+    """The op observer (test_track_observer_*.py's subject) against the mode's
     C path: here, where the C path's run is made anyway."""
     vt_cli()
     rc_obs, found_obs, _ = report(shape, twin, "observer")

@@ -2,7 +2,7 @@
 imports vramtrace: expandable segments (run it with
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) and a CUDA graph's private
 pool. Prints PyTorch's figures after each part, for a run with and without
-`vramtrace run` to be compared line for line (test_torch_observed.py).
+`vramtrace run` to be compared line for line (test_torch_observed_recording.py).
 
   python torch_pools.py expandable|graph
 """

@@ -2,7 +2,7 @@
 vramtrace: two devices, a thread of its own, DataLoader workers (fork and
 spawn) with pinned batches, empty_cache(). Prints PyTorch's own figures after
 each part, one line each, so that a run with and without `vramtrace run`
-can be compared line for line (test_torch_observed.py).
+can be compared line for line (test_torch_observed_recording.py).
 
   python torch_surface.py
 """

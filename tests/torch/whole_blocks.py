@@ -2,7 +2,7 @@
 would be left of the free block is 1 MiB or less, not worth a split) next
 to ones it splits (run with PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:20 too, where a
 request of 20 MiB or more is never split); prints memory_allocated() after each step and the peak,
-for test_torch_observed to compare with what `vramtrace run` recorded.
+for test_torch_observed_recording to compare with what `vramtrace run` recorded.
 Never imports vramtrace."""
 
 import torch

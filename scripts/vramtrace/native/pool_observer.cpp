@@ -71,7 +71,7 @@ uint64_t power2_division_ceiling(uint64_t size, uint64_t divisions)
 // of PyTorch's allocator has the same rules (round_size and should_split in
 // alloc/replay/torch_malloc.c); this object, built against torch at run time
 // and linking nothing of libvramtrace's, keeps its own copy: a change to one
-// is a change to both (tests: test_torch_observed's whole blocks against
+// is a change to both (tests: test_torch_observed_recording's whole blocks against
 // memory_allocated(), test_replay's torch rules).
 uint64_t block_size(uint64_t size)
 {

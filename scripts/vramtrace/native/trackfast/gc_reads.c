@@ -36,7 +36,7 @@
  * limit of docs/limitations.md. What it cannot tell: a frame another thread
  * pushed at the address of one it popped while the walk let the GIL go.
  * Test: the differential suite's the_collectors_count_moves_per_step_as_untracked,
- * and test_track_observer's frames test (a walk in a hold, frames read).
+ * and test_track_observer_collector's frames test (a walk in a hold, frames read).
  */
 #if defined(VT_GC_INTERNALS) && defined(VT_GC_FRAMES) && !defined(Py_GIL_DISABLED)
 #define Py_BUILD_CORE_MODULE 1
