@@ -202,12 +202,13 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
                                                              : "when it became a finding", 1);
         vt__put_str(b, ",\"path\":[");
         for (size_t p = 0; p < f->npaths; p++) {
-            /* Whole, as `vramtrace check --json` has it: a deep chain may
-             * need more than the line buffer. */
+            /* As the text report shows it (runs and cycles of the same
+             * hops once, with their count), whole: a deep chain may need
+             * more than the line buffer. */
             char line[2048], *text = line;
-            size_t need = vt__check_path_format(&f->paths[p], line, sizeof line);
+            size_t need = vt__check_path_format_folded(&f->paths[p], line, sizeof line);
             if (need >= sizeof line && (text = malloc(need + 1)) != NULL)
-                vt__check_path_format(&f->paths[p], text, need + 1);
+                vt__check_path_format_folded(&f->paths[p], text, need + 1);
             if (p)
                 vt__put_str(b, ",");
             vt__put_json_str(b, text ? text : line, 1);

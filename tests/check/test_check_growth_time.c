@@ -5,7 +5,10 @@
  * locals), with the same finding whether pass 1 retired its storages or
  * kept every record; a site allocating and freeing each iteration is not,
  * nor one buffer made again larger (a KV cache); a trace that is no observed
- * pool does not run it. */
+ * pool does not run it. With the tensors recorded (`run --track` of a
+ * program that makes no optimizer step), a graph kept across batches, used
+ * again by every backward, grows by time and its finding names what holds
+ * it; results collected untouched for the end only when growth is asked. */
 #include "check_fixture.h"
 #include "format_bytes.h"
 
@@ -144,6 +147,150 @@ TEST(growth_by_time_is_for_an_observed_pool_only)
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Truncated BPTT with the hidden state never detached and every backward
+ * told to retain the graph (pytorch/examples' word_language_model without
+ * repackage_hidden, "fixed" with retain_graph=True): each batch's saved
+ * activation stays in a graph the hidden state keeps, and every backward
+ * goes through the whole graph, using each of them again. Nothing lingers;
+ * the line's live bytes grow batch after batch. No optimizer: no marks.
+ * `kind`: TBPTT_KEPT the graph kept to the end, TBPTT_FREED_AT_END let go
+ * at the end (an epoch's end made the hidden state again), TBPTT_FIXED each
+ * batch's activation freed with its batch (the hidden state detached),
+ * TBPTT_COLLECTED not a graph: each batch's result kept in a list,
+ * untouched until the end (for a torch.cat). */
+enum { TBPTT_KEPT, TBPTT_FREED_AT_END, TBPTT_FIXED, TBPTT_COLLECTED };
+
+static void tbptt(synth *y, int kind)
+{
+    synth_init(y);
+    stacks(y);
+    y->s.meta.flags |= VT_META_POOL_OBSERVED;
+    synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "cell.weight_hh", st_init);
+    /* module __main__.hidden → .grad_fn → the graph's node saving each
+     * batch's activation (or module __main__.kept, a list of results) */
+    synth_new_tensor(y, 9100, 0x7f7000000000ull, 4096, "hidden", st_init);
+    synth_holder(y, 9000, "module __main__");
+    synth_holder(y, 9001, kind == TBPTT_COLLECTED ? "list" : "AddmmBackward0");
+    if (kind == TBPTT_COLLECTED) {
+        synth_ref(y, 9000, 9001, ".kept");
+    } else {
+        synth_ref(y, 9000, 9100, ".hidden");
+        synth_ref(y, 9100, 9001, ".grad_fn");
+    }
+    for (int i = 0; i < ITERS; i++) {
+        synth_tick(y, 50000000);
+        uint64_t t = 9101 + (uint64_t)i;
+        synth_new_tensor(y, t, KEPT_ADDR + (uint64_t)i * 0x1000000, MiB,
+                         "hidden = cell(x, hidden) (tbptt.py:22, aten.tanh out[0])", st_act);
+        synth_use(y, t);
+        synth_alloc(y, 0x7f1000000000ull, 2 * MiB, st_fwd);   /* the batch's temporaries */
+        synth_free(y, 0x7f1000000000ull);
+        synth_use(y, W_ID);
+        synth_use(y, 9100);
+        if (kind == TBPTT_FIXED) {
+            synth_drop(y, t);
+            synth_free(y, KEPT_ADDR + (uint64_t)i * 0x1000000);
+            continue;
+        }
+        char label[48];
+        snprintf(label, sizeof label, kind == TBPTT_COLLECTED ? "[%d]"
+                                                            : "SavedTensor 'mat1' of step %d", i);
+        synth_ref(y, 9001, t, label);
+        for (int k = 0; kind != TBPTT_COLLECTED && k <= i; k++)   /* the backward, through all */
+            synth_use(y, 9101 + (uint64_t)k);
+    }
+    synth_tick(y, 1000000);
+    for (int i = 0; kind == TBPTT_COLLECTED && i < ITERS; i++)   /* torch.cat(kept) */
+        synth_use(y, 9101 + (uint64_t)i);
+    for (int i = 0; kind == TBPTT_FREED_AT_END && i < ITERS; i++)
+        synth_free(y, KEPT_ADDR + (uint64_t)i * 0x1000000);
+    synth_tick(y, 5000000);
+}
+
+static vt__check_report *check_asking_growth(synth *y)
+{
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH;
+    return check(y, &o);
+}
+
+TEST(a_graph_kept_across_batches_grows_by_time_under_track_and_names_its_holder)
+{
+    for (int kind = TBPTT_KEPT; kind <= TBPTT_FREED_AT_END; kind++) {
+        synth y;
+        tbptt(&y, kind);
+        vt__check_report *r = check_keep(&y, 0);
+        ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+        ASSERT_EQ(r->rules_need_steps, 0);
+        const vt__check_finding *f = only_finding(r);
+        ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+        ASSERT_EQ(f->alloc_stack, st_act);
+        ASSERT(f->growth_window_ns > 0);
+        ASSERT(f->nallocs >= 30 && f->nallocs <= ITERS);
+        /* its largest storage alive at the last judged end, with a tensor,
+         * stands for it, and its holders are looked up while it was */
+        ASSERT(f->npaths >= 1);
+        assert_rendered_says(r, &y, 0, kind == TBPTT_FREED_AT_END
+                                           ? "held by (at the last window end judged):"
+                                           : "held by (at the end):");
+        assert_rendered_says(r, &y, 0, "AddmmBackward0.SavedTensor 'mat1' of step");
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
+}
+
+TEST(a_graph_let_go_with_each_batch_is_clean_by_time_under_track)
+{
+    synth y;
+    tbptt(&y, TBPTT_FIXED);
+    vt__check_report *r = check_keep(&y, 0);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    ASSERT_CLEAN(r, &y);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Results collected untouched for the program's end (a list for a
+ * torch.cat after the loop) grow as much, but are no leak: not flagged by
+ * the automatic choice; growth asked for by name flags them. */
+TEST(results_collected_for_the_end_grow_by_time_only_when_growth_is_asked)
+{
+    synth y;
+    tbptt(&y, TBPTT_COLLECTED);
+    vt__check_report *r = check_keep(&y, 0);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    ASSERT_CLEAN(r, &y);
+    vt__check_report_free(r);
+    r = check_asking_growth(&y);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    assert_rendered_says(r, &y, 0, "module __main__.kept \xe2\x86\x92 list[");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Asked for by name where it cannot run (no marks, no observed pool), the
+ * report says growth needs steps, and offers --rules only for what runs
+ * on time when named. */
+TEST(growth_asked_where_it_cannot_run_is_not_offered_by_name)
+{
+    synth y;
+    eval_loop(&y, 1, 0);
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_GROWTH;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_GROWTH);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "growth judges step by step: not run."), "%s", text);
+    ASSERT_MSG(!strstr(text, "with --rules to judge by time"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    r = check_keep(&y, 0);   /* the automatic choice: both offered by name */
+    assert_rendered_says(r, &y, 0, "or name never-freed,outlier with --rules to judge by time");
     vt__check_report_free(r);
     synth_fini(&y);
 }

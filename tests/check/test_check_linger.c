@@ -308,24 +308,49 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
     synth_fini(&y);
 }
 
+/* A finding held through a chain: module __main__.`root` → `n` holders,
+ * the i-th named name(i) and left through via(i) → the last one's `saved`
+ * → tensor 'h' (1 MiB at ACT1), lingering from step 1. Its report. */
+typedef const char *(*hop_fn)(uint64_t i, char *buf, size_t len);
+
+static vt__check_report *held_through_a_chain(synth *y, uint64_t n, hop_fn name, hop_fn via,
+                                              const char *root, const char *saved)
+{
+    char buf[64];
+    setup(y);
+    step(y, 1);
+    synth_new_tensor(y, 2, ACT1, MiB, "h", st_fwd);
+    synth_holder(y, 99, "module __main__");
+    for (uint64_t i = 0; i < n; i++)
+        synth_holder(y, 100 + i, name(i, buf, sizeof buf));
+    synth_ref(y, 99, 100, root);
+    for (uint64_t i = 0; i + 1 < n; i++)
+        synth_ref(y, 100 + i, 100 + i + 1, via(i, buf, sizeof buf));
+    synth_ref(y, 100 + n - 1, 2, saved);
+    for (int i = 2; i <= 4; i++)
+        step(y, i);
+    return check(y, NULL);
+}
+
+static const char *add_node(uint64_t i, char *buf, size_t len)
+{
+    (void)i, (void)buf, (void)len;
+    return "AddBackward0";
+}
+
+static const char *first_input(uint64_t i, char *buf, size_t len)
+{
+    (void)i, (void)buf, (void)len;
+    return "next_functions[0]";
+}
+
 /* A running total keeps one AddBackward0 per step: the report's text shows
  * the run of that hop once, with its count; keys and JSON keep every hop. */
 TEST(a_run_of_the_same_hop_is_shown_once_with_its_count)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_new_tensor(&y, 2, ACT1, MiB, "h", st_fwd);
-    synth_holder(&y, 99, "module __main__");
-    for (uint64_t h = 0; h < 12; h++)
-        synth_holder(&y, 100 + h, "AddBackward0");
-    synth_ref(&y, 99, 111, "running");
-    for (uint64_t h = 11; h > 0; h--)
-        synth_ref(&y, 100 + h, 100 + h - 1, "next_functions[0]");
-    synth_ref(&y, 100, 2, "saved_self");
-    for (int i = 2; i <= 4; i++)
-        step(&y, i);
-    vt__check_report *r = check(&y, NULL);
+    vt__check_report *r = held_through_a_chain(&y, 12, add_node, first_input, "running",
+                                               "saved_self");
     const vt__check_finding *f = the_finding(r, ACT1, MiB);
     char folded[1024];
     vt__check_path_format_folded(&f->paths[0], folded, sizeof folded);
@@ -338,6 +363,68 @@ TEST(a_run_of_the_same_hop_is_shown_once_with_its_count)
     char *text = render(r, &y, 0);
     ASSERT_STR_CONTAINS(text, folded);
     free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+static const char *numbered_node(uint64_t i, char *buf, size_t len)
+{
+    snprintf(buf, len, "Node%03uBackward0", (unsigned)i);
+    return buf;
+}
+
+/* A chain too long for a line keeps its root and its end (what saved the
+ * storage, and the storage) and elides hops between them at arrows. */
+TEST(a_chain_too_long_for_a_line_keeps_its_root_and_its_end)
+{
+    synth y;   /* no two hops alike: nothing folds */
+    vt__check_report *r = held_through_a_chain(&y, 200, numbered_node, first_input, "outs",
+                                               "saved_mat1");
+    char *text = render(r, &y, 0);
+    const char *line = strstr(text, "     module __main__.outs \xe2\x86\x92 Node000Backward0");
+    ASSERT_MSG(line != NULL, "%s", text);
+    const char *end = strchr(line, '\n');
+    ASSERT(end && end - line < 2100);
+    ASSERT_MSG(strstr(line, " \xe2\x86\x92 \xe2\x80\xa6 \xe2\x86\x92 Node"), "%s", text);
+    ASSERT_MSG(strstr(line, "Node199Backward0.saved_mat1 \xe2\x86\x92 tensor 'h' \xe2\x86\x92 "
+                            "storage 0x7f2000000000 1 MiB\n"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* An RNN cell's nodes a time step: Addmm, Tanh, Add, through their inputs. */
+static const char *rnn_cell_node(uint64_t i, char *buf, size_t len)
+{
+    static const char *const cell[3] = { "AddmmBackward0", "TanhBackward0", "AddBackward0" };
+    (void)buf, (void)len;
+    return cell[i % 3];
+}
+
+static const char *rnn_cell_input(uint64_t i, char *buf, size_t len)
+{
+    (void)buf, (void)len;
+    return i % 3 ? "next_functions[0]" : "next_functions[1]";
+}
+
+/* A recurrent cell's graph kept across batches (the hidden state never
+ * detached) repeats the cell's nodes once per time step: the text shows
+ * the repeating cycle of hops once, with its count, and the hops around it
+ * (what saved the storage, at the end) whole. */
+TEST(a_repeating_cycle_of_hops_is_shown_once_with_its_count)
+{
+    synth y;   /* 10 time steps of 3 nodes, and the saving one */
+    vt__check_report *r = held_through_a_chain(&y, 31, rnn_cell_node, rnn_cell_input, "outs",
+                                               "saved_mat1");
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
+    char folded[1024];
+    vt__check_path_format_folded(&f->paths[0], folded, sizeof folded);
+    ASSERT_STR_EQ(folded, "module __main__.outs \xe2\x86\x92 (AddmmBackward0.next_functions[1] "
+                          "\xe2\x86\x92 TanhBackward0.next_functions[0] \xe2\x86\x92 "
+                          "AddBackward0.next_functions[0]) \xc3\x97" "10 \xe2\x86\x92 "
+                          "AddmmBackward0.saved_mat1 \xe2\x86\x92 tensor 'h' \xe2\x86\x92 "
+                          "storage 0x7f2000000000 1 MiB");
+    ASSERT_EQ(f->paths[0].nsteps, 34);   /* JSON and keys: every hop */
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -293,7 +293,8 @@ TEST(native_never_freed_judges_an_observed_pytorch_pool_by_time_without_marks)
     assert_rendered_says(r, &y, 0, "NOTE: this trace has no steps (marks), and outlier "
                                    "judges step by step: not run. The program made no "
                                    "optimizer step (which `vramtrace run` marks): mark steps "
-                                   "with vramtrace.mark(\"step N\"), or name it with --rules");
+                                   "with vramtrace.mark(\"step N\"), or name outlier with --rules "
+                                   "to judge by time");
     assert_rendered_says(r, &y, 0, "rules: never-freed,growth;");
     vt__check_report_free(r);
     synth_fini(&y);

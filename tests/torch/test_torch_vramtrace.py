@@ -271,3 +271,44 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
     assert re.search(r"held by: module __main__\.kept → list\[\*\] → tensor '[^']*compiled\(x\)"
                      rf"[^']*\(compiled_loop\.py:{line}\)'", text), text[:4000]
 
+
+
+def test_a_graph_kept_across_batches_by_a_hand_stepped_loop_grows_at_the_users_line(tmp_path):
+    """tbptt_retain.py: truncated BPTT whose hidden state is never detached,
+    every backward told to retain the graph, the parameters stepped by hand
+    (no optimizer step: no marks). Nothing lingers (every backward uses every
+    batch's activations again); the hidden state's line grows. Plain `run`
+    flags it there (never freed); `run --track` too (growth by time, which
+    was for an observed pool without tensors only: 0 findings before), with
+    the graph that holds it, the cell's nodes folded into one cycle with its
+    count. The fixed twin (the hidden state detached each batch) is clean
+    under both."""
+    script = os.path.join(HERE, "tbptt_retain.py")
+    with open(script) as f:
+        line = next(i for i, text in enumerate(f, 1) if "hidden = cell(" in text)
+    got = {}
+    for variant in ("leak", "fixed"):
+        for track in (False, True):
+            snap = tmp_path / f"{variant}-{track}.vtsnap"
+            run([SIMRUN, "--mem", "1G", "--", CLI, "run"] + (["--track"] if track else []) +
+                ["-o", str(snap), "--", sys.executable, script, variant], cwd=tmp_path)
+            status = 1 if variant == "leak" else 0   # check exits 1 on findings
+            got[variant, track] = (json.loads(run([CLI, "check", "--json", str(snap)],
+                                                  status=status)),
+                                   run([CLI, "check", str(snap)], status=status))
+    for track in (False, True):
+        js, text = got["fixed", track]
+        assert js["findings"] == [], text
+        js, text = got["leak", track]
+        assert js["marks"] == 0, text
+        # kept to the end: plain run's blocks never freed, step after step
+        rules = ("growth",) if track else ("growth", "never-freed")
+        flagged = [f for f in js["findings"] if f["rule"] in rules]
+        assert flagged, text
+        assert any(fr["file"].endswith("tbptt_retain.py") and fr["line"] == line
+                   for fr in flagged[0]["alloc"]["stack"]), text
+    text = got["leak", True][1]
+    assert "held by (at the end):" in text, text
+    assert re.search(r"\((\w+Backward0\.next_functions\[\d\] \u2192 ){2}"
+                     r"\w+Backward0\.next_functions\[\d\]\) \u00d7\d+", text), text
+    assert "SavedTensor 'mat1' of AddmmBackward0" in text, text

@@ -296,11 +296,12 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if (!(opt.rules & VT_CHECK_RULES_ALL) && !m.nmarks && !m.ntensors) {
         unsigned by_time = m.pool_by_time ? VT_CHECK_RULE_NEVER_FREED : 0;
         r->rules_need_steps = rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER) & ~by_time;
+        r->rules_on_time = r->rules_need_steps;
         rules &= ~r->rules_need_steps;
     }
     /* Growth is judged at step ends only, after a warm-up: automatic when
      * there are enough of them; asked by name without, it says so. */
-    int growth_by_time = m.nwin != 0;   /* set for an observed pool by time only */
+    int growth_by_time = m.nwin != 0;   /* set for an observed pool without marks only */
     if (!(opt.rules & VT_CHECK_RULES_ALL) &&
         (m.nmarks >= VT_CHECK_GROWTH_MIN_MARKS || growth_by_time))
         rules |= VT_CHECK_RULE_GROWTH;

@@ -436,7 +436,10 @@ typedef struct vt__check_report {
     unsigned rules_run;        /* VT_CHECK_RULE_* bits actually evaluated */
     unsigned rules_need_steps; /* automatic rules not run: they need steps (MARK
                                   events) and the trace has none (never-freed,
-                                  outlier); --rules runs them on time instead */
+                                  outlier, growth) */
+    unsigned rules_on_time;    /* of those, what --rules runs on time instead
+                                  (never-freed, outlier; growth runs on time
+                                  where it can, automatically) */
     int grace_mode;            /* GRACE_STEPS or GRACE_TIME as applied to LINGER */
     uint8_t grace_user;        /* the grace came from the options (not automatic) */
     uint32_t grace_steps;      /* user's grace (GRACE_STEPS from options), else 0 */
@@ -568,7 +571,9 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
 /*! vt__check_path_format_folded() :
  * The same, for people: a run of the same hop (a holder of one name through
  * one label, e.g. a chain of AddBackward0 nodes a running total kept, one
- * per step) is shown once with its count, "AddBackward0.next_functions[0] ×12".
+ * per step) is shown once with its count, "AddBackward0.next_functions[0] ×12",
+ * and so is a repeating cycle of up to 8 hops (a recurrent cell's nodes, once
+ * per time step of a graph kept across batches), "(A.x → B.y → C.z) ×390".
  * The report's text and the HTML page show paths so; keys and JSON whole. */
 size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t len);
 

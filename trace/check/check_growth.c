@@ -163,7 +163,13 @@ static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_sto
         f->linger_ns = win_end(m, g->last) - win_end(m, g->first);
     }
     f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9) / 2;
+    /* Its holders at the end, or, where it was freed before (a graph kept
+     * across batches and let go at an epoch's end), at the last step end
+     * judged, when it was part of the growth. */
     f->path_seq = UINT64_MAX;
+    if (st && st->freed)
+        f->path_seq = m->nmarks ? m->mark_seq[g->last]
+                                : vt__ck_seq_at_time(m, win_end(m, g->last), 0);
     f->growth_per_step = (uint64_t)g->per_step;
     f->growth_first_mark = g->first;
     f->growth_last_mark = g->last;
@@ -242,6 +248,47 @@ static int cmp_time_site(const void *p, const void *q)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
+/* With the tensors recorded, whether a growing site's storages alive at
+ * the last judged window's end were mostly used again while it grew (in a
+ * window after the one their first use, which made them, fell in, and
+ * before the last judged one): each
+ * backward through a graph kept across batches uses every batch's saved
+ * activations again. What a program collects untouched for its end
+ * (`torch.cat(kept)` after the loop: tests/torch/kept_cls.py's fixed twin)
+ * grows as much and is no leak. Asked for by name, growth is not held to
+ * this. */
+static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0, size_t s1,
+                                    const vt__check_growth *g)
+{
+    if (!g->last)
+        return 0;
+    uint64_t until = win_end(m, g->last - 1);
+    size_t n = 0, again = 0;
+    for (size_t k = s0; k < s1; k++) {
+        if (!(sp[k].a < g->last && g->last < sp[k].b))
+            continue;   /* not alive at the last judged end, or made in its window */
+        const ck_storage *st = &m->st[sp[k].idx];
+        n++;
+        if (!st->nuses)
+            continue;
+        /* made: by its first use, the op that made its tensor, which the
+         * tracker records as the program's next op begins (a sleep after
+         * it puts that in a later window than the block's allocation) */
+        uint64_t t0 = m->uses[st->first_use].time, made;
+        size_t w;
+        VT__PARTITION_POINT(m->nwin, i, win_end(m, i) < t0, w);
+        made = win_end(m, w < m->nwin ? w : m->nwin - 1);
+        for (uint32_t u = 1; u < st->nuses; u++) {
+            uint64_t t = m->uses[st->first_use + u].time;
+            if (t > made && t <= until) {
+                again++;
+                break;
+            }
+        }
+    }
+    return n && 2 * again >= n;
+}
+
 /* GROWTH by time: a trace without marks (an observed PyTorch pool's: an
  * evaluation, inference) cut into CK_GROWTH_WINDOWS windows, a site's
  * series its live bytes at each window's end, judged up to its last
@@ -318,6 +365,9 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
          * by time is storages piling up, more of them alive at the end. */
         if (rc || !g.grows || nalive[g.last] <= nalive[g.first])
             continue;
+        if (m->ntensors && !(m->rules_asked & VT_CHECK_RULE_GROWTH) &&
+            !used_again_while_growing(m, sp, x->s0, x->s1, &g))
+            continue;
         /* A loop frees what it used among the allocations that grew: a
          * burst of allocations alone is a model's weights moved to the
          * device, however much of a short trace (an OOM in the first
@@ -332,13 +382,23 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         }
         if (t0 < t1 && !vt__ck_freed_between(m, t0, t1))
             continue;
-        /* the first storage that counted, retired or not, stands for it */
-        uint32_t sti = CK_NONE;
-        for (size_t k = x->s0; k < x->s1; k++)
-            if (sti == CK_NONE || m->st[sp[k].idx].ord < m->st[sti].ord)
+        /* Its largest storage alive at the last judged end stands for it
+         * where one has a tensor (whose holders name the growth); else the
+         * first storage that counted, retired or not. */
+        uint32_t sti = CK_NONE, big = CK_NONE;
+        for (size_t k = x->s0; k < x->s1; k++) {
+            const ck_storage *st = &m->st[sp[k].idx];
+            if (sti == CK_NONE || st->ord < m->st[sti].ord)
                 sti = sp[k].idx;
+            if (st->first_tensor != CK_NONE && sp[k].a <= g.last && g.last < sp[k].b &&
+                (big == CK_NONE || vt__ck_storage_bytes(st) > vt__ck_storage_bytes(&m->st[big])))
+                big = sp[k].idx;
+        }
         const ck_storage *show = sti != CK_NONE ? &m->st[sti] : NULL;
-        if (x->retired && (!show || x->retired->win_first.ord < show->ord)) {
+        if (big != CK_NONE) {
+            sti = big;
+            show = &m->st[big];
+        } else if (x->retired && (!show || x->retired->win_first.ord < show->ord)) {
             show = &x->retired->win_first;
             sti = CK_NONE;
         }

@@ -909,10 +909,16 @@ int vt__ck_model_build(ck_model *m)
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
     m->want_free_time = !nmarks;
-    /* GROWTH by time (check.c runs it where pool_by_time says), in windows
-     * of the trace the retired storages are counted in as they go. */
-    m->pool_by_time = !nmarks && !tensors && (m->s->meta.flags & VT_META_POOL_OBSERVED);
-    if (m->pool_by_time && (!m->rules_asked || (m->rules_asked & VT_CHECK_RULE_GROWTH)) &&
+    /* GROWTH by time (check.c runs it where nwin says), in windows of the
+     * trace the retired storages are counted in as they go: an observed
+     * PyTorch pool's trace without marks, its tensors recorded or not (a
+     * program that steps its parameters by hand, as pytorch/examples'
+     * word_language_model does, makes no optimizer step for `run` to mark,
+     * and a retained graph that grows batch after batch is used by every
+     * backward: only its growth tells it). */
+    int observed = (m->s->meta.flags & VT_META_POOL_OBSERVED) != 0;
+    m->pool_by_time = !nmarks && !tensors && observed;
+    if (!nmarks && observed && (!m->rules_asked || (m->rules_asked & VT_CHECK_RULE_GROWTH)) &&
         tl->last_time_ns > tl->first_time_ns) {
         m->nwin = CK_GROWTH_WINDOWS;
         m->win_t0 = tl->first_time_ns;

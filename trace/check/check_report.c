@@ -72,6 +72,67 @@ size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t l
     return path_format(p, buf, len, 1);
 }
 
+/* The longest cycle of hops folded: an RNN cell's graph repeats three to
+ * six nodes a time step (Addmm, Tanh, Add; an LSTM cell's with its unbind
+ * and stack). */
+#define FOLD_PERIOD_MAX 8
+
+/* At step i: the period (1..FOLD_PERIOD_MAX) of holder hops that repeats
+ * the most steps from i, and its count (1: nothing repeats). */
+static size_t fold_at(const vt__check_path *p, size_t i, size_t *period)
+{
+    size_t best = 1, best_cover = 1;
+    *period = 1;
+    for (size_t per = 1; per <= FOLD_PERIOD_MAX && i + 2 * per <= p->nsteps; per++) {
+        size_t reps = 1;
+        for (;;) {
+            size_t at = i + reps * per, j = 0;
+            while (j < per && at + j < p->nsteps && same_hop(&p->steps[i + j], &p->steps[at + j]))
+                j++;
+            if (j < per)
+                break;
+            reps++;
+        }
+        if (reps > 1 && reps * per > best_cover) {
+            best = reps;
+            best_cover = reps * per;
+            *period = per;
+        }
+    }
+    return best;
+}
+
+static void sb_step(sbuf *b, const vt__check_step *s)
+{
+    switch (s->kind) {
+    case VT_CHECK_NODE_HOLDER:
+        if (s->name && *s->name)
+            sb_printf(b, "%s", s->name);
+        else
+            sb_printf(b, "holder #%" PRIu64, s->id);
+        sb_label(b, s->label);
+        break;
+    case VT_CHECK_NODE_TENSOR:
+        if (s->name && *s->name)
+            sb_printf(b, "tensor '%s'", s->name);
+        else
+            sb_printf(b, "tensor #%" PRIu64, s->id);
+        if (s->base_id) {
+            if (s->base_name && *s->base_name)
+                sb_printf(b, " (view of '%s')", s->base_name);
+            else
+                sb_printf(b, " (view of #%" PRIu64 ")", s->base_id);
+        }
+        sb_label(b, s->label);
+        break;
+    default: {
+        char sz[32];
+        sb_printf(b, "storage 0x%" PRIx64 " %s", s->id, vt__fmt_bytes(s->bytes, sz));
+        break;
+    }
+    }
+}
+
 static size_t path_format(const vt__check_path *p, char *buf, size_t len, int fold)
 {
     sbuf b = { buf, len, 0 };
@@ -84,46 +145,23 @@ static size_t path_format(const vt__check_path *p, char *buf, size_t len, int fo
     if (p->truncated)
         sb_printf(&b, "\xe2\x80\xa6 ");
     for (size_t i = 0; i < p->nsteps; i++) {
-        const vt__check_step *s = &p->steps[i];
         if (i)
             sb_printf(&b, " \xe2\x86\x92 ");
-        /* a run of the same hop (a chain of AddBackward0 nodes, one per step
-         * a running total kept) once, with its count */
-        size_t run = 1;
-        while (fold && i + run < p->nsteps && same_hop(s, &p->steps[i + run]))
-            run++;
-        switch (s->kind) {
-        case VT_CHECK_NODE_HOLDER:
-            if (s->name && *s->name)
-                sb_printf(&b, "%s", s->name);
-            else
-                sb_printf(&b, "holder #%" PRIu64, s->id);
-            sb_label(&b, s->label);
-            if (run > 1) {
-                sb_printf(&b, " \xc3\x97%zu", run);
-                i += run - 1;
-            }
-            break;
-        case VT_CHECK_NODE_TENSOR:
-            if (s->name && *s->name)
-                sb_printf(&b, "tensor '%s'", s->name);
-            else
-                sb_printf(&b, "tensor #%" PRIu64, s->id);
-            if (s->base_id) {
-                if (s->base_name && *s->base_name)
-                    sb_printf(&b, " (view of '%s')", s->base_name);
-                else
-                    sb_printf(&b, " (view of #%" PRIu64 ")", s->base_id);
-            }
-            sb_label(&b, s->label);
-            break;
-        default: {
-            char sz[32];
-            sb_printf(&b, "storage 0x%" PRIx64 " %s", s->id,
-                      vt__fmt_bytes(s->bytes, sz));
-            break;
+        /* a run of the same hops (a chain of AddBackward0 nodes, one per
+         * step a running total kept; a recurrent cell's nodes, one cycle
+         * per time step of a graph kept across batches) once, with its
+         * count */
+        size_t period = 1, reps = fold ? fold_at(p, i, &period) : 1;
+        if (reps > 1 && period > 1)
+            sb_printf(&b, "(");
+        for (size_t j = 0; j < period; j++) {
+            if (j)
+                sb_printf(&b, " \xe2\x86\x92 ");
+            sb_step(&b, &p->steps[i + j]);
         }
-        }
+        if (reps > 1)
+            sb_printf(&b, "%s \xc3\x97%zu", period > 1 ? ")" : "", reps);
+        i += reps * period - 1;
     }
     if (buf && len && b.pos >= len)
         buf[len - 1] = 0;
@@ -449,6 +487,40 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
     free(g);
 }
 
+/* One holder chain of a finding, folded, on a line of at most about
+ * PATH_LINE_MAX bytes: a longer one keeps its start (the root that holds
+ * it) and its end (what saved the storage, the storage) and elides hops
+ * between them, at arrows. */
+#define PATH_LINE_MAX 2048
+static void print_path_line(FILE *f, const vt__check_path *path)
+{
+    static const char arrow[] = " \xe2\x86\x92 ";
+    char line[PATH_LINE_MAX], *text = line;
+    size_t need = vt__check_path_format_folded(path, line, sizeof line);
+    if (need >= sizeof line) {
+        if (!(text = malloc(need + 1))) {
+            fprintf(f, "     %s...\n", line);
+            return;
+        }
+        vt__check_path_format_folded(path, text, need + 1);
+        /* the head up to an arrow within its first third, the tail from an
+         * arrow within its last two thirds */
+        size_t head = PATH_LINE_MAX / 3, tail = need - 2 * PATH_LINE_MAX / 3;
+        const char *h = NULL, *t = strstr(text + tail, arrow);
+        for (const char *a = strstr(text, arrow); a && (size_t)(a - text) <= head;
+             a = strstr(a + 1, arrow))
+            h = a;
+        if (h && t && h < t) {
+            fprintf(f, "     %.*s%s\xe2\x80\xa6%s\n", (int)(h - text), text, arrow, t);
+            free(text);
+            return;
+        }
+    }
+    fprintf(f, "     %s\n", text);
+    if (text != line)
+        free(text);
+}
+
 int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapshot_data *s,
                            size_t max_findings)
 {
@@ -473,12 +545,17 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         /* `vramtrace run` of PyTorch marks optimizer steps: an observed
          * program without marks made none (an evaluation, inference) */
         int observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
-        fprintf(f, "%s with vramtrace.mark(\"step N\")%s, or name %s with --rules to "
-                   "judge by time",
+        fprintf(f, "%s with vramtrace.mark(\"step N\")%s",
                 observed ? "The program made no optimizer step (which `vramtrace run` marks): "
                            "mark steps" : "Mark steps",
-                observed ? "" : " (or record with `vramtrace run`, which marks optimizer steps)",
-                one ? "it" : "them");
+                observed ? "" : " (or record with `vramtrace run`, which marks optimizer steps)");
+        /* asked by name, what runs on time instead (check.c says which) */
+        unsigned on_time = r->rules_on_time & r->rules_need_steps;
+        if (on_time) {
+            fprintf(f, ", or name ");
+            print_rules(f, on_time);
+            fprintf(f, " with --rules to judge by time");
+        }
     }
     fprintf(f, "\n  rules: ");
     print_rules(f, r->rules_run);
@@ -710,15 +787,15 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             else
                 fprintf(f, "   held by (%s):%s\n",
                         x->path_seq == UINT64_MAX         ? "at the end"
+                        : x->rule == VT_CHECK_RULE_GROWTH ? (x->growth_window_ns
+                                                                  ? "at the last window end judged"
+                                                                  : "at the last step end judged")
                         : x->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
                         : x->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
                                                           : "when it became a finding",
                         no_holder ? " " NO_HOLDER_FOUND : "");
-            for (size_t p = 0; p < x->npaths && !no_holder; p++) {
-                char line[2048];
-                size_t need = vt__check_path_format_folded(&x->paths[p], line, sizeof line);
-                fprintf(f, "     %s%s\n", line, need >= sizeof line ? "..." : "");
-            }
+            for (size_t p = 0; p < x->npaths && !no_holder; p++)
+                print_path_line(f, &x->paths[p]);
         }
     }
     if (n < r->nfindings)

@@ -1,0 +1,48 @@
+"""Truncated backpropagation through time with the hidden state never
+detached, and the error that brings ("Trying to backward through the graph a
+second time") silenced with ``backward(retain_graph=True)``, the answer
+forums give: every batch's graph stays reachable from the hidden state, with
+every activation it saved, and every backward goes through all of them
+again (pytorch/examples' word_language_model without ``repackage_hidden``).
+The parameters are stepped by hand through ``.data``, as that example does
+(an optimizer's in-place step would make the retained graph's next backward
+fail): no optimizer step, so ``vramtrace run`` has no step to mark.
+
+    python tbptt_retain.py leak|fixed [BATCHES]
+
+Fixed: the hidden state detached at each batch, no graph retained. A
+script's loop, at module level: the graph is still held at the exit
+snapshot, whose walk names what holds it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from torch import nn
+
+
+leak = sys.argv[1] == "leak"
+batches = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+torch.manual_seed(0)
+cell = nn.RNNCell(64, 128).to("cuda")
+head = nn.Linear(128, 10).to("cuda")
+params = list(cell.parameters()) + list(head.parameters())
+hidden = torch.zeros(32, 128, device="cuda")
+for _ in range(batches):
+    if not leak:
+        hidden = hidden.detach()
+    xs = torch.randn(10, 32, 64, device="cuda")
+    outs = []
+    for t in range(10):
+        hidden = cell(xs[t], hidden)
+        outs.append(head(hidden))
+    loss = torch.stack(outs).square().mean()
+    cell.zero_grad()
+    head.zero_grad()
+    loss.backward(retain_graph=leak)
+    for p in params:   # as the example steps them: through .data
+        p.data.add_(p.grad, alpha=-0.1)
+torch.cuda.synchronize()
+print("done")
