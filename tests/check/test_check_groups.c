@@ -254,6 +254,45 @@ TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
     synth_fini(&y);
 }
 
+/* A graph kept across batches (an LSTM's hidden state never detached) holds
+ * each batch's saved tensors through hundreds of autograd nodes: the cause
+ * still reads to its end, the node that saved them (the chain was cut to a
+ * line's length before its nodes were one hop, and read
+ * "(autograd nodes) → ThnnFusedLstmCellBackward0.n"). */
+TEST(a_cause_through_hundreds_of_autograd_nodes_reads_to_the_node_that_saved_it)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 7000, "NllLossBackward0");
+    uint64_t node = 7000;
+    for (uint64_t k = 1; k <= 300; k++) {
+        synth_holder(&y, 7000 + k, k % 2 ? "UnbindBackward0" : "StackBackward0");
+        synth_ref(&y, node, 7000 + k, "next_functions[0]");
+        node = 7000 + k;
+    }
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t t = 8000 + (uint64_t)i, cell = 8100 + (uint64_t)i;
+        synth_made(&y, t, 0x7f3000000000ull + (uint64_t)i * MiB, MiB,
+                   "output, hidden = self.rnn(emb, hidden) (model.py:50, aten.mm out[0])", st_fwd);
+        synth_holder(&y, cell, "ThnnFusedLstmCellBackward0");
+        synth_ref(&y, node, cell, "next_functions[2]");
+        synth_ref(&y, cell, t, "SavedTensor 'result1' of ThnnFusedLstmCellBackward0");
+    }
+    vt__check_report *r = linger_with_activations(&y, 4);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "4 findings from 1 cause"), "%s", text);
+    ASSERT_MSG(strstr(text, "held by: (autograd nodes) \xe2\x86\x92 ThnnFusedLstmCellBackward0"
+                            ".SavedTensor 'result1' of ThnnFusedLstmCellBackward0 \xe2\x86\x92 "
+                            "tensor 'output, hidden = self.rnn(emb, hidden) (model.py:50)'\n"),
+               "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* Each step's whole model output kept in a list, as Hugging Face's are: its
  * logits an item of the output, its key/value cache tensors fields of cache
  * layer objects inside it (CausalLMOutput['cache'] → DynamicCache.layers →

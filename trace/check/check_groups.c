@@ -73,7 +73,10 @@ static void drop_ops(char *s)
 static void collapse_autograd(char *s)
 {
     static const char arrow[] = " \xe2\x86\x92 ", hop[] = ".next_functions[*]";
-    char out[CK_GROUP_KEY_MAX];
+    size_t cap = strlen(s) + 1;   /* never longer: "(autograd nodes)" is shorter than a hop */
+    char *out = malloc(cap);
+    if (!out)
+        return;
     size_t o = 0;
     int in_run = 0;
     for (char *p = s; *p;) {
@@ -83,11 +86,11 @@ static void collapse_autograd(char *s)
         if (!(is_hop && in_run)) {
             const char *text = is_hop ? "(autograd nodes)" : p;
             size_t tn = is_hop ? strlen(text) : n;
-            if (o && o + sizeof arrow < sizeof out) {
+            if (o && o + sizeof arrow < cap) {
                 memcpy(out + o, arrow, sizeof arrow - 1);
                 o += sizeof arrow - 1;
             }
-            if (o + tn < sizeof out) {
+            if (o + tn < cap) {
                 memcpy(out + o, text, tn);
                 o += tn;
             }
@@ -97,6 +100,7 @@ static void collapse_autograd(char *s)
     }
     out[o] = 0;
     memcpy(s, out, o + 1);
+    free(out);
 }
 
 /* A hop into a container ("list[*]", "dict['exp_avg']",
@@ -143,16 +147,26 @@ static void holder_root(char *s)
 
 size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t len)
 {
-    char path[CK_GROUP_KEY_MAX];
     if (!len)
         return 0;
     buf[0] = 0;
     if (!x->npaths)
         return 0;
-    vt__check_path_format(&x->paths[0], path, sizeof path);
-    normalize_path(path, buf, len);
-    drop_ops(buf);
-    collapse_autograd(buf);
+    /* Whole until its autograd nodes are one hop: a graph kept across
+     * batches is thousands of them, and a chain cut first lost its end and
+     * read "(autograd nodes) → ThnnFusedLstmCellBackward0.n" (a cut
+     * ".next_functions[2]"), for every cause of a word_language_model. */
+    size_t need = vt__check_path_format(&x->paths[0], NULL, 0);
+    char *path = malloc(need + 1), *norm = malloc(need + 1);
+    if (path && norm) {
+        vt__check_path_format(&x->paths[0], path, need + 1);
+        normalize_path(path, norm, need + 1);
+        drop_ops(norm);
+        collapse_autograd(norm);
+        snprintf(buf, len, "%s", norm);
+    }
+    free(path);
+    free(norm);
     return strlen(buf);
 }
 
