@@ -243,14 +243,21 @@ TEST(a_graph_kept_across_batches_grows_by_time_under_track_and_names_its_holder)
     }
 }
 
+/* y, a tracked trace, judged by growth by time among the automatic rules,
+ * and clean. */
+static void assert_clean_with_growth_by_time(synth *y)
+{
+    vt__check_report *r = check_keep(y, 0);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    ASSERT_CLEAN(r, y);
+    vt__check_report_free(r);
+}
+
 TEST(a_graph_let_go_with_each_batch_is_clean_by_time_under_track)
 {
     synth y;
     tbptt(&y, TBPTT_FIXED);
-    vt__check_report *r = check_keep(&y, 0);
-    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
+    assert_clean_with_growth_by_time(&y);
     synth_fini(&y);
 }
 
@@ -261,11 +268,8 @@ TEST(results_collected_for_the_end_grow_by_time_only_when_growth_is_asked)
 {
     synth y;
     tbptt(&y, TBPTT_COLLECTED);
-    vt__check_report *r = check_keep(&y, 0);
-    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    r = check_asking_growth(&y);
+    assert_clean_with_growth_by_time(&y);
+    vt__check_report *r = check_asking_growth(&y);
     const vt__check_finding *f = only_finding(r);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
     assert_rendered_says(r, &y, 0, "module __main__.kept \xe2\x86\x92 list[");
