@@ -16,6 +16,7 @@
  *                   vt__check_growth_fit
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
+ *   check_path_text.c a holder chain as one line, whole or folded
  *   check_storages.c the model's external storages, listed for the views
  *   check_times.c   every event's time and seq, compact, for the time rules
  * Below the types, each file's cross-file functions are grouped under its
