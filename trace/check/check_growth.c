@@ -251,12 +251,11 @@ static int cmp_time_site(const void *p, const void *q)
 /* With the tensors recorded, whether a growing site's storages alive at
  * the last judged window's end were mostly used again while it grew (in a
  * window after the one their first use, which made them, fell in, and
- * before the last judged one): each
- * backward through a graph kept across batches uses every batch's saved
- * activations again. What a program collects untouched for its end
- * (`torch.cat(kept)` after the loop: tests/torch/kept_cls.py's fixed twin)
- * grows as much and is no leak. Asked for by name, growth is not held to
- * this. */
+ * before the last judged one): each backward through a graph kept across
+ * batches uses every batch's saved activations again. What a program
+ * collects untouched for its end (`torch.cat(kept)` after the loop:
+ * tests/torch/kept_cls.py's fixed twin) grows as much and is no leak.
+ * Asked for by name, growth is not held to this. */
 static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0, size_t s1,
                                     const vt__check_growth *g)
 {
