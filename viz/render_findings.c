@@ -196,10 +196,7 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
     if (f->npaths) {
         /* When the chains were seen, as `vramtrace check` says it. */
         vt__put_str(b, ",\"pathAt\":");
-        vt__put_json_str(b, f->path_seq == UINT64_MAX        ? "at the end"
-                            : f->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
-                            : f->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
-                                                             : "when it became a finding", 1);
+        vt__put_json_str(b, vt__check_paths_when(f), 1);
         vt__put_str(b, ",\"path\":[");
         for (size_t p = 0; p < f->npaths; p++) {
             /* As the text report shows it (runs and cycles of the same

@@ -332,6 +332,14 @@ static vt__check_report *held_through_a_chain(synth *y, uint64_t n, hop_fn name,
     return check(y, NULL);
 }
 
+/* The first chain of the finding on ACT1 in r, folded into buf. */
+static const vt__check_finding *folded_chain(const vt__check_report *r, char *buf, size_t len)
+{
+    const vt__check_finding *f = the_finding(r, ACT1, MiB);
+    vt__check_path_format_folded(&f->paths[0], buf, len);
+    return f;
+}
+
 static const char *add_node(uint64_t i, char *buf, size_t len)
 {
     (void)i, (void)buf, (void)len;
@@ -351,9 +359,8 @@ TEST(a_run_of_the_same_hop_is_shown_once_with_its_count)
     synth y;
     vt__check_report *r = held_through_a_chain(&y, 12, add_node, first_input, "running",
                                                "saved_self");
-    const vt__check_finding *f = the_finding(r, ACT1, MiB);
     char folded[1024];
-    vt__check_path_format_folded(&f->paths[0], folded, sizeof folded);
+    const vt__check_finding *f = folded_chain(r, folded, sizeof folded);
     ASSERT_STR_EQ(folded, "module __main__.running \xe2\x86\x92 AddBackward0.next_functions[0] "
                           "\xc3\x97" "11 \xe2\x86\x92 AddBackward0.saved_self \xe2\x86\x92 "
                           "tensor 'h' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
@@ -416,9 +423,8 @@ TEST(a_repeating_cycle_of_hops_is_shown_once_with_its_count)
     synth y;   /* 10 time steps of 3 nodes, and the saving one */
     vt__check_report *r = held_through_a_chain(&y, 31, rnn_cell_node, rnn_cell_input, "outs",
                                                "saved_mat1");
-    const vt__check_finding *f = the_finding(r, ACT1, MiB);
     char folded[1024];
-    vt__check_path_format_folded(&f->paths[0], folded, sizeof folded);
+    const vt__check_finding *f = folded_chain(r, folded, sizeof folded);
     ASSERT_STR_EQ(folded, "module __main__.outs \xe2\x86\x92 (AddmmBackward0.next_functions[1] "
                           "\xe2\x86\x92 TanhBackward0.next_functions[0] \xe2\x86\x92 "
                           "AddBackward0.next_functions[0]) \xc3\x97" "10 \xe2\x86\x92 "

@@ -577,6 +577,13 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
  * The report's text and the HTML page show paths so; keys and JSON whole. */
 size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t len);
 
+/*! vt__check_paths_when() :
+ * When finding `x`'s holder chains were seen, as the report and the HTML
+ * page say it: "at the end", "when it became a finding", and each rule's
+ * own moment (a cycle's collection, a tape's peak, growth's last judged
+ * step or window). */
+const char *vt__check_paths_when(const vt__check_finding *x);
+
 /*! vt__check_finding_holder() :
  * What holds finding `x`, as the report's list of causes shows it: its first
  * path with indices and ids blanked ("module __main__.kept → list[*] →

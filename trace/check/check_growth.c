@@ -107,16 +107,19 @@ static uint64_t win_end(const ck_model *m, size_t k)
     return m->win_t0 + (uint64_t)(k + 1) * m->win_span / m->nwin;
 }
 
+/* The first window whose end is at or after time t (nwin: none). */
+static size_t window_of(const ck_model *m, uint64_t t)
+{
+    size_t k;
+    VT__PARTITION_POINT(m->nwin, i, win_end(m, i) < t, k);
+    return k;
+}
+
 void vt__ck_win_span(const ck_model *m, const ck_storage *st, size_t *a, size_t *b)
 {
     /* alive at a window's end T: allocated at or before T, freed after it */
-    size_t n = m->nwin;
-    *a = 0;
-    *b = n;
-    if (st->alloc_seq)
-        VT__PARTITION_POINT(n, k, win_end(m, k) < st->alloc_time, *a);
-    if (st->freed)
-        VT__PARTITION_POINT(n, k, win_end(m, k) < st->free_time, *b);
+    *a = st->alloc_seq ? window_of(m, st->alloc_time) : 0;
+    *b = st->freed ? window_of(m, st->free_time) : m->nwin;
 }
 
 /* A storage alive at marks [a, b) of its call site. */
@@ -178,20 +181,33 @@ static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_sto
     return 0;
 }
 
+/* Of a site's storages sp[0..n), the largest alive at judged end `at`
+ * (with a tensor bound, where `with_tensor`), CK_NONE if none; how many
+ * are alive there in *nalive (NULL: not wanted). */
+static uint32_t largest_alive_at(const ck_model *m, const span *sp, size_t n, uint32_t at,
+                                 int with_tensor, uint32_t *nalive)
+{
+    uint32_t big = CK_NONE, alive = 0;
+    for (size_t k = 0; k < n; k++) {
+        const ck_storage *st = &m->st[sp[k].idx];
+        if (!(sp[k].a <= at && at < sp[k].b) || (with_tensor && st->first_tensor == CK_NONE))
+            continue;
+        alive++;
+        if (big == CK_NONE || vt__ck_storage_bytes(st) > vt__ck_storage_bytes(&m->st[big]))
+            big = sp[k].idx;
+    }
+    if (nalive)
+        *nalive = alive;
+    return big;
+}
+
 /* The finding of one growing site by marks, its storages sp[0..n): its
  * largest storage alive at the last judged mark stands for it. */
 static int marks_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
                          const vt__check_growth *g)
 {
-    uint32_t big = CK_NONE, nalive = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (!(sp[k].a <= g->last && g->last < sp[k].b))
-            continue;
-        nalive++;
-        if (big == CK_NONE ||
-            vt__ck_storage_bytes(&m->st[sp[k].idx]) > vt__ck_storage_bytes(&m->st[big]))
-            big = sp[k].idx;
-    }
+    uint32_t nalive;
+    uint32_t big = largest_alive_at(m, sp, n, g->last, 0, &nalive);
     if (big == CK_NONE)
         return 0;   /* cannot be: it grew to last_bytes > 0 */
     return site_finding(m, fs, big, &m->st[big], nalive, g);
@@ -273,10 +289,8 @@ static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0
         /* made: by its first use, the op that made its tensor, which the
          * tracker records as the program's next op begins (a sleep after
          * it puts that in a later window than the block's allocation) */
-        uint64_t t0 = m->uses[st->first_use].time, made;
-        size_t w;
-        VT__PARTITION_POINT(m->nwin, i, win_end(m, i) < t0, w);
-        made = win_end(m, w < m->nwin ? w : m->nwin - 1);
+        size_t w = window_of(m, m->uses[st->first_use].time);
+        uint64_t made = win_end(m, w < m->nwin ? w : m->nwin - 1);
         for (uint32_t u = 1; u < st->nuses; u++) {
             uint64_t t = m->uses[st->first_use + u].time;
             if (t > made && t <= until) {
@@ -384,15 +398,11 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         /* Its largest storage alive at the last judged end stands for it
          * where one has a tensor (whose holders name the growth); else the
          * first storage that counted, retired or not. */
-        uint32_t sti = CK_NONE, big = CK_NONE;
-        for (size_t k = x->s0; k < x->s1; k++) {
-            const ck_storage *st = &m->st[sp[k].idx];
-            if (sti == CK_NONE || st->ord < m->st[sti].ord)
+        uint32_t sti = CK_NONE;
+        uint32_t big = largest_alive_at(m, sp + x->s0, x->s1 - x->s0, g.last, 1, NULL);
+        for (size_t k = x->s0; k < x->s1; k++)
+            if (sti == CK_NONE || m->st[sp[k].idx].ord < m->st[sti].ord)
                 sti = sp[k].idx;
-            if (st->first_tensor != CK_NONE && sp[k].a <= g.last && g.last < sp[k].b &&
-                (big == CK_NONE || vt__ck_storage_bytes(st) > vt__ck_storage_bytes(&m->st[big])))
-                big = sp[k].idx;
-        }
         const ck_storage *show = sti != CK_NONE ? &m->st[sti] : NULL;
         if (big != CK_NONE) {
             sti = big;

@@ -45,6 +45,10 @@ typedef struct ck_storage {
     uint64_t alloc_time;
     uint64_t free_seq;      /* 0 while alive at the end */
     uint64_t free_time;
+    uint64_t again_rest;    /* the longest a tensor on it declared again (format 1.11)
+                               had stayed unused before a use, before the window:
+                               its usual gap, which the window may not show; in
+                               marks, or in ns where the program made none */
     uint32_t alloc_stack;
     uint32_t free_stack;
     uint32_t owner;         /* node index of the owning tensor, CK_NONE */
@@ -56,10 +60,6 @@ typedef struct ck_storage {
     int8_t device;
     uint8_t external;       /* STORAGE_EXTERNAL */
     uint8_t implicit;       /* assumed from a TENSOR_NEW */
-    uint64_t again_rest;    /* the longest a tensor on it declared again (format 1.11)
-                               had stayed unused before a use, before the window:
-                               its usual gap, which the window may not show; in
-                               marks, or in ns where the program made none */
     uint8_t before_window;  /* allocated before the first event */
     uint8_t freed;          /* free_seq is valid */
     uint8_t claimed;        /* already part of a native finding */

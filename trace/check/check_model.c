@@ -6,8 +6,8 @@
  * every view agrees on); one walk over the events opens and closes their
  * storages where the timeline says (check_live.c keeps the live ones by
  * address, so a tensor binds to the storage CONTAINING its data_ptr in
- * O(log n)), adds the
- * external and implicit storages the timeline does not know, and builds
+ * O(log n)), adds the external and implicit storages the timeline does not
+ * know, and builds
  * the nodes (tensors and holders), the uses and the graph operations; the
  * uses are then grouped by storage (counting sort) for the
  * rules. Pass 2 (check_paths.c) replays only the graph operations. Nothing
@@ -334,8 +334,8 @@ static int on_tensor_new(ck_model *m, const vt__event *e)
  * window comes after it. The storage keeps the longest rest the tracker
  * saw its tensor take between uses (the event's stream field), which the
  * linger rule's usual gap takes in: a validation batch used every 500
- * steps is not flagged in a window of 200. One more pass over the events, made only where
- * the ring overwrote some. */
+ * steps is not flagged in a window of 200. One more pass over the events,
+ * made only where the ring overwrote some. */
 static int seed_declared_again(ck_model *m)
 {
     if (!m->s->meta.events_overwritten)

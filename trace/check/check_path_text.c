@@ -2,7 +2,8 @@
  * trace/check/check_path_text.c - a holder chain as one line of text
  * (vt__check_path_format, check.h): whole, as keys and the JSON have it, or
  * folded for people, a run or a repeating cycle of the same hops once with
- * its count (the text report and the HTML page).
+ * its count (the text report and the HTML page); and when a finding's
+ * chains were seen, in their words.
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -161,4 +162,14 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len)
 size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t len)
 {
     return path_format(p, buf, len, 1);
+}
+
+const char *vt__check_paths_when(const vt__check_finding *x)
+{
+    return x->path_seq == UINT64_MAX         ? "at the end"
+           : x->rule == VT_CHECK_RULE_GROWTH ? (x->growth_window_ns ? "at the last window end judged"
+                                                                    : "at the last step end judged")
+           : x->rule == VT_CHECK_RULE_CYCLE  ? "just before gc collected it"
+           : x->rule == VT_CHECK_RULE_TAPE   ? "at the step's peak"
+                                             : "when it became a finding";
 }

@@ -632,14 +632,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             else if (!x->npaths)
                 fprintf(f, "   held by: no recorded reference (every tensor on it was dropped)\n");
             else
-                fprintf(f, "   held by (%s):%s\n",
-                        x->path_seq == UINT64_MAX         ? "at the end"
-                        : x->rule == VT_CHECK_RULE_GROWTH ? (x->growth_window_ns
-                                                                  ? "at the last window end judged"
-                                                                  : "at the last step end judged")
-                        : x->rule == VT_CHECK_RULE_CYCLE ? "just before gc collected it"
-                        : x->rule == VT_CHECK_RULE_TAPE  ? "at the step's peak"
-                                                          : "when it became a finding",
+                fprintf(f, "   held by (%s):%s\n", vt__check_paths_when(x),
                         no_holder ? " " NO_HOLDER_FOUND : "");
             for (size_t p = 0; p < x->npaths && !no_holder; p++)
                 print_path_line(f, &x->paths[p]);
