@@ -8,7 +8,11 @@ The parameters are stepped by hand through ``.data``, as that example does
 (an optimizer's in-place step would make the retained graph's next backward
 fail): no optimizer step, so ``vramtrace run`` has no step to mark.
 
-    python tbptt_retain.py leak|fixed [BATCHES]
+    python tbptt_retain.py leak|fixed [BATCHES] [cell|lstm]
+
+``cell``: an ``nn.RNNCell`` stepped by hand; ``lstm``: word_language_model's
+own model, an embedding, a two-layer ``nn.LSTM`` and a decoder (cuDNN off:
+the simulator has none, tests/sim/README.md).
 
 Fixed: the hidden state detached at each batch, no graph retained. A
 script's loop, at module level: the graph is still held at the exit
@@ -25,24 +29,44 @@ from torch import nn
 
 leak = sys.argv[1] == "leak"
 batches = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+lstm = len(sys.argv) > 3 and sys.argv[3] == "lstm"
 torch.manual_seed(0)
-cell = nn.RNNCell(64, 128).to("cuda")
-head = nn.Linear(128, 10).to("cuda")
-params = list(cell.parameters()) + list(head.parameters())
-hidden = torch.zeros(32, 128, device="cuda")
-for _ in range(batches):
-    if not leak:
-        hidden = hidden.detach()
-    xs = torch.randn(10, 32, 64, device="cuda")
-    outs = []
-    for t in range(10):
-        hidden = cell(xs[t], hidden)
-        outs.append(head(hidden))
-    loss = torch.stack(outs).square().mean()
-    cell.zero_grad()
-    head.zero_grad()
-    loss.backward(retain_graph=leak)
-    for p in params:   # as the example steps them: through .data
-        p.data.add_(p.grad, alpha=-0.1)
+torch.backends.cudnn.enabled = False
+if lstm:
+    emb = nn.Embedding(500, 64).to("cuda")
+    rnn = nn.LSTM(64, 64, 2).to("cuda")
+    dec = nn.Linear(64, 500).to("cuda")
+    params = list(emb.parameters()) + list(rnn.parameters()) + list(dec.parameters())
+    hidden = (torch.zeros(2, 16, 64, device="cuda"), torch.zeros(2, 16, 64, device="cuda"))
+    for _ in range(batches):
+        if not leak:
+            hidden = tuple(h.detach() for h in hidden)
+        ids = torch.randint(0, 500, (12, 16), device="cuda")
+        output, hidden = rnn(emb(ids), hidden)
+        loss = nn.functional.cross_entropy(dec(output).view(-1, 500), ids.view(-1))
+        for p in params:
+            p.grad = None
+        loss.backward(retain_graph=leak)
+        for p in params:   # as the example steps them: through .data
+            p.data.add_(p.grad, alpha=-0.1)
+else:
+    cell = nn.RNNCell(64, 128).to("cuda")
+    head = nn.Linear(128, 10).to("cuda")
+    params = list(cell.parameters()) + list(head.parameters())
+    hidden = torch.zeros(32, 128, device="cuda")
+    for _ in range(batches):
+        if not leak:
+            hidden = hidden.detach()
+        xs = torch.randn(10, 32, 64, device="cuda")
+        outs = []
+        for t in range(10):
+            hidden = cell(xs[t], hidden)
+            outs.append(head(hidden))
+        loss = torch.stack(outs).square().mean()
+        cell.zero_grad()
+        head.zero_grad()
+        loss.backward(retain_graph=leak)
+        for p in params:   # as the example steps them: through .data
+            p.data.add_(p.grad, alpha=-0.1)
 torch.cuda.synchronize()
 print("done")

@@ -312,3 +312,35 @@ def test_a_graph_kept_across_batches_by_a_hand_stepped_loop_grows_at_the_users_l
     assert re.search(r"\((\w+Backward0\.next_functions\[\d\] \u2192 ){2}"
                      r"\w+Backward0\.next_functions\[\d\]\) \u00d7\d+", text), text
     assert "SavedTensor 'mat1' of AddmmBackward0" in text, text
+
+
+def test_word_language_models_lstm_graph_kept_across_batches_is_named_whole(tmp_path):
+    """tbptt_retain.py's ``lstm``: word_language_model's own model (an
+    embedding, torch's two-layer ``nn.LSTM``, a decoder), its hidden state
+    never detached and every backward told to retain the graph. Under `run
+    --track` the LSTM's line grows and lingers, held through the graph of
+    thousands of ThnnFusedLstmCellBackward0 nodes: every cause through the
+    graph reads to the node that saved its tensor (its chain was cut at 1 KiB
+    before its nodes were one hop: '(autograd nodes) →
+    ThnnFusedLstmCellBackward0.n'), and one names the variable that keeps
+    the graph. The fixed twin is clean."""
+    script = os.path.join(HERE, "tbptt_retain.py")
+    with open(script) as f:
+        line = next(i for i, text in enumerate(f, 1) if "= rnn(emb(ids), hidden)" in text)
+    got = {}
+    for variant in ("leak", "fixed"):
+        snap = tmp_path / f"{variant}.vtsnap"
+        run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", str(snap), "--",
+             sys.executable, script, variant, "40", "lstm"], cwd=tmp_path)
+        got[variant] = json.loads(run([CLI, "check", "--json", str(snap)],
+                                      status=1 if variant == "leak" else 0))
+    assert got["fixed"]["findings"] == [], got["fixed"]["groups"]
+    js = got["leak"]
+    assert any(f["rule"] == "growth" for f in js["findings"]), js["groups"]
+    assert all(any(fr["file"].endswith("tbptt_retain.py") and fr["line"] == line
+                   for fr in f["alloc"]["stack"]) for f in js["findings"][:50]), js["groups"]
+    through = [g["path"] for g in js["groups"] if "(autograd nodes)" in g["path"]]
+    assert through, js["groups"]
+    assert all("SavedTensor '" in p for p in through), through
+    assert any(p.startswith("module __main__.") for p in (g["path"] for g in js["groups"])), \
+        js["groups"]
