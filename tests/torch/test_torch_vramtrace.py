@@ -318,8 +318,9 @@ def test_word_language_models_lstm_graph_kept_across_batches_is_named_whole(tmp_
     """tbptt_retain.py's ``lstm``: word_language_model's own model (an
     embedding, torch's two-layer ``nn.LSTM``, a decoder), its hidden state
     never detached and every backward told to retain the graph. Under `run
-    --track` the LSTM's line grows and lingers, held through the graph of
-    thousands of ThnnFusedLstmCellBackward0 nodes: every cause through the
+    --track` the LSTM's line lingers (its growth is that leak, not a cause of
+    its own), held through the graph of thousands of
+    ThnnFusedLstmCellBackward0 nodes: every cause through the
     graph reads to the node that saved its tensor (its chain was cut at 1 KiB
     before its nodes were one hop: '(autograd nodes) →
     ThnnFusedLstmCellBackward0.n'), and one names the variable that keeps
@@ -336,7 +337,7 @@ def test_word_language_models_lstm_graph_kept_across_batches_is_named_whole(tmp_
                                       status=1 if variant == "leak" else 0))
     assert got["fixed"]["findings"] == [], got["fixed"]["groups"]
     js = got["leak"]
-    assert any(f["rule"] == "growth" for f in js["findings"]), js["groups"]
+    assert js["findings"], js["groups"]
     assert all(any(fr["file"].endswith("tbptt_retain.py") and fr["line"] == line
                    for fr in f["alloc"]["stack"]) for f in js["findings"][:50]), js["groups"]
     through = [g["path"] for g in js["groups"] if "(autograd nodes)" in g["path"]]

@@ -302,6 +302,18 @@ static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0
     return n && 2 * again >= n;
 }
 
+/* Whether LINGER flagged a storage of call site `stack`: its growth is that
+ * leak seen again (its newest storages, within their grace, are what is
+ * left to grow), not a cause of its own. A scan of the model, made only for
+ * a site that grows. */
+static int site_lingers(const ck_model *m, uint32_t stack)
+{
+    for (size_t i = 0; i < m->nst; i++)
+        if (m->st[i].lingered && m->st[i].alloc_stack == stack)
+            return 1;
+    return 0;
+}
+
 /* GROWTH by time: a trace without marks (an observed PyTorch pool's: an
  * evaluation, inference) cut into CK_GROWTH_WINDOWS windows, a site's
  * series its live bytes at each window's end, judged up to its last
@@ -379,7 +391,7 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         if (rc || !g.grows || nalive[g.last] <= nalive[g.first])
             continue;
         if (m->ntensors && !(m->rules_asked & VT_CHECK_RULE_GROWTH) &&
-            !used_again_while_growing(m, sp, x->s0, x->s1, &g))
+            (!used_again_while_growing(m, sp, x->s0, x->s1, &g) || site_lingers(m, x->stack)))
             continue;
         /* A loop frees what it used among the allocations that grew: a
          * burst of allocations alone is a model's weights moved to the
