@@ -85,7 +85,7 @@ class Observer:
                 lent_reader: int = 0, lent_table: int = 0, marking: int = 0) -> None:
         """Hand each op of this thread to on_owner(func, args, out, facts,
         seq) (Dispatcher.observed), and each of its backward's engine
-        threads to on_other(func, args, out, facts, stack)
+        threads to on_other(func, args, out, facts, stack[, storage_uses])
         (Dispatcher.observed_engine); op_for(name, overload) gives the
         OpOverload of an operator.
         While an engine thread runs an op, the stack id engine_frames(seq)

@@ -39,7 +39,7 @@ def _observed(observer, fn, full: bool = False) -> list:
     got: list = []
     observer.install(lambda f, a, o, facts, seq: got.append(
                          (str(f), a, o, facts, seq) if full else (str(f), a)),
-                     lambda f, a, o, facts, stack: got.append(("engine " + str(f), a)),
+                     lambda f, a, o, facts, stack, *uses: got.append(("engine " + str(f), a)),
                      _trackobs.op_for)
     try:
         fn()

@@ -89,6 +89,41 @@ def test_a_saved_result_is_released_at_the_first_op_after_the_backward_that_free
     assert tr.errors == 0
 
 
+def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
+        real_lib, observer, monkeypatch, tmp_path):
+    """exp's result is saved for its backward, which reads it through a
+    tensor of its own (SavedVariable::unpack makes one on the saved storage
+    for each backward), dead by the time the observer hands the engine
+    thread's ops over: the use is recorded on the storage, on the result's
+    own record, at each backward (before, the result's last use read as its
+    forward's, however many backward passes read it since: a graph kept
+    across batches looked unused)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (the simulator is not loaded): backward runs on "
+                    "an engine thread only on a device")
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    with vtt.track(walk_fraction=None) as tr:
+        assert tr.ops_seen_by == "observer"
+        w = torch.ones(256, device="cuda", requires_grad=True)
+        y = (w * 2).exp()            # ExpBackward0 saves y
+        loss = y.sum()               # y recorded
+        tid = tr._by_obj[id(y)].tid
+        vtt.mark(before := f"forward {id(y):x}")
+        for k in range(3):
+            loss.backward(retain_graph=True)
+            vtt.mark(f"backward {k} {id(y):x}")
+    assert tr.errors == 0
+    snap = str(tmp_path / "saved.vtsnap")
+    vramtrace.snapshot(snap)
+    events = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
+                                       capture_output=True, text=True).stdout)["events"]
+    start = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == before)
+    seen = [e["str"].split()[1] if e["kind"] == "MARK" else "use" for e in events[start + 1:]
+            if e["kind"] == "MARK" or (e["kind"] == "TENSOR_USE" and e["aux"] == tid)]
+    assert seen == ["use", "0", "use", "1", "use", "2"], seen
+    del y, loss
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_after_a_training_step_the_books_hold_only_what_lives(real_lib, observer, monkeypatch,
                                                               device):

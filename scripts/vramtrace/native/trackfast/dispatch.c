@@ -158,7 +158,50 @@ typedef struct {
     int backward;                   /* an autograd engine thread's op: recorded with
                                      * ``stack``, named as a backward op */
     uint32_t stack;                 /* there: the forward op's frames lent (0: none) */
+    const uint64_t *storage_uses;   /* there: (StorageImpl*, data pointer) pairs, the
+                                     * storages of inputs dead by the hand-over */
+    Py_ssize_t nstorage_uses;       /* pairs */
 } Observed;
+
+/* The storages a backward op read through tensors dead by the time the
+ * observer handed it over (observer.cpp: a saved output is read through a
+ * tensor SavedVariable::unpack makes for that backward): a use of a storage
+ * recorded at that address with that memory (another storage there since,
+ * never recorded, is not one), on its first recorded tensor (the rules
+ * judge a storage by its tensors' uses together; one a graph's views share
+ * can have thousands). */
+static int use_storages(Dispatcher *d, PyObject *storages, const Observed *obs, uint32_t stack,
+                        long long epoch)
+{
+    for (Py_ssize_t i = 0; i < obs->nstorage_uses; i++) {
+        PyObject *key = PyLong_FromUnsignedLongLong(obs->storage_uses[2 * i]);
+        PyObject *srec = key ? PyDict_GetItemWithError(storages, key) : NULL;
+        Py_XDECREF(key);
+        if (srec == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        if (!is_storage_rec(srec))
+            return -1;
+        if (SREC(srec)->ptr != obs->storage_uses[2 * i + 1])
+            continue;
+        /* the set is not changed meanwhile: nothing here runs Python */
+        Py_ssize_t pos = 0;
+        Py_hash_t hash;
+        PyObject *rec;
+        uint64_t first = 0;
+        while (_PySet_NextEntry(SREC(srec)->tids, &pos, &rec, &hash))
+            if (Py_IS_TYPE(rec, &TensorRecType) && !TREC(rec)->pending && TREC(rec)->tid != 0 &&
+                (first == 0 || TREC(rec)->tid < first))
+                first = TREC(rec)->tid;
+        if (first != 0) {
+            d->use(first, stack);
+            SREC(srec)->last_epoch = epoch;
+        }
+    }
+    return 0;
+}
 
 /* torch._C._autograd._get_sequence_nr() - 1: the number the last autograd
  * node made on this thread took; -1 if unknown. */
@@ -229,7 +272,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     if (tensors_in(args, &ins, 0) < 0 || (kwargs && tensors_in(kwargs, &ins, 0) < 0) ||
         tensors_in(out, &outs, 0) < 0)
         goto out;
-    if (ins.n == 0 && outs.n == 0) {
+    if (ins.n == 0 && outs.n == 0 && (obs == NULL || obs->nstorage_uses == 0)) {
         rc = 0;
         goto out;
     }
@@ -309,6 +352,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         if (rec == NULL || used(storages, rec, epoch) < 0)
             goto loop_fail;
     }
+    if (obs != NULL && obs->nstorage_uses && use_storages(d, storages, obs, stack, epoch) < 0)
+        goto loop_fail;
 
     /* Outputs: an input returned (in-place, out=) is a use; a new one is
      * tracked under its creation name, recorded at the next recording. */
@@ -451,7 +496,7 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
 static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *call,
                          Observed *obs, PyObject **last)
 {
-    if (nargs != 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
+    if (nargs < 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
         !PyLong_Check(argv[4])) {
         PyErr_SetString(PyExc_TypeError, call);
         return -1;
@@ -476,9 +521,13 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
     Observed obs = {0};
     PyObject *seq;
-    if (observer_args(argv, nargs, "observed(func, args: tuple, out, facts: bytes, seq: int)",
-                      &obs, &seq) < 0)
+    static const char call[] = "observed(func, args: tuple, out, facts: bytes, seq: int)";
+    if (observer_args(argv, nargs, call, &obs, &seq) < 0)
         return NULL;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, call);
+        return NULL;
+    }
     obs.seq = PyLong_AsLongLong(seq);
     if (obs.seq == -1 && PyErr_Occurred())
         return NULL;
@@ -487,20 +536,32 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* Dispatcher.observed_engine(func, args, out, facts, stack): an op that ran
- * on an autograd engine thread (a backward op), handed over by the C++
- * observer: as observed(), with ``stack`` the stack id of the frames of the
- * forward op it differentiates, lent to the thread while it ran (0: none
- * known; the thread runs no Python of the program, so there is nothing to
- * capture). Its outputs are named "backward: ...". */
+/* Dispatcher.observed_engine(func, args, out, facts, stack[, storage_uses]):
+ * an op that ran on an autograd engine thread (a backward op), handed over
+ * by the C++ observer: as observed(), with ``stack`` the stack id of the
+ * frames of the forward op it differentiates, lent to the thread while it
+ * ran (0: none known; the thread runs no Python of the program, so there is
+ * nothing to capture), and ``storage_uses`` bytes of (StorageImpl*, data
+ * pointer) pairs, uint64 each: the storages of inputs that died before the
+ * hand-over (None in ``args``), used by it. Its outputs are named
+ * "backward: ...". */
 PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
     Observed obs = {0};
     PyObject *stack_obj;
-    if (observer_args(argv, nargs,
-                      "observed_engine(func, args: tuple, out, facts: bytes, stack: int)", &obs,
-                      &stack_obj) < 0)
+    static const char call[] =
+        "observed_engine(func, args: tuple, out, facts: bytes, stack: int[, storage_uses: bytes])";
+    if (observer_args(argv, nargs, call, &obs, &stack_obj) < 0)
         return NULL;
+    if (nargs > 6 || (nargs == 6 && (!PyBytes_Check(argv[5]) ||
+                                     PyBytes_GET_SIZE(argv[5]) % (2 * sizeof(uint64_t))))) {
+        PyErr_SetString(PyExc_TypeError, call);
+        return NULL;
+    }
+    if (nargs == 6) {
+        obs.storage_uses = (const uint64_t *)PyBytes_AS_STRING(argv[5]);
+        obs.nstorage_uses = PyBytes_GET_SIZE(argv[5]) / (Py_ssize_t)(2 * sizeof(uint64_t));
+    }
     unsigned long stack = PyLong_AsUnsignedLong(stack_obj);
     if (stack == (unsigned long)-1 && PyErr_Occurred())
         return NULL;

@@ -524,8 +524,9 @@ static PyMethodDef dispatcher_methods[] = {
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,
      "observed(func, args, out, facts, seq): record an op the C++ observer saw run"},
     {"observed_engine", (PyCFunction)(void (*)(void))observed_engine, METH_FASTCALL,
-     "observed_engine(func, args, out, facts, stack): record an autograd engine "
-     "thread's op the C++ observer saw run, under the forward op's frames lent"},
+     "observed_engine(func, args, out, facts, stack[, storage_uses]): record an "
+     "autograd engine thread's op the C++ observer saw run, under the forward op's "
+     "frames lent, and its uses of storages whose tensors died before the hand-over"},
     {"engine_op", (PyCFunction)(void (*)(void))engine_op, METH_FASTCALL,
      "engine_op(func, args, kwargs, out): record an autograd engine thread's op that "
      "ran under the forward op's frames (the mode's way)"},

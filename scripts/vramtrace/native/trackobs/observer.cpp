@@ -91,7 +91,8 @@ auto &known_ops = *new std::unordered_map<const char *, Op>;   // schema name ->
 // an op while it is installed (under the GIL once an op is handed over).
 std::atomic<bool> active{false};
 PyObject *on_owner = nullptr;    // Dispatcher.observed(func, args, out, facts, seq)
-PyObject *on_other = nullptr;    // Dispatcher.observed_engine(func, args, out, facts, stack)
+PyObject *on_other = nullptr;    // Dispatcher.observed_engine(func, args, out, facts, stack
+                                 // [, storage uses])
 PyObject *op_for = nullptr;      // op_for(name, overload) -> OpOverload or None
 PyObject *engine_frames = nullptr;   // engine_frames() -> stack id to lend, 0: none
 // _trackfast's table of them, read without the GIL (set under it)
@@ -190,11 +191,18 @@ thread_local int open_ops = 0;   // ops looked at, open on this thread
 // from, never sees it).
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
+using WeakStorage = c10::weak_intrusive_ptr<c10::StorageImpl>;
+
 // An argument of an op held back, weakly: a tensor, a list of tensors, or
-// anything else (handed over as None, as the recording ignores it).
+// anything else (handed over as None, as the recording ignores it). An
+// engine op's inputs keep their storages too, weakly: a backward op reads a
+// saved output through a tensor of its own (SavedVariable::unpack makes one
+// on the saved storage), dead by the hand-over; its storage, still alive,
+// is what the op used (storage_uses below).
 struct HeldArg {
     enum Kind : uint8_t { OTHER, TENSOR, LIST } kind = OTHER;
     std::vector<std::optional<WeakImpl>> items;   // nullopt: an undefined tensor
+    std::vector<std::optional<WeakStorage>> stores;   // items' storages (engine inputs)
 };
 
 // An op held back: handed over later with the tensors still alive then.
@@ -218,9 +226,12 @@ thread_local std::vector<Deferred> *deferred = nullptr;
 // cost). Held weakly, only what is still alive is handed over, under one
 // acquisition; the memory a dead one had is in the trace anyway (the
 // allocator's own records, under the forward frames lent to the thread).
-// What changes: a use by a backward op of a tensor freed before the
-// hand-over is not recorded (its last use is its forward op's, in the
-// same step), and an output is recorded at the hand-over, not when made.
+// What changes: a backward op's use of a tensor dead by the hand-over is
+// recorded as a use of its storage, when that lives on (a saved output,
+// read through a tensor SavedVariable::unpack makes for each backward: a
+// graph kept across batches reads every batch's again), and not at all when
+// the storage died too (its last use is its forward op's, in the same
+// step); an output is recorded at the hand-over, not when made.
 std::mutex &engine_lock = *new std::mutex;                 // guards engine_ops
 auto &engine_ops = *new std::vector<Deferred>;
 std::atomic<bool> engine_waiting{false};
@@ -501,10 +512,12 @@ struct Wrapper {
 // sequence number of the autograd node it made if it made one (the
 // counter's last value; the recording keeps the first op's stack for a
 // number). An engine thread's goes to on_other(func, args, out, facts,
-// stack), with the stack id of the frames lent to it.
+// stack[, storage_uses]), with the stack id of the frames lent to it and,
+// where its inputs had died by the hand-over on storages still alive, those
+// storages (revived() below): bytes of (StorageImpl*, data pointer) pairs.
 void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
                     c10::ArrayRef<c10::IValue> outputs, bool engine, uint32_t forward,
-                    int64_t seq)
+                    int64_t seq, const std::vector<uint64_t> &storage_uses)
 {
     std::vector<vt__tensor_facts> facts;
     PyObject *to = engine ? on_other : on_owner;
@@ -514,17 +527,25 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
         Wrapper w{&facts};
         PyObject *args = w.tuple_of(inputs);
         PyObject *out = args ? w.tuple_of(outputs) : nullptr;
-        PyObject *tail[2] = {nullptr, nullptr};   // (facts, seq) or (facts, stack)
+        // (facts, seq), or (facts, stack[, storage uses]) for an engine op
+        PyObject *tail[3] = {nullptr, nullptr, nullptr};
+        size_t ntail = 2;
         if (out != nullptr) {
             tail[0] = PyBytes_FromStringAndSize(
                 reinterpret_cast<const char *>(facts.data()),
                 static_cast<Py_ssize_t>(facts.size() * sizeof(vt__tensor_facts)));
             tail[1] = engine ? PyLong_FromUnsignedLong(forward) : PyLong_FromLongLong(seq);
+            if (!storage_uses.empty()) {
+                tail[2] = PyBytes_FromStringAndSize(
+                    reinterpret_cast<const char *>(storage_uses.data()),
+                    static_cast<Py_ssize_t>(storage_uses.size() * sizeof(uint64_t)));
+                ntail = 3;
+            }
         }
         PyObject *r = nullptr;
-        if (tail[0] != nullptr && tail[1] != nullptr) {
-            PyObject *argv[5] = {func, args, out, tail[0], tail[1]};
-            r = PyObject_Vectorcall(callee, argv, 5, nullptr);
+        if (tail[0] != nullptr && tail[1] != nullptr && (ntail == 2 || tail[2] != nullptr)) {
+            PyObject *argv[6] = {func, args, out, tail[0], tail[1], tail[2]};
+            r = PyObject_Vectorcall(callee, argv, 3 + ntail, nullptr);
         }
         if (r == nullptr)   // the recording reports its own failures; not the op's
             PyErr_WriteUnraisable(callee);
@@ -533,29 +554,35 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
         Py_XDECREF(out);
         Py_XDECREF(tail[0]);
         Py_XDECREF(tail[1]);
+        Py_XDECREF(tail[2]);
         Py_DECREF(callee);
     }
 }
 
-std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values)
+// ``values`` held weakly; with ``storages``, each tensor's storage too.
+std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values, bool storages = false)
 {
     std::vector<HeldArg> held(values.size());
-    auto weak = [](const at::Tensor &t) -> std::optional<WeakImpl> {
-        if (!t.defined())
-            return std::nullopt;
-        return WeakImpl(t.getIntrusivePtr());
+    auto hold = [storages](HeldArg &a, const at::Tensor *t) {
+        bool defined = t != nullptr && t->defined();
+        a.items.push_back(defined ? std::optional<WeakImpl>(WeakImpl(t->getIntrusivePtr()))
+                                  : std::nullopt);
+        if (storages)
+            a.stores.push_back(defined && t->has_storage()
+                                   ? std::optional<WeakStorage>(t->storage().getWeakStorageImpl())
+                                   : std::nullopt);
     };
     for (size_t i = 0; i < values.size(); i++) {
         const c10::IValue &v = values[i];
         if (v.isTensor()) {
             held[i].kind = HeldArg::TENSOR;
-            held[i].items.push_back(weak(v.toTensor()));
+            hold(held[i], &v.toTensor());
         } else if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
                                         (v.toListRef()[0].isTensor() ||
                                          v.toListRef()[0].isNone()))) {
             held[i].kind = HeldArg::LIST;
             for (const c10::IValue &item : v.toListRef())
-                held[i].items.push_back(item.isTensor() ? weak(item.toTensor()) : std::nullopt);
+                hold(held[i], item.isTensor() ? &item.toTensor() : nullptr);
         }
     }
     return held;
@@ -563,30 +590,42 @@ std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values)
 
 // ``held`` as the op's arguments again: the tensors still alive, an
 // undefined tensor (None to the recording) for each one gone. Sets
-// ``alive`` and ``dead`` to the tensors found alive and gone.
-std::vector<c10::IValue> revived(std::vector<HeldArg> &held, size_t &alive, size_t &dead)
+// ``alive`` and ``dead`` to the tensors found alive and gone. Where
+// ``storage_uses`` is given, a dead tensor whose storage (held with it) is
+// alive adds that storage to it: its StorageImpl and data pointer, read as
+// StorageImpl::data() reads it (a copy-on-write storage left as it is).
+std::vector<c10::IValue> revived(std::vector<HeldArg> &held, size_t &alive, size_t &dead,
+                                 std::vector<uint64_t> *storage_uses = nullptr)
 {
     alive = dead = 0;
     std::vector<c10::IValue> out;
     out.reserve(held.size());
-    auto lock = [&](std::optional<WeakImpl> &w) -> at::Tensor {
+    auto lock = [&](HeldArg &a, size_t k) -> at::Tensor {
+        std::optional<WeakImpl> &w = a.items[k];
         if (!w)
             return at::Tensor();
         auto t = w->lock();
-        if (!t) {
-            dead++;
-            return at::Tensor();
+        if (t) {
+            alive++;
+            return at::Tensor(std::move(t));
         }
-        alive++;
-        return at::Tensor(std::move(t));
+        dead++;
+        if (storage_uses != nullptr && k < a.stores.size() && a.stores[k]) {
+            c10::intrusive_ptr<c10::StorageImpl> s = a.stores[k]->lock();
+            if (s) {
+                storage_uses->push_back(reinterpret_cast<uintptr_t>(s.get()));
+                storage_uses->push_back(reinterpret_cast<uintptr_t>(s->data()));
+            }
+        }
+        return at::Tensor();
     };
     for (HeldArg &a : held) {
         if (a.kind == HeldArg::TENSOR) {
-            out.emplace_back(lock(a.items[0]));
+            out.emplace_back(lock(a, 0));
         } else if (a.kind == HeldArg::LIST) {
             c10::List<at::Tensor> list;
-            for (auto &w : a.items)
-                list.push_back(lock(w));
+            for (size_t k = 0; k < a.items.size(); k++)
+                list.push_back(lock(a, k));
             out.emplace_back(std::move(list));
         } else {
             out.emplace_back();
@@ -620,12 +659,14 @@ void hand_over_ops(std::vector<Deferred> &ops)
             }
         }
         size_t ins_alive, ins_dead, outs_alive, outs_dead;
-        std::vector<c10::IValue> in = revived(d.inputs, ins_alive, ins_dead);
+        std::vector<uint64_t> storage_uses;
+        std::vector<c10::IValue> in =
+            revived(d.inputs, ins_alive, ins_dead, d.engine ? &storage_uses : nullptr);
         std::vector<c10::IValue> out = revived(d.outputs, outs_alive, outs_dead);
         bool go = d.all_or_none ? ins_dead + outs_dead == 0 && outs_alive > 0
-                                : ins_alive + outs_alive > 0;
+                                : ins_alive + outs_alive > 0 || !storage_uses.empty();
         if (go && active.load(std::memory_order_relaxed))
-            call_recording(d.func, in, out, d.engine, d.forward, d.seq);
+            call_recording(d.func, in, out, d.engine, d.forward, d.seq, storage_uses);
         in.clear();   // the references dropped under the GIL
         out.clear();
     }
@@ -691,7 +732,7 @@ Deferred held_op(const Started *started, const at::RecordFunction &fn)
 {
     Deferred d;
     d.func = started->func;
-    d.inputs = weakly(started->inputs);
+    d.inputs = weakly(started->inputs, started->engine);
     d.outputs = weakly(fn.outputs());
     return d;
 }
@@ -744,7 +785,7 @@ void hand_over(Started *started, const at::RecordFunction &fn)
         deferred->push_back(std::move(d));
     } else {
         PyGILState_STATE gil = gil_outside_marks();
-        call_recording(started->func, started->inputs, fn.outputs(), false, 0, seq);
+        call_recording(started->func, started->inputs, fn.outputs(), false, 0, seq, {});
         started->inputs.clear();   // the references dropped under the GIL
         PyGILState_Release(gil);
         return;
